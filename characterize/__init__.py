@@ -1,0 +1,1 @@
+"""Offline characterization and fitting: lidar statistics, pod geometry, filter noise, pose-error models, validation."""

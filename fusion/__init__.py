@@ -1,0 +1,1 @@
+"""Estimation: pod kinematics, the split x/y/heading Kalman filters, a joint baseline, dual-scan merge."""

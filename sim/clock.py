@@ -1,0 +1,35 @@
+"""Emulation time: simulated seconds that run ``speed`` times faster than the wall."""
+
+from __future__ import annotations
+
+import time
+
+from sensorbench.errors import SimError
+
+
+class SimClock:
+    """Maps host monotonic time to simulated time at a fixed speed-up.
+
+    Args:
+        speed: simulated seconds per host second (1.0 = real time).
+    """
+
+    def __init__(self, speed: float = 1.0) -> None:
+        if not speed > 0:
+            raise SimError(f"speed must be > 0, got {speed}")
+        self.speed = float(speed)
+        self._t0 = time.monotonic()
+
+    def now(self) -> float:
+        """Simulated seconds since the clock was created (s)."""
+        return (time.monotonic() - self._t0) * self.speed
+
+    def sleep_until(self, sim_t: float, stop: object | None = None) -> None:
+        """Sleep until simulated time ``sim_t`` (s); returns early if ``stop.is_set()``."""
+        while True:
+            remaining = (sim_t - self.now()) / self.speed
+            if remaining <= 0:
+                return
+            if stop is not None and stop.is_set():  # type: ignore[attr-defined]
+                return
+            time.sleep(min(remaining, 0.05))
