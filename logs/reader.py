@@ -1,0 +1,447 @@
+"""Reading sessions: lazy, time-sliced access per stream, and a time-ordered replay.
+
+A session is opened read-only and SWMR-safe, so a file whose writer is still
+running, or was killed, can be read. Every read returns a self-consistent prefix:
+if the writer died between extending two columns of a stream, the extra rows of
+the longer column are not returned (``sensorbench check`` rebuilds such a file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+from sensorbench.errors import SessionError
+from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
+from sensorbench.logs.schema import (
+    ENCODER_FIELDS,
+    FORMAT_NAME,
+    GROUPS,
+    LIDAR_POINT_FIELDS,
+    POSE_FIELDS,
+    SCHEMA_VERSION,
+    FileStatus,
+)
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def attrs_dict(obj: h5py.HLObject) -> dict[str, Any]:
+    """HDF5 attributes as plain Python values (JSON-encoded dicts are decoded)."""
+    out: dict[str, Any] = {}
+    for key, value in obj.attrs.items():
+        value = _decode(value)
+        if isinstance(value, str) and value.startswith("{") and value.endswith("}"):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass
+        out[key] = value
+    return out
+
+
+def _window(t: h5py.Dataset | np.ndarray, n: int, t0: int | None, t1: int | None) -> slice:
+    """Row range of the first ``n`` rows whose time lies in ``[t0, t1)`` (times sorted)."""
+    if t0 is None and t1 is None:
+        return slice(0, n)
+    times = np.asarray(t[:n])
+    lo = 0 if t0 is None else int(np.searchsorted(times, t0, "left"))
+    hi = n if t1 is None else int(np.searchsorted(times, t1, "left"))
+    return slice(lo, max(lo, hi))
+
+
+class _Stream:
+    kind = ""
+
+    def __init__(self, group: h5py.Group) -> None:
+        self._g = group
+        self.name = group.name.rsplit("/", 1)[-1]
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        """The stream's attributes (units, frame, device metadata)."""
+        return attrs_dict(self._g)
+
+    def _n(self, columns: list[str]) -> int:
+        return min(self._g[c].shape[0] for c in columns)
+
+
+class LidarStream(_Stream):
+    """One lidar's turns in a session."""
+
+    kind = "lidar"
+
+    def _consistent(self) -> tuple[int, int]:
+        n_points = self._n(list(LIDAR_POINT_FIELDS))
+        index = self._g["turns"]
+        ends = index["offset"] + index["count"].astype(np.int64) if index.shape[0] else np.empty(0)
+        n_turns = int(np.searchsorted(ends, n_points, "right")) if len(ends) else 0
+        return n_turns, n_points
+
+    @property
+    def n_turns(self) -> int:
+        """Number of complete turns stored."""
+        return self._consistent()[0]
+
+    @property
+    def n_points(self) -> int:
+        """Number of points belonging to stored turns."""
+        n_turns, _ = self._consistent()
+        if n_turns == 0:
+            return 0
+        last = self._g["turns"][n_turns - 1]
+        return int(last["offset"] + last["count"])
+
+    def read_index(self) -> np.ndarray:
+        """The per-turn index (structured array: offset, count, t_first_ns, device_ns, speed_hz, flags)."""
+        n_turns, _ = self._consistent()
+        return self._g["turns"][:n_turns]
+
+    def read(self, t0_ns: int | None = None, t1_ns: int | None = None) -> LidarTurns:
+        """Turns whose first point's host time lies in ``[t0_ns, t1_ns)`` (all by default)."""
+        index = self.read_index()
+        sel = _window(index["t_first_ns"], len(index), t0_ns, t1_ns)
+        index = index[sel]
+        if len(index) == 0:
+            return LidarTurns.empty()
+        start = int(index["offset"][0])
+        stop = int(index["offset"][-1] + index["count"][-1])
+        cols = {c: self._g[c][start:stop] for c in LIDAR_POINT_FIELDS}
+        return LidarTurns(
+            index["t_first_ns"],
+            index["device_ns"],
+            index["speed_hz"],
+            index["count"],
+            index["flags"],
+            cols["angle"],
+            cols["range"],
+            cols["intensity"],
+            cols["t_ns"],
+        )
+
+
+class RawStream(_Stream):
+    """The raw bytes received from one serial device."""
+
+    kind = "raw"
+
+    def _chunks(self) -> np.ndarray:
+        n_bytes = self._g["data"].shape[0]
+        chunks = self._g["chunks"][:]
+        ends = chunks["offset"] + chunks["length"]
+        return chunks[: int(np.searchsorted(ends, n_bytes, "right"))]
+
+    @property
+    def chunk_times_ns(self) -> np.ndarray:
+        """Host receive time of each chunk (ns)."""
+        return self._chunks()["t_ns"]
+
+    @property
+    def n_bytes(self) -> int:
+        """Bytes stored in complete chunks."""
+        chunks = self._chunks()
+        return int(chunks["offset"][-1] + chunks["length"][-1]) if len(chunks) else 0
+
+    def read_bytes(self) -> bytes:
+        """Every stored byte, in receive order."""
+        return self._g["data"][: self.n_bytes].tobytes()
+
+    def iter_chunks(self) -> Iterator[tuple[int, bytes]]:
+        """(host receive time ns, bytes) for each chunk as it was received."""
+        chunks = self._chunks()
+        data = self._g["data"][: self.n_bytes]
+        for t, off, length in zip(chunks["t_ns"], chunks["offset"], chunks["length"], strict=True):
+            yield int(t), data[off : off + length].tobytes()
+
+
+class EncoderStream(_Stream):
+    """Encoder frames (pods, optional IMU yaw)."""
+
+    kind = "encoder"
+
+    def __len__(self) -> int:
+        return self._n([*ENCODER_FIELDS, "counts"])
+
+    @property
+    def n_counts(self) -> int:
+        """Counters per frame."""
+        return int(self._g["counts"].shape[1])
+
+    def read(self, t0_ns: int | None = None, t1_ns: int | None = None) -> EncoderBatch:
+        """Frames whose host time lies in ``[t0_ns, t1_ns)``."""
+        sel = _window(self._g["host_ns"], len(self), t0_ns, t1_ns)
+        return EncoderBatch(**{c: self._g[c][sel] for c in (*ENCODER_FIELDS, "counts")})
+
+
+class PoseStream(_Stream):
+    """Pose samples (mocap, pose sensor, estimate)."""
+
+    kind = "pose"
+
+    def __len__(self) -> int:
+        return self._n([*POSE_FIELDS, "position", "quat_xyzw"])
+
+    def read(self, t0_ns: int | None = None, t1_ns: int | None = None) -> PoseBatch:
+        """Samples whose time lies in ``[t0_ns, t1_ns)``."""
+        sel = _window(self._g["t_ns"], len(self), t0_ns, t1_ns)
+        return PoseBatch(**{c: self._g[c][sel] for c in (*POSE_FIELDS, "position", "quat_xyzw")})
+
+
+@dataclass(frozen=True)
+class ReplayItem:
+    """One record of a replay: a lidar turn, an encoder frame, a pose sample or an event."""
+
+    t_ns: int
+    kind: str
+    name: str
+    data: Any
+
+
+def open_h5(path: str | os.PathLike[str]) -> h5py.File:
+    """Open a session read-only (SWMR-safe), with clear errors for foreign or broken files."""
+    path = Path(path)
+    if not path.exists():
+        raise SessionError(f"{path}: no such file")
+    if path.is_dir():
+        raise SessionError(f"{path}: is a directory, not a session file")
+    with open(path, "rb") as fh:
+        signature = fh.read(8)
+    if signature != b"\x89HDF\r\n\x1a\n":
+        raise SessionError(f"{path}: not an HDF5 file, so not a sensorbench session")
+    try:
+        f = h5py.File(path, "r", swmr=True)
+    except OSError:
+        try:
+            f = h5py.File(path, "r")
+        except OSError as exc:
+            raise SessionError(
+                f"{path}: cannot be opened as HDF5 ({exc}); the file is truncated or corrupt"
+            ) from exc
+    try:
+        fmt = _decode(f.attrs.get("format", ""))
+        version = _decode(f.attrs.get("schema_version", -1))
+        if fmt != FORMAT_NAME:
+            raise SessionError(f"{path}: an HDF5 file, but not a sensorbench session")
+        if not isinstance(version, int) or version > SCHEMA_VERSION:
+            raise SessionError(
+                f"{path}: session schema version {version} is newer than this software "
+                f"understands ({SCHEMA_VERSION}); upgrade sensorbench"
+            )
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+class Session:
+    """A session file opened for reading.
+
+    Raises:
+        SessionError: missing, foreign, truncated or newer-schema file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._f = open_h5(self.path)
+
+    def close(self) -> None:
+        """Close the file."""
+        self._f.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def h5(self) -> h5py.File:
+        """The underlying h5py file (read-only)."""
+        return self._f
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        """Root attributes."""
+        return attrs_dict(self._f)
+
+    @property
+    def label(self) -> str:
+        """The session's label (e.g. ``square``)."""
+        return str(_decode(self._f.attrs.get("label", "")))
+
+    @property
+    def config_text(self) -> str:
+        """The robot configuration text recorded with the session."""
+        return str(_decode(self._f.attrs.get("config_text", "")))
+
+    @property
+    def schema_version(self) -> int:
+        """Schema version the file was written with."""
+        return int(self._f.attrs["schema_version"])
+
+    @property
+    def status(self) -> FileStatus:
+        """WRITING (writer open or killed), CLOSED or RECOVERED."""
+        return FileStatus(int(self._f["_status"][0])) if "_status" in self._f else FileStatus.WRITING
+
+    def _names(self, kind: str) -> list[str]:
+        group = self._f.get(GROUPS[kind])
+        return sorted(group.keys()) if group is not None else []
+
+    def lidar_names(self) -> list[str]:
+        """Names of the lidar streams."""
+        return self._names("lidar")
+
+    def raw_names(self) -> list[str]:
+        """Names of the raw byte streams."""
+        return self._names("raw")
+
+    def encoder_names(self) -> list[str]:
+        """Names of the encoder streams."""
+        return self._names("encoder")
+
+    def pose_names(self, kind: str | None = None) -> list[str]:
+        """Names of the pose streams, optionally only those of ``kind``."""
+        names = self._names("pose")
+        if kind is None:
+            return names
+        return [n for n in names if self.pose(n).attrs.get("kind") == kind]
+
+    def _get(self, kind: str, name: str, cls: type[_Stream]) -> Any:
+        group = self._f.get(f"{GROUPS[kind]}/{name}")
+        if group is None:
+            have = ", ".join(self._names(kind)) or "none"
+            raise SessionError(f"{self.path}: no {kind} stream {name!r} (have: {have})")
+        return cls(group)
+
+    def lidar(self, name: str) -> LidarStream:
+        """The lidar stream ``name``."""
+        return self._get("lidar", name, LidarStream)
+
+    def raw(self, name: str) -> RawStream:
+        """The raw byte stream ``name``."""
+        return self._get("raw", name, RawStream)
+
+    def encoder(self, name: str) -> EncoderStream:
+        """The encoder stream ``name``."""
+        return self._get("encoder", name, EncoderStream)
+
+    def pose(self, name: str) -> PoseStream:
+        """The pose stream ``name``."""
+        return self._get("pose", name, PoseStream)
+
+    def events(self) -> list[Event]:
+        """Every event, in the order written."""
+        rows = self._f["events"][:]
+        return [
+            Event(int(r["t_ns"]), _decode(r["source"]), _decode(r["kind"]), _decode(r["message"]))
+            for r in rows
+        ]
+
+    def truth_names(self) -> list[str]:
+        """Paths of every dataset under ``/truth``."""
+        names: list[str] = []
+        self._f["truth"].visititems(
+            lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None
+        )
+        return sorted(names)
+
+    def truth(self, path: str) -> np.ndarray:
+        """The truth dataset at ``/truth/<path>``."""
+        ds = self._f["truth"].get(path)
+        if not isinstance(ds, h5py.Dataset):
+            raise SessionError(f"{self.path}: no truth dataset {path!r}")
+        return ds[()]
+
+    def truth_attrs(self, path: str = "") -> dict[str, Any]:
+        """Attributes of ``/truth`` or of a truth dataset/group."""
+        obj = self._f["truth"] if not path else self._f["truth"].get(path)
+        if obj is None:
+            raise SessionError(f"{self.path}: no truth entry {path!r}")
+        return attrs_dict(obj)
+
+    def replay(
+        self,
+        names: list[str] | None = None,
+        t0_ns: int | None = None,
+        t1_ns: int | None = None,
+        realtime: bool = False,
+        speed: float = 1.0,
+    ) -> Iterator[ReplayItem]:
+        """Every turn, frame, pose sample and event in time order, merged across streams.
+
+        Args:
+            names: streams to include (default all; ``events`` names the event table).
+            t0_ns, t1_ns: time window ``[t0_ns, t1_ns)``.
+            realtime: pace the iteration at ``speed`` × the recorded rate.
+        """
+        times: list[np.ndarray] = []
+        sources: list[tuple[str, str, Any]] = []
+
+        def want(name: str) -> bool:
+            return names is None or name in names
+
+        for name in self.lidar_names():
+            if want(name):
+                turns = self.lidar(name).read(t0_ns, t1_ns)
+                times.append(turns.t_first_ns)
+                sources.append(("lidar", name, turns))
+        for name in self.encoder_names():
+            if want(name):
+                batch = self.encoder(name).read(t0_ns, t1_ns)
+                times.append(batch.host_ns)
+                sources.append(("encoder", name, batch))
+        for name in self.pose_names():
+            if want(name):
+                batch = self.pose(name).read(t0_ns, t1_ns)
+                times.append(batch.t_ns)
+                sources.append(("pose", name, batch))
+        if want("events"):
+            events = [
+                e
+                for e in self.events()
+                if (t0_ns is None or e.t_ns >= t0_ns) and (t1_ns is None or e.t_ns < t1_ns)
+            ]
+            times.append(np.array([e.t_ns for e in events], dtype=np.int64))
+            sources.append(("event", "events", events))
+        if not times:
+            return
+        all_t = np.concatenate(times)
+        which = np.concatenate([np.full(len(t), i) for i, t in enumerate(times)])
+        row = np.concatenate([np.arange(len(t)) for t in times])
+        order = np.lexsort((row, which, all_t))
+        start_wall = time.monotonic()
+        first_t = int(all_t[order[0]]) if len(order) else 0
+        for k in order:
+            t, i, r = int(all_t[k]), int(which[k]), int(row[k])
+            kind, name, data = sources[i]
+            if realtime:
+                delay = (t - first_t) / 1e9 / speed - (time.monotonic() - start_wall)
+                if delay > 0:
+                    time.sleep(delay)
+            yield ReplayItem(t, kind, name, _row(kind, data, r))
+
+
+def _row(kind: str, data: Any, r: int) -> Any:
+    if kind == "lidar":
+        return data.turn(r)
+    if kind == "encoder":
+        return EncoderBatch(**{f: getattr(data, f)[r : r + 1] for f in (*ENCODER_FIELDS, "counts")})
+    if kind == "pose":
+        return PoseBatch(**{f: getattr(data, f)[r : r + 1] for f in (*POSE_FIELDS, "position", "quat_xyzw")})
+    return data[r]

@@ -1,0 +1,96 @@
+"""Session format version 1: constants, flags and on-disk dtypes.
+
+Every field is documented in ``docs/FORMAT.md``; keep the two in step.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, IntFlag
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+"""Version of the session layout written by this software."""
+
+FORMAT_NAME = "sensorbench-session"
+"""Value of the root attribute ``format``: how a session is told from a foreign HDF5 file."""
+
+NO_DEVICE_TIME = int(np.iinfo(np.int64).min)
+"""Sentinel for "the device sent no time for this sample" in any ``device_ns`` field."""
+
+LIBVER = ("v110", "v110")
+"""HDF5 format bounds: SWMR-capable and readable by HDF5 1.10 tools (Debian 12)."""
+
+
+class TurnFlag(IntFlag):
+    """Per-turn flags of a lidar stream."""
+
+    PACKET_LOSS = 1
+    """Packets or nodes are known lost inside this turn (device time or sequence gap)."""
+    AFTER_RECONNECT = 2
+    """The first complete turn after the device was reconnected."""
+    CRC_ERRORS = 4
+    """At least one packet failed its check while this turn was assembled."""
+
+
+class PoseFlag(IntFlag):
+    """Per-sample flags of a pose stream."""
+
+    RELOCALIZED = 1
+    """The sensor relocalized into its map at this sample (a new offset starts here)."""
+    PAUSED = 2
+    """The sensor reported a pause (e.g. covered); the sample may be held or stale."""
+
+
+class FileStatus(IntEnum):
+    """Value of the ``/_status`` dataset."""
+
+    WRITING = 0
+    """A writer has the file open (or died with it open)."""
+    CLOSED = 1
+    """The writer closed the file cleanly."""
+    RECOVERED = 2
+    """``sensorbench check`` rebuilt the file after its writer died."""
+
+
+TURN_DTYPE = np.dtype(
+    [
+        ("offset", "<i8"),
+        ("count", "<i4"),
+        ("t_first_ns", "<i8"),
+        ("device_ns", "<i8"),
+        ("speed_hz", "<f4"),
+        ("flags", "<u2"),
+    ]
+)
+RAW_CHUNK_DTYPE = np.dtype([("t_ns", "<i8"), ("offset", "<i8"), ("length", "<i4")])
+EVENT_DTYPE = np.dtype(
+    [("t_ns", "<i8"), ("source", "S32"), ("kind", "S24"), ("message", "S232")]
+)
+
+LIDAR_POINT_FIELDS = {"angle": "<f4", "range": "<f4", "intensity": "<u2", "t_ns": "<i8"}
+ENCODER_FIELDS = {
+    "host_ns": "<i8",
+    "device_ns": "<i8",
+    "seq": "<i8",
+    "yaw": "<f8",
+    "yaw_rate": "<f8",
+}
+POSE_FIELDS = {"t_ns": "<i8", "valid": "u1", "flags": "u1"}
+
+POSE_KINDS = ("mocap", "pose_sensor", "estimate")
+EVENT_KINDS = (
+    "unplug",
+    "reconnect",
+    "stale",
+    "crc_burst",
+    "relocalization",
+    "note",
+    "error",
+    "overrun",
+    "start",
+    "stop",
+)
+
+GROUPS = {"lidar": "lidar", "raw": "raw", "encoder": "encoders", "pose": "pose"}
+"""Stream kind -> HDF5 group name."""

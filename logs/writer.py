@@ -1,0 +1,413 @@
+"""The session writer: many producer threads, one HDF5 file, nothing lost on a crash.
+
+Producers (driver threads) call the ``append_*`` methods; they only validate and
+enqueue. One writer thread stages what arrives and, every ``flush_interval_s``,
+extends each dataset once and flushes the file. The file is opened with
+``libver=('v110', 'v110')`` and switched to SWMR mode once every stream is declared,
+so a process killed at any moment leaves a file that holds everything up to the
+last flush (see HARDWARE.md, "HDF5 facts"). Datasets are uncompressed: rewriting a
+partly filled compressed chunk at each flush inflates the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+from sensorbench import __version__
+from sensorbench.errors import SessionError
+from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
+from sensorbench.logs.schema import (
+    ENCODER_FIELDS,
+    EVENT_DTYPE,
+    FORMAT_NAME,
+    GROUPS,
+    LIBVER,
+    LIDAR_POINT_FIELDS,
+    POSE_FIELDS,
+    POSE_KINDS,
+    RAW_CHUNK_DTYPE,
+    SCHEMA_VERSION,
+    TURN_DTYPE,
+    FileStatus,
+)
+
+_POINT_CHUNK = 32768
+_ROW_CHUNK = 4096
+_RAW_CHUNK = 65536
+_STOP = object()
+
+
+def _attr_value(value: Any) -> Any:
+    """HDF5-storable form of an attribute value (dicts and None become text)."""
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        import json
+
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def _extend(ds: h5py.Dataset, data: np.ndarray) -> None:
+    if len(data) == 0:
+        return
+    n = ds.shape[0]
+    ds.resize(n + len(data), axis=0)
+    ds[n:] = data
+
+
+@dataclass
+class _Stream:
+    kind: str
+    name: str
+    group: h5py.Group
+    pending: list[Any] = field(default_factory=list)
+    written_points: int = 0
+    written_bytes: int = 0
+
+
+class SessionWriter:
+    """Write one session file from any number of threads.
+
+    Args:
+        path: the ``.h5`` file to create.
+        label: what the session is (e.g. ``square``, ``static``).
+        config_text: the robot configuration (TOML text) the session was recorded with.
+        swmr: switch to SWMR mode at :meth:`start` (keeps the file valid if the process
+            dies). Offline writers (simulation, import) may pass False, which also
+            allows :meth:`set_truth` at any time.
+        flush_interval_s: longest time between flushes to disk (s).
+        attrs: extra root attributes (str, numbers, arrays, or dicts stored as JSON).
+        overwrite: replace an existing file instead of refusing.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        label: str = "",
+        config_text: str = "",
+        swmr: bool = True,
+        flush_interval_s: float = 0.5,
+        attrs: dict[str, Any] | None = None,
+        overwrite: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        if self.path.exists() and not overwrite:
+            raise SessionError(f"{self.path} exists; choose another name or remove it first")
+        if not flush_interval_s > 0:
+            raise SessionError(f"flush_interval_s must be > 0 s, got {flush_interval_s}")
+        self.swmr = swmr
+        self.flush_interval_s = flush_interval_s
+        self.error: BaseException | None = None
+        try:
+            self._file = h5py.File(self.path, "w", libver=LIBVER)
+        except OSError as exc:
+            raise SessionError(f"cannot create {self.path}: {exc}") from exc
+        f = self._file
+        wall, mono = time.time_ns(), time.monotonic_ns()
+        root = {
+            "format": FORMAT_NAME,
+            "schema_version": SCHEMA_VERSION,
+            "software_version": __version__,
+            "wall_clock_anchor_ns": wall,
+            "monotonic_anchor_ns": mono,
+            "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall / 1e9)),
+            "hostname": socket.gethostname(),
+            "label": label,
+            "config_text": config_text,
+        }
+        root.update(attrs or {})
+        for key, value in root.items():
+            f.attrs[key] = _attr_value(value)
+        self._status = f.create_dataset("_status", data=np.array([FileStatus.WRITING], "u1"))
+        self._events = f.create_dataset(
+            "events", shape=(0,), maxshape=(None,), dtype=EVENT_DTYPE, chunks=(256,)
+        )
+        for group in (*GROUPS.values(), "truth"):
+            f.create_group(group)
+        self._streams: dict[tuple[str, str], _Stream] = {}
+        self._pending_events: list[tuple[int, str, str, str]] = []
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self.last_flush_ns = 0
+
+    # -- declaration -------------------------------------------------------------
+
+    def _declare(self, kind: str, name: str, attrs: dict[str, Any] | None) -> h5py.Group:
+        if self._thread is not None and self.swmr:
+            raise SessionError(
+                f"cannot add {kind} stream {name!r}: the writer has started (SWMR freezes the "
+                "layout); declare every stream before the first append"
+            )
+        if not name or "/" in name:
+            raise SessionError(f"invalid stream name {name!r}: non-empty, no '/'")
+        if (kind, name) in self._streams:
+            raise SessionError(f"{kind} stream {name!r} declared twice")
+        group = self._file[GROUPS[kind]].create_group(name)
+        for key, value in (attrs or {}).items():
+            group.attrs[key] = _attr_value(value)
+        self._streams[(kind, name)] = _Stream(kind, name, group)
+        return group
+
+    @staticmethod
+    def _column(group: h5py.Group, name: str, dtype: str, chunk: int, width: int = 0) -> None:
+        shape, maxshape, chunks = (0,), (None,), (chunk,)
+        if width:
+            shape, maxshape, chunks = (0, width), (None, width), (chunk, width)
+        group.create_dataset(name, shape=shape, maxshape=maxshape, dtype=dtype, chunks=chunks)
+
+    def add_lidar(self, name: str, attrs: dict[str, Any] | None = None) -> None:
+        """Declare a lidar stream (attrs: model, port_path, serial, firmware, mount_xy_yaw...)."""
+        group = self._declare("lidar", name, {"units": "angle rad CCW, range m, time ns", **(attrs or {})})
+        for col, dtype in LIDAR_POINT_FIELDS.items():
+            self._column(group, col, dtype, _POINT_CHUNK)
+        group.create_dataset("turns", shape=(0,), maxshape=(None,), dtype=TURN_DTYPE, chunks=(1024,))
+
+    def add_raw(self, name: str, attrs: dict[str, Any] | None = None) -> None:
+        """Declare a raw byte stream (everything received from one serial device)."""
+        group = self._declare("raw", name, attrs)
+        self._column(group, "data", "u1", _RAW_CHUNK)
+        group.create_dataset(
+            "chunks", shape=(0,), maxshape=(None,), dtype=RAW_CHUNK_DTYPE, chunks=(1024,)
+        )
+
+    def add_encoder(self, name: str, n_counts: int = 3, attrs: dict[str, Any] | None = None) -> None:
+        """Declare an encoder stream with ``n_counts`` cumulative counters per frame."""
+        if n_counts < 1:
+            raise SessionError(f"an encoder stream needs at least one counter, got {n_counts}")
+        group = self._declare(
+            "encoder", name, {"units": "counts, yaw rad, yaw_rate rad/s, time ns", **(attrs or {})}
+        )
+        group.attrs["n_counts"] = n_counts
+        for col, dtype in ENCODER_FIELDS.items():
+            self._column(group, col, dtype, _ROW_CHUNK)
+        self._column(group, "counts", "<i8", _ROW_CHUNK, width=n_counts)
+
+    def add_pose(self, name: str, kind: str, attrs: dict[str, Any] | None = None) -> None:
+        """Declare a pose stream of kind ``mocap``, ``pose_sensor`` or ``estimate``."""
+        if kind not in POSE_KINDS:
+            raise SessionError(f"pose stream kind must be one of {POSE_KINDS}, got {kind!r}")
+        group = self._declare(
+            "pose", name, {"kind": kind, "units": "position m, quaternion xyzw, time ns", **(attrs or {})}
+        )
+        for col, dtype in POSE_FIELDS.items():
+            self._column(group, col, dtype, _ROW_CHUNK)
+        self._column(group, "position", "<f8", _ROW_CHUNK, width=3)
+        self._column(group, "quat_xyzw", "<f8", _ROW_CHUNK, width=4)
+
+    def set_truth(self, path: str, data: np.ndarray, attrs: dict[str, Any] | None = None) -> None:
+        """Store a truth array at ``/truth/<path>`` (simulated sessions only)."""
+        self._check_layout_open("truth")
+        ds = self._file["truth"].create_dataset(path, data=np.asarray(data))
+        for key, value in (attrs or {}).items():
+            ds.attrs[key] = _attr_value(value)
+
+    def set_truth_attrs(self, attrs: dict[str, Any], path: str = "") -> None:
+        """Set attributes on ``/truth`` (or on a truth dataset/group at ``path``)."""
+        self._check_layout_open("truth attributes")
+        target = self._file["truth"] if not path else self._file["truth"][path]
+        for key, value in attrs.items():
+            target.attrs[key] = _attr_value(value)
+
+    def _check_layout_open(self, what: str) -> None:
+        if self._thread is not None and self.swmr:
+            raise SessionError(f"cannot write {what} after start() of a SWMR writer")
+
+    # -- running -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Freeze the layout (SWMR) and start the writer thread. Idempotent."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            if self._closed:
+                raise SessionError(f"{self.path} is closed")
+            self._file.flush()
+            if self.swmr:
+                self._file.swmr_mode = True
+            self._thread = threading.Thread(
+                target=self._run, name=f"session-writer:{self.path.name}", daemon=True
+            )
+            self._thread.start()
+
+    def _put(self, kind: str, name: str, payload: Any) -> None:
+        if self.error is not None:
+            raise SessionError(f"writing {self.path} failed: {self.error}") from self.error
+        if self._closed:
+            raise SessionError(f"{self.path} is closed")
+        if (kind, name) not in self._streams:
+            raise SessionError(f"{kind} stream {name!r} was not declared in {self.path}")
+        if self._thread is None:
+            self.start()
+        self._queue.put((kind, name, payload))
+
+    def append_turns(self, name: str, turns: LidarTurns) -> None:
+        """Queue complete lidar turns for stream ``name``."""
+        if not isinstance(turns, LidarTurns):
+            raise SessionError("append_turns takes a LidarTurns batch")
+        if turns.n_turns:
+            self._put("lidar", name, turns)
+
+    def append_raw(self, name: str, t_ns: int, data: bytes) -> None:
+        """Queue one chunk of received bytes with its host receive time (ns)."""
+        if data:
+            self._put("raw", name, (int(t_ns), bytes(data)))
+
+    def append_encoder(self, name: str, batch: EncoderBatch) -> None:
+        """Queue encoder frames for stream ``name``."""
+        stream = self._streams.get(("encoder", name))
+        if stream is not None and batch.counts.shape[1] != stream.group.attrs["n_counts"]:
+            raise SessionError(
+                f"encoder stream {name!r} has {stream.group.attrs['n_counts']} counters, "
+                f"batch has {batch.counts.shape[1]}"
+            )
+        if len(batch):
+            self._put("encoder", name, batch)
+
+    def append_pose(self, name: str, batch: PoseBatch) -> None:
+        """Queue pose samples for stream ``name``."""
+        if len(batch):
+            self._put("pose", name, batch)
+
+    def event(self, t_ns: int, source: str, kind: str, message: str = "") -> None:
+        """Queue one event (unplug, reconnect, stale, crc_burst, relocalization, note...)."""
+        if self.error is not None:
+            raise SessionError(f"writing {self.path} failed: {self.error}") from self.error
+        if self._thread is None:
+            self.start()
+        self._queue.put(("event", "", (int(t_ns), str(source), str(kind), str(message))))
+
+    # -- the writer thread ---------------------------------------------------------
+
+    def _run(self) -> None:
+        next_flush = time.monotonic() + self.flush_interval_s
+        stop = False
+        try:
+            while not stop:
+                timeout = max(0.0, next_flush - time.monotonic())
+                with contextlib.suppress(queue.Empty):
+                    item = self._queue.get(timeout=timeout)
+                    while True:
+                        if item is _STOP:
+                            stop = True
+                            break
+                        self._stage(item)
+                        item = self._queue.get_nowait()
+                if stop or time.monotonic() >= next_flush:
+                    self._write_pending()
+                    self._file.flush()
+                    self.last_flush_ns = time.monotonic_ns()
+                    next_flush = time.monotonic() + self.flush_interval_s
+            self._status[0] = FileStatus.CLOSED
+            self._file.flush()
+        except BaseException as exc:  # disk full, I/O error: keep the cause for producers
+            self.error = exc
+        finally:
+            with contextlib.suppress(Exception):
+                self._file.close()
+
+    def _stage(self, item: tuple[str, str, Any]) -> None:
+        kind, name, payload = item
+        if kind == "event":
+            self._pending_events.append(payload)
+        else:
+            self._streams[(kind, name)].pending.append(payload)
+
+    def _write_pending(self) -> None:
+        for stream in self._streams.values():
+            if stream.pending:
+                getattr(self, f"_write_{stream.kind}")(stream)
+                stream.pending.clear()
+        if self._pending_events:
+            rows = np.zeros(len(self._pending_events), dtype=EVENT_DTYPE)
+            for i, (t_ns, source, kind, message) in enumerate(self._pending_events):
+                rows[i] = (
+                    t_ns,
+                    source.encode()[:32],
+                    kind.encode()[:24],
+                    message.encode()[:232],
+                )
+            _extend(self._events, rows)
+            self._pending_events.clear()
+
+    def _write_lidar(self, stream: _Stream) -> None:
+        batch = LidarTurns.concat(stream.pending)
+        g = stream.group
+        for col in LIDAR_POINT_FIELDS:
+            _extend(g[col], getattr(batch, col))
+        index = np.empty(batch.n_turns, dtype=TURN_DTYPE)
+        index["offset"] = batch.offset + stream.written_points
+        for col in ("count", "t_first_ns", "device_ns", "speed_hz", "flags"):
+            index[col] = getattr(batch, col)
+        _extend(g["turns"], index)
+        stream.written_points += batch.n_points
+
+    def _write_raw(self, stream: _Stream) -> None:
+        lengths = np.array([len(d) for _, d in stream.pending], dtype=np.int64)
+        chunks = np.empty(len(stream.pending), dtype=RAW_CHUNK_DTYPE)
+        chunks["t_ns"] = [t for t, _ in stream.pending]
+        chunks["length"] = lengths
+        chunks["offset"] = stream.written_bytes + np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        data = np.frombuffer(b"".join(d for _, d in stream.pending), dtype=np.uint8)
+        _extend(stream.group["data"], data)
+        _extend(stream.group["chunks"], chunks)
+        stream.written_bytes += int(lengths.sum())
+
+    def _write_encoder(self, stream: _Stream) -> None:
+        g = stream.group
+        for col in (*ENCODER_FIELDS, "counts"):
+            _extend(g[col], np.concatenate([getattr(b, col) for b in stream.pending]))
+
+    def _write_pose(self, stream: _Stream) -> None:
+        g = stream.group
+        for col in (*POSE_FIELDS, "position", "quat_xyzw"):
+            data = np.concatenate([getattr(b, col) for b in stream.pending])
+            _extend(g[col], data.astype(g[col].dtype, copy=False))
+
+    # -- closing -----------------------------------------------------------------
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Write everything queued, mark the file cleanly closed and close it.
+
+        Raises:
+            SessionError: if the writer failed (the file then holds everything up to
+                its last successful flush) or did not finish within ``timeout_s`` (s).
+        """
+        if self._closed:
+            return
+        self.start()
+        with self._lock:
+            self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            raise SessionError(f"the writer of {self.path} did not finish within {timeout_s} s")
+        if self.error is not None:
+            raise SessionError(
+                f"writing {self.path} failed: {self.error}; the file holds the data up to the "
+                "last flush, run `sensorbench check` on it"
+            ) from self.error
+
+    @property
+    def queued(self) -> int:
+        """Approximate number of items waiting for the writer thread."""
+        return self._queue.qsize()
+
+    def __enter__(self) -> SessionWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
