@@ -61,13 +61,19 @@ class LidarTurns:
         n = self.t_first_ns.size
         for name in ("device_ns", "speed_hz", "count", "flags"):
             if getattr(self, name).size != n:
-                raise SessionError(f"LidarTurns.{name} has {getattr(self, name).size} turns, not {n}")
+                raise SessionError(
+                    f"LidarTurns.{name} has {getattr(self, name).size} turns, not {n}"
+                )
         p = self.angle.size
         for name in ("range", "intensity", "t_ns"):
             if getattr(self, name).size != p:
-                raise SessionError(f"LidarTurns.{name} has {getattr(self, name).size} points, not {p}")
+                raise SessionError(
+                    f"LidarTurns.{name} has {getattr(self, name).size} points, not {p}"
+                )
         if np.any(self.count < 0) or int(self.count.sum()) != p:
-            raise SessionError(f"LidarTurns counts sum to {int(self.count.sum())}, but {p} points given")
+            raise SessionError(
+                f"LidarTurns counts sum to {int(self.count.sum())}, but {p} points given"
+            )
 
     @property
     def n_turns(self) -> int:
@@ -130,7 +136,15 @@ class LidarTurns:
         if t_ns.size == 0:
             raise SessionError("a turn needs at least one point")
         return cls(
-            [t_ns[0]], [device_ns], [speed_hz], [t_ns.size], [flags], angle, range_m, intensity, t_ns
+            [t_ns[0]],
+            [device_ns],
+            [speed_hz],
+            [t_ns.size],
+            [flags],
+            angle,
+            range_m,
+            intensity,
+            t_ns,
         )
 
     @classmethod
@@ -171,7 +185,9 @@ class EncoderBatch:
         self.yaw_rate = _as(self.yaw_rate, "<f8", "yaw_rate")
         for name in ("device_ns", "seq", "yaw", "yaw_rate"):
             if getattr(self, name).size != n:
-                raise SessionError(f"EncoderBatch.{name} has {getattr(self, name).size} rows, not {n}")
+                raise SessionError(
+                    f"EncoderBatch.{name} has {getattr(self, name).size} rows, not {n}"
+                )
         if self.counts.shape[0] != n:
             raise SessionError(f"EncoderBatch.counts has {self.counts.shape[0]} rows, not {n}")
 

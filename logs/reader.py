@@ -8,6 +8,7 @@ the longer column are not returned (``sensorbench check`` rebuilds such a file).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -47,10 +48,8 @@ def attrs_dict(obj: h5py.HLObject) -> dict[str, Any]:
     for key, value in obj.attrs.items():
         value = _decode(value)
         if isinstance(value, str) and value.startswith("{") and value.endswith("}"):
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 value = json.loads(value)
-            except json.JSONDecodeError:
-                pass
         out[key] = value
     return out
 
@@ -297,7 +296,9 @@ class Session:
     @property
     def status(self) -> FileStatus:
         """WRITING (writer open or killed), CLOSED or RECOVERED."""
-        return FileStatus(int(self._f["_status"][0])) if "_status" in self._f else FileStatus.WRITING
+        return (
+            FileStatus(int(self._f["_status"][0])) if "_status" in self._f else FileStatus.WRITING
+        )
 
     def _names(self, kind: str) -> list[str]:
         group = self._f.get(GROUPS[kind])
@@ -443,5 +444,7 @@ def _row(kind: str, data: Any, r: int) -> Any:
     if kind == "encoder":
         return EncoderBatch(**{f: getattr(data, f)[r : r + 1] for f in (*ENCODER_FIELDS, "counts")})
     if kind == "pose":
-        return PoseBatch(**{f: getattr(data, f)[r : r + 1] for f in (*POSE_FIELDS, "position", "quat_xyzw")})
+        return PoseBatch(
+            **{f: getattr(data, f)[r : r + 1] for f in (*POSE_FIELDS, "position", "quat_xyzw")}
+        )
     return data[r]

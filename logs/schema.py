@@ -64,9 +64,7 @@ TURN_DTYPE = np.dtype(
     ]
 )
 RAW_CHUNK_DTYPE = np.dtype([("t_ns", "<i8"), ("offset", "<i8"), ("length", "<i4")])
-EVENT_DTYPE = np.dtype(
-    [("t_ns", "<i8"), ("source", "S32"), ("kind", "S24"), ("message", "S232")]
-)
+EVENT_DTYPE = np.dtype([("t_ns", "<i8"), ("source", "S32"), ("kind", "S24"), ("message", "S232")])
 
 LIDAR_POINT_FIELDS = {"angle": "<f4", "range": "<f4", "intensity": "<u2", "t_ns": "<i8"}
 ENCODER_FIELDS = {

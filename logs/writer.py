@@ -171,10 +171,14 @@ class SessionWriter:
 
     def add_lidar(self, name: str, attrs: dict[str, Any] | None = None) -> None:
         """Declare a lidar stream (attrs: model, port_path, serial, firmware, mount_xy_yaw...)."""
-        group = self._declare("lidar", name, {"units": "angle rad CCW, range m, time ns", **(attrs or {})})
+        group = self._declare(
+            "lidar", name, {"units": "angle rad CCW, range m, time ns", **(attrs or {})}
+        )
         for col, dtype in LIDAR_POINT_FIELDS.items():
             self._column(group, col, dtype, _POINT_CHUNK)
-        group.create_dataset("turns", shape=(0,), maxshape=(None,), dtype=TURN_DTYPE, chunks=(1024,))
+        group.create_dataset(
+            "turns", shape=(0,), maxshape=(None,), dtype=TURN_DTYPE, chunks=(1024,)
+        )
 
     def add_raw(self, name: str, attrs: dict[str, Any] | None = None) -> None:
         """Declare a raw byte stream (everything received from one serial device)."""
@@ -184,7 +188,9 @@ class SessionWriter:
             "chunks", shape=(0,), maxshape=(None,), dtype=RAW_CHUNK_DTYPE, chunks=(1024,)
         )
 
-    def add_encoder(self, name: str, n_counts: int = 3, attrs: dict[str, Any] | None = None) -> None:
+    def add_encoder(
+        self, name: str, n_counts: int = 3, attrs: dict[str, Any] | None = None
+    ) -> None:
         """Declare an encoder stream with ``n_counts`` cumulative counters per frame."""
         if n_counts < 1:
             raise SessionError(f"an encoder stream needs at least one counter, got {n_counts}")
@@ -201,7 +207,9 @@ class SessionWriter:
         if kind not in POSE_KINDS:
             raise SessionError(f"pose stream kind must be one of {POSE_KINDS}, got {kind!r}")
         group = self._declare(
-            "pose", name, {"kind": kind, "units": "position m, quaternion xyzw, time ns", **(attrs or {})}
+            "pose",
+            name,
+            {"kind": kind, "units": "position m, quaternion xyzw, time ns", **(attrs or {})},
         )
         for col, dtype in POSE_FIELDS.items():
             self._column(group, col, dtype, _ROW_CHUNK)
