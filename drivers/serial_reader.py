@@ -1,0 +1,366 @@
+"""A reusable serial reader thread: open with a deadline, read, stamp, reconnect.
+
+:class:`SerialReader` implements the :class:`~sensorbench.drivers.reader_base.DeviceReader`
+protocol for any device on a serial port (USB-UART bridge or emulated pty). It owns
+everything that is not protocol-specific:
+
+- opening the port with a deadline (:class:`DriverError` if it cannot be opened);
+- a thread that reads with a short timeout (``read_timeout_s``), stamps each chunk
+  with the host receive time (``time.monotonic_ns()``), hands the raw bytes to the
+  session writer (``append_raw``) and then to the protocol hook :meth:`consume`;
+  a read never waits longer than ``read_timeout_s``, so the parse is never blocked
+  behind a silent port and ``stop()`` returns promptly;
+- health: a ``stale`` event after ``stale_after_s`` (0.5 s) without bytes; a deadline
+  (``first_valid_timeout_s``, 3.5 s) for the first valid packet after opening, after
+  which :meth:`start` raises a :class:`DriverError` built by :meth:`diagnose`;
+- unplug (``SerialException`` / ``OSError`` such as EIO): an ``unplug`` event, the
+  port is closed, and the thread retries opening the same path with exponential
+  backoff (``backoff_s`` up to ``backoff_max_s``) once the path exists again, then a
+  ``reconnect`` event and the :meth:`on_reconnect` hook;
+- status snapshots (:class:`ReaderStatus`) computed from counters, thread-safe.
+
+How to subclass (the LD19 reader in ``drivers/ld19_reader.py`` is a complete example)::
+
+    class PodReader(SerialReader):
+        kind = "pods"                       # ReaderStatus.kind and event source tag
+
+        def declare_streams(self, writer):  # add the decoded stream(s); raw is added here
+            writer.add_encoder(self.name, n_counts=3, attrs={...})
+
+        def on_open(self, ser):             # optional: send start commands, flush input
+            ...
+
+        def consume(self, t_ns, data):      # parse; append decoded items to self.writer;
+            ...                             # return how many valid packets/frames decoded
+            return n_valid
+
+        def on_reconnect(self):             # drop parser state that spans the unplug
+            ...
+
+        def diagnose(self):                 # text for "no valid packet within the deadline"
+            return f"{self.bytes_total} bytes, 0 valid frames: wrong baud rate?"
+
+        def counters(self):                 # (crc_errors, drops, items, turns) since start
+            return (...)
+
+Hooks run on the reader thread (``consume``, ``on_open``, ``on_reconnect``) and
+must not block. ``counters`` and ``diagnose`` may be called from other threads
+and should only read plain attributes. Without a writer (``writer=None``) raw bytes
+are not stored and events are kept only in :attr:`events` (the most recent 1000).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+import serial
+from sensorbench.drivers.reader_base import ReaderStatus
+from sensorbench.errors import DriverError
+
+if TYPE_CHECKING:
+    from sensorbench.logs import SessionWriter
+
+
+class SerialReader:
+    """Base of the serial device readers; subclasses supply the protocol hooks.
+
+    Args:
+        name: device name (session stream names, event source).
+        port: path to open, preferably the stable name (udev symlink or emulator link).
+        baud: line speed (baud).
+        writer: session writer receiving raw bytes, events and decoded data, or None.
+        read_timeout_s: longest single read wait (s).
+        read_size: bytes requested per read (a read returns earlier with what arrived).
+        open_timeout_s: deadline for the port to appear and open in :meth:`start` (s).
+        first_valid_timeout_s: deadline for the first valid packet after opening (s);
+            None to skip the check in :meth:`start`.
+        stale_after_s: silence after which a ``stale`` event is emitted (s).
+        backoff_s, backoff_max_s: first and largest wait between reopen attempts (s).
+        exclusive: ask pyserial for an exclusive lock on the port.
+    """
+
+    kind = "serial"
+
+    def __init__(
+        self,
+        name: str,
+        port: str | os.PathLike[str],
+        baud: int,
+        writer: SessionWriter | None = None,
+        *,
+        read_timeout_s: float = 0.02,
+        read_size: int = 4096,
+        open_timeout_s: float = 2.0,
+        first_valid_timeout_s: float | None = 3.5,
+        stale_after_s: float = 0.5,
+        backoff_s: float = 0.05,
+        backoff_max_s: float = 1.0,
+        exclusive: bool = True,
+    ) -> None:
+        self.name = name
+        self.port = os.fspath(port)
+        self.baud = int(baud)
+        self.writer = writer
+        self.read_timeout_s = read_timeout_s
+        self.read_size = read_size
+        self.open_timeout_s = open_timeout_s
+        self.first_valid_timeout_s = first_valid_timeout_s
+        self.stale_after_s = stale_after_s
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self.exclusive = exclusive
+
+        self.events: collections.deque[tuple[int, str, str]] = collections.deque(maxlen=1000)
+        self.bytes_total = 0
+        self.valid_total = 0
+        self.reconnects = 0
+        self.last_error: str | None = None
+        self._ser: serial.Serial | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._first_valid = threading.Event()
+        self._lock = threading.Lock()
+        self._last_data_ns: int | None = None
+        self._silence_from_ns = 0
+        self._stale = False
+        self._status_prev: tuple[float, int, int, int] | None = None
+
+    # -- hooks (override) ------------------------------------------------------------
+
+    def declare_streams(self, writer: SessionWriter) -> None:
+        """Add the decoded data streams of this device to ``writer`` (raw is added by the base)."""
+
+    def raw_attrs(self) -> dict[str, Any]:
+        """Attributes of the raw byte stream."""
+        return {"port_path": self.port, "baud": self.baud, "kind": self.kind}
+
+    def on_open(self, ser: serial.Serial) -> None:
+        """Called on the reader thread right after each (re)open; e.g. send a start command."""
+
+    def consume(self, t_ns: int, data: bytes) -> int:
+        """Parse one received chunk stamped ``t_ns`` (ns); return valid packets decoded."""
+        raise NotImplementedError
+
+    def on_reconnect(self) -> None:
+        """Reset protocol state that must not span an unplug (called before reading again)."""
+
+    def diagnose(self) -> str:
+        """What was seen, for the error raised when no valid packet arrives in time."""
+        return f"{self.bytes_total} bytes, 0 valid packets: wrong baud rate or wrong device?"
+
+    def counters(self) -> tuple[int, int, int, int]:
+        """(check failures, items known lost, decoded items, complete turns) since start."""
+        return (0, 0, 0, 0)
+
+    # -- DeviceReader protocol ------------------------------------------------------
+
+    def declare(self, writer: SessionWriter) -> None:
+        """Add the raw byte stream and the decoded streams to ``writer`` before it starts."""
+        self.writer = writer
+        writer.add_raw(self.name, attrs=self.raw_attrs())
+        self.declare_streams(writer)
+
+    def start(self) -> None:
+        """Open the port (within ``open_timeout_s``), start the thread, and wait for data.
+
+        Raises:
+            DriverError: the port cannot be opened in time, or (when
+                ``first_valid_timeout_s`` is set) no valid packet arrived within it
+                after opening; the message says what was seen.
+        """
+        if self._thread is not None:
+            raise DriverError(f"{self.name}: reader already started")
+        self._ser = self._open_with_deadline(self.open_timeout_s)
+        opened_ns = time.monotonic_ns()
+        self._event(opened_ns, "start", f"opened {self.port} at {self.baud} baud")
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=f"reader-{self.name}", daemon=True)
+        self._thread.start()
+        if self.first_valid_timeout_s is None:
+            return
+        if not self._first_valid.wait(self.first_valid_timeout_s):
+            elapsed = (time.monotonic_ns() - opened_ns) / 1e9
+            msg = (
+                f"{self.name}: no valid packet on {self.port} within {elapsed:.1f} s of "
+                f"opening at {self.baud} baud: {self.diagnose()}"
+            )
+            self.last_error = msg
+            self._event(time.monotonic_ns(), "error", msg)
+            self.stop()
+            raise DriverError(msg)
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop the thread and close the port within ``timeout_s`` (s)."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout_s)
+            if thread.is_alive():
+                self.last_error = f"{self.name}: reader thread did not stop within {timeout_s} s"
+        self._close()
+        if thread is not None:
+            self._event(time.monotonic_ns(), "stop", "reader stopped")
+
+    def status(self) -> ReaderStatus:
+        """Current health snapshot; rates are over the time since the previous call."""
+        now = time.monotonic()
+        crc, drops, items, turns = self.counters()
+        with self._lock:
+            prev = self._status_prev
+            self._status_prev = (now, self.bytes_total, items, turns)
+            last = self._last_data_ns
+        if prev is None or now <= prev[0]:
+            rates = (0.0, 0.0, 0.0)
+        else:
+            dt = now - prev[0]
+            rates = (
+                (self.bytes_total - prev[1]) / dt,
+                (items - prev[2]) / dt,
+                (turns - prev[3]) / dt,
+            )
+        since = float("inf") if last is None else (time.monotonic_ns() - last) / 1e9
+        return ReaderStatus(
+            name=self.name,
+            kind=self.kind,
+            port=self.port,
+            connected=self._ser is not None,
+            bytes_per_s=rates[0],
+            items_per_s=rates[1],
+            turns_per_s=rates[2],
+            crc_errors=crc,
+            drops=drops,
+            since_last_data_s=since,
+            reconnects=self.reconnects,
+            last_error=self.last_error,
+        )
+
+    def __enter__(self) -> SerialReader:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        """True while the reader thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- internals ------------------------------------------------------------------
+
+    def _event(self, t_ns: int, kind: str, message: str) -> None:
+        self.events.append((t_ns, kind, message))
+        if self.writer is not None:
+            self.writer.event(t_ns, self.name, kind, message)
+
+    def _try_open(self) -> serial.Serial:
+        ser = serial.Serial(
+            self.port, self.baud, timeout=self.read_timeout_s, exclusive=self.exclusive
+        )
+        ser.reset_input_buffer()
+        return ser
+
+    def _open_with_deadline(self, timeout_s: float) -> serial.Serial:
+        deadline = time.monotonic() + timeout_s
+        delay = self.backoff_s
+        while True:
+            try:
+                return self._try_open()
+            except (serial.SerialException, OSError) as exc:
+                if time.monotonic() + delay > deadline:
+                    raise DriverError(
+                        f"{self.name}: cannot open {self.port} within {timeout_s:.1f} s: {exc}. "
+                        "Check the cable, the udev name and that no other program holds the port."
+                    ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, self.backoff_max_s)
+
+    def _close(self) -> None:
+        ser, self._ser = self._ser, None
+        if ser is not None:
+            with contextlib.suppress(serial.SerialException, OSError):
+                ser.close()
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # a hook bug must surface in status, not kill silently
+            self.last_error = f"{self.name}: reader thread failed: {exc!r}"
+            self._event(time.monotonic_ns(), "error", self.last_error)
+            self._close()
+
+    def _loop(self) -> None:
+        ser = self._ser
+        self._silence_from_ns = time.monotonic_ns()
+        if ser is not None:
+            self.on_open(ser)
+        delay = self.backoff_s
+        while not self._stop.is_set():
+            ser = self._ser
+            if ser is None:
+                if self._reopen():
+                    delay = self.backoff_s
+                else:
+                    self._stop.wait(delay)
+                    delay = min(delay * 2, self.backoff_max_s)
+                continue
+            try:
+                data = ser.read(self.read_size)
+            except (serial.SerialException, OSError, TypeError) as exc:
+                # pyserial raises TypeError when the fd vanishes under a read in progress
+                self._unplugged(exc)
+                continue
+            t_ns = time.monotonic_ns()
+            if data:
+                self._received(t_ns, data)
+            else:
+                self._check_stale(t_ns)
+
+    def _received(self, t_ns: int, data: bytes) -> None:
+        with self._lock:
+            self.bytes_total += len(data)
+            self._last_data_ns = t_ns
+        self._silence_from_ns = t_ns
+        if self._stale:
+            self._stale = False
+            self._event(t_ns, "note", "data resumed")
+        if self.writer is not None:
+            self.writer.append_raw(self.name, t_ns, data)
+        n_valid = self.consume(t_ns, data)
+        if n_valid:
+            self.valid_total += n_valid
+            self._first_valid.set()
+
+    def _check_stale(self, t_ns: int) -> None:
+        if self._stale:
+            return
+        silent_s = (t_ns - self._silence_from_ns) / 1e9
+        if silent_s >= self.stale_after_s:
+            self._stale = True
+            self._event(t_ns, "stale", f"no bytes for {silent_s:.2f} s on {self.port}")
+
+    def _unplugged(self, exc: BaseException) -> None:
+        self._close()
+        self.last_error = f"{self.name}: {self.port} went away: {exc}"
+        self._event(time.monotonic_ns(), "unplug", self.last_error)
+
+    def _reopen(self) -> bool:
+        if not os.path.exists(self.port):
+            return False
+        try:
+            ser = self._try_open()
+        except (serial.SerialException, OSError):
+            return False
+        self.on_reconnect()
+        self._ser = ser
+        self.reconnects += 1
+        self._stale = False
+        self._silence_from_ns = time.monotonic_ns()
+        self._event(time.monotonic_ns(), "reconnect", f"reopened {self.port}")
+        self.on_open(ser)
+        return True
