@@ -14,7 +14,6 @@ import pkgutil
 import sys
 
 import click
-
 from sensorbench import __version__, commands
 from sensorbench.errors import SensorbenchError
 
@@ -25,14 +24,14 @@ EXIT_BAD_INPUT = 2
 class _Group(click.Group):
     """A click group that turns library errors into a message and exit code 2."""
 
-    def invoke(self, ctx: click.Context):  # noqa: D102 - click API
+    def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except SensorbenchError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(EXIT_BAD_INPUT)
 
-    def list_commands(self, ctx: click.Context) -> list[str]:  # noqa: D102 - click API
+    def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(self.commands)
 
 

@@ -107,7 +107,7 @@ class LidarStream(_Stream):
         return int(last["offset"] + last["count"])
 
     def read_index(self) -> np.ndarray:
-        """The per-turn index (structured array: offset, count, t_first_ns, device_ns, speed_hz, flags)."""
+        """The per-turn index: offset, count, t_first_ns, device_ns, speed_hz, flags."""
         n_turns, _ = self._consistent()
         return self._g["turns"][:n_turns]
 

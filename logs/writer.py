@@ -144,6 +144,50 @@ class SessionWriter:
         self._closed = False
         self.last_flush_ns = 0
 
+    @classmethod
+    def add_to(cls, path: str | os.PathLike[str]) -> SessionWriter:
+        """Open a closed session to add new streams offline (import, simulation truth).
+
+        Existing streams are left untouched; new ones are declared and appended as
+        usual, without SWMR. The file must have been closed cleanly (or recovered).
+        """
+        from sensorbench.logs.reader import open_h5
+
+        path = Path(path)
+        with open_h5(path) as probe:
+            status = int(probe["_status"][0]) if "_status" in probe else FileStatus.WRITING
+        if status == FileStatus.WRITING:
+            raise SessionError(
+                f"{path} was not closed cleanly (its writer is running or died); "
+                f"run `sensorbench check {path}` first"
+            )
+        self = cls.__new__(cls)
+        self.path = path
+        self.swmr = False
+        self.flush_interval_s = 0.5
+        self.error = None
+        self._file = h5py.File(path, "a", libver=LIBVER)
+        self._status = self._file["_status"]
+        self._status[0] = FileStatus.WRITING
+        self._events = self._file["events"]
+        self._streams = {}
+        for kind, group_name in GROUPS.items():
+            for name, group in self._file.require_group(group_name).items():
+                stream = _Stream(kind, name, group)
+                if kind == "lidar":
+                    stream.written_points = group["angle"].shape[0]
+                elif kind == "raw":
+                    stream.written_bytes = group["data"].shape[0]
+                self._streams[(kind, name)] = stream
+        self._file.require_group("truth")
+        self._pending_events = []
+        self._queue = queue.SimpleQueue()
+        self._thread = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self.last_flush_ns = 0
+        return self
+
     # -- declaration -------------------------------------------------------------
 
     def _declare(self, kind: str, name: str, attrs: dict[str, Any] | None) -> h5py.Group:

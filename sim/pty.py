@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
 from sensorbench.errors import SimError
 
 _BAUD_CONSTANTS = {

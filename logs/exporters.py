@@ -1,0 +1,97 @@
+"""Export session streams to plain files: TUM trajectories and CSV tables."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import numpy as np
+from sensorbench.errors import SessionError
+from sensorbench.logs.reader import Session
+
+FORMATS = ("tum", "csv")
+
+
+def export_stream(
+    session: str | os.PathLike[str], name: str, fmt: str, out: str | os.PathLike[str]
+) -> int:
+    """Write stream ``name`` of ``session`` to ``out``; returns the rows written.
+
+    Pose streams export to ``tum`` (``t x y z qx qy qz qw``, t in s, invalid samples
+    skipped) or ``csv`` (every sample with ``valid`` and ``flags``); encoder streams,
+    lidar streams (one row per point) and ``events`` export to ``csv``.
+    """
+    if fmt not in FORMATS:
+        raise SessionError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
+    out = Path(out)
+    with Session(session) as s:
+        if name in s.pose_names():
+            batch = s.pose(name).read()
+            if fmt == "tum":
+                keep = batch.valid
+                table = np.column_stack(
+                    [batch.t_ns[keep] / 1e9, batch.position[keep], batch.quat_xyzw[keep]]
+                )
+                header = f"# exported by sensorbench from {Path(session).name}:{name}\n"
+                header += "# timestamp tx ty tz qx qy qz qw\n"
+                with open(out, "w") as fh:
+                    fh.write(header)
+                    np.savetxt(fh, table, fmt=["%.9f"] + ["%.9g"] * 7)
+                return int(keep.sum())
+            cols = ["t_ns", "x", "y", "z", "qx", "qy", "qz", "qw", "valid", "flags"]
+            rows = zip(
+                batch.t_ns.tolist(),
+                *batch.position.T.tolist(),
+                *batch.quat_xyzw.T.tolist(),
+                batch.valid.astype(int).tolist(),
+                batch.flags.tolist(),
+                strict=True,
+            )
+            return _write_csv(out, cols, rows)
+        if fmt != "csv":
+            raise SessionError(f"stream {name!r} exports to csv only (tum is for pose streams)")
+        if name in s.encoder_names():
+            b = s.encoder(name).read()
+            counters = [f"c{k}" for k in range(b.counts.shape[1])]
+            cols = ["host_ns", "device_ns", "seq", *counters, "yaw", "yaw_rate"]
+            rows = zip(
+                b.host_ns.tolist(),
+                b.device_ns.tolist(),
+                b.seq.tolist(),
+                *b.counts.T.tolist(),
+                b.yaw.tolist(),
+                b.yaw_rate.tolist(),
+                strict=True,
+            )
+            return _write_csv(out, cols, rows)
+        if name in s.lidar_names():
+            t = s.lidar(name).read()
+            turn = np.repeat(np.arange(t.n_turns), t.count)
+            cols = ["turn", "t_ns", "angle_rad", "range_m", "intensity"]
+            rows = zip(
+                turn.tolist(),
+                t.t_ns.tolist(),
+                t.angle.tolist(),
+                t.range.tolist(),
+                t.intensity.tolist(),
+                strict=True,
+            )
+            return _write_csv(out, cols, rows)
+        if name == "events":
+            ev = s.events()
+            rows = ((e.t_ns, e.source, e.kind, e.message) for e in ev)
+            return _write_csv(out, ["t_ns", "source", "kind", "message"], rows)
+        streams = s.pose_names() + s.encoder_names() + s.lidar_names() + ["events"]
+        raise SessionError(f"{session}: no stream {name!r} (have: {', '.join(streams)})")
+
+
+def _write_csv(out: Path, cols: list[str], rows) -> int:
+    n = 0
+    with open(out, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(cols)
+        for row in rows:
+            writer.writerow(row)
+            n += 1
+    return n

@@ -1,0 +1,81 @@
+"""Session summaries: streams, counts, rates, time span, gaps and device metadata."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sensorbench.logs.reader import Session
+
+
+def _timing(t_ns: np.ndarray) -> dict[str, Any]:
+    """Span, mean rate and gaps of a sorted host-time array (ns)."""
+    out: dict[str, Any] = {"count": int(t_ns.size)}
+    if t_ns.size == 0:
+        return out
+    span = float(t_ns[-1] - t_ns[0]) / 1e9
+    out.update(t_first_ns=int(t_ns[0]), t_last_ns=int(t_ns[-1]), span_s=span)
+    if t_ns.size >= 2:
+        dt = np.diff(t_ns).astype(np.float64) / 1e9
+        median = float(np.median(dt))
+        out["rate_hz"] = (t_ns.size - 1) / span if span > 0 else float("inf")
+        out["max_gap_s"] = float(dt.max())
+        out["gaps_over_3x_median"] = int(np.count_nonzero(dt > 3 * median)) if median > 0 else 0
+    return out
+
+
+def session_info(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Everything ``sensorbench info`` shows, as a JSON-ready dict."""
+    path = Path(path)
+    with Session(path) as s:
+        root = s.attrs
+        info: dict[str, Any] = {
+            "path": str(path),
+            "size_bytes": path.stat().st_size,
+            "status": s.status.name.lower(),
+            "label": s.label,
+            "schema_version": s.schema_version,
+            "software_version": root.get("software_version"),
+            "created_utc": root.get("created_utc"),
+            "streams": [],
+        }
+        for name in s.lidar_names():
+            st = s.lidar(name)
+            index = st.read_index()
+            entry = {"kind": "lidar", "name": name, **_timing(index["t_first_ns"])}
+            entry["turns"] = entry.pop("count")
+            entry["points"] = st.n_points
+            if len(index):
+                entry["points_per_turn_median"] = float(np.median(index["count"]))
+            entry["attrs"] = st.attrs
+            info["streams"].append(entry)
+        for name in s.raw_names():
+            st = s.raw(name)
+            entry = {"kind": "raw", "name": name, **_timing(st.chunk_times_ns)}
+            entry["chunks"] = entry.pop("count")
+            entry["bytes"] = st.n_bytes
+            entry["attrs"] = st.attrs
+            info["streams"].append(entry)
+        for name in s.encoder_names():
+            st = s.encoder(name)
+            batch = st.read()
+            entry = {"kind": "encoder", "name": name, **_timing(batch.host_ns)}
+            entry["counters"] = st.n_counts
+            entry["has_imu"] = bool(np.isfinite(batch.yaw_rate).any())
+            entry["attrs"] = st.attrs
+            info["streams"].append(entry)
+        for name in s.pose_names():
+            st = s.pose(name)
+            batch = st.read()
+            entry = {"kind": "pose", "name": name, **_timing(batch.t_ns)}
+            entry["valid_fraction"] = float(batch.valid.mean()) if len(batch) else 0.0
+            entry["relocalizations"] = int(np.count_nonzero(batch.flags & 1))
+            entry["attrs"] = st.attrs
+            info["streams"].append(entry)
+        events = s.events()
+        info["events"] = dict(Counter(e.kind for e in events))
+        info["truth"] = s.truth_names()
+    return info
