@@ -1,0 +1,435 @@
+"""An LDROBOT LD19 on a pseudo-terminal: 47-byte packets, CRC-8, the 30000 ms wrap.
+
+The LD19 is a one-way device: after power-on it spins up, and about ``startup_s``
+(3 s on real units) later it streams packets at 230400 baud; it never reads
+anything. The emulator plays device-native samples (the shape of
+``Simulation.lidar(name)``: ``t_s``, ``angle_deg_cw``, ``range_m``, ``intensity``,
+``speed_deg_s``; 12 consecutive samples per packet), looped, on a
+:class:`~sensorbench.sim.pty.PtyPort`, paced by a :class:`~sensorbench.sim.clock.SimClock`
+(``speed`` times real time).
+
+Packet fields (HARDWARE.md, LD19): speed = reported rotation speed rounded to
+deg/s; start/end = angles of the first/last sample rounded to 0.01 deg; 12 ×
+(distance mm, intensity); timestamp = milliseconds since power-on of the packet's
+first sample (floored, plus ``timestamp_start_ms``), mod 30000; CRC-8 (poly 0x4D).
+A packet is put on the line when its last byte would have left the UART: the time
+of its last sample plus 47 × 10 bits / 230400 baud.
+
+Faults: the link's knobs (:class:`~sensorbench.sim.pty.Faults`: corruption,
+dropped bytes), :meth:`LD19Emulator.stall`, :meth:`LD19Emulator.unplug` /
+:meth:`LD19Emulator.replug` (power-cycles the unit: silent for ``startup_s``, then
+timestamps restart), ``header_in_payload_rate`` (a point's distance forced to
+0x2C54 = 11348 mm, so ``54 2C`` appears inside the payload) and
+``timestamp_start_ms`` (e.g. 29500 to wrap half a second in).
+
+Every packet encoded is recorded (:meth:`LD19Emulator.truth`): its fields, emission
+time, its offset in the link's offered-byte stream (the coordinates of
+``PtyPort.stats.corrupted_offsets``/``dropped_offsets``) and whether it was offered
+to the line at all (not while unplugged, stalled or starting up).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, fields
+from typing import Protocol
+
+import numpy as np
+from sensorbench.drivers.ld19_parser import (
+    PACKET_DTYPE,
+    PACKET_SIZE,
+    POINTS_PER_PACKET,
+    TIMESTAMP_MODULUS_MS,
+    crc8_rows,
+    point_angles_cdeg,
+)
+from sensorbench.errors import SimError
+from sensorbench.sim.clock import SimClock
+from sensorbench.sim.pty import Faults, PtyPort
+
+BAUD = 230400
+WIRE_S = PACKET_SIZE * 10 / BAUD  # time one packet occupies the line (s)
+PAYLOAD_HEADER_MM = 0x2C54  # little-endian bytes 54 2C
+_MAX_BURST_S = 0.25  # simulated seconds emitted at most per pump (after a host stall)
+_MAX_BURST_PACKETS = 1024  # packets looked at per pump
+_MAX_SLEEP_S = 0.05  # longest host sleep between pumps (stop latency)
+
+
+class LD19SampleSource(Protocol):
+    """Device-native LD19 samples (fields of ``Simulation.lidar(name)`` used here)."""
+
+    t_s: np.ndarray
+    angle_deg_cw: np.ndarray
+    range_m: np.ndarray
+    intensity: np.ndarray
+    speed_deg_s: np.ndarray
+
+
+@dataclass
+class SyntheticLD19Samples:
+    """LD19 samples of a rectangular room, for emulation without a scenario.
+
+    The sensor sits at ``(x, y)`` in a ``width`` × ``depth`` m room; ranges get
+    Gaussian noise ``sigma_m``; a fraction ``p_no_return`` of beams returns 0.
+    Intensity falls with range (200 at 0 m to about 100 at 8 m).
+    """
+
+    t_s: np.ndarray
+    angle_deg_cw: np.ndarray
+    range_m: np.ndarray
+    intensity: np.ndarray
+    speed_deg_s: np.ndarray
+
+    @classmethod
+    def generate(
+        cls,
+        duration_s: float = 10.0,
+        rate_hz: float = 10.0,
+        samples_per_s: float = 4500.0,
+        width: float = 6.0,
+        depth: float = 8.0,
+        x: float = 2.5,
+        y: float = 3.0,
+        sigma_m: float = 0.005,
+        p_no_return: float = 0.01,
+        seed: int = 0,
+    ) -> SyntheticLD19Samples:
+        """Samples for ``duration_s`` s (rounded down to whole packets)."""
+        if not (duration_s > 0 and rate_hz > 0 and samples_per_s > rate_hz):
+            raise SimError("duration_s, rate_hz > 0 and samples_per_s > rate_hz required")
+        rng = np.random.default_rng(seed)
+        n = int(duration_s * samples_per_s) // POINTS_PER_PACKET * POINTS_PER_PACKET
+        if n == 0:
+            raise SimError(f"{duration_s} s is shorter than one LD19 packet")
+        t = np.arange(n) / samples_per_s
+        angle_cw = np.mod(t * rate_hz * 360.0, 360.0)
+        ccw = np.deg2rad(-angle_cw)
+        c, s = np.cos(ccw), np.sin(ccw)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tx = np.where(c > 0, (width - x) / c, np.where(c < 0, -x / c, np.inf))
+            ty = np.where(s > 0, (depth - y) / s, np.where(s < 0, -y / s, np.inf))
+        r = np.minimum(tx, ty) + rng.normal(0.0, sigma_m, n)
+        lost = rng.random(n) < p_no_return
+        r[lost] = 0.0
+        inten = np.clip(np.round(200 - 12.5 * r), 0, 255).astype(np.uint8)
+        inten[lost] = 0
+        speed = np.full(n, rate_hz * 360.0)
+        return cls(t, angle_cw, r, inten, speed)
+
+
+@dataclass
+class LD19Truth:
+    """Every packet the emulator encoded, in order (``k`` packets).
+
+    Attributes:
+        t_s: emission time of the packet's first sample (simulated s, with loops).
+        sent_t_s: simulated time the packet was put on the line (s).
+        host_ns: host ``time.monotonic_ns()`` when its chunk was sent.
+        speed, start, end, timestamp: the encoded fields (deg/s, 0.01 deg, 0.01 deg, ms).
+        distance_mm, intensity: ``(k, 12)`` encoded points.
+        offset: offset of the packet's first byte in the link's offered stream
+            (``PtyPort.stats`` coordinates), -1 if never offered.
+        offered: True if the packet was handed to the link (plugged, not silent).
+        power_cycle: how many replugs preceded the packet (0 before the first).
+    """
+
+    t_s: np.ndarray
+    sent_t_s: np.ndarray
+    host_ns: np.ndarray
+    speed: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    timestamp: np.ndarray
+    distance_mm: np.ndarray
+    intensity: np.ndarray
+    offset: np.ndarray
+    offered: np.ndarray
+    power_cycle: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.t_s.size)
+
+    def angles_cdeg(self) -> np.ndarray:
+        """``(k, 12)`` point angles the packets encode (0.01 deg, clockwise)."""
+        return point_angles_cdeg(self.start, self.end)
+
+    def damaged(self, corrupted: list[int], dropped: list[int]) -> np.ndarray:
+        """Packets touched by any corrupted or dropped byte (offsets from ``PtyPort.stats``)."""
+        hit = np.zeros(len(self), dtype=bool)
+        bad = np.unique(np.asarray(list(corrupted) + list(dropped), dtype=np.int64))
+        if bad.size and len(self):
+            idx = np.searchsorted(bad, self.offset)
+            nxt = bad[np.minimum(idx, bad.size - 1)]
+            hit = (idx < bad.size) & (nxt < self.offset + PACKET_SIZE) & self.offered
+        return hit
+
+    def select(self, mask: np.ndarray) -> LD19Truth:
+        """The packets where ``mask`` is True."""
+        return LD19Truth(**{f.name: getattr(self, f.name)[mask] for f in fields(self)})
+
+    @classmethod
+    def concat(cls, parts: list[LD19Truth]) -> LD19Truth:
+        """Concatenate in order (an empty list gives an empty truth)."""
+        if not parts:
+            z = np.zeros(0)
+            return cls(
+                z, z, z.astype(np.int64), *(z.astype(np.uint16) for _ in range(4)),
+                np.zeros((0, POINTS_PER_PACKET), np.uint16),
+                np.zeros((0, POINTS_PER_PACKET), np.uint8),
+                z.astype(np.int64), z.astype(bool), z.astype(np.int64),
+            )  # fmt: skip
+        return cls(
+            **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)}
+        )
+
+
+def encode_packets(
+    speed: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    distance_mm: np.ndarray,
+    intensity: np.ndarray,
+    timestamp: np.ndarray,
+) -> bytes:
+    """The exact bytes of ``k`` packets (vectorised), CRC included.
+
+    Args:
+        speed: rotation speed (deg/s), uint16.
+        start, end: start and end angle (0.01 deg, clockwise), < 36000.
+        distance_mm: ``(k, 12)`` distances (mm; 0 = no return).
+        intensity: ``(k, 12)`` intensities 0..255.
+        timestamp: device time (ms), < 30000.
+    """
+    speed = np.atleast_1d(np.asarray(speed))
+    k = speed.size
+    rec = np.zeros(k, dtype=PACKET_DTYPE)
+    rec["header"] = 0x54
+    rec["ver_len"] = 0x2C
+    rec["speed"] = speed
+    rec["start"] = np.atleast_1d(start)
+    rec["end"] = np.atleast_1d(end)
+    rec["points"]["distance"] = np.asarray(distance_mm).reshape(k, POINTS_PER_PACKET)
+    rec["points"]["intensity"] = np.asarray(intensity).reshape(k, POINTS_PER_PACKET)
+    rec["timestamp"] = np.atleast_1d(timestamp)
+    raw = rec.view(np.uint8).reshape(k, PACKET_SIZE)
+    raw[:, -1] = crc8_rows(raw[:, :-1])
+    return raw.tobytes()
+
+
+class LD19Emulator:
+    """One emulated LD19 streaming on a pty; a thread paced by a :class:`SimClock`.
+
+    Args:
+        samples: what the head sees (``Simulation.lidar(name)`` or
+            :class:`SyntheticLD19Samples`); a multiple of 12 samples, time-ordered.
+        link: stable symlink to the pty (like a udev name), optional.
+        speed: emulation speed-up (simulated seconds per host second).
+        startup_s: simulated seconds from power-on to the first packet (3 s on real units).
+        faults: byte-level link faults (corruption, drops).
+        header_in_payload_rate: probability per packet that one point's distance
+            becomes 0x2C54 mm (bytes ``54 2C`` in the payload).
+        timestamp_start_ms: device time (ms) at power-on; 29500 wraps after 0.5 s.
+        loop: replay the samples forever; if False, stop sending after the last packet.
+        seed: seed of the link faults and of the payload-header choice.
+        autostart: start the thread now; else call :meth:`start`.
+    """
+
+    def __init__(
+        self,
+        samples: LD19SampleSource | None = None,
+        link: str | None = None,
+        speed: float = 1.0,
+        startup_s: float = 3.0,
+        faults: Faults | None = None,
+        header_in_payload_rate: float = 0.0,
+        timestamp_start_ms: int = 0,
+        loop: bool = True,
+        seed: int = 0,
+        autostart: bool = True,
+    ) -> None:
+        src = samples if samples is not None else SyntheticLD19Samples.generate(seed=seed)
+        t = np.asarray(src.t_s, dtype=np.float64)
+        n = t.size
+        if n < POINTS_PER_PACKET or n % POINTS_PER_PACKET or np.any(np.diff(t) < 0):
+            raise SimError(f"LD19 samples: need a positive multiple of 12 in time order, got {n}")
+        if not 0.0 <= header_in_payload_rate <= 1.0:
+            raise SimError("header_in_payload_rate must be in [0, 1]")
+        if not 0 <= timestamp_start_ms < TIMESTAMP_MODULUS_MS:
+            raise SimError("timestamp_start_ms must be in [0, 30000)")
+        if startup_s < 0:
+            raise SimError("startup_s must be >= 0")
+        k = n // POINTS_PER_PACKET
+        shape = (k, POINTS_PER_PACKET)
+        ang = np.asarray(src.angle_deg_cw, dtype=np.float64).reshape(shape)
+        rng_m = np.asarray(src.range_m, dtype=np.float64).reshape(shape)
+        self._t_first = t.reshape(shape)[:, 0]
+        self._t_send = t.reshape(shape)[:, -1] + WIRE_S
+        self._speed = np.clip(
+            np.round(np.asarray(src.speed_deg_s, dtype=np.float64).reshape(shape)[:, 0]), 0, 65535
+        ).astype(np.uint16)
+        self._start = (np.round(ang[:, 0] * 100).astype(np.int64) % 36000).astype(np.uint16)
+        self._end = (np.round(ang[:, -1] * 100).astype(np.int64) % 36000).astype(np.uint16)
+        self._dist = np.clip(np.round(np.nan_to_num(rng_m, posinf=0.0) * 1000), 0, 65535).astype(
+            np.uint16
+        )
+        self._inten = np.clip(np.asarray(src.intensity).reshape(shape), 0, 255).astype(np.uint8)
+        dt = float(np.median(np.diff(t))) if n > 1 else 1.0 / 4500
+        self._period = float(t[-1] - t[0]) + dt
+
+        self.speed = float(speed)
+        self.clock = SimClock(speed)
+        self.startup_s = float(startup_s)
+        self.header_in_payload_rate = float(header_in_payload_rate)
+        self.timestamp_start_ms = int(timestamp_start_ms)
+        self.loop = loop
+        self.port = PtyPort(link=link, baud=BAUD, faults=faults, seed=seed)
+        self._rng = np.random.default_rng([seed, 0x1D19])
+        self._lock = threading.RLock()
+        self._cursor = 0  # index of the next packet (counting loops: i = loop * k + j)
+        self._power_on_s = 0.0
+        self._power_cycle = 0
+        self._truth: list[LD19Truth] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.finished = threading.Event()
+        if autostart:
+            self.start()
+
+    # -- public --------------------------------------------------------------------
+
+    def start(self) -> LD19Emulator:
+        """Power on and start streaming (after ``startup_s``)."""
+        if self._thread is None:
+            with self._lock:
+                self.clock = SimClock(self.speed)
+                self._power_on_s = 0.0
+                self._cursor = self._first_packet_after(self.startup_s)
+            self._thread = threading.Thread(target=self._run, name="ld19-emulator", daemon=True)
+            self._thread.start()
+        return self
+
+    @property
+    def path(self) -> str:
+        """The current pty node."""
+        return self.port.path
+
+    @property
+    def link(self) -> str:
+        """The stable name if one was given, else the pty node."""
+        return self.port.name
+
+    @property
+    def n_packets(self) -> int:
+        """Packets in one pass over the samples."""
+        return int(self._t_first.size)
+
+    def stall(self, seconds: float) -> None:
+        """Go silent for ``seconds`` host seconds (packets meanwhile are lost)."""
+        self.port.stall(seconds)
+
+    def unplug(self) -> None:
+        """Pull the cable: the pty disappears and the unit loses power."""
+        with self._lock:
+            self.port.unplug()
+
+    def replug(self) -> None:
+        """Plug back in: a new pty behind the same link; streams again after ``startup_s``."""
+        with self._lock:
+            self.port.replug()
+            self._power_cycle += 1
+            self._power_on_s = self.clock.now()
+            self._cursor = max(
+                self._cursor, self._first_packet_after(self._power_on_s + self.startup_s)
+            )
+
+    def truth(self) -> LD19Truth:
+        """Every packet encoded so far (a snapshot)."""
+        with self._lock:
+            return LD19Truth.concat(list(self._truth))
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop the thread and remove the pty."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        self.port.close()
+
+    def __enter__(self) -> LD19Emulator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- the device ------------------------------------------------------------------
+
+    def _send_time(self, i: np.ndarray | int) -> np.ndarray:
+        """Simulated send time of packet ``i`` (counting loops)."""
+        i = np.asarray(i, dtype=np.int64)
+        k = self.n_packets
+        return self._t_send[i % k] + (i // k) * self._period - self._t_first[0]
+
+    def _first_packet_after(self, t_s: float) -> int:
+        """Index of the first packet whose first sample is at or after ``t_s``."""
+        loop = int(np.floor(t_s / self._period))
+        rel = t_s - loop * self._period + self._t_first[0]
+        return loop * self.n_packets + int(np.searchsorted(self._t_first, rel, side="left"))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = self.clock.now()
+            with self._lock:
+                self._pump(now)
+                if not self.loop and self._cursor >= self.n_packets:
+                    self.finished.set()
+                    return
+                nxt = float(self._send_time(self._cursor))
+            wait = min(max((nxt - self.clock.now()) / self.speed, 0.0005), _MAX_SLEEP_S)
+            self._stop.wait(wait)
+
+    def _pump(self, now: float) -> None:
+        """Encode and send every packet whose send time has come (at most ``_MAX_BURST_S``)."""
+        cand = np.arange(self._cursor, self._cursor + _MAX_BURST_PACKETS)
+        if not self.loop:
+            cand = cand[cand < self.n_packets]
+        times = self._send_time(cand)
+        due = cand[(times <= now) & (times <= times[0] + _MAX_BURST_S)] if cand.size else cand
+        if due.size == 0:
+            return
+        self._cursor = int(due[-1]) + 1
+        if not self.port.plugged:
+            return
+        k = self.n_packets
+        j = due % k
+        loops = due // k
+        t_first = self._t_first[j] + loops * self._period - self._t_first[0]
+        dist = self._dist[j].copy()
+        if self.header_in_payload_rate > 0:
+            hit = np.flatnonzero(self._rng.random(due.size) < self.header_in_payload_rate)
+            dist[hit, self._rng.integers(0, POINTS_PER_PACKET, hit.size)] = PAYLOAD_HEADER_MM
+        ms = np.floor((t_first - self._power_on_s) * 1000.0).astype(np.int64)
+        ts = ((ms + self.timestamp_start_ms) % TIMESTAMP_MODULUS_MS).astype(np.uint16)
+        data = encode_packets(
+            self._speed[j], self._start[j], self._end[j], dist, self._inten[j], ts
+        )
+        before = self.port.stats.bytes_offered
+        host_ns = time.monotonic_ns()
+        self.port.send(data)
+        offered = self.port.stats.bytes_offered > before
+        offset = before + PACKET_SIZE * np.arange(due.size) if offered else np.full(due.size, -1)
+        self._truth.append(
+            LD19Truth(
+                t_s=t_first,
+                sent_t_s=self._send_time(due),
+                host_ns=np.full(due.size, host_ns, dtype=np.int64),
+                speed=self._speed[j],
+                start=self._start[j],
+                end=self._end[j],
+                timestamp=ts,
+                distance_mm=dist,
+                intensity=self._inten[j],
+                offset=offset.astype(np.int64),
+                offered=np.full(due.size, offered),
+                power_cycle=np.full(due.size, self._power_cycle, dtype=np.int64),
+            )
+        )
