@@ -1,0 +1,236 @@
+"""Find every serial (tty) device with pyudev and describe where it is plugged in.
+
+Identical USB-UART bridges (three CP2102s, ``10c4:ea60``, all with serial
+``0001``) can only be told apart by *where* they are plugged: the USB port path
+(``1-1.2``: bus 1, root port 1, hub port 2) and udev's ``ID_PATH``
+(``pci-0000:00:14.0-usb-0:1.2:1.0``), which is stable across bus renumbering.
+:func:`list_serial_devices` reports both for every tty that sits on real
+hardware, with the USB identity strings and the symlinks udev already made.
+
+Works unchanged under umockdev (its preload library diverts ``/sys`` and
+``/dev``), which is how the tests run it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+
+import pyudev
+from sensorbench.errors import UdevError
+
+# A USB interface's kernel name: "<bus>-<port>[.<port>...]:<config>.<interface>".
+_INTERFACE_NAME = re.compile(r"^(?P<port>\d+-\d+(?:\.\d+)*):(?P<cfg>\d+)\.(?P<iface>\d+)$")
+# A USB device's kernel name: "<bus>-<port>[.<port>...]" (root hubs are "usbN").
+_DEVICE_NAME = re.compile(r"^\d+-\d+(?:\.\d+)*$")
+
+# Bridges whose device is only known after probing; used to guess a kind.
+KNOWN_BRIDGES: dict[tuple[int, int], str] = {
+    (0x10C4, 0xEA60): "cp210x",
+    (0x1A86, 0x7523): "ch340",
+    (0x0403, 0x6001): "ft232r",
+    (0x0403, 0x6015): "ft-x",
+}
+
+
+@dataclass(frozen=True)
+class SerialDevice:
+    """One tty on real hardware, as udev sees it.
+
+    Attributes:
+        node: the device node, e.g. ``/dev/ttyUSB0``.
+        sys_path: the tty's sysfs path.
+        subsystem_parent: the subsystem of the tty's parent (``usb-serial``,
+            ``usb`` for CDC-ACM, ``pnp``, ``platform``...).
+        id_path: udev's ``ID_PATH`` (set by ``60-serial.rules``'s path_id), or None.
+        port_path: USB port path of the usb_device, e.g. ``1-1.2``; None if not USB.
+        interface: USB configuration.interface, e.g. ``1.0``; None if not USB.
+        vid: USB vendor id, e.g. 0x10c4; None if not USB.
+        pid: USB product id; None if not USB.
+        serial: the USB serial string (often ``0001`` on CP2102s: not unique).
+        vendor: USB manufacturer string (or udev's ID_VENDOR), may be None.
+        model: USB product string (or udev's ID_MODEL), may be None.
+        driver: kernel driver of the interface (``cp210x``, ``cdc_acm``), may be None.
+        devlinks: the symlinks udev made for this node (``DEVLINKS``), sorted.
+    """
+
+    node: str
+    sys_path: str
+    subsystem_parent: str | None
+    id_path: str | None
+    port_path: str | None
+    interface: str | None
+    vid: int | None
+    pid: int | None
+    serial: str | None
+    vendor: str | None
+    model: str | None
+    driver: str | None
+    devlinks: tuple[str, ...]
+
+    @property
+    def usb_id(self) -> str | None:
+        """``"10c4:ea60"`` or None when the device is not on USB."""
+        if self.vid is None or self.pid is None:
+            return None
+        return f"{self.vid:04x}:{self.pid:04x}"
+
+    @property
+    def bridge(self) -> str | None:
+        """The USB-UART bridge family guessed from VID:PID (``cp210x``...), or None."""
+        if self.vid is None or self.pid is None:
+            return None
+        return KNOWN_BRIDGES.get((self.vid, self.pid))
+
+    def as_dict(self) -> dict:
+        """A JSON-ready dict (ids as ``"10c4"`` hex strings, links as a list)."""
+        out = asdict(self)
+        out["vid"] = None if self.vid is None else f"{self.vid:04x}"
+        out["pid"] = None if self.pid is None else f"{self.pid:04x}"
+        out["devlinks"] = list(self.devlinks)
+        out["usb_id"] = self.usb_id
+        out["bridge"] = self.bridge
+        return out
+
+
+def port_path_from_sys_path(sys_path: str) -> tuple[str | None, str | None]:
+    """Return ``(port_path, interface)`` parsed from a sysfs path, e.g. ``("1-1.2", "1.0")``.
+
+    Pure string parsing, so it also works for a device that was just removed (its
+    sysfs directory is gone by the time a ``remove`` event is read).
+    """
+    for part in reversed(sys_path.split("/")):
+        match = _INTERFACE_NAME.match(part)
+        if match:
+            return match["port"], f"{match['cfg']}.{match['iface']}"
+    for part in reversed(sys_path.split("/")):
+        if _DEVICE_NAME.match(part):
+            return part, None
+    return None, None
+
+
+def _attr(device: pyudev.Device | None, name: str) -> str | None:
+    if device is None:
+        return None
+    try:
+        value = device.attributes.asstring(name)
+    except (KeyError, UnicodeDecodeError):
+        return None
+    value = value.strip()
+    return value or None
+
+
+def _hex_id(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text, 16)
+    except ValueError:
+        return None
+
+
+def _udev_string(properties: Mapping[str, str], key: str) -> str | None:
+    """udev's ID_VENDOR/ID_MODEL with ``_`` standing for spaces, as a fallback."""
+    value = properties.get(key)
+    return value.replace("_", " ") if value else None
+
+
+def describe(device: pyudev.Device) -> SerialDevice:
+    """Describe one tty :class:`pyudev.Device` (see :class:`SerialDevice`)."""
+    props = device.properties
+    parent = device.parent
+    usb_device = device.find_parent("usb", "usb_device")
+    usb_interface = device.find_parent("usb", "usb_interface")
+    port_path = interface = None
+    if usb_device is not None:
+        port_path = usb_device.sys_name
+        if usb_interface is not None:
+            _, interface = port_path_from_sys_path(usb_interface.sys_path)
+    vid = _hex_id(_attr(usb_device, "idVendor") or props.get("ID_VENDOR_ID"))
+    pid = _hex_id(_attr(usb_device, "idProduct") or props.get("ID_MODEL_ID"))
+    serial = _attr(usb_device, "serial") or props.get("ID_SERIAL_SHORT")
+    vendor = _attr(usb_device, "manufacturer") or _udev_string(props, "ID_VENDOR")
+    model = _attr(usb_device, "product") or _udev_string(props, "ID_MODEL")
+    driver = None
+    if usb_interface is not None:
+        driver = usb_interface.driver or props.get("ID_USB_DRIVER")
+    elif parent is not None:
+        driver = parent.driver
+    links = tuple(sorted(props.get("DEVLINKS", "").split()))
+    return SerialDevice(
+        node=device.device_node or f"/dev/{device.sys_name}",
+        sys_path=device.sys_path,
+        subsystem_parent=parent.subsystem if parent is not None else None,
+        id_path=props.get("ID_PATH"),
+        port_path=port_path,
+        interface=interface,
+        vid=vid,
+        pid=pid,
+        serial=serial,
+        vendor=vendor,
+        model=model,
+        driver=driver,
+        devlinks=links,
+    )
+
+
+def _is_hardware(device: pyudev.Device) -> bool:
+    """True for a tty backed by hardware (not a virtual console or pty).
+
+    The 8250 driver registers placeholder ``ttyS*`` ports on ``platform`` whether
+    or not a UART exists; like pyserial, those are left out.
+    """
+    parent = device.parent
+    if parent is None:
+        return False
+    return parent.subsystem != "platform" or parent.driver != "serial8250"
+
+
+def list_serial_devices(
+    context: pyudev.Context | None = None, usb_only: bool = False
+) -> list[SerialDevice]:
+    """Every hardware tty with its node, ``ID_PATH``, USB port path and identity.
+
+    Args:
+        context: a pyudev context (a new one if None).
+        usb_only: keep only ttys on USB.
+
+    Returns:
+        Devices sorted by port path (USB first), then node.
+
+    Raises:
+        UdevError: when udev cannot be queried (no ``/sys``, libudev missing).
+    """
+    try:
+        ctx = context if context is not None else pyudev.Context()
+        devices = [describe(d) for d in ctx.list_devices(subsystem="tty") if _is_hardware(d)]
+    except (OSError, ImportError) as exc:
+        raise UdevError(
+            f"cannot list tty devices through udev ({exc}); is /sys mounted and libudev installed?"
+        ) from exc
+    if usb_only:
+        devices = [d for d in devices if d.port_path is not None]
+    return sorted(devices, key=_sort_key)
+
+
+def _sort_key(device: SerialDevice) -> tuple:
+    if device.port_path is None:
+        return (1, (), device.node)
+    bus, _, ports = device.port_path.partition("-")
+    numbers = tuple(int(p) for p in ports.split("."))
+    return (0, (int(bus), *numbers), device.interface or "", device.node)
+
+
+def find_by_port(devices: Iterable[SerialDevice], port_path: str) -> list[SerialDevice]:
+    """The devices plugged into ``port_path``.
+
+    ``port_path`` is ``1-1.2`` (every interface of that USB device) or
+    ``1-1.2:1.0`` (that interface only).
+    """
+    port, _, interface = port_path.partition(":")
+    return [
+        d
+        for d in devices
+        if d.port_path == port and (not interface or d.interface == interface)
+    ]

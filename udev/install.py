@@ -1,0 +1,176 @@
+"""Install a generated rules file into ``/etc/udev/rules.d``, reload udev and re-trigger ttys.
+
+The file is checked first (:func:`sensorbench.udev.rules.check_rules_text`: only
+rules this package writes, safe names), written atomically with mode 0644, then
+udev is told to reload its rules and replay ``add`` events for every tty so the
+symlinks appear without a replug. Without root nothing is touched and
+:class:`NeedsRootError` carries the exact shell command to run instead.
+
+The rules directory and the command runner are parameters so tests never touch
+the real ``/etc/udev`` or run ``udevadm``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sensorbench.errors import UdevError
+from sensorbench.udev.rules import DEFAULT_FILENAME, check_rules_text
+
+RULES_DIR = Path("/etc/udev/rules.d")
+RELOAD_COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("udevadm", "control", "--reload-rules"),
+    ("udevadm", "trigger", "--action=add", "--subsystem-match=tty", "--settle"),
+)
+COMMAND_TIMEOUT_S = 30.0
+# udev reads rules files in lexical order; ours must come after 60-serial.rules
+# (which sets ID_PATH).
+_FILENAME = re.compile(r"^(?P<prio>\d\d)-[a-z0-9_-]+\.rules$")
+_MUST_SORT_AFTER = "60-serial.rules"
+
+#: Runs one command with a timeout (s); returns (exit code, combined output).
+Runner = Callable[[Sequence[str], float], tuple[int, str]]
+
+
+class NeedsRootError(UdevError):
+    """Installing needs root; :attr:`command` is the exact shell command to run."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__(
+            f"installing udev rules needs root; nothing was changed. Run:\n  {command}"
+        )
+        self.command = command
+
+
+@dataclass
+class InstallResult:
+    """What :func:`install_rules` did.
+
+    Attributes:
+        path: the installed file.
+        names: the ``/dev`` symlink names its rules create.
+        replaced: True if a file of that name existed before.
+        commands: the reload/trigger commands run (empty with ``reload=False``).
+    """
+
+    path: Path
+    names: list[str]
+    replaced: bool
+    commands: list[str] = field(default_factory=list)
+
+
+def subprocess_runner(argv: Sequence[str], timeout_s: float) -> tuple[int, str]:
+    """Run ``argv`` for real (no shell), with a deadline; returns (code, output)."""
+    try:
+        done = subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except FileNotFoundError:
+        return 127, f"{argv[0]}: command not found"
+    except subprocess.TimeoutExpired:
+        return 124, f"timed out after {timeout_s:g} s"
+    return done.returncode, (done.stdout + done.stderr).strip()
+
+
+def validate_filename(filename: str) -> str:
+    """Return ``filename`` if it is ``NN-name.rules`` sorting after ``60-serial.rules``.
+
+    Raises:
+        UdevError: otherwise.
+    """
+    if not _FILENAME.match(filename) or filename <= _MUST_SORT_AFTER:
+        raise UdevError(
+            f"rules file name {filename!r} must look like NN-name.rules and sort after "
+            f"{_MUST_SORT_AFTER} (which sets ID_PATH), e.g. {DEFAULT_FILENAME}"
+        )
+    return filename
+
+
+def manual_command(source: Path, target: Path, reload: bool = True) -> str:
+    """The shell command a user with sudo runs to do what :func:`install_rules` does."""
+    parts = [f"sudo install -m 0644 {shlex.quote(str(source))} {shlex.quote(str(target))}"]
+    if reload:
+        parts += ["sudo " + " ".join(cmd) for cmd in RELOAD_COMMANDS]
+    return " && ".join(parts)
+
+
+def install_rules(
+    source: str | os.PathLike,
+    rules_dir: str | os.PathLike = RULES_DIR,
+    filename: str = DEFAULT_FILENAME,
+    reload: bool = True,
+    runner: Runner = subprocess_runner,
+    is_root: bool | None = None,
+    timeout_s: float = COMMAND_TIMEOUT_S,
+) -> InstallResult:
+    """Check ``source``, write it to ``rules_dir/filename``, reload udev and re-trigger ttys.
+
+    Args:
+        source: the rules file to install (from ``sensorbench udev rules``).
+        rules_dir: where udev reads local rules (``/etc/udev/rules.d``).
+        filename: ``NN-name.rules``, sorting after ``60-serial.rules``.
+        reload: run ``udevadm control --reload-rules`` and ``udevadm trigger``.
+        runner: runs one command with a timeout (s); injectable for tests.
+        is_root: whether we may write; None asks ``os.geteuid()``.
+        timeout_s: deadline of each udevadm command (s).
+
+    Raises:
+        NeedsRootError: not root; nothing changed; the message has the command.
+        UdevError: unreadable or unsafe rules, bad file name, missing directory,
+            or a failing udevadm (the file is installed then; the message says so).
+    """
+    source_path = Path(source)
+    try:
+        text = source_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UdevError(f"cannot read rules file {source_path}: {exc}") from exc
+    try:
+        names = check_rules_text(text)
+    except UdevError as exc:
+        raise UdevError(f"{source_path}: {exc}; refusing to install it") from exc
+    validate_filename(filename)
+    target_dir = Path(rules_dir)
+    target = target_dir / filename
+    if is_root is None:
+        is_root = os.geteuid() == 0
+    if not is_root:
+        raise NeedsRootError(manual_command(source_path.resolve(), target, reload))
+    if not target_dir.is_dir():
+        raise UdevError(f"{target_dir} does not exist or is not a directory; is udev installed?")
+    replaced = target.exists()
+    _write_atomically(target, text)
+    result = InstallResult(path=target, names=names, replaced=replaced)
+    if not reload:
+        return result
+    for argv in RELOAD_COMMANDS:
+        code, output = runner(argv, timeout_s)
+        result.commands.append(" ".join(argv))
+        if code != 0:
+            rest = " && ".join(" ".join(cmd) for cmd in RELOAD_COMMANDS)
+            raise UdevError(
+                f"installed {target}, but `{' '.join(argv)}` failed (exit {code}: "
+                f"{output or 'no output'}); run `{rest}` as root, or replug the devices"
+            )
+    return result
+
+
+def _write_atomically(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` via a temporary file and a rename (mode 0644)."""
+    fd, tmp = tempfile.mkstemp(prefix=".sensorbench-", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise UdevError(f"cannot write {target}: {exc}") from exc

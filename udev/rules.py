@@ -1,0 +1,453 @@
+"""Generate udev rules that name serial devices by the USB port they are plugged into.
+
+Two RPLIDAR A1s and an LD19 behind identical CP2102 bridges (``10c4:ea60``,
+serial ``0001``) cannot be told apart by ID, only by port. A rule per device
+adds a stable symlink ``/dev/<name>``:
+
+- ``by="id-path"`` (default) matches ``ENV{ID_PATH}``, e.g.
+  ``pci-0000:00:14.0-usb-0:1.2:1.0``: stable across bus renumbering. ``ID_PATH``
+  is set by ``60-serial.rules``, so the file must sort after it: the default
+  file name is ``70-sensorbench.rules``.
+- ``by="kernels"`` matches ``KERNELS=="1-1.2"`` plus the vendor and product of
+  that same usb_device (every parent-matching key of a rule must match the same
+  parent: ``KERNELS=="1-1.2:1.0", ATTRS{idVendor}==...`` never matches, since the
+  vendor lives on ``1-1.2``, not on the interface). Bakes in the bus number.
+
+Every rule sets ``GROUP="dialout", MODE="0660"`` (not ``TAG+="uaccess"``, which
+only works before ``73-seat-late.rules`` and needs a logged-in seat, useless on a
+headless robot) and ``ENV{ID_MM_DEVICE_IGNORE}="1"`` so ModemManager does not
+probe the lidars. Every value written into the file is validated against a
+strict pattern first; nothing is interpolated raw.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sensorbench.errors import UdevError
+from sensorbench.udev.discovery import SerialDevice, find_by_port
+
+DEFAULT_FILENAME = "70-sensorbench.rules"
+BY_CHOICES = ("id-path", "kernels")
+MAX_NAME_LEN = 32
+
+_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+# "<bus>-<port>[.<port>...]" with an optional ":<config>.<interface>".
+_PORT_PATH = re.compile(
+    r"^(?P<bus>\d{1,3})-(?P<ports>\d{1,3}(?:\.\d{1,3}){0,6})"
+    r"(?::(?P<cfg>\d{1,2})\.(?P<iface>\d{1,2}))?$"
+)
+# What path_id produces for a USB device: "<controller>-usb-0:<ports>:<cfg>.<iface>".
+_ID_PATH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._+-]*-usb(?:v\d)?-\d+:\d+(?:\.\d+)*:\d+\.\d+$")
+_HEX4 = re.compile(r"^[0-9a-f]{4}$")
+
+# Names that already exist in /dev or that the kernel and udev create there;
+# a symlink over one of them would hide or break a system device.
+RESERVED_NAMES = frozenset(
+    {
+        "autofs", "block", "bsg", "btrfs-control", "bus", "char", "console", "core",
+        "cpu", "cpu_dma_latency", "cuse", "disk", "dma_heap", "dri", "fb0", "fd", "full",
+        "fuse", "gpiochip0", "hidraw0", "hpet", "hugepages", "hwrng", "i2c-0", "initctl",
+        "input", "kmsg", "kvm", "log", "loop-control", "mapper", "mem", "mqueue", "net",
+        "null", "nvram", "port", "ppp", "ptmx", "pts", "random", "rfkill", "rtc", "rtc0",
+        "serial", "sg0", "shm", "snd", "stderr", "stdin", "stdout", "tty", "uhid", "uinput",
+        "urandom", "usb", "userfaultfd", "vcs", "vfio", "vga_arbiter", "vhost-net",
+        "vhost-vsock", "watchdog", "zero", "zfs",
+    }
+)
+# Kernel node names (ttyUSB0, sda1, video2, ...): a name shaped like one could
+# collide with a node the kernel creates later.
+_RESERVED_PATTERN = re.compile(
+    r"^(?:tty.*"
+    r"|(?:pts|sr|nvme|mmcblk|loop|ram|md|dm-|nbd|zram|sg|st|nst|video|media|dvb|fb|card"
+    r"|hidraw|event|js|mouse|i2c-|spidev|gpiochip|rtc|watchdog|vcs|vcsa|vcsu|lp|parport"
+    r"|usbmon|rfcomm|ircomm|cu)\d.*"
+    r"|(?:sd|hd|vd|xvd)[a-z]{1,3}\d*)$"
+)
+
+
+@dataclass(frozen=True)
+class NameSpec:
+    """One requested name: ``name`` for the device at ``where``.
+
+    ``where`` is a USB port path (``1-1.2``, or ``1-1.2:1.0`` for one interface
+    of a multi-port adapter) or a full ``ID_PATH``.
+    """
+
+    name: str
+    where: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One validated rule: the symlink name and what it matches on."""
+
+    name: str
+    by: str
+    id_path: str | None
+    port_path: str | None
+    interface: str | None
+    vid: str | None
+    pid: str | None
+    note: str
+
+    def text(self) -> str:
+        """The rule line (all values validated when the rule was built)."""
+        keys = ['SUBSYSTEM=="tty"']
+        if self.by == "id-path":
+            keys.append(f'ENV{{ID_PATH}}=="{self.id_path}"')
+        elif self.interface is not None:
+            # One interface of a multi-port adapter: match the interface only
+            # (the vendor is on its parent usb_device, so it cannot be in this rule).
+            keys.append(f'KERNELS=="{self.port_path}:{self.interface}"')
+        else:
+            keys.append(f'KERNELS=="{self.port_path}"')
+            if self.vid is not None and self.pid is not None:
+                keys.append(f'ATTRS{{idVendor}}=="{self.vid}"')
+                keys.append(f'ATTRS{{idProduct}}=="{self.pid}"')
+        keys += [
+            f'SYMLINK+="{self.name}"',
+            'GROUP="dialout"',
+            'MODE="0660"',
+            'ENV{ID_MM_DEVICE_IGNORE}="1"',
+        ]
+        return ", ".join(keys)
+
+
+def validate_name(name: str) -> str:
+    """Return ``name`` if it is a safe, non-reserved ``/dev`` symlink name.
+
+    Raises:
+        UdevError: the name has characters outside ``[a-z0-9_-]``, does not start
+            with a letter, is longer than 32, or is (or looks like) a system node.
+    """
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise UdevError(
+            f"invalid device name {name!r}: use lowercase letters, digits, '_' and '-', "
+            "starting with a letter (e.g. lidar_front)"
+        )
+    if len(name) > MAX_NAME_LEN:
+        raise UdevError(f"device name {name!r} is longer than {MAX_NAME_LEN} characters")
+    if name in RESERVED_NAMES or _RESERVED_PATTERN.match(name):
+        raise UdevError(
+            f"device name {name!r} is reserved: /dev/{name} is (or may become) a system "
+            "device; choose another, e.g. lidar_front"
+        )
+    return name
+
+
+def parse_port_path(text: str) -> tuple[str, str | None]:
+    """Split a USB port path: ``"1-1.2:1.0"`` → ``("1-1.2", "1.0")``; no interface → None.
+
+    Raises:
+        UdevError: it is not ``<bus>-<port>[.<port>...][:<config>.<interface>]``
+            with bus and ports ≥ 1 and at most 7 tiers.
+    """
+    match = _PORT_PATH.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise UdevError(
+            f"invalid USB port path {text!r}: expected e.g. 1-1.2 (bus 1, port 1, hub port 2) "
+            "or 1-1.2:1.0 for one interface; see `sensorbench devices`"
+        )
+    numbers = [int(match["bus"]), *(int(p) for p in match["ports"].split("."))]
+    if min(numbers) < 1 or max(numbers) > 255:
+        raise UdevError(f"invalid USB port path {text!r}: bus and port numbers are 1..255")
+    port = f"{int(match['bus'])}-{'.'.join(str(int(p)) for p in match['ports'].split('.'))}"
+    interface = None
+    if match["cfg"] is not None:
+        interface = f"{int(match['cfg'])}.{int(match['iface'])}"
+    return port, interface
+
+
+def validate_id_path(text: str) -> str:
+    """Return ``text`` if it is a USB ``ID_PATH`` as path_id writes it.
+
+    Raises:
+        UdevError: it is not, e.g., ``pci-0000:00:14.0-usb-0:1.2:1.0``.
+    """
+    if not isinstance(text, str) or len(text) > 200 or not _ID_PATH.match(text):
+        raise UdevError(
+            f"invalid ID_PATH {text!r}: expected e.g. pci-0000:00:14.0-usb-0:1.2:1.0 "
+            "(see `sensorbench devices`)"
+        )
+    return text
+
+
+def is_id_path(text: str) -> bool:
+    """True when ``text`` looks like an ``ID_PATH`` rather than a port path."""
+    return "-usb" in text
+
+
+def parse_name_spec(text: str) -> NameSpec:
+    """Parse ``NAME=PORTPATH`` (or ``NAME=ID_PATH``) from the command line.
+
+    Raises:
+        UdevError: no ``=``, or an invalid name or location.
+    """
+    name, sep, where = text.partition("=")
+    if not sep or not name or not where:
+        raise UdevError(f"expected NAME=PORTPATH (e.g. front=1-1.2), got {text!r}")
+    validate_name(name)
+    if is_id_path(where):
+        validate_id_path(where)
+    else:
+        parse_port_path(where)
+    return NameSpec(name, where)
+
+
+def _clean_hex(value: int | None) -> str | None:
+    if value is None:
+        return None
+    text = f"{value:04x}"
+    if not _HEX4.match(text):
+        raise UdevError(f"USB id {value!r} is not a 16-bit number")
+    return text
+
+
+def _comment_safe(text: str | None) -> str:
+    """Reduce a device-provided string to characters harmless in a comment."""
+    if not text:
+        return "?"
+    return re.sub(r"[^A-Za-z0-9 ._:/-]", "_", text)[:60]
+
+
+def build_rule(
+    spec: NameSpec, devices: Sequence[SerialDevice] = (), by: str = "id-path"
+) -> Rule:
+    """Validate one spec and resolve it against discovered devices.
+
+    With ``by="id-path"`` a port path must be resolvable to a present device's
+    ``ID_PATH`` (or give the ``ID_PATH`` itself); with ``by="kernels"`` the port
+    path is used directly and the vendor/product come from the device if present.
+
+    Raises:
+        UdevError: invalid input, no or several devices at the port, no ID_PATH.
+    """
+    if by not in BY_CHOICES:
+        raise UdevError(f"unknown rule key {by!r}: use one of {', '.join(BY_CHOICES)}")
+    name = validate_name(spec.name)
+    if is_id_path(spec.where):
+        id_path = validate_id_path(spec.where)
+        if by != "id-path":
+            raise UdevError(
+                f"{name}: an ID_PATH ({id_path}) was given but rules by kernels need a port "
+                "path (e.g. 1-1.2)"
+            )
+        match = [d for d in devices if d.id_path == id_path]
+        device = match[0] if len(match) == 1 else None
+        return Rule(name, by, id_path, None, None, None, None, _note(name, device, id_path))
+    port, interface = parse_port_path(spec.where)
+    match = find_by_port(devices, spec.where if interface is None else f"{port}:{interface}")
+    if len(match) > 1:
+        interfaces = ", ".join(f"{port}:{d.interface}" for d in match)
+        raise UdevError(
+            f"{name}: {port} has {len(match)} serial interfaces ({interfaces}); "
+            "name one of them"
+        )
+    device = match[0] if match else None
+    if by == "id-path":
+        if device is None:
+            raise UdevError(
+                f"{name}: no serial device is plugged into {port}; plug it in, give its "
+                "ID_PATH instead, or use --by kernels"
+            )
+        if device.id_path is None:
+            raise UdevError(
+                f"{name}: udev set no ID_PATH on {device.node} (is 60-serial.rules "
+                "installed?); use --by kernels"
+            )
+        id_path = validate_id_path(device.id_path)
+        return Rule(name, by, id_path, port, interface, None, None, _note(name, device, port))
+    vid = _clean_hex(device.vid) if device is not None else None
+    pid = _clean_hex(device.pid) if device is not None else None
+    return Rule(name, by, None, port, interface, vid, pid, _note(name, device, port))
+
+
+def _note(name: str, device: SerialDevice | None, where: str) -> str:
+    if device is None:
+        return f"{name}: {where} (device not present when generated)"
+    ident = device.usb_id or "not USB"
+    return (
+        f"{name}: port {device.port_path or '?'}, {ident} serial "
+        f"{_comment_safe(device.serial)} ({_comment_safe(device.model)})"
+    )
+
+
+def build_rules(
+    specs: Iterable[NameSpec], devices: Sequence[SerialDevice] = (), by: str = "id-path"
+) -> list[Rule]:
+    """Build and cross-check all rules: names and locations must be unique.
+
+    Raises:
+        UdevError: an invalid spec, a duplicate name, or two names for one location.
+    """
+    rules: list[Rule] = []
+    seen_names: set[str] = set()
+    seen_where: dict[str, str] = {}
+    for spec in specs:
+        rule = build_rule(spec, devices, by)
+        if rule.name in seen_names:
+            raise UdevError(f"device name {rule.name!r} is given twice; names must be unique")
+        where = rule.id_path if by == "id-path" else f"{rule.port_path}:{rule.interface or ''}"
+        if where in seen_where:
+            raise UdevError(
+                f"{rule.name} and {seen_where[where]} name the same device ({where}); "
+                "give each port one name"
+            )
+        seen_names.add(rule.name)
+        seen_where[where] = rule.name
+        rules.append(rule)
+    if not rules:
+        raise UdevError("no device names given: use --name NAME=PORTPATH (e.g. front=1-1.2)")
+    return rules
+
+
+def render_rules(rules: Sequence[Rule], command: str | None = None) -> str:
+    """The text of a rules file: a header, then a comment and a rule per device.
+
+    Args:
+        rules: from :func:`build_rules`.
+        command: the command line that regenerates the file, written into the
+            header if given (only validated names and locations go into it).
+    """
+    lines = [
+        "# Generated by sensorbench; regenerate rather than edit.",
+        "# Names serial devices by the USB port they are plugged into (identical",
+        "# adapters cannot be told apart by ID). Install with `sensorbench udev install`",
+        f"# as /etc/udev/rules.d/{DEFAULT_FILENAME}: it must sort after 60-serial.rules,",
+        "# which sets ID_PATH.",
+        "# GROUP/MODE instead of uaccess: a headless robot has no seat. ModemManager is",
+        "# told to leave the devices alone.",
+    ]
+    if command:
+        lines.append(f"# Regenerate: {command}")
+    for rule in rules:
+        lines += ["", f"# {rule.note}", rule.text()]
+    return "\n".join(lines) + "\n"
+
+
+def regenerate_command(rules: Sequence[Rule], by: str) -> str:
+    """The ``sensorbench udev rules`` command line that produces ``rules`` again."""
+    parts = ["sensorbench udev rules"]
+    for rule in rules:
+        if rule.by == "id-path" and rule.port_path is None:
+            where = rule.id_path
+        else:
+            where = rule.port_path + (f":{rule.interface}" if rule.interface else "")
+        parts.append(f"--name {rule.name}={where}")
+    parts.append(f"--by {by}")
+    return " ".join(parts)
+
+
+def generate(
+    specs: Iterable[NameSpec], devices: Sequence[SerialDevice] = (), by: str = "id-path"
+) -> str:
+    """Validate ``specs``, resolve them against ``devices`` and return the rules text."""
+    rules = build_rules(specs, devices, by)
+    return render_rules(rules, regenerate_command(rules, by))
+
+
+_RULE_LINE = re.compile(r'SYMLINK\+="([^"]*)"')
+
+
+def check_rules_text(text: str) -> list[str]:
+    """Check a rules file before installing it; return the symlink names it creates.
+
+    Every non-comment line must be a rule this module would write: tty-only,
+    a valid name, ``GROUP="dialout"``, ``MODE="0660"``, ModemManager ignored,
+    no ``RUN``/``PROGRAM``/``IMPORT``/``OWNER`` and no other assignments.
+
+    Raises:
+        UdevError: with the line number and what is wrong.
+    """
+    names: list[str] = []
+    rules_seen = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        where = f"line {number}"
+        keys = [k.strip() for k in _split_keys(line, where)]
+        if keys[0] != 'SUBSYSTEM=="tty"':
+            raise UdevError(f'{where}: rule must start with SUBSYSTEM=="tty"')
+        symlinks = _RULE_LINE.findall(line)
+        if len(symlinks) != 1:
+            raise UdevError(f"{where}: rule must add exactly one SYMLINK")
+        validate_name(symlinks[0])
+        if symlinks[0] in names:
+            raise UdevError(f"{where}: name {symlinks[0]!r} is used twice")
+        names.append(symlinks[0])
+        allowed_fixed = {
+            f'SYMLINK+="{symlinks[0]}"',
+            'GROUP="dialout"',
+            'MODE="0660"',
+            'ENV{ID_MM_DEVICE_IGNORE}="1"',
+        }
+        if not allowed_fixed.issubset(keys):
+            raise UdevError(
+                f'{where}: rule must set GROUP="dialout", MODE="0660" and '
+                'ENV{ID_MM_DEVICE_IGNORE}="1"'
+            )
+        for key in keys[1:]:
+            if key in allowed_fixed:
+                continue
+            _check_match_key(key, where)
+        _check_same_parent(keys, where)
+        rules_seen += 1
+    if not rules_seen:
+        raise UdevError("the rules file contains no rule")
+    return names
+
+
+def _split_keys(line: str, where: str) -> list[str]:
+    """Split a rule on commas outside quotes; refuse unbalanced quotes."""
+    keys, current, quoted = [], [], False
+    for char in line:
+        if char == '"':
+            quoted = not quoted
+        if char == "," and not quoted:
+            keys.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    if quoted:
+        raise UdevError(f"{where}: unbalanced quote")
+    keys.append("".join(current))
+    return keys
+
+
+_MATCH_KEY = re.compile(
+    r'^(?P<key>ENV\{ID_PATH\}|KERNELS|ATTRS\{idVendor\}|ATTRS\{idProduct\})=="(?P<value>[^"]*)"$'
+)
+
+
+def _check_match_key(key: str, where: str) -> None:
+    match = _MATCH_KEY.match(key)
+    if match is None:
+        raise UdevError(
+            f"{where}: {key!r} is not allowed (only ENV{{ID_PATH}}, KERNELS, "
+            "ATTRS{idVendor}/{idProduct} matches and the fixed assignments)"
+        )
+    value = match["value"]
+    if match["key"] == "ENV{ID_PATH}":
+        validate_id_path(value)
+    elif match["key"] == "KERNELS":
+        parse_port_path(value)
+    elif not _HEX4.match(value):
+        raise UdevError(f"{where}: {key} must be 4 lowercase hex digits")
+
+
+def _check_same_parent(keys: list[str], where: str) -> None:
+    """Refuse a rule whose parent keys name two different parents (it never matches)."""
+    kernels = [k for k in keys if k.startswith("KERNELS==")]
+    attrs = [k for k in keys if k.startswith("ATTRS{")]
+    if kernels and attrs and ":" in kernels[0]:
+        raise UdevError(
+            f"{where}: {kernels[0]} names a USB interface but {attrs[0]} lives on its parent "
+            "usb_device; udev needs every parent key of a rule to match the same parent, so "
+            "this rule never matches (drop the interface or the ATTRS)"
+        )
+    if len(kernels) > 1:
+        raise UdevError(f"{where}: more than one KERNELS key")
