@@ -1,0 +1,775 @@
+"""RPLIDAR A1 driver on top of ``rplidar-roboticia`` with its flaws fixed at the boundary.
+
+:class:`A1Lidar` subclasses :class:`rplidar.RPLidar` and keeps the library's request
+framing (``_send_cmd``, ``_send_payload_cmd``) and its connection bookkeeping. It
+replaces what the library gets wrong (see ``docs/HARDWARE.md``):
+
+=================================================  =====================================
+library (0.9.5)                                    here
+=================================================  =====================================
+``_read_response`` busy-waits on ``inWaiting()``   every read has a deadline
+forever; unplug raises a bare ``OSError``           (``read_timeout_s``) and raises
+                                                   :class:`A1Silent`; EIO raises
+                                                   :class:`A1Unplugged`
+``get_info``/``get_health`` return a string when    stale bytes are stopped and cleared,
+bytes are buffered                                 then the request is made; failures
+                                                   raise :class:`~sensorbench.errors.DriverError`
+health error code byte-swapped                     little-endian, as on the wire
+express scan decoding wrong                        standard scan only; express refused
+``max_buf_meas`` silently stops and restarts the    backlog counted in :attr:`A1Lidar.overruns`,
+scan (data lost)                                   logged, reported as an event; no data dropped
+descriptor errors after stale bytes                 :meth:`A1Lidar.recover`: stop, clear
+                                                   input, reconnect, restart
+``setDTR`` raises on a port without modem lines     reported once (event + log), not raised
+=================================================  =====================================
+
+:class:`A1Scanner` builds on it: it opens a device by path (a udev name works),
+identifies it, starts the standard scan, and turns node bytes into
+:class:`~sensorbench.logs.LidarTurns` (angle rad CCW, range m with ``inf`` for no
+return, quality, host time), reconnecting after an unplug. The live session
+reader is :mod:`sensorbench.drivers.a1_reader`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import rplidar
+import serial
+from sensorbench.drivers import a1_protocol as proto
+from sensorbench.drivers.a1_protocol import A1Health, A1Info, Nodes
+from sensorbench.errors import DriverError
+from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, TurnFlag
+
+log = logging.getLogger("sensorbench.a1")
+
+EventSink = Callable[[int, str, str], None]
+"""``sink(t_ns, kind, message)``; kinds as in the session event table."""
+
+_POLL_S = 0.02  # the serial timeout of one low-level read (s); deadlines loop over it
+_GONE_ERRNOS = {errno.EIO, errno.ENXIO, errno.ENODEV, errno.EBADF}
+_NO_MODEM_ERRNOS = {errno.ENOTTY, errno.EINVAL}
+
+
+class A1Silent(DriverError):
+    """The A1 did not answer (or stopped sending) within the deadline."""
+
+
+class A1Unplugged(DriverError):
+    """The serial port went away (EIO: USB cable pulled, adapter reset)."""
+
+
+class A1ProtocolError(DriverError):
+    """Bytes that are not the expected answer (stale scan data, wrong device, noise)."""
+
+
+def _open_hint(port: str, err: BaseException) -> str:
+    if not os.path.exists(port):
+        return (
+            f"cannot open A1 port {port}: it does not exist. Is the lidar plugged in? "
+            "If it is a udev name, check the rules with `sensorbench devices`."
+        )
+    if isinstance(err, PermissionError) or "Permission denied" in str(err):
+        return (
+            f"cannot open A1 port {port}: permission denied. Add your user to the "
+            "'dialout' group (then log in again) or install the udev rules."
+        )
+    return f"cannot open A1 port {port}: {err}. Is another program using it?"
+
+
+class A1Lidar(rplidar.RPLidar):
+    """One RPLIDAR A1 on a serial port, with deadlines and real exceptions.
+
+    Args:
+        port: device path (``/dev/ttyUSB0``, a udev name, or an emulator's pty/link).
+        read_timeout_s: deadline of every read that waits for an answer (s).
+        baudrate: 115200 for the A1.
+        on_event: optional sink for ``(t_ns, kind, message)`` events (unplug, overrun...).
+        logger: logger (``sensorbench.a1`` by default).
+
+    Raises:
+        DriverError: the port cannot be opened (the message says why and what to do).
+    """
+
+    def __init__(
+        self,
+        port: str,
+        read_timeout_s: float = 1.0,
+        baudrate: int = proto.BAUD,
+        on_event: EventSink | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.read_timeout_s = float(read_timeout_s)
+        self.on_event = on_event
+        self.has_modem_lines: bool | None = None
+        self.overruns = 0
+        self.stale_bytes_discarded = 0
+        super().__init__(os.fspath(port), baudrate=baudrate, timeout=_POLL_S, logger=logger or log)
+
+    # -- connection -----------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Open the port (closing a previous one); DriverError with a hint on failure."""
+        self.disconnect()
+        try:
+            self._serial = serial.Serial(self.port, self.baudrate, timeout=_POLL_S)
+        except (serial.SerialException, OSError) as err:
+            self._serial = None
+            raise DriverError(_open_hint(self.port, err)) from err
+        self._serial.reset_input_buffer()
+        self.scanning = [False, 0, "normal"]
+
+    def disconnect(self) -> None:
+        """Close the port; never raises (an unplugged port may fail to close)."""
+        ser, self._serial = self._serial, None
+        if ser is not None:
+            try:
+                ser.close()
+            except (serial.SerialException, OSError) as err:
+                self.logger.debug("closing %s: %s", self.port, err)
+        self.scanning = [False, 0, "normal"]
+
+    @property
+    def connected(self) -> bool:
+        """True while the port is open."""
+        return self._serial is not None
+
+    def _emit(self, kind: str, message: str) -> None:
+        if self.on_event is not None:
+            self.on_event(time.monotonic_ns(), kind, message)
+
+    def _io(self, op: Callable[[], object], what: str) -> object:
+        """Run one pyserial call, turning OS-level failures into driver errors."""
+        if self._serial is None:
+            raise A1Unplugged(f"A1 {self.port} is not connected; call connect() or reconnect()")
+        try:
+            return op()
+        except serial.SerialException as err:
+            raise A1Unplugged(
+                f"A1 {self.port} went away while {what} ({err}); check the USB cable, "
+                "then reconnect"
+            ) from err
+        except OSError as err:
+            if err.errno in _GONE_ERRNOS:
+                raise A1Unplugged(
+                    f"A1 {self.port} went away while {what} (errno {err.errno}: "
+                    f"{err.strerror}); check the USB cable, then reconnect"
+                ) from err
+            raise DriverError(f"A1 {self.port}: I/O error while {what}: {err}") from err
+
+    def in_waiting(self) -> int:
+        """Bytes received and not yet read."""
+        return int(self._io(lambda: self._serial.in_waiting, "polling the input buffer"))
+
+    def read_available(self, max_wait_s: float) -> bytes:
+        """Everything already received, or wait up to ``max_wait_s`` (s) for the first byte."""
+        n = self.in_waiting()
+        if n:
+            return self._read_now(n)
+        deadline = time.monotonic() + max_wait_s
+        while True:
+            data = self._read_now(1)
+            if data:
+                more = self.in_waiting()
+                return data + self._read_now(more) if more else data
+            if time.monotonic() >= deadline:
+                return b""
+
+    def _read_now(self, n: int) -> bytes:
+        """One pyserial read of up to ``n`` bytes (returns within the poll timeout)."""
+        return bytes(self._io(lambda: self._serial.read(n), "reading"))
+
+    def _read_exact(self, size: int, what: str) -> bytes:
+        deadline = time.monotonic() + self.read_timeout_s
+        buf = bytearray()
+        while len(buf) < size:
+            buf += self._read_now(size - len(buf))
+            if len(buf) < size and time.monotonic() >= deadline:
+                raise A1Silent(
+                    f"A1 {self.port} sent {len(buf)} of {size} bytes of {what} within "
+                    f"{self.read_timeout_s:.2f} s. Is it powered, on this port and at "
+                    f"{self.baudrate} baud? A device that is still booting answers after "
+                    "about 1 s."
+                )
+        return bytes(buf)
+
+    # -- library overrides: reads with deadlines, real exceptions ---------------------
+
+    def _read_descriptor(self) -> tuple[int, bool, int]:
+        """Read a descriptor within the deadline: ``(length, is_single, type)``."""
+        raw = self._read_exact(proto.DESCRIPTOR_LEN, "a response descriptor")
+        try:
+            length, mode, dtype = proto.parse_descriptor(raw)
+        except ValueError as err:
+            raise A1ProtocolError(
+                f"A1 {self.port} answered {raw.hex(' ')} instead of a descriptor (A5 5A ...): "
+                "stale scan bytes or a boot banner; recover() stops, clears and reconnects"
+            ) from err
+        return length, mode == proto.MODE_SINGLE, dtype
+
+    def _read_response(self, dsize: int) -> bytes:
+        """Read a ``dsize``-byte payload within the deadline (the library waits forever)."""
+        return self._read_exact(dsize, f"a {dsize}-byte response")
+
+    def _send_cmd(self, cmd: bytes) -> None:
+        self._io(lambda: super(A1Lidar, self)._send_cmd(cmd), f"sending command {cmd.hex()}")
+
+    def _request(self, cmd: int, length: int, dtype: int, what: str) -> bytes:
+        """Send ``cmd`` and return its payload; clears stale bytes first, retries once."""
+        for attempt in (1, 2):
+            self.quiesce()
+            self._send_cmd(bytes([cmd]))
+            try:
+                got_len, single, got_type = self._read_descriptor()
+            except A1ProtocolError:
+                if attempt == 2:
+                    raise
+                continue
+            if (got_len, single, got_type) != (length, True, dtype):
+                raise A1ProtocolError(
+                    f"A1 {self.port} answered {what} with length {got_len}, "
+                    f"{'single' if single else 'multi'} mode, type 0x{got_type:02x} "
+                    f"(expected {length}, single, 0x{dtype:02x}): is this an RPLIDAR?"
+                )
+            return self._read_response(length)
+        raise AssertionError("unreachable")
+
+    def quiesce(self, quiet_s: float = 0.05) -> int:
+        """If bytes are arriving (a scan left running, a boot banner), stop and discard them.
+
+        Sends STOP, then reads until the line has been quiet for ``quiet_s`` (s) or the
+        read deadline passes. Returns the number of bytes discarded.
+        """
+        if not self.in_waiting():
+            return 0
+        self._send_cmd(proto.CMD_STOP.to_bytes(1, "little"))
+        discarded = 0
+        deadline = time.monotonic() + self.read_timeout_s
+        while time.monotonic() < deadline:
+            chunk = self.read_available(quiet_s)
+            if not chunk:
+                break
+            discarded += len(chunk)
+        self._io(self._serial.reset_input_buffer, "clearing input")
+        self.scanning = [False, 0, "normal"]
+        self.stale_bytes_discarded += discarded
+        self.logger.info("%s: discarded %d stale bytes before a request", self.port, discarded)
+        return discarded
+
+    def get_info(self) -> A1Info:  # type: ignore[override]
+        """Model, firmware, hardware and serial number (raises instead of returning a string)."""
+        raw = self._request(proto.CMD_GET_INFO, proto.INFO_LEN, proto.TYPE_INFO, "GET_INFO")
+        return A1Info.from_payload(raw)
+
+    def get_health(self) -> A1Health:  # type: ignore[override]
+        """Health status and error code (little-endian, unlike the library)."""
+        raw = self._request(proto.CMD_GET_HEALTH, proto.HEALTH_LEN, proto.TYPE_HEALTH, "GET_HEALTH")
+        try:
+            return A1Health.from_payload(raw)
+        except ValueError as err:
+            raise A1ProtocolError(
+                f"A1 {self.port}: bad health answer {raw.hex(' ')}: {err}"
+            ) from err
+
+    def clean_input(self) -> None:
+        """Discard received bytes, also while scanning (the library refuses with a string)."""
+        self._io(self._serial.reset_input_buffer, "clearing input")
+
+    # -- motor (DTR) ----------------------------------------------------------------
+
+    def _set_dtr(self, level: bool) -> None:
+        if self.has_modem_lines is False:
+            return
+        try:
+            self._serial.dtr = level
+        except OSError as err:
+            if err.errno not in _NO_MODEM_ERRNOS:
+                raise A1Unplugged(
+                    f"A1 {self.port}: setting DTR failed ({err}); check the USB cable"
+                ) from err
+            self.has_modem_lines = False
+            msg = (
+                f"{self.port} has no modem lines (errno {err.errno}: {err.strerror}): the A1 "
+                "motor cannot be switched through DTR here (an emulator's pty, or an adapter "
+                "without DTR); the motor follows the scan request instead"
+            )
+            self.logger.warning(msg)
+            self._emit("note", msg)
+            return
+        self.has_modem_lines = True
+
+    def start_motor(self) -> None:
+        """Spin the motor: DTR low. No PWM command (the A1 has none)."""
+        self._set_dtr(False)
+        self.motor_running = True
+
+    def stop_motor(self) -> None:
+        """Stop the motor: DTR high."""
+        self._set_dtr(True)
+        self.motor_running = False
+
+    # -- scanning -------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop scanning and discard what is still arriving."""
+        self._send_cmd(proto.CMD_STOP.to_bytes(1, "little"))
+        self.scanning = [False, 0, "normal"]
+        deadline = time.monotonic() + self.read_timeout_s
+        while time.monotonic() < deadline and self.read_available(0.02):
+            pass
+        self.clean_input()
+
+    def reset(self, boot_timeout_s: float = 2.0) -> str:
+        """Reboot the core; waits for the boot banner (or ``boot_timeout_s``) and returns it."""
+        self._send_cmd(proto.CMD_RESET.to_bytes(1, "little"))
+        self.scanning = [False, 0, "normal"]
+        deadline = time.monotonic() + boot_timeout_s
+        text = b""
+        while time.monotonic() < deadline:
+            chunk = self.read_available(0.1 if text else 0.05)
+            if chunk:
+                text += chunk
+            elif text:
+                break
+        self.clean_input()
+        banner = text.decode("ascii", "replace").strip()
+        self._emit("note", f"reset; banner: {banner!r}" if banner else "reset; no banner")
+        return banner
+
+    def start(self, scan_type: str = "normal") -> None:
+        """Start a standard scan (``normal``) or forced scan (``force``).
+
+        Unlike the library, no health check is hidden here (see :meth:`ensure_healthy`).
+
+        Raises:
+            DriverError: for ``express`` (its decoding in rplidar-roboticia is wrong),
+                or when the descriptor is not a scan descriptor after one recovery.
+        """
+        if scan_type == "express":
+            raise DriverError(
+                "express scan is not supported: rplidar-roboticia 0.9.5 decodes its angles "
+                "wrongly; use the standard scan (about 2000 samples/s on an A1)"
+            )
+        if scan_type not in ("normal", "force"):
+            raise DriverError(f"unknown scan type {scan_type!r}: use 'normal' or 'force'")
+        cmd = proto.CMD_SCAN if scan_type == "normal" else proto.CMD_FORCE_SCAN
+        for attempt in (1, 2):
+            self.quiesce()
+            self.start_motor()
+            self._send_cmd(bytes([cmd]))
+            try:
+                length, single, dtype = self._read_descriptor()
+            except A1ProtocolError as err:
+                if attempt == 2:
+                    raise
+                self.logger.warning("%s; recovering", err)
+                self._emit("error", f"{err}; recovering (stop, clear input, reconnect)")
+                self.recover(restart=False)
+                continue
+            if (length, single, dtype) != (proto.NODE_LEN, False, proto.TYPE_SCAN):
+                raise A1ProtocolError(
+                    f"A1 {self.port} answered the scan request with length {length}, type "
+                    f"0x{dtype:02x}: not a standard-scan stream"
+                )
+            self.scanning = [True, proto.NODE_LEN, scan_type]
+            return
+
+    def ensure_healthy(self) -> A1Health:
+        """Health check; on ``error`` reset once and check again.
+
+        Raises:
+            DriverError: still in error after a reset (the code is in the message).
+        """
+        health = self.get_health()
+        if health.status == "error":
+            self.logger.warning("%s: health error 0x%04x, resetting", self.port, health.error_code)
+            self._emit("error", f"health error code 0x{health.error_code:04x}; resetting once")
+            self.reset()
+            health = self.get_health()
+            if health.status == "error":
+                raise DriverError(
+                    f"A1 {self.port} reports a hardware error (code 0x{health.error_code:04x}) "
+                    "even after a reset: power-cycle it; if it persists, the unit is faulty "
+                    "or its supply too weak (start lidars one after another)"
+                )
+        elif health.status == "warning":
+            self._emit("note", f"health warning code 0x{health.error_code:04x}")
+        return health
+
+    def recover(self, restart: bool = True) -> None:
+        """The known cure for descriptor errors: stop, clear input, reconnect (restart scan)."""
+        scan_type = self.scanning[2]
+        with contextlib.suppress(A1Unplugged):
+            self._send_cmd(proto.CMD_STOP.to_bytes(1, "little"))
+        time.sleep(0.05)
+        if self._serial is not None:
+            self._io(self._serial.reset_input_buffer, "clearing input")
+        self.connect()
+        if restart:
+            self.start(scan_type)
+
+    def read_nodes(self, max_wait_s: float, tail: bytes = b"") -> tuple[bytes, Nodes, bytes, int]:
+        """Read what arrived (waiting up to ``max_wait_s`` s) and decode whole nodes.
+
+        ``tail`` is the undecoded remainder of the previous call. Returns
+        ``(chunk, nodes, new_tail, skipped_bytes)``; ``chunk`` is what was read now.
+        A backlog larger than 3000 bytes (the library's ``max_buf_meas``) is counted in
+        :attr:`overruns` and logged; nothing is discarded.
+        """
+        backlog = self.in_waiting()
+        if backlog > 3000:
+            self.overruns += 1
+            msg = f"host fell behind: {backlog} bytes waiting on {self.port} (kept, not flushed)"
+            self.logger.warning(msg)
+            self._emit("overrun", msg)
+        chunk = self.read_available(max_wait_s)
+        buf = tail + chunk
+        nodes, used, skipped = proto.decode_nodes(buf)
+        return chunk, nodes, buf[used:], skipped
+
+    def iter_measures(
+        self, scan_type: str = "normal", max_buf_meas: int | bool = 3000
+    ) -> Iterator[tuple[bool, int, float, float]]:
+        """The library's measure iterator without its silent restart.
+
+        Yields ``(new_scan, quality, angle_deg_cw, distance_mm)`` as the library does. A
+        backlog beyond ``max_buf_meas`` bytes is counted and logged, never flushed; a
+        silent device raises :class:`A1Silent` after ``read_timeout_s``.
+        """
+        self.start_motor()
+        if not self.scanning[0]:
+            self.start(scan_type)
+        tail = b""
+        last_data = time.monotonic()
+        while True:
+            if max_buf_meas:
+                backlog = self.in_waiting()
+                if backlog > max_buf_meas:
+                    self.overruns += 1
+                    self.logger.warning("backlog %d/%d bytes: kept", backlog, max_buf_meas)
+                    self._emit("overrun", f"backlog of {backlog} bytes on {self.port}")
+            chunk = self.read_available(_POLL_S)
+            if chunk:
+                last_data = time.monotonic()
+            elif time.monotonic() - last_data > self.read_timeout_s:
+                raise A1Silent(
+                    f"A1 {self.port} sent nothing for {self.read_timeout_s:.2f} s while scanning"
+                )
+            nodes, used, _ = proto.decode_nodes(tail + chunk)
+            tail = (tail + chunk)[used:]
+            for s, q, a, d in zip(
+                nodes.start.tolist(),
+                nodes.quality.tolist(),
+                nodes.angle_q6.tolist(),
+                nodes.dist_q2.tolist(),
+                strict=True,
+            ):
+                yield s, q, a / 64.0, d / 4.0
+
+
+class TurnAssembler:
+    """Cuts a node stream into turns at the start flags; keeps all per-instance state.
+
+    Nodes before the first start flag (the head starts mid-turn) are counted in
+    :attr:`leading_nodes_skipped` and not stored. A turn is emitted when the next
+    turn's start flag arrives, or by :meth:`flush` (flagged ``PACKET_LOSS``).
+    """
+
+    def __init__(self) -> None:
+        self.leading_nodes_skipped = 0
+        self.turns_emitted = 0
+        self._parts: list[tuple[Nodes, np.ndarray]] = []
+        self._started = False
+        self._flags = 0
+
+    def mark(self, flag: TurnFlag) -> None:
+        """Set ``flag`` on the turn being assembled."""
+        self._flags |= int(flag)
+
+    def reset(self) -> None:
+        """Forget the turn in progress and wait for a new start flag (after a restart)."""
+        self._parts = []
+        self._started = False
+        self._flags = 0
+
+    def feed(self, nodes: Nodes, t_ns: np.ndarray) -> LidarTurns:
+        """Add nodes stamped ``t_ns`` (int64 ns each); returns the turns completed by them."""
+        if len(nodes) == 0:
+            return LidarTurns.empty()
+        starts = np.flatnonzero(nodes.start)
+        if not self._started:
+            if starts.size == 0:
+                self.leading_nodes_skipped += len(nodes)
+                return LidarTurns.empty()
+            self.leading_nodes_skipped += int(starts[0])
+            nodes, t_ns = _slice(nodes, int(starts[0]), len(nodes)), t_ns[starts[0] :]
+            starts = starts - starts[0]
+            self._started = True
+        out: list[LidarTurns] = []
+        prev = 0
+        for cut in starts.tolist():
+            if cut > prev:
+                self._parts.append((_slice(nodes, prev, cut), t_ns[prev:cut]))
+            done = self._close(0)
+            if done is not None:
+                out.append(done)
+            prev = cut
+        if len(nodes) > prev:
+            self._parts.append((_slice(nodes, prev, len(nodes)), t_ns[prev:]))
+        return LidarTurns.concat(out)
+
+    def flush(self) -> LidarTurns:
+        """Emit the turn in progress, flagged ``PACKET_LOSS`` (it is incomplete)."""
+        done = self._close(int(TurnFlag.PACKET_LOSS))
+        self._started = False
+        return done if done is not None else LidarTurns.empty()
+
+    def _close(self, extra_flags: int) -> LidarTurns | None:
+        parts, self._parts = self._parts, []
+        n = sum(len(p[0]) for p in parts)
+        if n == 0:
+            return None
+        flags, self._flags = self._flags | extra_flags, 0
+        nodes = Nodes(
+            *(
+                np.concatenate([getattr(p[0], f) for p in parts])
+                for f in ("start", "quality", "angle_q6", "dist_q2", "pos")
+            )
+        )
+        t_ns = np.concatenate([p[1] for p in parts])
+        self.turns_emitted += 1
+        return LidarTurns(
+            t_first_ns=[t_ns[0]],
+            device_ns=[NO_DEVICE_TIME],
+            speed_hz=[np.nan],
+            count=[n],
+            flags=[flags],
+            angle=nodes.angle_ccw_rad,
+            range=nodes.range_m,
+            intensity=nodes.quality,
+            t_ns=t_ns,
+        )
+
+
+def _slice(nodes: Nodes, lo: int, hi: int) -> Nodes:
+    return Nodes(
+        nodes.start[lo:hi],
+        nodes.quality[lo:hi],
+        nodes.angle_q6[lo:hi],
+        nodes.dist_q2[lo:hi],
+        nodes.pos[lo:hi],
+    )
+
+
+def spread_times(
+    t_prev_ns: int | None, t_ns: int, k: int, max_node_ns: int = 1_000_000
+) -> np.ndarray:
+    """Host times of ``k`` nodes received in one chunk at ``t_ns``.
+
+    The nodes arrived between the previous chunk (``t_prev_ns``) and this one; they are
+    spread evenly over that interval, which is clamped to ``max_node_ns`` per node so
+    a pause before the chunk does not stretch it.
+    """
+    if k == 0:
+        return np.empty(0, dtype=np.int64)
+    span = k * max_node_ns if t_prev_ns is None else min(t_ns - t_prev_ns, k * max_node_ns)
+    step = span / k
+    return t_ns - np.round(step * np.arange(k - 1, -1, -1)).astype(np.int64)
+
+
+class A1Scanner:
+    """A standard scan on one A1, as complete turns, surviving unplugs and stalls.
+
+    Args:
+        port: device path; a stable name (udev symlink, emulator link) survives replugs.
+        read_timeout_s: deadline of each request/answer (s).
+        stale_after_s: silence while scanning before a ``stale`` event (s).
+        restart_after_s: silence while scanning before stop, clear, reconnect, restart (s).
+        reconnect_backoff_s: first wait between reopen attempts after an unplug (s),
+            doubled up to 1 s.
+        on_event: ``sink(t_ns, kind, message)`` for unplug/reconnect/stale/overrun/error.
+
+    Use :meth:`open` (connect, identify, health), :meth:`start`, then call :meth:`poll`
+    in a loop; it never blocks longer than its ``max_wait_s`` plus one request deadline.
+    """
+
+    def __init__(
+        self,
+        port: str,
+        read_timeout_s: float = 1.0,
+        stale_after_s: float = 0.5,
+        restart_after_s: float = 3.0,
+        reconnect_backoff_s: float = 0.05,
+        on_event: EventSink | None = None,
+    ) -> None:
+        self.port = os.fspath(port)
+        self.read_timeout_s = read_timeout_s
+        self.stale_after_s = stale_after_s
+        self.restart_after_s = restart_after_s
+        self.reconnect_backoff_s = reconnect_backoff_s
+        self.on_event = on_event
+        self.lidar: A1Lidar | None = None
+        self.info: A1Info | None = None
+        self.health: A1Health | None = None
+        self.assembler = TurnAssembler()
+        self.bytes_total = 0
+        self.nodes_total = 0
+        self.bytes_skipped = 0
+        self.reconnects = 0
+        self.unplugs = 0
+        self.restarts = 0
+        self.last_error: str | None = None
+        self.last_data_ns: int | None = None
+        self._tail = b""
+        self._t_prev: int | None = None
+        self._scanning = False
+        self._stale = False
+        self._next_attempt = 0.0
+        self._backoff = reconnect_backoff_s
+
+    @property
+    def connected(self) -> bool:
+        """True while the port is open."""
+        return self.lidar is not None and self.lidar.connected
+
+    @property
+    def overruns(self) -> int:
+        """Host backlogs beyond 3000 bytes (counted, nothing dropped)."""
+        return self.lidar.overruns if self.lidar is not None else 0
+
+    def _emit(self, kind: str, message: str) -> None:
+        if kind == "error":
+            self.last_error = message
+        if self.on_event is not None:
+            self.on_event(time.monotonic_ns(), kind, message)
+
+    def open(self) -> A1Info:
+        """Connect, read GET_INFO and check health (one reset on error).
+
+        Raises:
+            DriverError: cannot open, silent, not an A1, or in error after a reset.
+        """
+        if self.lidar is None:
+            self.lidar = A1Lidar(self.port, self.read_timeout_s, on_event=self.on_event)
+        elif not self.lidar.connected:
+            self.lidar.connect()
+        self.info = self.lidar.get_info()
+        self.health = self.lidar.ensure_healthy()
+        return self.info
+
+    def start(self) -> None:
+        """Start the standard scan (motor through DTR where the port has it)."""
+        if self.lidar is None:
+            raise DriverError(f"A1 {self.port}: open() before start()")
+        self.lidar.start("normal")
+        self._scanning = True
+        self._tail = b""
+        self._t_prev = None
+        self.assembler.reset()
+        self.last_data_ns = time.monotonic_ns()
+        self._stale = False
+
+    def poll(self, max_wait_s: float = 0.05) -> tuple[int, bytes, LidarTurns]:
+        """Read once (up to ``max_wait_s`` s) and return ``(t_ns, raw_chunk, turns)``.
+
+        ``turns`` holds the turns completed by this chunk. After an unplug, the turn in
+        progress is returned flagged ``PACKET_LOSS`` and later calls try to reconnect;
+        the first turn after a reconnect carries ``AFTER_RECONNECT``.
+        """
+        if not self._scanning:
+            raise DriverError(f"A1 {self.port}: start() before poll()")
+        if not self.connected:
+            self._try_reconnect()
+            time.sleep(max_wait_s if not self.connected else 0)
+            return time.monotonic_ns(), b"", LidarTurns.empty()
+        try:
+            chunk, nodes, self._tail, skipped = self.lidar.read_nodes(max_wait_s, self._tail)
+        except A1Unplugged as err:
+            return time.monotonic_ns(), b"", self._unplugged(err)
+        t_ns = time.monotonic_ns()
+        if not chunk:
+            self._silence(t_ns)
+            return t_ns, b"", LidarTurns.empty()
+        self.bytes_total += len(chunk)
+        self.last_data_ns = t_ns
+        if self._stale:
+            self._stale = False
+            self._emit("note", "data resumed")
+        if skipped:
+            self.bytes_skipped += skipped
+            self.assembler.mark(TurnFlag.CRC_ERRORS)
+        self.nodes_total += len(nodes)
+        t_nodes = spread_times(self._t_prev, t_ns, len(nodes))
+        self._t_prev = t_ns
+        return t_ns, chunk, self.assembler.feed(nodes, t_nodes)
+
+    def _silence(self, t_ns: int) -> None:
+        silent_s = (t_ns - (self.last_data_ns or t_ns)) / 1e9
+        if silent_s >= self.stale_after_s and not self._stale:
+            self._stale = True
+            self._emit("stale", f"no bytes for {silent_s:.2f} s from {self.port} while scanning")
+        if silent_s >= self.restart_after_s:
+            self._emit("error", f"silent for {silent_s:.1f} s: stop, clear input, reconnect")
+            self.last_data_ns = t_ns
+            try:
+                self.lidar.recover(restart=True)
+            except A1Unplugged as err:
+                self._unplugged(err)
+                return
+            except DriverError as err:
+                self._emit("error", f"restart after silence failed: {err}")
+                return
+            self.restarts += 1
+            self.assembler.reset()
+            self._tail = b""
+
+    def _unplugged(self, err: DriverError) -> LidarTurns:
+        self.unplugs += 1
+        self.lidar.disconnect()
+        self._emit("unplug", str(err))
+        self._next_attempt = 0.0
+        self._backoff = self.reconnect_backoff_s
+        partial = self.assembler.flush()
+        self._tail = b""
+        return partial
+
+    def _try_reconnect(self) -> None:
+        now = time.monotonic()
+        if now < self._next_attempt or not os.path.exists(self.port):
+            self._next_attempt = max(self._next_attempt, now + self._backoff)
+            return
+        try:
+            self.lidar.connect()
+            self.info = self.lidar.get_info()
+            self.health = self.lidar.ensure_healthy()
+            self.lidar.start("normal")
+        except DriverError as err:
+            self.lidar.disconnect()
+            self._next_attempt = now + self._backoff
+            self._backoff = min(2 * self._backoff, 1.0)
+            self.last_error = str(err)
+            return
+        self.reconnects += 1
+        self._tail = b""
+        self._t_prev = None
+        self.assembler.reset()
+        self.assembler.mark(TurnFlag.AFTER_RECONNECT)
+        self.last_data_ns = time.monotonic_ns()
+        self._emit("reconnect", f"reopened {self.port} (serial {self.info.serial}); scanning")
+
+    def close(self) -> None:
+        """Stop the scan and the motor (best effort) and close the port."""
+        if self.lidar is None:
+            return
+        if self.lidar.connected:
+            with contextlib.suppress(DriverError):
+                self.lidar.stop()
+                self.lidar.stop_motor()
+        self.lidar.disconnect()
+        self._scanning = False

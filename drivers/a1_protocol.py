@@ -1,0 +1,214 @@
+"""RPLIDAR A1 wire format: descriptors, info/health payloads, vectorised scan nodes.
+
+Everything here is pure (no I/O) so the live driver, the offline ``decode a1``
+command and the benchmark share one decoder.
+
+Standard scan node (5 bytes, Slamtec protocol v1):
+
+| byte | bits | field |
+|---|---|---|
+| 0 | 0 | S: first node of a new turn |
+| 0 | 1 | !S: inverse of S (check) |
+| 0 | 2..7 | quality 0..63 |
+| 1 | 0 | C: check bit, always 1 |
+| 1..2 | 1..15 | angle, q6 degrees (1/64 °), clockwise |
+| 3..4 | all | distance, q2 millimetres (1/4 mm), 0 = no return |
+
+The node checks are weak (3 bits), so after an invalid node the stream is
+re-aligned by sliding one byte at a time until :data:`RESYNC_RUN` consecutive
+nodes are valid, never by skipping a whole node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SYNC = 0xA5
+SYNC2 = 0x5A
+CMD_STOP = 0x25
+CMD_RESET = 0x40
+CMD_SCAN = 0x20
+CMD_FORCE_SCAN = 0x21
+CMD_EXPRESS_SCAN = 0x82
+CMD_GET_INFO = 0x50
+CMD_GET_HEALTH = 0x52
+CMD_SET_PWM = 0xF0
+CMD_HAS_PAYLOAD = 0x80
+
+DESCRIPTOR_LEN = 7
+NODE_LEN = 5
+INFO_LEN = 20
+HEALTH_LEN = 3
+TYPE_INFO = 0x04
+TYPE_HEALTH = 0x06
+TYPE_SCAN = 0x81
+MODE_SINGLE = 0
+MODE_MULTI = 1
+
+BAUD = 115200
+LINE_BYTES_PER_S = BAUD / 10  # 8N1: 10 bits per byte
+NOMINAL_SAMPLES_PER_S = 2000.0  # standard scan
+ANGLE_Q6_FULL = 360 * 64
+RESYNC_RUN = 4
+
+HEALTH_STATUS = {0: "good", 1: "warning", 2: "error"}
+
+
+def descriptor(length: int, mode: int, dtype: int) -> bytes:
+    """A 7-byte response descriptor: ``A5 5A``, 30-bit length + 2-bit mode, type."""
+    word = (length & 0x3FFFFFFF) | ((mode & 0x3) << 30)
+    return bytes([SYNC, SYNC2]) + word.to_bytes(4, "little") + bytes([dtype])
+
+
+SCAN_DESCRIPTOR = descriptor(NODE_LEN, MODE_MULTI, TYPE_SCAN)
+INFO_DESCRIPTOR = descriptor(INFO_LEN, MODE_SINGLE, TYPE_INFO)
+HEALTH_DESCRIPTOR = descriptor(HEALTH_LEN, MODE_SINGLE, TYPE_HEALTH)
+
+
+def parse_descriptor(raw: bytes) -> tuple[int, int, int]:
+    """``(length, mode, type)`` of a 7-byte descriptor; ValueError if it is not one."""
+    if len(raw) != DESCRIPTOR_LEN or raw[0] != SYNC or raw[1] != SYNC2:
+        raise ValueError(f"not a response descriptor: {raw.hex(' ')}")
+    word = int.from_bytes(raw[2:6], "little")
+    return word & 0x3FFFFFFF, word >> 30, raw[6]
+
+
+@dataclass(frozen=True)
+class A1Info:
+    """GET_INFO answer: model id, firmware (major, minor), hardware id, 16-byte serial."""
+
+    model: int
+    firmware: tuple[int, int]
+    hardware: int
+    serial: str  # 32 upper-case hex digits
+
+    @classmethod
+    def from_payload(cls, raw: bytes) -> A1Info:
+        """Decode the 20-byte payload (model, fw minor, fw major, hardware, serial)."""
+        if len(raw) != INFO_LEN:
+            raise ValueError(f"info payload must be {INFO_LEN} bytes, got {len(raw)}")
+        return cls(raw[0], (raw[2], raw[1]), raw[3], raw[4:].hex().upper())
+
+
+@dataclass(frozen=True)
+class A1Health:
+    """GET_HEALTH answer: status (``good``/``warning``/``error``) and its error code."""
+
+    status: str
+    error_code: int
+
+    @classmethod
+    def from_payload(cls, raw: bytes) -> A1Health:
+        """Decode the 3-byte payload: status, then the error code as little-endian uint16."""
+        if len(raw) != HEALTH_LEN:
+            raise ValueError(f"health payload must be {HEALTH_LEN} bytes, got {len(raw)}")
+        if raw[0] not in HEALTH_STATUS:
+            raise ValueError(f"unknown health status {raw[0]}")
+        return cls(HEALTH_STATUS[raw[0]], raw[1] | (raw[2] << 8))
+
+
+@dataclass
+class Nodes:
+    """Decoded standard-scan nodes, device-native units.
+
+    Attributes:
+        start: True on the first node of a turn.
+        quality: 0..63.
+        angle_q6: clockwise angle in 1/64 degree.
+        dist_q2: distance in 1/4 mm; 0 = no return.
+        pos: byte offset of each node in the buffer that was decoded.
+    """
+
+    start: np.ndarray
+    quality: np.ndarray
+    angle_q6: np.ndarray
+    dist_q2: np.ndarray
+    pos: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.start.size)
+
+    @property
+    def angle_ccw_rad(self) -> np.ndarray:
+        """Bearing in rad, counter-clockwise, in [0, 2π) (float64)."""
+        deg_cw = self.angle_q6.astype(np.float64) / 64.0
+        return np.deg2rad(np.mod(-deg_cw, 360.0)) % (2 * np.pi)
+
+    @property
+    def range_m(self) -> np.ndarray:
+        """Range in m, ``inf`` where the device sent 0 (no return) (float64)."""
+        r = self.dist_q2.astype(np.float64) / 4000.0
+        r[self.dist_q2 == 0] = np.inf
+        return r
+
+
+def _valid_at(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    b0 = buf[offsets]
+    b1 = buf[offsets + 1]
+    b2 = buf[offsets + 2].astype(np.uint16)
+    flags_ok = (b0 & 1) != ((b0 >> 1) & 1)
+    check_ok = (b1 & 1) == 1
+    angle = (b1.astype(np.uint16) >> 1) | (b2 << 7)
+    return flags_ok & check_ok & (angle < ANGLE_Q6_FULL)
+
+
+def decode_nodes(data: bytes | bytearray | memoryview) -> tuple[Nodes, int, int]:
+    """Decode as many whole nodes as possible from the start of ``data``.
+
+    Returns ``(nodes, consumed, skipped)``: ``consumed`` bytes were used (keep
+    ``data[consumed:]`` for the next call), of which ``skipped`` were discarded
+    while re-aligning after invalid nodes (corruption or lost bytes).
+    """
+    buf = np.frombuffer(bytes(data), dtype=np.uint8)
+    n = buf.size
+    pieces: list[np.ndarray] = []
+    pos = 0
+    skipped = 0
+    while n - pos >= NODE_LEN:
+        k = (n - pos) // NODE_LEN
+        offs = pos + NODE_LEN * np.arange(k)
+        ok = _valid_at(buf, offs)
+        bad = np.flatnonzero(~ok)
+        good_until = k if bad.size == 0 else int(bad[0])
+        pieces.append(offs[:good_until])
+        pos += NODE_LEN * good_until
+        if bad.size == 0:
+            break
+        # re-align: slide byte by byte to an offset followed by RESYNC_RUN valid nodes
+        need = NODE_LEN * RESYNC_RUN
+        cand = np.arange(pos + 1, n - need + 1)
+        if cand.size == 0:
+            break  # not enough bytes to decide; keep them for the next call
+        run_ok = np.ones(cand.size, dtype=bool)
+        for j in range(RESYNC_RUN):
+            run_ok &= _valid_at(buf, cand + NODE_LEN * j)
+        hit = np.flatnonzero(run_ok)
+        if hit.size == 0:
+            new_pos = int(cand[-1]) + 1
+            skipped += new_pos - pos
+            pos = new_pos
+            break
+        new_pos = int(cand[hit[0]])
+        skipped += new_pos - pos
+        pos = new_pos
+    offs = np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)
+    b0 = buf[offs]
+    b1 = buf[offs + 1].astype(np.uint16)
+    b2 = buf[offs + 2].astype(np.uint16)
+    b3 = buf[offs + 3].astype(np.uint16)
+    b4 = buf[offs + 4].astype(np.uint16)
+    nodes = Nodes(
+        start=(b0 & 1).astype(bool),
+        quality=(b0 >> 2).astype(np.uint8),
+        angle_q6=(b1 >> 1) | (b2 << 7),
+        dist_q2=b3 | (b4 << 8),
+        pos=offs.astype(np.int64),
+    )
+    return nodes, pos, skipped
+
+
+def find_scan_descriptor(data: bytes) -> int:
+    """Offset of the first scan descriptor in ``data``, or -1."""
+    return bytes(data).find(SCAN_DESCRIPTOR)

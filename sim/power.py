@@ -1,0 +1,116 @@
+"""A shared USB power bus that browns out when two lidar motors spin up together.
+
+A spinning-up RPLIDAR A1 draws close to 1 A for about a second; two at once on a
+weak hub sag the 5 V rail. The real symptom is either a health error (the unit's
+protection stop) or a unit that reboots and stops answering for a while. This
+model reproduces both, deterministically, so the power-up sequencer can be tested:
+
+* every emulator on the bus reports its motor starts (:meth:`PowerBus.motor_started`);
+* if a motor starts while another unit on the bus is still inside its inrush
+  window (``inrush_s`` simulated seconds after its own start) and still spinning,
+  every unit involved browns out;
+* ``mode="error"``: the units stop scanning and report health ``error`` with
+  ``error_code`` until a RESET; ``mode="silent"``: they reboot, answer nothing for
+  ``outage_s`` and come back idle (motor stopped).
+
+Time is simulated seconds on the bus's own :class:`~sensorbench.sim.clock.SimClock`;
+emulators attached to a bus use that clock so all of them agree on "together".
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+from sensorbench.errors import SimError
+from sensorbench.sim.clock import SimClock
+
+BROWNOUT_MODES = ("error", "silent")
+
+
+class PoweredDevice(Protocol):
+    """What the bus needs from an emulator."""
+
+    name: str
+
+    @property
+    def motor_on(self) -> bool:
+        """True while the motor spins."""
+
+    def brown_out(self, mode: str, error_code: int, outage_s: float) -> None:
+        """React to a sagging rail (stop; error state or reboot)."""
+
+
+@dataclass(frozen=True)
+class BrownOut:
+    """One brown-out: when (simulated s) and which devices it hit."""
+
+    t_s: float
+    devices: tuple[str, ...]
+
+
+class PowerBus:
+    """A hub's 5 V rail shared by several emulated lidars.
+
+    Args:
+        inrush_s: how long after a motor start the motor draws its spin-up current
+            (simulated s); a second start inside it browns out the bus.
+        mode: ``"error"`` (health error until RESET) or ``"silent"`` (reboot, no answer
+            for ``outage_s``).
+        error_code: health error code reported in ``"error"`` mode.
+        outage_s: silence after a brown-out in ``"silent"`` mode (simulated s).
+        clock: the shared emulation clock (a new real-time clock if None).
+    """
+
+    def __init__(
+        self,
+        inrush_s: float = 1.5,
+        mode: str = "error",
+        error_code: int = 0x8002,
+        outage_s: float = 2.0,
+        clock: SimClock | None = None,
+    ) -> None:
+        if mode not in BROWNOUT_MODES:
+            raise SimError(f"brown-out mode must be one of {BROWNOUT_MODES}, got {mode!r}")
+        if inrush_s < 0 or outage_s < 0:
+            raise SimError("inrush_s and outage_s must be >= 0 s")
+        if not 0 <= error_code <= 0xFFFF:
+            raise SimError(f"error_code must fit 16 bits, got {error_code}")
+        self.inrush_s = inrush_s
+        self.mode = mode
+        self.error_code = error_code
+        self.outage_s = outage_s
+        self.clock = clock or SimClock(1.0)
+        self.brownouts: list[BrownOut] = []
+        self._starts: dict[str, float] = {}
+        self._devices: dict[str, PoweredDevice] = {}
+        self._lock = threading.Lock()
+
+    def attach(self, device: PoweredDevice) -> None:
+        """Put a device on this bus (names must be unique)."""
+        with self._lock:
+            if device.name in self._devices:
+                raise SimError(f"a device named {device.name!r} is already on this bus")
+            self._devices[device.name] = device
+
+    def motor_started(self, device: PoweredDevice) -> bool:
+        """Record a motor start now; True if it browned the bus out."""
+        now = self.clock.now()
+        with self._lock:
+            hit = [
+                other
+                for name, other in self._devices.items()
+                if name != device.name
+                and other.motor_on
+                and name in self._starts
+                and now - self._starts[name] < self.inrush_s
+            ]
+            self._starts[device.name] = now
+            if not hit:
+                return False
+            victims = [device, *hit]
+            self.brownouts.append(BrownOut(now, tuple(sorted(v.name for v in victims))))
+        for victim in victims:
+            victim.brown_out(self.mode, self.error_code, self.outage_s)
+        return True
