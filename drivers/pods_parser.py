@@ -1,0 +1,332 @@
+"""Vectorised decoder of the pod-MCU stream (binary frames or CSV lines).
+
+:class:`PodStreamParser` takes whatever bytes a read returned, keeps the
+incomplete tail for the next call, and returns the frames completed so far with
+every wrapping field unwrapped:
+
+* binary frames are found by their sync pair ``AA 55`` (all candidates at once
+  with numpy), checked for a ``len`` byte consistent with ``flags`` and for
+  CRC-16/CCITT-FALSE (all candidates of one length in one pass); after a bad
+  candidate the search moves on by one byte, not by a frame;
+* CSV lines are split on ``\\n`` and matched against the line grammar; the CSV
+  variant has no checksum, so only structurally broken lines are detected;
+* ``seq`` (16 bit) gaps are counted as lost frames; ``t_us`` (32 bit) and the
+  counters (16 or 32 bit) are unwrapped to int64 by taking each step modulo the
+  width (counters as signed steps, so they must move less than half the range
+  between two received frames; time only forward);
+* an MCU restart (``t_us`` going backwards) starts a new device-time epoch and
+  continues the cumulative counts from where they were (the MCU counts from 0).
+
+Units: device time in ns (MCU microseconds × 1000), counts in encoder ticks,
+yaw in rad, yaw rate in rad/s (nan where the frame carries no IMU fields).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from sensorbench.drivers import pods_protocol as proto
+from sensorbench.errors import DriverError
+
+MAX_CSV_LINE = 256  # bytes; a longer run without a newline is garbage
+
+
+@dataclass
+class PodFrames:
+    """Decoded, unwrapped frames.
+
+    Attributes:
+        seq: unwrapped sequence numbers (int64[n]).
+        device_ns: unwrapped MCU time (ns, int64[n]); restarts at an MCU reset.
+        counts: cumulative encoder counts (int64[n, N], ticks).
+        yaw_rate: IMU yaw rate (rad/s, float64[n]), nan if absent.
+        yaw: IMU yaw (rad, float64[n]), nan if absent.
+    """
+
+    seq: np.ndarray
+    device_ns: np.ndarray
+    counts: np.ndarray
+    yaw_rate: np.ndarray
+    yaw: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.seq.size)
+
+    @staticmethod
+    def empty(n_pods: int) -> PodFrames:
+        """No frames."""
+        return PodFrames(
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+            np.zeros((0, n_pods), np.int64),
+            np.zeros(0, np.float64),
+            np.zeros(0, np.float64),
+        )
+
+
+@dataclass
+class PodParserStats:
+    """Counters since the parser was created.
+
+    Attributes:
+        bytes_in: bytes fed.
+        frames: frames decoded and returned.
+        crc_errors: binary candidates with a bad length or CRC, or malformed CSV lines.
+        lost_frames: frames missing according to sequence-number gaps.
+        duplicates: frames repeating the previous sequence number (dropped).
+        resets: MCU restarts detected (device time went backwards).
+        layout_mismatch: valid frames whose pod count or counter width differs
+            from the configuration (dropped: the configuration is wrong).
+        bytes_skipped: bytes that belonged to no valid frame or line.
+    """
+
+    bytes_in: int = 0
+    frames: int = 0
+    crc_errors: int = 0
+    lost_frames: int = 0
+    duplicates: int = 0
+    resets: int = 0
+    layout_mismatch: int = 0
+    bytes_skipped: int = 0
+
+
+@dataclass
+class _Raw:
+    seq: np.ndarray  # int64, raw 16-bit
+    t_us: np.ndarray  # int64, raw 32-bit
+    counts: np.ndarray  # int64 (n, N), raw modulo 2**bits
+    yaw_rate: np.ndarray
+    yaw: np.ndarray
+
+
+class PodStreamParser:
+    """Stateful decoder of one pod-MCU byte stream.
+
+    Args:
+        n_pods: number of counters per frame (N).
+        counter_bits: counter width, 16 or 32.
+        variant: ``"binary"`` or ``"csv"``.
+    """
+
+    def __init__(self, n_pods: int = 3, counter_bits: int = 16, variant: str = "binary") -> None:
+        if not 1 <= n_pods <= proto.MAX_PODS:
+            raise DriverError(f"n_pods must be 1..{proto.MAX_PODS}, got {n_pods}")
+        if counter_bits not in proto.COUNTER_BITS:
+            raise DriverError(f"counter_bits must be 16 or 32, got {counter_bits}")
+        if variant not in proto.VARIANTS:
+            raise DriverError(f"variant must be 'binary' or 'csv', got {variant!r}")
+        self.n_pods = n_pods
+        self.counter_bits = counter_bits
+        self.variant = variant
+        self.stats = PodParserStats()
+        self._tail = b""
+        self._flags_ok = (
+            proto.make_flags(n_pods, counter_bits, False),
+            proto.make_flags(n_pods, counter_bits, True),
+        )
+        num = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf"
+        self._csv_re = re.compile(
+            rb"^(\d{1,5}),(\d{1,10})((?:,-?\d{1,10}){%d})(?:,(%s)(?:,(%s))?)?$"
+            % (n_pods, num.encode(), num.encode())
+        )
+        self._prev_seq: int | None = None
+        self._prev_t: int | None = None
+        self._prev_counts: np.ndarray | None = None
+        self._t_unwrapped = 0
+        self._seq_unwrapped = 0
+        self._cum = np.zeros(n_pods, np.int64)
+
+    # -- public ------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> PodFrames:
+        """Decode ``data`` (plus the tail kept from the last call); return complete frames."""
+        self.stats.bytes_in += len(data)
+        raw = self._decode_binary(data) if self.variant == "binary" else self._decode_csv(data)
+        return self._unwrap(raw)
+
+    def reset_tail(self) -> None:
+        """Forget a partial frame (after a reconnect the stream restarts mid-frame)."""
+        self.stats.bytes_skipped += len(self._tail)
+        self._tail = b""
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes kept for the next call (an incomplete frame or line)."""
+        return len(self._tail)
+
+    # -- binary ------------------------------------------------------------------
+
+    def _decode_binary(self, data: bytes) -> _Raw:
+        stream = self._tail + data
+        buf = np.frombuffer(stream, dtype=np.uint8)
+        n = buf.size
+        cand = np.flatnonzero((buf[:-1] == proto.SYNC0) & (buf[1:] == proto.SYNC1))
+        known = cand + 3 < n
+        lens = np.zeros(cand.size, np.int64)
+        lens[known] = buf[cand[known] + 2]
+        expected = np.zeros(cand.size, np.int64)
+        expected[known] = proto.payload_length_from_flags(buf[cand[known] + 3])
+        consistent = known & (lens == expected) & (expected > 0)
+        total = proto.HEADER_LEN + lens + proto.CRC_LEN
+        complete = consistent & (cand + total <= n)
+        incomplete = ~known | (consistent & ~complete)
+        ok = np.zeros(cand.size, bool)
+        for length in np.unique(total[complete]):
+            sel = np.flatnonzero(complete & (total == length))
+            rows = buf[cand[sel, None] + np.arange(length)]
+            crc = proto.crc16_rows(rows[:, 2 : length - 2])
+            stored = rows[:, length - 2].astype(np.uint16) | (
+                rows[:, length - 1].astype(np.uint16) << np.uint16(8)
+            )
+            ok[sel] = crc == stored
+        acc = self._non_overlapping(cand[ok], (cand + total)[ok])
+        acc_start, acc_end = cand[ok][acc], (cand + total)[ok][acc]
+        last_end = int(acc_end[-1]) if acc_end.size else 0
+        pending = cand[incomplete & (cand >= last_end)]
+        if pending.size:
+            tail_start = int(pending[0])
+        elif n and buf[-1] == proto.SYNC0 and n - 1 >= last_end:
+            tail_start = n - 1
+        else:
+            tail_start = n
+        bad = cand[~ok & (cand < tail_start)]
+        if bad.size and acc_start.size:
+            j = np.searchsorted(acc_start, bad, side="right") - 1
+            inside = (j >= 0) & (bad < acc_end[np.maximum(j, 0)])
+            bad = bad[~inside]
+        self.stats.crc_errors += int(bad.size)
+        self.stats.bytes_skipped += tail_start - int((acc_end - acc_start).sum())
+        self._tail = stream[tail_start:]
+        return self._fields(buf, acc_start)
+
+    @staticmethod
+    def _non_overlapping(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Indices of valid frames to keep, in order, none overlapping an earlier one."""
+        if starts.size < 2 or np.all(starts[1:] >= ends[:-1]):
+            return np.arange(starts.size)
+        keep, last_end = [], -1
+        for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+            if s >= last_end:
+                keep.append(i)
+                last_end = e
+        return np.asarray(keep, dtype=np.int64)
+
+    def _fields(self, buf: np.ndarray, starts: np.ndarray) -> _Raw:
+        flags = buf[starts + 3]
+        good = np.isin(flags, self._flags_ok)
+        self.stats.layout_mismatch += int((~good).sum())
+        starts, flags = starts[good], flags[good]
+        k, npods = starts.size, self.n_pods
+        width = self.counter_bits // 8
+
+        def take(offset: int, nbytes: int, dtype: str) -> np.ndarray:
+            rows = buf[starts[:, None] + offset + np.arange(nbytes)]
+            return np.ascontiguousarray(rows).view(dtype)
+
+        seq = take(4, 2, "<u2").reshape(k).astype(np.int64)
+        t_us = take(6, 4, "<u4").reshape(k).astype(np.int64)
+        counts = take(10, npods * width, f"<u{width}").reshape(k, npods).astype(np.int64)
+        yaw_rate = np.full(k, np.nan)
+        yaw = np.full(k, np.nan)
+        imu = (flags & proto.FLAG_IMU) != 0
+        if imu.any():
+            rows = buf[starts[imu, None] + 10 + npods * width + np.arange(8)]
+            vals = np.ascontiguousarray(rows).view("<f4").astype(np.float64)
+            yaw_rate[imu], yaw[imu] = vals[:, 0], vals[:, 1]
+        return _Raw(seq, t_us, counts, yaw_rate, yaw)
+
+    # -- csv ---------------------------------------------------------------------
+
+    def _decode_csv(self, data: bytes) -> _Raw:
+        lines = (self._tail + data).split(b"\n")
+        self._tail = lines.pop()
+        if len(self._tail) > MAX_CSV_LINE:
+            self.stats.crc_errors += 1
+            self.stats.bytes_skipped += len(self._tail)
+            self._tail = b""
+        seq, t_us, counts, yaw_rate, yaw = [], [], [], [], []
+        seq_max, t_max, c_max = 1 << proto.SEQ_BITS, 1 << proto.TIME_BITS, 1 << self.counter_bits
+        c_min = -(1 << (self.counter_bits - 1))
+        for line in lines:
+            line = line.rstrip(b"\r")
+            if not line or line.startswith(b"#"):
+                self.stats.bytes_skipped += len(line) + 1
+                continue
+            m = self._csv_re.match(line)
+            values = [int(v) for v in m.group(3)[1:].split(b",")] if m else []
+            if (
+                m is None
+                or int(m.group(1)) >= seq_max
+                or int(m.group(2)) >= t_max
+                or not all(c_min <= v < c_max for v in values)
+            ):
+                self.stats.crc_errors += 1
+                self.stats.bytes_skipped += len(line) + 1
+                continue
+            seq.append(int(m.group(1)))
+            t_us.append(int(m.group(2)))
+            counts.append(values)
+            yaw_rate.append(float(m.group(4)) if m.group(4) else np.nan)
+            yaw.append(float(m.group(5)) if m.group(5) else np.nan)
+        return _Raw(
+            np.asarray(seq, np.int64),
+            np.asarray(t_us, np.int64),
+            np.asarray(counts, np.int64).reshape(-1, self.n_pods) % c_max,
+            np.asarray(yaw_rate, np.float64),
+            np.asarray(yaw, np.float64),
+        )
+
+    # -- unwrapping --------------------------------------------------------------
+
+    def _unwrap(self, raw: _Raw) -> PodFrames:
+        k = raw.seq.size
+        if k == 0:
+            return PodFrames.empty(self.n_pods)
+        seq_mod, t_mod = 1 << proto.SEQ_BITS, 1 << proto.TIME_BITS
+        c_mod = 1 << self.counter_bits
+        first = self._prev_seq is None
+        prev_seq = raw.seq[0] if first else self._prev_seq
+        prev_t = raw.t_us[0] if first else self._prev_t
+        prev_c = raw.counts[0] if first else self._prev_counts
+        d_seq = np.diff(raw.seq, prepend=prev_seq) % seq_mod
+        d_t = np.diff(raw.t_us, prepend=prev_t) % t_mod
+        d_c = np.diff(raw.counts, axis=0, prepend=prev_c[None, :]) % c_mod
+        d_c = np.where(d_c >= c_mod // 2, d_c - c_mod, d_c)
+        reset = d_t >= t_mod // 2
+        if first:
+            d_seq[0], d_t[0], reset[0] = 1, 0, False
+        dup = (d_seq == 0) & ~reset
+        keep = ~dup
+        self.stats.duplicates += int(dup.sum())
+        self.stats.resets += int(reset.sum())
+        signed_raw = np.where(raw.counts >= c_mod // 2, raw.counts - c_mod, raw.counts)
+        d_c[reset] = signed_raw[reset]
+        if first:
+            d_c[0] = signed_raw[0]
+        d_c[dup] = 0
+        lost = np.where(keep & ~reset, d_seq - 1, 0)
+        self.stats.lost_frames += int(lost.sum())
+        d_seq = np.where(reset, 1, d_seq)
+        # time: cumulative forward steps; after a reset the new epoch starts at the raw value
+        base_t = int(raw.t_us[0]) if first else self._t_unwrapped
+        cum_t = np.cumsum(np.where(reset, 0, d_t))
+        t_un = base_t + cum_t
+        for r in np.flatnonzero(reset).tolist():
+            t_un[r:] = int(raw.t_us[r]) + cum_t[r:] - cum_t[r]
+        base_seq = int(raw.seq[0]) - 1 if first else self._seq_unwrapped
+        seq_un = base_seq + np.cumsum(d_seq)
+        counts = self._cum + np.cumsum(d_c, axis=0)
+        self._prev_seq, self._prev_t = int(raw.seq[-1]), int(raw.t_us[-1])
+        self._prev_counts = raw.counts[-1].copy()
+        self._t_unwrapped, self._seq_unwrapped = int(t_un[-1]), int(seq_un[-1])
+        self._cum = counts[-1].copy()
+        self.stats.frames += int(keep.sum())
+        return PodFrames(
+            seq_un[keep].astype(np.int64),
+            t_un[keep] * 1000,
+            counts[keep],
+            raw.yaw_rate[keep],
+            raw.yaw[keep],
+        )

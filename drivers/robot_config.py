@@ -1,0 +1,543 @@
+"""The robot description (``robot.toml``): devices, mounts, power-up, pods, footprint.
+
+Everything is validated here, before any device is opened; a bad file raises
+:class:`~sensorbench.errors.ConfigError` whose message starts with ``FILE:LINE:``
+(the line of the offending key, found in the text because ``tomllib`` does not
+report positions of valid TOML). The format, with units in every key name::
+
+    [robot]
+    name = "bench-bot"
+    footprint_m = [[0.30, 0.22], [-0.30, 0.22], [-0.30, -0.22], [0.30, -0.22]]
+
+    [powerup]
+    order = ["lidar_front", "lidar_rear", "ld19", "pods"]   # default: device order
+    gap_s = 3.0            # wait between starting two devices (s)
+    timeout_s = 10.0       # a device not delivering within this has failed (s)
+
+    [[devices]]
+    name = "lidar_front"                       # stream name in the session
+    kind = "a1"                                # ld19 | a1 | pods
+    port = "/dev/sensorbench/lidar_front"      # stable udev name; "{run_dir}/..." allowed
+    baud = 115200                              # optional: the kind's default
+    mount = {x_m = 0.25, y_m = 0.0, yaw_deg = 0.0}   # or yaw_rad
+    gap_s = 4.0                                # optional: overrides powerup.gap_s after it
+
+    [[devices]]
+    name = "pods"
+    kind = "pods"
+    port = "/dev/sensorbench/pods"
+    protocol = "binary"                        # or "csv"
+    counter_bits = 16
+    n_pods = 3
+
+    [pods]                                     # nominal pod geometry (fit refines it)
+    wheel_radius_m = 0.024
+    counts_per_rev = 2000
+    wheels = [{x_m = 0.0, y_m = 0.15, angle_deg = 0.0}, ...]
+
+Mounts are the sensor pose in the body frame: x forward, y left (m), yaw CCW from
+body forward to sensor forward. Ports may contain ``{run_dir}``, replaced by the
+run directory given at load time (emulated robots).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sensorbench.errors import ConfigError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+KINDS = ("ld19", "a1", "pods")
+DEFAULT_BAUD = {"ld19": 230400, "a1": 115200, "pods": 115200}
+_DEVICE_KEYS = {
+    "name",
+    "kind",
+    "port",
+    "baud",
+    "mount",
+    "gap_s",
+    "timeout_s",
+    "serial",
+    "protocol",
+    "counter_bits",
+    "n_pods",
+    "imu",
+}
+_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+
+@dataclass(frozen=True)
+class Mount:
+    """Sensor pose in the body frame: x forward, y left (m); yaw CCW (rad)."""
+
+    x_m: float
+    y_m: float
+    yaw_rad: float
+
+    def as_list(self) -> list[float]:
+        """``[x_m, y_m, yaw_rad]`` (session attr ``mount_xy_yaw``)."""
+        return [self.x_m, self.y_m, self.yaw_rad]
+
+
+@dataclass(frozen=True)
+class DeviceConfig:
+    """One configured device.
+
+    Attributes:
+        name: stream name (letters, digits, ``_``, ``-``).
+        kind: ``ld19``, ``a1`` or ``pods``.
+        port: path to open (stable name), with ``{run_dir}`` substituted.
+        baud: line speed (baud).
+        mount: sensor pose in the body frame, or None (pods have none).
+        gap_s: power-up wait after starting this device before the next (s).
+        timeout_s: power-up deadline for this device to deliver (s).
+        serial: expected serial number (A1 GET_INFO, hex), or None to accept any.
+        protocol: pods only: ``binary`` or ``csv``.
+        counter_bits: pods only: counter width (16 or 32).
+        n_pods: pods only: counters per frame.
+        imu: pods only: the MCU sends yaw rate and yaw.
+        line: line of the device's ``[[devices]]`` header in the file.
+    """
+
+    name: str
+    kind: str
+    port: str
+    baud: int
+    mount: Mount | None
+    gap_s: float
+    timeout_s: float
+    serial: str | None = None
+    protocol: str = "binary"
+    counter_bits: int = 16
+    n_pods: int = 3
+    imu: bool = False
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class PodWheel:
+    """Nominal position (m) and rolling direction (rad CCW from body x) of one pod."""
+
+    x_m: float
+    y_m: float
+    angle_rad: float
+
+
+@dataclass(frozen=True)
+class PodGeometry:
+    """Nominal pod geometry: wheel radius (m), encoder counts per wheel revolution."""
+
+    wheel_radius_m: float
+    counts_per_rev: int
+    wheels: tuple[PodWheel, ...]
+
+    @property
+    def meters_per_count(self) -> float:
+        """Distance rolled per encoder count (m)."""
+        return 2 * math.pi * self.wheel_radius_m / self.counts_per_rev
+
+
+@dataclass(frozen=True)
+class RobotConfig:
+    """A validated robot description; :attr:`text` is the file as read (for the session)."""
+
+    name: str
+    devices: tuple[DeviceConfig, ...]
+    powerup_order: tuple[str, ...]
+    footprint_m: np.ndarray
+    pods: PodGeometry | None
+    text: str
+    source: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def device(self, name: str) -> DeviceConfig:
+        """The device called ``name``; ConfigError if there is none."""
+        for dev in self.devices:
+            if dev.name == name:
+                return dev
+        raise ConfigError(f"{self.source}: no device named {name!r}")
+
+    def ordered_devices(self) -> list[DeviceConfig]:
+        """Devices in power-up order."""
+        return [self.device(n) for n in self.powerup_order]
+
+
+class _Lines:
+    """Line numbers of keys in TOML text, for error messages.
+
+    Tracks ``[table]``, ``[[devices]]`` (indexed), ``key = value`` (dotted keys too)
+    and keys inside one-line inline tables. Paths look like
+    ``("devices", 1, "mount", "x_m")`` or ``("powerup", "order")``.
+    """
+
+    _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+    _KEY = re.compile(r"^\s*([A-Za-z0-9_\-\"'. ]+?)\s*=(.*)$")
+    _INLINE_KEY = re.compile(r"[{,]\s*([A-Za-z0-9_\-]+)\s*=")
+
+    def __init__(self, text: str) -> None:
+        self.lines: dict[tuple, int] = {}
+        arrays: dict[str, int] = {}
+        current: tuple = ()
+        for no, line in enumerate(text.splitlines(), start=1):
+            m = self._HEADER.match(line)
+            if m:
+                parts = tuple(p.strip().strip("\"'") for p in m.group(2).split("."))
+                if m.group(1) == "[[":
+                    idx = arrays.get(parts[0], -1) + 1
+                    arrays[parts[0]] = idx
+                    current = (parts[0], idx, *parts[1:])
+                elif parts[0] in arrays:
+                    current = (parts[0], arrays[parts[0]], *parts[1:])
+                else:
+                    current = parts
+                self.lines.setdefault(current, no)
+                continue
+            m = self._KEY.match(line)
+            if m and not line.lstrip().startswith("#"):
+                key = tuple(p.strip().strip("\"'") for p in m.group(1).split("."))
+                path = current + key
+                self.lines.setdefault(path, no)
+                for sub in self._INLINE_KEY.findall(m.group(2)):
+                    self.lines.setdefault((*path, sub), no)
+
+    def find(self, *path: object) -> int:
+        """Line of ``path`` or of its longest recorded prefix; 0 if unknown."""
+        p = tuple(path)
+        while p:
+            if p in self.lines:
+                return self.lines[p]
+            p = p[:-1]
+        return 0
+
+
+class _Validator:
+    def __init__(self, text: str, source: str, run_dir: str | None) -> None:
+        self.text = text
+        self.source = source
+        self.run_dir = run_dir
+        self.where = _Lines(text)
+
+    def fail(self, path: tuple, message: str) -> ConfigError:
+        line = self.where.find(*path)
+        return ConfigError(f"{self.source}:{line}: {message}")
+
+    def number(
+        self,
+        table: dict,
+        key: str,
+        path: tuple,
+        *,
+        minimum: float | None = None,
+        default: float | None = None,
+    ) -> float:
+        if key not in table:
+            if default is None:
+                raise self.fail(path, f"missing '{key}'")
+            return default
+        value = table[key]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise self.fail((*path, key), f"'{key}' must be a finite number, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.fail((*path, key), f"'{key}' must be >= {minimum}, got {value}")
+        return float(value)
+
+    def mount(self, table: Any, path: tuple, what: str) -> Mount:
+        if not isinstance(table, dict):
+            raise self.fail(
+                path,
+                f"{what}: 'mount' must be a table like {{x_m = 0.1, y_m = 0.0, yaw_deg = 180}}",
+            )
+        unknown = set(table) - {"x_m", "y_m", "yaw_deg", "yaw_rad"}
+        missing = [k for k in ("x_m", "y_m") if k not in table]
+        yaws = [k for k in ("yaw_deg", "yaw_rad") if k in table]
+        if unknown or missing or len(yaws) != 1:
+            bad = sorted(unknown) or missing or ["yaw"]
+            raise self.fail(
+                (*path, bad[0]) if unknown else path,
+                f"{what}: mount keys must carry units: x_m, y_m (metres) and exactly one of "
+                f"yaw_deg or yaw_rad; got {sorted(table)}",
+            )
+        x = self.number(table, "x_m", path)
+        y = self.number(table, "y_m", path)
+        yaw = self.number(table, yaws[0], path)
+        return Mount(x, y, math.radians(yaw) if yaws[0] == "yaw_deg" else yaw)
+
+    def port(self, value: Any, path: tuple, what: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(path, f"{what}: 'port' must be a non-empty path string")
+        if "{run_dir}" in value:
+            if self.run_dir is None:
+                raise self.fail(
+                    path,
+                    f"{what}: port {value!r} uses {{run_dir}}: this "
+                    "configuration is for emulated devices; give a run directory",
+                )
+            value = value.replace("{run_dir}", self.run_dir)
+        if "{" in value or "}" in value:
+            raise self.fail(
+                path,
+                f"{what}: unknown placeholder in port {value!r} (only {{run_dir}} is supported)",
+            )
+        return value
+
+    def device(self, i: int, table: Any, gap_s: float, timeout_s: float) -> DeviceConfig:
+        path = ("devices", i)
+        line = self.where.find(*path)
+        if not isinstance(table, dict):
+            raise self.fail(path, "each [[devices]] entry must be a table")
+        name = table.get("name")
+        what = f"device {name!r}" if name else f"device #{i + 1}"
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise self.fail(
+                (*path, "name"),
+                f"{what}: 'name' must be letters, digits, _ or - starting with a letter",
+            )
+        unknown = sorted(set(table) - _DEVICE_KEYS)
+        if unknown:
+            raise self.fail(
+                (*path, unknown[0]),
+                f"{what}: unknown key '{unknown[0]}' (known: {', '.join(sorted(_DEVICE_KEYS))})",
+            )
+        kind = table.get("kind")
+        if kind not in KINDS:
+            raise self.fail(
+                (*path, "kind"),
+                f"{what}: unknown kind {kind!r}; expected one of {', '.join(KINDS)}",
+            )
+        if "port" not in table:
+            raise self.fail(
+                path,
+                f"{what}: missing 'port' (the device's stable path, e.g. /dev/sensorbench/{name})",
+            )
+        port = self.port(table["port"], (*path, "port"), what)
+        baud = table.get("baud", DEFAULT_BAUD[kind])
+        if isinstance(baud, bool) or not isinstance(baud, int) or baud <= 0:
+            raise self.fail((*path, "baud"), f"{what}: 'baud' must be a positive integer")
+        if kind == "pods":
+            mount = None
+            if "mount" in table:
+                raise self.fail(
+                    (*path, "mount"),
+                    f"{what}: pods have no mount; their geometry is the [pods] table",
+                )
+        else:
+            if "mount" not in table:
+                raise self.fail(
+                    path,
+                    f"{what}: missing 'mount' "
+                    "(e.g. mount = {x_m = 0.1, y_m = 0.0, yaw_deg = 180})",
+                )
+            mount = self.mount(table["mount"], (*path, "mount"), what)
+        extra: dict[str, Any] = {}
+        if kind == "pods":
+            protocol = table.get("protocol", "binary")
+            if protocol not in ("binary", "csv"):
+                raise self.fail(
+                    (*path, "protocol"),
+                    f"{what}: protocol must be 'binary' or 'csv', got {protocol!r}",
+                )
+            bits = table.get("counter_bits", 16)
+            if bits not in (16, 32) or isinstance(bits, bool):
+                raise self.fail(
+                    (*path, "counter_bits"), f"{what}: counter_bits must be 16 or 32, got {bits!r}"
+                )
+            n_pods = table.get("n_pods", 3)
+            if isinstance(n_pods, bool) or not isinstance(n_pods, int) or not 1 <= n_pods <= 15:
+                raise self.fail((*path, "n_pods"), f"{what}: n_pods must be 1..15")
+            imu = table.get("imu", False)
+            if not isinstance(imu, bool):
+                raise self.fail((*path, "imu"), f"{what}: imu must be true or false")
+            extra = {"protocol": protocol, "counter_bits": bits, "n_pods": n_pods, "imu": imu}
+        else:
+            for key in ("protocol", "counter_bits", "n_pods", "imu"):
+                if key in table:
+                    raise self.fail((*path, key), f"{what}: '{key}' only applies to pods")
+        serial = table.get("serial")
+        if serial is not None and (
+            kind != "a1"
+            or not isinstance(serial, str)
+            or not re.fullmatch(r"[0-9A-Fa-f]{32}", serial)
+        ):
+            raise self.fail(
+                (*path, "serial"),
+                f"{what}: 'serial' applies to a1 devices only and is 32 hex digits "
+                "(the 16-byte serial GET_INFO reports)",
+            )
+        return DeviceConfig(
+            name=name,
+            kind=kind,
+            port=port,
+            baud=baud,
+            mount=mount,
+            gap_s=self.number(table, "gap_s", path, minimum=0, default=gap_s),
+            timeout_s=self.number(table, "timeout_s", path, minimum=0.1, default=timeout_s),
+            serial=serial,
+            line=line,
+            **extra,
+        )
+
+    def pods(self, table: Any) -> PodGeometry:
+        path = ("pods",)
+        if not isinstance(table, dict):
+            raise self.fail(path, "[pods] must be a table")
+        radius = self.number(table, "wheel_radius_m", path, minimum=1e-4)
+        cpr = table.get("counts_per_rev")
+        if isinstance(cpr, bool) or not isinstance(cpr, int) or cpr <= 0:
+            raise self.fail(
+                (*path, "counts_per_rev"), "[pods] counts_per_rev must be a positive integer"
+            )
+        wheels = table.get("wheels")
+        if not isinstance(wheels, list) or not wheels:
+            raise self.fail(
+                (*path, "wheels"),
+                "[pods] wheels must be a list of {x_m = ..., y_m = ..., angle_deg = ...}",
+            )
+        out = []
+        for k, w in enumerate(wheels):
+            wpath = (*path, "wheels")
+            if (
+                not isinstance(w, dict)
+                or set(w) - {"x_m", "y_m", "angle_deg", "angle_rad"}
+                or (("angle_deg" in w) == ("angle_rad" in w))
+            ):
+                raise self.fail(
+                    wpath,
+                    f"[pods] wheel {k}: keys must carry units: x_m, y_m and "
+                    "exactly one of angle_deg or angle_rad",
+                )
+            angle_key = "angle_deg" if "angle_deg" in w else "angle_rad"
+            angle = self.number(w, angle_key, wpath)
+            out.append(
+                PodWheel(
+                    self.number(w, "x_m", wpath),
+                    self.number(w, "y_m", wpath),
+                    math.radians(angle) if angle_key == "angle_deg" else angle,
+                )
+            )
+        return PodGeometry(radius, cpr, tuple(out))
+
+    def footprint(self, robot: dict) -> np.ndarray:
+        path = ("robot", "footprint_m")
+        pts = robot.get("footprint_m")
+        if pts is None:
+            return np.zeros((0, 2))
+        try:
+            arr = np.asarray(pts, dtype=np.float64)
+        except (TypeError, ValueError):
+            arr = np.zeros((0,))
+        if arr.ndim != 2 or arr.shape[1] != 2 or arr.shape[0] < 3 or not np.isfinite(arr).all():
+            raise self.fail(path, "footprint_m must be a list of at least 3 [x, y] points (m)")
+        return arr
+
+    def run(self) -> RobotConfig:
+        try:
+            doc = tomllib.loads(self.text)
+        except tomllib.TOMLDecodeError as exc:
+            m = re.search(r"line (\d+)", str(exc))
+            line = m.group(1) if m else 0
+            raise ConfigError(f"{self.source}:{line}: invalid TOML: {exc}") from exc
+        known = {"robot", "powerup", "devices", "pods", "emulation"}
+        for key in doc:
+            if key not in known:
+                names = ", ".join(sorted(known))
+                raise self.fail((key,), f"unknown table '{key}' (known: {names})")
+        robot = doc.get("robot", {})
+        powerup = doc.get("powerup", {})
+        if not isinstance(robot, dict) or not isinstance(powerup, dict):
+            raise self.fail(("robot",), "[robot] and [powerup] must be tables")
+        gap_s = self.number(powerup, "gap_s", ("powerup",), minimum=0, default=3.0)
+        timeout_s = self.number(powerup, "timeout_s", ("powerup",), minimum=0.1, default=10.0)
+        devices_raw = doc.get("devices")
+        if not isinstance(devices_raw, list) or not devices_raw:
+            raise self.fail(("devices",), "no devices: add at least one [[devices]] table")
+        devices: list[DeviceConfig] = []
+        seen: dict[str, int] = {}
+        ports: dict[str, str] = {}
+        for i, table in enumerate(devices_raw):
+            dev = self.device(i, table, gap_s, timeout_s)
+            if dev.name in seen:
+                raise self.fail(
+                    ("devices", i, "name"),
+                    f"duplicate device name {dev.name!r} (first defined at line {seen[dev.name]})",
+                )
+            if dev.port in ports:
+                raise self.fail(
+                    ("devices", i, "port"),
+                    f"device {dev.name!r}: port {dev.port} is already used by {ports[dev.port]!r}",
+                )
+            seen[dev.name] = self.where.find("devices", i, "name")
+            ports[dev.port] = dev.name
+            devices.append(dev)
+        order = powerup.get("order", [d.name for d in devices])
+        if (
+            not isinstance(order, list)
+            or sorted(order) != sorted(seen)
+            or len(set(order)) != len(order)
+        ):
+            raise self.fail(
+                ("powerup", "order"),
+                "powerup.order must list every device exactly "
+                f"once; devices are {sorted(seen)}, got {order!r}",
+            )
+        pods = self.pods(doc["pods"]) if "pods" in doc else None
+        for dev in devices:
+            if dev.kind == "pods" and pods is not None and len(pods.wheels) != dev.n_pods:
+                raise self.fail(
+                    ("pods", "wheels"),
+                    f"[pods] lists {len(pods.wheels)} wheels "
+                    f"but device {dev.name!r} has n_pods = {dev.n_pods}",
+                )
+        name = robot.get("name", Path(self.source).stem)
+        if not isinstance(name, str):
+            raise self.fail(("robot", "name"), "robot.name must be a string")
+        return RobotConfig(
+            name=name,
+            devices=tuple(devices),
+            powerup_order=tuple(order),
+            footprint_m=self.footprint(robot),
+            pods=pods,
+            text=self.text,
+            source=self.source,
+            extra={"emulation": doc.get("emulation", {})},
+        )
+
+
+def parse_robot_config(
+    text: str, source: str = "robot.toml", run_dir: str | os.PathLike[str] | None = None
+) -> RobotConfig:
+    """Validate robot.toml ``text``; ``source`` names it in errors.
+
+    Args:
+        text: the TOML text.
+        source: file name used in error messages (``source:line: ...``).
+        run_dir: directory substituted for ``{run_dir}`` in ports (emulated robots).
+
+    Raises:
+        ConfigError: the first problem found, naming its line.
+    """
+    return _Validator(text, source, None if run_dir is None else os.fspath(run_dir)).run()
+
+
+def load_robot_config(
+    path: str | os.PathLike[str], run_dir: str | os.PathLike[str] | None = None
+) -> RobotConfig:
+    """Read and validate a robot.toml file (see :func:`parse_robot_config`)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the robot configuration: {exc}") from exc
+    return parse_robot_config(text, os.fspath(path), run_dir)

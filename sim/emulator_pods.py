@@ -1,0 +1,311 @@
+"""The pod microcontroller, emulated byte-exactly on a pseudo-terminal.
+
+The MCU reads three (N) quadrature counters and optionally an IMU, and prints one
+frame per sample: a framed binary record or a CSV line (``docs/PROTOCOLS.md``).
+It is one-way (the host sends nothing); it streams from power-on.
+
+:class:`PodEmulator` serves frames from :meth:`Simulation.pods` (or arrays passed
+by a test) at their simulated times, paced by a :class:`SimClock` (``speed`` ×
+real time). Counters are wrapped to the configured width, ``seq`` to 16 bit,
+``t_us`` to 32 bit. Every frame handed to the link is recorded in
+:meth:`PodEmulator.truth` with its byte offset on the link, so tests can tell
+which frames the link's fault knobs damaged. A stall or unplug of the link loses
+the frames of that interval (the MCU keeps counting, the sequence number keeps
+running), exactly as a USB-serial cable pulled from a self-powered MCU.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sensorbench.drivers import pods_protocol as proto
+from sensorbench.errors import SimError
+from sensorbench.sim.clock import SimClock
+from sensorbench.sim.pty import Faults, PtyPort
+
+MAX_FRAMES_PER_WRITE = 512
+
+
+@dataclass
+class PodTruth:
+    """Every frame the emulator handed to the link, in order.
+
+    Attributes:
+        index: frame index into the sample arrays (= unwrapped sequence number).
+        seq: 16-bit sequence number sent.
+        t_us: 32-bit MCU time sent (µs).
+        mcu_time_us: unwrapped MCU time (µs).
+        counts_raw: counters as sent, modulo 2**counter_bits.
+        counts: cumulative counts, unwrapped (ticks).
+        yaw_rate: yaw rate as encoded (rad/s; float32-rounded or as printed), nan if none.
+        yaw: yaw as encoded (rad), nan if none.
+        offset: offset of the frame's first byte among the bytes the link accepted
+            (``PtyPort.stats.bytes_offered`` numbering), -1 if the link discarded it.
+        length: bytes in the frame.
+        delivered: False when the link discarded the frame (unplugged or silent).
+    """
+
+    index: np.ndarray
+    seq: np.ndarray
+    t_us: np.ndarray
+    mcu_time_us: np.ndarray
+    counts_raw: np.ndarray
+    counts: np.ndarray
+    yaw_rate: np.ndarray
+    yaw: np.ndarray
+    offset: np.ndarray
+    length: np.ndarray
+    delivered: np.ndarray
+
+    def damaged(self, byte_offsets: list[int] | np.ndarray) -> np.ndarray:
+        """Mask of delivered frames containing any of ``byte_offsets`` (e.g. corrupted)."""
+        offs = np.sort(np.asarray(byte_offsets, dtype=np.int64))
+        lo = np.searchsorted(offs, self.offset, side="left")
+        hi = np.searchsorted(offs, self.offset + self.length, side="left")
+        return self.delivered & (hi > lo)
+
+
+def encode_binary(
+    seq: np.ndarray,
+    t_us: np.ndarray,
+    counts_raw: np.ndarray,
+    counter_bits: int,
+    yaw_rate: np.ndarray | None = None,
+    yaw: np.ndarray | None = None,
+) -> tuple[bytes, int]:
+    """Binary frames for k samples at once; returns (bytes, frame length).
+
+    ``seq``/``t_us``/``counts_raw`` must already be reduced to their widths.
+    """
+    k, n_pods = counts_raw.shape
+    imu = yaw_rate is not None
+    width = counter_bits // 8
+    fields: list[tuple] = [
+        ("sync", "u1", (2,)),
+        ("len", "u1"),
+        ("flags", "u1"),
+        ("seq", "<u2"),
+        ("t_us", "<u4"),
+        ("counts", f"<u{width}", (n_pods,)),
+    ]
+    if imu:
+        fields += [("yaw_rate", "<f4"), ("yaw", "<f4")]
+    fields.append(("crc", "<u2"))
+    rec = np.zeros(k, dtype=np.dtype(fields))
+    rec["sync"] = (proto.SYNC0, proto.SYNC1)
+    rec["len"] = proto.payload_length(n_pods, counter_bits, imu)
+    rec["flags"] = proto.make_flags(n_pods, counter_bits, imu)
+    rec["seq"] = seq
+    rec["t_us"] = t_us
+    rec["counts"] = counts_raw
+    if imu:
+        rec["yaw_rate"] = yaw_rate
+        rec["yaw"] = yaw
+    length = rec.dtype.itemsize
+    rows = rec.view(np.uint8).reshape(k, length)
+    rec["crc"] = proto.crc16_rows(rows[:, 2 : length - 2])
+    return rec.tobytes(), length
+
+
+def encode_csv(
+    seq: np.ndarray,
+    t_us: np.ndarray,
+    counts_raw: np.ndarray,
+    counter_bits: int,
+    yaw_rate: np.ndarray | None = None,
+    yaw: np.ndarray | None = None,
+) -> list[bytes]:
+    """CSV lines for k samples (counters printed as signed integers of their width)."""
+    half, mod = 1 << (counter_bits - 1), 1 << counter_bits
+    signed = np.where(counts_raw >= half, counts_raw - mod, counts_raw)
+    cols = [seq.astype(np.int64), t_us.astype(np.int64), *signed.T]
+    text = [",".join(map(str, row)) for row in zip(*(c.tolist() for c in cols), strict=True)]
+    if yaw_rate is not None:
+        text = [
+            f"{line},{r:.7g},{y:.7g}"
+            for line, r, y in zip(text, yaw_rate.tolist(), yaw.tolist(), strict=True)
+        ]
+    return [(line + "\n").encode() for line in text]
+
+
+class PodEmulator:
+    """Serve the pod MCU's frames on a pty, paced by simulated time.
+
+    Args:
+        samples: an object with ``t_s`` (s), ``mcu_time_us`` (µs, unwrapped),
+            ``counts`` (int64[n, N], cumulative) and optionally ``yaw_rad``,
+            ``yaw_rate_rad_s`` and ``counter_bits`` (e.g. ``Simulation.pods()``).
+        variant: ``"binary"`` or ``"csv"``.
+        counter_bits: counter width (16 or 32); default ``samples.counter_bits`` or 16.
+        imu: send the IMU fields; default: when the samples carry finite yaw.
+        link: stable path for the pty symlink (e.g. ``<run>/pods``).
+        speed: simulated seconds per host second (ignored if ``clock`` is given).
+        clock: a shared :class:`SimClock` (so several emulators keep one time line).
+        faults: byte-level fault knobs of the link.
+        seed: seed of the link's fault stream.
+        baud: the MCU's UART speed (the host must configure the same).
+    """
+
+    def __init__(
+        self,
+        samples: Any,
+        variant: str = "binary",
+        counter_bits: int | None = None,
+        imu: bool | None = None,
+        link: str | None = None,
+        speed: float = 1.0,
+        clock: SimClock | None = None,
+        faults: Faults | None = None,
+        seed: int = 0,
+        baud: int = proto.DEFAULT_BAUD,
+    ) -> None:
+        if variant not in proto.VARIANTS:
+            raise SimError(f"pod variant must be 'binary' or 'csv', got {variant!r}")
+        self.variant = variant
+        self.counter_bits = int(counter_bits or getattr(samples, "counter_bits", 16))
+        if self.counter_bits not in proto.COUNTER_BITS:
+            raise SimError(f"counter_bits must be 16 or 32, got {self.counter_bits}")
+        self._t = np.asarray(samples.t_s, dtype=np.float64)
+        self._mcu_us = np.asarray(samples.mcu_time_us, dtype=np.int64)
+        self._counts = np.asarray(samples.counts, dtype=np.int64)
+        if self._counts.ndim != 2 or self._counts.shape[0] != self._t.size:
+            raise SimError(f"counts must be (n, N) with n = {self._t.size}")
+        if not 1 <= self._counts.shape[1] <= proto.MAX_PODS:
+            raise SimError(f"1..{proto.MAX_PODS} pods supported, got {self._counts.shape[1]}")
+        n = self._t.size
+        yaw_rate = getattr(samples, "yaw_rate_rad_s", None)
+        yaw = getattr(samples, "yaw_rad", None)
+        self._yaw_rate = np.full(n, np.nan) if yaw_rate is None else np.asarray(yaw_rate, float)
+        self._yaw = np.full(n, np.nan) if yaw is None else np.asarray(yaw, float)
+        self.imu = bool(np.isfinite(self._yaw_rate).any()) if imu is None else imu
+        self.n_pods = int(self._counts.shape[1])
+        self.clock = clock or SimClock(speed)
+        self.port = PtyPort(link=link, baud=baud, faults=faults, seed=seed)
+        self._truth: list[dict[str, np.ndarray]] = []
+        self._next = 0
+        self._stop = threading.Event()
+        self.finished = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> PodEmulator:
+        """Start serving in a thread (the MCU powers on); returns self.
+
+        The context manager only guarantees :meth:`stop`: a host that wants every
+        frame opens the tty before calling this (pyserial flushes input on open).
+        """
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="pod-emulator", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop the thread (within ``timeout_s`` s) and close the pty."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        self.port.close()
+
+    def __enter__(self) -> PodEmulator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def path(self) -> str:
+        """The current tty node."""
+        return self.port.path
+
+    @property
+    def name(self) -> str:
+        """The stable link, or the tty node."""
+        return self.port.name
+
+    def unplug(self) -> None:
+        """Pull the cable: the pty disappears, frames of the interval are lost."""
+        self.port.unplug()
+
+    def replug(self) -> None:
+        """Plug back in: a new pty behind the same link."""
+        self.port.replug()
+
+    def stall(self, seconds: float) -> None:
+        """Go silent for ``seconds`` (host seconds)."""
+        self.port.stall(seconds)
+
+    # -- serving -----------------------------------------------------------------
+
+    def _run(self) -> None:
+        n = self._t.size
+        while not self._stop.is_set() and self._next < n:
+            due = int(np.searchsorted(self._t, self.clock.now(), side="right"))
+            if due > self._next:
+                self._send(self._next, min(due, self._next + MAX_FRAMES_PER_WRITE))
+            else:
+                self.clock.sleep_until(float(self._t[self._next]), self._stop)
+        self.finished.set()
+
+    def _send(self, i: int, j: int) -> None:
+        idx = np.arange(i, j)
+        seq = idx % (1 << proto.SEQ_BITS)
+        t_us = self._mcu_us[i:j] % (1 << proto.TIME_BITS)
+        raw = self._counts[i:j] % (1 << self.counter_bits)
+        rate = self._yaw_rate[i:j].astype(np.float32) if self.imu else None
+        yaw = self._yaw[i:j].astype(np.float32) if self.imu else None
+        if self.variant == "binary":
+            data, flen = encode_binary(seq, t_us, raw, self.counter_bits, rate, yaw)
+            lengths = np.full(idx.size, flen, np.int64)
+        else:
+            lines = encode_csv(seq, t_us, raw, self.counter_bits, rate, yaw)
+            data = b"".join(lines)
+            lengths = np.fromiter((len(s) for s in lines), np.int64, idx.size)
+            if self.imu:
+                parsed = np.array([s.split(b",")[-2:] for s in lines], dtype=np.float64)
+                rate, yaw = parsed[:, 0], parsed[:, 1]
+        before = self.port.stats.bytes_offered
+        self.port.send(data)
+        delivered = self.port.stats.bytes_offered > before
+        offsets = before + np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        nan = np.full(idx.size, np.nan)
+        self._truth.append(
+            {
+                "index": idx,
+                "seq": seq,
+                "t_us": t_us,
+                "mcu_time_us": self._mcu_us[i:j].copy(),
+                "counts_raw": raw,
+                "counts": self._counts[i:j].copy(),
+                "yaw_rate": nan if rate is None else np.asarray(rate, np.float64),
+                "yaw": nan if yaw is None else np.asarray(yaw, np.float64),
+                "offset": offsets if delivered else np.full(idx.size, -1, np.int64),
+                "length": lengths,
+                "delivered": np.full(idx.size, delivered),
+            }
+        )
+        self._next = j
+
+    def truth(self) -> PodTruth:
+        """Everything sent so far (call after :meth:`stop` for a complete record)."""
+        parts = list(self._truth)
+        if not parts:
+            n_pods = self.n_pods
+            empty_i = np.zeros(0, np.int64)
+            return PodTruth(
+                empty_i,
+                empty_i,
+                empty_i,
+                empty_i,
+                np.zeros((0, n_pods), np.int64),
+                np.zeros((0, n_pods), np.int64),
+                np.zeros(0),
+                np.zeros(0),
+                empty_i,
+                empty_i,
+                np.zeros(0, bool),
+            )
+        return PodTruth(**{k: np.concatenate([p[k] for p in parts]) for k in parts[0]})

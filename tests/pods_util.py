@@ -1,0 +1,61 @@
+"""Helpers for the pod protocol tests: synthetic MCU samples and a pyserial drain."""
+
+from __future__ import annotations
+
+import time
+import types
+
+import numpy as np
+import serial
+
+
+def make_samples(
+    n: int = 2000,
+    rate_hz: float = 200.0,
+    seed: int = 0,
+    counts0: tuple[int, ...] = (65_000, -65_300, 10),
+    step: int = 900,
+    t0_us: int = 2**32 - 1_500_000,
+    imu: bool = True,
+) -> types.SimpleNamespace:
+    """MCU samples whose counters and clock cross their wraps within the run.
+
+    Counter steps are uniform in [-step, step] per frame (< 2**15, so unwrappable);
+    the MCU clock starts 1.5 s before its 32-bit wrap.
+    """
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) / rate_hz
+    steps = rng.integers(-step, step + 1, size=(n, len(counts0)))
+    steps[0] = 0
+    counts = np.asarray(counts0, np.int64) + np.cumsum(steps, axis=0)
+    yaw_rate = rng.normal(0.0, 0.5, n) if imu else np.full(n, np.nan)
+    return types.SimpleNamespace(
+        t_s=t,
+        mcu_time_us=t0_us + np.round(t * 1e6 * (1 + 40e-6)).astype(np.int64),
+        counts=counts,
+        counter_bits=16,
+        yaw_rate_rad_s=yaw_rate,
+        yaw_rad=np.cumsum(yaw_rate) / rate_hz,
+    )
+
+
+def drain(ser: serial.Serial, emulator, quiet_s: float = 0.3, deadline_s: float = 20.0) -> bytes:
+    """Read everything the emulator sends until it finished and the line is quiet."""
+    out = bytearray()
+    end = time.monotonic() + deadline_s
+    last = time.monotonic()
+    while time.monotonic() < end:
+        data = ser.read(65536)
+        if data:
+            out += data
+            last = time.monotonic()
+        elif emulator.finished.is_set() and time.monotonic() - last > quiet_s:
+            return bytes(out)
+    raise AssertionError(f"emulator did not finish within {deadline_s} s")
+
+
+def open_then_start(emulator) -> serial.Serial:
+    """Open the emulator's tty first (pyserial flushes input on open), then start it."""
+    ser = serial.Serial(emulator.path, 115200, timeout=0.02)
+    emulator.start()
+    return ser
