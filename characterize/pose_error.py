@@ -1,0 +1,696 @@
+"""Pose-sensor error model: relocalization offsets + first-order Gauss-Markov + white noise.
+
+Per axis (x, y, z in m; roll, pitch, yaw in rad) the error of the sensor against the
+reference is ``e(t) = b_s + g(t) + v(t)``: ``b_s ~ N(0, sigma_b²)`` drawn at each
+relocalization s, ``g`` first-order Gauss-Markov with stationary std ``sigma`` and
+correlation time ``tau`` (s), ``v ~ N(0, sigma_v²)`` white (reference noise).
+
+The fit is joint maximum likelihood of ``(sigma_b, sigma, tau, sigma_v)`` per axis,
+with the exact likelihood of a 2-state Kalman filter (state (b, g),
+``F = diag(1, phi_k)``, ``phi_k = exp(-dt_k/tau)``, ``Q = diag(0, sigma²(1-phi_k²))``,
+``H = [1 1]``, ``R = sigma_v²``; b's variance is reset to ``sigma_b²`` and its mean to 0
+at every relocalization; g starts stationary at every session start). It is O(N),
+exact for irregular sampling and gaps. Parameters are optimised in log space.
+
+Speed: the time loop is the only loop. Every evaluation runs *all* problems (axes,
+leave-one-out folds) and all finite-difference parameter sets as columns of one
+``(N, C)`` recursion, so a damped Newton step with a central-difference Hessian costs
+one pass over time. The same Hessian (of the negative log-likelihood, in log-parameter
+space) gives the parameter uncertainties.
+
+Model file (TOML) written by :meth:`PoseErrorModel.save`, read by
+:meth:`PoseErrorModel.load`; keys (also in ``docs/POSE_ERROR.md``)::
+
+    [model]        kind = "pose_error_gm", format_version = 1, sensor, reference,
+                   frame (what the error axes are expressed in), description
+    [provenance]   software ("sensorbench X.Y.Z"), created_utc (ISO 8601),
+                   fit_options (table), [[provenance.inputs]] path, sha256, n_samples
+    [units]        length = "m", angle = "rad", time = "s"
+    [axes.<axis>]  for axis in x, y, z, roll, pitch, yaw:
+                   unit ("m" or "rad"), sigma_b, sigma, sigma_v (in unit), tau_s (s),
+                   n_samples, n_segments, neg_log_likelihood
+    [axes.<axis>.se_log]  standard errors of ln(sigma_b), ln(sigma), ln(tau_s),
+                          ln(sigma_v) (nan when the estimate sits on its bound)
+    [axes.<axis>.ci95]    [low, high] 95 % intervals exp(ln θ ± 1.96 se_log)
+    [axes.<axis>.cov_log] 4x4 covariance of the log-parameters (row-major list)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from sensorbench import __version__
+from sensorbench.characterize.pose_series import AXES, AXIS_UNITS, ErrorSeries
+from sensorbench.errors import FitError
+
+PARAMS: tuple[str, ...] = ("sigma_b", "sigma", "tau_s", "sigma_v")
+"""Parameter names, in the column order of every parameter array."""
+
+MODEL_KIND = "pose_error_gm"
+FORMAT_VERSION = 1
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+# --------------------------------------------------------------------------- likelihood
+
+
+@dataclass
+class _Packed:
+    """Sessions × axes packed as columns of ``(N_max, D)`` arrays (padding has w = 0)."""
+
+    y: np.ndarray  # (N, D) error, 0 where padded
+    dt: np.ndarray  # (N, D) s; inf at each session start (g stationary)
+    reset: np.ndarray  # (N, D) bool: b reset here
+    w: np.ndarray  # (N, D) 1.0 valid / 0.0 padding
+    session: np.ndarray  # (D,) session index of each column
+    axis: np.ndarray  # (D,) axis index of each column
+
+
+def _pack(series: list[ErrorSeries], axes: list[int]) -> _Packed:
+    n_max = max(s.n for s in series)
+    cols = [(i, a) for i in range(len(series)) for a in axes]
+    d = len(cols)
+    y = np.zeros((n_max, d))
+    dt = np.full((n_max, d), np.inf)
+    reset = np.zeros((n_max, d), dtype=bool)
+    w = np.zeros((n_max, d))
+    for c, (i, a) in enumerate(cols):
+        s = series[i]
+        y[: s.n, c] = s.error[:, a]
+        dt[1 : s.n, c] = np.diff(s.t_s)
+        reset[: s.n, c] = s.reloc
+        w[: s.n, c] = 1.0
+    return _Packed(y, dt, reset, w, np.array([c[0] for c in cols]), np.array([c[1] for c in cols]))
+
+
+def kalman_nll_columns(
+    y: np.ndarray,
+    dt: np.ndarray,
+    reset: np.ndarray,
+    w: np.ndarray,
+    params: np.ndarray,
+) -> np.ndarray:
+    """Negative log-likelihood of every column under its own parameters.
+
+    ``y``, ``dt`` (s; inf = start stationary), ``reset`` (bool), ``w`` (1 valid / 0 skip)
+    are ``(N, C)`` (or broadcastable); ``params`` is ``(C, 4)`` in :data:`PARAMS` order
+    (linear units). Returns ``(C,)``. One Python loop over the N time steps, vectorised
+    over the C columns.
+    """
+    sb2 = params[:, 0] ** 2
+    s2 = params[:, 1] ** 2
+    tau = params[:, 2]
+    rv = params[:, 3] ** 2
+    with np.errstate(over="ignore", invalid="ignore"):
+        phi = np.exp(-dt / tau)
+    phi = np.where(np.isfinite(phi), phi, 0.0)
+    q = s2 * (1.0 - phi * phi)
+    phi2 = phi * phi
+    keep = 1.0 - reset
+    rst_sb2 = reset * sb2
+    n, c = np.broadcast_shapes(y.shape, dt.shape)
+    y = np.broadcast_to(y, (n, c))
+    w = np.broadcast_to(w, (n, c))
+    m0 = np.zeros(c)
+    m1 = np.zeros(c)
+    p00 = np.zeros(c)
+    p01 = np.zeros(c)
+    p11 = np.zeros(c)
+    s_all = np.empty((n, c))
+    nu_all = np.empty((n, c))
+    a = np.empty(c)
+    b = np.empty(c)
+    k0 = np.empty(c)
+    k1 = np.empty(c)
+    inv = np.empty(c)
+    for k in range(n):
+        # predict: g decays, b is constant (or reset at a relocalization)
+        f = phi[k]
+        m1 *= f
+        p01 *= f
+        p11 *= phi2[k]
+        p11 += q[k]
+        kp = keep[k]
+        m0 *= kp
+        p00 *= kp
+        p00 += rst_sb2[k]
+        p01 *= kp
+        # update with y_k, H = [1 1]
+        s = s_all[k]
+        np.add(p00, p01, out=a)
+        np.add(p01, p11, out=b)
+        np.add(a, b, out=s)
+        s += rv
+        nu = nu_all[k]
+        np.subtract(y[k], m0, out=nu)
+        nu -= m1
+        np.divide(w[k], s, out=inv)
+        np.multiply(a, inv, out=k0)
+        np.multiply(b, inv, out=k1)
+        m0 += k0 * nu
+        m1 += k1 * nu
+        p00 -= k0 * a
+        p01 -= k0 * b
+        p11 -= k1 * b
+    return 0.5 * np.sum(w * (_LOG_2PI + np.log(s_all) + nu_all * nu_all / s_all), axis=0)
+
+
+# --------------------------------------------------------------------------- optimizer
+
+
+def _stencil(d: int, h: float) -> tuple[np.ndarray, list[tuple[int, int, int, int]]]:
+    """Offsets of the central-difference gradient/Hessian stencil (1 + 2d + d(d-1) sets)."""
+    rows = [np.zeros(d)]
+    for i in range(d):
+        for sgn in (1.0, -1.0):
+            e = np.zeros(d)
+            e[i] = sgn * h
+            rows.append(e)
+    pairs = []
+    for i in range(d):
+        for j in range(i + 1, d):
+            e = np.zeros(d)
+            e[i] = e[j] = h
+            rows.append(e)
+            e2 = -e
+            rows.append(e2)
+            pairs.append((i, j, len(rows) - 2, len(rows) - 1))
+    return np.array(rows), pairs
+
+
+def _grad_hess(f: np.ndarray, d: int, h: float, pairs: list) -> tuple[np.ndarray, np.ndarray]:
+    """Gradient and Hessian from stencil values ``f`` (P, n_sets)."""
+    f0 = f[:, 0]
+    fp = f[:, 1 : 1 + 2 * d : 2]
+    fm = f[:, 2 : 2 + 2 * d : 2]
+    g = (fp - fm) / (2 * h)
+    hess = np.zeros((f.shape[0], d, d))
+    idx = np.arange(d)
+    hess[:, idx, idx] = (fp - 2 * f0[:, None] + fm) / h**2
+    for i, j, ipp, imm in pairs:
+        v = (f[:, ipp] - fp[:, i] - fp[:, j] + 2 * f0 - fm[:, i] - fm[:, j] + f[:, imm]) / (
+            2 * h**2
+        )
+        hess[:, i, j] = hess[:, j, i] = v
+    return g, hess
+
+
+@dataclass
+class _OptResult:
+    theta: np.ndarray  # (P, d) log-parameters
+    nll: np.ndarray  # (P,)
+    hess: np.ndarray  # (P, d, d)
+    at_bound: np.ndarray  # (P, d) bool
+    iterations: np.ndarray  # (P,)
+    converged: np.ndarray  # (P,) bool
+
+
+def minimize_batched(
+    fun: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    theta0: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    max_iter: int = 60,
+    h: float = 1e-2,
+    tol: float = 1e-7,
+) -> _OptResult:
+    """Minimise P independent smooth functions of d bounded parameters at once.
+
+    ``fun(theta, active)`` takes ``theta`` (P_active, n_sets, d) and the indices of the
+    active problems and returns (P_active, n_sets). Damped (Levenberg-Marquardt)
+    saddle-free Newton steps with a central-difference Hessian of step ``h``; a
+    problem stops when its Newton decrement is below ``tol`` (in units of the
+    function). Returns the Hessian at the optimum for the uncertainties.
+    """
+    p, d = theta0.shape
+    theta = np.clip(theta0.astype(float), lower, upper)
+    offsets, pairs = _stencil(d, h)
+    lam = np.full(p, 1e-3)
+    nll = np.full(p, np.inf)
+    hess = np.zeros((p, d, d))
+    iters = np.zeros(p, dtype=int)
+    converged = np.zeros(p, dtype=bool)
+    active = np.arange(p)
+    tiny = 1e-9
+    for _ in range(max_iter):
+        if active.size == 0:
+            break
+        th = theta[active]
+        sets = th[:, None, :] + offsets[None]
+        sets = np.clip(sets, lower[active, None, :], upper[active, None, :])
+        f = fun(sets, active)
+        g, hs = _grad_hess(f, d, h, pairs)
+        nll[active] = f[:, 0]
+        hess[active] = hs
+        iters[active] += 1
+        lo_hit = (th <= lower[active] + tiny) & (g > 0)
+        hi_hit = (th >= upper[active] - tiny) & (g < 0)
+        free = ~(lo_hit | hi_hit)
+        hm = hs * free[:, :, None] * free[:, None, :]
+        hm[:, np.arange(d), np.arange(d)] += ~free
+        gm = g * free
+        ev, vec = np.linalg.eigh(hm)
+        ev_abs = np.maximum(np.abs(ev), 1e-8 * np.abs(ev).max(axis=1, keepdims=True) + 1e-12)
+        scale = ev_abs.max(axis=1)
+        step = None
+        accepted = np.zeros(active.size, dtype=bool)
+        f_new = f[:, 0].copy()
+        cand = th.copy()
+        lam_a = lam[active]
+        decrement = np.zeros(active.size)
+        for _try in range(6):
+            proj = np.einsum("pij,pi->pj", vec, gm)
+            step = -np.einsum("pij,pj->pi", vec, proj / (ev_abs + lam_a[:, None] * scale[:, None]))
+            step *= free
+            big = np.abs(step).max(axis=1)
+            step *= np.minimum(1.0, 2.0 / np.maximum(big, 1e-300))[:, None]
+            if _try == 0:
+                decrement = -0.5 * np.sum(g * step, axis=1)
+            todo = ~accepted
+            trial = np.clip(th + step, lower[active], upper[active])
+            ft = fun(trial[todo][:, None, :], active[todo])[:, 0]
+            ok = np.zeros(active.size, dtype=bool)
+            ok[todo] = np.isfinite(ft) & (ft <= f[todo, 0] + 1e-10 * np.abs(f[todo, 0]))
+            f_new[ok] = ft[ok[todo]]
+            cand[ok] = trial[ok]
+            accepted |= ok
+            lam_a = np.where(ok, lam_a / 4.0, np.where(accepted, lam_a, lam_a * 10.0 + 1e-3))
+            if accepted.all():
+                break
+        lam[active] = np.clip(lam_a, 1e-9, 1e6)
+        done = (decrement < tol) | ~accepted
+        converged[active[done]] = decrement[done] < tol
+        theta[active[~done]] = cand[~done]
+        active = active[~done]
+    at_bound = (theta <= lower + 1e-6) | (theta >= upper - 1e-6)
+    return _OptResult(theta, nll, hess, at_bound, iters, converged)
+
+
+# --------------------------------------------------------------------------- model
+
+
+@dataclass
+class AxisFit:
+    """Fitted parameters of one axis (linear units) with log-space uncertainty."""
+
+    axis: str
+    sigma_b: float
+    sigma: float
+    tau_s: float
+    sigma_v: float
+    cov_log: np.ndarray  # (4, 4) covariance of ln(params), nan rows for bounded ones
+    n_samples: int = 0
+    n_segments: int = 0
+    neg_log_likelihood: float = float("nan")
+    converged: bool = True
+
+    @property
+    def unit(self) -> str:
+        """Unit of sigma_b, sigma and sigma_v."""
+        return AXIS_UNITS[self.axis]
+
+    @property
+    def values(self) -> np.ndarray:
+        """``(4,)`` parameters in :data:`PARAMS` order."""
+        return np.array([self.sigma_b, self.sigma, self.tau_s, self.sigma_v])
+
+    @property
+    def se_log(self) -> np.ndarray:
+        """``(4,)`` standard errors of the log-parameters (nan on a bound)."""
+        return np.sqrt(np.diag(self.cov_log))
+
+    def ci(self, z: float = 1.959963984540054) -> np.ndarray:
+        """``(4, 2)`` intervals ``exp(ln θ ± z se)``."""
+        lv = np.log(self.values)
+        se = self.se_log
+        return np.exp(np.stack([lv - z * se, lv + z * se], axis=1))
+
+
+@dataclass
+class PoseErrorModel:
+    """A fitted per-axis pose-error model with provenance (see module docstring)."""
+
+    axes: dict[str, AxisFit]
+    sensor: str = ""
+    reference: str = "mocap"
+    frame: str = ""
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def params_array(self) -> np.ndarray:
+        """``(6, 4)`` parameters, axes in :data:`AXES` order, columns :data:`PARAMS`."""
+        return np.stack([self.axes[a].values for a in AXES])
+
+    def cov_log_array(self) -> np.ndarray:
+        """``(6, 4, 4)`` log-parameter covariances (nan entries replaced by 0)."""
+        return np.nan_to_num(np.stack([self.axes[a].cov_log for a in AXES]))
+
+    def with_params(self, params: np.ndarray, note: str) -> PoseErrorModel:
+        """A copy with replaced ``(6, 4)`` parameters (uncertainty kept), noted in provenance."""
+        axes = {}
+        for i, a in enumerate(AXES):
+            src = self.axes[a]
+            axes[a] = AxisFit(
+                a, *map(float, params[i]), src.cov_log.copy(), src.n_samples, src.n_segments
+            )
+        prov = dict(self.provenance)
+        prov["modified"] = note
+        return PoseErrorModel(axes, self.sensor, self.reference, self.frame, prov)
+
+    # ---------------------------------------------------------------- file I/O
+
+    def to_dict(self) -> dict[str, Any]:
+        """The TOML document as a nested dict."""
+        axes: dict[str, Any] = {}
+        for a in AXES:
+            f = self.axes[a]
+            ci = f.ci()
+            axes[a] = {
+                "unit": f.unit,
+                "sigma_b": f.sigma_b,
+                "sigma": f.sigma,
+                "tau_s": f.tau_s,
+                "sigma_v": f.sigma_v,
+                "n_samples": int(f.n_samples),
+                "n_segments": int(f.n_segments),
+                "neg_log_likelihood": float(f.neg_log_likelihood),
+                "converged": bool(f.converged),
+                "se_log": {k: float(v) for k, v in zip(PARAMS, f.se_log)},
+                "ci95": {k: [float(ci[i, 0]), float(ci[i, 1])] for i, k in enumerate(PARAMS)},
+                "cov_log": [float(v) for v in f.cov_log.ravel()],
+            }
+        return {
+            "model": {
+                "kind": MODEL_KIND,
+                "format_version": FORMAT_VERSION,
+                "sensor": self.sensor,
+                "reference": self.reference,
+                "frame": self.frame,
+                "description": "error = b (offset, N(0, sigma_b^2), new at each "
+                "relocalization) + g (first-order Gauss-Markov, stationary std sigma, "
+                "correlation time tau_s) + v (white, std sigma_v)",
+            },
+            "provenance": self.provenance,
+            "units": {"length": "m", "angle": "rad", "time": "s"},
+            "axes": axes,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write the model as TOML; returns the path."""
+        path = Path(path)
+        path.write_text(toml_dumps(self.to_dict()))
+        return path
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any], source: str = "<dict>") -> PoseErrorModel:
+        """Parse a model document; FitError naming the missing key when it is malformed."""
+        try:
+            meta = doc["model"]
+            if meta["kind"] != MODEL_KIND:
+                raise FitError(f"{source}: not a pose-error model (kind = {meta['kind']!r})")
+            if int(meta["format_version"]) > FORMAT_VERSION:
+                raise FitError(
+                    f"{source}: model format_version {meta['format_version']} is newer than "
+                    f"this sensorbench ({FORMAT_VERSION}); upgrade sensorbench"
+                )
+            units = doc["units"]
+            if units.get("length") != "m" or units.get("angle") != "rad":
+                raise FitError(f"{source}: units must be m and rad, got {units}")
+            axes = {}
+            for a in AXES:
+                t = doc["axes"][a]
+                cov = np.array(t.get("cov_log", [0.0] * 16), dtype=float).reshape(4, 4)
+                axes[a] = AxisFit(
+                    a,
+                    float(t["sigma_b"]),
+                    float(t["sigma"]),
+                    float(t["tau_s"]),
+                    float(t["sigma_v"]),
+                    cov,
+                    int(t.get("n_samples", 0)),
+                    int(t.get("n_segments", 0)),
+                    float(t.get("neg_log_likelihood", float("nan"))),
+                    bool(t.get("converged", True)),
+                )
+                if not np.all(axes[a].values > 0) or not np.all(np.isfinite(axes[a].values)):
+                    raise FitError(f"{source}: axes.{a}: parameters must be finite and > 0")
+        except KeyError as exc:
+            raise FitError(f"{source}: missing key {exc} in pose-error model") from exc
+        return cls(
+            axes,
+            str(meta.get("sensor", "")),
+            str(meta.get("reference", "")),
+            str(meta.get("frame", "")),
+            dict(doc.get("provenance", {})),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> PoseErrorModel:
+        """Read a model file written by :meth:`save` (checks kind, version and units)."""
+        path = Path(path)
+        try:
+            doc = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise FitError(f"{path}: cannot read pose-error model: {exc}") from exc
+        return cls.from_dict(doc, str(path))
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        x = float(v)
+        if math.isnan(x):
+            return "nan"
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return repr(x)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def _toml_key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else _toml_value(k)
+
+
+def toml_dumps(doc: dict[str, Any], prefix: str = "") -> str:
+    """Serialise nested dicts (tables), lists of dicts (arrays of tables) and scalars."""
+    lines: list[str] = []
+    tables: list[tuple[str, dict]] = []
+    arrays: list[tuple[str, list]] = []
+    for k, v in doc.items():
+        name = f"{prefix}.{_toml_key(k)}" if prefix else _toml_key(k)
+        if isinstance(v, dict):
+            tables.append((name, v))
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            arrays.append((name, v))
+        else:
+            lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
+    out = "\n".join(lines) + ("\n" if lines else "")
+    for name, t in tables:
+        out += f"\n[{name}]\n" + toml_dumps(t, name)
+    for name, arr in arrays:
+        for t in arr:
+            out += f"\n[[{name}]]\n" + toml_dumps(t, name)
+    return out
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex SHA-256 of a file (for model provenance)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- fitting
+
+
+@dataclass
+class FitOptions:
+    """Options of :func:`fit_pose_error` (recorded in the model's provenance)."""
+
+    max_iter: int = 60
+    fd_step_log: float = 1e-2
+    tol: float = 1e-7
+
+    def as_dict(self) -> dict[str, Any]:
+        """For provenance."""
+        return {"max_iter": self.max_iter, "fd_step_log": self.fd_step_log, "tol": self.tol}
+
+
+def _initial_guess(
+    series: list[ErrorSeries], axis: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Moment-based start and bounds (log space) for one axis over some sessions."""
+    resid, seg_means, diffs, dts, durations = [], [], [], [], []
+    for s in series:
+        e = s.error[:, axis]
+        sid = s.segment_id
+        means = np.bincount(sid, weights=e) / np.maximum(np.bincount(sid), 1)
+        seg_means.append(means)
+        resid.append(e - means[sid])
+        same = sid[1:] == sid[:-1]
+        diffs.append(np.diff(e)[same])
+        dts.append(np.diff(s.t_s))
+        durations.append(s.duration_s)
+    r = np.concatenate(resid)
+    scale = float(np.sqrt(np.mean(np.concatenate([s.error[:, axis] for s in series]) ** 2)))
+    scale = max(scale, 1e-12)
+    var_w = max(float(np.var(r)), 1e-6 * scale**2)
+    dt_med = float(np.median(np.concatenate(dts)))
+    var_d = float(np.var(np.concatenate(diffs))) if sum(len(x) for x in diffs) else var_w
+    sv0 = math.sqrt(max(0.25 * var_d, 1e-6 * scale**2))
+    # e-folding lag of the within-segment residual (biased low; only a starting point)
+    rho1 = float(np.clip(1.0 - var_d / (2.0 * var_w), 0.05, 0.999))
+    tau0 = -dt_med / math.log(rho1)
+    t_max = max(durations)
+    tau0 = float(np.clip(tau0, 2 * dt_med, t_max))
+    sm = np.concatenate(seg_means)
+    sb0 = max(float(np.std(sm)) if sm.size > 1 else abs(float(sm[0])), 0.3 * math.sqrt(var_w))
+    s0 = math.sqrt(var_w)
+    theta0 = np.log([sb0, s0, tau0, sv0])
+    lower = np.log([1e-4 * scale, 1e-4 * scale, 0.1 * dt_med, 1e-5 * scale])
+    upper = np.log([1e2 * scale, 1e2 * scale, 1e2 * t_max, 1e1 * scale])
+    return theta0, lower, upper
+
+
+@dataclass
+class _Problem:
+    """One independent likelihood maximisation: one axis over a group of sessions."""
+
+    axis: int
+    sessions: list[int]
+
+
+def _fit_problems(
+    series: list[ErrorSeries], problems: list[_Problem], options: FitOptions
+) -> _OptResult:
+    axes_used = sorted({p.axis for p in problems})
+    packed = _pack(series, axes_used)
+    col_of = {(int(s), int(a)): c for c, (s, a) in enumerate(zip(packed.session, packed.axis))}
+    prob_cols = [np.array([col_of[(s, p.axis)] for s in p.sessions]) for p in problems]
+    starts = [_initial_guess([series[s] for s in p.sessions], p.axis) for p in problems]
+    theta0 = np.stack([s[0] for s in starts])
+    lower = np.stack([s[1] for s in starts])
+    upper = np.stack([s[2] for s in starts])
+
+    # trim padding once: problems only see their sessions' lengths
+    def fun(theta: np.ndarray, active: np.ndarray) -> np.ndarray:
+        n_sets = theta.shape[1]
+        cols, owner = [], []
+        for i, p in enumerate(active):
+            cols.append(prob_cols[p])
+            owner.append(np.full(prob_cols[p].size, i))
+        cols_a = np.concatenate(cols)
+        owner_a = np.concatenate(owner)
+        # columns: (data column, set) pairs
+        data_col = np.repeat(cols_a, n_sets)
+        owner_c = np.repeat(owner_a, n_sets)
+        set_c = np.tile(np.arange(n_sets), cols_a.size)
+        params = np.exp(theta[owner_c, set_c])
+        n_used = int(max(series[s].n for p in active for s in problems[p].sessions))
+        nll = kalman_nll_columns(
+            packed.y[:n_used, data_col],
+            packed.dt[:n_used, data_col],
+            packed.reset[:n_used, data_col],
+            packed.w[:n_used, data_col],
+            params,
+        )
+        out = np.zeros((active.size, n_sets))
+        np.add.at(out, (owner_c, set_c), nll)
+        return out
+
+    return minimize_batched(
+        fun, theta0, lower, upper, options.max_iter, options.fd_step_log, options.tol
+    )
+
+
+def _cov_from_hessian(hess: np.ndarray, at_bound: np.ndarray) -> np.ndarray:
+    """Inverse Hessian over the free parameters; nan rows/cols for bounded ones."""
+    d = hess.shape[0]
+    cov = np.full((d, d), np.nan)
+    free = ~at_bound
+    if free.any():
+        hf = hess[np.ix_(free, free)]
+        try:
+            ev = np.linalg.eigvalsh(hf)
+            if ev.min() > 0:
+                cov[np.ix_(free, free)] = np.linalg.inv(hf)
+        except np.linalg.LinAlgError:
+            pass
+    return cov
+
+
+def fit_groups(
+    series: list[ErrorSeries],
+    groups: list[list[int]],
+    options: FitOptions | None = None,
+) -> list[dict[str, AxisFit]]:
+    """Fit every axis on each group of session indices, all groups in one batch.
+
+    Used for the full fit (one group: all sessions) and for leave-one-session-out
+    (one group per held-out session). Returns one ``{axis: AxisFit}`` per group.
+    """
+    options = options or FitOptions()
+    if not series:
+        raise FitError("no sessions to fit")
+    problems = [_Problem(a, g) for g in groups for a in range(len(AXES))]
+    res = _fit_problems(series, problems, options)
+    out: list[dict[str, AxisFit]] = []
+    for gi, g in enumerate(groups):
+        fits = {}
+        for a, name in enumerate(AXES):
+            pi = gi * len(AXES) + a
+            cov = _cov_from_hessian(res.hess[pi], res.at_bound[pi])
+            fits[name] = AxisFit(
+                name,
+                *map(float, np.exp(res.theta[pi])),
+                cov,
+                int(sum(series[s].n for s in g)),
+                int(sum(series[s].n_segments for s in g)),
+                float(res.nll[pi]),
+                bool(res.converged[pi]),
+            )
+        out.append(fits)
+    return out
+
+
+def fit_pose_error(
+    series: list[ErrorSeries],
+    options: FitOptions | None = None,
+    sensor: str = "",
+    reference: str = "mocap",
+    frame: str = "",
+    inputs: list[dict[str, Any]] | None = None,
+    extra_provenance: dict[str, Any] | None = None,
+) -> PoseErrorModel:
+    """Joint ML fit of (sigma_b, sigma, tau, sigma_v) per axis over all sessions."""
+    options = options or FitOptions()
+    fits = fit_groups(series, [list(range(len(series)))], options)[0]
+    prov: dict[str, Any] = {
+        "software": f"sensorbench {__version__}",
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "fit_options": options.as_dict(),
+        "sessions": [s.name for s in series],
+    }
+    if extra_provenance:
+        prov.update(extra_provenance)
+    if inputs:
+        prov["inputs"] = inputs
+    return PoseErrorModel(fits, sensor, reference, frame, prov)

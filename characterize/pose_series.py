@@ -1,0 +1,84 @@
+"""The per-axis pose-error series that the fit, the Monte Carlo and the validation share.
+
+An :class:`ErrorSeries` is one session's error of a pose sensor against its reference
+(mocap), already time-associated and frame-aligned (:mod:`pose_align`), with the
+relocalization segmentation (:mod:`reloc_segments`):
+
+- ``t_s``: sample times, seconds, strictly increasing (any origin);
+- ``error``: ``(N, 6)`` error per axis in :data:`AXES` order — x, y, z in metres,
+  roll, pitch, yaw in radians;
+- ``reloc``: ``(N,)`` bool, True at the first sample of every relocalization segment
+  (always True at sample 0): a new offset b is drawn there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sensorbench.errors import FitError
+
+AXES: tuple[str, ...] = ("x", "y", "z", "roll", "pitch", "yaw")
+"""Axis names, in column order of every ``(N, 6)`` error array."""
+
+AXIS_UNITS: dict[str, str] = {
+    "x": "m",
+    "y": "m",
+    "z": "m",
+    "roll": "rad",
+    "pitch": "rad",
+    "yaw": "rad",
+}
+
+
+@dataclass
+class ErrorSeries:
+    """One session's aligned pose error (see module docstring for units)."""
+
+    t_s: np.ndarray
+    error: np.ndarray
+    reloc: np.ndarray
+    name: str = "session"
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.t_s = np.asarray(self.t_s, dtype=np.float64)
+        self.error = np.asarray(self.error, dtype=np.float64)
+        self.reloc = np.asarray(self.reloc, dtype=bool).copy()
+        n = self.t_s.shape[0]
+        if self.t_s.ndim != 1 or n < 3:
+            raise FitError(f"{self.name}: need at least 3 error samples, got {n}")
+        if self.error.shape != (n, len(AXES)):
+            raise FitError(f"{self.name}: error must be (N, 6), got {self.error.shape}")
+        if self.reloc.shape != (n,):
+            raise FitError(f"{self.name}: reloc must be (N,), got {self.reloc.shape}")
+        if not np.all(np.isfinite(self.t_s)) or np.any(np.diff(self.t_s) <= 0):
+            raise FitError(f"{self.name}: sample times must be finite and strictly increasing")
+        if not np.all(np.isfinite(self.error)):
+            raise FitError(f"{self.name}: error contains nan/inf; drop invalid samples first")
+        self.reloc[0] = True
+
+    @property
+    def n(self) -> int:
+        """Number of samples."""
+        return int(self.t_s.shape[0])
+
+    @property
+    def duration_s(self) -> float:
+        """Time from first to last sample, seconds."""
+        return float(self.t_s[-1] - self.t_s[0])
+
+    @property
+    def segment_id(self) -> np.ndarray:
+        """``(N,)`` int: index of the relocalization segment of every sample."""
+        return np.cumsum(self.reloc) - 1
+
+    @property
+    def n_segments(self) -> int:
+        """Number of relocalization segments."""
+        return int(self.reloc.sum())
+
+    def reloc_times_s(self) -> np.ndarray:
+        """Times of the relocalizations after the first sample, seconds."""
+        return self.t_s[1:][self.reloc[1:]]
