@@ -40,12 +40,17 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import math
-import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 from sensorbench import __version__
 from sensorbench.characterize.pose_series import AXES, AXIS_UNITS, ErrorSeries
@@ -382,7 +387,7 @@ class PoseErrorModel:
                 "n_segments": int(f.n_segments),
                 "neg_log_likelihood": float(f.neg_log_likelihood),
                 "converged": bool(f.converged),
-                "se_log": {k: float(v) for k, v in zip(PARAMS, f.se_log)},
+                "se_log": {k: float(v) for k, v in zip(PARAMS, f.se_log, strict=True)},
                 "ci95": {k: [float(ci[i, 0]), float(ci[i, 1])] for i, k in enumerate(PARAMS)},
                 "cov_log": [float(v) for v in f.cov_log.ravel()],
             }
@@ -583,7 +588,10 @@ def _fit_problems(
 ) -> _OptResult:
     axes_used = sorted({p.axis for p in problems})
     packed = _pack(series, axes_used)
-    col_of = {(int(s), int(a)): c for c, (s, a) in enumerate(zip(packed.session, packed.axis))}
+    col_of = {
+        (int(s), int(a)): c
+        for c, (s, a) in enumerate(zip(packed.session, packed.axis, strict=True))
+    }
     prob_cols = [np.array([col_of[(s, p.axis)] for s in p.sessions]) for p in problems]
     starts = [_initial_guess([series[s] for s in p.sessions], p.axis) for p in problems]
     theta0 = np.stack([s[0] for s in starts])
