@@ -101,11 +101,11 @@ def port_path_from_sys_path(sys_path: str) -> tuple[str | None, str | None]:
     sysfs directory is gone by the time a ``remove`` event is read).
     """
     for part in reversed(sys_path.split("/")):
-        match = _INTERFACE_NAME.match(part)
+        match = _INTERFACE_NAME.fullmatch(part)
         if match:
             return match["port"], f"{match['cfg']}.{match['iface']}"
     for part in reversed(sys_path.split("/")):
-        if _DEVICE_NAME.match(part):
+        if _DEVICE_NAME.fullmatch(part):
             return part, None
     return None, None
 
@@ -230,7 +230,5 @@ def find_by_port(devices: Iterable[SerialDevice], port_path: str) -> list[Serial
     """
     port, _, interface = port_path.partition(":")
     return [
-        d
-        for d in devices
-        if d.port_path == port and (not interface or d.interface == interface)
+        d for d in devices if d.port_path == port and (not interface or d.interface == interface)
     ]

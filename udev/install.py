@@ -85,7 +85,7 @@ def validate_filename(filename: str) -> str:
     Raises:
         UdevError: otherwise.
     """
-    if not _FILENAME.match(filename) or filename <= _MUST_SORT_AFTER:
+    if not _FILENAME.fullmatch(filename) or filename <= _MUST_SORT_AFTER:
         raise UdevError(
             f"rules file name {filename!r} must look like NN-name.rules and sort after "
             f"{_MUST_SORT_AFTER} (which sets ID_PATH), e.g. {DEFAULT_FILENAME}"

@@ -47,14 +47,71 @@ _HEX4 = re.compile(r"^[0-9a-f]{4}$")
 # a symlink over one of them would hide or break a system device.
 RESERVED_NAMES = frozenset(
     {
-        "autofs", "block", "bsg", "btrfs-control", "bus", "char", "console", "core",
-        "cpu", "cpu_dma_latency", "cuse", "disk", "dma_heap", "dri", "fb0", "fd", "full",
-        "fuse", "gpiochip0", "hidraw0", "hpet", "hugepages", "hwrng", "i2c-0", "initctl",
-        "input", "kmsg", "kvm", "log", "loop-control", "mapper", "mem", "mqueue", "net",
-        "null", "nvram", "port", "ppp", "ptmx", "pts", "random", "rfkill", "rtc", "rtc0",
-        "serial", "sg0", "shm", "snd", "stderr", "stdin", "stdout", "tty", "uhid", "uinput",
-        "urandom", "usb", "userfaultfd", "vcs", "vfio", "vga_arbiter", "vhost-net",
-        "vhost-vsock", "watchdog", "zero", "zfs",
+        "autofs",
+        "block",
+        "bsg",
+        "btrfs-control",
+        "bus",
+        "char",
+        "console",
+        "core",
+        "cpu",
+        "cpu_dma_latency",
+        "cuse",
+        "disk",
+        "dma_heap",
+        "dri",
+        "fb0",
+        "fd",
+        "full",
+        "fuse",
+        "gpiochip0",
+        "hidraw0",
+        "hpet",
+        "hugepages",
+        "hwrng",
+        "i2c-0",
+        "initctl",
+        "input",
+        "kmsg",
+        "kvm",
+        "log",
+        "loop-control",
+        "mapper",
+        "mem",
+        "mqueue",
+        "net",
+        "null",
+        "nvram",
+        "port",
+        "ppp",
+        "ptmx",
+        "pts",
+        "random",
+        "rfkill",
+        "rtc",
+        "rtc0",
+        "serial",
+        "sg0",
+        "shm",
+        "snd",
+        "stderr",
+        "stdin",
+        "stdout",
+        "tty",
+        "uhid",
+        "uinput",
+        "urandom",
+        "usb",
+        "userfaultfd",
+        "vcs",
+        "vfio",
+        "vga_arbiter",
+        "vhost-net",
+        "vhost-vsock",
+        "watchdog",
+        "zero",
+        "zfs",
     }
 )
 # Kernel node names (ttyUSB0, sda1, video2, ...): a name shaped like one could
@@ -123,14 +180,14 @@ def validate_name(name: str) -> str:
         UdevError: the name has characters outside ``[a-z0-9_-]``, does not start
             with a letter, is longer than 32, or is (or looks like) a system node.
     """
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise UdevError(
             f"invalid device name {name!r}: use lowercase letters, digits, '_' and '-', "
             "starting with a letter (e.g. lidar_front)"
         )
     if len(name) > MAX_NAME_LEN:
         raise UdevError(f"device name {name!r} is longer than {MAX_NAME_LEN} characters")
-    if name in RESERVED_NAMES or _RESERVED_PATTERN.match(name):
+    if name in RESERVED_NAMES or _RESERVED_PATTERN.fullmatch(name):
         raise UdevError(
             f"device name {name!r} is reserved: /dev/{name} is (or may become) a system "
             "device; choose another, e.g. lidar_front"
@@ -145,7 +202,7 @@ def parse_port_path(text: str) -> tuple[str, str | None]:
         UdevError: it is not ``<bus>-<port>[.<port>...][:<config>.<interface>]``
             with bus and ports ≥ 1 and at most 7 tiers.
     """
-    match = _PORT_PATH.match(text) if isinstance(text, str) else None
+    match = _PORT_PATH.fullmatch(text) if isinstance(text, str) else None
     if match is None:
         raise UdevError(
             f"invalid USB port path {text!r}: expected e.g. 1-1.2 (bus 1, port 1, hub port 2) "
@@ -167,7 +224,7 @@ def validate_id_path(text: str) -> str:
     Raises:
         UdevError: it is not, e.g., ``pci-0000:00:14.0-usb-0:1.2:1.0``.
     """
-    if not isinstance(text, str) or len(text) > 200 or not _ID_PATH.match(text):
+    if not isinstance(text, str) or len(text) > 200 or not _ID_PATH.fullmatch(text):
         raise UdevError(
             f"invalid ID_PATH {text!r}: expected e.g. pci-0000:00:14.0-usb-0:1.2:1.0 "
             "(see `sensorbench devices`)"
@@ -201,7 +258,7 @@ def _clean_hex(value: int | None) -> str | None:
     if value is None:
         return None
     text = f"{value:04x}"
-    if not _HEX4.match(text):
+    if not _HEX4.fullmatch(text):
         raise UdevError(f"USB id {value!r} is not a 16-bit number")
     return text
 
@@ -213,9 +270,7 @@ def _comment_safe(text: str | None) -> str:
     return re.sub(r"[^A-Za-z0-9 ._:/-]", "_", text)[:60]
 
 
-def build_rule(
-    spec: NameSpec, devices: Sequence[SerialDevice] = (), by: str = "id-path"
-) -> Rule:
+def build_rule(spec: NameSpec, devices: Sequence[SerialDevice] = (), by: str = "id-path") -> Rule:
     """Validate one spec and resolve it against discovered devices.
 
     With ``by="id-path"`` a port path must be resolvable to a present device's
@@ -243,8 +298,7 @@ def build_rule(
     if len(match) > 1:
         interfaces = ", ".join(f"{port}:{d.interface}" for d in match)
         raise UdevError(
-            f"{name}: {port} has {len(match)} serial interfaces ({interfaces}); "
-            "name one of them"
+            f"{name}: {port} has {len(match)} serial interfaces ({interfaces}); name one of them"
         )
     device = match[0] if match else None
     if by == "id-path":
@@ -424,7 +478,7 @@ _MATCH_KEY = re.compile(
 
 
 def _check_match_key(key: str, where: str) -> None:
-    match = _MATCH_KEY.match(key)
+    match = _MATCH_KEY.fullmatch(key)
     if match is None:
         raise UdevError(
             f"{where}: {key!r} is not allowed (only ENV{{ID_PATH}}, KERNELS, "
@@ -435,7 +489,7 @@ def _check_match_key(key: str, where: str) -> None:
         validate_id_path(value)
     elif match["key"] == "KERNELS":
         parse_port_path(value)
-    elif not _HEX4.match(value):
+    elif not _HEX4.fullmatch(value):
         raise UdevError(f"{where}: {key} must be 4 lowercase hex digits")
 
 

@@ -1,0 +1,91 @@
+"""``sensorbench devices``: list serial devices with their USB port path; optionally probe them."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from sensorbench.udev.discovery import SerialDevice, list_serial_devices
+from sensorbench.udev.probe import KINDS, ProbeResult, probe_port
+
+
+def register(cli: click.Group) -> None:
+    """Attach the ``devices`` command."""
+    cli.add_command(devices_cmd)
+
+
+def _kind(device: SerialDevice, probe: ProbeResult | None) -> str:
+    if probe is not None:
+        return probe.kind
+    return f"{device.bridge}?" if device.bridge else "?"
+
+
+@click.command("devices")
+@click.option(
+    "--probe",
+    is_flag=True,
+    help="Open each USB serial device and find out what answers: listen for an LD19 "
+    "(230400 baud) and the pod MCU (115200), then ask for an A1's GET_INFO. Opening a "
+    "port stops an A1's motor; do not probe during a capture.",
+)
+@click.option(
+    "--listen",
+    "listen_s",
+    type=click.FloatRange(0.05, 5.0),
+    default=0.35,
+    show_default=True,
+    help="Seconds each listen-only probe listens per device (s).",
+)
+@click.option("--all", "show_all", is_flag=True, help="Also list serial ports not on USB.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def devices_cmd(probe: bool, listen_s: float, show_all: bool, as_json: bool) -> None:
+    """List serial devices: node, USB port path, ID_PATH, VID:PID, serial, kind.
+
+    Identical adapters (two A1s and an LD19 behind CP2102s, all 10c4:ea60 with
+    serial 0001) differ only in their USB port path (e.g. 1-1.2 = bus 1, root
+    port 1, hub port 2): name them with `sensorbench udev rules --name
+    NAME=PORTPATH`. Without --probe the kind is only the bridge guessed from
+    VID:PID (e.g. "cp210x?"). With --probe it is ld19, a1, pods, unknown, busy
+    or error.
+    """
+    devices = list_serial_devices(usb_only=not show_all)
+    probes: dict[str, ProbeResult] = {}
+    if probe:
+        for device in devices:
+            if device.port_path is not None:
+                probes[device.node] = probe_port(device.node, KINDS, listen_s=listen_s)
+    if as_json:
+        out = []
+        for device in devices:
+            entry = device.as_dict()
+            result = probes.get(device.node)
+            entry["kind"] = _kind(device, result)
+            entry["probe"] = result.as_dict() if result is not None else None
+            out.append(entry)
+        click.echo(json.dumps({"devices": out}, indent=2))
+        return
+    if not devices:
+        click.echo("no serial devices found" + ("" if show_all else " on USB (try --all)"))
+        return
+    header = ("NODE", "PORT", "VID:PID", "SERIAL", "KIND", "ID_PATH", "MODEL")
+    rows = [
+        (
+            d.node,
+            d.port_path or "-",
+            d.usb_id or "-",
+            d.serial or "-",
+            _kind(d, probes.get(d.node)),
+            d.id_path or "-",
+            d.model or "-",
+        )
+        for d in devices
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    for device in devices:
+        result = probes.get(device.node)
+        if result is not None:
+            click.echo(f"{device.node}: {result.detail} ({result.elapsed_s:.2f} s)")
+        if device.devlinks:
+            click.echo(f"{device.node}: links {' '.join(device.devlinks)}")

@@ -1,0 +1,106 @@
+"""``sensorbench udev rules`` and ``sensorbench udev install``: name devices by USB port."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import click
+from sensorbench.errors import UdevError
+from sensorbench.udev.discovery import list_serial_devices
+from sensorbench.udev.install import RULES_DIR, install_rules
+from sensorbench.udev.rules import BY_CHOICES, DEFAULT_FILENAME, generate, parse_name_spec
+
+
+def register(cli: click.Group) -> None:
+    """Attach ``udev rules`` and ``udev install`` to the shared ``udev`` group."""
+    from sensorbench.cli import subgroup
+
+    group = subgroup("udev", "Name serial devices by USB port path with udev rules.")
+    group.add_command(rules_cmd)
+    group.add_command(install_cmd)
+
+
+@click.command("rules")
+@click.option(
+    "--name",
+    "names",
+    multiple=True,
+    required=True,
+    metavar="NAME=PORTPATH",
+    help="Create /dev/NAME for the device at USB port path PORTPATH (e.g. "
+    "lidar_front=1-1.2, or 1-1.2:1.0 for one interface); repeatable. PORTPATH may also be "
+    "a full ID_PATH. NAME: lowercase letters, digits, '_' and '-'.",
+)
+@click.option(
+    "--by",
+    type=click.Choice(BY_CHOICES),
+    default="id-path",
+    show_default=True,
+    help="Match on udev's ID_PATH (stable across bus renumbering; the device must be "
+    "plugged in, or give its ID_PATH) or on KERNELS (port path plus the adapter's "
+    "vendor/product; works for absent devices but bakes in the bus number).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help=f"Write the rules here (e.g. {DEFAULT_FILENAME}) instead of stdout.",
+)
+def rules_cmd(names: tuple[str, ...], by: str, output: Path | None) -> None:
+    """Generate udev rules naming each device by the USB port it is plugged into.
+
+    Every rule sets GROUP="dialout", MODE="0660" and tells ModemManager to leave
+    the device alone. Install the file with `sensorbench udev install FILE`.
+    """
+    specs = [parse_name_spec(text) for text in names]
+    needs_devices = by == "id-path" and any("-usb" not in s.where for s in specs)
+    devices = list_serial_devices() if needs_devices or by == "kernels" else []
+    text = generate(specs, devices, by)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UdevError(f"cannot write {output}: {exc}") from exc
+    click.echo(
+        f"wrote {output}; install it with: sensorbench udev install {shlex.quote(str(output))}"
+    )
+
+
+@click.command("install")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--rules-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=RULES_DIR,
+    show_default=True,
+    help="Where udev reads local rules (e.g. a mounted image's etc/udev/rules.d).",
+)
+@click.option(
+    "--filename",
+    default=DEFAULT_FILENAME,
+    show_default=True,
+    help="Installed file name; must sort after 60-serial.rules (which sets ID_PATH).",
+)
+@click.option(
+    "--no-reload",
+    is_flag=True,
+    help="Only copy the file; do not run udevadm (e.g. when preparing an image).",
+)
+def install_cmd(file: Path, rules_dir: Path, filename: str, no_reload: bool) -> None:
+    """Check FILE, install it into the udev rules directory, reload udev, re-trigger ttys.
+
+    Needs root. Without it nothing changes and the exact command to run is printed.
+    """
+    result = install_rules(file, rules_dir=rules_dir, filename=filename, reload=not no_reload)
+    verb = "replaced" if result.replaced else "installed"
+    click.echo(f"{verb} {result.path} ({', '.join('/dev/' + n for n in result.names)})")
+    for command in result.commands:
+        click.echo(f"ran: {command}")
+    if no_reload:
+        click.echo(
+            "udev not reloaded (--no-reload); the names appear after a reload or replug",
+            err=True,
+        )
