@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+BAUD = 230400  # LD19 line rate (baud, 8N1)
 HEADER = 0x54
 VER_LEN = 0x2C
 PACKET_SIZE = 47
@@ -98,6 +99,9 @@ class LD19Packets:
         host_ns: host receive time of the read that completed each packet (ns).
         stream_offset: offset of each packet's first byte in the parser's input
             stream (bytes since construction or the last :meth:`LD19Parser.reset`).
+        failures_before: candidate packets rejected (CRC or span sanity) since the
+            previous accepted packet.
+        lost_before: packets missing before this one, from the device-timestamp gap.
     """
 
     speed_deg_s: np.ndarray
@@ -108,6 +112,8 @@ class LD19Packets:
     intensity: np.ndarray
     host_ns: np.ndarray
     stream_offset: np.ndarray
+    failures_before: np.ndarray
+    lost_before: np.ndarray
 
     def __len__(self) -> int:
         return int(self.speed_deg_s.shape[0])
@@ -136,6 +142,8 @@ class LD19Packets:
             intensity=pts["intensity"].astype(np.uint8).reshape(-1, POINTS_PER_PACKET),
             host_ns=np.asarray(host_ns, dtype=np.int64),
             stream_offset=np.asarray(stream_offset, dtype=np.int64),
+            failures_before=np.zeros(rec.shape[0], dtype=np.int64),
+            lost_before=np.zeros(rec.shape[0], dtype=np.int64),
         )
 
     @classmethod
@@ -195,6 +203,7 @@ class LD19Parser:
         self._expect_header_at = -1  # stream offset right after the last good packet
         self._last_ts: int | None = None
         self._last_period_ms: float | None = None
+        self._pending_failures = 0
         self.counters = ParserCounters()
 
     def resync(self) -> None:
@@ -208,6 +217,7 @@ class LD19Parser:
         self._expect_header_at = -1
         self._last_ts = None
         self._last_period_ms = None
+        self._pending_failures = 0
 
     @property
     def pending_bytes(self) -> int:
@@ -251,6 +261,7 @@ class LD19Parser:
         # Candidates a sequential parser would have examined: those not inside an accepted packet.
         outside = self._outside(cand, accepted)
         c = self.counters
+        failed = cand[~good & outside]
         c.crc_failures += int(np.count_nonzero(~crc_ok & outside))
         c.span_failures += int(np.count_nonzero(crc_ok & ~sane & outside))
         c.packets += int(accepted.size)
@@ -266,6 +277,10 @@ class LD19Parser:
         out = LD19Packets.from_records(
             rec[sel], np.full(accepted.size, host_ns, dtype=np.int64), accepted + base
         )
+        per = np.bincount(np.searchsorted(accepted, failed), minlength=accepted.size + 1)
+        per[0] += self._pending_failures
+        out.failures_before = per[:-1].astype(np.int64)
+        self._pending_failures = int(per[-1])
         self._count_gaps(out)
         return out
 
@@ -297,11 +312,11 @@ class LD19Parser:
 
     def _count_unknown(self, buf: np.ndarray, base: int, accepted: np.ndarray) -> None:
         """Count ``0x54 <other type>`` found exactly where the next packet was expected."""
-        expected = accepted + PACKET_SIZE - base
+        expected = accepted + PACKET_SIZE
         if self._expect_header_at >= 0:
             expected = np.concatenate(([self._expect_header_at - base], expected))
         self._expect_header_at = -1
-        expected = expected[~np.isin(expected, accepted - base)]
+        expected = expected[~np.isin(expected, accepted)]
         checkable = expected + 1 < buf.size
         if expected.size and not checkable[-1]:
             self._expect_header_at = int(expected[-1]) + base
@@ -332,6 +347,7 @@ class LD19Parser:
         with np.errstate(invalid="ignore"):
             lost = np.rint(gap / ref) - 1
         valid = (prev_ts >= 0) & np.isfinite(lost) & (lost > 0)
+        pk.lost_before = np.where(valid, lost, 0).astype(np.int64)
         self.counters.timestamp_gaps += int(np.count_nonzero(valid))
         self.counters.lost_packets += int(lost[valid].sum())
         self._last_ts = int(ts[-1])

@@ -1,0 +1,309 @@
+"""Device clocks on the host timeline: unwrap a wrapping counter, fit offset and drift.
+
+Many devices stamp their data with a free-running counter that wraps (the LD19's
+millisecond timestamp wraps at 30000; a pod MCU's microsecond counter at 2**32).
+:class:`CounterUnwrapper` turns such a counter into a monotone int64 count, and
+:class:`DeviceClock` maps device time onto the host clock (``time.monotonic_ns``).
+
+The model: ``host_receive = a + b * device_time + latency``, where ``latency >= 0``
+(transmission, USB polling, OS scheduling) varies from packet to packet. Host
+receive times only ever lag, so the best information about ``a`` and ``b`` lies in
+the *lower envelope* of the points (device_time, host_time). The estimator keeps,
+for each window of ``window_s`` seconds of device time, the point with the smallest
+``host - b * device`` (the least delayed), and fits a line through the last
+``max_windows`` window minima by least squares. ``b`` is the drift (``b - 1`` in
+ppm, or the speed-up of an accelerated emulator, any positive slope works), ``a``
+the offset. What the fit cannot see is the *constant* part of the latency (the
+smallest delay ever seen): it ends up in the offset. Callers that know part of it
+(e.g. the time a packet takes on the wire) subtract it themselves.
+
+The stated uncertainty of a mapped time is ``sqrt(s**2 + se**2)``: ``s`` is the
+residual standard deviation of the window minima about the line (how far the
+least-delayed packet of a window wanders) and ``se`` the standard error of the
+fitted line at that device time. Until two windows exist the slope is the nominal
+one and the uncertainty is the spread of ``host - device`` seen so far.
+
+Usage (any counter)::
+
+    clock = DeviceClock(modulus=30000, tick_ns=1_000_000)    # LD19 ms stamps
+    dev_ns = clock.update(host_ns_array, raw_counter_array)  # unwrapped device ns
+    host_est_ns = clock.to_host(dev_ns)                      # on the host clock
+    clock.estimate()                                         # offset, drift, uncertainty
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+
+import numpy as np
+from sensorbench.errors import DriverError
+
+
+class CounterUnwrapper:
+    """Unwrap a counter that counts up modulo ``modulus`` into a monotone int64 count.
+
+    Args:
+        modulus: counter period in ticks (e.g. 30000 for LD19 ms; ``2**32``); None if
+            the counter never wraps.
+        max_backstep: ticks a counter may step backwards (jitter) without being taken
+            for a wrap; 0 for strictly non-decreasing counters.
+    """
+
+    def __init__(self, modulus: int | None, max_backstep: int = 0) -> None:
+        if modulus is not None and modulus < 2:
+            raise DriverError(f"counter modulus must be >= 2, got {modulus}")
+        if modulus is not None and not 0 <= max_backstep < modulus // 2:
+            raise DriverError("max_backstep must be >= 0 and below half the modulus")
+        self.modulus = modulus
+        self.max_backstep = int(max_backstep)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the history: the next value starts a new unwrapped count."""
+        self._last_raw: int | None = None
+        self._last: int = 0
+
+    @property
+    def last(self) -> int | None:
+        """The last unwrapped value, or None before any."""
+        return None if self._last_raw is None else self._last
+
+    def unwrap(self, raw: np.ndarray, expected_step: np.ndarray | None = None) -> np.ndarray:
+        """Unwrapped counts of ``raw`` (int64), continuing from the previous call.
+
+        Args:
+            raw: counter values in ``[0, modulus)``.
+            expected_step: ticks expected since the previous value, judged from
+                another clock (float, optional). Where it exceeds half the modulus
+                (a long silence), the whole periods it implies are added; shorter
+                steps are taken from the counter alone.
+        """
+        raw = np.asarray(raw, dtype=np.int64)
+        if raw.size == 0:
+            return raw.copy()
+        if self.modulus is None:
+            out = raw.copy()
+        else:
+            m = self.modulus
+            if np.any((raw < 0) | (raw >= m)):
+                raise DriverError(f"counter values must lie in [0, {m})")
+            prev = np.concatenate(
+                ([raw[0] if self._last_raw is None else self._last_raw], raw[:-1])
+            )
+            step = np.mod(raw - prev, m)
+            if self.max_backstep:
+                step = np.where(step >= m - self.max_backstep, step - m, step)
+            if expected_step is not None:
+                e = np.asarray(expected_step, dtype=np.float64)
+                wraps = np.where(e > m / 2, np.maximum(np.rint((e - step) / m), 0), 0)
+                step = step + wraps.astype(np.int64) * m
+            first = raw[0] if self._last_raw is None else self._last + step[0]
+            step[0] = 0
+            out = first + np.cumsum(step)
+        self._last_raw = int(raw[-1])
+        self._last = int(out[-1])
+        return out
+
+
+@dataclass(frozen=True)
+class ClockEstimate:
+    """The current device→host mapping ``host = offset_ns + slope * (device - ref)``.
+
+    Attributes:
+        ref_device_ns: device time the offset refers to (ns).
+        offset_ns: host time of ``ref_device_ns`` (ns), constant latency included.
+        slope: host seconds per device second (1 + drift; an N× emulator gives 1/N).
+        drift_ppm: ``(slope - 1) * 1e6``.
+        uncertainty_ns: 1-sigma uncertainty of a mapped time at the newest point (ns).
+        windows: window minima used by the fit.
+        points: points seen since the last reset.
+    """
+
+    ref_device_ns: int
+    offset_ns: int
+    slope: float
+    drift_ppm: float
+    uncertainty_ns: float
+    windows: int
+    points: int
+
+
+class DeviceClock:
+    """Online host↔device clock fit on the lower envelope of receive delays.
+
+    Args:
+        modulus: counter period in ticks, or None for a non-wrapping counter.
+        tick_ns: nanoseconds per counter tick (1_000_000 for ms, 1000 for µs).
+        window_s: device seconds per envelope window (s).
+        max_windows: window minima kept for the fit (sets the memory, s = max_windows * window_s).
+        nominal_slope: host seconds per device second assumed before the fit (1.0).
+        max_backstep: see :class:`CounterUnwrapper`.
+    """
+
+    def __init__(
+        self,
+        modulus: int | None,
+        tick_ns: int,
+        window_s: float = 1.0,
+        max_windows: int = 120,
+        nominal_slope: float = 1.0,
+        max_backstep: int = 0,
+    ) -> None:
+        if tick_ns <= 0 or window_s <= 0 or max_windows < 2 or nominal_slope <= 0:
+            raise DriverError("tick_ns, window_s, nominal_slope > 0 and max_windows >= 2 required")
+        self.tick_ns = int(tick_ns)
+        self.window_s = float(window_s)
+        self.max_windows = int(max_windows)
+        self.nominal_slope = float(nominal_slope)
+        self.unwrapper = CounterUnwrapper(modulus, max_backstep)
+        self.reset()
+
+    def reset(self) -> None:
+        """Start over (a device power cycle restarts its counter)."""
+        self.unwrapper.reset()
+        self._ref: tuple[int, int] | None = None  # (device ns, host ns) of the first point
+        self._windows: collections.deque[tuple[float, float]] = collections.deque(
+            maxlen=self.max_windows
+        )
+        self._open_id: int | None = None
+        self._open_pt: tuple[float, float] | None = None
+        self._slope = self.nominal_slope
+        self._icpt = 0.0
+        self._resid_var = np.inf
+        self._xbar = 0.0
+        self._sxx = 0.0
+        self._dmin = np.inf
+        self._dmax = -np.inf
+        self._last_x = 0.0
+        self._last_host: int | None = None
+        self.points = 0
+
+    # -- feeding ---------------------------------------------------------------------
+
+    def update(self, host_ns: np.ndarray, raw_ticks: np.ndarray) -> np.ndarray:
+        """Add observations; return the unwrapped device times (ns, int64).
+
+        Args:
+            host_ns: host receive time of each observation (ns), non-decreasing.
+            raw_ticks: the device counter of each observation (ticks, possibly wrapped).
+        """
+        host = np.asarray(host_ns, dtype=np.int64)
+        raw = np.asarray(raw_ticks, dtype=np.int64)
+        if host.shape != raw.shape:
+            raise DriverError("host_ns and raw_ticks must have the same shape")
+        if host.size == 0:
+            return raw.copy()
+        dev = self.unwrapper.unwrap(raw, self._expected_steps(host)) * self.tick_ns
+        if self._ref is None:
+            self._ref = (int(dev[0]), int(host[0]))
+        x = (dev - self._ref[0]) / 1e9
+        y = (host - self._ref[1]) / 1e9
+        self.points += int(host.size)
+        self._last_x = float(x[-1])
+        self._last_host = int(host[-1])
+        d = y - self.nominal_slope * x
+        self._dmin = min(self._dmin, float(d.min()))
+        self._dmax = max(self._dmax, float(d.max()))
+        self._add_to_windows(x, y)
+        return dev
+
+    def _expected_steps(self, host: np.ndarray) -> np.ndarray | None:
+        """Device ticks expected between observations from the host time between them."""
+        if self._last_host is None:
+            return None
+        prev = np.concatenate(([self._last_host], host[:-1]))
+        return (host - prev) / self._slope / self.tick_ns
+
+    def _add_to_windows(self, x: np.ndarray, y: np.ndarray) -> None:
+        wid = np.floor(x / self.window_s).astype(np.int64)
+        bounds = np.flatnonzero(np.diff(wid)) + 1
+        for part in np.split(np.arange(x.size), bounds):
+            w = int(wid[part[0]])
+            lag = y[part] - self._slope * x[part]
+            j = part[int(np.argmin(lag))]
+            pt = (float(x[j]), float(y[j]))
+            if self._open_id is None or w > self._open_id:
+                if self._open_pt is not None:
+                    self._windows.append(self._open_pt)
+                    self._fit()
+                self._open_id, self._open_pt = w, pt
+            elif self._open_pt is None or pt[1] - self._slope * pt[0] < (
+                self._open_pt[1] - self._slope * self._open_pt[0]
+            ):
+                self._open_pt = pt
+
+    def _fit(self) -> None:
+        pts = np.asarray(self._windows)
+        n = pts.shape[0]
+        if n < 2:
+            return
+        xs, ys = pts[:, 0], pts[:, 1]
+        xbar, ybar = xs.mean(), ys.mean()
+        sxx = float(np.sum((xs - xbar) ** 2))
+        if sxx <= 0:
+            return
+        slope = float(np.sum((xs - xbar) * (ys - ybar)) / sxx)
+        if slope <= 0:
+            return
+        self._slope = slope
+        self._icpt = float(ybar - slope * xbar)
+        self._xbar, self._sxx = float(xbar), sxx
+        resid = ys - (self._icpt + slope * xs)
+        self._resid_var = float(np.sum(resid**2) / (n - 2)) if n > 2 else np.inf
+
+    # -- mapping ---------------------------------------------------------------------
+
+    @property
+    def fitted(self) -> bool:
+        """True once the line rests on at least two closed windows."""
+        return len(self._windows) >= 2 and self._sxx > 0
+
+    def _line(self) -> tuple[float, float]:
+        """(intercept, slope) of host-s vs device-s relative to the reference point."""
+        if self.fitted:
+            return self._icpt, self._slope
+        icpt = self._dmin if np.isfinite(self._dmin) else 0.0
+        if self._open_pt is not None:
+            icpt = min(icpt, self._open_pt[1] - self.nominal_slope * self._open_pt[0])
+        return icpt, self.nominal_slope
+
+    def to_host(self, device_ns: np.ndarray | int) -> np.ndarray:
+        """Host times (ns, int64) of unwrapped device times ``device_ns`` (ns)."""
+        if self._ref is None:
+            raise DriverError("the device clock has no observations yet")
+        icpt, slope = self._line()
+        x = (np.asarray(device_ns, dtype=np.int64) - self._ref[0]) / 1e9
+        return self._ref[1] + np.rint((icpt + slope * x) * 1e9).astype(np.int64)
+
+    def uncertainty_ns(self, device_ns: np.ndarray | int | None = None) -> np.ndarray | float:
+        """1-sigma uncertainty (ns) of :meth:`to_host` at ``device_ns`` (default: newest)."""
+        if self._ref is None:
+            return float("inf")
+        if device_ns is None:
+            x = np.asarray(self._last_x)
+        else:
+            x = (np.asarray(device_ns, dtype=np.int64) - self._ref[0]) / 1e9
+        if not self.fitted or not np.isfinite(self._resid_var):
+            spread = self._dmax - self._dmin if np.isfinite(self._dmin) else np.inf
+            out = np.full(np.shape(x), spread * 1e9)
+        else:
+            n = len(self._windows)
+            se2 = self._resid_var * (1.0 / n + (x - self._xbar) ** 2 / self._sxx)
+            out = np.sqrt(self._resid_var + se2) * 1e9
+        return float(out) if np.ndim(out) == 0 else out
+
+    def estimate(self) -> ClockEstimate:
+        """The current mapping and its uncertainty."""
+        if self._ref is None:
+            raise DriverError("the device clock has no observations yet")
+        icpt, slope = self._line()
+        return ClockEstimate(
+            ref_device_ns=self._ref[0],
+            offset_ns=self._ref[1] + round(icpt * 1e9),
+            slope=slope,
+            drift_ppm=(slope - 1.0) * 1e6,
+            uncertainty_ns=float(self.uncertainty_ns()),
+            windows=len(self._windows),
+            points=self.points,
+        )

@@ -1,0 +1,144 @@
+"""The live LD19 reader: serial bytes → raw stream + complete turns in the session.
+
+Built on :class:`~sensorbench.drivers.serial_reader.SerialReader` (open deadline,
+short reads, stale/unplug/reconnect events). Per received chunk: the raw bytes go
+to the session's raw stream, the :class:`~sensorbench.drivers.ld19_parser.LD19Parser`
+decodes the packets it completes, the
+:class:`~sensorbench.drivers.ld19_turns.TurnAssembler` turns them into complete
+turns (host times from the device clock), which are appended to the lidar stream.
+After an unplug the parser tail, the turn in progress and the device clock are
+dropped (the unit power-cycled: its timestamp restarted); the first complete turn
+after the reconnect is flagged ``AFTER_RECONNECT``.
+
+The official SDK's near filter (:mod:`~sensorbench.drivers.ld19_near_filter`) can be
+applied before storage with ``near_filter=True``; it is off by default because the
+raw points are the evidence and filtering is an analysis choice.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+from sensorbench.drivers.ld19_near_filter import near_filter_turns
+from sensorbench.drivers.ld19_parser import BAUD, HEADER, VER_LEN, LD19Parser
+from sensorbench.drivers.ld19_turns import TurnAssembler
+from sensorbench.drivers.serial_reader import SerialReader
+from sensorbench.logs import LidarTurns
+
+if TYPE_CHECKING:
+    from sensorbench.logs import SessionWriter
+
+
+class LD19Reader(SerialReader):
+    """Reads one LD19 on ``port`` and records raw bytes and turns.
+
+    Args:
+        name: device name (stream names in the session).
+        port: serial path, preferably the stable udev name.
+        writer: session writer, or None to keep turns in memory only.
+        attrs: extra lidar stream attributes (serial, frame, mount_xy_yaw...).
+        near_filter: mark points the official SDK's near filter rejects as nan before storage.
+        keep_turns: also keep every turn in :attr:`turns` (tests, bring-up checks).
+        **kwargs: :class:`SerialReader` options (deadlines, backoff, read size).
+    """
+
+    kind = "ld19"
+
+    def __init__(
+        self,
+        name: str,
+        port: str | os.PathLike[str],
+        writer: SessionWriter | None = None,
+        *,
+        attrs: dict[str, Any] | None = None,
+        near_filter: bool = False,
+        keep_turns: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(name, port, BAUD, writer, **kwargs)
+        self.attrs = dict(attrs or {})
+        self.near_filter = near_filter
+        self.keep_turns = keep_turns
+        self.parser = LD19Parser()
+        self.assembler = TurnAssembler()
+        self.turns: list[LidarTurns] = []
+        self.candidates_seen = 0
+        self._tail_byte = -1
+        self._turns_lock = threading.Lock()
+
+    # -- hooks -------------------------------------------------------------------------
+
+    def declare_streams(self, writer: SessionWriter) -> None:
+        """Add the lidar stream (angles rad CCW, ranges m, times ns)."""
+        attrs = {
+            "model": "LD19",
+            "port_path": self.port,
+            "baud": BAUD,
+            "near_filter": self.near_filter,
+            "time_base": "host monotonic_ns via device clock (lower envelope of receive times)",
+            "native": "clockwise 0.01 deg, mm, ms timestamps wrapping at 30000",
+            **self.attrs,
+        }
+        writer.add_lidar(self.name, attrs=attrs)
+
+    def raw_attrs(self) -> dict[str, Any]:
+        """Raw stream attributes: port, baud, protocol."""
+        return {**super().raw_attrs(), "protocol": "ld19"}
+
+    def consume(self, t_ns: int, data: bytes) -> int:
+        """Parse a chunk, store complete turns; return packets decoded."""
+        self._count_candidates(data)
+        packets = self.parser.feed(data, t_ns)
+        if len(packets) == 0:
+            return 0
+        turns = self.assembler.push(packets)
+        if turns.n_turns:
+            if self.near_filter:
+                turns = near_filter_turns(turns)
+            if self.writer is not None:
+                self.writer.append_turns(self.name, turns)
+            if self.keep_turns:
+                with self._turns_lock:
+                    self.turns.append(turns)
+        return len(packets)
+
+    def on_reconnect(self) -> None:
+        """The unit power-cycled: drop the parser tail, the turn in progress, the clock."""
+        self.parser.resync()
+        self.assembler.reset(after_reconnect=True)
+        self._tail_byte = -1
+
+    def diagnose(self) -> str:
+        """Bytes, candidate headers and valid packets seen, with the likely cause."""
+        c = self.parser.counters
+        if self.bytes_total == 0:
+            cause = "the device sends nothing: is it powered, and is this its port?"
+        elif self.candidates_seen == 0:
+            cause = "no 54 2C header at all: wrong baud rate or not an LD19?"
+        else:
+            cause = "headers but no valid CRC: wrong baud rate or not an LD19?"
+        return (
+            f"{self.bytes_total} bytes, {self.candidates_seen} candidate headers, "
+            f"{c.packets} valid ({c.crc_failures} CRC failures): {cause}"
+        )
+
+    def counters(self) -> tuple[int, int, int, int]:
+        """(CRC failures, packets lost, points decoded, turns) since start."""
+        c = self.parser.counters
+        return (c.crc_failures, c.lost_packets, 12 * c.packets, self.assembler.turns_out)
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _count_candidates(self, data: bytes) -> None:
+        """Count ``54 2C`` pairs in the byte stream (for the diagnosis only)."""
+        self.candidates_seen += data.count(bytes((HEADER, VER_LEN)))
+        if self._tail_byte == HEADER and data[:1] == bytes((VER_LEN,)):
+            self.candidates_seen += 1
+        self._tail_byte = data[-1] if data else self._tail_byte
+
+    def collected(self) -> LidarTurns:
+        """Every turn kept so far (``keep_turns=True``), as one batch."""
+        with self._turns_lock:
+            return LidarTurns.concat(list(self.turns))
