@@ -1,0 +1,385 @@
+"""Range noise by distance band and the outlier classifier, from static stretches.
+
+Reference scan: within each static stretch, the median range per bearing bin
+(bin width = the lidar's angular step, rounded so that a whole number of bins
+fill the circle; ``inf`` counts, so a bearing that mostly sees nothing has an
+``inf`` reference). A point's reference is the linear interpolation of the two
+bins around its bearing, which removes the range gradient of oblique surfaces.
+
+Depth discontinuities: between neighbouring bins whose references differ by more
+than ``tol = max(jump_abs_m, jump_rel × nearer range)`` (a *steep* pair) and
+neither bin's reference is predicted within ``tol`` by the straight line through
+the two bins beyond it (that would be one oblique surface seen near grazing), or
+where one reference is ``inf`` and the other is not. Points within ``edge_bins``
+bins of a discontinuity are in an *edge zone*.
+
+Range noise: residual of each finite point against the reference built from the
+*other* half of the stretch's turns (odd against even and back), so that a point
+never pulls its own reference; only points outside edge zones, away from steep
+pairs (grazing incidence) and, in a second pass, away from kinks (corners, where
+the reference's second difference exceeds the first-pass σ). Banded by the
+reference range; per band σ = 1.4826 × MAD of the pooled residuals (robust to
+outliers), divided by ``sqrt(1 + π / (3 n))`` for the noise of a median
+reference over ``n`` turns interpolated between two bins (variance π σ² / 2n at
+a bin centre, 2/3 of that on average). Standard error 1.166 σ / √N.
+
+Classifier, for every finite return in a static stretch (``σ(r)`` interpolates
+the band estimates, ``k = outlier_k``):
+
+* a return within ``k σ`` of a surface is on it, where the surfaces are the
+  references of the bins within ``edge_bins`` of its bearing, the interpolation
+  between the two bins around it, and the straight-line extrapolations from the
+  two bins on either side (corners, oblique surfaces right at an edge), each of
+  the last three only where its two bins are not split by a discontinuity;
+* a return on no surface is an **edge outlier** (a mixed pixel) if it lies in an
+  edge zone, between the nearest and the farthest surface of the zone, and
+  otherwise a *false-point candidate* (this includes any return where every
+  nearby reference is ``inf``); otherwise, if its range lies between the nearest and
+  the farthest surface of the zone it is an **edge outlier** (a mixed pixel), and
+  if not it is a false-point candidate;
+* a false-point candidate is an **isolated false point** unless the previous or
+  next point of the same turn is also a candidate at a similar range
+  (``max(k σ, 3 %)``): such clusters are transient objects, reported apart.
+
+An edge outlier within ``k σ`` of either surface cannot be told from a surface
+return, so the edge-outlier fraction is a lower bound by that margin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from sensorbench.characterize.scan_bins import TWO_PI, angle_bins, grouped_median, turn_index
+from sensorbench.logs import LidarTurns
+
+DEFAULT_BANDS_M = (0.02, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0)
+MAD_TO_SIGMA = 1.482602218505602
+MAD_SE_FACTOR = 1.1664
+MIN_BAND_POINTS = 30
+SIGMA_FLOOR_M = 1e-3
+LABEL_UNUSED, LABEL_NORMAL, LABEL_EDGE, LABEL_FALSE, LABEL_TRANSIENT, LABEL_MISSING = (
+    -1,
+    0,
+    1,
+    2,
+    3,
+    4,
+)
+
+
+@dataclass
+class NoiseReport:
+    """Range noise and outlier figures of the static stretches.
+
+    ``labels``: per point of the stream, one of the ``LABEL_*`` codes.
+    ``bands``: one dict per band with ``lo_m``, ``hi_m``, ``sigma_m`` (nan when
+    fewer than 30 points), ``se_m``, ``n_points``, ``n_bins``. Fractions are of
+    all non-invalid samples (returns and no-returns) in the static stretches.
+    """
+
+    n_stretches: int
+    static_s: float
+    n_turns: int
+    n_samples: int
+    bands: list[dict]
+    edge_outliers: int
+    false_points: int
+    transient_points: int
+    missing_returns: int
+    outlier_k: float
+    labels: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.int8))
+    plot: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def edge_outlier_pct(self) -> float:
+        """Edge outliers, % of samples."""
+        return 100.0 * self.edge_outliers / self.n_samples
+
+    @property
+    def false_point_pct(self) -> float:
+        """Isolated false points, % of samples."""
+        return 100.0 * self.false_points / self.n_samples
+
+    def as_dict(self) -> dict:
+        """JSON-ready dict (without plot data)."""
+        n = self.n_samples
+
+        def pct_se(count: int) -> float:
+            p = count / n
+            return 100.0 * float(np.sqrt(max(p * (1 - p), 1.0 / n) / n))
+
+        return {
+            "n_stretches": self.n_stretches,
+            "static_s": self.static_s,
+            "n_turns": self.n_turns,
+            "n_samples": n,
+            "bands": self.bands,
+            "edge_outliers": self.edge_outliers,
+            "edge_outlier_pct": self.edge_outlier_pct,
+            "edge_outlier_pct_se": pct_se(self.edge_outliers),
+            "false_points": self.false_points,
+            "false_point_pct": self.false_point_pct,
+            "false_point_pct_se": pct_se(self.false_points),
+            "transient_points": self.transient_points,
+            "missing_returns": self.missing_returns,
+            "missing_return_pct": 100.0 * self.missing_returns / n,
+            "outlier_k": self.outlier_k,
+        }
+
+
+def _dilate(mask: np.ndarray, w: int) -> np.ndarray:
+    out = mask.copy()
+    for k in range(1, w + 1):
+        out |= np.roll(mask, k, axis=1) | np.roll(mask, -k, axis=1)
+    return out
+
+
+def range_noise(
+    turns: LidarTurns,
+    stretch: np.ndarray,
+    step_rad: float,
+    period_s: float,
+    bands_m: tuple[float, ...] = DEFAULT_BANDS_M,
+    jump_abs_m: float = 0.05,
+    jump_rel: float = 0.03,
+    edge_bins: int = 2,
+    outlier_k: float = 5.0,
+) -> NoiseReport:
+    """Range noise per band and outlier counts over the static stretches.
+
+    Args:
+        turns: the stream.
+        stretch: per turn, static-stretch number or -1 (see ``detect_static``).
+        step_rad: the lidar's angular step (rad).
+        period_s: nominal turn period (s), for the reported static time.
+        bands_m: band edges (m).
+        jump_abs_m, jump_rel: depth-discontinuity threshold (m, fraction of range).
+        edge_bins: half-width (bins) of an edge zone.
+        outlier_k: outlier threshold in σ.
+    """
+    n_str = int(stretch.max()) + 1
+    n_bins = int(np.floor(TWO_PI / step_rad))
+    width = TWO_PI / n_bins
+    tid_all = turn_index(turns.count)
+    sel = (stretch[tid_all] >= 0) & ~np.isnan(turns.range)
+    idx = np.flatnonzero(sel)
+    r = turns.range[idx].astype(np.float64)
+    ang = turns.angle[idx].astype(np.float64)
+    sid = stretch[tid_all[idx]]
+
+    ref_flat, cnt = grouped_median(sid * n_bins + angle_bins(ang, n_bins), r, n_str * n_bins)
+    ref = ref_flat.reshape(n_str, n_bins)
+    nxt = np.roll(ref, -1, axis=1)
+    fin_a, fin_b = np.isfinite(ref), np.isfinite(nxt)
+    prv, nxt2 = np.roll(ref, 1, axis=1), np.roll(ref, -2, axis=1)
+    with np.errstate(invalid="ignore"):
+        tol = np.maximum(jump_abs_m, jump_rel * np.minimum(ref, nxt))
+        steep = np.abs(nxt - ref) > tol
+        smooth = (np.abs(nxt - (2 * ref - prv)) <= tol) | (np.abs(ref - (2 * nxt - nxt2)) <= tol)
+    jump = (fin_a != fin_b) | np.isnan(ref) | np.isnan(nxt) | (fin_a & fin_b & steep & ~smooth)
+    zone = _dilate(jump, edge_bins)
+    steep |= np.roll(steep, 1, axis=1)
+
+    u = np.mod(ang, TWO_PI) / width
+    b0 = np.floor(u).astype(np.int64) % n_bins
+    f = u - np.floor(u)
+    b1 = (b0 + 1) % n_bins
+    ra, rb = ref[sid, b0], ref[sid, b1]
+    with np.errstate(invalid="ignore"):
+        ref_i = np.where(np.isfinite(ra) & np.isfinite(rb), ra * (1 - f) + rb * f, ra)
+    edge = zone[sid, b0]
+    finite_r = np.isfinite(r)
+
+    # noise residuals against a reference built from the other half of the turns
+    # (odd turns against even ones and back), so a point never shifts its own reference
+    half = tid_all[idx] % 2
+    cross_flat, _ = grouped_median(
+        (sid * 2 + half) * n_bins + angle_bins(ang, n_bins), r, 2 * n_str * n_bins
+    )
+    cross = cross_flat.reshape(n_str * 2, n_bins)
+    other = sid * 2 + 1 - half
+    ca, cb = cross[other, b0], cross[other, b1]
+    with np.errstate(invalid="ignore"):
+        cross_i = np.where(np.isfinite(ca) & np.isfinite(cb), ca * (1 - f) + cb * f, np.nan)
+    n_half = np.bincount(
+        (stretch * 2 + np.arange(stretch.size) % 2)[stretch >= 0], minlength=2 * n_str
+    )[other]
+    res_all = r - cross_i
+    quiet = ~edge & ~steep[sid, b0] & finite_r & np.isfinite(ref_i) & np.isfinite(cross_i)
+    bands = _band_sigmas(res_all, ref_i, quiet, sid * n_bins + b0, n_half, bands_m)
+    sigma_at = _sigma_lookup(bands, bands_m)
+    # second pass without bins at kinks (corners), where the interpolated
+    # reference is off by more than a fraction of the noise
+    curv = np.abs(nxt - 2 * ref + np.roll(ref, 1, axis=1))
+    with np.errstate(invalid="ignore"):
+        kink = curv > sigma_at(np.nan_to_num(ref, nan=0.0, posinf=0.0))
+    quiet &= ~kink[sid, b0] & ~kink[sid, b1]
+    bands = _band_sigmas(res_all, ref_i, quiet, sid * n_bins + b0, n_half, bands_m)
+    sigma_at = _sigma_lookup(bands, bands_m)
+    res = res_all[quiet]
+
+    cand, edge_out = _classify(
+        r, f, sid, b0, edge, ref, ref_i, jump, edge_bins, outlier_k, sigma_at
+    )
+
+    full_cand = np.zeros(turns.n_points, dtype=bool)
+    full_cand[idx] = cand
+    rng_full = turns.range.astype(np.float64)
+    clustered = np.zeros(r.size, dtype=bool)
+    ci = idx[cand]
+    for step in (-1, 1):
+        nbr = ci + step
+        okn = (nbr >= 0) & (nbr < turns.n_points)
+        nbr_c = np.clip(nbr, 0, turns.n_points - 1)
+        rc = rng_full[ci]
+        tol = np.maximum(outlier_k * sigma_at(rc), 0.03 * rc)
+        with np.errstate(invalid="ignore"):
+            close = np.abs(rng_full[nbr_c] - rc) <= tol
+        hit = okn & (tid_all[nbr_c] == tid_all[ci]) & full_cand[nbr_c] & close
+        clustered[np.flatnonzero(cand)[hit]] = True
+    false_pt = cand & ~clustered
+    missing = ~edge & np.isinf(r) & np.isfinite(ref_i)
+
+    labels = np.full(turns.n_points, LABEL_UNUSED, dtype=np.int8)
+    sub = np.full(r.size, LABEL_NORMAL, dtype=np.int8)
+    sub[edge_out] = LABEL_EDGE
+    sub[false_pt] = LABEL_FALSE
+    sub[cand & clustered] = LABEL_TRANSIENT
+    sub[missing] = LABEL_MISSING
+    labels[idx] = sub
+    n_turns = int(np.sum(stretch >= 0))
+    first = sid == 0
+    bin_sigma, _ = grouped_median((sid[quiet] * n_bins + b0[quiet]), np.abs(res), n_str * n_bins)
+    plot = {
+        "ref_angle": np.arange(n_bins) * width,
+        "ref_range": ref[0],
+        "bin_range": ref_flat,
+        "bin_sigma": MAD_TO_SIGMA * bin_sigma,
+        "bin_count": cnt,
+        "edge_xy": _xy(r, ang, edge_out & first),
+        "false_xy": _xy(r, ang, false_pt & first),
+    }
+    return NoiseReport(
+        n_stretches=n_str,
+        static_s=n_turns * period_s,
+        n_turns=n_turns,
+        n_samples=int(r.size),
+        bands=bands,
+        edge_outliers=int(edge_out.sum()),
+        false_points=int(false_pt.sum()),
+        transient_points=int((cand & clustered).sum()),
+        missing_returns=int(missing.sum()),
+        outlier_k=outlier_k,
+        labels=labels,
+        plot=plot,
+    )
+
+
+def _band_sigmas(
+    res: np.ndarray,
+    ref_i: np.ndarray,
+    use: np.ndarray,
+    keys: np.ndarray,
+    n_turns: np.ndarray,
+    bands_m: tuple[float, ...],
+) -> list[dict]:
+    """Robust σ (m) of the residuals ``res[use]`` per band of reference range."""
+    band = np.digitize(ref_i[use], bands_m) - 1
+    res, keys, n_turns = res[use], keys[use], n_turns[use]
+    out: list[dict] = []
+    for j in range(len(bands_m) - 1):
+        in_band = band == j
+        rj = res[in_band]
+        sigma = se = float("nan")
+        if rj.size >= MIN_BAND_POINTS:
+            n_eff = float(np.median(n_turns[in_band]))
+            mad = float(np.median(np.abs(rj - np.median(rj))))
+            sigma = MAD_TO_SIGMA * mad / np.sqrt(1.0 + np.pi / (3.0 * n_eff))
+            se = MAD_SE_FACTOR * sigma / np.sqrt(rj.size)
+        out.append(
+            {
+                "lo_m": float(bands_m[j]),
+                "hi_m": float(bands_m[j + 1]),
+                "sigma_m": sigma,
+                "se_m": se,
+                "n_points": int(rj.size),
+                "n_bins": int(np.unique(keys[in_band]).size),
+            }
+        )
+    return out
+
+
+def _sigma_lookup(
+    bands: list[dict], bands_m: tuple[float, ...]
+) -> Callable[[np.ndarray], np.ndarray]:
+    """σ(range) as a step function of the bands; empty bands take the nearest measured one."""
+    sig = np.array([b["sigma_m"] for b in bands])
+    good = np.flatnonzero(np.isfinite(sig))
+    if good.size == 0:
+        sig = np.full(sig.size, SIGMA_FLOOR_M)
+    else:
+        idx = np.arange(sig.size)
+        nearest = good[np.argmin(np.abs(idx[:, None] - good[None, :]), axis=1)]
+        sig = sig[nearest]
+    edges = np.asarray(bands_m, dtype=float)
+
+    def sigma_at(x: np.ndarray) -> np.ndarray:
+        j = np.clip(np.digitize(x, edges) - 1, 0, sig.size - 1)
+        return np.maximum(sig[j], SIGMA_FLOOR_M)
+
+    return sigma_at
+
+
+def _classify(
+    r: np.ndarray,
+    f: np.ndarray,
+    sid: np.ndarray,
+    b0: np.ndarray,
+    edge: np.ndarray,
+    ref: np.ndarray,
+    ref_i: np.ndarray,
+    jump: np.ndarray,
+    edge_bins: int,
+    outlier_k: float,
+    sigma_at: Callable[[np.ndarray], np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """False-point candidates and edge outliers (boolean arrays over ``r``)."""
+    n_bins = ref.shape[1]
+    cand = np.zeros(r.size, dtype=bool)
+    edge_out = np.zeros(r.size, dtype=bool)
+    e = np.flatnonzero(np.isfinite(r))
+    offs = np.arange(-edge_bins, edge_bins + 2)
+    nb = ref[sid[e, None], (b0[e, None] + offs[None, :]) % n_bins]
+    re = r[e, None]
+    fe = f[e]
+    c = edge_bins  # column of b0 in nb
+    se_, b0e = sid[e], b0[e]
+    surfaces = np.column_stack(
+        [
+            nb,
+            np.where(jump[se_, b0e], np.nan, ref_i[e]),
+            np.where(
+                jump[se_, (b0e - 1) % n_bins], np.nan, nb[:, c] + fe * (nb[:, c] - nb[:, c - 1])
+            ),
+            np.where(
+                jump[se_, (b0e + 1) % n_bins],
+                np.nan,
+                nb[:, c + 1] - (1 - fe) * (nb[:, c + 2] - nb[:, c + 1]),
+            ),
+        ]
+    )
+    with np.errstate(invalid="ignore"):
+        tol = outlier_k * sigma_at(np.nan_to_num(surfaces, nan=0.0, posinf=0.0, neginf=0.0))
+        on_surface = np.any(np.abs(re - surfaces) <= tol, axis=1)
+    near = np.min(np.where(np.isfinite(nb), nb, np.inf), axis=1)
+    far = np.max(np.where(np.isnan(nb), -np.inf, nb), axis=1)
+    between = edge[e] & (re[:, 0] > near) & (re[:, 0] < far)
+    edge_out[e] = ~on_surface & between
+    cand[e] = ~on_surface & ~between
+    return cand, edge_out
+
+
+def _xy(r: np.ndarray, ang: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    return np.column_stack([r[mask] * np.cos(ang[mask]), r[mask] * np.sin(ang[mask])])

@@ -1,0 +1,245 @@
+"""Characterize one lidar stream of a session: a datasheet from measured data.
+
+Timing (rate, jitter, points per turn, skipped turns, gaps, USB drop-offs) comes
+from every turn (:mod:`.lidar_timing`). Range noise by distance band and the
+outlier fractions need a static scene: :mod:`.lidar_static` finds the static
+stretches and :mod:`.lidar_noise` measures them. Without a static stretch the
+characterization refuses (``FitError``) unless only timing is asked for.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+from sensorbench.characterize.lidar_noise import DEFAULT_BANDS_M, NoiseReport, range_noise
+from sensorbench.characterize.lidar_static import StaticDetection, detect_static
+from sensorbench.characterize.lidar_timing import (
+    TimingStats,
+    angular_step_rad,
+    timing_stats,
+    turn_start_s,
+)
+from sensorbench.errors import FitError, SessionError
+from sensorbench.logs import Event, LidarTurns, Session
+
+
+@dataclass(frozen=True)
+class StaticOptions:
+    """Knobs of the static-stretch detector and the noise/outlier measurement.
+
+    Attributes:
+        lag_s: lag (s) over which motion must show.
+        factor: static threshold as a multiple of the lag-1 noise floor.
+        min_static_s: shortest static stretch (s).
+        bands_m: range band edges (m).
+        outlier_k: outlier threshold (σ).
+    """
+
+    lag_s: float = 1.0
+    factor: float = 2.5
+    min_static_s: float = 3.0
+    bands_m: tuple[float, ...] = DEFAULT_BANDS_M
+    outlier_k: float = 5.0
+
+
+@dataclass
+class LidarCharacterization:
+    """Everything measured about one lidar stream."""
+
+    device: str
+    model: str
+    source: str
+    timing: TimingStats
+    detection: StaticDetection | None
+    noise: NoiseReport | None
+    periods_s: np.ndarray = field(repr=False)
+    turns: LidarTurns = field(repr=False)
+
+    def as_dict(self) -> dict:
+        """One JSON-ready document (nan becomes None)."""
+        static = None
+        if self.detection is not None:
+            static = {
+                "stretches": self.detection.n_stretches,
+                "lag_turns": self.detection.lag_turns,
+                "change_floor_m": self.detection.floor_m,
+                "change_threshold_m": self.detection.threshold_m,
+            }
+        doc = {
+            "device": self.device,
+            "model": self.model,
+            "source": self.source,
+            "timing": self.timing.as_dict(),
+            "static": static,
+            "noise": None if self.noise is None else self.noise.as_dict(),
+        }
+        return _clean(doc)
+
+    def table(self) -> str:
+        """A datasheet-like text table."""
+        t = self.timing
+        ms = 1e3
+        pp = t.period_percentiles_s
+        ja = t.jitter_abs_percentiles_s
+        ppt = t.points_per_turn
+        rows = [
+            (
+                "Scan rate",
+                f"{t.rate_hz:.3f} Hz (device reports {t.reported_speed_hz:.2f} Hz)",
+            ),
+            (
+                "Turn period",
+                f"p50 {pp['p50'] * ms:.1f} ms, p5–p95 {pp['p5'] * ms:.1f}–{pp['p95'] * ms:.1f} ms, "
+                f"p1–p99 {pp['p1'] * ms:.1f}–{pp['p99'] * ms:.1f} ms",
+            ),
+            (
+                "Period jitter",
+                f"σ {t.jitter_std_s * ms:.2f} ms; |Δ| p50 {ja['p50'] * ms:.2f}, "
+                f"p95 {ja['p95'] * ms:.2f}, p99 {ja['p99'] * ms:.2f} ms",
+            ),
+            (
+                "Points per turn",
+                f"{ppt['median']:.0f} (p5–p95 {ppt['p5']:.0f}–{ppt['p95']:.0f}, "
+                f"min {ppt['min']:.0f}, max {ppt['max']:.0f})",
+            ),
+            ("Angular step", f"{t.angular_step_deg:.3f}°"),
+            ("Skipped turns", f"{t.skipped_turns} ({t.skipped_pct:.2f} %)"),
+            ("Longest gap", f"{t.longest_gap_s * ms:.1f} ms at t = {t.longest_gap_at_s:.1f} s"),
+            (
+                "USB drop-offs",
+                f"{t.usb_unplugs} unplugs, {t.usb_reconnects} reconnects, {t.usb_stale} stale, "
+                f"{t.usb_dropoff_gaps} gaps",
+            ),
+        ]
+        n = self.noise
+        if n is not None:
+            d = n.as_dict()
+            rows.append(("Static data", f"{n.static_s:.1f} s in {n.n_stretches} stretch(es)"))
+            for b in n.bands:
+                if b["n_points"] == 0:
+                    continue
+                label = f"  σ {b['lo_m']:g}–{b['hi_m']:g} m"
+                if np.isfinite(b["sigma_m"]):
+                    value = (
+                        f"{b['sigma_m'] * 1e3:.2f} ± {b['se_m'] * 1e3:.2f} mm "
+                        f"({b['n_points']} pts, {b['n_bins']} bearings)"
+                    )
+                else:
+                    value = f"too few points ({b['n_points']})"
+                rows.append((label, value))
+            rows += [
+                (
+                    "Edge outliers",
+                    f"{d['edge_outlier_pct']:.3f} ± {d['edge_outlier_pct_se']:.3f} %",
+                ),
+                (
+                    "Isolated false points",
+                    f"{d['false_point_pct']:.3f} ± {d['false_point_pct_se']:.3f} %",
+                ),
+                ("Transient clusters", f"{n.transient_points} points"),
+                ("Missing returns", f"{d['missing_return_pct']:.3f} %"),
+            ]
+        width = max(len(r[0]) for r in rows)
+        head = (
+            f"{self.model or 'lidar'} {self.device!r} from {self.source}: {t.n_turns} turns, "
+            f"{t.duration_s:.1f} s, {t.clock} clock"
+        )
+        return "\n".join([head, *(f"{k:<{width}}  {v}" for k, v in rows)])
+
+
+def _clean(obj: object) -> object:
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def characterize_turns(
+    turns: LidarTurns,
+    events: Iterable[Event] = (),
+    sources: Iterable[str] = (),
+    device: str = "lidar",
+    model: str = "",
+    source: str = "",
+    timing_only: bool = False,
+    options: StaticOptions | None = None,
+) -> LidarCharacterization:
+    """Characterize a lidar stream held in memory.
+
+    Raises:
+        FitError: too few turns, or no static stretch (unless ``timing_only``).
+    """
+    opt = options or StaticOptions()
+    timing = timing_stats(turns, events, sources)
+    t_s, _ = turn_start_s(turns)
+    periods = np.diff(t_s)
+    if timing_only:
+        return LidarCharacterization(device, model, source, timing, None, None, periods, turns)
+    det = detect_static(
+        turns, timing.nominal_period_s, opt.lag_s, factor=opt.factor, min_static_s=opt.min_static_s
+    )
+    if det.n_stretches == 0:
+        change = det.change_m[np.isfinite(det.change_m)]
+        detail = (
+            f"typical per-bearing change {np.median(change) * 1e3:.0f} mm between turns "
+            f"{opt.lag_s:g} s apart; a still scene stays under {det.threshold_m * 1e3:.0f} mm"
+            if change.size
+            else "too few bearings with returns to compare turns"
+        )
+        raise FitError(
+            f"lidar {device!r}: no static stretch of at least {opt.min_static_s:g} s ({detail}). "
+            "Range noise and outliers need the lidar and the scene standing still: record a "
+            "static stretch, or ask for the timing figures alone (--timing-only)."
+        )
+    noise = range_noise(
+        turns,
+        det.stretch,
+        angular_step_rad(turns),
+        timing.nominal_period_s,
+        bands_m=opt.bands_m,
+        outlier_k=opt.outlier_k,
+    )
+    return LidarCharacterization(device, model, source, timing, det, noise, periods, turns)
+
+
+def characterize_session(
+    path: str | os.PathLike[str],
+    device: str,
+    timing_only: bool = False,
+    options: StaticOptions | None = None,
+) -> LidarCharacterization:
+    """Characterize lidar stream ``device`` of the session file at ``path``.
+
+    Raises:
+        SessionError: unreadable file or no such lidar stream (the message lists them).
+        FitError: see :func:`characterize_turns`.
+    """
+    with Session(path) as s:
+        names = s.lidar_names()
+        if device not in names:
+            raise SessionError(
+                f"{path}: no lidar stream {device!r}; streams: {', '.join(names) or 'none'}"
+            )
+        stream = s.lidar(device)
+        attrs = stream.attrs
+        turns = stream.read()
+        events = s.events()
+    sources = {device, *(str(attrs[k]) for k in ("port_path", "frame") if attrs.get(k))}
+    return characterize_turns(
+        turns,
+        events,
+        sources,
+        device=device,
+        model=str(attrs.get("model", "")),
+        source=os.fspath(path),
+        timing_only=timing_only,
+        options=options,
+    )

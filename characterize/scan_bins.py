@@ -1,0 +1,52 @@
+"""Vectorised helpers for binned lidar scans: grouped medians and angle bins.
+
+Used by the lidar characterization and the dual-scan merge. Angles are radians
+in [0, 2π); ranges are metres with ``inf`` for "no return".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+TWO_PI = 2.0 * np.pi
+
+
+def angle_bins(angle_rad: np.ndarray, n_bins: int) -> np.ndarray:
+    """Bin index in ``[0, n_bins)`` of each angle; bin ``b`` is centred on ``b·2π/n_bins``."""
+    width = TWO_PI / n_bins
+    return (
+        np.floor(
+            np.mod(np.asarray(angle_rad, dtype=np.float64) + 0.5 * width, TWO_PI) / width
+        ).astype(np.int64)
+        % n_bins
+    )
+
+
+def grouped_median(
+    keys: np.ndarray, values: np.ndarray, n_groups: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Median of ``values`` per integer key in ``[0, n_groups)``.
+
+    ``inf`` values take part (a group of mostly ``inf`` has median ``inf``); drop
+    ``nan`` before calling. Returns ``(median, count)``; empty groups give ``nan``.
+    """
+    keys = np.asarray(keys, dtype=np.int64)
+    values = np.asarray(values, dtype=np.float64)
+    order = np.lexsort((values, keys))
+    v = values[order]
+    counts = np.bincount(keys, minlength=n_groups)[:n_groups]
+    starts = np.zeros(n_groups, dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    med = np.full(n_groups, np.nan)
+    has = counts > 0
+    lo = starts[has] + (counts[has] - 1) // 2
+    hi = starts[has] + counts[has] // 2
+    with np.errstate(invalid="ignore"):
+        med[has] = np.where(v[lo] == v[hi], v[lo], 0.5 * (v[lo] + v[hi]))
+    return med, counts
+
+
+def turn_index(count: np.ndarray) -> np.ndarray:
+    """Turn number of every point of a flat ``LidarTurns`` (from its per-turn counts)."""
+    count = np.asarray(count, dtype=np.int64)
+    return np.repeat(np.arange(count.size, dtype=np.int64), count)
