@@ -1,0 +1,670 @@
+"""Fit dead-wheel pod geometry from fixed drives against a reference (mocap, IMU heading).
+
+Model (``docs/ESTIMATION.md``): over an interval in which the reference moves the
+body by the twist increment ξ = (Δx, Δy, Δθ) (m, m, rad), pod i counts
+
+    Δn_i = a_i·Δx + b_i·Δy + d_i·Δθ,    (a_i, b_i, d_i) = (cos φ_i, sin φ_i, L_i)/c_i,
+
+a linear model in the pod's row. Each row is fitted by robust (Huber, iteratively
+reweighted) least squares over intervals of ``interval_s`` seconds; from the row
+follow c_i = 1/√(a²+b²) (m per tick; radius r = c·counts_per_rev/2π), φ_i =
+atan2(b, a) and the lever arm L_i = d_i·c_i = x_i sin φ_i − y_i cos φ_i, with the
+row's covariance propagated through the Jacobian. The covariance is a sandwich
+(Huber) estimator over all pods and the per-session time offsets jointly (the
+offsets are estimated from the same data, so their uncertainty must reach the
+rows), and the intervals are separated by a short gap so they share no reference
+sample and their errors are independent.
+
+The reference increment of an interval is the sum of SE(2) logarithms between the
+reference poses interpolated at every encoder frame inside it, so turning while
+moving (a square's corners, a figure-8) fits exactly, and the reference noise
+telescopes instead of piling up.
+
+Identifiability: the pod's position **along** its rolling axis never enters Δn
+and is not observable from any drive; it is not reported. For each regressor
+(Δx, Δy, Δθ) the fit measures how much the drives excite it beyond the reference
+noise: the conditional signal energy (Schur complement of the design's Gram
+matrix, the other regressors projected out) divided by the energy reference
+noise alone would produce. A regressor below ``min_excitation`` is dropped from
+the design and every parameter that needs it is refused with a reason (no spin ⇒
+no lever arm; no sideways drive ⇒ no scale for a pod rolling sideways, and no
+angle for any pod).
+
+Time alignment: the encoder frames are put on the host clock (through the
+device clock when the MCU sends one, which removes serial jitter), then a
+constant offset between encoder and reference is found by minimising the
+residual of the linear fit over the offset (a grid, then a bounded 1-D search).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from sensorbench.errors import FitError, SessionError
+from sensorbench.fusion.pod_kinematics import PodGeometry, relative_poses, se2_log
+from sensorbench.logs import NO_DEVICE_TIME, Session
+
+COLUMNS = ("x", "y", "theta")
+DRIVE_FOR = {"x": "forward drive", "y": "sideways drive", "theta": "spin"}
+
+
+@dataclass
+class Drive:
+    """One session prepared for fitting: encoder frames and the reference path.
+
+    Attributes:
+        label: session label or file name.
+        t_enc: encoder frame times on the host clock (s), increasing.
+        counts: cumulative counts (n, N), int64.
+        imu_yaw: IMU yaw at the frames (rad, unwrapped) or None.
+        t_ref: reference sample times (s), valid samples only.
+        ref: reference poses (m, 3): x, y (m), yaw (rad, unwrapped).
+        max_gap_s: reference gaps longer than this invalidate the frames in them.
+        counts_per_rev: from the encoder stream's attributes, if recorded.
+        names: pod names from the encoder stream's attributes, if recorded.
+    """
+
+    label: str
+    t_enc: np.ndarray
+    counts: np.ndarray
+    imu_yaw: np.ndarray | None
+    t_ref: np.ndarray
+    ref: np.ndarray
+    max_gap_s: float
+    counts_per_rev: np.ndarray | None = None
+    names: tuple[str, ...] | None = None
+
+
+def yaw_from_quat(q_xyzw: np.ndarray) -> np.ndarray:
+    """Yaw (rad) of unit quaternions (n, 4) in x, y, z, w order."""
+    x, y, z, w = (q_xyzw[:, i] for i in range(4))
+    return np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+def encoder_host_seconds(host_ns: np.ndarray, device_ns: np.ndarray) -> np.ndarray:
+    """Encoder frame times on the host clock (s).
+
+    With a device clock, the host time is modelled as a straight line of the device
+    time (clock offset and drift, least squares), which removes the receive jitter;
+    without, the host receive times are used as they are.
+    """
+    host = np.asarray(host_ns, dtype=np.int64)
+    dev = np.asarray(device_ns, dtype=np.int64)
+    has_dev = dev != NO_DEVICE_TIME
+    if np.count_nonzero(has_dev) < max(10, host.size // 2):
+        return (host - host[0]) * 1e-9 + host[0] * 1e-9
+    d = (dev[has_dev] - dev[has_dev][0]) * 1e-9
+    h = (host[has_dev] - host[0]) * 1e-9
+    slope, intercept = np.polyfit(d, h, 1)
+    out = host[0] * 1e-9 + intercept + slope * (dev - dev[has_dev][0]) * 1e-9
+    out[~has_dev] = host[~has_dev] * 1e-9
+    return out
+
+
+def load_drive(
+    path: str | os.PathLike[str],
+    encoder: str | None = None,
+    reference: str | None = None,
+) -> Drive:
+    """Read one session's encoder stream and mocap reference for the pod fit.
+
+    Raises:
+        FitError: no encoder stream, no mocap stream, or too few samples.
+    """
+    try:
+        with Session(path) as s:
+            enc_names = s.encoder_names()
+            if not enc_names:
+                raise FitError(f"{path}: no encoder stream; record the pods during the drive")
+            enc_name = encoder or enc_names[0]
+            if enc_name not in enc_names:
+                raise FitError(f"{path}: no encoder stream {enc_name!r} (have {enc_names})")
+            enc = s.encoder(enc_name)
+            batch = enc.read()
+            attrs = enc.attrs
+            refs = [n for n in s.pose_names() if s.pose(n).attrs.get("kind") == "mocap"]
+            ref_name = reference or (refs[0] if refs else None)
+            if ref_name is None or ref_name not in s.pose_names():
+                raise FitError(
+                    f"{path}: no mocap pose stream to use as reference; import one with "
+                    f"'sensorbench import mocap' or name it with --reference"
+                )
+            pose = s.pose(ref_name).read()
+            label = s.label or os.path.basename(str(path))
+    except SessionError as exc:
+        raise FitError(str(exc)) from exc
+    if len(batch) < 20 or np.count_nonzero(pose.valid) < 20:
+        raise FitError(f"{path}: fewer than 20 encoder frames or valid reference samples")
+    if batch.counts.shape[1] != 3:
+        raise FitError(f"{path}: the encoder stream has {batch.counts.shape[1]} counters, not 3")
+    t_enc = encoder_host_seconds(batch.host_ns, batch.device_ns)
+    order = np.argsort(t_enc, kind="stable")
+    yaw = batch.yaw[order]
+    imu = np.unwrap(yaw) if np.all(np.isfinite(yaw)) else None
+    valid = pose.valid & np.all(np.isfinite(pose.position), axis=1)
+    t_ref = pose.t_ns[valid] * 1e-9
+    ref = np.column_stack(
+        [pose.position[valid, :2], np.unwrap(yaw_from_quat(pose.quat_xyzw[valid]))]
+    )
+    period = float(np.median(np.diff(pose.t_ns))) * 1e-9 if len(pose) > 1 else 0.01
+    cpr = attrs.get("counts_per_rev")
+    names = attrs.get("pod_names")
+    return Drive(
+        label=str(label),
+        t_enc=t_enc[order],
+        counts=batch.counts[order],
+        imu_yaw=imu,
+        t_ref=t_ref,
+        ref=ref,
+        max_gap_s=2.5 * period,
+        counts_per_rev=None if cpr is None else np.broadcast_to(np.asarray(cpr, float), (3,)),
+        names=None if names is None else tuple(str(n) for n in names),
+    )
+
+
+def _reference_at(drive: Drive, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Reference poses interpolated at times ``t`` and whether each is usable."""
+    tr = drive.t_ref
+    idx = np.searchsorted(tr, t)
+    inside = (idx > 0) & (idx < tr.size)
+    i1 = np.clip(idx, 1, tr.size - 1)
+    gap = tr[i1] - tr[i1 - 1]
+    ok = inside & (gap <= drive.max_gap_s)
+    pose = np.column_stack([np.interp(t, tr, drive.ref[:, k]) for k in range(3)])
+    return pose, ok
+
+
+def _raw_intervals(
+    drive: Drive, offset_s: float, interval_s: float, heading: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All intervals' tick and reference increments, and which are usable."""
+    t = drive.t_enc + offset_s
+    pose, ok = _reference_at(drive, t)
+    step = se2_log(relative_poses(pose))
+    if heading == "imu":
+        if drive.imu_yaw is None:
+            raise FitError(f"{drive.label}: heading='imu' but the session has no IMU yaw")
+        step[:, 2] = np.diff(drive.imu_yaw)
+    cum = np.vstack([np.zeros((1, 3)), np.cumsum(step, axis=0)])
+    bad = np.concatenate([[0], np.cumsum(~ok)])
+    frame = max(float(np.median(np.diff(t))), 1e-6)
+    per = max(1, round(interval_s / frame))
+    # a gap of two reference periods between intervals: no shared reference sample
+    gap = max(1, int(np.ceil(0.8 * drive.max_gap_s / frame)))
+    lo = np.arange(0, t.size - per, per + gap)
+    hi = lo + per
+    if lo.size < 1:
+        return np.empty((0, 3)), np.empty((0, 3)), np.empty(0, dtype=bool)
+    keep = (bad[hi + 1] - bad[lo]) == 0
+    dn = (drive.counts[hi] - drive.counts[lo]).astype(float)
+    return dn, cum[hi] - cum[lo], keep
+
+
+def drive_intervals(
+    drive: Drive, offset_s: float, interval_s: float, heading: str = "mocap"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tick and reference increments over consecutive intervals of about ``interval_s``.
+
+    The reference is evaluated at ``t_enc + offset_s`` and integrated over each
+    interval as the sum of SE(2) logarithms between consecutive encoder frames.
+    Consecutive intervals are separated by about two reference periods, so they
+    share no reference sample and their errors are independent. Intervals
+    touching a reference gap are dropped. With ``heading="imu"`` the Δθ
+    column comes from the IMU yaw recorded with the encoder frames.
+
+    Returns:
+        ``(dn, xi)``: ticks (M, 3) and reference body increments (M, 3) (m, m, rad).
+    """
+    dn, xi, keep = _raw_intervals(drive, offset_s, interval_s, heading)
+    return dn[keep], xi[keep]
+
+
+def _intervals_with_rate(
+    drive: Drive, offset_s: float, interval_s: float, heading: str, h: float = 1e-3
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Usable intervals plus ∂ξ/∂offset (central difference over ±h seconds)."""
+    dn, xi, keep = _raw_intervals(drive, offset_s, interval_s, heading)
+    _, xp, kp = _raw_intervals(drive, offset_s + h, interval_s, heading)
+    _, xm, km = _raw_intervals(drive, offset_s - h, interval_s, heading)
+    keep = keep & kp & km
+    return dn[keep], xi[keep], ((xp - xm) / (2 * h))[keep]
+
+
+def _rss(dn: np.ndarray, xi: np.ndarray) -> float:
+    """Mean squared residual of the per-pod least-squares fit (ticks²)."""
+    if dn.shape[0] < 6:
+        return np.inf
+    beta, *_ = np.linalg.lstsq(xi, dn, rcond=1e-10)
+    r = dn - xi @ beta
+    return float(np.sum(r * r) / dn.shape[0])
+
+
+def align_drive(
+    drive: Drive, interval_s: float, max_offset_s: float = 0.25, heading: str = "mocap"
+) -> float:
+    """Offset (s) to add to encoder times so they line up with the reference.
+
+    Minimises the mean squared residual of the per-pod linear fit over the offset:
+    a 2 ms grid over ±``max_offset_s``, then a bounded scalar search around the best.
+    """
+    grid = np.arange(-max_offset_s, max_offset_s + 1e-12, 0.002)
+    costs = np.array([_rss(*drive_intervals(drive, o, interval_s, heading)) for o in grid])
+    if not np.any(np.isfinite(costs)):
+        raise FitError(f"{drive.label}: encoder and reference streams do not overlap in time")
+    best = float(grid[int(np.nanargmin(costs))])
+    res = minimize_scalar(
+        lambda o: _rss(*drive_intervals(drive, o, interval_s, heading)),
+        bounds=(best - 0.004, best + 0.004),
+        method="bounded",
+        options={"xatol": 1e-5},
+    )
+    return float(res.x) if res.fun <= costs.min() else best
+
+
+def huber_irls(
+    X: np.ndarray, y: np.ndarray, k: float = 1.345, max_iter: int = 50
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Huber M-estimate of ``y ≈ X·β`` by iteratively reweighted least squares.
+
+    The scale is the MAD of the residuals, re-estimated each iteration.
+
+    Returns:
+        ``(beta, weights, scale)``; ``weights`` are ψ(r)/r (1 inside ±k·scale).
+    """
+    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
+    scale = 1.0
+    w = np.ones_like(y)
+    for _ in range(max_iter):
+        r = y - X @ beta
+        scale = max(1.4826 * float(np.median(np.abs(r - np.median(r)))), 1e-9)
+        u = np.abs(r) / (k * scale)
+        w = np.where(u <= 1.0, 1.0, 1.0 / np.maximum(u, 1e-12))
+        sw = np.sqrt(w)
+        new, *_ = np.linalg.lstsq(X * sw[:, None], y * sw, rcond=None)
+        converged = np.allclose(new, beta, rtol=1e-10, atol=1e-12)
+        beta = new
+        if converged:
+            break
+    return beta, w, scale
+
+
+def joint_sandwich(
+    xi: np.ndarray,
+    xi_rate: np.ndarray,
+    session: np.ndarray,
+    betas: np.ndarray,
+    resid: np.ndarray,
+    weights: np.ndarray,
+    n_sessions: int,
+    hac_lags: int = 0,
+) -> np.ndarray:
+    """Covariance of all pod rows and the per-session time offsets, jointly.
+
+    Parameters are (β_0, …, β_{N−1}, δ_0, …, δ_{S−1}); the model of pod p on
+    interval m is ``x_m·β_p`` with ``∂/∂δ_s = ẋ_m·β_p`` (ẋ = ∂ξ/∂offset), so the
+    offsets' uncertainty feeds into every row. The pods' residuals on one
+    interval share the reference's noise, so scores are summed per interval;
+    products with up to ``hac_lags`` neighbouring intervals are added (0 by
+    default: intervals are separated so they share no reference sample).
+    Sandwich A⁻¹BA⁻¹ with A = Σ ψ'(r) j jᵀ (Huber).
+    """
+    m, k = xi.shape
+    n_pods = betas.shape[0]
+    n_par = n_pods * k + n_sessions
+    score = np.zeros((m, n_par))
+    A = np.zeros((n_par, n_par))
+    rate = xi_rate
+    for p in range(n_pods):
+        J = np.zeros((m, n_par))
+        J[:, p * k : (p + 1) * k] = xi
+        J[np.arange(m), n_pods * k + session] = rate @ betas[p]
+        inlier = weights[p] >= 1.0
+        A += J[inlier].T @ J[inlier]
+        score += J * (weights[p] * resid[p])[:, None]
+    B = score.T @ score
+    for lag in range(1, hac_lags + 1):
+        same = session[lag:] == session[:-lag]
+        g = score[lag:][same].T @ score[:-lag][same]
+        B += g + g.T
+    evals, evecs = np.linalg.eigh(B)
+    B = (evecs * np.maximum(evals, 0.0)) @ evecs.T
+    A_inv = np.linalg.pinv(A, rcond=1e-12, hermitian=True)
+    dof = n_pods * m
+    return A_inv @ B @ A_inv * (dof / max(dof - n_par, 1))
+
+
+@dataclass
+class PodFit:
+    """Fitted geometry of the pods with uncertainties and identifiability.
+
+    Values are NaN where refused; ``status[i][param]`` is ``"ok"`` or the reason.
+    Units: c, lever, radius in m; phi in rad; sigmas in the same units (1σ).
+    """
+
+    names: tuple[str, ...]
+    c: np.ndarray
+    sigma_c: np.ndarray
+    phi: np.ndarray
+    sigma_phi: np.ndarray
+    lever: np.ndarray
+    sigma_lever: np.ndarray
+    counts_per_rev: np.ndarray | None
+    status: list[dict[str, str]]
+    rows: np.ndarray  # (N, 3) fitted (a, b, d), NaN where the column was dropped
+    row_cov: np.ndarray  # (N, 3, 3)
+    excitation: dict[str, float]
+    excited: dict[str, bool]
+    singular_values: np.ndarray
+    time_offsets_s: list[float]
+    sigma_time_offsets_s: list[float]
+    labels: list[str]
+    n_intervals: int
+    outliers: np.ndarray  # (N,) intervals down-weighted by the robust loss
+    residual_sigma: np.ndarray  # (N,) ticks
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def radius(self) -> np.ndarray | None:
+        """Wheel radius (m), or None without counts per revolution."""
+        return None if self.counts_per_rev is None else self.c * self.counts_per_rev / (2 * np.pi)
+
+    @property
+    def sigma_radius(self) -> np.ndarray | None:
+        """1σ of the wheel radius (m)."""
+        if self.counts_per_rev is None:
+            return None
+        return self.sigma_c * self.counts_per_rev / (2 * np.pi)
+
+    @property
+    def complete(self) -> bool:
+        """True when every parameter of every pod was identified."""
+        return all(v == "ok" for st in self.status for v in st.values())
+
+    def refusals(self) -> list[str]:
+        """One message per refused parameter."""
+        return [
+            f"{self.names[i]}.{k}: {v}"
+            for i, st in enumerate(self.status)
+            for k, v in st.items()
+            if v != "ok"
+        ]
+
+    def geometry(self) -> PodGeometry:
+        """The fitted geometry for odometry.
+
+        Raises:
+            FitError: some parameter was not identified (the message lists them).
+        """
+        if not self.complete:
+            raise FitError("pod geometry incomplete: " + "; ".join(self.refusals()))
+        return PodGeometry(self.c, self.phi, self.lever, self.names, self.counts_per_rev)
+
+    def pod_tables(self) -> list[dict[str, Any]]:
+        """Per-pod uncertainty and status entries for the model file and JSON."""
+        out = []
+        for i in range(len(self.names)):
+            t: dict[str, Any] = {
+                "sigma_distance_per_tick": float(self.sigma_c[i]),
+                "sigma_rolling_angle": float(self.sigma_phi[i]),
+                "sigma_lever_arm": float(self.sigma_lever[i]),
+                "outlier_intervals": int(self.outliers[i]),
+                "residual_sigma_ticks": float(self.residual_sigma[i]),
+                "status": dict(self.status[i]),
+            }
+            if self.counts_per_rev is not None:
+                t["sigma_wheel_radius"] = float(self.sigma_radius[i])
+            out.append(t)
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (SI units)."""
+        radius = self.radius
+        pods = []
+        for i, name in enumerate(self.names):
+            pods.append(
+                {
+                    "name": name,
+                    "distance_per_tick_m": _f(self.c[i]),
+                    "rolling_angle_rad": _f(self.phi[i]),
+                    "lever_arm_m": _f(self.lever[i]),
+                    "wheel_radius_m": None if radius is None else _f(radius[i]),
+                    **{
+                        k: (_f(v) if isinstance(v, float) else v)
+                        for k, v in self.pod_tables()[i].items()
+                    },
+                }
+            )
+        return {
+            "pods": pods,
+            "complete": self.complete,
+            "refused": self.refusals(),
+            "excitation": self.excitation,
+            "excited": self.excited,
+            "design_singular_values": [float(v) for v in self.singular_values],
+            "sessions": [
+                {"label": lab, "time_offset_s": off, "sigma_time_offset_s": sd}
+                for lab, off, sd in zip(
+                    self.labels, self.time_offsets_s, self.sigma_time_offsets_s, strict=True
+                )
+            ],
+            "n_intervals": self.n_intervals,
+            "options": self.options,
+            "not_observable": "each pod's position along its own rolling axis",
+        }
+
+
+def _f(v: float) -> float | None:
+    return None if not np.isfinite(v) else float(v)
+
+
+def _noise_sigma(xi: np.ndarray, session: np.ndarray) -> np.ndarray:
+    """Per-column reference-noise σ of one interval increment, from second differences.
+
+    An interval increment carries the difference of two endpoint errors e (each of
+    variance σ²), so ξ_j has noise variance 2σ²; the difference of consecutive
+    increments, e_{j+2} − 2e_{j+1} + e_j along smooth motion, has 6σ², three times
+    as much. The MAD keeps corners and starts from inflating the estimate.
+    """
+    d2 = []
+    for s in np.unique(session):
+        x = xi[session == s]
+        if x.shape[0] >= 3:
+            d2.append(np.diff(x, n=1, axis=0))
+    if not d2:
+        return np.full(3, 1e-4)
+    d = np.vstack(d2)
+    mad = 1.4826 * np.median(np.abs(d - np.median(d, axis=0)), axis=0)
+    return np.maximum(mad / np.sqrt(3.0), np.array([1e-4, 1e-4, 1e-4]))
+
+
+def excitation(xi: np.ndarray, session: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Signal-to-noise energy of each regressor with the others projected out.
+
+    Returns ``(snr, singular_values)``: snr_j = S_j/(M·σ_j²) where S_j is the
+    Schur complement of column j in XᵀX and σ_j the reference noise of one
+    interval increment (pure noise gives ≈ 1); the singular values are those of
+    X with each column divided by its noise σ.
+    """
+    sigma = _noise_sigma(xi, session)
+    Z = xi / sigma
+    G = Z.T @ Z
+    m = Z.shape[0]
+    snr = np.zeros(3)
+    for j in range(3):
+        o = [k for k in range(3) if k != j]
+        Goo = G[np.ix_(o, o)]
+        s = G[j, j] - G[j, o] @ np.linalg.pinv(Goo) @ G[o, j]
+        snr[j] = max(float(s), 0.0) / max(m, 1)
+    sv = np.linalg.svd(Z / np.sqrt(max(m, 1)), compute_uv=False)
+    return snr, sv
+
+
+def fit_pods(
+    drives: Sequence[Drive],
+    interval_s: float = 0.25,
+    max_offset_s: float = 0.25,
+    heading: str = "mocap",
+    min_excitation: float = 100.0,
+    hac_lags: int = 0,
+    counts_per_rev: Sequence[float] | None = None,
+    names: Sequence[str] | None = None,
+) -> PodFit:
+    """Fit every pod's distance per tick, rolling angle and lever arm.
+
+    Args:
+        drives: prepared sessions (:func:`load_drive`), e.g. forward, sideways,
+            spin and square drives.
+        interval_s: length of the fitting intervals (s); longer intervals shrink
+            the errors-in-variables bias from reference noise.
+        max_offset_s: search range of the encoder/reference time offset (s).
+        heading: ``"mocap"`` or ``"imu"``: where the Δθ regressor comes from.
+        min_excitation: a regressor whose conditional signal energy is below this
+            multiple of the reference-noise energy counts as not excited.
+        hac_lags: neighbouring intervals whose score products enter the covariance.
+        counts_per_rev: ticks per wheel revolution (to report radii); default
+            from the sessions' encoder attributes.
+        names: pod names; default from the sessions or pod0..pod2.
+
+    Raises:
+        FitError: no usable intervals, or no translation at all.
+    """
+    if not drives:
+        raise FitError("no sessions to fit")
+    if heading not in ("mocap", "imu"):
+        raise FitError(f"heading must be 'mocap' or 'imu', not {heading!r}")
+    offsets, dns, xis, rates, sess = [], [], [], [], []
+    for i, d in enumerate(drives):
+        off = align_drive(d, interval_s, max_offset_s, heading)
+        dn, xi, rate = _intervals_with_rate(d, off, interval_s, heading)
+        offsets.append(off)
+        dns.append(dn)
+        xis.append(xi)
+        rates.append(rate)
+        sess.append(np.full(dn.shape[0], i))
+    dn = np.vstack(dns)
+    xi = np.vstack(xis)
+    rate = np.vstack(rates)
+    session = np.concatenate(sess)
+    if dn.shape[0] < 10:
+        raise FitError(
+            f"only {dn.shape[0]} usable intervals of {interval_s} s; record longer drives "
+            f"with the reference visible"
+        )
+    snr, sv = excitation(xi, session)
+    excited = snr >= min_excitation
+    if not (excited[0] or excited[1]):
+        raise FitError(
+            "the drives contain no translation beyond reference noise: record forward "
+            "and sideways drives"
+        )
+    cols = np.flatnonzero(excited)
+    n_pods = dn.shape[1]
+    betas = np.zeros((n_pods, cols.size))
+    weights = np.ones((n_pods, dn.shape[0]))
+    resid = np.zeros((n_pods, dn.shape[0]))
+    rsig = np.zeros(n_pods)
+    for p in range(n_pods):
+        betas[p], weights[p], rsig[p] = huber_irls(xi[:, cols], dn[:, p])
+        resid[p] = dn[:, p] - xi[:, cols] @ betas[p]
+    joint = joint_sandwich(
+        xi[:, cols], rate[:, cols], session, betas, resid, weights, len(drives), hac_lags
+    )
+    rows = np.full((n_pods, 3), np.nan)
+    cov = np.full((n_pods, 3, 3), np.nan)
+    k = cols.size
+    for p in range(n_pods):
+        rows[p, cols] = betas[p]
+        cov[p][np.ix_(cols, cols)] = joint[p * k : (p + 1) * k, p * k : (p + 1) * k]
+    outliers = np.count_nonzero(weights < 1.0, axis=1)
+    offset_sigma = np.sqrt(np.clip(np.diag(joint)[n_pods * k :], 0.0, None))
+    c, sc, phi, sphi, lev, slev, status = _derive(rows, cov, excited)
+    cpr = counts_per_rev
+    if cpr is None:
+        cprs = [d.counts_per_rev for d in drives if d.counts_per_rev is not None]
+        cpr = cprs[0] if cprs else None
+    pod_names = names or next((d.names for d in drives if d.names), None)
+    pod_names = tuple(pod_names) if pod_names else tuple(f"pod{i}" for i in range(n_pods))
+    return PodFit(
+        names=pod_names,
+        c=c,
+        sigma_c=sc,
+        phi=phi,
+        sigma_phi=sphi,
+        lever=lev,
+        sigma_lever=slev,
+        counts_per_rev=None if cpr is None else np.asarray(cpr, dtype=float),
+        status=status,
+        rows=rows,
+        row_cov=cov,
+        excitation={k: float(v) for k, v in zip(COLUMNS, snr, strict=True)},
+        excited={k: bool(v) for k, v in zip(COLUMNS, excited, strict=True)},
+        singular_values=sv,
+        time_offsets_s=offsets,
+        sigma_time_offsets_s=[float(v) for v in offset_sigma],
+        labels=[d.label for d in drives],
+        n_intervals=int(dn.shape[0]),
+        outliers=outliers,
+        residual_sigma=rsig,
+        options={
+            "interval_s": interval_s,
+            "max_offset_s": max_offset_s,
+            "heading": heading,
+            "min_excitation": min_excitation,
+            "hac_lags": hac_lags,
+            "loss": "huber(k=1.345)",
+        },
+    )
+
+
+def _derive(rows: np.ndarray, cov: np.ndarray, excited: np.ndarray) -> tuple[Any, ...]:
+    """c, φ, L and their 1σ from each row (a, b, d) and its covariance; status per pod."""
+    n = rows.shape[0]
+    out = {k: np.full(n, np.nan) for k in ("c", "sc", "phi", "sphi", "lev", "slev")}
+    status = []
+    for i in range(n):
+        a, b, d = (0.0 if not excited[j] else rows[i, j] for j in range(3))
+        C = np.where(np.isfinite(cov[i]), cov[i], 0.0)
+        main = 0 if abs(a) >= abs(b) else 1
+        st: dict[str, str] = {}
+        main_drive = DRIVE_FOR[COLUMNS[main]]
+        st["distance_per_tick"] = (
+            "ok" if excited[main] else f"not identifiable: no {main_drive} in the data"
+        )
+        missing = [COLUMNS[j] for j in (0, 1) if not excited[j]]
+        st["rolling_angle"] = (
+            "ok"
+            if not missing
+            else f"not identifiable: no {DRIVE_FOR[missing[0]]} in the data"
+        )
+        if not excited[2]:
+            st["lever_arm"] = "not identifiable: no spin in the data"
+        elif not excited[main]:
+            st["lever_arm"] = st["distance_per_tick"]
+        else:
+            st["lever_arm"] = "ok"
+        status.append(st)
+        h2 = a * a + b * b
+        c = 1.0 / np.sqrt(h2)
+        jc = np.array([-a * c**3, -b * c**3, 0.0])
+        jphi = np.array([-b / h2, a / h2, 0.0])
+        jl = d * jc + np.array([0.0, 0.0, c])
+        if st["distance_per_tick"] == "ok":
+            out["c"][i], out["sc"][i] = c, np.sqrt(jc @ C @ jc)
+        if st["rolling_angle"] == "ok":
+            out["phi"][i], out["sphi"][i] = np.arctan2(b, a), np.sqrt(jphi @ C @ jphi)
+        if st["lever_arm"] == "ok":
+            out["lev"][i], out["slev"][i] = d * c, np.sqrt(jl @ C @ jl)
+    return (
+        out["c"],
+        out["sc"],
+        out["phi"],
+        out["sphi"],
+        out["lev"],
+        out["slev"],
+        status,
+    )

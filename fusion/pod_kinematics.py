@@ -1,0 +1,325 @@
+"""Dead-wheel pod kinematics: the 3×3 matrix, body increments, SE(2) integration.
+
+Conventions (see ``docs/ESTIMATION.md``): body frame x forward, y left, heading
+θ counter-clockwise (rad). Pod i rolls along the unit vector at angle φ_i (rad, in
+the body frame); its contact point is at (x_i, y_i) (m); one encoder tick is c_i
+metres of rolling. For a body twist increment (Δx, Δy, Δθ) (m, m, rad) over an
+interval with constant twist, the pod counts exactly
+
+    Δn_i = (cos φ_i·Δx + sin φ_i·Δy + L_i·Δθ) / c_i,   L_i = x_i sin φ_i − y_i cos φ_i,
+
+so ``Δn = W·Δpose`` with row i of W equal to (cos φ_i, sin φ_i, L_i)/c_i. Only the
+lever arm L_i enters: a pod's position **along** its own rolling axis is not
+observable and is not stored.
+
+A pod-geometry model file (TOML, kind ``pod_geometry``) holds c, φ and L per pod
+with their units and provenance; :func:`load_pod_model` checks both.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sensorbench.errors import FusionError
+from sensorbench.fusion.model_file import read_model, write_model
+
+POD_MODEL_KIND = "pod_geometry"
+POD_MODEL_VERSION = 1
+POD_MODEL_UNITS = {
+    "distance_per_tick": "m",
+    "rolling_angle": "rad",
+    "lever_arm": "m",
+    "wheel_radius": "m",
+    "time_offset": "s",
+}
+
+
+@dataclass(frozen=True)
+class PodGeometry:
+    """Geometry of N pods (normally 3).
+
+    Attributes:
+        c: distance per tick (m), shape (N,).
+        phi: rolling angle in the body frame (rad, CCW from body x), shape (N,).
+        lever: lever arm L = x sin φ − y cos φ (m), shape (N,).
+        names: pod names, in counter order.
+        counts_per_rev: ticks per wheel revolution (to convert c to a radius), or None.
+    """
+
+    c: np.ndarray
+    phi: np.ndarray
+    lever: np.ndarray
+    names: tuple[str, ...] = ("pod0", "pod1", "pod2")
+    counts_per_rev: np.ndarray | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        for name in ("c", "phi", "lever"):
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=float))
+        n = self.c.size
+        if self.phi.size != n or self.lever.size != n or len(self.names) != n:
+            raise FusionError("pod geometry: c, phi, lever and names must have one entry per pod")
+        if not np.all(np.isfinite(self.c)) or np.any(self.c <= 0):
+            raise FusionError("pod geometry: distance per tick must be finite and > 0 (m)")
+        if self.counts_per_rev is not None:
+            object.__setattr__(
+                self, "counts_per_rev", np.asarray(self.counts_per_rev, dtype=float)
+            )
+
+    @classmethod
+    def from_mounts(
+        cls,
+        x: Sequence[float],
+        y: Sequence[float],
+        phi: Sequence[float],
+        c: Sequence[float],
+        names: Sequence[str] | None = None,
+        counts_per_rev: Sequence[float] | None = None,
+    ) -> PodGeometry:
+        """Geometry from pod positions (m), rolling angles (rad) and distance per tick (m)."""
+        x, y, phi = (np.asarray(v, dtype=float) for v in (x, y, phi))
+        lever = x * np.sin(phi) - y * np.cos(phi)
+        names = tuple(names) if names is not None else tuple(f"pod{i}" for i in range(x.size))
+        cpr = None if counts_per_rev is None else np.asarray(counts_per_rev, dtype=float)
+        return cls(np.asarray(c, dtype=float), phi, lever, names, cpr)
+
+    @property
+    def radius(self) -> np.ndarray | None:
+        """Wheel radius (m) = c·counts_per_rev/(2π), or None without counts per revolution."""
+        if self.counts_per_rev is None:
+            return None
+        return self.c * self.counts_per_rev / (2 * np.pi)
+
+    @property
+    def W(self) -> np.ndarray:
+        """The (N, 3) matrix with ``Δn = W·(Δx, Δy, Δθ)`` (ticks per m, m, rad)."""
+        return pod_matrix(self.c, self.phi, self.lever)
+
+    def scaled(self, factor: float) -> PodGeometry:
+        """The same pods with every distance per tick multiplied by ``factor``."""
+        return PodGeometry(self.c * factor, self.phi, self.lever, self.names, self.counts_per_rev)
+
+
+def pod_matrix(c: np.ndarray, phi: np.ndarray, lever: np.ndarray) -> np.ndarray:
+    """Rows (cos φ_i, sin φ_i, L_i)/c_i: ticks per metre (x, y) and per radian (θ)."""
+    c, phi, lever = (np.asarray(v, dtype=float) for v in (c, phi, lever))
+    return np.column_stack([np.cos(phi), np.sin(phi), lever]) / c[:, None]
+
+
+def condition_number(W: np.ndarray, length_scale_m: float | None = None) -> float:
+    """2-norm condition number of W with the heading column in metres of arc.
+
+    The heading column (ticks per rad) is divided by ``length_scale_m`` (default:
+    the RMS lever arm implied by W) so all three columns are ticks per metre of
+    contact-point motion; otherwise the number depends on the choice of units.
+    A large value (≳ 100) means the odometry amplifies tick noise badly.
+    """
+    W = np.asarray(W, dtype=float)
+    if length_scale_m is None:
+        scale = np.linalg.norm(W[:, :2], axis=1)
+        length_scale_m = float(np.sqrt(np.mean((W[:, 2] / scale) ** 2)))
+    if not length_scale_m > 0:
+        return float("inf")
+    return float(np.linalg.cond(W * np.array([1.0, 1.0, 1.0 / length_scale_m])))
+
+
+def body_increments(W: np.ndarray, dn: np.ndarray) -> np.ndarray:
+    """Body twist increments (Δx, Δy, Δθ) (m, m, rad), shape (K, 3), from ticks ``dn`` (K, 3).
+
+    Raises:
+        FusionError: W is not a square, invertible 3×3 matrix.
+    """
+    W = np.asarray(W, dtype=float)
+    if W.shape != (3, 3):
+        raise FusionError(f"W must be 3×3 for three-pod odometry, got {W.shape}")
+    if not np.isfinite(np.linalg.cond(W)) or np.linalg.cond(W) > 1e12:
+        raise FusionError("W is singular: the pods do not determine (Δx, Δy, Δθ)")
+    dn = np.asarray(dn, dtype=float)
+    return np.linalg.solve(W, dn.T).T
+
+
+def body_increments_two_pods_imu(
+    W: np.ndarray,
+    dn: np.ndarray,
+    dtheta: np.ndarray,
+    pods: tuple[int, int] = (0, 1),
+) -> np.ndarray:
+    """Body increments from two pods plus an IMU heading increment.
+
+    The IMU gives Δθ (rad); the two pods' rows then give (Δx, Δy) from
+    ``W[i, :2]·(Δx, Δy) = Δn_i − W[i, 2]·Δθ``. The two pods must not be parallel.
+
+    Args:
+        W: pod matrix (N, 3).
+        dn: tick increments (K, N) (only the columns in ``pods`` are used).
+        dtheta: IMU heading increments (K,), rad.
+        pods: the two pod indices to use.
+
+    Returns:
+        (K, 3) increments (m, m, rad).
+    """
+    W = np.asarray(W, dtype=float)
+    A = W[list(pods), :2]
+    if abs(np.linalg.det(A)) < 1e-9 * np.abs(A).max() ** 2:
+        raise FusionError(
+            f"pods {pods} are parallel: two parallel pods plus an IMU cannot give sideways motion"
+        )
+    dn = np.asarray(dn, dtype=float)
+    dtheta = np.asarray(dtheta, dtype=float)
+    rhs = dn[:, list(pods)] - dtheta[:, None] * W[list(pods), 2][None, :]
+    xy = np.linalg.solve(A, rhs.T).T
+    return np.column_stack([xy, dtheta])
+
+
+def _arc_factors(dtheta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """sin(θ)/θ and (1 − cos θ)/θ, with series near 0."""
+    small = np.abs(dtheta) < 1e-6
+    safe = np.where(small, 1.0, dtheta)
+    s = np.where(small, 1.0 - dtheta**2 / 6.0, np.sin(safe) / safe)
+    c = np.where(small, dtheta / 2.0 - dtheta**3 / 24.0, (1.0 - np.cos(safe)) / safe)
+    return s, c
+
+
+def se2_exp(increments: np.ndarray) -> np.ndarray:
+    """Relative poses (dx, dy, dθ) reached by constant body twists ``increments`` (K, 3)."""
+    inc = np.asarray(increments, dtype=float)
+    s, c = _arc_factors(inc[:, 2])
+    dx = s * inc[:, 0] - c * inc[:, 1]
+    dy = c * inc[:, 0] + s * inc[:, 1]
+    return np.column_stack([dx, dy, inc[:, 2]])
+
+
+def se2_log(relative: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`se2_exp`: the constant twist that reaches each relative pose."""
+    rel = np.asarray(relative, dtype=float)
+    s, c = _arc_factors(rel[:, 2])
+    det = s * s + c * c
+    tx = (s * rel[:, 0] + c * rel[:, 1]) / det
+    ty = (-c * rel[:, 0] + s * rel[:, 1]) / det
+    return np.column_stack([tx, ty, rel[:, 2]])
+
+
+def relative_poses(poses: np.ndarray) -> np.ndarray:
+    """Pose k+1 expressed in the body frame of pose k, for a path (K+1, 3) → (K, 3)."""
+    p = np.asarray(poses, dtype=float)
+    d = np.diff(p[:, :2], axis=0)
+    th = p[:-1, 2]
+    ct, st = np.cos(th), np.sin(th)
+    return np.column_stack(
+        [ct * d[:, 0] + st * d[:, 1], -st * d[:, 0] + ct * d[:, 1], np.diff(p[:, 2])]
+    )
+
+
+def integrate_path(
+    increments: np.ndarray,
+    pose0: Sequence[float] = (0.0, 0.0, 0.0),
+    exact: bool = True,
+) -> np.ndarray:
+    """World path (K+1, 3) of (x, y, θ) (m, m, rad, θ unwrapped) from body increments (K, 3).
+
+    ``exact=True`` integrates each increment as a constant-twist arc (the SE(2)
+    exponential); ``exact=False`` is the naive scheme that rotates the straight
+    increment by the heading at the start of the step (wrong on spins and arcs;
+    kept for comparison).
+    """
+    inc = np.asarray(increments, dtype=float)
+    rel = se2_exp(inc) if exact else inc
+    theta = pose0[2] + np.concatenate([[0.0], np.cumsum(inc[:, 2])])
+    ct, st = np.cos(theta[:-1]), np.sin(theta[:-1])
+    wx = ct * rel[:, 0] - st * rel[:, 1]
+    wy = st * rel[:, 0] + ct * rel[:, 1]
+    x = pose0[0] + np.concatenate([[0.0], np.cumsum(wx)])
+    y = pose0[1] + np.concatenate([[0.0], np.cumsum(wy)])
+    return np.column_stack([x, y, theta])
+
+
+def unwrap_counts(raw: np.ndarray, bits: int) -> np.ndarray:
+    """Cumulative int64 counts from counters that wrap at ``2**bits``.
+
+    Each step is taken as the signed difference modulo ``2**bits`` (so a step
+    must stay below half the range per frame: at 16 bits, 32767 ticks). The
+    first sample is kept as read (interpreted as two's complement).
+    """
+    raw = np.asarray(raw, dtype=np.int64)
+    if bits < 2 or bits > 63:
+        raise FusionError(f"counter width must be 2..63 bits, got {bits}")
+    modulus = np.int64(1) << np.int64(bits)
+    half = modulus >> np.int64(1)
+    first = ((raw[:1] + half) % modulus) - half
+    steps = ((np.diff(raw, axis=0) + half) % modulus) - half
+    return np.concatenate([first, first + np.cumsum(steps, axis=0)], axis=0)
+
+
+def geometry_to_tables(
+    geometry: PodGeometry, extra: Sequence[Mapping[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """``[[pod]]`` tables for a model file (``extra[i]`` merged into pod i)."""
+    radius = geometry.radius
+    tables = []
+    for i, name in enumerate(geometry.names):
+        t: dict[str, Any] = {
+            "name": name,
+            "distance_per_tick": float(geometry.c[i]),
+            "rolling_angle": float(geometry.phi[i]),
+            "lever_arm": float(geometry.lever[i]),
+        }
+        if radius is not None:
+            t["counts_per_rev"] = float(geometry.counts_per_rev[i])
+            t["wheel_radius"] = float(radius[i])
+        if extra is not None:
+            t.update(extra[i])
+        tables.append(t)
+    return tables
+
+
+def save_pod_model(
+    path: str | os.PathLike[str],
+    geometry: PodGeometry,
+    prov: Mapping[str, Any],
+    extra: Sequence[Mapping[str, Any]] | None = None,
+    summary: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write a pod-geometry model file (kind ``pod_geometry``)."""
+    body: dict[str, Any] = {}
+    if summary:
+        body["fit"] = dict(summary)
+    body["pod"] = geometry_to_tables(geometry, extra)
+    return write_model(path, POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS, prov, body)
+
+
+def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
+    """Read a pod-geometry model file, checking kind, version, units and completeness.
+
+    Raises:
+        FusionError: wrong kind/version/units, or a pod whose distance per tick,
+            angle or lever arm was not identified by the fit (its ``status``
+            table says why).
+    """
+    doc = read_model(path, POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS)
+    pods = doc.get("pod", [])
+    if len(pods) != 3:
+        raise FusionError(f"{path}: expected 3 [[pod]] tables, found {len(pods)}")
+    for p in pods:
+        status = p.get("status", {})
+        bad = {k: v for k, v in status.items() if v != "ok"}
+        if bad:
+            why = "; ".join(f"{k}: {v}" for k, v in bad.items())
+            raise FusionError(
+                f"{path}: pod {p.get('name')!r} is incomplete ({why}); refit with drives "
+                f"that excite it before using it for odometry"
+            )
+        for key in ("distance_per_tick", "rolling_angle", "lever_arm"):
+            if not isinstance(p.get(key), (int, float)) or not np.isfinite(p[key]):
+                raise FusionError(f"{path}: pod {p.get('name')!r} has no finite {key}")
+    cpr = [p.get("counts_per_rev") for p in pods]
+    return PodGeometry(
+        c=[p["distance_per_tick"] for p in pods],
+        phi=[p["rolling_angle"] for p in pods],
+        lever=[p["lever_arm"] for p in pods],
+        names=tuple(str(p.get("name", f"pod{i}")) for i, p in enumerate(pods)),
+        counts_per_rev=None if any(v is None for v in cpr) else cpr,
+    )
