@@ -1,0 +1,727 @@
+"""Scenario files: TOML descriptions of a simulated run, validated against a schema.
+
+A scenario names every parameter of the world, the robot, its trajectory and each
+sensor model; anything a file leaves out takes the documented default (see
+``docs/SIMULATION.md``), and the fully resolved parameter set is what a session
+records. Unknown keys, wrong types and out-of-range values raise :class:`SimError`
+with the file and the dotted key, e.g. ``square.toml: lidars.ld19.skip_prob: must be
+in [0, 1), got 1.5``.
+
+A relocalization campaign lists ``[[campaign.sessions]]`` tables that override parts
+of the scenario (trajectory, relocalization times, covered intervals...); the
+session index picks one (by default ``seed % number of sessions``).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import tomllib
+from sensorbench.errors import SimError
+
+SCENARIO_DIR = Path(str(resources.files("sensorbench.sim") / "scenarios"))
+
+
+class _Spec:
+    """One key's default and validation."""
+
+    default: Any
+
+    def check(self, value: Any, key: str) -> Any:
+        raise NotImplementedError
+
+    def resolved_default(self) -> Any:
+        return copy.deepcopy(self.default)
+
+
+def _fail(key: str, msg: str) -> SimError:
+    return SimError(f"{key}: {msg}")
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+class F(_Spec):
+    """A float in [lo, hi] (or [lo, hi) with ``hi_open``); ints are accepted."""
+
+    def __init__(
+        self,
+        default: float,
+        lo: float | None = None,
+        hi: float | None = None,
+        hi_open: bool = False,
+        lo_open: bool = False,
+    ) -> None:
+        self.default, self.lo, self.hi, self.hi_open, self.lo_open = (
+            default,
+            lo,
+            hi,
+            hi_open,
+            lo_open,
+        )
+
+    def check(self, value: Any, key: str) -> float:
+        if not _is_num(value) or math.isnan(value):
+            raise _fail(key, f"must be a number, got {value!r}")
+        v = float(value)
+        lo_bad = self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo)
+        hi_bad = self.hi is not None and (v >= self.hi if self.hi_open else v > self.hi)
+        if lo_bad or hi_bad:
+            lo = "(" if self.lo_open else "["
+            hi = ")" if self.hi_open else "]"
+            lo_s = "-inf" if self.lo is None else f"{self.lo:g}"
+            hi_s = "inf" if self.hi is None else f"{self.hi:g}"
+            raise _fail(key, f"must be in {lo}{lo_s}, {hi_s}{hi}, got {value!r}")
+        return v
+
+
+class I(_Spec):  # noqa: E742 - short schema constructor names read like a table
+    """An integer in [lo, hi], optionally from a set of ``choices``."""
+
+    def __init__(
+        self,
+        default: int,
+        lo: int | None = None,
+        hi: int | None = None,
+        choices: tuple[int, ...] | None = None,
+    ) -> None:
+        self.default, self.lo, self.hi, self.choices = default, lo, hi, choices
+
+    def check(self, value: Any, key: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _fail(key, f"must be an integer, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise _fail(key, f"must be one of {list(self.choices)}, got {value}")
+        if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
+            raise _fail(key, f"must be in [{self.lo}, {self.hi}], got {value}")
+        return value
+
+
+class B(_Spec):
+    """A boolean."""
+
+    def __init__(self, default: bool) -> None:
+        self.default = default
+
+    def check(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise _fail(key, f"must be true or false, got {value!r}")
+        return value
+
+
+class S(_Spec):
+    """A string, optionally one of ``choices``."""
+
+    def __init__(self, default: str, choices: tuple[str, ...] | None = None) -> None:
+        self.default, self.choices = default, choices
+
+    def check(self, value: Any, key: str) -> str:
+        if not isinstance(value, str):
+            raise _fail(key, f"must be a string, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise _fail(key, f"must be one of {list(self.choices)}, got {value!r}")
+        return value
+
+
+class FL(_Spec):
+    """A list of floats (each >= lo if given), of length ``n`` if given."""
+
+    def __init__(
+        self, default: list, n: int | None = None, lo: float | None = None, hi: float | None = None
+    ) -> None:
+        self.default, self.n, self.lo, self.hi = default, n, lo, hi
+
+    def check(self, value: Any, key: str) -> list[float]:
+        if not isinstance(value, list):
+            raise _fail(key, f"must be a list of numbers, got {value!r}")
+        if self.n is not None and len(value) != self.n:
+            raise _fail(key, f"must have {self.n} values, got {len(value)}")
+        item = F(0.0, self.lo, self.hi)
+        return [item.check(v, f"{key}[{i}]") for i, v in enumerate(value)]
+
+
+class FLL(_Spec):
+    """A list of lists of ``inner`` floats (e.g. points ``[[x, y], ...]``), ``n`` rows if given."""
+
+    def __init__(
+        self, default: list, inner: int, n: int | None = None, lo: float | None = None
+    ) -> None:
+        self.default, self.inner, self.n, self.lo = default, inner, n, lo
+
+    def check(self, value: Any, key: str) -> list[list[float]]:
+        if not isinstance(value, list):
+            raise _fail(key, f"must be a list of [{self.inner} numbers] rows, got {value!r}")
+        if self.n is not None and len(value) != self.n:
+            raise _fail(key, f"must have {self.n} rows, got {len(value)}")
+        row = FL([], self.inner, self.lo)
+        return [row.check(v, f"{key}[{i}]") for i, v in enumerate(value)]
+
+
+class Table(_Spec):
+    """A table of known keys; missing keys take their defaults."""
+
+    def __init__(self, fields: dict[str, _Spec], required: tuple[str, ...] = ()) -> None:
+        self.fields, self.required = fields, required
+
+    @property
+    def default(self) -> dict:  # type: ignore[override]
+        return {k: f.resolved_default() for k, f in self.fields.items()}
+
+    def check(self, value: Any, key: str) -> dict:
+        if not isinstance(value, dict):
+            raise _fail(key, f"must be a table, got {value!r}")
+        prefix = f"{key}." if key else ""
+        for k in value:
+            if k not in self.fields:
+                known = ", ".join(sorted(self.fields))
+                raise _fail(f"{prefix}{k}", f"unknown key (known keys here: {known})")
+        for k in self.required:
+            if k not in value:
+                raise _fail(f"{prefix}{k}", "is required")
+        return {
+            k: f.check(value[k], f"{prefix}{k}") if k in value else f.resolved_default()
+            for k, f in self.fields.items()
+        }
+
+
+class Tables(_Spec):
+    """An array of tables, each checked by ``item(value, key)``."""
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+        self.default = []
+
+    def check(self, value: Any, key: str) -> list[dict]:
+        if not isinstance(value, list):
+            raise _fail(key, f"must be an array of tables ([[{key}]]), got {value!r}")
+        return [self.item(v, f"{key}[{i}]") for i, v in enumerate(value)]
+
+
+_OBSTACLE_FIELDS = {
+    "name": S(""),
+    "kind": S("box", ("box", "pillar", "polygon")),
+    "center_m": FL([0.0, 0.0], n=2),
+    "size_m": FL([0.5, 0.5], n=2, lo=0.0),
+    "yaw_deg": F(0.0),
+    "radius_m": F(0.1, lo=0.0, lo_open=True),
+    "vertices_m": FLL([], inner=2),
+}
+_OBSTACLE_KEYS = {
+    "box": {"name", "kind", "center_m", "size_m", "yaw_deg"},
+    "pillar": {"name", "kind", "center_m", "radius_m"},
+    "polygon": {"name", "kind", "vertices_m"},
+}
+
+
+def _check_obstacle(value: Any, key: str) -> dict:
+    out = Table(_OBSTACLE_FIELDS, required=("kind",)).check(value, key)
+    for k in value:
+        if k not in _OBSTACLE_KEYS[out["kind"]]:
+            raise _fail(f"{key}.{k}", f"does not apply to kind {out['kind']!r}")
+    if out["kind"] == "polygon" and len(out["vertices_m"]) < 3:
+        raise _fail(f"{key}.vertices_m", "a polygon needs at least 3 vertices")
+    return {k: v for k, v in out.items() if k in _OBSTACLE_KEYS[out["kind"]]}
+
+
+DEFAULT_OBSTACLES = [
+    {
+        "name": "cabinet",
+        "kind": "box",
+        "center_m": [3.4, 2.4],
+        "size_m": [1.0, 0.6],
+        "yaw_deg": 0.0,
+    },
+    {
+        "name": "table",
+        "kind": "box",
+        "center_m": [-2.9, 1.9],
+        "size_m": [1.2, 0.8],
+        "yaw_deg": 15.0,
+    },
+    {
+        "name": "crate",
+        "kind": "box",
+        "center_m": [2.7, -2.0],
+        "size_m": [0.5, 0.5],
+        "yaw_deg": 30.0,
+    },
+    {"name": "pillar_sw", "kind": "pillar", "center_m": [-2.6, -2.1], "radius_m": 0.15},
+    {"name": "pillar_ne", "kind": "pillar", "center_m": [1.9, 2.3], "radius_m": 0.10},
+]
+"""The lab's furniture when a scenario lists no ``[[world.obstacles]]``."""
+
+_OBSTACLES = Tables(_check_obstacle)
+_OBSTACLES.default = DEFAULT_OBSTACLES
+
+WORLD = Table(
+    {
+        "size_m": FL([8.0, 6.0], n=2, lo=0.5),
+        "mocap_volume_m": FL([-3.0, -2.2, 3.0, 2.2], n=4),
+        "obstacles": _OBSTACLES,
+    }
+)
+
+ROBOT = Table(
+    {
+        "start_xy_m": FL([-1.0, -1.0], n=2),
+        "start_yaw_deg": F(0.0),
+        "footprint_m": FLL(
+            [[-0.225, -0.225], [0.225, -0.225], [0.225, 0.225], [-0.225, 0.225]], inner=2
+        ),
+    }
+)
+
+TRAJECTORY_KINDS = ("forward", "sideways", "spin", "square", "figure8", "hold", "waypoints")
+TRAJECTORY = Table(
+    {
+        "kind": S("hold", TRAJECTORY_KINDS),
+        "lead_in_s": F(1.0, lo=0.0),
+        "lead_out_s": F(1.0, lo=0.0),
+        "max_speed_m_s": F(0.5, lo=0.0, lo_open=True),
+        "max_accel_m_s2": F(0.5, lo=0.0, lo_open=True),
+        "max_yaw_rate_deg_s": F(90.0, lo=0.0, lo_open=True),
+        "max_yaw_accel_deg_s2": F(180.0, lo=0.0, lo_open=True),
+        "pause_s": F(0.5, lo=0.0),
+        "repeats": I(1, lo=1, hi=1000),
+        "distance_m": F(2.0),
+        "return": B(True),
+        "angle_deg": F(360.0),
+        "side_m": F(2.0, lo=0.0, lo_open=True),
+        "turn_at_corners": B(False),
+        "size_m": F(3.0, lo=0.0, lo_open=True),
+        "heading": S("tangent", ("tangent", "fixed")),
+        "hold_s": F(30.0, lo=0.0),
+        "waypoints": FLL([], inner=3),
+    }
+)
+
+PODS = Table(
+    {
+        "enabled": B(True),
+        "rate_hz": F(200.0, lo=1.0, hi=5000.0),
+        "substeps": I(5, lo=1, hi=100),
+        "counter_bits": I(16, choices=(16, 32)),
+        "positions_m": FLL([[0.0, 0.16], [0.0, -0.16], [-0.12, 0.0]], inner=2, n=3),
+        "rolling_angles_deg": FL([0.0, 0.0, 90.0], n=3),
+        "wheel_radius_m": FL([0.024, 0.024, 0.024], n=3, lo=0.001),
+        "counts_per_rev": FL([2000.0, 2000.0, 2000.0], n=3, lo=1.0),
+        "initial_counts": FL([0.0, 0.0, 0.0], n=3),
+        "slip_sigma_m_per_sqrt_m": F(0.0005, lo=0.0),
+        "scrub_sigma": F(0.01, lo=0.0),
+        "bounce_rate_hz": F(0.05, lo=0.0),
+        "bounce_duration_s": F(0.02, lo=0.0),
+        "mcu_clock_drift_ppm": F(40.0, lo=-1000.0, hi=1000.0),
+        "mcu_clock_offset_us": I(1_000_000, lo=0),
+    }
+)
+
+IMU = Table(
+    {
+        "enabled": B(True),
+        "bias_rad_s": F(0.002),
+        "bias_walk_rad_s_sqrt_s": F(0.0001, lo=0.0),
+        "rate_noise_rad_s": F(0.003, lo=0.0),
+        "yaw_noise_rad": F(0.0, lo=0.0),
+    }
+)
+
+MOCAP = Table(
+    {
+        "enabled": B(True),
+        "rate_hz": F(120.0, lo=1.0, hi=1000.0),
+        "noise_m": F(0.0005, lo=0.0),
+        "noise_rad": F(0.002, lo=0.0),
+        "latency_s": F(0.004, lo=0.0),
+        "occlusion_rate_hz": F(0.05, lo=0.0),
+        "occlusion_mean_s": F(0.3, lo=0.0),
+        "marker_height_m": F(0.30),
+    }
+)
+
+POSE_SENSOR = Table(
+    {
+        "enabled": B(True),
+        "rate_hz": F(30.0, lo=0.1, hi=1000.0),
+        "rate_jitter_s": F(0.002, lo=0.0),
+        "latency_s": F(0.03, lo=0.0),
+        "height_m": F(0.25),
+        "reloc_times_s": FL([], lo=0.0),
+        "reloc_sigma": FL([0.05, 0.05, 0.02, 0.005, 0.005, 0.02], n=6, lo=0.0),
+        "gm_sigma": FL([0.02, 0.02, 0.01, 0.003, 0.003, 0.005], n=6, lo=0.0),
+        "gm_tau_s": FL([5.0, 5.0, 10.0, 20.0, 20.0, 8.0], n=6, lo=1e-6),
+        "white_sigma": FL([0.002, 0.002, 0.002, 0.0005, 0.0005, 0.0005], n=6, lo=0.0),
+        "covered_s": FLL([], inner=2, lo=0.0),
+        "reloc_after_cover": B(True),
+        "wrong_reloc_prob": F(0.02, lo=0.0, hi=1.0),
+        "wrong_reloc_sigma": FL([0.8, 0.8, 0.05, 0.02, 0.02, 0.5], n=6, lo=0.0),
+    }
+)
+
+LIDAR_DEFAULTS: dict[str, dict[str, Any]] = {
+    "ld19": {
+        "rate_hz": 10.0,
+        "samples_per_s": 4500.0,
+        "period_jitter_s": 0.004,
+        "skip_prob": 0.015,
+        "range_min_m": 0.02,
+        "range_max_m": 12.0,
+        "range_resolution_m": 0.001,
+        "noise_band_edges_m": [0.0, 1.0, 2.0, 3.0, 5.0, 12.0],
+        "noise_band_sigma_m": [0.004, 0.0045, 0.0085, 0.015, 0.02],
+        "edge_outlier_prob": 0.35,
+        "edge_min_jump_m": 0.15,
+        "false_point_prob": 0.001,
+        "intensity_at_1m": 220.0,
+        "intensity_falloff_per_m": 12.0,
+        "intensity_noise": 6.0,
+        "intensity_max": 255,
+    },
+    "a1": {
+        "rate_hz": 5.5,
+        "samples_per_s": 2000.0,
+        "period_jitter_s": 0.002,
+        "skip_prob": 0.0,
+        "range_min_m": 0.15,
+        "range_max_m": 12.0,
+        "range_resolution_m": 0.00025,
+        "noise_band_edges_m": [0.0, 1.0, 3.0, 5.0, 12.0],
+        "noise_band_sigma_m": [0.005, 0.01, 0.02, 0.03],
+        "edge_outlier_prob": 0.3,
+        "edge_min_jump_m": 0.15,
+        "false_point_prob": 0.0005,
+        "intensity_at_1m": 47.0,
+        "intensity_falloff_per_m": 1.0,
+        "intensity_noise": 1.5,
+        "intensity_max": 63,
+    },
+}
+
+
+def _lidar_table(model: str) -> Table:
+    d = LIDAR_DEFAULTS[model]
+    return Table(
+        {
+            "model": S(model, tuple(LIDAR_DEFAULTS)),
+            "enabled": B(True),
+            "mount_xy_m": FL([0.0, 0.0], n=2),
+            "mount_yaw_deg": F(0.0),
+            "rate_hz": F(d["rate_hz"], lo=0.5, hi=50.0),
+            "samples_per_s": F(d["samples_per_s"], lo=10.0, hi=100000.0),
+            "period_jitter_s": F(d["period_jitter_s"], lo=0.0),
+            "skip_prob": F(d["skip_prob"], lo=0.0, hi=1.0, hi_open=True),
+            "range_min_m": F(d["range_min_m"], lo=0.0),
+            "range_max_m": F(d["range_max_m"], lo=0.0, lo_open=True),
+            "range_resolution_m": F(d["range_resolution_m"], lo=0.0),
+            "noise_band_edges_m": FL(d["noise_band_edges_m"], lo=0.0),
+            "noise_band_sigma_m": FL(d["noise_band_sigma_m"], lo=0.0),
+            "edge_outlier_prob": F(d["edge_outlier_prob"], lo=0.0, hi=1.0),
+            "edge_min_jump_m": F(d["edge_min_jump_m"], lo=0.0),
+            "false_point_prob": F(d["false_point_prob"], lo=0.0, hi=1.0, hi_open=True),
+            "intensity_at_1m": F(d["intensity_at_1m"], lo=0.0),
+            "intensity_falloff_per_m": F(d["intensity_falloff_per_m"]),
+            "intensity_noise": F(d["intensity_noise"], lo=0.0),
+            "intensity_max": I(d["intensity_max"], lo=1, hi=255),
+        },
+        required=("model",),
+    )
+
+
+def _check_lidar(value: Any, key: str) -> dict:
+    if not isinstance(value, dict):
+        raise _fail(key, f"must be a table, got {value!r}")
+    model = S("ld19", tuple(LIDAR_DEFAULTS)).check(value.get("model"), f"{key}.model")
+    out = _lidar_table(model).check(value, key)
+    edges, sig = out["noise_band_edges_m"], out["noise_band_sigma_m"]
+    if len(edges) < 2 or any(b <= a for a, b in itertools.pairwise(edges)):
+        raise _fail(f"{key}.noise_band_edges_m", "must be >= 2 strictly increasing ranges (m)")
+    if len(sig) != len(edges) - 1:
+        raise _fail(
+            f"{key}.noise_band_sigma_m",
+            f"must have one σ per band: {len(edges) - 1} values, got {len(sig)}",
+        )
+    if out["range_min_m"] >= out["range_max_m"]:
+        raise _fail(f"{key}.range_min_m", "must be below range_max_m")
+    return out
+
+
+FAULTS = Table(
+    {
+        "corrupt_rate": F(0.0, lo=0.0, hi=1.0, hi_open=True),
+        "drop_rate": F(0.0, lo=0.0, hi=1.0, hi_open=True),
+        "slow_start_s": F(0.0, lo=0.0),
+        "stall_at_s": FL([], lo=0.0),
+        "stall_s": F(0.0, lo=0.0),
+        "unplug_at_s": FL([], lo=0.0),
+        "replug_after_s": F(1.0, lo=0.0),
+        "health": S("good", ("good", "warning", "error")),
+        "health_error_code": I(0, lo=0, hi=65535),
+        "brownout": B(False),
+        "brownout_window_s": F(2.0, lo=0.0),
+    }
+)
+
+
+def _named(check: Any) -> Any:
+    def run(value: Any, key: str) -> dict:
+        if not isinstance(value, dict):
+            raise _fail(key, f"must be a table of named entries, got {value!r}")
+        return {name: check(v, f"{key}.{name}") for name, v in value.items()}
+
+    return run
+
+
+class _Custom(_Spec):
+    def __init__(self, fn: Any, default: Any) -> None:
+        self.fn, self.default = fn, default
+
+    def check(self, value: Any, key: str) -> Any:
+        return self.fn(value, key)
+
+
+DEFAULT_LIDARS = {
+    "ld19": {"model": "ld19", "mount_xy_m": [0.10, 0.0], "mount_yaw_deg": 0.0},
+    "lidar_front": {"model": "a1", "mount_xy_m": [0.20, 0.0], "mount_yaw_deg": 0.0},
+    "lidar_rear": {"model": "a1", "mount_xy_m": [-0.20, 0.0], "mount_yaw_deg": 180.0},
+}
+
+_TOP_FIELDS: dict[str, _Spec] = {
+    "name": S(""),
+    "description": S(""),
+    "duration_s": F(0.0, lo=0.0),
+    "world": WORLD,
+    "robot": ROBOT,
+    "trajectory": TRAJECTORY,
+    "pods": PODS,
+    "imu": IMU,
+    "mocap": MOCAP,
+    "pose_sensor": POSE_SENSOR,
+    "lidars": _Custom(_named(_check_lidar), None),
+    "faults": _Custom(_named(lambda v, k: FAULTS.check(v, k)), {}),
+}
+_TOP = Table(_TOP_FIELDS)
+
+
+def _resolve(raw: dict, source: str) -> dict:
+    raw = {k: v for k, v in raw.items() if k != "campaign"}
+    try:
+        out = _TOP.check(raw, "")
+        if "lidars" not in raw:
+            out["lidars"] = _named(_check_lidar)(copy.deepcopy(DEFAULT_LIDARS), "lidars")
+        out["faults"] = out["faults"] or {}
+        for dev in out["faults"]:
+            if dev not in out["lidars"] and dev != "pods":
+                raise _fail(f"faults.{dev}", "names no device: use a lidar name or 'pods'")
+        if out["trajectory"]["kind"] == "waypoints" and not out["trajectory"]["waypoints"]:
+            raise _fail("trajectory.waypoints", "kind 'waypoints' needs [[x, y, yaw_deg], ...]")
+        for i, (a, b) in enumerate(out["pose_sensor"]["covered_s"]):
+            if b <= a:
+                raise _fail(f"pose_sensor.covered_s[{i}]", f"end {b} s must follow start {a} s")
+    except SimError as exc:
+        raise SimError(f"{source}: {exc}") from None
+    return out
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+@dataclass
+class Scenario:
+    """A validated scenario.
+
+    Attributes:
+        name: scenario name (the file stem unless the file sets ``name``).
+        source: where it came from (file path).
+        text: the file's original TOML text.
+        params: every parameter, defaults filled in (the dict written to sessions).
+        raw: the parsed file (without defaults).
+        session: campaign session index this scenario is resolved for (None if no campaign).
+        n_sessions: number of campaign sessions (0 if no campaign).
+    """
+
+    name: str
+    source: str
+    text: str
+    params: dict
+    raw: dict
+    session: int | None = None
+    n_sessions: int = 0
+
+    @property
+    def world(self) -> dict:
+        """The resolved ``[world]`` table."""
+        return self.params["world"]
+
+    @property
+    def robot(self) -> dict:
+        """The resolved ``[robot]`` table."""
+        return self.params["robot"]
+
+    @property
+    def trajectory(self) -> dict:
+        """The resolved ``[trajectory]`` table."""
+        return self.params["trajectory"]
+
+    @property
+    def pods(self) -> dict:
+        """The resolved ``[pods]`` table."""
+        return self.params["pods"]
+
+    @property
+    def imu(self) -> dict:
+        """The resolved ``[imu]`` table."""
+        return self.params["imu"]
+
+    @property
+    def mocap(self) -> dict:
+        """The resolved ``[mocap]`` table."""
+        return self.params["mocap"]
+
+    @property
+    def pose_sensor(self) -> dict:
+        """The resolved ``[pose_sensor]`` table."""
+        return self.params["pose_sensor"]
+
+    @property
+    def lidars(self) -> dict[str, dict]:
+        """Resolved ``[lidars.<name>]`` tables by name (disabled ones included)."""
+        return self.params["lidars"]
+
+    def faults(self, device: str) -> dict:
+        """Fault knobs of ``device`` (``[faults.<device>]``), defaults if the file has none."""
+        if device in self.params["faults"]:
+            return dict(self.params["faults"][device])
+        return FAULTS.default
+
+    def for_session(self, index: int) -> Scenario:
+        """This campaign scenario resolved for session ``index`` (0-based)."""
+        sessions = self.raw.get("campaign", {}).get("sessions", [])
+        if not sessions:
+            raise SimError(f"{self.source}: not a campaign (no [[campaign.sessions]])")
+        if not 0 <= index < len(sessions):
+            raise SimError(f"{self.source}: session {index} out of range 0..{len(sessions) - 1}")
+        merged = _deep_merge(self.raw, sessions[index])
+        params = _resolve(merged, f"{self.source} (campaign.sessions[{index}])")
+        return Scenario(self.name, self.source, self.text, params, self.raw, index, len(sessions))
+
+    def to_toml(self) -> str:
+        """The resolved parameters as TOML text (what sessions record)."""
+        head = [f"# scenario {self.name!r} from {self.source}"]
+        if self.session is not None:
+            head.append(f"# campaign session {self.session} of {self.n_sessions}")
+        return "\n".join(head) + "\n" + dumps_toml(self.params)
+
+
+def parse_scenario(text: str, source: str, name: str) -> Scenario:
+    """Parse and validate scenario TOML ``text`` (``source`` names it in errors)."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SimError(f"{source}: not valid TOML: {exc}") from None
+    campaign = raw.get("campaign")
+    n_sessions = 0
+    if campaign is not None:
+        if not isinstance(campaign, dict) or set(campaign) - {"sessions"}:
+            raise SimError(f"{source}: campaign: only [[campaign.sessions]] tables are allowed")
+        sessions = campaign.get("sessions")
+        if (
+            not isinstance(sessions, list)
+            or not sessions
+            or not all(isinstance(s, dict) for s in sessions)
+        ):
+            raise SimError(
+                f"{source}: campaign.sessions: must be one or more [[campaign.sessions]]"
+            )
+        n_sessions = len(sessions)
+    params = _resolve(raw, source)
+    name = params["name"] or name
+    sc = Scenario(name, source, text, params, raw, None, n_sessions)
+    for i in range(n_sessions):
+        sc.for_session(i)
+    return sc
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """Load a shipped scenario by name (``"square"``) or any scenario file by path.
+
+    Raises:
+        SimError: unknown name (lists the shipped ones), unreadable or invalid file.
+    """
+    p = Path(name_or_path)
+    if p.suffix != ".toml" and not p.exists():
+        candidate = SCENARIO_DIR / f"{name_or_path}.toml"
+        if not candidate.exists():
+            raise SimError(
+                f"unknown scenario {str(name_or_path)!r}; shipped: {', '.join(list_scenarios())}"
+                " (or give a path to a .toml file)"
+            )
+        p = candidate
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SimError(f"cannot read scenario {str(p)!r}: {exc.strerror or exc}") from None
+    return parse_scenario(text, str(p), p.stem)
+
+
+def list_scenarios() -> list[str]:
+    """Names of the shipped scenarios, sorted."""
+    return sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        if math.isnan(v):
+            return "nan"
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    raise SimError(f"cannot write {type(v).__name__} to TOML")
+
+
+def _toml_key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
+
+
+def dumps_toml(data: dict, prefix: str = "") -> str:
+    """Serialize nested dicts of scalars and lists to TOML (tables and arrays of tables)."""
+    lines: list[str] = []
+    subs: list[tuple[str, Any]] = []
+    for k, v in data.items():
+        table_list = isinstance(v, list) and v and all(isinstance(x, dict) for x in v)
+        if isinstance(v, dict) or table_list:
+            subs.append((k, v))
+        else:
+            lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
+    out = "\n".join(lines) + ("\n" if lines else "")
+    for k, v in subs:
+        full = f"{prefix}{_toml_key(k)}"
+        if isinstance(v, dict):
+            out += f"\n[{full}]\n" + dumps_toml(v, f"{full}.")
+        else:
+            for item in v:
+                out += f"\n[[{full}]]\n" + dumps_toml(item, f"{full}.")
+    return out

@@ -1,0 +1,197 @@
+"""Spinning 2D lidars (LD19, RPLIDAR A1) by ray casting from the mount pose.
+
+The head turns clockwise. Its turn schedule is drawn first: periods
+``1/rate_hz + N(0, period_jitter_s)``, each turn skipped (emits nothing) with
+probability ``skip_prob``; the rotation phase is linear in time within a turn.
+Samples are emitted at ``samples_per_s``; the LD19 sends them in packets of 12 whose
+angles are linear in time between the packet's first and last sample (what its
+start/end-angle encoding can express), the A1 one per node. Each sample is a ray
+cast from the sensor's pose **at that sample's own time** along its own bearing.
+
+Measurement model, per sample with true range r (inf = no hit):
+- noise N(0, σ_band(r)) by distance band, then rounded to the device's resolution;
+- mixed pixels: where a neighbouring sample of the same turn differs by more than
+  ``edge_min_jump_m`` (a depth edge), with probability ``edge_outlier_prob`` the range
+  falls uniformly between the two surfaces (kind 1, lower intensity);
+- isolated false points with probability ``false_point_prob``: a return uniformly in
+  [range_min, r) (kind 2, low intensity);
+- no return (range 0, intensity 0) outside [range_min_m, range_max_m] or without a hit;
+- intensity ``intensity_at_1m − intensity_falloff_per_m·(r − 1) + N(0, intensity_noise)``,
+  clipped to [1, intensity_max] (LD19 intensity 0..255, A1 quality 0..63).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sensorbench.sim.trajectory import Trajectory
+from sensorbench.sim.world import World
+
+KIND_NORMAL = 0
+KIND_EDGE = 1
+KIND_FALSE = 2
+
+
+@dataclass
+class LidarSamples:
+    """Device-native samples of one lidar over the whole run (see ``SIM_API.md``).
+
+    Attributes:
+        model: ``"ld19"`` or ``"a1"``.
+        t_s: emission time of each sample (s since the start of the run).
+        angle_deg_cw: native bearing, degrees clockwise, [0, 360).
+        range_m: measured range (m), quantized; 0.0 = no return (what devices send).
+        intensity: LD19 intensity 0..255 or A1 quality 0..63; 0 without a return.
+        speed_deg_s: rotation speed of the turn (per packet for the LD19), deg/s.
+        turn: turn index of each sample.
+        kind: 0 normal or no return, 1 edge (mixed-pixel) outlier, 2 isolated false point.
+        true_range_m: noise-free ray-cast range (m); inf = no hit.
+        samples_per_packet: 12 for the LD19, 1 for the A1.
+        turn_t_start_s, turn_period_s, turn_skipped: the turn schedule (T turns).
+        params: the scenario's parameters of this lidar.
+    """
+
+    model: str
+    t_s: np.ndarray
+    angle_deg_cw: np.ndarray
+    range_m: np.ndarray
+    intensity: np.ndarray
+    speed_deg_s: np.ndarray
+    turn: np.ndarray
+    kind: np.ndarray
+    true_range_m: np.ndarray
+    samples_per_packet: int
+    turn_t_start_s: np.ndarray
+    turn_period_s: np.ndarray
+    turn_skipped: np.ndarray
+    params: dict
+
+    def __len__(self) -> int:
+        return int(self.t_s.size)
+
+
+def turn_schedule(
+    p: dict, duration_s: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Turn start times (s), periods (s) and skipped flags covering [0, duration_s].
+
+    The first turn starts a uniform fraction of a period before 0, so the first turn
+    seen is partial, as on real units.
+    """
+    T = 1.0 / p["rate_hz"]
+    n = int(np.ceil(duration_s / T * 1.2)) + 8
+    periods = np.maximum(T + p["period_jitter_s"] * rng.standard_normal(n), 0.25 * T)
+    start0 = -rng.uniform(0.0, T)
+    starts = start0 + np.concatenate([[0.0], np.cumsum(periods[:-1])])
+    skipped = rng.random(n) < p["skip_prob"]
+    keep = starts < duration_s
+    return starts[keep], periods[keep], skipped[keep]
+
+
+def band_sigma(p: dict, r: np.ndarray) -> np.ndarray:
+    """Range noise σ (m) of each true range ``r`` (m) from the distance bands."""
+    edges = np.asarray(p["noise_band_edges_m"])
+    sig = np.asarray(p["noise_band_sigma_m"])
+    k = np.clip(np.searchsorted(edges, r, side="right") - 1, 0, sig.size - 1)
+    return sig[k]
+
+
+def simulate_lidar(
+    p: dict, traj: Trajectory, world: World, duration_s: float, rng: np.random.Generator
+) -> LidarSamples:
+    """All samples of one lidar (validated ``[lidars.<name>]`` table ``p``) over the run."""
+    model = p["model"]
+    spp = 12 if model == "ld19" else 1
+    starts, periods, skipped = turn_schedule(p, duration_s, rng)
+    fs = p["samples_per_s"]
+    n_pk = int(np.floor(duration_s * fs / spp))
+    t = (np.arange(n_pk * spp) / fs).reshape(n_pk, spp)
+    k_first = np.searchsorted(starts, t[:, 0], side="right") - 1
+    k_last = np.searchsorted(starts, t[:, -1], side="right") - 1
+    ph_first = k_first + (t[:, 0] - starts[k_first]) / periods[k_first]
+    ph_last = k_last + (t[:, -1] - starts[k_last]) / periods[k_last]
+    if spp > 1:
+        frac = np.arange(spp) / (spp - 1)
+        phase = ph_first[:, None] + (ph_last - ph_first)[:, None] * frac[None, :]
+    else:
+        phase = ph_first[:, None]
+    turn = np.floor(phase).astype(np.int64)
+    keep_pk = ~(skipped[np.clip(turn, 0, starts.size - 1)].any(axis=1))
+    t = t[keep_pk].ravel()
+    phase = phase[keep_pk].ravel()
+    turn = turn[keep_pk].ravel()
+    speed = np.repeat(360.0 / periods[k_first[keep_pk]], spp)
+    angle_cw = (phase - turn) * 360.0
+    angle_cw[angle_cw >= 360.0] = 0.0
+    n = t.size
+
+    x, y, yaw = traj.pose(t)
+    mx, my = p["mount_xy_m"]
+    c, s = np.cos(yaw), np.sin(yaw)
+    origin = np.column_stack([x + c * mx - s * my, y + s * mx + c * my])
+    bearing = yaw + np.deg2rad(p["mount_yaw_deg"]) - np.deg2rad(angle_cw)
+    true_r = world.raycast_many(origin, bearing)
+
+    z_noise = rng.standard_normal(n)
+    u_edge = rng.random(n)
+    u_mix = rng.random(n)
+    u_false = rng.random(n)
+    u_false_r = rng.random(n)
+    z_int = rng.standard_normal(n)
+
+    finite = np.isfinite(true_r)
+    meas = np.where(finite, true_r + band_sigma(p, np.where(finite, true_r, 0.0)) * z_noise, np.inf)
+    kind = np.zeros(n, np.uint8)
+
+    same_prev = np.zeros(n, bool)
+    same_prev[1:] = turn[1:] == turn[:-1]
+    prev_r = np.full(n, np.nan)
+    prev_r[1:] = np.where(same_prev[1:], true_r[:-1], np.nan)
+    next_r = np.full(n, np.nan)
+    next_r[:-1] = np.where(same_prev[1:], true_r[1:], np.nan)
+    with np.errstate(invalid="ignore"):
+        jp = np.where(np.isfinite(prev_r) & finite, np.abs(prev_r - true_r), 0.0)
+        jn = np.where(np.isfinite(next_r) & finite, np.abs(next_r - true_r), 0.0)
+    use_next = jn > jp
+    jump = np.maximum(jp, jn)
+    nb = np.where(use_next, next_r, prev_r)
+    edge = (jump > p["edge_min_jump_m"]) & (u_edge < p["edge_outlier_prob"])
+    meas = np.where(edge, true_r + u_mix * (nb - true_r), meas)
+    kind[edge] = KIND_EDGE
+
+    false = u_false < p["false_point_prob"]
+    hi = np.where(finite, np.minimum(true_r, p["range_max_m"]), p["range_max_m"])
+    meas = np.where(
+        false, p["range_min_m"] + u_false_r * np.maximum(hi - p["range_min_m"], 0), meas
+    )
+    kind[false] = KIND_FALSE
+
+    res = p["range_resolution_m"]
+    if res > 0:
+        meas = np.where(np.isfinite(meas), np.round(meas / res) * res, meas)
+    ret = np.isfinite(meas) & (meas >= p["range_min_m"]) & (meas <= p["range_max_m"])
+    range_m = np.where(ret, meas, 0.0)
+
+    level = p["intensity_at_1m"] - p["intensity_falloff_per_m"] * (range_m - 1.0)
+    level = np.where(kind == KIND_EDGE, level * (0.3 + 0.5 * u_mix), level)
+    level = np.where(kind == KIND_FALSE, 0.1 * p["intensity_at_1m"], level)
+    inten = np.clip(np.round(level + p["intensity_noise"] * z_int), 1, p["intensity_max"])
+    intensity = np.where(ret, inten, 0).astype(np.uint8)
+
+    return LidarSamples(
+        model=model,
+        t_s=t,
+        angle_deg_cw=angle_cw,
+        range_m=range_m,
+        intensity=intensity,
+        speed_deg_s=speed,
+        turn=turn,
+        kind=kind,
+        true_range_m=true_r,
+        samples_per_packet=spp,
+        turn_t_start_s=starts,
+        turn_period_s=periods,
+        turn_skipped=skipped,
+        params=dict(p),
+    )

@@ -1,0 +1,473 @@
+"""A simulated run: world, trajectory and every sensor model, deterministic per seed.
+
+:class:`Simulation` computes each sensor's whole stream on first request (vectorised)
+and caches it. Every sensor draws from its own random stream
+``default_rng([seed, crc32(name)])``, so disabling a sensor, or changing what one
+sensor sees, leaves every other sensor's noise identical at the same seed.
+
+:func:`simulate_to_session` writes a session file with every enabled stream, in the
+stored conventions (lidar angles rad CCW in [0, 2π), ranges m with ``inf`` for no
+return, host times int64 ns), plus the ``/truth`` group documented in
+``docs/SIMULATION.md``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import numpy as np
+from sensorbench import __version__
+from sensorbench.errors import SimError
+from sensorbench.sim.scenario import Scenario, dumps_toml, load_scenario
+from sensorbench.sim.sensor_lidar import LidarSamples, simulate_lidar
+from sensorbench.sim.sensor_pods import PodSamples, simulate_pods
+from sensorbench.sim.sensor_pose import PoseSamples, simulate_mocap, simulate_pose_sensor
+from sensorbench.sim.trajectory import Trajectory, build_trajectory
+from sensorbench.sim.world import World, build_world
+
+SIM_T0_NS = 1_000_000_000_000
+"""Host time (ns) of simulated time 0 in sessions written by :func:`simulate_to_session`."""
+
+TRUTH_RATE_HZ = 500.0
+"""Rate of the true pose and twist stored in ``/truth/pose`` (Hz)."""
+
+SENSOR_STREAMS = ("pods", "imu", "mocap", "pose_sensor")
+
+
+def sensor_rng(seed: int, name: str) -> np.random.Generator:
+    """The independent random stream of sensor ``name`` at ``seed``."""
+    return np.random.default_rng([int(seed), zlib.crc32(name.encode("utf-8"))])
+
+
+class Simulation:
+    """One simulated run of a scenario.
+
+    Args:
+        scenario: a :class:`Scenario`, a shipped scenario name or a path.
+        seed: non-negative integer; same scenario and seed give identical streams.
+        session: campaign session index; default ``seed % n_sessions`` for campaigns.
+
+    Raises:
+        SimError: bad seed or session, or a trajectory that drives the footprint into
+            an obstacle or through a wall.
+    """
+
+    def __init__(
+        self, scenario: Scenario | str | Path, seed: int = 0, session: int | None = None
+    ) -> None:
+        sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise SimError(f"seed must be a non-negative integer, got {seed!r}")
+        if sc.n_sessions and sc.session is None:
+            sc = sc.for_session(int(seed) % sc.n_sessions if session is None else session)
+        elif session is not None and session != sc.session:
+            raise SimError(f"scenario {sc.name!r} is not a campaign; drop session={session}")
+        self.scenario = sc
+        self.seed = int(seed)
+        self.world: World = build_world(sc.world)
+        r = sc.robot
+        self.start_pose = (r["start_xy_m"][0], r["start_xy_m"][1], np.deg2rad(r["start_yaw_deg"]))
+        self.trajectory: Trajectory = build_trajectory(sc.trajectory, self.start_pose)
+        self.duration_s: float = float(sc.params["duration_s"] or self.trajectory.duration_s)
+        if self.duration_s <= 0:
+            raise SimError(f"{sc.source}: the run lasts 0 s; set duration_s or a trajectory")
+        self._check_clearance()
+        self._cache: dict[str, object] = {}
+
+    def _check_clearance(self) -> None:
+        t = np.arange(0.0, self.duration_s, 0.05)
+        x, y, yaw = self.trajectory.pose(t)
+        fp = np.asarray(self.scenario.robot["footprint_m"], float)
+        c, s = np.cos(yaw)[:, None], np.sin(yaw)[:, None]
+        px = x[:, None] + c * fp[None, :, 0] - s * fp[None, :, 1]
+        py = y[:, None] + s * fp[None, :, 0] + c * fp[None, :, 1]
+        w, d = self.scenario.world["size_m"]
+        outside = (np.abs(px) > w / 2) | (np.abs(py) > d / 2)
+        inside = self.world.contains_obstacle_point(px.ravel(), py.ravel()).reshape(px.shape)
+        bad = (outside | inside).any(axis=1)
+        if bad.any():
+            k = int(np.argmax(bad))
+            where = "outside the lab walls" if outside[k].any() else "inside an obstacle"
+            raise SimError(
+                f"{self.scenario.source}: the robot footprint is {where} at t = {t[k]:.2f} s "
+                f"(pose x = {x[k]:.2f} m, y = {y[k]:.2f} m); move robot.start_xy_m or the "
+                "obstacles, or shorten the trajectory"
+            )
+
+    def rng(self, name: str) -> np.random.Generator:
+        """A fresh copy of sensor ``name``'s random stream."""
+        return sensor_rng(self.seed, name)
+
+    def truth_pose(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """True body pose in the world (x m, y m, yaw rad unwrapped) at times ``t_s`` (s)."""
+        return self.trajectory.pose(t_s)
+
+    def truth_twist_body(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """True body-frame twist (vx m/s, vy m/s, wz rad/s) at times ``t_s`` (s)."""
+        return self.trajectory.twist_body(t_s)
+
+    def lidar_names(self) -> list[str]:
+        """Names of the enabled lidars, in scenario order."""
+        return [n for n, p in self.scenario.lidars.items() if p["enabled"]]
+
+    def _lidar_params(self, name: str) -> dict:
+        if name not in self.scenario.lidars:
+            raise SimError(
+                f"no lidar {name!r} in scenario {self.scenario.name!r}; "
+                f"lidars: {', '.join(self.scenario.lidars) or 'none'}"
+            )
+        p = self.scenario.lidars[name]
+        if not p["enabled"]:
+            raise SimError(f"lidar {name!r} is disabled in scenario {self.scenario.name!r}")
+        return p
+
+    def lidar_mount(self, name: str) -> tuple[float, float, float]:
+        """Sensor pose in the body frame: x m, y m, yaw rad (CCW)."""
+        p = self._lidar_params(name)
+        return (p["mount_xy_m"][0], p["mount_xy_m"][1], float(np.deg2rad(p["mount_yaw_deg"])))
+
+    def lidar(self, name: str) -> LidarSamples:
+        """Device-native samples of lidar ``name`` over the whole run."""
+        key = f"lidar:{name}"
+        if key not in self._cache:
+            p = self._lidar_params(name)
+            self._cache[key] = simulate_lidar(
+                p, self.trajectory, self.world, self.duration_s, self.rng(f"lidar:{name}")
+            )
+        return self._cache[key]  # type: ignore[return-value]
+
+    def enabled(self, sensor: str) -> bool:
+        """Whether ``pods``, ``imu``, ``mocap`` or ``pose_sensor`` (or a lidar) is enabled."""
+        if sensor in SENSOR_STREAMS:
+            return bool(self.scenario.params[sensor]["enabled"])
+        return sensor in self.lidar_names()
+
+    def _require(self, sensor: str) -> None:
+        if not self.scenario.params[sensor]["enabled"]:
+            raise SimError(f"{sensor} is disabled in scenario {self.scenario.name!r}")
+
+    def pods(self) -> PodSamples:
+        """The pod MCU's frames (with the IMU's yaw and yaw rate, nan if the IMU is off)."""
+        self._require("pods")
+        if "pods" not in self._cache:
+            self._cache["pods"] = simulate_pods(
+                self.scenario.pods,
+                self.scenario.imu,
+                self.trajectory,
+                self.duration_s,
+                self.rng("pods"),
+                self.rng("imu"),
+            )
+        return self._cache["pods"]  # type: ignore[return-value]
+
+    def mocap(self) -> PoseSamples:
+        """Motion capture samples (occlusion gaps have ``valid`` False and nan poses)."""
+        self._require("mocap")
+        if "mocap" not in self._cache:
+            self._cache["mocap"] = simulate_mocap(
+                self.scenario.mocap,
+                self.trajectory,
+                self.world.in_mocap_volume,
+                self.duration_s,
+                self.rng("mocap"),
+            )
+        return self._cache["mocap"]  # type: ignore[return-value]
+
+    def pose_sensor(self) -> PoseSamples:
+        """Pose sensor samples with their true error and relocalization times."""
+        self._require("pose_sensor")
+        if "pose_sensor" not in self._cache:
+            self._cache["pose_sensor"] = simulate_pose_sensor(
+                self.scenario.pose_sensor,
+                self.trajectory,
+                self.duration_s,
+                self.rng("pose_sensor"),
+            )
+        return self._cache["pose_sensor"]  # type: ignore[return-value]
+
+
+def _ns(t_s: np.ndarray) -> np.ndarray:
+    return SIM_T0_NS + np.round(np.asarray(t_s, float) * 1e9).astype(np.int64)
+
+
+def lidar_turns(samples: LidarSamples):
+    """Group device-native samples into stored turns (rad CCW in [0, 2π), m, inf, ns)."""
+    from sensorbench.logs import NO_DEVICE_TIME, LidarTurns
+
+    turn = samples.turn
+    if turn.size == 0:
+        return LidarTurns.empty()
+    starts = np.flatnonzero(np.r_[True, turn[1:] != turn[:-1]])
+    count = np.diff(np.r_[starts, turn.size])
+    angle = np.mod(-np.deg2rad(samples.angle_deg_cw), 2 * np.pi).astype(np.float32)
+    angle[angle >= np.float32(2 * np.pi)] = 0.0
+    rng_m = np.where(samples.range_m > 0, samples.range_m, np.inf).astype(np.float32)
+    t_ns = _ns(samples.t_s)
+    if samples.model == "ld19":
+        device = np.floor(samples.t_s[starts] * 1e3).astype(np.int64) * 1_000_000
+        speed = np.round(samples.speed_deg_s[starts]) / 360.0
+    else:
+        device = np.full(starts.size, NO_DEVICE_TIME, np.int64)
+        speed = np.full(starts.size, np.nan)
+    return LidarTurns(
+        t_first_ns=t_ns[starts],
+        device_ns=device,
+        speed_hz=speed,
+        count=count,
+        flags=np.zeros(starts.size, np.uint16),
+        angle=angle,
+        range=rng_m,
+        intensity=samples.intensity.astype(np.uint16),
+        t_ns=t_ns,
+    )
+
+
+def robot_config_toml(sc: Scenario) -> str:
+    """A ``robot.toml`` (the format of ``examples/robot.toml``) describing the simulated robot."""
+    devices = []
+    for name, p in sc.lidars.items():
+        if not p["enabled"]:
+            continue
+        devices.append(
+            {
+                "name": name,
+                "kind": p["model"],
+                "port": f"sim:{name}",
+                "baud": 230400 if p["model"] == "ld19" else 115200,
+                "mount": {
+                    "x_m": p["mount_xy_m"][0],
+                    "y_m": p["mount_xy_m"][1],
+                    "yaw_deg": p["mount_yaw_deg"],
+                },
+            }
+        )
+    pods = sc.pods
+    doc: dict = {"robot": {"name": f"sim-{sc.name}", "footprint_m": sc.robot["footprint_m"]}}
+    if pods["enabled"]:
+        devices.append(
+            {
+                "name": "pods",
+                "kind": "pods",
+                "port": "sim:pods",
+                "baud": 115200,
+                "protocol": "binary",
+                "counter_bits": pods["counter_bits"],
+                "n_pods": 3,
+                "imu": bool(sc.imu["enabled"]),
+            }
+        )
+    doc["devices"] = devices
+    if pods["enabled"]:
+        doc["pods"] = {
+            "wheel_radius_m": pods["wheel_radius_m"][0],
+            "counts_per_rev": int(pods["counts_per_rev"][0]),
+            "wheels": [
+                {"x_m": xy[0], "y_m": xy[1], "angle_deg": a}
+                for xy, a in zip(pods["positions_m"], pods["rolling_angles_deg"], strict=False)
+            ],
+        }
+    return "# simulated robot (true geometry of the scenario)\n" + dumps_toml(doc)
+
+
+def simulate_to_session(
+    sc: Scenario | str | Path,
+    seed: int,
+    path: str | Path,
+    *,
+    session: int | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Simulate ``sc`` at ``seed`` and write every enabled stream plus ``/truth`` to ``path``.
+
+    Host times are ``SIM_T0_NS + t_s·1e9`` ns. Returns the path written.
+
+    Raises:
+        SimError: invalid scenario or seed; SessionError if the file cannot be written.
+    """
+    from sensorbench.logs import EncoderBatch, PoseBatch, SessionWriter
+
+    sim = Simulation(sc, seed, session)
+    scn = sim.scenario
+    path = Path(path)
+    attrs = {
+        "simulated": True,
+        "scenario": scn.name,
+        "seed": sim.seed,
+        "sim_t0_ns": SIM_T0_NS,
+        "duration_s": sim.duration_s,
+    }
+    if scn.session is not None:
+        attrs["campaign_session"] = scn.session
+    streams: dict[str, object] = {name: sim.lidar(name) for name in sim.lidar_names()}
+    for name in ("pods", "mocap", "pose_sensor"):
+        if sim.enabled(name):
+            streams[name] = getattr(sim, name)()
+    with SessionWriter(
+        path,
+        label=scn.name,
+        config_text=robot_config_toml(scn),
+        swmr=False,
+        attrs=attrs,
+        overwrite=overwrite,
+    ) as w:
+        _write_truth(w, sim, streams)
+        for name in sim.lidar_names():
+            p = scn.lidars[name]
+            w.add_lidar(
+                name,
+                attrs={
+                    "model": "LD19" if p["model"] == "ld19" else "A1",
+                    "port_path": f"sim:{name}",
+                    "serial": "",
+                    "frame": name,
+                    "mount_xy_yaw": list(sim.lidar_mount(name)),
+                    "simulated": True,
+                },
+            )
+        if "pods" in streams:
+            w.add_encoder(
+                "pods",
+                n_counts=3,
+                attrs={
+                    "counter_bits": scn.pods["counter_bits"],
+                    "imu": bool(scn.imu["enabled"]),
+                    "device_clock": "MCU microseconds (ns in device_ns)",
+                    "simulated": True,
+                },
+            )
+        if "mocap" in streams:
+            w.add_pose(
+                "mocap",
+                kind="mocap",
+                attrs={"rate_hz": scn.mocap["rate_hz"], "frame": "world", "simulated": True},
+            )
+        if "pose_sensor" in streams:
+            w.add_pose(
+                "pose_sensor",
+                kind="pose_sensor",
+                attrs={
+                    "rate_hz": scn.pose_sensor["rate_hz"],
+                    "frame": "sensor map",
+                    "simulated": True,
+                },
+            )
+        w.event(SIM_T0_NS, "simulate", "start", f"scenario {scn.name} seed {sim.seed}")
+        for name in sim.lidar_names():
+            w.append_turns(name, lidar_turns(streams[name]))  # type: ignore[arg-type]
+        if "pods" in streams:
+            pods: PodSamples = streams["pods"]  # type: ignore[assignment]
+            n = pods.t_s.size
+            w.append_encoder(
+                "pods",
+                EncoderBatch(
+                    host_ns=_ns(pods.t_s),
+                    device_ns=pods.mcu_time_us * 1000,
+                    seq=np.arange(n, dtype=np.int64),
+                    counts=pods.counts,
+                    yaw=pods.yaw_rad,
+                    yaw_rate=pods.yaw_rate_rad_s,
+                ),
+            )
+        for name in ("mocap", "pose_sensor"):
+            if name in streams:
+                ps: PoseSamples = streams[name]  # type: ignore[assignment]
+                w.append_pose(
+                    name, PoseBatch(_ns(ps.t_s), ps.position, ps.quat_xyzw, ps.valid, ps.flags)
+                )
+        if "pose_sensor" in streams:
+            ps = streams["pose_sensor"]  # type: ignore[assignment]
+            for t, wrong in zip(ps.reloc_t_s, ps.reloc_wrong, strict=False):
+                w.event(
+                    int(_ns(t)),
+                    "pose_sensor",
+                    "relocalization",
+                    "wrong relocalization (gross offset)" if wrong else "relocalized",
+                )
+        w.event(int(_ns(sim.duration_s)), "simulate", "stop", "end of scenario")
+    return path
+
+
+def _write_truth(w, sim: Simulation, streams: dict[str, object]) -> None:
+    scn = sim.scenario
+    w.set_truth_attrs(
+        {
+            "scenario_name": scn.name,
+            "scenario_toml": scn.to_toml(),
+            "scenario_source_text": scn.text,
+            "seed": sim.seed,
+            "campaign_session": -1 if scn.session is None else scn.session,
+            "duration_s": sim.duration_s,
+            "t0_ns": SIM_T0_NS,
+            "software_version": __version__,
+        }
+    )
+    t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
+    x, y, yaw = sim.truth_pose(t)
+    w.set_truth("pose/t_ns", _ns(t))
+    w.set_truth(
+        "pose/x_y_yaw",
+        np.column_stack([x, y, yaw]),
+        {"units": "m, m, rad (yaw unwrapped)", "frame": "world"},
+    )
+    w.set_truth(
+        "pose/twist_body",
+        np.column_stack(sim.truth_twist_body(t)),
+        {"units": "m/s, m/s, rad/s", "frame": "body"},
+    )
+    w.set_truth("world/segments", sim.world.segments, {"units": "m", "columns": "x0 y0 x1 y1"})
+    w.set_truth("world/circles", sim.world.circles, {"units": "m", "columns": "cx cy r"})
+    w.set_truth_attrs({"mocap_volume_m": list(sim.world.mocap_volume)}, "world")
+    for name in sim.lidar_names():
+        ls: LidarSamples = streams[name]  # type: ignore[assignment]
+        g = f"lidar/{name}"
+        w.set_truth(f"{g}/turn_t_start_ns", _ns(ls.turn_t_start_s))
+        w.set_truth(f"{g}/turn_period_s", ls.turn_period_s)
+        w.set_truth(f"{g}/turn_skipped", ls.turn_skipped)
+        w.set_truth(
+            f"{g}/turn_index",
+            np.unique(ls.turn),
+            {"meaning": "turn index of each stored turn (into turn_* arrays)"},
+        )
+        w.set_truth(f"{g}/kind", ls.kind, {"meaning": "0 normal/no return, 1 edge, 2 false"})
+        w.set_truth(f"{g}/true_range_m", ls.true_range_m.astype(np.float32))
+        w.set_truth_attrs(
+            {"params_toml": dumps_toml(ls.params), "mount_xy_yaw": list(sim.lidar_mount(name))}, g
+        )
+    if "pods" in streams:
+        pods: PodSamples = streams["pods"]  # type: ignore[assignment]
+        w.set_truth(
+            "pods/geometry",
+            pods.geometry.as_array(),
+            {"columns": "x_m y_m angle_rad radius_m counts_per_rev m_per_count"},
+        )
+        w.set_truth(
+            "pods/kinematic_matrix",
+            pods.geometry.kinematic_matrix(),
+            {"meaning": "dn = W (dx, dy, dtheta), counts per m / per rad"},
+        )
+        w.set_truth("pods/true_distance_m", pods.true_distance_m)
+        w.set_truth("pods/measured_distance_m", pods.measured_distance_m)
+        w.set_truth("pods/gyro_bias_rad_s", pods.true_gyro_bias_rad_s)
+        w.set_truth_attrs({"params_toml": dumps_toml(pods.params)}, "pods")
+    if "mocap" in streams:
+        mo: PoseSamples = streams["mocap"]  # type: ignore[assignment]
+        occ = np.asarray(mo.params["occlusion_intervals_s"], float).reshape(-1, 2)
+        w.set_truth("mocap/occlusion_ns", _ns(occ) if occ.size else np.zeros((0, 2), np.int64))
+    if "pose_sensor" in streams:
+        ps: PoseSamples = streams["pose_sensor"]  # type: ignore[assignment]
+        w.set_truth(
+            "pose_sensor/error",
+            ps.error,
+            {
+                "columns": "x y z roll pitch yaw",
+                "units": "m m m rad rad rad",
+                "meaning": "reported minus truth; nan while paused",
+            },
+        )
+        w.set_truth("pose_sensor/gm", ps.gm, {"columns": "x y z roll pitch yaw"})
+        w.set_truth("pose_sensor/reloc_t_ns", _ns(ps.reloc_t_s))
+        w.set_truth(
+            "pose_sensor/reloc_offset", ps.reloc_offset, {"columns": "x y z roll pitch yaw"}
+        )
+        w.set_truth("pose_sensor/reloc_wrong", ps.reloc_wrong)
