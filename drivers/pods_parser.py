@@ -43,6 +43,7 @@ class PodFrames:
         counts: cumulative encoder counts (int64[n, N], ticks).
         yaw_rate: IMU yaw rate (rad/s, float64[n]), nan if absent.
         yaw: IMU yaw (rad, float64[n]), nan if absent.
+        new_epoch: True at a frame that follows an MCU reset (device time restarted).
     """
 
     seq: np.ndarray
@@ -50,6 +51,7 @@ class PodFrames:
     counts: np.ndarray
     yaw_rate: np.ndarray
     yaw: np.ndarray
+    new_epoch: np.ndarray
 
     def __len__(self) -> int:
         return int(self.seq.size)
@@ -63,6 +65,7 @@ class PodFrames:
             np.zeros((0, n_pods), np.int64),
             np.zeros(0, np.float64),
             np.zeros(0, np.float64),
+            np.zeros(0, bool),
         )
 
 
@@ -329,4 +332,5 @@ class PodStreamParser:
             counts[keep],
             raw.yaw_rate[keep],
             raw.yaw[keep],
+            reset[keep],
         )

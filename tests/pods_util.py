@@ -13,19 +13,22 @@ def make_samples(
     n: int = 2000,
     rate_hz: float = 200.0,
     seed: int = 0,
-    counts0: tuple[int, ...] = (65_000, -65_300, 10),
+    counts0: tuple[int, ...] = (32_000, -32_500, 10),
     step: int = 900,
+    drift: tuple[int, ...] = (150, -150, 0),
     t0_us: int = 2**32 - 1_500_000,
     imu: bool = True,
 ) -> types.SimpleNamespace:
     """MCU samples whose counters and clock cross their wraps within the run.
 
-    Counter steps are uniform in [-step, step] per frame (< 2**15, so unwrappable);
+    Counters start within the signed 16-bit range (the host reads the first frame
+    as signed) and step by ``drift`` + uniform [-step, step] per frame (< 2**15, so
+    unwrappable), crossing the 16-bit wrap many times;
     the MCU clock starts 1.5 s before its 32-bit wrap.
     """
     rng = np.random.default_rng(seed)
     t = np.arange(n) / rate_hz
-    steps = rng.integers(-step, step + 1, size=(n, len(counts0)))
+    steps = rng.integers(-step, step + 1, size=(n, len(counts0))) + np.asarray(drift)
     steps[0] = 0
     counts = np.asarray(counts0, np.int64) + np.cumsum(steps, axis=0)
     yaw_rate = rng.normal(0.0, 0.5, n) if imu else np.full(n, np.nan)

@@ -1,0 +1,215 @@
+"""The pod stream parser: wraps, sequence gaps, corruption, resets; counters vs injected faults.
+
+Streams come from the emulator (through a real pty where faults are injected at
+the link) and the expected values from the emulator's truth record.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pods_util
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sensorbench.drivers.pods_parser import PodFrames, PodStreamParser
+from sensorbench.errors import DriverError
+from sensorbench.sim.emulator_pods import PodEmulator, encode_binary, encode_csv
+from sensorbench.sim.pty import Faults
+
+SAMPLES = pods_util.make_samples(n=1200, seed=3)
+RAW = dict(
+    seq=np.arange(1200) % 65536,
+    t_us=SAMPLES.mcu_time_us % 2**32,
+    counts_raw=SAMPLES.counts % 2**16,
+)
+STREAM, FLEN = encode_binary(
+    RAW["seq"],
+    RAW["t_us"],
+    RAW["counts_raw"],
+    16,
+    SAMPLES.yaw_rate_rad_s.astype(np.float32),
+    SAMPLES.yaw_rad.astype(np.float32),
+)
+
+
+def concat(parts: list[PodFrames]) -> PodFrames:
+    return PodFrames(
+        *(
+            np.concatenate([getattr(p, f) for p in parts])
+            for f in ("seq", "device_ns", "counts", "yaw_rate", "yaw", "new_epoch")
+        )
+    )
+
+
+def feed_chunks(parser: PodStreamParser, data: bytes, sizes: list[int]) -> PodFrames:
+    out, i, k = [], 0, 0
+    while i < len(data):
+        n = sizes[k % len(sizes)]
+        out.append(parser.feed(data[i : i + n]))
+        i, k = i + n, k + 1
+    return concat(out)
+
+
+def test_unwraps_counters_and_clock_across_their_wraps() -> None:
+    p = PodStreamParser(3, 16, "binary")
+    f = p.feed(STREAM)
+    assert len(f) == 1200 and p.stats.crc_errors == 0 and p.stats.lost_frames == 0
+    np.testing.assert_array_equal(f.seq, np.arange(1200))
+    np.testing.assert_array_equal(f.counts, SAMPLES.counts)  # crosses ±2**15 several times
+    assert (np.abs(SAMPLES.counts) > 2**16).any()
+    np.testing.assert_array_equal(f.device_ns, SAMPLES.mcu_time_us * 1000)
+    np.testing.assert_array_equal(f.yaw, SAMPLES.yaw_rad.astype(np.float32))
+    assert p.pending_bytes == 0 and p.stats.bytes_skipped == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(1, 60), min_size=1, max_size=12))
+def test_any_chunking_gives_the_same_frames(sizes: list[int]) -> None:
+    f = feed_chunks(PodStreamParser(3, 16), STREAM[: 200 * FLEN], sizes)
+    np.testing.assert_array_equal(f.counts, SAMPLES.counts[:200])
+    np.testing.assert_array_equal(f.seq, np.arange(200))
+
+
+def test_sequence_gaps_count_lost_frames() -> None:
+    rng = np.random.default_rng(7)
+    removed = np.sort(rng.choice(np.arange(1, 1199), size=37, replace=False))
+    keep = np.setdiff1d(np.arange(1200), removed)
+    data = b"".join(STREAM[i * FLEN : (i + 1) * FLEN] for i in keep)
+    p = PodStreamParser(3, 16)
+    f = p.feed(data)
+    assert p.stats.lost_frames == 37
+    np.testing.assert_array_equal(f.seq, keep)
+    np.testing.assert_array_equal(f.counts, SAMPLES.counts[keep])
+
+
+def test_a_gap_longer_than_the_sequence_wrap_is_counted_modulo_65536() -> None:
+    # documented limit: seq is 16 bit; 70000 frames missing look like 70000 - 65536
+    seq = np.array([5, 5 + 70000]) % 65536
+    data, _ = encode_binary(seq, np.array([0, 350_000_000]), np.zeros((2, 3), np.int64), 16)
+    p = PodStreamParser(3, 16)
+    p.feed(data)
+    assert p.stats.lost_frames == 70000 - 65536 - 1
+
+
+def _run_faulty_link(faults: Faults, variant: str = "binary", seed: int = 11):
+    s = pods_util.make_samples(n=2400, seed=seed, imu=True)
+    with PodEmulator(s, variant=variant, speed=40.0, faults=faults, seed=seed) as em:
+        ser = pods_util.open_then_start(em)
+        stream = pods_util.drain(ser, em)
+        ser.close()
+    return s, em.truth(), em.port.stats, stream
+
+
+@pytest.mark.parametrize(
+    "faults", [Faults(corrupt_rate=2e-3), Faults(drop_rate=2e-3)], ids=["corrupt", "drop"]
+)
+def test_link_faults_lose_exactly_the_damaged_frames(faults: Faults) -> None:
+    s, truth, stats, stream = _run_faulty_link(faults)
+    offsets = stats.corrupted_offsets or stats.dropped_offsets
+    damaged = truth.damaged(offsets)
+    assert 50 < damaged.sum() < 400  # ~2400 frames × 26 B × 2e-3 ≈ 125 hit frames
+    p = PodStreamParser(3, 16)
+    f = feed_chunks(p, stream, [97, 4096, 13])
+    intact = truth.index[~damaged]
+    np.testing.assert_array_equal(f.seq, intact)  # every intact frame, nothing else
+    np.testing.assert_array_equal(f.counts, s.counts[intact])
+    np.testing.assert_array_equal(f.device_ns, s.mcu_time_us[intact] * 1000)
+    between = damaged & (truth.index > intact[0]) & (truth.index < intact[-1])
+    assert p.stats.lost_frames == int(between.sum())
+    if stats.corrupted_offsets:
+        # every AA 55 that does not start or lie inside an intact frame is an error;
+        # candidates in the last 300 bytes may legitimately wait in the tail
+        buf = np.frombuffer(stream, np.uint8)
+        cand = np.flatnonzero((buf[:-1] == 0xAA) & (buf[1:] == 0x55))
+        starts, ends = truth.offset[~damaged], truth.offset[~damaged] + truth.length[~damaged]
+        j = np.searchsorted(starts, cand, side="right") - 1
+        stray = cand[~((j >= 0) & (cand < ends[np.maximum(j, 0)]))]
+        assert int((stray < len(stream) - 300).sum()) <= p.stats.crc_errors <= stray.size
+        # a hit frame whose first 4 bytes (sync, len, flags) are intact fails its CRC
+        body_hit = truth.damaged(offsets) & ~_damaged_after(truth, offsets, 4)
+        early = truth.offset < len(stream) - 300
+        assert p.stats.crc_errors >= int((body_hit & early).sum())
+
+
+def _damaged_after(truth, offsets: list[int], skip: int) -> np.ndarray:
+    """Frames hit somewhere in their first ``skip`` bytes."""
+    offs = np.sort(np.asarray(offsets))
+    lo = np.searchsorted(offs, truth.offset, side="left")
+    hi = np.searchsorted(offs, truth.offset + skip, side="left")
+    return truth.delivered & (hi > lo)
+
+
+def test_stall_frames_are_counted_lost_in_csv() -> None:
+    # at most 50 counts per frame: a ~400-frame stall stays under half the 16-bit range
+    s = pods_util.make_samples(n=3000, seed=5, step=50, drift=(0, 0, 0))
+    with PodEmulator(s, variant="csv", speed=10.0) as em:
+        ser = pods_util.open_then_start(em)
+        time.sleep(0.3)
+        em.stall(0.2)
+        stream = pods_util.drain(ser, em)
+        ser.close()
+    truth = em.truth()
+    p = PodStreamParser(3, 16, "csv")
+    f = feed_chunks(p, stream, [333])
+    assert (~truth.delivered).sum() > 100
+    assert p.stats.lost_frames == int((~truth.delivered).sum())
+    np.testing.assert_array_equal(f.seq, truth.index[truth.delivered])
+    np.testing.assert_array_equal(f.counts, s.counts[truth.index[truth.delivered]])
+    np.testing.assert_allclose(f.yaw_rate, truth.yaw_rate[truth.delivered], rtol=1e-6)
+
+
+def test_csv_broken_lines_are_counted_and_skipped() -> None:
+    lines = encode_csv(RAW["seq"][:10], RAW["t_us"][:10], RAW["counts_raw"][:10], 16)
+    bad = [
+        b"# pods firmware 1.2\n",  # banner: skipped, not an error
+        b"12,34,1,2\n",  # too few fields
+        b"12,34,1,2,x\n",  # not a number
+        b"70000,34,1,2,3\n",  # seq out of range
+        b"1,2,3,4,5,6,7,8\n",  # too many fields
+        b"\xff\xfe garbage\n",
+    ]
+    stream = b"".join(lines[:3]) + b"".join(bad) + lines[3].rstrip(b"\n") + b"\r\n"
+    stream += lines[4][:5] + lines[5] + b"".join(lines[6:])  # a line cut short merges
+    p = PodStreamParser(3, 16, "csv")
+    f = feed_chunks(p, stream, [7])
+    assert p.stats.crc_errors == 6
+    assert f.seq.tolist() == [0, 1, 2, 3, 6, 7, 8, 9]
+    assert p.stats.lost_frames == 2
+    np.testing.assert_array_equal(f.counts, SAMPLES.counts[[0, 1, 2, 3, 6, 7, 8, 9]])
+    assert np.isnan(f.yaw).all()
+
+
+def test_mcu_reset_keeps_counts_continuous() -> None:
+    first = slice(0, 100)
+    t_mid = 2_000_000_000 + np.arange(100) * 5000  # far from the 32-bit wrap
+    a, _ = encode_binary(RAW["seq"][first], t_mid, RAW["counts_raw"][first], 16)
+    # after a reset the MCU starts again: seq 0, t_us small, counters from 0
+    counts_b = np.array([[0, 0, 0], [5, -5, 7], [9, -9, 2]])
+    b, _ = encode_binary(np.arange(3), np.array([1000, 6000, 11000]), counts_b % 2**16, 16)
+    p = PodStreamParser(3, 16)
+    f = p.feed(a + b)
+    assert p.stats.resets == 1 and p.stats.lost_frames == 0
+    np.testing.assert_array_equal(f.counts[100:], SAMPLES.counts[99] + counts_b)
+    assert f.device_ns[100:].tolist() == [1_000_000, 6_000_000, 11_000_000]
+    assert f.seq.tolist() == list(range(103))
+    assert np.flatnonzero(f.new_epoch).tolist() == [100]
+
+
+def test_duplicates_and_layout_mismatch() -> None:
+    p = PodStreamParser(3, 16)
+    f = p.feed(STREAM[: FLEN * 3] + STREAM[FLEN * 2 : FLEN * 4])
+    assert p.stats.duplicates == 1 and f.seq.tolist() == [0, 1, 2, 3]
+    wide, _ = encode_binary(RAW["seq"][:5], RAW["t_us"][:5], RAW["counts_raw"][:5], 32)
+    p = PodStreamParser(3, 16)
+    assert len(p.feed(wide)) == 0 and p.stats.layout_mismatch == 5 and p.stats.crc_errors == 0
+
+
+def test_bad_parser_configuration_is_refused() -> None:
+    with pytest.raises(DriverError):
+        PodStreamParser(0)
+    with pytest.raises(DriverError):
+        PodStreamParser(3, 24)
+    with pytest.raises(DriverError):
+        PodStreamParser(3, 16, "json")
