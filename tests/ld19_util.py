@@ -1,0 +1,132 @@
+"""LD19 test helpers, written from the protocol table (HARDWARE.md), not from the driver.
+
+``ref_crc8`` computes the CRC bit by bit from the polynomial; ``ref_decode`` is a
+plain byte-by-byte parser with ``struct`` that follows the documented rules: frame
+on ``54 2C``, check the CRC (and the span sanity rule), on failure move on by one
+byte. Tests compare the vectorised driver and the emulator against these.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import serial
+
+MANUAL_PACKET = bytes.fromhex(
+    "54 2C 68 08 AB 7E E0 00 E4 DC 00 E2 D9 00 E5 D5 00 E3 D3 00 E4 D0 00 E9 CD 00 E4"
+    " CA 00 E2 C7 00 E9 C5 00 E5 C2 00 E5 C0 00 E5 BE 82 3A 1A 50"
+)
+MANUAL_FIELDS = {
+    "speed": 2152,
+    "start": 32427,
+    "end": 33470,
+    "timestamp": 6714,
+    "first": (224, 228),
+    "last": (192, 229),
+}
+_FMT = "<BBHH" + "HB" * 12 + "HHB"
+
+
+def ref_crc8(data: bytes) -> int:
+    """CRC-8, poly 0x4D, init 0, MSB first, no reflection, no final XOR; bit by bit."""
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x4D) & 0xFF if crc & 0x80 else (crc << 1) & 0xFF
+    return crc
+
+
+@dataclass
+class RefPacket:
+    """One packet as decoded by the reference parser."""
+
+    offset: int
+    speed: int
+    start: int
+    end: int
+    distance: tuple[int, ...]
+    intensity: tuple[int, ...]
+    timestamp: int
+
+
+def ref_unpack(offset: int, raw: bytes) -> RefPacket:
+    """Fields of one 47-byte packet with ``struct``."""
+    f = struct.unpack(_FMT, raw)
+    pts = f[4:28]
+    return RefPacket(offset, f[2], f[3], f[28], tuple(pts[0::2]), tuple(pts[1::2]), f[29])
+
+
+@dataclass
+class RefResult:
+    """Reference parse of a whole stream."""
+
+    packets: list[RefPacket] = field(default_factory=list)
+    crc_failures: int = 0
+    span_failures: int = 0
+
+
+def ref_decode(stream: bytes, max_span: int = 3600) -> RefResult:
+    """Byte-by-byte reference parser over a complete stream."""
+    out = RefResult()
+    i = 0
+    n = len(stream)
+    while i + 47 <= n:
+        if stream[i] != 0x54 or stream[i + 1] != 0x2C:
+            i += 1
+            continue
+        raw = stream[i : i + 47]
+        if ref_crc8(raw) != 0:
+            out.crc_failures += 1
+            i += 1
+            continue
+        p = ref_unpack(i, raw)
+        if p.start >= 36000 or p.end >= 36000 or (p.end - p.start) % 36000 > max_span:
+            out.span_failures += 1
+            i += 1
+            continue
+        out.packets.append(p)
+        i += 47
+    return out
+
+
+def packet_rows(pk) -> np.ndarray:
+    """``(k, 28)`` int rows (speed, start, end, timestamp, 12 distances, 12 intensities).
+
+    Works for the driver's ``LD19Packets`` and the emulator's ``LD19Truth``.
+    """
+    if hasattr(pk, "speed_deg_s"):
+        cols = (pk.speed_deg_s, pk.start_cdeg, pk.end_cdeg, pk.timestamp_ms)
+    else:
+        cols = (pk.speed, pk.start, pk.end, pk.timestamp)
+    head = np.stack([np.asarray(c, dtype=np.int64) for c in cols], axis=1)
+    return np.concatenate(
+        (head, np.asarray(pk.distance_mm, np.int64), np.asarray(pk.intensity, np.int64)), axis=1
+    )
+
+
+def ref_rows(packets: list[RefPacket]) -> np.ndarray:
+    """The same rows from reference packets."""
+    return np.array(
+        [(p.speed, p.start, p.end, p.timestamp, *p.distance, *p.intensity) for p in packets],
+        dtype=np.int64,
+    ).reshape(-1, 28)
+
+
+def capture(ser: serial.Serial, done, quiet_s: float = 0.3, deadline_s: float = 20.0) -> bytes:
+    """Read ``ser`` until ``done.is_set()`` and ``quiet_s`` without bytes (or the deadline)."""
+    buf = bytearray()
+    end = time.monotonic() + deadline_s
+    last = time.monotonic()
+    while time.monotonic() < end:
+        chunk = ser.read(65536)
+        now = time.monotonic()
+        if chunk:
+            buf += chunk
+            last = now
+        elif done.is_set() and now - last > quiet_s:
+            break
+    return bytes(buf)

@@ -1,0 +1,158 @@
+"""LD19 packet format: CRC, the manual's example packet, parser rules and counters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ld19_util import MANUAL_FIELDS, MANUAL_PACKET, packet_rows, ref_crc8, ref_decode, ref_rows
+from sensorbench.drivers.ld19_parser import (
+    CRC8_TABLE,
+    LD19Packets,
+    LD19Parser,
+    build_crc8_table,
+    crc8,
+    point_angles_cdeg,
+)
+from sensorbench.sim.emulator_ld19 import encode_packets
+
+
+def _packets(k: int, seed: int = 0, ts0: int = 0) -> tuple[bytes, dict]:
+    """``k`` well-formed packets at 10 Hz, 4500 samples/s, from random point values."""
+    rng = np.random.default_rng(seed)
+    j = np.arange(k)
+    start = (j * 960) % 36000  # 12 samples of 0.8 deg per packet
+    fields = {
+        "speed": np.full(k, 3600),
+        "start": start,
+        "end": (start + 880) % 36000,
+        "distance_mm": rng.integers(0, 12000, (k, 12)),
+        "intensity": rng.integers(0, 256, (k, 12)),
+        "timestamp": (ts0 + (j * 8) // 3) % 30000,
+    }
+    return encode_packets(**fields), fields
+
+
+def test_crc_table_from_polynomial_matches_bitwise_reference():
+    table = build_crc8_table(0x4D)
+    assert np.array_equal(table, CRC8_TABLE)
+    for b in range(256):
+        assert table[b] == ref_crc8(bytes([b]))
+    assert crc8(b"123456789") == 0xC3 == ref_crc8(b"123456789")
+
+
+def test_manual_example_packet_decodes_exactly():
+    assert crc8(MANUAL_PACKET[:-1]) == 0x50 and crc8(MANUAL_PACKET) == 0
+    p = LD19Parser()
+    pk = p.feed(MANUAL_PACKET, host_ns=123)
+    assert len(pk) == 1
+    assert int(pk.speed_deg_s[0]) == MANUAL_FIELDS["speed"]
+    assert int(pk.start_cdeg[0]) == MANUAL_FIELDS["start"]
+    assert int(pk.end_cdeg[0]) == MANUAL_FIELDS["end"]
+    assert int(pk.timestamp_ms[0]) == MANUAL_FIELDS["timestamp"]
+    assert (int(pk.distance_mm[0, 0]), int(pk.intensity[0, 0])) == MANUAL_FIELDS["first"]
+    assert (int(pk.distance_mm[0, -1]), int(pk.intensity[0, -1])) == MANUAL_FIELDS["last"]
+    # angles by float division: step = 1043 / 11 = 94.8181... (the SDK's integer step is 94)
+    ang = pk.angles_cdeg()[0]
+    assert ang[0] == 32427 and ang[-1] == pytest.approx(33470, abs=1e-9)
+    assert ang[1] - ang[0] == pytest.approx(1043 / 11)
+    assert p.counters.packets == 1 and p.counters.bytes_skipped == 0 and int(pk.host_ns[0]) == 123
+
+
+def test_encoder_reproduces_the_manual_packet_byte_for_byte():
+    dist = [224, 220, 217, 213, 211, 208, 205, 202, 199, 197, 194, 192]
+    inten = [228, 226, 229, 227, 228, 233, 228, 226, 233, 229, 229, 229]
+    raw = encode_packets(2152, 32427, 33470, np.array(dist), np.array(inten), 6714)
+    assert raw == MANUAL_PACKET
+
+
+def test_angle_wraps_inside_a_packet():
+    ang = point_angles_cdeg(np.array([35900]), np.array([780]))[0]  # 359.00 -> 7.80 deg
+    step = 880 / 11
+    assert ang[0] == 35900 and ang[1] == pytest.approx(35900 + step)
+    assert ang[2] == pytest.approx((35900 + 2 * step) % 36000)
+    assert np.all((ang >= 0) & (ang < 36000))
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 46, 47, 48, 500, 100000])
+def test_any_chunking_gives_the_same_packets(chunk):
+    raw, fields = _packets(60)
+    stream = b"\x00\x54\x2c\x54" + raw + b"\x54"
+    p = LD19Parser()
+    out = LD19Packets.concat([p.feed(stream[i : i + chunk]) for i in range(0, len(stream), chunk)])
+    assert len(out) == 60
+    assert np.array_equal(out.distance_mm, fields["distance_mm"])
+    assert np.array_equal(out.stream_offset, 4 + 47 * np.arange(60))
+    c = p.counters
+    assert c.bytes == len(stream)
+    assert c.bytes == 47 * c.packets + c.bytes_skipped + p.pending_bytes
+    assert p.pending_bytes == 1  # the trailing 0x54 may still start a packet
+
+
+def test_corrupted_packet_costs_one_packet_and_resyncs_by_one_byte():
+    raw, fields = _packets(10)
+    buf = bytearray(raw)
+    buf[3 * 47 + 20] ^= 0xFF  # damage packet 3's payload
+    p = LD19Parser()
+    out = p.feed(bytes(buf))
+    assert len(out) == 9
+    assert np.array_equal(out.distance_mm, np.delete(fields["distance_mm"], 3, axis=0))
+    assert p.counters.crc_failures == 1
+    assert p.counters.lost_packets == 1 and p.counters.timestamp_gaps == 1
+    assert out.lost_before.tolist() == [0, 0, 0, 1, 0, 0, 0, 0, 0]
+    assert out.failures_before.tolist() == [0, 0, 0, 1, 0, 0, 0, 0, 0]
+
+
+def test_header_bytes_inside_payload_and_a_packet_hidden_after_a_false_header():
+    raw, fields = _packets(8, seed=2)
+    fields["distance_mm"][:, 5] = 0x2C54  # 54 2C inside every payload
+    raw = encode_packets(**fields)
+    # a torn packet (header + 20 bytes) in front: the real packet starts inside its window
+    stream = raw[:20] + raw
+    p = LD19Parser()
+    out = p.feed(stream)
+    assert len(out) == 8 and np.array_equal(out.distance_mm, fields["distance_mm"])
+    ref = ref_decode(stream)
+    assert np.array_equal(packet_rows(out), ref_rows(ref.packets))
+    assert p.counters.crc_failures == ref.crc_failures
+
+
+def test_unknown_packet_types_are_skipped_and_counted():
+    raw, fields = _packets(6)
+    health = bytes([0x54, 0xE0, 0x01, 0x02, 0x03])
+    info = bytes([0x54, 0x0F]) + bytes(20)
+    stream = raw[:94] + health + raw[94:188] + info + raw[188:]
+    p = LD19Parser()
+    out = LD19Packets.concat([p.feed(stream[i : i + 33]) for i in range(0, len(stream), 33)])
+    assert len(out) == 6 and np.array_equal(out.distance_mm, fields["distance_mm"])
+    assert p.counters.unknown_packets == 2
+    assert p.counters.bytes_skipped == len(health) + len(info)
+
+
+def test_span_sanity_rejects_impossible_angles_even_with_a_good_crc():
+    _raw, fields = _packets(5)
+    fields["end"][2] = (fields["start"][2] + 9000) % 36000  # a 90 deg packet
+    fields["start"][3] = 40000  # not an angle
+    stream = encode_packets(**fields)
+    p = LD19Parser()
+    out = p.feed(stream)
+    assert len(out) == 3
+    assert p.counters.span_failures == 2 and p.counters.crc_failures == 0
+    assert ref_decode(stream).span_failures == 2
+
+
+def test_timestamp_wrap_is_not_a_gap():
+    raw, _ = _packets(40, ts0=29950)
+    p = LD19Parser()
+    out = p.feed(raw)
+    assert len(out) == 40
+    assert out.timestamp_ms.min() < 100 and out.timestamp_ms.max() > 29900
+    assert p.counters.timestamp_gaps == 0 and p.counters.lost_packets == 0
+
+
+def test_state_is_per_instance():
+    raw_a, fa = _packets(5, seed=1)
+    raw_b, fb = _packets(5, seed=2)
+    a, b = LD19Parser(), LD19Parser()
+    out_a = [a.feed(raw_a[:30]), b.feed(raw_b[:50]), a.feed(raw_a[30:]), b.feed(raw_b[50:])]
+    assert np.array_equal(LD19Packets.concat([out_a[0], out_a[2]]).distance_mm, fa["distance_mm"])
+    assert np.array_equal(LD19Packets.concat([out_a[1], out_a[3]]).distance_mm, fb["distance_mm"])
