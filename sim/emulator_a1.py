@@ -30,8 +30,10 @@ compare a driver's output against exactly what was sent.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -241,6 +243,7 @@ class A1Emulator:
         if power is not None:
             power.attach(self)
         self._stop = threading.Event()
+        self._actions: queue.Queue[tuple[Callable[[], None], threading.Event]] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"a1-emulator-{name}", daemon=True)
         self._thread.start()
 
@@ -279,13 +282,31 @@ class A1Emulator:
 
     def unplug(self) -> None:
         """Pull the USB cable: the pty disappears and the unit loses power."""
+        self._on_thread(self._do_unplug)
+
+    def replug(self, boot_s: float = 0.2) -> None:
+        """Plug back in: a new pty behind the same link; the unit boots (banner) and idles."""
+        self._on_thread(lambda: self._do_replug(boot_s))
+
+    def _on_thread(self, action: Callable[[], None]) -> None:
+        # pty fds are closed and reopened only between two recv() calls of the emulator
+        # thread: a new pty reusing the old fd numbers must not be read by a recv()
+        # that started on the old one.
+        if not self._thread.is_alive():
+            action()
+            return
+        done = threading.Event()
+        self._actions.put((action, done))
+        if not done.wait(2.0):
+            raise SimError(f"A1 emulator {self.name}: its thread did not act within 2 s")
+
+    def _do_unplug(self) -> None:
         with self._lock:
             self.port.unplug()
             self._scanning = False
             self._motor = False
 
-    def replug(self, boot_s: float = 0.2) -> None:
-        """Plug back in: a new pty behind the same link; the unit boots (banner) and idles."""
+    def _do_replug(self, boot_s: float) -> None:
         with self._lock:
             self.port.replug()
             self._reboot(boot_s)
@@ -345,6 +366,10 @@ class A1Emulator:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            while not self._actions.empty():
+                action, done = self._actions.get()
+                action()
+                done.set()
             data = self.port.recv(_TICK_S)
             now = self.clock.now()
             motor_started = False

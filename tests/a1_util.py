@@ -1,0 +1,106 @@
+"""Helpers of the A1 tests: an independent decoder written from the protocol tables.
+
+Nothing here imports the driver's protocol module: these functions are the
+reference the emulator and the driver are both checked against.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import serial
+
+
+def read_exact(ser: serial.Serial, n: int, timeout_s: float = 2.0) -> bytes:
+    """Read exactly ``n`` bytes or fail the test after ``timeout_s`` s."""
+    deadline = time.monotonic() + timeout_s
+    buf = b""
+    while len(buf) < n:
+        buf += ser.read(n - len(buf))
+        if time.monotonic() > deadline:
+            raise AssertionError(f"got {len(buf)} of {n} bytes within {timeout_s} s: {buf.hex()}")
+    return buf
+
+
+def read_for(ser: serial.Serial, seconds: float) -> bytes:
+    """Everything that arrives in ``seconds`` s."""
+    deadline = time.monotonic() + seconds
+    buf = b""
+    while time.monotonic() < deadline:
+        buf += ser.read(max(1, ser.in_waiting))
+    return buf
+
+
+def descriptor_fields(raw: bytes) -> tuple[int, int, int]:
+    """(length, mode, type) from the 7-byte table: A5 5A, 30-bit length | 2-bit mode << 30, type."""
+    assert raw[:2] == b"\xa5\x5a", raw.hex()
+    word = raw[2] | raw[3] << 8 | raw[4] << 16 | raw[5] << 24
+    return word & ((1 << 30) - 1), word >> 30, raw[6]
+
+
+@dataclass
+class RefNodes:
+    start: np.ndarray
+    quality: np.ndarray
+    angle_q6: np.ndarray
+    dist_q2: np.ndarray
+
+
+def ref_decode_nodes(data: bytes) -> RefNodes:
+    """Decode aligned 5-byte nodes one by one, asserting every check bit."""
+    assert len(data) % 5 == 0
+    s, q, a, d = [], [], [], []
+    for i in range(0, len(data), 5):
+        b = data[i : i + 5]
+        start = b[0] & 1
+        inverse = (b[0] >> 1) & 1
+        assert start != inverse, f"node {i // 5}: S and !S equal"
+        assert b[1] & 1 == 1, f"node {i // 5}: check bit not 1"
+        s.append(bool(start))
+        q.append(b[0] >> 2)
+        a.append((b[1] >> 1) + (b[2] << 7))
+        d.append(b[3] + (b[4] << 8))
+    return RefNodes(np.array(s, bool), np.array(q), np.array(a), np.array(d))
+
+
+def ref_turns(start: np.ndarray, *fields: np.ndarray) -> list[tuple[np.ndarray, ...]]:
+    """Complete turns (from one start flag up to the next) of parallel node arrays."""
+    idx = np.flatnonzero(start)
+    return [tuple(f[lo:hi] for f in fields) for lo, hi in zip(idx[:-1], idx[1:], strict=True)]
+
+
+def ccw_rad(angle_q6: np.ndarray) -> np.ndarray:
+    """Native clockwise q6 degrees to counter-clockwise radians in [0, 2π)."""
+    deg = np.mod(360.0 - angle_q6 / 64.0, 360.0)
+    return np.deg2rad(deg)
+
+
+def range_m(dist_q2: np.ndarray) -> np.ndarray:
+    """q2 mm to m, inf for 0 (no return)."""
+    r = dist_q2 / 4000.0
+    return np.where(dist_q2 == 0, np.inf, r)
+
+
+def run_with_deadline(fn: Callable[[], Any], timeout_s: float) -> tuple[bool, Any]:
+    """Run ``fn`` in a daemon thread; (finished, result or exception).
+
+    A call that does not finish in ``timeout_s`` s is left behind (daemon thread), so a
+    library that hangs cannot hang the test.
+    """
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # the test inspects what the library raised
+            box["result"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return (not thread.is_alive(), box.get("result"))

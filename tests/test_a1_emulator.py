@@ -1,0 +1,214 @@
+"""The A1 emulator, read through pyserial on its pty, against the protocol tables."""
+
+from __future__ import annotations
+
+import time
+
+import a1_util as u
+import numpy as np
+import pytest
+import serial
+
+from sensorbench.errors import SimError
+from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples
+from sensorbench.sim.power import PowerBus
+from sensorbench.sim.pty import Faults
+
+SPEED = 10.0
+SERIAL_A = bytes.fromhex("0f1e2d3c4b5a69788796a5b4c3d2e1f0")
+
+
+@pytest.fixture
+def emu():
+    with A1Emulator(serial=SERIAL_A, speed=SPEED, spinup_s=0.5) as e:
+        yield e
+
+
+@pytest.fixture
+def host(emu):
+    with serial.Serial(emu.path, 115200, timeout=0.05) as s:
+        yield s
+
+
+def test_get_info_matches_the_table(emu, host):
+    host.write(b"\xa5\x50")
+    raw = u.read_exact(host, 27)
+    assert raw[:7] == bytes.fromhex("a55a1400000004")
+    assert u.descriptor_fields(raw[:7]) == (20, 0, 0x04)
+    payload = raw[7:]
+    assert payload[0] == 0x18  # model A1M8
+    assert (payload[2], payload[1]) == (1, 29)  # firmware major, minor
+    assert payload[3] == 7
+    assert payload[4:] == SERIAL_A
+
+
+def test_each_unit_has_its_own_serial():
+    other = bytes(range(100, 116))
+    with A1Emulator(serial=other, speed=SPEED) as e, serial.Serial(e.path, 115200, timeout=0.05) as s:
+        s.write(b"\xa5\x50")
+        assert u.read_exact(s, 27)[11:] == other
+    with pytest.raises(SimError):
+        A1Emulator(serial=b"short")
+
+
+@pytest.mark.parametrize(("status", "code"), [(0, 0), (1, 0x0102), (2, 0x8004)])
+def test_get_health_states_little_endian_code(emu, host, status, code):
+    emu.set_health(status, code)
+    host.write(b"\xa5\x52")
+    raw = u.read_exact(host, 10)
+    assert u.descriptor_fields(raw[:7]) == (3, 0, 0x06)
+    assert raw[7] == status
+    assert raw[8] | raw[9] << 8 == code  # little-endian on the wire
+
+
+def test_idle_until_scan_then_nodes_match_truth_and_samples(emu, host):
+    assert u.read_for(host, 0.1) == b""  # spins only after a start
+    assert not emu.motor_on
+    host.write(b"\xa5\x20")
+    desc = u.read_exact(host, 7)
+    assert desc == bytes.fromhex("a55a0500004081")
+    assert u.descriptor_fields(desc) == (5, 1, 0x81)  # 5-byte nodes, multi-response
+    assert emu.motor_on
+    data = u.read_for(host, 0.5)
+    host.write(b"\xa5\x25")
+    time.sleep(0.05)
+    data += u.read_for(host, 0.1)
+    data = data[: len(data) // 5 * 5]
+    nodes = u.ref_decode_nodes(data)
+    truth = emu.truth()
+    n = len(nodes.start)
+    assert n > 500  # 0.5 s at 10x, 2000 samples/s, minus the 0.05 s spin-up
+    assert np.array_equal(nodes.start, truth.start[:n])
+    assert np.array_equal(nodes.quality, truth.quality[:n])
+    assert np.array_equal(nodes.angle_q6, truth.angle_q6[:n])
+    assert np.array_equal(nodes.dist_q2, truth.dist_q2[:n])
+    # and the truth is the quantized samples: q6 angle, q2 mm, quality 0 for no return
+    samples = RoomSamples.generate()
+    k = np.searchsorted(samples.t_s, truth.t_s[0] - 1e-9)
+    sl = slice(k, k + n)
+    assert np.array_equal(nodes.angle_q6, np.round(samples.angle_deg_cw[sl] * 64) % 23040)
+    assert np.array_equal(nodes.dist_q2, np.round(samples.range_m[sl] * 4000))
+    assert np.all(nodes.quality[nodes.dist_q2 == 0] == 0)
+    starts = np.flatnonzero(nodes.start)
+    assert starts.size >= 2
+    # a turn is about 2000 / 5.5 = 364 nodes
+    assert np.all(np.abs(np.diff(starts) - 2000 / 5.5) <= 1)
+    assert u.read_for(host, 0.1) == b""  # STOP silences it
+    assert not emu.motor_on
+
+
+def test_force_scan_and_spinup_delay(emu, host):
+    t0 = time.monotonic()
+    host.write(b"\xa5\x21")
+    assert u.read_exact(host, 7) == bytes.fromhex("a55a0500004081")
+    first = u.read_exact(host, 5)
+    waited = time.monotonic() - t0
+    assert waited >= 0.5 / SPEED * 0.9  # no node before the motor spun up
+    assert first[1] & 1 == 1
+
+
+def test_pwm_ignored_and_commands_ignored_while_scanning(emu, host):
+    host.write(b"\xa5\xf0\x02\x94\x02" + bytes([0xA5 ^ 0xF0 ^ 0x02 ^ 0x94 ^ 0x02]))
+    assert u.read_for(host, 0.1) == b""
+    assert not emu.motor_on
+    assert emu.requests == [0xF0]
+    host.write(b"\xa5\x20")
+    u.read_exact(host, 7)
+    host.write(b"\xa5\x50")  # not answered while scanning: only nodes follow
+    data = u.read_for(host, 0.2)
+    assert len(data) > 100
+    assert bytes.fromhex("a55a1400000004") not in data
+
+
+def test_reset_is_silent_then_prints_a_banner(emu, host):
+    host.write(b"\xa5\x20")
+    u.read_exact(host, 7)
+    host.write(b"\xa5\x40")
+    time.sleep(0.02)
+    host.reset_input_buffer()
+    t0 = time.monotonic()
+    text = b""
+    while b"Model" not in text and time.monotonic() - t0 < 2:
+        text += host.read(64)
+    assert time.monotonic() - t0 >= 0.5 / SPEED * 0.5
+    assert text.startswith(b"RP LIDAR System.\r\n")
+    assert b"Firmware Ver 1.29" in text
+    assert not emu.scanning
+    host.write(b"\xa5\x52")
+    raw = u.read_exact(host, 10)
+    assert u.descriptor_fields(raw[:7]) == (3, 0, 6)
+
+
+def test_slow_start_answers_nothing_then_answers():
+    with A1Emulator(speed=SPEED, faults=Faults(slow_start_s=0.3)) as e:
+        with serial.Serial(e.path, 115200, timeout=0.05) as s:
+            s.write(b"\xa5\x50")
+            assert u.read_for(s, 0.15) == b""
+            time.sleep(0.2)
+            s.write(b"\xa5\x50")
+            assert u.descriptor_fields(u.read_exact(s, 27)[:7]) == (20, 0, 4)
+
+
+def test_unplug_and_replug_keep_the_link(tmp_path):
+    link = tmp_path / "lidar_front"
+    with A1Emulator(speed=SPEED, link=str(link)) as e:
+        e.unplug()
+        assert not link.exists()
+        e.replug(boot_s=2.0)  # 0.2 s real: the host opens the port before the banner
+        assert link.exists()  # a new pty (the kernel may reuse its number)
+        assert (e.port.stats.unplugs, e.port.stats.replugs) == (1, 1)
+        with serial.Serial(str(link), 115200, timeout=0.05) as s:
+            text = u.read_for(s, 0.4)
+            assert b"RP LIDAR System." in text  # a power-on boots and prints the banner
+            s.write(b"\xa5\x50")
+            assert u.descriptor_fields(u.read_exact(s, 27)[:7]) == (20, 0, 4)
+
+
+def _scan(ser: serial.Serial) -> None:
+    ser.write(b"\xa5\x20")
+    assert u.read_exact(ser, 7) == bytes.fromhex("a55a0500004081")
+
+
+def _health(ser: serial.Serial) -> tuple[int, int]:
+    ser.reset_input_buffer()
+    ser.write(b"\xa5\x52")
+    raw = u.read_exact(ser, 10)
+    return raw[7], raw[8] | raw[9] << 8
+
+
+def test_brownout_when_two_motors_start_together():
+    bus = PowerBus(inrush_s=1.0, mode="error", error_code=0x8002, clock=None)
+    bus.clock.speed = SPEED
+    with (
+        A1Emulator(name="front", serial=SERIAL_A, power=bus) as a,
+        A1Emulator(name="rear", serial=bytes(16), power=bus) as b,
+        serial.Serial(a.path, 115200, timeout=0.05) as sa,
+        serial.Serial(b.path, 115200, timeout=0.05) as sb,
+    ):
+        _scan(sa)
+        _scan(sb)
+        time.sleep(0.05)
+        assert [x.devices for x in bus.brownouts] == [("front", "rear")]
+        assert not a.scanning and not b.scanning
+        sa.write(b"\xa5\x25")
+        sb.write(b"\xa5\x25")
+        time.sleep(0.05)
+        assert _health(sa) == (2, 0x8002)
+        assert _health(sb) == (2, 0x8002)
+
+
+def test_no_brownout_when_staggered():
+    bus = PowerBus(inrush_s=1.0, mode="silent")
+    bus.clock.speed = SPEED
+    with (
+        A1Emulator(name="front", power=bus) as a,
+        A1Emulator(name="rear", power=bus) as b,
+        serial.Serial(a.path, 115200, timeout=0.05) as sa,
+        serial.Serial(b.path, 115200, timeout=0.05) as sb,
+    ):
+        _scan(sa)
+        time.sleep(1.2 / SPEED)
+        _scan(sb)
+        time.sleep(0.05)
+        assert bus.brownouts == []
+        assert a.scanning and b.scanning
