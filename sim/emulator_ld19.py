@@ -387,6 +387,28 @@ class LD19Emulator:
             wait = min(max((nxt - self.clock.now()) / self.speed, 0.0005), _MAX_SLEEP_S)
             self._stop.wait(wait)
 
+    def _send(self, data: bytes, k: int) -> np.ndarray:
+        """Send ``k`` packets; return each one's offset in the offered stream (-1: not offered).
+
+        With link faults on, packets go one ``send`` each, so the fault pattern
+        depends only on the seed and the packet sequence, not on host timing.
+        """
+        stats = self.port.stats
+        f = self.port.faults
+        if f.corrupt_rate > 0 or f.drop_rate > 0:
+            offset = np.full(k, -1, dtype=np.int64)
+            for i in range(k):
+                before = stats.bytes_offered
+                self.port.send(data[i * PACKET_SIZE : (i + 1) * PACKET_SIZE])
+                if stats.bytes_offered > before:
+                    offset[i] = before
+            return offset
+        before = stats.bytes_offered
+        self.port.send(data)
+        if stats.bytes_offered == before:
+            return np.full(k, -1, dtype=np.int64)
+        return before + PACKET_SIZE * np.arange(k, dtype=np.int64)
+
     def _pump(self, now: float) -> None:
         """Encode and send every packet whose send time has come (at most ``_MAX_BURST_S``)."""
         cand = np.arange(self._cursor, self._cursor + _MAX_BURST_PACKETS)
@@ -412,11 +434,8 @@ class LD19Emulator:
         data = encode_packets(
             self._speed[j], self._start[j], self._end[j], dist, self._inten[j], ts
         )
-        before = self.port.stats.bytes_offered
         host_ns = time.monotonic_ns()
-        self.port.send(data)
-        offered = self.port.stats.bytes_offered > before
-        offset = before + PACKET_SIZE * np.arange(due.size) if offered else np.full(due.size, -1)
+        offset = self._send(data, due.size)
         self._truth.append(
             LD19Truth(
                 t_s=t_first,
@@ -428,8 +447,8 @@ class LD19Emulator:
                 timestamp=ts,
                 distance_mm=dist,
                 intensity=self._inten[j],
-                offset=offset.astype(np.int64),
-                offered=np.full(due.size, offered),
+                offset=offset,
+                offered=offset >= 0,
                 power_cycle=np.full(due.size, self._power_cycle, dtype=np.int64),
             )
         )
