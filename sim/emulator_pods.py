@@ -147,6 +147,9 @@ class PodEmulator:
         faults: byte-level fault knobs of the link.
         seed: seed of the link's fault stream.
         baud: the MCU's UART speed (the host must configure the same).
+        loop: after the last sample start over, continuing time, sequence and counts
+            (pass k adds k × the run's span to ``t_s``/``mcu_time_us`` and k × the
+            net count change to the counters), so a capture may outlast the run.
     """
 
     def __init__(
@@ -161,6 +164,7 @@ class PodEmulator:
         faults: Faults | None = None,
         seed: int = 0,
         baud: int = proto.DEFAULT_BAUD,
+        loop: bool = False,
     ) -> None:
         if variant not in proto.VARIANTS:
             raise SimError(f"pod variant must be 'binary' or 'csv', got {variant!r}")
@@ -182,6 +186,11 @@ class PodEmulator:
         self._yaw = np.full(n, np.nan) if yaw is None else np.asarray(yaw, float)
         self.imu = bool(np.isfinite(self._yaw_rate).any()) if imu is None else imu
         self.n_pods = int(self._counts.shape[1])
+        self.loop = loop
+        dt = float(np.median(np.diff(self._t))) if n > 1 else 1.0
+        self._span_s = float(self._t[-1] - self._t[0]) + dt
+        self._span_us = int(self._mcu_us[-1] - self._mcu_us[0]) + round(dt * 1e6)
+        self._span_counts = self._counts[-1] - self._counts[0]
         self.clock = clock or SimClock(speed)
         self.port = PtyPort(link=link, baud=baud, faults=faults, seed=seed)
         self._truth: list[dict[str, np.ndarray]] = []
@@ -240,23 +249,35 @@ class PodEmulator:
 
     # -- serving -----------------------------------------------------------------
 
+    def _time_of(self, i: int) -> float:
+        n = self._t.size
+        return float(self._t[i % n]) + (i // n) * self._span_s
+
     def _run(self) -> None:
         n = self._t.size
-        while not self._stop.is_set() and self._next < n:
-            due = int(np.searchsorted(self._t, self.clock.now(), side="right"))
+        while not self._stop.is_set() and (self.loop or self._next < n):
+            now = self.clock.now()
+            k, rem = divmod(now - self._t[0], self._span_s)
+            due = int(k) * n + int(np.searchsorted(self._t, self._t[0] + rem, side="right"))
+            if not self.loop:
+                due = min(due, n)
             if due > self._next:
                 self._send(self._next, min(due, self._next + MAX_FRAMES_PER_WRITE))
             else:
-                self.clock.sleep_until(float(self._t[self._next]), self._stop)
+                self.clock.sleep_until(self._time_of(self._next), self._stop)
         self.finished.set()
 
     def _send(self, i: int, j: int) -> None:
         idx = np.arange(i, j)
+        n = self._t.size
+        src, rep = idx % n, idx // n
+        mcu_us = self._mcu_us[src] + rep * self._span_us
+        counts = self._counts[src] + rep[:, None] * self._span_counts
         seq = idx % (1 << proto.SEQ_BITS)
-        t_us = self._mcu_us[i:j] % (1 << proto.TIME_BITS)
-        raw = self._counts[i:j] % (1 << self.counter_bits)
-        rate = self._yaw_rate[i:j].astype(np.float32) if self.imu else None
-        yaw = self._yaw[i:j].astype(np.float32) if self.imu else None
+        t_us = mcu_us % (1 << proto.TIME_BITS)
+        raw = counts % (1 << self.counter_bits)
+        rate = self._yaw_rate[src].astype(np.float32) if self.imu else None
+        yaw = self._yaw[src].astype(np.float32) if self.imu else None
         if self.variant == "binary":
             data, flen = encode_binary(seq, t_us, raw, self.counter_bits, rate, yaw)
             lengths = np.full(idx.size, flen, np.int64)
@@ -277,9 +298,9 @@ class PodEmulator:
                 "index": idx,
                 "seq": seq,
                 "t_us": t_us,
-                "mcu_time_us": self._mcu_us[i:j].copy(),
+                "mcu_time_us": mcu_us,
                 "counts_raw": raw,
-                "counts": self._counts[i:j].copy(),
+                "counts": counts,
                 "yaw_rate": nan if rate is None else np.asarray(rate, np.float64),
                 "yaw": nan if yaw is None else np.asarray(yaw, np.float64),
                 "offset": offsets if delivered else np.full(idx.size, -1, np.int64),

@@ -150,3 +150,25 @@ def test_bad_arguments_are_refused() -> None:
         PodEmulator(s, variant="json")
     with pytest.raises(SimError):
         PodEmulator(s, counter_bits=24)
+
+
+def test_loop_continues_time_sequence_and_counts() -> None:
+    s = pods_util.make_samples(n=200, imu=False)
+    em = PodEmulator(s, speed=20.0, loop=True)
+    ser = pods_util.open_then_start(em)
+    stream = b""
+    end = time.monotonic() + 0.15  # 3 simulated s at 20x: 600 frames, three passes
+    while time.monotonic() < end:
+        stream += ser.read(65536)
+    ser.close()
+    em.stop()
+    frames = decode_binary(stream[: len(stream) // 18 * 18])
+    assert len(frames) > 450
+    seq = np.array([f["seq"] for f in frames])
+    assert seq.tolist() == list(range(len(frames)))
+    counts = np.array([f["counts"] for f in frames], np.int64)
+    net = s.counts[-1] - s.counts[0]
+    np.testing.assert_array_equal(counts[200:400], (s.counts + net) % 2**16)
+    t_us = np.array([f["t_us"] for f in frames], np.int64)
+    steps = np.diff(t_us) % 2**32
+    assert steps.min() > 0 and steps.max() < 5100  # 5 ms frames, no jump at the seams

@@ -1,0 +1,194 @@
+"""The live pod-MCU reader: serial bytes → raw stream + encoder frames in the session.
+
+Built on :class:`~sensorbench.drivers.serial_reader.SerialReader` (open deadline,
+short reads, stale/unplug/reconnect events). Per received chunk the raw bytes go
+to the session's raw stream, :class:`~sensorbench.drivers.pods_parser.PodStreamParser`
+decodes the frames it completes (binary or CSV, ``docs/PROTOCOLS.md``), and they are
+appended as one :class:`~sensorbench.logs.EncoderBatch`:
+
+* ``device_ns``: the MCU's microsecond clock, unwrapped, in ns (what the device sent);
+* ``host_ns``: the frame's time on the host clock from a
+  :class:`~sensorbench.drivers.device_clock.DeviceClock` fitted to the lower envelope
+  of receive times (as for the LD19), never later than the frame's receive time and
+  never decreasing, so USB and scheduling delays do not jitter the pod samples;
+* ``seq``: unwrapped sequence number; gaps are lost frames (counted in ``drops``);
+* ``counts``: cumulative int64 counts, unwrapped from the counter width.
+
+An unplug drops the partial frame; the MCU is assumed to keep counting (the
+sequence gap then shows how many frames the unplug cost). If it restarted instead
+(its clock went backwards) the parser starts a new epoch, the device clock is
+refitted, and a ``note`` event says so.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sensorbench.drivers import pods_protocol as proto
+from sensorbench.drivers.device_clock import DeviceClock
+from sensorbench.drivers.pods_parser import PodFrames, PodStreamParser
+from sensorbench.drivers.serial_reader import SerialReader
+from sensorbench.logs import EncoderBatch
+
+if TYPE_CHECKING:
+    from sensorbench.logs import SessionWriter
+
+
+class PodReader(SerialReader):
+    """Reads the pod MCU on ``port`` and records raw bytes and encoder frames.
+
+    Args:
+        name: device name (stream names in the session).
+        port: serial path, preferably the stable udev name.
+        writer: session writer, or None to keep frames in memory only.
+        n_pods: counters per frame.
+        counter_bits: counter width on the MCU (16 or 32).
+        protocol: ``"binary"`` or ``"csv"``.
+        baud: line speed (baud).
+        attrs: extra encoder stream attributes (e.g. nominal pod geometry).
+        clock_slope: host seconds per device second assumed before the clock fit
+            converges (1.0 for hardware; 1/speed for an accelerated emulator).
+        keep_frames: also keep every decoded frame in memory (tests, bring-up).
+        **kwargs: :class:`SerialReader` options (deadlines, backoff, read size).
+    """
+
+    kind = "pods"
+
+    def __init__(
+        self,
+        name: str,
+        port: str | os.PathLike[str],
+        writer: SessionWriter | None = None,
+        *,
+        n_pods: int = 3,
+        counter_bits: int = 16,
+        protocol: str = "binary",
+        baud: int = proto.DEFAULT_BAUD,
+        attrs: dict[str, Any] | None = None,
+        clock_slope: float = 1.0,
+        keep_frames: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(name, port, baud, writer, **kwargs)
+        self.parser = PodStreamParser(n_pods, counter_bits, protocol)
+        self.clock = DeviceClock(modulus=None, tick_ns=1, nominal_slope=clock_slope)
+        self.attrs = dict(attrs or {})
+        self.keep_frames = keep_frames
+        self.batches: list[EncoderBatch] = []
+        self._batches_lock = threading.Lock()
+        self._last_host_ns = np.iinfo(np.int64).min
+
+    # -- hooks -------------------------------------------------------------------------
+
+    def declare_streams(self, writer: SessionWriter) -> None:
+        """Add the encoder stream (counts in ticks, yaw rad, yaw rate rad/s, times ns)."""
+        p = self.parser
+        attrs = {
+            "model": "pod-mcu",
+            "port_path": self.port,
+            "baud": self.baud,
+            "protocol": p.variant,
+            "counter_bits": p.counter_bits,
+            "n_pods": p.n_pods,
+            "units": "counts: encoder ticks (cumulative, unwrapped); yaw: rad; yaw_rate: rad/s",
+            "time_base": "host monotonic_ns via device clock (lower envelope of receive times), "
+            "capped at the receive time; device_ns = MCU t_us * 1000, unwrapped",
+            **self.attrs,
+        }
+        writer.add_encoder(self.name, n_counts=p.n_pods, attrs=attrs)
+
+    def raw_attrs(self) -> dict[str, Any]:
+        """Raw stream attributes: port, baud, protocol."""
+        return {**super().raw_attrs(), "protocol": f"pods-{self.parser.variant}"}
+
+    def consume(self, t_ns: int, data: bytes) -> int:
+        """Parse a chunk, store complete frames; return frames decoded."""
+        resets_before = self.parser.stats.resets
+        frames = self.parser.feed(data)
+        n = len(frames)
+        if n == 0:
+            return 0
+        host = self._host_times(t_ns, frames)
+        batch = EncoderBatch(
+            host_ns=host,
+            device_ns=frames.device_ns,
+            seq=frames.seq,
+            counts=frames.counts,
+            yaw=frames.yaw,
+            yaw_rate=frames.yaw_rate,
+        )
+        if self.writer is not None:
+            self.writer.append_encoder(self.name, batch)
+            if self.parser.stats.resets > resets_before:
+                self._event(t_ns, "note", "pod MCU restarted (its clock went backwards)")
+        if self.keep_frames:
+            with self._batches_lock:
+                self.batches.append(batch)
+        return n
+
+    def on_reconnect(self) -> None:
+        """Drop the partial frame; the MCU's counters and clock carry on."""
+        self.parser.reset_tail()
+
+    def diagnose(self) -> str:
+        """Bytes, rejected frames and valid frames seen, with the likely cause."""
+        st = self.parser.stats
+        if self.bytes_total == 0:
+            cause = "the MCU sends nothing: is it powered, flashed, and is this its port?"
+        elif st.layout_mismatch:
+            cause = (
+                f"{st.layout_mismatch} valid frames with another pod count or counter width: "
+                "fix n_pods/counter_bits in robot.toml"
+            )
+        else:
+            cause = (
+                f"no valid {self.parser.variant} frame: wrong baud rate, wrong protocol "
+                "variant, or not the pod MCU?"
+            )
+        return (
+            f"{self.bytes_total} bytes, {st.crc_errors} bad frames/lines, {st.frames} valid: "
+            f"{cause}"
+        )
+
+    def counters(self) -> tuple[int, int, int, int]:
+        """(bad frames or lines, lost frames, frames decoded, 0) since start."""
+        st = self.parser.stats
+        return (st.crc_errors + st.layout_mismatch, st.lost_frames, st.frames, 0)
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _host_times(self, t_ns: int, frames: PodFrames) -> np.ndarray:
+        """Device-clock host times, capped at the receive time, non-decreasing."""
+        out = np.empty(len(frames), np.int64)
+        bounds = [0, *np.flatnonzero(frames.new_epoch).tolist(), len(frames)]
+        for a, b in itertools.pairwise(bounds):
+            if a == b:
+                continue
+            if frames.new_epoch[a]:
+                self.clock.reset()
+            dev = frames.device_ns[a:b]
+            self.clock.update(np.full(b - a, t_ns, np.int64), dev)
+            out[a:b] = self.clock.to_host(dev)
+        out = np.minimum(out, t_ns)
+        out = np.maximum.accumulate(np.maximum(out, self._last_host_ns))
+        self._last_host_ns = int(out[-1])
+        return out
+
+    def collected(self) -> EncoderBatch:
+        """Every frame kept so far (``keep_frames=True``), as one batch."""
+        with self._batches_lock:
+            parts = list(self.batches)
+        if not parts:
+            n_pods = self.parser.n_pods
+            empty = np.zeros(0, np.int64)
+            return EncoderBatch(empty, empty, empty, np.zeros((0, n_pods)), empty, empty)
+        return EncoderBatch(
+            *(
+                np.concatenate([getattr(b, f) for b in parts])
+                for f in ("host_ns", "device_ns", "seq", "counts", "yaw", "yaw_rate")
+            )
+        )

@@ -1,0 +1,196 @@
+"""The whole robot emulated: every device of a robot config on its own pty.
+
+:class:`EmulatedRobot` reads a robot configuration whose ports live under a run
+directory (``examples/robot-emulated.toml``: ``port = "{run_dir}/lidar_front"``),
+builds one :class:`~sensorbench.sim.simulation.Simulation` and starts one emulator
+per configured device, each behind its stable symlink, the way udev names real
+devices:
+
+* ``ld19`` → :class:`~sensorbench.sim.emulator_ld19.LD19Emulator` fed ``sim.lidar(name)``;
+* ``a1`` → :class:`~sensorbench.sim.emulator_a1.A1Emulator` fed ``sim.lidar(name)``,
+  with the configured ``serial`` (two units, same USB IDs, different serials);
+* ``pods`` → :class:`~sensorbench.sim.emulator_pods.PodEmulator` fed ``sim.pods()``,
+  looped so a capture may outlast the scenario.
+
+The emulated device names must be lidar names of the scenario (``ld19``,
+``lidar_front``, ``lidar_rear`` in the shipped ones). The scenario's
+``[faults.<device>]`` tables apply: corruption, dropped bytes and slow start on
+the link; ``stall_at_s``/``stall_s`` and ``unplug_at_s``/``replug_after_s``
+(simulated seconds since :meth:`EmulatedRobot.start`) by a scheduler thread; an A1
+power bus with brown-outs when an A1 asks for ``brownout``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from sensorbench.drivers.robot_config import RobotConfig, load_robot_config
+from sensorbench.errors import SimError
+from sensorbench.sim.clock import SimClock
+from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_ld19 import LD19Emulator
+from sensorbench.sim.emulator_pods import PodEmulator
+from sensorbench.sim.power import PowerBus
+from sensorbench.sim.pty import Faults
+from sensorbench.sim.simulation import Simulation
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "robot-emulated.toml"
+_HEALTH = {"good": 0, "warning": 1, "error": 2}
+
+
+class EmulatedRobot:
+    """Every device of ``config`` emulated on ptys in ``run_dir``, driven by one simulation.
+
+    Args:
+        run_dir: directory for the stable device links (created if missing).
+        config: robot configuration path (default: the shipped ``robot-emulated.toml``).
+        scenario: scenario name or path; default the config's ``[emulation] scenario``.
+        seed: simulation seed; default the config's ``[emulation] seed`` or 0.
+        speed: simulated seconds per host second for every device.
+        ld19_startup_s: LD19 power-on to first packet (simulated s; 3 s on real units).
+        faults: apply the scenario's ``[faults.*]`` tables (default True).
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        config: str | os.PathLike[str] | None = None,
+        scenario: str | None = None,
+        seed: int | None = None,
+        speed: float = 1.0,
+        ld19_startup_s: float = 3.0,
+        faults: bool = True,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.config_path = Path(config) if config is not None else DEFAULT_CONFIG
+        self.config: RobotConfig = load_robot_config(self.config_path, run_dir=self.run_dir)
+        emu = self.config.extra.get("emulation", {})
+        self.sim = Simulation(
+            scenario or emu.get("scenario", "square"),
+            seed=emu.get("seed", 0) if seed is None else seed,
+        )
+        self.speed = float(speed)
+        self.clock = SimClock(self.speed)
+        self.devices: dict[str, Any] = {}
+        self._schedule: list[tuple[float, str, str, float]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        lidars = set(self.sim.lidar_names())
+        bus: PowerBus | None = None
+        for i, dev in enumerate(self.config.devices):
+            knobs = self.sim.scenario.faults(dev.name) if faults else {}
+            link_faults = Faults(
+                corrupt_rate=knobs.get("corrupt_rate", 0.0),
+                drop_rate=knobs.get("drop_rate", 0.0),
+                slow_start_s=knobs.get("slow_start_s", 0.0),
+            )
+            seed_i = self.sim.seed * 100 + i
+            if dev.kind in ("ld19", "a1") and dev.name not in lidars:
+                self.stop()
+                raise SimError(
+                    f"{self.config_path}: device {dev.name!r} is not a lidar of scenario "
+                    f"{self.sim.scenario.name!r} (it has {sorted(lidars)})"
+                )
+            if dev.kind == "ld19":
+                em: Any = LD19Emulator(
+                    self.sim.lidar(dev.name),
+                    link=dev.port,
+                    speed=speed,
+                    startup_s=ld19_startup_s,
+                    faults=link_faults,
+                    seed=seed_i,
+                    autostart=False,
+                )
+            elif dev.kind == "a1":
+                if knobs.get("brownout") and bus is None:
+                    bus = PowerBus(inrush_s=knobs.get("brownout_window_s", 1.5), clock=self.clock)
+                em = A1Emulator(
+                    self.sim.lidar(dev.name),
+                    link=dev.port,
+                    name=dev.name,
+                    serial=dev.serial or f"{i:032x}",
+                    faults=link_faults,
+                    seed=seed_i,
+                    power=bus if knobs.get("brownout") else None,
+                    clock=self.clock,
+                )
+                if knobs.get("health", "good") != "good":
+                    em.set_health(_HEALTH[knobs["health"]], knobs.get("health_error_code", 0))
+            else:
+                em = PodEmulator(
+                    self.sim.pods(),
+                    variant=dev.protocol,
+                    counter_bits=dev.counter_bits,
+                    imu=dev.imu,
+                    link=dev.port,
+                    clock=self.clock,
+                    faults=link_faults,
+                    seed=seed_i,
+                    baud=dev.baud,
+                    loop=True,
+                )
+            self.devices[dev.name] = em
+            for t in knobs.get("stall_at_s", []):
+                self._schedule.append((t, dev.name, "stall", knobs.get("stall_s", 0.0)))
+            for t in knobs.get("unplug_at_s", []):
+                self._schedule.append((t, dev.name, "unplug", knobs.get("replug_after_s", 1.0)))
+                self._schedule.append(
+                    (t + knobs.get("replug_after_s", 1.0), dev.name, "replug", 0.0)
+                )
+        self._schedule.sort()
+        self.power_bus = bus
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> EmulatedRobot:
+        """Power everything on (LD19 and pods start streaming; A1s wait for a scan request)."""
+        for em in self.devices.values():
+            if isinstance(em, LD19Emulator | PodEmulator):
+                em.start()
+        if self._schedule and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="robot-faults", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop every emulator and remove the links."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2.0)
+        for em in self.devices.values():
+            em.stop()
+
+    def __enter__(self) -> EmulatedRobot:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        for t, name, action, arg in self._schedule:
+            self.clock.sleep_until(t, self._stop)
+            if self._stop.is_set():
+                return
+            em = self.devices[name]
+            if action == "stall":
+                em.stall(arg / self.speed)
+            else:
+                getattr(em, action)()
+
+    # -- access ----------------------------------------------------------------------
+
+    @property
+    def config_text(self) -> str:
+        """The robot configuration text (for the session's root attrs)."""
+        return self.config.text
+
+    def link(self, name: str) -> str:
+        """Stable path of device ``name``."""
+        return self.config.device(name).port
+
+    def __getitem__(self, name: str) -> Any:
+        return self.devices[name]
