@@ -109,6 +109,7 @@ class A1Lidar(rplidar.RPLidar):
         self.on_event = on_event
         self.has_modem_lines: bool | None = None
         self.overruns = 0
+        self._behind = False
         self.stale_bytes_discarded = 0
         super().__init__(os.fspath(port), baudrate=baudrate, timeout=_POLL_S, logger=logger or log)
 
@@ -422,16 +423,23 @@ class A1Lidar(rplidar.RPLidar):
         A backlog larger than 3000 bytes (the library's ``max_buf_meas``) is counted in
         :attr:`overruns` and logged; nothing is discarded.
         """
-        backlog = self.in_waiting()
-        if backlog > 3000:
-            self.overruns += 1
-            msg = f"host fell behind: {backlog} bytes waiting on {self.port} (kept, not flushed)"
-            self.logger.warning(msg)
-            self._emit("overrun", msg)
+        self._check_backlog(3000)
         chunk = self.read_available(max_wait_s)
         buf = tail + chunk
         nodes, used, skipped = proto.decode_nodes(buf)
         return chunk, nodes, buf[used:], skipped
+
+    def _check_backlog(self, limit: int) -> None:
+        """Count (once per episode) a backlog beyond ``limit`` bytes; nothing is dropped."""
+        backlog = self.in_waiting()
+        if backlog > limit and not self._behind:
+            self._behind = True
+            self.overruns += 1
+            msg = f"host fell behind: {backlog} bytes waiting on {self.port} (kept, not flushed)"
+            self.logger.warning(msg)
+            self._emit("overrun", msg)
+        elif backlog < limit // 2:
+            self._behind = False
 
     def iter_measures(
         self, scan_type: str = "normal", max_buf_meas: int | bool = 3000
@@ -449,11 +457,7 @@ class A1Lidar(rplidar.RPLidar):
         last_data = time.monotonic()
         while True:
             if max_buf_meas:
-                backlog = self.in_waiting()
-                if backlog > max_buf_meas:
-                    self.overruns += 1
-                    self.logger.warning("backlog %d/%d bytes: kept", backlog, max_buf_meas)
-                    self._emit("overrun", f"backlog of {backlog} bytes on {self.port}")
+                self._check_backlog(int(max_buf_meas))
             chunk = self.read_available(_POLL_S)
             if chunk:
                 last_data = time.monotonic()
@@ -649,8 +653,8 @@ class A1Scanner:
         if self.on_event is not None:
             self.on_event(time.monotonic_ns(), kind, message)
 
-    def open(self) -> A1Info:
-        """Connect, read GET_INFO and check health (one reset on error).
+    def open(self, check_health: bool = True) -> A1Info:
+        """Connect, read GET_INFO and (by default) check health, resetting once on error.
 
         Raises:
             DriverError: cannot open, silent, not an A1, or in error after a reset.
@@ -660,8 +664,16 @@ class A1Scanner:
         elif not self.lidar.connected:
             self.lidar.connect()
         self.info = self.lidar.get_info()
-        self.health = self.lidar.ensure_healthy()
+        if check_health:
+            self.check_health()
         return self.info
+
+    def check_health(self) -> A1Health:
+        """GET_HEALTH; on ``error`` reset once and ask again (DriverError if still error)."""
+        if self.lidar is None:
+            raise DriverError(f"A1 {self.port}: open() before check_health()")
+        self.health = self.lidar.ensure_healthy()
+        return self.health
 
     def start(self) -> None:
         """Start the standard scan (motor through DTR where the port has it)."""

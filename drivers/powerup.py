@@ -1,0 +1,574 @@
+"""Staggered power-up of a robot's serial devices, one after another, with a verdict table.
+
+Two RPLIDAR A1s spinning up at once draw close to 2 A and brown out a weak hub
+(timeouts, health errors). The sequencer brings devices up in a configured order:
+for each, (optionally) switch its USB port on, open it, check its health (an A1 is
+reset once on error), start it, wait for its first complete valid turn (or valid
+packets) within a deadline, then wait the configured delay before the next.
+Failures are retried with exponential backoff. The result is one row per device.
+
+API (for ``sensorbench bringup`` and capture)::
+
+    from sensorbench.drivers.powerup import DeviceSpec, PortPower, PowerUpSequencer
+
+    specs = [
+        DeviceSpec("lidar_front", kind="a1", port="/dev/lidar_front", delay_after_s=2.0,
+                   ready_timeout_s=5.0, power=PortPower(hub="1-1", port=2)),
+        DeviceSpec("lidar_rear", kind="a1", port="/dev/lidar_rear"),
+    ]
+    seq = PowerUpSequencer(specs, retries=2, backoff_s=0.5)
+    results = seq.run()                 # list[PowerUpResult], in order
+    for r in results: r.as_dict()       # device, kind, port, tty, serial, ready, why,
+                                        # time_to_first_turn_s, attempts
+    seq.handles["lidar_front"]          # the started device (an A1Scanner for "a1"),
+                                        # e.g. A1Reader(name, port, scanner=...) takes it over
+    seq.close()                         # stop and close everything still open
+
+``run(keep=False)`` (the default) closes every device at the end (a bring-up check);
+``run(keep=True)`` leaves the ready ones running for capture, which must then call
+:meth:`PowerUpSequencer.close` or hand each handle to its reader. While the
+sequencer waits, ready devices are drained through :meth:`DeviceSteps.idle` so their
+buffers do not overflow. ``run(mode="together")`` starts every device at once (to
+show a brown-out, or on a strong supply) and waits for all of them in parallel.
+
+Device kinds are pluggable: a kind maps to a factory ``(spec) -> DeviceSteps``
+(:func:`register_kind`). ``"a1"`` is built in (:class:`A1Steps`). A device that only
+streams (the LD19: no commands; just wait for valid packets) fits
+:class:`StreamSteps`, given its baud rate and a packet counter, e.g.::
+
+    register_kind("ld19", lambda spec: StreamSteps(spec, 230400, ld19_valid_counter()))
+
+where the counter is a callable ``(bytes) -> int`` returning the number of valid
+packets in each new chunk (it keeps its own framing state).
+
+Per-port power (:class:`PortPower`) uses ``uhubctl -l HUB -p N -a on|off`` or, on
+Linux >= 6.0, the sysfs file ``/sys/bus/usb/devices/HUB/HUB:1.0/HUB-portN/disable``;
+both need a hub with per-port power switching (and usually root).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import serial
+from sensorbench.drivers.a1 import A1Scanner
+from sensorbench.errors import ConfigError, DriverError
+from sensorbench.logs import TurnFlag
+
+_HUB_RE = re.compile(r"^\d+(-\d+(\.\d+)*)?$")
+POWER_METHODS = ("uhubctl", "sysfs")
+
+
+@dataclass(frozen=True)
+class PortPower:
+    """Switchable power of one downstream USB port.
+
+    Args:
+        hub: the hub's USB device name as in sysfs and uhubctl ``-l`` (``1-1``,
+            ``1-1.4``; a bare bus number ``1`` for a root hub).
+        port: the hub's port number (1-based).
+        method: ``uhubctl`` or ``sysfs``.
+        settle_s: after switching on, how long to wait for the tty to appear (s).
+    """
+
+    hub: str
+    port: int
+    method: str = "uhubctl"
+    settle_s: float = 3.0
+
+    def __post_init__(self) -> None:
+        if not _HUB_RE.match(self.hub):
+            raise ConfigError(f"power hub {self.hub!r} is not a USB hub name like 1-1 or 1-1.4")
+        if not 1 <= self.port <= 255:
+            raise ConfigError(f"power port must be 1..255, got {self.port}")
+        if self.method not in POWER_METHODS:
+            raise ConfigError(f"power method must be one of {POWER_METHODS}, got {self.method!r}")
+
+    def uhubctl_command(self, on: bool) -> list[str]:
+        """The uhubctl argv that switches this port on or off."""
+        return ["uhubctl", "-l", self.hub, "-p", str(self.port), "-a", "on" if on else "off"]
+
+    def sysfs_disable_path(self, sysfs_root: str | os.PathLike[str] = "/sys") -> Path:
+        """The port's ``disable`` file (write ``0`` to power on, ``1`` to power off)."""
+        root_hub = "-" not in self.hub
+        device = f"usb{self.hub}" if root_hub else self.hub
+        interface = f"{self.hub}-0:1.0" if root_hub else f"{self.hub}:1.0"
+        return (
+            Path(sysfs_root)
+            / "bus/usb/devices"
+            / device
+            / interface
+            / f"{device}-port{self.port}"
+            / "disable"
+        )
+
+    def switch(
+        self,
+        on: bool,
+        runner: Callable[..., Any] = subprocess.run,
+        sysfs_root: str | os.PathLike[str] = "/sys",
+    ) -> None:
+        """Switch the port on or off.
+
+        Raises:
+            DriverError: uhubctl missing or failing, or the sysfs file not writable.
+        """
+        if self.method == "uhubctl":
+            argv = self.uhubctl_command(on)
+            try:
+                done = runner(argv, capture_output=True, text=True, timeout=10)
+            except FileNotFoundError as err:
+                raise DriverError("uhubctl is not installed: apt-get install uhubctl") from err
+            except subprocess.TimeoutExpired as err:
+                raise DriverError(f"{' '.join(argv)} did not finish within 10 s") from err
+            if done.returncode != 0:
+                raise DriverError(
+                    f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()}; "
+                    "does the hub support per-port power, and are you root?"
+                )
+            return
+        path = self.sysfs_disable_path(sysfs_root)
+        try:
+            path.write_text("0" if on else "1")
+        except OSError as err:
+            raise DriverError(
+                f"cannot write {path}: {err}; needs Linux >= 6.0, a hub with per-port "
+                "power switching, and root"
+            ) from err
+
+
+@dataclass
+class DeviceSpec:
+    """One device to bring up.
+
+    Attributes:
+        name: device name (``lidar_front``).
+        kind: steps factory name (``a1``, or a registered kind).
+        port: device path (stable udev name preferred).
+        delay_after_s: wait after this device is ready before the next starts (s).
+        ready_timeout_s: deadline for the first complete valid turn after start (s).
+        read_timeout_s: deadline of each request/answer while opening (s).
+        power: optional switchable port power.
+        options: kind-specific extras (e.g. ``min_points`` for an A1).
+    """
+
+    name: str
+    kind: str
+    port: str
+    delay_after_s: float = 2.0
+    ready_timeout_s: float = 5.0
+    read_timeout_s: float = 1.0
+    power: PortPower | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PowerUpResult:
+    """One row of the bring-up table.
+
+    ``time_to_first_turn_s`` is from the start command to the first complete valid
+    turn (or packet) (s), nan when not ready.
+    """
+
+    device: str
+    kind: str
+    port: str
+    tty: str
+    serial: str
+    ready: bool
+    why: str
+    time_to_first_turn_s: float
+    attempts: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready row."""
+        return asdict(self)
+
+
+class DeviceSteps(Protocol):
+    """The device-specific part of bringing one device up.
+
+    Every method must return or raise :class:`DriverError` within its deadline.
+    """
+
+    handle: Any
+
+    def open(self) -> str:
+        """Open and identify; return the device's serial (``""`` if it has none)."""
+
+    def check(self) -> None:
+        """Health check (reset once on error); DriverError if unusable."""
+
+    def start(self) -> None:
+        """Start the device (motor/scan)."""
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Wait for the first complete valid turn (or packet); DriverError after timeout_s."""
+
+    def idle(self) -> None:
+        """Drain input while the sequencer waits (must not block)."""
+
+    def close(self) -> None:
+        """Stop and close (best effort, never raises)."""
+
+
+class A1Steps:
+    """Bring-up of an RPLIDAR A1 (options: ``min_points``, default 100 per valid turn)."""
+
+    def __init__(self, spec: DeviceSpec) -> None:
+        self.spec = spec
+        self.min_points = int(spec.options.get("min_points", 100))
+        self.handle = A1Scanner(spec.port, read_timeout_s=spec.read_timeout_s)
+
+    def open(self) -> str:
+        """Connect and GET_INFO; returns the 32-hex-digit serial."""
+        return self.handle.open(check_health=False).serial
+
+    def check(self) -> None:
+        """GET_HEALTH, one reset on error."""
+        self.handle.check_health()
+
+    def start(self) -> None:
+        """Standard scan (motor via DTR where the port has it)."""
+        self.handle.start()
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Poll until a complete turn without error flags and with ``min_points`` points."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            _, _, turns = self.handle.poll(min(0.05, max(0.0, deadline - time.monotonic())))
+            good = (turns.flags & (TurnFlag.PACKET_LOSS | TurnFlag.CRC_ERRORS)) == 0
+            if (good & (turns.count >= self.min_points)).any():
+                return
+        sc = self.handle
+        state = ""
+        if sc.connected:
+            try:
+                sc.lidar.stop()
+                health = sc.lidar.get_health()
+                state = f"; health now {health.status} (code 0x{health.error_code:04x})"
+            except DriverError as err:
+                state = f"; no health answer ({err})"
+        raise DriverError(
+            f"no complete valid turn within {timeout_s:.1f} s of the scan start "
+            f"({sc.bytes_total} bytes, {sc.nodes_total} nodes, {sc.unplugs} unplugs{state}): "
+            "motor not spinning, or the supply browned out (start the lidars further apart)"
+        )
+
+    def idle(self) -> None:
+        """Read what arrived, so the buffer does not overflow while others start."""
+        if self.handle.connected:
+            self.handle.poll(0.0)
+
+    def close(self) -> None:
+        """Stop the scan and motor and close the port."""
+        self.handle.close()
+
+
+class StreamSteps:
+    """Bring-up of a device that only streams (LD19, pod MCU): open, wait for valid packets.
+
+    Args:
+        spec: the device.
+        baud: line speed (baud).
+        count_valid: ``(chunk) -> int`` valid packets in each new chunk (stateful).
+        min_packets: valid packets needed to call the device ready.
+    """
+
+    def __init__(
+        self, spec: DeviceSpec, baud: int, count_valid: Callable[[bytes], int], min_packets: int = 5
+    ) -> None:
+        self.spec = spec
+        self.baud = baud
+        self.count_valid = count_valid
+        self.min_packets = min_packets
+        self.handle: serial.Serial | None = None
+        self.bytes_seen = 0
+
+    def open(self) -> str:
+        """Open the port (the device has no identity to read)."""
+        try:
+            self.handle = serial.Serial(self.spec.port, self.baud, timeout=0.05)
+        except (serial.SerialException, OSError) as err:
+            raise DriverError(f"cannot open {self.spec.port}: {err}") from err
+        self.handle.reset_input_buffer()
+        return ""
+
+    def check(self) -> None:
+        """Nothing to ask a streaming device."""
+
+    def start(self) -> None:
+        """It streams by itself."""
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Read until ``min_packets`` valid packets or ``timeout_s`` (s)."""
+        deadline = time.monotonic() + timeout_s
+        valid = 0
+        while time.monotonic() < deadline:
+            try:
+                chunk = self.handle.read(4096)
+            except (serial.SerialException, OSError) as err:
+                raise DriverError(f"{self.spec.port} went away: {err}") from err
+            self.bytes_seen += len(chunk)
+            valid += self.count_valid(chunk) if chunk else 0
+            if valid >= self.min_packets:
+                return
+        raise DriverError(
+            f"{valid} valid packets ({self.bytes_seen} bytes) within {timeout_s:.1f} s at "
+            f"{self.baud} baud: silent, wrong baud rate or wrong device"
+        )
+
+    def idle(self) -> None:
+        """Discard what arrived."""
+        if self.handle is not None:
+            try:
+                self.handle.reset_input_buffer()
+            except (serial.SerialException, OSError):
+                return
+
+    def close(self) -> None:
+        """Close the port."""
+        if self.handle is not None:
+            try:
+                self.handle.close()
+            except (serial.SerialException, OSError):
+                return
+            finally:
+                self.handle = None
+
+
+StepsFactory = Callable[[DeviceSpec], DeviceSteps]
+_KINDS: dict[str, StepsFactory] = {"a1": A1Steps}
+
+
+def register_kind(kind: str, factory: StepsFactory) -> None:
+    """Make ``kind`` usable in :class:`DeviceSpec` (e.g. ``ld19``, ``pods``)."""
+    _KINDS[kind] = factory
+
+
+def known_kinds() -> list[str]:
+    """Kinds that can be sequenced."""
+    return sorted(_KINDS)
+
+
+def _wait_ready(
+    spec: DeviceSpec, steps: DeviceSteps, t_start: float, outcome: dict[str, float | str]
+) -> None:
+    """Thread body of ``together`` mode: seconds to ready, or why not."""
+    try:
+        steps.wait_ready(spec.ready_timeout_s)
+        outcome[spec.name] = time.monotonic() - t_start
+    except DriverError as err:
+        outcome[spec.name] = str(err)
+
+
+def _wait_for_path(path: str, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+class PowerUpSequencer:
+    """Brings devices up in order (see the module docstring).
+
+    Args:
+        specs: devices in power-up order.
+        retries: extra attempts per device after a failure.
+        backoff_s: wait before the first retry (s), doubled each time.
+        runner, sysfs_root: how port power is switched (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        specs: list[DeviceSpec],
+        retries: int = 2,
+        backoff_s: float = 0.5,
+        runner: Callable[..., Any] = subprocess.run,
+        sysfs_root: str | os.PathLike[str] = "/sys",
+    ) -> None:
+        names = [s.name for s in specs]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"device names must be unique, got {names}")
+        for spec in specs:
+            if spec.kind not in _KINDS:
+                raise ConfigError(
+                    f"{spec.name}: cannot sequence kind {spec.kind!r}; known: {known_kinds()}"
+                )
+        if retries < 0 or backoff_s < 0:
+            raise ConfigError("retries and backoff_s must be >= 0")
+        self.specs = list(specs)
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.runner = runner
+        self.sysfs_root = sysfs_root
+        self.handles: dict[str, Any] = {}
+        self._steps: dict[str, DeviceSteps] = {}
+
+    def run(self, mode: str = "staggered", keep: bool = False) -> list[PowerUpResult]:
+        """Bring every device up; one result per device, in order.
+
+        Args:
+            mode: ``staggered`` (one after another) or ``together`` (all at once).
+            keep: leave ready devices running (see :attr:`handles`); else close all.
+        """
+        if mode not in ("staggered", "together"):
+            raise ConfigError(f"mode must be 'staggered' or 'together', got {mode!r}")
+        try:
+            if mode == "staggered":
+                results = []
+                for i, spec in enumerate(self.specs):
+                    result = self._bring_up(spec)
+                    results.append(result)
+                    if result.ready and i + 1 < len(self.specs):
+                        self._wait(spec.delay_after_s)
+            else:
+                results = self._together()
+        finally:
+            if not keep:
+                self.close()
+        return results
+
+    def close(self) -> None:
+        """Stop and close every device still open."""
+        for steps in self._steps.values():
+            steps.close()
+        self._steps.clear()
+        self.handles.clear()
+
+    # -- internals ----------------------------------------------------------------
+
+    def _wait(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while (remaining := deadline - time.monotonic()) > 0:
+            for steps in self._steps.values():
+                steps.idle()
+            time.sleep(min(0.05, remaining))
+
+    def _power_on(self, spec: DeviceSpec) -> None:
+        if spec.power is None:
+            return
+        spec.power.switch(True, runner=self.runner, sysfs_root=self.sysfs_root)
+        if not _wait_for_path(spec.port, spec.power.settle_s):
+            raise DriverError(
+                f"{spec.port} did not appear within {spec.power.settle_s:.1f} s of powering "
+                f"port {spec.power.port} of hub {spec.power.hub}"
+            )
+
+    def _open_and_check(self, spec: DeviceSpec) -> tuple[DeviceSteps, str]:
+        steps = _KINDS[spec.kind](spec)
+        try:
+            self._power_on(spec)
+            serial_no = steps.open()
+            steps.check()
+        except DriverError:
+            steps.close()
+            raise
+        return steps, serial_no
+
+    @staticmethod
+    def _start(steps: DeviceSteps) -> float:
+        try:
+            steps.start()
+        except DriverError:
+            steps.close()
+            raise
+        return time.monotonic()
+
+    def _result(
+        self, spec: DeviceSpec, serial_no: str, ready: bool, why: str, ttf: float, attempts: int
+    ) -> PowerUpResult:
+        tty = os.path.realpath(spec.port) if os.path.exists(spec.port) else ""
+        return PowerUpResult(
+            spec.name, spec.kind, spec.port, tty, serial_no, ready, why, ttf, attempts
+        )
+
+    def _bring_up(self, spec: DeviceSpec) -> PowerUpResult:
+        why = ""
+        serial_no = ""
+        for attempt in range(1, self.retries + 2):
+            if attempt > 1:
+                self._wait(self.backoff_s * 2 ** (attempt - 2))
+            try:
+                steps, serial_no = self._open_and_check(spec)
+                t_start = self._start(steps)
+            except DriverError as err:
+                why = str(err)
+                continue
+            try:
+                steps.wait_ready(spec.ready_timeout_s)
+            except DriverError as err:
+                why = str(err)
+                steps.close()
+                continue
+            ttf = time.monotonic() - t_start
+            self._steps[spec.name] = steps
+            self.handles[spec.name] = steps.handle
+            return self._result(spec, serial_no, True, "", ttf, attempt)
+        return self._result(spec, serial_no, False, why, float("nan"), self.retries + 1)
+
+    def _together(self) -> list[PowerUpResult]:
+        done: dict[str, PowerUpResult] = {}
+        serials: dict[str, str] = {}
+        whys: dict[str, str] = {}
+        for attempt in range(1, self.retries + 2):
+            pending = [s for s in self.specs if s.name not in done]
+            if not pending:
+                break
+            if attempt > 1:
+                self._wait(self.backoff_s * 2 ** (attempt - 2))
+            opened: list[tuple[DeviceSpec, DeviceSteps]] = []
+            for spec in pending:
+                try:
+                    steps, serials[spec.name] = self._open_and_check(spec)
+                except DriverError as err:
+                    whys[spec.name] = str(err)
+                    continue
+                opened.append((spec, steps))
+            started: list[tuple[DeviceSpec, DeviceSteps, float]] = []
+            for spec, steps in opened:  # back to back: the motors start together
+                try:
+                    started.append((spec, steps, self._start(steps)))
+                except DriverError as err:
+                    whys[spec.name] = str(err)
+            outcome: dict[str, float | str] = {}
+
+            threads = [
+                threading.Thread(target=_wait_ready, args=(*item, outcome), daemon=True)
+                for item in started
+            ]
+            for t in threads:
+                t.start()
+            for t, (spec, _, _) in zip(threads, started, strict=True):
+                t.join(spec.ready_timeout_s + 2.0)
+            for spec, steps, _ in started:
+                got = outcome.get(spec.name, "did not finish waiting")
+                if isinstance(got, float):
+                    self._steps[spec.name] = steps
+                    self.handles[spec.name] = steps.handle
+                    done[spec.name] = self._result(spec, serials[spec.name], True, "", got, attempt)
+                else:
+                    whys[spec.name] = got
+                    steps.close()
+        return [
+            done.get(s.name)
+            or self._result(
+                s,
+                serials.get(s.name, ""),
+                False,
+                whys.get(s.name, ""),
+                float("nan"),
+                self.retries + 1,
+            )
+            for s in self.specs
+        ]
