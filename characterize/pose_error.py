@@ -59,6 +59,8 @@ from sensorbench.errors import FitError
 PARAMS: tuple[str, ...] = ("sigma_b", "sigma", "tau_s", "sigma_v")
 """Parameter names, in the column order of every parameter array."""
 
+MAX_SE_LOG = 2.0
+"""Above this standard error of ln θ a parameter counts as not identified."""
 MODEL_KIND = "pose_error_gm"
 FORMAT_VERSION = 1
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -332,11 +334,28 @@ class AxisFit:
         """``(4,)`` standard errors of the log-parameters (nan on a bound)."""
         return np.sqrt(np.diag(self.cov_log))
 
+    @property
+    def identified(self) -> np.ndarray:
+        """``(4,)`` bool: the data pin the parameter down (finite se_log below 2).
+
+        A parameter the likelihood is flat in (e.g. a reference noise far below the
+        sensor's) has a huge or undefined se_log; the Monte Carlo then uses its point
+        estimate instead of drawing it.
+        """
+        se = self.se_log
+        return np.isfinite(se) & (se < MAX_SE_LOG)
+
+    def cov_log_usable(self) -> np.ndarray:
+        """Covariance with the rows/columns of unidentified parameters set to 0."""
+        ok = self.identified
+        return np.where(ok[:, None] & ok[None, :], np.nan_to_num(self.cov_log), 0.0)
+
     def ci(self, z: float = 1.959963984540054) -> np.ndarray:
         """``(4, 2)`` intervals ``exp(ln θ ± z se)``."""
         lv = np.log(self.values)
         se = self.se_log
-        return np.exp(np.stack([lv - z * se, lv + z * se], axis=1))
+        with np.errstate(over="ignore"):
+            return np.exp(np.stack([lv - z * se, lv + z * se], axis=1))
 
 
 @dataclass
@@ -354,8 +373,8 @@ class PoseErrorModel:
         return np.stack([self.axes[a].values for a in AXES])
 
     def cov_log_array(self) -> np.ndarray:
-        """``(6, 4, 4)`` log-parameter covariances (nan entries replaced by 0)."""
-        return np.nan_to_num(np.stack([self.axes[a].cov_log for a in AXES]))
+        """``(6, 4, 4)`` log-parameter covariances, unidentified parameters zeroed."""
+        return np.stack([self.axes[a].cov_log_usable() for a in AXES])
 
     def with_params(self, params: np.ndarray, note: str) -> PoseErrorModel:
         """A copy with replaced ``(6, 4)`` parameters (uncertainty kept), noted in provenance."""
@@ -388,6 +407,7 @@ class PoseErrorModel:
                 "neg_log_likelihood": float(f.neg_log_likelihood),
                 "converged": bool(f.converged),
                 "se_log": {k: float(v) for k, v in zip(PARAMS, f.se_log, strict=True)},
+                "identified": {k: bool(v) for k, v in zip(PARAMS, f.identified, strict=True)},
                 "ci95": {k: [float(ci[i, 0]), float(ci[i, 1])] for i, k in enumerate(PARAMS)},
                 "cov_log": [float(v) for v in f.cov_log.ravel()],
             }
@@ -584,7 +604,10 @@ class _Problem:
 
 
 def _fit_problems(
-    series: list[ErrorSeries], problems: list[_Problem], options: FitOptions
+    series: list[ErrorSeries],
+    problems: list[_Problem],
+    options: FitOptions,
+    theta_start: np.ndarray | None = None,
 ) -> _OptResult:
     axes_used = sorted({p.axis for p in problems})
     packed = _pack(series, axes_used)
@@ -594,7 +617,7 @@ def _fit_problems(
     }
     prob_cols = [np.array([col_of[(s, p.axis)] for s in p.sessions]) for p in problems]
     starts = [_initial_guess([series[s] for s in p.sessions], p.axis) for p in problems]
-    theta0 = np.stack([s[0] for s in starts])
+    theta0 = np.stack([s[0] for s in starts]) if theta_start is None else theta_start
     lower = np.stack([s[1] for s in starts])
     upper = np.stack([s[2] for s in starts])
 
@@ -659,7 +682,13 @@ def fit_groups(
     if not series:
         raise FitError("no sessions to fit")
     problems = [_Problem(a, g) for g in groups for a in range(len(AXES))]
-    res = _fit_problems(series, problems, options)
+    theta_start = None
+    if len(groups) > 1:
+        # warm start: the fit on the union of the groups is close to every group's optimum
+        union = sorted({s for g in groups for s in g})
+        full = _fit_problems(series, [_Problem(a, union) for a in range(len(AXES))], options)
+        theta_start = np.tile(full.theta, (len(groups), 1))
+    res = _fit_problems(series, problems, options, theta_start)
     out: list[dict[str, AxisFit]] = []
     for gi, g in enumerate(groups):
         fits = {}

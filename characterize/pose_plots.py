@@ -1,0 +1,102 @@
+"""Figures of the pose-error fit and validation (matplotlib, Agg backend, PNG files).
+
+- :func:`plot_error_bands`: the real error per axis over time inside the model's
+  predicted bands (pointwise quantiles of Monte Carlo draws along the same times and
+  relocalizations: central 95 % and the Šidák 99.14 % band), relocalizations marked.
+- :func:`plot_rank_histogram`: percentiles of the real statistics among the draws,
+  over sessions × axes, one panel per statistic (flat = calibrated).
+- :func:`plot_allan`: empirical Allan deviation per axis against the fitted model's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from sensorbench.characterize.gm_montecarlo import STAT_NAMES, simulate_errors
+from sensorbench.characterize.pose_series import AXES, AXIS_UNITS, ErrorSeries
+from sensorbench.characterize.pose_validate import SIDAK_BAND, ValidationReport
+
+
+def _scale(axis: str) -> tuple[float, str]:
+    return (1000.0, "mm") if AXIS_UNITS[axis] == "m" else (180.0 / np.pi, "deg")
+
+
+def plot_error_bands(
+    series: ErrorSeries,
+    params: np.ndarray,
+    path: str | Path,
+    n_draws: int = 400,
+    seed: int = 0,
+    title: str = "",
+) -> Path:
+    """Error over time with the model's pointwise bands; returns the PNG path."""
+    sims = simulate_errors(params, series.t_s, series.reloc, n_draws, seed)
+    q = np.quantile(sims, [SIDAK_BAND[0], 0.025, 0.975, SIDAK_BAND[1]], axis=0)
+    t = series.t_s - series.t_s[0]
+    fig, axs = plt.subplots(6, 1, figsize=(10, 12), sharex=True)
+    for i, (ax, a) in enumerate(zip(axs, AXES, strict=True)):
+        k, unit = _scale(a)
+        ax.fill_between(t, k * q[0, :, i], k * q[3, :, i], color="C0", alpha=0.15, lw=0)
+        ax.fill_between(t, k * q[1, :, i], k * q[2, :, i], color="C0", alpha=0.3, lw=0)
+        ax.plot(t, k * series.error[:, i], color="k", lw=0.8)
+        for tr in series.reloc_times_s() - series.t_s[0]:
+            ax.axvline(tr, color="C3", lw=0.6, alpha=0.6)
+        ax.set_ylabel(f"{a} [{unit}]")
+    axs[-1].set_xlabel("time [s]")
+    axs[0].set_title(
+        title
+        or f"{series.name}: error (black) in model bands 95 % / 99.14 % (blue), "
+        "relocalizations (red)"
+    )
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_rank_histogram(report: ValidationReport, path: str | Path, bins: int = 10) -> Path:
+    """Rank (percentile) histograms per statistic; returns the PNG path."""
+    hist = report.rank_histogram(bins)
+    fig, axs = plt.subplots(1, len(STAT_NAMES), figsize=(3 * len(STAT_NAMES), 3), sharey=True)
+    edges = np.linspace(0, 1, bins + 1)
+    for ax, st in zip(axs, STAT_NAMES, strict=True):
+        counts = np.array(hist[st])
+        ax.bar(edges[:-1], counts, width=1.0 / bins, align="edge", edgecolor="k")
+        if counts.sum():
+            ax.axhline(counts.sum() / bins, color="C3", lw=1)
+        ax.set_title(st)
+        ax.set_xlabel("percentile")
+    axs[0].set_ylabel("sessions × axes")
+    fig.suptitle("percentile of the real statistic among the draws (flat = calibrated)")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_allan(check: dict, path: str | Path) -> Path:
+    """Empirical vs model Allan deviation per axis (from allan_cross_check)."""
+    t = np.array(check["T_s"])
+    fig, axs = plt.subplots(2, 3, figsize=(12, 6))
+    for ax, a in zip(axs.ravel(), AXES, strict=True):
+        k, unit = _scale(a)
+        c = check[a]
+        ax.loglog(t, k * np.array(c["adev"]), "o-", ms=3, label="data")
+        ax.loglog(t, k * np.array(c["model_adev"]), "-", label="fitted model")
+        ax.axvline(1.89 * c["tau_fit_s"], color="C3", lw=0.8, ls="--", label="1.89 τ")
+        ax.set_title(a)
+        ax.set_xlabel("averaging time T [s]")
+        ax.set_ylabel(f"ADEV [{unit}]")
+    axs[0, 0].legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

@@ -1,0 +1,307 @@
+"""Leave-one-session-out Monte Carlo validation of the pose-error model.
+
+For every session: refit the model on the other sessions (or use a given model
+file), draw B error realizations along the held-out session's real timestamps and
+relocalization times, and place the real error's statistics (:data:`STAT_NAMES`:
+RMS, mean, max |e|, lag-1 autocorrelation, growth — per axis) among the simulated
+ones. By default every draw also draws its parameters from the fit's uncertainty
+(log-normal, the inverse Hessian), so a refit from few sessions is not judged as if
+its parameters were exact.
+
+Reported per (session, axis, statistic): the percentile
+``p = (1 + #{T_sim >= T_obs}) / (B + 1)`` (upper tail; 0.5 is central), and whether it
+lies in the Šidák band [0.43 %, 99.57 %] of six axes at 95 % (informational).
+
+Verdicts, family-wise: within a session, the 6 × 5 = 30 checks are combined by a
+max-|z| statistic whose null distribution comes from the same draws (Westfall-Young
+single step: each statistic is transformed — log for RMS, max |e| and growth, atanh
+for lag-1 — and standardised by the draws; the critical value c is the
+(1 - α_s) quantile of the draws' own max |z|). A check fails when its |z| > c; a
+session fails when any check fails; α_s = 1 - (1 - α)^(1/S) is Šidák over the S
+sessions, so a correct model passes the whole campaign with probability ≈ 1 - α.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sensorbench.characterize.gm_montecarlo import (
+    STAT_NAMES,
+    draw_params,
+    error_statistics,
+    simulate_statistics,
+)
+from sensorbench.characterize.pose_error import PARAMS, FitOptions, PoseErrorModel, fit_groups
+from sensorbench.characterize.pose_series import AXES, ErrorSeries
+from sensorbench.errors import FitError
+
+SIDAK_BAND = (0.0043, 0.9957)
+"""Per-axis two-sided band of one statistic for a 95 % family of six axes."""
+
+
+def _transform(stat: str, x: np.ndarray) -> np.ndarray:
+    if stat in ("rms", "max_abs", "growth"):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(x)
+    if stat == "lag1":
+        return np.arctanh(np.clip(x, -1 + 1e-12, 1 - 1e-12))
+    return np.asarray(x, dtype=float)
+
+
+@dataclass
+class SessionCheck:
+    """Validation of one held-out session. Arrays are ``(6 axes, 5 stats)``."""
+
+    name: str
+    observed: np.ndarray
+    percentile: np.ndarray
+    z: np.ndarray
+    sim_median: np.ndarray
+    sim_low: np.ndarray
+    sim_high: np.ndarray
+    critical_z: float
+    p_joint: float
+    failed: np.ndarray
+    params: np.ndarray  # (6, 4) model used for this session
+
+    @property
+    def passed(self) -> bool:
+        """True when no check of this session failed."""
+        return not bool(self.failed.any())
+
+    def failures(self) -> list[dict[str, Any]]:
+        """The failed checks: axis, statistic, observed, simulated band, percentile, z."""
+        out = []
+        for i, j in zip(*np.nonzero(self.failed), strict=True):
+            out.append(
+                {
+                    "session": self.name,
+                    "axis": AXES[i],
+                    "statistic": STAT_NAMES[j],
+                    "observed": float(self.observed[i, j]),
+                    "sim_band": [float(self.sim_low[i, j]), float(self.sim_high[i, j])],
+                    "percentile": float(self.percentile[i, j]),
+                    "z": float(self.z[i, j]),
+                }
+            )
+        return out
+
+
+@dataclass
+class ValidationReport:
+    """Campaign-level result of :func:`validate_sessions`."""
+
+    sessions: list[SessionCheck]
+    n_draws: int
+    seed: int
+    alpha: float
+    alpha_session: float
+    mode: str  # "leave-one-session-out" or "given model"
+    parameter_uncertainty: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        """True when every session passed."""
+        return all(s.passed for s in self.sessions)
+
+    def failures(self) -> list[dict[str, Any]]:
+        """All failed checks across sessions."""
+        return [f for s in self.sessions for f in s.failures()]
+
+    def failed_axes(self) -> dict[str, list[str]]:
+        """``{axis: [statistic, ...]}`` that failed in any session."""
+        out: dict[str, list[str]] = {}
+        for f in self.failures():
+            stats = out.setdefault(f["axis"], [])
+            if f["statistic"] not in stats:
+                stats.append(f["statistic"])
+        return out
+
+    def rank_histogram(self, bins: int = 10) -> dict[str, list[int]]:
+        """Counts of percentiles in ``bins`` equal bins, per statistic, over sessions × axes.
+
+        A correct model gives a flat histogram; U-shape = spread too small, dome = too
+        large, slope = bias.
+        """
+        edges = np.linspace(0.0, 1.0, bins + 1)
+        out = {}
+        for j, stat in enumerate(STAT_NAMES):
+            p = np.concatenate([s.percentile[:, j] for s in self.sessions])
+            p = p[np.isfinite(p)]
+            out[stat] = np.histogram(p, bins=edges)[0].astype(int).tolist()
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary with every percentile and verdict."""
+        sessions = []
+        for s in self.sessions:
+            per_axis = {}
+            for i, a in enumerate(AXES):
+                per_axis[a] = {
+                    "passed": not bool(s.failed[i].any()),
+                    "stats": {
+                        st: {
+                            "observed": _f(s.observed[i, j]),
+                            "percentile": _f(s.percentile[i, j]),
+                            "z": _f(s.z[i, j]),
+                            "sim_median": _f(s.sim_median[i, j]),
+                            "sim_band": [_f(s.sim_low[i, j]), _f(s.sim_high[i, j])],
+                            "inside_sidak_band": bool(
+                                SIDAK_BAND[0] <= s.percentile[i, j] <= SIDAK_BAND[1]
+                            ),
+                            "failed": bool(s.failed[i, j]),
+                        }
+                        for j, st in enumerate(STAT_NAMES)
+                    },
+                }
+            sessions.append(
+                {
+                    "name": s.name,
+                    "passed": s.passed,
+                    "critical_z": s.critical_z,
+                    "p_joint": s.p_joint,
+                    "model_params": {
+                        a: dict(
+                            zip(
+                                PARAMS,
+                                map(_f, s.params[i]),
+                                strict=True,
+                            )
+                        )
+                        for i, a in enumerate(AXES)
+                    },
+                    "axes": per_axis,
+                }
+            )
+        return {
+            "passed": self.passed,
+            "mode": self.mode,
+            "n_draws": self.n_draws,
+            "seed": self.seed,
+            "alpha_family": self.alpha,
+            "alpha_per_session": self.alpha_session,
+            "parameter_uncertainty": self.parameter_uncertainty,
+            "sidak_band_per_axis": list(SIDAK_BAND),
+            "statistics": list(STAT_NAMES),
+            "failures": self.failures(),
+            "failed_axes": self.failed_axes(),
+            "rank_histogram": self.rank_histogram(),
+            "sessions": sessions,
+            **self.extra,
+        }
+
+
+def _f(x: float) -> float | None:
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def check_session(
+    series: ErrorSeries,
+    params: np.ndarray,
+    cov_log: np.ndarray | None,
+    n_draws: int,
+    rng: np.random.Generator,
+    alpha_session: float,
+) -> SessionCheck:
+    """Place one session's real statistics among ``n_draws`` simulations of the model."""
+    sim_params = params if cov_log is None else draw_params(params, cov_log, n_draws, rng)
+    sims = simulate_statistics(sim_params, series.t_s, series.reloc, n_draws, rng)
+    obs = error_statistics(series.t_s, series.reloc, series.error)
+    a, s = len(AXES), len(STAT_NAMES)
+    observed = np.stack([obs[k] for k in STAT_NAMES], axis=1)
+    sim = np.stack([sims[k] for k in STAT_NAMES], axis=2)  # (B, A, S)
+    percentile = np.full((a, s), np.nan)
+    z = np.zeros((a, s))
+    z_draws = np.zeros((n_draws, a, s))
+    valid = np.isfinite(observed) & np.all(np.isfinite(sim), axis=0)
+    for j, stat in enumerate(STAT_NAMES):
+        ts = _transform(stat, sim[:, :, j])
+        to = _transform(stat, observed[:, j])
+        mu = ts.mean(axis=0)
+        sd = ts.std(axis=0)
+        ok = valid[:, j] & (sd > 0) & np.isfinite(to)
+        valid[:, j] = ok
+        sd = np.where(ok, sd, 1.0)
+        z[:, j] = np.where(ok, (to - mu) / sd, 0.0)
+        z_draws[:, :, j] = np.where(ok, (ts - mu) / sd, 0.0)
+        cnt = np.sum(sim[:, :, j] >= observed[None, :, j], axis=0)
+        percentile[:, j] = np.where(ok, (1.0 + cnt) / (n_draws + 1.0), np.nan)
+    max_draws = np.abs(z_draws).reshape(n_draws, -1).max(axis=1)
+    max_obs = float(np.abs(z).max())
+    crit = float(np.quantile(max_draws, 1.0 - alpha_session, method="higher"))
+    p_joint = float((1.0 + np.sum(max_draws >= max_obs)) / (n_draws + 1.0))
+    q = np.quantile(sim, [SIDAK_BAND[0], 0.5, SIDAK_BAND[1]], axis=0)
+    return SessionCheck(
+        series.name,
+        observed,
+        percentile,
+        z,
+        q[1],
+        q[0],
+        q[2],
+        crit,
+        p_joint,
+        valid & (np.abs(z) > crit),
+        np.asarray(params, dtype=float),
+    )
+
+
+def validate_sessions(
+    series: list[ErrorSeries],
+    n_draws: int = 1000,
+    seed: int = 0,
+    model: PoseErrorModel | None = None,
+    alpha: float = 0.05,
+    parameter_uncertainty: bool = True,
+    options: FitOptions | None = None,
+) -> ValidationReport:
+    """Validate the model on every session (leave-one-session-out unless ``model``).
+
+    With ``model`` None, each session is checked against a model refitted on all the
+    others (needs ≥ 2 sessions); with a model, every session is checked against it.
+    """
+    if not series:
+        raise FitError("no sessions to validate")
+    if n_draws < 100:
+        raise FitError(f"need at least 100 draws for percentiles, got {n_draws}")
+    n = len(series)
+    if model is None:
+        if n < 2:
+            raise FitError(
+                "leave-one-session-out needs at least 2 sessions; pass a model file to "
+                "validate a single session"
+            )
+        groups = [[j for j in range(n) if j != i] for i in range(n)]
+        fits = fit_groups(series, groups, options)
+        models = [
+            (
+                np.stack([f[a].values for a in AXES]),
+                np.stack([f[a].cov_log_usable() for a in AXES]),
+            )
+            for f in fits
+        ]
+        mode = "leave-one-session-out"
+    else:
+        models = [(model.params_array(), model.cov_log_array())] * n
+        mode = "given model"
+    alpha_session = 1.0 - (1.0 - alpha) ** (1.0 / n)
+    rng = np.random.default_rng(seed)
+    streams = rng.spawn(n)
+    checks = [
+        check_session(
+            s,
+            p,
+            cov if parameter_uncertainty else None,
+            n_draws,
+            streams[i],
+            alpha_session,
+        )
+        for i, (s, (p, cov)) in enumerate(zip(series, models, strict=True))
+    ]
+    return ValidationReport(
+        checks, n_draws, seed, alpha, alpha_session, mode, parameter_uncertainty
+    )

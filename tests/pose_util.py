@@ -1,0 +1,94 @@
+"""Simulated pose-error campaigns with known truth for the pose-error tests.
+
+The correct world is the model itself (simulated with
+:func:`sensorbench.characterize.gm_montecarlo.simulate_errors`); the wrong worlds
+break it in one way each:
+
+- ``"random_walk"``: between relocalizations the error drifts as a random walk
+  restarted at each relocalization (plus the offset and the white noise) instead of
+  decaying as Gauss-Markov; its diffusion is set so the mean variance over a segment
+  equals the GM variance, so RMS alone does not give it away;
+- ``"one_noisy"``: one session (the last) has 3× the GM and white noise (another mount).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sensorbench.characterize.gm_montecarlo import simulate_errors
+from sensorbench.characterize.pose_series import ErrorSeries
+
+# (sigma_b, sigma, tau_s, sigma_v) per axis: x, y, z (m), roll, pitch, yaw (rad)
+TRUTH = np.array(
+    [
+        [0.020, 0.030, 2.0, 0.005],
+        [0.020, 0.030, 2.0, 0.005],
+        [0.010, 0.015, 3.0, 0.003],
+        [0.004, 0.006, 3.0, 0.001],
+        [0.004, 0.006, 3.0, 0.001],
+        [0.008, 0.010, 2.0, 0.002],
+    ]
+)
+
+
+def session_design(
+    rng: np.random.Generator, duration_s: float, rate_hz: float, reloc_mean_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Jittered timestamps (±20 % of the period, plus one 1-s gap) and relocalizations."""
+    n = int(duration_s * rate_hz)
+    dt = rng.uniform(0.8, 1.2, n) / rate_hz
+    dt[n // 3] += 1.0
+    t = np.cumsum(dt)
+    t -= t[0]
+    reloc = np.zeros(n, dtype=bool)
+    tr = np.cumsum(rng.exponential(reloc_mean_s, 64))
+    tr = tr[tr < t[-1] - 2.0]
+    reloc[np.searchsorted(t, tr)] = True
+    reloc[0] = True
+    return t, reloc
+
+
+def random_walk_errors(
+    rng: np.random.Generator, t: np.ndarray, reloc: np.ndarray, params: np.ndarray
+) -> np.ndarray:
+    """(N, 6) offset + random walk restarted at each relocalization + white noise."""
+    seg = np.cumsum(reloc) - 1
+    starts = np.flatnonzero(reloc)
+    seg_len = np.diff(np.append(t[starts], t[-1]))
+    mean_len = float(np.mean(seg_len))
+    # E[var] over a segment of length L is q L / 2: match sigma² on average
+    q = 2.0 * params[:, 1] ** 2 / mean_len
+    dt = np.diff(t, prepend=t[0])
+    inc = rng.standard_normal((t.size, 6)) * np.sqrt(q * dt[:, None])
+    inc[reloc] = 0.0
+    walk = np.cumsum(inc, axis=0)
+    walk -= walk[starts][seg]
+    b = rng.standard_normal((starts.size, 6)) * params[:, 0]
+    return b[seg] + walk + rng.standard_normal((t.size, 6)) * params[:, 3]
+
+
+def campaign(
+    seed: int,
+    world: str = "correct",
+    n_sessions: int = 6,
+    duration_s: float = 120.0,
+    rate_hz: float = 10.0,
+    reloc_mean_s: float = 20.0,
+    truth: np.ndarray = TRUTH,
+) -> list[ErrorSeries]:
+    """A simulated campaign of ``n_sessions`` error series in the given world."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n_sessions):
+        t, reloc = session_design(rng, duration_s, rate_hz, reloc_mean_s)
+        if world == "random_walk":
+            e = random_walk_errors(rng, t, reloc, truth)
+        else:
+            p = truth.copy()
+            if world == "one_noisy" and i == n_sessions - 1:
+                p[:, 1] *= 3.0
+                p[:, 3] *= 3.0
+            elif world not in ("correct", "one_noisy"):
+                raise ValueError(world)
+            e = simulate_errors(p, t, reloc, 1, rng)[0]
+        out.append(ErrorSeries(t, e, reloc, name=f"{world}-{seed}-{i}"))
+    return out
