@@ -1,0 +1,521 @@
+"""Capture orchestration: bring every configured device up, record them all into one file.
+
+:func:`run_capture` is what ``sensorbench capture`` runs (and ``demo``):
+
+1. the robot configuration has been validated (:mod:`~sensorbench.drivers.robot_config`)
+   before anything here opens a device;
+2. one :class:`~sensorbench.logs.SessionWriter` is created with the label, the
+   configuration text and the note as root attributes (bring-up failures and the
+   bring-up table are events in it); every reader declares its streams (decoded + raw
+   bytes) before the writer starts (SWMR freezes the layout);
+3. the staggered bring-up (:func:`bring_up`, on the
+   :class:`~sensorbench.drivers.powerup.PowerUpSequencer`) brings the devices up one
+   after another in the configured power-up order, each within its deadline, waiting
+   ``gap_s`` after each (two A1s spinning up together brown out a weak hub); an A1
+   whose GET_INFO serial differs from the configured one fails (front and rear
+   swapped); the spinning A1s are handed to their readers, whose stream attributes
+   then carry the serial and firmware;
+4. every reader is started concurrently and records on its own thread; a status callback gets every
+   reader's :class:`~sensorbench.drivers.reader_base.ReaderStatus` about twice a
+   second. An unplugged device is reported by its reader (``unplug`` event), reopened
+   when its stable path returns (``reconnect`` event); the others keep recording;
+5. the capture ends at the duration, when ``stop`` is set (Ctrl-C/SIGTERM in the
+   command), or when the writer fails (disk full): readers stop, the writer flushes
+   and closes, and a :class:`CaptureResult` summarizes what the file holds.
+
+The writer flushes at least every ``flush_interval_s`` (0.5 s), so a capture killed
+with SIGKILL loses at most that much; ``sensorbench check --recover`` rebuilds it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sensorbench.drivers.pods_parser import PodStreamParser
+from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer, StreamSteps, register_kind
+from sensorbench.drivers.reader_base import DeviceReader, ReaderStatus
+from sensorbench.drivers.robot_config import DeviceConfig, RobotConfig
+from sensorbench.errors import SensorbenchError, SessionError
+from sensorbench.logs import Session, SessionWriter
+
+StatusCallback = Callable[[float, list[ReaderStatus]], None]
+
+
+@dataclass(frozen=True)
+class BringupResult:
+    """One device's bring-up.
+
+    Attributes:
+        name, kind, port: from the configuration.
+        ok: the device delivered valid data within its deadline.
+        seconds: from the start request to the first valid data, or to the failure (s).
+        message: what was seen (identity, or why it failed).
+    """
+
+    name: str
+    kind: str
+    port: str
+    ok: bool
+    seconds: float
+    message: str
+
+
+@dataclass(frozen=True)
+class DeviceSummary:
+    """What one device left in the session file.
+
+    Attributes:
+        name, kind, port: from the configuration.
+        bytes: raw bytes recorded.
+        items: points (lidars) or frames (pods) recorded.
+        turns: complete turns recorded (lidars; 0 for pods).
+        crc_errors, drops, reconnects: the reader's counters at the end.
+        unplugs: ``unplug`` events in the file for this device.
+        last_error: the reader's last error, or None.
+    """
+
+    name: str
+    kind: str
+    port: str
+    bytes: int
+    items: int
+    turns: int
+    crc_errors: int
+    drops: int
+    reconnects: int
+    unplugs: int
+    last_error: str | None
+
+
+@dataclass
+class CaptureResult:
+    """The outcome of :func:`run_capture`.
+
+    Attributes:
+        path: the session file.
+        recorded_s: time from the end of bring-up to the stop (s).
+        stopped_by: ``"duration"``, ``"stop"`` (signal), ``"bringup"`` (a device failed
+            to come up) or ``"error"`` (the writer failed, e.g. disk full).
+        error: the error message when ``stopped_by`` is ``"error"``.
+        bringup: per-device bring-up results, in power-up order.
+        devices: per-device summary of the file's contents.
+    """
+
+    path: Path
+    recorded_s: float
+    stopped_by: str
+    error: str | None = None
+    bringup: list[BringupResult] = field(default_factory=list)
+    devices: list[DeviceSummary] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every device came up and the file was closed without error."""
+        return self.stopped_by in ("duration", "stop") and all(b.ok for b in self.bringup)
+
+
+def make_reader(dev: DeviceConfig, speed: float = 1.0, handle: Any = None) -> DeviceReader:
+    """The reader for one configured device (not started).
+
+    Args:
+        dev: the device's configuration.
+        speed: emulation speed-up of the device's clock (1.0 for hardware); lets the
+            pod reader's device clock start from the right slope.
+        handle: an A1 scanner already brought up by the sequencer, to take over.
+    """
+    attrs: dict[str, Any] = {"port_path": dev.port, "config_line": dev.line}
+    if dev.mount is not None:
+        attrs["mount_xy_yaw"] = dev.mount.as_list()
+        attrs["mount_units"] = "m, m, rad (CCW, body frame: x forward, y left)"
+    if dev.kind == "ld19":
+        from sensorbench.drivers.ld19_reader import LD19Reader
+
+        return LD19Reader(dev.name, dev.port, attrs=attrs, first_valid_timeout_s=dev.timeout_s)
+    if dev.kind == "a1":
+        from sensorbench.drivers.a1_reader import A1Reader
+
+        if dev.serial:
+            attrs["expected_serial"] = dev.serial.upper()
+        return A1Reader(
+            dev.name, dev.port, attrs=attrs, scanner=handle, first_turn_timeout_s=dev.timeout_s
+        )
+    from sensorbench.drivers.pods_reader import PodReader
+
+    return PodReader(
+        dev.name,
+        dev.port,
+        n_pods=dev.n_pods,
+        counter_bits=dev.counter_bits,
+        protocol=dev.protocol,
+        baud=dev.baud,
+        attrs=attrs,
+        clock_slope=1.0 / speed,
+        first_valid_timeout_s=dev.timeout_s,
+    )
+
+
+def _ld19_counter() -> Callable[[bytes], int]:
+    from sensorbench.drivers.ld19_parser import LD19Parser
+
+    parser = LD19Parser()
+    return lambda chunk: len(parser.feed(chunk))
+
+
+def _pods_counter(dev: DeviceConfig) -> Callable[[bytes], int]:
+    parser = PodStreamParser(dev.n_pods, dev.counter_bits, dev.protocol)
+    return lambda chunk: len(parser.feed(chunk))
+
+
+def device_specs(config: RobotConfig) -> list[DeviceSpec]:
+    """Power-up specs of the configured devices, in power-up order."""
+    specs = []
+    for dev in config.ordered_devices():
+        specs.append(
+            DeviceSpec(
+                dev.name,
+                kind=f"sensorbench-{dev.kind}" if dev.kind != "a1" else "a1",
+                port=dev.port,
+                delay_after_s=dev.gap_s,
+                ready_timeout_s=dev.timeout_s,
+                options={"config": dev},
+            )
+        )
+    return specs
+
+
+register_kind(
+    "sensorbench-ld19",
+    lambda spec: StreamSteps(spec, spec.options["config"].baud, _ld19_counter()),
+)
+register_kind(
+    "sensorbench-pods",
+    lambda spec: StreamSteps(
+        spec, spec.options["config"].baud, _pods_counter(spec.options["config"])
+    ),
+)
+
+
+def bring_up(
+    config: RobotConfig, keep: bool = False, retries: int = 1
+) -> tuple[list[BringupResult], dict[str, Any]]:
+    """Staggered power-up of every configured device (see the module docstring).
+
+    Args:
+        config: validated configuration.
+        keep: hand back the ready A1 scanners (spinning) for capture; everything
+            else is closed.
+        retries: extra attempts per device after a failure.
+
+    Returns:
+        (one result per device in power-up order, ready A1 scanners by name when ``keep``).
+    """
+    seq = PowerUpSequencer(device_specs(config), retries=retries)
+    rows = seq.run(keep=keep)
+    handles = dict(seq.handles) if keep else {}
+    results = []
+    for row in rows:
+        dev = config.device(row.device)
+        ok, message = row.ready, row.why
+        if ok and dev.kind == "a1":
+            message = f"A1 serial {row.serial}"
+            if dev.serial and row.serial.upper() != dev.serial.upper():
+                ok = False
+                message = (
+                    f"reports serial {row.serial}, the configuration expects "
+                    f"{dev.serial.upper()}: are front and rear swapped? Check the udev names"
+                )
+        elif ok:
+            message = f"valid data on {row.tty or dev.port}"
+        if row.attempts > 1:
+            message += f" (attempt {row.attempts})"
+        results.append(
+            BringupResult(dev.name, dev.kind, dev.port, ok, row.time_to_first_turn_s, message)
+        )
+        handle = handles.get(dev.name)
+        if handle is not None and (dev.kind != "a1" or not ok):
+            handle.close()  # stream devices: the reader reopens; a wrong A1: not used
+            handles.pop(dev.name)
+    return results, handles
+
+
+def _stop_all(readers: Sequence[DeviceReader], timeout_s: float = 3.0) -> None:
+    """Stop every reader concurrently (each within ``timeout_s``)."""
+    threads = [
+        threading.Thread(target=r.stop, args=(timeout_s,), name=f"stop-{r.name}", daemon=True)
+        for r in readers
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s + 1.0)
+
+
+def _start_all(readers: Sequence[DeviceReader]) -> dict[str, str]:
+    """Start every reader concurrently; returns the error message of each that failed."""
+    errors: dict[str, str] = {}
+
+    def start(reader: DeviceReader) -> None:
+        try:
+            reader.start()
+        except SensorbenchError as exc:
+            errors[reader.name] = str(exc)
+
+    threads = [threading.Thread(target=start, args=(r,), daemon=True) for r in readers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60.0)
+    return errors
+
+
+def run_bringup(config: RobotConfig) -> list[BringupResult]:
+    """Bring every device up without recording, then close them (``sensorbench bringup``)."""
+    return bring_up(config, keep=False)[0]
+
+
+def run_capture(
+    config: RobotConfig,
+    output: str | os.PathLike[str],
+    duration_s: float,
+    *,
+    label: str = "",
+    note: str = "",
+    on_status: StatusCallback | None = None,
+    on_bringup: Callable[[BringupResult], None] | None = None,
+    status_interval_s: float = 0.5,
+    stop: threading.Event | None = None,
+    speed: float = 1.0,
+    allow_missing: bool = False,
+    flush_interval_s: float = 0.5,
+) -> CaptureResult:
+    """Record every configured device into ``output`` for ``duration_s`` seconds.
+
+    Args:
+        config: validated robot configuration.
+        output: session file to create (refused if it exists).
+        duration_s: recording time after the bring-up (s); ``inf`` runs until ``stop``.
+        label, note: stored as root attributes.
+        on_status: called about every ``status_interval_s`` with (recorded seconds,
+            statuses); must not block.
+        on_bringup: called after each device's bring-up.
+        status_interval_s: status period (s).
+        stop: set it to end the capture cleanly (signal handlers do).
+        speed: emulation speed-up of the devices (1.0 for hardware).
+        allow_missing: record with the devices that came up when some did not.
+        flush_interval_s: longest time between flushes to disk (s).
+
+    Raises:
+        SessionError: the output cannot be created.
+    """
+    if not duration_s > 0:
+        raise SessionError(f"duration must be > 0 s, got {duration_s}")
+    if Path(output).exists():
+        raise SessionError(f"{output} exists; choose another name or remove it first")
+    stop = stop or threading.Event()
+    result = CaptureResult(Path(output), 0.0, "duration")
+    result.bringup, handles = bring_up(config, keep=True)
+    if on_bringup is not None:
+        for row in result.bringup:
+            on_bringup(row)
+    up = {b.name for b in result.bringup if b.ok}
+    failed = [b for b in result.bringup if not b.ok]
+    devices = [{"name": d.name, "kind": d.kind, "port": d.port} for d in config.devices]
+    writer = SessionWriter(
+        output,
+        label=label,
+        config_text=config.text,
+        flush_interval_s=flush_interval_s,
+        attrs={
+            "note": note,
+            "robot": config.name,
+            "recorded_by": "sensorbench capture",
+            "requested_duration_s": duration_s if math.isfinite(duration_s) else -1.0,
+            "devices_json": json.dumps(devices),
+            "powerup_order": list(config.powerup_order),
+            "bringup_json": json.dumps([vars(b) for b in result.bringup]),
+        },
+    )
+    readers = {
+        d.name: make_reader(d, speed, handles.get(d.name)) for d in config.devices if d.name in up
+    }
+    for reader in readers.values():
+        reader.declare(writer)
+    writer.start()
+    now = time.monotonic_ns()
+    for b in result.bringup:
+        kind = "note" if b.ok else "error"
+        writer.event(now, b.name, kind, f"bring-up {'ok' if b.ok else 'FAILED'}: {b.message}")
+    t0 = time.monotonic()
+    if stop.is_set():
+        result.stopped_by = "stop"
+    elif (failed and not allow_missing) or not readers:
+        result.stopped_by = "bringup"
+    else:
+        for name, message in _start_all(list(readers.values())).items():
+            writer.event(time.monotonic_ns(), name, "error", f"reader failed to start: {message}")
+            result.bringup = [
+                BringupResult(b.name, b.kind, b.port, False, b.seconds, message)
+                if b.name == name
+                else b
+                for b in result.bringup
+            ]
+        writer.event(time.monotonic_ns(), "capture", "start", f"recording {len(readers)} devices")
+        t0 = time.monotonic()
+        result.stopped_by, result.error = _record(
+            writer, list(readers.values()), t0, duration_s, stop, on_status, status_interval_s
+        )
+    result.recorded_s = time.monotonic() - t0
+    statuses = {name: r.status() for name, r in readers.items()}
+    _stop_all(list(readers.values()))
+    try:
+        if writer.error is None:
+            writer.event(time.monotonic_ns(), "capture", "stop", f"stopped by {result.stopped_by}")
+        writer.close()
+    except SessionError as exc:
+        result.stopped_by, result.error = "error", _writer_error_text(writer, exc)
+    result.devices = summarize(Path(output), config, statuses)
+    return result
+
+
+def _writer_error_text(writer: SessionWriter, exc: BaseException) -> str:
+    cause = writer.error if writer.error is not None else exc
+    full = (isinstance(cause, OSError) and cause.errno == 28) or "No space" in str(cause)
+    what = "the disk is full" if full else f"writing failed ({cause})"
+    return (
+        f"{what}: capture stopped. {writer.path} holds everything up to the last flush "
+        f"(≤ {writer.flush_interval_s:g} s before the failure); free space, then run "
+        f"`sensorbench check --recover {writer.path}`"
+    )
+
+
+def _record(
+    writer: SessionWriter,
+    readers: list[DeviceReader],
+    t0: float,
+    duration_s: float,
+    stop: threading.Event,
+    on_status: StatusCallback | None,
+    interval_s: float,
+) -> tuple[str, str | None]:
+    """The status loop; returns (stopped_by, error)."""
+    while True:
+        elapsed = time.monotonic() - t0
+        remaining = duration_s - elapsed
+        if remaining <= 0:
+            return "duration", None
+        if stop.wait(min(interval_s, remaining)):
+            return "stop", None
+        if writer.error is not None:
+            return "error", _writer_error_text(writer, writer.error)
+        if on_status is not None:
+            on_status(time.monotonic() - t0, [r.status() for r in readers])
+
+
+def summarize(
+    path: Path, config: RobotConfig, statuses: dict[str, ReaderStatus]
+) -> list[DeviceSummary]:
+    """Per-device contents of the session file for the devices that recorded.
+
+    Counts are 0 where the file cannot be read (e.g. the disk filled before a flush).
+    """
+    counts: dict[str, tuple[int, int, int]] = {}
+    unplugs: dict[str, int] = {}
+    try:
+        with Session(path) as ses:
+            for ev in ses.events():
+                if ev.kind == "unplug":
+                    unplugs[ev.source] = unplugs.get(ev.source, 0) + 1
+            for name in statuses:
+                n_bytes = ses.raw(name).n_bytes if name in ses.raw_names() else 0
+                if name in ses.encoder_names():
+                    counts[name] = (n_bytes, len(ses.encoder(name)), 0)
+                elif name in ses.lidar_names():
+                    lidar = ses.lidar(name)
+                    counts[name] = (n_bytes, lidar.n_points, lidar.n_turns)
+    except (SessionError, OSError):
+        pass
+    out = []
+    for name, st in statuses.items():
+        dev = config.device(name)
+        n_bytes, items, turns = counts.get(name, (0, 0, 0))
+        out.append(
+            DeviceSummary(
+                name,
+                dev.kind,
+                dev.port,
+                n_bytes,
+                items,
+                turns,
+                st.crc_errors,
+                st.drops,
+                st.reconnects,
+                unplugs.get(name, 0),
+                st.last_error,
+            )
+        )
+    return out
+
+
+# -- text for the command line (pure functions; the command prints) --------------------
+
+
+def format_status(elapsed_s: float, duration_s: float, statuses: list[ReaderStatus]) -> str:
+    """One status line: per device its rate, items/s, CRC errors, drops, silence."""
+    total = f"/{duration_s:.0f}" if math.isfinite(duration_s) else ""
+    parts = [f"{elapsed_s:6.1f}{total} s"]
+    for st in statuses:
+        if not st.connected:
+            parts.append(f"{st.name} UNPLUGGED {st.since_last_data_s:.1f}s")
+            continue
+        unit = "fr/s" if st.kind == "pods" else "pt/s"
+        turns = f" {st.turns_per_s:4.1f}Hz" if st.kind != "pods" else ""
+        since = "-" if math.isinf(st.since_last_data_s) else f"{st.since_last_data_s:.1f}s"
+        parts.append(
+            f"{st.name} {st.items_per_s:5.0f}{unit}{turns} {st.bytes_per_s / 1000:5.1f}kB/s "
+            f"crc {st.crc_errors} drop {st.drops} last {since}"
+        )
+    return " | ".join(parts)
+
+
+def format_bringup(results: list[BringupResult]) -> str:
+    """The bring-up table."""
+    rows = [("device", "kind", "port", "result", "time", "detail")]
+    for r in results:
+        rows.append(
+            (r.name, r.kind, r.port, "ok" if r.ok else "FAILED", f"{r.seconds:.1f} s", r.message)
+        )
+    return _table(rows)
+
+
+def format_summary(result: CaptureResult) -> str:
+    """The end-of-capture table: what the file holds per device."""
+    rows = [("device", "kind", "bytes", "points/frames", "turns", "crc", "drops", "unplugs")]
+    for d in result.devices:
+        rows.append(
+            (
+                d.name,
+                d.kind,
+                str(d.bytes),
+                str(d.items),
+                str(d.turns),
+                str(d.crc_errors),
+                str(d.drops),
+                str(d.unplugs),
+            )
+        )
+    head = f"{result.path}: recorded {result.recorded_s:.1f} s, stopped by {result.stopped_by}"
+    return head + "\n" + _table(rows)
+
+
+def _table(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
