@@ -20,30 +20,58 @@ def _scenario_table() -> list[dict]:
     rows = []
     for name in list_scenarios():
         sc = load_scenario(name)
-        rows.append({
-            "name": name,
-            "description": sc.params["description"],
-            "sessions": sc.n_sessions,
-            "path": sc.source,
-        })
+        rows.append(
+            {
+                "name": name,
+                "description": sc.params["description"],
+                "sessions": sc.n_sessions,
+                "path": sc.source,
+            }
+        )
     return rows
 
 
 @click.command("simulate")
-@click.option("--scenario", "scenario", metavar="NAME|FILE",
-              help="Shipped scenario name (see --list) or a scenario .toml file.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Random seed; the same scenario and seed give an identical session.")
-@click.option("--session", "session", type=click.IntRange(min=0), default=None,
-              help="Campaign session index (default: seed modulo the number of sessions).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Session file (.h5) to write.")
+@click.option(
+    "--scenario",
+    "scenario",
+    metavar="NAME|FILE",
+    help="Shipped scenario name (see --list) or a scenario .toml file.",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Random seed; the same scenario and seed give an identical session.",
+)
+@click.option(
+    "--session",
+    "session",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Campaign session index (default: seed modulo the number of sessions).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Session file (.h5) to write.",
+)
 @click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option("--list", "list_only", is_flag=True, help="List the shipped scenarios and exit.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.pass_context
-def simulate_cmd(ctx: click.Context, scenario: str | None, seed: int, session: int | None,
-                 output: Path | None, overwrite: bool, list_only: bool, as_json: bool) -> None:
+def simulate_cmd(
+    ctx: click.Context,
+    scenario: str | None,
+    seed: int,
+    session: int | None,
+    output: Path | None,
+    overwrite: bool,
+    list_only: bool,
+    as_json: bool,
+) -> None:
     """Simulate a scenario and write a session with every sensor stream and its truth.
 
     Streams: each enabled lidar (angles rad CCW, ranges m, inf = no return), the pod
@@ -79,7 +107,8 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, seed: int, session: i
             "scenario": attrs.get("scenario"),
             "seed": int(attrs.get("seed")),
             "campaign_session": int(attrs["campaign_session"])
-            if "campaign_session" in attrs else None,
+            if "campaign_session" in attrs
+            else None,
             "duration_s": float(attrs.get("duration_s")),
             "lidars": {n: s.lidar(n).n_turns for n in s.lidar_names()},
             "encoders": s.encoder_names(),

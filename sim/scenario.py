@@ -618,6 +618,14 @@ class Scenario:
         params = _resolve(merged, f"{self.source} (campaign.sessions[{index}])")
         return Scenario(self.name, self.source, self.text, params, self.raw, index, len(sessions))
 
+    def with_overrides(self, overrides: dict) -> Scenario:
+        """A copy with ``overrides`` (nested dict, same layout as the file) merged in and
+        validated again, e.g. ``{"pods": {"slip_sigma_m_per_sqrt_m": 0.0}}``."""
+        raw = _deep_merge(self.raw, overrides)
+        text = self.text + "\n# with overrides: " + json.dumps(overrides, sort_keys=True) + "\n"
+        sc = _from_raw(raw, text, f"{self.source} (with overrides)", self.name)
+        return sc if self.session is None else sc.for_session(self.session)
+
     def to_toml(self) -> str:
         """The resolved parameters as TOML text (what sessions record)."""
         head = [f"# scenario {self.name!r} from {self.source}"]
@@ -632,6 +640,10 @@ def parse_scenario(text: str, source: str, name: str) -> Scenario:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SimError(f"{source}: not valid TOML: {exc}") from None
+    return _from_raw(raw, text, source, name)
+
+
+def _from_raw(raw: dict, text: str, source: str, name: str) -> Scenario:
     campaign = raw.get("campaign")
     n_sessions = 0
     if campaign is not None:

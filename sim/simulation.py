@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 from sensorbench import __version__
-from sensorbench.errors import SimError
+from sensorbench.errors import SessionError, SimError
 from sensorbench.sim.scenario import Scenario, dumps_toml, load_scenario
 from sensorbench.sim.sensor_lidar import LidarSamples, simulate_lidar
 from sensorbench.sim.sensor_pods import PodSamples, simulate_pods
@@ -287,9 +287,11 @@ def simulate_to_session(
     """
     from sensorbench.logs import EncoderBatch, PoseBatch, SessionWriter
 
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise SessionError(f"{path} exists; choose another name or remove it first")
     sim = Simulation(sc, seed, session)
     scn = sim.scenario
-    path = Path(path)
     attrs = {
         "simulated": True,
         "scenario": scn.name,

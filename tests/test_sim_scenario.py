@@ -1,0 +1,137 @@
+"""Scenario files: every shipped one loads; bad files fail with the key named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import tomllib
+from sensorbench.errors import SimError
+from sensorbench.sim.scenario import dumps_toml, list_scenarios, load_scenario, parse_scenario
+
+SHIPPED = {
+    "forward",
+    "sideways",
+    "spin",
+    "square",
+    "figure8",
+    "hold",
+    "lidar_static",
+    "reloc_campaign",
+    "ld19_faults",
+    "a1_brownout",
+    "pods_faults",
+}
+
+
+def test_every_required_scenario_ships_and_loads() -> None:
+    names = set(list_scenarios())
+    assert names >= SHIPPED
+    for name in names:
+        sc = load_scenario(name)
+        assert sc.name == name
+        assert sc.trajectory["kind"] in (
+            "forward",
+            "sideways",
+            "spin",
+            "square",
+            "figure8",
+            "hold",
+            "waypoints",
+        )
+
+
+def test_resolved_parameters_round_trip_through_toml() -> None:
+    for name in list_scenarios():
+        sc = load_scenario(name)
+        again = parse_scenario(sc.to_toml(), "roundtrip", name)
+        assert again.params == sc.params
+        assert tomllib.loads(sc.to_toml()) == sc.params
+
+
+def test_campaign_sessions_differ_and_index_is_checked() -> None:
+    sc = load_scenario("reloc_campaign")
+    assert sc.n_sessions >= 3
+    relocs = {tuple(sc.for_session(i).pose_sensor["reloc_times_s"]) for i in range(sc.n_sessions)}
+    assert len(relocs) == sc.n_sessions
+    with pytest.raises(SimError, match="out of range"):
+        sc.for_session(sc.n_sessions)
+    with pytest.raises(SimError, match="not a campaign"):
+        load_scenario("square").for_session(0)
+
+
+def test_fault_knobs_are_read_with_defaults() -> None:
+    sc = load_scenario("ld19_faults")
+    f = sc.faults("ld19")
+    assert f["corrupt_rate"] == 0.0005 and f["stall_at_s"] == [10.0] and f["replug_after_s"] == 2.0
+    assert load_scenario("square").faults("ld19")["corrupt_rate"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("[pods]\nslip = 1\n", r"pods\.slip: unknown key"),
+        ("[pods]\nrate_hz = 'fast'\n", r"pods\.rate_hz: must be a number"),
+        ("[pods]\ncounter_bits = 24\n", r"pods\.counter_bits: must be one of \[16, 32\]"),
+        (
+            "[lidars.a]\nmodel = 'ld19'\nskip_prob = 1.5\n",
+            r"lidars\.a\.skip_prob: must be in \[0, 1\)",
+        ),
+        ("[lidars.a]\nmodel = 'vlp16'\n", r"lidars\.a\.model: must be one of"),
+        (
+            "[lidars.a]\nmodel = 'a1'\nnoise_band_sigma_m = [0.01]\n",
+            r"lidars\.a\.noise_band_sigma_m: must have one σ per band",
+        ),
+        (
+            "[lidars.a]\nmodel = 'a1'\nnoise_band_edges_m = [0, 2, 1, 5, 12]\n",
+            r"noise_band_edges_m: must be >= 2 strictly increasing",
+        ),
+        ("[trajectory]\nkind = 'zigzag'\n", r"trajectory\.kind: must be one of"),
+        ("[trajectory]\nkind = 'waypoints'\n", r"trajectory\.waypoints: kind 'waypoints' needs"),
+        ("[trajectory]\nwaypoints = [[1, 2]]\n", r"trajectory\.waypoints\[0\]: must have 3 values"),
+        ("[pose_sensor]\ncovered_s = [[5, 3]]\n", r"pose_sensor\.covered_s\[0\]: end 3"),
+        ("[pose_sensor]\ngm_tau_s = [1, 1, 1]\n", r"pose_sensor\.gm_tau_s: must have 6 values"),
+        ("[mocap]\nenabled = 1\n", r"mocap\.enabled: must be true or false"),
+        (
+            "[[world.obstacles]]\nkind = 'pillar'\nsize_m = [1, 1]\n",
+            r"world\.obstacles\[0\]\.size_m: does not apply to kind 'pillar'",
+        ),
+        ("[[world.obstacles]]\ncenter_m = [1, 1]\n", r"world\.obstacles\[0\]\.kind: is required"),
+        ("[faults.gps]\ncorrupt_rate = 0.1\n", r"faults\.gps: names no device"),
+        ("[faults.pods]\ncorrupt_rate = 1.0\n", r"faults\.pods\.corrupt_rate: must be in"),
+        ("[campaign]\nsessions = []\n", r"campaign\.sessions: must be one or more"),
+        (
+            "[[campaign.sessions]]\npods.rate = 3\n",
+            r"campaign\.sessions\[0\]\).*pods\.rate: unknown",
+        ),
+        ("robot = [1\n", r"not valid TOML"),
+    ],
+)
+def test_validation_errors_name_the_file_and_key(text: str, match: str) -> None:
+    with pytest.raises(SimError, match=match) as info:
+        parse_scenario(text, "bad.toml", "bad")
+    assert str(info.value).startswith("bad.toml")
+
+
+def test_load_errors_for_unknown_names_and_unreadable_paths(tmp_path: Path) -> None:
+    with pytest.raises(SimError, match=r"unknown scenario 'nope'; shipped: .*square"):
+        load_scenario("nope")
+    with pytest.raises(SimError, match="cannot read scenario"):
+        load_scenario(tmp_path / "missing.toml")
+    f = tmp_path / "mine.toml"
+    f.write_text("[trajectory]\nkind = 'spin'\nangle_deg = 90.0\n")
+    sc = load_scenario(f)
+    assert sc.name == "mine" and sc.trajectory["angle_deg"] == 90.0
+    assert sc.trajectory["max_speed_m_s"] == 0.5  # default filled in
+
+
+def test_with_overrides_revalidates() -> None:
+    sc = load_scenario("square").with_overrides({"pods": {"scrub_sigma": 0.0}})
+    assert sc.pods["scrub_sigma"] == 0.0
+    with pytest.raises(SimError, match=r"pods\.scrub_sigma: must be in"):
+        load_scenario("square").with_overrides({"pods": {"scrub_sigma": -1.0}})
+
+
+def test_toml_writer_handles_nesting_and_special_floats() -> None:
+    doc = {"a": 1, "b": {"c": [1.5, float("inf")], "d": [{"e": 'x"y'}, {"e": "z"}]}, "f": True}
+    assert tomllib.loads(dumps_toml(doc)) == doc
