@@ -1,0 +1,152 @@
+"""Fuzzing the LD19 parser: arbitrary and mutated streams, any chunking.
+
+Properties: never raises; every packet it yields is one whose 47 bytes pass the
+CRC (checked with the bitwise reference, not the driver's table) and whose fields
+are exactly those bytes; the byte accounting adds up; chunking does not matter;
+after garbage it is back in sync within one packet of clean data.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from ld19_util import packet_rows, ref_crc8, ref_decode, ref_rows, ref_unpack
+from sensorbench.drivers.ld19_parser import LD19Packets, LD19Parser
+from sensorbench.sim.emulator_ld19 import encode_packets
+
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LONG = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def clean_packets(draw, min_k: int = 1, max_k: int = 6) -> bytes:
+    """Well-formed packets with arbitrary point values (``54 2C`` may occur inside)."""
+    k = draw(st.integers(min_k, max_k))
+    start = np.array(draw(st.lists(st.integers(0, 35999), min_size=k, max_size=k)))
+    span = np.array(draw(st.lists(st.integers(0, 3600), min_size=k, max_size=k)))
+    dist = draw(st.lists(st.integers(0, 65535), min_size=12 * k, max_size=12 * k))
+    inten = draw(st.lists(st.integers(0, 255), min_size=12 * k, max_size=12 * k))
+    ts = draw(st.lists(st.integers(0, 29999), min_size=k, max_size=k))
+    speed = draw(st.lists(st.integers(0, 65535), min_size=k, max_size=k))
+    return encode_packets(
+        np.array(speed),
+        start,
+        (start + span) % 36000,
+        np.array(dist),
+        np.array(inten),
+        np.array(ts),
+    )
+
+
+@st.composite
+def mutated(draw) -> bytes:
+    """Clean packets with flips, insertions, deletions and header bytes sprinkled in."""
+    buf = bytearray(draw(clean_packets(1, 8)))
+    for _ in range(draw(st.integers(0, 12))):
+        op = draw(st.sampled_from(["flip", "insert", "delete", "header"]))
+        pos = draw(st.integers(0, len(buf)))
+        if op == "flip" and pos < len(buf):
+            buf[pos] ^= draw(st.integers(1, 255))
+        elif op == "insert":
+            buf[pos:pos] = draw(st.binary(min_size=1, max_size=50))
+        elif op == "delete" and pos < len(buf):
+            del buf[pos : pos + draw(st.integers(1, 50))]
+        elif op == "header":
+            buf[pos:pos] = b"\x54\x2c"
+    return bytes(buf)
+
+
+def _feed_chunked(stream: bytes, cuts: list[int]) -> tuple[LD19Parser, LD19Packets]:
+    p = LD19Parser()
+    bounds = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
+    parts = [p.feed(stream[a:b], host_ns=a) for a, b in itertools.pairwise(bounds)]
+    return p, LD19Packets.concat(parts)
+
+
+def _check_invariants(stream: bytes, p: LD19Parser, out: LD19Packets) -> None:
+    c = p.counters
+    assert c.bytes == len(stream)
+    assert c.bytes == 47 * c.packets + c.bytes_skipped + p.pending_bytes
+    assert len(out) == c.packets
+    for row, off in zip(packet_rows(out), out.stream_offset.tolist(), strict=True):
+        raw = stream[off : off + 47]
+        assert ref_crc8(raw) == 0  # never a point from a packet that failed its CRC
+        ref = ref_unpack(off, raw)
+        assert row.tolist() == [ref.speed, ref.start, ref.end, ref.timestamp, *ref.distance,
+                                *ref.intensity]  # fmt: skip
+    ref = ref_decode(stream)
+    assert np.array_equal(packet_rows(out), ref_rows(ref.packets))
+    assert c.crc_failures == ref.crc_failures
+
+
+def _prop_arbitrary(data: bytes, cuts: list[int]) -> None:
+    p, out = _feed_chunked(data, cuts)
+    _check_invariants(data, p, out)
+
+
+def _prop_mutated(data: bytes, cuts: list[int]) -> None:
+    p, out = _feed_chunked(data, cuts)
+    _check_invariants(data, p, out)
+    whole = LD19Parser().feed(data)
+    assert np.array_equal(packet_rows(whole), packet_rows(out))  # chunking does not matter
+
+
+def _prop_resync(garbage: bytes, clean: bytes, cuts: list[int]) -> None:
+    stream = garbage + clean
+    p, out = _feed_chunked(stream, cuts)
+    _check_invariants(stream, p, out)
+    k = len(clean) // 47
+    expected = LD19Parser().feed(clean)
+    got = out.stream_offset - len(garbage)
+    # every clean packet from the second on is decoded (the first may hide under a
+    # false header that started in the garbage)
+    for j in range(1, k):
+        assert 47 * j in got.tolist()
+    tail = packet_rows(out)[got >= 47]
+    assert np.array_equal(tail, packet_rows(expected)[1:])
+
+
+cuts_st = st.lists(st.integers(0, 2000), max_size=12)
+
+
+@FAST
+@given(st.binary(max_size=1500), cuts_st)
+def test_arbitrary_bytes_never_raise_and_yield_only_crc_valid_packets(data, cuts):
+    _prop_arbitrary(data, cuts)
+
+
+@FAST
+@given(mutated(), cuts_st)
+def test_mutated_streams(data, cuts):
+    _prop_mutated(data, cuts)
+
+
+@FAST
+@given(st.binary(max_size=300), clean_packets(2, 5), cuts_st)
+def test_back_in_sync_within_one_packet_of_clean_data(garbage, clean, cuts):
+    _prop_resync(garbage, clean, cuts)
+
+
+@pytest.mark.slow
+@LONG
+@given(st.binary(max_size=5000), cuts_st)
+def test_arbitrary_bytes_long(data, cuts):
+    _prop_arbitrary(data, cuts)
+
+
+@pytest.mark.slow
+@LONG
+@given(mutated(), cuts_st)
+def test_mutated_streams_long(data, cuts):
+    _prop_mutated(data, cuts)
+
+
+@pytest.mark.slow
+@LONG
+@given(st.binary(max_size=1000), clean_packets(2, 8), cuts_st)
+def test_back_in_sync_long(garbage, clean, cuts):
+    _prop_resync(garbage, clean, cuts)
