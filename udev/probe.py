@@ -41,6 +41,7 @@ LD19_MIN_PACKETS = 3  # 375 packets/s: 0.3 s of listening sees ~110
 PODS_MIN_FRAMES = 3
 A1_STOP_SETTLE_S = 0.02  # the A1 needs >= 1 ms after STOP before the next request
 _READ_SLICE_S = 0.02
+_READ_CHUNK = 4096
 _CSV_LINE = re.compile(rb"^(\d{1,5}),(\d{1,10})((?:,-?\d{1,11})+)(?:,[-+0-9.eEnaif]+){0,2}\r?$")
 
 
@@ -76,7 +77,11 @@ class ProbeResult:
 
 
 def _read_for(port: serial.Serial, seconds: float, enough: int | None = None) -> bytes:
-    """Read whatever arrives for ``seconds`` (s), or until ``enough`` bytes came."""
+    """Read whatever arrives for ``seconds`` (s), or until ``enough`` bytes came.
+
+    Reads in short timed slices instead of asking ``in_waiting`` (an ioctl that
+    some tty drivers, and umockdev's emulated ttys, do not support).
+    """
     deadline = time.monotonic() + seconds
     chunks = bytearray()
     while True:
@@ -84,9 +89,7 @@ def _read_for(port: serial.Serial, seconds: float, enough: int | None = None) ->
         if remaining <= 0 or (enough is not None and len(chunks) >= enough):
             return bytes(chunks)
         port.timeout = min(_READ_SLICE_S, remaining)
-        want = max(port.in_waiting, 1)
-        if enough is not None:
-            want = min(want, enough - len(chunks))
+        want = _READ_CHUNK if enough is None else min(_READ_CHUNK, enough - len(chunks))
         chunks += port.read(want)
 
 
