@@ -1,0 +1,107 @@
+"""Simulator speed: seconds simulated per CPU second, and vectorised vs naive ray casting.
+
+The emulators replay the simulator's streams at up to 10× real time and the demo
+simulates whole campaigns, so the simulator must run far faster than real time.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from sensorbench.bench import BenchResult
+from sensorbench.sim.scenario import load_scenario
+from sensorbench.sim.simulation import Simulation, simulate_to_session
+from sensorbench.sim.world import World
+
+AREA = "sim"
+
+
+def _all_streams(sim: Simulation) -> int:
+    n = sum(len(sim.lidar(name)) for name in sim.lidar_names())
+    n += sim.pods().t_s.size + sim.mocap().t_s.size + sim.pose_sensor().t_s.size
+    return n
+
+
+def _naive_raycast(world: World, origin: np.ndarray, angles: np.ndarray) -> np.ndarray:
+    """Reference: one ray at a time against one segment or circle at a time, pure Python."""
+    out = np.full(angles.size, np.inf)
+    ox, oy = float(origin[0]), float(origin[1])
+    for k, a in enumerate(angles):
+        ux, uy = np.cos(a), np.sin(a)
+        best = np.inf
+        for px, py, qx, qy in world.segments:
+            dx, dy = qx - px, qy - py
+            den = ux * dy - uy * dx
+            if den == 0:
+                continue
+            wx, wy = px - ox, py - oy
+            t = (wx * dy - wy * dx) / den
+            s = (wx * uy - wy * ux) / den
+            if t > 1e-12 and 0.0 <= s <= 1.0:
+                best = min(best, t)
+        for cx, cy, r in world.circles:
+            fx, fy = ox - cx, oy - cy
+            b = fx * ux + fy * uy
+            disc = b * b - (fx * fx + fy * fy - r * r)
+            if disc >= 0:
+                sq = disc**0.5
+                t = -b - sq if -b - sq > 1e-12 else -b + sq
+                if t > 1e-12:
+                    best = min(best, t)
+        out[k] = best
+    return out
+
+
+def run(quick: bool) -> list[BenchResult]:
+    """Simulated seconds per CPU second (in memory and to a session file), LD19 samples per
+    CPU second against the device's 4500/s, and the ray caster against a per-ray loop."""
+    sc = load_scenario("square")
+    if quick:
+        sc = sc.with_overrides({"trajectory": {"repeats": 1}})
+    results = []
+    c0 = time.process_time()
+    sim = Simulation(sc, seed=1)
+    n = _all_streams(sim)
+    cpu = time.process_time() - c0
+    results.append(BenchResult(
+        AREA, "square, all sensors, in memory", sim.duration_s / cpu, "x real time", 10.0, True,
+        f"{sim.duration_s:.1f} s simulated, {n} samples, {cpu:.2f} s CPU",
+    ))
+    with tempfile.TemporaryDirectory() as tmp:
+        c0 = time.process_time()
+        simulate_to_session(sc, 1, Path(tmp) / "square.h5")
+        cpu_w = time.process_time() - c0
+    results.append(BenchResult(
+        AREA, "square, all sensors, session file", sim.duration_s / cpu_w, "x real time", 10.0,
+        True, f"simulate_to_session incl. /truth, {cpu_w:.2f} s CPU",
+    ))
+    static = Simulation(load_scenario("lidar_static").with_overrides(
+        {"trajectory": {"hold_s": 20.0 if quick else 60.0}}), seed=1)
+    c0 = time.process_time()
+    ls = static.lidar("ld19")
+    cpu_l = time.process_time() - c0
+    results.append(BenchResult(
+        AREA, "LD19 samples vs device rate", len(ls) / cpu_l / 4500.0, "x line rate", 10.0, True,
+        f"{len(ls)} samples ray cast with noise/outliers in {cpu_l:.3f} s CPU",
+    ))
+    world = static.world
+    angles = np.linspace(0.0, 2 * np.pi, 300 if quick else 1000, endpoint=False)
+    origin = np.array([-1.4, 0.0])
+    c0 = time.perf_counter()
+    ref = _naive_raycast(world, origin, angles)
+    t_ref = time.perf_counter() - c0
+    c0 = time.perf_counter()
+    reps = 20
+    for _ in range(reps):
+        ours = world.raycast(origin, angles)
+    t_ours = (time.perf_counter() - c0) / reps
+    same = bool(np.allclose(ours, ref, rtol=0, atol=1e-9))
+    results.append(BenchResult(
+        AREA, "ray cast: vectorised vs per-ray loop", t_ref / t_ours, "x faster", 20.0, True,
+        f"{angles.size} rays x {len(world.segments)} segments + {len(world.circles)} circles; "
+        f"identical ranges: {same}",
+    ))
+    return results
