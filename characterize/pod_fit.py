@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import tomllib
 from scipy.optimize import minimize_scalar
 from sensorbench.errors import FitError, SessionError
 from sensorbench.fusion.pod_kinematics import PodGeometry, relative_poses, se2_log
@@ -136,6 +137,7 @@ def load_drive(
                 )
             pose = s.pose(ref_name).read()
             label = s.label or os.path.basename(str(path))
+            config_text = s.config_text
     except SessionError as exc:
         raise FitError(str(exc)) from exc
     if len(batch) < 20 or np.count_nonzero(pose.valid) < 20:
@@ -153,6 +155,8 @@ def load_drive(
     )
     period = float(np.median(np.diff(pose.t_ns))) * 1e-9 if len(pose) > 1 else 0.01
     cpr = attrs.get("counts_per_rev")
+    if cpr is None:
+        cpr = _config_counts_per_rev(config_text)
     names = attrs.get("pod_names")
     return Drive(
         label=str(label),
@@ -165,6 +169,15 @@ def load_drive(
         counts_per_rev=None if cpr is None else np.broadcast_to(np.asarray(cpr, float), (3,)),
         names=None if names is None else tuple(str(n) for n in names),
     )
+
+
+def _config_counts_per_rev(config_text: str) -> Any:
+    """``[pods] counts_per_rev`` of the session's robot configuration, if it has one."""
+    try:
+        doc = tomllib.loads(config_text or "")
+    except tomllib.TOMLDecodeError:
+        return None
+    return doc.get("pods", {}).get("counts_per_rev")
 
 
 def _reference_at(drive: Drive, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -250,16 +263,16 @@ def align_drive(
     """Offset (s) to add to encoder times so they line up with the reference.
 
     Minimises the mean squared residual of the per-pod linear fit over the offset:
-    a 2 ms grid over ±``max_offset_s``, then a bounded scalar search around the best.
+    a 10 ms grid over ±``max_offset_s``, then a bounded scalar search around the best.
     """
-    grid = np.arange(-max_offset_s, max_offset_s + 1e-12, 0.002)
+    grid = np.arange(-max_offset_s, max_offset_s + 1e-12, 0.01)
     costs = np.array([_rss(*drive_intervals(drive, o, interval_s, heading)) for o in grid])
     if not np.any(np.isfinite(costs)):
         raise FitError(f"{drive.label}: encoder and reference streams do not overlap in time")
     best = float(grid[int(np.nanargmin(costs))])
     res = minimize_scalar(
         lambda o: _rss(*drive_intervals(drive, o, interval_s, heading)),
-        bounds=(best - 0.004, best + 0.004),
+        bounds=(best - 0.01, best + 0.01),
         method="bounded",
         options={"xatol": 1e-5},
     )
@@ -267,29 +280,40 @@ def align_drive(
 
 
 def huber_irls(
-    X: np.ndarray, y: np.ndarray, k: float = 1.345, max_iter: int = 50
+    X: np.ndarray,
+    y: np.ndarray,
+    k: float = 1.345,
+    reject: float = 5.0,
+    max_iter: int = 50,
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """Huber M-estimate of ``y ≈ X·β`` by iteratively reweighted least squares.
+    """Robust fit of ``y ≈ X·β``: Huber IRLS, then gross outliers dropped and refitted.
 
-    The scale is the MAD of the residuals, re-estimated each iteration.
+    The scale is the MAD of the residuals. Huber alone still lets every gross
+    outlier pull by k·scale, which biases the fit when outliers are one-sided (a
+    bouncing wheel only ever loses ticks); so rows beyond ``reject``·scale after
+    the Huber fit get weight 0 and the Huber fit is repeated on the rest.
 
     Returns:
-        ``(beta, weights, scale)``; ``weights`` are ψ(r)/r (1 inside ±k·scale).
+        ``(beta, weights, scale)``; weights are ψ(r)/r (1 inside ±k·scale, 0 rejected).
     """
-    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
-    scale = 1.0
+    keep = np.ones(y.size, dtype=bool)
+    beta = np.zeros(X.shape[1])
     w = np.ones_like(y)
-    for _ in range(max_iter):
-        r = y - X @ beta
-        scale = max(1.4826 * float(np.median(np.abs(r - np.median(r)))), 1e-9)
-        u = np.abs(r) / (k * scale)
-        w = np.where(u <= 1.0, 1.0, 1.0 / np.maximum(u, 1e-12))
-        sw = np.sqrt(w)
-        new, *_ = np.linalg.lstsq(X * sw[:, None], y * sw, rcond=None)
-        converged = np.allclose(new, beta, rtol=1e-10, atol=1e-12)
-        beta = new
-        if converged:
-            break
+    scale = 1.0
+    for _ in range(2):
+        beta, *_ = np.linalg.lstsq(X[keep], y[keep], rcond=None)
+        for _ in range(max_iter):
+            r = y - X @ beta
+            scale = max(1.4826 * float(np.median(np.abs(r[keep] - np.median(r[keep])))), 1e-9)
+            u = np.abs(r) / (k * scale)
+            w = np.where(u <= 1.0, 1.0, 1.0 / np.maximum(u, 1e-12)) * keep
+            sw = np.sqrt(w)
+            new, *_ = np.linalg.lstsq(X * sw[:, None], y * sw, rcond=None)
+            converged = np.allclose(new, beta, rtol=1e-10, atol=1e-12)
+            beta = new
+            if converged:
+                break
+        keep = np.abs(y - X @ beta) <= reject * scale
     return beta, w, scale
 
 
@@ -311,7 +335,9 @@ def joint_sandwich(
     interval share the reference's noise, so scores are summed per interval;
     products with up to ``hac_lags`` neighbouring intervals are added (0 by
     default: intervals are separated so they share no reference sample).
-    Sandwich A⁻¹BA⁻¹ with A = Σ ψ'(r) j jᵀ (Huber).
+    Sandwich A⁻¹BA⁻¹ with A = Σ ψ'(r) j jᵀ (Huber) and the residuals scaled by
+    1/(1 − h) with h each row's leverage (HC3), which keeps the interval honest
+    when a parameter is informed by few rows.
     """
     m, k = xi.shape
     n_pods = betas.shape[0]
@@ -325,7 +351,11 @@ def joint_sandwich(
         J[np.arange(m), n_pods * k + session] = rate @ betas[p]
         inlier = weights[p] >= 1.0
         A += J[inlier].T @ J[inlier]
-        score += J * (weights[p] * resid[p])[:, None]
+        # HC3: a row's own fit shrinks its residual by (1 − h); undo it, since the
+        # information about a lever arm can sit in a few dozen spin intervals
+        G = np.linalg.pinv(xi.T @ (xi * weights[p][:, None]), rcond=1e-12, hermitian=True)
+        lev = np.clip(np.einsum("ij,jk,ik->i", xi, G, xi) * weights[p], 0.0, 0.99)
+        score += J * (weights[p] * resid[p] / (1.0 - lev))[:, None]
     B = score.T @ score
     for lag in range(1, hac_lags + 1):
         same = session[lag:] == session[:-lag]
@@ -334,8 +364,7 @@ def joint_sandwich(
     evals, evecs = np.linalg.eigh(B)
     B = (evecs * np.maximum(evals, 0.0)) @ evecs.T
     A_inv = np.linalg.pinv(A, rcond=1e-12, hermitian=True)
-    dof = n_pods * m
-    return A_inv @ B @ A_inv * (dof / max(dof - n_par, 1))
+    return A_inv @ B @ A_inv
 
 
 @dataclass
@@ -364,7 +393,7 @@ class PodFit:
     sigma_time_offsets_s: list[float]
     labels: list[str]
     n_intervals: int
-    outliers: np.ndarray  # (N,) intervals down-weighted by the robust loss
+    outliers: np.ndarray  # (N,) intervals rejected as gross outliers (bounce)
     residual_sigma: np.ndarray  # (N,) ticks
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -506,7 +535,7 @@ def excitation(xi: np.ndarray, session: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def fit_pods(
     drives: Sequence[Drive],
-    interval_s: float = 0.25,
+    interval_s: float = 0.5,
     max_offset_s: float = 0.25,
     heading: str = "mocap",
     min_excitation: float = 100.0,
@@ -580,7 +609,7 @@ def fit_pods(
     for p in range(n_pods):
         rows[p, cols] = betas[p]
         cov[p][np.ix_(cols, cols)] = joint[p * k : (p + 1) * k, p * k : (p + 1) * k]
-    outliers = np.count_nonzero(weights < 1.0, axis=1)
+    outliers = np.count_nonzero(weights == 0.0, axis=1)
     offset_sigma = np.sqrt(np.clip(np.diag(joint)[n_pods * k :], 0.0, None))
     c, sc, phi, sphi, lev, slev, status = _derive(rows, cov, excited)
     cpr = counts_per_rev
@@ -616,7 +645,7 @@ def fit_pods(
             "heading": heading,
             "min_excitation": min_excitation,
             "hac_lags": hac_lags,
-            "loss": "huber(k=1.345)",
+            "loss": "huber(k=1.345), rows beyond 5 scale rejected",
         },
     )
 

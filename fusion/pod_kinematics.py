@@ -151,7 +151,8 @@ def body_increments_two_pods_imu(
     """Body increments from two pods plus an IMU heading increment.
 
     The IMU gives Δθ (rad); the two pods' rows then give (Δx, Δy) from
-    ``W[i, :2]·(Δx, Δy) = Δn_i − W[i, 2]·Δθ``. The two pods must not be parallel.
+    ``W[i, :2]·(Δx, Δy) = Δn_i − W[i, 2]·Δθ``. The two pods' rolling directions
+    must be at least 10° apart.
 
     Args:
         W: pod matrix (N, 3).
@@ -164,9 +165,11 @@ def body_increments_two_pods_imu(
     """
     W = np.asarray(W, dtype=float)
     A = W[list(pods), :2]
-    if abs(np.linalg.det(A)) < 1e-9 * np.abs(A).max() ** 2:
+    unit = A / np.linalg.norm(A, axis=1, keepdims=True)
+    if abs(np.linalg.det(unit)) < np.sin(np.radians(10.0)):
         raise FusionError(
-            f"pods {pods} are parallel: two parallel pods plus an IMU cannot give sideways motion"
+            f"pods {pods} are (nearly) parallel, less than 10° apart: two parallel pods plus "
+            f"an IMU cannot give sideways motion; use a parallel and the perpendicular pod"
         )
     dn = np.asarray(dn, dtype=float)
     dtheta = np.asarray(dtheta, dtype=float)

@@ -1,0 +1,550 @@
+"""The split filters: three independent two-state Kalman filters for x, y and heading.
+
+Per axis the state is ``(p, v)``: position (m, or rad for heading) and the mean
+velocity over the last step (m/s, rad/s). Between encoder frames k−1 and k
+(Δt_k seconds apart) the model is
+
+    v_k = v_{k−1} + w_k,    w_k ~ N(0, q·Δt_k)       (velocity random walk)
+    p_k = p_{k−1} + v_k·Δt_k                          (exact for piecewise-constant v)
+
+so ``F = [[1, Δt], [0, 1]]`` and ``Q = q·Δt·[[Δt², Δt], [Δt, 1]]``; q is in
+m²/s³ (rad²/s³ for heading).
+
+**The measurement** of one update is one scalar per axis: the odometry
+increment of that axis over the step,
+
+    z_k = Δp_odo,k = v_k·Δt_k + n_k,    n_k ~ N(0, r),    H = [0, Δt_k],
+
+with r in m² (rad²). For heading, Δp_odo is the pods' Δθ (third component of
+``W⁻¹·Δn``). For x and y it is the world-frame displacement of the step's
+constant-twist arc (SE(2) exponential of ``W⁻¹·Δn``) rotated by the *heading
+filter's* estimate at the start of the step, so the heading filter runs first
+and the x and y filters take its output — the only coupling, and a one-way one.
+
+Each update is a 2×2 covariance propagation and a scalar division (no matrix
+inverse). An innovation whose NIS ``ν²/S`` exceeds the gate (default 6.63, the
+99 % point of χ²₁) is rejected, counted and never applied: the state stays at
+its prediction. When no frame arrives for longer than ``stale_s`` the filter is
+coasting; :meth:`SplitFilter.predict` extrapolates the state to any time with
+the variance growing as the model says, and frames after such a gap are flagged.
+
+Optional absolute pose aiding (a pose sensor): a measurement ``z = p + e`` with
+``H = [1, 0]`` at the first encoder frame at or after its time stamp (shifted by
+the odometry motion in between). Its error e follows the pose-error model
+(offset b per relocalization + Gauss-Markov g with σ, τ + white v). A two-state
+filter cannot carry e as a state, so R is inflated by the model:
+
+    R = σ_v² + σ²·(1 + φ)/(1 − φ) + m·σ_b²,    φ = exp(−Δt_aid/τ),
+
+where (1 + φ)/(1 − φ) is the ratio of the long-run to the marginal variance of
+a first-order Gauss-Markov process sampled every Δt_aid (the correlated samples
+then carry no more information than the process holds), and m counts the
+updates since the last relocalization (so all updates sharing one offset
+together carry at most the information 1/σ_b² about it). A relocalization resets
+m to 1. A paused or stale sensor simply provides no updates and the filter
+coasts on odometry.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sensorbench.errors import FitError, FusionError
+from sensorbench.fusion.model_file import read_model, write_model
+from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
+
+AXES = ("x", "y", "theta")
+NIS_GATE_99 = 6.63
+NOISE_MODEL_KIND = "filter_noise"
+NOISE_MODEL_VERSION = 1
+NOISE_MODEL_UNITS = {
+    "q_xy": "m^2/s^3",
+    "q_theta": "rad^2/s^3",
+    "r_xy": "m^2",
+    "r_theta": "rad^2",
+}
+
+
+@dataclass(frozen=True)
+class AxisNoise:
+    """Noise of one axis: q (velocity random walk, unit²/s³) and r (increment variance, unit²)."""
+
+    q: float
+    r: float
+
+    def __post_init__(self) -> None:
+        if not (self.q > 0 and self.r > 0 and math.isfinite(self.q) and math.isfinite(self.r)):
+            raise FusionError(f"filter noise must be finite and > 0, got q={self.q}, r={self.r}")
+
+
+@dataclass(frozen=True)
+class FilterNoise:
+    """Noise of the three axis filters (x, y in m; theta in rad)."""
+
+    x: AxisNoise
+    y: AxisNoise
+    theta: AxisNoise
+
+    def axis(self, name: str) -> AxisNoise:
+        """Noise of axis ``name`` (x, y or theta)."""
+        return getattr(self, name)
+
+    @classmethod
+    def default(cls) -> FilterNoise:
+        """Untuned defaults: 1 (m/s²)²/Hz acceleration, 0.1 mm / 1 mrad per-step odometry noise."""
+        return cls(AxisNoise(1.0, 1e-8), AxisNoise(1.0, 1e-8), AxisNoise(10.0, 1e-6))
+
+
+def save_noise_model(
+    path: str | os.PathLike[str],
+    noise: FilterNoise,
+    prov: Mapping[str, Any],
+    report: Mapping[str, Any] | None = None,
+) -> None:
+    """Write a filter-noise model file (kind ``filter_noise``)."""
+    body: dict[str, Any] = {
+        "axes": {a: {"q": noise.axis(a).q, "r": noise.axis(a).r} for a in AXES},
+        "filter": {
+            "state": "position, mean velocity over the step",
+            "measurement": "odometry increment of the axis over one encoder frame",
+        },
+    }
+    if report:
+        body["report"] = dict(report)
+    write_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, prov, body)
+
+
+def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
+    """Read a filter-noise model file (checks kind, version and units)."""
+    doc = read_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS)
+    try:
+        axes = doc["axes"]
+        return FilterNoise(
+            *(AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES)
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FusionError(f"{path}: malformed [axes] table in noise model ({exc})") from exc
+
+
+@dataclass(frozen=True)
+class AidAxis:
+    """Pose-error model of one aided axis: σ_b offset, σ and τ Gauss-Markov, σ_v white."""
+
+    sigma_b: float
+    sigma: float
+    tau_s: float
+    sigma_v: float
+
+
+@dataclass(frozen=True)
+class PoseAidModel:
+    """Pose-sensor error per axis (x, y in m; theta in rad) for aiding."""
+
+    x: AidAxis
+    y: AidAxis
+    theta: AidAxis
+
+    def axis(self, name: str) -> AidAxis:
+        """Model of axis ``name``."""
+        return getattr(self, name)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Mapping[str, float]]) -> PoseAidModel:
+        """From ``{"x"|"y"|"theta"|"yaw": {"sigma_b", "sigma", "tau_s", "sigma_v"}}`` (SI)."""
+        try:
+            axes = []
+            for a in AXES:
+                t = d[a if a in d or a != "theta" else "yaw"]
+                axes.append(
+                    AidAxis(
+                        *(float(t[k]) for k in ("sigma_b", "sigma", "tau_s", "sigma_v"))
+                    )
+                )
+        except KeyError as exc:
+            raise FusionError(f"pose-aid model lacks {exc}") from exc
+        return cls(*axes)
+
+
+def load_pose_aid_model(path: str | os.PathLike[str]) -> PoseAidModel:
+    """Read the pose-error model file written by ``sensorbench fit pose-error``."""
+    from sensorbench.characterize.pose_error import PoseErrorModel
+
+    try:
+        model = PoseErrorModel.load(path)
+    except FitError as exc:
+        raise FusionError(str(exc)) from exc
+    return PoseAidModel.from_dict(
+        {
+            a: {
+                "sigma_b": model.axes[src].sigma_b,
+                "sigma": model.axes[src].sigma,
+                "tau_s": model.axes[src].tau_s,
+                "sigma_v": model.axes[src].sigma_v,
+            }
+            for a, src in (("x", "x"), ("y", "y"), ("theta", "yaw"))
+        }
+    )
+
+
+@dataclass
+class AxisTrack:
+    """Output of one axis filter over K frames (index 0 = initial state).
+
+    Attributes:
+        p, v: estimates after each frame (K+1,).
+        var_p, var_v: their variances (K+1,).
+        nis: NIS of each odometry update (K,), nan where no update happened.
+        accepted: whether each odometry update passed the gate (K,).
+        aid_nis, aid_accepted: NIS and gate result of each aiding update.
+    """
+
+    p: np.ndarray
+    v: np.ndarray
+    var_p: np.ndarray
+    var_v: np.ndarray
+    nis: np.ndarray
+    accepted: np.ndarray
+    aid_nis: np.ndarray
+    aid_accepted: np.ndarray
+    innovation: np.ndarray
+    s: np.ndarray
+
+    @property
+    def rejected(self) -> int:
+        """Odometry updates rejected by the gate."""
+        return int(np.count_nonzero(~self.accepted))
+
+    @property
+    def aid_rejected(self) -> int:
+        """Aiding updates rejected by the gate."""
+        return int(np.count_nonzero(~self.aid_accepted))
+
+
+def run_axis(
+    dt: np.ndarray,
+    z: np.ndarray,
+    noise: AxisNoise,
+    p0: float = 0.0,
+    var_p0: float = 0.0,
+    var_v0: float = 1.0,
+    gate: float = NIS_GATE_99,
+    aid_index: np.ndarray | None = None,
+    aid_z: np.ndarray | None = None,
+    aid_r: np.ndarray | None = None,
+) -> AxisTrack:
+    """Run one axis filter over K odometry increments.
+
+    Args:
+        dt: step durations (K,), s (> 0).
+        z: odometry increments of the axis over each step (K,), m or rad; nan = no
+            measurement (the step is predicted only).
+        noise: q and r of the axis.
+        p0, var_p0, var_v0: initial position, its variance, initial velocity variance
+            (the initial velocity is 0).
+        gate: NIS threshold; innovations above it are rejected and counted.
+        aid_index: frame index k (1..K) after whose odometry update each absolute
+            measurement is applied (sorted, may repeat).
+        aid_z, aid_r: absolute measurements (m or rad) and their variances.
+
+    The loop uses plain floats: 2×2 symmetric covariance as three scalars.
+    """
+    dt_l = np.asarray(dt, dtype=float).tolist()
+    z_l = np.asarray(z, dtype=float).tolist()
+    k_n = len(dt_l)
+    q, r = float(noise.q), float(noise.r)
+    p_out = [0.0] * (k_n + 1)
+    v_out = [0.0] * (k_n + 1)
+    pp_out = [0.0] * (k_n + 1)
+    vv_out = [0.0] * (k_n + 1)
+    nis_out = [math.nan] * k_n
+    nu_out = [math.nan] * k_n
+    s_out = [math.nan] * k_n
+    acc_out = [True] * k_n
+    if aid_index is None:
+        aid_k: list[int] = []
+        aid_zl: list[float] = []
+        aid_rl: list[float] = []
+    else:
+        aid_k = np.asarray(aid_index, dtype=np.int64).tolist()
+        aid_zl = np.asarray(aid_z, dtype=float).tolist()
+        aid_rl = np.asarray(aid_r, dtype=float).tolist()
+    n_aid = len(aid_k)
+    aid_nis = [math.nan] * n_aid
+    aid_acc = [True] * n_aid
+    ai = 0
+    p, v = float(p0), 0.0
+    ppp, ppv, pvv = float(var_p0), 0.0, float(var_v0)
+    p_out[0], v_out[0], pp_out[0], vv_out[0] = p, v, ppp, pvv
+    isnan = math.isnan
+    for k in range(k_n):
+        h = dt_l[k]
+        # predict: v += w, p += v·h  (F = [[1, h], [0, 1]] applied after the noise)
+        qh = q * h
+        pvv_n = pvv + qh
+        ppv_n = ppv + h * pvv_n
+        ppp = ppp + 2.0 * h * ppv + h * h * pvv + qh * h * h
+        ppv = ppv_n
+        pvv = pvv_n
+        p = p + v * h
+        zk = z_l[k]
+        if not isnan(zk):
+            # update with z = h·v + n: H = [0, h], S = h²·Pvv + r
+            s = h * h * pvv + r
+            nu = zk - h * v
+            nis = nu * nu / s
+            nis_out[k] = nis
+            nu_out[k] = nu
+            s_out[k] = s
+            if nis <= gate:
+                kp = h * ppv / s
+                kv = h * pvv / s
+                p += kp * nu
+                v += kv * nu
+                # P ← (I − K H) P with H = [0, h]
+                ppp -= kp * h * ppv
+                ppv_new = ppv - kp * h * pvv
+                pvv -= kv * h * pvv
+                ppv = ppv_new
+            else:
+                acc_out[k] = False
+        while ai < n_aid and aid_k[ai] == k + 1:
+            s = ppp + aid_rl[ai]
+            nu = aid_zl[ai] - p
+            nis = nu * nu / s
+            aid_nis[ai] = nis
+            if nis <= gate:
+                kp = ppp / s
+                kv = ppv / s
+                p += kp * nu
+                v += kv * nu
+                pvv -= kv * ppv
+                ppv -= kv * ppp
+                ppp -= kp * ppp
+            else:
+                aid_acc[ai] = False
+            ai += 1
+        p_out[k + 1], v_out[k + 1], pp_out[k + 1], vv_out[k + 1] = p, v, ppp, pvv
+    return AxisTrack(
+        p=np.array(p_out),
+        v=np.array(v_out),
+        var_p=np.array(pp_out),
+        var_v=np.array(vv_out),
+        nis=np.array(nis_out),
+        accepted=np.array(acc_out, dtype=bool),
+        aid_nis=np.array(aid_nis),
+        aid_accepted=np.array(aid_acc, dtype=bool),
+        innovation=np.array(nu_out),
+        s=np.array(s_out),
+    )
+
+
+def predict_axis(
+    p: float, v: float, var_p: float, cov_pv: float, var_v: float, q: float, horizon_s: float
+) -> tuple[float, float, float, float]:
+    """Coast one axis ``horizon_s`` seconds: (p, v, var_p, var_v) with the variance grown."""
+    h = horizon_s
+    pvv = var_v + q * h
+    ppp = var_p + 2 * h * cov_pv + h * h * var_v + q * h**3
+    return p + v * h, v, ppp, pvv
+
+
+@dataclass
+class Aiding:
+    """Absolute pose measurements for aiding.
+
+    Attributes:
+        t_s: sample times (s), on the encoder time base.
+        pose: (M, 3) x, y (m), heading (rad).
+        valid: (M,) usable samples (not paused, not invalid).
+        relocalized: (M,) True where the sensor reports a relocalization.
+    """
+
+    t_s: np.ndarray
+    pose: np.ndarray
+    valid: np.ndarray
+    relocalized: np.ndarray
+
+
+@dataclass
+class SplitResult:
+    """Replay of the split filters over K frames.
+
+    Attributes:
+        t_s: frame times (K+1,) (s); index 0 is the initial state.
+        pose: (K+1, 3) x, y (m), heading (rad, unwrapped).
+        velocity: (K+1, 3) world-frame velocities (m/s, m/s, rad/s).
+        var: (K+1, 3) position/heading variances.
+        tracks: per-axis :class:`AxisTrack`.
+        coasting: (K,) True for frames that end a gap longer than ``stale_s``.
+    """
+
+    t_s: np.ndarray
+    pose: np.ndarray
+    velocity: np.ndarray
+    var: np.ndarray
+    tracks: dict[str, AxisTrack]
+    coasting: np.ndarray
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rejected(self) -> dict[str, int]:
+        """Odometry updates rejected by the gate, per axis."""
+        return {a: t.rejected for a, t in self.tracks.items()}
+
+    @property
+    def aid_rejected(self) -> dict[str, int]:
+        """Aiding updates rejected by the gate, per axis."""
+        return {a: t.aid_rejected for a, t in self.tracks.items()}
+
+
+class SplitFilter:
+    """Three independent (position, velocity) filters for x, y and heading.
+
+    Args:
+        noise: per-axis q and r (:class:`FilterNoise`).
+        gate: NIS gate for every scalar update (6.63 = 99 %, 8.81 = 99.7 %).
+        stale_s: a frame gap longer than this counts as coasting (s).
+        aid_model: pose-error model for absolute aiding (optional).
+    """
+
+    def __init__(
+        self,
+        noise: FilterNoise,
+        gate: float = NIS_GATE_99,
+        stale_s: float = 0.1,
+        aid_model: PoseAidModel | None = None,
+    ) -> None:
+        if not gate > 0:
+            raise FusionError(f"NIS gate must be > 0, got {gate}")
+        self.noise = noise
+        self.gate = float(gate)
+        self.stale_s = float(stale_s)
+        self.aid_model = aid_model
+
+    def run(
+        self,
+        t_s: np.ndarray,
+        body_increments: np.ndarray,
+        pose0: tuple[float, float, float] = (0.0, 0.0, 0.0),
+        var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
+        aiding: Aiding | None = None,
+    ) -> SplitResult:
+        """Replay K frames of body increments through the three filters.
+
+        Args:
+            t_s: frame times (K+1,) in s (increments are between consecutive frames).
+            body_increments: (K, 3) body twist increments (m, m, rad), e.g. ``W⁻¹·Δn``;
+                rows with nan are treated as missing (predict only).
+            pose0: initial x, y (m), heading (rad); var0 their variances.
+            aiding: absolute pose samples (needs ``aid_model``).
+
+        Raises:
+            FusionError: non-increasing times, shape mismatch, aiding without model.
+        """
+        t = np.asarray(t_s, dtype=float)
+        inc = np.asarray(body_increments, dtype=float)
+        if inc.ndim != 2 or inc.shape[1] != 3 or t.size != inc.shape[0] + 1:
+            raise FusionError(
+                f"need K+1 times and (K, 3) increments, got {t.shape} and {inc.shape}"
+            )
+        dt = np.diff(t)
+        if np.any(~(dt > 0)):
+            raise FusionError("frame times must be strictly increasing")
+        aid = self._aid_arrays(t, inc, pose0, aiding)
+        th = run_axis(
+            dt, inc[:, 2], self.noise.theta, pose0[2], var0[2], gate=self.gate, **aid["theta"]
+        )
+        # world-frame arc of each step, rotated by the heading estimate at its start
+        rel = se2_exp(np.nan_to_num(inc))
+        c, s = np.cos(th.p[:-1]), np.sin(th.p[:-1])
+        missing = np.isnan(inc).any(axis=1)
+        zx = np.where(missing, np.nan, c * rel[:, 0] - s * rel[:, 1])
+        zy = np.where(missing, np.nan, s * rel[:, 0] + c * rel[:, 1])
+        tx = run_axis(dt, zx, self.noise.x, pose0[0], var0[0], gate=self.gate, **aid["x"])
+        ty = run_axis(dt, zy, self.noise.y, pose0[1], var0[1], gate=self.gate, **aid["y"])
+        tracks = {"x": tx, "y": ty, "theta": th}
+        return SplitResult(
+            t_s=t,
+            pose=np.column_stack([tx.p, ty.p, th.p]),
+            velocity=np.column_stack([tx.v, ty.v, th.v]),
+            var=np.column_stack([tx.var_p, ty.var_p, th.var_p]),
+            tracks=tracks,
+            coasting=dt > self.stale_s,
+            options={"gate": self.gate, "stale_s": self.stale_s},
+        )
+
+    def _aid_arrays(
+        self,
+        t: np.ndarray,
+        inc: np.ndarray,
+        pose0: tuple[float, float, float],
+        aiding: Aiding | None,
+    ) -> dict[str, dict[str, Any]]:
+        """Per-axis aiding arguments for :func:`run_axis` (empty without aiding)."""
+        empty: dict[str, dict[str, Any]] = {a: {} for a in AXES}
+        if aiding is None:
+            return empty
+        if self.aid_model is None:
+            raise FusionError("pose aiding needs a pose-error model (--pose-model)")
+        ok = np.asarray(aiding.valid, bool) & np.all(np.isfinite(aiding.pose), axis=1)
+        ta = np.asarray(aiding.t_s, float)
+        inside = ok & (ta >= t[0]) & (ta <= t[-1])
+        if not np.any(inside):
+            return empty
+        # odometry path (exact arcs) to carry each sample to the next frame time
+        odo = integrate_path(np.nan_to_num(inc), pose0)
+        idx = np.searchsorted(t, ta[inside], side="left")
+        idx = np.clip(idx, 1, t.size - 1)
+        shift = np.column_stack(
+            [odo[idx, j] - np.interp(ta[inside], t, odo[:, j]) for j in range(3)]
+        )
+        z = aiding.pose[inside] + shift
+        reloc = np.asarray(aiding.relocalized, bool)
+        # updates since the last relocalization (1 at a relocalization)
+        seg = np.cumsum(reloc)[inside]
+        m = np.ones(idx.size)
+        if idx.size:
+            _, first, counts = np.unique(seg, return_index=True, return_counts=True)
+            for f, n in zip(first, counts, strict=True):
+                m[f : f + n] = np.arange(1, n + 1)
+        gaps = np.diff(ta[inside])
+        dt_aid = float(np.median(gaps)) if gaps.size else 1.0
+        out: dict[str, dict[str, Any]] = {}
+        for j, a in enumerate(AXES):
+            am = self.aid_model.axis(a)
+            phi = math.exp(-dt_aid / am.tau_s)
+            r = am.sigma_v**2 + am.sigma**2 * (1 + phi) / max(1 - phi, 1e-12) + m * am.sigma_b**2
+            zz = z[:, j]
+            if a == "theta":
+                # bring the absolute heading next to the odometry's unwrapped heading
+                ref = odo[idx, 2]
+                zz = ref + (zz - ref + np.pi) % (2 * np.pi) - np.pi
+            out[a] = {"aid_index": idx, "aid_z": zz, "aid_r": r}
+        return out
+
+
+def nis_bounds(k: int, dof: int = 1, level: float = 0.95) -> tuple[float, float]:
+    """Two-sided ``level`` bounds of the average NIS over k independent dof-D innovations."""
+    from scipy.stats import chi2
+
+    lo = chi2.ppf((1 - level) / 2, k * dof) / k
+    hi = chi2.ppf(1 - (1 - level) / 2, k * dof) / k
+    return float(lo), float(hi)
+
+
+def whiteness(innovations: np.ndarray, max_lag: int = 10) -> tuple[np.ndarray, float]:
+    """Normalised autocorrelation ρ_1..ρ_max_lag of a series and the bound 1.96/√K."""
+    x = np.asarray(innovations, dtype=float)
+    x = x[np.isfinite(x)]
+    k = x.size
+    if k < max_lag + 2:
+        return np.full(max_lag, np.nan), float("nan")
+    x = x - x.mean()
+    den = float(x @ x)
+    rho = np.array([float(x[lag:] @ x[:-lag]) / den for lag in range(1, max_lag + 1)])
+    return rho, 1.96 / math.sqrt(k)

@@ -1,0 +1,122 @@
+"""Pod kinematics: W, its inverse, SE(2) integration, two pods + IMU, counter wrap, model files."""
+
+from __future__ import annotations
+
+import numpy as np
+import odometry_util as ou
+import pytest
+from sensorbench.errors import FusionError
+from sensorbench.fusion.pod_kinematics import (
+    PodGeometry,
+    body_increments,
+    body_increments_two_pods_imu,
+    condition_number,
+    integrate_path,
+    load_pod_model,
+    relative_poses,
+    save_pod_model,
+    se2_exp,
+    se2_log,
+    unwrap_counts,
+)
+
+
+def test_w_rows_match_contact_point_motion() -> None:
+    g = ou.true_geometry()
+    rng = np.random.default_rng(1)
+    twist = rng.normal(size=(50, 3)) * [0.01, 0.01, 0.05]
+    # contact point velocity v + ω × r projected on the rolling direction
+    for i in range(3):
+        u = np.array([np.cos(g.phi[i]), np.sin(g.phi[i])])
+        vel = twist[:, :2] + twist[:, 2:3] * np.array([-ou.TRUE_Y[i], ou.TRUE_X[i]])
+        np.testing.assert_allclose(twist @ g.W[i], vel @ u / g.c[i], rtol=1e-12)
+
+
+def test_inverse_recovers_increments_and_condition_is_reported() -> None:
+    g = ou.true_geometry()
+    rng = np.random.default_rng(2)
+    inc = rng.normal(size=(100, 3)) * [0.01, 0.01, 0.05]
+    np.testing.assert_allclose(body_increments(g.W, inc @ g.W.T), inc, atol=1e-12)
+    assert 1.0 <= condition_number(g.W) < 10.0
+    # two parallel pods at the same place cannot see rotation: singular W
+    bad = PodGeometry.from_mounts([0, 0, 0], [0.1, 0.1, 0], [0, 0, np.pi / 2], [1e-4] * 3)
+    assert condition_number(bad.W) > 1e8
+    with pytest.raises(FusionError, match="singular"):
+        body_increments(bad.W, np.zeros((1, 3)))
+
+
+def test_se2_exp_log_round_trip() -> None:
+    rng = np.random.default_rng(3)
+    inc = rng.normal(size=(200, 3)) * [0.2, 0.2, 1.0]
+    inc[:5, 2] = [0.0, 1e-9, -1e-9, 1e-7, 3.0]
+    np.testing.assert_allclose(se2_log(se2_exp(inc)), inc, atol=1e-12)
+
+
+def test_exact_integration_on_a_spin_about_an_off_centre_point() -> None:
+    # spin at 1 rad/s about a point 0.2 m ahead of the body origin: the origin moves
+    # on a circle of radius 0.2 m around that point, body twist (0, −0.2·ω, ω)
+    steps = 40
+    dt = 2 * np.pi / steps
+    inc = np.tile([0.0, -0.2 * dt, dt], (steps, 1))
+    exact = integrate_path(inc)
+    np.testing.assert_allclose(np.hypot(exact[:, 0] - 0.2, exact[:, 1]), 0.2, atol=1e-12)
+    np.testing.assert_allclose(exact[:, 2], np.arange(steps + 1) * dt, atol=1e-12)
+    naive = integrate_path(inc, exact=False)
+    # straight chords rotated by the start heading lag by half a step: ≈ 0.2·dt/2 = 16 mm
+    err = np.hypot(*(naive[:, :2] - exact[:, :2]).T)
+    assert err.max() > 0.01
+    np.testing.assert_allclose(se2_log(relative_poses(exact)), inc, atol=1e-12)
+
+
+def test_two_pods_plus_imu_matches_three_pods() -> None:
+    g = ou.true_geometry()
+    rng = np.random.default_rng(4)
+    inc = rng.normal(size=(30, 3)) * [0.01, 0.01, 0.05]
+    dn = inc @ g.W.T
+    out = body_increments_two_pods_imu(g.W, dn, inc[:, 2], pods=(0, 2))
+    np.testing.assert_allclose(out, inc, atol=1e-12)
+    with pytest.raises(FusionError, match="parallel"):
+        body_increments_two_pods_imu(g.W, dn, inc[:, 2], pods=(0, 1))
+
+
+@pytest.mark.parametrize("bits", [16, 32])
+def test_counter_wrap_is_undone(bits: int) -> None:
+    rng = np.random.default_rng(5)
+    true = np.cumsum(rng.integers(-3000, 3000, size=(5000, 3)), axis=0) + 60_000
+    raw = true % (1 << bits)
+    first = true[0] if bits == 32 or true[0, 0] < (1 << 15) else None
+    got = unwrap_counts(raw, bits)
+    np.testing.assert_array_equal(np.diff(got, axis=0), np.diff(true, axis=0))
+    if first is not None:
+        np.testing.assert_array_equal(got[0], true[0])
+
+
+def test_model_file_round_trip_and_checks(tmp_path) -> None:
+    g = ou.true_geometry()
+    src = tmp_path / "in.h5"
+    src.write_bytes(b"session bytes")
+    prov = {"inputs": [{"path": str(src), "sha256": "x"}], "fit_options": {"interval_s": 0.5}}
+    status = [{"distance_per_tick": "ok", "rolling_angle": "ok", "lever_arm": "ok"}] * 3
+    path = save_pod_model(tmp_path / "pods.toml", g, prov, [{"status": s} for s in status])
+    back = load_pod_model(path)
+    np.testing.assert_allclose(back.W, g.W, rtol=1e-15)
+    np.testing.assert_allclose(back.radius, ou.TRUE_R, rtol=1e-12)
+    text = path.read_text()
+    assert "sha256" in text and "software" in text and "created_utc" in text
+    # wrong units, newer version, other kind, incomplete pod: refused
+    (tmp_path / "u.toml").write_text(text.replace('lever_arm = "m"', 'lever_arm = "mm"'))
+    with pytest.raises(FusionError, match="units"):
+        load_pod_model(tmp_path / "u.toml")
+    (tmp_path / "v.toml").write_text(text.replace("format_version = 1", "format_version = 9"))
+    with pytest.raises(FusionError, match="format_version"):
+        load_pod_model(tmp_path / "v.toml")
+    (tmp_path / "k.toml").write_text(text.replace('kind = "pod_geometry"', 'kind = "other"'))
+    with pytest.raises(FusionError, match="not 'pod_geometry'"):
+        load_pod_model(tmp_path / "k.toml")
+    refused = [dict(s) for s in status]
+    refused[0]["lever_arm"] = "not identifiable: no spin in the data"
+    p2 = save_pod_model(tmp_path / "r.toml", g, prov, [{"status": s} for s in refused])
+    with pytest.raises(FusionError, match="no spin"):
+        load_pod_model(p2)
+    with pytest.raises(FusionError, match="no such"):
+        load_pod_model(tmp_path / "missing.toml")
