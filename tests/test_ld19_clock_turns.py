@@ -1,0 +1,183 @@
+"""Device clock (unwrap, offset and drift from the lower envelope) and LD19 turn assembly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sensorbench.drivers.device_clock import CounterUnwrapper, DeviceClock
+from sensorbench.drivers.ld19_near_filter import near_filter_mask
+from sensorbench.drivers.ld19_parser import LD19Parser
+from sensorbench.drivers.ld19_turns import TurnAssembler, cw_cdeg_to_ccw_rad
+from sensorbench.errors import DriverError
+from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, TurnFlag
+from sensorbench.sim.emulator_ld19 import SyntheticLD19Samples, encode_packets
+
+# -- counter unwrapping ----------------------------------------------------------------
+
+
+def test_unwrap_across_calls_and_wraps():
+    u = CounterUnwrapper(30000)
+    a = u.unwrap(np.array([29990, 29995, 3]))
+    b = u.unwrap(np.array([8, 29999, 1]))
+    assert a.tolist() == [29990, 29995, 30003]
+    assert b.tolist() == [30008, 59999, 60001]
+
+
+def test_unwrap_backstep_and_long_silence_from_host_time():
+    u = CounterUnwrapper(2**16, max_backstep=10)
+    assert u.unwrap(np.array([100, 95, 200])).tolist() == [100, 95, 200]
+    # 45 s of silence on a 30 s counter: the host clock says one whole extra wrap
+    v = CounterUnwrapper(30000)
+    v.unwrap(np.array([1000]))
+    assert v.unwrap(np.array([16000]), expected_step=np.array([45000.0])).tolist() == [46000]
+    with pytest.raises(DriverError):
+        v.unwrap(np.array([30000]))
+
+
+# -- clock fit -------------------------------------------------------------------------
+
+
+def _simulate(n: int, offset_s: float, drift: float, seed: int, slope_extra: float = 1.0):
+    """LD19-like stamps: a packet every 8/3 ms, ms floor, wraps at 30000; host receive
+    time = offset + (1 + drift) * device time + 4 ms + Exp(3 ms) latency."""
+    rng = np.random.default_rng(seed)
+    dev_ms = np.arange(n) * 8 / 3 + 12345.0
+    true_host_ns = offset_s * 1e9 + dev_ms * 1e6 * (1 + drift) * slope_extra
+    host = (true_host_ns + 4e6 + rng.exponential(3e6, n)).astype(np.int64)
+    raw = np.floor(dev_ms).astype(np.int64) % 30000
+    return host, raw, dev_ms, true_host_ns
+
+
+def test_clock_recovers_offset_and_drift():
+    n = 375 * 120  # two minutes of packets
+    host, raw, dev_ms, _ = _simulate(n, offset_s=1234.5, drift=50e-6, seed=3)
+    clock = DeviceClock(modulus=30000, tick_ns=1_000_000)
+    devs = [clock.update(host[i : i + 37], raw[i : i + 37]) for i in range(0, n, 37)]
+    dev_ns = np.concatenate(devs)
+    assert np.array_equal(dev_ns, (np.floor(dev_ms) * 1e6).astype(np.int64))  # unwrapped
+    est = clock.estimate()
+    # Window minima of ~375 receive delays scatter by ~10-30 us (Exp(3 ms)/375 plus the
+    # 1 ms stamp floor); over 120 windows of 1 s, the slope's standard error is
+    # ~25 us / sqrt(sum (x - xbar)^2) = 25e-6 / 380 = 0.07 ppm. 1 ppm is > 10 sigma.
+    assert est.drift_ppm == pytest.approx(50.0, abs=1.0)
+    assert est.uncertainty_ns < 100_000
+    # Mapped host time of a stamp = true time of that stamp + the constant 4 ms latency
+    # (unobservable from one-way stamps) + the smallest extra delay (< 0.2 ms here).
+    stamps = (np.floor(dev_ms[-375:]) * 1e6).astype(np.int64)
+    true_of_stamp = 1234.5e9 + stamps * (1 + 50e-6)
+    err = clock.to_host(stamps) - true_of_stamp
+    assert np.all(np.abs(err - 4e6) < 0.2e6)
+
+
+def test_clock_follows_an_accelerated_emulator_slope():
+    n = 375 * 30
+    host, raw, _, _ = _simulate(n, offset_s=10.0, drift=0.0, seed=4, slope_extra=0.1)
+    clock = DeviceClock(modulus=30000, tick_ns=1_000_000)
+    for i in range(0, n, 50):
+        clock.update(host[i : i + 50], raw[i : i + 50])
+    assert clock.estimate().slope == pytest.approx(0.1, rel=1e-3)
+
+
+def test_clock_before_any_data_and_reset():
+    clock = DeviceClock(modulus=None, tick_ns=1000)
+    with pytest.raises(DriverError):
+        clock.to_host(0)
+    clock.update(np.array([5_000_000]), np.array([1000]))
+    assert clock.to_host(1_000_000) == 5_000_000  # one point: nominal slope through it
+    assert not clock.fitted
+    clock.reset()
+    assert clock.points == 0
+
+
+# -- turn assembly ---------------------------------------------------------------------
+
+
+def _stream(duration_s: float, seed: int = 0):
+    s = SyntheticLD19Samples.generate(duration_s=duration_s, p_no_return=0.0, seed=seed)
+    k = s.t_s.size // 12
+    fields = {
+        "speed": np.full(k, 3600),
+        "start": (np.round(s.angle_deg_cw[::12] * 100) % 36000).astype(int),
+        "end": (np.round(s.angle_deg_cw[11::12] * 100) % 36000).astype(int),
+        "distance_mm": np.round(s.range_m * 1000).astype(int).reshape(k, 12),
+        "intensity": s.intensity.reshape(k, 12),
+        "timestamp": np.floor(s.t_s[::12] * 1000).astype(int) % 30000,
+    }
+    return s, fields
+
+
+def test_angle_conversion_is_ccw_radians_from_forward():
+    cw = np.array([0, 9000, 18000, 27000, 35999.9])
+    ccw = cw_cdeg_to_ccw_rad(cw)
+    assert ccw.dtype == np.float32
+    assert ccw[0] == 0 and ccw[1] == pytest.approx(1.5 * np.pi)  # 90 deg CW = 270 deg CCW
+    assert ccw[2] == pytest.approx(np.pi) and ccw[3] == pytest.approx(0.5 * np.pi)
+    assert np.all((ccw >= 0) & (ccw < np.float32(2 * np.pi)))
+
+
+def test_turns_split_at_the_wrap_and_drop_the_first_partial_turn():
+    s, f = _stream(duration_s=0.305)  # 1368 samples: turns 0, 1, 2 and 18 points of turn 3
+    raw = encode_packets(**f)
+    parser, asm = LD19Parser(), TurnAssembler(host_times=False)
+    out = LidarTurns.concat(
+        [asm.push(parser.feed(raw[i : i + 999])) for i in range(0, len(raw), 999)]
+    )
+    # turn 0 is dropped (a reader cannot know it saw a turn from its start); turn 3 is
+    # still in progress
+    assert out.n_turns == 2 and out.count.tolist() == [450, 450]
+    assert asm.pending_points == 18 and asm.partial_dropped == 1
+    sl = slice(450, 1350)
+    assert np.array_equal(out.intensity, s.intensity[sl])
+    assert np.allclose(out.range, np.round(s.range_m[sl] * 1000) / 1000, rtol=0, atol=1e-6)
+    expected_ccw = np.mod(-np.radians(s.angle_deg_cw[sl]), 2 * np.pi)
+    d = np.angle(np.exp(1j * (out.angle - expected_ccw)))
+    assert np.abs(d).max() < np.radians(0.0051)  # start/end are rounded to 0.01 deg
+    # device time of a point: packet stamp (ms, floored) + i * step / speed
+    assert out.device_ns[0] != NO_DEVICE_TIME and abs(int(out.device_ns[0]) - 100_000_000) < 1e6
+    assert np.allclose(np.diff(out.t_ns[6:18]), 1e9 / 4500, atol=2)  # one packet
+    assert out.speed_hz.tolist() == [10.0, 10.0] and not out.flags.any()
+
+
+def test_no_return_is_inf():
+    _, f = _stream(duration_s=0.35)
+    f["distance_mm"][50, 0] = 0  # sample 600, in turn 1 (samples 450..899)
+    out = TurnAssembler(host_times=False).push(LD19Parser().feed(encode_packets(**f)))
+    pos = 600 - 450
+    assert np.isinf(out.range[pos]) and np.isfinite(np.delete(out.range, pos)).all()
+
+
+def test_loss_and_crc_flags_and_after_reconnect():
+    _, f = _stream(duration_s=1.05)  # turns 0..9 complete
+    raw = bytearray(encode_packets(**f))
+    del raw[47 * 200 : 47 * 201]  # packet 200 lost: samples 2400.., turn 5
+    raw[47 * 299 + 10] ^= 0x55  # packet 300 fails its CRC: samples 3600.., turn 8
+    parser, asm = LD19Parser(), TurnAssembler(host_times=False)
+    out = asm.push(parser.feed(bytes(raw)))
+    assert out.n_turns == 9
+    turn_no = np.rint(out.device_ns / 1e8).astype(int).tolist()
+    flags = dict(zip(turn_no, out.flags.tolist(), strict=True))
+    loss, crc = int(TurnFlag.PACKET_LOSS), int(TurnFlag.CRC_ERRORS)
+    assert flags == {1: 0, 2: 0, 3: 0, 4: 0, 5: loss, 6: 0, 7: 0, 8: loss | crc, 9: 0}
+    assert out.count[turn_no.index(5)] == 450 - 12 and out.count[turn_no.index(8)] == 450 - 12
+    # a reconnect: the turn in progress is dropped, the next complete one is flagged
+    asm.reset(after_reconnect=True)
+    parser.resync()
+    again = asm.push(parser.feed(encode_packets(**f)))
+    assert again.n_turns == 9 and again.flags[0] == int(TurnFlag.AFTER_RECONNECT)
+    assert not again.flags[1:].any()
+
+
+def test_near_filter_drops_small_dim_clusters_only():
+    n = 450
+    angle = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    rng_m = np.full(n, 2.0)
+    inten = np.full(n, 200)
+    rng_m[100] = 1.0  # isolated point, dim: rejected
+    rng_m[200] = 1.0  # isolated point, bright (>= 220): kept
+    inten[200] = 230
+    rng_m[300:305] = 1.5  # 5-point cluster of intensity 10: rejected
+    inten[300:305] = 10
+    rng_m[400:406] = 6.0  # beyond 5 m: never filtered
+    inten[400:406] = 0
+    bad = near_filter_mask(angle, rng_m, inten, speed_hz=10.0)
+    assert np.flatnonzero(bad).tolist() == [100, 300, 301, 302, 303, 304]
