@@ -753,8 +753,10 @@ class A1Scanner:
 
     def _try_reconnect(self) -> None:
         now = time.monotonic()
-        if now < self._next_attempt or not os.path.exists(self.port):
-            self._next_attempt = max(self._next_attempt, now + self._backoff)
+        if now < self._next_attempt:
+            return
+        if not os.path.exists(self.port):
+            self._next_attempt = now + self.reconnect_backoff_s
             return
         try:
             self.lidar.connect()

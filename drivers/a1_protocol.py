@@ -185,14 +185,16 @@ def decode_nodes(data: bytes | bytearray | memoryview) -> tuple[Nodes, int, int]
         for j in range(RESYNC_RUN):
             run_ok &= _valid_at(buf, cand + NODE_LEN * j)
         hit = np.flatnonzero(run_ok)
-        if hit.size == 0:
-            new_pos = int(cand[-1]) + 1
-            skipped += new_pos - pos
-            pos = new_pos
-            break
-        new_pos = int(cand[hit[0]])
+        new_pos = int(cand[-1]) + 1 if hit.size == 0 else int(cand[hit[0]])
+        if (new_pos - pos) % NODE_LEN and pieces and pieces[-1].size:
+            # a byte was lost or inserted: the node before the first invalid one was
+            # read across the slip and passed the weak checks by chance; drop it too
+            pieces[-1] = pieces[-1][:-1]
+            skipped += NODE_LEN
         skipped += new_pos - pos
         pos = new_pos
+        if hit.size == 0:
+            break
     offs = np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)
     b0 = buf[offs]
     b1 = buf[offs + 1].astype(np.uint16)

@@ -83,6 +83,7 @@ class PowerBus:
         self.outage_s = outage_s
         self.clock = clock or SimClock(1.0)
         self.brownouts: list[BrownOut] = []
+        self.motor_starts: list[tuple[float, str]] = []  # (simulated s, device name)
         self._starts: dict[str, float] = {}
         self._devices: dict[str, PoweredDevice] = {}
         self._lock = threading.Lock()
@@ -107,6 +108,7 @@ class PowerBus:
                 and now - self._starts[name] < self.inrush_s
             ]
             self._starts[device.name] = now
+            self.motor_starts.append((now, device.name))
             if not hit:
                 return False
             victims = [device, *hit]

@@ -104,3 +104,9 @@ def run_with_deadline(fn: Callable[[], Any], timeout_s: float) -> tuple[bool, An
     thread.start()
     thread.join(timeout_s)
     return (not thread.is_alive(), box.get("result"))
+
+
+def encode_node(start: bool, quality: int, angle_q6: int, dist_q2: int) -> bytes:
+    """One standard-scan node from the protocol table (independent of the emulator)."""
+    b0 = (quality << 2) | ((0 if start else 1) << 1) | (1 if start else 0)
+    return bytes([b0, ((angle_q6 & 0x7F) << 1) | 1, angle_q6 >> 7, dist_q2 & 0xFF, dist_q2 >> 8])

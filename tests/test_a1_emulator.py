@@ -44,7 +44,10 @@ def test_get_info_matches_the_table(emu, host):
 
 def test_each_unit_has_its_own_serial():
     other = bytes(range(100, 116))
-    with A1Emulator(serial=other, speed=SPEED) as e, serial.Serial(e.path, 115200, timeout=0.05) as s:
+    with (
+        A1Emulator(serial=other, speed=SPEED) as e,
+        serial.Serial(e.path, 115200, timeout=0.05) as s,
+    ):
         s.write(b"\xa5\x50")
         assert u.read_exact(s, 27)[11:] == other
     with pytest.raises(SimError):

@@ -1,0 +1,233 @@
+"""Every rplidar-roboticia 0.9.5 flaw listed in docs/HARDWARE.md: fails raw, passes ours.
+
+Each test first shows the flaw on the unmodified library against the emulated A1
+(calls that may hang run in a daemon thread with a deadline), then the same
+situation through :mod:`sensorbench.drivers.a1`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import a1_util as u
+import numpy as np
+import pytest
+import rplidar
+import serial
+
+from sensorbench.drivers.a1 import A1Lidar, A1Silent, A1Unplugged
+from sensorbench.drivers.a1_protocol import A1Health, A1Info
+from sensorbench.errors import DriverError
+from sensorbench.sim.emulator_a1 import A1Emulator
+
+
+class RawOnPty(rplidar.RPLidar):
+    """The library unchanged, except that the motor calls skip DTR (a pty has none).
+
+    ``test_dtr_on_a_pty_*`` shows the library's own motor call failing there.
+    """
+
+    def start_motor(self) -> None:
+        self.motor_running = True
+
+    def stop_motor(self) -> None:
+        self.motor_running = False
+
+
+@pytest.fixture
+def emu():
+    with A1Emulator(speed=5.0, serial=bytes(range(16, 32)), spinup_s=0.2) as e:
+        yield e
+
+
+def leave_scanning(path: str) -> None:
+    """A previous program started a scan and exited without STOP."""
+    with serial.Serial(path, 115200, timeout=0.05) as s:
+        s.write(b"\xa5\x20")
+        u.read_exact(s, 7)
+    time.sleep(0.1)
+
+
+def test_dtr_on_a_pty_crashes_library_reported_once_by_driver(emu):
+    lib = rplidar.RPLidar(emu.path)
+    with pytest.raises(OSError) as exc:
+        lib.start_motor()
+    assert exc.value.errno == 25
+    lib.disconnect()
+    events = []
+    lid = A1Lidar(emu.path, read_timeout_s=0.5, on_event=lambda *e: events.append(e))
+    lid.start_motor()
+    lid.stop_motor()
+    lid.start_motor()
+    assert lid.has_modem_lines is False
+    notes = [e for e in events if "no modem lines" in e[2]]
+    assert len(notes) == 1 and notes[0][1] == "note"
+    lid.disconnect()
+
+
+def test_silent_device_hangs_library_forever_driver_raises_within_deadline(emu):
+    lib = RawOnPty(emu.path)
+    it = lib.iter_measures(max_buf_meas=False)
+    next(it)
+    emu.stall(30.0)
+
+    def drain():
+        while True:
+            next(it)
+
+    finished, _ = u.run_with_deadline(drain, 1.5)
+    assert not finished  # busy-waiting on inWaiting() with no timeout
+
+    emu.stall(0.0)
+    lid = A1Lidar(emu.path, read_timeout_s=0.4)
+    it2 = lid.iter_measures()
+    next(it2)
+    emu.stall(30.0)
+    t0 = time.monotonic()
+    finished, result = u.run_with_deadline(lambda: [m for m in it2], 3.0)
+    elapsed = time.monotonic() - t0
+    assert finished and isinstance(result, A1Silent)
+    assert elapsed < 0.4 + 0.5  # the read deadline plus buffered nodes and scheduling
+    assert "0.40 s" in str(result)
+    lid.disconnect()
+
+
+def test_unplug_raises_bare_oserror_in_library_driver_error_in_ours(emu):
+    lib = RawOnPty(emu.path)
+    it = lib.iter_measures(max_buf_meas=False)
+    next(it)
+    emu.unplug()
+    finished, result = u.run_with_deadline(lambda: [m for m in it], 2.0)
+    assert finished
+    assert isinstance(result, OSError) and not isinstance(result, rplidar.RPLidarException)
+
+    emu.replug(boot_s=0.0)
+    time.sleep(0.05)
+    lid = A1Lidar(emu.path, read_timeout_s=0.5)
+    lid.start()
+    lid.read_nodes(0.1)
+    emu.unplug()
+    with pytest.raises(A1Unplugged, match="went away.*check the USB cable"):
+        for _ in range(50):
+            lid.read_nodes(0.02)
+    assert isinstance(A1Unplugged("x"), DriverError)
+
+
+def test_get_info_and_health_return_strings_with_stale_bytes(emu):
+    leave_scanning(emu.path)
+    lib = RawOnPty(emu.path)
+    time.sleep(0.05)
+    assert isinstance(lib.get_info(), str)  # "Data in buffer, you can't have info !"
+    with pytest.raises(ValueError):  # start() unpacks that string as (status, code)
+        lib.start()
+    lib.disconnect()
+
+    lid = A1Lidar(emu.path, read_timeout_s=0.5)
+    time.sleep(0.05)
+    info = lid.get_info()
+    assert info == A1Info(0x18, (1, 29), 7, bytes(range(16, 32)).hex().upper())
+    assert lid.get_health() == A1Health("good", 0)
+    assert lid.stale_bytes_discarded > 0
+    lid.disconnect()
+
+
+def test_health_error_code_is_byte_swapped_by_library(emu):
+    emu.set_health(1, 0x1234)
+    lib = RawOnPty(emu.path)
+    status, code = lib.get_health()
+    lib.disconnect()
+    assert status == "Warning"
+    assert code == 0x3412  # wrong: the wire carries 34 12, little-endian 0x1234
+    lid = A1Lidar(emu.path, read_timeout_s=0.5)
+    assert lid.get_health() == A1Health("warning", 0x1234)
+    lid.disconnect()
+
+
+def test_descriptor_error_after_stale_bytes_library_has_no_recovery(emu):
+    leave_scanning(emu.path)
+    lib = RawOnPty(emu.path)
+    outcomes = []
+    for _ in range(5):
+        lib.clean_input()
+        try:
+            outcomes.append(lib.get_health())
+        except rplidar.RPLidarException as exc:
+            outcomes.append(exc)
+    lib.disconnect()
+    assert not any(isinstance(o, tuple) for o in outcomes)
+    assert any("descriptor" in str(o) for o in outcomes if isinstance(o, Exception))
+
+    leave_scanning(emu.path)
+    lid = A1Lidar(emu.path, read_timeout_s=0.5)
+    assert lid.get_health() == A1Health("good", 0)  # stop, clear, retry
+    lid.start()
+    chunk, nodes, _, skipped = lid.read_nodes(0.3)
+    assert len(nodes) > 0 and skipped == 0
+    lid.disconnect()
+
+
+def test_buffer_limit_restarts_scan_and_silently_loses_data():
+    """A 0.35 s consumer hiccup at real-time rate: 3500 bytes pile up (> max_buf_meas=3000)."""
+
+    def run(make, pause_s: float, n: int):
+        with A1Emulator(speed=1.0, spinup_s=0.0) as e:
+            lid = make(e.path)
+            got = []
+            it = lid.iter_measures(max_buf_meas=3000)
+            for i, (_, q, a, d) in enumerate(it):
+                got.append((round(a * 64), round(d * 4)))
+                if i == 100:
+                    time.sleep(pause_s)
+                if len(got) >= n:
+                    break
+            scans = e.requests.count(0x20)
+            lid.disconnect()
+            return np.array(got), e.truth(), scans, lid
+
+    got, truth, scans, _ = run(RawOnPty, 0.35, 1500)
+    k = np.flatnonzero((truth.angle_q6 == got[0, 0]) & (truth.dist_q2 == got[0, 1]))[0]
+    expected = np.stack([truth.angle_q6, truth.dist_q2], axis=1)[k : k + len(got)]
+    assert scans == 2  # stop + start behind the caller's back
+    assert not np.array_equal(got, expected)  # nodes missing: silently lost
+
+    got, truth, scans, lid = run(lambda p: A1Lidar(p, read_timeout_s=1.0), 0.35, 1500)
+    k = np.flatnonzero((truth.angle_q6 == got[0, 0]) & (truth.dist_q2 == got[0, 1]))[0]
+    expected = np.stack([truth.angle_q6, truth.dist_q2], axis=1)[k : k + len(got)]
+    assert scans == 1
+    assert np.array_equal(got, expected)  # every node, in order
+    assert lid.overruns == 1  # counted and logged instead
+
+
+def _express_capsule(start_q6: int, new_scan: bool, dists_mm: list[int]) -> bytes:
+    """An express-scan capsule (Slamtec protocol): sync nibbles, checksum, start angle,
+    16 cabins of two 14-bit distances with zero angle offsets."""
+    body = bytearray()
+    word = start_q6 | (0x8000 if new_scan else 0)
+    body += word.to_bytes(2, "little")
+    for c in range(16):
+        for d in dists_mm[2 * c : 2 * c + 2]:
+            body += (d << 2).to_bytes(2, "little")  # offset sign/high bits 0
+        body.append(0)  # both 4-bit offsets 0
+    checksum = 0
+    for b in body:
+        checksum ^= b
+    return bytes([0xA0 | (checksum & 0xF), 0x50 | (checksum >> 4)]) + bytes(body)
+
+
+def test_express_scan_angles_are_off_by_one_node_and_refused_by_driver(emu):
+    # Per the protocol (and Slamtec's SDK), node k of a capsule, k = 0..31, is at
+    # start + k * diff / 32 - offset_k, where diff is the next capsule's start minus
+    # this one's. With zero offsets the first node sits exactly at the start angle.
+    start1, start2 = 10.0, 12.0
+    d = list(range(1000, 1032))
+    p1 = rplidar.ExpressPacket.from_string(_express_capsule(int(start1 * 64), True, d))
+    p2 = rplidar.ExpressPacket.from_string(_express_capsule(int(start2 * 64), False, d))
+    lib_angles = [rplidar._process_express_scan(p1, p2.start_angle, k)[2] for k in range(1, 33)]
+    spec = [start1 + k * (start2 - start1) / 32 for k in range(32)]
+    assert not np.allclose(lib_angles, spec, atol=1e-6)
+    assert np.allclose(lib_angles, [a + (start2 - start1) / 32 for a in spec])  # one node late
+
+    lid = A1Lidar(emu.path, read_timeout_s=0.5)
+    with pytest.raises(DriverError, match="express scan is not supported"):
+        lid.start("express")
+    lid.disconnect()
