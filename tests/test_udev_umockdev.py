@@ -1,7 +1,14 @@
 """Discovery, rules, probing and hotplug against a fake /sys and /dev built by umockdev.
 
-``tests/data/udev/three_cp2102.umockdev`` describes three identical CP2102
-bridges (10c4:ea60, serial 0001) on hub ports 1-1.2, 1-1.3 and 1-1.4. umockdev's
+``tests/data/udev/three_cp2102.umockdev`` (written by hand in umockdev-record's
+format, which has no comments) describes three identical CP2102 bridges
+(10c4:ea60, serial 0001) behind a USB 2.0 hub on root port 1 of an xHCI
+controller, on hub ports 1-1.2 (ttyUSB0, front A1), 1-1.3 (ttyUSB1, rear A1) and
+1-1.4 (ttyUSB2, LD19), with the ``ID_PATH`` and ``DEVLINKS`` that
+``60-serial.rules`` would set, the tty ``device`` links and ``bNumInterfaces``
+that pyserial's ``list_ports`` needs, plus a motherboard UART (ttyS0 on pnp) and
+an 8250 placeholder port (ttyS1, no UART behind it) on the ``serial-base`` layer
+of kernels >= 6.5. umockdev's
 preload library must be loaded before Python starts, so the checks run in a
 child pytest under ``umockdev-wrapper``: :func:`test_umockdev_suite_under_wrapper`
 starts it and fails with its output if any check fails. The ``test_in_testbed_*``
@@ -23,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -122,15 +130,28 @@ def _records(port: str) -> list[str]:
 
 @inner
 def test_in_testbed_discovery_reports_each_adapter_by_port(testbed):
-    devices = list_serial_devices()
+    everything = list_serial_devices()
+    # USB first, sorted by port; the pnp UART after them; the 8250 placeholder ttyS1
+    # (no UART behind it) and virtual ttys are left out.
+    assert [(d.node, d.port_path, d.id_path) for d in everything] == [
+        *EXPECTED,
+        ("/dev/ttyS0", None, "pnp-00:01"),
+    ]
+    assert (everything[-1].subsystem_parent, everything[-1].usb_id) == ("pnp", None)
+    devices = list_serial_devices(usb_only=True)
     assert [(d.node, d.port_path, d.id_path) for d in devices] == EXPECTED
     for d in devices:
         assert (d.usb_id, d.serial, d.interface, d.driver) == ("10c4:ea60", "0001", "1.0", "cp210x")
         assert d.model == "CP2102 USB to UART Bridge Controller"
         assert d.devlinks == (f"/dev/serial/by-path/{d.id_path}-port0",)
     # pyserial reads the same sysfs tree directly and agrees on every location.
-    located = {p.device: p.location for p in list_ports.comports()}
+    located = {p.device: p.location for p in list_ports.comports() if p.location}
     assert located == {node: port for node, port, _ in EXPECTED}
+    # The human table shows the same.
+    res = CliRunner().invoke(_cli(), ["devices"])
+    assert res.exit_code == 0, res.output
+    rows = [line.split()[:5] for line in res.output.splitlines()[1:4]]
+    assert rows == [[node, port, "10c4:ea60", "0001", "cp210x?"] for node, port, _ in EXPECTED]
 
 
 @inner
@@ -166,7 +187,9 @@ def test_in_testbed_unsafe_names_are_refused(testbed, tmp_path):
 @inner
 def test_in_testbed_hotplug_remove_and_replug_reach_the_monitor(testbed):
     rear_tty = f"{USB1}/1-1/1-1.3/1-1.3:1.0/ttyUSB1/tty/ttyUSB1"
-    with HotplugMonitor() as monitor:
+    seen = []
+    tiny = HotplugMonitor(max_queue=1).start()  # keeps only the newest event
+    with HotplugMonitor(callback=seen.append) as monitor:
         # Unplug the rear adapter: udev announces the tty's removal, then sysfs loses it.
         testbed.uevent(rear_tty, "remove")
         for record in _records("1-1.3"):
@@ -178,7 +201,7 @@ def test_in_testbed_hotplug_remove_and_replug_reach_the_monitor(testbed):
             "1-1.3",
             "pci-0000:00:14.0-usb-0:1.3:1.0",
         )
-        assert [d.port_path for d in list_serial_devices()] == ["1-1.2", "1-1.4"]
+        assert [d.port_path for d in list_serial_devices(usb_only=True)] == ["1-1.2", "1-1.4"]
         # Replug in the same port: the kernel hands out a new node (ttyUSB3), the
         # port path and ID_PATH stay, so the udev name keeps pointing at it.
         replug = "\n\n".join(_records("1-1.3"))
@@ -200,11 +223,17 @@ def test_in_testbed_hotplug_remove_and_replug_reach_the_monitor(testbed):
             "pci-0000:00:14.0-usb-0:1.3:1.0",
         )
         assert back.t_ns > gone.t_ns
-        devices = list_serial_devices()
+        devices = list_serial_devices(usb_only=True)
         assert [(d.node, d.port_path) for d in devices][1] == ("/dev/ttyUSB3", "1-1.3")
         specs = [parse_name_spec(s) for s in SPECS]
         assert generate(specs, devices) == GOLDEN.read_text()
-        assert monitor.error is None
+        assert monitor.error is None and monitor.callback_error is None
+        assert seen == [gone, back]
+        assert tiny.wait_for(lambda e: e.action == "add", 3.0) is not None
+        assert tiny.dropped == 1  # the remove was pushed out by the add
+    t0 = time.monotonic()
+    assert tiny.stop() and not tiny.running
+    assert time.monotonic() - t0 < 1.0  # stop returns within about one poll interval
     assert not monitor.running
 
 

@@ -41,8 +41,9 @@ class SerialDevice:
     Attributes:
         node: the device node, e.g. ``/dev/ttyUSB0``.
         sys_path: the tty's sysfs path.
-        subsystem_parent: the subsystem of the tty's parent (``usb-serial``,
-            ``usb`` for CDC-ACM, ``pnp``, ``platform``...).
+        subsystem_parent: the subsystem of the tty's hardware parent (``usb-serial``,
+            ``usb`` for CDC-ACM, ``pnp``, ``platform``...; the ``serial-base``
+            layer of kernels >= 6.5 is skipped).
         id_path: udev's ``ID_PATH`` (set by ``60-serial.rules``'s path_id), or None.
         port_path: USB port path of the usb_device, e.g. ``1-1.2``; None if not USB.
         interface: USB configuration.interface, e.g. ``1.0``; None if not USB.
@@ -139,7 +140,7 @@ def _udev_string(properties: Mapping[str, str], key: str) -> str | None:
 def describe(device: pyudev.Device) -> SerialDevice:
     """Describe one tty :class:`pyudev.Device` (see :class:`SerialDevice`)."""
     props = device.properties
-    parent = device.parent
+    parent = _hardware_parent(device)
     usb_device = device.find_parent("usb", "usb_device")
     usb_interface = device.find_parent("usb", "usb_interface")
     port_path = interface = None
@@ -154,9 +155,9 @@ def describe(device: pyudev.Device) -> SerialDevice:
     model = _attr(usb_device, "product") or _udev_string(props, "ID_MODEL")
     driver = None
     if usb_interface is not None:
-        driver = usb_interface.driver or props.get("ID_USB_DRIVER")
+        driver = _driver(usb_interface) or props.get("ID_USB_DRIVER")
     elif parent is not None:
-        driver = parent.driver
+        driver = _driver(parent)
     links = tuple(sorted(props.get("DEVLINKS", "").split()))
     return SerialDevice(
         node=device.device_node or f"/dev/{device.sys_name}",
@@ -175,16 +176,29 @@ def describe(device: pyudev.Device) -> SerialDevice:
     )
 
 
-def _is_hardware(device: pyudev.Device) -> bool:
-    """True for a tty backed by hardware (not a virtual console or pty).
-
-    The 8250 driver registers placeholder ``ttyS*`` ports on ``platform`` whether
-    or not a UART exists; like pyserial, those are left out.
-    """
+def _hardware_parent(device: pyudev.Device) -> pyudev.Device | None:
+    """The tty's nearest parent that is not the ``serial-base`` layer (kernels >= 6.5)."""
     parent = device.parent
+    while parent is not None and parent.subsystem == "serial-base":
+        parent = parent.parent
+    return parent
+
+
+def _is_hardware(device: pyudev.Device) -> bool:
+    """True for a tty backed by hardware (not a virtual console, pty or 8250 placeholder).
+
+    The 8250 driver registers placeholder ``ttyS*`` ports on the ``serial8250``
+    platform device whether or not a UART exists; like pyserial, those are left out.
+    """
+    parent = _hardware_parent(device)
     if parent is None:
         return False
-    return parent.subsystem != "platform" or parent.driver != "serial8250"
+    return not (parent.subsystem == "platform" and _driver(parent) == "serial8250")
+
+
+def _driver(device: pyudev.Device) -> str | None:
+    """The bound kernel driver: the ``driver`` link, else the uevent's ``DRIVER``."""
+    return device.driver or device.properties.get("DRIVER")
 
 
 def list_serial_devices(
