@@ -6,6 +6,7 @@ reference the emulator and the driver are both checked against.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -71,7 +72,7 @@ def ref_decode_nodes(data: bytes) -> RefNodes:
 def ref_turns(start: np.ndarray, *fields: np.ndarray) -> list[tuple[np.ndarray, ...]]:
     """Complete turns (from one start flag up to the next) of parallel node arrays."""
     idx = np.flatnonzero(start)
-    return [tuple(f[lo:hi] for f in fields) for lo, hi in zip(idx[:-1], idx[1:], strict=True)]
+    return [tuple(f[lo:hi] for f in fields) for lo, hi in itertools.pairwise(idx)]
 
 
 def ccw_rad(angle_q6: np.ndarray) -> np.ndarray:

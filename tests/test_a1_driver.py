@@ -11,7 +11,6 @@ import pytest
 import rplidar
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1 import A1Lidar, A1Scanner, TurnAssembler, spread_times
 from sensorbench.errors import DriverError
@@ -262,12 +261,12 @@ def test_corruption_flags_turns_and_keeps_the_rest_exact():
 
 
 def test_missing_port_and_silent_device_give_actionable_errors(tmp_path):
-    with pytest.raises(DriverError, match="does not exist.*plugged in"):
+    with pytest.raises(DriverError, match=r"does not exist.*plugged in"):
         A1Lidar(str(tmp_path / "nope"))
     with A1Emulator(speed=4.0, faults=Faults(slow_start_s=30.0)) as emu:
         lid = A1Lidar(emu.path, read_timeout_s=0.3)
         t0 = time.monotonic()
-        with pytest.raises(DriverError, match="0 of 7 bytes.*within 0.30 s.*powered"):
+        with pytest.raises(DriverError, match=r"0 of 7 bytes.*within 0\.30 s.*powered"):
             lid.get_info()
         assert time.monotonic() - t0 < 0.3 + 0.3
         lid.disconnect()

@@ -8,7 +8,6 @@ import a1_util as u
 import numpy as np
 import pytest
 import serial
-
 from sensorbench.errors import SimError
 from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples
 from sensorbench.sim.power import PowerBus
@@ -143,13 +142,15 @@ def test_reset_is_silent_then_prints_a_banner(emu, host):
 
 
 def test_slow_start_answers_nothing_then_answers():
-    with A1Emulator(speed=SPEED, faults=Faults(slow_start_s=0.3)) as e:
-        with serial.Serial(e.path, 115200, timeout=0.05) as s:
-            s.write(b"\xa5\x50")
-            assert u.read_for(s, 0.15) == b""
-            time.sleep(0.2)
-            s.write(b"\xa5\x50")
-            assert u.descriptor_fields(u.read_exact(s, 27)[:7]) == (20, 0, 4)
+    with (
+        A1Emulator(speed=SPEED, faults=Faults(slow_start_s=0.3)) as e,
+        serial.Serial(e.path, 115200, timeout=0.05) as s,
+    ):
+        s.write(b"\xa5\x50")
+        assert u.read_for(s, 0.15) == b""
+        time.sleep(0.2)
+        s.write(b"\xa5\x50")
+        assert u.descriptor_fields(u.read_exact(s, 27)[:7]) == (20, 0, 4)
 
 
 def test_unplug_and_replug_keep_the_link(tmp_path):

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import rplidar
 import serial
-
 from sensorbench.drivers.a1 import A1Lidar, A1Silent, A1Unplugged
 from sensorbench.drivers.a1_protocol import A1Health, A1Info
 from sensorbench.errors import DriverError
@@ -107,7 +106,7 @@ def test_unplug_raises_bare_oserror_in_library_driver_error_in_ours(emu):
     lid.start()
     lid.read_nodes(0.1)
     emu.unplug()
-    with pytest.raises(A1Unplugged, match="went away.*check the USB cable"):
+    with pytest.raises(A1Unplugged, match=r"went away.*check the USB cable"):
         for _ in range(50):
             lid.read_nodes(0.02)
     assert isinstance(A1Unplugged("x"), DriverError)
@@ -161,7 +160,7 @@ def test_descriptor_error_after_stale_bytes_library_has_no_recovery(emu):
     lid = A1Lidar(emu.path, read_timeout_s=0.5)
     assert lid.get_health() == A1Health("good", 0)  # stop, clear, retry
     lid.start()
-    chunk, nodes, _, skipped = lid.read_nodes(0.3)
+    _, nodes, _, skipped = lid.read_nodes(0.3)
     assert len(nodes) > 0 and skipped == 0
     lid.disconnect()
 
@@ -174,7 +173,7 @@ def test_buffer_limit_restarts_scan_and_silently_loses_data():
             lid = make(e.path)
             got = []
             it = lid.iter_measures(max_buf_meas=3000)
-            for i, (_, q, a, d) in enumerate(it):
+            for i, (_, _q, a, d) in enumerate(it):
                 got.append((round(a * 64), round(d * 4)))
                 if i == 100:
                     time.sleep(pause_s)
