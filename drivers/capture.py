@@ -406,6 +406,8 @@ def _record(
     interval_s: float,
 ) -> tuple[str, str | None]:
     """The status loop; returns (stopped_by, error)."""
+    for r in readers:
+        r.status()  # rates are over the interval since the previous call: start it now
     while True:
         elapsed = time.monotonic() - t0
         remaining = duration_s - elapsed

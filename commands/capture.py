@@ -1,0 +1,317 @@
+"""``sensorbench capture``, ``sensorbench bringup`` and ``sensorbench emulate pods|robot``."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+from sensorbench.drivers.capture import (
+    BringupResult,
+    format_bringup,
+    format_status,
+    format_summary,
+    run_bringup,
+    run_capture,
+)
+from sensorbench.drivers.robot_config import load_robot_config
+
+_CONFIG_HELP = (
+    "Robot description (TOML): devices with stable port names, kinds (ld19, a1, pods), "
+    "mounts (x_m, y_m, yaw_deg), power-up order and gaps (s). See examples/robot.toml."
+)
+_RUN_DIR_HELP = "Directory substituted for {run_dir} in ports (emulated robots)."
+
+
+def register(cli: click.Group) -> None:
+    """Attach ``capture``, ``bringup`` and the ``emulate pods``/``emulate robot`` commands."""
+    from sensorbench.cli import subgroup
+
+    cli.add_command(capture_cmd)
+    cli.add_command(bringup_cmd)
+    emulate = subgroup("emulate", "Serve emulated devices on pseudo-terminals.")
+    emulate.add_command(emulate_pods_cmd)
+    emulate.add_command(emulate_robot_cmd)
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT/SIGTERM while the block runs (main thread only)."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for sig in old:
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        yield stop
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+class _StatusPrinter:
+    """Live status on stderr: one refreshed line on a tty, a line every 5 s otherwise."""
+
+    def __init__(self, duration_s: float) -> None:
+        self.duration_s = duration_s
+        self.tty = sys.stderr.isatty()
+        self._last_line = -math.inf
+
+    def __call__(self, elapsed_s: float, statuses: list) -> None:
+        line = format_status(elapsed_s, self.duration_s, statuses)
+        if self.tty:
+            width = shutil.get_terminal_size((200, 20)).columns
+            click.echo("\r" + line[: width - 1].ljust(width - 1), err=True, nl=False)
+        elif time.monotonic() - self._last_line >= 5.0:
+            self._last_line = time.monotonic()
+            click.echo(line, err=True)
+
+    def done(self) -> None:
+        if self.tty:
+            click.echo("", err=True)
+
+
+@click.command("capture")
+@click.option(
+    "--config", "config_path", required=True, type=click.Path(dir_okay=False), help=_CONFIG_HELP
+)
+@click.option(
+    "--duration",
+    "duration_s",
+    type=float,
+    default=None,
+    help="Recording time after bring-up (s); default: until Ctrl-C or SIGTERM.",
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Session file to create (.h5); refused if it exists.",
+)
+@click.option("--label", default="", help="What this session is (e.g. square, static).")
+@click.option("--note", default="", help="Free text stored with the session.")
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None, help=_RUN_DIR_HELP)
+@click.option(
+    "--allow-missing", is_flag=True, help="Record with the devices that came up when some did not."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
+@click.pass_context
+def capture_cmd(
+    ctx: click.Context,
+    config_path: str,
+    duration_s: float | None,
+    output: str,
+    label: str,
+    note: str,
+    run_dir: str | None,
+    allow_missing: bool,
+    as_json: bool,
+) -> None:
+    """Record every configured device into one session file.
+
+    Validates the configuration before opening any device, brings the devices up
+    one after another (power-up order and gaps from the config), then records raw
+    bytes and decoded data of all of them at once. A status line (per device:
+    points or frames per second, turns per second, kB/s, CRC errors, drops, seconds
+    since the last data) is shown on stderr. Ctrl-C or SIGTERM stops cleanly. An
+    unplugged device is reopened when it returns; the gap is an event in the file.
+    Exit 0 when recorded, 1 when a device failed to come up or writing failed
+    (disk full: the file keeps everything up to the last flush), 2 on bad input.
+    """
+    config = load_robot_config(config_path, run_dir=run_dir)
+    duration = math.inf if duration_s is None else duration_s
+    printer = _StatusPrinter(duration)
+
+    def bringup_row(row: BringupResult) -> None:
+        if not as_json:
+            state = "ok" if row.ok else "FAILED"
+            click.echo(
+                f"bring-up {row.name}: {state} ({row.seconds:.1f} s) {row.message}", err=True
+            )
+
+    with _stop_on_signals() as stop:
+        result = run_capture(
+            config,
+            output,
+            duration,
+            label=label,
+            note=note,
+            on_status=printer,
+            on_bringup=bringup_row,
+            stop=stop,
+            allow_missing=allow_missing,
+        )
+    printer.done()
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "path": str(result.path),
+                    "recorded_s": result.recorded_s,
+                    "stopped_by": result.stopped_by,
+                    "error": result.error,
+                    "ok": result.ok,
+                    "bringup": [vars(b) for b in result.bringup],
+                    "devices": [vars(d) for d in result.devices],
+                },
+                indent=2,
+                default=str,
+            )
+        )
+    else:
+        if result.stopped_by == "bringup":
+            click.echo(format_bringup(result.bringup))
+        click.echo(format_summary(result))
+    if result.error:
+        click.echo(f"error: {result.error}", err=True)
+    if not result.ok:
+        ctx.exit(1)
+
+
+@click.command("bringup")
+@click.option(
+    "--config", "config_path", required=True, type=click.Path(dir_okay=False), help=_CONFIG_HELP
+)
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None, help=_RUN_DIR_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the table as one JSON document.")
+@click.pass_context
+def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_json: bool) -> None:
+    """Staggered power-up check of every configured device, then close them.
+
+    Each device is opened in power-up order, checked (A1: identity, health, serial
+    against the config), started and must deliver valid data within its timeout
+    (s); the next starts after the configured gap (s). Prints one row per device.
+    Exit 1 if any device failed, 2 on a bad configuration.
+    """
+    config = load_robot_config(config_path, run_dir=run_dir)
+    results = run_bringup(config)
+    if as_json:
+        click.echo(json.dumps([vars(r) for r in results], indent=2, default=str))
+    else:
+        click.echo(format_bringup(results))
+    if not all(r.ok for r in results):
+        ctx.exit(1)
+
+
+def _serve_until_stopped(duration_s: float | None) -> None:
+    with _stop_on_signals() as stop:
+        stop.wait(duration_s if duration_s is not None else None)
+
+
+@click.command("pods")
+@click.option(
+    "--scenario",
+    default="square",
+    show_default=True,
+    help="Scenario name or TOML path whose pod samples are served.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Simulation seed.")
+@click.option(
+    "--speed", type=float, default=1.0, show_default=True, help="Simulated seconds per real second."
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(["binary", "csv"]),
+    default="binary",
+    show_default=True,
+    help="Frame format (docs/PROTOCOLS.md).",
+)
+@click.option(
+    "--link",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Stable symlink to maintain to the pty (like a udev name).",
+)
+@click.option(
+    "--duration",
+    "duration_s",
+    type=float,
+    default=None,
+    help="Serve for this long (s); default until Ctrl-C.",
+)
+def emulate_pods_cmd(
+    scenario: str,
+    seed: int,
+    speed: float,
+    protocol: str,
+    link: str | None,
+    duration_s: float | None,
+) -> None:
+    """Serve the pod MCU (3 counters + IMU, 115200 baud) on a pty; print its path.
+
+    Frames loop over the scenario, with time, sequence and counts continuing.
+    """
+    from sensorbench.sim.emulator_pods import PodEmulator
+    from sensorbench.sim.simulation import Simulation
+
+    sim = Simulation(scenario, seed=seed)
+    em = PodEmulator(sim.pods(), variant=protocol, link=link, speed=speed, loop=True)
+    click.echo(em.name)
+    em.start()
+    try:
+        _serve_until_stopped(duration_s)
+    finally:
+        em.stop()
+
+
+@click.command("robot")
+@click.option(
+    "--run-dir",
+    type=click.Path(file_okay=False),
+    required=True,
+    help="Directory for the device links ({run_dir} in the config).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Emulated robot config (default: the shipped robot-emulated.toml).",
+)
+@click.option("--scenario", default=None, help="Scenario (default: the config's [emulation]).")
+@click.option("--seed", type=int, default=None, help="Simulation seed.")
+@click.option(
+    "--speed", type=float, default=1.0, show_default=True, help="Simulated seconds per real second."
+)
+@click.option(
+    "--duration",
+    "duration_s",
+    type=float,
+    default=None,
+    help="Serve for this long (s); default until Ctrl-C.",
+)
+def emulate_robot_cmd(
+    run_dir: str,
+    config_path: str | None,
+    scenario: str | None,
+    seed: int | None,
+    speed: float,
+    duration_s: float | None,
+) -> None:
+    """Serve every device of an emulated robot (LD19, two A1s, pods) on ptys.
+
+    Prints one line per device (name and stable path), then runs until Ctrl-C.
+    Capture from it with `sensorbench capture --config <config> --run-dir <run-dir>`.
+    """
+    from sensorbench.sim.emulated_robot import EmulatedRobot
+
+    robot = EmulatedRobot(Path(run_dir), config_path, scenario=scenario, seed=seed, speed=speed)
+    robot.start()
+    try:
+        for name in robot.devices:
+            click.echo(f"{name} {robot.link(name)}")
+        sys.stdout.flush()
+        _serve_until_stopped(duration_s)
+    finally:
+        robot.stop()

@@ -1,0 +1,79 @@
+"""Helpers for the capture tests: emulator truth as flat point lists, block matching.
+
+The expected values are built from the protocol tables (HARDWARE.md), not from the
+drivers: LD19 point angles from start/end by the float step rule, A1 angles from
+q6 degrees, both converted to counter-clockwise radians; ranges from mm / q2 mm.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+EMULATED_CONFIG = REPO / "examples" / "robot-emulated.toml"
+
+
+@dataclass
+class Points:
+    """Flat device points in stored conventions, plus where turns start."""
+
+    native: np.ndarray  # int64 range in the device's unit (LD19 mm, A1 q2 mm); 0 = none
+    intensity: np.ndarray
+    angle_ccw: np.ndarray  # rad in [0, 2π)
+    turn_start: np.ndarray  # bool
+
+
+def ld19_points(truth) -> Points:
+    t = truth.select(truth.offered)
+    start = t.start.astype(np.float64)
+    step = np.mod(t.end.astype(np.float64) - start, 36000.0) / 11.0
+    cdeg = np.mod(start[:, None] + np.arange(12) * step[:, None], 36000.0).ravel()
+    ccw = np.mod(-np.deg2rad(cdeg / 100.0), 2 * np.pi)
+    cw = cdeg / 100.0
+    wrap = np.r_[False, np.diff(cw) < -180.0]
+    return Points(t.distance_mm.ravel().astype(np.int64), t.intensity.ravel(), ccw, wrap)
+
+
+def a1_points(truth) -> Points:
+    d = truth.delivered
+    deg = truth.angle_q6[d].astype(np.float64) / 64.0
+    ccw = np.mod(-np.deg2rad(deg), 2 * np.pi)
+    return Points(truth.dist_q2[d].astype(np.int64), truth.quality[d], ccw, truth.start[d])
+
+
+def find_block(expected: Points, got_native: np.ndarray, got_intensity: np.ndarray) -> int:
+    """Offset of the session's points in the truth (first 40 points must match)."""
+    k = min(40, got_native.size)
+    cand = np.flatnonzero(
+        (expected.native == got_native[0]) & (expected.intensity == got_intensity[0])
+    )
+    for c in cand:
+        seg = slice(c, c + k)
+        if np.array_equal(expected.native[seg], got_native[:k]) and np.array_equal(
+            expected.intensity[seg], got_intensity[:k]
+        ):
+            return int(c)
+    raise AssertionError("the session's first points are not in the emulator's truth")
+
+
+def angle_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.abs(np.angle(np.exp(1j * (a - b))))
+
+
+def run_in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, dict]:
+    """Run ``fn`` on a thread; the result (or exception) lands in the returned dict."""
+    out: dict = {}
+
+    def body() -> None:
+        try:
+            out["result"] = fn(*args, **kwargs)
+        except BaseException as exc:  # surfaced by the test
+            out["error"] = exc
+
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    return t, out
