@@ -24,7 +24,7 @@ def _kind(device: SerialDevice, probe: ProbeResult | None) -> str:
 @click.option(
     "--probe",
     is_flag=True,
-    help="Open each USB serial device and find out what answers: listen for an LD19 "
+    help="Open each listed device and find out what answers: listen for an LD19 "
     "(230400 baud) and the pod MCU (115200), then ask for an A1's GET_INFO. Opening a "
     "port stops an A1's motor; do not probe during a capture.",
 )
@@ -52,8 +52,7 @@ def devices_cmd(probe: bool, listen_s: float, show_all: bool, as_json: bool) -> 
     probes: dict[str, ProbeResult] = {}
     if probe:
         for device in devices:
-            if device.port_path is not None:
-                probes[device.node] = probe_port(device.node, KINDS, listen_s=listen_s)
+            probes[device.node] = probe_port(device.node, KINDS, listen_s=listen_s)
     if as_json:
         out = []
         for device in devices:
