@@ -135,3 +135,16 @@ def test_with_overrides_revalidates() -> None:
 def test_toml_writer_handles_nesting_and_special_floats() -> None:
     doc = {"a": 1, "b": {"c": [1.5, float("inf")], "d": [{"e": 'x"y'}, {"e": "z"}]}, "f": True}
     assert tomllib.loads(dumps_toml(doc)) == doc
+
+
+def test_every_shipped_scenario_runs_and_carries_the_robots_three_lidars() -> None:
+    # The emulated robot (examples/robot-emulated.toml) serves ld19, lidar_front and
+    # lidar_rear from any scenario; every campaign session must be drivable too.
+    from sensorbench.sim.simulation import Simulation
+
+    for name in list_scenarios():
+        sc = load_scenario(name)
+        for i in range(max(sc.n_sessions, 1)):
+            sim = Simulation(sc, seed=i)
+            assert sim.lidar_names() == ["ld19", "lidar_front", "lidar_rear"], name
+            assert sim.duration_s > 10.0
