@@ -1,0 +1,286 @@
+"""The power-up sequencer with emulated A1s: order, brown-out, deadlines, port power."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from sensorbench.drivers.powerup import (
+    DeviceSpec,
+    PortPower,
+    PowerUpSequencer,
+    StreamSteps,
+    known_kinds,
+    register_kind,
+)
+from sensorbench.errors import ConfigError, DriverError
+from sensorbench.sim.clock import SimClock
+from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.power import PowerBus
+from sensorbench.sim.pty import Faults, PtyPort
+
+SPEED = 10.0
+FRONT = bytes.fromhex("00112233445566778899aabbccddeeff")
+REAR = bytes.fromhex("ffeeddccbbaa99887766554433221100")
+
+
+def pair(tmp_path, bus: PowerBus | None = None, **kw):
+    """Two A1s with identical USB IDs (same emulator, same model) but their own serials."""
+    a = A1Emulator(
+        name="front", serial=FRONT, link=str(tmp_path / "lidar_front"), power=bus, speed=SPEED, **kw
+    )
+    b = A1Emulator(
+        name="rear", serial=REAR, link=str(tmp_path / "lidar_rear"), power=bus, speed=SPEED, **kw
+    )
+    return a, b
+
+
+def specs(a, b, delay_s: float = 0.2, ready_s: float = 1.0) -> list[DeviceSpec]:
+    return [
+        DeviceSpec(
+            "lidar_front",
+            "a1",
+            a.link,
+            delay_after_s=delay_s,
+            ready_timeout_s=ready_s,
+            read_timeout_s=0.5,
+        ),
+        DeviceSpec(
+            "lidar_rear",
+            "a1",
+            b.link,
+            delay_after_s=delay_s,
+            ready_timeout_s=ready_s,
+            read_timeout_s=0.5,
+        ),
+    ]
+
+
+def brownout_bus() -> PowerBus:
+    # 1.5 simulated s of inrush per motor start = 0.15 s at 10x
+    return PowerBus(inrush_s=1.5, mode="error", error_code=0x8002, clock=SimClock(SPEED))
+
+
+def test_two_identical_a1s_come_up_in_order_with_their_serials(tmp_path):
+    bus = brownout_bus()
+    a, b = pair(tmp_path, bus)
+    with a, b:
+        results = PowerUpSequencer(specs(a, b), retries=0).run()
+    assert [r.device for r in results] == ["lidar_front", "lidar_rear"]
+    assert all(r.ready for r in results), [r.why for r in results]
+    assert [r.serial for r in results] == [FRONT.hex().upper(), REAR.hex().upper()]
+    assert [r.port for r in results] == [a.link, b.link]
+    assert results[0].tty.startswith("/dev/pts/")
+    # first turn: 0.5 s spin-up + at most two turns at 5.5 Hz, in simulated seconds
+    for r in results:
+        assert 0.5 / SPEED <= r.time_to_first_turn_s <= (0.5 + 2 / 5.5) / SPEED + 0.3
+    (t_front, n_front), (t_rear, n_rear) = bus.motor_starts
+    assert (n_front, n_rear) == ("front", "rear")
+    assert t_rear - t_front >= 0.2 * SPEED  # the rear starts after the delay...
+    assert t_rear - t_front >= results[0].time_to_first_turn_s * SPEED  # ...after front's turn
+    assert bus.brownouts == []
+    assert not a.motor_on and not b.motor_on  # closed at the end (keep=False)
+
+
+def test_started_together_they_brown_out_and_fail(tmp_path):
+    bus = brownout_bus()
+    a, b = pair(tmp_path, bus)
+    with a, b:
+        t0 = time.monotonic()
+        results = PowerUpSequencer(specs(a, b, ready_s=0.5), retries=1, backoff_s=0.05).run(
+            mode="together"
+        )
+        elapsed = time.monotonic() - t0
+    assert [r.ready for r in results] == [False, False]
+    for r in results:
+        assert "no complete valid turn within 0.5 s" in r.why
+        assert "health now error (code 0x8002)" in r.why
+        assert r.attempts == 2
+    assert len(bus.brownouts) == 2  # once per attempt: the reset cleared it, then again
+    assert elapsed < 2 * (0.5 + 0.5 + 0.5) + 2.0  # two attempts of health+reset+wait, bounded
+
+
+def test_staggered_under_the_same_brownout_model_succeeds(tmp_path):
+    bus = brownout_bus()
+    a, b = pair(tmp_path, bus)
+    with a, b:
+        results = PowerUpSequencer(specs(a, b, delay_s=0.2), retries=0).run(mode="staggered")
+    assert [r.ready for r in results] == [True, True]
+    assert bus.brownouts == []
+
+
+def test_silent_brownout_mode_fails_together_too(tmp_path):
+    bus = PowerBus(inrush_s=1.5, mode="silent", outage_s=20.0, clock=SimClock(SPEED))
+    a, b = pair(tmp_path, bus)
+    with a, b:
+        results = PowerUpSequencer(specs(a, b, ready_s=0.5), retries=0).run(mode="together")
+    assert [r.ready for r in results] == [False, False]
+    assert all("no health answer" in r.why for r in results)
+
+
+def test_silent_a1_fails_within_its_deadline(tmp_path):
+    with A1Emulator(speed=SPEED, faults=Faults(slow_start_s=60.0)) as emu:
+        spec = DeviceSpec("lidar_front", "a1", emu.path, read_timeout_s=0.4, ready_timeout_s=5)
+        t0 = time.monotonic()
+        (r,) = PowerUpSequencer([spec], retries=0).run()
+        elapsed = time.monotonic() - t0
+    assert not r.ready and np.isnan(r.time_to_first_turn_s)
+    assert "0 of 7 bytes" in r.why
+    assert 0.4 <= elapsed < 0.4 + 0.4  # one request deadline, plus scheduling
+
+
+def test_a1_that_answers_but_never_turns_fails_at_the_ready_deadline():
+    with A1Emulator(speed=SPEED, spinup_s=1e6) as emu:  # motor never reaches speed
+        spec = DeviceSpec("lidar_front", "a1", emu.path, read_timeout_s=0.3, ready_timeout_s=0.6)
+        t0 = time.monotonic()
+        (r,) = PowerUpSequencer([spec], retries=0).run()
+        elapsed = time.monotonic() - t0
+    assert not r.ready
+    assert r.serial  # it did answer GET_INFO
+    assert "no complete valid turn within 0.6 s" in r.why
+    assert 0.6 <= elapsed < 0.6 + 0.3 + 0.5  # ready deadline + the health query after it
+
+
+def test_retries_with_backoff_until_the_device_answers():
+    with A1Emulator(speed=SPEED, faults=Faults(slow_start_s=0.5)) as emu:
+        spec = DeviceSpec("lidar_front", "a1", emu.path, read_timeout_s=0.2, ready_timeout_s=1)
+        (r,) = PowerUpSequencer([spec], retries=3, backoff_s=0.1).run()
+    assert r.ready and r.attempts >= 2
+
+
+def test_health_error_is_reset_once_during_bringup():
+    with A1Emulator(speed=SPEED) as emu:
+        emu.set_health(2, 0x8003)
+        spec = DeviceSpec("lidar_front", "a1", emu.path, read_timeout_s=0.5, ready_timeout_s=1)
+        (r,) = PowerUpSequencer([spec], retries=0).run()
+        assert emu.requests.count(0x40) == 1
+    assert r.ready
+
+
+def test_keep_hands_running_scanners_over():
+    with A1Emulator(speed=SPEED) as emu:
+        spec = DeviceSpec("lidar_front", "a1", emu.path, read_timeout_s=0.5, ready_timeout_s=1)
+        seq = PowerUpSequencer([spec], retries=0)
+        (r,) = seq.run(keep=True)
+        scanner = seq.handles["lidar_front"]
+        assert r.ready and emu.motor_on and scanner.connected
+        seq.close()
+        assert seq.handles == {}
+        time.sleep(0.05)
+        assert not emu.motor_on
+
+
+def test_stream_steps_for_a_device_without_commands():
+    """An LD19-like device: no requests, ready after enough valid packets."""
+    port = PtyPort(baud=230400)
+    stop = False
+
+    def count_valid(chunk: bytes) -> int:
+        return chunk.count(b"\x54\x2c")
+
+    register_kind("test_stream", lambda spec: StreamSteps(spec, 230400, count_valid, 3))
+    assert "test_stream" in known_kinds() and "a1" in known_kinds()
+    def feed():
+        while not stop:
+            port.send(b"\x54\x2c" + bytes(45))
+            time.sleep(0.005)
+
+    t = threading.Thread(target=feed, daemon=True)
+    t.start()
+    try:
+        spec = DeviceSpec("ld19", "test_stream", port.path, ready_timeout_s=1.0)
+        (r,) = PowerUpSequencer([spec], retries=0).run()
+        assert r.ready and r.serial == ""
+        spec_bad = DeviceSpec("ld19", "test_stream", port.path, ready_timeout_s=0.3)
+        register_kind("test_stream", lambda s: StreamSteps(s, 230400, lambda c: 0, 3))
+        (r,) = PowerUpSequencer([spec_bad], retries=0).run()
+        assert not r.ready and "0 valid packets" in r.why
+    finally:
+        stop = True
+        t.join(1)
+        port.close()
+
+
+def test_port_power_commands_and_paths(tmp_path):
+    p = PortPower(hub="1-1.4", port=2)
+    assert p.uhubctl_command(True) == ["uhubctl", "-l", "1-1.4", "-p", "2", "-a", "on"]
+    assert p.uhubctl_command(False)[-1] == "off"
+    s = PortPower(hub="1-1", port=3, method="sysfs")
+    assert str(s.sysfs_disable_path()) == "/sys/bus/usb/devices/1-1/1-1:1.0/1-1-port3/disable"
+    root = PortPower(hub="2", port=1, method="sysfs")
+    assert str(root.sysfs_disable_path()) == "/sys/bus/usb/devices/usb2/2-0:1.0/usb2-port1/disable"
+    for bad in ("1-1; rm -rf /", "../1-1", ""):
+        with pytest.raises(ConfigError):
+            PortPower(hub=bad, port=1)
+    with pytest.raises(ConfigError):
+        PortPower(hub="1-1", port=0)
+    with pytest.raises(ConfigError):
+        PortPower(hub="1-1", port=1, method="relay")
+
+
+def test_port_power_switching_runs_the_built_command(tmp_path):
+    calls = []
+
+    def runner(argv, **kw):
+        calls.append(argv)
+        return SimpleNamespace(returncode=0, stderr="")
+
+    PortPower("1-1", 2).switch(True, runner=runner)
+    assert calls == [["uhubctl", "-l", "1-1", "-p", "2", "-a", "on"]]
+
+    def failing(argv, **kw):
+        return SimpleNamespace(returncode=1, stderr="No compatible devices detected!")
+
+    with pytest.raises(DriverError, match="per-port power"):
+        PortPower("1-1", 2).switch(False, runner=failing)
+
+    def missing(argv, **kw):
+        raise FileNotFoundError(argv[0])
+
+    with pytest.raises(DriverError, match="apt-get install uhubctl"):
+        PortPower("1-1", 2).switch(True, runner=missing)
+
+    def slow(argv, **kw):
+        raise subprocess.TimeoutExpired(argv, 10)
+
+    with pytest.raises(DriverError, match="did not finish"):
+        PortPower("1-1", 2).switch(True, runner=slow)
+
+    s = PortPower("1-1", 3, method="sysfs")
+    f = s.sysfs_disable_path(tmp_path)
+    f.parent.mkdir(parents=True)
+    f.write_text("1")
+    s.switch(True, sysfs_root=tmp_path)
+    assert f.read_text() == "0"
+    s.switch(False, sysfs_root=tmp_path)
+    assert f.read_text() == "1"
+    with pytest.raises(DriverError, match=r"Linux >= 6\.0"):
+        PortPower("1-2", 1, method="sysfs").switch(True, sysfs_root=tmp_path)
+
+
+def test_powered_port_that_never_shows_a_tty_fails(tmp_path):
+    calls = []
+    spec = DeviceSpec(
+        "lidar_front",
+        "a1",
+        str(tmp_path / "never"),
+        read_timeout_s=0.2,
+        power=PortPower("1-1", 2, settle_s=0.2),
+    )
+    runner = lambda argv, **kw: calls.append(argv) or SimpleNamespace(returncode=0, stderr="")  # noqa: E731
+    (r,) = PowerUpSequencer([spec], retries=0, runner=runner).run()
+    assert not r.ready and "did not appear within 0.2 s" in r.why
+    assert calls == [["uhubctl", "-l", "1-1", "-p", "2", "-a", "on"]]
+
+
+def test_bad_configuration_is_refused():
+    with pytest.raises(ConfigError, match="unique"):
+        PowerUpSequencer([DeviceSpec("a", "a1", "/x"), DeviceSpec("a", "a1", "/y")])
+    with pytest.raises(ConfigError, match="known"):
+        PowerUpSequencer([DeviceSpec("a", "lidar9000", "/x")])
+    with pytest.raises(ConfigError, match="mode"):
+        PowerUpSequencer([]).run(mode="sideways")
