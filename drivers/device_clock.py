@@ -20,8 +20,10 @@ smallest delay ever seen): it ends up in the offset. Callers that know part of i
 The stated uncertainty of a mapped time is ``sqrt(s**2 + se**2)``: ``s`` is the
 residual standard deviation of the window minima about the line (how far the
 least-delayed packet of a window wanders) and ``se`` the standard error of the
-fitted line at that device time. Until two windows exist the slope is the nominal
-one and the uncertainty is the spread of ``host - device`` seen so far.
+fitted line at that device time. Until two windows exist the slope is a
+least-squares fit through every point so far (the nominal slope before 50 ms of
+device time), the offset puts the line under the lowest point, and the
+uncertainty is the spread of the points about that line.
 
 Usage (any counter)::
 
@@ -38,6 +40,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from sensorbench.errors import DriverError
+
+_PRE_FIT_POINTS = 20000  # points kept for the slope before the envelope fit exists
+_PRE_FIT_SPAN_S = 0.05  # device seconds needed before that slope replaces the nominal one
 
 
 class CounterUnwrapper:
@@ -173,8 +178,8 @@ class DeviceClock:
         self._resid_var = np.inf
         self._xbar = 0.0
         self._sxx = 0.0
-        self._dmin = np.inf
-        self._dmax = -np.inf
+        self._pre_x = np.zeros(0)
+        self._pre_y = np.zeros(0)
         self._last_x = 0.0
         self._last_host: int | None = None
         self.points = 0
@@ -202,9 +207,8 @@ class DeviceClock:
         self.points += int(host.size)
         self._last_x = float(x[-1])
         self._last_host = int(host[-1])
-        d = y - self.nominal_slope * x
-        self._dmin = min(self._dmin, float(d.min()))
-        self._dmax = max(self._dmax, float(d.max()))
+        if not self.fitted:
+            self._pre_fit(x, y)
         self._add_to_windows(x, y)
         return dev
 
@@ -214,6 +218,16 @@ class DeviceClock:
             return None
         prev = np.concatenate(([self._last_host], host[:-1]))
         return (host - prev) / self._slope / self.tick_ns
+
+    def _pre_fit(self, x: np.ndarray, y: np.ndarray) -> None:
+        """Until the envelope fit exists: least-squares slope through every point so far."""
+        self._pre_x = np.concatenate((self._pre_x, x))[-_PRE_FIT_POINTS:]
+        self._pre_y = np.concatenate((self._pre_y, y))[-_PRE_FIT_POINTS:]
+        xs = self._pre_x
+        if xs.size >= 2 and xs.max() - xs.min() >= _PRE_FIT_SPAN_S:
+            slope = float(np.polyfit(xs, self._pre_y, 1)[0])
+            if slope > 0:
+                self._slope = slope
 
     def _add_to_windows(self, x: np.ndarray, y: np.ndarray) -> None:
         wid = np.floor(x / self.window_s).astype(np.int64)
@@ -263,10 +277,8 @@ class DeviceClock:
         """(intercept, slope) of host-s vs device-s relative to the reference point."""
         if self.fitted:
             return self._icpt, self._slope
-        icpt = self._dmin if np.isfinite(self._dmin) else 0.0
-        if self._open_pt is not None:
-            icpt = min(icpt, self._open_pt[1] - self.nominal_slope * self._open_pt[0])
-        return icpt, self.nominal_slope
+        lag = self._pre_y - self._slope * self._pre_x
+        return (float(lag.min()) if lag.size else 0.0), self._slope
 
     def to_host(self, device_ns: np.ndarray | int) -> np.ndarray:
         """Host times (ns, int64) of unwrapped device times ``device_ns`` (ns)."""
@@ -285,7 +297,8 @@ class DeviceClock:
         else:
             x = (np.asarray(device_ns, dtype=np.int64) - self._ref[0]) / 1e9
         if not self.fitted or not np.isfinite(self._resid_var):
-            spread = self._dmax - self._dmin if np.isfinite(self._dmin) else np.inf
+            lag = self._pre_y - self._slope * self._pre_x
+            spread = float(lag.max() - lag.min()) if lag.size > 1 else np.inf
             out = np.full(np.shape(x), spread * 1e9)
         else:
             n = len(self._windows)

@@ -41,6 +41,8 @@ class LD19Reader(SerialReader):
         attrs: extra lidar stream attributes (serial, frame, mount_xy_yaw...).
         near_filter: mark points the official SDK's near filter rejects as nan before storage.
         keep_turns: also keep every turn in :attr:`turns` (tests, bring-up checks).
+        baud: line speed; the LD19 is fixed at 230400, another value only makes sense
+            to reproduce a misconfigured port.
         **kwargs: :class:`SerialReader` options (deadlines, backoff, read size).
     """
 
@@ -55,9 +57,10 @@ class LD19Reader(SerialReader):
         attrs: dict[str, Any] | None = None,
         near_filter: bool = False,
         keep_turns: bool = False,
+        baud: int = BAUD,
         **kwargs: Any,
     ) -> None:
-        super().__init__(name, port, BAUD, writer, **kwargs)
+        super().__init__(name, port, baud, writer, **kwargs)
         self.attrs = dict(attrs or {})
         self.near_filter = near_filter
         self.keep_turns = keep_turns

@@ -38,8 +38,13 @@ _TWO_PI32 = np.float32(2 * np.pi)
 
 
 def ld19_clock() -> DeviceClock:
-    """A device clock for the LD19 millisecond timestamp (wraps at 30000)."""
-    return DeviceClock(modulus=TIMESTAMP_MODULUS_MS, tick_ns=1_000_000)
+    """A device clock for the LD19 millisecond timestamp (wraps at 30000).
+
+    Envelope windows of 0.5 s (about 190 packets each), two minutes of memory.
+    """
+    return DeviceClock(
+        modulus=TIMESTAMP_MODULUS_MS, tick_ns=1_000_000, window_s=0.5, max_windows=240
+    )
 
 
 def cw_cdeg_to_ccw_rad(cw_cdeg: np.ndarray) -> np.ndarray:
@@ -113,12 +118,22 @@ class TurnAssembler:
             t_pt = first[:, None] + np.rint(slope * offs * 1e9).astype(np.int64)
         else:
             t_pt = dev_pt
+        # A gap before a packet is a loss in the turn that packet belongs to, and also in
+        # the turn before it unless that turn had reached its last step before 360 deg.
+        cw = pk.angles_cdeg()
+        loss = np.where(pk.lost_before > 0, int(TurnFlag.PACKET_LOSS), 0).astype(np.uint16)
         pflag = np.zeros((k, POINTS_PER_PACKET), dtype=np.uint16)
-        pflag[:, 0] = np.where(pk.lost_before > 0, int(TurnFlag.PACKET_LOSS), 0) | np.where(
-            pk.failures_before > 0, int(TurnFlag.CRC_ERRORS), 0
-        )
+        pflag[:, 0] = loss | np.where(pk.failures_before > 0, int(TurnFlag.CRC_ERRORS), 0)
+        last = self._pending["cw"][-1] if self._pending is not None else np.inf
+        prev_cw = np.concatenate(([last], cw[:-1, -1]))
+        step = span / (POINTS_PER_PACKET - 1)
+        cut_short = prev_cw + step < ANGLE_MODULUS_CDEG - step / 2
+        prev_loss = np.where(cut_short, loss, 0).astype(np.uint16)
+        pflag[:-1, -1] |= prev_loss[1:]
+        if prev_loss[0] and self._pending is not None:
+            self._pending["flag"][-1] |= prev_loss[0]
         new = {
-            "cw": pk.angles_cdeg().ravel(),
+            "cw": cw.ravel(),
             "range": pk.distance_mm.ravel(),
             "intensity": pk.intensity.ravel(),
             "t": t_pt.ravel(),
@@ -130,10 +145,10 @@ class TurnAssembler:
             new = {key: np.concatenate((self._pending[key], v)) for key, v in new.items()}
         starts = np.flatnonzero(np.diff(new["cw"]) < -self.wrap_drop_cdeg) + 1
         if starts.size == 0:
-            self._pending = new
+            self._pending = {key: v.copy() for key, v in new.items()}
             return LidarTurns.empty()
         cut = int(starts[-1])
-        self._pending = {key: v[cut:] for key, v in new.items()}
+        self._pending = {key: v[cut:].copy() for key, v in new.items()}
         bounds = np.concatenate(([0], starts))
         if not self._seen_wrap:
             self._seen_wrap = True
