@@ -16,8 +16,9 @@ import pytest
 from click.testing import CliRunner
 from sensorbench.cli import cli
 from sensorbench.errors import UdevError
+from sensorbench.sim.pty import PtyPort
 from sensorbench.udev import install as install_mod
-from sensorbench.udev.discovery import SerialDevice, port_path_from_sys_path
+from sensorbench.udev.discovery import SerialDevice, device_for_node, port_path_from_sys_path
 from sensorbench.udev.install import NeedsRootError, install_rules, validate_filename
 from sensorbench.udev.rules import (
     NameSpec,
@@ -177,6 +178,17 @@ def test_port_path_from_sys_path_survives_removed_devices():
         None,
         None,
     )
+
+
+def test_device_for_node_of_a_pty_or_missing_path(tmp_path):
+    port = PtyPort(link=str(tmp_path / "lidar_front"))
+    try:
+        assert device_for_node(port.path) is None  # a pty is no hardware tty
+        assert device_for_node(str(tmp_path / "lidar_front")) is None
+    finally:
+        port.close()
+    with pytest.raises(UdevError, match="does not exist"):
+        device_for_node(str(tmp_path / "nothing"))
 
 
 # -- generation ----------------------------------------------------------------

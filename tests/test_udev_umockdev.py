@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from sensorbench.drivers import a1_protocol
-from sensorbench.udev.discovery import list_serial_devices
+from sensorbench.udev.discovery import device_for_node, list_serial_devices
 from sensorbench.udev.monitor import HotplugMonitor
 from sensorbench.udev.rules import generate, parse_name_spec
 from serial.tools import list_ports
@@ -144,6 +144,10 @@ def test_in_testbed_discovery_reports_each_adapter_by_port(testbed):
         assert (d.usb_id, d.serial, d.interface, d.driver) == ("10c4:ea60", "0001", "1.0", "cp210x")
         assert d.model == "CP2102 USB to UART Bridge Controller"
         assert d.devlinks == (f"/dev/serial/by-path/{d.id_path}-port0",)
+    # A udev name resolves to the adapter behind it (what bring-up reports).
+    os.symlink("ttyUSB1", testbed.get_root_dir() + "/dev/lidar_rear")
+    rear = device_for_node("/dev/lidar_rear")
+    assert rear is not None and (rear.node, rear.port_path) == ("/dev/ttyUSB1", "1-1.3")
     # pyserial reads the same sysfs tree directly and agrees on every location.
     located = {p.device: p.location for p in list_ports.comports() if p.location}
     assert located == {node: port for node, port, _ in EXPECTED}
