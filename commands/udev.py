@@ -9,7 +9,13 @@ import click
 from sensorbench.errors import UdevError
 from sensorbench.udev.discovery import list_serial_devices
 from sensorbench.udev.install import RULES_DIR, install_rules
-from sensorbench.udev.rules import BY_CHOICES, DEFAULT_FILENAME, generate, parse_name_spec
+from sensorbench.udev.rules import (
+    BY_CHOICES,
+    DEFAULT_FILENAME,
+    generate,
+    is_id_path,
+    parse_name_spec,
+)
 
 
 def register(cli: click.Group) -> None:
@@ -54,8 +60,16 @@ def rules_cmd(names: tuple[str, ...], by: str, output: Path | None) -> None:
     the device alone. Install the file with `sensorbench udev install FILE`.
     """
     specs = [parse_name_spec(text) for text in names]
-    needs_devices = by == "id-path" and any("-usb" not in s.where for s in specs)
-    devices = list_serial_devices() if needs_devices or by == "kernels" else []
+    if by == "kernels":
+        # Present devices add their vendor/product to the rule; none are required.
+        try:
+            devices = list_serial_devices()
+        except UdevError:
+            devices = []
+    elif all(is_id_path(spec.where) for spec in specs):
+        devices = []
+    else:
+        devices = list_serial_devices()
     text = generate(specs, devices, by)
     if output is None:
         click.echo(text, nl=False)
