@@ -9,9 +9,12 @@ bins around its bearing, which removes the range gradient of oblique surfaces.
 Depth discontinuities: between neighbouring bins whose references differ by more
 than ``tol = max(jump_abs_m, jump_rel × nearer range)`` (a *steep* pair) and
 neither bin's reference is predicted within ``tol`` by the straight line through
-the two bins beyond it (that would be one oblique surface seen near grazing), or
-where one reference is ``inf`` and the other is not. Points within ``edge_bins``
-bins of a discontinuity are in an *edge zone*.
+the two bins beyond it (that would be one oblique surface seen near grazing) or
+the step is steeper than a surface at 85° incidence (``|Δr| > tan 85° · r ·
+bin width``), or where one reference is ``inf`` and the other is not. Points
+within ``edge_bins`` bins of a discontinuity or a steep pair are in an *edge
+zone* (near grazing, neighbouring samples are as far apart in range as at an
+edge, and mix alike).
 
 Range noise: residual of each finite point against the reference built from the
 *other* half of the stretch's turns (odd against even and back), so that a point
@@ -27,10 +30,12 @@ Classifier, for every finite return in a static stretch (``σ(r)`` interpolates
 the band estimates, ``k = outlier_k``):
 
 * a return within ``k σ`` of a surface is on it, where the surfaces are the
-  references of the bins within ``edge_bins`` of its bearing, the interpolation
+  references of the bins within ``edge_bins`` of its bearing (except bins split
+  from both neighbours by discontinuities, whose median may mix two surfaces), the interpolation
   between the two bins around it, and the straight-line extrapolations from the
-  two bins on either side (corners, oblique surfaces right at an edge), each of
-  the last three only where its two bins are not split by a discontinuity;
+  first and second pairs of bins on either side (corners, oblique surfaces right
+  at an edge), each of the last five only where its two bins are not split by a
+  discontinuity;
 * a return on no surface is an **edge outlier** (a mixed pixel) if it lies in an
   edge zone, between the nearest and the farthest surface of the zone, and
   otherwise a *false-point candidate* (this includes any return where every
@@ -42,7 +47,10 @@ the band estimates, ``k = outlier_k``):
   (``max(k σ, 3 %)``): such clusters are transient objects, reported apart.
 
 An edge outlier within ``k σ`` of either surface cannot be told from a surface
-return, so the edge-outlier fraction is a lower bound by that margin.
+return. The reported edge-outlier fraction weighs each detected one by
+``1 / p``, ``p = 1 − k (σ(near) + σ(far)) / (far − near)`` (at least 0.2), the
+chance that a mixed pixel uniformly between the surfaces is seen (Horvitz-
+Thompson); the raw detected count is reported too.
 """
 
 from __future__ import annotations
@@ -59,6 +67,8 @@ MAD_TO_SIGMA = 1.482602218505602
 MAD_SE_FACTOR = 1.1664
 MIN_BAND_POINTS = 30
 SIGMA_FLOOR_M = 1e-3
+MIN_DETECT_P = 0.2
+MAX_SLOPE = np.tan(np.radians(85.0))
 LABEL_UNUSED, LABEL_NORMAL, LABEL_EDGE, LABEL_FALSE, LABEL_TRANSIENT, LABEL_MISSING = (
     -1,
     0,
@@ -73,7 +83,10 @@ LABEL_UNUSED, LABEL_NORMAL, LABEL_EDGE, LABEL_FALSE, LABEL_TRANSIENT, LABEL_MISS
 class NoiseReport:
     """Range noise and outlier figures of the static stretches.
 
-    ``labels``: per point of the stream, one of the ``LABEL_*`` codes.
+    ``labels``: per point of the stream, one of the ``LABEL_*`` codes;
+    ``noise_band``: per point, the band whose noise it entered (-1: none).
+    ``edge_outliers`` counts detected edge outliers, ``edge_outliers_est``
+    their Horvitz-Thompson total (see the module docstring).
     ``bands``: one dict per band with ``lo_m``, ``hi_m``, ``sigma_m`` (nan when
     fewer than 30 points), ``se_m``, ``n_points``, ``n_bins``. Fractions are of
     all non-invalid samples (returns and no-returns) in the static stretches.
@@ -85,17 +98,25 @@ class NoiseReport:
     n_samples: int
     bands: list[dict]
     edge_outliers: int
+    edge_outliers_est: float
+    edge_outliers_var: float
     false_points: int
     transient_points: int
     missing_returns: int
     outlier_k: float
     labels: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.int8))
+    noise_band: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.int8))
     plot: dict = field(default_factory=dict, repr=False)
 
     @property
     def edge_outlier_pct(self) -> float:
-        """Edge outliers, % of samples."""
-        return 100.0 * self.edge_outliers / self.n_samples
+        """Edge outliers, % of samples, corrected for those too close to a surface to see."""
+        return 100.0 * self.edge_outliers_est / self.n_samples
+
+    @property
+    def edge_outlier_pct_se(self) -> float:
+        """Standard error (%) of :attr:`edge_outlier_pct` (Poisson, weighted counts)."""
+        return 100.0 * float(np.sqrt(max(self.edge_outliers_var, 1.0))) / self.n_samples
 
     @property
     def false_point_pct(self) -> float:
@@ -116,9 +137,10 @@ class NoiseReport:
             "n_turns": self.n_turns,
             "n_samples": n,
             "bands": self.bands,
-            "edge_outliers": self.edge_outliers,
+            "edge_outliers_detected": self.edge_outliers,
+            "edge_outlier_detected_pct": 100.0 * self.edge_outliers / n,
             "edge_outlier_pct": self.edge_outlier_pct,
-            "edge_outlier_pct_se": pct_se(self.edge_outliers),
+            "edge_outlier_pct_se": self.edge_outlier_pct_se,
             "false_points": self.false_points,
             "false_point_pct": self.false_point_pct,
             "false_point_pct_se": pct_se(self.false_points),
@@ -178,8 +200,9 @@ def range_noise(
         tol = np.maximum(jump_abs_m, jump_rel * np.minimum(ref, nxt))
         steep = np.abs(nxt - ref) > tol
         smooth = (np.abs(nxt - (2 * ref - prv)) <= tol) | (np.abs(ref - (2 * nxt - nxt2)) <= tol)
+        smooth &= np.abs(nxt - ref) <= MAX_SLOPE * width * 0.5 * (ref + nxt)
     jump = (fin_a != fin_b) | np.isnan(ref) | np.isnan(nxt) | (fin_a & fin_b & steep & ~smooth)
-    zone = _dilate(jump, edge_bins)
+    zone = _dilate(jump | steep, edge_bins)
     steep |= np.roll(steep, 1, axis=1)
 
     u = np.mod(ang, TWO_PI) / width
@@ -220,7 +243,7 @@ def range_noise(
     sigma_at = _sigma_lookup(bands, bands_m)
     res = res_all[quiet]
 
-    cand, edge_out = _classify(
+    cand, edge_out, p_detect = _classify(
         r, f, sid, b0, edge, ref, ref_i, jump, edge_bins, outlier_k, sigma_at
     )
 
@@ -249,6 +272,8 @@ def range_noise(
     sub[cand & clustered] = LABEL_TRANSIENT
     sub[missing] = LABEL_MISSING
     labels[idx] = sub
+    noise_band = np.full(turns.n_points, -1, dtype=np.int8)
+    noise_band[idx[quiet]] = np.digitize(ref_i[quiet], bands_m) - 1
     n_turns = int(np.sum(stretch >= 0))
     first = sid == 0
     bin_sigma, _ = grouped_median((sid[quiet] * n_bins + b0[quiet]), np.abs(res), n_str * n_bins)
@@ -268,11 +293,14 @@ def range_noise(
         n_samples=int(r.size),
         bands=bands,
         edge_outliers=int(edge_out.sum()),
+        edge_outliers_est=float(np.sum(1.0 / p_detect[edge_out])),
+        edge_outliers_var=float(np.sum(1.0 / p_detect[edge_out] ** 2)),
         false_points=int(false_pt.sum()),
         transient_points=int((cand & clustered).sum()),
         missing_returns=int(missing.sum()),
         outlier_k=outlier_k,
         labels=labels,
+        noise_band=noise_band,
         plot=plot,
     )
 
@@ -344,32 +372,34 @@ def _classify(
     edge_bins: int,
     outlier_k: float,
     sigma_at: Callable[[np.ndarray], np.ndarray],
-) -> tuple[np.ndarray, np.ndarray]:
-    """False-point candidates and edge outliers (boolean arrays over ``r``)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """False-point candidates, edge outliers and each edge outlier's detection probability."""
     n_bins = ref.shape[1]
     cand = np.zeros(r.size, dtype=bool)
     edge_out = np.zeros(r.size, dtype=bool)
     e = np.flatnonzero(np.isfinite(r))
     offs = np.arange(-edge_bins, edge_bins + 2)
-    nb = ref[sid[e, None], (b0[e, None] + offs[None, :]) % n_bins]
+    cols = (b0[e, None] + offs[None, :]) % n_bins
+    nb = ref[sid[e, None], cols]
+    # a bin cut off from both neighbours may hold a mix of two surfaces: not a surface
+    lone = jump[sid[e, None], cols] & jump[sid[e, None], (cols - 1) % n_bins]
+    nb_surf = np.where(lone, np.nan, nb)
     re = r[e, None]
     fe = f[e]
     c = edge_bins  # column of b0 in nb
     se_, b0e = sid[e], b0[e]
-    surfaces = np.column_stack(
-        [
-            nb,
-            np.where(jump[se_, b0e], np.nan, ref_i[e]),
-            np.where(
-                jump[se_, (b0e - 1) % n_bins], np.nan, nb[:, c] + fe * (nb[:, c] - nb[:, c - 1])
-            ),
-            np.where(
-                jump[se_, (b0e + 1) % n_bins],
-                np.nan,
-                nb[:, c + 1] - (1 - fe) * (nb[:, c + 2] - nb[:, c + 1]),
-            ),
-        ]
-    )
+    cols_s = [nb_surf, np.where(jump[se_, b0e], np.nan, ref_i[e])]
+    for j in range(min(2, edge_bins)):
+        # line through bins (b0-j-1, b0-j) and through (b1+j, b1+j+1), evaluated at the point
+        lo, hi = nb[:, c - j - 1], nb[:, c - j]
+        cols_s.append(
+            np.where(jump[se_, (b0e - j - 1) % n_bins], np.nan, hi + (j + fe) * (hi - lo))
+        )
+        lo, hi = nb[:, c + 1 + j], nb[:, c + 2 + j]
+        cols_s.append(
+            np.where(jump[se_, (b0e + 1 + j) % n_bins], np.nan, lo - (j + 1 - fe) * (hi - lo))
+        )
+    surfaces = np.column_stack(cols_s)
     with np.errstate(invalid="ignore"):
         tol = outlier_k * sigma_at(np.nan_to_num(surfaces, nan=0.0, posinf=0.0, neginf=0.0))
         on_surface = np.any(np.abs(re - surfaces) <= tol, axis=1)
@@ -378,7 +408,15 @@ def _classify(
     between = edge[e] & (re[:, 0] > near) & (re[:, 0] < far)
     edge_out[e] = ~on_surface & between
     cand[e] = ~on_surface & ~between
-    return cand, edge_out
+    # probability that a mixed pixel falling uniformly between the two surfaces
+    # lands farther than k σ from both (Horvitz-Thompson weight = 1 / that)
+    p_detect = np.ones(r.size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gap = far - near
+        p = 1.0 - outlier_k * (sigma_at(near) + sigma_at(np.where(np.isfinite(far), far, 0))) / gap
+    p = np.where(np.isfinite(far) & np.isfinite(near), np.clip(p, MIN_DETECT_P, 1.0), 1.0)
+    p_detect[e] = p
+    return cand, edge_out, p_detect
 
 
 def _xy(r: np.ndarray, ang: np.ndarray, mask: np.ndarray) -> np.ndarray:

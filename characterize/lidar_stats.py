@@ -133,7 +133,8 @@ class LidarCharacterization:
             rows += [
                 (
                     "Edge outliers",
-                    f"{d['edge_outlier_pct']:.3f} ± {d['edge_outlier_pct_se']:.3f} %",
+                    f"{d['edge_outlier_pct']:.3f} ± {d['edge_outlier_pct_se']:.3f} % "
+                    f"({n.edge_outliers} seen, {d['edge_outlier_detected_pct']:.3f} %)",
                 ),
                 (
                     "Isolated false points",

@@ -1,6 +1,8 @@
 """Lidar timing figures: turn rate, period jitter, skipped turns, gaps, USB drop-offs.
 
-Turn periods are the differences of consecutive turn start times. The device
+Turn periods are the differences of consecutive turn start times. The rate is
+turns (seen and skipped) per second over the intervals without a drop-off, which
+the device clock's millisecond steps do not bias as they do the median period. The device
 clock is used when every turn carries one (it does not see USB latency); the
 host clock otherwise. The nominal period is the median of the periods that span
 one turn; a period of about ``k`` nominal periods (``k = round(period /
@@ -130,7 +132,7 @@ def timing_stats(
         clock=clock,
         n_turns=turns.n_turns,
         duration_s=float(t_s[-1]),
-        rate_hz=1.0 / nominal,
+        rate_hz=expected / float(np.sum(periods[counted])) if expected else 1.0 / nominal,
         nominal_period_s=nominal,
         period_percentiles_s={f"p{p}": float(v) for p, v in zip(PERCENTILES, pct, strict=True)},
         jitter_std_s=float(np.std(single, ddof=1)),

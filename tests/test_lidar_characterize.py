@@ -1,0 +1,246 @@
+"""Lidar characterization recovers what the simulator injected.
+
+The simulated ``lidar_static`` session (60 s, robot still in front of boxes and
+pillars at 1–5 m) carries every sample's kind (normal / edge outlier / false
+point), its noise-free range and the turn schedule in ``/truth``. Each tolerance
+is derived from the sample size and written next to its assertion.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from scipy.stats import norm
+from sensorbench.characterize.lidar_noise import LABEL_EDGE, LABEL_FALSE
+from sensorbench.characterize.lidar_stats import StaticOptions, characterize_session
+from sensorbench.cli import cli
+from sensorbench.errors import FitError, SessionError
+from sensorbench.logs import Session
+from sensorbench.sim.scenario import load_scenario
+from sensorbench.sim.sensor_lidar import band_sigma
+from sensorbench.sim.simulation import Simulation, simulate_to_session
+
+SEED = 3
+K = 5.0  # the characterization's default outlier threshold (σ)
+
+
+@pytest.fixture(scope="module")
+def static_session(tmp_path_factory):
+    return simulate_to_session("lidar_static", SEED, tmp_path_factory.mktemp("lidar") / "s.h5")
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return Simulation(load_scenario("lidar_static"), SEED)
+
+
+def _truth(path, name):
+    with Session(path) as s:
+        g = f"lidar/{name}"
+        return {
+            "kind": s.truth(f"{g}/kind"),
+            "true_range": s.truth(f"{g}/true_range_m").astype(float),
+            "period": s.truth(f"{g}/turn_period_s"),
+            "skipped": s.truth(f"{g}/turn_skipped").astype(bool),
+            "start_ns": s.truth(f"{g}/turn_t_start_ns"),
+            "turn_index": s.truth(f"{g}/turn_index"),
+            "turns": s.lidar(name).read(),
+        }
+
+
+def _bands(params):
+    return StaticOptions(bands_m=tuple(params["noise_band_edges_m"]))
+
+
+def test_timing_recovers_schedule(static_session, sim):
+    p = sim.lidar("ld19").params
+    res = characterize_session(static_session, "ld19", options=_bands(p))
+    tr = _truth(static_session, "ld19")
+    t = res.timing
+    seen = np.unique(tr["turn_index"])
+    assert seen.size == t.n_turns
+    inner = tr["skipped"][seen[0] : seen[-1] + 1]
+    # skipped turns between the first and the last turn seen: exact
+    assert t.skipped_turns == int(inner.sum()) > 0
+    # % of the turns spanned; a partial first turn (its interval is < half a period)
+    # leaves the denominator, so allow one turn in ~600
+    span = seen[-1] - seen[0]
+    assert t.skipped_pct == pytest.approx(100 * inner.sum() / span, rel=1.5 / span)
+
+    sigma = p["period_jitter_s"]
+    period = 1.0 / p["rate_hz"]
+    n = t.n_single_periods
+    assert n > 500
+    # the LD19 device clock counts whole ms: each period gains a difference of two
+    # uniform [0, 1) ms errors (variance 1/6 ms²); SE of a sample std = σ / sqrt(2n)
+    sigma_obs = np.sqrt(sigma**2 + (1e-3) ** 2 / 6)
+    assert abs(t.jitter_std_s - sigma_obs) <= 3 * sigma_obs / np.sqrt(2 * n)
+    for q in (5, 50, 95):
+        z = norm.ppf(q / 100)
+        # SE of a sample quantile: sqrt(q(1-q)/n) / density; plus 1 ms of clock steps
+        se = np.sqrt(q / 100 * (1 - q / 100) / n) * sigma / norm.pdf(z)
+        assert abs(t.period_percentiles_s[f"p{q}"] - (period + z * sigma)) <= 3 * se + 1e-3
+    # mean period over ~600 turns: SE σ/√n
+    assert abs(1 / t.rate_hz - period) <= 3 * sigma / np.sqrt(n)
+    # points per turn = samples/s × period; the median's SE ≈ 1.25 σ_count/√n
+    spt = p["samples_per_s"] * period
+    assert abs(t.points_per_turn["median"] - spt) <= 3 * 1.25 * p[
+        "samples_per_s"
+    ] * sigma / np.sqrt(n)
+    assert t.angular_step_deg == pytest.approx(360 / spt, rel=0.01)
+    # longest gap: the truth's longest interval between the starts of turns seen, to
+    # 1 ms (device clock) plus one 12-sample packet (a packet that straddles a
+    # skipped turn is lost whole, delaying the next turn's first point)
+    gaps = np.diff(tr["start_ns"][seen]) * 1e-9
+    assert abs(t.longest_gap_s - gaps.max()) <= 1e-3 + 12 / p["samples_per_s"]
+    assert t.usb_unplugs == 0 and t.usb_dropoff_gaps == 0
+
+
+@pytest.mark.parametrize("name", ["ld19", "lidar_front"])
+def test_range_noise_per_band(static_session, sim, name):
+    p = sim.lidar(name).params
+    res = characterize_session(static_session, name, options=_bands(p))
+    tr = _truth(static_session, name)
+    noise = res.noise
+    measured = 0
+    for j, b in enumerate(noise.bands):
+        used = noise.noise_band == j
+        if not np.isfinite(b["sigma_m"]) or b["n_points"] < 2000:
+            continue
+        measured += 1
+        # the injected σ of exactly the points used (a band of reference range can
+        # straddle a simulator band edge), plus range quantization q²/12; the value
+        # a MAD estimator converges to for that normal mixture solves
+        # mean(2Φ(m/σ_i) − 1) = 1/2, σ = 1.4826 m
+        sig = np.sqrt(
+            band_sigma(p, tr["true_range"][used]) ** 2 + p["range_resolution_m"] ** 2 / 12
+        )
+        m = _mixture_mad(sig)
+        expected = 1.482602218505602 * m
+        # SE of 1.4826·MAD for N normal samples: 1.166 σ/√N (reported as se_m)
+        assert abs(b["sigma_m"] - expected) <= 3 * b["se_m"], (b, expected)
+    assert measured >= 3
+
+
+def _mixture_mad(sig: np.ndarray) -> float:
+    lo, hi = 0.0, 10 * float(sig.max())
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if np.mean(2 * norm.cdf(mid / sig) - 1) < 0.5 else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def _fan(sim, name, turns, idx, step_rad, n=21):
+    """True ranges (len(idx), n) over ±1 angular step around each sample's bearing."""
+    x, y, yaw = sim.truth_pose(np.array([0.0]))
+    mx, my, myaw = sim.lidar_mount(name)
+    c, s = np.cos(yaw[0]), np.sin(yaw[0])
+    origin = np.array([x[0] + c * mx - s * my, y[0] + s * mx + c * my])
+    ang = (
+        yaw[0]
+        + myaw
+        + turns.angle[idx].astype(float)[:, None]
+        + np.linspace(-step_rad, step_rad, n)
+    )
+    origins = np.broadcast_to(origin, (ang.size, 2))
+    return sim.world.raycast_many(origins, ang.ravel()).reshape(ang.shape)
+
+
+@pytest.mark.parametrize("name", ["ld19", "lidar_rear"])
+def test_outlier_fractions(static_session, sim, name):
+    p = sim.lidar(name).params
+    res = characterize_session(static_session, name, options=_bands(p))
+    tr = _truth(static_session, name)
+    noise, lab, kind = res.noise, res.noise.labels, tr["kind"]
+    used = lab >= 0
+    r = tr["turns"].range.astype(float)
+    step = np.radians(res.timing.angular_step_deg)
+
+    # Truth detectability: a return is indistinguishable from a surface return when
+    # some surface within ±1 angular step lies within K σ of it (ray-cast truth).
+    def hidden_and_real_edge(idx):
+        fan = _fan(sim, name, tr["turns"], idx, step)
+        fin = np.where(np.isfinite(fan), fan, np.nan)
+        sig = band_sigma(p, np.nan_to_num(fin, nan=0.0))
+        hidden = np.any(np.abs(r[idx, None] - fin) <= K * sig, axis=1)
+        srt = np.sort(np.nan_to_num(fin, nan=np.inf), axis=1)
+        with np.errstate(invalid="ignore"):
+            real_edge = np.any(np.diff(srt, axis=1) > p["edge_min_jump_m"], axis=1)
+        return hidden, real_edge
+
+    edge_idx = np.flatnonzero(used & (kind == 1))
+    hidden, real_edge = hidden_and_real_edge(edge_idx)
+    # the Horvitz-Thompson total estimates the mixed pixels at real depth edges
+    # (those on a grazing face within one step lie on that face: not outliers)
+    truth_edges = int(np.sum(real_edge))
+    assert abs(noise.edge_outliers_est - truth_edges) <= 3 * np.sqrt(noise.edge_outliers_var)
+    assert noise.edge_outlier_pct == pytest.approx(100 * noise.edge_outliers_est / used.sum())
+    # per point: the classifier finds visible mixed pixels and is rarely wrong
+    visible = edge_idx[~hidden & real_edge]
+    assert np.mean(lab[visible] == LABEL_EDGE) >= 0.9
+    # precision: grazing faces narrower than one bin can pass for mixed pixels
+    assert np.mean(kind[lab == LABEL_EDGE] == 1) >= 0.9
+
+    false_idx = np.flatnonzero(used & (kind == 2))
+    f_hidden, _ = hidden_and_real_edge(false_idx)
+    assert np.mean(lab[false_idx[~f_hidden]] == LABEL_FALSE) >= 0.85
+    assert np.mean(kind[lab == LABEL_FALSE] == 2) >= 0.8
+    # the false-point fraction against the injected probability: binomial SE
+    # sqrt(p/n) over the n analysed samples, plus the hidden ones (K σ of a surface)
+    n = int(used.sum())
+    prob = p["false_point_prob"]
+    est = noise.false_points / n
+    assert abs(est - prob) <= 3 * np.sqrt(prob / n) + f_hidden.sum() / n
+
+
+def test_moving_scene_is_refused(tmp_path):
+    path = simulate_to_session("spin", 1, tmp_path / "spin.h5")
+    with pytest.raises(FitError, match="no static stretch"):
+        characterize_session(path, "ld19")
+    result = CliRunner().invoke(cli, ["characterize", "lidar", str(path), "--device", "ld19"])
+    assert result.exit_code == 2
+    assert "no static stretch" in result.output and "--timing-only" in result.output
+    timing = characterize_session(path, "ld19", timing_only=True)
+    assert timing.noise is None and timing.timing.n_turns > 100
+
+
+def test_cli_json_and_plots(static_session, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "plots"
+    result = runner.invoke(
+        cli,
+        [
+            "characterize",
+            "lidar",
+            str(static_session),
+            "--device",
+            "ld19",
+            "--json",
+            "--plots",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["device"] == "ld19" and doc["model"] == "LD19"
+    assert doc["static"]["stretches"] == 1
+    assert {b["lo_m"] for b in doc["noise"]["bands"]} >= {1.0, 2.0, 3.0}
+    assert len(doc["plots"]) == 4
+    for p in doc["plots"]:
+        assert (out / p.split("/")[-1]).stat().st_size > 5000
+    table = runner.invoke(cli, ["characterize", "lidar", str(static_session), "--device", "ld19"])
+    assert table.exit_code == 0
+    for label in ("Scan rate", "Period jitter", "Skipped turns", "Edge outliers", "σ 1–2 m"):
+        assert label in table.output
+
+
+def test_unknown_device_and_bad_file(static_session, tmp_path):
+    with pytest.raises(SessionError, match="lidar_front"):
+        characterize_session(static_session, "nope")
+    bad = tmp_path / "bad.h5"
+    bad.write_bytes(b"not hdf5")
+    result = CliRunner().invoke(cli, ["characterize", "lidar", str(bad), "--device", "ld19"])
+    assert result.exit_code == 2 and "error:" in result.output
