@@ -78,7 +78,8 @@ class PodSamples:
         counter_bits: the MCU's counter width.
         yaw_rad: IMU yaw (rad, wrapped to (−π, π], 0 at power-on); nan without an IMU.
         yaw_rate_rad_s: IMU yaw rate (rad/s); nan without an IMU.
-        params: the ``[pods]`` and ``[imu]`` parameters, plus derived geometry.
+        params: the ``[pods]`` parameters (flat), the ``[imu]`` table under ``"imu"``, and the
+            derived ``m_per_count``, ``rolling_angles_rad`` and ``lever_arms_m``.
         true_distance_m: noise-free rolled distance of each wheel (n, 3), m.
         measured_distance_m: rolled distance with slip, scrub and bounce (n, 3), m.
         true_gyro_bias_rad_s: the IMU bias at each frame (rad/s); nan without an IMU.
@@ -173,7 +174,7 @@ def simulate_pods(
     ).astype(np.int64)
     yaw, rate, bias = _imu(imu, traj, t, rng_imu)
     params = {
-        "pods": dict(p),
+        **p,
         "imu": dict(imu),
         "m_per_count": geo.m_per_count.tolist(),
         "rolling_angles_rad": geo.angle_rad.tolist(),

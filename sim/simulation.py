@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sensorbench import __version__
@@ -25,6 +26,9 @@ from sensorbench.sim.sensor_pods import PodSamples, simulate_pods
 from sensorbench.sim.sensor_pose import PoseSamples, simulate_mocap, simulate_pose_sensor
 from sensorbench.sim.trajectory import Trajectory, build_trajectory
 from sensorbench.sim.world import World, build_world
+
+if TYPE_CHECKING:
+    from sensorbench.logs import LidarTurns, SessionWriter
 
 SIM_T0_NS = 1_000_000_000_000
 """Host time (ns) of simulated time 0 in sessions written by :func:`simulate_to_session`."""
@@ -191,34 +195,57 @@ def _ns(t_s: np.ndarray) -> np.ndarray:
     return SIM_T0_NS + np.round(np.asarray(t_s, float) * 1e9).astype(np.int64)
 
 
-def lidar_turns(samples: LidarSamples):
-    """Group device-native samples into stored turns (rad CCW in [0, 2π), m, inf, ns)."""
-    from sensorbench.logs import NO_DEVICE_TIME, LidarTurns
+def complete_turns_mask(samples: LidarSamples, duration_s: float) -> np.ndarray:
+    """Samples of turns that started at or after 0 and ended by ``duration_s`` (s).
 
-    turn = samples.turn
+    A reader cannot know that the turn in progress when it started, or the one cut
+    off at the end, is whole; sessions store only complete turns, as drivers do.
+    """
+    k = samples.turn
+    start = samples.turn_t_start_s[k]
+    end = start + samples.turn_period_s[k]
+    return (start >= 0.0) & (end <= duration_s)
+
+
+def lidar_turns(samples: LidarSamples, mask: np.ndarray | None = None) -> LidarTurns:
+    """Group device-native samples (those selected by ``mask``) into stored turns.
+
+    Stored conventions: angle rad CCW in [0, 2π), range m with ``inf`` for no return,
+    host times int64 ns. A turn next to a skipped one lost the packets that straddled
+    into it and is flagged ``PACKET_LOSS``, as a driver flags a device-time gap.
+    """
+    from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, TurnFlag
+
+    sel = np.ones(samples.t_s.size, bool) if mask is None else np.asarray(mask, bool)
+    turn = samples.turn[sel]
     if turn.size == 0:
         return LidarTurns.empty()
+    t_s = samples.t_s[sel]
     starts = np.flatnonzero(np.r_[True, turn[1:] != turn[:-1]])
     count = np.diff(np.r_[starts, turn.size])
-    angle = np.mod(-np.deg2rad(samples.angle_deg_cw), 2 * np.pi).astype(np.float32)
+    angle = np.mod(-np.deg2rad(samples.angle_deg_cw[sel]), 2 * np.pi).astype(np.float32)
     angle[angle >= np.float32(2 * np.pi)] = 0.0
-    rng_m = np.where(samples.range_m > 0, samples.range_m, np.inf).astype(np.float32)
-    t_ns = _ns(samples.t_s)
+    rng_m = np.where(samples.range_m[sel] > 0, samples.range_m[sel], np.inf).astype(np.float32)
+    t_ns = _ns(t_s)
     if samples.model == "ld19":
-        device = np.floor(samples.t_s[starts] * 1e3).astype(np.int64) * 1_000_000
-        speed = np.round(samples.speed_deg_s[starts]) / 360.0
+        device = np.floor(t_s[starts] * 1e3).astype(np.int64) * 1_000_000
+        speed = np.round(samples.speed_deg_s[sel][starts]) / 360.0
     else:
         device = np.full(starts.size, NO_DEVICE_TIME, np.int64)
         speed = np.full(starts.size, np.nan)
+    skipped = samples.turn_skipped
+    k = turn[starts]
+    near_skip = skipped[np.maximum(k - 1, 0)] | skipped[np.minimum(k + 1, skipped.size - 1)]
+    flags = np.where(near_skip, int(TurnFlag.PACKET_LOSS), 0).astype(np.uint16)
     return LidarTurns(
         t_first_ns=t_ns[starts],
         device_ns=device,
         speed_hz=speed,
         count=count,
-        flags=np.zeros(starts.size, np.uint16),
+        flags=flags,
         angle=angle,
         range=rng_m,
-        intensity=samples.intensity.astype(np.uint16),
+        intensity=samples.intensity[sel].astype(np.uint16),
         t_ns=t_ns,
     )
 
@@ -356,7 +383,9 @@ def simulate_to_session(
             )
         w.event(SIM_T0_NS, "simulate", "start", f"scenario {scn.name} seed {sim.seed}")
         for name in sim.lidar_names():
-            w.append_turns(name, lidar_turns(streams[name]))  # type: ignore[arg-type]
+            ls = streams[name]
+            keep = complete_turns_mask(ls, sim.duration_s)  # type: ignore[arg-type]
+            w.append_turns(name, lidar_turns(ls, keep))  # type: ignore[arg-type]
         if "pods" in streams:
             pods: PodSamples = streams["pods"]  # type: ignore[assignment]
             n = pods.t_s.size
@@ -390,7 +419,7 @@ def simulate_to_session(
     return path
 
 
-def _write_truth(w, sim: Simulation, streams: dict[str, object]) -> None:
+def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) -> None:
     scn = sim.scenario
     w.set_truth_attrs(
         {
@@ -426,13 +455,14 @@ def _write_truth(w, sim: Simulation, streams: dict[str, object]) -> None:
         w.set_truth(f"{g}/turn_t_start_ns", _ns(ls.turn_t_start_s))
         w.set_truth(f"{g}/turn_period_s", ls.turn_period_s)
         w.set_truth(f"{g}/turn_skipped", ls.turn_skipped)
+        keep = complete_turns_mask(ls, sim.duration_s)
         w.set_truth(
             f"{g}/turn_index",
-            np.unique(ls.turn),
+            np.unique(ls.turn[keep]),
             {"meaning": "turn index of each stored turn (into turn_* arrays)"},
         )
-        w.set_truth(f"{g}/kind", ls.kind, {"meaning": "0 normal/no return, 1 edge, 2 false"})
-        w.set_truth(f"{g}/true_range_m", ls.true_range_m.astype(np.float32))
+        w.set_truth(f"{g}/kind", ls.kind[keep], {"meaning": "0 normal/no return, 1 edge, 2 false"})
+        w.set_truth(f"{g}/true_range_m", ls.true_range_m[keep].astype(np.float32))
         w.set_truth_attrs(
             {"params_toml": dumps_toml(ls.params), "mount_xy_yaw": list(sim.lidar_mount(name))}, g
         )

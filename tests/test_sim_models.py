@@ -338,6 +338,17 @@ def test_pose_sensor_relocalizations_pauses_and_wrong_relocs() -> None:
     np.testing.assert_array_equal(ps.position[covered], np.broadcast_to(held, (covered.sum(), 3)))
     # Outside pauses the reported pose is truth(t - latency) + error, exactly.
     ok = ~covered
-    x, y, _ = sim.truth_pose(ps.t_s[ok] - 0.03)
+    x, y, yaw = sim.truth_pose(ps.t_s[ok] - 0.03)
     np.testing.assert_allclose(ps.position[ok, 0] - x, ps.error[ok, 0], atol=1e-12)
     np.testing.assert_allclose(ps.position[ok, 1] - y, ps.error[ok, 1], atol=1e-12)
+    # Orientation: ZYX Euler angles of the reported quaternion minus the truth's.
+    from scipy.spatial.transform import Rotation
+
+    ypr = Rotation.from_quat(ps.quat_xyzw[ok]).as_euler("ZYX")
+    # (Wrong relocalizations here have 1 rad pitch σ: beyond ±90° the Euler triple flips,
+    # so only segments of normal relocalizations are compared.)
+    good = ~ps.reloc_wrong[np.searchsorted(ps.reloc_t_s, ps.t_s[ok], side="right") - 1]
+    wrap = np.angle(np.exp(1j * (ypr[:, 0] - yaw - ps.error[ok, 5])))
+    np.testing.assert_allclose(wrap[good], 0.0, atol=1e-9)
+    np.testing.assert_allclose(ypr[good, 1], ps.error[ok, 4][good], atol=1e-9)
+    np.testing.assert_allclose(ypr[good, 2], ps.error[ok, 3][good], atol=1e-9)

@@ -67,15 +67,23 @@ def test_session_streams_use_the_stored_conventions(tmp_path: Path) -> None:
         for name in s.lidar_names():
             ls = sim.lidar(name)
             turns = s.lidar(name).read()
-            assert turns.n_points == len(ls)
+            # Only whole turns are stored: the one in progress at 0 and the one cut at
+            # the end are dropped, like a driver does.
+            keep = (ls.turn > ls.turn[0]) & (ls.turn < ls.turn[-1])
+            assert turns.n_points == keep.sum()
+            assert turns.n_turns == np.unique(ls.turn[keep]).size
             assert np.all((turns.angle >= 0) & (turns.angle < 2 * np.pi))
             # CW degrees -> CCW radians: a = (360° - θ) mod 360°.
-            expect = np.mod(-np.deg2rad(ls.angle_deg_cw), 2 * np.pi)
+            expect = np.mod(-np.deg2rad(ls.angle_deg_cw[keep]), 2 * np.pi)
             d = np.angle(np.exp(1j * (turns.angle.astype(float) - expect)))
             assert np.abs(d).max() < 1e-6
-            np.testing.assert_array_equal(np.isinf(turns.range), ls.range_m == 0)
-            assert turns.t_ns[0] == SIM_T0_NS + round(ls.t_s[0] * 1e9)
+            np.testing.assert_array_equal(np.isinf(turns.range), ls.range_m[keep] == 0)
+            assert turns.t_ns[0] == SIM_T0_NS + round(ls.t_s[keep][0] * 1e9)
             assert np.all(turns.count > 0)
+            # Turns next to a skipped one lost packets and say so.
+            k = np.unique(ls.turn[keep])
+            sk = ls.turn_skipped
+            np.testing.assert_array_equal(turns.flags > 0, sk[k - 1] | sk[k + 1])
             dev = turns.device_ns
             assert np.all(dev == NO_DEVICE_TIME) if name != "ld19" else np.all(dev >= 0)
         enc = s.encoder("pods").read()
