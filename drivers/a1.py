@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import logging
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import rplidar
@@ -109,6 +111,8 @@ class A1Lidar(rplidar.RPLidar):
         self.on_event = on_event
         self.has_modem_lines: bool | None = None
         self.overruns = 0
+        self.record_raw = False
+        self._received = bytearray()
         self._behind = False
         self.stale_bytes_discarded = 0
         super().__init__(os.fspath(port), baudrate=baudrate, timeout=_POLL_S, logger=logger or log)
@@ -184,7 +188,19 @@ class A1Lidar(rplidar.RPLidar):
 
     def _read_now(self, n: int) -> bytes:
         """One pyserial read of up to ``n`` bytes (returns within the poll timeout)."""
-        return bytes(self._io(lambda: self._serial.read(n), "reading"))
+        data = bytes(self._io(lambda: self._serial.read(n), "reading"))
+        if data and self.record_raw:
+            self._received += data
+        return data
+
+    def take_received(self) -> bytes:
+        """Every byte read since the last call (answers, stale bytes, nodes), in order.
+
+        Only recorded while :attr:`record_raw` is True (a session's raw stream).
+        """
+        data = bytes(self._received)
+        self._received.clear()
+        return data
 
     def _read_exact(self, size: int, what: str) -> bytes:
         deadline = time.monotonic() + self.read_timeout_s
@@ -419,7 +435,9 @@ class A1Lidar(rplidar.RPLidar):
         """Read what arrived (waiting up to ``max_wait_s`` s) and decode whole nodes.
 
         ``tail`` is the undecoded remainder of the previous call. Returns
-        ``(chunk, nodes, new_tail, skipped_bytes)``; ``chunk`` is what was read now.
+        ``(chunk, nodes, new_tail, skipped_bytes)``; ``chunk`` is what was read now
+        (preceded, when :attr:`record_raw` is set, by the bytes read since the last
+        :meth:`take_received`, e.g. a scan descriptor).
         A backlog larger than 3000 bytes (the library's ``max_buf_meas``) is counted in
         :attr:`overruns` and logged; nothing is discarded.
         """
@@ -427,7 +445,7 @@ class A1Lidar(rplidar.RPLidar):
         chunk = self.read_available(max_wait_s)
         buf = tail + chunk
         nodes, used, skipped = proto.decode_nodes(buf)
-        return chunk, nodes, buf[used:], skipped
+        return (self.take_received() if self.record_raw else chunk), nodes, buf[used:], skipped
 
     def _check_backlog(self, limit: int) -> None:
         """Count (once per episode) a backlog beyond ``limit`` bytes; nothing is dropped."""
@@ -661,6 +679,7 @@ class A1Scanner:
         """
         if self.lidar is None:
             self.lidar = A1Lidar(self.port, self.read_timeout_s, on_event=self.on_event)
+            self.lidar.record_raw = True
         elif not self.lidar.connected:
             self.lidar.connect()
         self.info = self.lidar.get_info()
@@ -703,7 +722,7 @@ class A1Scanner:
         try:
             chunk, nodes, self._tail, skipped = self.lidar.read_nodes(max_wait_s, self._tail)
         except A1Unplugged as err:
-            return time.monotonic_ns(), b"", self._unplugged(err)
+            return time.monotonic_ns(), self.lidar.take_received(), self._unplugged(err)
         t_ns = time.monotonic_ns()
         if not chunk:
             self._silence(t_ns)
@@ -787,3 +806,107 @@ class A1Scanner:
                 self.lidar.stop_motor()
         self.lidar.disconnect()
         self._scanning = False
+
+
+@dataclass
+class CaptureDecode:
+    """Result of :func:`decode_capture`.
+
+    Attributes:
+        turns: complete turns (and, flagged ``PACKET_LOSS``, the turn cut by each
+            scan restart or the end of the capture).
+        scans: scan descriptors found (scan starts).
+        nodes: nodes decoded.
+        bytes_skipped: bytes dropped while re-aligning (corruption, loss).
+        bytes_outside_scans: bytes before the first scan descriptor (other answers).
+        leading_nodes: nodes before the first start flag of each scan (no turn).
+    """
+
+    turns: LidarTurns
+    scans: int
+    nodes: int
+    bytes_skipped: int
+    bytes_outside_scans: int
+    leading_nodes: int
+
+
+def decode_capture(
+    data: bytes,
+    chunk_times_ns: tuple[np.ndarray, np.ndarray] | None = None,
+    t0_ns: int = 0,
+    sample_rate_hz: float = proto.NOMINAL_SAMPLES_PER_S,
+    require_descriptor: bool = True,
+) -> CaptureDecode:
+    """Decode a raw A1 byte capture (scan descriptor + standard-scan nodes) into turns.
+
+    Each scan descriptor ``A5 5A 05 00 00 40 81`` starts a new scan (a restart cuts
+    the turn in progress). Point times come from ``chunk_times_ns`` = ``(offsets,
+    t_ns)`` (the byte offset where each received chunk starts and its host time, as a
+    session's raw stream stores them; nodes of a chunk are spread over the gap to
+    the previous chunk) or, without it, from ``t0_ns`` plus the node index at
+    ``sample_rate_hz`` (a bare capture has no times; the file's attributes say so).
+
+    Raises:
+        DriverError: no scan descriptor while ``require_descriptor`` (not an A1
+            standard-scan capture; pass ``require_descriptor=False`` for a bare node
+            stream that starts on a node boundary).
+    """
+    desc = proto.SCAN_DESCRIPTOR
+    starts = []
+    pos = data.find(desc)
+    while pos >= 0:
+        starts.append(pos)
+        pos = data.find(desc, pos + len(desc))
+    if not starts:
+        if require_descriptor:
+            raise DriverError(
+                f"no A1 scan descriptor ({desc.hex(' ')}) in {len(data)} bytes: not an A1 "
+                "standard-scan capture (for a bare node stream, decode without descriptor)"
+            )
+        segments = [(0, len(data))]
+        outside = 0
+    else:
+        bounds = [*starts, len(data)]
+        segments = [(a + len(desc), b) for a, b in itertools.pairwise(bounds)]
+        outside = starts[0]
+    asm = TurnAssembler()
+    out: list[LidarTurns] = []
+    n_nodes = 0
+    skipped_total = 0
+    for lo, hi in segments:
+        nodes, _, skipped = proto.decode_nodes(data[lo:hi])
+        skipped_total += skipped
+        pos_abs = nodes.pos + lo
+        if chunk_times_ns is None:
+            t_ns = t0_ns + np.round((n_nodes + np.arange(len(nodes))) * 1e9 / sample_rate_hz)
+            t_ns = t_ns.astype(np.int64)
+        else:
+            t_ns = _times_from_chunks(pos_abs, *chunk_times_ns)
+        n_nodes += len(nodes)
+        asm.reset()
+        if skipped:
+            asm.mark(TurnFlag.CRC_ERRORS)
+        out.append(asm.feed(nodes, t_ns))
+        out.append(asm.flush())
+    return CaptureDecode(
+        LidarTurns.concat(out),
+        len(starts),
+        n_nodes,
+        skipped_total,
+        outside,
+        asm.leading_nodes_skipped,
+    )
+
+
+def _times_from_chunks(pos: np.ndarray, offsets: np.ndarray, t_ns: np.ndarray) -> np.ndarray:
+    """Host time of nodes at byte offsets ``pos`` from chunk start offsets and times."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    t_ns = np.asarray(t_ns, dtype=np.int64)
+    end = pos + proto.NODE_LEN - 1  # a node is complete when its last byte arrived
+    chunk = np.searchsorted(offsets, end, side="right") - 1
+    out = np.empty(pos.size, dtype=np.int64)
+    for c in np.unique(chunk):
+        sel = np.flatnonzero(chunk == c)
+        prev = int(t_ns[c - 1]) if c > 0 else None
+        out[sel] = spread_times(prev, int(t_ns[c]), sel.size)
+    return out

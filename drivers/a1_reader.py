@@ -131,13 +131,13 @@ class A1Reader:
             raise DriverError(f"{self.name}: reader already started")
         if not self._taken_over:
             info = self.scanner.open()
-            self.scanner.start()
             self._event(
                 time.monotonic_ns(),
                 "start",
                 f"A1 model {info.model} firmware {info.firmware[0]}.{info.firmware[1]:02d} "
                 f"hardware {info.hardware} serial {info.serial} on {self.port}",
             )
+            self.scanner.start()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name=f"a1-{self.name}", daemon=True)
         self._thread.start()

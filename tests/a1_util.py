@@ -111,3 +111,13 @@ def encode_node(start: bool, quality: int, angle_q6: int, dist_q2: int) -> bytes
     """One standard-scan node from the protocol table (independent of the emulator)."""
     b0 = (quality << 2) | ((0 if start else 1) << 1) | (1 if start else 0)
     return bytes([b0, ((angle_q6 & 0x7F) << 1) | 1, angle_q6 >> 7, dist_q2 & 0xFF, dist_q2 >> 8])
+
+
+SCAN_DESCRIPTOR = bytes.fromhex("a55a0500004081")
+
+
+def scan_bytes(raw: bytes) -> bytes:
+    """The whole nodes after the last scan descriptor of a raw capture."""
+    start = raw.rindex(SCAN_DESCRIPTOR) + len(SCAN_DESCRIPTOR)
+    n = (len(raw) - start) // 5 * 5
+    return raw[start : start + n]

@@ -171,7 +171,7 @@ def test_unplug_mid_scan_reconnects_with_events_and_loses_no_turn(tmp_path):
     assert sc.reconnects == 1 and sc.unplugs == 1
     # what reached the host is exactly what the emulator sent, up to the unplug (the
     # bytes still in the pty when it vanished are gone, as on a real USB adapter)
-    got = u.ref_decode_nodes(raw_before)
+    got = u.ref_decode_nodes(u.scan_bytes(raw_before))
     n = got.start.size
     assert len(truth_before) - n < 4096 / 5
     np.testing.assert_array_equal(got.angle_q6, truth_before.angle_q6[:n])
@@ -186,7 +186,9 @@ def test_unplug_mid_scan_reconnects_with_events_and_loses_no_turn(tmp_path):
     last = np.flatnonzero(got.start)[-1]
     assert_turn_equals(before, -1, (got.quality[last:], got.angle_q6[last:], got.dist_q2[last:]))
     # after the reconnect: the first complete turn is flagged, and all equal the truth
-    got_after = u.ref_decode_nodes(raw_after[: len(raw_after) // 5 * 5])
+    # the raw stream holds every byte: the reconnect's GET_INFO, GET_HEALTH, descriptor
+    assert raw_after.index(bytes.fromhex("a55a1400000004")) < raw_after.index(u.SCAN_DESCRIPTOR)
+    got_after = u.ref_decode_nodes(u.scan_bytes(raw_after))
     k = len(truth_before) + np.flatnonzero(truth_all.start[len(truth_before) :])[0]
     first = np.flatnonzero(got_after.start)[0]
     np.testing.assert_array_equal(

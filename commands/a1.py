@@ -1,0 +1,259 @@
+"""``sensorbench decode a1`` and ``sensorbench emulate a1``."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+
+import click
+
+
+def register(cli: click.Group) -> None:
+    """Attach ``decode a1`` and ``emulate a1`` to the shared groups."""
+    from sensorbench.cli import subgroup
+
+    subgroup("decode", "Decode raw byte captures into sessions.").add_command(decode_a1_cmd)
+    subgroup("emulate", "Serve emulated devices on pseudo-terminals.").add_command(emulate_a1_cmd)
+
+
+def _read_input(raw: Path, stream: str | None) -> tuple[bytes, object, str]:
+    """Bytes, optional (offsets, times) and a description of where they came from."""
+    import h5py
+    import numpy as np
+
+    if not h5py.is_hdf5(raw):
+        return raw.read_bytes(), None, f"raw byte file {raw.name}"
+    from sensorbench.errors import SessionError
+    from sensorbench.logs import Session
+
+    with Session(raw) as s:
+        names = s.raw_names()
+        if stream is None:
+            if len(names) != 1:
+                raise SessionError(f"{raw}: raw streams {names}; choose one with --stream")
+            stream = names[0]
+        if stream not in names:
+            raise SessionError(f"{raw}: no raw stream {stream!r}; it has {names}")
+        chunks = list(s.raw(stream).iter_chunks())
+    data = b"".join(c for _, c in chunks)
+    sizes = np.array([len(c) for _, c in chunks], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    times = np.array([t for t, _ in chunks], dtype=np.int64)
+    return data, (offsets, times), f"raw stream {stream!r} of session {raw.name}"
+
+
+@click.command("a1")
+@click.argument("raw", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Session file to create (.h5).",
+)
+@click.option("--name", default="a1", show_default=True, help="Lidar stream name in the session.")
+@click.option(
+    "--stream",
+    default=None,
+    help="When RAW is a session: which raw stream to decode (default: the only one).",
+)
+@click.option(
+    "--sample-rate",
+    "sample_rate_hz",
+    type=click.FloatRange(min=1.0),
+    default=2000.0,
+    show_default=True,
+    help="Nodes per second used to give a bare byte file point times (Hz); a session's "
+    "raw stream has host times and ignores it.",
+)
+@click.option(
+    "--no-descriptor",
+    is_flag=True,
+    help="RAW is a bare node stream starting on a node boundary (no A5 5A 05 00 00 40 81).",
+)
+@click.option("--label", default="", help="Session label.")
+@click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
+def decode_a1_cmd(
+    raw: Path,
+    output: Path,
+    name: str,
+    stream: str | None,
+    sample_rate_hz: float,
+    no_descriptor: bool,
+    label: str,
+    overwrite: bool,
+    as_json: bool,
+) -> None:
+    """Decode an RPLIDAR A1 raw capture (scan descriptor + 5-byte nodes) into a session.
+
+    RAW is a file of received bytes or a session whose raw stream is re-decoded.
+    Turns are cut at the start flags; angles become rad CCW (from q6 degrees CW),
+    ranges m with inf for no return (from q2 mm), quality 0..63 the intensity. The
+    turn cut by a scan restart or the end of the capture is kept, flagged
+    PACKET_LOSS. A bare file has no times: points are spaced at --sample-rate.
+    """
+    from sensorbench.drivers.a1 import decode_capture
+    from sensorbench.logs import SessionWriter
+
+    data, chunks, source = _read_input(raw, stream)
+    if chunks is None:
+        result = decode_capture(
+            data, sample_rate_hz=sample_rate_hz, require_descriptor=not no_descriptor
+        )
+        time_source = f"synthetic: node index at {sample_rate_hz:g} Hz from 0 (no host times)"
+    else:
+        result = decode_capture(data, chunk_times_ns=chunks, require_descriptor=not no_descriptor)
+        time_source = "host receive times of the raw chunks, spread over each chunk"
+    with SessionWriter(
+        output,
+        label=label,
+        swmr=False,
+        overwrite=overwrite,
+        attrs={"source": f"decode a1 of {source}"},
+    ) as w:
+        w.add_lidar(
+            name,
+            attrs={
+                "model": "A1",
+                "decoded_from": str(raw),
+                "time_source": time_source,
+                "device_time": "none (the A1 sends no timestamps)",
+            },
+        )
+        w.add_raw(name, attrs={"kind": "a1", "baud": 115200, "source": str(raw)})
+        w.start()
+        t0 = int(result.turns.t_first_ns[0]) if result.turns.n_turns else 0
+        w.append_raw(name, t0, data)
+        if result.turns.n_turns:
+            w.append_turns(name, result.turns)
+        if result.bytes_skipped:
+            w.event(
+                t0,
+                name,
+                "crc_burst",
+                f"{result.bytes_skipped} bytes skipped while re-aligning nodes",
+            )
+    summary = {
+        "output": str(output),
+        "stream": name,
+        "scans": result.scans,
+        "turns": result.turns.n_turns,
+        "points": result.turns.n_points,
+        "nodes": result.nodes,
+        "bytes": len(data),
+        "bytes_skipped": result.bytes_skipped,
+        "bytes_outside_scans": result.bytes_outside_scans,
+        "leading_nodes_without_turn": result.leading_nodes,
+    }
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo(
+        f"{output}: {summary['turns']} turns, {summary['points']} points from "
+        f"{summary['bytes']} bytes ({summary['scans']} scan starts, "
+        f"{summary['bytes_skipped']} bytes skipped)"
+    )
+
+
+@click.command("a1")
+@click.option(
+    "--scenario",
+    default=None,
+    help="Scenario (name or TOML path) whose A1 samples are served; default: a 6 x 8 m "
+    "room seen from inside, no scenario needed.",
+)
+@click.option("--device", default=None, help="Which A1 of the scenario (default: its first A1).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Simulation seed.")
+@click.option(
+    "--speed",
+    type=click.FloatRange(min=0.01),
+    default=1.0,
+    show_default=True,
+    help="Simulated seconds per real second.",
+)
+@click.option(
+    "--link",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Stable symlink to maintain to the pty (like a udev name).",
+)
+@click.option(
+    "--serial",
+    "serial_hex",
+    default="000102030405060708090a0b0c0d0e0f",
+    show_default=True,
+    help="The unit's 16-byte serial number, 32 hex digits (GET_INFO).",
+)
+@click.option(
+    "--duration",
+    "duration_s",
+    type=click.FloatRange(min=0.0),
+    default=None,
+    help="Serve for this long (s); default until Ctrl-C.",
+)
+def emulate_a1_cmd(
+    scenario: str | None,
+    device: str | None,
+    seed: int,
+    speed: float,
+    link: str | None,
+    serial_hex: str,
+    duration_s: float | None,
+) -> None:
+    """Serve an emulated RPLIDAR A1 (115200 baud) on a pty and print its path.
+
+    It answers GET_INFO, GET_HEALTH, SCAN/FORCE_SCAN, STOP and RESET; it spins only
+    after a scan request (a pty has no DTR). With --scenario the nodes are the
+    scenario's ray-cast A1 samples, looped, and its [faults.<device>] link knobs
+    apply. Runs until Ctrl-C (or --duration).
+    """
+    from sensorbench.errors import SimError
+    from sensorbench.sim.emulator_a1 import A1Emulator
+    from sensorbench.sim.pty import Faults
+
+    try:
+        serial = bytes.fromhex(serial_hex)
+    except ValueError as err:
+        raise SimError(f"--serial must be 32 hex digits, got {serial_hex!r}") from err
+    samples = None
+    faults = None
+    health = None
+    if scenario is not None:
+        from sensorbench.sim.simulation import Simulation
+
+        sim = Simulation(scenario, seed=seed)
+        a1s = [n for n in sim.lidar_names() if sim.lidar(n).model == "a1"]
+        if not a1s:
+            raise SimError(f"scenario {scenario!r} has no enabled A1 lidar")
+        name = device or a1s[0]
+        if name not in a1s:
+            raise SimError(f"no A1 {name!r} in scenario {scenario!r}; A1s: {', '.join(a1s)}")
+        samples = sim.lidar(name)
+        knobs = sim.scenario.faults(name)
+        faults = Faults(
+            corrupt_rate=knobs.get("corrupt_rate", 0.0),
+            drop_rate=knobs.get("drop_rate", 0.0),
+            slow_start_s=knobs.get("slow_start_s", 0.0),
+        )
+        levels = {"good": 0, "warning": 1, "error": 2}
+        if knobs.get("health", "good") != "good":
+            health = (levels[knobs["health"]], int(knobs.get("health_error_code", 0)))
+    em = A1Emulator(samples, link=link, serial=serial, speed=speed, faults=faults, seed=seed)
+    if health is not None:
+        em.set_health(*health)
+    click.echo(em.link)
+    stop = threading.Event()
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    if threading.current_thread() is threading.main_thread():
+        for sig in previous:
+            signal.signal(sig, lambda *_: stop.set())
+    try:
+        stop.wait(duration_s)
+    finally:
+        em.stop()
+        if threading.current_thread() is threading.main_thread():
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
