@@ -316,7 +316,7 @@ class A1Lidar(rplidar.RPLidar):
                 "motor cannot be switched through DTR here (an emulator's pty, or an adapter "
                 "without DTR); the motor follows the scan request instead"
             )
-            self.logger.warning(msg)
+            self.logger.info(msg)
             self._emit("note", msg)
             return
         self.has_modem_lines = True
