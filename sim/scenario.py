@@ -315,7 +315,7 @@ PODS = Table(
         "counts_per_rev": FL([2000.0, 2000.0, 2000.0], n=3, lo=1.0),
         "initial_counts": FL([0.0, 0.0, 0.0], n=3),
         "slip_sigma_m_per_sqrt_m": F(0.0005, lo=0.0),
-        "scrub_sigma": F(0.01, lo=0.0),
+        "scrub_sigma_m_per_sqrt_m": F(0.001, lo=0.0),
         "bounce_rate_hz": F(0.05, lo=0.0),
         "bounce_duration_s": F(0.02, lo=0.0),
         "mcu_clock_drift_ppm": F(40.0, lo=-1000.0, hi=1000.0),

@@ -9,8 +9,9 @@ and the encoder counts are ``initial + floor(d_i / c_i)`` with ``c_i = 2π r_i /
 holds exactly for body increments when the noise is off.
 
 Noise on every integration sub-step of rolled distance Δd and perpendicular contact
-travel Δd⊥: slip ``σ_slip·√|Δd|·N(0,1)`` (a random walk of σ_slip metres per √metre
-rolled), scrub ``σ_scrub·|Δd⊥|·N(0,1)``, and bounce: Poisson events (rate per pod)
+travel Δd⊥, both random walks independent of the step size: slip ``σ_slip·√|Δd|·N(0,1)``
+(σ_slip metres after one metre rolled) and scrub ``σ_scrub·√|Δd⊥|·N(0,1)`` (σ_scrub metres
+after one metre dragged sideways); and bounce: Poisson events (rate per pod)
 during which the wheel loses contact and rolls nothing for ``bounce_duration_s``.
 
 The MCU emits frames at ``rate_hz`` of its own clock, which runs fast by
@@ -161,7 +162,7 @@ def simulate_pods(
     d_perp = 0.5 * (perp[1:] + perp[:-1]) * h
     noise = p["slip_sigma_m_per_sqrt_m"] * np.sqrt(np.abs(d_true)) * rng.standard_normal(
         d_true.shape
-    ) + p["scrub_sigma"] * np.abs(d_perp) * rng.standard_normal(d_true.shape)
+    ) + p["scrub_sigma_m_per_sqrt_m"] * np.sqrt(np.abs(d_perp)) * rng.standard_normal(d_true.shape)
     d_meas = d_true + noise
     for i in range(3):
         lost = _bounce_mask(tg, p["bounce_rate_hz"], p["bounce_duration_s"], rng)

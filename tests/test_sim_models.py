@@ -14,7 +14,11 @@ from sensorbench.sim.sensor_pose import PAUSED, RELOCALIZED
 from sensorbench.sim.simulation import Simulation
 
 NO_LIDARS = {"lidars": {"ld19": {"model": "ld19", "enabled": False}}}
-QUIET_PODS = {"slip_sigma_m_per_sqrt_m": 0.0, "scrub_sigma": 0.0, "bounce_rate_hz": 0.0}
+QUIET_PODS = {
+    "slip_sigma_m_per_sqrt_m": 0.0,
+    "scrub_sigma_m_per_sqrt_m": 0.0,
+    "bounce_rate_hz": 0.0,
+}
 
 
 def _arrays(sim: Simulation) -> dict[str, np.ndarray]:
@@ -142,12 +146,49 @@ def test_pod_counts_along_a_curved_path_match_fine_integration() -> None:
     assert np.mean(pods.counts == np.floor(ticks)) > 0.99
 
 
+@pytest.mark.parametrize(("drive", "key"), [("forward", "slip"), ("sideways", "scrub")])
+def test_pod_slip_and_scrub_random_walks_match_their_sigma(drive: str, key: str) -> None:
+    # forward: the parallel pods roll, the perpendicular one is dragged sideways and
+    # vice versa; over a run the count error is N(0, σ_slip² D_rolled + σ_scrub² D_dragged).
+    sig = 0.003
+    other = "scrub" if key == "slip" else "slip"
+    sc = load_scenario(drive).with_overrides(
+        NO_LIDARS
+        | {
+            "imu": {"enabled": False},
+            "pods": {
+                f"{key}_sigma_m_per_sqrt_m": sig,
+                f"{other}_sigma_m_per_sqrt_m": 0.0,
+                "bounce_rate_hz": 0.0,
+            },
+        }
+    )
+    errs, dists = [], []
+    for seed in range(60):
+        pods = Simulation(sc, seed).pods()
+        if key == "slip":
+            rolled = np.abs(np.diff(pods.true_distance_m, axis=0)).sum(axis=0)
+        else:
+            # sideways travel of a pod = the other axis's rolled distance here (pure
+            # translation): the parallel pods (0, 1) are dragged when driving sideways.
+            rolled = np.abs(np.diff(pods.true_distance_m[:, [2, 2, 0]], axis=0)).sum(axis=0)
+        err = pods.measured_distance_m[-1] - pods.true_distance_m[-1]
+        pick = [0, 1] if (key == "slip") == (drive == "forward") else [2]
+        errs.append(err[pick])
+        dists.append(rolled[pick])
+    z = np.concatenate(errs) / (sig * np.sqrt(np.concatenate(dists)))
+    n = z.size
+    # z ~ N(0, 1): variance within 4·√(2/n) (n = 120 or 60 runs).
+    assert abs(z.var() - 1) < 4 * np.sqrt(2 / n)
+    assert abs(z.mean()) < 4 / np.sqrt(n)
+
+
 def test_pod_noise_bounce_and_mcu_clock() -> None:
     sc = load_scenario("forward").with_overrides(
         {
             "pods": {
                 "slip_sigma_m_per_sqrt_m": 0.0,
-                "scrub_sigma": 0.0,
+                "scrub_sigma_m_per_sqrt_m": 0.0,
                 "bounce_rate_hz": 2.0,
                 "bounce_duration_s": 0.05,
                 "mcu_clock_drift_ppm": 100.0,

@@ -126,10 +126,10 @@ def test_load_errors_for_unknown_names_and_unreadable_paths(tmp_path: Path) -> N
 
 
 def test_with_overrides_revalidates() -> None:
-    sc = load_scenario("square").with_overrides({"pods": {"scrub_sigma": 0.0}})
-    assert sc.pods["scrub_sigma"] == 0.0
-    with pytest.raises(SimError, match=r"pods\.scrub_sigma: must be in"):
-        load_scenario("square").with_overrides({"pods": {"scrub_sigma": -1.0}})
+    sc = load_scenario("square").with_overrides({"pods": {"scrub_sigma_m_per_sqrt_m": 0.0}})
+    assert sc.pods["scrub_sigma_m_per_sqrt_m"] == 0.0
+    with pytest.raises(SimError, match=r"pods\.scrub_sigma_m_per_sqrt_m: must be in"):
+        load_scenario("square").with_overrides({"pods": {"scrub_sigma_m_per_sqrt_m": -1.0}})
 
 
 def test_toml_writer_handles_nesting_and_special_floats() -> None:
