@@ -82,3 +82,59 @@ def test_lab_world_is_closed_so_every_ray_returns() -> None:
 def test_degenerate_polygon_is_rejected() -> None:
     with pytest.raises(SimError, match="vertices"):
         World([Obstacle("x", "polygon", vertices=np.array([[0.0, 0.0]]))])
+
+
+def _reference_range(o: np.ndarray, a: float, segs: np.ndarray, circles: np.ndarray) -> float:
+    """One ray, solved as 2x2 linear systems (segments) and a quadratic (circles)."""
+    u = np.array([np.cos(a), np.sin(a)])
+    best = np.inf
+    for x0, y0, x1, y1 in segs:
+        m = np.column_stack([u, -np.array([x1 - x0, y1 - y0])])
+        if abs(np.linalg.det(m)) < 1e-14:
+            continue
+        t, s = np.linalg.solve(m, np.array([x0, y0]) - o)
+        if t > 1e-9 and -1e-12 <= s <= 1 + 1e-12:
+            best = min(best, t)
+    for cx, cy, r in circles:
+        roots = np.roots([1.0, 2 * u @ (o - [cx, cy]), (o - [cx, cy]) @ (o - [cx, cy]) - r * r])
+        real = roots[np.isreal(roots)].real
+        real = real[real > 1e-9]
+        if real.size:
+            best = min(best, real.min())
+    return best
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_scenes_match_a_per_ray_reference(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    obstacles = [
+        Obstacle(
+            f"b{i}",
+            "box",
+            vertices=box_vertices(
+                tuple(rng.uniform(-3, 3, 2)), tuple(rng.uniform(0.1, 1.0, 2)), rng.uniform(0, np.pi)
+            ),
+        )
+        for i in range(6)
+    ]
+    obstacles += [
+        Obstacle(
+            f"p{i}",
+            "pillar",
+            center=tuple(rng.uniform(-3, 3, 2)),
+            radius=float(rng.uniform(0.05, 0.4)),
+        )
+        for i in range(4)
+    ]
+    w = World(obstacles)
+    origins = rng.uniform(-4, 4, (200, 2))
+    angles = rng.uniform(-np.pi, np.pi, 200)
+    got = w.raycast_many(origins, angles)
+    ref = np.array(
+        [
+            _reference_range(o, a, w.segments, w.circles)
+            for o, a in zip(origins, angles, strict=True)
+        ]
+    )
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9)
+    assert np.isfinite(got).sum() > 20
