@@ -13,6 +13,7 @@ def register(cli: click.Group) -> None:
     from sensorbench.cli import subgroup
 
     subgroup("characterize", "Characterize a sensor from a session.").add_command(lidar_cmd)
+    cli.add_command(merge_cmd)
 
 
 @click.command("lidar")
@@ -81,3 +82,83 @@ def lidar_cmd(
     click.echo(result.table())
     for p in written:
         click.echo(f"wrote {p}")
+
+
+@click.command("merge")
+@click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--front", required=True, help="Front lidar stream name.")
+@click.option("--rear", required=True, help="Rear lidar stream name.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="New session file with the lidar stream 'merged' [default: SESSION_merged.h5].",
+)
+@click.option(
+    "--max-dt",
+    "max_dt_s",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=0.1,
+    show_default=True,
+    help="Largest time between the centres of two paired turns (s).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="robot.toml for mounts (if the streams carry no mount_xy_yaw) and the footprint "
+    "[default: the one recorded in the session].",
+)
+@click.option(
+    "--pose",
+    help="Pose stream of the session (odometry estimate, mocap...) to compensate the "
+    "robot's motion point by point.",
+)
+@click.option("--no-footprint", is_flag=True, help="Keep returns on the robot's own footprint.")
+@click.option("--force", is_flag=True, help="Overwrite the output file.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def merge_cmd(
+    session: Path,
+    front: str,
+    rear: str,
+    output: Path | None,
+    max_dt_s: float,
+    config_path: Path | None,
+    pose: str | None,
+    no_footprint: bool,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Merge a front and a rear lidar into one 360° scan per turn pair.
+
+    Turns whose centre times are within --max-dt (s) of each other are paired;
+    each is moved into the robot frame at its own time (mount pose, plus the
+    --pose motion), both are resampled onto the finer angular step, the nearer
+    return wins in each direction (m), returns on the footprint are dropped and
+    directions nobody saw are inf. Stamped halfway between the two turns.
+    """
+    from sensorbench.fusion.scan_merge_session import merge_session
+
+    out = output or session.with_name(f"{session.stem}_merged.h5")
+    done = merge_session(
+        session,
+        front,
+        rear,
+        out,
+        max_dt_s=max_dt_s,
+        config_path=config_path,
+        pose=pose,
+        use_footprint=not no_footprint,
+        overwrite=force,
+    )
+    doc = done.as_dict()
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    click.echo(
+        f"merged {doc['pairs']} pairs of {front}/{rear} into {out} (stream 'merged', "
+        f"{doc['points_per_scan']} bearings, {doc['step_deg']:.3f}° apart); unpaired: "
+        f"{doc['unpaired_front']} front, {doc['unpaired_rear']} rear; "
+        f"outside the pose stream: {doc['outside_pose']}; mounts from {doc['mounts_from']}; "
+        f"footprint {'removed' if doc['footprint'] else 'kept'}"
+    )

@@ -1,0 +1,445 @@
+"""Merge two lidar scans (front and rear) into one 360° scan in the robot frame.
+
+Pairing: every turn has a centre time (midway between its first and last point).
+A front and a rear turn are paired when each is the other's nearest in centre
+time and they are at most ``max_dt_s`` apart (0.1 s by default); each turn is
+used once, unpaired turns are counted.
+
+Geometry: every point of a pair is moved into the robot (body) frame at the
+pair's stamp, halfway between the two centre times. Without odometry that is the
+fixed mount pose ``(x, y, yaw)`` of its lidar. With a pose source (a callable
+``t_ns -> (x, y, yaw)`` in any fixed odometry frame, or a pose stream made into
+one by :func:`pose_interpolator`) each point is first placed in the odometry
+frame by the robot pose at **its own time**, then brought back into the body
+frame of the stamp, which removes the smear of a moving robot.
+
+Resampling: both scans go onto one angle grid whose step is the finer of the
+two lidars' angular steps (bins centred on ``k · step``). Each scan is resampled
+by linear interpolation between consecutive points of the same surface (at most
+2.5 of its own steps apart in bearing and within ``max(0.05 m, 3 %)`` in range);
+a grid bearing between two such neighbours on different surfaces (a depth edge)
+takes the one nearer in bearing, and elsewhere a point within half a grid step.
+The merged range of a bearing is the nearer of the two scans' ranges (the first
+obstacle along it), ``inf`` where neither scan saw anything. Returns that fall
+on the robot's own footprint polygon (body frame) are dropped before resampling.
+A pose stream of a point other than the body origin (a mocap marker set) still
+compensates rotation exactly; its lever arm adds an error of about arm × Δyaw
+over the ≤ 0.1 s between a point and the stamp.
+
+Output: a :class:`~sensorbench.logs.LidarTurns` with one turn per pair, every
+point stamped with the pair's stamp, angles in the body frame (rad CCW, [0, 2π)),
+``device_ns = NO_DEVICE_TIME``, ``speed_hz = nan`` and the OR of both turns'
+flags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+from sensorbench.characterize.lidar_timing import angular_step_rad
+from sensorbench.characterize.scan_bins import TWO_PI
+from sensorbench.errors import FusionError
+from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, PoseBatch
+
+PoseAt = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+"""Robot pose at int64 ns times: ``(x m, y m, yaw rad)`` arrays in a fixed frame."""
+
+MAX_GAP_STEPS = 2.5
+JUMP_ABS_M = 0.05
+JUMP_REL = 0.03
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A lidar's pose in the robot body frame: ``x``, ``y`` (m), ``yaw`` (rad, CCW)."""
+
+    x: float
+    y: float
+    yaw: float
+
+    @classmethod
+    def from_seq(cls, xy_yaw: object) -> Mount:
+        """From ``[x, y, yaw]`` (m, m, rad), e.g. a stream's ``mount_xy_yaw`` attribute."""
+        v = np.asarray(xy_yaw, dtype=float).ravel()
+        if v.size != 3 or not np.all(np.isfinite(v)):
+            raise FusionError(f"a mount is [x_m, y_m, yaw_rad]; got {xy_yaw!r}")
+        return cls(float(v[0]), float(v[1]), float(v[2]))
+
+
+@dataclass
+class MergeResult:
+    """Merged turns plus the bookkeeping of the pairing.
+
+    Attributes:
+        turns: one merged turn per pair.
+        front_index, rear_index: the turn of each input that formed each pair.
+        unpaired_front, unpaired_rear: turns without a partner within ``max_dt_s``.
+        outside_pose: pairs dropped because the pose source does not cover them.
+        step_rad: the grid step (rad).
+    """
+
+    turns: LidarTurns
+    front_index: np.ndarray
+    rear_index: np.ndarray
+    unpaired_front: int
+    unpaired_rear: int
+    outside_pose: int
+    step_rad: float
+
+
+def turn_centres_ns(turns: LidarTurns) -> np.ndarray:
+    """Centre time (ns) of each turn: midway between its first and last point."""
+    if turns.n_turns == 0:
+        return np.zeros(0, dtype=np.int64)
+    first = turns.offset
+    last = first + np.maximum(turns.count.astype(np.int64), 1) - 1
+    t = turns.t_ns
+    return t[first] // 2 + t[last] // 2 + (t[first] % 2 + t[last] % 2) // 2
+
+
+def pair_turns(
+    ta_ns: np.ndarray, tb_ns: np.ndarray, max_dt_ns: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mutually nearest pairs of two sorted time arrays at most ``max_dt_ns`` apart."""
+    ta = np.asarray(ta_ns, dtype=np.int64)
+    tb = np.asarray(tb_ns, dtype=np.int64)
+    if ta.size == 0 or tb.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+
+    def nearest(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        if dst.size == 1:
+            return np.zeros(src.size, dtype=np.int64)
+        j = np.clip(np.searchsorted(dst, src), 1, dst.size - 1)
+        return np.where(np.abs(src - dst[j - 1]) <= np.abs(dst[j] - src), j - 1, j)
+
+    a_to_b = nearest(ta, tb)
+    b_to_a = nearest(tb, ta)
+    ia = np.arange(ta.size)
+    ok = (b_to_a[a_to_b] == ia) & (np.abs(tb[a_to_b] - ta) <= max_dt_ns)
+    return ia[ok], a_to_b[ok]
+
+
+def pose_interpolator(batch: PoseBatch) -> PoseAt:
+    """A :data:`PoseAt` from a pose stream: linear in x, y and unwrapped yaw between samples.
+
+    Raises:
+        FusionError: fewer than two valid samples. Times outside the stream are
+            answered with ``nan`` (the merge drops such pairs).
+    """
+    ok = batch.valid & np.all(np.isfinite(batch.position), axis=1)
+    ok &= np.all(np.isfinite(batch.quat_xyzw), axis=1)
+    if ok.sum() < 2:
+        raise FusionError("the pose stream has fewer than two valid samples to interpolate")
+    t = batch.t_ns[ok]
+    order = np.argsort(t, kind="stable")
+    t = t[order]
+    xy = batch.position[ok][order, :2]
+    yaw = np.unwrap(Rotation.from_quat(batch.quat_xyzw[ok][order]).as_euler("xyz")[:, 2])
+    t0 = t[0]
+    tf = (t - t0).astype(np.float64)
+
+    def pose_at(t_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        q = (np.asarray(t_ns, dtype=np.int64) - t0).astype(np.float64)
+        out = [
+            np.interp(q, tf, col, left=np.nan, right=np.nan) for col in (xy[:, 0], xy[:, 1], yaw)
+        ]
+        return out[0], out[1], out[2]
+
+    return pose_at
+
+
+def points_in_polygon(x: np.ndarray, y: np.ndarray, polygon: np.ndarray) -> np.ndarray:
+    """Even-odd test: which points (m) lie inside the closed polygon (V, 2)."""
+    poly = np.asarray(polygon, dtype=float)
+    inside = np.zeros(np.shape(x), dtype=bool)
+    px, py = poly[:, 0], poly[:, 1]
+    qx, qy = np.roll(px, -1), np.roll(py, -1)
+    for x0, y0, x1, y1 in zip(px, py, qx, qy, strict=True):
+        crosses = (y0 > y) != (y1 > y)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            xc = x0 + (y - y0) * (x1 - x0) / (y1 - y0)
+        inside ^= crosses & (x < xc)
+    return inside
+
+
+def _pair_points(turns: LidarTurns, turn_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Flat point indices of the given turns and the pair number of each point."""
+    counts = turns.count.astype(np.int64)[turn_idx]
+    starts = turns.offset[turn_idx]
+    pair = np.repeat(np.arange(turn_idx.size), counts)
+    within = np.arange(pair.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(starts, counts) + within, pair
+
+
+def _to_body(
+    turns: LidarTurns,
+    pts: np.ndarray,
+    pair: np.ndarray,
+    mount: Mount,
+    pose_at: PoseAt | None,
+    ref_pose: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Body-frame (x, y) at the pair stamp of finite returns, their flat indices and pairs."""
+    r = turns.range[pts].astype(np.float64)
+    keep = np.isfinite(r) & (r > 0)
+    pts, pair, r = pts[keep], pair[keep], r[keep]
+    a = turns.angle[pts].astype(np.float64) + mount.yaw
+    x = mount.x + r * np.cos(a)
+    y = mount.y + r * np.sin(a)
+    if pose_at is not None and ref_pose is not None:
+        px, py, pyaw = pose_at(turns.t_ns[pts])
+        kx, ky, kyaw = (v[pair] for v in ref_pose)
+        # odometry frame: p + R(pyaw)·b ; back into the stamp's body frame: R(-kyaw)(w - k)
+        c, s = np.cos(pyaw), np.sin(pyaw)
+        wx, wy = px + c * x - s * y - kx, py + s * x + c * y - ky
+        c, s = np.cos(kyaw), np.sin(kyaw)
+        x, y = c * wx + s * wy, -s * wx + c * wy
+    return x, y, pts, pair
+
+
+def _resample(
+    ang: np.ndarray,
+    rng: np.ndarray,
+    inten: np.ndarray,
+    pair: np.ndarray,
+    n_pairs: int,
+    n_bins: int,
+    own_step: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One scan onto the grid: (n_pairs, n_bins) ranges (inf = nothing) and intensities."""
+    width = TWO_PI / n_bins
+    out_r = np.full((n_pairs, n_bins), np.inf)
+    out_i = np.zeros((n_pairs, n_bins), dtype=np.uint16)
+    if ang.size == 0:
+        return out_r, out_i
+    span = 2.0 * TWO_PI  # pairs sit 4π apart on one sorted axis, with wrap copies
+    key = pair * span + ang
+    order = np.argsort(key, kind="stable")
+    key, rng, inten, pair = key[order], rng[order], inten[order], pair[order]
+    first = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+    last = np.r_[first[1:], pair.size] - 1
+    key = np.concatenate([key[last] - TWO_PI, key, key[first] + TWO_PI])
+    ext = np.concatenate([last, np.arange(pair.size), first])
+    order = np.argsort(key, kind="stable")
+    key, ext = key[order], ext[order]
+    r_e, i_e, p_e = rng[ext], inten[ext], pair[ext]
+
+    grid_pair = np.repeat(np.arange(n_pairs), n_bins)
+    g = grid_pair * span + np.tile(np.arange(n_bins) * width, n_pairs)
+    j = np.clip(np.searchsorted(key, g, side="right"), 1, key.size - 1)
+    lo, hi = j - 1, j
+    same = (p_e[lo] == grid_pair) & (p_e[hi] == grid_pair)
+    gap = key[hi] - key[lo]
+    r_lo, r_hi = r_e[lo], r_e[hi]
+    continuous = (
+        same
+        & (gap <= MAX_GAP_STEPS * own_step)
+        & (np.abs(r_hi - r_lo) <= np.maximum(JUMP_ABS_M, JUMP_REL * np.minimum(r_lo, r_hi)))
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f = np.where(gap > 0, (g - key[lo]) / gap, 0.0)
+    interp = r_lo + f * (r_hi - r_lo)
+    d_lo = np.where(p_e[lo] == grid_pair, g - key[lo], np.inf)
+    d_hi = np.where(p_e[hi] == grid_pair, key[hi] - g, np.inf)
+    near_lo = d_lo <= d_hi
+    d_near = np.where(near_lo, d_lo, d_hi)
+    r_near = np.where(near_lo, r_lo, r_hi)
+    i_near = np.where(near_lo, i_e[lo], i_e[hi])
+    adjacent = same & (gap <= MAX_GAP_STEPS * own_step)
+    res = np.where(continuous, interp, np.where(adjacent | (d_near <= 0.5 * width), r_near, np.inf))
+    out_r[:] = res.reshape(n_pairs, n_bins)
+    out_i[:] = np.where(np.isfinite(res), i_near, 0).reshape(n_pairs, n_bins)
+    return out_r, out_i
+
+
+@dataclass(frozen=True)
+class MergeSetup:
+    """What a merge needs besides the scans.
+
+    Attributes:
+        front_mount, rear_mount: each lidar's pose in the body frame.
+        footprint: body-frame polygon (V, 2) in m; returns inside it are dropped.
+        pose_at: robot pose at any ns time, for motion compensation (None: robot still).
+        max_dt_s: largest centre-time difference (s) of a pair.
+        step_rad: grid step (rad); None: the finer of the two lidars' angular steps.
+    """
+
+    front_mount: Mount
+    rear_mount: Mount
+    footprint: np.ndarray | None = None
+    pose_at: PoseAt | None = None
+    max_dt_s: float = 0.1
+    step_rad: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.max_dt_s > 0:
+            raise FusionError(f"max_dt_s must be > 0 s, got {self.max_dt_s}")
+        if self.footprint is not None:
+            fp = np.asarray(self.footprint, dtype=float)
+            if fp.ndim != 2 or fp.shape[1] != 2 or fp.shape[0] < 3:
+                raise FusionError(
+                    "the footprint must be a polygon of at least 3 [x, y] corners (m)"
+                )
+            object.__setattr__(self, "footprint", fp)
+        if self.step_rad is not None and not 0 < self.step_rad < 0.5:
+            raise FusionError(f"the grid step must be in (0, 0.5) rad, got {self.step_rad}")
+
+    def grid_step(self, front: LidarTurns, rear: LidarTurns) -> float:
+        """The grid step (rad): ``step_rad`` or the finer measured angular step."""
+        if self.step_rad is not None:
+            return self.step_rad
+        steps = [s for s in (angular_step_rad(front), angular_step_rad(rear)) if np.isfinite(s)]
+        if not steps:
+            raise FusionError("cannot tell the angular step: both streams have < 2 points per turn")
+        return min(steps)
+
+
+def merge_pairs(
+    front: LidarTurns,
+    rear: LidarTurns,
+    i_f: np.ndarray,
+    i_r: np.ndarray,
+    setup: MergeSetup,
+    step_rad: float,
+) -> tuple[LidarTurns, np.ndarray]:
+    """Merge the given pairs of turns; returns the merged turns and a per-pair kept mask.
+
+    Pairs the pose source does not cover (first point, last point and stamp) are
+    left out (mask False).
+    """
+    n_bins = max(8, round(TWO_PI / step_rad))
+    tc_f, tc_r = turn_centres_ns(front)[i_f], turn_centres_ns(rear)[i_r]
+    stamp = tc_f // 2 + tc_r // 2 + (tc_f % 2 + tc_r % 2) // 2
+    kept = np.ones(stamp.size, dtype=bool)
+    ref_pose = None
+    pose_at = setup.pose_at
+    if pose_at is not None and stamp.size:
+        kept &= np.all(np.isfinite(np.column_stack(pose_at(stamp))), axis=1)
+        for turns, idx in ((front, i_f), (rear, i_r)):
+            first = turns.offset[idx]
+            last = first + np.maximum(turns.count.astype(np.int64)[idx], 1) - 1
+            for t in (turns.t_ns[first], turns.t_ns[last]):
+                kept &= np.isfinite(pose_at(t)[0])
+        i_f, i_r, stamp = i_f[kept], i_r[kept], stamp[kept]
+        ref_pose = pose_at(stamp)
+    n_pairs = stamp.size
+    merged_r = np.full((n_pairs, n_bins), np.inf)
+    merged_i = np.zeros((n_pairs, n_bins), dtype=np.uint16)
+    for turns, idx, mount in ((front, i_f, setup.front_mount), (rear, i_r, setup.rear_mount)):
+        pts, pair = _pair_points(turns, idx)
+        x, y, pts, pair = _to_body(turns, pts, pair, mount, pose_at, ref_pose)
+        if setup.footprint is not None and x.size:
+            out = ~points_in_polygon(x, y, setup.footprint)
+            x, y, pts, pair = x[out], y[out], pts[out], pair[out]
+        own = angular_step_rad(turns)
+        r, i = _resample(
+            np.mod(np.arctan2(y, x), TWO_PI),
+            np.hypot(x, y),
+            turns.intensity[pts],
+            pair,
+            n_pairs,
+            n_bins,
+            own if np.isfinite(own) else step_rad,
+        )
+        nearer = r < merged_r
+        merged_r = np.where(nearer, r, merged_r)
+        merged_i = np.where(nearer, i, merged_i)
+    width = TWO_PI / n_bins
+    out = LidarTurns(
+        t_first_ns=stamp,
+        device_ns=np.full(n_pairs, NO_DEVICE_TIME, dtype=np.int64),
+        speed_hz=np.full(n_pairs, np.nan),
+        count=np.full(n_pairs, n_bins),
+        flags=front.flags[i_f] | rear.flags[i_r],
+        angle=np.tile(np.arange(n_bins) * width, n_pairs),
+        range=merged_r.ravel(),
+        intensity=merged_i.ravel(),
+        t_ns=np.repeat(stamp, n_bins),
+    )
+    return out, kept
+
+
+def merge_scans(front: LidarTurns, rear: LidarTurns, setup: MergeSetup) -> MergeResult:
+    """Pair and merge two whole streams into 360° scans in the body frame (module docstring).
+
+    Raises:
+        FusionError: no angular step can be measured.
+    """
+    step = setup.grid_step(front, rear)
+    i_f, i_r = pair_turns(
+        turn_centres_ns(front), turn_centres_ns(rear), round(setup.max_dt_s * 1e9)
+    )
+    merged, kept = merge_pairs(front, rear, i_f, i_r, setup, step)
+    outside = int(np.sum(~kept))
+    return MergeResult(
+        turns=merged,
+        front_index=i_f[kept],
+        rear_index=i_r[kept],
+        unpaired_front=int(front.n_turns - i_f.size),
+        unpaired_rear=int(rear.n_turns - i_r.size),
+        outside_pose=outside,
+        step_rad=TWO_PI / max(8, round(TWO_PI / step)),
+    )
+
+
+class StreamingMerger:
+    """Incremental merge for capture: push turns as they arrive, get merged turns back.
+
+    A pair is final once both streams have turns centred more than ``2 ×
+    max_dt_s`` after it (no later turn can then change who is whose nearest), so
+    the output equals :func:`merge_scans` over the whole streams, delayed by
+    about ``2 × max_dt_s`` plus one turn. The grid step is fixed from the first
+    turns of both lidars (or ``setup.step_rad``). Not thread-safe: call from one
+    thread.
+    """
+
+    def __init__(self, setup: MergeSetup) -> None:
+        self.setup = setup
+        self._buf = {"front": LidarTurns.empty(), "rear": LidarTurns.empty()}
+        self._done_ns = np.iinfo(np.int64).min
+        self._step: float | None = setup.step_rad
+        self.unpaired = {"front": 0, "rear": 0}
+
+    def push(self, which: str, turns: LidarTurns) -> LidarTurns:
+        """Add ``turns`` of ``"front"`` or ``"rear"``; return the pairs now final (maybe none)."""
+        if which not in self._buf:
+            raise FusionError(f"push 'front' or 'rear' turns, not {which!r}")
+        self._buf[which] = LidarTurns.concat([self._buf[which], turns])
+        front, rear = self._buf["front"], self._buf["rear"]
+        if front.n_turns == 0 or rear.n_turns == 0:
+            return LidarTurns.empty()
+        horizon = min(turn_centres_ns(front)[-1], turn_centres_ns(rear)[-1])
+        return self._emit(horizon - 2 * round(self.setup.max_dt_s * 1e9))
+
+    def flush(self) -> LidarTurns:
+        """Merge every pair still pending (at the end of a capture)."""
+        return self._emit(np.iinfo(np.int64).max)
+
+    def _emit(self, horizon_ns: int) -> LidarTurns:
+        front, rear = self._buf["front"], self._buf["rear"]
+        if front.n_turns == 0 or rear.n_turns == 0:
+            return LidarTurns.empty()
+        if self._step is None:
+            self._step = self.setup.grid_step(front, rear)
+        tc_f, tc_r = turn_centres_ns(front), turn_centres_ns(rear)
+        i_f, i_r = pair_turns(tc_f, tc_r, round(self.setup.max_dt_s * 1e9))
+        latest = np.maximum(tc_f[i_f], tc_r[i_r])
+        new = (latest <= horizon_ns) & (latest > self._done_ns)
+        merged, _ = merge_pairs(front, rear, i_f[new], i_r[new], self.setup, self._step)
+        for name, tc, used in (("front", tc_f, i_f), ("rear", tc_r, i_r)):
+            decided = (tc <= horizon_ns) & (tc > self._done_ns)
+            decided[used] = False
+            self.unpaired[name] += int(decided.sum())
+        if horizon_ns > self._done_ns:
+            self._done_ns = horizon_ns
+        keep_from = self._done_ns - 2 * round(self.setup.max_dt_s * 1e9)
+        for name, tc in (("front", tc_f), ("rear", tc_r)):
+            k = int(np.searchsorted(tc, keep_from, side="left"))
+            if k:
+                t = self._buf[name]
+                start = int(t.offset[k]) if k < t.n_turns else t.n_points
+                self._buf[name] = t.select(slice(k, t.n_turns), start, t.n_points)
+        return merged
