@@ -59,6 +59,7 @@ from sensorbench.errors import FitError
 PARAMS: tuple[str, ...] = ("sigma_b", "sigma", "tau_s", "sigma_v")
 """Parameter names, in the column order of every parameter array."""
 
+_MAX_BLOCK_ELEMENTS = 6_000_000
 MAX_SE_LOG = 2.0
 """Above this standard error of ln θ a parameter counts as not identified."""
 MODEL_KIND = "pose_error_gm"
@@ -107,10 +108,11 @@ def kalman_nll_columns(
 ) -> np.ndarray:
     """Negative log-likelihood of every column under its own parameters.
 
-    ``y``, ``dt`` (s; inf = start stationary), ``reset`` (bool), ``w`` (1 valid / 0 skip)
-    are ``(N, C)`` (or broadcastable); ``params`` is ``(C, 4)`` in :data:`PARAMS` order
-    (linear units). Returns ``(C,)``. One Python loop over the N time steps, vectorised
-    over the C columns.
+    ``y``, ``dt`` (s; inf = start stationary), ``reset`` (bool: b reset here) and ``w``
+    (1 for a sample, 0 for trailing padding after a column's last sample) are
+    ``(N, C)``; ``params`` is ``(C, 4)`` in :data:`PARAMS` order (linear units).
+    Returns ``(C,)``. One Python loop over the N time steps, vectorised over the C
+    columns; resets are applied sparsely (they are rare).
     """
     sb2 = params[:, 0] ** 2
     s2 = params[:, 1] ** 2
@@ -120,12 +122,9 @@ def kalman_nll_columns(
         phi = np.exp(-dt / tau)
     phi = np.where(np.isfinite(phi), phi, 0.0)
     q = s2 * (1.0 - phi * phi)
-    phi2 = phi * phi
-    keep = 1.0 - reset
-    rst_sb2 = reset * sb2
-    n, c = np.broadcast_shapes(y.shape, dt.shape)
+    n, c = phi.shape
     y = np.broadcast_to(y, (n, c))
-    w = np.broadcast_to(w, (n, c))
+    resets = {int(k): np.flatnonzero(reset[k]) for k in np.flatnonzero(reset.any(axis=1))}
     m0 = np.zeros(c)
     m1 = np.zeros(c)
     p00 = np.zeros(c)
@@ -137,19 +136,20 @@ def kalman_nll_columns(
     b = np.empty(c)
     k0 = np.empty(c)
     k1 = np.empty(c)
-    inv = np.empty(c)
+    tmp = np.empty(c)
     for k in range(n):
         # predict: g decays, b is constant (or reset at a relocalization)
         f = phi[k]
         m1 *= f
         p01 *= f
-        p11 *= phi2[k]
+        p11 *= f
+        p11 *= f
         p11 += q[k]
-        kp = keep[k]
-        m0 *= kp
-        p00 *= kp
-        p00 += rst_sb2[k]
-        p01 *= kp
+        idx = resets.get(k)
+        if idx is not None:
+            m0[idx] = 0.0
+            p00[idx] = sb2[idx]
+            p01[idx] = 0.0
         # update with y_k, H = [1 1]
         s = s_all[k]
         np.add(p00, p01, out=a)
@@ -159,14 +159,18 @@ def kalman_nll_columns(
         nu = nu_all[k]
         np.subtract(y[k], m0, out=nu)
         nu -= m1
-        np.divide(w[k], s, out=inv)
-        np.multiply(a, inv, out=k0)
-        np.multiply(b, inv, out=k1)
-        m0 += k0 * nu
-        m1 += k1 * nu
-        p00 -= k0 * a
-        p01 -= k0 * b
-        p11 -= k1 * b
+        np.divide(a, s, out=k0)
+        np.divide(b, s, out=k1)
+        np.multiply(k0, nu, out=tmp)
+        m0 += tmp
+        np.multiply(k1, nu, out=tmp)
+        m1 += tmp
+        np.multiply(k0, a, out=tmp)
+        p00 -= tmp
+        np.multiply(k0, b, out=tmp)
+        p01 -= tmp
+        np.multiply(k1, b, out=tmp)
+        p11 -= tmp
     return 0.5 * np.sum(w * (_LOG_2PI + np.log(s_all) + nu_all * nu_all / s_all), axis=0)
 
 
@@ -226,38 +230,43 @@ def minimize_batched(
     lower: np.ndarray,
     upper: np.ndarray,
     max_iter: int = 60,
-    h: float = 1e-2,
-    tol: float = 1e-7,
+    h: float = 3e-3,
+    tol: float = 1e-5,
 ) -> _OptResult:
     """Minimise P independent smooth functions of d bounded parameters at once.
 
     ``fun(theta, active)`` takes ``theta`` (P_active, n_sets, d) and the indices of the
     active problems and returns (P_active, n_sets). Damped (Levenberg-Marquardt)
-    saddle-free Newton steps with a central-difference Hessian of step ``h``; a
-    problem stops when its Newton decrement is below ``tol`` (in units of the
-    function). Returns the Hessian at the optimum for the uncertainties.
+    saddle-free Newton steps with a central-difference gradient and Hessian of step
+    ``h``: every iteration evaluates the stencil *at the trial point* (one pass for
+    all problems), accepts it where the function decreased and otherwise raises the
+    damping. A problem stops when its Newton decrement ``g·H⁻¹g/2`` is below ``tol``
+    (units of the function), or a step is rejected while the decrement is below
+    ``100 tol`` (the finite-difference gradient's truncation error, of order
+    h²·f'''/6, then dominates), or its step underflows. Returns the Hessian at the
+    optimum for the uncertainties.
     """
     p, d = theta0.shape
-    theta = np.clip(theta0.astype(float), lower, upper)
     offsets, pairs = _stencil(d, h)
-    lam = np.full(p, 1e-3)
-    nll = np.full(p, np.inf)
-    hess = np.zeros((p, d, d))
-    iters = np.zeros(p, dtype=int)
-    converged = np.zeros(p, dtype=bool)
-    active = np.arange(p)
     tiny = 1e-9
+
+    def evaluate(th: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, ...]:
+        sets = np.clip(th[:, None, :] + offsets[None], lower[act, None, :], upper[act, None, :])
+        f = fun(sets, act)
+        g, hs = _grad_hess(f, d, h, pairs)
+        return f[:, 0], g, hs
+
+    theta = np.clip(theta0.astype(float), lower, upper)
+    all_idx = np.arange(p)
+    nll, grad, hess = evaluate(theta, all_idx)
+    lam = np.full(p, 1e-3)
+    iters = np.ones(p, dtype=int)
+    converged = np.zeros(p, dtype=bool)
+    active = all_idx[np.isfinite(nll)]
     for _ in range(max_iter):
         if active.size == 0:
             break
-        th = theta[active]
-        sets = th[:, None, :] + offsets[None]
-        sets = np.clip(sets, lower[active, None, :], upper[active, None, :])
-        f = fun(sets, active)
-        g, hs = _grad_hess(f, d, h, pairs)
-        nll[active] = f[:, 0]
-        hess[active] = hs
-        iters[active] += 1
+        th, g, hs = theta[active], grad[active], hess[active]
         lo_hit = (th <= lower[active] + tiny) & (g > 0)
         hi_hit = (th >= upper[active] - tiny) & (g < 0)
         free = ~(lo_hit | hi_hit)
@@ -266,37 +275,41 @@ def minimize_batched(
         gm = g * free
         ev, vec = np.linalg.eigh(hm)
         ev_abs = np.maximum(np.abs(ev), 1e-8 * np.abs(ev).max(axis=1, keepdims=True) + 1e-12)
+        proj = np.einsum("pij,pi->pj", vec, gm)
+        decrement = 0.5 * np.sum(proj**2 / ev_abs, axis=1)
+        done = decrement < tol
+        converged[active[done]] = True
+        keep = ~done
+        active, th, proj, vec, ev_abs, free = (
+            active[keep],
+            th[keep],
+            proj[keep],
+            vec[keep],
+            ev_abs[keep],
+            free[keep],
+        )
+        if active.size == 0:
+            break
         scale = ev_abs.max(axis=1)
-        step = None
-        accepted = np.zeros(active.size, dtype=bool)
-        f_new = f[:, 0].copy()
-        cand = th.copy()
-        lam_a = lam[active]
-        decrement = np.zeros(active.size)
-        for _try in range(6):
-            proj = np.einsum("pij,pi->pj", vec, gm)
-            step = -np.einsum("pij,pj->pi", vec, proj / (ev_abs + lam_a[:, None] * scale[:, None]))
-            step *= free
-            big = np.abs(step).max(axis=1)
-            step *= np.minimum(1.0, 2.0 / np.maximum(big, 1e-300))[:, None]
-            if _try == 0:
-                decrement = -0.5 * np.sum(g * step, axis=1)
-            todo = ~accepted
-            trial = np.clip(th + step, lower[active], upper[active])
-            ft = fun(trial[todo][:, None, :], active[todo])[:, 0]
-            ok = np.zeros(active.size, dtype=bool)
-            ok[todo] = np.isfinite(ft) & (ft <= f[todo, 0] + 1e-10 * np.abs(f[todo, 0]))
-            f_new[ok] = ft[ok[todo]]
-            cand[ok] = trial[ok]
-            accepted |= ok
-            lam_a = np.where(ok, lam_a / 4.0, np.where(accepted, lam_a, lam_a * 10.0 + 1e-3))
-            if accepted.all():
-                break
-        lam[active] = np.clip(lam_a, 1e-9, 1e6)
-        done = (decrement < tol) | ~accepted
-        converged[active[done]] = decrement[done] < tol
-        theta[active[~done]] = cand[~done]
-        active = active[~done]
+        step = -np.einsum("pij,pj->pi", vec, proj / (ev_abs + (lam[active] * scale)[:, None]))
+        step *= free
+        big = np.abs(step).max(axis=1)
+        step *= np.minimum(1.0, 2.0 / np.maximum(big, 1e-300))[:, None]
+        trial = np.clip(th + step, lower[active], upper[active])
+        f_t, g_t, h_t = evaluate(trial, active)
+        iters[active] += 1
+        ok = np.isfinite(f_t) & (f_t <= nll[active] + 1e-12 * np.abs(nll[active]))
+        acc = active[ok]
+        theta[acc], nll[acc], grad[acc], hess[acc] = trial[ok], f_t[ok], g_t[ok], h_t[ok]
+        lam[acc] = np.maximum(lam[acc] / 4.0, 1e-9)
+        rej = active[~ok]
+        lam[rej] = lam[rej] * 10.0 + 1e-3
+        # a rejected step that no longer moves anything, or one rejected that close
+        # to the optimum: numerically converged
+        near = ~ok & (decrement[keep] < 100.0 * tol)
+        converged[active[near]] = True
+        stuck = near | (~ok & (np.abs(trial - th).max(axis=1) < 1e-8))
+        active = active[~stuck & (lam[active] < 1e8)]
     at_bound = (theta <= lower + 1e-6) | (theta >= upper - 1e-6)
     return _OptResult(theta, nll, hess, at_bound, iters, converged)
 
@@ -551,8 +564,8 @@ class FitOptions:
     """Options of :func:`fit_pose_error` (recorded in the model's provenance)."""
 
     max_iter: int = 60
-    fd_step_log: float = 1e-2
-    tol: float = 1e-7
+    fd_step_log: float = 3e-3
+    tol: float = 1e-5
 
     def as_dict(self) -> dict[str, Any]:
         """For provenance."""
@@ -683,12 +696,36 @@ def fit_groups(
         raise FitError("no sessions to fit")
     problems = [_Problem(a, g) for g in groups for a in range(len(AXES))]
     theta_start = None
-    if len(groups) > 1:
-        # warm start: the fit on the union of the groups is close to every group's optimum
+    counts = np.bincount([s for g in groups for s in g], minlength=len(series))
+    if counts.max() > 1:
+        # overlapping groups (leave-one-out): the fit on their union is close to every
+        # group's optimum and a much better start than the moments
         union = sorted({s for g in groups for s in g})
         full = _fit_problems(series, [_Problem(a, union) for a in range(len(AXES))], options)
         theta_start = np.tile(full.theta, (len(groups), 1))
-    res = _fit_problems(series, problems, options, theta_start)
+    # bound the (N, columns) work arrays: fit blocks of problems
+    n_sets = 1 + 2 * len(PARAMS) + len(PARAMS) * (len(PARAMS) - 1)
+    cost = [n_sets * sum(series[s].n for s in p.sessions) for p in problems]
+    blocks, cur, acc = [], [], 0
+    for i, c in enumerate(cost):
+        if cur and acc + c > _MAX_BLOCK_ELEMENTS:
+            blocks.append(cur)
+            cur, acc = [], 0
+        cur.append(i)
+        acc += c
+    blocks.append(cur)
+    parts = [
+        _fit_problems(
+            series,
+            [problems[i] for i in b],
+            options,
+            None if theta_start is None else theta_start[b],
+        )
+        for b in blocks
+    ]
+    res = _OptResult(
+        *(np.concatenate([getattr(r, f) for r in parts]) for f in _OptResult.__dataclass_fields__)
+    )
     out: list[dict[str, AxisFit]] = []
     for gi, g in enumerate(groups):
         fits = {}
