@@ -29,9 +29,11 @@ with SIGKILL loses at most that much; ``sensorbench check --recover`` rebuilds i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -247,9 +249,18 @@ def bring_up(
 
 
 def _stop_all(readers: Sequence[DeviceReader], timeout_s: float = 3.0) -> None:
-    """Stop every reader concurrently (each within ``timeout_s``)."""
+    """Stop every reader concurrently (each within ``timeout_s``).
+
+    A reader's final ``stop`` event cannot be written once the writer has failed;
+    its port is closed before that, so the error is dropped here.
+    """
+
+    def stop(reader: DeviceReader) -> None:
+        with contextlib.suppress(SensorbenchError):
+            reader.stop(timeout_s)
+
     threads = [
-        threading.Thread(target=r.stop, args=(timeout_s,), name=f"stop-{r.name}", daemon=True)
+        threading.Thread(target=stop, args=(r,), name=f"stop-{r.name}", daemon=True)
         for r in readers
     ]
     for t in threads:
@@ -295,6 +306,7 @@ def run_capture(
     speed: float = 1.0,
     allow_missing: bool = False,
     flush_interval_s: float = 0.5,
+    min_free_bytes: int = 32 * 2**20,
 ) -> CaptureResult:
     """Record every configured device into ``output`` for ``duration_s`` seconds.
 
@@ -311,6 +323,9 @@ def run_capture(
         speed: emulation speed-up of the devices (1.0 for hardware).
         allow_missing: record with the devices that came up when some did not.
         flush_interval_s: longest time between flushes to disk (s).
+        min_free_bytes: stop cleanly when the output's file system has less free space
+            than this or than 4 s of the file's current growth, whichever is larger
+            (bytes), so the file is closed intact before the disk is full.
 
     Raises:
         SessionError: the output cannot be created.
@@ -369,8 +384,16 @@ def run_capture(
             ]
         writer.event(time.monotonic_ns(), "capture", "start", f"recording {len(readers)} devices")
         t0 = time.monotonic()
+        guard = _DiskGuard(Path(output), min_free_bytes, status_interval_s)
         result.stopped_by, result.error = _record(
-            writer, list(readers.values()), t0, duration_s, stop, on_status, status_interval_s
+            writer,
+            list(readers.values()),
+            t0,
+            duration_s,
+            stop,
+            on_status,
+            status_interval_s,
+            guard,
         )
     result.recorded_s = time.monotonic() - t0
     statuses = {name: r.status() for name, r in readers.items()}
@@ -396,6 +419,40 @@ def _writer_error_text(writer: SessionWriter, exc: BaseException) -> str:
     )
 
 
+class _DiskGuard:
+    """Watches the output's file system: too little room left for the next seconds?
+
+    HDF5 does not fail cleanly on ENOSPC (errors surface late, at close, or crash the
+    process), so capture stops *before* the disk is full, with the file intact.
+    """
+
+    def __init__(self, path: Path, min_free_bytes: int, interval_s: float) -> None:
+        self.path = path
+        self.min_free_bytes = int(min_free_bytes)
+        self.interval_s = interval_s
+        self._last_size = 0
+        self._last_t = time.monotonic()
+
+    def check(self) -> str | None:
+        """None while there is room; otherwise the message to stop with."""
+        try:
+            size = self.path.stat().st_size
+            free = shutil.disk_usage(self.path.parent).free
+        except OSError:
+            return None
+        now = time.monotonic()
+        rate = max(size - self._last_size, 0) / max(now - self._last_t, 1e-3)
+        self._last_size, self._last_t = size, now
+        reserve = max(self.min_free_bytes, 4.0 * rate)
+        if free >= reserve:
+            return None
+        return (
+            f"the disk is nearly full ({free / 2**20:.1f} MiB free on the file system of "
+            f"{self.path}, the file grows {rate / 2**20:.2f} MiB/s): capture stopped and the "
+            "file closed intact; free space before the next capture"
+        )
+
+
 def _record(
     writer: SessionWriter,
     readers: list[DeviceReader],
@@ -404,6 +461,7 @@ def _record(
     stop: threading.Event,
     on_status: StatusCallback | None,
     interval_s: float,
+    guard: _DiskGuard,
 ) -> tuple[str, str | None]:
     """The status loop; returns (stopped_by, error)."""
     for r in readers:
@@ -417,6 +475,9 @@ def _record(
             return "stop", None
         if writer.error is not None:
             return "error", _writer_error_text(writer, writer.error)
+        low = guard.check()
+        if low is not None:
+            return "error", low
         if on_status is not None:
             on_status(time.monotonic() - t0, [r.status() for r in readers])
 
@@ -442,7 +503,7 @@ def summarize(
                 elif name in ses.lidar_names():
                     lidar = ses.lidar(name)
                     counts[name] = (n_bytes, lidar.n_points, lidar.n_turns)
-    except (SessionError, OSError):
+    except (SessionError, OSError, RuntimeError):  # h5py: a file whose writer hit ENOSPC
         pass
     out = []
     for name, st in statuses.items():
