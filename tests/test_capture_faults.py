@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from sensorbench.drivers import capture as capture_mod
 from sensorbench.drivers.capture import format_status, run_capture
+from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.logs import FileStatus, Session, SessionWriter
 from sensorbench.logs.check import check_session
 from sensorbench.sim.emulated_robot import EmulatedRobot
@@ -187,9 +188,7 @@ def test_a1_serial_mismatch_fails_bringup(tmp_path) -> None:
     cfg.write_text(swapped)
     # the emulators keep the serials of the shipped config; the swapped file expects
     # the other unit on each port (cables swapped on the hub)
-    with EmulatedRobot(tmp_path / "run", speed=2.0, ld19_startup_s=0.2) as robot:
-        from sensorbench.drivers.robot_config import load_robot_config
-
+    with EmulatedRobot(tmp_path / "run", speed=2.0, ld19_startup_s=0.2):
         config = load_robot_config(cfg, run_dir=tmp_path / "run")
         results = capture_mod.run_bringup(config)
     rows = {r.name: r for r in results}
