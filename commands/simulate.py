@@ -58,6 +58,13 @@ def _scenario_table() -> list[dict]:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Session file (.h5) to write.",
 )
+@click.option(
+    "--pose-model",
+    "pose_model",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Simulate the pose sensor with a fitted model (`fit pose-error -o FILE`): "
+    "offset σ_b, GM σ and τ (s), white σ_v per axis (m, rad).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option("--list", "list_only", is_flag=True, help="List the shipped scenarios and exit.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
@@ -68,6 +75,7 @@ def simulate_cmd(
     seed: int,
     session: int | None,
     output: Path | None,
+    pose_model: Path | None,
     overwrite: bool,
     list_only: bool,
     as_json: bool,
@@ -95,10 +103,14 @@ def simulate_cmd(
     if scenario is None or output is None:
         raise click.UsageError("give --scenario NAME and -o SESSION.h5 (or --list)")
     from sensorbench.logs import Session
+    from sensorbench.sim.scenario import load_scenario, pose_model_overrides
     from sensorbench.sim.simulation import simulate_to_session
 
     t0 = time.perf_counter()
-    path = simulate_to_session(scenario, seed, output, session=session, overwrite=overwrite)
+    sc = load_scenario(scenario)
+    if pose_model is not None:
+        sc = sc.with_overrides(pose_model_overrides(pose_model))
+    path = simulate_to_session(sc, seed, output, session=session, overwrite=overwrite)
     elapsed = time.perf_counter() - t0
     with Session(path) as s:
         attrs = s.attrs

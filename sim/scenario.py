@@ -689,6 +689,56 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     return parse_scenario(text, str(p), p.stem)
 
 
+POSE_AXES = ("x", "y", "z", "roll", "pitch", "yaw")
+
+
+def pose_model_overrides(path: str | Path) -> dict:
+    """``[pose_sensor]`` overrides from a fitted pose-error model file (``fit pose-error -o``).
+
+    Per axis the model's ``sigma_b`` becomes ``reloc_sigma``, ``sigma`` ``gm_sigma``,
+    ``tau_s`` ``gm_tau_s`` and ``sigma_v`` ``white_sigma`` (m for x, y, z; rad for roll,
+    pitch, yaw). The fitted σ_v also holds the reference's own noise, so a simulation
+    from it is, if anything, slightly noisier than the sensor.
+
+    Raises:
+        SimError: unreadable file, not a ``pose_error_gm`` model, or a missing/invalid value.
+    """
+    p = Path(path)
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SimError(f"cannot read pose model {str(p)!r}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SimError(f"{p}: not valid TOML: {exc}") from None
+    model = doc.get("model", {})
+    if model.get("kind") != "pose_error_gm" or model.get("format_version") != 1:
+        raise SimError(
+            f'{p}: not a pose-error model (need [model] kind = "pose_error_gm", '
+            "format_version = 1, as written by `sensorbench fit pose-error -o`)"
+        )
+    keys = {
+        "sigma_b": "reloc_sigma",
+        "sigma": "gm_sigma",
+        "tau_s": "gm_tau_s",
+        "sigma_v": "white_sigma",
+    }
+    out: dict[str, list[float]] = {v: [] for v in keys.values()}
+    for axis in POSE_AXES:
+        table = doc.get("axes", {}).get(axis)
+        if not isinstance(table, dict):
+            raise SimError(f"{p}: axes.{axis}: missing")
+        for src, dst in keys.items():
+            value = table.get(src)
+            if not _is_num(value) or not math.isfinite(value) or value < 0:
+                raise SimError(
+                    f"{p}: axes.{axis}.{src}: must be a finite number >= 0, got {value!r}"
+                )
+            out[dst].append(float(value))
+    if min(out["gm_tau_s"]) <= 0:
+        raise SimError(f"{p}: axes.*.tau_s: must be > 0 s")
+    return {"pose_sensor": out}
+
+
 def list_scenarios() -> list[str]:
     """Names of the shipped scenarios, sorted."""
     return sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))

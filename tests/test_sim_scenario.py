@@ -148,3 +148,40 @@ def test_every_shipped_scenario_runs_and_carries_the_robots_three_lidars() -> No
             sim = Simulation(sc, seed=i)
             assert sim.lidar_names() == ["ld19", "lidar_front", "lidar_rear"], name
             assert sim.duration_s > 10.0
+
+
+def _model_text(kind: str = "pose_error_gm", drop: str = "") -> str:
+    lines = ["[model]", f'kind = "{kind}"', "format_version = 1", ""]
+    for i, axis in enumerate(("x", "y", "z", "roll", "pitch", "yaw")):
+        if axis == drop:
+            continue
+        lines += [
+            f"[axes.{axis}]",
+            f"sigma_b = {0.01 * (i + 1)}",
+            f"sigma = {0.001 * (i + 1)}",
+            f"tau_s = {1.0 + i}",
+            f"sigma_v = {0.0001 * (i + 1)}",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def test_pose_model_file_drives_the_pose_sensor(tmp_path: Path) -> None:
+    from sensorbench.sim.scenario import pose_model_overrides
+
+    f = tmp_path / "model.toml"
+    f.write_text(_model_text())
+    sc = load_scenario("square").with_overrides(pose_model_overrides(f))
+    ps = sc.pose_sensor
+    assert ps["reloc_sigma"] == pytest.approx([0.01 * k for k in range(1, 7)])
+    assert ps["gm_sigma"] == pytest.approx([0.001 * k for k in range(1, 7)])
+    assert ps["gm_tau_s"] == pytest.approx([1.0 + k for k in range(6)])
+    assert ps["white_sigma"] == pytest.approx([0.0001 * k for k in range(1, 7)])
+    f.write_text(_model_text(kind="pods"))
+    with pytest.raises(SimError, match="not a pose-error model"):
+        pose_model_overrides(f)
+    f.write_text(_model_text(drop="pitch"))
+    with pytest.raises(SimError, match=r"axes\.pitch: missing"):
+        pose_model_overrides(f)
+    with pytest.raises(SimError, match="cannot read pose model"):
+        pose_model_overrides(tmp_path / "none.toml")
