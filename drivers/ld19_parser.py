@@ -31,6 +31,7 @@ TIMESTAMP_MODULUS_MS = 30000
 CRC_POLY = 0x4D
 ANGLE_MODULUS_CDEG = 36000
 
+_U16_FIELDS = [2, 3, 4, 5, 42, 43, 44, 45]  # byte columns of speed, start, end, timestamp
 PACKET_DTYPE = np.dtype(
     [
         ("header", "u1"),
@@ -65,12 +66,32 @@ def crc8(data: bytes | np.ndarray) -> int:
     return crc
 
 
+def _position_tables(table: np.ndarray, max_len: int) -> np.ndarray:
+    """``T[d, v]``: CRC of byte ``v`` followed by ``d`` zero bytes (uint8[max_len, 256]).
+
+    With init 0 and no final XOR the CRC is linear over GF(2), so the CRC of a message
+    is the XOR over its bytes of ``T[bytes after it, byte]``: one gather and one XOR
+    reduction for many messages at once, no loop over byte positions.
+    """
+    out = np.empty((max_len, 256), dtype=np.uint8)
+    out[0] = table
+    for d in range(1, max_len):
+        out[d] = table[out[d - 1]]
+    return out
+
+
+_CRC_POS = _position_tables(CRC8_TABLE, PACKET_SIZE).ravel()
+
+
 def crc8_rows(block: np.ndarray) -> np.ndarray:
-    """CRC-8 of every row of a ``(k, m)`` uint8 array at once, as uint8[k]."""
-    crc = np.zeros(block.shape[0], dtype=np.uint8)
-    for j in range(block.shape[1]):
-        crc = CRC8_TABLE[crc ^ block[:, j]]
-    return crc
+    """CRC-8 of every row of a ``(k, m)`` uint8 array at once (``m <= 47``), as uint8[k]."""
+    m = block.shape[1]
+    if m > PACKET_SIZE:
+        raise ValueError(f"rows of at most {PACKET_SIZE} bytes, got {m}")
+    offsets = (np.arange(m - 1, -1, -1, dtype=np.uint16) * 256)[None, :]
+    if block.shape[0] == 0 or m == 0:
+        return np.zeros(block.shape[0], dtype=np.uint8)
+    return np.bitwise_xor.reduce(np.take(_CRC_POS, block + offsets), axis=1)
 
 
 def point_angles_cdeg(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -125,25 +146,31 @@ class LD19Packets:
     @classmethod
     def empty(cls) -> LD19Packets:
         """No packets."""
-        return cls.from_records(np.zeros(0, PACKET_DTYPE), np.zeros(0, np.int64), np.zeros(0))
+        return cls.from_blocks(np.zeros((0, PACKET_SIZE), np.uint8), 0, np.zeros(0, np.int64))
 
     @classmethod
-    def from_records(
-        cls, rec: np.ndarray, host_ns: np.ndarray, stream_offset: np.ndarray
-    ) -> LD19Packets:
-        """Build from a structured array of :data:`PACKET_DTYPE`."""
-        pts = rec["points"]
+    def from_blocks(cls, blk: np.ndarray, host_ns: int, stream_offset: np.ndarray) -> LD19Packets:
+        """Decode the fields of ``(k, 47)`` packet bytes (little-endian, per the table).
+
+        Args:
+            blk: packet bytes, one packet per row.
+            host_ns: host receive time given to every packet (ns).
+            stream_offset: offset of each packet in the parser's input stream.
+        """
+        k = blk.shape[0]
+        head = np.ascontiguousarray(blk[:, _U16_FIELDS]).view("<u2")  # speed, start, end, ts
+        pts = blk[:, 6:42].reshape(k, POINTS_PER_PACKET, 3)
         return cls(
-            speed_deg_s=rec["speed"].astype(np.uint16),
-            start_cdeg=rec["start"].astype(np.uint16),
-            end_cdeg=rec["end"].astype(np.uint16),
-            timestamp_ms=rec["timestamp"].astype(np.uint16),
-            distance_mm=pts["distance"].astype(np.uint16).reshape(-1, POINTS_PER_PACKET),
-            intensity=pts["intensity"].astype(np.uint8).reshape(-1, POINTS_PER_PACKET),
-            host_ns=np.asarray(host_ns, dtype=np.int64),
+            speed_deg_s=head[:, 0],
+            start_cdeg=head[:, 1],
+            end_cdeg=head[:, 2],
+            timestamp_ms=head[:, 3],
+            distance_mm=np.ascontiguousarray(pts[:, :, :2]).view("<u2")[:, :, 0],
+            intensity=np.ascontiguousarray(pts[:, :, 2]),
+            host_ns=np.full(k, host_ns, dtype=np.int64),
             stream_offset=np.asarray(stream_offset, dtype=np.int64),
-            failures_before=np.zeros(rec.shape[0], dtype=np.int64),
-            lost_before=np.zeros(rec.shape[0], dtype=np.int64),
+            failures_before=np.zeros(k, dtype=np.int64),
+            lost_before=np.zeros(k, dtype=np.int64),
         )
 
     @classmethod
@@ -243,27 +270,33 @@ class LD19Parser:
             self._tail = buf.copy() if buf is new else buf
             return LD19Packets.empty()
 
-        head = buf[: last_start + 1]
-        cand = np.flatnonzero((head == HEADER) & (buf[1 : last_start + 2] == VER_LEN))
-        windows = np.lib.stride_tricks.sliding_window_view(buf, PACKET_SIZE)
+        hdr = np.flatnonzero(buf[: last_start + 1] == HEADER)
+        cand = hdr[buf[hdr + 1] == VER_LEN]
+        windows = np.lib.stride_tricks.as_strided(
+            buf, shape=(last_start + 1, PACKET_SIZE), strides=(1, 1), writeable=False
+        )  # the strided (n, 47) view: row i = the 47 bytes from i
         block = windows[cand]
         crc_ok = crc8_rows(block) == 0
-        rec = block.view(PACKET_DTYPE).reshape(-1)
-        start = rec["start"].astype(np.int64)
-        end = rec["end"].astype(np.int64)
+        start = block[:, 4].astype(np.int64) | (block[:, 5].astype(np.int64) << 8)
+        end = block[:, 42].astype(np.int64) | (block[:, 43].astype(np.int64) << 8)
         span = np.mod(end - start, ANGLE_MODULUS_CDEG)
         sane = (
             (start < ANGLE_MODULUS_CDEG) & (end < ANGLE_MODULUS_CDEG) & (span <= self.max_span_cdeg)
         )
         good = crc_ok & sane
 
-        accepted = self._select(cand[good])
-        # Candidates a sequential parser would have examined: those not inside an accepted packet.
-        outside = self._outside(cand, accepted)
         c = self.counters
-        failed = cand[~good & outside]
-        c.crc_failures += int(np.count_nonzero(~crc_ok & outside))
-        c.span_failures += int(np.count_nonzero(crc_ok & ~sane & outside))
+        if good.all() and (cand.size < 2 or np.diff(cand).min() >= PACKET_SIZE):
+            # the common case: every candidate is a packet, none inside another
+            accepted, sel, failed = cand, slice(None), cand[:0]
+        else:
+            accepted = self._select(cand[good])
+            # candidates a sequential parser would examine: those outside accepted packets
+            outside = self._outside(cand, accepted)
+            failed = cand[~good & outside]
+            c.crc_failures += int(np.count_nonzero(~crc_ok & outside))
+            c.span_failures += int(np.count_nonzero(crc_ok & ~sane & outside))
+            sel = np.searchsorted(cand, accepted)
         c.packets += int(accepted.size)
         self._count_unknown(buf, base, accepted)
 
@@ -273,11 +306,11 @@ class LD19Parser:
         self._tail = buf[keep_from:].copy()
         self._tail_offset = base + keep_from
 
-        sel = np.searchsorted(cand, accepted)
-        out = LD19Packets.from_records(
-            rec[sel], np.full(accepted.size, host_ns, dtype=np.int64), accepted + base
-        )
-        per = np.bincount(np.searchsorted(accepted, failed), minlength=accepted.size + 1)
+        out = LD19Packets.from_blocks(block[sel], host_ns, accepted + base)
+        if failed.size:
+            per = np.bincount(np.searchsorted(accepted, failed), minlength=accepted.size + 1)
+        else:
+            per = np.zeros(accepted.size + 1, dtype=np.int64)
         per[0] += self._pending_failures
         out.failures_before = per[:-1].astype(np.int64)
         self._pending_failures = int(per[-1])
@@ -316,7 +349,9 @@ class LD19Parser:
         if self._expect_header_at >= 0:
             expected = np.concatenate(([self._expect_header_at - base], expected))
         self._expect_header_at = -1
-        expected = expected[~np.isin(expected, accepted)]
+        pos = np.minimum(np.searchsorted(accepted, expected), max(accepted.size - 1, 0))
+        if accepted.size:
+            expected = expected[accepted[pos] != expected]
         checkable = expected + 1 < buf.size
         if expected.size and not checkable[-1]:
             self._expect_header_at = int(expected[-1]) + base
@@ -326,31 +361,33 @@ class LD19Parser:
         )
 
     def _count_gaps(self, pk: LD19Packets) -> None:
-        """Count device-timestamp gaps (mod 30000 ms) longer than one packet period."""
+        """Count device-timestamp gaps (mod 30000 ms) longer than one packet period.
+
+        The period of a packet is 12 angular steps at its reported speed; a gap of
+        ``g`` ms after a packet of period ``p`` means ``round(g / p) - 1`` lost packets.
+        """
         if len(pk) == 0:
             return
         ts = pk.timestamp_ms.astype(np.int64)
-        span = np.mod(pk.end_cdeg.astype(np.int64) - pk.start_cdeg.astype(np.int64), 36000)
+        span = np.mod(pk.end_cdeg.astype(np.int64) - pk.start_cdeg, ANGLE_MODULUS_CDEG)
         speed = pk.speed_deg_s.astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
-            period = np.where(
-                (speed > 0) & (span > 0),
-                1000.0 * (span / 100.0) * POINTS_PER_PACKET / (POINTS_PER_PACKET - 1) / speed,
-                np.nan,
-            )
-        prev_ts = np.concatenate(([self._last_ts if self._last_ts is not None else -1], ts[:-1]))
-        prev_period = np.concatenate(
-            ([self._last_period_ms if self._last_period_ms is not None else np.nan], period[:-1])
-        )
+            period = (10.0 * POINTS_PER_PACKET / (POINTS_PER_PACKET - 1)) * span / speed
+        period[~np.isfinite(period) | (period <= 0)] = np.nan
+        prev_ts = np.empty_like(ts)
+        prev_ts[1:] = ts[:-1]
+        prev_ts[0] = -1 if self._last_ts is None else self._last_ts
+        prev_period = np.empty_like(period)
+        prev_period[1:] = period[:-1]
+        prev_period[0] = np.nan if self._last_period_ms is None else self._last_period_ms
+        ref = np.where(np.isnan(prev_period), period, prev_period)
         gap = np.mod(ts - prev_ts, TIMESTAMP_MODULUS_MS)
-        ref = np.where(np.isfinite(period), period, prev_period)
         with np.errstate(invalid="ignore"):
             lost = np.rint(gap / ref) - 1
-        valid = (prev_ts >= 0) & np.isfinite(lost) & (lost > 0)
+            valid = (prev_ts >= 0) & (lost > 0)
         pk.lost_before = np.where(valid, lost, 0).astype(np.int64)
         self.counters.timestamp_gaps += int(np.count_nonzero(valid))
-        self.counters.lost_packets += int(lost[valid].sum())
+        self.counters.lost_packets += int(pk.lost_before.sum())
         self._last_ts = int(ts[-1])
-        self._last_period_ms = (
-            float(period[-1]) if np.isfinite(period[-1]) else self._last_period_ms
-        )
+        if np.isfinite(period[-1]):
+            self._last_period_ms = float(period[-1])

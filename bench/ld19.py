@@ -1,0 +1,138 @@
+"""LD19 benchmarks: parser throughput vs the line rate and vs a per-packet ``struct``
+parser, and the emulator's CPU use at real-time rate."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import time
+
+import numpy as np
+from sensorbench.bench import BenchResult
+from sensorbench.drivers.ld19_parser import BAUD, LD19Parser
+from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples, encode_packets
+
+LINE_RATE_BPS = BAUD / 10  # bytes per second on a 230400 baud 8N1 line
+_FMT = struct.Struct("<BBHH" + "HB" * 12 + "HHB")
+
+
+def _stream(n_packets: int, corrupt_every: int = 1000) -> bytes:
+    """``n_packets`` packets at 10 Hz with one corrupted byte every ``corrupt_every`` packets."""
+    rng = np.random.default_rng(0)
+    j = np.arange(n_packets)
+    start = (j * 960) % 36000
+    raw = bytearray(
+        encode_packets(
+            np.full(n_packets, 3600),
+            start,
+            (start + 880) % 36000,
+            rng.integers(20, 12000, (n_packets, 12)),
+            rng.integers(0, 256, (n_packets, 12)),
+            (j * 8 // 3) % 30000,
+        )
+    )
+    for p in range(5, n_packets, corrupt_every):
+        raw[47 * p + 20] ^= 0x5A
+    return bytes(raw)
+
+
+def _crc_table() -> list[int]:
+    table = []
+    for b in range(256):
+        crc = b
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x4D) & 0xFF if crc & 0x80 else (crc << 1) & 0xFF
+        table.append(crc)
+    return table
+
+
+def struct_reference_parse(data: bytes) -> list[tuple]:
+    """The reference: a plain per-packet parser (find header, CRC loop, ``struct``)."""
+    table = _crc_table()
+    out = []
+    i = 0
+    n = len(data)
+    while True:
+        i = data.find(b"\x54\x2c", i)
+        if i < 0 or i + 47 > n:
+            return out
+        crc = 0
+        for byte in data[i : i + 47]:
+            crc = table[crc ^ byte]
+        if crc == 0:
+            out.append(_FMT.unpack_from(data, i))
+            i += 47
+        else:
+            i += 1
+
+
+def _parse_rate(data: bytes, chunk: int, repeat: int) -> float:
+    """Best bytes/s of the vectorised parser over ``repeat`` runs."""
+    best = 0.0
+    for _ in range(repeat):
+        p = LD19Parser()
+        t0 = time.perf_counter()
+        for i in range(0, len(data), chunk):
+            p.feed(data[i : i + chunk])
+        best = max(best, len(data) / (time.perf_counter() - t0))
+    return best
+
+
+def _emulator_cpu(seconds: float) -> float:
+    """Fraction of one core the emulator uses at real time while a host drains its tty."""
+    samples = SyntheticLD19Samples.generate(duration_s=60.0)
+    with LD19Emulator(samples, speed=1.0, startup_s=0.0) as emu:
+        drain = subprocess.Popen(["cat", emu.path], stdout=subprocess.DEVNULL)
+        try:
+            time.sleep(0.3)
+            c0, w0 = time.process_time(), time.monotonic()
+            time.sleep(seconds)
+            c1, w1 = time.process_time(), time.monotonic()
+        finally:
+            drain.terminate()
+            drain.wait(5)
+    return (c1 - c0) / (w1 - w0)
+
+
+def run(quick: bool) -> list[BenchResult]:
+    """Parser throughput (line-rate multiple, ratio vs ``struct``) and emulator CPU."""
+    n_packets = 40_000 if quick else 400_000  # 1.9 MB / 19 MB
+    data = _stream(n_packets)
+    rate = _parse_rate(data, 1 << 16, 2 if quick else 3)
+    live = _parse_rate(data[: 47 * 20_000], 1024, 1)
+    ref_bytes = data[: 47 * (5_000 if quick else 20_000)]
+    t0 = time.perf_counter()
+    ref = struct_reference_parse(ref_bytes)
+    ref_rate = len(ref_bytes) / (time.perf_counter() - t0)
+    ours = LD19Parser().feed(ref_bytes)
+    assert len(ref) == len(ours), "benchmark reference and parser disagree"
+    cpu = _emulator_cpu(2.0 if quick else 5.0)
+    return [
+        BenchResult(
+            "ld19",
+            "parse throughput (64 KiB reads)",
+            rate / LINE_RATE_BPS,
+            "x line rate",
+            target=1000.0,
+            detail=f"{rate / 1e6:.1f} MB/s on one core; 1 KiB reads (live): "
+            f"{live / LINE_RATE_BPS:.0f}x line rate",
+        ),
+        BenchResult(
+            "ld19",
+            "parse speed vs per-packet struct parser",
+            rate / ref_rate,
+            "x",
+            target=20.0,
+            detail=f"struct reference {ref_rate / 1e6:.2f} MB/s "
+            f"({ref_rate / LINE_RATE_BPS:.0f}x line rate)",
+        ),
+        BenchResult(
+            "ld19",
+            "emulator CPU at real time",
+            100.0 * cpu,
+            "% of one core",
+            target=10.0,
+            higher_is_better=False,
+            detail="375 packets/s on a pty drained by cat; process CPU over the window",
+        ),
+    ]
