@@ -16,7 +16,8 @@ frame of the stamp, which removes the smear of a moving robot.
 Resampling: both scans go onto one angle grid whose step is the finer of the
 two lidars' angular steps (bins centred on ``k · step``). Each scan is resampled
 by linear interpolation between consecutive points of the same surface (at most
-2.5 of its own steps apart in bearing and within ``max(0.05 m, 3 %)`` in range);
+2.5 of its own steps apart in bearing, and within ``max(0.05 m, 3 %)`` in range
+or on the line through the points beyond them, as on an oblique wall);
 a grid bearing between two such neighbours on different surfaces (a depth edge)
 takes the one nearer in bearing, and elsewhere a point within half a grid step.
 The merged range of a bearing is the nearer of the two scans' ranges (the first
@@ -50,6 +51,7 @@ PoseAt = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 MAX_GAP_STEPS = 2.5
 JUMP_ABS_M = 0.05
 JUMP_REL = 0.03
+MAX_SLOPE = np.tan(np.radians(85.0))
 
 
 @dataclass(frozen=True)
@@ -200,6 +202,31 @@ def _to_body(
     return x, y, pts, pair
 
 
+def _same_surface(key: np.ndarray, r: np.ndarray, pair: np.ndarray, own_step: float) -> np.ndarray:
+    """Per consecutive pair of sorted points (k, k+1): do they lie on one surface?
+
+    Yes when their ranges differ by at most ``tol = max(0.05 m, 3 %)``, or when
+    either is predicted within ``tol`` by the straight line through the two
+    points beyond it (an oblique surface), unless the step is steeper than a
+    surface at 85° incidence.
+    """
+    n = r.size
+    k = np.arange(n)
+    nxt = np.minimum(k + 1, n - 1)
+    prv = np.maximum(k - 1, 0)
+    nxt2 = np.minimum(k + 2, n - 1)
+    ok_l = (pair[prv] == pair) & (k > 0) & (key - key[prv] <= MAX_GAP_STEPS * own_step)
+    ok_r = (pair[nxt2] == pair) & (k + 2 < n) & (key[nxt2] - key[nxt] <= MAX_GAP_STEPS * own_step)
+    tol = np.maximum(JUMP_ABS_M, JUMP_REL * np.minimum(r, r[nxt]))
+    step = np.abs(r[nxt] - r)
+    with np.errstate(invalid="ignore"):
+        line = (ok_l & (np.abs(r[nxt] - (2 * r - r[prv])) <= tol)) | (
+            ok_r & (np.abs(r - (2 * r[nxt] - r[nxt2])) <= tol)
+        )
+        not_grazing = step <= MAX_SLOPE * 0.5 * (r + r[nxt]) * np.maximum(key[nxt] - key, 0)
+    return (step <= tol) | (line & not_grazing)
+
+
 def _resample(
     ang: np.ndarray,
     rng: np.ndarray,
@@ -235,9 +262,7 @@ def _resample(
     gap = key[hi] - key[lo]
     r_lo, r_hi = r_e[lo], r_e[hi]
     continuous = (
-        same
-        & (gap <= MAX_GAP_STEPS * own_step)
-        & (np.abs(r_hi - r_lo) <= np.maximum(JUMP_ABS_M, JUMP_REL * np.minimum(r_lo, r_hi)))
+        same & (gap <= MAX_GAP_STEPS * own_step) & _same_surface(key, r_e, p_e, own_step)[lo]
     )
     with np.errstate(invalid="ignore", divide="ignore"):
         f = np.where(gap > 0, (g - key[lo]) / gap, 0.0)

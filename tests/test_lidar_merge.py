@@ -1,0 +1,311 @@
+"""Dual-scan merge on geometry with known answers (ray-cast truth)."""
+
+from __future__ import annotations
+
+import json
+
+import lidar_util as U
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from scipy.spatial.transform import Rotation
+from sensorbench.cli import cli
+from sensorbench.errors import FusionError, SessionError
+from sensorbench.fusion.scan_merge import (
+    MergeSetup,
+    Mount,
+    StreamingMerger,
+    merge_scans,
+    pair_turns,
+    points_in_polygon,
+    pose_interpolator,
+    turn_centres_ns,
+)
+from sensorbench.logs import LidarTurns, PoseBatch, Session
+from sensorbench.sim.simulation import Simulation, simulate_to_session
+from sensorbench.sim.world import Obstacle, World, box_vertices
+
+FRONT = (0.2, 0.0, 0.0)
+REAR = (-0.2, 0.0, np.pi)
+SIGMA = 0.01  # injected range noise (m)
+FOOTPRINT = np.array([[-0.3, -0.3], [0.3, -0.3], [0.3, 0.3], [-0.3, 0.3]])
+
+
+def _view(turns: LidarTurns, half_width_deg: float) -> LidarTurns:
+    """Blank (inf) every return outside ±half_width of the sensor's forward axis."""
+    a = turns.angle.astype(float)
+    keep = np.minimum(a, 2 * np.pi - a) <= np.radians(half_width_deg)
+    return LidarTurns(
+        turns.t_first_ns,
+        turns.device_ns,
+        turns.speed_hz,
+        turns.count,
+        turns.flags,
+        turns.angle,
+        np.where(keep, turns.range, np.inf),
+        turns.intensity,
+        turns.t_ns,
+    )
+
+
+def _pair_of_scans(world, pose, duration_s=3.0, sigma=SIGMA, rate_hz=5.5, sps=2000.0):
+    f = U.synth_scan(
+        world,
+        pose,
+        duration_s,
+        seed=1,
+        rate_hz=rate_hz,
+        samples_per_s=sps,
+        sigma_m=sigma,
+        mount=FRONT,
+        phase_rad=0.3,
+    )
+    r = U.synth_scan(
+        world,
+        pose,
+        duration_s,
+        seed=2,
+        rate_hz=rate_hz,
+        samples_per_s=sps,
+        sigma_m=sigma,
+        mount=REAR,
+        t0_s=0.04,
+        phase_rad=1.1,
+    )
+    return f.turns, r.turns
+
+
+def _truth_from_body(world, pose, turns: LidarTurns, i: int) -> np.ndarray:
+    one = turns.turn(i)
+    x, y, yaw = pose(np.array([one.t_ns[0] * 1e-9]))
+    return world.raycast(np.array([x[0], y[0]]), yaw[0] + one.angle.astype(float))
+
+
+def test_two_half_views_merge_to_raycast_truth():
+    world, pose = U.room(), U.still(0.5, -0.3, 0.7)
+    front, rear = _pair_of_scans(world, pose)
+    # each lidar sees ±100° around its own forward axis: together 360° with overlap
+    res = merge_scans(_view(front, 100), _view(rear, 100), MergeSetup(Mount(*FRONT), Mount(*REAR)))
+    assert res.turns.n_turns == min(front.n_turns, rear.n_turns) >= 15
+    step = res.step_rad
+    x, y, yaw = pose(np.zeros(1))
+    origin = np.array([x[0], y[0]])
+    one = res.turns.turn(0)
+    truth = _truth_from_body(world, pose, res.turns, 0)
+    # bins away from depth edges and corners: the truth is nearly linear over ±1 step
+    side = [world.raycast(origin, yaw[0] + one.angle + d) for d in (-step, step)]
+    with np.errstate(invalid="ignore"):
+        smooth = np.abs(side[0] + side[1] - 2 * truth) < 0.01
+    # a truth point is visible when some lidar, within its ±100° view, sees it unoccluded
+    px = origin[0] + truth * np.cos(yaw[0] + one.angle)
+    py = origin[1] + truth * np.sin(yaw[0] + one.angle)
+    visible = np.zeros(truth.size, dtype=bool)
+    for mx, my, myaw in (FRONT, REAR):
+        lx = origin[0] + np.cos(yaw[0]) * mx - np.sin(yaw[0]) * my
+        ly = origin[1] + np.sin(yaw[0]) * mx + np.cos(yaw[0]) * my
+        bearing = np.arctan2(py - ly, px - lx)
+        rel = np.angle(np.exp(1j * (bearing - yaw[0] - myaw)))
+        with np.errstate(invalid="ignore"):
+            seen = world.raycast(np.array([lx, ly]), bearing) >= np.hypot(px - lx, py - ly) - 1e-3
+        visible |= seen & (np.abs(rel) <= np.radians(100))
+    use = smooth & visible & np.isfinite(truth)
+    # parallax shadows (a box edge hides the wall behind from both lidars) are small
+    assert use.sum() >= 0.9 * np.isfinite(truth).sum()
+    err = np.concatenate(
+        [
+            (res.turns.turn(i).range - _truth_from_body(world, pose, res.turns, i))[use]
+            for i in range(res.turns.n_turns)
+        ]
+    )
+    # every bin a lidar saw is finite
+    assert np.all(np.isfinite(err))
+    # interpolating between two noisy points keeps the error ≤ σ per bin (plus mm of
+    # flat-wall curvature); over N ≈ 5000 bins P(|N(0,σ)| > 4.5σ) · N ≈ 0.03
+    assert np.max(np.abs(err)) <= 4.5 * SIGMA
+    # mean error: SE ≤ σ/√N
+    assert abs(np.mean(err)) <= 3 * SIGMA / np.sqrt(err.size)
+    assert np.sqrt(np.mean(err**2)) <= SIGMA
+
+
+def test_inf_where_neither_saw_anything():
+    world, pose = U.room(boxes=False), U.still(0.5, -0.3, 0.7)
+    front, rear = _pair_of_scans(world, pose)
+    blind_rear = LidarTurns(
+        rear.t_first_ns,
+        rear.device_ns,
+        rear.speed_hz,
+        rear.count,
+        rear.flags,
+        rear.angle,
+        np.full(rear.n_points, np.inf),
+        rear.intensity,
+        rear.t_ns,
+    )
+    assert blind_rear.n_turns
+    res = merge_scans(_view(front, 80), blind_rear, MergeSetup(Mount(*FRONT), Mount(*REAR)))
+    a = res.turns.angle.astype(float)
+    behind = np.minimum(np.abs(a - np.pi), 2 * np.pi - np.abs(a - np.pi)) < np.radians(60)
+    assert np.all(np.isinf(res.turns.range[behind]))
+    ahead = np.minimum(a, 2 * np.pi - a) < np.radians(60)
+    assert np.all(np.isfinite(res.turns.range[ahead]))
+
+
+def test_footprint_hits_are_removed():
+    x0, y0, yaw0 = 0.5, -0.3, 0.7
+    pose = U.still(x0, y0, yaw0)
+    c, s = np.cos(yaw0), np.sin(yaw0)
+    # a mast on the robot at body (0, 0.15), inside the 0.6 m square footprint
+    mast = box_vertices((x0 - s * 0.15, y0 + c * 0.15), (0.06, 0.06), yaw0)
+    world = World([*U.room().obstacles, Obstacle("mast", "box", mast)])
+    front, rear = _pair_of_scans(world, pose)
+    setup = MergeSetup(Mount(*FRONT), Mount(*REAR))
+    kept = merge_scans(front, rear, setup).turns
+    removed = merge_scans(front, rear, MergeSetup(Mount(*FRONT), Mount(*REAR), FOOTPRINT)).turns
+
+    def inside(t: LidarTurns) -> np.ndarray:
+        fin = np.isfinite(t.range)
+        a, r = t.angle.astype(float), np.where(fin, t.range, 0.0)
+        return fin & points_in_polygon(r * np.cos(a), r * np.sin(a), FOOTPRINT)
+
+    assert inside(kept).sum() >= 3 * kept.n_turns  # the mast shows without the footprint
+    assert inside(removed).sum() == 0
+    # away from the mast's shadow nothing changes
+    a = kept.angle.astype(float)
+    far_from_mast = np.abs(np.mod(a - np.pi / 2 + np.pi, 2 * np.pi) - np.pi) > np.radians(60)
+    assert np.array_equal(kept.range[far_from_mast], removed.range[far_from_mast])
+
+
+def test_pairs_farther_than_max_dt_are_not_merged():
+    ms = 1_000_000
+    ia, ib = pair_turns(np.array([0, 100, 200, 300]) * ms, np.array([40, 260, 500]) * ms, 100 * ms)
+    # 0↔40 and 300↔260 are mutual nearest; 500 is 200 ms from anything
+    assert ia.tolist() == [0, 3] and ib.tolist() == [0, 1]
+
+    world, pose = U.room(), U.still(0.5, -0.3, 0.7)
+    front, rear = _pair_of_scans(world, pose, duration_s=6.0, rate_hz=10.0, sps=5000.0)
+    tc_r = turn_centres_ns(rear)
+    hole = (tc_r > 2e9) & (tc_r < 3.5e9)  # the rear lidar is silent for 1.5 s
+    keep = np.flatnonzero(~hole)
+    rear = LidarTurns.concat([rear.turn(int(i)) for i in keep])
+    setup = MergeSetup(Mount(*FRONT), Mount(*REAR), max_dt_s=0.1)
+    res = merge_scans(front, rear, setup)
+    tc_f, tc_r = turn_centres_ns(front), turn_centres_ns(rear)
+    dt = np.abs(tc_f[res.front_index] - tc_r[res.rear_index])
+    assert np.all(dt <= 0.1e9)
+    # brute force: a front turn farther than 0.1 s from every rear turn is never merged
+    lonely = np.min(np.abs(tc_f[:, None] - tc_r[None, :]), axis=1) > 0.1e9
+    assert lonely.sum() >= 10
+    assert not np.any(np.isin(np.flatnonzero(lonely), res.front_index))
+    assert res.unpaired_front >= lonely.sum()
+    # stamps halfway between the two turns
+    assert np.all(
+        np.abs(res.turns.t_first_ns - (tc_f[res.front_index] + tc_r[res.rear_index]) / 2) <= 1
+    )
+    tight = merge_scans(front, rear, MergeSetup(Mount(*FRONT), Mount(*REAR), max_dt_s=0.02))
+    assert tight.turns.n_turns < res.turns.n_turns
+    assert np.all(np.abs(tc_f[tight.front_index] - tc_r[tight.rear_index]) <= 0.02e9)
+
+
+def _wall_smear(world_pose, merged: LidarTurns) -> float:
+    """RMS distance (m) of merged points near the x = 4 m wall from that wall, in the world."""
+    d = []
+    for i in range(merged.n_turns):
+        one = merged.turn(i)
+        x, y, yaw = world_pose(np.array([one.t_ns[0] * 1e-9]))
+        fin = np.isfinite(one.range)
+        a = yaw[0] + one.angle[fin].astype(float)
+        wx, wy = x[0] + one.range[fin] * np.cos(a), y[0] + one.range[fin] * np.sin(a)
+        near = (np.abs(wx - 4.0) < 0.5) & (np.abs(wy) < 2.5)
+        d.append(wx[near] - 4.0)
+    d = np.concatenate(d)
+    assert d.size > 500
+    return float(np.sqrt(np.mean(d**2)))
+
+
+def test_motion_compensation_reduces_wall_smear():
+    world = U.room(boxes=False)
+    pose = U.turning(1.0)  # 1 rad/s: 0.1 rad per 10 Hz turn
+    front, rear = _pair_of_scans(world, pose, duration_s=4.0, rate_hz=10.0, sps=5000.0)
+    plain = merge_scans(front, rear, MergeSetup(Mount(*FRONT), Mount(*REAR)))
+    # odometry as a pose stream at 100 Hz, interpolated per point
+    t = np.arange(0, 4.2, 0.01)
+    x, y, yaw = pose(t)
+    quat = Rotation.from_euler("z", yaw[:, None]).as_quat()
+    stream = PoseBatch.from_arrays((t * 1e9).astype(np.int64), np.column_stack([x, y, 0 * x]), quat)
+    comp = merge_scans(
+        front, rear, MergeSetup(Mount(*FRONT), Mount(*REAR), pose_at=pose_interpolator(stream))
+    )
+    smear_plain, smear_comp = _wall_smear(pose, plain.turns), _wall_smear(pose, comp.turns)
+    # compensated: noise only (σ, less after interpolation); uncompensated: points
+    # up to 0.05 rad off at 4 m (≈ 0.1 m) plus the mis-stamped half of each pair
+    assert smear_comp <= 1.5 * SIGMA
+    assert smear_plain >= 3 * smear_comp
+
+
+def test_streaming_merger_equals_offline():
+    world, pose = U.room(), U.turning(0.5)
+    front, rear = _pair_of_scans(world, pose, duration_s=4.0, rate_hz=10.0, sps=5000.0)
+    rear = LidarTurns.concat([rear.turn(i) for i in range(rear.n_turns) if i % 7 != 3])
+    setup = MergeSetup(Mount(*FRONT), Mount(*REAR), pose_at=lambda t: pose(t * 1e-9))
+    offline = merge_scans(front, rear, setup)
+    ends = []
+    for name, t in (("front", front), ("rear", rear)):
+        last = t.t_ns[t.offset + t.count - 1]
+        ends += [(int(last[i]), name, i) for i in range(t.n_turns)]
+    sm = StreamingMerger(setup)
+    out = [
+        sm.push(name, (front if name == "front" else rear).turn(i)) for _, name, i in sorted(ends)
+    ]
+    out.append(sm.flush())
+    online = LidarTurns.concat(out)
+    assert np.array_equal(online.t_first_ns, offline.turns.t_first_ns)
+    assert np.array_equal(online.range, offline.turns.range)
+    assert sm.unpaired == {"front": offline.unpaired_front, "rear": offline.unpaired_rear}
+    with pytest.raises(FusionError):
+        sm.push("left", front.turn(0))
+
+
+def test_bad_setup_is_rejected():
+    with pytest.raises(FusionError, match="max_dt_s"):
+        MergeSetup(Mount(*FRONT), Mount(*REAR), max_dt_s=0)
+    with pytest.raises(FusionError, match="footprint"):
+        MergeSetup(Mount(*FRONT), Mount(*REAR), footprint=np.zeros((2, 2)))
+    with pytest.raises(FusionError, match="mount"):
+        Mount.from_seq([0.1, 0.2])
+    with pytest.raises(FusionError, match="two valid"):
+        pose_interpolator(PoseBatch.from_arrays([0], np.zeros((1, 3)), [[0, 0, 0, 1.0]]))
+
+
+def test_merge_command_on_simulated_session(tmp_path):
+    path = simulate_to_session("lidar_static", 2, tmp_path / "s.h5")
+    out = tmp_path / "m.h5"
+    runner = CliRunner()
+    args = ["merge", str(path), "--front", "lidar_front", "--rear", "lidar_rear", "-o", str(out)]
+    result = runner.invoke(cli, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["mounts_from"] == "stream attrs" and doc["footprint"] is True
+    with Session(out) as s, Session(path) as src:
+        merged = s.lidar("merged").read()
+        assert merged.n_turns == doc["pairs"] >= src.lidar("lidar_front").n_turns - 2
+    sim = Simulation("lidar_static", 2)
+    x, y, yaw = sim.truth_pose(np.zeros(1))
+    p = sim.lidar("lidar_front").params
+    good = total = 0
+    for i in range(0, merged.n_turns, 10):
+        one = merged.turn(i)
+        truth = sim.world.raycast(np.array([x[0], y[0]]), yaw[0] + one.angle.astype(float))
+        ok = np.isfinite(truth)
+        sig = np.interp(truth[ok], p["noise_band_edges_m"][1:], p["noise_band_sigma_m"])
+        good += int(np.sum(np.abs(one.range[ok] - truth[ok]) <= 4.5 * sig + 0.02))
+        total += int(ok.sum())
+    # the simulated A1s add mixed pixels (≈ 2 %) and false points at edges, and the
+    # nearer return wins, so a few % of bearings read short; the rest match the truth
+    assert good / total >= 0.93
+    # the output exists: refused without --force; bad names are bad input
+    again = runner.invoke(cli, args)
+    assert again.exit_code == 2 and "exists" in again.output
+    bad = runner.invoke(cli, ["merge", str(path), "--front", "nope", "--rear", "lidar_rear"])
+    assert bad.exit_code == 2 and "lidar_front" in bad.output
+    with pytest.raises(SessionError):
+        Session(tmp_path / "missing.h5")
