@@ -10,23 +10,36 @@ velocity over the last step (m/s, rad/s). Between encoder frames k−1 and k
 so ``F = [[1, Δt], [0, 1]]`` and ``Q = q·Δt·[[Δt², Δt], [Δt, 1]]``; q is in
 m²/s³ (rad²/s³ for heading).
 
-**The measurement** of one update is one scalar per axis: the odometry
-increment of that axis over the step,
+**The measurement** of one update is one scalar per axis: the *odometry
+position* of that axis, y_k = o_{k−1} + Δo_k, where Δo_k is the axis's
+odometry increment over the step and o the running odometry position anchored
+to the estimate (o_0 = p_0):
 
-    z_k = Δp_odo,k = v_k·Δt_k + n_k,    n_k ~ N(0, r),    H = [0, Δt_k],
+    y_k = p_k + e_k,    e_k ~ N(0, r),    H = [1, 0],
 
-with r in m² (rad²). For heading, Δp_odo is the pods' Δθ (third component of
-``W⁻¹·Δn``). For x and y it is the world-frame displacement of the step's
-constant-twist arc (SE(2) exponential of ``W⁻¹·Δn``) rotated by the *heading
-filter's* estimate at the start of the step, so the heading filter runs first
-and the x and y filters take its output — the only coupling, and a one-way one.
+with r in m² (rad²). The error of a running sum of encoder increments does not
+grow with every step: the counts are cumulative, so tick quantization stays one
+white rounding error per frame (the sum telescopes), which this model states
+exactly; rolling slip, which does accumulate, is absorbed by q. (Treating each
+increment as a noisy velocity instead would smooth the velocity and lose
+displacement during every acceleration.) For heading, Δo is the pods' Δθ (the
+third component of ``W⁻¹·Δn``). For x and y it is the world-frame displacement
+of the step's constant-twist arc (SE(2) exponential of ``W⁻¹·Δn``) rotated by
+the *heading filter's* estimate at the start of the step, so the heading filter
+runs first and the x and y filters take its output — the only coupling, and a
+one-way one.
 
 Each update is a 2×2 covariance propagation and a scalar division (no matrix
 inverse). An innovation whose NIS ``ν²/S`` exceeds the gate (default 6.63, the
 99 % point of χ²₁) is rejected, counted and never applied: the state stays at
-its prediction. When no frame arrives for longer than ``stale_s`` the filter is
-coasting; :meth:`SplitFilter.predict` extrapolates the state to any time with
-the variance growing as the model says, and frames after such a gap are flagged.
+its prediction and the odometry position follows the prediction over that
+step (so a bouncing wheel's lost ticks do not poison the later measurements).
+After ``max_rejects`` consecutive rejections the model is taken to be wrong
+instead (a real change it did not expect): the streak's odometry is restored,
+the next increment applied and the velocity variance reset, counted as a reset. When no
+frame arrives for longer than ``stale_s`` the filter is coasting:
+:func:`predict_axis` extrapolates a state to any time with the variance
+growing as the model says, and frames that end such a gap are flagged.
 
 Optional absolute pose aiding (a pose sensor): a measurement ``z = p + e`` with
 ``H = [1, 0]`` at the first encoder frame at or after its time stamp (shifted by
@@ -41,8 +54,10 @@ a first-order Gauss-Markov process sampled every Δt_aid (the correlated samples
 then carry no more information than the process holds), and m counts the
 updates since the last relocalization (so all updates sharing one offset
 together carry at most the information 1/σ_b² about it). A relocalization resets
-m to 1. A paused or stale sensor simply provides no updates and the filter
-coasts on odometry.
+m to 1. An applied fix moves the odometry anchor with the estimate, so the
+odometry then measures motion from the corrected position (the correlation this
+creates is neglected). A paused or stale sensor simply provides no updates and
+the filter coasts on odometry.
 """
 
 from __future__ import annotations
@@ -96,7 +111,7 @@ class FilterNoise:
 
     @classmethod
     def default(cls) -> FilterNoise:
-        """Untuned defaults: 1 (m/s²)²/Hz acceleration, 0.1 mm / 1 mrad per-step odometry noise."""
+        """Untuned defaults: q = 1 m²/s³ (10 rad²/s³), odometry σ 0.1 mm (1 mrad)."""
         return cls(AxisNoise(1.0, 1e-8), AxisNoise(1.0, 1e-8), AxisNoise(10.0, 1e-6))
 
 
@@ -111,7 +126,7 @@ def save_noise_model(
         "axes": {a: {"q": noise.axis(a).q, "r": noise.axis(a).r} for a in AXES},
         "filter": {
             "state": "position, mean velocity over the step",
-            "measurement": "odometry increment of the axis over one encoder frame",
+            "measurement": "odometry position: running sum of the axis's increments, H = [1, 0]",
         },
     }
     if report:
@@ -124,9 +139,7 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     doc = read_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS)
     try:
         axes = doc["axes"]
-        return FilterNoise(
-            *(AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES)
-        )
+        return FilterNoise(*(AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES))
     except (KeyError, TypeError, ValueError) as exc:
         raise FusionError(f"{path}: malformed [axes] table in noise model ({exc})") from exc
 
@@ -201,6 +214,8 @@ class AxisTrack:
         nis: NIS of each odometry update (K,), nan where no update happened.
         accepted: whether each odometry update passed the gate (K,).
         aid_nis, aid_accepted: NIS and gate result of each aiding update.
+        innovation, s: innovation of each odometry update and its variance.
+        resets: updates forced after ``max_rejects`` consecutive rejections.
     """
 
     p: np.ndarray
@@ -213,6 +228,7 @@ class AxisTrack:
     aid_accepted: np.ndarray
     innovation: np.ndarray
     s: np.ndarray
+    resets: int = 0
 
     @property
     def rejected(self) -> int:
@@ -236,6 +252,7 @@ def run_axis(
     aid_index: np.ndarray | None = None,
     aid_z: np.ndarray | None = None,
     aid_r: np.ndarray | None = None,
+    max_rejects: int = 8,
 ) -> AxisTrack:
     """Run one axis filter over K odometry increments.
 
@@ -250,8 +267,12 @@ def run_axis(
         aid_index: frame index k (1..K) after whose odometry update each absolute
             measurement is applied (sorted, may repeat).
         aid_z, aid_r: absolute measurements (m or rad) and their variances.
+        max_rejects: after this many consecutive rejected increments (a bounce
+            spans a few frames) the model, not the data, is taken to be wrong: the
+            odometry of the whole streak is restored, the next increment applied
+            and the velocity variance reset to ``var_v0``; counted in ``resets``.
 
-    The loop uses plain floats: 2×2 symmetric covariance as three scalars.
+    The loop uses plain floats: the 2×2 symmetric covariance as three scalars.
     """
     dt_l = np.asarray(dt, dtype=float).tolist()
     z_l = np.asarray(z, dtype=float).tolist()
@@ -277,14 +298,19 @@ def run_axis(
     aid_nis = [math.nan] * n_aid
     aid_acc = [True] * n_aid
     ai = 0
+    resets = 0
+    streak = 0
+    odo_streak, z_streak = 0.0, 0.0
     p, v = float(p0), 0.0
+    odo = float(p0)  # the odometry position measurement, anchored to the estimate
     ppp, ppv, pvv = float(var_p0), 0.0, float(var_v0)
     p_out[0], v_out[0], pp_out[0], vv_out[0] = p, v, ppp, pvv
     isnan = math.isnan
     for k in range(k_n):
         h = dt_l[k]
-        # predict: v += w, p += v·h  (F = [[1, h], [0, 1]] applied after the noise)
+        # predict: v += w (Var q·h), then p += v·h
         qh = q * h
+        p_prev = p
         pvv_n = pvv + qh
         ppv_n = ppv + h * pvv_n
         ppp = ppp + 2.0 * h * ppv + h * h * pvv + qh * h * h
@@ -292,26 +318,47 @@ def run_axis(
         pvv = pvv_n
         p = p + v * h
         zk = z_l[k]
-        if not isnan(zk):
-            # update with z = h·v + n: H = [0, h], S = h²·Pvv + r
-            s = h * h * pvv + r
-            nu = zk - h * v
+        if isnan(zk):
+            odo += p - p_prev
+        else:
+            # update with the odometry position: y = odo + z, H = [1, 0], R = r
+            s = ppp + r
+            nu = odo + zk - p
             nis = nu * nu / s
             nis_out[k] = nis
             nu_out[k] = nu
             s_out[k] = s
-            if nis <= gate:
-                kp = h * ppv / s
-                kv = h * pvv / s
+            force = streak >= max_rejects
+            if nis <= gate or force:
+                if force:
+                    # the model, not the data, was wrong: restore the odometry the
+                    # streak replaced by predictions and let the velocity jump
+                    resets += 1
+                    odo = odo_streak + z_streak
+                    nu = odo + zk - p
+                    pvv = max(pvv, var_v0)
+                    s = ppp + r
+                streak = 0
+                odo += zk
+                kp = ppp / s
+                kv = ppv / s
                 p += kp * nu
                 v += kv * nu
-                # P ← (I − K H) P with H = [0, h]
-                ppp -= kp * h * ppv
-                ppv_new = ppv - kp * h * pvv
-                pvv -= kv * h * pvv
-                ppv = ppv_new
+                pvv -= kv * ppv
+                ppv -= kv * ppp
+                ppp -= kp * ppp
             else:
+                # never applied: the odometry follows the prediction over this step
                 acc_out[k] = False
+                if streak == 0:
+                    odo_streak, z_streak = odo, 0.0
+                streak += 1
+                z_streak += zk
+                # the odometry advances by the prediction plus the innovation
+                # clipped to the gate: a sluggish model loses only the excess,
+                # a bouncing wheel's lost ticks are dropped
+                bound = math.sqrt(gate * s)
+                odo = p + (bound if nu > 0 else -bound)
         while ai < n_aid and aid_k[ai] == k + 1:
             s = ppp + aid_rl[ai]
             nu = aid_zl[ai] - p
@@ -325,6 +372,7 @@ def run_axis(
                 pvv -= kv * ppv
                 ppv -= kv * ppp
                 ppp -= kp * ppp
+                odo += kp * nu  # re-anchor the odometry to the corrected estimate
             else:
                 aid_acc[ai] = False
             ai += 1
@@ -340,6 +388,7 @@ def run_axis(
         aid_accepted=np.array(aid_acc, dtype=bool),
         innovation=np.array(nu_out),
         s=np.array(s_out),
+        resets=resets,
     )
 
 
