@@ -80,7 +80,7 @@ def turn_schedule(
     seen is partial, as on real units.
     """
     T = 1.0 / p["rate_hz"]
-    n = int(np.ceil(duration_s / T * 1.2)) + 8
+    n = int(np.ceil(duration_s / (0.25 * T))) + 8  # enough even if every period is minimal
     periods = np.maximum(T + p["period_jitter_s"] * rng.standard_normal(n), 0.25 * T)
     start0 = -rng.uniform(0.0, T)
     starts = start0 + np.concatenate([[0.0], np.cumsum(periods[:-1])])

@@ -294,7 +294,11 @@ def robot_config_toml(sc: Scenario) -> str:
                 for xy, a in zip(pods["positions_m"], pods["rolling_angles_deg"], strict=False)
             ],
         }
-    return "# simulated robot (true geometry of the scenario)\n" + dumps_toml(doc)
+    head = (
+        "# simulated robot: the scenario's true mounts and pod geometry (robot.toml holds one\n"
+        "# wheel radius and counts/rev, pod 0's; per-pod values are in /truth/pods/geometry)\n"
+    )
+    return head + dumps_toml(doc)
 
 
 def simulate_to_session(

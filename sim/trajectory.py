@@ -12,6 +12,7 @@ body origin expressed in the body frame (m/s, m/s) and the yaw rate (rad/s).
 from __future__ import annotations
 
 import itertools
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,13 +74,15 @@ def _scaling_for(lengths_limits: list[tuple[float, float, float]]) -> tuple[floa
     raise SimError("trajectory: cannot find a time scaling within the limits")
 
 
-class _Segment:
-    t0: float
+class _Segment(ABC):
+    """One piece of a trajectory, starting at ``t0`` and lasting ``T`` seconds."""
+
+    t0: float = 0.0
     T: float
 
+    @abstractmethod
     def world(self, tau: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(x, y, yaw, vx_world, vy_world, wz) at local times ``tau``."""
-        raise NotImplementedError
+        """(x, y, yaw, vx_world, vy_world, wz) at local times ``tau`` (s)."""
 
 
 class _Move(_Segment):

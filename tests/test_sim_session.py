@@ -161,3 +161,17 @@ def test_cli_simulate_list_json_and_errors(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "unknown scenario" in res.output
     res = runner.invoke(cli, ["simulate", "--help"])
     assert res.exit_code == 0 and "reloc_campaign" in res.output
+
+
+def test_config_text_is_a_valid_robot_toml_for_every_scenario() -> None:
+    from sensorbench.drivers.robot_config import parse_robot_config
+    from sensorbench.sim.scenario import list_scenarios
+    from sensorbench.sim.simulation import robot_config_toml
+
+    for name in list_scenarios():
+        sc = load_scenario(name)
+        cfg = parse_robot_config(robot_config_toml(sc), f"{name} config")
+        by_name = {d.name: d for d in cfg.devices}
+        assert set(by_name) == {"ld19", "lidar_front", "lidar_rear", "pods"}
+        assert by_name["lidar_rear"].mount.yaw_rad == pytest.approx(np.pi)
+        assert [w.y_m for w in cfg.pods.wheels] == [p[1] for p in sc.pods["positions_m"]]
