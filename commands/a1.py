@@ -241,7 +241,15 @@ def emulate_a1_cmd(
         levels = {"good": 0, "warning": 1, "error": 2}
         if knobs.get("health", "good") != "good":
             health = (levels[knobs["health"]], int(knobs.get("health_error_code", 0)))
-    em = A1Emulator(samples, link=link, serial=serial, speed=speed, faults=faults, seed=seed)
+    em = A1Emulator(
+        samples,
+        link=link,
+        serial=serial,
+        speed=speed,
+        faults=faults,
+        seed=seed,
+        record_truth=False,
+    )
     if health is not None:
         em.set_health(*health)
     click.echo(em.link)

@@ -123,7 +123,9 @@ class A1Lidar(rplidar.RPLidar):
         """Open the port (closing a previous one); DriverError with a hint on failure."""
         self.disconnect()
         try:
-            self._serial = serial.Serial(self.port, self.baudrate, timeout=_POLL_S)
+            self._serial = serial.Serial(
+                self.port, self.baudrate, timeout=_POLL_S, write_timeout=self.read_timeout_s
+            )
         except (serial.SerialException, OSError) as err:
             self._serial = None
             raise DriverError(_open_hint(self.port, err)) from err
@@ -155,6 +157,11 @@ class A1Lidar(rplidar.RPLidar):
             raise A1Unplugged(f"A1 {self.port} is not connected; call connect() or reconnect()")
         try:
             return op()
+        except serial.SerialTimeoutException as err:
+            raise A1Silent(
+                f"A1 {self.port}: the port blocked for {self.read_timeout_s:.2f} s while "
+                f"{what} (hardware flow control on? another program holding it?)"
+            ) from err
         except serial.SerialException as err:
             raise A1Unplugged(
                 f"A1 {self.port} went away while {what} ({err}); check the USB cable, "
@@ -618,7 +625,8 @@ class A1Scanner:
         on_event: ``sink(t_ns, kind, message)`` for unplug/reconnect/stale/overrun/error.
 
     Use :meth:`open` (connect, identify, health), :meth:`start`, then call :meth:`poll`
-    in a loop; it never blocks longer than its ``max_wait_s`` plus one request deadline.
+    in a loop; it returns within ``max_wait_s`` while data flows, and within the
+    request deadlines of one restart or reconnect attempt otherwise.
     """
 
     def __init__(

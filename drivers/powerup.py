@@ -550,7 +550,7 @@ class PowerUpSequencer:
             for t in threads:
                 t.start()
             for t, (spec, _, _) in zip(threads, started, strict=True):
-                t.join(spec.ready_timeout_s + 2.0)
+                t.join(spec.ready_timeout_s + 3 * spec.read_timeout_s + 2.0)
             for spec, steps, _ in started:
                 got = outcome.get(spec.name, "did not finish waiting")
                 if isinstance(got, float):

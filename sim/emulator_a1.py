@@ -180,7 +180,10 @@ class A1Emulator:
         reset_silence_s: simulated seconds of silence after RESET before the banner.
         faults: byte-level link faults (corruption, drops, slow start).
         power: a shared :class:`~sensorbench.sim.power.PowerBus` (brown-out model).
+        clock: the emulation clock (default: the power bus's, else a new one at ``speed``).
         seed: seed of the link fault stream.
+        record_truth: keep every sent node for :meth:`truth` (about 23 bytes per node,
+            160 MB per hour at real time: turn off for long-running servers).
     """
 
     def __init__(
@@ -199,6 +202,7 @@ class A1Emulator:
         power: PowerBus | None = None,
         clock: SimClock | None = None,
         seed: int = 0,
+        record_truth: bool = True,
     ) -> None:
         serial_bytes = bytes.fromhex(serial) if isinstance(serial, str) else bytes(serial)
         if len(serial_bytes) != 16:
@@ -240,6 +244,7 @@ class A1Emulator:
         self._quiet_until = 0.0  # simulated time until which the unit is rebooting
         self._banner_due = False
         self._truth: list[A1Truth] = []
+        self.record_truth = record_truth
         if power is not None:
             power.attach(self)
         self._stop = threading.Event()
@@ -464,6 +469,8 @@ class A1Emulator:
         angle, dist = self._angle_q6[idx], self._dist_q2[idx]
         host_ns = time.monotonic_ns()
         written = self.port.send(encode_nodes(start, quality, angle, dist))
+        if not self.record_truth:
+            return
         delivered = (np.arange(idx.size) + 1) * 5 <= written
         self._truth.append(
             A1Truth(
