@@ -52,7 +52,7 @@ BAUD = 230400
 WIRE_S = PACKET_SIZE * 10 / BAUD  # time one packet occupies the line (s)
 PAYLOAD_HEADER_MM = 0x2C54  # little-endian bytes 54 2C
 _MAX_BURST_S = 0.25  # simulated seconds emitted at most per pump (after a host stall)
-_MAX_BURST_PACKETS = 1024  # packets looked at per pump
+_MIN_TICK_S = 0.004  # shortest host sleep between pumps: sends go in small bursts
 _MAX_SLEEP_S = 0.05  # longest host sleep between pumps (stop latency)
 
 
@@ -233,6 +233,8 @@ class LD19Emulator:
         loop: replay the samples forever; if False, stop sending after the last packet.
         seed: seed of the link faults and of the payload-header choice.
         autostart: start the thread now; else call :meth:`start`.
+        record_truth: keep every encoded packet for :meth:`truth` (about 100 bytes per
+            packet, 135 MB an hour at real time); off for long interactive runs.
     """
 
     def __init__(
@@ -247,6 +249,7 @@ class LD19Emulator:
         loop: bool = True,
         seed: int = 0,
         autostart: bool = True,
+        record_truth: bool = True,
     ) -> None:
         src = samples if samples is not None else SyntheticLD19Samples.generate(seed=seed)
         t = np.asarray(src.t_s, dtype=np.float64)
@@ -283,6 +286,8 @@ class LD19Emulator:
         self.header_in_payload_rate = float(header_in_payload_rate)
         self.timestamp_start_ms = int(timestamp_start_ms)
         self.loop = loop
+        self.record_truth = record_truth
+        self.packets_sent = 0
         self.port = PtyPort(link=link, baud=BAUD, faults=faults, seed=seed)
         self._rng = np.random.default_rng([seed, 0x1D19])
         self._lock = threading.RLock()
@@ -384,7 +389,7 @@ class LD19Emulator:
                     self.finished.set()
                     return
                 nxt = float(self._send_time(self._cursor))
-            wait = min(max((nxt - self.clock.now()) / self.speed, 0.0005), _MAX_SLEEP_S)
+            wait = min(max((nxt - self.clock.now()) / self.speed, _MIN_TICK_S), _MAX_SLEEP_S)
             self._stop.wait(wait)
 
     def _send(self, data: bytes, k: int) -> np.ndarray:
@@ -411,17 +416,20 @@ class LD19Emulator:
 
     def _pump(self, now: float) -> None:
         """Encode and send every packet whose send time has come (at most ``_MAX_BURST_S``)."""
-        cand = np.arange(self._cursor, self._cursor + _MAX_BURST_PACKETS)
-        if not self.loop:
-            cand = cand[cand < self.n_packets]
-        times = self._send_time(cand)
-        due = cand[(times <= now) & (times <= times[0] + _MAX_BURST_S)] if cand.size else cand
-        if due.size == 0:
+        k = self.n_packets
+        i0 = self._cursor
+        if not self.loop and i0 >= k:
             return
+        loop, j0 = divmod(i0, k)
+        base = loop * self._period - self._t_first[0]  # simulated time of this pass's start
+        limit = min(now, float(self._t_send[j0]) + base + _MAX_BURST_S) - base
+        j1 = int(np.searchsorted(self._t_send, limit, side="right"))
+        if j1 <= j0:
+            return
+        due = np.arange(i0, loop * k + j1)
         self._cursor = int(due[-1]) + 1
         if not self.port.plugged:
             return
-        k = self.n_packets
         j = due % k
         loops = due // k
         t_first = self._t_first[j] + loops * self._period - self._t_first[0]
@@ -436,6 +444,9 @@ class LD19Emulator:
         )
         host_ns = time.monotonic_ns()
         offset = self._send(data, due.size)
+        self.packets_sent += int(np.count_nonzero(offset >= 0))
+        if not self.record_truth:
+            return
         self._truth.append(
             LD19Truth(
                 t_s=t_first,
