@@ -393,3 +393,21 @@ def test_pose_sensor_relocalizations_pauses_and_wrong_relocs() -> None:
     np.testing.assert_allclose(wrap[good], 0.0, atol=1e-9)
     np.testing.assert_allclose(ypr[good, 1], ps.error[ok, 4][good], atol=1e-9)
     np.testing.assert_allclose(ypr[good, 2], ps.error[ok, 3][good], atol=1e-9)
+
+
+def test_duration_overrides_the_trajectory_and_session_selection() -> None:
+    base = Simulation("forward", 0)
+    short = Simulation(load_scenario("forward").with_overrides({"duration_s": 10.0}), 0)
+    long = Simulation(load_scenario("forward").with_overrides({"duration_s": 60.0}), 0)
+    assert short.duration_s == 10.0 and long.duration_s == 60.0 > base.duration_s
+    assert short.mocap().t_s[-1] < 10.0 <= short.mocap().t_s[-1] + 1 / 120 + 1e-9
+    # Past the trajectory's end the robot holds its last pose.
+    t = np.array([base.duration_s, 59.0])
+    x, y, _ = long.truth_pose(t)
+    assert x[0] == x[1] and y[0] == y[1]
+    np.testing.assert_array_equal(np.array(long.truth_twist_body(t))[:, 1], 0.0)
+    with pytest.raises(SimError, match="not a campaign"):
+        Simulation("forward", 0, session=1)
+    camp = Simulation("reloc_campaign", seed=7, session=1)
+    assert camp.scenario.session == 1
+    assert Simulation("reloc_campaign", seed=7).scenario.session == 7 % 5
