@@ -220,7 +220,7 @@ def emulate_a1_cmd(
         raise SimError(f"--serial must be 32 hex digits, got {serial_hex!r}") from err
     samples = None
     faults = None
-    health = None
+    health = (0, 0)
     if scenario is not None:
         from sensorbench.sim.simulation import Simulation
 
@@ -241,27 +241,27 @@ def emulate_a1_cmd(
         levels = {"good": 0, "warning": 1, "error": 2}
         if knobs.get("health", "good") != "good":
             health = (levels[knobs["health"]], int(knobs.get("health_error_code", 0)))
-    em = A1Emulator(
-        samples,
-        link=link,
-        serial=serial,
-        speed=speed,
-        faults=faults,
-        seed=seed,
-        record_truth=False,
-    )
-    if health is not None:
-        em.set_health(*health)
-    click.echo(em.link)
     stop = threading.Event()
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    if threading.current_thread() is threading.main_thread():
-        for sig in previous:
-            signal.signal(sig, lambda *_: stop.set())
+    main = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    for sig in previous:  # before the pty exists: a Ctrl-C from then on stops cleanly
+        signal.signal(sig, lambda *_: stop.set())
     try:
-        stop.wait(duration_s)
+        em = A1Emulator(
+            samples,
+            link=link,
+            serial=serial,
+            speed=speed,
+            faults=faults,
+            seed=seed,
+            record_truth=False,
+            health=health,
+        )
+        try:
+            click.echo(em.link)
+            stop.wait(duration_s)
+        finally:
+            em.stop()
     finally:
-        em.stop()
-        if threading.current_thread() is threading.main_thread():
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -182,6 +182,7 @@ class A1Emulator:
         power: a shared :class:`~sensorbench.sim.power.PowerBus` (brown-out model).
         clock: the emulation clock (default: the power bus's, else a new one at ``speed``).
         seed: seed of the link fault stream.
+        health: initial GET_HEALTH answer (status 0/1/2, error code), see :meth:`set_health`.
         record_truth: keep every sent node for :meth:`truth` (about 23 bytes per node,
             160 MB per hour at real time: turn off for long-running servers).
     """
@@ -203,6 +204,7 @@ class A1Emulator:
         clock: SimClock | None = None,
         seed: int = 0,
         record_truth: bool = True,
+        health: tuple[int, int] = (0, 0),
     ) -> None:
         serial_bytes = bytes.fromhex(serial) if isinstance(serial, str) else bytes(serial)
         if len(serial_bytes) != 16:
@@ -245,6 +247,7 @@ class A1Emulator:
         self._banner_due = False
         self._truth: list[A1Truth] = []
         self.record_truth = record_truth
+        self.set_health(*health)
         if power is not None:
             power.attach(self)
         self._stop = threading.Event()

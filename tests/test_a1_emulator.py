@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import a1_util as u
 import numpy as np
 import pytest
 import serial
+from click.testing import CliRunner
+from sensorbench.cli import cli
 from sensorbench.errors import SimError
 from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults
 
 SPEED = 10.0
+SENSORBENCH = str(Path(sys.executable).with_name("sensorbench"))
 SERIAL_A = bytes.fromhex("0f1e2d3c4b5a69788796a5b4c3d2e1f0")
 
 
@@ -216,3 +223,49 @@ def test_no_brownout_when_staggered():
         time.sleep(0.05)
         assert bus.brownouts == []
         assert a.scanning and b.scanning
+
+
+def _serve(args: list[str], link: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [SENSORBENCH, "emulate", "a1", "--link", str(link), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not link.exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "emulate a1 did not create its link in 30 s"
+        time.sleep(0.05)
+    return proc
+
+
+def test_emulate_command_serves_the_given_serial_and_scenario_faults(tmp_path):
+    link = tmp_path / "a1"
+    proc = _serve(["--serial", "ff" * 16, "--duration", "20"], link)
+    try:
+        with serial.Serial(str(link), 115200, timeout=0.05) as s:
+            s.write(b"\xa5\x50")
+            assert u.read_exact(s, 27)[11:] == b"\xff" * 16
+        assert proc.stdout.readline().strip() == str(link)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(10) == 0
+    assert not link.exists()  # removed on exit
+
+    link = tmp_path / "rear"
+    proc = _serve(["--scenario", "a1_brownout", "--device", "lidar_rear", "--duration", "20"], link)
+    try:
+        with serial.Serial(str(link), 115200, timeout=0.05) as s:
+            s.write(b"\xa5\x52")
+            raw = u.read_exact(s, 10)
+        assert raw[7:] == bytes([1, 0x02, 0x01])  # the scenario's warning, code 0x0102
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(10) == 0
+
+
+def test_emulate_command_rejects_bad_input():
+    for args, msg in ((["--serial", "xyz"], "32 hex digits"), (["--serial", "00"], "16 bytes")):
+        res = CliRunner().invoke(cli, ["emulate", "a1", "--duration", "0", *args])
+        assert res.exit_code == 2 and msg in res.output, res.output
