@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 import serial
 from sensorbench.drivers.reader_base import ReaderStatus
-from sensorbench.errors import DriverError
+from sensorbench.errors import DriverError, SensorbenchError
 
 if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
@@ -255,8 +255,11 @@ class SerialReader:
 
     def _event(self, t_ns: int, kind: str, message: str) -> None:
         self.events.append((t_ns, kind, message))
-        if self.writer is not None:
-            self.writer.event(t_ns, self.name, kind, message)
+        if self.writer is not None and self.writer.error is None:
+            try:
+                self.writer.event(t_ns, self.name, kind, message)
+            except SensorbenchError as exc:  # the writer failed (e.g. disk full)
+                self.last_error = f"{self.name}: session writer failed: {exc}"
 
     def _try_open(self) -> serial.Serial:
         ser = serial.Serial(
@@ -289,9 +292,10 @@ class SerialReader:
     def _run(self) -> None:
         try:
             self._loop()
-        except Exception as exc:  # a hook bug must surface in status, not kill silently
-            self.last_error = f"{self.name}: reader thread failed: {exc!r}"
-            self._event(time.monotonic_ns(), "error", self.last_error)
+        except Exception as exc:  # a hook bug or a failed writer: surface it in status
+            message = f"{self.name}: reader thread failed: {exc!r}"
+            self._event(time.monotonic_ns(), "error", message)
+            self.last_error = message
             self._close()
 
     def _loop(self) -> None:

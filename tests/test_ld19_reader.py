@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sensorbench.drivers.ld19_reader import LD19Reader
 from sensorbench.drivers.reader_base import DeviceReader
-from sensorbench.errors import DriverError
+from sensorbench.errors import DriverError, SessionError
 from sensorbench.logs import Session, SessionWriter, TurnFlag
 from sensorbench.sim.emulator_ld19 import LD19Emulator, LD19Truth, SyntheticLD19Samples
 from sensorbench.sim.pty import PtyPort
@@ -181,3 +181,49 @@ def test_missing_port_fails_to_open_within_its_deadline(tmp_path):
     with pytest.raises(DriverError, match="cannot open"):
         reader.start()
     assert time.monotonic() - t0 < 1.0
+
+
+class _DiskFullWriter:
+    """A session writer whose disk fills up after ``ok_appends`` raw chunks."""
+
+    def __init__(self, ok_appends: int) -> None:
+        self.ok_appends = ok_appends
+        self.error: BaseException | None = None
+        self.events: list[tuple] = []
+
+    def add_raw(self, name, attrs=None):
+        pass
+
+    def add_lidar(self, name, attrs=None):
+        pass
+
+    def event(self, t_ns, source, kind, message=""):
+        if self.error is not None:
+            raise SessionError(f"writing failed: {self.error}")
+        self.events.append((kind, message))
+
+    def append_raw(self, name, t_ns, data):
+        self.ok_appends -= 1
+        if self.ok_appends < 0:
+            self.error = OSError(28, "No space left on device")
+            raise SessionError(f"writing failed: {self.error}")
+
+    def append_turns(self, name, turns):
+        if self.error is not None:
+            raise SessionError(f"writing failed: {self.error}")
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_failed_writer_stops_the_reader_with_the_cause():
+    samples = SyntheticLD19Samples.generate(duration_s=30.0, seed=4)
+    with LD19Emulator(samples, speed=SPEED, startup_s=0.0) as emu:
+        writer = _DiskFullWriter(ok_appends=20)
+        reader = LD19Reader("ld19", emu.path, writer)
+        reader.declare(writer)
+        reader.start()
+        try:
+            _wait(lambda: not reader.running, 5.0, "the reader thread to stop")
+        finally:
+            reader.stop()
+    assert "No space left on device" in reader.status().last_error
+    assert reader.events[-2][1] == "error"  # kept in memory when the writer cannot take it
