@@ -276,6 +276,7 @@ ROBOT = Table(
         "footprint_m": FLL(
             [[-0.225, -0.225], [0.225, -0.225], [0.225, 0.225], [-0.225, 0.225]], inner=2
         ),
+        "occluders": Tables(_check_obstacle),
     }
 )
 
@@ -413,6 +414,7 @@ def _lidar_table(model: str) -> Table:
             "enabled": B(True),
             "mount_xy_m": FL([0.0, 0.0], n=2),
             "mount_yaw_deg": F(0.0),
+            "sees_robot": B(True),
             "rate_hz": F(d["rate_hz"], lo=0.5, hi=50.0),
             "samples_per_s": F(d["samples_per_s"], lo=10.0, hi=100000.0),
             "period_jitter_s": F(d["period_jitter_s"], lo=0.0),

@@ -6,7 +6,9 @@ probability ``skip_prob``; the rotation phase is linear in time within a turn.
 Samples are emitted at ``samples_per_s``; the LD19 sends them in packets of 12 whose
 angles are linear in time between the packet's first and last sample (what its
 start/end-angle encoding can express), the A1 one per node. Each sample is a ray
-cast from the sensor's pose **at that sample's own time** along its own bearing.
+cast from the sensor's pose **at that sample's own time** along its own bearing, against
+the world and (for lidars that ``sees_robot``) the robot's own occluders, which are
+fixed in the body frame.
 
 Measurement model, per sample with true range r (inf = no hit):
 - noise N(0, σ_band(r)) by distance band, then rounded to the device's resolution;
@@ -98,9 +100,18 @@ def band_sigma(p: dict, r: np.ndarray) -> np.ndarray:
 
 
 def simulate_lidar(
-    p: dict, traj: Trajectory, world: World, duration_s: float, rng: np.random.Generator
+    p: dict,
+    traj: Trajectory,
+    world: World,
+    duration_s: float,
+    rng: np.random.Generator,
+    body: World | None = None,
 ) -> LidarSamples:
-    """All samples of one lidar (validated ``[lidars.<name>]`` table ``p``) over the run."""
+    """All samples of one lidar (validated ``[lidars.<name>]`` table ``p``) over the run.
+
+    ``body`` holds the robot's own occluders in the body frame (``[[robot.occluders]]``);
+    a lidar with ``sees_robot`` gets returns from them, which move with it.
+    """
     model = p["model"]
     spp = 12 if model == "ld19" else 1
     starts, periods, skipped = turn_schedule(p, duration_s, rng)
@@ -132,6 +143,9 @@ def simulate_lidar(
     origin = np.column_stack([x + c * mx - s * my, y + s * mx + c * my])
     bearing = yaw + np.deg2rad(p["mount_yaw_deg"]) - np.deg2rad(angle_cw)
     true_r = world.raycast_many(origin, bearing)
+    if body is not None and p["sees_robot"] and (len(body.segments) or len(body.circles)):
+        own = np.deg2rad(p["mount_yaw_deg"]) - np.deg2rad(angle_cw)
+        true_r = np.minimum(true_r, body.raycast(np.asarray(p["mount_xy_m"], float), own))
 
     z_noise = rng.standard_normal(n)
     u_edge = rng.random(n)

@@ -25,7 +25,7 @@ from sensorbench.sim.sensor_lidar import LidarSamples, simulate_lidar
 from sensorbench.sim.sensor_pods import PodSamples, simulate_pods
 from sensorbench.sim.sensor_pose import PoseSamples, simulate_mocap, simulate_pose_sensor
 from sensorbench.sim.trajectory import Trajectory, build_trajectory
-from sensorbench.sim.world import World, build_world
+from sensorbench.sim.world import World, build_obstacles, build_world
 
 if TYPE_CHECKING:
     from sensorbench.logs import LidarTurns, SessionWriter
@@ -77,6 +77,15 @@ class Simulation:
         if self.duration_s <= 0:
             raise SimError(f"{sc.source}: the run lasts 0 s; set duration_s or a trajectory")
         self._check_clearance()
+        self.body: World = World(build_obstacles(r["occluders"]))
+        for name, p in sc.lidars.items():
+            if p["enabled"] and p["sees_robot"]:
+                mx, my = p["mount_xy_m"]
+                if self.body.contains_obstacle_point([mx], [my])[0]:
+                    raise SimError(
+                        f"{sc.source}: lidars.{name}.mount_xy_m lies inside a robot.occluders "
+                        "entry, so it would see nothing; move it or set sees_robot = false"
+                    )
         self._cache: dict[str, object] = {}
 
     def _check_clearance(self) -> None:
@@ -137,7 +146,12 @@ class Simulation:
         if key not in self._cache:
             p = self._lidar_params(name)
             self._cache[key] = simulate_lidar(
-                p, self.trajectory, self.world, self.duration_s, self.rng(f"lidar:{name}")
+                p,
+                self.trajectory,
+                self.world,
+                self.duration_s,
+                self.rng(f"lidar:{name}"),
+                body=self.body,
             )
         return self._cache[key]  # type: ignore[return-value]
 
@@ -453,6 +467,21 @@ def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) 
     w.set_truth("world/segments", sim.world.segments, {"units": "m", "columns": "x0 y0 x1 y1"})
     w.set_truth("world/circles", sim.world.circles, {"units": "m", "columns": "cx cy r"})
     w.set_truth_attrs({"mocap_volume_m": list(sim.world.mocap_volume)}, "world")
+    w.set_truth(
+        "robot/occluder_segments",
+        sim.body.segments,
+        {"units": "m", "frame": "body", "columns": "x0 y0 x1 y1"},
+    )
+    w.set_truth(
+        "robot/occluder_circles",
+        sim.body.circles,
+        {"units": "m", "frame": "body", "columns": "cx cy r"},
+    )
+    w.set_truth(
+        "robot/footprint_m",
+        np.asarray(scn.robot["footprint_m"], float),
+        {"units": "m", "frame": "body"},
+    )
     for name in sim.lidar_names():
         ls: LidarSamples = streams[name]  # type: ignore[assignment]
         g = f"lidar/{name}"

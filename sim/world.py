@@ -187,36 +187,42 @@ class World:
         return inside
 
 
-def build_world(spec: dict) -> World:
-    """Build a :class:`World` from a validated ``[world]`` scenario table.
-
-    The lab is a rectangle ``size_m = [width_x, depth_y]`` centred at the origin, with
-    wall thickness ignored (walls are the inner faces). Obstacles come from
-    ``[[world.obstacles]]`` entries of kind ``box`` (``center_m``, ``size_m``, ``yaw_deg``),
-    ``pillar`` (``center_m``, ``radius_m``) or ``polygon`` (``vertices_m``).
-    """
-    w, d = spec["size_m"]
-    obstacles = [
-        Obstacle(
-            "walls",
-            "wall",
-            vertices=np.array([[-w / 2, -d / 2], [w / 2, -d / 2], [w / 2, d / 2], [-w / 2, d / 2]]),
-        )
-    ]
-    for i, ob in enumerate(spec.get("obstacles", [])):
+def build_obstacles(specs: list[dict]) -> list[Obstacle]:
+    """Obstacles from validated ``[[world.obstacles]]`` (or ``[[robot.occluders]]``) entries:
+    ``box`` (``center_m``, ``size_m``, ``yaw_deg``), ``pillar`` (``center_m``, ``radius_m``)
+    or ``polygon`` (``vertices_m``)."""
+    out = []
+    for i, ob in enumerate(specs):
         name = ob.get("name") or f"{ob['kind']}{i}"
         if ob["kind"] == "box":
             verts = box_vertices(
                 tuple(ob["center_m"]), tuple(ob["size_m"]), np.deg2rad(ob["yaw_deg"])
             )
-            obstacles.append(Obstacle(name, "box", vertices=verts))
+            out.append(Obstacle(name, "box", vertices=verts))
         elif ob["kind"] == "pillar":
-            obstacles.append(
+            out.append(
                 Obstacle(name, "pillar", center=tuple(ob["center_m"]), radius=float(ob["radius_m"]))
             )
         else:
-            obstacles.append(
-                Obstacle(name, "polygon", vertices=np.asarray(ob["vertices_m"], float))
-            )
+            out.append(Obstacle(name, "polygon", vertices=np.asarray(ob["vertices_m"], float)))
+    return out
+
+
+def build_world(spec: dict) -> World:
+    """Build a :class:`World` from a validated ``[world]`` scenario table.
+
+    The lab is a rectangle ``size_m = [width_x, depth_y]`` centred at the origin, with
+    wall thickness ignored (walls are the inner faces), plus the obstacles of
+    ``[[world.obstacles]]`` (see :func:`build_obstacles`).
+    """
+    w, d = spec["size_m"]
+    walls = Obstacle(
+        "walls",
+        "wall",
+        vertices=np.array([[-w / 2, -d / 2], [w / 2, -d / 2], [w / 2, d / 2], [-w / 2, d / 2]]),
+    )
     vol = spec["mocap_volume_m"]
-    return World(obstacles, mocap_volume=(vol[0], vol[1], vol[2], vol[3]))
+    return World(
+        [walls, *build_obstacles(spec.get("obstacles", []))],
+        mocap_volume=(vol[0], vol[1], vol[2], vol[3]),
+    )

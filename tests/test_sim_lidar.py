@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.stats import norm
+from sensorbench.errors import SimError
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.sensor_lidar import KIND_EDGE, KIND_FALSE, KIND_NORMAL, band_sigma
 from sensorbench.sim.simulation import Simulation
@@ -205,3 +206,33 @@ def test_ld19_default_skip_rate_and_jitter_long_run() -> None:
     # 12000 turns at 1.5 %: 180 expected, SE ≈ 13.3.
     assert abs(skipped - n * q) < 4 * np.sqrt(n * q * (1 - q))
     _check_period_percentiles(periods, 1 / p["rate_hz"], p["period_jitter_s"])
+
+
+def test_robot_occluders_move_with_the_robot_and_cast_self_returns() -> None:
+    # A 4 cm mast at the body origin, seen by the front A1 at (0.2, 0) facing forward:
+    # rays within asin(0.04 / 0.2) = 11.54° of straight back (native 180°) hit it at
+    # 0.16–0.20 m whatever the robot's heading (a spin); the LD19 on top ignores it.
+    sc = load_scenario("spin").with_overrides(
+        {
+            "trajectory": {"repeats": 1},
+            "robot": {"occluders": [{"kind": "pillar", "center_m": [0.0, 0.0], "radius_m": 0.04}]},
+            "lidars": {
+                "lidar_front": {"model": "a1", "mount_xy_m": [0.2, 0.0], "mount_yaw_deg": 0.0},
+                "ld19": {"model": "ld19", "mount_xy_m": [0.1, 0.0], "sees_robot": False},
+            },
+        }
+    )
+    sim = Simulation(sc, 2)
+    ls = sim.lidar("lidar_front")
+    off = np.abs(ls.angle_deg_cw - 180.0)
+    inside, outside = off < 11.4, off > 11.7
+    assert inside.sum() > 100
+    assert np.all((ls.true_range_m[inside] >= 0.16 - 1e-9) & (ls.true_range_m[inside] <= 0.2))
+    assert np.all(ls.true_range_m[outside] > 0.5)
+    ld = sim.lidar("ld19")
+    assert ld.true_range_m.min() > 0.5
+    bad = load_scenario("spin").with_overrides(
+        {"robot": {"occluders": [{"kind": "box", "center_m": [0.2, 0.0], "size_m": [0.1, 0.1]}]}}
+    )
+    with pytest.raises(SimError, match=r"lidars\.lidar_front\.mount_xy_m lies inside"):
+        Simulation(bad, 0)
