@@ -3,8 +3,8 @@
 Per axis the filter (see :mod:`sensorbench.fusion.split_filter`) measures the
 odometry position y_k = p_k + e_k (e ~ N(0, r)) of a velocity random walk
 (Var(v_k − v_{k−1}) = q·Δt_k). The fit replays the axis filter and maximises
-the likelihood of its innovations over (ln q, ln r) — a coarse grid, then
-Nelder–Mead — summed over sessions, with r bounded below by the tick
+the likelihood of its innovations over (ln q, ln r) — zooming grids evaluated
+in one vectorised pass each — summed over sessions, with r bounded below by the tick
 quantization. The filter gates as it does in replay (an innovation with NIS
 above the gate is not applied) and each innovation is scored under a Gaussian
 with a small wide outlier component, so a bouncing wheel cannot inflate r.
@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_replay import read_odometry
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
@@ -66,24 +65,80 @@ def axis_measurements(dt: np.ndarray, increments: np.ndarray) -> dict[str, AxisS
 OUTLIER_FRACTION = 1e-3
 
 
-def series_nll(
-    series: AxisSeries, noise: AxisNoise, gate: float, s_out: float
-) -> tuple[float, int]:
-    """Negative log-likelihood of one series' innovations, and the gate's rejections.
+def batch_nll(
+    series: AxisSeries,
+    q: np.ndarray,
+    r: np.ndarray,
+    gate: float,
+    s_out: float,
+    max_rejects: int = 8,
+    var_v0: float = 1.0,
+) -> np.ndarray:
+    """Negative log-likelihood of one series for many (q, r) pairs at once.
 
-    The axis filter runs exactly as in replay (gated innovations not applied).
-    Each innovation is scored under a proper mixture, (1 − ε)·N(0, S) +
+    Runs the axis filter of :func:`~sensorbench.fusion.split_filter.run_axis`
+    (same prediction, gate, clipped odometry on rejection and streak recovery)
+    vectorised over the parameter pairs, one numpy step per frame. Each
+    innovation is scored under a proper mixture, (1 − ε)·N(0, S) +
     ε·N(0, ``s_out``) with ε = 1e-3 and ``s_out`` the spread of the data, so a
-    bouncing wheel costs a bounded amount and cannot pull r up, and shrinking S
-    cannot buy likelihood by rejecting data (a Gaussian capped at the gate would
-    be unbounded).
+    bouncing wheel costs a bounded amount and cannot pull r up.
     """
-    tr = run_axis(series.dt, series.z, noise, gate=gate)
-    ok = np.isfinite(tr.innovation)
-    nu, s = tr.innovation[ok], tr.s[ok]
-    a = math.log(1.0 - OUTLIER_FRACTION) - 0.5 * (np.log(s) + nu * nu / s)
-    b = math.log(OUTLIER_FRACTION) - 0.5 * (math.log(s_out) + nu * nu / s_out)
-    return float(-np.logaddexp(a, b).sum()), tr.rejected
+    q = np.asarray(q, dtype=float)
+    r = np.asarray(r, dtype=float)
+    n = q.size
+    p = np.zeros(n)
+    v = np.zeros(n)
+    odo = np.zeros(n)
+    ppp = np.zeros(n)
+    ppv = np.zeros(n)
+    pvv = np.full(n, var_v0)
+    streak = np.zeros(n, dtype=np.int64)
+    odo_streak = np.zeros(n)
+    z_streak = np.zeros(n)
+    total = np.zeros(n)
+    log_in = math.log(1.0 - OUTLIER_FRACTION)
+    log_out = math.log(OUTLIER_FRACTION) - 0.5 * math.log(s_out)
+    for h, zk in zip(series.dt.tolist(), series.z.tolist(), strict=True):
+        qh = q * h
+        p_prev = p
+        pvv_n = pvv + qh
+        ppv_n = ppv + h * pvv_n
+        ppp = ppp + 2.0 * h * ppv + h * h * pvv + qh * h * h
+        ppv, pvv = ppv_n, pvv_n
+        p = p + v * h
+        if zk != zk:  # nan: predict only
+            odo = odo + (p - p_prev)
+            continue
+        s = ppp + r
+        nu = odo + zk - p
+        nis = nu * nu / s
+        total -= np.logaddexp(log_in - 0.5 * (np.log(s) + nis), log_out - 0.5 * nu * nu / s_out)
+        force = streak >= max_rejects
+        ok = (nis <= gate) | force
+        # forced: restore the streak's odometry and reset the velocity variance
+        odo = np.where(force, odo_streak + z_streak, odo)
+        nu = np.where(force, odo + zk - p, nu)
+        pvv = np.where(force, np.maximum(pvv, var_v0), pvv)
+        s = ppp + r
+        kp = ppp / s
+        kv = ppv / s
+        upd_p = p + kp * nu
+        upd_v = v + kv * nu
+        new_pvv = pvv - kv * ppv
+        new_ppv = ppv - kv * ppp
+        new_ppp = ppp - kp * ppp
+        bound = np.sqrt(gate * s)
+        start = ~ok & (streak == 0)
+        odo_streak = np.where(start, odo, odo_streak)
+        z_streak = np.where(start, 0.0, z_streak) + np.where(ok, 0.0, zk)
+        odo = np.where(ok, odo + zk, p + np.where(nu > 0, bound, -bound))
+        p = np.where(ok, upd_p, p)
+        v = np.where(ok, upd_v, v)
+        pvv = np.where(ok, new_pvv, pvv)
+        ppv = np.where(ok, new_ppv, ppv)
+        ppp = np.where(ok, new_ppp, ppp)
+        streak = np.where(ok, 0, streak + 1)
+    return total
 
 
 @dataclass
@@ -159,46 +214,49 @@ def quantization_floor(geometry: PodGeometry) -> dict[str, float]:
 
 
 def fit_axis(
-    axis: str, series: Sequence[AxisSeries], r_min: float, gate: float = NIS_GATE_99
+    axis: str,
+    series: Sequence[AxisSeries],
+    r_min: float,
+    gate: float = NIS_GATE_99,
+    max_frames: int = 3000,
 ) -> AxisNoiseFit:
     """Maximum-likelihood q and r (r ≥ ``r_min``, the quantization floor) of one axis.
 
-    r is parametrised as r_min + e^ρ: without the floor the capped likelihood
-    is unbounded (perfectly quantized zero increments at rest would drive r to 0).
+    r is parametrised as r_min + e^ρ: without the floor the likelihood is
+    unbounded (perfectly quantized zero increments at rest would drive r to 0).
+    The search evaluates whole grids of (ln q, ρ) at once, zooming three times
+    (13×9, then 9×9 over ±1, then ±0.25: a final resolution of about 6 %),
+    on the first ``max_frames`` frames of each session (cost); the NIS and
+    whiteness checks use all of them.
     """
-    spread = [max(float(np.var(s.z)), 1e3 * r_min) for s in series]
+    data = [AxisSeries(s.dt[:max_frames], s.z[:max_frames]) for s in series]
+    spread = [max(float(np.var(s.z)), 1e3 * r_min) for s in data]
     lo = np.log([1e-10, r_min * 1e-4])
     hi = np.log([1e6, r_min * 1e6])
 
-    def unpack(theta: np.ndarray) -> tuple[float, float]:
-        theta = np.clip(theta, lo, hi)
-        return math.exp(theta[0]), r_min + math.exp(theta[1])
+    def total(lq: np.ndarray, lr: np.ndarray) -> np.ndarray:
+        q, r = np.exp(lq), r_min + np.exp(lr)
+        return sum(batch_nll(s, q, r, gate, so) for s, so in zip(data, spread, strict=True))
 
-    def nll(theta: np.ndarray, data: Sequence[AxisSeries] = series) -> float:
-        noise = AxisNoise(*unpack(theta))
-        return sum(series_nll(s, noise, gate, so)[0] for s, so in zip(data, spread, strict=True))
-
-    # coarse grid on the first 4000 frames of each session, then Nelder–Mead
-    head = [AxisSeries(s.dt[:4000], s.z[:4000]) for s in series]
-    grid = [
-        np.array([lq, lr])
-        for lq in np.linspace(lo[0], hi[0], 9)
-        for lr in np.linspace(lo[1], hi[1], 6)
-    ]
-    x0 = min(grid, key=lambda th: nll(th, head))
-    simplex = np.vstack([x0, x0 + np.array([2.0, 0.0]), x0 + np.array([0.0, 2.0])])
-    res = minimize(
-        nll,
-        x0,
-        method="Nelder-Mead",
-        options={"xatol": 1e-3, "fatol": 1e-3, "maxiter": 300, "initial_simplex": simplex},
-    )
-    q, r = unpack(res.x)
+    centre, half = (lo + hi) / 2, (hi - lo) / 2
+    shape = (13, 9)
+    best_val = math.inf
+    for _ in range(3):
+        gq, gr = np.meshgrid(
+            np.linspace(centre[0] - half[0], centre[0] + half[0], shape[0]),
+            np.linspace(centre[1] - half[1], centre[1] + half[1], shape[1]),
+            indexing="ij",
+        )
+        lq, lr = np.clip(gq.ravel(), lo[0], hi[0]), np.clip(gr.ravel(), lo[1], hi[1])
+        vals = total(lq, lr)
+        i = int(np.nanargmin(vals))
+        centre, best_val = np.array([lq[i], lr[i]]), float(vals[i])
+        half = np.array([1.0, 1.0]) if shape == (13, 9) else half / 4
+        shape = (9, 9)
+    q, r = float(np.exp(centre[0])), float(r_min + np.exp(centre[1]))
     noise = AxisNoise(q, r)
     nis_mean, k, rejected, rho, bound = check_axis(series, noise, gate)
-    return AxisNoiseFit(
-        axis, q, r, float(res.fun), nis_mean, nis_bounds(k), k, rejected, rho, bound
-    )
+    return AxisNoiseFit(axis, q, r, best_val, nis_mean, nis_bounds(k), k, rejected, rho, bound)
 
 
 @dataclass
@@ -228,8 +286,11 @@ def fit_noise(
     sessions: Sequence[str | os.PathLike[str]],
     geometry: PodGeometry,
     gate: float = NIS_GATE_99,
+    max_frames: int = 3000,
 ) -> NoiseFit:
     """Fit q and r of the x, y and heading filters from replayed sessions.
+
+    ``max_frames`` bounds the frames per session the likelihood search uses.
 
     Raises:
         FitError: no sessions, or sessions too short (< 50 frames in all).
@@ -247,5 +308,5 @@ def fit_noise(
     if n < 50:
         raise FitError(f"only {n} encoder frames in all; record longer sessions")
     floor = quantization_floor(geometry)
-    fits = {a: fit_axis(a, per_axis[a], floor[a], gate) for a in AXES}
+    fits = {a: fit_axis(a, per_axis[a], floor[a], gate, max_frames) for a in AXES}
     return NoiseFit(fits, [os.path.basename(str(p)) for p in sessions], gate)

@@ -23,7 +23,12 @@ from sensorbench.characterize.pod_fit import (
     yaw_from_quat,
 )
 from sensorbench.errors import FitError, FusionError, SessionError
-from sensorbench.fusion.pod_kinematics import PodGeometry, body_increments, unwrap_counts
+from sensorbench.fusion.pod_kinematics import (
+    PodGeometry,
+    body_increments,
+    repair_bounces,
+    unwrap_counts,
+)
 from sensorbench.fusion.split_filter import (
     Aiding,
     FilterNoise,
@@ -42,14 +47,22 @@ class OdometryInput:
         t_s: frame times (K+1,) on the host clock (s), strictly increasing.
         t0_ns: host time (ns) that ``t_s`` is relative to.
         dn: tick increments (K, 3).
+        imu_dtheta: IMU yaw increments over each step (K,) (rad), None without IMU.
     """
 
     t_s: np.ndarray
     t0_ns: int
     dn: np.ndarray
+    imu_dtheta: np.ndarray | None = None
 
-    def increments(self, geometry: PodGeometry) -> np.ndarray:
-        """Body increments (K, 3) (m, m, rad) through ``W⁻¹``."""
+    def increments(self, geometry: PodGeometry, repair: bool = True) -> np.ndarray:
+        """Body increments (K, 3) (m, m, rad) through ``W⁻¹``.
+
+        With an IMU and ``repair``, frames where a parallel pod bounced are
+        rebuilt from the other pods and the IMU (:func:`repair_bounces`).
+        """
+        if repair and self.imu_dtheta is not None:
+            return repair_bounces(geometry.W, self.dn, self.imu_dtheta)[0]
         return body_increments(geometry.W, self.dn)
 
 
@@ -84,7 +97,12 @@ def read_odometry(path: str | os.PathLike[str], encoder: str | None = None) -> O
     counts = batch.counts[keep]
     if wrapped and bits:
         counts = unwrap_counts(counts, int(bits))
-    return OdometryInput(t[keep], t0_ns, np.diff(counts, axis=0).astype(float))
+    yaw = batch.yaw[keep]
+    imu = None
+    if np.count_nonzero(np.isfinite(yaw)) > yaw.size // 2:
+        imu = np.diff(np.unwrap(np.where(np.isfinite(yaw), yaw, 0.0)))
+        imu[~(np.isfinite(yaw[1:]) & np.isfinite(yaw[:-1]))] = np.nan
+    return OdometryInput(t[keep], t0_ns, np.diff(counts, axis=0).astype(float), imu)
 
 
 def read_aiding(
@@ -191,6 +209,7 @@ def replay_session(
     aid_model: PoseAidModel | None = None,
     gate: float = 6.63,
     reference: str = "mocap",
+    repair: bool = True,
 ) -> Replay:
     """Replay one session through the split filters and score it.
 
@@ -202,12 +221,17 @@ def replay_session(
         gate: NIS gate.
         reference: ``"mocap"`` (the session's mocap stream, aligned in time
             to the encoder) or ``"truth"`` (a simulated session's truth).
+        repair: rebuild bounce frames from the other pods and the IMU yaw
+            (when the encoder stream carries one).
 
     The filter starts at the reference pose at the first frame (zero pose
     without a reference).
     """
     odo = read_odometry(path)
-    inc = odo.increments(geometry)
+    inc = odo.increments(geometry, repair)
+    n_repaired = 0
+    if repair and odo.imu_dtheta is not None:
+        n_repaired = int(np.count_nonzero(repair_bounces(geometry.W, odo.dn, odo.imu_dtheta)[1]))
     ref_t, ref_pose, offset, ref_name = None, None, 0.0, None
     if reference == "truth":
         with Session(path) as s:
@@ -240,5 +264,9 @@ def replay_session(
         errors,
         ref_t,
         ref_pose,
-        {"aided": aiding is not None},
+        {
+            "aided": aiding is not None,
+            "imu_bounce_check": repair and odo.imu_dtheta is not None,
+            "repaired_frames": n_repaired,
+        },
     )

@@ -178,6 +178,64 @@ def body_increments_two_pods_imu(
     return np.column_stack([xy, dtheta])
 
 
+def repair_bounces(
+    W: np.ndarray,
+    dn: np.ndarray,
+    imu_dtheta: np.ndarray,
+    threshold_sigma: float = 8.0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Find frames where a pod lost contact (a bounce) and rebuild them from the others.
+
+    Three pods leave no redundancy; an IMU yaw increment adds one. Per frame the
+    pods' Δθ is compared with the IMU's (after removing the median difference,
+    i.e. the gyro bias); a frame whose difference exceeds ``threshold_sigma``
+    times its robust spread (at least the tick quantization's spread) has a pod
+    that did not roll. Each pod in turn is left out and predicted from the other
+    two plus the IMU (:func:`body_increments_two_pods_imu`); the culprit is the
+    pod whose measured count falls shortest of its prediction (a bouncing wheel
+    only loses ticks), and the frame's increment is replaced by the solution
+    without it. Bounces of the perpendicular pod do not show in Δθ and are left
+    to the filters' gate.
+
+    Returns:
+        ``(increments (K, 3), repaired (K,) bool, culprit (K,) int, −1 where none)``.
+    """
+    W = np.asarray(W, dtype=float)
+    dn = np.asarray(dn, dtype=float)
+    inc = body_increments(W, dn)
+    imu = np.asarray(imu_dtheta, dtype=float)
+    k_n = inc.shape[0]
+    culprit = np.full(k_n, -1)
+    resid = inc[:, 2] - imu
+    ok = np.isfinite(resid)
+    if np.count_nonzero(ok) < 10:
+        return inc, np.zeros(k_n, dtype=bool), culprit
+    centred = resid - np.median(resid[ok])
+    mad = 1.4826 * float(np.median(np.abs(centred[ok])))
+    w_inv = np.linalg.inv(W)
+    sigma_q = float(np.sqrt((w_inv @ w_inv.T)[2, 2] / 6.0))
+    flag = ok & (np.abs(centred) > threshold_sigma * max(mad, sigma_q))
+    if not np.any(flag):
+        return inc, flag, culprit
+    idx = np.flatnonzero(flag)
+    best = np.full(idx.size, -np.inf)
+    repaired = inc[idx].copy()
+    for i in range(3):
+        pair = tuple(j for j in range(3) if j != i)
+        try:
+            alt = body_increments_two_pods_imu(W, dn[idx], imu[idx], pods=pair)
+        except FusionError:
+            continue
+        predicted = alt @ W[i]
+        deficit = np.abs(predicted) - np.abs(dn[idx, i])
+        better = deficit > best
+        best = np.where(better, deficit, best)
+        repaired[better] = alt[better]
+        culprit[idx[better]] = i
+    inc[idx] = repaired
+    return inc, flag, culprit
+
+
 def _arc_factors(dtheta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """sin(θ)/θ and (1 − cos θ)/θ, with series near 0."""
     small = np.abs(dtheta) < 1e-6

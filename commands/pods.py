@@ -1,0 +1,423 @@
+"""``sensorbench fit pods``, ``sensorbench fit noise`` and ``sensorbench replay``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+_SESSION = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def register(cli: click.Group) -> None:
+    """Attach ``fit pods``, ``fit noise`` (shared ``fit`` group) and ``replay``."""
+    from sensorbench.cli import subgroup
+
+    fit = subgroup("fit", "Fit models from sessions.")
+    fit.add_command(fit_pods_cmd)
+    fit.add_command(fit_noise_cmd)
+    cli.add_command(replay_cmd)
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (np.floating, np.integer, np.bool_)):
+        return obj.item()
+    raise TypeError(type(obj).__name__)
+
+
+def _clean(obj: Any) -> Any:
+    """Replace non-finite floats by None so the JSON is standard."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def _echo_json(doc: dict) -> None:
+    click.echo(json.dumps(_clean(json.loads(json.dumps(doc, default=_json_default))), indent=2))
+
+
+@click.command("pods")
+@click.argument("sessions", nargs=-1, required=True, type=_SESSION)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the pod-geometry model (TOML, with provenance) here.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (SI units).")
+@click.option(
+    "--counts-per-rev",
+    type=click.FloatRange(min=1.0),
+    help="Encoder ticks per wheel revolution (default: the session's robot config).",
+)
+@click.option(
+    "--interval",
+    "interval_s",
+    type=click.FloatRange(min=0.02),
+    default=0.5,
+    show_default=True,
+    help="Fitting interval (s).",
+)
+@click.option(
+    "--heading",
+    type=click.Choice(["mocap", "imu"]),
+    default="mocap",
+    show_default=True,
+    help="Reference for the rotational part (Δθ).",
+)
+@click.option(
+    "--min-excitation",
+    type=click.FloatRange(min=1.0),
+    default=100.0,
+    show_default=True,
+    help="Signal-to-reference-noise energy a motion direction needs to count as excited.",
+)
+def fit_pods_cmd(
+    sessions: tuple[Path, ...],
+    output: Path | None,
+    as_json: bool,
+    counts_per_rev: float | None,
+    interval_s: float,
+    heading: str,
+    min_excitation: float,
+) -> None:
+    """Fit each pod's distance per tick (so wheel radius), rolling angle and lever arm.
+
+    SESSIONS are fixed drives (forward, sideways, spins, a square) with the pods'
+    encoder stream and a mocap pose stream. Per pod the row (cos φ, sin φ, L)/c is
+    fitted by robust least squares against mocap body increments, with the
+    encoder/mocap time offset found per session; uncertainties are 1σ. Motion
+    directions the drives do not excite are reported and the parameters that
+    need them refused (no spin: no lever arm; no sideways drive: no scale for a
+    sideways pod, no angles). A pod's position along its own rolling axis is
+    never observable. Units: m, rad (degrees in the table). Exit 1 when any
+    parameter was refused (the model file is still written, marked incomplete).
+    """
+    from sensorbench.characterize.pod_fit import fit_pods, load_drive
+    from sensorbench.fusion.model_file import provenance
+    from sensorbench.fusion.pod_kinematics import PodGeometry, condition_number, save_pod_model
+
+    drives = [load_drive(p) for p in sessions]
+    cpr = None if counts_per_rev is None else [counts_per_rev] * 3
+    fit = fit_pods(
+        drives,
+        interval_s=interval_s,
+        heading=heading,
+        min_excitation=min_excitation,
+        counts_per_rev=cpr,
+    )
+    doc = fit.as_dict()
+    if fit.complete:
+        doc["condition_number"] = condition_number(fit.geometry().W)
+    if output is not None:
+        geometry = PodGeometry(
+            np.nan_to_num(fit.c, nan=1.0),
+            np.nan_to_num(fit.phi),
+            np.nan_to_num(fit.lever),
+            fit.names,
+            fit.counts_per_rev,
+        )
+        prov = provenance(sessions, fit.options)
+        summary = {
+            "complete": fit.complete,
+            "time_offsets_s": fit.time_offsets_s,
+            "excitation": fit.excitation,
+            "not_observable": "each pod's position along its own rolling axis",
+        }
+        save_pod_model(output, geometry, prov, fit.pod_tables(), summary)
+        doc["model_file"] = str(output)
+    if as_json:
+        _echo_json(doc)
+    else:
+        _print_pod_table(fit)
+        if output is not None:
+            click.echo(f"model written to {output}")
+    if not fit.complete:
+        for msg in fit.refusals():
+            click.echo(f"refused: {msg}", err=True)
+        click.get_current_context().exit(1)
+
+
+def _print_pod_table(fit: Any) -> None:
+    radius, sr = fit.radius, fit.sigma_radius
+    click.echo(
+        f"{'pod':<8} {'m/tick':>12} {'±1σ':>9} {'radius mm':>10} {'±1σ':>7} "
+        f"{'angle °':>9} {'±1σ':>7} {'lever mm':>9} {'±1σ':>7}"
+    )
+    for i, name in enumerate(fit.names):
+        r = (
+            f"{radius[i] * 1e3:10.4f} {sr[i] * 1e3:7.4f}"
+            if radius is not None
+            else f"{'-':>10} {'-':>7}"
+        )
+        click.echo(
+            f"{name:<8} {fit.c[i]:12.5e} {fit.sigma_c[i]:9.2e} {r} "
+            f"{math.degrees(fit.phi[i]):9.4f} {math.degrees(fit.sigma_phi[i]):7.4f} "
+            f"{fit.lever[i] * 1e3:9.3f} {fit.sigma_lever[i] * 1e3:7.3f}"
+        )
+    ex = ", ".join(
+        f"{k}: {v:.0f}{'' if fit.excited[k] else ' (not excited)'}"
+        for k, v in fit.excitation.items()
+    )
+    click.echo(f"excitation (signal/noise energy): {ex}")
+    offsets = ", ".join(
+        f"{lab} {o * 1e3:+.1f} ms" for lab, o in zip(fit.labels, fit.time_offsets_s, strict=True)
+    )
+    click.echo(f"encoder→mocap time offsets: {offsets}")
+    click.echo("not observable: each pod's position along its own rolling axis")
+
+
+@click.command("noise")
+@click.argument("sessions", nargs=-1, required=True, type=_SESSION)
+@click.option(
+    "--pods",
+    "pods_path",
+    required=True,
+    type=_SESSION,
+    help="Pod-geometry model (from 'sensorbench fit pods').",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the filter-noise model (TOML, with provenance) here.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (SI units).")
+@click.option(
+    "--gate",
+    type=click.FloatRange(min=0.5),
+    default=6.63,
+    show_default=True,
+    help="NIS gate of the filters (6.63 = 99 %, 8.81 = 99.7 % for one dof).",
+)
+def fit_noise_cmd(
+    sessions: tuple[Path, ...], pods_path: Path, output: Path | None, as_json: bool, gate: float
+) -> None:
+    """Fit the split filters' noise per axis from replayed sessions.
+
+    Per axis (x, y in m; heading in rad): q, the velocity random walk
+    (m²/s³, rad²/s³), and r, the variance of the odometry position (m², rad²),
+    by maximum innovation likelihood with outlier-robust scoring. Reports the
+    average NIS of the applied updates with its 95 % bounds for the actual
+    count K, and the innovation autocorrelation ρ_1..ρ_10 against ±1.96/√K.
+    Exit 1 when the NIS falls outside its bounds on some axis (the model is
+    still written: the check is a diagnosis, not a refusal).
+    """
+    from sensorbench.characterize.noise_fit import fit_noise
+    from sensorbench.fusion.model_file import provenance
+    from sensorbench.fusion.pod_kinematics import load_pod_model
+    from sensorbench.fusion.split_filter import save_noise_model
+
+    geometry = load_pod_model(pods_path)
+    fit = fit_noise(list(sessions), geometry, gate=gate)
+    doc = fit.as_dict()
+    if output is not None:
+        prov = provenance([*sessions, pods_path], {"gate": gate, "pods_model": str(pods_path)})
+        report = {
+            a: {k: v for k, v in f.as_dict().items() if k not in ("rho",)}
+            for a, f in fit.axes.items()
+        }
+        save_noise_model(output, fit.noise, prov, report)
+        doc["model_file"] = str(output)
+    if as_json:
+        _echo_json(doc)
+    else:
+        click.echo(
+            f"{'axis':<6} {'q':>10} {'r':>10} {'NIS':>7} {'95 % bounds':>17} {'K':>7} "
+            f"{'rejected':>8} {'max|ρ|':>7} {'bound':>6}"
+        )
+        for a, f in fit.axes.items():
+            flag = "" if f.nis_ok else "  NIS outside"
+            click.echo(
+                f"{a:<6} {f.q:10.3e} {f.r:10.3e} {f.nis_mean:7.3f} "
+                f"[{f.nis_bounds[0]:.3f}, {f.nis_bounds[1]:.3f}] {f.k:7d} {f.rejected:8d} "
+                f"{np.nanmax(np.abs(f.rho)):7.3f} {f.rho_bound:6.3f}{flag}"
+            )
+        click.echo("units: q m²/s³ (heading rad²/s³), r m² (heading rad²)")
+        if output is not None:
+            click.echo(f"model written to {output}")
+    if not all(f.nis_ok for f in fit.axes.values()):
+        click.get_current_context().exit(1)
+
+
+@click.command("replay")
+@click.argument("session", type=_SESSION)
+@click.option(
+    "--pods",
+    "pods_path",
+    required=True,
+    type=_SESSION,
+    help="Pod-geometry model (from 'sensorbench fit pods').",
+)
+@click.option(
+    "--noise",
+    "noise_path",
+    type=_SESSION,
+    help="Filter-noise model (from 'sensorbench fit noise'); default: untuned.",
+)
+@click.option(
+    "--pose-model",
+    "pose_model_path",
+    type=_SESSION,
+    help="Pose-error model (from 'sensorbench fit pose-error'): aid with pose_sensor.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the estimate as a pose stream (kind 'estimate') to this session file.",
+)
+@click.option(
+    "--plots",
+    "plots_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write PNG figures (path, error over time) here.",
+)
+@click.option(
+    "--reference",
+    type=click.Choice(["mocap", "truth"]),
+    default="mocap",
+    show_default=True,
+    help="Score against mocap or a simulated session's truth.",
+)
+@click.option(
+    "--gate",
+    type=click.FloatRange(min=0.5),
+    default=6.63,
+    show_default=True,
+    help="NIS gate of the filters.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (SI units).")
+def replay_cmd(
+    session: Path,
+    pods_path: Path,
+    noise_path: Path | None,
+    pose_model_path: Path | None,
+    output: Path | None,
+    plots_dir: Path | None,
+    reference: str,
+    gate: float,
+    as_json: bool,
+) -> None:
+    """Replay a session's pods through the split x/y/heading filters.
+
+    Prints the error against the reference: RMS, max and final position error
+    (m) and heading error (rad, degrees in the table), the time offset found
+    between encoder and mocap, and how many updates the NIS gate rejected.
+    """
+    from sensorbench.fusion.odometry_replay import replay_session
+    from sensorbench.fusion.pod_kinematics import load_pod_model
+    from sensorbench.fusion.split_filter import (
+        FilterNoise,
+        load_noise_model,
+        load_pose_aid_model,
+    )
+
+    geometry = load_pod_model(pods_path)
+    noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
+    aid = load_pose_aid_model(pose_model_path) if pose_model_path else None
+    rp = replay_session(session, geometry, noise, aid_model=aid, gate=gate, reference=reference)
+    doc = rp.summary()
+    doc["noise"] = "fitted" if noise_path else "untuned defaults"
+    if output is not None:
+        _write_estimate(output, rp, session, pods_path, noise_path)
+        doc["estimate_file"] = str(output)
+    if plots_dir is not None:
+        doc["plots"] = _plots(plots_dir, rp)
+    if as_json:
+        _echo_json(doc)
+        return
+    click.echo(f"{session}: {doc['frames']} frames over {doc['duration_s']:.1f} s")
+    err = doc["errors"]
+    if err is None:
+        click.echo("no reference in the session: no errors computed")
+    else:
+        click.echo(
+            f"position error vs {rp.reference}: RMS {err['rms_m'] * 100:.2f} cm, "
+            f"max {err['max_m'] * 100:.2f} cm, final {err['final_m'] * 100:.2f} cm"
+        )
+        click.echo(
+            f"heading error: RMS {math.degrees(err['heading_rms_rad']):.3f}°, "
+            f"max {math.degrees(err['heading_max_rad']):.3f}°, "
+            f"final {math.degrees(err['heading_final_rad']):+.3f}°"
+        )
+    click.echo(f"rejected by the gate: {doc['rejected_updates']}")
+    for key in ("estimate_file", "plots"):
+        if key in doc:
+            click.echo(f"{key.replace('_', ' ')}: {doc[key]}")
+
+
+def _write_estimate(
+    output: Path, rp: Any, session: Path, pods_path: Path, noise_path: Path | None
+) -> None:
+    from sensorbench.fusion.model_file import file_sha256
+    from sensorbench.logs import PoseBatch, SessionWriter
+
+    r = rp.result
+    n = r.t_s.size
+    yaw = r.pose[:, 2]
+    quat = np.column_stack([np.zeros(n), np.zeros(n), np.sin(yaw / 2), np.cos(yaw / 2)])
+    position = np.column_stack([r.pose[:, :2], np.zeros(n)])
+    t_ns = rp.t0_ns + np.round(r.t_s * 1e9).astype(np.int64)
+    attrs = {
+        "source_session": str(session),
+        "source_sha256": file_sha256(session),
+        "pods_model": str(pods_path),
+        "noise_model": str(noise_path) if noise_path else "untuned defaults",
+        "filter": "split x/y/heading, (position, velocity) each",
+        "frame": "world (mocap) when the session has mocap, else start pose",
+    }
+    with SessionWriter(output, label="estimate", swmr=False, attrs=attrs, overwrite=True) as w:
+        w.add_pose("estimate", kind="estimate", attrs={"units": "m, rad", **attrs})
+        w.append_pose(
+            "estimate",
+            PoseBatch(t_ns, position, quat, np.ones(n, bool), np.zeros(n, np.uint8)),
+        )
+
+
+def _plots(plots_dir: Path, rp: Any) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    r = rp.result
+    out = []
+    fig, ax = plt.subplots(figsize=(6, 6))
+    if rp.ref_pose is not None:
+        ax.plot(rp.ref_pose[:, 0], rp.ref_pose[:, 1], "k-", lw=1, label=rp.reference)
+    ax.plot(r.pose[:, 0], r.pose[:, 1], "C0-", lw=1, label="estimate (split filters)")
+    ax.set_xlabel("x (m)")
+    ax.set_ylabel("y (m)")
+    ax.set_aspect("equal")
+    ax.legend()
+    ax.set_title("path")
+    path = plots_dir / "replay_path.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    out.append(str(path))
+    if rp.errors is not None:
+        e = rp.errors
+        fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
+        a1.plot(e["t_s"], e["pos_err_m"] * 100, "C3-", lw=1)
+        a1.set_ylabel("position error (cm)")
+        a2.plot(e["t_s"], np.degrees(e["heading_err_rad"]), "C2-", lw=1)
+        a2.set_ylabel("heading error (°)")
+        a2.set_xlabel("time (s)")
+        a1.set_title(f"error against {rp.reference}")
+        path = plots_dir / "replay_error.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        out.append(str(path))
+    return out
