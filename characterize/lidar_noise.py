@@ -377,7 +377,10 @@ def _classify(
     n_bins = ref.shape[1]
     cand = np.zeros(r.size, dtype=bool)
     edge_out = np.zeros(r.size, dtype=bool)
-    e = np.flatnonzero(np.isfinite(r))
+    # on the interpolated surface between two unsplit bins: normal, no further test
+    with np.errstate(invalid="ignore"):
+        plain = ~jump[sid, b0] & (np.abs(r - ref_i) <= outlier_k * sigma_at(np.nan_to_num(ref_i)))
+    e = np.flatnonzero(np.isfinite(r) & ~plain)
     offs = np.arange(-edge_bins, edge_bins + 2)
     cols = (b0[e, None] + offs[None, :]) % n_bins
     nb = ref[sid[e, None], cols]

@@ -52,6 +52,7 @@ MAX_GAP_STEPS = 2.5
 JUMP_ABS_M = 0.05
 JUMP_REL = 0.03
 MAX_SLOPE = np.tan(np.radians(85.0))
+CHUNK_PAIRS = 256  # pairs merged per vectorised batch (keeps the arrays in cache)
 
 
 @dataclass(frozen=True)
@@ -321,6 +322,12 @@ class MergeSetup:
             raise FusionError("cannot tell the angular step: both streams have < 2 points per turn")
         return min(steps)
 
+    @staticmethod
+    def own_steps(front: LidarTurns, rear: LidarTurns, grid_step: float) -> tuple[float, float]:
+        """Each lidar's measured angular step (rad); the grid step where it cannot be told."""
+        f, r = angular_step_rad(front), angular_step_rad(rear)
+        return (f if np.isfinite(f) else grid_step, r if np.isfinite(r) else grid_step)
+
 
 def merge_pairs(
     front: LidarTurns,
@@ -329,8 +336,12 @@ def merge_pairs(
     i_r: np.ndarray,
     setup: MergeSetup,
     step_rad: float,
+    own_steps: tuple[float, float],
 ) -> tuple[LidarTurns, np.ndarray]:
     """Merge the given pairs of turns; returns the merged turns and a per-pair kept mask.
+
+    ``step_rad`` is the grid step and ``own_steps`` the front and rear lidars'
+    angular steps (rad), which bound the bearing gap interpolated over.
 
     Pairs the pose source does not cover (first point, last point and stamp) are
     left out (mask False).
@@ -353,13 +364,16 @@ def merge_pairs(
     n_pairs = stamp.size
     merged_r = np.full((n_pairs, n_bins), np.inf)
     merged_i = np.zeros((n_pairs, n_bins), dtype=np.uint16)
-    for turns, idx, mount in ((front, i_f, setup.front_mount), (rear, i_r, setup.rear_mount)):
+    sides = (
+        (front, i_f, setup.front_mount, own_steps[0]),
+        (rear, i_r, setup.rear_mount, own_steps[1]),
+    )
+    for turns, idx, mount, own in sides:
         pts, pair = _pair_points(turns, idx)
         x, y, pts, pair = _to_body(turns, pts, pair, mount, pose_at, ref_pose)
         if setup.footprint is not None and x.size:
             out = ~points_in_polygon(x, y, setup.footprint)
             x, y, pts, pair = x[out], y[out], pts[out], pair[out]
-        own = angular_step_rad(turns)
         r, i = _resample(
             np.mod(np.arctan2(y, x), TWO_PI),
             np.hypot(x, y),
@@ -367,7 +381,7 @@ def merge_pairs(
             pair,
             n_pairs,
             n_bins,
-            own if np.isfinite(own) else step_rad,
+            own,
         )
         nearer = r < merged_r
         merged_r = np.where(nearer, r, merged_r)
@@ -394,10 +408,18 @@ def merge_scans(front: LidarTurns, rear: LidarTurns, setup: MergeSetup) -> Merge
         FusionError: no angular step can be measured.
     """
     step = setup.grid_step(front, rear)
+    own = setup.own_steps(front, rear, step)
     i_f, i_r = pair_turns(
         turn_centres_ns(front), turn_centres_ns(rear), round(setup.max_dt_s * 1e9)
     )
-    merged, kept = merge_pairs(front, rear, i_f, i_r, setup, step)
+    parts = [
+        merge_pairs(
+            front, rear, i_f[k : k + CHUNK_PAIRS], i_r[k : k + CHUNK_PAIRS], setup, step, own
+        )
+        for k in range(0, max(i_f.size, 1), CHUNK_PAIRS)
+    ]
+    merged = LidarTurns.concat([p[0] for p in parts])
+    kept = np.concatenate([p[1] for p in parts])
     outside = int(np.sum(~kept))
     return MergeResult(
         turns=merged,
@@ -425,7 +447,8 @@ class StreamingMerger:
         self.setup = setup
         self._buf = {"front": LidarTurns.empty(), "rear": LidarTurns.empty()}
         self._done_ns = np.iinfo(np.int64).min
-        self._step: float | None = setup.step_rad
+        self._step: float | None = None
+        self._own = (0.0, 0.0)
         self.unpaired = {"front": 0, "rear": 0}
 
     def push(self, which: str, turns: LidarTurns) -> LidarTurns:
@@ -449,11 +472,12 @@ class StreamingMerger:
             return LidarTurns.empty()
         if self._step is None:
             self._step = self.setup.grid_step(front, rear)
+            self._own = self.setup.own_steps(front, rear, self._step)
         tc_f, tc_r = turn_centres_ns(front), turn_centres_ns(rear)
         i_f, i_r = pair_turns(tc_f, tc_r, round(self.setup.max_dt_s * 1e9))
         latest = np.maximum(tc_f[i_f], tc_r[i_r])
         new = (latest <= horizon_ns) & (latest > self._done_ns)
-        merged, _ = merge_pairs(front, rear, i_f[new], i_r[new], self.setup, self._step)
+        merged, _ = merge_pairs(front, rear, i_f[new], i_r[new], self.setup, self._step, self._own)
         for name, tc, used in (("front", tc_f, i_f), ("rear", tc_r, i_r)):
             decided = (tc <= horizon_ns) & (tc > self._done_ns)
             decided[used] = False
