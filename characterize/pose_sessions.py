@@ -105,9 +105,16 @@ def prepare_session(
     reference: str = "mocap",
     mode: str = "se3",
     max_offset_s: float = 0.5,
+    offset_s: float | None = None,
 ) -> PreparedSession:
-    """Load a session file and prepare its error series."""
+    """Load a session file and prepare its error series (``offset_s`` None: estimate it)."""
     sen, ref = load_tracks(path, sensor, reference)
     return error_series(
-        sen, ref, name=Path(path).stem, mode=mode, max_offset_s=max_offset_s, source=str(path)
+        sen,
+        ref,
+        name=Path(path).stem,
+        mode=mode,
+        offset_s=offset_s,
+        max_offset_s=max_offset_s,
+        source=str(path),
     )

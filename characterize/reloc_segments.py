@@ -8,8 +8,8 @@ the median sample period is further divided by √(gap / median period), so a
 pause is not a jump), and a sample is a jump when the sum of squared scaled
 differences over the six axes exceeds the χ²₆ quantile at ``alpha / N`` (a
 Bonferroni level over the N steps) and the level change between the medians of
-``persist`` samples before and after keeps at least half that amplitude (a step, not
-a one-sample spike). Detections closer than ``min_separation`` samples are merged
+``persist`` samples before and after keeps at least half the jump's amplitude (a
+step, not a one-sample spike). Detections closer than ``min_separation`` samples are merged
 (the largest one kept).
 
 Both results are reported (:class:`Segmentation`) with the method that was used.
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import chi2
+from scipy.special import chdtri
 
 RELOCALIZED_FLAG = 1
 
@@ -68,9 +68,10 @@ def detect_jumps(
     mad = 1.4826 * np.median(np.abs(d - med), axis=0)
     mad = np.where(mad > 0, mad, np.inf)
     stat = np.sum(((d - med) / mad) ** 2, axis=1)
-    thr = chi2.isf(alpha / d.shape[0], df=d.shape[1])
+    thr = chdtri(d.shape[1], alpha / d.shape[0])  # χ² quantile, upper tail alpha/N
     # a jump must persist (a step, not a spike): the level change between the
     # medians of ``persist`` samples before and after keeps half its amplitude
+    # (a quarter of its squared scaled size)
     e = np.asarray(error, dtype=np.float64)
     n = e.shape[0]
     cand = []
@@ -78,7 +79,7 @@ def detect_jumps(
         before = e[max(0, i + 1 - persist) : i + 1]
         after = e[i + 1 : min(n, i + 1 + persist)]
         level = np.median(after, axis=0) - np.median(before, axis=0)
-        if np.sum((level / mad) ** 2) > 0.25 * thr:
+        if np.sum(((level - med) / mad) ** 2) > 0.25 * stat[i]:
             cand.append(i)
     cand = np.array(cand, dtype=int)
     kept: list[int] = []

@@ -7,19 +7,6 @@ from pathlib import Path
 
 import click
 import numpy as np
-from sensorbench.characterize.allan import allan_cross_check
-from sensorbench.characterize.gm_montecarlo import STAT_NAMES
-from sensorbench.characterize.pose_align import ERROR_FRAME
-from sensorbench.characterize.pose_error import (
-    PARAMS,
-    FitOptions,
-    PoseErrorModel,
-    file_sha256,
-    fit_pose_error,
-)
-from sensorbench.characterize.pose_series import AXES, AXIS_UNITS
-from sensorbench.characterize.pose_sessions import PreparedSession, prepare_session
-from sensorbench.characterize.pose_validate import validate_sessions
 
 _SESSION_OPTS = [
     click.argument(
@@ -46,6 +33,13 @@ _SESSION_OPTS = [
         type=float,
         help="Largest time offset between sensor and reference clocks searched, s.",
     ),
+    click.option(
+        "--time-offset",
+        type=float,
+        default=None,
+        help="Known clock offset, s (reference time = sensor time + offset); "
+        "default: estimated from angular rates.",
+    ),
     click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout."),
     click.option(
         "--plots",
@@ -63,10 +57,23 @@ def _session_options(f):
 
 
 def _prepare(
-    sessions: tuple[str, ...], sensor: str, reference: str, planar: bool, no_align: bool, mo: float
-) -> list[PreparedSession]:
+    sessions: tuple[str, ...],
+    sensor: str,
+    reference: str,
+    planar: bool,
+    no_align: bool,
+    mo: float,
+    offset: float | None,
+) -> list:
+    from sensorbench.characterize.pose_sessions import prepare_session
+
     mode = "none" if no_align else ("planar" if planar else "se3")
-    return [prepare_session(p, sensor, reference, mode, mo) for p in sessions]
+    prepared = [prepare_session(p, sensor, reference, mode, mo, offset) for p in sessions]
+    names = [p.series.name for p in prepared]
+    for i, p in enumerate(prepared):
+        if names.count(p.series.name) > 1:
+            p.series.name = f"{p.series.name}#{i}"
+    return prepared
 
 
 def _fmt(v: float, unit: str) -> str:
@@ -77,7 +84,10 @@ def _fmt(v: float, unit: str) -> str:
     return f"{v:9.3f} {unit}"
 
 
-def _model_table(model: PoseErrorModel) -> str:
+def _model_table(model) -> str:
+    from sensorbench.characterize.pose_error import PARAMS
+    from sensorbench.characterize.pose_series import AXES, AXIS_UNITS
+
     lines = ["axis   param        value            95 % interval"]
     for a in AXES:
         f = model.axes[a]
@@ -104,6 +114,7 @@ def fit_pose_error_cmd(
     planar: bool,
     no_align: bool,
     max_offset: float,
+    time_offset: float | None,
     as_json: bool,
     plots: str | None,
     output: str | None,
@@ -118,7 +129,12 @@ def fit_pose_error_cmd(
     and an Allan-deviation cross-check; -o writes the model file that filters and the
     simulator load.
     """
-    prepared = _prepare(sessions, sensor, reference, planar, no_align, max_offset)
+    from sensorbench.characterize.allan import allan_cross_check
+    from sensorbench.characterize.pose_align import ERROR_FRAME
+    from sensorbench.characterize.pose_error import FitOptions, file_sha256, fit_pose_error
+    from sensorbench.characterize.pose_series import AXES, AXIS_UNITS
+
+    prepared = _prepare(sessions, sensor, reference, planar, no_align, max_offset, time_offset)
     series = [p.series for p in prepared]
     options = FitOptions()
     model = fit_pose_error(
@@ -219,7 +235,7 @@ def _clean(o: object) -> object:
     default=1000,
     show_default=True,
     type=click.IntRange(min=100),
-    help="Monte Carlo draws.",
+    help="Monte Carlo draws per session.",
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed.")
 @click.option(
@@ -250,6 +266,7 @@ def validate_cmd(
     planar: bool,
     no_align: bool,
     max_offset: float,
+    time_offset: float | None,
     as_json: bool,
     plots: str | None,
     draws: int,
@@ -268,7 +285,12 @@ def validate_cmd(
     (max-|z| over the session's checks, null from the same draws; Šidák over
     sessions). Exit 1 when any check fails, naming the axis and statistic.
     """
-    prepared = _prepare(sessions, sensor, reference, planar, no_align, max_offset)
+    from sensorbench.characterize.gm_montecarlo import STAT_NAMES
+    from sensorbench.characterize.pose_error import PoseErrorModel
+    from sensorbench.characterize.pose_series import AXES
+    from sensorbench.characterize.pose_validate import validate_sessions
+
+    prepared = _prepare(sessions, sensor, reference, planar, no_align, max_offset, time_offset)
     series = [p.series for p in prepared]
     model = PoseErrorModel.load(model_path) if model_path else None
     report = validate_sessions(

@@ -153,3 +153,58 @@ def sbc_fits(
         "covered95": (lt >= ci_lo) & (lt <= ci_hi),
         "converged": np.array([fits[i][a].converged for i in range(n_sessions) for a in AXES]),
     }
+
+
+def reference_motion(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A smooth 3-D test trajectory: positions (N, 3) m and quaternions (N, 4) xyzw."""
+    from scipy.spatial.transform import Rotation
+
+    p = np.stack([np.sin(0.7 * t), 0.8 * np.cos(0.5 * t), 1.0 + 0.3 * np.sin(1.1 * t)], axis=1)
+    rv = np.stack([0.3 * np.sin(0.9 * t), 0.2 * np.cos(0.6 * t), 0.8 * np.sin(0.4 * t)], axis=1)
+    return p, Rotation.from_rotvec(rv).as_quat()
+
+
+def write_session(path, series: ErrorSeries, sensor: str = "cam") -> None:
+    """A session file: mocap on the error's timestamps, and a sensor = mocap + error.
+
+    The sensor reports in the mocap frame (validate with ``--no-align``) and flags
+    RELOCALIZED at every relocalization of the series.
+    """
+    from scipy.spatial.transform import Rotation
+    from sensorbench.logs import PoseBatch, SessionWriter
+
+    t = series.t_s
+    p, q = reference_motion(t)
+    r_err = Rotation.from_rotvec(series.error[:, 3:])
+    q_s = (Rotation.from_quat(q) * r_err).as_quat()
+    t_ns = np.round((t + 100.0) * 1e9).astype(np.int64)
+    n = t.size
+    flags = series.reloc.astype(np.uint8)
+    flags[0] = 0
+    with SessionWriter(path, label="pose test", swmr=False) as w:
+        w.add_pose("mocap", kind="mocap")
+        w.add_pose(sensor, kind="pose_sensor")
+        w.append_pose("mocap", PoseBatch(t_ns, p, q, np.ones(n, bool), np.zeros(n, np.uint8)))
+        w.append_pose(
+            sensor, PoseBatch(t_ns, p + series.error[:, :3], q_s, np.ones(n, bool), flags)
+        )
+
+
+def read_tum(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Minimal TUM reader for the tests: (t_ns, position (N,3) m, quat_xyzw (N,4))."""
+    d = np.loadtxt(path, comments="#", ndmin=2)
+    t_ns = np.round(d[:, 0] * 1e6).astype(np.int64) * 1000  # TUM stamps carry µs at most
+    return t_ns, d[:, 1:4], d[:, 4:8] / np.linalg.norm(d[:, 4:8], axis=1, keepdims=True)
+
+
+def tum_to_session(path, mocap_file, sensor_file, sensor: str = "pose_sensor") -> None:
+    """Write a session with the TUM mocap ('mocap') and sensor (``sensor``) streams."""
+    from sensorbench.logs import PoseBatch, SessionWriter
+
+    with SessionWriter(path, label="tum", swmr=False) as w:
+        w.add_pose("mocap", kind="mocap", attrs={"source_file": str(mocap_file)})
+        w.add_pose(sensor, kind="pose_sensor", attrs={"source_file": str(sensor_file)})
+        for name, f in (("mocap", mocap_file), (sensor, sensor_file)):
+            t_ns, p, q = read_tum(f)
+            n = t_ns.size
+            w.append_pose(name, PoseBatch(t_ns, p, q, np.ones(n, bool), np.zeros(n, np.uint8)))

@@ -1,0 +1,124 @@
+"""``fit pose-error`` / ``validate`` end to end: simulated sessions and the real TUM files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pose_util
+import pytest
+from click.testing import CliRunner
+from sensorbench.characterize.pose_error import PoseErrorModel
+from sensorbench.cli import cli
+
+REAL = Path("/work/shared/data/real")
+GT = REAL / "tum_fr1_xyz_groundtruth.txt"
+EST = REAL / "tum_fr1_xyz_rgbdslam.txt"
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def sim_sessions(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pose_sessions")
+    paths = []
+    for s in pose_util.campaign(21, "correct", n_sessions=3, duration_s=120.0):
+        p = d / f"{s.name}.h5"
+        pose_util.write_session(p, s)
+        paths.append(p)
+    return paths
+
+
+def test_fit_on_sessions_uses_flags_and_writes_model(sim_sessions, tmp_path):
+    out = tmp_path / "model.toml"
+    r = _invoke(
+        "fit", "pose-error", *sim_sessions, "--sensor", "cam", "--no-align",
+        "--time-offset", "0", "-o", out, "--json",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert all(s["segmentation"]["method"] == "flags" for s in doc["sessions"])
+    assert doc["provenance"]["inputs"][0]["sha256"]
+    model = PoseErrorModel.load(out)
+    # three 120-s sessions: sigma within 4 stated se of the truth on every axis
+    for i, a in enumerate(("x", "y", "z", "roll", "pitch", "yaw")):
+        f = model.axes[a]
+        z = (np.log(f.sigma) - np.log(pose_util.TRUTH[i, 1])) / f.se_log[1]
+        assert abs(z) < 4.0, (a, z)
+
+
+def test_validate_passes_and_halved_model_fails_naming_axis(sim_sessions, tmp_path):
+    common = ["--sensor", "cam", "--no-align", "--time-offset", "0", "--draws", "500"]
+    r = _invoke("validate", *sim_sessions, *common)
+    assert r.exit_code == 0, r.output
+    assert "PASSED" in r.output
+    fit = tmp_path / "m.toml"
+    assert _invoke("fit", "pose-error", *sim_sessions, *common[:5], "-o", fit).exit_code == 0
+    model = PoseErrorModel.load(fit)
+    p = model.params_array()
+    p[:, 1] *= 0.5
+    halved = model.with_params(p, "sigma halved").save(tmp_path / "halved.toml")
+    r = _invoke("validate", *sim_sessions, *common, "--model", halved)
+    assert r.exit_code == 1, r.output
+    assert "FAILED: session" in r.output and "axis" in r.output and "statistic" in r.output
+    r = _invoke("validate", *sim_sessions, *common, "--model", halved, "--json")
+    assert r.exit_code == 1
+    doc = json.loads(r.output)
+    assert doc["passed"] is False and doc["mode"] == "given model"
+    assert doc["failed_axes"]
+    assert all({"session", "axis", "statistic"} <= set(f) for f in doc["failures"])
+
+
+def test_bad_input_exits_2_with_message(sim_sessions, tmp_path):
+    r = CliRunner().invoke(cli, ["fit", "pose-error", str(sim_sessions[0]), "--sensor", "nope"])
+    assert r.exit_code == 2
+    assert "no pose stream 'nope'" in r.output
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[model]\nkind = 'x'\n")
+    r = CliRunner().invoke(
+        cli, ["validate", str(sim_sessions[0]), "--sensor", "cam", "--model", str(bad)]
+    )
+    assert r.exit_code == 2
+    assert "not a pose-error model" in r.output
+
+
+@pytest.mark.skipif(not GT.exists(), reason="real TUM files not present")
+def test_real_tum_end_to_end(tmp_path):
+    """Import the TUM files, align in time and space, fit, plot, validate the model file.
+
+    The session is written by the tests' own TUM reader (pose_util.tum_to_session):
+    ``sensorbench import`` was mid-change when this was written.
+    """
+    h5 = tmp_path / "fr1_xyz.h5"
+    pose_util.tum_to_session(h5, GT, EST)
+    plots = tmp_path / "plots"
+    model = tmp_path / "model.toml"
+    r = _invoke(
+        "fit", "pose-error", h5, "--sensor", "pose_sensor", "--reference", "mocap",
+        "-o", model, "--plots", plots, "--json",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    sess = doc["sessions"][0]
+    # same recording clock: the offset is a few ms at most; the frames are close
+    assert abs(sess["alignment"]["offset_s"]) < 0.02
+    assert sess["alignment"]["residual_rms_m"] < 0.03
+    rms = doc["rms"]["fr1_xyz"]
+    assert np.hypot(rms["x"], rms["y"]) < 0.03
+    assert max(rms["roll"], rms["pitch"], rms["yaw"]) < np.radians(1.0)
+    for f in doc["figures"]:
+        assert Path(f).stat().st_size > 10_000
+    m = PoseErrorModel.load(model)
+    assert m.provenance["inputs"][0]["sha256"]
+    r = _invoke(
+        "validate", h5, "--sensor", "pose_sensor", "--model", model, "--json",
+        "--draws", "300", "--plots", plots,
+    )  # fmt: skip
+    assert r.exit_code in (0, 1)
+    v = json.loads(r.output)
+    assert v["mode"] == "given model"
+    assert len(v["sessions"][0]["axes"]) == 6
+    assert (plots / "rank_histogram.png").exists()
