@@ -150,6 +150,7 @@ class _FullDiskWriter(SessionWriter):
         super()._write_raw(stream)
 
 
+@pytest.mark.slow
 def test_enospc_in_the_writer_stops_with_a_clear_message(tmp_path, monkeypatch) -> None:
     """ENOSPC simulated at the writer boundary (the writer thread's raw-data write)."""
     monkeypatch.setattr(capture_mod, "SessionWriter", _FullDiskWriter)
@@ -196,6 +197,7 @@ def test_a1_serial_mismatch_fails_bringup(tmp_path) -> None:
     assert rows["ld19"].ok and rows["pods"].ok
 
 
+@pytest.mark.slow
 def test_stop_event_ends_the_capture_cleanly(tmp_path) -> None:
     stop = threading.Event()
     with EmulatedRobot(tmp_path / "run", speed=2.0, ld19_startup_s=0.2) as robot:

@@ -1,0 +1,183 @@
+"""`sensorbench capture` as a process: SIGKILL mid-run, SIGTERM, and `bringup`.
+
+The emulated robot runs in the test process at real rate; the capture runs in a
+subprocess, as on the robot. Host times are CLOCK_MONOTONIC in both processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import capture_util as cu
+import numpy as np
+import pytest
+from sensorbench.logs import Session
+from sensorbench.sim.emulated_robot import EmulatedRobot
+
+SENSORBENCH = [sys.executable, "-m", "sensorbench.cli"]
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from sensorbench.cli import main; main()", *args]
+
+
+def _start_capture(run_dir, out, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        _cli(
+            "capture",
+            "--config",
+            str(cu.EMULATED_CONFIG),
+            "--run-dir",
+            str(run_dir),
+            "-o",
+            str(out),
+            "--label",
+            "cli",
+            *extra,
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_recording(proc: subprocess.Popen, out, deadline_s: float = 30.0) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        assert proc.poll() is None, proc.communicate()
+        with contextlib.suppress(Exception), Session(out) as s:
+            if len(s.encoder("pods")) > 0 and s.lidar("lidar_rear").n_turns > 0:
+                return
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"capture did not start recording: {proc.communicate()}")
+
+
+def _last_times(out) -> dict[str, int]:
+    """Host time (ns) of the newest data of every stream in the file."""
+    with Session(out) as s:
+        last = {f"raw/{n}": int(s.raw(n).chunk_times_ns[-1]) for n in s.raw_names()}
+        for n in s.lidar_names():
+            turns = s.lidar(n).read()
+            last[f"lidar/{n}"] = int(turns.t_ns.max())
+        last["encoder/pods"] = int(s.encoder("pods").read().host_ns[-1])
+    return last
+
+
+def test_sigkill_mid_run_leaves_a_file_check_opens_with_at_most_1_s_missing(tmp_path) -> None:
+    out = tmp_path / "s.h5"
+    with EmulatedRobot(tmp_path / "run", speed=1.0, ld19_startup_s=0.2):
+        proc = _start_capture(tmp_path / "run", out, "--duration", "60")
+        _wait_recording(proc, out)
+        time.sleep(1.5)
+        killed_ns = time.monotonic_ns()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    assert proc.returncode == -signal.SIGKILL
+    last = _last_times(out)  # opens (SWMR-consistent prefix) without recovery
+    assert set(last) == {
+        "raw/ld19",
+        "raw/lidar_front",
+        "raw/lidar_rear",
+        "raw/pods",
+        "lidar/ld19",
+        "lidar/lidar_front",
+        "lidar/lidar_rear",
+        "encoder/pods",
+    }
+    missing_s = {k: (killed_ns - t) / 1e9 for k, t in last.items()}
+    assert max(missing_s.values()) <= 1.0, missing_s
+    time.sleep(max(0.0, 2.1 - (time.monotonic_ns() - killed_ns) / 1e9))  # check's age guard
+    done = subprocess.run(
+        _cli("check", str(out), "--json"), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["ok"] and doc["status"] == "recovered" and "recovered" in doc
+    assert doc["rows"]["encoders/pods"] > 200  # 1.5 s at 200 Hz, most of it kept
+    after = _last_times(out)
+    assert all(after[k] == last[k] for k in last)  # recovery kept every consistent row
+
+
+@pytest.mark.slow
+def test_sigterm_stops_cleanly_with_a_summary(tmp_path) -> None:
+    out = tmp_path / "s.h5"
+    with EmulatedRobot(tmp_path / "run", speed=1.0, ld19_startup_s=0.2):
+        proc = _start_capture(tmp_path / "run", out, "--note", "sigterm test")
+        _wait_recording(proc, out)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == 0, stderr
+    assert "stopped by stop" in stdout
+    for name in ("lidar_front", "lidar_rear", "ld19", "pods"):
+        assert name in stdout
+    assert "bring-up lidar_front: ok" in stderr
+    # not a tty: status lines every 5 s at most; the first comes at once
+    assert stderr.count(" | pods ") >= 1
+    with Session(out) as s:
+        assert s.status.name == "CLOSED" and s.attrs["note"] == "sigterm test"
+        kinds = [(e.source, e.kind) for e in s.events()]
+        assert ("capture", "stop") in kinds and ("capture", "start") in kinds
+        assert np.all(np.diff(s.encoder("pods").read().seq) == 1)
+
+
+@pytest.mark.slow
+def test_bringup_command_table_and_exit_code(tmp_path) -> None:
+    with EmulatedRobot(tmp_path / "run", speed=1.0, ld19_startup_s=0.2) as robot:
+        args = ["bringup", "--config", str(cu.EMULATED_CONFIG), "--run-dir", str(tmp_path / "run")]
+        done = subprocess.run(_cli(*args, "--json"), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        rows = json.loads(done.stdout)
+        assert [r["name"] for r in rows] == ["lidar_front", "lidar_rear", "ld19", "pods"]
+        assert all(r["ok"] for r in rows)
+        robot["ld19"].unplug()
+        done = subprocess.run(_cli(*args), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    line = next(x for x in done.stdout.splitlines() if x.startswith("ld19"))
+    assert "FAILED" in line
+    assert all("ok" in x for x in done.stdout.splitlines()[1:] if not x.startswith("ld19"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["binary", "csv"])
+def test_emulate_pods_prints_its_path_and_serves(tmp_path, protocol: str) -> None:
+    import serial
+    from sensorbench.drivers.pods_parser import PodStreamParser
+
+    link = tmp_path / "pods"
+    proc = subprocess.Popen(
+        _cli(
+            "emulate",
+            "pods",
+            "--protocol",
+            protocol,
+            "--link",
+            str(link),
+            "--speed",
+            "5",
+            "--duration",
+            "10",
+        ),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == str(link)
+        with serial.Serial(str(link), 115200, timeout=0.5) as ser:
+            time.sleep(0.3)
+            data = ser.read(20000)
+        p = PodStreamParser(3, 16, protocol)
+        frames = p.feed(data)
+        assert len(frames) > 50 and p.stats.crc_errors <= 1  # the first may be cut
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(10)
+    assert proc.returncode == 0
+    assert not os.path.exists(link)

@@ -1,0 +1,132 @@
+"""robot.toml validation: bad configurations are refused before any device is opened,
+with the line of the offending key; the shipped examples are valid."""
+
+from __future__ import annotations
+
+import math
+
+import capture_util as cu
+import pytest
+from click.testing import CliRunner
+from sensorbench.cli import cli
+from sensorbench.drivers.robot_config import load_robot_config, parse_robot_config
+from sensorbench.errors import ConfigError
+
+GOOD = """\
+[robot]
+name = "t"
+footprint_m = [[-0.2, -0.2], [0.2, -0.2], [0.2, 0.2], [-0.2, 0.2]]
+
+[powerup]
+gap_s = 1.0
+
+[[devices]]
+name = "front"
+kind = "a1"
+port = "/dev/sensorbench/front"
+mount = {x_m = 0.2, y_m = 0.0, yaw_deg = 0}
+
+[[devices]]
+name = "top"
+kind = "ld19"
+port = "/dev/sensorbench/top"
+mount = {x_m = 0.1, y_m = 0.0, yaw_rad = 3.14159}
+gap_s = 0.5
+
+[[devices]]
+name = "pods"
+kind = "pods"
+port = "/dev/sensorbench/pods"
+protocol = "csv"
+"""
+
+
+def _line_of(text: str, needle: str, nth: int = 1) -> int:
+    lines = [i for i, line in enumerate(text.splitlines(), 1) if needle in line]
+    return lines[nth - 1]
+
+
+def test_good_config_and_its_units() -> None:
+    c = parse_robot_config(GOOD, "good.toml")
+    assert [d.name for d in c.devices] == ["front", "top", "pods"]
+    assert c.powerup_order == ("front", "top", "pods")
+    top = c.device("top")
+    assert top.baud == 230400 and top.gap_s == 0.5 and top.mount.yaw_rad == pytest.approx(3.14159)
+    assert c.device("front").gap_s == 1.0 and c.device("front").baud == 115200
+    assert c.device("pods").protocol == "csv" and c.device("pods").mount is None
+    assert c.footprint_m.shape == (4, 2)
+
+
+def test_shipped_examples_are_valid(tmp_path) -> None:
+    real = load_robot_config(cu.REPO / "examples" / "robot.toml")
+    assert {d.kind for d in real.devices} == {"a1", "ld19", "pods"}
+    assert all(d.port.startswith("/dev/sensorbench/") for d in real.devices)
+    rear = real.device("lidar_rear")
+    assert rear.mount.yaw_rad == pytest.approx(math.pi) and rear.mount.x_m == -0.2
+    assert len(real.pods.wheels) == 3 and real.pods.counts_per_rev == 2000
+    emu = load_robot_config(cu.EMULATED_CONFIG, run_dir=tmp_path)
+    assert all(d.port.startswith(str(tmp_path)) for d in emu.devices)
+    front, back = emu.device("lidar_front"), emu.device("lidar_rear")
+    assert front.serial != back.serial  # same USB IDs, different units
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle", "nth", "message"),
+    [
+        (('kind = "ld19"', 'kind = "ld20"'), 'kind = "ld20"', 1, "unknown kind 'ld20'"),
+        (('port = "/dev/sensorbench/top"\n', ""), "[[devices]]", 2, "missing 'port'"),
+        (('name = "top"', 'name = "front"'), 'name = "front"', 2, "duplicate device name"),
+        (("yaw_rad = 3.14159", "yaw = 3.14159"), "yaw = 3.14159", 1, "must carry units"),
+        (
+            ("x_m = 0.2, y_m = 0.0, yaw_deg = 0", "x = 0.2, y = 0.0, yaw_deg = 0"),
+            "x = 0.2",
+            1,
+            "must carry units",
+        ),
+        (("gap_s = 0.5", "gap_s = -1"), "gap_s = -1", 1, "'gap_s' must be >= 0"),
+        (('protocol = "csv"', 'protocol = "json"'), 'protocol = "json"', 1, "protocol"),
+        (
+            ('port = "/dev/sensorbench/pods"', 'port = "/dev/sensorbench/top"'),
+            'port = "/dev/sensorbench/top"',
+            2,
+            "already used",
+        ),
+        (("gap_s = 1.0", 'order = ["front", "top"]'), "order = ", 1, "exactly once"),
+        (('kind = "a1"', 'kind = "a1"\nserial = "xyz"'), 'serial = "xyz"', 1, "32 hex digits"),
+        (("[powerup]", "[power_up]"), "[power_up]", 1, "unknown table"),
+        (('name = "t"', 'name = "t'), 'name = "t', 1, "invalid TOML"),
+    ],
+)
+def test_bad_configuration_is_refused_naming_the_line(edit, needle, nth, message) -> None:
+    text = GOOD.replace(*edit)
+    with pytest.raises(ConfigError) as err:
+        parse_robot_config(text, "robot.toml")
+    line = _line_of(text, needle, nth)
+    assert str(err.value).startswith(f"robot.toml:{line}: "), (str(err.value), line)
+    assert message in str(err.value)
+
+
+def test_run_dir_placeholder_needs_a_run_dir() -> None:
+    text = GOOD.replace("/dev/sensorbench/top", "{run_dir}/top")
+    with pytest.raises(ConfigError, match="give a run directory"):
+        parse_robot_config(text)
+    assert parse_robot_config(text, run_dir="/x").device("top").port == "/x/top"
+
+
+def test_capture_refuses_a_bad_config_before_opening_any_device(tmp_path) -> None:
+    # the good devices point at ports that do not exist: had capture opened one, the
+    # error would be about that port, not about the configuration's line
+    text = GOOD.replace('kind = "ld19"', 'kind = "lidar"')
+    cfg = tmp_path / "robot.toml"
+    cfg.write_text(text)
+    out = tmp_path / "s.h5"
+    res = CliRunner().invoke(
+        cli, ["capture", "--config", str(cfg), "--duration", "1", "-o", str(out)]
+    )
+    assert res.exit_code == 2
+    line = _line_of(text, 'kind = "lidar"')
+    assert f"robot.toml:{line}: " in res.output
+    assert "unknown kind 'lidar'" in res.output
+    assert not out.exists()
+    res = CliRunner().invoke(cli, ["bringup", "--config", str(cfg)])
+    assert res.exit_code == 2 and "unknown kind" in res.output
