@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import click
+import numpy as np
 
 
 def register(cli: click.Group) -> None:
@@ -40,6 +41,12 @@ def register(cli: click.Group) -> None:
     help="Shortest static stretch used for noise and outliers (s).",
 )
 @click.option(
+    "--bands",
+    default="0.02,0.5,1,2,3,5,8,12",
+    show_default=True,
+    help="Range band edges for the noise table (m, comma-separated, increasing).",
+)
+@click.option(
     "--outlier-k",
     type=click.FloatRange(min=2.0),
     default=5.0,
@@ -53,6 +60,7 @@ def lidar_cmd(
     plots_dir: Path | None,
     timing_only: bool,
     min_static_s: float,
+    bands: str,
     outlier_k: float,
 ) -> None:
     """Datasheet of one lidar from a session (captured, decoded or simulated).
@@ -67,7 +75,17 @@ def lidar_cmd(
     """
     from sensorbench.characterize.lidar_stats import StaticOptions, characterize_session
 
-    opts = StaticOptions(min_static_s=min_static_s, outlier_k=outlier_k)
+    try:
+        edges = tuple(float(v) for v in bands.split(","))
+    except ValueError:
+        raise click.BadParameter(
+            f"not a list of numbers: {bands!r}", param_hint="--bands"
+        ) from None
+    if len(edges) < 2 or np.any(np.diff(edges) <= 0) or edges[0] < 0:
+        raise click.BadParameter(
+            "need >= 2 increasing, non-negative edges (m)", param_hint="--bands"
+        )
+    opts = StaticOptions(min_static_s=min_static_s, bands_m=edges, outlier_k=outlier_k)
     result = characterize_session(session, device, timing_only=timing_only, options=opts)
     written = []
     if plots_dir is not None:
