@@ -3,26 +3,33 @@
 This is the design the split filters replaced, kept to measure what the split
 costs and saves. Same models as :mod:`sensorbench.fusion.split_filter`:
 
-- state s = (x, y, θ, v_x, v_y, ω): world positions (m, m, rad) and the mean world
-  velocities over the last step (m/s, m/s, rad/s); per axis the same velocity
-  random walk (q per axis) and ``p_k = p_{k−1} + v_k·Δt``;
-- measurement: the pods' body increments over the step, ``z = W⁻¹·Δn``
-  (Δx_b, Δy_b, Δθ), with ``h(s) = (R(θ_k − ωΔt/2)ᵀ·(v_x, v_y)·Δt, ω·Δt)`` (the
-  chord of the step's arc seen at its mid heading) and noise diag(r_x, r_y, r_θ)
-  in the body frame.
+- state s = (x, y, θ, v_x, v_y, ω): world positions (m, m, rad) and the mean
+  velocities over the last step; per axis the same velocity random walk (q per
+  axis) and ``p_k = p_{k−1} + v_k·Δt``;
+- measurement: the odometry of the step against the anchored odometry pose o
+  (the joint analogue of the split filters' odometry position): the body chord
+  of the step's arc, ``z_xy = SE(2)-exp(W⁻¹·Δn)_xy``, predicted as
+  ``R(θ − ω·Δt)ᵀ·(p − o_xy)`` (the chord from the anchor to the position, seen
+  from the heading at the start of the step), and ``z_θ = Δθ`` predicted as
+  ``θ − o_θ``; noise diag(r_x, r_y, r_θ).
 
 Unlike the split filters it carries the cross-covariance between heading and
-position, so a heading error's effect on x and y is modelled; the price is 6×6
-matrices and a 3×3 inverse per step. NIS gating on the 3-D innovation (χ²₃ 99 %
-= 11.34) rejects and counts a whole measurement.
+position, so a heading correction moves x and y; the price is 6×6 matrices and
+a 3×3 inverse per step. NIS gating on the 3-D innovation (χ²₃ 99 % = 11.34)
+rejects and counts a whole measurement; the anchor then follows the prediction
+plus the innovation scaled back to the gate, and after ``max_rejects``
+consecutive rejections the streak's odometry is restored, as in the split
+filters.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from sensorbench.errors import FusionError
+from sensorbench.fusion.pod_kinematics import se2_exp
 from sensorbench.fusion.split_filter import FilterNoise
 
 NIS_GATE_3D_99 = 11.34
@@ -46,11 +53,14 @@ class JointResult:
 
 
 class JointFilter:
-    """6-state EKF over (x, y, θ, v_x, v_y, ω) with a 3-D body-increment measurement."""
+    """6-state EKF over (x, y, θ, v_x, v_y, ω) with a 3-D odometry measurement."""
 
-    def __init__(self, noise: FilterNoise, gate: float = NIS_GATE_3D_99) -> None:
+    def __init__(
+        self, noise: FilterNoise, gate: float = NIS_GATE_3D_99, max_rejects: int = 8
+    ) -> None:
         self.noise = noise
         self.gate = float(gate)
+        self.max_rejects = int(max_rejects)
 
     def run(
         self,
@@ -58,6 +68,7 @@ class JointFilter:
         body_increments: np.ndarray,
         pose0: tuple[float, float, float] = (0.0, 0.0, 0.0),
         var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
+        var_v0: float = 1.0,
     ) -> JointResult:
         """Replay K frames of body increments (m, m, rad) between K+1 frame times (s)."""
         t = np.asarray(t_s, dtype=float)
@@ -71,12 +82,14 @@ class JointFilter:
             raise FusionError("frame times must be strictly increasing")
         q = np.array([self.noise.x.q, self.noise.y.q, self.noise.theta.q])
         r = np.diag([self.noise.x.r, self.noise.y.r, self.noise.theta.r])
+        chord = se2_exp(np.nan_to_num(inc))[:, :2]
         k_n = dt.size
         s = np.zeros(6)
         s[:3] = pose0
+        o = np.array(pose0, dtype=float)
         P = np.zeros((6, 6))
         P[:3, :3] = np.diag(var0)
-        P[3:, 3:] = np.eye(3)
+        P[3:, 3:] = np.eye(3) * var_v0
         poses = np.empty((k_n + 1, 3))
         vels = np.empty((k_n + 1, 3))
         covs = np.empty((k_n + 1, 6, 6))
@@ -84,43 +97,80 @@ class JointFilter:
         accepted = np.ones(k_n, dtype=bool)
         poses[0], vels[0], covs[0] = s[:3], s[3:], P
         eye6 = np.eye(6)
+        streak = 0
+        o_raw = o.copy()
+        F = eye6.copy()
+        G = np.zeros((6, 3))
+        G[3:] = np.eye(3)
+        H = np.zeros((3, 6))
         for k in range(k_n):
             h = dt[k]
-            F = eye6.copy()
             F[0, 3] = F[1, 4] = F[2, 5] = h
-            G = np.zeros((6, 3))
             G[:3] = np.eye(3) * h
-            G[3:] = np.eye(3)
-            Q = G @ np.diag(q * h) @ G.T
+            s_prev = s
             s = F @ s
-            P = F @ P @ F.T + Q
+            P = F @ P @ F.T + (G * (q * h)) @ G.T
             z = inc[k]
             if not np.all(np.isfinite(z)):
+                o = o + (s[:3] - s_prev[:3])
                 poses[k + 1], vels[k + 1], covs[k + 1] = s[:3], s[3:], P
                 continue
-            th_m = s[2] - 0.5 * s[5] * h
-            c, sn = np.cos(th_m), np.sin(th_m)
-            vx, vy = s[3], s[4]
-            pred = np.array([(c * vx + sn * vy) * h, (-sn * vx + c * vy) * h, s[5] * h])
-            dx_dth = (-sn * vx + c * vy) * h
-            dy_dth = (-c * vx - sn * vy) * h
-            H = np.zeros((3, 6))
-            H[0, 2], H[1, 2] = dx_dth, dy_dth
-            H[0, 5], H[1, 5] = -0.5 * h * dx_dth, -0.5 * h * dy_dth
-            H[0, 3], H[0, 4] = c * h, sn * h
-            H[1, 3], H[1, 4] = -sn * h, c * h
-            H[2, 5] = h
-            nu = z - pred
+            phi = s[2] - s[5] * h
+            c, sn = math.cos(phi), math.sin(phi)
+            dx, dy = s[0] - o[0], s[1] - o[1]
+            pred = np.array([c * dx + sn * dy, -sn * dx + c * dy, s[2] - o[2]])
+            d_th = np.array([-sn * dx + c * dy, -c * dx - sn * dy])
+            H[:] = 0.0
+            H[0, 0], H[0, 1], H[1, 0], H[1, 1] = c, sn, -sn, c
+            H[:2, 2] = d_th
+            H[:2, 5] = -h * d_th
+            H[2, 2] = 1.0
+            nu = np.array([chord[k, 0], chord[k, 1], z[2]]) - pred
             S = H @ P @ H.T + r
             S_inv = np.linalg.inv(S)
             d2 = float(nu @ S_inv @ nu)
             nis[k] = d2
+            if streak >= self.max_rejects:
+                # the model, not the data, was wrong: restore the streak's odometry,
+                # reset the velocity variance and apply this step
+                o = o_raw.copy()
+                P[3:, 3:] = np.maximum(P[3:, 3:], np.eye(3) * var_v0)
+                dx, dy = s[0] - o[0], s[1] - o[1]
+                pred = np.array([c * dx + sn * dy, -sn * dx + c * dy, s[2] - o[2]])
+                d_th = np.array([-sn * dx + c * dy, -c * dx - sn * dy])
+                H[:2, 2] = d_th
+                H[:2, 5] = -h * d_th
+                nu = np.array([chord[k, 0], chord[k, 1], z[2]]) - pred
+                S_inv = np.linalg.inv(H @ P @ H.T + r)
+                d2 = 0.0
+            raw_step = np.array(
+                [c * chord[k, 0] - sn * chord[k, 1], sn * chord[k, 0] + c * chord[k, 1], z[2]]
+            )
             if d2 <= self.gate:
+                streak = 0
                 K = P @ H.T @ S_inv
                 s = s + K @ nu
                 IKH = eye6 - K @ H
                 P = IKH @ P @ IKH.T + K @ r @ K.T
+                phi = s[2] - s[5] * h
+                c, sn = math.cos(phi), math.sin(phi)
+                o = o + np.array(
+                    [c * chord[k, 0] - sn * chord[k, 1], sn * chord[k, 0] + c * chord[k, 1], z[2]]
+                )
+                o_raw = o.copy()
             else:
                 accepted[k] = False
+                o_raw = (o if streak == 0 else o_raw) + raw_step
+                streak += 1
+                # never applied: the anchor moves to the odometry pose the step would
+                # give, p⁻ + R(φ)·ν, with ν scaled back to the gate
+                nu_c = nu * math.sqrt(self.gate / d2)
+                o = np.array(
+                    [
+                        s[0] + c * nu_c[0] - sn * nu_c[1],
+                        s[1] + sn * nu_c[0] + c * nu_c[1],
+                        s[2] + nu_c[2],
+                    ]
+                )
             poses[k + 1], vels[k + 1], covs[k + 1] = s[:3], s[3:], P
         return JointResult(t, poses, vels, covs, nis, accepted)
