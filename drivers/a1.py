@@ -622,6 +622,8 @@ class A1Scanner:
         restart_after_s: silence while scanning before stop, clear, reconnect, restart (s).
         reconnect_backoff_s: first wait between reopen attempts after an unplug (s),
             doubled up to 1 s.
+        reconnect_probe_s: deadline of the first request after a reopen (s); a unit
+            still booting is retried after it.
         on_event: ``sink(t_ns, kind, message)`` for unplug/reconnect/stale/overrun/error.
 
     Use :meth:`open` (connect, identify, health), :meth:`start`, then call :meth:`poll`
@@ -636,6 +638,7 @@ class A1Scanner:
         stale_after_s: float = 0.5,
         restart_after_s: float = 3.0,
         reconnect_backoff_s: float = 0.05,
+        reconnect_probe_s: float = 0.25,
         on_event: EventSink | None = None,
     ) -> None:
         self.port = os.fspath(port)
@@ -643,6 +646,7 @@ class A1Scanner:
         self.stale_after_s = stale_after_s
         self.restart_after_s = restart_after_s
         self.reconnect_backoff_s = reconnect_backoff_s
+        self.reconnect_probe_s = reconnect_probe_s
         self.on_event = on_event
         self.lidar: A1Lidar | None = None
         self.info: A1Info | None = None
@@ -787,7 +791,13 @@ class A1Scanner:
             return
         try:
             self.lidar.connect()
-            self.info = self.lidar.get_info()
+            # a unit that was just plugged in boots before it answers: probe with a
+            # short deadline and retry soon rather than wait a full request deadline
+            self.lidar.read_timeout_s = min(self.read_timeout_s, self.reconnect_probe_s)
+            try:
+                self.info = self.lidar.get_info()
+            finally:
+                self.lidar.read_timeout_s = self.read_timeout_s
             self.health = self.lidar.ensure_healthy()
             self.lidar.start("normal")
         except DriverError as err:
