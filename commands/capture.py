@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import click
+
 from sensorbench.drivers.capture import (
     BringupResult,
     format_bringup,

@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+
 from sensorbench.drivers import pods_protocol as proto
 from sensorbench.errors import DriverError
 

@@ -28,6 +28,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from sensorbench.drivers import pods_protocol as proto
 from sensorbench.drivers.device_clock import DeviceClock
 from sensorbench.drivers.pods_parser import PodFrames, PodStreamParser

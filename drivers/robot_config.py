@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from sensorbench.errors import ConfigError
 
 try:

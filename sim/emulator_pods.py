@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from sensorbench.drivers import pods_protocol as proto
 from sensorbench.errors import SimError
 from sensorbench.sim.clock import SimClock

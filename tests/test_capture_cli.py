@@ -17,6 +17,7 @@ import time
 import capture_util as cu
 import numpy as np
 import pytest
+
 from sensorbench.logs import Session
 from sensorbench.sim.emulated_robot import EmulatedRobot
 
@@ -149,6 +150,7 @@ def test_bringup_command_table_and_exit_code(tmp_path) -> None:
 @pytest.mark.parametrize("protocol", ["binary", "csv"])
 def test_emulate_pods_prints_its_path_and_serves(tmp_path, protocol: str) -> None:
     import serial
+
     from sensorbench.drivers.pods_parser import PodStreamParser
 
     link = tmp_path / "pods"

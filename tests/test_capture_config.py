@@ -8,6 +8,7 @@ import math
 import capture_util as cu
 import pytest
 from click.testing import CliRunner
+
 from sensorbench.cli import cli
 from sensorbench.drivers.robot_config import load_robot_config, parse_robot_config
 from sensorbench.errors import ConfigError

@@ -9,6 +9,7 @@ import time
 import capture_util as cu
 import numpy as np
 import pytest
+
 from sensorbench.drivers.capture import format_status, run_capture
 from sensorbench.logs import Session
 from sensorbench.logs.check import check_session

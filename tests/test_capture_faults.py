@@ -14,6 +14,7 @@ import time
 import capture_util as cu
 import numpy as np
 import pytest
+
 from sensorbench.drivers import capture as capture_mod
 from sensorbench.drivers.capture import format_status, run_capture
 from sensorbench.drivers.robot_config import load_robot_config

@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pods_util
 import pytest
+
 from sensorbench.drivers.pods_reader import PodReader
 from sensorbench.errors import DriverError
 from sensorbench.logs import Session, SessionWriter

@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pods_util
 import pytest
+
 from sensorbench.errors import SimError
 from sensorbench.sim.emulator_pods import PodEmulator, encode_binary
 

@@ -13,6 +13,7 @@ import pods_util
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from sensorbench.drivers.pods_parser import PodFrames, PodStreamParser
 from sensorbench.errors import DriverError
 from sensorbench.sim.emulator_pods import PodEmulator, encode_binary, encode_csv

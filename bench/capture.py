@@ -1,0 +1,135 @@
+"""Capture cost: the capture process's CPU with the whole emulated robot at real rate,
+and the pod parser's throughput against a byte-by-byte reference parser.
+
+The four emulated devices (LD19, two A1s, pod MCU) run in a separate process
+(``sensorbench emulate robot``), so only the capture's own work is measured: the
+capture runs in this process and its CPU time (``time.process_time``) is taken over
+the recording phase only (after bring-up), from the first to the last status tick.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from sensorbench.bench import BenchResult
+from sensorbench.drivers import pods_protocol as proto
+from sensorbench.drivers.capture import run_capture
+from sensorbench.drivers.pods_parser import PodStreamParser
+from sensorbench.drivers.robot_config import load_robot_config
+from sensorbench.sim.emulated_robot import DEFAULT_CONFIG
+from sensorbench.sim.emulator_pods import encode_binary
+
+
+def _capture_cpu(duration_s: float) -> BenchResult:
+    with tempfile.TemporaryDirectory(prefix="sensorbench-bench-") as tmp:
+        run = Path(tmp) / "run"
+        emu = subprocess.Popen(
+            [sys.executable, "-c", "from sensorbench.cli import main; main()", "emulate",
+             "robot", "--run-dir", str(run), "--duration", str(duration_s + 60)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        try:
+            for _ in range(4):  # one line per device once they are all up
+                emu.stdout.readline()
+            ticks: list[tuple[float, float]] = []
+            result = run_capture(
+                load_robot_config(DEFAULT_CONFIG, run_dir=run),
+                Path(tmp) / "bench.h5",
+                duration_s,
+                on_status=lambda *_: ticks.append((time.monotonic(), time.process_time())),
+            )
+        finally:
+            emu.terminate()
+            emu.wait(10)
+    if len(ticks) < 2 or not result.ok:
+        return BenchResult(
+            "capture",
+            "capture CPU, 4 devices at real rate",
+            float("nan"),
+            "% of one core",
+            25.0,
+            False,
+            f"capture failed: {result.error}",
+        )
+    wall = ticks[-1][0] - ticks[0][0]
+    cpu = ticks[-1][1] - ticks[0][1]
+    rates = ", ".join(
+        f"{d.name} {d.items / result.recorded_s:.0f} {'fr' if d.kind == 'pods' else 'pt'}/s"
+        for d in result.devices
+    )
+    total_bytes = sum(d.bytes for d in result.devices)
+    return BenchResult(
+        "capture",
+        "capture CPU, 4 devices at real rate",
+        100.0 * cpu / wall,
+        "% of one core",
+        25.0,
+        False,
+        f"{cpu:.2f} s CPU over {wall:.1f} s recording; {rates}; "
+        f"{total_bytes / result.recorded_s / 1000:.1f} kB/s raw (emulators in another process)",
+    )
+
+
+def _reference_parse(data: bytes) -> int:
+    """Byte-by-byte reference: find sync, check len and CRC with the scalar CRC."""
+    i, n, frames = 0, len(data), 0
+    while i + 4 <= n:
+        if data[i] != proto.SYNC0 or data[i + 1] != proto.SYNC1:
+            i += 1
+            continue
+        length = data[i + 2]
+        end = i + 3 + length + 2
+        if end > n or proto.payload_length_from_flags(np.array([data[i + 3]]))[0] != length:
+            i += 1
+            continue
+        (crc,) = struct.unpack_from("<H", data, end - 2)
+        if crc != proto.crc16_ccitt_false(data[i + 2 : end - 2]):
+            i += 1
+            continue
+        frames += 1
+        i = end
+    return frames
+
+
+def _parser_throughput(n_frames: int) -> list[BenchResult]:
+    rng = np.random.default_rng(0)
+    counts = np.cumsum(rng.integers(-300, 300, size=(n_frames, 3)), axis=0) % 2**16
+    idx = np.arange(n_frames)
+    data, flen = encode_binary(idx % 2**16, idx * 5000 % 2**32, counts, 16,
+                               rng.normal(size=n_frames).astype(np.float32),
+                               rng.normal(size=n_frames).astype(np.float32))  # fmt: skip
+    chunk = 4096
+    PodStreamParser(3, 16).feed(data[: 10 * chunk])  # warm-up: first-call imports
+    t0 = time.perf_counter()
+    p = PodStreamParser(3, 16)
+    got = sum(len(p.feed(data[i : i + chunk])) for i in range(0, len(data), chunk))
+    ours = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ref = _reference_parse(data)
+    reference = time.perf_counter() - t0
+    assert got == ref == n_frames
+    line_rate = 200.0  # frames/s of the MCU at its default rate
+    return [
+        BenchResult("capture", "pod parser vs byte-by-byte reference", reference / ours, "x",
+                    None, True, f"{got / ours:.0f} frames/s vs {ref / reference:.0f} frames/s, "
+                    f"{flen}-byte frames in {chunk}-byte reads"),
+        BenchResult("capture", "pod parser vs MCU line rate", got / ours / line_rate, "x",
+                    10.0, True, "frames decoded per second / 200 frames/s sent (≥ 10: keeps "
+                    "up with a 10x emulation)"),
+    ]  # fmt: skip
+
+
+def run(quick: bool) -> list[BenchResult]:
+    """Capture CPU at real rate (quick: 5 s, else 20 s) and pod parser throughput."""
+    results = _parser_throughput(20_000 if quick else 100_000)
+    if os.name == "posix":
+        results.insert(0, _capture_cpu(5.0 if quick else 20.0))
+    return results
