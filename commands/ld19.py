@@ -115,7 +115,8 @@ def decode_ld19_cmd(
     "--faults/--no-faults",
     default=True,
     show_default=True,
-    help="Apply the scenario's [faults.<lidar>] link knobs (corruption, drops, slow start).",
+    help="Apply the scenario's [faults.<lidar>] table: corruption, drops, slow start, "
+    "stalls and unplug/replug at the given simulated times (s).",
 )
 @click.option(
     "--duration",
@@ -144,6 +145,7 @@ def emulate_ld19_cmd(
     from sensorbench.sim.pty import Faults
 
     link_faults = None
+    schedule: list[tuple[float, str, float]] = []
     if scenario is None:
         samples = SyntheticLD19Samples.generate(duration_s=60.0, seed=seed)
         source = "synthetic room"
@@ -167,6 +169,12 @@ def emulate_ld19_cmd(
                 drop_rate=knobs.get("drop_rate", 0.0),
                 slow_start_s=knobs.get("slow_start_s", 0.0),
             )
+            for t in knobs.get("stall_at_s", []):
+                schedule.append((t, "stall", knobs.get("stall_s", 0.0)))
+            for t in knobs.get("unplug_at_s", []):
+                schedule.append((t, "unplug", 0.0))
+                schedule.append((t + knobs.get("replug_after_s", 1.0), "replug", 0.0))
+            schedule.sort()
     emu = LD19Emulator(
         samples,
         link=str(link) if link is not None else None,
@@ -183,7 +191,14 @@ def emulate_ld19_cmd(
     t_end = None if duration is None else time.monotonic() + duration
     try:
         while t_end is None or time.monotonic() < t_end:
-            time.sleep(0.1 if t_end is None else max(0.0, min(0.1, t_end - time.monotonic())))
+            while schedule and emu.clock.now() >= schedule[0][0]:
+                t, action, arg = schedule.pop(0)
+                click.echo(f"t = {t:g} s: {action}", err=True)
+                if action == "stall":
+                    emu.stall(arg / speed)
+                else:
+                    getattr(emu, action)()
+            time.sleep(0.05 if t_end is None else max(0.0, min(0.05, t_end - time.monotonic())))
     except KeyboardInterrupt:
         pass
     finally:
