@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import rplidar
+
 from sensorbench.bench import BenchResult
 from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1 import TurnAssembler

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import rplidar
 import serial
+
 from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1_protocol import A1Health, A1Info, Nodes
 from sensorbench.errors import DriverError
@@ -661,6 +662,8 @@ class A1Scanner:
         self.last_error: str | None = None
         self.last_data_ns: int | None = None
         self._tail = b""
+        self._skipped_unreported = 0
+        self._skip_reported_ns = 0
         self._t_prev: int | None = None
         self._scanning = False
         self._stale = False
@@ -747,6 +750,15 @@ class A1Scanner:
         if skipped:
             self.bytes_skipped += skipped
             self.assembler.mark(TurnFlag.CRC_ERRORS)
+            self._skipped_unreported += skipped
+        if self._skipped_unreported and t_ns - self._skip_reported_ns >= 1_000_000_000:
+            self._emit(
+                "crc_burst",
+                f"{self._skipped_unreported} bytes skipped re-aligning nodes (corruption or "
+                f"loss on the link) since the last report; {self.bytes_skipped} in all",
+            )
+            self._skipped_unreported = 0
+            self._skip_reported_ns = t_ns
         self.nodes_total += len(nodes)
         t_nodes = spread_times(self._t_prev, t_ns, len(nodes))
         self._t_prev = t_ns

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import serial
+
 from sensorbench.drivers.a1 import A1Scanner
 from sensorbench.errors import ConfigError, DriverError
 from sensorbench.logs import TurnFlag

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+
 from sensorbench.errors import SimError
 from sensorbench.sim.clock import SimClock
 from sensorbench.sim.power import PowerBus

@@ -11,6 +11,7 @@ import pytest
 import rplidar
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1 import A1Lidar, A1Scanner, TurnAssembler, spread_times
 from sensorbench.errors import DriverError
@@ -249,8 +250,9 @@ def test_long_silence_restarts_the_scan():
 
 
 def test_corruption_flags_turns_and_keeps_the_rest_exact():
+    events = []
     with A1Emulator(speed=4.0, faults=Faults(corrupt_rate=2e-4), seed=5) as emu:
-        sc = A1Scanner(emu.path, read_timeout_s=0.5)
+        sc = A1Scanner(emu.path, read_timeout_s=0.5, on_event=lambda *e: events.append(e))
         sc.open()
         sc.start()
         turns = collect(sc, 1.5)
@@ -260,6 +262,8 @@ def test_corruption_flags_turns_and_keeps_the_rest_exact():
     assert sc.bytes_skipped > 0
     flagged = (turns.flags & TurnFlag.CRC_ERRORS) > 0
     assert flagged.any() and not flagged.all()
+    bursts = [e for e in events if e[1] == "crc_burst"]
+    assert 1 <= len(bursts) <= 2  # reported at most once a second over 1.5 s
 
 
 def test_missing_port_and_silent_device_give_actionable_errors(tmp_path):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import serial
 from click.testing import CliRunner
+
 from sensorbench.cli import cli
 from sensorbench.errors import SimError
 from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import rplidar
 import serial
+
 from sensorbench.drivers.a1 import A1Lidar, A1Silent, A1Unplugged
 from sensorbench.drivers.a1_protocol import A1Health, A1Info
 from sensorbench.errors import DriverError

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+
 from sensorbench.drivers.powerup import (
     DeviceSpec,
     PortPower,
@@ -184,6 +185,7 @@ def test_stream_steps_for_a_device_without_commands():
 
     register_kind("test_stream", lambda spec: StreamSteps(spec, 230400, count_valid, 3))
     assert "test_stream" in known_kinds() and "a1" in known_kinds()
+
     def feed():
         while not stop:
             port.send(b"\x54\x2c" + bytes(45))

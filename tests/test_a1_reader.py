@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import serial
 from click.testing import CliRunner
+
 from sensorbench.cli import cli
 from sensorbench.drivers.a1_reader import A1Reader
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
