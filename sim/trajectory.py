@@ -1,9 +1,10 @@
 """Omnidirectional base trajectories with acceleration limits, evaluated at any times.
 
 A trajectory is a sequence of segments, each rest-to-rest (moves, holds) or a
-closed curve (the figure-8). Every moving segment follows a trapezoidal time
-scaling that respects the base's speed and acceleration limits for translation
-and rotation at once, so pose is C¹ and the twist continuous. Poses are in the
+closed curve (the figure-8). Every moving segment follows a time scaling with
+constant-rate cruise and smooth ramps (acceleration ``A sin²(π t / t_ramp)``) that
+respects the base's speed and acceleration limits for translation and rotation at
+once, so the pose is C², the twist C¹ and the jerk bounded. Poses are in the
 world frame: ``x, y`` in metres and ``yaw`` in radians, **unwrapped** (continuous,
 not folded into (−π, π]). The body twist ``(vx, vy, wz)`` is the velocity of the
 body origin expressed in the body frame (m/s, m/s) and the yaw rate (rad/s).
@@ -31,11 +32,22 @@ class Limits:
 
 @dataclass(frozen=True)
 class _Scaling:
-    """Trapezoidal time scaling from 0 to ``length`` in ``T`` s with ramps of ``tr`` s."""
+    """Rest-to-rest time scaling from 0 to ``length`` in ``T`` s, with smooth ramps of ``tr`` s.
+
+    The acceleration rises and falls as ``A sin²(π τ / tr)`` during each ramp (continuous,
+    bounded jerk), with peak ``A = 2 v / tr``; between the ramps the rate is constant
+    ``v = length / (T − tr)``.
+    """
 
     length: float
     T: float
     tr: float
+
+    def peak_accel(self) -> float:
+        """Largest |acceleration| of the scaled coordinate (units/s²)."""
+        if self.T <= 0 or self.length == 0:
+            return 0.0
+        return 2.0 * self.length / ((self.T - self.tr) * self.tr)
 
     def eval(self, tau: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Position, rate and acceleration of the scaled coordinate at local times ``tau`` (s)."""
@@ -43,32 +55,43 @@ class _Scaling:
         if T <= 0 or L == 0:
             z = np.zeros_like(tau)
             return z + (L if T <= 0 else 0.0), z, z
-        a = L / ((T - tr) * tr)
-        vpk = a * tr
+        vpk = L / (T - tr)
+        A = 2.0 * vpk / tr
+        w = 2.0 * np.pi / tr
         tau = np.clip(tau, 0.0, T)
+
+        def ramp(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            x = np.clip(x, 0.0, tr)
+            pos = 0.5 * A * (0.5 * x**2 + (np.cos(w * x) - 1.0) / w**2)
+            vel = 0.5 * A * (x - np.sin(w * x) / w)
+            return pos, vel, A * np.sin(0.5 * w * x) ** 2
+
+        su, vu, au = ramp(tau)
+        sd, vd, ad = ramp(T - tau)
         up = tau < tr
         down = tau > T - tr
-        s = np.where(up, 0.5 * a * tau**2, 0.5 * a * tr**2 + vpk * (tau - tr))
-        s = np.where(down, L - 0.5 * a * (T - tau) ** 2, s)
-        v = np.where(up, a * tau, vpk)
-        v = np.where(down, a * (T - tau), v)
-        acc = np.where(up, a, 0.0)
-        acc = np.where(down, -a, acc)
+        s = np.where(up, su, 0.5 * vpk * tr + vpk * (tau - tr))
+        s = np.where(down, L - sd, s)
+        v = np.where(up, vu, vpk)
+        v = np.where(down, vd, v)
+        acc = np.where(up, au, 0.0)
+        acc = np.where(down, -ad, acc)
         return s, v, acc
 
 
 def _scaling_for(lengths_limits: list[tuple[float, float, float]]) -> tuple[float, float]:
-    """Shortest (T, tr) moving every coordinate (length, vmax, amax) together, rest to rest."""
+    """Shortest (T, tr) moving every coordinate (length, vmax, amax) together, rest to rest,
+    with the smooth ramps of :class:`_Scaling` (peak acceleration 2 v / tr)."""
     active = [(abs(L), v, a) for L, v, a in lengths_limits if abs(L) > 1e-15]
     if not active:
         return 0.0, 0.0
     T = 0.0
     for L, v, a in active:
-        t_acc = v / a
-        T = max(T, 2.0 * np.sqrt(L / a) if v * t_acc > L else L / v + t_acc)
-    for _ in range(2000):
+        t_ramp = 2.0 * v / a
+        T = max(T, np.sqrt(8.0 * L / a) if v * t_ramp > L else L / v + t_ramp)
+    for _ in range(4000):
         tr = min(T / 2.0, *(T - L / v for L, v, _ in active))
-        if tr > 0 and all(L / ((T - tr) * tr) <= a * (1 + 1e-9) for L, _, a in active):
+        if tr > 0 and all(2.0 * L / ((T - tr) * tr) <= a * (1 + 1e-9) for L, _, a in active):
             return T, tr
         T *= 1.002
     raise SimError("trajectory: cannot find a time scaling within the limits")
@@ -125,8 +148,8 @@ class _Hold(_Segment):
 class _Figure8(_Segment):
     """Gerono lemniscate ``(a sin u, a sin u cos u)`` rotated by ``rot``, ``laps`` times.
 
-    ``u`` follows a trapezoidal scaling chosen so the speed, acceleration and (with
-    tangent heading) yaw rate stay within the limits. With ``tangent`` heading, yaw
+    ``u`` follows a smooth rest-to-rest scaling chosen so the speed, acceleration and
+    (with tangent heading) yaw rate stay within the limits. With ``tangent`` heading, yaw
     is the direction of travel plus ``yaw_offset``; otherwise it stays ``yaw_offset``.
     """
 
@@ -158,10 +181,11 @@ class _Figure8(_Segment):
         )
         udd = min(0.3 * lim.accel / d1.max(), 0.3 * lim.yaw_accel / max(dpsi.max(), 1e-12))
         L = 2 * np.pi * laps
-        tr = ud_max / udd
+        tr = 2.0 * ud_max / udd  # smooth ramps peak at 2 u̇ / tr
         T = L / ud_max + tr
         if 2 * tr > T:
-            T, tr = 2 * np.sqrt(L / udd), np.sqrt(L / udd)
+            T = np.sqrt(8.0 * L / udd)
+            tr = T / 2.0
         self.T = T
         self.scale = _Scaling(L, T, tr)
 

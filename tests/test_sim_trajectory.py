@@ -26,8 +26,8 @@ def test_twist_is_the_time_derivative_of_pose(name: str) -> None:
     h = 1e-5
     p1, p0 = np.array(tr.pose(t + h)), np.array(tr.pose(t - h))
     vx, vy, wz = tr.twist_world(t)
-    # Central differences are exact for the piecewise-quadratic moves up to rounding; at
-    # a kink of acceleration a (<= 0.5 m/s^2, pi rad/s^2) the error is below a*h = 3e-5.
+    # Central differences err by h²/6 · jerk (jerk ≤ π·a_max/t_ramp, a few per s³ here),
+    # far below the tolerance; rounding of (p(t+h) - p(t-h)) / 2h is ~1e-11 / 1e-5.
     np.testing.assert_allclose((p1 - p0) / (2 * h), [vx, vy, wz], atol=5e-5)
     bx, by, bw = tr.twist_body(t)
     _, _, yaw = tr.pose(t)
@@ -49,6 +49,18 @@ def test_speed_and_acceleration_limits_hold(name: str) -> None:
     # Finite differences straddling an acceleration step see at most the step's mean.
     assert np.hypot(a[0], a[1]).max() <= lim["max_accel_m_s2"] * (1 + 1e-3)
     assert np.abs(a[2]).max() <= np.deg2rad(lim["max_yaw_accel_deg_s2"]) * (1 + 1e-3)
+
+
+@pytest.mark.parametrize("name", ["square", "spin", "figure8"])
+def test_acceleration_is_continuous(name: str) -> None:
+    # Smooth ramps (A sin²): the jerk is bounded by π·A/t_ramp, at most ~20 rad/s³ here
+    # (A = π rad/s², ramps ≥ 0.5 s), so over 0.1 ms the acceleration changes by < 5e-3;
+    # a trapezoidal profile would jump by the full 0.5 m/s² (π rad/s²) at every ramp.
+    _, tr, _ = _traj(name)
+    t = np.arange(0.0, tr.duration_s, 1e-4)
+    h = 1e-6
+    a = (np.array(tr.twist_world(t + h)) - np.array(tr.twist_world(t - h))) / (2 * h)
+    assert np.abs(np.diff(a, axis=1)).max() < 5e-3
 
 
 def test_square_visits_its_corners_and_closes() -> None:
