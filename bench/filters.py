@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from sensorbench.bench import BenchResult
 from sensorbench.characterize.noise_fit import fit_noise
 from sensorbench.fusion.joint_filter import JointFilter

@@ -10,8 +10,9 @@ above the gate is not applied) and each innovation is scored under a Gaussian
 with a small wide outlier component, so a bouncing wheel cannot inflate r.
 
 The fitted noise is then checked the way ``docs/ESTIMATION.md`` asks: the
-average NIS of the applied updates against its two-sided 95 % χ² bounds for the
-actual count K, and the innovation autocorrelation ρ_1..ρ_10 against ±1.96/√K.
+average NIS of the applied updates against its two-sided 95 % bounds for the
+actual count K (of a χ² truncated at the gate, since rejected innovations are
+not in the average), and the innovation autocorrelation ρ_1..ρ_10 against ±1.96/√K.
 
 Measurements: heading z = Δθ of ``W⁻¹·Δn``; x and y the world-frame
 displacement of the step's constant-twist arc, rotated by the dead-reckoned
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_replay import read_odometry
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
@@ -225,7 +227,8 @@ def fit_axis(
     r is parametrised as r_min + e^ρ: without the floor the likelihood is
     unbounded (perfectly quantized zero increments at rest would drive r to 0).
     The search evaluates whole grids of (ln q, ρ) at once, zooming three times
-    (13×9, then 9×9 over ±1, then ±0.25: a final resolution of about 6 %),
+    (13×9 over the whole range, then 9×9 grids spanning one step of the
+    previous grid either side of its best point: a final step of about 5 %),
     on the first ``max_frames`` frames of each session (cost); the NIS and
     whiteness checks use all of them.
     """
@@ -241,22 +244,22 @@ def fit_axis(
     centre, half = (lo + hi) / 2, (hi - lo) / 2
     shape = (13, 9)
     best_val = math.inf
-    for _ in range(3):
-        gq, gr = np.meshgrid(
-            np.linspace(centre[0] - half[0], centre[0] + half[0], shape[0]),
-            np.linspace(centre[1] - half[1], centre[1] + half[1], shape[1]),
-            indexing="ij",
-        )
+    for _ in range(4):
+        axes = [np.linspace(centre[j] - half[j], centre[j] + half[j], shape[j]) for j in (0, 1)]
+        gq, gr = np.meshgrid(*axes, indexing="ij")
         lq, lr = np.clip(gq.ravel(), lo[0], hi[0]), np.clip(gr.ravel(), lo[1], hi[1])
         vals = total(lq, lr)
         i = int(np.nanargmin(vals))
         centre, best_val = np.array([lq[i], lr[i]]), float(vals[i])
-        half = np.array([1.0, 1.0]) if shape == (13, 9) else half / 4
+        # zoom: the next grid spans one step of this one either side of the best
+        half = np.array([axes[0][1] - axes[0][0], axes[1][1] - axes[1][0]])
         shape = (9, 9)
     q, r = float(np.exp(centre[0])), float(r_min + np.exp(centre[1]))
     noise = AxisNoise(q, r)
     nis_mean, k, rejected, rho, bound = check_axis(series, noise, gate)
-    return AxisNoiseFit(axis, q, r, best_val, nis_mean, nis_bounds(k), k, rejected, rho, bound)
+    return AxisNoiseFit(
+        axis, q, r, best_val, nis_mean, nis_bounds(k, gate=gate), k, rejected, rho, bound
+    )
 
 
 @dataclass

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import tomllib
 from scipy.optimize import minimize_scalar
+
 from sensorbench.errors import FitError, SessionError
 from sensorbench.fusion.pod_kinematics import PodGeometry, relative_poses, se2_log
 from sensorbench.logs import NO_DEVICE_TIME, Session

@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
 from sensorbench.errors import FusionError
 from sensorbench.fusion.pod_kinematics import se2_exp
 from sensorbench.fusion.split_filter import FilterNoise

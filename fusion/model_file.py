@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import tomllib
+
 from sensorbench import __version__
 from sensorbench.errors import FusionError
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from sensorbench.characterize.pod_fit import (
     Drive,
     align_drive,

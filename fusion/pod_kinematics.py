@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from sensorbench.errors import FusionError
 from sensorbench.fusion.model_file import read_model, write_model
 

@@ -10,6 +10,7 @@ Everything is known, so fits can be checked against truth.
 from __future__ import annotations
 
 import numpy as np
+
 from sensorbench.characterize.pod_fit import Drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path
 

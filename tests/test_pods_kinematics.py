@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import odometry_util as ou
 import pytest
+
 from sensorbench.errors import FusionError
 from sensorbench.fusion.pod_kinematics import (
     PodGeometry,
