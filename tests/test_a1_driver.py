@@ -304,3 +304,17 @@ def test_turn_assembler_skips_the_leading_partial_turn():
     rest = asm.flush()
     assert rest.count.tolist() == [2] and rest.flags.tolist() == [TurnFlag.PACKET_LOSS]
     assert os.environ is not None
+
+
+def test_recover_stops_clears_reconnects_and_restarts():
+    with A1Emulator(speed=4.0) as emu:
+        lid = A1Lidar(emu.path, read_timeout_s=0.5)
+        lid.start()
+        time.sleep(0.2)  # a backlog of nodes, as after a missed descriptor
+        old_port = lid._serial
+        lid.recover(restart=True)
+        assert lid._serial is not old_port and lid.scanning[0]
+        assert emu.requests[-2:] == [0x25, 0x20]  # STOP, then a new SCAN
+        _, nodes, _, skipped = lid.read_nodes(0.3)
+        assert len(nodes) > 0 and skipped == 0
+        lid.disconnect()

@@ -166,7 +166,7 @@ def test_descriptor_error_after_stale_bytes_library_has_no_recovery(emu):
     lid.disconnect()
 
 
-def test_buffer_limit_restarts_scan_and_silently_loses_data():
+def test_buffer_limit_restarts_scan_and_silently_loses_data(caplog):
     """A 0.35 s consumer hiccup at real-time rate: 3500 bytes pile up (> max_buf_meas=3000)."""
 
     def run(make, pause_s: float, n: int):
@@ -196,6 +196,9 @@ def test_buffer_limit_restarts_scan_and_silently_loses_data():
     assert scans == 1
     assert np.array_equal(got, expected)  # every node, in order
     assert lid.overruns == 1  # counted and logged instead
+    assert any(
+        "host fell behind" in r.message for r in caplog.records if r.name == "sensorbench.a1"
+    )
 
 
 def _express_capsule(start_q6: int, new_scan: bool, dists_mm: list[int]) -> bytes:
