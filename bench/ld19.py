@@ -8,6 +8,7 @@ import subprocess
 import time
 
 import numpy as np
+
 from sensorbench.bench import BenchResult
 from sensorbench.drivers.ld19_parser import BAUD, LD19Parser
 from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples, encode_packets

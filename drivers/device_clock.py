@@ -39,6 +39,7 @@ import collections
 from dataclasses import dataclass
 
 import numpy as np
+
 from sensorbench.errors import DriverError
 
 _PRE_FIT_POINTS = 20000  # points kept for the slope before the envelope fit exists

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import h5py
+
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
 from sensorbench.drivers.ld19_parser import BAUD, LD19Parser
 from sensorbench.drivers.ld19_turns import TurnAssembler

@@ -20,6 +20,7 @@ Storage keeps raw points by default; this filter is an analysis choice.
 from __future__ import annotations
 
 import numpy as np
+
 from sensorbench.logs import LidarTurns
 
 NEAR_LIMIT_M = 5.0

@@ -21,6 +21,7 @@ Conversions, done once here:
 from __future__ import annotations
 
 import numpy as np
+
 from sensorbench.drivers.device_clock import DeviceClock
 from sensorbench.drivers.ld19_parser import (
     ANGLE_MODULUS_CDEG,

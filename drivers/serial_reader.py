@@ -59,6 +59,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import serial
+
 from sensorbench.drivers.reader_base import ReaderStatus
 from sensorbench.errors import DriverError, SensorbenchError
 

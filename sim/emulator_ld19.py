@@ -36,6 +36,7 @@ from dataclasses import dataclass, fields
 from typing import Protocol
 
 import numpy as np
+
 from sensorbench.drivers.ld19_parser import (
     PACKET_DTYPE,
     PACKET_SIZE,
@@ -289,7 +290,11 @@ class LD19Emulator:
         self.record_truth = record_truth
         self.packets_sent = 0
         self.port = PtyPort(link=link, baud=BAUD, faults=faults, seed=seed)
-        self._rng = np.random.default_rng([seed, 0x1D19])
+        # which packets carry 54 2C in their payload, and where: drawn once per packet
+        # of the pass, so the choice does not depend on how sends are batched
+        rng = np.random.default_rng([seed, 0x1D19])
+        self._payload_hit = rng.random(k) < self.header_in_payload_rate
+        self._payload_pt = rng.integers(0, POINTS_PER_PACKET, k)
         self._lock = threading.RLock()
         self._cursor = 0  # index of the next packet (counting loops: i = loop * k + j)
         self._power_on_s = 0.0
@@ -434,9 +439,8 @@ class LD19Emulator:
         loops = due // k
         t_first = self._t_first[j] + loops * self._period - self._t_first[0]
         dist = self._dist[j].copy()
-        if self.header_in_payload_rate > 0:
-            hit = np.flatnonzero(self._rng.random(due.size) < self.header_in_payload_rate)
-            dist[hit, self._rng.integers(0, POINTS_PER_PACKET, hit.size)] = PAYLOAD_HEADER_MM
+        hit = np.flatnonzero(self._payload_hit[j])
+        dist[hit, self._payload_pt[j[hit]]] = PAYLOAD_HEADER_MM
         ms = np.floor((t_first - self._power_on_s) * 1000.0).astype(np.int64)
         ts = ((ms + self.timestamp_start_ms) % TIMESTAMP_MODULUS_MS).astype(np.uint16)
         data = encode_packets(

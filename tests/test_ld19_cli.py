@@ -11,6 +11,7 @@ import time
 import numpy as np
 import serial
 from click.testing import CliRunner
+
 from sensorbench.cli import cli
 from sensorbench.drivers.ld19_parser import LD19Parser
 from sensorbench.logs import Session, SessionWriter, TurnFlag

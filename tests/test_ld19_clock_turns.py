@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from sensorbench.drivers.device_clock import CounterUnwrapper, DeviceClock
 from sensorbench.drivers.ld19_near_filter import near_filter_mask
 from sensorbench.drivers.ld19_parser import LD19Parser

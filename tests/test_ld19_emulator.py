@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import serial
 from ld19_util import MANUAL_PACKET, capture, packet_rows, ref_decode, ref_rows
+
 from sensorbench.drivers.ld19_parser import LD19Parser
 from sensorbench.errors import SimError
 from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ld19_util import packet_rows, ref_crc8, ref_decode, ref_rows, ref_unpack
+
 from sensorbench.drivers.ld19_parser import LD19Packets, LD19Parser
 from sensorbench.sim.emulator_ld19 import encode_packets
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ld19_util import MANUAL_FIELDS, MANUAL_PACKET, packet_rows, ref_crc8, ref_decode, ref_rows
+
 from sensorbench.drivers.ld19_parser import (
     CRC8_TABLE,
     LD19Packets,

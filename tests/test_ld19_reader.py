@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+
 from sensorbench.drivers.ld19_reader import LD19Reader
 from sensorbench.drivers.reader_base import DeviceReader
 from sensorbench.errors import DriverError, SessionError

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+
 from sensorbench.drivers.ld19_reader import LD19Reader
 from sensorbench.logs import TurnFlag
 from sensorbench.sim.emulator_ld19 import LD19Emulator
