@@ -318,3 +318,31 @@ def test_recover_stops_clears_reconnects_and_restarts():
         _, nodes, _, skipped = lid.read_nodes(0.3)
         assert len(nodes) > 0 and skipped == 0
         lid.disconnect()
+
+
+def test_simulated_a1_samples_come_out_as_ccw_turns_within_quantization():
+    from sensorbench.sim.simulation import Simulation
+
+    samples = Simulation("lidar_static", seed=1).lidar("lidar_front")
+    with A1Emulator(samples, speed=4.0) as emu:
+        sc = A1Scanner(emu.path, read_timeout_s=0.5)
+        sc.open()
+        sc.start()
+        turns = collect(sc, 1.0)
+        sc.close()
+        truth = emu.truth()
+    first = np.flatnonzero(truth.start)[0]
+    k = np.searchsorted(samples.t_s, truth.t_s[first] % (samples.t_s[-1] + 1 / 2000) - 1e-9)
+    n = turns.n_points
+    sl = slice(k, k + n)
+    expect_ccw = np.deg2rad(np.mod(-samples.angle_deg_cw[sl], 360.0))
+    dang = np.angle(np.exp(1j * (turns.angle - expect_ccw)))
+    assert np.max(np.abs(dang)) <= np.deg2rad(0.5 / 64) + 1e-6  # half a q6 step
+    rng = samples.range_m[sl]
+    hit = rng > 0
+    assert np.all(np.isinf(turns.range[~hit]))  # no return -> inf
+    assert np.max(np.abs(turns.range[hit] - rng[hit])) <= 0.000125 + 1e-6  # half a q2 step
+    np.testing.assert_array_equal(turns.intensity, samples.intensity[sl])
+    # a turn of the simulated A1 is one turn of the scan
+    _, per_turn = np.unique(samples.turn[sl], return_counts=True)
+    np.testing.assert_array_equal(turns.count, per_turn)
