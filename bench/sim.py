@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from sensorbench.bench import BenchResult
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.simulation import Simulation, simulate_to_session

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import tomllib
+
 from sensorbench.errors import SimError
 
 SCENARIO_DIR = Path(str(resources.files("sensorbench.sim") / "scenarios"))

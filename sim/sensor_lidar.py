@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from sensorbench.sim.trajectory import Trajectory
 from sensorbench.sim.world import World
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.spatial.transform import Rotation
+
 from sensorbench.sim.trajectory import Trajectory
 
 RELOCALIZED = 1

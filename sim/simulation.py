@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
 from sensorbench import __version__
 from sensorbench.errors import SessionError, SimError
 from sensorbench.sim.scenario import Scenario, dumps_toml, load_scenario

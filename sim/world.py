@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from sensorbench.errors import SimError
 
 _CHUNK = 8192

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.stats import norm
+
 from sensorbench.errors import SimError
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.sensor_lidar import KIND_EDGE, KIND_FALSE, KIND_NORMAL, band_sigma

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from sensorbench.errors import SimError
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.sensor_pose import PAUSED, RELOCALIZED
@@ -411,3 +412,38 @@ def test_duration_overrides_the_trajectory_and_session_selection() -> None:
     camp = Simulation("reloc_campaign", seed=7, session=1)
     assert camp.scenario.session == 1
     assert Simulation("reloc_campaign", seed=7).scenario.session == 7 % 5
+
+
+@pytest.mark.slow
+def test_pose_sensor_gm_allan_deviation_matches_theory() -> None:
+    # Independent check of the GM generator: overlapping Allan variance of a GM process
+    # is (σ²τ²/T²)(2T/τ − 3 + 4e^{−T/τ} − e^{−2T/τ}) (peak ≈ 0.62 σ at T ≈ 1.89 τ).
+    sc = load_scenario("hold").with_overrides(
+        NO_LIDARS
+        | {
+            "trajectory": {"hold_s": 3000.0},
+            "pose_sensor": {
+                "rate_hz": 30.0,
+                "rate_jitter_s": 0.0,
+                "reloc_sigma": [0.0] * 6,
+                "white_sigma": [0.0] * 6,
+                "wrong_reloc_prob": 0.0,
+                "gm_sigma": [1.0] * 6,
+                "gm_tau_s": [1.0] * 6,
+            },
+        }
+    )
+    ps = Simulation(sc, seed=14).pose_sensor()
+    g = ps.error
+    dt = 1 / 30.0
+    c = np.vstack([np.zeros((1, 6)), np.cumsum(g, axis=0)]) * dt
+    for m in (15, 57, 150):  # T = 0.5, 1.9, 5 s
+        T = m * dt
+        avar = np.mean((c[2 * m :] - 2 * c[m:-m] + c[: -2 * m]) ** 2, axis=0) / (2 * T**2)
+        x = T / 1.0
+        theory = (2 * x - 3 + 4 * np.exp(-x) - np.exp(-2 * x)) / x**2
+        # ~3000/T independent blocks per axis, six axes pooled: relative SE of the pooled
+        # ADEV ≈ 1/√(2·6·3000/(2T)) ≤ 2 % at T = 5 s; allow 4 SE + 1 % discretization.
+        rel = np.sqrt(avar.mean() / theory) - 1
+        se = 1 / np.sqrt(2 * 6 * 3000 / (2 * T))
+        assert abs(rel) < 4 * se + 0.01, (T, rel)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from sensorbench.fusion.pod_kinematics import body_increments, integrate_path
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.simulation import Simulation

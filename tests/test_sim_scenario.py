@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
+
 from sensorbench.errors import SimError
 from sensorbench.sim.scenario import dumps_toml, list_scenarios, load_scenario, parse_scenario
 

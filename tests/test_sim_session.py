@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+
 from sensorbench.cli import cli
 from sensorbench.errors import SimError
 from sensorbench.logs import NO_DEVICE_TIME, PoseFlag, Session

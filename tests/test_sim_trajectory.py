@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.trajectory import build_trajectory
 
