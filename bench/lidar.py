@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+
 from sensorbench.bench import BenchResult
 from sensorbench.characterize.lidar_stats import characterize_turns
 from sensorbench.fusion.scan_merge import MergeSetup, Mount, merge_scans

@@ -3,7 +3,10 @@
 Reference scan: within each static stretch, the median range per bearing bin
 (bin width = the lidar's angular step, rounded so that a whole number of bins
 fill the circle; ``inf`` counts, so a bearing that mostly sees nothing has an
-``inf`` reference). A point's reference is the linear interpolation of the two
+``inf`` reference), taken twice: the second time after moving every sample
+along its bin's slope (from the first pass, central differences within a
+surface) to the bin centre, so that where in the bin the samples fell does not
+shift the median on oblique surfaces. A point's reference is the linear interpolation of the two
 bins around its bearing, which removes the range gradient of oblique surfaces.
 
 Depth discontinuities: between neighbouring bins whose references differ by more
@@ -59,6 +62,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from sensorbench.characterize.scan_bins import TWO_PI, angle_bins, grouped_median, turn_index
 from sensorbench.logs import LidarTurns
 
@@ -191,17 +195,19 @@ def range_noise(
     ang = turns.angle[idx].astype(np.float64)
     sid = stretch[tid_all[idx]]
 
-    ref_flat, cnt = grouped_median(sid * n_bins + angle_bins(ang, n_bins), r, n_str * n_bins)
-    ref = ref_flat.reshape(n_str, n_bins)
-    nxt = np.roll(ref, -1, axis=1)
-    fin_a, fin_b = np.isfinite(ref), np.isfinite(nxt)
-    prv, nxt2 = np.roll(ref, 1, axis=1), np.roll(ref, -2, axis=1)
+    bins = angle_bins(ang, n_bins)
+    ref_flat, cnt = grouped_median(sid * n_bins + bins, r, n_str * n_bins)
+    jump, steep = _discontinuities(ref_flat.reshape(n_str, n_bins), width, jump_abs_m, jump_rel)
+    # second pass: move each sample along its bin's slope to the bin centre, so the
+    # medians do not depend on where in the bin the samples happened to fall
+    slope = _slopes(ref_flat.reshape(n_str, n_bins), jump, width)
+    offset = np.angle(np.exp(1j * (ang - bins * width)))
     with np.errstate(invalid="ignore"):
-        tol = np.maximum(jump_abs_m, jump_rel * np.minimum(ref, nxt))
-        steep = np.abs(nxt - ref) > tol
-        smooth = (np.abs(nxt - (2 * ref - prv)) <= tol) | (np.abs(ref - (2 * nxt - nxt2)) <= tol)
-        smooth &= np.abs(nxt - ref) <= MAX_SLOPE * width * 0.5 * (ref + nxt)
-    jump = (fin_a != fin_b) | np.isnan(ref) | np.isnan(nxt) | (fin_a & fin_b & steep & ~smooth)
+        r_c = np.where(np.isfinite(r), r - slope[sid, bins] * offset, r)
+    ref_flat, cnt = grouped_median(sid * n_bins + bins, r_c, n_str * n_bins)
+    ref = ref_flat.reshape(n_str, n_bins)
+    jump, steep = _discontinuities(ref, width, jump_abs_m, jump_rel)
+    nxt = np.roll(ref, -1, axis=1)
     zone = _dilate(jump | steep, edge_bins)
     steep |= np.roll(steep, 1, axis=1)
 
@@ -218,9 +224,7 @@ def range_noise(
     # noise residuals against a reference built from the other half of the turns
     # (odd turns against even ones and back), so a point never shifts its own reference
     half = tid_all[idx] % 2
-    cross_flat, _ = grouped_median(
-        (sid * 2 + half) * n_bins + angle_bins(ang, n_bins), r, 2 * n_str * n_bins
-    )
+    cross_flat, _ = grouped_median((sid * 2 + half) * n_bins + bins, r_c, 2 * n_str * n_bins)
     cross = cross_flat.reshape(n_str * 2, n_bins)
     other = sid * 2 + 1 - half
     ca, cb = cross[other, b0], cross[other, b1]
@@ -303,6 +307,35 @@ def range_noise(
         noise_band=noise_band,
         plot=plot,
     )
+
+
+def _discontinuities(
+    ref: np.ndarray, width: float, jump_abs_m: float, jump_rel: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per bin pair (b, b+1) of a (stretches, bins) reference: (discontinuity, steep) masks."""
+    nxt = np.roll(ref, -1, axis=1)
+    fin_a, fin_b = np.isfinite(ref), np.isfinite(nxt)
+    prv, nxt2 = np.roll(ref, 1, axis=1), np.roll(ref, -2, axis=1)
+    with np.errstate(invalid="ignore"):
+        tol = np.maximum(jump_abs_m, jump_rel * np.minimum(ref, nxt))
+        steep = np.abs(nxt - ref) > tol
+        smooth = (np.abs(nxt - (2 * ref - prv)) <= tol) | (np.abs(ref - (2 * nxt - nxt2)) <= tol)
+        smooth &= np.abs(nxt - ref) <= MAX_SLOPE * width * 0.5 * (ref + nxt)
+    jump = (fin_a != fin_b) | np.isnan(ref) | np.isnan(nxt) | (fin_a & fin_b & steep & ~smooth)
+    return jump, steep
+
+
+def _slopes(ref: np.ndarray, jump: np.ndarray, width: float) -> np.ndarray:
+    """dr/dθ (m/rad) per bin from its unsplit neighbours (central, one-sided or 0)."""
+    prv, nxt = np.roll(ref, 1, axis=1), np.roll(ref, -1, axis=1)
+    left_ok, right_ok = ~np.roll(jump, 1, axis=1), ~jump
+    with np.errstate(invalid="ignore"):
+        out = np.where(
+            left_ok & right_ok,
+            (nxt - prv) / (2 * width),
+            np.where(right_ok, (nxt - ref) / width, np.where(left_ok, (ref - prv) / width, 0.0)),
+        )
+    return np.where(np.isfinite(out), out, 0.0)
 
 
 def _band_sigmas(

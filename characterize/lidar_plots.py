@@ -13,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+
 from sensorbench.characterize.lidar_stats import LidarCharacterization
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from sensorbench.characterize.scan_bins import angle_bins, grouped_median, turn_index
 from sensorbench.logs import LidarTurns
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from sensorbench.characterize.lidar_noise import DEFAULT_BANDS_M, NoiseReport, range_noise
 from sensorbench.characterize.lidar_static import StaticDetection, detect_static
 from sensorbench.characterize.lidar_timing import (

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 import numpy as np
+
 from sensorbench.errors import FitError
 from sensorbench.logs import NO_DEVICE_TIME, Event, LidarTurns, TurnFlag
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
 from sensorbench.logs import NO_DEVICE_TIME, LidarTurns
 from sensorbench.sim.world import Obstacle, World, box_vertices
 

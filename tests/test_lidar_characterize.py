@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import json
 
+import lidar_util as U
 import numpy as np
 import pytest
 from click.testing import CliRunner
 from scipy.stats import norm
+
 from sensorbench.characterize.lidar_noise import LABEL_EDGE, LABEL_FALSE
-from sensorbench.characterize.lidar_stats import StaticOptions, characterize_session
+from sensorbench.characterize.lidar_stats import (
+    StaticOptions,
+    characterize_session,
+    characterize_turns,
+)
 from sensorbench.cli import cli
 from sensorbench.errors import FitError, SessionError
-from sensorbench.logs import Session
+from sensorbench.logs import LidarTurns, Session, TurnFlag
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.sensor_lidar import band_sigma
 from sensorbench.sim.simulation import Simulation, simulate_to_session
@@ -244,3 +250,67 @@ def test_unknown_device_and_bad_file(static_session, tmp_path):
     bad.write_bytes(b"not hdf5")
     result = CliRunner().invoke(cli, ["characterize", "lidar", str(bad), "--device", "ld19"])
     assert result.exit_code == 2 and "error:" in result.output
+
+
+def test_usb_dropoff_is_not_a_skip(static_session, tmp_path):
+    """Cut 3 s out of the LD19 stream as an unplug would: events, a flagged turn."""
+
+    tr = _truth(static_session, "ld19")
+    turns = tr["turns"]
+    t0 = turns.t_first_ns[0]
+    rel = (turns.t_first_ns - t0) * 1e-9
+    keep = np.flatnonzero((rel < 20.0) | (rel > 23.0))
+    parts = [turns.turn(int(i)) for i in keep]
+    after = int(np.searchsorted(keep, np.flatnonzero(rel > 23.0)[0]))
+    parts[after].flags[:] = TurnFlag.AFTER_RECONNECT
+    cut = LidarTurns.concat(parts)
+    events = [
+        (int(t0 + 20.05e9), "ld19", "stale", "no bytes for 0.5 s"),
+        (int(t0 + 20.5e9), "ld19", "unplug", "EIO"),
+        (int(t0 + 22.9e9), "ld19", "reconnect", "back"),
+        (int(t0 + 30e9), "lidar_front", "unplug", "another device"),
+    ]
+    path = U.write_session(tmp_path / "cut.h5", {"ld19": cut}, events=events)
+    res = characterize_session(path, "ld19")
+    t = res.timing
+    assert (t.usb_unplugs, t.usb_reconnects, t.usb_stale, t.usb_dropoff_gaps) == (1, 1, 1, 1)
+    # skips are counted outside the cut exactly as the truth has them
+    idx = tr["turn_index"][keep]
+    lo, hi = np.flatnonzero(rel[keep] < 20.0)[-1], np.flatnonzero(rel[keep] > 23.0)[0]
+    skipped = tr["skipped"]
+    expected = int(skipped[idx[0] : idx[lo] + 1].sum() + skipped[idx[hi] : idx[-1] + 1].sum())
+    assert t.skipped_turns == expected
+    assert 3.0 <= t.longest_gap_s <= 3.3
+    assert res.noise is not None  # static stretches on both sides of the cut
+
+
+def test_static_stretches_only(tmp_path):
+    """Still 12 s, drive 0.3 m/s for 8 s, still 12 s: two stretches, noise from them only."""
+
+    def pose(t):
+        t = np.asarray(t, dtype=float)
+        x = -1.0 + 0.3 * np.clip(t - 12.0, 0.0, 8.0)
+        return x, np.zeros_like(t), np.zeros_like(t)
+
+    sigma = 0.008
+    s = U.synth_scan(U.room(), pose, 32.0, seed=4, sigma_m=sigma, jitter_s=0.003)
+
+    res = characterize_turns(s.turns, options=StaticOptions(bands_m=(0.5, 8.0)))
+    det = res.detection
+    assert det.n_stretches == 2
+    t = (s.turns.t_first_ns - s.turns.t_first_ns[0]) * 1e-9
+    used = det.stretch >= 0
+    # nothing from the drive; most of the still time is used (a lag of 1 s at each end)
+    assert not np.any(used & (t > 12.0) & (t < 20.0))
+    assert used[t < 12.0].mean() > 0.75 and used[t > 20.0].mean() > 0.75
+    band = res.noise.bands[0]
+    # a single injected σ: the estimate within 3 SE (1.166 σ/√N)
+    assert abs(band["sigma_m"] - sigma) <= 3 * band["se_m"]
+
+
+def test_too_few_turns_is_a_fit_error(tmp_path):
+
+    s = U.synth_scan(U.room(), U.still(), 0.25, sigma_m=0.01)
+    path = U.write_session(tmp_path / "short.h5", {"ld19": s.turns})
+    with pytest.raises(FitError, match="turns"):
+        characterize_session(path, "ld19")

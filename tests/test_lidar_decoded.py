@@ -12,6 +12,7 @@ import json
 
 import numpy as np
 from click.testing import CliRunner
+
 from sensorbench.cli import cli
 from sensorbench.sim.emulator_ld19 import encode_packets
 from sensorbench.sim.scenario import load_scenario

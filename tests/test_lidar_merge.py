@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from scipy.spatial.transform import Rotation
+
 from sensorbench.cli import cli
 from sensorbench.errors import FusionError, SessionError
 from sensorbench.fusion.scan_merge import (
