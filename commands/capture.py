@@ -67,8 +67,19 @@ class _StatusPrinter:
         self.duration_s = duration_s
         self.tty = sys.stderr.isatty()
         self._last_line = -math.inf
+        self._connected: dict[str, bool] = {}
 
     def __call__(self, elapsed_s: float, statuses: list) -> None:
+        for st in statuses:
+            was = self._connected.get(st.name, True)
+            if was != st.connected:
+                self._connected[st.name] = st.connected
+                what = (
+                    f"{st.name} reconnected ({st.reconnects} so far)"
+                    if st.connected
+                    else f"{st.name} UNPLUGGED: {st.last_error or 'no data'}; waiting for it"
+                )
+                click.echo(("\n" if self.tty else "") + f"{elapsed_s:6.1f} s: {what}", err=True)
         line = format_status(elapsed_s, self.duration_s, statuses)
         if self.tty:
             width = shutil.get_terminal_size((200, 20)).columns

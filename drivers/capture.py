@@ -44,7 +44,7 @@ from typing import Any
 from sensorbench.drivers.pods_parser import PodStreamParser
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer, StreamSteps, register_kind
 from sensorbench.drivers.reader_base import DeviceReader, ReaderStatus
-from sensorbench.drivers.robot_config import DeviceConfig, RobotConfig
+from sensorbench.drivers.robot_config import DeviceConfig, PodGeometry, RobotConfig
 from sensorbench.errors import SensorbenchError, SessionError
 from sensorbench.logs import Session, SessionWriter
 
@@ -124,7 +124,12 @@ class CaptureResult:
         return self.stopped_by in ("duration", "stop") and all(b.ok for b in self.bringup)
 
 
-def make_reader(dev: DeviceConfig, speed: float = 1.0, handle: Any = None) -> DeviceReader:
+def make_reader(
+    dev: DeviceConfig,
+    speed: float = 1.0,
+    handle: Any = None,
+    pods: PodGeometry | None = None,
+) -> DeviceReader:
     """The reader for one configured device (not started).
 
     Args:
@@ -132,6 +137,7 @@ def make_reader(dev: DeviceConfig, speed: float = 1.0, handle: Any = None) -> De
         speed: emulation speed-up of the device's clock (1.0 for hardware); lets the
             pod reader's device clock start from the right slope.
         handle: an A1 scanner already brought up by the sequencer, to take over.
+        pods: the nominal pod geometry, stored with the pod stream.
     """
     attrs: dict[str, Any] = {"port_path": dev.port, "config_line": dev.line}
     if dev.mount is not None:
@@ -151,6 +157,13 @@ def make_reader(dev: DeviceConfig, speed: float = 1.0, handle: Any = None) -> De
         )
     from sensorbench.drivers.pods_reader import PodReader
 
+    if pods is not None:
+        attrs["nominal_geometry"] = {  # stored as JSON
+            "wheel_radius_m": pods.wheel_radius_m,
+            "counts_per_rev": pods.counts_per_rev,
+            "wheels": [vars(w) for w in pods.wheels],
+            "units": "x_m, y_m in the body frame (m); angle_rad CCW from body x (rad)",
+        }
     return PodReader(
         dev.name,
         dev.port,
@@ -359,7 +372,9 @@ def run_capture(
         },
     )
     readers = {
-        d.name: make_reader(d, speed, handles.get(d.name)) for d in config.devices if d.name in up
+        d.name: make_reader(d, speed, handles.get(d.name), config.pods)
+        for d in config.devices
+        if d.name in up
     }
     for reader in readers.values():
         reader.declare(writer)
@@ -463,9 +478,12 @@ def _record(
     interval_s: float,
     guard: _DiskGuard,
 ) -> tuple[str, str | None]:
-    """The status loop; returns (stopped_by, error)."""
-    for r in readers:
-        r.status()  # rates are over the interval since the previous call: start it now
+    """The status loop; returns (stopped_by, error).
+
+    When a reader that was disconnected is connected again, a ``note`` event states
+    the length of its data gap (from its own ``unplug`` and ``reconnect`` events).
+    """
+    connected = {r.name: r.status().connected for r in readers}  # also starts the rates
     while True:
         elapsed = time.monotonic() - t0
         remaining = duration_s - elapsed
@@ -478,8 +496,23 @@ def _record(
         low = guard.check()
         if low is not None:
             return "error", low
+        statuses = [r.status() for r in readers]
+        for reader, st in zip(readers, statuses, strict=True):
+            if st.connected and not connected[reader.name]:
+                writer.event(time.monotonic_ns(), reader.name, "note", _gap_text(reader))
+            connected[reader.name] = st.connected
         if on_status is not None:
-            on_status(time.monotonic() - t0, [r.status() for r in readers])
+            on_status(time.monotonic() - t0, statuses)
+
+
+def _gap_text(reader: DeviceReader) -> str:
+    """``data gap N s`` from the reader's last unplug and reconnect events."""
+    events = list(getattr(reader, "events", []))
+    unplug = [t for t, kind, _ in events if kind == "unplug"]
+    back = [t for t, kind, _ in events if kind == "reconnect"]
+    if unplug and back and back[-1] >= unplug[-1]:
+        return f"data gap: unplugged for {(back[-1] - unplug[-1]) / 1e9:.2f} s, reconnected"
+    return "data gap: the device was disconnected and is delivering again"
 
 
 def summarize(

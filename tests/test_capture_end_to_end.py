@@ -55,6 +55,8 @@ def test_capture_ran_and_file_is_clean(captured) -> None:
         assert front["serial"] == config.device("lidar_front").serial.upper()
         assert s.lidar("lidar_rear").attrs["serial"] == config.device("lidar_rear").serial.upper()
         assert np.allclose(s.lidar("lidar_rear").attrs["mount_xy_yaw"], [-0.2, 0, np.pi])
+        geometry = s.encoder("pods").attrs["nominal_geometry"]
+        assert geometry["counts_per_rev"] == 2000 and len(geometry["wheels"]) == 3
     # about twice a second, every device reporting data
     assert 5 <= len(statuses) <= 8
     last = statuses[-1][1]

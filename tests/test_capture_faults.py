@@ -6,6 +6,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -67,6 +68,11 @@ def test_a1_unplugged_for_3_s_is_a_gap_and_an_event_others_keep_recording(tmp_pa
         reconnect_t = next(e.t_ns for e in events if e.kind == "reconnect")
         assert t_unplug <= unplug_t < t_unplug + 1.5e9
         assert t_replug <= reconnect_t < t_replug + 3e9
+        gap = [e.message for e in events if e.kind == "note" and "data gap" in e.message]
+        assert len(gap) == 1
+        gap_s = float(re.search(r"unplugged for ([0-9.]+) s", gap[0]).group(1))
+        assert gap_s == pytest.approx((reconnect_t - unplug_t) / 1e9, abs=0.01)
+        assert 2.9 < gap_s < 5.0
         rear = s.lidar("lidar_rear").read()
         gaps = np.diff(rear.t_first_ns)
         assert gaps.max() >= 2.9e9  # the hole in the rear lidar's data
