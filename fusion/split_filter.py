@@ -41,11 +41,17 @@ frame arrives for longer than ``stale_s`` the filter is coasting:
 :func:`predict_axis` extrapolates a state to any time with the variance
 growing as the model says, and frames that end such a gap are flagged.
 
-Optional absolute pose aiding (a pose sensor): a measurement ``z = p + e`` with
-``H = [1, 0]`` at the first encoder frame at or after its time stamp (shifted by
-the odometry motion in between). Its error e follows the pose-error model
-(offset b per relocalization + Gauss-Markov g with σ, τ + white v). A two-state
-filter cannot carry e as a state, so R is inflated by the model:
+The (p, v) filter lives in the *odometry frame*, which starts exactly at the
+initial pose; per axis a scalar offset b (world minus odometry frame) carries
+the start uncertainty and a random walk of ``drift_q`` unit²/s (the odometry's
+slip and scale drift). The reported position is p + b with variance
+Var p + Var b, so with wheels alone the variance grows with time, as it should.
+
+Optional absolute pose aiding (a pose sensor): a measurement ``z = p + b + e``
+at the first encoder frame at or after its time stamp (shifted by the odometry
+motion in between) updates b alone (a scalar update, gated like the others).
+Its error e follows the pose-error model (offset per relocalization +
+Gauss-Markov with σ, τ + white σ_v); R is inflated by the model:
 
     R = σ_v² + σ²·(1 + φ)/(1 − φ) + m·σ_b²,    φ = exp(−Δt_aid/τ),
 
@@ -54,10 +60,8 @@ a first-order Gauss-Markov process sampled every Δt_aid (the correlated samples
 then carry no more information than the process holds), and m counts the
 updates since the last relocalization (so all updates sharing one offset
 together carry at most the information 1/σ_b² about it). A relocalization resets
-m to 1. An applied fix moves the odometry anchor with the estimate, so the
-odometry then measures motion from the corrected position (the correlation this
-creates is neglected). A paused or stale sensor simply provides no updates and
-the filter coasts on odometry.
+m to 1. A paused or stale sensor simply provides no updates and the filter
+coasts on odometry, Var b growing.
 """
 
 from __future__ import annotations
@@ -210,8 +214,9 @@ class AxisTrack:
     """Output of one axis filter over K frames (index 0 = initial state).
 
     Attributes:
-        p, v: estimates after each frame (K+1,).
-        var_p, var_v: their variances (K+1,).
+        p, v: estimates after each frame (K+1,): position in the world (odometry
+            frame plus its offset) and velocity.
+        var_p, var_v: their variances (K+1,) (var_p includes the offset's).
         nis: NIS of each odometry update (K,), nan where no update happened.
         accepted: whether each odometry update passed the gate (K,).
         aid_nis, aid_accepted: NIS and gate result of each aiding update.
@@ -254,6 +259,7 @@ def run_axis(
     aid_z: np.ndarray | None = None,
     aid_r: np.ndarray | None = None,
     max_rejects: int = 8,
+    drift_q: float = 0.0,
 ) -> AxisTrack:
     """Run one axis filter over K odometry increments.
 
@@ -268,6 +274,9 @@ def run_axis(
         aid_index: frame index k (1..K) after whose odometry update each absolute
             measurement is applied (sorted, may repeat).
         aid_z, aid_r: absolute measurements (m or rad) and their variances.
+        drift_q: growth of the odometry frame's offset variance (unit²/s): how
+            fast the odometry drifts from the world (slip, scale), which is what
+            absolute fixes correct.
         max_rejects: after this many consecutive rejected increments (a bounce
             spans a few frames) the model, not the data, is taken to be wrong: the
             odometry of the whole streak is restored, the next increment applied
@@ -304,8 +313,11 @@ def run_axis(
     odo_streak, z_streak = 0.0, 0.0
     p, v = float(p0), 0.0
     odo = float(p0)  # the odometry position measurement, anchored to the estimate
-    ppp, ppv, pvv = float(var_p0), 0.0, float(var_v0)
-    p_out[0], v_out[0], pp_out[0], vv_out[0] = p, v, ppp, pvv
+    # the odometry frame starts exactly at p0; its offset b from the world carries
+    # the start uncertainty and grows by drift_q per second
+    ppp, ppv, pvv = 0.0, 0.0, float(var_v0)
+    b, pbb = 0.0, float(var_p0)
+    p_out[0], v_out[0], pp_out[0], vv_out[0] = p, v, pbb, pvv
     isnan = math.isnan
     for k in range(k_n):
         h = dt_l[k]
@@ -360,24 +372,21 @@ def run_axis(
                 # a bouncing wheel's lost ticks are dropped
                 bound = math.sqrt(gate * s)
                 odo = p + (bound if nu > 0 else -bound)
+        pbb += drift_q * h
         while ai < n_aid and aid_k[ai] == k + 1:
-            s = ppp + aid_rl[ai]
-            nu = aid_zl[ai] - p
+            # absolute fix z = p + b + e: only the frame offset b moves
+            s = pbb + ppp + aid_rl[ai]
+            nu = aid_zl[ai] - p - b
             nis = nu * nu / s
             aid_nis[ai] = nis
             if nis <= gate:
-                kp = ppp / s
-                kv = ppv / s
-                p += kp * nu
-                v += kv * nu
-                pvv -= kv * ppv
-                ppv -= kv * ppp
-                ppp -= kp * ppp
-                odo += kp * nu  # re-anchor the odometry to the corrected estimate
+                kb = pbb / s
+                b += kb * nu
+                pbb -= kb * pbb
             else:
                 aid_acc[ai] = False
             ai += 1
-        p_out[k + 1], v_out[k + 1], pp_out[k + 1], vv_out[k + 1] = p, v, ppp, pvv
+        p_out[k + 1], v_out[k + 1], pp_out[k + 1], vv_out[k + 1] = p + b, v, ppp + pbb, pvv
     return AxisTrack(
         p=np.array(p_out),
         v=np.array(v_out),
@@ -460,6 +469,8 @@ class SplitFilter:
         gate: NIS gate for every scalar update (6.63 = 99 %, 8.81 = 99.7 %).
         stale_s: a frame gap longer than this counts as coasting (s).
         aid_model: pose-error model for absolute aiding (optional).
+        drift_q: odometry-frame drift per axis (x, y in m²/s, heading rad²/s);
+            default 1e-6 each (1 mm/√s, 1 mrad/√s).
     """
 
     def __init__(
@@ -468,6 +479,7 @@ class SplitFilter:
         gate: float = NIS_GATE_99,
         stale_s: float = 0.1,
         aid_model: PoseAidModel | None = None,
+        drift_q: tuple[float, float, float] = (1e-6, 1e-6, 1e-6),
     ) -> None:
         if not gate > 0:
             raise FusionError(f"NIS gate must be > 0, got {gate}")
@@ -475,6 +487,7 @@ class SplitFilter:
         self.gate = float(gate)
         self.stale_s = float(stale_s)
         self.aid_model = aid_model
+        self.drift_q = tuple(float(d) for d in drift_q)
 
     def run(
         self,
@@ -506,8 +519,16 @@ class SplitFilter:
         if np.any(~(dt > 0)):
             raise FusionError("frame times must be strictly increasing")
         aid = self._aid_arrays(t, inc, pose0, aiding)
+        dq = dict(zip(AXES, self.drift_q, strict=True))
         th = run_axis(
-            dt, inc[:, 2], self.noise.theta, pose0[2], var0[2], gate=self.gate, **aid["theta"]
+            dt,
+            inc[:, 2],
+            self.noise.theta,
+            pose0[2],
+            var0[2],
+            gate=self.gate,
+            drift_q=dq["theta"],
+            **aid["theta"],
         )
         # world-frame arc of each step, rotated by the heading estimate at its start
         rel = se2_exp(np.nan_to_num(inc))
@@ -515,8 +536,12 @@ class SplitFilter:
         missing = np.isnan(inc).any(axis=1)
         zx = np.where(missing, np.nan, c * rel[:, 0] - s * rel[:, 1])
         zy = np.where(missing, np.nan, s * rel[:, 0] + c * rel[:, 1])
-        tx = run_axis(dt, zx, self.noise.x, pose0[0], var0[0], gate=self.gate, **aid["x"])
-        ty = run_axis(dt, zy, self.noise.y, pose0[1], var0[1], gate=self.gate, **aid["y"])
+        tx = run_axis(
+            dt, zx, self.noise.x, pose0[0], var0[0], gate=self.gate, drift_q=dq["x"], **aid["x"]
+        )
+        ty = run_axis(
+            dt, zy, self.noise.y, pose0[1], var0[1], gate=self.gate, drift_q=dq["y"], **aid["y"]
+        )
         tracks = {"x": tx, "y": ty, "theta": th}
         return SplitResult(
             t_s=t,

@@ -1,0 +1,188 @@
+"""Split filters: consistency on correctly specified data, gating, coasting, aiding, noise fit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from sensorbench.characterize.noise_fit import AxisSeries, fit_axis
+from sensorbench.errors import FusionError
+from sensorbench.fusion.joint_filter import JointFilter
+from sensorbench.fusion.pod_kinematics import integrate_path
+from sensorbench.fusion.split_filter import (
+    Aiding,
+    AxisNoise,
+    FilterNoise,
+    PoseAidModel,
+    SplitFilter,
+    load_noise_model,
+    nis_bounds,
+    predict_axis,
+    run_axis,
+    save_noise_model,
+    whiteness,
+)
+
+H = 0.005  # s, 200 Hz frames
+Q = 0.01  # m²/s³
+R = 1e-8  # m²
+
+
+def model_series(seed: int, k: int = 4000, q: float = Q, r: float = R):
+    """Data drawn from the filter's own model: velocity random walk, white odometry error.
+
+    Returns (dt, odometry increments, true positions p_0..p_K).
+    """
+    rng = np.random.default_rng(seed)
+    v = np.cumsum(rng.normal(0.0, math.sqrt(q * H), k))
+    p = np.concatenate([[0.0], np.cumsum(v * H)])
+    y = p + rng.normal(0.0, math.sqrt(r), k + 1)
+    y[0] = 0.0
+    return np.full(k, H), np.diff(y), p
+
+
+def test_average_nis_inside_its_95_percent_bounds_on_correct_data() -> None:
+    # without a gate the NIS of a correct model averages to χ²(K)/K; with the default
+    # gate the applied ones follow the truncated χ². Each check passes a correct
+    # filter 95 % of the time; over 4 seeds we allow one miss (P(≥2 misses) = 1.4 %).
+    misses_free = misses_gated = 0
+    for seed in range(4):
+        dt, z, _ = model_series(seed)
+        free = run_axis(dt, z, AxisNoise(Q, R), gate=math.inf)
+        lo, hi = nis_bounds(free.nis.size)
+        misses_free += not lo <= free.nis.mean() <= hi
+        gated = run_axis(dt, z, AxisNoise(Q, R))
+        applied = gated.nis[gated.accepted]
+        lo, hi = nis_bounds(applied.size, gate=6.63)
+        misses_gated += not lo <= applied.mean() <= hi
+        # about 1 % of correct innovations exceed 6.63: binomial 99.9 % band
+        lo_n, hi_n = binom.ppf([0.0005, 0.9995], z.size, 0.01)
+        assert lo_n <= gated.rejected <= hi_n
+    assert misses_free <= 1 and misses_gated <= 1
+
+
+def test_innovations_are_white_on_correct_data() -> None:
+    dt, z, _ = model_series(11, k=6000)
+    tr = run_axis(dt, z, AxisNoise(Q, R), gate=math.inf)
+    rho, bound = whiteness(tr.innovation / np.sqrt(tr.s), max_lag=10)
+    # each lag is outside ±1.96/√K with probability 5 %: ≥ 4 of 10 happens 0.1 % of the time
+    assert np.count_nonzero(np.abs(rho) > bound) <= 3
+    # a filter with q 100× too small is visibly coloured
+    slow = run_axis(dt, z, AxisNoise(Q / 100, R), gate=math.inf)
+    rho_slow, _ = whiteness(slow.innovation / np.sqrt(slow.s), max_lag=10)
+    assert np.count_nonzero(np.abs(rho_slow) > bound) >= 5
+
+
+def test_gross_measurement_is_rejected_counted_and_never_applied() -> None:
+    dt, z, p = model_series(3)
+    bad = z.copy()
+    k = 2000
+    bad[k] += 0.5  # a 0.5 m jump in one frame's odometry (e.g. a corrupted count)
+    clean = run_axis(dt, z, AxisNoise(Q, R))
+    hit = run_axis(dt, bad, AxisNoise(Q, R))
+    assert not hit.accepted[k]
+    assert hit.nis[k] > 1e6
+    assert hit.rejected == clean.rejected + 1 or (hit.rejected >= 1 and not hit.accepted[k])
+    # never applied: afterwards the estimate stays on the truth, not 0.5 m off
+    after = slice(k + 1, None)
+    assert np.max(np.abs(hit.p[after] - p[after])) < 0.01
+    ungated = run_axis(dt, bad, AxisNoise(Q, R), gate=math.inf)
+    assert np.median(np.abs(ungated.p[after] - p[after])) > 0.4
+
+
+def test_streak_of_rejections_recovers_when_the_model_is_wrong() -> None:
+    # the velocity jumps by 2 m/s at once (a collision): the model calls it impossible,
+    # the gate rejects a few frames, then the odometry of the streak is restored
+    k = 2000
+    dt = np.full(k, H)
+    v = np.where(np.arange(k) < 1000, 0.5, 2.5)
+    z = v * H
+    tr = run_axis(dt, z, AxisNoise(Q, 1e-10))
+    assert tr.resets >= 1
+    np.testing.assert_allclose(tr.p[-1], np.sum(z), atol=1e-3)
+
+
+def test_coasting_variance_grows_and_gaps_are_flagged() -> None:
+    var = [predict_axis(0.0, 1.0, 1e-6, 0.0, 1e-4, Q, h)[2] for h in (0.0, 0.1, 0.5, 1.0)]
+    assert np.all(np.diff(var) > 0)
+    t = np.concatenate([np.arange(0, 1, H), 1.5 + np.arange(0, 1, H)])
+    inc = np.zeros((t.size - 1, 3))
+    inc[:, 0] = 0.2 * np.diff(t)  # 0.2 m/s forward, straight
+    res = SplitFilter(FilterNoise.default()).run(t, inc)
+    assert np.count_nonzero(res.coasting) == 1
+    gap = np.flatnonzero(res.coasting)[0]
+    # the innovation variance of the frame after the 0.5 s gap holds the coasted growth
+    s = res.tracks["x"].s
+    assert s[gap] > 10 * s[gap - 1]
+    np.testing.assert_allclose(res.pose[-1, 0], 0.2 * (t[-1] - t[0]), rtol=1e-3)
+
+
+def test_split_filter_follows_exact_arcs_and_matches_the_joint_filter() -> None:
+    # noise-free body increments of a 1 m/s, 1.2 rad/s circle at 200 Hz
+    k = 2000
+    t = np.arange(k + 1) * H
+    inc = np.tile([1.0 * H, 0.0, 1.2 * H], (k, 1))
+    truth = integrate_path(inc, (0.3, -0.2, 0.5))
+    noise = FilterNoise(AxisNoise(1.0, 1e-10), AxisNoise(1.0, 1e-10), AxisNoise(1.0, 1e-10))
+    split = SplitFilter(noise).run(t, inc, pose0=(0.3, -0.2, 0.5))
+    joint = JointFilter(noise).run(t, inc, pose0=(0.3, -0.2, 0.5))
+    assert np.max(np.hypot(*(split.pose[:, :2] - truth[:, :2]).T)) < 1e-3
+    assert np.max(np.hypot(*(joint.pose[:, :2] - truth[:, :2]).T)) < 1e-3
+    assert np.max(np.abs(split.pose[:, 2] - truth[:, 2])) < 1e-4
+
+
+def test_pose_aiding_corrects_a_wrong_start_and_gates_a_wrong_relocalization() -> None:
+    rng = np.random.default_rng(5)
+    k = 6000
+    t = np.arange(k + 1) * H
+    inc = np.tile([0.4 * H, 0.0, 0.3 * H], (k, 1))
+    truth = integrate_path(inc)
+    ta = np.arange(0.0, t[-1], 1 / 30)
+    pose = np.column_stack([np.interp(ta, t, truth[:, j]) for j in range(3)])
+    pose[:, :2] += rng.normal(0, 0.01, (ta.size, 2))
+    wrong = (ta > 20.0) & (ta < 20.5)
+    pose[wrong, 0] += 2.0  # a gross, confident lie from the pose sensor
+    aid = Aiding(ta, pose, np.ones(ta.size, bool), np.zeros(ta.size, bool))
+    model = PoseAidModel.from_dict(
+        {a: {"sigma_b": 1e-3, "sigma": 1e-3, "tau_s": 1.0, "sigma_v": 0.01} for a in "xy"}
+        | {"yaw": {"sigma_b": 1e-3, "sigma": 1e-3, "tau_s": 1.0, "sigma_v": 0.005}}
+    )
+    noise = FilterNoise(AxisNoise(0.01, 1e-8), AxisNoise(0.01, 1e-8), AxisNoise(0.01, 1e-8))
+    start, var0 = (0.5, -0.4, 0.0), (1.0, 1.0, 1e-6)  # 0.64 m off, and it knows it
+    plain = SplitFilter(noise).run(t, inc, pose0=start, var0=var0)
+    aided = SplitFilter(noise, aid_model=model).run(t, inc, pose0=start, var0=var0, aiding=aid)
+    err_plain = np.hypot(*(plain.pose[:, :2] - truth[:, :2]).T)
+    err_aided = np.hypot(*(aided.pose[:, :2] - truth[:, :2]).T)
+    assert err_plain[-1] > 0.6
+    assert err_aided[-1] < 0.05
+    # the 2 m jump is rejected and counted, and never moves the estimate
+    assert aided.aid_rejected["x"] >= np.count_nonzero(wrong)
+    assert np.max(err_aided[(t > 20.0) & (t < 21.0)]) < 0.05
+    with pytest.raises(FusionError, match="pose-error model"):
+        SplitFilter(noise).run(t, inc, aiding=aid)
+
+
+def test_noise_fit_recovers_q_and_r_on_model_data() -> None:
+    series = [AxisSeries(*model_series(20 + s)[:2]) for s in range(3)]
+    fit = fit_axis("x", series, r_min=1e-12, max_frames=3000)
+    # 9000 frames: the ML standard errors are a few % (q) and ~2 % (r), the grid's
+    # final step 5 %; ±25 % is several standard errors wide
+    assert fit.q == pytest.approx(Q, rel=0.25)
+    assert fit.r == pytest.approx(R, rel=0.25)
+    assert fit.nis_bounds[0] - 0.05 <= fit.nis_mean <= fit.nis_bounds[1] + 0.05
+
+
+def test_noise_model_file_round_trip_and_unit_check(tmp_path) -> None:
+    noise = FilterNoise(AxisNoise(1e-3, 4e-10), AxisNoise(2e-3, 5e-10), AxisNoise(0.05, 9e-9))
+    path = tmp_path / "noise.toml"
+    save_noise_model(path, noise, {"inputs": [], "fit_options": {"gate": 6.63}})
+    assert load_noise_model(path) == noise
+    text = path.read_text()
+    (tmp_path / "bad.toml").write_text(text.replace('r_xy = "m^2"', 'r_xy = "mm^2"'))
+    with pytest.raises(FusionError, match="units"):
+        load_noise_model(tmp_path / "bad.toml")
+    with pytest.raises(FusionError, match="> 0"):
+        AxisNoise(0.0, 1.0)
