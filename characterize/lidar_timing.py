@@ -1,15 +1,15 @@
 """Lidar timing figures: turn rate, period jitter, skipped turns, gaps, USB drop-offs.
 
-Turn periods are the differences of consecutive turn start times. The rate is
-turns (seen and skipped) per second over the intervals without a drop-off, which
-the device clock's millisecond steps do not bias as they do the median period. The device
-clock is used when every turn carries one (it does not see USB latency); the
-host clock otherwise. The nominal period is the median of the periods that span
-one turn; a period of about ``k`` nominal periods (``k = round(period /
-nominal)`` ≥ 2) means ``k − 1`` turns were skipped, unless the later turn is the
-first after a reconnect or an unplug of this device falls inside the gap — then
-it is a USB drop-off, counted separately. Jitter figures use single-turn periods
-only.
+Turn periods are the differences of consecutive turn start times, on the device
+clock when every turn carries one (it does not see USB latency), else on the
+host clock. The nominal period is the median of the periods that span one turn;
+a period of about ``k`` nominal periods (``k = round(period / nominal)`` ≥ 2)
+means ``k − 1`` turns were skipped, unless the later turn is the first after a
+reconnect or an unplug, stale or reconnect event of this device falls inside the
+gap: then it is a USB drop-off, counted separately. The rate is turns (seen and
+skipped) per second over the intervals without a drop-off, which the device
+clock's millisecond steps do not bias as they do the median period. Jitter
+figures use single-turn periods only.
 """
 
 from __future__ import annotations
@@ -111,12 +111,14 @@ def timing_stats(
 
     wanted = set(sources)
     mine = [e for e in events if e.source in wanted and e.kind in DROP_KINDS]
-    unplug_ns = np.array([e.t_ns for e in mine if e.kind == "unplug"], dtype=np.int64)
+    drop_ns = np.sort(np.array([e.t_ns for e in mine], dtype=np.int64))
     host = turns.t_first_ns
     dropoff = (turns.flags[1:] & TurnFlag.AFTER_RECONNECT) != 0
-    if unplug_ns.size:
-        inside = (unplug_ns[None, :] > host[:-1, None]) & (unplug_ns[None, :] <= host[1:, None])
-        dropoff |= inside.any(axis=1)
+    if drop_ns.size:
+        # an unplug, stale or reconnect event between two turns makes the gap a drop-off
+        dropoff |= np.searchsorted(drop_ns, host[1:], "right") > np.searchsorted(
+            drop_ns, host[:-1], "right"
+        )
     counted = ~dropoff & (k >= 1)
     skipped = int(np.sum(k[counted & (k >= 2)] - 1))
     expected = int(np.sum(k[counted]))
