@@ -20,10 +20,11 @@ smallest delay ever seen): it ends up in the offset. Callers that know part of i
 The stated uncertainty of a mapped time is ``sqrt(s**2 + se**2)``: ``s`` is the
 residual standard deviation of the window minima about the line (how far the
 least-delayed packet of a window wanders) and ``se`` the standard error of the
-fitted line at that device time. Until two windows exist the slope is a
-least-squares fit through every point so far (the nominal slope before 50 ms of
-device time), the offset puts the line under the lowest point, and the
-uncertainty is the spread of the points about that line.
+fitted line at that device time. Until two windows exist the slope is the
+nominal one (1 for hardware, 1/N for an N× emulator) or, when the caller does not
+know it, a least-squares fit through the least-delayed point of each arrival; the
+offset puts the line under the lowest point, and the uncertainty is the spread of
+the points about that line.
 
 Usage (any counter)::
 
@@ -143,7 +144,9 @@ class DeviceClock:
         tick_ns: nanoseconds per counter tick (1_000_000 for ms, 1000 for µs).
         window_s: device seconds per envelope window (s).
         max_windows: window minima kept for the fit (sets the memory, s = max_windows * window_s).
-        nominal_slope: host seconds per device second assumed before the fit (1.0).
+        nominal_slope: host seconds per device second before the envelope fit exists:
+            1.0 for real hardware, ``1/N`` for an N× emulator; None when unknown, to
+            use a least-squares slope through the arrivals seen so far instead.
         max_backstep: see :class:`CounterUnwrapper`.
     """
 
@@ -153,15 +156,17 @@ class DeviceClock:
         tick_ns: int,
         window_s: float = 1.0,
         max_windows: int = 120,
-        nominal_slope: float = 1.0,
+        nominal_slope: float | None = 1.0,
         max_backstep: int = 0,
     ) -> None:
-        if tick_ns <= 0 or window_s <= 0 or max_windows < 2 or nominal_slope <= 0:
-            raise DriverError("tick_ns, window_s, nominal_slope > 0 and max_windows >= 2 required")
+        if tick_ns <= 0 or window_s <= 0 or max_windows < 2:
+            raise DriverError("tick_ns, window_s > 0 and max_windows >= 2 required")
+        if nominal_slope is not None and not nominal_slope > 0:
+            raise DriverError(f"nominal_slope must be > 0 or None, got {nominal_slope}")
         self.tick_ns = int(tick_ns)
         self.window_s = float(window_s)
         self.max_windows = int(max_windows)
-        self.nominal_slope = float(nominal_slope)
+        self.nominal_slope = None if nominal_slope is None else float(nominal_slope)
         self.unwrapper = CounterUnwrapper(modulus, max_backstep)
         self.reset()
 
@@ -174,7 +179,7 @@ class DeviceClock:
         )
         self._open_id: int | None = None
         self._open_pt: tuple[float, float] | None = None
-        self._slope = self.nominal_slope
+        self._slope = 1.0 if self.nominal_slope is None else self.nominal_slope
         self._icpt = 0.0
         self._resid_var = np.inf
         self._xbar = 0.0
@@ -209,7 +214,7 @@ class DeviceClock:
         self._last_x = float(x[-1])
         self._last_host = int(host[-1])
         if not self.fitted:
-            self._pre_fit(x, y)
+            self._pre_fit(x, y, estimate_slope=self.nominal_slope is None)
         self._add_to_windows(x, y)
         return dev
 
@@ -220,13 +225,19 @@ class DeviceClock:
         prev = np.concatenate(([self._last_host], host[:-1]))
         return (host - prev) / self._slope / self.tick_ns
 
-    def _pre_fit(self, x: np.ndarray, y: np.ndarray) -> None:
-        """Until the envelope fit exists: least-squares slope through every point so far."""
+    def _pre_fit(self, x: np.ndarray, y: np.ndarray, estimate_slope: bool) -> None:
+        """Until the envelope fit exists: keep the points (the offset puts the line under
+        them) and, without a nominal slope, fit one by least squares through the
+        least-delayed point of each arrival (the newest among points received together)."""
         self._pre_x = np.concatenate((self._pre_x, x))[-_PRE_FIT_POINTS:]
         self._pre_y = np.concatenate((self._pre_y, y))[-_PRE_FIT_POINTS:]
-        xs = self._pre_x
-        if xs.size >= 2 and xs.max() - xs.min() >= _PRE_FIT_SPAN_S:
-            slope = float(np.polyfit(xs, self._pre_y, 1)[0])
+        if not estimate_slope:
+            return
+        xs, ys = self._pre_x, self._pre_y
+        last = np.flatnonzero(np.diff(ys, append=np.inf) != 0)  # last point of each arrival
+        xs, ys = xs[last], ys[last]
+        if xs.size >= 3 and xs.max() - xs.min() >= _PRE_FIT_SPAN_S:
+            slope = float(np.polyfit(xs, ys, 1)[0])
             if slope > 0:
                 self._slope = slope
 

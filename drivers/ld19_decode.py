@@ -16,7 +16,7 @@ import h5py
 
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
 from sensorbench.drivers.ld19_parser import BAUD, LD19Parser
-from sensorbench.drivers.ld19_turns import TurnAssembler
+from sensorbench.drivers.ld19_turns import TurnAssembler, ld19_clock
 from sensorbench.errors import DriverError, SessionError
 from sensorbench.logs import LidarTurns, Session, SessionWriter
 
@@ -107,7 +107,8 @@ def _write(
 ) -> dict[str, Any]:
     """Parse the chunks in order and write raw bytes and turns; the summary."""
     parser = LD19Parser()
-    assembler = TurnAssembler(host_times=is_session)
+    # slope unknown offline (the capture may come from an accelerated emulator)
+    assembler = TurnAssembler(clock=ld19_clock(None), host_times=is_session)
     time_base = TIME_BASE_HOST if is_session else TIME_BASE_DEVICE
     candidates = 0
     with SessionWriter(

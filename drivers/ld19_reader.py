@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
 from sensorbench.drivers.ld19_parser import BAUD, HEADER, VER_LEN, LD19Parser
-from sensorbench.drivers.ld19_turns import TurnAssembler
+from sensorbench.drivers.ld19_turns import TurnAssembler, ld19_clock
 from sensorbench.drivers.serial_reader import SerialReader
 from sensorbench.logs import LidarTurns
 
@@ -43,6 +43,8 @@ class LD19Reader(SerialReader):
         keep_turns: also keep every turn in :attr:`turns` (tests, bring-up checks).
         baud: line speed; the LD19 is fixed at 230400, another value only makes sense
             to reproduce a misconfigured port.
+        clock_slope: host seconds per device second assumed until the device clock's
+            fit exists (about 1 s): 1.0 for hardware, ``1/N`` for an emulator at N×.
         **kwargs: :class:`SerialReader` options (deadlines, backoff, read size).
     """
 
@@ -58,6 +60,7 @@ class LD19Reader(SerialReader):
         near_filter: bool = False,
         keep_turns: bool = False,
         baud: int = BAUD,
+        clock_slope: float = 1.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(name, port, baud, writer, **kwargs)
@@ -65,7 +68,7 @@ class LD19Reader(SerialReader):
         self.near_filter = near_filter
         self.keep_turns = keep_turns
         self.parser = LD19Parser()
-        self.assembler = TurnAssembler()
+        self.assembler = TurnAssembler(clock=ld19_clock(clock_slope))
         self.turns: list[LidarTurns] = []
         self.candidates_seen = 0
         self._tail_byte = -1

@@ -38,13 +38,21 @@ NOMINAL_DT_S = 1.0 / 4500.0  # sample period used when a packet reports speed 0 
 _TWO_PI32 = np.float32(2 * np.pi)
 
 
-def ld19_clock() -> DeviceClock:
+def ld19_clock(nominal_slope: float | None = 1.0) -> DeviceClock:
     """A device clock for the LD19 millisecond timestamp (wraps at 30000).
 
     Envelope windows of 0.5 s (about 190 packets each), two minutes of memory.
+
+    Args:
+        nominal_slope: host s per device s until the fit exists: 1.0 for hardware,
+            1/N for an N× emulator, None if unknown (see :class:`DeviceClock`).
     """
     return DeviceClock(
-        modulus=TIMESTAMP_MODULUS_MS, tick_ns=1_000_000, window_s=0.5, max_windows=240
+        modulus=TIMESTAMP_MODULUS_MS,
+        tick_ns=1_000_000,
+        window_s=0.5,
+        max_windows=240,
+        nominal_slope=nominal_slope,
     )
 
 
