@@ -10,10 +10,13 @@ drawn at each relocalization s (N(0, reloc_sigma), or, with probability
 ``wrong_reloc_prob``, a gross N(0, wrong_reloc_sigma) wrong relocalization); ``g`` is a
 first-order Gauss-Markov process (σ, τ) advanced with the exact discretization
 ``g_{k+1} = φ_k g_k + w_k``, ``φ_k = exp(−Δt_k/τ)``, ``Var w_k = σ²(1 − φ_k²)`` over the
-irregular sample times; ``v`` is white (σ_v). Positions: reported = truth + error;
-orientation: the reported Euler angles (ZYX: yaw, pitch, roll) are the truth's plus
-the error. While covered the sensor pauses: samples are flagged PAUSED, invalid, and
-hold the last reported pose; it relocalizes when uncovered (``reloc_after_cover``).
+irregular sample times; ``v`` is white (σ_v). The truth is the sensor's own pose
+(``mount_xy_m``, ``mount_yaw_deg`` on the body, height ``height_m``) in its map frame
+(origin ``map_xy_m``, ``map_yaw_deg`` in the world); positions: reported = truth +
+error (map axes); orientation: the reported Euler angles (ZYX: yaw, pitch, roll) are
+the truth's plus the error. While covered the sensor pauses: samples are flagged
+PAUSED, invalid, and hold the last reported pose; it relocalizes when uncovered
+(``reloc_after_cover``).
 """
 
 from __future__ import annotations
@@ -128,6 +131,25 @@ def pose_sample_times(p: dict, duration_s: float, rng: np.random.Generator) -> n
     return np.sort(t[(t >= 0.0) & (t < duration_s)])
 
 
+def sensor_in_map(
+    p: dict, x: np.ndarray, y: np.ndarray, yaw: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """True planar pose of the pose sensor in its own map frame, from the body pose in the world.
+
+    The sensor sits at ``mount_xy_m`` / ``mount_yaw_deg`` on the body; its map's origin
+    is at ``map_xy_m`` / ``map_yaw_deg`` in the world (mocap) frame. Returns x, y (m) and
+    yaw (rad) of the sensor in the map.
+    """
+    mx, my = p["mount_xy_m"]
+    c, s = np.cos(yaw), np.sin(yaw)
+    sx = x + c * mx - s * my - p["map_xy_m"][0]
+    sy = y + s * mx + c * my - p["map_xy_m"][1]
+    a = np.deg2rad(p["map_yaw_deg"])
+    ca, sa = np.cos(a), np.sin(a)
+    syaw = yaw + np.deg2rad(p["mount_yaw_deg"]) - a
+    return ca * sx + sa * sy, -sa * sx + ca * sy, syaw
+
+
 def simulate_pose_sensor(
     p: dict, traj: Trajectory, duration_s: float, rng: np.random.Generator
 ) -> PoseSamples:
@@ -151,7 +173,7 @@ def simulate_pose_sensor(
     v = np.asarray(p["white_sigma"])[None, :] * rng.standard_normal((n, 6))
     seg = np.clip(np.searchsorted(reloc, t, side="right") - 1, 0, n_s - 1)
     err = offset[seg] + g + v
-    x, y, yaw = traj.pose(t - p["latency_s"])
+    x, y, yaw = sensor_in_map(p, *traj.pose(t - p["latency_s"]))
     pos = np.column_stack([x + err[:, 0], y + err[:, 1], p["height_m"] + err[:, 2]])
     quat = _quat(err[:, 3], err[:, 4], yaw + err[:, 5]) if n else np.zeros((0, 4))
     flags = np.zeros(n, np.uint8)

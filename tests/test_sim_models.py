@@ -447,3 +447,43 @@ def test_pose_sensor_gm_allan_deviation_matches_theory() -> None:
         rel = np.sqrt(avar.mean() / theory) - 1
         se = 1 / np.sqrt(2 * 6 * 3000 / (2 * T))
         assert abs(rel) < 4 * se + 0.01, (T, rel)
+
+
+def _se2(x: float, y: float, a: float) -> np.ndarray:
+    return np.array([[np.cos(a), -np.sin(a), x], [np.sin(a), np.cos(a), y], [0, 0, 1.0]])
+
+
+def test_pose_sensor_reports_its_own_pose_in_its_map_frame() -> None:
+    # Noise off; the sensor 0.1 m ahead and 0.05 m left, turned 30°, its map 1 m, -0.5 m
+    # and 40° from the world: reported = T_WM⁻¹ · T_WB(t - latency) · T_BS, exactly.
+    zero = [0.0] * 6
+    sc = load_scenario("figure8").with_overrides(
+        NO_LIDARS
+        | {
+            "pose_sensor": {
+                "reloc_sigma": zero,
+                "gm_sigma": zero,
+                "white_sigma": zero,
+                "wrong_reloc_prob": 0.0,
+                "mount_xy_m": [0.1, 0.05],
+                "mount_yaw_deg": 30.0,
+                "map_xy_m": [1.0, -0.5],
+                "map_yaw_deg": 40.0,
+                "latency_s": 0.02,
+            }
+        }
+    )
+    sim = Simulation(sc, 1)
+    ps = sim.pose_sensor()
+    x, y, yaw = sim.truth_pose(ps.t_s - 0.02)
+    T_wm_inv = np.linalg.inv(_se2(1.0, -0.5, np.deg2rad(40.0)))
+    T_bs = _se2(0.1, 0.05, np.deg2rad(30.0))
+    from scipy.spatial.transform import Rotation
+
+    rep_yaw = Rotation.from_quat(ps.quat_xyzw).as_euler("ZYX")[:, 0]
+    for k in range(0, ps.t_s.size, 97):
+        T = T_wm_inv @ _se2(x[k], y[k], yaw[k]) @ T_bs
+        np.testing.assert_allclose(ps.position[k, :2], T[:2, 2], atol=1e-12)
+        d = np.angle(np.exp(1j * (rep_yaw[k] - np.arctan2(T[1, 0], T[0, 0]))))
+        assert abs(d) < 1e-12
+    np.testing.assert_allclose(ps.position[:, 2], 0.25)

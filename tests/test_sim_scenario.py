@@ -186,3 +186,8 @@ def test_pose_model_file_drives_the_pose_sensor(tmp_path: Path) -> None:
         pose_model_overrides(f)
     with pytest.raises(SimError, match="cannot read pose model"):
         pose_model_overrides(tmp_path / "none.toml")
+
+
+def test_square_is_the_reference_file_naming_every_key() -> None:
+    sc = load_scenario("square")
+    assert sc.raw == sc.params  # nothing left to defaults: every key is in the file
