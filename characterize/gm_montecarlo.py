@@ -23,6 +23,7 @@ Statistics per draw and axis (the same code is applied to the real error):
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import numpy as np
@@ -88,19 +89,26 @@ def iter_simulated(
     n = t_s.size
     chunk = _chunk_len(n_draws * a)
     g = np.zeros(b_shape, dtype=dtype)
+    bounds = np.flatnonzero(reloc)
     for k0 in range(0, n, chunk):
         k1 = min(n, k0 + chunk)
         zg = rng.standard_normal((k1 - k0, *b_shape), dtype=dtype)
         zv = rng.standard_normal((k1 - k0, *b_shape), dtype=dtype)
         phi = np.exp(-dt[k0:k1, None, None] * inv_tau[None])
-        qz = (sg[None] * np.sqrt(1.0 - phi * phi)).astype(dtype) * zg
+        zg *= (sg[None] * np.sqrt(1.0 - phi * phi)).astype(dtype)
         phi = phi.astype(dtype)
         out = np.empty((k1 - k0, *b_shape), dtype=dtype)
+        prev = g
         for j in range(k1 - k0):
-            np.multiply(g, phi[j], out=g)
-            g += qz[j]
-            out[j] = g
-        out += offsets[seg[k0:k1]]
+            row = out[j]
+            np.multiply(prev, phi[j], out=row)
+            row += zg[j]
+            prev = row
+        g = out[-1].copy()
+        # offsets: constant over each segment's run of rows in this chunk
+        cuts = np.concatenate([[k0], bounds[(bounds > k0) & (bounds < k1)], [k1]])
+        for a, b in itertools.pairwise(cuts):
+            out[a - k0 : b - k0] += offsets[seg[a]]
         zv *= sv
         out += zv
         yield k0, out
@@ -139,8 +147,8 @@ class ErrorStats:
 
     def __init__(self, t_s: np.ndarray, reloc: np.ndarray, shape: tuple[int, int]) -> None:
         early, late = growth_masks(t_s, reloc)
-        self._early = early.astype(np.float64)
-        self._late = late.astype(np.float64)
+        self._early = early
+        self._late = late
         self.n = 0
         self.s1 = np.zeros(shape)
         self.s2 = np.zeros(shape)
@@ -155,20 +163,25 @@ class ErrorStats:
         """Accumulate samples ``k0 .. k0 + len(chunk)`` (must follow the previous chunk)."""
         if k0 != self.n:
             raise ValueError("chunks must be added in time order")
-        c = chunk.astype(np.float64, copy=False)
+        # arithmetic in the chunk's dtype, sums accumulated in float64
+        c = chunk
+        f8 = np.float64
         sq = c * c
-        self.s1 += c.sum(axis=0)
-        self.s2 += sq.sum(axis=0)
-        np.maximum(self.max_abs, np.abs(c).max(axis=0), out=self.max_abs)
-        self.s_lag += np.einsum("kij,kij->ij", c[1:], c[:-1])
+        self.s1 += c.sum(axis=0, dtype=f8)
+        self.s2 += sq.sum(axis=0, dtype=f8)
+        mx = np.maximum(c.max(axis=0), -c.min(axis=0))
+        np.maximum(self.max_abs, mx, out=self.max_abs)
+        self.s_lag += (c[1:] * c[:-1]).sum(axis=0, dtype=f8)
         if self.last is not None:
             self.s_lag += self.last * c[0]
         if self.first is None:
-            self.first = c[0].copy()
-        self.last = c[-1].copy()
+            self.first = c[0].astype(f8)
+        self.last = c[-1].astype(f8)
         k1 = k0 + c.shape[0]
-        self.ss_early += np.tensordot(self._early[k0:k1], sq, axes=(0, 0))
-        self.ss_late += np.tensordot(self._late[k0:k1], sq, axes=(0, 0))
+        for mask, acc in ((self._early, self.ss_early), (self._late, self.ss_late)):
+            rows = np.flatnonzero(mask[k0:k1])
+            if rows.size:
+                acc += sq[rows].sum(axis=0, dtype=f8)
         self.n = k1
 
     def result(self) -> dict[str, np.ndarray]:
