@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.spatial.transform import Rotation
+
 from sensorbench.characterize.lidar_timing import angular_step_rad
 from sensorbench.characterize.scan_bins import TWO_PI
 from sensorbench.errors import FusionError
@@ -94,13 +95,28 @@ class MergeResult:
 
 
 def turn_centres_ns(turns: LidarTurns) -> np.ndarray:
-    """Centre time (ns) of each turn: midway between its first and last point."""
-    if turns.n_turns == 0:
-        return np.zeros(0, dtype=np.int64)
-    first = turns.offset
-    last = first + np.maximum(turns.count.astype(np.int64), 1) - 1
+    """Centre time (ns) of each turn: midway between its first and last point.
+
+    A turn without points is dated by its ``t_first_ns``.
+    """
+    out = turns.t_first_ns.copy()
+    has = turns.count > 0
+    first = turns.offset[has]
+    last = first + turns.count[has].astype(np.int64) - 1
     t = turns.t_ns
-    return t[first] // 2 + t[last] // 2 + (t[first] % 2 + t[last] % 2) // 2
+    out[has] = t[first] // 2 + t[last] // 2 + (t[first] % 2 + t[last] % 2) // 2
+    return out
+
+
+def pair_nonempty(
+    front: LidarTurns, rear: LidarTurns, max_dt_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pair_turns` over the turns that hold points; indices into the full streams."""
+    nf, nr = np.flatnonzero(front.count > 0), np.flatnonzero(rear.count > 0)
+    ia, ib = pair_turns(
+        turn_centres_ns(front)[nf], turn_centres_ns(rear)[nr], round(max_dt_s * 1e9)
+    )
+    return nf[ia], nr[ib]
 
 
 def pair_turns(
@@ -409,9 +425,7 @@ def merge_scans(front: LidarTurns, rear: LidarTurns, setup: MergeSetup) -> Merge
     """
     step = setup.grid_step(front, rear)
     own = setup.own_steps(front, rear, step)
-    i_f, i_r = pair_turns(
-        turn_centres_ns(front), turn_centres_ns(rear), round(setup.max_dt_s * 1e9)
-    )
+    i_f, i_r = pair_nonempty(front, rear, setup.max_dt_s)
     parts = [
         merge_pairs(
             front, rear, i_f[k : k + CHUNK_PAIRS], i_r[k : k + CHUNK_PAIRS], setup, step, own
@@ -474,7 +488,7 @@ class StreamingMerger:
             self._step = self.setup.grid_step(front, rear)
             self._own = self.setup.own_steps(front, rear, self._step)
         tc_f, tc_r = turn_centres_ns(front), turn_centres_ns(rear)
-        i_f, i_r = pair_turns(tc_f, tc_r, round(self.setup.max_dt_s * 1e9))
+        i_f, i_r = pair_nonempty(front, rear, self.setup.max_dt_s)
         latest = np.maximum(tc_f[i_f], tc_r[i_r])
         new = (latest <= horizon_ns) & (latest > self._done_ns)
         merged, _ = merge_pairs(front, rear, i_f[new], i_r[new], self.setup, self._step, self._own)

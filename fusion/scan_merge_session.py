@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
 from sensorbench.drivers.robot_config import RobotConfig, load_robot_config, parse_robot_config
 from sensorbench.errors import ConfigError, FusionError, SessionError
 from sensorbench.fusion.scan_merge import (
