@@ -53,7 +53,7 @@ BAUD = 230400
 WIRE_S = PACKET_SIZE * 10 / BAUD  # time one packet occupies the line (s)
 PAYLOAD_HEADER_MM = 0x2C54  # little-endian bytes 54 2C
 _MAX_BURST_S = 0.25  # simulated seconds emitted at most per pump (after a host stall)
-_MIN_TICK_S = 0.004  # shortest host sleep between pumps: sends go in small bursts
+_MIN_TICK_S = 0.008  # shortest host sleep between pumps: sends go in bursts of ~3 packets
 _MAX_SLEEP_S = 0.05  # longest host sleep between pumps (stop latency)
 
 

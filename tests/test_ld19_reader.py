@@ -124,7 +124,7 @@ def test_capture_through_unplug_and_replug(tmp_path):
         host = np.array([cycles[seg][j]["host_ns"] for j in idx])
         err_ms = (part.t_first_ns - host) / 1e6
         # Host time of the first point, from the device clock against the emulator's
-        # own clock. Receive times only lag (the emulator's 4 ms send tick, scheduling,
+        # own clock. Receive times only lag (the emulator's 8 ms send tick, scheduling,
         # the pty), and the clock rests on the least-delayed packets, so the error is a
         # small positive latency; the 1 ms stamp resolution allows a little below 0.
         # (Measured: 0..9 ms, median ~1 ms; bounds leave room for a loaded machine.)
