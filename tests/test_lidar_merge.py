@@ -388,3 +388,37 @@ def test_merge_simulated_spin_with_mast(tmp_path):
     assert p90_comp < 0.5 * p90_plain
     # within the A1 noise (≤ 30 mm σ beyond 5 m) plus mocap latency × rate × range
     assert p90_comp < 0.1
+
+
+def test_merge_mounts_from_config(tmp_path):
+    """Streams without mount attrs take their mounts and footprint from --config."""
+    world, pose = U.room(), U.still(0.5, -0.3, 0.7)
+    front, rear = _pair_of_scans(world, pose)
+    path = U.write_session(
+        tmp_path / "s.h5",
+        {"lidar_front": front, "lidar_rear": rear},
+        attrs={"lidar_front": {"model": "A1"}, "lidar_rear": {"model": "A1"}},
+    )
+    runner = CliRunner()
+    args = ["merge", str(path), "--front", "lidar_front", "--rear", "lidar_rear"]
+    missing = runner.invoke(cli, [*args, "-o", str(tmp_path / "x.h5")])
+    assert missing.exit_code == 2 and "--config" in missing.output
+    config = tmp_path / "robot.toml"
+    config.write_text(
+        "[robot]\nname = 't'\nfootprint_m = [[-0.3, -0.3], [0.3, -0.3], [0.3, 0.3], [-0.3, 0.3]]\n"
+        "[[devices]]\nname = 'lidar_front'\nkind = 'a1'\nport = '/dev/sb_front'\n"
+        "mount = {x_m = 0.2, y_m = 0.0, yaw_deg = 0.0}\n"
+        "[[devices]]\nname = 'lidar_rear'\nkind = 'a1'\nport = '/dev/sb_rear'\n"
+        "mount = {x_m = -0.2, y_m = 0.0, yaw_deg = 180.0}\n"
+    )
+    out = tmp_path / "m.h5"
+    ok = runner.invoke(cli, [*args, "-o", str(out), "--config", str(config), "--json"])
+    assert ok.exit_code == 0, ok.output
+    doc = json.loads(ok.output)
+    assert doc["mounts_from"] == str(config) and doc["footprint"] is True
+    direct = merge_scans(front, rear, MergeSetup(Mount(*FRONT), Mount(*REAR), FOOTPRINT))
+    with Session(out) as s:
+        merged = s.lidar("merged").read()
+        assert list(s.lidar("merged").attrs["sources"]) == ["lidar_front", "lidar_rear"]
+    # the mounts read from the file are the ones the scans were made with
+    assert np.allclose(merged.range, direct.turns.range, atol=1e-6, equal_nan=True)
