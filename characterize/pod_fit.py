@@ -250,12 +250,17 @@ def _intervals_with_rate(
 
 
 def _rss(dn: np.ndarray, xi: np.ndarray) -> float:
-    """Mean squared residual of the per-pod least-squares fit (ticks²)."""
+    """Robust mean squared residual of the per-pod least-squares fit (ticks²).
+
+    Residuals are capped at 3 robust σ (MAD) so a bounce cannot steer the time
+    offset towards itself.
+    """
     if dn.shape[0] < 6:
         return np.inf
     beta, *_ = np.linalg.lstsq(xi, dn, rcond=1e-10)
     r = dn - xi @ beta
-    return float(np.sum(r * r) / dn.shape[0])
+    cap = 3.0 * 1.4826 * np.median(np.abs(r - np.median(r, axis=0)), axis=0)
+    return float(np.sum(np.minimum(r * r, cap * cap)) / dn.shape[0])
 
 
 def align_drive(
@@ -263,7 +268,8 @@ def align_drive(
 ) -> float:
     """Offset (s) to add to encoder times so they line up with the reference.
 
-    Minimises the mean squared residual of the per-pod linear fit over the offset:
+    Minimises the (outlier-capped) mean squared residual of the per-pod linear
+    fit over the offset:
     a 10 ms grid over ±``max_offset_s``, then a bounded scalar search around the best.
     """
     grid = np.arange(-max_offset_s, max_offset_s + 1e-12, 0.01)
@@ -659,7 +665,13 @@ def _derive(rows: np.ndarray, cov: np.ndarray, excited: np.ndarray) -> tuple[Any
     for i in range(n):
         a, b, d = (0.0 if not excited[j] else rows[i, j] for j in range(3))
         C = np.where(np.isfinite(cov[i]), cov[i], 0.0)
-        main = 0 if abs(a) >= abs(b) else 1
+        if excited[0] and excited[1]:
+            main = 0 if abs(a) >= abs(b) else 1
+        else:
+            # one translation direction only: a pod rolls along it if its coefficient
+            # is comparable to the strongest pod's, otherwise along the other one
+            j = 0 if excited[0] else 1
+            main = j if abs(rows[i, j]) >= 0.5 * np.nanmax(np.abs(rows[:, j])) else 1 - j
         st: dict[str, str] = {}
         main_drive = DRIVE_FOR[COLUMNS[main]]
         st["distance_per_tick"] = (

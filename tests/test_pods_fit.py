@@ -1,0 +1,177 @@
+"""Pod-geometry fit: recovery with honest uncertainty, identifiability, alignment, bounce."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import odometry_util as ou
+import pytest
+from click.testing import CliRunner
+from scipy.stats import binom
+
+from sensorbench.characterize.pod_fit import fit_pods, load_drive
+from sensorbench.cli import cli
+from sensorbench.errors import FitError
+from sensorbench.logs import Session
+from sensorbench.sim.scenario import load_scenario
+from sensorbench.sim.simulation import simulate_to_session
+
+DRIVES = ("forward", "sideways", "spin", "square")
+P_INSIDE_2SIGMA = 0.9545
+
+
+def simulate(tmp: Path, name: str, seed: int) -> Path:
+    """A simulated session of a shipped scenario with the lidars and pose sensor off."""
+    sc = load_scenario(name)
+    off = {n: {"enabled": False, "model": p["model"]} for n, p in sc.lidars.items()}
+    sc = sc.with_overrides({"lidars": off, "pose_sensor": {"enabled": False}})
+    return simulate_to_session(sc, seed, tmp / f"{name}_{seed}.h5", overwrite=True)
+
+
+def truth_of(path: Path) -> dict[str, np.ndarray]:
+    with Session(path) as s:
+        g = s.truth("pods/geometry")
+    x, y, phi, radius, _cpr, c = g.T
+    return {"c": c, "phi": phi, "lever": x * np.sin(phi) - y * np.cos(phi), "radius": radius}
+
+
+def z_scores(fit, truth: dict[str, np.ndarray]) -> np.ndarray:
+    """(9,) errors over reported 1σ: c, φ, lever of each pod."""
+    return np.concatenate(
+        [
+            (fit.c - truth["c"]) / fit.sigma_c,
+            (fit.phi - truth["phi"]) / fit.sigma_phi,
+            (fit.lever - truth["lever"]) / fit.sigma_lever,
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def sim_drives(tmp_path_factory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("pods_fit")
+    return {name: simulate(tmp, name, 1) for name in DRIVES}
+
+
+def test_default_scenario_recovers_geometry_within_absolute_tolerances(sim_drives) -> None:
+    fit = fit_pods([load_drive(sim_drives[n]) for n in DRIVES])
+    truth = truth_of(sim_drives["forward"])
+    assert fit.complete, fit.refusals()
+    # the brief's absolute bars; the reported 1σ are ~0.04 %, 0.02° and 0.2 mm
+    np.testing.assert_array_less(np.abs(fit.radius / truth["radius"] - 1), 0.002)
+    np.testing.assert_array_less(np.degrees(np.abs(fit.phi - truth["phi"])), 0.2)
+    np.testing.assert_array_less(np.abs(fit.lever - truth["lever"]), 0.001)
+    np.testing.assert_array_less(fit.sigma_radius / truth["radius"], 0.001)
+    # and the truth is where the uncertainty says (4σ: this one seed must not fail by chance)
+    assert np.all(np.abs(z_scores(fit, truth)) < 4)
+    # the sessions' mocap latency (4 ms) shows up as the encoder→mocap offset
+    assert all(abs(o - 0.004) < 0.003 for o in fit.time_offsets_s)
+
+
+def test_without_spins_the_lever_arms_are_refused(sim_drives) -> None:
+    fit = fit_pods([load_drive(sim_drives[n]) for n in ("forward", "sideways", "square")])
+    assert not fit.excited["theta"] and fit.excited["x"] and fit.excited["y"]
+    for st in fit.status:
+        assert st["lever_arm"] == "not identifiable: no spin in the data"
+        assert st["distance_per_tick"] == "ok" and st["rolling_angle"] == "ok"
+    assert np.all(np.isnan(fit.lever))
+    with pytest.raises(FitError, match="no spin"):
+        fit.geometry()
+
+
+def test_without_sideways_drives_the_perpendicular_pod_is_refused(sim_drives) -> None:
+    # (the square is driven with a fixed heading: two of its legs are sideways)
+    fit = fit_pods([load_drive(sim_drives[n]) for n in ("forward", "spin")])
+    assert not fit.excited["y"]
+    perp = fit.status[2]
+    assert perp["distance_per_tick"] == "not identifiable: no sideways drive in the data"
+    assert perp["lever_arm"] != "ok"
+    # the parallel pods keep their scale and lever arm; only their angle needs sideways motion
+    for st in fit.status[:2]:
+        assert st["distance_per_tick"] == "ok" and st["lever_arm"] == "ok"
+        assert st["rolling_angle"] == "not identifiable: no sideways drive in the data"
+
+
+def test_uncertainty_is_honest_on_exact_kinematics_fast() -> None:
+    # 8 seeds of exact-kinematics drives (mocap 0.5 mm / 2 mrad, slip, quantization,
+    # a 13 ms encoder lag). If the reported σ is right, each parameter's truth lies
+    # within 2σ with p = 0.9545: 8 seeds give ≥ 6 inside with probability 0.995
+    # (binomial), so a parameter may miss at most twice.
+    n_seeds = 8
+    need = int(binom.ppf(0.005, n_seeds, P_INSIDE_2SIGMA))
+    assert need == 6
+    g = ou.true_geometry()
+    truth = {"c": g.c, "phi": g.phi, "lever": g.lever}
+    inside = np.zeros(9, dtype=int)
+    for seed in range(n_seeds):
+        drives = [ou.make_drive(k, 100 * seed + i)[0] for i, k in enumerate(DRIVES)]
+        fit = fit_pods(drives)
+        inside += np.abs(z_scores(fit, truth)) <= 2
+        # the 13 ms lag of the encoder stamps is found (offset to add: −13 ms)
+        offs = np.array(fit.time_offsets_s)
+        assert np.all(np.abs(offs + 0.013) < 4 * np.array(fit.sigma_time_offsets_s) + 1e-4)
+    assert np.all(inside >= need), inside
+
+
+@pytest.mark.slow
+def test_uncertainty_is_honest_on_the_simulator_50_seeds(tmp_path) -> None:
+    # the brief's bar: truth inside 2σ in ≥ 90 % of 50 seeds, per parameter
+    # (a correct σ gives 95.45 %; P(< 45 of 50) = 0.10 per parameter)
+    inside = np.zeros(9, dtype=int)
+    for seed in range(50):
+        paths = [simulate(tmp_path, n, 1000 + seed) for n in DRIVES]
+        fit = fit_pods([load_drive(p) for p in paths])
+        inside += np.abs(z_scores(fit, truth_of(paths[0]))) <= 2
+    assert np.all(inside >= 45), inside
+
+
+def test_bounces_are_rejected_not_averaged() -> None:
+    # a wheel bounce every ~50 frames on some pod, ±150 ticks (a 20 ms bounce at
+    # 0.5 m/s loses 130) that stay in the count
+    g = ou.true_geometry()
+    drives = [
+        ou.make_drive(k, 7 + i, bounce_rate=0.02, bounce_ticks=150)[0]
+        for i, k in enumerate(DRIVES)
+    ]
+    fit = fit_pods(drives)
+    assert np.all(fit.outliers > 5)
+    z = z_scores(fit, {"c": g.c, "phi": g.phi, "lever": g.lever})
+    assert np.all(np.abs(z) < 4), z
+    # plain least squares on the same data is visibly worse on the scale
+    from sensorbench.characterize import pod_fit
+
+    dn, xi = pod_fit.drive_intervals(drives[0], -0.013, 0.5)
+    ls = np.linalg.lstsq(xi[:, :1], dn[:, 0], rcond=None)[0][0]
+    robust = fit.rows[0, 0]
+    assert abs(1 / ls - g.c[0]) > abs(1 / robust - g.c[0])
+
+
+def test_no_reference_or_no_motion_is_a_clear_error(tmp_path) -> None:
+    sc = load_scenario("hold")
+    off = {n: {"enabled": False, "model": p["model"]} for n, p in sc.lidars.items()}
+    sc = sc.with_overrides({"lidars": off, "mocap": {"enabled": False}})
+    path = simulate_to_session(sc, 1, tmp_path / "hold.h5")
+    with pytest.raises(FitError, match="mocap"):
+        load_drive(path)
+    sc2 = load_scenario("hold").with_overrides({"lidars": off})
+    path2 = simulate_to_session(sc2, 1, tmp_path / "hold2.h5")
+    with pytest.raises(FitError, match="no translation"):
+        fit_pods([load_drive(path2)])
+
+
+def test_cli_fit_pods_writes_model_and_refuses_with_exit_1(sim_drives, tmp_path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "pods.toml"
+    args = ["fit", "pods", *(str(sim_drives[n]) for n in DRIVES), "-o", str(out), "--json"]
+    res = runner.invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["complete"] and len(doc["pods"]) == 3
+    assert doc["pods"][0]["wheel_radius_m"] == pytest.approx(0.024, rel=0.002)
+    assert "sha256" in out.read_text()
+    res = runner.invoke(
+        cli, ["fit", "pods", str(sim_drives["forward"]), str(sim_drives["sideways"])]
+    )
+    assert res.exit_code == 1
+    assert "no spin" in res.output
