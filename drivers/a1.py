@@ -234,7 +234,8 @@ class A1Lidar(rplidar.RPLidar):
         except ValueError as err:
             raise A1ProtocolError(
                 f"A1 {self.port} answered {raw.hex(' ')} instead of a descriptor (A5 5A ...): "
-                "stale scan bytes or a boot banner; recover() stops, clears and reconnects"
+                "stale scan bytes, a boot banner, or not an RPLIDAR at this baud rate; "
+                "recover() stops, clears and reconnects"
             ) from err
         return length, mode == proto.MODE_SINGLE, dtype
 
@@ -252,16 +253,16 @@ class A1Lidar(rplidar.RPLidar):
             self._send_cmd(bytes([cmd]))
             try:
                 got_len, single, got_type = self._read_descriptor()
+                if (got_len, single, got_type) != (length, True, dtype):
+                    raise A1ProtocolError(
+                        f"A1 {self.port} answered {what} with length {got_len}, "
+                        f"{'single' if single else 'multi'} mode, type 0x{got_type:02x} "
+                        f"(expected {length}, single, 0x{dtype:02x}): is this an RPLIDAR?"
+                    )
             except A1ProtocolError:
                 if attempt == 2:
                     raise
-                continue
-            if (got_len, single, got_type) != (length, True, dtype):
-                raise A1ProtocolError(
-                    f"A1 {self.port} answered {what} with length {got_len}, "
-                    f"{'single' if single else 'multi'} mode, type 0x{got_type:02x} "
-                    f"(expected {length}, single, 0x{dtype:02x}): is this an RPLIDAR?"
-                )
+                continue  # stale bytes that happened to look like a descriptor: once more
             return self._read_response(length)
         raise AssertionError("unreachable")
 
@@ -390,6 +391,11 @@ class A1Lidar(rplidar.RPLidar):
             self._send_cmd(bytes([cmd]))
             try:
                 length, single, dtype = self._read_descriptor()
+                if (length, single, dtype) != (proto.NODE_LEN, False, proto.TYPE_SCAN):
+                    raise A1ProtocolError(
+                        f"A1 {self.port} answered the scan request with length {length}, "
+                        f"type 0x{dtype:02x}: not a standard-scan stream"
+                    )
             except A1ProtocolError as err:
                 if attempt == 2:
                     raise
@@ -397,11 +403,6 @@ class A1Lidar(rplidar.RPLidar):
                 self._emit("error", f"{err}; recovering (stop, clear input, reconnect)")
                 self.recover(restart=False)
                 continue
-            if (length, single, dtype) != (proto.NODE_LEN, False, proto.TYPE_SCAN):
-                raise A1ProtocolError(
-                    f"A1 {self.port} answered the scan request with length {length}, type "
-                    f"0x{dtype:02x}: not a standard-scan stream"
-                )
             self.scanning = [True, proto.NODE_LEN, scan_type]
             return
 

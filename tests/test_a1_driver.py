@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import a1_util as u
@@ -17,7 +18,7 @@ from sensorbench.drivers.a1 import A1Lidar, A1Scanner, TurnAssembler, spread_tim
 from sensorbench.errors import DriverError
 from sensorbench.logs import LidarTurns, TurnFlag
 from sensorbench.sim.emulator_a1 import A1Emulator
-from sensorbench.sim.pty import Faults
+from sensorbench.sim.pty import Faults, PtyPort
 
 node = st.tuples(
     st.booleans(), st.integers(0, 63), st.integers(0, 360 * 64 - 1), st.integers(0, 0xFFFF)
@@ -346,3 +347,72 @@ def test_simulated_a1_samples_come_out_as_ccw_turns_within_quantization():
     # a turn of the simulated A1 is one turn of the scan
     _, per_turn = np.unique(samples.turn[sl], return_counts=True)
     np.testing.assert_array_equal(turns.count, per_turn)
+
+
+class ScriptedDevice:
+    """A device on a real pty that answers the first scan request with junk."""
+
+    def __init__(self) -> None:
+        self.port = PtyPort(baud=115200)
+        self.scans = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            data = self.port.recv(0.01)
+            for _ in range(data.count(b"\xa5\x20")):
+                self.scans += 1
+                if self.scans == 1:
+                    self.port.send(b"\x00\x11\x22\x33\x44\x55\x66")  # not a descriptor
+                else:
+                    self.port.send(u.SCAN_DESCRIPTOR + u.encode_node(True, 9, 64, 4000) * 4)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(1)
+        self.port.close()
+
+
+def test_start_recovers_once_from_a_descriptor_error():
+    dev = ScriptedDevice()
+    events = []
+    try:
+        lid = A1Lidar(dev.port.path, read_timeout_s=0.3, on_event=lambda *e: events.append(e))
+        first_port = lid._serial
+        lid.start()
+        assert lid.scanning[0] and dev.scans == 2
+        assert lid._serial is not first_port  # reconnected
+        assert any(e[1] == "error" and "recovering" in e[2] for e in events)
+        _, nodes, _, _ = lid.read_nodes(0.2)
+        assert nodes.angle_q6.tolist() == [64] * 4
+        lid.disconnect()
+    finally:
+        dev.close()
+
+
+def test_wrong_device_is_refused_within_the_deadlines():
+    port = PtyPort(baud=115200)
+    stop = threading.Event()
+
+    def noise() -> None:
+        rng = np.random.default_rng(0)
+        while not stop.is_set():
+            port.send(rng.integers(0, 256, 200, dtype=np.uint8).tobytes())
+            time.sleep(0.01)
+
+    t = threading.Thread(target=noise, daemon=True)
+    t.start()
+    try:
+        lid = A1Lidar(port.path, read_timeout_s=0.3)
+        t0 = time.monotonic()
+        with pytest.raises(DriverError):
+            lid.get_info()
+        # two attempts, each: drain up to one deadline, then one descriptor deadline
+        assert time.monotonic() - t0 < 2 * (0.3 + 0.3) + 0.5
+        lid.disconnect()
+    finally:
+        stop.set()
+        t.join(1)
+        port.close()
