@@ -4,7 +4,9 @@ Timing (rate, jitter, points per turn, skipped turns, gaps, USB drop-offs) comes
 from every turn (:mod:`.lidar_timing`). Range noise by distance band and the
 outlier fractions need a static scene: :mod:`.lidar_static` finds the static
 stretches and :mod:`.lidar_noise` measures them. Without a static stretch the
-characterization refuses (``FitError``) unless only timing is asked for.
+characterization refuses (``FitError``) unless only timing is asked for. For an
+LD19 the datasheet also says what the vendor SDK's near filter would drop, as a
+fraction of the samples and of each class found here (a cross-check of both).
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sensorbench.characterize.lidar_noise import DEFAULT_BANDS_M, NoiseReport, range_noise
+from sensorbench.characterize.lidar_noise import (
+    DEFAULT_BANDS_M,
+    LABEL_EDGE,
+    LABEL_FALSE,
+    LABEL_NORMAL,
+    NoiseReport,
+    range_noise,
+)
 from sensorbench.characterize.lidar_static import StaticDetection, detect_static
 from sensorbench.characterize.lidar_timing import (
     TimingStats,
@@ -23,6 +32,7 @@ from sensorbench.characterize.lidar_timing import (
     timing_stats,
     turn_start_s,
 )
+from sensorbench.drivers.ld19_near_filter import near_filter_turns
 from sensorbench.errors import FitError, SessionError
 from sensorbench.logs import Event, LidarTurns, Session
 
@@ -58,6 +68,7 @@ class LidarCharacterization:
     noise: NoiseReport | None
     periods_s: np.ndarray = field(repr=False)
     turns: LidarTurns = field(repr=False)
+    near_filter: dict | None = None
 
     def as_dict(self) -> dict:
         """One JSON-ready document (nan becomes None)."""
@@ -76,6 +87,7 @@ class LidarCharacterization:
             "timing": self.timing.as_dict(),
             "static": static,
             "noise": None if self.noise is None else self.noise.as_dict(),
+            "sdk_near_filter": self.near_filter,
         }
         return _clean(doc)
 
@@ -144,6 +156,17 @@ class LidarCharacterization:
                 ("Transient clusters", f"{n.transient_points} points"),
                 ("Missing returns", f"{d['missing_return_pct']:.3f} %"),
             ]
+        nf = self.near_filter
+        if nf is not None:
+            rows.append(
+                (
+                    "SDK near filter",
+                    f"drops {nf['rejected_pct']:.2f} % of samples: "
+                    f"{nf['edge_outliers_rejected_pct']:.0f} % of the edge outliers, "
+                    f"{nf['false_points_rejected_pct']:.0f} % of the false points, "
+                    f"{nf['normal_rejected_pct']:.2f} % of the normal returns",
+                )
+            )
         width = max(len(r[0]) for r in rows)
         head = (
             f"{self.model or 'lidar'} {self.device!r} from {self.source}: {t.n_turns} turns, "
@@ -209,7 +232,24 @@ def characterize_turns(
         bands_m=opt.bands_m,
         outlier_k=opt.outlier_k,
     )
-    return LidarCharacterization(device, model, source, timing, det, noise, periods, turns)
+    near = _near_filter_check(turns, noise) if model.upper() == "LD19" else None
+    return LidarCharacterization(device, model, source, timing, det, noise, periods, turns, near)
+
+
+def _near_filter_check(turns: LidarTurns, noise: NoiseReport) -> dict:
+    """What the LD19 SDK's near filter would drop, against this module's labels (%)."""
+    dropped = np.isnan(near_filter_turns(turns).range) & ~np.isnan(turns.range)
+    lab = noise.labels
+
+    def pct(mask: np.ndarray) -> float | None:
+        return 100.0 * float(dropped[mask].mean()) if mask.any() else None
+
+    return {
+        "rejected_pct": pct(lab >= 0),
+        "edge_outliers_rejected_pct": pct(lab == LABEL_EDGE),
+        "false_points_rejected_pct": pct(lab == LABEL_FALSE),
+        "normal_rejected_pct": pct(lab == LABEL_NORMAL),
+    }
 
 
 def characterize_session(

@@ -235,6 +235,12 @@ def test_cli_json_and_plots(static_session, tmp_path):
     assert doc["static"]["stretches"] == 1
     assert {b["lo_m"] for b in doc["noise"]["bands"]} >= {1.0, 2.0, 3.0}
     assert len(doc["plots"]) == 4
+    # cross-check with the vendor SDK's near filter (an independent rule): it drops
+    # 1-2 point clusters under 5 m below intensity 220, which is what the simulated
+    # false points are (intensity ≈ 22) unless they land beyond 5 m
+    nf = doc["sdk_near_filter"]
+    assert nf["false_points_rejected_pct"] >= 80
+    assert nf["normal_rejected_pct"] < 5
     for p in doc["plots"]:
         assert (out / p.split("/")[-1]).stat().st_size > 5000
     table = runner.invoke(cli, ["characterize", "lidar", str(static_session), "--device", "ld19"])
