@@ -36,9 +36,9 @@ def check_turns(turns, ref, n):
         np.testing.assert_array_equal(t.range, u.range_m(d).astype(np.float32))
 
 
-@pytest.fixture
-def live_session(tmp_path):
-    path = tmp_path / "live.h5"
+@pytest.fixture(scope="module")
+def live_session(tmp_path_factory):
+    path = tmp_path_factory.mktemp("a1_live") / "live.h5"
     with A1Emulator(speed=4.0, serial=SERIAL) as emu:
         with SessionWriter(path, label="a1") as w:
             reader = A1Reader(
