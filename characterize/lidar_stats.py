@@ -101,7 +101,12 @@ class LidarCharacterization:
         rows = [
             (
                 "Scan rate",
-                f"{t.rate_hz:.3f} Hz (device reports {t.reported_speed_hz:.2f} Hz)",
+                f"{t.rate_hz:.3f} Hz"
+                + (
+                    f" (device reports {t.reported_speed_hz:.2f} Hz)"
+                    if np.isfinite(t.reported_speed_hz)
+                    else ""
+                ),
             ),
             (
                 "Turn period",

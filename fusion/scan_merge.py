@@ -141,12 +141,15 @@ def pair_turns(
     return ia[ok], a_to_b[ok]
 
 
-def pose_interpolator(batch: PoseBatch) -> PoseAt:
+def pose_interpolator(batch: PoseBatch, max_gap_s: float = 0.25) -> PoseAt:
     """A :data:`PoseAt` from a pose stream: linear in x, y and unwrapped yaw between samples.
 
+    Only valid samples are used. Times outside the stream, or inside a gap of more
+    than ``max_gap_s`` between valid samples (an occlusion, a dropout), are
+    answered with ``nan``, and the merge leaves out the pairs that need them.
+
     Raises:
-        FusionError: fewer than two valid samples. Times outside the stream are
-            answered with ``nan`` (the merge drops such pairs).
+        FusionError: fewer than two valid samples.
     """
     ok = batch.valid & np.all(np.isfinite(batch.position), axis=1)
     ok &= np.all(np.isfinite(batch.quat_xyzw), axis=1)
@@ -159,13 +162,17 @@ def pose_interpolator(batch: PoseBatch) -> PoseAt:
     yaw = np.unwrap(Rotation.from_quat(batch.quat_xyzw[ok][order]).as_euler("xyz")[:, 2])
     t0 = t[0]
     tf = (t - t0).astype(np.float64)
+    max_gap_ns = max_gap_s * 1e9
 
     def pose_at(t_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         q = (np.asarray(t_ns, dtype=np.int64) - t0).astype(np.float64)
-        out = [
-            np.interp(q, tf, col, left=np.nan, right=np.nan) for col in (xy[:, 0], xy[:, 1], yaw)
-        ]
-        return out[0], out[1], out[2]
+        j = np.clip(np.searchsorted(tf, q), 1, tf.size - 1)
+        in_gap = (tf[j] - tf[j - 1]) > max_gap_ns
+        x, y, a = (
+            np.where(in_gap, np.nan, np.interp(q, tf, col, left=np.nan, right=np.nan))
+            for col in (xy[:, 0], xy[:, 1], yaw)
+        )
+        return x, y, a
 
     return pose_at
 

@@ -275,6 +275,13 @@ def test_bad_setup_is_rejected():
         MergeSetup(Mount(*FRONT), Mount(*REAR), footprint=np.zeros((2, 2)))
     with pytest.raises(FusionError, match="mount"):
         Mount.from_seq([0.1, 0.2])
+    # a pose stream with a 1 s occlusion: no pose inside it, none outside the stream
+    t = np.r_[np.arange(0, 1.0, 0.01), np.arange(2.0, 3.0, 0.01)]
+    stream = PoseBatch.from_arrays(
+        (t * 1e9).astype(np.int64), np.zeros((t.size, 3)), np.tile([0, 0, 0, 1.0], (t.size, 1))
+    )
+    x, _, _ = pose_interpolator(stream)(np.array([0.5, 1.5, 2.5, 3.5, -0.1]) * 1e9)
+    assert np.isfinite(x).tolist() == [True, False, True, False, False]
     with pytest.raises(FusionError, match="two valid"):
         pose_interpolator(PoseBatch.from_arrays([0], np.zeros((1, 3)), [[0, 0, 0, 1.0]]))
 
