@@ -17,6 +17,7 @@ Units: T in s; ADEV in the error's unit (m or rad).
 from __future__ import annotations
 
 import numpy as np
+
 from sensorbench.characterize.pose_series import AXES, ErrorSeries
 
 GM_PEAK_T_OVER_TAU = 1.89
@@ -80,9 +81,9 @@ def allan_cross_check(series: list[ErrorSeries], params: np.ndarray) -> dict:
     """Compare the empirical ADEV with the fitted model's, per axis.
 
     Returns ``{"T_s": [...], axis: {...}}`` with, per axis, the empirical peak
-    (T, ADEV) above the white-noise minimum, the τ and σ it implies
-    (T/1.89, ADEV/0.62), the fitted τ and σ, and the worst ratio empirical/model
-    over averaging times with at least 30 terms.
+    (T, ADEV) (the maximum), the τ and σ it implies (T/1.89,
+    ADEV/0.62), the fitted τ and σ, and the range of the ratio empirical/model;
+    only averaging times with at least 30 terms count.
     """
     t, adev, n_terms = allan_deviation(series)
     dt0 = float(np.median(np.concatenate([np.diff(s.t_s) for s in series])))
@@ -91,9 +92,8 @@ def allan_cross_check(series: list[ErrorSeries], params: np.ndarray) -> dict:
         _, sg, tau, sv = params[i]
         model = model_allan_deviation(t, sg, tau, sv, dt0)
         y = adev[:, i]
-        lo = int(np.argmin(y))
-        pk = lo + int(np.argmax(y[lo:]))
         good = n_terms >= 30
+        pk = int(np.nanargmax(np.where(good, y, np.nan))) if good.any() else int(np.argmax(y))
         ratio = y[good] / model[good]
         out[a] = {
             "adev": y.tolist(),

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.spatial.transform import Rotation, Slerp
+
 from sensorbench.errors import FitError
 
 ERROR_FRAME = (

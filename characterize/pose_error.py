@@ -364,9 +364,9 @@ class AxisFit:
         return np.where(ok[:, None] & ok[None, :], np.nan_to_num(self.cov_log), 0.0)
 
     def ci(self, z: float = 1.959963984540054) -> np.ndarray:
-        """``(4, 2)`` intervals ``exp(ln θ ± z se)``."""
+        """``(4, 2)`` intervals ``exp(ln θ ± z se)`` (nan for unidentified parameters)."""
         lv = np.log(self.values)
-        se = self.se_log
+        se = np.where(self.identified, self.se_log, np.nan)
         with np.errstate(over="ignore"):
             return np.exp(np.stack([lv - z * se, lv + z * se], axis=1))
 

@@ -17,6 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+
 from sensorbench.characterize.gm_montecarlo import STAT_NAMES, simulate_errors
 from sensorbench.characterize.pose_series import AXES, AXIS_UNITS, ErrorSeries
 from sensorbench.characterize.pose_validate import SIDAK_BAND, ValidationReport

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
 from sensorbench.characterize.pose_align import (
     ERROR_FRAME,
     Alignment,

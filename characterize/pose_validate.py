@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from sensorbench.characterize.gm_montecarlo import (
     STAT_NAMES,
     draw_params,

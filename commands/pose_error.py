@@ -94,11 +94,11 @@ def _model_table(model) -> str:
         ci = f.ci()
         for j, p in enumerate(PARAMS):
             unit = "s" if p == "tau_s" else AXIS_UNITS[a]
-            flag = "" if f.identified[j] else "  (not identified)"
-            lines.append(
-                f"{a:6s} {p:8s} {_fmt(f.values[j], unit)}   "
-                f"[{_fmt(ci[j, 0], unit).strip()}, {_fmt(ci[j, 1], unit).strip()}]{flag}"
-            )
+            if f.identified[j]:
+                interval = f"[{_fmt(ci[j, 0], unit).strip()}, {_fmt(ci[j, 1], unit).strip()}]"
+            else:
+                interval = "not identified (the likelihood is flat in it)"
+            lines.append(f"{a:6s} {p:8s} {_fmt(f.values[j], unit)}   {interval}")
     return "\n".join(lines)
 
 

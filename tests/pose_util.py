@@ -14,6 +14,7 @@ break it in one way each:
 from __future__ import annotations
 
 import numpy as np
+
 from sensorbench.characterize.gm_montecarlo import simulate_errors
 from sensorbench.characterize.pose_series import ErrorSeries
 
@@ -171,6 +172,7 @@ def write_session(path, series: ErrorSeries, sensor: str = "cam") -> None:
     RELOCALIZED at every relocalization of the series.
     """
     from scipy.spatial.transform import Rotation
+
     from sensorbench.logs import PoseBatch, SessionWriter
 
     t = series.t_s
@@ -189,22 +191,3 @@ def write_session(path, series: ErrorSeries, sensor: str = "cam") -> None:
             sensor, PoseBatch(t_ns, p + series.error[:, :3], q_s, np.ones(n, bool), flags)
         )
 
-
-def read_tum(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Minimal TUM reader for the tests: (t_ns, position (N,3) m, quat_xyzw (N,4))."""
-    d = np.loadtxt(path, comments="#", ndmin=2)
-    t_ns = np.round(d[:, 0] * 1e6).astype(np.int64) * 1000  # TUM stamps carry µs at most
-    return t_ns, d[:, 1:4], d[:, 4:8] / np.linalg.norm(d[:, 4:8], axis=1, keepdims=True)
-
-
-def tum_to_session(path, mocap_file, sensor_file, sensor: str = "pose_sensor") -> None:
-    """Write a session with the TUM mocap ('mocap') and sensor (``sensor``) streams."""
-    from sensorbench.logs import PoseBatch, SessionWriter
-
-    with SessionWriter(path, label="tum", swmr=False) as w:
-        w.add_pose("mocap", kind="mocap", attrs={"source_file": str(mocap_file)})
-        w.add_pose(sensor, kind="pose_sensor", attrs={"source_file": str(sensor_file)})
-        for name, f in (("mocap", mocap_file), (sensor, sensor_file)):
-            t_ns, p, q = read_tum(f)
-            n = t_ns.size
-            w.append_pose(name, PoseBatch(t_ns, p, q, np.ones(n, bool), np.zeros(n, np.uint8)))

@@ -6,6 +6,7 @@ import numpy as np
 import pose_util
 import pytest
 from scipy.spatial.transform import Rotation
+
 from sensorbench.characterize.pose_align import (
     PoseTrack,
     align,

@@ -9,6 +9,7 @@ import numpy as np
 import pose_util
 import pytest
 from click.testing import CliRunner
+
 from sensorbench.characterize.pose_error import PoseErrorModel
 from sensorbench.cli import cli
 
@@ -87,13 +88,10 @@ def test_bad_input_exits_2_with_message(sim_sessions, tmp_path):
 
 @pytest.mark.skipif(not GT.exists(), reason="real TUM files not present")
 def test_real_tum_end_to_end(tmp_path):
-    """Import the TUM files, align in time and space, fit, plot, validate the model file.
-
-    The session is written by the tests' own TUM reader (pose_util.tum_to_session):
-    ``sensorbench import`` was mid-change when this was written.
-    """
+    """Import the TUM files, align in time and space, fit, plot, validate the model file."""
     h5 = tmp_path / "fr1_xyz.h5"
-    pose_util.tum_to_session(h5, GT, EST)
+    assert _invoke("import", "mocap", GT, "--format", "tum", "--into", h5).exit_code == 0
+    assert _invoke("import", "pose", EST, "--format", "tum", "--into", h5).exit_code == 0
     plots = tmp_path / "plots"
     model = tmp_path / "model.toml"
     r = _invoke(

@@ -8,6 +8,7 @@ import numpy as np
 import pose_util
 import pytest
 from scipy.stats import kstest, multivariate_normal
+
 from sensorbench.characterize.pose_error import (
     PARAMS,
     PoseErrorModel,

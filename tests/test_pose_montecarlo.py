@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pose_util
+
 from sensorbench.characterize.gm_montecarlo import (
     ErrorStats,
     draw_params,

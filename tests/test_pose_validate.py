@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pose_util
 import pytest
+
 from sensorbench.characterize.pose_error import PoseErrorModel, fit_pose_error
 from sensorbench.characterize.pose_validate import validate_sessions
 from sensorbench.errors import FitError
