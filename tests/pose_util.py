@@ -190,4 +190,3 @@ def write_session(path, series: ErrorSeries, sensor: str = "cam") -> None:
         w.append_pose(
             sensor, PoseBatch(t_ns, p + series.error[:, :3], q_s, np.ones(n, bool), flags)
         )
-
