@@ -444,7 +444,9 @@ def _lidar_table(model: str) -> Table:
 def _check_lidar(value: Any, key: str) -> dict:
     if not isinstance(value, dict):
         raise _fail(key, f"must be a table, got {value!r}")
-    model = S("ld19", tuple(LIDAR_DEFAULTS)).check(value.get("model"), f"{key}.model")
+    if "model" not in value:
+        raise _fail(f"{key}.model", f"is required: one of {list(LIDAR_DEFAULTS)}")
+    model = S("ld19", tuple(LIDAR_DEFAULTS)).check(value["model"], f"{key}.model")
     out = _lidar_table(model).check(value, key)
     edges, sig = out["noise_band_edges_m"], out["noise_band_sigma_m"]
     if len(edges) < 2 or any(b <= a for a, b in itertools.pairwise(edges)):
@@ -518,10 +520,13 @@ _TOP = Table(_TOP_FIELDS)
 
 def _resolve(raw: dict, source: str) -> dict:
     raw = {k: v for k, v in raw.items() if k != "campaign"}
+    lidars = raw.get("lidars", {})
+    if isinstance(lidars, dict):
+        # The robot carries the default lidars; [lidars.<name>] tables change them or add
+        # new ones (enabled = false takes one out of the run).
+        raw["lidars"] = _deep_merge(DEFAULT_LIDARS, lidars)
     try:
         out = _TOP.check(raw, "")
-        if "lidars" not in raw:
-            out["lidars"] = _named(_check_lidar)(copy.deepcopy(DEFAULT_LIDARS), "lidars")
         out["faults"] = out["faults"] or {}
         for dev in out["faults"]:
             if dev not in out["lidars"] and dev != "pods":

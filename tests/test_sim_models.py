@@ -14,7 +14,7 @@ from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.sensor_pose import PAUSED, RELOCALIZED
 from sensorbench.sim.simulation import Simulation
 
-NO_LIDARS = {"lidars": {"ld19": {"model": "ld19", "enabled": False}}}
+NO_LIDARS = {"lidars": {n: {"enabled": False} for n in ("ld19", "lidar_front", "lidar_rear")}}
 QUIET_PODS = {
     "slip_sigma_m_per_sqrt_m": 0.0,
     "scrub_sigma_m_per_sqrt_m": 0.0,

@@ -20,7 +20,7 @@ def test_odometry_from_noise_free_counts_tracks_truth(name: str) -> None:
                 "scrub_sigma_m_per_sqrt_m": 0.0,
                 "bounce_rate_hz": 0.0,
             },
-            "lidars": {"ld19": {"model": "ld19", "enabled": False}},
+            "lidars": {n: {"enabled": False} for n in ("ld19", "lidar_front", "lidar_rear")},
         }
     )
     sim = Simulation(sc, seed=0)

@@ -61,6 +61,16 @@ def test_campaign_sessions_differ_and_index_is_checked() -> None:
         load_scenario("square").for_session(0)
 
 
+def test_lidar_tables_change_the_default_lidars_or_add_new_ones() -> None:
+    sc = parse_scenario(
+        "[lidars.ld19]\nenabled = false\n[lidars.top2]\nmodel = 'a1'\nrate_hz = 8.0\n", "x", "x"
+    )
+    assert list(sc.lidars) == ["ld19", "lidar_front", "lidar_rear", "top2"]
+    assert not sc.lidars["ld19"]["enabled"] and sc.lidars["ld19"]["mount_xy_m"] == [0.1, 0.0]
+    assert sc.lidars["lidar_rear"]["mount_yaw_deg"] == 180.0
+    assert sc.lidars["top2"]["rate_hz"] == 8.0 and sc.lidars["top2"]["range_min_m"] == 0.15
+
+
 def test_fault_knobs_are_read_with_defaults() -> None:
     sc = load_scenario("ld19_faults")
     f = sc.faults("ld19")
@@ -79,6 +89,7 @@ def test_fault_knobs_are_read_with_defaults() -> None:
             r"lidars\.a\.skip_prob: must be in \[0, 1\)",
         ),
         ("[lidars.a]\nmodel = 'vlp16'\n", r"lidars\.a\.model: must be one of"),
+        ("[lidars.extra]\nenabled = true\n", r"lidars\.extra\.model: is required"),
         (
             "[lidars.a]\nmodel = 'a1'\nnoise_band_sigma_m = [0.01]\n",
             r"lidars\.a\.noise_band_sigma_m: must have one σ per band",
