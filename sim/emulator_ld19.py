@@ -289,6 +289,7 @@ class LD19Emulator:
         self.loop = loop
         self.record_truth = record_truth
         self.packets_sent = 0
+        self.host_bytes_ignored = 0
         self.port = PtyPort(link=link, baud=BAUD, faults=faults, seed=seed)
         # which packets carry 54 2C in their payload, and where: drawn once per packet
         # of the pass, so the choice does not depend on how sends are batched
@@ -389,6 +390,8 @@ class LD19Emulator:
         while not self._stop.is_set():
             now = self.clock.now()
             with self._lock:
+                # no RX pin: whatever the host writes goes nowhere (drained, never answered)
+                self.host_bytes_ignored += len(self.port.recv(0.0))
                 self._pump(now)
                 if not self.loop and self._cursor >= self.n_packets:
                     self.finished.set()

@@ -183,3 +183,17 @@ def test_bad_samples_are_refused():
     s.t_s = s.t_s[:-1]
     with pytest.raises(SimError, match="multiple of 12"):
         LD19Emulator(s, autostart=False)
+
+
+def test_the_device_ignores_what_the_host_sends():
+    samples = SyntheticLD19Samples.generate(duration_s=3.0, seed=9)
+    emu = LD19Emulator(samples, speed=SPEED, startup_s=0.0, loop=False, autostart=False)
+    try:
+        with serial.Serial(emu.path, 230400, timeout=0.05, write_timeout=2.0) as ser:
+            emu.start()
+            ser.write(b"\xa5\x20" * 1000)  # e.g. an RPLIDAR scan request, many times
+            data = capture(ser, emu.finished)
+    finally:
+        emu.stop()
+    assert emu.host_bytes_ignored == 2000 and emu.port.stats.bytes_overrun == 0
+    assert np.array_equal(packet_rows(LD19Parser().feed(data)), packet_rows(emu.truth()))
