@@ -1,4 +1,7 @@
-"""``sensorbench capture``, ``sensorbench bringup`` and ``sensorbench emulate pods|robot``."""
+"""``sensorbench capture``, ``sensorbench bringup`` and ``sensorbench emulate pods|robot``.
+
+Device code is imported inside the commands, so other commands start fast.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +15,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 
-from sensorbench.drivers.capture import (
-    BringupResult,
-    format_bringup,
-    format_status,
-    format_summary,
-    run_bringup,
-    run_capture,
-)
 from sensorbench.drivers.robot_config import load_robot_config
 
 _CONFIG_HELP = (
@@ -64,6 +60,9 @@ class _StatusPrinter:
     """Live status on stderr: one refreshed line on a tty, a line every 5 s otherwise."""
 
     def __init__(self, duration_s: float) -> None:
+        from sensorbench.drivers.capture import format_status
+
+        self.format_status = format_status
         self.duration_s = duration_s
         self.tty = sys.stderr.isatty()
         self._last_line = -math.inf
@@ -80,7 +79,7 @@ class _StatusPrinter:
                     else f"{st.name} UNPLUGGED: {st.last_error or 'no data'}; waiting for it"
                 )
                 click.echo(("\n" if self.tty else "") + f"{elapsed_s:6.1f} s: {what}", err=True)
-        line = format_status(elapsed_s, self.duration_s, statuses)
+        line = self.format_status(elapsed_s, self.duration_s, statuses)
         if self.tty:
             width = shutil.get_terminal_size((200, 20)).columns
             click.echo("\r" + line[: width - 1].ljust(width - 1), err=True, nl=False)
@@ -141,11 +140,13 @@ def capture_cmd(
     Exit 0 when recorded, 1 when a device failed to come up or writing failed
     (disk full: the file keeps everything up to the last flush), 2 on bad input.
     """
+    from sensorbench.drivers.capture import format_bringup, format_summary, run_capture
+
     config = load_robot_config(config_path, run_dir=run_dir)
     duration = math.inf if duration_s is None else duration_s
     printer = _StatusPrinter(duration)
 
-    def bringup_row(row: BringupResult) -> None:
+    def bringup_row(row: Any) -> None:
         if not as_json:
             state = "ok" if row.ok else "FAILED"
             click.echo(
@@ -206,6 +207,8 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
     (s); the next starts after the configured gap (s). Prints one row per device.
     Exit 1 if any device failed, 2 on a bad configuration.
     """
+    from sensorbench.drivers.capture import format_bringup, run_bringup
+
     config = load_robot_config(config_path, run_dir=run_dir)
     results = run_bringup(config)
     if as_json:

@@ -411,8 +411,8 @@ def run_capture(
             guard,
         )
     result.recorded_s = time.monotonic() - t0
-    statuses = {name: r.status() for name, r in readers.items()}
     _stop_all(list(readers.values()))
+    statuses = {name: r.status() for name, r in readers.items()}  # final counters
     try:
         if writer.error is None:
             writer.event(time.monotonic_ns(), "capture", "stop", f"stopped by {result.stopped_by}")

@@ -187,6 +187,7 @@ def test_bringup_failure_stops_before_recording(tmp_path) -> None:
         assert [e.source for e in errors] == ["pods"]
 
 
+@pytest.mark.slow
 def test_a1_serial_mismatch_fails_bringup(tmp_path) -> None:
     text = cu.EMULATED_CONFIG.read_text()
     front = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"

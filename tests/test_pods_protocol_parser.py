@@ -65,12 +65,12 @@ def test_unwraps_counters_and_clock_across_their_wraps() -> None:
     assert p.pending_bytes == 0 and p.stats.bytes_skipped == 0
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.lists(st.integers(1, 60), min_size=1, max_size=12))
 def test_any_chunking_gives_the_same_frames(sizes: list[int]) -> None:
-    f = feed_chunks(PodStreamParser(3, 16), STREAM[: 200 * FLEN], sizes)
-    np.testing.assert_array_equal(f.counts, SAMPLES.counts[:200])
-    np.testing.assert_array_equal(f.seq, np.arange(200))
+    f = feed_chunks(PodStreamParser(3, 16), STREAM[: 60 * FLEN], sizes)
+    np.testing.assert_array_equal(f.counts, SAMPLES.counts[:60])
+    np.testing.assert_array_equal(f.seq, np.arange(60))
 
 
 def test_sequence_gaps_count_lost_frames() -> None:
