@@ -70,8 +70,7 @@ class World:
         self.obstacles = list(obstacles)
         self.mocap_volume = tuple(float(v) for v in mocap_volume)
         segs = []
-        seg_owner = []
-        for idx, ob in enumerate(self.obstacles):
+        for ob in self.obstacles:
             if ob.is_circle:
                 continue
             v = np.asarray(ob.vertices, dtype=float)
@@ -81,9 +80,7 @@ class World:
                 )
             closed = v if len(v) == 2 else np.vstack([v, v[:1]])
             segs.append(np.hstack([closed[:-1], closed[1:]]))
-            seg_owner.extend([idx] * (len(closed) - 1))
         self.segments = np.vstack(segs) if segs else np.zeros((0, 4))
-        self.segment_owner = np.asarray(seg_owner, dtype=np.int64)
         circles = [(ob.center[0], ob.center[1], ob.radius) for ob in self.obstacles if ob.is_circle]
         self.circles = np.asarray(circles, dtype=float).reshape(-1, 3)
 
