@@ -368,6 +368,7 @@ def run_capture(
             "requested_duration_s": duration_s if math.isfinite(duration_s) else -1.0,
             "devices_json": json.dumps(devices),
             "powerup_order": list(config.powerup_order),
+            "footprint_m": config.footprint_m,
             "bringup_json": json.dumps([vars(b) for b in result.bringup]),
         },
     )

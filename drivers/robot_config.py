@@ -17,7 +17,7 @@ report positions of valid TOML). The format, with units in every key name::
     [[devices]]
     name = "lidar_front"                       # stream name in the session
     kind = "a1"                                # ld19 | a1 | pods
-    port = "/dev/sensorbench/lidar_front"      # stable udev name; "{run_dir}/..." allowed
+    port = "/dev/lidar_front"                  # stable udev name; "{run_dir}/..." allowed
     baud = 115200                              # optional: the kind's default
     mount = {x_m = 0.25, y_m = 0.0, yaw_deg = 0.0}   # or yaw_rad
     gap_s = 4.0                                # optional: overrides powerup.gap_s after it
@@ -25,7 +25,7 @@ report positions of valid TOML). The format, with units in every key name::
     [[devices]]
     name = "pods"
     kind = "pods"
-    port = "/dev/sensorbench/pods"
+    port = "/dev/pods"
     protocol = "binary"                        # or "csv"
     counter_bits = 16
     n_pods = 3
@@ -322,7 +322,8 @@ class _Validator:
         if "port" not in table:
             raise self.fail(
                 path,
-                f"{what}: missing 'port' (the device's stable path, e.g. /dev/sensorbench/{name})",
+                f"{what}: missing 'port' (the device's stable path, e.g. /dev/{name} "
+                "from `sensorbench udev rules`)",
             )
         port = self.port(table["port"], (*path, "port"), what)
         baud = table.get("baud", DEFAULT_BAUD[kind])
