@@ -533,6 +533,9 @@ def _resolve(raw: dict, source: str) -> dict:
                 raise _fail(f"faults.{dev}", "names no device: use a lidar name or 'pods'")
         if out["trajectory"]["kind"] == "waypoints" and not out["trajectory"]["waypoints"]:
             raise _fail("trajectory.waypoints", "kind 'waypoints' needs [[x, y, yaw_deg], ...]")
+        for i, c in enumerate(out["pods"]["initial_counts"]):
+            if c != int(c):
+                raise _fail(f"pods.initial_counts[{i}]", f"must be a whole number, got {c}")
         for i, (a, b) in enumerate(out["pose_sensor"]["covered_s"]):
             if b <= a:
                 raise _fail(f"pose_sensor.covered_s[{i}]", f"end {b} s must follow start {a} s")

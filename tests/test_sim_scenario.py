@@ -104,6 +104,7 @@ def test_fault_knobs_are_read_with_defaults() -> None:
         ("[pose_sensor]\ncovered_s = [[5, 3]]\n", r"pose_sensor\.covered_s\[0\]: end 3"),
         ("[pose_sensor]\ngm_tau_s = [1, 1, 1]\n", r"pose_sensor\.gm_tau_s: must have 6 values"),
         ("[mocap]\nenabled = 1\n", r"mocap\.enabled: must be true or false"),
+        ("[pods]\ninitial_counts = [0, 1.5, 2]\n", r"pods\.initial_counts\[1\]: must be a whole"),
         (
             "[[world.obstacles]]\nkind = 'pillar'\nsize_m = [1, 1]\n",
             r"world\.obstacles\[0\]\.size_m: does not apply to kind 'pillar'",
