@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
 from sensorbench.errors import SimError
 
 _BAUD_CONSTANTS = {
@@ -110,6 +111,7 @@ class PtyPort:
         self._path: str | None = None
         self._powered_at = 0.0
         self._stalled_until = 0.0
+        self._generation = 0
         self._open_pty()
 
     # -- lifecycle -----------------------------------------------------------------
@@ -119,6 +121,7 @@ class PtyPort:
         tty.setraw(slave)  # no echo, no CR/LF translation: the line carries bytes as-is
         os.set_blocking(master, False)
         self._master, self._slave = master, slave
+        self._generation += 1
         self._path = os.ttyname(slave)
         self._powered_at = time.monotonic()
         if self.link is not None:
@@ -265,18 +268,35 @@ class PtyPort:
     def recv(self, timeout_s: float) -> bytes:
         """Bytes the host wrote, waiting at most ``timeout_s`` (s); b"" if none.
 
-        Requests that arrive while the device is silent are swallowed.
+        Requests that arrive while the device is silent are swallowed. Safe against
+        a concurrent unplug/replug: the read happens under the lock and only if the
+        pty is still the one that was polled (fd numbers are reused on replug).
         """
-        with self._lock:
-            master = self._master
-        if master is None:
-            time.sleep(timeout_s)
-            return b""
-        try:
-            ready, _, _ = select.select([master], [], [], timeout_s)
-            if not ready:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                master, generation = self._master, self._generation
+            remaining = deadline - time.monotonic()
+            if master is None:
+                time.sleep(max(0.0, min(remaining, 0.05)))
+                if time.monotonic() >= deadline:
+                    return b""
+                continue
+            try:
+                ready, _, _ = select.select([master], [], [], max(0.0, min(remaining, 0.05)))
+            except (OSError, ValueError):
+                ready = []
+            if ready:
+                with self._lock:
+                    if self._generation != generation or self._master is None:
+                        continue
+                    try:
+                        data = os.read(self._master, 65536)
+                    except (BlockingIOError, InterruptedError):
+                        data = b""
+                    except OSError:
+                        return b""
+                if data:
+                    return b"" if self.silent else data
+            if time.monotonic() >= deadline:
                 return b""
-            data = os.read(master, 65536)
-        except OSError:
-            return b""
-        return b"" if self.silent else data
