@@ -182,7 +182,11 @@ def test_outlier_fractions(static_session, sim, name):
     # the Horvitz-Thompson total estimates the mixed pixels at real depth edges
     # (those on a grazing face within one step lie on that face: not outliers)
     truth_edges = int(np.sum(real_edge))
-    assert abs(noise.edge_outliers_est - truth_edges) <= 3 * np.sqrt(noise.edge_outliers_var)
+    # 3 SE (Poisson on the weighted count) plus 5 % for the correction's model:
+    # mixed pixels uniform between the two zone surfaces that bracket them (over
+    # seeds 100-105 the estimate sat +1.4 SE, about +2.5 %, above the truth)
+    tol = 3 * np.sqrt(noise.edge_outliers_var) + 0.05 * truth_edges
+    assert abs(noise.edge_outliers_est - truth_edges) <= tol
     assert noise.edge_outlier_pct == pytest.approx(100 * noise.edge_outliers_est / used.sum())
     # per point: the classifier finds visible mixed pixels and is rarely wrong
     visible = edge_idx[~hidden & real_edge]
@@ -320,3 +324,28 @@ def test_too_few_turns_is_a_fit_error(tmp_path):
     path = U.write_session(tmp_path / "short.h5", {"ld19": s.turns})
     with pytest.raises(FitError, match="turns"):
         characterize_session(path, "ld19")
+
+
+@pytest.mark.slow
+def test_noise_standard_errors_are_calibrated(tmp_path):
+    """Over 8 seeds × 2 lidars, (estimate − expected) / SE behaves like N(0, 1)."""
+    z = []
+    for seed in range(200, 208):
+        path = simulate_to_session("lidar_static", seed, tmp_path / f"s{seed}.h5")
+        sim = Simulation(load_scenario("lidar_static"), seed)
+        for name in ("ld19", "lidar_front"):
+            p = sim.lidar(name).params
+            res = characterize_session(path, name, options=_bands(p))
+            tr = _truth(path, name)
+            for j, b in enumerate(res.noise.bands):
+                used = res.noise.noise_band == j
+                if not np.isfinite(b["sigma_m"]) or b["n_points"] < 2000:
+                    continue
+                sig = band_sigma(p, tr["true_range"][used])
+                sig = np.sqrt(sig**2 + p["range_resolution_m"] ** 2 / 12)
+                z.append((b["sigma_m"] - 1.482602218505602 * _mixture_mad(sig)) / b["se_m"])
+    z = np.asarray(z)
+    assert z.size >= 50
+    # mean of n N(0,1): SE 1/√n; sample std of n N(0,1): SE ≈ 1/√(2n)
+    assert abs(z.mean()) <= 3 / np.sqrt(z.size)
+    assert abs(z.std(ddof=1) - 1) <= 3 / np.sqrt(2 * z.size)
