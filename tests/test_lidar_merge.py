@@ -429,3 +429,16 @@ def test_merge_mounts_from_config(tmp_path):
         assert list(s.lidar("merged").attrs["sources"]) == ["lidar_front", "lidar_rear"]
     # the mounts read from the file are the ones the scans were made with
     assert np.allclose(merged.range, direct.turns.range, atol=1e-6, equal_nan=True)
+
+
+def test_grid_is_the_finer_resolution():
+    """An LD19-like front (0.72°) with an A1-like rear (0.99°) merge on the 0.72° grid."""
+    world, pose = U.room(), U.still(0.5, -0.3, 0.7)
+    f = U.synth_scan(world, pose, 2.0, seed=1, rate_hz=10.0, samples_per_s=5000.0, mount=FRONT)
+    r = U.synth_scan(world, pose, 2.0, seed=2, rate_hz=5.5, samples_per_s=2000.0, mount=REAR)
+    res = merge_scans(f.turns, r.turns, MergeSetup(Mount(*FRONT), Mount(*REAR)))
+    assert res.step_rad == pytest.approx(np.radians(360 / 500), rel=0.01)
+    assert np.all(res.turns.count == 500)
+    # each A1 turn pairs with at most one LD19 turn: as many pairs as A1 turns
+    assert res.turns.n_turns == r.turns.n_turns
+    assert res.unpaired_front == f.turns.n_turns - r.turns.n_turns
