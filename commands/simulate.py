@@ -65,17 +65,22 @@ def _scenario_table() -> list[dict]:
     help="Simulate the pose sensor with a fitted model (`fit pose-error -o FILE`): "
     "offset σ_b, GM σ and τ (s), white σ_v per axis (m, rad).",
 )
+@click.option(
+    "--all-sessions",
+    is_flag=True,
+    help="Campaigns: write every session into the directory OUTPUT as NAME_sII.h5 "
+    "(same seed; each session draws its own noise).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option("--list", "list_only", is_flag=True, help="List the shipped scenarios and exit.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-@click.pass_context
 def simulate_cmd(
-    ctx: click.Context,
     scenario: str | None,
     seed: int,
     session: int | None,
     output: Path | None,
     pose_model: Path | None,
+    all_sessions: bool,
     overwrite: bool,
     list_only: bool,
     as_json: bool,
@@ -102,7 +107,6 @@ def simulate_cmd(
         return
     if scenario is None or output is None:
         raise click.UsageError("give --scenario NAME and -o SESSION.h5 (or --list)")
-    from sensorbench.logs import Session
     from sensorbench.sim.scenario import load_scenario, pose_model_overrides
     from sensorbench.sim.simulation import simulate_to_session
 
@@ -110,11 +114,46 @@ def simulate_cmd(
     sc = load_scenario(scenario)
     if pose_model is not None:
         sc = sc.with_overrides(pose_model_overrides(pose_model))
-    path = simulate_to_session(sc, seed, output, session=session, overwrite=overwrite)
+    if all_sessions:
+        if not sc.n_sessions:
+            raise click.UsageError(f"--all-sessions: scenario {sc.name!r} is not a campaign")
+        if session is not None:
+            raise click.UsageError("give either --session or --all-sessions")
+        output.mkdir(parents=True, exist_ok=True)
+        paths = [
+            simulate_to_session(
+                sc, seed, output / f"{sc.name}_s{i:02d}.h5", session=i, overwrite=overwrite
+            )
+            for i in range(sc.n_sessions)
+        ]
+    else:
+        paths = [simulate_to_session(sc, seed, output, session=session, overwrite=overwrite)]
     elapsed = time.perf_counter() - t0
+    docs = [_summary(path) for path in paths]
+    if as_json:
+        click.echo(json.dumps(docs[0] if not all_sessions else {"sessions": docs}, indent=2))
+        return
+    for doc in docs:
+        click.echo(
+            f"wrote {doc['path']}: scenario {doc['scenario']} seed {doc['seed']}"
+            + (f" session {doc['campaign_session']}" if doc["campaign_session"] is not None else "")
+            + f", {doc['duration_s']:.1f} s simulated"
+        )
+        for name, turns in doc["lidars"].items():
+            click.echo(f"  lidar   {name}: {turns} turns")
+        for name in doc["encoders"]:
+            click.echo(f"  encoder {name}")
+        for name in doc["poses"]:
+            click.echo(f"  pose    {name}")
+    click.echo(f"{len(docs)} session(s) in {elapsed:.2f} s")
+
+
+def _summary(path: Path) -> dict:
+    from sensorbench.logs import Session
+
     with Session(path) as s:
         attrs = s.attrs
-        doc = {
+        return {
             "path": str(path),
             "scenario": attrs.get("scenario"),
             "seed": int(attrs.get("seed")),
@@ -125,20 +164,4 @@ def simulate_cmd(
             "lidars": {n: s.lidar(n).n_turns for n in s.lidar_names()},
             "encoders": s.encoder_names(),
             "poses": s.pose_names(),
-            "wall_time_s": round(elapsed, 3),
         }
-    if as_json:
-        click.echo(json.dumps(doc, indent=2))
-        return
-    click.echo(
-        f"wrote {doc['path']}: scenario {doc['scenario']} seed {doc['seed']}"
-        + (f" session {doc['campaign_session']}" if doc["campaign_session"] is not None else "")
-        + f", {doc['duration_s']:.1f} s simulated in {elapsed:.2f} s"
-    )
-    for name, turns in doc["lidars"].items():
-        click.echo(f"  lidar   {name}: {turns} turns")
-    for name in doc["encoders"]:
-        click.echo(f"  encoder {name}")
-    for name in doc["poses"]:
-        click.echo(f"  pose    {name}")
-    ctx.exit(0)

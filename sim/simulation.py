@@ -40,9 +40,14 @@ TRUTH_RATE_HZ = 500.0
 SENSOR_STREAMS = ("pods", "imu", "mocap", "pose_sensor")
 
 
-def sensor_rng(seed: int, name: str) -> np.random.Generator:
-    """The independent random stream of sensor ``name`` at ``seed``."""
-    return np.random.default_rng([int(seed), zlib.crc32(name.encode("utf-8"))])
+def sensor_rng(seed: int, name: str, session: int | None = None) -> np.random.Generator:
+    """The independent random stream of sensor ``name`` at ``seed`` (and campaign session).
+
+    Campaign sessions mix their index in, so two sessions simulated at the same seed
+    still draw independent noise.
+    """
+    key = [int(seed), zlib.crc32(name.encode("utf-8"))]
+    return np.random.default_rng(key if session is None else [*key, int(session)])
 
 
 class Simulation:
@@ -111,7 +116,7 @@ class Simulation:
 
     def rng(self, name: str) -> np.random.Generator:
         """A fresh copy of sensor ``name``'s random stream."""
-        return sensor_rng(self.seed, name)
+        return sensor_rng(self.seed, name, self.scenario.session)
 
     def truth_pose(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """True body pose in the world (x m, y m, yaw rad unwrapped) at times ``t_s`` (s)."""

@@ -160,6 +160,24 @@ def test_cli_simulate_list_json_and_errors(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "exists" in res.output
     res = runner.invoke(cli, ["simulate", "--scenario", "nope", "-o", str(tmp_path / "n.h5")])
     assert res.exit_code == 2 and "unknown scenario" in res.output
+    camp = tmp_path / "camp"
+    small = tmp_path / "small.toml"
+    off = "".join(f"[lidars.{n}]\nenabled = false\n" for n in ("ld19", "lidar_front", "lidar_rear"))
+    small.write_text(
+        "[trajectory]\nkind = 'hold'\nhold_s = 3.0\n"
+        + off
+        + "[[campaign.sessions]]\npose_sensor.reloc_times_s = [1.0]\n"
+        + "[[campaign.sessions]]\npose_sensor.reloc_times_s = [2.0]\n"
+    )
+    args = ["simulate", "--scenario", str(small), "--seed", "1", "--all-sessions"]
+    res = runner.invoke(cli, [*args, "-o", str(camp), "--json"])
+    assert res.exit_code == 0, res.output
+    got = [d["campaign_session"] for d in json.loads(res.output)["sessions"]]
+    assert got == [0, 1] and len(list(camp.glob("small_s*.h5"))) == 2
+    res = runner.invoke(
+        cli, ["simulate", "--scenario", "square", "--all-sessions", "-o", str(tmp_path / "sq")]
+    )
+    assert res.exit_code == 2 and "not a campaign" in res.output
     res = runner.invoke(cli, ["simulate", "--help"])
     assert res.exit_code == 0 and "reloc_campaign" in res.output
 
