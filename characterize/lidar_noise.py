@@ -75,14 +75,12 @@ MIN_BAND_POINTS = 30
 SIGMA_FLOOR_M = 1e-3
 MIN_DETECT_P = 0.2
 MAX_SLOPE = np.tan(np.radians(85.0))
-LABEL_UNUSED, LABEL_NORMAL, LABEL_EDGE, LABEL_FALSE, LABEL_TRANSIENT, LABEL_MISSING = (
-    -1,
-    0,
-    1,
-    2,
-    3,
-    4,
-)
+LABEL_UNUSED = -1  # not in a static stretch, or invalid (nan)
+LABEL_NORMAL = 0  # a return on a surface, or no return where none is expected
+LABEL_EDGE = 1  # edge outlier (mixed pixel)
+LABEL_FALSE = 2  # isolated false point
+LABEL_TRANSIENT = 3  # off every surface with a neighbour that agrees (something moving)
+LABEL_MISSING = 4  # no return where the reference has a surface
 
 
 @dataclass
