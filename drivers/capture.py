@@ -50,6 +50,11 @@ from sensorbench.logs import Session, SessionWriter
 
 StatusCallback = Callable[[float, list[ReaderStatus]], None]
 
+STREAM_READ_S = 0.05
+"""Longest wait of one read of a streaming device (LD19, pods) (s): at most 20
+wake-ups a second per device, a third of the CPU of 20 ms reads; packet times come
+from the device clocks, not from the read boundaries."""
+
 
 @dataclass(frozen=True)
 class BringupResult:
@@ -146,7 +151,13 @@ def make_reader(
     if dev.kind == "ld19":
         from sensorbench.drivers.ld19_reader import LD19Reader
 
-        return LD19Reader(dev.name, dev.port, attrs=attrs, first_valid_timeout_s=dev.timeout_s)
+        return LD19Reader(
+            dev.name,
+            dev.port,
+            attrs=attrs,
+            first_valid_timeout_s=dev.timeout_s,
+            read_timeout_s=STREAM_READ_S,
+        )
     if dev.kind == "a1":
         from sensorbench.drivers.a1_reader import A1Reader
 
@@ -174,6 +185,7 @@ def make_reader(
         attrs=attrs,
         clock_slope=1.0 / speed,
         first_valid_timeout_s=dev.timeout_s,
+        read_timeout_s=STREAM_READ_S,
     )
 
 

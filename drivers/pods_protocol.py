@@ -61,9 +61,18 @@ def crc16_ccitt_false(data: bytes) -> int:
     return crc
 
 
+SMALL_BATCH = 32  # rows below which the scalar CRC beats numpy's per-call overhead
+
+
 def crc16_rows(rows: np.ndarray) -> np.ndarray:
-    """CRC-16/CCITT-FALSE of every row of a ``(k, L)`` uint8 array at once -> uint16[k]."""
+    """CRC-16/CCITT-FALSE of every row of a ``(k, L)`` uint8 array at once -> uint16[k].
+
+    Column by column over all rows (L table lookups on k-vectors); small batches
+    (the few frames of one short read) go through the scalar loop instead.
+    """
     rows = np.asarray(rows, dtype=np.uint8)
+    if rows.shape[0] < SMALL_BATCH:
+        return np.array([crc16_ccitt_false(r.tobytes()) for r in rows], dtype=np.uint16)
     crc = np.full(rows.shape[0], CRC16_INIT, dtype=np.uint16)
     for col in range(rows.shape[1]):
         idx = (crc >> np.uint16(8)) ^ rows[:, col]
