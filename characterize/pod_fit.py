@@ -30,6 +30,12 @@ the design and every parameter that needs it is refused with a reason (no spin �
 no lever arm; no sideways drive ⇒ no scale for a pod rolling sideways, and no
 angle for any pod).
 
+Wheel bounce: a bouncing wheel rolls nothing for a moment, so it only ever
+loses ticks. Gross cases are rejected by the robust loss; where the session has
+IMU yaw, a second pass drops every interval holding a frame whose pods' Δθ
+disagrees with the IMU's (see :func:`repair_bounces`), which removes the
+one-sided bias the smaller bounces would leave in c.
+
 Time alignment: the encoder frames are put on the host clock (through the
 device clock when the MCU sends one, which removes serial jitter), then a
 constant offset between encoder and reference is found by minimising the
@@ -47,8 +53,13 @@ import numpy as np
 import tomllib
 from scipy.optimize import minimize_scalar
 
-from sensorbench.errors import FitError, SessionError
-from sensorbench.fusion.pod_kinematics import PodGeometry, relative_poses, se2_log
+from sensorbench.errors import FitError, FusionError, SessionError
+from sensorbench.fusion.pod_kinematics import (
+    PodGeometry,
+    relative_poses,
+    repair_bounces,
+    se2_log,
+)
 from sensorbench.logs import NO_DEVICE_TIME, Session
 
 COLUMNS = ("x", "y", "theta")
@@ -69,6 +80,8 @@ class Drive:
         max_gap_s: reference gaps longer than this invalidate the frames in them.
         counts_per_rev: from the encoder stream's attributes, if recorded.
         names: pod names from the encoder stream's attributes, if recorded.
+        bounce: (n−1,) frame steps where a pod lost contact (found with the IMU),
+            excluded from the fit; None until checked.
     """
 
     label: str
@@ -80,6 +93,7 @@ class Drive:
     max_gap_s: float
     counts_per_rev: np.ndarray | None = None
     names: tuple[str, ...] | None = None
+    bounce: np.ndarray | None = None
 
 
 def yaw_from_quat(q_xyzw: np.ndarray) -> np.ndarray:
@@ -203,7 +217,11 @@ def _raw_intervals(
     if heading == "imu":
         if drive.imu_yaw is None:
             raise FitError(f"{drive.label}: heading='imu' but the session has no IMU yaw")
-        step[:, 2] = np.diff(drive.imu_yaw)
+        # gyro Δθ, less its bias: the drift of IMU minus reference heading over the
+        # usable span, fitted as a straight line (the reference noise averages out)
+        imu_rel = drive.imu_yaw - pose[:, 2]
+        bias = np.polyfit(t[ok], imu_rel[ok], 1)[0] if np.count_nonzero(ok) > 10 else 0.0
+        step[:, 2] = np.diff(drive.imu_yaw) - bias * np.diff(t)
     cum = np.vstack([np.zeros((1, 3)), np.cumsum(step, axis=0)])
     bad = np.concatenate([[0], np.cumsum(~ok)])
     frame = max(float(np.median(np.diff(t))), 1e-6)
@@ -215,6 +233,9 @@ def _raw_intervals(
     if lo.size < 1:
         return np.empty((0, 3)), np.empty((0, 3)), np.empty(0, dtype=bool)
     keep = (bad[hi + 1] - bad[lo]) == 0
+    if drive.bounce is not None:
+        bounced = np.concatenate([[0], np.cumsum(drive.bounce)])
+        keep &= (bounced[hi] - bounced[lo]) == 0
     dn = (drive.counts[hi] - drive.counts[lo]).astype(float)
     return dn, cum[hi] - cum[lo], keep
 
@@ -540,44 +561,18 @@ def excitation(xi: np.ndarray, session: np.ndarray) -> tuple[np.ndarray, np.ndar
     return snr, sv
 
 
-def fit_pods(
+def _fit_core(
     drives: Sequence[Drive],
-    interval_s: float = 0.5,
-    max_offset_s: float = 0.25,
-    heading: str = "mocap",
-    min_excitation: float = 100.0,
-    hac_lags: int = 0,
-    counts_per_rev: Sequence[float] | None = None,
-    names: Sequence[str] | None = None,
-) -> PodFit:
-    """Fit every pod's distance per tick, rolling angle and lever arm.
-
-    Args:
-        drives: prepared sessions (:func:`load_drive`), e.g. forward, sideways,
-            spin and square drives.
-        interval_s: length of the fitting intervals (s); longer intervals shrink
-            the errors-in-variables bias from reference noise.
-        max_offset_s: search range of the encoder/reference time offset (s).
-        heading: ``"mocap"`` or ``"imu"``: where the Δθ regressor comes from.
-        min_excitation: a regressor whose conditional signal energy is below this
-            multiple of the reference-noise energy counts as not excited.
-        hac_lags: neighbouring intervals whose score products enter the covariance.
-        counts_per_rev: ticks per wheel revolution (to report radii); default
-            from the sessions' encoder attributes.
-        names: pod names; default from the sessions or pod0..pod2.
-
-    Raises:
-        FitError: no usable intervals, or no translation at all.
-    """
-    if not drives:
-        raise FitError("no sessions to fit")
-    if heading not in ("mocap", "imu"):
-        raise FitError(f"heading must be 'mocap' or 'imu', not {heading!r}")
-    offsets, dns, xis, rates, sess = [], [], [], [], []
-    for i, d in enumerate(drives):
-        off = align_drive(d, interval_s, max_offset_s, heading)
+    offsets: Sequence[float],
+    interval_s: float,
+    heading: str,
+    min_excitation: float,
+    hac_lags: int,
+) -> dict[str, Any]:
+    """Intervals of every drive, excitation, robust rows and their joint covariance."""
+    dns, xis, rates, sess = [], [], [], []
+    for i, (d, off) in enumerate(zip(drives, offsets, strict=True)):
         dn, xi, rate = _intervals_with_rate(d, off, interval_s, heading)
-        offsets.append(off)
         dns.append(dn)
         xis.append(xi)
         rates.append(rate)
@@ -616,8 +611,75 @@ def fit_pods(
     for p in range(n_pods):
         rows[p, cols] = betas[p]
         cov[p][np.ix_(cols, cols)] = joint[p * k : (p + 1) * k, p * k : (p + 1) * k]
-    outliers = np.count_nonzero(weights == 0.0, axis=1)
-    offset_sigma = np.sqrt(np.clip(np.diag(joint)[n_pods * k :], 0.0, None))
+    return {
+        "rows": rows,
+        "cov": cov,
+        "excited": excited,
+        "snr": snr,
+        "sv": sv,
+        "outliers": np.count_nonzero(weights == 0.0, axis=1),
+        "rsig": rsig,
+        "offset_sigma": np.sqrt(np.clip(np.diag(joint)[n_pods * k :], 0.0, None)),
+        "n_intervals": int(dn.shape[0]),
+    }
+
+
+def fit_pods(
+    drives: Sequence[Drive],
+    interval_s: float = 0.5,
+    max_offset_s: float = 0.25,
+    heading: str = "mocap",
+    min_excitation: float = 100.0,
+    hac_lags: int = 0,
+    counts_per_rev: Sequence[float] | None = None,
+    names: Sequence[str] | None = None,
+) -> PodFit:
+    """Fit every pod's distance per tick, rolling angle and lever arm.
+
+    Args:
+        drives: prepared sessions (:func:`load_drive`), e.g. forward, sideways,
+            spin and square drives.
+        interval_s: length of the fitting intervals (s); longer intervals shrink
+            the errors-in-variables bias from reference noise.
+        max_offset_s: search range of the encoder/reference time offset (s).
+        heading: ``"mocap"`` or ``"imu"``: where the Δθ regressor comes from.
+        min_excitation: a regressor whose conditional signal energy is below this
+            multiple of the reference-noise energy counts as not excited.
+        hac_lags: neighbouring intervals whose score products enter the covariance.
+        counts_per_rev: ticks per wheel revolution (to report radii); default
+            from the sessions' encoder attributes.
+        names: pod names; default from the sessions or pod0..pod2.
+
+    Raises:
+        FitError: no usable intervals, or no translation at all.
+    """
+    if not drives:
+        raise FitError("no sessions to fit")
+    if heading not in ("mocap", "imu"):
+        raise FitError(f"heading must be 'mocap' or 'imu', not {heading!r}")
+    offsets = [align_drive(d, interval_s, max_offset_s, heading) for d in drives]
+    core = _fit_core(drives, offsets, interval_s, heading, min_excitation, hac_lags)
+    n_bounce = 0
+    if core["excited"].all() and any(d.imu_yaw is not None for d in drives):
+        # second pass: frames where a parallel pod bounced disagree with the IMU's Δθ;
+        # drop the intervals holding them (a bounce only loses ticks, so the robust
+        # loss alone leaves a one-sided bias in c)
+        W = core["rows"]
+        try:
+            for d in drives:
+                if d.imu_yaw is not None:
+                    flag = repair_bounces(W, np.diff(d.counts, axis=0), np.diff(d.imu_yaw))[1]
+                    # widen by ±5 frames: a bounce's edge frames lose too little to flag
+                    d.bounce = np.convolve(flag, np.ones(11), mode="same") > 0
+                    n_bounce += int(np.count_nonzero(d.bounce))
+        except FusionError:
+            n_bounce = 0  # a first-pass W that cannot be inverted: keep the robust fit
+        else:
+            core = _fit_core(drives, offsets, interval_s, heading, min_excitation, hac_lags)
+    rows, cov, excited = core["rows"], core["cov"], core["excited"]
+    snr, sv, outliers, rsig = core["snr"], core["sv"], core["outliers"], core["rsig"]
+    offset_sigma, n_intervals = core["offset_sigma"], core["n_intervals"]
+    n_pods = rows.shape[0]
     c, sc, phi, sphi, lev, slev, status = _derive(rows, cov, excited)
     cpr = counts_per_rev
     if cpr is None:
@@ -643,7 +705,7 @@ def fit_pods(
         time_offsets_s=offsets,
         sigma_time_offsets_s=[float(v) for v in offset_sigma],
         labels=[d.label for d in drives],
-        n_intervals=int(dn.shape[0]),
+        n_intervals=n_intervals,
         outliers=outliers,
         residual_sigma=rsig,
         options={
@@ -653,6 +715,7 @@ def fit_pods(
             "min_excitation": min_excitation,
             "hac_lags": hac_lags,
             "loss": "huber(k=1.345), rows beyond 5 scale rejected",
+            "imu_bounce_frames_excluded": n_bounce,
         },
     )
 
