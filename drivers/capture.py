@@ -342,9 +342,10 @@ def run_capture(
         label, note: stored as root attributes.
         on_status: called about every ``status_interval_s`` with (recorded seconds,
             statuses); must not block.
-        on_bringup: called after each device's bring-up.
+        on_bringup: called with each device's bring-up result when the bring-up is done.
         status_interval_s: status period (s).
-        stop: set it to end the capture cleanly (signal handlers do).
+        stop: set it to end the capture cleanly (signal handlers do); the bring-up
+            itself is not interrupted (each step has its own deadline).
         speed: emulation speed-up of the devices (1.0 for hardware).
         allow_missing: record with the devices that came up when some did not.
         flush_interval_s: longest time between flushes to disk (s).
