@@ -1,0 +1,158 @@
+"""Replay of simulated paths with fitted geometry and noise; the replay and fit-noise commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from sensorbench.characterize.noise_fit import fit_noise
+from sensorbench.characterize.pod_fit import fit_pods, load_drive
+from sensorbench.cli import cli
+from sensorbench.fusion.odometry_replay import replay_session
+from sensorbench.fusion.pod_kinematics import PodGeometry
+from sensorbench.logs import Session
+from sensorbench.sim.scenario import load_scenario
+from sensorbench.sim.simulation import simulate_to_session
+
+DRIVES = ("forward", "sideways", "spin", "square")
+
+
+def simulate(tmp: Path, name: str, seed: int, trajectory: dict | None = None) -> Path:
+    sc = load_scenario(name)
+    off = {n: {"enabled": False, "model": p["model"]} for n, p in sc.lidars.items()}
+    overrides = {"lidars": off, "pose_sensor": {"enabled": False}}
+    if trajectory:
+        overrides["trajectory"] = trajectory
+    sc = sc.with_overrides(overrides)
+    return simulate_to_session(sc, seed, tmp / f"{name}_{seed}.h5", overwrite=True)
+
+
+def fitted_case(tmp: Path, seed: int) -> dict:
+    """Fit pods and noise on fixed drives of ``seed``, then simulate the 60 s test paths."""
+    drives = {n: simulate(tmp, n, seed) for n in DRIVES}
+    geometry = fit_pods([load_drive(drives[n]) for n in DRIVES]).geometry()
+    noise = fit_noise([drives["square"], drives["spin"]], geometry, max_frames=2000).noise
+    paths = {
+        # a 60 s figure-8 (two laps) and squares turning 90° at each corner
+        "figure8": simulate(tmp, "figure8", seed + 500),
+        "squares": simulate(
+            tmp, "square", seed + 600, {"turn_at_corners": True, "repeats": 1, "side_m": 2.5}
+        ),
+    }
+    return {"geometry": geometry, "noise": noise, "paths": paths, "drives": drives}
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory) -> dict:
+    return fitted_case(tmp_path_factory.mktemp("pods_replay"), seed=10)
+
+
+def errors(path: Path, geometry: PodGeometry, noise) -> dict:
+    return replay_session(path, geometry, noise, reference="truth").errors
+
+
+def test_fitted_geometry_and_noise_meet_the_targets_on_squares_and_figure8(case) -> None:
+    for name, path in case["paths"].items():
+        with Session(path) as s:
+            duration = s.attrs["duration_s"]
+        assert duration > 40.0
+        e = errors(path, case["geometry"], case["noise"])
+        # position: the brief's 10 cm, as the maximum over the path
+        assert e["max_m"] < 0.10, (name, e["max_m"])
+        # heading: 1° as RMS over the path. Wheel slip alone (0.5 mm/√m per wheel,
+        # 0.32 m track) is a heading random walk of ≈ 2.2 mrad/√m, ≈ 0.6° after 25 m;
+        # a fitted-scale mismatch of 1σ (0.035 % per pod) adds ≈ 1.5 mrad/m. The max
+        # over a path can pass 1° on unlucky seeds; see the slow test.
+        assert np.degrees(e["heading_rms_rad"]) < 1.0, (name, e["heading_rms_rad"])
+
+
+def test_nominal_geometry_two_percent_off_is_measurably_worse(case) -> None:
+    path = case["paths"]["figure8"]
+    good = errors(path, case["geometry"], case["noise"])
+    bad = errors(path, case["geometry"].scaled(1.02), case["noise"])
+    # 2 % of a ~3 m excursion is ~6 cm; the fitted geometry's error is ~1–3 cm
+    assert bad["rms_m"] > 3 * good["rms_m"]
+    assert bad["rms_m"] - good["rms_m"] > 0.03
+
+
+@pytest.mark.slow
+def test_targets_over_five_seeds(tmp_path) -> None:
+    # max position error < 10 cm on every path; heading RMS < 1° on at least 80 % of
+    # the paths (see the budget in the fast test: it is not met on every seed)
+    heading_ok, total = 0, 0
+    for seed in range(20, 25):
+        c = fitted_case(tmp_path, seed)
+        for path in c["paths"].values():
+            e = errors(path, c["geometry"], c["noise"])
+            assert e["max_m"] < 0.10
+            heading_ok += np.degrees(e["heading_rms_rad"]) < 1.0
+            total += 1
+    assert heading_ok >= 0.8 * total
+
+
+def test_cli_fit_noise_and_replay_write_models_estimate_and_plots(case, tmp_path) -> None:
+    runner = CliRunner()
+    drives = case["drives"]
+    pods = tmp_path / "pods.toml"
+    res = runner.invoke(cli, ["fit", "pods", *(str(drives[n]) for n in DRIVES), "-o", str(pods)])
+    assert res.exit_code == 0, res.output
+    noise = tmp_path / "noise.toml"
+    res = runner.invoke(
+        cli,
+        ["fit", "noise", str(drives["spin"]), "--pods", str(pods), "-o", str(noise), "--json"],
+    )
+    # the simulator's quantized, bouncing odometry is not the filter's model: the NIS
+    # check may fail (exit 1) but the model is written and the report is complete
+    assert res.exit_code in (0, 1), res.output
+    doc = json.loads(res.output)
+    for axis in ("x", "y", "theta"):
+        a = doc["axes"][axis]
+        assert a["q"] > 0 and a["r"] > 0 and len(a["rho"]) == 10
+        assert a["nis_bounds_95"][0] < a["nis_bounds_95"][1]
+    assert noise.exists()
+    est = tmp_path / "est.h5"
+    plots = tmp_path / "plots"
+    path = case["paths"]["figure8"]
+    res = runner.invoke(
+        cli,
+        [
+            "replay",
+            str(path),
+            "--pods",
+            str(pods),
+            "--noise",
+            str(noise),
+            "-o",
+            str(est),
+            "--plots",
+            str(plots),
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["reference"] == "mocap"
+    assert doc["errors"]["rms_m"] < 0.1
+    assert abs(doc["encoder_to_reference_offset_s"] - 0.004) < 0.003
+    assert {Path(p).name for p in doc["plots"]} == {"replay_path.png", "replay_error.png"}
+    with Session(est) as s:
+        assert s.pose("estimate").attrs["kind"] == "estimate"
+        batch = s.pose("estimate").read()
+    assert len(batch) == doc["frames"] + 1
+    np.testing.assert_allclose(np.linalg.norm(batch.quat_xyzw, axis=1), 1.0)
+
+
+def test_cli_replay_refuses_a_model_with_wrong_units(case, tmp_path) -> None:
+    runner = CliRunner()
+    drives = case["drives"]
+    pods = tmp_path / "pods.toml"
+    runner.invoke(cli, ["fit", "pods", *(str(drives[n]) for n in DRIVES), "-o", str(pods)])
+    bad = tmp_path / "bad.toml"
+    bad.write_text(pods.read_text().replace('lever_arm = "m"', 'lever_arm = "mm"'))
+    res = runner.invoke(cli, ["replay", str(case["paths"]["figure8"]), "--pods", str(bad)])
+    assert res.exit_code == 2
+    assert "units" in res.output
