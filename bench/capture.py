@@ -1,5 +1,6 @@
 """Capture cost: the capture process's CPU with the whole emulated robot at real rate,
-and the pod parser's throughput against a byte-by-byte reference parser.
+the pod emulator's CPU, and the pod parser's throughput against a byte-by-byte
+reference parser.
 
 The four emulated devices (LD19, two A1s, pod MCU) run in a separate process
 (``sensorbench emulate robot``), so only the capture's own work is measured: the
@@ -127,9 +128,35 @@ def _parser_throughput(n_frames: int) -> list[BenchResult]:
     ]  # fmt: skip
 
 
+def _pod_emulator_cpu(seconds: float) -> BenchResult:
+    """The pod emulator alone at real rate; `cat` drains the pty in another process."""
+    from sensorbench.sim.emulator_pods import PodEmulator
+    from sensorbench.sim.simulation import Simulation
+
+    em = PodEmulator(Simulation("square", seed=0).pods(), loop=True)
+    drain = subprocess.Popen(["cat", em.path], stdout=subprocess.DEVNULL)
+    try:
+        em.start()
+        time.sleep(0.5)
+        c0, w0, b0 = time.process_time(), time.monotonic(), em.port.stats.bytes_delivered
+        time.sleep(seconds)
+        c1, w1, b1 = time.process_time(), time.monotonic(), em.port.stats.bytes_delivered
+    finally:
+        em.stop()
+        drain.terminate()
+        drain.wait(5)
+    return BenchResult(
+        "capture", "pod emulator CPU at real rate", 100.0 * (c1 - c0) / (w1 - w0),
+        "% of one core", 10.0, False,
+        f"{(b1 - b0) / (w1 - w0):.0f} B/s delivered (200 binary frames/s with IMU)",
+    )  # fmt: skip
+
+
 def run(quick: bool) -> list[BenchResult]:
-    """Capture CPU at real rate (quick: 5 s, else 20 s) and pod parser throughput."""
+    """Capture CPU at real rate (quick: 5 s, else 20 s), the pod emulator's CPU, and
+    the pod parser's throughput."""
     results = _parser_throughput(20_000 if quick else 100_000)
     if os.name == "posix":
+        results.insert(0, _pod_emulator_cpu(3.0 if quick else 10.0))
         results.insert(0, _capture_cpu(5.0 if quick else 20.0))
     return results

@@ -28,6 +28,7 @@ from sensorbench.sim.clock import SimClock
 from sensorbench.sim.pty import Faults, PtyPort
 
 MAX_FRAMES_PER_WRITE = 512
+TICK_S = 0.01  # host s: frames due within one tick go out in one write (a USB frame's worth)
 
 
 @dataclass
@@ -264,8 +265,8 @@ class PodEmulator:
                 due = min(due, n)
             if due > self._next:
                 self._send(self._next, min(due, self._next + MAX_FRAMES_PER_WRITE))
-            else:
-                self.clock.sleep_until(self._time_of(self._next), self._stop)
+            wake = max(self._time_of(self._next), self.clock.now() + TICK_S * self.clock.speed)
+            self.clock.sleep_until(wake, self._stop)
         self.finished.set()
 
     def _send(self, i: int, j: int) -> None:
