@@ -101,12 +101,18 @@ def run(quick: bool) -> list[BenchResult]:
     data = _stream(n_packets)
     rate = _parse_rate(data, 1 << 16, 2 if quick else 3)
     live = _parse_rate(data[: 47 * 20_000], 1024, 1)
+    # ours vs the reference on the same bytes, runs interleaved, best of each (the
+    # machine may be shared: the best run is the least disturbed one)
     ref_bytes = data[: 47 * (5_000 if quick else 20_000)]
-    t0 = time.perf_counter()
-    ref = struct_reference_parse(ref_bytes)
-    ref_rate = len(ref_bytes) / (time.perf_counter() - t0)
+    ours_best, ref_best = 0.0, 0.0
+    for _ in range(3 if quick else 5):
+        t0 = time.perf_counter()
+        ref = struct_reference_parse(ref_bytes)
+        ref_best = max(ref_best, len(ref_bytes) / (time.perf_counter() - t0))
+        ours_best = max(ours_best, _parse_rate(ref_bytes, 1 << 16, 1))
     ours = LD19Parser().feed(ref_bytes)
     assert len(ref) == len(ours), "benchmark reference and parser disagree"
+    ref_rate = ref_best
     cpu = _emulator_cpu(2.0 if quick else 5.0)
     return [
         BenchResult(
@@ -121,7 +127,7 @@ def run(quick: bool) -> list[BenchResult]:
         BenchResult(
             "ld19",
             "parse speed vs per-packet struct parser",
-            rate / ref_rate,
+            ours_best / ref_rate,
             "x",
             target=20.0,
             detail=f"struct reference {ref_rate / 1e6:.2f} MB/s "

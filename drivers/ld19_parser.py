@@ -31,7 +31,10 @@ TIMESTAMP_MODULUS_MS = 30000
 CRC_POLY = 0x4D
 ANGLE_MODULUS_CDEG = 36000
 
-_U16_FIELDS = [2, 3, 4, 5, 42, 43, 44, 45]  # byte columns of speed, start, end, timestamp
+# byte columns of the little-endian fields, for column gathers of (k, 47) packet rows
+_U16_COLUMNS = np.array([2, 3, 4, 5, 42, 43, 44, 45])  # speed, start, end, timestamp
+_DISTANCE_COLUMNS = np.array([6 + 3 * i + b for i in range(12) for b in (0, 1)])
+_INTENSITY_COLUMNS = np.array([8 + 3 * i for i in range(12)])
 PACKET_DTYPE = np.dtype(
     [
         ("header", "u1"),
@@ -80,18 +83,31 @@ def _position_tables(table: np.ndarray, max_len: int) -> np.ndarray:
     return out
 
 
-_CRC_POS = _position_tables(CRC8_TABLE, PACKET_SIZE).ravel()
+# flat per-position tables, plus one zero entry that padding columns point at
+_CRC_POS = np.concatenate((_position_tables(CRC8_TABLE, PACKET_SIZE).ravel(), [0])).astype(np.uint8)
+_CRC_ZERO = np.uint16(PACKET_SIZE * 256)
 
 
 def crc8_rows(block: np.ndarray) -> np.ndarray:
-    """CRC-8 of every row of a ``(k, m)`` uint8 array at once (``m <= 47``), as uint8[k]."""
-    m = block.shape[1]
+    """CRC-8 of every row of a ``(k, m)`` uint8 array at once (``m <= 47``), as uint8[k].
+
+    One gather of per-position table entries (padded to a multiple of 8 bytes), then
+    the XOR of each row, 8 bytes at a time through a uint64 view.
+    """
+    k, m = block.shape
     if m > PACKET_SIZE:
         raise ValueError(f"rows of at most {PACKET_SIZE} bytes, got {m}")
-    offsets = (np.arange(m - 1, -1, -1, dtype=np.uint16) * 256)[None, :]
-    if block.shape[0] == 0 or m == 0:
-        return np.zeros(block.shape[0], dtype=np.uint8)
-    return np.bitwise_xor.reduce(np.take(_CRC_POS, block + offsets), axis=1)
+    width = max(8, -(-m // 8) * 8)
+    idx = np.full((k, width), _CRC_ZERO, dtype=np.uint16)
+    np.add(block, np.arange(m - 1, -1, -1, dtype=np.uint16) * 256, out=idx[:, :m])
+    words = np.take(_CRC_POS, idx).view(np.uint64)
+    x = words[:, 0].copy()
+    for j in range(1, words.shape[1]):
+        x ^= words[:, j]
+    x ^= x >> 32
+    x ^= x >> 16
+    x ^= x >> 8
+    return (x & 0xFF).astype(np.uint8)
 
 
 def point_angles_cdeg(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -149,24 +165,31 @@ class LD19Packets:
         return cls.from_blocks(np.zeros((0, PACKET_SIZE), np.uint8), 0, np.zeros(0, np.int64))
 
     @classmethod
-    def from_blocks(cls, blk: np.ndarray, host_ns: int, stream_offset: np.ndarray) -> LD19Packets:
+    def from_blocks(
+        cls,
+        blk: np.ndarray,
+        host_ns: int,
+        stream_offset: np.ndarray,
+        head: np.ndarray | None = None,
+    ) -> LD19Packets:
         """Decode the fields of ``(k, 47)`` packet bytes (little-endian, per the table).
 
         Args:
             blk: packet bytes, one packet per row.
             host_ns: host receive time given to every packet (ns).
             stream_offset: offset of each packet in the parser's input stream.
+            head: ``(k, 4)`` speed, start, end, timestamp if already extracted.
         """
         k = blk.shape[0]
-        head = np.ascontiguousarray(blk[:, _U16_FIELDS]).view("<u2")  # speed, start, end, ts
-        pts = blk[:, 6:42].reshape(k, POINTS_PER_PACKET, 3)
+        if head is None:
+            head = blk.take(_U16_COLUMNS, axis=1).view("<u2")
         return cls(
             speed_deg_s=head[:, 0],
             start_cdeg=head[:, 1],
             end_cdeg=head[:, 2],
             timestamp_ms=head[:, 3],
-            distance_mm=np.ascontiguousarray(pts[:, :, :2]).view("<u2")[:, :, 0],
-            intensity=np.ascontiguousarray(pts[:, :, 2]),
+            distance_mm=blk.take(_DISTANCE_COLUMNS, axis=1).view("<u2"),
+            intensity=blk.take(_INTENSITY_COLUMNS, axis=1),
             host_ns=np.full(k, host_ns, dtype=np.int64),
             stream_offset=np.asarray(stream_offset, dtype=np.int64),
             failures_before=np.zeros(k, dtype=np.int64),
@@ -272,31 +295,30 @@ class LD19Parser:
 
         hdr = np.flatnonzero(buf[: last_start + 1] == HEADER)
         cand = hdr[buf[hdr + 1] == VER_LEN]
-        windows = np.lib.stride_tricks.as_strided(
-            buf, shape=(last_start + 1, PACKET_SIZE), strides=(1, 1), writeable=False
-        )  # the strided (n, 47) view: row i = the 47 bytes from i
+        # the strided (n, 47) view: row i = the 47 bytes from i; rows of candidates
+        windows = np.ndarray((last_start + 1, PACKET_SIZE), np.uint8, buf, 0, (1, 1))
         block = windows[cand]
         crc_ok = crc8_rows(block) == 0
-        start = block[:, 4].astype(np.int64) | (block[:, 5].astype(np.int64) << 8)
-        end = block[:, 42].astype(np.int64) | (block[:, 43].astype(np.int64) << 8)
-        span = np.mod(end - start, ANGLE_MODULUS_CDEG)
-        sane = (
-            (start < ANGLE_MODULUS_CDEG) & (end < ANGLE_MODULUS_CDEG) & (span <= self.max_span_cdeg)
-        )
-        good = crc_ok & sane
+        head = block.take(_U16_COLUMNS, axis=1).view("<u2")  # speed, start, end, timestamp
+        start = head[:, 1].astype(np.int64)
+        end = head[:, 2].astype(np.int64)
+        good = crc_ok & (start < ANGLE_MODULUS_CDEG) & (end < ANGLE_MODULUS_CDEG)
+        good &= np.mod(end - start, ANGLE_MODULUS_CDEG) <= self.max_span_cdeg
 
         c = self.counters
-        if good.all() and (cand.size < 2 or np.diff(cand).min() >= PACKET_SIZE):
-            # the common case: every candidate is a packet, none inside another
-            accepted, sel, failed = cand, slice(None), cand[:0]
+        bad = np.flatnonzero(~good)
+        accepted = self._select(cand if bad.size == 0 else cand[good])
+        if bad.size == 0 and accepted.size == cand.size:
+            sel: slice | np.ndarray = slice(None)  # the common case: every candidate is a packet
         else:
-            accepted = self._select(cand[good])
-            # candidates a sequential parser would examine: those outside accepted packets
-            outside = self._outside(cand, accepted)
-            failed = cand[~good & outside]
-            c.crc_failures += int(np.count_nonzero(~crc_ok & outside))
-            c.span_failures += int(np.count_nonzero(crc_ok & ~sane & outside))
             sel = np.searchsorted(cand, accepted)
+        failed = cand[:0]
+        if bad.size:
+            # rejected candidates a sequential parser examines: those outside accepted packets
+            outside = self._outside(cand[bad], accepted)
+            failed = cand[bad][outside]
+            c.crc_failures += int(np.count_nonzero(~crc_ok[bad] & outside))
+            c.span_failures += int(np.count_nonzero(crc_ok[bad] & outside))
         c.packets += int(accepted.size)
         self._count_unknown(buf, base, accepted)
 
@@ -306,14 +328,12 @@ class LD19Parser:
         self._tail = buf[keep_from:].copy()
         self._tail_offset = base + keep_from
 
-        out = LD19Packets.from_blocks(block[sel], host_ns, accepted + base)
-        if failed.size:
+        out = LD19Packets.from_blocks(block[sel], host_ns, accepted + base, head[sel])
+        if failed.size or self._pending_failures:
             per = np.bincount(np.searchsorted(accepted, failed), minlength=accepted.size + 1)
-        else:
-            per = np.zeros(accepted.size + 1, dtype=np.int64)
-        per[0] += self._pending_failures
-        out.failures_before = per[:-1].astype(np.int64)
-        self._pending_failures = int(per[-1])
+            per[0] += self._pending_failures
+            out.failures_before = per[:-1].astype(np.int64)
+            self._pending_failures = int(per[-1])
         self._count_gaps(out)
         return out
 
@@ -345,13 +365,17 @@ class LD19Parser:
 
     def _count_unknown(self, buf: np.ndarray, base: int, accepted: np.ndarray) -> None:
         """Count ``0x54 <other type>`` found exactly where the next packet was expected."""
-        expected = accepted + PACKET_SIZE
-        if self._expect_header_at >= 0:
-            expected = np.concatenate(([self._expect_header_at - base], expected))
-        self._expect_header_at = -1
-        pos = np.minimum(np.searchsorted(accepted, expected), max(accepted.size - 1, 0))
         if accepted.size:
-            expected = expected[accepted[pos] != expected]
+            ends = accepted + PACKET_SIZE
+            # positions right after a packet not followed by another packet
+            expected = np.append(ends[:-1][accepted[1:] != ends[:-1]], ends[-1])
+        else:
+            expected = accepted
+        if self._expect_header_at >= 0:
+            first = self._expect_header_at - base
+            if not (accepted.size and accepted[0] == first):
+                expected = np.concatenate(([first], expected))
+        self._expect_header_at = -1
         checkable = expected + 1 < buf.size
         if expected.size and not checkable[-1]:
             self._expect_header_at = int(expected[-1]) + base
@@ -365,29 +389,50 @@ class LD19Parser:
 
         The period of a packet is 12 angular steps at its reported speed; a gap of
         ``g`` ms after a packet of period ``p`` means ``round(g / p) - 1`` lost packets.
+        A packet reporting speed or span 0 is judged by the last valid period.
         """
         if len(pk) == 0:
             return
         ts = pk.timestamp_ms.astype(np.int64)
         span = np.mod(pk.end_cdeg.astype(np.int64) - pk.start_cdeg, ANGLE_MODULUS_CDEG)
-        speed = pk.speed_deg_s.astype(np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            period = (10.0 * POINTS_PER_PACKET / (POINTS_PER_PACKET - 1)) * span / speed
-        period[~np.isfinite(period) | (period <= 0)] = np.nan
+        speed_i = pk.speed_deg_s.astype(np.int64)
         prev_ts = np.empty_like(ts)
         prev_ts[1:] = ts[:-1]
+        prev_ts[0] = ts[0] if self._last_ts is None else self._last_ts
+        gap = np.mod(ts - prev_ts, TIMESTAMP_MODULUS_MS)
+        # fast path: every gap under 1.5 periods of the packet before it, in integers
+        # (gap < 1.5 * 12/11 * span/100 deg / speed * 1000 ms), every period valid
+        if self._last_period_ms is not None or self._last_ts is None:
+            quiet = (speed_i > 0) & (span > 0)
+            quiet[1:] &= gap[1:] * speed_i[:-1] * 22 < 360 * span[:-1]
+            if self._last_period_ms is not None:
+                quiet[0] &= gap[0] < 1.5 * self._last_period_ms
+            if quiet.all():
+                self._last_ts = int(ts[-1])
+                self._last_period_ms = 120.0 / 11.0 * float(span[-1]) / float(speed_i[-1])
+                return
+        speed = speed_i.astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            period = (10.0 * POINTS_PER_PACKET / (POINTS_PER_PACKET - 1)) * span / speed
+        invalid = ~(period > 0) | ~np.isfinite(period)
+        if invalid.any():  # carry the last valid period forward
+            period[invalid] = np.nan
+            idx = np.where(~invalid, np.arange(period.size), -1)
+            np.maximum.accumulate(idx, out=idx)
+            last = np.nan if self._last_period_ms is None else self._last_period_ms
+            period = np.where(idx >= 0, period[np.maximum(idx, 0)], last)
         prev_ts[0] = -1 if self._last_ts is None else self._last_ts
         prev_period = np.empty_like(period)
         prev_period[1:] = period[:-1]
         prev_period[0] = np.nan if self._last_period_ms is None else self._last_period_ms
-        ref = np.where(np.isnan(prev_period), period, prev_period)
-        gap = np.mod(ts - prev_ts, TIMESTAMP_MODULUS_MS)
         with np.errstate(invalid="ignore"):
-            lost = np.rint(gap / ref) - 1
-            valid = (prev_ts >= 0) & (lost > 0)
-        pk.lost_before = np.where(valid, lost, 0).astype(np.int64)
-        self.counters.timestamp_gaps += int(np.count_nonzero(valid))
-        self.counters.lost_packets += int(pk.lost_before.sum())
+            lost = np.rint(gap / np.where(np.isnan(prev_period), period, prev_period)) - 1
+            valid = lost > 0
+        valid[0] &= prev_ts[0] >= 0
+        if valid.any():
+            pk.lost_before = np.where(valid, lost, 0).astype(np.int64)
+            self.counters.timestamp_gaps += int(np.count_nonzero(valid))
+            self.counters.lost_packets += int(pk.lost_before.sum())
         self._last_ts = int(ts[-1])
         if np.isfinite(period[-1]):
             self._last_period_ms = float(period[-1])

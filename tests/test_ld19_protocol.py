@@ -157,3 +157,16 @@ def test_state_is_per_instance():
     out_a = [a.feed(raw_a[:30]), b.feed(raw_b[:50]), a.feed(raw_a[30:]), b.feed(raw_b[50:])]
     assert np.array_equal(LD19Packets.concat([out_a[0], out_a[2]]).distance_mm, fa["distance_mm"])
     assert np.array_equal(LD19Packets.concat([out_a[1], out_a[3]]).distance_mm, fb["distance_mm"])
+
+
+def test_gap_counting_survives_packets_without_a_period():
+    _, fields = _packets(12)
+    fields["speed"][4] = 0  # a packet reporting speed 0: no period of its own
+    fields["end"][5] = fields["start"][5]  # and one with a zero span
+    raw = encode_packets(**fields)
+    stream = raw[: 47 * 6] + raw[47 * 7 :]  # packet 6 lost, right after them
+    p = LD19Parser()
+    out = LD19Packets.concat([p.feed(stream[i : i + 100]) for i in range(0, len(stream), 100)])
+    assert len(out) == 11
+    assert p.counters.lost_packets == 1 and p.counters.timestamp_gaps == 1
+    assert out.lost_before.tolist() == [0] * 6 + [1] + [0] * 4
