@@ -133,6 +133,7 @@ class LD19Truth:
             (``PtyPort.stats`` coordinates), -1 if never offered.
         offered: True if the packet was handed to the link (plugged, not silent).
         power_cycle: how many replugs preceded the packet (0 before the first).
+        point_t_s: ``(k, 12)`` emission time of each point (simulated s, with loops).
     """
 
     t_s: np.ndarray
@@ -147,6 +148,7 @@ class LD19Truth:
     offset: np.ndarray
     offered: np.ndarray
     power_cycle: np.ndarray
+    point_t_s: np.ndarray
 
     def __len__(self) -> int:
         return int(self.t_s.size)
@@ -154,6 +156,19 @@ class LD19Truth:
     def angles_cdeg(self) -> np.ndarray:
         """``(k, 12)`` point angles the packets encode (0.01 deg, clockwise)."""
         return point_angles_cdeg(self.start, self.end)
+
+    def points(self) -> dict[str, np.ndarray]:
+        """Every encoded point, flat: ``t_s`` (simulated s), ``angle_cdeg`` (0.01 deg,
+        clockwise, as the packet encodes it), ``distance_mm``, ``intensity`` and
+        ``packet`` (index of its packet in this truth)."""
+        k = len(self)
+        return {
+            "t_s": self.point_t_s.ravel(),
+            "angle_cdeg": self.angles_cdeg().ravel(),
+            "distance_mm": self.distance_mm.ravel(),
+            "intensity": self.intensity.ravel(),
+            "packet": np.repeat(np.arange(k), POINTS_PER_PACKET),
+        }
 
     def damaged(self, corrupted: list[int], dropped: list[int]) -> np.ndarray:
         """Packets touched by any corrupted or dropped byte (offsets from ``PtyPort.stats``)."""
@@ -179,6 +194,7 @@ class LD19Truth:
                 np.zeros((0, POINTS_PER_PACKET), np.uint16),
                 np.zeros((0, POINTS_PER_PACKET), np.uint8),
                 z.astype(np.int64), z.astype(bool), z.astype(np.int64),
+                np.zeros((0, POINTS_PER_PACKET)),
             )  # fmt: skip
         return cls(
             **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)}
@@ -267,7 +283,8 @@ class LD19Emulator:
         shape = (k, POINTS_PER_PACKET)
         ang = np.asarray(src.angle_deg_cw, dtype=np.float64).reshape(shape)
         rng_m = np.asarray(src.range_m, dtype=np.float64).reshape(shape)
-        self._t_first = t.reshape(shape)[:, 0]
+        self._t_points = t.reshape(shape)
+        self._t_first = self._t_points[:, 0]
         self._t_send = t.reshape(shape)[:, -1] + WIRE_S
         self._speed = np.clip(
             np.round(np.asarray(src.speed_deg_s, dtype=np.float64).reshape(shape)[:, 0]), 0, 65535
@@ -468,5 +485,6 @@ class LD19Emulator:
                 offset=offset,
                 offered=offset >= 0,
                 power_cycle=np.full(due.size, self._power_cycle, dtype=np.int64),
+                point_t_s=self._t_points[j] + (loops * self._period - self._t_first[0])[:, None],
             )
         )

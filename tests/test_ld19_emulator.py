@@ -59,7 +59,10 @@ def test_clean_stream_matches_the_reference_decoder_and_truth():
     # the encoded values are the samples, rounded to the protocol's units
     assert np.array_equal(truth.distance_mm.ravel(), np.round(samples.range_m * 1000))
     assert np.array_equal(truth.start, np.round(samples.angle_deg_cw[::12] * 100) % 36000)
-    assert np.abs(truth.angles_cdeg().ravel() - samples.angle_deg_cw * 100).max() < 0.51
+    pts = truth.points()
+    assert np.array_equal(pts["t_s"], samples.t_s)  # per point: emission time, as encoded
+    assert np.abs(pts["angle_cdeg"] - samples.angle_deg_cw * 100).max() < 0.51
+    assert np.array_equal(pts["intensity"], samples.intensity)
     assert np.array_equal(truth.timestamp, np.floor(samples.t_s[::12] * 1000) % 30000)
 
 

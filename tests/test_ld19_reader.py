@@ -33,13 +33,13 @@ def _truth_turns(truth: LD19Truth, t0_ns: float) -> list[dict]:
 
     ``t0_ns``: host time of simulated t = 0 on the emulator's clock.
     """
-    t = truth.select(truth.offered)
-    cw = t.angles_cdeg().ravel()
+    pts = truth.select(truth.offered).points()
+    cw = pts["angle_cdeg"]
     starts = np.flatnonzero(np.diff(cw) < -18000) + 1
     bounds = np.concatenate(([0], starts, [cw.size]))
-    dist = t.distance_mm.ravel()
-    inten = t.intensity.ravel()
-    t_first = np.repeat(t.t_s, 12) + np.tile(np.arange(12), len(t)) / 4500
+    dist = pts["distance_mm"]
+    inten = pts["intensity"]
+    t_first = pts["t_s"]
     out = []
     for a, b in itertools.pairwise(bounds):
         out.append(
