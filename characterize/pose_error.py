@@ -156,6 +156,7 @@ def kalman_nll_columns(
         np.add(p01, p11, out=b)
         np.add(a, b, out=s)
         s += rv
+        np.maximum(s, rv, out=s)  # S >= R exactly; guards round-off when R is tiny
         nu = nu_all[k]
         np.subtract(y[k], m0, out=nu)
         nu -= m1
@@ -254,7 +255,11 @@ def minimize_batched(
         sets = np.clip(th[:, None, :] + offsets[None], lower[act, None, :], upper[act, None, :])
         f = fun(sets, act)
         g, hs = _grad_hess(f, d, h, pairs)
-        return f[:, 0], g, hs
+        bad = ~np.all(np.isfinite(f), axis=1)
+        f0 = np.where(bad, np.inf, f[:, 0])
+        g[bad] = 0.0
+        hs[bad] = np.eye(d)
+        return f0, g, hs
 
     theta = np.clip(theta0.astype(float), lower, upper)
     all_idx = np.arange(p)

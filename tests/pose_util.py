@@ -72,7 +72,7 @@ def campaign(
     world: str = "correct",
     n_sessions: int = 6,
     duration_s: float = 120.0,
-    rate_hz: float = 10.0,
+    rate_hz: float = 5.0,
     reloc_mean_s: float = 20.0,
     truth: np.ndarray = TRUTH,
 ) -> list[ErrorSeries]:
@@ -166,27 +166,33 @@ def reference_motion(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def write_session(path, series: ErrorSeries, sensor: str = "cam") -> None:
-    """A session file: mocap on the error's timestamps, and a sensor = mocap + error.
+    """A session file: 100 Hz mocap of a smooth motion, and a sensor = mocap + error.
 
-    The sensor reports in the mocap frame (validate with ``--no-align``) and flags
-    RELOCALIZED at every relocalization of the series.
+    The sensor samples at the error's timestamps, reports in the mocap frame (validate
+    with ``--no-align``) and flags RELOCALIZED at every relocalization of the series.
     """
     from scipy.spatial.transform import Rotation
 
     from sensorbench.logs import PoseBatch, SessionWriter
 
     t = series.t_s
+    t_ref = np.arange(t[0] - 0.5, t[-1] + 0.5, 0.01)
+    p_ref, q_ref = reference_motion(t_ref)
     p, q = reference_motion(t)
-    r_err = Rotation.from_rotvec(series.error[:, 3:])
-    q_s = (Rotation.from_quat(q) * r_err).as_quat()
-    t_ns = np.round((t + 100.0) * 1e9).astype(np.int64)
-    n = t.size
+    q_s = (Rotation.from_quat(q) * Rotation.from_rotvec(series.error[:, 3:])).as_quat()
     flags = series.reloc.astype(np.uint8)
     flags[0] = 0
+    n, m = t.size, t_ref.size
+
+    def ns(x: np.ndarray) -> np.ndarray:
+        return np.round((x + 100.0) * 1e9).astype(np.int64)
+
     with SessionWriter(path, label="pose test", swmr=False) as w:
         w.add_pose("mocap", kind="mocap")
         w.add_pose(sensor, kind="pose_sensor")
-        w.append_pose("mocap", PoseBatch(t_ns, p, q, np.ones(n, bool), np.zeros(n, np.uint8)))
         w.append_pose(
-            sensor, PoseBatch(t_ns, p + series.error[:, :3], q_s, np.ones(n, bool), flags)
+            "mocap", PoseBatch(ns(t_ref), p_ref, q_ref, np.ones(m, bool), np.zeros(m, np.uint8))
+        )
+        w.append_pose(
+            sensor, PoseBatch(ns(t), p + series.error[:, :3], q_s, np.ones(n, bool), flags)
         )

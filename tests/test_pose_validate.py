@@ -1,6 +1,6 @@
 """Leave-one-session-out validation: passes a correct world, fails each wrong one, says where.
 
-Campaigns (tests/pose_util.py): 6 sessions of 120 s at ~10 Hz with jittered sampling,
+Campaigns (tests/pose_util.py): 6 sessions of 120 s at ~5 Hz with jittered sampling,
 a 1-s gap and relocalizations every ~20 s; 1000 draws per session; family-wise 5 %.
 
 Fast (default) versions run one fixed seed per LOSO world and two for the model-file
