@@ -578,7 +578,8 @@ def summarize(
 
 
 def format_status(elapsed_s: float, duration_s: float, statuses: list[ReaderStatus]) -> str:
-    """One status line: per device its rate, items/s, CRC errors, drops, silence."""
+    """One status line: per device points (lidars) or frames (pods) per second, turns
+    per second, kB/s, CRC errors, drops, and seconds since its last data."""
     total = f"/{duration_s:.0f}" if math.isfinite(duration_s) else ""
     parts = [f"{elapsed_s:6.1f}{total} s"]
     for st in statuses:
@@ -586,11 +587,11 @@ def format_status(elapsed_s: float, duration_s: float, statuses: list[ReaderStat
             parts.append(f"{st.name} UNPLUGGED {st.since_last_data_s:.1f}s")
             continue
         unit = "fr/s" if st.kind == "pods" else "pt/s"
-        turns = f" {st.turns_per_s:4.1f}Hz" if st.kind != "pods" else ""
+        turns = f" {st.turns_per_s:.1f}Hz" if st.kind != "pods" else ""
         since = "-" if math.isinf(st.since_last_data_s) else f"{st.since_last_data_s:.1f}s"
         parts.append(
-            f"{st.name} {st.items_per_s:5.0f}{unit}{turns} {st.bytes_per_s / 1000:5.1f}kB/s "
-            f"crc {st.crc_errors} drop {st.drops} last {since}"
+            f"{st.name} {st.items_per_s:.0f}{unit}{turns} {st.bytes_per_s / 1000:.1f}kB/s "
+            f"crc {st.crc_errors} drop {st.drops} {since}"
         )
     return " | ".join(parts)
 
