@@ -29,6 +29,8 @@ def _run(samples, **kwargs) -> tuple[bytes, LD19Emulator]:
     finally:
         emu.stop()
     assert emu.finished.is_set(), "the emulator did not finish its samples in time"
+    # the host kept up (a starved reader would lose bytes to a full pty, as on a UART)
+    assert emu.port.stats.bytes_overrun == 0
     return data, emu
 
 
