@@ -57,15 +57,21 @@ def _stop_on_signals() -> Iterator[threading.Event]:
 
 
 class _StatusPrinter:
-    """Live status on stderr: one refreshed line on a tty, a line every 5 s otherwise."""
+    """Live status on stderr.
+
+    On a terminal: one line refreshed in place, or, when it does not fit the width,
+    a block of one line per device redrawn in place (ANSI cursor-up). Otherwise a
+    line every 5 s.
+    """
 
     def __init__(self, duration_s: float) -> None:
-        from sensorbench.drivers.capture import format_status
+        from sensorbench.drivers.capture import format_status_parts
 
-        self.format_status = format_status
+        self.parts = format_status_parts
         self.duration_s = duration_s
         self.tty = sys.stderr.isatty()
         self._last_line = -math.inf
+        self._drawn = 0  # lines of the block currently on screen (tty)
         self._connected: dict[str, bool] = {}
 
     def __call__(self, elapsed_s: float, statuses: list) -> None:
@@ -78,17 +84,35 @@ class _StatusPrinter:
                     if st.connected
                     else f"{st.name} UNPLUGGED: {st.last_error or 'no data'}; waiting for it"
                 )
-                click.echo(("\n" if self.tty else "") + f"{elapsed_s:6.1f} s: {what}", err=True)
-        line = self.format_status(elapsed_s, self.duration_s, statuses)
-        if self.tty:
-            width = shutil.get_terminal_size((200, 20)).columns
-            click.echo("\r" + line[: width - 1].ljust(width - 1), err=True, nl=False)
-        elif time.monotonic() - self._last_line >= 5.0:
-            self._last_line = time.monotonic()
-            click.echo(line, err=True)
+                self._message(f"{elapsed_s:6.1f} s: {what}")
+        parts = self.parts(elapsed_s, self.duration_s, statuses)
+        line = " | ".join(parts)
+        if not self.tty:
+            if time.monotonic() - self._last_line >= 5.0:
+                self._last_line = time.monotonic()
+                click.echo(line, err=True)
+            return
+        width = shutil.get_terminal_size((200, 20)).columns - 1
+        block = [line] if len(line) <= width else [parts[0], *("  " + p for p in parts[1:])]
+        self._erase()
+        click.echo("\n".join(b[:width] for b in block), err=True, nl=False)
+        self._drawn = len(block)
+
+    def _erase(self) -> None:
+        """Move to the start of the drawn block and clear it (tty)."""
+        if self._drawn:
+            up = f"\x1b[{self._drawn - 1}F" if self._drawn > 1 else "\r"
+            click.echo(up + "\x1b[J", err=True, nl=False)
+            self._drawn = 0
+
+    def _message(self, text: str) -> None:
+        """A line that stays (unplug, reconnect), above the live block."""
+        self._erase()
+        click.echo(text, err=True)
 
     def done(self) -> None:
-        if self.tty:
+        """Leave the last status on screen and end its line."""
+        if self.tty and self._drawn:
             click.echo("", err=True)
 
 

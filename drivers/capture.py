@@ -577,9 +577,12 @@ def summarize(
 # -- text for the command line (pure functions; the command prints) --------------------
 
 
-def format_status(elapsed_s: float, duration_s: float, statuses: list[ReaderStatus]) -> str:
-    """One status line: per device points (lidars) or frames (pods) per second, turns
-    per second, kB/s, CRC errors, drops, and seconds since its last data."""
+def format_status_parts(
+    elapsed_s: float, duration_s: float, statuses: list[ReaderStatus]
+) -> list[str]:
+    """The elapsed time, then one short text per device: points (lidars) or frames
+    (pods) per second, turns per second, kB/s, CRC errors, drops, and seconds since
+    its last data (``UNPLUGGED`` while it is away)."""
     total = f"/{duration_s:.0f}" if math.isfinite(duration_s) else ""
     parts = [f"{elapsed_s:6.1f}{total} s"]
     for st in statuses:
@@ -593,7 +596,12 @@ def format_status(elapsed_s: float, duration_s: float, statuses: list[ReaderStat
             f"{st.name} {st.items_per_s:.0f}{unit}{turns} {st.bytes_per_s / 1000:.1f}kB/s "
             f"crc {st.crc_errors} drop {st.drops} {since}"
         )
-    return " | ".join(parts)
+    return parts
+
+
+def format_status(elapsed_s: float, duration_s: float, statuses: list[ReaderStatus]) -> str:
+    """The status as one line (see :func:`format_status_parts`)."""
+    return " | ".join(format_status_parts(elapsed_s, duration_s, statuses))
 
 
 def format_bringup(results: list[BringupResult]) -> str:
