@@ -360,6 +360,9 @@ def run_capture(
         raise SessionError(f"duration must be > 0 s, got {duration_s}")
     if Path(output).exists():
         raise SessionError(f"{output} exists; choose another name or remove it first")
+    parent = Path(output).resolve().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise SessionError(f"cannot write {output}: {parent} is not a writable directory")
     stop = stop or threading.Event()
     result = CaptureResult(Path(output), 0.0, "duration")
     result.bringup, handles = bring_up(config, keep=True)

@@ -131,3 +131,15 @@ def test_capture_refuses_a_bad_config_before_opening_any_device(tmp_path) -> Non
     assert not out.exists()
     res = CliRunner().invoke(cli, ["bringup", "--config", str(cfg)])
     assert res.exit_code == 2 and "unknown kind" in res.output
+
+
+def test_capture_refuses_an_unwritable_output_before_bringup(tmp_path) -> None:
+    cfg = tmp_path / "robot.toml"
+    cfg.write_text(GOOD)  # its ports do not exist: bring-up would fail if it ran
+    for out in (tmp_path / "missing" / "s.h5", tmp_path / "robot.toml"):
+        res = CliRunner().invoke(
+            cli, ["capture", "--config", str(cfg), "--duration", "1", "-o", str(out)]
+        )
+        assert res.exit_code == 2, res.output
+        assert "not a writable directory" in res.output or "exists" in res.output
+        assert "bring-up" not in res.output
