@@ -78,15 +78,27 @@ def decode_ld19(
             reconnects = sorted(
                 e.t_ns for e in s.events() if e.source == device and e.kind == "reconnect"
             )
+            # the live reader records the clock slope it assumed (1/N for an N× emulator)
+            slope = s.lidar(device).attrs.get("clock_slope") if device in s.lidar_names() else None
     else:
         data = src.read_bytes()
         chunks = [(0, data[i : i + CHUNK]) for i in range(0, len(data), CHUNK)]
         raw_attrs = {"source_file": str(src), "chunk_times": "unknown (bare capture)"}
         reconnects = []
+        slope = None
     name = name or device or "ld19"
     try:
         summary = _write(
-            src, output, chunks, reconnects, raw_attrs, name, near_filter, overwrite, is_session
+            src,
+            output,
+            chunks,
+            reconnects,
+            raw_attrs,
+            name,
+            near_filter,
+            overwrite,
+            is_session,
+            None if slope is None else float(slope),
         )
     except DriverError:
         Path(output).unlink(missing_ok=True)
@@ -104,11 +116,15 @@ def _write(
     near_filter: bool,
     overwrite: bool,
     is_session: bool,
+    clock_slope: float | None,
 ) -> dict[str, Any]:
-    """Parse the chunks in order and write raw bytes and turns; the summary."""
+    """Parse the chunks in order and write raw bytes and turns; the summary.
+
+    ``clock_slope`` None: unknown (e.g. a session from an accelerated emulator that
+    did not record it): the device clock fits it from the arrivals.
+    """
     parser = LD19Parser()
-    # slope unknown offline (the capture may come from an accelerated emulator)
-    assembler = TurnAssembler(clock=ld19_clock(None), host_times=is_session)
+    assembler = TurnAssembler(clock=ld19_clock(clock_slope), host_times=is_session)
     time_base = TIME_BASE_HOST if is_session else TIME_BASE_DEVICE
     candidates = 0
     with SessionWriter(

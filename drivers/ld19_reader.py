@@ -66,6 +66,7 @@ class LD19Reader(SerialReader):
         super().__init__(name, port, baud, writer, **kwargs)
         self.attrs = dict(attrs or {})
         self.near_filter = near_filter
+        self.clock_slope = float(clock_slope)
         self.keep_turns = keep_turns
         self.parser = LD19Parser()
         self.assembler = TurnAssembler(clock=ld19_clock(clock_slope))
@@ -83,6 +84,7 @@ class LD19Reader(SerialReader):
             "port_path": self.port,
             "baud": BAUD,
             "near_filter": self.near_filter,
+            "clock_slope": self.clock_slope,
             "time_base": "host monotonic_ns via device clock (lower envelope of receive times)",
             "native": "clockwise 0.01 deg, mm, ms timestamps wrapping at 30000",
             **self.attrs,
