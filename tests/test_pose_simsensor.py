@@ -1,0 +1,69 @@
+"""The simulator's relocalizing pose sensor (sim/sensor_pose.py) through the fit and validation.
+
+Its 'reloc_campaign' scenario has 5 sessions with 1-4 relocalizations each and, with
+probability 2 %, a gross *wrong* relocalization the Gaussian-offset model cannot
+represent. Known truth: the scenario's parameters and which relocalizations were wrong.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sensorbench.characterize.pose_error import fit_pose_error
+from sensorbench.characterize.pose_series import AXES, ErrorSeries
+from sensorbench.characterize.pose_validate import validate_sessions
+
+sim_scenario = pytest.importorskip("sensorbench.sim.scenario")
+sim_simulation = pytest.importorskip("sensorbench.sim.simulation")
+SCENARIO = Path(sim_scenario.__file__).parent / "scenarios" / "reloc_campaign.toml"
+
+
+def _campaign(path: Path) -> tuple[list[ErrorSeries], list[np.ndarray], dict]:
+    sc = sim_scenario.load_scenario(path)
+    series, wrong = [], []
+    for i in range(5):
+        ps = sim_simulation.Simulation(sc, seed=i).pose_sensor()
+        ok = ps.valid & np.all(np.isfinite(ps.error), axis=1)
+        seg = np.cumsum(ps.flags & 1)[ok]
+        reloc = np.concatenate([[True], np.diff(seg) > 0])
+        series.append(ErrorSeries(ps.t_s[ok], ps.error[ok], reloc, name=f"session{i}"))
+        wrong.append(np.asarray(ps.reloc_wrong))
+    return series, wrong, ps.params
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SCENARIO.exists(), reason="simulator scenario not present")
+def test_sim_sensor_campaign_without_wrong_relocalizations(tmp_path):
+    """Correct world: LOSO passes; every parameter within 4 stated se of the truth.
+
+    (24 comparisons: with correct se, P(any |z| > 4) ≈ 0.15 %.)
+    """
+    text = SCENARIO.read_text().replace("wrong_reloc_prob = 0.02", "wrong_reloc_prob = 0.0")
+    path = tmp_path / "reloc_campaign_clean.toml"
+    path.write_text(text)
+    series, wrong, params = _campaign(path)
+    assert not any(w.any() for w in wrong)
+    truth = np.array(
+        [params["reloc_sigma"], params["gm_sigma"], params["gm_tau_s"], params["white_sigma"]]
+    ).T
+    model = fit_pose_error(series)
+    for i, a in enumerate(AXES):
+        f = model.axes[a]
+        z = (np.log(f.values) - np.log(truth[i])) / f.se_log
+        assert np.all(np.abs(z) < 4.0), (a, z)
+    report = validate_sessions(series, n_draws=1000, seed=0)
+    assert report.passed, report.failures()
+
+
+@pytest.mark.skipif(not SCENARIO.exists(), reason="simulator scenario not present")
+def test_sim_sensor_wrong_relocalizations_are_caught_where_they_happened():
+    series, wrong, _ = _campaign(SCENARIO)
+    with_wrong = {s.name for s, w in zip(series, wrong, strict=True) if w.any()}
+    assert with_wrong  # seeds 0-4 of the shipped scenario include wrong relocalizations
+    report = validate_sessions(series, n_draws=1000, seed=0)
+    assert not report.passed
+    flagged = {f["session"] for f in report.failures() if f["statistic"] in ("mean", "max_abs")}
+    assert with_wrong <= flagged, report.failures()
