@@ -627,6 +627,7 @@ def _fit_problems(
     options: FitOptions,
     theta_start: np.ndarray | None = None,
 ) -> _OptResult:
+    """Maximise the likelihood of every problem in one batched optimisation."""
     axes_used = sorted({p.axis for p in problems})
     packed = _pack(series, axes_used)
     col_of = {
@@ -639,7 +640,6 @@ def _fit_problems(
     lower = np.stack([s[1] for s in starts])
     upper = np.stack([s[2] for s in starts])
 
-    # trim padding once: problems only see their sessions' lengths
     def fun(theta: np.ndarray, active: np.ndarray) -> np.ndarray:
         n_sets = theta.shape[1]
         cols, owner = [], []
@@ -653,6 +653,7 @@ def _fit_problems(
         owner_c = np.repeat(owner_a, n_sets)
         set_c = np.tile(np.arange(n_sets), cols_a.size)
         params = np.exp(theta[owner_c, set_c])
+        # rows past the longest active session are padding for every column: skip them
         n_used = int(max(series[s].n for p in active for s in problems[p].sessions))
         nll = kalman_nll_columns(
             packed.y[:n_used, data_col],
