@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from sensorbench.errors import FitError
 
 AXES: tuple[str, ...] = ("x", "y", "z", "roll", "pitch", "yaw")
