@@ -310,7 +310,7 @@ def align_drive(
 def huber_irls(
     X: np.ndarray,
     y: np.ndarray,
-    k: float = 1.345,
+    k: float = 2.5,
     reject: float = 5.0,
     max_iter: int = 50,
 ) -> tuple[np.ndarray, np.ndarray, float]:
@@ -714,7 +714,7 @@ def fit_pods(
             "heading": heading,
             "min_excitation": min_excitation,
             "hac_lags": hac_lags,
-            "loss": "huber(k=1.345), rows beyond 5 scale rejected",
+            "loss": "huber(k=2.5), rows beyond 5 scale rejected",
             "imu_bounce_frames_excluded": n_bounce,
         },
     )
