@@ -314,6 +314,7 @@ def validate_cmd(
         figures.append(str(plot_rank_histogram(report, out / "rank_histogram.png")))
     if as_json:
         doc = report.to_dict()
+        doc["prepared"] = [ps.to_dict() for ps in prepared]
         doc["figures"] = figures
         doc["model_file"] = model_path
         click.echo(json.dumps(_clean(doc), indent=2, allow_nan=False))
@@ -322,9 +323,14 @@ def validate_cmd(
             f"{report.mode}, {draws} draws, family-wise alpha {alpha} "
             f"(per session {report.alpha_session:.4f})"
         )
-        for chk in report.sessions:
+        for chk, ps in zip(report.sessions, prepared, strict=True):
             verdict = "PASS" if chk.passed else "FAIL"
-            click.echo(f"{chk.name}: {verdict} (joint p = {chk.p_joint:.4f})")
+            seg = ps.segmentation
+            click.echo(
+                f"{chk.name}: {verdict} (joint p = {chk.p_joint:.4f}); {ps.series.n} samples, "
+                f"time offset {1000 * ps.alignment.offset_s:+.2f} ms, "
+                f"relocalizations: {seg.method} ({ps.series.n_segments - 1})"
+            )
             click.echo("  axis   " + " ".join(f"{s:>9s}" for s in STAT_NAMES))
             for i, a in enumerate(AXES):
                 cells = []
