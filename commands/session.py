@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import click
+
 from sensorbench.logs.check import check_session, recover_session
 from sensorbench.logs.exporters import FORMATS as EXPORT_FORMATS
 from sensorbench.logs.exporters import export_stream

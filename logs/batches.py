@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import numpy as np
+
 from sensorbench.errors import SessionError
 from sensorbench.logs.schema import NO_DEVICE_TIME
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+
 from sensorbench.errors import SessionError
 from sensorbench.logs.reader import open_h5
 from sensorbench.logs.schema import (

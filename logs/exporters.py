@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+
 from sensorbench.errors import SessionError
 from sensorbench.logs.reader import Session
 
@@ -30,14 +31,16 @@ def export_stream(
             batch = s.pose(name).read()
             if fmt == "tum":
                 keep = batch.valid
-                table = np.column_stack(
-                    [batch.t_ns[keep] / 1e9, batch.position[keep], batch.quat_xyzw[keep]]
-                )
                 header = f"# exported by sensorbench from {Path(session).name}:{name}\n"
                 header += "# timestamp tx ty tz qx qy qz qw\n"
                 with open(out, "w") as fh:
                     fh.write(header)
-                    np.savetxt(fh, table, fmt=["%.9f"] + ["%.9g"] * 7)
+                    for t, p, q in zip(
+                        batch.t_ns[keep], batch.position[keep], batch.quat_xyzw[keep], strict=True
+                    ):
+                        sec, ns = divmod(int(t), 1_000_000_000)
+                        values = " ".join(f"{v:.9g}" for v in (*p, *q))
+                        fh.write(f"{sec}.{ns:09d} {values}\n")
                 return int(keep.sum())
             cols = ["t_ns", "x", "y", "z", "qx", "qy", "qz", "qw", "valid", "flags"]
             rows = zip(

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 from scipy.spatial.transform import Rotation
+
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import EncoderBatch, PoseBatch
 from sensorbench.logs.schema import NO_DEVICE_TIME
@@ -65,6 +66,30 @@ def _number(path: Path, line: int, column: str, cell: str) -> float:
         ) from None
 
 
+def _seconds_to_ns(path: Path, line: int, column: str, cell: str) -> int:
+    """Exact decimal seconds -> int ns (float64 would lose up to ~100 ns at epoch scale)."""
+    text = cell.strip()
+    m = re.fullmatch(r"([+-]?)(\d*)\.?(\d*)", text)
+    if m and (m.group(2) or m.group(3)):
+        sign = -1 if m.group(1) == "-" else 1
+        frac = (m.group(3) + "000000000")[:9]
+        rounding = 1 if len(m.group(3)) > 9 and m.group(3)[9] >= "5" else 0
+        return sign * (int(m.group(2) or "0") * 1_000_000_000 + int(frac) + rounding)
+    return round(_number(path, line, column, cell) * 1e9)
+
+
+def _integer(path: Path, line: int, column: str, cell: str) -> int:
+    try:
+        return int(cell.strip())
+    except ValueError:
+        value = _number(path, line, column, cell)
+        if value != int(value):
+            raise ImportFormatError(
+                f"{path}:{line}: column {column!r}: {cell.strip()!r} is not an integer"
+            ) from None
+        return int(value)
+
+
 def _check_times(path: Path, lines: np.ndarray, t_ns: np.ndarray) -> None:
     dt = np.diff(t_ns)
     bad = np.flatnonzero(dt <= 0)
@@ -94,14 +119,14 @@ def _check_quats(path: Path, lines: np.ndarray, q: np.ndarray, valid: np.ndarray
 def _pose_batch(
     path: Path,
     lines: np.ndarray,
-    t_s: np.ndarray,
+    t_ns: np.ndarray,
     pos: np.ndarray,
     quat: np.ndarray,
     valid: np.ndarray,
 ) -> PoseBatch:
-    if len(t_s) == 0:
+    if len(t_ns) == 0:
         raise ImportFormatError(f"{path}: no samples")
-    t_ns = np.round(t_s * 1e9).astype(np.int64)
+    t_ns = np.asarray(t_ns, dtype=np.int64)
     _check_times(path, lines, t_ns)
     quat = _check_quats(path, lines, quat, valid)
     pos = np.where(valid[:, None], pos, np.nan)
@@ -112,7 +137,7 @@ def _pose_batch(
 def read_tum(path: str | os.PathLike[str]) -> Imported:
     """TUM trajectory: ``timestamp tx ty tz qx qy qz qw`` (s, m), ``#`` comments."""
     path = Path(path)
-    rows, lines = [], []
+    rows, lines, times = [], [], []
     for i, text in enumerate(_read_text(path), start=1):
         text = text.strip()
         if not text or text.startswith("#"):
@@ -124,10 +149,16 @@ def read_tum(path: str | os.PathLike[str]) -> Imported:
             )
         names = ("timestamp", "tx", "ty", "tz", "qx", "qy", "qz", "qw")
         rows.append([_number(path, i, n, c) for n, c in zip(names, cells, strict=True)])
+        times.append(_seconds_to_ns(path, i, "timestamp", cells[0]))
         lines.append(i)
     data = np.array(rows, dtype=np.float64).reshape(-1, 8)
     batch = _pose_batch(
-        path, np.array(lines), data[:, 0], data[:, 1:4], data[:, 4:8], np.ones(len(data), bool)
+        path,
+        np.array(lines),
+        np.array(times),
+        data[:, 1:4],
+        data[:, 4:8],
+        np.ones(len(data), bool),
     )
     return Imported(batch, {"source_format": "tum", "time_base": "file timestamps (s)"})
 
@@ -152,20 +183,17 @@ def read_euroc(path: str | os.PathLike[str]) -> Imported:
         cols = dict(zip(header, range(8), strict=True))
     else:
         cols = _euroc_columns(path, header)
-    data = np.empty((len(rows), 8))
-    order = ["timestamp", "px", "py", "pz", "qx", "qy", "qz", "qw"]
+    data = np.empty((len(rows), 7))
+    t_ns = np.empty(len(rows), dtype=np.int64)
+    order = ["px", "py", "pz", "qx", "qy", "qz", "qw"]
     for r, (i, row) in enumerate(rows):
         if len(row) < len(header):
             raise ImportFormatError(f"{path}:{i}: {len(row)} cells, header has {len(header)}")
+        t_ns[r] = _integer(path, i, "timestamp", row[cols["timestamp"]])
         for k, name in enumerate(order):
             data[r, k] = _number(path, i, name, row[cols[name]])
     batch = _pose_batch(
-        path,
-        np.array(lines),
-        data[:, 0] / 1e9,
-        data[:, 1:4],
-        data[:, 4:8],
-        np.ones(len(data), bool),
+        path, np.array(lines), t_ns, data[:, 0:3], data[:, 3:7], np.ones(len(data), bool)
     )
     return Imported(batch, {"source_format": "euroc", "time_base": "file timestamps (ns)"})
 
@@ -286,7 +314,7 @@ def read_motive(path: str | os.PathLike[str], body: str | None = None, up: str =
         if not any(c.strip() for c in row):
             continue
         line = i + 1
-        t.append(_number(path, line, "Time (Seconds)", cell(row, time_col)))
+        t.append(_seconds_to_ns(path, line, "Time (Seconds)", cell(row, time_col)))
         cells = [cell(row, cols[k]).strip() for k in needed]
         if any(not c for c in cells):
             valid.append(False)
@@ -350,20 +378,17 @@ def read_pod_csv(path: str | os.PathLike[str]) -> Imported:
         if len(row) != len(header):
             raise ImportFormatError(f"{path}:{i}: {len(row)} cells, header has {len(header)}")
         if "host_ns" in idx:
-            host[r] = int(_number(path, i, "host_ns", row[idx["host_ns"]]))
+            host[r] = _integer(path, i, "host_ns", row[idx["host_ns"]])
         else:
-            host[r] = round(_number(path, i, "t_s", row[idx["t_s"]]) * 1e9)
+            host[r] = _seconds_to_ns(path, i, "t_s", row[idx["t_s"]])
         for k, j in counters:
-            value = _number(path, i, f"c{k}", row[j])
-            if value != int(value):
-                raise ImportFormatError(f"{path}:{i}: column 'c{k}': counts must be integers")
-            counts[r, k] = int(value)
+            counts[r, k] = _integer(path, i, f"c{k}", row[j])
         if "device_ns" in idx:
-            dev[r] = int(_number(path, i, "device_ns", row[idx["device_ns"]]))
+            dev[r] = _integer(path, i, "device_ns", row[idx["device_ns"]])
         elif "device_us" in idx:
-            dev[r] = int(_number(path, i, "device_us", row[idx["device_us"]])) * 1000
+            dev[r] = _integer(path, i, "device_us", row[idx["device_us"]]) * 1000
         if "seq" in idx:
-            seq[r] = int(_number(path, i, "seq", row[idx["seq"]]))
+            seq[r] = _integer(path, i, "seq", row[idx["seq"]])
         if "yaw" in idx:
             yaw[r] = _number(path, i, "yaw", row[idx["yaw"]])
         if "yaw_rate" in idx:

@@ -19,6 +19,7 @@ from typing import Any
 
 import h5py
 import numpy as np
+
 from sensorbench.errors import SessionError
 from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
 from sensorbench.logs.schema import (
@@ -211,6 +212,18 @@ class ReplayItem:
     data: Any
 
 
+def _superblock_eof(head: bytes) -> int | None:
+    """End-of-file address recorded in an HDF5 superblock at offset 0 (bytes), or None."""
+    version = head[8]
+    offset = {0: 40, 1: 44, 2: 28, 3: 28}.get(version)
+    if offset is None or len(head) < offset + 8:
+        return None
+    size_of_offsets = head[13] if version in (0, 1) else head[9]
+    if size_of_offsets != 8:
+        return None
+    return int.from_bytes(head[offset : offset + 8], "little")
+
+
 def open_h5(path: str | os.PathLike[str]) -> h5py.File:
     """Open a session read-only (SWMR-safe), with clear errors for foreign or broken files."""
     path = Path(path)
@@ -219,9 +232,17 @@ def open_h5(path: str | os.PathLike[str]) -> h5py.File:
     if path.is_dir():
         raise SessionError(f"{path}: is a directory, not a session file")
     with open(path, "rb") as fh:
-        signature = fh.read(8)
-    if signature != b"\x89HDF\r\n\x1a\n":
+        head = fh.read(64)
+    if head[:8] != b"\x89HDF\r\n\x1a\n":
         raise SessionError(f"{path}: not an HDF5 file, so not a sensorbench session")
+    end = _superblock_eof(head)
+    size = path.stat().st_size
+    if end is None or size < end:
+        # HDF5 can hang reading metadata past the end of a truncated file: refuse first.
+        raise SessionError(
+            f"{path}: the file is truncated or corrupt ({size} bytes, its header says {end}); "
+            "it cannot be read"
+        )
     try:
         f = h5py.File(path, "r", swmr=True)
     except OSError:

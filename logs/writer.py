@@ -23,6 +23,7 @@ from typing import Any
 
 import h5py
 import numpy as np
+
 from sensorbench import __version__
 from sensorbench.errors import SessionError
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch

@@ -1,1 +1,4 @@
-"""A 2D world, trajectories and sensor models with known truth, and byte-exact device emulators on pseudo-terminals."""
+"""A 2D world, trajectories and sensor models with known truth.
+
+Also byte-exact device emulators served on pseudo-terminals.
+"""
