@@ -31,7 +31,10 @@ Model file (TOML) written by :meth:`PoseErrorModel.save`, read by
                    n_samples, n_segments, neg_log_likelihood
     [axes.<axis>.se_log]  standard errors of ln(sigma_b), ln(sigma), ln(tau_s),
                           ln(sigma_v) (nan when the estimate sits on its bound)
+    [axes.<axis>.identified]  per parameter: se_log finite and < 2 (else the Monte
+                              Carlo uses the point estimate)
     [axes.<axis>.ci95]    [low, high] 95 % intervals exp(ln θ ± 1.96 se_log)
+                          (nan when not identified)
     [axes.<axis>.cov_log] 4x4 covariance of the log-parameters (row-major list)
 """
 
