@@ -1,0 +1,100 @@
+"""Session-file throughput: the writer against the full robot's data rate, the reader in points/s.
+
+The full robot, per second: one LD19 (4500 points, 375 packets of 47 bytes), two
+A1s (2000 points and 10 000 raw bytes each), pods at 1 kHz (24-byte frames). The
+writer benchmark pushes a minute of that, as the drivers would (one append per
+turn, raw chunk or pod batch), from one thread and times until the file is closed.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from sensorbench.bench import BenchResult
+from sensorbench.logs import EncoderBatch, LidarTurns, Session, SessionWriter
+
+AREA = "session"
+LIDARS = {"ld19": (4500, 10.0, 375 * 47), "front": (2000, 5.5, 10_000), "rear": (2000, 5.5, 10_000)}
+POD_HZ = 1000
+POD_FRAME_BYTES = 24
+
+
+def _robot_second_points() -> int:
+    return sum(rate for rate, _, _ in LIDARS.values())
+
+
+def _write(path: Path, seconds: int) -> float:
+    """Write ``seconds`` of robot data; returns the wall time until close (s)."""
+    rng = np.random.default_rng(0)
+    turns = {}
+    for name, (rate, hz, _) in LIDARS.items():
+        n = int(rate / hz)
+        turns[name] = LidarTurns.single(
+            np.linspace(0, 6.28, n, dtype=np.float32),
+            rng.uniform(0.1, 12, n).astype(np.float32),
+            rng.integers(0, 255, n),
+            np.arange(n, dtype=np.int64) * 200_000,
+        )
+    raw = {name: rng.bytes(nbytes // 10) for name, (_, _, nbytes) in LIDARS.items()}
+    pods = EncoderBatch.from_counts(
+        np.arange(POD_HZ // 10, dtype=np.int64), rng.integers(0, 10_000, (POD_HZ // 10, 3))
+    )
+    pod_raw = rng.bytes(POD_HZ // 10 * POD_FRAME_BYTES)
+    t0 = time.perf_counter()
+    w = SessionWriter(path, label="bench")
+    for name in LIDARS:
+        w.add_lidar(name)
+        w.add_raw(name)
+    w.add_encoder("pods", 3)
+    w.add_raw("pods")
+    w.start()
+    for tick in range(seconds * 10):  # 100 ms of data per tick
+        t = tick * 100_000_000
+        for name, (_, hz, _) in LIDARS.items():
+            for _ in range(max(1, round(hz / 10))):
+                w.append_turns(name, turns[name])
+            for _ in range(4):
+                w.append_raw(name, t, raw[name][: len(raw[name]) // 4])
+        w.append_encoder("pods", pods)
+        w.append_raw("pods", t, pod_raw)
+    w.close()
+    return time.perf_counter() - t0
+
+
+def run(quick: bool) -> list[BenchResult]:
+    """Writer throughput as a multiple of real time; reader throughput in points/s."""
+    seconds = 20 if quick else 60
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.h5"
+        elapsed = _write(path, seconds)
+        with Session(path) as s:
+            n_points = sum(s.lidar(n).n_points for n in LIDARS)
+            t0 = time.perf_counter()
+            repeats = 3
+            for _ in range(repeats):
+                read = sum(s.lidar(n).read().n_points for n in LIDARS)
+            read_s = (time.perf_counter() - t0) / repeats
+        size_mb = path.stat().st_size / 1e6
+    return [
+        BenchResult(
+            AREA,
+            "writer throughput vs full robot real-time rate",
+            seconds / elapsed,
+            "x real time",
+            target=50,
+            detail=f"{seconds} s of LD19 + 2 A1 + pods + raw bytes ({n_points} points, "
+            f"{size_mb:.1f} MB) written and closed in {elapsed:.2f} s",
+        ),
+        BenchResult(
+            AREA,
+            "reader throughput, lidar arrays",
+            read / read_s,
+            "points/s",
+            target=10e6,
+            detail=f"{read} points (angle, range, intensity, time) read in {read_s * 1e3:.0f} ms",
+        ),
+    ]
