@@ -72,6 +72,7 @@ class LD19Reader(SerialReader):
         self.assembler = TurnAssembler(clock=ld19_clock(clock_slope))
         self.turns: list[LidarTurns] = []
         self.candidates_seen = 0
+        self._at_open = (0, 0, 0)  # candidates, packets, CRC failures when (re)opened
         self._tail_byte = -1
         self._turns_lock = threading.Lock()
 
@@ -117,19 +118,24 @@ class LD19Reader(SerialReader):
         self.parser.resync()
         self.assembler.reset(after_reconnect=True)
         self._tail_byte = -1
+        c = self.parser.counters
+        self._at_open = (self.candidates_seen, c.packets, c.crc_failures)
 
     def diagnose(self) -> str:
-        """Bytes, candidate headers and valid packets seen, with the likely cause."""
+        """Bytes, candidate headers and valid packets seen since (re)opening, and the cause."""
         c = self.parser.counters
-        if self.bytes_total == 0:
+        cand0, packets0, crc0 = self._at_open
+        n_bytes = self.bytes_total - self.bytes_at_open
+        cand = self.candidates_seen - cand0
+        if n_bytes == 0:
             cause = "the device sends nothing: is it powered, and is this its port?"
-        elif self.candidates_seen == 0:
+        elif cand == 0:
             cause = "no 54 2C header at all: wrong baud rate or not an LD19?"
         else:
             cause = "headers but no valid CRC: wrong baud rate or not an LD19?"
         return (
-            f"{self.bytes_total} bytes, {self.candidates_seen} candidate headers, "
-            f"{c.packets} valid ({c.crc_failures} CRC failures): {cause}"
+            f"{n_bytes} bytes, {cand} candidate headers, {c.packets - packets0} valid "
+            f"({c.crc_failures - crc0} CRC failures): {cause}"
         )
 
     def counters(self) -> tuple[int, int, int, int]:

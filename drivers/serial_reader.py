@@ -12,7 +12,8 @@ everything that is not protocol-specific:
   behind a silent port and ``stop()`` returns promptly;
 - health: a ``stale`` event after ``stale_after_s`` (0.5 s) without bytes; a deadline
   (``first_valid_timeout_s``, 3.5 s) for the first valid packet after opening, after
-  which :meth:`start` raises a :class:`DriverError` built by :meth:`diagnose`;
+  which :meth:`start` raises a :class:`DriverError` built by :meth:`diagnose` (after
+  a reconnect the same deadline gives an ``error`` event and ``last_error``);
 - unplug (``SerialException`` / ``OSError`` such as EIO): an ``unplug`` event, the
   port is closed, and the thread retries opening the same path with exponential
   backoff (``backoff_s`` up to ``backoff_max_s``) once the path exists again, then a
@@ -37,8 +38,9 @@ How to subclass (the LD19 reader in ``drivers/ld19_reader.py`` is a complete exa
         def on_reconnect(self):             # drop parser state that spans the unplug
             ...
 
-        def diagnose(self):                 # text for "no valid packet within the deadline"
-            return f"{self.bytes_total} bytes, 0 valid frames: wrong baud rate?"
+        def diagnose(self):                 # text for "no valid packet within the deadline",
+            n = self.bytes_total - self.bytes_at_open   # about what came since (re)opening
+            return f"{n} bytes, 0 valid frames: wrong baud rate?"
 
         def counters(self):                 # (crc_errors, drops, items, turns) since start
             return (...)
@@ -125,6 +127,10 @@ class SerialReader:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._first_valid = threading.Event()
+        self.bytes_at_open = 0  # bytes_total when the port was last (re)opened
+        self._open_ns = 0
+        self._valid_since_open = False
+        self._no_valid_reported = False
         self._lock = threading.Lock()
         self._last_data_ns: int | None = None
         self._silence_from_ns = 0
@@ -151,8 +157,9 @@ class SerialReader:
         """Reset protocol state that must not span an unplug (called before reading again)."""
 
     def diagnose(self) -> str:
-        """What was seen, for the error raised when no valid packet arrives in time."""
-        return f"{self.bytes_total} bytes, 0 valid packets: wrong baud rate or wrong device?"
+        """What was seen since the port was (re)opened, for the no-valid-packet error."""
+        n = self.bytes_total - self.bytes_at_open
+        return f"{n} bytes, 0 valid packets: wrong baud rate or wrong device?"
 
     def counters(self) -> tuple[int, int, int, int]:
         """(check failures, items known lost, decoded items, complete turns) since start."""
@@ -178,6 +185,7 @@ class SerialReader:
             raise DriverError(f"{self.name}: reader already started")
         self._ser = self._open_with_deadline(self.open_timeout_s)
         opened_ns = time.monotonic_ns()
+        self._opened(opened_ns)
         self._event(opened_ns, "start", f"opened {self.port} at {self.baud} baud")
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name=f"reader-{self.name}", daemon=True)
@@ -325,6 +333,26 @@ class SerialReader:
                 self._received(t_ns, data)
             else:
                 self._check_stale(t_ns)
+            if self.reconnects and not self._valid_since_open:
+                self._check_first_valid(t_ns)
+
+    def _opened(self, t_ns: int) -> None:
+        self._open_ns = t_ns
+        self.bytes_at_open = self.bytes_total
+        self._valid_since_open = False
+        self._no_valid_reported = False
+
+    def _check_first_valid(self, t_ns: int) -> None:
+        """After a reconnect: report (once) a device that sends nothing valid in time."""
+        limit = self.first_valid_timeout_s
+        if limit is None or self._no_valid_reported or (t_ns - self._open_ns) / 1e9 < limit:
+            return
+        self._no_valid_reported = True
+        self.last_error = (
+            f"{self.name}: no valid packet on {self.port} within {limit:.1f} s of reopening "
+            f"at {self.baud} baud: {self.diagnose()}"
+        )
+        self._event(t_ns, "error", self.last_error)
 
     def _received(self, t_ns: int, data: bytes) -> None:
         with self._lock:
@@ -339,6 +367,7 @@ class SerialReader:
         n_valid = self.consume(t_ns, data)
         if n_valid:
             self.valid_total += n_valid
+            self._valid_since_open = True
             self._first_valid.set()
 
     def _check_stale(self, t_ns: int) -> None:
@@ -362,6 +391,7 @@ class SerialReader:
         except (serial.SerialException, OSError):
             return False
         self.on_reconnect()
+        self._opened(time.monotonic_ns())
         self._ser = ser
         self.reconnects += 1
         self._stale = False

@@ -245,3 +245,27 @@ def test_a_failed_writer_stops_the_reader_with_the_cause():
             reader.stop()
     assert "No space left on device" in reader.status().last_error
     assert reader.events[-2][1] == "error"  # kept in memory when the writer cannot take it
+
+
+def test_a_wrong_device_behind_the_link_after_a_replug_is_reported(tmp_path):
+    link = tmp_path / "ld19"
+    samples = SyntheticLD19Samples.generate(duration_s=30.0, seed=5)
+    emu = LD19Emulator(samples, link=str(link), speed=SPEED, startup_s=0.0)
+    reader = LD19Reader("ld19", link, first_valid_timeout_s=0.5, backoff_max_s=0.1)
+    try:
+        reader.start()
+        _wait(lambda: reader.assembler.turns_out >= 2, 5.0, "2 turns")
+        emu.stop()  # unplugged for good; something else appears under the same name
+        with PtyPort(link=link, baud=115200) as other:
+            _wait(lambda: reader.reconnects == 1, 3.0, "reconnect")
+            end = time.monotonic() + 3.0
+            while reader.status().last_error is None or "reopening" not in reader.last_error:
+                other.send(b"RP LIDAR System.\r\n" * 20)  # an A1's boot banner, 115200 baud
+                assert time.monotonic() < end, list(reader.events)
+                time.sleep(0.02)
+            msg = reader.last_error
+    finally:
+        reader.stop()
+    assert "within 0.5 s of reopening" in msg and "0 candidate headers, 0 valid" in msg
+    assert "wrong baud rate or not an LD19" in msg
+    assert [e[1] for e in reader.events].count("error") == 1
