@@ -140,7 +140,7 @@ def make_reader(
     Args:
         dev: the device's configuration.
         speed: emulation speed-up of the device's clock (1.0 for hardware); lets the
-            pod reader's device clock start from the right slope.
+            LD19 and pod readers' device clocks start from the right slope.
         handle: an A1 scanner already brought up by the sequencer, to take over.
         pods: the nominal pod geometry, stored with the pod stream.
     """
@@ -155,6 +155,7 @@ def make_reader(
             dev.name,
             dev.port,
             attrs=attrs,
+            clock_slope=1.0 / speed,
             first_valid_timeout_s=dev.timeout_s,
             read_timeout_s=STREAM_READ_S,
         )
@@ -332,6 +333,7 @@ def run_capture(
     allow_missing: bool = False,
     flush_interval_s: float = 0.5,
     min_free_bytes: int = 32 * 2**20,
+    extra_readers: Sequence[DeviceReader] = (),
 ) -> CaptureResult:
     """Record every configured device into ``output`` for ``duration_s`` seconds.
 
@@ -352,6 +354,11 @@ def run_capture(
         min_free_bytes: stop cleanly when the output's file system has less free space
             than this or than 4 s of the file's current growth, whichever is larger
             (bytes), so the file is closed intact before the disk is full.
+        extra_readers: sources that are not serial devices of the configuration (the
+            emulated network pose source of ``sensorbench demo``,
+            :class:`~sensorbench.drivers.sim_pose_source.SimPoseSource`): declared,
+            started, polled and stopped with the device readers, but not brought up
+            and not in the device summary.
 
     Raises:
         SessionError: the output cannot be created.
@@ -393,6 +400,7 @@ def run_capture(
         for d in config.devices
         if d.name in up
     }
+    readers.update({r.name: r for r in extra_readers})
     for reader in readers.values():
         reader.declare(writer)
     writer.start()
@@ -429,7 +437,9 @@ def run_capture(
         )
     result.recorded_s = time.monotonic() - t0
     _stop_all(list(readers.values()))
-    statuses = {name: r.status() for name, r in readers.items()}  # final counters
+    statuses = {  # final counters of the configured devices
+        name: r.status() for name, r in readers.items() if name in up
+    }
     try:
         if writer.error is None:
             writer.event(time.monotonic_ns(), "capture", "stop", f"stopped by {result.stopped_by}")
