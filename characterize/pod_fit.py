@@ -628,7 +628,7 @@ def fit_pods(
     drives: Sequence[Drive],
     interval_s: float = 0.5,
     max_offset_s: float = 0.25,
-    heading: str = "mocap",
+    heading: str = "auto",
     min_excitation: float = 100.0,
     hac_lags: int = 0,
     counts_per_rev: Sequence[float] | None = None,
@@ -642,7 +642,10 @@ def fit_pods(
         interval_s: length of the fitting intervals (s); longer intervals shrink
             the errors-in-variables bias from reference noise.
         max_offset_s: search range of the encoder/reference time offset (s).
-        heading: ``"mocap"`` or ``"imu"``: where the Δθ regressor comes from.
+        heading: where the Δθ regressor comes from: ``"mocap"``, ``"imu"`` (the
+            gyro's yaw, bias removed against mocap: ~20× less noisy per interval,
+            which sets the parallel pods' scale ratio and so the heading drift
+            per metre) or ``"auto"`` (imu when every session carries IMU yaw).
         min_excitation: a regressor whose conditional signal energy is below this
             multiple of the reference-noise energy counts as not excited.
         hac_lags: neighbouring intervals whose score products enter the covariance.
@@ -655,9 +658,13 @@ def fit_pods(
     """
     if not drives:
         raise FitError("no sessions to fit")
-    if heading not in ("mocap", "imu"):
-        raise FitError(f"heading must be 'mocap' or 'imu', not {heading!r}")
-    offsets = [align_drive(d, interval_s, max_offset_s, heading) for d in drives]
+    if heading not in ("auto", "mocap", "imu"):
+        raise FitError(f"heading must be 'auto', 'mocap' or 'imu', not {heading!r}")
+    if heading == "auto":
+        heading = "imu" if all(d.imu_yaw is not None for d in drives) else "mocap"
+    # align on the reference's own rotation: the IMU shares the encoder's clock, so
+    # with IMU heading a spin would carry no timing information
+    offsets = [align_drive(d, interval_s, max_offset_s, "mocap") for d in drives]
     core = _fit_core(drives, offsets, interval_s, heading, min_excitation, hac_lags)
     n_bounce = 0
     if core["excited"].all() and any(d.imu_yaw is not None for d in drives):

@@ -70,10 +70,11 @@ def _echo_json(doc: dict) -> None:
 )
 @click.option(
     "--heading",
-    type=click.Choice(["mocap", "imu"]),
-    default="mocap",
+    type=click.Choice(["auto", "mocap", "imu"]),
+    default="auto",
     show_default=True,
-    help="Reference for the rotational part (Δθ).",
+    help="Reference for the rotational part (Δθ): mocap, or the IMU's yaw (bias removed "
+    "against mocap); auto = imu when every session has IMU yaw.",
 )
 @click.option(
     "--min-excitation",
