@@ -65,8 +65,8 @@ def test_fitted_geometry_and_noise_meet_the_targets_on_squares_and_figure8(case)
         assert e["max_m"] < 0.10, (name, e["max_m"])
         # heading: 1° as RMS over the path. Wheel slip alone (0.5 mm/√m per wheel,
         # 0.32 m track) is a heading random walk of ≈ 2.2 mrad/√m, ≈ 0.6° after 25 m;
-        # a fitted-scale mismatch of 1σ (0.035 % per pod) adds ≈ 1.5 mrad/m. The max
-        # over a path can pass 1° on unlucky seeds; see the slow test.
+        # the fit's scale ratio of the parallel pods (IMU heading reference) adds a
+        # drift of a fraction of a mrad per metre. Observed over 10 paths: 0.13–0.70°.
         assert np.degrees(e["heading_rms_rad"]) < 1.0, (name, e["heading_rms_rad"])
 
 
@@ -81,17 +81,13 @@ def test_nominal_geometry_two_percent_off_is_measurably_worse(case) -> None:
 
 @pytest.mark.slow
 def test_targets_over_five_seeds(tmp_path) -> None:
-    # max position error < 10 cm on every path; heading RMS < 1° on at least 80 % of
-    # the paths (see the budget in the fast test: it is not met on every seed)
-    heading_ok, total = 0, 0
+    # both targets on every path of five more seeds (fixed drives and test paths fresh)
     for seed in range(20, 25):
         c = fitted_case(tmp_path, seed)
-        for path in c["paths"].values():
+        for name, path in c["paths"].items():
             e = errors(path, c["geometry"], c["noise"])
-            assert e["max_m"] < 0.10
-            heading_ok += np.degrees(e["heading_rms_rad"]) < 1.0
-            total += 1
-    assert heading_ok >= 0.8 * total
+            assert e["max_m"] < 0.10, (seed, name, e["max_m"])
+            assert np.degrees(e["heading_rms_rad"]) < 1.0, (seed, name, e["heading_rms_rad"])
 
 
 def test_cli_fit_noise_and_replay_write_models_estimate_and_plots(case, tmp_path) -> None:
