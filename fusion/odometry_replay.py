@@ -211,6 +211,7 @@ def replay_session(
     gate: float = 6.63,
     reference: str = "mocap",
     repair: bool = True,
+    align_interval_s: float = 0.5,
 ) -> Replay:
     """Replay one session through the split filters and score it.
 
@@ -224,6 +225,8 @@ def replay_session(
             to the encoder) or ``"truth"`` (a simulated session's truth).
         repair: rebuild bounce frames from the other pods and the IMU yaw
             (when the encoder stream carries one).
+        align_interval_s: interval of the encoder/mocap time alignment (s); an
+            emulated session captured at N× real time needs 0.5/N.
 
     The filter starts at the reference pose at the first frame (zero pose
     without a reference).
@@ -244,7 +247,7 @@ def replay_session(
     elif reference == "mocap":
         drive, ref_name = _mocap_reference(path, odo.t0_ns)
         if drive is not None:
-            offset = align_drive(drive, 0.5)
+            offset = align_drive(drive, align_interval_s)
             ref_t, ref_pose = drive.t_ref - offset, drive.ref
     else:
         raise FusionError(f"reference must be 'mocap' or 'truth', not {reference!r}")

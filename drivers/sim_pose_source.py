@@ -1,0 +1,191 @@
+"""An emulated network pose source: a simulation's mocap and pose-sensor samples, live.
+
+Real motion capture (and most relocalizing pose sensors) reach the robot over the
+network, not over a serial port, so there is no byte protocol to emulate on a pty.
+:class:`SimPoseSource` stands in for such a client inside ``capture`` (``sensorbench
+demo`` uses it): a thread releases each stream's samples when the emulation clock
+(:class:`~sensorbench.sim.clock.SimClock`, shared with the emulated serial devices)
+reaches their simulated arrival time, and appends them to the session as pose streams
+(``kind`` ``mocap`` / ``pose_sensor``), stamped on the host clock:
+
+    host_ns = t0_ns + t_s / speed · 1e9
+
+where ``t0_ns`` is the host monotonic time of simulated time 0 and ``t_s`` the
+sample's simulated arrival time (latency included by the simulator). A real network
+client would stamp each message with ``time.monotonic_ns()`` on receipt (or map the
+mocap system's own clock onto the host clock); the emulated source stamps with the
+time the sample was due instead of the time its thread woke, so its own wake-up
+period (``period_s``) adds no jitter. Relocalizations become ``relocalization``
+events, as in simulated sessions. Every stream attribute says ``emulated = True``.
+
+It implements :class:`~sensorbench.drivers.reader_base.DeviceReader`; pass it to
+:func:`~sensorbench.drivers.capture.run_capture` through ``extra_readers``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sensorbench.drivers.reader_base import ReaderStatus
+from sensorbench.errors import DriverError
+from sensorbench.logs import PoseBatch
+
+if TYPE_CHECKING:
+    from sensorbench.logs import SessionWriter
+    from sensorbench.sim.clock import SimClock
+    from sensorbench.sim.sensor_pose import PoseSamples
+
+POSE_KINDS = ("mocap", "pose_sensor")
+
+
+class SimPoseSource:
+    """Streams pose samples of a simulation into a session at the emulation speed.
+
+    Args:
+        streams: stream name → (kind, samples); kind is ``mocap`` or ``pose_sensor``.
+        clock: the emulation clock shared with the emulated devices.
+        name: reader name (events' source, status line).
+        attrs: extra attributes for every pose stream.
+        period_s: host seconds between releases (s).
+    """
+
+    kind = "pose"
+
+    def __init__(
+        self,
+        streams: Mapping[str, tuple[str, PoseSamples]],
+        clock: SimClock,
+        name: str = "pose_source",
+        attrs: Mapping[str, Any] | None = None,
+        period_s: float = 0.02,
+    ) -> None:
+        for stream, (kind, _) in streams.items():
+            if kind not in POSE_KINDS:
+                raise DriverError(f"pose stream {stream!r}: kind must be one of {POSE_KINDS}")
+        if not streams:
+            raise DriverError("the emulated pose source needs at least one stream")
+        self.name = name
+        self.streams = dict(streams)
+        self.clock = clock
+        self.attrs = dict(attrs or {})
+        self.period_s = float(period_s)
+        now_ns = time.monotonic_ns()
+        self.t0_ns = now_ns - round(clock.now() / clock.speed * 1e9)
+        """Host monotonic time (ns) of simulated time 0."""
+        self._next = dict.fromkeys(self.streams, 0)
+        self._reloc_next = dict.fromkeys(self.streams, 0)
+        self._writer: SessionWriter | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._sent = 0
+        self._last_sent = 0
+        self._last_status_t = time.monotonic()
+        self._last_data_t: float | None = None
+        self._error: str | None = None
+
+    def host_ns(self, t_s: np.ndarray) -> np.ndarray:
+        """Host monotonic time (int64 ns) of simulated times ``t_s`` (s)."""
+        return self.t0_ns + np.round(np.asarray(t_s, float) / self.clock.speed * 1e9).astype(
+            np.int64
+        )
+
+    def declare(self, writer: SessionWriter) -> None:
+        """Add one pose stream per configured stream."""
+        self._writer = writer
+        for stream, (kind, samples) in self.streams.items():
+            writer.add_pose(
+                stream,
+                kind=kind,
+                attrs={
+                    **self.attrs,
+                    "rate_hz": float(samples.params.get("rate_hz", float("nan"))),
+                    "frame": "world" if kind == "mocap" else "sensor map",
+                    "emulated": True,
+                    "source": "sensorbench emulated network pose source (simulation samples)",
+                    "emulation_speed": self.clock.speed,
+                },
+            )
+
+    def start(self) -> None:
+        """Start releasing samples (those already due are released at once)."""
+        if self._writer is None:
+            raise DriverError(f"{self.name}: declare() the streams on a writer before start()")
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name=f"pose-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop the thread within ``timeout_s`` (s)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def status(self) -> ReaderStatus:
+        """Samples per second released over the last status interval."""
+        now = time.monotonic()
+        with self._lock:
+            sent, dt = self._sent - self._last_sent, max(now - self._last_status_t, 1e-6)
+            self._last_sent, self._last_status_t = self._sent, now
+            since = float("inf") if self._last_data_t is None else now - self._last_data_t
+        return ReaderStatus(
+            name=self.name,
+            kind=self.kind,
+            port="emulated network source",
+            connected=self._thread is not None and self._error is None,
+            bytes_per_s=0.0,
+            items_per_s=sent / dt,
+            turns_per_s=0.0,
+            crc_errors=0,
+            drops=0,
+            since_last_data_s=since,
+            reconnects=0,
+            last_error=self._error,
+        )
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self._release(self.clock.now())
+            except Exception as exc:  # the writer failed: capture reports writer.error
+                self._error = str(exc)
+                return
+            if self._stop.wait(self.period_s):
+                return
+
+    def _release(self, now_s: float) -> None:
+        assert self._writer is not None
+        for stream, (_, s) in self.streams.items():
+            i = self._next[stream]
+            j = int(np.searchsorted(s.t_s, now_s, side="right"))
+            if j <= i:
+                continue
+            self._writer.append_pose(
+                stream,
+                PoseBatch(
+                    self.host_ns(s.t_s[i:j]),
+                    s.position[i:j],
+                    s.quat_xyzw[i:j],
+                    s.valid[i:j],
+                    s.flags[i:j] if s.flags.size else np.zeros(j - i, np.uint8),
+                ),
+            )
+            self._next[stream] = j
+            with self._lock:
+                self._sent += j - i
+                self._last_data_t = time.monotonic()
+        for stream, (kind, s) in self.streams.items():
+            if kind != "pose_sensor":
+                continue
+            k = self._reloc_next[stream]
+            m = int(np.searchsorted(s.reloc_t_s, now_s, side="right"))
+            for t, wrong in zip(s.reloc_t_s[k:m], s.reloc_wrong[k:m], strict=False):
+                message = "wrong relocalization (gross offset)" if wrong else "relocalized"
+                self._writer.event(int(self.host_ns(t)), stream, "relocalization", message)
+            self._reloc_next[stream] = m

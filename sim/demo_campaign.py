@@ -1,0 +1,345 @@
+"""``sensorbench demo``: capture a whole campaign from the emulated robot, fit, validate, report.
+
+:func:`run_demo` does, in order (each step is the library code behind the command
+named in brackets, on the files the previous steps wrote):
+
+1. captures, through the real capture path (staggered bring-up, real drivers on
+   pseudo-terminals, :mod:`~sensorbench.sim.demo_capture`), the fixed drives
+   ``forward``, ``sideways``, ``spin`` (pods + mocap) and ``square`` (pods, mocap and
+   the three lidars), a static lidar session (``lidar_static``: LD19 + both A1s) and a
+   relocalization campaign (``reloc_campaign`` sessions: pods, mocap, pose sensor);
+2. fits the pod geometry on the four drives (``fit pods``) and the filter noise on
+   the square and the spin (``fit noise``);
+3. fits the pose-error model on the campaign (``fit pose-error``);
+4. merges the square's front and rear A1 scans (``merge``);
+5. writes the report (``report``), which replays the drives, validates the pose-error
+   model leave-one-session-out and characterizes the lidars.
+
+Any step that fails raises (nothing is skipped silently). Progress goes to the
+``progress`` callback; nothing is printed.
+
+Time base: the emulation runs ``speed`` times faster than the wall and the files are
+stamped on the host clock, so every time-like option of the fits (pod-fit interval,
+lidar static-stretch lengths) is divided by ``speed`` to cover the same simulated
+span as at real time; the report puts time-like truth values on the file's time base.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sensorbench.errors import FitError
+from sensorbench.sim.demo_capture import CapturedSession, capture_scenario
+from sensorbench.sim.scenario import load_scenario
+
+ProgressFn = Callable[[str], None]
+
+LIDARS = ("lidar_front", "lidar_rear", "ld19")
+POD_INTERVAL_SIM_S = 0.5
+"""Pod-fit interval in simulated seconds (the ``fit pods`` default at real time) (s)."""
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    """What the demo captures and how hard it works.
+
+    Attributes:
+        quick: the short variant (CI).
+        speed: emulation speed (simulated s per host s).
+        drive_repeats: repeats of each fixed drive (None: the scenario's).
+        reloc_sessions: campaign session indices of ``reloc_campaign``.
+        reloc_repeats: loops per campaign session (None: the scenario's).
+        static_hold_s: length of the static lidar session (simulated s).
+        draws: Monte Carlo draws per session of the validation.
+        seed: simulation and Monte Carlo seed.
+    """
+
+    quick: bool
+    speed: float
+    drive_repeats: int | None
+    reloc_sessions: tuple[int, ...]
+    reloc_repeats: int | None
+    static_hold_s: float
+    draws: int
+    seed: int = 1
+
+
+def demo_plan(quick: bool = False, speed: float | None = None, seed: int = 1) -> DemoPlan:
+    """The shipped plans: full (about 13 simulated minutes) or quick (about 4)."""
+    if quick:
+        return DemoPlan(True, speed or 20.0, 1, (0, 1, 2), 1, 20.0, 200, seed)
+    return DemoPlan(False, speed or 10.0, None, (0, 1, 2, 3, 4), None, 40.0, 1000, seed)
+
+
+@dataclass
+class DemoResult:
+    """Everything the demo produced.
+
+    Attributes:
+        out_dir: the output directory.
+        sessions: captured sessions by label.
+        models: model files by kind (``pods``, ``noise``, ``pose_error``).
+        merged: the merged-scan session.
+        report: the HTML report.
+        report_data: the report's content (recovered values beside the truth).
+        timings_s: host seconds per stage.
+    """
+
+    out_dir: Path
+    sessions: dict[str, CapturedSession] = field(default_factory=dict)
+    models: dict[str, Path] = field(default_factory=dict)
+    merged: Path | None = None
+    report: Path | None = None
+    report_data: Any = None
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+
+def run_demo(
+    out_dir: str | os.PathLike[str],
+    plan: DemoPlan,
+    progress: ProgressFn | None = None,
+) -> DemoResult:
+    """Run the whole demo into ``out_dir`` (created; existing session files are refused).
+
+    Raises:
+        SensorbenchError: any capture, fit or report step failed.
+    """
+    say = progress or (lambda _msg: None)
+    out = Path(out_dir)
+    ses_dir, model_dir, run_dir = out / "sessions", out / "models", out / "run"
+    for d in (ses_dir, model_dir, run_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    res = DemoResult(out)
+    speed = plan.speed
+
+    def timed(stage: str, fn: Callable[[], Any]) -> Any:
+        t = time.monotonic()
+        value = fn()
+        res.timings_s[stage] = res.timings_s.get(stage, 0.0) + time.monotonic() - t
+        return value
+
+    def capture(scenario, label, devices, pose, session=None):
+        sc = scenario if session is None else scenario.for_session(session)
+        path = ses_dir / f"{label.replace('#', '_')}.h5"
+        say(f"capturing {label} ({', '.join([*devices, *pose])}) at {speed:g}x")
+        budget = 3.0 if any(d in LIDARS for d in devices) else 1.0
+        c = timed(
+            "capture",
+            lambda: capture_scenario(
+                sc,
+                plan.seed,
+                path,
+                run_dir / label.replace("#", "_"),
+                devices,
+                pose,
+                speed=speed,
+                bringup_budget_s=budget,
+                label=label,
+            ),
+        )
+        say(
+            f"  {label}: {path.stat().st_size / 2**20:.1f} MiB in {c.host_s:.1f} s, "
+            + ", ".join(f"{d.name} {d.items}" for d in c.capture.devices)
+        )
+        res.sessions[label] = c
+        return c
+
+    drive_over = (
+        {} if plan.drive_repeats is None else {"trajectory": {"repeats": plan.drive_repeats}}
+    )
+    for name in ("forward", "sideways", "spin"):
+        capture(load_scenario(name).with_overrides(drive_over), name, ["pods"], ("mocap",))
+    capture(
+        load_scenario("square").with_overrides(drive_over),
+        "square",
+        ["pods", *LIDARS],
+        ("mocap",),
+    )
+    static = load_scenario("lidar_static").with_overrides(
+        {"trajectory": {"hold_s": plan.static_hold_s}}
+    )
+    capture(static, "lidar_static", list(LIDARS), ())
+    reloc_over = (
+        {} if plan.reloc_repeats is None else {"trajectory": {"repeats": plan.reloc_repeats}}
+    )
+    campaign = load_scenario("reloc_campaign")
+    reloc = []
+    for i in plan.reloc_sessions:
+        sc = campaign.for_session(i).with_overrides(reloc_over)
+        reloc.append(capture(sc, f"reloc#{i}", ["pods"], ("mocap", "pose_sensor")).path)
+
+    drives = [res.sessions[n].path for n in ("forward", "sideways", "spin", "square")]
+    say("fitting pod geometry (forward, sideways, spin, square)")
+    res.models["pods"] = timed(
+        "fit pods", lambda: fit_pods_model(drives, model_dir / "pods.toml", speed)
+    )
+    say("fitting filter noise (square, spin)")
+    res.models["noise"] = timed(
+        "fit noise",
+        lambda: fit_noise_model(
+            [res.sessions["square"].path, res.sessions["spin"].path],
+            res.models["pods"],
+            model_dir / "noise.toml",
+        ),
+    )
+    say(f"fitting the pose-error model ({len(reloc)} campaign sessions)")
+    res.models["pose_error"] = timed(
+        "fit pose-error", lambda: fit_pose_model(reloc, model_dir / "pose_error.toml")
+    )
+    say("merging the square's front and rear scans")
+    from sensorbench.fusion.scan_merge_session import merge_session
+
+    res.merged = out / "sessions" / "square_merged.h5"
+    timed(
+        "merge",
+        lambda: merge_session(
+            res.sessions["square"].path, "lidar_front", "lidar_rear", res.merged, overwrite=True
+        ),
+    )
+    from sensorbench.characterize.report import ReportOptions, build_report
+
+    say(f"writing the report (replay, validation with {plan.draws} draws, lidar datasheets)")
+    opts = ReportOptions(draws=plan.draws, seed=plan.seed)
+    report = timed(
+        "report",
+        lambda: build_report(
+            [c.path for c in res.sessions.values()],
+            out / "report",
+            models_dir=model_dir,
+            options=opts,
+            progress=say,
+        ),
+    )
+    res.report, res.report_data = report.path, report.data
+    return res
+
+
+def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Path:
+    """Fit the pod geometry on ``sessions`` (``fit pods``) and write the model file.
+
+    The interval is :data:`POD_INTERVAL_SIM_S` divided by ``speed``.
+
+    Raises:
+        FitError: the fit failed or could not identify every parameter.
+    """
+    from sensorbench.characterize.pod_fit import fit_pods, load_drive
+    from sensorbench.fusion.model_file import provenance
+    from sensorbench.fusion.pod_kinematics import PodGeometry, save_pod_model
+
+    fit = fit_pods([load_drive(p) for p in sessions], interval_s=POD_INTERVAL_SIM_S / speed)
+    if not fit.complete:
+        raise FitError("pod fit incomplete: " + "; ".join(fit.refusals()))
+    geometry = PodGeometry(fit.c, fit.phi, fit.lever, fit.names, fit.counts_per_rev)
+    prov = provenance(sessions, {**fit.options, "emulation_speed": speed})
+    summary = {
+        "complete": fit.complete,
+        "time_offsets_s": fit.time_offsets_s,
+        "excitation": fit.excitation,
+        "not_observable": "each pod's position along its own rolling axis",
+    }
+    save_pod_model(output, geometry, prov, fit.pod_tables(), summary)
+    return output
+
+
+def fit_noise_model(sessions: list[Path], pods_model: Path, output: Path) -> Path:
+    """Fit the split filters' noise (``fit noise``) and write the model file."""
+    from sensorbench.characterize.noise_fit import fit_noise
+    from sensorbench.fusion.model_file import provenance
+    from sensorbench.fusion.pod_kinematics import load_pod_model
+    from sensorbench.fusion.split_filter import save_noise_model
+
+    fit = fit_noise(list(sessions), load_pod_model(pods_model))
+    prov = provenance([*sessions, pods_model], {"pods_model": str(pods_model)})
+    report = {a: {k: v for k, v in f.as_dict().items() if k != "rho"} for a, f in fit.axes.items()}
+    save_noise_model(output, fit.noise, prov, report)
+    return output
+
+
+def fit_pose_model(sessions: list[Path], output: Path) -> Path:
+    """Fit the pose-error model of ``pose_sensor`` against ``mocap`` and write it."""
+    from sensorbench.characterize.pose_align import ERROR_FRAME
+    from sensorbench.characterize.pose_error import FitOptions, file_sha256, fit_pose_error
+    from sensorbench.characterize.pose_sessions import prepare_session
+
+    prepared = [prepare_session(p, "pose_sensor", "mocap") for p in sessions]
+    model = fit_pose_error(
+        [p.series for p in prepared],
+        FitOptions(),
+        sensor="pose_sensor",
+        reference="mocap",
+        frame=ERROR_FRAME,
+        inputs=[
+            {"path": str(Path(p).resolve()), "sha256": file_sha256(p), "n_samples": ps.series.n}
+            for p, ps in zip(sessions, prepared, strict=True)
+        ],
+        extra_provenance={
+            "alignment": {ps.series.name: ps.alignment.to_dict() for ps in prepared},
+            "segmentation": {ps.series.name: ps.segmentation.to_dict() for ps in prepared},
+        },
+    )
+    model.save(output)
+    if not np.all(np.isfinite(model.params_array())):
+        raise FitError(f"pose-error fit gave non-finite parameters; see {output}")
+    return output
+
+
+def summary_rows(res: DemoResult) -> list[dict[str, Any]]:
+    """Key recovered values next to the simulated truth, from the report's content.
+
+    Each row: ``name``, ``value``, ``sigma`` (1σ; for the pose-error model the 95 %
+    interval's width / 3.92), ``truth``, ``unit`` (SI; τ on the files' time base).
+    """
+    data = res.report_data or {}
+    rows: list[dict[str, Any]] = []
+    units = {"distance_per_tick": "m", "rolling_angle": "rad", "lever_arm": "m"}
+    for p in data.get("pods", []):
+        if p["param"] in units and p["truth"] is not None:
+            rows.append(
+                {
+                    "name": f"pod{p['pod']} {p['param']} ({units[p['param']]})",
+                    "value": p["value"],
+                    "sigma": p["sigma"],
+                    "truth": p["truth"],
+                    "unit": units[p["param"]],
+                }
+            )
+    pose = (data.get("pose_error") or {}).get("params", [])
+    for p in pose:
+        if p["axis"] in ("x", "y", "yaw") and p["param"] in ("sigma_b", "sigma", "tau_s"):
+            if p["truth"] is None:
+                continue
+            unit = "s" if p["param"] == "tau_s" else ("rad" if p["axis"] == "yaw" else "m")
+            lo, hi = p["ci95"]
+            rows.append(
+                {
+                    "name": f"pose {p['axis']} {p['param']} ({unit})",
+                    "value": p["value"],
+                    "sigma": (hi - lo) / 3.92 if np.isfinite(hi - lo) else float("nan"),
+                    "truth": p["truth"],
+                    "unit": unit,
+                }
+            )
+    for label, devices in (data.get("lidar") or {}).items():
+        if label != "lidar_static":
+            continue
+        for name, entry in devices.items():
+            for b in entry["noise_bands"]:
+                if b["truth_sigma_m"] is None or b["sigma_m"] is None:
+                    continue
+                rows.append(
+                    {
+                        "name": f"{name} σ {b['lo_m']:g}-{b['hi_m']:g} m (m)",
+                        "value": b["sigma_m"],
+                        "sigma": b["se_m"],
+                        "truth": b["truth_sigma_m"],
+                        "unit": "m",
+                    }
+                )
+    return rows

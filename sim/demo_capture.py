@@ -1,0 +1,252 @@
+"""Capture one simulated scenario through the real capture path, with its truth.
+
+:func:`capture_scenario` is one session of ``sensorbench demo``: the emulated robot
+(:class:`~sensorbench.sim.emulated_robot.EmulatedRobot`) serves the chosen devices on
+pseudo-terminals under stable names, :func:`~sensorbench.drivers.capture.run_capture`
+brings them up one after another and records them through the real drivers, and the
+emulated network pose source
+(:class:`~sensorbench.drivers.sim_pose_source.SimPoseSource`) adds the simulation's
+mocap and pose-sensor samples. Afterwards the simulation's truth is added to the file
+(``/truth``, layout below) so reports can print it beside what was recovered.
+
+Timing. The emulation runs ``speed`` times faster than the wall and every stream is
+stamped on the host clock, so inside the file time runs ``speed`` times faster than
+in the simulation: a simulated 5 s correlation time shows as 5/speed s. The truth
+attributes carry ``emulation_speed`` so time-like truth values can be put on the
+file's time base. The scenario gets a lead-in hold long enough to cover the
+bring-up (``bringup_budget_s`` host seconds), so the motion starts after every
+device records; the capture stops just before the scenario ends (the pod MCU would
+otherwise loop back to the start).
+
+``/truth`` of a captured demo session (a subset of ``simulate_to_session``'s):
+
+* attributes: ``scenario_name``, ``scenario_toml`` (the resolved scenario, simulated
+  units), ``seed``, ``campaign_session`` (-1 if none), ``duration_s`` (simulated s),
+  ``t0_ns`` (host monotonic ns of simulated time 0), ``emulation_speed``,
+  ``software_version``, ``time_base``;
+* ``pose/t_ns`` (host ns), ``pose/x_y_yaw`` (m, m, rad unwrapped, world);
+* ``pods/geometry`` (columns x_m y_m angle_rad radius_m counts_per_rev m_per_count),
+  ``pods/gyro_bias_rad_s`` (per simulated second);
+* ``pose_sensor/reloc_t_ns`` (host ns), ``pose_sensor/reloc_offset``,
+  ``pose_sensor/reloc_wrong``;
+* ``lidar/<name>`` attributes ``params_toml`` and ``mount_xy_yaw``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tomllib
+
+from sensorbench import __version__
+from sensorbench.drivers.capture import BringupResult, CaptureResult, run_capture
+from sensorbench.drivers.sim_pose_source import SimPoseSource
+from sensorbench.errors import SimError
+from sensorbench.logs import SessionWriter
+from sensorbench.sim.emulated_robot import DEFAULT_CONFIG, EmulatedRobot
+from sensorbench.sim.scenario import Scenario, dumps_toml
+from sensorbench.sim.simulation import TRUTH_RATE_HZ, Simulation
+
+END_MARGIN_S = 0.5
+"""Simulated seconds before the scenario's end at which the capture stops (s)."""
+
+
+@dataclass(frozen=True)
+class CapturedSession:
+    """One captured demo session.
+
+    Attributes:
+        path: the session file.
+        label: its label (scenario name, ``#i`` for campaign sessions).
+        capture: the capture's result (bring-up rows, per-device summary).
+        sim_bringup_s: simulated time at which recording started (s); below the
+            lead-in, the motion was recorded whole.
+        lead_in_s: the lead-in hold added to the scenario (simulated s).
+        host_s: host seconds the capture took, bring-up included (s).
+    """
+
+    path: Path
+    label: str
+    capture: CaptureResult
+    sim_bringup_s: float
+    lead_in_s: float
+    host_s: float
+
+
+def subset_config_text(text: str, devices: list[str]) -> str:
+    """The robot configuration ``text`` keeping only ``devices`` (and their power-up order)."""
+    doc = tomllib.loads(text)
+    names = {d["name"] for d in doc.get("devices", [])}
+    missing = sorted(set(devices) - names)
+    if missing:
+        raise SimError(f"the robot configuration has no device {', '.join(missing)}")
+    doc["devices"] = [d for d in doc["devices"] if d["name"] in devices]
+    if "powerup" in doc and "order" in doc["powerup"]:
+        doc["powerup"]["order"] = [n for n in doc["powerup"]["order"] if n in devices]
+    return f"# sensorbench demo: {', '.join(devices)} of the emulated robot\n" + dumps_toml(doc)
+
+
+def capture_scenario(
+    scenario: Scenario,
+    seed: int,
+    output: str | os.PathLike[str],
+    run_dir: str | os.PathLike[str],
+    devices: list[str],
+    pose_streams: tuple[str, ...] = (),
+    speed: float = 10.0,
+    bringup_budget_s: float = 4.0,
+    label: str | None = None,
+    config: str | os.PathLike[str] | None = None,
+) -> CapturedSession:
+    """Emulate ``devices`` driven by ``scenario`` and capture them into ``output``.
+
+    Args:
+        scenario: the scenario (a campaign session already selected).
+        seed: simulation seed.
+        output: session file to create.
+        run_dir: directory for the ptys' stable links.
+        devices: device names of the robot configuration to emulate and record.
+        pose_streams: ``mocap`` and/or ``pose_sensor`` from the emulated pose source.
+        speed: simulated seconds per host second.
+        bringup_budget_s: host seconds of lead-in hold added before the motion (s).
+        label: session label (default the scenario name).
+        config: robot configuration (default ``examples/robot-emulated.toml``).
+
+    Raises:
+        SimError: unknown devices or streams, or the capture failed (bring-up, writer).
+    """
+    import time
+
+    t_start = time.monotonic()
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    base = Path(config) if config is not None else DEFAULT_CONFIG
+    label = label or scenario.name
+    cfg_path = run_dir / f"robot-{''.join(c if c.isalnum() else '_' for c in label)}.toml"
+    cfg_path.write_text(subset_config_text(base.read_text(), devices))
+    lead_in = bringup_budget_s * speed
+    sc = scenario.with_overrides(
+        {"trajectory": {"lead_in_s": scenario.trajectory["lead_in_s"] + lead_in}}
+    )
+    robot = EmulatedRobot(
+        run_dir,
+        config=cfg_path,
+        scenario=sc,
+        seed=seed,
+        speed=speed,
+        ld19_startup_s=0.3,
+        faults=False,
+    )
+    sim = robot.sim
+    streams = {name: (name, getattr(sim, name)()) for name in pose_streams}
+    bringup_at: list[float] = []
+    stop = threading.Event()
+    try:
+        robot.start()
+        source = (
+            [SimPoseSource(streams, robot.clock, attrs={"scenario": sim.scenario.name})]
+            if streams
+            else []
+        )
+
+        def on_bringup(_: BringupResult) -> None:
+            if not bringup_at:
+                bringup_at.append(robot.clock.now())
+
+        end_s = sim.duration_s - END_MARGIN_S
+        watcher = threading.Thread(
+            target=lambda: (robot.clock.sleep_until(end_s, stop), stop.set()),
+            name="demo-end",
+            daemon=True,
+        )
+        watcher.start()
+        result = run_capture(
+            robot.config,
+            output,
+            duration_s=end_s / speed + 30.0,
+            label=label,
+            note=f"sensorbench demo: scenario {sim.scenario.name}, emulated at {speed:g}x",
+            on_bringup=on_bringup,
+            stop=stop,
+            speed=speed,
+            extra_readers=source,
+        )
+    finally:
+        stop.set()
+        robot.stop()
+    if not result.ok:
+        failed = "; ".join(f"{b.name}: {b.message}" for b in result.bringup if not b.ok)
+        raise SimError(
+            f"capture of {label} failed (stopped by {result.stopped_by}): {result.error or failed}"
+        )
+    t0_ns = source[0].t0_ns if source else None
+    _add_truth(Path(output), sim, speed, t0_ns, robot.clock)
+    return CapturedSession(
+        Path(output),
+        label,
+        result,
+        bringup_at[0] if bringup_at else math.nan,
+        lead_in,
+        time.monotonic() - t_start,
+    )
+
+
+def _add_truth(path: Path, sim: Simulation, speed: float, t0_ns: int | None, clock) -> None:
+    import time
+
+    if t0_ns is None:
+        t0_ns = time.monotonic_ns() - round(clock.now() / speed * 1e9)
+    scn = sim.scenario
+
+    def host_ns(t_s: np.ndarray) -> np.ndarray:
+        return t0_ns + np.round(np.asarray(t_s, float) / speed * 1e9).astype(np.int64)
+
+    with SessionWriter.add_to(path) as w:
+        w.set_truth_attrs(
+            {
+                "scenario_name": scn.name,
+                "scenario_toml": scn.to_toml(),
+                "seed": sim.seed,
+                "campaign_session": -1 if scn.session is None else scn.session,
+                "duration_s": sim.duration_s,
+                "t0_ns": int(t0_ns),
+                "emulation_speed": float(speed),
+                "software_version": __version__,
+                "time_base": (
+                    "host monotonic ns; simulated seconds run emulation_speed times faster "
+                    "than host seconds (host_ns = t0_ns + t_sim / emulation_speed * 1e9)"
+                ),
+            }
+        )
+        t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
+        x, y, yaw = sim.truth_pose(t)
+        w.set_truth("pose/t_ns", host_ns(t))
+        w.set_truth(
+            "pose/x_y_yaw",
+            np.column_stack([x, y, yaw]),
+            {"units": "m, m, rad (yaw unwrapped)", "frame": "world"},
+        )
+        if sim.enabled("pods"):
+            pods = sim.pods()
+            w.set_truth(
+                "pods/geometry",
+                pods.geometry.as_array(),
+                {"columns": "x_m y_m angle_rad radius_m counts_per_rev m_per_count"},
+            )
+            w.set_truth("pods/gyro_bias_rad_s", pods.true_gyro_bias_rad_s)
+        if sim.enabled("pose_sensor"):
+            ps = sim.pose_sensor()
+            w.set_truth("pose_sensor/reloc_t_ns", host_ns(ps.reloc_t_s))
+            w.set_truth(
+                "pose_sensor/reloc_offset", ps.reloc_offset, {"columns": "x y z roll pitch yaw"}
+            )
+            w.set_truth("pose_sensor/reloc_wrong", ps.reloc_wrong)
+        for name in sim.lidar_names():
+            g = f"lidar/{name}"
+            w.set_truth(f"{g}/mount_xy_yaw", np.asarray(sim.lidar_mount(name), float))
+            w.set_truth_attrs({"params_toml": dumps_toml(scn.lidars[name])}, g)
