@@ -1,0 +1,142 @@
+"""``sensorbench demo --quick`` end to end, and its report in headless Chromium.
+
+The demo captures every session from the emulated robot through the real capture
+path, fits and reports; the recovered values must agree with the simulated truth
+within tolerances derived from the uncertainties the fits state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SENSORBENCH = str(Path(sys.executable).with_name("sensorbench"))
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("demo") / "run"
+    proc = subprocess.run(
+        [SENSORBENCH, "demo", "--quick", "-o", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    doc["out"] = out
+    return doc
+
+
+def _rows(demo: dict, prefix: str) -> list[dict]:
+    rows = [r for r in demo["summary"] if r["name"].startswith(prefix)]
+    assert rows, f"no summary rows for {prefix!r}"
+    return rows
+
+
+def test_demo_writes_sessions_models_and_report(demo: dict) -> None:
+    assert Path(demo["report"]).is_file()
+    for kind in ("pods", "noise", "pose_error"):
+        assert Path(demo["models"][kind]).is_file()
+    labels = set(demo["sessions"])
+    assert {"forward", "sideways", "spin", "square", "lidar_static"} <= labels
+    assert sum(label.startswith("reloc#") for label in labels) >= 3
+
+
+def test_pod_geometry_matches_truth(demo: dict) -> None:
+    # docs/PODS.md: over 50 simulator seeds the stated σ is calibrated for angles
+    # and lever arms and up to 1.5x too small for the parallel pods' scale; 5 stated
+    # σ is then >= 3.3 true σ (two-sided 0.1 % per parameter, 9 parameters)
+    for r in _rows(demo, "pod"):
+        assert abs(r["value"] - r["truth"]) <= 5.0 * r["sigma"], r
+
+
+def test_lidar_noise_matches_truth(demo: dict) -> None:
+    # σ per band from 1.4826·MAD; its stated ±1σ is the MAD's standard error over
+    # the band's points (correlated within a bearing, so taken 5x); plus the range
+    # quantization's share (LD19 1 mm steps add ≤ 1/√12 mm in quadrature: ≤ 2 % at 3 mm)
+    rows = [r for r in demo["summary"] if " σ " in r["name"]]
+    assert len(rows) >= 6
+    for r in rows:
+        tol = 5.0 * r["sigma"] + 0.03 * r["truth"]
+        assert abs(r["value"] - r["truth"]) <= tol, r
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="pose_align's time offset lands 0.15-0.37 simulated s off on reloc_campaign "
+    "sessions (angular-rate correlation 0.14-0.4), also on simulate_to_session files at "
+    "real time, so sigma and tau come out inflated; owned by the pose-error area",
+)
+def test_pose_error_model_matches_truth(demo: dict) -> None:
+    # the 95 % intervals are exp(ln θ ± 1.96 se_log); the truth must lie within the
+    # interval widened to ±3.3 se_log (0.1 % two-sided per parameter)
+    for r in _rows(demo, "pose"):
+        if r["name"].split()[2] == "sigma_b":
+            continue  # 1-2 relocalizations per quick session: σ_b is barely identified
+        lo, hi = r["value"] - 3.3 * r["sigma"], r["value"] + 3.3 * r["sigma"]
+        assert lo <= r["truth"] <= hi, r
+
+
+_CHECK = """<script>
+window.addEventListener('load', function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  var bad = imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); });
+  var tables = Array.prototype.slice.call(document.querySelectorAll('table'));
+  var empty = tables.filter(function (t) { return t.querySelectorAll('tbody tr').length === 0; });
+  var out = document.createElement('pre');
+  out.id = 'sb-check';
+  out.textContent = JSON.stringify({images: imgs.length, broken: bad.length,
+    tables: tables.length, empty: empty.length});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def _chromium(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
+    base = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp / 'chromium-profile'}",
+    ]
+    return subprocess.run(base + args, capture_output=True, text=True, timeout=120)
+
+
+def test_report_renders_in_chromium(demo: dict, tmp_path: Path) -> None:
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed (apt-get install -y chromium)")
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    page = Path(demo["report"]).read_text(encoding="utf-8")
+    assert "http://" not in page and "https://" not in page  # self-contained
+    checked = tmp_path / "report_checked.html"
+    checked.write_text(page.replace("</body>", _CHECK + "</body>"), encoding="utf-8")
+    proc = _chromium(["--virtual-time-budget=10000", "--dump-dom", checked.as_uri()], tmp_path)
+    m = re.search(r'<pre id="sb-check">([^<]*)</pre>', proc.stdout)
+    assert m, proc.stderr[-2000:]
+    result = json.loads(m.group(1))
+    assert result["images"] >= 10, result
+    assert result["broken"] == 0, result
+    assert result["tables"] >= 10, result
+    assert result["empty"] == 0, result
+    shot = tmp_path / "report.png"
+    _chromium(
+        ["--window-size=1200,4000", f"--screenshot={shot}", Path(demo["report"]).as_uri()],
+        tmp_path,
+    )
+    assert shot.is_file() and shot.stat().st_size > 10_000
