@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from sensorbench.drivers.a1 import A1Scanner
 from sensorbench.drivers.reader_base import ReaderStatus
-from sensorbench.errors import DriverError
+from sensorbench.errors import DriverError, SensorbenchError
 from sensorbench.logs import TurnFlag
 
 if TYPE_CHECKING:
@@ -205,8 +205,11 @@ class A1Reader:
 
     def _event(self, t_ns: int, kind: str, message: str) -> None:
         self.events.append((t_ns, kind, message))
-        if self.writer is not None:
-            self.writer.event(t_ns, self.name, kind, message)
+        if self.writer is not None and self.writer.error is None:
+            try:
+                self.writer.event(t_ns, self.name, kind, message)
+            except SensorbenchError as exc:  # the writer failed (e.g. disk full): keep it in status
+                self.scanner.last_error = f"{self.name}: cannot record event {kind!r}: {exc}"
 
     def _run(self) -> None:
         try:
