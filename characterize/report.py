@@ -176,8 +176,15 @@ def _lidar_section(
             doc = r.as_dict()
             t = doc["timing"]
             tp = (truth or {}).get("lidars", {}).get(name)
+            rate_truth = _rate_truth(tp, speed, t["clock"])
+            n_per = max(int(t.get("n_single_periods") or 0), 1)
+            rate_se = t["rate_hz"] ** 2 * t["jitter_std_s"] / math.sqrt(n_per)
             rows = [
-                ("Scan rate (Hz)", _num(t.get("rate_hz")), _rate_truth(tp, speed, r.source)),
+                (
+                    "Scan rate (Hz)",
+                    f"{_num(t['rate_hz'])} ± {_num(rate_se, '{:.2g}')}",
+                    _rate_cell(rate_truth, speed, t["clock"]),
+                ),
                 ("Turn period p50 (ms)", _num(t["period_percentiles_s"]["p50"] * 1e3), ""),
                 ("Period jitter σ (ms)", _num(t.get("jitter_std_s", 0) * 1e3), ""),
                 ("Points per turn (median)", _num(t["points_per_turn"]["median"]), ""),
@@ -189,7 +196,14 @@ def _lidar_section(
                 ),
                 ("Longest gap (ms)", _num(t.get("longest_gap_s", 0) * 1e3), ""),
             ]
-            entry: dict[str, Any] = {"model": r.model, "timing": t, "noise_bands": []}
+            entry: dict[str, Any] = {
+                "model": r.model,
+                "timing": t,
+                "rate_hz": t["rate_hz"],
+                "rate_se_hz": rate_se,
+                "rate_truth_hz": rate_truth,
+                "noise_bands": [],
+            }
             n = doc.get("noise")
             if n is not None:
                 rows.append(
@@ -243,13 +257,22 @@ def _lidar_section(
     return "<h2>Lidars</h2>" + "".join(parts)
 
 
-def _rate_truth(tp: dict | None, speed: float, source: str) -> str:
+def _rate_truth(tp: dict | None, speed: float, clock: str) -> float | None:
+    """The simulated scan rate on the time base of the stream's turn times (Hz).
+
+    Device clocks count simulated time; host stamps run ``speed`` times faster.
+    """
     if tp is None:
+        return None
+    return float(tp["rate_hz"]) * (speed if clock == "host" else 1.0)
+
+
+def _rate_cell(truth: float | None, speed: float, clock: str) -> str:
+    if truth is None:
         return ""
     if speed == 1.0:
-        return _num(tp["rate_hz"])
-    host = _num(tp["rate_hz"] * speed)
-    return f"{_num(tp['rate_hz'])} simulated ({host} on the host clock at {speed:g}×)"
+        return _num(truth)
+    return f"{_num(truth)} ({clock} clock; emulated at {speed:g}×)"
 
 
 def _band_truth(tp: dict | None, lo: float, hi: float) -> float | None:

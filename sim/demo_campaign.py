@@ -42,6 +42,9 @@ from sensorbench.sim.scenario import load_scenario
 ProgressFn = Callable[[str], None]
 
 LIDARS = ("lidar_front", "lidar_rear", "ld19")
+LIDAR_MAX_SPEED = 10.0
+"""Fastest emulation of sessions with lidars: above it the A1 readers fall behind
+the emulated line rate and the captured turn timing no longer matches the truth."""
 POD_INTERVAL_SIM_S = 0.5
 """Pod-fit interval in simulated seconds (the ``fit pods`` default at real time) (s)."""
 
@@ -74,7 +77,7 @@ class DemoPlan:
 def demo_plan(quick: bool = False, speed: float | None = None, seed: int = 1) -> DemoPlan:
     """The shipped plans: full (about 13 simulated minutes) or quick (about 4)."""
     if quick:
-        return DemoPlan(True, speed or 20.0, 1, (0, 1, 2), 1, 20.0, 200, seed)
+        return DemoPlan(True, speed or 20.0, 1, (0, 1, 2), 2, 20.0, 200, seed)
     return DemoPlan(False, speed or 10.0, None, (0, 1, 2, 3, 4), None, 40.0, 1000, seed)
 
 
@@ -125,11 +128,10 @@ def run_demo(
         res.timings_s[stage] = res.timings_s.get(stage, 0.0) + time.monotonic() - t
         return value
 
-    def capture(scenario, label, devices, pose, session=None):
-        sc = scenario if session is None else scenario.for_session(session)
+    def capture(sc, label, devices, pose, run_speed):
         path = ses_dir / f"{label.replace('#', '_')}.h5"
-        say(f"capturing {label} ({', '.join([*devices, *pose])}) at {speed:g}x")
-        budget = 3.0 if any(d in LIDARS for d in devices) else 1.0
+        budget = 3.0 if any(d in LIDARS for d in devices) else 0.5
+        say(f"capturing {label} ({', '.join([*devices, *pose])}) at {run_speed:g}x")
         c = timed(
             "capture",
             lambda: capture_scenario(
@@ -139,7 +141,7 @@ def run_demo(
                 run_dir / label.replace("#", "_"),
                 devices,
                 pose,
-                speed=speed,
+                speed=run_speed,
                 bringup_budget_s=budget,
                 label=label,
             ),
@@ -154,18 +156,17 @@ def run_demo(
     drive_over = (
         {} if plan.drive_repeats is None else {"trajectory": {"repeats": plan.drive_repeats}}
     )
+    # the drives share one speed: the pod fit's interval is one host duration
+    drive_speed = min(speed, LIDAR_MAX_SPEED)
     for name in ("forward", "sideways", "spin"):
-        capture(load_scenario(name).with_overrides(drive_over), name, ["pods"], ("mocap",))
-    capture(
-        load_scenario("square").with_overrides(drive_over),
-        "square",
-        ["pods", *LIDARS],
-        ("mocap",),
-    )
+        sc = load_scenario(name).with_overrides(drive_over)
+        capture(sc, name, ["pods"], ("mocap",), drive_speed)
+    sc = load_scenario("square").with_overrides(drive_over)
+    capture(sc, "square", ["pods", *LIDARS], ("mocap",), drive_speed)
     static = load_scenario("lidar_static").with_overrides(
         {"trajectory": {"hold_s": plan.static_hold_s}}
     )
-    capture(static, "lidar_static", list(LIDARS), ())
+    capture(static, "lidar_static", list(LIDARS), (), drive_speed)
     reloc_over = (
         {} if plan.reloc_repeats is None else {"trajectory": {"repeats": plan.reloc_repeats}}
     )
@@ -173,12 +174,12 @@ def run_demo(
     reloc = []
     for i in plan.reloc_sessions:
         sc = campaign.for_session(i).with_overrides(reloc_over)
-        reloc.append(capture(sc, f"reloc#{i}", ["pods"], ("mocap", "pose_sensor")).path)
+        reloc.append(capture(sc, f"reloc#{i}", ["pods"], ("mocap", "pose_sensor"), speed).path)
 
     drives = [res.sessions[n].path for n in ("forward", "sideways", "spin", "square")]
     say("fitting pod geometry (forward, sideways, spin, square)")
     res.models["pods"] = timed(
-        "fit pods", lambda: fit_pods_model(drives, model_dir / "pods.toml", speed)
+        "fit pods", lambda: fit_pods_model(drives, model_dir / "pods.toml", drive_speed)
     )
     say("fitting filter noise (square, spin)")
     res.models["noise"] = timed(
@@ -224,7 +225,8 @@ def run_demo(
 def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Path:
     """Fit the pod geometry on ``sessions`` (``fit pods``) and write the model file.
 
-    The interval is :data:`POD_INTERVAL_SIM_S` divided by ``speed``.
+    The interval is :data:`POD_INTERVAL_SIM_S` divided by ``speed``, the emulation
+    speed of the sessions (one for all: the interval is one host duration).
 
     Raises:
         FitError: the fit failed or could not identify every parameter.
@@ -330,6 +332,16 @@ def summary_rows(res: DemoResult) -> list[dict[str, Any]]:
         if label != "lidar_static":
             continue
         for name, entry in devices.items():
+            if entry["rate_truth_hz"] is not None:
+                rows.append(
+                    {
+                        "name": f"{name} scan rate (Hz, {entry['timing']['clock']} clock)",
+                        "value": entry["rate_hz"],
+                        "sigma": entry["rate_se_hz"],
+                        "truth": entry["rate_truth_hz"],
+                        "unit": "Hz",
+                    }
+                )
             for b in entry["noise_bands"]:
                 if b["truth_sigma_m"] is None or b["sigma_m"] is None:
                     continue
