@@ -41,6 +41,7 @@ import numpy as np
 
 from sensorbench.errors import SimError
 from sensorbench.sim.clock import SimClock
+from sensorbench.sim.emulator_base import LidarSamples, PtyEmulator, check_sweep, room_ranges
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults, PtyPort
 
@@ -53,13 +54,13 @@ _TICK_S = 0.01  # host seconds between pump iterations
 _MAX_BURST_S = 0.25  # emulated seconds emitted at most per pump (after a stall of the host)
 
 
-class LidarSampleSource(Protocol):
-    """Device-native lidar samples (the fields of ``Simulation.lidar(name)`` used here)."""
+class LidarSampleSource(LidarSamples, Protocol):
+    """Device-native A1 samples (the fields of ``Simulation.lidar(name)`` used here).
 
-    t_s: np.ndarray
-    angle_deg_cw: np.ndarray
-    range_m: np.ndarray
-    intensity: np.ndarray
+    Adds to :class:`~sensorbench.sim.emulator_base.LidarSamples` the turn index of
+    each sample, ``turn`` (a change marks the start of a turn).
+    """
+
     turn: np.ndarray
 
 
@@ -94,21 +95,14 @@ class RoomSamples:
         seed: int = 0,
     ) -> RoomSamples:
         """Samples for ``duration_s`` s at ``rate_hz`` turns/s and ``samples_per_s``."""
-        if not (duration_s > 0 and rate_hz > 0 and samples_per_s > rate_hz):
-            raise SimError("duration_s, rate_hz > 0 and samples_per_s > rate_hz required")
+        check_sweep(duration_s, rate_hz, samples_per_s)
         rng = np.random.default_rng(seed)
         n = int(duration_s * samples_per_s)
         t = np.arange(n) / samples_per_s
         phase = t * rate_hz
         turn = np.floor(phase).astype(np.int64)
         angle_cw = (phase - turn) * 360.0
-        ccw = np.deg2rad(-angle_cw)
-        c, s = np.cos(ccw), np.sin(ccw)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tx = np.where(c > 0, (width - x) / c, np.where(c < 0, -x / c, np.inf))
-            ty = np.where(s > 0, (depth - y) / s, np.where(s < 0, -y / s, np.inf))
-        true_r = np.minimum(tx, ty)
-        r = true_r + rng.normal(0.0, sigma_m, n)
+        r = room_ranges(angle_cw, width, depth, x, y) + rng.normal(0.0, sigma_m, n)
         lost = (r > max_range_m) | (rng.random(n) < p_no_return)
         r[lost] = 0.0
         quality = np.clip(np.round(60 - 3 * r), 1, 63).astype(np.uint8)
@@ -166,7 +160,7 @@ def banner(model: int, firmware: tuple[int, int], hardware: int) -> bytes:
     ).encode("ascii")
 
 
-class A1Emulator:
+class A1Emulator(PtyEmulator):
     """One emulated RPLIDAR A1 serving the Slamtec protocol on a pty.
 
     Args:
@@ -234,7 +228,7 @@ class A1Emulator:
         self.reset_silence_s = reset_silence_s
         self.power = power
         self.clock = clock or (power.clock if power is not None else SimClock(speed))
-        self.port = PtyPort(link=link, baud=BAUD, faults=faults, seed=seed)
+        super().__init__(PtyPort(link=link, baud=BAUD, faults=faults, seed=seed))
 
         self.health_status = 0
         self.health_code = 0
@@ -251,22 +245,10 @@ class A1Emulator:
         self.set_health(*health)
         if power is not None:
             power.attach(self)
-        self._stop = threading.Event()
         self._actions: queue.Queue[tuple[Callable[[], None], threading.Event]] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name=f"a1-emulator-{name}", daemon=True)
-        self._thread.start()
+        self._start_thread(f"a1-emulator-{name}")
 
     # -- public knobs --------------------------------------------------------------
-
-    @property
-    def path(self) -> str:
-        """The current pty node."""
-        return self.port.path
-
-    @property
-    def link(self) -> str:
-        """The stable name if one was given, else the pty node."""
-        return self.port.name
 
     @property
     def motor_on(self) -> bool:
@@ -285,10 +267,6 @@ class A1Emulator:
         with self._lock:
             self.health_status, self.health_code = status, error_code
 
-    def stall(self, seconds: float) -> None:
-        """Go silent for ``seconds`` host seconds (nodes sent meanwhile are lost)."""
-        self.port.stall(seconds)
-
     def unplug(self) -> None:
         """Pull the USB cable: the pty disappears and the unit loses power."""
         self._on_thread(self._do_unplug)
@@ -301,7 +279,7 @@ class A1Emulator:
         # pty fds are closed and reopened only between two recv() calls of the emulator
         # thread: a new pty reusing the old fd numbers must not be read by a recv()
         # that started on the old one.
-        if not self._thread.is_alive():
+        if self._thread is None or not self._thread.is_alive():
             action()
             return
         done = threading.Event()
@@ -351,18 +329,6 @@ class A1Emulator:
                 for f in ("t_s", "host_ns", "start", "quality", "angle_q6", "dist_q2", "delivered")
             )
         )
-
-    def stop(self) -> None:
-        """Stop the thread and remove the pty."""
-        self._stop.set()
-        self._thread.join(timeout=2.0)
-        self.port.close()
-
-    def __enter__(self) -> A1Emulator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- the device ----------------------------------------------------------------
 

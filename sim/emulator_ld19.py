@@ -47,6 +47,7 @@ from sensorbench.drivers.ld19_parser import (
 )
 from sensorbench.errors import SimError
 from sensorbench.sim.clock import SimClock
+from sensorbench.sim.emulator_base import LidarSamples, PtyEmulator, check_sweep, room_ranges
 from sensorbench.sim.pty import Faults, PtyPort
 
 BAUD = 230400
@@ -57,13 +58,13 @@ _MIN_TICK_S = 0.008  # shortest host sleep between pumps: sends go in bursts of 
 _MAX_SLEEP_S = 0.05  # longest host sleep between pumps (stop latency)
 
 
-class LD19SampleSource(Protocol):
-    """Device-native LD19 samples (fields of ``Simulation.lidar(name)`` used here)."""
+class LD19SampleSource(LidarSamples, Protocol):
+    """Device-native LD19 samples (fields of ``Simulation.lidar(name)`` used here).
 
-    t_s: np.ndarray
-    angle_deg_cw: np.ndarray
-    range_m: np.ndarray
-    intensity: np.ndarray
+    Adds to :class:`~sensorbench.sim.emulator_base.LidarSamples` the rotation speed
+    the head reports, ``speed_deg_s`` (deg/s).
+    """
+
     speed_deg_s: np.ndarray
 
 
@@ -97,20 +98,14 @@ class SyntheticLD19Samples:
         seed: int = 0,
     ) -> SyntheticLD19Samples:
         """Samples for ``duration_s`` s (rounded down to whole packets)."""
-        if not (duration_s > 0 and rate_hz > 0 and samples_per_s > rate_hz):
-            raise SimError("duration_s, rate_hz > 0 and samples_per_s > rate_hz required")
+        check_sweep(duration_s, rate_hz, samples_per_s)
         rng = np.random.default_rng(seed)
         n = int(duration_s * samples_per_s) // POINTS_PER_PACKET * POINTS_PER_PACKET
         if n == 0:
             raise SimError(f"{duration_s} s is shorter than one LD19 packet")
         t = np.arange(n) / samples_per_s
         angle_cw = np.mod(t * rate_hz * 360.0, 360.0)
-        ccw = np.deg2rad(-angle_cw)
-        c, s = np.cos(ccw), np.sin(ccw)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tx = np.where(c > 0, (width - x) / c, np.where(c < 0, -x / c, np.inf))
-            ty = np.where(s > 0, (depth - y) / s, np.where(s < 0, -y / s, np.inf))
-        r = np.minimum(tx, ty) + rng.normal(0.0, sigma_m, n)
+        r = room_ranges(angle_cw, width, depth, x, y) + rng.normal(0.0, sigma_m, n)
         lost = rng.random(n) < p_no_return
         r[lost] = 0.0
         inten = np.clip(np.round(200 - 12.5 * r), 0, 255).astype(np.uint8)
@@ -234,7 +229,7 @@ def encode_packets(
     return raw.tobytes()
 
 
-class LD19Emulator:
+class LD19Emulator(PtyEmulator):
     """One emulated LD19 streaming on a pty; a thread paced by a :class:`SimClock`.
 
     Args:
@@ -307,7 +302,7 @@ class LD19Emulator:
         self.record_truth = record_truth
         self.packets_sent = 0
         self.host_bytes_ignored = 0
-        self.port = PtyPort(link=link, baud=BAUD, faults=faults, seed=seed)
+        super().__init__(PtyPort(link=link, baud=BAUD, faults=faults, seed=seed))
         # which packets carry 54 2C in their payload, and where: drawn once per packet
         # of the pass, so the choice does not depend on how sends are batched
         rng = np.random.default_rng([seed, 0x1D19])
@@ -318,8 +313,6 @@ class LD19Emulator:
         self._power_on_s = 0.0
         self._power_cycle = 0
         self._truth: list[LD19Truth] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.finished = threading.Event()
         if autostart:
             self.start()
@@ -333,38 +326,23 @@ class LD19Emulator:
                 self.clock = SimClock(self.speed)
                 self._power_on_s = 0.0
                 self._cursor = self._first_packet_after(self.startup_s)
-            self._thread = threading.Thread(target=self._run, name="ld19-emulator", daemon=True)
-            self._thread.start()
+            self._start_thread("ld19-emulator")
         return self
-
-    @property
-    def path(self) -> str:
-        """The current pty node."""
-        return self.port.path
-
-    @property
-    def link(self) -> str:
-        """The stable name if one was given, else the pty node."""
-        return self.port.name
 
     @property
     def n_packets(self) -> int:
         """Packets in one pass over the samples."""
         return int(self._t_first.size)
 
-    def stall(self, seconds: float) -> None:
-        """Go silent for ``seconds`` host seconds (packets meanwhile are lost)."""
-        self.port.stall(seconds)
-
     def unplug(self) -> None:
         """Pull the cable: the pty disappears and the unit loses power."""
         with self._lock:
-            self.port.unplug()
+            super().unplug()
 
     def replug(self) -> None:
         """Plug back in: a new pty behind the same link; streams again after ``startup_s``."""
         with self._lock:
-            self.port.replug()
+            super().replug()
             self._power_cycle += 1
             self._power_on_s = self.clock.now()
             self._cursor = max(
@@ -375,19 +353,6 @@ class LD19Emulator:
         """Every packet encoded so far (a snapshot)."""
         with self._lock:
             return LD19Truth.concat(list(self._truth))
-
-    def stop(self, timeout_s: float = 2.0) -> None:
-        """Stop the thread and remove the pty."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-        self.port.close()
-
-    def __enter__(self) -> LD19Emulator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- the device ------------------------------------------------------------------
 

@@ -12,6 +12,8 @@ real time). Counters are wrapped to the configured width, ``seq`` to 16 bit,
 which frames the link's fault knobs damaged. A stall or unplug of the link loses
 the frames of that interval (the MCU keeps counting, the sequence number keeps
 running), exactly as a USB-serial cable pulled from a self-powered MCU.
+Its context manager only stops it: the host opens the tty first, then calls
+:meth:`PodEmulator.start`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 from sensorbench.drivers import pods_protocol as proto
 from sensorbench.errors import SimError
 from sensorbench.sim.clock import SimClock
+from sensorbench.sim.emulator_base import PtyEmulator
 from sensorbench.sim.pty import Faults, PtyPort
 
 MAX_FRAMES_PER_WRITE = 512
@@ -133,7 +136,7 @@ def encode_csv(
     return [(line + "\n").encode() for line in text]
 
 
-class PodEmulator:
+class PodEmulator(PtyEmulator):
     """Serve the pod MCU's frames on a pty, paced by simulated time.
 
     Args:
@@ -194,12 +197,10 @@ class PodEmulator:
         self._span_us = int(self._mcu_us[-1] - self._mcu_us[0]) + round(dt * 1e6)
         self._span_counts = self._counts[-1] - self._counts[0]
         self.clock = clock or SimClock(speed)
-        self.port = PtyPort(link=link, baud=baud, faults=faults, seed=seed)
+        super().__init__(PtyPort(link=link, baud=baud, faults=faults, seed=seed))
         self._truth: list[dict[str, np.ndarray]] = []
         self._next = 0
-        self._stop = threading.Event()
         self.finished = threading.Event()
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -209,45 +210,13 @@ class PodEmulator:
         The context manager only guarantees :meth:`stop`: a host that wants every
         frame opens the tty before calling this (pyserial flushes input on open).
         """
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="pod-emulator", daemon=True)
-            self._thread.start()
+        self._start_thread("pod-emulator")
         return self
-
-    def stop(self, timeout_s: float = 2.0) -> None:
-        """Stop the thread (within ``timeout_s`` s) and close the pty."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-        self.port.close()
-
-    def __enter__(self) -> PodEmulator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def path(self) -> str:
-        """The current tty node."""
-        return self.port.path
 
     @property
     def name(self) -> str:
-        """The stable link, or the tty node."""
-        return self.port.name
-
-    def unplug(self) -> None:
-        """Pull the cable: the pty disappears, frames of the interval are lost."""
-        self.port.unplug()
-
-    def replug(self) -> None:
-        """Plug back in: a new pty behind the same link."""
-        self.port.replug()
-
-    def stall(self, seconds: float) -> None:
-        """Go silent for ``seconds`` (host seconds)."""
-        self.port.stall(seconds)
+        """The stable link, or the tty node (the same as :attr:`link`)."""
+        return self.link
 
     # -- serving -----------------------------------------------------------------
 

@@ -1,0 +1,154 @@
+"""What the pty emulators (LD19, A1, pod MCU) share.
+
+- :class:`LidarSamples`: the device-native lidar sample fields every lidar emulator
+  plays (each emulator's own protocol adds its device-specific field);
+- :func:`room_ranges` and :func:`check_sweep`: the rectangular room the synthetic
+  sample generators see;
+- :class:`PtyEmulator`: the lifecycle of one device served on one
+  :class:`~sensorbench.sim.pty.PtyPort` by one thread (``path``/``link``,
+  ``stall``/``unplug``/``replug``, ``stop``, the context manager). The context
+  manager only guarantees :meth:`PtyEmulator.stop`; whether and when the thread
+  starts is each emulator's choice;
+- :func:`link_faults`, :func:`fault_schedule` and :func:`apply_fault`: a scenario's
+  ``[faults.<device>]`` knobs as link faults and as timed stalls and unplugs.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+from collections.abc import Mapping
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from sensorbench.errors import SimError
+from sensorbench.sim.pty import Faults, PtyPort
+
+_E = TypeVar("_E", bound="PtyEmulator")
+
+
+class LidarSamples(Protocol):
+    """Device-native lidar samples (fields of ``Simulation.lidar(name)``).
+
+    ``t_s`` emission times (s), ``angle_deg_cw`` head angle (deg, clockwise),
+    ``range_m`` range (m; 0 or inf for no return), ``intensity`` (device units).
+    """
+
+    t_s: np.ndarray
+    angle_deg_cw: np.ndarray
+    range_m: np.ndarray
+    intensity: np.ndarray
+
+
+def check_sweep(duration_s: float, rate_hz: float, samples_per_s: float) -> None:
+    """Raise :class:`SimError` unless a synthetic sweep's duration and rates make sense."""
+    if not (duration_s > 0 and rate_hz > 0 and samples_per_s > rate_hz):
+        raise SimError("duration_s, rate_hz > 0 and samples_per_s > rate_hz required")
+
+
+def room_ranges(
+    angle_deg_cw: np.ndarray, width: float, depth: float, x: float, y: float
+) -> np.ndarray:
+    """Noise-free range (m) to the walls of a ``width`` × ``depth`` m room.
+
+    The sensor sits at ``(x, y)`` (walls at 0 and ``width``/``depth``, m), facing +x;
+    ``angle_deg_cw`` are beam angles (deg, clockwise from forward).
+    """
+    ccw = np.deg2rad(-np.asarray(angle_deg_cw, dtype=np.float64))
+    c, s = np.cos(ccw), np.sin(ccw)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tx = np.where(c > 0, (width - x) / c, np.where(c < 0, -x / c, np.inf))
+        ty = np.where(s > 0, (depth - y) / s, np.where(s < 0, -y / s, np.inf))
+    return np.minimum(tx, ty)
+
+
+class PtyEmulator(abc.ABC):
+    """One emulated device on a pty, served by one thread (:meth:`_run`).
+
+    Subclasses create their :class:`PtyPort` and pass it to ``__init__``, start the
+    thread with :meth:`_start_thread` when the device powers on, and override
+    :meth:`unplug`/:meth:`replug` where the device reacts to losing power.
+    """
+
+    def __init__(self, port: PtyPort) -> None:
+        self.port = port
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @abc.abstractmethod
+    def _run(self) -> None:
+        """The device: serve the port until ``self._stop`` is set."""
+
+    def _start_thread(self, name: str) -> None:
+        """Start the device thread (once; later calls do nothing)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._thread.start()
+
+    @property
+    def path(self) -> str:
+        """The current pty node."""
+        return self.port.path
+
+    @property
+    def link(self) -> str:
+        """The stable name if one was given, else the pty node."""
+        return self.port.name
+
+    def stall(self, seconds: float) -> None:
+        """Go silent for ``seconds`` host seconds (what the device sends meanwhile is lost)."""
+        self.port.stall(seconds)
+
+    def unplug(self) -> None:
+        """Pull the cable: the pty disappears; what the device sends meanwhile is lost."""
+        self.port.unplug()
+
+    def replug(self) -> None:
+        """Plug back in: a new pty behind the same link."""
+        self.port.replug()
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop the thread (waiting at most ``timeout_s`` s) and remove the pty."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        self.port.close()
+
+    def __enter__(self: _E) -> _E:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def link_faults(knobs: Mapping[str, Any]) -> Faults:
+    """The byte-level link faults of a scenario's ``[faults.<device>]`` knobs."""
+    return Faults(
+        corrupt_rate=knobs.get("corrupt_rate", 0.0),
+        drop_rate=knobs.get("drop_rate", 0.0),
+        slow_start_s=knobs.get("slow_start_s", 0.0),
+    )
+
+
+def fault_schedule(knobs: Mapping[str, Any]) -> list[tuple[float, str, float]]:
+    """Timed faults of a scenario's ``[faults.<device>]`` knobs, in time order.
+
+    Returns ``(t_s, action, arg)`` rows: ``t_s`` simulated seconds; ``action`` one
+    of ``stall`` (``arg`` = its length, simulated s), ``unplug`` and ``replug``
+    (``replug_after_s`` after each unplug; ``arg`` unused, 0).
+    """
+    schedule = [(t, "stall", knobs.get("stall_s", 0.0)) for t in knobs.get("stall_at_s", [])]
+    for t in knobs.get("unplug_at_s", []):
+        schedule.append((t, "unplug", 0.0))
+        schedule.append((t + knobs.get("replug_after_s", 1.0), "replug", 0.0))
+    schedule.sort()
+    return schedule
+
+
+def apply_fault(emulator: Any, action: str, arg: float, speed: float) -> None:
+    """Apply one :func:`fault_schedule` row to ``emulator`` running at ``speed``× real time."""
+    if action == "stall":
+        emulator.stall(arg / speed)
+    else:
+        getattr(emulator, action)()
