@@ -96,8 +96,10 @@ def fit_pods_cmd(
 
     SESSIONS are fixed drives (forward, sideways, spins, a square) with the pods'
     encoder stream and a mocap pose stream. Per pod the row (cos φ, sin φ, L)/c is
-    fitted by robust least squares against mocap body increments, with the
-    encoder/mocap time offset found per session; uncertainties are 1σ. Motion
+    fitted by robust least squares against reference body increments (mocap
+    translation; rotation from the IMU yaw when the sessions carry one, see
+    --heading), with the encoder/mocap time offset found per session and bounce
+    frames dropped; uncertainties are 1σ. Motion
     directions the drives do not excite are reported and the parameters that
     need them refused (no spin: no lever arm; no sideways drive: no scale for a
     sideways pod, no angles). A pod's position along its own rolling axis is
@@ -314,7 +316,9 @@ def replay_cmd(
 
     Prints the error against the reference: RMS, max and final position error
     (m) and heading error (rad, degrees in the table), the time offset found
-    between encoder and mocap, and how many updates the NIS gate rejected.
+    between encoder and mocap, and how many updates the NIS gate rejected. With
+    IMU yaw in the encoder stream, frames where a parallel pod bounced are
+    rebuilt from the other two pods and the gyro first.
     """
     from sensorbench.fusion.odometry_replay import replay_session
     from sensorbench.fusion.pod_kinematics import load_pod_model
