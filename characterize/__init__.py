@@ -1,1 +1,4 @@
-"""Offline characterization and fitting: lidar statistics, pod geometry, filter noise, pose-error models, validation."""
+"""Offline characterization and fitting.
+
+Lidar statistics, pod geometry, filter noise, pose-error models and validation.
+"""

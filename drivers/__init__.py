@@ -1,1 +1,1 @@
-"""Talking to devices: LD19, RPLIDAR A1, the pod-encoder MCU, and the staggered power-up sequencer."""
+"""Talking to devices: LD19, RPLIDAR A1, the pod-encoder MCU, the power-up sequencer."""

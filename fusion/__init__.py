@@ -1,1 +1,1 @@
-"""Estimation: pod kinematics, the split x/y/heading Kalman filters, a joint baseline, dual-scan merge."""
+"""Estimation: pod kinematics, split x/y/heading Kalman filters, a joint baseline, scan merge."""
