@@ -14,6 +14,7 @@ import pkgutil
 import sys
 
 import click
+
 from sensorbench import __version__, commands
 from sensorbench.errors import SensorbenchError
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import click
+
 from sensorbench.udev.discovery import SerialDevice, list_serial_devices
 from sensorbench.udev.probe import KINDS, ProbeResult, probe_port
 

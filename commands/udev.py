@@ -6,6 +6,7 @@ import shlex
 from pathlib import Path
 
 import click
+
 from sensorbench.errors import UdevError
 from sensorbench.udev.discovery import list_serial_devices
 from sensorbench.udev.install import RULES_DIR, install_rules

@@ -12,6 +12,7 @@ import types
 import numpy as np
 import pytest
 import serial
+
 from sensorbench.drivers import a1_protocol
 from sensorbench.errors import UdevError
 from sensorbench.sim.emulator_a1 import A1Emulator

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from sensorbench.cli import cli
 from sensorbench.errors import UdevError
 from sensorbench.sim.pty import PtyPort

@@ -35,11 +35,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from serial.tools import list_ports
+
 from sensorbench.drivers import a1_protocol
 from sensorbench.udev.discovery import device_for_node, list_serial_devices
 from sensorbench.udev.monitor import HotplugMonitor
 from sensorbench.udev.rules import generate, parse_name_spec
-from serial.tools import list_ports
 
 pytestmark = pytest.mark.umockdev
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 import pyudev
+
 from sensorbench.errors import UdevError
 
 # A USB interface's kernel name: "<bus>-<port>[.<port>...]:<config>.<interface>".

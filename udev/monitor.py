@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import pyudev
+
 from sensorbench.errors import UdevError
 from sensorbench.udev.discovery import port_path_from_sys_path
 

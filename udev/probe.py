@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 
 import serial
+
 from sensorbench.drivers import a1_protocol, pods_protocol
 from sensorbench.drivers.ld19_parser import LD19Parser
 from sensorbench.drivers.pods_parser import PodStreamParser
