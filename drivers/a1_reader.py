@@ -26,8 +26,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from sensorbench.drivers.a1 import A1Scanner
-from sensorbench.drivers.reader_base import ReaderStatus
-from sensorbench.errors import DriverError, SensorbenchError
+from sensorbench.drivers.reader_base import RateMeter, ReaderStatus, record_event, seconds_since
+from sensorbench.errors import DriverError
 from sensorbench.logs import TurnFlag
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class A1Reader:
         self._stop = threading.Event()
         self._first_turn = threading.Event()
         self._lock = threading.Lock()
-        self._status_prev: tuple[float, int, int, int] | None = None
+        self._rates = RateMeter()
         self._taken_over = scanner is not None and scanner.connected
 
     # -- DeviceReader protocol --------------------------------------------------------
@@ -166,19 +166,10 @@ class A1Reader:
 
     def status(self) -> ReaderStatus:
         """Health snapshot; rates over the time since the previous call."""
-        now = time.monotonic()
         sc = self.scanner
         with self._lock:
-            prev = self._status_prev
-            current = (now, sc.bytes_total, self.points_total, self.turns_total)
-            self._status_prev = current
-        if prev is None or now <= prev[0]:
-            rates = (0.0, 0.0, 0.0)
-        else:
-            dt = now - prev[0]
-            rates = tuple((c - p) / dt for c, p in zip(current[1:], prev[1:], strict=True))
-        last = sc.last_data_ns
-        since = float("inf") if last is None else (time.monotonic_ns() - last) / 1e9
+            points, turns = self.points_total, self.turns_total
+        rates = self._rates.rates(sc.bytes_total, points, turns)
         return ReaderStatus(
             name=self.name,
             kind=self.kind,
@@ -189,7 +180,7 @@ class A1Reader:
             turns_per_s=rates[2],
             crc_errors=self.crc_turns,
             drops=sc.bytes_skipped // 5,
-            since_last_data_s=since,
+            since_last_data_s=seconds_since(sc.last_data_ns),
             reconnects=sc.reconnects,
             last_error=sc.last_error,
         )
@@ -204,12 +195,9 @@ class A1Reader:
     # -- internals ----------------------------------------------------------------
 
     def _event(self, t_ns: int, kind: str, message: str) -> None:
-        self.events.append((t_ns, kind, message))
-        if self.writer is not None and self.writer.error is None:
-            try:
-                self.writer.event(t_ns, self.name, kind, message)
-            except SensorbenchError as exc:  # the writer failed (e.g. disk full): keep it in status
-                self.scanner.last_error = f"{self.name}: cannot record event {kind!r}: {exc}"
+        exc = record_event(self.events, self.writer, self.name, t_ns, kind, message)
+        if exc is not None:  # the writer failed (e.g. disk full): keep it in status
+            self.scanner.last_error = f"{self.name}: cannot record event {kind!r}: {exc}"
 
     def _run(self) -> None:
         try:

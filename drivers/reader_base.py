@@ -4,12 +4,22 @@ A reader owns one serial device. Capture builds readers from the robot
 configuration, lets each declare its streams on the session writer before the
 writer starts (SWMR freezes the layout), starts them, polls :meth:`status` about
 twice a second for the status line, and stops them on exit.
+
+Helpers every reader uses for its status and events: :class:`RateMeter` (rates of
+cumulative counters between status calls), :func:`seconds_since` and
+:func:`record_event` (an event that survives a failed session writer).
 """
 
 from __future__ import annotations
 
+import collections
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from sensorbench.errors import SensorbenchError
 
 if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
@@ -65,3 +75,57 @@ class DeviceReader(Protocol):
 
     def status(self) -> ReaderStatus:
         """Current health snapshot; cheap, thread-safe."""
+
+
+class RateMeter:
+    """Per-second rates of cumulative counters between successive calls; thread-safe.
+
+    Args:
+        clock: host time source (s), ``time.monotonic`` by default.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._prev: tuple[float, ...] | None = None
+
+    def rates(self, *totals: int) -> tuple[float, ...]:
+        """Increase of each total per host second (1/s) since the previous call.
+
+        All zeros on the first call (and if no host time passed since the previous one).
+        """
+        now = self._clock()
+        with self._lock:
+            prev, self._prev = self._prev, (now, *totals)
+        if prev is None or now <= prev[0]:
+            return (0.0,) * len(totals)
+        dt = now - prev[0]
+        return tuple((c - p) / dt for c, p in zip(totals, prev[1:], strict=True))
+
+
+def seconds_since(t_ns: int | None) -> float:
+    """Host seconds (s) from ``t_ns`` (``time.monotonic_ns()``) to now; inf for None."""
+    return float("inf") if t_ns is None else (time.monotonic_ns() - t_ns) / 1e9
+
+
+def record_event(
+    events: collections.deque[tuple[int, str, str]],
+    writer: SessionWriter | None,
+    source: str,
+    t_ns: int,
+    kind: str,
+    message: str,
+) -> SensorbenchError | None:
+    """Keep an event in ``events`` and write it to the session unless the writer failed.
+
+    Returns the error if writing it failed (e.g. disk full) instead of raising, so a
+    reader thread reports it in its status rather than dying on it; None otherwise.
+    """
+    events.append((t_ns, kind, message))
+    if writer is None or writer.error is not None:
+        return None
+    try:
+        writer.event(t_ns, source, kind, message)
+    except SensorbenchError as exc:
+        return exc
+    return None

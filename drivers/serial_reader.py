@@ -62,8 +62,8 @@ from typing import TYPE_CHECKING, Any
 
 import serial
 
-from sensorbench.drivers.reader_base import ReaderStatus
-from sensorbench.errors import DriverError, SensorbenchError
+from sensorbench.drivers.reader_base import RateMeter, ReaderStatus, record_event, seconds_since
+from sensorbench.errors import DriverError
 
 if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
@@ -135,7 +135,7 @@ class SerialReader:
         self._last_data_ns: int | None = None
         self._silence_from_ns = 0
         self._stale = False
-        self._status_prev: tuple[float, int, int, int] | None = None
+        self._rates = RateMeter()
 
     # -- hooks (override) ------------------------------------------------------------
 
@@ -217,22 +217,10 @@ class SerialReader:
 
     def status(self) -> ReaderStatus:
         """Current health snapshot; rates are over the time since the previous call."""
-        now = time.monotonic()
         crc, drops, items, turns = self.counters()
         with self._lock:
-            prev = self._status_prev
-            self._status_prev = (now, self.bytes_total, items, turns)
-            last = self._last_data_ns
-        if prev is None or now <= prev[0]:
-            rates = (0.0, 0.0, 0.0)
-        else:
-            dt = now - prev[0]
-            rates = (
-                (self.bytes_total - prev[1]) / dt,
-                (items - prev[2]) / dt,
-                (turns - prev[3]) / dt,
-            )
-        since = float("inf") if last is None else (time.monotonic_ns() - last) / 1e9
+            n_bytes, last = self.bytes_total, self._last_data_ns
+        rates = self._rates.rates(n_bytes, items, turns)
         return ReaderStatus(
             name=self.name,
             kind=self.kind,
@@ -243,7 +231,7 @@ class SerialReader:
             turns_per_s=rates[2],
             crc_errors=crc,
             drops=drops,
-            since_last_data_s=since,
+            since_last_data_s=seconds_since(last),
             reconnects=self.reconnects,
             last_error=self.last_error,
         )
@@ -263,12 +251,9 @@ class SerialReader:
     # -- internals ------------------------------------------------------------------
 
     def _event(self, t_ns: int, kind: str, message: str) -> None:
-        self.events.append((t_ns, kind, message))
-        if self.writer is not None and self.writer.error is None:
-            try:
-                self.writer.event(t_ns, self.name, kind, message)
-            except SensorbenchError as exc:  # the writer failed (e.g. disk full)
-                self.last_error = f"{self.name}: session writer failed: {exc}"
+        exc = record_event(self.events, self.writer, self.name, t_ns, kind, message)
+        if exc is not None:  # the writer failed (e.g. disk full)
+            self.last_error = f"{self.name}: session writer failed: {exc}"
 
     def _try_open(self) -> serial.Serial:
         ser = serial.Serial(
