@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
-import threading
 from pathlib import Path
 
 import click
@@ -212,7 +210,8 @@ def emulate_a1_cmd(
     """
     from sensorbench.errors import SimError
     from sensorbench.sim.emulator_a1 import A1Emulator
-    from sensorbench.sim.pty import Faults
+    from sensorbench.sim.emulator_base import link_faults
+    from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
 
     try:
         serial = bytes.fromhex(serial_hex)
@@ -233,20 +232,11 @@ def emulate_a1_cmd(
             raise SimError(f"no A1 {name!r} in scenario {scenario!r}; A1s: {', '.join(a1s)}")
         samples = sim.lidar(name)
         knobs = sim.scenario.faults(name)
-        faults = Faults(
-            corrupt_rate=knobs.get("corrupt_rate", 0.0),
-            drop_rate=knobs.get("drop_rate", 0.0),
-            slow_start_s=knobs.get("slow_start_s", 0.0),
-        )
+        faults = link_faults(knobs)
         levels = {"good": 0, "warning": 1, "error": 2}
         if knobs.get("health", "good") != "good":
             health = (levels[knobs["health"]], int(knobs.get("health_error_code", 0)))
-    stop = threading.Event()
-    main = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
-    for sig in previous:  # before the pty exists: a Ctrl-C from then on stops cleanly
-        signal.signal(sig, lambda *_: stop.set())
-    try:
+    with stop_on_signals() as stop:  # before the pty exists: a Ctrl-C from then on stops cleanly
         em = A1Emulator(
             samples,
             link=link,
@@ -259,9 +249,6 @@ def emulate_a1_cmd(
         )
         try:
             click.echo(em.link)
-            stop.wait(duration_s)
+            serve_until_stopped(stop, duration_s)
         finally:
             em.stop()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

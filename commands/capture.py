@@ -8,18 +8,15 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
 
 from sensorbench.drivers.robot_config import load_robot_config
+from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
 
 _CONFIG_HELP = (
     "Robot description (TOML): devices with stable port names, kinds (ld19, a1, pods), "
@@ -37,23 +34,6 @@ def register(cli: click.Group) -> None:
     emulate = subgroup("emulate", "Serve emulated devices on pseudo-terminals.")
     emulate.add_command(emulate_pods_cmd)
     emulate.add_command(emulate_robot_cmd)
-
-
-@contextmanager
-def _stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by SIGINT/SIGTERM while the block runs (main thread only)."""
-    stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    for sig in old:
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        yield stop
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
 
 
 class _StatusPrinter:
@@ -177,7 +157,7 @@ def capture_cmd(
                 f"bring-up {row.name}: {state} ({row.seconds:.1f} s) {row.message}", err=True
             )
 
-    with _stop_on_signals() as stop:
+    with stop_on_signals() as stop:
         result = run_capture(
             config,
             output,
@@ -243,11 +223,6 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
         ctx.exit(1)
 
 
-def _serve_until_stopped(duration_s: float | None) -> None:
-    with _stop_on_signals() as stop:
-        stop.wait(duration_s if duration_s is not None else None)
-
-
 @click.command("pods")
 @click.option(
     "--scenario",
@@ -299,7 +274,8 @@ def emulate_pods_cmd(
     click.echo(em.name)
     em.start()
     try:
-        _serve_until_stopped(duration_s)
+        with stop_on_signals() as stop:
+            serve_until_stopped(stop, duration_s)
     finally:
         em.stop()
 
@@ -351,6 +327,7 @@ def emulate_robot_cmd(
         for name in robot.devices:
             click.echo(f"{name} {robot.link(name)}")
         sys.stdout.flush()
-        _serve_until_stopped(duration_s)
+        with stop_on_signals() as stop:
+            serve_until_stopped(stop, duration_s)
     finally:
         robot.stop()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import click
@@ -141,10 +140,11 @@ def emulate_ld19_cmd(
     The scenario's samples are replayed in a loop.
     """
     from sensorbench.errors import SimError
+    from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults
     from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples
-    from sensorbench.sim.pty import Faults
+    from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
 
-    link_faults = None
+    faults_on_link = None
     schedule: list[tuple[float, str, float]] = []
     if scenario is None:
         samples = SyntheticLD19Samples.generate(duration_s=60.0, seed=seed)
@@ -164,44 +164,34 @@ def emulate_ld19_cmd(
         source = f"scenario {sim.scenario.name!r}, lidar {lidar!r}, seed {seed}"
         if faults:
             knobs = sim.scenario.faults(lidar)
-            link_faults = Faults(
-                corrupt_rate=knobs.get("corrupt_rate", 0.0),
-                drop_rate=knobs.get("drop_rate", 0.0),
-                slow_start_s=knobs.get("slow_start_s", 0.0),
+            faults_on_link = link_faults(knobs)
+            schedule = fault_schedule(knobs)
+    with stop_on_signals() as stop:
+        emu = LD19Emulator(
+            samples,
+            link=str(link) if link is not None else None,
+            speed=speed,
+            startup_s=startup,
+            faults=faults_on_link,
+            seed=seed,
+            record_truth=False,
+        )
+
+        def on_fault(t: float, action: str, arg: float) -> None:
+            click.echo(f"t = {t:g} s: {action}", err=True)
+            apply_fault(emu, action, arg, speed)
+
+        try:
+            click.echo(emu.path)
+            if link is not None:
+                click.echo(f"link: {link}", err=True)
+            click.echo(
+                f"LD19 emulator ({source}) at 230400 baud, {speed:g}x; Ctrl-C to stop", err=True
             )
-            for t in knobs.get("stall_at_s", []):
-                schedule.append((t, "stall", knobs.get("stall_s", 0.0)))
-            for t in knobs.get("unplug_at_s", []):
-                schedule.append((t, "unplug", 0.0))
-                schedule.append((t + knobs.get("replug_after_s", 1.0), "replug", 0.0))
-            schedule.sort()
-    emu = LD19Emulator(
-        samples,
-        link=str(link) if link is not None else None,
-        speed=speed,
-        startup_s=startup,
-        faults=link_faults,
-        seed=seed,
-        record_truth=False,
-    )
-    click.echo(emu.path)
-    if link is not None:
-        click.echo(f"link: {link}", err=True)
-    click.echo(f"LD19 emulator ({source}) at 230400 baud, {speed:g}x; Ctrl-C to stop", err=True)
-    t_end = None if duration is None else time.monotonic() + duration
-    try:
-        while t_end is None or time.monotonic() < t_end:
-            while schedule and emu.clock.now() >= schedule[0][0]:
-                t, action, arg = schedule.pop(0)
-                click.echo(f"t = {t:g} s: {action}", err=True)
-                if action == "stall":
-                    emu.stall(arg / speed)
-                else:
-                    getattr(emu, action)()
-            time.sleep(0.05 if t_end is None else max(0.0, min(0.05, t_end - time.monotonic())))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        emu.stop()
+            serve_until_stopped(
+                stop, duration, clock=emu.clock, schedule=schedule, on_fault=on_fault
+            )
+        finally:
+            emu.stop()
     st = emu.port.stats
     click.echo(f"sent {st.bytes_delivered} bytes ({emu.packets_sent} packets)", err=True)

@@ -31,10 +31,10 @@ from sensorbench.drivers.robot_config import RobotConfig, load_robot_config
 from sensorbench.errors import SimError
 from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults
 from sensorbench.sim.emulator_ld19 import LD19Emulator
 from sensorbench.sim.emulator_pods import PodEmulator
 from sensorbench.sim.power import PowerBus
-from sensorbench.sim.pty import Faults
 from sensorbench.sim.simulation import Simulation
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "robot-emulated.toml"
@@ -83,11 +83,7 @@ class EmulatedRobot:
         bus: PowerBus | None = None
         for i, dev in enumerate(self.config.devices):
             knobs = self.sim.scenario.faults(dev.name) if faults else {}
-            link_faults = Faults(
-                corrupt_rate=knobs.get("corrupt_rate", 0.0),
-                drop_rate=knobs.get("drop_rate", 0.0),
-                slow_start_s=knobs.get("slow_start_s", 0.0),
-            )
+            faults_on_link = link_faults(knobs)
             seed_i = self.sim.seed * 100 + i
             if dev.kind in ("ld19", "a1") and dev.name not in lidars:
                 self.stop()
@@ -101,7 +97,7 @@ class EmulatedRobot:
                     link=dev.port,
                     speed=speed,
                     startup_s=ld19_startup_s,
-                    faults=link_faults,
+                    faults=faults_on_link,
                     seed=seed_i,
                     autostart=False,
                 )
@@ -113,7 +109,7 @@ class EmulatedRobot:
                     link=dev.port,
                     name=dev.name,
                     serial=dev.serial or f"{i:032x}",
-                    faults=link_faults,
+                    faults=faults_on_link,
                     seed=seed_i,
                     power=bus if knobs.get("brownout") else None,
                     clock=self.clock,
@@ -128,19 +124,13 @@ class EmulatedRobot:
                     imu=dev.imu,
                     link=dev.port,
                     clock=self.clock,
-                    faults=link_faults,
+                    faults=faults_on_link,
                     seed=seed_i,
                     baud=dev.baud,
                     loop=True,
                 )
             self.devices[dev.name] = em
-            for t in knobs.get("stall_at_s", []):
-                self._schedule.append((t, dev.name, "stall", knobs.get("stall_s", 0.0)))
-            for t in knobs.get("unplug_at_s", []):
-                self._schedule.append((t, dev.name, "unplug", knobs.get("replug_after_s", 1.0)))
-                self._schedule.append(
-                    (t + knobs.get("replug_after_s", 1.0), dev.name, "replug", 0.0)
-                )
+            self._schedule += [(t, dev.name, a, arg) for t, a, arg in fault_schedule(knobs)]
         self._schedule.sort()
         self.power_bus = bus
 
@@ -175,11 +165,7 @@ class EmulatedRobot:
             self.clock.sleep_until(t, self._stop)
             if self._stop.is_set():
                 return
-            em = self.devices[name]
-            if action == "stall":
-                em.stall(arg / self.speed)
-            else:
-                getattr(em, action)()
+            apply_fault(self.devices[name], action, arg, self.speed)
 
     # -- access ----------------------------------------------------------------------
 

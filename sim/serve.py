@@ -1,0 +1,74 @@
+"""Serving emulators from the command line: until Ctrl-C or a deadline, with timed faults.
+
+The ``emulate`` commands create their emulators inside :func:`stop_on_signals`
+(so a Ctrl-C from the moment the pty exists stops cleanly and removes it), then
+call :func:`serve_until_stopped`, which also plays a fault schedule
+(:func:`~sensorbench.sim.emulator_base.fault_schedule`) against the emulation clock.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from sensorbench.errors import SimError
+
+if TYPE_CHECKING:
+    from sensorbench.sim.clock import SimClock
+
+POLL_S = 0.05  # host seconds between checks of the stop event, deadline and schedule
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT/SIGTERM while the block runs (main thread only).
+
+    The previous handlers are restored on exit. Off the main thread (where Python
+    cannot install handlers) the event is only set by the caller.
+    """
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for sig in old:
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        yield stop
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def serve_until_stopped(
+    stop: threading.Event,
+    duration_s: float | None = None,
+    *,
+    clock: SimClock | None = None,
+    schedule: Sequence[tuple[float, str, float]] = (),
+    on_fault: Callable[[float, str, float], None] | None = None,
+) -> None:
+    """Block until ``stop`` is set or ``duration_s`` host seconds (s) have passed.
+
+    Meanwhile each ``(t_s, action, arg)`` row of ``schedule`` (time-ordered) is
+    handed to ``on_fault`` once ``clock.now()`` (simulated s) reaches ``t_s``;
+    ``clock`` and ``on_fault`` are required with a non-empty schedule. Checks
+    every ``POLL_S`` host seconds.
+    """
+    pending = list(schedule)
+    if pending and (clock is None or on_fault is None):
+        raise SimError("serve_until_stopped: a fault schedule needs a clock and on_fault")
+    t_end = None if duration_s is None else time.monotonic() + duration_s
+    while not stop.is_set():
+        if pending:
+            assert clock is not None and on_fault is not None  # checked above
+            while pending and clock.now() >= pending[0][0]:
+                on_fault(*pending.pop(0))
+        wait = POLL_S if t_end is None else min(POLL_S, t_end - time.monotonic())
+        if wait <= 0:
+            return
+        stop.wait(wait)
