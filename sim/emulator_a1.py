@@ -41,7 +41,13 @@ import numpy as np
 
 from sensorbench.errors import SimError
 from sensorbench.sim.clock import SimClock
-from sensorbench.sim.emulator_base import LidarSamples, PtyEmulator, check_sweep, room_ranges
+from sensorbench.sim.emulator_base import (
+    LidarSamples,
+    PtyEmulator,
+    check_sweep,
+    concat_records,
+    room_ranges,
+)
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults, PtyPort
 
@@ -323,12 +329,7 @@ class A1Emulator(PtyEmulator):
                 e.astype(np.uint16),
                 e.astype(bool),
             )
-        return A1Truth(
-            *(
-                np.concatenate([getattr(c, f) for c in chunks])
-                for f in ("t_s", "host_ns", "start", "quality", "angle_q6", "dist_q2", "delivered")
-            )
-        )
+        return concat_records(A1Truth, chunks)
 
     # -- the device ----------------------------------------------------------------
 

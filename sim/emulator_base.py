@@ -9,6 +9,7 @@
   ``stall``/``unplug``/``replug``, ``stop``, the context manager). The context
   manager only guarantees :meth:`PtyEmulator.stop`; whether and when the thread
   starts is each emulator's choice;
+- :func:`concat_records`: the emulators' truth records joined in order;
 - :func:`link_faults`, :func:`fault_schedule` and :func:`apply_fault`: a scenario's
   ``[faults.<device>]`` knobs as link faults and as timed stalls and unplugs.
 """
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -26,6 +28,7 @@ from sensorbench.errors import SimError
 from sensorbench.sim.pty import Faults, PtyPort
 
 _E = TypeVar("_E", bound="PtyEmulator")
+_R = TypeVar("_R")
 
 
 class LidarSamples(Protocol):
@@ -120,6 +123,11 @@ class PtyEmulator(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def concat_records(cls: type[_R], parts: Sequence[_R]) -> _R:
+    """Join dataclass records of arrays (``cls`` instances, at least one) field by field."""
+    return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)})
 
 
 def link_faults(knobs: Mapping[str, Any]) -> Faults:

@@ -47,7 +47,13 @@ from sensorbench.drivers.ld19_parser import (
 )
 from sensorbench.errors import SimError
 from sensorbench.sim.clock import SimClock
-from sensorbench.sim.emulator_base import LidarSamples, PtyEmulator, check_sweep, room_ranges
+from sensorbench.sim.emulator_base import (
+    LidarSamples,
+    PtyEmulator,
+    check_sweep,
+    concat_records,
+    room_ranges,
+)
 from sensorbench.sim.pty import Faults, PtyPort
 
 BAUD = 230400
@@ -191,9 +197,7 @@ class LD19Truth:
                 z.astype(np.int64), z.astype(bool), z.astype(np.int64),
                 np.zeros((0, POINTS_PER_PACKET)),
             )  # fmt: skip
-        return cls(
-            **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)}
-        )
+        return concat_records(cls, parts)
 
 
 def encode_packets(
