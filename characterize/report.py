@@ -160,7 +160,7 @@ def _lidar_section(
     data["lidar"] = {}
     for path in sessions:
         with Session(path) as s:
-            names = [n for n in s.lidar_names() if n != "merged"]
+            names = s.lidar_names()
         if not names:
             continue
         truth, speed = _truth_doc(path)
@@ -394,7 +394,8 @@ def _replay_section(
                 _num(e.get("max_m", math.nan) * 100, "{:.2f}"),
                 _num(e.get("final_m", math.nan) * 100, "{:.2f}"),
                 _num(math.degrees(e.get("heading_rms_rad", math.nan)), "{:.3f}"),
-                rp.result.rejected,
+                ", ".join(f"{k} {v}" for k, v in dict(rp.result.rejected).items()),
+                rp.result.t_s.size - 1,
             )
         )
         out.append({"session": label, **{k: v for k, v in e.items()}})
@@ -406,7 +407,15 @@ def _replay_section(
     return (
         "<h3>Replay through the split filters</h3>"
         + _table(
-            ["session", "RMS (cm)", "max (cm)", "final (cm)", "heading RMS (°)", "gate rejections"],
+            [
+                "session",
+                "RMS (cm)",
+                "max (cm)",
+                "final (cm)",
+                "heading RMS (°)",
+                "gate rejections",
+                "frames",
+            ],
             rows,
             "position and heading error against mocap",
         )
