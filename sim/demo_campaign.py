@@ -6,7 +6,7 @@ named in brackets, on the files the previous steps wrote):
 1. captures, through the real capture path (staggered bring-up, real drivers on
    pseudo-terminals, :mod:`~sensorbench.sim.demo_capture`), the fixed drives
    ``forward``, ``sideways``, ``spin`` and ``square`` (pods + mocap), a static lidar
-   session (``lidar_static``: LD19 + both A1s, at most :data:`LIDAR_MAX_SPEED`) and a
+   session (``lidar_static``: LD19 + both A1s) and a
    relocalization campaign (``reloc_campaign`` sessions: pods, mocap, pose sensor);
 2. fits the pod geometry on the four drives (``fit pods``) and the filter noise on
    the square and the spin (``fit noise``);
@@ -35,21 +35,21 @@ from typing import Any
 
 import numpy as np
 
-from sensorbench.errors import FitError
+from sensorbench.errors import FitError, SimError
 from sensorbench.sim.demo_capture import CapturedSession, capture_scenario
 from sensorbench.sim.scenario import load_scenario
 
 ProgressFn = Callable[[str], None]
 
 LIDARS = ("lidar_front", "lidar_rear", "ld19")
-LIDAR_MAX_SPEED = 10.0
-"""Fastest emulation of sessions with lidars: above it the A1 readers fall behind
-the emulated line rate and the captured turn timing no longer matches the truth."""
-DRIVE_MAX_SPEED = 10.0
-"""Fastest emulation of the fixed drives: the pod reader maps the MCU clock onto the
-host clock from receive times, whose read granularity (50 ms) is fixed in host time;
-at 20x the few-second host spans leave a ~0.1 % slope error, which biases the fitted
-distance per tick by as much (2-3 stated σ); at 10x it is within the stated σ."""
+MAX_SPEED = 10.0
+"""Fastest emulation the demo accepts. Above it, on two busy cores, the A1 readers fall
+behind the emulated line rate (captured turn periods drift from the truth), and the
+pod reader, which maps the MCU clock onto the host clock from receive times read every
+50 host ms, is left with a ~0.1 % slope error over a drive's few host seconds, which
+biases the fitted distance per tick by as much (2-3 stated σ). All sessions run at one
+speed: time-like model parameters (filter q, pose-error τ) are on the files' time base
+and a model fitted on one speed does not fit files of another."""
 POD_INTERVAL_SIM_S = 0.5
 """Pod-fit interval in simulated seconds (the ``fit pods`` default at real time) (s)."""
 
@@ -80,10 +80,18 @@ class DemoPlan:
 
 
 def demo_plan(quick: bool = False, speed: float | None = None, seed: int = 1) -> DemoPlan:
-    """The shipped plans: full (about 13 simulated minutes) or quick (about 4)."""
+    """The shipped plans: full (about 12 simulated minutes) or quick (about 4).
+
+    Raises:
+        SimError: ``speed`` outside (0, :data:`MAX_SPEED`].
+    """
     if quick:
-        return DemoPlan(True, speed or 20.0, 1, (0, 1, 2), 2, 20.0, 200, seed)
-    return DemoPlan(False, speed or 10.0, None, (0, 1, 2, 3, 4), None, 40.0, 1000, seed)
+        plan = DemoPlan(True, speed or MAX_SPEED, 1, (0, 1, 2), 1, 20.0, 200, seed)
+    else:
+        plan = DemoPlan(False, speed or MAX_SPEED, None, (0, 1, 2, 3, 4), None, 40.0, 1000, seed)
+    if not 0 < plan.speed <= MAX_SPEED:
+        raise SimError(f"demo speed must be in (0, {MAX_SPEED:g}], got {plan.speed:g}")
+    return plan
 
 
 @dataclass
@@ -133,10 +141,10 @@ def run_demo(
         res.timings_s[stage] = res.timings_s.get(stage, 0.0) + time.monotonic() - t
         return value
 
-    def capture(sc, label, devices, pose, run_speed):
+    def capture(sc, label, devices, pose):
         path = ses_dir / f"{label.replace('#', '_')}.h5"
         budget = 3.0 if any(d in LIDARS for d in devices) else 0.5
-        say(f"capturing {label} ({', '.join([*devices, *pose])}) at {run_speed:g}x")
+        say(f"capturing {label} ({', '.join([*devices, *pose])}) at {speed:g}x")
         c = timed(
             "capture",
             lambda: capture_scenario(
@@ -146,7 +154,7 @@ def run_demo(
                 run_dir / label.replace("#", "_"),
                 devices,
                 pose,
-                speed=run_speed,
+                speed=speed,
                 bringup_budget_s=budget,
                 label=label,
             ),
@@ -161,17 +169,15 @@ def run_demo(
     drive_over = (
         {} if plan.drive_repeats is None else {"trajectory": {"repeats": plan.drive_repeats}}
     )
-    # the drives share one speed (the pod fit's interval is one host duration), at
-    # most DRIVE_MAX_SPEED, and record the pods without the lidars: with three lidars
-    # at 10x on two loaded cores the pod reader's host-time mapping drifts by 100s of ms
-    drive_speed = min(speed, DRIVE_MAX_SPEED)
+    # the drives record the pods without the lidars: with three lidars at 10x on two
+    # loaded cores the pod reader's host-time mapping drifted by hundreds of ms
     for name in ("forward", "sideways", "spin", "square"):
         sc = load_scenario(name).with_overrides(drive_over)
-        capture(sc, name, ["pods"], ("mocap",), drive_speed)
+        capture(sc, name, ["pods"], ("mocap",))
     static = load_scenario("lidar_static").with_overrides(
         {"trajectory": {"hold_s": plan.static_hold_s}}
     )
-    capture(static, "lidar_static", list(LIDARS), (), min(speed, LIDAR_MAX_SPEED))
+    capture(static, "lidar_static", list(LIDARS), ())
     reloc_over = (
         {} if plan.reloc_repeats is None else {"trajectory": {"repeats": plan.reloc_repeats}}
     )
@@ -179,12 +185,12 @@ def run_demo(
     reloc = []
     for i in plan.reloc_sessions:
         sc = campaign.for_session(i).with_overrides(reloc_over)
-        reloc.append(capture(sc, f"reloc#{i}", ["pods"], ("mocap", "pose_sensor"), speed).path)
+        reloc.append(capture(sc, f"reloc#{i}", ["pods"], ("mocap", "pose_sensor")).path)
 
     drives = [res.sessions[n].path for n in ("forward", "sideways", "spin", "square")]
     say("fitting pod geometry (forward, sideways, spin, square)")
     res.models["pods"] = timed(
-        "fit pods", lambda: fit_pods_model(drives, model_dir / "pods.toml", drive_speed)
+        "fit pods", lambda: fit_pods_model(drives, model_dir / "pods.toml", speed)
     )
     say("fitting filter noise (square, spin)")
     res.models["noise"] = timed(
@@ -235,7 +241,7 @@ def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Pa
     """Fit the pod geometry on ``sessions`` (``fit pods``) and write the model file.
 
     The interval is :data:`POD_INTERVAL_SIM_S` divided by ``speed``, the emulation
-    speed of the sessions (one for all: the interval is one host duration).
+    speed of the sessions.
 
     Raises:
         FitError: the fit failed or could not identify every parameter.
