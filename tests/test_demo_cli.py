@@ -1,0 +1,31 @@
+"""``sensorbench demo`` refuses what it cannot do honestly, before starting anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sensorbench.cli import cli
+from sensorbench.errors import SimError
+from sensorbench.sim.demo_campaign import MAX_SPEED, demo_plan
+
+
+def test_plans_run_every_session_at_one_speed_at_most_the_maximum() -> None:
+    assert demo_plan(quick=True).speed == demo_plan().speed == MAX_SPEED
+    assert demo_plan(speed=4.0).speed == 4.0
+    with pytest.raises(SimError, match="speed"):
+        demo_plan(speed=2 * MAX_SPEED)
+    quick, full = demo_plan(quick=True), demo_plan()
+    assert len(quick.reloc_sessions) >= 3  # leave-one-session-out needs >= 2, 3 to mean much
+    assert quick.draws >= 100 and full.draws >= quick.draws
+
+
+def test_demo_refuses_a_speed_above_the_maximum_and_a_previous_demo(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["demo", "--speed", "20", "-o", str(tmp_path / "d")])
+    assert res.exit_code == 2 and "20" in res.output
+    (tmp_path / "old" / "sessions").mkdir(parents=True)
+    (tmp_path / "old" / "sessions" / "forward.h5").write_bytes(b"")
+    res = CliRunner().invoke(cli, ["demo", "--quick", "-o", str(tmp_path / "old")])
+    assert res.exit_code == 2 and "previous demo" in res.output
