@@ -670,11 +670,21 @@ class A1Scanner:
         self._stale = False
         self._next_attempt = 0.0
         self._backoff = reconnect_backoff_s
+        self._probing = False
 
     @property
     def connected(self) -> bool:
         """True while the port is open."""
         return self.lidar is not None and self.lidar.connected
+
+    @property
+    def online(self) -> bool:
+        """True while the port is open and not in the middle of a reconnect probe.
+
+        During a reconnect the port is open before the unit has answered; status
+        readers must not report it back until the ``reconnect`` event is out.
+        """
+        return self.connected and not self._probing
 
     @property
     def overruns(self) -> int:
@@ -802,6 +812,7 @@ class A1Scanner:
         if not os.path.exists(self.port):
             self._next_attempt = now + self.reconnect_backoff_s
             return
+        self._probing = True
         try:
             self.lidar.connect()
             # a unit that was just plugged in boots before it answers: probe with a
@@ -818,6 +829,7 @@ class A1Scanner:
             self._next_attempt = now + self._backoff
             self._backoff = min(2 * self._backoff, 1.0)
             self.last_error = str(err)
+            self._probing = False
             return
         self.reconnects += 1
         self._tail = b""
@@ -826,6 +838,7 @@ class A1Scanner:
         self.assembler.mark(TurnFlag.AFTER_RECONNECT)
         self.last_data_ns = time.monotonic_ns()
         self._emit("reconnect", f"reopened {self.port} (serial {self.info.serial}); scanning")
+        self._probing = False
 
     def close(self) -> None:
         """Stop the scan and the motor (best effort) and close the port."""

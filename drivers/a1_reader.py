@@ -174,7 +174,7 @@ class A1Reader:
             name=self.name,
             kind=self.kind,
             port=self.port,
-            connected=sc.connected,
+            connected=sc.online,
             bytes_per_s=rates[0],
             items_per_s=rates[1],
             turns_per_s=rates[2],
