@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 
@@ -55,6 +54,7 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
     Exit 0 when every step ran (the validation verdict is printed and in the report),
     2 when a step failed.
     """
+    from sensorbench.characterize.report import json_ready
     from sensorbench.sim.demo_campaign import demo_plan, run_demo, summary_rows
 
     if (out_dir / "sessions").exists() and any((out_dir / "sessions").glob("*.h5")):
@@ -79,13 +79,7 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
             "timings_s": res.timings_s,
             "total_s": total,
         }
-        click.echo(
-            json.dumps(
-                doc,
-                indent=2,
-                default=lambda o: None if isinstance(o, float) and not math.isfinite(o) else str(o),
-            )
-        )
+        click.echo(json.dumps(json_ready(doc), indent=2, allow_nan=False))
         return
     click.echo(f"{'quantity':<34} {'recovered':>12} {'±1σ':>10} {'truth':>12}")
     for r in rows:

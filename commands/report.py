@@ -65,7 +65,7 @@ def report_cmd(
     Simulated sessions show the simulated truth beside the recovered values. Figures
     are embedded; the page needs nothing else.
     """
-    from sensorbench.characterize.report import ReportOptions, build_report
+    from sensorbench.characterize.report import ReportOptions, build_report, json_ready
 
     def say(msg: str) -> None:
         if sys.stderr.isatty():
@@ -79,20 +79,7 @@ def report_cmd(
         progress=say,
     )
     if as_json:
-        click.echo(json.dumps({"report": str(rep.path), **rep.data}, default=_default, indent=2))
+        doc = json_ready({"report": rep.path, **rep.data})
+        click.echo(json.dumps(doc, indent=2, allow_nan=False))
     else:
         click.echo(f"report: {rep.path}")
-
-
-def _default(o: object) -> object:
-    import math
-
-    import numpy as np
-
-    if isinstance(o, np.generic):
-        o = o.item()
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
