@@ -640,15 +640,51 @@ def _pose_section(
     return "".join(parts)
 
 
-def _provenance_section(sessions: list[Path], data: dict) -> str:
+def _models_table(models: Path | None, hashes: dict[str, str]) -> str:
+    """One row per model file: kind, software, date, its inputs and whether they are here."""
+    if models is None:
+        return ""
+    from sensorbench.fusion.model_file import file_sha256
+
+    rows = []
+    for path in sorted(models.glob("*.toml")):
+        try:
+            doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise FitError(f"{path}: not a readable model file ({exc})") from exc
+        model, prov = doc.get("model", {}), doc.get("provenance", {})
+        inputs = prov.get("inputs", [])
+        known = sum(1 for i in inputs if i.get("sha256") in hashes)
+        rows.append(
+            (
+                path.name,
+                model.get("kind", "?"),
+                model.get("software") or prov.get("software", "?"),
+                model.get("created_utc") or prov.get("created_utc", "?"),
+                file_sha256(path),
+                f"{len(inputs)} ({known} in this report, matched by SHA-256)",
+            )
+        )
+    if not rows:
+        return ""
+    return _table(
+        ["model file", "kind", "software", "created (UTC)", "SHA-256", "inputs"],
+        rows,
+        "model files",
+    )
+
+
+def _provenance_section(sessions: list[Path], models: Path | None, data: dict) -> str:
     from sensorbench.fusion.model_file import file_sha256
     from sensorbench.logs.info import session_info
 
     parts = ["<h2>Provenance</h2>"]
     data["provenance"] = []
+    hashes = {file_sha256(p): str(p) for p in sessions}
+    parts.append(_models_table(models, hashes))
     for path in sessions:
         info = session_info(path)
-        sha = file_sha256(path)
+        sha = next(h for h, p in hashes.items() if p == str(path))
         truth, speed = _truth_doc(path)
         rows = [
             ("file", path.name),
@@ -709,7 +745,7 @@ def build_report(
             _lidar_section(paths, opts, figdir, data, say),
             _pods_section(paths, models, figdir, data, say),
             _pose_section(paths, models, opts, figdir, data, say),
-            _provenance_section(paths, data),
+            _provenance_section(paths, models, data),
         ]
     page = (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
