@@ -52,6 +52,7 @@ class SimPoseSource:
         name: reader name (events' source, status line).
         attrs: extra attributes for every pose stream.
         period_s: host seconds between releases (s).
+        t0_ns: host monotonic time (ns) of simulated time 0; default from ``clock`` now.
     """
 
     kind = "pose"
@@ -63,6 +64,7 @@ class SimPoseSource:
         name: str = "pose_source",
         attrs: Mapping[str, Any] | None = None,
         period_s: float = 0.02,
+        t0_ns: int | None = None,
     ) -> None:
         for stream, (kind, _) in streams.items():
             if kind not in POSE_KINDS:
@@ -74,8 +76,9 @@ class SimPoseSource:
         self.clock = clock
         self.attrs = dict(attrs or {})
         self.period_s = float(period_s)
-        now_ns = time.monotonic_ns()
-        self.t0_ns = now_ns - round(clock.now() / clock.speed * 1e9)
+        if t0_ns is None:
+            t0_ns = time.monotonic_ns() - round(clock.now() / clock.speed * 1e9)
+        self.t0_ns = int(t0_ns)
         """Host monotonic time (ns) of simulated time 0."""
         self._next = dict.fromkeys(self.streams, 0)
         self._reloc_next = dict.fromkeys(self.streams, 0)

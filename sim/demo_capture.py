@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,8 +121,6 @@ def capture_scenario(
     Raises:
         SimError: unknown devices or streams, or the capture failed (bring-up, writer).
     """
-    import time
-
     t_start = time.monotonic()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -144,12 +143,17 @@ def capture_scenario(
     )
     sim = robot.sim
     streams = {name: (name, getattr(sim, name)()) for name in pose_streams}
+    t0_ns = time.monotonic_ns() - round(robot.clock.now() / speed * 1e9)  # simulated 0
     bringup_at: list[float] = []
     stop = threading.Event()
     try:
         robot.start()
         source = (
-            [SimPoseSource(streams, robot.clock, attrs={"scenario": sim.scenario.name})]
+            [
+                SimPoseSource(
+                    streams, robot.clock, attrs={"scenario": sim.scenario.name}, t0_ns=t0_ns
+                )
+            ]
             if streams
             else []
         )
@@ -184,8 +188,7 @@ def capture_scenario(
         raise SimError(
             f"capture of {label} failed (stopped by {result.stopped_by}): {result.error or failed}"
         )
-    t0_ns = source[0].t0_ns if source else None
-    _add_truth(Path(output), sim, speed, t0_ns, robot.clock)
+    _add_truth(Path(output), sim, speed, t0_ns)
     return CapturedSession(
         Path(output),
         label,
@@ -196,11 +199,8 @@ def capture_scenario(
     )
 
 
-def _add_truth(path: Path, sim: Simulation, speed: float, t0_ns: int | None, clock) -> None:
-    import time
-
-    if t0_ns is None:
-        t0_ns = time.monotonic_ns() - round(clock.now() / speed * 1e9)
+def _add_truth(path: Path, sim: Simulation, speed: float, t0_ns: int) -> None:
+    """Add the simulation's truth (layout in the module docstring) to a closed session."""
     scn = sim.scenario
 
     def host_ns(t_s: np.ndarray) -> np.ndarray:
