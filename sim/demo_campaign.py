@@ -311,7 +311,8 @@ def summary_rows(res: DemoResult) -> list[dict[str, Any]]:
     """Key recovered values next to the simulated truth, from the report's content.
 
     Each row: ``name``, ``value``, ``sigma`` (1σ; for the pose-error model the 95 %
-    interval's width / 3.92), ``truth``, ``unit`` (SI; τ on the files' time base).
+    interval's width / 3.92, and the interval itself as ``ci95``), ``truth``, ``unit``
+    (SI; τ on the files' time base).
     """
     data = res.report_data or {}
     rows: list[dict[str, Any]] = []
@@ -341,6 +342,7 @@ def summary_rows(res: DemoResult) -> list[dict[str, Any]]:
                     "sigma": (hi - lo) / 3.92 if np.isfinite(hi - lo) else float("nan"),
                     "truth": p["truth"],
                     "unit": unit,
+                    "ci95": [lo, hi],
                 }
             )
     for label, devices in (data.get("lidar") or {}).items():

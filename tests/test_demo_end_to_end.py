@@ -8,6 +8,7 @@ within tolerances derived from the uncertainties the fits state.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -52,38 +53,47 @@ def test_demo_writes_sessions_models_and_report(demo: dict) -> None:
 
 
 def test_pod_geometry_matches_truth(demo: dict) -> None:
-    # docs/PODS.md: over 50 simulator seeds the stated σ is calibrated for angles
-    # and lever arms and up to 1.5x too small for the parallel pods' scale; 5 stated
-    # σ is then >= 3.3 true σ (two-sided 0.1 % per parameter, 9 parameters)
+    # The stated σ is too small: docs/PODS.md finds 1.2-1.5x on the simulator, and the
+    # 27 (fitted - truth)/σ of three quick demos spread 1.5 (RMS), the emulated time
+    # base adding its share (docs/DEMO.md). 5.5 stated σ is then 3.67 true σ: a false
+    # failure in 0.024 % per parameter, 0.2 % per run of 9 parameters.
     for r in _rows(demo, "pod"):
-        assert abs(r["value"] - r["truth"]) <= 5.0 * r["sigma"], r
+        assert abs(r["value"] - r["truth"]) <= 5.5 * r["sigma"], r
 
 
-def test_lidar_noise_matches_truth(demo: dict) -> None:
-    # σ per band from 1.4826·MAD; its stated ±1σ is the MAD's standard error over
-    # the band's points (correlated within a bearing, so taken 5x); plus the range
-    # quantization's share (LD19 1 mm steps add ≤ 1/√12 mm in quadrature: ≤ 2 % at 3 mm)
+def test_lidar_figures_match_truth(demo: dict) -> None:
+    # Noise σ per band from 1.4826·MAD, stated ±1σ the MAD's standard error over the
+    # band's points: 5 of them, plus 3 % of the truth because the 2-3 m bands of this
+    # scene read up to 4 % high (2-4 stated σ) for all three lidars; not the capture:
+    # simulate_to_session files of the same scene read LD19 +2 %, A1 0-3 % there.
     rows = [r for r in demo["summary"] if " σ " in r["name"]]
-    assert len(rows) >= 6
+    assert len(rows) >= 12  # four bands inside one simulated band, three lidars
     for r in rows:
         tol = 5.0 * r["sigma"] + 0.03 * r["truth"]
         assert abs(r["value"] - r["truth"]) <= tol, r
+    # scan rate, stated ±1σ = rate² · period jitter / √(single periods): 5 of them
+    rates = [r for r in demo["summary"] if "scan rate" in r["name"]]
+    assert len(rates) == 3
+    for r in rates:
+        assert abs(r["value"] - r["truth"]) <= 5.0 * r["sigma"], r
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="pose_align's time offset lands 0.15-0.37 simulated s off on reloc_campaign "
-    "sessions (angular-rate correlation 0.14-0.4), also on simulate_to_session files at "
-    "real time, so sigma and tau come out inflated; owned by the pose-error area",
+    reason="pose_align's time offset lands 0.05-0.37 simulated s off on reloc_campaign "
+    "sessions (angular-rate correlation 0.14-0.47), also on simulate_to_session files at "
+    "real time, so sigma and tau come out 1.2-4x the truth (docs/DEMO.md); the pose "
+    "streams are stamped deterministically, so this fails on every run until it is fixed",
 )
 def test_pose_error_model_matches_truth(demo: dict) -> None:
-    # the 95 % intervals are exp(ln θ ± 1.96 se_log); the truth must lie within the
-    # interval widened to ±3.3 se_log (0.1 % two-sided per parameter)
+    # the 95 % intervals are exp(ln θ ± 1.96 se_log): se_log = ln(hi/lo)/3.92; the
+    # truth must lie within ±3.3 se_log of the fit (0.1 % two-sided per parameter)
     for r in _rows(demo, "pose"):
         if r["name"].split()[2] == "sigma_b":
-            continue  # 1-2 relocalizations per quick session: σ_b is barely identified
-        lo, hi = r["value"] - 3.3 * r["sigma"], r["value"] + 3.3 * r["sigma"]
-        assert lo <= r["truth"] <= hi, r
+            continue  # one relocalization per quick session: σ_b is barely identified
+        lo, hi = r["ci95"]
+        se_log = math.log(hi / lo) / 3.92
+        assert abs(math.log(r["value"] / r["truth"])) <= 3.3 * se_log, r
 
 
 _CHECK = """<script>
