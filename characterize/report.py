@@ -186,9 +186,11 @@ def _lidar_section(
         for name in names:
             say(f"characterizing lidar {name} of {label}")
             static = StaticOptions(lag_s=1.0 / speed, min_static_s=opts.static_s / speed)
+            why = ""
             try:
                 r = characterize_session(path, name, options=static)
-            except FitError:
+            except FitError as exc:  # no static stretch: the timing still stands
+                why = str(exc)
                 r = characterize_session(path, name, timing_only=True, options=static)
             doc = r.as_dict()
             t = doc["timing"]
@@ -214,6 +216,7 @@ def _lidar_section(
                 ("Longest gap (ms)", _num(t.get("longest_gap_s", 0) * 1e3), ""),
             ]
             entry: dict[str, Any] = {
+                "timing_only_because": why or None,
                 "model": r.model,
                 "timing": t,
                 "rate_hz": t["rate_hz"],
@@ -245,6 +248,8 @@ def _lidar_section(
                     f"{name} ({r.model}) datasheet",
                 )
             )
+            if why:
+                parts.append(f"<p class='note'>{_esc(name)}: timing only: {_esc(why)}</p>")
             if n is not None:
                 brows = []
                 for b in n["bands"]:

@@ -234,6 +234,11 @@ def run_demo(
         ),
     )
     res.report, res.report_data = report.path, report.data
+    static_lidars = report.data.get("lidar", {}).get("lidar_static", {})
+    for name in LIDARS:
+        why = static_lidars.get(name, {}).get("timing_only_because", "no lidar stream")
+        if why:
+            raise FitError(f"lidar characterization of {name} in the static session failed: {why}")
     return res
 
 
