@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -62,11 +63,26 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
     plan = demo_plan(quick=quick, speed=speed, seed=seed)
     t0 = time.monotonic()
 
+    warnings: list[str] = []
+
     def say(msg: str) -> None:
         if not as_json:
             click.echo(f"[{time.monotonic() - t0:6.1f} s] {msg}", err=True)
 
-    res = run_demo(out_dir, plan, progress=say)
+    class _Warnings(logging.Handler):
+        """Driver warnings (e.g. a reader falling behind) into the progress lines."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            warnings.append(record.getMessage())
+            say(f"warning ({record.name}): {record.getMessage()}")
+
+    handler = _Warnings(logging.WARNING)
+    logger = logging.getLogger("sensorbench")
+    logger.addHandler(handler)
+    try:
+        res = run_demo(out_dir, plan, progress=say)
+    finally:
+        logger.removeHandler(handler)
     rows = summary_rows(res)
     total = time.monotonic() - t0
     if as_json:
@@ -77,6 +93,7 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
             "summary": rows,
             "validation": res.report_data.get("validation"),
             "timings_s": res.timings_s,
+            "warnings": warnings,
             "total_s": total,
         }
         click.echo(json.dumps(json_ready(doc), indent=2, allow_nan=False))
