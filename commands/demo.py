@@ -98,10 +98,16 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
         }
         click.echo(json.dumps(json_ready(doc), indent=2, allow_nan=False))
         return
-    click.echo(f"{'quantity':<34} {'recovered':>12} {'±1σ':>10} {'truth':>12}")
+    click.echo(f"{'quantity':<40} {'recovered':>12} {'±1σ':>10} {'truth':>12}")
     for r in rows:
-        click.echo(f"{r['name']:<34} {r['value']:12.5g} {r['sigma']:10.2g} {r['truth']:12.5g}")
+        click.echo(f"{r['name']:<40} {r['value']:12.5g} {r['sigma']:10.2g} {r['truth']:12.5g}")
     v = res.report_data.get("validation")
     if v is not None:
-        click.echo(f"validation (leave-one-session-out): {'PASSED' if v['passed'] else 'FAILED'}")
+        verdicts = ", ".join(
+            f"{c['name']} {'pass' if c['passed'] else 'FAIL'}" for c in v["sessions"]
+        )
+        click.echo(
+            f"validation (leave-one-session-out, {v['draws']} draws): "
+            f"{'PASSED' if v['passed'] else 'FAILED'} ({verdicts})"
+        )
     click.echo(f"done in {total:.0f} s; report: {res.report}")
