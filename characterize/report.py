@@ -33,6 +33,7 @@ import base64
 import html
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -718,6 +719,21 @@ def _provenance_section(sessions: list[Path], models: Path | None, data: dict) -
 # ------------------------------------------------------------------ entry point
 
 
+def _contents(body: str) -> tuple[str, str]:
+    """(a list of links to the sections, the body with an id on every section heading)."""
+    titles: list[str] = []
+
+    def number(m: re.Match[str]) -> str:
+        titles.append(m.group(1))
+        return f"<h2 id='section-{len(titles)}'>{m.group(1)}</h2>"
+
+    body = re.sub(r"<h2>(.*?)</h2>", number, body)
+    links = "".join(
+        f"<li><a href='#section-{i}'>{t}</a></li>" for i, t in enumerate(titles, start=1)
+    )
+    return f"<nav><ul>{links}</ul></nav>", body
+
+
 def build_report(
     sessions: Sequence[str | os.PathLike[str]],
     out_dir: str | os.PathLike[str],
@@ -752,12 +768,14 @@ def build_report(
             _pose_section(paths, models, opts, figdir, data, say),
             _provenance_section(paths, models, data),
         ]
+    contents, sections = _contents("".join(body))
     page = (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>sensorbench report</title><style>{_CSS}</style></head><body>"
         f"<h1>sensorbench report</h1><p class='note'>sensorbench {_esc(__version__)}, "
         f"{len(paths)} sessions. Units: SI unless a column says otherwise.</p>"
-        + "".join(body)
+        + contents
+        + sections
         + "</body></html>"
     )
     path = out / "report.html"

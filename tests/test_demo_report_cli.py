@@ -37,7 +37,8 @@ def test_report_of_simulated_sessions_shows_truth_beside_fits(tmp_path: Path) ->
     assert params[("yaw", "tau_s")]["truth"] == 8.0  # real time: not rescaled
     assert len(doc["validation"]["sessions"]) == 3  # every session with both pose streams
     # no pods model given: no pod section; provenance of every file with its hash
-    assert "pods" not in doc and "<h2>Pods</h2>" not in page
+    assert "pods" not in doc and ">Pods</h2>" not in page
+    assert "#section-1" in page  # the contents link to the sections
     assert len(doc["provenance"]) == 3
     for p in doc["provenance"]:
         assert re.fullmatch(r"[0-9a-f]{64}", p["sha256"])
