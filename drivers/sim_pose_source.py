@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sensorbench.drivers.reader_base import ReaderStatus
-from sensorbench.errors import DriverError
+from sensorbench.errors import DriverError, SensorbenchError
 from sensorbench.logs import PoseBatch
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ class SimPoseSource:
         while True:
             try:
                 self._release(self.clock.now())
-            except Exception as exc:  # the writer failed: capture reports writer.error
+            except SensorbenchError as exc:  # the writer failed or closed: say so, stop
                 self._error = str(exc)
                 return
             if self._stop.wait(self.period_s):

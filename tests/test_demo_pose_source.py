@@ -77,6 +77,26 @@ def test_pose_source_refuses_bad_streams_and_start_before_declare() -> None:
         src.start()
 
 
+def test_pose_source_stops_and_reports_when_the_writer_is_gone(tmp_path: Path) -> None:
+    sim = _short_reloc()
+    clock = SimClock(5.0)  # slow enough that samples are still due after the close
+    src = SimPoseSource({"mocap": ("mocap", sim.mocap())}, clock)
+    w = SessionWriter(tmp_path / "s.h5", label="pose")
+    src.declare(w)
+    w.start()
+    src.start()
+    time.sleep(0.2)
+    w.close()
+    deadline = time.monotonic() + 5.0
+    while src.status().last_error is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    st = src.status()
+    assert st.last_error is not None and "closed" in st.last_error
+    assert not st.connected
+    src.stop(timeout_s=2.0)
+    assert src._thread is not None and not src._thread.is_alive()
+
+
 def test_subset_config_keeps_devices_and_power_up_order() -> None:
     text = subset_config_text(DEFAULT_CONFIG.read_text(), ["ld19", "pods"])
     assert "lidar_front" not in text and 'order = ["ld19", "pods"]' in text
