@@ -290,9 +290,9 @@ def validate_cmd(
     from sensorbench.characterize.pose_series import AXES
     from sensorbench.characterize.pose_validate import validate_sessions
 
+    model = PoseErrorModel.load(model_path) if model_path else None  # fail fast on a bad file
     prepared = _prepare(sessions, sensor, reference, planar, no_align, max_offset, time_offset)
     series = [p.series for p in prepared]
-    model = PoseErrorModel.load(model_path) if model_path else None
     report = validate_sessions(
         series,
         n_draws=draws,
