@@ -28,10 +28,12 @@ Conventions:
   rotation; sensor samples outside the reference, inside a reference gap longer
   than ``max_gap_s``, or invalid, are dropped (and counted).
 
-Note: aligning on the same data that is then evaluated absorbs the mean error of the
-aligned session into ``t`` (and part of slow error into ``R``): with few
-relocalizations this makes the fitted offset spread smaller. Prefer ``mode="none"``
-when the sensor's map is registered to the mocap frame by other means.
+Note: aligning on the same data that is then evaluated absorbs the mean error into
+``t`` (and part of slow error into ``R``). :func:`align_sessions` therefore fits one
+transform to all sessions of a campaign (the sensor's map is the same in each), so
+only the campaign's mean offset is absorbed, not each session's; with a single
+session and few relocalizations the fitted offset spread is biased low. Prefer
+``mode="none"`` when the sensor's map is registered to the mocap frame by other means.
 """
 
 from __future__ import annotations
@@ -288,38 +290,70 @@ def align(
     max_offset_s: float = 0.5,
     max_gap_s: float = 0.1,
 ) -> Alignment:
-    """Estimate the time offset (unless given) and the frame transform."""
-    sensor = sensor.only_valid()
-    ref = ref.only_valid()
-    if offset_s is None:
-        offset, corr = estimate_time_offset(sensor, ref, max_offset_s)
-        method = "angular-rate xcorr (windowed rates, relocalizations masked)"
-    else:
-        offset, corr, method = float(offset_s), float("nan"), "given"
-    pos, quat, inside = _pairs(sensor, ref, offset, max_gap_s)
-    if inside.sum() < 3:
-        raise FitError("fewer than 3 sensor poses fall inside the reference track")
-    rot, t = _fit_frame(sensor.position[inside], pos[inside], mode)
-    d = sensor.position[inside] @ rot.T + t - pos[inside]
+    """Estimate the time offset (unless given) and the frame transform of one session."""
+    return align_sessions([(sensor, ref)], mode, offset_s, max_offset_s, max_gap_s)[0]
+
+
+def align_sessions(
+    pairs: list[tuple[PoseTrack, PoseTrack]],
+    mode: str = "se3",
+    offset_s: float | None = None,
+    max_offset_s: float = 0.5,
+    max_gap_s: float = 0.1,
+) -> list[Alignment]:
+    """Align several sessions of one sensor: a time offset each, one frame transform.
+
+    The sensor relocalizes into the same map in every session, so one transform
+    ``p_ref ≈ R p + t`` (and one body rotation) is fitted to the poses of all
+    sessions together. Aligning each session on its own would absorb that
+    session's mean error into ``t``; with one or two relocalizations per session
+    that removes most of the offsets the model is meant to measure.
+    """
+    if not pairs:
+        raise FitError("no sessions to align")
+    prepared = []
+    for sensor, ref in pairs:
+        sensor, ref = sensor.only_valid(), ref.only_valid()
+        if offset_s is None:
+            offset, corr = estimate_time_offset(sensor, ref, max_offset_s)
+            method = "angular-rate xcorr (windowed rates, relocalizations masked)"
+        else:
+            offset, corr, method = float(offset_s), float("nan"), "given"
+        pos, quat, inside = _pairs(sensor, ref, offset, max_gap_s)
+        if inside.sum() < 3:
+            raise FitError("fewer than 3 sensor poses fall inside the reference track")
+        prepared.append((sensor, offset, corr, method, pos, quat, inside))
+    src = np.concatenate([p[0].position[p[6]] for p in prepared])
+    dst = np.concatenate([p[4][p[6]] for p in prepared])
+    rot, t = _fit_frame(src, dst, mode)
     body = np.eye(3)
     if mode != "none":
-        r_s = Rotation.from_matrix(rot) * Rotation.from_quat(sensor.quat_xyzw[inside])
-        mean = (r_s.inv() * Rotation.from_quat(quat[inside])).mean()
+        r_s = Rotation.from_matrix(rot) * Rotation.from_quat(
+            np.concatenate([p[0].quat_xyzw[p[6]] for p in prepared])
+        )
+        r_ref = Rotation.from_quat(np.concatenate([p[5][p[6]] for p in prepared]))
+        mean = (r_s.inv() * r_ref).mean()
         if mode == "planar":
             mean = Rotation.from_euler("z", mean.as_euler("zyx")[0])
         body = mean.as_matrix()
-    return Alignment(
-        offset,
-        rot,
-        t,
-        body,
-        mode,
-        method,
-        corr,
-        float(np.sqrt(np.mean(np.sum(d * d, axis=1)))),
-        int(inside.sum()),
-        int((~inside).sum()),
-    )
+    out = []
+    for sensor, offset, corr, method, pos, _, inside in prepared:
+        d = sensor.position[inside] @ rot.T + t - pos[inside]
+        out.append(
+            Alignment(
+                offset,
+                rot,
+                t,
+                body,
+                mode,
+                method,
+                corr,
+                float(np.sqrt(np.mean(np.sum(d * d, axis=1)))),
+                int(inside.sum()),
+                int((~inside).sum()),
+            )
+        )
+    return out
 
 
 def pose_errors(

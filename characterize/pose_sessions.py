@@ -6,6 +6,8 @@ reference's first sample; flags kept). ``error_series(sensor, reference, ...)``
 runs time/frame alignment (:mod:`pose_align`), computes the per-axis error and
 segments it at relocalizations (:mod:`reloc_segments`); a RELOCALIZED flag on a
 sample dropped by the association moves to the next kept sample.
+``prepare_sessions(paths, ...)`` does the same for a campaign, with one frame
+transform for all of its sessions.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from sensorbench.characterize.pose_align import (
     ERROR_FRAME,
     Alignment,
     PoseTrack,
-    align,
+    align_sessions,
     pose_errors,
 )
 from sensorbench.characterize.pose_series import ErrorSeries
@@ -60,7 +62,18 @@ def error_series(
     source: str = "",
 ) -> PreparedSession:
     """Align ``sensor`` to ``reference``, compute the error and segment it."""
-    al = align(sensor, reference, mode, offset_s, max_offset_s, max_gap_s)
+    al = align_sessions([(sensor, reference)], mode, offset_s, max_offset_s, max_gap_s)[0]
+    return _segmented(sensor, reference, al, name, max_gap_s, source)
+
+
+def _segmented(
+    sensor: PoseTrack,
+    reference: PoseTrack,
+    al: Alignment,
+    name: str,
+    max_gap_s: float,
+    source: str,
+) -> PreparedSession:
     t, e, idx = pose_errors(sensor, reference, al, max_gap_s)
     if t.size < 10:
         raise FitError(f"{name}: only {t.size} sensor poses overlap the reference")
@@ -119,3 +132,32 @@ def prepare_session(
         max_offset_s=max_offset_s,
         source=str(path),
     )
+
+
+def prepare_sessions(
+    paths: list[str | Path],
+    sensor: str,
+    reference: str = "mocap",
+    mode: str = "se3",
+    max_offset_s: float = 0.5,
+    offset_s: float | None = None,
+    joint: bool = True,
+    max_gap_s: float = 0.1,
+) -> list[PreparedSession]:
+    """Prepare a campaign: one frame transform for all sessions (``joint``), or one each.
+
+    Session names are the file stems, made unique with ``#i`` where two collide.
+    """
+    tracks = [load_tracks(p, sensor, reference) for p in paths]
+    if joint:
+        alignments = align_sessions(tracks, mode, offset_s, max_offset_s, max_gap_s)
+    else:
+        alignments = [
+            align_sessions([tr], mode, offset_s, max_offset_s, max_gap_s)[0] for tr in tracks
+        ]
+    stems = [Path(p).stem for p in paths]
+    names = [f"{s}#{i}" if stems.count(s) > 1 else s for i, s in enumerate(stems)]
+    return [
+        _segmented(sen, ref, al, name, max_gap_s, str(p))
+        for (sen, ref), al, name, p in zip(tracks, alignments, names, paths, strict=True)
+    ]

@@ -19,7 +19,9 @@ _SESSION_OPTS = [
     click.option(
         "--planar",
         is_flag=True,
-        help="Align frames by yaw + translation only (planar robot) instead of SE(3).",
+        help="Align frames by yaw + translation only (planar robot) instead of SE(3). "
+        "One transform is fitted to all SESSIONS together (the sensor's map is the same "
+        "in each), so only the campaign's mean error is absorbed, not each session's.",
     ),
     click.option(
         "--no-align",
@@ -65,15 +67,10 @@ def _prepare(
     mo: float,
     offset: float | None,
 ) -> list:
-    from sensorbench.characterize.pose_sessions import prepare_session
+    from sensorbench.characterize.pose_sessions import prepare_sessions
 
     mode = "none" if no_align else ("planar" if planar else "se3")
-    prepared = [prepare_session(p, sensor, reference, mode, mo, offset) for p in sessions]
-    names = [p.series.name for p in prepared]
-    for i, p in enumerate(prepared):
-        if names.count(p.series.name) > 1:
-            p.series.name = f"{p.series.name}#{i}"
-    return prepared
+    return prepare_sessions(list(sessions), sensor, reference, mode, mo, offset)
 
 
 def _fmt(v: float, unit: str) -> str:

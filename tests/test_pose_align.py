@@ -10,6 +10,7 @@ from scipy.spatial.transform import Rotation
 from sensorbench.characterize.pose_align import (
     PoseTrack,
     align,
+    align_sessions,
     interpolate,
     pose_errors,
     umeyama,
@@ -166,3 +167,22 @@ def test_time_offset_on_the_simulated_campaign(seed: int) -> None:
     al = align(sensor, ref, "planar")
     assert al.rate_correlation > 0.9
     assert al.offset_s == pytest.approx(truth, abs=0.015)
+
+
+def test_one_transform_for_a_campaign_keeps_each_sessions_offset() -> None:
+    """Two sessions whose errors are constant offsets +d and -d (one relocalization
+    each): aligned one by one, each offset is absorbed into its own translation and
+    the error vanishes; aligned together, the errors come back as +d and -d."""
+    d = np.array([0.05, -0.03, 0.0, 0.0, 0.0, 0.0])
+    rng = np.random.default_rng(7)
+    pairs = []
+    for sign in (1.0, -1.0):
+        sensor, ref, _, _ = _tracks(rng, np.tile(sign * d, (560, 1)))
+        pairs.append((sensor, ref))
+    joint = align_sessions(pairs, "se3", offset_s=OFFSET)
+    alone = [align_sessions([p], "se3", offset_s=OFFSET)[0] for p in pairs]
+    for (sensor, ref), al_joint, al_alone, sign in zip(pairs, joint, alone, (1, -1), strict=True):
+        _, e_joint, _ = pose_errors(sensor, ref, al_joint)
+        _, e_alone, _ = pose_errors(sensor, ref, al_alone)
+        np.testing.assert_allclose(e_joint[:, :3].mean(axis=0), sign * d[:3], atol=1e-3)
+        assert np.abs(e_alone[:, :3].mean(axis=0)).max() < 1e-3
