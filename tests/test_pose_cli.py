@@ -101,7 +101,8 @@ def test_real_tum_end_to_end(tmp_path):
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
     sess = doc["sessions"][0]
-    # same recording clock: the offset is a few ms at most; the frames are close
+    # one recording clock, but camera frames are stamped on arrival: about -14 ms
+    # (docs/POSE_ERROR.md; the correlation peak is broad, ±6 ms); the frames are close
     assert abs(sess["alignment"]["offset_s"]) < 0.02
     assert sess["alignment"]["residual_rms_m"] < 0.03
     rms = doc["rms"]["fr1_xyz"]
