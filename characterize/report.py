@@ -484,7 +484,7 @@ def _pose_section(
         plot_error_bands,
         plot_rank_histogram,
     )
-    from sensorbench.characterize.pose_sessions import prepare_session
+    from sensorbench.characterize.pose_sessions import prepare_sessions
     from sensorbench.characterize.pose_validate import validate_sessions
 
     use = []
@@ -496,7 +496,7 @@ def _pose_section(
     if not use:
         return ""
     say(f"aligning {len(use)} pose-sensor sessions with {opts.reference}")
-    prepared = [prepare_session(p, opts.sensor, opts.reference) for p in use]
+    prepared = prepare_sessions(use, opts.sensor, opts.reference)
     series = [p.series for p in prepared]
     model_file = None if models is None else models / "pose_error.toml"
     if model_file is not None and model_file.exists():

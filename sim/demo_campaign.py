@@ -288,9 +288,9 @@ def fit_pose_model(sessions: list[Path], output: Path) -> Path:
     """Fit the pose-error model of ``pose_sensor`` against ``mocap`` and write it."""
     from sensorbench.characterize.pose_align import ERROR_FRAME
     from sensorbench.characterize.pose_error import FitOptions, file_sha256, fit_pose_error
-    from sensorbench.characterize.pose_sessions import prepare_session
+    from sensorbench.characterize.pose_sessions import prepare_sessions
 
-    prepared = [prepare_session(p, "pose_sensor", "mocap") for p in sessions]
+    prepared = prepare_sessions(list(sessions), "pose_sensor", "mocap")
     model = fit_pose_error(
         [p.series for p in prepared],
         FitOptions(),
