@@ -391,8 +391,8 @@ def _pods_section(
 def _replay_section(
     sessions: list[Path], geometry: Any, noise: Any, figdir: Path, data: dict, say: ProgressFn
 ) -> str:
-    from sensorbench.commands.pods import _plots as replay_plots
     from sensorbench.fusion.odometry_replay import replay_session
+    from sensorbench.fusion.replay_plots import replay_plots
     from sensorbench.fusion.split_filter import FilterNoise
 
     rows, figs, out = [], [], []

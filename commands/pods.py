@@ -322,6 +322,7 @@ def replay_cmd(
     """
     from sensorbench.fusion.odometry_replay import replay_session
     from sensorbench.fusion.pod_kinematics import load_pod_model
+    from sensorbench.fusion.replay_plots import replay_plots
     from sensorbench.fusion.split_filter import (
         FilterNoise,
         load_noise_model,
@@ -338,7 +339,7 @@ def replay_cmd(
         _write_estimate(output, rp, session, pods_path, noise_path)
         doc["estimate_file"] = str(output)
     if plots_dir is not None:
-        doc["plots"] = _plots(plots_dir, rp)
+        doc["plots"] = replay_plots(plots_dir, rp)
     if as_json:
         _echo_json(doc)
         return
@@ -388,41 +389,3 @@ def _write_estimate(
             "estimate",
             PoseBatch(t_ns, position, quat, np.ones(n, bool), np.zeros(n, np.uint8)),
         )
-
-
-def _plots(plots_dir: Path, rp: Any) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plots_dir.mkdir(parents=True, exist_ok=True)
-    r = rp.result
-    out = []
-    fig, ax = plt.subplots(figsize=(6, 6))
-    if rp.ref_pose is not None:
-        ax.plot(rp.ref_pose[:, 0], rp.ref_pose[:, 1], "k-", lw=1, label=rp.reference)
-    ax.plot(r.pose[:, 0], r.pose[:, 1], "C0-", lw=1, label="estimate (split filters)")
-    ax.set_xlabel("x (m)")
-    ax.set_ylabel("y (m)")
-    ax.set_aspect("equal")
-    ax.legend()
-    ax.set_title("path")
-    path = plots_dir / "replay_path.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    out.append(str(path))
-    if rp.errors is not None:
-        e = rp.errors
-        fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
-        a1.plot(e["t_s"], e["pos_err_m"] * 100, "C3-", lw=1)
-        a1.set_ylabel("position error (cm)")
-        a2.plot(e["t_s"], np.degrees(e["heading_err_rad"]), "C2-", lw=1)
-        a2.set_ylabel("heading error (°)")
-        a2.set_xlabel("time (s)")
-        a1.set_title(f"error against {rp.reference}")
-        path = plots_dir / "replay_error.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        out.append(str(path))
-    return out
