@@ -134,13 +134,7 @@ def load_drive(
     """
     try:
         with Session(path) as s:
-            enc_names = s.encoder_names()
-            if not enc_names:
-                raise FitError(f"{path}: no encoder stream; record the pods during the drive")
-            enc_name = encoder or enc_names[0]
-            if enc_name not in enc_names:
-                raise FitError(f"{path}: no encoder stream {enc_name!r} (have {enc_names})")
-            enc = s.encoder(enc_name)
+            enc = s.encoder_or_only(encoder)
             batch = enc.read()
             attrs = enc.attrs
             refs = [n for n in s.pose_names() if s.pose(n).attrs.get("kind") == "mocap"]

@@ -75,13 +75,7 @@ def read_odometry(path: str | os.PathLike[str], encoder: str | None = None) -> O
     """
     try:
         with Session(path) as s:
-            names = s.encoder_names()
-            if not names:
-                raise FusionError(f"{path}: no encoder stream to replay")
-            name = encoder or names[0]
-            if name not in names:
-                raise FusionError(f"{path}: no encoder stream {name!r} (have {names})")
-            stream = s.encoder(name)
+            stream = s.encoder_or_only(encoder)
             batch = stream.read()
             bits = stream.attrs.get("counter_bits")
             wrapped = bool(stream.attrs.get("counts_wrapped", False))

@@ -363,6 +363,19 @@ class Session:
         """The encoder stream ``name``."""
         return self._get("encoder", name, EncoderStream)
 
+    def encoder_or_only(self, name: str | None = None) -> EncoderStream:
+        """The encoder stream ``name``, or the session's first one when ``name`` is None.
+
+        Raises:
+            SessionError: the session has no encoder stream, or none called ``name``.
+        """
+        if name is not None:
+            return self.encoder(name)
+        names = self.encoder_names()
+        if not names:
+            raise SessionError(f"{self.path}: no encoder stream; record the pods during the drive")
+        return self.encoder(names[0])
+
     def pose(self, name: str) -> PoseStream:
         """The pose stream ``name``."""
         return self._get("pose", name, PoseStream)
