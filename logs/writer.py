@@ -12,6 +12,7 @@ partly filled compressed chunk at each flush inflates the file.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import socket
@@ -53,8 +54,6 @@ def _attr_value(value: Any) -> Any:
     if value is None:
         return ""
     if isinstance(value, dict):
-        import json
-
         return json.dumps(value, sort_keys=True)
     return value
 
