@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
