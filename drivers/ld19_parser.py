@@ -1,4 +1,4 @@
-"""Vectorised LD19 packet parser over numpy buffers.
+"""LD19 packet parser: one compiled pass over each read.
 
 The LD19 streams 47-byte packets (see ``docs`` HARDWARE.md, LD19 section)::
 
@@ -8,18 +8,24 @@ The LD19 streams 47-byte packets (see ``docs`` HARDWARE.md, LD19 section)::
     4  start angle 0.01 deg   46  CRC-8 (poly 0x4D) of bytes 0..45
 
 Each :meth:`LD19Parser.feed` call appends the new bytes to the unconsumed tail of
-the previous call, finds every candidate header ``0x54 0x2C`` at once, checks the
-CRC of all candidates together (47 table lookups over a strided ``(k, 47)`` view),
-applies a span sanity check and then accepts packets the way a byte-by-byte parser
-would: from the current position, the first candidate that passes; after a failure
-the search moves on by one byte (never by 47). All state lives in the instance, so
-any number of lidars can be parsed in one process.
+the previous call and runs one compiled pass (numba, :func:`_scan`) over them that
+is a byte-by-byte parser: at the current position, a header ``0x54 0x2C`` whose
+CRC-8 is good and whose angles pass the span sanity check is a packet (its fields
+go straight into the output arrays, the position moves on by 47); after a failure
+the position moves on by one byte (never by 47). The CRC of a candidate is the XOR
+of 47 independent lookups in per-position tables (the CRC is linear over GF(2)),
+not a chain of 47 dependent ones. The same pass counts the failures, unknown packet
+types where the next packet was expected and device-timestamp gaps. The state
+carried between reads (tail, stream position, failures not yet attributed to a
+packet, last timestamp and period) lives in the instance, so any number of lidars
+can be parsed in one process; the pass releases the GIL.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 BAUD = 230400  # LD19 line rate (baud, 8N1)
@@ -31,10 +37,6 @@ TIMESTAMP_MODULUS_MS = 30000
 CRC_POLY = 0x4D
 ANGLE_MODULUS_CDEG = 36000
 
-# byte columns of the little-endian fields, for column gathers of (k, 47) packet rows
-_U16_COLUMNS = np.array([2, 3, 4, 5, 42, 43, 44, 45])  # speed, start, end, timestamp
-_DISTANCE_COLUMNS = np.array([6 + 3 * i + b for i in range(12) for b in (0, 1)])
-_INTENSITY_COLUMNS = np.array([8 + 3 * i for i in range(12)])
 PACKET_DTYPE = np.dtype(
     [
         ("header", "u1"),
@@ -73,8 +75,8 @@ def _position_tables(table: np.ndarray, max_len: int) -> np.ndarray:
     """``T[d, v]``: CRC of byte ``v`` followed by ``d`` zero bytes (uint8[max_len, 256]).
 
     With init 0 and no final XOR the CRC is linear over GF(2), so the CRC of a message
-    is the XOR over its bytes of ``T[bytes after it, byte]``: one gather and one XOR
-    reduction for many messages at once, no loop over byte positions.
+    is the XOR over its bytes of ``T[bytes after it, byte]``: independent lookups
+    instead of a chain of dependent ones.
     """
     out = np.empty((max_len, 256), dtype=np.uint8)
     out[0] = table
@@ -86,6 +88,8 @@ def _position_tables(table: np.ndarray, max_len: int) -> np.ndarray:
 # flat per-position tables, plus one zero entry that padding columns point at
 _CRC_POS = np.concatenate((_position_tables(CRC8_TABLE, PACKET_SIZE).ravel(), [0])).astype(np.uint8)
 _CRC_ZERO = np.uint16(PACKET_SIZE * 256)
+# [j, v]: the CRC contribution of byte v at offset j of a 47-byte packet
+_CRC_AT = _position_tables(CRC8_TABLE, PACKET_SIZE)[::-1].copy()
 
 
 def crc8_rows(block: np.ndarray) -> np.ndarray:
@@ -121,6 +125,149 @@ def point_angles_cdeg(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     step = span / (POINTS_PER_PACKET - 1)
     i = np.arange(POINTS_PER_PACKET, dtype=np.float64)
     return np.mod(start[..., None] + step[..., None] * i, ANGLE_MODULUS_CDEG)
+
+
+# the kernel's state vector (int64, carried between reads)
+_EXPECT_AT = 0  # stream offset right after the last packet, its bytes not yet seen (-1: none)
+_PENDING = 1  # failures since the last packet, not yet attributed to one
+_LAST_TS = 2  # timestamp of the last packet (ms; -1: none)
+_PERIOD_SPAN = 3  # span (0.01 deg) and speed (deg/s) of the last packet that had a
+_PERIOD_SPEED = 4  # period, i.e. both > 0 (0: none yet)
+_STATE_SIZE = 5
+# the kernel's counts vector (int64, per read)
+_CRC_FAIL, _SPAN_FAIL, _UNKNOWN, _GAPS, _LOST = range(5)
+
+
+def _new_state() -> np.ndarray:
+    """The kernel state of a parser that has seen nothing."""
+    state = np.zeros(_STATE_SIZE, dtype=np.int64)
+    state[_EXPECT_AT] = state[_LAST_TS] = -1
+    return state
+
+
+@numba.njit(cache=True, nogil=True)
+def _periods_in_gap(gap_ms: int, span: int, speed: int) -> int:
+    """``round(gap / period)``, ties to even, in exact integers.
+
+    The period of a packet is 12 angular steps of ``span / 11`` at ``speed``:
+    ``120 / 11 * span / speed`` ms, so ``gap / period = 11 gap speed / (120 span)``.
+    """
+    num = 11 * gap_ms * speed
+    den = 120 * span
+    q = num // den
+    twice_r = 2 * (num - q * den)
+    if twice_r > den or (twice_r == den and q % 2 == 1):
+        q += 1
+    return q
+
+
+@numba.njit(cache=True, nogil=True)
+def _u16(buf: np.ndarray, i: int) -> int:
+    """Little-endian uint16 at ``buf[i]``."""
+    return np.int64(buf[i]) | (np.int64(buf[i + 1]) << 8)
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan(buf, base, max_span, state):
+    """Parse ``buf`` (``n >= 47`` bytes from stream offset ``base``) in one pass.
+
+    ``max_span`` is the span sanity limit (0.01 deg). Updates ``state`` (int64, the
+    ``_EXPECT_AT`` ... ``_PERIOD_SPEED`` slots) in place. Returns the packet count
+    ``k``, the index where the unconsumed tail starts, the per-packet arrays (their
+    first ``k`` rows are the packets) and the counts of this read (``_CRC_FAIL`` ...).
+    Never raises: every index is bounded by ``n``.
+    """
+    n = buf.size
+    last_start = n - PACKET_SIZE
+    cap = n // PACKET_SIZE
+    offset = np.empty(cap, np.int64)
+    speed = np.empty(cap, np.uint16)
+    start = np.empty(cap, np.uint16)
+    end = np.empty(cap, np.uint16)
+    stamp = np.empty(cap, np.uint16)
+    distance = np.empty((cap, POINTS_PER_PACKET), np.uint16)
+    intensity = np.empty((cap, POINTS_PER_PACKET), np.uint8)
+    failures = np.empty(cap, np.int64)
+    lost = np.empty(cap, np.int64)
+    counts = np.zeros(5, np.int64)
+
+    e = state[_EXPECT_AT] - base  # the previous read's last packet ended here
+    if e >= 0 and e + 1 < n and buf[e] == HEADER and buf[e + 1] != VER_LEN:
+        counts[_UNKNOWN] += 1
+    state[_EXPECT_AT] = -1
+    pending = state[_PENDING]
+    last_ts = state[_LAST_TS]
+    period_span = state[_PERIOD_SPAN]
+    period_speed = state[_PERIOD_SPEED]
+
+    k = 0
+    pos = 0
+    while pos <= last_start:
+        if buf[pos] != HEADER or buf[pos + 1] != VER_LEN:
+            pos += 1
+            continue
+        crc = 0
+        for j in range(PACKET_SIZE):
+            crc ^= _CRC_AT[j, buf[pos + j]]
+        if crc != 0:
+            counts[_CRC_FAIL] += 1
+            pending += 1
+            pos += 1
+            continue
+        s = _u16(buf, pos + 4)
+        t = _u16(buf, pos + 42)
+        span = t - s if t >= s else t - s + ANGLE_MODULUS_CDEG
+        if s >= ANGLE_MODULUS_CDEG or t >= ANGLE_MODULUS_CDEG or span > max_span:
+            counts[_SPAN_FAIL] += 1
+            pending += 1
+            pos += 1
+            continue
+
+        sp = _u16(buf, pos + 2)
+        ts = _u16(buf, pos + 44)
+        offset[k] = base + pos
+        speed[k] = sp
+        start[k] = s
+        end[k] = t
+        stamp[k] = ts
+        for i in range(POINTS_PER_PACKET):
+            distance[k, i] = _u16(buf, pos + 6 + 3 * i)
+            intensity[k, i] = buf[pos + 8 + 3 * i]
+        failures[k] = pending
+        pending = 0
+
+        # device-timestamp gap after the previous packet, judged by the last known
+        # period (with none known yet, by this packet's; a packet reporting speed or
+        # span 0 has none and leaves the last one in place)
+        has_period = sp > 0 and span > 0
+        if period_speed == 0 and has_period:
+            period_span, period_speed = span, sp
+        lost[k] = 0
+        if last_ts >= 0 and period_speed > 0:
+            gap = (ts - last_ts) % TIMESTAMP_MODULUS_MS
+            missing = _periods_in_gap(gap, period_span, period_speed) - 1
+            if missing > 0:
+                lost[k] = missing
+                counts[_GAPS] += 1
+                counts[_LOST] += missing
+        if has_period:
+            period_span, period_speed = span, sp
+        last_ts = ts
+        k += 1
+        pos += PACKET_SIZE
+
+        # an unknown packet type exactly where the next packet was expected
+        if pos + 1 < n:
+            if buf[pos] == HEADER and buf[pos + 1] != VER_LEN:
+                counts[_UNKNOWN] += 1
+        else:
+            state[_EXPECT_AT] = base + pos
+
+    state[_PENDING] = pending
+    state[_LAST_TS] = last_ts
+    state[_PERIOD_SPAN] = period_span
+    state[_PERIOD_SPEED] = period_speed
+    return k, pos, offset, speed, start, end, stamp, distance, intensity, failures, lost, counts
 
 
 @dataclass
@@ -162,38 +309,18 @@ class LD19Packets:
     @classmethod
     def empty(cls) -> LD19Packets:
         """No packets."""
-        return cls.from_blocks(np.zeros((0, PACKET_SIZE), np.uint8), 0, np.zeros(0, np.int64))
-
-    @classmethod
-    def from_blocks(
-        cls,
-        blk: np.ndarray,
-        host_ns: int,
-        stream_offset: np.ndarray,
-        head: np.ndarray | None = None,
-    ) -> LD19Packets:
-        """Decode the fields of ``(k, 47)`` packet bytes (little-endian, per the table).
-
-        Args:
-            blk: packet bytes, one packet per row.
-            host_ns: host receive time given to every packet (ns).
-            stream_offset: offset of each packet in the parser's input stream.
-            head: ``(k, 4)`` speed, start, end, timestamp if already extracted.
-        """
-        k = blk.shape[0]
-        if head is None:
-            head = blk.take(_U16_COLUMNS, axis=1).view("<u2")
+        u16, i64 = np.zeros(0, np.uint16), np.zeros(0, np.int64)
         return cls(
-            speed_deg_s=head[:, 0],
-            start_cdeg=head[:, 1],
-            end_cdeg=head[:, 2],
-            timestamp_ms=head[:, 3],
-            distance_mm=blk.take(_DISTANCE_COLUMNS, axis=1).view("<u2"),
-            intensity=blk.take(_INTENSITY_COLUMNS, axis=1),
-            host_ns=np.full(k, host_ns, dtype=np.int64),
-            stream_offset=np.asarray(stream_offset, dtype=np.int64),
-            failures_before=np.zeros(k, dtype=np.int64),
-            lost_before=np.zeros(k, dtype=np.int64),
+            speed_deg_s=u16,
+            start_cdeg=u16.copy(),
+            end_cdeg=u16.copy(),
+            timestamp_ms=u16.copy(),
+            distance_mm=np.zeros((0, POINTS_PER_PACKET), np.uint16),
+            intensity=np.zeros((0, POINTS_PER_PACKET), np.uint8),
+            host_ns=i64,
+            stream_offset=i64.copy(),
+            failures_before=i64.copy(),
+            lost_before=i64.copy(),
         )
 
     @classmethod
@@ -235,7 +362,7 @@ class ParserCounters:
 
 
 class LD19Parser:
-    """Incremental, vectorised LD19 packet parser; one instance per device.
+    """Incremental LD19 packet parser (compiled single pass); one instance per device.
 
     Args:
         max_span_cdeg: largest plausible angular span of one packet (0.01 deg).
@@ -250,10 +377,7 @@ class LD19Parser:
         """Forget the tail, the stream position, the last timestamp and all counters."""
         self._tail = np.zeros(0, dtype=np.uint8)
         self._tail_offset = 0
-        self._expect_header_at = -1  # stream offset right after the last good packet
-        self._last_ts: int | None = None
-        self._last_period_ms: float | None = None
-        self._pending_failures = 0
+        self._state = _new_state()
         self.counters = ParserCounters()
 
     def resync(self) -> None:
@@ -264,10 +388,7 @@ class LD19Parser:
         self.counters.bytes_skipped += int(self._tail.size)
         self._tail_offset += int(self._tail.size)
         self._tail = np.zeros(0, dtype=np.uint8)
-        self._expect_header_at = -1
-        self._last_ts = None
-        self._last_period_ms = None
-        self._pending_failures = 0
+        self._state = _new_state()
 
     @property
     def pending_bytes(self) -> int:
@@ -280,159 +401,43 @@ class LD19Parser:
         """Parse ``data`` (appended to the kept tail); return the packets it completes.
 
         Args:
-            data: raw bytes as received.
+            data: raw bytes as received (or a uint8 array).
             host_ns: host receive time of ``data`` (ns), given to every packet it completes.
         """
-        new = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
-        self.counters.bytes += int(new.size)
+        if isinstance(data, np.ndarray):
+            new = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
+        else:
+            new = np.frombuffer(data, dtype=np.uint8)
+        c = self.counters
+        c.bytes += new.size
         buf = np.concatenate((self._tail, new)) if self._tail.size else new
         base = self._tail_offset
-        n = int(buf.size)
-        last_start = n - PACKET_SIZE  # last index where a whole packet fits
-        if last_start < 0:
+        if buf.size < PACKET_SIZE:
             self._tail = buf.copy() if buf is new else buf
             return LD19Packets.empty()
 
-        hdr = np.flatnonzero(buf[: last_start + 1] == HEADER)
-        cand = hdr[buf[hdr + 1] == VER_LEN]
-        # the strided (n, 47) view: row i = the 47 bytes from i; rows of candidates
-        windows = np.ndarray((last_start + 1, PACKET_SIZE), np.uint8, buf, 0, (1, 1))
-        block = windows[cand]
-        crc_ok = crc8_rows(block) == 0
-        head = block.take(_U16_COLUMNS, axis=1).view("<u2")  # speed, start, end, timestamp
-        start = head[:, 1].astype(np.int64)
-        end = head[:, 2].astype(np.int64)
-        good = crc_ok & (start < ANGLE_MODULUS_CDEG) & (end < ANGLE_MODULUS_CDEG)
-        good &= np.mod(end - start, ANGLE_MODULUS_CDEG) <= self.max_span_cdeg
-
-        c = self.counters
-        bad = np.flatnonzero(~good)
-        accepted = self._select(cand if bad.size == 0 else cand[good])
-        if bad.size == 0 and accepted.size == cand.size:
-            sel: slice | np.ndarray = slice(None)  # the common case: every candidate is a packet
-        else:
-            sel = np.searchsorted(cand, accepted)
-        failed = cand[:0]
-        if bad.size:
-            # rejected candidates a sequential parser examines: those outside accepted packets
-            outside = self._outside(cand[bad], accepted)
-            failed = cand[bad][outside]
-            c.crc_failures += int(np.count_nonzero(~crc_ok[bad] & outside))
-            c.span_failures += int(np.count_nonzero(crc_ok[bad] & outside))
-        c.packets += int(accepted.size)
-        self._count_unknown(buf, base, accepted)
-
-        consumed_to = int(accepted[-1]) + PACKET_SIZE if accepted.size else 0
-        keep_from = max(consumed_to, last_start + 1)
-        c.bytes_skipped += keep_from - PACKET_SIZE * int(accepted.size)
+        k, keep_from, offset, speed, start, end, stamp, dist, inten, fail, lost, counts = _scan(
+            buf, base, self.max_span_cdeg, self._state
+        )
+        n_crc, n_span, n_unknown, n_gaps, n_lost = counts.tolist()
+        c.packets += k
+        c.crc_failures += n_crc
+        c.span_failures += n_span
+        c.unknown_packets += n_unknown
+        c.timestamp_gaps += n_gaps
+        c.lost_packets += n_lost
+        c.bytes_skipped += keep_from - PACKET_SIZE * k
         self._tail = buf[keep_from:].copy()
         self._tail_offset = base + keep_from
-
-        out = LD19Packets.from_blocks(block[sel], host_ns, accepted + base, head[sel])
-        if failed.size or self._pending_failures:
-            per = np.bincount(np.searchsorted(accepted, failed), minlength=accepted.size + 1)
-            per[0] += self._pending_failures
-            out.failures_before = per[:-1].astype(np.int64)
-            self._pending_failures = int(per[-1])
-        self._count_gaps(out)
-        return out
-
-    @staticmethod
-    def _select(valid: np.ndarray) -> np.ndarray:
-        """Non-overlapping packets, first valid candidate from the current position on."""
-        if valid.size < 2 or np.all(np.diff(valid) >= PACKET_SIZE):
-            return valid
-        keep = []
-        pos = -PACKET_SIZE
-        for v in valid.tolist():
-            if v >= pos:
-                keep.append(v)
-                pos = v + PACKET_SIZE
-        return np.asarray(keep, dtype=np.int64)
-
-    @staticmethod
-    def _outside(cand: np.ndarray, accepted: np.ndarray) -> np.ndarray:
-        """Mask of candidates that do not lie strictly inside an accepted packet."""
-        if accepted.size == 0:
-            return np.ones(cand.size, dtype=bool)
-        idx = np.searchsorted(accepted, cand, side="right") - 1
-        inside = (
-            (idx >= 0)
-            & (cand > accepted[np.maximum(idx, 0)])
-            & (cand < accepted[np.maximum(idx, 0)] + PACKET_SIZE)
+        return LD19Packets(
+            speed_deg_s=speed[:k],
+            start_cdeg=start[:k],
+            end_cdeg=end[:k],
+            timestamp_ms=stamp[:k],
+            distance_mm=dist[:k],
+            intensity=inten[:k],
+            host_ns=np.full(k, host_ns, dtype=np.int64),
+            stream_offset=offset[:k],
+            failures_before=fail[:k],
+            lost_before=lost[:k],
         )
-        return ~inside
-
-    def _count_unknown(self, buf: np.ndarray, base: int, accepted: np.ndarray) -> None:
-        """Count ``0x54 <other type>`` found exactly where the next packet was expected."""
-        if accepted.size:
-            ends = accepted + PACKET_SIZE
-            # positions right after a packet not followed by another packet
-            expected = np.append(ends[:-1][accepted[1:] != ends[:-1]], ends[-1])
-        else:
-            expected = accepted
-        if self._expect_header_at >= 0:
-            first = self._expect_header_at - base
-            if not (accepted.size and accepted[0] == first):
-                expected = np.concatenate(([first], expected))
-        self._expect_header_at = -1
-        checkable = expected + 1 < buf.size
-        if expected.size and not checkable[-1]:
-            self._expect_header_at = int(expected[-1]) + base
-        e = expected[checkable]
-        self.counters.unknown_packets += int(
-            np.count_nonzero((buf[e] == HEADER) & (buf[e + 1] != VER_LEN))
-        )
-
-    def _count_gaps(self, pk: LD19Packets) -> None:
-        """Count device-timestamp gaps (mod 30000 ms) longer than one packet period.
-
-        The period of a packet is 12 angular steps at its reported speed; a gap of
-        ``g`` ms after a packet of period ``p`` means ``round(g / p) - 1`` lost packets.
-        A packet reporting speed or span 0 is judged by the last valid period.
-        """
-        if len(pk) == 0:
-            return
-        ts = pk.timestamp_ms.astype(np.int64)
-        span = np.mod(pk.end_cdeg.astype(np.int64) - pk.start_cdeg, ANGLE_MODULUS_CDEG)
-        speed_i = pk.speed_deg_s.astype(np.int64)
-        prev_ts = np.empty_like(ts)
-        prev_ts[1:] = ts[:-1]
-        prev_ts[0] = ts[0] if self._last_ts is None else self._last_ts
-        gap = np.mod(ts - prev_ts, TIMESTAMP_MODULUS_MS)
-        # fast path: every gap under 1.5 periods of the packet before it, in integers
-        # (gap < 1.5 * 12/11 * span/100 deg / speed * 1000 ms), every period valid
-        if self._last_period_ms is not None or self._last_ts is None:
-            quiet = (speed_i > 0) & (span > 0)
-            quiet[1:] &= gap[1:] * speed_i[:-1] * 22 < 360 * span[:-1]
-            if self._last_period_ms is not None:
-                quiet[0] &= gap[0] < 1.5 * self._last_period_ms
-            if quiet.all():
-                self._last_ts = int(ts[-1])
-                self._last_period_ms = 120.0 / 11.0 * float(span[-1]) / float(speed_i[-1])
-                return
-        speed = speed_i.astype(np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            period = (10.0 * POINTS_PER_PACKET / (POINTS_PER_PACKET - 1)) * span / speed
-        invalid = ~(period > 0) | ~np.isfinite(period)
-        if invalid.any():  # carry the last valid period forward
-            period[invalid] = np.nan
-            idx = np.where(~invalid, np.arange(period.size), -1)
-            np.maximum.accumulate(idx, out=idx)
-            last = np.nan if self._last_period_ms is None else self._last_period_ms
-            period = np.where(idx >= 0, period[np.maximum(idx, 0)], last)
-        prev_ts[0] = -1 if self._last_ts is None else self._last_ts
-        prev_period = np.empty_like(period)
-        prev_period[1:] = period[:-1]
-        prev_period[0] = np.nan if self._last_period_ms is None else self._last_period_ms
-        with np.errstate(invalid="ignore"):
-            lost = np.rint(gap / np.where(np.isnan(prev_period), period, prev_period)) - 1
-            valid = lost > 0
-        valid[0] &= prev_ts[0] >= 0
-        if valid.any():
-            pk.lost_before = np.where(valid, lost, 0).astype(np.int64)
-            self.counters.timestamp_gaps += int(np.count_nonzero(valid))
-            self.counters.lost_packets += int(pk.lost_before.sum())
-        self._last_ts = int(ts[-1])
-        if np.isfinite(period[-1]):
-            self._last_period_ms = float(period[-1])
