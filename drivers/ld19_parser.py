@@ -136,6 +136,9 @@ _PERIOD_SPEED = 4  # period, i.e. both > 0 (0: none yet)
 _STATE_SIZE = 5
 # the kernel's counts vector (int64, per read)
 _CRC_FAIL, _SPAN_FAIL, _UNKNOWN, _GAPS, _LOST = range(5)
+# rows of the kernel's per-packet outputs: uint16 fields, int64 values
+_SPEED, _START, _END, _STAMP = range(4)
+_OFFSET, _HOST_NS, _FAILURES, _LOST_BEFORE = range(4)
 
 
 def _new_state() -> np.ndarray:
@@ -146,19 +149,22 @@ def _new_state() -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _periods_in_gap(gap_ms: int, span: int, speed: int) -> int:
-    """``round(gap / period)``, ties to even, in exact integers.
+def _lost_in_gap(gap_ms: int, span: int, speed: int) -> int:
+    """Packets lost in a timestamp gap: ``round(gap / period) - 1`` (ties to even), >= 0.
 
-    The period of a packet is 12 angular steps of ``span / 11`` at ``speed``:
-    ``120 / 11 * span / speed`` ms, so ``gap / period = 11 gap speed / (120 span)``.
+    The period of a packet is 12 angular steps of ``span / 11`` (0.01 deg) at
+    ``speed`` (deg/s): ``120 / 11 * span / speed`` ms, so ``gap / period`` is
+    ``11 gap speed / (120 span)``, evaluated in exact integers.
     """
     num = 11 * gap_ms * speed
     den = 120 * span
+    if 2 * num < 3 * den:  # under 1.5 periods (the usual case): none, and no division
+        return 0
     q = num // den
     twice_r = 2 * (num - q * den)
     if twice_r > den or (twice_r == den and q % 2 == 1):
         q += 1
-    return q
+    return q - 1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -168,27 +174,25 @@ def _u16(buf: np.ndarray, i: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(buf, base, max_span, state):
+def _scan(buf, base, host_ns, max_span, state):
     """Parse ``buf`` (``n >= 47`` bytes from stream offset ``base``) in one pass.
 
-    ``max_span`` is the span sanity limit (0.01 deg). Updates ``state`` (int64, the
-    ``_EXPECT_AT`` ... ``_PERIOD_SPEED`` slots) in place. Returns the packet count
-    ``k``, the index where the unconsumed tail starts, the per-packet arrays (their
-    first ``k`` rows are the packets) and the counts of this read (``_CRC_FAIL`` ...).
-    Never raises: every index is bounded by ``n``.
+    ``host_ns`` is given to every packet, ``max_span`` is the span sanity limit
+    (0.01 deg). Updates ``state`` (int64, the ``_EXPECT_AT`` ... ``_PERIOD_SPEED``
+    slots) in place. Returns the packet count ``k``, the index where the unconsumed
+    tail starts, ``uint16[4, cap]`` fields (rows ``_SPEED`` ...), ``(cap, 12)``
+    distances and intensities, ``int64[4, cap]`` values (rows ``_OFFSET`` ...) and
+    the counts of this read (``_CRC_FAIL`` ...); the first ``k`` columns or rows are
+    the packets. Few arrays: each returned one costs ~0.3 us. Never raises: every
+    index is bounded by ``n``.
     """
     n = buf.size
     last_start = n - PACKET_SIZE
     cap = n // PACKET_SIZE
-    offset = np.empty(cap, np.int64)
-    speed = np.empty(cap, np.uint16)
-    start = np.empty(cap, np.uint16)
-    end = np.empty(cap, np.uint16)
-    stamp = np.empty(cap, np.uint16)
-    distance = np.empty((cap, POINTS_PER_PACKET), np.uint16)
-    intensity = np.empty((cap, POINTS_PER_PACKET), np.uint8)
-    failures = np.empty(cap, np.int64)
-    lost = np.empty(cap, np.int64)
+    head = np.empty((4, cap), np.uint16)
+    per = np.empty((4, cap), np.int64)
+    distance = np.empty(cap * POINTS_PER_PACKET, np.uint16)  # flat: 2x faster stores
+    intensity = np.empty(cap * POINTS_PER_PACKET, np.uint8)
     counts = np.zeros(5, np.int64)
 
     e = state[_EXPECT_AT] - base  # the previous read's last packet ended here
@@ -225,15 +229,18 @@ def _scan(buf, base, max_span, state):
 
         sp = _u16(buf, pos + 2)
         ts = _u16(buf, pos + 44)
-        offset[k] = base + pos
-        speed[k] = sp
-        start[k] = s
-        end[k] = t
-        stamp[k] = ts
+        head[_SPEED, k] = sp
+        head[_START, k] = s
+        head[_END, k] = t
+        head[_STAMP, k] = ts
+        per[_OFFSET, k] = base + pos
+        per[_HOST_NS, k] = host_ns
+        pts = buf[pos + 6 : pos + 6 + 3 * POINTS_PER_PACKET]
+        row = POINTS_PER_PACKET * k
         for i in range(POINTS_PER_PACKET):
-            distance[k, i] = _u16(buf, pos + 6 + 3 * i)
-            intensity[k, i] = buf[pos + 8 + 3 * i]
-        failures[k] = pending
+            distance[row + i] = np.uint16(pts[3 * i]) | (np.uint16(pts[3 * i + 1]) << np.uint16(8))
+            intensity[row + i] = pts[3 * i + 2]
+        per[_FAILURES, k] = pending
         pending = 0
 
         # device-timestamp gap after the previous packet, judged by the last known
@@ -242,14 +249,14 @@ def _scan(buf, base, max_span, state):
         has_period = sp > 0 and span > 0
         if period_speed == 0 and has_period:
             period_span, period_speed = span, sp
-        lost[k] = 0
+        missing = 0
         if last_ts >= 0 and period_speed > 0:
             gap = (ts - last_ts) % TIMESTAMP_MODULUS_MS
-            missing = _periods_in_gap(gap, period_span, period_speed) - 1
+            missing = _lost_in_gap(gap, period_span, period_speed)
             if missing > 0:
-                lost[k] = missing
                 counts[_GAPS] += 1
                 counts[_LOST] += missing
+        per[_LOST_BEFORE, k] = missing
         if has_period:
             period_span, period_speed = span, sp
         last_ts = ts
@@ -267,7 +274,9 @@ def _scan(buf, base, max_span, state):
     state[_LAST_TS] = last_ts
     state[_PERIOD_SPAN] = period_span
     state[_PERIOD_SPEED] = period_speed
-    return k, pos, offset, speed, start, end, stamp, distance, intensity, failures, lost, counts
+    distance = distance.reshape(cap, POINTS_PER_PACKET)
+    intensity = intensity.reshape(cap, POINTS_PER_PACKET)
+    return k, pos, head, distance, intensity, per, counts
 
 
 @dataclass
@@ -416,8 +425,8 @@ class LD19Parser:
             self._tail = buf.copy() if buf is new else buf
             return LD19Packets.empty()
 
-        k, keep_from, offset, speed, start, end, stamp, dist, inten, fail, lost, counts = _scan(
-            buf, base, self.max_span_cdeg, self._state
+        k, keep_from, head, dist, inten, per, counts = _scan(
+            buf, base, host_ns, self.max_span_cdeg, self._state
         )
         n_crc, n_span, n_unknown, n_gaps, n_lost = counts.tolist()
         c.packets += k
@@ -429,15 +438,16 @@ class LD19Parser:
         c.bytes_skipped += keep_from - PACKET_SIZE * k
         self._tail = buf[keep_from:].copy()
         self._tail_offset = base + keep_from
+        head, per = head[:, :k], per[:, :k]
         return LD19Packets(
-            speed_deg_s=speed[:k],
-            start_cdeg=start[:k],
-            end_cdeg=end[:k],
-            timestamp_ms=stamp[:k],
+            speed_deg_s=head[_SPEED],
+            start_cdeg=head[_START],
+            end_cdeg=head[_END],
+            timestamp_ms=head[_STAMP],
             distance_mm=dist[:k],
             intensity=inten[:k],
-            host_ns=np.full(k, host_ns, dtype=np.int64),
-            stream_offset=offset[:k],
-            failures_before=fail[:k],
-            lost_before=lost[:k],
+            host_ns=per[_HOST_NS],
+            stream_offset=per[_OFFSET],
+            failures_before=per[_FAILURES],
+            lost_before=per[_LOST_BEFORE],
         )

@@ -3,7 +3,9 @@
 ``ref_crc8`` computes the CRC bit by bit from the polynomial; ``ref_decode`` is a
 plain byte-by-byte parser with ``struct`` that follows the documented rules: frame
 on ``54 2C``, check the CRC (and the span sanity rule), on failure move on by one
-byte. Tests compare the vectorised driver and the emulator against these.
+byte; count unknown packet types right after a packet, failures before each packet
+and packets lost in device-timestamp gaps (exact fractions, ties to even). Tests
+compare the compiled driver and the emulator against these.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import struct
 import time
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 import serial
@@ -67,6 +70,18 @@ class RefResult:
     packets: list[RefPacket] = field(default_factory=list)
     crc_failures: int = 0
     span_failures: int = 0
+    unknown_packets: int = 0
+    failures_before: list[int] = field(default_factory=list)  # per packet
+    lost_before: list[int] = field(default_factory=list)  # per packet
+
+
+def ref_period_ms(p: RefPacket) -> Fraction | None:
+    """12 angular steps of ``span / 11`` at the reported speed (ms); None if speed or span is 0."""
+    span = (p.end - p.start) % 36000
+    if p.speed == 0 or span == 0:
+        return None
+    step_deg = Fraction(span, 100 * 11)
+    return 12 * step_deg / p.speed * 1000
 
 
 def ref_decode(stream: bytes, max_span: int = 3600) -> RefResult:
@@ -74,6 +89,8 @@ def ref_decode(stream: bytes, max_span: int = 3600) -> RefResult:
     out = RefResult()
     i = 0
     n = len(stream)
+    failures = 0
+    period: Fraction | None = None  # of the last packet that had one
     while i + 47 <= n:
         if stream[i] != 0x54 or stream[i + 1] != 0x2C:
             i += 1
@@ -81,15 +98,29 @@ def ref_decode(stream: bytes, max_span: int = 3600) -> RefResult:
         raw = stream[i : i + 47]
         if ref_crc8(raw) != 0:
             out.crc_failures += 1
+            failures += 1
             i += 1
             continue
         p = ref_unpack(i, raw)
         if p.start >= 36000 or p.end >= 36000 or (p.end - p.start) % 36000 > max_span:
             out.span_failures += 1
+            failures += 1
             i += 1
             continue
+        own = ref_period_ms(p)
+        judge = period if period is not None else own
+        lost = 0
+        if out.packets and judge is not None:
+            gap = (p.timestamp - out.packets[-1].timestamp) % 30000
+            lost = max(round(gap / judge) - 1, 0)  # round(): ties to even
+        period = own if own is not None else period
         out.packets.append(p)
+        out.failures_before.append(failures)
+        out.lost_before.append(lost)
+        failures = 0
         i += 47
+        if i + 1 < n and stream[i] == 0x54 and stream[i + 1] != 0x2C:
+            out.unknown_packets += 1
     return out
 
 

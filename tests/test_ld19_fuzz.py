@@ -2,8 +2,10 @@
 
 Properties: never raises; every packet it yields is one whose 47 bytes pass the
 CRC (checked with the bitwise reference, not the driver's table) and whose fields
-are exactly those bytes; the byte accounting adds up; chunking does not matter;
-after garbage it is back in sync within one packet of clean data.
+are exactly those bytes; packets, offsets, every counter and the per-packet
+``failures_before`` / ``lost_before`` equal those of the independent sequential
+reference (``ld19_util.ref_decode``); the byte accounting adds up; chunking does
+not matter; after garbage it is back in sync within one packet of clean data.
 """
 
 from __future__ import annotations
@@ -45,10 +47,10 @@ def clean_packets(draw, min_k: int = 1, max_k: int = 6) -> bytes:
 
 @st.composite
 def mutated(draw) -> bytes:
-    """Clean packets with flips, insertions, deletions and header bytes sprinkled in."""
+    """Clean packets with flips, insertions, deletions and headers (any type) sprinkled in."""
     buf = bytearray(draw(clean_packets(1, 8)))
     for _ in range(draw(st.integers(0, 12))):
-        op = draw(st.sampled_from(["flip", "insert", "delete", "header"]))
+        op = draw(st.sampled_from(["flip", "insert", "delete", "header", "other_type"]))
         pos = draw(st.integers(0, len(buf)))
         if op == "flip" and pos < len(buf):
             buf[pos] ^= draw(st.integers(1, 255))
@@ -58,6 +60,8 @@ def mutated(draw) -> bytes:
             del buf[pos : pos + draw(st.integers(1, 50))]
         elif op == "header":
             buf[pos:pos] = b"\x54\x2c"
+        elif op == "other_type":  # e.g. 54 E0 health: an unknown packet after a good one
+            buf[pos:pos] = bytes([0x54, draw(st.integers(0, 255))])
     return bytes(buf)
 
 
@@ -81,7 +85,14 @@ def _check_invariants(stream: bytes, p: LD19Parser, out: LD19Packets) -> None:
                                 *ref.intensity]  # fmt: skip
     ref = ref_decode(stream)
     assert np.array_equal(packet_rows(out), ref_rows(ref.packets))
+    assert out.stream_offset.tolist() == [q.offset for q in ref.packets]
     assert c.crc_failures == ref.crc_failures
+    assert c.span_failures == ref.span_failures
+    assert c.unknown_packets == ref.unknown_packets
+    assert out.failures_before.tolist() == ref.failures_before
+    assert out.lost_before.tolist() == ref.lost_before
+    assert c.lost_packets == sum(ref.lost_before)
+    assert c.timestamp_gaps == sum(lost > 0 for lost in ref.lost_before)
 
 
 def _prop_arbitrary(data: bytes, cuts: list[int]) -> None:

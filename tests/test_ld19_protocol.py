@@ -170,3 +170,70 @@ def test_gap_counting_survives_packets_without_a_period():
     assert len(out) == 11
     assert p.counters.lost_packets == 1 and p.counters.timestamp_gaps == 1
     assert out.lost_before.tolist() == [0] * 6 + [1] + [0] * 4
+
+
+@pytest.mark.parametrize(
+    ("span", "speed", "gap_ms", "lost"),
+    [
+        (1100, 6000, 3, 1),  # period 2 ms: 1.5 periods rounds to 2 (even): 1 lost
+        (1100, 6000, 5, 1),  # 2.5 periods rounds to 2: 1 lost
+        (1100, 6000, 7, 3),  # 3.5 periods rounds to 4: 3 lost
+        # period 52/330 ms, gap 127132.5 periods exactly: in floating point
+        # 20033 / (120 / 11 * 52 / 3600) = 127132.50000000001 would round up
+        (52, 3600, 20033, 127131),
+    ],
+)
+def test_lost_packets_at_exact_half_period_ties_round_to_even(span, speed, gap_ms, lost):
+    # period = 12 steps of span / 11 at speed = 120 / 11 * span / speed ms
+    raw = encode_packets(
+        np.full(2, speed),
+        np.array([0, 1000]),
+        np.array([span, 1000 + span]),
+        np.zeros((2, 12), int),
+        np.zeros((2, 12), int),
+        np.array([100, 100 + gap_ms]),
+    )
+    p = LD19Parser()
+    out = p.feed(raw)
+    assert out.lost_before.tolist() == [0, lost] == ref_decode(raw).lost_before
+    assert p.counters.lost_packets == lost and p.counters.timestamp_gaps == 1
+
+
+def _resync_against_control(first: bytes, second: bytes):
+    """Feed ``first``, resync (or not: the control), feed ``second``."""
+    synced, control = LD19Parser(), LD19Parser()
+    for p in (synced, control):
+        p.feed(first)
+    tail = synced.pending_bytes
+    synced.resync()
+    assert synced.pending_bytes == 0
+    got, ctl = synced.feed(second), control.feed(second)
+    c = synced.counters
+    assert c.bytes == len(first) + len(second) == 47 * c.packets + c.bytes_skipped
+    assert got.stream_offset.tolist() == [len(first) + len(second) - 94 + 47 * j for j in (0, 1)]
+    # packets 8 and 9 follow packet 4: a gap of 3 packets, forgotten after a resync
+    assert ctl.lost_before.tolist() == [3, 0] and got.lost_before.tolist() == [0, 0]
+    assert synced.counters.timestamp_gaps == 0
+    return tail, synced, control, got, ctl
+
+
+def test_resync_forgets_failures_not_yet_given_to_a_packet():
+    raw, _ = _packets(10)
+    bad = bytearray(raw[47 * 5 : 47 * 6])
+    bad[20] ^= 0xFF  # packet 5 fails its CRC: examined, no packet after it yet
+    tail, synced, _, got, ctl = _resync_against_control(
+        raw[: 47 * 5] + bytes(bad) + b"\0", raw[47 * 8 :]
+    )
+    assert tail == 46 and synced.counters.crc_failures == 1  # the last 46 bytes are kept
+    assert ctl.failures_before.tolist() == [1, 0] and got.failures_before.tolist() == [0, 0]
+
+
+def test_resync_forgets_where_the_next_packet_was_expected():
+    raw, _ = _packets(10)
+    # packet 4 ends on a header byte whose type byte arrives after the resync:
+    # 54 E0 (health) right after a packet is an unknown packet, unless resynced between
+    first = raw[: 47 * 5] + b"\x54"
+    second = b"\xe0" + bytes(46) + raw[47 * 8 :]
+    tail, synced, control, _, _ = _resync_against_control(first, second)
+    assert tail == 1
+    assert control.counters.unknown_packets == 1 and synced.counters.unknown_packets == 0
