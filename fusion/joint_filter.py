@@ -29,9 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sensorbench.errors import FusionError
 from sensorbench.fusion.pod_kinematics import se2_exp
-from sensorbench.fusion.split_filter import FilterNoise
+from sensorbench.fusion.split_filter import FilterNoise, frame_steps
 
 NIS_GATE_3D_99 = 11.34
 
@@ -72,15 +71,7 @@ class JointFilter:
         var_v0: float = 1.0,
     ) -> JointResult:
         """Replay K frames of body increments (m, m, rad) between K+1 frame times (s)."""
-        t = np.asarray(t_s, dtype=float)
-        inc = np.asarray(body_increments, dtype=float)
-        if inc.ndim != 2 or inc.shape[1] != 3 or t.size != inc.shape[0] + 1:
-            raise FusionError(
-                f"need K+1 times and (K, 3) increments, got {t.shape} and {inc.shape}"
-            )
-        dt = np.diff(t)
-        if np.any(~(dt > 0)):
-            raise FusionError("frame times must be strictly increasing")
+        t, inc, dt = frame_steps(t_s, body_increments)
         q = np.array([self.noise.x.q, self.noise.y.q, self.noise.theta.q])
         r = np.diag([self.noise.x.r, self.noise.y.r, self.noise.theta.r])
         chord = se2_exp(np.nan_to_num(inc))[:, :2]

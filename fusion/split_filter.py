@@ -412,6 +412,24 @@ def predict_axis(
     return p + v * h, v, ppp, pvv
 
 
+def frame_steps(
+    t_s: np.ndarray, body_increments: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Checked filter input: frame times (K+1,) s, increments (K, 3) and steps (K,) s.
+
+    Raises:
+        FusionError: not K+1 times for (K, 3) increments, or times not strictly increasing.
+    """
+    t = np.asarray(t_s, dtype=float)
+    inc = np.asarray(body_increments, dtype=float)
+    if inc.ndim != 2 or inc.shape[1] != 3 or t.size != inc.shape[0] + 1:
+        raise FusionError(f"need K+1 times and (K, 3) increments, got {t.shape} and {inc.shape}")
+    dt = np.diff(t)
+    if np.any(~(dt > 0)):
+        raise FusionError("frame times must be strictly increasing")
+    return t, inc, dt
+
+
 @dataclass
 class Aiding:
     """Absolute pose measurements for aiding.
@@ -509,15 +527,7 @@ class SplitFilter:
         Raises:
             FusionError: non-increasing times, shape mismatch, aiding without model.
         """
-        t = np.asarray(t_s, dtype=float)
-        inc = np.asarray(body_increments, dtype=float)
-        if inc.ndim != 2 or inc.shape[1] != 3 or t.size != inc.shape[0] + 1:
-            raise FusionError(
-                f"need K+1 times and (K, 3) increments, got {t.shape} and {inc.shape}"
-            )
-        dt = np.diff(t)
-        if np.any(~(dt > 0)):
-            raise FusionError("frame times must be strictly increasing")
+        t, inc, dt = frame_steps(t_s, body_increments)
         aid = self._aid_arrays(t, inc, pose0, aiding)
         dq = dict(zip(AXES, self.drift_q, strict=True))
         th = run_axis(
