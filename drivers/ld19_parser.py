@@ -419,7 +419,12 @@ class LD19Parser:
             new = np.frombuffer(data, dtype=np.uint8)
         c = self.counters
         c.bytes += new.size
-        buf = np.concatenate((self._tail, new)) if self._tail.size else new
+        # a writable buffer (a copy of read-only input, e.g. bytes, when there is no
+        # tail), so that one compiled specialisation of the kernel serves every input
+        if self._tail.size or not new.flags.writeable:
+            buf = np.concatenate((self._tail, new))
+        else:
+            buf = new
         base = self._tail_offset
         if buf.size < PACKET_SIZE:
             self._tail = buf.copy() if buf is new else buf
