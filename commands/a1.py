@@ -7,6 +7,15 @@ from pathlib import Path
 
 import click
 
+from sensorbench.sim.serve import (
+    duration_option,
+    link_option,
+    seed_option,
+    serve_until_stopped,
+    speed_option,
+    stop_on_signals,
+)
+
 
 def register(cli: click.Group) -> None:
     """Attach ``decode a1`` and ``emulate a1`` to the shared groups."""
@@ -164,20 +173,9 @@ def decode_a1_cmd(
     "room seen from inside, no scenario needed.",
 )
 @click.option("--device", default=None, help="Which A1 of the scenario (default: its first A1).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Simulation seed.")
-@click.option(
-    "--speed",
-    type=click.FloatRange(min=0.01),
-    default=1.0,
-    show_default=True,
-    help="Simulated seconds per real second.",
-)
-@click.option(
-    "--link",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Stable symlink to maintain to the pty (like a udev name).",
-)
+@seed_option()
+@speed_option(min_speed=0.01)
+@link_option()
 @click.option(
     "--serial",
     "serial_hex",
@@ -185,13 +183,7 @@ def decode_a1_cmd(
     show_default=True,
     help="The unit's 16-byte serial number, 32 hex digits (GET_INFO).",
 )
-@click.option(
-    "--duration",
-    "duration_s",
-    type=click.FloatRange(min=0.0),
-    default=None,
-    help="Serve for this long (s); default until Ctrl-C.",
-)
+@duration_option(min_s=0.0)
 def emulate_a1_cmd(
     scenario: str | None,
     device: str | None,
@@ -211,7 +203,6 @@ def emulate_a1_cmd(
     from sensorbench.errors import SimError
     from sensorbench.sim.emulator_a1 import A1Emulator
     from sensorbench.sim.emulator_base import link_faults
-    from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
 
     try:
         serial = bytes.fromhex(serial_hex)

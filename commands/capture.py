@@ -16,7 +16,14 @@ from typing import Any
 import click
 
 from sensorbench.drivers.robot_config import load_robot_config
-from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
+from sensorbench.sim.serve import (
+    duration_option,
+    link_option,
+    seed_option,
+    serve_until_stopped,
+    speed_option,
+    stop_on_signals,
+)
 
 _CONFIG_HELP = (
     "Robot description (TOML): devices with stable port names, kinds (ld19, a1, pods), "
@@ -230,10 +237,8 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
     show_default=True,
     help="Scenario name or TOML path whose pod samples are served.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Simulation seed.")
-@click.option(
-    "--speed", type=float, default=1.0, show_default=True, help="Simulated seconds per real second."
-)
+@seed_option()
+@speed_option()
 @click.option(
     "--protocol",
     type=click.Choice(["binary", "csv"]),
@@ -241,19 +246,8 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
     show_default=True,
     help="Frame format (docs/PROTOCOLS.md).",
 )
-@click.option(
-    "--link",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Stable symlink to maintain to the pty (like a udev name).",
-)
-@click.option(
-    "--duration",
-    "duration_s",
-    type=float,
-    default=None,
-    help="Serve for this long (s); default until Ctrl-C.",
-)
+@link_option()
+@duration_option()
 def emulate_pods_cmd(
     scenario: str,
     seed: int,
@@ -295,17 +289,9 @@ def emulate_pods_cmd(
     help="Emulated robot config (default: the shipped robot-emulated.toml).",
 )
 @click.option("--scenario", default=None, help="Scenario (default: the config's [emulation]).")
-@click.option("--seed", type=int, default=None, help="Simulation seed.")
-@click.option(
-    "--speed", type=float, default=1.0, show_default=True, help="Simulated seconds per real second."
-)
-@click.option(
-    "--duration",
-    "duration_s",
-    type=float,
-    default=None,
-    help="Serve for this long (s); default until Ctrl-C.",
-)
+@seed_option(default=None)
+@speed_option()
+@duration_option()
 def emulate_robot_cmd(
     run_dir: str,
     config_path: str | None,

@@ -4,6 +4,9 @@ The ``emulate`` commands create their emulators inside :func:`stop_on_signals`
 (so a Ctrl-C from the moment the pty exists stops cleanly and removes it), then
 call :func:`serve_until_stopped`, which also plays a fault schedule
 (:func:`~sensorbench.sim.emulator_base.fault_schedule`) against the emulation clock.
+
+The options those commands share (``--seed``, ``--speed``, ``--link``,
+``--duration``) are defined once here as click decorators.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
 
 from sensorbench.errors import SimError
 
@@ -21,6 +26,59 @@ if TYPE_CHECKING:
     from sensorbench.sim.clock import SimClock
 
 POLL_S = 0.05  # host seconds between checks of the stop event, deadline and schedule
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def seed_option(default: int | None = 0) -> Callable[[F], F]:
+    """``--seed``: the simulation seed (int); ``None`` defers to the scenario or config."""
+    return click.option(
+        "--seed",
+        type=int,
+        default=default,
+        show_default=default is not None,
+        help="Simulation seed.",
+    )
+
+
+def speed_option(min_speed: float | None = None) -> Callable[[F], F]:
+    """``--speed``: simulated seconds per real second (default 1).
+
+    ``min_speed`` makes click refuse slower speeds; without it only the emulation
+    clock's own check (speed > 0) applies.
+    """
+    return click.option(
+        "--speed",
+        type=float if min_speed is None else click.FloatRange(min=min_speed),
+        default=1.0,
+        show_default=True,
+        help="Simulated seconds per real second.",
+    )
+
+
+def link_option() -> Callable[[F], F]:
+    """``--link``: a stable symlink the emulator keeps pointing at its pty."""
+    return click.option(
+        "--link",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Stable symlink to maintain to the pty (like a udev name).",
+    )
+
+
+def duration_option(min_s: float | None = None) -> Callable[[F], F]:
+    """``--duration`` (parameter ``duration_s``): serve for this long (s), else until Ctrl-C.
+
+    ``min_s`` makes click refuse shorter durations; without it a negative one
+    stops at once.
+    """
+    return click.option(
+        "--duration",
+        "duration_s",
+        type=float if min_s is None else click.FloatRange(min=min_s),
+        default=None,
+        help="Serve for this long (s); default until Ctrl-C.",
+    )
 
 
 @contextmanager
