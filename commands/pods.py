@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,33 @@ import click
 import numpy as np
 
 _SESSION = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+# options shared by ``fit pods``, ``fit noise`` and ``replay``
+_SESSIONS_ARG = click.argument("sessions", nargs=-1, required=True, type=_SESSION)
+_JSON_OPT = click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON document (SI units)."
+)
+_PODS_MODEL_OPT = click.option(
+    "--pods",
+    "pods_path",
+    required=True,
+    type=_SESSION,
+    help="Pod-geometry model (from 'sensorbench fit pods').",
+)
+_GATE_OPT = click.option(
+    "--gate",
+    type=click.FloatRange(min=0.5),
+    default=6.63,
+    show_default=True,
+    help="NIS gate of the filters (6.63 = 99 %, 8.81 = 99.7 % for one dof).",
+)
+
+
+def _output_opt(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``-o/--output FILE`` (a file, not a directory) described by ``help_text``."""
+    return click.option(
+        "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help=help_text
+    )
 
 
 def register(cli: click.Group) -> None:
@@ -47,14 +75,9 @@ def _echo_json(doc: dict) -> None:
 
 
 @click.command("pods")
-@click.argument("sessions", nargs=-1, required=True, type=_SESSION)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the pod-geometry model (TOML, with provenance) here.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (SI units).")
+@_SESSIONS_ARG
+@_output_opt("Write the pod-geometry model (TOML, with provenance) here.")
+@_JSON_OPT
 @click.option(
     "--counts-per-rev",
     type=click.FloatRange(min=1.0),
@@ -181,28 +204,11 @@ def _print_pod_table(fit: Any) -> None:
 
 
 @click.command("noise")
-@click.argument("sessions", nargs=-1, required=True, type=_SESSION)
-@click.option(
-    "--pods",
-    "pods_path",
-    required=True,
-    type=_SESSION,
-    help="Pod-geometry model (from 'sensorbench fit pods').",
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the filter-noise model (TOML, with provenance) here.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (SI units).")
-@click.option(
-    "--gate",
-    type=click.FloatRange(min=0.5),
-    default=6.63,
-    show_default=True,
-    help="NIS gate of the filters (6.63 = 99 %, 8.81 = 99.7 % for one dof).",
-)
+@_SESSIONS_ARG
+@_PODS_MODEL_OPT
+@_output_opt("Write the filter-noise model (TOML, with provenance) here.")
+@_JSON_OPT
+@_GATE_OPT
 def fit_noise_cmd(
     sessions: tuple[Path, ...], pods_path: Path, output: Path | None, as_json: bool, gate: float
 ) -> None:
@@ -255,13 +261,7 @@ def fit_noise_cmd(
 
 @click.command("replay")
 @click.argument("session", type=_SESSION)
-@click.option(
-    "--pods",
-    "pods_path",
-    required=True,
-    type=_SESSION,
-    help="Pod-geometry model (from 'sensorbench fit pods').",
-)
+@_PODS_MODEL_OPT
 @click.option(
     "--noise",
     "noise_path",
@@ -274,12 +274,7 @@ def fit_noise_cmd(
     type=_SESSION,
     help="Pose-error model (from 'sensorbench fit pose-error'): aid with pose_sensor.",
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the estimate as a pose stream (kind 'estimate') to this session file.",
-)
+@_output_opt("Write the estimate as a pose stream (kind 'estimate') to this session file.")
 @click.option(
     "--plots",
     "plots_dir",
@@ -293,14 +288,8 @@ def fit_noise_cmd(
     show_default=True,
     help="Score against mocap or a simulated session's truth.",
 )
-@click.option(
-    "--gate",
-    type=click.FloatRange(min=0.5),
-    default=6.63,
-    show_default=True,
-    help="NIS gate of the filters.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (SI units).")
+@_GATE_OPT
+@_JSON_OPT
 def replay_cmd(
     session: Path,
     pods_path: Path,
