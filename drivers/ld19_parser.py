@@ -85,11 +85,12 @@ def _position_tables(table: np.ndarray, max_len: int) -> np.ndarray:
     return out
 
 
+_CRC_AFTER = _position_tables(CRC8_TABLE, PACKET_SIZE)
 # flat per-position tables, plus one zero entry that padding columns point at
-_CRC_POS = np.concatenate((_position_tables(CRC8_TABLE, PACKET_SIZE).ravel(), [0])).astype(np.uint8)
+_CRC_POS = np.concatenate((_CRC_AFTER.ravel(), [0])).astype(np.uint8)
 _CRC_ZERO = np.uint16(PACKET_SIZE * 256)
-# [j, v]: the CRC contribution of byte v at offset j of a 47-byte packet
-_CRC_AT = _position_tables(CRC8_TABLE, PACKET_SIZE)[::-1].copy()
+# [j, v]: the CRC contribution of byte v at offset j of a 47-byte packet (the kernel's)
+_CRC_AT = _CRC_AFTER[::-1].copy()
 
 
 def crc8_rows(block: np.ndarray) -> np.ndarray:
@@ -431,7 +432,7 @@ class LD19Parser:
             return LD19Packets.empty()
 
         k, keep_from, head, dist, inten, per, counts = _scan(
-            buf, base, host_ns, self.max_span_cdeg, self._state
+            buf, base, int(host_ns), self.max_span_cdeg, self._state
         )
         n_crc, n_span, n_unknown, n_gaps, n_lost = counts.tolist()
         c.packets += k

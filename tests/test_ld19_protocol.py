@@ -237,3 +237,18 @@ def test_resync_forgets_where_the_next_packet_was_expected():
     tail, synced, control, _, _ = _resync_against_control(first, second)
     assert tail == 1
     assert control.counters.unknown_packets == 1 and synced.counters.unknown_packets == 0
+
+
+def test_every_input_type_gives_the_same_packets_and_is_left_untouched():
+    raw, fields = _packets(20)
+    stream = b"\x54\x2c" + raw
+    spread = np.zeros(2 * len(stream), np.uint8)
+    spread[::2] = np.frombuffer(stream, np.uint8)  # a strided view holds the stream
+    arr = np.frombuffer(stream, np.uint8).copy()
+    inputs = [stream, bytearray(stream), memoryview(stream), arr, spread[::2]]
+    for data in inputs:
+        p = LD19Parser()
+        out = LD19Packets.concat([p.feed(data[i : i + 100]) for i in range(0, len(stream), 100)])
+        assert np.array_equal(out.distance_mm, fields["distance_mm"]), type(data)
+        assert np.array_equal(out.stream_offset, 2 + 47 * np.arange(20))
+    assert bytes(arr) == stream and bytes(spread[::2]) == stream
