@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -52,25 +56,49 @@ _SESSION_OPTS = [
 ]
 
 
-def _session_options(f):
+@dataclass(frozen=True)
+class _Selection:
+    """SESSIONS and how the sensor's stream is paired with the reference's in them."""
+
+    sessions: tuple[str, ...]
+    sensor: str
+    reference: str
+    planar: bool
+    no_align: bool
+    max_offset: float  # s
+    time_offset: float | None  # s, reference time = sensor time + offset
+
+    def prepare(self) -> list:
+        """Every session aligned in time and space (``prepare_sessions``)."""
+        from sensorbench.characterize.pose_sessions import prepare_sessions
+
+        mode = "none" if self.no_align else ("planar" if self.planar else "se3")
+        return prepare_sessions(
+            list(self.sessions),
+            self.sensor,
+            self.reference,
+            mode,
+            self.max_offset,
+            self.time_offset,
+        )
+
+
+def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the options shared by ``fit pose-error`` and ``validate``.
+
+    The command receives the values of :class:`_Selection`'s fields as one
+    ``selection`` argument; ``as_json``, ``plots`` and its own options as they are.
+    """
+    names = [fld.name for fld in fields(_Selection)]
+
+    @functools.wraps(f)
+    def command(**kwargs: Any) -> Any:
+        selection = _Selection(**{n: kwargs.pop(n) for n in names})
+        return f(selection=selection, **kwargs)
+
     for opt in reversed(_SESSION_OPTS):
-        f = opt(f)
-    return f
-
-
-def _prepare(
-    sessions: tuple[str, ...],
-    sensor: str,
-    reference: str,
-    planar: bool,
-    no_align: bool,
-    mo: float,
-    offset: float | None,
-) -> list:
-    from sensorbench.characterize.pose_sessions import prepare_sessions
-
-    mode = "none" if no_align else ("planar" if planar else "se3")
-    return prepare_sessions(list(sessions), sensor, reference, mode, mo, offset)
+        command = opt(command)
+    return command
 
 
 def _fmt(v: float, unit: str) -> str:
@@ -105,13 +133,7 @@ def _model_table(model) -> str:
 @click.pass_context
 def fit_pose_error_cmd(
     ctx: click.Context,
-    sessions: tuple[str, ...],
-    sensor: str,
-    reference: str,
-    planar: bool,
-    no_align: bool,
-    max_offset: float,
-    time_offset: float | None,
+    selection: _Selection,
     as_json: bool,
     plots: str | None,
     output: str | None,
@@ -131,18 +153,18 @@ def fit_pose_error_cmd(
     from sensorbench.characterize.pose_error import FitOptions, file_sha256, fit_pose_error
     from sensorbench.characterize.pose_series import AXES, AXIS_UNITS
 
-    prepared = _prepare(sessions, sensor, reference, planar, no_align, max_offset, time_offset)
+    prepared = selection.prepare()
     series = [p.series for p in prepared]
     options = FitOptions()
     model = fit_pose_error(
         series,
         options,
-        sensor=sensor,
-        reference=reference,
+        sensor=selection.sensor,
+        reference=selection.reference,
         frame=ERROR_FRAME,
         inputs=[
             {"path": str(Path(p).resolve()), "sha256": file_sha256(p), "n_samples": ps.series.n}
-            for p, ps in zip(sessions, prepared, strict=True)
+            for p, ps in zip(selection.sessions, prepared, strict=True)
         ],
         extra_provenance={
             "alignment": {ps.series.name: ps.alignment.to_dict() for ps in prepared},
@@ -257,13 +279,7 @@ def _clean(o: object) -> object:
 @click.pass_context
 def validate_cmd(
     ctx: click.Context,
-    sessions: tuple[str, ...],
-    sensor: str,
-    reference: str,
-    planar: bool,
-    no_align: bool,
-    max_offset: float,
-    time_offset: float | None,
+    selection: _Selection,
     as_json: bool,
     plots: str | None,
     draws: int,
@@ -288,7 +304,7 @@ def validate_cmd(
     from sensorbench.characterize.pose_validate import validate_sessions
 
     model = PoseErrorModel.load(model_path) if model_path else None  # fail fast on a bad file
-    prepared = _prepare(sessions, sensor, reference, planar, no_align, max_offset, time_offset)
+    prepared = selection.prepare()
     series = [p.series for p in prepared]
     report = validate_sessions(
         series,
