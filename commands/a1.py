@@ -7,14 +7,7 @@ from pathlib import Path
 
 import click
 
-from sensorbench.sim.serve import (
-    duration_option,
-    link_option,
-    seed_option,
-    serve_until_stopped,
-    speed_option,
-    stop_on_signals,
-)
+from sensorbench.sim.serve import duration_option, link_option, seed_option, speed_option
 
 
 def register(cli: click.Group) -> None:
@@ -203,6 +196,7 @@ def emulate_a1_cmd(
     from sensorbench.errors import SimError
     from sensorbench.sim.emulator_a1 import A1Emulator
     from sensorbench.sim.emulator_base import link_faults
+    from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
 
     try:
         serial = bytes.fromhex(serial_hex)
