@@ -444,6 +444,8 @@ class LD19Parser:
         c.bytes_skipped += keep_from - PACKET_SIZE * k
         self._tail = buf[keep_from:].copy()
         self._tail_offset = base + keep_from
+        if k == 0:  # no views that would hold on to the read-sized output arrays
+            return LD19Packets.empty()
         head, per = head[:, :k], per[:, :k]
         return LD19Packets(
             speed_deg_s=head[_SPEED],
