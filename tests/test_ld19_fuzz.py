@@ -66,10 +66,16 @@ def mutated(draw) -> bytes:
 
 
 def _feed_chunked(stream: bytes, cuts: list[int]) -> tuple[LD19Parser, LD19Packets]:
+    """Feed ``stream`` in reads cut at ``cuts``; each read's host time is its start offset."""
     p = LD19Parser()
     bounds = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
     parts = [p.feed(stream[a:b], host_ns=a) for a, b in itertools.pairwise(bounds)]
-    return p, LD19Packets.concat(parts)
+    out = LD19Packets.concat(parts)
+    # a packet comes out of the read that brought its last byte
+    last_byte = out.stream_offset + 46
+    read_start = np.asarray(bounds)[np.searchsorted(bounds, last_byte, side="right") - 1]
+    assert np.array_equal(out.host_ns, read_start)
+    return p, out
 
 
 def _check_invariants(stream: bytes, p: LD19Parser, out: LD19Packets) -> None:

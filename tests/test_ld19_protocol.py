@@ -10,6 +10,7 @@ from sensorbench.drivers.ld19_parser import (
     CRC8_TABLE,
     LD19Packets,
     LD19Parser,
+    _scan,
     build_crc8_table,
     crc8,
     point_angles_cdeg,
@@ -252,3 +253,4 @@ def test_every_input_type_gives_the_same_packets_and_is_left_untouched():
         assert np.array_equal(out.distance_mm, fields["distance_mm"]), type(data)
         assert np.array_equal(out.stream_offset, 2 + 47 * np.arange(20))
     assert bytes(arr) == stream and bytes(spread[::2]) == stream
+    assert len(_scan.signatures) == 1  # one compiled specialisation serves them all
