@@ -4,12 +4,13 @@ Simulates ``e = b_s + g + v`` (see :mod:`pose_error`) for B draws × A axes alon
 sample times ``t_s`` (s, any spacing, gaps allowed) and relocalization flags: b is
 drawn anew at every relocalization, g follows the exact discretization
 ``g_k = phi_k g_{k-1} + sigma sqrt(1 - phi_k²) w_k`` with ``phi_k = exp(-dt_k/tau)``
-(stationary start), v is white. The only loop is over time, vectorised over
-draws × axes; time is processed in fixed-length chunks so memory stays bounded and
-statistics can be accumulated on the fly (:class:`ErrorStats`) without storing
-(B, N, A). Reproducible: the same seed, times and parameters give the same draws.
+(stationary start), v is white. Sample spacings are taken to 1 ns, the resolution of
+stored times. The work is done by compiled kernels (:mod:`gm_kernel`) that draw,
+simulate and reduce to statistics in one pass over time, vectorised over draws × axes,
+without storing the (B, N, A) series unless asked to. Reproducible: the same seed,
+times and parameters give the same draws, whichever function is asked.
 
-Statistics per draw and axis (the same code is applied to the real error):
+Statistics per draw and axis (the same kernel computes them on the real error):
 
 - ``rms``: root mean square (m or rad);
 - ``mean``: mean;
@@ -23,18 +24,12 @@ Statistics per draw and axis (the same code is applied to the real error):
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
-
 import numpy as np
+
+from sensorbench.characterize import gm_kernel
 
 STAT_NAMES: tuple[str, ...] = ("rms", "mean", "max_abs", "lag1", "growth")
 _MIN_SEGMENT_SAMPLES = 8
-_CHUNK_ELEMENTS = 1 << 20
-
-
-def _chunk_len(rows: int) -> int:
-    return int(max(1, min(512, _CHUNK_ELEMENTS // max(rows, 1))))
 
 
 def draw_params(
@@ -55,63 +50,57 @@ def draw_params(
     return out
 
 
-def iter_simulated(
+def _prepare(
+    params: np.ndarray, t_s: np.ndarray, reloc: np.ndarray, n_draws: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Lane parameters ``(4, B·A)`` (lane = draw·A + axis), spacings, flags, axes."""
+    p = np.asarray(params, dtype=np.float64)
+    if p.ndim == 2:
+        p = p[None]
+    a = p.shape[1]
+    lanes = np.ascontiguousarray(np.broadcast_to(p, (n_draws, a, 4)).reshape(-1, 4).T)
+    t_s = np.asarray(t_s, dtype=np.float64)
+    dt = np.empty(t_s.size)
+    dt[0] = np.inf
+    dt[1:] = np.round(np.diff(t_s) * 1e9) * 1e-9
+    flags = np.asarray(reloc, dtype=bool).copy()
+    flags[0] = True
+    return lanes, dt, flags, a
+
+
+def _simulate(
     params: np.ndarray,
     t_s: np.ndarray,
     reloc: np.ndarray,
     n_draws: int,
     seed: int | np.random.Generator,
-    dtype: type = np.float64,
-) -> Iterator[tuple[int, np.ndarray]]:
-    """Yield ``(k0, chunk)`` with chunk ``(L, B, A)`` = simulated errors at ``t_s[k0:k0+L]``.
-
-    ``params`` is ``(A, 4)`` (the same model for every draw) or ``(B, A, 4)`` (one
-    parameter set per draw, e.g. from :func:`draw_params`), columns
-    ``sigma_b, sigma, tau_s, sigma_v``.
-    """
+    store: bool,
+) -> tuple[np.ndarray, np.ndarray | None, int]:
+    """Run the kernel block by block: accumulators ``(N_ACC, B·A)``, series, axes."""
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    t_s = np.asarray(t_s, dtype=np.float64)
-    reloc = np.asarray(reloc, dtype=bool).copy()
-    reloc[0] = True
-    p = np.asarray(params, dtype=np.float64)
-    if p.ndim == 2:
-        p = p[None]
-    a = p.shape[1]
-    b_shape = (n_draws, a)
-    sb = p[..., 0].astype(dtype)
-    sg = p[..., 1]
-    inv_tau = 1.0 / p[..., 2]
-    sv = p[..., 3].astype(dtype)
-    seg = np.cumsum(reloc) - 1
-    n_seg = int(seg[-1]) + 1
-    offsets = rng.standard_normal((n_seg, *b_shape), dtype=dtype) * sb
-    dt = np.diff(t_s, prepend=-np.inf)
-    n = t_s.size
-    chunk = _chunk_len(n_draws * a)
-    g = np.zeros(b_shape, dtype=dtype)
-    bounds = np.flatnonzero(reloc)
-    for k0 in range(0, n, chunk):
-        k1 = min(n, k0 + chunk)
-        zg = rng.standard_normal((k1 - k0, *b_shape), dtype=dtype)
-        zv = rng.standard_normal((k1 - k0, *b_shape), dtype=dtype)
-        phi = np.exp(-dt[k0:k1, None, None] * inv_tau[None])
-        zg *= (sg[None] * np.sqrt(1.0 - phi * phi)).astype(dtype)
-        phi = phi.astype(dtype)
-        out = np.empty((k1 - k0, *b_shape), dtype=dtype)
-        prev = g
-        for j in range(k1 - k0):
-            row = out[j]
-            np.multiply(prev, phi[j], out=row)
-            row += zg[j]
-            prev = row
-        g = out[-1].copy()
-        # offsets: constant over each segment's run of rows in this chunk
-        cuts = np.concatenate([[k0], bounds[(bounds > k0) & (bounds < k1)], [k1]])
-        for a, b in itertools.pairwise(cuts):
-            out[a - k0 : b - k0] += offsets[seg[a]]
-        zv *= sv
-        out += zv
-        yield k0, out
+    lanes, dt, flags, a = _prepare(params, t_s, reloc, n_draws)
+    early, late = growth_masks(t_s, flags)
+    m = lanes.shape[1]
+    state = rng.integers(np.iinfo(np.uint64).max, size=m, dtype=np.uint64, endpoint=True)
+    acc = np.zeros((gm_kernel.N_ACC, m))
+    series = np.empty((dt.size if store else 0, m))
+    for j0 in range(0, m, gm_kernel.BLOCK_LANES):
+        j1 = min(m, j0 + gm_kernel.BLOCK_LANES)
+        block_acc = np.zeros((gm_kernel.N_ACC, j1 - j0))
+        block_series = np.empty((series.shape[0], j1 - j0))
+        gm_kernel.simulate_block(
+            np.ascontiguousarray(lanes[:, j0:j1]),
+            dt,
+            flags,
+            early,
+            late,
+            state[j0:j1],
+            block_acc,
+            block_series,
+        )
+        acc[:, j0:j1] = block_acc
+        series[:, j0:j1] = block_series
+    return acc, (series if store else None), a
 
 
 def simulate_errors(
@@ -120,11 +109,15 @@ def simulate_errors(
     reloc: np.ndarray,
     n_draws: int,
     seed: int | np.random.Generator,
-    dtype: type = np.float64,
 ) -> np.ndarray:
-    """``(B, N, A)`` simulated error series (materialised; use for small B·N)."""
-    parts = [c for _, c in iter_simulated(params, t_s, reloc, n_draws, seed, dtype)]
-    return np.ascontiguousarray(np.concatenate(parts, axis=0).transpose(1, 0, 2))
+    """``(B, N, A)`` simulated error series (materialised; use for small B·N).
+
+    ``params`` is ``(A, 4)`` (the same model for every draw) or ``(B, A, 4)`` (one
+    parameter set per draw, e.g. from :func:`draw_params`), columns
+    ``sigma_b, sigma, tau_s, sigma_v`` (m or rad, s).
+    """
+    _, series, a = _simulate(params, t_s, reloc, n_draws, seed, store=True)
+    return np.ascontiguousarray(series.reshape(-1, n_draws, a).transpose(1, 0, 2))
 
 
 def growth_masks(t_s: np.ndarray, reloc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -142,79 +135,39 @@ def growth_masks(t_s: np.ndarray, reloc: np.ndarray) -> tuple[np.ndarray, np.nda
     return ok & (frac < 0.25), ok & (frac >= 0.75)
 
 
-class ErrorStats:
-    """Streaming per-(draw, axis) statistics of error chunks ``(L, B, A)`` in time order."""
-
-    def __init__(self, t_s: np.ndarray, reloc: np.ndarray, shape: tuple[int, int]) -> None:
-        early, late = growth_masks(t_s, reloc)
-        self._early = early
-        self._late = late
-        self.n = 0
-        self.s1 = np.zeros(shape)
-        self.s2 = np.zeros(shape)
-        self.max_abs = np.zeros(shape)
-        self.s_lag = np.zeros(shape)
-        self.first: np.ndarray | None = None
-        self.last: np.ndarray | None = None
-        self.ss_early = np.zeros(shape)
-        self.ss_late = np.zeros(shape)
-
-    def add(self, k0: int, chunk: np.ndarray) -> None:
-        """Accumulate samples ``k0 .. k0 + len(chunk)`` (must follow the previous chunk)."""
-        if k0 != self.n:
-            raise ValueError("chunks must be added in time order")
-        # arithmetic in the chunk's dtype, sums accumulated in float64
-        c = chunk
-        f8 = np.float64
-        sq = c * c
-        self.s1 += c.sum(axis=0, dtype=f8)
-        self.s2 += sq.sum(axis=0, dtype=f8)
-        mx = np.maximum(c.max(axis=0), -c.min(axis=0))
-        np.maximum(self.max_abs, mx, out=self.max_abs)
-        self.s_lag += (c[1:] * c[:-1]).sum(axis=0, dtype=f8)
-        if self.last is not None:
-            self.s_lag += self.last * c[0]
-        if self.first is None:
-            self.first = c[0].astype(f8)
-        self.last = c[-1].astype(f8)
-        k1 = k0 + c.shape[0]
-        for mask, acc in ((self._early, self.ss_early), (self._late, self.ss_late)):
-            rows = np.flatnonzero(mask[k0:k1])
-            if rows.size:
-                acc += sq[rows].sum(axis=0, dtype=f8)
-        self.n = k1
-
-    def result(self) -> dict[str, np.ndarray]:
-        """``{stat: (B, A)}`` for :data:`STAT_NAMES`."""
-        n = self.n
-        mean = self.s1 / n
-        var = self.s2 / n - mean**2
-        lag = (
-            self.s_lag
-            - mean * (self.s1 - self.first)
-            - mean * (self.s1 - self.last)
-            + (n - 1) * mean**2
-        )
-        with np.errstate(invalid="ignore", divide="ignore"):
-            lag1 = lag / (n * var)
-            ne, nl = self._early.sum(), self._late.sum()
-            growth = np.sqrt((self.ss_late / nl) / (self.ss_early / ne))
-        return {
-            "rms": np.sqrt(self.s2 / n),
-            "mean": mean,
-            "max_abs": self.max_abs,
-            "lag1": lag1,
-            "growth": growth,
-        }
+def _finish(acc: np.ndarray, n: int, early: np.ndarray, late: np.ndarray) -> dict:
+    """``{stat: (lanes,)}`` from the kernel's accumulators over ``n`` samples."""
+    k = gm_kernel
+    s1, s2 = acc[k.ACC_SUM], acc[k.ACC_SUMSQ]
+    mean = s1 / n
+    var = s2 / n - mean**2
+    lag = (
+        acc[k.ACC_LAG]
+        - mean * (s1 - acc[k.ACC_FIRST])
+        - mean * (s1 - acc[k.ACC_LAST])
+        + (n - 1) * mean**2
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lag1 = lag / (n * var)
+        growth = np.sqrt((acc[k.ACC_LATE] / late.sum()) / (acc[k.ACC_EARLY] / early.sum()))
+    return {
+        "rms": np.sqrt(s2 / n),
+        "mean": mean,
+        "max_abs": acc[k.ACC_MAXABS].copy(),
+        "lag1": lag1,
+        "growth": growth,
+    }
 
 
 def error_statistics(
     t_s: np.ndarray, reloc: np.ndarray, error: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """Statistics of one real error series ``(N, A)`` -> ``{stat: (A,)}``."""
-    acc = ErrorStats(t_s, reloc, (1, error.shape[1]))
-    acc.add(0, error[:, None, :])
-    return {k: v[0] for k, v in acc.result().items()}
+    """Statistics of error series ``(N, L)`` (e.g. one real error, L = axes) -> ``{stat: (L,)}``."""
+    e = np.ascontiguousarray(error, dtype=np.float64)
+    early, late = growth_masks(t_s, reloc)
+    acc = np.zeros((gm_kernel.N_ACC, e.shape[1]))
+    gm_kernel.accumulate_series(e, early, late, acc)
+    return _finish(acc, e.shape[0], early, late)
 
 
 def simulate_statistics(
@@ -223,11 +176,8 @@ def simulate_statistics(
     reloc: np.ndarray,
     n_draws: int,
     seed: int | np.random.Generator,
-    dtype: type = np.float64,
 ) -> dict[str, np.ndarray]:
-    """``{stat: (B, A)}`` of B simulated draws, without storing the series."""
-    p = np.asarray(params)
-    acc = ErrorStats(t_s, reloc, (n_draws, p.shape[-2]))
-    for k0, chunk in iter_simulated(params, t_s, reloc, n_draws, seed, dtype):
-        acc.add(k0, chunk)
-    return acc.result()
+    """``{stat: (B, A)}`` of B simulated draws (see :func:`simulate_errors`), unstored."""
+    acc, _, a = _simulate(params, t_s, reloc, n_draws, seed, store=False)
+    early, late = growth_masks(t_s, reloc)
+    return {k: v.reshape(n_draws, a) for k, v in _finish(acc, len(t_s), early, late).items()}

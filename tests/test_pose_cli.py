@@ -51,7 +51,15 @@ def test_fit_on_sessions_uses_flags_and_writes_model(sim_sessions, tmp_path):
         assert abs(z) < 4.0, (a, z)
 
 
-def test_validate_passes_and_halved_model_fails_naming_axis(sim_sessions, tmp_path):
+def test_validate_passes_and_optimistic_model_fails_naming_axis(sim_sessions, tmp_path):
+    """The command's verdict, exit code and failure report.
+
+    The wrong model has every noise scale (sigma_b, sigma, sigma_v) divided by 4: on
+    these three 120-s sessions a model with only sigma halved is rejected at the
+    family-wise 5 % level for some realizations and not others (its stated parameter
+    uncertainty from ~12 segments widens the simulated bands); the rate at which
+    halved sigma is caught is the subject of test_pose_validate's sweeps.
+    """
     common = ["--sensor", "cam", "--no-align", "--time-offset", "0", "--draws", "500"]
     r = _invoke("validate", *sim_sessions, *common)
     assert r.exit_code == 0, r.output
@@ -60,12 +68,12 @@ def test_validate_passes_and_halved_model_fails_naming_axis(sim_sessions, tmp_pa
     assert _invoke("fit", "pose-error", *sim_sessions, *common[:5], "-o", fit).exit_code == 0
     model = PoseErrorModel.load(fit)
     p = model.params_array()
-    p[:, 1] *= 0.5
-    halved = model.with_params(p, "sigma halved").save(tmp_path / "halved.toml")
-    r = _invoke("validate", *sim_sessions, *common, "--model", halved)
+    p[:, [0, 1, 3]] *= 0.25
+    optimistic = model.with_params(p, "noise scales / 4").save(tmp_path / "optimistic.toml")
+    r = _invoke("validate", *sim_sessions, *common, "--model", optimistic)
     assert r.exit_code == 1, r.output
     assert "FAILED: session" in r.output and "axis" in r.output and "statistic" in r.output
-    r = _invoke("validate", *sim_sessions, *common, "--model", halved, "--json")
+    r = _invoke("validate", *sim_sessions, *common, "--model", optimistic, "--json")
     assert r.exit_code == 1
     doc = json.loads(r.output)
     assert doc["passed"] is False and doc["mode"] == "given model"

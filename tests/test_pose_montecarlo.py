@@ -1,17 +1,14 @@
-"""Monte Carlo of the pose-error model: right covariance, reproducible, streaming statistics."""
+"""Monte Carlo of the pose-error model: right covariance, reproducible, statistics exact."""
 
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 import pose_util
 
 from sensorbench.characterize.gm_montecarlo import (
-    ErrorStats,
     draw_params,
+    error_statistics,
     growth_masks,
-    iter_simulated,
     simulate_errors,
     simulate_statistics,
 )
@@ -53,7 +50,7 @@ def test_simulated_covariance_matches_model():
         assert np.all(np.abs(emp - model) < 5 * se)
 
 
-def test_reproducible_by_seed_and_chunk_independent_of_use():
+def test_reproducible_by_seed_and_the_same_draws_whichever_function_is_asked():
     t, reloc = _design()
     a = simulate_errors(PARAMS, t, reloc, 50, seed=9)
     b = simulate_errors(PARAMS, t, reloc, 50, seed=9)
@@ -61,20 +58,24 @@ def test_reproducible_by_seed_and_chunk_independent_of_use():
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a, c)
     s1 = simulate_statistics(PARAMS, t, reloc, 50, seed=9)
-    acc = ErrorStats(t, reloc, (50, 2))
-    acc.add(0, a.transpose(1, 0, 2))
-    for k, v in acc.result().items():
-        np.testing.assert_allclose(s1[k], v, rtol=1e-12, err_msg=k)
+    direct = error_statistics(t, reloc, a.transpose(1, 0, 2).reshape(t.size, -1))
+    for k, v in direct.items():
+        np.testing.assert_allclose(s1[k], v.reshape(50, 2), rtol=1e-12, err_msg=k)
 
 
-def test_streaming_statistics_equal_direct_formulas():
+def test_draws_do_not_depend_on_how_many_are_asked_for():
+    """Lanes run in blocks; a draw's series depends only on the seed and its index."""
+    t, reloc = _design()
+    many = simulate_errors(PARAMS, t, reloc, 300, seed=4)  # 600 lanes: several blocks
+    few = simulate_errors(PARAMS, t, reloc, 7, seed=4)
+    np.testing.assert_array_equal(many[:7], few)
+
+
+def test_statistics_equal_direct_formulas():
     rng = np.random.default_rng(2)
     t, reloc = _design()
     e = rng.standard_normal((t.size, 3, 2)).cumsum(axis=0)
-    acc = ErrorStats(t, reloc, (3, 2))
-    for k0 in range(0, t.size, 7):  # uneven chunks
-        acc.add(k0, e[k0 : k0 + 7])
-    got = acc.result()
+    got = {k: v.reshape(3, 2) for k, v in error_statistics(t, reloc, e.reshape(t.size, 6)).items()}
     x = e.transpose(1, 2, 0)  # (B, A, N)
     np.testing.assert_allclose(got["rms"], np.sqrt(np.mean(x**2, axis=-1)))
     np.testing.assert_allclose(got["mean"], x.mean(axis=-1))
@@ -103,9 +104,7 @@ def test_growth_without_mean_removal_separates_random_walk_from_gm():
     rng = np.random.default_rng(4)
     t, reloc = pose_util.session_design(rng, 600.0, 10.0, 30.0)
     rw = pose_util.random_walk_errors(rng, t, reloc, pose_util.TRUTH)
-    acc = ErrorStats(t, reloc, (1, 6))
-    acc.add(0, rw[:, None, :])
-    g_rw = acc.result()["growth"][0]
+    g_rw = error_statistics(t, reloc, rw)["growth"]
     sims = simulate_statistics(pose_util.TRUTH, t, reloc, 300, seed=1)["growth"]
     # growth of GM draws: centred near 1; the random walk's is above nearly all draws
     assert np.all(np.abs(np.median(sims, axis=0) - 1.0) < 0.15)
@@ -121,11 +120,3 @@ def test_parameter_draws_follow_stated_log_normal():
     lp = np.log(p[:, 0, :])
     np.testing.assert_allclose(lp.std(axis=0), [0.1, 0.2, 0.3, 0.0], atol=0.01)
     np.testing.assert_allclose(p[:, 1, :], np.broadcast_to(base[1], (20_000, 4)))
-
-
-def test_iter_simulated_chunks_cover_all_samples_once():
-    t, reloc = _design()
-    ks = [(k0, c.shape[0]) for k0, c in iter_simulated(PARAMS, t, reloc, 5000, seed=0)]
-    assert ks[0][0] == 0
-    assert sum(n for _, n in ks) == t.size
-    assert all(k0 + n == k1 for (k0, n), (k1, _) in itertools.pairwise(ks))
