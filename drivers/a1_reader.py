@@ -26,7 +26,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from sensorbench.drivers.a1 import A1Scanner
-from sensorbench.drivers.reader_base import RateMeter, ReaderStatus, record_event, seconds_since
+from sensorbench.drivers.reader_base import (
+    RateMeter,
+    ReaderStatus,
+    join_thread,
+    record_event,
+    seconds_since,
+)
 from sensorbench.errors import DriverError
 from sensorbench.logs import TurnFlag
 
@@ -155,11 +161,13 @@ class A1Reader:
             raise DriverError(msg)
 
     def stop(self, timeout_s: float = 2.0) -> None:
-        """Stop the thread, stop the scan and the motor, close the port."""
+        """Stop the thread (a thread still running after ``timeout_s`` s is reported in
+        the status), stop the scan and the motor, close the port."""
         self._stop.set()
         thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout_s)
+        stuck = join_thread(thread, self.name, timeout_s)
+        if stuck:
+            self.scanner.last_error = stuck
         self.scanner.close()
         if thread is not None:
             self._event(time.monotonic_ns(), "stop", "reader stopped")

@@ -7,7 +7,8 @@ twice a second for the status line, and stops them on exit.
 
 Helpers every reader uses for its status and events: :class:`RateMeter` (rates of
 cumulative counters between status calls), :func:`seconds_since` and
-:func:`record_event` (an event that survives a failed session writer).
+:func:`record_event` (an event that survives a failed session writer) and
+:func:`join_thread` (a stop that reports a reader thread that would not end).
 """
 
 from __future__ import annotations
@@ -128,4 +129,18 @@ def record_event(
         writer.event(t_ns, source, kind, message)
     except SensorbenchError as exc:
         return exc
+    return None
+
+
+def join_thread(thread: threading.Thread | None, name: str, timeout_s: float) -> str | None:
+    """Wait at most ``timeout_s`` (s) for a reader thread to end.
+
+    Returns None when it ended (or there was none), otherwise the error text for the
+    reader's status: a thread stuck in a driver call is reported, not waited for.
+    """
+    if thread is None:
+        return None
+    thread.join(timeout_s)
+    if thread.is_alive():
+        return f"{name}: reader thread did not stop within {timeout_s:g} s"
     return None

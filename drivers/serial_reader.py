@@ -62,7 +62,13 @@ from typing import TYPE_CHECKING, Any
 
 import serial
 
-from sensorbench.drivers.reader_base import RateMeter, ReaderStatus, record_event, seconds_since
+from sensorbench.drivers.reader_base import (
+    RateMeter,
+    ReaderStatus,
+    join_thread,
+    record_event,
+    seconds_since,
+)
 from sensorbench.errors import DriverError
 
 if TYPE_CHECKING:
@@ -207,10 +213,9 @@ class SerialReader:
         """Stop the thread and close the port within ``timeout_s`` (s)."""
         self._stop.set()
         thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout_s)
-            if thread.is_alive():
-                self.last_error = f"{self.name}: reader thread did not stop within {timeout_s} s"
+        stuck = join_thread(thread, self.name, timeout_s)
+        if stuck:
+            self.last_error = stuck
         self._close()
         if thread is not None:
             self._event(time.monotonic_ns(), "stop", "reader stopped")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import a1_util as u
@@ -16,7 +17,7 @@ from sensorbench.drivers.a1_reader import A1Reader
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.reader_base import DeviceReader
 from sensorbench.errors import DriverError
-from sensorbench.logs import Session, SessionWriter, TurnFlag
+from sensorbench.logs import LidarTurns, Session, SessionWriter, TurnFlag
 from sensorbench.sim.emulator_a1 import A1Emulator
 
 SERIAL = bytes.fromhex("a1a1a1a1b2b2b2b2c3c3c3c3d4d4d4d4")
@@ -164,3 +165,25 @@ def test_reader_takes_over_a_scanner_from_the_sequencer(tmp_path):
     with Session(tmp_path / "s.h5") as s:
         assert s.lidar("lidar_front").attrs["serial"] == SERIAL.hex().upper()
         assert s.lidar("lidar_front").n_turns > 3
+
+
+def test_stop_reports_a_reader_thread_stuck_in_the_driver():
+    """A thread stuck in a driver call is reported in the status; stop keeps its deadline."""
+    release = threading.Event()
+    with A1Emulator(speed=4.0, serial=SERIAL) as emu:
+        reader = A1Reader("lidar_front", emu.path, read_timeout_s=0.5, first_turn_timeout_s=2.0)
+        reader.start()
+        entered = threading.Event()
+
+        def stuck_poll(timeout_s):
+            entered.set()
+            release.wait(5.0)
+            return 0, b"", LidarTurns.empty()
+
+        reader.scanner.poll = stuck_poll
+        assert entered.wait(2.0)
+        t0 = time.monotonic()
+        reader.stop(timeout_s=0.3)
+        assert 0.3 <= time.monotonic() - t0 < 1.5  # the deadline, then the port closes
+        assert reader.status().last_error == "lidar_front: reader thread did not stop within 0.3 s"
+        release.set()

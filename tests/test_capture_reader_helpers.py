@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sensorbench.drivers.reader_base import RateMeter, record_event, seconds_since
+from sensorbench.drivers.reader_base import RateMeter, join_thread, record_event, seconds_since
 from sensorbench.errors import SessionError
 
 
@@ -60,3 +60,18 @@ def test_seconds_since() -> None:
     assert seconds_since(None) == float("inf")
     # 2.5 s ago; the call itself takes far less than the 0.1 s allowed
     assert seconds_since(time.monotonic_ns() - 2_500_000_000) == pytest.approx(2.5, abs=0.1)
+
+
+def test_join_thread_reports_a_thread_that_will_not_end() -> None:
+    import threading
+
+    release = threading.Event()
+    stuck = threading.Thread(target=release.wait, args=(5.0,), daemon=True)
+    stuck.start()
+    t0 = time.monotonic()
+    msg = join_thread(stuck, "pods", 0.2)
+    assert 0.2 <= time.monotonic() - t0 < 1.0  # waited its deadline, no longer
+    assert msg == "pods: reader thread did not stop within 0.2 s"
+    release.set()
+    assert join_thread(stuck, "pods", 2.0) is None
+    assert join_thread(None, "pods", 0.0) is None
