@@ -7,7 +7,8 @@ runs time/frame alignment (:mod:`pose_align`), computes the per-axis error and
 segments it at relocalizations (:mod:`reloc_segments`); a RELOCALIZED flag on a
 sample dropped by the association moves to the next kept sample.
 ``prepare_sessions(paths, ...)`` does the same for a campaign, with one frame
-transform for all of its sessions.
+transform for all of its sessions; ``fit_prepared`` fits the error model over them
+and records where every input came from.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ from sensorbench.characterize.pose_align import (
     PoseTrack,
     align_sessions,
     pose_errors,
+)
+from sensorbench.characterize.pose_error import (
+    FitOptions,
+    PoseErrorModel,
+    file_sha256,
+    fit_pose_error,
 )
 from sensorbench.characterize.pose_series import ErrorSeries
 from sensorbench.characterize.reloc_segments import RELOCALIZED_FLAG, Segmentation, segment
@@ -161,3 +168,35 @@ def prepare_sessions(
         _segmented(sen, ref, al, name, max_gap_s, str(p))
         for (sen, ref), al, name, p in zip(tracks, alignments, names, paths, strict=True)
     ]
+
+
+def fit_prepared(
+    prepared: list[PreparedSession],
+    sensor: str,
+    reference: str,
+    options: FitOptions | None = None,
+) -> PoseErrorModel:
+    """Fit the pose-error model over prepared sessions (:func:`fit_pose_error`).
+
+    The model's provenance records every input file (resolved path, SHA-256, samples
+    used) and each session's alignment and segmentation.
+    """
+    return fit_pose_error(
+        [ps.series for ps in prepared],
+        options or FitOptions(),
+        sensor=sensor,
+        reference=reference,
+        frame=ERROR_FRAME,
+        inputs=[
+            {
+                "path": str(Path(ps.source).resolve()),
+                "sha256": file_sha256(ps.source),
+                "n_samples": ps.series.n,
+            }
+            for ps in prepared
+        ],
+        extra_provenance={
+            "alignment": {ps.series.name: ps.alignment.to_dict() for ps in prepared},
+            "segmentation": {ps.series.name: ps.segmentation.to_dict() for ps in prepared},
+        },
+    )

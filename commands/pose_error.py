@@ -149,28 +149,12 @@ def fit_pose_error_cmd(
     simulator load.
     """
     from sensorbench.characterize.allan import allan_cross_check
-    from sensorbench.characterize.pose_align import ERROR_FRAME
-    from sensorbench.characterize.pose_error import FitOptions, file_sha256, fit_pose_error
     from sensorbench.characterize.pose_series import AXES, AXIS_UNITS
+    from sensorbench.characterize.pose_sessions import fit_prepared
 
     prepared = selection.prepare()
     series = [p.series for p in prepared]
-    options = FitOptions()
-    model = fit_pose_error(
-        series,
-        options,
-        sensor=selection.sensor,
-        reference=selection.reference,
-        frame=ERROR_FRAME,
-        inputs=[
-            {"path": str(Path(p).resolve()), "sha256": file_sha256(p), "n_samples": ps.series.n}
-            for p, ps in zip(selection.sessions, prepared, strict=True)
-        ],
-        extra_provenance={
-            "alignment": {ps.series.name: ps.alignment.to_dict() for ps in prepared},
-            "segmentation": {ps.series.name: ps.segmentation.to_dict() for ps in prepared},
-        },
-    )
+    model = fit_prepared(prepared, selection.sensor, selection.reference)
     allan = allan_cross_check(series, model.params_array())
     figures = []
     if plots:

@@ -286,26 +286,10 @@ def fit_noise_model(sessions: list[Path], pods_model: Path, output: Path) -> Pat
 
 def fit_pose_model(sessions: list[Path], output: Path) -> Path:
     """Fit the pose-error model of ``pose_sensor`` against ``mocap`` and write it."""
-    from sensorbench.characterize.pose_align import ERROR_FRAME
-    from sensorbench.characterize.pose_error import FitOptions, file_sha256, fit_pose_error
-    from sensorbench.characterize.pose_sessions import prepare_sessions
+    from sensorbench.characterize.pose_sessions import fit_prepared, prepare_sessions
 
     prepared = prepare_sessions(list(sessions), "pose_sensor", "mocap")
-    model = fit_pose_error(
-        [p.series for p in prepared],
-        FitOptions(),
-        sensor="pose_sensor",
-        reference="mocap",
-        frame=ERROR_FRAME,
-        inputs=[
-            {"path": str(Path(p).resolve()), "sha256": file_sha256(p), "n_samples": ps.series.n}
-            for p, ps in zip(sessions, prepared, strict=True)
-        ],
-        extra_provenance={
-            "alignment": {ps.series.name: ps.alignment.to_dict() for ps in prepared},
-            "segmentation": {ps.series.name: ps.segmentation.to_dict() for ps in prepared},
-        },
-    )
+    model = fit_prepared(prepared, "pose_sensor", "mocap")
     model.save(output)
     if not np.all(np.isfinite(model.params_array())):
         raise FitError(f"pose-error fit gave non-finite parameters; see {output}")
