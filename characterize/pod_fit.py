@@ -47,6 +47,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,7 @@ from sensorbench.fusion.pod_kinematics import (
     PodGeometry,
     relative_poses,
     repair_bounces,
+    save_pod_model,
     se2_log,
 )
 from sensorbench.logs import NO_DEVICE_TIME, Session
@@ -455,6 +457,27 @@ class PodFit:
             raise FitError("pod geometry incomplete: " + "; ".join(self.refusals()))
         return PodGeometry(self.c, self.phi, self.lever, self.names, self.counts_per_rev)
 
+    def save(self, path: str | Path, prov: dict[str, Any]) -> Path:
+        """Write the pod-geometry model file, with the per-pod uncertainty and status.
+
+        Refused values are written as placeholders (1 m per tick, 0 rad, 0 m) next to
+        the status saying why; loading such a file for odometry refuses those pods.
+        """
+        geometry = PodGeometry(
+            np.nan_to_num(self.c, nan=1.0),
+            np.nan_to_num(self.phi),
+            np.nan_to_num(self.lever),
+            self.names,
+            self.counts_per_rev,
+        )
+        summary = {
+            "complete": self.complete,
+            "time_offsets_s": self.time_offsets_s,
+            "excitation": self.excitation,
+            "not_observable": "each pod's position along its own rolling axis",
+        }
+        return save_pod_model(path, geometry, prov, self.pod_tables(), summary)
+
     def pod_tables(self) -> list[dict[str, Any]]:
         """Per-pod uncertainty and status entries for the model file and JSON."""
         out = []
@@ -743,9 +766,7 @@ def _derive(rows: np.ndarray, cov: np.ndarray, excited: np.ndarray) -> tuple[Any
         )
         missing = [COLUMNS[j] for j in (0, 1) if not excited[j]]
         st["rolling_angle"] = (
-            "ok"
-            if not missing
-            else f"not identifiable: no {DRIVE_FOR[missing[0]]} in the data"
+            "ok" if not missing else f"not identifiable: no {DRIVE_FOR[missing[0]]} in the data"
         )
         if not excited[2]:
             st["lever_arm"] = "not identifiable: no spin in the data"

@@ -131,7 +131,7 @@ def fit_pods_cmd(
     """
     from sensorbench.characterize.pod_fit import fit_pods, load_drive
     from sensorbench.fusion.model_file import provenance
-    from sensorbench.fusion.pod_kinematics import PodGeometry, condition_number, save_pod_model
+    from sensorbench.fusion.pod_kinematics import condition_number
 
     drives = [load_drive(p) for p in sessions]
     cpr = None if counts_per_rev is None else [counts_per_rev] * 3
@@ -146,21 +146,7 @@ def fit_pods_cmd(
     if fit.complete:
         doc["condition_number"] = condition_number(fit.geometry().W)
     if output is not None:
-        geometry = PodGeometry(
-            np.nan_to_num(fit.c, nan=1.0),
-            np.nan_to_num(fit.phi),
-            np.nan_to_num(fit.lever),
-            fit.names,
-            fit.counts_per_rev,
-        )
-        prov = provenance(sessions, fit.options)
-        summary = {
-            "complete": fit.complete,
-            "time_offsets_s": fit.time_offsets_s,
-            "excitation": fit.excitation,
-            "not_observable": "each pod's position along its own rolling axis",
-        }
-        save_pod_model(output, geometry, prov, fit.pod_tables(), summary)
+        fit.save(output, provenance(sessions, fit.options))
         doc["model_file"] = str(output)
     if as_json:
         _echo_json(doc)

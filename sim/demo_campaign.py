@@ -253,21 +253,11 @@ def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Pa
     """
     from sensorbench.characterize.pod_fit import fit_pods, load_drive
     from sensorbench.fusion.model_file import provenance
-    from sensorbench.fusion.pod_kinematics import PodGeometry, save_pod_model
 
     fit = fit_pods([load_drive(p) for p in sessions], interval_s=POD_INTERVAL_SIM_S / speed)
     if not fit.complete:
         raise FitError("pod fit incomplete: " + "; ".join(fit.refusals()))
-    geometry = PodGeometry(fit.c, fit.phi, fit.lever, fit.names, fit.counts_per_rev)
-    prov = provenance(sessions, {**fit.options, "emulation_speed": speed})
-    summary = {
-        "complete": fit.complete,
-        "time_offsets_s": fit.time_offsets_s,
-        "excitation": fit.excitation,
-        "not_observable": "each pod's position along its own rolling axis",
-    }
-    save_pod_model(output, geometry, prov, fit.pod_tables(), summary)
-    return output
+    return fit.save(output, provenance(sessions, {**fit.options, "emulation_speed": speed}))
 
 
 def fit_noise_model(sessions: list[Path], pods_model: Path, output: Path) -> Path:
