@@ -2,8 +2,10 @@
 
 :class:`Simulation` computes each sensor's whole stream on first request (vectorised)
 and caches it. Every sensor draws from its own random stream
-``default_rng([seed, crc32(name)])``, so disabling a sensor, or changing what one
-sensor sees, leaves every other sensor's noise identical at the same seed.
+``default_rng([seed, crc32(scenario), crc32(sensor)])``, so disabling a sensor, or
+changing what one sensor sees, leaves every other sensor's noise identical at the
+same seed, while two scenarios run at one seed (the drives of a campaign) draw
+independent noise.
 
 :func:`simulate_to_session` writes a session file with every enabled stream, in the
 stored conventions (lidar angles rad CCW in [0, 2π), ranges m with ``inf`` for no
@@ -40,13 +42,16 @@ TRUTH_RATE_HZ = 500.0
 SENSOR_STREAMS = ("pods", "imu", "mocap", "pose_sensor")
 
 
-def sensor_rng(seed: int, name: str, session: int | None = None) -> np.random.Generator:
-    """The independent random stream of sensor ``name`` at ``seed`` (and campaign session).
+def sensor_rng(
+    seed: int, scenario: str, name: str, session: int | None = None
+) -> np.random.Generator:
+    """The independent random stream of sensor ``name`` in ``scenario`` at ``seed``.
 
-    Campaign sessions mix their index in, so two sessions simulated at the same seed
-    still draw independent noise.
+    The scenario's name is part of the key, so the drives of one campaign simulated at
+    one seed (forward, sideways, spins...) do not share their noise; campaign sessions
+    mix their index in too.
     """
-    key = [int(seed), zlib.crc32(name.encode("utf-8"))]
+    key = [int(seed), zlib.crc32(scenario.encode("utf-8")), zlib.crc32(name.encode("utf-8"))]
     return np.random.default_rng(key if session is None else [*key, int(session)])
 
 
@@ -116,7 +121,7 @@ class Simulation:
 
     def rng(self, name: str) -> np.random.Generator:
         """A fresh copy of sensor ``name``'s random stream."""
-        return sensor_rng(self.seed, name, self.scenario.session)
+        return sensor_rng(self.seed, self.scenario.name, name, self.scenario.session)
 
     def truth_pose(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """True body pose in the world (x m, y m, yaw rad unwrapped) at times ``t_s`` (s)."""
