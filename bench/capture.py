@@ -134,7 +134,7 @@ def _pod_emulator_cpu(seconds: float) -> BenchResult:
     from sensorbench.sim.simulation import Simulation
 
     em = PodEmulator(Simulation("square", seed=0).pods(), loop=True)
-    drain = subprocess.Popen(["cat", em.path], stdout=subprocess.DEVNULL)
+    drain = subprocess.Popen(["cat", em.path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         em.start()
         time.sleep(0.5)
