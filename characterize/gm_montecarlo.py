@@ -24,7 +24,11 @@ Statistics per draw and axis (the same kernel computes them on the real error):
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Sequence
+
 import numpy as np
+from scipy.special import ndtr
 
 from sensorbench.characterize import gm_kernel
 
@@ -33,11 +37,20 @@ _MIN_SEGMENT_SAMPLES = 8
 
 
 def draw_params(
-    params: np.ndarray, cov_log: np.ndarray, n_draws: int, rng: np.random.Generator
+    params: np.ndarray,
+    cov_log: np.ndarray,
+    n_draws: int,
+    rng: np.random.Generator,
+    sigma_b_quantile: Sequence[Callable[[np.ndarray], np.ndarray]] | None = None,
 ) -> np.ndarray:
     """``(B, A, 4)`` parameters drawn from ``exp(N(ln params, cov_log))``.
 
     ``params`` is ``(A, 4)``, ``cov_log`` ``(A, 4, 4)`` (zeros = no uncertainty).
+    ``sigma_b_quantile`` (one function per axis, probabilities -> sigma_b) replaces
+    sigma_b's log-normal marginal (e.g. by its Q-profile, which may give 0): sigma_b is
+    the quantile at ``Φ`` of its standardised log-normal deviate (a Gaussian copula, so
+    its correlation with the other parameters is kept), or at an independent uniform
+    when its variance in ``cov_log`` is 0.
     """
     a = params.shape[0]
     out = np.empty((n_draws, a, 4))
@@ -46,7 +59,12 @@ def draw_params(
         cov = np.nan_to_num(cov_log[i])
         ev, vec = np.linalg.eigh(0.5 * (cov + cov.T))
         root = vec * np.sqrt(np.clip(ev, 0.0, None))
-        out[:, i, :] = np.exp(np.log(params[i])[None, :] + z[:, i, :] @ root.T)
+        dev = z[:, i, :] @ root.T
+        out[:, i, :] = np.exp(np.log(params[i])[None, :] + dev)
+        if sigma_b_quantile is not None:
+            sd = math.sqrt(max(cov[0, 0], 0.0))
+            u = ndtr(dev[:, 0] / sd if sd > 0 else z[:, i, 0])
+            out[:, i, 0] = sigma_b_quantile[i](u)
     return out
 
 

@@ -12,6 +12,23 @@ with the exact likelihood of a 2-state Kalman filter (state (b, g),
 at every relocalization; g starts stationary at every session start). It is O(N),
 exact for irregular sampling and gaps. Parameters are optimised in log space.
 
+Uncertainty of sigma_b. sigma, tau and sigma_v are estimated from thousands of
+samples and their inverse-Hessian (log-space) uncertainty is calibrated; sigma_b is
+estimated from the k segment offsets only (~16 in a 5-minute session), where
+N(ln σ̂_b, se²) is skewed and leans low. Its stated uncertainty is instead the exact
+Q-profile confidence distribution (Viechtbauer 2007, *Stat. Med.* 26:37-52, the
+random-effects meta-analysis interval; here the offsets' mean is known to be 0, so
+k degrees of freedom). Given (sigma, tau, sigma_v) the generalised-least-squares
+offsets ``b̂ = A⁻¹ r`` (``A = BᵀV⁻¹B``, ``r = BᵀV⁻¹y``, B the segment indicators, V
+the covariance of g + v) are sufficient for sigma_b and ``b̂ ~ N(0, sigma_b² I + C)``
+with ``C = A⁻¹``, so ``Q(s) = b̂ᵀ(s² I + C)⁻¹ b̂`` (decreasing in s) is exactly χ²_k at
+the true sigma_b. The confidence distribution ``P(sigma_b ≤ s) = P(χ²_k ≥ Q(s))``
+puts the truth at a uniform rank; it has a point mass at 0 (the data cannot exclude
+"no offsets"). A and r come from whitening y and B with the scalar GM + white filter
+(O(N·w²), w = segments within a few tau). With ``C = U diag(λ) Uᵀ`` and
+``z = Uᵀb̂``, ``Q(s) = Σ z_j² / (s² + λ_j)``: (λ, z²) is all the model file needs.
+The other parameters' nuisance uncertainty is ignored (they are well determined).
+
 Speed: the time loop is the only loop. Every evaluation runs *all* problems (axes,
 leave-one-out folds) and all finite-difference parameter sets as columns of one
 ``(N, C)`` recursion, so a damped Newton step with a central-difference Hessian costs
@@ -32,10 +49,18 @@ Model file (TOML) written by :meth:`PoseErrorModel.save`, read by
     [axes.<axis>.se_log]  standard errors of ln(sigma_b), ln(sigma), ln(tau_s),
                           ln(sigma_v) (nan when the estimate sits on its bound)
     [axes.<axis>.identified]  per parameter: se_log finite and < 2 (else the Monte
-                              Carlo uses the point estimate)
+                              Carlo uses the point estimate); sigma_b: its Q-profile
+                              is present
     [axes.<axis>.ci95]    [low, high] 95 % intervals exp(ln θ ± 1.96 se_log)
-                          (nan when not identified)
+                          (nan when not identified); sigma_b: Q-profile interval
+                          (low may be 0)
     [axes.<axis>.cov_log] 4x4 covariance of the log-parameters (row-major list)
+    [axes.<axis>.sigma_b_qprofile]  seg_var (λ_j, unit²), seg_proj2 (z_j², unit²)
+                                    (optional)
+
+``sigma_b_qprofile`` is an optional addition to format 1: readers that do not know
+it (older sensorbench, the simulator's model import) ignore it, and files written
+before it load with sigma_b's uncertainty the log-normal exp(N(ln σ̂_b, se²)).
 """
 
 from __future__ import annotations
@@ -48,7 +73,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
+from scipy.special import ndtr, ndtri
+from scipy.stats import chi2
 
 try:
     import tomllib
@@ -176,6 +204,118 @@ def kalman_nll_columns(
         np.multiply(k1, b, out=tmp)
         p11 -= tmp
     return 0.5 * np.sum(w * (_LOG_2PI + np.log(s_all) + nu_all * nu_all / s_all), axis=0)
+
+
+# --------------------------------------------------------------------------- sigma_b Q-profile
+
+
+@numba.njit(cache=True)
+def _offset_normal_equations(
+    y: np.ndarray,
+    dt: np.ndarray,
+    seg: np.ndarray,
+    n_seg: int,
+    sigma: float,
+    tau: float,
+    sigma_v: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``A = BᵀV⁻¹B`` (k, k) and ``r = BᵀV⁻¹y`` (k,) for one session of one axis.
+
+    V is the covariance of g + v (g stationary at sample 0, ``dt`` in s with inf at 0),
+    B the indicator of segment ``seg[i]`` (0..k-1, non-decreasing). The scalar Kalman
+    filter of g whitens y and every column of B with the same gains; a past segment's
+    column is dropped once its filtered state has decayed below 1e-12.
+    """
+    a = np.zeros((n_seg, n_seg))
+    r = np.zeros(n_seg)
+    m = np.zeros(n_seg)
+    e = np.zeros(n_seg)
+    my = 0.0
+    p = 0.0
+    rv = sigma_v * sigma_v
+    s2 = sigma * sigma
+    lo = 0
+    for i in range(y.size):
+        phi = math.exp(-dt[i] / tau) if math.isfinite(dt[i]) else 0.0
+        p = phi * phi * p + s2 * (1.0 - phi * phi)
+        cur = seg[i]
+        my *= phi
+        for j in range(lo, cur + 1):
+            m[j] *= phi
+        while lo < cur and abs(m[lo]) < 1e-12:
+            lo += 1
+        s = p + rv
+        gain = p / s
+        ey = y[i] - my
+        for j in range(lo, cur + 1):
+            e[j] = (1.0 if j == cur else 0.0) - m[j]
+        for j in range(lo, cur + 1):
+            r[j] += e[j] * ey / s
+            for col in range(lo, cur + 1):
+                a[j, col] += e[j] * e[col] / s
+        my += gain * ey
+        for j in range(lo, cur + 1):
+            m[j] += gain * e[j]
+        p = p * rv / s
+    return a, r
+
+
+def offset_qprofile(
+    series: list[ErrorSeries], axis: int, sigma: float, tau_s: float, sigma_v: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(λ, z²)`` of the sigma_b Q-profile (see module docstring), both in unit².
+
+    One entry per segment over all ``series``; sessions are independent, so C is
+    block-diagonal and each session's block is decomposed on its own.
+    """
+    lam, z2 = [], []
+    for s in series:
+        seg = s.segment_id
+        dt = np.empty(s.n)
+        dt[0] = np.inf
+        dt[1:] = np.diff(s.t_s)
+        a, r = _offset_normal_equations(
+            np.ascontiguousarray(s.error[:, axis]), dt, seg, s.n_segments, sigma, tau_s, sigma_v
+        )
+        c = np.linalg.inv(a)
+        ev, vec = np.linalg.eigh(0.5 * (c + c.T))
+        lam.append(ev)
+        z2.append((vec.T @ (c @ r)) ** 2)
+    return np.concatenate(lam), np.concatenate(z2)
+
+
+def _qprofile_q(s2: np.ndarray, lam: np.ndarray, z2: np.ndarray) -> np.ndarray:
+    """``Q = Σ z²/(s² + λ)`` for every s² (any shape)."""
+    s2 = np.asarray(s2, dtype=float)
+    return np.sum(z2 / (s2[..., None] + lam), axis=-1)
+
+
+def qprofile_cdf(s: np.ndarray, lam: np.ndarray, z2: np.ndarray) -> np.ndarray:
+    """``P(sigma_b ≤ s) = P(χ²_k ≥ Q(s))`` (k = len(λ)); s in the axis unit, ≥ 0."""
+    return chi2.sf(_qprofile_q(np.asarray(s, dtype=float) ** 2, lam, z2), lam.size)
+
+
+def qprofile_quantile(u: np.ndarray, lam: np.ndarray, z2: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`qprofile_cdf`: sigma_b at probabilities ``u`` (0 below the mass at 0).
+
+    Solves ``Q(s²) = χ²_k.isf(u)`` by Newton on ``1/Q``, which is increasing and concave
+    in s² (so the iteration from s² = 0 approaches the root from below, monotonically).
+    """
+    u = np.asarray(u, dtype=float)
+    with np.errstate(divide="ignore"):
+        target = 1.0 / chi2.isf(u, lam.size)
+    x = np.zeros(u.shape)
+    for _ in range(100):
+        w = z2 / (x[..., None] + lam)
+        q = np.sum(w, axis=-1)
+        dq = np.sum(w / (x[..., None] + lam), axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = np.where(q > 0, (target - 1.0 / q) * q * q / dq, 0.0)
+        step = np.where(np.isfinite(step), np.maximum(step, 0.0), 0.0)
+        x += step
+        if np.all(step <= 1e-12 * x):
+            break
+    return np.where(target == np.inf, np.inf, np.sqrt(x))
 
 
 # --------------------------------------------------------------------------- optimizer
@@ -339,6 +479,13 @@ class AxisFit:
     n_segments: int = 0
     neg_log_likelihood: float = float("nan")
     converged: bool = True
+    qprofile_var: np.ndarray = field(default_factory=lambda: np.empty(0))  # λ_j, unit²
+    qprofile_proj2: np.ndarray = field(default_factory=lambda: np.empty(0))  # z_j², unit²
+
+    @property
+    def has_qprofile(self) -> bool:
+        """True when sigma_b's uncertainty is its Q-profile (fits, and files holding it)."""
+        return self.qprofile_var.size > 0
 
     @property
     def unit(self) -> str:
@@ -363,20 +510,57 @@ class AxisFit:
         sensor's) has a huge or undefined se_log; the Monte Carlo then uses its point
         estimate instead of drawing it.
         """
+        ok = self._log_identified()
+        ok[0] |= self.has_qprofile
+        return ok
+
+    def _log_identified(self) -> np.ndarray:
         se = self.se_log
         return np.isfinite(se) & (se < MAX_SE_LOG)
 
     def cov_log_usable(self) -> np.ndarray:
-        """Covariance with the rows/columns of unidentified parameters set to 0."""
-        ok = self.identified
+        """Covariance with the rows/columns of parameters with se_log ≥ 2 or nan set to 0."""
+        ok = self._log_identified()
         return np.where(ok[:, None] & ok[None, :], np.nan_to_num(self.cov_log), 0.0)
 
+    def sigma_b_quantile(self, u: np.ndarray) -> np.ndarray:
+        """sigma_b (axis unit) at probabilities ``u`` of its stated uncertainty.
+
+        The Q-profile confidence distribution when present, else the log-normal
+        ``exp(N(ln σ̂_b, se²))`` (the point estimate if se_log is not usable).
+        """
+        u = np.asarray(u, dtype=float)
+        if self.has_qprofile:
+            return qprofile_quantile(u, self.qprofile_var, self.qprofile_proj2)
+        se = self.se_log[0] if self._log_identified()[0] else 0.0
+        with np.errstate(over="ignore", divide="ignore"):
+            return self.sigma_b * np.exp(se * ndtri(u))
+
+    def sigma_b_cdf(self, s: np.ndarray) -> np.ndarray:
+        """P(sigma_b ≤ s) under its stated uncertainty (see :meth:`sigma_b_quantile`)."""
+        s = np.asarray(s, dtype=float)
+        if self.has_qprofile:
+            return qprofile_cdf(s, self.qprofile_var, self.qprofile_proj2)
+        se = self.se_log[0] if self._log_identified()[0] else 0.0
+        with np.errstate(divide="ignore"):
+            d = np.log(s) - math.log(self.sigma_b)
+        if se == 0.0:
+            return (d >= 0).astype(float)
+        return ndtr(d / se)
+
     def ci(self, z: float = 1.959963984540054) -> np.ndarray:
-        """``(4, 2)`` intervals ``exp(ln θ ± z se)`` (nan for unidentified parameters)."""
+        """``(4, 2)`` central intervals of probability ``2Φ(z) − 1`` (nan if unidentified).
+
+        ``exp(ln θ ± z se)`` for sigma, tau and sigma_v; for sigma_b the quantiles
+        ``Φ(∓z)`` of its Q-profile (the lower end may be 0), else as the others.
+        """
         lv = np.log(self.values)
         se = np.where(self.identified, self.se_log, np.nan)
         with np.errstate(over="ignore"):
-            return np.exp(np.stack([lv - z * se, lv + z * se], axis=1))
+            out = np.exp(np.stack([lv - z * se, lv + z * se], axis=1))
+        if self.has_qprofile:
+            out[0] = self.sigma_b_quantile(ndtr(np.array([-z, z])))
+        return out
 
 
 @dataclass
@@ -397,13 +581,23 @@ class PoseErrorModel:
         """``(6, 4, 4)`` log-parameter covariances, unidentified parameters zeroed."""
         return np.stack([self.axes[a].cov_log_usable() for a in AXES])
 
+    def sigma_b_quantiles(self) -> list[Callable[[np.ndarray], np.ndarray]]:
+        """Per axis (:data:`AXES` order) the quantile function of sigma_b's uncertainty."""
+        return [self.axes[a].sigma_b_quantile for a in AXES]
+
     def with_params(self, params: np.ndarray, note: str) -> PoseErrorModel:
         """A copy with replaced ``(6, 4)`` parameters (uncertainty kept), noted in provenance."""
         axes = {}
         for i, a in enumerate(AXES):
             src = self.axes[a]
             axes[a] = AxisFit(
-                a, *map(float, params[i]), src.cov_log.copy(), src.n_samples, src.n_segments
+                a,
+                *map(float, params[i]),
+                src.cov_log.copy(),
+                src.n_samples,
+                src.n_segments,
+                qprofile_var=src.qprofile_var.copy(),
+                qprofile_proj2=src.qprofile_proj2.copy(),
             )
         prov = dict(self.provenance)
         prov["modified"] = note
@@ -432,6 +626,11 @@ class PoseErrorModel:
                 "ci95": {k: [float(ci[i, 0]), float(ci[i, 1])] for i, k in enumerate(PARAMS)},
                 "cov_log": [float(v) for v in f.cov_log.ravel()],
             }
+            if f.has_qprofile:
+                axes[a]["sigma_b_qprofile"] = {
+                    "seg_var": [float(v) for v in f.qprofile_var],
+                    "seg_proj2": [float(v) for v in f.qprofile_proj2],
+                }
         return {
             "model": {
                 "kind": MODEL_KIND,
@@ -473,6 +672,14 @@ class PoseErrorModel:
             for a in AXES:
                 t = doc["axes"][a]
                 cov = np.array(t.get("cov_log", [0.0] * 16), dtype=float).reshape(4, 4)
+                qp = t.get("sigma_b_qprofile", {})
+                lam = np.array(qp.get("seg_var", []), dtype=float)
+                z2 = np.array(qp.get("seg_proj2", []), dtype=float)
+                if lam.shape != z2.shape or np.any(~(lam > 0)) or np.any(~(z2 >= 0)):
+                    raise FitError(
+                        f"{source}: axes.{a}.sigma_b_qprofile: seg_var (> 0) and seg_proj2 "
+                        "(≥ 0) must be finite and of equal length; refit to rewrite it"
+                    )
                 axes[a] = AxisFit(
                     a,
                     float(t["sigma_b"]),
@@ -484,6 +691,8 @@ class PoseErrorModel:
                     int(t.get("n_segments", 0)),
                     float(t.get("neg_log_likelihood", float("nan"))),
                     bool(t.get("converged", True)),
+                    lam,
+                    z2,
                 )
                 if not np.all(axes[a].values > 0) or not np.all(np.isfinite(axes[a].values)):
                     raise FitError(f"{source}: axes.{a}: parameters must be finite and > 0")
@@ -741,14 +950,18 @@ def fit_groups(
         for a, name in enumerate(AXES):
             pi = gi * len(AXES) + a
             cov = _cov_from_hessian(res.hess[pi], res.at_bound[pi])
+            values = np.exp(res.theta[pi])
+            lam, z2 = offset_qprofile([series[s] for s in g], a, *values[1:])
             fits[name] = AxisFit(
                 name,
-                *map(float, np.exp(res.theta[pi])),
+                *map(float, values),
                 cov,
                 int(sum(series[s].n for s in g)),
                 int(sum(series[s].n_segments for s in g)),
                 float(res.nll[pi]),
                 bool(res.converged[pi]),
+                lam,
+                z2,
             )
         out.append(fits)
     return out

@@ -23,6 +23,7 @@ sessions, so a correct model passes the whole campaign with probability ≈ 1 - 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,9 +208,16 @@ def check_session(
     n_draws: int,
     rng: np.random.Generator,
     alpha_session: float,
+    sigma_b_quantile: list[Callable[[np.ndarray], np.ndarray]] | None = None,
 ) -> SessionCheck:
-    """Place one session's real statistics among ``n_draws`` simulations of the model."""
-    sim_params = params if cov_log is None else draw_params(params, cov_log, n_draws, rng)
+    """Place one session's real statistics among ``n_draws`` simulations of the model.
+
+    With ``cov_log``, every draw has its own parameters (:func:`draw_params`;
+    ``sigma_b_quantile``: per axis, sigma_b's stated uncertainty as a quantile function).
+    """
+    sim_params = (
+        params if cov_log is None else draw_params(params, cov_log, n_draws, rng, sigma_b_quantile)
+    )
     sims = simulate_statistics(sim_params, series.t_s, series.reloc, n_draws, rng)
     obs = error_statistics(series.t_s, series.reloc, series.error)
     a, s = len(AXES), len(STAT_NAMES)
@@ -282,12 +290,13 @@ def validate_sessions(
             (
                 np.stack([f[a].values for a in AXES]),
                 np.stack([f[a].cov_log_usable() for a in AXES]),
+                [f[a].sigma_b_quantile for a in AXES],
             )
             for f in fits
         ]
         mode = "leave-one-session-out"
     else:
-        models = [(model.params_array(), model.cov_log_array())] * n
+        models = [(model.params_array(), model.cov_log_array(), model.sigma_b_quantiles())] * n
         mode = "given model"
     alpha_session = 1.0 - (1.0 - alpha) ** (1.0 / n)
     rng = np.random.default_rng(seed)
@@ -300,8 +309,9 @@ def validate_sessions(
             n_draws,
             streams[i],
             alpha_session,
+            quantiles,
         )
-        for i, (s, (p, cov)) in enumerate(zip(series, models, strict=True))
+        for i, (s, (p, cov, quantiles)) in enumerate(zip(series, models, strict=True))
     ]
     return ValidationReport(
         checks, n_draws, seed, alpha, alpha_session, mode, parameter_uncertainty

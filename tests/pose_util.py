@@ -115,14 +115,16 @@ def sbc_fits(
     reloc_mean_s: float = 20.0,
     n_rank_draws: int = 999,
 ) -> dict[str, np.ndarray]:
-    """Simulation-based calibration of the fitter.
+    """Simulation-based calibration of the fitter's stated uncertainty.
 
     For every (session, axis) a truth is drawn from :data:`SBC_PRIOR`, a session is
     simulated and every axis refitted; returns ``truth``, ``estimate``, ``se_log``
     (``(n_sessions * 6, 4)``), ``rank_u`` — the truth's rank among ``n_rank_draws``
-    draws from the fit's stated uncertainty N(ln θ̂, inverse Hessian), scaled to
-    (0, 1) — and ``covered95`` (truth inside the stated 95 % interval).
+    draws from the library's stated uncertainty (:func:`draw_params` with the fit's
+    usable log covariance and sigma_b's Q-profile, as the validation draws them),
+    scaled to (0, 1) — and ``covered95`` (truth inside :meth:`AxisFit.ci`).
     """
+    from sensorbench.characterize.gm_montecarlo import draw_params
     from sensorbench.characterize.pose_error import fit_groups
     from sensorbench.characterize.pose_series import AXES
 
@@ -135,24 +137,25 @@ def sbc_fits(
         e = simulate_errors(truth, t, reloc, 1, rng)[0]
         series.append(ErrorSeries(t, e, reloc, name=f"sbc-{seed}-{i}"))
         truths.append(truth)
-    fits = fit_groups(series, [[i] for i in range(n_sessions)])
+    fits = [f[a] for f in fit_groups(series, [[i] for i in range(n_sessions)]) for a in AXES]
     truth = np.concatenate(truths)
-    est = np.array([fits[i][a].values for i in range(n_sessions) for a in AXES])
-    cov = np.array([fits[i][a].cov_log for i in range(n_sessions) for a in AXES])
-    se = np.sqrt(np.stack([np.diag(c) for c in cov]))
-    z = rng.standard_normal((n_rank_draws, *est.shape))
-    draws = np.log(est)[None] + z * se[None]
-    rank = np.sum(draws < np.log(truth)[None], axis=0)
-    ci_lo = np.log(est) - 1.959963984540054 * se
-    ci_hi = np.log(est) + 1.959963984540054 * se
-    lt = np.log(truth)
+    est = np.array([f.values for f in fits])
+    draws = draw_params(
+        est,
+        np.array([f.cov_log_usable() for f in fits]),
+        n_rank_draws,
+        rng,
+        [f.sigma_b_quantile for f in fits],
+    )
+    rank = np.sum(draws < truth[None], axis=0)
+    ci = np.array([f.ci() for f in fits])
     return {
         "truth": truth,
         "estimate": est,
-        "se_log": se,
+        "se_log": np.array([f.se_log for f in fits]),
         "rank_u": (rank + 0.5) / (n_rank_draws + 1),
-        "covered95": (lt >= ci_lo) & (lt <= ci_hi),
-        "converged": np.array([fits[i][a].converged for i in range(n_sessions) for a in AXES]),
+        "covered95": (truth >= ci[:, :, 0]) & (truth <= ci[:, :, 1]),
+        "converged": np.array([f.converged for f in fits]),
     }
 
 
