@@ -45,13 +45,13 @@ residual of the linear fit over the offset (a grid, then a bounded 1-D search).
 from __future__ import annotations
 
 import os
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tomllib
 from scipy.optimize import minimize_scalar
 
 from sensorbench.errors import FitError, FusionError, SessionError

@@ -35,13 +35,13 @@ import math
 import os
 import re
 import tempfile
+import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tomllib
 
 from sensorbench import __version__
 from sensorbench.errors import FitError, SensorbenchError

@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,11 +53,6 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import ConfigError
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
 
 KINDS = ("ld19", "a1", "pods")
 DEFAULT_BAUD = {"ld19": 230400, "a1": 115200, "pods": 115200}

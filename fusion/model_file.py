@@ -18,11 +18,10 @@ import datetime as _dt
 import hashlib
 import math
 import os
+import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from sensorbench import __version__
 from sensorbench.errors import FusionError
@@ -126,7 +125,7 @@ def write_model(
             "kind": kind,
             "format_version": format_version,
             "software": f"sensorbench {__version__}",
-            "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "created_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         },
         "units": dict(units),
         "provenance": dict(prov),

@@ -38,11 +38,11 @@ import math
 import os
 import threading
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import tomllib
 
 from sensorbench import __version__
 from sensorbench.drivers.capture import BringupResult, CaptureResult, run_capture

@@ -18,12 +18,11 @@ import copy
 import itertools
 import json
 import math
+import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from sensorbench.errors import SimError
 

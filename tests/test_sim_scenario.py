@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from sensorbench.errors import SimError
 from sensorbench.sim.scenario import dumps_toml, list_scenarios, load_scenario, parse_scenario
