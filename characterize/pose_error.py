@@ -68,6 +68,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import math
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,11 +78,6 @@ import numba
 import numpy as np
 from scipy.special import ndtr, ndtri
 from scipy.stats import chi2
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
 
 from sensorbench import __version__
 from sensorbench.characterize.pose_series import AXES, AXIS_UNITS, ErrorSeries
@@ -981,7 +977,7 @@ def fit_pose_error(
     fits = fit_groups(series, [list(range(len(series)))], options)[0]
     prov: dict[str, Any] = {
         "software": f"sensorbench {__version__}",
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "fit_options": options.as_dict(),
         "sessions": [s.name for s in series],
     }
