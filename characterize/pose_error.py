@@ -532,18 +532,6 @@ class AxisFit:
         with np.errstate(over="ignore", divide="ignore"):
             return self.sigma_b * np.exp(se * ndtri(u))
 
-    def sigma_b_cdf(self, s: np.ndarray) -> np.ndarray:
-        """P(sigma_b ≤ s) under its stated uncertainty (see :meth:`sigma_b_quantile`)."""
-        s = np.asarray(s, dtype=float)
-        if self.has_qprofile:
-            return qprofile_cdf(s, self.qprofile_var, self.qprofile_proj2)
-        se = self.se_log[0] if self._log_identified()[0] else 0.0
-        with np.errstate(divide="ignore"):
-            d = np.log(s) - math.log(self.sigma_b)
-        if se == 0.0:
-            return (d >= 0).astype(float)
-        return ndtr(d / se)
-
     def ci(self, z: float = 1.959963984540054) -> np.ndarray:
         """``(4, 2)`` central intervals of probability ``2Φ(z) − 1`` (nan if unidentified).
 
