@@ -50,6 +50,8 @@ from sensorbench.logs import Session
 ProgressFn = Callable[[str], None]
 POSE_AXES = ("x", "y", "z", "roll", "pitch", "yaw")
 POSE_PARAMS = ("sigma_b", "sigma", "tau_s", "sigma_v")
+Z_999 = 3.2905267314919255
+"""Normal quantile of the central 99.9 % intervals given in the JSON beside the 95 % ones."""
 
 
 @dataclass(frozen=True)
@@ -512,6 +514,7 @@ def _pose_section(
     for i, a in enumerate(POSE_AXES):
         f = model.axes[a]
         ci = f.ci()
+        ci999 = f.ci(Z_999)
         unit = "m" if i < 3 else "rad"
         for j, p in enumerate(POSE_PARAMS):
             u = "s" if p == "tau_s" else unit
@@ -534,6 +537,7 @@ def _pose_section(
                     "param": p,
                     "value": float(params[i, j]),
                     "ci95": [float(ci[j, 0]), float(ci[j, 1])],
+                    "ci99.9": [float(ci999[j, 0]), float(ci999[j, 1])],
                     "identified": bool(f.identified[j]),
                     "truth": tv,
                 }

@@ -290,7 +290,8 @@ def summary_rows(res: DemoResult) -> list[dict[str, Any]]:
     """Key recovered values next to the simulated truth, from the report's content.
 
     Each row: ``name``, ``value``, ``sigma`` (1σ; for the pose-error model the 95 %
-    interval's width / 3.92, and the interval itself as ``ci95``), ``truth``, ``unit``
+    interval's width / 3.92, and the intervals themselves as ``ci95`` and
+    ``ci99.9``), ``truth``, ``unit``
     (SI; τ on the files' time base).
     """
     data = res.report_data or {}
@@ -322,6 +323,7 @@ def summary_rows(res: DemoResult) -> list[dict[str, Any]]:
                     "truth": p["truth"],
                     "unit": unit,
                     "ci95": [lo, hi],
+                    "ci99.9": p["ci99.9"],
                 }
             )
     for label, devices in (data.get("lidar") or {}).items():
