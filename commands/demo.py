@@ -104,10 +104,17 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
     v = res.report_data.get("validation")
     if v is not None:
         verdicts = ", ".join(
-            f"{c['name']} {'pass' if c['passed'] else 'FAIL'}" for c in v["sessions"]
+            f"{c['name']} {'pass' if c['passed'] else 'FAIL'}"
+            + _wrong_note(c.get("simulated_wrong_relocalizations"))
+            for c in v["sessions"]
         )
         click.echo(
             f"validation (leave-one-session-out, {v['draws']} draws): "
             f"{'PASSED' if v['passed'] else 'FAILED'} ({verdicts})"
         )
     click.echo(f"done in {total:.0f} s; report: {res.report}")
+
+
+def _wrong_note(n: int | None) -> str:
+    """`` (k simulated wrong relocalizations)`` for a session that has any, else empty."""
+    return f" ({n} simulated wrong relocalization{'s' if n > 1 else ''})" if n else ""

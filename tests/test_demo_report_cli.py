@@ -6,9 +6,11 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 from click.testing import CliRunner
 
 from sensorbench.cli import cli
+from sensorbench.logs import Session
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.simulation import simulate_to_session
 
@@ -36,6 +38,12 @@ def test_report_of_simulated_sessions_shows_truth_beside_fits(tmp_path: Path) ->
     assert params[("x", "sigma")]["truth"] == 0.02
     assert params[("yaw", "tau_s")]["truth"] == 8.0  # real time: not rescaled
     assert len(doc["validation"]["sessions"]) == 3  # every session with both pose streams
+    # the simulator's gross wrong relocalizations (truth) beside each verdict
+    for v, path in zip(doc["validation"]["sessions"], paths, strict=True):
+        with Session(path) as s:
+            want = int(np.count_nonzero(s.truth("pose_sensor/reloc_wrong")))
+        assert v["simulated_wrong_relocalizations"] == want
+    assert "simulated wrong relocalizations</th>" in page
     # no pods model given: no pod section; provenance of every file with its hash
     assert "pods" not in doc and ">Pods</h2>" not in page
     assert "#section-1" in page  # the contents link to the sections
