@@ -1,11 +1,18 @@
-"""Split x/y/heading filters against the joint 6-state EKF on the same replay.
+"""Split x/y/heading filters against the joint 6-state EKF on the same replays.
 
-One simulated figure-8 session (the simulator's default pods: slip, scrub and
-bounces) is replayed through both filters with the true pod geometry and the
-noise fitted from the session itself. Printed: each filter's RMS position
-error against the simulator's truth, the accuracy ratio (split/joint, target
-≤ 1.05), the split filters' replay rate (target ≥ 100 000 steps/s) and the
-per-step cost ratio joint/split (target ≥ 10), all measured in this run.
+Simulated figure-8 sessions (the simulator's default pods: slip, scrub and
+bounces; 3 seeds with ``--quick``, 8 without) are replayed through both filters
+with the true pod geometry and the noise fitted from each session itself.
+Printed: each filter's RMS position and heading error against the simulator's
+truth (means over the seeds), the accuracy ratio split/joint (geometric mean of
+the per-seed ratios, target ≤ 1.05), the split filters' replay rate (target
+≥ 100 000 steps/s) and the per-step cost ratio joint/split (target ≥ 10), all
+measured in this run.
+
+Several seeds because one says little: without absolute aiding both filters
+follow the odometry, whose drift (slip, scale) dominates the error, and the
+per-seed ratio scatters (log-sd ≈ 0.07 now; 0.55 while the joint filter scaled
+rejected innovations back to its gate, which made one seed read 2.2×).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from sensorbench.bench import BenchResult
 from sensorbench.characterize.noise_fit import fit_noise
 from sensorbench.fusion.joint_filter import JointFilter
 from sensorbench.fusion.odometry_replay import pose_errors, read_odometry
-from sensorbench.fusion.pod_kinematics import PodGeometry
+from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path
 from sensorbench.fusion.split_filter import SplitFilter
 from sensorbench.logs import Session
 from sensorbench.sim.scenario import load_scenario
@@ -45,10 +52,10 @@ def _best_time(fn, repeats: int) -> tuple[float, object]:
     return best, out
 
 
-def run(quick: bool) -> list[BenchResult]:
-    """Accuracy and cost of the split vs the joint filter on one replay."""
+def _replay(seed: int, quick: bool) -> dict[str, float]:
+    """Errors (m, rad) of dead reckoning and both filters on one seed, and their times (s)."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = _session(Path(tmp) / "figure8.h5", seed=7)
+        path = _session(Path(tmp) / "figure8.h5", seed=seed)
         with Session(path) as s:
             g = s.truth("pods/geometry")
             t_truth = s.truth("pose/t_ns")
@@ -60,21 +67,51 @@ def run(quick: bool) -> list[BenchResult]:
     inc = odo.increments(geometry)
     t_ref = (t_truth - odo.t0_ns) * 1e-9
     pose0 = tuple(float(np.interp(odo.t_s[0], t_ref, truth[:, k])) for k in range(3))
-    k_n = inc.shape[0]
     split_t, split = _best_time(
         lambda: SplitFilter(noise).run(odo.t_s, inc, pose0), 1 if quick else 3
     )
     joint_t, joint = _best_time(lambda: JointFilter(noise).run(odo.t_s, inc, pose0), 1)
     es = pose_errors(split.t_s, split.pose, t_ref, truth)
     ej = pose_errors(joint.t_s, joint.pose, t_ref, truth)
-    detail = f"{k_n} frames of a simulated figure-8 (seed 7), noise fitted on it, true geometry"
+    ed = pose_errors(odo.t_s, integrate_path(np.nan_to_num(inc), pose0), t_ref, truth)
+    return {
+        "k": inc.shape[0],
+        "split": es["rms_m"],
+        "joint": ej["rms_m"],
+        "dead": ed["rms_m"],
+        "split_head": es["heading_rms_rad"],
+        "joint_head": ej["heading_rms_rad"],
+        "split_t": split_t,
+        "joint_t": joint_t,
+    }
+
+
+def run(quick: bool) -> list[BenchResult]:
+    """Accuracy and cost of the split vs the joint filter over several seeds."""
+    seeds = (7, 1, 2) if quick else (7, 1, 2, 3, 4, 5, 6, 8)
+    rows = [_replay(seed, quick) for seed in seeds]
+
+    def mean(key: str) -> float:
+        return float(np.mean([r[key] for r in rows]))
+
+    log_ratio = np.log([r["split"] / r["joint"] for r in rows])
+    k_n, split_t, joint_t = rows[0]["k"], rows[0]["split_t"], rows[0]["joint_t"]
+    detail = (
+        f"figure-8 seeds {', '.join(map(str, seeds))} (mean), noise fitted on each, true "
+        f"geometry; dead reckoning {mean('dead') * 100:.3f} cm: without aiding both "
+        "filters follow the odometry's drift"
+    )
     return [
-        BenchResult(AREA, "split RMS position error", es["rms_m"] * 100, "cm", None, False, detail),
-        BenchResult(AREA, "joint RMS position error", ej["rms_m"] * 100, "cm", None, False, detail),
+        BenchResult(
+            AREA, "split RMS position error", mean("split") * 100, "cm", None, False, detail
+        ),
+        BenchResult(
+            AREA, "joint RMS position error", mean("joint") * 100, "cm", None, False, detail
+        ),
         BenchResult(
             AREA,
             "split heading RMS error",
-            float(np.degrees(es["heading_rms_rad"])),
+            float(np.degrees(mean("split_head"))),
             "deg",
             None,
             False,
@@ -83,7 +120,7 @@ def run(quick: bool) -> list[BenchResult]:
         BenchResult(
             AREA,
             "joint heading RMS error",
-            float(np.degrees(ej["heading_rms_rad"])),
+            float(np.degrees(mean("joint_head"))),
             "deg",
             None,
             False,
@@ -92,11 +129,12 @@ def run(quick: bool) -> list[BenchResult]:
         BenchResult(
             AREA,
             "accuracy split/joint (RMS position)",
-            es["rms_m"] / ej["rms_m"],
+            float(np.exp(log_ratio.mean())),
             "ratio",
             1.05,
             False,
-            "split RMS error over joint RMS error, same replay",
+            f"geometric mean over {len(seeds)} seeds of split RMS over joint RMS, same "
+            f"replays (per-seed log-ratio sd {log_ratio.std(ddof=1):.2f})",
         ),
         BenchResult(
             AREA,
@@ -105,7 +143,7 @@ def run(quick: bool) -> list[BenchResult]:
             "steps/s",
             100_000.0,
             True,
-            "three axis filters per encoder frame, pure-float loop",
+            f"three axis filters per frame, pure-float loop (seed {seeds[0]}, {k_n} steps)",
         ),
         BenchResult(
             AREA,

@@ -25,18 +25,28 @@ the streak's odometry is restored, as in the split filters.
 
 Why per component: an earlier version scaled the whole 3-D innovation back to
 the gate (ν·√(g/NIS)). A step rejected for its chord (on simulated pods ~7 % of
-steps are: quantization and sin² ramps are not a velocity random walk) then also
-lost most of its heading increment, which fitted. On the figure-8 bench session
-(seed 7) that dropped 32 mrad of heading odometry in all (|·| summed over 898
-rejections; clipping drops 4.9 mrad), and the position RMS was 1.07 cm against
-the split filters' 0.48 cm. Over 12 seeds the ratio joint/split scattered with a
-log-sd of 0.55 (0.6× to 2.7×); with clipping it is 0.99 ± 0.02 (se), log-sd
-0.07. The model itself was not at fault: its Jacobian matches finite
-differences and on data drawn from its own model the mean NIS is 3 within its
-χ² band (``tests/test_fusion_joint_filter.py``).
+steps are: count rounding is not Gaussian, sin² ramps are not a velocity random
+walk) then also lost most of its heading increment, which fitted. On the
+figure-8 bench session (seed 7) that dropped 32 mrad of heading odometry in all
+(|·| summed over 898 rejections; clipping drops 4.9 mrad), and the position RMS
+was 1.07 cm against the split filters' 0.48 cm. Over 12 seeds the ratio
+joint/split scattered with a log-sd of 0.55 (0.6× to 2.6×); with clipping it is
+0.99 ± 0.02 (se), log-sd 0.07. The model itself was not at fault: its Jacobian
+matches finite differences and on data drawn from its own model the mean NIS is
+3 within its χ² band (``tests/test_fusion_joint_filter.py``).
 
 Without absolute aiding neither filter can beat dead reckoning by much: the
 position error is the odometry's own drift (slip, scale), common to both.
+
+Noise: r_x, r_y are fitted for the split filters' *world*-frame x and y; this
+filter applies them to the *body*-frame chord. What it would need is the
+body-frame covariance of the odometry pose error, a full 3×3: for count
+rounding alone ``W⁻¹·W⁻ᵀ/12`` (W in counts per m, rad). On the simulator's pods
+(seed 7) that matches the fitted r_θ to 0.01 %, but its body-x variance is half
+the fitted world r_x and body y and θ correlate (ρ = 0.47: the lateral pod sees
+both). Replaying 12 figure-8 seeds with that covariance instead changed the
+joint/split RMS ratio by +0.4 ± 1.8 % (se): the mismatch is real but it is not
+what costs accuracy, so the fitted diagonal stays.
 """
 
 from __future__ import annotations
