@@ -100,6 +100,7 @@ class JointResult:
     cov: np.ndarray  # (K+1, 6, 6)
     nis: np.ndarray  # (K,)
     accepted: np.ndarray  # (K,)
+    resets: int = 0  # updates forced after ``max_rejects`` consecutive rejections
 
     @property
     def rejected(self) -> int:
@@ -148,6 +149,7 @@ class JointFilter:
         poses[0], vels[0], covs[0] = s[:3], s[3:], P
         eye6 = np.eye(6)
         streak = 0
+        resets = 0
         o_raw = o.copy()
         F = eye6.copy()
         G = np.zeros((6, 3))
@@ -181,6 +183,7 @@ class JointFilter:
                 nu = np.array([chord[k, 0], chord[k, 1], z[2]]) - pred
                 S_inv = np.linalg.inv(H @ P @ H.T + r)
                 d2 = 0.0
+                resets += 1
             raw_step = np.array(
                 [c * chord[k, 0] - sn * chord[k, 1], sn * chord[k, 0] + c * chord[k, 1], z[2]]
             )
@@ -212,4 +215,4 @@ class JointFilter:
                     ]
                 )
             poses[k + 1], vels[k + 1], covs[k + 1] = s[:3], s[3:], P
-        return JointResult(t, poses, vels, covs, nis, accepted)
+        return JointResult(t, poses, vels, covs, nis, accepted, resets)
