@@ -167,7 +167,7 @@ def decode_a1_cmd(
 )
 @click.option("--device", default=None, help="Which A1 of the scenario (default: its first A1).")
 @seed_option()
-@speed_option(min_speed=0.01)
+@speed_option()
 @link_option()
 @click.option(
     "--serial",
@@ -176,7 +176,7 @@ def decode_a1_cmd(
     show_default=True,
     help="The unit's 16-byte serial number, 32 hex digits (GET_INFO).",
 )
-@duration_option(min_s=0.0)
+@duration_option()
 def emulate_a1_cmd(
     scenario: str | None,
     device: str | None,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from sensorbench.sim.serve import duration_option, link_option, seed_option, speed_option
+
 
 def register(cli: click.Group) -> None:
     """Attach ``decode ld19`` and ``emulate ld19``."""
@@ -89,20 +91,9 @@ def decode_ld19_cmd(
     help="Scenario whose LD19 to play (default: a synthetic 6 x 8 m room).",
 )
 @click.option("--lidar", default=None, help="Lidar of the scenario (default: its first LD19).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed.")
-@click.option(
-    "--speed",
-    type=click.FloatRange(min=0.01),
-    default=1.0,
-    show_default=True,
-    help="Simulated seconds per wall second (1 = real time, 375 packets/s).",
-)
-@click.option(
-    "--link",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Stable symlink to create for the tty (like a udev name), e.g. /tmp/ld19.",
-)
+@seed_option()
+@speed_option()
+@link_option()
 @click.option(
     "--startup",
     type=click.FloatRange(min=0.0),
@@ -117,21 +108,16 @@ def decode_ld19_cmd(
     help="Apply the scenario's [faults.<lidar>] table: corruption, drops, slow start, "
     "stalls and unplug/replug at the given simulated times (s).",
 )
-@click.option(
-    "--duration",
-    type=click.FloatRange(min=0.0),
-    default=None,
-    help="Stop after this many wall seconds (default: run until Ctrl-C).",
-)
+@duration_option()
 def emulate_ld19_cmd(
     scenario: str | None,
     lidar: str | None,
     seed: int,
     speed: float,
-    link: Path | None,
+    link: str | None,
     startup: float,
     faults: bool,
-    duration: float | None,
+    duration_s: float | None,
 ) -> None:
     """Serve an emulated LD19 on a pseudo-terminal until Ctrl-C.
 
@@ -169,7 +155,7 @@ def emulate_ld19_cmd(
     with stop_on_signals() as stop:
         emu = LD19Emulator(
             samples,
-            link=str(link) if link is not None else None,
+            link=link,
             speed=speed,
             startup_s=startup,
             faults=faults_on_link,
@@ -189,7 +175,7 @@ def emulate_ld19_cmd(
                 f"LD19 emulator ({source}) at 230400 baud, {speed:g}x; Ctrl-C to stop", err=True
             )
             serve_until_stopped(
-                stop, duration, clock=emu.clock, schedule=schedule, on_fault=on_fault
+                stop, duration_s, clock=emu.clock, schedule=schedule, on_fault=on_fault
             )
         finally:
             emu.stop()

@@ -31,28 +31,24 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def seed_option(default: int | None = 0) -> Callable[[F], F]:
-    """``--seed``: the simulation seed (int); ``None`` defers to the scenario or config."""
+    """``--seed``: the simulation seed (int ≥ 0); ``None`` defers to the scenario or config."""
     return click.option(
         "--seed",
-        type=int,
+        type=click.IntRange(min=0),
         default=default,
         show_default=default is not None,
         help="Simulation seed.",
     )
 
 
-def speed_option(min_speed: float | None = None) -> Callable[[F], F]:
-    """``--speed``: simulated seconds per real second (default 1).
-
-    ``min_speed`` makes click refuse slower speeds; without it only the emulation
-    clock's own check (speed > 0) applies.
-    """
+def speed_option() -> Callable[[F], F]:
+    """``--speed``: simulated seconds per real second (default 1, at least 0.01)."""
     return click.option(
         "--speed",
-        type=float if min_speed is None else click.FloatRange(min=min_speed),
+        type=click.FloatRange(min=0.01),
         default=1.0,
         show_default=True,
-        help="Simulated seconds per real second.",
+        help="Simulated seconds per real second (1 = real time).",
     )
 
 
@@ -66,18 +62,14 @@ def link_option() -> Callable[[F], F]:
     )
 
 
-def duration_option(min_s: float | None = None) -> Callable[[F], F]:
-    """``--duration`` (parameter ``duration_s``): serve for this long (s), else until Ctrl-C.
-
-    ``min_s`` makes click refuse shorter durations; without it a negative one
-    stops at once.
-    """
+def duration_option() -> Callable[[F], F]:
+    """``--duration`` (parameter ``duration_s``): serve for this long (s), else until Ctrl-C."""
     return click.option(
         "--duration",
         "duration_s",
-        type=float if min_s is None else click.FloatRange(min=min_s),
+        type=click.FloatRange(min=0.0),
         default=None,
-        help="Serve for this long (s); default until Ctrl-C.",
+        help="Serve for this many wall seconds; default until Ctrl-C.",
     )
 
 

@@ -17,7 +17,9 @@ import time
 import capture_util as cu
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from sensorbench.cli import cli
 from sensorbench.logs import Session
 from sensorbench.sim.emulated_robot import EmulatedRobot
 
@@ -183,3 +185,18 @@ def test_emulate_pods_prints_its_path_and_serves(tmp_path, protocol: str) -> Non
         proc.wait(10)
     assert proc.returncode == 0
     assert not os.path.exists(link)
+
+
+@pytest.mark.parametrize("device", ["ld19", "a1", "pods", "robot"])
+@pytest.mark.parametrize(
+    "bad", [["--speed", "0"], ["--speed", "0.001"], ["--duration", "-1"], ["--seed", "-3"]]
+)
+def test_emulate_refuses_out_of_range_options_before_starting(
+    tmp_path, device: str, bad: list[str]
+) -> None:
+    """Every emulator takes the same --speed/--duration/--seed ranges, checked by click."""
+    extra = ["--run-dir", str(tmp_path / "run")] if device == "robot" else []
+    res = CliRunner().invoke(cli, ["emulate", device, *extra, *bad])
+    assert res.exit_code == 2, res.output
+    assert bad[0] in res.output
+    assert not (tmp_path / "run").exists()  # nothing was started
