@@ -93,8 +93,8 @@ def _simulate(
     n_draws: int,
     seed: int | np.random.Generator,
     store: bool,
-) -> tuple[np.ndarray, np.ndarray | None, int]:
-    """Run the kernel block by block: accumulators ``(N_ACC, B·A)``, series, axes."""
+) -> tuple[dict[str, np.ndarray], np.ndarray | None, int]:
+    """Run the kernel block by block: statistics ``{stat: (B·A,)}``, series, axes."""
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     lanes, dt, flags, a = _prepare(params, t_s, reloc, n_draws)
     early, late = growth_masks(t_s, flags)
@@ -118,7 +118,7 @@ def _simulate(
         )
         acc[:, j0:j1] = block_acc
         series[:, j0:j1] = block_series
-    return acc, (series if store else None), a
+    return _finish(acc, dt.size, early, late), (series if store else None), a
 
 
 def simulate_errors(
@@ -196,6 +196,5 @@ def simulate_statistics(
     seed: int | np.random.Generator,
 ) -> dict[str, np.ndarray]:
     """``{stat: (B, A)}`` of B simulated draws (see :func:`simulate_errors`), unstored."""
-    acc, _, a = _simulate(params, t_s, reloc, n_draws, seed, store=False)
-    early, late = growth_masks(t_s, reloc)
-    return {k: v.reshape(n_draws, a) for k, v in _finish(acc, len(t_s), early, late).items()}
+    stats, _, a = _simulate(params, t_s, reloc, n_draws, seed, store=False)
+    return {k: v.reshape(n_draws, a) for k, v in stats.items()}

@@ -150,13 +150,12 @@ def _truth_doc(path: Path) -> tuple[dict | None, float]:
     return doc, float(attrs.get("emulation_speed", 1.0))
 
 
-def _wrong_relocalizations(path: Path, sensor: str) -> int | None:
+def _wrong_relocalizations(s: Session, sensor: str) -> int | None:
     """Gross wrong relocalizations the simulator put in a session (None: not simulated)."""
-    with Session(path) as s:
-        name = f"{sensor}/reloc_wrong"
-        if name not in s.truth_names():
-            return None
-        return int(np.count_nonzero(s.truth(name)))
+    name = f"{sensor}/reloc_wrong"
+    if name not in s.truth_names():
+        return None
+    return int(np.count_nonzero(s.truth(name)))
 
 
 def _session_label(path: Path) -> str:
@@ -498,12 +497,13 @@ def _pose_section(
     from sensorbench.characterize.pose_sessions import prepare_sessions
     from sensorbench.characterize.pose_validate import validate_sessions
 
-    use = []
+    use, wrong = [], []
     for path in sessions:
         with Session(path) as s:
             names = s.pose_names()
-        if opts.sensor in names and opts.reference in names:
-            use.append(path)
+            if opts.sensor in names and opts.reference in names:
+                use.append(path)
+                wrong.append(_wrong_relocalizations(s, opts.sensor))
     if not use:
         return ""
     say(f"aligning {len(use)} pose-sensor sessions with {opts.reference}")
@@ -588,7 +588,6 @@ def _pose_section(
     if len(series) >= 2:
         say(f"leave-one-session-out validation ({opts.draws} draws per session)")
         rep = validate_sessions(series, n_draws=opts.draws, seed=opts.seed, alpha=opts.alpha)
-        wrong = [_wrong_relocalizations(p, opts.sensor) for p in use]
         simulated = any(w is not None for w in wrong)
         vrows = []
         for chk, ps, w in zip(rep.sessions, prepared, wrong, strict=True):
