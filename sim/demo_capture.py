@@ -51,7 +51,7 @@ from sensorbench.errors import SimError
 from sensorbench.logs import SessionWriter
 from sensorbench.sim.emulated_robot import DEFAULT_CONFIG, EmulatedRobot
 from sensorbench.sim.scenario import Scenario, dumps_toml
-from sensorbench.sim.simulation import TRUTH_RATE_HZ, Simulation
+from sensorbench.sim.simulation import Simulation, write_common_truth
 
 END_MARGIN_S = 0.5
 """Simulated seconds before the scenario's end at which the capture stops (s)."""
@@ -223,29 +223,7 @@ def _add_truth(path: Path, sim: Simulation, speed: float, t0_ns: int) -> None:
                 ),
             }
         )
-        t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
-        x, y, yaw = sim.truth_pose(t)
-        w.set_truth("pose/t_ns", host_ns(t))
-        w.set_truth(
-            "pose/x_y_yaw",
-            np.column_stack([x, y, yaw]),
-            {"units": "m, m, rad (yaw unwrapped)", "frame": "world"},
-        )
-        if sim.enabled("pods"):
-            pods = sim.pods()
-            w.set_truth(
-                "pods/geometry",
-                pods.geometry.as_array(),
-                {"columns": "x_m y_m angle_rad radius_m counts_per_rev m_per_count"},
-            )
-            w.set_truth("pods/gyro_bias_rad_s", pods.true_gyro_bias_rad_s)
-        if sim.enabled("pose_sensor"):
-            ps = sim.pose_sensor()
-            w.set_truth("pose_sensor/reloc_t_ns", host_ns(ps.reloc_t_s))
-            w.set_truth(
-                "pose_sensor/reloc_offset", ps.reloc_offset, {"columns": "x y z roll pitch yaw"}
-            )
-            w.set_truth("pose_sensor/reloc_wrong", ps.reloc_wrong)
+        write_common_truth(w, sim, host_ns)
         for name in sim.lidar_names():
             g = f"lidar/{name}"
             w.set_truth(f"{g}/mount_xy_yaw", np.asarray(sim.lidar_mount(name), float))

@@ -16,6 +16,7 @@ return, host times int64 ns), plus the ``/truth`` group documented in
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -448,6 +449,40 @@ def simulate_to_session(
     return path
 
 
+def write_common_truth(
+    w: SessionWriter, sim: Simulation, to_ns: Callable[[np.ndarray], np.ndarray]
+) -> None:
+    """The truth every simulated session carries, on the session's time base.
+
+    ``/truth/pose`` (the body pose at :data:`TRUTH_RATE_HZ`), the pods' geometry and
+    gyro bias, and the pose sensor's relocalizations (times, offsets, which were
+    wrong); ``to_ns`` maps simulated seconds to the session's int64 ns.
+    """
+    t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
+    x, y, yaw = sim.truth_pose(t)
+    w.set_truth("pose/t_ns", to_ns(t))
+    w.set_truth(
+        "pose/x_y_yaw",
+        np.column_stack([x, y, yaw]),
+        {"units": "m, m, rad (yaw unwrapped)", "frame": "world"},
+    )
+    if sim.enabled("pods"):
+        pods = sim.pods()
+        w.set_truth(
+            "pods/geometry",
+            pods.geometry.as_array(),
+            {"columns": "x_m y_m angle_rad radius_m counts_per_rev m_per_count"},
+        )
+        w.set_truth("pods/gyro_bias_rad_s", pods.true_gyro_bias_rad_s)
+    if sim.enabled("pose_sensor"):
+        ps = sim.pose_sensor()
+        w.set_truth("pose_sensor/reloc_t_ns", to_ns(ps.reloc_t_s))
+        w.set_truth(
+            "pose_sensor/reloc_offset", ps.reloc_offset, {"columns": "x y z roll pitch yaw"}
+        )
+        w.set_truth("pose_sensor/reloc_wrong", ps.reloc_wrong)
+
+
 def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) -> None:
     scn = sim.scenario
     w.set_truth_attrs(
@@ -462,14 +497,8 @@ def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) 
             "software_version": __version__,
         }
     )
+    write_common_truth(w, sim, _ns)
     t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
-    x, y, yaw = sim.truth_pose(t)
-    w.set_truth("pose/t_ns", _ns(t))
-    w.set_truth(
-        "pose/x_y_yaw",
-        np.column_stack([x, y, yaw]),
-        {"units": "m, m, rad (yaw unwrapped)", "frame": "world"},
-    )
     w.set_truth(
         "pose/twist_body",
         np.column_stack(sim.truth_twist_body(t)),
@@ -513,18 +542,12 @@ def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) 
     if "pods" in streams:
         pods: PodSamples = streams["pods"]  # type: ignore[assignment]
         w.set_truth(
-            "pods/geometry",
-            pods.geometry.as_array(),
-            {"columns": "x_m y_m angle_rad radius_m counts_per_rev m_per_count"},
-        )
-        w.set_truth(
             "pods/kinematic_matrix",
             pods.geometry.kinematic_matrix(),
             {"meaning": "dn = W (dx, dy, dtheta), counts per m / per rad"},
         )
         w.set_truth("pods/true_distance_m", pods.true_distance_m)
         w.set_truth("pods/measured_distance_m", pods.measured_distance_m)
-        w.set_truth("pods/gyro_bias_rad_s", pods.true_gyro_bias_rad_s)
         w.set_truth_attrs({"params_toml": dumps_toml(pods.params)}, "pods")
     if "mocap" in streams:
         mo: PoseSamples = streams["mocap"]  # type: ignore[assignment]
@@ -542,8 +565,3 @@ def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) 
             },
         )
         w.set_truth("pose_sensor/gm", ps.gm, {"columns": "x y z roll pitch yaw"})
-        w.set_truth("pose_sensor/reloc_t_ns", _ns(ps.reloc_t_s))
-        w.set_truth(
-            "pose_sensor/reloc_offset", ps.reloc_offset, {"columns": "x y z roll pitch yaw"}
-        )
-        w.set_truth("pose_sensor/reloc_wrong", ps.reloc_wrong)
