@@ -10,6 +10,19 @@ from pathlib import Path
 import click
 
 
+def _holds_demo(out_dir: Path) -> bool:
+    """True when ``out_dir`` already holds a demo's sessions."""
+    return (out_dir / "sessions").exists() and any((out_dir / "sessions").glob("*.h5"))
+
+
+def _next_free(out_dir: Path) -> Path:
+    """``out_dir-2``, ``out_dir-3``, ...: the first that holds no demo."""
+    n = 2
+    while _holds_demo(out_dir.with_name(f"{out_dir.name}-{n}")):
+        n += 1
+    return out_dir.with_name(f"{out_dir.name}-{n}")
+
+
 def register(cli: click.Group) -> None:
     """Attach ``demo``."""
     cli.add_command(demo_cmd)
@@ -23,7 +36,9 @@ def register(cli: click.Group) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("sensorbench-demo"),
     show_default=True,
-    help="Directory for sessions/, models/ and report/ (created; must not hold a previous demo).",
+    help="Directory for sessions/, models/ and report/ (created; must not hold a previous "
+    "demo). Without -o, a previous demo in the default folder is kept and the next free "
+    "sensorbench-demo-N is used.",
 )
 @click.option(
     "--quick",
@@ -58,8 +73,16 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
     from sensorbench.characterize.report import json_ready
     from sensorbench.sim.demo_campaign import demo_plan, run_demo, summary_rows
 
-    if (out_dir / "sessions").exists() and any((out_dir / "sessions").glob("*.h5")):
-        raise click.UsageError(f"{out_dir} holds a previous demo; choose another -o or remove it")
+    if _holds_demo(out_dir):
+        if click.get_current_context().get_parameter_source("out_dir") is not (
+            click.core.ParameterSource.DEFAULT
+        ):
+            raise click.UsageError(
+                f"{out_dir} holds a previous demo; choose another -o or remove it"
+            )
+        previous, out_dir = out_dir, _next_free(out_dir)
+        if not as_json:
+            click.echo(f"{previous} holds a previous demo, kept; writing to {out_dir}", err=True)
     plan = demo_plan(quick=quick, speed=speed, seed=seed)
     t0 = time.monotonic()
 

@@ -29,3 +29,25 @@ def test_demo_refuses_a_speed_above_the_maximum_and_a_previous_demo(tmp_path: Pa
     (tmp_path / "old" / "sessions" / "forward.h5").write_bytes(b"")
     res = CliRunner().invoke(cli, ["demo", "--quick", "-o", str(tmp_path / "old")])
     assert res.exit_code == 2 and "previous demo" in res.output
+
+
+def test_demo_without_o_keeps_a_previous_demo_and_takes_the_next_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's ``./dev demo`` can be run twice: the first demo's files stay."""
+    import sensorbench.sim.demo_campaign as campaign
+
+    seen: list[Path] = []
+
+    def fake_run_demo(out_dir: Path, plan: object, progress: object) -> None:
+        seen.append(out_dir)
+        raise SimError("stop here")
+
+    monkeypatch.setattr(campaign, "run_demo", fake_run_demo)
+    monkeypatch.chdir(tmp_path)
+    for name in ("sensorbench-demo", "sensorbench-demo-2"):
+        (tmp_path / name / "sessions").mkdir(parents=True)
+        (tmp_path / name / "sessions" / "forward.h5").write_bytes(b"kept")
+    res = CliRunner().invoke(cli, ["demo", "--quick"])
+    assert seen == [Path("sensorbench-demo-3")], res.output
+    assert (tmp_path / "sensorbench-demo" / "sessions" / "forward.h5").read_bytes() == b"kept"

@@ -1,0 +1,36 @@
+"""Installation hygiene: compiled-kernel caches stay outside the installed package."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import sensorbench
+
+
+def _numba_cache_dir(env: dict[str, str]) -> str:
+    code = (
+        "import json, sensorbench, numba.core.config as c; "
+        "print(json.dumps(c.CACHE_DIR))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
+    return json.loads(out.stdout)
+
+
+def test_numba_cache_is_outside_the_package(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path)
+    cache = Path(_numba_cache_dir(env)).resolve()
+    package = Path(sensorbench.__file__).resolve().parent
+    assert cache == tmp_path.resolve() / "sensorbench" / "numba"
+    assert package not in cache.parents
+
+
+def test_explicit_numba_cache_dir_wins(tmp_path: Path) -> None:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "mine"))
+    assert Path(_numba_cache_dir(env)) == tmp_path / "mine"
