@@ -12,12 +12,14 @@ import sensorbench
 
 
 def _numba_cache_dir(env: dict[str, str]) -> str:
-    code = (
-        "import json, sensorbench, numba.core.config as c; "
-        "print(json.dumps(c.CACHE_DIR))"
-    )
+    code = "import json, sensorbench, numba.core.config as c; print(json.dumps(c.CACHE_DIR))"
     out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     return json.loads(out.stdout)
 
