@@ -56,7 +56,7 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
     2 when a step failed.
     """
     from sensorbench.characterize.report import json_ready
-    from sensorbench.sim.demo_campaign import demo_plan, run_demo, summary_rows
+    from sensorbench.demo.campaign import demo_plan, run_demo, summary_rows
 
     if (out_dir / "sessions").exists() and any((out_dir / "sessions").glob("*.h5")):
         raise click.UsageError(f"{out_dir} holds a previous demo; choose another -o or remove it")

@@ -4,7 +4,7 @@
 named in brackets, on the files the previous steps wrote):
 
 1. captures, through the real capture path (staggered bring-up, real drivers on
-   pseudo-terminals, :mod:`~sensorbench.sim.demo_capture`), the fixed drives
+   pseudo-terminals, :mod:`~sensorbench.demo.capture`), the fixed drives
    ``forward``, ``sideways``, ``spin`` and ``square`` (pods + mocap), a static lidar
    session (``lidar_static``: LD19 + both A1s) and a
    relocalization campaign (``reloc_campaign`` sessions: pods, mocap, pose sensor);
@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from sensorbench.demo.capture import CapturedSession, capture_scenario
 from sensorbench.errors import FitError, SimError
-from sensorbench.sim.demo_capture import CapturedSession, capture_scenario
 from sensorbench.sim.scenario import load_scenario
 
 ProgressFn = Callable[[str], None]
