@@ -15,15 +15,14 @@ from typing import Any
 
 import click
 
-from sensorbench.drivers.robot_config import load_robot_config
-from sensorbench.sim.serve import (
+from sensorbench.commands.emulate_options import (
     duration_option,
     link_option,
     seed_option,
-    serve_until_stopped,
     speed_option,
-    stop_on_signals,
 )
+from sensorbench.drivers.robot_config import load_robot_config
+from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
 
 _CONFIG_HELP = (
     "Robot description (TOML): devices with stable port names, kinds (ld19, a1, pods), "

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import click
 
-from sensorbench.sim.serve import duration_option, link_option, seed_option, speed_option
+from sensorbench.commands.emulate_options import (
+    duration_option,
+    link_option,
+    seed_option,
+    speed_option,
+)
 
 
 def register(cli: click.Group) -> None:
