@@ -129,8 +129,9 @@ def fit_pods_cmd(
     never observable. Units: m, rad (degrees in the table). Exit 1 when any
     parameter was refused (the model file is still written, marked incomplete).
     """
-    from sensorbench.characterize.pod_fit import fit_pods, load_drive
+    from sensorbench.characterize.pod_fit import fit_pods
     from sensorbench.fusion.model_file import provenance
+    from sensorbench.fusion.pod_drive import load_drive
     from sensorbench.fusion.pod_kinematics import condition_number
 
     drives = [load_drive(p) for p in sessions]

@@ -251,8 +251,9 @@ def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Pa
     Raises:
         FitError: the fit failed or could not identify every parameter.
     """
-    from sensorbench.characterize.pod_fit import fit_pods, load_drive
+    from sensorbench.characterize.pod_fit import fit_pods
     from sensorbench.fusion.model_file import provenance
+    from sensorbench.fusion.pod_drive import load_drive
 
     fit = fit_pods([load_drive(p) for p in sessions], interval_s=POD_INTERVAL_SIM_S / speed)
     if not fit.complete:
