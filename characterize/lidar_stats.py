@@ -26,14 +26,10 @@ from sensorbench.characterize.lidar_noise import (
     range_noise,
 )
 from sensorbench.characterize.lidar_static import StaticDetection, detect_static
-from sensorbench.characterize.lidar_timing import (
-    TimingStats,
-    angular_step_rad,
-    timing_stats,
-    turn_start_s,
-)
+from sensorbench.characterize.lidar_timing import TimingStats, timing_stats, turn_start_s
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
 from sensorbench.errors import FitError, SessionError
+from sensorbench.fusion.scan_bins import angular_step_rad
 from sensorbench.logs import Event, LidarTurns, Session
 
 
