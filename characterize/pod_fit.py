@@ -410,8 +410,8 @@ def fit_pods(
     """Fit every pod's distance per tick, rolling angle and lever arm.
 
     Args:
-        drives: prepared sessions (:func:`~sensorbench.fusion.pod_drive.load_drive`), e.g. forward, sideways,
-            spin and square drives.
+        drives: prepared sessions (:func:`~sensorbench.fusion.pod_drive.load_drive`),
+            e.g. forward, sideways, spin and square drives.
         interval_s: length of the fitting intervals (s); longer intervals shrink
             the errors-in-variables bias from reference noise.
         max_offset_s: search range of the encoder/reference time offset (s).
