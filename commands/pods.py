@@ -296,14 +296,11 @@ def replay_cmd(
     IMU yaw in the encoder stream, frames where a parallel pod bounced are
     rebuilt from the other two pods and the gyro first.
     """
+    from sensorbench.characterize.pose_aid import load_pose_aid_model
     from sensorbench.fusion.odometry_replay import replay_session
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.fusion.replay_plots import replay_plots
-    from sensorbench.fusion.split_filter import (
-        FilterNoise,
-        load_noise_model,
-        load_pose_aid_model,
-    )
+    from sensorbench.fusion.split_filter import FilterNoise, load_noise_model
 
     geometry = load_pod_model(pods_path)
     noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
