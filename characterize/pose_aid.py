@@ -5,16 +5,16 @@ from __future__ import annotations
 import os
 
 from sensorbench.characterize.pose_error import PoseErrorModel
-from sensorbench.errors import FitError, FusionError
 from sensorbench.fusion.split_filter import PoseAidModel
 
 
 def load_pose_aid_model(path: str | os.PathLike[str]) -> PoseAidModel:
-    """Read the pose-error model file written by ``sensorbench fit pose-error``."""
-    try:
-        model = PoseErrorModel.load(path)
-    except FitError as exc:
-        raise FusionError(str(exc)) from exc
+    """Read the pose-error model file written by ``sensorbench fit pose-error``.
+
+    Raises:
+        ModelFileError: the file is not a usable pose-error model.
+    """
+    model = PoseErrorModel.load(path)
     return PoseAidModel.from_dict(
         {
             a: {

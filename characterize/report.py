@@ -332,13 +332,13 @@ def _pods_section(
 ) -> str:
     if models is None or not (models / "pods.toml").exists():
         return ""
-    from sensorbench.fusion.model_file import read_model
     from sensorbench.fusion.pod_kinematics import (
         POD_MODEL_KIND,
         POD_MODEL_UNITS,
         POD_MODEL_VERSION,
         load_pod_model,
     )
+    from sensorbench.logs.model_file import read_model
 
     doc = read_model(models / "pods.toml", POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS)
     truth = _pods_truth(sessions)
@@ -668,7 +668,7 @@ def _models_table(models: Path | None, hashes: dict[str, str]) -> str:
     """One row per model file: kind, software, date, its inputs and whether they are here."""
     if models is None:
         return ""
-    from sensorbench.fusion.model_file import file_sha256
+    from sensorbench.logs.model_file import file_sha256
 
     rows = []
     for path in sorted(models.glob("*.toml")):
@@ -699,8 +699,8 @@ def _models_table(models: Path | None, hashes: dict[str, str]) -> str:
 
 
 def _provenance_section(sessions: list[Path], models: Path | None, data: dict) -> str:
-    from sensorbench.fusion.model_file import file_sha256
     from sensorbench.logs.info import session_info
+    from sensorbench.logs.model_file import file_sha256
 
     parts = ["<h2>Provenance</h2>"]
     data["provenance"] = []

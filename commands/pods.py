@@ -130,9 +130,9 @@ def fit_pods_cmd(
     parameter was refused (the model file is still written, marked incomplete).
     """
     from sensorbench.characterize.pod_fit import fit_pods
-    from sensorbench.fusion.model_file import provenance
     from sensorbench.fusion.pod_drive import load_drive
     from sensorbench.fusion.pod_kinematics import condition_number
+    from sensorbench.logs.model_file import provenance
 
     drives = [load_drive(p) for p in sessions]
     cpr = None if counts_per_rev is None else [counts_per_rev] * 3
@@ -210,9 +210,9 @@ def fit_noise_cmd(
     still written: the check is a diagnosis, not a refusal).
     """
     from sensorbench.characterize.noise_fit import fit_noise
-    from sensorbench.fusion.model_file import provenance
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.fusion.split_filter import save_noise_model
+    from sensorbench.logs.model_file import provenance
 
     geometry = load_pod_model(pods_path)
     fit = fit_noise(list(sessions), geometry, gate=gate)
@@ -339,8 +339,8 @@ def replay_cmd(
 def _write_estimate(
     output: Path, rp: Any, session: Path, pods_path: Path, noise_path: Path | None
 ) -> None:
-    from sensorbench.fusion.model_file import file_sha256
     from sensorbench.logs import PoseBatch, SessionWriter
+    from sensorbench.logs.model_file import file_sha256
 
     r = rp.result
     n = r.t_s.size

@@ -252,8 +252,8 @@ def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Pa
         FitError: the fit failed or could not identify every parameter.
     """
     from sensorbench.characterize.pod_fit import fit_pods
-    from sensorbench.fusion.model_file import provenance
     from sensorbench.fusion.pod_drive import load_drive
+    from sensorbench.logs.model_file import provenance
 
     fit = fit_pods([load_drive(p) for p in sessions], interval_s=POD_INTERVAL_SIM_S / speed)
     if not fit.complete:
@@ -264,9 +264,9 @@ def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Pa
 def fit_noise_model(sessions: list[Path], pods_model: Path, output: Path) -> Path:
     """Fit the split filters' noise (``fit noise``) and write the model file."""
     from sensorbench.characterize.noise_fit import fit_noise
-    from sensorbench.fusion.model_file import provenance
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.fusion.split_filter import save_noise_model
+    from sensorbench.logs.model_file import provenance
 
     fit = fit_noise(list(sessions), load_pod_model(pods_model))
     prov = provenance([*sessions, pods_model], {"pods_model": str(pods_model)})

@@ -48,9 +48,10 @@ from sensorbench import __version__
 from sensorbench.drivers.capture import BringupResult, CaptureResult, run_capture
 from sensorbench.errors import SimError
 from sensorbench.logs import SessionWriter
+from sensorbench.logs.model_file import dumps_toml
 from sensorbench.sim.emulated_robot import DEFAULT_CONFIG, EmulatedRobot
 from sensorbench.sim.pose_source import SimPoseSource
-from sensorbench.sim.scenario import Scenario, dumps_toml
+from sensorbench.sim.scenario import Scenario
 from sensorbench.sim.simulation import Simulation, write_common_truth
 
 END_MARGIN_S = 0.5

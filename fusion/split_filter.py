@@ -74,9 +74,9 @@ from typing import Any
 
 import numpy as np
 
-from sensorbench.errors import FusionError
-from sensorbench.fusion.model_file import read_model, write_model
+from sensorbench.errors import FusionError, ModelFileError
 from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
+from sensorbench.logs.model_file import read_model, write_model
 
 AXES = ("x", "y", "theta")
 NIS_GATE_99 = 6.63
@@ -146,7 +146,7 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
         axes = doc["axes"]
         return FilterNoise(*(AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES))
     except (KeyError, TypeError, ValueError) as exc:
-        raise FusionError(f"{path}: malformed [axes] table in noise model ({exc})") from exc
+        raise ModelFileError(f"{path}: malformed [axes] table in noise model ({exc})") from exc
 
 
 @dataclass(frozen=True)
