@@ -86,23 +86,6 @@ class Report:
 # ------------------------------------------------------------------ small helpers
 
 
-def json_ready(obj: Any) -> Any:
-    """``obj`` with numpy values as Python ones, paths as text and nan/inf as None."""
-    if isinstance(obj, dict):
-        return {str(k): json_ready(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_ready(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return json_ready(obj.tolist())
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, (str, int, float, bool)) or obj is None:
-        return obj
-    return str(obj)
-
-
 def _esc(v: Any) -> str:
     return html.escape(str(v))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -13,6 +12,7 @@ from sensorbench.commands.emulate_options import (
     seed_option,
     speed_option,
 )
+from sensorbench.json_doc import to_json
 
 
 def register(cli: click.Group) -> None:
@@ -87,7 +87,7 @@ def decode_a1_cmd(
         overwrite=overwrite,
     )
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        click.echo(to_json(summary))
         return
     click.echo(
         f"{output}: {summary['turns']} turns, {summary['points']} points from "

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 
 import click
+
+from sensorbench.json_doc import to_json
 
 
 def register(cli: click.Group) -> None:
@@ -55,7 +56,6 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
     Exit 0 when every step ran (the validation verdict is printed and in the report),
     2 when a step failed.
     """
-    from sensorbench.characterize.report import json_ready
     from sensorbench.demo.campaign import demo_plan, run_demo, summary_rows
 
     if (out_dir / "sessions").exists() and any((out_dir / "sessions").glob("*.h5")):
@@ -96,7 +96,7 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
             "warnings": warnings,
             "total_s": total,
         }
-        click.echo(json.dumps(json_ready(doc), indent=2, allow_nan=False))
+        click.echo(to_json(doc))
         return
     click.echo(f"{'quantity':<40} {'recovered':>12} {'±1σ':>10} {'truth':>12}")
     for r in rows:

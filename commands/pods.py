@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +9,8 @@ from typing import Any
 
 import click
 import numpy as np
+
+from sensorbench.json_doc import to_json
 
 _SESSION = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -51,27 +52,8 @@ def register(cli: click.Group) -> None:
     cli.add_command(replay_cmd)
 
 
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, (np.floating, np.integer, np.bool_)):
-        return obj.item()
-    raise TypeError(type(obj).__name__)
-
-
-def _clean(obj: Any) -> Any:
-    """Replace non-finite floats by None so the JSON is standard."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
-
-
 def _echo_json(doc: dict) -> None:
-    click.echo(json.dumps(_clean(json.loads(json.dumps(doc, default=_json_default))), indent=2))
+    click.echo(to_json(doc))
 
 
 @click.command("pods")

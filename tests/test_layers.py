@@ -19,7 +19,7 @@ PACKAGE = "sensorbench"
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("__init__", "errors"),
+    ("__init__", "errors", "json_doc"),
     ("logs",),
     ("drivers",),
     ("udev",),
@@ -31,7 +31,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("commands", "cli"),
 )
 """Lowest first. A module may import its own layer and every layer below it.
-``__init__`` is the package's own ``__init__.py`` (``__version__``)."""
+``__init__`` is the package's own ``__init__.py`` (``__version__``); ``errors`` and
+``json_doc`` import nothing heavy, so the CLI can import them when it is built."""
 
 NOT_PACKAGE = {"tests", "examples", "dev", "docs", "build"}
 
