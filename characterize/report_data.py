@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -121,6 +121,19 @@ def wrong_relocalizations(s: Session, sensor: str) -> int | None:
     if name not in s.truth_names():
         return None
     return int(np.count_nonzero(s.truth(name)))
+
+
+def validation_document(report: ValidationReport, wrong: Sequence[int | None]) -> dict[str, Any]:
+    """The one JSON schema of a validation (``validate``, ``report`` and ``demo --json``).
+
+    ``report.to_dict()`` (verdicts, percentiles, z, failures, rank histogram; see
+    ``docs/POSE_ERROR.md``) with each session's ``simulated_wrong_relocalizations``
+    (from ``wrong``, in session order; None for a real session).
+    """
+    doc = report.to_dict()
+    for s, w in zip(doc["sessions"], wrong, strict=True):
+        s["simulated_wrong_relocalizations"] = w
+    return doc
 
 
 def _session_label(path: Path) -> str:
@@ -507,19 +520,11 @@ class ValidationSection:
     figures: list[Figure]
 
     def as_dict(self) -> dict[str, Any]:
-        """``data["validation"]``."""
+        """``data["validation"]``: :func:`validation_document`."""
         return {
-            "passed": self.report.passed,
-            "sessions": [
-                {
-                    "name": s.check.name,
-                    "passed": s.check.passed,
-                    "p_joint": s.check.p_joint,
-                    "simulated_wrong_relocalizations": s.wrong_relocalizations,
-                }
-                for s in self.sessions
-            ],
-            "draws": self.draws,
+            "validation": validation_document(
+                self.report, [s.wrong_relocalizations for s in self.sessions]
+            )
         }
 
 
@@ -550,7 +555,7 @@ class PoseSection:
             "pose_error": {"source": self.source, "params": [p.as_dict() for p in self.params]}
         }
         if self.validation is not None:
-            out["validation"] = self.validation.as_dict()
+            out.update(self.validation.as_dict())
         return out
 
 

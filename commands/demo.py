@@ -109,7 +109,7 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
             for c in v["sessions"]
         )
         click.echo(
-            f"validation (leave-one-session-out, {v['draws']} draws): "
+            f"validation (leave-one-session-out, {v['n_draws']} draws): "
             f"{'PASSED' if v['passed'] else 'FAILED'} ({verdicts})"
         )
     click.echo(f"done in {total:.0f} s; report: {res.report}")

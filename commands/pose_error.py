@@ -296,7 +296,14 @@ def validate_cmd(
             )
         figures.append(str(plot_rank_histogram(report, out / "rank_histogram.png")))
     if as_json:
-        doc = report.to_dict()
+        from sensorbench.characterize.report_data import validation_document, wrong_relocalizations
+        from sensorbench.logs import Session
+
+        wrong = []
+        for ps in prepared:
+            with Session(ps.source) as s:
+                wrong.append(wrong_relocalizations(s, selection.sensor))
+        doc = validation_document(report, wrong)
         doc["prepared"] = [ps.to_dict() for ps in prepared]
         doc["figures"] = figures
         doc["model_file"] = model_path
