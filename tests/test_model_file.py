@@ -28,6 +28,7 @@ from sensorbench.fusion.split_filter import (
     save_noise_model,
 )
 from sensorbench.logs.model_file import dumps_toml, file_sha256, provenance
+from sensorbench.sim.scenario import pose_model_overrides
 
 OLD = Path(__file__).parent / "data" / "old_model_files"
 ENVELOPE_MODEL_KEYS = {"kind", "format_version", "software", "created_utc"}
@@ -59,6 +60,7 @@ LOADERS: dict[str, Callable[[Path], object]] = {
     "pods": load_pod_model,
     "noise": load_noise_model,
     "pose_error": PoseErrorModel.load,
+    "pose_error_for_sim": pose_model_overrides,
 }
 
 
@@ -101,6 +103,8 @@ def test_files_written_before_the_shared_envelope_still_load() -> None:
     np.testing.assert_array_equal(g.c, [p["distance_per_tick"] for p in pods])
     noise = load_noise_model(OLD / "noise.toml")
     assert noise.axis("theta") == AxisNoise(0.05, 9e-9)
+    sim = pose_model_overrides(OLD / "pose_error.toml")["pose_sensor"]
+    assert sim["gm_tau_s"] == [doc["axes"][a]["tau_s"] for a in AXES]
 
 
 def test_a_resaved_old_pose_model_moves_its_stamp_to_the_envelope(tmp_path: Path) -> None:
@@ -127,7 +131,7 @@ BREAKS = {
 @pytest.mark.parametrize("defect", sorted(BREAKS))
 def test_every_model_file_failure_is_one_error_type(tmp_path: Path, kind: str, defect: str) -> None:
     change, message = BREAKS[defect]
-    path = OLD / f"{kind}.toml"
+    path = OLD / f"{kind.removesuffix('_for_sim')}.toml"
     bad = tmp_path / "bad.toml"
     if change is not None:
         bad.write_text(change(path.read_text(encoding="utf-8")), encoding="utf-8")
