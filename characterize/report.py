@@ -45,6 +45,7 @@ from sensorbench.characterize.report_data import (
     ReportContent,
     ReportInputs,
     ReportOptions,
+    Section,
     compute_lidar,
     compute_pods,
     compute_pose,
@@ -61,7 +62,7 @@ from sensorbench.errors import FitError, SensorbenchError
 
 __all__ = ["SECTIONS", "Report", "ReportOptions", "build_report"]
 
-SECTIONS: tuple[tuple[Callable[[ReportInputs], Any], Callable[[Any], str]], ...] = (
+SECTIONS: tuple[tuple[Callable[[ReportInputs], Section | None], Callable[[Any], str]], ...] = (
     (compute_lidar, render_lidar),
     (compute_pods, render_pods),
     (compute_pose, render_pose),

@@ -760,7 +760,7 @@ class ReportContent:
     """Every computed section, in page order (a section absent from the inputs is None)."""
 
     sessions: list[Path]
-    sections: list[Any] = field(default_factory=list)
+    sections: list[Section | None] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """``Report.data``: ``{"sessions": [...]}`` then each section's keys."""
