@@ -16,14 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from sensorbench.characterize.pod_fit import (
+from sensorbench.errors import FitError, FusionError, SessionError
+from sensorbench.fusion.pod_drive import (
     Drive,
     align_drive,
     encoder_host_seconds,
     load_drive,
     yaw_from_quat,
 )
-from sensorbench.errors import FitError, FusionError, SessionError
 from sensorbench.fusion.pod_kinematics import (
     PodGeometry,
     body_increments,

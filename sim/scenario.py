@@ -24,7 +24,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sensorbench.errors import SimError
+from sensorbench.errors import ModelFileError, SimError
+from sensorbench.logs.model_file import check_envelope, dumps_toml, load_document
 
 SCENARIO_DIR = Path(str(resources.files("sensorbench.sim") / "scenarios"))
 
@@ -715,21 +716,12 @@ def pose_model_overrides(path: str | Path) -> dict:
     from it is, if anything, slightly noisier than the sensor.
 
     Raises:
-        SimError: unreadable file, not a ``pose_error_gm`` model, or a missing/invalid value.
+        ModelFileError: unreadable file, not a ``pose_error_gm`` model of format 1, or a
+            missing or invalid value.
     """
     p = Path(path)
-    try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SimError(f"cannot read pose model {str(p)!r}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SimError(f"{p}: not valid TOML: {exc}") from None
-    model = doc.get("model", {})
-    if model.get("kind") != "pose_error_gm" or model.get("format_version") != 1:
-        raise SimError(
-            f'{p}: not a pose-error model (need [model] kind = "pose_error_gm", '
-            "format_version = 1, as written by `sensorbench fit pose-error -o`)"
-        )
+    doc = load_document(p)
+    check_envelope(doc, str(p), "pose_error_gm", 1, {}, "pose-error")
     keys = {
         "sigma_b": "reloc_sigma",
         "sigma": "gm_sigma",
@@ -740,64 +732,19 @@ def pose_model_overrides(path: str | Path) -> dict:
     for axis in POSE_AXES:
         table = doc.get("axes", {}).get(axis)
         if not isinstance(table, dict):
-            raise SimError(f"{p}: axes.{axis}: missing")
+            raise ModelFileError(f"{p}: axes.{axis}: missing")
         for src, dst in keys.items():
             value = table.get(src)
             if not _is_num(value) or not math.isfinite(value) or value < 0:
-                raise SimError(
+                raise ModelFileError(
                     f"{p}: axes.{axis}.{src}: must be a finite number >= 0, got {value!r}"
                 )
             out[dst].append(float(value))
     if min(out["gm_tau_s"]) <= 0:
-        raise SimError(f"{p}: axes.*.tau_s: must be > 0 s")
+        raise ModelFileError(f"{p}: axes.*.tau_s: must be > 0 s")
     return {"pose_sensor": out}
 
 
 def list_scenarios() -> list[str]:
     """Names of the shipped scenarios, sorted."""
     return sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))
-
-
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        if math.isnan(v):
-            return "nan"
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
-    raise SimError(f"cannot write {type(v).__name__} to TOML")
-
-
-def _toml_key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
-
-
-def dumps_toml(data: dict, prefix: str = "") -> str:
-    """Serialize nested dicts of scalars and lists to TOML (tables and arrays of tables)."""
-    lines: list[str] = []
-    subs: list[tuple[str, Any]] = []
-    for k, v in data.items():
-        table_list = isinstance(v, list) and v and all(isinstance(x, dict) for x in v)
-        if isinstance(v, dict) or table_list:
-            subs.append((k, v))
-        else:
-            lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
-    out = "\n".join(lines) + ("\n" if lines else "")
-    for k, v in subs:
-        full = f"{prefix}{_toml_key(k)}"
-        if isinstance(v, dict):
-            out += f"\n[{full}]\n" + dumps_toml(v, f"{full}.")
-        else:
-            for item in v:
-                out += f"\n[[{full}]]\n" + dumps_toml(item, f"{full}.")
-    return out

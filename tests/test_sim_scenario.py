@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sensorbench.errors import SimError
-from sensorbench.sim.scenario import dumps_toml, list_scenarios, load_scenario, parse_scenario
+from sensorbench.errors import ModelFileError, SimError
+from sensorbench.logs.model_file import dumps_toml
+from sensorbench.sim.scenario import list_scenarios, load_scenario, parse_scenario
 
 SHIPPED = {
     "forward",
@@ -191,13 +192,16 @@ def test_pose_model_file_drives_the_pose_sensor(tmp_path: Path) -> None:
     assert ps["gm_tau_s"] == pytest.approx([1.0 + k for k in range(6)])
     assert ps["white_sigma"] == pytest.approx([0.0001 * k for k in range(1, 7)])
     f.write_text(_model_text(kind="pods"))
-    with pytest.raises(SimError, match="not a pose-error model"):
+    with pytest.raises(ModelFileError, match="not a pose-error model"):
         pose_model_overrides(f)
     f.write_text(_model_text(drop="pitch"))
-    with pytest.raises(SimError, match=r"axes\.pitch: missing"):
+    with pytest.raises(ModelFileError, match=r"axes\.pitch: missing"):
         pose_model_overrides(f)
-    with pytest.raises(SimError, match="cannot read pose model"):
+    with pytest.raises(ModelFileError, match="cannot read model file"):
         pose_model_overrides(tmp_path / "none.toml")
+    f.write_text(_model_text().replace("format_version = 1", "format_version = 2"))
+    with pytest.raises(ModelFileError, match="newer"):
+        pose_model_overrides(f)
 
 
 def test_square_is_the_reference_file_naming_every_key() -> None:
