@@ -146,6 +146,9 @@ class PortPower:
             ) from err
 
 
+StepsFactory = Callable[["DeviceSpec"], "DeviceSteps"]
+
+
 @dataclass
 class DeviceSpec:
     """One device to bring up.
@@ -159,6 +162,8 @@ class DeviceSpec:
         read_timeout_s: deadline of each request/answer while opening (s).
         power: optional switchable port power.
         options: kind-specific extras (e.g. ``min_points`` for an A1).
+        steps: the steps factory; None looks ``kind`` up among :func:`register_kind`'s
+            (capture passes its device kind's, from the registry).
     """
 
     name: str
@@ -169,6 +174,7 @@ class DeviceSpec:
     read_timeout_s: float = 1.0
     power: PortPower | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    steps: StepsFactory | None = None
 
 
 @dataclass
@@ -346,7 +352,6 @@ class StreamSteps:
                 self.handle = None
 
 
-StepsFactory = Callable[[DeviceSpec], DeviceSteps]
 _KINDS: dict[str, StepsFactory] = {"a1": A1Steps}
 
 
@@ -402,7 +407,7 @@ class PowerUpSequencer:
         if len(set(names)) != len(names):
             raise ConfigError(f"device names must be unique, got {names}")
         for spec in specs:
-            if spec.kind not in _KINDS:
+            if spec.steps is None and spec.kind not in _KINDS:
                 raise ConfigError(
                     f"{spec.name}: cannot sequence kind {spec.kind!r}; known: {known_kinds()}"
                 )
@@ -467,7 +472,7 @@ class PowerUpSequencer:
             )
 
     def _open_and_check(self, spec: DeviceSpec) -> tuple[DeviceSteps, str]:
-        steps = _KINDS[spec.kind](spec)
+        steps = (spec.steps or _KINDS[spec.kind])(spec)
         try:
             self._power_on(spec)
             serial_no = steps.open()
