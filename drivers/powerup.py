@@ -61,6 +61,7 @@ from typing import Any, Protocol
 import serial
 
 from sensorbench.drivers.a1 import A1Scanner
+from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import ConfigError, DriverError
 from sensorbench.logs import TurnFlag
 
@@ -302,11 +303,7 @@ class StreamSteps:
 
     def open(self) -> str:
         """Open the port (the device has no identity to read)."""
-        try:
-            self.handle = serial.Serial(self.spec.port, self.baud, timeout=0.05)
-        except (serial.SerialException, OSError) as err:
-            raise DriverError(f"cannot open {self.spec.port}: {err}") from err
-        self.handle.reset_input_buffer()
+        self.handle = open_serial(self.spec.port, self.baud, timeout_s=0.05)
         return ""
 
     def check(self) -> None:

@@ -15,9 +15,9 @@ import pytest
 import rplidar
 import serial
 
-from sensorbench.drivers.a1 import A1Lidar, A1Silent, A1Unplugged
+from sensorbench.drivers.a1 import A1Lidar
 from sensorbench.drivers.a1_protocol import A1Health, A1Info
-from sensorbench.errors import DriverError
+from sensorbench.errors import DeviceSilent, DeviceUnplugged, DriverError
 from sensorbench.sim.emulator_a1 import A1Emulator
 
 
@@ -86,7 +86,7 @@ def test_silent_device_hangs_library_forever_driver_raises_within_deadline(emu):
     t0 = time.monotonic()
     finished, result = u.run_with_deadline(lambda: [m for m in it2], 3.0)
     elapsed = time.monotonic() - t0
-    assert finished and isinstance(result, A1Silent)
+    assert finished and isinstance(result, DeviceSilent)
     assert elapsed < 0.4 + 0.5  # the read deadline plus buffered nodes and scheduling
     assert "0.40 s" in str(result)
     lid.disconnect()
@@ -107,10 +107,10 @@ def test_unplug_raises_bare_oserror_in_library_driver_error_in_ours(emu):
     lid.start()
     lid.read_nodes(0.1)
     emu.unplug()
-    with pytest.raises(A1Unplugged, match=r"went away.*check the USB cable"):
+    with pytest.raises(DeviceUnplugged, match=r"went away.*check the USB cable"):
         for _ in range(50):
             lid.read_nodes(0.02)
-    assert isinstance(A1Unplugged("x"), DriverError)
+    assert isinstance(DeviceUnplugged("x"), DriverError)
 
 
 def test_get_info_and_health_return_strings_with_stale_bytes(emu):
