@@ -224,6 +224,10 @@ class DeviceSteps(Protocol):
     def idle(self) -> None:
         """Drain input while the sequencer waits (must not block)."""
 
+    def park(self) -> bool:
+        """Hold the device still with its port open (an A1: motor stopped by DTR);
+        False, doing nothing, for a device without anything to hold."""
+
     def close(self) -> None:
         """Stop and close (best effort, never raises)."""
 
@@ -276,8 +280,13 @@ class A1Steps:
         if self.handle.connected:
             self.handle.poll(0.0)
 
+    def park(self) -> bool:
+        """Open the port if needed, stop the scan and the motor (DTR set); keep the port."""
+        self.handle.park()
+        return True
+
     def close(self) -> None:
-        """Stop the scan and motor and close the port."""
+        """Stop the scan and release the port (the motor spins from then on)."""
         self.handle.close()
 
 
@@ -329,6 +338,10 @@ class StreamSteps:
             f"{valid} valid packets ({self.bytes_seen} bytes) within {timeout_s:.1f} s at "
             f"{self.baud} baud: silent, wrong baud rate or wrong device"
         )
+
+    def park(self) -> bool:
+        """Nothing to hold: a streaming device is not opened ahead of its turn."""
+        return False
 
     def idle(self) -> None:
         """Discard what arrived."""
@@ -417,6 +430,7 @@ class PowerUpSequencer:
         self.sysfs_root = sysfs_root
         self.handles: dict[str, Any] = {}
         self._steps: dict[str, DeviceSteps] = {}
+        self._parked: dict[str, DeviceSteps] = {}
 
     def run(self, mode: str = "staggered", keep: bool = False) -> list[PowerUpResult]:
         """Bring every device up; one result per device, in order.
@@ -429,6 +443,7 @@ class PowerUpSequencer:
             raise ConfigError(f"mode must be 'staggered' or 'together', got {mode!r}")
         try:
             if mode == "staggered":
+                self._park_all()
                 results = []
                 for i, spec in enumerate(self.specs):
                     result = self._bring_up(spec)
@@ -438,18 +453,70 @@ class PowerUpSequencer:
             else:
                 results = self._together()
         finally:
-            if not keep:
+            if keep:
+                self._release(self._parked)
+            else:
                 self.close()
         return results
 
     def close(self) -> None:
-        """Stop and close every device still open."""
-        for steps in self._steps.values():
-            steps.close()
-        self._steps.clear()
+        """Stop and close every device still open, in power-up order.
+
+        A ready device's motor is already turning: closing it starts nothing. A
+        parked one (an A1 whose motor the sequencer holds stopped) starts spinning
+        when its port is released, so those are released one at a time, ``delay_after_s``
+        apart, as they would have been started.
+        """
+        ready, self._steps = self._steps, {}
         self.handles.clear()
+        for steps in ready.values():
+            steps.close()
+        self._release(self._parked)
 
     # -- internals ----------------------------------------------------------------
+
+    def _park_all(self) -> None:
+        """Open every device that holds a motor and stop it, before any starts.
+
+        The A1's motor spins whenever its port is not held (from USB enumeration on):
+        holding every port with DTR asserted stops them all, so from here on the
+        sequencer alone decides which motor spins up and when. A device on a
+        switched port (``power``) is off until its turn and is not touched.
+        """
+        for spec in self.specs:
+            if spec.power is not None or spec.name in self._parked:
+                continue
+            steps = self._factory(spec)(spec)
+            try:
+                held = steps.park()
+            except DriverError:
+                held = False  # missing or silent: its own bring-up reports it
+            if held:
+                self._parked[spec.name] = steps
+            else:
+                steps.close()
+
+    def _hold_or_close(self, spec: DeviceSpec, steps: DeviceSteps) -> None:
+        """After a failure: keep a device that holds a motor parked, close the others."""
+        try:
+            if steps.park():
+                self._parked[spec.name] = steps
+                return
+        except DriverError:
+            pass
+        steps.close()
+
+    def _release(self, parked: dict[str, DeviceSteps]) -> None:
+        """Close parked devices one at a time, their ``delay_after_s`` apart."""
+        names = [s.name for s in self.specs if s.name in parked]
+        for i, name in enumerate(names):
+            parked.pop(name).close()
+            if i + 1 < len(names):
+                self._wait(next(s for s in self.specs if s.name == name).delay_after_s)
+
+    @staticmethod
+    def _factory(spec: DeviceSpec) -> StepsFactory:
+        return spec.steps or _KINDS[spec.kind]
 
     def _wait(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -469,22 +536,21 @@ class PowerUpSequencer:
             )
 
     def _open_and_check(self, spec: DeviceSpec) -> tuple[DeviceSteps, str]:
-        steps = (spec.steps or _KINDS[spec.kind])(spec)
+        steps = self._parked.pop(spec.name, None) or self._factory(spec)(spec)
         try:
             self._power_on(spec)
             serial_no = steps.open()
             steps.check()
         except DriverError:
-            steps.close()
+            self._hold_or_close(spec, steps)
             raise
         return steps, serial_no
 
-    @staticmethod
-    def _start(steps: DeviceSteps) -> float:
+    def _start(self, spec: DeviceSpec, steps: DeviceSteps) -> float:
         try:
             steps.start()
         except DriverError:
-            steps.close()
+            self._hold_or_close(spec, steps)
             raise
         return time.monotonic()
 
@@ -504,7 +570,7 @@ class PowerUpSequencer:
                 self._wait(self.backoff_s * 2 ** (attempt - 2))
             try:
                 steps, serial_no = self._open_and_check(spec)
-                t_start = self._start(steps)
+                t_start = self._start(spec, steps)
             except DriverError as err:
                 why = str(err)
                 continue
@@ -512,7 +578,7 @@ class PowerUpSequencer:
                 steps.wait_ready(spec.ready_timeout_s)
             except DriverError as err:
                 why = str(err)
-                steps.close()
+                self._hold_or_close(spec, steps)
                 continue
             ttf = time.monotonic() - t_start
             self._steps[spec.name] = steps
@@ -541,7 +607,7 @@ class PowerUpSequencer:
             started: list[tuple[DeviceSpec, DeviceSteps, float]] = []
             for spec, steps in opened:  # back to back: the motors start together
                 try:
-                    started.append((spec, steps, self._start(steps)))
+                    started.append((spec, steps, self._start(spec, steps)))
                 except DriverError as err:
                     whys[spec.name] = str(err)
             outcome: dict[str, float | str] = {}
@@ -562,7 +628,7 @@ class PowerUpSequencer:
                     done[spec.name] = self._result(spec, serials[spec.name], True, "", got, attempt)
                 else:
                     whys[spec.name] = got
-                    steps.close()
+                    self._hold_or_close(spec, steps)
         return [
             done.get(s.name)
             or self._result(

@@ -15,7 +15,10 @@ stream socket at :func:`modem_channel_path` of their pty. When the tty refuses t
 ioctl and that socket exists, :class:`ModemSerial` connects to it on open and sends
 each DTR change as ``b"D1"`` (asserted) or ``b"D0"`` (cleared); closing the port (or the
 process dying) closes the socket, which the emulator reads as the lines dropping, as
-the kernel would do on a real tty. On a real adapter the channel is never looked for.
+the kernel would do on a real tty. The emulator acknowledges each change with one byte
+once it has applied it, and :class:`ModemSerial` waits for it (up to 1 s): setting DTR
+returns when the device has seen the new level, as with the ioctl on a real tty. On a
+real adapter the channel is never looked for.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ NO_MODEM_ERRNOS = frozenset({errno.ENOTTY, errno.EINVAL})
 
 GONE_ERRNOS = frozenset({errno.EIO, errno.ENXIO, errno.ENODEV, errno.EBADF})
 """errors of a port whose device went away (USB cable pulled, adapter reset)."""
+
+_ACK_TIMEOUT_S = 1.0  # longest wait for an emulator to apply a DTR change (s)
 
 
 def modem_channel_path(port: str | os.PathLike[str]) -> Path:
@@ -84,7 +89,11 @@ class ModemSerial(serial.Serial):
             self._channel = sock
         try:
             self._channel.sendall(message)
+            self._channel.settimeout(_ACK_TIMEOUT_S)
+            acked = self._channel.recv(1) == b"A"
         except OSError:
+            acked = False
+        if not acked:
             self._drop_channel()
             self.modem_lines = None
             return
