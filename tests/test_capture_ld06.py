@@ -71,7 +71,7 @@ def test_the_ld06_is_a_registered_kind_with_its_datasheet_defaults() -> None:
 
 
 def test_capture_from_an_emulated_ld06_holds_every_point_it_sent(captured) -> None:
-    config, result, truth = captured
+    _, result, truth = captured
     assert result.ok, result
     assert [(b.name, b.kind, b.ok) for b in result.bringup] == [("top", "ld06", True)]
     with Session(result.path) as s:
@@ -110,10 +110,9 @@ def test_the_probe_recognises_the_ld06_by_its_protocol(tmp_path) -> None:
 
 def test_emulate_ld06_serves_on_a_pty(tmp_path) -> None:
     link = tmp_path / "ld06"
+    args = ["emulate", "ld06", "--duration", "1.0", "--link", str(link), "--startup", "0.1"]
     proc = subprocess.run(
-        [sys.executable, "-c", "from sensorbench.cli import main; main()", "emulate", "ld06"]
-        + ["--duration", "1.0"]
-        + ["--link", str(link), "--startup", "0.1"],
+        [sys.executable, "-c", "from sensorbench.cli import main; main()", *args],
         capture_output=True,
         text=True,
         timeout=60,
