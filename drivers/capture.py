@@ -169,6 +169,7 @@ def device_specs(config: RobotConfig) -> list[DeviceSpec]:
                 ready_timeout_s=dev.timeout_s,
                 options={"config": dev},
                 steps=partial(kind.make_steps, kind),
+                power=dev.power,
             )
         )
     return specs

@@ -48,104 +48,22 @@ both need a hub with per-port power switching (and usually root).
 
 from __future__ import annotations
 
+import contextlib
 import os
-import re
 import subprocess
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import serial
 
 from sensorbench.drivers.a1 import A1Scanner
+from sensorbench.drivers.port_power import PortPower
 from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import ConfigError, DriverError
 from sensorbench.logs import TurnFlag
-
-_HUB_RE = re.compile(r"^\d+(-\d+(\.\d+)*)?$")
-POWER_METHODS = ("uhubctl", "sysfs")
-
-
-@dataclass(frozen=True)
-class PortPower:
-    """Switchable power of one downstream USB port.
-
-    Args:
-        hub: the hub's USB device name as in sysfs and uhubctl ``-l`` (``1-1``,
-            ``1-1.4``; a bare bus number ``1`` for a root hub).
-        port: the hub's port number (1-based).
-        method: ``uhubctl`` or ``sysfs``.
-        settle_s: after switching on, how long to wait for the tty to appear (s).
-    """
-
-    hub: str
-    port: int
-    method: str = "uhubctl"
-    settle_s: float = 3.0
-
-    def __post_init__(self) -> None:
-        if not _HUB_RE.match(self.hub):
-            raise ConfigError(f"power hub {self.hub!r} is not a USB hub name like 1-1 or 1-1.4")
-        if not 1 <= self.port <= 255:
-            raise ConfigError(f"power port must be 1..255, got {self.port}")
-        if self.method not in POWER_METHODS:
-            raise ConfigError(f"power method must be one of {POWER_METHODS}, got {self.method!r}")
-
-    def uhubctl_command(self, on: bool) -> list[str]:
-        """The uhubctl argv that switches this port on or off."""
-        return ["uhubctl", "-l", self.hub, "-p", str(self.port), "-a", "on" if on else "off"]
-
-    def sysfs_disable_path(self, sysfs_root: str | os.PathLike[str] = "/sys") -> Path:
-        """The port's ``disable`` file (write ``0`` to power on, ``1`` to power off)."""
-        root_hub = "-" not in self.hub
-        device = f"usb{self.hub}" if root_hub else self.hub
-        interface = f"{self.hub}-0:1.0" if root_hub else f"{self.hub}:1.0"
-        return (
-            Path(sysfs_root)
-            / "bus/usb/devices"
-            / device
-            / interface
-            / f"{device}-port{self.port}"
-            / "disable"
-        )
-
-    def switch(
-        self,
-        on: bool,
-        runner: Callable[..., Any] = subprocess.run,
-        sysfs_root: str | os.PathLike[str] = "/sys",
-    ) -> None:
-        """Switch the port on or off.
-
-        Raises:
-            DriverError: uhubctl missing or failing, or the sysfs file not writable.
-        """
-        if self.method == "uhubctl":
-            argv = self.uhubctl_command(on)
-            try:
-                done = runner(argv, capture_output=True, text=True, timeout=10)
-            except FileNotFoundError as err:
-                raise DriverError("uhubctl is not installed: apt-get install uhubctl") from err
-            except subprocess.TimeoutExpired as err:
-                raise DriverError(f"{' '.join(argv)} did not finish within 10 s") from err
-            if done.returncode != 0:
-                raise DriverError(
-                    f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()}; "
-                    "does the hub support per-port power, and are you root?"
-                )
-            return
-        path = self.sysfs_disable_path(sysfs_root)
-        try:
-            path.write_text("0" if on else "1")
-        except OSError as err:
-            raise DriverError(
-                f"cannot write {path}: {err}; needs Linux >= 6.0, a hub with per-port "
-                "power switching, and root"
-            ) from err
-
 
 StepsFactory = Callable[["DeviceSpec"], "DeviceSteps"]
 
@@ -481,10 +399,16 @@ class PowerUpSequencer:
         The A1's motor spins whenever its port is not held (from USB enumeration on):
         holding every port with DTR asserted stops them all, so from here on the
         sequencer alone decides which motor spins up and when. A device on a
-        switched port (``power``) is off until its turn and is not touched.
+        switched port (``power``) is switched off here, so that it enumerates (and an
+        A1's motor spins up) only at its turn; a failure to switch shows again when
+        its turn switches it on.
         """
         for spec in self.specs:
-            if spec.power is not None or spec.name in self._parked:
+            if spec.power is not None:
+                with contextlib.suppress(DriverError):
+                    spec.power.switch(False, runner=self.runner, sysfs_root=self.sysfs_root)
+                continue
+            if spec.name in self._parked:
                 continue
             steps = self._factory(spec)(spec)
             try:

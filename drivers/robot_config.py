@@ -13,6 +13,7 @@ report positions of valid TOML). The format, with units in every key name::
     order = ["lidar_front", "lidar_rear", "ld19", "pods"]   # default: device order
     gap_s = 3.0            # wait between starting two devices (s)
     timeout_s = 10.0       # a device not delivering within this has failed (s)
+    backend = "uhubctl"    # optional: switch each device's USB port power (or "sysfs")
 
     [[devices]]
     name = "lidar_front"                       # stream name in the session
@@ -21,6 +22,7 @@ report positions of valid TOML). The format, with units in every key name::
     baud = 115200                              # optional: the kind's default
     mount = {x_m = 0.25, y_m = 0.0, yaw_deg = 0.0}   # or yaw_rad
     gap_s = 4.0                                # optional: overrides powerup.gap_s after it
+    power = {hub = "1-1", port = 2}            # optional, with a backend: its hub port
 
     [[devices]]
     name = "pods"
@@ -53,9 +55,11 @@ from typing import Any
 import numpy as np
 
 from sensorbench.drivers.device_kinds import get_kind, kind_names, option_keys
+from sensorbench.drivers.port_power import POWER_METHODS, PortPower
 from sensorbench.errors import ConfigError
 
-_COMMON_KEYS = frozenset({"name", "kind", "port", "baud", "mount", "gap_s", "timeout_s"})
+_COMMON_KEYS = frozenset({"name", "kind", "port", "baud", "mount", "gap_s", "timeout_s", "power"})
+POWER_BACKENDS = ("none", *POWER_METHODS)
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
@@ -90,6 +94,7 @@ class DeviceConfig:
         counter_bits: pods only: counter width (16 or 32).
         n_pods: pods only: counters per frame.
         imu: pods only: the MCU sends yaw rate and yaw.
+        power: the device's switchable hub port (``[powerup] backend``), or None.
         line: line of the device's ``[[devices]]`` header in the file.
     """
 
@@ -105,6 +110,7 @@ class DeviceConfig:
     counter_bits: int = 16
     n_pods: int = 3
     imu: bool = False
+    power: PortPower | None = None
     line: int = 0
 
 
@@ -278,7 +284,35 @@ class _Validator:
             )
         return value
 
-    def device(self, i: int, table: Any, gap_s: float, timeout_s: float) -> DeviceConfig:
+    def power(self, value: Any, path: tuple, what: str, backend: str) -> PortPower:
+        if backend == "none":
+            raise self.fail(
+                path,
+                f"{what}: 'power' needs a switching backend: "
+                '[powerup] backend = "uhubctl" (or "sysfs")',
+            )
+        if (
+            not isinstance(value, dict)
+            or set(value) - {"hub", "port", "settle_s"}
+            or not isinstance(value.get("hub"), str)
+            or isinstance(value.get("port"), bool)
+            or not isinstance(value.get("port"), int)
+        ):
+            raise self.fail(
+                path,
+                f"{what}: 'power' must be a table like {{hub = \"1-1.4\", port = 2}} "
+                "(the hub's USB name as uhubctl -l takes it, the port number; optional "
+                "settle_s, the wait for the tty after switching on)",
+            )
+        settle = self.number(value, "settle_s", path, minimum=0.1, default=3.0)
+        try:
+            return PortPower(value["hub"], value["port"], method=backend, settle_s=settle)
+        except ConfigError as err:
+            raise self.fail(path, f"{what}: {err}") from err
+
+    def device(
+        self, i: int, table: Any, gap_s: float, timeout_s: float, backend: str = "none"
+    ) -> DeviceConfig:
         path = ("devices", i)
         line = self.where.find(*path)
         if not isinstance(table, dict):
@@ -333,6 +367,8 @@ class _Validator:
             owners = [k for k in kind_names() if key in get_kind(k).option_keys]
             raise self.fail((*path, key), f"{what}: '{key}' only applies to {' and '.join(owners)}")
         extra = kind.parse_options(self, table, path, what) if kind.parse_options else {}
+        if "power" in table:
+            extra["power"] = self.power(table["power"], (*path, "power"), what, backend)
         return DeviceConfig(
             name=name,
             kind=kind_name,
@@ -416,6 +452,12 @@ class _Validator:
             raise self.fail(("robot",), "[robot] and [powerup] must be tables")
         gap_s = self.number(powerup, "gap_s", ("powerup",), minimum=0, default=3.0)
         timeout_s = self.number(powerup, "timeout_s", ("powerup",), minimum=0.1, default=10.0)
+        backend = powerup.get("backend", "none")
+        if backend not in POWER_BACKENDS:
+            raise self.fail(
+                ("powerup", "backend"),
+                f"powerup.backend must be one of {', '.join(POWER_BACKENDS)}, got {backend!r}",
+            )
         devices_raw = doc.get("devices")
         if not isinstance(devices_raw, list) or not devices_raw:
             raise self.fail(("devices",), "no devices: add at least one [[devices]] table")
@@ -423,7 +465,7 @@ class _Validator:
         seen: dict[str, int] = {}
         ports: dict[str, str] = {}
         for i, table in enumerate(devices_raw):
-            dev = self.device(i, table, gap_s, timeout_s)
+            dev = self.device(i, table, gap_s, timeout_s, backend)
             if dev.name in seen:
                 raise self.fail(
                     ("devices", i, "name"),

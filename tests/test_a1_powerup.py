@@ -296,7 +296,11 @@ def test_powered_port_that_never_shows_a_tty_fails(tmp_path):
     runner = lambda argv, **kw: calls.append(argv) or SimpleNamespace(returncode=0, stderr="")  # noqa: E731
     (r,) = PowerUpSequencer([spec], retries=0, runner=runner).run()
     assert not r.ready and "did not appear within 0.2 s" in r.why
-    assert calls == [["uhubctl", "-l", "1-1", "-p", "2", "-a", "on"]]
+    # switched off first (the stagger covers enumeration), then on at its turn
+    assert calls == [
+        ["uhubctl", "-l", "1-1", "-p", "2", "-a", "off"],
+        ["uhubctl", "-l", "1-1", "-p", "2", "-a", "on"],
+    ]
 
 
 def test_bad_configuration_is_refused():
