@@ -285,6 +285,11 @@ class A1Emulator(PtyEmulator):
         return self._lines.dtr
 
     @property
+    def host_opens(self) -> int:
+        """How many times a host opened the current pty (through the transport)."""
+        return self._lines.opens
+
+    @property
     def scanning(self) -> bool:
         """True while nodes are being sent (or about to, during spin-up)."""
         return self._scanning

@@ -50,6 +50,7 @@ class ModemLineChannel:
         self._closed = threading.Event()
         self.dtr = False
         self.messages = 0
+        self.opens = 0  # host opens of the port (connections) so far
         self._thread = threading.Thread(target=self._serve, name="modem-lines", daemon=True)
         self._thread.start()
 
@@ -70,6 +71,7 @@ class ModemLineChannel:
                     with contextlib.suppress(OSError):
                         conn, _ = self._server.accept()
                         self._clients[conn] = b""
+                        self.opens += 1
                     continue
                 self._read(sock)
 
