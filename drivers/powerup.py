@@ -7,6 +7,12 @@ reset once on error), start it, wait for its first complete valid turn (or valid
 packets) within a deadline, then wait the configured delay before the next.
 Failures are retried with exponential backoff. The result is one row per device.
 
+An A1's motor spins whenever its port is not held (DTR released; ``docs/A1.md``,
+Motor). So the staggered mode first opens every A1 port and stops every motor
+(:meth:`DeviceSteps.park`), switches every device on a switched port off, and only
+then brings them up one by one; a unit that fails stays parked for its retry, and
+parked units are released one at a time at the end.
+
 API (for ``sensorbench bringup`` and capture)::
 
     from sensorbench.drivers.powerup import DeviceSpec, PortPower, PowerUpSequencer
@@ -41,9 +47,10 @@ streams (the LD19: no commands; just wait for valid packets) fits
 where the counter is a callable ``(bytes) -> int`` returning the number of valid
 packets in each new chunk (it keeps its own framing state).
 
-Per-port power (:class:`PortPower`) uses ``uhubctl -l HUB -p N -a on|off`` or, on
-Linux >= 6.0, the sysfs file ``/sys/bus/usb/devices/HUB/HUB:1.0/HUB-portN/disable``;
-both need a hub with per-port power switching (and usually root).
+Per-port power (:class:`~sensorbench.drivers.port_power.PortPower`) uses
+``uhubctl -l HUB -p N -a on|off`` or, on Linux >= 6.0, the sysfs file
+``/sys/bus/usb/devices/HUB/HUB:1.0/HUB-portN/disable``; both need a hub with
+per-port power switching (and usually root).
 """
 
 from __future__ import annotations
