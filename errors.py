@@ -24,6 +24,22 @@ class DriverError(SensorbenchError):
     """A device cannot be opened, is silent, speaks the wrong protocol or went away."""
 
 
+class DeviceUnavailable(DriverError):
+    """The port cannot be opened: missing, not permitted, or held by another program."""
+
+
+class DeviceSilent(DriverError):
+    """The device did not answer (or stopped sending) within its deadline."""
+
+
+class DeviceUnplugged(DriverError):
+    """The port went away (EIO: USB cable pulled, adapter reset)."""
+
+
+class DeviceProtocolError(DriverError):
+    """Bytes that are not what the protocol expects (stale data, wrong device or baud)."""
+
+
 class UdevError(SensorbenchError):
     """Device discovery or udev rule generation/installation failed."""
 

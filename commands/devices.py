@@ -24,9 +24,10 @@ def _kind(device: SerialDevice, probe: ProbeResult | None) -> str:
 @click.option(
     "--probe",
     is_flag=True,
-    help="Open each listed device and find out what answers: listen for an LD19 "
-    "(230400 baud) and the pod MCU (115200), then ask for an A1's GET_INFO. Opening a "
-    "port stops an A1's motor; do not probe during a capture.",
+    help="Open each listed device and find out what answers: listen for an LD19-protocol "
+    "lidar (LD19 or LD06, 230400 baud) and the pod MCU (115200), then ask for an A1's "
+    "GET_INFO. Opening a port stops an A1's motor and closing it starts it again; do not "
+    "probe during a capture.",
 )
 @click.option(
     "--listen",

@@ -1,4 +1,5 @@
-"""``sensorbench decode ld19`` and ``sensorbench emulate ld19``."""
+"""``sensorbench decode ld19`` and ``sensorbench emulate ld19`` (and ``emulate ld06``: one
+``emulate`` command per registered kind of the LD19 protocol)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,15 @@ from sensorbench.json_doc import to_json
 
 
 def register(cli: click.Group) -> None:
-    """Attach ``decode ld19`` and ``emulate ld19``."""
+    """Attach ``decode ld19`` and ``emulate KIND`` for every LD19-protocol kind."""
     from sensorbench.cli import subgroup
+    from sensorbench.drivers.device_kinds import all_kinds
 
     subgroup("decode", "Decode raw byte captures into sessions.").add_command(decode_ld19_cmd)
-    subgroup("emulate", "Serve emulated devices on pseudo-terminals.").add_command(emulate_ld19_cmd)
+    emulate = subgroup("emulate", "Serve emulated devices on pseudo-terminals.")
+    for kind in all_kinds():
+        if kind.protocol == "ld19":
+            emulate.add_command(emulate_command(kind.name, kind.model))
 
 
 @click.command("ld19")
@@ -88,33 +93,66 @@ def decode_ld19_cmd(
     click.echo(f"  time base        {summary['time_base']}")
 
 
-@click.command("ld19")
-@click.option(
-    "--scenario",
-    default=None,
-    metavar="NAME|FILE",
-    help="Scenario whose LD19 to play (default: a synthetic 6 x 8 m room).",
-)
-@click.option("--lidar", default=None, help="Lidar of the scenario (default: its first LD19).")
-@seed_option()
-@speed_option()
-@link_option()
-@click.option(
-    "--startup",
-    type=click.FloatRange(min=0.0),
-    default=3.0,
-    show_default=True,
-    help="Seconds (simulated) from power-on to the first packet; real units take ~3 s.",
-)
-@click.option(
-    "--faults/--no-faults",
-    default=True,
-    show_default=True,
-    help="Apply the scenario's [faults.<lidar>] table: corruption, drops, slow start, "
-    "stalls and unplug/replug at the given simulated times (s).",
-)
-@duration_option()
-def emulate_ld19_cmd(
+def emulate_command(kind_name: str, model: str) -> click.Command:
+    """``emulate KIND``: serve an emulated LD19-protocol lidar of the registered kind."""
+
+    @click.command(kind_name)
+    @click.option(
+        "--scenario",
+        default=None,
+        metavar="NAME|FILE",
+        help=f"Scenario whose lidar to play (default: a synthetic 6 x 8 m room seen at the "
+        f"{model}'s datasheet rates).",
+    )
+    @click.option(
+        "--lidar",
+        default=None,
+        help="Lidar of the scenario (default: its first LD19-protocol one).",
+    )
+    @seed_option()
+    @speed_option()
+    @link_option()
+    @click.option(
+        "--startup",
+        type=click.FloatRange(min=0.0),
+        default=3.0,
+        show_default=True,
+        help="Seconds (simulated) from power-on to the first packet; real units take ~3 s.",
+    )
+    @click.option(
+        "--faults/--no-faults",
+        default=True,
+        show_default=True,
+        help="Apply the scenario's [faults.<lidar>] table: corruption, drops, slow start, "
+        "stalls and unplug/replug at the given simulated times (s).",
+    )
+    @duration_option()
+    def emulate_cmd(
+        scenario: str | None,
+        lidar: str | None,
+        seed: int,
+        speed: float,
+        link: str | None,
+        startup: float,
+        faults: bool,
+        duration_s: float | None,
+    ) -> None:
+        """Serve an emulated lidar on a pseudo-terminal until Ctrl-C.
+
+        Prints the tty path (and the link). Open it at 230400 baud, 8N1: the device
+        streams 47-byte packets (12 points each, CRC-8) and ignores anything sent to it.
+        The scenario's samples are replayed in a loop.
+        """
+        _serve_ld19_protocol(
+            kind_name, scenario, lidar, seed, speed, link, startup, faults, duration_s
+        )
+
+    emulate_cmd.help = (emulate_cmd.help or "").replace("an emulated lidar", f"an emulated {model}")
+    return emulate_cmd
+
+
+def _serve_ld19_protocol(
+    kind_name: str,
     scenario: str | None,
     lidar: str | None,
     seed: int,
@@ -124,33 +162,36 @@ def emulate_ld19_cmd(
     faults: bool,
     duration_s: float | None,
 ) -> None:
-    """Serve an emulated LD19 on a pseudo-terminal until Ctrl-C.
-
-    Prints the tty path (and the link). Open it at 230400 baud, 8N1: the device
-    streams 47-byte packets (12 points each, CRC-8) and ignores anything sent to it.
-    The scenario's samples are replayed in a loop.
-    """
+    from sensorbench.drivers.device_kinds import get_kind
     from sensorbench.errors import SimError
     from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults
-    from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples
+    from sensorbench.sim.emulator_ld19 import LD19Emulator
+    from sensorbench.sim.kind_emulators import synthetic_ld19_samples
     from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
 
+    kind = get_kind(kind_name)
     faults_on_link = None
     schedule: list[tuple[float, str, float]] = []
     if scenario is None:
-        samples = SyntheticLD19Samples.generate(duration_s=60.0, seed=seed)
+        samples = synthetic_ld19_samples(kind, 60.0, seed)
         source = "synthetic room"
     else:
         from sensorbench.sim.simulation import Simulation
 
         sim = Simulation(scenario, seed=seed)
-        ld19s = [n for n in sim.lidar_names() if sim.scenario.lidars[n]["model"] == "ld19"]
+        ld19s = [
+            n
+            for n in sim.lidar_names()
+            if get_kind(sim.scenario.lidars[n]["model"]).protocol == kind.protocol
+        ]
         if lidar is None:
             if not ld19s:
-                raise SimError(f"scenario {scenario!r} has no LD19 lidar")
+                raise SimError(f"scenario {scenario!r} has no LD19-protocol lidar")
             lidar = ld19s[0]
         elif lidar not in ld19s:
-            raise SimError(f"{lidar!r} is not an LD19 of scenario {scenario!r} (it has {ld19s})")
+            raise SimError(
+                f"{lidar!r} is not an LD19-protocol lidar of scenario {scenario!r} (it has {ld19s})"
+            )
         samples = sim.lidar(lidar)
         source = f"scenario {sim.scenario.name!r}, lidar {lidar!r}, seed {seed}"
         if faults:
@@ -177,7 +218,8 @@ def emulate_ld19_cmd(
             if link is not None:
                 click.echo(f"link: {link}", err=True)
             click.echo(
-                f"LD19 emulator ({source}) at 230400 baud, {speed:g}x; Ctrl-C to stop", err=True
+                f"{kind.model} emulator ({source}) at {kind.baud} baud, {speed:g}x; Ctrl-C to stop",
+                err=True,
             )
             serve_until_stopped(
                 stop, duration_s, clock=emu.clock, schedule=schedule, on_fault=on_fault

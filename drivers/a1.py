@@ -9,8 +9,8 @@ library (0.9.5)                                    here
 =================================================  =====================================
 ``_read_response`` busy-waits on ``inWaiting()``   every read has a deadline
 forever; unplug raises a bare ``OSError``           (``read_timeout_s``) and raises
-                                                   :class:`A1Silent`; EIO raises
-                                                   :class:`A1Unplugged`
+                                                   :class:`DeviceSilent`; EIO raises
+                                                   :class:`DeviceUnplugged`
 ``get_info``/``get_health`` return a string when    stale bytes are stopped and cleared,
 bytes are buffered                                 then the request is made; failures
                                                    raise :class:`~sensorbench.errors.DriverError`
@@ -21,7 +21,22 @@ scan (data lost)                                   logged, reported as an event;
 descriptor errors after stale bytes                 :meth:`A1Lidar.recover`: stop, clear
                                                    input, reconnect, restart
 ``setDTR`` raises on a port without modem lines     reported once (event + log), not raised
+``connect`` opens with DTR asserted (motor stops)   the port opens with DTR at the motor's
+and ``disconnect`` releases it (motor spins)        current state; :meth:`A1Scanner.close`
+                                                   never toggles it (``docs/A1.md``, Motor)
 =================================================  =====================================
+
+The port is opened by the one transport function,
+:func:`~sensorbench.drivers.serial_port.open_serial`; silence and reconnect backoff
+are decided by the one reconnect machine,
+:class:`~sensorbench.drivers.link_watch.LinkWatch`; the errors are the typed device
+errors of :mod:`sensorbench.errors`.
+
+**Motor (DTR).** The A1's motor-control line follows the adapter's DTR: asserted =
+stopped, cleared = spinning, and a closed or never-opened port leaves it cleared, so
+the motor spins whenever no program holds the port. The first open of an
+:class:`A1Lidar` asserts DTR (the motor stops from that moment); later reopens keep the
+motor in the state the driver last set (:attr:`A1Lidar.motor_running`).
 
 :class:`A1Scanner` builds on it: it opens a device by path (a udev name works),
 identifies it, starts the standard scan, and turns node bytes into
@@ -33,7 +48,6 @@ reader is :mod:`sensorbench.drivers.a1_reader`.
 from __future__ import annotations
 
 import contextlib
-import errno
 import itertools
 import logging
 import os
@@ -47,7 +61,9 @@ import serial
 
 from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1_protocol import A1Health, A1Info, Nodes
-from sensorbench.errors import DriverError
+from sensorbench.drivers.link_watch import LinkWatch, Silence
+from sensorbench.drivers.serial_port import GONE_ERRNOS, open_serial
+from sensorbench.errors import DeviceProtocolError, DeviceSilent, DeviceUnplugged, DriverError
 from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, TurnFlag
 
 log = logging.getLogger("sensorbench.a1")
@@ -56,34 +72,6 @@ EventSink = Callable[[int, str, str], None]
 """``sink(t_ns, kind, message)``; kinds as in the session event table."""
 
 _POLL_S = 0.02  # the serial timeout of one low-level read (s); deadlines loop over it
-_GONE_ERRNOS = {errno.EIO, errno.ENXIO, errno.ENODEV, errno.EBADF}
-_NO_MODEM_ERRNOS = {errno.ENOTTY, errno.EINVAL}
-
-
-class A1Silent(DriverError):
-    """The A1 did not answer (or stopped sending) within the deadline."""
-
-
-class A1Unplugged(DriverError):
-    """The serial port went away (EIO: USB cable pulled, adapter reset)."""
-
-
-class A1ProtocolError(DriverError):
-    """Bytes that are not the expected answer (stale scan data, wrong device, noise)."""
-
-
-def _open_hint(port: str, err: BaseException) -> str:
-    if not os.path.exists(port):
-        return (
-            f"cannot open A1 port {port}: it does not exist. Is the lidar plugged in? "
-            "If it is a udev name, check the rules with `sensorbench devices`."
-        )
-    if isinstance(err, PermissionError) or "Permission denied" in str(err):
-        return (
-            f"cannot open A1 port {port}: permission denied. Add your user to the "
-            "'dialout' group (then log in again) or install the udev rules."
-        )
-    return f"cannot open A1 port {port}: {err}. Is another program using it?"
 
 
 class A1Lidar(rplidar.RPLidar):
@@ -97,7 +85,7 @@ class A1Lidar(rplidar.RPLidar):
         logger: logger (``sensorbench.a1`` by default).
 
     Raises:
-        DriverError: the port cannot be opened (the message says why and what to do).
+        DeviceUnavailable: the port cannot be opened (the message says why and what to do).
     """
 
     def __init__(
@@ -121,20 +109,31 @@ class A1Lidar(rplidar.RPLidar):
     # -- connection -----------------------------------------------------------------
 
     def connect(self) -> None:
-        """Open the port (closing a previous one); DriverError with a hint on failure."""
+        """Open the port (closing a previous one) with DTR at the motor's state.
+
+        The first open asserts DTR: the motor stops from the open on. A reopen keeps
+        it spinning if the driver had started it (the kernel pulses DTR for the
+        instant of the open; the motor's inertia rides it out).
+
+        Raises:
+            DeviceUnavailable: with a hint (missing, permission, busy).
+        """
         self.disconnect()
-        try:
-            self._serial = serial.Serial(
-                self.port, self.baudrate, timeout=_POLL_S, write_timeout=self.read_timeout_s
-            )
-        except (serial.SerialException, OSError) as err:
-            self._serial = None
-            raise DriverError(_open_hint(self.port, err)) from err
-        self._serial.reset_input_buffer()
+        self._serial = open_serial(
+            self.port,
+            self.baudrate,
+            timeout_s=_POLL_S,
+            write_timeout_s=self.read_timeout_s,
+            dtr=not self.motor_running,
+        )
         self.scanning = [False, 0, "normal"]
 
     def disconnect(self) -> None:
-        """Close the port; never raises (an unplugged port may fail to close)."""
+        """Close the port; never raises (an unplugged port may fail to close).
+
+        Closing releases DTR: the motor spins from then on (until the port is opened
+        again or the unit loses power), whatever it did before.
+        """
         ser, self._serial = self._serial, None
         if ser is not None:
             try:
@@ -155,22 +154,22 @@ class A1Lidar(rplidar.RPLidar):
     def _io(self, op: Callable[[], object], what: str) -> object:
         """Run one pyserial call, turning OS-level failures into driver errors."""
         if self._serial is None:
-            raise A1Unplugged(f"A1 {self.port} is not connected; call connect() or reconnect()")
+            raise DeviceUnplugged(f"A1 {self.port} is not connected; call connect() or reconnect()")
         try:
             return op()
         except serial.SerialTimeoutException as err:
-            raise A1Silent(
+            raise DeviceSilent(
                 f"A1 {self.port}: the port blocked for {self.read_timeout_s:.2f} s while "
                 f"{what} (hardware flow control on? another program holding it?)"
             ) from err
         except serial.SerialException as err:
-            raise A1Unplugged(
+            raise DeviceUnplugged(
                 f"A1 {self.port} went away while {what} ({err}); check the USB cable, "
                 "then reconnect"
             ) from err
         except OSError as err:
-            if err.errno in _GONE_ERRNOS:
-                raise A1Unplugged(
+            if err.errno in GONE_ERRNOS:
+                raise DeviceUnplugged(
                     f"A1 {self.port} went away while {what} (errno {err.errno}: "
                     f"{err.strerror}); check the USB cable, then reconnect"
                 ) from err
@@ -216,7 +215,7 @@ class A1Lidar(rplidar.RPLidar):
         while len(buf) < size:
             buf += self._read_now(size - len(buf))
             if len(buf) < size and time.monotonic() >= deadline:
-                raise A1Silent(
+                raise DeviceSilent(
                     f"A1 {self.port} sent {len(buf)} of {size} bytes of {what} within "
                     f"{self.read_timeout_s:.2f} s. Is it powered, on this port and at "
                     f"{self.baudrate} baud? A device that is still booting answers after "
@@ -232,7 +231,7 @@ class A1Lidar(rplidar.RPLidar):
         try:
             length, mode, dtype = proto.parse_descriptor(raw)
         except ValueError as err:
-            raise A1ProtocolError(
+            raise DeviceProtocolError(
                 f"A1 {self.port} answered {raw.hex(' ')} instead of a descriptor (A5 5A ...): "
                 "stale scan bytes, a boot banner, or not an RPLIDAR at this baud rate; "
                 "recover() stops, clears and reconnects"
@@ -254,12 +253,12 @@ class A1Lidar(rplidar.RPLidar):
             try:
                 got_len, single, got_type = self._read_descriptor()
                 if (got_len, single, got_type) != (length, True, dtype):
-                    raise A1ProtocolError(
+                    raise DeviceProtocolError(
                         f"A1 {self.port} answered {what} with length {got_len}, "
                         f"{'single' if single else 'multi'} mode, type 0x{got_type:02x} "
                         f"(expected {length}, single, 0x{dtype:02x}): is this an RPLIDAR?"
                     )
-            except A1ProtocolError:
+            except DeviceProtocolError:
                 if attempt == 2:
                     raise
                 continue  # stale bytes that happened to look like a descriptor: once more
@@ -299,7 +298,7 @@ class A1Lidar(rplidar.RPLidar):
         try:
             return A1Health.from_payload(raw)
         except ValueError as err:
-            raise A1ProtocolError(
+            raise DeviceProtocolError(
                 f"A1 {self.port}: bad health answer {raw.hex(' ')}: {err}"
             ) from err
 
@@ -310,33 +309,27 @@ class A1Lidar(rplidar.RPLidar):
     # -- motor (DTR) ----------------------------------------------------------------
 
     def _set_dtr(self, level: bool) -> None:
-        if self.has_modem_lines is False:
-            return
         try:
-            self._serial.dtr = level
-        except OSError as err:
-            if err.errno not in _NO_MODEM_ERRNOS:
-                raise A1Unplugged(
-                    f"A1 {self.port}: setting DTR failed ({err}); check the USB cable"
-                ) from err
-            self.has_modem_lines = False
+            self._io(lambda: setattr(self._serial, "dtr", level), "setting DTR")
+        except DeviceSilent as err:  # a write timeout cannot happen on an ioctl
+            raise DeviceUnplugged(str(err)) from err
+        reached = self._serial.modem_lines is not None
+        if not reached and self.has_modem_lines is not False:
             msg = (
-                f"{self.port} has no modem lines (errno {err.errno}: {err.strerror}): the A1 "
-                "motor cannot be switched through DTR here (an emulator's pty, or an adapter "
-                "without DTR); the motor follows the scan request instead"
+                f"{self.port} has no modem lines (a pty without an emulator's modem-line "
+                "channel, or an adapter without DTR): the A1 motor cannot be switched here"
             )
             self.logger.info(msg)
             self._emit("note", msg)
-            return
-        self.has_modem_lines = True
+        self.has_modem_lines = reached
 
     def start_motor(self) -> None:
-        """Spin the motor: DTR low. No PWM command (the A1 has none)."""
+        """Spin the motor: DTR cleared. No PWM command (the A1 has none)."""
         self._set_dtr(False)
         self.motor_running = True
 
     def stop_motor(self) -> None:
-        """Stop the motor: DTR high."""
+        """Stop the motor: DTR asserted (only while the port stays open)."""
         self._set_dtr(True)
         self.motor_running = False
 
@@ -392,11 +385,11 @@ class A1Lidar(rplidar.RPLidar):
             try:
                 length, single, dtype = self._read_descriptor()
                 if (length, single, dtype) != (proto.NODE_LEN, False, proto.TYPE_SCAN):
-                    raise A1ProtocolError(
+                    raise DeviceProtocolError(
                         f"A1 {self.port} answered the scan request with length {length}, "
                         f"type 0x{dtype:02x}: not a standard-scan stream"
                     )
-            except A1ProtocolError as err:
+            except DeviceProtocolError as err:
                 if attempt == 2:
                     raise
                 self.logger.warning("%s; recovering", err)
@@ -431,7 +424,7 @@ class A1Lidar(rplidar.RPLidar):
     def recover(self, restart: bool = True) -> None:
         """The known cure for descriptor errors: stop, clear input, reconnect (restart scan)."""
         scan_type = self.scanning[2]
-        with contextlib.suppress(A1Unplugged):
+        with contextlib.suppress(DeviceUnplugged):
             self._send_cmd(proto.CMD_STOP.to_bytes(1, "little"))
         time.sleep(0.05)
         if self._serial is not None:
@@ -475,7 +468,7 @@ class A1Lidar(rplidar.RPLidar):
 
         Yields ``(new_scan, quality, angle_deg_cw, distance_mm)`` as the library does. A
         backlog beyond ``max_buf_meas`` bytes is counted and logged, never flushed; a
-        silent device raises :class:`A1Silent` after ``read_timeout_s``.
+        silent device raises :class:`DeviceSilent` after ``read_timeout_s``.
         """
         self.start_motor()
         if not self.scanning[0]:
@@ -489,7 +482,7 @@ class A1Lidar(rplidar.RPLidar):
             if chunk:
                 last_data = time.monotonic()
             elif time.monotonic() - last_data > self.read_timeout_s:
-                raise A1Silent(
+                raise DeviceSilent(
                     f"A1 {self.port} sent nothing for {self.read_timeout_s:.2f} s while scanning"
                 )
             nodes, used, _ = proto.decode_nodes(tail + chunk)
@@ -647,8 +640,10 @@ class A1Scanner:
         self.read_timeout_s = read_timeout_s
         self.stale_after_s = stale_after_s
         self.restart_after_s = restart_after_s
-        self.reconnect_backoff_s = reconnect_backoff_s
         self.reconnect_probe_s = reconnect_probe_s
+        self.watch = LinkWatch(
+            stale_after_s, reconnect_backoff_s, backoff_max_s=1.0, restart_after_s=restart_after_s
+        )
         self.on_event = on_event
         self.lidar: A1Lidar | None = None
         self.info: A1Info | None = None
@@ -667,9 +662,6 @@ class A1Scanner:
         self._skip_reported_ns = 0
         self._t_prev: int | None = None
         self._scanning = False
-        self._stale = False
-        self._next_attempt = 0.0
-        self._backoff = reconnect_backoff_s
         self._probing = False
 
     @property
@@ -697,17 +689,46 @@ class A1Scanner:
         if self.on_event is not None:
             self.on_event(time.monotonic_ns(), kind, message)
 
-    def open(self, check_health: bool = True) -> A1Info:
-        """Connect, read GET_INFO and (by default) check health, resetting once on error.
+    def connect(self) -> None:
+        """Open the port if it is not open; a first open asserts DTR (the motor stops).
 
         Raises:
-            DriverError: cannot open, silent, not an A1, or in error after a reset.
+            DeviceUnavailable: the port cannot be opened.
         """
         if self.lidar is None:
             self.lidar = A1Lidar(self.port, self.read_timeout_s, on_event=self.on_event)
             self.lidar.record_raw = True
         elif not self.lidar.connected:
             self.lidar.connect()
+
+    def park(self) -> None:
+        """Hold the unit still with its port open: scan stopped, motor stopped (DTR set).
+
+        The only way to keep an A1's motor stopped: releasing the port (:meth:`close`)
+        starts it.
+
+        Raises:
+            DriverError: the port cannot be opened, or went away.
+        """
+        self.connect()
+        if self._scanning or self.lidar.scanning[0]:
+            self.lidar.stop()
+        self._scanning = False
+        self.lidar.stop_motor()
+
+    @property
+    def motor_running(self) -> bool:
+        """True while this driver holds the motor spinning (DTR cleared on an open port),
+        False while it holds it stopped; a closed port spins it whatever this says."""
+        return bool(self.lidar is not None and self.lidar.motor_running)
+
+    def open(self, check_health: bool = True) -> A1Info:
+        """Connect, read GET_INFO and (by default) check health, resetting once on error.
+
+        Raises:
+            DriverError: cannot open, silent, not an A1, or in error after a reset.
+        """
+        self.connect()
         self.info = self.lidar.get_info()
         if check_health:
             self.check_health()
@@ -730,7 +751,7 @@ class A1Scanner:
         self._t_prev = None
         self.assembler.reset()
         self.last_data_ns = time.monotonic_ns()
-        self._stale = False
+        self.watch.opened(self.last_data_ns)
 
     def poll(self, max_wait_s: float = 0.05) -> tuple[int, bytes, LidarTurns]:
         """Read once (up to ``max_wait_s`` s) and return ``(t_ns, raw_chunk, turns)``.
@@ -747,7 +768,7 @@ class A1Scanner:
             return time.monotonic_ns(), b"", LidarTurns.empty()
         try:
             chunk, nodes, self._tail, skipped = self.lidar.read_nodes(max_wait_s, self._tail)
-        except A1Unplugged as err:
+        except DeviceUnplugged as err:
             return time.monotonic_ns(), self.lidar.take_received(), self._unplugged(err)
         t_ns = time.monotonic_ns()
         if not chunk:
@@ -755,8 +776,7 @@ class A1Scanner:
             return t_ns, b"", LidarTurns.empty()
         self.bytes_total += len(chunk)
         self.last_data_ns = t_ns
-        if self._stale:
-            self._stale = False
+        if self.watch.data(t_ns):
             self._emit("note", "data resumed")
         if skipped:
             self.bytes_skipped += skipped
@@ -776,16 +796,16 @@ class A1Scanner:
         return t_ns, chunk, self.assembler.feed(nodes, t_nodes)
 
     def _silence(self, t_ns: int) -> None:
+        verdict = self.watch.silence(t_ns)
         silent_s = (t_ns - (self.last_data_ns or t_ns)) / 1e9
-        if silent_s >= self.stale_after_s and not self._stale:
-            self._stale = True
+        if verdict is Silence.STALE:
             self._emit("stale", f"no bytes for {silent_s:.2f} s from {self.port} while scanning")
-        if silent_s >= self.restart_after_s:
+        elif verdict is Silence.RESTART:
             self._emit("error", f"silent for {silent_s:.1f} s: stop, clear input, reconnect")
             self.last_data_ns = t_ns
             try:
                 self.lidar.recover(restart=True)
-            except A1Unplugged as err:
+            except DeviceUnplugged as err:
                 self._unplugged(err)
                 return
             except DriverError as err:
@@ -799,21 +819,22 @@ class A1Scanner:
         self.unplugs += 1
         self.lidar.disconnect()
         self._emit("unplug", str(err))
-        self._next_attempt = 0.0
-        self._backoff = self.reconnect_backoff_s
+        self.watch.lost(time.monotonic_ns())
         partial = self.assembler.flush()
         self._tail = b""
         return partial
 
     def _try_reconnect(self) -> None:
-        now = time.monotonic()
-        if now < self._next_attempt:
+        now = time.monotonic_ns()
+        if not self.watch.attempt_due(now):
             return
         if not os.path.exists(self.port):
-            self._next_attempt = now + self.reconnect_backoff_s
+            self.watch.attempt_failed(now)
             return
         self._probing = True
         try:
+            # reopened with DTR at the motor's state: a motor the scan had running
+            # keeps running through every attempt (no stop/start per attempt)
             self.lidar.connect()
             # a unit that was just plugged in boots before it answers: probe with a
             # short deadline and retry soon rather than wait a full request deadline
@@ -826,8 +847,7 @@ class A1Scanner:
             self.lidar.start("normal")
         except DriverError as err:
             self.lidar.disconnect()
-            self._next_attempt = now + self._backoff
-            self._backoff = min(2 * self._backoff, 1.0)
+            self.watch.attempt_failed(now)
             self.last_error = str(err)
             self._probing = False
             return
@@ -837,17 +857,22 @@ class A1Scanner:
         self.assembler.reset()
         self.assembler.mark(TurnFlag.AFTER_RECONNECT)
         self.last_data_ns = time.monotonic_ns()
+        self.watch.opened(self.last_data_ns)
         self._emit("reconnect", f"reopened {self.port} (serial {self.info.serial}); scanning")
         self._probing = False
 
     def close(self) -> None:
-        """Stop the scan and the motor (best effort) and close the port."""
+        """Stop the scan (best effort) and release the port.
+
+        Releasing the port releases DTR, so the motor spins from then on (docs/A1.md,
+        Motor): the motor is not stopped first, which would only make the release
+        start it again. To keep a motor stopped, keep its port: :meth:`park`.
+        """
         if self.lidar is None:
             return
         if self.lidar.connected:
             with contextlib.suppress(DriverError):
                 self.lidar.stop()
-                self.lidar.stop_motor()
         self.lidar.disconnect()
         self._scanning = False
 

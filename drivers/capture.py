@@ -38,11 +38,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sensorbench.drivers.pods_parser import PodStreamParser
-from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer, StreamSteps, register_kind
+from sensorbench.drivers.device_kinds import ReaderContext, get_kind
+from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.reader_base import DeviceReader, ReaderStatus
 from sensorbench.drivers.robot_config import DeviceConfig, PodGeometry, RobotConfig
 from sensorbench.errors import SensorbenchError, SessionError
@@ -135,100 +136,43 @@ def make_reader(
     handle: Any = None,
     pods: PodGeometry | None = None,
 ) -> DeviceReader:
-    """The reader for one configured device (not started).
+    """The reader for one configured device (not started), from its registered kind.
 
     Args:
         dev: the device's configuration.
         speed: emulation speed-up of the device's clock (1.0 for hardware); lets the
             LD19 and pod readers' device clocks start from the right slope.
-        handle: an A1 scanner already brought up by the sequencer, to take over.
+        handle: a device the sequencer brought up and left running (an A1 scanner),
+            for the reader to take over.
         pods: the nominal pod geometry, stored with the pod stream.
     """
     attrs: dict[str, Any] = {"port_path": dev.port, "config_line": dev.line}
     if dev.mount is not None:
         attrs["mount_xy_yaw"] = dev.mount.as_list()
         attrs["mount_units"] = "m, m, rad (CCW, body frame: x forward, y left)"
-    if dev.kind == "ld19":
-        from sensorbench.drivers.ld19_reader import LD19Reader
-
-        return LD19Reader(
-            dev.name,
-            dev.port,
-            attrs=attrs,
-            clock_slope=1.0 / speed,
-            first_valid_timeout_s=dev.timeout_s,
-            read_timeout_s=STREAM_READ_S,
-        )
-    if dev.kind == "a1":
-        from sensorbench.drivers.a1_reader import A1Reader
-
-        if dev.serial:
-            attrs["expected_serial"] = dev.serial.upper()
-        return A1Reader(
-            dev.name, dev.port, attrs=attrs, scanner=handle, first_turn_timeout_s=dev.timeout_s
-        )
-    from sensorbench.drivers.pods_reader import PodReader
-
-    if pods is not None:
-        attrs["nominal_geometry"] = {  # stored as JSON
-            "wheel_radius_m": pods.wheel_radius_m,
-            "counts_per_rev": pods.counts_per_rev,
-            "wheels": [vars(w) for w in pods.wheels],
-            "units": "x_m, y_m in the body frame (m); angle_rad CCW from body x (rad)",
-        }
-    return PodReader(
-        dev.name,
-        dev.port,
-        n_pods=dev.n_pods,
-        counter_bits=dev.counter_bits,
-        protocol=dev.protocol,
-        baud=dev.baud,
-        attrs=attrs,
-        clock_slope=1.0 / speed,
-        first_valid_timeout_s=dev.timeout_s,
-        read_timeout_s=STREAM_READ_S,
-    )
-
-
-def _ld19_counter() -> Callable[[bytes], int]:
-    from sensorbench.drivers.ld19_parser import LD19Parser
-
-    parser = LD19Parser()
-    return lambda chunk: len(parser.feed(chunk))
-
-
-def _pods_counter(dev: DeviceConfig) -> Callable[[bytes], int]:
-    parser = PodStreamParser(dev.n_pods, dev.counter_bits, dev.protocol)
-    return lambda chunk: len(parser.feed(chunk))
+    kind = get_kind(dev.kind)
+    ctx = ReaderContext(attrs, speed, handle, pods, STREAM_READ_S)
+    return kind.make_reader(kind, dev, ctx)
 
 
 def device_specs(config: RobotConfig) -> list[DeviceSpec]:
     """Power-up specs of the configured devices, in power-up order."""
     specs = []
     for dev in config.ordered_devices():
+        kind = get_kind(dev.kind)
         specs.append(
             DeviceSpec(
                 dev.name,
-                kind=f"sensorbench-{dev.kind}" if dev.kind != "a1" else "a1",
+                kind=dev.kind,
                 port=dev.port,
                 delay_after_s=dev.gap_s,
                 ready_timeout_s=dev.timeout_s,
                 options={"config": dev},
+                steps=partial(kind.make_steps, kind),
+                power=dev.power,
             )
         )
     return specs
-
-
-register_kind(
-    "sensorbench-ld19",
-    lambda spec: StreamSteps(spec, spec.options["config"].baud, _ld19_counter()),
-)
-register_kind(
-    "sensorbench-pods",
-    lambda spec: StreamSteps(
-        spec, spec.options["config"].baud, _pods_counter(spec.options["config"])
-    ),
-)
 
 
 def bring_up(
@@ -238,12 +182,12 @@ def bring_up(
 
     Args:
         config: validated configuration.
-        keep: hand back the ready A1 scanners (spinning) for capture; everything
-            else is closed.
+        keep: hand back the ready devices whose kind keeps its bring-up handle (the
+            A1 scanners, spinning) for capture; everything else is closed.
         retries: extra attempts per device after a failure.
 
     Returns:
-        (one result per device in power-up order, ready A1 scanners by name when ``keep``).
+        (one result per device in power-up order, the kept handles by name).
     """
     seq = PowerUpSequencer(device_specs(config), retries=retries)
     rows = seq.run(keep=keep)
@@ -251,9 +195,10 @@ def bring_up(
     results = []
     for row in rows:
         dev = config.device(row.device)
+        kind = get_kind(dev.kind)
         ok, message = row.ready, row.why
-        if ok and dev.kind == "a1":
-            message = f"A1 serial {row.serial}"
+        if ok and row.serial:
+            message = f"{kind.model} serial {row.serial}"
             if dev.serial and row.serial.upper() != dev.serial.upper():
                 ok = False
                 message = (
@@ -268,8 +213,8 @@ def bring_up(
             BringupResult(dev.name, dev.kind, dev.port, ok, row.time_to_first_turn_s, message)
         )
         handle = handles.get(dev.name)
-        if handle is not None and (dev.kind != "a1" or not ok):
-            handle.close()  # stream devices: the reader reopens; a wrong A1: not used
+        if handle is not None and not (kind.keeps_bringup_handle and ok):
+            handle.close()  # stream devices: the reader reopens; a wrong unit: not used
             handles.pop(dev.name)
     return results, handles
 

@@ -7,6 +7,12 @@ reset once on error), start it, wait for its first complete valid turn (or valid
 packets) within a deadline, then wait the configured delay before the next.
 Failures are retried with exponential backoff. The result is one row per device.
 
+An A1's motor spins whenever its port is not held (DTR released; ``docs/A1.md``,
+Motor). So the staggered mode first opens every A1 port and stops every motor
+(:meth:`DeviceSteps.park`), switches every device on a switched port off, and only
+then brings them up one by one; a unit that fails stays parked for its retry, and
+parked units are released one at a time at the end.
+
 API (for ``sensorbench bringup`` and capture)::
 
     from sensorbench.drivers.powerup import DeviceSpec, PortPower, PowerUpSequencer
@@ -41,109 +47,32 @@ streams (the LD19: no commands; just wait for valid packets) fits
 where the counter is a callable ``(bytes) -> int`` returning the number of valid
 packets in each new chunk (it keeps its own framing state).
 
-Per-port power (:class:`PortPower`) uses ``uhubctl -l HUB -p N -a on|off`` or, on
-Linux >= 6.0, the sysfs file ``/sys/bus/usb/devices/HUB/HUB:1.0/HUB-portN/disable``;
-both need a hub with per-port power switching (and usually root).
+Per-port power (:class:`~sensorbench.drivers.port_power.PortPower`) uses
+``uhubctl -l HUB -p N -a on|off`` or, on Linux >= 6.0, the sysfs file
+``/sys/bus/usb/devices/HUB/HUB:1.0/HUB-portN/disable``; both need a hub with
+per-port power switching (and usually root).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import re
 import subprocess
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import serial
 
 from sensorbench.drivers.a1 import A1Scanner
+from sensorbench.drivers.port_power import PortPower
+from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import ConfigError, DriverError
 from sensorbench.logs import TurnFlag
 
-_HUB_RE = re.compile(r"^\d+(-\d+(\.\d+)*)?$")
-POWER_METHODS = ("uhubctl", "sysfs")
-
-
-@dataclass(frozen=True)
-class PortPower:
-    """Switchable power of one downstream USB port.
-
-    Args:
-        hub: the hub's USB device name as in sysfs and uhubctl ``-l`` (``1-1``,
-            ``1-1.4``; a bare bus number ``1`` for a root hub).
-        port: the hub's port number (1-based).
-        method: ``uhubctl`` or ``sysfs``.
-        settle_s: after switching on, how long to wait for the tty to appear (s).
-    """
-
-    hub: str
-    port: int
-    method: str = "uhubctl"
-    settle_s: float = 3.0
-
-    def __post_init__(self) -> None:
-        if not _HUB_RE.match(self.hub):
-            raise ConfigError(f"power hub {self.hub!r} is not a USB hub name like 1-1 or 1-1.4")
-        if not 1 <= self.port <= 255:
-            raise ConfigError(f"power port must be 1..255, got {self.port}")
-        if self.method not in POWER_METHODS:
-            raise ConfigError(f"power method must be one of {POWER_METHODS}, got {self.method!r}")
-
-    def uhubctl_command(self, on: bool) -> list[str]:
-        """The uhubctl argv that switches this port on or off."""
-        return ["uhubctl", "-l", self.hub, "-p", str(self.port), "-a", "on" if on else "off"]
-
-    def sysfs_disable_path(self, sysfs_root: str | os.PathLike[str] = "/sys") -> Path:
-        """The port's ``disable`` file (write ``0`` to power on, ``1`` to power off)."""
-        root_hub = "-" not in self.hub
-        device = f"usb{self.hub}" if root_hub else self.hub
-        interface = f"{self.hub}-0:1.0" if root_hub else f"{self.hub}:1.0"
-        return (
-            Path(sysfs_root)
-            / "bus/usb/devices"
-            / device
-            / interface
-            / f"{device}-port{self.port}"
-            / "disable"
-        )
-
-    def switch(
-        self,
-        on: bool,
-        runner: Callable[..., Any] = subprocess.run,
-        sysfs_root: str | os.PathLike[str] = "/sys",
-    ) -> None:
-        """Switch the port on or off.
-
-        Raises:
-            DriverError: uhubctl missing or failing, or the sysfs file not writable.
-        """
-        if self.method == "uhubctl":
-            argv = self.uhubctl_command(on)
-            try:
-                done = runner(argv, capture_output=True, text=True, timeout=10)
-            except FileNotFoundError as err:
-                raise DriverError("uhubctl is not installed: apt-get install uhubctl") from err
-            except subprocess.TimeoutExpired as err:
-                raise DriverError(f"{' '.join(argv)} did not finish within 10 s") from err
-            if done.returncode != 0:
-                raise DriverError(
-                    f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()}; "
-                    "does the hub support per-port power, and are you root?"
-                )
-            return
-        path = self.sysfs_disable_path(sysfs_root)
-        try:
-            path.write_text("0" if on else "1")
-        except OSError as err:
-            raise DriverError(
-                f"cannot write {path}: {err}; needs Linux >= 6.0, a hub with per-port "
-                "power switching, and root"
-            ) from err
+StepsFactory = Callable[["DeviceSpec"], "DeviceSteps"]
 
 
 @dataclass
@@ -159,6 +88,8 @@ class DeviceSpec:
         read_timeout_s: deadline of each request/answer while opening (s).
         power: optional switchable port power.
         options: kind-specific extras (e.g. ``min_points`` for an A1).
+        steps: the steps factory; None looks ``kind`` up among :func:`register_kind`'s
+            (capture passes its device kind's, from the registry).
     """
 
     name: str
@@ -169,6 +100,7 @@ class DeviceSpec:
     read_timeout_s: float = 1.0
     power: PortPower | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    steps: StepsFactory | None = None
 
 
 @dataclass
@@ -216,6 +148,10 @@ class DeviceSteps(Protocol):
 
     def idle(self) -> None:
         """Drain input while the sequencer waits (must not block)."""
+
+    def park(self) -> bool:
+        """Hold the device still with its port open (an A1: motor stopped by DTR);
+        False, doing nothing, for a device without anything to hold."""
 
     def close(self) -> None:
         """Stop and close (best effort, never raises)."""
@@ -269,8 +205,13 @@ class A1Steps:
         if self.handle.connected:
             self.handle.poll(0.0)
 
+    def park(self) -> bool:
+        """Open the port if needed, stop the scan and the motor (DTR set); keep the port."""
+        self.handle.park()
+        return True
+
     def close(self) -> None:
-        """Stop the scan and motor and close the port."""
+        """Stop the scan and release the port (the motor spins from then on)."""
         self.handle.close()
 
 
@@ -296,11 +237,7 @@ class StreamSteps:
 
     def open(self) -> str:
         """Open the port (the device has no identity to read)."""
-        try:
-            self.handle = serial.Serial(self.spec.port, self.baud, timeout=0.05)
-        except (serial.SerialException, OSError) as err:
-            raise DriverError(f"cannot open {self.spec.port}: {err}") from err
-        self.handle.reset_input_buffer()
+        self.handle = open_serial(self.spec.port, self.baud, timeout_s=0.05)
         return ""
 
     def check(self) -> None:
@@ -327,6 +264,10 @@ class StreamSteps:
             f"{self.baud} baud: silent, wrong baud rate or wrong device"
         )
 
+    def park(self) -> bool:
+        """Nothing to hold: a streaming device is not opened ahead of its turn."""
+        return False
+
     def idle(self) -> None:
         """Discard what arrived."""
         if self.handle is not None:
@@ -346,7 +287,6 @@ class StreamSteps:
                 self.handle = None
 
 
-StepsFactory = Callable[[DeviceSpec], DeviceSteps]
 _KINDS: dict[str, StepsFactory] = {"a1": A1Steps}
 
 
@@ -402,7 +342,7 @@ class PowerUpSequencer:
         if len(set(names)) != len(names):
             raise ConfigError(f"device names must be unique, got {names}")
         for spec in specs:
-            if spec.kind not in _KINDS:
+            if spec.steps is None and spec.kind not in _KINDS:
                 raise ConfigError(
                     f"{spec.name}: cannot sequence kind {spec.kind!r}; known: {known_kinds()}"
                 )
@@ -415,6 +355,7 @@ class PowerUpSequencer:
         self.sysfs_root = sysfs_root
         self.handles: dict[str, Any] = {}
         self._steps: dict[str, DeviceSteps] = {}
+        self._parked: dict[str, DeviceSteps] = {}
 
     def run(self, mode: str = "staggered", keep: bool = False) -> list[PowerUpResult]:
         """Bring every device up; one result per device, in order.
@@ -427,6 +368,7 @@ class PowerUpSequencer:
             raise ConfigError(f"mode must be 'staggered' or 'together', got {mode!r}")
         try:
             if mode == "staggered":
+                self._park_all()
                 results = []
                 for i, spec in enumerate(self.specs):
                     result = self._bring_up(spec)
@@ -436,18 +378,76 @@ class PowerUpSequencer:
             else:
                 results = self._together()
         finally:
-            if not keep:
+            if keep:
+                self._release(self._parked)
+            else:
                 self.close()
         return results
 
     def close(self) -> None:
-        """Stop and close every device still open."""
-        for steps in self._steps.values():
-            steps.close()
-        self._steps.clear()
+        """Stop and close every device still open, in power-up order.
+
+        A ready device's motor is already turning: closing it starts nothing. A
+        parked one (an A1 whose motor the sequencer holds stopped) starts spinning
+        when its port is released, so those are released one at a time, ``delay_after_s``
+        apart, as they would have been started.
+        """
+        ready, self._steps = self._steps, {}
         self.handles.clear()
+        for steps in ready.values():
+            steps.close()
+        self._release(self._parked)
 
     # -- internals ----------------------------------------------------------------
+
+    def _park_all(self) -> None:
+        """Open every device that holds a motor and stop it, before any starts.
+
+        The A1's motor spins whenever its port is not held (from USB enumeration on):
+        holding every port with DTR asserted stops them all, so from here on the
+        sequencer alone decides which motor spins up and when. A device on a
+        switched port (``power``) is switched off here, so that it enumerates (and an
+        A1's motor spins up) only at its turn; a failure to switch shows again when
+        its turn switches it on.
+        """
+        for spec in self.specs:
+            if spec.power is not None:
+                with contextlib.suppress(DriverError):
+                    spec.power.switch(False, runner=self.runner, sysfs_root=self.sysfs_root)
+                continue
+            if spec.name in self._parked:
+                continue
+            steps = self._factory(spec)(spec)
+            try:
+                held = steps.park()
+            except DriverError:
+                held = False  # missing or silent: its own bring-up reports it
+            if held:
+                self._parked[spec.name] = steps
+            else:
+                steps.close()
+
+    def _hold_or_close(self, spec: DeviceSpec, steps: DeviceSteps) -> None:
+        """After a failure: keep a device that holds a motor parked, close the others."""
+        try:
+            if steps.park():
+                self._parked[spec.name] = steps
+                return
+        except DriverError:
+            pass
+        steps.close()
+
+    def _release(self, parked: dict[str, DeviceSteps]) -> None:
+        """Close parked devices one at a time, their ``delay_after_s`` apart."""
+        names = [s.name for s in self.specs if s.name in parked]
+        for i, name in enumerate(names):
+            parked.pop(name).close()
+            if i + 1 < len(names):
+                self._wait(next(s for s in self.specs if s.name == name).delay_after_s)
+
+    @staticmethod
+    def _factory(spec: DeviceSpec) -> StepsFactory:
+        return spec.steps or _KINDS[spec.kind]
 
     def _wait(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -467,22 +467,21 @@ class PowerUpSequencer:
             )
 
     def _open_and_check(self, spec: DeviceSpec) -> tuple[DeviceSteps, str]:
-        steps = _KINDS[spec.kind](spec)
+        steps = self._parked.pop(spec.name, None) or self._factory(spec)(spec)
         try:
             self._power_on(spec)
             serial_no = steps.open()
             steps.check()
         except DriverError:
-            steps.close()
+            self._hold_or_close(spec, steps)
             raise
         return steps, serial_no
 
-    @staticmethod
-    def _start(steps: DeviceSteps) -> float:
+    def _start(self, spec: DeviceSpec, steps: DeviceSteps) -> float:
         try:
             steps.start()
         except DriverError:
-            steps.close()
+            self._hold_or_close(spec, steps)
             raise
         return time.monotonic()
 
@@ -502,7 +501,7 @@ class PowerUpSequencer:
                 self._wait(self.backoff_s * 2 ** (attempt - 2))
             try:
                 steps, serial_no = self._open_and_check(spec)
-                t_start = self._start(steps)
+                t_start = self._start(spec, steps)
             except DriverError as err:
                 why = str(err)
                 continue
@@ -510,7 +509,7 @@ class PowerUpSequencer:
                 steps.wait_ready(spec.ready_timeout_s)
             except DriverError as err:
                 why = str(err)
-                steps.close()
+                self._hold_or_close(spec, steps)
                 continue
             ttf = time.monotonic() - t_start
             self._steps[spec.name] = steps
@@ -539,7 +538,7 @@ class PowerUpSequencer:
             started: list[tuple[DeviceSpec, DeviceSteps, float]] = []
             for spec, steps in opened:  # back to back: the motors start together
                 try:
-                    started.append((spec, steps, self._start(steps)))
+                    started.append((spec, steps, self._start(spec, steps)))
                 except DriverError as err:
                     whys[spec.name] = str(err)
             outcome: dict[str, float | str] = {}
@@ -560,7 +559,7 @@ class PowerUpSequencer:
                     done[spec.name] = self._result(spec, serials[spec.name], True, "", got, attempt)
                 else:
                     whys[spec.name] = got
-                    steps.close()
+                    self._hold_or_close(spec, steps)
         return [
             done.get(s.name)
             or self._result(

@@ -13,14 +13,16 @@ report positions of valid TOML). The format, with units in every key name::
     order = ["lidar_front", "lidar_rear", "ld19", "pods"]   # default: device order
     gap_s = 3.0            # wait between starting two devices (s)
     timeout_s = 10.0       # a device not delivering within this has failed (s)
+    backend = "uhubctl"    # optional: switch each device's USB port power (or "sysfs")
 
     [[devices]]
     name = "lidar_front"                       # stream name in the session
-    kind = "a1"                                # ld19 | a1 | pods
+    kind = "a1"                                # a registered kind: ld19 | ld06 | a1 | pods
     port = "/dev/lidar_front"                  # stable udev name; "{run_dir}/..." allowed
     baud = 115200                              # optional: the kind's default
     mount = {x_m = 0.25, y_m = 0.0, yaw_deg = 0.0}   # or yaw_rad
     gap_s = 4.0                                # optional: overrides powerup.gap_s after it
+    power = {hub = "1-1", port = 2}            # optional, with a backend: its hub port
 
     [[devices]]
     name = "pods"
@@ -52,24 +54,12 @@ from typing import Any
 
 import numpy as np
 
+from sensorbench.drivers.device_kinds import get_kind, kind_names, option_keys
+from sensorbench.drivers.port_power import POWER_METHODS, PortPower
 from sensorbench.errors import ConfigError
 
-KINDS = ("ld19", "a1", "pods")
-DEFAULT_BAUD = {"ld19": 230400, "a1": 115200, "pods": 115200}
-_DEVICE_KEYS = {
-    "name",
-    "kind",
-    "port",
-    "baud",
-    "mount",
-    "gap_s",
-    "timeout_s",
-    "serial",
-    "protocol",
-    "counter_bits",
-    "n_pods",
-    "imu",
-}
+_COMMON_KEYS = frozenset({"name", "kind", "port", "baud", "mount", "gap_s", "timeout_s", "power"})
+POWER_BACKENDS = ("none", *POWER_METHODS)
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
@@ -92,7 +82,8 @@ class DeviceConfig:
 
     Attributes:
         name: stream name (letters, digits, ``_``, ``-``).
-        kind: ``ld19``, ``a1`` or ``pods``.
+        kind: a registered kind (:mod:`~sensorbench.drivers.device_kinds`):
+            ``ld19``, ``ld06``, ``a1`` or ``pods``.
         port: path to open (stable name), with ``{run_dir}`` substituted.
         baud: line speed (baud).
         mount: sensor pose in the body frame, or None (pods have none).
@@ -103,6 +94,7 @@ class DeviceConfig:
         counter_bits: pods only: counter width (16 or 32).
         n_pods: pods only: counters per frame.
         imu: pods only: the MCU sends yaw rate and yaw.
+        power: the device's switchable hub port (``[powerup] backend``), or None.
         line: line of the device's ``[[devices]]`` header in the file.
     """
 
@@ -118,6 +110,7 @@ class DeviceConfig:
     counter_bits: int = 16
     n_pods: int = 3
     imu: bool = False
+    power: PortPower | None = None
     line: int = 0
 
 
@@ -291,7 +284,35 @@ class _Validator:
             )
         return value
 
-    def device(self, i: int, table: Any, gap_s: float, timeout_s: float) -> DeviceConfig:
+    def power(self, value: Any, path: tuple, what: str, backend: str) -> PortPower:
+        if backend == "none":
+            raise self.fail(
+                path,
+                f"{what}: 'power' needs a switching backend: "
+                '[powerup] backend = "uhubctl" (or "sysfs")',
+            )
+        if (
+            not isinstance(value, dict)
+            or set(value) - {"hub", "port", "settle_s"}
+            or not isinstance(value.get("hub"), str)
+            or isinstance(value.get("port"), bool)
+            or not isinstance(value.get("port"), int)
+        ):
+            raise self.fail(
+                path,
+                f"{what}: 'power' must be a table like {{hub = \"1-1.4\", port = 2}} "
+                "(the hub's USB name as uhubctl -l takes it, the port number; optional "
+                "settle_s, the wait for the tty after switching on)",
+            )
+        settle = self.number(value, "settle_s", path, minimum=0.1, default=3.0)
+        try:
+            return PortPower(value["hub"], value["port"], method=backend, settle_s=settle)
+        except ConfigError as err:
+            raise self.fail(path, f"{what}: {err}") from err
+
+    def device(
+        self, i: int, table: Any, gap_s: float, timeout_s: float, backend: str = "none"
+    ) -> DeviceConfig:
         path = ("devices", i)
         line = self.where.find(*path)
         if not isinstance(table, dict):
@@ -303,18 +324,20 @@ class _Validator:
                 (*path, "name"),
                 f"{what}: 'name' must be letters, digits, _ or - starting with a letter",
             )
-        unknown = sorted(set(table) - _DEVICE_KEYS)
+        known = _COMMON_KEYS | option_keys()
+        unknown = sorted(set(table) - known)
         if unknown:
             raise self.fail(
                 (*path, unknown[0]),
-                f"{what}: unknown key '{unknown[0]}' (known: {', '.join(sorted(_DEVICE_KEYS))})",
+                f"{what}: unknown key '{unknown[0]}' (known: {', '.join(sorted(known))})",
             )
-        kind = table.get("kind")
-        if kind not in KINDS:
+        kind_name = table.get("kind")
+        if kind_name not in kind_names():
             raise self.fail(
                 (*path, "kind"),
-                f"{what}: unknown kind {kind!r}; expected one of {', '.join(KINDS)}",
+                f"{what}: unknown kind {kind_name!r}; expected one of {', '.join(kind_names())}",
             )
+        kind = get_kind(kind_name)
         if "port" not in table:
             raise self.fail(
                 path,
@@ -322,15 +345,15 @@ class _Validator:
                 "from `sensorbench udev rules`)",
             )
         port = self.port(table["port"], (*path, "port"), what)
-        baud = table.get("baud", DEFAULT_BAUD[kind])
+        baud = table.get("baud", kind.baud)
         if isinstance(baud, bool) or not isinstance(baud, int) or baud <= 0:
             raise self.fail((*path, "baud"), f"{what}: 'baud' must be a positive integer")
-        if kind == "pods":
+        if not kind.mounted:
             mount = None
             if "mount" in table:
                 raise self.fail(
                     (*path, "mount"),
-                    f"{what}: pods have no mount; their geometry is the [pods] table",
+                    f"{what}: {kind.name} has no mount; its geometry is the [{kind.name}] table",
                 )
         else:
             if "mount" not in table:
@@ -340,50 +363,20 @@ class _Validator:
                     "(e.g. mount = {x_m = 0.1, y_m = 0.0, yaw_deg = 180})",
                 )
             mount = self.mount(table["mount"], (*path, "mount"), what)
-        extra: dict[str, Any] = {}
-        if kind == "pods":
-            protocol = table.get("protocol", "binary")
-            if protocol not in ("binary", "csv"):
-                raise self.fail(
-                    (*path, "protocol"),
-                    f"{what}: protocol must be 'binary' or 'csv', got {protocol!r}",
-                )
-            bits = table.get("counter_bits", 16)
-            if bits not in (16, 32) or isinstance(bits, bool):
-                raise self.fail(
-                    (*path, "counter_bits"), f"{what}: counter_bits must be 16 or 32, got {bits!r}"
-                )
-            n_pods = table.get("n_pods", 3)
-            if isinstance(n_pods, bool) or not isinstance(n_pods, int) or not 1 <= n_pods <= 15:
-                raise self.fail((*path, "n_pods"), f"{what}: n_pods must be 1..15")
-            imu = table.get("imu", False)
-            if not isinstance(imu, bool):
-                raise self.fail((*path, "imu"), f"{what}: imu must be true or false")
-            extra = {"protocol": protocol, "counter_bits": bits, "n_pods": n_pods, "imu": imu}
-        else:
-            for key in ("protocol", "counter_bits", "n_pods", "imu"):
-                if key in table:
-                    raise self.fail((*path, key), f"{what}: '{key}' only applies to pods")
-        serial = table.get("serial")
-        if serial is not None and (
-            kind != "a1"
-            or not isinstance(serial, str)
-            or not re.fullmatch(r"[0-9A-Fa-f]{32}", serial)
-        ):
-            raise self.fail(
-                (*path, "serial"),
-                f"{what}: 'serial' applies to a1 devices only and is 32 hex digits "
-                "(the 16-byte serial GET_INFO reports)",
-            )
+        for key in sorted(set(table) - _COMMON_KEYS - kind.option_keys):
+            owners = [k for k in kind_names() if key in get_kind(k).option_keys]
+            raise self.fail((*path, key), f"{what}: '{key}' only applies to {' and '.join(owners)}")
+        extra = kind.parse_options(self, table, path, what) if kind.parse_options else {}
+        if "power" in table:
+            extra["power"] = self.power(table["power"], (*path, "power"), what, backend)
         return DeviceConfig(
             name=name,
-            kind=kind,
+            kind=kind_name,
             port=port,
             baud=baud,
             mount=mount,
             gap_s=self.number(table, "gap_s", path, minimum=0, default=gap_s),
             timeout_s=self.number(table, "timeout_s", path, minimum=0.1, default=timeout_s),
-            serial=serial,
             line=line,
             **extra,
         )
@@ -459,6 +452,12 @@ class _Validator:
             raise self.fail(("robot",), "[robot] and [powerup] must be tables")
         gap_s = self.number(powerup, "gap_s", ("powerup",), minimum=0, default=3.0)
         timeout_s = self.number(powerup, "timeout_s", ("powerup",), minimum=0.1, default=10.0)
+        backend = powerup.get("backend", "none")
+        if backend not in POWER_BACKENDS:
+            raise self.fail(
+                ("powerup", "backend"),
+                f"powerup.backend must be one of {', '.join(POWER_BACKENDS)}, got {backend!r}",
+            )
         devices_raw = doc.get("devices")
         if not isinstance(devices_raw, list) or not devices_raw:
             raise self.fail(("devices",), "no devices: add at least one [[devices]] table")
@@ -466,7 +465,7 @@ class _Validator:
         seen: dict[str, int] = {}
         ports: dict[str, str] = {}
         for i, table in enumerate(devices_raw):
-            dev = self.device(i, table, gap_s, timeout_s)
+            dev = self.device(i, table, gap_s, timeout_s, backend)
             if dev.name in seen:
                 raise self.fail(
                     ("devices", i, "name"),

@@ -4,7 +4,9 @@
 protocol for any device on a serial port (USB-UART bridge or emulated pty). It owns
 everything that is not protocol-specific:
 
-- opening the port with a deadline (:class:`DriverError` if it cannot be opened);
+- opening the port with a deadline, through the one port-opening function
+  (:func:`~sensorbench.drivers.serial_port.open_serial`; :class:`DeviceUnavailable`
+  if it cannot be opened);
 - a thread that reads with a short timeout (``read_timeout_s``), stamps each chunk
   with the host receive time (``time.monotonic_ns()``), hands the raw bytes to the
   session writer (``append_raw``) and then to the protocol hook :meth:`consume`;
@@ -12,12 +14,15 @@ everything that is not protocol-specific:
   behind a silent port and ``stop()`` returns promptly;
 - health: a ``stale`` event after ``stale_after_s`` (0.5 s) without bytes; a deadline
   (``first_valid_timeout_s``, 3.5 s) for the first valid packet after opening, after
-  which :meth:`start` raises a :class:`DriverError` built by :meth:`diagnose` (after
+  which :meth:`start` raises :class:`DeviceSilent` (no byte) or
+  :class:`DeviceProtocolError` (bytes, none valid) built by :meth:`diagnose` (after
   a reconnect the same deadline gives an ``error`` event and ``last_error``);
 - unplug (``SerialException`` / ``OSError`` such as EIO): an ``unplug`` event, the
   port is closed, and the thread retries opening the same path with exponential
   backoff (``backoff_s`` up to ``backoff_max_s``) once the path exists again, then a
-  ``reconnect`` event and the :meth:`on_reconnect` hook;
+  ``reconnect`` event and the :meth:`on_reconnect` hook. Silence and backoff are
+  decided by the one reconnect machine, :class:`~sensorbench.drivers.link_watch.LinkWatch`,
+  which the A1 scanner drives too;
 - status snapshots (:class:`ReaderStatus`) computed from counters, thread-safe.
 
 How to subclass (the LD19 reader in ``drivers/ld19_reader.py`` is a complete example)::
@@ -62,6 +67,7 @@ from typing import TYPE_CHECKING, Any
 
 import serial
 
+from sensorbench.drivers.link_watch import LinkWatch, Silence
 from sensorbench.drivers.reader_base import (
     RateMeter,
     ReaderStatus,
@@ -69,7 +75,8 @@ from sensorbench.drivers.reader_base import (
     record_event,
     seconds_since,
 )
-from sensorbench.errors import DriverError
+from sensorbench.drivers.serial_port import open_serial
+from sensorbench.errors import DeviceProtocolError, DeviceSilent, DeviceUnavailable, DriverError
 
 if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
@@ -119,10 +126,8 @@ class SerialReader:
         self.read_size = read_size
         self.open_timeout_s = open_timeout_s
         self.first_valid_timeout_s = first_valid_timeout_s
-        self.stale_after_s = stale_after_s
-        self.backoff_s = backoff_s
-        self.backoff_max_s = backoff_max_s
         self.exclusive = exclusive
+        self.watch = LinkWatch(stale_after_s, backoff_s, backoff_max_s)
 
         self.events: collections.deque[tuple[int, str, str]] = collections.deque(maxlen=1000)
         self.bytes_total = 0
@@ -139,8 +144,6 @@ class SerialReader:
         self._no_valid_reported = False
         self._lock = threading.Lock()
         self._last_data_ns: int | None = None
-        self._silence_from_ns = 0
-        self._stale = False
         self._rates = RateMeter()
 
     # -- hooks (override) ------------------------------------------------------------
@@ -206,8 +209,9 @@ class SerialReader:
             )
             self.last_error = msg
             self._event(time.monotonic_ns(), "error", msg)
+            silent = self.bytes_total == self.bytes_at_open
             self.stop()
-            raise DriverError(msg)
+            raise (DeviceSilent if silent else DeviceProtocolError)(msg)
 
     def stop(self, timeout_s: float = 2.0) -> None:
         """Stop the thread and close the port within ``timeout_s`` (s)."""
@@ -261,26 +265,25 @@ class SerialReader:
             self.last_error = f"{self.name}: session writer failed: {exc}"
 
     def _try_open(self) -> serial.Serial:
-        ser = serial.Serial(
-            self.port, self.baud, timeout=self.read_timeout_s, exclusive=self.exclusive
+        return open_serial(
+            self.port, self.baud, timeout_s=self.read_timeout_s, exclusive=self.exclusive
         )
-        ser.reset_input_buffer()
-        return ser
 
     def _open_with_deadline(self, timeout_s: float) -> serial.Serial:
         deadline = time.monotonic() + timeout_s
-        delay = self.backoff_s
+        self.watch.lost(time.monotonic_ns())
         while True:
             try:
                 return self._try_open()
-            except (serial.SerialException, OSError) as exc:
-                if time.monotonic() + delay > deadline:
-                    raise DriverError(
-                        f"{self.name}: cannot open {self.port} within {timeout_s:.1f} s: {exc}. "
+            except DeviceUnavailable as exc:
+                now = time.monotonic_ns()
+                self.watch.attempt_failed(now)
+                if time.monotonic() + self.watch.wait_s(now) > deadline:
+                    raise DeviceUnavailable(
+                        f"{self.name}: within {timeout_s:.1f} s, {exc}. "
                         "Check the cable, the udev name and that no other program holds the port."
                     ) from exc
-            time.sleep(delay)
-            delay = min(delay * 2, self.backoff_max_s)
+                time.sleep(self.watch.wait_s(now))
 
     def _close(self) -> None:
         ser, self._ser = self._ser, None
@@ -299,18 +302,18 @@ class SerialReader:
 
     def _loop(self) -> None:
         ser = self._ser
-        self._silence_from_ns = time.monotonic_ns()
+        self.watch.opened(time.monotonic_ns())
         if ser is not None:
             self.on_open(ser)
-        delay = self.backoff_s
         while not self._stop.is_set():
             ser = self._ser
             if ser is None:
-                if self._reopen():
-                    delay = self.backoff_s
-                else:
-                    self._stop.wait(delay)
-                    delay = min(delay * 2, self.backoff_max_s)
+                now = time.monotonic_ns()
+                if self.watch.attempt_due(now):
+                    if self._reopen():
+                        continue
+                    self.watch.attempt_failed(now)
+                self._stop.wait(self.watch.wait_s(time.monotonic_ns()))
                 continue
             try:
                 data = ser.read(self.read_size)
@@ -348,9 +351,7 @@ class SerialReader:
         with self._lock:
             self.bytes_total += len(data)
             self._last_data_ns = t_ns
-        self._silence_from_ns = t_ns
-        if self._stale:
-            self._stale = False
+        if self.watch.data(t_ns):
             self._event(t_ns, "note", "data resumed")
         if self.writer is not None:
             self.writer.append_raw(self.name, t_ns, data)
@@ -361,15 +362,14 @@ class SerialReader:
             self._first_valid.set()
 
     def _check_stale(self, t_ns: int) -> None:
-        if self._stale:
-            return
-        silent_s = (t_ns - self._silence_from_ns) / 1e9
-        if silent_s >= self.stale_after_s:
-            self._stale = True
-            self._event(t_ns, "stale", f"no bytes for {silent_s:.2f} s on {self.port}")
+        if self.watch.silence(t_ns) is Silence.STALE:
+            self._event(
+                t_ns, "stale", f"no bytes for {self.watch.silent_s(t_ns):.2f} s on {self.port}"
+            )
 
     def _unplugged(self, exc: BaseException) -> None:
         self._close()
+        self.watch.lost(time.monotonic_ns())
         self.last_error = f"{self.name}: {self.port} went away: {exc}"
         self._event(time.monotonic_ns(), "unplug", self.last_error)
 
@@ -378,14 +378,13 @@ class SerialReader:
             return False
         try:
             ser = self._try_open()
-        except (serial.SerialException, OSError):
+        except DeviceUnavailable:
             return False
         self.on_reconnect()
         self._opened(time.monotonic_ns())
         self._ser = ser
         self.reconnects += 1
-        self._stale = False
-        self._silence_from_ns = time.monotonic_ns()
+        self.watch.opened(time.monotonic_ns())
         self._event(time.monotonic_ns(), "reconnect", f"reopened {self.port}")
         self.on_open(ser)
         return True

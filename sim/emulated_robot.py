@@ -4,9 +4,11 @@
 directory (``examples/robot-emulated.toml``: ``port = "{run_dir}/lidar_front"``),
 builds one :class:`~sensorbench.sim.simulation.Simulation` and starts one emulator
 per configured device, each behind its stable symlink, the way udev names real
-devices:
+devices. The emulator is the device kind's (the registry,
+:mod:`sensorbench.drivers.device_kinds`; builders in :mod:`~sensorbench.sim.kind_emulators`):
 
-* ``ld19`` → :class:`~sensorbench.sim.emulator_ld19.LD19Emulator` fed ``sim.lidar(name)``;
+* ``ld19``, ``ld06`` → :class:`~sensorbench.sim.emulator_ld19.LD19Emulator` fed
+  ``sim.lidar(name)`` (the LD06 speaks the LD19 protocol);
 * ``a1`` → :class:`~sensorbench.sim.emulator_a1.A1Emulator` fed ``sim.lidar(name)``,
   with the configured ``serial`` (two units, same USB IDs, different serials);
 * ``pods`` → :class:`~sensorbench.sim.emulator_pods.PodEmulator` fed ``sim.pods()``,
@@ -27,18 +29,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.robot_config import RobotConfig, load_robot_config
 from sensorbench.errors import SimError
 from sensorbench.sim.clock import SimClock
-from sensorbench.sim.emulator_a1 import A1Emulator
 from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults
 from sensorbench.sim.emulator_ld19 import LD19Emulator
 from sensorbench.sim.emulator_pods import PodEmulator
+from sensorbench.sim.kind_emulators import EmulatorRequest
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.simulation import Simulation
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "robot-emulated.toml"
-_HEALTH = {"good": 0, "warning": 1, "error": 2}
 
 
 class EmulatedRobot:
@@ -80,59 +82,38 @@ class EmulatedRobot:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         lidars = set(self.sim.lidar_names())
-        bus: PowerBus | None = None
+        shared: dict[str, Any] = {}
         for i, dev in enumerate(self.config.devices):
+            kind = get_kind(dev.kind)
             knobs = self.sim.scenario.faults(dev.name) if faults else {}
-            faults_on_link = link_faults(knobs)
-            seed_i = self.sim.seed * 100 + i
-            if dev.kind in ("ld19", "a1") and dev.name not in lidars:
+            if kind.mounted and dev.name not in lidars:
                 self.stop()
                 raise SimError(
                     f"{self.config_path}: device {dev.name!r} is not a lidar of scenario "
                     f"{self.sim.scenario.name!r} (it has {sorted(lidars)})"
                 )
-            if dev.kind == "ld19":
-                em: Any = LD19Emulator(
-                    self.sim.lidar(dev.name),
-                    link=dev.port,
-                    speed=speed,
-                    startup_s=ld19_startup_s,
-                    faults=faults_on_link,
-                    seed=seed_i,
-                    autostart=False,
+            model = self.sim.scenario.lidars[dev.name]["model"] if kind.mounted else kind.name
+            if get_kind(model).protocol != kind.protocol:
+                self.stop()
+                raise SimError(
+                    f"{self.config_path}: device {dev.name!r} is a {kind.name} but scenario "
+                    f"{self.sim.scenario.name!r} simulates it as a {model}"
                 )
-            elif dev.kind == "a1":
-                if knobs.get("brownout") and bus is None:
-                    bus = PowerBus(inrush_s=knobs.get("brownout_window_s", 1.5), clock=self.clock)
-                em = A1Emulator(
-                    self.sim.lidar(dev.name),
-                    link=dev.port,
-                    name=dev.name,
-                    serial=dev.serial or f"{i:032x}",
-                    faults=faults_on_link,
-                    seed=seed_i,
-                    power=bus if knobs.get("brownout") else None,
-                    clock=self.clock,
-                )
-                if knobs.get("health", "good") != "good":
-                    em.set_health(_HEALTH[knobs["health"]], knobs.get("health_error_code", 0))
-            else:
-                em = PodEmulator(
-                    self.sim.pods(),
-                    variant=dev.protocol,
-                    counter_bits=dev.counter_bits,
-                    imu=dev.imu,
-                    link=dev.port,
-                    clock=self.clock,
-                    faults=faults_on_link,
-                    seed=seed_i,
-                    baud=dev.baud,
-                    loop=True,
-                )
-            self.devices[dev.name] = em
+            request = EmulatorRequest(
+                self.sim,
+                self.clock,
+                self.speed,
+                faults=link_faults(knobs),
+                knobs=knobs,
+                seed=self.sim.seed * 100 + i,
+                index=i,
+                ld19_startup_s=ld19_startup_s,
+                shared=shared,
+            )
+            self.devices[dev.name] = kind.emulator_factory()(kind, dev, request)
             self._schedule += [(t, dev.name, a, arg) for t, a, arg in fault_schedule(knobs)]
         self._schedule.sort()
-        self.power_bus = bus
+        self.power_bus: PowerBus | None = shared.get("power_bus")
 
     # -- lifecycle -------------------------------------------------------------------
 

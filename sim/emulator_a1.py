@@ -12,16 +12,27 @@ Requests (``A5 cmd`` or ``A5 cmd len payload xor`` when ``cmd & 0x80``):
 - GET_HEALTH 0x52: descriptor ``A5 5A 03 00 00 00 06`` + status (0 good, 1 warning,
   2 error) and the error code as uint16 little-endian;
 - SCAN 0x20 / FORCE_SCAN 0x21: descriptor ``A5 5A 05 00 00 40 81``, then 5-byte
-  nodes until STOP (refused, no answer, while health is ``error``);
-- STOP 0x25: no answer; scanning and (no DTR on a pty) the motor stop;
+  nodes until STOP (refused, no answer, while health is ``error``), for as long as the
+  motor turns;
+- STOP 0x25: no answer; scanning stops (the motor does not: it follows DTR);
 - RESET 0x40: reboot: silent for ``reset_silence_s``, then a text banner, idle;
 - SET_PWM 0xF0, EXPRESS_SCAN 0x82: ignored (the A1 has no PWM; express is not emulated).
 
 While scanning only STOP, RESET, SCAN and FORCE_SCAN are acted on; other
 requests are ignored, as the host must stop a scan before asking anything else.
-A pty has no DTR, so the scan request is the motor start: after it the motor
-spins up for ``spinup_s`` before nodes flow. The first node after a start is
-wherever the head happens to be; the start flag marks each new turn.
+
+**Motor.** As on the real unit behind its CP2102 adapter, the motor follows DTR, not
+the commands: DTR asserted stops it, DTR cleared spins it, and a port nobody holds
+(never opened, closed, the host process gone) leaves DTR cleared, so the motor spins
+from power-on (:meth:`A1Emulator.__init__`, :meth:`A1Emulator.replug`) until a host
+opens the port, and again whenever the port is closed. A pty carries no modem
+lines, so the emulator reads DTR from its modem-line channel
+(:class:`~sensorbench.sim.modem_lines.ModemLineChannel`, fed by the host's
+:func:`~sensorbench.drivers.serial_port.open_serial` port). Each start of the motor
+(enumeration, replug, a DTR release) is reported to the power bus as an inrush; nodes
+flow only while the motor turns and ``spinup_s`` after it started. Every change is
+logged in :attr:`A1Emulator.motor_log`. The first node after a start is wherever the
+head happens to be; the start flag marks each new turn.
 
 Every node put on the line is recorded in :meth:`A1Emulator.truth` (emission time,
 host send time, start flag, quality, q6 angle, q2 distance, delivered), so tests
@@ -48,6 +59,7 @@ from sensorbench.sim.emulator_base import (
     concat_records,
     room_ranges,
 )
+from sensorbench.sim.modem_lines import ModemLineChannel
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults, PtyPort
 
@@ -177,7 +189,7 @@ class A1Emulator(PtyEmulator):
         speed: emulation speed-up (ignored when ``clock`` or ``power`` gives a clock).
         name: the unit's name on a power bus.
         model, firmware, hardware: GET_INFO fields (A1M8 firmware 1.29, hardware 7).
-        spinup_s: simulated seconds from motor start to the first node.
+        spinup_s: simulated seconds from a motor start to the first node.
         reset_silence_s: simulated seconds of silence after RESET before the banner.
         faults: byte-level link faults (corruption, drops, slow start).
         power: a shared :class:`~sensorbench.sim.power.PowerBus` (brown-out model).
@@ -241,7 +253,11 @@ class A1Emulator(PtyEmulator):
         self.requests: list[int] = []  # every command byte received, in order
         self._lock = threading.RLock()
         self._rx = b""
+        self._lines = ModemLineChannel(self.port.path, self._on_dtr)
+        self._powered = True
         self._motor = False
+        self._motor_since = float("-inf")  # simulated time of the last motor start
+        self.motor_log: list[tuple[float, bool]] = []  # (simulated s, motor on) changes
         self._scanning = False
         self._emit_from = 0.0  # simulated time of the next node to emit
         self._quiet_until = 0.0  # simulated time until which the unit is rebooting
@@ -251,6 +267,8 @@ class A1Emulator(PtyEmulator):
         self.set_health(*health)
         if power is not None:
             power.attach(self)
+        if self._follow_dtr(self.clock.now()) and power is not None:
+            power.motor_started(self)  # enumeration: nobody holds the port yet
         self._actions: queue.Queue[tuple[Callable[[], None], threading.Event]] = queue.Queue()
         self._start_thread(f"a1-emulator-{name}")
 
@@ -258,8 +276,18 @@ class A1Emulator(PtyEmulator):
 
     @property
     def motor_on(self) -> bool:
-        """True while the motor spins (after a scan request, until STOP/RESET/brown-out)."""
+        """True while the motor spins: powered and DTR not asserted by a host."""
         return self._motor
+
+    @property
+    def dtr(self) -> bool:
+        """True while a host holds the port open with DTR asserted."""
+        return self._lines.dtr
+
+    @property
+    def host_opens(self) -> int:
+        """How many times a host opened the current pty (through the transport)."""
+        return self._lines.opens
 
     @property
     def scanning(self) -> bool:
@@ -296,19 +324,31 @@ class A1Emulator(PtyEmulator):
     def _do_unplug(self) -> None:
         with self._lock:
             self.port.unplug()
+            self._lines.close()
+            self._powered = False
             self._scanning = False
-            self._motor = False
+            self._follow_dtr(self.clock.now())
 
     def _do_replug(self, boot_s: float) -> None:
         with self._lock:
             self.port.replug()
+            self._lines = ModemLineChannel(self.port.path, self._on_dtr)
+            self._powered = True
             self._reboot(boot_s)
+            started = self._follow_dtr(self.clock.now())
+        if started and self.power is not None:
+            self.power.motor_started(self)  # enumeration again
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop the thread, remove the pty and its modem-line channel."""
+        super().stop(timeout_s)
+        self._lines.close()
 
     def brown_out(self, mode: str, error_code: int, outage_s: float) -> None:
-        """Called by the power bus: stop, then error state or reboot with silence."""
+        """Called by the power bus: the scan stops, then error state or reboot with
+        silence (the motor line is DTR's, not the core's: it is not touched)."""
         with self._lock:
             self._scanning = False
-            self._motor = False
             if mode == "error":
                 self.health_status, self.health_code = 2, error_code
             else:
@@ -335,7 +375,6 @@ class A1Emulator(PtyEmulator):
 
     def _reboot(self, quiet_s: float) -> None:
         self._scanning = False
-        self._motor = False
         self._rx = b""
         self._quiet_until = self.clock.now() + quiet_s
         self._banner_due = True
@@ -348,7 +387,6 @@ class A1Emulator(PtyEmulator):
                 done.set()
             data = self.port.recv(_TICK_S)
             now = self.clock.now()
-            motor_started = False
             with self._lock:
                 if now < self._quiet_until:
                     data = b""
@@ -358,15 +396,30 @@ class A1Emulator(PtyEmulator):
                     self.port.send(banner(self.model, self.firmware, self.hardware))
                 if data:
                     self._rx += data
-                    motor_started = self._handle_requests(now)
+                    self._handle_requests(now)
                 if self._scanning:
                     self._pump(now)
-            if motor_started and self.power is not None:
-                self.power.motor_started(self)
 
-    def _handle_requests(self, now: float) -> bool:
-        """Act on complete requests in the receive buffer; True if the motor started."""
-        started = False
+    def _on_dtr(self, _asserted: bool) -> None:
+        """The host changed DTR (from the modem-line channel's thread)."""
+        with self._lock:
+            started = self._follow_dtr(self.clock.now())
+        if started and self.power is not None:
+            self.power.motor_started(self)
+
+    def _follow_dtr(self, now: float) -> bool:
+        """Set the motor from power and DTR; True if it just started (an inrush)."""
+        on = self._powered and not self._lines.dtr
+        if on == self._motor:
+            return False
+        self._motor = on
+        self.motor_log.append((now, on))
+        if on:
+            self._motor_since = now
+        return on
+
+    def _handle_requests(self, now: float) -> None:
+        """Act on complete requests in the receive buffer."""
         rx = self._rx
         while rx:
             if rx[0] != _SYNC:
@@ -386,7 +439,6 @@ class A1Emulator(PtyEmulator):
             self.requests.append(cmd)
             if cmd == 0x25:
                 self._scanning = False
-                self._motor = False
             elif cmd == 0x40:
                 self._reboot(self.reset_silence_s)
                 rx = b""
@@ -394,12 +446,7 @@ class A1Emulator(PtyEmulator):
                 if self.health_status == 2:
                     continue  # protection stop: no scan until a RESET clears the error
                 self.port.send(_SCAN_DESC)
-                if not self._motor:
-                    self._motor = True
-                    started = True
-                    self._emit_from = now + self.spinup_s
-                else:
-                    self._emit_from = now
+                self._emit_from = now
                 self._scanning = True
             elif self._scanning:
                 continue
@@ -413,11 +460,14 @@ class A1Emulator(PtyEmulator):
                 code = self.health_code.to_bytes(2, "little")
                 self.port.send(_HEALTH_DESC + bytes([self.health_status]) + code)
         self._rx = rx
-        return started
 
     def _pump(self, now: float) -> None:
-        """Send every node whose emission time has come."""
-        t0 = self._emit_from
+        """Send every node whose emission time has come (the head turns only with the motor,
+        and reaches its speed ``spinup_s`` after the motor started)."""
+        if not self._motor:
+            self._emit_from = now
+            return
+        t0 = max(self._emit_from, self._motor_since + self.spinup_s)
         if now <= t0:
             return
         t1 = min(now, t0 + _MAX_BURST_S)

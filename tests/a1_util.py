@@ -121,3 +121,13 @@ def scan_bytes(raw: bytes) -> bytes:
     start = raw.rindex(SCAN_DESCRIPTOR) + len(SCAN_DESCRIPTOR)
     n = (len(raw) - start) // 5 * 5
     return raw[start : start + n]
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
+    """True as soon as ``condition()`` holds, False if it does not within ``timeout_s`` s."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True

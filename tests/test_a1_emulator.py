@@ -15,6 +15,7 @@ import serial
 from click.testing import CliRunner
 
 from sensorbench.cli import cli
+from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import SimError
 from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples
 from sensorbench.sim.power import PowerBus
@@ -33,7 +34,9 @@ def emu():
 
 @pytest.fixture
 def host(emu):
-    with serial.Serial(emu.path, 115200, timeout=0.05) as s:
+    """The host's port, opened as the driver opens it, with DTR cleared: the motor keeps
+    spinning as it has since power-on."""
+    with open_serial(emu.path, 115200, timeout_s=0.05, dtr=False) as s:
         yield s
 
 
@@ -72,13 +75,12 @@ def test_get_health_states_little_endian_code(emu, host, status, code):
 
 
 def test_idle_until_scan_then_nodes_match_truth_and_samples(emu, host):
-    assert u.read_for(host, 0.1) == b""  # spins only after a start
-    assert not emu.motor_on
+    assert emu.motor_on  # DTR cleared: the motor spins...
+    assert u.read_for(host, 0.1) == b""  # ...but nothing is sent before a scan request
     host.write(b"\xa5\x20")
     desc = u.read_exact(host, 7)
     assert desc == bytes.fromhex("a55a0500004081")
     assert u.descriptor_fields(desc) == (5, 1, 0x81)  # 5-byte nodes, multi-response
-    assert emu.motor_on
     data = u.read_for(host, 0.5)
     host.write(b"\xa5\x25")
     time.sleep(0.05)
@@ -103,12 +105,37 @@ def test_idle_until_scan_then_nodes_match_truth_and_samples(emu, host):
     assert starts.size >= 2
     # a turn is about 2000 / 5.5 = 364 nodes
     assert np.all(np.abs(np.diff(starts) - 2000 / 5.5) <= 1)
-    assert u.read_for(host, 0.1) == b""  # STOP silences it
-    assert not emu.motor_on
+    assert u.read_for(host, 0.1) == b""  # STOP silences it...
+    assert emu.motor_on  # ...but the motor follows DTR, not STOP
+    host.dtr = True
+    assert u.wait_until(lambda: not emu.motor_on, 1.0)
+
+
+def test_motor_follows_dtr_and_a_released_port(emu):
+    assert emu.motor_on and emu.motor_log[0][1] is True  # power-on: nobody holds the port
+    with open_serial(emu.path, 115200, timeout_s=0.05) as s:  # an open asserts DTR
+        assert s.modem_lines == "channel"
+        assert u.wait_until(lambda: not emu.motor_on, 1.0)
+        s.write(b"\xa5\x20")
+        assert u.read_exact(s, 7) == bytes.fromhex("a55a0500004081")
+        assert u.read_for(s, 0.2) == b""  # scanning, but the head does not turn
+        s.dtr = False
+        assert u.wait_until(lambda: emu.motor_on, 1.0)
+        assert len(u.read_for(s, 0.2)) > 100  # nodes once it turns
+        s.dtr = True
+        assert u.wait_until(lambda: not emu.motor_on, 1.0)
+    assert u.wait_until(lambda: emu.motor_on, 1.0)  # closing the port releases DTR
+    assert [on for _, on in emu.motor_log] == [True, False, True, False, True]
+    with serial.Serial(emu.path, 115200, timeout=0.05) as plain:  # no channel: no DTR
+        time.sleep(0.05)
+        assert emu.motor_on and plain.is_open
 
 
 def test_force_scan_and_spinup_delay(emu, host):
+    host.dtr = True
+    assert u.wait_until(lambda: not emu.motor_on, 1.0)
     t0 = time.monotonic()
+    host.dtr = False
     host.write(b"\xa5\x21")
     assert u.read_exact(host, 7) == bytes.fromhex("a55a0500004081")
     first = u.read_exact(host, 5)
@@ -120,7 +147,7 @@ def test_force_scan_and_spinup_delay(emu, host):
 def test_pwm_ignored_and_commands_ignored_while_scanning(emu, host):
     host.write(b"\xa5\xf0\x02\x94\x02" + bytes([0xA5 ^ 0xF0 ^ 0x02 ^ 0x94 ^ 0x02]))
     assert u.read_for(host, 0.1) == b""
-    assert not emu.motor_on
+    assert emu.motor_on and len(emu.motor_log) == 1  # PWM does not touch the motor
     assert emu.requests == [0xF0]
     host.write(b"\xa5\x20")
     u.read_exact(host, 7)
@@ -188,42 +215,59 @@ def _health(ser: serial.Serial) -> tuple[int, int]:
     return raw[7], raw[8] | raw[9] << 8
 
 
-def test_brownout_when_two_motors_start_together():
+def test_two_a1s_enumerated_together_brown_out_before_any_software_runs():
     bus = PowerBus(inrush_s=1.0, mode="error", error_code=0x8002, clock=None)
     bus.clock.speed = SPEED
     with (
         A1Emulator(name="front", serial=SERIAL_A, power=bus) as a,
         A1Emulator(name="rear", serial=bytes(16), power=bus) as b,
-        serial.Serial(a.path, 115200, timeout=0.05) as sa,
-        serial.Serial(b.path, 115200, timeout=0.05) as sb,
+        open_serial(a.path, 115200, timeout_s=0.05) as sa,
+        open_serial(b.path, 115200, timeout_s=0.05) as sb,
     ):
-        _scan(sa)
-        _scan(sb)
-        time.sleep(0.05)
-        assert [x.devices for x in bus.brownouts] == [("front", "rear")]
-        assert not a.scanning and not b.scanning
-        sa.write(b"\xa5\x25")
-        sb.write(b"\xa5\x25")
-        time.sleep(0.05)
+        assert [x.devices for x in bus.brownouts] == [("front", "rear")]  # at power-on
+        assert [n for _, n in bus.motor_starts] == ["front", "rear"]
         assert _health(sa) == (2, 0x8002)
         assert _health(sb) == (2, 0x8002)
+
+
+def test_releasing_two_ports_together_browns_out():
+    bus = PowerBus(inrush_s=1.0, mode="error", error_code=0x8002, clock=None)
+    bus.clock.speed = SPEED
+    with A1Emulator(name="front", serial=SERIAL_A, power=bus) as a:
+        time.sleep(1.2 / SPEED)  # enumerated one after the other
+        with A1Emulator(name="rear", serial=bytes(16), power=bus) as b:
+            sa = open_serial(a.path, 115200, timeout_s=0.05)
+            sb = open_serial(b.path, 115200, timeout_s=0.05)
+            assert u.wait_until(lambda: not a.motor_on and not b.motor_on, 1.0)
+            time.sleep(1.2 / SPEED)
+            assert bus.brownouts == []
+            sa.close()  # both ports released at once: both motors spin up together
+            sb.close()
+            assert u.wait_until(lambda: len(bus.brownouts) == 1, 1.0)
+            assert bus.brownouts[0].devices == ("front", "rear")
 
 
 def test_no_brownout_when_staggered():
     bus = PowerBus(inrush_s=1.0, mode="silent")
     bus.clock.speed = SPEED
-    with (
-        A1Emulator(name="front", power=bus) as a,
-        A1Emulator(name="rear", power=bus) as b,
-        serial.Serial(a.path, 115200, timeout=0.05) as sa,
-        serial.Serial(b.path, 115200, timeout=0.05) as sb,
-    ):
-        _scan(sa)
+    with A1Emulator(name="front", power=bus) as a:
         time.sleep(1.2 / SPEED)
-        _scan(sb)
-        time.sleep(0.05)
-        assert bus.brownouts == []
-        assert a.scanning and b.scanning
+        with (
+            A1Emulator(name="rear", power=bus) as b,
+            open_serial(a.path, 115200, timeout_s=0.05) as sa,
+            open_serial(b.path, 115200, timeout_s=0.05) as sb,
+        ):
+            _scan(sa)
+            _scan(sb)
+            assert u.wait_until(lambda: not a.motor_on and not b.motor_on, 1.0)
+            sa.dtr = False
+            time.sleep(1.2 / SPEED)
+            sb.dtr = False
+            assert u.wait_until(lambda: a.motor_on and b.motor_on, 1.0)
+            time.sleep(0.05)
+            assert bus.brownouts == []
+            assert a.scanning and b.scanning
+            assert len(u.read_for(sb, 0.1)) > 0
 
 
 def _serve(args: list[str], link: Path) -> subprocess.Popen:

@@ -15,10 +15,11 @@ import pytest
 import rplidar
 import serial
 
-from sensorbench.drivers.a1 import A1Lidar, A1Silent, A1Unplugged
+from sensorbench.drivers.a1 import A1Lidar
 from sensorbench.drivers.a1_protocol import A1Health, A1Info
-from sensorbench.errors import DriverError
+from sensorbench.errors import DeviceSilent, DeviceUnplugged, DriverError
 from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.pty import PtyPort
 
 
 class RawOnPty(rplidar.RPLidar):
@@ -52,17 +53,29 @@ def test_dtr_on_a_pty_crashes_library_reported_once_by_driver(emu):
     lib = rplidar.RPLidar(emu.path)
     with pytest.raises(OSError) as exc:
         lib.start_motor()
-    assert exc.value.errno == 25
+    assert exc.value.errno == 25  # ENOTTY: a pty has no modem lines
     lib.disconnect()
-    events = []
-    lid = A1Lidar(emu.path, read_timeout_s=0.5, on_event=lambda *e: events.append(e))
-    lid.start_motor()
-    lid.stop_motor()
-    lid.start_motor()
-    assert lid.has_modem_lines is False
-    notes = [e for e in events if "no modem lines" in e[2]]
-    assert len(notes) == 1 and notes[0][1] == "note"
+    # ours reaches the emulator's DTR through its modem-line channel: the motor follows
+    lid = A1Lidar(emu.path, read_timeout_s=0.5)
+    for level, spinning in ((lid.stop_motor, False), (lid.start_motor, True)):
+        level()
+        assert u.wait_until(lambda s=spinning: emu.motor_on is s, 1.0)
+    assert lid.has_modem_lines is True
     lid.disconnect()
+    # a pty without a channel: reported once, never raised
+    port = PtyPort(baud=115200)
+    try:
+        events = []
+        lid = A1Lidar(port.path, read_timeout_s=0.5, on_event=lambda *e: events.append(e))
+        lid.start_motor()
+        lid.stop_motor()
+        lid.start_motor()
+        assert lid.has_modem_lines is False
+        notes = [e for e in events if "no modem lines" in e[2]]
+        assert len(notes) == 1 and notes[0][1] == "note"
+        lid.disconnect()
+    finally:
+        port.close()
 
 
 def test_silent_device_hangs_library_forever_driver_raises_within_deadline(emu):
@@ -86,7 +99,7 @@ def test_silent_device_hangs_library_forever_driver_raises_within_deadline(emu):
     t0 = time.monotonic()
     finished, result = u.run_with_deadline(lambda: [m for m in it2], 3.0)
     elapsed = time.monotonic() - t0
-    assert finished and isinstance(result, A1Silent)
+    assert finished and isinstance(result, DeviceSilent)
     assert elapsed < 0.4 + 0.5  # the read deadline plus buffered nodes and scheduling
     assert "0.40 s" in str(result)
     lid.disconnect()
@@ -107,10 +120,10 @@ def test_unplug_raises_bare_oserror_in_library_driver_error_in_ours(emu):
     lid.start()
     lid.read_nodes(0.1)
     emu.unplug()
-    with pytest.raises(A1Unplugged, match=r"went away.*check the USB cable"):
+    with pytest.raises(DeviceUnplugged, match=r"went away.*check the USB cable"):
         for _ in range(50):
             lid.read_nodes(0.02)
-    assert isinstance(A1Unplugged("x"), DriverError)
+    assert isinstance(DeviceUnplugged("x"), DriverError)
 
 
 def test_get_info_and_health_return_strings_with_stale_bytes(emu):
@@ -122,8 +135,9 @@ def test_get_info_and_health_return_strings_with_stale_bytes(emu):
         lib.start()
     lib.disconnect()
 
-    lid = A1Lidar(emu.path, read_timeout_s=0.5)
-    time.sleep(0.05)
+    lid = A1Lidar(emu.path, read_timeout_s=0.5)  # the open stops the motor (DTR)...
+    lid.start_motor()  # ...and this spins it again: the forgotten scan resumes
+    time.sleep(0.1)
     info = lid.get_info()
     assert info == A1Info(0x18, (1, 29), 7, bytes(range(16, 32)).hex().upper())
     assert lid.get_health() == A1Health("good", 0)
@@ -159,7 +173,10 @@ def test_descriptor_error_after_stale_bytes_library_has_no_recovery(emu):
 
     leave_scanning(emu.path)
     lid = A1Lidar(emu.path, read_timeout_s=0.5)
+    lid.start_motor()  # the forgotten scan resumes with the motor
+    time.sleep(0.1)
     assert lid.get_health() == A1Health("good", 0)  # stop, clear, retry
+    assert lid.stale_bytes_discarded > 0
     lid.start()
     _, nodes, _, skipped = lid.read_nodes(0.3)
     assert len(nodes) > 0 and skipped == 0

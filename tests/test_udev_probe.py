@@ -14,12 +14,15 @@ import pytest
 import serial
 
 from sensorbench.drivers import a1_protocol
+from sensorbench.drivers.a1_kind import STOP_SETTLE_S as A1_STOP_SETTLE_S
+from sensorbench.drivers.a1_kind import check_info as check_a1_info
+from sensorbench.drivers.ld19_kind import check_packets as check_ld19
 from sensorbench.errors import UdevError
 from sensorbench.sim.emulator_a1 import A1Emulator
 from sensorbench.sim.emulator_ld19 import LD19Emulator
 from sensorbench.sim.emulator_pods import PodEmulator
 from sensorbench.sim.pty import PtyPort
-from sensorbench.udev.probe import A1_STOP_SETTLE_S, check_a1_info, check_ld19, probe_port
+from sensorbench.udev.probe import probe_port
 
 # The packet from the LD19 manual (HARDWARE.md); its last byte 0x50 is its CRC.
 MANUAL_PACKET = bytes.fromhex(

@@ -1,0 +1,96 @@
+"""The LD19-protocol family (LD19, LD06): reader, bring-up and probe of a registered kind.
+
+Every kind whose :attr:`~sensorbench.drivers.device_kinds.DeviceKind.protocol` is
+``ld19`` uses these: the same 47-byte CRC-8 packets at 230400 baud, one-way (the unit
+streams from power-on, nothing is sent to it). The kind only changes the model name
+stored in the session, the status tag and its datasheet defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import serial
+
+from sensorbench.drivers.serial_port import read_for
+
+if TYPE_CHECKING:
+    from sensorbench.drivers.device_kinds import DeviceKind, ReaderContext
+    from sensorbench.drivers.ld19_reader import LD19Reader
+    from sensorbench.drivers.powerup import DeviceSpec, StreamSteps
+    from sensorbench.drivers.robot_config import DeviceConfig
+
+MIN_PACKETS = 3
+"""CRC-valid packets a probe needs (375 packets/s: 0.3 s of listening sees ~110)."""
+
+
+def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> LD19Reader:
+    """The capture reader of one configured LD19-protocol lidar."""
+    from sensorbench.drivers.ld19_reader import LD19Reader
+
+    reader = LD19Reader(
+        dev.name,
+        dev.port,
+        attrs={"model": kind.model, **ctx.attrs},
+        clock_slope=1.0 / ctx.speed,
+        first_valid_timeout_s=dev.timeout_s,
+        read_timeout_s=ctx.read_timeout_s,
+    )
+    reader.kind = kind.name
+    return reader
+
+
+def valid_packet_counter() -> Callable[[bytes], int]:
+    """``(chunk) -> CRC-valid packets completed by it`` (keeps its framing state)."""
+    from sensorbench.drivers.ld19_parser import LD19Parser
+
+    parser = LD19Parser()
+    return lambda chunk: len(parser.feed(chunk))
+
+
+def make_steps(kind: DeviceKind, spec: DeviceSpec) -> StreamSteps:
+    """Bring-up: open at the configured baud and wait for valid packets."""
+    from sensorbench.drivers.powerup import StreamSteps
+
+    return StreamSteps(spec, spec.options["config"].baud, valid_packet_counter())
+
+
+def check_packets(data: bytes) -> dict | None:
+    """Facts about an LD19-protocol stream if ``data`` holds enough CRC-valid packets."""
+    from sensorbench.drivers.ld19_parser import LD19Parser
+
+    parser = LD19Parser()
+    packets = parser.feed(data)
+    count = parser.counters.packets
+    if count < MIN_PACKETS:
+        return None
+    return {
+        "packets": int(count),
+        "crc_failures": int(parser.counters.crc_failures),
+        "speed_hz": round(float(packets.speed_deg_s[-1]) / 360.0, 3),
+    }
+
+
+def probe(
+    kind: DeviceKind, port: serial.Serial, listen_s: float, _timeout_s: float
+) -> tuple[str, dict] | None:
+    """Listen at the kind's baud for CRC-valid packets (the unit streams by itself).
+
+    The LD19 and the LD06 send the same bytes: the probe names the protocol family,
+    and ``info["kinds"]`` lists every registered kind that speaks it.
+    """
+    from sensorbench.drivers.device_kinds import all_kinds
+
+    port.baudrate = kind.baud
+    port.reset_input_buffer()
+    info = check_packets(read_for(port, listen_s))
+    if info is None:
+        return None
+    same = [k.name for k in all_kinds() if k.protocol == kind.protocol]
+    info["kinds"] = same
+    models = " or ".join(k.model for k in all_kinds() if k.protocol == kind.protocol)
+    return (
+        f"{models} (same protocol): {info['packets']} CRC-valid packets at {kind.baud} baud",
+        info,
+    )

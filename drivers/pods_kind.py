@@ -1,0 +1,118 @@
+"""The pod-MCU family: configuration keys, reader, bring-up and probe of the ``pods`` kind."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import serial
+
+from sensorbench.drivers.serial_port import read_for
+
+if TYPE_CHECKING:
+    from sensorbench.drivers.device_kinds import DeviceKind, ReaderContext
+    from sensorbench.drivers.pods_reader import PodReader
+    from sensorbench.drivers.powerup import DeviceSpec, StreamSteps
+    from sensorbench.drivers.robot_config import DeviceConfig
+
+MIN_FRAMES = 3
+_CSV_LINE = re.compile(rb"^(\d{1,5}),(\d{1,10})((?:,-?\d{1,11})+)(?:,[-+0-9.eEnaif]+){0,2}\r?$")
+
+
+def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
+    """``protocol``, ``counter_bits``, ``n_pods``, ``imu`` of a pods device, validated."""
+    protocol = table.get("protocol", "binary")
+    if protocol not in ("binary", "csv"):
+        raise v.fail(
+            (*path, "protocol"), f"{what}: protocol must be 'binary' or 'csv', got {protocol!r}"
+        )
+    bits = table.get("counter_bits", 16)
+    if bits not in (16, 32) or isinstance(bits, bool):
+        raise v.fail(
+            (*path, "counter_bits"), f"{what}: counter_bits must be 16 or 32, got {bits!r}"
+        )
+    n_pods = table.get("n_pods", 3)
+    if isinstance(n_pods, bool) or not isinstance(n_pods, int) or not 1 <= n_pods <= 15:
+        raise v.fail((*path, "n_pods"), f"{what}: n_pods must be 1..15")
+    imu = table.get("imu", False)
+    if not isinstance(imu, bool):
+        raise v.fail((*path, "imu"), f"{what}: imu must be true or false")
+    return {"protocol": protocol, "counter_bits": bits, "n_pods": n_pods, "imu": imu}
+
+
+def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> PodReader:
+    """The capture reader of the pod MCU (the nominal geometry goes with the stream)."""
+    from sensorbench.drivers.pods_reader import PodReader
+
+    attrs = dict(ctx.attrs)
+    if ctx.pods is not None:
+        attrs["nominal_geometry"] = {  # stored as JSON
+            "wheel_radius_m": ctx.pods.wheel_radius_m,
+            "counts_per_rev": ctx.pods.counts_per_rev,
+            "wheels": [vars(w) for w in ctx.pods.wheels],
+            "units": "x_m, y_m in the body frame (m); angle_rad CCW from body x (rad)",
+        }
+    return PodReader(
+        dev.name,
+        dev.port,
+        n_pods=dev.n_pods,
+        counter_bits=dev.counter_bits,
+        protocol=dev.protocol,
+        baud=dev.baud,
+        attrs=attrs,
+        clock_slope=1.0 / ctx.speed,
+        first_valid_timeout_s=dev.timeout_s,
+        read_timeout_s=ctx.read_timeout_s,
+    )
+
+
+def valid_frame_counter(dev: DeviceConfig) -> Callable[[bytes], int]:
+    """``(chunk) -> valid frames completed by it`` (keeps its framing state)."""
+    from sensorbench.drivers.pods_parser import PodStreamParser
+
+    parser = PodStreamParser(dev.n_pods, dev.counter_bits, dev.protocol)
+    return lambda chunk: len(parser.feed(chunk))
+
+
+def make_steps(kind: DeviceKind, spec: DeviceSpec) -> StreamSteps:
+    """Bring-up: open at the configured baud and wait for valid frames."""
+    from sensorbench.drivers.powerup import StreamSteps
+
+    dev = spec.options["config"]
+    return StreamSteps(spec, dev.baud, valid_frame_counter(dev))
+
+
+def check_frames(data: bytes) -> dict | None:
+    """Facts about a pod-MCU stream (binary frames or CSV lines) in ``data``, else None."""
+    from sensorbench.drivers.pods_parser import PodStreamParser
+
+    parser = PodStreamParser(variant="binary")
+    parser.feed(data)
+    frames = parser.stats.frames + parser.stats.layout_mismatch
+    if frames >= MIN_FRAMES:
+        return {"variant": "binary", "frames": int(frames)}
+    seqs = []
+    for line in data.split(b"\n")[1:-1]:  # the first and last may be cut
+        match = _CSV_LINE.match(line)
+        seqs.append(int(match[1]) if match else None)
+    best = run = 0
+    for prev, cur in itertools.pairwise(seqs):
+        run = run + 1 if prev is not None and cur == (prev + 1) % 65536 else 0
+        best = max(best, run)
+    if best + 1 >= MIN_FRAMES:
+        return {"variant": "csv", "frames": best + 1}
+    return None
+
+
+def probe(
+    kind: DeviceKind, port: serial.Serial, listen_s: float, _timeout_s: float
+) -> tuple[str, dict] | None:
+    """Listen at the kind's baud for valid frames or CSV lines (the MCU streams by itself)."""
+    port.baudrate = kind.baud
+    port.reset_input_buffer()
+    info = check_frames(read_for(port, listen_s))
+    if info is None:
+        return None
+    return f"pod MCU: {info['frames']} valid {info['variant']} frames at {kind.baud} baud", info

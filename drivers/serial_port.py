@@ -1,0 +1,190 @@
+"""The serial transport: the one function that opens a device's port, and its modem lines.
+
+Every driver, the bring-up, the probe and the readers open their port with
+:func:`open_serial` (same flags, same errors, same hints); protocols sit on top of
+the open :class:`ModemSerial` (pyserial's ``Serial``), as pyserial's own
+``threaded.Protocol`` sits on a ``ReaderThread``.
+
+**Modem lines.** Opening a port asserts DTR and RTS (the kernel does it on open and
+pyserial again right after); closing it drops them (``HUPCL``), and so does a process
+that dies holding it. The A1's motor hangs on DTR (``docs/A1.md``): asserted = motor
+stopped, cleared (and a closed port) = motor spinning. A pseudo-terminal has no modem
+lines at all (``TIOCMBIS`` fails with ``ENOTTY``), so an emulator behind a pty cannot
+see DTR through it. The emulators therefore publish a **modem-line channel**: a Unix
+stream socket at :func:`modem_channel_path` of their pty. When the tty refuses the
+ioctl and that socket exists, :class:`ModemSerial` connects to it on open and sends
+each DTR change as ``b"D1"`` (asserted) or ``b"D0"`` (cleared); closing the port (or the
+process dying) closes the socket, which the emulator reads as the lines dropping, as
+the kernel would do on a real tty. The emulator acknowledges each change with one byte
+once it has applied it, and :class:`ModemSerial` waits for it (up to 1 s): setting DTR
+returns when the device has seen the new level, as with the ioctl on a real tty. On a
+real adapter the channel is never looked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import socket
+import time
+from pathlib import Path
+
+import serial
+
+from sensorbench.errors import DeviceUnavailable
+
+NO_MODEM_ERRNOS = frozenset({errno.ENOTTY, errno.EINVAL})
+"""ioctl errors of a tty without modem lines (a pty, some adapters)."""
+
+GONE_ERRNOS = frozenset({errno.EIO, errno.ENXIO, errno.ENODEV, errno.EBADF})
+"""errors of a port whose device went away (USB cable pulled, adapter reset)."""
+
+_ACK_TIMEOUT_S = 1.0  # longest wait for an emulator to apply a DTR change (s)
+
+
+def modem_channel_path(port: str | os.PathLike[str]) -> Path:
+    """Where an emulator publishes the modem lines of the pty ``port`` resolves to.
+
+    ``/tmp/sensorbench-modem-UID/pts-N`` for ``/dev/pts/N`` (or a link to it); the
+    same for every process of the user, whatever path they opened.
+    """
+    real = os.path.realpath(os.fspath(port))
+    name = real.strip("/").replace("/", "-").removeprefix("dev-")
+    return Path(f"/tmp/sensorbench-modem-{os.getuid()}") / name
+
+
+class ModemSerial(serial.Serial):
+    """pyserial's ``Serial`` whose DTR also reaches an emulator through its channel.
+
+    :attr:`modem_lines` says where DTR went: ``"tty"`` (the device's own line),
+    ``"channel"`` (an emulator's modem-line channel) or ``None`` (nowhere: a pty
+    without a channel; the level is remembered but has no effect).
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.modem_lines: str | None = None
+        self._channel: socket.socket | None = None
+        super().__init__(*args, **kwargs)
+
+    def _update_dtr_state(self) -> None:
+        try:
+            super()._update_dtr_state()
+        except OSError as err:
+            if err.errno not in NO_MODEM_ERRNOS:
+                raise
+            self._send_to_channel(b"D1" if self._dtr_state else b"D0")
+            return
+        self.modem_lines = "tty"
+
+    def _send_to_channel(self, message: bytes) -> None:
+        if self._channel is None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(os.fspath(modem_channel_path(self.port)))
+            except OSError:
+                sock.close()
+                self.modem_lines = None
+                return
+            self._channel = sock
+        try:
+            self._channel.sendall(message)
+            self._channel.settimeout(_ACK_TIMEOUT_S)
+            acked = self._channel.recv(1) == b"A"
+        except OSError:
+            acked = False
+        if not acked:
+            self._drop_channel()
+            self.modem_lines = None
+            return
+        self.modem_lines = "channel"
+
+    def _drop_channel(self) -> None:
+        sock, self._channel = self._channel, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def close(self) -> None:
+        """Close the port; its modem lines drop (on a pty: the channel closes)."""
+        try:
+            super().close()
+        finally:
+            self._drop_channel()
+
+
+def open_hint(port: str, err: BaseException) -> str:
+    """Why ``port`` could not be opened and what to do, from the open error."""
+    if not os.path.exists(port):
+        return (
+            f"{port} does not exist. Is the device plugged in? If it is a udev name, "
+            "check the rules with `sensorbench devices`."
+        )
+    text = str(err)
+    if isinstance(err, PermissionError) or "Permission denied" in text:
+        return (
+            f"{port}: permission denied. Add your user to the 'dialout' group (then log "
+            "in again) or install the udev rules."
+        )
+    if "exclusively" in text or "Resource temporarily unavailable" in text:
+        return f"{port} is held by another program (a capture, a probe, a terminal?)"
+    return f"{port}: {err}. Is another program using it?"
+
+
+def open_serial(
+    port: str | os.PathLike[str],
+    baud: int,
+    *,
+    timeout_s: float,
+    write_timeout_s: float | None = None,
+    exclusive: bool = True,
+    dtr: bool = True,
+    flush_input: bool = True,
+) -> ModemSerial:
+    """Open ``port`` raw at ``baud``, 8N1, no flow control; the only port-opening function.
+
+    Args:
+        port: device path (a udev name or an emulator's link works).
+        baud: line speed (baud).
+        timeout_s: longest wait of one read (s).
+        write_timeout_s: longest wait of one write (s); None blocks.
+        exclusive: take an exclusive lock (a second opener gets ``busy``).
+        dtr: the DTR level set right after the open (True = asserted, as every open
+            does anyway; on an A1 that stops the motor).
+        flush_input: discard what arrived before the open.
+
+    Raises:
+        DeviceUnavailable: the port does not exist, is not permitted, or is held.
+    """
+    path = os.fspath(port)
+    ser = ModemSerial()
+    ser.port = path
+    ser.baudrate = baud
+    ser.timeout = timeout_s
+    ser.write_timeout = write_timeout_s
+    ser.exclusive = exclusive
+    ser.dtr = dtr
+    try:
+        ser.open()
+    except (serial.SerialException, OSError) as err:
+        raise DeviceUnavailable(f"cannot open {open_hint(path, err)}") from err
+    if flush_input:
+        ser.reset_input_buffer()
+    return ser
+
+
+def read_for(port: serial.Serial, seconds: float, enough: int | None = None) -> bytes:
+    """Read whatever arrives for ``seconds`` (s), or until ``enough`` bytes came.
+
+    Reads in short timed slices (20 ms) instead of asking ``in_waiting`` (an ioctl
+    that some tty drivers, and umockdev's emulated ttys, do not support).
+    """
+    deadline = time.monotonic() + seconds
+    chunks = bytearray()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or (enough is not None and len(chunks) >= enough):
+            return bytes(chunks)
+        port.timeout = min(0.02, remaining)
+        want = 4096 if enough is None else min(4096, enough - len(chunks))
+        chunks += port.read(want)

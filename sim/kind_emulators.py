@@ -1,0 +1,126 @@
+"""Emulator builders of the registered device kinds (named by ``DeviceKind.emulator``).
+
+:class:`~sensorbench.sim.emulated_robot.EmulatedRobot` builds one emulator per
+configured device by calling its kind's builder with an :class:`EmulatorRequest`;
+a kind of an existing protocol reuses its family's builder (the LD06 serves the
+LD19 protocol with the LD19 emulator, under its own model name).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sensorbench.errors import SimError
+from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples
+from sensorbench.sim.emulator_pods import PodEmulator
+from sensorbench.sim.power import PowerBus
+
+if TYPE_CHECKING:
+    from sensorbench.drivers.device_kinds import DeviceKind
+    from sensorbench.drivers.robot_config import DeviceConfig
+    from sensorbench.sim.clock import SimClock
+    from sensorbench.sim.pty import Faults
+    from sensorbench.sim.simulation import Simulation
+
+_HEALTH = {"good": 0, "warning": 1, "error": 2}
+
+
+@dataclass
+class EmulatorRequest:
+    """What a builder gets besides the kind and the device's configuration.
+
+    Attributes:
+        sim: the robot's simulation (None: serve the kind's synthetic samples).
+        clock: the emulation clock shared by the robot's devices.
+        speed: simulated seconds per host second.
+        faults: byte-level link faults of this device.
+        knobs: the scenario's ``[faults.<device>]`` table.
+        seed: seed of the link fault stream.
+        index: the device's position in the configuration.
+        ld19_startup_s: LD19-protocol power-on to first packet (simulated s).
+        shared: state shared by the robot's builders (the A1s' power bus).
+    """
+
+    sim: Simulation | None
+    clock: SimClock
+    speed: float
+    faults: Faults | None = None
+    knobs: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    index: int = 0
+    ld19_startup_s: float = 3.0
+    shared: dict[str, Any] = field(default_factory=dict)
+
+
+def synthetic_ld19_samples(kind: DeviceKind, duration_s: float, seed: int) -> SyntheticLD19Samples:
+    """A room seen by an LD19-protocol kind at its datasheet rate and sample rate."""
+    d = kind.sim_defaults
+    return SyntheticLD19Samples.generate(
+        duration_s=duration_s, rate_hz=d["rate_hz"], samples_per_s=d["samples_per_s"], seed=seed
+    )
+
+
+def ld19_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> LD19Emulator:
+    """An LD19-protocol lidar (LD19, LD06) playing the scenario lidar of the device's name."""
+    samples = (
+        req.sim.lidar(dev.name)
+        if req.sim is not None
+        else synthetic_ld19_samples(kind, 60.0, req.seed)
+    )
+    return LD19Emulator(
+        samples,
+        link=dev.port,
+        speed=req.speed,
+        startup_s=req.ld19_startup_s,
+        faults=req.faults,
+        seed=req.seed,
+        autostart=False,
+    )
+
+
+def a1_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> A1Emulator:
+    """An A1 with the configured serial, on the robot's shared power bus when the scenario
+    asks for brown-outs (``brownout = true`` in its ``[faults.<device>]``)."""
+    knobs = req.knobs
+    bus = None
+    if knobs.get("brownout"):
+        bus = req.shared.get("power_bus")
+        if bus is None:
+            bus = PowerBus(inrush_s=knobs.get("brownout_window_s", 1.5), clock=req.clock)
+            req.shared["power_bus"] = bus
+    em = A1Emulator(
+        req.sim.lidar(dev.name) if req.sim is not None else None,
+        link=dev.port,
+        name=dev.name,
+        serial=dev.serial or f"{req.index:032x}",
+        faults=req.faults,
+        seed=req.seed,
+        power=bus,
+        clock=req.clock,
+    )
+    health = knobs.get("health", "good")
+    if health != "good":
+        if health not in _HEALTH:
+            raise SimError(f"{dev.name}: health must be one of {sorted(_HEALTH)}, got {health!r}")
+        em.set_health(_HEALTH[health], knobs.get("health_error_code", 0))
+    return em
+
+
+def pods_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> PodEmulator:
+    """The pod MCU playing the simulation's pods (looped: a capture may outlast them)."""
+    if req.sim is None:
+        raise SimError(f"{dev.name}: the pod emulator needs a scenario")
+    return PodEmulator(
+        req.sim.pods(),
+        variant=dev.protocol,
+        counter_bits=dev.counter_bits,
+        imu=dev.imu,
+        link=dev.port,
+        clock=req.clock,
+        faults=req.faults,
+        seed=req.seed,
+        baud=dev.baud,
+        loop=True,
+    )

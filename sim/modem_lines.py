@@ -1,0 +1,114 @@
+"""The emulator's end of a pty's modem-line channel: the DTR level the host set.
+
+A pseudo-terminal carries no modem lines (``TIOCMBIS``/``TIOCMGET`` fail with
+``ENOTTY`` on both ends), so an emulated device cannot read DTR through its pty. The
+host's transport (:class:`~sensorbench.drivers.serial_port.ModemSerial`) sends each
+DTR change over a Unix stream socket at
+:func:`~sensorbench.drivers.serial_port.modem_channel_path` of the pty instead, and
+closes it with the port. :class:`ModemLineChannel` serves that socket on its own
+thread and turns what arrives into the level a real line would have: the last level
+set while a host holds the port open, and *released* (DTR cleared) when no host holds
+it (never opened, closed, or the process died), as the kernel drops DTR on the last
+close. Each change is applied (``on_change``) before it is acknowledged with one byte
+``b"A"``, and the host waits for that byte: as with the ioctl on a real tty, when
+setting DTR returns the device has seen it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import socket
+import threading
+from collections.abc import Callable
+
+from sensorbench.drivers.serial_port import modem_channel_path
+
+_POLL_S = 0.05  # how often the serving thread looks at its stop flag (s)
+
+
+class ModemLineChannel:
+    """The channel of one pty, served on a thread.
+
+    Args:
+        pty_path: the pty's ``/dev/pts/N`` path.
+        on_change: called with the new DTR level (True = asserted) on every change,
+            from the channel's thread, before the host's request is acknowledged.
+    """
+
+    def __init__(self, pty_path: str, on_change: Callable[[bool], None]) -> None:
+        self.path = modem_channel_path(pty_path)
+        self.path.parent.mkdir(mode=0o700, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()  # left by an emulator that died on a pty number now reused
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(os.fspath(self.path))
+        self._server.listen(8)
+        self._on_change = on_change
+        self._clients: dict[socket.socket, bytes] = {}
+        self._closed = threading.Event()
+        self.dtr = False
+        self.messages = 0
+        self.opens = 0  # host opens of the port (connections) so far
+        self._thread = threading.Thread(target=self._serve, name="modem-lines", daemon=True)
+        self._thread.start()
+
+    def _set(self, level: bool) -> None:
+        if level != self.dtr:
+            self.dtr = level
+            if not self._closed.is_set():
+                self._on_change(level)
+
+    def _serve(self) -> None:
+        while not self._closed.is_set():
+            try:
+                ready, _, _ = select.select([self._server, *self._clients], [], [], _POLL_S)
+            except (OSError, ValueError):  # a socket closed under us: closing
+                return
+            for sock in ready:
+                if sock is self._server:
+                    with contextlib.suppress(OSError):
+                        conn, _ = self._server.accept()
+                        self._clients[conn] = b""
+                        self.opens += 1
+                    continue
+                self._read(sock)
+
+    def _read(self, conn: socket.socket) -> None:
+        try:
+            data = conn.recv(256)
+        except OSError:
+            data = b""
+        if not data:  # the host closed the port (or died): the line is released
+            self._clients.pop(conn, None)
+            with contextlib.suppress(OSError):
+                conn.close()
+            if not self._clients:
+                self._set(False)
+            return
+        buf = self._clients.get(conn, b"") + data
+        usable = len(buf) - len(buf) % 2
+        for i in range(0, usable, 2):
+            if buf[i : i + 1] == b"D":
+                self.messages += 1
+                self._set(buf[i + 1 : i + 2] == b"1")
+                with contextlib.suppress(OSError):
+                    conn.sendall(b"A")
+        self._clients[conn] = buf[usable:]
+
+    def close(self) -> None:
+        """Drop every connection and remove the socket (the pty is going away).
+
+        Does not wait for the serving thread (it may be waiting for the emulator's
+        lock held by the caller); it ends within 50 ms and applies nothing more.
+        """
+        self._closed.set()
+        for conn in list(self._clients):
+            with contextlib.suppress(OSError):
+                conn.close()
+        self.dtr = False
+        with contextlib.suppress(OSError):
+            self._server.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
