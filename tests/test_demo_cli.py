@@ -35,7 +35,7 @@ def test_demo_without_o_keeps_a_previous_demo_and_takes_the_next_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The README's ``./dev demo`` can be run twice: the first demo's files stay."""
-    import sensorbench.sim.demo_campaign as campaign
+    import sensorbench.demo.campaign as campaign
 
     seen: list[Path] = []
 
