@@ -60,7 +60,8 @@ def subgroup(name: str, help_text: str) -> click.Group:
 def _load_commands() -> None:
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        module.register(cli)
+        if hasattr(module, "register"):  # else a helper, e.g. emulate_options
+            module.register(cli)
     for name, group in list(cli.commands.items()):
         if isinstance(group, click.Group) and not group.commands:
             del cli.commands[name]

@@ -42,3 +42,14 @@ class FitError(SensorbenchError):
 
 class FusionError(SensorbenchError):
     """A filter or merge was given inconsistent models or data."""
+
+
+class ModelFileError(FitError, FusionError):
+    """A model file (pod geometry, filter noise, pose error) cannot be used: missing,
+    not TOML, another kind, a newer format version, other units, or a malformed table.
+
+    One type for every model file; it is both a :class:`FitError` (the fits and the
+    validation read models) and a :class:`FusionError` (the filters read them), so
+    callers that catch either keep catching it.
+    """
+

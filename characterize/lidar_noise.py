@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sensorbench.characterize.scan_bins import TWO_PI, angle_bins, grouped_median, turn_index
+from sensorbench.fusion.scan_bins import TWO_PI, angle_bins, grouped_median, turn_index
 from sensorbench.logs import LidarTurns
 
 DEFAULT_BANDS_M = (0.02, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0)

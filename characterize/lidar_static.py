@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sensorbench.characterize.scan_bins import angle_bins, grouped_median, turn_index
+from sensorbench.fusion.scan_bins import angle_bins, grouped_median, turn_index
 from sensorbench.logs import LidarTurns
 
 MIN_COMMON_BINS = 20

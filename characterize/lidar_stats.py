@@ -26,14 +26,11 @@ from sensorbench.characterize.lidar_noise import (
     range_noise,
 )
 from sensorbench.characterize.lidar_static import StaticDetection, detect_static
-from sensorbench.characterize.lidar_timing import (
-    TimingStats,
-    angular_step_rad,
-    timing_stats,
-    turn_start_s,
-)
+from sensorbench.characterize.lidar_timing import TimingStats, timing_stats, turn_start_s
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
 from sensorbench.errors import FitError, SessionError
+from sensorbench.fusion.scan_bins import angular_step_rad
+from sensorbench.json_doc import json_ready
 from sensorbench.logs import Event, LidarTurns, Session
 
 
@@ -89,7 +86,7 @@ class LidarCharacterization:
             "noise": None if self.noise is None else self.noise.as_dict(),
             "sdk_near_filter": self.near_filter,
         }
-        return _clean(doc)
+        return json_ready(doc)
 
     def table(self) -> str:
         """A datasheet-like text table."""
@@ -178,18 +175,6 @@ class LidarCharacterization:
             f"{t.duration_s:.1f} s, {t.clock} clock"
         )
         return "\n".join([head, *(f"{k:<{width}}  {v}" for k, v in rows)])
-
-
-def _clean(obj: object) -> object:
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if np.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
 
 
 def characterize_turns(

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from sensorbench.errors import FitError
+from sensorbench.fusion.scan_bins import angular_step_rad
 from sensorbench.logs import NO_DEVICE_TIME, Event, LidarTurns, TurnFlag
 
 PERCENTILES = (1, 5, 50, 95, 99)
@@ -74,19 +75,6 @@ def nominal_period(periods_s: np.ndarray) -> float:
             break
         nominal = float(np.median(single))
     return nominal
-
-
-def angular_step_rad(turns: LidarTurns) -> float:
-    """Median angular distance (rad) between consecutive points of the same turn."""
-    if turns.n_points < 2:
-        return float("nan")
-    d = np.abs(np.diff(turns.angle.astype(np.float64)))
-    d = np.minimum(d, 2 * np.pi - d)
-    same_turn = np.ones(turns.n_points - 1, dtype=bool)
-    ends = np.cumsum(turns.count.astype(np.int64))[:-1] - 1
-    same_turn[ends[(ends >= 0) & (ends < same_turn.size)]] = False
-    d = d[same_turn & (d > 0)]
-    return float(np.median(d)) if d.size else float("nan")
 
 
 def timing_stats(

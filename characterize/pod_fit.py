@@ -44,263 +44,19 @@ residual of the linear fit over the offset (a grid, then a bounded 1-D search).
 
 from __future__ import annotations
 
-import os
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
-from sensorbench.errors import FitError, FusionError, SessionError
-from sensorbench.fusion.pod_kinematics import (
-    PodGeometry,
-    relative_poses,
-    repair_bounces,
-    save_pod_model,
-    se2_log,
-)
-from sensorbench.logs import NO_DEVICE_TIME, Session
+from sensorbench.errors import FitError, FusionError
+from sensorbench.fusion.pod_drive import Drive, align_drive, intervals_with_rate
+from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces, save_pod_model
 
 COLUMNS = ("x", "y", "theta")
 DRIVE_FOR = {"x": "forward drive", "y": "sideways drive", "theta": "spin"}
-
-
-@dataclass
-class Drive:
-    """One session prepared for fitting: encoder frames and the reference path.
-
-    Attributes:
-        label: session label or file name.
-        t_enc: encoder frame times on the host clock (s), increasing.
-        counts: cumulative counts (n, N), int64.
-        imu_yaw: IMU yaw at the frames (rad, unwrapped) or None.
-        t_ref: reference sample times (s), valid samples only.
-        ref: reference poses (m, 3): x, y (m), yaw (rad, unwrapped).
-        max_gap_s: reference gaps longer than this invalidate the frames in them.
-        counts_per_rev: from the encoder stream's attributes, if recorded.
-        names: pod names from the encoder stream's attributes, if recorded.
-        bounce: (n−1,) frame steps where a pod lost contact (found with the IMU),
-            excluded from the fit; None until checked.
-    """
-
-    label: str
-    t_enc: np.ndarray
-    counts: np.ndarray
-    imu_yaw: np.ndarray | None
-    t_ref: np.ndarray
-    ref: np.ndarray
-    max_gap_s: float
-    counts_per_rev: np.ndarray | None = None
-    names: tuple[str, ...] | None = None
-    bounce: np.ndarray | None = None
-
-
-def yaw_from_quat(q_xyzw: np.ndarray) -> np.ndarray:
-    """Yaw (rad) of unit quaternions (n, 4) in x, y, z, w order."""
-    x, y, z, w = (q_xyzw[:, i] for i in range(4))
-    return np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-
-
-def encoder_host_seconds(host_ns: np.ndarray, device_ns: np.ndarray) -> np.ndarray:
-    """Encoder frame times on the host clock (s).
-
-    With a device clock, the host time is modelled as a straight line of the device
-    time (clock offset and drift, least squares), which removes the receive jitter;
-    without, the host receive times are used as they are.
-    """
-    host = np.asarray(host_ns, dtype=np.int64)
-    dev = np.asarray(device_ns, dtype=np.int64)
-    has_dev = dev != NO_DEVICE_TIME
-    if np.count_nonzero(has_dev) < max(10, host.size // 2):
-        return (host - host[0]) * 1e-9 + host[0] * 1e-9
-    d = (dev[has_dev] - dev[has_dev][0]) * 1e-9
-    h = (host[has_dev] - host[0]) * 1e-9
-    slope, intercept = np.polyfit(d, h, 1)
-    out = host[0] * 1e-9 + intercept + slope * (dev - dev[has_dev][0]) * 1e-9
-    out[~has_dev] = host[~has_dev] * 1e-9
-    return out
-
-
-def load_drive(
-    path: str | os.PathLike[str],
-    encoder: str | None = None,
-    reference: str | None = None,
-) -> Drive:
-    """Read one session's encoder stream and mocap reference for the pod fit.
-
-    Raises:
-        FitError: no encoder stream, no mocap stream, or too few samples.
-    """
-    try:
-        with Session(path) as s:
-            enc = s.encoder_or_only(encoder)
-            batch = enc.read()
-            attrs = enc.attrs
-            refs = [n for n in s.pose_names() if s.pose(n).attrs.get("kind") == "mocap"]
-            ref_name = reference or (refs[0] if refs else None)
-            if ref_name is None or ref_name not in s.pose_names():
-                raise FitError(
-                    f"{path}: no mocap pose stream to use as reference; import one with "
-                    f"'sensorbench import mocap' or name it with --reference"
-                )
-            pose = s.pose(ref_name).read()
-            label = s.label or os.path.basename(str(path))
-            config_text = s.config_text
-    except SessionError as exc:
-        raise FitError(str(exc)) from exc
-    if len(batch) < 20 or np.count_nonzero(pose.valid) < 20:
-        raise FitError(f"{path}: fewer than 20 encoder frames or valid reference samples")
-    if batch.counts.shape[1] != 3:
-        raise FitError(f"{path}: the encoder stream has {batch.counts.shape[1]} counters, not 3")
-    t_enc = encoder_host_seconds(batch.host_ns, batch.device_ns)
-    order = np.argsort(t_enc, kind="stable")
-    yaw = batch.yaw[order]
-    imu = np.unwrap(yaw) if np.all(np.isfinite(yaw)) else None
-    valid = pose.valid & np.all(np.isfinite(pose.position), axis=1)
-    t_ref = pose.t_ns[valid] * 1e-9
-    ref = np.column_stack(
-        [pose.position[valid, :2], np.unwrap(yaw_from_quat(pose.quat_xyzw[valid]))]
-    )
-    period = float(np.median(np.diff(pose.t_ns))) * 1e-9 if len(pose) > 1 else 0.01
-    cpr = attrs.get("counts_per_rev")
-    if cpr is None:
-        cpr = _config_counts_per_rev(config_text)
-    names = attrs.get("pod_names")
-    return Drive(
-        label=str(label),
-        t_enc=t_enc[order],
-        counts=batch.counts[order],
-        imu_yaw=imu,
-        t_ref=t_ref,
-        ref=ref,
-        max_gap_s=2.5 * period,
-        counts_per_rev=None if cpr is None else np.broadcast_to(np.asarray(cpr, float), (3,)),
-        names=None if names is None else tuple(str(n) for n in names),
-    )
-
-
-def _config_counts_per_rev(config_text: str) -> Any:
-    """``[pods] counts_per_rev`` of the session's robot configuration, if it has one."""
-    try:
-        doc = tomllib.loads(config_text or "")
-    except tomllib.TOMLDecodeError:
-        return None
-    return doc.get("pods", {}).get("counts_per_rev")
-
-
-def _reference_at(drive: Drive, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Reference poses interpolated at times ``t`` and whether each is usable."""
-    tr = drive.t_ref
-    idx = np.searchsorted(tr, t)
-    inside = (idx > 0) & (idx < tr.size)
-    i1 = np.clip(idx, 1, tr.size - 1)
-    gap = tr[i1] - tr[i1 - 1]
-    ok = inside & (gap <= drive.max_gap_s)
-    pose = np.column_stack([np.interp(t, tr, drive.ref[:, k]) for k in range(3)])
-    return pose, ok
-
-
-def _raw_intervals(
-    drive: Drive, offset_s: float, interval_s: float, heading: str
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All intervals' tick and reference increments, and which are usable."""
-    t = drive.t_enc + offset_s
-    pose, ok = _reference_at(drive, t)
-    step = se2_log(relative_poses(pose))
-    if heading == "imu":
-        if drive.imu_yaw is None:
-            raise FitError(f"{drive.label}: heading='imu' but the session has no IMU yaw")
-        # gyro Δθ, less its bias: the drift of IMU minus reference heading over the
-        # usable span, fitted as a straight line (the reference noise averages out)
-        imu_rel = drive.imu_yaw - pose[:, 2]
-        bias = np.polyfit(t[ok], imu_rel[ok], 1)[0] if np.count_nonzero(ok) > 10 else 0.0
-        step[:, 2] = np.diff(drive.imu_yaw) - bias * np.diff(t)
-    cum = np.vstack([np.zeros((1, 3)), np.cumsum(step, axis=0)])
-    bad = np.concatenate([[0], np.cumsum(~ok)])
-    frame = max(float(np.median(np.diff(t))), 1e-6)
-    per = max(1, round(interval_s / frame))
-    # a gap of two reference periods between intervals: no shared reference sample
-    gap = max(1, int(np.ceil(0.8 * drive.max_gap_s / frame)))
-    lo = np.arange(0, t.size - per, per + gap)
-    hi = lo + per
-    if lo.size < 1:
-        return np.empty((0, 3)), np.empty((0, 3)), np.empty(0, dtype=bool)
-    keep = (bad[hi + 1] - bad[lo]) == 0
-    if drive.bounce is not None:
-        bounced = np.concatenate([[0], np.cumsum(drive.bounce)])
-        keep &= (bounced[hi] - bounced[lo]) == 0
-    dn = (drive.counts[hi] - drive.counts[lo]).astype(float)
-    return dn, cum[hi] - cum[lo], keep
-
-
-def drive_intervals(
-    drive: Drive, offset_s: float, interval_s: float, heading: str = "mocap"
-) -> tuple[np.ndarray, np.ndarray]:
-    """Tick and reference increments over consecutive intervals of about ``interval_s``.
-
-    The reference is evaluated at ``t_enc + offset_s`` and integrated over each
-    interval as the sum of SE(2) logarithms between consecutive encoder frames.
-    Consecutive intervals are separated by about two reference periods, so they
-    share no reference sample and their errors are independent. Intervals
-    touching a reference gap are dropped. With ``heading="imu"`` the Δθ
-    column comes from the IMU yaw recorded with the encoder frames.
-
-    Returns:
-        ``(dn, xi)``: ticks (M, 3) and reference body increments (M, 3) (m, m, rad).
-    """
-    dn, xi, keep = _raw_intervals(drive, offset_s, interval_s, heading)
-    return dn[keep], xi[keep]
-
-
-def _intervals_with_rate(
-    drive: Drive, offset_s: float, interval_s: float, heading: str, h: float = 1e-3
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Usable intervals plus ∂ξ/∂offset (central difference over ±h seconds)."""
-    dn, xi, keep = _raw_intervals(drive, offset_s, interval_s, heading)
-    _, xp, kp = _raw_intervals(drive, offset_s + h, interval_s, heading)
-    _, xm, km = _raw_intervals(drive, offset_s - h, interval_s, heading)
-    keep = keep & kp & km
-    return dn[keep], xi[keep], ((xp - xm) / (2 * h))[keep]
-
-
-def _rss(dn: np.ndarray, xi: np.ndarray) -> float:
-    """Robust mean squared residual of the per-pod least-squares fit (ticks²).
-
-    Residuals are capped at 3 robust σ (MAD) so a bounce cannot steer the time
-    offset towards itself.
-    """
-    if dn.shape[0] < 6:
-        return np.inf
-    beta, *_ = np.linalg.lstsq(xi, dn, rcond=1e-10)
-    r = dn - xi @ beta
-    cap = 3.0 * 1.4826 * np.median(np.abs(r - np.median(r, axis=0)), axis=0)
-    return float(np.sum(np.minimum(r * r, cap * cap)) / dn.shape[0])
-
-
-def align_drive(
-    drive: Drive, interval_s: float, max_offset_s: float = 0.25, heading: str = "mocap"
-) -> float:
-    """Offset (s) to add to encoder times so they line up with the reference.
-
-    Minimises the (outlier-capped) mean squared residual of the per-pod linear
-    fit over the offset:
-    a 10 ms grid over ±``max_offset_s``, then a bounded scalar search around the best.
-    """
-    grid = np.arange(-max_offset_s, max_offset_s + 1e-12, 0.01)
-    costs = np.array([_rss(*drive_intervals(drive, o, interval_s, heading)) for o in grid])
-    if not np.any(np.isfinite(costs)):
-        raise FitError(f"{drive.label}: encoder and reference streams do not overlap in time")
-    best = float(grid[int(np.nanargmin(costs))])
-    res = minimize_scalar(
-        lambda o: _rss(*drive_intervals(drive, o, interval_s, heading)),
-        bounds=(best - 0.01, best + 0.01),
-        method="bounded",
-        options={"xatol": 1e-5},
-    )
-    return float(res.x) if res.fun <= costs.min() else best
 
 
 def huber_irls(
@@ -589,7 +345,7 @@ def _fit_core(
     """Intervals of every drive, excitation, robust rows and their joint covariance."""
     dns, xis, rates, sess = [], [], [], []
     for i, (d, off) in enumerate(zip(drives, offsets, strict=True)):
-        dn, xi, rate = _intervals_with_rate(d, off, interval_s, heading)
+        dn, xi, rate = intervals_with_rate(d, off, interval_s, heading)
         dns.append(dn)
         xis.append(xi)
         rates.append(rate)
@@ -654,8 +410,8 @@ def fit_pods(
     """Fit every pod's distance per tick, rolling angle and lever arm.
 
     Args:
-        drives: prepared sessions (:func:`load_drive`), e.g. forward, sideways,
-            spin and square drives.
+        drives: prepared sessions (:func:`~sensorbench.fusion.pod_drive.load_drive`),
+            e.g. forward, sideways, spin and square drives.
         interval_s: length of the fitting intervals (s); longer intervals shrink
             the errors-in-variables bias from reference noise.
         max_offset_s: search range of the encoder/reference time offset (s).

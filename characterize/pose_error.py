@@ -38,10 +38,11 @@ space) gives the parameter uncertainties.
 Model file (TOML) written by :meth:`PoseErrorModel.save`, read by
 :meth:`PoseErrorModel.load`; keys (also in ``docs/POSE_ERROR.md``)::
 
-    [model]        kind = "pose_error_gm", format_version = 1, sensor, reference,
+    [model]        kind = "pose_error_gm", format_version = 1, software
+                   ("sensorbench X.Y.Z"), created_utc (ISO 8601), sensor, reference,
                    frame (what the error axes are expressed in), description
-    [provenance]   software ("sensorbench X.Y.Z"), created_utc (ISO 8601),
-                   fit_options (table), [[provenance.inputs]] path, sha256, n_samples
+    [provenance]   fit_options (table), sessions, alignment, segmentation,
+                   [[provenance.inputs]] path, sha256, n_samples
     [units]        length = "m", angle = "rad", time = "s"
     [axes.<axis>]  for axis in x, y, z, roll, pitch, yaw:
                    unit ("m" or "rad"), sigma_b, sigma, sigma_v (in unit), tau_s (s),
@@ -61,14 +62,14 @@ Model file (TOML) written by :meth:`PoseErrorModel.save`, read by
 ``sigma_b_qprofile`` is an optional addition to format 1: readers that do not know
 it (older sensorbench, the simulator's model import) ignore it, and files written
 before it load with sigma_b's uncertainty the log-normal exp(N(ln σ̂_b, se²)).
+The envelope is every model file's (:mod:`sensorbench.logs.model_file`); files written
+before it was shared kept ``software`` and ``created_utc`` in ``[provenance]`` and
+load unchanged.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import hashlib
 import math
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,9 +80,14 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 from scipy.stats import chi2
 
-from sensorbench import __version__
 from sensorbench.characterize.pose_series import AXES, AXIS_UNITS, ErrorSeries
-from sensorbench.errors import FitError
+from sensorbench.errors import FitError, ModelFileError
+from sensorbench.logs.model_file import (
+    check_envelope,
+    load_document,
+    model_document,
+    write_document,
+)
 
 PARAMS: tuple[str, ...] = ("sigma_b", "sigma", "tau_s", "sigma_v")
 """Parameter names, in the column order of every parameter array."""
@@ -90,6 +96,9 @@ _MAX_BLOCK_ELEMENTS = 6_000_000
 MAX_SE_LOG = 2.0
 """Above this standard error of ln θ a parameter counts as not identified."""
 MODEL_KIND = "pose_error_gm"
+MODEL_UNITS = {"length": "m", "angle": "rad", "time": "s"}
+READ_UNITS = {"length": "m", "angle": "rad"}
+"""Units a file must have to load (files without ``time`` load)."""
 FORMAT_VERSION = 1
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -615,43 +624,30 @@ class PoseErrorModel:
                     "seg_var": [float(v) for v in f.qprofile_var],
                     "seg_proj2": [float(v) for v in f.qprofile_proj2],
                 }
-        return {
-            "model": {
-                "kind": MODEL_KIND,
-                "format_version": FORMAT_VERSION,
-                "sensor": self.sensor,
-                "reference": self.reference,
-                "frame": self.frame,
-                "description": "error = b (offset, N(0, sigma_b^2), new at each "
-                "relocalization) + g (first-order Gauss-Markov, stationary std sigma, "
-                "correlation time tau_s) + v (white, std sigma_v)",
-            },
-            "provenance": self.provenance,
-            "units": {"length": "m", "angle": "rad", "time": "s"},
-            "axes": axes,
-        }
+        return model_document(
+            MODEL_KIND,
+            FORMAT_VERSION,
+            MODEL_UNITS,
+            self.provenance,
+            {"axes": axes},
+            sensor=self.sensor,
+            reference=self.reference,
+            frame=self.frame,
+            description="error = b (offset, N(0, sigma_b^2), new at each "
+            "relocalization) + g (first-order Gauss-Markov, stationary std sigma, "
+            "correlation time tau_s) + v (white, std sigma_v)",
+        )
 
     def save(self, path: str | Path) -> Path:
         """Write the model as TOML; returns the path."""
-        path = Path(path)
-        path.write_text(toml_dumps(self.to_dict()))
-        return path
+        return write_document(path, self.to_dict())
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any], source: str = "<dict>") -> PoseErrorModel:
-        """Parse a model document; FitError naming the missing key when it is malformed."""
+        """Parse a model document; ModelFileError naming the missing key when it is malformed."""
+        check_envelope(doc, source, MODEL_KIND, FORMAT_VERSION, READ_UNITS, "pose-error")
+        meta = doc["model"]
         try:
-            meta = doc["model"]
-            if meta["kind"] != MODEL_KIND:
-                raise FitError(f"{source}: not a pose-error model (kind = {meta['kind']!r})")
-            if int(meta["format_version"]) > FORMAT_VERSION:
-                raise FitError(
-                    f"{source}: model format_version {meta['format_version']} is newer than "
-                    f"this sensorbench ({FORMAT_VERSION}); upgrade sensorbench"
-                )
-            units = doc["units"]
-            if units.get("length") != "m" or units.get("angle") != "rad":
-                raise FitError(f"{source}: units must be m and rad, got {units}")
             axes = {}
             for a in AXES:
                 t = doc["axes"][a]
@@ -660,7 +656,7 @@ class PoseErrorModel:
                 lam = np.array(qp.get("seg_var", []), dtype=float)
                 z2 = np.array(qp.get("seg_proj2", []), dtype=float)
                 if lam.shape != z2.shape or np.any(~(lam > 0)) or np.any(~(z2 >= 0)):
-                    raise FitError(
+                    raise ModelFileError(
                         f"{source}: axes.{a}.sigma_b_qprofile: seg_var (> 0) and seg_proj2 "
                         "(≥ 0) must be finite and of equal length; refit to rewrite it"
                     )
@@ -679,9 +675,9 @@ class PoseErrorModel:
                     z2,
                 )
                 if not np.all(axes[a].values > 0) or not np.all(np.isfinite(axes[a].values)):
-                    raise FitError(f"{source}: axes.{a}: parameters must be finite and > 0")
+                    raise ModelFileError(f"{source}: axes.{a}: parameters must be finite and > 0")
         except KeyError as exc:
-            raise FitError(f"{source}: missing key {exc} in pose-error model") from exc
+            raise ModelFileError(f"{source}: missing key {exc} in pose-error model") from exc
         return cls(
             axes,
             str(meta.get("sensor", "")),
@@ -693,68 +689,7 @@ class PoseErrorModel:
     @classmethod
     def load(cls, path: str | Path) -> PoseErrorModel:
         """Read a model file written by :meth:`save` (checks kind, version and units)."""
-        path = Path(path)
-        try:
-            doc = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise FitError(f"{path}: cannot read pose-error model: {exc}") from exc
-        return cls.from_dict(doc, str(path))
-
-
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    if isinstance(v, (float, np.floating)):
-        x = float(v)
-        if math.isnan(x):
-            return "nan"
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        return repr(x)
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
-
-
-def _toml_key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() else _toml_value(k)
-
-
-def toml_dumps(doc: dict[str, Any], prefix: str = "") -> str:
-    """Serialise nested dicts (tables), lists of dicts (arrays of tables) and scalars."""
-    lines: list[str] = []
-    tables: list[tuple[str, dict]] = []
-    arrays: list[tuple[str, list]] = []
-    for k, v in doc.items():
-        name = f"{prefix}.{_toml_key(k)}" if prefix else _toml_key(k)
-        if isinstance(v, dict):
-            tables.append((name, v))
-        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            arrays.append((name, v))
-        else:
-            lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
-    out = "\n".join(lines) + ("\n" if lines else "")
-    for name, t in tables:
-        out += f"\n[{name}]\n" + toml_dumps(t, name)
-    for name, arr in arrays:
-        for t in arr:
-            out += f"\n[[{name}]]\n" + toml_dumps(t, name)
-    return out
-
-
-def file_sha256(path: str | Path) -> str:
-    """Hex SHA-256 of a file (for model provenance)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return cls.from_dict(load_document(path), str(path))
 
 
 # --------------------------------------------------------------------------- fitting
@@ -964,8 +899,6 @@ def fit_pose_error(
     options = options or FitOptions()
     fits = fit_groups(series, [list(range(len(series)))], options)[0]
     prov: dict[str, Any] = {
-        "software": f"sensorbench {__version__}",
-        "created_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "fit_options": options.as_dict(),
         "sessions": [s.name for s in series],
     }

@@ -25,15 +25,11 @@ from sensorbench.characterize.pose_align import (
     align_sessions,
     pose_errors,
 )
-from sensorbench.characterize.pose_error import (
-    FitOptions,
-    PoseErrorModel,
-    file_sha256,
-    fit_pose_error,
-)
+from sensorbench.characterize.pose_error import FitOptions, PoseErrorModel, fit_pose_error
 from sensorbench.characterize.pose_series import ErrorSeries
 from sensorbench.characterize.reloc_segments import RELOCALIZED_FLAG, Segmentation, segment
 from sensorbench.errors import FitError, SessionError
+from sensorbench.logs.model_file import file_sha256
 
 
 @dataclass

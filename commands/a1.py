@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from sensorbench.sim.serve import duration_option, link_option, seed_option, speed_option
+from sensorbench.commands.emulate_options import (
+    duration_option,
+    link_option,
+    seed_option,
+    speed_option,
+)
+from sensorbench.json_doc import to_json
 
 
 def register(cli: click.Group) -> None:
@@ -16,32 +21,6 @@ def register(cli: click.Group) -> None:
 
     subgroup("decode", "Decode raw byte captures into sessions.").add_command(decode_a1_cmd)
     subgroup("emulate", "Serve emulated devices on pseudo-terminals.").add_command(emulate_a1_cmd)
-
-
-def _read_input(raw: Path, stream: str | None) -> tuple[bytes, object, str]:
-    """Bytes, optional (offsets, times) and a description of where they came from."""
-    import h5py
-    import numpy as np
-
-    if not h5py.is_hdf5(raw):
-        return raw.read_bytes(), None, f"raw byte file {raw.name}"
-    from sensorbench.errors import SessionError
-    from sensorbench.logs import Session
-
-    with Session(raw) as s:
-        names = s.raw_names()
-        if stream is None:
-            if len(names) != 1:
-                raise SessionError(f"{raw}: raw streams {names}; choose one with --stream")
-            stream = names[0]
-        if stream not in names:
-            raise SessionError(f"{raw}: no raw stream {stream!r}; it has {names}")
-        chunks = list(s.raw(stream).iter_chunks())
-    data = b"".join(c for _, c in chunks)
-    sizes = np.array([len(c) for _, c in chunks], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    times = np.array([t for t, _ in chunks], dtype=np.int64)
-    return data, (offsets, times), f"raw stream {stream!r} of session {raw.name}"
 
 
 @click.command("a1")
@@ -95,61 +74,20 @@ def decode_a1_cmd(
     turn cut by a scan restart or the end of the capture is kept, flagged
     PACKET_LOSS. A bare file has no times: points are spaced at --sample-rate.
     """
-    from sensorbench.drivers.a1 import decode_capture
-    from sensorbench.logs import SessionWriter
+    from sensorbench.drivers.a1_raw import decode_a1
 
-    data, chunks, source = _read_input(raw, stream)
-    if chunks is None:
-        result = decode_capture(
-            data, sample_rate_hz=sample_rate_hz, require_descriptor=not no_descriptor
-        )
-        time_source = f"synthetic: node index at {sample_rate_hz:g} Hz from 0 (no host times)"
-    else:
-        result = decode_capture(data, chunk_times_ns=chunks, require_descriptor=not no_descriptor)
-        time_source = "host receive times of the raw chunks, spread over each chunk"
-    with SessionWriter(
+    summary = decode_a1(
+        raw,
         output,
+        name=name,
+        stream=stream,
+        sample_rate_hz=sample_rate_hz,
+        require_descriptor=not no_descriptor,
         label=label,
-        swmr=False,
         overwrite=overwrite,
-        attrs={"source": f"decode a1 of {source}"},
-    ) as w:
-        w.add_lidar(
-            name,
-            attrs={
-                "model": "A1",
-                "decoded_from": str(raw),
-                "time_source": time_source,
-                "device_time": "none (the A1 sends no timestamps)",
-            },
-        )
-        w.add_raw(name, attrs={"kind": "a1", "baud": 115200, "source": str(raw)})
-        w.start()
-        t0 = int(result.turns.t_first_ns[0]) if result.turns.n_turns else 0
-        w.append_raw(name, t0, data)
-        if result.turns.n_turns:
-            w.append_turns(name, result.turns)
-        if result.bytes_skipped:
-            w.event(
-                t0,
-                name,
-                "crc_burst",
-                f"{result.bytes_skipped} bytes skipped while re-aligning nodes",
-            )
-    summary = {
-        "output": str(output),
-        "stream": name,
-        "scans": result.scans,
-        "turns": result.turns.n_turns,
-        "points": result.turns.n_points,
-        "nodes": result.nodes,
-        "bytes": len(data),
-        "bytes_skipped": result.bytes_skipped,
-        "bytes_outside_scans": result.bytes_outside_scans,
-        "leading_nodes_without_turn": result.leading_nodes,
-    }
+    )
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        click.echo(to_json(summary))
         return
     click.echo(
         f"{output}: {summary['turns']} turns, {summary['points']} points from "

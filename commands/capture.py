@@ -5,7 +5,6 @@ Device code is imported inside the commands, so other commands start fast.
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import sys
@@ -15,15 +14,15 @@ from typing import Any
 
 import click
 
-from sensorbench.drivers.robot_config import load_robot_config
-from sensorbench.sim.serve import (
+from sensorbench.commands.emulate_options import (
     duration_option,
     link_option,
     seed_option,
-    serve_until_stopped,
     speed_option,
-    stop_on_signals,
 )
+from sensorbench.drivers.robot_config import load_robot_config
+from sensorbench.json_doc import to_json
+from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
 
 _CONFIG_HELP = (
     "Robot description (TOML): devices with stable port names, kinds (ld19, a1, pods), "
@@ -179,7 +178,7 @@ def capture_cmd(
     printer.done()
     if as_json:
         click.echo(
-            json.dumps(
+            to_json(
                 {
                     "path": str(result.path),
                     "recorded_s": result.recorded_s,
@@ -188,9 +187,7 @@ def capture_cmd(
                     "ok": result.ok,
                     "bringup": [vars(b) for b in result.bringup],
                     "devices": [vars(d) for d in result.devices],
-                },
-                indent=2,
-                default=str,
+                }
             )
         )
     else:
@@ -223,7 +220,7 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
     config = load_robot_config(config_path, run_dir=run_dir)
     results = run_bringup(config)
     if as_json:
-        click.echo(json.dumps([vars(r) for r in results], indent=2, default=str))
+        click.echo(to_json([vars(r) for r in results]))
     else:
         click.echo(format_bringup(results))
     if not all(r.ok for r in results):

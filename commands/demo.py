@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 
 import click
+
+from sensorbench.json_doc import to_json
 
 
 def _holds_demo(out_dir: Path) -> bool:
@@ -70,8 +71,7 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
     Exit 0 when every step ran (the validation verdict is printed and in the report),
     2 when a step failed.
     """
-    from sensorbench.characterize.report import json_ready
-    from sensorbench.sim.demo_campaign import demo_plan, run_demo, summary_rows
+    from sensorbench.demo.campaign import demo_plan, run_demo, summary_rows
 
     if _holds_demo(out_dir):
         if click.get_current_context().get_parameter_source("out_dir") is not (
@@ -119,7 +119,7 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
             "warnings": warnings,
             "total_s": total,
         }
-        click.echo(json.dumps(json_ready(doc), indent=2, allow_nan=False))
+        click.echo(to_json(doc))
         return
     click.echo(f"{'quantity':<40} {'recovered':>12} {'±1σ':>10} {'truth':>12}")
     for r in rows:
@@ -132,7 +132,7 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
             for c in v["sessions"]
         )
         click.echo(
-            f"validation (leave-one-session-out, {v['draws']} draws): "
+            f"validation (leave-one-session-out, {v['n_draws']} draws): "
             f"{'PASSED' if v['passed'] else 'FAILED'} ({verdicts})"
         )
     click.echo(f"done in {total:.0f} s; report: {res.report}")

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
+from sensorbench.json_doc import to_json
 from sensorbench.udev.discovery import SerialDevice, list_serial_devices
 from sensorbench.udev.probe import KINDS, ProbeResult, probe_port
 
@@ -62,7 +61,7 @@ def devices_cmd(probe: bool, listen_s: float, show_all: bool, as_json: bool) -> 
             entry["kind"] = _kind(device, result)
             entry["probe"] = result.as_dict() if result is not None else None
             out.append(entry)
-        click.echo(json.dumps({"devices": out}, indent=2))
+        click.echo(to_json({"devices": out}))
         return
     if not devices:
         click.echo("no serial devices found" + ("" if show_all else " on USB (try --all)"))

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from sensorbench.sim.serve import duration_option, link_option, seed_option, speed_option
+from sensorbench.commands.emulate_options import (
+    duration_option,
+    link_option,
+    seed_option,
+    speed_option,
+)
+from sensorbench.json_doc import to_json
 
 
 def register(cli: click.Group) -> None:
@@ -67,7 +72,7 @@ def decode_ld19_cmd(
         source, output, device=device, name=name, near_filter=near_filter, overwrite=overwrite
     )
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        click.echo(to_json(summary))
         return
     click.echo(f"{summary['output']}: {summary['turns']} turns, {summary['points']} points")
     for key in (

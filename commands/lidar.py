@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 import numpy as np
+
+from sensorbench.json_doc import to_json
 
 
 def register(cli: click.Group) -> None:
@@ -95,7 +96,7 @@ def lidar_cmd(
     if as_json:
         doc = result.as_dict()
         doc["plots"] = [str(p) for p in written]
-        click.echo(json.dumps(doc, indent=2))
+        click.echo(to_json(doc))
         return
     click.echo(result.table())
     for p in written:
@@ -171,7 +172,7 @@ def merge_cmd(
     )
     doc = done.as_dict()
     if as_json:
-        click.echo(json.dumps(doc, indent=2))
+        click.echo(to_json(doc))
         return
     click.echo(
         f"merged {doc['pairs']} pairs of {front}/{rear} into {out} (stream 'merged', "

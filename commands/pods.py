@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +9,8 @@ from typing import Any
 
 import click
 import numpy as np
+
+from sensorbench.json_doc import to_json
 
 _SESSION = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -51,27 +52,8 @@ def register(cli: click.Group) -> None:
     cli.add_command(replay_cmd)
 
 
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, (np.floating, np.integer, np.bool_)):
-        return obj.item()
-    raise TypeError(type(obj).__name__)
-
-
-def _clean(obj: Any) -> Any:
-    """Replace non-finite floats by None so the JSON is standard."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
-
-
 def _echo_json(doc: dict) -> None:
-    click.echo(json.dumps(_clean(json.loads(json.dumps(doc, default=_json_default))), indent=2))
+    click.echo(to_json(doc))
 
 
 @click.command("pods")
@@ -129,9 +111,10 @@ def fit_pods_cmd(
     never observable. Units: m, rad (degrees in the table). Exit 1 when any
     parameter was refused (the model file is still written, marked incomplete).
     """
-    from sensorbench.characterize.pod_fit import fit_pods, load_drive
-    from sensorbench.fusion.model_file import provenance
+    from sensorbench.characterize.pod_fit import fit_pods
+    from sensorbench.fusion.pod_drive import load_drive
     from sensorbench.fusion.pod_kinematics import condition_number
+    from sensorbench.logs.model_file import provenance
 
     drives = [load_drive(p) for p in sessions]
     cpr = None if counts_per_rev is None else [counts_per_rev] * 3
@@ -209,9 +192,9 @@ def fit_noise_cmd(
     still written: the check is a diagnosis, not a refusal).
     """
     from sensorbench.characterize.noise_fit import fit_noise
-    from sensorbench.fusion.model_file import provenance
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.fusion.split_filter import save_noise_model
+    from sensorbench.logs.model_file import provenance
 
     geometry = load_pod_model(pods_path)
     fit = fit_noise(list(sessions), geometry, gate=gate)
@@ -318,14 +301,11 @@ def replay_cmd(
     degraded spans are flagged (PoseFlag.DEGRADED) in the estimate and written as
     events.
     """
+    from sensorbench.characterize.pose_aid import load_pose_aid_model
     from sensorbench.fusion.odometry_replay import replay_session
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.fusion.replay_plots import replay_plots
-    from sensorbench.fusion.split_filter import (
-        FilterNoise,
-        load_noise_model,
-        load_pose_aid_model,
-    )
+    from sensorbench.fusion.split_filter import FilterNoise, load_noise_model
 
     geometry = load_pod_model(pods_path)
     noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
@@ -398,8 +378,8 @@ def _print_consistency(doc: dict[str, Any]) -> None:
 def _write_estimate(
     output: Path, rp: Any, session: Path, pods_path: Path, noise_path: Path | None
 ) -> None:
-    from sensorbench.fusion.model_file import file_sha256
     from sensorbench.logs import PoseBatch, PoseFlag, SessionWriter
+    from sensorbench.logs.model_file import file_sha256
 
     r = rp.result
     n = r.t_s.size

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -11,6 +10,8 @@ from typing import Any
 
 import click
 import numpy as np
+
+from sensorbench.json_doc import to_json
 
 _SESSION_OPTS = [
     click.argument(
@@ -185,7 +186,7 @@ def fit_pose_error_cmd(
         doc["allan"] = {a: {k: v for k, v in allan[a].items() if "adev" not in k} for a in AXES}
         doc["figures"] = figures
         doc["model_file"] = output
-        click.echo(json.dumps(_clean(doc), indent=2, allow_nan=False))
+        click.echo(to_json(doc))
         return
     for ps in prepared:
         al = ps.alignment
@@ -214,21 +215,6 @@ def fit_pose_error_cmd(
         click.echo(f"model written to {output}")
     for f in figures:
         click.echo(f"figure: {f}")
-
-
-def _clean(o: object) -> object:
-    """JSON-ready: numpy to Python, non-finite floats to None."""
-    if isinstance(o, dict):
-        return {str(k): _clean(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
-    if isinstance(o, np.ndarray):
-        return _clean(o.tolist())
-    if isinstance(o, np.generic):
-        o = o.item()
-    if isinstance(o, float) and not np.isfinite(o):
-        return None
-    return o
 
 
 @click.command("validate")
@@ -310,11 +296,18 @@ def validate_cmd(
             )
         figures.append(str(plot_rank_histogram(report, out / "rank_histogram.png")))
     if as_json:
-        doc = report.to_dict()
+        from sensorbench.characterize.report_data import validation_document, wrong_relocalizations
+        from sensorbench.logs import Session
+
+        wrong = []
+        for ps in prepared:
+            with Session(ps.source) as s:
+                wrong.append(wrong_relocalizations(s, selection.sensor))
+        doc = validation_document(report, wrong)
         doc["prepared"] = [ps.to_dict() for ps in prepared]
         doc["figures"] = figures
         doc["model_file"] = model_path
-        click.echo(json.dumps(_clean(doc), indent=2, allow_nan=False))
+        click.echo(to_json(doc))
     else:
         click.echo(
             f"{report.mode}, {draws} draws, family-wise alpha {alpha} "

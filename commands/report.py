@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
+
+from sensorbench.json_doc import to_json
 
 
 def register(cli: click.Group) -> None:
@@ -65,7 +66,7 @@ def report_cmd(
     Simulated sessions show the simulated truth beside the recovered values. Figures
     are embedded; the page needs nothing else.
     """
-    from sensorbench.characterize.report import ReportOptions, build_report, json_ready
+    from sensorbench.characterize.report import ReportOptions, build_report
 
     def say(msg: str) -> None:
         if sys.stderr.isatty():
@@ -79,7 +80,6 @@ def report_cmd(
         progress=say,
     )
     if as_json:
-        doc = json_ready({"report": rep.path, **rep.data})
-        click.echo(json.dumps(doc, indent=2, allow_nan=False))
+        click.echo(to_json({"report": rep.path, **rep.data}))
     else:
         click.echo(f"report: {rep.path}")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from sensorbench.json_doc import to_json
 from sensorbench.logs.check import check_session, recover_session
 from sensorbench.logs.exporters import FORMATS as EXPORT_FORMATS
 from sensorbench.logs.exporters import export_stream
@@ -37,7 +37,7 @@ def info_cmd(session: Path, as_json: bool) -> None:
     """Streams, counts, rates (Hz), time span (s), gaps and device metadata of SESSION."""
     info = session_info(session)
     if as_json:
-        click.echo(json.dumps(info, indent=2, default=str))
+        click.echo(to_json(info))
         return
     click.echo(
         f"{info['path']}  label={info['label']!r}  status={info['status']}  "
@@ -113,7 +113,7 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, as_json: bool) -
                 "kept_rows": recovery.kept_rows,
                 "dropped_rows": recovery.dropped_rows,
             }
-        click.echo(json.dumps(doc, indent=2))
+        click.echo(to_json(doc))
     else:
         if recovery is not None:
             click.echo(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import click
+
+from sensorbench.json_doc import to_json
 
 
 def register(cli: click.Group) -> None:
@@ -99,7 +100,7 @@ def simulate_cmd(
     if list_only:
         rows = _scenario_table()
         if as_json:
-            click.echo(json.dumps({"scenarios": rows}, indent=2))
+            click.echo(to_json({"scenarios": rows}))
             return
         for row in rows:
             sessions = f" [{row['sessions']} sessions]" if row["sessions"] else ""
@@ -131,7 +132,7 @@ def simulate_cmd(
     elapsed = time.perf_counter() - t0
     docs = [_summary(path) for path in paths]
     if as_json:
-        click.echo(json.dumps(docs[0] if not all_sessions else {"sessions": docs}, indent=2))
+        click.echo(to_json(docs[0] if not all_sessions else {"sessions": docs}))
         return
     for doc in docs:
         click.echo(

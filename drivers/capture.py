@@ -356,7 +356,7 @@ def run_capture(
             (bytes), so the file is closed intact before the disk is full.
         extra_readers: sources that are not serial devices of the configuration (the
             emulated network pose source of ``sensorbench demo``,
-            :class:`~sensorbench.drivers.sim_pose_source.SimPoseSource`): declared,
+            :class:`~sensorbench.sim.pose_source.SimPoseSource`): declared,
             started, polled and stopped with the device readers, but not brought up
             and not in the device summary.
 

@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from sensorbench.characterize.pod_fit import (
+from sensorbench.errors import FitError, FusionError, SessionError
+from sensorbench.fusion.pod_drive import (
     Drive,
     align_drive,
     encoder_host_seconds,
     load_drive,
     yaw_from_quat,
 )
-from sensorbench.errors import FitError, FusionError, SessionError
 from sensorbench.fusion.consistency import (
     AxisConsistency,
     MonitorResult,

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from sensorbench.errors import FusionError
-from sensorbench.fusion.model_file import read_model, write_model
+from sensorbench.errors import FusionError, ModelFileError
+from sensorbench.logs.model_file import read_model, write_model
 
 POD_MODEL_KIND = "pod_geometry"
 POD_MODEL_VERSION = 1
@@ -357,26 +357,26 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
     """Read a pod-geometry model file, checking kind, version, units and completeness.
 
     Raises:
-        FusionError: wrong kind/version/units, or a pod whose distance per tick,
+        ModelFileError: wrong kind/version/units, or a pod whose distance per tick,
             angle or lever arm was not identified by the fit (its ``status``
             table says why).
     """
     doc = read_model(path, POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS)
     pods = doc.get("pod", [])
     if len(pods) != 3:
-        raise FusionError(f"{path}: expected 3 [[pod]] tables, found {len(pods)}")
+        raise ModelFileError(f"{path}: expected 3 [[pod]] tables, found {len(pods)}")
     for p in pods:
         status = p.get("status", {})
         bad = {k: v for k, v in status.items() if v != "ok"}
         if bad:
             why = "; ".join(f"{k}: {v}" for k, v in bad.items())
-            raise FusionError(
+            raise ModelFileError(
                 f"{path}: pod {p.get('name')!r} is incomplete ({why}); refit with drives "
                 f"that excite it before using it for odometry"
             )
         for key in ("distance_per_tick", "rolling_angle", "lever_arm"):
             if not isinstance(p.get(key), (int, float)) or not np.isfinite(p[key]):
-                raise FusionError(f"{path}: pod {p.get('name')!r} has no finite {key}")
+                raise ModelFileError(f"{path}: pod {p.get('name')!r} has no finite {key}")
     cpr = [p.get("counts_per_rev") for p in pods]
     return PodGeometry(
         c=[p["distance_per_tick"] for p in pods],

@@ -41,9 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from sensorbench.characterize.lidar_timing import angular_step_rad
-from sensorbench.characterize.scan_bins import TWO_PI
 from sensorbench.errors import FusionError
+from sensorbench.fusion.scan_bins import TWO_PI, angular_step_rad
 from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, PoseBatch
 
 PoseAt = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]

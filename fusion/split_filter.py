@@ -74,10 +74,10 @@ from typing import Any
 
 import numpy as np
 
-from sensorbench.errors import FitError, FusionError
+from sensorbench.errors import FusionError, ModelFileError
 from sensorbench.fusion.kalman_kernels import RejectStreak, clip_to_gate, predict_pv, update_p
-from sensorbench.fusion.model_file import read_model, write_model
 from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
+from sensorbench.logs.model_file import read_model, write_model
 
 AXES = ("x", "y", "theta")
 NIS_GATE_99 = 6.63
@@ -147,7 +147,7 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
         axes = doc["axes"]
         return FilterNoise(*(AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES))
     except (KeyError, TypeError, ValueError) as exc:
-        raise FusionError(f"{path}: malformed [axes] table in noise model ({exc})") from exc
+        raise ModelFileError(f"{path}: malformed [axes] table in noise model ({exc})") from exc
 
 
 @dataclass(frozen=True)
@@ -187,27 +187,6 @@ class PoseAidModel:
         except KeyError as exc:
             raise FusionError(f"pose-aid model lacks {exc}") from exc
         return cls(*axes)
-
-
-def load_pose_aid_model(path: str | os.PathLike[str]) -> PoseAidModel:
-    """Read the pose-error model file written by ``sensorbench fit pose-error``."""
-    from sensorbench.characterize.pose_error import PoseErrorModel
-
-    try:
-        model = PoseErrorModel.load(path)
-    except FitError as exc:
-        raise FusionError(str(exc)) from exc
-    return PoseAidModel.from_dict(
-        {
-            a: {
-                "sigma_b": model.axes[src].sigma_b,
-                "sigma": model.axes[src].sigma,
-                "tau_s": model.axes[src].tau_s,
-                "sigma_v": model.axes[src].sigma_v,
-            }
-            for a, src in (("x", "x"), ("y", "y"), ("theta", "yaw"))
-        }
-    )
 
 
 @dataclass

@@ -10,7 +10,6 @@ unknown units. Motive's blank cells (occlusion) become invalid samples with
 from __future__ import annotations
 
 import csv
-import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from scipy.spatial.transform import Rotation
 
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import EncoderBatch, PoseBatch
+from sensorbench.logs.model_file import file_sha256
 from sensorbench.logs.schema import NO_DEVICE_TIME
 
 QUAT_NORM_TOLERANCE = 0.01
@@ -37,15 +37,6 @@ class Imported:
 
     batch: PoseBatch | EncoderBatch
     attrs: dict[str, Any] = field(default_factory=dict)
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """Hex SHA-256 of a file, for provenance."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _read_text(path: Path) -> list[str]:

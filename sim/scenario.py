@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sensorbench.errors import SimError
+from sensorbench.logs.model_file import dumps_toml
 
 SCENARIO_DIR = Path(str(resources.files("sensorbench.sim") / "scenarios"))
 
@@ -758,48 +759,3 @@ def pose_model_overrides(path: str | Path) -> dict:
 def list_scenarios() -> list[str]:
     """Names of the shipped scenarios, sorted."""
     return sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))
-
-
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        if math.isnan(v):
-            return "nan"
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
-    raise SimError(f"cannot write {type(v).__name__} to TOML")
-
-
-def _toml_key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
-
-
-def dumps_toml(data: dict, prefix: str = "") -> str:
-    """Serialize nested dicts of scalars and lists to TOML (tables and arrays of tables)."""
-    lines: list[str] = []
-    subs: list[tuple[str, Any]] = []
-    for k, v in data.items():
-        table_list = isinstance(v, list) and v and all(isinstance(x, dict) for x in v)
-        if isinstance(v, dict) or table_list:
-            subs.append((k, v))
-        else:
-            lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
-    out = "\n".join(lines) + ("\n" if lines else "")
-    for k, v in subs:
-        full = f"{prefix}{_toml_key(k)}"
-        if isinstance(v, dict):
-            out += f"\n[{full}]\n" + dumps_toml(v, f"{full}.")
-        else:
-            for item in v:
-                out += f"\n[[{full}]]\n" + dumps_toml(item, f"{full}.")
-    return out

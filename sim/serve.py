@@ -5,8 +5,8 @@ The ``emulate`` commands create their emulators inside :func:`stop_on_signals`
 call :func:`serve_until_stopped`, which also plays a fault schedule
 (:func:`~sensorbench.sim.emulator_base.fault_schedule`) against the emulation clock.
 
-The options those commands share (``--seed``, ``--speed``, ``--link``,
-``--duration``) are defined once here as click decorators.
+The options those commands share are click decorators in
+:mod:`sensorbench.commands.emulate_options`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
-
-import click
+from typing import TYPE_CHECKING
 
 from sensorbench.errors import SimError
 
@@ -26,51 +24,6 @@ if TYPE_CHECKING:
     from sensorbench.sim.clock import SimClock
 
 POLL_S = 0.05  # host seconds between checks of the stop event, deadline and schedule
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def seed_option(default: int | None = 0) -> Callable[[F], F]:
-    """``--seed``: the simulation seed (int ≥ 0); ``None`` defers to the scenario or config."""
-    return click.option(
-        "--seed",
-        type=click.IntRange(min=0),
-        default=default,
-        show_default=default is not None,
-        help="Simulation seed.",
-    )
-
-
-def speed_option() -> Callable[[F], F]:
-    """``--speed``: simulated seconds per real second (default 1, at least 0.01)."""
-    return click.option(
-        "--speed",
-        type=click.FloatRange(min=0.01),
-        default=1.0,
-        show_default=True,
-        help="Simulated seconds per real second (1 = real time).",
-    )
-
-
-def link_option() -> Callable[[F], F]:
-    """``--link``: a stable symlink the emulator keeps pointing at its pty."""
-    return click.option(
-        "--link",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="Stable symlink to maintain to the pty (like a udev name).",
-    )
-
-
-def duration_option() -> Callable[[F], F]:
-    """``--duration`` (parameter ``duration_s``): serve for this long (s), else until Ctrl-C."""
-    return click.option(
-        "--duration",
-        "duration_s",
-        type=click.FloatRange(min=0.0),
-        default=None,
-        help="Serve for this many wall seconds; default until Ctrl-C.",
-    )
 
 
 @contextmanager

@@ -24,7 +24,8 @@ import numpy as np
 
 from sensorbench import __version__
 from sensorbench.errors import SessionError, SimError
-from sensorbench.sim.scenario import Scenario, dumps_toml, load_scenario
+from sensorbench.logs.model_file import dumps_toml
+from sensorbench.sim.scenario import Scenario, load_scenario
 from sensorbench.sim.sensor_lidar import LidarSamples, simulate_lidar
 from sensorbench.sim.sensor_pods import PodSamples, simulate_pods
 from sensorbench.sim.sensor_pose import PoseSamples, simulate_mocap, simulate_pose_sensor

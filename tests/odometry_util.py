@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sensorbench.characterize.pod_fit import Drive
+from sensorbench.fusion.pod_drive import Drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path
 
 # Default pods: two parallel (left/right, about ±0.15 m), one perpendicular at the back.

@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from sensorbench.cli import cli
+from sensorbench.demo.campaign import MAX_SPEED, demo_plan
 from sensorbench.errors import SimError
-from sensorbench.sim.demo_campaign import MAX_SPEED, demo_plan
 
 
 def test_plans_run_every_session_at_one_speed_at_most_the_maximum() -> None:

@@ -11,9 +11,10 @@ import pytest
 from click.testing import CliRunner
 from scipy.stats import binom
 
-from sensorbench.characterize.pod_fit import fit_pods, load_drive
+from sensorbench.characterize.pod_fit import fit_pods
 from sensorbench.cli import cli
 from sensorbench.errors import FitError
+from sensorbench.fusion.pod_drive import load_drive
 from sensorbench.logs import Session
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.simulation import simulate_to_session
@@ -168,9 +169,9 @@ def test_bounces_are_rejected_not_averaged(imu: bool) -> None:
     z = z_scores(fit, {"c": g.c, "phi": g.phi, "lever": g.lever})
     assert np.all(np.abs(z) < 4), z
     # plain least squares on the same data is visibly worse on the scale
-    from sensorbench.characterize import pod_fit
+    from sensorbench.fusion.pod_drive import drive_intervals
 
-    dn, xi = pod_fit.drive_intervals(drives[0], -0.013, 0.5)
+    dn, xi = drive_intervals(drives[0], -0.013, 0.5)
     ls = np.linalg.lstsq(xi[:, :1], dn[:, 0], rcond=None)[0][0]
     robust = fit.rows[0, 0]
     assert abs(1 / ls - g.c[0]) > abs(1 / robust - g.c[0])

@@ -10,9 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from sensorbench.characterize.noise_fit import fit_noise
-from sensorbench.characterize.pod_fit import fit_pods, load_drive
+from sensorbench.characterize.pod_fit import fit_pods
 from sensorbench.cli import cli
 from sensorbench.fusion.odometry_replay import replay_session
+from sensorbench.fusion.pod_drive import load_drive
 from sensorbench.fusion.pod_kinematics import PodGeometry
 from sensorbench.logs import PoseFlag, Session
 from sensorbench.sim.scenario import load_scenario

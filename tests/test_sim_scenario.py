@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from sensorbench.errors import SimError
-from sensorbench.sim.scenario import dumps_toml, list_scenarios, load_scenario, parse_scenario
+from sensorbench.logs.model_file import dumps_toml
+from sensorbench.sim.scenario import list_scenarios, load_scenario, parse_scenario
 
 SHIPPED = {
     "forward",

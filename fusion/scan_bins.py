@@ -1,12 +1,14 @@
-"""Vectorised helpers for binned lidar scans: grouped medians and angle bins.
+"""Vectorised helpers for binned lidar scans: grouped medians, angle bins, angular step.
 
-Used by the lidar characterization and the dual-scan merge. Angles are radians
+Used by the dual-scan merge and the lidar characterization. Angles are radians
 in [0, 2π); ranges are metres with ``inf`` for "no return".
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from sensorbench.logs import LidarTurns
 
 TWO_PI = 2.0 * np.pi
 
@@ -68,3 +70,16 @@ def turn_index(count: np.ndarray) -> np.ndarray:
     """Turn number of every point of a flat ``LidarTurns`` (from its per-turn counts)."""
     count = np.asarray(count, dtype=np.int64)
     return np.repeat(np.arange(count.size, dtype=np.int64), count)
+
+
+def angular_step_rad(turns: LidarTurns) -> float:
+    """Median angular distance (rad) between consecutive points of the same turn."""
+    if turns.n_points < 2:
+        return float("nan")
+    d = np.abs(np.diff(turns.angle.astype(np.float64)))
+    d = np.minimum(d, 2 * np.pi - d)
+    same_turn = np.ones(turns.n_points - 1, dtype=bool)
+    ends = np.cumsum(turns.count.astype(np.int64))[:-1] - 1
+    same_turn[ends[(ends >= 0) & (ends < same_turn.size)]] = False
+    d = d[same_turn & (d > 0)]
+    return float(np.median(d)) if d.size else float("nan")

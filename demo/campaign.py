@@ -4,7 +4,7 @@
 named in brackets, on the files the previous steps wrote):
 
 1. captures, through the real capture path (staggered bring-up, real drivers on
-   pseudo-terminals, :mod:`~sensorbench.sim.demo_capture`), the fixed drives
+   pseudo-terminals, :mod:`~sensorbench.demo.capture`), the fixed drives
    ``forward``, ``sideways``, ``spin`` and ``square`` (pods + mocap), a static lidar
    session (``lidar_static``: LD19 + both A1s) and a
    relocalization campaign (``reloc_campaign`` sessions: pods, mocap, pose sensor);
@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from sensorbench.demo.capture import CapturedSession, capture_scenario
 from sensorbench.errors import FitError, SimError
-from sensorbench.sim.demo_capture import CapturedSession, capture_scenario
 from sensorbench.sim.scenario import load_scenario
 
 ProgressFn = Callable[[str], None]
@@ -251,8 +251,9 @@ def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Pa
     Raises:
         FitError: the fit failed or could not identify every parameter.
     """
-    from sensorbench.characterize.pod_fit import fit_pods, load_drive
-    from sensorbench.fusion.model_file import provenance
+    from sensorbench.characterize.pod_fit import fit_pods
+    from sensorbench.fusion.pod_drive import load_drive
+    from sensorbench.logs.model_file import provenance
 
     fit = fit_pods([load_drive(p) for p in sessions], interval_s=POD_INTERVAL_SIM_S / speed)
     if not fit.complete:
@@ -263,9 +264,9 @@ def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Pa
 def fit_noise_model(sessions: list[Path], pods_model: Path, output: Path) -> Path:
     """Fit the split filters' noise (``fit noise``) and write the model file."""
     from sensorbench.characterize.noise_fit import fit_noise
-    from sensorbench.fusion.model_file import provenance
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.fusion.split_filter import save_noise_model
+    from sensorbench.logs.model_file import provenance
 
     fit = fit_noise(list(sessions), load_pod_model(pods_model))
     prov = provenance([*sessions, pods_model], {"pods_model": str(pods_model)})

@@ -5,7 +5,7 @@
 pseudo-terminals under stable names, :func:`~sensorbench.drivers.capture.run_capture`
 brings them up one after another and records them through the real drivers, and the
 emulated network pose source
-(:class:`~sensorbench.drivers.sim_pose_source.SimPoseSource`) adds the simulation's
+(:class:`~sensorbench.sim.pose_source.SimPoseSource`) adds the simulation's
 mocap and pose-sensor samples. Afterwards the simulation's truth is added to the file
 (``/truth``, layout below) so reports can print it beside what was recovered.
 
@@ -46,11 +46,12 @@ import numpy as np
 
 from sensorbench import __version__
 from sensorbench.drivers.capture import BringupResult, CaptureResult, run_capture
-from sensorbench.drivers.sim_pose_source import SimPoseSource
 from sensorbench.errors import SimError
 from sensorbench.logs import SessionWriter
+from sensorbench.logs.model_file import dumps_toml
 from sensorbench.sim.emulated_robot import DEFAULT_CONFIG, EmulatedRobot
-from sensorbench.sim.scenario import Scenario, dumps_toml
+from sensorbench.sim.pose_source import SimPoseSource
+from sensorbench.sim.scenario import Scenario
 from sensorbench.sim.simulation import Simulation, write_common_truth
 
 END_MARGIN_S = 0.5

@@ -1,0 +1,771 @@
+"""The report's content, computed: one dataclass per section, no HTML.
+
+A section is a compute function ``compute_x(inputs) -> XSection | None`` (``None``:
+the inputs hold nothing for it) and a render function in
+:mod:`~sensorbench.characterize.report_html`; :data:`sensorbench.characterize.report.SECTIONS`
+lists the pairs in page order. Each section's :meth:`as_dict` gives its keys of
+:attr:`Report.data <sensorbench.characterize.report.Report>` (plain values, SI units).
+Figures are plotted into ``inputs.figdir`` while computing and kept as PNG bytes, so
+the dataclasses hold the whole report and rendering reads no file.
+
+Simulated sessions (a ``/truth`` group) carry the simulated truth beside each
+recovered value. Sessions captured from the emulated robot run ``emulation_speed``
+times faster than simulated time (``/truth`` attribute); truth values with time in
+their unit are put on the file's time base (τ ÷ speed, rate × speed).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from sensorbench.errors import FitError
+from sensorbench.logs import Session
+
+if TYPE_CHECKING:
+    from sensorbench.characterize.pose_validate import SessionCheck, ValidationReport
+    from sensorbench.fusion.split_filter import FilterNoise
+
+ProgressFn = Callable[[str], None]
+POSE_AXES = ("x", "y", "z", "roll", "pitch", "yaw")
+POSE_PARAMS = ("sigma_b", "sigma", "tau_s", "sigma_v")
+Z_999 = 3.2905267314919255
+"""Normal quantile of the central 99.9 % intervals given in the JSON beside the 95 % ones."""
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """Knobs of the analyses the report runs.
+
+    Attributes:
+        draws: Monte Carlo draws per session of the validation.
+        seed: Monte Carlo seed.
+        alpha: family-wise level of the validation.
+        sensor, reference: pose streams of the pose-error sections.
+        static_s: shortest static lidar stretch, in simulated-equivalent seconds
+            (divided by the session's emulation speed) (s).
+    """
+
+    draws: int = 1000
+    seed: int = 0
+    alpha: float = 0.05
+    sensor: str = "pose_sensor"
+    reference: str = "mocap"
+    static_s: float = 3.0
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """What every section's compute function gets.
+
+    Attributes:
+        sessions: session files, in the order given.
+        models: directory of model files (``pods.toml``, ``noise.toml``,
+            ``pose_error.toml``), or None.
+        options: the analyses' knobs.
+        figdir: directory for the figures (PNG) of this report.
+        say: progress callback (one line per step).
+    """
+
+    sessions: list[Path]
+    models: Path | None
+    options: ReportOptions
+    figdir: Path
+    say: ProgressFn
+
+
+class Section(Protocol):
+    """A computed section: its part of the report's data."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Top-level keys of ``Report.data`` (JSON-ready after ``json_ready``)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure of the report: its PNG bytes and its caption."""
+
+    png: bytes = field(repr=False)
+    caption: str
+
+    @classmethod
+    def read(cls, path: str | Path, caption: str) -> Figure:
+        """The PNG a plot function wrote at ``path``."""
+        return cls(Path(path).read_bytes(), caption)
+
+
+# ------------------------------------------------------------------ truth of simulated sessions
+
+
+def truth_doc(path: Path) -> tuple[dict | None, float]:
+    """(resolved scenario of a simulated session or None, emulation speed)."""
+    with Session(path) as s:
+        if not s.truth_names():
+            return None, 1.0
+        attrs = s.truth_attrs()
+    text = attrs.get("scenario_toml")
+    doc = tomllib.loads(text) if text else None
+    return doc, float(attrs.get("emulation_speed", 1.0))
+
+
+def wrong_relocalizations(s: Session, sensor: str) -> int | None:
+    """Gross wrong relocalizations the simulator put in a session (None: not simulated)."""
+    name = f"{sensor}/reloc_wrong"
+    if name not in s.truth_names():
+        return None
+    return int(np.count_nonzero(s.truth(name)))
+
+
+def validation_document(report: ValidationReport, wrong: Sequence[int | None]) -> dict[str, Any]:
+    """The one JSON schema of a validation (``validate``, ``report`` and ``demo --json``).
+
+    ``report.to_dict()`` (verdicts, percentiles, z, failures, rank histogram; see
+    ``docs/POSE_ERROR.md``) with each session's ``simulated_wrong_relocalizations``
+    (from ``wrong``, in session order; None for a real session).
+    """
+    doc = report.to_dict()
+    for s, w in zip(doc["sessions"], wrong, strict=True):
+        s["simulated_wrong_relocalizations"] = w
+    return doc
+
+
+def _session_label(path: Path) -> str:
+    with Session(path) as s:
+        return s.label or path.stem
+
+
+def _rate_truth(tp: dict | None, speed: float, clock: str) -> float | None:
+    """The simulated scan rate on the time base of the stream's turn times (Hz).
+
+    Device clocks count simulated time; host stamps run ``speed`` times faster.
+    """
+    if tp is None:
+        return None
+    return float(tp["rate_hz"]) * (speed if clock == "host" else 1.0)
+
+
+def _band_truth(tp: dict | None, lo: float, hi: float) -> float | None:
+    """The simulated σ (m) when the band lies inside one simulated band, else None."""
+    if tp is None:
+        return None
+    edges = tp["noise_band_edges_m"]
+    for j, s in enumerate(tp["noise_band_sigma_m"]):
+        if edges[j] <= lo and hi <= edges[j + 1]:
+            return float(s)
+    return None
+
+
+def _pods_truth(sessions: list[Path]) -> np.ndarray | None:
+    for p in sessions:
+        with Session(p) as s:
+            if "pods/geometry" in s.truth_names():
+                return s.truth("pods/geometry")
+    return None
+
+
+def _pose_truth(sessions: list[Path]) -> tuple[np.ndarray | None, float]:
+    """(6, 4) simulated parameters on the file's time base, and the speed."""
+    for p in sessions:
+        doc, speed = truth_doc(p)
+        if doc is None or "pose_sensor" not in doc:
+            continue
+        ps, mo = doc["pose_sensor"], doc.get("mocap", {})
+        mocap_white = [mo.get("noise_m", 0.0)] * 3 + [mo.get("noise_rad", 0.0)] * 3
+        white = np.hypot(np.asarray(ps["white_sigma"], float), mocap_white)
+        return (
+            np.column_stack(
+                [
+                    ps["reloc_sigma"],
+                    ps["gm_sigma"],
+                    np.asarray(ps["gm_tau_s"], float) / speed,
+                    white,
+                ]
+            ),
+            speed,
+        )
+    return None, 1.0
+
+
+# ------------------------------------------------------------------ lidars
+
+
+@dataclass
+class LidarStream:
+    """One lidar stream's datasheet.
+
+    Attributes:
+        name, model: stream name and lidar model.
+        timing: the timing statistics (``TimingStats.as_dict``, SI units).
+        noise: the range-noise statistics (``as_dict``), None when timing only.
+        timing_only_because: why there is no noise analysis ("" when there is).
+        truth: the simulated lidar's parameters, None for a real one.
+        speed: emulation speed of the session (1 at real time).
+        rate_se_hz: standard error of the scan rate (Hz).
+        rate_truth_hz: simulated rate on the turn times' time base (Hz) or None.
+        band_truth_sigma_m: simulated σ (m) per noise band, None where not one band.
+        figures: the stream's plots.
+    """
+
+    name: str
+    model: str
+    timing: dict[str, Any]
+    noise: dict[str, Any] | None
+    timing_only_because: str
+    truth: dict[str, Any] | None
+    speed: float
+    rate_se_hz: float
+    rate_truth_hz: float | None
+    band_truth_sigma_m: list[float | None]
+    figures: list[Figure]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The stream's entry of ``data["lidar"][session]``."""
+        entry: dict[str, Any] = {
+            "timing_only_because": self.timing_only_because or None,
+            "model": self.model,
+            "timing": self.timing,
+            "rate_hz": self.timing["rate_hz"],
+            "rate_se_hz": self.rate_se_hz,
+            "rate_truth_hz": self.rate_truth_hz,
+            "noise_bands": [],
+        }
+        if self.noise is not None:
+            entry["false_point_pct"] = self.noise["false_point_pct"]
+            entry["noise_bands"] = [
+                {**b, "truth_sigma_m": t}
+                for b, t in zip(self.noise["bands"], self.band_truth_sigma_m, strict=True)
+            ]
+        return entry
+
+
+@dataclass
+class LidarSession:
+    """The lidar streams of one session."""
+
+    label: str
+    file_name: str
+    streams: list[LidarStream]
+
+
+@dataclass
+class LidarSection:
+    """Every session's lidar datasheets (empty when no session has a lidar)."""
+
+    sessions: list[LidarSession]
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"lidar": {session label: {stream: entry}}}``."""
+        out: dict[str, dict[str, Any]] = {}
+        for ses in self.sessions:
+            for st in ses.streams:
+                out.setdefault(ses.label, {})[st.name] = st.as_dict()
+        return {"lidar": out}
+
+
+def compute_lidar(inputs: ReportInputs) -> LidarSection:
+    """A datasheet per lidar stream of each session, with its plots."""
+    from sensorbench.characterize.lidar_plots import write_plots
+    from sensorbench.characterize.lidar_stats import StaticOptions, characterize_session
+
+    opts, say = inputs.options, inputs.say
+    sessions = []
+    for path in inputs.sessions:
+        with Session(path) as s:
+            names = s.lidar_names()
+        if not names:
+            continue
+        truth, speed = truth_doc(path)
+        label = _session_label(path)
+        streams = []
+        for name in names:
+            say(f"characterizing lidar {name} of {label}")
+            static = StaticOptions(lag_s=1.0 / speed, min_static_s=opts.static_s / speed)
+            why = ""
+            try:
+                r = characterize_session(path, name, options=static)
+            except FitError as exc:  # no static stretch: the timing still stands
+                why = str(exc)
+                r = characterize_session(path, name, timing_only=True, options=static)
+            doc = r.as_dict()
+            t = doc["timing"]
+            tp = (truth or {}).get("lidars", {}).get(name)
+            n_per = max(int(t.get("n_single_periods") or 0), 1)
+            noise = doc.get("noise")
+            bands = [] if noise is None else noise["bands"]
+            streams.append(
+                LidarStream(
+                    name=name,
+                    model=r.model,
+                    timing=t,
+                    noise=noise,
+                    timing_only_because=why,
+                    truth=tp,
+                    speed=speed,
+                    rate_se_hz=t["rate_hz"] ** 2 * t["jitter_std_s"] / math.sqrt(n_per),
+                    rate_truth_hz=_rate_truth(tp, speed, t["clock"]),
+                    band_truth_sigma_m=[_band_truth(tp, b["lo_m"], b["hi_m"]) for b in bands],
+                    figures=[
+                        Figure.read(p, f"{label} {name}: {Path(p).stem.replace('_', ' ')}")
+                        for p in write_plots(r, inputs.figdir / f"{path.stem}_{name}")
+                    ],
+                )
+            )
+        sessions.append(LidarSession(label, path.name, streams))
+    return LidarSection(sessions)
+
+
+# ------------------------------------------------------------------ pods and replay
+
+
+@dataclass(frozen=True)
+class PodParam:
+    """One fitted pod parameter (SI: m, rad) with its 1σ and the simulated truth."""
+
+    pod: int
+    name: str
+    param: str
+    value: float
+    sigma: float | None
+    truth: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """An entry of ``data["pods"]``."""
+        return {
+            "pod": self.pod,
+            "param": self.param,
+            "value": self.value,
+            "sigma": self.sigma,
+            "truth": self.truth,
+        }
+
+
+@dataclass
+class ReplayRow:
+    """One session replayed through the split filters against mocap.
+
+    Attributes:
+        label: session label.
+        errors: position (m) and heading (rad) errors (``ReplayResult.summary``).
+        rejected: gate rejections per axis.
+        frames: encoder frames replayed.
+        figures: the replay's plots.
+    """
+
+    label: str
+    errors: dict[str, Any]
+    rejected: dict[str, int]
+    frames: int
+    figures: list[Figure]
+
+
+@dataclass
+class PodsSection:
+    """The fitted pod geometry, the filter noise and the replays."""
+
+    params: list[PodParam]
+    noise: FilterNoise | None
+    replay: list[ReplayRow]
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"pods": [...], "replay": [...]}``."""
+        return {
+            "pods": [p.as_dict() for p in self.params],
+            "replay": [{"session": r.label, **r.errors} for r in self.replay],
+        }
+
+
+def compute_pods(inputs: ReportInputs) -> PodsSection | None:
+    """Pod geometry (``pods.toml``) with the simulated truth, noise and replays."""
+    models = inputs.models
+    if models is None or not (models / "pods.toml").exists():
+        return None
+    from sensorbench.fusion.pod_kinematics import (
+        POD_MODEL_KIND,
+        POD_MODEL_UNITS,
+        POD_MODEL_VERSION,
+        load_pod_model,
+    )
+    from sensorbench.fusion.split_filter import load_noise_model
+    from sensorbench.logs.model_file import read_model
+
+    doc = read_model(models / "pods.toml", POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS)
+    truth = _pods_truth(inputs.sessions)
+    params = []
+    for i, p in enumerate(doc["pod"]):
+        t_c = t_phi = t_lever = t_r = None
+        if truth is not None:
+            x, y, phi, radius, _, mpc = truth[i]
+            t_c, t_phi, t_r = mpc, phi, radius
+            t_lever = x * math.sin(phi) - y * math.cos(phi)
+        for key, tv in (
+            ("distance_per_tick", t_c),
+            ("wheel_radius", t_r),
+            ("rolling_angle", t_phi),
+            ("lever_arm", t_lever),
+        ):
+            if key in p:
+                params.append(
+                    PodParam(i, p.get("name", f"pod{i}"), key, p[key], p.get(f"sigma_{key}"), tv)
+                )
+    noise = load_noise_model(models / "noise.toml") if (models / "noise.toml").exists() else None
+    geometry = load_pod_model(models / "pods.toml")
+    return PodsSection(params, noise, _replay(inputs, geometry, noise))
+
+
+def _replay(inputs: ReportInputs, geometry: Any, noise: FilterNoise | None) -> list[ReplayRow]:
+    from sensorbench.fusion.odometry_replay import replay_session
+    from sensorbench.fusion.replay_plots import replay_plots
+    from sensorbench.fusion.split_filter import FilterNoise
+
+    rows = []
+    for path in inputs.sessions:
+        with Session(path) as s:
+            has = bool(s.encoder_names()) and any(
+                s.pose(n).attrs.get("kind") == "mocap" for n in s.pose_names()
+            )
+            label = s.label or path.stem
+        if not has:
+            continue
+        inputs.say(f"replaying {label} through the split filters")
+        _, speed = truth_doc(path)
+        rp = replay_session(
+            path, geometry, noise or FilterNoise.default(), align_interval_s=0.5 / speed
+        )
+        rows.append(
+            ReplayRow(
+                label=label,
+                errors=dict(rp.summary()["errors"] or {}),
+                rejected=dict(rp.result.rejected),
+                frames=rp.result.t_s.size - 1,
+                figures=[
+                    Figure.read(p, f"{label}: {Path(p).stem.replace('_', ' ')}")
+                    for p in replay_plots(inputs.figdir / f"replay_{path.stem}", rp)
+                ],
+            )
+        )
+    return rows
+
+
+# ------------------------------------------------------------------ pose error and validation
+
+
+@dataclass(frozen=True)
+class PoseParam:
+    """One pose-error parameter with its intervals and the simulated truth.
+
+    Attributes:
+        axis, param: e.g. ``yaw``, ``tau_s``.
+        unit: ``m``, ``rad`` or ``s``.
+        value: fitted value (in unit).
+        ci95, ci999: central 95 % and 99.9 % intervals (in unit).
+        identified: whether the data determine it (else the intervals are not shown).
+        truth: simulated value on the file's time base, None for real data.
+    """
+
+    axis: str
+    param: str
+    unit: str
+    value: float
+    ci95: tuple[float, float]
+    ci999: tuple[float, float]
+    identified: bool
+    truth: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """An entry of ``data["pose_error"]["params"]``."""
+        return {
+            "axis": self.axis,
+            "param": self.param,
+            "value": self.value,
+            "ci95": list(self.ci95),
+            "ci99.9": list(self.ci999),
+            "identified": self.identified,
+            "truth": self.truth,
+        }
+
+
+@dataclass
+class ValidationSession:
+    """One held-out session's verdict.
+
+    Attributes:
+        check: its checks (percentiles, verdicts) from the validation.
+        n_samples: error samples.
+        n_relocalizations: relocalizations found in it.
+        wrong_relocalizations: gross wrong relocalizations the simulator put in it
+            (None: not simulated).
+    """
+
+    check: SessionCheck
+    n_samples: int
+    n_relocalizations: int
+    wrong_relocalizations: int | None
+
+
+@dataclass
+class ValidationSection:
+    """The leave-one-session-out validation of the pose-error model."""
+
+    report: ValidationReport
+    sessions: list[ValidationSession]
+    draws: int
+    alpha: float
+    figures: list[Figure]
+
+    def as_dict(self) -> dict[str, Any]:
+        """``data["validation"]``: :func:`validation_document`."""
+        return {
+            "validation": validation_document(
+                self.report, [s.wrong_relocalizations for s in self.sessions]
+            )
+        }
+
+
+@dataclass
+class PoseSection:
+    """The pose-error model of the sessions with both pose streams, and its validation.
+
+    Attributes:
+        sensor, reference: the pose streams compared.
+        source: where the model came from (its file name, or fitted for the report).
+        params: every axis's parameters.
+        truth_speed: emulation speed when the sessions are simulated, else None.
+        figures: Allan plot and each session's error in the model's bands.
+        validation: None with fewer than two sessions.
+    """
+
+    sensor: str
+    reference: str
+    source: str
+    params: list[PoseParam]
+    truth_speed: float | None
+    figures: list[Figure]
+    validation: ValidationSection | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"pose_error": {...}}`` and, when validated, ``"validation"``."""
+        out: dict[str, Any] = {
+            "pose_error": {"source": self.source, "params": [p.as_dict() for p in self.params]}
+        }
+        if self.validation is not None:
+            out.update(self.validation.as_dict())
+        return out
+
+
+def compute_pose(inputs: ReportInputs) -> PoseSection | None:
+    """The pose-error model (from ``pose_error.toml`` or fitted here) and its validation."""
+    from sensorbench.characterize.allan import allan_cross_check
+    from sensorbench.characterize.pose_error import FitOptions, PoseErrorModel, fit_pose_error
+    from sensorbench.characterize.pose_plots import plot_allan, plot_error_bands
+    from sensorbench.characterize.pose_sessions import prepare_sessions
+
+    opts, say, figdir, models = inputs.options, inputs.say, inputs.figdir, inputs.models
+    use, wrong = [], []
+    for path in inputs.sessions:
+        with Session(path) as s:
+            names = s.pose_names()
+            if opts.sensor in names and opts.reference in names:
+                use.append(path)
+                wrong.append(wrong_relocalizations(s, opts.sensor))
+    if not use:
+        return None
+    say(f"aligning {len(use)} pose-sensor sessions with {opts.reference}")
+    prepared = prepare_sessions(use, opts.sensor, opts.reference)
+    series = [p.series for p in prepared]
+    model_file = None if models is None else models / "pose_error.toml"
+    if model_file is not None and model_file.exists():
+        model = PoseErrorModel.load(model_file)
+        source = f"{model_file.name}"
+    else:
+        say("fitting the pose-error model")
+        model = fit_pose_error(series, FitOptions(), sensor=opts.sensor, reference=opts.reference)
+        source = "fitted for this report"
+    truth, speed = _pose_truth(use)
+    params = model.params_array()
+    out = []
+    for i, a in enumerate(POSE_AXES):
+        f = model.axes[a]
+        ci = f.ci()
+        ci999 = f.ci(Z_999)
+        unit = "m" if i < 3 else "rad"
+        for j, p in enumerate(POSE_PARAMS):
+            out.append(
+                PoseParam(
+                    axis=a,
+                    param=p,
+                    unit="s" if p == "tau_s" else unit,
+                    value=float(params[i, j]),
+                    ci95=(float(ci[j, 0]), float(ci[j, 1])),
+                    ci999=(float(ci999[j, 0]), float(ci999[j, 1])),
+                    identified=bool(f.identified[j]),
+                    truth=None if truth is None else float(truth[i, j]),
+                )
+            )
+    allan = allan_cross_check(series, params)
+    figures = [
+        Figure.read(plot_allan(allan, figdir / "allan.png"), "Allan deviation: data vs model")
+    ]
+    for ps in prepared:
+        figures.append(
+            Figure.read(
+                plot_error_bands(ps.series, params, figdir / f"{ps.series.name}_error.png"),
+                f"{ps.series.name}: error with the model's bands",
+            )
+        )
+    section = PoseSection(
+        opts.sensor, opts.reference, source, out, None if truth is None else speed, figures
+    )
+    if len(series) >= 2:
+        section.validation = _validation(inputs, prepared, wrong)
+    return section
+
+
+def _validation(inputs: ReportInputs, prepared: list, wrong: list[int | None]) -> ValidationSection:
+    from sensorbench.characterize.pose_plots import plot_error_bands, plot_rank_histogram
+    from sensorbench.characterize.pose_validate import validate_sessions
+
+    opts, figdir = inputs.options, inputs.figdir
+    series = [p.series for p in prepared]
+    inputs.say(f"leave-one-session-out validation ({opts.draws} draws per session)")
+    rep = validate_sessions(series, n_draws=opts.draws, seed=opts.seed, alpha=opts.alpha)
+    sessions = [
+        ValidationSession(chk, ps.series.n, ps.series.n_segments - 1, w)
+        for chk, ps, w in zip(rep.sessions, prepared, wrong, strict=True)
+    ]
+    figures = [
+        Figure.read(
+            plot_error_bands(s, chk.params, figdir / f"{s.name}_validate.png", seed=opts.seed),
+            f"{s.name}: error in the bands of the model refitted without it",
+        )
+        for s, chk in zip(series, rep.sessions, strict=True)
+    ]
+    figures.append(
+        Figure.read(plot_rank_histogram(rep, figdir / "rank_histogram.png"), "rank histogram")
+    )
+    return ValidationSection(rep, sessions, opts.draws, opts.alpha, figures)
+
+
+# ------------------------------------------------------------------ provenance
+
+
+@dataclass(frozen=True)
+class ModelFileRow:
+    """One model file of the models directory.
+
+    Attributes:
+        name: file name.
+        kind, software, created_utc: from its envelope ("?" when absent).
+        sha256: hash of the file.
+        n_inputs: input files it records.
+        n_inputs_here: how many of them are sessions of this report (by SHA-256).
+    """
+
+    name: str
+    kind: str
+    software: str
+    created_utc: str
+    sha256: str
+    n_inputs: int
+    n_inputs_here: int
+
+
+@dataclass
+class SessionProvenance:
+    """One session's file facts (``session_info``) and hash.
+
+    Attributes:
+        path: the session file.
+        sha256: its hash.
+        info: ``logs.info.session_info`` of it.
+        emulation_speed: speed of a simulated session, None for a real one.
+    """
+
+    path: Path
+    sha256: str
+    info: dict[str, Any]
+    emulation_speed: float | None
+
+
+@dataclass
+class ProvenanceSection:
+    """The model files and, per session, software, hash, label, streams and metadata."""
+
+    models: list[ModelFileRow]
+    sessions: list[SessionProvenance]
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"provenance": [{path, sha256, label}]}``."""
+        return {
+            "provenance": [
+                {"path": str(s.path), "sha256": s.sha256, "label": s.info.get("label")}
+                for s in self.sessions
+            ]
+        }
+
+
+def _model_files(models: Path | None, hashes: dict[str, str]) -> list[ModelFileRow]:
+    """One row per model file: kind, software, date, its inputs and whether they are here."""
+    if models is None:
+        return []
+    from sensorbench.logs.model_file import file_sha256, load_document
+
+    rows = []
+    for path in sorted(models.glob("*.toml")):
+        doc = load_document(path)
+        model, prov = doc.get("model", {}), doc.get("provenance", {})
+        inputs = prov.get("inputs", [])
+        rows.append(
+            ModelFileRow(
+                name=path.name,
+                kind=model.get("kind", "?"),
+                software=model.get("software") or prov.get("software", "?"),
+                created_utc=model.get("created_utc") or prov.get("created_utc", "?"),
+                sha256=file_sha256(path),
+                n_inputs=len(inputs),
+                n_inputs_here=sum(1 for i in inputs if i.get("sha256") in hashes),
+            )
+        )
+    return rows
+
+
+def compute_provenance(inputs: ReportInputs) -> ProvenanceSection:
+    """Model files and each session's provenance."""
+    from sensorbench.logs.info import session_info
+    from sensorbench.logs.model_file import file_sha256
+
+    hashes = {file_sha256(p): str(p) for p in inputs.sessions}
+    sessions = []
+    for path in inputs.sessions:
+        truth, speed = truth_doc(path)
+        sessions.append(
+            SessionProvenance(
+                path=path,
+                sha256=next(h for h, p in hashes.items() if p == str(path)),
+                info=session_info(path),
+                emulation_speed=None if truth is None else speed,
+            )
+        )
+    return ProvenanceSection(_model_files(inputs.models, hashes), sessions)
+
+
+@dataclass
+class ReportContent:
+    """Every computed section, in page order (a section absent from the inputs is None)."""
+
+    sessions: list[Path]
+    sections: list[Any] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """``Report.data``: ``{"sessions": [...]}`` then each section's keys."""
+        data: dict[str, Any] = {"sessions": [str(p) for p in self.sessions]}
+        for s in self.sections:
+            if s is not None:
+                data.update(s.as_dict())
+        return data

@@ -1,0 +1,441 @@
+"""The report's HTML: one render function per computed section, and the page around them.
+
+Every function here turns a dataclass of :mod:`~sensorbench.characterize.report_data`
+into HTML and computes nothing. Figures are embedded as base64 PNG; the page needs no
+external asset. Headings ``<h2>`` start sections (the page's contents list is built
+from them), ``<h3>`` sub-sections.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from sensorbench import __version__
+from sensorbench.characterize.report_data import (
+    POSE_AXES,
+    Figure,
+    LidarSection,
+    LidarStream,
+    PodsSection,
+    PoseSection,
+    ProvenanceSection,
+    ReplayRow,
+    ValidationSection,
+)
+
+_CSS = """
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+h1{border-bottom:2px solid #444}h2{margin-top:2em;border-bottom:1px solid #aaa}
+table{border-collapse:collapse;margin:.8em 0;font-size:.9em}
+td,th{border:1px solid #bbb;padding:.25em .6em;text-align:right}
+th{background:#eee}td:first-child,th:first-child{text-align:left}
+caption{text-align:left;font-weight:bold;padding:.3em 0}
+figure{display:inline-block;margin:.5em}img{max-width:520px;border:1px solid #ddd}
+.pass{color:#060;font-weight:bold}.fail{color:#b00;font-weight:bold}.note{color:#555}
+"""
+
+
+# ------------------------------------------------------------------ small helpers
+
+
+def esc(v: Any) -> str:
+    """HTML-escaped text of ``v``."""
+    return html.escape(str(v))
+
+
+def num(v: Any, fmt: str = "{:.4g}") -> str:
+    """A number formatted with ``fmt``; "–" for None or non-finite, escaped text otherwise."""
+    if v is None:
+        return "–"
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return esc(v)
+    return "–" if not math.isfinite(f) else fmt.format(f)
+
+
+class Raw(str):
+    """Cell content that is already HTML."""
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = "") -> str:
+    """A table; cells are escaped unless they are :class:`Raw`."""
+    cap = f"<caption>{esc(caption)}</caption>" if caption else ""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{c if isinstance(c, Raw) else esc(c)}</td>" for c in r) + "</tr>"
+        for r in rows
+    )
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def img(fig: Figure) -> str:
+    """A figure with its PNG embedded and its caption."""
+    data = base64.b64encode(fig.png).decode("ascii")
+    return (
+        f'<figure><img alt="{esc(fig.caption)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{esc(fig.caption)}</figcaption></figure>"
+    )
+
+
+def _verdict(passed: bool, word: str) -> Raw:
+    cls = "pass" if passed else "fail"
+    return Raw(f"<span class='{cls}'>{word if passed else word.replace('PASS', 'FAIL')}</span>")
+
+
+# ------------------------------------------------------------------ lidars
+
+
+def _rate_cell(truth: float | None, speed: float, clock: str) -> str:
+    if truth is None:
+        return ""
+    if speed == 1.0:
+        return num(truth)
+    return f"{num(truth)} ({clock} clock; emulated at {speed:g}×)"
+
+
+def _lidar_stream(st: LidarStream) -> str:
+    t, n, tp = st.timing, st.noise, st.truth
+    rows = [
+        (
+            "Scan rate (Hz)",
+            f"{num(t['rate_hz'])} ± {num(st.rate_se_hz, '{:.2g}')}",
+            _rate_cell(st.rate_truth_hz, st.speed, t["clock"]),
+        ),
+        ("Turn period p50 (ms)", num(t["period_percentiles_s"]["p50"] * 1e3), ""),
+        ("Period jitter σ (ms)", num(t.get("jitter_std_s", 0) * 1e3), ""),
+        ("Points per turn (median)", num(t["points_per_turn"]["median"]), ""),
+        ("Angular step (°)", num(t.get("angular_step_deg")), ""),
+        (
+            "Skipped turns (%)",
+            num(t.get("skipped_pct")),
+            "" if tp is None else num(100 * tp.get("skip_prob", 0.0)),
+        ),
+        ("Longest gap (ms)", num(t.get("longest_gap_s", 0) * 1e3), ""),
+    ]
+    if n is not None:
+        rows.append(
+            (
+                "Edge outliers (%)",
+                f"{num(n['edge_outlier_pct'])} ± {num(n['edge_outlier_pct_se'])}",
+                "",
+            )
+        )
+        rows.append(
+            (
+                "Isolated false points (%)",
+                f"{num(n['false_point_pct'])} ± {num(n['false_point_pct_se'])}",
+                "" if tp is None else num(100 * tp.get("false_point_prob", 0.0)),
+            )
+        )
+    parts = [
+        table(["figure", "measured", "simulated truth"], rows, f"{st.name} ({st.model}) datasheet")
+    ]
+    if st.timing_only_because:
+        parts.append(
+            f"<p class='note'>{esc(st.name)}: timing only: {esc(st.timing_only_because)}</p>"
+        )
+    if n is not None:
+        brows = [
+            (
+                f"{b['lo_m']:g}–{b['hi_m']:g} m",
+                num(None if b["sigma_m"] is None else b["sigma_m"] * 1e3, "{:.2f}"),
+                num(None if b["se_m"] is None else b["se_m"] * 1e3, "{:.2f}"),
+                b["n_points"],
+                num(None if ts is None else ts * 1e3, "{:.2f}"),
+            )
+            for b, ts in zip(n["bands"], st.band_truth_sigma_m, strict=True)
+        ]
+        parts.append(
+            table(
+                ["range band", "σ (mm)", "±1σ (mm)", "points", "simulated σ (mm)"],
+                brows,
+                f"{st.name} range noise by band (static stretches)",
+            )
+        )
+    parts.extend(img(f) for f in st.figures)
+    return "".join(parts)
+
+
+def render_lidar(section: LidarSection) -> str:
+    """Lidar datasheets, noise bands and plots; empty without a lidar."""
+    parts = []
+    for ses in section.sessions:
+        parts.append(f"<h3>{esc(ses.label)} <span class='note'>({esc(ses.file_name)})</span></h3>")
+        parts.extend(_lidar_stream(st) for st in ses.streams)
+    if not parts:
+        return ""
+    return "<h2>Lidars</h2>" + "".join(parts)
+
+
+# ------------------------------------------------------------------ pods and replay
+
+
+_POD_UNITS = {
+    "distance_per_tick": ("µm", 1e6),
+    "wheel_radius": ("mm", 1e3),
+    "rolling_angle": ("°", 180 / math.pi),
+    "lever_arm": ("mm", 1e3),
+}
+
+
+def render_pods(section: PodsSection) -> str:
+    """Pod geometry against the truth, filter noise and the replays."""
+    from sensorbench.fusion.split_filter import AXES
+
+    rows = []
+    for p in section.params:
+        unit, scale = _POD_UNITS[p.param]
+        sig, tv = p.sigma, p.truth
+        rows.append(
+            (
+                p.name,
+                f"{p.param.replace('_', ' ')} ({unit})",
+                num(p.value * scale, "{:.5g}"),
+                num(None if sig is None else sig * scale, "{:.2g}"),
+                num(None if tv is None else tv * scale, "{:.5g}"),
+                num(None if tv is None or not sig else (p.value - tv) / sig, "{:+.2f}"),
+            )
+        )
+    parts = [
+        "<h2>Pods</h2>",
+        table(
+            ["pod", "parameter", "fitted", "±1σ", "simulated truth", "z"],
+            rows,
+            "pod geometry (pods.toml); z = (fitted − truth)/σ",
+        ),
+    ]
+    if section.noise is not None:
+        noise = section.noise
+        nrows = [(a, num(noise.axis(a).q), num(noise.axis(a).r)) for a in AXES]
+        parts.append(
+            table(
+                ["axis", "q (m²/s³, rad²/s³)", "r (m², rad²)"], nrows, "filter noise (noise.toml)"
+            )
+        )
+    parts.append(_render_replay(section.replay))
+    return "".join(parts)
+
+
+def _render_replay(replay: list[ReplayRow]) -> str:
+    if not replay:
+        return ""
+    rows = [
+        (
+            r.label,
+            num(r.errors.get("rms_m", math.nan) * 100, "{:.2f}"),
+            num(r.errors.get("max_m", math.nan) * 100, "{:.2f}"),
+            num(r.errors.get("final_m", math.nan) * 100, "{:.2f}"),
+            num(math.degrees(r.errors.get("heading_rms_rad", math.nan)), "{:.3f}"),
+            ", ".join(f"{k} {v}" for k, v in r.rejected.items()),
+            r.frames,
+        )
+        for r in replay
+    ]
+    return (
+        "<h3>Replay through the split filters</h3>"
+        + table(
+            [
+                "session",
+                "RMS (cm)",
+                "max (cm)",
+                "final (cm)",
+                "heading RMS (°)",
+                "gate rejections",
+                "frames",
+            ],
+            rows,
+            "position and heading error against mocap",
+        )
+        + "".join(img(f) for r in replay for f in r.figures)
+    )
+
+
+# ------------------------------------------------------------------ pose error and validation
+
+
+def render_pose(section: PoseSection) -> str:
+    """The pose-error model's parameters, Allan and band plots, then the validation."""
+    rows = [
+        (
+            p.axis,
+            p.param,
+            num(p.value),
+            f"[{num(p.ci95[0])}, {num(p.ci95[1])}]" if p.identified else "not identified",
+            p.unit,
+            num(p.truth),
+        )
+        for p in section.params
+    ]
+    note = ""
+    if section.truth_speed is not None:
+        speed = section.truth_speed
+        note = (
+            "<p class='note'>Simulated truth: σ_b = relocalization offset σ, σ and τ = the "
+            "Gauss-Markov part, σ_v = the pose sensor's white noise combined with mocap's. "
+            + (
+                f"τ is divided by the emulation speed ({speed:g}×): the files run that much "
+                "faster than simulated time."
+                if speed != 1.0
+                else ""
+            )
+            + "</p>"
+        )
+    parts = [
+        "<h2>Pose-error model</h2>",
+        f"<p>{esc(section.sensor)} against {esc(section.reference)}, model: "
+        f"{esc(section.source)}; "
+        "error = offset per relocalization (σ_b) + Gauss-Markov (σ, τ) + white (σ_v).</p>",
+        table(
+            ["axis", "parameter", "fitted", "95 % interval", "unit", "simulated truth"],
+            rows,
+            "pose-error model",
+        ),
+        note,
+    ]
+    parts.extend(img(f) for f in section.figures)
+    if section.validation is not None:
+        parts.append(render_validation(section.validation))
+    return "".join(parts)
+
+
+def render_validation(v: ValidationSection) -> str:
+    """Verdict per held-out session, percentile tables, band plots and rank histogram."""
+    from sensorbench.characterize.gm_montecarlo import STAT_NAMES
+
+    simulated = any(s.wrong_relocalizations is not None for s in v.sessions)
+    vrows = []
+    for s in v.sessions:
+        chk, w = s.check, s.wrong_relocalizations
+        failed = ", ".join(f"{f['axis']} {f['statistic']}" for f in chk.failures()) or "–"
+        row = (
+            chk.name,
+            _verdict(chk.passed, "PASS"),
+            num(chk.p_joint),
+            s.n_samples,
+            s.n_relocalizations,
+        )
+        vrows.append((*row, *(["–" if w is None else w] if simulated else []), failed))
+    overall = _verdict(v.report.passed, "PASSED")
+    parts = [
+        f"<h2>Leave-one-session-out validation</h2><p>{esc(v.report.mode)}, {v.draws} draws, "
+        f"family-wise α {v.alpha}: {overall}</p>"
+    ]
+    head = ["session", "verdict", "joint p", "samples", "relocalizations"]
+    if simulated:
+        head.append("simulated wrong relocalizations")
+    parts.append(table([*head, "failed checks"], vrows, "verdict per held-out session"))
+    if any(s.wrong_relocalizations for s in v.sessions):
+        parts.append(
+            "<p class='note'>The simulated campaign contains gross <em>wrong</em> "
+            "relocalizations (column above), which the model (a Gaussian offset per "
+            "relocalization) cannot represent: the fit widens σ_b to cover them, so the "
+            "fitted σ_b lies above the simulated one, and validation is expected to "
+            "reject the campaign — sessions without a wrong relocalization too, whose "
+            "errors are then smaller than the widened model predicts.</p>"
+        )
+    for s in v.sessions:
+        chk = s.check
+        prow = [
+            [a]
+            + [
+                f"{100 * chk.percentile[i, j]:.1f}{' *' if chk.failed[i, j] else ''}"
+                for j in range(len(STAT_NAMES))
+            ]
+            for i, a in enumerate(POSE_AXES)
+        ]
+        parts.append(
+            table(
+                ["axis", *STAT_NAMES],
+                prow,
+                f"{chk.name}: percentile of the real statistic (%), * failed",
+            )
+        )
+    parts.extend(img(f) for f in v.figures)
+    return "".join(parts)
+
+
+# ------------------------------------------------------------------ provenance
+
+
+def render_provenance(section: ProvenanceSection) -> str:
+    """Model files, then per session its file facts and streams."""
+    parts = ["<h2>Provenance</h2>"]
+    if section.models:
+        parts.append(
+            table(
+                ["model file", "kind", "software", "created (UTC)", "SHA-256", "inputs"],
+                [
+                    (
+                        m.name,
+                        m.kind,
+                        m.software,
+                        m.created_utc,
+                        m.sha256,
+                        f"{m.n_inputs} ({m.n_inputs_here} in this report, matched by SHA-256)",
+                    )
+                    for m in section.models
+                ],
+                "model files",
+            )
+        )
+    for s in section.sessions:
+        info = s.info
+        rows = [
+            ("file", s.path.name),
+            ("SHA-256", s.sha256),
+            ("label", info.get("label")),
+            ("software version", info.get("software_version")),
+            ("created (UTC)", info.get("created_utc")),
+            ("schema version", info.get("schema_version")),
+            ("size (bytes)", info.get("size_bytes")),
+            ("status", info.get("status")),
+        ]
+        if s.emulation_speed is not None:
+            rows.append(("simulated", f"yes; emulation speed {s.emulation_speed:g}×"))
+        srows = []
+        for st in info.get("streams", []):
+            attrs = {k: v for k, v in (st.get("attrs") or {}).items() if k != "config_line"}
+            meta = "; ".join(f"{k}={v}" for k, v in attrs.items())
+            srows.append((st.get("name"), st.get("kind"), meta[:400] or "–"))
+        parts.append(table(["field", "value"], rows, f"session {info.get('label') or s.path.stem}"))
+        if srows:
+            parts.append(table(["stream", "kind", "device metadata"], srows, "streams"))
+    return "".join(parts)
+
+
+# ------------------------------------------------------------------ the page
+
+
+def _contents(body: str) -> tuple[str, str]:
+    """(a list of links to the sections, the body with an id on every section heading)."""
+    titles: list[str] = []
+
+    def number(m: re.Match[str]) -> str:
+        titles.append(m.group(1))
+        return f"<h2 id='section-{len(titles)}'>{m.group(1)}</h2>"
+
+    body = re.sub(r"<h2>(.*?)</h2>", number, body)
+    links = "".join(
+        f"<li><a href='#section-{i}'>{t}</a></li>" for i, t in enumerate(titles, start=1)
+    )
+    return f"<nav><ul>{links}</ul></nav>", body
+
+
+def render_page(body: str, n_sessions: int) -> str:
+    """The whole page around the sections' HTML ``body``: title, contents list, style."""
+    contents, sections = _contents(body)
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>sensorbench report</title><style>{_CSS}</style></head><body>"
+        f"<h1>sensorbench report</h1><p class='note'>sensorbench {esc(__version__)}, "
+        f"{n_sessions} sessions. Units: SI unless a column says otherwise.</p>"
+        + contents
+        + sections
+        + "</body></html>"
+    )

@@ -1,0 +1,255 @@
+"""Model files (TOML): the one writer, hash, envelope, provenance and reader.
+
+Every model file sensorbench writes (pod geometry, filter noise, pose error) has
+the same envelope::
+
+    [model]       kind, format_version, software ("sensorbench X.Y.Z"),
+                  created_utc (ISO 8601), and descriptors of the kind (e.g. sensor)
+    [units]       one entry per quantity, e.g. position = "m"
+    [provenance]  inputs = [{path, sha256, ...}], fit_options = {...}, ...
+    ...           the model's own tables
+
+:func:`read_model` (and :func:`check_envelope` for a document already parsed)
+refuses a missing or unparsable file, a file of another kind, a newer format
+version or different units with :class:`~sensorbench.errors.ModelFileError`, so a
+fit or filter is never fed numbers it would misread. Pose-error files written
+before the envelope was shared kept ``software`` and ``created_utc`` in
+``[provenance]``; they load unchanged (the reader never needs those two keys).
+
+:func:`dumps_toml` is also the TOML writer of scenarios and robot configurations; its
+output for them is unchanged from the simulator's former writer byte for byte.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sensorbench import __version__
+from sensorbench.errors import ModelFileError
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file's bytes (read in 1 MiB blocks)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def provenance(inputs: Sequence[str | os.PathLike[str]], options: Mapping[str, Any]) -> dict:
+    """The ``[provenance]`` table: input files with their hashes and the fit options."""
+    return {
+        "inputs": [{"path": str(p), "sha256": file_sha256(p)} for p in inputs],
+        "fit_options": dict(options),
+    }
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(float(value))
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, Sequence):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:  # numpy scalar
+        return _value(value.item())
+    if hasattr(value, "tolist"):  # numpy array
+        return _value(value.tolist())
+    raise TypeError(f"cannot write {type(value).__name__} to TOML")
+
+
+def _key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() else json.dumps(key)
+
+
+def _is_table_list(value: Any) -> bool:
+    return (
+        isinstance(value, Sequence)
+        and not isinstance(value, str)
+        and len(value) > 0
+        and all(isinstance(v, Mapping) for v in value)
+    )
+
+
+def dumps_toml(data: Mapping[str, Any], prefix: str = "") -> str:
+    """TOML text of nested mappings (tables), lists of mappings (arrays of tables),
+    numbers, strings, bools and lists; numpy scalars and arrays as their values.
+
+    Scalars come first, then every table in the mapping's order, each after a blank
+    line (so text that starts with a table starts with a newline).
+
+    Raises:
+        TypeError: a value TOML cannot hold (a programming error).
+    """
+    lines: list[str] = []
+    subs: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        if isinstance(value, Mapping) or _is_table_list(value):
+            subs.append((key, value))
+        else:
+            lines.append(f"{_key(key)} = {_value(value)}")
+    out = "\n".join(lines) + ("\n" if lines else "")
+    for key, value in subs:
+        full = f"{prefix}{_key(key)}"
+        if isinstance(value, Mapping):
+            out += f"\n[{full}]\n" + dumps_toml(value, f"{full}.")
+        else:
+            for item in value:
+                out += f"\n[[{full}]]\n" + dumps_toml(item, f"{full}.")
+    return out
+
+
+def model_document(
+    kind: str,
+    format_version: int,
+    units: Mapping[str, str],
+    prov: Mapping[str, Any],
+    body: Mapping[str, Any],
+    **descriptors: Any,
+) -> dict[str, Any]:
+    """The whole model document: the envelope (stamped now) plus ``body``.
+
+    Args:
+        kind: model kind, e.g. ``pod_geometry``.
+        format_version: version of the kind's layout this software writes.
+        units: quantity → unit of the numbers in ``body``.
+        prov: the ``[provenance]`` table (see :func:`provenance`).
+        body: the model's own tables.
+        descriptors: further ``[model]`` keys (e.g. ``sensor``, ``description``).
+    """
+    return {
+        "model": {
+            "kind": kind,
+            "format_version": format_version,
+            "software": f"sensorbench {__version__}",
+            "created_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            **descriptors,
+        },
+        "units": dict(units),
+        "provenance": dict(prov),
+        **body,
+    }
+
+
+def write_model(
+    path: str | os.PathLike[str],
+    kind: str,
+    format_version: int,
+    units: Mapping[str, str],
+    prov: Mapping[str, Any],
+    body: Mapping[str, Any],
+    **descriptors: Any,
+) -> Path:
+    """Write a model file (:func:`model_document`); returns its path."""
+    return write_document(
+        path, model_document(kind, format_version, units, prov, body, **descriptors)
+    )
+
+
+def write_document(path: str | os.PathLike[str], doc: Mapping[str, Any]) -> Path:
+    """Write a model document built by :func:`model_document` as TOML; returns the path."""
+    path = Path(path)
+    path.write_text(dumps_toml(doc).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def load_document(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Parse a model file without checking it.
+
+    Raises:
+        ModelFileError: the file cannot be read or is not TOML.
+    """
+    path = Path(path)
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ModelFileError(f"{path}: cannot read model file: no such file") from exc
+    except OSError as exc:
+        raise ModelFileError(f"{path}: cannot read model file: {exc}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ModelFileError(f"{path}: cannot read model file: not TOML ({exc})") from exc
+
+
+def check_envelope(
+    doc: Mapping[str, Any],
+    source: str,
+    kind: str,
+    format_version: int,
+    units: Mapping[str, str],
+    what: str | None = None,
+) -> None:
+    """Check a parsed model document's kind, format version and units.
+
+    Args:
+        doc: the parsed document.
+        source: file name (or description) for the messages.
+        kind: the expected ``[model] kind``.
+        format_version: the newest version this software reads.
+        units: quantity → unit every file of the kind must use.
+        what: the kind in words for the messages (default: ``kind``).
+
+    Raises:
+        ModelFileError: another kind, a newer or non-integer format version, or a unit
+            that differs from ``units``.
+    """
+    head = doc.get("model")
+    head = head if isinstance(head, Mapping) else {}
+    if head.get("kind") != kind:
+        raise ModelFileError(
+            f"{source}: not a {what or kind} model: its kind is {head.get('kind', 'unknown')!r}, "
+            f"not {kind!r}; pass the file written by the matching fit command"
+        )
+    version = head.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ModelFileError(f"{source}: [model] format_version {version!r} is not an integer")
+    if version > format_version:
+        raise ModelFileError(
+            f"{source}: format_version {version} is newer than this sensorbench reads "
+            f"({format_version}); upgrade sensorbench or refit"
+        )
+    found = doc.get("units")
+    found = found if isinstance(found, Mapping) else {}
+    for quantity, unit in units.items():
+        if found.get(quantity) != unit:
+            raise ModelFileError(
+                f"{source}: [units] {quantity} is {found.get(quantity)!r}, expected {unit!r}; "
+                f"convert the model or refit it"
+            )
+
+
+def read_model(
+    path: str | os.PathLike[str],
+    kind: str,
+    format_version: int,
+    units: Mapping[str, str],
+    what: str | None = None,
+) -> dict[str, Any]:
+    """Read a model file and check its envelope (:func:`check_envelope`).
+
+    Raises:
+        ModelFileError: missing or unparsable file, another kind of model, a newer
+            format version than this software reads, or a unit that differs from
+            ``units``.
+    """
+    doc = load_document(path)
+    check_envelope(doc, str(path), kind, format_version, units, what)
+    return doc

@@ -1,0 +1,76 @@
+"""The report as computed sections (dataclasses) rendered to HTML, and its extension point."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sensorbench.characterize import report as report_mod
+from sensorbench.characterize.report import SECTIONS, build_report
+from sensorbench.characterize.report_data import (
+    LidarSection,
+    PoseSection,
+    ProvenanceSection,
+    ReportInputs,
+)
+from sensorbench.characterize.report_html import render_page
+from sensorbench.sim.scenario import load_scenario
+from sensorbench.sim.simulation import simulate_to_session
+
+
+@pytest.fixture(scope="module")
+def static_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    sc = load_scenario("lidar_static").with_overrides({"trajectory": {"hold_s": 8.0}})
+    return simulate_to_session(sc, 1, tmp_path_factory.mktemp("s") / "static.h5")
+
+
+def test_the_page_is_rendered_from_the_computed_sections_alone(
+    static_session: Path, tmp_path: Path
+) -> None:
+    rep = build_report([static_session], tmp_path / "r")
+    assert rep.content is not None
+    kinds = [type(s) for s in rep.content.sections]
+    # no models: no pods section; one session: the pose model without validation
+    assert kinds == [LidarSection, type(None), PoseSection, ProvenanceSection]
+    assert rep.content.sections[2].validation is None
+    assert rep.data == rep.content.as_dict()
+    lidar = rep.content.sections[0]
+    assert {st.name for st in lidar.sessions[0].streams} == {"ld19", "lidar_front", "lidar_rear"}
+    assert all(f.png.startswith(b"\x89PNG") for st in lidar.sessions[0].streams for f in st.figures)
+    # the figures' files are gone with the report's temporary directory: rendering
+    # again from the dataclasses gives the written page byte for byte
+    body = "".join(
+        render(s)
+        for s, (_, render) in zip(rep.content.sections, SECTIONS, strict=True)
+        if s is not None
+    )
+    assert render_page(body, 1) == rep.path.read_text(encoding="utf-8")
+
+
+@dataclass
+class _Checklist:
+    items: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"checklist": self.items}
+
+
+def test_a_section_is_one_compute_and_one_render_function(
+    static_session: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def compute(inputs: ReportInputs) -> _Checklist:
+        return _Checklist([p.name for p in inputs.sessions])
+
+    def render(section: _Checklist) -> str:
+        return "<h2>Checklist</h2>" + "".join(f"<p>{i}</p>" for i in section.items)
+
+    monkeypatch.setattr(report_mod, "SECTIONS", (*SECTIONS[:1], (compute, render)))
+    rep = build_report([static_session], tmp_path / "r")
+    page = rep.path.read_text(encoding="utf-8")
+    assert rep.data["checklist"] == ["static.h5"]
+    assert "<a href='#section-2'>Checklist</a>" in page
+    assert "<h2 id='section-2'>Checklist</h2><p>static.h5</p>" in page
+    assert "provenance" not in rep.data  # only the listed sections run
