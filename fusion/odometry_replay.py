@@ -19,18 +19,18 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import FitError, FusionError, SessionError
+from sensorbench.fusion.consistency import (
+    AxisConsistency,
+    MonitorResult,
+    axis_consistency,
+    nis_monitor,
+)
 from sensorbench.fusion.pod_drive import (
     Drive,
     align_drive,
     encoder_host_seconds,
     load_drive,
     yaw_from_quat,
-)
-from sensorbench.fusion.consistency import (
-    AxisConsistency,
-    MonitorResult,
-    axis_consistency,
-    nis_monitor,
 )
 from sensorbench.fusion.pod_kinematics import (
     PodGeometry,
