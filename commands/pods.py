@@ -178,8 +178,22 @@ def _print_pod_table(fit: Any) -> None:
 @_output_opt("Write the filter-noise model (TOML, with provenance) here.")
 @_JSON_OPT
 @_GATE_OPT
+@click.option(
+    "--drift-interval",
+    "drift_interval_s",
+    type=click.FloatRange(min=0.05),
+    default=2.0,
+    show_default=True,
+    help="Interval (s) of the odometry slip fit against mocap (sessions emulated at N× real "
+    "time: divide by N).",
+)
 def fit_noise_cmd(
-    sessions: tuple[Path, ...], pods_path: Path, output: Path | None, as_json: bool, gate: float
+    sessions: tuple[Path, ...],
+    pods_path: Path,
+    output: Path | None,
+    as_json: bool,
+    gate: float,
+    drift_interval_s: float,
 ) -> None:
     """Fit the split filters' noise per axis from replayed sessions.
 
@@ -190,6 +204,12 @@ def fit_noise_cmd(
     count K, and the innovation autocorrelation ρ_1..ρ_10 against ±1.96/√K.
     Exit 1 when the NIS falls outside its bounds on some axis (the model is
     still written: the check is a diagnosis, not a refusal).
+
+    When every session has mocap, also the odometry's slip model: the variance each
+    body axis's error gains per metre driven along x and y and per radian turned
+    (m² or rad² per m or rad), fitted against mocap with bounces, calibration error and
+    time misalignment separated out; the filters then grow their stated uncertainty
+    with the motion (and carry the heading's into x and y) instead of with time.
     """
     from sensorbench.characterize.noise_fit import fit_noise
     from sensorbench.fusion.pod_kinematics import load_pod_model
@@ -197,7 +217,7 @@ def fit_noise_cmd(
     from sensorbench.logs.model_file import provenance
 
     geometry = load_pod_model(pods_path)
-    fit = fit_noise(list(sessions), geometry, gate=gate)
+    fit = fit_noise(list(sessions), geometry, gate=gate, drift_interval_s=drift_interval_s)
     doc = fit.as_dict()
     if output is not None:
         prov = provenance([*sessions, pods_path], {"gate": gate, "pods_model": str(pods_path)})
@@ -222,6 +242,7 @@ def fit_noise_cmd(
                 f"{np.nanmax(np.abs(f.rho)):7.3f} {f.rho_bound:6.3f}{flag}"
             )
         click.echo("units: q m²/s³ (heading rad²/s³), r m² (heading rad²)")
+        _print_drift(fit)
         if output is not None:
             click.echo(f"model written to {output}")
     if not all(f.nis_ok for f in fit.axes.values()):
@@ -349,6 +370,22 @@ def replay_cmd(
     for key in ("estimate_file", "plots"):
         if key in doc:
             click.echo(f"{key.replace('_', ' ')}: {doc[key]}")
+
+
+def _print_drift(fit: Any) -> None:
+    """The slip model's coefficients with their standard errors, or why there is none."""
+    if fit.drift is None:
+        click.echo(fit.drift_note)
+        return
+    d = fit.drift
+    click.echo("odometry slip (variance gained per m along x, per m along y, per rad turned):")
+    for j, axis in enumerate(("x", "y", "theta")):
+        cells = []
+        for k in range(3):
+            mark = "" if d.identified[j, k] else " (not excited)"
+            cells.append(f"{d.drift.coef[j, k]:9.2e} ± {d.coef_se[j, k]:8.1e}{mark}")
+        click.echo(f"  {axis:<6} " + "   ".join(cells))
+    click.echo("units: m² per m or rad (heading: rad² per m or rad)")
 
 
 def _print_consistency(doc: dict[str, Any]) -> None:

@@ -76,6 +76,7 @@ import numpy as np
 
 from sensorbench.errors import FusionError, ModelFileError
 from sensorbench.fusion.kalman_kernels import RejectStreak, clip_to_gate, predict_pv, update_p
+from sensorbench.fusion.odometry_drift import OdometryDrift, propagate_drift
 from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
 from sensorbench.logs.model_file import read_model, write_model
 
@@ -83,6 +84,7 @@ AXES = ("x", "y", "theta")
 NIS_GATE_99 = 6.63
 NOISE_MODEL_KIND = "filter_noise"
 NOISE_MODEL_VERSION = 1
+DRIFT_UNITS = "per_m_x, per_m_y: m^2 (rad^2 for theta) per m; per_rad: the same per rad"
 NOISE_MODEL_UNITS = {
     "q_xy": "m^2/s^3",
     "q_theta": "rad^2/s^3",
@@ -105,11 +107,13 @@ class AxisNoise:
 
 @dataclass(frozen=True)
 class FilterNoise:
-    """Noise of the three axis filters (x, y in m; theta in rad)."""
+    """Noise of the three axis filters (x, y in m; theta in rad), and how far the odometry
+    drifts from the world: a fitted slip model, or None for a time-based default."""
 
     x: AxisNoise
     y: AxisNoise
     theta: AxisNoise
+    drift: OdometryDrift | None = None
 
     def axis(self, name: str) -> AxisNoise:
         """Noise of axis ``name`` (x, y or theta)."""
@@ -135,6 +139,8 @@ def save_noise_model(
             "measurement": "odometry position: running sum of the axis's increments, H = [1, 0]",
         },
     }
+    if noise.drift is not None:
+        body["drift"] = {"units": DRIFT_UNITS, **noise.drift.as_dict()}
     if report:
         body["report"] = dict(report)
     write_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, prov, body)
@@ -145,9 +151,17 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     doc = read_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS)
     try:
         axes = doc["axes"]
-        return FilterNoise(*(AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES))
+        per_axis = (AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES)
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFileError(f"{path}: malformed [axes] table in noise model ({exc})") from exc
+    drift = None
+    if "drift" in doc:
+        table = {k: v for k, v in doc["drift"].items() if k != "units"}
+        try:
+            drift = OdometryDrift.from_dict(table)
+        except FusionError as exc:
+            raise ModelFileError(f"{path}: [drift] table: {exc}") from exc
+    return FilterNoise(*per_axis, drift=drift)
 
 
 @dataclass(frozen=True)
@@ -445,8 +459,10 @@ class SplitFilter:
         gate: NIS gate for every scalar update (6.63 = 99 %, 8.81 = 99.7 %).
         stale_s: a frame gap longer than this counts as coasting (s).
         aid_model: pose-error model for absolute aiding (optional).
-        drift_q: odometry-frame drift per axis (x, y in m²/s, heading rad²/s);
-            default 1e-6 each (1 mm/√s, 1 mrad/√s).
+        drift_q: odometry-frame drift per axis (x, y in m²/s, heading rad²/s) when
+            ``noise`` has no fitted slip model; default 1e-6 each (1 mm/√s, 1 mrad/√s).
+            With one (``noise.drift``) the offset variances grow with the motion and
+            carry the heading error into x and y instead.
     """
 
     def __init__(
@@ -487,7 +503,11 @@ class SplitFilter:
         """
         t, inc, dt = frame_steps(t_s, body_increments)
         aid = self._aid_arrays(t, inc, pose0, aiding)
-        dv = {a: q * dt for a, q in zip(AXES, self.drift_q, strict=True)}
+        drift = self.noise.drift
+        if drift is None:
+            dv = {a: q * dt for a, q in zip(AXES, self.drift_q, strict=True)}
+        else:
+            dv = {"theta": drift.step_variances(inc)[:, 2]}
         th = run_axis(
             dt,
             inc[:, 2],
@@ -498,6 +518,10 @@ class SplitFilter:
             drift_var=dv["theta"],
             **aid["theta"],
         )
+        if drift is not None:
+            # x and y drift with the heading error, along the path the heading filter gives
+            world = np.diff(propagate_drift(inc, th.p, drift, var0), axis=0)
+            dv["x"], dv["y"] = world[:, 0], world[:, 1]
         # world-frame arc of each step, rotated by the heading estimate at its start
         rel = se2_exp(np.nan_to_num(inc))
         c, s = np.cos(th.p[:-1]), np.sin(th.p[:-1])
