@@ -30,8 +30,11 @@ from typing import Any
 
 import numpy as np
 
+from sensorbench.characterize.drift_fit import INTERVAL_S as DRIFT_INTERVAL_S
+from sensorbench.characterize.drift_fit import DriftFit, fit_drift
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_replay import read_odometry
+from sensorbench.fusion.pod_drive import load_drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
 from sensorbench.fusion.split_filter import (
     AXES,
@@ -269,11 +272,16 @@ class NoiseFit:
     axes: dict[str, AxisNoiseFit]
     labels: list[str]
     gate: float
+    drift: DriftFit | None = None
+    drift_note: str = ""
 
     @property
     def noise(self) -> FilterNoise:
-        """The fitted noise as filter input."""
-        return FilterNoise(*(AxisNoise(self.axes[a].q, self.axes[a].r) for a in AXES))
+        """The fitted noise as filter input (with the slip model when one was fitted)."""
+        return FilterNoise(
+            *(AxisNoise(self.axes[a].q, self.axes[a].r) for a in AXES),
+            drift=None if self.drift is None else self.drift.drift,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
@@ -282,6 +290,8 @@ class NoiseFit:
             "sessions": self.labels,
             "gate": self.gate,
             "units": {"q_xy": "m^2/s^3", "q_theta": "rad^2/s^3", "r_xy": "m^2", "r_theta": "rad^2"},
+            "drift": None if self.drift is None else self.drift.as_dict(),
+            "drift_note": self.drift_note,
         }
 
 
@@ -290,10 +300,17 @@ def fit_noise(
     geometry: PodGeometry,
     gate: float = NIS_GATE_99,
     max_frames: int = 3000,
+    align_interval_s: float = 0.5,
+    drift_interval_s: float = DRIFT_INTERVAL_S,
 ) -> NoiseFit:
-    """Fit q and r of the x, y and heading filters from replayed sessions.
+    """Fit q and r of the x, y and heading filters from replayed sessions, and, when every
+    session has a reference (mocap), the odometry's slip model
+    (:func:`~sensorbench.characterize.drift_fit.fit_drift`).
 
-    ``max_frames`` bounds the frames per session the likelihood search uses.
+    ``max_frames`` bounds the frames per session the likelihood search uses;
+    ``align_interval_s`` and ``drift_interval_s`` are the encoder/reference alignment
+    interval and the drift fit's interval (s; a session emulated at N× real time needs
+    them divided by N).
 
     Raises:
         FitError: no sessions, or sessions too short (< 50 frames in all).
@@ -312,4 +329,19 @@ def fit_noise(
         raise FitError(f"only {n} encoder frames in all; record longer sessions")
     floor = quantization_floor(geometry)
     fits = {a: fit_axis(a, per_axis[a], floor[a], gate, max_frames) for a in AXES}
-    return NoiseFit(fits, [os.path.basename(str(p)) for p in sessions], gate)
+    drift, note = _fit_drift_if_referenced(sessions, geometry, align_interval_s, drift_interval_s)
+    return NoiseFit(fits, [os.path.basename(str(p)) for p in sessions], gate, drift, note)
+
+
+def _fit_drift_if_referenced(
+    sessions: Sequence[str | os.PathLike[str]],
+    geometry: PodGeometry,
+    align_interval_s: float,
+    interval_s: float,
+) -> tuple[DriftFit | None, str]:
+    """The slip model when every session has a reference path, else None and why."""
+    try:
+        drives = [load_drive(p) for p in sessions]
+        return fit_drift(drives, geometry, interval_s, align_interval_s), ""
+    except FitError as exc:
+        return None, f"odometry drift not fitted ({exc}); the filters use the time-based default"

@@ -356,6 +356,8 @@ class ReplayRow:
         rejected: gate rejections per axis.
         frames: encoder frames replayed.
         figures: the replay's plots.
+        honesty: claimed against actual uncertainty per axis (``replay --json``'s
+            ``consistency``, ``rejection_rate`` and ``monitor``).
     """
 
     label: str
@@ -363,6 +365,7 @@ class ReplayRow:
     rejected: dict[str, int]
     frames: int
     figures: list[Figure]
+    honesty: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -377,7 +380,7 @@ class PodsSection:
         """``{"pods": [...], "replay": [...]}``."""
         return {
             "pods": [p.as_dict() for p in self.params],
-            "replay": [{"session": r.label, **r.errors} for r in self.replay],
+            "replay": [{"session": r.label, **r.errors, **r.honesty} for r in self.replay],
         }
 
 
@@ -438,16 +441,18 @@ def _replay(inputs: ReportInputs, geometry: Any, noise: FilterNoise | None) -> l
         rp = replay_session(
             path, geometry, noise or FilterNoise.default(), align_interval_s=0.5 / speed
         )
+        summary = rp.summary()
         rows.append(
             ReplayRow(
                 label=label,
-                errors=dict(rp.summary()["errors"] or {}),
+                errors=dict(summary["errors"] or {}),
                 rejected=dict(rp.result.rejected),
                 frames=rp.result.t_s.size - 1,
                 figures=[
                     Figure.read(p, f"{label}: {Path(p).stem.replace('_', ' ')}")
                     for p in replay_plots(inputs.figdir / f"replay_{path.stem}", rp)
                 ],
+                honesty={k: summary[k] for k in ("consistency", "rejection_rate", "monitor")},
             )
         )
     return rows

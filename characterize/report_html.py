@@ -252,7 +252,48 @@ def _render_replay(replay: list[ReplayRow]) -> str:
             rows,
             "position and heading error against mocap",
         )
+        + _render_honesty(replay)
         + "".join(img(f) for r in replay for f in r.figures)
+    )
+
+
+def _render_honesty(replay: list[ReplayRow]) -> str:
+    """Claimed against actual: per session and axis, the truth inside the stated bounds."""
+    rows = []
+    for r in replay:
+        cons = r.honesty.get("consistency") or {}
+        rates = r.honesty.get("rejection_rate") or {"actual": {}, "nominal": math.nan}
+        for axis, c in cons.items():
+            cov = [c["coverage"][k]["actual"] * 100 for k in ("1sigma", "2sigma", "3sigma")]
+            lo, hi = c["nees_band95"]
+            rows.append(
+                (
+                    r.label,
+                    axis,
+                    num(c["mean_nees"], "{:.2f}") + f" [{lo:.2f}, {hi:.2f}]",
+                    *(num(v, "{:.1f}") for v in cov),
+                    num(rates["actual"].get(axis, math.nan) * 100, "{:.2f}"),
+                    num(r.honesty["monitor"][axis]["degraded_fraction"] * 100, "{:.1f}"),
+                )
+            )
+    if not rows:
+        return ""
+    nominal = r.honesty.get("rejection_rate", {}).get("nominal", math.nan) * 100
+    return table(
+        [
+            "session",
+            "axis",
+            "mean NEES [95 % band]",
+            "in 1σ (%)",
+            "in 2σ (%)",
+            "in 3σ (%)",
+            "rejected (%)",
+            "degraded (%)",
+        ],
+        rows,
+        "is the filters' stated uncertainty honest? Truth inside the stated bounds should be "
+        f"68.3 / 95.4 / 99.7 %, the mean NEES inside its band, rejections near {nominal:.1f} %"
+        " (the gate's nominal rate), and the consistency monitor quiet",
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -115,6 +116,7 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
             "sessions": {k: str(c.path) for k, c in res.sessions.items()},
             "summary": rows,
             "validation": res.report_data.get("validation"),
+            "filter_honesty": _honesty_rows(res.report_data.get("replay") or []),
             "timings_s": res.timings_s,
             "warnings": warnings,
             "total_s": total,
@@ -124,6 +126,14 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
     click.echo(f"{'quantity':<40} {'recovered':>12} {'±1σ':>10} {'truth':>12}")
     for r in rows:
         click.echo(f"{r['name']:<40} {r['value']:12.5g} {r['sigma']:10.2g} {r['truth']:12.5g}")
+    honesty = _honesty_rows(res.report_data.get("replay") or [])
+    if honesty:
+        click.echo(
+            "split filters, truth inside the stated 2σ (expected 95.4 %): "
+            + "; ".join(
+                f"{h['session']} {h['axis']} {h['in_2sigma'] * 100:.0f} %" for h in honesty
+            )
+        )
     v = res.report_data.get("validation")
     if v is not None:
         verdicts = ", ".join(
@@ -136,6 +146,26 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
             f"{'PASSED' if v['passed'] else 'FAILED'} ({verdicts})"
         )
     click.echo(f"done in {total:.0f} s; report: {res.report}")
+
+
+def _honesty_rows(replay: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Claimed against actual per replayed session and axis (from the report's replay)."""
+    return [
+        {
+            "session": r["session"],
+            "axis": axis,
+            "mean_nees": c["mean_nees"],
+            "nees_band95": c["nees_band95"],
+            "in_1sigma": c["coverage"]["1sigma"]["actual"],
+            "in_2sigma": c["coverage"]["2sigma"]["actual"],
+            "in_3sigma": c["coverage"]["3sigma"]["actual"],
+            "rejected": r["rejection_rate"]["actual"][axis],
+            "rejected_nominal": r["rejection_rate"]["nominal"],
+            "degraded_fraction": r["monitor"][axis]["degraded_fraction"],
+        }
+        for r in replay
+        for axis, c in (r.get("consistency") or {}).items()
+    ]
 
 
 def _wrong_note(n: int | None) -> str:

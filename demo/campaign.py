@@ -199,6 +199,7 @@ def run_demo(
             [res.sessions["square"].path, res.sessions["spin"].path],
             res.models["pods"],
             model_dir / "noise.toml",
+            speed,
         ),
     )
     say(f"fitting the pose-error model ({len(reloc)} campaign sessions)")
@@ -261,14 +262,23 @@ def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Pa
     return fit.save(output, provenance(sessions, {**fit.options, "emulation_speed": speed}))
 
 
-def fit_noise_model(sessions: list[Path], pods_model: Path, output: Path) -> Path:
-    """Fit the split filters' noise (``fit noise``) and write the model file."""
+def fit_noise_model(sessions: list[Path], pods_model: Path, output: Path, speed: float) -> Path:
+    """Fit the split filters' noise and slip model (``fit noise``) and write the model file.
+
+    The drift fit's alignment and regression intervals are divided by ``speed``, as the
+    pod fit's interval is."""
+    from sensorbench.characterize.drift_fit import INTERVAL_S
     from sensorbench.characterize.noise_fit import fit_noise
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.fusion.split_filter import save_noise_model
     from sensorbench.logs.model_file import provenance
 
-    fit = fit_noise(list(sessions), load_pod_model(pods_model))
+    fit = fit_noise(
+        list(sessions),
+        load_pod_model(pods_model),
+        align_interval_s=0.5 / speed,
+        drift_interval_s=INTERVAL_S / speed,
+    )
     prov = provenance([*sessions, pods_model], {"pods_model": str(pods_model)})
     report = {a: {k: v for k, v in f.as_dict().items() if k != "rho"} for a, f in fit.axes.items()}
     save_noise_model(output, fit.noise, prov, report)

@@ -57,6 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import chi2
 
+from sensorbench.fusion.kalman_kernels import RejectStreak, clip_to_gate
 from sensorbench.fusion.pod_kinematics import se2_exp
 from sensorbench.fusion.split_filter import FilterNoise, frame_steps
 
@@ -148,9 +149,8 @@ class JointFilter:
         accepted = np.ones(k_n, dtype=bool)
         poses[0], vels[0], covs[0] = s[:3], s[3:], P
         eye6 = np.eye(6)
-        streak = 0
+        streak = RejectStreak(self.max_rejects)
         resets = 0
-        o_raw = o.copy()
         F = eye6.copy()
         G = np.zeros((6, 3))
         G[3:] = np.eye(3)
@@ -174,10 +174,10 @@ class JointFilter:
             S_inv = np.linalg.inv(S)
             d2 = float(nu @ S_inv @ nu)
             nis[k] = d2
-            if streak >= self.max_rejects:
+            if streak.forced:
                 # the model, not the data, was wrong: restore the streak's odometry,
                 # reset the velocity variance and apply this step
-                o = o_raw.copy()
+                o = streak.restored()
                 P[3:, 3:] = np.maximum(P[3:, 3:], np.eye(3) * var_v0)
                 pred, H = chord_measurement(s, o, h)
                 nu = np.array([chord[k, 0], chord[k, 1], z[2]]) - pred
@@ -188,7 +188,7 @@ class JointFilter:
                 [c * chord[k, 0] - sn * chord[k, 1], sn * chord[k, 0] + c * chord[k, 1], z[2]]
             )
             if d2 <= self.gate:
-                streak = 0
+                streak.accept()
                 K = P @ H.T @ S_inv
                 s = s + K @ nu
                 IKH = eye6 - K @ H
@@ -198,15 +198,12 @@ class JointFilter:
                 o = o + np.array(
                     [c * chord[k, 0] - sn * chord[k, 1], sn * chord[k, 0] + c * chord[k, 1], z[2]]
                 )
-                o_raw = o.copy()
             else:
                 accepted[k] = False
-                o_raw = (o if streak == 0 else o_raw) + raw_step
-                streak += 1
+                streak.reject(o, raw_step)
                 # never applied: the anchor moves to the odometry pose the step would
                 # give, p⁻ + R(φ)·ν, each component of ν clipped to its own bound
-                bound = np.sqrt(self.component_gate * np.diag(S))
-                nu_c = np.clip(nu, -bound, bound)
+                nu_c = clip_to_gate(nu, np.diag(S), self.component_gate)
                 o = np.array(
                     [
                         s[0] + c * nu_c[0] - sn * nu_c[1],

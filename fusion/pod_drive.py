@@ -167,6 +167,14 @@ def _raw_intervals(
     drive: Drive, offset_s: float, interval_s: float, heading: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All intervals' tick and reference increments, and which are usable."""
+    dn, xi, keep, _ = _raw_intervals_at(drive, offset_s, interval_s, heading)
+    return dn, xi, keep
+
+
+def _raw_intervals_at(
+    drive: Drive, offset_s: float, interval_s: float, heading: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_raw_intervals` plus each interval's first and last frame index (M, 2)."""
     t = drive.t_enc + offset_s
     pose, ok = _reference_at(drive, t)
     step = se2_log(relative_poses(pose))
@@ -187,13 +195,18 @@ def _raw_intervals(
     lo = np.arange(0, t.size - per, per + gap)
     hi = lo + per
     if lo.size < 1:
-        return np.empty((0, 3)), np.empty((0, 3)), np.empty(0, dtype=bool)
+        return (
+            np.empty((0, 3)),
+            np.empty((0, 3)),
+            np.empty(0, dtype=bool),
+            np.empty((0, 2), dtype=np.int64),
+        )
     keep = (bad[hi + 1] - bad[lo]) == 0
     if drive.bounce is not None:
         bounced = np.concatenate([[0], np.cumsum(drive.bounce)])
         keep &= (bounced[hi] - bounced[lo]) == 0
     dn = (drive.counts[hi] - drive.counts[lo]).astype(float)
-    return dn, cum[hi] - cum[lo], keep
+    return dn, cum[hi] - cum[lo], keep, np.column_stack([lo, hi])
 
 
 def drive_intervals(
@@ -214,6 +227,15 @@ def drive_intervals(
     dn, xi, keep = _raw_intervals(drive, offset_s, interval_s, heading)
     return dn[keep], xi[keep]
 
+
+
+def drive_interval_frames(
+    drive: Drive, offset_s: float, interval_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`drive_intervals` (mocap heading) plus each usable interval's first and
+    last encoder frame index (M, 2)."""
+    dn, xi, keep, bounds = _raw_intervals_at(drive, offset_s, interval_s, "mocap")
+    return dn[keep], xi[keep], bounds[keep]
 
 def intervals_with_rate(
     drive: Drive, offset_s: float, interval_s: float, heading: str, h: float = 1e-3

@@ -10,7 +10,8 @@ from sensorbench.fusion.odometry_replay import Replay
 
 
 def replay_plots(plots_dir: Path, rp: Replay) -> list[str]:
-    """Path (estimate vs reference, m) and error over time (cm, °) of one replay.
+    """Path (estimate vs reference, m; degraded samples marked) and error over time
+    (cm, °) of one replay.
 
     Returns the PNG paths written into ``plots_dir``.
     """
@@ -26,6 +27,11 @@ def replay_plots(plots_dir: Path, rp: Replay) -> list[str]:
     if rp.ref_pose is not None:
         ax.plot(rp.ref_pose[:, 0], rp.ref_pose[:, 1], "k-", lw=1, label=rp.reference)
     ax.plot(r.pose[:, 0], r.pose[:, 1], "C0-", lw=1, label="estimate (split filters)")
+    bad = rp.degraded
+    if bad.any():
+        ax.plot(
+            r.pose[bad, 0], r.pose[bad, 1], "r.", ms=2, label="degraded (NIS monitor raised)"
+        )
     ax.set_xlabel("x (m)")
     ax.set_ylabel("y (m)")
     ax.set_aspect("equal")

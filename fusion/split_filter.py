@@ -75,6 +75,8 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import FusionError, ModelFileError
+from sensorbench.fusion.kalman_kernels import RejectStreak, clip_to_gate, predict_pv, update_p
+from sensorbench.fusion.odometry_drift import OdometryDrift, propagate_drift
 from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
 from sensorbench.logs.model_file import read_model, write_model
 
@@ -82,6 +84,7 @@ AXES = ("x", "y", "theta")
 NIS_GATE_99 = 6.63
 NOISE_MODEL_KIND = "filter_noise"
 NOISE_MODEL_VERSION = 1
+DRIFT_UNITS = "per_m_x, per_m_y: m^2 (rad^2 for theta) per m; per_rad: the same per rad"
 NOISE_MODEL_UNITS = {
     "q_xy": "m^2/s^3",
     "q_theta": "rad^2/s^3",
@@ -104,11 +107,13 @@ class AxisNoise:
 
 @dataclass(frozen=True)
 class FilterNoise:
-    """Noise of the three axis filters (x, y in m; theta in rad)."""
+    """Noise of the three axis filters (x, y in m; theta in rad), and how far the odometry
+    drifts from the world: a fitted slip model, or None for a time-based default."""
 
     x: AxisNoise
     y: AxisNoise
     theta: AxisNoise
+    drift: OdometryDrift | None = None
 
     def axis(self, name: str) -> AxisNoise:
         """Noise of axis ``name`` (x, y or theta)."""
@@ -134,6 +139,8 @@ def save_noise_model(
             "measurement": "odometry position: running sum of the axis's increments, H = [1, 0]",
         },
     }
+    if noise.drift is not None:
+        body["drift"] = {"units": DRIFT_UNITS, **noise.drift.as_dict()}
     if report:
         body["report"] = dict(report)
     write_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, prov, body)
@@ -144,9 +151,17 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     doc = read_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS)
     try:
         axes = doc["axes"]
-        return FilterNoise(*(AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES))
+        per_axis = (AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES)
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFileError(f"{path}: malformed [axes] table in noise model ({exc})") from exc
+    drift = None
+    if "drift" in doc:
+        table = {k: v for k, v in doc["drift"].items() if k != "units"}
+        try:
+            drift = OdometryDrift.from_dict(table)
+        except FusionError as exc:
+            raise ModelFileError(f"{path}: [drift] table: {exc}") from exc
+    return FilterNoise(*per_axis, drift=drift)
 
 
 @dataclass(frozen=True)
@@ -238,7 +253,7 @@ def run_axis(
     aid_z: np.ndarray | None = None,
     aid_r: np.ndarray | None = None,
     max_rejects: int = 8,
-    drift_q: float = 0.0,
+    drift_var: np.ndarray | None = None,
 ) -> AxisTrack:
     """Run one axis filter over K odometry increments.
 
@@ -253,109 +268,87 @@ def run_axis(
         aid_index: frame index k (1..K) after whose odometry update each absolute
             measurement is applied (sorted, may repeat).
         aid_z, aid_r: absolute measurements (m or rad) and their variances.
-        drift_q: growth of the odometry frame's offset variance (unit²/s): how
-            fast the odometry drifts from the world (slip, scale), which is what
-            absolute fixes correct.
+        drift_var: growth of the odometry frame's offset variance over each step (K,),
+            unit²: how far the odometry drifts from the world (slip, scale), which is
+            what absolute fixes correct; None = no drift. A negative entry (a heading
+            error cancelling on the way back) shrinks it, never below 0.
         max_rejects: after this many consecutive rejected increments (a bounce
             spans a few frames) the model, not the data, is taken to be wrong: the
             odometry of the whole streak is restored, the next increment applied
             and the velocity variance reset to ``var_v0``; counted in ``resets``.
 
-    The loop uses plain floats: the 2×2 symmetric covariance as three scalars.
+    Built from :mod:`~sensorbench.fusion.kalman_kernels` (the 2×2 covariance as three
+    scalars); outputs go to preallocated arrays.
     """
-    dt_l = np.asarray(dt, dtype=float).tolist()
-    z_l = np.asarray(z, dtype=float).tolist()
-    k_n = len(dt_l)
+    dt_a = np.asarray(dt, dtype=float)
+    z_a = np.asarray(z, dtype=float)
+    k_n = dt_a.size
+    dv = np.zeros(k_n) if drift_var is None else np.asarray(drift_var, dtype=float)
     q, r = float(noise.q), float(noise.r)
-    p_out = [0.0] * (k_n + 1)
-    v_out = [0.0] * (k_n + 1)
-    pp_out = [0.0] * (k_n + 1)
-    vv_out = [0.0] * (k_n + 1)
-    nis_out = [math.nan] * k_n
-    nu_out = [math.nan] * k_n
-    s_out = [math.nan] * k_n
-    acc_out = [True] * k_n
+    p_out = np.empty(k_n + 1)
+    v_out = np.empty(k_n + 1)
+    pp_out = np.empty(k_n + 1)
+    vv_out = np.empty(k_n + 1)
+    nis_out = np.full(k_n, np.nan)
+    nu_out = np.full(k_n, np.nan)
+    s_out = np.full(k_n, np.nan)
+    acc_out = np.ones(k_n, dtype=bool)
     if aid_index is None:
-        aid_k: list[int] = []
-        aid_zl: list[float] = []
-        aid_rl: list[float] = []
+        aid_k = np.empty(0, dtype=np.int64)
+        aid_zl = aid_rl = np.empty(0)
     else:
-        aid_k = np.asarray(aid_index, dtype=np.int64).tolist()
-        aid_zl = np.asarray(aid_z, dtype=float).tolist()
-        aid_rl = np.asarray(aid_r, dtype=float).tolist()
-    n_aid = len(aid_k)
-    aid_nis = [math.nan] * n_aid
-    aid_acc = [True] * n_aid
+        aid_k = np.asarray(aid_index, dtype=np.int64)
+        aid_zl = np.asarray(aid_z, dtype=float)
+        aid_rl = np.asarray(aid_r, dtype=float)
+    n_aid = aid_k.size
+    aid_nis = np.full(n_aid, np.nan)
+    aid_acc = np.ones(n_aid, dtype=bool)
     ai = 0
     resets = 0
-    streak = 0
-    odo_streak, z_streak = 0.0, 0.0
+    streak = RejectStreak(max_rejects)
     p, v = float(p0), 0.0
     odo = float(p0)  # the odometry position measurement, anchored to the estimate
     # the odometry frame starts exactly at p0; its offset b from the world carries
-    # the start uncertainty and grows by drift_q per second
+    # the start uncertainty and grows by drift_var over each step
     ppp, ppv, pvv = 0.0, 0.0, float(var_v0)
     b, pbb = 0.0, float(var_p0)
     p_out[0], v_out[0], pp_out[0], vv_out[0] = p, v, pbb, pvv
-    isnan = math.isnan
     for k in range(k_n):
-        h = dt_l[k]
-        # predict: v += w (Var q·h), then p += v·h
-        qh = q * h
         p_prev = p
-        pvv_n = pvv + qh
-        ppv_n = ppv + h * pvv_n
-        ppp = ppp + 2.0 * h * ppv + h * h * pvv + qh * h * h
-        ppv = ppv_n
-        pvv = pvv_n
-        p = p + v * h
-        zk = z_l[k]
-        if isnan(zk):
+        p, v, ppp, ppv, pvv = predict_pv(p, v, ppp, ppv, pvv, q, float(dt_a[k]))
+        zk = float(z_a[k])
+        if zk != zk:  # nan: no measurement, the odometry follows the prediction
             odo += p - p_prev
         else:
             # update with the odometry position: y = odo + z, H = [1, 0], R = r
             s = ppp + r
             nu = odo + zk - p
             nis = nu * nu / s
-            nis_out[k] = nis
-            nu_out[k] = nu
-            s_out[k] = s
-            force = streak >= max_rejects
-            if nis <= gate or force:
-                if force:
+            nis_out[k], nu_out[k], s_out[k] = nis, nu, s
+            if nis <= gate or streak.forced:
+                if streak.forced:
                     # the model, not the data, was wrong: restore the odometry the
                     # streak replaced by predictions and let the velocity jump
                     resets += 1
-                    odo = odo_streak + z_streak
+                    odo = streak.restored()
                     nu = odo + zk - p
                     pvv = max(pvv, var_v0)
                     s = ppp + r
-                streak = 0
+                streak.accept()
                 odo += zk
-                kp = ppp / s
-                kv = ppv / s
-                p += kp * nu
-                v += kv * nu
-                pvv -= kv * ppv
-                ppv -= kv * ppp
-                ppp -= kp * ppp
+                p, v, ppp, ppv, pvv = update_p(p, v, ppp, ppv, pvv, nu, s)
             else:
-                # never applied: the odometry follows the prediction over this step
+                # never applied: the odometry advances by the prediction plus the
+                # innovation clipped to the gate (a sluggish model loses only the
+                # excess, a bouncing wheel's lost ticks are dropped)
                 acc_out[k] = False
-                if streak == 0:
-                    odo_streak, z_streak = odo, 0.0
-                streak += 1
-                z_streak += zk
-                # the odometry advances by the prediction plus the innovation
-                # clipped to the gate: a sluggish model loses only the excess,
-                # a bouncing wheel's lost ticks are dropped
-                bound = math.sqrt(gate * s)
-                odo = p + (bound if nu > 0 else -bound)
-        pbb += drift_q * h
+                streak.reject(odo, zk)
+                odo = p + clip_to_gate(nu, s, gate)
+        pbb = max(pbb + float(dv[k]), 0.0)
         while ai < n_aid and aid_k[ai] == k + 1:
             # absolute fix z = p + b + e: only the frame offset b moves
-            s = pbb + ppp + aid_rl[ai]
-            nu = aid_zl[ai] - p - b
+            s = pbb + ppp + float(aid_rl[ai])
+            nu = float(aid_zl[ai]) - p - b
             nis = nu * nu / s
             aid_nis[ai] = nis
             if nis <= gate:
@@ -367,16 +360,16 @@ def run_axis(
             ai += 1
         p_out[k + 1], v_out[k + 1], pp_out[k + 1], vv_out[k + 1] = p + b, v, ppp + pbb, pvv
     return AxisTrack(
-        p=np.array(p_out),
-        v=np.array(v_out),
-        var_p=np.array(pp_out),
-        var_v=np.array(vv_out),
-        nis=np.array(nis_out),
-        accepted=np.array(acc_out, dtype=bool),
-        aid_nis=np.array(aid_nis),
-        aid_accepted=np.array(aid_acc, dtype=bool),
-        innovation=np.array(nu_out),
-        s=np.array(s_out),
+        p=p_out,
+        v=v_out,
+        var_p=pp_out,
+        var_v=vv_out,
+        nis=nis_out,
+        accepted=acc_out,
+        aid_nis=aid_nis,
+        aid_accepted=aid_acc,
+        innovation=nu_out,
+        s=s_out,
         resets=resets,
     )
 
@@ -466,8 +459,10 @@ class SplitFilter:
         gate: NIS gate for every scalar update (6.63 = 99 %, 8.81 = 99.7 %).
         stale_s: a frame gap longer than this counts as coasting (s).
         aid_model: pose-error model for absolute aiding (optional).
-        drift_q: odometry-frame drift per axis (x, y in m²/s, heading rad²/s);
-            default 1e-6 each (1 mm/√s, 1 mrad/√s).
+        drift_q: odometry-frame drift per axis (x, y in m²/s, heading rad²/s) when
+            ``noise`` has no fitted slip model; default 1e-6 each (1 mm/√s, 1 mrad/√s).
+            With one (``noise.drift``) the offset variances grow with the motion and
+            carry the heading error into x and y instead.
     """
 
     def __init__(
@@ -508,7 +503,11 @@ class SplitFilter:
         """
         t, inc, dt = frame_steps(t_s, body_increments)
         aid = self._aid_arrays(t, inc, pose0, aiding)
-        dq = dict(zip(AXES, self.drift_q, strict=True))
+        drift = self.noise.drift
+        if drift is None:
+            dv = {a: q * dt for a, q in zip(AXES, self.drift_q, strict=True)}
+        else:
+            dv = {"theta": drift.step_variances(inc)[:, 2]}
         th = run_axis(
             dt,
             inc[:, 2],
@@ -516,9 +515,13 @@ class SplitFilter:
             pose0[2],
             var0[2],
             gate=self.gate,
-            drift_q=dq["theta"],
+            drift_var=dv["theta"],
             **aid["theta"],
         )
+        if drift is not None:
+            # x and y drift with the heading error, along the path the heading filter gives
+            world = np.diff(propagate_drift(inc, th.p, drift, var0), axis=0)
+            dv["x"], dv["y"] = world[:, 0], world[:, 1]
         # world-frame arc of each step, rotated by the heading estimate at its start
         rel = se2_exp(np.nan_to_num(inc))
         c, s = np.cos(th.p[:-1]), np.sin(th.p[:-1])
@@ -526,10 +529,10 @@ class SplitFilter:
         zx = np.where(missing, np.nan, c * rel[:, 0] - s * rel[:, 1])
         zy = np.where(missing, np.nan, s * rel[:, 0] + c * rel[:, 1])
         tx = run_axis(
-            dt, zx, self.noise.x, pose0[0], var0[0], gate=self.gate, drift_q=dq["x"], **aid["x"]
+            dt, zx, self.noise.x, pose0[0], var0[0], gate=self.gate, drift_var=dv["x"], **aid["x"]
         )
         ty = run_axis(
-            dt, zy, self.noise.y, pose0[1], var0[1], gate=self.gate, drift_q=dq["y"], **aid["y"]
+            dt, zy, self.noise.y, pose0[1], var0[1], gate=self.gate, drift_var=dv["y"], **aid["y"]
         )
         tracks = {"x": tx, "y": ty, "theta": th}
         return SplitResult(

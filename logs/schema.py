@@ -40,6 +40,8 @@ class PoseFlag(IntFlag):
     """The sensor relocalized into its map at this sample (a new offset starts here)."""
     PAUSED = 2
     """The sensor reported a pause (e.g. covered); the sample may be held or stale."""
+    DEGRADED = 4
+    """An estimate whose filter's consistency monitor is raised at this sample."""
 
 
 class FileStatus(IntEnum):

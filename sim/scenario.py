@@ -320,6 +320,8 @@ PODS = Table(
         "scrub_sigma_m_per_sqrt_m": F(0.001, lo=0.0),
         "bounce_rate_hz": F(0.05, lo=0.0),
         "bounce_duration_s": F(0.02, lo=0.0),
+        "lift_windows": FLL([], inner=3),
+        "slip_windows": FLL([], inner=4),
         "mcu_clock_drift_ppm": F(40.0, lo=-1000.0, hi=1000.0),
         "mcu_clock_offset_us": I(1_000_000, lo=0),
     }

@@ -13,6 +13,9 @@ travel Δd⊥, both random walks independent of the step size: slip ``σ_slip·�
 (σ_slip metres after one metre rolled) and scrub ``σ_scrub·√|Δd⊥|·N(0,1)`` (σ_scrub metres
 after one metre dragged sideways); and bounce: Poisson events (rate per pod)
 during which the wheel loses contact and rolls nothing for ``bounce_duration_s``.
+Scripted faults: ``lift_windows`` rows ``[pod, start_s, duration_s]`` (the wheel rolls
+nothing, as a lifted wheel) and ``slip_windows`` rows ``[pod, start_s, duration_s,
+fraction]`` (a continuously slipping wheel rolls only ``fraction`` of its distance).
 
 The MCU emits frames at ``rate_hz`` of its own clock, which runs fast by
 ``mcu_clock_drift_ppm`` and starts at ``mcu_clock_offset_us``. The IMU yaw rate is
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sensorbench.errors import SimError
 from sensorbench.sim.trajectory import Trajectory
 
 
@@ -168,6 +172,14 @@ def simulate_pods(
     for i in range(3):
         lost = _bounce_mask(tg, p["bounce_rate_hz"], p["bounce_duration_s"], rng)
         d_meas[lost, i] = 0.0
+    mid = 0.5 * (tg[:-1] + tg[1:])
+    for pod, start, dur, fraction in [(*w, 0.0) for w in p["lift_windows"]] + [
+        tuple(w) for w in p["slip_windows"]
+    ]:
+        if pod not in (0, 1, 2):
+            raise SimError(f"pods lift/slip window names pod {pod:g}; pods are 0, 1, 2")
+        inside = (mid >= start) & (mid < start + dur)
+        d_meas[inside, int(pod)] *= fraction
     zero = np.zeros((1, 3))
     cum_true = np.vstack([zero, np.cumsum(d_true, axis=0)])[::m]
     cum_meas = np.vstack([zero, np.cumsum(d_meas, axis=0)])[::m]

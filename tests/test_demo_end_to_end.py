@@ -51,6 +51,16 @@ def test_demo_writes_sessions_models_and_report(demo: dict) -> None:
     assert sum(label.startswith("reloc#") for label in labels) >= 3
 
 
+def test_demo_states_claimed_against_actual_filter_uncertainty(demo: dict) -> None:
+    rows = demo["filter_honesty"]
+    assert {r["axis"] for r in rows} == {"x", "y", "theta"}
+    assert {r["session"] for r in rows} >= {"square"}
+    for r in rows:
+        assert 0 <= r["in_1sigma"] <= r["in_2sigma"] <= r["in_3sigma"] <= 1, r
+        assert 0 < r["nees_band95"][0] < 1 < r["nees_band95"][1], r
+        assert abs(r["rejected_nominal"] - 0.01) < 1e-3 and 0 <= r["rejected"] <= 1
+
+
 def test_pod_geometry_matches_truth(demo: dict) -> None:
     # The 27 (fitted - truth)/σ of three quick demos (seeds 1-3) have an RMS of 0.88
     # (docs/DEMO.md). Allowing for a true spread up to 1.2x the stated σ (the upper

@@ -15,7 +15,7 @@ from sensorbench.cli import cli
 from sensorbench.fusion.odometry_replay import replay_session
 from sensorbench.fusion.pod_drive import load_drive
 from sensorbench.fusion.pod_kinematics import PodGeometry
-from sensorbench.logs import Session
+from sensorbench.logs import PoseFlag, Session
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.simulation import simulate_to_session
 
@@ -140,8 +140,24 @@ def test_cli_fit_noise_and_replay_write_models_estimate_and_plots(case, tmp_path
     with Session(est) as s:
         assert s.pose("estimate").attrs["kind"] == "estimate"
         batch = s.pose("estimate").read()
+        events = s.events()
     assert len(batch) == doc["frames"] + 1
     np.testing.assert_allclose(np.linalg.norm(batch.quat_xyzw, axis=1), 1.0)
+    # claimed against actual: every axis judged against the reference
+    for axis in ("x", "y", "theta"):
+        c = doc["consistency"][axis]
+        assert c["n"] > 100 and 1 <= c["n_eff"] <= c["n"]
+        cov = [c["coverage"][k]["actual"] for k in ("1sigma", "2sigma", "3sigma")]
+        assert 0 <= cov[0] <= cov[1] <= cov[2] <= 1
+        assert abs(c["coverage"]["2sigma"]["expected"] - 0.9545) < 1e-4
+    assert abs(doc["rejection_rate"]["nominal"] - 0.01) < 1e-3
+    # the estimate carries the monitor: flags where any axis is degraded, one event per
+    # onset and clear
+    spans = sum(len(m["onsets_s"]) + len(m["clears_s"]) for m in doc["monitor"].values())
+    monitor_events = [e for e in events if e.kind in ("degraded", "consistent")]
+    assert len(monitor_events) == spans
+    degraded = (batch.flags & int(PoseFlag.DEGRADED)) != 0
+    assert degraded.any() == any(m["degraded_fraction"] > 0 for m in doc["monitor"].values())
 
 
 def test_cli_replay_refuses_a_model_with_wrong_units(case, tmp_path) -> None:

@@ -1,0 +1,232 @@
+"""Fit the odometry slip model (:class:`~sensorbench.fusion.odometry_drift.OdometryDrift`)
+from drives recorded against a reference (mocap).
+
+Over an interval the odometry's body increment ``W⁻¹·Δn`` differs from the reference's
+(sum of SE(2) logarithms between encoder frames, :func:`~sensorbench.fusion.pod_drive.
+drive_intervals`) by δ: the slip accumulated in it, the residual calibration error of the
+fitted geometry (linear in the signed motion ξ), a residual encoder/reference time
+misalignment τ (δ ≈ τ·(v_end − v_start)) and non-accumulating noise (the reference's own,
+tick rounding at both ends). The fit removes the calibration part by least squares of δ on
+ξ and models the rest per body axis j as
+
+    E[δ_j²] = a_jx·s_x + a_jy·s_y + a_jθ·s_θ + τ_j²·(v_j,start² + v_j,end²) + c_j
+
+with s the interval's path length per body axis (Σ|Δx|, Σ|Δy| in m, Σ|Δθ| in rad over its
+encoder frames, speeds over 0.1 s spans), fitted by non-negative least squares weighted as
+a gamma GLM (δ Gaussian ⇒ Var δ² = 2·E[δ²]², two reweighting passes) over non-overlapping
+intervals (2 s by default), so the intervals' errors are independent and the GLM's
+standard errors hold. Intervals whose δ² exceeds 25 times its fitted expectation (a
+bounce; p < 1e-6 for a Gaussian δ) are dropped and the fit repeated until none changes
+side; with an IMU, intervals holding a bounce the gyro sees are dropped first, as in the
+pod fit. Only the slip
+coefficients a enter the filters; τ and c are reported.
+
+A coefficient whose motion the drives did not excite (e.g. no sideways drive: nothing
+moved along body y) cannot be fitted; it is reported as not identified. An unexcited
+translation column takes the other translation column's coefficient of the same error axis
+(a stand-in in the same unit, stated in the result); an unexcited rotation column (no
+spin) stays 0 and the result says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import nnls
+
+from sensorbench.errors import FitError
+from sensorbench.fusion.odometry_drift import BODY_AXES, OdometryDrift
+from sensorbench.fusion.pod_drive import Drive, align_drive, drive_interval_frames
+from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces
+
+INTERVAL_S = 2.0
+TRIM = 25.0
+"""An interval whose δ² exceeds this many times its fitted expectation is a bounce
+(p < 1e-6 for a Gaussian δ) and is dropped; refitted until no interval changes side."""
+MAX_TRIM_PASSES = 6
+MIN_EXCITATION = (0.5, 0.5, 1.0)
+"""Summed |motion| per column (m, m, rad) below which a coefficient is not identified."""
+
+
+@dataclass
+class DriftFit:
+    """Fitted slip model with what it rests on.
+
+    Attributes:
+        drift: the model.
+        coef_se: (3, 3) standard errors of its coefficients (nan where not identified).
+        intercept: per error axis, the non-accumulating variance c_j (m², m², rad²).
+        timing_s: per error axis, the residual encoder/reference time misalignment τ_j
+            the fit attributes to it (s).
+        identified: (3, 3) which coefficients the drives excited.
+        n_intervals: intervals used.
+        excitation: summed |ξ| per column over the intervals (m, m, rad).
+    """
+
+    drift: OdometryDrift
+    coef_se: np.ndarray
+    intercept: np.ndarray
+    timing_s: np.ndarray
+    identified: np.ndarray
+    n_intervals: int
+    excitation: np.ndarray
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (SI units)."""
+        return {
+            "coefficients": self.drift.as_dict(),
+            "standard_errors": OdometryDrift(np.nan_to_num(self.coef_se)).as_dict(),
+            "intercept": dict(zip(BODY_AXES, map(float, self.intercept), strict=True)),
+            "timing_s": dict(zip(BODY_AXES, map(float, self.timing_s), strict=True)),
+            "identified": {
+                a: dict(zip(("per_m_x", "per_m_y", "per_rad"), map(bool, row), strict=True))
+                for a, row in zip(BODY_AXES, self.identified, strict=True)
+            },
+            "n_intervals": self.n_intervals,
+            "excitation": dict(
+                zip(("m_x", "m_y", "rad"), map(float, self.excitation), strict=True)
+            ),
+        }
+
+
+def _intervals(
+    drives: Sequence[Drive], offsets: Sequence[float], w_inv: np.ndarray, interval_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per usable interval: odometry-minus-reference body difference (M, 3), signed
+    reference motion (M, 3), path length (M, 3) and endpoint speeds² summed (M, 3).
+
+    The path length is Σ|body step| over the interval per axis (m, m, rad): slip grows
+    with the distance rolled, not the net one. The endpoint speeds (m/s, rad/s) carry a
+    residual time misalignment τ between encoder and reference: it adds
+    τ²·(v_start² + v_end²) to δ², which grows with motion without accumulating.
+    """
+    deltas, signed, paths, ends = [], [], [], []
+    for d, offset in zip(drives, offsets, strict=True):
+        dn, xi, bounds = drive_interval_frames(d, offset, interval_s)
+        if dn.shape[0] == 0:
+            continue
+        odo = d.counts.astype(float) @ w_inv.T
+        path = path_lengths(odo, d.t_enc)
+        v = speeds(odo, d.t_enc)
+        deltas.append(dn @ w_inv.T - xi)
+        signed.append(xi)
+        paths.append(path[bounds[:, 1]] - path[bounds[:, 0]])
+        ends.append(v[bounds[:, 0]] ** 2 + v[bounds[:, 1]] ** 2)
+    if not deltas:
+        return (np.empty((0, 3)),) * 4  # type: ignore[return-value]
+    return np.vstack(deltas), np.vstack(signed), np.vstack(paths), np.vstack(ends)
+
+
+SMOOTH_S = 0.1
+"""Span (s) over which motion is measured for the path length: per frame, tick rounding
+adds a jitter to |Δ| that sums over an interval (a robot driving straight would seem to
+turn ~0.02 rad/s); over 0.1 s it averages out, and a reversal within it is rare."""
+
+
+def path_lengths(odometry: np.ndarray, t_s: np.ndarray) -> np.ndarray:
+    """Cumulative path length (n, 3) per body axis (m, m, rad) of a cumulative odometry
+    (n, 3), its speed taken over :data:`SMOOTH_S` spans (a running mean of |Δ|/B)."""
+    n = odometry.shape[0]
+    frame = max(float(np.median(np.diff(t_s))), 1e-9)
+    b = int(min(max(1, round(SMOOTH_S / frame)), max(1, n - 1)))
+    ahead = np.abs(odometry[b:] - odometry[:-b]) / b  # mean |step| over the next b frames
+    per_frame = np.vstack([ahead, np.repeat(ahead[-1:], b - 1, axis=0)])
+    return np.vstack([np.zeros((1, 3)), np.cumsum(per_frame[: n - 1], axis=0)])
+
+
+def speeds(odometry: np.ndarray, t_s: np.ndarray) -> np.ndarray:
+    """Body speeds (n, 3) (m/s, m/s, rad/s) of a cumulative odometry, centred differences
+    over :data:`SMOOTH_S`."""
+    n = odometry.shape[0]
+    frame = max(float(np.median(np.diff(t_s))), 1e-9)
+    h = int(min(max(1, round(SMOOTH_S / (2 * frame))), max(1, (n - 1) // 2)))
+    lo = np.clip(np.arange(n) - h, 0, n - 1)
+    hi = np.clip(np.arange(n) + h, 0, n - 1)
+    dt = np.maximum(t_s[hi] - t_s[lo], 1e-9)
+    return (odometry[hi] - odometry[lo]) / dt[:, None]
+
+
+def _gamma_nnls(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Non-negative coefficients of E[y] = x·β with Var y = 2·E[y]² (y = δ², δ Gaussian),
+    and their standard errors ``√diag(2·(Xᵀ diag(1/μ²) X)⁻¹)`` (two reweightings)."""
+    w = np.ones(y.size)
+    beta = np.zeros(x.shape[1])
+    floor = 1e-3 * max(float(np.mean(y)), 1e-300)  # an interval predicted exactly 0
+    for _ in range(3):
+        beta, _ = nnls(x * w[:, None], y * w)
+        w = 1.0 / np.maximum(x @ beta, floor)
+    info = (x * (w**2)[:, None]).T @ x / 2.0
+    se = np.sqrt(np.clip(np.diag(np.linalg.pinv(info)), 0.0, None))
+    return beta, se
+
+
+def fit_drift(
+    drives: Sequence[Drive],
+    geometry: PodGeometry,
+    interval_s: float = INTERVAL_S,
+    align_interval_s: float = 0.5,
+) -> DriftFit:
+    """Fit the slip model from drives against their reference.
+
+    Args:
+        drives: sessions prepared by :func:`~sensorbench.fusion.pod_drive.load_drive`.
+        geometry: the fitted pod geometry.
+        interval_s: interval length (s) of the regression; intervals do not overlap,
+            so their errors are independent and the standard errors hold.
+        align_interval_s: interval of the encoder/reference time alignment (s).
+
+    Raises:
+        FitError: fewer than 10 usable intervals, or nothing moved.
+    """
+    w_inv = np.linalg.pinv(geometry.W)
+    for d in drives:
+        if d.imu_yaw is not None and d.bounce is None:
+            # a parallel pod's bounce disagrees with the gyro: drop the intervals holding
+            # one (±5 frames: a bounce's edge frames lose too little to flag)
+            flag = repair_bounces(geometry.W, np.diff(d.counts, axis=0), np.diff(d.imu_yaw))[1]
+            d.bounce = np.convolve(flag, np.ones(11), mode="same") > 0
+    offsets = [align_drive(d, align_interval_s) for d in drives]
+    delta, signed, path, ends = _intervals(drives, offsets, w_inv, interval_s)
+    if delta.shape[0] < 10:
+        raise FitError(f"only {delta.shape[0]} intervals to fit the odometry drift from")
+    excitation = path.sum(axis=0)
+    excited = excitation >= np.asarray(MIN_EXCITATION)
+    if not np.any(excited):
+        raise FitError("the drives hardly moved: no odometry drift can be fitted")
+    # the geometry's residual calibration error is linear in the signed motion: remove it
+    beta_sys, *_ = np.linalg.lstsq(signed, delta, rcond=None)
+    resid = delta - signed @ beta_sys
+    coef = np.zeros((3, 3))
+    coef_se = np.full((3, 3), np.nan)
+    intercept = np.zeros(3)
+    timing = np.zeros(3)
+    identified = np.zeros((3, 3), dtype=bool)
+    for j in range(3):
+        y = resid[:, j] ** 2
+        x = np.column_stack([path, ends[:, j], np.ones(y.size)])
+        cols = np.concatenate([excited, [True, True]])
+        beta, se = np.zeros(5), np.full(5, np.nan)
+        keep = np.ones(y.size, dtype=bool)
+        for _ in range(MAX_TRIM_PASSES):
+            beta[cols], se[cols] = _gamma_nnls(x[keep][:, cols], y[keep])
+            now = y <= TRIM * np.maximum(x @ beta, 1e-300)
+            if np.array_equal(now, keep):
+                break
+            keep = now
+        coef[j], coef_se[j] = beta[:3], se[:3]
+        timing[j], intercept[j] = beta[3], beta[4]
+        identified[j] = excited
+        if excited[:2].any() and not excited[:2].all():
+            coef[j, :2] = coef[j, :2].max()
+    return DriftFit(
+        OdometryDrift(coef),
+        coef_se,
+        intercept,
+        np.sqrt(timing),
+        identified,
+        int(delta.shape[0]),
+        excitation,
+    )
