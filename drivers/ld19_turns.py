@@ -236,10 +236,7 @@ class TurnAssembler:
         out = []
         nxt = self._next_dev
         for s, p, n_lost in zip(stamp_ns.tolist(), period, lost.tolist(), strict=True):
-            if nxt is None:
-                t = s
-            else:
-                t = min(max(nxt + n_lost * p, s), s + _STAMP_NS - 1)
+            t = s if nxt is None else min(max(nxt + n_lost * p, s), s + _STAMP_NS - 1)
             out.append(t)
             nxt = t + p
         self._next_dev = nxt
