@@ -124,11 +124,8 @@ def test_scenario_fault_schedule_through_capture(tmp_path) -> None:
     i = np.searchsorted(truth.index, b.seq)
     bad = i[np.flatnonzero(damaged[i])][:3]
     spans = [(int(truth.offset[k]), int(truth.offset[k] + truth.length[k])) for k in bad]
-    hits = [
-        o
-        for o in stats.corrupted_offsets + stats.dropped_offsets
-        if any(lo <= o < hi for lo, hi in spans)
-    ]
+    hits = [o for o in stats.corrupted_offsets + stats.dropped_offsets
+            if any(lo <= o < hi for lo, hi in spans)]
     assert bad.size == 0, (  # no damaged frame was stored; if one was, say which and how
         f"damaged frames stored: index {truth.index[bad].tolist()}, byte spans {spans}, "
         f"faults at {hits}, {stats.bytes_garbled_baud} bytes garbled after replug"

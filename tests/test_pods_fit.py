@@ -151,7 +151,8 @@ def test_bounces_are_rejected_not_averaged(imu: bool) -> None:
     # 0.5 m/s loses 130) that stay in the count
     g = ou.true_geometry()
     drives = [
-        ou.make_drive(k, 7 + i, bounce_rate=0.02, bounce_ticks=150)[0] for i, k in enumerate(DRIVES)
+        ou.make_drive(k, 7 + i, bounce_rate=0.02, bounce_ticks=150)[0]
+        for i, k in enumerate(DRIVES)
     ]
     if not imu:
         for d in drives:
