@@ -147,6 +147,9 @@ def decode_a1_cmd(
         "bytes_skipped": result.bytes_skipped,
         "bytes_outside_scans": result.bytes_outside_scans,
         "leading_nodes_without_turn": result.leading_nodes,
+        "nodes_dropped": len(result.dropped_offsets),
+        "nodes_dropped_offsets": result.dropped_offsets,
+        "ranges_beyond_limit": result.ranges_beyond_limit,
     }
     if as_json:
         click.echo(json.dumps(summary, indent=2))
@@ -156,6 +159,14 @@ def decode_a1_cmd(
         f"{summary['bytes']} bytes ({summary['scans']} scan starts, "
         f"{summary['bytes_skipped']} bytes skipped)"
     )
+    if result.dropped_offsets or result.ranges_beyond_limit:
+        shown = ", ".join(str(o) for o in result.dropped_offsets[:20])
+        more = " ..." if len(result.dropped_offsets) > 20 else ""
+        click.echo(
+            f"  {len(result.dropped_offsets)} nodes dropped for an impossible angle (>= 360 deg)"
+            + (f" at byte offsets {shown}{more}" if shown else "")
+            + f"; {result.ranges_beyond_limit} ranges beyond 12 m stored as nan"
+        )
 
 
 @click.command("a1")
