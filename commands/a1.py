@@ -94,6 +94,15 @@ def decode_a1_cmd(
         f"{summary['bytes']} bytes ({summary['scans']} scan starts, "
         f"{summary['bytes_skipped']} bytes skipped)"
     )
+    dropped = summary["nodes_dropped_offsets"]
+    if dropped or summary["ranges_beyond_limit"]:
+        shown = ", ".join(str(o) for o in dropped[:20])
+        more = " ..." if len(dropped) > 20 else ""
+        click.echo(
+            f"  {len(dropped)} nodes dropped for an impossible angle (>= 360 deg)"
+            + (f" at byte offsets {shown}{more}" if shown else "")
+            + f"; {summary['ranges_beyond_limit']} ranges beyond 12 m stored as nan"
+        )
 
 
 @click.command("a1")

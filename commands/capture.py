@@ -147,8 +147,9 @@ def capture_cmd(
     points or frames per second, turns per second, kB/s, CRC errors, drops, seconds
     since the last data) is shown on stderr. Ctrl-C or SIGTERM stops cleanly. An
     unplugged device is reopened when it returns; the gap is an event in the file.
-    Exit 0 when recorded, 1 when a device failed to come up or writing failed
-    (disk full: the file keeps everything up to the last flush), 2 on bad input.
+    Exit 0 when recorded, 1 when a device failed to come up, a reader thread failed
+    (it is restarted, but data were lost) or writing failed (disk full: the file
+    keeps everything up to the last flush), 2 on bad input.
     """
     from sensorbench.drivers.capture import format_bringup, format_summary, run_capture
 

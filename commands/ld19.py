@@ -87,9 +87,19 @@ def decode_ld19_cmd(
         "bytes_skipped",
         "unknown_packets",
         "span_failures",
+        "timestamp_failures",
+        "speed_failures",
         "lost_packets",
+        "ranges_beyond_limit",
     ):
         click.echo(f"  {key:16s} {summary[key]}")
+    bad = summary["impossible_offsets"]
+    if bad:
+        shown = ", ".join(f"{b['offset']} ({b['reason']})" for b in bad[:20])
+        click.echo(
+            f"  skipped impossible packets at byte offsets {shown}"
+            + (" ..." if len(bad) > 20 else "")
+        )
     click.echo(f"  time base        {summary['time_base']}")
 
 

@@ -53,14 +53,14 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import rplidar
 import serial
 
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1_protocol import A1Health, A1Info, Nodes
+from sensorbench.drivers.a1_protocol import MAX_RANGE_Q2, A1Health, A1Info, Nodes, possible_nodes
 from sensorbench.drivers.link_watch import LinkWatch, Silence
 from sensorbench.drivers.serial_port import GONE_ERRNOS, open_serial
 from sensorbench.errors import DeviceProtocolError, DeviceSilent, DeviceUnplugged, DriverError
@@ -503,11 +503,17 @@ class TurnAssembler:
     Nodes before the first start flag (the head starts mid-turn) are counted in
     :attr:`leading_nodes_skipped` and not stored. A turn is emitted when the next
     turn's start flag arrives, or by :meth:`flush` (flagged ``PACKET_LOSS``).
+    Nodes with an impossible angle are dropped and counted in :attr:`nodes_dropped`
+    (a start flag they carry passes to the next node kept); distances beyond 12 m
+    are stored as ``nan`` and counted in :attr:`ranges_beyond_limit`.
     """
 
     def __init__(self) -> None:
         self.leading_nodes_skipped = 0
         self.turns_emitted = 0
+        self.nodes_dropped = 0
+        self.ranges_beyond_limit = 0
+        self._carry_start = False
         self._parts: list[tuple[Nodes, np.ndarray]] = []
         self._started = False
         self._flags = 0
@@ -521,11 +527,37 @@ class TurnAssembler:
         self._parts = []
         self._started = False
         self._flags = 0
+        self._carry_start = False
+
+    def _drop_impossible(self, nodes: Nodes, t_ns: np.ndarray) -> tuple[Nodes, np.ndarray]:
+        """The nodes with a possible angle; a start flag on a dropped node moves to the
+        next node kept (in this call or the next)."""
+        keep = possible_nodes(nodes)
+        start = nodes.start.copy()
+        if self._carry_start and start.size:
+            start[0] = True
+        turn = np.cumsum(start)
+        kept_turn = turn[keep]
+        last_kept = int(kept_turn[-1]) if kept_turn.size else 0
+        self._carry_start = bool(start.size) and int(turn[-1]) > last_kept
+        if keep.all() and not start[0] ^ nodes.start[0]:
+            return nodes, t_ns
+        self.nodes_dropped += int(np.count_nonzero(~keep))
+        new_start = np.diff(np.concatenate(([0], kept_turn))) > 0
+        kept = Nodes(
+            new_start, nodes.quality[keep], nodes.angle_q6[keep], nodes.dist_q2[keep],
+            nodes.pos[keep],
+        )  # fmt: skip
+        return kept, t_ns[keep]
 
     def feed(self, nodes: Nodes, t_ns: np.ndarray) -> LidarTurns:
         """Add nodes stamped ``t_ns`` (int64 ns each); returns the turns completed by them."""
         if len(nodes) == 0:
             return LidarTurns.empty()
+        nodes, t_ns = self._drop_impossible(nodes, t_ns)
+        if len(nodes) == 0:
+            return LidarTurns.empty()
+        self.ranges_beyond_limit += int(np.count_nonzero(nodes.dist_q2 > MAX_RANGE_Q2))
         starts = np.flatnonzero(nodes.start)
         if not self._started:
             if starts.size == 0:
@@ -889,6 +921,9 @@ class CaptureDecode:
         bytes_skipped: bytes dropped while re-aligning (corruption, loss).
         bytes_outside_scans: bytes before the first scan descriptor (other answers).
         leading_nodes: nodes before the first start flag of each scan (no turn).
+        dropped_offsets: byte offsets in the capture of the nodes dropped for an
+            impossible angle (q6 >= 23040).
+        ranges_beyond_limit: distances beyond 12 m, stored as ``nan``.
     """
 
     turns: LidarTurns
@@ -897,6 +932,8 @@ class CaptureDecode:
     bytes_skipped: int
     bytes_outside_scans: int
     leading_nodes: int
+    dropped_offsets: list[int] = field(default_factory=list)
+    ranges_beyond_limit: int = 0
 
 
 def decode_capture(
@@ -942,10 +979,12 @@ def decode_capture(
     out: list[LidarTurns] = []
     n_nodes = 0
     skipped_total = 0
+    dropped: list[int] = []
     for lo, hi in segments:
         nodes, _, skipped = proto.decode_nodes(data[lo:hi])
         skipped_total += skipped
         pos_abs = nodes.pos + lo
+        dropped.extend(pos_abs[~possible_nodes(nodes)].tolist())
         if chunk_times_ns is None:
             t_ns = t0_ns + np.round((n_nodes + np.arange(len(nodes))) * 1e9 / sample_rate_hz)
             t_ns = t_ns.astype(np.int64)
@@ -964,6 +1003,8 @@ def decode_capture(
         skipped_total,
         outside,
         asm.leading_nodes_skipped,
+        dropped,
+        asm.ranges_beyond_limit,
     )
 
 

@@ -16,7 +16,14 @@ Standard scan node (5 bytes, Slamtec protocol v1):
 
 The node checks are weak (3 bits), so after an invalid node the stream is
 re-aligned by sliding one byte at a time until :data:`RESYNC_RUN` consecutive
-nodes are valid, never by skipping a whole node.
+nodes are valid (and read angles below 360 deg), never by skipping a whole node.
+
+A node that passes its checks but reads an impossible angle (q6 >= 23040, i.e.
+360.00 deg or more: real units send 23040 now and then, and the vendor SDK and
+``rplidar-roboticia`` accept it) is framed like any other node, then dropped and
+counted by the turn assembler (:func:`possible_nodes`), not taken for misalignment:
+it does not make its turn corrupt. A distance beyond the datasheet's 12 m
+(:data:`MAX_RANGE_Q2`) is stored as invalid (``nan``) and counted.
 """
 
 from __future__ import annotations
@@ -52,6 +59,9 @@ LINE_BYTES_PER_S = BAUD / 10  # 8N1: 10 bits per byte
 NOMINAL_SAMPLES_PER_S = 2000.0  # standard scan
 ANGLE_Q6_FULL = 360 * 64
 RESYNC_RUN = 4
+# datasheet limit (Slamtec RPLIDAR A1 datasheet, ranging range 0.15..12 m; docs/A1.md "Limits")
+MAX_RANGE_M = 12.0
+MAX_RANGE_Q2 = int(MAX_RANGE_M * 4000)  # q2 mm
 
 HEALTH_STATUS = {0: "good", 1: "warning", 2: "error"}
 
@@ -138,19 +148,29 @@ class Nodes:
 
     @property
     def range_m(self) -> np.ndarray:
-        """Range in m, ``inf`` where the device sent 0 (no return) (float64)."""
+        """Range in m, ``inf`` where the device sent 0 (no return), ``nan`` beyond
+        :data:`MAX_RANGE_Q2` (invalid) (float64)."""
         r = self.dist_q2.astype(np.float64) / 4000.0
         r[self.dist_q2 == 0] = np.inf
+        r[self.dist_q2 > MAX_RANGE_Q2] = np.nan
         return r
 
 
-def _valid_at(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def possible_nodes(nodes: Nodes) -> np.ndarray:
+    """Per node, True if its angle is possible (q6 below 23040, i.e. under 360 deg)."""
+    return nodes.angle_q6 < ANGLE_Q6_FULL
+
+
+def _valid_at(buf: np.ndarray, offsets: np.ndarray, angle_in_range: bool) -> np.ndarray:
+    """The node checks at ``offsets`` (S and !S differ, C is 1), and with
+    ``angle_in_range`` also an angle below 360 deg (for re-aligning)."""
     b0 = buf[offsets]
     b1 = buf[offsets + 1]
-    b2 = buf[offsets + 2].astype(np.uint16)
     flags_ok = (b0 & 1) != ((b0 >> 1) & 1)
     check_ok = (b1 & 1) == 1
-    angle = (b1.astype(np.uint16) >> 1) | (b2 << 7)
+    if not angle_in_range:
+        return flags_ok & check_ok
+    angle = (b1.astype(np.uint16) >> 1) | (buf[offsets + 2].astype(np.uint16) << 7)
     return flags_ok & check_ok & (angle < ANGLE_Q6_FULL)
 
 
@@ -169,7 +189,7 @@ def decode_nodes(data: bytes | bytearray | memoryview) -> tuple[Nodes, int, int]
     while n - pos >= NODE_LEN:
         k = (n - pos) // NODE_LEN
         offs = pos + NODE_LEN * np.arange(k)
-        ok = _valid_at(buf, offs)
+        ok = _valid_at(buf, offs, angle_in_range=False)
         bad = np.flatnonzero(~ok)
         good_until = k if bad.size == 0 else int(bad[0])
         pieces.append(offs[:good_until])
@@ -183,7 +203,7 @@ def decode_nodes(data: bytes | bytearray | memoryview) -> tuple[Nodes, int, int]
             break  # not enough bytes to decide; keep them for the next call
         run_ok = np.ones(cand.size, dtype=bool)
         for j in range(RESYNC_RUN):
-            run_ok &= _valid_at(buf, cand + NODE_LEN * j)
+            run_ok &= _valid_at(buf, cand + NODE_LEN * j, angle_in_range=True)
         hit = np.flatnonzero(run_ok)
         new_pos = int(cand[-1]) + 1 if hit.size == 0 else int(cand[hit[0]])
         if (new_pos - pos) % NODE_LEN and pieces and pieces[-1].size:

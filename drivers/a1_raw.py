@@ -65,7 +65,8 @@ def decode_a1(
         overwrite: replace ``output`` if it exists.
 
     Returns:
-        A summary: scans, turns, points, nodes, bytes, bytes skipped.
+        A summary: scans, turns, points, nodes, bytes, bytes skipped, the nodes dropped
+        for an impossible angle (with their byte offsets) and ranges beyond the limit.
 
     Raises:
         SessionError: the source session has no such raw stream (or several and no
@@ -121,4 +122,7 @@ def decode_a1(
         "bytes_skipped": result.bytes_skipped,
         "bytes_outside_scans": result.bytes_outside_scans,
         "leading_nodes_without_turn": result.leading_nodes,
+        "nodes_dropped": len(result.dropped_offsets),
+        "nodes_dropped_offsets": result.dropped_offsets,
+        "ranges_beyond_limit": result.ranges_beyond_limit,
     }

@@ -8,6 +8,10 @@ keeps the same behaviour: one thread per device, every read bounded by a short
 timeout, raw bytes stamped with ``time.monotonic_ns()`` on arrival, ``stale`` /
 ``unplug`` / ``reconnect`` / ``overrun`` events, and :meth:`A1Reader.start` failing
 with a :class:`~sensorbench.errors.DriverError` when no complete turn arrives in time.
+A poll that raises does not end the thread: an ``error`` event names the exception,
+:attr:`A1Reader.reader_failures` counts it, the turn in progress is dropped and
+polling resumes after a short backoff (the device's bytes wait in the port buffer);
+only a failed session writer ends it.
 
 Streams declared: ``lidar/<name>`` (turns: angle rad CCW, range m with ``inf`` for no
 return, quality 0..63 as intensity, host time; no device time, no reported speed)
@@ -88,6 +92,8 @@ class A1Reader:
         self.turns_total = 0
         self.points_total = 0
         self.crc_turns = 0
+        self.reader_failures = 0
+        self._ended_early = False  # the thread ended on a failure, not on stop()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._first_turn = threading.Event()
@@ -170,6 +176,15 @@ class A1Reader:
             self.scanner.last_error = stuck
         self.scanner.close()
         if thread is not None:
+            asm = self.scanner.assembler
+            self._event(
+                time.monotonic_ns(),
+                "note",
+                f"decoded {self.scanner.nodes_total} nodes; skipped: "
+                f"bytes_skipped={self.scanner.bytes_skipped} "
+                f"nodes_dropped={asm.nodes_dropped} (angle >= 360 deg); "
+                f"ranges_beyond_limit={asm.ranges_beyond_limit} (stored as nan)",
+            )
             self._event(time.monotonic_ns(), "stop", "reader stopped")
 
     def status(self) -> ReaderStatus:
@@ -191,6 +206,8 @@ class A1Reader:
             since_last_data_s=seconds_since(sc.last_data_ns),
             reconnects=sc.reconnects,
             last_error=sc.last_error,
+            reader_failures=self.reader_failures,
+            reader_down=self._ended_early,
         )
 
     def __enter__(self) -> A1Reader:
@@ -208,21 +225,37 @@ class A1Reader:
             self.scanner.last_error = f"{self.name}: cannot record event {kind!r}: {exc}"
 
     def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                t_ns, chunk, turns = self.scanner.poll(0.05)
-                if chunk and self.writer is not None:
-                    self.writer.append_raw(self.name, t_ns, chunk)
-                if turns.n_turns:
-                    if self.writer is not None:
-                        self.writer.append_turns(self.name, turns)
-                    with self._lock:
-                        self.turns_total += turns.n_turns
-                        self.points_total += turns.n_points
-                        self.crc_turns += int(((turns.flags & TurnFlag.CRC_ERRORS) > 0).sum())
-                    if ((turns.flags & TurnFlag.PACKET_LOSS) == 0).any():
-                        self._first_turn.set()
-        except Exception as exc:  # surface in status and the session, never die silently
-            msg = f"{self.name}: A1 reader thread failed: {exc!r}"
-            self.scanner.last_error = msg
-            self._event(time.monotonic_ns(), "error", msg)
+        delay = 0.05
+        while True:
+            try:
+                self._poll_until_stopped()
+                return
+            except Exception as exc:  # surface in status and the session, never die silently
+                self.reader_failures += 1
+                writer_failed = self.writer is not None and self.writer.error is not None
+                then = "stopped: the session writer failed" if writer_failed else "restarting"
+                msg = f"{self.name}: A1 reader thread failed: {exc!r}; {then}"
+                self.scanner.last_error = msg
+                self._event(time.monotonic_ns(), "error", msg)
+                if writer_failed:
+                    self._ended_early = True
+                    return
+            self.scanner.assembler.reset()  # the turn being read cannot be trusted
+            if self._stop.wait(delay):
+                return
+            delay = min(2 * delay, 1.0)
+
+    def _poll_until_stopped(self) -> None:
+        while not self._stop.is_set():
+            t_ns, chunk, turns = self.scanner.poll(0.05)
+            if chunk and self.writer is not None:
+                self.writer.append_raw(self.name, t_ns, chunk)
+            if turns.n_turns:
+                if self.writer is not None:
+                    self.writer.append_turns(self.name, turns)
+                with self._lock:
+                    self.turns_total += turns.n_turns
+                    self.points_total += turns.n_points
+                    self.crc_turns += int(((turns.flags & TurnFlag.CRC_ERRORS) > 0).sum())
+                if ((turns.flags & TurnFlag.PACKET_LOSS) == 0).any():
+                    self._first_turn.set()

@@ -88,6 +88,8 @@ class DeviceSummary:
         crc_errors, drops, reconnects: the reader's counters at the end.
         unplugs: ``unplug`` events in the file for this device.
         last_error: the reader's last error, or None.
+        reader_failures: times its reader thread raised and was restarted (data lost).
+        reader_down: its reader thread had ended before the capture stopped (data lost).
     """
 
     name: str
@@ -101,6 +103,13 @@ class DeviceSummary:
     reconnects: int
     unplugs: int
     last_error: str | None
+    reader_failures: int = 0
+    reader_down: bool = False
+
+    @property
+    def data_lost(self) -> bool:
+        """True when the reader failed while the device was recording."""
+        return self.reader_failures > 0 or self.reader_down
 
 
 @dataclass
@@ -126,8 +135,13 @@ class CaptureResult:
 
     @property
     def ok(self) -> bool:
-        """True when every device came up and the file was closed without error."""
-        return self.stopped_by in ("duration", "stop") and all(b.ok for b in self.bringup)
+        """True when every device came up, no reader lost data (a reader thread that
+        failed) and the file was closed without error."""
+        return (
+            self.stopped_by in ("duration", "stop")
+            and all(b.ok for b in self.bringup)
+            and not any(d.data_lost for d in self.devices)
+        )
 
 
 def make_reader(
@@ -527,6 +541,8 @@ def summarize(
                 st.reconnects,
                 unplugs.get(name, 0),
                 st.last_error,
+                st.reader_failures,
+                st.reader_down,
             )
         )
     return out
@@ -540,10 +556,14 @@ def format_status_parts(
 ) -> list[str]:
     """The elapsed time, then one short text per device: points (lidars) or frames
     (pods) per second, turns per second, kB/s, CRC errors, drops, and seconds since
-    its last data (``UNPLUGGED`` while it is away)."""
+    its last data (``UNPLUGGED`` while it is away, ``READER DOWN`` when its reader
+    thread ended, ``READER FAILED n`` after n reader restarts: data were lost)."""
     total = f"/{duration_s:.0f}" if math.isfinite(duration_s) else ""
     parts = [f"{elapsed_s:6.1f}{total} s"]
     for st in statuses:
+        if st.reader_down:
+            parts.append(f"{st.name} READER DOWN {st.since_last_data_s:.1f}s")
+            continue
         if not st.connected:
             parts.append(f"{st.name} UNPLUGGED {st.since_last_data_s:.1f}s")
             continue
@@ -553,6 +573,7 @@ def format_status_parts(
         parts.append(
             f"{st.name} {st.items_per_s:.0f}{unit}{turns} {st.bytes_per_s / 1000:.1f}kB/s "
             f"crc {st.crc_errors} drop {st.drops} {since}"
+            + (f" READER FAILED {st.reader_failures}" if st.reader_failures else "")
         )
     return parts
 
@@ -589,7 +610,14 @@ def format_summary(result: CaptureResult) -> str:
             )
         )
     head = f"{result.path}: recorded {result.recorded_s:.1f} s, stopped by {result.stopped_by}"
-    return head + "\n" + _table(rows)
+    lost = [
+        f"DATA LOST: {d.name}: its reader thread failed {d.reader_failures} time(s)"
+        + (" and was down at the end" if d.reader_down else ", restarted each time")
+        + " (the session's error events say why)"
+        for d in result.devices
+        if d.data_lost
+    ]
+    return "\n".join([head, _table(rows), *lost])
 
 
 def _table(rows: list[tuple[str, ...]]) -> str:

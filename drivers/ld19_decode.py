@@ -62,7 +62,9 @@ def decode_ld19(
         overwrite: replace ``output`` if it exists.
 
     Returns:
-        A summary: parser counters, turns and points written, time base.
+        A summary: parser counters, turns and points written, time base; packets
+        with a good CRC and an impossible field are skipped and listed with their
+        byte offsets in the input stream (``impossible_offsets``, the first 10000).
 
     Raises:
         DriverError: no valid LD19 packet in the input.
@@ -178,6 +180,11 @@ def _write(
             "bytes_skipped": c.bytes_skipped,
             "unknown_packets": c.unknown_packets,
             "span_failures": c.span_failures,
+            "timestamp_failures": c.timestamp_failures,
+            "speed_failures": c.speed_failures,
+            "impossible_packets": c.impossible_packets,
+            "impossible_offsets": [{"offset": o, "reason": r} for o, r in parser.rejected],
+            "ranges_beyond_limit": assembler.ranges_beyond_limit,
             "timestamp_gaps": c.timestamp_gaps,
             "lost_packets": c.lost_packets,
             "turns": turns_out,
@@ -185,5 +192,11 @@ def _write(
             "partial_turns_dropped": assembler.partial_dropped,
             "time_base": time_base,
         }
-        w.event(0, name, "note", "decoded: " + ", ".join(f"{k}={v}" for k, v in summary.items()))
+        w.event(
+            0,
+            name,
+            "note",
+            "decoded: "
+            + ", ".join(f"{k}={v}" for k, v in summary.items() if k != "impossible_offsets"),
+        )
     return summary

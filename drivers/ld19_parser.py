@@ -10,9 +10,12 @@ The LD19 streams 47-byte packets (see ``docs`` HARDWARE.md, LD19 section)::
 Each :meth:`LD19Parser.feed` call appends the new bytes to the unconsumed tail of
 the previous call and runs one compiled pass (numba, :func:`_scan`) over them that
 is a byte-by-byte parser: at the current position, a header ``0x54 0x2C`` whose
-CRC-8 is good and whose angles pass the span sanity check is a packet (its fields
-go straight into the output arrays, the position moves on by 47); after a failure
-the position moves on by one byte (never by 47). The CRC of a candidate is the XOR
+CRC-8 is good and whose fields are possible (angles below 360 deg and a span within
+the sanity limit, a timestamp below 30000 ms, a speed within :data:`MAX_SPEED_DEG_S`)
+is a packet (its fields go straight into the output arrays, the position moves on
+by 47); after a failure the position moves on by one byte (never by 47). A packet
+with a good CRC but an impossible field is counted and its offset kept
+(:attr:`LD19Parser.rejected`), never passed on. The CRC of a candidate is the XOR
 of 47 independent lookups in per-position tables (the CRC is linear over GF(2)),
 not a chain of 47 dependent ones. The same pass counts the failures, unknown packet
 types where the next packet was expected and device-timestamp gaps. The state
@@ -36,6 +39,13 @@ POINTS_PER_PACKET = 12
 TIMESTAMP_MODULUS_MS = 30000
 CRC_POLY = 0x4D
 ANGLE_MODULUS_CDEG = 36000
+# datasheet limits (LDROBOT LD19 datasheet, performance table; docs/LD19.md "Limits"):
+# scan frequency 5..13 Hz, ranging 0.02..12 m
+MAX_SCAN_HZ = 13.0
+MAX_SPEED_DEG_S = int(2 * MAX_SCAN_HZ * 360)  # twice the fastest scan: not a measurement
+MAX_RANGE_MM = 12000  # a distance beyond it is stored as invalid (nan) and counted
+MAX_SPAN_CDEG = 3600  # span of one packet (0.01 deg): 12 points at 4500/s and 13 Hz span 11.4 deg
+REJECTED_KEPT = 10000  # offsets of rejected packets kept per parser (the count is exact)
 
 PACKET_DTYPE = np.dtype(
     [
@@ -128,6 +138,21 @@ def point_angles_cdeg(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return np.mod(start[..., None] + step[..., None] * i, ANGLE_MODULUS_CDEG)
 
 
+def possible_packets(pk: LD19Packets) -> np.ndarray:
+    """Per packet, True if every field is possible: angles below 360 deg, a span within
+    :data:`MAX_SPAN_CDEG`, a timestamp below 30000 ms, a speed within
+    :data:`MAX_SPEED_DEG_S` (the parser's rules, for packets from elsewhere)."""
+    start = pk.start_cdeg.astype(np.int64)
+    end = pk.end_cdeg.astype(np.int64)
+    return (
+        (start < ANGLE_MODULUS_CDEG)
+        & (end < ANGLE_MODULUS_CDEG)
+        & (np.mod(end - start, ANGLE_MODULUS_CDEG) <= MAX_SPAN_CDEG)
+        & (pk.timestamp_ms.astype(np.int64) < TIMESTAMP_MODULUS_MS)
+        & (pk.speed_deg_s.astype(np.int64) <= MAX_SPEED_DEG_S)
+    )
+
+
 # the kernel's state vector (int64, carried between reads)
 _EXPECT_AT = 0  # stream offset right after the last packet, its bytes not yet seen (-1: none)
 _PENDING = 1  # failures since the last packet, not yet attributed to one
@@ -136,7 +161,9 @@ _PERIOD_SPAN = 3  # span (0.01 deg) and speed (deg/s) of the last packet that ha
 _PERIOD_SPEED = 4  # period, i.e. both > 0 (0: none yet)
 _STATE_SIZE = 5
 # the kernel's counts vector (int64, per read)
-_CRC_FAIL, _SPAN_FAIL, _UNKNOWN, _GAPS, _LOST = range(5)
+_CRC_FAIL, _SPAN_FAIL, _STAMP_FAIL, _SPEED_FAIL, _UNKNOWN, _GAPS, _LOST = range(7)
+# why a packet with a good CRC was rejected (codes in the kernel's rejection rows)
+REJECT_REASONS = {1: "angle", 2: "timestamp", 3: "speed"}
 # rows of the kernel's per-packet outputs: uint16 fields, int64 values
 _SPEED, _START, _END, _STAMP = range(4)
 _OFFSET, _HOST_NS, _FAILURES, _LOST_BEFORE = range(4)
@@ -175,17 +202,21 @@ def _u16(buf: np.ndarray, i: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(buf, base, host_ns, max_span, state):
+def _scan(buf, base, host_ns, max_span, max_speed, state):
     """Parse ``buf`` (``n >= 47`` bytes from stream offset ``base``) in one pass.
 
     ``host_ns`` is given to every packet, ``max_span`` is the span sanity limit
-    (0.01 deg). Updates ``state`` (int64, the ``_EXPECT_AT`` ... ``_PERIOD_SPEED``
-    slots) in place. Returns the packet count ``k``, the index where the unconsumed
-    tail starts, ``uint16[4, cap]`` fields (rows ``_SPEED`` ...), ``(cap, 12)``
-    distances and intensities, ``int64[4, cap]`` values (rows ``_OFFSET`` ...) and
-    the counts of this read (``_CRC_FAIL`` ...); the first ``k`` columns or rows are
-    the packets. Few arrays: each returned one costs ~0.3 us. Never raises: every
-    index is bounded by ``n``.
+    (0.01 deg), ``max_speed`` the largest possible speed (deg/s). Updates ``state``
+    (int64, the ``_EXPECT_AT`` ... ``_PERIOD_SPEED`` slots) in place. Returns the
+    packet count ``k``, the index where the unconsumed tail starts, ``uint16[4, cap]``
+    fields (rows ``_SPEED`` ...), ``(cap, 12)`` distances and intensities,
+    ``int64[4, cap]`` values (rows ``_OFFSET`` ...), the counts of this read
+    (``_CRC_FAIL`` ...) and ``int64[2, n // 2 + 1]`` rejections (stream offset,
+    reason code of :data:`REJECT_REASONS`) of candidates with a good CRC and an
+    impossible field, as many as the three rejection counts add up to (candidates
+    are at least 2 bytes apart); the first ``k`` columns or rows are the packets.
+    Few arrays: each returned one costs ~0.3 us. Never raises: every index is
+    bounded by ``n``.
     """
     n = buf.size
     last_start = n - PACKET_SIZE
@@ -194,7 +225,9 @@ def _scan(buf, base, host_ns, max_span, state):
     per = np.empty((4, cap), np.int64)
     distance = np.empty(cap * POINTS_PER_PACKET, np.uint16)  # flat: 2x faster stores
     intensity = np.empty(cap * POINTS_PER_PACKET, np.uint8)
-    counts = np.zeros(5, np.int64)
+    counts = np.zeros(7, np.int64)
+    rejected = np.empty((2, n // 2 + 1), np.int64)
+    n_rej = 0
 
     e = state[_EXPECT_AT] - base  # the previous read's last packet ended here
     if e >= 0 and e + 1 < n and buf[e] == HEADER and buf[e + 1] != VER_LEN:
@@ -221,15 +254,27 @@ def _scan(buf, base, host_ns, max_span, state):
             continue
         s = _u16(buf, pos + 4)
         t = _u16(buf, pos + 42)
+        sp = _u16(buf, pos + 2)
+        ts = _u16(buf, pos + 44)
         span = t - s if t >= s else t - s + ANGLE_MODULUS_CDEG
+        reason = 0
         if s >= ANGLE_MODULUS_CDEG or t >= ANGLE_MODULUS_CDEG or span > max_span:
+            reason = 1
             counts[_SPAN_FAIL] += 1
+        elif ts >= TIMESTAMP_MODULUS_MS:
+            reason = 2
+            counts[_STAMP_FAIL] += 1
+        elif sp > max_speed:
+            reason = 3
+            counts[_SPEED_FAIL] += 1
+        if reason:
+            rejected[0, n_rej] = base + pos
+            rejected[1, n_rej] = reason
+            n_rej += 1
             pending += 1
             pos += 1
             continue
 
-        sp = _u16(buf, pos + 2)
-        ts = _u16(buf, pos + 44)
         head[_SPEED, k] = sp
         head[_START, k] = s
         head[_END, k] = t
@@ -277,7 +322,7 @@ def _scan(buf, base, host_ns, max_span, state):
     state[_PERIOD_SPEED] = period_speed
     distance = distance.reshape(cap, POINTS_PER_PACKET)
     intensity = intensity.reshape(cap, POINTS_PER_PACKET)
-    return k, pos, head, distance, intensity, per, counts
+    return k, pos, head, distance, intensity, per, counts, rejected
 
 
 @dataclass
@@ -293,8 +338,8 @@ class LD19Packets:
         host_ns: host receive time of the read that completed each packet (ns).
         stream_offset: offset of each packet's first byte in the parser's input
             stream (bytes since construction or the last :meth:`LD19Parser.reset`).
-        failures_before: candidate packets rejected (CRC or span sanity) since the
-            previous accepted packet.
+        failures_before: candidate packets rejected (CRC or an impossible field)
+            since the previous accepted packet.
         lost_before: packets missing before this one, from the device-timestamp gap.
     """
 
@@ -356,6 +401,10 @@ class ParserCounters:
             found where the next packet was expected, right after a good packet.
         span_failures: packets with a good CRC whose angles are impossible
             (angle >= 360 deg or a span above ``max_span_cdeg``); rejected.
+        timestamp_failures: packets with a good CRC and a timestamp >= 30000 ms
+            (the counter wraps at 30000); rejected.
+        speed_failures: packets with a good CRC and a speed above
+            :data:`MAX_SPEED_DEG_S`; rejected.
         timestamp_gaps: device-timestamp gaps between consecutive accepted packets
             longer than one packet period.
         lost_packets: packets missing in those gaps (gap / period - 1, rounded).
@@ -367,8 +416,15 @@ class ParserCounters:
     bytes_skipped: int = 0
     unknown_packets: int = 0
     span_failures: int = 0
+    timestamp_failures: int = 0
+    speed_failures: int = 0
     timestamp_gaps: int = 0
     lost_packets: int = 0
+
+    @property
+    def impossible_packets(self) -> int:
+        """Packets with a good CRC and an impossible field (angles, timestamp, speed)."""
+        return self.span_failures + self.timestamp_failures + self.speed_failures
 
 
 class LD19Parser:
@@ -377,10 +433,20 @@ class LD19Parser:
     Args:
         max_span_cdeg: largest plausible angular span of one packet (0.01 deg).
             12 points at the slowest usable speed span well under 36 deg.
+        max_speed_deg_s: largest possible reported speed (deg/s).
+
+    Attributes:
+        counters: :class:`ParserCounters`.
+        rejected: ``(stream offset, reason)`` of the packets with a good CRC and an
+            impossible field (reason ``angle``, ``timestamp`` or ``speed``), the first
+            :data:`REJECTED_KEPT` of them (the counters count them all).
     """
 
-    def __init__(self, max_span_cdeg: int = 3600) -> None:
+    def __init__(
+        self, max_span_cdeg: int = MAX_SPAN_CDEG, max_speed_deg_s: int = MAX_SPEED_DEG_S
+    ) -> None:
         self.max_span_cdeg = int(max_span_cdeg)
+        self.max_speed_deg_s = int(max_speed_deg_s)
         self.reset()
 
     def reset(self) -> None:
@@ -389,6 +455,7 @@ class LD19Parser:
         self._tail_offset = 0
         self._state = _new_state()
         self.counters = ParserCounters()
+        self.rejected: list[tuple[int, str]] = []
 
     def resync(self) -> None:
         """Drop the unconsumed tail and the timestamp history (e.g. after a reconnect).
@@ -431,13 +498,20 @@ class LD19Parser:
             self._tail = buf.copy() if buf is new else buf
             return LD19Packets.empty()
 
-        k, keep_from, head, dist, inten, per, counts = _scan(
-            buf, base, int(host_ns), self.max_span_cdeg, self._state
+        k, keep_from, head, dist, inten, per, counts, rejected = _scan(
+            buf, base, int(host_ns), self.max_span_cdeg, self.max_speed_deg_s, self._state
         )
-        n_crc, n_span, n_unknown, n_gaps, n_lost = counts.tolist()
+        n_crc, n_span, n_stamp, n_speed, n_unknown, n_gaps, n_lost = counts.tolist()
         c.packets += k
         c.crc_failures += n_crc
         c.span_failures += n_span
+        c.timestamp_failures += n_stamp
+        c.speed_failures += n_speed
+        n_rej = min(n_span + n_stamp + n_speed, REJECTED_KEPT - len(self.rejected))
+        if n_rej > 0:
+            self.rejected.extend(
+                (off, REJECT_REASONS[code]) for off, code in rejected[:, :n_rej].T.tolist()
+            )
         c.unknown_packets += n_unknown
         c.timestamp_gaps += n_gaps
         c.lost_packets += n_lost

@@ -139,9 +139,23 @@ class LD19Reader(SerialReader):
         )
 
     def counters(self) -> tuple[int, int, int, int]:
-        """(CRC failures, packets lost, points decoded, turns) since start."""
+        """(packets failing their CRC or with an impossible field, packets lost, points
+        decoded, turns) since start."""
         c = self.parser.counters
-        return (c.crc_failures, c.lost_packets, 12 * c.packets, self.assembler.turns_out)
+        checks = c.crc_failures + c.impossible_packets + self.assembler.packets_rejected
+        return (checks, c.lost_packets, 12 * c.packets, self.assembler.turns_out)
+
+    def final_note(self) -> str:
+        """Packets decoded and what was skipped: CRC failures, impossible packets by
+        field, ranges beyond 12 m (stored as nan)."""
+        c = self.parser.counters
+        return (
+            f"decoded {c.packets} packets; skipped: crc_failures={c.crc_failures} "
+            f"span_failures={c.span_failures} timestamp_failures={c.timestamp_failures} "
+            f"speed_failures={c.speed_failures} "
+            f"packets_rejected={self.assembler.packets_rejected}; "
+            f"ranges_beyond_limit={self.assembler.ranges_beyond_limit} (stored as nan)"
+        )
 
     # -- helpers -----------------------------------------------------------------------
 

@@ -8,14 +8,27 @@ Conversions, done once here:
 
 - angle: native clockwise 0.01° → radians counter-clockwise, 0 = sensor forward,
   ``(2π - cw) mod 2π`` in ``[0, 2π)``;
-- range: mm → m, ``0`` (no return) → ``inf``;
+- range: mm → m, ``0`` (no return) → ``inf``, beyond the datasheet's 12 m
+  (:data:`~sensorbench.drivers.ld19_parser.MAX_RANGE_MM`) → ``nan`` (invalid,
+  counted in :attr:`TurnAssembler.ranges_beyond_limit`);
 - time: each packet's timestamp (ms, wraps at 30000) is unwrapped by a
-  :class:`~sensorbench.drivers.device_clock.DeviceClock`; the point ``i`` of a packet
-  was measured ``i * dt`` after the packet's timestamp, ``dt = step / speed``. Host
-  times come from the clock's fit of the lower envelope of host receive times, minus
-  the known part of the delay: the rest of the packet (``11 * dt``) and its time on
-  the wire (47 bytes × 10 bits / 230400 baud). With ``host_times=False`` (a bare byte
-  capture without receive times) ``t_ns`` is the unwrapped device time.
+  :class:`~sensorbench.drivers.device_clock.DeviceClock`. The stamp is whole
+  milliseconds (floored) while a packet lasts 12 samples of ``dt = step / speed``
+  (2.67 ms at 4500 samples/s), so the device time of a packet's first point is
+  tracked: the previous packet's first point plus its ``12 * dt`` (times the packets
+  lost in between), kept within the millisecond its own stamp allows
+  (``[stamp, stamp + 1 ms)``). Point ``i`` is ``i * dt`` after that. Host times come
+  from the clock's fit of the lower envelope of host receive times, minus the known
+  part of the delay: the rest of the packet (``11 * dt``) and its time on the wire
+  (47 bytes × 10 bits / 230400 baud). When the fit moves back between two reads,
+  the stored times do not step back: they run at half speed until they meet the
+  fit again (:data:`CATCH_UP_RATE`), so ``t_ns`` increases strictly within the
+  stream. With ``host_times=False`` (a bare byte capture without receive times)
+  ``t_ns`` is the tracked device time.
+
+Packets with an impossible field (:func:`~sensorbench.drivers.ld19_parser.possible_packets`;
+the parser never passes one on) are dropped and counted in
+:attr:`TurnAssembler.packets_rejected` before they reach the clock.
 """
 
 from __future__ import annotations
@@ -26,16 +39,22 @@ from sensorbench.drivers.device_clock import DeviceClock
 from sensorbench.drivers.ld19_parser import (
     ANGLE_MODULUS_CDEG,
     BAUD,
+    MAX_RANGE_MM,
     PACKET_SIZE,
     POINTS_PER_PACKET,
     TIMESTAMP_MODULUS_MS,
     LD19Packets,
+    possible_packets,
 )
 from sensorbench.logs import LidarTurns, TurnFlag
 
 WIRE_S = PACKET_SIZE * 10 / BAUD  # one packet on the line (s)
 NOMINAL_DT_S = 1.0 / 4500.0  # sample period used when a packet reports speed 0 (s)
 _TWO_PI32 = np.float32(2 * np.pi)
+_STAMP_NS = 1_000_000  # one timestamp tick (ns)
+CATCH_UP_RATE = 0.5
+"""After the clock fit moved back, stored host times advance at ``1 - CATCH_UP_RATE``
+of the fit's rate until they meet it again (a jump ``J`` is absorbed over ``2 J``)."""
 
 
 def ld19_clock(nominal_slope: float | None = 1.0) -> DeviceClock:
@@ -64,6 +83,13 @@ def cw_cdeg_to_ccw_rad(cw_cdeg: np.ndarray) -> np.ndarray:
     return out
 
 
+def _strictly_increasing(t: np.ndarray) -> np.ndarray:
+    """``t`` (int64 ns) raised where needed so that each value exceeds the one before
+    by at least 1 ns (a no-op on a strictly increasing sequence)."""
+    idx = np.arange(t.size, dtype=np.int64)
+    return np.maximum.accumulate(t - idx) + idx
+
+
 class TurnAssembler:
     """Packets in, complete turns out; all state per instance.
 
@@ -86,6 +112,9 @@ class TurnAssembler:
         self.wrap_drop_cdeg = float(wrap_drop_cdeg)
         self.turns_out = 0
         self.partial_dropped = 0
+        self.packets_rejected = 0
+        self.ranges_beyond_limit = 0
+        self._last_t: int | None = None  # last stored time of the stream (ns); kept by reset
         self.reset()
 
     def reset(self, after_reconnect: bool = False) -> None:
@@ -95,6 +124,8 @@ class TurnAssembler:
             after_reconnect: flag the next complete turn ``AFTER_RECONNECT``.
         """
         self.clock.reset()
+        self._next_dev: int | None = None  # predicted device ns of the next packet's first point
+        self._last_dev: int | None = None  # device ns of the last stored-time point
         self._pending: dict[str, np.ndarray] | None = None
         self._seen_wrap = False
         self._next_flags = int(TurnFlag.AFTER_RECONNECT) if after_reconnect else 0
@@ -106,10 +137,14 @@ class TurnAssembler:
 
     def push(self, pk: LD19Packets) -> LidarTurns:
         """Add packets (stream order); return the turns they complete."""
+        ok = possible_packets(pk)
+        if not ok.all():
+            self.packets_rejected += int(np.count_nonzero(~ok))
+            pk = LD19Packets(**{f: getattr(pk, f)[ok] for f in pk.__dataclass_fields__})
         k = len(pk)
         if k == 0:
             return LidarTurns.empty()
-        dev_ns = self.clock.update(pk.host_ns, pk.timestamp_ms)
+        stamp_ns = self.clock.update(pk.host_ns, pk.timestamp_ms)
         span = np.mod(pk.end_cdeg.astype(np.float64) - pk.start_cdeg, ANGLE_MODULUS_CDEG)
         speed = pk.speed_deg_s.astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -118,15 +153,17 @@ class TurnAssembler:
                 span / 100.0 / (POINTS_PER_PACKET - 1) / speed,
                 NOMINAL_DT_S,
             )
-        offs = np.arange(POINTS_PER_PACKET) * dt[:, None]  # s after the packet stamp
+        dev_ns = self._track(stamp_ns, dt, pk.lost_before)
+        offs = np.arange(POINTS_PER_PACKET) * dt[:, None]  # s after the packet's first point
         dev_pt = dev_ns[:, None] + np.rint(offs * 1e9).astype(np.int64)
         if self.host_times:
             slope = self.clock.estimate().slope
             lag = np.rint(slope * ((POINTS_PER_PACKET - 1) * dt + WIRE_S) * 1e9).astype(np.int64)
             first = self.clock.to_host(dev_ns) - lag
             t_pt = first[:, None] + np.rint(slope * offs * 1e9).astype(np.int64)
+            t_pt = self._no_step_back(t_pt.ravel(), dev_pt.ravel(), slope).reshape(t_pt.shape)
         else:
-            t_pt = dev_pt
+            t_pt = _strictly_increasing(dev_pt.ravel()).reshape(dev_pt.shape)
         # A gap before a packet is a loss in the turn that packet belongs to, and also in
         # the turn before it unless that turn had reached its last step before 360 deg.
         cw = pk.angles_cdeg()
@@ -174,6 +211,9 @@ class TurnAssembler:
         self._next_flags = 0
         rng = done["range"].astype(np.float32) / np.float32(1000.0)
         rng[done["range"] == 0] = np.inf
+        beyond = done["range"] > MAX_RANGE_MM
+        rng[beyond] = np.nan
+        self.ranges_beyond_limit += int(np.count_nonzero(beyond))
         turns = LidarTurns(
             t_first_ns=done["t"][rel],
             device_ns=done["dev"][rel],
@@ -187,3 +227,29 @@ class TurnAssembler:
         )
         self.turns_out += turns.n_turns
         return turns
+
+    def _track(self, stamp_ns: np.ndarray, dt_s: np.ndarray, lost: np.ndarray) -> np.ndarray:
+        """Device ns of each packet's first point: the previous packet's first point plus
+        its duration (``12 * dt``, times one more per lost packet), within the
+        millisecond its own (floored) stamp allows."""
+        period = np.rint(POINTS_PER_PACKET * dt_s * 1e9).astype(np.int64).tolist()
+        out = []
+        nxt = self._next_dev
+        for s, p, n_lost in zip(stamp_ns.tolist(), period, lost.tolist(), strict=True):
+            t = s if nxt is None else min(max(nxt + n_lost * p, s), s + _STAMP_NS - 1)
+            out.append(t)
+            nxt = t + p
+        self._next_dev = nxt
+        return np.asarray(out, dtype=np.int64)
+
+    def _no_step_back(self, t: np.ndarray, dev: np.ndarray, slope: float) -> np.ndarray:
+        """Host times ``t`` (ns) of points at device times ``dev`` (ns), never at or
+        before the last stored one: where the fit moved back, run at
+        ``1 - CATCH_UP_RATE`` of its rate from the last stored point until meeting it."""
+        if self._last_t is not None:
+            since = np.maximum(dev - (dev[0] if self._last_dev is None else self._last_dev), 0)
+            floor = self._last_t + 1 + np.floor((1 - CATCH_UP_RATE) * slope * since)
+            t = np.maximum(t, floor.astype(np.int64))
+        t = _strictly_increasing(t)
+        self._last_t, self._last_dev = int(t[-1]), int(dev[-1])
+        return t

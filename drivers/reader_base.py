@@ -43,6 +43,10 @@ class ReaderStatus:
         since_last_data_s: seconds since the last byte arrived (s); inf before any.
         reconnects: successful reconnections after an unplug.
         last_error: the most recent error message, or None.
+        reader_failures: times the reader thread raised and was restarted (each one
+            lost the decoded data of what it was reading: an ``error`` event says so).
+        reader_down: True when the reader thread ended although it was not stopped:
+            whatever the device sends is lost.
     """
 
     name: str
@@ -57,6 +61,13 @@ class ReaderStatus:
     since_last_data_s: float
     reconnects: int
     last_error: str | None = None
+    reader_failures: int = 0
+    reader_down: bool = False
+
+    @property
+    def data_lost(self) -> bool:
+        """True when the reader failed (restarted or ended) while recording."""
+        return self.reader_failures > 0 or self.reader_down
 
 
 @runtime_checkable

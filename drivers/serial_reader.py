@@ -17,6 +17,11 @@ everything that is not protocol-specific:
   which :meth:`start` raises :class:`DeviceSilent` (no byte) or
   :class:`DeviceProtocolError` (bytes, none valid) built by :meth:`diagnose` (after
   a reconnect the same deadline gives an ``error`` event and ``last_error``);
+- a hook that raises (a decoding bug, an impossible value that got through) does not
+  end the thread: an ``error`` event names the exception, :attr:`SerialReader.reader_failures`
+  counts it, the protocol state is dropped (:meth:`on_reconnect`) and reading resumes
+  after a short backoff; only a failed session writer ends the thread (nothing could
+  be recorded any more), and a thread that ended is ``reader_down`` in the status;
 - unplug (``SerialException`` / ``OSError`` such as EIO): an ``unplug`` event, the
   port is closed, and the thread retries opening the same path with exponential
   backoff (``backoff_s`` up to ``backoff_max_s``) once the path exists again, then a
@@ -133,6 +138,8 @@ class SerialReader:
         self.bytes_total = 0
         self.valid_total = 0
         self.reconnects = 0
+        self.reader_failures = 0
+        self._ended_early = False  # the thread ended on a failure, not on stop()
         self.last_error: str | None = None
         self._ser: serial.Serial | None = None
         self._thread: threading.Thread | None = None
@@ -173,6 +180,10 @@ class SerialReader:
     def counters(self) -> tuple[int, int, int, int]:
         """(check failures, items known lost, decoded items, complete turns) since start."""
         return (0, 0, 0, 0)
+
+    def final_note(self) -> str | None:
+        """What the reader skipped and counted, recorded as a ``note`` event at stop."""
+        return None
 
     # -- DeviceReader protocol ------------------------------------------------------
 
@@ -222,6 +233,9 @@ class SerialReader:
             self.last_error = stuck
         self._close()
         if thread is not None:
+            note = self.final_note()
+            if note:
+                self._event(time.monotonic_ns(), "note", note)
             self._event(time.monotonic_ns(), "stop", "reader stopped")
 
     def status(self) -> ReaderStatus:
@@ -243,6 +257,8 @@ class SerialReader:
             since_last_data_s=seconds_since(last),
             reconnects=self.reconnects,
             last_error=self.last_error,
+            reader_failures=self.reader_failures,
+            reader_down=self._ended_early,
         )
 
     def __enter__(self) -> SerialReader:
@@ -292,13 +308,34 @@ class SerialReader:
                 ser.close()
 
     def _run(self) -> None:
-        try:
-            self._loop()
-        except Exception as exc:  # a hook bug or a failed writer: surface it in status
-            message = f"{self.name}: reader thread failed: {exc!r}"
-            self._event(time.monotonic_ns(), "error", message)
-            self.last_error = message
-            self._close()
+        delay = self.backoff_s
+        while True:
+            try:
+                self._loop()
+                return
+            except Exception as exc:  # a hook bug or a failed writer: never die silently
+                self.reader_failures += 1
+                writer_failed = self.writer is not None and self.writer.error is not None
+                then = "stopped: the session writer failed" if writer_failed else "restarting"
+                message = f"{self.name}: reader thread failed: {exc!r}; {then}"
+                self._event(time.monotonic_ns(), "error", message)
+                self.last_error = message
+                if writer_failed:
+                    self._ended_early = True
+                    self._close()
+                    return
+            try:
+                self.on_reconnect()  # the state of the failed read cannot be trusted
+            except Exception as exc:
+                message = f"{self.name}: reader cannot restart: {exc!r}"
+                self._event(time.monotonic_ns(), "error", message)
+                self.last_error = message
+                self._ended_early = True
+                self._close()
+                return
+            if self._stop.wait(delay):
+                return
+            delay = min(delay * 2, self.backoff_max_s)
 
     def _loop(self) -> None:
         ser = self._ser

@@ -226,8 +226,11 @@ class A1Emulator(PtyEmulator):
         self._t = np.asarray(src.t_s, dtype=np.float64)
         if self._t.size < 2 or np.any(np.diff(self._t) < 0):
             raise SimError("A1 samples need at least 2 points in time order")
-        q6 = np.round(np.asarray(src.angle_deg_cw, dtype=np.float64) * 64).astype(np.int64)
-        self._angle_q6 = (q6 % (360 * 64)).astype(np.uint16)
+        deg = np.asarray(src.angle_deg_cw, dtype=np.float64)
+        q6 = np.round(deg * 64).astype(np.int64)
+        # a sample at 360 deg exactly is sent as q6 23040 (360.00 deg), as real units
+        # do now and then (drivers drop such a node); others wrap into [0, 360)
+        self._angle_q6 = np.where(deg == 360.0, 360 * 64, q6 % (360 * 64)).astype(np.uint16)
         rng_m = np.asarray(src.range_m, dtype=np.float64)
         self._dist_q2 = np.clip(np.round(rng_m * 4000.0), 0, 0xFFFF).astype(np.uint16)
         self._quality = np.clip(np.asarray(src.intensity, dtype=np.int64), 0, 63).astype(np.uint8)

@@ -19,8 +19,11 @@ Faults: the link's knobs (:class:`~sensorbench.sim.pty.Faults`: corruption,
 dropped bytes), :meth:`LD19Emulator.stall`, :meth:`LD19Emulator.unplug` /
 :meth:`LD19Emulator.replug` (power-cycles the unit: silent for ``startup_s``, then
 timestamps restart), ``header_in_payload_rate`` (a point's distance forced to
-0x2C54 = 11348 mm, so ``54 2C`` appears inside the payload) and
-``timestamp_start_ms`` (e.g. 29500 to wrap half a second in).
+0x2C54 = 11348 mm, so ``54 2C`` appears inside the payload),
+``timestamp_start_ms`` (e.g. 29500 to wrap half a second in) and
+``impossible_rate`` (a packet with a good CRC and one impossible field: timestamp
+>= 30000, speed above twice the datasheet's 13 Hz, an angle >= 360 deg or a span
+above 36 deg; which packets and fields is recorded in the truth's ``impossible``).
 
 Every packet encoded is recorded (:meth:`LD19Emulator.truth`): its fields, emission
 time, its offset in the link's offered-byte stream (the coordinates of
@@ -38,6 +41,9 @@ from typing import Protocol
 import numpy as np
 
 from sensorbench.drivers.ld19_parser import (
+    ANGLE_MODULUS_CDEG,
+    MAX_SPAN_CDEG,
+    MAX_SPEED_DEG_S,
     PACKET_DTYPE,
     PACKET_SIZE,
     POINTS_PER_PACKET,
@@ -59,6 +65,7 @@ from sensorbench.sim.pty import Faults, PtyPort
 BAUD = 230400
 WIRE_S = PACKET_SIZE * 10 / BAUD  # time one packet occupies the line (s)
 PAYLOAD_HEADER_MM = 0x2C54  # little-endian bytes 54 2C
+IMPOSSIBLE_FIELDS = {1: "timestamp", 2: "speed", 3: "angle", 4: "span"}  # truth codes
 _MAX_BURST_S = 0.25  # simulated seconds emitted at most per pump (after a host stall)
 _MIN_TICK_S = 0.008  # shortest host sleep between pumps: sends go in bursts of ~3 packets
 _MAX_SLEEP_S = 0.05  # longest host sleep between pumps (stop latency)
@@ -135,6 +142,8 @@ class LD19Truth:
         offered: True if the packet was handed to the link (plugged, not silent).
         power_cycle: how many replugs preceded the packet (0 before the first).
         point_t_s: ``(k, 12)`` emission time of each point (simulated s, with loops).
+        impossible: 0, or the code (:data:`IMPOSSIBLE_FIELDS`) of the field made
+            impossible in this packet (its CRC is good).
     """
 
     t_s: np.ndarray
@@ -150,6 +159,7 @@ class LD19Truth:
     offered: np.ndarray
     power_cycle: np.ndarray
     point_t_s: np.ndarray
+    impossible: np.ndarray
 
     def __len__(self) -> int:
         return int(self.t_s.size)
@@ -195,7 +205,7 @@ class LD19Truth:
                 np.zeros((0, POINTS_PER_PACKET), np.uint16),
                 np.zeros((0, POINTS_PER_PACKET), np.uint8),
                 z.astype(np.int64), z.astype(bool), z.astype(np.int64),
-                np.zeros((0, POINTS_PER_PACKET)),
+                np.zeros((0, POINTS_PER_PACKET)), z.astype(np.uint8),
             )  # fmt: skip
         return concat_records(cls, parts)
 
@@ -233,6 +243,34 @@ def encode_packets(
     return raw.tobytes()
 
 
+def _make_impossible(
+    code: np.ndarray,
+    u: np.ndarray,
+    speed: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    ts: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Copies of the fields with the field ``code`` names made impossible, at fraction
+    ``u`` of its impossible range: timestamp in [30000, 65535], speed in
+    [MAX_SPEED_DEG_S + 1, 65535] deg/s, start angle in [36000, 65535] (0.01 deg), or
+    the end angle 36.01 to 359.99 deg after the start."""
+    speed, start, end, ts = speed.copy(), start.copy(), end.copy(), ts.copy()
+
+    def pick(lo: int, hi: int, sel: np.ndarray) -> np.ndarray:
+        return (lo + np.floor(u[sel] * (hi - lo + 1))).astype(np.int64).clip(lo, hi)
+
+    sel = code == 1
+    ts[sel] = pick(TIMESTAMP_MODULUS_MS, 65535, sel)
+    sel = code == 2
+    speed[sel] = pick(MAX_SPEED_DEG_S + 1, 65535, sel)
+    sel = code == 3
+    start[sel] = pick(ANGLE_MODULUS_CDEG, 65535, sel)
+    sel = code == 4
+    end[sel] = (start[sel] + pick(MAX_SPAN_CDEG + 1, ANGLE_MODULUS_CDEG - 1, sel)) % 36000
+    return speed, start, end, ts
+
+
 class LD19Emulator(PtyEmulator):
     """One emulated LD19 streaming on a pty; a thread paced by a :class:`SimClock`.
 
@@ -246,6 +284,9 @@ class LD19Emulator(PtyEmulator):
         header_in_payload_rate: probability per packet that one point's distance
             becomes 0x2C54 mm (bytes ``54 2C`` in the payload).
         timestamp_start_ms: device time (ms) at power-on; 29500 wraps after 0.5 s.
+        impossible_rate: probability per packet that one field (drawn evenly among
+            timestamp, speed, angle, span) gets an impossible value, the CRC computed
+            over it (a packet a driver must skip and count).
         loop: replay the samples forever; if False, stop sending after the last packet.
         seed: seed of the link faults and of the payload-header choice.
         autostart: start the thread now; else call :meth:`start`.
@@ -262,6 +303,7 @@ class LD19Emulator(PtyEmulator):
         faults: Faults | None = None,
         header_in_payload_rate: float = 0.0,
         timestamp_start_ms: int = 0,
+        impossible_rate: float = 0.0,
         loop: bool = True,
         seed: int = 0,
         autostart: bool = True,
@@ -274,6 +316,8 @@ class LD19Emulator(PtyEmulator):
             raise SimError(f"LD19 samples: need a positive multiple of 12 in time order, got {n}")
         if not 0.0 <= header_in_payload_rate <= 1.0:
             raise SimError("header_in_payload_rate must be in [0, 1]")
+        if not 0.0 <= impossible_rate <= 1.0:
+            raise SimError("impossible_rate must be in [0, 1]")
         if not 0 <= timestamp_start_ms < TIMESTAMP_MODULUS_MS:
             raise SimError("timestamp_start_ms must be in [0, 30000)")
         if startup_s < 0:
@@ -312,6 +356,12 @@ class LD19Emulator(PtyEmulator):
         rng = np.random.default_rng([seed, 0x1D19])
         self._payload_hit = rng.random(k) < self.header_in_payload_rate
         self._payload_pt = rng.integers(0, POINTS_PER_PACKET, k)
+        # which packets get an impossible field, which field and its value (per packet of
+        # the pass, drawn once, so they do not depend on how sends are batched)
+        bad = np.random.default_rng([seed, 0xBAD])
+        hit = bad.random(k) < float(impossible_rate)
+        self._impossible = np.where(hit, bad.integers(1, 5, k), 0).astype(np.uint8)
+        self._impossible_u = bad.random(k)  # where in its impossible range the value lies
         self._lock = threading.RLock()
         self._cursor = 0  # index of the next packet (counting loops: i = loop * k + j)
         self._power_on_s = 0.0
@@ -432,9 +482,13 @@ class LD19Emulator(PtyEmulator):
         dist[hit, self._payload_pt[j[hit]]] = PAYLOAD_HEADER_MM
         ms = np.floor((t_first - self._power_on_s) * 1000.0).astype(np.int64)
         ts = ((ms + self.timestamp_start_ms) % TIMESTAMP_MODULUS_MS).astype(np.uint16)
-        data = encode_packets(
-            self._speed[j], self._start[j], self._end[j], dist, self._inten[j], ts
-        )
+        speed, start, end = self._speed[j], self._start[j], self._end[j]
+        code = self._impossible[j]
+        if code.any():
+            # the value moves on with each pass, so every emission is a distinct packet
+            u = np.mod(self._impossible_u[j] + loops * 0.6180339887, 1.0)
+            speed, start, end, ts = _make_impossible(code, u, speed, start, end, ts)
+        data = encode_packets(speed, start, end, dist, self._inten[j], ts)
         host_ns = time.monotonic_ns()
         offset = self._send(data, due.size)
         self.packets_sent += int(np.count_nonzero(offset >= 0))
@@ -445,9 +499,9 @@ class LD19Emulator(PtyEmulator):
                 t_s=t_first,
                 sent_t_s=self._send_time(due),
                 host_ns=np.full(due.size, host_ns, dtype=np.int64),
-                speed=self._speed[j],
-                start=self._start[j],
-                end=self._end[j],
+                speed=speed,
+                start=start,
+                end=end,
                 timestamp=ts,
                 distance_mm=dist,
                 intensity=self._inten[j],
@@ -455,5 +509,6 @@ class LD19Emulator(PtyEmulator):
                 offered=offset >= 0,
                 power_cycle=np.full(due.size, self._power_cycle, dtype=np.int64),
                 point_t_s=self._t_points[j] + (loops * self._period - self._t_first[0])[:, None],
+                impossible=code,
             )
         )

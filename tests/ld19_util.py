@@ -2,7 +2,8 @@
 
 ``ref_crc8`` computes the CRC bit by bit from the polynomial; ``ref_decode`` is a
 plain byte-by-byte parser with ``struct`` that follows the documented rules: frame
-on ``54 2C``, check the CRC (and the span sanity rule), on failure move on by one
+on ``54 2C``, check the CRC (and the field rules: span sanity, timestamp below
+30000 ms, speed at most twice the datasheet's 13 Hz), on failure move on by one
 byte; count unknown packet types right after a packet, failures before each packet
 and packets lost in device-timestamp gaps (exact fractions, ties to even). Tests
 compare the compiled driver and the emulator against these.
@@ -70,6 +71,9 @@ class RefResult:
     packets: list[RefPacket] = field(default_factory=list)
     crc_failures: int = 0
     span_failures: int = 0
+    timestamp_failures: int = 0
+    speed_failures: int = 0
+    rejected: list[tuple[int, str]] = field(default_factory=list)  # (offset, reason)
     unknown_packets: int = 0
     failures_before: list[int] = field(default_factory=list)  # per packet
     lost_before: list[int] = field(default_factory=list)  # per packet
@@ -82,6 +86,9 @@ def ref_period_ms(p: RefPacket) -> Fraction | None:
         return None
     step_deg = Fraction(span, 100 * 11)
     return 12 * step_deg / p.speed * 1000
+
+
+REF_MAX_SPEED = 2 * 13 * 360  # deg/s: twice the LD19 datasheet's fastest scan (13 Hz)
 
 
 def ref_decode(stream: bytes, max_span: int = 3600) -> RefResult:
@@ -102,8 +109,18 @@ def ref_decode(stream: bytes, max_span: int = 3600) -> RefResult:
             i += 1
             continue
         p = ref_unpack(i, raw)
+        reason = None
         if p.start >= 36000 or p.end >= 36000 or (p.end - p.start) % 36000 > max_span:
             out.span_failures += 1
+            reason = "angle"
+        elif p.timestamp >= 30000:
+            out.timestamp_failures += 1
+            reason = "timestamp"
+        elif p.speed > REF_MAX_SPEED:
+            out.speed_failures += 1
+            reason = "speed"
+        if reason is not None:
+            out.rejected.append((i, reason))
             failures += 1
             i += 1
             continue

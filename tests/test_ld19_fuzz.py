@@ -4,7 +4,8 @@ Properties: never raises; every packet it yields is one whose 47 bytes pass the
 CRC (checked with the bitwise reference, not the driver's table) and whose fields
 are exactly those bytes; packets, offsets, every counter and the per-packet
 ``failures_before`` / ``lost_before`` equal those of the independent sequential
-reference (``ld19_util.ref_decode``); the byte accounting adds up; chunking does
+reference (``ld19_util.ref_decode``), the offsets and reasons of the packets with a
+good CRC and an impossible field included; the byte accounting adds up; chunking does
 not matter; after garbage it is back in sync within one packet of clean data.
 """
 
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ld19_util import packet_rows, ref_crc8, ref_decode, ref_rows, ref_unpack
+from ld19_util import REF_MAX_SPEED, packet_rows, ref_crc8, ref_decode, ref_rows, ref_unpack
 
 from sensorbench.drivers.ld19_parser import LD19Packets, LD19Parser
 from sensorbench.sim.emulator_ld19 import encode_packets
@@ -34,7 +35,7 @@ def clean_packets(draw, min_k: int = 1, max_k: int = 6) -> bytes:
     dist = draw(st.lists(st.integers(0, 65535), min_size=12 * k, max_size=12 * k))
     inten = draw(st.lists(st.integers(0, 255), min_size=12 * k, max_size=12 * k))
     ts = draw(st.lists(st.integers(0, 29999), min_size=k, max_size=k))
-    speed = draw(st.lists(st.integers(0, 65535), min_size=k, max_size=k))
+    speed = draw(st.lists(st.integers(0, REF_MAX_SPEED), min_size=k, max_size=k))
     return encode_packets(
         np.array(speed),
         start,
@@ -46,11 +47,33 @@ def clean_packets(draw, min_k: int = 1, max_k: int = 6) -> bytes:
 
 
 @st.composite
+def impossible_packet(draw) -> bytes:
+    """One packet with a good CRC and one impossible field: timestamp >= 30000 ms,
+    speed above the limit, an angle >= 360 deg or a span above 36 deg."""
+    what = draw(st.sampled_from(["timestamp", "speed", "angle", "span"]))
+    speed, start, end, ts = 3600, 1000, 1880, 100
+    if what == "timestamp":
+        ts = draw(st.integers(30000, 65535))
+    elif what == "speed":
+        speed = draw(st.integers(REF_MAX_SPEED + 1, 65535))
+    elif what == "angle":
+        start = draw(st.integers(36000, 65535))
+    else:
+        end = (start + draw(st.integers(3601, 35999))) % 36000
+    dist = draw(st.lists(st.integers(0, 65535), min_size=12, max_size=12))
+    return encode_packets(
+        np.array([speed]), np.array([start]), np.array([end]), np.array(dist),
+        np.zeros(12, np.uint8), np.array([ts]),
+    )  # fmt: skip
+
+
+@st.composite
 def mutated(draw) -> bytes:
     """Clean packets with flips, insertions, deletions and headers (any type) sprinkled in."""
     buf = bytearray(draw(clean_packets(1, 8)))
     for _ in range(draw(st.integers(0, 12))):
-        op = draw(st.sampled_from(["flip", "insert", "delete", "header", "other_type"]))
+        ops = ["flip", "insert", "delete", "header", "other_type", "impossible"]
+        op = draw(st.sampled_from(ops))
         pos = draw(st.integers(0, len(buf)))
         if op == "flip" and pos < len(buf):
             buf[pos] ^= draw(st.integers(1, 255))
@@ -62,6 +85,8 @@ def mutated(draw) -> bytes:
             buf[pos:pos] = b"\x54\x2c"
         elif op == "other_type":  # e.g. 54 E0 health: an unknown packet after a good one
             buf[pos:pos] = bytes([0x54, draw(st.integers(0, 255))])
+        elif op == "impossible":  # a good CRC on an impossible timestamp, speed or angle
+            buf[pos:pos] = draw(impossible_packet())
     return bytes(buf)
 
 
@@ -94,6 +119,9 @@ def _check_invariants(stream: bytes, p: LD19Parser, out: LD19Packets) -> None:
     assert out.stream_offset.tolist() == [q.offset for q in ref.packets]
     assert c.crc_failures == ref.crc_failures
     assert c.span_failures == ref.span_failures
+    assert c.timestamp_failures == ref.timestamp_failures
+    assert c.speed_failures == ref.speed_failures
+    assert p.rejected == ref.rejected
     assert c.unknown_packets == ref.unknown_packets
     assert out.failures_before.tolist() == ref.failures_before
     assert out.lost_before.tolist() == ref.lost_before

@@ -244,7 +244,9 @@ def test_a_failed_writer_stops_the_reader_with_the_cause():
         finally:
             reader.stop()
     assert "No space left on device" in reader.status().last_error
-    assert reader.events[-2][1] == "error"  # kept in memory when the writer cannot take it
+    # kept in memory when the writer cannot take it: the error, what was skipped, stop
+    assert [e[1] for e in reader.events][-3:] == ["error", "note", "stop"]
+    assert reader.status().reader_down  # nothing could be recorded any more
 
 
 def test_a_wrong_device_behind_the_link_after_a_replug_is_reported(tmp_path):

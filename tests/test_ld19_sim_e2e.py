@@ -41,14 +41,14 @@ def test_turns_from_the_simulator_arrive_intact(ld19_samples):
     checked_skip = 0
     for i in range(turns.n_turns):
         tr = turns.turn(i)
-        # the device time of the first point is its simulated emission time, floored
-        # to the packet stamp's 1 ms (the emulator's power-on is simulated t = 0);
-        # (and by up to 0.05 ms from the packet's speed field when the speed steps at a
-        # turn boundary inside the packet); of those samples, the first point is the
-        # one at its angle
+        # the device time of the first point is its simulated emission time tracked
+        # within the millisecond of the packet's floored stamp (the emulator's power-on
+        # is simulated t = 0), so within 1 ms of it (and up to 0.05 ms more from the
+        # packet's speed field when the speed steps at a turn boundary inside the
+        # packet); of those samples, the first point is the one at its angle
         t_dev = tr.device_ns[0] / 1e9
         win = np.arange(
-            np.searchsorted(s.t_s, t_dev - 2e-4), np.searchsorted(s.t_s, t_dev + 0.0011)
+            np.searchsorted(s.t_s, t_dev - 0.0011), np.searchsorted(s.t_s, t_dev + 0.0011)
         )
         ccw0 = np.mod(-np.radians(s.angle_deg_cw[win]), 2 * np.pi)
         i0 = int(win[np.argmin(np.abs(np.angle(np.exp(1j * (ccw0 - tr.angle[0])))))])
