@@ -308,7 +308,7 @@ class SerialReader:
                 ser.close()
 
     def _run(self) -> None:
-        delay = self.backoff_s
+        delay = self.watch.backoff_s
         while True:
             try:
                 self._loop()
@@ -335,7 +335,7 @@ class SerialReader:
                 return
             if self._stop.wait(delay):
                 return
-            delay = min(delay * 2, self.backoff_max_s)
+            delay = min(delay * 2, self.watch.backoff_max_s)
 
     def _loop(self) -> None:
         ser = self._ser
