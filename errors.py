@@ -42,3 +42,7 @@ class FitError(SensorbenchError):
 
 class FusionError(SensorbenchError):
     """A filter or merge was given inconsistent models or data."""
+
+
+class OutputError(SensorbenchError):
+    """An output file cannot be written: it exists (no ``--force``) or is one of the inputs."""

@@ -84,19 +84,29 @@ def info_cmd(session: Path, as_json: bool) -> None:
     "--recover/--no-recover",
     default=True,
     show_default=True,
-    help="Rebuild a file whose writer was killed (the original is kept as NAME.orig.h5).",
+    help="Rebuild a file whose writer was killed (the original is kept as NAME.orig.h5, "
+    "or NAME.orig-2.h5… if that exists).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Recover a file whose writer ran on another host (check cannot see whether it "
+    "still runs) once you know it has stopped.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.pass_context
-def check_cmd(ctx: click.Context, session: Path, recover: bool, as_json: bool) -> None:
+def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_json: bool) -> None:
     """Validate SESSION against the format; recover it if its writer died.
 
-    Exit 0 when the file is valid (after recovery), 1 when it has format errors.
+    A file another process is writing (a running capture, an import) is reported
+    as in use and left untouched. Exit 0 when the file is valid (after recovery),
+    1 when it has format errors, is in use or was not closed.
     """
     report = check_session(session)
     recovery = None
-    if recover and not report.errors and report.status.name == "WRITING":
-        recovery = recover_session(session)
+    recoverable = not report.in_use and (force or not report.writer_unknown)
+    if recover and recoverable and not report.errors and report.status.name == "WRITING":
+        recovery = recover_session(session, force=force)
         report = check_session(session)
     if as_json:
         doc = {
@@ -106,7 +116,12 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, as_json: bool) -
             "errors": report.errors,
             "warnings": report.warnings,
             "rows": report.consistent_rows,
+            "point_time_reversals": report.point_time_reversals,
         }
+        if report.in_use:
+            doc["in_use"] = report.in_use
+        if report.writer_unknown:
+            doc["writer_unknown"] = report.writer_unknown
         if recovery is not None:
             doc["recovered"] = {
                 "backup": str(recovery.backup) if recovery.backup else None,
@@ -115,6 +130,13 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, as_json: bool) -
             }
         click.echo(json.dumps(doc, indent=2))
     else:
+        if report.in_use:
+            click.echo(f"{session} is in use: {report.in_use}; not touched")
+        elif report.writer_unknown and recover and not force:
+            click.echo(
+                f"{session}: {report.writer_unknown}; not recovered (run check on that host, "
+                "or pass --force once you know it has stopped)"
+            )
         if recovery is not None:
             click.echo(
                 f"recovered {session}: its writer had died; original kept as {recovery.backup}"
@@ -127,7 +149,8 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, as_json: bool) -
             click.echo(f"error: {e}")
         for w in report.warnings:
             click.echo(f"warning: {w}")
-        click.echo(f"{session}: {'OK' if report.ok else 'NOT OK'} ({report.status.name.lower()})")
+        state = "in use" if report.in_use else report.status.name.lower()
+        click.echo(f"{session}: {'OK' if report.ok else 'NOT OK'} ({state})")
     if not report.ok:
         ctx.exit(1)
 
