@@ -153,8 +153,7 @@ def _judge_writer(report: CheckReport, status_attrs: h5py.AttributeManager) -> N
         report.in_use = f"its writer is running ({state.text})"
     elif state.alive is None:
         report.writer_unknown = (
-            f"its writer ({state.text}) ran on another host; check cannot see whether it "
-            "still runs"
+            f"its writer ({state.text}) ran on another host; check cannot see whether it still runs"
         )
 
 

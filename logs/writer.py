@@ -499,7 +499,9 @@ class SessionWriter:
             try:
                 self._pending.commit()
             except OSError as exc:
-                raise SessionError(f"writing {self.path} failed: {exc}; {self._untouched()}") from exc
+                raise SessionError(
+                    f"writing {self.path} failed: {exc}; {self._untouched()}"
+                ) from exc
 
     def _untouched(self) -> str:
         if isinstance(self._pending, PendingUpdate):
