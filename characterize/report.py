@@ -46,6 +46,7 @@ import numpy as np
 from sensorbench import __version__
 from sensorbench.errors import FitError, SensorbenchError
 from sensorbench.logs import Session
+from sensorbench.logs.atomic_output import atomic_output, check_output
 
 ProgressFn = Callable[[str], None]
 POSE_AXES = ("x", "y", "z", "roll", "pitch", "yaw")
@@ -758,11 +759,16 @@ def build_report(
     models_dir: str | os.PathLike[str] | None = None,
     options: ReportOptions | None = None,
     progress: ProgressFn | None = None,
+    force: bool = False,
 ) -> Report:
     """Analyse ``sessions`` (with the models in ``models_dir``) and write ``report.html``.
 
+    The page is written to a temporary file and renamed into place when complete;
+    an existing ``report.html`` is replaced only with ``force``.
+
     Raises:
         SensorbenchError: an unreadable session or model, or an analysis that failed.
+        OutputError: ``report.html`` exists and ``force`` is False.
     """
     opts = options or ReportOptions()
     say = progress or (lambda _m: None)
@@ -777,6 +783,7 @@ def build_report(
         raise FitError(f"{models}: not a directory of model files")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    check_output(out / "report.html", force=force, inputs=paths)
     data: dict[str, Any] = {"sessions": [str(p) for p in paths]}
     with tempfile.TemporaryDirectory(prefix="sensorbench-report-") as tmp:
         figdir = Path(tmp)
@@ -798,7 +805,8 @@ def build_report(
     )
     path = out / "report.html"
     try:
-        path.write_text(page, encoding="utf-8")
+        with atomic_output(path, force=force, inputs=paths) as tmp:
+            tmp.write_text(page, encoding="utf-8")
     except OSError as exc:
         raise SensorbenchError(f"cannot write {path}: {exc}") from exc
     return Report(path, data)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from sensorbench.logs.atomic_output import check_output, force_option
 from sensorbench.sim.serve import duration_option, link_option, seed_option, speed_option
 
 
@@ -74,7 +75,7 @@ def _read_input(raw: Path, stream: str | None) -> tuple[bytes, object, str]:
     help="RAW is a bare node stream starting on a node boundary (no A5 5A 05 00 00 40 81).",
 )
 @click.option("--label", default="", help="Session label.")
-@click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
+@force_option("OUTPUT")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
 def decode_a1_cmd(
     raw: Path,
@@ -84,7 +85,7 @@ def decode_a1_cmd(
     sample_rate_hz: float,
     no_descriptor: bool,
     label: str,
-    overwrite: bool,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Decode an RPLIDAR A1 raw capture (scan descriptor + 5-byte nodes) into a session.
@@ -98,6 +99,7 @@ def decode_a1_cmd(
     from sensorbench.drivers.a1 import decode_capture
     from sensorbench.logs import SessionWriter
 
+    check_output(output, force=force, inputs=[raw])
     data, chunks, source = _read_input(raw, stream)
     if chunks is None:
         result = decode_capture(
@@ -111,7 +113,7 @@ def decode_a1_cmd(
         output,
         label=label,
         swmr=False,
-        overwrite=overwrite,
+        overwrite=force,
         attrs={"source": f"decode a1 of {source}"},
     ) as w:
         w.add_lidar(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from sensorbench.logs.atomic_output import check_output, force_option
 from sensorbench.sim.serve import duration_option, link_option, seed_option, speed_option
 
 
@@ -40,7 +41,7 @@ def register(cli: click.Group) -> None:
     is_flag=True,
     help="Mark points the official SDK's near filter rejects as nan (default: keep raw points).",
 )
-@click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
+@force_option("OUTPUT")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def decode_ld19_cmd(
     source: Path,
@@ -48,7 +49,7 @@ def decode_ld19_cmd(
     device: str | None,
     name: str | None,
     near_filter: bool,
-    overwrite: bool,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Decode LD19 bytes from SOURCE into a session of complete turns.
@@ -63,8 +64,9 @@ def decode_ld19_cmd(
     """
     from sensorbench.drivers.ld19_decode import decode_ld19
 
+    check_output(output, force=force, inputs=[source])
     summary = decode_ld19(
-        source, output, device=device, name=name, near_filter=near_filter, overwrite=overwrite
+        source, output, device=device, name=name, near_filter=near_filter, overwrite=force
     )
     if as_json:
         click.echo(json.dumps(summary, indent=2))

@@ -8,6 +8,8 @@ from pathlib import Path
 import click
 import numpy as np
 
+from sensorbench.logs.atomic_output import check_output, force_option
+
 
 def register(cli: click.Group) -> None:
     """Attach ``characterize lidar`` (shared ``characterize`` group) and ``merge``."""
@@ -133,7 +135,7 @@ def lidar_cmd(
     "robot's motion point by point.",
 )
 @click.option("--no-footprint", is_flag=True, help="Keep returns on the robot's own footprint.")
-@click.option("--force", is_flag=True, help="Overwrite the output file.")
+@force_option("OUTPUT")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def merge_cmd(
     session: Path,
@@ -158,6 +160,7 @@ def merge_cmd(
     from sensorbench.fusion.scan_merge_session import merge_session
 
     out = output or session.with_name(f"{session.stem}_merged.h5")
+    check_output(out, force=force, inputs=[session, config_path])
     done = merge_session(
         session,
         front,

@@ -12,6 +12,8 @@ from typing import Any
 import click
 import numpy as np
 
+from sensorbench.logs.atomic_output import atomic_output, check_output, force_option
+
 _SESSION_OPTS = [
     click.argument(
         "sessions", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False)
@@ -130,6 +132,7 @@ def _model_table(model) -> str:
 @click.command("pose-error")
 @_session_options
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the model (TOML).")
+@force_option("OUTPUT")
 @click.pass_context
 def fit_pose_error_cmd(
     ctx: click.Context,
@@ -137,6 +140,7 @@ def fit_pose_error_cmd(
     as_json: bool,
     plots: str | None,
     output: str | None,
+    force: bool,
 ) -> None:
     """Fit the pose-error model of SENSOR against REFERENCE over SESSIONS (HDF5).
 
@@ -152,6 +156,8 @@ def fit_pose_error_cmd(
     from sensorbench.characterize.pose_series import AXES, AXIS_UNITS
     from sensorbench.characterize.pose_sessions import fit_prepared
 
+    if output:
+        check_output(output, force=force, inputs=selection.sessions)
     prepared = selection.prepare()
     series = [p.series for p in prepared]
     model = fit_prepared(prepared, selection.sensor, selection.reference)
@@ -172,7 +178,8 @@ def fit_pose_error_cmd(
             )
         figures.append(str(plot_allan(allan, out / "allan.png")))
     if output:
-        model.save(output)
+        with atomic_output(output, force=force, inputs=selection.sessions) as tmp:
+            model.save(tmp)
     if as_json:
         doc = model.to_dict()
         doc["sessions"] = [ps.to_dict() for ps in prepared]

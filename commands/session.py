@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from sensorbench.errors import OutputError
+from sensorbench.logs.atomic_output import atomic_output, force_option, same_file
 from sensorbench.logs.check import check_session, recover_session
 from sensorbench.logs.exporters import FORMATS as EXPORT_FORMATS
 from sensorbench.logs.exporters import export_stream
@@ -172,7 +174,8 @@ def _import_command(what: str) -> click.Command:
     @click.command(
         what,
         help=f"Import FILE, {kind_help}, into a session (created if missing).\n\n"
-        "Timestamps must strictly increase; positions are converted to m.",
+        "Timestamps must strictly increase; positions are converted to m. The session "
+        "changes all at once: a failed or killed import leaves it exactly as it was.",
     )
     @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
     @click.option("--format", "fmt", type=click.Choice(formats), required=True, help="File format.")
@@ -195,6 +198,8 @@ def _import_command(what: str) -> click.Command:
     def cmd(
         file: Path, fmt: str, session: Path, name: str | None, body: str | None, up: str
     ) -> None:
+        if same_file(file, session):
+            raise OutputError(f"{file} is both the file to import and the session; nothing done")
         options = {"body": body, "up": up} if fmt == "motive" else {}
         stream, n = import_file(what, file, fmt, session, name=name, **options)
         click.echo(f"imported {n} samples from {file} into {session} as stream {stream!r}")
@@ -213,7 +218,9 @@ def _import_command(what: str) -> click.Command:
     help="tum (pose streams) or csv (any stream).",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
-def export_cmd(session: Path, name: str, fmt: str, output: Path) -> None:
+@force_option("OUTPUT")
+def export_cmd(session: Path, name: str, fmt: str, output: Path, force: bool) -> None:
     """Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times)."""
-    n = export_stream(session, name, fmt, output)
+    with atomic_output(output, force=force, inputs=[session]) as tmp:
+        n = export_stream(session, name, fmt, tmp)
     click.echo(f"wrote {n} rows to {output}")
