@@ -114,6 +114,8 @@ def simulate_cmd(
 
     t0 = time.perf_counter()
     inputs = [p for p in (pose_model, Path(scenario)) if p is not None and p.is_file()]
+    if not all_sessions:
+        check_output(output, force=force, inputs=inputs)
     sc = load_scenario(scenario)
     if pose_model is not None:
         sc = sc.with_overrides(pose_model_overrides(pose_model))
@@ -131,7 +133,6 @@ def simulate_cmd(
             for i, target in enumerate(targets)
         ]
     else:
-        check_output(output, force=force, inputs=inputs)
         paths = [simulate_to_session(sc, seed, output, session=session, overwrite=force)]
     elapsed = time.perf_counter() - t0
     docs = [_summary(path) for path in paths]
