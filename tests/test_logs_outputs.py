@@ -65,7 +65,7 @@ OVER_AN_EXISTING_FILE = [
     ("decode ld19 {session} -o {existing_h5}", "existing_h5"),
     ("decode a1 {session} -o {existing_h5}", "existing_h5"),
     ("simulate --scenario square -o {existing_h5}", "existing_h5"),
-    ("udev rules --by kernels --name front=1-1.2 -o {{existing_rules}}", "existing_rules"),
+    ("udev rules --by kernels --name front=1-1.2 -o {existing_rules}", "existing_rules"),
     ("report {session} -o {report_dir}", "report_html"),
 ]
 
