@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from sensorbench.logs.atomic_output import check_output, force_option
+from sensorbench.logs.atomic_output import atomic_figures, check_output, force_option
 
 
 def register(cli: click.Group) -> None:
@@ -55,6 +55,7 @@ def register(cli: click.Group) -> None:
     show_default=True,
     help="Outlier threshold, in range-noise σ.",
 )
+@force_option("figures in --plots")
 def lidar_cmd(
     session: Path,
     device: str,
@@ -64,6 +65,7 @@ def lidar_cmd(
     min_static_s: float,
     bands: str,
     outlier_k: float,
+    force: bool,
 ) -> None:
     """Datasheet of one lidar from a session (captured, decoded or simulated).
 
@@ -93,7 +95,9 @@ def lidar_cmd(
     if plots_dir is not None:
         from sensorbench.characterize.lidar_plots import write_plots
 
-        written = write_plots(result, plots_dir)
+        with atomic_figures(plots_dir, force=force, inputs=[session]) as tmp_dir:
+            made = write_plots(result, tmp_dir)
+        written = [plots_dir / Path(p).name for p in made]
     if as_json:
         doc = result.as_dict()
         doc["plots"] = [str(p) for p in written]

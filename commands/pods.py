@@ -11,7 +11,12 @@ from typing import Any
 import click
 import numpy as np
 
-from sensorbench.logs.atomic_output import atomic_output, check_output, force_option
+from sensorbench.logs.atomic_output import (
+    atomic_figures,
+    atomic_output,
+    check_output,
+    force_option,
+)
 
 _SESSION = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -278,7 +283,7 @@ def fit_noise_cmd(
     help="Pose-error model (from 'sensorbench fit pose-error'): aid with pose_sensor.",
 )
 @_output_opt("Write the estimate as a pose stream (kind 'estimate') to this session file.")
-@force_option("OUTPUT")
+@force_option("OUTPUT and figures")
 @click.option(
     "--plots",
     "plots_dir",
@@ -331,11 +336,13 @@ def replay_cmd(
     rp = replay_session(session, geometry, noise, aid_model=aid, gate=gate, reference=reference)
     doc = rp.summary()
     doc["noise"] = "fitted" if noise_path else "untuned defaults"
+    if plots_dir is not None:
+        with atomic_figures(plots_dir, force=force, inputs=[session]) as tmp_dir:
+            made = replay_plots(tmp_dir, rp)
+        doc["plots"] = [str(plots_dir / Path(p).name) for p in made]
     if output is not None:
         _write_estimate(output, force, rp, session, pods_path, noise_path)
         doc["estimate_file"] = str(output)
-    if plots_dir is not None:
-        doc["plots"] = replay_plots(plots_dir, rp)
     if as_json:
         _echo_json(doc)
         return

@@ -12,7 +12,12 @@ from typing import Any
 import click
 import numpy as np
 
-from sensorbench.logs.atomic_output import atomic_output, check_output, force_option
+from sensorbench.logs.atomic_output import (
+    atomic_figures,
+    atomic_output,
+    check_output,
+    force_option,
+)
 
 _SESSION_OPTS = [
     click.argument(
@@ -132,7 +137,7 @@ def _model_table(model) -> str:
 @click.command("pose-error")
 @_session_options
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the model (TOML).")
-@force_option("OUTPUT")
+@force_option("OUTPUT and figures")
 @click.pass_context
 def fit_pose_error_cmd(
     ctx: click.Context,
@@ -166,17 +171,15 @@ def fit_pose_error_cmd(
     if plots:
         from sensorbench.characterize.pose_plots import plot_allan, plot_error_bands
 
-        out = Path(plots)
-        out.mkdir(parents=True, exist_ok=True)
-        for ps in prepared:
-            figures.append(
-                str(
+        with atomic_figures(plots, force=force, inputs=selection.sessions) as out:
+            for ps in prepared:
+                figures.append(
                     plot_error_bands(
                         ps.series, model.params_array(), out / f"{ps.series.name}_error.png"
                     )
                 )
-            )
-        figures.append(str(plot_allan(allan, out / "allan.png")))
+            figures.append(plot_allan(allan, out / "allan.png"))
+        figures = [str(Path(plots) / Path(f).name) for f in figures]
     if output:
         with atomic_output(output, force=force, inputs=selection.sessions) as tmp:
             model.save(tmp)
@@ -267,6 +270,7 @@ def _clean(o: object) -> object:
     help="Simulate with the point estimates only "
     "(default: draw parameters from the fit's uncertainty).",
 )
+@force_option("figures in --plots")
 @click.pass_context
 def validate_cmd(
     ctx: click.Context,
@@ -278,6 +282,7 @@ def validate_cmd(
     model_path: str | None,
     alpha: float,
     no_parameter_uncertainty: bool,
+    force: bool,
 ) -> None:
     """Leave-one-session-out Monte Carlo validation of the pose-error model.
 
@@ -309,13 +314,13 @@ def validate_cmd(
     if plots:
         from sensorbench.characterize.pose_plots import plot_error_bands, plot_rank_histogram
 
-        out = Path(plots)
-        out.mkdir(parents=True, exist_ok=True)
-        for s, chk in zip(series, report.sessions, strict=True):
-            figures.append(
-                str(plot_error_bands(s, chk.params, out / f"{s.name}_validate.png", seed=seed))
-            )
-        figures.append(str(plot_rank_histogram(report, out / "rank_histogram.png")))
+        with atomic_figures(plots, force=force, inputs=selection.sessions) as out:
+            for s, chk in zip(series, report.sessions, strict=True):
+                figures.append(
+                    plot_error_bands(s, chk.params, out / f"{s.name}_validate.png", seed=seed)
+                )
+            figures.append(plot_rank_histogram(report, out / "rank_histogram.png"))
+        figures = [str(Path(plots) / Path(f).name) for f in figures]
     if as_json:
         doc = report.to_dict()
         doc["prepared"] = [ps.to_dict() for ps in prepared]

@@ -13,6 +13,7 @@ Every command that writes a file goes through this module:
   the meantime is not replaced either.
 * :func:`atomic_update` modifies an existing file through a complete copy that
   replaces the original in one rename (used by ``import --into``).
+* :func:`atomic_figures` does the same for a directory of figures (``--plots``).
 """
 
 from __future__ import annotations
@@ -218,6 +219,39 @@ def atomic_update(path: PathLike) -> Iterator[Path]:
         pending.discard()
         raise
     pending.commit()
+
+
+@contextlib.contextmanager
+def atomic_figures(
+    directory: PathLike, *, force: bool = False, inputs: Iterable[PathLike] = ()
+) -> Iterator[Path]:
+    """Yield a fresh hidden directory inside ``directory`` to write figures into.
+
+    When the block succeeds, every file written there moves into ``directory`` by
+    one rename each; if any of them exists already and ``force`` is False, or is one
+    of ``inputs``, nothing moves (exit 2, listing them) and the directory is as it
+    was. The hidden directory is removed in every case. Paths returned by the block
+    map to their final place with ``directory / path.name``.
+
+    Raises:
+        OutputError: a figure would replace an existing file (without ``force``) or an input.
+    """
+    target = Path(directory)
+    if target.exists() and not target.is_dir():
+        raise OutputError(f"{target} is a file; give a directory for the figures")
+    target.mkdir(parents=True, exist_ok=True)
+    work = target / f".figures.{os.getpid()}-{secrets.token_hex(4)}.partial"
+    work.mkdir()
+    try:
+        yield work
+        made = sorted(p for p in work.iterdir() if p.is_file())
+        for p in made:
+            check_output(target / p.name, force=force, inputs=inputs)
+        for p in made:
+            os.replace(p, target / p.name)
+        _fsync_dir(target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def force_option(what: str = "the output") -> Callable[[Callable[..., Any]], Callable[..., Any]]:

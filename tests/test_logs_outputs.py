@@ -158,3 +158,19 @@ def test_atomic_update_refuses_when_the_original_changed_meanwhile(tmp_path) -> 
         tmp.write_bytes(b"v1 + mine")
         f.write_bytes(b"v1 + someone else's")
     assert f.read_bytes() == b"v1 + someone else's"
+
+
+def test_figures_are_not_replaced_without_force(files, tmp_path) -> None:
+    figs = tmp_path / "figs"
+    line = "characterize lidar {session} --device front --timing-only --plots " + str(figs)
+    assert _run(line, files).exit_code == 0
+    made = sorted(figs.iterdir())
+    assert [p.name for p in made] == ["front_periods.png", "front_turn.png"]
+    (figs / "front_turn.png").write_bytes(b"the user's edited figure")
+    before = {p.name: su.sha256(p) for p in made}
+    result = _run(line, files)
+    assert result.exit_code == 2 and "front_periods.png exists" in result.output, result.output
+    assert {p.name: su.sha256(p) for p in sorted(figs.iterdir())} == before  # none moved
+    assert _run(line + " --force", files).exit_code == 0
+    assert (figs / "front_turn.png").read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.name for p in figs.iterdir()) == ["front_periods.png", "front_turn.png"]
