@@ -114,18 +114,15 @@ class SessionWriter:
         self.path = Path(path)
         if not flush_interval_s > 0:
             raise SessionError(f"flush_interval_s must be > 0 s, got {flush_interval_s}")
-        if swmr:
-            # a live recording is written in place (readers and `check` find it by name)
-            self._pending: PendingOutput | None = None
-            target = self.path
+        self._pending: PendingOutput | None = None
         try:
-            if swmr:
+            if swmr:  # a live recording is written in place: readers and `check` find it
                 check_output(self.path)
             else:
                 self._pending = PendingOutput(self.path, force=overwrite)
-                target = self._pending.tmp
         except OutputError as exc:
             raise SessionError(str(exc)) from exc
+        target = self.path if self._pending is None else self._pending.tmp
         self.swmr = swmr
         self.flush_interval_s = flush_interval_s
         self.error: BaseException | None = None
@@ -237,7 +234,7 @@ class SessionWriter:
             raise SessionError(f"invalid stream name {name!r}: non-empty, no '/'")
         if (kind, name) in self._streams:
             raise SessionError(f"{kind} stream {name!r} declared twice")
-        problem = name_conflict(kind, name, [k for k in self._streams])
+        problem = name_conflict(kind, name, list(self._streams))
         if problem:
             raise SessionError(f"{self.path}: {problem}")
         group = self._file[GROUPS[kind]].create_group(name)
@@ -502,7 +499,7 @@ class SessionWriter:
         if self._pending is not None:
             try:
                 self._pending.commit()
-            except OSError as exc:
+            except (OSError, OutputError) as exc:
                 raise SessionError(
                     f"writing {self.path} failed: {exc}; {self._untouched()}"
                 ) from exc
