@@ -87,6 +87,9 @@ def temp_name(path: Path) -> Path:
 def link_no_clobber(src: Path, dst: Path) -> None:
     """Give ``src``'s file the name ``dst`` too, failing if ``dst`` exists.
 
+    On a file system without hard links the file is renamed instead (``src`` is
+    then gone), after a last existence check.
+
     Raises:
         OutputError: ``dst`` exists.
     """
