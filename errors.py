@@ -69,3 +69,6 @@ class ModelFileError(FitError, FusionError):
     callers that catch either keep catching it.
     """
 
+
+class OutputError(SensorbenchError):
+    """An output file cannot be written: it exists (no ``--force``) or is one of the inputs."""

@@ -59,6 +59,7 @@ from sensorbench.characterize.report_html import (
     render_provenance,
 )
 from sensorbench.errors import FitError, SensorbenchError
+from sensorbench.logs.atomic_output import atomic_output, check_output
 
 __all__ = ["SECTIONS", "Report", "ReportOptions", "build_report"]
 
@@ -94,11 +95,16 @@ def build_report(
     models_dir: str | os.PathLike[str] | None = None,
     options: ReportOptions | None = None,
     progress: ProgressFn | None = None,
+    force: bool = False,
 ) -> Report:
     """Analyse ``sessions`` (with the models in ``models_dir``) and write ``report.html``.
 
+    The page is written to a temporary file and renamed into place when complete;
+    an existing ``report.html`` is replaced only with ``force``.
+
     Raises:
         SensorbenchError: an unreadable session or model, or an analysis that failed.
+        OutputError: ``report.html`` exists and ``force`` is False.
     """
     opts = options or ReportOptions()
     say = progress or (lambda _m: None)
@@ -113,6 +119,7 @@ def build_report(
         raise FitError(f"{models}: not a directory of model files")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    check_output(out / "report.html", force=force, inputs=paths)
     content = ReportContent(paths)
     with tempfile.TemporaryDirectory(prefix="sensorbench-report-") as tmp:
         inputs = ReportInputs(paths, models, opts, Path(tmp), say)
@@ -125,7 +132,8 @@ def build_report(
     page = render_page("".join(body), len(paths))
     path = out / "report.html"
     try:
-        path.write_text(page, encoding="utf-8")
+        with atomic_output(path, force=force, inputs=paths) as tmp:
+            tmp.write_text(page, encoding="utf-8")
     except OSError as exc:
         raise SensorbenchError(f"cannot write {path}: {exc}") from exc
     return Report(path, content.as_dict(), content)

@@ -13,6 +13,7 @@ from sensorbench.commands.emulate_options import (
     speed_option,
 )
 from sensorbench.json_doc import to_json
+from sensorbench.logs.atomic_output import check_output, force_option
 
 
 def register(cli: click.Group) -> None:
@@ -53,7 +54,7 @@ def register(cli: click.Group) -> None:
     help="RAW is a bare node stream starting on a node boundary (no A5 5A 05 00 00 40 81).",
 )
 @click.option("--label", default="", help="Session label.")
-@click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
+@force_option("OUTPUT")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
 def decode_a1_cmd(
     raw: Path,
@@ -63,7 +64,7 @@ def decode_a1_cmd(
     sample_rate_hz: float,
     no_descriptor: bool,
     label: str,
-    overwrite: bool,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Decode an RPLIDAR A1 raw capture (scan descriptor + 5-byte nodes) into a session.
@@ -76,6 +77,7 @@ def decode_a1_cmd(
     """
     from sensorbench.drivers.a1_raw import decode_a1
 
+    check_output(output, force=force, inputs=[raw])
     summary = decode_a1(
         raw,
         output,
@@ -84,7 +86,7 @@ def decode_a1_cmd(
         sample_rate_hz=sample_rate_hz,
         require_descriptor=not no_descriptor,
         label=label,
-        overwrite=overwrite,
+        overwrite=force,
     )
     if as_json:
         click.echo(to_json(summary))

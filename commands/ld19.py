@@ -14,6 +14,7 @@ from sensorbench.commands.emulate_options import (
     speed_option,
 )
 from sensorbench.json_doc import to_json
+from sensorbench.logs.atomic_output import check_output, force_option
 
 
 def register(cli: click.Group) -> None:
@@ -50,7 +51,7 @@ def register(cli: click.Group) -> None:
     is_flag=True,
     help="Mark points the official SDK's near filter rejects as nan (default: keep raw points).",
 )
-@click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
+@force_option("OUTPUT")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def decode_ld19_cmd(
     source: Path,
@@ -58,7 +59,7 @@ def decode_ld19_cmd(
     device: str | None,
     name: str | None,
     near_filter: bool,
-    overwrite: bool,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Decode LD19 bytes from SOURCE into a session of complete turns.
@@ -73,8 +74,9 @@ def decode_ld19_cmd(
     """
     from sensorbench.drivers.ld19_decode import decode_ld19
 
+    check_output(output, force=force, inputs=[source])
     summary = decode_ld19(
-        source, output, device=device, name=name, near_filter=near_filter, overwrite=overwrite
+        source, output, device=device, name=name, near_filter=near_filter, overwrite=force
     )
     if as_json:
         click.echo(to_json(summary))

@@ -8,6 +8,7 @@ import click
 import numpy as np
 
 from sensorbench.json_doc import to_json
+from sensorbench.logs.atomic_output import atomic_figures, check_output, force_option
 
 
 def register(cli: click.Group) -> None:
@@ -54,6 +55,7 @@ def register(cli: click.Group) -> None:
     show_default=True,
     help="Outlier threshold, in range-noise σ.",
 )
+@force_option("figures in --plots")
 def lidar_cmd(
     session: Path,
     device: str,
@@ -63,6 +65,7 @@ def lidar_cmd(
     min_static_s: float,
     bands: str,
     outlier_k: float,
+    force: bool,
 ) -> None:
     """Datasheet of one lidar from a session (captured, decoded or simulated).
 
@@ -92,7 +95,9 @@ def lidar_cmd(
     if plots_dir is not None:
         from sensorbench.characterize.lidar_plots import write_plots
 
-        written = write_plots(result, plots_dir)
+        with atomic_figures(plots_dir, force=force, inputs=[session]) as tmp_dir:
+            made = write_plots(result, tmp_dir)
+        written = [plots_dir / Path(p).name for p in made]
     if as_json:
         doc = result.as_dict()
         doc["plots"] = [str(p) for p in written]
@@ -134,7 +139,7 @@ def lidar_cmd(
     "robot's motion point by point.",
 )
 @click.option("--no-footprint", is_flag=True, help="Keep returns on the robot's own footprint.")
-@click.option("--force", is_flag=True, help="Overwrite the output file.")
+@force_option("OUTPUT")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def merge_cmd(
     session: Path,
@@ -159,6 +164,7 @@ def merge_cmd(
     from sensorbench.fusion.scan_merge_session import merge_session
 
     out = output or session.with_name(f"{session.stem}_merged.h5")
+    check_output(out, force=force, inputs=[session, config_path])
     done = merge_session(
         session,
         front,

@@ -11,6 +11,12 @@ import click
 import numpy as np
 
 from sensorbench.json_doc import to_json
+from sensorbench.logs.atomic_output import (
+    atomic_figures,
+    atomic_output,
+    check_output,
+    force_option,
+)
 
 _SESSION = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -59,6 +65,7 @@ def _echo_json(doc: dict) -> None:
 @click.command("pods")
 @_SESSIONS_ARG
 @_output_opt("Write the pod-geometry model (TOML, with provenance) here.")
+@force_option("OUTPUT")
 @_JSON_OPT
 @click.option(
     "--counts-per-rev",
@@ -91,6 +98,7 @@ def _echo_json(doc: dict) -> None:
 def fit_pods_cmd(
     sessions: tuple[Path, ...],
     output: Path | None,
+    force: bool,
     as_json: bool,
     counts_per_rev: float | None,
     interval_s: float,
@@ -116,6 +124,8 @@ def fit_pods_cmd(
     from sensorbench.fusion.pod_kinematics import condition_number
     from sensorbench.logs.model_file import provenance
 
+    if output is not None:
+        check_output(output, force=force, inputs=sessions)
     drives = [load_drive(p) for p in sessions]
     cpr = None if counts_per_rev is None else [counts_per_rev] * 3
     fit = fit_pods(
@@ -129,7 +139,8 @@ def fit_pods_cmd(
     if fit.complete:
         doc["condition_number"] = condition_number(fit.geometry().W)
     if output is not None:
-        fit.save(output, provenance(sessions, fit.options))
+        with atomic_output(output, force=force, inputs=sessions) as tmp:
+            fit.save(tmp, provenance(sessions, fit.options))
         doc["model_file"] = str(output)
     if as_json:
         _echo_json(doc)
@@ -176,6 +187,7 @@ def _print_pod_table(fit: Any) -> None:
 @_SESSIONS_ARG
 @_PODS_MODEL_OPT
 @_output_opt("Write the filter-noise model (TOML, with provenance) here.")
+@force_option("OUTPUT")
 @_JSON_OPT
 @_GATE_OPT
 @click.option(
@@ -191,6 +203,7 @@ def fit_noise_cmd(
     sessions: tuple[Path, ...],
     pods_path: Path,
     output: Path | None,
+    force: bool,
     as_json: bool,
     gate: float,
     drift_interval_s: float,
@@ -216,6 +229,9 @@ def fit_noise_cmd(
     from sensorbench.fusion.split_filter import save_noise_model
     from sensorbench.logs.model_file import provenance
 
+    inputs = [*sessions, pods_path]
+    if output is not None:
+        check_output(output, force=force, inputs=inputs)
     geometry = load_pod_model(pods_path)
     fit = fit_noise(list(sessions), geometry, gate=gate, drift_interval_s=drift_interval_s)
     doc = fit.as_dict()
@@ -225,7 +241,8 @@ def fit_noise_cmd(
             a: {k: v for k, v in f.as_dict().items() if k not in ("rho",)}
             for a, f in fit.axes.items()
         }
-        save_noise_model(output, fit.noise, prov, report)
+        with atomic_output(output, force=force, inputs=inputs) as tmp:
+            save_noise_model(tmp, fit.noise, prov, report)
         doc["model_file"] = str(output)
     if as_json:
         _echo_json(doc)
@@ -265,6 +282,7 @@ def fit_noise_cmd(
     help="Pose-error model (from 'sensorbench fit pose-error'): aid with pose_sensor.",
 )
 @_output_opt("Write the estimate as a pose stream (kind 'estimate') to this session file.")
+@force_option("OUTPUT and figures")
 @click.option(
     "--plots",
     "plots_dir",
@@ -300,6 +318,7 @@ def replay_cmd(
     noise_path: Path | None,
     pose_model_path: Path | None,
     output: Path | None,
+    force: bool,
     plots_dir: Path | None,
     reference: str,
     gate: float,
@@ -328,6 +347,8 @@ def replay_cmd(
     from sensorbench.fusion.replay_plots import replay_plots
     from sensorbench.fusion.split_filter import FilterNoise, load_noise_model
 
+    if output is not None:
+        check_output(output, force=force, inputs=[session, pods_path, noise_path, pose_model_path])
     geometry = load_pod_model(pods_path)
     noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
     aid = load_pose_aid_model(pose_model_path) if pose_model_path else None
@@ -343,11 +364,13 @@ def replay_cmd(
     )
     doc = rp.summary()
     doc["noise"] = "fitted" if noise_path else "untuned defaults"
-    if output is not None:
-        _write_estimate(output, rp, session, pods_path, noise_path)
-        doc["estimate_file"] = str(output)
     if plots_dir is not None:
-        doc["plots"] = replay_plots(plots_dir, rp)
+        with atomic_figures(plots_dir, force=force, inputs=[session]) as tmp_dir:
+            made = replay_plots(tmp_dir, rp)
+        doc["plots"] = [str(plots_dir / Path(p).name) for p in made]
+    if output is not None:
+        _write_estimate(output, force, rp, session, pods_path, noise_path)
+        doc["estimate_file"] = str(output)
     if as_json:
         _echo_json(doc)
         return
@@ -413,7 +436,7 @@ def _print_consistency(doc: dict[str, Any]) -> None:
 
 
 def _write_estimate(
-    output: Path, rp: Any, session: Path, pods_path: Path, noise_path: Path | None
+    output: Path, force: bool, rp: Any, session: Path, pods_path: Path, noise_path: Path | None
 ) -> None:
     from sensorbench.logs import PoseBatch, PoseFlag, SessionWriter
     from sensorbench.logs.model_file import file_sha256
@@ -433,7 +456,7 @@ def _write_estimate(
         "filter": "split x/y/heading, (position, velocity) each",
         "frame": "world (mocap) when the session has mocap, else start pose",
     }
-    with SessionWriter(output, label="estimate", swmr=False, attrs=attrs, overwrite=True) as w:
+    with SessionWriter(output, label="estimate", swmr=False, attrs=attrs, overwrite=force) as w:
         w.add_pose("estimate", kind="estimate", attrs={"units": "m, rad", **attrs})
         w.append_pose(
             "estimate",

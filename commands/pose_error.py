@@ -12,6 +12,12 @@ import click
 import numpy as np
 
 from sensorbench.json_doc import to_json
+from sensorbench.logs.atomic_output import (
+    atomic_figures,
+    atomic_output,
+    check_output,
+    force_option,
+)
 
 _SESSION_OPTS = [
     click.argument(
@@ -131,6 +137,7 @@ def _model_table(model) -> str:
 @click.command("pose-error")
 @_session_options
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the model (TOML).")
+@force_option("OUTPUT and figures")
 @click.pass_context
 def fit_pose_error_cmd(
     ctx: click.Context,
@@ -138,6 +145,7 @@ def fit_pose_error_cmd(
     as_json: bool,
     plots: str | None,
     output: str | None,
+    force: bool,
 ) -> None:
     """Fit the pose-error model of SENSOR against REFERENCE over SESSIONS (HDF5).
 
@@ -153,6 +161,8 @@ def fit_pose_error_cmd(
     from sensorbench.characterize.pose_series import AXES, AXIS_UNITS
     from sensorbench.characterize.pose_sessions import fit_prepared
 
+    if output:
+        check_output(output, force=force, inputs=selection.sessions)
     prepared = selection.prepare()
     series = [p.series for p in prepared]
     model = fit_prepared(prepared, selection.sensor, selection.reference)
@@ -161,19 +171,18 @@ def fit_pose_error_cmd(
     if plots:
         from sensorbench.characterize.pose_plots import plot_allan, plot_error_bands
 
-        out = Path(plots)
-        out.mkdir(parents=True, exist_ok=True)
-        for ps in prepared:
-            figures.append(
-                str(
+        with atomic_figures(plots, force=force, inputs=selection.sessions) as out:
+            for ps in prepared:
+                figures.append(
                     plot_error_bands(
                         ps.series, model.params_array(), out / f"{ps.series.name}_error.png"
                     )
                 )
-            )
-        figures.append(str(plot_allan(allan, out / "allan.png")))
+            figures.append(plot_allan(allan, out / "allan.png"))
+        figures = [str(Path(plots) / Path(f).name) for f in figures]
     if output:
-        model.save(output)
+        with atomic_output(output, force=force, inputs=selection.sessions) as tmp:
+            model.save(tmp)
     if as_json:
         doc = model.to_dict()
         doc["sessions"] = [ps.to_dict() for ps in prepared]
@@ -246,6 +255,7 @@ def fit_pose_error_cmd(
     help="Simulate with the point estimates only "
     "(default: draw parameters from the fit's uncertainty).",
 )
+@force_option("figures in --plots")
 @click.pass_context
 def validate_cmd(
     ctx: click.Context,
@@ -257,6 +267,7 @@ def validate_cmd(
     model_path: str | None,
     alpha: float,
     no_parameter_uncertainty: bool,
+    force: bool,
 ) -> None:
     """Leave-one-session-out Monte Carlo validation of the pose-error model.
 
@@ -288,13 +299,13 @@ def validate_cmd(
     if plots:
         from sensorbench.characterize.pose_plots import plot_error_bands, plot_rank_histogram
 
-        out = Path(plots)
-        out.mkdir(parents=True, exist_ok=True)
-        for s, chk in zip(series, report.sessions, strict=True):
-            figures.append(
-                str(plot_error_bands(s, chk.params, out / f"{s.name}_validate.png", seed=seed))
-            )
-        figures.append(str(plot_rank_histogram(report, out / "rank_histogram.png")))
+        with atomic_figures(plots, force=force, inputs=selection.sessions) as out:
+            for s, chk in zip(series, report.sessions, strict=True):
+                figures.append(
+                    plot_error_bands(s, chk.params, out / f"{s.name}_validate.png", seed=seed)
+                )
+            figures.append(plot_rank_histogram(report, out / "rank_histogram.png"))
+        figures = [str(Path(plots) / Path(f).name) for f in figures]
     if as_json:
         from sensorbench.characterize.report_data import validation_document, wrong_relocalizations
         from sensorbench.logs import Session

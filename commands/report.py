@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from sensorbench.json_doc import to_json
+from sensorbench.logs.atomic_output import check_output, force_option
 
 
 def register(cli: click.Group) -> None:
@@ -46,6 +47,7 @@ def register(cli: click.Group) -> None:
 @click.option("--seed", default=0, show_default=True, type=int, help="Monte Carlo seed.")
 @click.option("--sensor", default="pose_sensor", show_default=True, help="Pose stream under test.")
 @click.option("--reference", default="mocap", show_default=True, help="Reference pose stream.")
+@force_option("DIR/report.html")
 @click.option("--json", "as_json", is_flag=True, help="Print the report's content as JSON.")
 def report_cmd(
     sessions: tuple[Path, ...],
@@ -55,6 +57,7 @@ def report_cmd(
     seed: int,
     sensor: str,
     reference: str,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Write DIR/report.html: every table and figure for SESSIONS (HDF5).
@@ -72,12 +75,16 @@ def report_cmd(
         if sys.stderr.isatty():
             click.echo(msg, err=True)
 
+    page = out_dir / "report.html"
+    if out_dir.is_dir():
+        check_output(page, force=force, inputs=sessions)
     rep = build_report(
         list(sessions),
         out_dir,
         models_dir=models_dir,
         options=ReportOptions(draws=draws, seed=seed, sensor=sensor, reference=reference),
         progress=say,
+        force=force,
     )
     if as_json:
         click.echo(to_json({"report": rep.path, **rep.data}))

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import click
 
+from sensorbench.errors import OutputError
 from sensorbench.json_doc import to_json
+from sensorbench.logs.atomic_output import atomic_output, force_option, same_file
 from sensorbench.logs.check import check_session, recover_session
 from sensorbench.logs.exporters import FORMATS as EXPORT_FORMATS
 from sensorbench.logs.exporters import export_stream
@@ -84,19 +86,29 @@ def info_cmd(session: Path, as_json: bool) -> None:
     "--recover/--no-recover",
     default=True,
     show_default=True,
-    help="Rebuild a file whose writer was killed (the original is kept as NAME.orig.h5).",
+    help="Rebuild a file whose writer was killed (the original is kept as NAME.orig.h5, "
+    "or NAME.orig-2.h5… if that exists).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Recover a file whose writer ran on another host (check cannot see whether it "
+    "still runs) once you know it has stopped.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.pass_context
-def check_cmd(ctx: click.Context, session: Path, recover: bool, as_json: bool) -> None:
+def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_json: bool) -> None:
     """Validate SESSION against the format; recover it if its writer died.
 
-    Exit 0 when the file is valid (after recovery), 1 when it has format errors.
+    A file another process is writing (a running capture, an import) is reported
+    as in use and left untouched. Exit 0 when the file is valid (after recovery),
+    1 when it has format errors, is in use or was not closed.
     """
     report = check_session(session)
     recovery = None
-    if recover and not report.errors and report.status.name == "WRITING":
-        recovery = recover_session(session)
+    recoverable = not report.in_use and (force or not report.writer_unknown)
+    if recover and recoverable and not report.errors and report.status.name == "WRITING":
+        recovery = recover_session(session, force=force)
         report = check_session(session)
     if as_json:
         doc = {
@@ -106,7 +118,12 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, as_json: bool) -
             "errors": report.errors,
             "warnings": report.warnings,
             "rows": report.consistent_rows,
+            "point_time_reversals": report.point_time_reversals,
         }
+        if report.in_use:
+            doc["in_use"] = report.in_use
+        if report.writer_unknown:
+            doc["writer_unknown"] = report.writer_unknown
         if recovery is not None:
             doc["recovered"] = {
                 "backup": str(recovery.backup) if recovery.backup else None,
@@ -115,6 +132,13 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, as_json: bool) -
             }
         click.echo(to_json(doc))
     else:
+        if report.in_use:
+            click.echo(f"{session} is in use: {report.in_use}; not touched")
+        elif report.writer_unknown and recover and not force:
+            click.echo(
+                f"{session}: {report.writer_unknown}; not recovered (run check on that host, "
+                "or pass --force once you know it has stopped)"
+            )
         if recovery is not None:
             click.echo(
                 f"recovered {session}: its writer had died; original kept as {recovery.backup}"
@@ -127,7 +151,8 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, as_json: bool) -
             click.echo(f"error: {e}")
         for w in report.warnings:
             click.echo(f"warning: {w}")
-        click.echo(f"{session}: {'OK' if report.ok else 'NOT OK'} ({report.status.name.lower()})")
+        state = "in use" if report.in_use else report.status.name.lower()
+        click.echo(f"{session}: {'OK' if report.ok else 'NOT OK'} ({state})")
     if not report.ok:
         ctx.exit(1)
 
@@ -149,7 +174,8 @@ def _import_command(what: str) -> click.Command:
     @click.command(
         what,
         help=f"Import FILE, {kind_help}, into a session (created if missing).\n\n"
-        "Timestamps must strictly increase; positions are converted to m.",
+        "Timestamps must strictly increase; positions are converted to m. The session "
+        "changes all at once: a failed or killed import leaves it exactly as it was.",
     )
     @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
     @click.option("--format", "fmt", type=click.Choice(formats), required=True, help="File format.")
@@ -172,6 +198,8 @@ def _import_command(what: str) -> click.Command:
     def cmd(
         file: Path, fmt: str, session: Path, name: str | None, body: str | None, up: str
     ) -> None:
+        if same_file(file, session):
+            raise OutputError(f"{file} is both the file to import and the session; nothing done")
         options = {"body": body, "up": up} if fmt == "motive" else {}
         stream, n = import_file(what, file, fmt, session, name=name, **options)
         click.echo(f"imported {n} samples from {file} into {session} as stream {stream!r}")
@@ -190,7 +218,9 @@ def _import_command(what: str) -> click.Command:
     help="tum (pose streams) or csv (any stream).",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
-def export_cmd(session: Path, name: str, fmt: str, output: Path) -> None:
+@force_option("OUTPUT")
+def export_cmd(session: Path, name: str, fmt: str, output: Path, force: bool) -> None:
     """Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times)."""
-    n = export_stream(session, name, fmt, output)
+    with atomic_output(output, force=force, inputs=[session]) as tmp:
+        n = export_stream(session, name, fmt, tmp)
     click.echo(f"wrote {n} rows to {output}")

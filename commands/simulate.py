@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from sensorbench.json_doc import to_json
+from sensorbench.logs.atomic_output import check_output, force_option
 
 
 def register(cli: click.Group) -> None:
@@ -72,7 +73,7 @@ def _scenario_table() -> list[dict]:
     help="Campaigns: write every session into the directory OUTPUT as NAME_sII.h5 "
     "(same seed; each session draws its own noise).",
 )
-@click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
+@force_option("OUTPUT")
 @click.option("--list", "list_only", is_flag=True, help="List the shipped scenarios and exit.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def simulate_cmd(
@@ -82,7 +83,7 @@ def simulate_cmd(
     output: Path | None,
     pose_model: Path | None,
     all_sessions: bool,
-    overwrite: bool,
+    force: bool,
     list_only: bool,
     as_json: bool,
 ) -> None:
@@ -112,6 +113,9 @@ def simulate_cmd(
     from sensorbench.sim.simulation import simulate_to_session
 
     t0 = time.perf_counter()
+    inputs = [p for p in (pose_model, Path(scenario)) if p is not None and p.is_file()]
+    if not all_sessions:
+        check_output(output, force=force, inputs=inputs)
     sc = load_scenario(scenario)
     if pose_model is not None:
         sc = sc.with_overrides(pose_model_overrides(pose_model))
@@ -121,14 +125,15 @@ def simulate_cmd(
         if session is not None:
             raise click.UsageError("give either --session or --all-sessions")
         output.mkdir(parents=True, exist_ok=True)
+        targets = [output / f"{sc.name}_s{i:02d}.h5" for i in range(sc.n_sessions)]
+        for target in targets:
+            check_output(target, force=force, inputs=inputs)
         paths = [
-            simulate_to_session(
-                sc, seed, output / f"{sc.name}_s{i:02d}.h5", session=i, overwrite=overwrite
-            )
-            for i in range(sc.n_sessions)
+            simulate_to_session(sc, seed, target, session=i, overwrite=force)
+            for i, target in enumerate(targets)
         ]
     else:
-        paths = [simulate_to_session(sc, seed, output, session=session, overwrite=overwrite)]
+        paths = [simulate_to_session(sc, seed, output, session=session, overwrite=force)]
     elapsed = time.perf_counter() - t0
     docs = [_summary(path) for path in paths]
     if as_json:

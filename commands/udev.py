@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from sensorbench.errors import UdevError
+from sensorbench.logs.atomic_output import atomic_output, check_output, force_option
 from sensorbench.udev.discovery import list_serial_devices
 from sensorbench.udev.install import RULES_DIR, install_rules
 from sensorbench.udev.rules import (
@@ -54,12 +55,15 @@ def register(cli: click.Group) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help=f"Write the rules here (e.g. {DEFAULT_FILENAME}) instead of stdout.",
 )
-def rules_cmd(names: tuple[str, ...], by: str, output: Path | None) -> None:
+@force_option("OUTPUT")
+def rules_cmd(names: tuple[str, ...], by: str, output: Path | None, force: bool) -> None:
     """Generate udev rules naming each device by the USB port it is plugged into.
 
     Every rule sets GROUP="dialout", MODE="0660" and tells ModemManager to leave
     the device alone. Install the file with `sensorbench udev install FILE`.
     """
+    if output is not None:
+        check_output(output, force=force)
     specs = [parse_name_spec(text) for text in names]
     if by == "kernels":
         # Present devices add their vendor/product to the rule; none are required.
@@ -76,7 +80,8 @@ def rules_cmd(names: tuple[str, ...], by: str, output: Path | None) -> None:
         click.echo(text, nl=False)
         return
     try:
-        output.write_text(text, encoding="utf-8")
+        with atomic_output(output, force=force) as tmp:
+            tmp.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UdevError(f"cannot write {output}: {exc}") from exc
     click.echo(

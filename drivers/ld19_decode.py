@@ -89,23 +89,19 @@ def decode_ld19(
         reconnects = []
         slope = None
     name = name or device or "ld19"
-    try:
-        summary = _write(
-            src,
-            output,
-            chunks,
-            reconnects,
-            raw_attrs,
-            name,
-            near_filter,
-            overwrite,
-            is_session,
-            None if slope is None else float(slope),
-        )
-    except DriverError:
-        Path(output).unlink(missing_ok=True)
-        raise
-    return summary
+    # the writer is atomic: on DriverError nothing is written and an old output is kept
+    return _write(
+        src,
+        output,
+        chunks,
+        reconnects,
+        raw_attrs,
+        name,
+        near_filter,
+        overwrite,
+        is_session,
+        None if slope is None else float(slope),
+    )
 
 
 def _write(

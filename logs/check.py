@@ -4,11 +4,19 @@
 internal consistency of every stream. :func:`recover_session` rebuilds a file
 whose writer was killed: it copies the self-consistent prefix of every stream
 (everything up to the writer's last flush) into a fresh file marked RECOVERED,
-keeps the original beside it, and reports what it kept and what it dropped.
+keeps the original beside it under a new name, and reports what it kept and
+what it dropped.
+
+A file is never touched while another process writes it: a non-SWMR writer holds
+HDF5's file lock; a live SWMR recording (which HDF5 does not lock) is recognised
+by its superblock's SWMR-write flag together with the writer record in the
+``/_status`` attributes (pid, host, process start time) naming a running process.
+The file's modification time is not used: a silent device does not change it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -17,19 +25,24 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from sensorbench.errors import SessionError
-from sensorbench.logs.reader import open_h5
+from sensorbench.errors import OutputError, SessionError
+from sensorbench.logs.atomic_output import link_no_clobber, temp_name
+from sensorbench.logs.reader import (
+    SUPERBLOCK_SWMR_WRITE,
+    SUPERBLOCK_WRITE_ACCESS,
+    locked_by_writer,
+    open_h5,
+    superblock_flags,
+)
 from sensorbench.logs.schema import (
-    ENCODER_FIELDS,
     EVENT_DTYPE,
     GROUPS,
     LIBVER,
     LIDAR_POINT_FIELDS,
-    POSE_FIELDS,
-    RAW_CHUNK_DTYPE,
-    TURN_DTYPE,
+    STREAM_COLUMNS,
     FileStatus,
 )
+from sensorbench.logs.writer_record import writer_alive
 
 _REQUIRED_ROOT_ATTRS = (
     "format",
@@ -40,12 +53,7 @@ _REQUIRED_ROOT_ATTRS = (
     "label",
     "config_text",
 )
-_COLUMNS = {
-    "lidar": {**LIDAR_POINT_FIELDS, "turns": TURN_DTYPE},
-    "raw": {"data": "u1", "chunks": RAW_CHUNK_DTYPE},
-    "encoder": {**ENCODER_FIELDS, "counts": "<i8"},
-    "pose": {**POSE_FIELDS, "position": "<f8", "quat_xyzw": "<f8"},
-}
+_COLUMNS = STREAM_COLUMNS
 
 
 @dataclass
@@ -53,8 +61,13 @@ class CheckReport:
     """Outcome of :func:`check_session`.
 
     ``errors`` are violations of the format (the file is unusable as written);
-    ``warnings`` are oddities worth a look (non-monotonic host time, unclosed file).
+    ``warnings`` are oddities worth a look (per-point time reversals, unclosed file).
     ``consistent_rows`` maps ``kind/name`` to the rows a reader will return.
+    ``in_use`` is empty, or says which live process is writing the file (then it
+    must not be recovered); ``writer_unknown`` is set when the writer ran on
+    another host, so whether it still runs cannot be told from here.
+    ``point_time_reversals`` maps each lidar stream whose per-point ``t_ns`` steps
+    backwards to ``{"count": steps, "points": points, "max_s": largest step (s)}``.
     """
 
     path: Path
@@ -63,6 +76,9 @@ class CheckReport:
     warnings: list[str] = field(default_factory=list)
     consistent_rows: dict[str, int] = field(default_factory=dict)
     dangling_rows: dict[str, int] = field(default_factory=dict)
+    in_use: str = ""
+    writer_unknown: str = ""
+    point_time_reversals: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -91,11 +107,21 @@ def _stream_rows(kind: str, g: h5py.Group) -> tuple[int, int]:
 
 
 def check_session(path: str | os.PathLike[str]) -> CheckReport:
-    """Validate a session file against the schema; never modifies it."""
+    """Validate a session file against the schema; never modifies it.
+
+    A file another process holds open for writing (HDF5's lock) is not even
+    opened: the report only says it is in use.
+    """
     path = Path(path)
+    if path.is_file() and locked_by_writer(path):
+        report = CheckReport(path, FileStatus.WRITING)
+        report.in_use = "another process has it open for writing (HDF5 file lock)"
+        return report
     with open_h5(path) as f:
         status = FileStatus(int(f["_status"][0])) if "_status" in f else FileStatus.WRITING
         report = CheckReport(path, status)
+        if status == FileStatus.WRITING and "_status" in f:
+            _judge_writer(report, f["_status"].attrs)
         for key in _REQUIRED_ROOT_ATTRS:
             if key not in f.attrs:
                 report.errors.append(f"root attribute {key!r} missing")
@@ -108,15 +134,33 @@ def check_session(path: str | os.PathLike[str]) -> CheckReport:
         for kind, group_name in GROUPS.items():
             for name, g in f.get(group_name, {}).items():
                 _check_stream(report, kind, f"{group_name}/{name}", g)
-        if status == FileStatus.WRITING:
+        if status == FileStatus.WRITING and not report.in_use:
             report.warnings.append(
-                "the file was not closed: its writer is still running or was killed; "
+                "the file was not closed: its writer was killed or failed; "
                 "`sensorbench check --recover` rebuilds it"
             )
     return report
 
 
+def _judge_writer(report: CheckReport, status_attrs: h5py.AttributeManager) -> None:
+    """Set ``in_use``/``writer_unknown`` for an unclosed file from its flags and writer record."""
+    with open(report.path, "rb") as fh:
+        flags = superblock_flags(fh.read(64))
+    if flags is not None and not flags & (SUPERBLOCK_WRITE_ACCESS | SUPERBLOCK_SWMR_WRITE):
+        return  # HDF5 closed the file: whatever wrote it has let go of it
+    state = writer_alive(status_attrs)
+    if state.alive:
+        report.in_use = f"its writer is running ({state.text})"
+    elif state.alive is None:
+        report.writer_unknown = (
+            f"its writer ({state.text}) ran on another host; check cannot see whether it still runs"
+        )
+
+
 def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> None:
+    if not isinstance(g, h5py.Group):
+        report.errors.append(f"{key}: not a group")
+        return
     for col, dtype in _COLUMNS[kind].items():
         if col not in g:
             report.errors.append(f"{key}: dataset {col!r} missing")
@@ -126,43 +170,80 @@ def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> No
         return
     n, dangling = _stream_rows(kind, g)
     report.consistent_rows[key] = n
+    closed = report.status != FileStatus.WRITING
     if dangling:
         report.dangling_rows[key] = dangling
-        report.warnings.append(f"{key}: {dangling} rows past the last consistent write")
+        if closed:
+            report.errors.append(
+                f"{key}: {dangling} rows beyond the consistent data in a closed file "
+                f"({_lengths(kind, g)})"
+            )
+        else:
+            report.warnings.append(f"{key}: {dangling} rows past the last consistent write")
     if kind == "lidar":
-        idx = g["turns"][:n]
-        expected = np.concatenate(([0], np.cumsum(idx["count"].astype(np.int64))[:-1]))
-        if len(idx) and not np.array_equal(idx["offset"], expected):
-            report.errors.append(f"{key}/turns: offsets are not contiguous")
-        end = int(expected[-1] + idx["count"][-1]) if len(idx) else 0
-        angle = g["angle"][:end]
-        finite = angle[np.isfinite(angle)]
-        if finite.size and (finite.min() < 0 or finite.max() >= 2 * np.pi + 1e-6):
-            report.errors.append(f"{key}/angle: values outside [0, 2π) rad")
-        _monotonic(report, key, idx["t_first_ns"])
+        _check_lidar(report, key, g, n)
     elif kind == "raw":
         chunks = g["chunks"][:n]
         expected = np.concatenate(([0], np.cumsum(chunks["length"].astype(np.int64))[:-1]))
         if len(chunks) and not np.array_equal(chunks["offset"], expected):
             report.errors.append(f"{key}/chunks: offsets are not contiguous")
-        _monotonic(report, key, chunks["t_ns"])
+        _monotonic(report, key, "chunks.t_ns", chunks["t_ns"])
     elif kind == "encoder":
-        _monotonic(report, key, g["host_ns"][:n])
+        _monotonic(report, key, "host_ns", g["host_ns"][:n])
     elif kind == "pose":
-        _monotonic(report, key, g["t_ns"][:n])
+        _monotonic(report, key, "t_ns", g["t_ns"][:n])
         if "kind" not in g.attrs:
             report.errors.append(f"{key}: attribute 'kind' missing")
         q = g["quat_xyzw"][:n]
         valid = g["valid"][:n].astype(bool)
         norm = np.linalg.norm(q[valid], axis=1)
-        if norm.size and np.max(np.abs(norm - 1)) > 1e-3:
+        if norm.size and not np.max(np.abs(norm - 1)) <= 1e-3:
             report.errors.append(f"{key}/quat_xyzw: valid samples with non-unit quaternions")
 
 
-def _monotonic(report: CheckReport, key: str, t: np.ndarray) -> None:
-    back = int(np.count_nonzero(np.diff(t) < 0))
+def _lengths(kind: str, g: h5py.Group) -> str:
+    text = ", ".join(f"{c} {g[c].shape[0]}" for c in _COLUMNS[kind])
+    if kind == "lidar" and g["turns"].shape[0]:
+        last = g["turns"][-1]
+        text += f"; the turns end at point {int(last['offset']) + int(last['count'])}"
+    return "rows: " + text
+
+
+def _check_lidar(report: CheckReport, key: str, g: h5py.Group, n: int) -> None:
+    idx = g["turns"][:n]
+    counts = idx["count"].astype(np.int64)
+    if np.any(counts < 0):
+        report.errors.append(f"{key}/turns: negative point counts")
+    expected = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    if len(idx) and not np.array_equal(idx["offset"], expected):
+        report.errors.append(f"{key}/turns: offsets are not contiguous")
+    end = int(expected[-1] + counts[-1]) if len(idx) else 0
+    angle = g["angle"][:end]
+    finite = angle[np.isfinite(angle)]
+    if finite.size and (finite.min() < 0 or finite.max() >= 2 * np.pi + 1e-6):
+        report.errors.append(f"{key}/angle: values outside [0, 2π) rad")
+    _monotonic(report, key, "turns.t_first_ns", idx["t_first_ns"])
+    t = g["t_ns"][:end]
+    step = np.diff(t)
+    back = step < 0
+    count = int(np.count_nonzero(back))
+    if count:
+        largest = float(-step[back].min()) / 1e9
+        report.point_time_reversals[key] = {"count": count, "points": int(t.size), "max_s": largest}
+        report.warnings.append(
+            f"{key}/t_ns: per-point time steps backwards {count} times in {t.size} points "
+            f"(largest {largest * 1e3:.3f} ms)"
+        )
+
+
+def _monotonic(report: CheckReport, key: str, column: str, t: np.ndarray) -> None:
+    step = np.diff(t)
+    back = int(np.count_nonzero(step < 0))
     if back:
-        report.warnings.append(f"{key}: host time goes backwards {back} times")
+        largest = float(-step.min()) / 1e9
+        report.errors.append(
+            f"{key}/{column}: time goes backwards {back} times (largest {largest:.6f} s)"
+        )
 
 
 @dataclass
@@ -176,55 +257,88 @@ class RecoveryReport:
     events: int
 
 
+def backup_name(path: Path) -> Path:
+    """The first free name of ``NAME.orig.h5``, ``NAME.orig-2.h5``, ``NAME.orig-3.h5``…"""
+    k = 1
+    while True:
+        tag = ".orig" if k == 1 else f".orig-{k}"
+        candidate = path.with_name(path.stem + tag + path.suffix)
+        if not candidate.exists():
+            return candidate
+        k += 1
+
+
 def recover_session(
-    path: str | os.PathLike[str], backup: bool = True, min_age_s: float = 2.0
+    path: str | os.PathLike[str], backup: bool = True, force: bool = False
 ) -> RecoveryReport:
     """Rebuild a session whose writer died, keeping every consistent row.
 
+    The rebuilt file is written under a temporary name and then takes the
+    original's name; the original keeps its bytes under a new name
+    (``NAME.orig.h5``, or ``NAME.orig-2.h5``… when that exists: nothing is ever
+    overwritten).
+
     Args:
         path: the session file.
-        backup: keep the original as ``<name>.orig.h5`` (nothing is lost).
-        min_age_s: refuse if the file changed within this many seconds (s), since a
-            live writer may still be appending.
+        backup: keep the original beside it (nothing is lost).
+        force: recover although the writer ran on another host and may still run.
 
     Raises:
-        SessionError: the file is closed already, or may still be written.
+        SessionError: the file is closed already, or its writer still runs (or may).
     """
     path = Path(path)
     report = check_session(path)
+    if report.in_use:
+        raise SessionError(f"{path} is in use: {report.in_use}; it was not touched")
     if report.status != FileStatus.WRITING:
         raise SessionError(f"{path} was closed cleanly; nothing to recover")
-    age = time.time() - path.stat().st_mtime
-    if age < min_age_s:
+    if report.writer_unknown and not force:
         raise SessionError(
-            f"{path} changed {age:.1f} s ago: a writer may still be running; stop it or wait"
+            f"{path}: {report.writer_unknown}; run check on that host, or pass --force "
+            "once you know the writer has stopped"
         )
-    tmp = path.with_name(f".{path.name}.recovering")
+    tmp = temp_name(path)
     kept: dict[str, int] = {}
-    with open_h5(path) as src, h5py.File(tmp, "w", libver=LIBVER) as dst:
-        for key, value in src.attrs.items():
-            dst.attrs[key] = value
-        dst.attrs["recovered_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        dst.create_dataset("_status", data=np.array([FileStatus.RECOVERED], "u1"))
-        events = src["events"][:]
-        dst.create_dataset("events", data=events, maxshape=(None,), chunks=(256,))
-        if "truth" in src:
-            src.copy(src["truth"], dst, "truth")
-        else:
-            dst.create_group("truth")
-        for kind, group_name in GROUPS.items():
-            out_group = dst.create_group(group_name)
-            for name, g in src.get(group_name, {}).items():
-                n, _ = _stream_rows(kind, g)
-                kept[f"{group_name}/{name}"] = n
-                _copy_prefix(kind, g, out_group.create_group(name), n)
-    if backup:
-        bak = path.with_name(path.stem + ".orig" + path.suffix)
-        os.replace(path, bak)
-    else:
-        bak = None
-    os.replace(tmp, path)
+    try:
+        with open_h5(path) as src, h5py.File(tmp, "w-", libver=LIBVER) as dst:
+            for key, value in src.attrs.items():
+                dst.attrs[key] = value
+            dst.attrs["recovered_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            status = dst.create_dataset("_status", data=np.array([FileStatus.RECOVERED], "u1"))
+            for key, value in src["_status"].attrs.items():
+                status.attrs[key] = value
+            events = src["events"][:]
+            dst.create_dataset("events", data=events, maxshape=(None,), chunks=(256,))
+            if "truth" in src:
+                src.copy(src["truth"], dst, "truth")
+            else:
+                dst.create_group("truth")
+            for kind, group_name in GROUPS.items():
+                out_group = dst.create_group(group_name)
+                for name, g in src.get(group_name, {}).items():
+                    n, _ = _stream_rows(kind, g)
+                    kept[f"{group_name}/{name}"] = n
+                    _copy_prefix(kind, g, out_group.create_group(name), n)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        bak = _keep_original(path) if backup else None
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     return RecoveryReport(path, bak, kept, report.dangling_rows, len(events))
+
+
+def _keep_original(path: Path) -> Path:
+    """Give the original a second, free name (hard link: ``path`` stays valid meanwhile)."""
+    for _ in range(100):
+        bak = backup_name(path)
+        try:
+            link_no_clobber(path, bak)
+        except OutputError:
+            continue  # the name was taken meanwhile: the next one
+        return bak
+    raise SessionError(f"{path}: no free name for the original beside it; nothing changed")
 
 
 def _copy_prefix(kind: str, g: h5py.Group, out: h5py.Group, n: int) -> None:

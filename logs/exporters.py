@@ -27,6 +27,27 @@ def export_stream(
         raise SessionError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
     out = Path(out)
     with Session(session) as s:
+        if name == "events":
+            ev = s.events()
+            if fmt != "csv":
+                raise SessionError("events export to csv only (tum is for pose streams)")
+            rows = ((e.t_ns, e.source, e.kind, e.message) for e in ev)
+            return _write_csv(out, ["t_ns", "source", "kind", "message"], rows)
+        kinds = [
+            kind
+            for kind, names in (
+                ("pose", s.pose_names()),
+                ("encoder", s.encoder_names()),
+                ("lidar", s.lidar_names()),
+            )
+            if name in names
+        ]
+        if len(kinds) > 1:
+            raise SessionError(
+                f"{session}: {' and '.join(kinds)} streams are both called {name!r} "
+                "(a file written before names were unique across kinds); export cannot tell "
+                "which one you mean"
+            )
         if name in s.pose_names():
             batch = s.pose(name).read()
             if fmt == "tum":
@@ -81,10 +102,6 @@ def export_stream(
                 strict=True,
             )
             return _write_csv(out, cols, rows)
-        if name == "events":
-            ev = s.events()
-            rows = ((e.t_ns, e.source, e.kind, e.message) for e in ev)
-            return _write_csv(out, ["t_ns", "source", "kind", "message"], rows)
         streams = s.pose_names() + s.encoder_names() + s.lidar_names() + ["events"]
         raise SessionError(f"{session}: no stream {name!r} (have: {', '.join(streams)})")
 

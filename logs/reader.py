@@ -9,6 +9,8 @@ the longer column are not returned (``sensorbench check`` rebuilds such a file).
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
 import os
 import time
@@ -29,6 +31,7 @@ from sensorbench.logs.schema import (
     LIDAR_POINT_FIELDS,
     POSE_FIELDS,
     SCHEMA_VERSION,
+    STREAM_COLUMNS,
     FileStatus,
 )
 
@@ -224,6 +227,77 @@ def _superblock_eof(head: bytes) -> int | None:
     return int.from_bytes(head[offset : offset + 8], "little")
 
 
+SUPERBLOCK_WRITE_ACCESS = 0x1
+"""Superblock (v2/v3) consistency flag: the file is open for writing (set until closed)."""
+SUPERBLOCK_SWMR_WRITE = 0x4
+"""Superblock (v2/v3) consistency flag: the file is open for SWMR writing."""
+
+
+def superblock_flags(head: bytes) -> int | None:
+    """File-consistency flags of a v2/v3 superblock at offset 0, or None for older ones.
+
+    HDF5 sets them when a writer opens the file and clears them when it closes it,
+    so a set flag means "open for writing now, or its writer died"."""
+    if len(head) < 12 or head[8] not in (2, 3):
+        return None
+    return head[11]
+
+
+def locked_by_writer(path: str | os.PathLike[str]) -> bool:
+    """True when another process holds HDF5's exclusive lock on ``path``.
+
+    HDF5 locks a file it opens for writing (``flock``) and releases the lock when
+    it switches the file to SWMR mode, so this sees non-SWMR writers only.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+    finally:
+        os.close(fd)
+    return False
+
+
+def _unopenable(path: Path, head: bytes, exc: OSError) -> str:
+    """Why HDF5 refused to open ``path``, in words the user can act on."""
+    if locked_by_writer(path):
+        return (
+            f"{path}: in use: another process has it open for writing; "
+            "try again when it has finished"
+        )
+    flags = superblock_flags(head) or 0
+    if flags & SUPERBLOCK_WRITE_ACCESS and not flags & SUPERBLOCK_SWMR_WRITE:
+        return (
+            f"{path}: its writer died while the file was open for writing (not SWMR), so "
+            "HDF5 refuses to open it; on a copy, `h5clear -s COPY` (hdf5-tools) clears the "
+            "mark and `sensorbench check COPY` then validates what it holds"
+        )
+    return f"{path}: cannot be opened as HDF5 ({exc}); the file is truncated or corrupt"
+
+
+def missing_datasets(f: h5py.File) -> list[str]:
+    """Paths of the datasets the format requires that ``f`` lacks (``/events``, stream columns)."""
+    missing = [] if isinstance(f.get("events"), h5py.Dataset) else ["events"]
+    for kind, group_name in GROUPS.items():
+        group = f.get(group_name)
+        if not isinstance(group, h5py.Group):
+            continue
+        for name, g in group.items():
+            if not isinstance(g, h5py.Group):
+                missing.append(f"{group_name}/{name} (not a group)")
+                continue
+            missing.extend(
+                f"{group_name}/{name}/{col}"
+                for col in STREAM_COLUMNS[kind]
+                if not isinstance(g.get(col), h5py.Dataset)
+            )
+    return missing
+
+
 def open_h5(path: str | os.PathLike[str]) -> h5py.File:
     """Open a session read-only (SWMR-safe), with clear errors for foreign or broken files."""
     path = Path(path)
@@ -249,9 +323,7 @@ def open_h5(path: str | os.PathLike[str]) -> h5py.File:
         try:
             f = h5py.File(path, "r")
         except OSError as exc:
-            raise SessionError(
-                f"{path}: cannot be opened as HDF5 ({exc}); the file is truncated or corrupt"
-            ) from exc
+            raise SessionError(_unopenable(path, head, exc)) from exc
     try:
         fmt = _decode(f.attrs.get("format", ""))
         version = _decode(f.attrs.get("schema_version", -1))
@@ -278,6 +350,14 @@ class Session:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._f = open_h5(self.path)
+        missing = missing_datasets(self._f)
+        if missing:
+            self._f.close()
+            raise SessionError(
+                f"{self.path}: dataset{'s' if len(missing) > 1 else ''} "
+                f"{', '.join('/' + m for m in missing)} missing; the file is damaged "
+                f"(`sensorbench check {self.path}` lists every problem)"
+            )
 
     def close(self) -> None:
         """Close the file."""
@@ -391,6 +471,8 @@ class Session:
     def truth_names(self) -> list[str]:
         """Paths of every dataset under ``/truth``."""
         names: list[str] = []
+        if "truth" not in self._f:
+            return names
         self._f["truth"].visititems(
             lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None
         )
@@ -398,14 +480,14 @@ class Session:
 
     def truth(self, path: str) -> np.ndarray:
         """The truth dataset at ``/truth/<path>``."""
-        ds = self._f["truth"].get(path)
+        ds = self._f.get(f"truth/{path}")
         if not isinstance(ds, h5py.Dataset):
             raise SessionError(f"{self.path}: no truth dataset {path!r}")
         return ds[()]
 
     def truth_attrs(self, path: str = "") -> dict[str, Any]:
         """Attributes of ``/truth`` or of a truth dataset/group."""
-        obj = self._f["truth"] if not path else self._f["truth"].get(path)
+        obj = self._f.get("truth" if not path else f"truth/{path}")
         if obj is None:
             raise SessionError(f"{self.path}: no truth entry {path!r}")
         return attrs_dict(obj)

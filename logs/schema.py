@@ -94,3 +94,49 @@ EVENT_KINDS = (
 
 GROUPS = {"lidar": "lidar", "raw": "raw", "encoder": "encoders", "pose": "pose"}
 """Stream kind -> HDF5 group name."""
+
+STREAM_COLUMNS = {
+    "lidar": {**LIDAR_POINT_FIELDS, "turns": TURN_DTYPE},
+    "raw": {"data": "u1", "chunks": RAW_CHUNK_DTYPE},
+    "encoder": {**ENCODER_FIELDS, "counts": "<i8"},
+    "pose": {**POSE_FIELDS, "position": "<f8", "quat_xyzw": "<f8"},
+}
+"""Stream kind -> its datasets and their dtypes."""
+
+RESERVED_NAMES = ("events", "truth", "_status")
+"""Names no stream may take: the file's root entries; ``events`` also names the event
+table wherever a command takes a stream name (``export --stream events``, replay)."""
+
+KIND_NAMES = {
+    "pods": "encoder",
+    "ld19": "lidar",
+    "a1": "lidar",
+    "mocap": "pose",
+    "pose_sensor": "pose",
+    "estimate": "pose",
+}
+"""Default stream names that belong to one kind of stream; no other kind may take them."""
+
+
+def name_conflict(kind: str, name: str, existing: list[tuple[str, str]]) -> str:
+    """Why a new ``kind`` stream may not be called ``name`` ("" when it may).
+
+    Stream names are unique across kinds, so a name always means one stream; the
+    only sharing allowed is a serial device's raw bytes (kind ``raw``) under the
+    name of its decoded lidar or encoder stream. ``existing`` lists (kind, name).
+    """
+    if name in RESERVED_NAMES:
+        return f"stream name {name!r} is reserved (names: {', '.join(RESERVED_NAMES)})"
+    owner = KIND_NAMES.get(name)
+    if owner is not None and kind not in (owner, "raw"):
+        return f"{kind} stream name {name!r} is reserved for {owner} streams"
+    for other_kind, other in existing:
+        if other != name or other_kind == kind:
+            continue
+        if "raw" in (kind, other_kind) and "pose" not in (kind, other_kind):
+            continue  # a device's raw bytes beside its decoded stream
+        return (
+            f"cannot add {kind} stream {name!r}: a {other_kind} stream has that name "
+            "(stream names are unique across kinds)"
+        )
+    return ""

@@ -26,7 +26,8 @@ import h5py
 import numpy as np
 
 from sensorbench import __version__
-from sensorbench.errors import SessionError
+from sensorbench.errors import OutputError, SessionError
+from sensorbench.logs.atomic_output import PendingOutput, PendingUpdate, check_output
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
 from sensorbench.logs.schema import (
     ENCODER_FIELDS,
@@ -41,7 +42,9 @@ from sensorbench.logs.schema import (
     SCHEMA_VERSION,
     TURN_DTYPE,
     FileStatus,
+    name_conflict,
 )
+from sensorbench.logs.writer_record import writer_record
 
 _POINT_CHUNK = 32768
 _ROW_CHUNK = 4096
@@ -88,7 +91,13 @@ class SessionWriter:
             allows :meth:`set_truth` at any time.
         flush_interval_s: longest time between flushes to disk (s).
         attrs: extra root attributes (str, numbers, arrays, or dicts stored as JSON).
-        overwrite: replace an existing file instead of refusing.
+        overwrite: replace an existing file instead of refusing (offline writers only:
+            a live SWMR recording never replaces a file).
+
+    An offline writer (``swmr=False``) writes into a temporary file beside ``path``
+    that becomes ``path`` only when :meth:`close` succeeds; leaving a ``with`` block
+    by an exception, or a failed write, discards it and leaves any old file as it was.
+    A live writer writes ``path`` in place, so a killed recording can be recovered.
     """
 
     def __init__(
@@ -103,16 +112,24 @@ class SessionWriter:
         overwrite: bool = False,
     ) -> None:
         self.path = Path(path)
-        if self.path.exists() and not overwrite:
-            raise SessionError(f"{self.path} exists; choose another name or remove it first")
         if not flush_interval_s > 0:
             raise SessionError(f"flush_interval_s must be > 0 s, got {flush_interval_s}")
+        self._pending: PendingOutput | None = None
+        try:
+            if swmr:  # a live recording is written in place: readers and `check` find it
+                check_output(self.path)
+            else:
+                self._pending = PendingOutput(self.path, force=overwrite)
+        except OutputError as exc:
+            raise SessionError(str(exc)) from exc
+        target = self.path if self._pending is None else self._pending.tmp
         self.swmr = swmr
         self.flush_interval_s = flush_interval_s
         self.error: BaseException | None = None
+        self._final_status = FileStatus.CLOSED
         try:
-            self._file = h5py.File(self.path, "w", libver=LIBVER)
-        except OSError as exc:
+            self._file = h5py.File(target, "w-", libver=LIBVER)
+        except (OSError, FileExistsError) as exc:
             raise SessionError(f"cannot create {self.path}: {exc}") from exc
         f = self._file
         wall, mono = time.time_ns(), time.monotonic_ns()
@@ -131,6 +148,8 @@ class SessionWriter:
         for key, value in root.items():
             f.attrs[key] = _attr_value(value)
         self._status = f.create_dataset("_status", data=np.array([FileStatus.WRITING], "u1"))
+        for key, value in writer_record().items():
+            self._status.attrs[key] = value
         self._events = f.create_dataset(
             "events", shape=(0,), maxshape=(None,), dtype=EVENT_DTYPE, chunks=(256,)
         )
@@ -150,12 +169,21 @@ class SessionWriter:
 
         Existing streams are left untouched; new ones are declared and appended as
         usual, without SWMR. The file must have been closed cleanly (or recovered).
+        The change is atomic: everything is written into a copy of the file in the
+        same directory, which replaces the original only when :meth:`close` succeeds;
+        a kill, a full disk or an error at any moment leaves the original unchanged.
         """
-        from sensorbench.logs.reader import open_h5
+        from sensorbench.logs.reader import missing_datasets, open_h5
 
         path = Path(path)
         with open_h5(path) as probe:
-            status = int(probe["_status"][0]) if "_status" in probe else FileStatus.WRITING
+            missing = missing_datasets(probe) + ([] if "_status" in probe else ["_status"])
+            if missing:
+                raise SessionError(
+                    f"{path}: dataset(s) {', '.join('/' + m for m in missing)} missing; the "
+                    f"file is damaged (`sensorbench check {path}` lists every problem)"
+                )
+            status = FileStatus(int(probe["_status"][0]))
         if status == FileStatus.WRITING:
             raise SessionError(
                 f"{path} was not closed cleanly (its writer is running or died); "
@@ -166,7 +194,13 @@ class SessionWriter:
         self.swmr = False
         self.flush_interval_s = 0.5
         self.error = None
-        self._file = h5py.File(path, "a", libver=LIBVER)
+        self._final_status = status
+        self._pending = PendingUpdate(path)
+        try:
+            self._file = h5py.File(self._pending.tmp, "a", libver=LIBVER)
+        except OSError as exc:
+            self._pending.discard()
+            raise SessionError(f"cannot open a copy of {path} to add to it: {exc}") from exc
         self._status = self._file["_status"]
         self._status[0] = FileStatus.WRITING
         self._events = self._file["events"]
@@ -200,6 +234,9 @@ class SessionWriter:
             raise SessionError(f"invalid stream name {name!r}: non-empty, no '/'")
         if (kind, name) in self._streams:
             raise SessionError(f"{kind} stream {name!r} declared twice")
+        problem = name_conflict(kind, name, list(self._streams))
+        if problem:
+            raise SessionError(f"{self.path}: {problem}")
         group = self._file[GROUPS[kind]].create_group(name)
         for key, value in (attrs or {}).items():
             group.attrs[key] = _attr_value(value)
@@ -363,7 +400,7 @@ class SessionWriter:
                     self._file.flush()
                     self.last_flush_ns = time.monotonic_ns()
                     next_flush = time.monotonic() + self.flush_interval_s
-            self._status[0] = FileStatus.CLOSED
+            self._status[0] = self._final_status
             self._file.flush()
         except BaseException as exc:  # disk full, I/O error: keep the cause for producers
             self.error = exc
@@ -446,12 +483,54 @@ class SessionWriter:
         self._queue.put(_STOP)
         self._thread.join(timeout_s)
         if self._thread.is_alive():
+            if self._pending is not None:
+                self._pending.discard()
             raise SessionError(f"the writer of {self.path} did not finish within {timeout_s} s")
         if self.error is not None:
+            if self._pending is not None:
+                self._pending.discard()
+                raise SessionError(
+                    f"writing {self.path} failed: {self.error}; {self._untouched()}"
+                ) from self.error
             raise SessionError(
                 f"writing {self.path} failed: {self.error}; the file holds the data up to the "
                 "last flush, run `sensorbench check` on it"
             ) from self.error
+        if self._pending is not None:
+            try:
+                self._pending.commit()
+            except (OSError, OutputError) as exc:
+                raise SessionError(
+                    f"writing {self.path} failed: {exc}; {self._untouched()}"
+                ) from exc
+
+    def _untouched(self) -> str:
+        if isinstance(self._pending, PendingUpdate):
+            return "the session is unchanged"
+        if self._pending is not None and self._pending.force and self.path.exists():
+            return "the existing file is unchanged"
+        return "nothing was written"
+
+    def abort(self) -> None:
+        """Stop without keeping anything written by this writer (offline writers only).
+
+        The temporary file is deleted, so the output (or the session being added to)
+        stays exactly as it was. A live (SWMR) writer is closed normally instead: its
+        data up to now are kept.
+        """
+        if self._pending is None:
+            self.close()
+            return
+        if not self._closed:
+            with self._lock:
+                self._closed = True
+            if self._thread is not None:
+                self._queue.put(_STOP)
+                self._thread.join(30.0)
+            else:
+                with contextlib.suppress(Exception):
+                    self._file.close()
+        self._pending.discard()
 
     @property
     def queued(self) -> int:
@@ -461,5 +540,8 @@ class SessionWriter:
     def __enter__(self) -> SessionWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None and self._pending is not None:
+            self.abort()
+        else:
+            self.close()

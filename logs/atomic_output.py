@@ -1,0 +1,268 @@
+"""Safe output files: no silent overwrite, never over an input, visible only when complete.
+
+Every command that writes a file goes through this module:
+
+* :func:`check_output` refuses an output that exists (unless ``force``), that is one of
+  the command's own inputs (even with ``force``: same resolved path or same inode), a
+  directory, or a path whose directory does not exist. Commands call it before any
+  long computation, so a refusal costs nothing.
+* :class:`PendingOutput` / :func:`atomic_output` write into a temporary file in the
+  output's directory and rename it into place only when it is complete (after an
+  ``fsync``). A failed or killed write leaves the old file untouched; without
+  ``force`` the final step is a no-clobber hard link, so a file that appeared in
+  the meantime is not replaced either.
+* :func:`atomic_update` modifies an existing file through a complete copy that
+  replaces the original in one rename (used by ``import --into``).
+* :func:`atomic_figures` does the same for a directory of figures (``--plots``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import shutil
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sensorbench.errors import OutputError
+
+PathLike = str | os.PathLike[str]
+
+
+def same_file(a: PathLike, b: PathLike) -> bool:
+    """True when ``a`` and ``b`` name the same file (same resolved path or same inode)."""
+    pa, pb = Path(a), Path(b)
+    if pa.resolve() == pb.resolve():
+        return True
+    try:
+        return os.path.samefile(pa, pb)
+    except OSError:
+        return False
+
+
+def check_output(path: PathLike, *, force: bool = False, inputs: Iterable[PathLike] = ()) -> Path:
+    """Refuse an output path that cannot be written safely; returns it as a Path.
+
+    Raises:
+        OutputError: ``path`` is one of ``inputs`` (even with ``force``), a directory,
+            in a directory that does not exist, or exists and ``force`` is False.
+    """
+    path = Path(path)
+    for item in inputs:
+        if item is not None and same_file(path, item):
+            raise OutputError(
+                f"{path} is also an input of this command ({item}); "
+                "it is never written over, --force or not: choose another output"
+            )
+    if path.is_dir():
+        raise OutputError(f"{path} is a directory; give a file name")
+    parent = path.parent
+    if not parent.is_dir():
+        raise OutputError(f"cannot write {path}: directory {parent} does not exist")
+    if path.exists() and not force:
+        raise OutputError(f"{path} exists; choose another name or pass --force to replace it")
+    return path
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def temp_name(path: Path) -> Path:
+    """A fresh hidden name beside ``path`` that keeps its suffix (plotting needs it)."""
+    token = f"{os.getpid()}-{secrets.token_hex(4)}"
+    return path.with_name(f".{path.name}.{token}.partial{path.suffix}")
+
+
+def link_no_clobber(src: Path, dst: Path) -> None:
+    """Give ``src``'s file the name ``dst`` too, failing if ``dst`` exists.
+
+    On a file system without hard links the file is renamed instead (``src`` is
+    then gone), after a last existence check.
+
+    Raises:
+        OutputError: ``dst`` exists.
+    """
+    try:
+        os.link(src, dst)
+    except FileExistsError:
+        raise OutputError(f"{dst} appeared while it was being written; nothing replaced") from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+            raise
+        # no hard links on this file system: the existence check and rename race
+        if dst.exists():
+            raise OutputError(
+                f"{dst} appeared while it was being written; nothing replaced"
+            ) from None
+        os.rename(src, dst)
+
+
+class PendingOutput:
+    """A file being written at :attr:`tmp` that becomes :attr:`path` on :meth:`commit`.
+
+    Args:
+        path: the final output.
+        force: replace an existing ``path`` at commit (otherwise refused).
+        inputs: the command's inputs; ``path`` may never be one of them.
+    """
+
+    def __init__(
+        self, path: PathLike, *, force: bool = False, inputs: Iterable[PathLike] = ()
+    ) -> None:
+        self.path = check_output(path, force=force, inputs=inputs)
+        self.force = force
+        self.tmp = temp_name(self.path)
+        self.done = False
+
+    def commit(self) -> Path:
+        """Flush the temporary file to disk and rename it into place; returns the path.
+
+        Raises:
+            OutputError: the output appeared meanwhile (without ``force``).
+        """
+        if self.done:
+            return self.path
+        with open(self.tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        try:
+            if self.force:
+                os.replace(self.tmp, self.path)
+            else:
+                link_no_clobber(self.tmp, self.path)
+                self.tmp.unlink(missing_ok=True)
+        except BaseException:
+            self.discard()
+            raise
+        _fsync_dir(self.path.parent)
+        self.done = True
+        return self.path
+
+    def discard(self) -> None:
+        """Delete the temporary file (the old output, if any, is untouched)."""
+        self.done = True
+        with contextlib.suppress(OSError):
+            self.tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_output(
+    path: PathLike, *, force: bool = False, inputs: Iterable[PathLike] = ()
+) -> Iterator[Path]:
+    """Yield a temporary path to write; it becomes ``path`` only if the block succeeds.
+
+    Raises:
+        OutputError: as :func:`check_output`, or if the output appeared meanwhile.
+    """
+    pending = PendingOutput(path, force=force, inputs=inputs)
+    try:
+        yield pending.tmp
+    except BaseException:
+        pending.discard()
+        raise
+    if not pending.tmp.exists():
+        raise OutputError(f"nothing was written to {pending.path}")
+    pending.commit()
+
+
+class PendingUpdate(PendingOutput):
+    """A complete copy of an existing file, modified at :attr:`tmp`, swapped in at commit.
+
+    The commit refuses if the original changed since the copy was taken (another
+    process wrote it), so no update is ever lost.
+    """
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise OutputError(f"{self.path}: no such file to update")
+        self.force = True
+        self.tmp = temp_name(self.path)
+        self.done = False
+        self._stamp = self._identity()
+        try:
+            shutil.copy2(self.path, self.tmp)
+        except BaseException as exc:
+            self.discard()
+            if isinstance(exc, OSError):
+                raise OutputError(
+                    f"cannot copy {self.path} to update it ({exc}); it is unchanged"
+                ) from exc
+            raise
+
+    def _identity(self) -> tuple[int, int, int, int]:
+        st = self.path.stat()
+        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+    def commit(self) -> Path:
+        """Swap the modified copy in, unless the original changed meanwhile."""
+        if self._identity() != self._stamp:
+            self.discard()
+            raise OutputError(f"{self.path} changed while it was being updated; it is unchanged")
+        return super().commit()
+
+
+@contextlib.contextmanager
+def atomic_update(path: PathLike) -> Iterator[Path]:
+    """Yield a copy of ``path`` to modify; it replaces ``path`` only if the block succeeds."""
+    pending = PendingUpdate(path)
+    try:
+        yield pending.tmp
+    except BaseException:
+        pending.discard()
+        raise
+    pending.commit()
+
+
+@contextlib.contextmanager
+def atomic_figures(
+    directory: PathLike, *, force: bool = False, inputs: Iterable[PathLike] = ()
+) -> Iterator[Path]:
+    """Yield a fresh hidden directory inside ``directory`` to write figures into.
+
+    When the block succeeds, every file written there moves into ``directory`` by
+    one rename each; if any of them exists already and ``force`` is False, or is one
+    of ``inputs``, nothing moves (exit 2, listing them) and the directory is as it
+    was. The hidden directory is removed in every case. Paths returned by the block
+    map to their final place with ``directory / path.name``.
+
+    Raises:
+        OutputError: a figure would replace an existing file (without ``force``) or an input.
+    """
+    target = Path(directory)
+    if target.exists() and not target.is_dir():
+        raise OutputError(f"{target} is a file; give a directory for the figures")
+    target.mkdir(parents=True, exist_ok=True)
+    work = target / f".figures.{os.getpid()}-{secrets.token_hex(4)}.partial"
+    work.mkdir()
+    try:
+        yield work
+        made = sorted(p for p in work.iterdir() if p.is_file())
+        for p in made:
+            check_output(target / p.name, force=force, inputs=inputs)
+        for p in made:
+            os.replace(p, target / p.name)
+        _fsync_dir(target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def force_option(what: str = "the output") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The ``--force`` flag (alias ``--overwrite``) every writing command takes."""
+    return click.option(
+        "--force",
+        "--overwrite",
+        "force",
+        is_flag=True,
+        help=f"Replace {what} if it exists (never one of the command's inputs).",
+    )

@@ -1,0 +1,71 @@
+"""A small, fully known session (lidar, raw bytes, pods, mocap, events) and file helpers."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from sensorbench.logs import EncoderBatch, LidarTurns, PoseBatch, SessionWriter
+
+T0 = 1_000_000_000_000
+TURNS, POINTS = 4, 12  # turns and points per turn of the lidar stream
+FRAMES = 50  # pod frames and mocap samples
+
+
+def lidar_turns(n_turns: int = TURNS, n_points: int = POINTS) -> LidarTurns:
+    """``n_turns`` turns of ``n_points`` points at 10 Hz, point times strictly increasing."""
+    k = np.arange(n_turns * n_points)
+    turn_t = T0 + np.arange(n_turns, dtype=np.int64) * 100_000_000
+    t = T0 + k.astype(np.int64) * (100_000_000 // n_points)
+    return LidarTurns(
+        turn_t,
+        np.arange(n_turns, dtype=np.int64),
+        np.full(n_turns, 10.0),
+        np.full(n_turns, n_points),
+        np.zeros(n_turns, np.uint16),
+        (2 * np.pi * (k % n_points) / n_points).astype(np.float32),
+        (1.0 + 0.01 * k).astype(np.float32),
+        (k % 200).astype(np.uint16),
+        t,
+    )
+
+
+def pose_batch(n: int = FRAMES, t0: int = T0) -> PoseBatch:
+    """``n`` samples at 100 Hz moving along x, identity attitude."""
+    t = t0 + np.arange(n, dtype=np.int64) * 10_000_000
+    pos = np.column_stack([0.01 * np.arange(n), np.zeros(n), np.zeros(n)])
+    quat = np.tile([0.0, 0.0, 0.0, 1.0], (n, 1))
+    return PoseBatch.from_arrays(t, pos, quat, np.ones(n, bool))
+
+
+def write_small_session(path: Path, *, lidar: LidarTurns | None = None) -> Path:
+    """Write the known session to ``path`` (closed cleanly) and return it."""
+    s = np.arange(FRAMES, dtype=np.int64)
+    with SessionWriter(path, label="small", swmr=False) as w:
+        w.add_lidar("front", attrs={"model": "LD19"})
+        w.add_raw("front")
+        w.add_encoder("pods", 3)
+        w.add_pose("mocap", "mocap")
+        w.append_turns("front", lidar if lidar is not None else lidar_turns())
+        w.append_raw("front", T0, bytes(range(200)))
+        w.append_encoder(
+            "pods",
+            EncoderBatch.from_counts(T0 + s * 10_000_000, np.stack([s, 2 * s, -s], axis=1), seq=s),
+        )
+        w.append_pose("mocap", pose_batch())
+        w.event(T0, "front", "note", "hello")
+    return path
+
+
+def sha256(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def write_tum(path: Path, n: int, t0_s: float = 1000.0) -> Path:
+    """A TUM trajectory of ``n`` samples at 100 Hz (x grows 1 cm per sample)."""
+    lines = [f"{t0_s + i / 100:.6f} {i / 100:.6f} 0 0 0 0 0 1" for i in range(n)]
+    path.write_text("# timestamp tx ty tz qx qy qz qw\n" + "\n".join(lines) + "\n")
+    return path
