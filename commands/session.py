@@ -10,7 +10,7 @@ import click
 from sensorbench.logs.check import check_session, recover_session
 from sensorbench.logs.exporters import FORMATS as EXPORT_FORMATS
 from sensorbench.logs.exporters import export_stream
-from sensorbench.logs.importers import import_file
+from sensorbench.logs.importers import MAX_ABS_POSITION_M, import_file
 from sensorbench.logs.info import session_info
 
 
@@ -170,12 +170,28 @@ def _import_command(what: str) -> click.Command:
         help="Motive: the export's up axis (y is converted to z-up).",
     )
     def cmd(
-        file: Path, fmt: str, session: Path, name: str | None, body: str | None, up: str
+        file: Path,
+        fmt: str,
+        session: Path,
+        name: str | None,
+        body: str | None,
+        up: str,
+        max_position_m: float | None = None,
     ) -> None:
-        options = {"body": body, "up": up} if fmt == "motive" else {}
+        options: dict = {"body": body, "up": up} if fmt == "motive" else {}
+        if max_position_m is not None:
+            options["max_position_m"] = max_position_m
         stream, n = import_file(what, file, fmt, session, name=name, **options)
         click.echo(f"imported {n} samples from {file} into {session} as stream {stream!r}")
 
+    if what != "pods":
+        cmd = click.option(
+            "--max-position-m",
+            type=click.FloatRange(min=0, min_open=True),
+            default=MAX_ABS_POSITION_M,
+            show_default=True,
+            help="Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error.",
+        )(cmd)
     return cmd
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -27,8 +28,20 @@ from sensorbench.logs.schema import NO_DEVICE_TIME
 QUAT_NORM_TOLERANCE = 0.01
 """Largest accepted deviation of a quaternion's norm from 1 before normalization."""
 
+MAX_ABS_POSITION_M = 1e4
+"""Default largest accepted |coordinate| of an imported position (m).
+
+No indoor or campus-scale mocap or pose log reaches 10 km from its origin; a larger
+value is a unit or parsing error (one 1e6 cell gave a 25 km alignment residual).
+Every reader takes ``max_position_m``; the CLI's ``--max-position-m`` sets it.
+"""
+
+_INT64_MAX = int(np.iinfo(np.int64).max)
+_MAX_TIME_S = _INT64_MAX / 1e9
+
 _MOTIVE_UNITS = {"meters": 1.0, "centimeters": 0.01, "millimeters": 0.001}
-_Y_UP_TO_Z_UP = Rotation.from_euler("x", 90, degrees=True)
+_Y_UP_TO_Z_UP = Rotation.from_matrix([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
+"""Motive's Y-up world to Z-up: x' = x, y' = -z, z' = y (OptiTrack's own C3D Z-up preset)."""
 
 
 @dataclass
@@ -57,16 +70,38 @@ def _read_text(path: Path) -> list[str]:
         raise ImportFormatError(f"{path}: not a text file ({exc})") from exc
 
 
-def _number(path: Path, line: int, column: str, cell: str) -> float:
+def _where(path: Path, line: int, col: int) -> str:
+    """``file:line:column``, both 1-based; the column is the field's number in its row."""
+    return f"{path}:{line}:{col}"
+
+
+def _number(
+    path: Path, line: int, col: int, name: str, cell: str, *, allow_nan: bool = False
+) -> float:
+    """A finite float from ``cell`` (``nan`` too if ``allow_nan``); errors name the cell."""
     try:
-        return float(cell)
+        value = float(cell)
     except ValueError:
         raise ImportFormatError(
-            f"{path}:{line}: column {column!r}: {cell.strip()!r} is not a number"
+            f"{_where(path, line, col)}: column {name!r}: {cell.strip()!r} is not a number"
         ) from None
+    if not (math.isfinite(value) or (allow_nan and math.isnan(value))):
+        raise ImportFormatError(
+            f"{_where(path, line, col)}: column {name!r}: {cell.strip()!r} is not a finite number"
+        )
+    return value
 
 
-def _seconds_to_ns(path: Path, line: int, column: str, cell: str) -> int:
+def _in_int64(path: Path, line: int, col: int, name: str, value: int, unit: str = "") -> int:
+    if not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+        raise ImportFormatError(
+            f"{_where(path, line, col)}: column {name!r}: {value}{unit} is out of range "
+            "(it does not fit a 64-bit integer count of ns)"
+        )
+    return value
+
+
+def _seconds_to_ns(path: Path, line: int, col: int, name: str, cell: str) -> int:
     """Exact decimal seconds -> int ns (float64 would lose up to ~100 ns at epoch scale)."""
     text = cell.strip()
     m = re.fullmatch(r"([+-]?)(\d*)\.?(\d*)", text)
@@ -74,20 +109,44 @@ def _seconds_to_ns(path: Path, line: int, column: str, cell: str) -> int:
         sign = -1 if m.group(1) == "-" else 1
         frac = (m.group(3) + "000000000")[:9]
         rounding = 1 if len(m.group(3)) > 9 and m.group(3)[9] >= "5" else 0
-        return sign * (int(m.group(2) or "0") * 1_000_000_000 + int(frac) + rounding)
-    return round(_number(path, line, column, cell) * 1e9)
+        ns = sign * (int(m.group(2) or "0") * 1_000_000_000 + int(frac) + rounding)
+    else:
+        seconds = _number(path, line, col, name, cell)
+        ns = _INT64_MAX + 1 if abs(seconds) >= _MAX_TIME_S else round(seconds * 1e9)
+    if abs(ns) > _INT64_MAX:
+        raise ImportFormatError(
+            f"{_where(path, line, col)}: column {name!r}: {text!r} s is out of range "
+            f"(|t| must stay below {_MAX_TIME_S:.4g} s)"
+        )
+    return ns
 
 
-def _integer(path: Path, line: int, column: str, cell: str) -> int:
+def _integer(path: Path, line: int, col: int, name: str, cell: str) -> int:
     try:
-        return int(cell.strip())
+        value = int(cell.strip())
     except ValueError:
-        value = _number(path, line, column, cell)
-        if value != int(value):
+        number = _number(path, line, col, name, cell)
+        if number != int(number):
             raise ImportFormatError(
-                f"{path}:{line}: column {column!r}: {cell.strip()!r} is not an integer"
+                f"{_where(path, line, col)}: column {name!r}: {cell.strip()!r} is not an integer"
             ) from None
-        return int(value)
+        value = int(number)
+    return _in_int64(path, line, col, name, value)
+
+
+def _check_positions(
+    path: Path, lines: np.ndarray, pos: np.ndarray, cols: list[tuple[int, str]], limit: float
+) -> None:
+    """Refuse any position coordinate beyond ``limit`` (m); names the first and counts all."""
+    bad = np.abs(pos) > limit
+    if bad.any():
+        r, k = (int(v) for v in np.argwhere(bad)[0])
+        col, name = cols[k]
+        raise ImportFormatError(
+            f"{_where(path, int(lines[r]), col)}: column {name!r}: {pos[r, k]:g} m is beyond "
+            f"the position limit of {limit:g} m ({int(bad.sum())} such value(s) in the file); "
+            "check the units, or raise the limit with --max-position-m"
+        )
 
 
 def _check_times(path: Path, lines: np.ndarray, t_ns: np.ndarray) -> None:
@@ -134,8 +193,12 @@ def _pose_batch(
     return PoseBatch.from_arrays(t_ns, pos, quat, valid)
 
 
-def read_tum(path: str | os.PathLike[str]) -> Imported:
-    """TUM trajectory: ``timestamp tx ty tz qx qy qz qw`` (s, m), ``#`` comments."""
+def read_tum(path: str | os.PathLike[str], max_position_m: float = MAX_ABS_POSITION_M) -> Imported:
+    """TUM trajectory: ``timestamp tx ty tz qx qy qz qw`` (s, m), ``#`` comments.
+
+    Args:
+        max_position_m: largest accepted |coordinate| (m); beyond it is an error.
+    """
     path = Path(path)
     rows, lines, times = [], [], []
     for i, text in enumerate(_read_text(path), start=1):
@@ -148,10 +211,18 @@ def read_tum(path: str | os.PathLike[str]) -> Imported:
                 f"{path}:{i}: expected 8 columns (timestamp tx ty tz qx qy qz qw), got {len(cells)}"
             )
         names = ("timestamp", "tx", "ty", "tz", "qx", "qy", "qz", "qw")
-        rows.append([_number(path, i, n, c) for n, c in zip(names, cells, strict=True)])
-        times.append(_seconds_to_ns(path, i, "timestamp", cells[0]))
+        rows.append(
+            [
+                _number(path, i, j, n, c)
+                for j, (n, c) in enumerate(zip(names, cells, strict=True), start=1)
+            ]
+        )
+        times.append(_seconds_to_ns(path, i, 1, "timestamp", cells[0]))
         lines.append(i)
     data = np.array(rows, dtype=np.float64).reshape(-1, 8)
+    _check_positions(
+        path, np.array(lines), data[:, 1:4], [(2, "tx"), (3, "ty"), (4, "tz")], max_position_m
+    )
     batch = _pose_batch(
         path,
         np.array(lines),
@@ -163,8 +234,14 @@ def read_tum(path: str | os.PathLike[str]) -> Imported:
     return Imported(batch, {"source_format": "tum", "time_base": "file timestamps (s)"})
 
 
-def read_euroc(path: str | os.PathLike[str]) -> Imported:
-    """EuRoC CSV: ``#timestamp [ns]``, position x y z (m), quaternion **w x y z**."""
+def read_euroc(
+    path: str | os.PathLike[str], max_position_m: float = MAX_ABS_POSITION_M
+) -> Imported:
+    """EuRoC CSV: ``#timestamp [ns]``, position x y z (m), quaternion **w x y z**.
+
+    Args:
+        max_position_m: largest accepted |coordinate| (m); beyond it is an error.
+    """
     path = Path(path)
     text = _read_text(path)
     header: list[str] | None = None
@@ -189,11 +266,23 @@ def read_euroc(path: str | os.PathLike[str]) -> Imported:
     for r, (i, row) in enumerate(rows):
         if len(row) < len(header):
             raise ImportFormatError(f"{path}:{i}: {len(row)} cells, header has {len(header)}")
-        t_ns[r] = _integer(path, i, "timestamp", row[cols["timestamp"]])
+        t_ns[r] = _integer(path, i, cols["timestamp"] + 1, "timestamp", row[cols["timestamp"]])
         for k, name in enumerate(order):
-            data[r, k] = _number(path, i, name, row[cols[name]])
+            data[r, k] = _number(path, i, cols[name] + 1, name, row[cols[name]])
+    _check_positions(
+        path,
+        np.array(lines),
+        data[:, 0:3],
+        [(cols[c] + 1, c) for c in ("px", "py", "pz")],
+        max_position_m,
+    )
     batch = _pose_batch(
-        path, np.array(lines), t_ns, data[:, 0:3], data[:, 3:7], np.ones(len(data), bool)
+        path,
+        np.array(lines),
+        t_ns,
+        data[:, 0:3],
+        data[:, 3:7],
+        np.ones(len(data), bool),
     )
     return Imported(batch, {"source_format": "euroc", "time_base": "file timestamps (ns)"})
 
@@ -227,16 +316,26 @@ def _euroc_columns(path: Path, header: list[str]) -> dict[str, int]:
     return cols
 
 
-def read_motive(path: str | os.PathLike[str], body: str | None = None, up: str = "y") -> Imported:
+def read_motive(
+    path: str | os.PathLike[str],
+    body: str | None = None,
+    up: str = "y",
+    max_position_m: float = MAX_ABS_POSITION_M,
+) -> Imported:
     """OptiTrack Motive CSV export (versions 1.21–1.25), one rigid body.
 
     The header is parsed by its row labels (Type, Name, ID, optional Parent, the
     category row and the ``Frame, Time`` row), never by fixed column numbers.
+    A frame whose rigid-body cells are blank or ``nan`` is occluded: an invalid
+    sample. Infinite values and positions beyond ``max_position_m`` are errors.
 
     Args:
         body: rigid-body name; may be omitted when the file has exactly one.
-        up: ``y`` (Motive's default: converted to Z-up by a +90° rotation about X,
-            so (x, y, z) → (x, −z, y)) or ``z`` (kept as is).
+        up: ``y`` (Motive's default: converted to Z-up by C, a +90° rotation about X,
+            so (x, y, z) → (x, −z, y); both the world and the body's own axes are
+            converted, so the orientation becomes C·R·Cᵀ and a body at identity in
+            Motive stays at identity) or ``z`` (kept as is).
+        max_position_m: largest accepted |coordinate| after unit conversion (m).
     """
     path = Path(path)
     if up not in ("y", "z"):
@@ -314,14 +413,16 @@ def read_motive(path: str | os.PathLike[str], body: str | None = None, up: str =
         if not any(c.strip() for c in row):
             continue
         line = i + 1
-        t.append(_seconds_to_ns(path, line, "Time (Seconds)", cell(row, time_col)))
-        cells = [cell(row, cols[k]).strip() for k in needed]
-        if any(not c for c in cells):
+        t.append(_seconds_to_ns(path, line, time_col + 1, "Time (Seconds)", cell(row, time_col)))
+        values = []
+        for k in needed:
+            c = cell(row, cols[k]).strip()
+            values.append(_number(path, line, cols[k] + 1, k, c, allow_nan=True) if c else math.nan)
+        if any(math.isnan(v) for v in values):
             valid.append(False)
             pos.append([np.nan] * 3)
             quat.append([np.nan] * 4)
         else:
-            values = [_number(path, line, k, c) for k, c in zip(needed, cells, strict=True)]
             quat.append(values[:4])
             pos.append([v * scale for v in values[4:]])
             valid.append(True)
@@ -329,10 +430,22 @@ def read_motive(path: str | os.PathLike[str], body: str | None = None, up: str =
     valid_a = np.array(valid, dtype=bool)
     pos_a, quat_a = np.array(pos).reshape(-1, 3), np.array(quat).reshape(-1, 4)
     quat_a = _check_quats(path, np.array(lines), quat_a, valid_a)
-    frame = "Motive world, Z-up" if up == "z" else "Motive world converted Y-up -> Z-up: (x, -z, y)"
+    _check_positions(
+        path,
+        np.array(lines),
+        np.where(valid_a[:, None], pos_a, 0.0),
+        [(cols[f"Position.{a}"] + 1, f"Position.{a}") for a in "XYZ"],
+        max_position_m,
+    )
+    frame = (
+        "Motive world, Z-up"
+        if up == "z"
+        else "Motive world and body axes converted Y-up -> Z-up: (x, -z, y), R' = C R C^T"
+    )
     if up == "y" and valid_a.any():
         pos_a[valid_a] = _Y_UP_TO_Z_UP.apply(pos_a[valid_a])
-        quat_a[valid_a] = (_Y_UP_TO_Z_UP * Rotation.from_quat(quat_a[valid_a])).as_quat()
+        rot = Rotation.from_quat(quat_a[valid_a])
+        quat_a[valid_a] = (_Y_UP_TO_Z_UP * rot * _Y_UP_TO_Z_UP.inv()).as_quat()
     batch = _pose_batch(path, np.array(lines), np.array(t), pos_a, quat_a, valid_a)
     attrs = {
         "source_format": "motive",
@@ -377,22 +490,24 @@ def read_pod_csv(path: str | os.PathLike[str]) -> Imported:
         lines[r] = i
         if len(row) != len(header):
             raise ImportFormatError(f"{path}:{i}: {len(row)} cells, header has {len(header)}")
+        cells = {name: (idx[name] + 1, row[idx[name]]) for name in header}
         if "host_ns" in idx:
-            host[r] = _integer(path, i, "host_ns", row[idx["host_ns"]])
+            host[r] = _integer(path, i, cells["host_ns"][0], "host_ns", cells["host_ns"][1])
         else:
-            host[r] = _seconds_to_ns(path, i, "t_s", row[idx["t_s"]])
+            host[r] = _seconds_to_ns(path, i, cells["t_s"][0], "t_s", cells["t_s"][1])
         for k, j in counters:
-            counts[r, k] = _integer(path, i, f"c{k}", row[j])
+            counts[r, k] = _integer(path, i, j + 1, f"c{k}", row[j])
         if "device_ns" in idx:
-            dev[r] = _integer(path, i, "device_ns", row[idx["device_ns"]])
+            dev[r] = _integer(path, i, cells["device_ns"][0], "device_ns", cells["device_ns"][1])
         elif "device_us" in idx:
-            dev[r] = _integer(path, i, "device_us", row[idx["device_us"]]) * 1000
+            col, text = cells["device_us"]
+            us = _integer(path, i, col, "device_us", text)
+            dev[r] = _in_int64(path, i, col, "device_us", us * 1000, " ns")
         if "seq" in idx:
-            seq[r] = _integer(path, i, "seq", row[idx["seq"]])
-        if "yaw" in idx:
-            yaw[r] = _number(path, i, "yaw", row[idx["yaw"]])
-        if "yaw_rate" in idx:
-            rate[r] = _number(path, i, "yaw_rate", row[idx["yaw_rate"]])
+            seq[r] = _integer(path, i, cells["seq"][0], "seq", cells["seq"][1])
+        for name, out in (("yaw", yaw), ("yaw_rate", rate)):
+            if name in idx:  # nan = no IMU value, as in the session (docs/FORMAT.md)
+                out[r] = _number(path, i, cells[name][0], name, cells[name][1], allow_nan=True)
     if n == 0:
         raise ImportFormatError(f"{path}: no samples")
     _check_times(path, lines, host)
