@@ -171,10 +171,20 @@ def fit_pose_error_cmd(
                 )
             )
         figures.append(str(plot_allan(allan, out / "allan.png")))
+    at_limit = [ps for ps in prepared if ps.alignment.offset_at_search_limit]
+    warnings = [
+        f"{ps.series.name}: time offset {1000 * ps.alignment.offset_s:+.1f} ms is at the "
+        f"search limit (±{1000 * ps.alignment.max_offset_s:.0f} ms): the true offset may lie "
+        "outside it; widen --max-offset or give --time-offset"
+        for ps in at_limit
+    ]
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
     if output:
         model.save(output)
     if as_json:
         doc = model.to_dict()
+        doc["warnings"] = warnings
         doc["sessions"] = [ps.to_dict() for ps in prepared]
         doc["rms"] = {
             ps.series.name: dict(
