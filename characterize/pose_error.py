@@ -639,7 +639,12 @@ class PoseErrorModel:
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any], source: str = "<dict>") -> PoseErrorModel:
-        """Parse a model document; FitError naming the missing key when it is malformed."""
+        """Parse a model document; FitError naming the missing or unknown key."""
+        from sensorbench.fusion.model_file import unknown_key
+
+        bad = unknown_key(doc, MODEL_KEYS)
+        if bad:
+            raise FitError(f"{source}: unknown key {bad!r} in a pose-error model file")
         try:
             meta = doc["model"]
             if meta["kind"] != MODEL_KIND:
@@ -695,10 +700,40 @@ class PoseErrorModel:
         """Read a model file written by :meth:`save` (checks kind, version and units)."""
         path = Path(path)
         try:
-            doc = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+            doc = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise FitError(f"{path}: cannot read pose-error model: {exc}") from exc
         return cls.from_dict(doc, str(path))
+
+
+_AXIS_KEYS = dict.fromkeys(
+    (
+        "unit",
+        "sigma_b",
+        "sigma",
+        "tau_s",
+        "sigma_v",
+        "n_samples",
+        "n_segments",
+        "neg_log_likelihood",
+        "converged",
+        "se_log",
+        "identified",
+        "ci95",
+        "cov_log",
+    )
+)
+MODEL_KEYS: dict[str, Any] = {
+    "model": dict.fromkeys(
+        ("kind", "format_version", "sensor", "reference", "frame", "description")
+    ),
+    "provenance": None,
+    "units": None,
+    "axes": {
+        a: {**_AXIS_KEYS, "sigma_b_qprofile": {"seg_var": None, "seg_proj2": None}} for a in AXES
+    },
+}
+"""Every key a pose-error model file may hold (``[provenance]`` is free-form)."""
 
 
 def _toml_value(v: Any) -> str:

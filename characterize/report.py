@@ -673,8 +673,8 @@ def _models_table(models: Path | None, hashes: dict[str, str]) -> str:
     rows = []
     for path in sorted(models.glob("*.toml")):
         try:
-            doc = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+            doc = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise FitError(f"{path}: not a readable model file ({exc})") from exc
         model, prov = doc.get("model", {}), doc.get("provenance", {})
         inputs = prov.get("inputs", [])

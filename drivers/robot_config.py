@@ -70,6 +70,13 @@ _DEVICE_KEYS = {
     "n_pods",
     "imu",
 }
+_TABLE_KEYS = {
+    "robot": {"name", "footprint_m"},
+    "powerup": {"order", "gap_s", "timeout_s"},
+    "pods": {"wheel_radius_m", "counts_per_rev", "wheels"},
+    "emulation": {"scenario", "seed"},
+}
+"""Keys each single table accepts (``[[devices]]`` entries: ``_DEVICE_KEYS``)."""
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
@@ -219,6 +226,7 @@ class _Lines:
 
 class _Validator:
     def __init__(self, text: str, source: str, run_dir: str | None) -> None:
+        text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark (Windows editors)
         self.text = text
         self.source = source
         self.run_dir = run_dir
@@ -441,6 +449,26 @@ class _Validator:
             raise self.fail(path, "footprint_m must be a list of at least 3 [x, y] points (m)")
         return arr
 
+    def check_keys(self, doc: dict) -> None:
+        """Refuse unknown tables and unknown keys in every single table."""
+        known = {"devices", *_TABLE_KEYS}
+        for key in doc:
+            if key not in known:
+                names = ", ".join(sorted(known))
+                raise self.fail((key,), f"unknown table '{key}' (known: {names})")
+        for table, keys in _TABLE_KEYS.items():
+            if table not in doc:
+                continue
+            value = doc[table]
+            if not isinstance(value, dict):
+                raise self.fail((table,), f"[{table}] must be a table")
+            unknown = sorted(set(value) - keys)
+            if unknown:
+                raise self.fail(
+                    (table, unknown[0]),
+                    f"[{table}]: unknown key '{unknown[0]}' (known: {', '.join(sorted(keys))})",
+                )
+
     def run(self) -> RobotConfig:
         try:
             doc = tomllib.loads(self.text)
@@ -448,11 +476,7 @@ class _Validator:
             m = re.search(r"line (\d+)", str(exc))
             line = m.group(1) if m else 0
             raise ConfigError(f"{self.source}:{line}: invalid TOML: {exc}") from exc
-        known = {"robot", "powerup", "devices", "pods", "emulation"}
-        for key in doc:
-            if key not in known:
-                names = ", ".join(sorted(known))
-                raise self.fail((key,), f"unknown table '{key}' (known: {names})")
+        self.check_keys(doc)
         robot = doc.get("robot", {})
         powerup = doc.get("powerup", {})
         if not isinstance(robot, dict) or not isinstance(powerup, dict):
@@ -535,7 +559,7 @@ def load_robot_config(
 ) -> RobotConfig:
     """Read and validate a robot.toml file (see :func:`parse_robot_config`)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the robot configuration: {exc}") from exc
     return parse_robot_config(text, os.fspath(path), run_dir)

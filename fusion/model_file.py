@@ -136,22 +136,68 @@ def write_model(
     return path
 
 
+ENVELOPE_KEYS: dict[str, Any] = {
+    "model": {"kind": None, "format_version": None, "software": None, "created_utc": None},
+    "units": None,
+    "provenance": None,
+}
+"""Key schema of the envelope every model file shares (see :func:`unknown_key`)."""
+
+
+def unknown_key(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "") -> str | None:
+    """The dotted name of the first key of ``doc`` that ``schema`` does not know, or None.
+
+    ``schema`` maps each known key to ``None`` (any value: a free-form table such as
+    ``[provenance]``, or a scalar), to a nested schema (a table whose keys are checked
+    in turn) or to a one-element list holding the schema of each table of an array of
+    tables (``[[pod]]``).
+    """
+    for key, value in doc.items():
+        name = f"{prefix}{key}"
+        if key not in schema:
+            return name
+        sub = schema[key]
+        if isinstance(sub, Mapping) and isinstance(value, Mapping):
+            found = unknown_key(value, sub, f"{name}.")
+        elif isinstance(sub, list) and isinstance(value, list):
+            found = next(
+                (
+                    bad
+                    for i, item in enumerate(value)
+                    if isinstance(item, Mapping)
+                    and (bad := unknown_key(item, sub[0], f"{name}[{i}]."))
+                ),
+                None,
+            )
+        else:
+            continue
+        if found:
+            return found
+    return None
+
+
 def read_model(
     path: str | os.PathLike[str],
     kind: str,
     format_version: int,
     units: Mapping[str, str],
+    keys: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Read a model file and check its kind, format version and units.
+    """Read a model file and check its kind, format version, units and keys.
+
+    Args:
+        keys: schema of the model's own tables (see :func:`unknown_key`); with the
+            envelope's, every key of the file must be known. A UTF-8 byte-order mark
+            is accepted.
 
     Raises:
         FusionError: missing or unparsable file, another kind of model, a newer
-            format version than this software writes, or a unit that differs
-            from ``units``.
+            format version than this software writes, a unit that differs
+            from ``units``, or an unknown key (named, with the file).
     """
     path = Path(path)
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        doc = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError as exc:
         raise FusionError(f"{path}: no such model file") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -175,4 +221,8 @@ def read_model(
                 f"{path}: [units] {quantity} is {found.get(quantity)!r}, expected {unit!r}; "
                 f"convert the model or refit it"
             )
+    if keys is not None:
+        bad = unknown_key(doc, {**ENVELOPE_KEYS, **keys})
+        if bad:
+            raise FusionError(f"{path}: unknown key {bad!r} in a {kind!r} model file")
     return doc

@@ -141,7 +141,8 @@ def save_noise_model(
 
 def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     """Read a filter-noise model file (checks kind, version and units)."""
-    doc = read_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS)
+    keys = {"axes": {a: {"q": None, "r": None} for a in AXES}, "filter": None, "report": None}
+    doc = read_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, keys)
     try:
         axes = doc["axes"]
         return FilterNoise(*(AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES))

@@ -650,6 +650,7 @@ class Scenario:
 
 def parse_scenario(text: str, source: str, name: str) -> Scenario:
     """Parse and validate scenario TOML ``text`` (``source`` names it in errors)."""
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark (Windows editors)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -697,8 +698,8 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
             )
         p = candidate
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
+        text = p.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
         raise SimError(f"cannot read scenario {str(p)!r}: {exc.strerror or exc}") from None
     return parse_scenario(text, str(p), p.stem)
 
@@ -719,11 +720,19 @@ def pose_model_overrides(path: str | Path) -> dict:
     """
     p = Path(path)
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SimError(f"cannot read pose model {str(p)!r}: {exc.strerror or exc}") from None
+        doc = tomllib.loads(p.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SimError(
+            f"cannot read pose model {str(p)!r}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise SimError(f"{p}: not valid TOML: {exc}") from None
+    from sensorbench.characterize.pose_error import MODEL_KEYS
+    from sensorbench.fusion.model_file import unknown_key
+
+    bad = unknown_key(doc, MODEL_KEYS)
+    if bad:
+        raise SimError(f"{p}: unknown key {bad!r} in a pose-error model file")
     model = doc.get("model", {})
     if model.get("kind") != "pose_error_gm" or model.get("format_version") != 1:
         raise SimError(
