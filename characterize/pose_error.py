@@ -82,6 +82,7 @@ from scipy.stats import chi2
 from sensorbench import __version__
 from sensorbench.characterize.pose_series import AXES, AXIS_UNITS, ErrorSeries
 from sensorbench.errors import FitError
+from sensorbench.logs.model_keys import POSE_ERROR_KEYS, unknown_key
 
 PARAMS: tuple[str, ...] = ("sigma_b", "sigma", "tau_s", "sigma_v")
 """Parameter names, in the column order of every parameter array."""
@@ -640,9 +641,7 @@ class PoseErrorModel:
     @classmethod
     def from_dict(cls, doc: dict[str, Any], source: str = "<dict>") -> PoseErrorModel:
         """Parse a model document; FitError naming the missing or unknown key."""
-        from sensorbench.fusion.model_file import unknown_key
-
-        bad = unknown_key(doc, MODEL_KEYS)
+        bad = unknown_key(doc, POSE_ERROR_KEYS)
         if bad:
             raise FitError(f"{source}: unknown key {bad!r} in a pose-error model file")
         try:
@@ -704,36 +703,6 @@ class PoseErrorModel:
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise FitError(f"{path}: cannot read pose-error model: {exc}") from exc
         return cls.from_dict(doc, str(path))
-
-
-_AXIS_KEYS = dict.fromkeys(
-    (
-        "unit",
-        "sigma_b",
-        "sigma",
-        "tau_s",
-        "sigma_v",
-        "n_samples",
-        "n_segments",
-        "neg_log_likelihood",
-        "converged",
-        "se_log",
-        "identified",
-        "ci95",
-        "cov_log",
-    )
-)
-MODEL_KEYS: dict[str, Any] = {
-    "model": dict.fromkeys(
-        ("kind", "format_version", "sensor", "reference", "frame", "description")
-    ),
-    "provenance": None,
-    "units": None,
-    "axes": {
-        a: {**_AXIS_KEYS, "sigma_b_qprofile": {"seg_var": None, "seg_proj2": None}} for a in AXES
-    },
-}
-"""Every key a pose-error model file may hold (``[provenance]`` is free-form)."""
 
 
 def _toml_value(v: Any) -> str:

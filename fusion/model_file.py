@@ -25,6 +25,7 @@ from typing import Any
 
 from sensorbench import __version__
 from sensorbench.errors import FusionError
+from sensorbench.logs.model_keys import unknown_key
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -136,46 +137,6 @@ def write_model(
     return path
 
 
-ENVELOPE_KEYS: dict[str, Any] = {
-    "model": {"kind": None, "format_version": None, "software": None, "created_utc": None},
-    "units": None,
-    "provenance": None,
-}
-"""Key schema of the envelope every model file shares (see :func:`unknown_key`)."""
-
-
-def unknown_key(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "") -> str | None:
-    """The dotted name of the first key of ``doc`` that ``schema`` does not know, or None.
-
-    ``schema`` maps each known key to ``None`` (any value: a free-form table such as
-    ``[provenance]``, or a scalar), to a nested schema (a table whose keys are checked
-    in turn) or to a one-element list holding the schema of each table of an array of
-    tables (``[[pod]]``).
-    """
-    for key, value in doc.items():
-        name = f"{prefix}{key}"
-        if key not in schema:
-            return name
-        sub = schema[key]
-        if isinstance(sub, Mapping) and isinstance(value, Mapping):
-            found = unknown_key(value, sub, f"{name}.")
-        elif isinstance(sub, list) and isinstance(value, list):
-            found = next(
-                (
-                    bad
-                    for i, item in enumerate(value)
-                    if isinstance(item, Mapping)
-                    and (bad := unknown_key(item, sub[0], f"{name}[{i}]."))
-                ),
-                None,
-            )
-        else:
-            continue
-        if found:
-            return found
-    return None
-
-
 def read_model(
     path: str | os.PathLike[str],
     kind: str,
@@ -186,9 +147,8 @@ def read_model(
     """Read a model file and check its kind, format version, units and keys.
 
     Args:
-        keys: schema of the model's own tables (see :func:`unknown_key`); with the
-            envelope's, every key of the file must be known. A UTF-8 byte-order mark
-            is accepted.
+        keys: the file's key schema (:mod:`sensorbench.logs.model_keys`): every key
+            of the file must be known. A UTF-8 byte-order mark is accepted.
 
     Raises:
         FusionError: missing or unparsable file, another kind of model, a newer
@@ -222,7 +182,7 @@ def read_model(
                 f"convert the model or refit it"
             )
     if keys is not None:
-        bad = unknown_key(doc, {**ENVELOPE_KEYS, **keys})
+        bad = unknown_key(doc, keys)
         if bad:
             raise FusionError(f"{path}: unknown key {bad!r} in a {kind!r} model file")
     return doc

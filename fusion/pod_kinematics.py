@@ -28,6 +28,7 @@ import numpy as np
 
 from sensorbench.errors import FusionError
 from sensorbench.fusion.model_file import read_model, write_model
+from sensorbench.logs.model_keys import POD_GEOMETRY_KEYS
 
 POD_MODEL_KIND = "pod_geometry"
 POD_MODEL_VERSION = 1
@@ -338,31 +339,6 @@ def geometry_to_tables(
     return tables
 
 
-POD_MODEL_KEYS: dict[str, Any] = {
-    "fit": None,
-    "pod": [
-        dict.fromkeys(
-            (
-                "name",
-                "distance_per_tick",
-                "rolling_angle",
-                "lever_arm",
-                "counts_per_rev",
-                "wheel_radius",
-                "sigma_distance_per_tick",
-                "sigma_rolling_angle",
-                "sigma_lever_arm",
-                "sigma_wheel_radius",
-                "outlier_intervals",
-                "residual_sigma_ticks",
-                "status",
-            )
-        )
-    ],
-}
-"""Keys a pod-geometry model file may hold besides the envelope (checked on load)."""
-
-
 def save_pod_model(
     path: str | os.PathLike[str],
     geometry: PodGeometry,
@@ -386,7 +362,7 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
             angle or lever arm was not identified by the fit (its ``status``
             table says why).
     """
-    doc = read_model(path, POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS, POD_MODEL_KEYS)
+    doc = read_model(path, POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS, POD_GEOMETRY_KEYS)
     pods = doc.get("pod", [])
     if len(pods) != 3:
         raise FusionError(f"{path}: expected 3 [[pod]] tables, found {len(pods)}")

@@ -77,6 +77,7 @@ import numpy as np
 from sensorbench.errors import FitError, FusionError
 from sensorbench.fusion.model_file import read_model, write_model
 from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
+from sensorbench.logs.model_keys import FILTER_NOISE_KEYS
 
 AXES = ("x", "y", "theta")
 NIS_GATE_99 = 6.63
@@ -141,8 +142,9 @@ def save_noise_model(
 
 def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     """Read a filter-noise model file (checks kind, version and units)."""
-    keys = {"axes": {a: {"q": None, "r": None} for a in AXES}, "filter": None, "report": None}
-    doc = read_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, keys)
+    doc = read_model(
+        path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, FILTER_NOISE_KEYS
+    )
     try:
         axes = doc["axes"]
         return FilterNoise(*(AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES))

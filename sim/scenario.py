@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sensorbench.errors import SimError
+from sensorbench.logs.model_keys import POSE_ERROR_KEYS, unknown_key
 
 SCENARIO_DIR = Path(str(resources.files("sensorbench.sim") / "scenarios"))
 
@@ -727,10 +728,7 @@ def pose_model_overrides(path: str | Path) -> dict:
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise SimError(f"{p}: not valid TOML: {exc}") from None
-    from sensorbench.characterize.pose_error import MODEL_KEYS
-    from sensorbench.fusion.model_file import unknown_key
-
-    bad = unknown_key(doc, MODEL_KEYS)
+    bad = unknown_key(doc, POSE_ERROR_KEYS)
     if bad:
         raise SimError(f"{p}: unknown key {bad!r} in a pose-error model file")
     model = doc.get("model", {})
