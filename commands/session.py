@@ -10,6 +10,7 @@ import click
 from sensorbench.logs.check import check_session, recover_session
 from sensorbench.logs.exporters import FORMATS as EXPORT_FORMATS
 from sensorbench.logs.exporters import export_stream
+from sensorbench.logs.import_times import DUPLICATE_POLICIES
 from sensorbench.logs.importers import MAX_ABS_POSITION_M, import_file
 from sensorbench.logs.info import session_info
 
@@ -149,7 +150,9 @@ def _import_command(what: str) -> click.Command:
     @click.command(
         what,
         help=f"Import FILE, {kind_help}, into a session (created if missing).\n\n"
-        "Timestamps must strictly increase; positions are converted to m.",
+        "Timestamps must not step backwards; repeated stamps follow --duplicates (a pose "
+        "that corrects the one it replaces is flagged RELOCALIZED); positions are "
+        "converted to m.",
     )
     @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
     @click.option("--format", "fmt", type=click.Choice(formats), required=True, help="File format.")
@@ -169,6 +172,14 @@ def _import_command(what: str) -> click.Command:
         show_default=True,
         help="Motive: the export's up axis (y is converted to z-up).",
     )
+    @click.option(
+        "--duplicates",
+        type=click.Choice(DUPLICATE_POLICIES),
+        default="last",
+        show_default=True,
+        help="Lines repeating a timestamp: refuse the file (error), or keep the first or the "
+        "last of each run; dropped lines are listed.",
+    )
     def cmd(
         file: Path,
         fmt: str,
@@ -176,13 +187,28 @@ def _import_command(what: str) -> click.Command:
         name: str | None,
         body: str | None,
         up: str,
+        duplicates: str,
         max_position_m: float | None = None,
     ) -> None:
         options: dict = {"body": body, "up": up} if fmt == "motive" else {}
         if max_position_m is not None:
             options["max_position_m"] = max_position_m
-        stream, n = import_file(what, file, fmt, session, name=name, **options)
-        click.echo(f"imported {n} samples from {file} into {session} as stream {stream!r}")
+        res = import_file(what, file, fmt, session, name=name, duplicates=duplicates, **options)
+        click.echo(
+            f"imported {res.samples} samples from {file} into {session} as stream {res.name!r}"
+        )
+        if res.dropped_lines:
+            click.echo(
+                f"dropped {len(res.dropped_lines)} line(s) repeating a timestamp "
+                f"(--duplicates {duplicates}): "
+                + ", ".join(f"{file}:{n}" for n in res.dropped_lines)
+            )
+        if res.relocalized_lines:
+            click.echo(
+                f"flagged RELOCALIZED {len(res.relocalized_lines)} pose(s) that replaced a "
+                "different pose at the same stamp: "
+                + ", ".join(f"{file}:{n}" for n in res.relocalized_lines)
+            )
 
     if what != "pods":
         cmd = click.option(

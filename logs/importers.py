@@ -16,14 +16,15 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.spatial.transform import Rotation
 
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import EncoderBatch, PoseBatch
-from sensorbench.logs.schema import NO_DEVICE_TIME
+from sensorbench.logs.import_times import TimeOrder, flag_corrections, order_times
+from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
 
 QUAT_NORM_TOLERANCE = 0.01
 """Largest accepted deviation of a quaternion's norm from 1 before normalization."""
@@ -50,6 +51,10 @@ class Imported:
 
     batch: PoseBatch | EncoderBatch
     attrs: dict[str, Any] = field(default_factory=dict)
+    dropped_lines: list[int] = field(default_factory=list)
+    """File lines dropped because their stamp repeats (``--duplicates``)."""
+    relocalized_lines: list[int] = field(default_factory=list)
+    """File lines of kept poses flagged RELOCALIZED because they corrected a repeat."""
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -149,18 +154,6 @@ def _check_positions(
         )
 
 
-def _check_times(path: Path, lines: np.ndarray, t_ns: np.ndarray) -> None:
-    dt = np.diff(t_ns)
-    bad = np.flatnonzero(dt <= 0)
-    if bad.size:
-        k = int(bad[0]) + 1
-        what = "duplicate" if dt[bad[0]] == 0 else "non-monotonic"
-        raise ImportFormatError(
-            f"{path}:{lines[k]}: {what} timestamp (previous sample at line {lines[k - 1]}); "
-            "timestamps must strictly increase"
-        )
-
-
 def _check_quats(path: Path, lines: np.ndarray, q: np.ndarray, valid: np.ndarray) -> np.ndarray:
     norm = np.linalg.norm(q, axis=1)
     bad = np.flatnonzero(valid & ~(np.abs(norm - 1.0) <= QUAT_NORM_TOLERANCE))
@@ -175,29 +168,60 @@ def _check_quats(path: Path, lines: np.ndarray, q: np.ndarray, valid: np.ndarray
     return out
 
 
-def _pose_batch(
+def _pose_imported(
     path: Path,
     lines: np.ndarray,
     t_ns: np.ndarray,
     pos: np.ndarray,
     quat: np.ndarray,
     valid: np.ndarray,
-) -> PoseBatch:
+    duplicates: str,
+    attrs: dict[str, Any],
+    flags: np.ndarray | None = None,
+) -> Imported:
+    """Checked, de-duplicated pose samples (see :mod:`sensorbench.logs.import_times`)."""
     if len(t_ns) == 0:
         raise ImportFormatError(f"{path}: no samples")
+    lines = np.asarray(lines)
     t_ns = np.asarray(t_ns, dtype=np.int64)
-    _check_times(path, lines, t_ns)
+    order = order_times(path, lines, t_ns, duplicates)
     quat = _check_quats(path, lines, quat, valid)
     pos = np.where(valid[:, None], pos, np.nan)
     quat = np.where(valid[:, None], quat, np.nan)
-    return PoseBatch.from_arrays(t_ns, pos, quat, valid)
+    flags = np.zeros(len(t_ns), np.uint8) if flags is None else flags.astype(np.uint8)
+    corrected = np.zeros(len(t_ns), bool)
+    if duplicates == "last":
+        corrected = flag_corrections(order, t_ns, pos, quat, valid)
+        flags = flags | np.where(corrected, np.uint8(PoseFlag.RELOCALIZED), np.uint8(0))
+    k = order.keep
+    batch = PoseBatch.from_arrays(t_ns[k], pos[k], quat[k], valid[k], flags[k])
+    return Imported(
+        batch,
+        {**attrs, **_duplicate_attrs(duplicates, order, int(corrected.sum()))},
+        order.dropped_lines,
+        [int(n) for n in lines[corrected]],
+    )
 
 
-def read_tum(path: str | os.PathLike[str], max_position_m: float = MAX_ABS_POSITION_M) -> Imported:
+def _duplicate_attrs(duplicates: str, order: TimeOrder, n_corrected: int) -> dict[str, Any]:
+    return {
+        "duplicates_policy": duplicates,
+        "duplicate_lines_dropped": len(order.dropped_lines),
+        "duplicates_flagged_relocalized": n_corrected,
+    }
+
+
+def read_tum(
+    path: str | os.PathLike[str],
+    max_position_m: float = MAX_ABS_POSITION_M,
+    duplicates: str = "last",
+) -> Imported:
     """TUM trajectory: ``timestamp tx ty tz qx qy qz qw`` (s, m), ``#`` comments.
 
     Args:
         max_position_m: largest accepted |coordinate| (m); beyond it is an error.
+        duplicates: repeated stamps: ``error``, ``first`` or ``last`` (see
+            :mod:`sensorbench.logs.import_times`).
     """
     path = Path(path)
     rows, lines, times = [], [], []
@@ -223,24 +247,29 @@ def read_tum(path: str | os.PathLike[str], max_position_m: float = MAX_ABS_POSIT
     _check_positions(
         path, np.array(lines), data[:, 1:4], [(2, "tx"), (3, "ty"), (4, "tz")], max_position_m
     )
-    batch = _pose_batch(
+    return _pose_imported(
         path,
         np.array(lines),
         np.array(times),
         data[:, 1:4],
         data[:, 4:8],
         np.ones(len(data), bool),
+        duplicates,
+        {"source_format": "tum", "time_base": "file timestamps (s)"},
     )
-    return Imported(batch, {"source_format": "tum", "time_base": "file timestamps (s)"})
 
 
 def read_euroc(
-    path: str | os.PathLike[str], max_position_m: float = MAX_ABS_POSITION_M
+    path: str | os.PathLike[str],
+    max_position_m: float = MAX_ABS_POSITION_M,
+    duplicates: str = "last",
 ) -> Imported:
     """EuRoC CSV: ``#timestamp [ns]``, position x y z (m), quaternion **w x y z**.
 
     Args:
         max_position_m: largest accepted |coordinate| (m); beyond it is an error.
+        duplicates: repeated stamps: ``error``, ``first`` or ``last`` (see
+            :mod:`sensorbench.logs.import_times`).
     """
     path = Path(path)
     text = _read_text(path)
@@ -276,15 +305,16 @@ def read_euroc(
         [(cols[c] + 1, c) for c in ("px", "py", "pz")],
         max_position_m,
     )
-    batch = _pose_batch(
+    return _pose_imported(
         path,
         np.array(lines),
         t_ns,
         data[:, 0:3],
         data[:, 3:7],
         np.ones(len(data), bool),
+        duplicates,
+        {"source_format": "euroc", "time_base": "file timestamps (ns)"},
     )
-    return Imported(batch, {"source_format": "euroc", "time_base": "file timestamps (ns)"})
 
 
 def _is_number(cell: str) -> bool:
@@ -321,6 +351,7 @@ def read_motive(
     body: str | None = None,
     up: str = "y",
     max_position_m: float = MAX_ABS_POSITION_M,
+    duplicates: str = "last",
 ) -> Imported:
     """OptiTrack Motive CSV export (versions 1.21–1.25), one rigid body.
 
@@ -336,6 +367,7 @@ def read_motive(
             converted, so the orientation becomes C·R·Cᵀ and a body at identity in
             Motive stays at identity) or ``z`` (kept as is).
         max_position_m: largest accepted |coordinate| after unit conversion (m).
+        duplicates: repeated stamps: ``error``, ``first`` or ``last``.
     """
     path = Path(path)
     if up not in ("y", "z"):
@@ -446,7 +478,6 @@ def read_motive(
         pos_a[valid_a] = _Y_UP_TO_Z_UP.apply(pos_a[valid_a])
         rot = Rotation.from_quat(quat_a[valid_a])
         quat_a[valid_a] = (_Y_UP_TO_Z_UP * rot * _Y_UP_TO_Z_UP.inv()).as_quat()
-    batch = _pose_batch(path, np.array(lines), np.array(t), pos_a, quat_a, valid_a)
     attrs = {
         "source_format": "motive",
         "time_base": "Motive take time (s since capture start)",
@@ -456,15 +487,18 @@ def read_motive(
         "capture_start_time": meta.get("Capture Start Time", ""),
         "source_length_units": units_name,
     }
-    return Imported(batch, attrs)
+    return _pose_imported(
+        path, np.array(lines), np.array(t), pos_a, quat_a, valid_a, duplicates, attrs
+    )
 
 
-def read_pod_csv(path: str | os.PathLike[str]) -> Imported:
+def read_pod_csv(path: str | os.PathLike[str], duplicates: str = "last") -> Imported:
     """Pod encoder CSV with a header row.
 
     Columns: a time column ``t_s`` (s) or ``host_ns`` (ns); counters ``c0, c1, ...``
     (cumulative counts, integers); optional ``device_ns`` or ``device_us`` (MCU
-    time, ns or µs), ``seq``, ``yaw`` (rad), ``yaw_rate`` (rad/s).
+    time, ns or µs), ``seq``, ``yaw`` (rad), ``yaw_rate`` (rad/s). Repeated stamps
+    follow ``duplicates`` (``error``, ``first`` or ``last``).
     """
     path = Path(path)
     rows = [(i, r) for i, r in enumerate(csv.reader(_read_text(path)), start=1) if r]
@@ -510,9 +544,11 @@ def read_pod_csv(path: str | os.PathLike[str]) -> Imported:
                 out[r] = _number(path, i, cells[name][0], name, cells[name][1], allow_nan=True)
     if n == 0:
         raise ImportFormatError(f"{path}: no samples")
-    _check_times(path, lines, host)
-    batch = EncoderBatch(host, dev, seq, counts, yaw, rate)
-    return Imported(batch, {"source_format": "csv", "time_base": "file timestamps"})
+    order = order_times(path, lines, host, duplicates)
+    k = order.keep
+    batch = EncoderBatch(host[k], dev[k], seq[k], counts[k], yaw[k], rate[k])
+    attrs = {"source_format": "csv", "time_base": "file timestamps"}
+    return Imported(batch, {**attrs, **_duplicate_attrs(duplicates, order, 0)}, order.dropped_lines)
 
 
 READERS = {
@@ -527,6 +563,19 @@ READERS = {
 """(what, format) -> parser."""
 
 
+class ImportResult(NamedTuple):
+    """What :func:`import_file` added, and what it dropped or flagged on the way."""
+
+    name: str
+    """Stream name."""
+    samples: int
+    """Samples written."""
+    dropped_lines: list[int]
+    """File lines dropped because their stamp repeats."""
+    relocalized_lines: list[int]
+    """File lines of kept poses flagged RELOCALIZED (they corrected a repeated stamp)."""
+
+
 def import_file(
     what: str,
     source: str | os.PathLike[str],
@@ -534,17 +583,15 @@ def import_file(
     session: str | os.PathLike[str],
     name: str | None = None,
     **options: Any,
-) -> tuple[str, int]:
+) -> ImportResult:
     """Parse ``source`` and add it to ``session`` (created if missing) as a new stream.
 
     Args:
         what: ``mocap`` (pose stream of kind mocap), ``pose`` (pose_sensor) or ``pods``.
         fmt: ``motive``, ``tum``, ``euroc`` or ``csv``.
         name: stream name (default: ``mocap``, ``pose_sensor`` or ``pods``).
-        options: parser options (``body``, ``up`` for Motive).
-
-    Returns:
-        The stream name and the number of samples imported.
+        options: parser options (``body``, ``up`` for Motive; ``max_position_m``;
+            ``duplicates``).
     """
     from sensorbench.logs.writer import SessionWriter
 
@@ -575,4 +622,6 @@ def import_file(
             kind = "mocap" if what == "mocap" else "pose_sensor"
             writer.add_pose(name, kind=kind, attrs=attrs)
             writer.append_pose(name, batch)
-    return name, len(imported.batch)
+    return ImportResult(
+        name, len(imported.batch), imported.dropped_lines, imported.relocalized_lines
+    )
