@@ -11,7 +11,12 @@ from sensorbench.logs.check import check_session, recover_session
 from sensorbench.logs.exporters import FORMATS as EXPORT_FORMATS
 from sensorbench.logs.exporters import export_stream
 from sensorbench.logs.import_times import DUPLICATE_POLICIES
-from sensorbench.logs.importers import MAX_ABS_POSITION_M, import_file
+from sensorbench.logs.importers import (
+    MAX_ABS_POSITION_M,
+    POSE_CSV_COLUMNS,
+    import_file,
+    parse_column_map,
+)
 from sensorbench.logs.info import session_info
 
 
@@ -189,10 +194,15 @@ def _import_command(what: str) -> click.Command:
         up: str,
         duplicates: str,
         max_position_m: float | None = None,
+        columns: str | None = None,
     ) -> None:
         options: dict = {"body": body, "up": up} if fmt == "motive" else {}
         if max_position_m is not None:
             options["max_position_m"] = max_position_m
+        if columns is not None:
+            if fmt != "csv":
+                raise click.UsageError("--columns applies to --format csv only")
+            options["columns"] = parse_column_map(columns)
         res = import_file(what, file, fmt, session, name=name, duplicates=duplicates, **options)
         click.echo(
             f"imported {res.samples} samples from {file} into {session} as stream {res.name!r}"
@@ -211,6 +221,13 @@ def _import_command(what: str) -> click.Command:
             )
 
     if what != "pods":
+        cmd = click.option(
+            "--columns",
+            default=None,
+            metavar="NAME=HEADER,...",
+            help="csv: the file's header for each column name it names otherwise, e.g. "
+            "t_s=time,x=pos_x (names: " + ", ".join(POSE_CSV_COLUMNS) + ").",
+        )(cmd)
         cmd = click.option(
             "--max-position-m",
             type=click.FloatRange(min=0, min_open=True),

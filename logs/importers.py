@@ -189,6 +189,9 @@ def _pose_imported(
     pos = np.where(valid[:, None], pos, np.nan)
     quat = np.where(valid[:, None], quat, np.nan)
     flags = np.zeros(len(t_ns), np.uint8) if flags is None else flags.astype(np.uint8)
+    if not order.keep.all():  # a flag on any line of a run of equal stamps holds for the run
+        new_run = np.r_[True, np.diff(t_ns) != 0]
+        flags = np.bitwise_or.reduceat(flags, np.flatnonzero(new_run))[np.cumsum(new_run) - 1]
     corrected = np.zeros(len(t_ns), bool)
     if duplicates == "last":
         corrected = flag_corrections(order, t_ns, pos, quat, valid)
@@ -551,6 +554,148 @@ def read_pod_csv(path: str | os.PathLike[str], duplicates: str = "last") -> Impo
     return Imported(batch, {**attrs, **_duplicate_attrs(duplicates, order, 0)}, order.dropped_lines)
 
 
+POSE_CSV_COLUMNS = (
+    "t_s",
+    "host_ns",
+    "x",
+    "y",
+    "z",
+    "qx",
+    "qy",
+    "qz",
+    "qw",
+    "yaw",
+    "relocalized",
+    "paused",
+)
+"""Column names the generic pose CSV reader knows (``--columns NAME=HEADER`` maps others)."""
+
+
+def parse_column_map(text: str | None) -> dict[str, str]:
+    """``"t_s=time,x=pos_x"`` -> ``{"t_s": "time", "x": "pos_x"}`` (names checked)."""
+    out: dict[str, str] = {}
+    for entry in (text or "").split(","):
+        if not entry.strip():
+            continue
+        name, sep, header = (v.strip() for v in entry.partition("="))
+        if not sep or not name or not header:
+            raise ImportFormatError(f"--columns entry {entry.strip()!r} is not NAME=HEADER")
+        if name not in POSE_CSV_COLUMNS:
+            raise ImportFormatError(
+                f"--columns {name}={header}: unknown column name {name!r} "
+                f"(known: {', '.join(POSE_CSV_COLUMNS)})"
+            )
+        out[name] = header
+    return out
+
+
+def _split_cells(text: str, sep: str | None) -> list[str]:
+    if sep is None:
+        return text.split()
+    return [c.strip() for c in next(csv.reader([text], delimiter=sep))]
+
+
+def read_pose_csv(
+    path: str | os.PathLike[str],
+    columns: dict[str, str] | None = None,
+    max_position_m: float = MAX_ABS_POSITION_M,
+    duplicates: str = "last",
+) -> Imported:
+    """Generic pose/mocap CSV: one header row naming the columns, one pose per line.
+
+    Columns (by header name, any order, extra columns ignored): time ``t_s`` (s) or
+    ``host_ns`` (ns); position ``x``, ``y``, ``z`` (m; ``z`` may be left out with
+    ``yaw``: 0); orientation ``qx, qy, qz, qw`` or planar ``yaw`` (rad about z);
+    optional ``relocalized`` and ``paused`` (0/1) that become the RELOCALIZED and
+    PAUSED flags. Cells are separated by commas, semicolons or whitespace (whichever
+    the header uses); lines starting with ``#`` are comments.
+
+    Args:
+        columns: column name -> header in the file, for headers named otherwise.
+        max_position_m: largest accepted |coordinate| (m).
+        duplicates: repeated stamps: ``error``, ``first`` or ``last``.
+    """
+    path = Path(path)
+    mapping = dict(columns or {})
+    text = _read_text(path)
+    rows = [
+        (i, t) for i, t in enumerate(text, start=1) if t.strip() and not t.lstrip().startswith("#")
+    ]
+    if not rows:
+        raise ImportFormatError(f"{path}: no header row (and no samples)")
+    head_line, head = rows[0]
+    sep = ";" if ";" in head else ("," if "," in head else None)
+    header = _split_cells(head, sep)
+    where = {h: j for j, h in reversed(list(enumerate(header)))}
+    for name, h in mapping.items():
+        if h not in where:
+            raise ImportFormatError(
+                f"{path}:{head_line}: --columns {name}={h}: no column {h!r} in the header "
+                f"(columns: {', '.join(header)})"
+            )
+    col = {n: where[mapping.get(n, n)] for n in POSE_CSV_COLUMNS if mapping.get(n, n) in where}
+    quat_names = ("qx", "qy", "qz", "qw")
+    has_quat = all(n in col for n in quat_names)
+    missing = [n for n in ("x", "y") if n not in col]
+    if "t_s" not in col and "host_ns" not in col:
+        missing.insert(0, "t_s or host_ns")
+    if not has_quat and "yaw" not in col:
+        missing.append("qx, qy, qz, qw or yaw")
+    if has_quat and "z" not in col:
+        missing.append("z")
+    if missing:
+        raise ImportFormatError(
+            f"{path}:{head_line}: header lacks {'; '.join(missing)} (columns: "
+            f"{', '.join(header)}); map other names with --columns NAME=HEADER,..."
+        )
+    n = len(rows) - 1
+    t_ns = np.empty(n, np.int64)
+    pos = np.zeros((n, 3))
+    quat = np.empty((n, 4))
+    flags = np.zeros(n, np.uint8)
+    lines = np.empty(n, np.int64)
+    for r, (i, raw) in enumerate(rows[1:]):
+        cells = _split_cells(raw, sep)
+        lines[r] = i
+        if len(cells) != len(header):
+            raise ImportFormatError(f"{path}:{i}: {len(cells)} cells, header has {len(header)}")
+
+        def cell(name: str, cells: list[str] = cells, i: int = i) -> tuple:
+            return path, i, col[name] + 1, mapping.get(name, name), cells[col[name]]
+
+        if "host_ns" in col:
+            t_ns[r] = _integer(*cell("host_ns"))
+        else:
+            t_ns[r] = _seconds_to_ns(*cell("t_s"))
+        for k, name in enumerate(("x", "y", "z")):
+            if name in col:
+                pos[r, k] = _number(*cell(name))
+        if has_quat:
+            quat[r] = [_number(*cell(q)) for q in quat_names]
+        else:
+            quat[r] = Rotation.from_euler("z", _number(*cell("yaw"))).as_quat()
+        for name, bit in (("relocalized", PoseFlag.RELOCALIZED), ("paused", PoseFlag.PAUSED)):
+            if name in col:
+                where_, line_, j, label, value = cell(name)
+                if value not in ("0", "1"):
+                    raise ImportFormatError(
+                        f"{_where(where_, line_, j)}: column {label!r}: {value!r} must be 0 or 1"
+                    )
+                flags[r] |= np.uint8(bit) if value == "1" else np.uint8(0)
+    pos_cols = [(col[c] + 1, mapping.get(c, c)) for c in ("x", "y", "z") if c in col]
+    _check_positions(
+        path, lines, pos[:, [k for k, c in enumerate("xyz") if c in col]], pos_cols, max_position_m
+    )
+    attrs = {
+        "source_format": "csv",
+        "time_base": "file timestamps (" + ("ns" if "host_ns" in col else "s") + ")",
+        "orientation": "quaternion" if has_quat else "planar yaw",
+    }
+    if mapping:
+        attrs["column_map"] = ",".join(f"{k}={v}" for k, v in mapping.items())
+    return _pose_imported(path, lines, t_ns, pos, quat, np.ones(n, bool), duplicates, attrs, flags)
+
+
 READERS = {
     ("mocap", "motive"): read_motive,
     ("mocap", "tum"): read_tum,
@@ -558,6 +703,8 @@ READERS = {
     ("pose", "tum"): read_tum,
     ("pose", "euroc"): read_euroc,
     ("pose", "motive"): read_motive,
+    ("mocap", "csv"): read_pose_csv,
+    ("pose", "csv"): read_pose_csv,
     ("pods", "csv"): read_pod_csv,
 }
 """(what, format) -> parser."""

@@ -94,18 +94,35 @@ def _euroc_text(tum_text: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def _csv_text(tum_text: str) -> str:
+    """The same samples as a generic pose CSV (semicolons; columns in another order)."""
+    out = ["# the test's repeats", "qw;qx;qy;qz;t_s;x;y;z"]
+    for ln in tum_text.splitlines()[1:]:
+        c = ln.split()
+        out.append(";".join([c[7], c[4], c[5], c[6], c[0], c[1], c[2], c[3]]))
+    return "\n".join(out) + "\n"
+
+
+CONVERT = {"tum": lambda t: t, "euroc": _euroc_text, "csv": _csv_text}
+
+
 @pytest.mark.parametrize(
     ("what", "source", "fmt"),
     [
         ("mocap", "tum_fr1_xyz_groundtruth.txt", "tum"),
         ("pose", "tum_fr1_xyz_rgbdslam.txt", "tum"),
         ("pose", "tum_fr1_xyz_rgbdslam.txt", "euroc"),
+        ("mocap", "tum_fr1_xyz_groundtruth.txt", "csv"),
+        ("pose", "tum_fr1_xyz_rgbdslam.txt", "csv"),
     ],
 )
 def test_repeated_stamps_default_last(tmp_path: Path, what: str, source: str, fmt: str) -> None:
     text, rows, orig_line, rep_line = _with_repeats(source)
-    path = tmp_path / ("data.csv" if fmt == "euroc" else "traj.txt")
-    path.write_text(_euroc_text(text) if fmt == "euroc" else text)
+    path = tmp_path / ("traj.txt" if fmt == "tum" else "data.csv")
+    path.write_text(CONVERT[fmt](text))
+    if fmt == "csv":  # one more line (the comment) before the data than in the TUM text
+        orig_line = {k: n + 1 for k, n in orig_line.items()}
+        rep_line = {k: n + 1 for k, n in rep_line.items()}
     session = tmp_path / "s.h5"
     r = CliRunner().invoke(
         cli, ["import", what, str(path), "--format", fmt, "--into", str(session)]
