@@ -30,6 +30,7 @@ def register(cli: click.Group) -> None:
     group = subgroup("import", "Import foreign files (mocap, pose logs, pod CSV) into a session.")
     for what in ("mocap", "pose", "pods"):
         group.add_command(_import_command(what))
+    group.add_command(import_rosbag_cmd)
 
 
 def _fmt_s(value: float | None) -> str:
@@ -37,10 +38,17 @@ def _fmt_s(value: float | None) -> str:
 
 
 @click.command("info")
-@click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("session", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def info_cmd(session: Path, as_json: bool) -> None:
-    """Streams, counts, rates (Hz), time span (s), gaps and device metadata of SESSION."""
+    """Streams, counts, rates (Hz), time span (s), gaps and device metadata of SESSION.
+
+    Given a ROS bag instead (a rosbag2 directory, or a .bag, .mcap or .db3 file): its
+    topics, message types and counts.
+    """
+    if session.is_dir() or session.suffix in (".bag", ".mcap", ".db3"):
+        _bag_info(session, as_json)
+        return
     info = session_info(session)
     if as_json:
         click.echo(json.dumps(info, indent=2, default=str))
@@ -236,6 +244,93 @@ def _import_command(what: str) -> click.Command:
             help="Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error.",
         )(cmd)
     return cmd
+
+
+def _bag_info(bag: Path, as_json: bool) -> None:
+    from sensorbench.logs.import_rosbag import bag_info
+
+    info = bag_info(bag)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    click.echo(
+        f"{info['path']}  {info['format']}  {info['messages']} messages over "
+        f"{info['duration_s']:.3f} s"
+    )
+    click.echo(f"{'topic':<32} {'type':<44} {'count':>8}")
+    for topic, t in info["topics"].items():
+        click.echo(f"{topic:<32} {t['type']:<44} {t['count']:>8}")
+
+
+@click.command("rosbag")
+@click.argument("bag", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--topic",
+    "topics",
+    multiple=True,
+    required=True,
+    metavar="TOPIC=NAME[:KIND]",
+    help="A topic and the stream it becomes (repeat). Pose kinds: mocap, pose_sensor, "
+    "estimate (default: mocap for names starting with mocap, else pose_sensor). TF topics "
+    "name their child frame: '/tf[base_link]=mocap'.",
+)
+@click.option(
+    "--into",
+    "session",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Session file to add the streams to.",
+)
+@click.option(
+    "--reloc-topic",
+    default=None,
+    help="Every message on this topic is a relocalization of the pose sensor at its stamp.",
+)
+@click.option(
+    "--duplicates",
+    type=click.Choice(DUPLICATE_POLICIES),
+    default="last",
+    show_default=True,
+    help="Messages repeating a header stamp: refuse, or keep the first or last.",
+)
+@click.option(
+    "--max-position-m",
+    type=click.FloatRange(min=0, min_open=True),
+    default=MAX_ABS_POSITION_M,
+    show_default=True,
+    help="Largest accepted |x|, |y|, |z| (m).",
+)
+def import_rosbag_cmd(
+    bag: Path,
+    topics: tuple[str, ...],
+    session: Path,
+    reloc_topic: str | None,
+    duplicates: str,
+    max_position_m: float,
+) -> None:
+    """Import topics of a ROS bag (rosbag2 sqlite3 or MCAP, ROS 1 .bag) into a session.
+
+    Odometry, PoseStamped, PoseWithCovarianceStamped, TransformStamped and TF
+    (one child frame) become pose streams; LaserScan becomes a lidar stream (angles
+    CCW from the sensor's forward, in [0, 2pi)). Header stamps are the sample times.
+    """
+    from sensorbench.logs.import_rosbag import TopicSpec, import_rosbag
+
+    specs = [TopicSpec.parse(t) for t in topics]
+    parsed = import_rosbag(bag, specs, session, reloc_topic, max_position_m, duplicates)
+    for b in parsed.streams:
+        imp = b.imported
+        n_turns = getattr(imp.batch, "n_turns", None)
+        what = f"{n_turns} scans" if n_turns is not None else f"{len(imp.batch)} samples"
+        click.echo(f"imported {what} from {b.spec.topic} into {session} as stream {b.spec.name!r}")
+        if imp.dropped_lines:
+            click.echo(
+                f"  dropped {len(imp.dropped_lines)} message(s) repeating a stamp "
+                f"(--duplicates {duplicates}): "
+                + ", ".join(f"{bag}:{b.spec.topic}:{n}" for n in imp.dropped_lines)
+            )
+    if reloc_topic:
+        click.echo(f"{len(parsed.reloc_ns)} relocalization(s) from {reloc_topic}")
 
 
 @click.command("export")
