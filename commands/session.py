@@ -335,16 +335,31 @@ def import_rosbag_cmd(
 
 @click.command("export")
 @click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--stream", "name", required=True, help="Stream name (or 'events').")
+@click.option(
+    "--stream", "name", default=None, help="Stream name (or 'events'); mcap: default all."
+)
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(EXPORT_FORMATS),
+    type=click.Choice((*EXPORT_FORMATS, "mcap")),
     required=True,
-    help="tum (pose streams) or csv (any stream).",
+    help="tum (pose streams), csv (any stream) or mcap (scans, poses and pod counts as "
+    "ROS 2 messages, for Foxglove Studio).",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
-def export_cmd(session: Path, name: str, fmt: str, output: Path) -> None:
-    """Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times)."""
+def export_cmd(session: Path, name: str | None, fmt: str, output: Path) -> None:
+    """Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times),
+    or its streams to an MCAP file (docs/FORMAT.md)."""
+    if fmt == "mcap":
+        from sensorbench.logs.export_mcap import export_mcap
+
+        counts = export_mcap(session, output, None if name is None else [name])
+        click.echo(
+            f"wrote {sum(counts.values())} messages to {output}: "
+            + ", ".join(f"{t} {n}" for t, n in counts.items())
+        )
+        return
+    if name is None:
+        raise click.UsageError(f"--stream is required for --format {fmt}")
     n = export_stream(session, name, fmt, output)
     click.echo(f"wrote {n} rows to {output}")
