@@ -46,6 +46,16 @@ _SESSION_OPTS = [
         help="Known clock offset, s (reference time = sensor time + offset); "
         "default: estimated from angular rates.",
     ),
+    click.option(
+        "--t-start",
+        type=float,
+        default=None,
+        help="Use only samples from this time on (s from each session's start: its "
+        "earliest sample of any stream, the origin of every time reported).",
+    ),
+    click.option(
+        "--t-end", type=float, default=None, help="Use only samples before this time (s)."
+    ),
     click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout."),
     click.option(
         "--plots",
@@ -67,6 +77,8 @@ class _Selection:
     no_align: bool
     max_offset: float  # s
     time_offset: float | None  # s, reference time = sensor time + offset
+    t_start: float | None  # s from each session's start
+    t_end: float | None
 
     def prepare(self) -> list:
         """Every session aligned in time and space (``prepare_sessions``)."""
@@ -80,6 +92,8 @@ class _Selection:
             mode,
             self.max_offset,
             self.time_offset,
+            t_start_s=self.t_start,
+            t_end_s=self.t_end,
         )
 
 

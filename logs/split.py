@@ -26,38 +26,11 @@ from sensorbench.errors import SessionError
 from sensorbench.logs.importers import file_sha256
 from sensorbench.logs.reader import open_h5
 from sensorbench.logs.schema import LIBVER, FileStatus
+from sensorbench.logs.time_window import span_of
 
 _STREAM_GROUPS = ("lidar", "raw", "encoders", "pose")
 _LIDAR_PER_TURN = ("turns", "turn_receive_ns")
 """Lidar datasets with one row per turn; every other one has a row per point."""
-
-
-def _time_of(f: h5py.File) -> tuple[int, int]:
-    """(first, last) sample time (ns) over every stream of an open session file."""
-    lo, hi = [], []
-
-    def span(t: np.ndarray) -> None:
-        if t.size:
-            lo.append(int(t.min()))
-            hi.append(int(t.max()))
-
-    for g in f["lidar"].values():
-        span(g["t_ns"][:])
-    for g in f["raw"].values():
-        span(g["chunks"][:]["t_ns"])
-    for g in f["encoders"].values():
-        span(g["host_ns"][:])
-    for g in f["pose"].values():
-        span(g["t_ns"][:])
-    if not lo:
-        raise SessionError(f"{f.filename}: no samples in any stream")
-    return min(lo), max(hi)
-
-
-def session_span_ns(path: str | os.PathLike[str]) -> tuple[int, int]:
-    """(start, end) of a session: its earliest and latest sample time (ns)."""
-    with open_h5(path) as f:
-        return _time_of(f)
 
 
 def piece_bounds(
@@ -196,7 +169,7 @@ def split_session(
             raise SessionError(
                 f"{src_path}: still open for writing (or its writer died); run check first"
             )
-        start, end = _time_of(f)
+        start, end = span_of(f)
         bounds = piece_bounds(start, end, pieces, every_s)
         names = [out_dir / f"{src_path.stem}_piece{k + 1}.h5" for k in range(len(bounds))]
         for n in names:
