@@ -275,6 +275,13 @@ def fit_noise_cmd(
     help="Score against mocap or a simulated session's truth.",
 )
 @_GATE_OPT
+@click.option(
+    "--t-start",
+    type=float,
+    default=None,
+    help="Replay from this time on (s from the session start).",
+)
+@click.option("--t-end", type=float, default=None, help="Replay up to this time (s).")
 @_JSON_OPT
 def replay_cmd(
     session: Path,
@@ -285,6 +292,8 @@ def replay_cmd(
     plots_dir: Path | None,
     reference: str,
     gate: float,
+    t_start: float | None,
+    t_end: float | None,
     as_json: bool,
 ) -> None:
     """Replay a session's pods through the split x/y/heading filters.
@@ -307,7 +316,12 @@ def replay_cmd(
     geometry = load_pod_model(pods_path)
     noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
     aid = load_pose_aid_model(pose_model_path) if pose_model_path else None
-    rp = replay_session(session, geometry, noise, aid_model=aid, gate=gate, reference=reference)
+    from sensorbench.logs.time_window import window_ns
+
+    window = window_ns(session, t_start, t_end)
+    rp = replay_session(
+        session, geometry, noise, aid_model=aid, gate=gate, reference=reference, window_ns=window
+    )
     doc = rp.summary()
     doc["noise"] = "fitted" if noise_path else "untuned defaults"
     if output is not None:
