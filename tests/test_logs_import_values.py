@@ -261,3 +261,20 @@ def test_motive_error_names_cell(tmp_path: Path) -> None:
     path.write_text(_motive_default({(0, 2): "nan"}))
     with pytest.raises(ImportFormatError, match=r"take.csv:8:2: column 'Time \(Seconds\)'"):
         read_motive(path)
+
+
+@pytest.mark.parametrize("fmt", ["tum", "euroc", "motive", "pods"])
+def test_malformed_last_line_leaves_an_existing_session_unchanged(tmp_path: Path, fmt) -> None:
+    r, _, session = _import(tmp_path, "tum", _tum())
+    assert r.exit_code == 0, r.output
+    before = session.read_bytes()
+    what, fmt_name, build, fname, spec = FORMATS[fmt]
+    field = spec["t"][0]
+    text = build({(5, field): "12:30"})  # the last of six data rows
+    path = tmp_path / f"other_{fname}"
+    path.write_text(text)
+    args = ["import", what, str(path), "--format", fmt_name, "--into", str(session),
+            "--name", "second"]  # fmt: skip
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 2 and f"{path}:{6 + HEADER_LINES[fmt]}:{field}" in r.output, r.output
+    assert session.read_bytes() == before
