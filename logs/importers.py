@@ -22,7 +22,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from sensorbench.errors import ImportFormatError
-from sensorbench.logs.batches import EncoderBatch, PoseBatch
+from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
 from sensorbench.logs.import_times import TimeOrder, flag_corrections, order_times
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
 
@@ -49,7 +49,7 @@ _Y_UP_TO_Z_UP = Rotation.from_matrix([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1
 class Imported:
     """A parsed file: its samples and the attributes to store with the stream."""
 
-    batch: PoseBatch | EncoderBatch
+    batch: PoseBatch | EncoderBatch | LidarTurns
     attrs: dict[str, Any] = field(default_factory=dict)
     dropped_lines: list[int] = field(default_factory=list)
     """File lines dropped because their stamp repeats (``--duplicates``)."""
