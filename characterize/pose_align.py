@@ -38,6 +38,7 @@ session and few relocalizations the fitted offset spread is biased low. Prefer
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -149,6 +150,11 @@ class Alignment:
     residual_rms_m: float
     n_pairs: int
     n_dropped: int
+    max_offset_s: float = math.nan
+    """Half-width of the offset search (s); nan when the offset was given."""
+    offset_at_search_limit: bool = False
+    """The estimated offset lies within one coarse step of ±max_offset_s: the true
+    offset may be outside the searched range (widen ``--max-offset`` or give it)."""
 
     def to_dict(self) -> dict:
         """JSON/TOML-ready."""
@@ -237,12 +243,22 @@ def _peak(lags_s: np.ndarray, corr: np.ndarray) -> tuple[float, float]:
     return float(lags_s[i] + shift * step), float(corr[i])
 
 
+COARSE_STEP_S = 0.005
+"""Lag step of the coarse offset search (s); an offset within one step of the
+search limit is flagged (:attr:`Alignment.offset_at_search_limit`)."""
+
+
+def offset_at_limit(offset_s: float, max_offset_s: float) -> bool:
+    """Whether ``offset_s`` lies within one coarse step of the ±``max_offset_s`` limit."""
+    return abs(offset_s) >= max_offset_s - COARSE_STEP_S
+
+
 def estimate_time_offset(
     sensor: PoseTrack,
     ref: PoseTrack,
     max_offset_s: float = 0.5,
     window_s: float = 0.2,
-    coarse_step_s: float = 0.005,
+    coarse_step_s: float = COARSE_STEP_S,
     fine_step_s: float = 0.001,
 ) -> tuple[float, float]:
     """(offset_s, peak normalised correlation) from angular-rate magnitudes.
@@ -337,6 +353,7 @@ def align_sessions(
             mean = Rotation.from_euler("z", mean.as_euler("zyx")[0])
         body = mean.as_matrix()
     out = []
+    searched = offset_s is None
     for sensor, offset, corr, method, pos, _, inside in prepared:
         d = sensor.position[inside] @ rot.T + t - pos[inside]
         out.append(
@@ -351,6 +368,8 @@ def align_sessions(
                 float(np.sqrt(np.mean(np.sum(d * d, axis=1)))),
                 int(inside.sum()),
                 int((~inside).sum()),
+                max_offset_s if searched else math.nan,
+                searched and offset_at_limit(offset, max_offset_s),
             )
         )
     return out

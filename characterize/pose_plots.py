@@ -38,17 +38,17 @@ def plot_error_bands(
     """Error over time with the model's pointwise bands; returns the PNG path."""
     sims = simulate_errors(params, series.t_s, series.reloc, n_draws, seed)
     q = np.quantile(sims, [SIDAK_BAND[0], 0.025, 0.975, SIDAK_BAND[1]], axis=0)
-    t = series.t_s - series.t_s[0]
+    t = series.t_s  # s from the session start, as in the JSON and the model file
     fig, axs = plt.subplots(6, 1, figsize=(10, 12), sharex=True)
     for i, (ax, a) in enumerate(zip(axs, AXES, strict=True)):
         k, unit = _scale(a)
         ax.fill_between(t, k * q[0, :, i], k * q[3, :, i], color="C0", alpha=0.15, lw=0)
         ax.fill_between(t, k * q[1, :, i], k * q[2, :, i], color="C0", alpha=0.3, lw=0)
         ax.plot(t, k * series.error[:, i], color="k", lw=0.8)
-        for tr in series.reloc_times_s() - series.t_s[0]:
+        for tr in series.reloc_times_s():
             ax.axvline(tr, color="C3", lw=0.6, alpha=0.6)
         ax.set_ylabel(f"{a} [{unit}]")
-    axs[-1].set_xlabel("time [s]")
+    axs[-1].set_xlabel("time from the session start [s]")
     axs[0].set_title(
         title
         or f"{series.name}: error (black) in model bands 95 % / 99.14 % (blue), "

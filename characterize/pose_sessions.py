@@ -31,6 +31,9 @@ from sensorbench.characterize.reloc_segments import RELOCALIZED_FLAG, Segmentati
 from sensorbench.errors import FitError, SessionError
 from sensorbench.logs.model_file import file_sha256
 
+TIME_ORIGIN = "s from the session start (its earliest sample of any stream)"
+"""The origin of every time in the fit's JSON, model file and figures."""
+
 
 @dataclass
 class PreparedSession:
@@ -51,6 +54,7 @@ class PreparedSession:
             "alignment": self.alignment.to_dict(),
             "segmentation": self.segmentation.to_dict(),
             "error_frame": ERROR_FRAME,
+            "time_origin": TIME_ORIGIN,
         }
 
 
@@ -93,11 +97,23 @@ def _segmented(
 
 
 def load_tracks(
-    path: str | Path, sensor: str, reference: str = "mocap"
+    path: str | Path,
+    sensor: str,
+    reference: str = "mocap",
+    t_start_s: float | None = None,
+    t_end_s: float | None = None,
 ) -> tuple[PoseTrack, PoseTrack]:
-    """Read the sensor and reference pose streams of a session file."""
-    from sensorbench.logs import Session
+    """Read the sensor and reference pose streams of a session file.
 
+    Track times are in s from the session start (its earliest sample of any stream,
+    :mod:`sensorbench.logs.time_window`), the one origin of every output; only
+    samples inside ``[t_start_s, t_end_s)`` (s from that start; None: open) are read.
+    """
+    from sensorbench.logs import Session
+    from sensorbench.logs.time_window import session_span_ns, window_ns
+
+    w0, w1 = window_ns(path, t_start_s, t_end_s)
+    origin = session_span_ns(path)[0]
     with Session(path) as s:
         names = s.pose_names()
         for n in (sensor, reference):
@@ -106,11 +122,14 @@ def load_tracks(
                     f"{path}: no pose stream {n!r} (streams: {', '.join(names) or 'none'}); "
                     "use --sensor/--reference with one of them"
                 )
-        bs = s.pose(sensor).read()
-        br = s.pose(reference).read()
+        bs = s.pose(sensor).read(w0, w1)
+        br = s.pose(reference).read(w0, w1)
     if len(br.t_ns) < 3 or len(bs.t_ns) < 3:
-        raise SessionError(f"{path}: pose streams {sensor!r}/{reference!r} have < 3 samples")
-    t0 = int(br.t_ns[0])
+        window = "" if w0 is None and w1 is None else " in the --t-start/--t-end window"
+        raise SessionError(
+            f"{path}: pose streams {sensor!r}/{reference!r} have < 3 samples{window}"
+        )
+    t0 = origin
     ref = PoseTrack((br.t_ns - t0) * 1e-9, br.position, br.quat_xyzw, br.valid, br.flags, reference)
     sen = PoseTrack((bs.t_ns - t0) * 1e-9, bs.position, bs.quat_xyzw, bs.valid, bs.flags, sensor)
     return sen, ref
@@ -146,12 +165,15 @@ def prepare_sessions(
     offset_s: float | None = None,
     joint: bool = True,
     max_gap_s: float = 0.1,
+    t_start_s: float | None = None,
+    t_end_s: float | None = None,
 ) -> list[PreparedSession]:
     """Prepare a campaign: one frame transform for all sessions (``joint``), or one each.
 
-    Session names are the file stems, made unique with ``#i`` where two collide.
+    Session names are the file stems, made unique with ``#i`` where two collide; only
+    the samples in ``[t_start_s, t_end_s)`` of each session (s from its start) are used.
     """
-    tracks = [load_tracks(p, sensor, reference) for p in paths]
+    tracks = [load_tracks(p, sensor, reference, t_start_s, t_end_s) for p in paths]
     if joint:
         alignments = align_sessions(tracks, mode, offset_s, max_offset_s, max_gap_s)
     else:
@@ -194,5 +216,6 @@ def fit_prepared(
         extra_provenance={
             "alignment": {ps.series.name: ps.alignment.to_dict() for ps in prepared},
             "segmentation": {ps.series.name: ps.segmentation.to_dict() for ps in prepared},
+            "time_origin": TIME_ORIGIN,
         },
     )

@@ -56,6 +56,13 @@ def register(cli: click.Group) -> None:
     help="Outlier threshold, in range-noise σ.",
 )
 @force_option("figures in --plots")
+@click.option(
+    "--t-start",
+    type=float,
+    default=None,
+    help="Use turns from this time on (s from the session start).",
+)
+@click.option("--t-end", type=float, default=None, help="Use turns before this time (s).")
 def lidar_cmd(
     session: Path,
     device: str,
@@ -66,6 +73,8 @@ def lidar_cmd(
     bands: str,
     outlier_k: float,
     force: bool,
+    t_start: float | None,
+    t_end: float | None,
 ) -> None:
     """Datasheet of one lidar from a session (captured, decoded or simulated).
 
@@ -90,7 +99,12 @@ def lidar_cmd(
             "need >= 2 increasing, non-negative edges (m)", param_hint="--bands"
         )
     opts = StaticOptions(min_static_s=min_static_s, bands_m=edges, outlier_k=outlier_k)
-    result = characterize_session(session, device, timing_only=timing_only, options=opts)
+    from sensorbench.logs.time_window import window_ns
+
+    window = window_ns(session, t_start, t_end)
+    result = characterize_session(
+        session, device, timing_only=timing_only, options=opts, window_ns=window
+    )
     written = []
     if plots_dir is not None:
         from sensorbench.characterize.lidar_plots import write_plots

@@ -311,6 +311,13 @@ def fit_noise_cmd(
     show_default=True,
     help="Consistency monitor: one-sided level of its threshold for a consistent filter.",
 )
+@click.option(
+    "--t-start",
+    type=float,
+    default=None,
+    help="Replay from this time on (s from the session start).",
+)
+@click.option("--t-end", type=float, default=None, help="Replay up to this time (s).")
 @_JSON_OPT
 def replay_cmd(
     session: Path,
@@ -324,6 +331,8 @@ def replay_cmd(
     gate: float,
     monitor_window: int,
     monitor_level: float,
+    t_start: float | None,
+    t_end: float | None,
     as_json: bool,
 ) -> None:
     """Replay a session's pods through the split x/y/heading filters.
@@ -352,6 +361,9 @@ def replay_cmd(
     geometry = load_pod_model(pods_path)
     noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
     aid = load_pose_aid_model(pose_model_path) if pose_model_path else None
+    from sensorbench.logs.time_window import window_ns
+
+    window = window_ns(session, t_start, t_end)
     rp = replay_session(
         session,
         geometry,
@@ -359,6 +371,7 @@ def replay_cmd(
         aid_model=aid,
         gate=gate,
         reference=reference,
+        window_ns=window,
         monitor_window=monitor_window,
         monitor_level=monitor_level,
     )

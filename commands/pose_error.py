@@ -53,6 +53,16 @@ _SESSION_OPTS = [
         help="Known clock offset, s (reference time = sensor time + offset); "
         "default: estimated from angular rates.",
     ),
+    click.option(
+        "--t-start",
+        type=float,
+        default=None,
+        help="Use only samples from this time on (s from each session's start: its "
+        "earliest sample of any stream, the origin of every time reported).",
+    ),
+    click.option(
+        "--t-end", type=float, default=None, help="Use only samples before this time (s)."
+    ),
     click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout."),
     click.option(
         "--plots",
@@ -74,6 +84,8 @@ class _Selection:
     no_align: bool
     max_offset: float  # s
     time_offset: float | None  # s, reference time = sensor time + offset
+    t_start: float | None  # s from each session's start
+    t_end: float | None
 
     def prepare(self) -> list:
         """Every session aligned in time and space (``prepare_sessions``)."""
@@ -87,6 +99,8 @@ class _Selection:
             mode,
             self.max_offset,
             self.time_offset,
+            t_start_s=self.t_start,
+            t_end_s=self.t_end,
         )
 
 
@@ -180,11 +194,21 @@ def fit_pose_error_cmd(
                 )
             figures.append(plot_allan(allan, out / "allan.png"))
         figures = [str(Path(plots) / Path(f).name) for f in figures]
+    at_limit = [ps for ps in prepared if ps.alignment.offset_at_search_limit]
+    warnings = [
+        f"{ps.series.name}: time offset {1000 * ps.alignment.offset_s:+.1f} ms is at the "
+        f"search limit (±{1000 * ps.alignment.max_offset_s:.0f} ms): the true offset may lie "
+        "outside it; widen --max-offset or give --time-offset"
+        for ps in at_limit
+    ]
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
     if output:
         with atomic_output(output, force=force, inputs=selection.sessions) as tmp:
             model.save(tmp)
     if as_json:
         doc = model.to_dict()
+        doc["warnings"] = warnings
         doc["sessions"] = [ps.to_dict() for ps in prepared]
         doc["rms"] = {
             ps.series.name: dict(

@@ -12,7 +12,13 @@ from sensorbench.logs.atomic_output import atomic_output, force_option, same_fil
 from sensorbench.logs.check import check_session, recover_session
 from sensorbench.logs.exporters import FORMATS as EXPORT_FORMATS
 from sensorbench.logs.exporters import export_stream
-from sensorbench.logs.importers import import_file
+from sensorbench.logs.import_times import DUPLICATE_POLICIES
+from sensorbench.logs.importers import (
+    MAX_ABS_POSITION_M,
+    POSE_CSV_COLUMNS,
+    import_file,
+    parse_column_map,
+)
 from sensorbench.logs.info import session_info
 
 
@@ -26,6 +32,7 @@ def register(cli: click.Group) -> None:
     group = subgroup("import", "Import foreign files (mocap, pose logs, pod CSV) into a session.")
     for what in ("mocap", "pose", "pods"):
         group.add_command(_import_command(what))
+    group.add_command(import_rosbag_cmd)
 
 
 def _fmt_s(value: float | None) -> str:
@@ -33,10 +40,17 @@ def _fmt_s(value: float | None) -> str:
 
 
 @click.command("info")
-@click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("session", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def info_cmd(session: Path, as_json: bool) -> None:
-    """Streams, counts, rates (Hz), time span (s), gaps and device metadata of SESSION."""
+    """Streams, counts, rates (Hz), time span (s), gaps and device metadata of SESSION.
+
+    Given a ROS bag instead (a rosbag2 directory, or a .bag, .mcap or .db3 file): its
+    topics, message types and counts.
+    """
+    if session.is_dir() or session.suffix in (".bag", ".mcap", ".db3"):
+        _bag_info(session, as_json)
+        return
     info = session_info(session)
     if as_json:
         click.echo(to_json(info))
@@ -174,8 +188,10 @@ def _import_command(what: str) -> click.Command:
     @click.command(
         what,
         help=f"Import FILE, {kind_help}, into a session (created if missing).\n\n"
-        "Timestamps must strictly increase; positions are converted to m. The session "
-        "changes all at once: a failed or killed import leaves it exactly as it was.",
+        "Timestamps must not step backwards; repeated stamps follow --duplicates (a pose "
+        "that corrects the one it replaces is flagged RELOCALIZED); positions are "
+        "converted to m. The session changes all at once: a failed or killed import "
+        "leaves it exactly as it was.",
     )
     @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
     @click.option("--format", "fmt", type=click.Choice(formats), required=True, help="File format.")
@@ -195,32 +211,186 @@ def _import_command(what: str) -> click.Command:
         show_default=True,
         help="Motive: the export's up axis (y is converted to z-up).",
     )
+    @click.option(
+        "--duplicates",
+        type=click.Choice(DUPLICATE_POLICIES),
+        default="last",
+        show_default=True,
+        help="Lines repeating a timestamp: refuse the file (error), or keep the first or the "
+        "last of each run; dropped lines are listed.",
+    )
     def cmd(
-        file: Path, fmt: str, session: Path, name: str | None, body: str | None, up: str
+        file: Path,
+        fmt: str,
+        session: Path,
+        name: str | None,
+        body: str | None,
+        up: str,
+        duplicates: str,
+        max_position_m: float | None = None,
+        columns: str | None = None,
     ) -> None:
         if same_file(file, session):
             raise OutputError(f"{file} is both the file to import and the session; nothing done")
-        options = {"body": body, "up": up} if fmt == "motive" else {}
-        stream, n = import_file(what, file, fmt, session, name=name, **options)
-        click.echo(f"imported {n} samples from {file} into {session} as stream {stream!r}")
+        options: dict = {"body": body, "up": up} if fmt == "motive" else {}
+        if max_position_m is not None:
+            options["max_position_m"] = max_position_m
+        if columns is not None:
+            if fmt != "csv":
+                raise click.UsageError("--columns applies to --format csv only")
+            options["columns"] = parse_column_map(columns)
+        res = import_file(what, file, fmt, session, name=name, duplicates=duplicates, **options)
+        click.echo(
+            f"imported {res.samples} samples from {file} into {session} as stream {res.name!r}"
+        )
+        if res.dropped_lines:
+            click.echo(
+                f"dropped {len(res.dropped_lines)} line(s) repeating a timestamp "
+                f"(--duplicates {duplicates}): "
+                + ", ".join(f"{file}:{n}" for n in res.dropped_lines)
+            )
+        if res.relocalized_lines:
+            click.echo(
+                f"flagged RELOCALIZED {len(res.relocalized_lines)} pose(s) that replaced a "
+                "different pose at the same stamp: "
+                + ", ".join(f"{file}:{n}" for n in res.relocalized_lines)
+            )
 
+    if what != "pods":
+        cmd = click.option(
+            "--columns",
+            default=None,
+            metavar="NAME=HEADER,...",
+            help="csv: the file's header for each column name it names otherwise, e.g. "
+            "t_s=time,x=pos_x (names: " + ", ".join(POSE_CSV_COLUMNS) + ").",
+        )(cmd)
+        cmd = click.option(
+            "--max-position-m",
+            type=click.FloatRange(min=0, min_open=True),
+            default=MAX_ABS_POSITION_M,
+            show_default=True,
+            help="Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error.",
+        )(cmd)
     return cmd
+
+
+def _bag_info(bag: Path, as_json: bool) -> None:
+    from sensorbench.logs.import_rosbag import bag_info
+
+    info = bag_info(bag)
+    if as_json:
+        click.echo(to_json(info))
+        return
+    click.echo(
+        f"{info['path']}  {info['format']}  {info['messages']} messages over "
+        f"{info['duration_s']:.3f} s"
+    )
+    click.echo(f"{'topic':<32} {'type':<44} {'count':>8}")
+    for topic, t in info["topics"].items():
+        click.echo(f"{topic:<32} {t['type']:<44} {t['count']:>8}")
+
+
+@click.command("rosbag")
+@click.argument("bag", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--topic",
+    "topics",
+    multiple=True,
+    required=True,
+    metavar="TOPIC=NAME[:KIND]",
+    help="A topic and the stream it becomes (repeat). Pose kinds: mocap, pose_sensor, "
+    "estimate (default: mocap for names starting with mocap, else pose_sensor). TF topics "
+    "name their child frame: '/tf[base_link]=mocap'.",
+)
+@click.option(
+    "--into",
+    "session",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Session file to add the streams to.",
+)
+@click.option(
+    "--reloc-topic",
+    default=None,
+    help="Every message on this topic is a relocalization of the pose sensor at its stamp.",
+)
+@click.option(
+    "--duplicates",
+    type=click.Choice(DUPLICATE_POLICIES),
+    default="last",
+    show_default=True,
+    help="Messages repeating a header stamp: refuse, or keep the first or last.",
+)
+@click.option(
+    "--max-position-m",
+    type=click.FloatRange(min=0, min_open=True),
+    default=MAX_ABS_POSITION_M,
+    show_default=True,
+    help="Largest accepted |x|, |y|, |z| (m).",
+)
+def import_rosbag_cmd(
+    bag: Path,
+    topics: tuple[str, ...],
+    session: Path,
+    reloc_topic: str | None,
+    duplicates: str,
+    max_position_m: float,
+) -> None:
+    """Import topics of a ROS bag (rosbag2 sqlite3 or MCAP, ROS 1 .bag) into a session.
+
+    Odometry, PoseStamped, PoseWithCovarianceStamped, TransformStamped and TF
+    (one child frame) become pose streams; LaserScan becomes a lidar stream (angles
+    CCW from the sensor's forward, in [0, 2pi)). Header stamps are the sample times.
+    """
+    from sensorbench.logs.import_rosbag import TopicSpec, import_rosbag
+
+    specs = [TopicSpec.parse(t) for t in topics]
+    parsed = import_rosbag(bag, specs, session, reloc_topic, max_position_m, duplicates)
+    for b in parsed.streams:
+        imp = b.imported
+        n_turns = getattr(imp.batch, "n_turns", None)
+        what = f"{n_turns} scans" if n_turns is not None else f"{len(imp.batch)} samples"
+        click.echo(f"imported {what} from {b.spec.topic} into {session} as stream {b.spec.name!r}")
+        if imp.dropped_lines:
+            click.echo(
+                f"  dropped {len(imp.dropped_lines)} message(s) repeating a stamp "
+                f"(--duplicates {duplicates}): "
+                + ", ".join(f"{bag}:{b.spec.topic}:{n}" for n in imp.dropped_lines)
+            )
+    if reloc_topic:
+        click.echo(f"{len(parsed.reloc_ns)} relocalization(s) from {reloc_topic}")
 
 
 @click.command("export")
 @click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--stream", "name", required=True, help="Stream name (or 'events').")
+@click.option(
+    "--stream", "name", default=None, help="Stream name (or 'events'); mcap: default all."
+)
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(EXPORT_FORMATS),
+    type=click.Choice((*EXPORT_FORMATS, "mcap")),
     required=True,
-    help="tum (pose streams) or csv (any stream).",
+    help="tum (pose streams), csv (any stream) or mcap (scans, poses and pod counts as "
+    "ROS 2 messages, for Foxglove Studio).",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
 @force_option("OUTPUT")
-def export_cmd(session: Path, name: str, fmt: str, output: Path, force: bool) -> None:
-    """Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times)."""
+def export_cmd(session: Path, name: str | None, fmt: str, output: Path, force: bool) -> None:
+    """Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times),
+    or its streams to an MCAP file (docs/FORMAT.md)."""
+    if fmt == "mcap":
+        from sensorbench.logs.export_mcap import export_mcap
+
+        with atomic_output(output, force=force, inputs=[session]) as tmp:
+            counts = export_mcap(session, tmp, None if name is None else [name])
+        click.echo(
+            f"wrote {sum(counts.values())} messages to {output}: "
+            + ", ".join(f"{t} {n}" for t, n in counts.items())
+        )
+        return
+    if name is None:
+        raise click.UsageError(f"--stream is required for --format {fmt}")
     with atomic_output(output, force=force, inputs=[session]) as tmp:
         n = export_stream(session, name, fmt, tmp)
     click.echo(f"wrote {n} rows to {output}")

@@ -60,6 +60,13 @@ from sensorbench.errors import ConfigError
 
 _COMMON_KEYS = frozenset({"name", "kind", "port", "baud", "mount", "gap_s", "timeout_s", "power"})
 POWER_BACKENDS = ("none", *POWER_METHODS)
+_TABLE_KEYS = {
+    "robot": {"name", "footprint_m"},
+    "powerup": {"order", "gap_s", "timeout_s", "backend"},
+    "pods": {"wheel_radius_m", "counts_per_rev", "wheels"},
+    "emulation": {"scenario", "seed"},
+}
+"""Keys each single table accepts (``[[devices]]`` entries: the kind registry's)."""
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
@@ -212,6 +219,7 @@ class _Lines:
 
 class _Validator:
     def __init__(self, text: str, source: str, run_dir: str | None) -> None:
+        text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark (Windows editors)
         self.text = text
         self.source = source
         self.run_dir = run_dir
@@ -434,6 +442,26 @@ class _Validator:
             raise self.fail(path, "footprint_m must be a list of at least 3 [x, y] points (m)")
         return arr
 
+    def check_keys(self, doc: dict) -> None:
+        """Refuse unknown tables and unknown keys in every single table."""
+        known = {"devices", *_TABLE_KEYS}
+        for key in doc:
+            if key not in known:
+                names = ", ".join(sorted(known))
+                raise self.fail((key,), f"unknown table '{key}' (known: {names})")
+        for table, keys in _TABLE_KEYS.items():
+            if table not in doc:
+                continue
+            value = doc[table]
+            if not isinstance(value, dict):
+                raise self.fail((table,), f"[{table}] must be a table")
+            unknown = sorted(set(value) - keys)
+            if unknown:
+                raise self.fail(
+                    (table, unknown[0]),
+                    f"[{table}]: unknown key '{unknown[0]}' (known: {', '.join(sorted(keys))})",
+                )
+
     def run(self) -> RobotConfig:
         try:
             doc = tomllib.loads(self.text)
@@ -441,11 +469,7 @@ class _Validator:
             m = re.search(r"line (\d+)", str(exc))
             line = m.group(1) if m else 0
             raise ConfigError(f"{self.source}:{line}: invalid TOML: {exc}") from exc
-        known = {"robot", "powerup", "devices", "pods", "emulation"}
-        for key in doc:
-            if key not in known:
-                names = ", ".join(sorted(known))
-                raise self.fail((key,), f"unknown table '{key}' (known: {names})")
+        self.check_keys(doc)
         robot = doc.get("robot", {})
         powerup = doc.get("powerup", {})
         if not isinstance(robot, dict) or not isinstance(powerup, dict):
@@ -534,7 +558,7 @@ def load_robot_config(
 ) -> RobotConfig:
     """Read and validate a robot.toml file (see :func:`parse_robot_config`)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the robot configuration: {exc}") from exc
     return parse_robot_config(text, os.fspath(path), run_dir)

@@ -76,8 +76,12 @@ class OdometryInput:
         return body_increments(geometry.W, self.dn)
 
 
-def read_odometry(path: str | os.PathLike[str], encoder: str | None = None) -> OdometryInput:
-    """Read the encoder stream of a session as filter input.
+def read_odometry(
+    path: str | os.PathLike[str],
+    encoder: str | None = None,
+    window_ns: tuple[int | None, int | None] = (None, None),
+) -> OdometryInput:
+    """Read the encoder stream of a session as filter input (frames in ``[t0, t1)`` ns).
 
     Raises:
         FusionError: no encoder stream, fewer than 2 frames, or not 3 counters.
@@ -85,7 +89,7 @@ def read_odometry(path: str | os.PathLike[str], encoder: str | None = None) -> O
     try:
         with Session(path) as s:
             stream = s.encoder_or_only(encoder)
-            batch = stream.read()
+            batch = stream.read(*window_ns)
             bits = stream.attrs.get("counter_bits")
             wrapped = bool(stream.attrs.get("counts_wrapped", False))
     except SessionError as exc:
@@ -110,7 +114,10 @@ def read_odometry(path: str | os.PathLike[str], encoder: str | None = None) -> O
 
 
 def read_aiding(
-    path: str | os.PathLike[str], t0_ns: int, name: str = "pose_sensor"
+    path: str | os.PathLike[str],
+    t0_ns: int,
+    name: str = "pose_sensor",
+    window_ns: tuple[int | None, int | None] = (None, None),
 ) -> Aiding | None:
     """Pose-sensor samples of a session as aiding input (None without such a stream).
 
@@ -119,7 +126,7 @@ def read_aiding(
     with Session(path) as s:
         if name not in s.pose_names():
             return None
-        pb = s.pose(name).read()
+        pb = s.pose(name).read(*window_ns)
     paused = (pb.flags & int(PoseFlag.PAUSED)) != 0
     return Aiding(
         t_s=(pb.t_ns - t0_ns) * 1e-9,
@@ -294,6 +301,7 @@ def replay_session(
     align_interval_s: float = 0.5,
     monitor_window: int = 50,
     monitor_level: float = 0.999,
+    window_ns: tuple[int | None, int | None] = (None, None),
 ) -> Replay:
     """Replay one session through the split filters and score it.
 
@@ -311,11 +319,13 @@ def replay_session(
             emulated session captured at N× real time needs 0.5/N.
         monitor_window, monitor_level: the consistency monitor's window (updates) and
             one-sided level (:func:`~sensorbench.fusion.consistency.nis_monitor`).
+        window_ns: replay only the frames (and aiding samples) in ``[t0, t1)`` (ns,
+            None: open); the errors are scored over the same span.
 
     The filter starts at the reference pose at the first frame (zero pose
     without a reference).
     """
-    odo = read_odometry(path)
+    odo = read_odometry(path, window_ns=window_ns)
     inc = odo.increments(geometry, repair)
     n_repaired = 0
     if repair and odo.imu_dtheta is not None:
@@ -338,7 +348,7 @@ def replay_session(
     pose0 = (0.0, 0.0, 0.0)
     if ref_t is not None:
         pose0 = tuple(float(np.interp(odo.t_s[0], ref_t, ref_pose[:, k])) for k in range(3))
-    aiding = read_aiding(path, odo.t0_ns) if aid_model is not None else None
+    aiding = read_aiding(path, odo.t0_ns, window_ns=window_ns) if aid_model is not None else None
     filt = SplitFilter(noise, gate=gate, aid_model=aid_model)
     result = filt.run(odo.t_s, inc, pose0=pose0, aiding=aiding)
     errors = consistency = None

@@ -28,6 +28,7 @@ import numpy as np
 
 from sensorbench.errors import FusionError, ModelFileError
 from sensorbench.logs.model_file import read_model, write_model
+from sensorbench.logs.model_keys import POD_GEOMETRY_KEYS
 
 POD_MODEL_KIND = "pod_geometry"
 POD_MODEL_VERSION = 1
@@ -361,7 +362,9 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
             angle or lever arm was not identified by the fit (its ``status``
             table says why).
     """
-    doc = read_model(path, POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS)
+    doc = read_model(
+        path, POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS, keys=POD_GEOMETRY_KEYS
+    )
     pods = doc.get("pod", [])
     if len(pods) != 3:
         raise ModelFileError(f"{path}: expected 3 [[pod]] tables, found {len(pods)}")

@@ -79,6 +79,7 @@ from sensorbench.fusion.kalman_kernels import RejectStreak, clip_to_gate, predic
 from sensorbench.fusion.odometry_drift import OdometryDrift, propagate_drift
 from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
 from sensorbench.logs.model_file import read_model, write_model
+from sensorbench.logs.model_keys import FILTER_NOISE_KEYS
 
 AXES = ("x", "y", "theta")
 NIS_GATE_99 = 6.63
@@ -148,7 +149,9 @@ def save_noise_model(
 
 def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     """Read a filter-noise model file (checks kind, version and units)."""
-    doc = read_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS)
+    doc = read_model(
+        path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, keys=FILTER_NOISE_KEYS
+    )
     try:
         axes = doc["axes"]
         per_axis = (AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES)

@@ -10,33 +10,51 @@ unknown units. Motive's blank cells (occlusion) become invalid samples with
 from __future__ import annotations
 
 import csv
+import math
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.spatial.transform import Rotation
 
 from sensorbench.errors import ImportFormatError
-from sensorbench.logs.batches import EncoderBatch, PoseBatch
+from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
+from sensorbench.logs.import_times import TimeOrder, flag_corrections, order_times
 from sensorbench.logs.model_file import file_sha256
-from sensorbench.logs.schema import NO_DEVICE_TIME
+from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
 
 QUAT_NORM_TOLERANCE = 0.01
 """Largest accepted deviation of a quaternion's norm from 1 before normalization."""
 
+MAX_ABS_POSITION_M = 1e4
+"""Default largest accepted |coordinate| of an imported position (m).
+
+No indoor or campus-scale mocap or pose log reaches 10 km from its origin; a larger
+value is a unit or parsing error (one 1e6 cell gave a 25 km alignment residual).
+Every reader takes ``max_position_m``; the CLI's ``--max-position-m`` sets it.
+"""
+
+_INT64_MAX = int(np.iinfo(np.int64).max)
+_MAX_TIME_S = _INT64_MAX / 1e9
+
 _MOTIVE_UNITS = {"meters": 1.0, "centimeters": 0.01, "millimeters": 0.001}
-_Y_UP_TO_Z_UP = Rotation.from_euler("x", 90, degrees=True)
+_Y_UP_TO_Z_UP = Rotation.from_matrix([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
+"""Motive's Y-up world to Z-up: x' = x, y' = -z, z' = y (OptiTrack's own C3D Z-up preset)."""
 
 
 @dataclass
 class Imported:
     """A parsed file: its samples and the attributes to store with the stream."""
 
-    batch: PoseBatch | EncoderBatch
+    batch: PoseBatch | EncoderBatch | LidarTurns
     attrs: dict[str, Any] = field(default_factory=dict)
+    dropped_lines: list[int] = field(default_factory=list)
+    """File lines dropped because their stamp repeats (``--duplicates``)."""
+    relocalized_lines: list[int] = field(default_factory=list)
+    """File lines of kept poses flagged RELOCALIZED because they corrected a repeat."""
 
 
 def _read_text(path: Path) -> list[str]:
@@ -48,16 +66,38 @@ def _read_text(path: Path) -> list[str]:
         raise ImportFormatError(f"{path}: not a text file ({exc})") from exc
 
 
-def _number(path: Path, line: int, column: str, cell: str) -> float:
+def _where(path: Path, line: int, col: int) -> str:
+    """``file:line:column``, both 1-based; the column is the field's number in its row."""
+    return f"{path}:{line}:{col}"
+
+
+def _number(
+    path: Path, line: int, col: int, name: str, cell: str, *, allow_nan: bool = False
+) -> float:
+    """A finite float from ``cell`` (``nan`` too if ``allow_nan``); errors name the cell."""
     try:
-        return float(cell)
+        value = float(cell)
     except ValueError:
         raise ImportFormatError(
-            f"{path}:{line}: column {column!r}: {cell.strip()!r} is not a number"
+            f"{_where(path, line, col)}: column {name!r}: {cell.strip()!r} is not a number"
         ) from None
+    if not (math.isfinite(value) or (allow_nan and math.isnan(value))):
+        raise ImportFormatError(
+            f"{_where(path, line, col)}: column {name!r}: {cell.strip()!r} is not a finite number"
+        )
+    return value
 
 
-def _seconds_to_ns(path: Path, line: int, column: str, cell: str) -> int:
+def _in_int64(path: Path, line: int, col: int, name: str, value: int, unit: str = "") -> int:
+    if not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+        raise ImportFormatError(
+            f"{_where(path, line, col)}: column {name!r}: {value}{unit} is out of range "
+            "(it does not fit a 64-bit integer count of ns)"
+        )
+    return value
+
+
+def _seconds_to_ns(path: Path, line: int, col: int, name: str, cell: str) -> int:
     """Exact decimal seconds -> int ns (float64 would lose up to ~100 ns at epoch scale)."""
     text = cell.strip()
     m = re.fullmatch(r"([+-]?)(\d*)\.?(\d*)", text)
@@ -65,31 +105,43 @@ def _seconds_to_ns(path: Path, line: int, column: str, cell: str) -> int:
         sign = -1 if m.group(1) == "-" else 1
         frac = (m.group(3) + "000000000")[:9]
         rounding = 1 if len(m.group(3)) > 9 and m.group(3)[9] >= "5" else 0
-        return sign * (int(m.group(2) or "0") * 1_000_000_000 + int(frac) + rounding)
-    return round(_number(path, line, column, cell) * 1e9)
-
-
-def _integer(path: Path, line: int, column: str, cell: str) -> int:
-    try:
-        return int(cell.strip())
-    except ValueError:
-        value = _number(path, line, column, cell)
-        if value != int(value):
-            raise ImportFormatError(
-                f"{path}:{line}: column {column!r}: {cell.strip()!r} is not an integer"
-            ) from None
-        return int(value)
-
-
-def _check_times(path: Path, lines: np.ndarray, t_ns: np.ndarray) -> None:
-    dt = np.diff(t_ns)
-    bad = np.flatnonzero(dt <= 0)
-    if bad.size:
-        k = int(bad[0]) + 1
-        what = "duplicate" if dt[bad[0]] == 0 else "non-monotonic"
+        ns = sign * (int(m.group(2) or "0") * 1_000_000_000 + int(frac) + rounding)
+    else:
+        seconds = _number(path, line, col, name, cell)
+        ns = _INT64_MAX + 1 if abs(seconds) >= _MAX_TIME_S else round(seconds * 1e9)
+    if abs(ns) > _INT64_MAX:
         raise ImportFormatError(
-            f"{path}:{lines[k]}: {what} timestamp (previous sample at line {lines[k - 1]}); "
-            "timestamps must strictly increase"
+            f"{_where(path, line, col)}: column {name!r}: {text!r} s is out of range "
+            f"(|t| must stay below {_MAX_TIME_S:.4g} s)"
+        )
+    return ns
+
+
+def _integer(path: Path, line: int, col: int, name: str, cell: str) -> int:
+    try:
+        value = int(cell.strip())
+    except ValueError:
+        number = _number(path, line, col, name, cell)
+        if number != int(number):
+            raise ImportFormatError(
+                f"{_where(path, line, col)}: column {name!r}: {cell.strip()!r} is not an integer"
+            ) from None
+        value = int(number)
+    return _in_int64(path, line, col, name, value)
+
+
+def _check_positions(
+    path: Path, lines: np.ndarray, pos: np.ndarray, cols: list[tuple[int, str]], limit: float
+) -> None:
+    """Refuse any position coordinate beyond ``limit`` (m); names the first and counts all."""
+    bad = np.abs(pos) > limit
+    if bad.any():
+        r, k = (int(v) for v in np.argwhere(bad)[0])
+        col, name = cols[k]
+        raise ImportFormatError(
+            f"{_where(path, int(lines[r]), col)}: column {name!r}: {pos[r, k]:g} m is beyond "
+            f"the position limit of {limit:g} m ({int(bad.sum())} such value(s) in the file); "
+            "check the units, or raise the limit with --max-position-m"
         )
 
 
@@ -107,26 +159,64 @@ def _check_quats(path: Path, lines: np.ndarray, q: np.ndarray, valid: np.ndarray
     return out
 
 
-def _pose_batch(
+def _pose_imported(
     path: Path,
     lines: np.ndarray,
     t_ns: np.ndarray,
     pos: np.ndarray,
     quat: np.ndarray,
     valid: np.ndarray,
-) -> PoseBatch:
+    duplicates: str,
+    attrs: dict[str, Any],
+    flags: np.ndarray | None = None,
+) -> Imported:
+    """Checked, de-duplicated pose samples (see :mod:`sensorbench.logs.import_times`)."""
     if len(t_ns) == 0:
         raise ImportFormatError(f"{path}: no samples")
+    lines = np.asarray(lines)
     t_ns = np.asarray(t_ns, dtype=np.int64)
-    _check_times(path, lines, t_ns)
+    order = order_times(path, lines, t_ns, duplicates)
     quat = _check_quats(path, lines, quat, valid)
     pos = np.where(valid[:, None], pos, np.nan)
     quat = np.where(valid[:, None], quat, np.nan)
-    return PoseBatch.from_arrays(t_ns, pos, quat, valid)
+    flags = np.zeros(len(t_ns), np.uint8) if flags is None else flags.astype(np.uint8)
+    if not order.keep.all():  # a flag on any line of a run of equal stamps holds for the run
+        new_run = np.r_[True, np.diff(t_ns) != 0]
+        flags = np.bitwise_or.reduceat(flags, np.flatnonzero(new_run))[np.cumsum(new_run) - 1]
+    corrected = np.zeros(len(t_ns), bool)
+    if duplicates == "last":
+        corrected = flag_corrections(order, t_ns, pos, quat, valid)
+        flags = flags | np.where(corrected, np.uint8(PoseFlag.RELOCALIZED), np.uint8(0))
+    k = order.keep
+    batch = PoseBatch.from_arrays(t_ns[k], pos[k], quat[k], valid[k], flags[k])
+    return Imported(
+        batch,
+        {**attrs, **_duplicate_attrs(duplicates, order, int(corrected.sum()))},
+        order.dropped_lines,
+        [int(n) for n in lines[corrected]],
+    )
 
 
-def read_tum(path: str | os.PathLike[str]) -> Imported:
-    """TUM trajectory: ``timestamp tx ty tz qx qy qz qw`` (s, m), ``#`` comments."""
+def _duplicate_attrs(duplicates: str, order: TimeOrder, n_corrected: int) -> dict[str, Any]:
+    return {
+        "duplicates_policy": duplicates,
+        "duplicate_lines_dropped": len(order.dropped_lines),
+        "duplicates_flagged_relocalized": n_corrected,
+    }
+
+
+def read_tum(
+    path: str | os.PathLike[str],
+    max_position_m: float = MAX_ABS_POSITION_M,
+    duplicates: str = "last",
+) -> Imported:
+    """TUM trajectory: ``timestamp tx ty tz qx qy qz qw`` (s, m), ``#`` comments.
+
+    Args:
+        max_position_m: largest accepted |coordinate| (m); beyond it is an error.
+        duplicates: repeated stamps: ``error``, ``first`` or ``last`` (see
+            :mod:`sensorbench.logs.import_times`).
+    """
     path = Path(path)
     rows, lines, times = [], [], []
     for i, text in enumerate(_read_text(path), start=1):
@@ -139,23 +229,42 @@ def read_tum(path: str | os.PathLike[str]) -> Imported:
                 f"{path}:{i}: expected 8 columns (timestamp tx ty tz qx qy qz qw), got {len(cells)}"
             )
         names = ("timestamp", "tx", "ty", "tz", "qx", "qy", "qz", "qw")
-        rows.append([_number(path, i, n, c) for n, c in zip(names, cells, strict=True)])
-        times.append(_seconds_to_ns(path, i, "timestamp", cells[0]))
+        rows.append(
+            [
+                _number(path, i, j, n, c)
+                for j, (n, c) in enumerate(zip(names, cells, strict=True), start=1)
+            ]
+        )
+        times.append(_seconds_to_ns(path, i, 1, "timestamp", cells[0]))
         lines.append(i)
     data = np.array(rows, dtype=np.float64).reshape(-1, 8)
-    batch = _pose_batch(
+    _check_positions(
+        path, np.array(lines), data[:, 1:4], [(2, "tx"), (3, "ty"), (4, "tz")], max_position_m
+    )
+    return _pose_imported(
         path,
         np.array(lines),
         np.array(times),
         data[:, 1:4],
         data[:, 4:8],
         np.ones(len(data), bool),
+        duplicates,
+        {"source_format": "tum", "time_base": "file timestamps (s)"},
     )
-    return Imported(batch, {"source_format": "tum", "time_base": "file timestamps (s)"})
 
 
-def read_euroc(path: str | os.PathLike[str]) -> Imported:
-    """EuRoC CSV: ``#timestamp [ns]``, position x y z (m), quaternion **w x y z**."""
+def read_euroc(
+    path: str | os.PathLike[str],
+    max_position_m: float = MAX_ABS_POSITION_M,
+    duplicates: str = "last",
+) -> Imported:
+    """EuRoC CSV: ``#timestamp [ns]``, position x y z (m), quaternion **w x y z**.
+
+    Args:
+        max_position_m: largest accepted |coordinate| (m); beyond it is an error.
+        duplicates: repeated stamps: ``error``, ``first`` or ``last`` (see
+            :mod:`sensorbench.logs.import_times`).
+    """
     path = Path(path)
     text = _read_text(path)
     header: list[str] | None = None
@@ -180,13 +289,26 @@ def read_euroc(path: str | os.PathLike[str]) -> Imported:
     for r, (i, row) in enumerate(rows):
         if len(row) < len(header):
             raise ImportFormatError(f"{path}:{i}: {len(row)} cells, header has {len(header)}")
-        t_ns[r] = _integer(path, i, "timestamp", row[cols["timestamp"]])
+        t_ns[r] = _integer(path, i, cols["timestamp"] + 1, "timestamp", row[cols["timestamp"]])
         for k, name in enumerate(order):
-            data[r, k] = _number(path, i, name, row[cols[name]])
-    batch = _pose_batch(
-        path, np.array(lines), t_ns, data[:, 0:3], data[:, 3:7], np.ones(len(data), bool)
+            data[r, k] = _number(path, i, cols[name] + 1, name, row[cols[name]])
+    _check_positions(
+        path,
+        np.array(lines),
+        data[:, 0:3],
+        [(cols[c] + 1, c) for c in ("px", "py", "pz")],
+        max_position_m,
     )
-    return Imported(batch, {"source_format": "euroc", "time_base": "file timestamps (ns)"})
+    return _pose_imported(
+        path,
+        np.array(lines),
+        t_ns,
+        data[:, 0:3],
+        data[:, 3:7],
+        np.ones(len(data), bool),
+        duplicates,
+        {"source_format": "euroc", "time_base": "file timestamps (ns)"},
+    )
 
 
 def _is_number(cell: str) -> bool:
@@ -218,16 +340,28 @@ def _euroc_columns(path: Path, header: list[str]) -> dict[str, int]:
     return cols
 
 
-def read_motive(path: str | os.PathLike[str], body: str | None = None, up: str = "y") -> Imported:
+def read_motive(
+    path: str | os.PathLike[str],
+    body: str | None = None,
+    up: str = "y",
+    max_position_m: float = MAX_ABS_POSITION_M,
+    duplicates: str = "last",
+) -> Imported:
     """OptiTrack Motive CSV export (versions 1.21–1.25), one rigid body.
 
     The header is parsed by its row labels (Type, Name, ID, optional Parent, the
     category row and the ``Frame, Time`` row), never by fixed column numbers.
+    A frame whose rigid-body cells are blank or ``nan`` is occluded: an invalid
+    sample. Infinite values and positions beyond ``max_position_m`` are errors.
 
     Args:
         body: rigid-body name; may be omitted when the file has exactly one.
-        up: ``y`` (Motive's default: converted to Z-up by a +90° rotation about X,
-            so (x, y, z) → (x, −z, y)) or ``z`` (kept as is).
+        up: ``y`` (Motive's default: converted to Z-up by C, a +90° rotation about X,
+            so (x, y, z) → (x, −z, y); both the world and the body's own axes are
+            converted, so the orientation becomes C·R·Cᵀ and a body at identity in
+            Motive stays at identity) or ``z`` (kept as is).
+        max_position_m: largest accepted |coordinate| after unit conversion (m).
+        duplicates: repeated stamps: ``error``, ``first`` or ``last``.
     """
     path = Path(path)
     if up not in ("y", "z"):
@@ -305,14 +439,16 @@ def read_motive(path: str | os.PathLike[str], body: str | None = None, up: str =
         if not any(c.strip() for c in row):
             continue
         line = i + 1
-        t.append(_seconds_to_ns(path, line, "Time (Seconds)", cell(row, time_col)))
-        cells = [cell(row, cols[k]).strip() for k in needed]
-        if any(not c for c in cells):
+        t.append(_seconds_to_ns(path, line, time_col + 1, "Time (Seconds)", cell(row, time_col)))
+        values = []
+        for k in needed:
+            c = cell(row, cols[k]).strip()
+            values.append(_number(path, line, cols[k] + 1, k, c, allow_nan=True) if c else math.nan)
+        if any(math.isnan(v) for v in values):
             valid.append(False)
             pos.append([np.nan] * 3)
             quat.append([np.nan] * 4)
         else:
-            values = [_number(path, line, k, c) for k, c in zip(needed, cells, strict=True)]
             quat.append(values[:4])
             pos.append([v * scale for v in values[4:]])
             valid.append(True)
@@ -320,11 +456,22 @@ def read_motive(path: str | os.PathLike[str], body: str | None = None, up: str =
     valid_a = np.array(valid, dtype=bool)
     pos_a, quat_a = np.array(pos).reshape(-1, 3), np.array(quat).reshape(-1, 4)
     quat_a = _check_quats(path, np.array(lines), quat_a, valid_a)
-    frame = "Motive world, Z-up" if up == "z" else "Motive world converted Y-up -> Z-up: (x, -z, y)"
+    _check_positions(
+        path,
+        np.array(lines),
+        np.where(valid_a[:, None], pos_a, 0.0),
+        [(cols[f"Position.{a}"] + 1, f"Position.{a}") for a in "XYZ"],
+        max_position_m,
+    )
+    frame = (
+        "Motive world, Z-up"
+        if up == "z"
+        else "Motive world and body axes converted Y-up -> Z-up: (x, -z, y), R' = C R C^T"
+    )
     if up == "y" and valid_a.any():
         pos_a[valid_a] = _Y_UP_TO_Z_UP.apply(pos_a[valid_a])
-        quat_a[valid_a] = (_Y_UP_TO_Z_UP * Rotation.from_quat(quat_a[valid_a])).as_quat()
-    batch = _pose_batch(path, np.array(lines), np.array(t), pos_a, quat_a, valid_a)
+        rot = Rotation.from_quat(quat_a[valid_a])
+        quat_a[valid_a] = (_Y_UP_TO_Z_UP * rot * _Y_UP_TO_Z_UP.inv()).as_quat()
     attrs = {
         "source_format": "motive",
         "time_base": "Motive take time (s since capture start)",
@@ -334,15 +481,18 @@ def read_motive(path: str | os.PathLike[str], body: str | None = None, up: str =
         "capture_start_time": meta.get("Capture Start Time", ""),
         "source_length_units": units_name,
     }
-    return Imported(batch, attrs)
+    return _pose_imported(
+        path, np.array(lines), np.array(t), pos_a, quat_a, valid_a, duplicates, attrs
+    )
 
 
-def read_pod_csv(path: str | os.PathLike[str]) -> Imported:
+def read_pod_csv(path: str | os.PathLike[str], duplicates: str = "last") -> Imported:
     """Pod encoder CSV with a header row.
 
     Columns: a time column ``t_s`` (s) or ``host_ns`` (ns); counters ``c0, c1, ...``
     (cumulative counts, integers); optional ``device_ns`` or ``device_us`` (MCU
-    time, ns or µs), ``seq``, ``yaw`` (rad), ``yaw_rate`` (rad/s).
+    time, ns or µs), ``seq``, ``yaw`` (rad), ``yaw_rate`` (rad/s). Repeated stamps
+    follow ``duplicates`` (``error``, ``first`` or ``last``).
     """
     path = Path(path)
     rows = [(i, r) for i, r in enumerate(csv.reader(_read_text(path)), start=1) if r]
@@ -368,27 +518,173 @@ def read_pod_csv(path: str | os.PathLike[str]) -> Imported:
         lines[r] = i
         if len(row) != len(header):
             raise ImportFormatError(f"{path}:{i}: {len(row)} cells, header has {len(header)}")
+        cells = {name: (idx[name] + 1, row[idx[name]]) for name in header}
         if "host_ns" in idx:
-            host[r] = _integer(path, i, "host_ns", row[idx["host_ns"]])
+            host[r] = _integer(path, i, cells["host_ns"][0], "host_ns", cells["host_ns"][1])
         else:
-            host[r] = _seconds_to_ns(path, i, "t_s", row[idx["t_s"]])
+            host[r] = _seconds_to_ns(path, i, cells["t_s"][0], "t_s", cells["t_s"][1])
         for k, j in counters:
-            counts[r, k] = _integer(path, i, f"c{k}", row[j])
+            counts[r, k] = _integer(path, i, j + 1, f"c{k}", row[j])
         if "device_ns" in idx:
-            dev[r] = _integer(path, i, "device_ns", row[idx["device_ns"]])
+            dev[r] = _integer(path, i, cells["device_ns"][0], "device_ns", cells["device_ns"][1])
         elif "device_us" in idx:
-            dev[r] = _integer(path, i, "device_us", row[idx["device_us"]]) * 1000
+            col, text = cells["device_us"]
+            us = _integer(path, i, col, "device_us", text)
+            dev[r] = _in_int64(path, i, col, "device_us", us * 1000, " ns")
         if "seq" in idx:
-            seq[r] = _integer(path, i, "seq", row[idx["seq"]])
-        if "yaw" in idx:
-            yaw[r] = _number(path, i, "yaw", row[idx["yaw"]])
-        if "yaw_rate" in idx:
-            rate[r] = _number(path, i, "yaw_rate", row[idx["yaw_rate"]])
+            seq[r] = _integer(path, i, cells["seq"][0], "seq", cells["seq"][1])
+        for name, out in (("yaw", yaw), ("yaw_rate", rate)):
+            if name in idx:  # nan = no IMU value, as in the session (docs/FORMAT.md)
+                out[r] = _number(path, i, cells[name][0], name, cells[name][1], allow_nan=True)
     if n == 0:
         raise ImportFormatError(f"{path}: no samples")
-    _check_times(path, lines, host)
-    batch = EncoderBatch(host, dev, seq, counts, yaw, rate)
-    return Imported(batch, {"source_format": "csv", "time_base": "file timestamps"})
+    order = order_times(path, lines, host, duplicates)
+    k = order.keep
+    batch = EncoderBatch(host[k], dev[k], seq[k], counts[k], yaw[k], rate[k])
+    attrs = {"source_format": "csv", "time_base": "file timestamps"}
+    return Imported(batch, {**attrs, **_duplicate_attrs(duplicates, order, 0)}, order.dropped_lines)
+
+
+POSE_CSV_COLUMNS = (
+    "t_s",
+    "host_ns",
+    "x",
+    "y",
+    "z",
+    "qx",
+    "qy",
+    "qz",
+    "qw",
+    "yaw",
+    "relocalized",
+    "paused",
+)
+"""Column names the generic pose CSV reader knows (``--columns NAME=HEADER`` maps others)."""
+
+
+def parse_column_map(text: str | None) -> dict[str, str]:
+    """``"t_s=time,x=pos_x"`` -> ``{"t_s": "time", "x": "pos_x"}`` (names checked)."""
+    out: dict[str, str] = {}
+    for entry in (text or "").split(","):
+        if not entry.strip():
+            continue
+        name, sep, header = (v.strip() for v in entry.partition("="))
+        if not sep or not name or not header:
+            raise ImportFormatError(f"--columns entry {entry.strip()!r} is not NAME=HEADER")
+        if name not in POSE_CSV_COLUMNS:
+            raise ImportFormatError(
+                f"--columns {name}={header}: unknown column name {name!r} "
+                f"(known: {', '.join(POSE_CSV_COLUMNS)})"
+            )
+        out[name] = header
+    return out
+
+
+def _split_cells(text: str, sep: str | None) -> list[str]:
+    if sep is None:
+        return text.split()
+    return [c.strip() for c in next(csv.reader([text], delimiter=sep))]
+
+
+def read_pose_csv(
+    path: str | os.PathLike[str],
+    columns: dict[str, str] | None = None,
+    max_position_m: float = MAX_ABS_POSITION_M,
+    duplicates: str = "last",
+) -> Imported:
+    """Generic pose/mocap CSV: one header row naming the columns, one pose per line.
+
+    Columns (by header name, any order, extra columns ignored): time ``t_s`` (s) or
+    ``host_ns`` (ns); position ``x``, ``y``, ``z`` (m; ``z`` may be left out with
+    ``yaw``: 0); orientation ``qx, qy, qz, qw`` or planar ``yaw`` (rad about z);
+    optional ``relocalized`` and ``paused`` (0/1) that become the RELOCALIZED and
+    PAUSED flags. Cells are separated by commas, semicolons or whitespace (whichever
+    the header uses); lines starting with ``#`` are comments.
+
+    Args:
+        columns: column name -> header in the file, for headers named otherwise.
+        max_position_m: largest accepted |coordinate| (m).
+        duplicates: repeated stamps: ``error``, ``first`` or ``last``.
+    """
+    path = Path(path)
+    mapping = dict(columns or {})
+    text = _read_text(path)
+    rows = [
+        (i, t) for i, t in enumerate(text, start=1) if t.strip() and not t.lstrip().startswith("#")
+    ]
+    if not rows:
+        raise ImportFormatError(f"{path}: no header row (and no samples)")
+    head_line, head = rows[0]
+    sep = ";" if ";" in head else ("," if "," in head else None)
+    header = _split_cells(head, sep)
+    where = {h: j for j, h in reversed(list(enumerate(header)))}
+    for name, h in mapping.items():
+        if h not in where:
+            raise ImportFormatError(
+                f"{path}:{head_line}: --columns {name}={h}: no column {h!r} in the header "
+                f"(columns: {', '.join(header)})"
+            )
+    col = {n: where[mapping.get(n, n)] for n in POSE_CSV_COLUMNS if mapping.get(n, n) in where}
+    quat_names = ("qx", "qy", "qz", "qw")
+    has_quat = all(n in col for n in quat_names)
+    missing = [n for n in ("x", "y") if n not in col]
+    if "t_s" not in col and "host_ns" not in col:
+        missing.insert(0, "t_s or host_ns")
+    if not has_quat and "yaw" not in col:
+        missing.append("qx, qy, qz, qw or yaw")
+    if has_quat and "z" not in col:
+        missing.append("z")
+    if missing:
+        raise ImportFormatError(
+            f"{path}:{head_line}: header lacks {'; '.join(missing)} (columns: "
+            f"{', '.join(header)}); map other names with --columns NAME=HEADER,..."
+        )
+    n = len(rows) - 1
+    t_ns = np.empty(n, np.int64)
+    pos = np.zeros((n, 3))
+    quat = np.empty((n, 4))
+    flags = np.zeros(n, np.uint8)
+    lines = np.empty(n, np.int64)
+    for r, (i, raw) in enumerate(rows[1:]):
+        cells = _split_cells(raw, sep)
+        lines[r] = i
+        if len(cells) != len(header):
+            raise ImportFormatError(f"{path}:{i}: {len(cells)} cells, header has {len(header)}")
+
+        def cell(name: str, cells: list[str] = cells, i: int = i) -> tuple:
+            return path, i, col[name] + 1, mapping.get(name, name), cells[col[name]]
+
+        if "host_ns" in col:
+            t_ns[r] = _integer(*cell("host_ns"))
+        else:
+            t_ns[r] = _seconds_to_ns(*cell("t_s"))
+        for k, name in enumerate(("x", "y", "z")):
+            if name in col:
+                pos[r, k] = _number(*cell(name))
+        if has_quat:
+            quat[r] = [_number(*cell(q)) for q in quat_names]
+        else:
+            quat[r] = Rotation.from_euler("z", _number(*cell("yaw"))).as_quat()
+        for name, bit in (("relocalized", PoseFlag.RELOCALIZED), ("paused", PoseFlag.PAUSED)):
+            if name in col:
+                where_, line_, j, label, value = cell(name)
+                if value not in ("0", "1"):
+                    raise ImportFormatError(
+                        f"{_where(where_, line_, j)}: column {label!r}: {value!r} must be 0 or 1"
+                    )
+                flags[r] |= np.uint8(bit) if value == "1" else np.uint8(0)
+    pos_cols = [(col[c] + 1, mapping.get(c, c)) for c in ("x", "y", "z") if c in col]
+    _check_positions(
+        path, lines, pos[:, [k for k, c in enumerate("xyz") if c in col]], pos_cols, max_position_m
+    )
+    attrs = {
+        "source_format": "csv",
+        "time_base": "file timestamps (" + ("ns" if "host_ns" in col else "s") + ")",
+        "orientation": "quaternion" if has_quat else "planar yaw",
+    }
+    if mapping:
+        attrs["column_map"] = ",".join(f"{k}={v}" for k, v in mapping.items())
+    return _pose_imported(path, lines, t_ns, pos, quat, np.ones(n, bool), duplicates, attrs, flags)
 
 
 READERS = {
@@ -398,9 +694,24 @@ READERS = {
     ("pose", "tum"): read_tum,
     ("pose", "euroc"): read_euroc,
     ("pose", "motive"): read_motive,
+    ("mocap", "csv"): read_pose_csv,
+    ("pose", "csv"): read_pose_csv,
     ("pods", "csv"): read_pod_csv,
 }
 """(what, format) -> parser."""
+
+
+class ImportResult(NamedTuple):
+    """What :func:`import_file` added, and what it dropped or flagged on the way."""
+
+    name: str
+    """Stream name."""
+    samples: int
+    """Samples written."""
+    dropped_lines: list[int]
+    """File lines dropped because their stamp repeats."""
+    relocalized_lines: list[int]
+    """File lines of kept poses flagged RELOCALIZED (they corrected a repeated stamp)."""
 
 
 def import_file(
@@ -410,17 +721,15 @@ def import_file(
     session: str | os.PathLike[str],
     name: str | None = None,
     **options: Any,
-) -> tuple[str, int]:
+) -> ImportResult:
     """Parse ``source`` and add it to ``session`` (created if missing) as a new stream.
 
     Args:
         what: ``mocap`` (pose stream of kind mocap), ``pose`` (pose_sensor) or ``pods``.
         fmt: ``motive``, ``tum``, ``euroc`` or ``csv``.
         name: stream name (default: ``mocap``, ``pose_sensor`` or ``pods``).
-        options: parser options (``body``, ``up`` for Motive).
-
-    Returns:
-        The stream name and the number of samples imported.
+        options: parser options (``body``, ``up`` for Motive; ``max_position_m``;
+            ``duplicates``).
     """
     from sensorbench.logs.writer import SessionWriter
 
@@ -451,4 +760,6 @@ def import_file(
             kind = "mocap" if what == "mocap" else "pose_sensor"
             writer.add_pose(name, kind=kind, attrs=attrs)
             writer.append_pose(name, batch)
-    return name, len(imported.batch)
+    return ImportResult(
+        name, len(imported.batch), imported.dropped_lines, imported.relocalized_lines
+    )

@@ -34,6 +34,7 @@ from typing import Any
 
 from sensorbench import __version__
 from sensorbench.errors import ModelFileError
+from sensorbench.logs.model_keys import unknown_key
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -173,14 +174,14 @@ def write_document(path: str | os.PathLike[str], doc: Mapping[str, Any]) -> Path
 
 
 def load_document(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Parse a model file without checking it.
+    """Parse a model file without checking it (a UTF-8 byte-order mark is accepted).
 
     Raises:
         ModelFileError: the file cannot be read or is not TOML.
     """
     path = Path(path)
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError as exc:
         raise ModelFileError(f"{path}: cannot read model file: no such file") from exc
     except OSError as exc:
@@ -242,14 +243,23 @@ def read_model(
     format_version: int,
     units: Mapping[str, str],
     what: str | None = None,
+    keys: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Read a model file and check its envelope (:func:`check_envelope`).
+    """Read a model file and check its envelope (:func:`check_envelope`) and keys.
+
+    Args:
+        keys: the file's key schema (:mod:`sensorbench.logs.model_keys`): every key
+            of the file must be known.
 
     Raises:
         ModelFileError: missing or unparsable file, another kind of model, a newer
-            format version than this software reads, or a unit that differs from
-            ``units``.
+            format version than this software reads, a unit that differs from
+            ``units``, or an unknown key (named, with the file).
     """
     doc = load_document(path)
     check_envelope(doc, str(path), kind, format_version, units, what)
+    if keys is not None:
+        bad = unknown_key(doc, keys)
+        if bad:
+            raise ModelFileError(f"{path}: unknown key {bad!r} in a {kind!r} model file")
     return doc

@@ -26,6 +26,7 @@ from typing import Any
 
 from sensorbench.errors import ModelFileError, SimError
 from sensorbench.logs.model_file import check_envelope, dumps_toml, load_document
+from sensorbench.logs.model_keys import POSE_ERROR_KEYS, unknown_key
 
 SCENARIO_DIR = Path(str(resources.files("sensorbench.sim") / "scenarios"))
 
@@ -653,6 +654,7 @@ class Scenario:
 
 def parse_scenario(text: str, source: str, name: str) -> Scenario:
     """Parse and validate scenario TOML ``text`` (``source`` names it in errors)."""
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark (Windows editors)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -700,8 +702,8 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
             )
         p = candidate
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
+        text = p.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
         raise SimError(f"cannot read scenario {str(p)!r}: {exc.strerror or exc}") from None
     return parse_scenario(text, str(p), p.stem)
 
@@ -724,6 +726,9 @@ def pose_model_overrides(path: str | Path) -> dict:
     p = Path(path)
     doc = load_document(p)
     check_envelope(doc, str(p), "pose_error_gm", 1, {}, "pose-error")
+    bad = unknown_key(doc, POSE_ERROR_KEYS)
+    if bad:
+        raise ModelFileError(f"{p}: unknown key {bad!r} in a pose-error model file")
     keys = {
         "sigma_b": "reloc_sigma",
         "sigma": "gm_sigma",

@@ -1,0 +1,119 @@
+"""The keys each kind of model file may hold, and the check that refuses any other.
+
+A misspelt key in a TOML file is otherwise silently ignored (the loader takes its
+default); every loader of a model file checks the whole document against its
+schema here and names the first unknown key with the file. ``[provenance]``,
+``[fit]`` and ``[report]`` are free-form records nothing reads back.
+
+A schema maps each known key to ``None`` (any value: a free-form table or a
+scalar), to a nested schema (a table whose keys are checked in turn) or to a
+one-element list holding the schema of each table of an array of tables
+(``[[pod]]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+_ENVELOPE: dict[str, Any] = {
+    "model": dict.fromkeys(("kind", "format_version", "software", "created_utc")),
+    "units": None,
+    "provenance": None,
+}
+
+POD_GEOMETRY_KEYS: dict[str, Any] = {
+    **_ENVELOPE,
+    "fit": None,
+    "pod": [
+        dict.fromkeys(
+            (
+                "name",
+                "distance_per_tick",
+                "rolling_angle",
+                "lever_arm",
+                "counts_per_rev",
+                "wheel_radius",
+                "sigma_distance_per_tick",
+                "sigma_rolling_angle",
+                "sigma_lever_arm",
+                "sigma_wheel_radius",
+                "outlier_intervals",
+                "residual_sigma_ticks",
+                "status",
+            )
+        )
+    ],
+}
+"""``pod_geometry`` files (``fit pods -o``)."""
+
+FILTER_NOISE_KEYS: dict[str, Any] = {
+    **_ENVELOPE,
+    "axes": {a: {"q": None, "r": None} for a in ("x", "y", "theta")},
+    "drift": {
+        "units": None,
+        **{a: dict.fromkeys(("per_m_x", "per_m_y", "per_rad")) for a in ("x", "y", "theta")},
+    },
+    "filter": None,
+    "report": None,
+}
+"""``filter_noise`` files (``fit noise -o``)."""
+
+_POSE_AXIS = {
+    **dict.fromkeys(
+        (
+            "unit",
+            "sigma_b",
+            "sigma",
+            "tau_s",
+            "sigma_v",
+            "n_samples",
+            "n_segments",
+            "neg_log_likelihood",
+            "converged",
+            "se_log",
+            "identified",
+            "ci95",
+            "cov_log",
+        )
+    ),
+    "sigma_b_qprofile": {"seg_var": None, "seg_proj2": None},
+}
+POSE_ERROR_KEYS: dict[str, Any] = {
+    **_ENVELOPE,
+    "model": dict.fromkeys(
+        (
+            "kind",
+            "format_version",
+            "software",
+            "created_utc",
+            "sensor",
+            "reference",
+            "frame",
+            "description",
+        )
+    ),
+    "axes": {a: _POSE_AXIS for a in ("x", "y", "z", "roll", "pitch", "yaw")},
+}
+"""``pose_error_gm`` files (``fit pose-error -o``)."""
+
+
+def unknown_key(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "") -> str | None:
+    """The dotted name of the first key of ``doc`` that ``schema`` does not know, or None."""
+    for key, value in doc.items():
+        name = f"{prefix}{key}"
+        if key not in schema:
+            return name
+        sub = schema[key]
+        found = None
+        if isinstance(sub, Mapping) and isinstance(value, Mapping):
+            found = unknown_key(value, sub, f"{name}.")
+        elif isinstance(sub, list) and isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, Mapping):
+                    found = unknown_key(item, sub[0], f"{name}[{i}].")
+                    if found:
+                        break
+        if found:
+            return found
+    return None

@@ -1,0 +1,227 @@
+"""Split one session into consecutive pieces (for leave-one-piece-out validation).
+
+The session's span runs from the earliest to the latest sample of any stream (its
+*start* is the time origin of ``--t-start``/``--every``). Each piece holds the
+samples whose time lies in ``[t_start, t_end)`` (the last piece also its end): pose
+and encoder samples by their time, lidar turns whole by their first point's time
+(points follow their turn), raw chunks by receive time, events by time (events and
+truth before the first or after the last sample go to the first or last piece). Truth of
+simulated sessions is sliced the same way (time series by their time, per-sample
+truth with its stream's samples, per-point lidar truth with its points); constant
+truth (world, robot, pod geometry) is copied. Every attribute is kept; the piece's
+root records where it came from (``split_source``, ``split_source_sha256``,
+``split_piece``, ``split_pieces``, ``split_t_start_ns``, ``split_t_end_ns``).
+Concatenating the pieces' streams in order gives the original streams back.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from sensorbench.errors import SessionError
+from sensorbench.logs.importers import file_sha256
+from sensorbench.logs.reader import open_h5
+from sensorbench.logs.schema import LIBVER, FileStatus
+from sensorbench.logs.time_window import span_of
+
+_STREAM_GROUPS = ("lidar", "raw", "encoders", "pose")
+_LIDAR_PER_TURN = ("turns", "turn_receive_ns")
+"""Lidar datasets with one row per turn; every other one has a row per point."""
+
+
+def piece_bounds(
+    start: int, end: int, pieces: int | None, every_s: float | None
+) -> list[tuple[int, int]]:
+    """``[t0, t1)`` bounds (ns) of the pieces of ``[start, end]``: N equal ones or every S s."""
+    if (pieces is None) == (every_s is None):
+        raise SessionError("give exactly one of --pieces N or --every S")
+    if pieces is not None:
+        if pieces < 1:
+            raise SessionError(f"--pieces must be >= 1, got {pieces}")
+        edges = [start + round(k * (end - start) / pieces) for k in range(pieces + 1)]
+    else:
+        if not every_s or every_s <= 0:
+            raise SessionError(f"--every must be > 0 s, got {every_s}")
+        step = round(every_s * 1e9)
+        edges = [*range(start, end, step), end] if end > start else [start, end]
+    edges[-1] = end + 1  # the last piece holds the last sample too
+    return [(edges[k], edges[k + 1]) for k in range(len(edges) - 1)]
+
+
+def _dataset(dst: h5py.Group, name: str, src: h5py.Dataset, data: np.ndarray) -> None:
+    """Write ``data`` as ``name`` with ``src``'s dtype, chunking (resizable) and attributes."""
+    kwargs = {}
+    if src.chunks is not None:
+        kwargs = {"chunks": src.chunks, "maxshape": (None, *src.shape[1:])}
+    out = dst.create_dataset(name, data=np.asarray(data, dtype=src.dtype), **kwargs)
+    for key, value in src.attrs.items():
+        out.attrs[key] = value
+
+
+def _copy_attrs(src: h5py.HLObject, dst: h5py.HLObject) -> None:
+    for key, value in src.attrs.items():
+        dst.attrs[key] = value
+
+
+def _by_rows(src: h5py.Group, dst: h5py.Group, keep: np.ndarray) -> None:
+    """Every dataset of a row stream, its rows selected by ``keep``."""
+    for name, ds in src.items():
+        _dataset(dst, name, ds, ds[:][keep])
+
+
+def _lidar(src: h5py.Group, dst: h5py.Group, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
+    turns = src["turns"][:]
+    keep = (turns["t_first_ns"] >= t0) & (turns["t_first_ns"] < t1)
+    points = np.zeros(src["t_ns"].shape[0], bool)
+    for off, n in zip(turns["offset"][keep], turns["count"][keep], strict=True):
+        points[int(off) : int(off) + int(n)] = True
+    new = turns[keep].copy()
+    new["offset"] = np.concatenate([[0], np.cumsum(new["count"][:-1], dtype=np.int64)])[: new.size]
+    for name, ds in src.items():
+        if name == "turns":
+            _dataset(dst, name, ds, new)
+        else:
+            _dataset(dst, name, ds, ds[:][keep if name in _LIDAR_PER_TURN else points])
+    return keep, points
+
+
+def _raw(src: h5py.Group, dst: h5py.Group, t0: int, t1: int) -> None:
+    chunks = src["chunks"][:]
+    keep = (chunks["t_ns"] >= t0) & (chunks["t_ns"] < t1)
+    data = src["data"][:]
+    parts = [
+        data[int(o) : int(o) + int(n)]
+        for o, n in zip(chunks["offset"][keep], chunks["length"][keep], strict=True)
+    ]
+    new = chunks[keep].copy()
+    new["offset"] = np.concatenate([[0], np.cumsum(new["length"][:-1], dtype=np.int64)])[: new.size]
+    _dataset(dst, "data", src["data"], np.concatenate(parts) if parts else np.zeros(0, np.uint8))
+    _dataset(dst, "chunks", src["chunks"], new)
+    for name, ds in src.items():
+        if name not in ("data", "chunks"):
+            _dataset(dst, name, ds, ds[:])
+
+
+def _truth(
+    src: h5py.Group, dst: h5py.Group, t0: int, t1: int, masks: dict[str, np.ndarray]
+) -> None:
+    """Slice the simulator's truth (docs/SIMULATION.md) like the streams it describes."""
+
+    def walk(name: str, obj: h5py.HLObject) -> None:
+        if isinstance(obj, h5py.Group):
+            _copy_attrs(obj, dst.require_group(name))
+            return
+        data = obj[()]
+        parent, _, leaf = name.rpartition("/")
+        keep = None
+        if parent == "pose":
+            t = src["pose/t_ns"][()]
+            keep = (t >= t0) & (t < t1)
+        elif parent.startswith("lidar/") and leaf.startswith("turn_") and leaf != "turn_index":
+            t = src[f"{parent}/turn_t_start_ns"][()]
+            keep = (t >= t0) & (t < t1)
+        elif parent.startswith("lidar/"):
+            stream = parent.split("/", 1)[1]
+            keep = masks.get(f"lidar/{stream}/{'turns' if leaf == 'turn_index' else 'points'}")
+        elif parent == "pods" and leaf in (
+            "true_distance_m",
+            "measured_distance_m",
+            "gyro_bias_rad_s",
+        ):
+            keep = masks.get("encoders/pods")
+        elif parent == "pose_sensor" and leaf in ("error", "gm"):
+            keep = masks.get("pose_sensor")
+        elif parent == "pose_sensor":
+            t = src["pose_sensor/reloc_t_ns"][()]
+            keep = (t >= t0) & (t < t1)
+        elif name == "mocap/occlusion_ns":
+            keep = (data[:, 1] > t0) & (data[:, 0] < t1) if data.size else np.zeros(0, bool)
+        if keep is not None and (np.ndim(data) == 0 or len(keep) != len(data)):
+            raise SessionError(f"truth {name!r}: {np.shape(data)} does not match its stream")
+        out = dst.require_group(parent) if parent else dst
+        _dataset(out, leaf, obj, data if keep is None else data[keep])
+
+    src.visititems(walk)
+
+
+def split_session(
+    path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    pieces: int | None = None,
+    every_s: float | None = None,
+) -> list[Path]:
+    """Write the pieces of session ``path`` into ``out_dir`` as ``STEM_pieceK.h5``.
+
+    Raises:
+        SessionError: the session is still being written (check it first), an output
+            exists, or the request is malformed.
+    """
+    src_path = Path(path)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open_h5(src_path) as f:
+        status = int(f["_status"][0])
+        if status == FileStatus.WRITING:
+            raise SessionError(
+                f"{src_path}: still open for writing (or its writer died); run check first"
+            )
+        start, end = span_of(f)
+        bounds = piece_bounds(start, end, pieces, every_s)
+        names = [out_dir / f"{src_path.stem}_piece{k + 1}.h5" for k in range(len(bounds))]
+        for n in names:
+            if n.exists():
+                raise SessionError(f"{n} exists; choose another directory or remove it")
+        digest = file_sha256(src_path)
+        pose_sensor = [n for n, g in f["pose"].items() if g.attrs.get("kind") == "pose_sensor"]
+        written = []
+        for k, ((b0, b1), dst_path) in enumerate(zip(bounds, names, strict=True)):
+            # what lies outside the streams' span (a stop event, truth beyond the last
+            # sample) goes to the first or last piece
+            t0 = b0 if k > 0 else int(np.iinfo(np.int64).min)
+            t1 = b1 if k < len(bounds) - 1 else int(np.iinfo(np.int64).max)
+            with h5py.File(dst_path, "w", libver=LIBVER) as g:
+                _copy_attrs(f, g)
+                g.attrs.update(
+                    {
+                        "split_source": src_path.name,
+                        "split_source_sha256": digest,
+                        "split_piece": k + 1,
+                        "split_pieces": len(bounds),
+                        "split_t_start_ns": b0,
+                        "split_t_end_ns": b1,
+                    }
+                )
+                g.create_dataset("_status", data=np.array([FileStatus.CLOSED], "u1"))
+                ev = f["events"][:]
+                _dataset(g, "events", f["events"], ev[(ev["t_ns"] >= t0) & (ev["t_ns"] < t1)])
+                masks: dict[str, np.ndarray] = {}
+                for group in _STREAM_GROUPS:
+                    out = g.create_group(group)
+                    _copy_attrs(f[group], out)
+                    for name, s in f[group].items():
+                        d = out.create_group(name)
+                        _copy_attrs(s, d)
+                        if group == "lidar":
+                            turns, points = _lidar(s, d, t0, t1)
+                            masks[f"lidar/{name}/turns"], masks[f"lidar/{name}/points"] = (
+                                turns,
+                                points,
+                            )
+                        elif group == "raw":
+                            _raw(s, d, t0, t1)
+                        else:
+                            t = s["host_ns" if group == "encoders" else "t_ns"][:]
+                            keep = (t >= t0) & (t < t1)
+                            _by_rows(s, d, keep)
+                            masks[f"{group}/{name}"] = keep
+                            if name in pose_sensor[:1]:
+                                masks["pose_sensor"] = keep
+                truth = g.create_group("truth")
+                _copy_attrs(f["truth"], truth)
+                _truth(f["truth"], truth, t0, t1, masks)
+            written.append(dst_path)
+    return written

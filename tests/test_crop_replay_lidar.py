@@ -1,0 +1,71 @@
+"""``replay`` and ``characterize lidar`` with --t-start/--t-end (s from the session start)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import odometry_util as ou
+import pytest
+from click.testing import CliRunner
+
+from sensorbench.cli import cli
+from sensorbench.fusion.pod_kinematics import save_pod_model
+from sensorbench.logs import Session
+from sensorbench.logs.time_window import session_span_ns
+
+T0, T1 = 6.0, 21.0
+
+
+@pytest.fixture(scope="module")
+def square(tmp_path_factory):
+    d = tmp_path_factory.mktemp("crop_square")
+    r = CliRunner().invoke(
+        cli, ["simulate", "--scenario", "square", "--seed", "2", "-o", str(d / "sq.h5")]
+    )
+    assert r.exit_code == 0, r.output
+    status = {"distance_per_tick": "ok", "rolling_angle": "ok", "lever_arm": "ok"}
+    model = save_pod_model(d / "pods.toml", ou.true_geometry(), {"inputs": [], "fit_options": {}},
+                           [{"status": status}] * 3)  # fmt: skip
+    return d / "sq.h5", model
+
+
+def _inside(t: np.ndarray, start: int) -> np.ndarray:
+    return (t >= start + round(T0 * 1e9)) & (t < start + round(T1 * 1e9))
+
+
+def test_replay_uses_only_the_window(square) -> None:
+    path, model = square
+    start = session_span_ns(path)[0]
+    with Session(path) as s:
+        host = s.encoder("pods").read().host_ns
+    r = CliRunner().invoke(
+        cli, ["replay", str(path), "--pods", str(model), "--reference", "truth", "--json",
+              "--t-start", str(T0), "--t-end", str(T1)],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    inside = host[_inside(host, start)]
+    assert doc["frames"] == inside.size - 1
+    assert doc["duration_s"] == pytest.approx((inside[-1] - inside[0]) / 1e9, abs=1e-6)
+    assert doc["duration_s"] <= T1 - T0
+
+
+def test_characterize_lidar_uses_only_the_window(square) -> None:
+    path, _ = square
+    start = session_span_ns(path)[0]
+    with Session(path) as s:
+        t_first = s.lidar("ld19").read().t_first_ns
+    r = CliRunner().invoke(
+        cli, ["characterize", "lidar", str(path), "--device", "ld19", "--timing-only", "--json",
+              "--t-start", str(T0), "--t-end", str(T1)],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    timing = json.loads(r.stdout)["timing"]
+    assert timing["n_turns"] == int(_inside(t_first, start).sum())
+    assert timing["duration_s"] <= T1 - T0
+    r = CliRunner().invoke(
+        cli, ["characterize", "lidar", str(path), "--device", "ld19", "--timing-only",
+              "--t-start", "1e6"],
+    )  # fmt: skip
+    assert r.exit_code == 2 and "holds no data" in r.output

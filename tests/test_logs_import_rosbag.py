@@ -1,0 +1,313 @@
+"""ROS bag import: bags written here with rosbags' own writers (rosbag2 sqlite3 and MCAP,
+ROS 1), holding odometry, poses, TF, LaserScan and a relocalization topic; every
+sample, stamp and range must come back exact, and bad requests exit 2 naming the bag
+and topic without touching the session.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from scipy.spatial.transform import Rotation
+
+from sensorbench.cli import cli
+from sensorbench.logs import Session
+from sensorbench.logs.schema import PoseFlag
+
+rosbags = pytest.importorskip("rosbags")
+from rosbags.rosbag1 import Writer as Writer1  # noqa: E402
+from rosbags.rosbag2 import StoragePlugin  # noqa: E402
+from rosbags.rosbag2 import Writer as Writer2  # noqa: E402
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore  # noqa: E402
+
+T0 = 1_700_000_000_123_456_789
+RNG = np.random.default_rng(5)
+
+
+def _poses(n: int, rate_hz: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    t = T0 + np.cumsum(RNG.integers(int(0.8e9 / rate_hz), int(1.2e9 / rate_hz), n))
+    return t, RNG.uniform(-4, 4, (n, 3)), Rotation.random(n, random_state=RNG).as_quat()
+
+
+ODOM = _poses(50, 20.0)
+POSE = _poses(40, 15.0)
+COV = _poses(30, 10.0)
+TF = _poses(60, 30.0)
+MOCAP = _poses(60, 30.0)
+RELOC_RECV = np.sort(RNG.choice(POSE[0][3:-3], 3, replace=False)) - 1_000  # 1 µs before a pose
+N_SCANS, N_RAYS = 6, 360
+SCAN_T = T0 + np.arange(N_SCANS) * 100_000_000
+SCAN_R = RNG.uniform(0.2, 11.0, (N_SCANS, N_RAYS)).astype(np.float32)
+SCAN_R[:, ::37] = np.inf  # no return
+SCAN_I = RNG.integers(0, 255, (N_SCANS, N_RAYS)).astype(np.float32)
+ODOM_DELAY = 3_000_000  # the bag receives odometry 3 ms after its stamp
+
+
+def _messages(store) -> list[tuple[str, str, int, object]]:
+    """(topic, type, receive ns, message) for the whole bag."""
+    T = store.types
+    ros1 = "seq" in {f for f in T["std_msgs/msg/Header"].__dataclass_fields__}
+
+    def header(ns: int, frame: str = "world"):
+        stamp = T["builtin_interfaces/msg/Time"](sec=int(ns // 10**9), nanosec=int(ns % 10**9))
+        if ros1:
+            return T["std_msgs/msg/Header"](seq=0, stamp=stamp, frame_id=frame)
+        return T["std_msgs/msg/Header"](stamp=stamp, frame_id=frame)
+
+    def pose(p, q):
+        return T["geometry_msgs/msg/Pose"](
+            position=T["geometry_msgs/msg/Point"](x=p[0], y=p[1], z=p[2]),
+            orientation=T["geometry_msgs/msg/Quaternion"](x=q[0], y=q[1], z=q[2], w=q[3]),
+        )
+
+    def transform(ns, child, p, q):
+        return T["geometry_msgs/msg/TransformStamped"](
+            header=header(ns),
+            child_frame_id=child,
+            transform=T["geometry_msgs/msg/Transform"](
+                translation=T["geometry_msgs/msg/Vector3"](x=p[0], y=p[1], z=p[2]),
+                rotation=T["geometry_msgs/msg/Quaternion"](x=q[0], y=q[1], z=q[2], w=q[3]),
+            ),
+        )
+
+    cov = np.zeros(36)
+    twist = T["geometry_msgs/msg/TwistWithCovariance"](
+        twist=T["geometry_msgs/msg/Twist"](
+            linear=T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0),
+            angular=T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0),
+        ),
+        covariance=cov,
+    )
+    out = []
+    for t, p, q in zip(*ODOM, strict=True):
+        msg = T["nav_msgs/msg/Odometry"](
+            header=header(t, "odom"),
+            child_frame_id="base_link",
+            pose=T["geometry_msgs/msg/PoseWithCovariance"](pose=pose(p, q), covariance=cov),
+            twist=twist,
+        )
+        out.append(("/odom", "nav_msgs/msg/Odometry", int(t) + ODOM_DELAY, msg))
+    for t, p, q in zip(*POSE, strict=True):
+        msg = T["geometry_msgs/msg/PoseStamped"](header=header(t), pose=pose(p, q))
+        out.append(("/odin/pose", "geometry_msgs/msg/PoseStamped", int(t), msg))
+    for t, p, q in zip(*COV, strict=True):
+        msg = T["geometry_msgs/msg/PoseWithCovarianceStamped"](
+            header=header(t),
+            pose=T["geometry_msgs/msg/PoseWithCovariance"](pose=pose(p, q), covariance=cov),
+        )
+        out.append(("/amcl_pose", "geometry_msgs/msg/PoseWithCovarianceStamped", int(t), msg))
+    for t, p, q in zip(*TF, strict=True):
+        other = transform(t, "camera", -p, q)
+        msg = T["tf2_msgs/msg/TFMessage"](transforms=[other, transform(t, "base_link", p, q)])
+        out.append(("/tf", "tf2_msgs/msg/TFMessage", int(t), msg))
+    for t, p, q in zip(*MOCAP, strict=True):
+        msg = transform(t, "robot", p, q)
+        out.append(("/mocap/robot", "geometry_msgs/msg/TransformStamped", int(t), msg))
+    for k in range(N_SCANS):
+        msg = T["sensor_msgs/msg/LaserScan"](
+            header=header(SCAN_T[k], "laser"),
+            angle_min=-math.pi,
+            angle_max=math.pi - 2 * math.pi / N_RAYS,
+            angle_increment=2 * math.pi / N_RAYS,
+            time_increment=0.1 / N_RAYS,
+            scan_time=0.1,
+            range_min=0.1,
+            range_max=12.0,
+            ranges=SCAN_R[k],
+            intensities=SCAN_I[k],
+        )
+        out.append(("/scan", "sensor_msgs/msg/LaserScan", int(SCAN_T[k]), msg))
+    for t in RELOC_RECV:
+        out.append(
+            ("/odin/reloc", "std_msgs/msg/String", int(t), T["std_msgs/msg/String"](data="x"))
+        )
+    return sorted(out, key=lambda m: m[2])
+
+
+def write_bag(directory: Path, fmt: str) -> Path:
+    """A bag of every message above: ``sqlite3`` or ``mcap`` rosbag2, or ``ros1``."""
+    if fmt == "ros1":
+        store = get_typestore(Stores.ROS1_NOETIC)
+        # the Noetic store lacks tf2_msgs; its definition is one line
+        store.register(
+            get_types_from_msg(
+                "geometry_msgs/TransformStamped[] transforms", "tf2_msgs/msg/TFMessage"
+            )
+        )
+        path = directory / "run.bag"
+        writer = Writer1(path)
+        serialize = store.serialize_ros1
+    else:
+        store = get_typestore(Stores.ROS2_HUMBLE)
+        path = directory / f"run_{fmt}"
+        plugin = StoragePlugin.MCAP if fmt == "mcap" else StoragePlugin.SQLITE3
+        writer = Writer2(path, version=8, storage_plugin=plugin)
+        serialize = store.serialize_cdr
+    conns = {}
+    with writer:
+        for topic, msgtype, recv, msg in _messages(store):
+            if topic not in conns:
+                conns[topic] = writer.add_connection(topic, msgtype, typestore=store)
+            writer.write(conns[topic], recv, serialize(msg, msgtype))
+    return path
+
+
+TOPICS = [
+    "--topic", "/odom=odom:estimate",
+    "--topic", "/odin/pose=pose_sensor",
+    "--topic", "/amcl_pose=amcl",
+    "--topic", "/tf[base_link]=mocap",
+    "--topic", "/mocap/robot=mocap_robot",
+    "--topic", "/scan=lidar_front",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=["sqlite3", "mcap", "ros1"])
+def bag(request, tmp_path_factory) -> Path:
+    return write_bag(tmp_path_factory.mktemp(f"bag_{request.param}"), request.param)
+
+
+def _run(*args: str):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def test_every_sample_stamp_and_range_exact(bag: Path, tmp_path: Path) -> None:
+    session = tmp_path / "s.h5"
+    r = _run("import", "rosbag", bag, *TOPICS, "--reloc-topic", "/odin/reloc", "--into", session)
+    assert r.exit_code == 0, r.output
+    with Session(session) as s:
+        kinds = {n: s.pose(n).attrs["kind"] for n in s.pose_names()}
+        assert kinds == {
+            "odom": "estimate",
+            "pose_sensor": "pose_sensor",
+            "amcl": "pose_sensor",
+            "mocap": "mocap",
+            "mocap_robot": "mocap",
+        }
+        for name, (t, p, q) in (
+            ("odom", ODOM),
+            ("pose_sensor", POSE),
+            ("amcl", COV),
+            ("mocap", TF),
+            ("mocap_robot", MOCAP),
+        ):
+            b = s.pose(name).read()
+            np.testing.assert_array_equal(b.t_ns, t)
+            np.testing.assert_array_equal(b.position, p)
+            # normalized on import: dividing by a norm a few ulp from 1 moves each
+            # component by at most 2 ulp (2 * 2.2e-16)
+            np.testing.assert_allclose(b.quat_xyzw, q, rtol=0, atol=4.5e-16)
+        # relocalizations: the first pose-sensor sample at or after each marker
+        want = np.zeros(len(POSE[0]), bool)
+        want[np.searchsorted(POSE[0], RELOC_RECV)] = True
+        got = (s.pose("pose_sensor").read().flags & PoseFlag.RELOCALIZED) > 0
+        assert got.tolist() == want.tolist()
+        assert (s.pose("mocap").read().flags == 0).all()
+        events = [e for e in s.events() if e.kind == "relocalization"]
+        assert [e.t_ns for e in events] == RELOC_RECV.tolist()
+        turns = s.lidar("lidar_front").read()
+    np.testing.assert_array_equal(turns.t_first_ns, SCAN_T)
+    np.testing.assert_array_equal(turns.count, [N_RAYS] * N_SCANS)
+    np.testing.assert_array_equal(turns.range, SCAN_R.ravel())  # inf kept as no return
+    np.testing.assert_array_equal(turns.intensity, SCAN_I.ravel().astype(np.uint16))
+    # ROS: CCW from x forward starting at angle_min = -pi; session: the same, in [0, 2pi)
+    a = np.float32(-math.pi) + np.float32(2 * math.pi / N_RAYS) * np.arange(N_RAYS)
+    want_a = np.mod(a.astype(np.float64), 2 * math.pi)
+    np.testing.assert_allclose(turns.angle, np.tile(want_a, N_SCANS), rtol=0, atol=1e-6)
+    assert turns.angle.min() >= 0 and turns.angle.max() < 2 * math.pi
+    assert abs(turns.angle[0] - math.pi) < 1e-6  # the first ray points backwards
+    dt = np.float32(0.1 / N_RAYS).astype(np.float64) * 1e9
+    want_t = SCAN_T[:, None] + np.rint(dt * np.arange(N_RAYS))[None, :].astype(np.int64)
+    np.testing.assert_array_equal(turns.t_ns, want_t.ravel())
+    with h5py.File(session, "r") as f:  # receive times only where they differ
+        np.testing.assert_array_equal(f["pose/odom/receive_ns"][:], ODOM[0] + ODOM_DELAY)
+        assert "receive_ns" not in f["pose/pose_sensor"]
+        assert "turn_receive_ns" not in f["lidar/lidar_front"]
+
+
+def test_info_lists_topics_types_and_counts(bag: Path) -> None:
+    r = _run("info", bag, "--json")
+    assert r.exit_code == 0, r.output
+    info = json.loads(r.output)
+    topics = info["topics"]
+    assert topics["/odom"] == {"type": "nav_msgs/msg/Odometry", "count": len(ODOM[0])}
+    assert topics["/scan"] == {"type": "sensor_msgs/msg/LaserScan", "count": N_SCANS}
+    assert topics["/tf"]["count"] == len(TF[0]) and len(topics) == 7
+    r = _run("info", bag)
+    assert r.exit_code == 0 and "/mocap/robot" in r.output and "TransformStamped" in r.output
+
+
+@pytest.mark.parametrize(
+    ("topic", "message"),
+    [
+        ("/nope=x", "no topic '/nope'"),
+        ("/odin/reloc=x", "has type 'std_msgs/msg/String', which cannot be imported"),
+        ("/tf=mocap", "is a TF topic: name the child frame"),
+        ("/tf[gripper]=mocap", "has no poses with child frame 'gripper'"),
+        ("/odom=odom:truth", "kind must be one of"),
+    ],
+)
+def test_bad_requests_exit_2_and_leave_the_session(bag, tmp_path, topic, message) -> None:
+    session = tmp_path / "s.h5"
+    r = _run("import", "rosbag", bag, "--topic", "/odin/pose=pose_sensor", "--into", session)
+    assert r.exit_code == 0, r.output
+    before = session.read_bytes()
+    r = _run("import", "rosbag", bag, "--topic", topic, "--into", session)
+    assert r.exit_code == 2 and isinstance(r.exception, SystemExit), r.output
+    assert message in r.output
+    assert session.read_bytes() == before
+
+
+def test_repeated_stamps_in_a_bag_follow_the_policy(tmp_path: Path) -> None:
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    T = store.types
+    path = tmp_path / "dup"
+    # a smooth drive with 1 mm / 1 mrad noise, so a 0.5 m re-emission is a correction
+    t = POSE[0]
+    s_ = (t - t[0]) / 1e9
+    rng = np.random.default_rng(8)
+    p = np.column_stack([0.5 * s_, 0.2 * s_, np.zeros_like(s_)]) + rng.normal(0, 1e-3, (t.size, 3))
+    q = Rotation.from_rotvec(np.column_stack([np.zeros((t.size, 2)), 0.3 * s_])).as_quat()
+    q = (Rotation.from_quat(q) * Rotation.from_rotvec(rng.normal(0, 1e-3, (t.size, 3)))).as_quat()
+
+    def msg(k: int, shift: float):
+        stamp = T["builtin_interfaces/msg/Time"](sec=int(t[k] // 10**9), nanosec=int(t[k] % 10**9))
+        return T["geometry_msgs/msg/PoseStamped"](
+            header=T["std_msgs/msg/Header"](stamp=stamp, frame_id="w"),
+            pose=T["geometry_msgs/msg/Pose"](
+                position=T["geometry_msgs/msg/Point"](x=p[k, 0] + shift, y=p[k, 1], z=p[k, 2]),
+                orientation=T["geometry_msgs/msg/Quaternion"](
+                    x=q[k, 0], y=q[k, 1], z=q[k, 2], w=q[k, 3]
+                ),
+            ),
+        )
+
+    with Writer2(path, version=8) as w:
+        c = w.add_connection("/pose", "geometry_msgs/msg/PoseStamped", typestore=store)
+        for k in range(len(t)):
+            w.write(c, int(t[k]), store.serialize_cdr(msg(k, 0.0), "geometry_msgs/msg/PoseStamped"))
+            if k == 10:  # re-emitted 0.5 m away at the same stamp
+                w.write(
+                    c,
+                    int(t[k]) + 5,
+                    store.serialize_cdr(msg(k, 0.5), "geometry_msgs/msg/PoseStamped"),
+                )
+    session = tmp_path / "s.h5"
+    r = _run("import", "rosbag", path, "--topic", "/pose=cam", "--into", session)
+    assert r.exit_code == 0, r.output
+    assert (
+        f"dropped 1 message(s) repeating a stamp (--duplicates last): {path}:/pose:11" in r.output
+    )
+    with Session(session) as s:
+        b = s.pose("cam").read()
+    assert len(b) == len(t) and b.position[10, 0] == p[10, 0] + 0.5
+    assert np.flatnonzero(b.flags & PoseFlag.RELOCALIZED).tolist() == [10]
+    r = _run("import", "rosbag", path, "--topic", "/pose=cam", "--into", tmp_path / "e.h5",
+             "--duplicates", "error")  # fmt: skip
+    assert r.exit_code == 2 and f"{path}:/pose:12: 1 duplicate timestamp" in r.output

@@ -1,0 +1,62 @@
+"""``fit pose-error`` warns when the time offset lands at its search limit.
+
+A sensor whose clock lags the reference by 0.8 s, searched over ±0.5 s, can only
+return an offset at the edge of the search: the fit must say so on stderr, in the
+JSON and in the model file's provenance. Searched over ±1 s, the same session gives
+an offset nearer the truth than the old limit, and no warning (how accurately the
+offset is found is test_pose_align's subject: the sensor's Gauss-Markov yaw noise
+moves it by several ms).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pose_util
+import pytest
+from click.testing import CliRunner
+
+from sensorbench.characterize.pose_error import PoseErrorModel
+from sensorbench.cli import cli
+
+LAG_S = 0.8
+
+
+@pytest.fixture(scope="module")
+def lagged_session(tmp_path_factory):
+    path = tmp_path_factory.mktemp("offset") / "lagged.h5"
+    series = pose_util.campaign(5, n_sessions=1, duration_s=90.0, rate_hz=30.0)[0]
+    pose_util.write_session(path, series, sensor_clock_lag_s=LAG_S)
+    return path
+
+
+def _fit(session, tmp_path, max_offset: str):
+    model = tmp_path / f"model_{max_offset}.toml"
+    args = ["fit", "pose-error", str(session), "--sensor", "cam", "--max-offset", max_offset]
+    r = CliRunner().invoke(cli, [*args, "--json", "-o", str(model)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    return r, doc, PoseErrorModel.load(model)
+
+
+def test_offset_at_search_limit_is_flagged(lagged_session, tmp_path) -> None:
+    r, doc, model = _fit(lagged_session, tmp_path, "0.5")
+    al = doc["sessions"][0]["alignment"]
+    assert abs(al["offset_s"]) >= 0.5 - 0.005  # the edge, nowhere near the true 0.8 s
+    assert al["offset_at_search_limit"] is True
+    assert len(doc["warnings"]) == 1 and "search limit" in doc["warnings"][0]
+    assert "warning:" in r.stderr and "--max-offset" in r.stderr
+    (prov,) = model.provenance["alignment"].values()
+    assert prov["offset_at_search_limit"] is True and prov["max_offset_s"] == 0.5
+
+
+def test_offset_inside_the_search_is_not_flagged(lagged_session, tmp_path) -> None:
+    r, doc, model = _fit(lagged_session, tmp_path, "1.0")
+    al = doc["sessions"][0]["alignment"]
+    assert abs(al["offset_s"] - LAG_S) < 0.5 * (LAG_S - 0.5)
+    assert al["offset_at_search_limit"] is False and doc["warnings"] == []
+    assert "warning" not in r.stderr
+    (prov,) = model.provenance["alignment"].values()
+    assert prov["offset_at_search_limit"] is False
+    assert np.isfinite(prov["offset_s"])
