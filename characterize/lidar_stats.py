@@ -101,7 +101,7 @@ class LidarCharacterization:
         rows = [
             (
                 "Scan rate",
-                f"{t.rate_hz:.3f} Hz"
+                f"{t.rate_hz:.3f} Hz ({t.clock} clock)"
                 + (
                     f" (device reports {t.reported_speed_hz:.2f} Hz)"
                     if np.isfinite(t.reported_speed_hz)
@@ -124,6 +124,12 @@ class LidarCharacterization:
                 f"min {ppt['min']:.0f}, max {ppt['max']:.0f})",
             ),
             ("Angular step", f"{t.angular_step_deg:.3f}°"),
+            (
+                "Host clock",
+                f"{t.host_rate_hz:.3f} Hz; "
+                + ("reliable" if t.host_timing_reliable else "UNRELIABLE")
+                + f": {t.host_timing_note}",
+            ),
             ("Skipped turns", f"{t.skipped_turns} ({t.skipped_pct:.2f} %)"),
             ("Longest gap", f"{t.longest_gap_s * ms:.1f} ms at t = {t.longest_gap_at_s:.1f} s"),
             (
@@ -175,7 +181,7 @@ class LidarCharacterization:
         width = max(len(r[0]) for r in rows)
         head = (
             f"{self.model or 'lidar'} {self.device!r} from {self.source}: {t.n_turns} turns, "
-            f"{t.duration_s:.1f} s, {t.clock} clock"
+            f"{t.duration_s:.1f} s, {t.clock} clock ({t.clock_source})"
         )
         return "\n".join([head, *(f"{k:<{width}}  {v}" for k, v in rows)])
 
@@ -201,14 +207,18 @@ def characterize_turns(
     source: str = "",
     timing_only: bool = False,
     options: StaticOptions | None = None,
+    clock_source: str = "",
 ) -> LidarCharacterization:
     """Characterize a lidar stream held in memory.
+
+    ``clock_source`` says how the stream's device time was made (its ``device_time``
+    attribute), for the timing figures' clock.
 
     Raises:
         FitError: too few turns, or no static stretch (unless ``timing_only``).
     """
     opt = options or StaticOptions()
-    timing = timing_stats(turns, events, sources)
+    timing = timing_stats(turns, events, sources, clock_source)
     t_s, _ = turn_start_s(turns)
     periods = np.diff(t_s)
     if timing_only:
@@ -289,4 +299,5 @@ def characterize_session(
         source=os.fspath(path),
         timing_only=timing_only,
         options=options,
+        clock_source=str(attrs.get("device_time", "")),
     )

@@ -46,7 +46,8 @@ import rplidar
 import serial
 
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1_protocol import A1Health, A1Info, Nodes
+from sensorbench.drivers.a1_clock import NodeClock
+from sensorbench.drivers.a1_protocol import A1Health, A1Info, A1SampleRate, Nodes
 from sensorbench.errors import DriverError
 from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, TurnFlag
 
@@ -303,6 +304,18 @@ class A1Lidar(rplidar.RPLidar):
                 f"A1 {self.port}: bad health answer {raw.hex(' ')}: {err}"
             ) from err
 
+    def get_sample_rate(self) -> A1SampleRate:
+        """GET_SAMPLERATE: standard and express sample durations (µs; firmware >= 1.17)."""
+        raw = self._request(
+            proto.CMD_GET_SAMPLERATE, proto.SAMPLERATE_LEN, proto.TYPE_SAMPLE_RATE, "GET_SAMPLERATE"
+        )
+        try:
+            return A1SampleRate.from_payload(raw)
+        except ValueError as err:
+            raise A1ProtocolError(
+                f"A1 {self.port}: bad sample-rate answer {raw.hex(' ')}: {err}"
+            ) from err
+
     def clean_input(self) -> None:
         """Discard received bytes, also while scanning (the library refuses with a string)."""
         self._io(self._serial.reset_input_buffer, "clearing input")
@@ -515,7 +528,7 @@ class TurnAssembler:
     def __init__(self) -> None:
         self.leading_nodes_skipped = 0
         self.turns_emitted = 0
-        self._parts: list[tuple[Nodes, np.ndarray]] = []
+        self._parts: list[tuple[Nodes, np.ndarray, np.ndarray | None]] = []
         self._started = False
         self._flags = 0
 
@@ -529,8 +542,13 @@ class TurnAssembler:
         self._started = False
         self._flags = 0
 
-    def feed(self, nodes: Nodes, t_ns: np.ndarray) -> LidarTurns:
-        """Add nodes stamped ``t_ns`` (int64 ns each); returns the turns completed by them."""
+    def feed(self, nodes: Nodes, t_ns: np.ndarray, dev_ns: np.ndarray | None = None) -> LidarTurns:
+        """Add nodes stamped ``t_ns`` (host, int64 ns each) and optionally ``dev_ns``
+        (device time, :mod:`~sensorbench.drivers.a1_clock`); returns the turns completed.
+
+        A turn's ``device_ns`` is its first node's device time when every node of the
+        turn has one, else ``NO_DEVICE_TIME``.
+        """
         if len(nodes) == 0:
             return LidarTurns.empty()
         starts = np.flatnonzero(nodes.start)
@@ -540,19 +558,20 @@ class TurnAssembler:
                 return LidarTurns.empty()
             self.leading_nodes_skipped += int(starts[0])
             nodes, t_ns = _slice(nodes, int(starts[0]), len(nodes)), t_ns[starts[0] :]
+            dev_ns = None if dev_ns is None else dev_ns[starts[0] :]
             starts = starts - starts[0]
             self._started = True
         out: list[LidarTurns] = []
         prev = 0
-        for cut in starts.tolist():
+        for cut in [*starts.tolist(), len(nodes)]:
             if cut > prev:
-                self._parts.append((_slice(nodes, prev, cut), t_ns[prev:cut]))
-            done = self._close(0)
-            if done is not None:
-                out.append(done)
+                dev = None if dev_ns is None else dev_ns[prev:cut]
+                self._parts.append((_slice(nodes, prev, cut), t_ns[prev:cut], dev))
+            if cut < len(nodes):
+                done = self._close(0)
+                if done is not None:
+                    out.append(done)
             prev = cut
-        if len(nodes) > prev:
-            self._parts.append((_slice(nodes, prev, len(nodes)), t_ns[prev:]))
         return LidarTurns.concat(out)
 
     def flush(self) -> LidarTurns:
@@ -574,10 +593,11 @@ class TurnAssembler:
             )
         )
         t_ns = np.concatenate([p[1] for p in parts])
+        have_dev = all(p[2] is not None for p in parts)
         self.turns_emitted += 1
         return LidarTurns(
             t_first_ns=[t_ns[0]],
-            device_ns=[NO_DEVICE_TIME],
+            device_ns=[parts[0][2][0] if have_dev else NO_DEVICE_TIME],
             speed_hz=[np.nan],
             count=[n],
             flags=[flags],
@@ -653,6 +673,8 @@ class A1Scanner:
         self.lidar: A1Lidar | None = None
         self.info: A1Info | None = None
         self.health: A1Health | None = None
+        self.sample_rate: A1SampleRate | None = None
+        self.node_clock: NodeClock | None = None
         self.assembler = TurnAssembler()
         self.bytes_total = 0
         self.nodes_total = 0
@@ -709,9 +731,23 @@ class A1Scanner:
         elif not self.lidar.connected:
             self.lidar.connect()
         self.info = self.lidar.get_info()
+        self._read_sample_rate()
         if check_health:
             self.check_health()
         return self.info
+
+    def _read_sample_rate(self) -> None:
+        """Ask the sample duration (device-side turn timing) where the firmware has it."""
+        if self.sample_rate is not None or self.info.firmware < proto.SAMPLERATE_MIN_FIRMWARE:
+            return
+        try:
+            self.sample_rate = self.lidar.get_sample_rate()
+        except A1Unplugged:
+            raise
+        except DriverError as err:
+            self._emit("note", f"no sample duration ({err}); turn times from the host clock")
+            return
+        self.node_clock = NodeClock(self.sample_rate.standard_us)
 
     def check_health(self) -> A1Health:
         """GET_HEALTH; on ``error`` reset once and ask again (DriverError if still error)."""
@@ -729,6 +765,7 @@ class A1Scanner:
         self._tail = b""
         self._t_prev = None
         self.assembler.reset()
+        self._reset_clock()
         self.last_data_ns = time.monotonic_ns()
         self._stale = False
 
@@ -773,7 +810,12 @@ class A1Scanner:
         self.nodes_total += len(nodes)
         t_nodes = spread_times(self._t_prev, t_ns, len(nodes))
         self._t_prev = t_ns
-        return t_ns, chunk, self.assembler.feed(nodes, t_nodes)
+        dev = None if self.node_clock is None else self.node_clock.stamp(len(nodes), t_ns, skipped)
+        return t_ns, chunk, self.assembler.feed(nodes, t_nodes, dev)
+
+    def _reset_clock(self) -> None:
+        if self.node_clock is not None:
+            self.node_clock.reset()
 
     def _silence(self, t_ns: int) -> None:
         silent_s = (t_ns - (self.last_data_ns or t_ns)) / 1e9
@@ -793,6 +835,7 @@ class A1Scanner:
                 return
             self.restarts += 1
             self.assembler.reset()
+            self._reset_clock()
             self._tail = b""
 
     def _unplugged(self, err: DriverError) -> LidarTurns:
@@ -835,6 +878,7 @@ class A1Scanner:
         self._tail = b""
         self._t_prev = None
         self.assembler.reset()
+        self._reset_clock()
         self.assembler.mark(TurnFlag.AFTER_RECONNECT)
         self.last_data_ns = time.monotonic_ns()
         self._emit("reconnect", f"reopened {self.port} (serial {self.info.serial}); scanning")

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sensorbench.drivers.kernels import warm_up as warm_up_kernels
 from sensorbench.drivers.pods_parser import PodStreamParser
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer, StreamSteps, register_kind
 from sensorbench.drivers.reader_base import DeviceReader, ReaderStatus
@@ -245,6 +246,7 @@ def bring_up(
     Returns:
         (one result per device in power-up order, ready A1 scanners by name when ``keep``).
     """
+    warm_up_kernels()  # compile or load numba kernels now, never on a device's first read
     seq = PowerUpSequencer(device_specs(config), retries=retries)
     rows = seq.run(keep=keep)
     handles = dict(seq.handles) if keep else {}

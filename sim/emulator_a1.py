@@ -11,6 +11,9 @@ Requests (``A5 cmd`` or ``A5 cmd len payload xor`` when ``cmd & 0x80``):
   firmware major, hardware, 16-byte serial;
 - GET_HEALTH 0x52: descriptor ``A5 5A 03 00 00 00 06`` + status (0 good, 1 warning,
   2 error) and the error code as uint16 little-endian;
+- GET_SAMPLERATE 0x59: descriptor ``A5 5A 04 00 00 00 15`` + the standard and express
+  sample durations as uint16 little-endian µs (simulated time; standard = the
+  samples' median spacing unless ``sample_us`` says otherwise);
 - SCAN 0x20 / FORCE_SCAN 0x21: descriptor ``A5 5A 05 00 00 40 81``, then 5-byte
   nodes until STOP (refused, no answer, while health is ``error``);
 - STOP 0x25: no answer; scanning and (no DTR on a pty) the motor stop;
@@ -55,6 +58,7 @@ BAUD = 115200
 _SYNC = 0xA5
 _INFO_DESC = bytes.fromhex("a55a1400000004")
 _HEALTH_DESC = bytes.fromhex("a55a0300000006")
+_SAMPLERATE_DESC = bytes.fromhex("a55a0400000015")
 _SCAN_DESC = bytes.fromhex("a55a0500004081")
 _TICK_S = 0.01  # host seconds between pump iterations
 _MAX_BURST_S = 0.25  # emulated seconds emitted at most per pump (after a stall of the host)
@@ -186,6 +190,8 @@ class A1Emulator(PtyEmulator):
         health: initial GET_HEALTH answer (status 0/1/2, error code), see :meth:`set_health`.
         record_truth: keep every sent node for :meth:`truth` (about 23 bytes per node,
             160 MB per hour at real time: turn off for long-running servers).
+        sample_us: standard sample duration answered to GET_SAMPLERATE (µs; default the
+            samples' median spacing, rounded); express is half of it.
     """
 
     def __init__(
@@ -206,6 +212,7 @@ class A1Emulator(PtyEmulator):
         seed: int = 0,
         record_truth: bool = True,
         health: tuple[int, int] = (0, 0),
+        sample_us: int | None = None,
     ) -> None:
         serial_bytes = bytes.fromhex(serial) if isinstance(serial, str) else bytes(serial)
         if len(serial_bytes) != 16:
@@ -226,6 +233,9 @@ class A1Emulator(PtyEmulator):
         self._start[1:] = turn[1:] != turn[:-1]
         dt = float(np.median(np.diff(self._t)))
         self._period = float(self._t[-1] - self._t[0]) + dt
+        self.sample_us = round(dt * 1e6) if sample_us is None else int(sample_us)
+        if not 0 < self.sample_us <= 0xFFFF:
+            raise SimError(f"sample duration must be 1..65535 us, got {self.sample_us}")
 
         self.name = name
         self.serial = serial_bytes
@@ -412,6 +422,11 @@ class A1Emulator(PtyEmulator):
             elif cmd == 0x52:
                 code = self.health_code.to_bytes(2, "little")
                 self.port.send(_HEALTH_DESC + bytes([self.health_status]) + code)
+            elif cmd == 0x59:
+                std, express = self.sample_us, max(1, self.sample_us // 2)
+                self.port.send(
+                    _SAMPLERATE_DESC + std.to_bytes(2, "little") + express.to_bytes(2, "little")
+                )
         self._rx = rx
         return started
 
