@@ -209,23 +209,38 @@ def _lidar_section(
             rate_truth = _rate_truth(tp, speed, t["clock"])
             n_per = max(int(t.get("n_single_periods") or 0), 1)
             rate_se = t["rate_hz"] ** 2 * t["jitter_std_s"] / math.sqrt(n_per)
+            # figures on a host clock that fell behind say so where they are shown
+            suspect = "" if t["clock"] == "device" or t["host_timing_reliable"] else " (!)"
             rows = [
                 (
                     "Scan rate (Hz)",
-                    f"{_num(t['rate_hz'])} ± {_num(rate_se, '{:.2g}')}",
+                    f"{_num(t['rate_hz'])} ± {_num(rate_se, '{:.2g}')}{suspect}",
                     _rate_cell(rate_truth, speed, t["clock"]),
                 ),
+                (
+                    "Scan rate, host clock (Hz)",
+                    _num(t["host_rate_hz"])
+                    + (
+                        ""
+                        if t["host_timing_reliable"]
+                        else f" (UNRELIABLE: {t['host_timing_note']})"
+                    ),
+                    _rate_cell(_rate_truth(tp, speed, "host"), speed, "host"),
+                )
+                if t["clock"] == "device" or suspect
+                else None,
                 ("Turn period p50 (ms)", _num(t["period_percentiles_s"]["p50"] * 1e3), ""),
                 ("Period jitter σ (ms)", _num(t.get("jitter_std_s", 0) * 1e3), ""),
                 ("Points per turn (median)", _num(t["points_per_turn"]["median"]), ""),
                 ("Angular step (°)", _num(t.get("angular_step_deg")), ""),
                 (
                     "Skipped turns (%)",
-                    _num(t.get("skipped_pct")),
+                    _num(t.get("skipped_pct")) + suspect,
                     "" if tp is None else _num(100 * tp.get("skip_prob", 0.0)),
                 ),
                 ("Longest gap (ms)", _num(t.get("longest_gap_s", 0) * 1e3), ""),
             ]
+            rows = [r for r in rows if r is not None]
             entry: dict[str, Any] = {
                 "timing_only_because": why or None,
                 "model": r.model,
@@ -256,7 +271,8 @@ def _lidar_section(
                 _table(
                     ["figure", "measured", "simulated truth"],
                     rows,
-                    f"{name} ({r.model}) datasheet",
+                    f"{name} ({r.model}) datasheet; timing on the {t['clock']} clock "
+                    f"({t['clock_source']})",
                 )
             )
             if why:

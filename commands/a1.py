@@ -24,7 +24,13 @@ def _read_input(raw: Path, stream: str | None) -> tuple[bytes, object, str]:
     import numpy as np
 
     if not h5py.is_hdf5(raw):
-        return raw.read_bytes(), None, f"raw byte file {raw.name}"
+        from sensorbench.logs.raw_file import read_raw_recording, sidecar_path
+
+        rec = read_raw_recording(raw)
+        if rec.offsets is None:
+            return rec.data, None, f"raw byte file {raw.name}"
+        where = f"raw byte file {raw.name}, read times from {sidecar_path(raw).name}"
+        return rec.data, (rec.offsets, rec.t_ns), where
     from sensorbench.errors import SessionError
     from sensorbench.logs import Session
 
@@ -66,7 +72,7 @@ def _read_input(raw: Path, stream: str | None) -> tuple[bytes, object, str]:
     default=2000.0,
     show_default=True,
     help="Nodes per second used to give a bare byte file point times (Hz); a session's "
-    "raw stream has host times and ignores it.",
+    "raw stream, or a record-raw file with its .chunks, has host times and ignores it.",
 )
 @click.option(
     "--no-descriptor",
@@ -89,7 +95,8 @@ def decode_a1_cmd(
 ) -> None:
     """Decode an RPLIDAR A1 raw capture (scan descriptor + 5-byte nodes) into a session.
 
-    RAW is a file of received bytes or a session whose raw stream is re-decoded.
+    RAW is a file of received bytes (with host read times when `record-raw` wrote
+    its RAW.chunks sidecar) or a session whose raw stream is re-decoded.
     Turns are cut at the start flags; angles become rad CCW (from q6 degrees CW),
     ranges m with inf for no return (from q2 mm), quality 0..63 the intensity. The
     turn cut by a scan restart or the end of the capture is kept, flagged
