@@ -1,7 +1,8 @@
 """Characterize one lidar stream of a session: a datasheet from measured data.
 
 Timing (rate, jitter, points per turn, skipped turns, gaps, USB drop-offs) comes
-from every turn (:mod:`.lidar_timing`). Range noise by distance band and the
+from every turn (:mod:`.lidar_timing`), as do the no-return fraction and the
+intensity (A1 quality) levels (:mod:`.lidar_returns`). Range noise by distance band and the
 outlier fractions need a static scene: :mod:`.lidar_static` finds the static
 stretches and :mod:`.lidar_noise` measures them. Without a static stretch the
 characterization refuses (``FitError``) unless only timing is asked for. For an
@@ -25,6 +26,7 @@ from sensorbench.characterize.lidar_noise import (
     NoiseReport,
     range_noise,
 )
+from sensorbench.characterize.lidar_returns import ReturnStats, return_stats
 from sensorbench.characterize.lidar_static import StaticDetection, detect_static
 from sensorbench.characterize.lidar_timing import (
     TimingStats,
@@ -69,6 +71,7 @@ class LidarCharacterization:
     periods_s: np.ndarray = field(repr=False)
     turns: LidarTurns = field(repr=False)
     near_filter: dict | None = None
+    returns: ReturnStats | None = None
 
     def as_dict(self) -> dict:
         """One JSON-ready document (nan becomes None)."""
@@ -85,6 +88,7 @@ class LidarCharacterization:
             "model": self.model,
             "source": self.source,
             "timing": self.timing.as_dict(),
+            "returns": None if self.returns is None else self.returns.as_dict(),
             "static": static,
             "noise": None if self.noise is None else self.noise.as_dict(),
             "sdk_near_filter": self.near_filter,
@@ -124,6 +128,14 @@ class LidarCharacterization:
                 f"min {ppt['min']:.0f}, max {ppt['max']:.0f})",
             ),
             ("Angular step", f"{t.angular_step_deg:.3f}°"),
+            *(
+                []
+                if self.returns is None
+                else [
+                    ("No returns", f"{self.returns.no_return_pct:.1f} % of points"),
+                    ("Intensity levels", f"{self.returns.top_levels()} (of returns)"),
+                ]
+            ),
             (
                 "Host clock",
                 f"{t.host_rate_hz:.3f} Hz; "
@@ -221,8 +233,11 @@ def characterize_turns(
     timing = timing_stats(turns, events, sources, clock_source)
     t_s, _ = turn_start_s(turns)
     periods = np.diff(t_s)
+    returns = return_stats(turns)
     if timing_only:
-        return LidarCharacterization(device, model, source, timing, None, None, periods, turns)
+        return LidarCharacterization(
+            device, model, source, timing, None, None, periods, turns, None, returns
+        )
     det = detect_static(
         turns, timing.nominal_period_s, opt.lag_s, factor=opt.factor, min_static_s=opt.min_static_s
     )
@@ -248,7 +263,9 @@ def characterize_turns(
         outlier_k=opt.outlier_k,
     )
     near = _near_filter_check(turns, noise) if model.upper() == "LD19" else None
-    return LidarCharacterization(device, model, source, timing, det, noise, periods, turns, near)
+    return LidarCharacterization(
+        device, model, source, timing, det, noise, periods, turns, near, returns
+    )
 
 
 def _near_filter_check(turns: LidarTurns, noise: NoiseReport) -> dict:
