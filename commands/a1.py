@@ -102,7 +102,8 @@ def decode_a1_cmd(
     turn cut by a scan restart or the end of the capture is kept, flagged
     PACKET_LOSS. A bare file has no times: points are spaced at --sample-rate.
     """
-    from sensorbench.drivers.a1 import decode_capture
+    from sensorbench.drivers.a1 import decode_capture, sample_rate_in
+    from sensorbench.drivers.a1_clock import describe as describe_clock
     from sensorbench.logs import SessionWriter
 
     data, chunks, source = _read_input(raw, stream)
@@ -127,7 +128,11 @@ def decode_a1_cmd(
                 "model": "A1",
                 "decoded_from": str(raw),
                 "time_source": time_source,
-                "device_time": "none (the A1 sends no timestamps)",
+                "device_time": (
+                    describe_clock(sample_rate_in(data))
+                    if chunks is not None
+                    else "none: a bare capture has no chunk times to anchor the node count"
+                ),
             },
         )
         w.add_raw(name, attrs={"kind": "a1", "baud": 115200, "source": str(raw)})

@@ -934,11 +934,17 @@ def decode_capture(
     the previous chunk) or, without it, from ``t0_ns`` plus the node index at
     ``sample_rate_hz`` (a bare capture has no times; the file's attributes say so).
 
+    Turns get device times (:mod:`~sensorbench.drivers.a1_clock`) when the capture
+    holds the unit's GET_SAMPLERATE answer (a session's raw stream does) and chunk
+    times: each scan's count starts at its first node, anchored at the host time of
+    the chunk that completed it, as the live scanner does.
+
     Raises:
         DriverError: no scan descriptor while ``require_descriptor`` (not an A1
             standard-scan capture; pass ``require_descriptor=False`` for a bare node
             stream that starts on a node boundary).
     """
+    rate = sample_rate_in(data)
     desc = proto.SCAN_DESCRIPTOR
     starts = []
     pos = data.find(desc)
@@ -970,11 +976,14 @@ def decode_capture(
             t_ns = t_ns.astype(np.int64)
         else:
             t_ns = _times_from_chunks(pos_abs, *chunk_times_ns)
+        dev = None
+        if rate is not None and chunk_times_ns is not None and len(nodes):
+            dev = _device_times(pos_abs, rate.standard_us, *chunk_times_ns)
         n_nodes += len(nodes)
         asm.reset()
         if skipped:
             asm.mark(TurnFlag.CRC_ERRORS)
-        out.append(asm.feed(nodes, t_ns))
+        out.append(asm.feed(nodes, t_ns, dev))
         out.append(asm.flush())
     return CaptureDecode(
         LidarTurns.concat(out),
@@ -984,6 +993,29 @@ def decode_capture(
         outside,
         asm.leading_nodes_skipped,
     )
+
+
+def sample_rate_in(data: bytes) -> A1SampleRate | None:
+    """The first GET_SAMPLERATE answer in a raw capture, or None."""
+    at = data.find(proto.SAMPLERATE_DESCRIPTOR)
+    payload = data[at + proto.DESCRIPTOR_LEN : at + proto.DESCRIPTOR_LEN + proto.SAMPLERATE_LEN]
+    if at < 0 or len(payload) < proto.SAMPLERATE_LEN:
+        return None
+    try:
+        return A1SampleRate.from_payload(payload)
+    except ValueError:
+        return None
+
+
+def _device_times(
+    pos: np.ndarray, sample_us: int, offsets: np.ndarray, t_ns: np.ndarray
+) -> np.ndarray:
+    """Device times of one scan's nodes at byte offsets ``pos`` (as :class:`NodeClock`)."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    first_chunk = np.searchsorted(offsets, pos[0] + proto.NODE_LEN - 1, side="right") - 1
+    gaps = np.diff(pos) - proto.NODE_LEN  # bytes skipped between consecutive nodes
+    idx = np.concatenate(([0], np.cumsum(1 + np.round(gaps / proto.NODE_LEN)))).astype(np.int64)
+    return int(np.asarray(t_ns)[first_chunk]) + idx * int(sample_us) * 1000
 
 
 def _times_from_chunks(pos: np.ndarray, offsets: np.ndarray, t_ns: np.ndarray) -> np.ndarray:
