@@ -316,5 +316,8 @@ def characterize_session(
         source=os.fspath(path),
         timing_only=timing_only,
         options=options,
-        clock_source=str(attrs.get("device_time", "")),
+        clock_source=str(
+            attrs.get("device_time")
+            or ("unwrapped LD19 millisecond timestamps" if attrs.get("model") == "LD19" else "")
+        ),
     )
