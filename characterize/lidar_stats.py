@@ -1,7 +1,8 @@
 """Characterize one lidar stream of a session: a datasheet from measured data.
 
 Timing (rate, jitter, points per turn, skipped turns, gaps, USB drop-offs) comes
-from every turn (:mod:`.lidar_timing`). Range noise by distance band and the
+from every turn (:mod:`.lidar_timing`), as do the no-return fraction and the
+intensity (A1 quality) levels (:mod:`.lidar_returns`). Range noise by distance band and the
 outlier fractions need a static scene: :mod:`.lidar_static` finds the static
 stretches and :mod:`.lidar_noise` measures them. Without a static stretch the
 characterization refuses (``FitError``) unless only timing is asked for. For an
@@ -25,6 +26,7 @@ from sensorbench.characterize.lidar_noise import (
     NoiseReport,
     range_noise,
 )
+from sensorbench.characterize.lidar_returns import ReturnStats, return_stats
 from sensorbench.characterize.lidar_static import StaticDetection, detect_static
 from sensorbench.characterize.lidar_timing import TimingStats, timing_stats, turn_start_s
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
@@ -66,6 +68,7 @@ class LidarCharacterization:
     periods_s: np.ndarray = field(repr=False)
     turns: LidarTurns = field(repr=False)
     near_filter: dict | None = None
+    returns: ReturnStats | None = None
 
     def as_dict(self) -> dict:
         """One JSON-ready document (nan becomes None)."""
@@ -82,6 +85,7 @@ class LidarCharacterization:
             "model": self.model,
             "source": self.source,
             "timing": self.timing.as_dict(),
+            "returns": None if self.returns is None else self.returns.as_dict(),
             "static": static,
             "noise": None if self.noise is None else self.noise.as_dict(),
             "sdk_near_filter": self.near_filter,
@@ -98,7 +102,7 @@ class LidarCharacterization:
         rows = [
             (
                 "Scan rate",
-                f"{t.rate_hz:.3f} Hz"
+                f"{t.rate_hz:.3f} Hz ({t.clock} clock)"
                 + (
                     f" (device reports {t.reported_speed_hz:.2f} Hz)"
                     if np.isfinite(t.reported_speed_hz)
@@ -121,6 +125,20 @@ class LidarCharacterization:
                 f"min {ppt['min']:.0f}, max {ppt['max']:.0f})",
             ),
             ("Angular step", f"{t.angular_step_deg:.3f}°"),
+            *(
+                []
+                if self.returns is None
+                else [
+                    ("No returns", f"{self.returns.no_return_pct:.1f} % of points"),
+                    ("Intensity levels", f"{self.returns.top_levels()} (of returns)"),
+                ]
+            ),
+            (
+                "Host clock",
+                f"{t.host_rate_hz:.3f} Hz; "
+                + ("reliable" if t.host_timing_reliable else "UNRELIABLE")
+                + f": {t.host_timing_note}",
+            ),
             ("Skipped turns", f"{t.skipped_turns} ({t.skipped_pct:.2f} %)"),
             ("Longest gap", f"{t.longest_gap_s * ms:.1f} ms at t = {t.longest_gap_at_s:.1f} s"),
             (
@@ -172,7 +190,7 @@ class LidarCharacterization:
         width = max(len(r[0]) for r in rows)
         head = (
             f"{self.model or 'lidar'} {self.device!r} from {self.source}: {t.n_turns} turns, "
-            f"{t.duration_s:.1f} s, {t.clock} clock"
+            f"{t.duration_s:.1f} s, {t.clock} clock ({t.clock_source})"
         )
         return "\n".join([head, *(f"{k:<{width}}  {v}" for k, v in rows)])
 
@@ -186,18 +204,25 @@ def characterize_turns(
     source: str = "",
     timing_only: bool = False,
     options: StaticOptions | None = None,
+    clock_source: str = "",
 ) -> LidarCharacterization:
     """Characterize a lidar stream held in memory.
+
+    ``clock_source`` says how the stream's device time was made (its ``device_time``
+    attribute), for the timing figures' clock.
 
     Raises:
         FitError: too few turns, or no static stretch (unless ``timing_only``).
     """
     opt = options or StaticOptions()
-    timing = timing_stats(turns, events, sources)
+    timing = timing_stats(turns, events, sources, clock_source)
     t_s, _ = turn_start_s(turns)
     periods = np.diff(t_s)
+    returns = return_stats(turns)
     if timing_only:
-        return LidarCharacterization(device, model, source, timing, None, None, periods, turns)
+        return LidarCharacterization(
+            device, model, source, timing, None, None, periods, turns, None, returns
+        )
     det = detect_static(
         turns, timing.nominal_period_s, opt.lag_s, factor=opt.factor, min_static_s=opt.min_static_s
     )
@@ -223,7 +248,9 @@ def characterize_turns(
         outlier_k=opt.outlier_k,
     )
     near = _near_filter_check(turns, noise) if model.upper() == "LD19" else None
-    return LidarCharacterization(device, model, source, timing, det, noise, periods, turns, near)
+    return LidarCharacterization(
+        device, model, source, timing, det, noise, periods, turns, near, returns
+    )
 
 
 def _near_filter_check(turns: LidarTurns, noise: NoiseReport) -> dict:
@@ -282,4 +309,8 @@ def characterize_session(
         source=os.fspath(path),
         timing_only=timing_only,
         options=options,
+        clock_source=str(
+            attrs.get("device_time")
+            or ("unwrapped LD19 millisecond timestamps" if attrs.get("model") == "LD19" else "")
+        ),
     )

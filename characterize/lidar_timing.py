@@ -10,6 +10,26 @@ gap: then it is a USB drop-off, counted separately. The rate is turns (seen and
 skipped) per second over the intervals without a drop-off, which the device
 clock's millisecond steps do not bias as they do the median period. Jitter
 figures use single-turn periods only.
+
+Which clock. ``clock`` is ``device`` or ``host``; ``clock_source`` says how that
+clock was made (the stream's ``device_time`` attribute: the LD19's millisecond
+stamps, the A1's node count × sample duration), so every figure names its clock.
+Host receive times are only as good as the host's reading: a host that falls
+behind (a stalled reader thread, a compile, a loaded machine, a bursty USB
+adapter) receives whole turns late and then several at once, and periods on its
+clock are then off by up to a turn. The host clock is marked unreliable
+(``host_timing_reliable`` False, the reason in ``host_timing_note``) when:
+
+- the device reported a host backlog (an ``overrun`` event of this device); or
+- with a device clock: some turn arrived more than half a turn period later than
+  the device clock places it, measured from the least-delayed turn (host time ≈
+  offset + slope × device time, the slope the median ratio of single-turn periods;
+  it is the emulation speed-up's inverse on an accelerated emulator); or
+- without one: at least 1 % of the host periods are under half the nominal period
+  (turns delivered in bursts).
+
+``host_rate_hz`` is the rate on the host clock, for comparison; with a device
+clock the figures above come from the device clock whatever the host did.
 """
 
 from __future__ import annotations
@@ -32,6 +52,10 @@ class TimingStats:
     """Timing of one lidar stream. Times in seconds, rates in Hz, angles in degrees."""
 
     clock: str
+    clock_source: str
+    host_rate_hz: float
+    host_timing_reliable: bool
+    host_timing_note: str
     n_turns: int
     duration_s: float
     rate_hz: float
@@ -77,17 +101,84 @@ def nominal_period(periods_s: np.ndarray) -> float:
     return nominal
 
 
+def _rate(periods: np.ndarray, nominal: float, counted: np.ndarray) -> float:
+    """Turns (seen and skipped) per second over the ``counted`` periods (Hz)."""
+    k = np.rint(periods / nominal).astype(np.int64)
+    expected = int(np.sum(k[counted & (k >= 1)]))
+    span = float(np.sum(periods[counted & (k >= 1)]))
+    return expected / span if expected and span > 0 else 1.0 / nominal
+
+
+def host_reliability(
+    turns: LidarTurns,
+    clock: str,
+    nominal_s: float,
+    dropoff: np.ndarray,
+    overruns: int,
+) -> tuple[float, bool, str]:
+    """``(host_rate_hz, reliable, note)`` of the stream's host receive times (see module)."""
+    host_s = (turns.t_first_ns - turns.t_first_ns[0]).astype(np.float64) * 1e-9
+    hp = np.diff(host_s)
+    ok = ~dropoff
+    reasons = []
+    if overruns:
+        reasons.append(f"{overruns} host backlog (overrun) event(s)")
+    if clock == "device":
+        t_s, _ = turn_start_s(turns)
+        dp = np.diff(t_s)
+        single = ok & (np.rint(dp / nominal_s) == 1) & (hp > 0)
+        slope = float(np.median(hp[single] / dp[single])) if single.any() else 1.0
+        host_nominal = slope * nominal_s
+        seg = np.concatenate([[0], np.cumsum(dropoff)])  # segments between drop-offs
+        lag = host_s - slope * t_s
+        late = np.zeros_like(lag)
+        for s_id in np.unique(seg):
+            m = seg == s_id
+            late[m] = lag[m] - lag[m].min()
+        worst = float(late.max())
+        if worst > 0.5 * host_nominal:
+            reasons.append(
+                f"turns received up to {worst * 1e3:.0f} ms ({worst / host_nominal:.1f} turns) "
+                "later than the device clock places them"
+            )
+        host_rate = _rate(hp, host_nominal, ok) if host_nominal > 0 else float("nan")
+    else:
+        host_nominal = nominal_s
+        bunched = float(np.mean(hp[ok] < 0.5 * host_nominal)) if ok.any() else 0.0
+        if bunched >= 0.01:
+            reasons.append(
+                f"{100 * bunched:.1f} % of the turns arrived under half a period after the "
+                "previous one (delivered in bursts)"
+            )
+        host_rate = _rate(hp, host_nominal, ok)
+    if reasons:
+        note = "host clock unreliable: the host fell behind (" + "; ".join(reasons) + ")"
+        if clock == "device":
+            note += "; the figures use the device clock"
+        return host_rate, False, note
+    if clock == "device":
+        return host_rate, True, "host clock kept up with the device clock"
+    return host_rate, True, "no device clock to check against; no sign of the host falling behind"
+
+
 def timing_stats(
-    turns: LidarTurns, events: Iterable[Event] = (), sources: Iterable[str] = ()
+    turns: LidarTurns,
+    events: Iterable[Event] = (),
+    sources: Iterable[str] = (),
+    clock_source: str = "",
 ) -> TimingStats:
     """Compute :class:`TimingStats` of a stream.
 
     Args:
         turns: every turn of the stream.
         events: session events; those whose ``source`` is in ``sources`` and whose
-            kind is unplug/reconnect/stale count as USB drop-offs of this lidar.
+            kind is unplug/reconnect/stale count as USB drop-offs of this lidar, and
+            ``overrun`` events mark its host clock unreliable.
         sources: names this device appears under in the events (stream name, port).
+        clock_source: how the stream's device time was made (its ``device_time``
+            attribute); used when the device clock is.
     """
+    events = list(events)
     if turns.n_turns < 3:
         raise FitError(
             f"only {turns.n_turns} lidar turns in the stream; record at least a few seconds"
@@ -99,6 +190,7 @@ def timing_stats(
 
     wanted = set(sources)
     mine = [e for e in events if e.source in wanted and e.kind in DROP_KINDS]
+    overruns = sum(e.source in wanted and e.kind == "overrun" for e in events)
     drop_ns = np.sort(np.array([e.t_ns for e in mine], dtype=np.int64))
     host = turns.t_first_ns
     dropoff = (turns.flags[1:] & TurnFlag.AFTER_RECONNECT) != 0
@@ -119,8 +211,13 @@ def timing_stats(
     gap_i = int(np.argmax(periods))
     counts = turns.count.astype(np.float64)
     speed = turns.speed_hz[np.isfinite(turns.speed_hz)]
+    host_rate, host_ok, host_note = host_reliability(turns, clock, nominal, dropoff, overruns)
     return TimingStats(
         clock=clock,
+        clock_source=(clock_source or "device time") if clock == "device" else "host receive time",
+        host_rate_hz=host_rate,
+        host_timing_reliable=host_ok,
+        host_timing_note=host_note,
         n_turns=turns.n_turns,
         duration_s=float(t_s[-1]),
         rate_hz=expected / float(np.sum(periods[counted])) if expected else 1.0 / nominal,

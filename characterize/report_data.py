@@ -209,6 +209,7 @@ class LidarStream:
         speed: emulation speed of the session (1 at real time).
         rate_se_hz: standard error of the scan rate (Hz).
         rate_truth_hz: simulated rate on the turn times' time base (Hz) or None.
+        host_rate_truth_hz: simulated rate on the host clock's time base (Hz) or None.
         band_truth_sigma_m: simulated σ (m) per noise band, None where not one band.
         figures: the stream's plots.
     """
@@ -222,6 +223,7 @@ class LidarStream:
     speed: float
     rate_se_hz: float
     rate_truth_hz: float | None
+    host_rate_truth_hz: float | None
     band_truth_sigma_m: list[float | None]
     figures: list[Figure]
 
@@ -310,6 +312,7 @@ def compute_lidar(inputs: ReportInputs) -> LidarSection:
                     speed=speed,
                     rate_se_hz=t["rate_hz"] ** 2 * t["jitter_std_s"] / math.sqrt(n_per),
                     rate_truth_hz=_rate_truth(tp, speed, t["clock"]),
+                    host_rate_truth_hz=_rate_truth(tp, speed, "host"),
                     band_truth_sigma_m=[_band_truth(tp, b["lo_m"], b["hi_m"]) for b in bands],
                     figures=[
                         Figure.read(p, f"{label} {name}: {Path(p).stem.replace('_', ' ')}")

@@ -101,19 +101,32 @@ def _rate_cell(truth: float | None, speed: float, clock: str) -> str:
 
 def _lidar_stream(st: LidarStream) -> str:
     t, n, tp = st.timing, st.noise, st.truth
+    # figures on a host clock that fell behind say so where they are shown
+    suspect = "" if t["clock"] == "device" or t["host_timing_reliable"] else " (!)"
     rows = [
         (
             "Scan rate (Hz)",
-            f"{num(t['rate_hz'])} ± {num(st.rate_se_hz, '{:.2g}')}",
+            f"{num(t['rate_hz'])} ± {num(st.rate_se_hz, '{:.2g}')}{suspect}",
             _rate_cell(st.rate_truth_hz, st.speed, t["clock"]),
         ),
+    ]
+    if t["clock"] == "device" or suspect:
+        rows.append(
+            (
+                "Scan rate, host clock (Hz)",
+                num(t["host_rate_hz"])
+                + ("" if t["host_timing_reliable"] else f" (UNRELIABLE: {t['host_timing_note']})"),
+                _rate_cell(st.host_rate_truth_hz, st.speed, "host"),
+            )
+        )
+    rows += [
         ("Turn period p50 (ms)", num(t["period_percentiles_s"]["p50"] * 1e3), ""),
         ("Period jitter σ (ms)", num(t.get("jitter_std_s", 0) * 1e3), ""),
         ("Points per turn (median)", num(t["points_per_turn"]["median"]), ""),
         ("Angular step (°)", num(t.get("angular_step_deg")), ""),
         (
             "Skipped turns (%)",
-            num(t.get("skipped_pct")),
+            num(t.get("skipped_pct")) + suspect,
             "" if tp is None else num(100 * tp.get("skip_prob", 0.0)),
         ),
         ("Longest gap (ms)", num(t.get("longest_gap_s", 0) * 1e3), ""),
@@ -134,7 +147,12 @@ def _lidar_stream(st: LidarStream) -> str:
             )
         )
     parts = [
-        table(["figure", "measured", "simulated truth"], rows, f"{st.name} ({st.model}) datasheet")
+        table(
+            ["figure", "measured", "simulated truth"],
+            rows,
+            f"{st.name} ({st.model}) datasheet; timing on the {t['clock']} clock "
+            f"({t['clock_source']})",
+        )
     ]
     if st.timing_only_because:
         parts.append(

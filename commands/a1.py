@@ -46,7 +46,7 @@ def register(cli: click.Group) -> None:
     default=2000.0,
     show_default=True,
     help="Nodes per second used to give a bare byte file point times (Hz); a session's "
-    "raw stream has host times and ignores it.",
+    "raw stream, or a record-raw file with its .chunks, has host times and ignores it.",
 )
 @click.option(
     "--no-descriptor",
@@ -69,7 +69,8 @@ def decode_a1_cmd(
 ) -> None:
     """Decode an RPLIDAR A1 raw capture (scan descriptor + 5-byte nodes) into a session.
 
-    RAW is a file of received bytes or a session whose raw stream is re-decoded.
+    RAW is a file of received bytes (with host read times when `record-raw` wrote
+    its RAW.chunks sidecar) or a session whose raw stream is re-decoded.
     Turns are cut at the start flags; angles become rad CCW (from q6 degrees CW),
     ranges m with inf for no return (from q2 mm), quality 0..63 the intensity. The
     turn cut by a scan restart or the end of the capture is kept, flagged

@@ -214,11 +214,16 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
     Each device is opened in power-up order, checked (A1: identity, health, serial
     against the config), started and must deliver valid data within its timeout
     (s); the next starts after the configured gap (s). Prints one row per device.
-    Exit 1 if any device failed, 2 on a bad configuration.
+    Exit 1 if any device failed, 2 on a bad configuration. brltty, which takes
+    CP2102 adapters away on Ubuntu, is looked for first (warning with the fix).
     """
     from sensorbench.drivers.capture import format_bringup, run_bringup
+    from sensorbench.udev.brltty import check_brltty
 
     config = load_robot_config(config_path, run_dir=run_dir)
+    brltty = check_brltty()
+    if brltty.found:  # before the bring-up: a missing port then has its explanation
+        click.echo(f"warning: {brltty.message()}", err=True)
     results = run_bringup(config)
     if as_json:
         click.echo(to_json([vars(r) for r in results]))

@@ -126,6 +126,8 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
     click.echo(f"{'quantity':<40} {'recovered':>12} {'±1σ':>10} {'truth':>12}")
     for r in rows:
         click.echo(f"{r['name']:<40} {r['value']:12.5g} {r['sigma']:10.2g} {r['truth']:12.5g}")
+        if "host clock" in r["name"] and r.get("clock_note", "").startswith("host clock unrel"):
+            click.echo(f"  ^ {r['clock_note']}")
     honesty = _honesty_rows(res.report_data.get("replay") or [])
     if honesty:
         click.echo(

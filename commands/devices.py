@@ -47,13 +47,22 @@ def devices_cmd(probe: bool, listen_s: float, show_all: bool, as_json: bool) -> 
     port 1, hub port 2): name them with `sensorbench udev rules --name
     NAME=PORTPATH`. Without --probe the kind is only the bridge guessed from
     VID:PID (e.g. "cp210x?"). With --probe it is ld19, a1, pods, unknown, busy
-    or error.
+    or error. With --probe, or when nothing is found, brltty (which takes CP2102
+    adapters away on Ubuntu) is looked for: its process, its udev rule and its
+    kernel log line; a warning gives the fix (JSON: "brltty").
     """
     devices = list_serial_devices(usb_only=not show_all)
     probes: dict[str, ProbeResult] = {}
+    brltty = None
+    if probe or not devices:  # brltty takes CP2102 nodes away: say so when it may have
+        from sensorbench.udev.brltty import check_brltty
+
+        brltty = check_brltty()
     if probe:
         for device in devices:
             probes[device.node] = probe_port(device.node, KINDS, listen_s=listen_s)
+    if brltty is not None and brltty.found and not as_json:
+        click.echo(f"warning: {brltty.message()}", err=True)
     if as_json:
         out = []
         for device in devices:
@@ -62,7 +71,10 @@ def devices_cmd(probe: bool, listen_s: float, show_all: bool, as_json: bool) -> 
             entry["kind"] = _kind(device, result)
             entry["probe"] = result.as_dict() if result is not None else None
             out.append(entry)
-        click.echo(to_json({"devices": out}))
+        doc: dict = {"devices": out}
+        if brltty is not None:
+            doc["brltty"] = brltty.as_dict()
+        click.echo(to_json(doc))
         return
     if not devices:
         click.echo("no serial devices found" + ("" if show_all else " on USB (try --all)"))

@@ -64,11 +64,12 @@ def decode_ld19_cmd(
 ) -> None:
     """Decode LD19 bytes from SOURCE into a session of complete turns.
 
-    SOURCE is a bare byte capture (e.g. ``cat /dev/ttyUSB0 > RAW.bin`` at 230400
-    baud) or a session whose raw stream of an LD19 is decoded again. Stored turns:
+    SOURCE is a bare byte capture (``sensorbench record-raw PORT --baud 230400
+    --duration S -o RAW.bin``; its RAW.bin.chunks sidecar gives host read times)
+    or a session whose raw stream of an LD19 is decoded again. Stored turns:
     angles in rad CCW (0 = sensor forward), ranges in m (inf = no return),
     intensity 0..255. Times are int64 ns: for a session, the host receive times of
-    its raw chunks mapped through the device clock; for a bare capture, which has
+    its (or the sidecar's) chunks mapped through the device clock; for a bare capture, which has
     no receive times, the unwrapped device time (ms stamps), said so in the
     stream's ``time_base`` attribute. The raw bytes are copied into OUTPUT.
     """

@@ -349,6 +349,7 @@ def summary_rows(res: DemoResult) -> list[dict[str, Any]]:
                         "sigma": entry["rate_se_hz"],
                         "truth": entry["rate_truth_hz"],
                         "unit": "Hz",
+                        "clock_note": entry["timing"]["host_timing_note"],
                     }
                 )
             for b in entry["noise_bands"]:

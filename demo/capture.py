@@ -46,6 +46,7 @@ import numpy as np
 
 from sensorbench import __version__
 from sensorbench.drivers.capture import BringupResult, CaptureResult, run_capture
+from sensorbench.drivers.kernels import warm_up as warm_up_kernels
 from sensorbench.errors import SimError
 from sensorbench.logs import SessionWriter
 from sensorbench.logs.model_file import dumps_toml
@@ -123,6 +124,7 @@ def capture_scenario(
         SimError: unknown devices or streams, or the capture failed (bring-up, writer).
     """
     t_start = time.monotonic()
+    warm_up_kernels()  # before the emulators and readers start: a compile stalls them all
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     base = Path(config) if config is not None else DEFAULT_CONFIG

@@ -60,7 +60,15 @@ import rplidar
 import serial
 
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1_protocol import MAX_RANGE_Q2, A1Health, A1Info, Nodes, possible_nodes
+from sensorbench.drivers.a1_clock import NodeClock
+from sensorbench.drivers.a1_protocol import (
+    MAX_RANGE_Q2,
+    A1Health,
+    A1Info,
+    A1SampleRate,
+    Nodes,
+    possible_nodes,
+)
 from sensorbench.drivers.link_watch import LinkWatch, Silence
 from sensorbench.drivers.serial_port import GONE_ERRNOS, open_serial
 from sensorbench.errors import DeviceProtocolError, DeviceSilent, DeviceUnplugged, DriverError
@@ -302,6 +310,18 @@ class A1Lidar(rplidar.RPLidar):
                 f"A1 {self.port}: bad health answer {raw.hex(' ')}: {err}"
             ) from err
 
+    def get_sample_rate(self) -> A1SampleRate:
+        """GET_SAMPLERATE: standard and express sample durations (µs; firmware >= 1.17)."""
+        raw = self._request(
+            proto.CMD_GET_SAMPLERATE, proto.SAMPLERATE_LEN, proto.TYPE_SAMPLE_RATE, "GET_SAMPLERATE"
+        )
+        try:
+            return A1SampleRate.from_payload(raw)
+        except ValueError as err:
+            raise DeviceProtocolError(
+                f"A1 {self.port}: bad sample-rate answer {raw.hex(' ')}: {err}"
+            ) from err
+
     def clean_input(self) -> None:
         """Discard received bytes, also while scanning (the library refuses with a string)."""
         self._io(self._serial.reset_input_buffer, "clearing input")
@@ -514,7 +534,7 @@ class TurnAssembler:
         self.nodes_dropped = 0
         self.ranges_beyond_limit = 0
         self._carry_start = False
-        self._parts: list[tuple[Nodes, np.ndarray]] = []
+        self._parts: list[tuple[Nodes, np.ndarray, np.ndarray | None]] = []
         self._started = False
         self._flags = 0
 
@@ -529,9 +549,11 @@ class TurnAssembler:
         self._flags = 0
         self._carry_start = False
 
-    def _drop_impossible(self, nodes: Nodes, t_ns: np.ndarray) -> tuple[Nodes, np.ndarray]:
-        """The nodes with a possible angle; a start flag on a dropped node moves to the
-        next node kept (in this call or the next)."""
+    def _drop_impossible(
+        self, nodes: Nodes, t_ns: np.ndarray, dev_ns: np.ndarray | None
+    ) -> tuple[Nodes, np.ndarray, np.ndarray | None]:
+        """The nodes with a possible angle, with their host and device times; a start
+        flag on a dropped node moves to the next node kept (in this call or the next)."""
         keep = possible_nodes(nodes)
         start = nodes.start.copy()
         if self._carry_start and start.size:
@@ -541,20 +563,25 @@ class TurnAssembler:
         last_kept = int(kept_turn[-1]) if kept_turn.size else 0
         self._carry_start = bool(start.size) and int(turn[-1]) > last_kept
         if keep.all() and not start[0] ^ nodes.start[0]:
-            return nodes, t_ns
+            return nodes, t_ns, dev_ns
         self.nodes_dropped += int(np.count_nonzero(~keep))
         new_start = np.diff(np.concatenate(([0], kept_turn))) > 0
         kept = Nodes(
             new_start, nodes.quality[keep], nodes.angle_q6[keep], nodes.dist_q2[keep],
             nodes.pos[keep],
         )  # fmt: skip
-        return kept, t_ns[keep]
+        return kept, t_ns[keep], None if dev_ns is None else dev_ns[keep]
 
-    def feed(self, nodes: Nodes, t_ns: np.ndarray) -> LidarTurns:
-        """Add nodes stamped ``t_ns`` (int64 ns each); returns the turns completed by them."""
+    def feed(self, nodes: Nodes, t_ns: np.ndarray, dev_ns: np.ndarray | None = None) -> LidarTurns:
+        """Add nodes stamped ``t_ns`` (host, int64 ns each) and optionally ``dev_ns``
+        (device time, :mod:`~sensorbench.drivers.a1_clock`); returns the turns completed.
+
+        A turn's ``device_ns`` is its first node's device time when every node of the
+        turn has one, else ``NO_DEVICE_TIME``.
+        """
         if len(nodes) == 0:
             return LidarTurns.empty()
-        nodes, t_ns = self._drop_impossible(nodes, t_ns)
+        nodes, t_ns, dev_ns = self._drop_impossible(nodes, t_ns, dev_ns)
         if len(nodes) == 0:
             return LidarTurns.empty()
         self.ranges_beyond_limit += int(np.count_nonzero(nodes.dist_q2 > MAX_RANGE_Q2))
@@ -565,19 +592,20 @@ class TurnAssembler:
                 return LidarTurns.empty()
             self.leading_nodes_skipped += int(starts[0])
             nodes, t_ns = _slice(nodes, int(starts[0]), len(nodes)), t_ns[starts[0] :]
+            dev_ns = None if dev_ns is None else dev_ns[starts[0] :]
             starts = starts - starts[0]
             self._started = True
         out: list[LidarTurns] = []
         prev = 0
-        for cut in starts.tolist():
+        for cut in [*starts.tolist(), len(nodes)]:
             if cut > prev:
-                self._parts.append((_slice(nodes, prev, cut), t_ns[prev:cut]))
-            done = self._close(0)
-            if done is not None:
-                out.append(done)
+                dev = None if dev_ns is None else dev_ns[prev:cut]
+                self._parts.append((_slice(nodes, prev, cut), t_ns[prev:cut], dev))
+            if cut < len(nodes):
+                done = self._close(0)
+                if done is not None:
+                    out.append(done)
             prev = cut
-        if len(nodes) > prev:
-            self._parts.append((_slice(nodes, prev, len(nodes)), t_ns[prev:]))
         return LidarTurns.concat(out)
 
     def flush(self) -> LidarTurns:
@@ -599,10 +627,11 @@ class TurnAssembler:
             )
         )
         t_ns = np.concatenate([p[1] for p in parts])
+        have_dev = all(p[2] is not None for p in parts)
         self.turns_emitted += 1
         return LidarTurns(
             t_first_ns=[t_ns[0]],
-            device_ns=[NO_DEVICE_TIME],
+            device_ns=[parts[0][2][0] if have_dev else NO_DEVICE_TIME],
             speed_hz=[np.nan],
             count=[n],
             flags=[flags],
@@ -680,6 +709,8 @@ class A1Scanner:
         self.lidar: A1Lidar | None = None
         self.info: A1Info | None = None
         self.health: A1Health | None = None
+        self.sample_rate: A1SampleRate | None = None
+        self.node_clock: NodeClock | None = None
         self.assembler = TurnAssembler()
         self.bytes_total = 0
         self.nodes_total = 0
@@ -762,9 +793,23 @@ class A1Scanner:
         """
         self.connect()
         self.info = self.lidar.get_info()
+        self._read_sample_rate()
         if check_health:
             self.check_health()
         return self.info
+
+    def _read_sample_rate(self) -> None:
+        """Ask the sample duration (device-side turn timing) where the firmware has it."""
+        if self.sample_rate is not None or self.info.firmware < proto.SAMPLERATE_MIN_FIRMWARE:
+            return
+        try:
+            self.sample_rate = self.lidar.get_sample_rate()
+        except DeviceUnplugged:
+            raise
+        except DriverError as err:
+            self._emit("note", f"no sample duration ({err}); turn times from the host clock")
+            return
+        self.node_clock = NodeClock(self.sample_rate.standard_us)
 
     def check_health(self) -> A1Health:
         """GET_HEALTH; on ``error`` reset once and ask again (DriverError if still error)."""
@@ -782,6 +827,7 @@ class A1Scanner:
         self._tail = b""
         self._t_prev = None
         self.assembler.reset()
+        self._reset_clock()
         self.last_data_ns = time.monotonic_ns()
         self.watch.opened(self.last_data_ns)
 
@@ -825,7 +871,12 @@ class A1Scanner:
         self.nodes_total += len(nodes)
         t_nodes = spread_times(self._t_prev, t_ns, len(nodes))
         self._t_prev = t_ns
-        return t_ns, chunk, self.assembler.feed(nodes, t_nodes)
+        dev = None if self.node_clock is None else self.node_clock.stamp(len(nodes), t_ns, skipped)
+        return t_ns, chunk, self.assembler.feed(nodes, t_nodes, dev)
+
+    def _reset_clock(self) -> None:
+        if self.node_clock is not None:
+            self.node_clock.reset()
 
     def _silence(self, t_ns: int) -> None:
         verdict = self.watch.silence(t_ns)
@@ -845,6 +896,7 @@ class A1Scanner:
                 return
             self.restarts += 1
             self.assembler.reset()
+            self._reset_clock()
             self._tail = b""
 
     def _unplugged(self, err: DriverError) -> LidarTurns:
@@ -887,6 +939,7 @@ class A1Scanner:
         self._tail = b""
         self._t_prev = None
         self.assembler.reset()
+        self._reset_clock()
         self.assembler.mark(TurnFlag.AFTER_RECONNECT)
         self.last_data_ns = time.monotonic_ns()
         self.watch.opened(self.last_data_ns)
@@ -952,11 +1005,17 @@ def decode_capture(
     the previous chunk) or, without it, from ``t0_ns`` plus the node index at
     ``sample_rate_hz`` (a bare capture has no times; the file's attributes say so).
 
+    Turns get device times (:mod:`~sensorbench.drivers.a1_clock`) when the capture
+    holds the unit's GET_SAMPLERATE answer (a session's raw stream does) and chunk
+    times: each scan's count starts at its first node, anchored at the host time of
+    the chunk that completed it, as the live scanner does.
+
     Raises:
         DriverError: no scan descriptor while ``require_descriptor`` (not an A1
             standard-scan capture; pass ``require_descriptor=False`` for a bare node
             stream that starts on a node boundary).
     """
+    rate = sample_rate_in(data)
     desc = proto.SCAN_DESCRIPTOR
     starts = []
     pos = data.find(desc)
@@ -990,11 +1049,14 @@ def decode_capture(
             t_ns = t_ns.astype(np.int64)
         else:
             t_ns = _times_from_chunks(pos_abs, *chunk_times_ns)
+        dev = None
+        if rate is not None and chunk_times_ns is not None and len(nodes):
+            dev = _device_times(pos_abs, rate.standard_us, *chunk_times_ns)
         n_nodes += len(nodes)
         asm.reset()
         if skipped:
             asm.mark(TurnFlag.CRC_ERRORS)
-        out.append(asm.feed(nodes, t_ns))
+        out.append(asm.feed(nodes, t_ns, dev))
         out.append(asm.flush())
     return CaptureDecode(
         LidarTurns.concat(out),
@@ -1006,6 +1068,29 @@ def decode_capture(
         dropped,
         asm.ranges_beyond_limit,
     )
+
+
+def sample_rate_in(data: bytes) -> A1SampleRate | None:
+    """The first GET_SAMPLERATE answer in a raw capture, or None."""
+    at = data.find(proto.SAMPLERATE_DESCRIPTOR)
+    payload = data[at + proto.DESCRIPTOR_LEN : at + proto.DESCRIPTOR_LEN + proto.SAMPLERATE_LEN]
+    if at < 0 or len(payload) < proto.SAMPLERATE_LEN:
+        return None
+    try:
+        return A1SampleRate.from_payload(payload)
+    except ValueError:
+        return None
+
+
+def _device_times(
+    pos: np.ndarray, sample_us: int, offsets: np.ndarray, t_ns: np.ndarray
+) -> np.ndarray:
+    """Device times of one scan's nodes at byte offsets ``pos`` (as :class:`NodeClock`)."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    first_chunk = np.searchsorted(offsets, pos[0] + proto.NODE_LEN - 1, side="right") - 1
+    gaps = np.diff(pos) - proto.NODE_LEN  # bytes skipped between consecutive nodes
+    idx = np.concatenate(([0], np.cumsum(1 + np.round(gaps / proto.NODE_LEN)))).astype(np.int64)
+    return int(np.asarray(t_ns)[first_chunk]) + idx * int(sample_us) * 1000
 
 
 def _times_from_chunks(pos: np.ndarray, offsets: np.ndarray, t_ns: np.ndarray) -> np.ndarray:

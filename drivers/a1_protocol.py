@@ -41,6 +41,7 @@ CMD_FORCE_SCAN = 0x21
 CMD_EXPRESS_SCAN = 0x82
 CMD_GET_INFO = 0x50
 CMD_GET_HEALTH = 0x52
+CMD_GET_SAMPLERATE = 0x59  # firmware >= 1.17
 CMD_SET_PWM = 0xF0
 CMD_HAS_PAYLOAD = 0x80
 
@@ -50,6 +51,9 @@ INFO_LEN = 20
 HEALTH_LEN = 3
 TYPE_INFO = 0x04
 TYPE_HEALTH = 0x06
+TYPE_SAMPLE_RATE = 0x15
+SAMPLERATE_LEN = 4
+SAMPLERATE_MIN_FIRMWARE = (1, 17)
 TYPE_SCAN = 0x81
 MODE_SINGLE = 0
 MODE_MULTI = 1
@@ -75,6 +79,7 @@ def descriptor(length: int, mode: int, dtype: int) -> bytes:
 SCAN_DESCRIPTOR = descriptor(NODE_LEN, MODE_MULTI, TYPE_SCAN)
 INFO_DESCRIPTOR = descriptor(INFO_LEN, MODE_SINGLE, TYPE_INFO)
 HEALTH_DESCRIPTOR = descriptor(HEALTH_LEN, MODE_SINGLE, TYPE_HEALTH)
+SAMPLERATE_DESCRIPTOR = descriptor(SAMPLERATE_LEN, MODE_SINGLE, TYPE_SAMPLE_RATE)
 
 
 def parse_descriptor(raw: bytes) -> tuple[int, int, int]:
@@ -117,6 +122,28 @@ class A1Health:
         if raw[0] not in HEALTH_STATUS:
             raise ValueError(f"unknown health status {raw[0]}")
         return cls(HEALTH_STATUS[raw[0]], raw[1] | (raw[2] << 8))
+
+
+@dataclass(frozen=True)
+class A1SampleRate:
+    """GET_SAMPLERATE answer: time between two samples (µs) in standard and express scan.
+
+    In standard scan every sample is one node, so ``standard_us`` × nodes is the time
+    the head took to produce them, on the device's own clock.
+    """
+
+    standard_us: int
+    express_us: int
+
+    @classmethod
+    def from_payload(cls, raw: bytes) -> A1SampleRate:
+        """Decode the 4-byte payload: uint16 standard, uint16 express (µs, little-endian)."""
+        if len(raw) != SAMPLERATE_LEN:
+            raise ValueError(f"sample-rate payload must be {SAMPLERATE_LEN} bytes, got {len(raw)}")
+        std, exp = raw[0] | (raw[1] << 8), raw[2] | (raw[3] << 8)
+        if std == 0:
+            raise ValueError("standard sample duration 0 µs")
+        return cls(std, exp)
 
 
 @dataclass

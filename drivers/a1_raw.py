@@ -1,9 +1,11 @@
 """Offline decoding of RPLIDAR A1 byte captures (bare files or raw streams of sessions).
 
 The same node decoder as the live reader (:func:`~sensorbench.drivers.a1.decode_capture`),
-fed from a file: a session's raw stream carries host receive times per chunk, spread
-over each chunk's nodes; a bare file has none, so its nodes are spaced at a nominal
-sample rate from 0 (said so in the stream's ``time_source`` attribute).
+fed from a file: a session's raw stream (or a ``record-raw`` file with its sidecar)
+carries host receive times per chunk, spread over each chunk's nodes, and the scan's
+sample duration times the turns on the device's clock; a bare file has none, so its
+nodes are spaced at a nominal sample rate from 0 (said so in the stream's
+``time_source`` attribute).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 import h5py
 import numpy as np
 
-from sensorbench.drivers.a1 import decode_capture
+from sensorbench.drivers.a1 import decode_capture, sample_rate_in
+from sensorbench.drivers.a1_clock import describe as describe_clock
 from sensorbench.errors import SessionError
 from sensorbench.logs import Session, SessionWriter
 
@@ -23,7 +26,13 @@ from sensorbench.logs import Session, SessionWriter
 def _read_input(raw: Path, stream: str | None) -> tuple[bytes, Any, str]:
     """Bytes, optional (offsets, times) and a description of where they came from."""
     if not h5py.is_hdf5(raw):
-        return raw.read_bytes(), None, f"raw byte file {raw.name}"
+        from sensorbench.logs.raw_file import read_raw_recording, sidecar_path
+
+        rec = read_raw_recording(raw)
+        if rec.offsets is None:
+            return rec.data, None, f"raw byte file {raw.name}"
+        where = f"raw byte file {raw.name}, read times from {sidecar_path(raw).name}"
+        return rec.data, (rec.offsets, rec.t_ns), where
     with Session(raw) as s:
         names = s.raw_names()
         if stream is None:
@@ -54,7 +63,8 @@ def decode_a1(
     """Decode ``raw`` (bare capture or session) into a new session ``output``.
 
     Args:
-        raw: a file of received bytes, or a session whose raw stream is decoded again.
+        raw: a file of received bytes (with host read times when ``record-raw`` wrote
+            its ``.chunks`` sidecar), or a session whose raw stream is decoded again.
         output: session file to write.
         name: lidar stream name in the output.
         stream: raw stream of a source session (default: its only one).
@@ -95,7 +105,11 @@ def decode_a1(
                 "model": "A1",
                 "decoded_from": str(raw),
                 "time_source": time_source,
-                "device_time": "none (the A1 sends no timestamps)",
+                "device_time": (
+                    describe_clock(sample_rate_in(data))
+                    if chunks is not None
+                    else "none: a bare capture has no chunk times to anchor the node count"
+                ),
             },
         )
         w.add_raw(name, attrs={"kind": "a1", "baud": 115200, "source": str(raw)})

@@ -14,7 +14,9 @@ polling resumes after a short backoff (the device's bytes wait in the port buffe
 only a failed session writer ends it.
 
 Streams declared: ``lidar/<name>`` (turns: angle rad CCW, range m with ``inf`` for no
-return, quality 0..63 as intensity, host time; no device time, no reported speed)
+return, quality 0..63 as intensity, host time; device time from the node count and
+the unit's sample duration where it reports one (:mod:`~sensorbench.drivers.a1_clock`);
+no reported speed)
 and ``raw/<name>`` (every received byte, the scan descriptor included).
 
 A scanner already brought up by the power-up sequencer (spinning) can be handed
@@ -30,6 +32,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from sensorbench.drivers.a1 import A1Scanner
+from sensorbench.drivers.a1_clock import describe as describe_clock
 from sensorbench.drivers.reader_base import (
     RateMeter,
     ReaderStatus,
@@ -115,13 +118,19 @@ class A1Reader:
                 "hardware": info.hardware,
                 "model_id": info.model,
             }
+        device_time = (
+            describe_clock(self.scanner.sample_rate)
+            if info is not None
+            else "node count x standard sample duration (GET_SAMPLERATE) where the unit "
+            "reports it (turns with device_ns), else none"
+        )
         writer.add_lidar(
             self.name,
             attrs={
                 "model": "A1",
                 "port_path": self.port,
                 "intensity": "quality 0..63",
-                "device_time": "none (the A1 sends no timestamps)",
+                "device_time": device_time,
                 "native_units": "angle q6 degrees clockwise, distance q2 mm (converted once)",
                 **device,
                 **self.attrs,

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from sensorbench.drivers.device_kinds import ReaderContext, get_kind
+from sensorbench.drivers.kernels import warm_up as warm_up_kernels
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.reader_base import DeviceReader, ReaderStatus
 from sensorbench.drivers.robot_config import DeviceConfig, PodGeometry, RobotConfig
@@ -203,6 +204,7 @@ def bring_up(
     Returns:
         (one result per device in power-up order, the kept handles by name).
     """
+    warm_up_kernels()  # compile or load numba kernels now, never on a device's first read
     seq = PowerUpSequencer(device_specs(config), retries=retries)
     rows = seq.run(keep=keep)
     handles = dict(seq.handles) if keep else {}

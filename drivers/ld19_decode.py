@@ -1,7 +1,8 @@
 """Offline decoding of LD19 byte captures (bare files or raw streams of sessions).
 
 The same parser, turn assembly and device clock as the live reader, fed from a
-file: a session's raw stream carries host receive times per chunk, so turn times
+file: a session's raw stream, and a ``record-raw`` file with its chunk sidecar
+(:mod:`sensorbench.logs.raw_file`), carry host receive times per chunk, so turn times
 are on the host clock exactly as in a live capture; a bare capture has none, so
 turn times are the unwrapped device time (said so in the ``time_base`` attribute).
 """
@@ -19,6 +20,7 @@ from sensorbench.drivers.ld19_parser import BAUD, LD19Parser
 from sensorbench.drivers.ld19_turns import TurnAssembler, ld19_clock
 from sensorbench.errors import DriverError, SessionError
 from sensorbench.logs import LidarTurns, Session, SessionWriter
+from sensorbench.logs.raw_file import read_raw_recording
 
 CHUNK = 1 << 16  # bytes per parse step of a bare capture
 TIME_BASE_HOST = "host monotonic_ns via device clock (lower envelope of receive times)"
@@ -83,9 +85,15 @@ def decode_ld19(
             # the live reader records the clock slope it assumed (1/N for an N× emulator)
             slope = s.lidar(device).attrs.get("clock_slope") if device in s.lidar_names() else None
     else:
-        data = src.read_bytes()
-        chunks = [(0, data[i : i + CHUNK]) for i in range(0, len(data), CHUNK)]
-        raw_attrs = {"source_file": str(src), "chunk_times": "unknown (bare capture)"}
+        rec = read_raw_recording(src)
+        data = rec.data
+        if rec.offsets is not None:  # record-raw's sidecar: host times per read
+            chunks = rec.chunks()
+            raw_attrs = {"source_file": str(src), "chunk_times": "; ".join(rec.comments)}
+            is_session = True  # host receive times, as in a session's raw stream
+        else:
+            chunks = [(0, data[i : i + CHUNK]) for i in range(0, len(data), CHUNK)]
+            raw_attrs = {"source_file": str(src), "chunk_times": "unknown (bare capture)"}
         reconnects = []
         slope = None
     name = name or device or "ld19"

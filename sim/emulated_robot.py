@@ -76,6 +76,14 @@ class EmulatedRobot:
             seed=emu.get("seed", 0) if seed is None else seed,
         )
         self.speed = float(speed)
+        # simulate every device's samples before the emulation clock starts: on a
+        # loaded machine ray casting three lidars takes seconds, which would otherwise
+        # eat the scenario's lead-in before any device is up
+        for dev in self.config.devices:
+            if dev.kind in ("ld19", "a1") and dev.name in self.sim.lidar_names():
+                self.sim.lidar(dev.name)
+            elif dev.kind not in ("ld19", "a1"):
+                self.sim.pods()
         self.clock = SimClock(self.speed)
         self.devices: dict[str, Any] = {}
         self._schedule: list[tuple[float, str, str, float]] = []

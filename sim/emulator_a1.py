@@ -11,6 +11,9 @@ Requests (``A5 cmd`` or ``A5 cmd len payload xor`` when ``cmd & 0x80``):
   firmware major, hardware, 16-byte serial;
 - GET_HEALTH 0x52: descriptor ``A5 5A 03 00 00 00 06`` + status (0 good, 1 warning,
   2 error) and the error code as uint16 little-endian;
+- GET_SAMPLERATE 0x59: descriptor ``A5 5A 04 00 00 00 15`` + the standard and express
+  sample durations as uint16 little-endian µs (simulated time; standard = the
+  samples' median spacing unless ``sample_us`` says otherwise);
 - SCAN 0x20 / FORCE_SCAN 0x21: descriptor ``A5 5A 05 00 00 40 81``, then 5-byte
   nodes until STOP (refused, no answer, while health is ``error``), for as long as the
   motor turns;
@@ -67,6 +70,7 @@ BAUD = 115200
 _SYNC = 0xA5
 _INFO_DESC = bytes.fromhex("a55a1400000004")
 _HEALTH_DESC = bytes.fromhex("a55a0300000006")
+_SAMPLERATE_DESC = bytes.fromhex("a55a0400000015")
 _SCAN_DESC = bytes.fromhex("a55a0500004081")
 _TICK_S = 0.01  # host seconds between pump iterations
 _MAX_BURST_S = 0.25  # emulated seconds emitted at most per pump (after a stall of the host)
@@ -82,13 +86,55 @@ class LidarSampleSource(LidarSamples, Protocol):
     turn: np.ndarray
 
 
+@dataclass(frozen=True)
+class A1Realism:
+    """How a real A1's standard-scan node stream departs from an ideal sweep.
+
+    Defaults are what public captures of an A1M8 (firmware 1.29) show (docs/A1.md,
+    "What real units send"); :data:`IDEAL_A1` switches every effect off.
+
+    Attributes:
+        quality_levels: ``(quality, probability)`` of a node with a return; real units
+            send 15 almost always and rarely 6-14 (the split among 6-14 is assumed).
+            Empty: the old synthetic ``60 - 3·range`` quality.
+        start_angle_deg: range of the angle (°, clockwise) the start-flag node reads;
+            real units raise the flag on a node reading 351-359°, not at 0°.
+        overlap_deg: range of how much more than 360° a turn's nodes span (°, from
+            the start-flag node to the last node): the angle steps back by that much
+            (plus one node step) at the next start flag, so turns overlap.
+        back_step_prob: probability that a node reads an angle behind the previous
+            one (assumed: the captures show such steps but not how often).
+        back_step_max_deg: largest backward step (°).
+    """
+
+    quality_levels: tuple[tuple[int, float], ...] = ((15, 0.97), (10, 0.015), (6, 0.015))
+    start_angle_deg: tuple[float, float] = (351.0, 359.0)
+    overlap_deg: tuple[float, float] = (1.0, 9.0)
+    back_step_prob: float = 0.005
+    back_step_max_deg: float = 7.0
+
+
+IDEAL_A1 = A1Realism(
+    quality_levels=(), start_angle_deg=(0.0, 0.0), overlap_deg=(0.0, 0.0), back_step_prob=0.0
+)
+"""The emulator's earlier sweep: start flag at 0°, no overlap, no backward steps."""
+
+REAL_SAMPLE_US = 508
+"""Standard sample duration an A1M8 (firmware 1.29) answers to GET_SAMPLERATE (µs)."""
+REAL_NODES_PER_TURN = 317
+"""Nodes per turn of a real A1M8 at its default motor speed (~6.2 Hz at 508 µs)."""
+REAL_ZERO_FRACTION = 0.45
+"""Fraction of nodes with distance 0 in a room (real captures: 35-54 %)."""
+
+
 @dataclass
 class RoomSamples:
     """A1 samples of a rectangular room around the sensor, for scenario-free emulation.
 
     The sensor sits at ``(x, y)`` in a ``width`` × ``depth`` m room (walls at 0 and
     width/depth); ranges get Gaussian noise of ``sigma_m``; beams beyond
-    ``max_range_m`` or with probability ``p_no_return`` return 0.
+    ``max_range_m`` or with probability ``p_no_return`` return 0. The node stream
+    follows ``realism`` (real-capture defaults; :data:`IDEAL_A1` for an ideal sweep).
     """
 
     t_s: np.ndarray
@@ -101,29 +147,55 @@ class RoomSamples:
     def generate(
         cls,
         duration_s: float = 20.0,
-        rate_hz: float = 5.5,
-        samples_per_s: float = 2000.0,
+        rate_hz: float | None = None,
+        samples_per_s: float | None = None,
         width: float = 6.0,
         depth: float = 8.0,
         x: float = 2.5,
         y: float = 3.0,
         sigma_m: float = 0.01,
-        p_no_return: float = 0.02,
+        p_no_return: float = REAL_ZERO_FRACTION,
         max_range_m: float = 12.0,
         seed: int = 0,
+        realism: A1Realism | None = None,
     ) -> RoomSamples:
-        """Samples for ``duration_s`` s at ``rate_hz`` turns/s and ``samples_per_s``."""
-        check_sweep(duration_s, rate_hz, samples_per_s)
+        """Samples for ``duration_s`` s.
+
+        ``samples_per_s`` defaults to one per :data:`REAL_SAMPLE_US`, ``rate_hz`` to
+        :data:`REAL_NODES_PER_TURN` nodes per turn. The earlier ideal emulator is
+        ``generate(rate_hz=5.5, samples_per_s=2000, p_no_return=0.02, realism=IDEAL_A1)``.
+        """
+        rl = A1Realism() if realism is None else realism
+        fs = 1e6 / REAL_SAMPLE_US if samples_per_s is None else float(samples_per_s)
+        rate = fs / REAL_NODES_PER_TURN if rate_hz is None else float(rate_hz)
+        check_sweep(duration_s, rate, fs)
         rng = np.random.default_rng(seed)
-        n = int(duration_s * samples_per_s)
-        t = np.arange(n) / samples_per_s
-        phase = t * rate_hz
+        n = int(duration_s * fs)
+        t = np.arange(n) / fs
+        phase = t * rate
         turn = np.floor(phase).astype(np.int64)
-        angle_cw = (phase - turn) * 360.0
-        r = room_ranges(angle_cw, width, depth, x, y) + rng.normal(0.0, sigma_m, n)
+        k = int(turn[-1]) + 1
+        start = rng.uniform(*rl.start_angle_deg, k)
+        span = 360.0 + rng.uniform(*rl.overlap_deg, k)
+        first = np.flatnonzero(np.concatenate(([True], turn[1:] != turn[:-1])))
+        j = np.arange(n) - first[turn]  # node index within its turn
+        per_turn = fs / rate
+        # the start-flag node reads start[k], the turn's last node start[k] + span[k]
+        head_cw = np.mod(start[turn] + span[turn] * j / (per_turn - 1), 360.0)
+        r = room_ranges(head_cw, width, depth, x, y) + rng.normal(0.0, sigma_m, n)
         lost = (r > max_range_m) | (rng.random(n) < p_no_return)
         r[lost] = 0.0
-        quality = np.clip(np.round(60 - 3 * r), 1, 63).astype(np.uint8)
+        angle_cw = head_cw.copy()
+        back = rng.random(n) < rl.back_step_prob
+        angle_cw[back] = np.mod(
+            angle_cw[back] - rng.uniform(0, rl.back_step_max_deg, back.sum()), 360
+        )
+        if rl.quality_levels:
+            levels = np.array([q for q, _ in rl.quality_levels], dtype=np.uint8)
+            prob = np.array([p for _, p in rl.quality_levels], dtype=np.float64)
+            quality = levels[rng.choice(levels.size, n, p=prob / prob.sum())]
+        else:
+            quality = np.clip(np.round(60 - 3 * r), 1, 63).astype(np.uint8)
         quality[lost] = 0
         return cls(t, angle_cw, r, quality, turn)
 
@@ -198,6 +270,8 @@ class A1Emulator(PtyEmulator):
         health: initial GET_HEALTH answer (status 0/1/2, error code), see :meth:`set_health`.
         record_truth: keep every sent node for :meth:`truth` (about 23 bytes per node,
             160 MB per hour at real time: turn off for long-running servers).
+        sample_us: standard sample duration answered to GET_SAMPLERATE (µs; default the
+            samples' median spacing, rounded); express is half of it.
     """
 
     def __init__(
@@ -218,6 +292,7 @@ class A1Emulator(PtyEmulator):
         seed: int = 0,
         record_truth: bool = True,
         health: tuple[int, int] = (0, 0),
+        sample_us: int | None = None,
     ) -> None:
         serial_bytes = bytes.fromhex(serial) if isinstance(serial, str) else bytes(serial)
         if len(serial_bytes) != 16:
@@ -241,6 +316,9 @@ class A1Emulator(PtyEmulator):
         self._start[1:] = turn[1:] != turn[:-1]
         dt = float(np.median(np.diff(self._t)))
         self._period = float(self._t[-1] - self._t[0]) + dt
+        self.sample_us = round(dt * 1e6) if sample_us is None else int(sample_us)
+        if not 0 < self.sample_us <= 0xFFFF:
+            raise SimError(f"sample duration must be 1..65535 us, got {self.sample_us}")
 
         self.name = name
         self.serial = serial_bytes
@@ -462,6 +540,11 @@ class A1Emulator(PtyEmulator):
             elif cmd == 0x52:
                 code = self.health_code.to_bytes(2, "little")
                 self.port.send(_HEALTH_DESC + bytes([self.health_status]) + code)
+            elif cmd == 0x59:
+                std, express = self.sample_us, max(1, self.sample_us // 2)
+                self.port.send(
+                    _SAMPLERATE_DESC + std.to_bytes(2, "little") + express.to_bytes(2, "little")
+                )
         self._rx = rx
 
     def _pump(self, now: float) -> None:

@@ -86,8 +86,11 @@ class SyntheticLD19Samples:
     """LD19 samples of a rectangular room, for emulation without a scenario.
 
     The sensor sits at ``(x, y)`` in a ``width`` × ``depth`` m room; ranges get
-    Gaussian noise ``sigma_m``; a fraction ``p_no_return`` of beams returns 0.
-    Intensity falls with range (200 at 0 m to about 100 at 8 m).
+    Gaussian noise ``sigma_m`` and are rounded to ``range_step_m`` (real units' ranges
+    come in steps of about 8 mm, docs/LD19.md); a fraction ``p_no_return`` of beams
+    returns 0. Intensity falls with range (200 at 0 m to about 100 at 8 m); a
+    fraction ``p_no_return_intensity`` of the no-returns carries a high intensity
+    (uniform 150-255) instead of 0, as real units sometimes send.
     """
 
     t_s: np.ndarray
@@ -109,8 +112,14 @@ class SyntheticLD19Samples:
         sigma_m: float = 0.005,
         p_no_return: float = 0.01,
         seed: int = 0,
+        range_step_m: float = 0.008,
+        p_no_return_intensity: float = 0.05,
     ) -> SyntheticLD19Samples:
-        """Samples for ``duration_s`` s (rounded down to whole packets)."""
+        """Samples for ``duration_s`` s (rounded down to whole packets).
+
+        ``range_step_m=0.001, p_no_return_intensity=0`` gives the earlier emulator
+        (whole mm, intensity 0 on every no-return).
+        """
         check_sweep(duration_s, rate_hz, samples_per_s)
         rng = np.random.default_rng(seed)
         n = int(duration_s * samples_per_s) // POINTS_PER_PACKET * POINTS_PER_PACKET
@@ -119,10 +128,13 @@ class SyntheticLD19Samples:
         t = np.arange(n) / samples_per_s
         angle_cw = np.mod(t * rate_hz * 360.0, 360.0)
         r = room_ranges(angle_cw, width, depth, x, y) + rng.normal(0.0, sigma_m, n)
+        if range_step_m > 0:
+            r = np.round(r / range_step_m) * range_step_m
         lost = rng.random(n) < p_no_return
         r[lost] = 0.0
         inten = np.clip(np.round(200 - 12.5 * r), 0, 255).astype(np.uint8)
-        inten[lost] = 0
+        lit = rng.random(n) < p_no_return_intensity
+        inten[lost] = np.where(lit[lost], rng.integers(150, 256, n)[lost], 0).astype(np.uint8)
         speed = np.full(n, rate_hz * 360.0)
         return cls(t, angle_cw, r, inten, speed)
 

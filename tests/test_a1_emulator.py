@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from sensorbench.cli import cli
 from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import SimError
-from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples
+from sensorbench.sim.emulator_a1 import REAL_NODES_PER_TURN, A1Emulator, RoomSamples
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults
 
@@ -89,7 +89,7 @@ def test_idle_until_scan_then_nodes_match_truth_and_samples(emu, host):
     nodes = u.ref_decode_nodes(data)
     truth = emu.truth()
     n = len(nodes.start)
-    assert n > 500  # 0.5 s at 10x, 2000 samples/s, minus the 0.05 s spin-up
+    assert n > 500  # 0.5 s at 10x, ~1970 samples/s, minus the 0.05 s spin-up
     assert np.array_equal(nodes.start, truth.start[:n])
     assert np.array_equal(nodes.quality, truth.quality[:n])
     assert np.array_equal(nodes.angle_q6, truth.angle_q6[:n])
@@ -103,8 +103,11 @@ def test_idle_until_scan_then_nodes_match_truth_and_samples(emu, host):
     assert np.all(nodes.quality[nodes.dist_q2 == 0] == 0)
     starts = np.flatnonzero(nodes.start)
     assert starts.size >= 2
-    # a turn is about 2000 / 5.5 = 364 nodes
-    assert np.all(np.abs(np.diff(starts) - 2000 / 5.5) <= 1)
+    # a turn is REAL_NODES_PER_TURN nodes (a real A1M8 at its default speed), +-1
+    # where the turn boundary falls between two samples
+    assert np.all(np.abs(np.diff(starts) - REAL_NODES_PER_TURN) <= 1)
+    # the start flag sits on a node reading 351-359 deg, as on real units
+    assert np.all((nodes.angle_q6[starts] >= 351 * 64) & (nodes.angle_q6[starts] <= 359 * 64))
     assert u.read_for(host, 0.1) == b""  # STOP silences it...
     assert emu.motor_on  # ...but the motor follows DTR, not STOP
     host.dtr = True

@@ -17,7 +17,7 @@ from sensorbench.drivers.a1_reader import A1Reader
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.reader_base import DeviceReader
 from sensorbench.errors import DriverError
-from sensorbench.logs import LidarTurns, Session, SessionWriter, TurnFlag
+from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, Session, SessionWriter, TurnFlag
 from sensorbench.sim.emulator_a1 import A1Emulator
 
 SERIAL = bytes.fromhex("a1a1a1a1b2b2b2b2c3c3c3c3d4d4d4d4")
@@ -107,6 +107,9 @@ def test_decode_of_the_session_raw_stream_equals_the_live_turns(live_session, tm
     for f in ("angle", "range", "intensity", "t_ns"):
         np.testing.assert_array_equal(getattr(dec, f)[: live.n_points], getattr(live, f))
     np.testing.assert_array_equal(dec.count[:n], live.count)
+    # device times (node count x the GET_SAMPLERATE answer in the raw stream) too
+    assert np.all(live.device_ns != NO_DEVICE_TIME)
+    np.testing.assert_array_equal(dec.device_ns[:n], live.device_ns)
 
 
 def test_decode_bare_byte_file_with_synthetic_times(tmp_path):

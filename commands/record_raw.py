@@ -1,0 +1,120 @@
+"""``sensorbench record-raw``: a serial port's bytes, exactly, with host receive times."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+
+def register(cli: click.Group) -> None:
+    """Attach ``record-raw``."""
+    cli.add_command(record_raw_cmd)
+
+
+def _hex(_ctx: click.Context, _param: click.Parameter, value: str | None) -> bytes:
+    if not value:
+        return b""
+    try:
+        return bytes.fromhex(value.replace(":", " "))
+    except ValueError:
+        raise click.BadParameter(f"not hex bytes: {value!r} (e.g. 'a5 20')") from None
+
+
+@click.command("record-raw")
+@click.argument("port")
+@click.option(
+    "--baud",
+    type=click.IntRange(min=50),
+    required=True,
+    help="Line rate: 230400 for an LD19, 115200 for an A1.",
+)
+@click.option(
+    "--duration",
+    "duration_s",
+    type=click.FloatRange(min=0.0, min_open=True),
+    required=True,
+    help="Seconds to record.",
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Byte file; the read times go to OUTPUT.chunks beside it.",
+)
+@click.option("--force", is_flag=True, help="Replace an existing OUTPUT (and its .chunks).")
+@click.option(
+    "--send",
+    callback=_hex,
+    default=None,
+    help="Hex bytes written once after opening (an A1 streams only after 'a5 20', SCAN).",
+)
+@click.option(
+    "--dtr",
+    type=click.Choice(["low", "high"]),
+    default=None,
+    help="DTR level to open with (an A1's motor spins with DTR low) [default: pyserial's, high].",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def record_raw_cmd(
+    port: str,
+    baud: int,
+    duration_s: float,
+    output: Path,
+    force: bool,
+    send: bytes,
+    dtr: str | None,
+    as_json: bool,
+) -> None:
+    """Record PORT's bytes for --duration seconds into OUTPUT, exactly as received.
+
+    The port is set raw (no canonical mode, no echo, no CR/LF translation, no
+    XON/XOFF or RTS/CTS flow control, 8N1 at --baud), which `cat` does not do.
+    OUTPUT holds the bytes; OUTPUT.chunks (text) the byte offset and host
+    monotonic time (ns) of every read (docs/CAPTURE.md). `sensorbench decode
+    ld19|a1 OUTPUT` uses those times. Both files appear when the recording ends
+    (duration, Ctrl-C, or the device going away); an existing OUTPUT is refused
+    unless --force.
+    """
+    from sensorbench.drivers.raw_recorder import record_raw
+    from sensorbench.sim.serve import stop_on_signals
+
+    def progress(seconds: float, nbytes: int) -> None:
+        if sys.stderr.isatty():
+            click.echo(f"\r{seconds:6.1f} s  {nbytes} bytes", err=True, nl=False)
+
+    with stop_on_signals() as stop:
+        res = record_raw(
+            port,
+            baud,
+            duration_s,
+            output,
+            force=force,
+            send=send,
+            dtr=None if dtr is None else dtr == "high",
+            stop=stop,
+            on_progress=progress,
+        )
+    if sys.stderr.isatty():
+        click.echo("", err=True)
+    doc = {
+        "output": str(res.path),
+        "chunks": str(res.sidecar),
+        "bytes": res.bytes,
+        "reads": res.reads,
+        "duration_s": res.duration_s,
+        "stopped_by": res.stopped_by,
+        "message": res.message,
+    }
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    click.echo(
+        f"{res.path}: {res.bytes} bytes in {res.reads} reads over {res.duration_s:.1f} s "
+        f"(stopped by {res.stopped_by}); read times in {res.sidecar}"
+    )
+    if res.message:
+        click.echo(res.message)

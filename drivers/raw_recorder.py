@@ -1,0 +1,219 @@
+"""Record a serial port's bytes exactly as received, with host receive times.
+
+``cat /dev/ttyUSB0 > RAW.bin`` is not a raw capture: a tty keeps whatever mode it
+was left in, by default 9600 baud, canonical (line-buffered, erase/kill
+characters edited out), ``ICRNL`` (CR becomes LF) and ``IXON`` (0x11/0x13 taken
+as flow control); in a test here it kept 5 875 of 70 500 bytes of an LD19 stream.
+:func:`record_raw` opens the port with pyserial and then sets it raw explicitly
+(termios): no canonical mode, no echo or signals, no input or output translation,
+no software or hardware flow control, 8N1 at the requested baud rate, reads that
+return what is there. Bytes go to ``RAW.bin`` untouched and each read's offset and
+host time to the sidecar (layout: :mod:`sensorbench.logs.raw_file`).
+
+Both files are written under temporary names in the output's directory and
+renamed into place when the recording ends (duration, stop, or the device going
+away), so an existing recording is never half-overwritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import termios
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import serial
+
+from sensorbench.errors import DriverError, SessionError
+from sensorbench.logs.raw_file import format_sidecar_header, sidecar_path
+
+_POLL_S = 0.05  # longest single read (s); the duration is checked between reads
+_FLUSH_S = 1.0  # longest time between flushes of both files (s)
+
+_IFLAG_OFF = (
+    termios.IGNBRK
+    | termios.BRKINT
+    | termios.PARMRK
+    | termios.ISTRIP
+    | termios.INLCR
+    | termios.IGNCR
+    | termios.ICRNL
+    | termios.IXON
+    | termios.IXOFF
+    | termios.IXANY
+    | termios.INPCK
+)
+_LFLAG_OFF = (
+    termios.ICANON
+    | termios.ECHO
+    | termios.ECHOE
+    | termios.ECHOK
+    | termios.ECHONL
+    | termios.ISIG
+    | termios.IEXTEN
+)
+
+
+@dataclass(frozen=True)
+class RawRecordResult:
+    """What :func:`record_raw` wrote.
+
+    Attributes:
+        path, sidecar: the byte file and its chunk-time sidecar.
+        bytes: bytes recorded.
+        reads: reads that returned data (rows of the sidecar).
+        duration_s: host seconds recorded (s).
+        stopped_by: ``duration``, ``stop`` or ``unplug``.
+        message: why it stopped early ('' for ``duration``).
+    """
+
+    path: Path
+    sidecar: Path
+    bytes: int
+    reads: int
+    duration_s: float
+    stopped_by: str
+    message: str = ""
+
+
+def set_raw(fd: int, baud: int) -> None:
+    """Put the tty ``fd`` in raw 8N1 mode at ``baud`` with no flow control (termios).
+
+    Raises:
+        DriverError: ``baud`` is not a standard rate termios knows.
+    """
+    speed = getattr(termios, f"B{baud}", None)
+    if speed is None:
+        raise DriverError(f"baud rate {baud} is not a standard termios rate")
+    iflag, oflag, cflag, lflag, _, _, cc = termios.tcgetattr(fd)
+    iflag &= ~_IFLAG_OFF
+    oflag &= ~termios.OPOST
+    cflag &= ~(termios.CSIZE | termios.PARENB | termios.CSTOPB | termios.CRTSCTS)
+    cflag |= termios.CS8 | termios.CREAD | termios.CLOCAL
+    lflag &= ~_LFLAG_OFF
+    cc[termios.VMIN] = 0
+    cc[termios.VTIME] = 0
+    termios.tcsetattr(fd, termios.TCSANOW, [iflag, oflag, cflag, lflag, speed, speed, cc])
+
+
+def is_raw(fd: int) -> bool:
+    """True if the tty ``fd`` has every mode :func:`set_raw` clears cleared."""
+    iflag, oflag, cflag, lflag, _, _, _ = termios.tcgetattr(fd)
+    return not (
+        iflag & _IFLAG_OFF or oflag & termios.OPOST or lflag & _LFLAG_OFF or cflag & termios.CRTSCTS
+    )
+
+
+def _open(port: str, baud: int, dtr: bool | None) -> serial.Serial:
+    ser = serial.Serial()
+    ser.port = port
+    ser.baudrate = baud
+    ser.timeout = _POLL_S
+    ser.xonxoff = ser.rtscts = ser.dsrdtr = False
+    if dtr is not None:
+        ser.dtr = dtr  # applied by open(): the line never takes the other level
+    try:
+        ser.open()
+    except (serial.SerialException, OSError) as err:
+        if not os.path.exists(port):
+            hint = "it does not exist (plugged in? brltty? see `sensorbench devices --probe`)"
+        elif "Permission denied" in str(err):
+            hint = "permission denied: join the 'dialout' group or install the udev rules"
+        else:
+            hint = f"{err} (is another program using it?)"
+        raise DriverError(f"cannot open {port}: {hint}") from err
+    set_raw(ser.fileno(), baud)
+    return ser
+
+
+def record_raw(
+    port: str,
+    baud: int,
+    duration_s: float,
+    output: str | os.PathLike[str],
+    *,
+    force: bool = False,
+    send: bytes = b"",
+    dtr: bool | None = None,
+    stop: threading.Event | None = None,
+    on_progress: Callable[[float, int], None] | None = None,
+) -> RawRecordResult:
+    """Record ``port`` at ``baud`` for ``duration_s`` s into ``output`` and its sidecar.
+
+    Args:
+        port: the serial device (a udev name works).
+        baud: line rate (230400 for an LD19, 115200 for an A1).
+        duration_s: host seconds to record (s).
+        output: the byte file; the sidecar is ``output + ".chunks"``.
+        force: replace an existing output (and sidecar).
+        send: bytes written once after opening (e.g. ``A5 20``, an A1's scan request).
+        dtr: DTR level to open with (False spins an A1's motor); None: pyserial's default.
+        stop: set it to end the recording early (kept, stopped_by ``stop``).
+        on_progress: called about once a second with (seconds, bytes) so far.
+
+    Raises:
+        SessionError: the output (or its sidecar) exists and not ``force``, or its
+            directory is not writable.
+        DriverError: the port cannot be opened or configured.
+    """
+    if not duration_s > 0:
+        raise DriverError(f"duration must be > 0 s, got {duration_s}")
+    out = Path(output)
+    side = sidecar_path(out)
+    for p in (out, side):
+        if p.exists() and not force:
+            raise SessionError(f"{p} exists; choose another name or pass --force")
+    if not out.resolve().parent.is_dir() or not os.access(out.resolve().parent, os.W_OK):
+        raise SessionError(f"cannot write {out}: its directory is not writable")
+    tmp_bin = out.with_name(f".{out.name}.{os.getpid()}.part")
+    tmp_side = out.with_name(f".{side.name}.{os.getpid()}.part")
+    stop = stop or threading.Event()
+    ser = _open(port, baud, dtr)
+    total, reads, stopped_by, message = 0, 0, "duration", ""
+    try:
+        with open(tmp_bin, "wb") as fb, open(tmp_side, "w", encoding="utf-8") as fs:
+            fs.write(format_sidecar_header(port, baud))
+            if send:
+                ser.write(send)
+                ser.flush()
+            t0 = time.monotonic()
+            last_flush = t0
+            while True:
+                now = time.monotonic()
+                if now - t0 >= duration_s:
+                    break
+                if stop.is_set():
+                    stopped_by = "stop"
+                    break
+                try:
+                    data = ser.read(max(1, ser.in_waiting))
+                except (serial.SerialException, OSError) as err:
+                    stopped_by = "unplug"
+                    message = f"{port} went away after {total} bytes: {err}"
+                    break
+                if data:
+                    t_ns = time.monotonic_ns()
+                    fs.write(f"{total},{t_ns}\n")
+                    fb.write(data)
+                    total += len(data)
+                    reads += 1
+                if now - last_flush >= _FLUSH_S:
+                    fb.flush()
+                    fs.flush()
+                    last_flush = now
+                    if on_progress is not None:
+                        on_progress(now - t0, total)
+            elapsed = time.monotonic() - t0
+        os.replace(tmp_side, side)
+        os.replace(tmp_bin, out)
+    finally:
+        with contextlib.suppress(serial.SerialException, OSError):
+            ser.close()
+        for p in (tmp_bin, tmp_side):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+    return RawRecordResult(out, side, total, reads, elapsed, stopped_by, message)

@@ -1,0 +1,44 @@
+"""A capture process for the A1 timing test: the demo's static lidar session, cold cache.
+
+Run as ``python a1_timing_capture.py OUT_DIR`` with ``NUMBA_CACHE_DIR`` pointing at
+an empty directory (a fresh install). Captures ``lidar_static`` (LD19 and both A1s)
+through the emulators at the demo's speed, then prints one JSON document: the
+seconds the kernel warm-up took, each A1's timing figures and its simulated rate.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from pathlib import Path
+
+from sensorbench.characterize.lidar_stats import characterize_session
+from sensorbench.demo.campaign import LIDARS
+from sensorbench.demo.capture import capture_scenario
+from sensorbench.drivers import kernels
+from sensorbench.logs import Session
+from sensorbench.sim.scenario import load_scenario
+
+SPEED = 10.0
+HOLD_S = 20.0
+
+
+def main(out_dir: Path) -> None:
+    scenario = load_scenario("lidar_static").with_overrides({"trajectory": {"hold_s": HOLD_S}})
+    path = out_dir / "lidar_static.h5"
+    capture_scenario(
+        scenario, 1, path, out_dir / "run", list(LIDARS), (), speed=SPEED, bringup_budget_s=3.0
+    )
+    doc = {"warm_up_s": kernels.warm_up_seconds(), "speed": SPEED, "a1": {}}
+    with Session(path) as s:
+        names = [n for n in s.lidar_names() if s.lidar(n).attrs.get("model") == "A1"]
+        params = {n: tomllib.loads(s.truth_attrs(f"lidar/{n}")["params_toml"]) for n in names}
+    for name in names:
+        t = characterize_session(path, name, timing_only=True).as_dict()["timing"]
+        doc["a1"][name] = {"timing": t, "truth_rate_hz": params[name]["rate_hz"]}
+    print(json.dumps(doc))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

@@ -1,0 +1,213 @@
+"""A1 turn timing on the device's own clock (node count × GET_SAMPLERATE's sample
+duration), host-clock reliability, and kernels compiled before any device starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sensorbench.characterize.lidar_timing import timing_stats
+from sensorbench.drivers import a1_protocol as proto
+from sensorbench.drivers.a1 import A1Lidar, A1Scanner, TurnAssembler
+from sensorbench.drivers.a1_clock import NodeClock
+from sensorbench.logs import NO_DEVICE_TIME, Event, LidarTurns
+from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples
+
+HERE = Path(__file__).parent
+
+
+def test_sample_rate_answer_decodes_and_the_emulator_reports_its_spacing():
+    assert proto.A1SampleRate.from_payload(bytes([0xFC, 0x01, 0xFE, 0x00])) == (
+        proto.A1SampleRate(508, 254)
+    )
+    with pytest.raises(ValueError, match="4 bytes"):
+        proto.A1SampleRate.from_payload(b"\x01\x02")
+    samples = RoomSamples.generate(duration_s=2.0, samples_per_s=1984.0)  # 504.03 µs
+    with A1Emulator(samples, speed=4.0) as emu:
+        lid = A1Lidar(emu.path, read_timeout_s=0.5)
+        assert lid.get_sample_rate() == proto.A1SampleRate(504, 252)
+        lid.disconnect()
+    with A1Emulator(samples, speed=4.0, sample_us=508) as emu:
+        lid = A1Lidar(emu.path, read_timeout_s=0.5)
+        assert lid.get_sample_rate().standard_us == 508
+        lid.disconnect()
+
+
+def test_node_clock_counts_nodes_and_moves_past_lost_ones():
+    clock = NodeClock(500)
+    np.testing.assert_array_equal(clock.stamp(3, 7_000), [7_000, 507_000, 1_007_000])
+    # 3 nodes arrive much later (host stall): still the next sample slots
+    np.testing.assert_array_equal(clock.stamp(2, 9_999_999_999), [1_507_000, 2_007_000])
+    # 10 bytes skipped re-aligning: two nodes lost there
+    assert clock.stamp(1, 0, skipped_bytes=10)[0] == 2_007_000 + 3 * 500_000
+    assert clock.nodes_estimated_lost == 2
+    clock.reset()
+    assert clock.stamp(0, 5).size == 0  # nothing to anchor on yet
+    assert clock.stamp(1, 42)[0] == 42
+
+
+def test_turn_assembler_gives_each_turn_its_first_nodes_device_time():
+    start = np.array([0, 1, 0, 0, 1, 0, 1, 0], bool)
+    n = start.size
+    nodes = proto.Nodes(
+        start,
+        np.ones(n, np.uint8),
+        np.arange(n, dtype=np.uint16),
+        np.full(n, 4000, np.uint16),
+        np.arange(n),
+    )
+    dev = 1000 + 500 * np.arange(n, dtype=np.int64)
+
+    def part(lo: int, hi: int) -> proto.Nodes:
+        return proto.Nodes(*(getattr(nodes, f)[lo:hi] for f in proto.Nodes.__dataclass_fields__))
+
+    asm = TurnAssembler()
+    a = asm.feed(part(0, 5), np.arange(5), dev[:5])
+    b = asm.feed(part(5, n), np.arange(5, n), dev[5:])  # the turn started at 4 goes on
+    turns = LidarTurns.concat([a, b])
+    np.testing.assert_array_equal(turns.device_ns, [dev[1], dev[4]])
+    np.testing.assert_array_equal(turns.count, [3, 2])
+    # without device times the turn has none
+    asm = TurnAssembler()
+    out = asm.feed(nodes, np.arange(n))
+    assert np.all(out.device_ns == NO_DEVICE_TIME)
+
+
+def _poll_with_stalls(sc: A1Scanner, seconds: float, stall_s: float) -> LidarTurns:
+    """Poll like a reader thread that keeps falling behind: a stall every 4th poll."""
+    out = []
+    deadline = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < deadline:
+        out.append(sc.poll(0.02)[2])
+        i += 1
+        if i % 4 == 0:
+            time.sleep(stall_s)
+    return LidarTurns.concat(out)
+
+
+def test_device_clock_times_turns_exactly_while_the_host_falls_behind():
+    # 1x real time: 10 kB/s, a 0.25 s stall leaves 2.5 kB in the 4 kB pty buffer
+    # (nothing lost) and then delivers a whole turn's bytes at once
+    samples = RoomSamples.generate(duration_s=30.0, rate_hz=5.5, samples_per_s=2000.0, seed=3)
+    with A1Emulator(samples, speed=1.0) as emu:
+        sc = A1Scanner(emu.path, read_timeout_s=0.5)
+        sc.open()
+        assert sc.sample_rate == proto.A1SampleRate(500, 250)
+        sc.start()
+        turns = _poll_with_stalls(sc, 4.0, 0.25)
+        sc.close()
+        truth = emu.truth()
+    assert turns.n_turns >= 15
+    assert np.all(truth.delivered) and sc.bytes_skipped == 0
+    # the device times of turn starts are the emulator's emission times of the
+    # start-flag nodes, to the ns, up to one common offset (the host anchor)
+    t_start = truth.t_s[truth.start]
+    k = turns.n_turns
+    sent = np.round((t_start - t_start[0]) * 1e9).astype(np.int64)
+    got = turns.device_ns - turns.device_ns[0]
+    # the first start flag the scanner saw is the first the emulator sent after its
+    # first node, i.e. one of the first two
+    matched = [j for j in (0, 1) if np.array_equal(got, sent[j : j + k] - sent[j])]
+    assert matched, (got[:5], sent[:6])
+    stats = timing_stats(turns, clock_source="node count")
+    assert stats.clock == "device"
+    truth_rate = (t_start.size - 1) / (t_start[-1] - t_start[0])
+    assert abs(stats.rate_hz / truth_rate - 1) < 0.002  # one node (1/364) over >= 15 turns
+    # the host saw turns bunched and late: its figures are flagged
+    assert not stats.host_timing_reliable
+    assert "fell behind" in stats.host_timing_note
+
+
+def test_host_clock_that_keeps_up_is_reliable_and_an_overrun_flags_it():
+    n = 40
+    period_ns = 181_818_182
+    dev = np.arange(n, dtype=np.int64) * period_ns
+    rng = np.random.default_rng(0)
+    host = 5_000_000_000 + dev + rng.integers(0, 3_000_000, n)  # 0-3 ms of USB latency
+    turns = LidarTurns(
+        t_first_ns=host,
+        device_ns=dev,
+        speed_hz=np.full(n, np.nan),
+        count=np.ones(n, np.int64),
+        flags=np.zeros(n, np.uint16),
+        angle=np.zeros(n, np.float32),
+        range=np.ones(n, np.float32),
+        intensity=np.ones(n, np.uint16),
+        t_ns=host,
+    )
+    ok = timing_stats(turns, clock_source="node count")
+    assert ok.host_timing_reliable and ok.clock == "device"
+    assert abs(ok.host_rate_hz - 5.5) < 0.01
+    ev = [Event(int(host[5]), "front", "overrun", "host fell behind")]
+    flagged = timing_stats(turns, ev, {"front"}, clock_source="node count")
+    assert not flagged.host_timing_reliable and "overrun" in flagged.host_timing_note
+    # host clock alone, turns delivered in bursts: flagged
+    bursty = host.copy()
+    bursty[10:20:2] = bursty[11:21:2] - 1_000_000  # pairs of turns 1 ms apart
+    alone = LidarTurns(
+        t_first_ns=bursty,
+        device_ns=np.full(n, NO_DEVICE_TIME),
+        speed_hz=turns.speed_hz,
+        count=turns.count,
+        flags=turns.flags,
+        angle=turns.angle,
+        range=turns.range,
+        intensity=turns.intensity,
+        t_ns=bursty,
+    )
+    st = timing_stats(alone)
+    assert st.clock == "host" and st.clock_source == "host receive time"
+    assert not st.host_timing_reliable and "bursts" in st.host_timing_note
+
+
+def _cold_capture(tmp_path: Path, prefix: list[str]) -> dict:
+    cache = tmp_path / "numba-cache"
+    cache.mkdir()
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
+    proc = subprocess.run(
+        [*prefix, sys.executable, str(HERE / "a1_timing_capture.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert any(cache.rglob("*.nbi")), "the kernels were not compiled into the fresh cache"
+    return doc
+
+
+def _assert_rates(doc: dict) -> None:
+    # the warm-up ran (and compiled: the cache was empty) before any device started
+    assert doc["warm_up_s"] is not None
+    assert len(doc["a1"]) == 2
+    for name, a1 in doc["a1"].items():
+        t, truth = a1["timing"], a1["truth_rate_hz"]
+        # device clock: the period jitter (2 ms of 182 ms) averages out over ~100 turns
+        # to 0.1 %, node quantization to 0.03 %: 2 % is the issue's bound
+        assert t["clock"] == "device", (name, t["clock_source"])
+        assert abs(t["rate_hz"] / truth - 1) < 0.02, (name, t["rate_hz"], truth)
+        host_truth = truth * doc["speed"]
+        if t["host_timing_reliable"]:
+            assert abs(t["host_rate_hz"] / host_truth - 1) < 0.02, (name, t)
+        else:
+            assert "fell behind" in t["host_timing_note"]
+
+
+def test_cold_cache_capture_reports_the_a1_rate_within_2_percent(tmp_path):
+    _assert_rates(_cold_capture(tmp_path, []))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset")
+def test_cold_cache_capture_on_one_core_reports_the_a1_rate_within_2_percent(tmp_path):
+    _assert_rates(_cold_capture(tmp_path, ["taskset", "-c", "0"]))
