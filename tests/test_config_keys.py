@@ -16,7 +16,7 @@ from sensorbench.characterize.pose_error import AxisFit, PoseErrorModel
 from sensorbench.characterize.pose_series import AXES
 from sensorbench.cli import cli
 from sensorbench.drivers.robot_config import load_robot_config
-from sensorbench.errors import ConfigError, FitError, FusionError, SimError
+from sensorbench.errors import ConfigError, FitError, FusionError, ModelFileError, SimError
 from sensorbench.fusion.pod_kinematics import load_pod_model, save_pod_model
 from sensorbench.fusion.split_filter import (
     AxisNoise,
@@ -132,7 +132,7 @@ MODELS = {
     "pods": (_pod_model, load_pod_model, FusionError, ("[[pod]]\n", "[[pod]]\nlever_arms = 1\n")),
     "noise": (_noise_model, load_noise_model, FusionError, ("q = ", "qq = ")),
     "pose": (_pose_model, PoseErrorModel.load, FitError, ("tau_s = ", "tau = ")),
-    "pose-as-sim": (_pose_model, pose_model_overrides, SimError, ("tau_s = ", "tau = ")),
+    "pose-as-sim": (_pose_model, pose_model_overrides, ModelFileError, ("tau_s = ", "tau = ")),
 }
 
 
