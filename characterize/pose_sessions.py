@@ -13,10 +13,11 @@ and records where every input came from.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from sensorbench.characterize.pose_align import (
     ERROR_FRAME,
@@ -31,6 +32,7 @@ from sensorbench.characterize.pose_error import (
     file_sha256,
     fit_pose_error,
 )
+from sensorbench.characterize.pose_frames import FRAME_ALPHA, FrameCheck, frame_statistics
 from sensorbench.characterize.pose_series import ErrorSeries
 from sensorbench.characterize.reloc_segments import RELOCALIZED_FLAG, Segmentation, segment
 from sensorbench.errors import FitError, SessionError
@@ -44,6 +46,7 @@ class PreparedSession:
     alignment: Alignment
     segmentation: Segmentation
     source: str
+    sensor_position: np.ndarray | None = None  # (N, 3) m, sensor frame, at the series' samples
 
     def to_dict(self) -> dict:
         """JSON-ready description (alignment, segmentation, sizes)."""
@@ -93,7 +96,7 @@ def _segmented(
         flags[1:][np.diff(kept) > 0] = RELOCALIZED_FLAG
     seg = segment(t, e, flags)
     series = ErrorSeries(t, e, seg.reloc, name=name)
-    return PreparedSession(series, al, seg, source)
+    return PreparedSession(series, al, seg, source, valid.position[idx])
 
 
 def load_tracks(
@@ -200,3 +203,79 @@ def fit_prepared(
             "segmentation": {ps.series.name: ps.segmentation.to_dict() for ps in prepared},
         },
     )
+
+
+ALIGN_MODES = ("campaign", "session", "none")
+"""``--align``: one transform for all sessions, one per session, or none."""
+
+
+def prepare_campaign(
+    tracks: list[tuple[PoseTrack, PoseTrack]],
+    names: list[str],
+    sources: list[str] | None = None,
+    align: str = "campaign",
+    planar: bool = False,
+    offset_s: float | None = None,
+    max_offset_s: float = 0.5,
+    max_gap_s: float = 0.1,
+    frame_alpha: float = FRAME_ALPHA,
+) -> tuple[list[PreparedSession], FrameCheck | None]:
+    """Align, compute and segment the error of every session; check their frames.
+
+    ``align``: ``"campaign"`` (one transform for all sessions; then sessions in another
+    map are found by :func:`pose_frames.frame_statistics`, removed one at a time, worst
+    first, and the rest re-aligned without them), ``"session"`` (one transform each)
+    or ``"none"``. Returns the prepared sessions (those in the campaign's map, in
+    input order) and the frame check (None unless ``"campaign"`` with ≥ 2 sessions).
+    Time offsets are estimated once per session (unless ``offset_s`` is given).
+    """
+    if align not in ALIGN_MODES:
+        raise FitError(f"unknown --align {align!r} (campaign, session or none)")
+    sources = sources or [""] * len(tracks)
+    mode = "none" if align == "none" else ("planar" if planar else "se3")
+    own = [align_sessions([tr], mode, offset_s, max_offset_s, max_gap_s)[0] for tr in tracks]
+    if align != "campaign" or len(tracks) < 2:
+        return [
+            _segmented(sen, ref, al, n, max_gap_s, src)
+            for (sen, ref), al, n, src in zip(tracks, own, names, sources, strict=True)
+        ], None
+    offsets: list[float | None] = [al.offset_s for al in own]
+    keep = list(range(len(tracks)))
+    excluded: list[str] = []
+    while True:
+        joint = align_sessions(
+            [tracks[i] for i in keep], mode, [offsets[i] for i in keep], max_offset_s, max_gap_s
+        )
+        joint = [
+            replace(
+                j,
+                time_offset_method=own[i].time_offset_method,
+                rate_correlation=own[i].rate_correlation,
+            )
+            for i, j in zip(keep, joint, strict=True)
+        ]
+        prepared = [
+            _segmented(*tracks[i], al, names[i], max_gap_s, sources[i])
+            for i, al in zip(keep, joint, strict=True)
+        ]
+        check = frame_statistics([p.series for p in prepared], frame_alpha, len(tracks))
+        if not check.testable or len(keep) <= 2:
+            break
+        worst = int(np.argmin(check.p_value))
+        if not check.p_value[worst] < check.level:
+            break
+        excluded.append(names[keep[worst]])
+        keep.pop(worst)
+    check.excluded = excluded
+    for i, al in enumerate(own):
+        ref_al = joint[0]
+        centre = tracks[i][0].only_valid().position.mean(axis=0)
+        shift = (al.rotation @ centre + al.translation) - (
+            ref_al.rotation @ centre + ref_al.translation
+        )
+        angle = Rotation.from_matrix(al.rotation @ ref_al.rotation.T).magnitude()
+        check.own_alignment[names[i]] = {
+            "translation_m": float(np.linalg.norm(shift)),
+            "rotation_deg": float(np.degrees(angle)),
+        }
+    return prepared, check
