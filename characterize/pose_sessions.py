@@ -165,12 +165,17 @@ def prepare_sessions(
         alignments = [
             align_sessions([tr], mode, offset_s, max_offset_s, max_gap_s)[0] for tr in tracks
         ]
-    stems = [Path(p).stem for p in paths]
-    names = [f"{s}#{i}" if stems.count(s) > 1 else s for i, s in enumerate(stems)]
+    names = session_names(paths)
     return [
         _segmented(sen, ref, al, name, max_gap_s, str(p))
         for (sen, ref), al, name, p in zip(tracks, alignments, names, paths, strict=True)
     ]
+
+
+def session_names(paths: list[str | Path]) -> list[str]:
+    """Session names: the file stems, made unique with ``#i`` where two collide."""
+    stems = [Path(p).stem for p in paths]
+    return [f"{s}#{i}" if stems.count(s) > 1 else s for i, s in enumerate(stems)]
 
 
 def fit_prepared(

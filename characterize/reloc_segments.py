@@ -7,9 +7,12 @@ differences are scaled robustly (median, 1.4826·MAD; a step across a gap longer
 the median sample period is further divided by √(gap / median period), so a
 pause is not a jump), and a sample is a jump when the sum of squared scaled
 differences over the six axes exceeds the χ²₆ quantile at ``alpha / N`` (a
-Bonferroni level over the N steps) and the level change between the medians of
-``persist`` samples before and after keeps at least half the jump's amplitude (a
-step, not a one-sample spike). Detections closer than ``min_separation`` samples are merged
+Bonferroni level over the N steps) and the level persists: the change between the
+median of the 0.5 s before it and the median of a 0.5-s window starting 0.5 s after it
+(so an excursion reverting within 0.5 s is not seen) carries, along the jump's
+direction, between half and twice the jump (a step, not a spike, a reverting
+excursion or a ramp whose one-sample steps are small against its level change; see
+:func:`detect_jumps`). Detections closer than ``min_separation`` samples are merged
 (the largest one kept).
 
 Both results are reported (:class:`Segmentation`) with the method that was used.
@@ -23,6 +26,10 @@ import numpy as np
 from scipy.special import chdtri
 
 RELOCALIZED_FLAG = 1
+REVERT_S = 0.5
+"""Excursions that revert within this time (s) are not steps."""
+WINDOW_S = 0.5
+"""Duration (s) of the windows whose medians give the level before and after a step."""
 
 
 @dataclass
@@ -54,11 +61,24 @@ def detect_jumps(
     error: np.ndarray,
     alpha: float = 1e-3,
     min_separation: int = 5,
-    persist: int = 3,
+    revert_s: float = REVERT_S,
+    window_s: float = WINDOW_S,
 ) -> np.ndarray:
-    """Bool mask (N,): True at the first sample after each detected jump."""
+    """Bool mask (N,): True at the first sample after each detected step.
+
+    A candidate is a one-sample change J (six axes, scaled robustly) beyond the χ²₆
+    quantile at ``alpha / N``. It is a step when the level change L between the median
+    of the ``window_s`` before it and the median of the ``window_s`` that starts
+    ``revert_s`` after it (so an excursion that reverts within ``revert_s`` is not
+    seen) carries, along J's direction, between half and twice J:
+    ``0.5 ≤ <L, J> / <J, J> ≤ 2`` in scaled units. Below: it did not persist (a spike
+    or a reverting excursion); above: the level moved mostly by other samples (a ramp,
+    whose one-sample steps are small against its level change). A candidate whose
+    windows leave the series is kept when the available samples satisfy the same test.
+    """
     t_s = np.asarray(t_s, dtype=np.float64)
-    d = np.diff(np.asarray(error, dtype=np.float64), axis=0)
+    e = np.asarray(error, dtype=np.float64)
+    d = np.diff(e, axis=0)
     out = np.zeros(t_s.size, dtype=bool)
     if d.shape[0] < 10:
         return out
@@ -69,17 +89,16 @@ def detect_jumps(
     mad = np.where(mad > 0, mad, np.inf)
     stat = np.sum(((d - med) / mad) ** 2, axis=1)
     thr = chdtri(d.shape[1], alpha / d.shape[0])  # χ² quantile, upper tail alpha/N
-    # a jump must persist (a step, not a spike): the level change between the
-    # medians of ``persist`` samples before and after keeps half its amplitude
-    # (a quarter of its squared scaled size)
-    e = np.asarray(error, dtype=np.float64)
-    n = e.shape[0]
     cand = []
     for i in np.flatnonzero(stat > thr):
-        before = e[max(0, i + 1 - persist) : i + 1]
-        after = e[i + 1 : min(n, i + 1 + persist)]
-        level = np.median(after, axis=0) - np.median(before, axis=0)
-        if np.sum(((level - med) / mad) ** 2) > 0.25 * stat[i]:
+        b0 = np.searchsorted(t_s, t_s[i] - window_s)
+        a0 = np.searchsorted(t_s, t_s[i + 1] + revert_s)
+        a1 = np.searchsorted(t_s, t_s[i + 1] + revert_s + window_s, side="right")
+        after = e[a0:a1] if a1 > a0 else e[i + 1 : i + 2]
+        level = (np.median(after, axis=0) - np.median(e[b0 : i + 1], axis=0)) / mad
+        jump = (e[i + 1] - e[i]) / mad
+        r = float(np.dot(level, jump) / np.dot(jump, jump))
+        if 0.5 <= r <= 2.0:
             cand.append(i)
     cand = np.array(cand, dtype=int)
     kept: list[int] = []
