@@ -55,15 +55,13 @@ class FrameCheck:
 
     @property
     def testable(self) -> bool:
-        """Enough within-session segments and at least 2 sessions."""
+        """Enough within-session segments and at least 2 sessions (after the exclusions)."""
         return self.dof >= MIN_DOF and len(self.sessions) + len(self.excluded) >= 2
 
     def failed_sessions(self) -> list[str]:
         """Sessions not in the campaign's map: those excluded, and any still failing."""
-        if not self.testable:
-            return []
         still = [s for s, p in zip(self.sessions, self.p_value, strict=True) if p < self.level]
-        return [*self.excluded, *still]
+        return [*self.excluded, *(still if self.testable else [])]
 
     def reason(self, name: str) -> str:
         """Why session ``name`` fails the frame check."""

@@ -83,6 +83,7 @@ def _segmented(
     name: str,
     max_gap_s: float,
     source: str,
+    seg: Segmentation | None = None,
 ) -> PreparedSession:
     t, e, idx = pose_errors(sensor, reference, al, max_gap_s)
     if t.size < 10:
@@ -94,7 +95,8 @@ def _segmented(
         kept = seg_all[idx]
         flags = np.zeros(idx.size, dtype=np.uint8)
         flags[1:][np.diff(kept) > 0] = RELOCALIZED_FLAG
-    seg = segment(t, e, flags)
+    if seg is None or seg.reloc.size != t.size:
+        seg = segment(t, e, flags)
     series = ErrorSeries(t, e, seg.reloc, name=name)
     return PreparedSession(series, al, seg, source, valid.position[idx])
 
@@ -232,18 +234,22 @@ def prepare_campaign(
     first, and the rest re-aligned without them), ``"session"`` (one transform each)
     or ``"none"``. Returns the prepared sessions (those in the campaign's map, in
     input order) and the frame check (None unless ``"campaign"`` with ≥ 2 sessions).
-    Time offsets are estimated once per session (unless ``offset_s`` is given).
+    Time offsets are estimated once per session (unless ``offset_s`` is given), and
+    relocalizations are segmented on each session's error under its own alignment
+    (a session in another map, pulling the shared alignment, must not change where
+    the others' steps are found).
     """
     if align not in ALIGN_MODES:
         raise FitError(f"unknown --align {align!r} (campaign, session or none)")
     sources = sources or [""] * len(tracks)
     mode = "none" if align == "none" else ("planar" if planar else "se3")
     own = [align_sessions([tr], mode, offset_s, max_offset_s, max_gap_s)[0] for tr in tracks]
+    alone = [
+        _segmented(sen, ref, al, n, max_gap_s, src)
+        for (sen, ref), al, n, src in zip(tracks, own, names, sources, strict=True)
+    ]
     if align != "campaign" or len(tracks) < 2:
-        return [
-            _segmented(sen, ref, al, n, max_gap_s, src)
-            for (sen, ref), al, n, src in zip(tracks, own, names, sources, strict=True)
-        ], None
+        return alone, None
     offsets: list[float | None] = [al.offset_s for al in own]
     keep = list(range(len(tracks)))
     excluded: list[str] = []
@@ -260,7 +266,7 @@ def prepare_campaign(
             for i, j in zip(keep, joint, strict=True)
         ]
         prepared = [
-            _segmented(*tracks[i], al, names[i], max_gap_s, sources[i])
+            _segmented(*tracks[i], al, names[i], max_gap_s, sources[i], alone[i].segmentation)
             for i, al in zip(keep, joint, strict=True)
         ]
         check = frame_statistics([p.series for p in prepared], frame_alpha, len(tracks))

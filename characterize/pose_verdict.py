@@ -170,11 +170,12 @@ class Verdict:
         if self.frames is not None:
             fr = self.frames
             bad = fr.failed_sessions()
-            state = (
-                "not testable (too few relocalizations within sessions)"
-                if not fr.testable
-                else ("all sessions in one map" if not bad else "not in the map: " + ", ".join(bad))
-            )
+            if bad:
+                state = "not in the campaign's map: " + ", ".join(bad)
+            elif fr.testable:
+                state = "all sessions in one map"
+            else:
+                state = "not testable (too few relocalizations within sessions)"
             out.append(f"  frames (--align {self.align}): {state}")
         if self.validation is not None:
             v = self.validation
