@@ -129,3 +129,24 @@ def test_real_tum_end_to_end(tmp_path):
     assert v["mode"] == "given model"
     assert len(v["sessions"][0]["axes"]) == 6
     assert (plots / "rank_histogram.png").exists()
+
+
+def test_validate_prints_two_part_verdict_and_requirements_set_exit_code(sim_sessions):
+    """Part 1 (model) and part 2 (requirements) are printed; a failed requirement exits 1."""
+    common = ["--sensor", "cam", "--no-align", "--time-offset", "0", "--draws", "300"]
+    r = _invoke("validate", *sim_sessions, *common, "--require", "x.p95<=1m")
+    assert r.exit_code == 0, r.output
+    assert "part 1" in r.output and "part 2" in r.output
+    assert "x.p95<=1m" in r.output and "holds" in r.output and "VERDICT: PASSED" in r.output
+    r = _invoke("validate", *sim_sessions, *common, "--require", "x.p95<=1mm", "--json")
+    assert r.exit_code == 1
+    v = json.loads(r.output)["verdict"]
+    assert v["model"]["passed"] is True and v["requirements"]["passed"] is False
+    item = v["requirements"]["items"][0]
+    assert item["threshold"] == pytest.approx(0.001) and item["holds"] is False
+    assert item["predicted_quantile"] > 0.001
+    assert set(v["model"]["stationarity"]) == {"x", "y", "z", "roll", "pitch", "yaw"}
+    r = CliRunner().invoke(
+        cli, ["validate", *map(str, sim_sessions), *common, "--require", "x.p95<=1deg"]
+    )
+    assert r.exit_code == 2 and "not a 'deg' quantity" in r.output
