@@ -18,10 +18,19 @@ degrees of freedom) — a frame shift common to a session cancels there. Then
 
 Because the shifted session also pulls the shared alignment (every other session then
 carries a share of its offset), :func:`pose_sessions.prepare_campaign` removes the
-worst failing session, re-aligns the rest and tests again, until none fails. Not
-testable when ν < :data:`MIN_DOF` (sessions with a single segment each cannot tell a
-map change from an offset drawn at the session's start) or with fewer than 2
-sessions.
+worst failing session, re-aligns the rest and tests again, until none fails.
+
+When ν < :data:`MIN_DOF` (too few relocalizations inside sessions to know how far
+offsets spread), a leave-one-out form is used with ≥ 3 sessions
+(:func:`loo_frame_statistics`): each session's mean error under the alignment fitted
+to the *other* sessions (so a shifted session meets an alignment it did not pull) is
+compared with the variance its mean has under the noise model fitted to the sessions
+each under its own alignment (:func:`mean_variance`: σ_b, Gauss-Markov and white
+parts), times ``1 + 1/(S − 1)`` for the error of the others' alignment; ``X_i``
+against χ²₆. Limitation: with one segment per session, own alignments absorb the
+offsets, σ_b comes out near 0, and an offset drawn at a session's start is then
+indistinguishable from a change of map — the check calls it one. With two sessions
+nothing can be said.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.stats import chi2
 from scipy.stats import f as f_dist
 
 from sensorbench.characterize.pose_series import AXES, ErrorSeries
@@ -52,10 +62,11 @@ class FrameCheck:
     level: float  # per-session level α / S
     excluded: list[str] = field(default_factory=list)  # removed one by one (worst first)
     own_alignment: dict[str, dict] = field(default_factory=dict)
+    method: str = "within-session segment means"
 
     @property
     def testable(self) -> bool:
-        """Enough within-session segments and at least 2 sessions (after the exclusions)."""
+        """Enough degrees of freedom for the allowance, and at least 2 sessions."""
         return self.dof >= MIN_DOF and len(self.sessions) + len(self.excluded) >= 2
 
     def failed_sessions(self) -> list[str]:
@@ -78,6 +89,7 @@ class FrameCheck:
         """JSON-ready."""
         return {
             "testable": self.testable,
+            "method": self.method,
             "dof": self.dof,
             "level_per_session": self.level,
             "excluded": list(self.excluded),
@@ -125,3 +137,54 @@ def frame_statistics(
     p = f_dist.sf(x / 6.0, 6, max(dof, 1)) if dof > 0 else np.full(len(series), np.nan)
     level = alpha / (n_total or len(series))
     return FrameCheck([s.name for s in series], x, np.asarray(p, float), m, allowed, dof, level)
+
+
+def session_mean(series: ErrorSeries) -> np.ndarray:
+    """``(6,)`` mean error of a session over its samples."""
+    return series.error.mean(axis=0)
+
+
+def mean_variance(series: ErrorSeries, params: np.ndarray) -> np.ndarray:
+    """``(6,)`` variance of a session's mean error under the model ``params`` (6, 4).
+
+    ``σ_b² Σ_s w_s² + (σ²/n²)(n + 2 Σ_{j<k} e^{−(t_k − t_j)/τ}) + σ_v²/n``; the double
+    sum by the recursion ``S_k = e^{−Δt_k/τ}(S_{k−1} + 1)`` (O(n)).
+    """
+    n = series.n
+    w = np.bincount(series.segment_id) / n
+    phi = np.exp(-np.diff(series.t_s)[:, None] / params[None, :, 2])
+    acc = np.zeros(6)
+    pair = np.zeros(6)
+    for f in phi:
+        acc = f * (acc + 1.0)
+        pair += acc
+    gm = params[:, 1] ** 2 * (n + 2.0 * pair) / n**2
+    return params[:, 0] ** 2 * np.sum(w * w) + gm + params[:, 3] ** 2 / n
+
+
+def loo_frame_statistics(
+    held_out: list[ErrorSeries],
+    allowed_var: np.ndarray,
+    alpha: float = FRAME_ALPHA,
+    n_total: int | None = None,
+) -> FrameCheck:
+    """Leave-one-out frame check (see module docstring).
+
+    ``held_out[i]``: session i under the alignment fitted to the others;
+    ``allowed_var``: ``(S, 6)`` the variance its mean may have (:func:`mean_variance`
+    inflated for the others' alignment error).
+    """
+    n = len(held_out)
+    m = np.array([session_mean(s) for s in held_out])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = np.sum(m**2 / allowed_var, axis=1)
+    return FrameCheck(
+        [s.name for s in held_out],
+        x,
+        np.asarray(chi2.sf(x, 6), float),
+        m,
+        np.sqrt(allowed_var),
+        MIN_DOF,
+        alpha / (n_total or n),
+        method="leave-one-out session means against the noise model",
+    )

@@ -32,7 +32,13 @@ from sensorbench.characterize.pose_error import (
     file_sha256,
     fit_pose_error,
 )
-from sensorbench.characterize.pose_frames import FRAME_ALPHA, FrameCheck, frame_statistics
+from sensorbench.characterize.pose_frames import (
+    FRAME_ALPHA,
+    FrameCheck,
+    frame_statistics,
+    loo_frame_statistics,
+    mean_variance,
+)
 from sensorbench.characterize.pose_series import ErrorSeries
 from sensorbench.characterize.reloc_segments import RELOCALIZED_FLAG, Segmentation, segment
 from sensorbench.errors import FitError, SessionError
@@ -270,9 +276,13 @@ def prepare_campaign(
             for i, al in zip(keep, joint, strict=True)
         ]
         check = frame_statistics([p.series for p in prepared], frame_alpha, len(tracks))
+        if not check.testable and len(keep) >= 3:
+            check = _loo_check(
+                tracks, keep, offsets, own, alone, names, mode, max_gap_s, frame_alpha
+            )
         if not check.testable or len(keep) <= 2:
             break
-        worst = int(np.argmin(check.p_value))
+        worst = int(np.nanargmax(check.statistic))  # p-values underflow to 0 for gross shifts
         if not check.p_value[worst] < check.level:
             break
         excluded.append(names[keep[worst]])
@@ -290,3 +300,30 @@ def prepare_campaign(
             "rotation_deg": float(np.degrees(angle)),
         }
     return prepared, check
+
+
+def _loo_check(
+    tracks: list[tuple[PoseTrack, PoseTrack]],
+    keep: list[int],
+    offsets: list[float | None],
+    own: list[Alignment],
+    alone: list[PreparedSession],
+    names: list[str],
+    mode: str,
+    max_gap_s: float,
+    frame_alpha: float,
+) -> FrameCheck:
+    """Frame check with each kept session held out of the alignment (``loo_frame_statistics``)."""
+    params = fit_pose_error([alone[i].series for i in keep]).params_array()
+    held, allowed = [], []
+    for i in keep:
+        rest = [j for j in keep if j != i]
+        joint = align_sessions(
+            [tracks[j] for j in rest], mode, [offsets[j] for j in rest], max_gap_s=max_gap_s
+        )
+        al_i = replace(joint[0], offset_s=own[i].offset_s)
+        held.append(
+            _segmented(*tracks[i], al_i, names[i], max_gap_s, "", alone[i].segmentation).series
+        )
+        allowed.append(mean_variance(alone[i].series, params) * (1.0 + 1.0 / len(rest)))
+    return loo_frame_statistics(held, np.array(allowed), frame_alpha, len(tracks))

@@ -129,9 +129,7 @@ def detect_jumps(
     return out
 
 
-def _level_changes(
-    t_s: np.ndarray, e: np.ndarray, revert_s: float, window_s: float
-) -> np.ndarray:
+def _level_changes(t_s: np.ndarray, e: np.ndarray, revert_s: float, window_s: float) -> np.ndarray:
     """``(N-1, A)``: mean over the window after each step minus the window before (nan if empty).
 
     Step i is between samples i and i+1; the windows are ``[t_i − revert_s − window_s,
