@@ -585,6 +585,7 @@ def _pose_section(
                 f"{ps.series.name}: error with the model's bands",
             )
         )
+    rep = None
     if len(series) >= 2:
         say(f"leave-one-session-out validation ({opts.draws} draws per session)")
         rep = validate_sessions(series, n_draws=opts.draws, seed=opts.seed, alpha=opts.alpha)
@@ -661,6 +662,9 @@ def _pose_section(
         parts.append(
             _img(plot_rank_histogram(rep, figdir / "rank_histogram.png"), "rank histogram")
         )
+    from sensorbench.characterize.report_verdict import pose_verdict_section
+
+    parts.append(pose_verdict_section(prepared, model, rep, data))
     return "".join(parts)
 
 

@@ -129,3 +129,29 @@ def test_scale_interval_is_calibrated():
             sc = scale_check(scale_inputs(prepared))
             z.append((sc.scale - 1 / scale) / sc.se)
         assert abs(np.mean(z)) < 0.4 and 0.78 < np.std(z) < 1.22, (scale, np.mean(z), np.std(z))
+
+
+def test_report_section_shows_both_parts_and_the_named_reason():
+    """The report's verdict section (compute + render) on the other-map campaign."""
+    from sensorbench.characterize.pose_align import align_sessions
+    from sensorbench.characterize.pose_sessions import _segmented
+    from sensorbench.characterize.report_verdict import pose_verdict_section
+
+    tracks, names = pose_util.track_campaign(5, other_map=OTHER)
+    prepared, _ = prepare_campaign(tracks, names, align="session", offset_s=0.0)
+    # the report aligns all sessions with one transform and does not re-align
+    joint = align_sessions(tracks, "se3", 0.0)
+    prepared = [
+        _segmented(*tr, al, n, 0.1, "", p.segmentation)
+        for tr, al, n, p in zip(tracks, joint, names, prepared, strict=True)
+    ]
+    series = [p.series for p in prepared]
+    model = fit_pose_error(series)
+    rep = validate_sessions(series, n_draws=300, seed=0)
+    data: dict = {}
+    page = pose_verdict_section(prepared, model, rep, data)
+    assert "Part 1" in page and "Part 2" in page and "FRAME" in page
+    assert names[OTHER] in page
+    doc = data["pose_verdict"]
+    assert doc["model"]["passed"] is False
+    assert names[OTHER] in doc["model"]["frames"]["failed_sessions"]
