@@ -247,11 +247,15 @@ def fit_pose_error_cmd(
         )
     click.echo(_model_table(model))
     click.echo(_stationarity_table(station))
-    click.echo("Allan cross-check (tau from the ADEV peak / 1.89 vs fitted tau):")
+    click.echo(
+        "Allan cross-check (tau from the ADEV peak / 1.89 vs fitted tau; a peak only at an "
+        "interior maximum):"
+    )
     for a in AXES:
         c = allan[a]
+        peak = f"{c['tau_from_peak_s']:8.3f} s" if c["peak_found"] else "no interior peak"
         click.echo(
-            f"  {a:6s} tau_peak {c['tau_from_peak_s']:8.3f} s  tau_fit {c['tau_fit_s']:8.3f} s  "
+            f"  {a:6s} tau_peak {peak}  tau_fit {c['tau_fit_s']:8.3f} s  "
             f"ADEV data/model in [{c['ratio_min']:.2f}, {c['ratio_max']:.2f}]"
         )
     if output:
