@@ -24,6 +24,7 @@ from sensorbench.characterize.pose_align import (
     Alignment,
     PoseTrack,
     align_sessions,
+    estimate_time_offset,
     pose_errors,
 )
 from sensorbench.characterize.pose_error import (
@@ -40,7 +41,13 @@ from sensorbench.characterize.pose_frames import (
     mean_variance,
 )
 from sensorbench.characterize.pose_series import ErrorSeries
-from sensorbench.characterize.reloc_segments import RELOCALIZED_FLAG, Segmentation, segment
+from sensorbench.characterize.reloc_segments import (
+    RELOCALIZED_FLAG,
+    Segmentation,
+    detect_jumps,
+    segment,
+    unstable_detections,
+)
 from sensorbench.errors import FitError, SessionError
 
 
@@ -254,6 +261,9 @@ def prepare_campaign(
         _segmented(sen, ref, al, n, max_gap_s, src)
         for (sen, ref), al, n, src in zip(tracks, own, names, sources, strict=True)
     ]
+    if offset_s is None:
+        for (sen, ref), ps in zip(tracks, alone, strict=True):
+            _mark_unstable(sen, ref, ps, max_offset_s, max_gap_s)
     if align != "campaign" or len(tracks) < 2:
         return alone, None
     offsets: list[float | None] = [al.offset_s for al in own]
@@ -327,3 +337,55 @@ def _loo_check(
         )
         allowed.append(mean_variance(alone[i].series, params) * (1.0 + 1.0 / len(rest)))
     return loo_frame_statistics(held, np.array(allowed), frame_alpha, len(tracks))
+
+
+def offset_sigma(sensor: PoseTrack, reference: PoseTrack, max_offset_s: float) -> float:
+    """Standard error (s) of the time offset: from the estimates on the two halves.
+
+    The halves' estimates differ by ``√2 σ_half`` on average and the whole recording's
+    has ``σ_half / √2``, so ``σ ≈ |o₁ − o₂| / 2`` (one degree of freedom: a rough
+    figure, floored at the 1-ms search step).
+    """
+    s = sensor.only_valid()
+    mid = 0.5 * (s.t_s[0] + s.t_s[-1])
+    halves = []
+    for keep in (s.t_s <= mid, s.t_s > mid):
+        part = PoseTrack(
+            s.t_s[keep],
+            s.position[keep],
+            s.quat_xyzw[keep],
+            None,
+            None if s.flags is None else s.flags[keep],
+            s.name,
+        )
+        try:
+            halves.append(estimate_time_offset(part, reference, max_offset_s)[0])
+        except FitError:
+            return float("nan")
+    return max(abs(halves[0] - halves[1]) / 2.0, 1e-3)
+
+
+def _mark_unstable(
+    sensor: PoseTrack,
+    reference: PoseTrack,
+    ps: PreparedSession,
+    max_offset_s: float,
+    max_gap_s: float,
+) -> None:
+    """Record in ``ps.segmentation`` the detections that move when the offset moves by ±2σ."""
+    seg = ps.segmentation
+    if seg.method == "flags":
+        return
+    sigma = offset_sigma(sensor, reference, max_offset_s)
+    seg.offset_sigma_s = sigma
+    if not np.isfinite(sigma):
+        return
+    shifted = []
+    for sign in (-2.0, 2.0):
+        al = replace(ps.alignment, offset_s=ps.alignment.offset_s + sign * sigma)
+        t, e, _ = pose_errors(sensor, reference, al, max_gap_s)
+        shifted.append(t[1:][detect_jumps(t, e)[1:]])
+    period = float(np.median(np.diff(ps.series.t_s)))
+    seg.unstable_times_s = unstable_detections(
+        seg.detected_times_s, shifted, max(2.0 * period, 2.0 * sigma)
+    )

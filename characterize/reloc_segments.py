@@ -20,7 +20,7 @@ Both results are reported (:class:`Segmentation`) with the method that was used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import chdtri
@@ -51,6 +51,8 @@ class Segmentation:
     method: str  # "flags", "detected" or "none"
     flagged_times_s: np.ndarray
     detected_times_s: np.ndarray
+    offset_sigma_s: float = float("nan")  # time offset's standard error used for stability
+    unstable_times_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def times_s(self) -> np.ndarray:
@@ -64,6 +66,8 @@ class Segmentation:
             "n_segments": int(self.reloc.sum()),
             "flagged_times_s": self.flagged_times_s.tolist(),
             "detected_times_s": self.detected_times_s.tolist(),
+            "offset_sigma_s": self.offset_sigma_s,
+            "unstable_detected_times_s": self.unstable_times_s.tolist(),
         }
 
 
@@ -173,3 +177,24 @@ def segment(
     )
     reloc[0] = True
     return Segmentation(reloc, method, flagged, det_times)
+
+
+def unstable_detections(
+    base_s: np.ndarray, shifted_s: list[np.ndarray], tolerance_s: float
+) -> np.ndarray:
+    """Detection times (s) that do not survive a change of the time offset.
+
+    ``base_s``: detections at the estimated offset; ``shifted_s``: detections with the
+    offset moved (e.g. by ±2σ). Returned, sorted: every base detection missing (no
+    detection within ``tolerance_s``) from any shifted run, and every shifted
+    detection with no base detection within ``tolerance_s``.
+    """
+    out = []
+    for x in base_s:
+        if any(sh.size == 0 or np.min(np.abs(sh - x)) > tolerance_s for sh in shifted_s):
+            out.append(float(x))
+    for sh in shifted_s:
+        for x in sh:
+            if base_s.size == 0 or np.min(np.abs(base_s - x)) > tolerance_s:
+                out.append(float(x))
+    return np.unique(np.round(np.array(out), 9))

@@ -55,3 +55,13 @@ def test_steps_of_three_sigma_step_are_found(seed):
     extra = [f for f in found if np.min(np.abs(at - f)) > 1]
     assert hit.mean() >= 0.95, (hit.mean(), at[~hit])
     assert len(extra) <= 1, extra
+
+
+def test_unstable_detections_are_those_that_move_with_the_offset():
+    from sensorbench.characterize.reloc_segments import unstable_detections
+
+    base = np.array([1.0, 5.0, 9.0])
+    got = unstable_detections(base, [np.array([1.01, 5.0, 9.0]), np.array([1.0, 9.02, 12.0])], 0.05)
+    # 5.0 is missing from the second run, 12.0 appears only there
+    assert got.tolist() == [5.0, 12.0]
+    assert unstable_detections(base, [base, base], 0.05).size == 0
