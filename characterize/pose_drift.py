@@ -19,6 +19,15 @@ Two checks that a Gauss-Markov fit cannot pass by absorbing drift:
   a velocity bias) fails with ``DRIFT`` at level α / 6 per axis (Bonferroni over the
   axes).
 
+- **Variance against segment length** (:func:`variance_growth`): a Gauss-Markov σ
+  that grows with the segment length is drift too. In every segment the error's
+  variance about the segment mean is divided by what the model expects for a segment
+  of that length, ``E[S²] = σ² (1 − 2(x − 1 + e^{−x})/x²) + σ_v²``, x = L/τ (the
+  variance of g minus its own average over L); under the model the ratio has mean 1
+  whatever L. Its weighted (∝ L) regression slope on ln L is tested one-sided (> 0)
+  with a scatter-based variance (Student t, effective segments − 2 degrees of
+  freedom), level α / 6 per axis; needs ≥ 5 segments.
+
 Times are seconds; errors in the units of :data:`pose_series.AXIS_UNITS`.
 """
 
@@ -199,4 +208,94 @@ def trend_test(series: list[ErrorSeries], alpha: float = TREND_ALPHA) -> dict[st
         else:
             se, p = 0.0, float("nan")
         out[a] = AxisTrend(a, mean, float(se), dof, p, k, level)
+    return out
+
+
+@dataclass
+class AxisVarianceGrowth:
+    """Slope of (observed / model-expected segment variance) against ln(segment length)."""
+
+    axis: str
+    slope: float  # change of the ratio per unit of ln L
+    se: float
+    dof: float
+    p_value: float  # one-sided, slope > 0
+    n_segments: int
+    level: float
+
+    @property
+    def testable(self) -> bool:
+        """At least 5 segments and a finite p-value."""
+        return self.n_segments >= 5 and np.isfinite(self.p_value)
+
+    @property
+    def failed(self) -> bool:
+        """The variance grows with segment length faster than the model allows."""
+        return self.testable and self.p_value < self.level
+
+    def to_dict(self) -> dict:
+        """JSON-ready."""
+        return {
+            "slope_per_ln_s": self.slope,
+            "se": self.se,
+            "dof": self.dof,
+            "p_value": self.p_value,
+            "n_segments": self.n_segments,
+            "level": self.level,
+            "testable": self.testable,
+            "failed": self.failed,
+        }
+
+
+def expected_segment_variance(length_s: np.ndarray, params: np.ndarray) -> np.ndarray:
+    """``(K, 6)`` model variance of the error about its mean over segments of ``length_s``."""
+    x = np.maximum(length_s[:, None] / params[None, :, 2], 1e-9)
+    avg = 2.0 * (x - 1.0 + np.exp(-x)) / (x * x)
+    return params[None, :, 1] ** 2 * (1.0 - avg) + params[None, :, 3] ** 2
+
+
+def variance_growth(
+    series: list[ErrorSeries], model: PoseErrorModel, alpha: float = TREND_ALPHA
+) -> dict[str, AxisVarianceGrowth]:
+    """Per axis: does the segment variance outgrow the model's with segment length?"""
+    var, lengths = [], []
+    for s in series:
+        seg = s.segment_id
+        k = int(seg[-1]) + 1
+        n = np.bincount(seg, minlength=k).astype(float)
+        mean = np.stack([np.bincount(seg, s.error[:, i], k) for i in range(6)], axis=1) / n[:, None]
+        dev2 = np.stack(
+            [np.bincount(seg, (s.error[:, i] - mean[seg, i]) ** 2, k) for i in range(6)], axis=1
+        )
+        t0 = np.minimum.reduceat(s.t_s, np.flatnonzero(s.reloc))
+        t1 = np.maximum.reduceat(s.t_s, np.flatnonzero(s.reloc))
+        ok = (n >= _MIN_TREND_SAMPLES) & (t1 > t0)
+        var.append(dev2[ok] / (n[ok, None] - 1.0))
+        lengths.append((t1 - t0)[ok])
+    v, length = np.concatenate(var), np.concatenate(lengths)
+    k = length.size
+    level = alpha / len(AXES)
+    out = {}
+    if k < 5:
+        for a in AXES:
+            out[a] = AxisVarianceGrowth(a, float("nan"), float("nan"), 0.0, float("nan"), k, level)
+        return out
+    ratio = v / expected_segment_variance(length, model.params_array())
+    w = length / length.sum()
+    x = np.log(length)
+    xc = x - np.sum(w * x)
+    sxx = float(np.sum(w * xc * xc))
+    k_eff = float(1.0 / np.sum(w * w))
+    dof = max(k_eff - 2.0, 1.0)
+    for i, a in enumerate(AXES):
+        r = ratio[:, i]
+        if sxx <= 0 or not np.all(np.isfinite(r)):
+            out[a] = AxisVarianceGrowth(a, float("nan"), float("nan"), 0.0, float("nan"), k, level)
+            continue
+        b = float(np.sum(w * xc * r) / sxx)
+        resid = r - np.sum(w * r) - b * xc
+        var_b = float(np.sum((w * xc) ** 2 * resid**2) / sxx**2 * k / max(k - 2, 1))
+        se = float(np.sqrt(var_b))
+        p = float(student_t.sf(b / se, dof)) if se > 0 else float("nan")
+        out[a] = AxisVarianceGrowth(a, b, se, dof, p, k, level)
     return out

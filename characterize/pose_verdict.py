@@ -2,8 +2,9 @@
 
 Part 1, **model** — fails with a named reason:
 
-- ``DRIFT`` (axis): τ not inside the segments the data has, or a consistent
-  per-segment trend (:mod:`pose_drift`);
+- ``DRIFT`` (axis): τ not inside the segments the data has, a consistent
+  per-segment trend, or a variance that outgrows the model's with segment length
+  (:mod:`pose_drift`);
 - ``SCALE`` (campaign): the similarity alignment's scale excludes 1 by more than the
   tolerance (:mod:`pose_scale`);
 - ``FRAME`` (session): a session is not in the campaign's map (:mod:`pose_frames`);
@@ -28,8 +29,10 @@ import numpy as np
 from sensorbench.characterize.pose_drift import (
     AxisStationarity,
     AxisTrend,
+    AxisVarianceGrowth,
     stationarity,
     trend_test,
+    variance_growth,
 )
 from sensorbench.characterize.pose_error import PoseErrorModel
 from sensorbench.characterize.pose_frames import FrameCheck
@@ -68,6 +71,7 @@ class Verdict:
     frames: FrameCheck | None
     validation: ValidationReport | None
     requirements: list[RequirementResult] = field(default_factory=list)
+    growth: dict[str, AxisVarianceGrowth] = field(default_factory=dict)
 
     def reasons(self) -> list[Reason]:
         """Every named failure of the model part, DRIFT, SCALE, FRAME, then MISFIT."""
@@ -86,6 +90,17 @@ class Verdict:
                         f"the error trends within relocalization segments: mean slope "
                         f"{tr.slope:.3g} {u}/s (se {tr.se:.2g}, p = {tr.p_value:.2g} over "
                         f"{tr.n_segments} segments)",
+                    )
+                )
+        for a, g in self.growth.items():
+            if g.failed:
+                out.append(
+                    Reason(
+                        "DRIFT",
+                        a,
+                        f"the error's variance grows with the segment length beyond the "
+                        f"model's (slope {g.slope:.3g} per ln s of the observed/expected "
+                        f"ratio, p = {g.p_value:.2g} over {g.n_segments} segments)",
                     )
                 )
         if self.scale is not None and self.scale.failed:
@@ -135,6 +150,7 @@ class Verdict:
                 "align": self.align,
                 "stationarity": {a: v.to_dict() for a, v in self.stationarity.items()},
                 "trend": {a: v.to_dict() for a, v in self.trend.items()},
+                "variance_growth": {a: v.to_dict() for a, v in self.growth.items()},
                 "scale": None if self.scale is None else self.scale.to_dict(),
                 "frames": None if self.frames is None else self.frames.to_dict(),
             },
@@ -148,16 +164,23 @@ class Verdict:
     def lines(self) -> list[str]:
         """The two-part verdict as text (the CLI prints it)."""
         out = ["Verdict, part 1 — does the model describe the errors?"]
-        out.append("  axis    tau (s) [95 %]            median segment (s)  stationary  trend p")
+        out.append(
+            "  axis    tau (s) [95 %]            median segment (s)  stationary  trend p"
+            "   var-growth p"
+        )
         for a in AXES:
             st, tr = self.stationarity[a], self.trend[a]
             lo, hi = st.tau_ci95_s
             ci = f"[{lo:.3g}, {hi:.3g}]" if st.tau_identified else "(not identified)"
             tp = f"{tr.p_value:.2g}" if tr.testable else "n/a"
+            tp += " DRIFT" if tr.failed else ""
+            g = self.growth.get(a)
+            gp = f"{g.p_value:.2g}" if g is not None and g.testable else "n/a"
+            gp += " DRIFT" if g is not None and g.failed else ""
             flag = "yes" if st.stationary else "DRIFT"
             out.append(
                 f"  {a:6s} {st.tau_s:8.3g} {ci:18s} {st.median_segment_s:12.3g}"
-                f"        {flag:10s}  {tp}{' DRIFT' if tr.failed else ''}"
+                f"        {flag:10s}  {tp:9s} {gp}"
             )
         if self.scale is not None:
             sc = self.scale
@@ -247,4 +270,5 @@ def assess(
         frames,
         validation,
         list(requirements or []),
+        variance_growth(series, model),
     )

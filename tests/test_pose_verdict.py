@@ -155,3 +155,35 @@ def test_report_section_shows_both_parts_and_the_named_reason():
     doc = data["pose_verdict"]
     assert doc["model"]["passed"] is False
     assert names[OTHER] in doc["model"]["frames"]["failed_sessions"]
+
+
+def _growing_sigma_campaign(seed: int):
+    """Correct campaign except that every segment's GM σ scales as √(L / 12 s)."""
+    from sensorbench.characterize.pose_series import ErrorSeries
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(6):
+        t, reloc = pose_util.session_design(rng, 120.0, 5.0, 20.0)
+        unit = pose_util.TRUTH * [0, 1, 1, 0]
+        g = pose_util.simulate_errors(unit, t, reloc, 1, rng)[0]
+        seg = np.cumsum(reloc) - 1
+        starts = t[reloc]
+        length = np.diff(np.append(starts, t[-1]))
+        b = rng.standard_normal((starts.size, 6)) * pose_util.TRUTH[:, 0]
+        v = rng.standard_normal((t.size, 6)) * pose_util.TRUTH[:, 3]
+        e = b[seg] + g * np.sqrt(length / 12.0)[seg, None] + v
+        out.append(ErrorSeries(t, e, reloc, name=f"grow-{seed}-{i}"))
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sigma_growing_with_segment_length_is_drift(seed):
+    from sensorbench.characterize.pose_drift import variance_growth
+
+    series = _growing_sigma_campaign(seed)
+    growth = variance_growth(series, fit_pose_error(series))
+    assert sum(g.failed for g in growth.values()) >= 3, {a: g.p_value for a, g in growth.items()}
+    correct = pose_util.campaign(seed, "correct")
+    growth = variance_growth(correct, fit_pose_error(correct))
+    assert not any(g.failed for g in growth.values())
