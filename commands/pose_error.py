@@ -149,6 +149,18 @@ def _model_table(model) -> str:
     return "\n".join(lines)
 
 
+def _unstable_note(seg) -> str:
+    """`, k move with the time offset` when detections change with offset ± 2σ."""
+    k = seg.unstable_times_s.size
+    if k == 0:
+        return ""
+    times = ", ".join(f"{t:.2f}" for t in seg.unstable_times_s)
+    return (
+        f"; {k} detection(s) change when the time offset moves by ±2 x "
+        f"{1000 * seg.offset_sigma_s:.1f} ms: at {times} s"
+    )
+
+
 def _stationarity_table(station: dict) -> str:
     lines = [
         "Stationarity: tau (and its 95 % upper bound) against the median relocalization "
@@ -238,6 +250,7 @@ def fit_pose_error_cmd(
             f"time offset {1000 * al.offset_s:+.2f} ms ({al.time_offset_method}), "
             f"alignment {al.mode} residual {1000 * al.residual_rms_m:.1f} mm, "
             f"relocalizations: {ps.segmentation.method} ({ps.series.n_segments - 1})"
+            + _unstable_note(ps.segmentation)
         )
         click.echo(
             "  RMS error: "
@@ -442,7 +455,7 @@ def validate_cmd(
             click.echo(
                 f"{chk.name}: {verdict} (joint p = {chk.p_joint:.4f}); {ps.series.n} samples, "
                 f"time offset {1000 * ps.alignment.offset_s:+.2f} ms, "
-                f"relocalizations: {seg.method} ({ps.series.n_segments - 1})"
+                f"relocalizations: {seg.method} ({ps.series.n_segments - 1})" + _unstable_note(seg)
             )
             click.echo("  axis   " + " ".join(f"{s:>9s}" for s in STAT_NAMES))
             for i, a in enumerate(AXES):
