@@ -168,11 +168,12 @@ def reference_motion(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return p, Rotation.from_rotvec(rv).as_quat()
 
 
-def write_session(path, series: ErrorSeries, sensor: str = "cam") -> None:
+def write_session(path, series: ErrorSeries, sensor: str = "cam", shift=None) -> None:
     """A session file: 100 Hz mocap of a smooth motion, and a sensor = mocap + error.
 
     The sensor samples at the error's timestamps, reports in the mocap frame (validate
-    with ``--no-align``) and flags RELOCALIZED at every relocalization of the series.
+    with ``--no-align``; ``shift``, m, moves its positions as if in another map) and
+    flags RELOCALIZED at every relocalization of the series.
     """
     from scipy.spatial.transform import Rotation
 
@@ -197,7 +198,14 @@ def write_session(path, series: ErrorSeries, sensor: str = "cam") -> None:
             "mocap", PoseBatch(ns(t_ref), p_ref, q_ref, np.ones(m, bool), np.zeros(m, np.uint8))
         )
         w.append_pose(
-            sensor, PoseBatch(ns(t), p + series.error[:, :3], q_s, np.ones(n, bool), flags)
+            sensor,
+            PoseBatch(
+                ns(t),
+                p + series.error[:, :3] + (0.0 if shift is None else np.asarray(shift)),
+                q_s,
+                np.ones(n, bool),
+                flags,
+            ),
         )
 
 

@@ -150,3 +150,19 @@ def test_validate_prints_two_part_verdict_and_requirements_set_exit_code(sim_ses
         cli, ["validate", *map(str, sim_sessions), *common, "--require", "x.p95<=1deg"]
     )
     assert r.exit_code == 2 and "not a 'deg' quantity" in r.output
+
+
+def test_validate_names_a_session_in_another_map(sim_sessions, tmp_path):
+    """--align campaign (default): a fourth session shifted by 0.5 m is FRAME, exit 1."""
+    other = pose_util.campaign(22, "correct", n_sessions=1, duration_s=120.0)[0]
+    shifted = tmp_path / "elsewhere.h5"
+    pose_util.write_session(shifted, other, shift=[0.5, -0.3, 0.0])
+    common = ["--sensor", "cam", "--time-offset", "0", "--draws", "200"]
+    r = _invoke("validate", *sim_sessions, shifted, *common)
+    assert r.exit_code == 1, r.output
+    assert "FRAME elsewhere: session elsewhere is not in the same map" in r.output
+    r = _invoke("validate", *sim_sessions, shifted, *common, "--json")
+    frames = json.loads(r.output)["verdict"]["model"]["frames"]
+    assert frames["failed_sessions"] == ["elsewhere"]
+    r = _invoke("fit", "pose-error", *sim_sessions, shifted, *common[:4])
+    assert r.exit_code == 0 and "left out of the fit" in r.output
