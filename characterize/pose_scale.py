@@ -50,25 +50,27 @@ SCALE_TOLERANCE = 0.005
 def similarity_fit(
     src: np.ndarray, dst: np.ndarray, planar: bool = False
 ) -> tuple[float, np.ndarray, np.ndarray]:
-    """``(s, R (3,3), t (3,))`` minimising Σ |s R src + t − dst|² (Umeyama; Sim(2) if planar)."""
+    """``(s, R (3,3), t (3,))`` with ``dst ≈ s R src + t`` (Sim(3); Sim(2) if planar).
+
+    R is Umeyama's (the SVD of the cross-covariance; yaw only when planar); s is the
+    regression of ``src`` on ``dst`` (``Σ|b|² / Σ<R a, b>``, centred, x-y only when
+    planar; see the module docstring); ``t = μ_dst − s R μ_src``.
+    """
     mu_s, mu_d = src.mean(axis=0), dst.mean(axis=0)
     a, b = src - mu_s, dst - mu_d
     if planar:
         a2, b2 = a[:, :2], b[:, :2]
         yaw = np.arctan2(np.sum(a2[:, 0] * b2[:, 1] - a2[:, 1] * b2[:, 0]), np.sum(a2 * b2))
         rot = Rotation.from_euler("z", yaw).as_matrix()
-        ra = a2 @ rot[:2, :2].T
-        den = float(np.sum(a2 * a2))
-        s = float(np.sum(ra * b2) / den) if den > 0 else float("nan")
-        return s, rot, mu_d - s * rot @ mu_s
-    cov = b.T @ a / src.shape[0]
-    u, d, vt = np.linalg.svd(cov)
-    sgn = np.eye(3)
-    if np.linalg.det(u) * np.linalg.det(vt) < 0:
-        sgn[2, 2] = -1.0
-    rot = u @ sgn @ vt
-    var = float(np.mean(np.sum(a * a, axis=1)))
-    s = float(np.sum(d * np.diag(sgn)) / var) if var > 0 else float("nan")
+    else:
+        u, _, vt = np.linalg.svd(b.T @ a)
+        sgn = np.eye(3)
+        if np.linalg.det(u) * np.linalg.det(vt) < 0:
+            sgn[2, 2] = -1.0
+        rot = u @ sgn @ vt
+    ap, bp = _plane(a, planar), _plane(b, planar)
+    den = float(np.sum((ap @ _plane_rot(rot, planar).T) * bp))
+    s = float(np.sum(bp * bp) / den) if den > 0 else float("nan")
     return s, rot, mu_d - s * rot @ mu_s
 
 
