@@ -51,7 +51,11 @@ MIN_DOF = 3
 
 @dataclass
 class FrameCheck:
-    """Per session: its mean error against what within-session offsets allow."""
+    """Per session: its mean error against what the offsets may explain.
+
+    ``method``: the within-session segment-mean spread (F test, ``dof`` = ν), or the
+    leave-one-out form against the noise model (χ² test, ``dof`` = 6).
+    """
 
     sessions: list[str]
     statistic: np.ndarray  # (S,) X_i
@@ -184,7 +188,7 @@ def loo_frame_statistics(
         np.asarray(chi2.sf(x, 6), float),
         m,
         np.sqrt(allowed_var),
-        MIN_DOF,
+        6,  # χ²₆: the allowance is the model's, not estimated from within sessions
         alpha / (n_total or n),
         method="leave-one-out session means against the noise model",
     )
