@@ -12,11 +12,23 @@ For the model ``g + v`` (first-order Gauss-Markov σ, τ plus white σ_v sampled
 
 whose GM part peaks at T ≈ 1.89 τ with ADEV ≈ 0.62 σ (slopes +½ below, -½ above).
 Units: T in s; ADEV in the error's unit (m or rad).
+
+Confidence intervals: AVAR·edf/χ²_edf is taken as χ²-distributed with ``edf``
+equivalent degrees of freedom, here the number of *non-overlapping* Allan terms
+(Σ over pieces of ⌊n/m⌋ − 1 at averaging factor m), a conservative choice: the
+overlapping estimator used for the curve has more (by a factor that depends on the
+noise type, Riley, *Handbook of Frequency Stability Analysis*, NIST SP 1065, 2008,
+§5.3), so the stated 95 % intervals are, if anything, too wide.
+
+A peak is reported only at an interior maximum of the curve (over averaging times with
+at least 30 terms): a maximum at either end of the range means the curve still rises
+(or only falls) there, and T/1.89 is then no estimate of τ.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import chi2
 
 from sensorbench.characterize.pose_series import AXES, ErrorSeries
 
@@ -47,12 +59,21 @@ def allan_deviation(
     series: list[ErrorSeries], n_taus: int = 30
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pooled overlapping ADEV of every axis: (T (K,) s, adev (K, 6), n_terms (K,))."""
+    t, adev, cnt, _ = allan_deviation_edf(series, n_taus)
+    return t, adev, cnt
+
+
+def allan_deviation_edf(
+    series: list[ErrorSeries], n_taus: int = 30
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """As :func:`allan_deviation`, plus the equivalent degrees of freedom (K,)."""
     dt0 = float(np.median(np.concatenate([np.diff(s.t_s) for s in series])))
     pieces = [p for s in series for p in _pieces(s)]
     longest = max(p[0].size for p in pieces)
     ms = np.unique(np.round(np.logspace(0, np.log10(max(longest // 3, 1)), n_taus)).astype(int))
     num = np.zeros((ms.size, 6))
     cnt = np.zeros(ms.size)
+    edf = np.zeros(ms.size)
     for _, x in pieces:
         c = np.concatenate([np.zeros((1, 6)), np.cumsum(x, axis=0)])
         n = x.shape[0]
@@ -63,9 +84,29 @@ def allan_deviation(
             d = avg[m:] - avg[:-m]
             num[k] += np.sum(d * d, axis=0)
             cnt[k] += d.shape[0]
+            edf[k] += max(n // m - 1, 0)
     ok = cnt > 0
     adev = np.sqrt(num[ok] / (2.0 * cnt[ok, None]))
-    return ms[ok] * dt0, adev, cnt[ok]
+    return ms[ok] * dt0, adev, cnt[ok], np.maximum(edf[ok], 1.0)
+
+
+def adev_interval(adev: np.ndarray, edf: np.ndarray, level: float = 0.95) -> np.ndarray:
+    """``(2, ...)`` lower and upper ADEV bounds: AVAR·edf/χ²_edf at ``(1 ± level)/2``."""
+    edf = np.asarray(edf, dtype=float)
+    if np.ndim(adev) > np.ndim(edf):
+        edf = edf[:, None]
+    hi_q = chi2.ppf(0.5 + level / 2, edf)
+    lo_q = chi2.ppf(0.5 - level / 2, edf)
+    return np.stack([adev * np.sqrt(edf / hi_q), adev * np.sqrt(edf / lo_q)])
+
+
+def interior_peak(y: np.ndarray, good: np.ndarray) -> int | None:
+    """Index of the maximum of ``y`` over ``good`` points, or None at either end of them."""
+    idx = np.flatnonzero(good & np.isfinite(y))
+    if idx.size < 3:
+        return None
+    k = int(idx[np.argmax(y[idx])])
+    return None if k in (idx[0], idx[-1]) else k
 
 
 def model_allan_deviation(
@@ -80,28 +121,33 @@ def model_allan_deviation(
 def allan_cross_check(series: list[ErrorSeries], params: np.ndarray) -> dict:
     """Compare the empirical ADEV with the fitted model's, per axis.
 
-    Returns ``{"T_s": [...], axis: {...}}`` with, per axis, the empirical peak
-    (T, ADEV) (the maximum), the τ and σ it implies (T/1.89,
-    ADEV/0.62), the fitted τ and σ, and the range of the ratio empirical/model;
-    only averaging times with at least 30 terms count.
+    Returns ``{"T_s": [...], "edf": [...], axis: {...}}`` with, per axis, the curve
+    and its 95 % interval (``adev_ci95`` as [low, high] lists), the empirical peak
+    (T, ADEV) — only at an interior maximum (``peak_found``; else nan) — and the τ
+    and σ it implies (T/1.89, ADEV/0.62), the fitted τ and σ, and the range of the
+    ratio empirical/model; only averaging times with at least 30 terms count.
     """
-    t, adev, n_terms = allan_deviation(series)
+    t, adev, n_terms, edf = allan_deviation_edf(series)
     dt0 = float(np.median(np.concatenate([np.diff(s.t_s) for s in series])))
-    out: dict = {"T_s": t.tolist(), "n_terms": n_terms.tolist()}
+    ci = adev_interval(adev, edf)
+    out: dict = {"T_s": t.tolist(), "n_terms": n_terms.tolist(), "edf": edf.tolist()}
+    nan = float("nan")
     for i, a in enumerate(AXES):
         _, sg, tau, sv = params[i]
         model = model_allan_deviation(t, sg, tau, sv, dt0)
         y = adev[:, i]
         good = n_terms >= 30
-        pk = int(np.nanargmax(np.where(good, y, np.nan))) if good.any() else int(np.argmax(y))
+        pk = interior_peak(y, good)
         ratio = y[good] / model[good]
         out[a] = {
             "adev": y.tolist(),
+            "adev_ci95": [ci[0][:, i].tolist(), ci[1][:, i].tolist()],
             "model_adev": model.tolist(),
-            "peak_T_s": float(t[pk]),
-            "peak_adev": float(y[pk]),
-            "tau_from_peak_s": float(t[pk] / GM_PEAK_T_OVER_TAU),
-            "sigma_from_peak": float(y[pk] / GM_PEAK_ADEV_OVER_SIGMA),
+            "peak_found": pk is not None,
+            "peak_T_s": nan if pk is None else float(t[pk]),
+            "peak_adev": nan if pk is None else float(y[pk]),
+            "tau_from_peak_s": nan if pk is None else float(t[pk] / GM_PEAK_T_OVER_TAU),
+            "sigma_from_peak": nan if pk is None else float(y[pk] / GM_PEAK_ADEV_OVER_SIGMA),
             "tau_fit_s": float(tau),
             "sigma_fit": float(sg),
             "ratio_min": float(ratio.min()) if ratio.size else float("nan"),

@@ -313,11 +313,13 @@ def align(
 def align_sessions(
     pairs: list[tuple[PoseTrack, PoseTrack]],
     mode: str = "se3",
-    offset_s: float | None = None,
+    offset_s: float | list[float | None] | None = None,
     max_offset_s: float = 0.5,
     max_gap_s: float = 0.1,
 ) -> list[Alignment]:
     """Align several sessions of one sensor: a time offset each, one frame transform.
+
+    ``offset_s``: None (estimate each), one known offset for all, or one per session.
 
     The sensor relocalizes into the same map in every session, so one transform
     ``p_ref ≈ R p + t`` (and one body rotation) is fitted to the poses of all
@@ -328,13 +330,14 @@ def align_sessions(
     if not pairs:
         raise FitError("no sessions to align")
     prepared = []
-    for sensor, ref in pairs:
+    offsets = list(offset_s) if isinstance(offset_s, (list, tuple)) else [offset_s] * len(pairs)
+    for (sensor, ref), given in zip(pairs, offsets, strict=True):
         sensor, ref = sensor.only_valid(), ref.only_valid()
-        if offset_s is None:
+        if given is None:
             offset, corr = estimate_time_offset(sensor, ref, max_offset_s)
             method = "angular-rate xcorr (windowed rates, relocalizations masked)"
         else:
-            offset, corr, method = float(offset_s), float("nan"), "given"
+            offset, corr, method = float(given), float("nan"), "given"
         pos, quat, inside = _pairs(sensor, ref, offset, max_gap_s)
         if inside.sum() < 3:
             raise FitError("fewer than 3 sensor poses fall inside the reference track")

@@ -90,6 +90,11 @@ def plot_allan(check: dict, path: str | Path) -> Path:
         k, unit = _scale(a)
         c = check[a]
         ax.loglog(t, k * np.array(c["adev"]), "o-", ms=3, label="data")
+        if "adev_ci95" in c:
+            lo, hi = (k * np.array(v, dtype=float) for v in c["adev_ci95"])
+            ax.fill_between(t, lo, hi, color="C0", alpha=0.2, lw=0, label="data 95 % (edf)")
+        if c.get("peak_found"):
+            ax.plot([c["peak_T_s"]], [k * c["peak_adev"]], "v", color="C3", label="interior peak")
         ax.loglog(t, k * np.array(c["model_adev"]), "-", label="fitted model")
         ax.axvline(1.89 * c["tau_fit_s"], color="C3", lw=0.8, ls="--", label="1.89 τ")
         ax.set_title(a)

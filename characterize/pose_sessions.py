@@ -13,21 +13,36 @@ and records where every input came from.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from sensorbench.characterize.pose_align import (
     ERROR_FRAME,
     Alignment,
     PoseTrack,
     align_sessions,
+    estimate_time_offset,
     pose_errors,
 )
 from sensorbench.characterize.pose_error import FitOptions, PoseErrorModel, fit_pose_error
+from sensorbench.characterize.pose_frames import (
+    FRAME_ALPHA,
+    FrameCheck,
+    frame_statistics,
+    loo_frame_statistics,
+    mean_variance,
+)
 from sensorbench.characterize.pose_series import ErrorSeries
-from sensorbench.characterize.reloc_segments import RELOCALIZED_FLAG, Segmentation, segment
+from sensorbench.characterize.reloc_segments import (
+    RELOCALIZED_FLAG,
+    Segmentation,
+    detect_jumps,
+    segment,
+    unstable_detections,
+)
 from sensorbench.errors import FitError, SessionError
 from sensorbench.logs.model_file import file_sha256
 
@@ -43,6 +58,7 @@ class PreparedSession:
     alignment: Alignment
     segmentation: Segmentation
     source: str
+    sensor_position: np.ndarray | None = None  # (N, 3) m, sensor frame, at the series' samples
 
     def to_dict(self) -> dict:
         """JSON-ready description (alignment, segmentation, sizes)."""
@@ -80,6 +96,7 @@ def _segmented(
     name: str,
     max_gap_s: float,
     source: str,
+    seg: Segmentation | None = None,
 ) -> PreparedSession:
     t, e, idx = pose_errors(sensor, reference, al, max_gap_s)
     if t.size < 10:
@@ -91,9 +108,10 @@ def _segmented(
         kept = seg_all[idx]
         flags = np.zeros(idx.size, dtype=np.uint8)
         flags[1:][np.diff(kept) > 0] = RELOCALIZED_FLAG
-    seg = segment(t, e, flags)
+    if seg is None or seg.reloc.size != t.size:
+        seg = segment(t, e, flags)
     series = ErrorSeries(t, e, seg.reloc, name=name)
-    return PreparedSession(series, al, seg, source)
+    return PreparedSession(series, al, seg, source, valid.position[idx])
 
 
 def load_tracks(
@@ -180,12 +198,17 @@ def prepare_sessions(
         alignments = [
             align_sessions([tr], mode, offset_s, max_offset_s, max_gap_s)[0] for tr in tracks
         ]
-    stems = [Path(p).stem for p in paths]
-    names = [f"{s}#{i}" if stems.count(s) > 1 else s for i, s in enumerate(stems)]
+    names = session_names(paths)
     return [
         _segmented(sen, ref, al, name, max_gap_s, str(p))
         for (sen, ref), al, name, p in zip(tracks, alignments, names, paths, strict=True)
     ]
+
+
+def session_names(paths: list[str | Path]) -> list[str]:
+    """Session names: the file stems, made unique with ``#i`` where two collide."""
+    stems = [Path(p).stem for p in paths]
+    return [f"{s}#{i}" if stems.count(s) > 1 else s for i, s in enumerate(stems)]
 
 
 def fit_prepared(
@@ -218,4 +241,170 @@ def fit_prepared(
             "segmentation": {ps.series.name: ps.segmentation.to_dict() for ps in prepared},
             "time_origin": TIME_ORIGIN,
         },
+    )
+
+
+ALIGN_MODES = ("campaign", "session", "none")
+"""``--align``: one transform for all sessions, one per session, or none."""
+
+
+def prepare_campaign(
+    tracks: list[tuple[PoseTrack, PoseTrack]],
+    names: list[str],
+    sources: list[str] | None = None,
+    align: str = "campaign",
+    planar: bool = False,
+    offset_s: float | None = None,
+    max_offset_s: float = 0.5,
+    max_gap_s: float = 0.1,
+    frame_alpha: float = FRAME_ALPHA,
+) -> tuple[list[PreparedSession], FrameCheck | None]:
+    """Align, compute and segment the error of every session; check their frames.
+
+    ``align``: ``"campaign"`` (one transform for all sessions; then sessions in another
+    map are found by :func:`pose_frames.frame_statistics`, removed one at a time, worst
+    first, and the rest re-aligned without them), ``"session"`` (one transform each)
+    or ``"none"``. Returns the prepared sessions (those in the campaign's map, in
+    input order) and the frame check (None unless ``"campaign"`` with ≥ 2 sessions).
+    Time offsets are estimated once per session (unless ``offset_s`` is given), and
+    relocalizations are segmented on each session's error under its own alignment
+    (a session in another map, pulling the shared alignment, must not change where
+    the others' steps are found).
+    """
+    if align not in ALIGN_MODES:
+        raise FitError(f"unknown --align {align!r} (campaign, session or none)")
+    sources = sources or [""] * len(tracks)
+    mode = "none" if align == "none" else ("planar" if planar else "se3")
+    own = [align_sessions([tr], mode, offset_s, max_offset_s, max_gap_s)[0] for tr in tracks]
+    alone = [
+        _segmented(sen, ref, al, n, max_gap_s, src)
+        for (sen, ref), al, n, src in zip(tracks, own, names, sources, strict=True)
+    ]
+    if offset_s is None:
+        for (sen, ref), ps in zip(tracks, alone, strict=True):
+            _mark_unstable(sen, ref, ps, max_offset_s, max_gap_s)
+    if align != "campaign" or len(tracks) < 2:
+        return alone, None
+    offsets: list[float | None] = [al.offset_s for al in own]
+    keep = list(range(len(tracks)))
+    excluded: list[str] = []
+    while True:
+        joint = align_sessions(
+            [tracks[i] for i in keep], mode, [offsets[i] for i in keep], max_offset_s, max_gap_s
+        )
+        joint = [
+            replace(
+                j,
+                time_offset_method=own[i].time_offset_method,
+                rate_correlation=own[i].rate_correlation,
+            )
+            for i, j in zip(keep, joint, strict=True)
+        ]
+        prepared = [
+            _segmented(*tracks[i], al, names[i], max_gap_s, sources[i], alone[i].segmentation)
+            for i, al in zip(keep, joint, strict=True)
+        ]
+        check = frame_statistics([p.series for p in prepared], frame_alpha, len(tracks))
+        if not check.testable and len(keep) >= 3:
+            check = _loo_check(
+                tracks, keep, offsets, own, alone, names, mode, max_gap_s, frame_alpha
+            )
+        if not check.testable or len(keep) <= 2:
+            break
+        worst = int(np.nanargmax(check.statistic))  # p-values underflow to 0 for gross shifts
+        if not check.p_value[worst] < check.level:
+            break
+        excluded.append(names[keep[worst]])
+        keep.pop(worst)
+    check.excluded = excluded
+    for i, al in enumerate(own):
+        ref_al = joint[0]
+        centre = tracks[i][0].only_valid().position.mean(axis=0)
+        shift = (al.rotation @ centre + al.translation) - (
+            ref_al.rotation @ centre + ref_al.translation
+        )
+        angle = Rotation.from_matrix(al.rotation @ ref_al.rotation.T).magnitude()
+        check.own_alignment[names[i]] = {
+            "translation_m": float(np.linalg.norm(shift)),
+            "rotation_deg": float(np.degrees(angle)),
+        }
+    return prepared, check
+
+
+def _loo_check(
+    tracks: list[tuple[PoseTrack, PoseTrack]],
+    keep: list[int],
+    offsets: list[float | None],
+    own: list[Alignment],
+    alone: list[PreparedSession],
+    names: list[str],
+    mode: str,
+    max_gap_s: float,
+    frame_alpha: float,
+) -> FrameCheck:
+    """Frame check with each kept session held out of the alignment (``loo_frame_statistics``)."""
+    params = fit_pose_error([alone[i].series for i in keep]).params_array()
+    held, allowed = [], []
+    for i in keep:
+        rest = [j for j in keep if j != i]
+        joint = align_sessions(
+            [tracks[j] for j in rest], mode, [offsets[j] for j in rest], max_gap_s=max_gap_s
+        )
+        al_i = replace(joint[0], offset_s=own[i].offset_s)
+        held.append(
+            _segmented(*tracks[i], al_i, names[i], max_gap_s, "", alone[i].segmentation).series
+        )
+        allowed.append(mean_variance(alone[i].series, params) * (1.0 + 1.0 / len(rest)))
+    return loo_frame_statistics(held, np.array(allowed), frame_alpha, len(tracks))
+
+
+def offset_sigma(sensor: PoseTrack, reference: PoseTrack, max_offset_s: float) -> float:
+    """Standard error (s) of the time offset: from the estimates on the two halves.
+
+    The halves' estimates differ by ``√2 σ_half`` on average and the whole recording's
+    has ``σ_half / √2``, so ``σ ≈ |o₁ − o₂| / 2`` (one degree of freedom: a rough
+    figure, floored at the 1-ms search step).
+    """
+    s = sensor.only_valid()
+    mid = 0.5 * (s.t_s[0] + s.t_s[-1])
+    halves = []
+    for keep in (s.t_s <= mid, s.t_s > mid):
+        part = PoseTrack(
+            s.t_s[keep],
+            s.position[keep],
+            s.quat_xyzw[keep],
+            None,
+            None if s.flags is None else s.flags[keep],
+            s.name,
+        )
+        try:
+            halves.append(estimate_time_offset(part, reference, max_offset_s)[0])
+        except FitError:
+            return float("nan")
+    return max(abs(halves[0] - halves[1]) / 2.0, 1e-3)
+
+
+def _mark_unstable(
+    sensor: PoseTrack,
+    reference: PoseTrack,
+    ps: PreparedSession,
+    max_offset_s: float,
+    max_gap_s: float,
+) -> None:
+    """Record in ``ps.segmentation`` the detections that move when the offset moves by ±2σ."""
+    seg = ps.segmentation
+    if seg.method == "flags":
+        return
+    sigma = offset_sigma(sensor, reference, max_offset_s)
+    seg.offset_sigma_s = sigma
+    if not np.isfinite(sigma):
+        return
+    shifted = []
+    for sign in (-2.0, 2.0):
+        al = replace(ps.alignment, offset_s=ps.alignment.offset_s + sign * sigma)
+        t, e, _ = pose_errors(sensor, reference, al, max_gap_s)
+        shifted.append(t[1:][detect_jumps(t, e)[1:]])
+    period = float(np.median(np.diff(ps.series.t_s)))
+    seg.unstable_times_s = unstable_detections(
+        seg.detected_times_s, shifted, max(2.0 * period, 2.0 * sigma)
     )

@@ -30,6 +30,7 @@ from sensorbench.logs import Session
 
 if TYPE_CHECKING:
     from sensorbench.characterize.pose_validate import SessionCheck, ValidationReport
+    from sensorbench.characterize.pose_verdict import Verdict
     from sensorbench.fusion.split_filter import FilterNoise
 
 ProgressFn = Callable[[str], None]
@@ -547,6 +548,7 @@ class PoseSection:
         truth_speed: emulation speed when the sessions are simulated, else None.
         figures: Allan plot and each session's error in the model's bands.
         validation: None with fewer than two sessions.
+        verdict: the two-part verdict (model / named failures: DRIFT, SCALE, FRAME, MISFIT).
     """
 
     sensor: str
@@ -556,14 +558,17 @@ class PoseSection:
     truth_speed: float | None
     figures: list[Figure]
     validation: ValidationSection | None = None
+    verdict: Verdict | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """``{"pose_error": {...}}`` and, when validated, ``"validation"``."""
+        """``{"pose_error": {...}}``, ``"pose_verdict"`` and, when validated, ``"validation"``."""
         out: dict[str, Any] = {
             "pose_error": {"source": self.source, "params": [p.as_dict() for p in self.params]}
         }
         if self.validation is not None:
             out.update(self.validation.as_dict())
+        if self.verdict is not None:
+            out["pose_verdict"] = self.verdict.to_dict()
         return out
 
 
@@ -632,6 +637,11 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     )
     if len(series) >= 2:
         section.validation = _validation(inputs, prepared, wrong)
+    from sensorbench.characterize.report_verdict import compute_pose_verdict
+
+    section.verdict = compute_pose_verdict(
+        prepared, model, None if section.validation is None else section.validation.report
+    )
     return section
 
 

@@ -360,6 +360,10 @@ def render_pose(section: PoseSection) -> str:
     parts.extend(img(f) for f in section.figures)
     if section.validation is not None:
         parts.append(render_validation(section.validation))
+    if section.verdict is not None:
+        from sensorbench.characterize.report_verdict import render_pose_verdict
+
+        parts.append(render_pose_verdict(section.verdict))
     return "".join(parts)
 
 

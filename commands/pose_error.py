@@ -37,7 +37,18 @@ _SESSION_OPTS = [
     click.option(
         "--no-align",
         is_flag=True,
-        help="The sensor already reports in the reference frame: no spatial alignment.",
+        help="The sensor already reports in the reference frame: no spatial alignment "
+        "(the same as --align none).",
+    ),
+    click.option(
+        "--align",
+        type=click.Choice(["campaign", "session", "none"]),
+        default="campaign",
+        show_default=True,
+        help="campaign: one frame transform for all SESSIONS (a sensor relocalizing into "
+        "one map); a session whose mean error the within-session offsets cannot explain is "
+        "named (FRAME: not in the same map) and left out. session: one transform each "
+        "(absorbs each session's mean error). none: the sensor reports in the reference frame.",
     ),
     click.option(
         "--max-offset",
@@ -82,25 +93,37 @@ class _Selection:
     reference: str
     planar: bool
     no_align: bool
+    align: str  # campaign, session or none
     max_offset: float  # s
     time_offset: float | None  # s, reference time = sensor time + offset
     t_start: float | None  # s from each session's start
     t_end: float | None
 
-    def prepare(self) -> list:
-        """Every session aligned in time and space (``prepare_sessions``)."""
-        from sensorbench.characterize.pose_sessions import prepare_sessions
+    @property
+    def align_mode(self) -> str:
+        """``--align``, with ``--no-align`` meaning ``none``."""
+        return "none" if self.no_align else self.align
 
-        mode = "none" if self.no_align else ("planar" if self.planar else "se3")
-        return prepare_sessions(
-            list(self.sessions),
-            self.sensor,
-            self.reference,
-            mode,
-            self.max_offset,
+    def prepare(self) -> tuple[list, Any]:
+        """Every session aligned in time and space, and the frame check (``prepare_campaign``)."""
+        from sensorbench.characterize.pose_sessions import (
+            load_tracks,
+            prepare_campaign,
+            session_names,
+        )
+
+        paths = list(self.sessions)
+        return prepare_campaign(
+            [
+                load_tracks(p, self.sensor, self.reference, self.t_start, self.t_end)
+                for p in paths
+            ],
+            session_names(paths),
+            paths,
+            self.align_mode,
+            self.planar,
             self.time_offset,
-            t_start_s=self.t_start,
-            t_end_s=self.t_end,
+            self.max_offset,
         )
 
 
@@ -148,6 +171,32 @@ def _model_table(model) -> str:
     return "\n".join(lines)
 
 
+def _unstable_note(seg) -> str:
+    """`, k move with the time offset` when detections change with offset ± 2σ."""
+    k = seg.unstable_times_s.size
+    if k == 0:
+        return ""
+    times = ", ".join(f"{t:.2f}" for t in seg.unstable_times_s)
+    return (
+        f"; {k} detection(s) change when the time offset moves by ±2 x "
+        f"{1000 * seg.offset_sigma_s:.1f} ms: at {times} s"
+    )
+
+
+def _stationarity_table(station: dict) -> str:
+    lines = [
+        "Stationarity: tau (and its 95 % upper bound) against the median relocalization "
+        "segment (limit = fraction x median)"
+    ]
+    for a, st in station.items():
+        hi = st.tau_ci95_s[1] if st.tau_identified else float("nan")
+        lines.append(
+            f"  {a:6s} tau {st.tau_s:8.3g} s  upper {hi:8.3g} s  limit {st.limit_s:8.3g} s  "
+            + ("stationary" if st.stationary else "DRIFT: not stationary here")
+        )
+    return "\n".join(lines)
+
+
 @click.command("pose-error")
 @_session_options
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the model (TOML).")
@@ -172,14 +221,16 @@ def fit_pose_error_cmd(
     simulator load.
     """
     from sensorbench.characterize.allan import allan_cross_check
+    from sensorbench.characterize.pose_drift import stationarity
     from sensorbench.characterize.pose_series import AXES, AXIS_UNITS
     from sensorbench.characterize.pose_sessions import fit_prepared
 
     if output:
         check_output(output, force=force, inputs=selection.sessions)
-    prepared = selection.prepare()
+    prepared, frames = selection.prepare()
     series = [p.series for p in prepared]
     model = fit_prepared(prepared, selection.sensor, selection.reference)
+    station = stationarity(model, series)
     allan = allan_cross_check(series, model.params_array())
     figures = []
     if plots:
@@ -219,8 +270,13 @@ def fit_pose_error_cmd(
         doc["allan"] = {a: {k: v for k, v in allan[a].items() if "adev" not in k} for a in AXES}
         doc["figures"] = figures
         doc["model_file"] = output
+        doc["stationarity"] = {a: v.to_dict() for a, v in station.items()}
+        doc["frames"] = None if frames is None else frames.to_dict()
         click.echo(to_json(doc))
         return
+    if frames is not None:
+        for name in frames.failed_sessions():
+            click.echo(f"FRAME: {frames.reason(name)}; left out of the fit")
     for ps in prepared:
         al = ps.alignment
         rms = np.sqrt(np.mean(ps.series.error**2, axis=0))
@@ -229,6 +285,7 @@ def fit_pose_error_cmd(
             f"time offset {1000 * al.offset_s:+.2f} ms ({al.time_offset_method}), "
             f"alignment {al.mode} residual {1000 * al.residual_rms_m:.1f} mm, "
             f"relocalizations: {ps.segmentation.method} ({ps.series.n_segments - 1})"
+            + _unstable_note(ps.segmentation)
         )
         click.echo(
             "  RMS error: "
@@ -237,11 +294,16 @@ def fit_pose_error_cmd(
             )
         )
     click.echo(_model_table(model))
-    click.echo("Allan cross-check (tau from the ADEV peak / 1.89 vs fitted tau):")
+    click.echo(_stationarity_table(station))
+    click.echo(
+        "Allan cross-check (tau from the ADEV peak / 1.89 vs fitted tau; a peak only at an "
+        "interior maximum):"
+    )
     for a in AXES:
         c = allan[a]
+        peak = f"{c['tau_from_peak_s']:8.3f} s" if c["peak_found"] else "no interior peak"
         click.echo(
-            f"  {a:6s} tau_peak {c['tau_from_peak_s']:8.3f} s  tau_fit {c['tau_fit_s']:8.3f} s  "
+            f"  {a:6s} tau_peak {peak}  tau_fit {c['tau_fit_s']:8.3f} s  "
             f"ADEV data/model in [{c['ratio_min']:.2f}, {c['ratio_max']:.2f}]"
         )
     if output:
@@ -280,6 +342,38 @@ def fit_pose_error_cmd(
     "(default: draw parameters from the fit's uncertainty).",
 )
 @force_option("figures in --plots")
+@click.option(
+    "--scale-tolerance",
+    default=0.005,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0),
+    help="SCALE fails when the similarity scale's 95 % interval excludes 1 by more than "
+    "this fraction.",
+)
+@click.option(
+    "--require",
+    "require",
+    multiple=True,
+    metavar="AXIS.STAT<=VALUE[UNIT]",
+    help="Accuracy requirement on |error| over --horizon, e.g. x.p95<=0.05 or "
+    "yaw.p99<=1deg; STAT in rms, p50, p95, p99, max; VALUE in m or rad unless a unit "
+    "(mm, cm, m, rad, mrad, deg) is given. Repeatable.",
+)
+@click.option(
+    "--horizon",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0.0, min_open=True),
+    help="Horizon of the required statistics, s.",
+)
+@click.option(
+    "--confidence",
+    default=0.95,
+    show_default=True,
+    type=click.FloatRange(0.5, 1.0, max_open=True),
+    help="A requirement holds when its predicted statistic is within the threshold with "
+    "this probability.",
+)
 @click.pass_context
 def validate_cmd(
     ctx: click.Context,
@@ -292,6 +386,10 @@ def validate_cmd(
     alpha: float,
     no_parameter_uncertainty: bool,
     force: bool,
+    scale_tolerance: float,
+    require: tuple[str, ...],
+    horizon: float,
+    confidence: float,
 ) -> None:
     """Leave-one-session-out Monte Carlo validation of the pose-error model.
 
@@ -301,15 +399,26 @@ def validate_cmd(
     of each relocalization segment) of every axis among them. Percentile
     p = (1 + #{sim >= real}) / (draws + 1). Verdict at family-wise level ALPHA
     (max-|z| over the session's checks, null from the same draws; Šidák over
-    sessions). Exit 1 when any check fails, naming the axis and statistic.
+    sessions).
+
+    Then the two-part verdict. Model: DRIFT (tau not inside the relocalization
+    segments the data has, or a consistent per-segment trend), SCALE (Sim(3)/Sim(2)
+    scale), FRAME (a session not in the campaign's map), MISFIT (the Monte Carlo
+    checks above). Requirements (--require): the predicted distribution of each
+    statistic over --horizon under the model, with its parameter uncertainty, and
+    whether it holds at --confidence. Exit 0 when both hold, 1 naming what failed
+    and why.
     """
     from sensorbench.characterize.gm_montecarlo import STAT_NAMES
-    from sensorbench.characterize.pose_error import PoseErrorModel
+    from sensorbench.characterize.pose_error import PoseErrorModel, fit_pose_error
+    from sensorbench.characterize.pose_requirements import Requirement, predict_requirements
     from sensorbench.characterize.pose_series import AXES
     from sensorbench.characterize.pose_validate import validate_sessions
+    from sensorbench.characterize.pose_verdict import assess
 
+    requirements = [Requirement.parse(r) for r in require]  # fail fast on a bad one
     model = PoseErrorModel.load(model_path) if model_path else None  # fail fast on a bad file
-    prepared = selection.prepare()
+    prepared, frames = selection.prepare()
     series = [p.series for p in prepared]
     report = validate_sessions(
         series,
@@ -318,6 +427,26 @@ def validate_cmd(
         model=model,
         alpha=alpha,
         parameter_uncertainty=not no_parameter_uncertainty,
+    )
+    campaign_model = model or fit_pose_error(series)
+    outcome = assess(
+        prepared,
+        campaign_model,
+        report,
+        frames,
+        selection.align_mode,
+        selection.planar,
+        scale_tolerance,
+        predict_requirements(
+            requirements,
+            campaign_model,
+            series,
+            horizon,
+            confidence,
+            draws,
+            seed,
+            not no_parameter_uncertainty,
+        ),
     )
     figures = []
     if plots:
@@ -342,6 +471,7 @@ def validate_cmd(
         doc["prepared"] = [ps.to_dict() for ps in prepared]
         doc["figures"] = figures
         doc["model_file"] = model_path
+        doc["verdict"] = outcome.to_dict()
         click.echo(to_json(doc))
     else:
         click.echo(
@@ -354,7 +484,7 @@ def validate_cmd(
             click.echo(
                 f"{chk.name}: {verdict} (joint p = {chk.p_joint:.4f}); {ps.series.n} samples, "
                 f"time offset {1000 * ps.alignment.offset_s:+.2f} ms, "
-                f"relocalizations: {seg.method} ({ps.series.n_segments - 1})"
+                f"relocalizations: {seg.method} ({ps.series.n_segments - 1})" + _unstable_note(seg)
             )
             click.echo("  axis   " + " ".join(f"{s:>9s}" for s in STAT_NAMES))
             for i, a in enumerate(AXES):
@@ -372,11 +502,14 @@ def validate_cmd(
                 f"{100 * f['percentile']:.2f} %"
             )
         click.echo(
-            "percentiles in %; * = failed check. " + ("PASSED" if report.passed else "FAILED")
+            "percentiles in %; * = failed check. Monte Carlo "
+            + ("PASSED" if report.passed else "FAILED")
         )
+        for line in outcome.lines():
+            click.echo(line)
         for f in figures:
             click.echo(f"figure: {f}")
-    if not report.passed:
+    if not outcome.passed:
         ctx.exit(1)
 
 

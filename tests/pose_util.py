@@ -169,14 +169,19 @@ def reference_motion(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def write_session(
-    path, series: ErrorSeries, sensor: str = "cam", sensor_clock_lag_s: float = 0.0
+    path,
+    series: ErrorSeries,
+    sensor: str = "cam",
+    sensor_clock_lag_s: float = 0.0,
+    shift=None,
 ) -> None:
     """A session file: 100 Hz mocap of a smooth motion, and a sensor = mocap + error.
 
     The sensor samples at the error's timestamps, reports in the mocap frame (validate
-    with ``--no-align``) and flags RELOCALIZED at every relocalization of the series.
-    Its stamps are ``sensor_clock_lag_s`` behind the mocap's (reference time = sensor
-    time + that lag, the alignment's time offset).
+    with ``--no-align``; ``shift``, m, moves its positions as if in another map) and
+    flags RELOCALIZED at every relocalization of the series. Its stamps are
+    ``sensor_clock_lag_s`` behind the mocap's (reference time = sensor time + that lag,
+    the alignment's time offset).
     """
     from scipy.spatial.transform import Rotation
 
@@ -203,6 +208,64 @@ def write_session(
         w.append_pose(
             sensor,
             PoseBatch(
-                ns(t - sensor_clock_lag_s), p + series.error[:, :3], q_s, np.ones(n, bool), flags
+                ns(t - sensor_clock_lag_s),
+                p + series.error[:, :3] + (0.0 if shift is None else np.asarray(shift)),
+                q_s,
+                np.ones(n, bool),
+                flags,
             ),
         )
+
+
+MAP_ROTATION_RPY = (0.02, -0.01, 0.6)
+"""The sensor's map frame against mocap's world (roll, pitch, yaw in rad) ..."""
+MAP_TRANSLATION = np.array([1.5, -0.8, 0.2])
+"""... and its origin in mocap's world, m."""
+
+
+def track_campaign(
+    seed: int,
+    world: str = "correct",
+    n_sessions: int = 6,
+    duration_s: float = 120.0,
+    rate_hz: float = 5.0,
+    reloc_mean_s: float = 20.0,
+    scale: float = 1.0,
+    other_map: int | None = None,
+) -> tuple[list, list[str]]:
+    """Pose tracks ``[(sensor, mocap), ...]`` and names of a simulated campaign.
+
+    The error series of :func:`campaign` (``world`` "correct" or "random_walk") is
+    applied to a smooth motion (:func:`reference_motion`, a different stretch of it in
+    every session) in mocap's frame; the sensor reports in its own map frame
+    (:data:`MAP_ROTATION_RPY`, :data:`MAP_TRANSLATION`), its positions multiplied by
+    ``scale`` about the map's origin, and flags RELOCALIZED at every relocalization.
+    Session ``other_map`` (an index) is in a map rotated by 0.3 rad about z and
+    shifted by (0.4, −0.3, 0) m. Time offset 0 (pass ``offset_s=0``).
+    """
+    from scipy.spatial.transform import Rotation
+
+    from sensorbench.characterize.pose_align import PoseTrack
+
+    series = campaign(seed, world, n_sessions, duration_s, rate_hz, reloc_mean_s)
+    r_map = Rotation.from_euler("xyz", MAP_ROTATION_RPY)
+    tracks, names = [], []
+    for i, s in enumerate(series):
+        phase = 37.0 * i
+        t_ref = np.arange(s.t_s[0] - 0.5, s.t_s[-1] + 0.5, 0.01)
+        p_ref, q_ref = reference_motion(t_ref + phase)
+        p, q = reference_motion(s.t_s + phase)
+        r_true = Rotation.from_quat(q) * Rotation.from_rotvec(s.error[:, 3:])
+        pos = p + s.error[:, :3]
+        r_m, t_m = r_map, MAP_TRANSLATION
+        if other_map == i:
+            shift = Rotation.from_euler("z", 0.3)
+            r_m, t_m = shift * r_map, MAP_TRANSLATION + np.array([0.4, -0.3, 0.0])
+        p_s = scale * r_m.inv().apply(pos - t_m)
+        q_s = (r_m.inv() * r_true).as_quat()
+        flags = s.reloc.astype(np.uint8)
+        flags[0] = 0
+        ref = PoseTrack(t_ref, p_ref, q_ref, name="mocap")
+        tracks.append((PoseTrack(s.t_s, p_s, q_s, flags=flags, name="cam"), ref))
+        names.append(s.name)
+    return tracks, names

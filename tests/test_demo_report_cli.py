@@ -44,6 +44,9 @@ def test_report_of_simulated_sessions_shows_truth_beside_fits(tmp_path: Path) ->
             want = int(np.count_nonzero(s.truth("pose_sensor/reloc_wrong")))
         assert v["simulated_wrong_relocalizations"] == want
     assert "simulated wrong relocalizations</th>" in page
+    # the two-part verdict (model / requirements) with its named reasons
+    assert "Pose-sensor verdict</h2>" in page and "Part 2" in page
+    assert len(doc["pose_verdict"]["model"]["stationarity"]) == 6
     # no pods model given: no pod section; provenance of every file with its hash
     assert "pods" not in doc and ">Pods</h2>" not in page
     assert "#section-1" in page  # the contents link to the sections

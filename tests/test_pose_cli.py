@@ -129,3 +129,40 @@ def test_real_tum_end_to_end(tmp_path):
     assert v["mode"] == "given model"
     assert len(v["sessions"][0]["axes"]) == 6
     assert (plots / "rank_histogram.png").exists()
+
+
+def test_validate_prints_two_part_verdict_and_requirements_set_exit_code(sim_sessions):
+    """Part 1 (model) and part 2 (requirements) are printed; a failed requirement exits 1."""
+    common = ["--sensor", "cam", "--no-align", "--time-offset", "0", "--draws", "300"]
+    r = _invoke("validate", *sim_sessions, *common, "--require", "x.p95<=1m")
+    assert r.exit_code == 0, r.output
+    assert "part 1" in r.output and "part 2" in r.output
+    assert "x.p95<=1m" in r.output and "holds" in r.output and "VERDICT: PASSED" in r.output
+    r = _invoke("validate", *sim_sessions, *common, "--require", "x.p95<=1mm", "--json")
+    assert r.exit_code == 1
+    v = json.loads(r.output)["verdict"]
+    assert v["model"]["passed"] is True and v["requirements"]["passed"] is False
+    item = v["requirements"]["items"][0]
+    assert item["threshold"] == pytest.approx(0.001) and item["holds"] is False
+    assert item["predicted_quantile"] > 0.001
+    assert set(v["model"]["stationarity"]) == {"x", "y", "z", "roll", "pitch", "yaw"}
+    r = CliRunner().invoke(
+        cli, ["validate", *map(str, sim_sessions), *common, "--require", "x.p95<=1deg"]
+    )
+    assert r.exit_code == 2 and "not a 'deg' quantity" in r.output
+
+
+def test_validate_names_a_session_in_another_map(sim_sessions, tmp_path):
+    """--align campaign (default): a fourth session shifted by 0.5 m is FRAME, exit 1."""
+    other = pose_util.campaign(22, "correct", n_sessions=1, duration_s=120.0)[0]
+    shifted = tmp_path / "elsewhere.h5"
+    pose_util.write_session(shifted, other, shift=[0.5, -0.3, 0.0])
+    common = ["--sensor", "cam", "--time-offset", "0", "--draws", "200"]
+    r = _invoke("validate", *sim_sessions, shifted, *common)
+    assert r.exit_code == 1, r.output
+    assert "FRAME elsewhere: session elsewhere is not in the same map" in r.output
+    r = _invoke("validate", *sim_sessions, shifted, *common, "--json")
+    frames = json.loads(r.output)["verdict"]["model"]["frames"]
+    assert frames["failed_sessions"] == ["elsewhere"]
+    r = _invoke("fit", "pose-error", *sim_sessions, shifted, *common[:4])
+    assert r.exit_code == 0 and "left out of the fit" in r.output

@@ -1,0 +1,301 @@
+"""Is the pose error stationary over the segments the data holds? τ against segment lengths, trends.
+
+Two checks that a Gauss-Markov fit cannot pass by absorbing drift:
+
+- **τ against the segment lengths** (:func:`stationarity`). Within a window T a
+  first-order Gauss-Markov process with τ ≫ T is a random walk (its variance grows
+  ∝ t), so a fitted τ that is not well inside the relocalization segments the data
+  actually has is not an identified correlation time but drift the fit absorbed. An
+  axis is *not stationary here* (verdict ``DRIFT``) when its τ estimate, or the upper
+  end of its 95 % interval, exceeds :data:`TAU_SEGMENT_FRACTION` × the median segment
+  length (a τ that is not identified counts by its estimate alone).
+- **Per-segment linear trend** (:func:`trend_test`), independent of the noise model:
+  in every relocalization segment the least-squares slope of the error against time
+  (m/s or rad/s); their weighted mean (weights L³, the precision of a slope over a
+  segment of length L under short-correlated noise) is tested against 0 with a
+  variance taken from the slopes' own scatter across segments (a sandwich estimate,
+  so the error's correlation within a segment is accounted for; Student t with the
+  effective number of segments − 1 degrees of freedom). A consistent slope (a ramp,
+  a velocity bias) fails with ``DRIFT`` at level α / 6 per axis (Bonferroni over the
+  axes).
+
+- **Variance against segment length** (:func:`variance_growth`): a Gauss-Markov σ
+  that grows with the segment length is drift too. In every segment the error's
+  variance about the segment mean is divided by what the model expects for a segment
+  of that length, ``E[S²] = σ² (1 − 2(x − 1 + e^{−x})/x²) + σ_v²``, x = L/τ (the
+  variance of g minus its own average over L); under the model the ratio has mean 1
+  whatever L. Its weighted (∝ L) regression slope on ln L is tested one-sided (> 0)
+  with a scatter-based variance (Student t, effective segments − 2 degrees of
+  freedom), level α / 6 per axis; needs ≥ 5 segments.
+
+Times are seconds; errors in the units of :data:`pose_series.AXIS_UNITS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import t as student_t
+
+from sensorbench.characterize.pose_error import PoseErrorModel
+from sensorbench.characterize.pose_series import AXES, ErrorSeries
+
+TAU_SEGMENT_FRACTION = 1.0
+"""τ (estimate or 95 % upper bound) above this fraction of the median segment length → DRIFT."""
+
+TREND_ALPHA = 0.01
+"""Family-wise level of the trend test over the six axes."""
+
+_MIN_TREND_SAMPLES = 8
+
+
+def segment_lengths(series: list[ErrorSeries]) -> np.ndarray:
+    """Duration (s) of every relocalization segment: from its first sample to the next start.
+
+    The last segment of a session ends at the session's last sample.
+    """
+    out = []
+    for s in series:
+        starts = s.t_s[s.reloc]
+        ends = np.append(starts[1:], s.t_s[-1])
+        out.append(ends - starts)
+    return np.concatenate(out)
+
+
+@dataclass
+class AxisStationarity:
+    """τ of one axis against the segments the data has."""
+
+    axis: str
+    tau_s: float
+    tau_ci95_s: tuple[float, float]  # nan when τ is not identified
+    tau_identified: bool
+    median_segment_s: float
+    limit_s: float  # TAU_SEGMENT_FRACTION × median segment length
+
+    @property
+    def stationary(self) -> bool:
+        """False when τ (or its upper bound) reaches beyond the limit."""
+        hi = self.tau_ci95_s[1] if self.tau_identified else self.tau_s
+        return bool(self.tau_s <= self.limit_s and hi <= self.limit_s)
+
+    def reason(self) -> str:
+        """Why the axis is not stationary (empty when it is)."""
+        if self.stationary:
+            return ""
+        if self.tau_identified:
+            tau = (
+                f"tau {self.tau_s:.3g} s (95 % interval {self.tau_ci95_s[0]:.3g}–"
+                f"{self.tau_ci95_s[1]:.3g} s)"
+            )
+        else:
+            tau = f"tau {self.tau_s:.3g} s (not identified)"
+        return (
+            f"{tau} is not inside the median relocalization segment of "
+            f"{self.median_segment_s:.3g} s (limit {self.limit_s:.3g} s): the error drifts "
+            "over a segment rather than decaying as Gauss-Markov"
+        )
+
+    def to_dict(self) -> dict:
+        """JSON-ready."""
+        return {
+            "tau_s": self.tau_s,
+            "tau_ci95_s": list(self.tau_ci95_s),
+            "tau_identified": self.tau_identified,
+            "median_segment_s": self.median_segment_s,
+            "limit_s": self.limit_s,
+            "fraction": TAU_SEGMENT_FRACTION,
+            "stationary": self.stationary,
+            "reason": self.reason(),
+        }
+
+
+def stationarity(
+    model: PoseErrorModel, series: list[ErrorSeries], fraction: float = TAU_SEGMENT_FRACTION
+) -> dict[str, AxisStationarity]:
+    """Per axis: the model's τ and its 95 % interval against the data's median segment length."""
+    med = float(np.median(segment_lengths(series)))
+    out = {}
+    for a in AXES:
+        f = model.axes[a]
+        ci = f.ci()[2]
+        out[a] = AxisStationarity(
+            a,
+            float(f.tau_s),
+            (float(ci[0]), float(ci[1])),
+            bool(f.identified[2]),
+            med,
+            fraction * med,
+        )
+    return out
+
+
+@dataclass
+class AxisTrend:
+    """Weighted mean per-segment slope of one axis and its test against 0."""
+
+    axis: str
+    slope: float  # unit/s
+    se: float  # unit/s
+    dof: float
+    p_value: float
+    n_segments: int
+    level: float  # per-axis level (TREND_ALPHA / 6)
+
+    @property
+    def testable(self) -> bool:
+        """At least 3 segments with a slope, and a finite spread."""
+        return self.n_segments >= 3 and np.isfinite(self.p_value)
+
+    @property
+    def failed(self) -> bool:
+        """True when the mean slope differs from 0 at the per-axis level."""
+        return self.testable and self.p_value < self.level
+
+    def to_dict(self) -> dict:
+        """JSON-ready."""
+        return {
+            "slope_per_s": self.slope,
+            "se_per_s": self.se,
+            "dof": self.dof,
+            "p_value": self.p_value,
+            "n_segments": self.n_segments,
+            "level": self.level,
+            "testable": self.testable,
+            "failed": self.failed,
+        }
+
+
+def segment_slopes(series: list[ErrorSeries]) -> tuple[np.ndarray, np.ndarray]:
+    """``(slopes (K, 6) unit/s, lengths (K,) s)`` of every segment with ≥ 8 samples."""
+    slopes, lengths = [], []
+    for s in series:
+        seg = s.segment_id
+        k = int(seg[-1]) + 1
+        n = np.bincount(seg, minlength=k).astype(float)
+        tm = np.bincount(seg, s.t_s, k) / n
+        dt = s.t_s - tm[seg]
+        sxx = np.bincount(seg, dt * dt, k)
+        sxy = np.stack([np.bincount(seg, dt * s.error[:, i], k) for i in range(6)], axis=1)
+        ok = (n >= _MIN_TREND_SAMPLES) & (sxx > 0)
+        slopes.append(sxy[ok] / sxx[ok, None])
+        t0 = np.minimum.reduceat(s.t_s, np.flatnonzero(s.reloc))
+        t1 = np.maximum.reduceat(s.t_s, np.flatnonzero(s.reloc))
+        lengths.append((t1 - t0)[ok])
+    return np.concatenate(slopes), np.concatenate(lengths)
+
+
+def trend_test(series: list[ErrorSeries], alpha: float = TREND_ALPHA) -> dict[str, AxisTrend]:
+    """Per axis: is the error's slope within relocalization segments consistently non-zero?"""
+    slopes, lengths = segment_slopes(series)
+    k = lengths.size
+    level = alpha / len(AXES)
+    w = lengths**3
+    out = {}
+    for i, a in enumerate(AXES):
+        if k < 3 or w.sum() <= 0:
+            out[a] = AxisTrend(a, float("nan"), float("nan"), 0.0, float("nan"), k, level)
+            continue
+        b = slopes[:, i]
+        mean = float(np.sum(w * b) / w.sum())
+        k_eff = float(w.sum() ** 2 / np.sum(w * w))
+        var = float(np.sum(w * w * (b - mean) ** 2) / w.sum() ** 2 * k / (k - 1))
+        dof = max(k_eff - 1.0, 1.0)
+        if var > 0:
+            se = np.sqrt(var)
+            p = float(2.0 * student_t.sf(abs(mean) / se, dof))
+        else:
+            se, p = 0.0, float("nan")
+        out[a] = AxisTrend(a, mean, float(se), dof, p, k, level)
+    return out
+
+
+@dataclass
+class AxisVarianceGrowth:
+    """Slope of (observed / model-expected segment variance) against ln(segment length)."""
+
+    axis: str
+    slope: float  # change of the ratio per unit of ln L
+    se: float
+    dof: float
+    p_value: float  # one-sided, slope > 0
+    n_segments: int
+    level: float
+
+    @property
+    def testable(self) -> bool:
+        """At least 5 segments and a finite p-value."""
+        return self.n_segments >= 5 and np.isfinite(self.p_value)
+
+    @property
+    def failed(self) -> bool:
+        """The variance grows with segment length faster than the model allows."""
+        return self.testable and self.p_value < self.level
+
+    def to_dict(self) -> dict:
+        """JSON-ready."""
+        return {
+            "slope_per_ln_s": self.slope,
+            "se": self.se,
+            "dof": self.dof,
+            "p_value": self.p_value,
+            "n_segments": self.n_segments,
+            "level": self.level,
+            "testable": self.testable,
+            "failed": self.failed,
+        }
+
+
+def expected_segment_variance(length_s: np.ndarray, params: np.ndarray) -> np.ndarray:
+    """``(K, 6)`` model variance of the error about its mean over segments of ``length_s``."""
+    x = np.maximum(length_s[:, None] / params[None, :, 2], 1e-9)
+    avg = 2.0 * (x - 1.0 + np.exp(-x)) / (x * x)
+    return params[None, :, 1] ** 2 * (1.0 - avg) + params[None, :, 3] ** 2
+
+
+def variance_growth(
+    series: list[ErrorSeries], model: PoseErrorModel, alpha: float = TREND_ALPHA
+) -> dict[str, AxisVarianceGrowth]:
+    """Per axis: does the segment variance outgrow the model's with segment length?"""
+    var, lengths = [], []
+    for s in series:
+        seg = s.segment_id
+        k = int(seg[-1]) + 1
+        n = np.bincount(seg, minlength=k).astype(float)
+        mean = np.stack([np.bincount(seg, s.error[:, i], k) for i in range(6)], axis=1) / n[:, None]
+        dev2 = np.stack(
+            [np.bincount(seg, (s.error[:, i] - mean[seg, i]) ** 2, k) for i in range(6)], axis=1
+        )
+        t0 = np.minimum.reduceat(s.t_s, np.flatnonzero(s.reloc))
+        t1 = np.maximum.reduceat(s.t_s, np.flatnonzero(s.reloc))
+        ok = (n >= _MIN_TREND_SAMPLES) & (t1 > t0)
+        var.append(dev2[ok] / (n[ok, None] - 1.0))
+        lengths.append((t1 - t0)[ok])
+    v, length = np.concatenate(var), np.concatenate(lengths)
+    k = length.size
+    level = alpha / len(AXES)
+    out = {}
+    if k < 5:
+        for a in AXES:
+            out[a] = AxisVarianceGrowth(a, float("nan"), float("nan"), 0.0, float("nan"), k, level)
+        return out
+    ratio = v / expected_segment_variance(length, model.params_array())
+    w = length / length.sum()
+    x = np.log(length)
+    xc = x - np.sum(w * x)
+    sxx = float(np.sum(w * xc * xc))
+    k_eff = float(1.0 / np.sum(w * w))
+    dof = max(k_eff - 2.0, 1.0)
+    for i, a in enumerate(AXES):
+        r = ratio[:, i]
+        if sxx <= 0 or not np.all(np.isfinite(r)):
+            out[a] = AxisVarianceGrowth(a, float("nan"), float("nan"), 0.0, float("nan"), k, level)
+            continue
+        b = float(np.sum(w * xc * r) / sxx)
+        resid = r - np.sum(w * r) - b * xc
+        var_b = float(np.sum((w * xc) ** 2 * resid**2) / sxx**2 * k / max(k - 2, 1))
+        se = float(np.sqrt(var_b))
+        p = float(student_t.sf(b / se, dof)) if se > 0 else float("nan")
+        out[a] = AxisVarianceGrowth(a, b, se, dof, p, k, level)
+    return out

@@ -1,0 +1,274 @@
+"""The two-part verdict on a pose sensor: does the model describe its errors, are they small enough?
+
+Part 1, **model** — fails with a named reason:
+
+- ``DRIFT`` (axis): τ not inside the segments the data has, a consistent
+  per-segment trend, or a variance that outgrows the model's with segment length
+  (:mod:`pose_drift`);
+- ``SCALE`` (campaign): the similarity alignment's scale excludes 1 by more than the
+  tolerance (:mod:`pose_scale`);
+- ``FRAME`` (session): a session is not in the campaign's map (:mod:`pose_frames`);
+- ``MISFIT`` (session, axis, statistic): the Monte Carlo validation rejects the model
+  (:mod:`pose_validate`).
+
+Part 2, **requirements** — each ``--require`` with the predicted distribution of its
+statistic under the model and whether it holds at the stated confidence
+(:mod:`pose_requirements`). Requirements are only meaningful for a model that holds;
+when part 1 fails they are still computed and shown, but the verdict says the
+prediction rests on a rejected model.
+
+``passed`` = both parts hold (``validate`` exits 0), else 1 with the reasons.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sensorbench.characterize.pose_drift import (
+    AxisStationarity,
+    AxisTrend,
+    AxisVarianceGrowth,
+    stationarity,
+    trend_test,
+    variance_growth,
+)
+from sensorbench.characterize.pose_error import PoseErrorModel
+from sensorbench.characterize.pose_frames import FrameCheck
+from sensorbench.characterize.pose_requirements import RequirementResult
+from sensorbench.characterize.pose_scale import SCALE_TOLERANCE, ScaleCheck, scale_check
+from sensorbench.characterize.pose_series import AXES, AXIS_UNITS
+from sensorbench.characterize.pose_validate import ValidationReport
+
+REASON_CODES = ("DRIFT", "SCALE", "FRAME", "MISFIT")
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One named failure of the model part."""
+
+    code: str  # one of REASON_CODES
+    subject: str  # the axis, the session, or "campaign"
+    message: str
+
+    def to_dict(self) -> dict:
+        """JSON-ready."""
+        return {"code": self.code, "subject": self.subject, "message": self.message}
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.subject}: {self.message}"
+
+
+@dataclass
+class Verdict:
+    """Both parts of the verdict, with every check behind them."""
+
+    align: str
+    stationarity: dict[str, AxisStationarity]
+    trend: dict[str, AxisTrend]
+    scale: ScaleCheck | None
+    frames: FrameCheck | None
+    validation: ValidationReport | None
+    requirements: list[RequirementResult] = field(default_factory=list)
+    growth: dict[str, AxisVarianceGrowth] = field(default_factory=dict)
+
+    def reasons(self) -> list[Reason]:
+        """Every named failure of the model part, DRIFT, SCALE, FRAME, then MISFIT."""
+        out = []
+        for a in AXES:
+            st = self.stationarity[a]
+            if not st.stationary:
+                out.append(Reason("DRIFT", a, st.reason()))
+            tr = self.trend[a]
+            if tr.failed:
+                u = AXIS_UNITS[a]
+                out.append(
+                    Reason(
+                        "DRIFT",
+                        a,
+                        f"the error trends within relocalization segments: mean slope "
+                        f"{tr.slope:.3g} {u}/s (se {tr.se:.2g}, p = {tr.p_value:.2g} over "
+                        f"{tr.n_segments} segments)",
+                    )
+                )
+        for a, g in self.growth.items():
+            if g.failed:
+                out.append(
+                    Reason(
+                        "DRIFT",
+                        a,
+                        f"the error's variance grows with the segment length beyond the "
+                        f"model's (slope {g.slope:.3g} per ln s of the observed/expected "
+                        f"ratio, p = {g.p_value:.2g} over {g.n_segments} segments)",
+                    )
+                )
+        if self.scale is not None and self.scale.failed:
+            out.append(Reason("SCALE", "campaign", self.scale.reason()))
+        if self.frames is not None:
+            for s in self.frames.failed_sessions():
+                out.append(Reason("FRAME", s, self.frames.reason(s)))
+        if self.validation is not None:
+            for f in self.validation.failures():
+                out.append(
+                    Reason(
+                        "MISFIT",
+                        f"{f['session']}/{f['axis']}",
+                        f"{f['statistic']} {f['observed']:.4g} outside the simulated band "
+                        f"[{f['sim_band'][0]:.4g}, {f['sim_band'][1]:.4g}] "
+                        f"(percentile {100 * f['percentile']:.2f} %)",
+                    )
+                )
+        return out
+
+    def codes(self) -> set[str]:
+        """The distinct reason codes of the model part."""
+        return {r.code for r in self.reasons()}
+
+    @property
+    def model_ok(self) -> bool:
+        """Part 1: no named failure."""
+        return not self.reasons()
+
+    @property
+    def requirements_ok(self) -> bool:
+        """Part 2: every requirement holds (True when none was asked)."""
+        return all(r.holds for r in self.requirements)
+
+    @property
+    def passed(self) -> bool:
+        """Both parts hold."""
+        return self.model_ok and self.requirements_ok
+
+    def to_dict(self) -> dict:
+        """JSON-ready (the key ``verdict`` of ``validate --json``)."""
+        return {
+            "passed": self.passed,
+            "model": {
+                "passed": self.model_ok,
+                "reasons": [r.to_dict() for r in self.reasons()],
+                "align": self.align,
+                "stationarity": {a: v.to_dict() for a, v in self.stationarity.items()},
+                "trend": {a: v.to_dict() for a, v in self.trend.items()},
+                "variance_growth": {a: v.to_dict() for a, v in self.growth.items()},
+                "scale": None if self.scale is None else self.scale.to_dict(),
+                "frames": None if self.frames is None else self.frames.to_dict(),
+            },
+            "requirements": {
+                "passed": self.requirements_ok,
+                "model_rejected": not self.model_ok,
+                "items": [r.to_dict() for r in self.requirements],
+            },
+        }
+
+    def lines(self) -> list[str]:
+        """The two-part verdict as text (the CLI prints it)."""
+        out = ["Verdict, part 1 — does the model describe the errors?"]
+        out.append(
+            "  axis    tau (s) [95 %]            median segment (s)  stationary  trend p"
+            "   var-growth p"
+        )
+        for a in AXES:
+            st, tr = self.stationarity[a], self.trend[a]
+            lo, hi = st.tau_ci95_s
+            ci = f"[{lo:.3g}, {hi:.3g}]" if st.tau_identified else "(not identified)"
+            tp = f"{tr.p_value:.2g}" if tr.testable else "n/a"
+            tp += " DRIFT" if tr.failed else ""
+            g = self.growth.get(a)
+            gp = f"{g.p_value:.2g}" if g is not None and g.testable else "n/a"
+            gp += " DRIFT" if g is not None and g.failed else ""
+            flag = "yes" if st.stationary else "DRIFT"
+            out.append(
+                f"  {a:6s} {st.tau_s:8.3g} {ci:18s} {st.median_segment_s:12.3g}"
+                f"        {flag:10s}  {tp:9s} {gp}"
+            )
+        if self.scale is not None:
+            sc = self.scale
+            state = "SCALE" if sc.failed else ("ok" if sc.testable else "not testable")
+            out.append(
+                f"  scale ({'Sim(2)' if sc.planar else 'Sim(3)'}): {sc.scale:.4f} "
+                f"[{sc.ci95[0]:.4f}, {sc.ci95[1]:.4f}] (batch means, {sc.n_blocks} blocks), "
+                f"tolerance {100 * sc.tolerance:g} %: {state}"
+            )
+        if self.frames is not None:
+            fr = self.frames
+            bad = fr.failed_sessions()
+            if bad:
+                state = "not in the campaign's map: " + ", ".join(bad)
+            elif fr.testable:
+                state = "all sessions in one map"
+            else:
+                state = "not testable (too few relocalizations within sessions)"
+            out.append(f"  frames (--align {self.align}): {state}")
+        if self.validation is not None:
+            v = self.validation
+            out.append(
+                f"  Monte Carlo ({v.mode}): "
+                + ("passed" if v.passed else f"{len(v.failures())} failed checks")
+            )
+        out.append("  model: " + ("HOLDS" if self.model_ok else "FAILED"))
+        for r in self.reasons():
+            out.append(f"    {r}")
+        out.append("Verdict, part 2 — are the errors small enough?")
+        if not self.requirements:
+            out.append("  no requirement given (--require AXIS.STAT<=VALUE)")
+        for r in self.requirements:
+            q = r.requirement
+            u = AXIS_UNITS[q.axis]
+            out.append(
+                f"  {q.text:20s} over {r.horizon_s:g} s: predicted median {r.predicted_median:.4g} "
+                f"{u}, {100 * r.confidence:g} % quantile {r.predicted_quantile:.4g} {u} "
+                f"(P within {r.prob_within:.3f}): {'holds' if r.holds else 'FAILS'}"
+            )
+        if self.requirements:
+            note = "" if self.model_ok else " (predicted from a model that part 1 rejects)"
+            out.append("  requirements: " + ("HOLD" if self.requirements_ok else "FAILED") + note)
+        out.append("VERDICT: " + ("PASSED" if self.passed else "FAILED"))
+        return out
+
+
+def scale_inputs(prepared: list) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+    """``(name, t, sensor position, reference position)`` of prepared sessions (m)."""
+    out = []
+    for ps in prepared:
+        if ps.sensor_position is None:
+            continue
+        al = ps.alignment
+        src = ps.sensor_position
+        dst = src @ al.rotation.T + al.translation - ps.series.error[:, :3]
+        out.append((ps.series.name, ps.series.t_s, src, dst))
+    return out
+
+
+def assess(
+    prepared: list,
+    model: PoseErrorModel,
+    validation: ValidationReport | None,
+    frames: FrameCheck | None = None,
+    align: str = "campaign",
+    planar: bool = False,
+    scale_tolerance: float = SCALE_TOLERANCE,
+    requirements: list[RequirementResult] | None = None,
+) -> Verdict:
+    """Run the model-independent checks on prepared sessions and build the verdict.
+
+    ``model``: the model fitted on all the (kept) sessions, or the given model file,
+    whose τ is compared with the segment lengths.
+    """
+    series = [ps.series for ps in prepared]
+    inputs = scale_inputs(prepared)
+    scale = (
+        scale_check(inputs, planar, per_session=align == "session", tolerance=scale_tolerance)
+        if inputs
+        else None
+    )
+    return Verdict(
+        align,
+        stationarity(model, series),
+        trend_test(series),
+        scale,
+        frames,
+        validation,
+        list(requirements or []),
+        variance_growth(series, model),
+    )

@@ -1,0 +1,158 @@
+"""The report's pose-sensor verdict section: compute (data) and render (HTML), kept apart.
+
+:func:`compute_pose_verdict` runs the model-independent checks of
+:mod:`pose_verdict` on the sessions the report already prepared (one shared
+alignment; the frame check uses within-session segment means, without re-aligning)
+and returns the :class:`Verdict`; :func:`render_pose_verdict` turns it into the HTML
+section with the two-part verdict table and the named reasons. The report's pose section
+(``report_data.PoseSection``) holds it; its JSON form is ``data["pose_verdict"]``.
+"""
+
+from __future__ import annotations
+
+import html
+
+from sensorbench.characterize.pose_error import PoseErrorModel
+from sensorbench.characterize.pose_frames import frame_statistics
+from sensorbench.characterize.pose_series import AXES, AXIS_UNITS
+from sensorbench.characterize.pose_validate import ValidationReport
+from sensorbench.characterize.pose_verdict import Verdict, assess
+
+
+def compute_pose_verdict(
+    prepared: list, model: PoseErrorModel, validation: ValidationReport | None
+) -> Verdict:
+    """The two-part verdict (no requirements) on the report's prepared sessions."""
+    frames = frame_statistics([p.series for p in prepared]) if len(prepared) >= 2 else None
+    return assess(prepared, model, validation, frames, "campaign")
+
+
+def _cells(row: list[str]) -> str:
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>"
+
+
+def _table(head: list[str], rows: list[list[str]], caption: str) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join(_cells(r) for r in rows)
+    return (
+        f"<table><caption>{html.escape(caption)}</caption><thead><tr>{th}</tr></thead>"
+        f"<tbody>{body}</tbody></table>"
+    )
+
+
+def _verdict_span(ok: bool, yes: str, no: str) -> str:
+    return f"<span class='pass'>{yes}</span>" if ok else f"<span class='fail'>{no}</span>"
+
+
+def render_pose_verdict(v: Verdict) -> str:
+    """HTML: part 1 (model: per-axis stationarity and trend, scale, frames, Monte Carlo,
+    named reasons) and part 2 (requirements, or a note that none were given)."""
+    e = html.escape
+    rows = []
+    for a in AXES:
+        st, tr = v.stationarity[a], v.trend[a]
+        lo, hi = st.tau_ci95_s
+        rows.append(
+            [
+                e(a),
+                f"{st.tau_s:.3g}",
+                f"[{lo:.3g}, {hi:.3g}]" if st.tau_identified else "not identified",
+                f"{st.median_segment_s:.3g}",
+                _verdict_span(st.stationary, "stationary", "DRIFT"),
+                f"{tr.slope:.3g} {e(AXIS_UNITS[a])}/s, p = {tr.p_value:.2g}"
+                if tr.testable
+                else "n/a",
+                _verdict_span(not tr.failed, "–", "DRIFT"),
+            ]
+        )
+    parts = [
+        "<h2>Pose-sensor verdict</h2>",
+        "<p>Part 1 asks whether the model describes the errors, part 2 whether they are "
+        "small enough. Part 1 fails with a named reason: DRIFT (τ not inside the "
+        "relocalization segments the data has, or a consistent trend within them), SCALE "
+        "(similarity scale beyond tolerance), FRAME (a session not in the campaign's map), "
+        "MISFIT (the Monte Carlo validation).</p>",
+        _table(
+            [
+                "axis",
+                "τ (s)",
+                "95 % interval",
+                "median segment (s)",
+                "stationary",
+                "trend",
+                "trend verdict",
+            ],
+            rows,
+            "part 1: τ against the segment lengths, and per-segment trends",
+        ),
+    ]
+    checks = []
+    if v.scale is not None:
+        sc = v.scale
+        checks.append(
+            [
+                "scale (" + ("Sim(2)" if sc.planar else "Sim(3)") + ")",
+                f"{sc.scale:.4f} [{sc.ci95[0]:.4f}, {sc.ci95[1]:.4f}], batch means over "
+                f"{sc.n_blocks} blocks, tolerance {100 * sc.tolerance:g} %",
+                _verdict_span(not sc.failed, "ok" if sc.testable else "not testable", "SCALE"),
+            ]
+        )
+    if v.frames is not None:
+        bad = v.frames.failed_sessions()
+        checks.append(
+            [
+                "frames",
+                e(", ".join(bad)) if bad else ("one map" if v.frames.testable else "not testable"),
+                _verdict_span(not bad, "ok", "FRAME"),
+            ]
+        )
+    if v.validation is not None:
+        checks.append(
+            [
+                "Monte Carlo",
+                e(v.validation.mode),
+                _verdict_span(
+                    v.validation.passed, "passed", f"{len(v.validation.failures())} failed checks"
+                ),
+            ]
+        )
+    parts.append(_table(["check", "result", "verdict"], checks, "part 1: model-independent checks"))
+    reasons = v.reasons()
+    parts.append(
+        "<p>Model: "
+        + _verdict_span(v.model_ok, "HOLDS", "FAILED")
+        + "</p>"
+        + ("<ul>" + "".join(f"<li>{e(str(r))}</li>" for r in reasons) + "</ul>" if reasons else "")
+    )
+    if v.requirements:
+        rrows = [
+            [
+                e(r.requirement.text),
+                f"{r.horizon_s:g}",
+                f"{r.predicted_median:.4g}",
+                f"{r.predicted_quantile:.4g}",
+                f"{r.prob_within:.3f}",
+                _verdict_span(r.holds, "holds", "FAILS"),
+            ]
+            for r in v.requirements
+        ]
+        parts.append(
+            _table(
+                [
+                    "requirement",
+                    "horizon (s)",
+                    "predicted median",
+                    "predicted quantile",
+                    "P within",
+                    "verdict",
+                ],
+                rrows,
+                "part 2: requirements",
+            )
+        )
+    else:
+        parts.append(
+            "<p>Part 2: no accuracy requirement given (<code>sensorbench validate --require</code> "
+            "states one and predicts whether it holds).</p>"
+        )
+    return "".join(parts)

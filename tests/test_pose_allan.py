@@ -1,0 +1,75 @@
+"""Allan cross-check: a peak only at an interior maximum, intervals from the edf.
+
+Series simulated with the model itself (tests/pose_util.py), one segment each.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pose_util
+
+from sensorbench.characterize.allan import allan_cross_check, allan_deviation_edf
+from sensorbench.characterize.pose_series import AXES, ErrorSeries
+
+
+def _series(params: np.ndarray, seed: int, duration_s: float = 600.0, n: int = 3):
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        t = np.arange(0.0, duration_s, 0.1)
+        reloc = np.zeros(t.size, bool)
+        e = pose_util.simulate_errors(params, t, reloc, 1, rng)[0]
+        out.append(ErrorSeries(t, e, reloc, name=f"allan-{seed}-{i}"))
+    return out
+
+
+def test_gm_curve_peaks_inside_near_1_89_tau():
+    params = pose_util.TRUTH * [0, 1, 1, 1]
+    check = allan_cross_check(_series(params, 1), params)
+    for i, a in enumerate(AXES):
+        c = check[a]
+        assert c["peak_found"], a
+        # the peak of a noisy curve on a log grid: within a factor 1.6 of 1.89 tau
+        assert 1 / 1.6 < c["peak_T_s"] / (1.89 * params[i, 2]) < 1.6, (a, c["peak_T_s"])
+
+
+def test_intervals_cover_the_model_curve():
+    """20 independent campaigns × 6 axes: the 95 % interval at T ≈ τ, 3τ, 10τ covers the
+    model's ADEV in ≥ 90 % of the 120 cases per T (binomial sd 2 % at a true 95 %; the
+    edf is conservative: measured 97.5–98.3 %). T ≥ 10 samples: at the first few
+    averaging factors the continuous-time model formula differs from the sampled
+    process (by 12 % at one sample)."""
+    params = pose_util.TRUTH * [0, 1, 1, 1]
+    hits: dict[float, list[bool]] = {1.0: [], 3.0: [], 10.0: []}
+    for seed in range(10, 30):
+        c = allan_cross_check(_series(params, seed, duration_s=300.0, n=2), params)
+        t = np.array(c["T_s"])
+        for i, a in enumerate(AXES):
+            lo, hi = (np.array(v) for v in c[a]["adev_ci95"])
+            model = np.array(c[a]["model_adev"])
+            for f, h in hits.items():
+                k = int(np.argmin(np.abs(t - f * params[i, 2])))
+                h.append(bool(lo[k] <= model[k] <= hi[k]))
+    for f, h in hits.items():
+        assert np.mean(h) >= 0.9, (f, np.mean(h))
+
+
+def test_monotone_rising_curve_has_no_peak():
+    """τ far beyond the longest averaging time: ADEV still rises at the right edge."""
+    params = pose_util.TRUTH * [0, 1, 1, 1]
+    params[:, 2] = 5000.0
+    params[:, 3] = 0.0
+    series = _series(params, 2, duration_s=120.0, n=2)
+    check = allan_cross_check(series, params)
+    for a in AXES:
+        assert not check[a]["peak_found"], (a, check[a]["peak_T_s"])
+        assert np.isnan(check[a]["tau_from_peak_s"])
+
+
+def test_edf_counts_non_overlapping_terms():
+    params = pose_util.TRUTH * [0, 1, 1, 1]
+    series = _series(params, 3, duration_s=100.0, n=1)  # 1000 samples at 0.1 s
+    t, _, cnt, edf = allan_deviation_edf(series)
+    m = np.round(t / 0.1).astype(int)
+    np.testing.assert_array_equal(edf, np.maximum(1000 // m - 1, 1))
+    assert np.all(edf <= cnt)

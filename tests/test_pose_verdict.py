@@ -1,0 +1,189 @@
+"""The two-part verdict fails each wrong world with its named reason, and passes the correct one.
+
+Campaigns (tests/pose_util.py ``track_campaign``): 6 sessions of 120 s at ~5 Hz,
+jittered, a 1-s gap, relocalizations every ~20 s (flagged), in a map frame rotated
+and shifted against mocap; aligned with one transform for the campaign, 1000 draws
+per session.
+
+Worlds and the reason each must be named with:
+
+- correct: no reason (model holds);
+- random walk restarted at each relocalization: ``DRIFT``;
+- positions scaled by 1.02 and by 1.10: ``SCALE``;
+- one session (index 2) in another map (0.3 rad, 0.5 m away): ``FRAME`` naming it;
+- a model file with sigma halved: ``MISFIT``.
+
+Fast: one fixed seed per world. Slow: 20 seeds per world; the issue asks for the
+right outcome in ≥ 90 %, so ≥ 18 of 20 is asserted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pose_util
+import pytest
+
+from sensorbench.characterize.pose_error import fit_pose_error
+from sensorbench.characterize.pose_sessions import prepare_campaign
+from sensorbench.characterize.pose_validate import validate_sessions
+from sensorbench.characterize.pose_verdict import assess
+
+DRAWS = 1000
+SWEEP = 20
+SWEEP_MIN = 18
+OTHER = 2
+
+WORLDS = {
+    "correct": ({}, set()),
+    "random_walk": ({"world": "random_walk"}, {"DRIFT"}),
+    "scale2": ({"scale": 1.02}, {"SCALE"}),
+    "scale10": ({"scale": 1.10}, {"SCALE"}),
+    "other_map": ({"other_map": OTHER}, {"FRAME"}),
+    "halved": ({}, {"MISFIT"}),
+}
+
+
+def verdict(world: str, seed: int):
+    """The verdict on campaign ``seed`` of ``world`` (see module docstring)."""
+    kwargs, _ = WORLDS[world]
+    tracks, names = pose_util.track_campaign(seed, **kwargs)
+    prepared, frames = prepare_campaign(tracks, names, offset_s=0.0)
+    series = [p.series for p in prepared]
+    model = fit_pose_error(series)
+    given = None
+    if world == "halved":
+        p = model.params_array()
+        p[:, 1] *= 0.5
+        model = given = model.with_params(p, "sigma halved")
+    rep = validate_sessions(series, n_draws=DRAWS, seed=seed, model=given)
+    return assess(prepared, model, rep, frames), names
+
+
+def right(world: str, seed: int) -> bool:
+    """The verdict names the world's reason (or none for the correct world)."""
+    v, names = verdict(world, seed)
+    want = WORLDS[world][1]
+    if not want:
+        return v.passed
+    if world == "other_map":
+        return v.frames.failed_sessions() == [names[OTHER]]
+    return want <= v.codes()
+
+
+@pytest.mark.parametrize("world", list(WORLDS))
+def test_world_gets_its_named_reason(world):
+    assert right(world, 3), verdict(world, 3)[0].lines()
+
+
+def test_correct_world_verdict_details():
+    v, _ = verdict("correct", 3)
+    assert v.model_ok and v.requirements_ok and v.passed
+    assert all(st.stationary for st in v.stationarity.values())
+    assert v.scale.testable and not v.scale.failed
+    assert v.frames.testable and v.frames.failed_sessions() == []
+    doc = v.to_dict()
+    assert doc["passed"] is True and doc["model"]["reasons"] == []
+    text = "\n".join(v.lines())
+    assert "part 1" in text and "part 2" in text and "VERDICT: PASSED" in text
+
+
+def test_scale_estimate_and_interval_cover_the_truth():
+    """Sim(3) scale of a 2 % world: the interval covers 1/1.02 and excludes 1."""
+    v, _ = verdict("scale2", 4)
+    lo, hi = v.scale.ci95
+    assert lo < 1 / 1.02 < hi
+    assert hi < 1.0 - v.scale.tolerance
+    assert any(r.code == "SCALE" for r in v.reasons())
+
+
+def test_other_map_session_is_named_and_left_out():
+    v, names = verdict("other_map", 5)
+    assert v.frames.excluded == [names[OTHER]]
+    assert any(r.code == "FRAME" and r.subject == names[OTHER] for r in v.reasons())
+    assert names[OTHER] in v.frames.reason(names[OTHER])
+    assert v.frames.own_alignment[names[OTHER]]["translation_m"] > 0.2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", list(WORLDS))
+def test_sweep_world_gets_its_named_reason_in_90_percent(world):
+    hits = [right(world, seed) for seed in range(100, 100 + SWEEP)]
+    assert sum(hits) >= SWEEP_MIN, (world, np.flatnonzero(~np.array(hits)) + 100)
+
+
+@pytest.mark.slow
+def test_scale_interval_is_calibrated():
+    """(ŝ − 1/scale) / se over 40 correct and 2 % campaigns: mean 0, sd 1.
+
+    The sd of 40 standard normals has a standard error of 0.11: [0.78, 1.22] is ±2 se;
+    the mean's is 0.16: |mean| < 0.4 is ±2.5 se.
+    """
+    from sensorbench.characterize.pose_scale import scale_check
+    from sensorbench.characterize.pose_verdict import scale_inputs
+
+    for scale in (1.0, 1.02):
+        z = []
+        for seed in range(200, 240):
+            tracks, names = pose_util.track_campaign(seed, scale=scale)
+            prepared, _ = prepare_campaign(tracks, names, offset_s=0.0)
+            sc = scale_check(scale_inputs(prepared))
+            z.append((sc.scale - 1 / scale) / sc.se)
+        assert abs(np.mean(z)) < 0.4 and 0.78 < np.std(z) < 1.22, (scale, np.mean(z), np.std(z))
+
+
+def test_report_section_shows_both_parts_and_the_named_reason():
+    """The report's verdict section (compute + render) on the other-map campaign."""
+    from sensorbench.characterize.pose_align import align_sessions
+    from sensorbench.characterize.pose_sessions import _segmented
+    from sensorbench.characterize.report_verdict import pose_verdict_section
+
+    tracks, names = pose_util.track_campaign(5, other_map=OTHER)
+    prepared, _ = prepare_campaign(tracks, names, align="session", offset_s=0.0)
+    # the report aligns all sessions with one transform and does not re-align
+    joint = align_sessions(tracks, "se3", 0.0)
+    prepared = [
+        _segmented(*tr, al, n, 0.1, "", p.segmentation)
+        for tr, al, n, p in zip(tracks, joint, names, prepared, strict=True)
+    ]
+    series = [p.series for p in prepared]
+    model = fit_pose_error(series)
+    rep = validate_sessions(series, n_draws=300, seed=0)
+    data: dict = {}
+    page = pose_verdict_section(prepared, model, rep, data)
+    assert "Part 1" in page and "Part 2" in page and "FRAME" in page
+    assert names[OTHER] in page
+    doc = data["pose_verdict"]
+    assert doc["model"]["passed"] is False
+    assert names[OTHER] in doc["model"]["frames"]["failed_sessions"]
+
+
+def _growing_sigma_campaign(seed: int):
+    """Correct campaign except that every segment's GM σ scales as √(L / 12 s)."""
+    from sensorbench.characterize.pose_series import ErrorSeries
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(6):
+        t, reloc = pose_util.session_design(rng, 120.0, 5.0, 20.0)
+        unit = pose_util.TRUTH * [0, 1, 1, 0]
+        g = pose_util.simulate_errors(unit, t, reloc, 1, rng)[0]
+        seg = np.cumsum(reloc) - 1
+        starts = t[reloc]
+        length = np.diff(np.append(starts, t[-1]))
+        b = rng.standard_normal((starts.size, 6)) * pose_util.TRUTH[:, 0]
+        v = rng.standard_normal((t.size, 6)) * pose_util.TRUTH[:, 3]
+        e = b[seg] + g * np.sqrt(length / 12.0)[seg, None] + v
+        out.append(ErrorSeries(t, e, reloc, name=f"grow-{seed}-{i}"))
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sigma_growing_with_segment_length_is_drift(seed):
+    from sensorbench.characterize.pose_drift import variance_growth
+
+    series = _growing_sigma_campaign(seed)
+    growth = variance_growth(series, fit_pose_error(series))
+    assert sum(g.failed for g in growth.values()) >= 3, {a: g.p_value for a, g in growth.items()}
+    correct = pose_util.campaign(seed, "correct")
+    growth = variance_growth(correct, fit_pose_error(correct))
+    assert not any(g.failed for g in growth.values())
