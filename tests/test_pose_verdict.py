@@ -135,7 +135,7 @@ def test_report_section_shows_both_parts_and_the_named_reason():
     """The report's verdict section (compute + render) on the other-map campaign."""
     from sensorbench.characterize.pose_align import align_sessions
     from sensorbench.characterize.pose_sessions import _segmented
-    from sensorbench.characterize.report_verdict import pose_verdict_section
+    from sensorbench.characterize.report_verdict import compute_pose_verdict, render_pose_verdict
 
     tracks, names = pose_util.track_campaign(5, other_map=OTHER)
     prepared, _ = prepare_campaign(tracks, names, align="session", offset_s=0.0)
@@ -148,11 +148,11 @@ def test_report_section_shows_both_parts_and_the_named_reason():
     series = [p.series for p in prepared]
     model = fit_pose_error(series)
     rep = validate_sessions(series, n_draws=300, seed=0)
-    data: dict = {}
-    page = pose_verdict_section(prepared, model, rep, data)
+    verdict = compute_pose_verdict(prepared, model, rep)
+    page = render_pose_verdict(verdict)
     assert "Part 1" in page and "Part 2" in page and "FRAME" in page
     assert names[OTHER] in page
-    doc = data["pose_verdict"]
+    doc = verdict.to_dict()
     assert doc["model"]["passed"] is False
     assert names[OTHER] in doc["model"]["frames"]["failed_sessions"]
 

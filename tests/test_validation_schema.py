@@ -27,9 +27,12 @@ def test_validate_and_report_print_the_same_validation_document(tmp_path: Path) 
     assert v.exit_code in (0, 1), v.output  # 1: a check failed, still a document
     assert r.exit_code == 0, r.output
     from_validate = json.loads(v.output)
-    from_report = json.loads(r.output)["validation"]
-    # validate adds what only it knows (its inputs' alignment, figures, model file)
-    extras = {"prepared", "figures", "model_file"}
+    report_doc = json.loads(r.output)
+    from_report = report_doc["validation"]
+    assert {"model", "requirements"} <= set(report_doc["pose_verdict"])
+    # validate adds what only it knows (its inputs' alignment, figures, model file) and
+    # its two-part verdict (the report carries its own under "pose_verdict")
+    extras = {"prepared", "figures", "model_file", "verdict"}
     assert extras <= set(from_validate)
     assert {k: x for k, x in from_validate.items() if k not in extras} == from_report
     for s, path in zip(from_report["sessions"], paths, strict=True):
