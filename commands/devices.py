@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from sensorbench.udev.discovery import SerialDevice, list_serial_devices
-from sensorbench.udev.probe import KINDS, ProbeResult, probe_port
+
+if TYPE_CHECKING:
+    from sensorbench.udev.probe import ProbeResult
 
 
 def register(cli: click.Group) -> None:
@@ -52,6 +55,8 @@ def devices_cmd(probe: bool, listen_s: float, show_all: bool, as_json: bool) -> 
     devices = list_serial_devices(usb_only=not show_all)
     probes: dict[str, ProbeResult] = {}
     if probe:
+        from sensorbench.udev.probe import KINDS, probe_port  # numba kernels: only to probe
+
         for device in devices:
             probes[device.node] = probe_port(device.node, KINDS, listen_s=listen_s)
     if as_json:

@@ -7,11 +7,9 @@ from pathlib import Path
 
 import click
 
-from sensorbench.logs.check import check_session, recover_session
 from sensorbench.logs.exporters import FORMATS as EXPORT_FORMATS
 from sensorbench.logs.exporters import export_stream
-from sensorbench.logs.importers import import_file
-from sensorbench.logs.info import session_info
+from sensorbench.logs.importers import READERS, import_file
 
 
 def register(cli: click.Group) -> None:
@@ -35,6 +33,8 @@ def _fmt_s(value: float | None) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def info_cmd(session: Path, as_json: bool) -> None:
     """Streams, counts, rates (Hz), time span (s), gaps and device metadata of SESSION."""
+    from sensorbench.logs.info import session_info
+
     info = session_info(session)
     if as_json:
         click.echo(json.dumps(info, indent=2, default=str))
@@ -93,6 +93,8 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, as_json: bool) -
 
     Exit 0 when the file is valid (after recovery), 1 when it has format errors.
     """
+    from sensorbench.logs.check import check_session, recover_session
+
     report = check_session(session)
     recovery = None
     if recover and not report.errors and report.status.name == "WRITING":
@@ -133,13 +135,7 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, as_json: bool) -
 
 
 def _import_command(what: str) -> click.Command:
-    formats = sorted(
-        {
-            f
-            for w, f in __import__("sensorbench.logs.importers", fromlist=["READERS"]).READERS
-            if w == what
-        }
-    )
+    formats = sorted({f for w, f in READERS if w == what})
     kind_help = {
         "mocap": "motion-capture ground truth (pose stream of kind mocap)",
         "pose": "a pose sensor's log (pose stream of kind pose_sensor)",

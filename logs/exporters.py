@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from sensorbench.errors import SessionError
-from sensorbench.logs.reader import Session
 
 FORMATS = ("tum", "csv")
 
@@ -23,6 +22,8 @@ def export_stream(
     skipped) or ``csv`` (every sample with ``valid`` and ``flags``); encoder streams,
     lidar streams (one row per point) and ``events`` export to ``csv``.
     """
+    from sensorbench.logs.reader import Session  # h5py: loaded when a command runs
+
     if fmt not in FORMATS:
         raise SessionError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
     out = Path(out)

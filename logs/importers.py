@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import EncoderBatch, PoseBatch
@@ -28,7 +27,6 @@ QUAT_NORM_TOLERANCE = 0.01
 """Largest accepted deviation of a quaternion's norm from 1 before normalization."""
 
 _MOTIVE_UNITS = {"meters": 1.0, "centimeters": 0.01, "millimeters": 0.001}
-_Y_UP_TO_Z_UP = Rotation.from_euler("x", 90, degrees=True)
 
 
 @dataclass
@@ -331,8 +329,11 @@ def read_motive(path: str | os.PathLike[str], body: str | None = None, up: str =
     quat_a = _check_quats(path, np.array(lines), quat_a, valid_a)
     frame = "Motive world, Z-up" if up == "z" else "Motive world converted Y-up -> Z-up: (x, -z, y)"
     if up == "y" and valid_a.any():
-        pos_a[valid_a] = _Y_UP_TO_Z_UP.apply(pos_a[valid_a])
-        quat_a[valid_a] = (_Y_UP_TO_Z_UP * Rotation.from_quat(quat_a[valid_a])).as_quat()
+        from scipy.spatial.transform import Rotation  # loaded here: the CLI starts without scipy
+
+        y_up_to_z_up = Rotation.from_euler("x", 90, degrees=True)
+        pos_a[valid_a] = y_up_to_z_up.apply(pos_a[valid_a])
+        quat_a[valid_a] = (y_up_to_z_up * Rotation.from_quat(quat_a[valid_a])).as_quat()
     batch = _pose_batch(path, np.array(lines), np.array(t), pos_a, quat_a, valid_a)
     attrs = {
         "source_format": "motive",
