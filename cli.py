@@ -25,7 +25,7 @@ EXIT_BAD_INPUT = 2
 class _Group(click.Group):
     """A click group that turns library errors into a message and exit code 2."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except SensorbenchError as exc:

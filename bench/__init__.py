@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import math
 import pkgutil
 import statistics
 import time
@@ -36,16 +37,34 @@ class Round:
 
 @dataclass(frozen=True)
 class Timing:
-    """Times (s) of the rounds of :func:`interleave`, in round order."""
+    """Times (s) of the rounds of :func:`interleave`, in round order.
+
+    ``reference_s`` is empty when only ours was timed.
+    """
 
     ours_s: tuple[float, ...]
-    reference_s: tuple[float, ...] | None
+    reference_s: tuple[float, ...] = ()
 
-    def rounds(self, value: Callable[[float, float | None], float]) -> tuple[Round, ...]:
-        """Each round with its figure ``value(ours_s, reference_s)``."""
-        refs = self.reference_s or (None,) * len(self.ours_s)
+    @property
+    def ours_median_s(self) -> float:
+        """Median round time of ours (s)."""
+        return statistics.median(self.ours_s)
+
+    @property
+    def reference_median_s(self) -> float:
+        """Median round time of the reference (s); nan when there was none."""
+        return statistics.median(self.reference_s) if self.reference_s else math.nan
+
+    def rounds(self, value: Callable[[float, float], float]) -> tuple[Round, ...]:
+        """Each round with its figure ``value(ours_s, reference_s)``.
+
+        Without a reference, ``value`` gets nan for it and the rounds record None.
+        """
+        if not self.reference_s:
+            return tuple(Round(o, None, float(value(o, math.nan))) for o in self.ours_s)
         return tuple(
-            Round(o, r, float(value(o, r))) for o, r in zip(self.ours_s, refs, strict=True)
+            Round(o, r, float(value(o, r)))
+            for o, r in zip(self.ours_s, self.reference_s, strict=True)
         )
 
 
@@ -77,7 +96,7 @@ def interleave(
             t0 = clock()
             sides[i]()
             times[i].append(clock() - t0)
-    return Timing(tuple(times[0]), tuple(times[1]) if reference is not None else None)
+    return Timing(tuple(times[0]), tuple(times[1]) if reference is not None else ())
 
 
 def cpu_windows(

@@ -65,7 +65,8 @@ def _live(seconds: float, windows: int) -> tuple[tuple[Round, ...], tuple[Round,
     with A1Emulator(speed=1.0) as emu:
         reader = A1Reader("a1", emu.path, first_turn_timeout_s=3.0)
         reader.start()
-        r_id, e_id = reader._thread.ident, emu._thread.ident
+        r_id = reader._thread.ident if reader._thread is not None else None
+        e_id = emu._thread.ident if emu._thread is not None else None
         reader_cpu, emu_cpu = cpu_windows(
             [lambda: _thread_cpu_s(r_id), lambda: _thread_cpu_s(e_id)], seconds, windows
         )
@@ -90,9 +91,9 @@ def run(quick: bool) -> list[BenchResult]:
     )
     vs = interleave(lambda: proto.decode_nodes(data), lambda: _library(lib_data), rounds=rounds)
     n_lib = len(lib_data) / 5
-    ratio = vs.rounds(lambda o, r: (n / o) / (n_lib / (r or 1.0)))
-    offline = n / sorted(vs.ours_s)[rounds // 2]
-    lib = n_lib / sorted(vs.reference_s or (1.0,))[rounds // 2]
+    ratio = vs.rounds(lambda o, r: (n / o) / (n_lib / r))
+    offline = n / vs.ours_median_s
+    lib = n_lib / vs.reference_median_s
     reader_pct, emu_pct, turns = _live(2.0 if quick else 6.0, 4 if quick else 6)
     return [
         BenchResult.from_rounds(

@@ -42,6 +42,8 @@ def _capture_cpu(duration_s: float) -> BenchResult:
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
         try:
+            if emu.stdout is None:
+                raise RuntimeError("emulate robot: no stdout pipe")
             for _ in range(4):  # one line per device once they are all up
                 emu.stdout.readline()
             ticks: list[tuple[float, float]] = []
@@ -128,12 +130,12 @@ def _parser_throughput(n_frames: int, rounds: int) -> list[BenchResult]:
     if not got == ref == n_frames:
         raise RuntimeError(f"pod benchmark: parser {got}, reference {ref}, sent {n_frames}")
     vs = interleave(lambda: _parse(data, chunk), lambda: _reference_parse(data), rounds=rounds)
-    ours = sorted(vs.ours_s)[rounds // 2]
-    reference = sorted(vs.reference_s or (1.0,))[rounds // 2]
+    ours = vs.ours_median_s
+    reference = vs.reference_median_s
     line_rate = 200.0  # frames/s of the MCU at its default rate
     return [
         BenchResult.from_rounds("capture", "pod parser vs byte-by-byte reference",
-                    vs.rounds(lambda o, r: (r or 0.0) / o), "x", None, True,
+                    vs.rounds(lambda o, r: r / o), "x", None, True,
                     f"{got / ours:.0f} frames/s vs {ref / reference:.0f} frames/s (medians), "
                     f"{flen}-byte frames in {chunk}-byte reads"),
         BenchResult.from_rounds("capture", "pod parser vs MCU line rate",

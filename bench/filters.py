@@ -60,7 +60,8 @@ def _replay(seed: int, quick: bool, rounds: int) -> tuple[dict[str, float], tupl
         odo = read_odometry(path)
     inc = odo.increments(geometry)
     t_ref = (t_truth - odo.t0_ns) * 1e-9
-    pose0 = tuple(float(np.interp(odo.t_s[0], t_ref, truth[:, k])) for k in range(3))
+    x0, y0, yaw0 = (float(np.interp(odo.t_s[0], t_ref, truth[:, k])) for k in range(3))
+    pose0 = (x0, y0, yaw0)
     split = SplitFilter(noise).run(odo.t_s, inc, pose0)
     joint = JointFilter(noise).run(odo.t_s, inc, pose0)
     timed: tuple[Round, ...] = ()
@@ -96,7 +97,7 @@ def run(quick: bool) -> list[BenchResult]:
 
     log_ratio = np.log([r["split"] / r["joint"] for r in rows])
     k_n = rows[0]["k"]
-    rate = tuple(Round(r.ours_s, None, k_n / r.ours_s) for r in cost if r.ours_s)
+    rate = tuple(Round(r.ours_s, None, k_n / r.ours_s) for r in cost if r.ours_s is not None)
     per_seed = tuple(Round(None, None, r["split"] / r["joint"]) for r in rows)
     detail = (
         f"figure-8 seeds {', '.join(map(str, seeds))} (mean), noise fitted on each, true "

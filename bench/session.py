@@ -84,7 +84,7 @@ def run(quick: bool) -> list[BenchResult]:
                 lambda: [s.lidar(n).read() for n in LIDARS], rounds=rounds
             ).rounds(lambda o, _: read / o)
         size_mb = path.stat().st_size / 1e6
-    write_s = sorted(written.ours_s)[rounds // 2]
+    write_s = written.ours_median_s
     return [
         BenchResult.from_rounds(
             AREA,

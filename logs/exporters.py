@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -83,14 +84,13 @@ def export_stream(
             )
             return _write_csv(out, cols, rows)
         if name == "events":
-            ev = s.events()
-            rows = ((e.t_ns, e.source, e.kind, e.message) for e in ev)
-            return _write_csv(out, ["t_ns", "source", "kind", "message"], rows)
+            events = ((e.t_ns, e.source, e.kind, e.message) for e in s.events())
+            return _write_csv(out, ["t_ns", "source", "kind", "message"], events)
         streams = s.pose_names() + s.encoder_names() + s.lidar_names() + ["events"]
         raise SessionError(f"{session}: no stream {name!r} (have: {', '.join(streams)})")
 
 
-def _write_csv(out: Path, cols: list[str], rows) -> int:
+def _write_csv(out: Path, cols: list[str], rows: Iterable[Sequence[object]]) -> int:
     n = 0
     with open(out, "w", newline="") as fh:
         writer = csv.writer(fh)

@@ -302,7 +302,7 @@ def read_motive(path: str | os.PathLike[str], body: str | None = None, up: str =
     missing = [k for k in needed if k not in cols]
     if time_col is None:
         missing.insert(0, "Time (Seconds)")
-    if missing:
+    if missing or time_col is None:
         raise ImportFormatError(
             f"{path}:{data_start}: rigid body {body!r} lacks columns {', '.join(missing)}"
         )
