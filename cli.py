@@ -18,7 +18,6 @@ import click
 from sensorbench import __version__, commands
 from sensorbench.errors import SensorbenchError
 
-EXIT_FAILED_CHECK = 1
 EXIT_BAD_INPUT = 2
 
 

@@ -24,10 +24,6 @@ POD_HZ = 1000
 POD_FRAME_BYTES = 24
 
 
-def _robot_second_points() -> int:
-    return sum(rate for rate, _, _ in LIDARS.values())
-
-
 def _payload() -> tuple[dict, dict, EncoderBatch, bytes]:
     """100 ms of robot data: lidar turns and raw bytes per lidar, a pod batch and its bytes."""
     rng = np.random.default_rng(0)

@@ -34,11 +34,6 @@ class Segmentation:
     flagged_times_s: np.ndarray
     detected_times_s: np.ndarray
 
-    @property
-    def times_s(self) -> np.ndarray:
-        """Times of the relocalizations used (excluding the first sample)."""
-        return self.flagged_times_s if self.method == "flags" else self.detected_times_s
-
     def to_dict(self) -> dict:
         """JSON-ready."""
         return {

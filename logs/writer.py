@@ -142,7 +142,6 @@ class SessionWriter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
-        self.last_flush_ns = 0
 
     @classmethod
     def add_to(cls, path: str | os.PathLike[str]) -> SessionWriter:
@@ -185,7 +184,6 @@ class SessionWriter:
         self._thread = None
         self._lock = threading.Lock()
         self._closed = False
-        self.last_flush_ns = 0
         return self
 
     # -- declaration -------------------------------------------------------------
@@ -361,7 +359,6 @@ class SessionWriter:
                 if stop or time.monotonic() >= next_flush:
                     self._write_pending()
                     self._file.flush()
-                    self.last_flush_ns = time.monotonic_ns()
                     next_flush = time.monotonic() + self.flush_interval_s
             self._status[0] = FileStatus.CLOSED
             self._file.flush()
@@ -452,11 +449,6 @@ class SessionWriter:
                 f"writing {self.path} failed: {self.error}; the file holds the data up to the "
                 "last flush, run `sensorbench check` on it"
             ) from self.error
-
-    @property
-    def queued(self) -> int:
-        """Approximate number of items waiting for the writer thread."""
-        return self._queue.qsize()
 
     def __enter__(self) -> SessionWriter:
         return self
