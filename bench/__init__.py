@@ -8,7 +8,9 @@ implementation times ours and the reference alternately in each round, after the
 warm-up for both (:func:`interleave`), so a load change on a shared machine hits both
 sides of a round instead of one side of the ratio; the ratio is taken per round. A
 rate against a fixed figure (a device's line rate, real time) is timed in rounds of
-ours alone. ``bench --json`` carries every round.
+ours alone. Compute is timed in CPU seconds of this process, work that waits (the
+session writer, CPU use of running devices) in wall seconds. ``bench --json``
+carries every round.
 """
 
 from __future__ import annotations
@@ -74,15 +76,17 @@ def interleave(
     *,
     rounds: int,
     warmup: Sequence[Callable[[], object]] | None = None,
-    clock: Callable[[], float] = time.perf_counter,
+    clock: Callable[[], float] = time.process_time,
 ) -> Timing:
     """Time ``ours`` and ``reference`` alternately for ``rounds`` rounds.
 
     The warm-up runs first: ``warmup`` (one callable per side, e.g. the same small
     workload) or, by default, one untimed call of each side. The order inside a
     round alternates (ours first in even rounds, the reference first in odd ones),
-    so a drift in machine load does not favour one side. ``clock`` is wall time by
-    default; pass ``time.process_time`` for CPU time.
+    so a drift in machine load does not favour one side. ``clock`` is this process's
+    CPU time by default, which other work on a shared machine does not inflate (the
+    timed work is single-threaded compute); pass ``time.perf_counter`` for work that
+    waits on I/O or other threads.
     """
     if rounds < 1:
         raise ValueError("rounds must be >= 1")

@@ -16,7 +16,6 @@ round and scales by 10 (stated in the detail).
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
@@ -83,7 +82,6 @@ def run(quick: bool) -> list[BenchResult]:
         lambda: simulate_statistics(PARAMS, t, reloc, draws, seed=1),
         lambda: _loop_reference(t, reloc, ref_draws, seed=2),
         rounds=5,
-        clock=time.process_time,
         warmup=(
             lambda: simulate_statistics(PARAMS, t[:100], reloc[:100], 2, seed=0),
             lambda: _loop_reference(t[:100], reloc[:100], ref_draws, seed=0),

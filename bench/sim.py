@@ -7,7 +7,6 @@ simulates whole campaigns, so the simulator must run far faster than real time.
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -67,10 +66,9 @@ def run(quick: bool) -> list[BenchResult]:
     if quick:
         sc = sc.with_overrides({"trajectory": {"repeats": 1}})
     rounds = 3
-    cpu = time.process_time
     sim = Simulation(sc, seed=1)
     n = _all_streams(sim)
-    mem = interleave(lambda: _all_streams(Simulation(sc, seed=1)), rounds=rounds, clock=cpu)
+    mem = interleave(lambda: _all_streams(Simulation(sc, seed=1)), rounds=rounds)
     mem_rounds = mem.rounds(lambda o, _: sim.duration_s / o)
     results = [BenchResult.from_rounds(
         AREA, "square, all sensors, in memory", mem_rounds, "x real time", 10.0, True,
@@ -80,7 +78,7 @@ def run(quick: bool) -> list[BenchResult]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "square.h5"
         written = interleave(
-            lambda: simulate_to_session(sc, 1, out, overwrite=True), rounds=rounds, clock=cpu
+            lambda: simulate_to_session(sc, 1, out, overwrite=True), rounds=rounds
         )
     results.append(BenchResult.from_rounds(
         AREA, "square, all sensors, session file",
@@ -92,7 +90,7 @@ def run(quick: bool) -> list[BenchResult]:
     static = Simulation(static_sc, seed=1)
     n_ls = len(static.lidar("ld19"))
     cast = interleave(
-        lambda: Simulation(static_sc, seed=1).lidar("ld19"), rounds=rounds, clock=cpu
+        lambda: Simulation(static_sc, seed=1).lidar("ld19"), rounds=rounds
     )
     results.append(BenchResult.from_rounds(
         AREA, "LD19 samples vs device rate", cast.rounds(lambda o, _: n_ls / o / 4500.0),

@@ -5,7 +5,7 @@ enqueue. One writer thread stages what arrives and, every ``flush_interval_s``,
 extends each dataset once and flushes the file. The file is opened with
 ``libver=('v110', 'v110')`` and switched to SWMR mode once every stream is declared,
 so a process killed at any moment leaves a file that holds everything up to the
-last flush (see HARDWARE.md, "HDF5 facts"). Datasets are uncompressed: rewriting a
+last flush (see ``docs/FORMAT.md``, "Why this layout"). Datasets are uncompressed: rewriting a
 partly filled compressed chunk at each flush inflates the file.
 """
 

@@ -1,4 +1,4 @@
-"""Every rplidar-roboticia 0.9.5 flaw listed in docs/HARDWARE.md: fails raw, passes ours.
+"""Every rplidar-roboticia 0.9.5 flaw listed in docs/A1.md: fails raw, passes ours.
 
 Each test first shows the flaw on the unmodified library against the emulated A1
 (calls that may hang run in a daemon thread with a deadline), then the same

@@ -21,7 +21,7 @@ from sensorbench.sim.emulator_pods import PodEmulator
 from sensorbench.sim.pty import PtyPort
 from sensorbench.udev.probe import A1_STOP_SETTLE_S, check_a1_info, check_ld19, probe_port
 
-# The packet from the LD19 manual (HARDWARE.md); its last byte 0x50 is its CRC.
+# The packet from the LD19 manual (docs/LD19.md, Protocol); its last byte 0x50 is its CRC.
 MANUAL_PACKET = bytes.fromhex(
     "542C6808AB7EE000E4DC00E2D900E5D500E3D300E4D000E9CD00E4CA00E2C700E9C500E5C200E5C000E5BE823A1A50"
 )
