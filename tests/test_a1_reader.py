@@ -131,12 +131,13 @@ def test_decode_refuses_what_is_not_a_capture(tmp_path):
     res = CliRunner().invoke(cli, ["decode", "a1", str(f), "-o", str(tmp_path / "x.h5")])
     assert res.exit_code == 2 and "no A1 scan descriptor" in res.output
     assert not (tmp_path / "x.h5").exists()
-    out = tmp_path / "exists.h5"
+    out = tmp_path / "out.h5"  # a name without "exists" in it: the message must say so
     out.write_bytes(b"")
     raw = tmp_path / "ok.bin"
     raw.write_bytes(u.SCAN_DESCRIPTOR + u.encode_node(True, 10, 0, 4000) * 3)
     res = CliRunner().invoke(cli, ["decode", "a1", str(raw), "-o", str(out)])
-    assert res.exit_code == 2 and "exists" in res.output
+    assert res.exit_code == 2 and f"{out} exists" in res.output
+    assert out.read_bytes() == b""  # left alone
 
 
 def test_reader_start_fails_within_its_deadline_when_no_turn_comes():
