@@ -2,15 +2,16 @@
 
 Every module in this package exposes ``run(quick: bool) -> list[BenchResult]``.
 
-Method: every figure is measured in several rounds and reported as the median of the
-rounds with their spread (smallest and largest round). A comparison with a reference
+Method: every timed figure is measured in several rounds and reported as the median of
+the rounds with their spread (smallest and largest round). A comparison with a reference
 implementation times ours and the reference alternately in each round, after the same
 warm-up for both (:func:`interleave`), so a load change on a shared machine hits both
 sides of a round instead of one side of the ratio; the ratio is taken per round. A
 rate against a fixed figure (a device's line rate, real time) is timed in rounds of
 ours alone. Compute is timed in CPU seconds of this process, work that waits (the
 session writer, CPU use of running devices) in wall seconds. ``bench --json``
-carries every round.
+carries every round. Accuracy figures are not timings: the filters' split/joint
+ratio is a geometric mean whose rounds are its seeds.
 """
 
 from __future__ import annotations
