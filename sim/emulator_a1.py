@@ -393,7 +393,6 @@ class A1Emulator(PtyEmulator):
             elif cmd in (0x20, 0x21):
                 if self.health_status == 2:
                     continue  # protection stop: no scan until a RESET clears the error
-                self.port.send(_SCAN_DESC)
                 if not self._motor:
                     self._motor = True
                     started = True
@@ -401,6 +400,9 @@ class A1Emulator(PtyEmulator):
                 else:
                     self._emit_from = now
                 self._scanning = True
+                # state first, then the answer: a host that has read the descriptor
+                # must find the motor on (it read False under load when this came first)
+                self.port.send(_SCAN_DESC)
             elif self._scanning:
                 continue
             elif cmd == 0x50:
