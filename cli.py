@@ -18,14 +18,13 @@ import click
 from sensorbench import __version__, commands
 from sensorbench.errors import SensorbenchError
 
-EXIT_FAILED_CHECK = 1
 EXIT_BAD_INPUT = 2
 
 
 class _Group(click.Group):
     """A click group that turns library errors into a message and exit code 2."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except SensorbenchError as exc:

@@ -6,6 +6,10 @@
 * live: one :class:`~sensorbench.drivers.a1_reader.A1Reader` reading the emulator at
   real-time rate through a pty; the CPU time of each thread (reader, emulator) over the
   wall time, in % of one core.
+
+Every figure is the median of several rounds with its spread: the decoder against the
+library in interleaved rounds (after one untimed run of each), the line-rate
+multiples in rounds of the decoder alone, the CPU use in consecutive windows.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import time
 import numpy as np
 import rplidar
 
-from sensorbench.bench import BenchResult
+from sensorbench.bench import BenchResult, Round, cpu_windows, interleave
 from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1 import TurnAssembler
 from sensorbench.drivers.a1_reader import A1Reader
@@ -32,33 +36,21 @@ def _stream(n: int) -> bytes:
     return encode_nodes(start, s.intensity[:n], q6, q2)
 
 
-def _decode_rate(data: bytes, chunk: int) -> float:
-    """Nodes per second through decode + turn assembly, fed in ``chunk``-byte reads."""
+def _decode(data: bytes, chunk: int) -> None:
+    """Decode + turn assembly of ``data`` fed in ``chunk``-byte reads."""
     asm = TurnAssembler()
     tail = b""
-    t0 = time.perf_counter()
-    n = 0
     for i in range(0, len(data), chunk):
         buf = tail + data[i : i + chunk]
         nodes, used, _ = proto.decode_nodes(buf)
         tail = buf[used:]
         asm.feed(nodes, np.zeros(len(nodes), dtype=np.int64))
-        n += len(nodes)
-    return n / (time.perf_counter() - t0)
 
 
-def _offline_rate(data: bytes) -> float:
-    """Nodes per second of one vectorised decode over a whole capture (``decode a1``)."""
-    t0 = time.perf_counter()
-    nodes, _, _ = proto.decode_nodes(data)
-    return len(nodes) / (time.perf_counter() - t0)
-
-
-def _library_rate(data: bytes) -> float:
-    t0 = time.perf_counter()
+def _library(data: bytes) -> None:
+    """The library's per-node decode loop over ``data``."""
     for i in range(0, len(data), 5):
         rplidar._process_scan(data[i : i + 5])
-    return len(data) / 5 / (time.perf_counter() - t0)
 
 
 def _thread_cpu_s(ident: int | None) -> float:
@@ -67,61 +59,72 @@ def _thread_cpu_s(ident: int | None) -> float:
     return time.clock_gettime(time.pthread_getcpuclockid(ident))
 
 
-def _live(seconds: float) -> tuple[float, float, int]:
-    """(reader CPU %, emulator CPU %, turns) over ``seconds`` of real-time scanning."""
+def _live(seconds: float, windows: int) -> tuple[tuple[Round, ...], tuple[Round, ...], int]:
+    """Reader and emulator CPU (% of one core) per window over ``seconds`` of real-time
+    scanning, and the turns read."""
     with A1Emulator(speed=1.0) as emu:
         reader = A1Reader("a1", emu.path, first_turn_timeout_s=3.0)
         reader.start()
-        r_id, e_id = reader._thread.ident, emu._thread.ident
-        r0, e0, t0 = _thread_cpu_s(r_id), _thread_cpu_s(e_id), time.monotonic()
-        time.sleep(seconds)
-        r1, e1, t1 = _thread_cpu_s(r_id), _thread_cpu_s(e_id), time.monotonic()
+        r_id = reader._thread.ident if reader._thread is not None else None
+        e_id = emu._thread.ident if emu._thread is not None else None
+        reader_cpu, emu_cpu = cpu_windows(
+            [lambda: _thread_cpu_s(r_id), lambda: _thread_cpu_s(e_id)], seconds, windows
+        )
         turns = reader.turns_total
         reader.stop()
-    wall = t1 - t0
-    return 100 * (r1 - r0) / wall, 100 * (e1 - e0) / wall, turns
+    return reader_cpu, emu_cpu, turns
 
 
 def run(quick: bool) -> list[BenchResult]:
     """Decode throughput (× line rate, × library), live reader and emulator CPU (%)."""
     n = 100_000 if quick else 400_000
+    rounds = 3 if quick else 5
     data = _stream(n)
-    ours = _decode_rate(data, chunk=4096)
-    small = _decode_rate(data[: 5 * 20_000], chunk=500)  # 50 ms reads at real time
-    lib = _library_rate(data[: 5 * min(n, 100_000)])
-    offline = _offline_rate(data)
+    small_data = data[: 5 * 20_000]  # 50 ms reads at real time
+    lib_data = data[: 5 * min(n, 100_000)]
     line = proto.NOMINAL_SAMPLES_PER_S
-    reader_pct, emu_pct, turns = _live(2.0 if quick else 6.0)
+    ours = interleave(lambda: _decode(data, 4096), rounds=rounds).rounds(
+        lambda o, _: n / o / line
+    )
+    small = interleave(lambda: _decode(small_data, 500), rounds=rounds).rounds(
+        lambda o, _: len(small_data) / 5 / o / line
+    )
+    vs = interleave(lambda: proto.decode_nodes(data), lambda: _library(lib_data), rounds=rounds)
+    n_lib = len(lib_data) / 5
+    ratio = vs.rounds(lambda o, r: (n / o) / (n_lib / r))
+    offline = n / vs.ours_median_s
+    lib = n_lib / vs.reference_median_s
+    reader_pct, emu_pct, turns = _live(2.0 if quick else 6.0, 4 if quick else 6)
     return [
-        BenchResult(
+        BenchResult.from_rounds(
             AREA,
             "decode throughput (4 KiB reads)",
-            ours / line,
+            ours,
             "x line rate",
             100.0,
             True,
-            f"{ours:,.0f} nodes/s vs the A1's {line:.0f}/s, decode + turns",
+            f"{n:,} nodes per round vs the A1's {line:.0f}/s, decode + turns",
         ),
-        BenchResult(
+        BenchResult.from_rounds(
             AREA,
             "decode throughput (500 B reads)",
-            small / line,
+            small,
             "x line rate",
             20.0,
             True,
-            f"{small:,.0f} nodes/s with the chunk size of a 50 ms poll",
+            "with the chunk size of a 50 ms poll",
         ),
-        BenchResult(
+        BenchResult.from_rounds(
             AREA,
             "offline decode vs rplidar._process_scan",
-            offline / lib,
+            ratio,
             "x",
             10.0,
             True,
             f"one decode of the whole capture {offline:,.0f} nodes/s; the library's "
-            f"per-node loop {lib:,.0f} nodes/s (same bytes, decode only)",
+            f"per-node loop {lib:,.0f} nodes/s (same bytes, decode only; medians)",
         ),
-        BenchResult(
+        BenchResult.from_rounds(
             AREA,
             "live reader CPU",
             reader_pct,
@@ -130,7 +133,7 @@ def run(quick: bool) -> list[BenchResult]:
             False,
             f"one A1Reader over the emulator at real time, {turns} turns",
         ),
-        BenchResult(
+        BenchResult.from_rounds(
             AREA,
             "emulator CPU at real time",
             emu_pct,

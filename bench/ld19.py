@@ -1,15 +1,21 @@
 """LD19 benchmarks: parser throughput vs the line rate and vs a per-packet ``struct``
-parser, and the emulator's CPU use at real-time rate."""
+parser, and the emulator's CPU use at real-time rate.
+
+Every figure is the median of several rounds with its spread: the parser against the
+reference in interleaved rounds (after one untimed run of each), the line-rate
+multiples in rounds of the parser alone, the emulator's CPU in consecutive windows.
+"""
 
 from __future__ import annotations
 
 import struct
 import subprocess
 import time
+from dataclasses import replace
 
 import numpy as np
 
-from sensorbench.bench import BenchResult
+from sensorbench.bench import BenchResult, Round, cpu_windows, interleave
 from sensorbench.drivers.ld19_parser import BAUD, LD19Parser
 from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples, encode_packets
 
@@ -47,10 +53,10 @@ def _crc_table() -> list[int]:
     return table
 
 
-def struct_reference_parse(data: bytes) -> list[tuple]:
+def struct_reference_parse(data: bytes) -> list[tuple[int, ...]]:
     """The reference: a plain per-packet parser (find header, CRC loop, ``struct``)."""
     table = _crc_table()
-    out = []
+    out: list[tuple[int, ...]] = []
     i = 0
     n = len(data)
     while True:
@@ -67,19 +73,14 @@ def struct_reference_parse(data: bytes) -> list[tuple]:
             i += 1
 
 
-def _parse_rate(data: bytes, chunk: int, repeat: int) -> float:
-    """Best bytes/s of :class:`LD19Parser` over ``repeat`` runs, reads of ``chunk`` bytes.
+def _parse(data: bytes, chunk: int) -> None:
+    """Feed ``data`` to a new :class:`LD19Parser` in reads of ``chunk`` bytes.
 
     Slicing ``data`` into reads is timed too (a serial read returns new bytes).
     """
-    best = 0.0
-    for _ in range(repeat):
-        p = LD19Parser()
-        t0 = time.perf_counter()
-        for i in range(0, len(data), chunk):
-            p.feed(data[i : i + chunk])
-        best = max(best, len(data) / (time.perf_counter() - t0))
-    return best
+    p = LD19Parser()
+    for i in range(0, len(data), chunk):
+        p.feed(data[i : i + chunk])
 
 
 def _check_against_reference(data: bytes) -> None:
@@ -96,8 +97,8 @@ def _check_against_reference(data: bytes) -> None:
         raise RuntimeError("LD19 benchmark: the parser and the struct reference disagree")
 
 
-def _emulator_cpu(seconds: float) -> float:
-    """Fraction of one core the emulator uses at real time while a host drains its tty."""
+def _emulator_cpu(seconds: float, windows: int) -> tuple[Round, ...]:
+    """CPU use (% of one core) of the emulator at real time while a host drains its tty."""
     samples = SyntheticLD19Samples.generate(duration_s=60.0)
     with LD19Emulator(samples, speed=1.0, startup_s=0.0) as emu:
         # stderr: cat reports EIO when the emulator closes the pty under it (expected)
@@ -106,13 +107,10 @@ def _emulator_cpu(seconds: float) -> float:
         )
         try:
             time.sleep(0.3)
-            c0, w0 = time.process_time(), time.monotonic()
-            time.sleep(seconds)
-            c1, w1 = time.process_time(), time.monotonic()
+            return cpu_windows([time.process_time], seconds, windows)[0]
         finally:
             drain.terminate()
             drain.wait(5)
-    return (c1 - c0) / (w1 - w0)
 
 
 def run(quick: bool) -> list[BenchResult]:
@@ -122,51 +120,72 @@ def run(quick: bool) -> list[BenchResult]:
     from its cache, on the first call): compile time is not in any figure.
     """
     n_packets = 40_000 if quick else 400_000  # 1.9 MB / 19 MB
+    rounds = 3 if quick else 5
     data = _stream(n_packets)
-    LD19Parser().feed(data[: 1 << 16])  # warm-up: compile or load the kernel
-    rate = _parse_rate(data, 1 << 16, 2 if quick else 3)
-    live = _parse_rate(data[: 47 * 20_000], 1024, 2 if quick else 3)
-    # ours vs the reference on the same bytes, runs interleaved, best of each (the
-    # machine may be shared: the best run is the least disturbed one)
+    live_bytes = data[: 47 * 20_000]
+    rate = interleave(lambda: _parse(data, 1 << 16), rounds=rounds).rounds(
+        lambda o, _: len(data) / o / LINE_RATE_BPS
+    )
+    live = interleave(lambda: _parse(live_bytes, 1024), rounds=rounds).rounds(
+        lambda o, _: len(live_bytes) / o / LINE_RATE_BPS
+    )
+    # ours vs the reference on the same bytes, alternating; ours takes ~1/40 of the
+    # reference's time, so each of its turns parses the bytes `reps` times
     ref_bytes = data[: 47 * (5_000 if quick else 20_000)]
     _check_against_reference(ref_bytes)
-    ours_best, ours_live, ref_best = 0.0, 0.0, 0.0
-    for _ in range(3 if quick else 5):
-        t0 = time.perf_counter()
+    reps = 20
+
+    def ours(chunk: int) -> None:
+        for _ in range(reps):
+            _parse(ref_bytes, chunk)
+
+    def reference() -> None:
         struct_reference_parse(ref_bytes)
-        ref_best = max(ref_best, len(ref_bytes) / (time.perf_counter() - t0))
-        # ours takes ~1/40 of the reference's time: best of 3 per round, fewer timer
-        # and cache effects on its short runs
-        ours_best = max(ours_best, _parse_rate(ref_bytes, 1 << 16, 3))
-        ours_live = max(ours_live, _parse_rate(ref_bytes, 1024, 3))
-    cpu = _emulator_cpu(2.0 if quick else 5.0)
+
+    vs = interleave(lambda: ours(1 << 16), reference, rounds=rounds)
+    vs_live = interleave(lambda: ours(1024), reference, rounds=rounds)
+    ratio = vs.rounds(lambda o, r: r / (o / reps))
+    ratio_live = vs_live.rounds(lambda o, r: r / (o / reps))
+    ref_rate = len(ref_bytes) / vs.reference_median_s
+    cpu = _emulator_cpu(2.0 if quick else 5.0, 4 if quick else 5)
+    rate_result = BenchResult.from_rounds(
+        "ld19", "parse throughput (64 KiB reads)", rate, "x line rate", target=1000.0
+    )
+    live_result = BenchResult.from_rounds(
+        "ld19", "parse throughput (1 KiB reads, live)", live, "x line rate"
+    )
+    live_ratio = BenchResult.from_rounds(
+        "ld19", "parse speed vs per-packet struct parser (1 KiB reads)", ratio_live, "x"
+    )
     return [
-        BenchResult(
-            "ld19",
-            "parse throughput (64 KiB reads)",
-            rate / LINE_RATE_BPS,
-            "x line rate",
-            target=1000.0,
-            detail=f"{rate / 1e6:.0f} MB/s on one core (compiled kernel, warmed up first); "
-            f"1 KiB reads (live): {live / 1e6:.0f} MB/s, {live / LINE_RATE_BPS:.0f}x line rate",
+        replace(
+            rate_result,
+            detail=f"{rate_result.value * LINE_RATE_BPS / 1e6:.0f} MB/s on one core (compiled "
+            "kernel, warmed up first)",
         ),
-        BenchResult(
+        replace(
+            live_result,
+            detail=f"{live_result.value * LINE_RATE_BPS / 1e6:.0f} MB/s in the reads of a "
+            "live capture",
+        ),
+        BenchResult.from_rounds(
             "ld19",
             "parse speed vs per-packet struct parser",
-            ours_best / ref_best,
+            ratio,
             "x",
             target=20.0,
-            detail=f"64 KiB reads; struct reference {ref_best / 1e6:.1f} MB/s "
-            f"({ref_best / LINE_RATE_BPS:.0f}x line rate); 1 KiB reads: "
-            f"{ours_live / ref_best:.1f}x; same packets checked first",
+            detail=f"64 KiB reads; struct reference {ref_rate / 1e6:.1f} MB/s "
+            f"({ref_rate / LINE_RATE_BPS:.0f}x line rate); 1 KiB reads: "
+            f"{live_ratio.value:.1f}x; same packets checked first",
         ),
-        BenchResult(
+        replace(live_ratio, detail="same bytes and reference as above, 1 KiB reads"),
+        BenchResult.from_rounds(
             "ld19",
             "emulator CPU at real time",
-            100.0 * cpu,
+            cpu,
             "% of one core",
             target=10.0,
             higher_is_better=False,
-            detail="375 packets/s on a pty drained by cat; process CPU over the window",
+            detail="375 packets/s on a pty drained by cat; process CPU per window",
         ),
     ]

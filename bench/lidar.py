@@ -3,15 +3,16 @@
 Both workloads are synthetic and built here: an 8 m × 6 m room with two boxes,
 ray-cast once on a fine bearing table, then sampled like the lidars do (jittered
 turn periods, phase drift, range noise by distance, skipped turns, false points).
+Each figure is the median of 3 timed rounds after one untimed run, with the spread.
 """
 
 from __future__ import annotations
 
-import time
+from dataclasses import replace
 
 import numpy as np
 
-from sensorbench.bench import BenchResult
+from sensorbench.bench import BenchResult, interleave
 from sensorbench.characterize.lidar_stats import characterize_turns
 from sensorbench.fusion.scan_merge import MergeSetup, Mount, merge_scans
 from sensorbench.logs import LidarTurns
@@ -80,20 +81,19 @@ def _bench_merge(quick: bool, table: np.ndarray) -> BenchResult:
         footprint=np.array([[-0.3, -0.3], [0.3, -0.3], [0.3, 0.3], [-0.3, 0.3]]),
         pose_at=lambda t_ns: (0 * t_ns, 0 * t_ns, 0.5e-9 * t_ns),
     )
-    t0 = time.perf_counter()
-    res = merge_scans(front, rear, setup)
-    dt = time.perf_counter() - t0
-    rate = res.turns.n_turns / dt
-    return BenchResult(
+    pairs = merge_scans(front, rear, setup).turns.n_turns
+    timing = interleave(lambda: merge_scans(front, rear, setup), rounds=3)
+    result = BenchResult.from_rounds(
         area="lidar",
         name="merged pairs/s (2 × 500 pts)",
-        value=rate,
+        rounds=timing.rounds(lambda o, _: pairs / o),
         unit="pairs/s",
         target=500.0,
-        detail=(
-            f"{res.turns.n_turns} pairs in {dt:.2f} s with motion compensation and footprint; "
-            f"{rate / 10.0:.0f}× real time at 10 Hz"
-        ),
+    )
+    return replace(
+        result,
+        detail=f"{pairs} pairs per round with motion compensation and footprint; "
+        f"{result.value / 10.0:.0f}× real time at 10 Hz",
     )
 
 
@@ -101,22 +101,23 @@ def _bench_characterize(quick: bool, table: np.ndarray) -> BenchResult:
     rng = np.random.default_rng(2)
     minutes = 3 if quick else 15
     turns = _scan(table, int(minutes * 60 * 10), 450, 10.0, rng, skip_prob=0.015)
-    t0 = time.perf_counter()
-    res = characterize_turns(turns, device="ld19", model="LD19")
-    dt = time.perf_counter() - t0
+    skipped = characterize_turns(turns, device="ld19", model="LD19").timing.skipped_turns
+    timing = interleave(lambda: characterize_turns(turns, device="ld19", model="LD19"), rounds=3)
     scale = 60.0 / minutes
-    per_hour = dt * scale
-    return BenchResult(
+    result = BenchResult.from_rounds(
         area="lidar",
         name="characterize 1 h of LD19",
-        value=per_hour,
+        rounds=timing.rounds(lambda o, _: o * scale),
         unit="s",
         target=None,
         higher_is_better=False,
+    )
+    return replace(
+        result,
         detail=(
-            f"{turns.n_points / 1e6:.1f} M points ({minutes} min, {res.timing.skipped_turns} "
-            f"skipped turns) in {dt:.2f} s, scaled ×{scale:g} to one hour (the work is linear "
-            f"in points); {3600 / per_hour:.0f}× faster than recording"
+            f"{turns.n_points / 1e6:.1f} M points ({minutes} min, {skipped} skipped turns) "
+            f"per round, scaled ×{scale:g} to one hour (the work is linear in points); "
+            f"{3600 / result.value:.0f}× faster than recording"
         ),
     )
 

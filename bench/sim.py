@@ -7,12 +7,11 @@ simulates whole campaigns, so the simulator must run far faster than real time.
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-from sensorbench.bench import BenchResult
+from sensorbench.bench import BenchResult, interleave
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.simulation import Simulation, simulate_to_session
 from sensorbench.sim.world import World
@@ -58,51 +57,64 @@ def _naive_raycast(world: World, origin: np.ndarray, angles: np.ndarray) -> np.n
 
 def run(quick: bool) -> list[BenchResult]:
     """Simulated seconds per CPU second (in memory and to a session file), LD19 samples per
-    CPU second against the device's 4500/s, and the ray caster against a per-ray loop."""
+    CPU second against the device's 4500/s, and the ray caster against a per-ray loop.
+
+    Each figure is the median of 3 rounds (CPU time) after one untimed run; the ray
+    caster and the per-ray loop alternate in each round.
+    """
     sc = load_scenario("square")
     if quick:
         sc = sc.with_overrides({"trajectory": {"repeats": 1}})
-    results = []
-    c0 = time.process_time()
+    rounds = 3
     sim = Simulation(sc, seed=1)
     n = _all_streams(sim)
-    cpu = time.process_time() - c0
-    results.append(BenchResult(
-        AREA, "square, all sensors, in memory", sim.duration_s / cpu, "x real time", 10.0, True,
-        f"{sim.duration_s:.1f} s simulated, {n} samples, {cpu:.2f} s CPU",
-    ))
+    mem = interleave(lambda: _all_streams(Simulation(sc, seed=1)), rounds=rounds)
+    mem_rounds = mem.rounds(lambda o, _: sim.duration_s / o)
+    results = [BenchResult.from_rounds(
+        AREA, "square, all sensors, in memory", mem_rounds, "x real time", 10.0, True,
+        f"{sim.duration_s:.1f} s simulated, {n} samples, "
+        f"{mem.ours_median_s:.2f} s CPU",
+    )]
     with tempfile.TemporaryDirectory() as tmp:
-        c0 = time.process_time()
-        simulate_to_session(sc, 1, Path(tmp) / "square.h5")
-        cpu_w = time.process_time() - c0
-    results.append(BenchResult(
-        AREA, "square, all sensors, session file", sim.duration_s / cpu_w, "x real time", 10.0,
-        True, f"simulate_to_session incl. /truth, {cpu_w:.2f} s CPU",
+        out = Path(tmp) / "square.h5"
+        written = interleave(
+            lambda: simulate_to_session(sc, 1, out, overwrite=True), rounds=rounds
+        )
+    results.append(BenchResult.from_rounds(
+        AREA, "square, all sensors, session file",
+        written.rounds(lambda o, _: sim.duration_s / o), "x real time", 10.0, True,
+        f"simulate_to_session incl. /truth, {written.ours_median_s:.2f} s CPU",
     ))
-    static = Simulation(load_scenario("lidar_static").with_overrides(
-        {"trajectory": {"hold_s": 20.0 if quick else 60.0}}), seed=1)
-    c0 = time.process_time()
-    ls = static.lidar("ld19")
-    cpu_l = time.process_time() - c0
-    results.append(BenchResult(
-        AREA, "LD19 samples vs device rate", len(ls) / cpu_l / 4500.0, "x line rate", 10.0, True,
-        f"{len(ls)} samples ray cast with noise/outliers in {cpu_l:.3f} s CPU",
+    static_sc = load_scenario("lidar_static").with_overrides(
+        {"trajectory": {"hold_s": 20.0 if quick else 60.0}})
+    static = Simulation(static_sc, seed=1)
+    n_ls = len(static.lidar("ld19"))
+    cast = interleave(
+        lambda: Simulation(static_sc, seed=1).lidar("ld19"), rounds=rounds
+    )
+    results.append(BenchResult.from_rounds(
+        AREA, "LD19 samples vs device rate", cast.rounds(lambda o, _: n_ls / o / 4500.0),
+        "x line rate", 10.0, True,
+        f"{n_ls} samples ray cast with noise/outliers in "
+        f"{cast.ours_median_s:.3f} s CPU",
     ))
     world = static.world
     angles = np.linspace(0.0, 2 * np.pi, 300 if quick else 1000, endpoint=False)
     origin = np.array([-1.4, 0.0])
-    c0 = time.perf_counter()
-    ref = _naive_raycast(world, origin, angles)
-    t_ref = time.perf_counter() - c0
-    c0 = time.perf_counter()
     reps = 20
-    for _ in range(reps):
-        ours = world.raycast(origin, angles)
-    t_ours = (time.perf_counter() - c0) / reps
+    ref = _naive_raycast(world, origin, angles)
+    ours = world.raycast(origin, angles)
     same = bool(np.allclose(ours, ref, rtol=0, atol=1e-9))
-    results.append(BenchResult(
-        AREA, "ray cast: vectorised vs per-ray loop", t_ref / t_ours, "x faster", 20.0, True,
-        f"{angles.size} rays x {len(world.segments)} segments + {len(world.circles)} circles; "
-        f"identical ranges: {same}",
+
+    def vectorised() -> None:
+        for _ in range(reps):
+            world.raycast(origin, angles)
+
+    ray = interleave(vectorised, lambda: _naive_raycast(world, origin, angles), rounds=rounds)
+    results.append(BenchResult.from_rounds(
+        AREA, "ray cast: vectorised vs per-ray loop",
+        ray.rounds(lambda o, r: r / (o / reps)), "x faster", 20.0, True,
+        f"{angles.size} rays x {len(world.segments)} segments + {len(world.circles)} circles "
+        f"({reps} vectorised casts per round); identical ranges: {same}",
     ))
     return results

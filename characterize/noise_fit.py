@@ -9,7 +9,7 @@ quantization. The filter gates as it does in replay (an innovation with NIS
 above the gate is not applied) and each innovation is scored under a Gaussian
 with a small wide outlier component, so a bouncing wheel cannot inflate r.
 
-The fitted noise is then checked the way ``docs/ESTIMATION.md`` asks: the
+The fitted noise is then checked as ``docs/PODS.md`` (Noise fit) states: the
 average NIS of the applied updates against its two-sided 95 % bounds for the
 actual count K (of a χ² truncated at the gate, since rejected innovations are
 not in the average), and the innovation autocorrelation ρ_1..ρ_10 against ±1.96/√K.

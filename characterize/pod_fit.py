@@ -1,6 +1,6 @@
 """Fit dead-wheel pod geometry from fixed drives against a reference (mocap, IMU heading).
 
-Model (``docs/ESTIMATION.md``): over an interval in which the reference moves the
+Model (``docs/PODS.md``, Kinematics): over an interval in which the reference moves the
 body by the twist increment ξ = (Δx, Δy, Δθ) (m, m, rad), pod i counts
 
     Δn_i = a_i·Δx + b_i·Δy + d_i·Δθ,    (a_i, b_i, d_i) = (cos φ_i, sin φ_i, L_i)/c_i,

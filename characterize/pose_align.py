@@ -169,7 +169,9 @@ class Alignment:
         return d
 
 
-def _pairs(sensor: PoseTrack, ref: PoseTrack, offset_s: float, max_gap_s: float):
+def _pairs(
+    sensor: PoseTrack, ref: PoseTrack, offset_s: float, max_gap_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     pos, quat, inside = interpolate(ref, sensor.t_s + offset_s, max_gap_s)
     return pos, quat, inside
 

@@ -153,27 +153,6 @@ def load_tracks(
     return sen, ref
 
 
-def prepare_session(
-    path: str | Path,
-    sensor: str,
-    reference: str = "mocap",
-    mode: str = "se3",
-    max_offset_s: float = 0.5,
-    offset_s: float | None = None,
-) -> PreparedSession:
-    """Load a session file and prepare its error series (``offset_s`` None: estimate it)."""
-    sen, ref = load_tracks(path, sensor, reference)
-    return error_series(
-        sen,
-        ref,
-        name=Path(path).stem,
-        mode=mode,
-        offset_s=offset_s,
-        max_offset_s=max_offset_s,
-        source=str(path),
-    )
-
-
 def prepare_sessions(
     paths: list[str | Path],
     sensor: str,

@@ -54,11 +54,6 @@ class Segmentation:
     offset_sigma_s: float = float("nan")  # time offset's standard error used for stability
     unstable_times_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
-    @property
-    def times_s(self) -> np.ndarray:
-        """Times of the relocalizations used (excluding the first sample)."""
-        return self.flagged_times_s if self.method == "flags" else self.detected_times_s
-
     def to_dict(self) -> dict:
         """JSON-ready."""
         return {

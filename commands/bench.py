@@ -24,9 +24,12 @@ def register(cli: click.Group) -> None:
     help="Run only this benchmark module (repeatable).",
 )
 def bench_cmd(as_json: bool, quick: bool, only: tuple[str, ...]) -> None:
-    """Measure throughput and cost, each as a ratio or rate from one run.
+    """Measure throughput and cost as ratios and rates, each from several rounds.
 
-    Targets come from the project's issues; a missed target is shown, not hidden.
+    A ratio against a reference times ours and the reference alternately, round after
+    round, after the same warm-up; each figure is the median round, shown with the
+    smallest and largest round (--json lists every round). Targets come from the
+    project's issues; a missed target is shown, not hidden.
     """
     def progress(name: str) -> None:
         if not as_json:
@@ -43,4 +46,9 @@ def bench_cmd(as_json: bool, quick: bool, only: tuple[str, ...]) -> None:
         if r.target is not None:
             target = f"(target {'≥' if r.higher_is_better else '≤'} {r.target:g})"
         label = f"{r.area}: {r.name}"
-        click.echo(f"{label:<{width}}  {r.value:>12.4g} {r.unit:<14} {target:<18} {verdict}")
+        spread = ""
+        if r.spread is not None:
+            spread = f"[{r.spread[0]:.4g} .. {r.spread[1]:.4g}, {len(r.rounds)} rounds]"
+        click.echo(
+            f"{label:<{width}}  {r.value:>12.4g} {r.unit:<14} {spread:<36} {target:<18} {verdict}"
+        )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from sensorbench.json_doc import to_json
 from sensorbench.udev.discovery import SerialDevice, list_serial_devices
-from sensorbench.udev.probe import KINDS, ProbeResult, probe_port
+
+if TYPE_CHECKING:
+    from sensorbench.udev.probe import ProbeResult
 
 
 def register(cli: click.Group) -> None:
@@ -59,6 +63,8 @@ def devices_cmd(probe: bool, listen_s: float, show_all: bool, as_json: bool) -> 
 
         brltty = check_brltty()
     if probe:
+        from sensorbench.udev.probe import KINDS, probe_port  # numba kernels: only to probe
+
         for device in devices:
             probes[device.node] = probe_port(device.node, KINDS, listen_s=listen_s)
     if brltty is not None and brltty.found and not as_json:

@@ -16,6 +16,7 @@ from sensorbench.logs.import_times import DUPLICATE_POLICIES
 from sensorbench.logs.importers import (
     MAX_ABS_POSITION_M,
     POSE_CSV_COLUMNS,
+    READERS,
     import_file,
     parse_column_map,
 )
@@ -118,6 +119,7 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_
     as in use and left untouched. Exit 0 when the file is valid (after recovery),
     1 when it has format errors, is in use or was not closed.
     """
+
     report = check_session(session)
     recovery = None
     recoverable = not report.in_use and (force or not report.writer_unknown)
@@ -172,13 +174,7 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_
 
 
 def _import_command(what: str) -> click.Command:
-    formats = sorted(
-        {
-            f
-            for w, f in __import__("sensorbench.logs.importers", fromlist=["READERS"]).READERS
-            if w == what
-        }
-    )
+    formats = sorted({f for w, f in READERS if w == what})
     kind_help = {
         "mocap": "motion-capture ground truth (pose stream of kind mocap)",
         "pose": "a pose sensor's log (pose stream of kind pose_sensor)",

@@ -2,7 +2,7 @@
 
 :class:`A1Lidar` subclasses :class:`rplidar.RPLidar` and keeps the library's request
 framing (``_send_cmd``, ``_send_payload_cmd``) and its connection bookkeeping. It
-replaces what the library gets wrong (HARDWARE.md, A1 section; ``docs/A1.md``):
+replaces what the library gets wrong (``docs/A1.md``, Protocol and the flaws table):
 
 =================================================  =====================================
 library (0.9.5)                                    here

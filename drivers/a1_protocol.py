@@ -38,12 +38,9 @@ CMD_STOP = 0x25
 CMD_RESET = 0x40
 CMD_SCAN = 0x20
 CMD_FORCE_SCAN = 0x21
-CMD_EXPRESS_SCAN = 0x82
 CMD_GET_INFO = 0x50
 CMD_GET_HEALTH = 0x52
 CMD_GET_SAMPLERATE = 0x59  # firmware >= 1.17
-CMD_SET_PWM = 0xF0
-CMD_HAS_PAYLOAD = 0x80
 
 DESCRIPTOR_LEN = 7
 NODE_LEN = 5
@@ -59,7 +56,6 @@ MODE_SINGLE = 0
 MODE_MULTI = 1
 
 BAUD = 115200
-LINE_BYTES_PER_S = BAUD / 10  # 8N1: 10 bits per byte
 NOMINAL_SAMPLES_PER_S = 2000.0  # standard scan
 ANGLE_Q6_FULL = 360 * 64
 RESYNC_RUN = 4
@@ -256,8 +252,3 @@ def decode_nodes(data: bytes | bytearray | memoryview) -> tuple[Nodes, int, int]
         pos=offs.astype(np.int64),
     )
     return nodes, pos, skipped
-
-
-def find_scan_descriptor(data: bytes) -> int:
-    """Offset of the first scan descriptor in ``data``, or -1."""
-    return bytes(data).find(SCAN_DESCRIPTOR)

@@ -20,11 +20,13 @@ smallest delay ever seen): it ends up in the offset. Callers that know part of i
 The stated uncertainty of a mapped time is ``sqrt(s**2 + se**2)``: ``s`` is the
 residual standard deviation of the window minima about the line (how far the
 least-delayed packet of a window wanders) and ``se`` the standard error of the
-fitted line at that device time. Until two windows exist the slope is the
-nominal one (1 for hardware, 1/N for an N× emulator) or, when the caller does not
-know it, a least-squares fit through the least-delayed point of each arrival; the
-offset puts the line under the lowest point, and the uncertainty is the spread of
-the points about that line.
+fitted line at that device time. Until the window minima span two windows of
+device time the slope is the nominal one (1 for hardware, 1/N for an N× emulator)
+or, when the caller does not know it, a least-squares fit through the least-delayed
+point of each arrival; the offset puts the line under the lowest point, and the
+uncertainty is the spread of the points about that line. (The minima of two adjacent
+windows can lie a few packets apart: a line through them can have any slope; one
+was seen at 3× the true slope, putting turns half a second off.)
 
 Usage (any counter)::
 
@@ -265,6 +267,8 @@ class DeviceClock:
         if n < 2:
             return
         xs, ys = pts[:, 0], pts[:, 1]
+        if xs[-1] - xs[0] < 2 * self.window_s:
+            return  # two minima close in time would give any slope: keep the nominal line
         xbar, ybar = xs.mean(), ys.mean()
         sxx = float(np.sum((xs - xbar) ** 2))
         if sxx <= 0:
@@ -282,7 +286,7 @@ class DeviceClock:
 
     @property
     def fitted(self) -> bool:
-        """True once the line rests on at least two closed windows."""
+        """True once the line rests on closed-window minima spanning two windows."""
         return len(self._windows) >= 2 and self._sxx > 0
 
     def _line(self) -> tuple[float, float]:

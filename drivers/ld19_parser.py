@@ -1,6 +1,6 @@
 """LD19 packet parser: one compiled pass over each read.
 
-The LD19 streams 47-byte packets (see ``docs`` HARDWARE.md, LD19 section)::
+The LD19 streams 47-byte packets (see ``docs/LD19.md``, Protocol)::
 
     0  0x54 header            6   12 x (distance uint16 mm, intensity uint8)
     1  0x2C type|count        42  end angle uint16, 0.01 deg

@@ -35,7 +35,6 @@ DEFAULT_BAUD = 115200
 
 CRC16_POLY = 0x1021
 CRC16_INIT = 0xFFFF
-CRC16_CHECK = 0x29B1  # CRC-16/CCITT-FALSE of b"123456789"
 
 
 def _crc16_table() -> np.ndarray:
@@ -83,11 +82,6 @@ def crc16_rows(rows: np.ndarray) -> np.ndarray:
 def payload_length(n_pods: int, counter_bits: int, imu: bool) -> int:
     """Value of the ``len`` byte: bytes from ``flags`` to the last payload byte."""
     return 1 + 2 + 4 + n_pods * (counter_bits // 8) + (8 if imu else 0)
-
-
-def frame_length(n_pods: int, counter_bits: int, imu: bool) -> int:
-    """Total bytes of one binary frame, sync to CRC."""
-    return HEADER_LEN + payload_length(n_pods, counter_bits, imu) + CRC_LEN
 
 
 def make_flags(n_pods: int, counter_bits: int, imu: bool) -> int:

@@ -138,11 +138,6 @@ class PodGeometry:
     counts_per_rev: int
     wheels: tuple[PodWheel, ...]
 
-    @property
-    def meters_per_count(self) -> float:
-        """Distance rolled per encoder count (m)."""
-        return 2 * math.pi * self.wheel_radius_m / self.counts_per_rev
-
 
 @dataclass(frozen=True)
 class RobotConfig:

@@ -1,6 +1,6 @@
 """Dead-wheel pod kinematics: the 3×3 matrix, body increments, SE(2) integration.
 
-Conventions (see ``docs/ESTIMATION.md``): body frame x forward, y left, heading
+Conventions (``docs/PODS.md``, Kinematics): body frame x forward, y left, heading
 θ counter-clockwise (rad). Pod i rolls along the unit vector at angle φ_i (rad, in
 the body frame); its contact point is at (x_i, y_i) (m); one encoder tick is c_i
 metres of rolling. For a body twist increment (Δx, Δy, Δθ) (m, m, rad) over an

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from sensorbench.errors import SessionError
-from sensorbench.logs.reader import Session
 
 FORMATS = ("tum", "csv")
 
@@ -23,6 +23,8 @@ def export_stream(
     skipped) or ``csv`` (every sample with ``valid`` and ``flags``); encoder streams,
     lidar streams (one row per point) and ``events`` export to ``csv``.
     """
+    from sensorbench.logs.reader import Session  # h5py: loaded when a command runs
+
     if fmt not in FORMATS:
         raise SessionError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
     out = Path(out)
@@ -106,7 +108,7 @@ def export_stream(
         raise SessionError(f"{session}: no stream {name!r} (have: {', '.join(streams)})")
 
 
-def _write_csv(out: Path, cols: list[str], rows) -> int:
+def _write_csv(out: Path, cols: list[str], rows: Iterable[Sequence[object]]) -> int:
     n = 0
     with open(out, "w", newline="") as fh:
         writer = csv.writer(fh)

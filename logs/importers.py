@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
@@ -41,8 +40,12 @@ _INT64_MAX = int(np.iinfo(np.int64).max)
 _MAX_TIME_S = _INT64_MAX / 1e9
 
 _MOTIVE_UNITS = {"meters": 1.0, "centimeters": 0.01, "millimeters": 0.001}
-_Y_UP_TO_Z_UP = Rotation.from_matrix([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
-"""Motive's Y-up world to Z-up: x' = x, y' = -z, z' = y (OptiTrack's own C3D Z-up preset)."""
+def _y_up_to_z_up() -> Any:
+    """Motive's Y-up world to Z-up: x' = x, y' = -z, z' = y (OptiTrack's own C3D Z-up
+    preset). scipy loads here: the CLI starts without it."""
+    from scipy.spatial.transform import Rotation
+
+    return Rotation.from_matrix([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
 
 
 @dataclass
@@ -429,7 +432,7 @@ def read_motive(
     missing = [k for k in needed if k not in cols]
     if time_col is None:
         missing.insert(0, "Time (Seconds)")
-    if missing:
+    if missing or time_col is None:
         raise ImportFormatError(
             f"{path}:{data_start}: rigid body {body!r} lacks columns {', '.join(missing)}"
         )
@@ -469,9 +472,12 @@ def read_motive(
         else "Motive world and body axes converted Y-up -> Z-up: (x, -z, y), R' = C R C^T"
     )
     if up == "y" and valid_a.any():
-        pos_a[valid_a] = _Y_UP_TO_Z_UP.apply(pos_a[valid_a])
+        from scipy.spatial.transform import Rotation
+
+        c = _y_up_to_z_up()
+        pos_a[valid_a] = c.apply(pos_a[valid_a])
         rot = Rotation.from_quat(quat_a[valid_a])
-        quat_a[valid_a] = (_Y_UP_TO_Z_UP * rot * _Y_UP_TO_Z_UP.inv()).as_quat()
+        quat_a[valid_a] = (c * rot * c.inv()).as_quat()
     attrs = {
         "source_format": "motive",
         "time_base": "Motive take time (s since capture start)",
@@ -664,7 +670,8 @@ def read_pose_csv(
         if has_quat:
             quat[r] = [_number(*cell(q)) for q in quat_names]
         else:
-            quat[r] = Rotation.from_euler("z", _number(*cell("yaw"))).as_quat()
+            yaw = _number(*cell("yaw"))
+            quat[r] = [0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2)]
         for name, bit in (("relocalized", PoseFlag.RELOCALIZED), ("paused", PoseFlag.PAUSED)):
             if name in col:
                 where_, line_, j, label, value = cell(name)

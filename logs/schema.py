@@ -79,18 +79,6 @@ ENCODER_FIELDS = {
 POSE_FIELDS = {"t_ns": "<i8", "valid": "u1", "flags": "u1"}
 
 POSE_KINDS = ("mocap", "pose_sensor", "estimate")
-EVENT_KINDS = (
-    "unplug",
-    "reconnect",
-    "stale",
-    "crc_burst",
-    "relocalization",
-    "note",
-    "error",
-    "overrun",
-    "start",
-    "stop",
-)
 
 GROUPS = {"lidar": "lidar", "raw": "raw", "encoder": "encoders", "pose": "pose"}
 """Stream kind -> HDF5 group name."""

@@ -5,7 +5,7 @@ enqueue. One writer thread stages what arrives and, every ``flush_interval_s``,
 extends each dataset once and flushes the file. The file is opened with
 ``libver=('v110', 'v110')`` and switched to SWMR mode once every stream is declared,
 so a process killed at any moment leaves a file that holds everything up to the
-last flush (see HARDWARE.md, "HDF5 facts"). Datasets are uncompressed: rewriting a
+last flush (see ``docs/FORMAT.md``, "Why this layout"). Datasets are uncompressed: rewriting a
 partly filled compressed chunk at each flush inflates the file.
 """
 
@@ -161,7 +161,6 @@ class SessionWriter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
-        self.last_flush_ns = 0
 
     @classmethod
     def add_to(cls, path: str | os.PathLike[str]) -> SessionWriter:
@@ -219,7 +218,6 @@ class SessionWriter:
         self._thread = None
         self._lock = threading.Lock()
         self._closed = False
-        self.last_flush_ns = 0
         return self
 
     # -- declaration -------------------------------------------------------------
@@ -398,7 +396,6 @@ class SessionWriter:
                 if stop or time.monotonic() >= next_flush:
                     self._write_pending()
                     self._file.flush()
-                    self.last_flush_ns = time.monotonic_ns()
                     next_flush = time.monotonic() + self.flush_interval_s
             self._status[0] = self._final_status
             self._file.flush()
@@ -531,11 +528,6 @@ class SessionWriter:
                 with contextlib.suppress(Exception):
                     self._file.close()
         self._pending.discard()
-
-    @property
-    def queued(self) -> int:
-        """Approximate number of items waiting for the writer thread."""
-        return self._queue.qsize()
 
     def __enter__(self) -> SessionWriter:
         return self

@@ -529,6 +529,9 @@ class A1Emulator(PtyEmulator):
                 self.port.send(_SCAN_DESC)
                 self._emit_from = now
                 self._scanning = True
+                # state first, then the answer: a host that has read the descriptor
+                # must find the motor on (it read False under load when this came first)
+                self.port.send(_SCAN_DESC)
             elif self._scanning:
                 continue
             elif cmd == 0x50:

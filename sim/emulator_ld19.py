@@ -8,7 +8,7 @@ anything. The emulator plays device-native samples (the shape of
 :class:`~sensorbench.sim.pty.PtyPort`, paced by a :class:`~sensorbench.sim.clock.SimClock`
 (``speed`` times real time).
 
-Packet fields (HARDWARE.md, LD19): speed = reported rotation speed rounded to
+Packet fields (``docs/LD19.md``, Protocol): speed = reported rotation speed rounded to
 deg/s; start/end = angles of the first/last sample rounded to 0.01 deg; 12 ×
 (distance mm, intensity); timestamp = milliseconds since power-on of the packet's
 first sample (floored, plus ``timestamp_start_ms``), mod 30000; CRC-8 (poly 0x4D).

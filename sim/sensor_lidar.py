@@ -38,7 +38,7 @@ KIND_FALSE = 2
 
 @dataclass
 class LidarSamples:
-    """Device-native samples of one lidar over the whole run (see ``SIM_API.md``).
+    """Device-native samples of one lidar over the whole run (``docs/SIMULATION.md``).
 
     Attributes:
         model: ``"ld19"`` or ``"a1"``.

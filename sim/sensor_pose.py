@@ -5,7 +5,7 @@ x, y, z, w) stamped with the host time at which it arrives; the pose describes t
 robot ``latency_s`` earlier.
 
 Pose sensor error model (per axis x, y, z, roll, pitch, yaw), as in
-``docs/ESTIMATION.md``: ``error(t) = b_s + g(t) + v``. ``b_s`` is a constant offset
+``docs/POSE_ERROR.md``: ``error(t) = b_s + g(t) + v``. ``b_s`` is a constant offset
 drawn at each relocalization s (N(0, reloc_sigma), or, with probability
 ``wrong_reloc_prob``, a gross N(0, wrong_reloc_sigma) wrong relocalization); ``g`` is a
 first-order Gauss-Markov process (σ, τ) advanced with the exact discretization

@@ -44,12 +44,6 @@ class _Scaling:
     T: float
     tr: float
 
-    def peak_accel(self) -> float:
-        """Largest |acceleration| of the scaled coordinate (units/s²)."""
-        if self.T <= 0 or self.length == 0:
-            return 0.0
-        return 2.0 * self.length / ((self.T - self.tr) * self.tr)
-
     def eval(self, tau: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Position, rate and acceleration of the scaled coordinate at local times ``tau`` (s)."""
         L, T, tr = self.length, self.T, self.tr

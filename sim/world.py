@@ -84,11 +84,6 @@ class World:
         circles = [(ob.center[0], ob.center[1], ob.radius) for ob in self.obstacles if ob.is_circle]
         self.circles = np.asarray(circles, dtype=float).reshape(-1, 3)
 
-    @property
-    def polygons(self) -> list[Obstacle]:
-        """The polygon obstacles (walls, boxes, free polygons)."""
-        return [ob for ob in self.obstacles if not ob.is_circle]
-
     def in_mocap_volume(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Boolean mask: which floor points (m) lie inside the mocap volume."""
         x0, y0, x1, y1 = self.mocap_volume

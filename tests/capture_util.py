@@ -1,8 +1,9 @@
 """Helpers for the capture tests: emulator truth as flat point lists, block matching.
 
-The expected values are built from the protocol tables (HARDWARE.md), not from the
-drivers: LD19 point angles from start/end by the float step rule, A1 angles from
-q6 degrees, both converted to counter-clockwise radians; ranges from mm / q2 mm.
+The expected values are built from the protocol tables (docs/LD19.md, docs/A1.md,
+docs/PROTOCOLS.md), not from the drivers: LD19 point angles from start/end by the
+float step rule, A1 angles from q6 degrees, both converted to counter-clockwise
+radians; ranges from mm / q2 mm.
 """
 
 from __future__ import annotations

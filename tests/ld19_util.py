@@ -1,4 +1,4 @@
-"""LD19 test helpers, written from the protocol table (HARDWARE.md), not from the driver.
+"""LD19 test helpers, written from the protocol table (docs/LD19.md), not from the driver.
 
 ``ref_crc8`` computes the CRC bit by bit from the polynomial; ``ref_decode`` is a
 plain byte-by-byte parser with ``struct`` that follows the documented rules: frame

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -12,6 +11,7 @@ import pytest
 import rplidar
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from timing_util import SLACK_S
 
 from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1 import A1Lidar, A1Scanner, TurnAssembler, spread_times
@@ -251,20 +251,34 @@ def test_long_silence_restarts_the_scan():
 
 
 def test_corruption_flags_turns_and_keeps_the_rest_exact():
+    """A corrupted byte breaks a node's S/!S pair, check bit or angle range only with
+    probability about 0.24 (measured over single-byte hits on the room stream), so the
+    evidence is counted in bytes, not seconds: with 1e-3 of 60 000 offered bytes hit,
+    about 14 hits are detectable (P(none) ~ e^-14, whatever the machine load), and an
+    A1 turn (~1800 B) stays clean with probability about e^(-1.8 * 0.24) = 0.65.
+    (At 2e-4 over 1.5 s the detectable hits were ~3: none in about 5 % of runs.)"""
     events = []
-    with A1Emulator(speed=4.0, faults=Faults(corrupt_rate=2e-4), seed=5) as emu:
+    with A1Emulator(speed=4.0, faults=Faults(corrupt_rate=1e-3), seed=5) as emu:
         sc = A1Scanner(emu.path, read_timeout_s=0.5, on_event=lambda *e: events.append(e))
         sc.open()
         sc.start()
-        turns = collect(sc, 1.5)
+        t0 = time.monotonic()
+        out = []
+        while emu.port.stats.bytes_offered < 60_000:
+            assert time.monotonic() - t0 < 30.0, "the emulator stopped sending"
+            out.append(sc.poll(0.02)[2])
+        out.append(sc.poll(0.05)[2])
+        elapsed_s = time.monotonic() - t0
         sc.close()
         stats = emu.port.stats
+    turns = LidarTurns.concat(out)
     assert stats.bytes_corrupted > 0
     assert sc.bytes_skipped > 0
     flagged = (turns.flags & TurnFlag.CRC_ERRORS) > 0
     assert flagged.any() and not flagged.all()
     bursts = [e for e in events if e[1] == "crc_burst"]
-    assert 1 <= len(bursts) <= 2  # reported at most once a second over 1.5 s
+    assert 1 <= len(bursts) <= 1 + elapsed_s  # reported at most once a second
+    assert len(bursts) < flagged.sum()  # so fewer reports than damaged turns
 
 
 def test_missing_port_and_silent_device_give_actionable_errors(tmp_path):
@@ -275,7 +289,7 @@ def test_missing_port_and_silent_device_give_actionable_errors(tmp_path):
         t0 = time.monotonic()
         with pytest.raises(DriverError, match=r"0 of 7 bytes.*within 0\.30 s.*powered"):
             lid.get_info()
-        assert time.monotonic() - t0 < 0.3 + 0.3
+        assert time.monotonic() - t0 < 0.3 + SLACK_S
         lid.disconnect()
 
 
@@ -304,7 +318,6 @@ def test_turn_assembler_skips_the_leading_partial_turn():
     assert turns.t_first_ns.tolist() == [2]
     rest = asm.flush()
     assert rest.count.tolist() == [2] and rest.flags.tolist() == [TurnFlag.PACKET_LOSS]
-    assert os.environ is not None
 
 
 def test_recover_stops_clears_reconnects_and_restarts():
@@ -410,7 +423,7 @@ def test_wrong_device_is_refused_within_the_deadlines():
         with pytest.raises(DriverError):
             lid.get_info()
         # two attempts, each: drain up to one deadline, then one descriptor deadline
-        assert time.monotonic() - t0 < 2 * (0.3 + 0.3) + 0.5
+        assert time.monotonic() - t0 < 2 * (0.3 + 0.3) + SLACK_S
         lid.disconnect()
     finally:
         stop.set()

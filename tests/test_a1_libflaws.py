@@ -1,4 +1,4 @@
-"""Every rplidar-roboticia 0.9.5 flaw listed in docs/HARDWARE.md: fails raw, passes ours.
+"""Every rplidar-roboticia 0.9.5 flaw listed in docs/A1.md: fails raw, passes ours.
 
 Each test first shows the flaw on the unmodified library against the emulated A1
 (calls that may hang run in a daemon thread with a deadline), then the same
@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import rplidar
 import serial
+from timing_util import SLACK_S
 
 from sensorbench.drivers.a1 import A1Lidar
 from sensorbench.drivers.a1_protocol import A1Health, A1Info
@@ -100,7 +101,7 @@ def test_silent_device_hangs_library_forever_driver_raises_within_deadline(emu):
     finished, result = u.run_with_deadline(lambda: [m for m in it2], 3.0)
     elapsed = time.monotonic() - t0
     assert finished and isinstance(result, DeviceSilent)
-    assert elapsed < 0.4 + 0.5  # the read deadline plus buffered nodes and scheduling
+    assert elapsed < 0.4 + SLACK_S  # the read deadline plus buffered nodes and scheduling
     assert "0.40 s" in str(result)
     lid.disconnect()
 
@@ -120,10 +121,11 @@ def test_unplug_raises_bare_oserror_in_library_driver_error_in_ours(emu):
     lid.start()
     lid.read_nodes(0.1)
     emu.unplug()
-    with pytest.raises(DeviceUnplugged, match=r"went away.*check the USB cable"):
+    # a DriverError (exit 2 in the CLI, a reconnect in the scanner), not a bare OSError
+    with pytest.raises(DriverError, match=r"went away.*check the USB cable") as caught:
         for _ in range(50):
             lid.read_nodes(0.02)
-    assert isinstance(DeviceUnplugged("x"), DriverError)
+    assert type(caught.value) is DeviceUnplugged
 
 
 def test_get_info_and_health_return_strings_with_stale_bytes(emu):

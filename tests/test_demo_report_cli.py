@@ -64,7 +64,7 @@ def test_report_refuses_a_foreign_file_and_a_missing_models_dir(tmp_path: Path) 
     bad.write_bytes(b"not an hdf5 file")
     res = CliRunner().invoke(cli, ["report", str(bad), "-o", str(tmp_path / "r")])
     assert res.exit_code == 2
-    assert "notes.h5" in res.output
+    assert f"{bad}: not an HDF5 file" in res.output
     res = CliRunner().invoke(
         cli, ["report", str(bad), "-o", str(tmp_path / "r"), "--models", str(tmp_path / "none")]
     )

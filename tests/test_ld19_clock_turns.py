@@ -79,6 +79,30 @@ def test_clock_follows_an_accelerated_emulator_slope():
     assert clock.estimate().slope == pytest.approx(0.1, rel=1e-3)
 
 
+def test_clock_keeps_the_nominal_slope_until_the_minima_span_two_windows():
+    """Two window minima a packet apart say nothing about the slope.
+
+    A 4x emulator (slope 0.25), 0.5 s windows, every packet 20 ms late except the last
+    of window 0 (on time) and the first of window 1 (5 ms late): a line through those
+    two minima, 10 ms of device time apart, has slope 0.25 + 5/10 = 0.75 and maps the
+    next window hundreds of ms off. The fit must wait for minima two windows apart.
+    """
+    clock = DeviceClock(modulus=None, tick_ns=1_000_000, window_s=0.5, nominal_slope=0.25)
+    dev_ms = np.arange(0, 2010, 10)
+    delay_ms = np.full(dev_ms.size, 20.0)
+    delay_ms[dev_ms == 490] = 0.0
+    delay_ms[dev_ms == 500] = 5.0
+    delay_ms[dev_ms == 1490] = 1.0
+    host_ns = np.rint((0.25 * dev_ms + delay_ms) * 1e6).astype(np.int64)
+    upto = np.searchsorted(dev_ms, 1010)  # windows 0 and 1 closed, window 2 open
+    clock.update(host_ns[:upto], dev_ms[:upto])
+    assert not clock.fitted and clock.estimate().slope == 0.25
+    # the line under the lowest point (490 ms, on time) maps 1000 ms to 0.25 s
+    assert clock.to_host(1_000_000_000) == pytest.approx(250e6, abs=0.01e6)
+    clock.update(host_ns[upto:], dev_ms[upto:])  # window 2 closes: minima span 1 s
+    assert clock.fitted and clock.estimate().slope == pytest.approx(0.25, abs=0.01)
+
+
 def test_clock_before_any_data_and_reset():
     clock = DeviceClock(modulus=None, tick_ns=1000)
     with pytest.raises(DriverError):

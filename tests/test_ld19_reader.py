@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from timing_util import SLACK_S
 
 from sensorbench.drivers.ld19_decode import decode_ld19
 from sensorbench.drivers.ld19_reader import LD19Reader
@@ -76,6 +77,10 @@ def test_capture_through_unplug_and_replug(tmp_path):
     samples = SyntheticLD19Samples.generate(duration_s=60.0, seed=1)
     session = tmp_path / "cap.h5"
     with LD19Emulator(samples, link=str(link), speed=SPEED, startup_s=0.5, seed=1) as emu:
+        # A reader starved by a loaded machine must get every byte late, not lose some:
+        # the link's default 0.5 s before an overrun (a 4 KiB pty buffer holds 57 ms at
+        # 4x) dropped bytes under load and failed this test on crc_errors.
+        emu.port.write_timeout_s = 30.0
         t0_ns = time.monotonic_ns() - emu.clock.now() / SPEED * 1e9
         writer = SessionWriter(session, label="unplug")
         reader = LD19Reader(
@@ -176,7 +181,7 @@ def test_silent_port_fails_within_its_deadline():
         with pytest.raises(DriverError, match=r"0 bytes, 0 candidate headers, 0 valid") as exc:
             reader.start()
         elapsed = time.monotonic() - t0
-    assert 3.5 <= elapsed < 4.5, elapsed
+    assert 3.5 <= elapsed < 3.5 + SLACK_S, elapsed
     assert "within 3.5 s" in str(exc.value) and "is it powered" in str(exc.value)
     assert not reader.running
 
@@ -188,7 +193,7 @@ def test_wrong_baud_rate_is_diagnosed():
         t0 = time.monotonic()
         with pytest.raises(DriverError, match="wrong baud rate or not an LD19") as exc:
             reader.start()
-        assert time.monotonic() - t0 < 2.0
+        assert time.monotonic() - t0 < 1.0 + SLACK_S
     assert reader.bytes_total > 1000 and "0 valid" in str(exc.value)
     assert emu.port.stats.bytes_garbled_baud > 0
 
@@ -198,7 +203,7 @@ def test_missing_port_fails_to_open_within_its_deadline(tmp_path):
     t0 = time.monotonic()
     with pytest.raises(DriverError, match="cannot open"):
         reader.start()
-    assert time.monotonic() - t0 < 1.0
+    assert time.monotonic() - t0 < 0.5 + SLACK_S
 
 
 class _DiskFullWriter:

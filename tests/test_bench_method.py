@@ -1,0 +1,107 @@
+"""The bench's method: interleaved rounds, the same warm-up for both sides, medians with
+their spread, and every round in ``bench --json``."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from sensorbench.bench import BenchResult, Round, interleave
+
+
+class _FakeClock:
+    """A clock that advances only when a timed function says how long it took."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_interleave_warms_both_sides_then_alternates_and_times_each_call() -> None:
+    clock, calls = _FakeClock(), []
+
+    def side(name: str, cost_s: float):
+        def run() -> None:
+            calls.append(name)
+            clock.now += cost_s
+
+        return run
+
+    timing = interleave(side("ours", 1.0), side("ref", 10.0), rounds=4, clock=clock)
+    # one untimed call of each first, then ours/ref, ref/ours, ... (ABBA order)
+    assert calls == ["ours", "ref", "ours", "ref", "ref", "ours", "ours", "ref", "ref", "ours"]
+    assert timing.ours_s == (1.0,) * 4
+    assert timing.reference_s == (10.0,) * 4
+
+
+def test_interleave_runs_the_given_warm_up_once_per_side() -> None:
+    calls: list[str] = []
+    interleave(
+        lambda: calls.append("ours"),
+        lambda: calls.append("ref"),
+        rounds=1,
+        warmup=(lambda: calls.append("warm ours"), lambda: calls.append("warm ref")),
+    )
+    assert calls == ["warm ours", "warm ref", "ours", "ref"]
+
+
+def test_a_load_burst_moves_one_round_not_the_median() -> None:
+    """A burst that slows one timed call 3x (round 0's ours) moves that round's ratio
+    only; the median of the rounds is the undisturbed ratio."""
+    clock, k = _FakeClock(), [0]
+    slow = {3}  # calls 1 and 2 are the warm-up, call 3 is round 0's ours
+
+    def side(cost_s: float):
+        def run() -> None:
+            k[0] += 1
+            clock.now += cost_s * (3.0 if k[0] in slow else 1.0)
+
+        return run
+
+    timing = interleave(side(1.0), side(8.0), rounds=5, clock=clock)
+    ratios = [r.value for r in timing.rounds(lambda o, r: r / o)]
+    result = BenchResult.from_rounds("t", "ratio", timing.rounds(lambda o, r: r / o), "x")
+    assert ratios.count(8.0) == 4
+    assert result.value == 8.0
+    assert result.spread == (min(ratios), 8.0)
+    assert min(ratios) == pytest.approx(8.0 / 3.0)
+
+
+def test_result_carries_median_spread_and_rounds_in_json() -> None:
+    rounds = (Round(1.0, 5.0, 5.0), Round(1.0, 7.0, 7.0), Round(2.0, 8.0, 4.0))
+    result = BenchResult.from_rounds("a", "n", rounds, "x", target=4.5)
+    doc = json.loads(json.dumps(result.as_dict()))
+    assert doc["value"] == 5.0
+    assert doc["spread"] == {"min": 4.0, "max": 7.0}
+    assert doc["rounds"] == [
+        {"ours_s": 1.0, "reference_s": 5.0, "value": 5.0},
+        {"ours_s": 1.0, "reference_s": 7.0, "value": 7.0},
+        {"ours_s": 2.0, "reference_s": 8.0, "value": 4.0},
+    ]
+    assert doc["meets_target"] is True
+
+
+def test_bench_json_has_rounds_for_every_figure_and_references_for_ratios() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", "from sensorbench.cli import main; main()",
+         "bench", "--quick", "--only", "ld19", "--only", "session", "--json"],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    results = json.loads(out.stdout)
+    assert {r["area"] for r in results} == {"ld19", "session"}
+    for r in results:
+        values = [x["value"] for x in r["rounds"]]
+        assert len(values) >= 3, r["name"]
+        assert r["value"] == pytest.approx(statistics.median(values)), r["name"]
+        assert r["spread"] == {"min": min(values), "max": max(values)}, r["name"]
+        assert all(x["ours_s"] > 0 for x in r["rounds"]), r["name"]
+    ratios = [r for r in results if "vs per-packet struct parser" in r["name"]]
+    assert len(ratios) == 2
+    for r in ratios:  # ours and the reference timed in each round
+        assert all(x["reference_s"] > 0 for x in r["rounds"])
