@@ -116,7 +116,7 @@ def _intervals(
         paths.append(path[bounds[:, 1]] - path[bounds[:, 0]])
         ends.append(v[bounds[:, 0]] ** 2 + v[bounds[:, 1]] ** 2)
     if not deltas:
-        return (np.empty((0, 3)),) * 4  # type: ignore[return-value]
+        return tuple(np.empty((0, 3)) for _ in range(4))  # type: ignore[return-value]
     return np.vstack(deltas), np.vstack(signed), np.vstack(paths), np.vstack(ends)
 
 

@@ -278,10 +278,8 @@ class NoiseFit:
     @property
     def noise(self) -> FilterNoise:
         """The fitted noise as filter input (with the slip model when one was fitted)."""
-        return FilterNoise(
-            *(AxisNoise(self.axes[a].q, self.axes[a].r) for a in AXES),
-            drift=None if self.drift is None else self.drift.drift,
-        )
+        x, y, theta = (AxisNoise(self.axes[a].q, self.axes[a].r) for a in AXES)
+        return FilterNoise(x, y, theta, drift=None if self.drift is None else self.drift.drift)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""

@@ -212,13 +212,14 @@ class Verdict:
         out.append("Verdict, part 2 — are the errors small enough?")
         if not self.requirements:
             out.append("  no requirement given (--require AXIS.STAT<=VALUE)")
-        for r in self.requirements:
-            q = r.requirement
+        for req in self.requirements:
+            q = req.requirement
             u = AXIS_UNITS[q.axis]
             out.append(
-                f"  {q.text:20s} over {r.horizon_s:g} s: predicted median {r.predicted_median:.4g} "
-                f"{u}, {100 * r.confidence:g} % quantile {r.predicted_quantile:.4g} {u} "
-                f"(P within {r.prob_within:.3f}): {'holds' if r.holds else 'FAILS'}"
+                f"  {q.text:20s} over {req.horizon_s:g} s: predicted median "
+                f"{req.predicted_median:.4g} {u}, {100 * req.confidence:g} % quantile "
+                f"{req.predicted_quantile:.4g} {u} (P within {req.prob_within:.3f}): "
+                f"{'holds' if req.holds else 'FAILS'}"
             )
         if self.requirements:
             note = "" if self.model_ok else " (predicted from a model that part 1 rejects)"

@@ -166,8 +166,12 @@ def capture_scenario(
                 bringup_at.append(robot.clock.now())
 
         end_s = sim.duration_s - END_MARGIN_S
+        def stop_at_end() -> None:
+            robot.clock.sleep_until(end_s, stop)
+            stop.set()
+
         watcher = threading.Thread(
-            target=lambda: (robot.clock.sleep_until(end_s, stop), stop.set()),
+            target=stop_at_end,
             name="demo-end",
             daemon=True,
         )

@@ -154,7 +154,7 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     )
     try:
         axes = doc["axes"]
-        per_axis = (AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES)
+        x, y, theta = (AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES)
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFileError(f"{path}: malformed [axes] table in noise model ({exc})") from exc
     drift = None
@@ -164,7 +164,7 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
             drift = OdometryDrift.from_dict(table)
         except FusionError as exc:
             raise ModelFileError(f"{path}: [drift] table: {exc}") from exc
-    return FilterNoise(*per_axis, drift=drift)
+    return FilterNoise(x, y, theta, drift=drift)
 
 
 @dataclass(frozen=True)

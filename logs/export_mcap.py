@@ -99,9 +99,9 @@ def export_mcap(
                     )
                     put(f"/{name}/scan", "sensor_msgs/msg/LaserScan", turns.t_first_ns[k], msg)
             for name in [n for n in chosen if n in s.pose_names()]:
-                b = s.pose(name).read()
+                pb = s.pose(name).read()
                 for t, p, q in zip(
-                    b.t_ns[b.valid], b.position[b.valid], b.quat_xyzw[b.valid], strict=True
+                    pb.t_ns[pb.valid], pb.position[pb.valid], pb.quat_xyzw[pb.valid], strict=True
                 ):
                     msg = T["geometry_msgs/msg/PoseStamped"](
                         header=header(int(t), "world"),
