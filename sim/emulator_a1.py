@@ -526,11 +526,10 @@ class A1Emulator(PtyEmulator):
             elif cmd in (0x20, 0x21):
                 if self.health_status == 2:
                     continue  # protection stop: no scan until a RESET clears the error
-                self.port.send(_SCAN_DESC)
                 self._emit_from = now
                 self._scanning = True
                 # state first, then the answer: a host that has read the descriptor
-                # must find the motor on (it read False under load when this came first)
+                # must find the emulator scanning (under load it did not when this came first)
                 self.port.send(_SCAN_DESC)
             elif self._scanning:
                 continue
