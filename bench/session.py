@@ -45,9 +45,14 @@ def _payload() -> tuple[dict, dict, EncoderBatch, bytes]:
 
 
 def _write(path: Path, seconds: int, payload: tuple[dict, dict, EncoderBatch, bytes]) -> None:
-    """Write ``seconds`` of robot data (replacing ``path``) and close the file."""
+    """Write ``seconds`` of robot data (replacing ``path``) and close the file.
+
+    A live (SWMR) writer, as capture's: it never replaces a file, so the previous
+    round's is removed first.
+    """
     turns, raw, pods, pod_raw = payload
-    w = SessionWriter(path, label="bench", overwrite=True)
+    path.unlink(missing_ok=True)
+    w = SessionWriter(path, label="bench")
     for name in LIDARS:
         w.add_lidar(name)
         w.add_raw(name)

@@ -9,7 +9,6 @@ import click
 from sensorbench.errors import OutputError
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import atomic_output, force_option, same_file
-from sensorbench.logs.check import check_session, recover_session
 from sensorbench.logs.exporters import FORMATS as EXPORT_FORMATS
 from sensorbench.logs.exporters import export_stream
 from sensorbench.logs.import_times import DUPLICATE_POLICIES
@@ -20,7 +19,6 @@ from sensorbench.logs.importers import (
     import_file,
     parse_column_map,
 )
-from sensorbench.logs.info import session_info
 
 
 def register(cli: click.Group) -> None:
@@ -52,6 +50,8 @@ def info_cmd(session: Path, as_json: bool) -> None:
     if session.is_dir() or session.suffix in (".bag", ".mcap", ".db3"):
         _bag_info(session, as_json)
         return
+    from sensorbench.logs.info import session_info
+
     info = session_info(session)
     if as_json:
         click.echo(to_json(info))
@@ -119,6 +119,8 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_
     as in use and left untouched. Exit 0 when the file is valid (after recovery),
     1 when it has format errors, is in use or was not closed.
     """
+
+    from sensorbench.logs.check import check_session, recover_session
 
     report = check_session(session)
     recovery = None

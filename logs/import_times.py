@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.spatial.transform import Rotation
-from scipy.stats import chi2
 
 from sensorbench.errors import ImportFormatError
 
@@ -129,6 +127,9 @@ def flag_corrections(
         order: the result of :func:`order_times` with policy ``last``.
         t_ns, pos, quat, valid: all rows of the file (m, xyzw).
     """
+    from scipy.spatial.transform import Rotation  # loaded on use: the CLI starts without scipy
+    from scipy.stats import chi2
+
     n = t_ns.size
     flagged = np.zeros(n, dtype=bool)
     dropped = np.flatnonzero(~order.keep)
