@@ -90,8 +90,8 @@ class LidarSampleSource(LidarSamples, Protocol):
 class A1Realism:
     """How a real A1's standard-scan node stream departs from an ideal sweep.
 
-    Defaults are what public captures of an A1M8 (firmware 1.29) show (docs/A1.md,
-    "What real units send"); :data:`IDEAL_A1` switches every effect off.
+    Defaults follow what is known of real units; docs/A1.md ("What real units send")
+    says what each rests on. :data:`IDEAL_A1` switches every effect off.
 
     Attributes:
         quality_levels: ``(quality, probability)`` of a node with a return; real units
