@@ -90,8 +90,8 @@ class LidarSampleSource(LidarSamples, Protocol):
 class A1Realism:
     """How a real A1's standard-scan node stream departs from an ideal sweep.
 
-    Defaults are what public captures of an A1M8 (firmware 1.29) show (docs/A1.md,
-    "What real units send"); :data:`IDEAL_A1` switches every effect off.
+    Defaults follow what is known of real units; docs/A1.md ("What real units send")
+    says what each rests on. :data:`IDEAL_A1` switches every effect off.
 
     Attributes:
         quality_levels: ``(quality, probability)`` of a node with a return; real units
@@ -102,20 +102,31 @@ class A1Realism:
         overlap_deg: range of how much more than 360° a turn's nodes span (°, from
             the start-flag node to the last node): the angle steps back by that much
             (plus one node step) at the next start flag, so turns overlap.
-        back_step_prob: probability that a node reads an angle behind the previous
-            one (assumed: the captures show such steps but not how often).
-        back_step_max_deg: largest backward step (°).
+        no_return_lead_deg: range of how far ahead of the head (°) the nodes of a run
+            of no-returns read, one draw per run (the start-flag node keeps its
+            reading): in a real A1's node sequence every run of distance-0 nodes reads
+            4-7° ahead, so the angle steps back 3-6° at the return after it
+            (docs/A1.md, "What real units send").
+        back_step_prob: probability that any node reads an angle behind the previous
+            one, besides the lead (0: the real sequence shows no other steps beyond
+            its 1° truncation).
+        back_step_max_deg: largest such backward step (°).
     """
 
     quality_levels: tuple[tuple[int, float], ...] = ((15, 0.97), (10, 0.015), (6, 0.015))
     start_angle_deg: tuple[float, float] = (351.0, 359.0)
     overlap_deg: tuple[float, float] = (1.0, 9.0)
-    back_step_prob: float = 0.005
+    no_return_lead_deg: tuple[float, float] = (4.0, 7.0)
+    back_step_prob: float = 0.0
     back_step_max_deg: float = 7.0
 
 
 IDEAL_A1 = A1Realism(
-    quality_levels=(), start_angle_deg=(0.0, 0.0), overlap_deg=(0.0, 0.0), back_step_prob=0.0
+    quality_levels=(),
+    start_angle_deg=(0.0, 0.0),
+    overlap_deg=(0.0, 0.0),
+    no_return_lead_deg=(0.0, 0.0),
+    back_step_prob=0.0,
 )
 """The emulator's earlier sweep: start flag at 0°, no overlap, no backward steps."""
 
@@ -197,6 +208,12 @@ class RoomSamples:
         else:
             quality = np.clip(np.round(60 - 3 * r), 1, 63).astype(np.uint8)
         quality[lost] = 0
+        if rl.no_return_lead_deg[1] > 0:  # drawn last: the draws above stay as they were
+            run_start = lost & ~np.concatenate(([False], lost[:-1]))
+            run = np.cumsum(run_start) - 1
+            lead = rng.uniform(*rl.no_return_lead_deg, int(run_start.sum()))
+            ahead = lost & (j > 0)
+            angle_cw[ahead] = np.mod(angle_cw[ahead] + lead[run[ahead]], 360.0)
         return cls(t, angle_cw, r, quality, turn)
 
 

@@ -86,8 +86,8 @@ class SyntheticLD19Samples:
     """LD19 samples of a rectangular room, for emulation without a scenario.
 
     The sensor sits at ``(x, y)`` in a ``width`` × ``depth`` m room; ranges get
-    Gaussian noise ``sigma_m`` and are rounded to ``range_step_m`` (real units' ranges
-    come in steps of about 8 mm, docs/LD19.md); a fraction ``p_no_return`` of beams
+    Gaussian noise ``sigma_m`` and are rounded to ``range_step_m`` (whole millimetres,
+    as in a real LD06 capture of 111 000 ranges, docs/LD19.md); a fraction ``p_no_return`` of beams
     returns 0. Intensity falls with range (200 at 0 m to about 100 at 8 m); a
     fraction ``p_no_return_intensity`` of the no-returns carries a high intensity
     (uniform 150-255) instead of 0, as real units sometimes send.
@@ -112,13 +112,13 @@ class SyntheticLD19Samples:
         sigma_m: float = 0.005,
         p_no_return: float = 0.01,
         seed: int = 0,
-        range_step_m: float = 0.008,
+        range_step_m: float = 0.001,
         p_no_return_intensity: float = 0.05,
     ) -> SyntheticLD19Samples:
         """Samples for ``duration_s`` s (rounded down to whole packets).
 
-        ``range_step_m=0.001, p_no_return_intensity=0`` gives the earlier emulator
-        (whole mm, intensity 0 on every no-return).
+        ``p_no_return_intensity=0`` gives the earlier emulator (intensity 0 on every
+        no-return); ``range_step_m=0.008`` the 8-mm steps once assumed from 36 ranges.
         """
         check_sweep(duration_s, rate_hz, samples_per_s)
         rng = np.random.default_rng(seed)

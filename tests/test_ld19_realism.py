@@ -1,5 +1,7 @@
-"""The LD19 emulator's real-looking ranges and no-returns, through record-raw, decode
-and the datasheet: ranges in steps of 8 mm, no-returns that carry an intensity."""
+"""The LD19 emulator's range-step and no-return-intensity knobs, through record-raw,
+decode and the datasheet: ranges in steps of 8 mm when asked (the default is whole mm,
+as a real LD06 capture shows: tests/test_real_ld06_capture.py), no-returns that carry
+an intensity."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples
 def test_quantized_ranges_and_lit_no_returns_are_characterized_as_given(tmp_path):
     p0, p_lit = 0.2, 0.3
     samples = SyntheticLD19Samples.generate(
-        duration_s=8.0, p_no_return=p0, p_no_return_intensity=p_lit, seed=3
+        duration_s=8.0, p_no_return=p0, p_no_return_intensity=p_lit, seed=3, range_step_m=0.008
     )
     raw = tmp_path / "ld19.bin"
     with LD19Emulator(samples, speed=4.0, startup_s=0.0, loop=False) as emu:
@@ -33,9 +35,7 @@ def test_quantized_ranges_and_lit_no_returns_are_characterized_as_given(tmp_path
     assert abs(doc["no_return_pct"] / 100 - p0) <= 4 * np.sqrt(p0 * (1 - p0) / n)
     lit = doc["no_return_with_intensity_pct"] / 100
     assert abs(lit - p_lit) <= 4 * np.sqrt(p_lit * (1 - p_lit) / n0)
-    # the earlier emulator stays reachable: whole mm, dark no-returns
-    old = SyntheticLD19Samples.generate(
-        duration_s=1.0, p_no_return=p0, range_step_m=0.001, p_no_return_intensity=0.0
-    )
+    # the default: whole mm; dark no-returns stay reachable
+    old = SyntheticLD19Samples.generate(duration_s=1.0, p_no_return=p0, p_no_return_intensity=0.0)
     assert np.all(old.intensity[old.range_m == 0] == 0)
     assert np.any(np.round(old.range_m[old.range_m > 0] * 1000) % 8 != 0)
