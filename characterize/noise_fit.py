@@ -33,6 +33,7 @@ import numpy as np
 from sensorbench.characterize.drift_fit import INTERVAL_S as DRIFT_INTERVAL_S
 from sensorbench.characterize.drift_fit import DriftFit, fit_drift
 from sensorbench.errors import FitError
+from sensorbench.fusion.consistency import NisConsistency, nis_consistency, t_equivalent_gate
 from sensorbench.fusion.odometry_replay import read_odometry
 from sensorbench.fusion.pod_drive import load_drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
@@ -41,7 +42,6 @@ from sensorbench.fusion.split_filter import (
     NIS_GATE_99,
     AxisNoise,
     FilterNoise,
-    nis_bounds,
     run_axis,
     whiteness,
 )
@@ -67,29 +67,33 @@ def axis_measurements(dt: np.ndarray, increments: np.ndarray) -> dict[str, AxisS
     }
 
 
-OUTLIER_FRACTION = 1e-3
+DOF_GRID = (2.5, 3.0, 4.0, 6.0, 10.0, 30.0, math.inf)
+"""Student-t degrees of freedom the fit chooses from (∞: Gaussian)."""
 
 
 def batch_nll(
     series: AxisSeries,
     q: np.ndarray,
     r: np.ndarray,
+    dof: np.ndarray,
     gate: float,
-    s_out: float,
     max_rejects: int = 8,
     var_v0: float = 1.0,
 ) -> np.ndarray:
-    """Negative log-likelihood of one series for many (q, r) pairs at once.
+    """Negative log-likelihood of one series for many (q, r, dof) triples at once.
 
     Runs the axis filter of :func:`~sensorbench.fusion.split_filter.run_axis`
-    (same prediction, gate, clipped odometry on rejection and streak recovery)
-    vectorised over the parameter pairs, one numpy step per frame. Each
-    innovation is scored under a proper mixture, (1 − ε)·N(0, S) +
-    ε·N(0, ``s_out``) with ε = 1e-3 and ``s_out`` the spread of the data, so a
-    bouncing wheel costs a bounded amount and cannot pull r up.
+    (same prediction, gate on the calibrated NIS, clipped odometry on rejection and
+    streak recovery) vectorised over the
+    parameter triples, one numpy step per frame. Each innovation ν is scored under the
+    Student-t law with ``dof`` degrees of freedom and scale² S = Var p + r:
+    ``log Γ((d+1)/2) − log Γ(d/2) − ½ log(dπS) − (d+1)/2 · log(1 + ν²/(dS))``.
     """
+    from scipy.special import gammaln
+
     q = np.asarray(q, dtype=float)
     r = np.asarray(r, dtype=float)
+    d = np.asarray(dof, dtype=float)
     n = q.size
     p = np.zeros(n)
     v = np.zeros(n)
@@ -101,8 +105,14 @@ def batch_nll(
     odo_streak = np.zeros(n)
     z_streak = np.zeros(n)
     total = np.zeros(n)
-    log_in = math.log(1.0 - OUTLIER_FRACTION)
-    log_out = math.log(OUTLIER_FRACTION) - 0.5 * math.log(s_out)
+    gauss = ~np.isfinite(d)
+    df = np.where(gauss, 1.0, d)
+    const = np.where(
+        gauss,
+        -0.5 * math.log(2 * math.pi),
+        gammaln((df + 1) / 2) - gammaln(df / 2) - 0.5 * np.log(df * np.pi),
+    )
+    gate_nis = np.array([t_equivalent_gate(gate, float(x)) for x in d])
     for h, zk in zip(series.dt.tolist(), series.z.tolist(), strict=True):
         qh = q * h
         p_prev = p
@@ -117,9 +127,11 @@ def batch_nll(
         s = ppp + r
         nu = odo + zk - p
         nis = nu * nu / s
-        total -= np.logaddexp(log_in - 0.5 * (np.log(s) + nis), log_out - 0.5 * nu * nu / s_out)
+        total -= (
+            const - 0.5 * np.log(s) - np.where(gauss, 0.5 * nis, (df + 1) / 2 * np.log1p(nis / df))
+        )
         force = streak >= max_rejects
-        ok = (nis <= gate) | force
+        ok = (nis <= gate_nis) | force
         # forced: restore the streak's odometry and reset the velocity variance
         odo = np.where(force, odo_streak + z_streak, odo)
         nu = np.where(force, odo + zk - p, nu)
@@ -132,7 +144,7 @@ def batch_nll(
         new_pvv = pvv - kv * ppv
         new_ppv = ppv - kv * ppp
         new_ppp = ppp - kp * ppp
-        bound = np.sqrt(gate * s)
+        bound = np.sqrt(gate_nis * (ppp + r))
         start = ~ok & (streak == 0)
         odo_streak = np.where(start, odo, odo_streak)
         z_streak = np.where(start, 0.0, z_streak) + np.where(ok, 0.0, zk)
@@ -148,23 +160,25 @@ def batch_nll(
 
 @dataclass
 class AxisNoiseFit:
-    """Fitted noise of one axis with its consistency checks."""
+    """Fitted noise of one axis with its consistency checks.
+
+    ``nis`` judges the calibrated NIS (mapped through the fitted Student-t law to χ²₁) of
+    every update, rejected ones included, with a band over the effective number of
+    updates; ``rho`` is the autocorrelation of the applied normalised innovations."""
 
     axis: str
     q: float
     r: float
+    dof: float
     nll: float
-    nis_mean: float
-    nis_bounds: tuple[float, float]
-    k: int
-    rejected: int
+    nis: NisConsistency
     rho: np.ndarray
     rho_bound: float
 
     @property
     def nis_ok(self) -> bool:
-        """Average NIS inside its 95 % bounds."""
-        return self.nis_bounds[0] <= self.nis_mean <= self.nis_bounds[1]
+        """Mean calibrated NIS inside its band and rejections ≤ 2× the gate's nominal rate."""
+        return self.nis.consistent
 
     @property
     def white(self) -> bool:
@@ -172,16 +186,21 @@ class AxisNoiseFit:
         return bool(np.all(np.abs(self.rho) <= self.rho_bound))
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready summary."""
+        """JSON-ready summary (``nis_mean``/``nis_bounds_95``: the calibrated NIS)."""
         return {
             "q": self.q,
             "r": self.r,
+            "dof": self.dof,
             "neg_log_likelihood": self.nll,
-            "nis_mean": self.nis_mean,
-            "nis_bounds_95": list(self.nis_bounds),
-            "nis_inside_bounds": self.nis_ok,
-            "k": self.k,
-            "rejected": self.rejected,
+            "nis_mean": self.nis.mean,
+            "nis_bounds_95": list(self.nis.band),
+            "nis_inside_bounds": self.nis.mean_ok,
+            "k": self.nis.k,
+            "k_eff": self.nis.k_eff,
+            "rejected": self.nis.rejected,
+            "rejection_rate": self.nis.rejection_rate,
+            "nominal_rejection_rate": self.nis.nominal_rate,
+            "consistent": self.nis.consistent,
             "rho": [float(v) for v in self.rho],
             "rho_bound": self.rho_bound,
             "white": self.white,
@@ -191,18 +210,18 @@ class AxisNoiseFit:
 
 def check_axis(
     series: Sequence[AxisSeries], noise: AxisNoise, gate: float = NIS_GATE_99, max_lag: int = 10
-) -> tuple[float, int, int, np.ndarray, float]:
-    """NIS mean of applied updates, K, rejections, innovation autocorrelation and its bound."""
-    nis, nu_n, rejected = [], [], 0
+) -> tuple[NisConsistency, np.ndarray, float]:
+    """Calibrated-NIS consistency over all sessions, innovation autocorrelation and its bound."""
+    nis, sign, nu_n = [], [], []
     for s in series:
         tr = run_axis(s.dt, s.z, noise, gate=gate)
-        acc = tr.accepted & np.isfinite(tr.nis)
-        nis.append(tr.nis[acc])
+        has = np.isfinite(tr.nis)
+        nis.append(tr.nis_chi2[has])
+        sign.append(tr.innovation[has])
+        acc = tr.accepted & has
         nu_n.append(tr.innovation[acc] / np.sqrt(tr.s[acc]))
-        rejected += tr.rejected
-    all_nis = np.concatenate(nis)
     rho, bound = whiteness(np.concatenate(nu_n), max_lag)
-    return float(all_nis.mean()), int(all_nis.size), rejected, rho, bound
+    return nis_consistency(np.concatenate(nis), np.concatenate(sign), gate), rho, bound
 
 
 def quantization_floor(geometry: PodGeometry) -> dict[str, float]:
@@ -225,44 +244,54 @@ def fit_axis(
     gate: float = NIS_GATE_99,
     max_frames: int = 3000,
 ) -> AxisNoiseFit:
-    """Maximum-likelihood q and r (r ≥ ``r_min``, the quantization floor) of one axis.
+    """Maximum-likelihood q, r (r ≥ ``r_min``, the quantization floor) and Student-t
+    degrees of freedom (from :data:`DOF_GRID`) of one axis.
 
     r is parametrised as r_min + e^ρ: without the floor the likelihood is
     unbounded (perfectly quantized zero increments at rest would drive r to 0).
-    The search evaluates whole grids of (ln q, ρ) at once, zooming three times
-    (13×9 over the whole range, then 9×9 grids spanning one step of the
-    previous grid either side of its best point: a final step of about 5 %),
-    on the first ``max_frames`` frames of each session (cost); the NIS and
+    The search evaluates whole grids of (ln q, ρ) at once for every dof of the grid,
+    zooming three times (13×9 over the whole range, then 9×9 grids spanning one step
+    of the previous grid either side of its best point: a final step of about 5 %),
+    on the first ``max_frames`` frames of each session (cost); the consistency and
     whiteness checks use all of them.
     """
     data = [AxisSeries(s.dt[:max_frames], s.z[:max_frames]) for s in series]
-    spread = [max(float(np.var(s.z)), 1e3 * r_min) for s in data]
     lo = np.log([1e-10, r_min * 1e-4])
     hi = np.log([1e6, r_min * 1e6])
+    dofs = np.asarray(DOF_GRID)
 
-    def total(lq: np.ndarray, lr: np.ndarray) -> np.ndarray:
+    def total(lq: np.ndarray, lr: np.ndarray, d: np.ndarray) -> np.ndarray:
         q, r = np.exp(lq), r_min + np.exp(lr)
-        return sum(batch_nll(s, q, r, gate, so) for s, so in zip(data, spread, strict=True))
+        return sum(batch_nll(s, q, r, d, math.inf) for s in data)
 
-    centre, half = (lo + hi) / 2, (hi - lo) / 2
+    centre = np.tile((lo + hi) / 2, (dofs.size, 1))
+    half = np.tile((hi - lo) / 2, (dofs.size, 1))
     shape = (13, 9)
-    best_val = math.inf
+    best = np.full(dofs.size, math.inf)
     for _ in range(4):
-        axes = [np.linspace(centre[j] - half[j], centre[j] + half[j], shape[j]) for j in (0, 1)]
-        gq, gr = np.meshgrid(*axes, indexing="ij")
-        lq, lr = np.clip(gq.ravel(), lo[0], hi[0]), np.clip(gr.ravel(), lo[1], hi[1])
-        vals = total(lq, lr)
-        i = int(np.nanargmin(vals))
-        centre, best_val = np.array([lq[i], lr[i]]), float(vals[i])
-        # zoom: the next grid spans one step of this one either side of the best
-        half = np.array([axes[0][1] - axes[0][0], axes[1][1] - axes[1][0]])
+        grids = []
+        for j in range(dofs.size):
+            axes = [
+                np.linspace(centre[j, i] - half[j, i], centre[j, i] + half[j, i], shape[i])
+                for i in (0, 1)
+            ]
+            gq, gr = np.meshgrid(*axes, indexing="ij")
+            grids.append((np.clip(gq.ravel(), lo[0], hi[0]), np.clip(gr.ravel(), lo[1], hi[1])))
+            # zoom: the next grid spans one step of this one either side of the best
+            half[j] = [axes[0][1] - axes[0][0], axes[1][1] - axes[1][0]]
+        lq = np.concatenate([g[0] for g in grids])
+        lr = np.concatenate([g[1] for g in grids])
+        d = np.repeat(dofs, grids[0][0].size)
+        vals = total(lq, lr, d).reshape(dofs.size, -1)
+        for j in range(dofs.size):
+            i = int(np.nanargmin(vals[j]))
+            centre[j], best[j] = (grids[j][0][i], grids[j][1][i]), vals[j, i]
         shape = (9, 9)
-    q, r = float(np.exp(centre[0])), float(r_min + np.exp(centre[1]))
-    noise = AxisNoise(q, r)
-    nis_mean, k, rejected, rho, bound = check_axis(series, noise, gate)
-    return AxisNoiseFit(
-        axis, q, r, best_val, nis_mean, nis_bounds(k, gate=gate), k, rejected, rho, bound
-    )
+    j = int(np.argmin(best))
+    q, r = float(np.exp(centre[j, 0])), float(r_min + np.exp(centre[j, 1]))
+    noise = AxisNoise(q, r, float(dofs[j]))
+    nis, rho, bound = check_axis(series, noise, gate)
+    return AxisNoiseFit(axis, q, r, float(dofs[j]), float(best[j]), nis, rho, bound)
 
 
 @dataclass
@@ -279,7 +308,7 @@ class NoiseFit:
     def noise(self) -> FilterNoise:
         """The fitted noise as filter input (with the slip model when one was fitted)."""
         return FilterNoise(
-            *(AxisNoise(self.axes[a].q, self.axes[a].r) for a in AXES),
+            *(AxisNoise(self.axes[a].q, self.axes[a].r, self.axes[a].dof) for a in AXES),
             drift=None if self.drift is None else self.drift.drift,
         )
 

@@ -23,6 +23,7 @@ from sensorbench.fusion.consistency import (
     AxisConsistency,
     MonitorResult,
     axis_consistency,
+    nis_consistency,
     nis_monitor,
 )
 from sensorbench.fusion.pod_drive import (
@@ -224,6 +225,11 @@ class Replay:
                 "actual": {a: t.rejected / max(t.accepted.size, 1) for a, t in r.tracks.items()},
                 "nominal": gate_rejection_rate(float(r.options["gate"])),
             },
+            "nis": {
+                a: nis_consistency(t.nis_chi2, t.innovation, float(r.options["gate"])).summary()
+                for a, t in r.tracks.items()
+                if np.count_nonzero(np.isfinite(t.nis_chi2)) >= 2
+            },
             "consistency": (
                 None
                 if self.consistency is None
@@ -354,11 +360,9 @@ def replay_session(
     errors = consistency = None
     if ref_t is not None:
         errors = pose_errors(result.t_s, result.pose, ref_t, ref_pose)
-        consistency = reference_consistency(
-            result.t_s, result.pose, result.var, ref_t, ref_pose
-        )
+        consistency = reference_consistency(result.t_s, result.pose, result.var, ref_t, ref_pose)
     monitor = {
-        a: nis_monitor(t.nis, gate, monitor_window, monitor_level)
+        a: nis_monitor(t.nis_chi2, gate, monitor_window, monitor_level)
         for a, t in result.tracks.items()
     }
     return Replay(

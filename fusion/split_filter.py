@@ -75,6 +75,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import FusionError, ModelFileError
+from sensorbench.fusion.consistency import calibrated_nis, t_equivalent_gate
 from sensorbench.fusion.kalman_kernels import RejectStreak, clip_to_gate, predict_pv, update_p
 from sensorbench.fusion.odometry_drift import OdometryDrift, propagate_drift
 from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
@@ -96,14 +97,19 @@ NOISE_MODEL_UNITS = {
 
 @dataclass(frozen=True)
 class AxisNoise:
-    """Noise of one axis: q (velocity random walk, unit²/s³) and r (increment variance, unit²)."""
+    """Noise of one axis: q (velocity random walk, unit²/s³), r (odometry-position variance,
+    unit²; the scale² of the innovation's measurement part) and ``dof``, the degrees of
+    freedom of a Student-t innovation law (∞ = Gaussian, the default)."""
 
     q: float
     r: float
+    dof: float = math.inf
 
     def __post_init__(self) -> None:
         if not (self.q > 0 and self.r > 0 and math.isfinite(self.q) and math.isfinite(self.r)):
             raise FusionError(f"filter noise must be finite and > 0, got q={self.q}, r={self.r}")
+        if not self.dof > 2:
+            raise FusionError(f"Student-t degrees of freedom must be > 2, got {self.dof}")
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,7 @@ def save_noise_model(
 ) -> None:
     """Write a filter-noise model file (kind ``filter_noise``)."""
     body: dict[str, Any] = {
-        "axes": {a: {"q": noise.axis(a).q, "r": noise.axis(a).r} for a in AXES},
+        "axes": {a: _axis_table(noise.axis(a)) for a in AXES},
         "filter": {
             "state": "position, mean velocity over the step",
             "measurement": "odometry position: running sum of the axis's increments, H = [1, 0]",
@@ -147,6 +153,11 @@ def save_noise_model(
     write_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, prov, body)
 
 
+def _axis_table(n: AxisNoise) -> dict[str, float]:
+    """An axis's [axes] row; ``dof`` only for a Student-t law (older readers keep working)."""
+    return {"q": n.q, "r": n.r, **({"dof": n.dof} if math.isfinite(n.dof) else {})}
+
+
 def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     """Read a filter-noise model file (checks kind, version and units)."""
     doc = read_model(
@@ -154,8 +165,11 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     )
     try:
         axes = doc["axes"]
-        per_axis = (AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES)
-    except (KeyError, TypeError, ValueError) as exc:
+        per_axis = [
+            AxisNoise(float(axes[a]["q"]), float(axes[a]["r"]), float(axes[a].get("dof", math.inf)))
+            for a in AXES
+        ]
+    except (KeyError, TypeError, ValueError, FusionError) as exc:
         raise ModelFileError(f"{path}: malformed [axes] table in noise model ({exc})") from exc
     drift = None
     if "drift" in doc:
@@ -197,9 +211,7 @@ class PoseAidModel:
             for a in AXES:
                 t = d[a if a in d or a != "theta" else "yaw"]
                 axes.append(
-                    AidAxis(
-                        *(float(t[k]) for k in ("sigma_b", "sigma", "tau_s", "sigma_v"))
-                    )
+                    AidAxis(*(float(t[k]) for k in ("sigma_b", "sigma", "tau_s", "sigma_v")))
                 )
         except KeyError as exc:
             raise FusionError(f"pose-aid model lacks {exc}") from exc
@@ -214,7 +226,10 @@ class AxisTrack:
         p, v: estimates after each frame (K+1,): position in the world (odometry
             frame plus its offset) and velocity.
         var_p, var_v: their variances (K+1,) (var_p includes the offset's).
-        nis: NIS of each odometry update (K,), nan where no update happened.
+        nis: NIS ν²/S of each odometry update (K,), nan where no update happened.
+        nis_chi2: the same mapped through the axis's innovation law to χ²₁
+            (:func:`~sensorbench.fusion.consistency.calibrated_nis`; = nis when Gaussian):
+            the statistic the gate, the monitor and the consistency checks use.
         accepted: whether each odometry update passed the gate (K,).
         aid_nis, aid_accepted: NIS and gate result of each aiding update.
         innovation, s: innovation of each odometry update and its variance.
@@ -231,6 +246,7 @@ class AxisTrack:
     aid_accepted: np.ndarray
     innovation: np.ndarray
     s: np.ndarray
+    nis_chi2: np.ndarray
     resets: int = 0
 
     @property
@@ -267,7 +283,11 @@ def run_axis(
         noise: q and r of the axis.
         p0, var_p0, var_v0: initial position, its variance, initial velocity variance
             (the initial velocity is 0).
-        gate: NIS threshold; innovations above it are rejected and counted.
+        gate: χ²₁ threshold of the calibrated NIS; innovations above it are rejected and
+            counted (with a Student-t law the raw ν²/S bound is its F(1, dof) equivalent,
+            so the nominal rejection rate is P(χ²₁ > gate) either way: a heavy-tailed
+            axis keeps its large but plausible innovations). Accepted updates are the
+            linear Kalman update.
         aid_index: frame index k (1..K) after whose odometry update each absolute
             measurement is applied (sorted, may repeat).
         aid_z, aid_r: absolute measurements (m or rad) and their variances.
@@ -287,7 +307,8 @@ def run_axis(
     z_a = np.asarray(z, dtype=float)
     k_n = dt_a.size
     dv = np.zeros(k_n) if drift_var is None else np.asarray(drift_var, dtype=float)
-    q, r = float(noise.q), float(noise.r)
+    q, r, dof = float(noise.q), float(noise.r), float(noise.dof)
+    gate_nis = t_equivalent_gate(gate, dof)
     p_out = np.empty(k_n + 1)
     v_out = np.empty(k_n + 1)
     pp_out = np.empty(k_n + 1)
@@ -328,7 +349,7 @@ def run_axis(
             nu = odo + zk - p
             nis = nu * nu / s
             nis_out[k], nu_out[k], s_out[k] = nis, nu, s
-            if nis <= gate or streak.forced:
+            if nis <= gate_nis or streak.forced:
                 if streak.forced:
                     # the model, not the data, was wrong: restore the odometry the
                     # streak replaced by predictions and let the velocity jump
@@ -346,7 +367,7 @@ def run_axis(
                 # excess, a bouncing wheel's lost ticks are dropped)
                 acc_out[k] = False
                 streak.reject(odo, zk)
-                odo = p + clip_to_gate(nu, s, gate)
+                odo = p + clip_to_gate(nu, s, gate_nis)
         pbb = max(pbb + float(dv[k]), 0.0)
         while ai < n_aid and aid_k[ai] == k + 1:
             # absolute fix z = p + b + e: only the frame offset b moves
@@ -373,6 +394,7 @@ def run_axis(
         aid_accepted=aid_acc,
         innovation=nu_out,
         s=s_out,
+        nis_chi2=calibrated_nis(nis_out, dof),
         resets=resets,
     )
 

@@ -202,3 +202,39 @@ def test_nis_monitor_false_alarms_and_detection(scale: float) -> None:
     assert mon.degraded[5050:5200].mean() > 0.9
     assert mon.onsets.size >= 1 and 5000 <= mon.onsets[0] <= 5050
     assert not mon.degraded[5250:5300].any()
+
+
+def test_student_t_nis_calibrated_to_chi2_and_gate_at_its_nominal_rate() -> None:
+    from scipy.stats import chi2, kstest
+
+    from sensorbench.fusion.consistency import (
+        calibrated_nis,
+        nis_consistency,
+        t_equivalent_gate,
+    )
+
+    rng = np.random.default_rng(7)
+    n, dof = 20000, 4.0
+    nu = rng.standard_t(dof, n)
+    raw = nu**2
+    # raw ν²/S of a t(4) innovation has mean dof/(dof − 2) = 2: a χ²₁ check says inconsistent
+    raw_check = nis_consistency(raw, nu, 6.63)
+    assert not raw_check.mean_ok and not raw_check.rejections_ok
+    cal = calibrated_nis(raw, dof)
+    assert kstest(cal, chi2(1).cdf).pvalue > 1e-3
+    good = nis_consistency(cal, nu, 6.63)
+    assert good.mean_ok and good.k_eff > 0.7 * n
+    # rejections: binomial(n, 1 %), 4 standard deviations
+    assert abs(good.rejected - 0.01 * n) < 4 * math.sqrt(0.01 * n)
+    g = t_equivalent_gate(6.63, dof)
+    assert abs(np.count_nonzero(raw > g) - good.rejected) <= 1
+    assert t_equivalent_gate(6.63, math.inf) == 6.63
+    np.testing.assert_array_equal(calibrated_nis(raw, math.inf), raw)
+
+
+def test_noise_model_round_trips_the_student_t_law(tmp_path) -> None:
+    noise = FilterNoise(AxisNoise(1.0, 1e-8, 3.0), AxisNoise(2.0, 2e-8), AxisNoise(3.0, 3e-8, 6.0))
+    save_noise_model(tmp_path / "n.toml", noise, {})
+    assert load_noise_model(tmp_path / "n.toml") == noise
+    with pytest.raises(Exception, match="degrees of freedom"):
+        AxisNoise(1.0, 1e-8, 2.0)
