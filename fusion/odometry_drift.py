@@ -109,5 +109,7 @@ def propagate_drift(
     pxx = var0[0] + np.concatenate(
         [[0.0], np.cumsum(-2 * dyw * pxt[:-1] + dyw**2 * ptt[:-1] + qxx)]
     )
-    pyy = var0[1] + np.concatenate([[0.0], np.cumsum(2 * dxw * pyt[:-1] + dxw**2 * ptt[:-1] + qyy)])
+    pyy = var0[1] + np.concatenate(
+        [[0.0], np.cumsum(2 * dxw * pyt[:-1] + dxw**2 * ptt[:-1] + qyy)]
+    )
     return np.column_stack([pxx, pyy, ptt])

@@ -228,6 +228,7 @@ def drive_intervals(
     return dn[keep], xi[keep]
 
 
+
 def drive_interval_frames(
     drive: Drive, offset_s: float, interval_s: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -235,7 +236,6 @@ def drive_interval_frames(
     last encoder frame index (M, 2)."""
     dn, xi, keep, bounds = _raw_intervals_at(drive, offset_s, interval_s, "mocap")
     return dn[keep], xi[keep], bounds[keep]
-
 
 def intervals_with_rate(
     drive: Drive, offset_s: float, interval_s: float, heading: str, h: float = 1e-3
