@@ -95,21 +95,71 @@ NOISE_MODEL_UNITS = {
 }
 
 
+ACCEL_FRAMES = 10
+"""Frames per half of the window :func:`observed_accel_sq` differences."""
+
+
+def observed_accel_sq(dt: np.ndarray, z: np.ndarray, frames: int = ACCEL_FRAMES) -> np.ndarray:
+    """Squared acceleration (unit²/s⁴) of one axis seen by the odometry before each step.
+
+    For step k: the mean velocity over the ``frames`` steps before it minus the mean over
+    the ``frames`` before those, divided by the time between the two windows' centres.
+    Causal (step k's own increment is not used); 0 for the first 2·frames steps; nan
+    increments count as no motion.
+    """
+    d = np.asarray(dt, dtype=float)
+    x = np.nan_to_num(np.asarray(z, dtype=float))
+    m = int(frames)
+    out = np.zeros(d.size)
+    if d.size <= 2 * m:
+        return out
+    cz = np.concatenate([[0.0], np.cumsum(x)])
+    ct = np.concatenate([[0.0], np.cumsum(d)])
+    k = np.arange(2 * m, d.size)
+    t1, t0 = ct[k] - ct[k - m], ct[k - m] - ct[k - 2 * m]
+    v1, v0 = (cz[k] - cz[k - m]) / t1, (cz[k - m] - cz[k - 2 * m]) / t0
+    out[2 * m :] = ((v1 - v0) / (0.5 * (t1 + t0))) ** 2
+    return out
+
+
 @dataclass(frozen=True)
 class AxisNoise:
-    """Noise of one axis: q (velocity random walk, unit²/s³), r (odometry-position variance,
-    unit²; the scale² of the innovation's measurement part) and ``dof``, the degrees of
-    freedom of a Student-t innovation law (∞ = Gaussian, the default)."""
+    """Noise of one axis.
+
+    Attributes:
+        q: velocity random walk at rest (unit²/s³).
+        r: odometry-position variance (unit²; the scale² of the innovation's measurement
+            part: tick quantization).
+        dof: degrees of freedom of a Student-t innovation law (∞ = Gaussian, the default).
+        q_acc: growth of the velocity random walk with the odometry's observed squared
+            acceleration (s): the step's q is ``q + q_acc·â²``
+            (:func:`observed_accel_sq`). A velocity that ramps is not a random walk of
+            fixed intensity; with q ∝ â² the lag of the prediction during a ramp is the
+            same number of standard deviations whatever the ramp's slope, so one q_acc
+            fits slow and brisk drives. 0 = fixed q.
+        slip_scale: the share of the odometry slip model's per-step variance
+            (:meth:`~sensorbench.fusion.odometry_drift.OdometryDrift.axis_step_variances`)
+            that shows in the step's own increment (a position random walk of the
+            odometry; dimensionless). The slip model is fitted over seconds against mocap
+            and also holds calibration error that only builds up over a path; the
+            increments see the white part. Used only with a slip model.
+    """
 
     q: float
     r: float
     dof: float = math.inf
+    q_acc: float = 0.0
+    slip_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if not (self.q > 0 and self.r > 0 and math.isfinite(self.q) and math.isfinite(self.r)):
             raise FusionError(f"filter noise must be finite and > 0, got q={self.q}, r={self.r}")
         if not self.dof > 2:
             raise FusionError(f"Student-t degrees of freedom must be > 2, got {self.dof}")
+        for name in ("q_acc", "slip_scale"):
+            val = getattr(self, name)
+            if not (val >= 0 and math.isfinite(val)):
+                raise FusionError(f"{name} must be finite and >= 0, got {val}")
 
 
 @dataclass(frozen=True)
@@ -155,7 +205,14 @@ def save_noise_model(
 
 def _axis_table(n: AxisNoise) -> dict[str, float]:
     """An axis's [axes] row; ``dof`` only for a Student-t law (older readers keep working)."""
-    return {"q": n.q, "r": n.r, **({"dof": n.dof} if math.isfinite(n.dof) else {})}
+    row = {"q": n.q, "r": n.r}
+    if math.isfinite(n.dof):
+        row["dof"] = n.dof
+    if n.q_acc > 0:
+        row["q_acc"] = n.q_acc
+    if n.slip_scale != 1.0:
+        row["slip_scale"] = n.slip_scale
+    return row
 
 
 def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
@@ -273,6 +330,7 @@ def run_axis(
     aid_r: np.ndarray | None = None,
     max_rejects: int = 8,
     drift_var: np.ndarray | None = None,
+    slip_var: np.ndarray | None = None,
 ) -> AxisTrack:
     """Run one axis filter over K odometry increments.
 
@@ -295,6 +353,10 @@ def run_axis(
             unit²: how far the odometry drifts from the world (slip, scale), which is
             what absolute fixes correct; None = no drift. A negative entry (a heading
             error cancelling on the way back) shrinks it, never below 0.
+        slip_var: the slip model's variance (K,) of each step (unit²); ``noise.slip_scale``
+            times it is the position random walk the odometry takes by slip, added to
+            Var p at each prediction (a step's increment may differ from the motion by
+            its slip); None = none.
         max_rejects: after this many consecutive rejected increments (a bounce
             spans a few frames) the model, not the data, is taken to be wrong: the
             odometry of the whole streak is restored, the next increment applied
@@ -307,7 +369,9 @@ def run_axis(
     z_a = np.asarray(z, dtype=float)
     k_n = dt_a.size
     dv = np.zeros(k_n) if drift_var is None else np.asarray(drift_var, dtype=float)
-    q, r, dof = float(noise.q), float(noise.r), float(noise.dof)
+    q, r, dof, q_acc = float(noise.q), float(noise.r), float(noise.dof), float(noise.q_acc)
+    a2 = observed_accel_sq(dt_a, z_a) if q_acc > 0 else None
+    sv = np.zeros(k_n) if slip_var is None else noise.slip_scale * np.asarray(slip_var, float)
     gate_nis = t_equivalent_gate(gate, dof)
     p_out = np.empty(k_n + 1)
     v_out = np.empty(k_n + 1)
@@ -339,7 +403,9 @@ def run_axis(
     p_out[0], v_out[0], pp_out[0], vv_out[0] = p, v, pbb, pvv
     for k in range(k_n):
         p_prev = p
-        p, v, ppp, ppv, pvv = predict_pv(p, v, ppp, ppv, pvv, q, float(dt_a[k]))
+        qk = q if a2 is None else q + q_acc * float(a2[k])
+        p, v, ppp, ppv, pvv = predict_pv(p, v, ppp, ppv, pvv, qk, float(dt_a[k]))
+        ppp += float(sv[k])
         zk = float(z_a[k])
         if zk != zk:  # nan: no measurement, the odometry follows the prediction
             odo += p - p_prev
@@ -529,10 +595,12 @@ class SplitFilter:
         t, inc, dt = frame_steps(t_s, body_increments)
         aid = self._aid_arrays(t, inc, pose0, aiding)
         drift = self.noise.drift
+        slip: dict[str, Any] = dict.fromkeys(AXES)
         if drift is None:
             dv = {a: q * dt for a, q in zip(AXES, self.drift_q, strict=True)}
         else:
             dv = {"theta": drift.step_variances(inc)[:, 2]}
+            slip["theta"] = dv["theta"]
         th = run_axis(
             dt,
             inc[:, 2],
@@ -541,23 +609,34 @@ class SplitFilter:
             var0[2],
             gate=self.gate,
             drift_var=dv["theta"],
+            slip_var=slip["theta"],
             **aid["theta"],
         )
         if drift is not None:
             # x and y drift with the heading error, along the path the heading filter gives
             world = np.diff(propagate_drift(inc, th.p, drift, var0), axis=0)
             dv["x"], dv["y"] = world[:, 0], world[:, 1]
+            per_axis = drift.axis_step_variances(inc, th.p[:-1])
+            slip["x"], slip["y"] = per_axis["x"], per_axis["y"]
         # world-frame arc of each step, rotated by the heading estimate at its start
         rel = se2_exp(np.nan_to_num(inc))
         c, s = np.cos(th.p[:-1]), np.sin(th.p[:-1])
         missing = np.isnan(inc).any(axis=1)
         zx = np.where(missing, np.nan, c * rel[:, 0] - s * rel[:, 1])
         zy = np.where(missing, np.nan, s * rel[:, 0] + c * rel[:, 1])
-        tx = run_axis(
-            dt, zx, self.noise.x, pose0[0], var0[0], gate=self.gate, drift_var=dv["x"], **aid["x"]
-        )
-        ty = run_axis(
-            dt, zy, self.noise.y, pose0[1], var0[1], gate=self.gate, drift_var=dv["y"], **aid["y"]
+        tx, ty = (
+            run_axis(
+                dt,
+                zz,
+                self.noise.axis(a),
+                pose0[j],
+                var0[j],
+                gate=self.gate,
+                drift_var=dv[a],
+                slip_var=slip[a],
+                **aid[a],
+            )
+            for j, (a, zz) in enumerate((("x", zx), ("y", zy)))
         )
         tracks = {"x": tx, "y": ty, "theta": th}
         return SplitResult(
