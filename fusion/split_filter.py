@@ -223,7 +223,13 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     try:
         axes = doc["axes"]
         per_axis = [
-            AxisNoise(float(axes[a]["q"]), float(axes[a]["r"]), float(axes[a].get("dof", math.inf)))
+            AxisNoise(
+                float(axes[a]["q"]),
+                float(axes[a]["r"]),
+                float(axes[a].get("dof", math.inf)),
+                float(axes[a].get("q_acc", 0.0)),
+                float(axes[a].get("slip_scale", 1.0)),
+            )
             for a in AXES
         ]
     except (KeyError, TypeError, ValueError, FusionError) as exc:

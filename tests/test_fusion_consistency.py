@@ -238,3 +238,36 @@ def test_noise_model_round_trips_the_student_t_law(tmp_path) -> None:
     assert load_noise_model(tmp_path / "n.toml") == noise
     with pytest.raises(Exception, match="degrees of freedom"):
         AxisNoise(1.0, 1e-8, 2.0)
+
+
+def test_observed_acceleration_of_a_ramp_and_slip_variances_rotated() -> None:
+    from sensorbench.fusion.split_filter import observed_accel_sq
+
+    dt = np.full(400, 0.005)
+    t = np.concatenate([[0.0], np.cumsum(dt)])
+    pos = 0.5 * 0.7 * t**2  # a constant 0.7 m/s² from rest
+    a2 = observed_accel_sq(dt, np.diff(pos), frames=10)
+    assert np.all(a2[:20] == 0)
+    np.testing.assert_allclose(a2[20:], 0.7**2, rtol=1e-9)
+    # causal: a step's own increment does not enter its acceleration
+    jump = np.diff(pos)
+    jump[200] += 1.0
+    np.testing.assert_array_equal(observed_accel_sq(dt, jump)[:201], a2[:201])
+    drift = OdometryDrift(np.diag([1e-6, 4e-6, 1e-5]))
+    inc = np.array([[0.01, 0.0, 0.0], [0.0, 0.01, 0.02]])
+    v = drift.axis_step_variances(inc, np.array([0.0, np.pi / 2]))
+    np.testing.assert_allclose(v["x"], [1e-8, 4e-8], atol=1e-20)
+    np.testing.assert_allclose(v["y"], [0.0, 0.0], atol=1e-20)
+    np.testing.assert_allclose(v["theta"], [0.0, 2e-7])
+
+
+def test_noise_model_round_trips_acceleration_and_slip_terms(tmp_path) -> None:
+    noise = FilterNoise(
+        AxisNoise(1e-10, 4e-10, 6.0, 0.02, 0.2),
+        AxisNoise(2.0, 2e-8),
+        AxisNoise(3.0, 3e-8, math.inf, 0.05),
+    )
+    save_noise_model(tmp_path / "n.toml", noise, {})
+    assert load_noise_model(tmp_path / "n.toml") == noise
+    with pytest.raises(Exception, match="slip_scale"):
+        AxisNoise(1.0, 1e-8, slip_scale=-1.0)
