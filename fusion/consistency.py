@@ -357,3 +357,46 @@ def nis_consistency(nis_chi2: np.ndarray, innovation: np.ndarray, gate: float) -
         rejected=int(np.count_nonzero(c > gate)),
         nominal_rate=float(chi2.sf(gate, 1)),
     )
+
+
+CROSS_CHECK_BINS = 5
+"""Travel-quantile bins of :func:`heading_cross_check`'s spread."""
+
+
+def heading_cross_check(
+    pods_dtheta: np.ndarray, imu_dtheta: np.ndarray, sigma_floor: float, travel: np.ndarray
+) -> np.ndarray:
+    """Squared standardised disagreement of the pods' and the IMU's yaw increments (K,).
+
+    Three pods leave the odometry no redundancy, so a lifted or continuously slipping
+    wheel is a consistent (wrong) odometry that the filters' own innovations cannot see;
+    an IMU's yaw adds the one redundant equation (the parallel pods' difference). Per
+    frame ``u = (Δθ_pods − Δθ_imu − median)/σ_k``; the median removes the gyro bias. The
+    spread grows with the wheels' travel in the frame (slip ∝ distance rolled, fresh
+    rounding errors; at rest the counts do not change and only the gyro's noise is
+    left), so σ_k is the robust spread (1.4826·MAD, at least ``sigma_floor``, the tick
+    quantization's) of the frames in the same quantile bin of ``travel`` (K,), m
+    (:data:`CROSS_CHECK_BINS` bins over the moving frames; frames at rest use the
+    floor). For a working odometry u² is then about χ²₁, so the clipped-χ²₁ window
+    monitor applies (:func:`nis_monitor`). A fault that spans more than half of a bin's
+    frames widens that bin's σ and hides itself: the check is for faults shorter than
+    about half of the moving time. nan where either increment is missing.
+    """
+    resid = np.asarray(pods_dtheta, float) - np.asarray(imu_dtheta, float)
+    trav = np.asarray(travel, float)
+    ok = np.isfinite(resid) & np.isfinite(trav)
+    out = np.full(resid.size, np.nan)
+    mov = ok & (trav > 0)
+    if np.count_nonzero(mov) < 10 * CROSS_CHECK_BINS:
+        return out
+    centred = resid - np.median(resid[ok])
+    sigma = np.full(resid.size, float(sigma_floor))
+    edges = np.quantile(trav[mov], np.linspace(0, 1, CROSS_CHECK_BINS + 1))
+    idx = np.clip(np.searchsorted(edges, trav, side="right") - 1, 0, CROSS_CHECK_BINS - 1)
+    for b in range(CROSS_CHECK_BINS):
+        sel = mov & (idx == b)
+        if np.any(sel):
+            mad = 1.4826 * float(np.median(np.abs(centred[sel])))
+            sigma[sel] = max(mad, float(sigma_floor))
+    out[ok] = (centred[ok] / sigma[ok]) ** 2
+    return out

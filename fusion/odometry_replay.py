@@ -23,6 +23,7 @@ from sensorbench.fusion.consistency import (
     AxisConsistency,
     MonitorResult,
     axis_consistency,
+    heading_cross_check,
     nis_consistency,
     nis_monitor,
 )
@@ -248,6 +249,10 @@ class Replay:
         }
 
 
+CROSS_CHECK = "pods_vs_imu"
+"""Monitor key of the pods-against-IMU heading check (beside the axes x, y, theta)."""
+
+
 def gate_rejection_rate(gate: float) -> float:
     """Fraction of a consistent filter's scalar updates a NIS gate rejects: P(χ²₁ > gate)."""
     from scipy.stats import chi2
@@ -365,6 +370,14 @@ def replay_session(
         a: nis_monitor(t.nis_chi2, gate, monitor_window, monitor_level)
         for a, t in result.tracks.items()
     }
+    if odo.imu_dtheta is not None:
+        # the pods against the IMU's yaw: the only redundancy a lifted wheel shows in
+        w_inv = np.linalg.inv(geometry.W)
+        raw = body_increments(geometry.W, odo.dn)[:, 2]
+        floor = float(np.sqrt((w_inv @ w_inv.T)[2, 2] / 6.0))
+        travel = np.abs(odo.dn) @ geometry.c
+        chi = heading_cross_check(raw, odo.imu_dtheta, floor, travel)
+        monitor[CROSS_CHECK] = nis_monitor(chi, gate, monitor_window, monitor_level)
     return Replay(
         result,
         odo.t0_ns,
