@@ -453,13 +453,23 @@ def _print_consistency(doc: dict[str, Any]) -> None:
                 f" {v:6.1%}" for v in cov
             )
         row += f" {doc['monitor'][a]['degraded_fraction']:9.1%}"
+        n = doc.get("nis", {}).get(a)
+        if n is not None:
+            row += f"  NIS {n['mean']:.2f} [{n['band95'][0]:.2f},{n['band95'][1]:.2f}]"
         click.echo(row)
-    click.echo("expected: in 1σ 68.3 %, in 2σ 95.4 %, in 3σ 99.7 %; NEES inside its band")
+    cross = doc["monitor"].get("pods_vs_imu")
+    if cross is not None:
+        click.echo(f"pods against IMU yaw: degraded {cross['degraded_fraction']:.1%}")
+    click.echo(
+        "expected: in 1σ 68.3 %, in 2σ 95.4 %, in 3σ 99.7 %; NEES and NIS (calibrated to χ²₁) "
+        "inside their bands"
+    )
 
 
 def _write_estimate(
     output: Path, force: bool, rp: Any, session: Path, pods_path: Path, noise_path: Path | None
 ) -> None:
+    from sensorbench.fusion.odometry_replay import CROSS_CHECK
     from sensorbench.logs import PoseBatch, PoseFlag, SessionWriter
     from sensorbench.logs.model_file import file_sha256
 
@@ -489,7 +499,11 @@ def _write_estimate(
                 rp.t0_ns + round(t * 1e9),
                 "estimate",
                 kind,
-                f"{axis} filter: sliding-window NIS "
+                (
+                    "pods against IMU yaw: sliding-window disagreement "
+                    if axis == CROSS_CHECK
+                    else f"{axis} filter: sliding-window NIS "
+                )
                 + ("above" if kind == "degraded" else "back under")
                 + " its threshold",
             )
