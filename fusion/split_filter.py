@@ -337,6 +337,7 @@ def run_axis(
     max_rejects: int = 8,
     drift_var: np.ndarray | None = None,
     slip_var: np.ndarray | None = None,
+    rest: np.ndarray | None = None,
 ) -> AxisTrack:
     """Run one axis filter over K odometry increments.
 
@@ -363,6 +364,10 @@ def run_axis(
             times it is the position random walk the odometry takes by slip, added to
             Var p at each prediction (a step's increment may differ from the motion by
             its slip); None = none.
+        rest: (K,) True for frames where no pod's count changed: the update is applied, but
+            its calibrated NIS is nan (not tested): the rounding error of an unchanged
+            count is the previous frame's, not a fresh draw of r, so the white-r model
+            over-states S there by design and the innovation tests nothing.
         max_rejects: after this many consecutive rejected increments (a bounce
             spans a few frames) the model, not the data, is taken to be wrong: the
             odometry of the whole streak is restored, the next increment applied
@@ -466,7 +471,9 @@ def run_axis(
         aid_accepted=aid_acc,
         innovation=nu_out,
         s=s_out,
-        nis_chi2=calibrated_nis(nis_out, dof),
+        nis_chi2=calibrated_nis(
+            nis_out if rest is None else np.where(np.asarray(rest, bool), np.nan, nis_out), dof
+        ),
         resets=resets,
     )
 
@@ -601,6 +608,7 @@ class SplitFilter:
         t, inc, dt = frame_steps(t_s, body_increments)
         aid = self._aid_arrays(t, inc, pose0, aiding)
         drift = self.noise.drift
+        rest = np.all(inc == 0, axis=1)
         slip: dict[str, Any] = dict.fromkeys(AXES)
         if drift is None:
             dv = {a: q * dt for a, q in zip(AXES, self.drift_q, strict=True)}
@@ -616,6 +624,7 @@ class SplitFilter:
             gate=self.gate,
             drift_var=dv["theta"],
             slip_var=slip["theta"],
+            rest=rest,
             **aid["theta"],
         )
         if drift is not None:
@@ -640,6 +649,7 @@ class SplitFilter:
                 gate=self.gate,
                 drift_var=dv[a],
                 slip_var=slip[a],
+                rest=rest,
                 **aid[a],
             )
             for j, (a, zz) in enumerate((("x", zx), ("y", zy)))
