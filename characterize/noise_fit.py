@@ -1,18 +1,22 @@
-"""Fit the split filters' noise (q, r per axis) from replayed sessions.
+"""Fit the split filters' noise per axis from replayed sessions.
 
 Per axis the filter (see :mod:`sensorbench.fusion.split_filter`) measures the
-odometry position y_k = p_k + e_k (e ~ N(0, r)) of a velocity random walk
-(Var(v_k − v_{k−1}) = q·Δt_k). The fit replays the axis filter and maximises
-the likelihood of its innovations over (ln q, ln r) — zooming grids evaluated
-in one vectorised pass each — summed over sessions, with r bounded below by the tick
-quantization. The filter gates as it does in replay (an innovation with NIS
-above the gate is not applied) and each innovation is scored under a Gaussian
-with a small wide outlier component, so a bouncing wheel cannot inflate r.
+odometry position y_k = p_k + e_k of a velocity random walk whose intensity grows
+with the odometry's observed acceleration (q + q_acc·â², unit²/s³), the position
+also taking a slip random walk (slip_scale × the slip model's per-step variance when
+one is fitted). The innovations follow a Student-t law with ``dof`` degrees of freedom
+(∞ = Gaussian) and scale² S = Var p + r. The fit replays the axis filter and maximises
+the likelihood of its innovations over (ln q, ln q_acc, ln slip_scale, ln(r − r_min))
+for each dof of :data:`DOF_GRID` — zooming grids evaluated in one vectorised pass each —
+summed over sessions, with r bounded below by the tick quantization. The likelihood is
+scored without the gate (see :func:`fit_axis`) and skips frames at rest.
 
-The fitted noise is then checked the way ``docs/ESTIMATION.md`` asks: the
-average NIS of the applied updates against its two-sided 95 % bounds for the
-actual count K (of a χ² truncated at the gate, since rejected innovations are
-not in the average), and the innovation autocorrelation ρ_1..ρ_10 against ±1.96/√K.
+The fitted noise is then checked: the NIS calibrated to χ²₁ through the fitted law
+(:func:`~sensorbench.fusion.consistency.calibrated_nis`) of every update while moving,
+its mean against the 95 % band over the effective number of updates, rejections
+against twice the gate's nominal rate
+(:class:`~sensorbench.fusion.consistency.NisConsistency`), and the innovation
+autocorrelation ρ_1..ρ_10 against ±1.96/√K.
 
 Measurements: heading z = Δθ of ``W⁻¹·Δn``; x and y the world-frame
 displacement of the step's constant-twist arc, rotated by the dead-reckoned

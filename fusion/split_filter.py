@@ -29,6 +29,13 @@ the *heading filter's* estimate at the start of the step, so the heading filter
 runs first and the x and y filters take its output — the only coupling, and a
 one-way one.
 
+Fitted refinements (``AxisNoise``; docs/PODS.md): q grows with the odometry's observed
+squared acceleration (``q_acc``), the odometry position takes a slip random walk per
+step (``slip_scale`` × the slip model's step variance), and the innovations may follow a
+Student-t law (``dof``): the gate then uses the F(1, dof) bound with the same tail, and
+each update's NIS is also given calibrated to χ²₁ (``AxisTrack.nis_chi2``; nan at frames
+at rest, which test nothing).
+
 Each update is a 2×2 covariance propagation and a scalar division (no matrix
 inverse). An innovation whose NIS ``ν²/S`` exceeds the gate (default 6.63, the
 99 % point of χ²₁) is rejected, counted and never applied: the state stays at
