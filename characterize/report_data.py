@@ -456,7 +456,9 @@ def _replay(inputs: ReportInputs, geometry: Any, noise: FilterNoise | None) -> l
                     Figure.read(p, f"{label}: {Path(p).stem.replace('_', ' ')}")
                     for p in replay_plots(inputs.figdir / f"replay_{path.stem}", rp)
                 ],
-                honesty={k: summary[k] for k in ("consistency", "rejection_rate", "monitor")},
+                honesty={
+                    k: summary.get(k) for k in ("consistency", "rejection_rate", "monitor", "nis")
+                },
             )
         )
     return rows

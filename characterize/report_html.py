@@ -281,19 +281,26 @@ def _render_honesty(replay: list[ReplayRow]) -> str:
     for r in replay:
         cons = r.honesty.get("consistency") or {}
         rates = r.honesty.get("rejection_rate") or {"actual": {}, "nominal": math.nan}
+        nis = r.honesty.get("nis") or {}
+        monitor = r.honesty.get("monitor") or {}
         for axis, c in cons.items():
             cov = [c["coverage"][k]["actual"] * 100 for k in ("1sigma", "2sigma", "3sigma")]
             lo, hi = c["nees_band95"]
+            n = nis.get(axis)
             rows.append(
                 (
                     r.label,
                     axis,
                     num(c["mean_nees"], "{:.2f}") + f" [{lo:.2f}, {hi:.2f}]",
                     *(num(v, "{:.1f}") for v in cov),
+                    "–" if n is None else num(n["mean"], "{:.2f}") + _band(n["band95"]),
                     num(rates["actual"].get(axis, math.nan) * 100, "{:.2f}"),
-                    num(r.honesty["monitor"][axis]["degraded_fraction"] * 100, "{:.1f}"),
+                    num(monitor[axis]["degraded_fraction"] * 100, "{:.1f}"),
                 )
             )
+        if "pods_vs_imu" in monitor:
+            frac = monitor["pods_vs_imu"]["degraded_fraction"] * 100
+            rows.append((r.label, "pods vs IMU", "", "", "", "", "", "", num(frac, "{:.1f}")))
     if not rows:
         return ""
     nominal = r.honesty.get("rejection_rate", {}).get("nominal", math.nan) * 100
@@ -305,14 +312,23 @@ def _render_honesty(replay: list[ReplayRow]) -> str:
             "in 1σ (%)",
             "in 2σ (%)",
             "in 3σ (%)",
+            "NIS [95 % band]",
             "rejected (%)",
             "degraded (%)",
         ],
         rows,
         "is the filters' stated uncertainty honest? Truth inside the stated bounds should be "
-        f"68.3 / 95.4 / 99.7 %, the mean NEES inside its band, rejections near {nominal:.1f} %"
-        " (the gate's nominal rate), and the consistency monitor quiet",
+        f"68.3 / 95.4 / 99.7 %, the mean NEES and the mean NIS (calibrated to χ²₁ through the "
+        f"fitted innovation law) inside their bands, rejections near {nominal:.1f} % (the "
+        "gate's nominal rate), and the consistency monitor quiet; 'pods vs IMU' is the "
+        "heading cross-check that sees a lifted or slipping wheel. A session the monitor "
+        "flags for long is one the fitted model does not describe (e.g. bouncing wheels)",
     )
+
+
+def _band(band: list[float]) -> str:
+    """A band as `` [lo, hi]`` (two decimals)."""
+    return f" [{band[0]:.2f}, {band[1]:.2f}]"
 
 
 # ------------------------------------------------------------------ pose error and validation

@@ -164,6 +164,8 @@ def _honesty_rows(replay: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "rejected": r["rejection_rate"]["actual"][axis],
             "rejected_nominal": r["rejection_rate"]["nominal"],
             "degraded_fraction": r["monitor"][axis]["degraded_fraction"],
+            "nis_mean": ((r.get("nis") or {}).get(axis) or {}).get("mean"),
+            "nis_band95": ((r.get("nis") or {}).get(axis) or {}).get("band95"),
         }
         for r in replay
         for axis, c in (r.get("consistency") or {}).items()

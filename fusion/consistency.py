@@ -244,3 +244,159 @@ def nis_monitor(
     return MonitorResult(
         degraded, wmean, threshold, np.flatnonzero(d == 1), np.flatnonzero(d == -1)
     )
+
+
+def t_equivalent_gate(gate: float, dof: float) -> float:
+    """The NIS bound ν²/S of a Student-t innovation (``dof`` degrees of freedom, scale² S)
+    with the same tail probability as ``gate`` has for χ²₁; ``gate`` itself when dof = ∞.
+
+    ν²/S of a t innovation is F(1, dof) distributed, so the bound is that law's quantile."""
+    from scipy.stats import chi2, f
+
+    if not math.isfinite(dof) or not math.isfinite(gate):
+        return float(gate)
+    return float(f.isf(chi2.sf(gate, 1), 1, dof))
+
+
+def calibrated_nis(nis: np.ndarray, dof: float) -> np.ndarray:
+    """NIS mapped through the predictive law to χ²₁: ``F⁻¹_χ²₁(F_F(1,dof)(nis))``.
+
+    Under a Student-t innovation model with ``dof`` degrees of freedom the raw ν²/S is
+    F(1, dof), not χ²₁; mapped by its own CDF (probability integral transform) and back
+    through χ²₁'s quantile it is exactly χ²₁ again, so the usual bands and the monitor's
+    clipped-χ²₁ null apply unchanged. Identity for dof = ∞ (Gaussian); nan stays nan.
+    """
+    from scipy.stats import chi2, f
+
+    x = np.asarray(nis, dtype=float)
+    if not math.isfinite(dof):
+        return x.copy()
+    return chi2.isf(f.sf(x, 1, dof), 1)
+
+
+@dataclass
+class NisConsistency:
+    """Is the calibrated NIS of one axis χ²₁? Mean with an effective-sample-size band and
+    the gate's rejection rate against its nominal rate.
+
+    Attributes:
+        k: updates judged (rejected ones included: the calibrated NIS of every update is
+            χ²₁ under the model).
+        k_eff: their effective number (innovations of a mis-specified motion model are
+            correlated; :func:`effective_samples` of the signed normal scores).
+        mean: mean calibrated NIS (1 under the model).
+        band: its two-sided 95 % band over ``k_eff``.
+        rejected: updates above the gate.
+        nominal_rate: P(χ²₁ > gate).
+    """
+
+    k: int
+    k_eff: float
+    mean: float
+    band: tuple[float, float]
+    rejected: int
+    nominal_rate: float
+
+    @property
+    def rejection_rate(self) -> float:
+        """Fraction of updates rejected."""
+        return self.rejected / max(self.k, 1)
+
+    @property
+    def mean_ok(self) -> bool:
+        """Mean calibrated NIS inside its band."""
+        return self.band[0] <= self.mean <= self.band[1]
+
+    @property
+    def rejections_ok(self) -> bool:
+        """Rejections at most twice the gate's nominal rate."""
+        return self.rejection_rate <= 2.0 * self.nominal_rate
+
+    @property
+    def consistent(self) -> bool:
+        """Both checks pass."""
+        return self.mean_ok and self.rejections_ok
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "k": self.k,
+            "k_eff": self.k_eff,
+            "mean": self.mean,
+            "band95": list(self.band),
+            "mean_inside_band": self.mean_ok,
+            "rejected": self.rejected,
+            "rejection_rate": self.rejection_rate,
+            "nominal_rejection_rate": self.nominal_rate,
+            "rejections_within_twice_nominal": self.rejections_ok,
+            "consistent": self.consistent,
+        }
+
+
+def nis_consistency(nis_chi2: np.ndarray, innovation: np.ndarray, gate: float) -> NisConsistency:
+    """:class:`NisConsistency` of calibrated NIS values (nan = no update) and the signs of
+    their innovations; ``gate`` the χ²₁ gate the filter used.
+
+    Raises:
+        FusionError: fewer than 2 updates.
+    """
+    from scipy.stats import chi2
+
+    x = np.asarray(nis_chi2, float)
+    ok = np.isfinite(x)
+    if np.count_nonzero(ok) < 2:
+        raise FusionError("need >= 2 updates to judge the NIS")
+    c = np.minimum(x[ok], 1e6)
+    z = np.sign(np.asarray(innovation, float)[ok]) * np.sqrt(c)
+    k_eff = effective_samples(z)
+    return NisConsistency(
+        k=int(c.size),
+        k_eff=k_eff,
+        mean=float(np.mean(c)),
+        band=nees_band(k_eff),
+        rejected=int(np.count_nonzero(c > gate)),
+        nominal_rate=float(chi2.sf(gate, 1)),
+    )
+
+
+CROSS_CHECK_BINS = 5
+"""Travel-quantile bins of :func:`heading_cross_check`'s spread."""
+
+
+def heading_cross_check(
+    pods_dtheta: np.ndarray, imu_dtheta: np.ndarray, sigma_floor: float, travel: np.ndarray
+) -> np.ndarray:
+    """Squared standardised disagreement of the pods' and the IMU's yaw increments (K,).
+
+    Three pods leave the odometry no redundancy, so a lifted or continuously slipping
+    wheel is a consistent (wrong) odometry that the filters' own innovations cannot see;
+    an IMU's yaw adds the one redundant equation (the parallel pods' difference). Per
+    frame ``u = (Δθ_pods − Δθ_imu − median)/σ_k``; the median removes the gyro bias. The
+    spread grows with the wheels' travel in the frame (slip ∝ distance rolled, fresh
+    rounding errors; at rest the counts do not change and only the gyro's noise is
+    left), so σ_k is the robust spread (1.4826·MAD, at least ``sigma_floor``, the tick
+    quantization's) of the frames in the same quantile bin of ``travel`` (K,), m
+    (:data:`CROSS_CHECK_BINS` bins over the moving frames; frames at rest use the
+    floor). For a working odometry u² is then about χ²₁, so the clipped-χ²₁ window
+    monitor applies (:func:`nis_monitor`). A fault that spans more than half of a bin's
+    frames widens that bin's σ and hides itself: the check is for faults shorter than
+    about half of the moving time. nan where either increment is missing.
+    """
+    resid = np.asarray(pods_dtheta, float) - np.asarray(imu_dtheta, float)
+    trav = np.asarray(travel, float)
+    ok = np.isfinite(resid) & np.isfinite(trav)
+    out = np.full(resid.size, np.nan)
+    mov = ok & (trav > 0)
+    if np.count_nonzero(mov) < 10 * CROSS_CHECK_BINS:
+        return out
+    centred = resid - np.median(resid[ok])
+    sigma = np.full(resid.size, float(sigma_floor))
+    edges = np.quantile(trav[mov], np.linspace(0, 1, CROSS_CHECK_BINS + 1))
+    idx = np.clip(np.searchsorted(edges, trav, side="right") - 1, 0, CROSS_CHECK_BINS - 1)
+    for b in range(CROSS_CHECK_BINS):
+        sel = mov & (idx == b)
+        if np.any(sel):
+            mad = 1.4826 * float(np.median(np.abs(centred[sel])))
+            sigma[sel] = max(mad, float(sigma_floor))
+    out[ok] = (centred[ok] / sigma[ok]) ** 2
+    return out

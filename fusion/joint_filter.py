@@ -58,8 +58,8 @@ import numpy as np
 from scipy.stats import chi2
 
 from sensorbench.fusion.kalman_kernels import RejectStreak, clip_to_gate
-from sensorbench.fusion.pod_kinematics import se2_exp
-from sensorbench.fusion.split_filter import FilterNoise, frame_steps
+from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
+from sensorbench.fusion.split_filter import FilterNoise, frame_steps, observed_accel_sq
 
 NIS_GATE_3D_99 = 11.34
 
@@ -132,9 +132,21 @@ class JointFilter:
     ) -> JointResult:
         """Replay K frames of body increments (m, m, rad) between K+1 frame times (s)."""
         t, inc, dt = frame_steps(t_s, body_increments)
-        q = np.array([self.noise.x.q, self.noise.y.q, self.noise.theta.q])
         r = np.diag([self.noise.x.r, self.noise.y.r, self.noise.theta.r])
         chord = se2_exp(np.nan_to_num(inc))[:, :2]
+        # per-step q of each world axis as the split filters state it: q + q_acc·â², â
+        # the dead-reckoned odometry's observed acceleration of that axis
+        heading = integrate_path(np.nan_to_num(inc), pose0)[:-1, 2]
+        cw, sw = np.cos(heading), np.sin(heading)
+        world = (cw * chord[:, 0] - sw * chord[:, 1], sw * chord[:, 0] + cw * chord[:, 1])
+        q_steps = np.column_stack(
+            [
+                n.q + n.q_acc * observed_accel_sq(dt, w) if n.q_acc > 0 else np.full(dt.size, n.q)
+                for n, w in zip(
+                    (self.noise.x, self.noise.y, self.noise.theta), (*world, inc[:, 2]), strict=True
+                )
+            ]
+        )
         k_n = dt.size
         s = np.zeros(6)
         s[:3] = pose0
@@ -160,7 +172,7 @@ class JointFilter:
             G[:3] = np.eye(3) * h
             s_prev = s
             s = F @ s
-            P = F @ P @ F.T + (G * (q * h)) @ G.T
+            P = F @ P @ F.T + (G * (q_steps[k] * h)) @ G.T
             z = inc[k]
             if not np.all(np.isfinite(z)):
                 o = o + (s[:3] - s_prev[:3])

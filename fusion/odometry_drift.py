@@ -60,6 +60,20 @@ class OdometryDrift:
         inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
         return np.abs(inc) @ self.coef.T
 
+    def axis_step_variances(
+        self, body_increments: np.ndarray, heading: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """Per-step slip variance (K,) of each split-filter axis: the body x/y variances
+        rotated into world x and y by the heading at the start of each step (the diagonal
+        of R·diag(Vx, Vy)·Rᵀ, m²), heading as is (rad²)."""
+        v = self.step_variances(body_increments)
+        c2 = np.cos(np.asarray(heading, dtype=float)) ** 2
+        return {
+            "x": c2 * v[:, 0] + (1 - c2) * v[:, 1],
+            "y": (1 - c2) * v[:, 0] + c2 * v[:, 1],
+            "theta": v[:, 2],
+        }
+
     def as_dict(self) -> dict[str, Any]:
         """``{error_axis: {"per_m_x", "per_m_y", "per_rad"}}`` (SI: m²/m, rad²/m, ...)."""
         return {
@@ -109,7 +123,5 @@ def propagate_drift(
     pxx = var0[0] + np.concatenate(
         [[0.0], np.cumsum(-2 * dyw * pxt[:-1] + dyw**2 * ptt[:-1] + qxx)]
     )
-    pyy = var0[1] + np.concatenate(
-        [[0.0], np.cumsum(2 * dxw * pyt[:-1] + dxw**2 * ptt[:-1] + qyy)]
-    )
+    pyy = var0[1] + np.concatenate([[0.0], np.cumsum(2 * dxw * pyt[:-1] + dxw**2 * ptt[:-1] + qyy)])
     return np.column_stack([pxx, pyy, ptt])

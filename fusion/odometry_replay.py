@@ -23,6 +23,8 @@ from sensorbench.fusion.consistency import (
     AxisConsistency,
     MonitorResult,
     axis_consistency,
+    heading_cross_check,
+    nis_consistency,
     nis_monitor,
 )
 from sensorbench.fusion.pod_drive import (
@@ -224,6 +226,11 @@ class Replay:
                 "actual": {a: t.rejected / max(t.accepted.size, 1) for a, t in r.tracks.items()},
                 "nominal": gate_rejection_rate(float(r.options["gate"])),
             },
+            "nis": {
+                a: nis_consistency(t.nis_chi2, t.innovation, float(r.options["gate"])).summary()
+                for a, t in r.tracks.items()
+                if np.count_nonzero(np.isfinite(t.nis_chi2)) >= 2
+            },
             "consistency": (
                 None
                 if self.consistency is None
@@ -240,6 +247,10 @@ class Replay:
             },
             **self.info,
         }
+
+
+CROSS_CHECK = "pods_vs_imu"
+"""Monitor key of the pods-against-IMU heading check (beside the axes x, y, theta)."""
 
 
 def gate_rejection_rate(gate: float) -> float:
@@ -354,13 +365,19 @@ def replay_session(
     errors = consistency = None
     if ref_t is not None:
         errors = pose_errors(result.t_s, result.pose, ref_t, ref_pose)
-        consistency = reference_consistency(
-            result.t_s, result.pose, result.var, ref_t, ref_pose
-        )
+        consistency = reference_consistency(result.t_s, result.pose, result.var, ref_t, ref_pose)
     monitor = {
-        a: nis_monitor(t.nis, gate, monitor_window, monitor_level)
+        a: nis_monitor(t.nis_chi2, gate, monitor_window, monitor_level)
         for a, t in result.tracks.items()
     }
+    if odo.imu_dtheta is not None:
+        # the pods against the IMU's yaw: the only redundancy a lifted wheel shows in
+        w_inv = np.linalg.inv(geometry.W)
+        raw = body_increments(geometry.W, odo.dn)[:, 2]
+        floor = float(np.sqrt((w_inv @ w_inv.T)[2, 2] / 6.0))
+        travel = np.abs(odo.dn) @ geometry.c
+        chi = heading_cross_check(raw, odo.imu_dtheta, floor, travel)
+        monitor[CROSS_CHECK] = nis_monitor(chi, gate, monitor_window, monitor_level)
     return Replay(
         result,
         odo.t0_ns,

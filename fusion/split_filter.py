@@ -29,6 +29,13 @@ the *heading filter's* estimate at the start of the step, so the heading filter
 runs first and the x and y filters take its output — the only coupling, and a
 one-way one.
 
+Fitted refinements (``AxisNoise``; docs/PODS.md): q grows with the odometry's observed
+squared acceleration (``q_acc``), the odometry position takes a slip random walk per
+step (``slip_scale`` × the slip model's step variance), and the innovations may follow a
+Student-t law (``dof``): the gate then uses the F(1, dof) bound with the same tail, and
+each update's NIS is also given calibrated to χ²₁ (``AxisTrack.nis_chi2``; nan at frames
+at rest, which test nothing).
+
 Each update is a 2×2 covariance propagation and a scalar division (no matrix
 inverse). An innovation whose NIS ``ν²/S`` exceeds the gate (default 6.63, the
 99 % point of χ²₁) is rejected, counted and never applied: the state stays at
@@ -75,6 +82,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import FusionError, ModelFileError
+from sensorbench.fusion.consistency import calibrated_nis, t_equivalent_gate
 from sensorbench.fusion.kalman_kernels import RejectStreak, clip_to_gate, predict_pv, update_p
 from sensorbench.fusion.odometry_drift import OdometryDrift, propagate_drift
 from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
@@ -94,16 +102,71 @@ NOISE_MODEL_UNITS = {
 }
 
 
+ACCEL_FRAMES = 10
+"""Frames per half of the window :func:`observed_accel_sq` differences."""
+
+
+def observed_accel_sq(dt: np.ndarray, z: np.ndarray, frames: int = ACCEL_FRAMES) -> np.ndarray:
+    """Squared acceleration (unit²/s⁴) of one axis seen by the odometry before each step.
+
+    For step k: the mean velocity over the ``frames`` steps before it minus the mean over
+    the ``frames`` before those, divided by the time between the two windows' centres.
+    Causal (step k's own increment is not used); 0 for the first 2·frames steps; nan
+    increments count as no motion.
+    """
+    d = np.asarray(dt, dtype=float)
+    x = np.nan_to_num(np.asarray(z, dtype=float))
+    m = int(frames)
+    out = np.zeros(d.size)
+    if d.size <= 2 * m:
+        return out
+    cz = np.concatenate([[0.0], np.cumsum(x)])
+    ct = np.concatenate([[0.0], np.cumsum(d)])
+    k = np.arange(2 * m, d.size)
+    t1, t0 = ct[k] - ct[k - m], ct[k - m] - ct[k - 2 * m]
+    v1, v0 = (cz[k] - cz[k - m]) / t1, (cz[k - m] - cz[k - 2 * m]) / t0
+    out[2 * m :] = ((v1 - v0) / (0.5 * (t1 + t0))) ** 2
+    return out
+
+
 @dataclass(frozen=True)
 class AxisNoise:
-    """Noise of one axis: q (velocity random walk, unit²/s³) and r (increment variance, unit²)."""
+    """Noise of one axis.
+
+    Attributes:
+        q: velocity random walk at rest (unit²/s³).
+        r: odometry-position variance (unit²; the scale² of the innovation's measurement
+            part: tick quantization).
+        dof: degrees of freedom of a Student-t innovation law (∞ = Gaussian, the default).
+        q_acc: growth of the velocity random walk with the odometry's observed squared
+            acceleration (s): the step's q is ``q + q_acc·â²``
+            (:func:`observed_accel_sq`). A velocity that ramps is not a random walk of
+            fixed intensity; with q ∝ â² the lag of the prediction during a ramp is the
+            same number of standard deviations whatever the ramp's slope, so one q_acc
+            fits slow and brisk drives. 0 = fixed q.
+        slip_scale: the share of the odometry slip model's per-step variance
+            (:meth:`~sensorbench.fusion.odometry_drift.OdometryDrift.axis_step_variances`)
+            that shows in the step's own increment (a position random walk of the
+            odometry; dimensionless). The slip model is fitted over seconds against mocap
+            and also holds calibration error that only builds up over a path; the
+            increments see the white part. Used only with a slip model.
+    """
 
     q: float
     r: float
+    dof: float = math.inf
+    q_acc: float = 0.0
+    slip_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if not (self.q > 0 and self.r > 0 and math.isfinite(self.q) and math.isfinite(self.r)):
             raise FusionError(f"filter noise must be finite and > 0, got q={self.q}, r={self.r}")
+        if not self.dof > 2:
+            raise FusionError(f"Student-t degrees of freedom must be > 2, got {self.dof}")
+        for name in ("q_acc", "slip_scale"):
+            val = getattr(self, name)
+            if not (val >= 0 and math.isfinite(val)):
+                raise FusionError(f"{name} must be finite and >= 0, got {val}")
 
 
 @dataclass(frozen=True)
@@ -134,7 +197,7 @@ def save_noise_model(
 ) -> None:
     """Write a filter-noise model file (kind ``filter_noise``)."""
     body: dict[str, Any] = {
-        "axes": {a: {"q": noise.axis(a).q, "r": noise.axis(a).r} for a in AXES},
+        "axes": {a: _axis_table(noise.axis(a)) for a in AXES},
         "filter": {
             "state": "position, mean velocity over the step",
             "measurement": "odometry position: running sum of the axis's increments, H = [1, 0]",
@@ -147,6 +210,18 @@ def save_noise_model(
     write_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, prov, body)
 
 
+def _axis_table(n: AxisNoise) -> dict[str, float]:
+    """An axis's [axes] row; ``dof`` only for a Student-t law (older readers keep working)."""
+    row = {"q": n.q, "r": n.r}
+    if math.isfinite(n.dof):
+        row["dof"] = n.dof
+    if n.q_acc > 0:
+        row["q_acc"] = n.q_acc
+    if n.slip_scale != 1.0:
+        row["slip_scale"] = n.slip_scale
+    return row
+
+
 def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     """Read a filter-noise model file (checks kind, version and units)."""
     doc = read_model(
@@ -154,8 +229,17 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     )
     try:
         axes = doc["axes"]
-        x, y, theta = (AxisNoise(float(axes[a]["q"]), float(axes[a]["r"])) for a in AXES)
-    except (KeyError, TypeError, ValueError) as exc:
+        x, y, theta = (
+            AxisNoise(
+                float(axes[a]["q"]),
+                float(axes[a]["r"]),
+                float(axes[a].get("dof", math.inf)),
+                float(axes[a].get("q_acc", 0.0)),
+                float(axes[a].get("slip_scale", 1.0)),
+            )
+            for a in AXES
+        )
+    except (KeyError, TypeError, ValueError, FusionError) as exc:
         raise ModelFileError(f"{path}: malformed [axes] table in noise model ({exc})") from exc
     drift = None
     if "drift" in doc:
@@ -197,9 +281,7 @@ class PoseAidModel:
             for a in AXES:
                 t = d[a if a in d or a != "theta" else "yaw"]
                 axes.append(
-                    AidAxis(
-                        *(float(t[k]) for k in ("sigma_b", "sigma", "tau_s", "sigma_v"))
-                    )
+                    AidAxis(*(float(t[k]) for k in ("sigma_b", "sigma", "tau_s", "sigma_v")))
                 )
         except KeyError as exc:
             raise FusionError(f"pose-aid model lacks {exc}") from exc
@@ -214,7 +296,10 @@ class AxisTrack:
         p, v: estimates after each frame (K+1,): position in the world (odometry
             frame plus its offset) and velocity.
         var_p, var_v: their variances (K+1,) (var_p includes the offset's).
-        nis: NIS of each odometry update (K,), nan where no update happened.
+        nis: NIS ν²/S of each odometry update (K,), nan where no update happened.
+        nis_chi2: the same mapped through the axis's innovation law to χ²₁
+            (:func:`~sensorbench.fusion.consistency.calibrated_nis`; = nis when Gaussian):
+            the statistic the gate, the monitor and the consistency checks use.
         accepted: whether each odometry update passed the gate (K,).
         aid_nis, aid_accepted: NIS and gate result of each aiding update.
         innovation, s: innovation of each odometry update and its variance.
@@ -231,6 +316,7 @@ class AxisTrack:
     aid_accepted: np.ndarray
     innovation: np.ndarray
     s: np.ndarray
+    nis_chi2: np.ndarray
     resets: int = 0
 
     @property
@@ -257,6 +343,8 @@ def run_axis(
     aid_r: np.ndarray | None = None,
     max_rejects: int = 8,
     drift_var: np.ndarray | None = None,
+    slip_var: np.ndarray | None = None,
+    rest: np.ndarray | None = None,
 ) -> AxisTrack:
     """Run one axis filter over K odometry increments.
 
@@ -267,7 +355,11 @@ def run_axis(
         noise: q and r of the axis.
         p0, var_p0, var_v0: initial position, its variance, initial velocity variance
             (the initial velocity is 0).
-        gate: NIS threshold; innovations above it are rejected and counted.
+        gate: χ²₁ threshold of the calibrated NIS; innovations above it are rejected and
+            counted (with a Student-t law the raw ν²/S bound is its F(1, dof) equivalent,
+            so the nominal rejection rate is P(χ²₁ > gate) either way: a heavy-tailed
+            axis keeps its large but plausible innovations). Accepted updates are the
+            linear Kalman update.
         aid_index: frame index k (1..K) after whose odometry update each absolute
             measurement is applied (sorted, may repeat).
         aid_z, aid_r: absolute measurements (m or rad) and their variances.
@@ -275,6 +367,14 @@ def run_axis(
             unit²: how far the odometry drifts from the world (slip, scale), which is
             what absolute fixes correct; None = no drift. A negative entry (a heading
             error cancelling on the way back) shrinks it, never below 0.
+        slip_var: the slip model's variance (K,) of each step (unit²); ``noise.slip_scale``
+            times it is the position random walk the odometry takes by slip, added to
+            Var p at each prediction (a step's increment may differ from the motion by
+            its slip); None = none.
+        rest: (K,) True for frames where no pod's count changed: the update is applied, but
+            its calibrated NIS is nan (not tested): the rounding error of an unchanged
+            count is the previous frame's, not a fresh draw of r, so the white-r model
+            over-states S there by design and the innovation tests nothing.
         max_rejects: after this many consecutive rejected increments (a bounce
             spans a few frames) the model, not the data, is taken to be wrong: the
             odometry of the whole streak is restored, the next increment applied
@@ -287,7 +387,10 @@ def run_axis(
     z_a = np.asarray(z, dtype=float)
     k_n = dt_a.size
     dv = np.zeros(k_n) if drift_var is None else np.asarray(drift_var, dtype=float)
-    q, r = float(noise.q), float(noise.r)
+    q, r, dof, q_acc = float(noise.q), float(noise.r), float(noise.dof), float(noise.q_acc)
+    a2 = observed_accel_sq(dt_a, z_a) if q_acc > 0 else None
+    sv = np.zeros(k_n) if slip_var is None else noise.slip_scale * np.asarray(slip_var, float)
+    gate_nis = t_equivalent_gate(gate, dof)
     p_out = np.empty(k_n + 1)
     v_out = np.empty(k_n + 1)
     pp_out = np.empty(k_n + 1)
@@ -318,7 +421,9 @@ def run_axis(
     p_out[0], v_out[0], pp_out[0], vv_out[0] = p, v, pbb, pvv
     for k in range(k_n):
         p_prev = p
-        p, v, ppp, ppv, pvv = predict_pv(p, v, ppp, ppv, pvv, q, float(dt_a[k]))
+        qk = q if a2 is None else q + q_acc * float(a2[k])
+        p, v, ppp, ppv, pvv = predict_pv(p, v, ppp, ppv, pvv, qk, float(dt_a[k]))
+        ppp += float(sv[k])
         zk = float(z_a[k])
         if zk != zk:  # nan: no measurement, the odometry follows the prediction
             odo += p - p_prev
@@ -328,7 +433,7 @@ def run_axis(
             nu = odo + zk - p
             nis = nu * nu / s
             nis_out[k], nu_out[k], s_out[k] = nis, nu, s
-            if nis <= gate or streak.forced:
+            if nis <= gate_nis or streak.forced:
                 if streak.forced:
                     # the model, not the data, was wrong: restore the odometry the
                     # streak replaced by predictions and let the velocity jump
@@ -346,7 +451,7 @@ def run_axis(
                 # excess, a bouncing wheel's lost ticks are dropped)
                 acc_out[k] = False
                 streak.reject(odo, zk)
-                odo = p + clip_to_gate(nu, s, gate)
+                odo = p + clip_to_gate(nu, s, gate_nis)
         pbb = max(pbb + float(dv[k]), 0.0)
         while ai < n_aid and aid_k[ai] == k + 1:
             # absolute fix z = p + b + e: only the frame offset b moves
@@ -373,6 +478,9 @@ def run_axis(
         aid_accepted=aid_acc,
         innovation=nu_out,
         s=s_out,
+        nis_chi2=calibrated_nis(
+            nis_out if rest is None else np.where(np.asarray(rest, bool), np.nan, nis_out), dof
+        ),
         resets=resets,
     )
 
@@ -507,10 +615,13 @@ class SplitFilter:
         t, inc, dt = frame_steps(t_s, body_increments)
         aid = self._aid_arrays(t, inc, pose0, aiding)
         drift = self.noise.drift
+        rest = np.all(inc == 0, axis=1)
+        slip: dict[str, Any] = dict.fromkeys(AXES)
         if drift is None:
             dv = {a: q * dt for a, q in zip(AXES, self.drift_q, strict=True)}
         else:
             dv = {"theta": drift.step_variances(inc)[:, 2]}
+            slip["theta"] = dv["theta"]
         th = run_axis(
             dt,
             inc[:, 2],
@@ -519,23 +630,36 @@ class SplitFilter:
             var0[2],
             gate=self.gate,
             drift_var=dv["theta"],
+            slip_var=slip["theta"],
+            rest=rest,
             **aid["theta"],
         )
         if drift is not None:
             # x and y drift with the heading error, along the path the heading filter gives
             world = np.diff(propagate_drift(inc, th.p, drift, var0), axis=0)
             dv["x"], dv["y"] = world[:, 0], world[:, 1]
+            per_axis = drift.axis_step_variances(inc, th.p[:-1])
+            slip["x"], slip["y"] = per_axis["x"], per_axis["y"]
         # world-frame arc of each step, rotated by the heading estimate at its start
         rel = se2_exp(np.nan_to_num(inc))
         c, s = np.cos(th.p[:-1]), np.sin(th.p[:-1])
         missing = np.isnan(inc).any(axis=1)
         zx = np.where(missing, np.nan, c * rel[:, 0] - s * rel[:, 1])
         zy = np.where(missing, np.nan, s * rel[:, 0] + c * rel[:, 1])
-        tx = run_axis(
-            dt, zx, self.noise.x, pose0[0], var0[0], gate=self.gate, drift_var=dv["x"], **aid["x"]
-        )
-        ty = run_axis(
-            dt, zy, self.noise.y, pose0[1], var0[1], gate=self.gate, drift_var=dv["y"], **aid["y"]
+        tx, ty = (
+            run_axis(
+                dt,
+                zz,
+                self.noise.axis(a),
+                pose0[j],
+                var0[j],
+                gate=self.gate,
+                drift_var=dv[a],
+                slip_var=slip[a],
+                rest=rest,
+                **aid[a],
+            )
+            for j, (a, zz) in enumerate((("x", zx), ("y", zy)))
         )
         tracks = {"x": tx, "y": ty, "theta": th}
         return SplitResult(

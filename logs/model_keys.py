@@ -49,7 +49,9 @@ POD_GEOMETRY_KEYS: dict[str, Any] = {
 
 FILTER_NOISE_KEYS: dict[str, Any] = {
     **_ENVELOPE,
-    "axes": {a: {"q": None, "r": None} for a in ("x", "y", "theta")},
+    "axes": {
+        a: dict.fromkeys(("q", "r", "dof", "q_acc", "slip_scale")) for a in ("x", "y", "theta")
+    },
     "drift": {
         "units": None,
         **{a: dict.fromkeys(("per_m_x", "per_m_y", "per_rad")) for a in ("x", "y", "theta")},

@@ -202,3 +202,86 @@ def test_nis_monitor_false_alarms_and_detection(scale: float) -> None:
     assert mon.degraded[5050:5200].mean() > 0.9
     assert mon.onsets.size >= 1 and 5000 <= mon.onsets[0] <= 5050
     assert not mon.degraded[5250:5300].any()
+
+
+def test_student_t_nis_calibrated_to_chi2_and_gate_at_its_nominal_rate() -> None:
+    from scipy.stats import chi2, kstest
+
+    from sensorbench.fusion.consistency import (
+        calibrated_nis,
+        nis_consistency,
+        t_equivalent_gate,
+    )
+
+    rng = np.random.default_rng(7)
+    n, dof = 20000, 4.0
+    nu = rng.standard_t(dof, n)
+    raw = nu**2
+    # raw ν²/S of a t(4) innovation has mean dof/(dof − 2) = 2: a χ²₁ check says inconsistent
+    raw_check = nis_consistency(raw, nu, 6.63)
+    assert not raw_check.mean_ok and not raw_check.rejections_ok
+    cal = calibrated_nis(raw, dof)
+    assert kstest(cal, chi2(1).cdf).pvalue > 1e-3
+    good = nis_consistency(cal, nu, 6.63)
+    assert good.mean_ok and good.k_eff > 0.7 * n
+    # rejections: binomial(n, 1 %), 4 standard deviations
+    assert abs(good.rejected - 0.01 * n) < 4 * math.sqrt(0.01 * n)
+    g = t_equivalent_gate(6.63, dof)
+    assert abs(np.count_nonzero(raw > g) - good.rejected) <= 1
+    assert t_equivalent_gate(6.63, math.inf) == 6.63
+    np.testing.assert_array_equal(calibrated_nis(raw, math.inf), raw)
+
+
+def test_noise_model_round_trips_the_student_t_law(tmp_path) -> None:
+    noise = FilterNoise(AxisNoise(1.0, 1e-8, 3.0), AxisNoise(2.0, 2e-8), AxisNoise(3.0, 3e-8, 6.0))
+    save_noise_model(tmp_path / "n.toml", noise, {})
+    assert load_noise_model(tmp_path / "n.toml") == noise
+    with pytest.raises(Exception, match="degrees of freedom"):
+        AxisNoise(1.0, 1e-8, 2.0)
+
+
+def test_observed_acceleration_of_a_ramp_and_slip_variances_rotated() -> None:
+    from sensorbench.fusion.split_filter import observed_accel_sq
+
+    dt = np.full(400, 0.005)
+    t = np.concatenate([[0.0], np.cumsum(dt)])
+    pos = 0.5 * 0.7 * t**2  # a constant 0.7 m/s² from rest
+    a2 = observed_accel_sq(dt, np.diff(pos), frames=10)
+    assert np.all(a2[:20] == 0)
+    np.testing.assert_allclose(a2[20:], 0.7**2, rtol=1e-9)
+    # causal: a step's own increment does not enter its acceleration
+    jump = np.diff(pos)
+    jump[200] += 1.0
+    np.testing.assert_array_equal(observed_accel_sq(dt, jump)[:201], a2[:201])
+    drift = OdometryDrift(np.diag([1e-6, 4e-6, 1e-5]))
+    inc = np.array([[0.01, 0.0, 0.0], [0.0, 0.01, 0.02]])
+    v = drift.axis_step_variances(inc, np.array([0.0, np.pi / 2]))
+    np.testing.assert_allclose(v["x"], [1e-8, 4e-8], atol=1e-20)
+    np.testing.assert_allclose(v["y"], [0.0, 0.0], atol=1e-20)
+    np.testing.assert_allclose(v["theta"], [0.0, 2e-7])
+
+
+def test_noise_model_round_trips_acceleration_and_slip_terms(tmp_path) -> None:
+    noise = FilterNoise(
+        AxisNoise(1e-10, 4e-10, 6.0, 0.02, 0.2),
+        AxisNoise(2.0, 2e-8),
+        AxisNoise(3.0, 3e-8, math.inf, 0.05),
+    )
+    save_noise_model(tmp_path / "n.toml", noise, {})
+    assert load_noise_model(tmp_path / "n.toml") == noise
+    with pytest.raises(Exception, match="slip_scale"):
+        AxisNoise(1.0, 1e-8, slip_scale=-1.0)
+
+
+def test_frames_at_rest_are_updated_but_not_tested() -> None:
+    from sensorbench.fusion.split_filter import run_axis
+
+    rng = np.random.default_rng(3)
+    dt = np.full(600, 0.005)
+    z = np.where(np.arange(600) % 100 < 60, 0.002 + rng.normal(0, 2e-5, 600), 0.0)
+    rest = z == 0
+    noise = AxisNoise(1e-2, 1e-10)
+    a, b = run_axis(dt, z, noise), run_axis(dt, z, noise, rest=rest)
+    np.testing.assert_array_equal(a.p, b.p)
+    assert np.all(np.isnan(b.nis_chi2[rest])) and np.all(np.isfinite(b.nis_chi2[~rest]))
+    np.testing.assert_array_equal(a.nis_chi2[~rest], b.nis_chi2[~rest])

@@ -1,0 +1,89 @@
+"""Issue #19's bar over ten seeds: per seed, pod geometry fitted on the fixed drives and the
+filter noise on the square and the spin (as the demo does), then every simulator drive
+replayed against truth. Criteria (not loosened; the measured numbers are in docs/PODS.md):
+
+- mean calibrated NIS per axis inside its 95 % band in ≥ 90 % of (run, axis) pairs;
+- truth inside the stated 2σ in 95 ± 3 % of the samples, per drive pooled over seeds;
+- rejections at most twice the gate's nominal rate, per drive pooled over seeds;
+- pods_faults, which no noise model makes consistent, is flagged by the monitor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_pods_replay import DRIVES, simulate
+
+from sensorbench.characterize.noise_fit import fit_noise
+from sensorbench.characterize.pod_fit import fit_pods
+from sensorbench.fusion.odometry_replay import replay_session
+from sensorbench.fusion.pod_drive import load_drive
+
+SCENARIOS = (*DRIVES, "figure8", "pods_faults")
+SEEDS = tuple(range(30, 40))
+AXES = ("x", "y", "theta")
+
+
+def seed_rows(tmp: Path, seed: int) -> list[dict]:
+    """One row per (drive, axis): NIS mean and band, 2σ hits, rejections, degraded."""
+    paths = {n: simulate(tmp, n, 10 * seed + i) for i, n in enumerate(SCENARIOS)}
+    geometry = fit_pods([load_drive(paths[n]) for n in DRIVES]).geometry()
+    noise = fit_noise([paths["square"], paths["spin"]], geometry).noise
+    rows = []
+    for name, path in paths.items():
+        rp = replay_session(path, geometry, noise, reference="truth")
+        doc = rp.summary()
+        degraded = float(np.mean(rp.degraded))
+        for a in AXES:
+            n, c = doc["nis"][a], rp.consistency[a]
+            rows.append(
+                {
+                    "seed": seed,
+                    "drive": name,
+                    "axis": a,
+                    "nis_ok": n["mean_inside_band"],
+                    "nis": n["mean"],
+                    "k": n["k"],
+                    "rejected": n["rejected"],
+                    "nominal": n["nominal_rejection_rate"],
+                    "n": c.n,
+                    "in2": c.coverage[1] * c.n,
+                    "degraded": degraded,
+                }
+            )
+    return rows
+
+
+def summarise(rows: list[dict]) -> dict:
+    """Per drive: NIS-in-band fraction, pooled 2σ coverage, pooled rejection rate."""
+    out = {}
+    for d in SCENARIOS:
+        r = [x for x in rows if x["drive"] == d]
+        out[d] = {
+            "nis_in_band": float(np.mean([x["nis_ok"] for x in r])),
+            "coverage2": float(sum(x["in2"] for x in r) / sum(x["n"] for x in r)),
+            "rejection_rate": float(sum(x["rejected"] for x in r) / sum(x["k"] for x in r)),
+            "nominal": r[0]["nominal"],
+            "degraded": float(np.mean([x["degraded"] for x in r])),
+        }
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="not met yet (docs/PODS.md, 'Over ten seeds'): NIS in band in 17 % of runs, "
+    "2σ coverage 63-99.5 % by drive and axis, forward y and figure-8 x reject > 2 %",
+)
+def test_filters_are_honest_over_ten_seeds(tmp_path) -> None:
+    rows = [row for s in SEEDS for row in seed_rows(tmp_path, s)]
+    summary = summarise(rows)
+    clean = [d for d in SCENARIOS if d != "pods_faults"]
+    assert summary["pods_faults"]["degraded"] > 0
+    in_band = np.mean([x["nis_ok"] for x in rows if x["drive"] in clean])
+    assert in_band >= 0.9, summary
+    for d in clean:
+        assert abs(summary[d]["coverage2"] - 0.95) <= 0.03, (d, summary[d])
+        assert summary[d]["rejection_rate"] <= 2 * summary[d]["nominal"], (d, summary[d])
