@@ -44,6 +44,10 @@ _S31 = np.uint64(31)
 _S32 = np.uint64(32)
 _LOW32 = np.uint64(0xFFFFFFFF)
 _F = np.float32
+_FAST = {"contract", "reassoc", "nsz", "arcp"}
+"""LLVM fast-math flags of the kernels: fused multiply-adds, reassociation (the lanes'
+sums), no signed zeros, reciprocals. Not ``nnan``/``ninf`` (a nan must stay visible) and
+not ``afn`` (no approximate sqrt): float32 rounding is what the tests check against."""
 _MANTISSA = np.int32((1 << 23) - 1)
 _EXP_ONE = np.int32(127 << 23)
 _EXP_SHIFT = np.int32(23)
@@ -61,7 +65,7 @@ _SIN_COEF = tuple(_F(1.0 / math.factorial(n)) for n in (11, 9, 7, 5, 3))
 _COS_COEF = tuple(_F(1.0 / math.factorial(n)) for n in (12, 10, 8, 6, 4, 2))
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _splitmix(state: np.ndarray, word: np.ndarray) -> None:
     """Advance every lane's stream once; ``word`` gets the 64-bit outputs."""
     for j in range(state.size):
@@ -72,7 +76,7 @@ def _splitmix(state: np.ndarray, word: np.ndarray) -> None:
         word[j] = z ^ (z >> _S31)
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _ln_series(mantissa: np.float32, exponent: np.float32) -> np.float32:
     """``ln(mantissa · 2**exponent)`` in float32 for ``mantissa`` in [1, 2)."""
     big = mantissa > _SQRT2
@@ -88,7 +92,7 @@ def _ln_series(mantissa: np.float32, exponent: np.float32) -> np.float32:
     return e * _LN2 + _TWO * s * p
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _sin_cos_quarter(x: np.float32) -> tuple[np.float32, np.float32]:
     """``(sin x, cos x)`` in float32 for x in [0, π/2): Taylor to x¹³ and x¹⁴ (< 4e-9)."""
     x2 = x * x
@@ -106,7 +110,7 @@ def _sin_cos_quarter(x: np.float32) -> tuple[np.float32, np.float32]:
     return x - x * x2 * sp, _ONE - x2 * cp
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _normal_pairs(
     state: np.ndarray,
     word: np.ndarray,
@@ -143,7 +147,7 @@ def _normal_pairs(
         z2[j] = r * s
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _accumulate(acc: np.ndarray, e: np.ndarray, k: int, early: bool, late: bool) -> None:
     """Add sample ``k`` of every lane, values ``e`` ``(lanes,)``, to ``acc``.
 
@@ -171,7 +175,7 @@ def _accumulate(acc: np.ndarray, e: np.ndarray, k: int, early: bool, late: bool)
         acc[ACC_FIRST, :] = e
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
 def accumulate_series(
     series: np.ndarray, early: np.ndarray, late: np.ndarray, acc: np.ndarray
 ) -> None:
@@ -180,7 +184,7 @@ def accumulate_series(
         _accumulate(acc, series[k], k, early[k], late[k])
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
 def simulate_block(
     params: np.ndarray,
     dt: np.ndarray,
