@@ -38,6 +38,7 @@ from sensorbench.sim.emulator_ld19 import LD19Emulator
 from sensorbench.sim.emulator_pods import PodEmulator
 from sensorbench.sim.kind_emulators import EmulatorRequest
 from sensorbench.sim.power import PowerBus
+from sensorbench.sim.scenario import Scenario
 from sensorbench.sim.simulation import Simulation
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "robot-emulated.toml"
@@ -49,7 +50,8 @@ class EmulatedRobot:
     Args:
         run_dir: directory for the stable device links (created if missing).
         config: robot configuration path (default: the shipped ``robot-emulated.toml``).
-        scenario: scenario name or path; default the config's ``[emulation] scenario``.
+        scenario: a Scenario, a scenario name or a path; default the config's
+            ``[emulation] scenario``.
         seed: simulation seed; default the config's ``[emulation] seed`` or 0.
         speed: simulated seconds per host second for every device.
         ld19_startup_s: LD19 power-on to first packet (simulated s; 3 s on real units).
@@ -60,7 +62,7 @@ class EmulatedRobot:
         self,
         run_dir: str | os.PathLike[str],
         config: str | os.PathLike[str] | None = None,
-        scenario: str | None = None,
+        scenario: Scenario | str | None = None,
         seed: int | None = None,
         speed: float = 1.0,
         ld19_startup_s: float = 3.0,
