@@ -34,6 +34,7 @@ Times are seconds; errors in the units of :data:`pose_series.AXIS_UNITS`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from scipy.stats import t as student_t
@@ -132,32 +133,37 @@ def stationarity(
 
 
 @dataclass
-class AxisTrend:
-    """Weighted mean per-segment slope of one axis and its test against 0."""
+class SlopeTest:
+    """A slope fitted over segments and its test: what the trend and variance-growth
+    checks share. Subclasses set how many segments make it testable and the JSON keys of
+    the slope and its standard error."""
 
     axis: str
-    slope: float  # unit/s
-    se: float  # unit/s
+    slope: float
+    se: float
     dof: float
     p_value: float
     n_segments: int
-    level: float  # per-axis level (TREND_ALPHA / 6)
+    level: float
+
+    MIN_SEGMENTS: ClassVar[int] = 3
+    KEYS: ClassVar[tuple[str, str]] = ("slope", "se")
 
     @property
     def testable(self) -> bool:
-        """At least 3 segments with a slope, and a finite spread."""
-        return self.n_segments >= 3 and np.isfinite(self.p_value)
+        """Enough segments and a finite p-value."""
+        return self.n_segments >= self.MIN_SEGMENTS and bool(np.isfinite(self.p_value))
 
     @property
     def failed(self) -> bool:
-        """True when the mean slope differs from 0 at the per-axis level."""
+        """True when the slope is significant at the per-axis level."""
         return self.testable and self.p_value < self.level
 
     def to_dict(self) -> dict:
         """JSON-ready."""
         return {
-            "slope_per_s": self.slope,
-            "se_per_s": self.se,
+            self.KEYS[0]: self.slope,
+            self.KEYS[1]: self.se,
             "dof": self.dof,
             "p_value": self.p_value,
             "n_segments": self.n_segments,
@@ -166,6 +172,13 @@ class AxisTrend:
             "failed": self.failed,
         }
 
+
+class AxisTrend(SlopeTest):
+    """Weighted mean per-segment slope of one axis (unit/s) and its two-sided test
+    against 0 at the per-axis level (TREND_ALPHA / 6); testable from 3 segments."""
+
+    MIN_SEGMENTS = 3
+    KEYS = ("slope_per_s", "se_per_s")
 
 def segment_slopes(series: list[ErrorSeries]) -> tuple[np.ndarray, np.ndarray]:
     """``(slopes (K, 6) unit/s, lengths (K,) s)`` of every segment with ≥ 8 samples."""
@@ -211,41 +224,13 @@ def trend_test(series: list[ErrorSeries], alpha: float = TREND_ALPHA) -> dict[st
     return out
 
 
-@dataclass
-class AxisVarianceGrowth:
-    """Slope of (observed / model-expected segment variance) against ln(segment length)."""
+class AxisVarianceGrowth(SlopeTest):
+    """Slope of (observed / model-expected segment variance) against ln(segment length),
+    with a one-sided p-value (slope > 0: the variance grows faster than the model allows);
+    testable from 5 segments."""
 
-    axis: str
-    slope: float  # change of the ratio per unit of ln L
-    se: float
-    dof: float
-    p_value: float  # one-sided, slope > 0
-    n_segments: int
-    level: float
-
-    @property
-    def testable(self) -> bool:
-        """At least 5 segments and a finite p-value."""
-        return self.n_segments >= 5 and np.isfinite(self.p_value)
-
-    @property
-    def failed(self) -> bool:
-        """The variance grows with segment length faster than the model allows."""
-        return self.testable and self.p_value < self.level
-
-    def to_dict(self) -> dict:
-        """JSON-ready."""
-        return {
-            "slope_per_ln_s": self.slope,
-            "se": self.se,
-            "dof": self.dof,
-            "p_value": self.p_value,
-            "n_segments": self.n_segments,
-            "level": self.level,
-            "testable": self.testable,
-            "failed": self.failed,
-        }
-
+    MIN_SEGMENTS = 5
+    KEYS = ("slope_per_ln_s", "se")
 
 def expected_segment_variance(length_s: np.ndarray, params: np.ndarray) -> np.ndarray:
     """``(K, 6)`` model variance of the error about its mean over segments of ``length_s``."""
