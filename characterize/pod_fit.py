@@ -166,6 +166,7 @@ class PodFit:
     status: list[dict[str, str]]
     rows: np.ndarray  # (N, 3) fitted (a, b, d), NaN where the column was dropped
     row_cov: np.ndarray  # (N, 3, 3)
+    joint_row_cov: np.ndarray | None  # (3N, 3N) when every direction was excited
     excitation: dict[str, float]
     excited: dict[str, bool]
     singular_values: np.ndarray
@@ -211,7 +212,9 @@ class PodFit:
         """
         if not self.complete:
             raise FitError("pod geometry incomplete: " + "; ".join(self.refusals()))
-        return PodGeometry(self.c, self.phi, self.lever, self.names, self.counts_per_rev)
+        return PodGeometry(
+            self.c, self.phi, self.lever, self.names, self.counts_per_rev, self.joint_row_cov
+        )
 
     def save(self, path: str | Path, prov: dict[str, Any]) -> Path:
         """Write the pod-geometry model file, with the per-pod uncertainty and status.
@@ -225,6 +228,7 @@ class PodFit:
             np.nan_to_num(self.lever),
             self.names,
             self.counts_per_rev,
+            self.joint_row_cov if self.complete else None,
         )
         summary = {
             "complete": self.complete,
@@ -387,6 +391,7 @@ def _fit_core(
     return {
         "rows": rows,
         "cov": cov,
+        "joint_rows": joint[: n_pods * k, : n_pods * k] if k == 3 else None,
         "excited": excited,
         "snr": snr,
         "sv": sv,
@@ -479,6 +484,7 @@ def fit_pods(
         status=status,
         rows=rows,
         row_cov=cov,
+        joint_row_cov=core["joint_rows"],
         excitation={k: float(v) for k, v in zip(COLUMNS, snr, strict=True)},
         excited={k: bool(v) for k, v in zip(COLUMNS, excited, strict=True)},
         singular_values=sv,

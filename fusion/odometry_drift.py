@@ -125,3 +125,53 @@ def propagate_drift(
     )
     pyy = var0[1] + np.concatenate([[0.0], np.cumsum(2 * dxw * pyt[:-1] + dxw**2 * ptt[:-1] + qyy)])
     return np.column_stack([pxx, pyy, ptt])
+
+
+@dataclass(frozen=True)
+class CalibrationError:
+    """The fitted pod geometry's own uncertainty, carried along a path.
+
+    The odometry's body increment is ``û = Ŵ⁻¹·Δn`` with the fitted matrix Ŵ; its rows
+    (ticks per m, per m, per rad) differ from the true ones by δW, a constant of every
+    path driven with that calibration. To first order ``û − u = −Ŵ⁻¹·δW·u``, linear in
+    the stacked row errors δg (3N): each step's body error is ``B_k·δg`` with
+    ``B_k = −[Ŵ⁻¹[:, i] ⊗ u_kᵀ]_i`` (3 × 3N). Through the same dead-reckoning shear as the
+    slip (:func:`propagate_drift`) the world pose error is ``J_k·δg``, so its covariance is
+    ``J_k·Σ·J_kᵀ`` with Σ the fit's covariance of the rows: unlike slip it does not grow
+    as a random walk but with the signed motion (a scale error cancels on the way back).
+
+    Attributes:
+        W: (N, 3) fitted pod matrix (ticks per m, m, rad).
+        row_cov: (3N, 3N) covariance of its stacked rows.
+    """
+
+    W: np.ndarray
+    row_cov: np.ndarray
+
+    def variance(self, body_increments: np.ndarray, heading: np.ndarray) -> np.ndarray:
+        """Variance (K+1, 3) of the world pose error (x, y m²; θ rad²) the calibration's
+        uncertainty causes along a path, 0 at the start.
+
+        Args:
+            body_increments: (K, 3) odometry body increments (m, m, rad); nan rows add
+                nothing.
+            heading: (K+1,) heading at each frame (rad) that rotates the increments.
+        """
+        inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
+        th = np.asarray(heading, dtype=float)[:-1]
+        w_inv = np.linalg.pinv(np.asarray(self.W, dtype=float))
+        # B[k, j, 3i + m] = −W⁻¹[j, i]·u_k[m]: body error j per row error (pod i, column m)
+        b = -np.einsum("ji,km->kjim", w_inv, inc).reshape(inc.shape[0], 3, -1)
+        c, s = np.cos(th)[:, None], np.sin(th)[:, None]
+        bx = c * b[:, 0] - s * b[:, 1]
+        by = s * b[:, 0] + c * b[:, 1]
+        dxw = c[:, 0] * inc[:, 0] - s[:, 0] * inc[:, 1]
+        dyw = s[:, 0] * inc[:, 0] + c[:, 0] * inc[:, 1]
+        zero = np.zeros((1, b.shape[2]))
+        jt = np.vstack([zero, np.cumsum(b[:, 2], axis=0)])
+        jx = np.vstack([zero, np.cumsum(bx - dyw[:, None] * jt[:-1], axis=0)])
+        jy = np.vstack([zero, np.cumsum(by + dxw[:, None] * jt[:-1], axis=0)])
+        sig = np.asarray(self.row_cov, dtype=float)
+        return np.column_stack(
+            [np.einsum("ki,ij,kj->k", j, sig, j, optimize=True) for j in (jx, jy, jt)]
+        )

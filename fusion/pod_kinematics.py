@@ -51,6 +51,10 @@ class PodGeometry:
         lever: lever arm L = x sin φ − y cos φ (m), shape (N,).
         names: pod names, in counter order.
         counts_per_rev: ticks per wheel revolution (to convert c to a radius), or None.
+        row_cov: covariance (3N, 3N) of the stacked rows of :attr:`W` as fitted
+            ((ticks per m)², (ticks per m)·(ticks per rad), (ticks per rad)²), or None: the
+            calibration's own uncertainty, a random constant of every path driven with it
+            (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`).
     """
 
     c: np.ndarray
@@ -58,6 +62,7 @@ class PodGeometry:
     lever: np.ndarray
     names: tuple[str, ...] = ("pod0", "pod1", "pod2")
     counts_per_rev: np.ndarray | None = field(default=None)
+    row_cov: np.ndarray | None = field(default=None)
 
     def __post_init__(self) -> None:
         for name in ("c", "phi", "lever"):
@@ -71,6 +76,11 @@ class PodGeometry:
             object.__setattr__(
                 self, "counts_per_rev", np.asarray(self.counts_per_rev, dtype=float)
             )
+        if self.row_cov is not None:
+            cov = np.asarray(self.row_cov, dtype=float)
+            if cov.shape != (3 * n, 3 * n) or not np.all(np.isfinite(cov)):
+                raise FusionError(f"pod geometry: row covariance must be finite {3 * n}x{3 * n}")
+            object.__setattr__(self, "row_cov", 0.5 * (cov + cov.T))
 
     @classmethod
     def from_mounts(
@@ -103,7 +113,10 @@ class PodGeometry:
 
     def scaled(self, factor: float) -> PodGeometry:
         """The same pods with every distance per tick multiplied by ``factor``."""
-        return PodGeometry(self.c * factor, self.phi, self.lever, self.names, self.counts_per_rev)
+        cov = None if self.row_cov is None else self.row_cov / factor**2
+        return PodGeometry(
+            self.c * factor, self.phi, self.lever, self.names, self.counts_per_rev, cov
+        )
 
 
 def pod_matrix(c: np.ndarray, phi: np.ndarray, lever: np.ndarray) -> np.ndarray:
@@ -351,6 +364,11 @@ def save_pod_model(
     if summary:
         body["fit"] = dict(summary)
     body["pod"] = geometry_to_tables(geometry, extra)
+    if geometry.row_cov is not None:
+        body["calibration"] = {
+            "units": "stacked W rows (ticks per m, ticks per m, ticks per rad) per pod",
+            "row_covariance": [[float(v) for v in row] for row in geometry.row_cov],
+        }
     return write_model(path, POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS, prov, body)
 
 
@@ -381,10 +399,15 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
             if not isinstance(p.get(key), (int, float)) or not np.isfinite(p[key]):
                 raise ModelFileError(f"{path}: pod {p.get('name')!r} has no finite {key}")
     cpr = [p.get("counts_per_rev") for p in pods]
-    return PodGeometry(
-        c=[p["distance_per_tick"] for p in pods],
-        phi=[p["rolling_angle"] for p in pods],
-        lever=[p["lever_arm"] for p in pods],
-        names=tuple(str(p.get("name", f"pod{i}")) for i, p in enumerate(pods)),
-        counts_per_rev=None if any(v is None for v in cpr) else cpr,
-    )
+    cov = doc.get("calibration", {}).get("row_covariance")
+    try:
+        return PodGeometry(
+            c=[p["distance_per_tick"] for p in pods],
+            phi=[p["rolling_angle"] for p in pods],
+            lever=[p["lever_arm"] for p in pods],
+            names=tuple(str(p.get("name", f"pod{i}")) for i, p in enumerate(pods)),
+            counts_per_rev=None if any(v is None for v in cpr) else cpr,
+            row_cov=None if cov is None else np.asarray(cov, dtype=float),
+        )
+    except (TypeError, ValueError, FusionError) as exc:
+        raise ModelFileError(f"{path}: [calibration] row_covariance: {exc}") from exc

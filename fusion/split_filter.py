@@ -84,7 +84,7 @@ import numpy as np
 from sensorbench.errors import FusionError, ModelFileError
 from sensorbench.fusion.consistency import calibrated_nis, t_equivalent_gate
 from sensorbench.fusion.kalman_kernels import RejectStreak, clip_to_gate, predict_pv, update_p
-from sensorbench.fusion.odometry_drift import OdometryDrift, propagate_drift
+from sensorbench.fusion.odometry_drift import CalibrationError, OdometryDrift, propagate_drift
 from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
 from sensorbench.logs.model_file import read_model, write_model
 from sensorbench.logs.model_keys import FILTER_NOISE_KEYS
@@ -599,6 +599,7 @@ class SplitFilter:
         pose0: tuple[float, float, float] = (0.0, 0.0, 0.0),
         var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
         aiding: Aiding | None = None,
+        calibration: CalibrationError | None = None,
     ) -> SplitResult:
         """Replay K frames of body increments through the three filters.
 
@@ -608,6 +609,9 @@ class SplitFilter:
                 rows with nan are treated as missing (predict only).
             pose0: initial x, y (m), heading (rad); var0 their variances.
             aiding: absolute pose samples (needs ``aid_model``).
+            calibration: the pod geometry's fitted uncertainty; its effect along the path
+                (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`) is added to
+                the odometry frame's offset variance.
 
         Raises:
             FusionError: non-increasing times, shape mismatch, aiding without model.
@@ -622,6 +626,9 @@ class SplitFilter:
         else:
             dv = {"theta": drift.step_variances(inc)[:, 2]}
             slip["theta"] = dv["theta"]
+        if calibration is not None:
+            # heading's share first (rotation by heading does not change it)
+            dv["theta"] = dv["theta"] + np.diff(calibration.variance(inc, np.zeros(t.size))[:, 2])
         th = run_axis(
             dt,
             inc[:, 2],
@@ -640,6 +647,9 @@ class SplitFilter:
             dv["x"], dv["y"] = world[:, 0], world[:, 1]
             per_axis = drift.axis_step_variances(inc, th.p[:-1])
             slip["x"], slip["y"] = per_axis["x"], per_axis["y"]
+        if calibration is not None:
+            cal = np.diff(calibration.variance(inc, th.p), axis=0)
+            dv["x"], dv["y"] = dv["x"] + cal[:, 0], dv["y"] + cal[:, 1]
         # world-frame arc of each step, rotated by the heading estimate at its start
         rel = se2_exp(np.nan_to_num(inc))
         c, s = np.cos(th.p[:-1]), np.sin(th.p[:-1])

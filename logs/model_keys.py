@@ -44,6 +44,7 @@ POD_GEOMETRY_KEYS: dict[str, Any] = {
             )
         )
     ],
+    "calibration": dict.fromkeys(("units", "row_covariance")),
 }
 """``pod_geometry`` files (``fit pods -o``)."""
 

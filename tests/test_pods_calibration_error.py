@@ -1,0 +1,107 @@
+"""The pod geometry's fitted uncertainty carried along a path (``CalibrationError``).
+
+Truth by Monte Carlo: draw the fitted rows' error from their covariance, dead-reckon the
+same counts with each perturbed matrix (exact arcs, no linearisation) and compare the
+spread of the resulting paths with the propagated variance. The path is built here from
+a smooth twist (not the simulator), so the check shares no code with the propagation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from test_pods_replay import DRIVES, simulate
+
+from sensorbench.characterize.pod_fit import fit_pods
+from sensorbench.errors import ModelFileError
+from sensorbench.fusion.odometry_drift import CalibrationError
+from sensorbench.fusion.pod_drive import load_drive
+from sensorbench.fusion.pod_kinematics import (
+    PodGeometry,
+    integrate_path,
+    load_pod_model,
+    save_pod_model,
+)
+
+DRAWS = 4000
+
+
+def _path_increments(k: int = 3000, dt: float = 0.005) -> np.ndarray:
+    """Body increments (K, 3) of a drive that goes forward, sideways and turns (m, rad)."""
+    t = np.arange(k) * dt
+    vx = 0.4 * np.sin(2 * math.pi * t / 7.0) + 0.1
+    vy = 0.2 * np.cos(2 * math.pi * t / 5.0)
+    wz = 0.8 * np.sin(2 * math.pi * t / 3.0)
+    return np.column_stack([vx, vy, wz]) * dt
+
+
+def _geometry() -> PodGeometry:
+    return PodGeometry.from_mounts(
+        x=[0.0, 0.0, -0.12], y=[0.16, -0.16, 0.0], phi=[0.0, 0.0, math.pi / 2], c=[7.5e-5] * 3
+    )
+
+
+def test_propagated_variance_matches_monte_carlo_of_the_rows() -> None:
+    rng = np.random.default_rng(7)
+    geo = _geometry()
+    w = geo.W
+    # a plausible fit's row covariance: 0.05 % of each row entry's scale, correlated pods
+    scale = np.abs(w).ravel() * 5e-4 + np.repeat([1.0, 1.0, 0.05], 3)
+    corr = 0.3 * np.ones((9, 9)) + 0.7 * np.eye(9)
+    sigma = corr * np.outer(scale, scale)
+    u = _path_increments()
+    dn = u @ w.T
+    truth = integrate_path(u)
+    pred = CalibrationError(w, sigma).variance(u, truth[:, 2])
+    draws = rng.multivariate_normal(np.zeros(9), sigma, size=DRAWS)
+    errs = np.empty((DRAWS, u.shape[0] + 1, 3))
+    for j, d in enumerate(draws):
+        u_hat = dn @ np.linalg.inv(w + d.reshape(3, 3)).T
+        errs[j] = integrate_path(u_hat) - truth
+    var = errs.var(axis=0)
+    # sample variance of DRAWS Gaussian draws: relative sd √(2/DRAWS) = 2.2 %; 5 sd, plus
+    # the first-order propagation's own error (second order in a 0.05 % perturbation)
+    tol = 5 * math.sqrt(2 / DRAWS)
+    for k in (500, 1500, 3000):
+        np.testing.assert_allclose(var[k], pred[k], rtol=tol)
+    assert np.all(pred[0] == 0)
+
+
+def test_without_the_covariance_a_path_is_certain_and_signed_motion_cancels() -> None:
+    geo = _geometry()
+    u = np.zeros((400, 3))
+    u[:200, 0] = 0.002  # 0.4 m forward
+    u[200:, 0] = -0.002  # and back
+    sigma = np.diag(np.tile([1e2, 1e2, 1e-1], 3))
+    var = CalibrationError(geo.W, sigma).variance(u, np.zeros(401))
+    # a scale error grows with the signed distance, so it is gone on the way back
+    assert var[200, 0] > 0
+    assert var[400, 0] == pytest.approx(0.0, abs=1e-12 * var[200, 0])
+
+
+def test_fitted_row_covariance_reaches_the_model_file_and_back(tmp_path) -> None:
+    fit = fit_pods([load_drive(simulate(tmp_path, n, 40 + i)) for i, n in enumerate(DRIVES)])
+    geo = fit.geometry()
+    assert geo.row_cov is not None and geo.row_cov.shape == (9, 9)
+    # its diagonal blocks are the per-pod covariances the σ of c, φ, L come from
+    for i in range(3):
+        block = geo.row_cov[3 * i : 3 * i + 3, 3 * i : 3 * i + 3]
+        np.testing.assert_allclose(block, fit.row_cov[i])
+    path = fit.save(tmp_path / "pods.toml", {"test": True})
+    back = load_pod_model(path)
+    np.testing.assert_allclose(back.row_cov, geo.row_cov, rtol=1e-12)
+    # a file without the table (written before it existed) loads without it
+    old = save_pod_model(tmp_path / "old.toml", PodGeometry(geo.c, geo.phi, geo.lever), {})
+    assert load_pod_model(old).row_cov is None
+
+
+def test_a_malformed_row_covariance_is_refused(tmp_path) -> None:
+    geo = _geometry()
+    bad = PodGeometry(geo.c, geo.phi, geo.lever, row_cov=np.eye(9))
+    path = save_pod_model(tmp_path / "pods.toml", bad, {})
+    text = path.read_text().replace("row_covariance = [", "row_covariance = [[1.0], ", 1)
+    path.write_text(text)
+    with pytest.raises(ModelFileError, match="row_covariance"):
+        load_pod_model(path)
