@@ -38,7 +38,7 @@ from sensorbench.characterize.drift_fit import INTERVAL_S as DRIFT_INTERVAL_S
 from sensorbench.characterize.drift_fit import DriftFit, fit_drift
 from sensorbench.errors import FitError
 from sensorbench.fusion.consistency import NisConsistency, nis_consistency, t_equivalent_gate
-from sensorbench.fusion.odometry_drift import OdometryDrift
+from sensorbench.fusion.odometry_drift import SlipModel
 from sensorbench.fusion.odometry_replay import read_odometry
 from sensorbench.fusion.pod_drive import load_drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
@@ -48,6 +48,8 @@ from sensorbench.fusion.split_filter import (
     AxisNoise,
     FilterNoise,
     observed_accel_sq,
+    rounding_floor,
+    rounding_shift,
     run_axis,
     whiteness,
 )
@@ -62,6 +64,7 @@ class AxisSeries:
     z: np.ndarray
     slip: np.ndarray | None = None
     rest: np.ndarray | None = None
+    r_shift: np.ndarray | None = None
 
     def head(self, n: int) -> AxisSeries:
         """The first ``n`` steps."""
@@ -70,14 +73,19 @@ class AxisSeries:
             self.z[:n],
             None if self.slip is None else self.slip[:n],
             None if self.rest is None else self.rest[:n],
+            None if self.r_shift is None else self.r_shift[:n],
         )
 
 
 def axis_measurements(
-    dt: np.ndarray, increments: np.ndarray, drift: OdometryDrift | None = None
+    dt: np.ndarray,
+    increments: np.ndarray,
+    drift: SlipModel | None = None,
+    W: np.ndarray | None = None,
 ) -> dict[str, AxisSeries]:
     """The per-axis filter measurements of one session's body increments (K, 3), with the
-    per-step slip variances of ``drift`` when given."""
+    per-step slip variances of ``drift`` and the heading's rounding shift of r for the pod
+    matrix ``W`` when given (:func:`~sensorbench.fusion.split_filter.rounding_shift`)."""
     path = integrate_path(increments)
     rel = se2_exp(increments)
     c, s = np.cos(path[:-1, 2]), np.sin(path[:-1, 2])
@@ -87,10 +95,11 @@ def axis_measurements(
         else drift.axis_step_variances(increments, path[:-1, 2])
     )
     rest = np.all(increments == 0, axis=1)
+    shift = dict.fromkeys(AXES) if W is None else rounding_shift(W, path[:-1, 2])
     return {
-        "x": AxisSeries(dt, c * rel[:, 0] - s * rel[:, 1], slip["x"], rest),
-        "y": AxisSeries(dt, s * rel[:, 0] + c * rel[:, 1], slip["y"], rest),
-        "theta": AxisSeries(dt, increments[:, 2], slip["theta"], rest),
+        "x": AxisSeries(dt, c * rel[:, 0] - s * rel[:, 1], slip["x"], rest, shift["x"]),
+        "y": AxisSeries(dt, s * rel[:, 0] + c * rel[:, 1], slip["y"], rest, shift["y"]),
+        "theta": AxisSeries(dt, increments[:, 2], slip["theta"], rest, shift["theta"]),
     }
 
 
@@ -147,8 +156,9 @@ def batch_nll(
     slip = (np.zeros(series.dt.size) if series.slip is None else series.slip).tolist()
     sc = np.broadcast_to(np.asarray(slip_scale, dtype=float), q.shape)
     scored = (np.ones(series.dt.size, bool) if series.rest is None else ~series.rest).tolist()
-    steps = zip(series.dt.tolist(), series.z.tolist(), a2, slip, scored, strict=True)
-    for h, zk, a2k, sk, score in steps:
+    shift = (np.zeros(series.dt.size) if series.r_shift is None else series.r_shift).tolist()
+    steps = zip(series.dt.tolist(), series.z.tolist(), a2, slip, scored, shift, strict=True)
+    for h, zk, a2k, sk, score, rs in steps:
         qh = (q + qa * a2k) * h
         p_prev = p
         pvv_n = pvv + qh
@@ -159,7 +169,8 @@ def batch_nll(
         if zk != zk:  # nan: predict only
             odo = odo + (p - p_prev)
             continue
-        s = ppp + r
+        rk = r + rs
+        s = ppp + rk
         nu = odo + zk - p
         nis = nu * nu / s
         if score:  # a frame at rest tests nothing (its rounding error is not fresh)
@@ -171,7 +182,7 @@ def batch_nll(
         odo = np.where(force, odo_streak + z_streak, odo)
         nu = np.where(force, odo + zk - p, nu)
         pvv = np.where(force, np.maximum(pvv, var_v0), pvv)
-        s = ppp + r
+        s = ppp + rk
         kp = ppp / s
         kv = ppv / s
         upd_p = p + kp * nu
@@ -179,7 +190,7 @@ def batch_nll(
         new_pvv = pvv - kv * ppv
         new_ppv = ppv - kv * ppp
         new_ppp = ppp - kp * ppp
-        bound = np.sqrt(gate_nis * (ppp + r))
+        bound = np.sqrt(gate_nis * (ppp + rk))
         start = ~ok & (streak == 0)
         odo_streak = np.where(start, odo, odo_streak)
         z_streak = np.where(start, 0.0, z_streak) + np.where(ok, 0.0, zk)
@@ -264,7 +275,9 @@ def check_axis(
     """Calibrated-NIS consistency over all sessions, innovation autocorrelation and its bound."""
     nis, sign, nu_n = [], [], []
     for s in series:
-        tr = run_axis(s.dt, s.z, noise, gate=gate, slip_var=s.slip, rest=s.rest)
+        tr = run_axis(
+            s.dt, s.z, noise, gate=gate, slip_var=s.slip, rest=s.rest, r_shift=s.r_shift
+        )
         has = np.isfinite(tr.nis_chi2)
         nis.append(tr.nis_chi2[has])
         sign.append(tr.innovation[has])
@@ -275,16 +288,10 @@ def check_axis(
 
 
 def quantization_floor(geometry: PodGeometry) -> dict[str, float]:
-    """Variance of the odometry position from tick quantization alone, per axis.
-
-    A cumulative count is the true travel floored to whole ticks: one uniform
-    rounding error, 1/12 tick² per pod, mapped through W⁻¹ (x and y: the mean of
-    the body x and y variances, since the world axes see the body axes rotated).
-    """
-    w_inv = np.linalg.inv(geometry.W)
-    cov = w_inv @ w_inv.T / 12.0
-    xy = 0.5 * float(cov[0, 0] + cov[1, 1])
-    return {"x": xy, "y": xy, "theta": float(cov[2, 2])}
+    """Variance of the odometry position from tick quantization alone, per axis, averaged
+    over the heading (:func:`~sensorbench.fusion.split_filter.rounding_floor`): the lowest
+    r the fit allows."""
+    return rounding_floor(geometry.W)
 
 
 ZOOM_ROUNDS = 8
@@ -416,8 +423,8 @@ def fit_noise(
     for path in sessions:
         odo = read_odometry(path)
         inc = odo.increments(geometry)
-        slip_model = None if drift is None else drift.drift
-        for a, s in axis_measurements(np.diff(odo.t_s), inc, slip_model).items():
+        slip_model = geometry.slip_model() or (None if drift is None else drift.drift)
+        for a, s in axis_measurements(np.diff(odo.t_s), inc, slip_model, geometry.W).items():
             per_axis[a].append(s)
         n += inc.shape[0]
     if n < 50:

@@ -51,6 +51,8 @@ from typing import Any
 
 import numpy as np
 
+from sensorbench.characterize.slip_fit import WINDOW_S as SLIP_WINDOW_S
+from sensorbench.characterize.slip_fit import SlipFit, fit_pod_slip
 from sensorbench.errors import FitError, FusionError
 from sensorbench.fusion.pod_drive import Drive, align_drive, intervals_with_rate
 from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces, save_pod_model
@@ -177,6 +179,8 @@ class PodFit:
     outliers: np.ndarray  # (N,) intervals rejected as gross outliers (bounce)
     residual_sigma: np.ndarray  # (N,) ticks
     options: dict[str, Any] = field(default_factory=dict)
+    slip: SlipFit | None = None
+    slip_note: str = ""
 
     @property
     def radius(self) -> np.ndarray | None:
@@ -213,8 +217,17 @@ class PodFit:
         if not self.complete:
             raise FitError("pod geometry incomplete: " + "; ".join(self.refusals()))
         return PodGeometry(
-            self.c, self.phi, self.lever, self.names, self.counts_per_rev, self.joint_row_cov
+            self.c,
+            self.phi,
+            self.lever,
+            self.names,
+            self.counts_per_rev,
+            self.joint_row_cov,
+            self._slip_law(),
         )
+
+    def _slip_law(self) -> tuple[float, float] | None:
+        return None if self.slip is None else (self.slip.slip.roll_var, self.slip.slip.drag_var)
 
     def save(self, path: str | Path, prov: dict[str, Any]) -> Path:
         """Write the pod-geometry model file, with the per-pod uncertainty and status.
@@ -229,6 +242,7 @@ class PodFit:
             self.names,
             self.counts_per_rev,
             self.joint_row_cov if self.complete else None,
+            self._slip_law(),
         )
         summary = {
             "complete": self.complete,
@@ -236,7 +250,8 @@ class PodFit:
             "excitation": self.excitation,
             "not_observable": "each pod's position along its own rolling axis",
         }
-        return save_pod_model(path, geometry, prov, self.pod_tables(), summary)
+        slip_report = None if self.slip is None else self.slip.as_dict()
+        return save_pod_model(path, geometry, prov, self.pod_tables(), summary, slip_report)
 
     def pod_tables(self) -> list[dict[str, Any]]:
         """Per-pod uncertainty and status entries for the model file and JSON."""
@@ -289,6 +304,8 @@ class PodFit:
             "n_intervals": self.n_intervals,
             "options": self.options,
             "not_observable": "each pod's position along its own rolling axis",
+            "slip": None if self.slip is None else self.slip.as_dict(),
+            "slip_note": self.slip_note,
         }
 
 
@@ -411,6 +428,7 @@ def fit_pods(
     hac_lags: int = 0,
     counts_per_rev: Sequence[float] | None = None,
     names: Sequence[str] | None = None,
+    slip_window_s: float = SLIP_WINDOW_S,
 ) -> PodFit:
     """Fit every pod's distance per tick, rolling angle and lever arm.
 
@@ -430,6 +448,8 @@ def fit_pods(
         counts_per_rev: ticks per wheel revolution (to report radii); default
             from the sessions' encoder attributes.
         names: pod names; default from the sessions or pod0..pod2.
+        slip_window_s: window of the slip-law fit (s; :mod:`~sensorbench.characterize.
+            slip_fit`), fitted when every session carries IMU yaw.
 
     Raises:
         FitError: no usable intervals, or no translation at all.
@@ -472,7 +492,7 @@ def fit_pods(
         cpr = cprs[0] if cprs else None
     pod_names = names or next((d.names for d in drives if d.names), None)
     pod_names = tuple(pod_names) if pod_names else tuple(f"pod{i}" for i in range(n_pods))
-    return PodFit(
+    fit = PodFit(
         names=pod_names,
         c=c,
         sigma_c=sc,
@@ -504,6 +524,23 @@ def fit_pods(
             "imu_bounce_frames_excluded": n_bounce,
         },
     )
+    fit.slip, fit.slip_note = _fit_slip(fit, drives, slip_window_s)
+    return fit
+
+
+def _fit_slip(
+    fit: PodFit, drives: Sequence[Drive], window_s: float
+) -> tuple[SlipFit | None, str]:
+    """The wheels' slip law from the pods against the IMU, or None and why not."""
+    if not fit.complete:
+        return None, "slip law not fitted: the geometry is incomplete"
+    if not all(d.imu_yaw is not None for d in drives):
+        return None, "slip law not fitted: it needs IMU yaw in every session"
+    geometry = PodGeometry(fit.c, fit.phi, fit.lever)
+    try:
+        return fit_pod_slip(drives, geometry, window_s), ""
+    except (FitError, FusionError) as exc:
+        return None, f"slip law not fitted: {exc}"
 
 
 def _derive(rows: np.ndarray, cov: np.ndarray, excited: np.ndarray) -> tuple[Any, ...]:

@@ -180,6 +180,19 @@ def _print_pod_table(fit: Any) -> None:
         f"{lab} {o * 1e3:+.1f} ms" for lab, o in zip(fit.labels, fit.time_offsets_s, strict=True)
     )
     click.echo(f"encoder→mocap time offsets: {offsets}")
+    if fit.slip is not None:
+        sl = fit.slip
+        drag = (
+            f"{math.sqrt(sl.slip.drag_var) * 1e3:.3f} mm/√m"
+            if sl.drag_identified
+            else "not identified (no sideways motion): taken as rolled"
+        )
+        click.echo(
+            f"wheel slip (pods against the IMU, {sl.n_windows} windows): rolled "
+            f"{math.sqrt(sl.slip.roll_var) * 1e3:.3f} mm/√m, dragged {drag}"
+        )
+    else:
+        click.echo(fit.slip_note)
     click.echo("not observable: each pod's position along its own rolling axis")
 
 

@@ -192,11 +192,11 @@ def run_demo(
     res.models["pods"] = timed(
         "fit pods", lambda: fit_pods_model(drives, model_dir / "pods.toml", speed)
     )
-    say("fitting filter noise (square, spin)")
+    say("fitting filter noise (forward, sideways, spin, square)")
     res.models["noise"] = timed(
         "fit noise",
         lambda: fit_noise_model(
-            [res.sessions["square"].path, res.sessions["spin"].path],
+            drives,
             res.models["pods"],
             model_dir / "noise.toml",
             speed,
@@ -246,17 +246,22 @@ def run_demo(
 def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Path:
     """Fit the pod geometry on ``sessions`` (``fit pods``) and write the model file.
 
-    The interval is :data:`POD_INTERVAL_SIM_S` divided by ``speed``, the emulation
-    speed of the sessions.
+    The interval (and the slip fit's window) is :data:`POD_INTERVAL_SIM_S` divided by
+    ``speed``, the emulation speed of the sessions.
 
     Raises:
         FitError: the fit failed or could not identify every parameter.
     """
     from sensorbench.characterize.pod_fit import fit_pods
+    from sensorbench.characterize.slip_fit import WINDOW_S
     from sensorbench.fusion.pod_drive import load_drive
     from sensorbench.logs.model_file import provenance
 
-    fit = fit_pods([load_drive(p) for p in sessions], interval_s=POD_INTERVAL_SIM_S / speed)
+    fit = fit_pods(
+        [load_drive(p) for p in sessions],
+        interval_s=POD_INTERVAL_SIM_S / speed,
+        slip_window_s=WINDOW_S / speed,
+    )
     if not fit.complete:
         raise FitError("pod fit incomplete: " + "; ".join(fit.refusals()))
     return fit.save(output, provenance(sessions, {**fit.options, "emulation_speed": speed}))

@@ -28,8 +28,9 @@ The split filters take the diagonal as the variance of their odometry-frame offs
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -60,19 +61,18 @@ class OdometryDrift:
         inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
         return np.abs(inc) @ self.coef.T
 
+    def step_covariances(self, body_increments: np.ndarray) -> np.ndarray:
+        """Covariance (K, 3, 3) of each step's body error: the three axes independent."""
+        v = self.step_variances(body_increments)
+        return v[:, :, None] * np.eye(3)[None, :, :]
+
     def axis_step_variances(
         self, body_increments: np.ndarray, heading: np.ndarray
     ) -> dict[str, np.ndarray]:
         """Per-step slip variance (K,) of each split-filter axis: the body x/y variances
         rotated into world x and y by the heading at the start of each step (the diagonal
         of R·diag(Vx, Vy)·Rᵀ, m²), heading as is (rad²)."""
-        v = self.step_variances(body_increments)
-        c2 = np.cos(np.asarray(heading, dtype=float)) ** 2
-        return {
-            "x": c2 * v[:, 0] + (1 - c2) * v[:, 1],
-            "y": (1 - c2) * v[:, 0] + c2 * v[:, 1],
-            "theta": v[:, 2],
-        }
+        return world_step_variances(self.step_covariances(body_increments), heading)
 
     def as_dict(self) -> dict[str, Any]:
         """``{error_axis: {"per_m_x", "per_m_y", "per_rad"}}`` (SI: m²/m, rad²/m, ...)."""
@@ -95,10 +95,23 @@ class OdometryDrift:
         return cls(np.array(rows))
 
 
+def world_step_variances(cov: np.ndarray, heading: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-step variances (K,) of the split filters' axes from body-frame step
+    covariances (K, 3, 3): x and y of ``R(θ)·C·R(θ)ᵀ`` (m²) with θ the heading at the start
+    of each step, θ as is (rad²)."""
+    c, s = np.cos(np.asarray(heading, dtype=float)), np.sin(np.asarray(heading, dtype=float))
+    xx, yy, xy = cov[:, 0, 0], cov[:, 1, 1], cov[:, 0, 1]
+    return {
+        "x": c * c * xx - 2 * c * s * xy + s * s * yy,
+        "y": s * s * xx + 2 * c * s * xy + c * c * yy,
+        "theta": cov[:, 2, 2],
+    }
+
+
 def propagate_drift(
     body_increments: np.ndarray,
     heading: np.ndarray,
-    drift: OdometryDrift,
+    drift: SlipModel,
     var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
 ) -> np.ndarray:
     """Variance (K+1, 3) of the odometry pose error in the world (x, y m²; θ rad²).
@@ -106,7 +119,7 @@ def propagate_drift(
     Args:
         body_increments: (K, 3) body increments (m, m, rad); nan rows add nothing.
         heading: (K+1,) heading at each frame (rad) that rotates the increments.
-        drift: the slip model.
+        drift: the slip model (its per-step body covariances, cross terms included).
         var0: initial variances (x, y, θ), uncorrelated.
     """
     inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
@@ -114,17 +127,78 @@ def propagate_drift(
     c, s = np.cos(th), np.sin(th)
     dxw = c * inc[:, 0] - s * inc[:, 1]
     dyw = s * inc[:, 0] + c * inc[:, 1]
-    q = drift.step_variances(inc)
-    qxx = c * c * q[:, 0] + s * s * q[:, 1]
-    qyy = s * s * q[:, 0] + c * c * q[:, 1]
-    ptt = var0[2] + np.concatenate([[0.0], np.cumsum(q[:, 2])])
-    pxt = np.concatenate([[0.0], np.cumsum(-dyw * ptt[:-1])])
-    pyt = np.concatenate([[0.0], np.cumsum(dxw * ptt[:-1])])
+    q = drift.step_covariances(inc)
+    world = world_step_variances(q, th)
+    # cross terms of R·Q·Rᵀ between the world axes and the heading
+    qxt = c * q[:, 0, 2] - s * q[:, 1, 2]
+    qyt = s * q[:, 0, 2] + c * q[:, 1, 2]
+    ptt = var0[2] + np.concatenate([[0.0], np.cumsum(world["theta"])])
+    pxt = np.concatenate([[0.0], np.cumsum(-dyw * ptt[:-1] + qxt)])
+    pyt = np.concatenate([[0.0], np.cumsum(dxw * ptt[:-1] + qyt)])
     pxx = var0[0] + np.concatenate(
-        [[0.0], np.cumsum(-2 * dyw * pxt[:-1] + dyw**2 * ptt[:-1] + qxx)]
+        [[0.0], np.cumsum(-2 * dyw * pxt[:-1] + dyw**2 * ptt[:-1] + world["x"])]
     )
-    pyy = var0[1] + np.concatenate([[0.0], np.cumsum(2 * dxw * pyt[:-1] + dxw**2 * ptt[:-1] + qyy)])
+    pyy = var0[1] + np.concatenate(
+        [[0.0], np.cumsum(2 * dxw * pyt[:-1] + dxw**2 * ptt[:-1] + world["y"])]
+    )
     return np.column_stack([pxx, pyy, ptt])
+
+
+@dataclass(frozen=True)
+class PodSlip:
+    """Slip per pod, the wheels' own law: over a step, pod i's rolled distance errs by a
+    variance ``roll_var·|d_i| + drag_var·|d⊥_i|`` (m²) with d_i the distance it rolled and
+    d⊥_i the distance its contact point was dragged across its rolling direction (m);
+    pods independent (each wheel slips on its own). Through the odometry ``u = Ŵ⁺·Δn``
+    the body step's covariance is ``Ŵ⁺·diag(var_i/c_i²)·Ŵ⁺ᵀ``, correlations included
+    (a slip of the left wheel moves both x and θ). The drag of a pod by rotation about a
+    point off its rolling line is left out: that arm (the pod's position along its rolling
+    direction) is not observable from the counts and is not in the geometry.
+
+    Attributes:
+        W: (N, 3) pod matrix (ticks per m, m, rad).
+        roll_var: m² per m rolled.
+        drag_var: m² per m dragged.
+    """
+
+    W: np.ndarray
+    roll_var: float
+    drag_var: float
+
+    def __post_init__(self) -> None:
+        for name in ("roll_var", "drag_var"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise FusionError(f"pod slip {name} must be finite and >= 0, got {v}")
+
+    def step_covariances(self, body_increments: np.ndarray) -> np.ndarray:
+        """Covariance (K, 3, 3) of each step's body error (m², m·rad, rad²)."""
+        w = np.asarray(self.W, dtype=float)
+        inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
+        c = 1.0 / np.hypot(w[:, 0], w[:, 1])
+        phi = np.arctan2(w[:, 1], w[:, 0])
+        rolled = np.abs(inc @ w.T) * c
+        dragged = np.abs(-np.sin(phi) * inc[:, :1] + np.cos(phi) * inc[:, 1:2])
+        var_ticks = (self.roll_var * rolled + self.drag_var * dragged) / c**2
+        w_inv = np.linalg.pinv(w)
+        return np.einsum("ji,ki,li->kjl", w_inv, var_ticks, w_inv)
+
+    def axis_step_variances(
+        self, body_increments: np.ndarray, heading: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """Per-step slip variance (K,) of each split-filter axis (m², m², rad²)."""
+        return world_step_variances(self.step_covariances(body_increments), heading)
+
+
+class SlipModel(Protocol):
+    """What the filters need of a slip model: body-frame covariances of each step and the
+    split filters' per-axis share of them."""
+
+    def step_covariances(self, body_increments: np.ndarray) -> np.ndarray: ...
+
+    def axis_step_variances(
+        self, body_increments: np.ndarray, heading: np.ndarray
+    ) -> dict[str, np.ndarray]: ...
 
 
 @dataclass(frozen=True)

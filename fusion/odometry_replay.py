@@ -27,7 +27,6 @@ from sensorbench.fusion.consistency import (
     nis_consistency,
     nis_monitor,
 )
-from sensorbench.fusion.odometry_drift import CalibrationError
 from sensorbench.fusion.pod_drive import (
     Drive,
     align_drive,
@@ -362,10 +361,13 @@ def replay_session(
         pose0 = tuple(float(np.interp(odo.t_s[0], ref_t, ref_pose[:, k])) for k in range(3))
     aiding = read_aiding(path, odo.t0_ns, window_ns=window_ns) if aid_model is not None else None
     filt = SplitFilter(noise, gate=gate, aid_model=aid_model)
-    calibration = (
-        None if geometry.row_cov is None else CalibrationError(geometry.W, geometry.row_cov)
+    result = filt.run(
+        odo.t_s,
+        inc,
+        pose0=pose0,
+        aiding=aiding,
+        pods=geometry,
     )
-    result = filt.run(odo.t_s, inc, pose0=pose0, aiding=aiding, calibration=calibration)
     errors = consistency = None
     if ref_t is not None:
         errors = pose_errors(result.t_s, result.pose, ref_t, ref_pose)

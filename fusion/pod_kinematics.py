@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import FusionError, ModelFileError
+from sensorbench.fusion.odometry_drift import CalibrationError, PodSlip
 from sensorbench.logs.model_file import read_model, write_model
 from sensorbench.logs.model_keys import POD_GEOMETRY_KEYS
 
@@ -55,6 +56,8 @@ class PodGeometry:
             ((ticks per m)², (ticks per m)·(ticks per rad), (ticks per rad)²), or None: the
             calibration's own uncertainty, a random constant of every path driven with it
             (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`).
+        slip: the wheels' slip law (m² per m rolled, m² per m dragged), or None
+            (:class:`~sensorbench.fusion.odometry_drift.PodSlip`).
     """
 
     c: np.ndarray
@@ -63,6 +66,7 @@ class PodGeometry:
     names: tuple[str, ...] = ("pod0", "pod1", "pod2")
     counts_per_rev: np.ndarray | None = field(default=None)
     row_cov: np.ndarray | None = field(default=None)
+    slip: tuple[float, float] | None = field(default=None)
 
     def __post_init__(self) -> None:
         for name in ("c", "phi", "lever"):
@@ -81,6 +85,18 @@ class PodGeometry:
             if cov.shape != (3 * n, 3 * n) or not np.all(np.isfinite(cov)):
                 raise FusionError(f"pod geometry: row covariance must be finite {3 * n}x{3 * n}")
             object.__setattr__(self, "row_cov", 0.5 * (cov + cov.T))
+        if self.slip is not None:
+            roll, drag = (float(v) for v in self.slip)
+            object.__setattr__(self, "slip", (roll, drag))
+            self.slip_model()  # validates
+
+    def calibration_error(self) -> CalibrationError | None:
+        """The fitted geometry's uncertainty along a path, None without a covariance."""
+        return None if self.row_cov is None else CalibrationError(self.W, self.row_cov)
+
+    def slip_model(self) -> PodSlip | None:
+        """The wheels' slip law bound to this geometry, None without one."""
+        return None if self.slip is None else PodSlip(self.W, *self.slip)
 
     @classmethod
     def from_mounts(
@@ -115,7 +131,7 @@ class PodGeometry:
         """The same pods with every distance per tick multiplied by ``factor``."""
         cov = None if self.row_cov is None else self.row_cov / factor**2
         return PodGeometry(
-            self.c * factor, self.phi, self.lever, self.names, self.counts_per_rev, cov
+            self.c * factor, self.phi, self.lever, self.names, self.counts_per_rev, cov, self.slip
         )
 
 
@@ -358,12 +374,20 @@ def save_pod_model(
     prov: Mapping[str, Any],
     extra: Sequence[Mapping[str, Any]] | None = None,
     summary: Mapping[str, Any] | None = None,
+    slip_report: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write a pod-geometry model file (kind ``pod_geometry``)."""
+    """Write a pod-geometry model file (kind ``pod_geometry``); ``slip_report`` is stored
+    beside the slip law (how it was fitted)."""
     body: dict[str, Any] = {}
     if summary:
         body["fit"] = dict(summary)
     body["pod"] = geometry_to_tables(geometry, extra)
+    if geometry.slip is not None:
+        body["slip"] = {
+            "roll_m2_per_m": geometry.slip[0],
+            "drag_m2_per_m": geometry.slip[1],
+            **(dict(slip_report) if slip_report else {}),
+        }
     if geometry.row_cov is not None:
         body["calibration"] = {
             "units": "stacked W rows (ticks per m, ticks per m, ticks per rad) per pod",
@@ -400,6 +424,15 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
                 raise ModelFileError(f"{path}: pod {p.get('name')!r} has no finite {key}")
     cpr = [p.get("counts_per_rev") for p in pods]
     cov = doc.get("calibration", {}).get("row_covariance")
+    slip = doc.get("slip")
+    try:
+        row_cov = None if cov is None else np.asarray(cov, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ModelFileError(f"{path}: [calibration] row_covariance: {exc}") from exc
+    try:
+        law = None if slip is None else (slip["roll_m2_per_m"], slip["drag_m2_per_m"])
+    except (TypeError, KeyError) as exc:
+        raise ModelFileError(f"{path}: [slip] table lacks {exc}") from exc
     try:
         return PodGeometry(
             c=[p["distance_per_tick"] for p in pods],
@@ -407,7 +440,8 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
             lever=[p["lever_arm"] for p in pods],
             names=tuple(str(p.get("name", f"pod{i}")) for i, p in enumerate(pods)),
             counts_per_rev=None if any(v is None for v in cpr) else cpr,
-            row_cov=None if cov is None else np.asarray(cov, dtype=float),
+            row_cov=row_cov,
+            slip=law,
         )
     except (TypeError, ValueError, FusionError) as exc:
-        raise ModelFileError(f"{path}: [calibration] row_covariance: {exc}") from exc
+        raise ModelFileError(f"{path}: {exc}") from exc

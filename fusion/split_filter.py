@@ -84,8 +84,12 @@ import numpy as np
 from sensorbench.errors import FusionError, ModelFileError
 from sensorbench.fusion.consistency import calibrated_nis, t_equivalent_gate
 from sensorbench.fusion.kalman_kernels import RejectStreak, clip_to_gate, predict_pv, update_p
-from sensorbench.fusion.odometry_drift import CalibrationError, OdometryDrift, propagate_drift
-from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
+from sensorbench.fusion.odometry_drift import (
+    OdometryDrift,
+    propagate_drift,
+    world_step_variances,
+)
+from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
 from sensorbench.logs.model_file import read_model, write_model
 from sensorbench.logs.model_keys import FILTER_NOISE_KEYS
 
@@ -345,6 +349,7 @@ def run_axis(
     drift_var: np.ndarray | None = None,
     slip_var: np.ndarray | None = None,
     rest: np.ndarray | None = None,
+    r_shift: np.ndarray | None = None,
 ) -> AxisTrack:
     """Run one axis filter over K odometry increments.
 
@@ -375,6 +380,9 @@ def run_axis(
             its calibrated NIS is nan (not tested): the rounding error of an unchanged
             count is the previous frame's, not a fresh draw of r, so the white-r model
             over-states S there by design and the innovation tests nothing.
+        r_shift: (K,) added to r at each step (unit²): how the tick rounding of this axis
+            differs from its heading-averaged value at the step's heading
+            (:func:`rounding_shift`); None = r throughout.
         max_rejects: after this many consecutive rejected increments (a bounce
             spans a few frames) the model, not the data, is taken to be wrong: the
             odometry of the whole streak is restored, the next increment applied
@@ -390,6 +398,7 @@ def run_axis(
     q, r, dof, q_acc = float(noise.q), float(noise.r), float(noise.dof), float(noise.q_acc)
     a2 = observed_accel_sq(dt_a, z_a) if q_acc > 0 else None
     sv = np.zeros(k_n) if slip_var is None else noise.slip_scale * np.asarray(slip_var, float)
+    rk = np.full(k_n, r) if r_shift is None else r + np.asarray(r_shift, float)
     gate_nis = t_equivalent_gate(gate, dof)
     p_out = np.empty(k_n + 1)
     v_out = np.empty(k_n + 1)
@@ -428,8 +437,9 @@ def run_axis(
         if zk != zk:  # nan: no measurement, the odometry follows the prediction
             odo += p - p_prev
         else:
-            # update with the odometry position: y = odo + z, H = [1, 0], R = r
-            s = ppp + r
+            # update with the odometry position: y = odo + z, H = [1, 0], R = r_k
+            r_k = float(rk[k])
+            s = ppp + r_k
             nu = odo + zk - p
             nis = nu * nu / s
             nis_out[k], nu_out[k], s_out[k] = nis, nu, s
@@ -441,7 +451,7 @@ def run_axis(
                     odo = streak.restored()
                     nu = odo + zk - p
                     pvv = max(pvv, var_v0)
-                    s = ppp + r
+                    s = ppp + r_k
                 streak.accept()
                 odo += zk
                 p, v, ppp, ppv, pvv = update_p(p, v, ppp, ppv, pvv, nu, s)
@@ -483,6 +493,37 @@ def run_axis(
         ),
         resets=resets,
     )
+
+
+def rounding_covariance(W: np.ndarray) -> np.ndarray:
+    """Body covariance (3, 3) of the odometry pose from tick rounding alone: each cumulative
+    count is the travel floored to whole ticks, one uniform error of 1/12 tick² per pod,
+    mapped through W⁺ (m², m·rad, rad²)."""
+    w_inv = np.linalg.pinv(np.asarray(W, dtype=float))
+    return w_inv @ w_inv.T / 12.0
+
+
+def rounding_floor(W: np.ndarray) -> dict[str, float]:
+    """Heading-averaged rounding variance per split-filter axis: x and y the mean of the
+    body x and y variances (the world axes see the body axes rotated), θ as is."""
+    cov = rounding_covariance(W)
+    xy = 0.5 * float(cov[0, 0] + cov[1, 1])
+    return {"x": xy, "y": xy, "theta": float(cov[2, 2])}
+
+
+def rounding_shift(W: np.ndarray, heading: np.ndarray) -> dict[str, np.ndarray]:
+    """Per step (K,), the axis's rounding variance at the heading θ_k (the world x and y
+    of ``R(θ)·C·R(θ)ᵀ``) minus its heading average (:func:`rounding_floor`), unit².
+
+    The filters' r is the heading-averaged level; with two parallel pods the body x
+    rounding is half the lateral pod's, so a robot driving along world x has the smaller
+    one there (r_x 0.55× its average on the simulator's pods) and a turning robot both.
+    """
+    cov = rounding_covariance(W)
+    floor = rounding_floor(W)
+    th = np.asarray(heading, dtype=float)
+    world = world_step_variances(np.broadcast_to(cov, (th.size, 3, 3)), th)
+    return {a: world[a] - floor[a] for a in AXES}
 
 
 def predict_axis(
@@ -599,7 +640,7 @@ class SplitFilter:
         pose0: tuple[float, float, float] = (0.0, 0.0, 0.0),
         var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
         aiding: Aiding | None = None,
-        calibration: CalibrationError | None = None,
+        pods: PodGeometry | None = None,
     ) -> SplitResult:
         """Replay K frames of body increments through the three filters.
 
@@ -609,25 +650,30 @@ class SplitFilter:
                 rows with nan are treated as missing (predict only).
             pose0: initial x, y (m), heading (rad); var0 their variances.
             aiding: absolute pose samples (needs ``aid_model``).
-            calibration: the pod geometry's fitted uncertainty; its effect along the path
-                (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`) is added to
-                the odometry frame's offset variance.
+            pods: the geometry the increments were computed with. Its fitted uncertainty
+                (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`) adds to the
+                odometry frame's offset variance; its wheels' slip law
+                (:class:`~sensorbench.fusion.odometry_drift.PodSlip`) replaces
+                ``noise.drift`` as the per-step slip and the offset's random walk; its tick
+                rounding sets how r varies with the heading (:func:`rounding_shift`).
 
         Raises:
             FusionError: non-increasing times, shape mismatch, aiding without model.
         """
         t, inc, dt = frame_steps(t_s, body_increments)
         aid = self._aid_arrays(t, inc, pose0, aiding)
-        drift = self.noise.drift
+        calibration = None if pods is None else pods.calibration_error()
+        slip = None if pods is None else pods.slip_model()
+        drift = slip if slip is not None else self.noise.drift
         rest = np.all(inc == 0, axis=1)
-        slip: dict[str, Any] = dict.fromkeys(AXES)
+        slip_var: dict[str, Any] = dict.fromkeys(AXES)
         if drift is None:
             dv = {a: q * dt for a, q in zip(AXES, self.drift_q, strict=True)}
         else:
-            dv = {"theta": drift.step_variances(inc)[:, 2]}
-            slip["theta"] = dv["theta"]
+            # the heading's share does not depend on the heading
+            dv = {"theta": drift.axis_step_variances(inc, np.zeros(dt.size))["theta"]}
+            slip_var["theta"] = dv["theta"]
         if calibration is not None:
-            # heading's share first (rotation by heading does not change it)
             dv["theta"] = dv["theta"] + np.diff(calibration.variance(inc, np.zeros(t.size))[:, 2])
         th = run_axis(
             dt,
@@ -637,7 +683,7 @@ class SplitFilter:
             var0[2],
             gate=self.gate,
             drift_var=dv["theta"],
-            slip_var=slip["theta"],
+            slip_var=slip_var["theta"],
             rest=rest,
             **aid["theta"],
         )
@@ -646,10 +692,11 @@ class SplitFilter:
             world = np.diff(propagate_drift(inc, th.p, drift, var0), axis=0)
             dv["x"], dv["y"] = world[:, 0], world[:, 1]
             per_axis = drift.axis_step_variances(inc, th.p[:-1])
-            slip["x"], slip["y"] = per_axis["x"], per_axis["y"]
+            slip_var["x"], slip_var["y"] = per_axis["x"], per_axis["y"]
         if calibration is not None:
             cal = np.diff(calibration.variance(inc, th.p), axis=0)
             dv["x"], dv["y"] = dv["x"] + cal[:, 0], dv["y"] + cal[:, 1]
+        shift = dict.fromkeys(AXES) if pods is None else rounding_shift(pods.W, th.p[:-1])
         # world-frame arc of each step, rotated by the heading estimate at its start
         rel = se2_exp(np.nan_to_num(inc))
         c, s = np.cos(th.p[:-1]), np.sin(th.p[:-1])
@@ -665,8 +712,9 @@ class SplitFilter:
                 var0[j],
                 gate=self.gate,
                 drift_var=dv[a],
-                slip_var=slip[a],
+                slip_var=slip_var[a],
                 rest=rest,
+                r_shift=shift[a],
                 **aid[a],
             )
             for j, (a, zz) in enumerate((("x", zx), ("y", zy)))

@@ -45,6 +45,7 @@ POD_GEOMETRY_KEYS: dict[str, Any] = {
         )
     ],
     "calibration": dict.fromkeys(("units", "row_covariance")),
+    "slip": None,
 }
 """``pod_geometry`` files (``fit pods -o``)."""
 

@@ -30,7 +30,7 @@ def seed_rows(tmp: Path, seed: int) -> list[dict]:
     """One row per (drive, axis): NIS mean and band, 2σ hits, rejections, degraded."""
     paths = {n: simulate(tmp, n, 10 * seed + i) for i, n in enumerate(SCENARIOS)}
     geometry = fit_pods([load_drive(paths[n]) for n in DRIVES]).geometry()
-    noise = fit_noise([paths["square"], paths["spin"]], geometry).noise
+    noise = fit_noise([paths[n] for n in DRIVES], geometry).noise
     rows = []
     for name, path in paths.items():
         rp = replay_session(path, geometry, noise, reference="truth")
