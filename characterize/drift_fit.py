@@ -30,7 +30,6 @@ spin) stays 0 and the result says so.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +47,6 @@ TRIM = 25.0
 """An interval whose δ² exceeds this many times its fitted expectation is a bounce
 (p < 1e-6 for a Gaussian δ) and is dropped; refitted until no interval changes side."""
 MAX_TRIM_PASSES = 6
-SPANS = (1, 2, 4)
 MIN_EXCITATION = (0.5, 0.5, 1.0)
 """Summed |motion| per column (m, m, rad) below which a coefficient is not identified."""
 
@@ -95,11 +93,7 @@ class DriftFit:
 
 
 def _intervals(
-    drives: Sequence[Drive],
-    offsets: Sequence[float],
-    w_inv: np.ndarray,
-    interval_s: float,
-    heading: str,
+    drives: Sequence[Drive], offsets: Sequence[float], w_inv: np.ndarray, interval_s: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per usable interval: odometry-minus-reference body difference (M, 3), signed
     reference motion (M, 3), path length (M, 3) and endpoint speeds² summed (M, 3).
@@ -111,7 +105,7 @@ def _intervals(
     """
     deltas, signed, paths, ends = [], [], [], []
     for d, offset in zip(drives, offsets, strict=True):
-        dn, xi, bounds = drive_interval_frames(d, offset, interval_s, heading)
+        dn, xi, bounds = drive_interval_frames(d, offset, interval_s)
         if dn.shape[0] == 0:
             continue
         odo = d.counts.astype(float) @ w_inv.T
@@ -155,38 +149,6 @@ def speeds(odometry: np.ndarray, t_s: np.ndarray) -> np.ndarray:
     return (odometry[hi] - odometry[lo]) / dt[:, None]
 
 
-REF_SMOOTH_S = 0.1
-"""Span (s) of the local quadratic fit that smooths the reference before the intervals are
-taken (:func:`smooth_reference`)."""
-
-
-def smooth_reference(drive: Drive, span_s: float = REF_SMOOTH_S) -> Drive:
-    """The drive with its reference path smoothed by a local quadratic fit (Savitzky-Golay)
-    over ``span_s`` seconds, per run of samples without a gap.
-
-    An interval's reference increment carries the noise of its two end samples, which does
-    not grow with the interval, while slip does; at 0.5 mm of mocap noise the ends' share
-    (2·σ² ≈ 5e-7 m²) buries a slip of 0.35 mm per metre over two-second intervals. A
-    quadratic fit over n samples keeps a constant acceleration exactly and leaves about
-    3(3n² − 7)/(4n(n² − 4)) of the noise variance at its centre (0.18 at n = 13).
-    """
-    from scipy.signal import savgol_filter
-
-    t = drive.t_ref
-    if t.size < 7:
-        return drive
-    period = float(np.median(np.diff(t)))
-    n = round(span_s / max(period, 1e-9)) | 1
-    if n < 5:
-        return drive
-    ref = drive.ref.copy()
-    cuts = np.flatnonzero(np.diff(t) > 2.5 * period) + 1
-    for seg in np.split(np.arange(t.size), cuts):
-        if seg.size >= n:
-            ref[seg] = savgol_filter(drive.ref[seg], n, 2, axis=0)
-    return dataclasses.replace(drive, ref=ref)
-
-
 def gamma_nnls(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Non-negative coefficients of E[y] = x·β with Var y = 2·E[y]² (y = δ², δ Gaussian),
     and their standard errors ``√diag(2·(Xᵀ diag(1/μ²) X)⁻¹)`` (two reweightings)."""
@@ -227,10 +189,7 @@ def fit_drift(
             flag = repair_bounces(geometry.W, np.diff(d.counts, axis=0), np.diff(d.imu_yaw))[1]
             d.bounce = np.convolve(flag, np.ones(11), mode="same") > 0
     offsets = [align_drive(d, align_interval_s) for d in drives]
-    drives = [smooth_reference(d) for d in drives]
-    heading = "imu" if all(d.imu_yaw is not None for d in drives) else "mocap"
-    parts = [_intervals(drives, offsets, w_inv, interval_s * m, heading) for m in SPANS]
-    delta, signed, path, ends = (np.vstack([p[i] for p in parts]) for i in range(4))
+    delta, signed, path, ends = _intervals(drives, offsets, w_inv, interval_s)
     if delta.shape[0] < 10:
         raise FitError(f"only {delta.shape[0]} intervals to fit the odometry drift from")
     excitation = path.sum(axis=0)

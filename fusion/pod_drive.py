@@ -230,11 +230,11 @@ def drive_intervals(
 
 
 def drive_interval_frames(
-    drive: Drive, offset_s: float, interval_s: float, heading: str = "mocap"
+    drive: Drive, offset_s: float, interval_s: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`drive_intervals` plus each usable interval's first and last encoder frame
-    index (M, 2)."""
-    dn, xi, keep, bounds = _raw_intervals_at(drive, offset_s, interval_s, heading)
+    """:func:`drive_intervals` (mocap heading) plus each usable interval's first and
+    last encoder frame index (M, 2)."""
+    dn, xi, keep, bounds = _raw_intervals_at(drive, offset_s, interval_s, "mocap")
     return dn[keep], xi[keep], bounds[keep]
 
 def intervals_with_rate(
