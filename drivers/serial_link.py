@@ -33,9 +33,9 @@ is not protocol-specific, once for the LD19, the pods and the A1:
 A protocol subclasses it and overrides the hooks; the LD19 and the pods are
 stream-only (``consume`` parses what arrived), the A1
 (:class:`~sensorbench.drivers.a1.A1Scanner`) also overrides ``open_port``,
-``close_port``, ``on_open`` (identify, health, start the scan with
-rplidar-roboticia's request/response calls on the open port), ``read_chunk`` and
-``restart``. Hooks run on the thread that calls :meth:`~SerialLink.poll` and must not
+``close_port``, ``open_link`` and ``on_open`` (identify, health, start the scan with
+rplidar-roboticia's request/response calls on the open port, at the start and after
+each reopen), ``read_chunk``, ``on_lost`` and ``restart``. Hooks run on the thread that calls :meth:`~SerialLink.poll` and must not
 block longer than one request; ``counters`` and ``diagnose`` may be called from
 other threads and should only read plain attributes.
 """
