@@ -686,6 +686,9 @@ class A1Scanner(SerialLink):
     restarts the scan (``restart``), and the node stream is decoded into turns
     (``consume``). :class:`~sensorbench.drivers.a1_reader.A1Reader` runs it on the
     shared reader thread; the power-up sequencer and tests step it with :meth:`poll`.
+    :class:`A1Lidar` may reopen the port by itself (``recover`` after a descriptor
+    error or a stall), so the A1's hooks read, ask and close through the lidar's
+    current port, not the one the link was handed.
 
     Args:
         port: device path; a stable name (udev symlink, emulator link) survives replugs.
@@ -906,6 +909,10 @@ class A1Scanner(SerialLink):
         self._restarted()
         self.assembler.mark(TurnFlag.AFTER_RECONNECT)
 
+    def waiting(self, ser: serial.Serial) -> int:
+        """Bytes waiting in the lidar's current port (a recovery may have reopened it)."""
+        return self._lidar().in_waiting()
+
     def read_chunk(self, ser: serial.Serial, max_wait_s: float) -> bytes:
         """What arrived (waiting up to ``max_wait_s`` s for the first byte), preceded by
         the answers the requests read since the last chunk."""
@@ -956,8 +963,10 @@ class A1Scanner(SerialLink):
     def restart(self, ser: serial.Serial) -> serial.Serial:
         """Stop, clear input, reconnect, restart the scan (the cure for a stalled unit)."""
         lidar = self._lidar()
-        lidar.recover(restart=True)
-        self._restarted()
+        try:
+            lidar.recover(restart=True)
+        finally:
+            self._restarted()
         return lidar._serial
 
     def start_note(self) -> str:

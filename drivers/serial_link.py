@@ -33,11 +33,12 @@ is not protocol-specific, once for the LD19, the pods and the A1:
 A protocol subclasses it and overrides the hooks; the LD19 and the pods are
 stream-only (``consume`` parses what arrived), the A1
 (:class:`~sensorbench.drivers.a1.A1Scanner`) also overrides ``open_port``,
-``close_port``, ``open_link`` and ``on_open`` (identify, health, start the scan with
-rplidar-roboticia's request/response calls on the open port, at the start and after
-each reopen), ``read_chunk``, ``on_lost`` and ``restart``. Hooks run on the thread that calls :meth:`~SerialLink.poll` and must not
-block longer than one request; ``counters`` and ``diagnose`` may be called from
-other threads and should only read plain attributes.
+``close_port``, ``waiting``, ``open_link`` and ``on_open`` (identify, health, start
+the scan with rplidar-roboticia's request/response calls on the open port, at the
+start and after each reopen), ``read_chunk``, ``on_lost`` and ``restart``. Hooks run
+on the thread that calls :meth:`~SerialLink.poll` and must not block longer than one
+request; ``counters`` and ``diagnose`` may be called from other threads and should
+only read plain attributes.
 """
 
 from __future__ import annotations
@@ -176,6 +177,10 @@ class SerialLink:
     def read_chunk(self, ser: serial.Serial, max_wait_s: float) -> bytes:
         """Read what arrived, waiting at most about ``max_wait_s`` (s) for it."""
         return ser.read(self.read_size)
+
+    def waiting(self, ser: serial.Serial) -> int:
+        """Bytes received and not yet read (asked only with a ``backlog_limit``)."""
+        return int(ser.in_waiting)
 
     def consume(self, t_ns: int, data: bytes) -> int:
         """Parse one received chunk stamped ``t_ns`` (ns); return valid items decoded."""
@@ -323,11 +328,11 @@ class SerialLink:
     # -- internals ------------------------------------------------------------------
 
     def _event(self, t_ns: int, kind: str, message: str) -> None:
-        if kind == "error":
-            self.last_error = message
         exc = record_event(self.events, self.writer, self.name, t_ns, kind, message)
         if exc is not None:  # the writer failed (e.g. disk full)
             self.last_error = f"{self.name}: session writer failed: {exc}"
+        if kind == "error":
+            self.last_error = message
         if self.on_event is not None:
             self.on_event(t_ns, kind, message)
 
@@ -355,7 +360,7 @@ class SerialLink:
     def _check_backlog(self, ser: serial.Serial) -> None:
         if self.backlog.limit is None:
             return
-        waiting = ser.in_waiting
+        waiting = self.waiting(ser)
         if self.backlog.check(waiting):
             self._event(
                 time.monotonic_ns(),
