@@ -56,8 +56,6 @@ class A1Reader(ReaderThread):
             scan is restarted (s).
     """
 
-    kind = "a1"
-
     def __init__(
         self,
         name: str,
