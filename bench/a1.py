@@ -70,7 +70,7 @@ def _live(seconds: float, windows: int) -> tuple[tuple[Round, ...], tuple[Round,
         reader_cpu, emu_cpu = cpu_windows(
             [lambda: _thread_cpu_s(r_id), lambda: _thread_cpu_s(e_id)], seconds, windows
         )
-        turns = reader.turns_total
+        turns = reader.scanner.turns_total
         reader.stop()
     return reader_cpu, emu_cpu, turns
 

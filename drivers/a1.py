@@ -27,9 +27,7 @@ and ``disconnect`` releases it (motor spins)        current state; :meth:`A1Scan
 =================================================  =====================================
 
 The port is opened by the one transport function,
-:func:`~sensorbench.drivers.serial_port.open_serial`; silence and reconnect backoff
-are decided by the one reconnect machine,
-:class:`~sensorbench.drivers.link_watch.LinkWatch`; the errors are the typed device
+:func:`~sensorbench.drivers.serial_port.open_serial`; the errors are the typed device
 errors of :mod:`sensorbench.errors`.
 
 **Motor (DTR).** The A1's motor-control line follows the adapter's DTR: asserted =
@@ -38,11 +36,15 @@ the motor spins whenever no program holds the port. The first open of an
 :class:`A1Lidar` asserts DTR (the motor stops from that moment); later reopens keep the
 motor in the state the driver last set (:attr:`A1Lidar.motor_running`).
 
-:class:`A1Scanner` builds on it: it opens a device by path (a udev name works),
-identifies it, starts the standard scan, and turns node bytes into
+:class:`A1Scanner` is the A1 protocol on the shared serial transport
+(:class:`~sensorbench.drivers.serial_link.SerialLink`, as every device): the link
+reads, stamps, records raw bytes and decides silence, overruns, unplug and reconnect
+backoff (:class:`~sensorbench.drivers.link_watch.LinkWatch`); the scanner uses
+:class:`A1Lidar` for the request/response part (identify, health, sample rate, reset,
+start scan) on the open port and turns node bytes into
 :class:`~sensorbench.logs.LidarTurns` (angle rad CCW, range m with ``inf`` for no
-return, quality, host time), reconnecting after an unplug. The live session
-reader is :mod:`sensorbench.drivers.a1_reader`.
+return, quality, host time). The live session reader
+(:mod:`sensorbench.drivers.a1_reader`) runs it on the shared reader thread.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import rplidar
@@ -61,6 +64,7 @@ import serial
 
 from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1_clock import NodeClock
+from sensorbench.drivers.a1_clock import describe as describe_clock
 from sensorbench.drivers.a1_protocol import (
     MAX_RANGE_Q2,
     A1Health,
@@ -69,15 +73,16 @@ from sensorbench.drivers.a1_protocol import (
     Nodes,
     possible_nodes,
 )
-from sensorbench.drivers.link_watch import LinkWatch, Silence
+from sensorbench.drivers.link_watch import Backlog
+from sensorbench.drivers.serial_link import EventSink, SerialLink
 from sensorbench.drivers.serial_port import GONE_ERRNOS, open_serial
 from sensorbench.errors import DeviceProtocolError, DeviceSilent, DeviceUnplugged, DriverError
 from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, TurnFlag
 
-log = logging.getLogger("sensorbench.a1")
+if TYPE_CHECKING:
+    from sensorbench.logs import SessionWriter
 
-EventSink = Callable[[int, str, str], None]
-"""``sink(t_ns, kind, message)``; kinds as in the session event table."""
+log = logging.getLogger("sensorbench.a1")
 
 _POLL_S = 0.02  # the serial timeout of one low-level read (s); deadlines loop over it
 
@@ -107,10 +112,9 @@ class A1Lidar(rplidar.RPLidar):
         self.read_timeout_s = float(read_timeout_s)
         self.on_event = on_event
         self.has_modem_lines: bool | None = None
-        self.overruns = 0
+        self.backlog = Backlog(None)
         self.record_raw = False
         self._received = bytearray()
-        self._behind = False
         self.stale_bytes_discarded = 0
         super().__init__(os.fspath(port), baudrate=baudrate, timeout=_POLL_S, logger=logger or log)
 
@@ -469,17 +473,19 @@ class A1Lidar(rplidar.RPLidar):
         nodes, used, skipped = proto.decode_nodes(buf)
         return (self.take_received() if self.record_raw else chunk), nodes, buf[used:], skipped
 
+    @property
+    def overruns(self) -> int:
+        """Backlogs counted by :meth:`read_nodes` and :meth:`iter_measures` (nothing dropped)."""
+        return self.backlog.overruns
+
     def _check_backlog(self, limit: int) -> None:
         """Count (once per episode) a backlog beyond ``limit`` bytes; nothing is dropped."""
+        self.backlog.limit = limit
         backlog = self.in_waiting()
-        if backlog > limit and not self._behind:
-            self._behind = True
-            self.overruns += 1
+        if self.backlog.check(backlog):
             msg = f"host fell behind: {backlog} bytes waiting on {self.port} (kept, not flushed)"
             self.logger.warning(msg)
             self._emit("overrun", msg)
-        elif backlog < limit // 2:
-            self._behind = False
 
     def iter_measures(
         self, scan_type: str = "normal", max_buf_meas: int | bool = 3000
@@ -668,8 +674,21 @@ def spread_times(
     return t_ns - np.round(step * np.arange(k - 1, -1, -1)).astype(np.int64)
 
 
-class A1Scanner:
-    """A standard scan on one A1, as complete turns, surviving unplugs and stalls.
+class A1Scanner(SerialLink):
+    """A standard scan on one A1, as complete turns: the A1 protocol on the serial link.
+
+    The transport (:class:`~sensorbench.drivers.serial_link.SerialLink`) reads, stamps,
+    records raw bytes and handles silence, overruns, unplug and reconnect with
+    backoff, as for every device; this class supplies the A1's hooks: the port is
+    opened by :class:`A1Lidar` (DTR at the motor's state), a reopen identifies the
+    unit, checks its health and starts the scan with rplidar-roboticia's
+    request/response calls (``on_open``), a long silence stops, clears, reconnects and
+    restarts the scan (``restart``), and the node stream is decoded into turns
+    (``consume``). :class:`~sensorbench.drivers.a1_reader.A1Reader` runs it on the
+    shared reader thread; the power-up sequencer and tests step it with :meth:`poll`.
+    :class:`A1Lidar` may reopen the port by itself (``recover`` after a descriptor
+    error or a stall), so the A1's hooks read, ask and close through the lidar's
+    current port, not the one the link was handed.
 
     Args:
         port: device path; a stable name (udev symlink, emulator link) survives replugs.
@@ -681,11 +700,16 @@ class A1Scanner:
         reconnect_probe_s: deadline of the first request after a reopen (s); a unit
             still booting is retried after it.
         on_event: ``sink(t_ns, kind, message)`` for unplug/reconnect/stale/overrun/error.
+        name: device name (event source, stream names); the reader sets it.
 
     Use :meth:`open` (connect, identify, health), :meth:`start`, then call :meth:`poll`
     in a loop; it returns within ``max_wait_s`` while data flows, and within the
     request deadlines of one restart or reconnect attempt otherwise.
     """
+
+    kind = "a1"
+    valid_item = "complete turn"
+    backlog_limit = 3000  # rplidar-roboticia's max_buf_meas; counted, never flushed
 
     def __init__(
         self,
@@ -696,61 +720,43 @@ class A1Scanner:
         reconnect_backoff_s: float = 0.05,
         reconnect_probe_s: float = 0.25,
         on_event: EventSink | None = None,
+        name: str = "a1",
     ) -> None:
-        self.port = os.fspath(port)
-        self.read_timeout_s = read_timeout_s
-        self.stale_after_s = stale_after_s
-        self.restart_after_s = restart_after_s
-        self.reconnect_probe_s = reconnect_probe_s
-        self.watch = LinkWatch(
-            stale_after_s, reconnect_backoff_s, backoff_max_s=1.0, restart_after_s=restart_after_s
+        super().__init__(
+            name,
+            port,
+            proto.BAUD,
+            read_timeout_s=_POLL_S,
+            first_valid_timeout_s=5.0,
+            stale_after_s=stale_after_s,
+            backoff_s=reconnect_backoff_s,
+            backoff_max_s=1.0,
+            restart_after_s=restart_after_s,
+            on_event=on_event,
         )
-        self.on_event = on_event
+        self.request_timeout_s = read_timeout_s
+        self.reconnect_probe_s = reconnect_probe_s
+        self.attrs: dict[str, object] = {}
         self.lidar: A1Lidar | None = None
         self.info: A1Info | None = None
         self.health: A1Health | None = None
         self.sample_rate: A1SampleRate | None = None
         self.node_clock: NodeClock | None = None
         self.assembler = TurnAssembler()
-        self.bytes_total = 0
         self.nodes_total = 0
         self.bytes_skipped = 0
-        self.reconnects = 0
-        self.unplugs = 0
-        self.restarts = 0
-        self.last_error: str | None = None
-        self.last_data_ns: int | None = None
+        self.turns_total = 0
+        self.points_total = 0
+        self.crc_turns = 0
         self._tail = b""
+        self._node_bytes = 0  # the node bytes at the end of the chunk being consumed
+        self._out: list[LidarTurns] = []  # turns completed by the current poll
         self._skipped_unreported = 0
         self._skip_reported_ns = 0
         self._t_prev: int | None = None
         self._scanning = False
-        self._probing = False
 
-    @property
-    def connected(self) -> bool:
-        """True while the port is open."""
-        return self.lidar is not None and self.lidar.connected
-
-    @property
-    def online(self) -> bool:
-        """True while the port is open and not in the middle of a reconnect probe.
-
-        During a reconnect the port is open before the unit has answered; status
-        readers must not report it back until the ``reconnect`` event is out.
-        """
-        return self.connected and not self._probing
-
-    @property
-    def overruns(self) -> int:
-        """Host backlogs beyond 3000 bytes (counted, nothing dropped)."""
-        return self.lidar.overruns if self.lidar is not None else 0
-
-    def _emit(self, kind: str, message: str) -> None:
-        if kind == "error":
-            self.last_error = message
-        if self.on_event is not None:
-            self.on_event(time.monotonic_ns(), kind, message)
+    # -- the synchronous API (bring-up, tests) ---------------------------------------
 
     def connect(self) -> None:
         """Open the port if it is not open; a first open asserts DTR (the motor stops).
@@ -758,11 +764,8 @@ class A1Scanner:
         Raises:
             DeviceUnavailable: the port cannot be opened.
         """
-        if self.lidar is None:
-            self.lidar = A1Lidar(self.port, self.read_timeout_s, on_event=self.on_event)
-            self.lidar.record_raw = True
-        elif not self.lidar.connected:
-            self.lidar.connect()
+        if not self.connected:
+            self.attach(self.open_port())
 
     def park(self) -> None:
         """Hold the unit still with its port open: scan stopped, motor stopped (DTR set).
@@ -774,10 +777,11 @@ class A1Scanner:
             DriverError: the port cannot be opened, or went away.
         """
         self.connect()
-        if self._scanning or self.lidar.scanning[0]:
-            self.lidar.stop()
+        lidar = self._lidar()
+        if self._scanning or lidar.scanning[0]:
+            lidar.stop()
         self._scanning = False
-        self.lidar.stop_motor()
+        lidar.stop_motor()
 
     @property
     def motor_running(self) -> bool:
@@ -792,22 +796,27 @@ class A1Scanner:
             DriverError: cannot open, silent, not an A1, or in error after a reset.
         """
         self.connect()
-        self.info = self.lidar.get_info()
-        self._read_sample_rate()
+        info = self._lidar().get_info()
+        self.info = info
+        self._read_sample_rate(info)
         if check_health:
             self.check_health()
-        return self.info
+        return info
 
-    def _read_sample_rate(self) -> None:
+    def _read_sample_rate(self, info: A1Info) -> None:
         """Ask the sample duration (device-side turn timing) where the firmware has it."""
-        if self.sample_rate is not None or self.info.firmware < proto.SAMPLERATE_MIN_FIRMWARE:
+        if self.sample_rate is not None or info.firmware < proto.SAMPLERATE_MIN_FIRMWARE:
             return
         try:
-            self.sample_rate = self.lidar.get_sample_rate()
+            self.sample_rate = self._lidar().get_sample_rate()
         except DeviceUnplugged:
             raise
         except DriverError as err:
-            self._emit("note", f"no sample duration ({err}); turn times from the host clock")
+            self._event(
+                time.monotonic_ns(),
+                "note",
+                f"no sample duration ({err}); turn times from the host clock",
+            )
             return
         self.node_clock = NodeClock(self.sample_rate.standard_us)
 
@@ -820,131 +829,29 @@ class A1Scanner:
 
     def start(self) -> None:
         """Start the standard scan (motor through DTR where the port has it)."""
-        if self.lidar is None:
+        if self.lidar is None or self._ser is None:
             raise DriverError(f"A1 {self.port}: open() before start()")
         self.lidar.start("normal")
         self._scanning = True
-        self._tail = b""
-        self._t_prev = None
-        self.assembler.reset()
-        self._reset_clock()
-        self.last_data_ns = time.monotonic_ns()
-        self.watch.opened(self.last_data_ns)
+        self._restarted()
+        self.attach(self._ser)
 
-    def poll(self, max_wait_s: float = 0.05) -> tuple[int, bytes, LidarTurns]:
-        """Read once (up to ``max_wait_s`` s) and return ``(t_ns, raw_chunk, turns)``.
+    # the link's step, returning the turns too (the reader thread ignores the result)
+    def poll(self, max_wait_s: float = 0.05) -> tuple[int, bytes, LidarTurns]:  # type: ignore[override]
+        """One step of the link (up to ``max_wait_s`` s): ``(t_ns, raw_chunk, turns)``.
 
-        ``turns`` holds the turns completed by this chunk. After an unplug, the turn in
-        progress is returned flagged ``PACKET_LOSS`` and later calls try to reconnect;
-        the first turn after a reconnect carries ``AFTER_RECONNECT``.
+        ``raw_chunk`` is every byte received in the step (answers and descriptor
+        included); ``turns`` holds the turns it completed. After an unplug, the turn
+        in progress is returned flagged ``PACKET_LOSS`` and later calls try to
+        reconnect; the first turn after a reconnect carries ``AFTER_RECONNECT``.
         """
         if not self._scanning:
             raise DriverError(f"A1 {self.port}: start() before poll()")
-        if not self.connected:
-            self._try_reconnect()
-            time.sleep(max_wait_s if not self.connected else 0)
-            return time.monotonic_ns(), b"", LidarTurns.empty()
-        try:
-            chunk, nodes, self._tail, skipped = self.lidar.read_nodes(max_wait_s, self._tail)
-        except DeviceUnplugged as err:
-            return time.monotonic_ns(), self.lidar.take_received(), self._unplugged(err)
-        t_ns = time.monotonic_ns()
-        if not chunk:
-            self._silence(t_ns)
-            return t_ns, b"", LidarTurns.empty()
-        self.bytes_total += len(chunk)
-        self.last_data_ns = t_ns
-        if self.watch.data(t_ns):
-            self._emit("note", "data resumed")
-        if skipped:
-            self.bytes_skipped += skipped
-            self.assembler.mark(TurnFlag.CRC_ERRORS)
-            self._skipped_unreported += skipped
-        if self._skipped_unreported and t_ns - self._skip_reported_ns >= 1_000_000_000:
-            self._emit(
-                "crc_burst",
-                f"{self._skipped_unreported} bytes skipped re-aligning nodes (corruption or "
-                f"loss on the link) since the last report; {self.bytes_skipped} in all",
-            )
-            self._skipped_unreported = 0
-            self._skip_reported_ns = t_ns
-        self.nodes_total += len(nodes)
-        t_nodes = spread_times(self._t_prev, t_ns, len(nodes))
-        self._t_prev = t_ns
-        dev = None if self.node_clock is None else self.node_clock.stamp(len(nodes), t_ns, skipped)
-        return t_ns, chunk, self.assembler.feed(nodes, t_nodes, dev)
-
-    def _reset_clock(self) -> None:
-        if self.node_clock is not None:
-            self.node_clock.reset()
-
-    def _silence(self, t_ns: int) -> None:
-        verdict = self.watch.silence(t_ns)
-        silent_s = (t_ns - (self.last_data_ns or t_ns)) / 1e9
-        if verdict is Silence.STALE:
-            self._emit("stale", f"no bytes for {silent_s:.2f} s from {self.port} while scanning")
-        elif verdict is Silence.RESTART:
-            self._emit("error", f"silent for {silent_s:.1f} s: stop, clear input, reconnect")
-            self.last_data_ns = t_ns
-            try:
-                self.lidar.recover(restart=True)
-            except DeviceUnplugged as err:
-                self._unplugged(err)
-                return
-            except DriverError as err:
-                self._emit("error", f"restart after silence failed: {err}")
-                return
-            self.restarts += 1
-            self.assembler.reset()
-            self._reset_clock()
-            self._tail = b""
-
-    def _unplugged(self, err: DriverError) -> LidarTurns:
-        self.unplugs += 1
-        self.lidar.disconnect()
-        self._emit("unplug", str(err))
-        self.watch.lost(time.monotonic_ns())
-        partial = self.assembler.flush()
-        self._tail = b""
-        return partial
-
-    def _try_reconnect(self) -> None:
-        now = time.monotonic_ns()
-        if not self.watch.attempt_due(now):
-            return
-        if not os.path.exists(self.port):
-            self.watch.attempt_failed(now)
-            return
-        self._probing = True
-        try:
-            # reopened with DTR at the motor's state: a motor the scan had running
-            # keeps running through every attempt (no stop/start per attempt)
-            self.lidar.connect()
-            # a unit that was just plugged in boots before it answers: probe with a
-            # short deadline and retry soon rather than wait a full request deadline
-            self.lidar.read_timeout_s = min(self.read_timeout_s, self.reconnect_probe_s)
-            try:
-                self.info = self.lidar.get_info()
-            finally:
-                self.lidar.read_timeout_s = self.read_timeout_s
-            self.health = self.lidar.ensure_healthy()
-            self.lidar.start("normal")
-        except DriverError as err:
-            self.lidar.disconnect()
-            self.watch.attempt_failed(now)
-            self.last_error = str(err)
-            self._probing = False
-            return
-        self.reconnects += 1
-        self._tail = b""
-        self._t_prev = None
-        self.assembler.reset()
-        self._reset_clock()
-        self.assembler.mark(TurnFlag.AFTER_RECONNECT)
-        self.last_data_ns = time.monotonic_ns()
-        self.watch.opened(self.last_data_ns)
-        self._emit("reconnect", f"reopened {self.port} (serial {self.info.serial}); scanning")
-        self._probing = False
+        self._out = []
+        t_ns, data = super().poll(max_wait_s)
+        turns = LidarTurns.concat(self._out) if self._out else LidarTurns.empty()
+        self._out = []
+        return t_ns, data, turns
 
     def close(self) -> None:
         """Stop the scan (best effort) and release the port.
@@ -958,8 +865,210 @@ class A1Scanner:
         if self.lidar.connected:
             with contextlib.suppress(DriverError):
                 self.lidar.stop()
+        super().close()
         self.lidar.disconnect()
         self._scanning = False
+
+    # -- link hooks -----------------------------------------------------------------
+
+    def open_link(self) -> None:
+        """Open, identify, check health, emit ``start``, start the scan (a reader's start).
+
+        Raises:
+            DriverError: the device cannot be opened, is silent, or unhealthy after a reset.
+        """
+        self.open()
+        self._event(time.monotonic_ns(), "start", self.start_note())
+        self.start()
+
+    def open_port(self) -> serial.Serial:
+        """Open the port through :class:`A1Lidar` (DTR at the motor's state)."""
+        if self.lidar is None:
+            lidar = A1Lidar(self.port, self.request_timeout_s, on_event=self._event)
+            lidar.record_raw = True
+            self.lidar = lidar
+        else:
+            self.lidar.connect()
+        return self.lidar._serial
+
+    def close_port(self, ser: serial.Serial) -> None:
+        """Release the port (the motor spins from then on)."""
+        self._lidar().disconnect()
+
+    def on_open(self, ser: serial.Serial) -> None:
+        """After a reopen: identify (a short deadline: a unit still booting is retried
+        later), check health, restart the scan; the next turn is ``AFTER_RECONNECT``."""
+        lidar = self._lidar()
+        lidar.read_timeout_s = min(self.request_timeout_s, self.reconnect_probe_s)
+        try:
+            self.info = lidar.get_info()
+        finally:
+            lidar.read_timeout_s = self.request_timeout_s
+        self.health = lidar.ensure_healthy()
+        lidar.start("normal")
+        self._restarted()
+        self.assembler.mark(TurnFlag.AFTER_RECONNECT)
+
+    def waiting(self, ser: serial.Serial) -> int:
+        """Bytes waiting in the lidar's current port (a recovery may have reopened it)."""
+        return self._lidar().in_waiting()
+
+    def read_chunk(self, ser: serial.Serial, max_wait_s: float) -> bytes:
+        """What arrived (waiting up to ``max_wait_s`` s for the first byte), preceded by
+        the answers the requests read since the last chunk."""
+        lidar = self._lidar()
+        nodes = lidar.read_available(max_wait_s)
+        self._node_bytes = len(nodes)
+        return lidar.take_received()
+
+    def consume(self, t_ns: int, data: bytes) -> int:
+        """Decode the node bytes of ``data`` into turns; returns the complete valid turns."""
+        n, self._node_bytes = self._node_bytes, 0
+        buf = self._tail + (data[len(data) - n :] if n else b"")
+        nodes, used, skipped = proto.decode_nodes(buf)
+        self._tail = buf[used:]
+        if skipped:
+            self.bytes_skipped += skipped
+            self.assembler.mark(TurnFlag.CRC_ERRORS)
+            self._skipped_unreported += skipped
+        if self._skipped_unreported and t_ns - self._skip_reported_ns >= 1_000_000_000:
+            self._event(
+                t_ns,
+                "crc_burst",
+                f"{self._skipped_unreported} bytes skipped re-aligning nodes (corruption or "
+                f"loss on the link) since the last report; {self.bytes_skipped} in all",
+            )
+            self._skipped_unreported = 0
+            self._skip_reported_ns = t_ns
+        if not len(nodes):
+            return 0
+        self.nodes_total += len(nodes)
+        t_nodes = spread_times(self._t_prev, t_ns, len(nodes))
+        self._t_prev = t_ns
+        dev = None if self.node_clock is None else self.node_clock.stamp(len(nodes), t_ns, skipped)
+        return self._emit_turns(self.assembler.feed(nodes, t_nodes, dev))
+
+    def on_lost(self) -> None:
+        """Record the bytes read before the loss; emit the cut turn (``PACKET_LOSS``)."""
+        rest = self._lidar().take_received()
+        if rest:
+            self._received(time.monotonic_ns(), rest)
+        self._emit_turns(self.assembler.flush())
+        self._tail = b""
+
+    def on_reconnect(self) -> None:
+        """Drop the node tail, the turn in progress and the device clock."""
+        self._restarted()
+
+    def restart(self, ser: serial.Serial) -> serial.Serial:
+        """Stop, clear input, reconnect, restart the scan (the cure for a stalled unit)."""
+        lidar = self._lidar()
+        try:
+            lidar.recover(restart=True)
+        finally:
+            self._restarted()
+        return lidar._serial
+
+    def start_note(self) -> str:
+        """Model, firmware, hardware and serial of the unit, for the ``start`` event."""
+        info = self.info
+        if info is None:
+            return super().start_note()
+        return (
+            f"A1 model {info.model} firmware {info.firmware[0]}.{info.firmware[1]:02d} "
+            f"hardware {info.hardware} serial {info.serial} on {self.port}"
+        )
+
+    def reopen_note(self) -> str:
+        """The serial of the unit that answered, for the ``reconnect`` event."""
+        serial_no = self.info.serial if self.info is not None else "?"
+        return f"reopened {self.port} (serial {serial_no}); scanning"
+
+    def diagnose(self) -> str:
+        """Bytes and nodes since opening, with the likely cause."""
+        n = self.bytes_total - self.bytes_at_open
+        return (
+            f"{n} bytes, {self.nodes_total} nodes: is the motor spinning (DTR) and the "
+            "supply strong enough?"
+        )
+
+    def counters(self) -> tuple[int, int, int, int]:
+        """(turns with skipped bytes, nodes lost re-aligning, points, turns) since start."""
+        return (self.crc_turns, self.bytes_skipped // proto.NODE_LEN, self.points_total,
+                self.turns_total)  # fmt: skip
+
+    def final_note(self) -> str:
+        """Nodes decoded and what was skipped, recorded at stop."""
+        asm = self.assembler
+        return (
+            f"decoded {self.nodes_total} nodes; skipped: "
+            f"bytes_skipped={self.bytes_skipped} "
+            f"nodes_dropped={asm.nodes_dropped} (angle >= 360 deg); "
+            f"ranges_beyond_limit={asm.ranges_beyond_limit} (stored as nan)"
+        )
+
+    def raw_attrs(self) -> dict[str, Any]:
+        """Raw stream attributes: port, baud, kind and the protocol."""
+        return {**super().raw_attrs(), "protocol": "rplidar"}
+
+    def declare_streams(self, writer: SessionWriter) -> None:
+        """Add ``lidar/<name>``: the unit's identity where known, and how it is timed."""
+        info = self.info
+        device = {}
+        if info is not None:
+            device = {
+                "serial": info.serial,
+                "firmware": f"{info.firmware[0]}.{info.firmware[1]:02d}",
+                "hardware": info.hardware,
+                "model_id": info.model,
+            }
+        device_time = (
+            describe_clock(self.sample_rate)
+            if info is not None
+            else "node count x standard sample duration (GET_SAMPLERATE) where the unit "
+            "reports it (turns with device_ns), else none"
+        )
+        writer.add_lidar(
+            self.name,
+            attrs={
+                "model": "A1",
+                "port_path": self.port,
+                "intensity": "quality 0..63",
+                "device_time": device_time,
+                "native_units": "angle q6 degrees clockwise, distance q2 mm (converted once)",
+                **device,
+                **self.attrs,
+            },
+        )
+
+    # -- internals ------------------------------------------------------------------
+
+    def _lidar(self) -> A1Lidar:
+        if self.lidar is None:
+            raise DriverError(f"A1 {self.port}: open() first")
+        return self.lidar
+
+    def _restarted(self) -> None:
+        """A new scan (start, restart, reconnect): no tail, no turn, no clock anchor."""
+        self._tail = b""
+        self._t_prev = None
+        self.assembler.reset()
+        if self.node_clock is not None:
+            self.node_clock.reset()
+
+    def _emit_turns(self, turns: LidarTurns) -> int:
+        """Store turns (session, this poll's result, counters); returns the complete
+        ones without loss."""
+        if not turns.n_turns:
+            return 0
+        if self.writer is not None:
+            self.writer.append_turns(self.name, turns)
+        self._out.append(turns)
+        with self._lock:
+            self.turns_total += turns.n_turns
+            self.points_total += turns.n_points
+        self.crc_turns += int(((turns.flags & TurnFlag.CRC_ERRORS) > 0).sum())
+        return int(((turns.flags & TurnFlag.PACKET_LOSS) == 0).sum())
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """The one reconnect machine: silence detection and reopen backoff of a serial link.
 
-Every live link (the streaming readers on :class:`~sensorbench.drivers.serial_reader.SerialReader`
-and the A1 scanner) drives a :class:`LinkWatch` with what happens on it and asks it
-what to do next; the policy lives here once:
+Every live link (:class:`~sensorbench.drivers.serial_link.SerialLink`, under the
+LD19, pod and A1 readers alike) drives a :class:`LinkWatch` with what happens on it
+and asks it what to do next; the policy lives here once:
 
 - **silence**: no byte for ``stale_after_s`` → one ``stale`` verdict (the link
   reports it once per silence); data again → ``resumed``; silence for
@@ -10,6 +10,9 @@ what to do next; the policy lives here once:
   starts over so a restart is asked for at most once per ``restart_after_s``;
 - **loss**: the port failed (unplug) → a reopen is due at once; each failed attempt
   doubles the wait, from ``backoff_s`` up to ``backoff_max_s``; a reopen resets it.
+
+- **backlog**: more than a limit of bytes waiting in the port → one overrun per
+  episode (:class:`Backlog`; the episode ends below half the limit).
 
 Times are host ``time.monotonic_ns()`` values passed in by the caller, so the
 machine has no clock or thread of its own and is tested with plain numbers.
@@ -105,3 +108,28 @@ class LinkWatch:
     def wait_s(self, t_ns: int) -> float:
         """Seconds from ``t_ns`` until the next attempt is due (0 if due) (s)."""
         return max(0.0, (self.next_attempt_ns - t_ns) / 1e9)
+
+
+class Backlog:
+    """Overrun bookkeeping: one overrun per episode of more than ``limit`` waiting bytes.
+
+    Args:
+        limit: bytes waiting beyond which the host is behind, or None (not watched).
+    """
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.overruns = 0
+        self._behind = False
+
+    def check(self, waiting: int) -> bool:
+        """``waiting`` bytes are in the port: True when a new overrun episode begins."""
+        if self.limit is None:
+            return False
+        if waiting > self.limit and not self._behind:
+            self._behind = True
+            self.overruns += 1
+            return True
+        if waiting < self.limit // 2:
+            self._behind = False
+        return False
