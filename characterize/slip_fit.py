@@ -47,7 +47,10 @@ WINDOW_S = 0.25
 """Window (s): long enough that slip outweighs the two ends' rounding, short enough that
 the gyro bias is constant within it."""
 BIAS_WINDOWS = 40
-"""Neighbouring windows each side whose median U/T is the gyro bias."""
+"""Neighbouring windows each side whose median U/T is the gyro bias (fewer in a drive
+shorter than 81 windows: as many as it has)."""
+MIN_WINDOWS = 20
+"""Windows a drive needs (5 s at the default window)."""
 TRIM = 25.0
 """A window whose U² exceeds this many times its fitted expectation is a fault (p < 1e-6
 for a Gaussian U) and is dropped; refitted until none changes side."""
@@ -68,6 +71,7 @@ class SlipFit:
         n_windows: windows used; trimmed: windows dropped as faults.
         drag_identified: False when the drives hardly dragged a pod sideways.
         rolled_m, dragged_m: distance rolled and dragged by the pods the check sees (m).
+        window_s: window length (s).
     """
 
     slip: PodSlip
@@ -79,6 +83,7 @@ class SlipFit:
     drag_identified: bool
     rolled_m: float
     dragged_m: float
+    window_s: float
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (SI units)."""
@@ -93,8 +98,9 @@ class SlipFit:
             "drag_identified": self.drag_identified,
             "rolled_m": self.rolled_m,
             "dragged_m": self.dragged_m,
-            "method": "pods' heading against the IMU's over "
-            f"{WINDOW_S} s windows; every pod given the law of those the heading sees",
+            "window_s": self.window_s,
+            "method": "pods' heading against the IMU's over windows; every pod given the "
+            "law of those the heading sees",
         }
 
 
@@ -119,8 +125,9 @@ def _windows(
     frame = float(np.median(np.diff(drive.t_enc)))
     m = max(1, round(window_s / max(frame, 1e-9)))
     n_win = dn.shape[0] // m
-    if n_win < 2 * BIAS_WINDOWS + 1:
+    if n_win < MIN_WINDOWS:
         raise FitError(f"{drive.label}: {n_win} windows of {window_s} s; record longer")
+    half = min(BIAS_WINDOWS, (n_win - 1) // 2)
     cut = n_win * m
 
     def per_window(x: np.ndarray) -> np.ndarray:
@@ -129,7 +136,7 @@ def _windows(
     resid = per_window(dn @ g - imu)
     span = per_window(np.diff(drive.t_enc))
     rate = resid / span
-    bias = median_filter(rate, size=2 * BIAS_WINDOWS + 1, mode="nearest")
+    bias = median_filter(rate, size=2 * half + 1, mode="nearest")
     u = resid - bias * span
     weight = g**2 / c**2
     roll = per_window(rolled) @ weight
@@ -190,4 +197,5 @@ def fit_pod_slip(
         drag_ok,
         rolled_m,
         dragged_m,
+        window_s,
     )

@@ -1,11 +1,13 @@
-"""Issue #19's bar over ten seeds: per seed, pod geometry fitted on the fixed drives and the
-filter noise on the square and the spin (as the demo does), then every simulator drive
+"""Issue #19's bar over ten seeds: per seed, the pod geometry, the wheels' slip law and the
+filter noise fitted on the four fixed drives (as the demo does), then every simulator drive
 replayed against truth. Criteria (not loosened; the measured numbers are in docs/PODS.md):
 
-- mean calibrated NIS per axis inside its 95 % band in ≥ 90 % of (run, axis) pairs;
+- mean gated calibrated NIS per axis inside its 95 % band in ≥ 90 % of (run, axis) pairs;
 - truth inside the stated 2σ in 95 ± 3 % of the samples, per drive pooled over seeds;
 - rejections at most twice the gate's nominal rate, per drive pooled over seeds;
-- pods_faults, which no noise model makes consistent, is flagged by the monitor.
+- pods_faults (bouncing and slipping wheels) is flagged by the monitor.
+
+The NIS criterion is the one not met yet: it is a strict expected failure of its own.
 """
 
 from __future__ import annotations
@@ -71,19 +73,30 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory) -> list[dict]:
+    tmp = tmp_path_factory.mktemp("honesty")
+    return [row for s in SEEDS for row in seed_rows(tmp, s)]
+
+
+CLEAN = [d for d in SCENARIOS if d != "pods_faults"]
+
+
+@pytest.mark.slow
+def test_stated_sigma_covers_the_truth_and_the_gate_rejects_its_nominal_share(rows) -> None:
+    summary = summarise(rows)
+    assert summary["pods_faults"]["degraded"] > 0
+    for d in CLEAN:
+        assert abs(summary[d]["coverage2"] - 0.95) <= 0.03, (d, summary[d])
+        assert summary[d]["rejection_rate"] <= 2 * summary[d]["nominal"], (d, summary[d])
+
+
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="not met yet (docs/PODS.md, 'Over ten seeds'): NIS in band in 17 % of runs, "
-    "2σ coverage 63-99.5 % by drive and axis, forward y and figure-8 x reject > 2 %",
+    reason="not met yet (docs/PODS.md, 'Over ten seeds'): the mean gated NIS is in its band "
+    "in 72 % of the (run, axis) pairs; the figure-8's is 13-17 % high",
 )
-def test_filters_are_honest_over_ten_seeds(tmp_path) -> None:
-    rows = [row for s in SEEDS for row in seed_rows(tmp_path, s)]
-    summary = summarise(rows)
-    clean = [d for d in SCENARIOS if d != "pods_faults"]
-    assert summary["pods_faults"]["degraded"] > 0
-    in_band = np.mean([x["nis_ok"] for x in rows if x["drive"] in clean])
-    assert in_band >= 0.9, summary
-    for d in clean:
-        assert abs(summary[d]["coverage2"] - 0.95) <= 0.03, (d, summary[d])
-        assert summary[d]["rejection_rate"] <= 2 * summary[d]["nominal"], (d, summary[d])
+def test_mean_nis_is_inside_its_band_in_nine_runs_out_of_ten(rows) -> None:
+    in_band = np.mean([x["nis_ok"] for x in rows if x["drive"] in CLEAN])
+    assert in_band >= 0.9, summarise(rows)
