@@ -45,6 +45,7 @@ def _record(tmp_path, variant: str, unplug: bool = False):
 def test_every_received_frame_is_stored_exactly(tmp_path, variant: str) -> None:
     s, truth, status, b, _events, attrs = _record(tmp_path, variant)
     assert attrs["protocol"] == variant and attrs["counter_bits"] == 16
+    assert attrs["clock_nominal_slope"] == pytest.approx(1 / 10.0)  # the analysis times by it
     assert len(b) > 2000  # frames before the host opened the port are flushed
     first = int(b.seq[0])
     np.testing.assert_array_equal(b.seq, np.arange(first, 2400))  # no gap after the first
