@@ -124,7 +124,7 @@ def encoder_host_seconds(
 def _clock_slope(d: np.ndarray, h: np.ndarray, nominal: float, tolerance: float) -> float:
     """Slope of host ``h`` (s) on device ``d`` (s): nominal ± ``tolerance`` (relative)
     combined with the slope through :data:`RATE_BLOCKS` block means of the data."""
-    edges = np.linspace(d[0], d[-1], RATE_BLOCKS + 1)
+    edges = np.linspace(d.min(), d.max(), RATE_BLOCKS + 1)
     block = np.clip(np.searchsorted(edges, d, side="right") - 1, 0, RATE_BLOCKS - 1)
     n = np.bincount(block, minlength=RATE_BLOCKS)
     full = n > 0
