@@ -46,8 +46,9 @@ MAX_SPEED = 10.0
 """Fastest emulation the demo accepts. Above it, on two busy cores, the A1 readers fall
 behind the emulated line rate (captured turn periods drift from the truth), and the
 pod reader, which maps the MCU clock onto the host clock from receive times read every
-50 host ms, is left with a ~0.1 % slope error over a drive's few host seconds, which
-biases the fitted distance per tick by as much (2-3 stated σ). All sessions run at one
+50 host ms, is left with a ~0.1 % slope error over a drive's few host seconds (which
+the pod fit no longer inherits: it times the frames by the MCU clock at its nominal
+rate, ``fusion/pod_drive.encoder_host_seconds``). All sessions run at one
 speed: time-like model parameters (filter q, pose-error τ) are on the files' time base
 and a model fitted on one speed does not fit files of another."""
 POD_INTERVAL_SIM_S = 0.5

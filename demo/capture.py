@@ -146,7 +146,7 @@ def capture_scenario(
     )
     sim = robot.sim
     streams = {name: (name, getattr(sim, name)()) for name in pose_streams}
-    t0_ns = time.monotonic_ns() - round(robot.clock.now() / speed * 1e9)  # simulated 0
+    t0_ns = robot.clock.t0_ns  # host time of simulated 0
     bringup_at: list[float] = []
     stop = threading.Event()
     try:

@@ -7,6 +7,9 @@ decodes the frames it completes (binary or CSV, ``docs/PROTOCOLS.md``), and they
 appended as one :class:`~sensorbench.logs.EncoderBatch`:
 
 * ``device_ns``: the MCU's microsecond clock, unwrapped, in ns (what the device sent);
+  the stream attribute ``clock_nominal_slope`` is its nominal rate (host s per device
+  s: 1.0, or 1/speed for an emulator), which the analysis times the frames by
+  (:func:`~sensorbench.fusion.pod_drive.encoder_host_seconds`);
 * ``host_ns``: the frame's time on the host clock from a
   :class:`~sensorbench.drivers.device_clock.DeviceClock` fitted to the lower envelope
   of receive times (as for the LD19), never later than the frame's receive time and
@@ -98,6 +101,7 @@ class PodReader(SerialReader):
             "units": "counts: encoder ticks (cumulative, unwrapped); yaw: rad; yaw_rate: rad/s",
             "time_base": "host monotonic_ns via device clock (lower envelope of receive times), "
             "capped at the receive time; device_ns = MCU t_us * 1000, unwrapped",
+            "clock_nominal_slope": self.clock.nominal_slope or 1.0,
             **self.attrs,
         }
         writer.add_encoder(self.name, n_counts=p.n_pods, attrs=attrs)

@@ -94,13 +94,14 @@ def read_odometry(
             batch = stream.read(*window_ns)
             bits = stream.attrs.get("counter_bits")
             wrapped = bool(stream.attrs.get("counts_wrapped", False))
+            nominal_slope = stream.attrs.get("clock_nominal_slope")
     except SessionError as exc:
         raise FusionError(str(exc)) from exc
     if len(batch) < 2:
         raise FusionError(f"{path}: fewer than two encoder frames")
     if batch.counts.shape[1] != 3:
         raise FusionError(f"{path}: {batch.counts.shape[1]} counters, three-pod odometry needs 3")
-    t = encoder_host_seconds(batch.host_ns, batch.device_ns)
+    t = encoder_host_seconds(batch.host_ns, batch.device_ns, nominal_slope)
     t0_ns = int(batch.host_ns[0])
     t = t - t0_ns * 1e-9
     keep = np.concatenate([[True], np.diff(t) > 0])

@@ -27,6 +27,20 @@ from sensorbench.errors import FitError, SessionError
 from sensorbench.fusion.pod_kinematics import relative_poses, se2_log
 from sensorbench.logs import NO_DEVICE_TIME, Session
 
+MCU_CLOCK_TOLERANCE_PPM = 100.0
+"""Prior 1σ of a pod MCU clock's rate about its nominal (ppm): a crystal-clocked MCU
+is within ±20-50 ppm at 25 °C, plus temperature and ageing (a ceramic resonator,
+±0.5 %, is outside it and is caught by the conflict test of
+:func:`encoder_host_seconds`)."""
+RATE_BLOCKS = 8
+"""Blocks of equal device time whose mean host times give the data's clock slope."""
+RATE_CONFLICT_SIGMA = 10.0
+"""Data slope this many combined σ from the nominal: the clock is off nominal, trust the
+data. The block means of a wander lasting seconds are correlated, so their standard
+error understates it: host times 10 ms late from a third of a 10x drive on (2.2 host s)
+put the data's slope 0.45 % and 3.3 such σ from the nominal. 10 leaves a margin of 3
+over that and still trusts a resonator clock 0.3 % off over a 20 s drive (≥ 25σ)."""
+
 
 @dataclass
 class Drive:
@@ -64,12 +78,32 @@ def yaw_from_quat(q_xyzw: np.ndarray) -> np.ndarray:
     return np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 
-def encoder_host_seconds(host_ns: np.ndarray, device_ns: np.ndarray) -> np.ndarray:
+def encoder_host_seconds(
+    host_ns: np.ndarray,
+    device_ns: np.ndarray,
+    nominal_slope: float | None = None,
+    tolerance_ppm: float = MCU_CLOCK_TOLERANCE_PPM,
+) -> np.ndarray:
     """Encoder frame times on the host clock (s).
 
-    With a device clock, the host time is modelled as a straight line of the device
-    time (clock offset and drift, least squares), which removes the receive jitter;
-    without, the host receive times are used as they are.
+    With a device clock the frames are timed by it: host time is modelled as a
+    straight line of the device time, which removes the receive jitter. The line's
+    slope (host s per device s) comes from the stored host times only as far as
+    they can tell it: they carry the host's scheduling (a reader that fell behind
+    for a while stores a whole stretch late), and over a short session that
+    wander moves a least-squares slope by (wander / span), 0.1-0.5 % over the
+    2 host s of a 10x emulated drive, which scales every time interval and so
+    the fitted distance per tick by as much. Given the clock's ``nominal_slope``
+    (the encoder stream's ``clock_nominal_slope`` attribute: 1.0 for hardware,
+    1/N for an N× emulator), the slope is the precision-weighted mean of that
+    nominal (±``tolerance_ppm``) and the data's slope, whose standard error is
+    taken from :data:`RATE_BLOCKS` block means (so a wander lasting seconds
+    counts as what it is, not as thousands of independent points). Where the
+    data contradict the nominal by more than :data:`RATE_CONFLICT_SIGMA`
+    combined σ (a clock outside its tolerance), the data's slope is used. The
+    offset stays the least-squares one (the pod fit searches the encoder/reference
+    offset anyway). Without a nominal slope the least-squares line is used as is;
+    without a device clock, the host receive times.
     """
     host = np.asarray(host_ns, dtype=np.int64)
     dev = np.asarray(device_ns, dtype=np.int64)
@@ -79,9 +113,35 @@ def encoder_host_seconds(host_ns: np.ndarray, device_ns: np.ndarray) -> np.ndarr
     d = (dev[has_dev] - dev[has_dev][0]) * 1e-9
     h = (host[has_dev] - host[0]) * 1e-9
     slope, intercept = np.polyfit(d, h, 1)
+    if nominal_slope is not None:
+        slope = _clock_slope(d, h, float(nominal_slope), tolerance_ppm * 1e-6)
+        intercept = float(np.mean(h) - slope * np.mean(d))
     out = host[0] * 1e-9 + intercept + slope * (dev - dev[has_dev][0]) * 1e-9
     out[~has_dev] = host[~has_dev] * 1e-9
     return out
+
+
+def _clock_slope(d: np.ndarray, h: np.ndarray, nominal: float, tolerance: float) -> float:
+    """Slope of host ``h`` (s) on device ``d`` (s): nominal ± ``tolerance`` (relative)
+    combined with the slope through :data:`RATE_BLOCKS` block means of the data."""
+    edges = np.linspace(d.min(), d.max(), RATE_BLOCKS + 1)
+    block = np.clip(np.searchsorted(edges, d, side="right") - 1, 0, RATE_BLOCKS - 1)
+    n = np.bincount(block, minlength=RATE_BLOCKS)
+    full = n > 0
+    if np.count_nonzero(full) < 3:
+        return nominal
+    xs = np.bincount(block, d, RATE_BLOCKS)[full] / n[full]
+    ys = np.bincount(block, h, RATE_BLOCKS)[full] / n[full]
+    (b, a), *_ = np.linalg.lstsq(np.column_stack([xs, np.ones_like(xs)]), ys, rcond=None)
+    sxx = float(np.sum((xs - xs.mean()) ** 2))
+    resid = ys - (a + b * xs)
+    var_b = float(np.sum(resid**2)) / (xs.size - 2) / sxx
+    var_0 = (nominal * tolerance) ** 2
+    if (b - nominal) ** 2 > RATE_CONFLICT_SIGMA**2 * (var_b + var_0):
+        return float(b)
+    if var_b == 0.0:
+        return float(b)
+    return float((b / var_b + nominal / var_0) / (1.0 / var_b + 1.0 / var_0))
 
 
 def load_drive(
@@ -115,7 +175,9 @@ def load_drive(
         raise FitError(f"{path}: fewer than 20 encoder frames or valid reference samples")
     if batch.counts.shape[1] != 3:
         raise FitError(f"{path}: the encoder stream has {batch.counts.shape[1]} counters, not 3")
-    t_enc = encoder_host_seconds(batch.host_ns, batch.device_ns)
+    t_enc = encoder_host_seconds(
+        batch.host_ns, batch.device_ns, attrs.get("clock_nominal_slope")
+    )
     order = np.argsort(t_enc, kind="stable")
     yaw = batch.yaw[order]
     imu = np.unwrap(yaw) if np.all(np.isfinite(yaw)) else None

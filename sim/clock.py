@@ -18,11 +18,17 @@ class SimClock:
         if not speed > 0:
             raise SimError(f"speed must be > 0, got {speed}")
         self.speed = float(speed)
-        self._t0 = time.monotonic()
+        self._t0_ns = time.monotonic_ns()
+
+    @property
+    def t0_ns(self) -> int:
+        """Host monotonic time (ns) of simulated time 0: one clock reading, so it does
+        not move with scheduling the way ``monotonic_ns() - now() / speed`` does."""
+        return self._t0_ns
 
     def now(self) -> float:
         """Simulated seconds since the clock was created (s)."""
-        return (time.monotonic() - self._t0) * self.speed
+        return (time.monotonic_ns() - self._t0_ns) * 1e-9 * self.speed
 
     def sleep_until(self, sim_t: float, stop: object | None = None) -> None:
         """Sleep until simulated time ``sim_t`` (s); returns early if ``stop.is_set()``."""

@@ -77,7 +77,7 @@ class SimPoseSource:
         self.attrs = dict(attrs or {})
         self.period_s = float(period_s)
         if t0_ns is None:
-            t0_ns = time.monotonic_ns() - round(clock.now() / clock.speed * 1e9)
+            t0_ns = clock.t0_ns
         self.t0_ns = int(t0_ns)
         """Host monotonic time (ns) of simulated time 0."""
         self._next = dict.fromkeys(self.streams, 0)

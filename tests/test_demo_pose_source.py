@@ -62,8 +62,9 @@ def test_pose_source_streams_every_sample_on_the_host_clock(tmp_path: Path) -> N
     np.testing.assert_array_equal(got_p.flags, pose.flags)
     assert np.count_nonzero(got_p.flags & PoseFlag.RELOCALIZED) == pose.reloc_t_s.size
     assert [e.t_ns for e in relocs] == src.host_ns(pose.reloc_t_s).tolist()
-    # t0 is the host time of simulated 0: the clock's own origin to within scheduling
-    assert abs(src.t0_ns - (time.monotonic_ns() - clock.now() / SPEED * 1e9)) < 5e6
+    # t0 is the host time of simulated 0, the clock's own origin (one reading: two
+    # calls a preemption separates under load put it milliseconds off)
+    assert src.t0_ns == clock.t0_ns
 
 
 def test_pose_source_refuses_bad_streams_and_start_before_declare() -> None:

@@ -81,7 +81,7 @@ def test_capture_through_unplug_and_replug(tmp_path):
         # the link's default 0.5 s before an overrun (a 4 KiB pty buffer holds 57 ms at
         # 4x) dropped bytes under load and failed this test on crc_errors.
         emu.port.write_timeout_s = 30.0
-        t0_ns = time.monotonic_ns() - emu.clock.now() / SPEED * 1e9
+        t0_ns = emu.clock.t0_ns
         writer = SessionWriter(session, label="unplug")
         reader = LD19Reader(
             "ld19", link, writer, keep_turns=True, backoff_max_s=0.2, clock_slope=1 / SPEED
