@@ -10,7 +10,7 @@ import re
 import time
 
 import numpy as np
-from timing_util import SLACK_S
+from timing_util import SLACK_S, wait_until
 
 from sensorbench.drivers.a1_reader import A1Reader
 from sensorbench.drivers.ld19_reader import LD19Reader
@@ -23,14 +23,6 @@ from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples
 SPEED = 4.0
 SHARED = ("start", "stale", "unplug", "reconnect", "error", "overrun", "stop")
 """The event kinds the link and the reader thread emit (protocols add notes)."""
-
-
-def _wait(cond, timeout_s: float, what: str) -> None:
-    end = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.01)
 
 
 def _turns(reader) -> int:
@@ -72,22 +64,22 @@ def test_a1_and_ld19_go_through_stall_unplug_replug_alike(tmp_path):
         try:
             for r in readers:
                 r.start()
-            _wait(lambda: all(_turns(r) >= 5 for r in readers), 5.0, "5 turns each")
+            wait_until(lambda: all(_turns(r) >= 5 for r in readers), 5.0, "5 turns each")
             for emu in emulators:
                 emu.stall(1.0)  # > stale_after_s (0.5 s), < the A1's restart (3 s)
-            _wait(
+            wait_until(
                 lambda: all(any(e[1] == "stale" for e in r.events) for r in readers),
                 3.0,
                 "stale events",
             )
-            _wait(
+            wait_until(
                 lambda: all(any(e[2] == "data resumed" for e in r.events) for r in readers),
                 3.0,
                 "data resumed",
             )
             for emu in emulators:
                 emu.unplug()
-            _wait(
+            wait_until(
                 lambda: all(any(e[1] == "unplug" for e in r.events) for r in readers),
                 2.0,
                 "unplug events",
@@ -96,9 +88,9 @@ def test_a1_and_ld19_go_through_stall_unplug_replug_alike(tmp_path):
             time.sleep(0.2)
             a1_emu.replug()
             ld_emu.replug()
-            _wait(lambda: all(r.status().reconnects == 1 for r in readers), 5.0, "reconnects")
+            wait_until(lambda: all(r.status().reconnects == 1 for r in readers), 5.0, "reconnects")
             counts = [_turns(r) for r in readers]
-            _wait(
+            wait_until(
                 lambda: all(_turns(r) >= c + 5 for r, c in zip(readers, counts, strict=True)),
                 5.0,
                 "5 more turns each",
@@ -153,14 +145,14 @@ def test_a_reopened_a1_that_sends_no_turn_misses_the_shared_deadline(tmp_path):
         reader = A1Reader("a1", link, read_timeout_s=0.5, first_turn_timeout_s=deadline_s)
         reader.start()
         try:
-            _wait(lambda: reader.scanner.turns_total >= 3, 3.0, "3 turns")
+            wait_until(lambda: reader.scanner.turns_total >= 3, 3.0, "3 turns")
             emu.unplug()
-            _wait(lambda: any(e[1] == "unplug" for e in reader.events), 2.0, "unplug event")
+            wait_until(lambda: any(e[1] == "unplug" for e in reader.events), 2.0, "unplug event")
             emu.spinup_s = 1e6  # the next motor start never reaches speed
             emu.replug()
-            _wait(lambda: reader.status().reconnects == 1, 5.0, "reconnect")
+            wait_until(lambda: reader.status().reconnects == 1, 5.0, "reconnect")
             t_reconnect = time.monotonic()
-            _wait(
+            wait_until(
                 lambda: "of reopening" in (reader.status().last_error or ""),
                 deadline_s + 1.0 + SLACK_S,
                 "the no-turn error",

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from ld19_util import REF_MAX_SPEED
+from timing_util import wait_until
 
 from sensorbench.cli import cli
 from sensorbench.drivers.capture import CaptureResult, DeviceSummary, format_status, format_summary
@@ -150,14 +151,6 @@ def test_point_time_is_strictly_increasing_and_tracks_the_emission_time():
     assert np.all(np.diff(np.concatenate([d.t_ns for d in d_parts])) > 0)
 
 
-def _wait(cond, timeout_s: float, what: str) -> None:
-    end = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.01)
-
-
 def test_live_reader_keeps_recording_through_an_impossible_timestamp():
     """The bytes of issue #14: a packet with a good CRC and a timestamp >= 30000 in a
     stream on a pty; the reader skips it and records what follows."""
@@ -171,7 +164,7 @@ def test_live_reader_keeps_recording_through_an_impossible_timestamp():
             for i in range(0, len(stream), 47 * 75):  # 0.2 s of packets per send
                 port.send(stream[i : i + 47 * 75])
                 time.sleep(0.01)
-            _wait(lambda: reader.parser.counters.packets == 375 * 4 - 1, 5.0, "every packet")
+            wait_until(lambda: reader.parser.counters.packets == 375 * 4 - 1, 5.0, "every packet")
             assert reader.running
         finally:
             reader.stop()
@@ -203,9 +196,9 @@ def test_a_reader_that_raises_is_restarted_and_the_capture_says_data_were_lost(t
         writer.start()
         try:
             reader.start()
-            _wait(lambda: reader.reader_failures == 1, 10.0, "the failure")
+            wait_until(lambda: reader.reader_failures == 1, 10.0, "the failure")
             turns_then = reader.assembler.turns_out
-            _wait(lambda: reader.assembler.turns_out >= turns_then + 10, 5.0, "10 more turns")
+            wait_until(lambda: reader.assembler.turns_out >= turns_then + 10, 5.0, "10 more turns")
             assert reader.running
             status = reader.status()
         finally:

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from timing_util import SLACK_S
+from timing_util import SLACK_S, wait_until
 
 from sensorbench.drivers.ld19_decode import decode_ld19
 from sensorbench.drivers.ld19_reader import LD19Reader
@@ -19,14 +19,6 @@ from sensorbench.sim.emulator_ld19 import LD19Emulator, LD19Truth, SyntheticLD19
 from sensorbench.sim.pty import PtyPort
 
 SPEED = 4.0  # emulation speed-up: a 10 Hz turn every 25 ms of wall time
-
-
-def _wait(cond, timeout_s: float, what: str) -> None:
-    end = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.01)
 
 
 def _truth_turns(truth: LD19Truth, t0_ns: float) -> list[dict]:
@@ -91,14 +83,14 @@ def test_capture_through_unplug_and_replug(tmp_path):
         writer.start()
         try:
             reader.start()
-            _wait(lambda: reader.assembler.turns_out >= 10, 5.0, "10 turns")
+            wait_until(lambda: reader.assembler.turns_out >= 10, 5.0, "10 turns")
             emu.unplug()
-            _wait(lambda: any(e[1] == "unplug" for e in reader.events), 2.0, "unplug event")
+            wait_until(lambda: any(e[1] == "unplug" for e in reader.events), 2.0, "unplug event")
             before = reader.assembler.turns_out
             time.sleep(0.1)
             emu.replug()
-            _wait(lambda: reader.reconnects == 1, 3.0, "reconnect")
-            _wait(lambda: reader.assembler.turns_out >= before + 10, 5.0, "10 more turns")
+            wait_until(lambda: reader.reconnects == 1, 3.0, "reconnect")
+            wait_until(lambda: reader.assembler.turns_out >= before + 10, 5.0, "10 more turns")
             status = reader.status()
         finally:
             reader.stop()
@@ -159,11 +151,11 @@ def test_stall_reports_stale_and_resumes(tmp_path):
         reader = LD19Reader("ld19", emu.path, keep_turns=True)
         reader.start()
         try:
-            _wait(lambda: reader.assembler.turns_out >= 3, 5.0, "3 turns")
+            wait_until(lambda: reader.assembler.turns_out >= 3, 5.0, "3 turns")
             emu.stall(0.8)
-            _wait(lambda: any(e[1] == "stale" for e in reader.events), 2.0, "stale event")
+            wait_until(lambda: any(e[1] == "stale" for e in reader.events), 2.0, "stale event")
             n = reader.assembler.turns_out
-            _wait(lambda: reader.assembler.turns_out >= n + 3, 5.0, "turns after the stall")
+            wait_until(lambda: reader.assembler.turns_out >= n + 3, 5.0, "turns after the stall")
         finally:
             reader.stop()
     kinds = [e[1] for e in reader.events]
@@ -245,7 +237,7 @@ def test_a_failed_writer_stops_the_reader_with_the_cause():
         reader.declare(writer)
         reader.start()
         try:
-            _wait(lambda: not reader.running, 5.0, "the reader thread to stop")
+            wait_until(lambda: not reader.running, 5.0, "the reader thread to stop")
         finally:
             reader.stop()
     assert "No space left on device" in reader.status().last_error
@@ -261,10 +253,10 @@ def test_a_wrong_device_behind_the_link_after_a_replug_is_reported(tmp_path):
     reader = LD19Reader("ld19", link, first_valid_timeout_s=0.5, backoff_max_s=0.1)
     try:
         reader.start()
-        _wait(lambda: reader.assembler.turns_out >= 2, 5.0, "2 turns")
+        wait_until(lambda: reader.assembler.turns_out >= 2, 5.0, "2 turns")
         emu.stop()  # unplugged for good; something else appears under the same name
         with PtyPort(link=link, baud=115200) as other:
-            _wait(lambda: reader.reconnects == 1, 3.0, "reconnect")
+            wait_until(lambda: reader.reconnects == 1, 3.0, "reconnect")
             end = time.monotonic() + 3.0
             while reader.status().last_error is None or "reopening" not in reader.last_error:
                 other.send(b"RP LIDAR System.\r\n" * 20)  # an A1's boot banner, 115200 baud

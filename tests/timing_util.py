@@ -7,5 +7,17 @@ wait that hangs or retries without end, not a slow scheduler. How fast things ar
 measured by ``sensorbench bench``, not asserted here.
 """
 
+import time
+from collections.abc import Callable
+
 SLACK_S = 2.0
 """Scheduling allowance added to every upper bound on elapsed wall time (s)."""
+
+
+def wait_until(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Poll ``cond`` every 10 ms until it holds; fail the test after ``timeout_s``."""
+    end = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.01)
