@@ -287,13 +287,6 @@ def check_axis(
     return nis_consistency(np.concatenate(nis), np.concatenate(sign), gate), rho, bound
 
 
-def quantization_floor(geometry: PodGeometry) -> dict[str, float]:
-    """Variance of the odometry position from tick quantization alone, per axis, averaged
-    over the heading (:func:`~sensorbench.fusion.split_filter.rounding_floor`): the lowest
-    r the fit allows."""
-    return rounding_floor(geometry.W)
-
-
 ZOOM_ROUNDS = 8
 """Grid rounds of :func:`fit_axis` (each after the first halves the step)."""
 Q_ACC_RANGE_S = (1e-7, 1.0)
@@ -429,7 +422,7 @@ def fit_noise(
         n += inc.shape[0]
     if n < 50:
         raise FitError(f"only {n} encoder frames in all; record longer sessions")
-    floor = quantization_floor(geometry)
+    floor = rounding_floor(geometry.W)
     fits = {a: fit_axis(a, per_axis[a], floor[a], gate, max_frames) for a in AXES}
     return NoiseFit(fits, [os.path.basename(str(p)) for p in sessions], gate, drift, note)
 

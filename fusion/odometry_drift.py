@@ -114,7 +114,8 @@ def propagate_drift(
     drift: SlipModel,
     var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
 ) -> np.ndarray:
-    """Variance (K+1, 3) of the odometry pose error in the world (x, y m²; θ rad²).
+    """Variance (K+1, 3) of the odometry pose error in the world (x, y m²; θ rad²) under
+    the slip model ``drift`` (:func:`propagate_step_covariances` of its step covariances).
 
     Args:
         body_increments: (K, 3) body increments (m, m, rad); nan rows add nothing.
@@ -123,11 +124,29 @@ def propagate_drift(
         var0: initial variances (x, y, θ), uncorrelated.
     """
     inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
+    return propagate_step_covariances(inc, heading, drift.step_covariances(inc), var0)
+
+
+def propagate_step_covariances(
+    body_increments: np.ndarray,
+    heading: np.ndarray,
+    q: np.ndarray,
+    var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
+) -> np.ndarray:
+    """Variance (K+1, 3) of the odometry pose error in the world (x, y m²; θ rad²) from
+    each step's body-error covariance ``q`` (K, 3, 3), through the dead-reckoning shear.
+
+    Args:
+        body_increments: (K, 3) body increments (m, m, rad); nan rows add nothing.
+        heading: (K+1,) heading at each frame (rad) that rotates the increments.
+        q: (K, 3, 3) body covariance of each step's error.
+        var0: initial variances (x, y, θ), uncorrelated.
+    """
+    inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
     th = np.asarray(heading, dtype=float)[:-1]
     c, s = np.cos(th), np.sin(th)
     dxw = c * inc[:, 0] - s * inc[:, 1]
     dyw = s * inc[:, 0] + c * inc[:, 1]
-    q = drift.step_covariances(inc)
     world = world_step_variances(q, th)
     # cross terms of R·Q·Rᵀ between the world axes and the heading
     qxt = c * q[:, 0, 2] - s * q[:, 1, 2]

@@ -47,6 +47,7 @@ from sensorbench.fusion.split_filter import (
     PoseAidModel,
     SplitFilter,
     SplitResult,
+    rounding_covariance,
 )
 from sensorbench.logs import PoseFlag, Session
 
@@ -417,9 +418,9 @@ def replay_session(
     }
     if odo.imu_dtheta is not None:
         # the pods against the IMU's yaw: the only redundancy a lifted wheel shows in
-        w_inv = np.linalg.inv(geometry.W)
         raw = body_increments(geometry.W, odo.dn)[:, 2]
-        floor = float(np.sqrt((w_inv @ w_inv.T)[2, 2] / 6.0))
+        # a frame's Δθ holds the rounding of its two ends
+        floor = float(np.sqrt(2.0 * rounding_covariance(geometry.W)[2, 2]))
         travel = np.abs(odo.dn) @ geometry.c
         chi = heading_cross_check(raw, odo.imu_dtheta, floor, travel)
         monitor[CROSS_CHECK] = nis_monitor(chi, gate, monitor_window, monitor_level)

@@ -86,7 +86,7 @@ from sensorbench.fusion.consistency import calibrated_nis, t_equivalent_gate
 from sensorbench.fusion.kalman_kernels import RejectStreak, clip_to_gate, predict_pv, update_p
 from sensorbench.fusion.odometry_drift import (
     OdometryDrift,
-    propagate_drift,
+    propagate_step_covariances,
     world_step_variances,
 )
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
@@ -667,11 +667,12 @@ class SplitFilter:
         drift = slip if slip is not None else self.noise.drift
         rest = np.all(inc == 0, axis=1)
         slip_var: dict[str, Any] = dict.fromkeys(AXES)
-        if drift is None:
+        step_cov = None if drift is None else drift.step_covariances(inc)
+        if step_cov is None:
             dv = {a: q * dt for a, q in zip(AXES, self.drift_q, strict=True)}
         else:
             # the heading's share does not depend on the heading
-            dv = {"theta": drift.axis_step_variances(inc, np.zeros(dt.size))["theta"]}
+            dv = {"theta": step_cov[:, 2, 2]}
             slip_var["theta"] = dv["theta"]
         if calibration is not None:
             dv["theta"] = dv["theta"] + np.diff(calibration.variance(inc, np.zeros(t.size))[:, 2])
@@ -687,11 +688,11 @@ class SplitFilter:
             rest=rest,
             **aid["theta"],
         )
-        if drift is not None:
+        if step_cov is not None:
             # x and y drift with the heading error, along the path the heading filter gives
-            world = np.diff(propagate_drift(inc, th.p, drift, var0), axis=0)
+            world = np.diff(propagate_step_covariances(inc, th.p, step_cov, var0), axis=0)
             dv["x"], dv["y"] = world[:, 0], world[:, 1]
-            per_axis = drift.axis_step_variances(inc, th.p[:-1])
+            per_axis = world_step_variances(step_cov, th.p[:-1])
             slip_var["x"], slip_var["y"] = per_axis["x"], per_axis["y"]
         if calibration is not None:
             cal = np.diff(calibration.variance(inc, th.p), axis=0)

@@ -69,7 +69,7 @@ def test_propagated_variance_matches_monte_carlo_of_the_rows() -> None:
     assert np.all(pred[0] == 0)
 
 
-def test_without_the_covariance_a_path_is_certain_and_signed_motion_cancels() -> None:
+def test_a_scale_error_grows_along_a_leg_and_cancels_on_the_way_back() -> None:
     geo = _geometry()
     u = np.zeros((400, 3))
     u[:200, 0] = 0.002  # 0.4 m forward
