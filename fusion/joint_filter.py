@@ -58,8 +58,9 @@ import numpy as np
 from scipy.stats import chi2
 
 from sensorbench.fusion.kalman_kernels import RejectStreak, clip_to_gate
+from sensorbench.fusion.odometry_motion import jerk_sq, observed_accel
 from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
-from sensorbench.fusion.split_filter import FilterNoise, frame_steps, observed_accel_sq
+from sensorbench.fusion.split_filter import FilterNoise, frame_steps
 
 NIS_GATE_3D_99 = 11.34
 
@@ -134,18 +135,21 @@ class JointFilter:
         t, inc, dt = frame_steps(t_s, body_increments)
         r = np.diag([self.noise.x.r, self.noise.y.r, self.noise.theta.r])
         chord = se2_exp(np.nan_to_num(inc))[:, :2]
-        # per-step q of each world axis as the split filters state it: q + q_acc·â², â
-        # the dead-reckoned odometry's observed acceleration of that axis
+        # per-step q and fed-forward acceleration of each world axis as the split filters
+        # state them (q + q_jerk·ĵ², the dead-reckoned odometry's observed jerk and
+        # acceleration of that axis; rounding at r, no slip)
         heading = integrate_path(np.nan_to_num(inc), pose0)[:-1, 2]
         cw, sw = np.cos(heading), np.sin(heading)
         world = (cw * chord[:, 0] - sw * chord[:, 1], sw * chord[:, 0] + cw * chord[:, 1])
+        axes = list(
+            zip((self.noise.x, self.noise.y, self.noise.theta), (*world, inc[:, 2]), strict=True)
+        )
+        zeros = np.zeros(dt.size)
         q_steps = np.column_stack(
-            [
-                n.q + n.q_acc * observed_accel_sq(dt, w) if n.q_acc > 0 else np.full(dt.size, n.q)
-                for n, w in zip(
-                    (self.noise.x, self.noise.y, self.noise.theta), (*world, inc[:, 2]), strict=True
-                )
-            ]
+            [n.q + n.q_jerk * jerk_sq(dt, w, np.full(dt.size, n.r), zeros) for n, w in axes]
+        )
+        u_steps = np.column_stack(
+            [observed_accel(dt, w) if n.feedforward else zeros for n, w in axes]
         )
         k_n = dt.size
         s = np.zeros(6)
@@ -172,6 +176,8 @@ class JointFilter:
             G[:3] = np.eye(3) * h
             s_prev = s
             s = F @ s
+            s[:3] += 0.5 * u_steps[k] * h * h
+            s[3:] += u_steps[k] * h
             P = F @ P @ F.T + (G * (q_steps[k] * h)) @ G.T
             z = inc[k]
             if not np.all(np.isfinite(z)):

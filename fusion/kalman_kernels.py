@@ -26,13 +26,16 @@ Cov2 = tuple[float, float, float, float, float]
 """(p, v, Var p, Cov(p, v), Var v) of one axis."""
 
 
-def predict_pv(p: float, v: float, ppp: float, ppv: float, pvv: float, q: float, h: float) -> Cov2:
-    """Propagate one axis ``h`` seconds under the velocity random walk ``q``."""
+def predict_pv(
+    p: float, v: float, ppp: float, ppv: float, pvv: float, q: float, h: float, u: float = 0.0
+) -> Cov2:
+    """Propagate one axis ``h`` seconds under the velocity random walk ``q``, with a known
+    acceleration ``u`` (unit/s², a control input: it moves the mean, not the covariance)."""
     qh = q * h
     pvv_n = pvv + qh
     return (
-        p + v * h,
-        v,
+        p + v * h + 0.5 * u * h * h,
+        v + u * h,
         ppp + 2.0 * h * ppv + h * h * pvv + qh * h * h,
         ppv + h * pvv_n,
         pvv_n,
@@ -44,6 +47,36 @@ def update_p(p: float, v: float, ppp: float, ppv: float, pvv: float, nu: float, 
     kp = ppp / s
     kv = ppv / s
     return p + kp * nu, v + kv * nu, ppp - kp * ppp, ppv - kv * ppp, pvv - kv * ppv
+
+
+def update_p_correlated(
+    p: float,
+    v: float,
+    ppp: float,
+    ppv: float,
+    pvv: float,
+    cp: float,
+    cv: float,
+    nu: float,
+    s: float,
+    r: float,
+) -> tuple[float, float, float, float, float, float, float]:
+    """Kalman update with a position innovation ``nu`` whose measurement error e (variance
+    ``r``) is correlated with the state error by ``(cp, cv)`` = Cov((p̃, ṽ), e): the
+    Schmidt ("consider") update, e left unestimated. ``s`` = Var p + 2·cp + r; the gain is
+    ``(Var p + cp, Cov(p, v) + cv)/s``; returns the state, its covariance and the new
+    cross-covariance. With cp = cv = 0 it is :func:`update_p`."""
+    kp = (ppp + cp) / s
+    kv = (ppv + cv) / s
+    return (
+        p + kp * nu,
+        v + kv * nu,
+        ppp - kp * kp * s,
+        ppv - kp * kv * s,
+        pvv - kv * kv * s,
+        cp - kp * (cp + r),
+        cv - kv * (cp + r),
+    )
 
 
 def clip_to_gate(nu: Any, s: Any, gate: float) -> Any:

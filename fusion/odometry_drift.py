@@ -74,6 +74,12 @@ class OdometryDrift:
         of R·diag(Vx, Vy)·Rᵀ, m²), heading as is (rad²)."""
         return world_step_variances(self.step_covariances(body_increments), heading)
 
+    def step_covariance_parts(self, body_increments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rolling, dragging) parts of :meth:`step_covariances`: a body-axis model does not
+        tell them apart, so all of it is the first part."""
+        whole = self.step_covariances(body_increments)
+        return whole, np.zeros_like(whole)
+
     def as_dict(self) -> dict[str, Any]:
         """``{error_axis: {"per_m_x", "per_m_y", "per_rad"}}`` (SI: m²/m, rad²/m, ...)."""
         return {
@@ -192,15 +198,30 @@ class PodSlip:
 
     def step_covariances(self, body_increments: np.ndarray) -> np.ndarray:
         """Covariance (K, 3, 3) of each step's body error (m², m·rad, rad²)."""
+        roll, drag = self.step_covariance_parts(body_increments)
+        return roll + drag
+
+    def step_covariance_parts(self, body_increments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rolling and the dragging part (K, 3, 3 each) of :meth:`step_covariances`: the
+        filter noise fit scales them separately (each coefficient is known only to its
+        standard error, and the drives weigh the two differently)."""
+        roll, drag = self.pod_tick_variances(body_increments)
+        w_inv = np.linalg.pinv(np.asarray(self.W, dtype=float))
+        return (
+            np.einsum("ji,ki,li->kjl", w_inv, roll, w_inv),
+            np.einsum("ji,ki,li->kjl", w_inv, drag, w_inv),
+        )
+
+    def pod_tick_variances(self, body_increments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rolling and dragging slip variance (K, N each) of each pod's travel over each
+        step, in tick²."""
         w = np.asarray(self.W, dtype=float)
         inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
         c = 1.0 / np.hypot(w[:, 0], w[:, 1])
         phi = np.arctan2(w[:, 1], w[:, 0])
         rolled = np.abs(inc @ w.T) * c
         dragged = np.abs(-np.sin(phi) * inc[:, :1] + np.cos(phi) * inc[:, 1:2])
-        var_ticks = (self.roll_var * rolled + self.drag_var * dragged) / c**2
-        w_inv = np.linalg.pinv(w)
-        return np.einsum("ji,ki,li->kjl", w_inv, var_ticks, w_inv)
+        return self.roll_var * rolled / c**2, self.drag_var * dragged / c**2
 
     def axis_step_variances(
         self, body_increments: np.ndarray, heading: np.ndarray
@@ -211,9 +232,13 @@ class PodSlip:
 
 class SlipModel(Protocol):
     """What the filters need of a slip model: body-frame covariances of each step and the
-    split filters' per-axis share of them."""
+    split filters' per-axis share of them, whole and as (rolling, dragging) parts."""
 
     def step_covariances(self, body_increments: np.ndarray) -> np.ndarray: ...
+
+    def step_covariance_parts(
+        self, body_increments: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]: ...
 
     def axis_step_variances(
         self, body_increments: np.ndarray, heading: np.ndarray

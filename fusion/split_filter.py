@@ -29,12 +29,16 @@ the *heading filter's* estimate at the start of the step, so the heading filter
 runs first and the x and y filters take its output — the only coupling, and a
 one-way one.
 
-Fitted refinements (``AxisNoise``; docs/PODS.md): q grows with the odometry's observed
-squared acceleration (``q_acc``), the odometry position takes a slip random walk per
-step (``slip_scale`` × the slip model's step variance), and the innovations may follow a
-Student-t law (``dof``): the gate then uses the F(1, dof) bound with the same tail, and
-each update's NIS is also given calibrated to χ²₁ (``AxisTrack.nis_chi2``; nan at frames
-at rest, which test nothing).
+Fitted refinements (``AxisNoise``; docs/PODS.md): the prediction takes the odometry's
+observed acceleration as a known input and q grows with its observed squared jerk
+(``feedforward``, ``q_jerk``; :mod:`~sensorbench.fusion.odometry_motion`); the odometry
+position takes a slip random walk per step (``slip_scale`` and ``drag_scale`` × the
+wheels' rolling and dragging slip of the step); the tick rounding r follows the heading
+and each pod's fresh rounding, its correlation from frame to frame carried as a Schmidt
+cross-covariance (:func:`rounding_profile`, :func:`rounding_correlation`); and the
+innovations may follow a Student-t law (``dof``, from older fits): the gate then uses
+the F(1, dof) bound with the same tail, and each update's NIS is also given calibrated
+to χ²₁ (``AxisTrack.nis_chi2``; nan at frames at rest, which test nothing).
 
 Each update is a 2×2 covariance propagation and a scalar division (no matrix
 inverse). An innovation whose NIS ``ν²/S`` exceeds the gate (default 6.63, the
@@ -83,20 +87,29 @@ import numpy as np
 
 from sensorbench.errors import FusionError, ModelFileError
 from sensorbench.fusion.consistency import calibrated_nis, t_equivalent_gate
-from sensorbench.fusion.kalman_kernels import RejectStreak, clip_to_gate, predict_pv, update_p
+from sensorbench.fusion.kalman_kernels import (
+    RejectStreak,
+    clip_to_gate,
+    predict_pv,
+    update_p_correlated,
+)
 from sensorbench.fusion.odometry_drift import (
     OdometryDrift,
+    PodSlip,
+    SlipModel,
     propagate_step_covariances,
     world_step_variances,
 )
+from sensorbench.fusion.odometry_motion import jerk_sq, observed_accel
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
+from sensorbench.fusion.tick_rounding import rounding_share
 from sensorbench.logs.model_file import read_model, write_model
 from sensorbench.logs.model_keys import FILTER_NOISE_KEYS
 
 AXES = ("x", "y", "theta")
 NIS_GATE_99 = 6.63
 NOISE_MODEL_KIND = "filter_noise"
-NOISE_MODEL_VERSION = 1
+NOISE_MODEL_VERSION = 2
 DRIFT_UNITS = "per_m_x, per_m_y: m^2 (rad^2 for theta) per m; per_rad: the same per rad"
 NOISE_MODEL_UNITS = {
     "q_xy": "m^2/s^3",
@@ -104,33 +117,6 @@ NOISE_MODEL_UNITS = {
     "r_xy": "m^2",
     "r_theta": "rad^2",
 }
-
-
-ACCEL_FRAMES = 10
-"""Frames per half of the window :func:`observed_accel_sq` differences."""
-
-
-def observed_accel_sq(dt: np.ndarray, z: np.ndarray, frames: int = ACCEL_FRAMES) -> np.ndarray:
-    """Squared acceleration (unit²/s⁴) of one axis seen by the odometry before each step.
-
-    For step k: the mean velocity over the ``frames`` steps before it minus the mean over
-    the ``frames`` before those, divided by the time between the two windows' centres.
-    Causal (step k's own increment is not used); 0 for the first 2·frames steps; nan
-    increments count as no motion.
-    """
-    d = np.asarray(dt, dtype=float)
-    x = np.nan_to_num(np.asarray(z, dtype=float))
-    m = int(frames)
-    out = np.zeros(d.size)
-    if d.size <= 2 * m:
-        return out
-    cz = np.concatenate([[0.0], np.cumsum(x)])
-    ct = np.concatenate([[0.0], np.cumsum(d)])
-    k = np.arange(2 * m, d.size)
-    t1, t0 = ct[k] - ct[k - m], ct[k - m] - ct[k - 2 * m]
-    v1, v0 = (cz[k] - cz[k - m]) / t1, (cz[k - m] - cz[k - 2 * m]) / t0
-    out[2 * m :] = ((v1 - v0) / (0.5 * (t1 + t0))) ** 2
-    return out
 
 
 @dataclass(frozen=True)
@@ -142,35 +128,52 @@ class AxisNoise:
         r: odometry-position variance (unit²; the scale² of the innovation's measurement
             part: tick quantization).
         dof: degrees of freedom of a Student-t innovation law (∞ = Gaussian, the default).
-        q_acc: growth of the velocity random walk with the odometry's observed squared
-            acceleration (s): the step's q is ``q + q_acc·â²``
-            (:func:`observed_accel_sq`). A velocity that ramps is not a random walk of
-            fixed intensity; with q ∝ â² the lag of the prediction during a ramp is the
-            same number of standard deviations whatever the ramp's slope, so one q_acc
-            fits slow and brisk drives. 0 = fixed q.
+        q_jerk: growth of the velocity random walk with the odometry's observed squared
+            jerk (s³): the step's q is ``q + q_jerk·ĵ²``
+            (:func:`~sensorbench.fusion.odometry_motion.jerk_sq`). With the observed
+            acceleration fed forward (``feedforward``), what the prediction misses is how
+            fast the acceleration changes; 0 = fixed q.
         slip_scale: the share of the odometry slip model's per-step variance
             (:meth:`~sensorbench.fusion.odometry_drift.OdometryDrift.axis_step_variances`)
             that shows in the step's own increment (a position random walk of the
-            odometry; dimensionless). The slip model is fitted over seconds against mocap
-            and also holds calibration error that only builds up over a path; the
-            increments see the white part. Used only with a slip model.
+            odometry; dimensionless): of the rolling part, and of the whole when the slip
+            model does not split it. Used only with a slip model.
+        drag_scale: the same for the dragging part of a wheel slip law
+            (:meth:`~sensorbench.fusion.odometry_drift.PodSlip.step_covariance_parts`);
+            None = ``slip_scale``. The two laws' coefficients are each known to their
+            standard error (≈ 10 % from a few minutes of drives) and the axes and drives
+            weigh them differently (a straight drive's lateral axis sees only drag), so
+            the noise fit scales them apart.
+        feedforward: the prediction takes the odometry's observed acceleration
+            (:func:`observed_accel`) as a known input, ``v ← v + â·h``,
+            ``p ← p + v·h + ½·â·h²``: a robot turning while it drives accelerates for
+            seconds on end in the world x and y (and its yaw rate changes for as long),
+            which a velocity random walk follows only with a lag that no fixed q states.
+            Models fitted before it was offered load without it.
     """
 
     q: float
     r: float
     dof: float = math.inf
-    q_acc: float = 0.0
+    q_jerk: float = 0.0
     slip_scale: float = 1.0
+    drag_scale: float | None = None
+    feedforward: bool = False
 
     def __post_init__(self) -> None:
         if not (self.q > 0 and self.r > 0 and math.isfinite(self.q) and math.isfinite(self.r)):
             raise FusionError(f"filter noise must be finite and > 0, got q={self.q}, r={self.r}")
         if not self.dof > 2:
             raise FusionError(f"Student-t degrees of freedom must be > 2, got {self.dof}")
-        for name in ("q_acc", "slip_scale"):
+        for name in ("q_jerk", "slip_scale", "drag_share"):
             val = getattr(self, name)
             if not (val >= 0 and math.isfinite(val)):
                 raise FusionError(f"{name} must be finite and >= 0, got {val}")
+
+    @property
+    def drag_share(self) -> float:
+        """The scale of the dragging part (``drag_scale``, or ``slip_scale`` when unset)."""
+        return self.slip_scale if self.drag_scale is None else self.drag_scale
 
 
 @dataclass(frozen=True)
@@ -214,15 +217,19 @@ def save_noise_model(
     write_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, prov, body)
 
 
-def _axis_table(n: AxisNoise) -> dict[str, float]:
+def _axis_table(n: AxisNoise) -> dict[str, float | bool]:
     """An axis's [axes] row; ``dof`` only for a Student-t law (older readers keep working)."""
-    row = {"q": n.q, "r": n.r}
+    row: dict[str, float | bool] = {"q": n.q, "r": n.r}
     if math.isfinite(n.dof):
         row["dof"] = n.dof
-    if n.q_acc > 0:
-        row["q_acc"] = n.q_acc
+    if n.q_jerk > 0:
+        row["q_jerk"] = n.q_jerk
     if n.slip_scale != 1.0:
         row["slip_scale"] = n.slip_scale
+    if n.drag_scale is not None:
+        row["drag_scale"] = n.drag_scale
+    if n.feedforward:
+        row["feedforward"] = True
     return row
 
 
@@ -231,6 +238,12 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     doc = read_model(
         path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, keys=FILTER_NOISE_KEYS
     )
+    if any("q_acc" in t for t in doc.get("axes", {}).values() if isinstance(t, Mapping)):
+        raise ModelFileError(
+            f"{path}: its q grows with the observed acceleration (q_acc, format 1); the "
+            "filters now feed that acceleration forward and grow q with the jerk instead, "
+            "so the fitted values do not carry over: refit with `sensorbench fit noise`"
+        )
     try:
         axes = doc["axes"]
         x, y, theta = (
@@ -238,8 +251,10 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
                 float(axes[a]["q"]),
                 float(axes[a]["r"]),
                 float(axes[a].get("dof", math.inf)),
-                float(axes[a].get("q_acc", 0.0)),
+                float(axes[a].get("q_jerk", 0.0)),
                 float(axes[a].get("slip_scale", 1.0)),
+                _optional_float(axes[a].get("drag_scale")),
+                _strict_bool(axes[a].get("feedforward", False)),
             )
             for a in AXES
         )
@@ -253,6 +268,16 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
         except FusionError as exc:
             raise ModelFileError(f"{path}: [drift] table: {exc}") from exc
     return FilterNoise(x, y, theta, drift=drift)
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _strict_bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"feedforward must be true or false, not {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -349,7 +374,9 @@ def run_axis(
     drift_var: np.ndarray | None = None,
     slip_var: np.ndarray | None = None,
     rest: np.ndarray | None = None,
-    r_shift: np.ndarray | None = None,
+    r_profile: np.ndarray | None = None,
+    drag_var: np.ndarray | None = None,
+    r_corr: np.ndarray | None = None,
 ) -> AxisTrack:
     """Run one axis filter over K odometry increments.
 
@@ -372,17 +399,24 @@ def run_axis(
             unit²: how far the odometry drifts from the world (slip, scale), which is
             what absolute fixes correct; None = no drift. A negative entry (a heading
             error cancelling on the way back) shrinks it, never below 0.
-        slip_var: the slip model's variance (K,) of each step (unit²); ``noise.slip_scale``
-            times it is the position random walk the odometry takes by slip, added to
-            Var p at each prediction (a step's increment may differ from the motion by
-            its slip); None = none.
+        slip_var: the slip model's variance (K,) of each step (unit²): its rolling part
+            when ``drag_var`` is given, else the whole; ``noise.slip_scale`` times it (plus
+            ``noise.drag_share`` times ``drag_var``) is the position random walk the
+            odometry takes by slip, added to Var p at each prediction (a step's increment
+            may differ from the motion by its slip); None = none.
+        drag_var: the dragging part (K,) of the slip model's step variance (unit²).
+        r_corr: (K,) correlation of the rounding error at the end of each step with the one
+            at its start (:func:`rounding_correlation`: 0 for a fresh draw, 1 for a wheel
+            that did not turn, negative for one turning a steady half tick per frame);
+            carried as the Schmidt cross-covariance of the state error with it; None = 0
+            (white rounding).
         rest: (K,) True for frames where no pod's count changed: the update is applied, but
             its calibrated NIS is nan (not tested): the rounding error of an unchanged
             count is the previous frame's, not a fresh draw of r, so the white-r model
             over-states S there by design and the innovation tests nothing.
-        r_shift: (K,) added to r at each step (unit²): how the tick rounding of this axis
-            differs from its heading-averaged value at the step's heading
-            (:func:`rounding_shift`); None = r throughout.
+        r_profile: (K,) r is multiplied by it at each step: how the tick rounding of this
+            axis at the step's heading and with each pod's fresh rounding differs from its
+            white heading-averaged level (:func:`rounding_profile`); None = r throughout.
         max_rejects: after this many consecutive rejected increments (a bounce
             spans a few frames) the model, not the data, is taken to be wrong: the
             odometry of the whole streak is restored, the next increment applied
@@ -395,10 +429,13 @@ def run_axis(
     z_a = np.asarray(z, dtype=float)
     k_n = dt_a.size
     dv = np.zeros(k_n) if drift_var is None else np.asarray(drift_var, dtype=float)
-    q, r, dof, q_acc = float(noise.q), float(noise.r), float(noise.dof), float(noise.q_acc)
-    a2 = observed_accel_sq(dt_a, z_a) if q_acc > 0 else None
+    q, r, dof, q_jerk = float(noise.q), float(noise.r), float(noise.dof), float(noise.q_jerk)
     sv = np.zeros(k_n) if slip_var is None else noise.slip_scale * np.asarray(slip_var, float)
-    rk = np.full(k_n, r) if r_shift is None else r + np.asarray(r_shift, float)
+    if drag_var is not None:
+        sv = sv + noise.drag_share * np.asarray(drag_var, float)
+    rk = np.full(k_n, r) if r_profile is None else r * np.asarray(r_profile, float)
+    j2 = jerk_sq(dt_a, z_a, rk, sv) if q_jerk > 0 else np.zeros(k_n)
+    u = observed_accel(dt_a, z_a) if noise.feedforward else np.zeros(k_n)
     gate_nis = t_equivalent_gate(gate, dof)
     p_out = np.empty(k_n + 1)
     v_out = np.empty(k_n + 1)
@@ -426,20 +463,24 @@ def run_axis(
     # the odometry frame starts exactly at p0; its offset b from the world carries
     # the start uncertainty and grows by drift_var over each step
     ppp, ppv, pvv = 0.0, 0.0, float(var_v0)
+    rho = np.zeros(k_n) if r_corr is None else np.asarray(r_corr, dtype=float)
+    cp = cv = 0.0  # Cov((p̃, ṽ), e): the state error against the rounding it last took in
     b, pbb = 0.0, float(var_p0)
     p_out[0], v_out[0], pp_out[0], vv_out[0] = p, v, pbb, pvv
     for k in range(k_n):
         p_prev = p
-        qk = q if a2 is None else q + q_acc * float(a2[k])
-        p, v, ppp, ppv, pvv = predict_pv(p, v, ppp, ppv, pvv, qk, float(dt_a[k]))
+        hk = float(dt_a[k])
+        qk = q + q_jerk * float(j2[k])
+        p, v, ppp, ppv, pvv = predict_pv(p, v, ppp, ppv, pvv, qk, hk, float(u[k]))
         ppp += float(sv[k])
+        cp, cv = float(rho[k]) * (cp + hk * cv), float(rho[k]) * cv
         zk = float(z_a[k])
         if zk != zk:  # nan: no measurement, the odometry follows the prediction
             odo += p - p_prev
         else:
             # update with the odometry position: y = odo + z, H = [1, 0], R = r_k
             r_k = float(rk[k])
-            s = ppp + r_k
+            s = ppp + 2.0 * cp + r_k
             nu = odo + zk - p
             nis = nu * nu / s
             nis_out[k], nu_out[k], s_out[k] = nis, nu, s
@@ -451,10 +492,12 @@ def run_axis(
                     odo = streak.restored()
                     nu = odo + zk - p
                     pvv = max(pvv, var_v0)
-                    s = ppp + r_k
+                    s = ppp + 2.0 * cp + r_k
                 streak.accept()
                 odo += zk
-                p, v, ppp, ppv, pvv = update_p(p, v, ppp, ppv, pvv, nu, s)
+                p, v, ppp, ppv, pvv, cp, cv = update_p_correlated(
+                    p, v, ppp, ppv, pvv, cp, cv, nu, s, r_k
+                )
             else:
                 # never applied: the odometry advances by the prediction plus the
                 # innovation clipped to the gate (a sluggish model loses only the
@@ -511,19 +554,53 @@ def rounding_floor(W: np.ndarray) -> dict[str, float]:
     return {"x": xy, "y": xy, "theta": float(cov[2, 2])}
 
 
-def rounding_shift(W: np.ndarray, heading: np.ndarray) -> dict[str, np.ndarray]:
+def rounding_profile(W: np.ndarray, heading: np.ndarray) -> dict[str, np.ndarray]:
     """Per step (K,), the axis's rounding variance at the heading θ_k (the world x and y
-    of ``R(θ)·C·R(θ)ᵀ``) minus its heading average (:func:`rounding_floor`), unit².
+    of ``R(θ)·C·R(θ)ᵀ``) over its heading average (:func:`rounding_floor`): the filters' r
+    times it is the step's r.
 
-    The filters' r is the heading-averaged level; with two parallel pods the body x
-    rounding is half the lateral pod's, so a robot driving along world x has the smaller
-    one there (r_x 0.55× its average on the simulator's pods) and a turning robot both.
+    With two parallel pods the body x rounding is half the lateral pod's, so a robot
+    driving along world x has the smaller one there (0.55× the average on the simulator's
+    pods) and a turning robot both.
     """
     cov = rounding_covariance(W)
     floor = rounding_floor(W)
     th = np.asarray(heading, dtype=float)
     world = world_step_variances(np.broadcast_to(cov, (th.size, 3, 3)), th)
-    return {a: world[a] - floor[a] for a in AXES}
+    return {a: world[a] / floor[a] for a in AXES}
+
+
+def rounding_correlation(
+    W: np.ndarray, heading: np.ndarray, share: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Per step (K,), the correlation of each axis's rounding error at the end of the step
+    with the one at its start: 1 − (the variance of its change)/(2 × its variance), with
+    each pod's change carrying ``share``/6 tick² (K, N)
+    (:func:`~sensorbench.fusion.tick_rounding.rounding_share`): 0 where every pod's
+    rounding is fresh, 1 where no wheel turned, down to −0.5 at a steady half tick per
+    frame."""
+    w_inv = np.linalg.pinv(np.asarray(W, dtype=float))
+    th = np.asarray(heading, dtype=float)
+    white = world_step_variances(np.broadcast_to(w_inv @ w_inv.T, (th.size, 3, 3)), th)
+    fresh = world_step_variances(
+        np.einsum("ji,ki,li->kjl", w_inv, np.asarray(share, dtype=float), w_inv), th
+    )
+    return {a: 1.0 - fresh[a] / white[a] for a in AXES}
+
+
+def pod_rounding_share(
+    W: np.ndarray, body_increments: np.ndarray, slip: SlipModel | None
+) -> np.ndarray:
+    """Each pod's fresh rounding per step (K, N) (:func:`~sensorbench.fusion.tick_rounding.
+    rounding_share`) from the counts the body increments come from (``W·u``) and the
+    wheels' slip law when there is one."""
+    inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
+    ticks = inc @ np.asarray(W, dtype=float).T
+    slip_t2 = None
+    if isinstance(slip, PodSlip):
+        roll, drag = slip.pod_tick_variances(inc)
+        slip_t2 = roll + drag
+    return rounding_share(ticks, slip_t2)
 
 
 def predict_axis(
@@ -655,7 +732,8 @@ class SplitFilter:
                 odometry frame's offset variance; its wheels' slip law
                 (:class:`~sensorbench.fusion.odometry_drift.PodSlip`) replaces
                 ``noise.drift`` as the per-step slip and the offset's random walk; its tick
-                rounding sets how r varies with the heading (:func:`rounding_shift`).
+                rounding sets how r varies with the heading and from frame to frame
+                (:func:`rounding_profile`, :func:`rounding_correlation`).
 
         Raises:
             FusionError: non-increasing times, shape mismatch, aiding without model.
@@ -667,15 +745,18 @@ class SplitFilter:
         drift = slip if slip is not None else self.noise.drift
         rest = np.all(inc == 0, axis=1)
         slip_var: dict[str, Any] = dict.fromkeys(AXES)
-        step_cov = None if drift is None else drift.step_covariances(inc)
-        if step_cov is None:
+        drag_var: dict[str, Any] = dict.fromkeys(AXES)
+        parts = None if drift is None else drift.step_covariance_parts(inc)
+        step_cov = None if parts is None else parts[0] + parts[1]
+        if parts is None or step_cov is None:
             dv = {a: q * dt for a, q in zip(AXES, self.drift_q, strict=True)}
         else:
             # the heading's share does not depend on the heading
             dv = {"theta": step_cov[:, 2, 2]}
-            slip_var["theta"] = dv["theta"]
+            slip_var["theta"], drag_var["theta"] = parts[0][:, 2, 2], parts[1][:, 2, 2]
         if calibration is not None:
             dv["theta"] = dv["theta"] + np.diff(calibration.variance(inc, np.zeros(t.size))[:, 2])
+        share = None if pods is None else pod_rounding_share(pods.W, inc, slip)
         th = run_axis(
             dt,
             inc[:, 2],
@@ -685,19 +766,29 @@ class SplitFilter:
             gate=self.gate,
             drift_var=dv["theta"],
             slip_var=slip_var["theta"],
+            drag_var=drag_var["theta"],
             rest=rest,
+            # the heading's rounding does not depend on the heading
+            r_corr=None
+            if pods is None or share is None
+            else rounding_correlation(pods.W, np.zeros(dt.size), share)["theta"],
             **aid["theta"],
         )
-        if step_cov is not None:
+        if parts is not None and step_cov is not None:
             # x and y drift with the heading error, along the path the heading filter gives
             world = np.diff(propagate_step_covariances(inc, th.p, step_cov, var0), axis=0)
             dv["x"], dv["y"] = world[:, 0], world[:, 1]
-            per_axis = world_step_variances(step_cov, th.p[:-1])
-            slip_var["x"], slip_var["y"] = per_axis["x"], per_axis["y"]
+            roll, drag = (world_step_variances(c, th.p[:-1]) for c in parts)
+            slip_var["x"], slip_var["y"] = roll["x"], roll["y"]
+            drag_var["x"], drag_var["y"] = drag["x"], drag["y"]
         if calibration is not None:
             cal = np.diff(calibration.variance(inc, th.p), axis=0)
             dv["x"], dv["y"] = dv["x"] + cal[:, 0], dv["y"] + cal[:, 1]
-        shift = dict.fromkeys(AXES) if pods is None else rounding_shift(pods.W, th.p[:-1])
+        profile: dict[str, Any] = dict.fromkeys(AXES)
+        corr: dict[str, Any] = dict.fromkeys(AXES)
+        if pods is not None and share is not None:
+            profile = rounding_profile(pods.W, th.p[:-1])
+            corr = rounding_correlation(pods.W, th.p[:-1], share)
         # world-frame arc of each step, rotated by the heading estimate at its start
         rel = se2_exp(np.nan_to_num(inc))
         c, s = np.cos(th.p[:-1]), np.sin(th.p[:-1])
@@ -714,8 +805,10 @@ class SplitFilter:
                 gate=self.gate,
                 drift_var=dv[a],
                 slip_var=slip_var[a],
+                drag_var=drag_var[a],
                 rest=rest,
-                r_shift=shift[a],
+                r_profile=profile[a],
+                r_corr=corr[a],
                 **aid[a],
             )
             for j, (a, zz) in enumerate((("x", zx), ("y", zy)))

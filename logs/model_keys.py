@@ -52,7 +52,10 @@ POD_GEOMETRY_KEYS: dict[str, Any] = {
 FILTER_NOISE_KEYS: dict[str, Any] = {
     **_ENVELOPE,
     "axes": {
-        a: dict.fromkeys(("q", "r", "dof", "q_acc", "slip_scale")) for a in ("x", "y", "theta")
+        a: dict.fromkeys(
+            ("q", "r", "dof", "q_acc", "q_jerk", "slip_scale", "drag_scale", "feedforward")
+        )
+        for a in ("x", "y", "theta")
     },
     "drift": {
         "units": None,

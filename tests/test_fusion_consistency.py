@@ -240,19 +240,24 @@ def test_noise_model_round_trips_the_student_t_law(tmp_path) -> None:
         AxisNoise(1.0, 1e-8, 2.0)
 
 
-def test_observed_acceleration_of_a_ramp_and_slip_variances_rotated() -> None:
-    from sensorbench.fusion.split_filter import observed_accel_sq
+def test_observed_acceleration_and_jerk_of_known_motions_and_slip_variances_rotated() -> None:
+    from sensorbench.fusion.odometry_motion import observed_accel, observed_jerk
 
     dt = np.full(400, 0.005)
     t = np.concatenate([[0.0], np.cumsum(dt)])
     pos = 0.5 * 0.7 * t**2  # a constant 0.7 m/s² from rest
-    a2 = observed_accel_sq(dt, np.diff(pos), frames=10)
-    assert np.all(a2[:20] == 0)
-    np.testing.assert_allclose(a2[20:], 0.7**2, rtol=1e-9)
+    a = observed_accel(dt, np.diff(pos), frames=10)
+    assert np.all(a[:20] == 0)
+    np.testing.assert_allclose(a[20:], 0.7, rtol=1e-9)
     # causal: a step's own increment does not enter its acceleration
     jump = np.diff(pos)
     jump[200] += 1.0
-    np.testing.assert_array_equal(observed_accel_sq(dt, jump)[:201], a2[:201])
+    np.testing.assert_array_equal(observed_accel(dt, jump, frames=10)[:201], a[:201])
+    # a constant jerk of 2 m/s³: the windowed acceleration lags but its change does not
+    cubic = 2.0 * t**3 / 6
+    j = observed_jerk(dt, np.diff(cubic), frames=10)
+    assert np.all(j[:30] == 0)
+    np.testing.assert_allclose(j[30:], 2.0, rtol=1e-9)
     drift = OdometryDrift(np.diag([1e-6, 4e-6, 1e-5]))
     inc = np.array([[0.01, 0.0, 0.0], [0.0, 0.01, 0.02]])
     v = drift.axis_step_variances(inc, np.array([0.0, np.pi / 2]))
