@@ -1,15 +1,14 @@
 """The split filters' likelihood for many noise parameter sets at once, and its search.
 
-:func:`batch_nll` runs one axis filter (:func:`~sensorbench.fusion.split_filter.run_axis`:
-the same prediction with the observed acceleration fed forward and q grown with the
-observed jerk, the same slip random walk and Schmidt rounding correlation, the same gate
-and streak recovery) vectorised over parameter sets, one numpy step per frame, and scores
-each innovation under a Gaussian law with S = Var p + 2·Cov(p̃, e) + r. Innovations
-beyond a fixed bound per frame may be *censored*: only that they exceeded it counts
-(log P(|ν| > c)), so a wheel's bounce or a rounding jump bounds its pull on the fit
-instead of inflating every variance to cover it. :func:`zoom_search` maximises the
-likelihood over (ln q, ln q_jerk, ln slip_scale, ln drag_scale, ln(r − r_min)) by
-zooming grids.
+:func:`batch_nll` runs one axis filter (:func:`~sensorbench.fusion.split_filter.run_axis`'s
+compiled loop: the observed acceleration fed forward, q grown with the observed jerk,
+the slip random walk and Schmidt rounding correlation, the gate and streak recovery)
+once per parameter set, and scores each innovation under a Gaussian law with
+S = Var p + 2·Cov(p̃, e) + r. Innovations beyond a fixed bound per frame may be
+*censored*: only that they exceeded it counts (log P(|ν| > c)), so a wheel's bounce or a
+rounding jump bounds its pull on the fit instead of inflating every variance to cover it.
+:func:`zoom_search` maximises the likelihood over (ln q, ln q_jerk, ln slip_scale,
+ln drag_scale, ln(r − r_min)) by zooming grids.
 """
 
 from __future__ import annotations
@@ -21,12 +20,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sensorbench.fusion.axis_loop import nll_sets
 from sensorbench.fusion.odometry_motion import jerk_noise_gains, observed_accel, observed_jerk
 
 if TYPE_CHECKING:
     from sensorbench.characterize.noise_fit import AxisSeries
-
-LN2 = math.log(2.0)
 
 
 def batch_nll(
@@ -42,7 +40,9 @@ def batch_nll(
     var_v0: float = 1.0,
 ) -> np.ndarray:
     """Negative log-likelihood of one series for many (q, r, q_jerk, slip_scale,
-    drag_scale) at once (arrays of one length, or scalars).
+    drag_scale) at once (arrays of one length, or scalars): the compiled axis loop of
+    :func:`~sensorbench.fusion.split_filter.run_axis` once per set
+    (:func:`~sensorbench.fusion.axis_loop.nll_sets`).
 
     Args:
         series: one session's measurements of the axis.
@@ -54,103 +54,41 @@ def batch_nll(
             exceeding it; None = none.
         max_rejects, var_v0: as :func:`~sensorbench.fusion.split_filter.run_axis`.
     """
-    q = np.asarray(q, dtype=float)
-    r = np.asarray(r, dtype=float)
-    n = q.size
-    k_n = series.dt.size
-    qj = np.broadcast_to(np.asarray(q_jerk, dtype=float), q.shape)
-    sc = np.broadcast_to(np.asarray(slip_scale, dtype=float), q.shape)
-    dc = np.broadcast_to(np.asarray(drag_scale, dtype=float), q.shape)
-    zeros = np.zeros(k_n)
-    slip_a = zeros if series.slip is None else series.slip
-    drag_a = zeros if series.drag is None else series.drag
-    prof = np.ones(k_n) if series.r_profile is None else series.r_profile
-    # the jerk's noise per unit of r, of slip_scale and of drag_scale (it is linear in each)
-    columns = (
-        series.dt,
-        series.z,
-        observed_jerk(series.dt, series.z),
-        observed_accel(series.dt, series.z),
-        jerk_noise_gains(series.dt, prof, zeros),
-        jerk_noise_gains(series.dt, zeros, slip_a),
-        jerk_noise_gains(series.dt, zeros, drag_a),
-        slip_a,
-        drag_a,
-        np.ones(k_n, bool) if series.rest is None else ~series.rest,
-        prof,
-        np.full(k_n, np.inf) if censor is None else np.asarray(censor, dtype=float),
-        zeros if series.r_corr is None else series.r_corr,
+    params = np.column_stack(
+        np.broadcast_arrays(
+            *(np.asarray(a, dtype=float) for a in (q, r, q_jerk, slip_scale, drag_scale))
+        )
     )
-    p = np.zeros(n)
-    v = np.zeros(n)
-    odo = np.zeros(n)
-    ppp = np.zeros(n)
-    ppv = np.zeros(n)
-    pvv = np.full(n, var_v0)
-    cp = np.zeros(n)
-    cv = np.zeros(n)
-    streak = np.zeros(n, dtype=np.int64)
-    odo_streak = np.zeros(n)
-    z_streak = np.zeros(n)
-    total = np.zeros(n)
-    const = -0.5 * math.log(2 * math.pi)
-    for h, zk, jk, uk, gr, gs, gd, sk, dk, score, prof_k, c2, rho in zip(
-        *(c.tolist() for c in columns), strict=True
-    ):
-        j2 = np.maximum(jk * jk - (r * gr + sc * gs + dc * gd), 0.0)
-        qh = (q + qj * j2) * h
-        p_prev = p
-        pvv_n = pvv + qh
-        ppv_n = ppv + h * pvv_n
-        ppp = ppp + 2.0 * h * ppv + h * h * pvv + qh * h * h + sc * sk + dc * dk
-        ppv, pvv = ppv_n, pvv_n
-        p = p + v * h + 0.5 * uk * h * h
-        v = v + uk * h
-        cp, cv = rho * (cp + h * cv), rho * cv
-        if zk != zk:  # nan: predict only
-            odo = odo + (p - p_prev)
-            continue
-        rk = r * prof_k
-        s = ppp + 2.0 * cp + rk
-        nu = odo + zk - p
-        nis = nu * nu / s
-        if score:  # a frame at rest tests nothing (its rounding error is not fresh)
-            logpdf = const - 0.5 * np.log(s) - 0.5 * nis
-            over = nu * nu > c2
-            if over.any():
-                from scipy.special import log_ndtr
-
-                logpdf = np.where(over, LN2 + log_ndtr(-np.sqrt(c2 / s)), logpdf)
-            total -= logpdf
-        force = streak >= max_rejects
-        ok = (nis <= gate) | force
-        # forced: restore the streak's odometry and reset the velocity variance
-        odo = np.where(force, odo_streak + z_streak, odo)
-        nu = np.where(force, odo + zk - p, nu)
-        pvv = np.where(force, np.maximum(pvv, var_v0), pvv)
-        # the Schmidt update of update_p_correlated, elementwise
-        kp = (ppp + cp) / s
-        kv = (ppv + cv) / s
-        upd = (
-            p + kp * nu,
-            v + kv * nu,
-            ppp - kp * kp * s,
-            ppv - kp * kv * s,
-            pvv - kv * kv * s,
-            cp - kp * (cp + rk),
-            cv - kv * (cp + rk),
-        )
-        bound = np.sqrt(gate * s)
-        start = ~ok & (streak == 0)
-        odo_streak = np.where(start, odo, odo_streak)
-        z_streak = np.where(start, 0.0, z_streak) + np.where(ok, 0.0, zk)
-        odo = np.where(ok, odo + zk, p + np.where(nu > 0, bound, -bound))
-        p, v, ppp, ppv, pvv, cp, cv = (
-            np.where(ok, new, old)
-            for new, old in zip(upd, (p, v, ppp, ppv, pvv, cp, cv), strict=True)
-        )
-        streak = np.where(ok, 0, streak + 1)
-    return total
+    k_n = series.dt.size
+    zeros = np.zeros(k_n)
+    slip = zeros if series.slip is None else np.asarray(series.slip, dtype=float)
+    drag = zeros if series.drag is None else np.asarray(series.drag, dtype=float)
+    prof = np.ones(k_n) if series.r_profile is None else np.asarray(series.r_profile, float)
+    # the jerk's noise per unit of r, of slip_scale and of drag_scale (it is linear in each)
+    gains = np.vstack(
+        [
+            jerk_noise_gains(series.dt, prof, zeros),
+            jerk_noise_gains(series.dt, zeros, slip),
+            jerk_noise_gains(series.dt, zeros, drag),
+        ]
+    )
+    return nll_sets(
+        np.ascontiguousarray(series.dt, dtype=float),
+        np.ascontiguousarray(series.z, dtype=float),
+        observed_accel(series.dt, series.z),
+        observed_jerk(series.dt, series.z),
+        gains,
+        np.ascontiguousarray(slip),
+        np.ascontiguousarray(drag),
+        np.ascontiguousarray(prof),
+        zeros if series.r_corr is None else np.ascontiguousarray(series.r_corr, dtype=float),
+        np.ones(k_n, dtype=bool) if series.rest is None else ~np.asarray(series.rest, bool),
+        np.full(k_n, np.inf) if censor is None else np.ascontiguousarray(censor, dtype=float),
+        np.ascontiguousarray(params),
+        float(gate),
+        float(var_v0),
+        int(max_rejects),
+    )
 
 
 ZOOM_ROUNDS = 8

@@ -9,10 +9,12 @@ m or rad, s):
 
 :func:`predict_pv` is ``x ← F x, P ← F P Fᵀ + Q`` and :func:`update_p` the Kalman update
 with a scalar innovation, written out so no matrix is formed (tests compare them with the
-matrix form). :class:`RejectStreak` is the rejection bookkeeping both filters share: a
-rejected measurement is never applied, and after ``max_rejects`` consecutive rejections
-the model, not the data, is taken to be wrong and the odometry the streak replaced is
-restored.
+matrix form); compiled (numba) so the split filters' frame loop
+(:mod:`~sensorbench.fusion.axis_loop`) calls them natively. :class:`RejectStreak` is the
+rejection bookkeeping the joint filter keeps (the split filters' loop keeps the same
+three numbers inline): a rejected measurement is never applied, and after ``max_rejects``
+consecutive rejections the model, not the data, is taken to be wrong and the odometry
+the streak replaced is restored.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numba
 import numpy as np
 
 Cov2 = tuple[float, float, float, float, float]
 """(p, v, Var p, Cov(p, v), Var v) of one axis."""
 
 
+@numba.njit(cache=True)
 def predict_pv(
     p: float, v: float, ppp: float, ppv: float, pvv: float, q: float, h: float, u: float = 0.0
 ) -> Cov2:
@@ -42,6 +46,7 @@ def predict_pv(
     )
 
 
+@numba.njit(cache=True)
 def update_p(p: float, v: float, ppp: float, ppv: float, pvv: float, nu: float, s: float) -> Cov2:
     """Kalman update with a position innovation ``nu`` of variance ``s`` (= Var p + r)."""
     kp = ppp / s
@@ -49,6 +54,7 @@ def update_p(p: float, v: float, ppp: float, ppv: float, pvv: float, nu: float, 
     return p + kp * nu, v + kv * nu, ppp - kp * ppp, ppv - kv * ppp, pvv - kv * ppv
 
 
+@numba.njit(cache=True)
 def update_p_correlated(
     p: float,
     v: float,

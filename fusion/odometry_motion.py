@@ -12,8 +12,8 @@ inflate its q with the noise of a third difference.
 
 Rounding and slip enter as the filters state them (the rounding variance of the
 odometry position at each frame end, the slip variance of each step), so the noise
-terms are linear in the filters' r and slip shares (:func:`jerk_noise_gains`), which
-lets the noise fit evaluate many parameter sets at once.
+term is linear in the filters' r and slip shares (:func:`jerk_noise_gains`), which lets
+the noise fit evaluate many parameter sets at once.
 """
 
 from __future__ import annotations
@@ -49,36 +49,6 @@ def observed_accel(dt: np.ndarray, z: np.ndarray, frames: int = FEEDFORWARD_FRAM
     return out
 
 
-def accel_noise_gains(
-    dt: np.ndarray, rounding: np.ndarray, slip: np.ndarray, frames: int = FEEDFORWARD_FRAMES
-) -> tuple[np.ndarray, np.ndarray]:
-    """Variance (K,) the odometry's noise adds to :func:`observed_accel`, split into its
-    rounding and slip parts (unit²/s⁴): ``E[â²] = a² + both``.
-
-    Args:
-        dt: step durations (K,), s.
-        rounding: (K,) the rounding variance of the odometry position at the end of each
-            step (unit²): the three ends of the two windows carry it.
-        slip: (K,) the slip variance of each step (unit²): every step in a window.
-        frames: frames per window (as :func:`observed_accel`).
-    """
-    d = np.asarray(dt, dtype=float)
-    m = int(frames)
-    g_r = np.zeros(d.size)
-    g_s = np.zeros(d.size)
-    if d.size <= 2 * m:
-        return g_r, g_s
-    e = np.concatenate([[0.0], np.asarray(rounding, dtype=float)])  # e[j]: at frame j
-    cs = np.concatenate([[0.0], np.cumsum(np.asarray(slip, dtype=float))])
-    ct = np.concatenate([[0.0], np.cumsum(d)])
-    k = np.arange(2 * m, d.size)
-    t1, t0 = ct[k] - ct[k - m], ct[k - m] - ct[k - 2 * m]
-    tau2 = (0.5 * (t1 + t0)) ** 2
-    g_r[2 * m :] = (e[k] / t1**2 + e[k - m] * (1 / t1 + 1 / t0) ** 2 + e[k - 2 * m] / t0**2) / tau2
-    g_s[2 * m :] = ((cs[k] - cs[k - m]) / t1**2 + (cs[k - m] - cs[k - 2 * m]) / t0**2) / tau2
-    return g_r, g_s
-
-
 def observed_jerk(dt: np.ndarray, z: np.ndarray, frames: int = FEEDFORWARD_FRAMES) -> np.ndarray:
     """Jerk (unit/s³) before each step: the change of :func:`observed_accel` over the last
     ``frames`` steps divided by their duration; 0 for the first 3·frames steps."""
@@ -97,20 +67,49 @@ def observed_jerk(dt: np.ndarray, z: np.ndarray, frames: int = FEEDFORWARD_FRAME
 def jerk_noise_gains(
     dt: np.ndarray, rounding: np.ndarray, slip: np.ndarray, frames: int = FEEDFORWARD_FRAMES
 ) -> np.ndarray:
-    """Variance (K,) the odometry's noise adds to :func:`observed_jerk` (unit²/s⁶): the two
-    accelerations' noise (:func:`accel_noise_gains`) over the span squared, taken as
-    independent (their windows overlap by half, so this states a little more than there is
-    and the signal left, ĵ² minus it, errs low). Linear in ``rounding`` and ``slip``."""
+    """Variance (K,) the odometry's noise adds to :func:`observed_jerk` (unit²/s⁶).
+
+    The jerk is a fixed linear combination of three consecutive windows' sums of
+    increments, ``(S₁/(t₁τ₁) − S₀/t₀·(1/τ₁ + 1/τ₀) + S₋₁/(t₋₁τ₀))/T`` (t the windows'
+    durations, τ the spans between their centres, T the jerk's span); each sum carries
+    the slip of its steps and the rounding of its two end frames, shared with its
+    neighbours — so the four end frames enter with the weights' differences (for equal
+    steps 1, −3, 3, −1 over (m·h)³). Linear in ``rounding`` and ``slip``.
+
+    Args:
+        dt: step durations (K,), s.
+        rounding: (K,) the rounding variance of the odometry position at the end of each
+            step (unit²).
+        slip: (K,) the slip variance of each step (unit²).
+        frames: frames per window (as :func:`observed_jerk`).
+    """
     d = np.asarray(dt, dtype=float)
     m = int(frames)
-    g_r, g_s = accel_noise_gains(d, rounding, slip, m)
-    var_a = g_r + g_s
     out = np.zeros(d.size)
     if d.size <= 3 * m:
         return out
-    span = np.concatenate([[0.0], np.cumsum(d)])
+    e = np.concatenate([[0.0], np.asarray(rounding, dtype=float)])  # e[j]: at frame j
+    cs = np.concatenate([[0.0], np.cumsum(np.asarray(slip, dtype=float))])
+    ct = np.concatenate([[0.0], np.cumsum(d)])
     k = np.arange(3 * m, d.size)
-    out[3 * m :] = (var_a[k] + var_a[k - m]) / (span[k] - span[k - m]) ** 2
+    t1, t0, tm = (ct[k - i * m] - ct[k - (i + 1) * m] for i in range(3))
+    tau1, tau0 = 0.5 * (t1 + t0), 0.5 * (t0 + tm)
+    span = ct[k] - ct[k - m]
+    a1 = 1.0 / (t1 * tau1 * span)
+    a0 = -(1.0 / tau1 + 1.0 / tau0) / (t0 * span)
+    am = 1.0 / (tm * tau0 * span)
+    ends = (
+        a1**2 * e[k]
+        + (a0 - a1) ** 2 * e[k - m]
+        + (am - a0) ** 2 * e[k - 2 * m]
+        + am**2 * e[k - 3 * m]
+    )
+    steps = (
+        a1**2 * (cs[k] - cs[k - m])
+        + a0**2 * (cs[k - m] - cs[k - 2 * m])
+        + am**2 * (cs[k - 2 * m] - cs[k - 3 * m])
+    )
+    out[3 * m :] = ends + steps
     return out
 
 

@@ -86,13 +86,8 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import FusionError, ModelFileError
+from sensorbench.fusion.axis_loop import axis_loop
 from sensorbench.fusion.consistency import calibrated_nis, t_equivalent_gate
-from sensorbench.fusion.kalman_kernels import (
-    RejectStreak,
-    clip_to_gate,
-    predict_pv,
-    update_p_correlated,
-)
 from sensorbench.fusion.odometry_drift import (
     OdometryDrift,
     PodSlip,
@@ -425,8 +420,8 @@ def run_axis(
     Built from :mod:`~sensorbench.fusion.kalman_kernels` (the 2×2 covariance as three
     scalars); outputs go to preallocated arrays.
     """
-    dt_a = np.asarray(dt, dtype=float)
-    z_a = np.asarray(z, dtype=float)
+    dt_a = np.ascontiguousarray(dt, dtype=float)
+    z_a = np.ascontiguousarray(z, dtype=float)
     k_n = dt_a.size
     dv = np.zeros(k_n) if drift_var is None else np.asarray(drift_var, dtype=float)
     q, r, dof, q_jerk = float(noise.q), float(noise.r), float(noise.dof), float(noise.q_jerk)
@@ -437,10 +432,7 @@ def run_axis(
     j2 = jerk_sq(dt_a, z_a, rk, sv) if q_jerk > 0 else np.zeros(k_n)
     u = observed_accel(dt_a, z_a) if noise.feedforward else np.zeros(k_n)
     gate_nis = t_equivalent_gate(gate, dof)
-    p_out = np.empty(k_n + 1)
-    v_out = np.empty(k_n + 1)
-    pp_out = np.empty(k_n + 1)
-    vv_out = np.empty(k_n + 1)
+    out = np.empty((4, k_n + 1))
     nis_out = np.full(k_n, np.nan)
     nu_out = np.full(k_n, np.nan)
     s_out = np.full(k_n, np.nan)
@@ -452,74 +444,37 @@ def run_axis(
         aid_k = np.asarray(aid_index, dtype=np.int64)
         aid_zl = np.asarray(aid_z, dtype=float)
         aid_rl = np.asarray(aid_r, dtype=float)
-    n_aid = aid_k.size
-    aid_nis = np.full(n_aid, np.nan)
-    aid_acc = np.ones(n_aid, dtype=bool)
-    ai = 0
-    resets = 0
-    streak = RejectStreak(max_rejects)
-    p, v = float(p0), 0.0
-    odo = float(p0)  # the odometry position measurement, anchored to the estimate
-    # the odometry frame starts exactly at p0; its offset b from the world carries
-    # the start uncertainty and grows by drift_var over each step
-    ppp, ppv, pvv = 0.0, 0.0, float(var_v0)
-    rho = np.zeros(k_n) if r_corr is None else np.asarray(r_corr, dtype=float)
-    cp = cv = 0.0  # Cov((p̃, ṽ), e): the state error against the rounding it last took in
-    b, pbb = 0.0, float(var_p0)
-    p_out[0], v_out[0], pp_out[0], vv_out[0] = p, v, pbb, pvv
-    for k in range(k_n):
-        p_prev = p
-        hk = float(dt_a[k])
-        qk = q + q_jerk * float(j2[k])
-        p, v, ppp, ppv, pvv = predict_pv(p, v, ppp, ppv, pvv, qk, hk, float(u[k]))
-        ppp += float(sv[k])
-        cp, cv = float(rho[k]) * (cp + hk * cv), float(rho[k]) * cv
-        zk = float(z_a[k])
-        if zk != zk:  # nan: no measurement, the odometry follows the prediction
-            odo += p - p_prev
-        else:
-            # update with the odometry position: y = odo + z, H = [1, 0], R = r_k
-            r_k = float(rk[k])
-            s = ppp + 2.0 * cp + r_k
-            nu = odo + zk - p
-            nis = nu * nu / s
-            nis_out[k], nu_out[k], s_out[k] = nis, nu, s
-            if nis <= gate_nis or streak.forced:
-                if streak.forced:
-                    # the model, not the data, was wrong: restore the odometry the
-                    # streak replaced by predictions and let the velocity jump
-                    resets += 1
-                    odo = streak.restored()
-                    nu = odo + zk - p
-                    pvv = max(pvv, var_v0)
-                    s = ppp + 2.0 * cp + r_k
-                streak.accept()
-                odo += zk
-                p, v, ppp, ppv, pvv, cp, cv = update_p_correlated(
-                    p, v, ppp, ppv, pvv, cp, cv, nu, s, r_k
-                )
-            else:
-                # never applied: the odometry advances by the prediction plus the
-                # innovation clipped to the gate (a sluggish model loses only the
-                # excess, a bouncing wheel's lost ticks are dropped)
-                acc_out[k] = False
-                streak.reject(odo, zk)
-                odo = p + clip_to_gate(nu, s, gate_nis)
-        pbb = max(pbb + float(dv[k]), 0.0)
-        while ai < n_aid and aid_k[ai] == k + 1:
-            # absolute fix z = p + b + e: only the frame offset b moves
-            s = pbb + ppp + float(aid_rl[ai])
-            nu = float(aid_zl[ai]) - p - b
-            nis = nu * nu / s
-            aid_nis[ai] = nis
-            if nis <= gate:
-                kb = pbb / s
-                b += kb * nu
-                pbb -= kb * pbb
-            else:
-                aid_acc[ai] = False
-            ai += 1
-        p_out[k + 1], v_out[k + 1], pp_out[k + 1], vv_out[k + 1] = p + b, v, ppp + pbb, pvv
+    aid_nis = np.full(aid_k.size, np.nan)
+    aid_acc = np.ones(aid_k.size, dtype=bool)
+    resets, _ = axis_loop(
+        dt_a,
+        z_a,
+        np.ascontiguousarray(u, dtype=float),
+        q + q_jerk * j2,
+        np.ascontiguousarray(sv, dtype=float),
+        np.ascontiguousarray(rk, dtype=float),
+        np.zeros(k_n) if r_corr is None else np.ascontiguousarray(r_corr, dtype=float),
+        np.ascontiguousarray(dv, dtype=float),
+        float(gate_nis),
+        float(var_v0),
+        float(p0),
+        float(var_p0),
+        int(max_rejects),
+        aid_k,
+        aid_zl,
+        aid_rl,
+        float(gate),
+        out,
+        nis_out,
+        nu_out,
+        s_out,
+        acc_out,
+        aid_nis,
+        aid_acc,
+        np.zeros(k_n, dtype=bool),
+        np.full(k_n, np.inf),
+    )
+    p_out, v_out, pp_out, vv_out = out
     return AxisTrack(
         p=p_out,
         v=v_out,

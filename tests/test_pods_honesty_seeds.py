@@ -1,13 +1,14 @@
 """Issue #19's bar over ten seeds: per seed, the pod geometry, the wheels' slip law and the
 filter noise fitted on the four fixed drives (as the demo does), then every simulator drive
-replayed against truth. Criteria (not loosened; the measured numbers are in docs/PODS.md):
+replayed against truth — fresh sessions, not the ones fitted: the noise fit sets its level
+and its balance across drives on the fitted sessions' own gated NIS, so replaying those
+would grade the fit on its own data. Criteria (not loosened; the measured numbers are in
+docs/PODS.md):
 
 - mean gated calibrated NIS per axis inside its 95 % band in ≥ 90 % of (run, axis) pairs;
 - truth inside the stated 2σ in 95 ± 3 % of the samples, per drive pooled over seeds;
 - rejections at most twice the gate's nominal rate, per drive pooled over seeds;
 - pods_faults (bouncing and slipping wheels) is flagged by the monitor.
-
-The NIS criterion is the one not met yet: it is a strict expected failure of its own.
 """
 
 from __future__ import annotations
@@ -25,14 +26,17 @@ from sensorbench.fusion.pod_drive import load_drive
 
 SCENARIOS = (*DRIVES, "figure8", "pods_faults")
 SEEDS = tuple(range(30, 40))
+REPLAY_SEED = 5000
+"""Offset of the replayed sessions' seeds from the fitted ones'."""
 AXES = ("x", "y", "theta")
 
 
 def seed_rows(tmp: Path, seed: int) -> list[dict]:
     """One row per (drive, axis): NIS mean and band, 2σ hits, rejections, degraded."""
-    paths = {n: simulate(tmp, n, 10 * seed + i) for i, n in enumerate(SCENARIOS)}
-    geometry = fit_pods([load_drive(paths[n]) for n in DRIVES]).geometry()
-    noise = fit_noise([paths[n] for n in DRIVES], geometry).noise
+    fitted = {n: simulate(tmp, n, 10 * seed + i) for i, n in enumerate(DRIVES)}
+    paths = {n: simulate(tmp, n, 10 * seed + i + REPLAY_SEED) for i, n in enumerate(SCENARIOS)}
+    geometry = fit_pods([load_drive(fitted[n]) for n in DRIVES]).geometry()
+    noise = fit_noise([fitted[n] for n in DRIVES], geometry).noise
     rows = []
     for name, path in paths.items():
         rp = replay_session(path, geometry, noise, reference="truth")
@@ -92,11 +96,6 @@ def test_stated_sigma_covers_the_truth_and_the_gate_rejects_its_nominal_share(ro
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="not met yet (docs/PODS.md, 'Over ten seeds'): the mean gated NIS is in its band "
-    "in 72 % of the (run, axis) pairs; the figure-8's is 13-17 % high",
-)
 def test_mean_nis_is_inside_its_band_in_nine_runs_out_of_ten(rows) -> None:
     in_band = np.mean([x["nis_ok"] for x in rows if x["drive"] in CLEAN])
     assert in_band >= 0.9, summarise(rows)
