@@ -73,6 +73,20 @@ class AxisSeries:
     drag: np.ndarray | None = None
     r_corr: np.ndarray | None = None
 
+    def run(self, noise: AxisNoise, gate: float) -> AxisTrack:
+        """This series through :func:`~sensorbench.fusion.split_filter.run_axis`."""
+        return run_axis(
+            self.dt,
+            self.z,
+            noise,
+            gate=gate,
+            slip_var=self.slip,
+            rest=self.rest,
+            r_profile=self.r_profile,
+            drag_var=self.drag,
+            r_corr=self.r_corr,
+        )
+
     def head(self, n: int) -> AxisSeries:
         """The first ``n`` steps."""
 
@@ -197,17 +211,7 @@ def check_axis(
     """Calibrated-NIS consistency over all sessions, innovation autocorrelation and its bound."""
     nis, sign, nu_n = [], [], []
     for s in series:
-        tr = run_axis(
-            s.dt,
-            s.z,
-            noise,
-            gate=gate,
-            slip_var=s.slip,
-            rest=s.rest,
-            r_profile=s.r_profile,
-            drag_var=s.drag,
-            r_corr=s.r_corr,
-        )
+        tr = s.run(noise, gate)
         has = np.isfinite(tr.nis_chi2)
         nis.append(tr.nis_chi2[has])
         sign.append(tr.innovation[has])
@@ -283,7 +287,7 @@ def fit_axis(
         )
 
     pilot = zoom_search(data, lo, hi, free, r_min)
-    censor = [gate * _run(d, noise_at(pilot.centre), math.inf).s for d in data]
+    censor = [gate * d.run(noise_at(pilot.centre), math.inf).s for d in data]
     # the censored optimum lies a few grid steps away: restart from the pilot's grid,
     # widened to the step of its round ZOOM_ROUNDS − CENSORED_ROUNDS
     pilot.half *= 2.0 ** (ZOOM_ROUNDS - CENSORED_ROUNDS)
@@ -293,24 +297,9 @@ def fit_axis(
     return AxisNoiseFit(axis, noise, best.best, nis, rho, rho_bound)
 
 
-def _run(d: AxisSeries, noise: AxisNoise, gate: float) -> AxisTrack:
-    """One series through :func:`~sensorbench.fusion.split_filter.run_axis`."""
-    return run_axis(
-        d.dt,
-        d.z,
-        noise,
-        gate=gate,
-        slip_var=d.slip,
-        rest=d.rest,
-        r_profile=d.r_profile,
-        drag_var=d.drag,
-        r_corr=d.r_corr,
-    )
-
-
 def _clipped_mean(d: AxisSeries, noise: AxisNoise, gate: float) -> tuple[float, int]:
     """Mean of the calibrated NIS clipped to the gate over one series, and its count."""
-    v = _run(d, noise, gate).nis_chi2
+    v = d.run(noise, gate).nis_chi2
     v = v[np.isfinite(v)]
     return float(np.mean(np.minimum(v, gate))) if v.size else math.nan, int(v.size)
 
