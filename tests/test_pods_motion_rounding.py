@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from sensorbench.errors import ModelFileError
-from sensorbench.fusion.kalman_kernels import update_p, update_p_correlated
 from sensorbench.fusion.odometry_drift import PodSlip
 from sensorbench.fusion.odometry_motion import jerk_noise_gains, observed_jerk
 from sensorbench.fusion.split_filter import (
@@ -74,12 +73,6 @@ def test_rounding_share_of_a_still_a_steady_and_a_random_wheel() -> None:
     W = np.array([[13000.0, 0.0, -2100.0], [13000.0, 0.0, 2100.0], [0.0, 13000.0, -1600.0]])
     rho = rounding_correlation(W, np.zeros(k), np.zeros((k, 3)))
     assert np.allclose(rho["x"], 1.0) and np.allclose(rho["theta"], 1.0)
-
-
-def test_schmidt_update_without_correlation_is_the_plain_update() -> None:
-    plain = update_p(0.1, 0.2, 3e-8, 1e-7, 2e-6, 4e-5, 5e-8)
-    schmidt = update_p_correlated(0.1, 0.2, 3e-8, 1e-7, 2e-6, 0.0, 0.0, 4e-5, 5e-8, 2e-8)
-    assert schmidt[:5] == pytest.approx(plain, rel=1e-12)
 
 
 def test_correlated_rounding_stated_keeps_the_nis_honest() -> None:
