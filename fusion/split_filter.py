@@ -140,10 +140,11 @@ class AxisNoise:
             weigh them differently (a straight drive's lateral axis sees only drag), so
             the noise fit scales them apart.
         feedforward: the prediction takes the odometry's observed acceleration
-            (:func:`observed_accel`) as a known input, ``v ← v + â·h``,
-            ``p ← p + v·h + ½·â·h²``: a robot turning while it drives accelerates for
-            seconds on end in the world x and y (and its yaw rate changes for as long),
-            which a velocity random walk follows only with a lag that no fixed q states.
+            (:func:`~sensorbench.fusion.odometry_motion.observed_accel`) as a known input,
+            ``v ← v + â·h``, ``p ← p + v·h + ½·â·h²``: a robot turning while it drives
+            accelerates for seconds on end in the world x and y (and its yaw rate changes
+            for as long), which a velocity random walk follows only with a lag that no
+            fixed q states.
             Models fitted before it was offered load without it.
     """
 
@@ -410,8 +411,8 @@ def run_axis(
             count is the previous frame's, not a fresh draw of r, so the white-r model
             over-states S there by design and the innovation tests nothing.
         r_profile: (K,) r is multiplied by it at each step: how the tick rounding of this
-            axis at the step's heading and with each pod's fresh rounding differs from its
-            white heading-averaged level (:func:`rounding_profile`); None = r throughout.
+            axis at the step's heading differs from its heading-averaged level
+            (:func:`rounding_profile`); None = r throughout.
         max_rejects: after this many consecutive rejected increments (a bounce
             spans a few frames) the model, not the data, is taken to be wrong: the
             odometry of the whole streak is restored, the next increment applied
