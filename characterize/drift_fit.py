@@ -149,15 +149,19 @@ def speeds(odometry: np.ndarray, t_s: np.ndarray) -> np.ndarray:
     return (odometry[hi] - odometry[lo]) / dt[:, None]
 
 
-def gamma_nnls(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Non-negative coefficients of E[y] = x·β with Var y = 2·E[y]² (y = δ², δ Gaussian),
-    and their standard errors ``√diag(2·(Xᵀ diag(1/μ²) X)⁻¹)`` (two reweightings)."""
+def gamma_nnls(
+    x: np.ndarray, y: np.ndarray, offset: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Non-negative coefficients of E[y] = offset + x·β with Var y = 2·E[y]² (y = δ², δ
+    Gaussian), and their standard errors ``√diag(2·(Xᵀ diag(1/μ²) X)⁻¹)`` (two
+    reweightings). ``offset`` is a known part of E[y] (default 0)."""
+    off = np.zeros(y.size) if offset is None else np.asarray(offset, dtype=float)
     w = np.ones(y.size)
     beta = np.zeros(x.shape[1])
     floor = 1e-3 * max(float(np.mean(y)), 1e-300)  # an interval predicted exactly 0
     for _ in range(3):
-        beta, _ = nnls(x * w[:, None], y * w)
-        w = 1.0 / np.maximum(x @ beta, floor)
+        beta, _ = nnls(x * w[:, None], (y - off) * w)
+        w = 1.0 / np.maximum(x @ beta + off, floor)
     info = (x * (w**2)[:, None]).T @ x / 2.0
     se = np.sqrt(np.clip(np.diag(np.linalg.pinv(info)), 0.0, None))
     return beta, se

@@ -44,7 +44,15 @@ def _twist(t: np.ndarray, sideways: bool) -> np.ndarray:
     return v
 
 
-def _drive(seed: int, duration_s: float = 120.0, sideways: bool = True, imu: bool = True) -> Drive:
+def _drive(
+    seed: int,
+    duration_s: float = 120.0,
+    sideways: bool = True,
+    imu: bool = True,
+    roll: float = ROLL,
+    drag: float = DRAG,
+    yaw_noise: float = 2e-4,
+) -> Drive:
     rng = np.random.default_rng(seed)
     geo = _geometry()
     n = int(duration_s * RATE)
@@ -55,14 +63,14 @@ def _drive(seed: int, duration_s: float = 120.0, sideways: bool = True, imu: boo
     c = geo.c
     rolled = (u @ w.T) * c
     perp = np.abs(-np.sin(geo.phi) * u[:, :1] + np.cos(geo.phi) * u[:, 1:2])
-    noise = np.sqrt(ROLL * np.abs(rolled)) * rng.standard_normal(rolled.shape)
-    noise += np.sqrt(DRAG * perp) * rng.standard_normal(rolled.shape)
+    noise = np.sqrt(roll * np.abs(rolled)) * rng.standard_normal(rolled.shape)
+    noise += np.sqrt(drag * perp) * rng.standard_normal(rolled.shape)
     dist = np.vstack([np.zeros((1, 3)), np.cumsum(rolled + noise, axis=0)])[::SUB]
     counts = np.floor(dist / c).astype(np.int64)
     t = np.arange(counts.shape[0]) / RATE
     yaw_true = np.concatenate([[0.0], np.cumsum(u[:, 2])])[::SUB]
     bias = 0.003 + np.cumsum(1e-4 * math.sqrt(1 / RATE) * rng.standard_normal(t.size))
-    yaw = yaw_true + np.cumsum(bias / RATE) + 2e-4 * rng.standard_normal(t.size)
+    yaw = yaw_true + np.cumsum(bias / RATE) + yaw_noise * rng.standard_normal(t.size)
     ref = np.column_stack([np.zeros(t.size), np.zeros(t.size), yaw_true])
     return Drive(
         label=f"gen{seed}",
@@ -82,6 +90,22 @@ def test_the_fit_recovers_the_slip_law_of_independently_generated_drives() -> No
     assert abs(fit.slip.drag_var - DRAG) <= 4 * fit.drag_se, fit.as_dict()
     # the standard errors are informative: a quarter of the value or better
     assert fit.roll_se < 0.25 * ROLL and fit.drag_se < 0.25 * DRAG
+
+
+def test_light_slip_is_not_confused_with_tick_rounding_or_count_jitter() -> None:
+    # a tenth of the slip and a quiet gyro: over a quarter-second window a moving wheel's
+    # slip is then ~1 tick² against the 1/6 tick² of its two ends' rounding (none for a
+    # still wheel), and a wheel that hardly moves jitters by a tick from frame to frame.
+    # Summed as |Δn| that jitter read as 1.8 m dragged sideways on drives that never
+    # move sideways, and a drag law 6-7 standard errors from the truth was "identified".
+    roll = ROLL / 10
+    drives = [
+        _drive(s, sideways=False, roll=roll, drag=DRAG / 10, yaw_noise=2e-5) for s in (5, 6, 7)
+    ]
+    fit = fit_pod_slip(drives, _geometry())
+    assert not fit.drag_identified, fit.as_dict()
+    assert abs(fit.slip.roll_var - roll) <= 4 * fit.roll_se, fit.as_dict()
+    assert fit.roll_se < 0.25 * roll
 
 
 def test_without_sideways_motion_the_drag_is_not_identified() -> None:
