@@ -355,7 +355,9 @@ def fit_noise_cmd(
     type=click.FloatRange(min=0.5, max=1.0, max_open=True),
     default=0.999,
     show_default=True,
-    help="Consistency monitor: one-sided level of its threshold for a consistent filter.",
+    help="Consistency monitor: one-sided level of the degraded flag for a consistent "
+    "filter (any of x, y, heading and the pods-against-IMU check; each channel takes "
+    "level^(1/channels)).",
 )
 @click.option(
     "--t-start",

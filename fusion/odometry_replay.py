@@ -363,7 +363,11 @@ def replay_session(
         align_interval_s: interval of the encoder/mocap time alignment (s); an
             emulated session captured at N× real time needs 0.5/N.
         monitor_window, monitor_level: the consistency monitor's window (updates) and
-            one-sided level (:func:`~sensorbench.fusion.consistency.nis_monitor`).
+            one-sided level of the ``degraded`` flag, which is raised when any of its m
+            channels (x, y, heading, and the pods-against-IMU check when there is an IMU)
+            is: each channel takes ``monitor_level ** (1/m)`` (Šidák), so a consistent
+            filter raises the flag with the stated level, not m times as often
+            (:func:`~sensorbench.fusion.consistency.nis_monitor`).
         window_ns: replay only the frames (and aiding samples) in ``[t0, t1)`` (ns,
             None: open); the errors are scored over the same span.
 
@@ -412,9 +416,10 @@ def replay_session(
         consistency = reference_consistency(
             result.t_s, result.pose, result.var, ref_t, ref_pose, ref_var
         )
+    channels = len(result.tracks) + (odo.imu_dtheta is not None)
+    level = monitor_level ** (1.0 / channels)
     monitor = {
-        a: nis_monitor(t.nis_chi2, gate, monitor_window, monitor_level)
-        for a, t in result.tracks.items()
+        a: nis_monitor(t.nis_chi2, gate, monitor_window, level) for a, t in result.tracks.items()
     }
     if odo.imu_dtheta is not None:
         # the pods against the IMU's yaw: the only redundancy a lifted wheel shows in
@@ -423,7 +428,7 @@ def replay_session(
         floor = float(np.sqrt(2.0 * rounding_covariance(geometry.W)[2, 2]))
         travel = np.abs(odo.dn) @ geometry.c
         chi = heading_cross_check(raw, odo.imu_dtheta, floor, travel)
-        monitor[CROSS_CHECK] = nis_monitor(chi, gate, monitor_window, monitor_level)
+        monitor[CROSS_CHECK] = nis_monitor(chi, gate, monitor_window, level)
     return Replay(
         result,
         odo.t0_ns,

@@ -199,6 +199,25 @@ def test_clipped_chi2_moments_match_sampling() -> None:
     assert abs(x.var() / v - 1) < 0.02
 
 
+def test_window_threshold_is_the_exact_quantile_of_the_clipped_sum() -> None:
+    # 200 000 independent windows of 50 clipped χ²₁ terms: at 99.9 % the threshold is
+    # exceeded by 200 ± 14 of them (binomial); the normal approximation's threshold (0.075
+    # lower) by ≈ 580, so 4 standard deviations separate the two
+    from scipy.stats import norm
+
+    from sensorbench.fusion.consistency import window_mean_quantile
+
+    n, window, level = 200_000, 50, 0.999
+    means = np.minimum(np.random.default_rng(8).chisquare(1, (n, window)), 6.63).mean(axis=1)
+    expected = n * (1 - level)
+    sd = math.sqrt(expected * level)
+    over = np.count_nonzero(means > window_mean_quantile(6.63, window, level))
+    assert abs(over - expected) < 4 * sd, over
+    m, v = clipped_chi2_moments(6.63)
+    normal = m + norm.ppf(level) * math.sqrt(v / window)
+    assert np.count_nonzero(means > normal) > expected + 8 * sd
+
+
 @pytest.mark.parametrize("scale", [1.0, 3.0])
 def test_nis_monitor_false_alarms_and_detection(scale: float) -> None:
     rng = np.random.default_rng(6)

@@ -3,12 +3,14 @@ pods_slip.toml) and the clean forward drive they are built on, same seeds.
 
 Three pods leave no redundancy, so the split filters' own NIS does not see a lifted or
 slipping wheel (the velocity adapts); the pods-against-IMU heading check does
-(``monitor["pods_vs_imu"]``, docs/PODS.md). Stated latency: raised within 0.05 s of the
-fault's start; cleared within one window (50 frames = 0.25 s at 200 Hz) plus 0.1 s after
-the fault ends (a slipping wheel shows only while it rolls: the slip scenario's first leg
-stops at ≈ 7.5 s). Stated false alarms on the clean drive: below 15 % of the time
-(measured 9–10 %; the nominal rate of the clipped-χ²₁ null at 99.9 % is 0.1 % of
-windows — the residual's tails are heavier than χ²₁).
+(``monitor["pods_vs_imu"]``, docs/PODS.md). Stated latency: raised within 0.075 s of the
+fault's start (a frame's clipped u² adds at most (6.63 − 0.98)/50 = 0.11 to the window
+mean, and the threshold of one of four channels at 99.9 % is 0.74 above the mean: at
+least 7 frames, 35 ms, for the grossest fault; measured 45–60 ms over seeds 5–9); cleared
+within one window (50 frames = 0.25 s at 200 Hz) plus 0.1 s after the fault ends (a
+slipping wheel shows only while it rolls: the slip scenario's first leg stops at ≈ 7.5 s).
+Stated false alarms on the clean drive: below 5 % of the time (measured 0.4–2.2 %; the
+wheels' real bounces, 0.05 per second per pod, raise it briefly too).
 """
 
 from __future__ import annotations
@@ -78,18 +80,18 @@ def test_fault_raises_degraded_within_latency_and_clears_after(runs, name, start
     for seed in SEEDS:
         t, flag = runs[(name, seed)]
         onset = t[np.flatnonzero(flag & (t >= start - 0.5))[0]]
-        assert start <= onset <= start + 0.05, (seed, onset)
+        assert start <= onset <= start + 0.075, (seed, onset)
         # held through the fault (a false clear would be a gap)
-        assert _fraction(t, flag, start + 0.05, end) > 0.95, seed
+        assert _fraction(t, flag, start + 0.075, end) > 0.95, seed
         # cleared one window after it: no flag raised continuously since the fault
         t_clear = end + WINDOW_S + 0.1
         assert not flag[np.searchsorted(t, t_clear)], seed
         # the clean drive with the same seed is not degraded through the same span
         tc, fc = runs[("forward", seed)]
-        assert _fraction(tc, fc, start + 0.05, end) < 0.5, seed
+        assert _fraction(tc, fc, start + 0.075, end) < 0.5, seed
 
 
 def test_false_alarms_on_the_clean_drive(runs) -> None:
     for seed in SEEDS:
         flag = runs[("forward", seed)][1]
-        assert np.mean(flag) < 0.15, (seed, np.mean(flag))
+        assert np.mean(flag) < 0.05, (seed, np.mean(flag))
