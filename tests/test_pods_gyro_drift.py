@@ -73,6 +73,9 @@ def test_gaps_are_bridged_and_a_short_session_gets_a_constant_bias() -> None:
     rel = np.where(ok, err, 5.0)  # what the reference says there is garbage
     left = err - gyro_drift(t, rel, ok)
     assert np.max(np.abs(np.diff(left[3900:4400]))) < 1e-4  # no step at the gap
+    # across the gap the reference came back a turn off (unwrapped over a spin it missed)
+    turned = np.where(np.arange(t.size) >= 4300, rel + 2 * np.pi, rel)
+    np.testing.assert_allclose(gyro_drift(t, turned, ok), gyro_drift(t, rel, ok), atol=1e-12)
     short = t[: int(1.5 * GYRO_DRIFT_WINDOW_S * RATE_HZ)]
     line = 0.002 * short + 0.3
     np.testing.assert_allclose(gyro_drift(short, line, np.ones(short.size, bool)), line)
