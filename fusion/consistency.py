@@ -226,7 +226,7 @@ class MonitorResult:
 
     Attributes:
         degraded: (K,) True where the window ending at the latest update (at or before each
-            frame) is above the threshold.
+            frame, and fewer than ``window`` frames before it) is above the threshold.
         window_mean: (K,) mean of the clipped NIS over the window (nan before it fills).
         threshold: the window mean's ``level`` quantile for a consistent filter.
         onsets, clears: update indices where the flag rises and falls.
@@ -263,11 +263,16 @@ def nis_monitor(
     if vals.size >= window:
         c = np.concatenate([[0.0], np.cumsum(vals)])
         wmean_u[window - 1 :] = (c[window:] - c[:-window]) / window
-    # frames without an update keep the state of the latest update before them
+    # frames without an update keep the state of the latest update before them, for at
+    # most one window: after as many frames without one (a robot at rest: unchanged
+    # counts test nothing) there is nothing left to judge and the flag drops; the next
+    # updates raise it again at once if the window they complete is still above
+    frames = np.arange(x.size)
     last = np.maximum.accumulate(np.where(has, np.cumsum(has) - 1, -1))
+    age = frames - np.maximum.accumulate(np.where(has, frames, -x.size))
     flag_u = np.append(wmean_u > threshold, False)
     wmean_u = np.append(wmean_u, np.nan)
-    degraded = flag_u[last]
+    degraded = flag_u[last] & (age < window)
     wmean = wmean_u[last]
     d = np.diff(np.concatenate([[False], degraded]).astype(np.int8))
     return MonitorResult(

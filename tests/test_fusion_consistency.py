@@ -234,6 +234,17 @@ def test_nis_monitor_false_alarms_and_detection(scale: float) -> None:
     assert not mon.degraded[5250:5300].any()
 
 
+def test_a_rest_longer_than_a_window_drops_the_flag_and_motion_brings_it_back() -> None:
+    # updates with S 9× too small, then 300 frames at rest (no update: nan), then more
+    nis = np.random.default_rng(9).chisquare(1, 1000) * 9.0
+    nis[400:700] = np.nan
+    mon = nis_monitor(nis, 6.63, window=50, level=0.999)
+    assert mon.degraded[100:400].all()
+    assert mon.degraded[400:449].all()  # held for one window after the last update (399)
+    assert not mon.degraded[449:700].any()  # nothing to judge: dropped
+    assert mon.degraded[700:].all()  # the first update completes a window still above
+
+
 def test_student_t_nis_calibrated_to_chi2_and_gate_at_its_nominal_rate() -> None:
     from scipy.stats import chi2, kstest
 
