@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.ndimage import uniform_filter1d
 
 from sensorbench.errors import FitError, FusionError, SessionError
 from sensorbench.fusion.consistency import (
@@ -24,9 +25,11 @@ from sensorbench.fusion.consistency import (
     MonitorResult,
     axis_consistency,
     heading_cross_check,
+    heading_cross_check_model,
     nis_consistency,
     nis_monitor,
 )
+from sensorbench.fusion.odometry_drift import PodSlip
 from sensorbench.fusion.pod_drive import (
     Drive,
     align_drive,
@@ -49,6 +52,7 @@ from sensorbench.fusion.split_filter import (
     SplitResult,
     rounding_covariance,
 )
+from sensorbench.fusion.tick_rounding import expected_frac_variance
 from sensorbench.logs import PoseFlag, Session
 
 
@@ -77,6 +81,29 @@ class OdometryInput:
         if repair and self.imu_dtheta is not None:
             return repair_bounces(geometry.W, self.dn, self.imu_dtheta)[0]
         return body_increments(geometry.W, self.dn)
+
+
+CROSS_CHECK_SMOOTH_S = 0.1
+"""Span (s) over which the counts are averaged for :func:`cross_check_variance`'s travel:
+frame by frame a wheel that hardly moves jitters by a tick, which is not rolling (the
+slip-law fit uses the same span, :data:`~sensorbench.characterize.slip_fit.TRAVEL_SMOOTH_S`)."""
+
+
+def cross_check_variance(
+    W: np.ndarray, slip: PodSlip, dn: np.ndarray, t_s: np.ndarray
+) -> np.ndarray:
+    """Predicted variance (K,, rad²) of each frame's pods-minus-IMU heading increment
+    without the gyro's noise: the wheels' slip over the frame (rolling and dragging, from
+    the slip law) and the rounding of its two ends, ``E[f(1 − f)]`` of each pod's travel
+    (ticks, from counts averaged over :data:`CROSS_CHECK_SMOOTH_S`, blurred by its slip),
+    each weighted by the pod's share g_i² of the heading (g the heading row of ``W⁺``).
+    """
+    g2 = np.linalg.pinv(np.asarray(W, dtype=float))[2] ** 2
+    frame = max(float(np.median(np.diff(t_s))), 1e-9)
+    span = max(1, round(CROSS_CHECK_SMOOTH_S / frame))
+    travel = uniform_filter1d(np.asarray(dn, dtype=float), span, axis=0, mode="nearest")
+    roll, drag = slip.pod_tick_variances(body_increments(W, travel))
+    return (roll + drag + expected_frac_variance(travel, roll + drag)) @ g2
 
 
 def read_odometry(
@@ -424,10 +451,16 @@ def replay_session(
     if odo.imu_dtheta is not None:
         # the pods against the IMU's yaw: the only redundancy a lifted wheel shows in
         raw = body_increments(geometry.W, odo.dn)[:, 2]
-        # a frame's Δθ holds the rounding of its two ends
-        floor = float(np.sqrt(2.0 * rounding_covariance(geometry.W)[2, 2]))
-        travel = np.abs(odo.dn) @ geometry.c
-        chi = heading_cross_check(raw, odo.imu_dtheta, floor, travel)
+        slip = geometry.slip_model()
+        if slip is not None:
+            rest = np.all(odo.dn == 0, axis=1)
+            var = cross_check_variance(geometry.W, slip, odo.dn, odo.t_s)
+            chi = heading_cross_check_model(raw, odo.imu_dtheta, var, rest, gate)
+        else:
+            # a frame's Δθ holds the rounding of its two ends
+            floor = float(np.sqrt(2.0 * rounding_covariance(geometry.W)[2, 2]))
+            travel = np.abs(odo.dn) @ geometry.c
+            chi = heading_cross_check(raw, odo.imu_dtheta, floor, travel)
         monitor[CROSS_CHECK] = nis_monitor(chi, gate, monitor_window, level)
     return Replay(
         result,
