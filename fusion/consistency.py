@@ -456,7 +456,10 @@ def heading_cross_check_model(
     scale = float(np.mean(ratio[moving])) or 1.0
     for _ in range(MODEL_SCALE_ITERATIONS):
         u = ratio[moving] / scale
-        scale *= float(np.mean(u[u <= gate])) / target
+        below = u[u <= gate]
+        if below.size == 0 or not np.any(below > 0):
+            break  # nothing left to set a level from: keep the last scale
+        scale *= float(np.mean(below)) / target
     out[ok] = ratio[ok] / scale
     return out
 
