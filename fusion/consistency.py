@@ -429,7 +429,7 @@ def heading_cross_check_model(
     makes the moving frames' mean of u² below the gate χ²₁'s below it (a trimmed mean:
     frames beyond the gate do not move s): the model sets the shape from frame to frame
     (dragged or rolling, fast or creeping), the data its level. On the simulator's
-    clean drives s is 0.98-1.12. nan where either increment is missing, and everywhere
+    clean drives s is 0.88-1.09. nan where either increment is missing, and everywhere
     when fewer than 50 frames move.
     """
     from scipy.stats import chi2
