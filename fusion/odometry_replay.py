@@ -448,10 +448,12 @@ def replay_session(
     monitor = {
         a: nis_monitor(t.nis_chi2, gate, monitor_window, level) for a, t in result.tracks.items()
     }
+    spread_by = None
     if odo.imu_dtheta is not None:
         # the pods against the IMU's yaw: the only redundancy a lifted wheel shows in
         raw = body_increments(geometry.W, odo.dn)[:, 2]
         slip = geometry.slip_model()
+        spread_by = "travel bins" if slip is None else "slip law"
         if slip is not None:
             rest = np.all(odo.dn == 0, axis=1)
             var = cross_check_variance(geometry.W, slip, odo.dn, odo.t_s)
@@ -474,6 +476,8 @@ def replay_session(
             "aided": aiding is not None,
             "imu_bounce_check": repair and odo.imu_dtheta is not None,
             "repaired_frames": n_repaired,
+            # what standardises the pods-against-IMU check (None: no IMU)
+            "imu_check_spread": spread_by,
             "reference_noise_sigma": None
             if ref_var is None
             else dict(zip(AXES, map(float, np.sqrt(ref_var)), strict=True)),

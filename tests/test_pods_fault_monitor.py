@@ -61,6 +61,7 @@ def _geometry(law: bool) -> PodGeometry:
 
 def _flags(path: Path, law: bool) -> tuple[np.ndarray, np.ndarray]:
     rp = replay_session(path, _geometry(law), FilterNoise.default(), reference="truth")
+    assert rp.summary()["imu_check_spread"] == ("slip law" if law else "travel bins")
     # replay time is from the first frame; the scenario's windows from the simulation's start
     with Session(path) as s:
         start_ns = int(s.truth("pose/t_ns")[0])
