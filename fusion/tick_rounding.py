@@ -36,11 +36,18 @@ tick² (1.5 % of 1/6) for σ = 0, and vanishes for any σ above 0.1 tick."""
 
 def expected_frac_variance(mu: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
     """E[f·(1 − f)] (tick²) for f the fractional part of δ ~ N(mu, sigma2) (ticks, tick²)."""
-    mu = np.asarray(mu, dtype=float)
-    s2 = np.asarray(sigma2, dtype=float)
-    n = np.arange(1, SERIES_TERMS + 1, dtype=float)
-    terms = np.cos(2 * np.pi * mu[..., None] * n) * np.exp(-2 * np.pi**2 * s2[..., None] * n**2)
-    return np.clip(1.0 / 6.0 - (terms / (np.pi**2 * n**2)).sum(axis=-1), 0.0, 0.25)
+    mu, s2 = np.broadcast_arrays(np.asarray(mu, dtype=float), np.asarray(sigma2, dtype=float))
+    # term by term, not as one (..., SERIES_TERMS) array: a long replay's (frames, pods)
+    # would otherwise take SERIES_TERMS times its size at once (an hour at 200 Hz: 0.7 GB)
+    total = np.full(mu.shape, 1.0 / 6.0)
+    phase = (2 * np.pi) * mu
+    decay = -2 * np.pi**2 * s2
+    for n in range(1, SERIES_TERMS + 1):
+        weight = np.exp(decay * n**2)
+        if not np.any(weight > 1e-12):
+            break  # every later term is smaller still
+        total -= np.cos(phase * n) * weight / (np.pi**2 * n**2)
+    return np.clip(total, 0.0, 0.25)
 
 
 def rounding_share(

@@ -56,6 +56,22 @@ def test_expected_fractional_variance_matches_monte_carlo_and_its_limits() -> No
         assert got == pytest.approx(mc, abs=3e-3), (mu, sd, got, mc)
 
 
+def test_expected_fractional_variance_of_a_long_replay_stays_near_its_input_size() -> None:
+    # an hour at 200 Hz is 720 000 frames × 3 pods; built as one (frames, pods, terms)
+    # array the series took 40× the input at once. Here 100 000 × 3 (2.4 MB per array)
+    # must peak under 10× that
+    import tracemalloc
+
+    rng = np.random.default_rng(3)
+    mu = rng.uniform(0.0, 60.0, (100_000, 3))
+    s2 = rng.exponential(0.02, (100_000, 3))
+    tracemalloc.start()
+    expected_frac_variance(mu, s2)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 10 * mu.nbytes, peak / mu.nbytes
+
+
 def test_rounding_share_of_a_still_a_steady_and_a_random_wheel() -> None:
     k = 300
     still = np.zeros(k)
