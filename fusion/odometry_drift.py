@@ -266,7 +266,9 @@ class CalibrationError:
     W: np.ndarray
     row_cov: np.ndarray
 
-    def variance(self, body_increments: np.ndarray, heading: np.ndarray) -> np.ndarray:
+    def variance(
+        self, body_increments: np.ndarray, heading: np.ndarray, chunk: int = 16384
+    ) -> np.ndarray:
         """Variance (K+1, 3) of the world pose error (x, y m²; θ rad²) the calibration's
         uncertainty causes along a path, 0 at the start.
 
@@ -274,22 +276,39 @@ class CalibrationError:
             body_increments: (K, 3) odometry body increments (m, m, rad); nan rows add
                 nothing.
             heading: (K+1,) heading at each frame (rad) that rotates the increments.
+            chunk: frames per block; the sensitivities are carried from block to block, so
+                an hour's replay needs a block's worth of (frames, 3N) arrays, not its own.
         """
         inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
         th = np.asarray(heading, dtype=float)[:-1]
         w_inv = np.linalg.pinv(np.asarray(self.W, dtype=float))
-        # B[k, j, 3i + m] = −W⁻¹[j, i]·u_k[m]: body error j per row error (pod i, column m)
-        b = -np.einsum("ji,km->kjim", w_inv, inc).reshape(inc.shape[0], 3, -1)
-        c, s = np.cos(th)[:, None], np.sin(th)[:, None]
-        bx = c * b[:, 0] - s * b[:, 1]
-        by = s * b[:, 0] + c * b[:, 1]
-        dxw = c[:, 0] * inc[:, 0] - s[:, 0] * inc[:, 1]
-        dyw = s[:, 0] * inc[:, 0] + c[:, 0] * inc[:, 1]
-        zero = np.zeros((1, b.shape[2]))
-        jt = np.vstack([zero, np.cumsum(b[:, 2], axis=0)])
-        jx = np.vstack([zero, np.cumsum(bx - dyw[:, None] * jt[:-1], axis=0)])
-        jy = np.vstack([zero, np.cumsum(by + dxw[:, None] * jt[:-1], axis=0)])
         sig = np.asarray(self.row_cov, dtype=float)
-        return np.column_stack(
-            [np.einsum("ki,ij,kj->k", j, sig, j, optimize=True) for j in (jx, jy, jt)]
-        )
+        n_par = 3 * w_inv.shape[1]
+        out = np.zeros((inc.shape[0] + 1, 3))
+        # the sensitivities of x, y, θ to the stacked row errors at the start of a block
+        at = np.zeros((3, n_par))
+        for lo in range(0, inc.shape[0], max(1, int(chunk))):
+            u, h = inc[lo : lo + chunk], th[lo : lo + chunk]
+            # B[k, j, 3i + m] = −W⁻¹[j, i]·u_k[m]: body error j per row error (pod i, column m)
+            b = -np.einsum("ji,km->kjim", w_inv, u).reshape(u.shape[0], 3, -1)
+            c, s = np.cos(h)[:, None], np.sin(h)[:, None]
+            dxw = c[:, 0] * u[:, 0] - s[:, 0] * u[:, 1]
+            dyw = s[:, 0] * u[:, 0] + c[:, 0] * u[:, 1]
+            jt = at[2] + np.vstack([np.zeros((1, n_par)), np.cumsum(b[:, 2], axis=0)])
+            jx = at[0] + np.vstack(
+                [
+                    np.zeros((1, n_par)),
+                    np.cumsum(c * b[:, 0] - s * b[:, 1] - dyw[:, None] * jt[:-1], axis=0),
+                ]
+            )
+            jy = at[1] + np.vstack(
+                [
+                    np.zeros((1, n_par)),
+                    np.cumsum(s * b[:, 0] + c * b[:, 1] + dxw[:, None] * jt[:-1], axis=0),
+                ]
+            )
+            out[lo + 1 : lo + 1 + u.shape[0]] = np.column_stack(
+                [np.einsum("ki,ij,kj->k", j[1:], sig, j[1:], optimize=True) for j in (jx, jy, jt)]
+            )
+            at = np.stack([jx[-1], jy[-1], jt[-1]])
+        return out

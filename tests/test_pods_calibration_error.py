@@ -105,3 +105,18 @@ def test_a_malformed_row_covariance_is_refused(tmp_path) -> None:
     path.write_text(text)
     with pytest.raises(ModelFileError, match="row_covariance"):
         load_pod_model(path)
+
+
+def test_the_variance_in_blocks_equals_the_variance_in_one() -> None:
+    # an hour's replay is computed block by block with the sensitivities carried over;
+    # the blocks' seams (here every 7 frames, a nan row among them) must not show
+    rng = np.random.default_rng(21)
+    w = rng.normal(size=(3, 3)) * 1e4
+    a = rng.normal(size=(9, 9))
+    cal = CalibrationError(w, a @ a.T * 1e-2)
+    inc = rng.normal(size=(1000, 3)) * 1e-3
+    inc[5] = np.nan
+    heading = np.cumsum(rng.normal(size=1001)) * 0.1
+    whole = cal.variance(inc, heading, chunk=10**6)
+    np.testing.assert_allclose(cal.variance(inc, heading, chunk=7), whole, rtol=1e-12, atol=0)
+    assert whole.shape == (1001, 3) and np.all(whole[0] == 0)
