@@ -13,7 +13,8 @@ equation: the heading increment the pods give, ``g·Δn`` with ``g`` the heading
 slip of every pod that enters the heading (for a differential layout the two parallel
 wheels) and little else: the tick rounding of the window's two ends and the gyro's white
 noise. With each pod's rolled distance D_i and dragged distance P_i over the window (m,
-from the counts averaged over :data:`TRAVEL_SMOOTH_S`), the slip law gives
+from the counts averaged over 0.1 s,
+:func:`~sensorbench.fusion.odometry_drift.averaged_counts`), the slip law gives
 
     E[U²] = σ_roll²·Σ_i g_i²·D_i/c_i² + σ_drag²·Σ_i g_i²·P_i/c_i² + Σ_i g_i²·v_i + c
 
@@ -41,11 +42,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.ndimage import median_filter, uniform_filter1d
+from scipy.ndimage import median_filter
 
 from sensorbench.characterize.drift_fit import gamma_nnls
 from sensorbench.errors import FitError
-from sensorbench.fusion.odometry_drift import PodSlip
+from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts, pod_distances
 from sensorbench.fusion.pod_drive import Drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces
 from sensorbench.fusion.tick_rounding import expected_frac_variance
@@ -56,12 +57,6 @@ the gyro bias is constant within it."""
 BIAS_WINDOWS = 40
 """Neighbouring windows each side whose median U/T is the gyro bias (fewer in a drive
 shorter than 81 windows: as many as it has)."""
-TRAVEL_SMOOTH_S = 0.1
-"""The counts are averaged over this span (s) before their distances are summed: a wheel
-dragged sideways or standing jitters by a tick or so from frame to frame, and summed as
-|Δn| that jitter reads as rolling: on the simulator's four drives σ_roll² came out 10 %
-low (σ_drag² 3 %), against 3 % low with the average (the realised slip of those
-drives is 2 % below the simulator's law)."""
 MIN_WINDOWS = 20
 """Windows a drive needs (5 s at the default window)."""
 TRIM = 25.0
@@ -123,24 +118,18 @@ def _windows(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per window of one drive: U (rad), and per pod (n, N) the rolled and dragged
     distances (m) and the travel (ticks), all from the counts smoothed over
-    :data:`TRAVEL_SMOOTH_S`."""
+    :data:`~sensorbench.fusion.odometry_drift.TRAVEL_SMOOTH_S`."""
     if drive.imu_yaw is None:
         raise FitError(f"{drive.label}: no IMU yaw; the slip fit needs the pods against an IMU")
     dn = np.diff(drive.counts, axis=0).astype(float)
     imu = np.diff(drive.imu_yaw)
     w_inv = np.linalg.pinv(w)
     g = w_inv[2]
-    c = 1.0 / np.hypot(w[:, 0], w[:, 1])
-    phi = np.arctan2(w[:, 1], w[:, 0])
     _, bounced, _ = repair_bounces(w, dn, imu)
     near = np.convolve(bounced.astype(float), np.ones(11), mode="same") > 0
     frame = float(np.median(np.diff(drive.t_enc)))
-    smooth = uniform_filter1d(
-        dn, max(1, round(TRAVEL_SMOOTH_S / max(frame, 1e-9))), axis=0, mode="nearest"
-    )
-    inc = smooth @ w_inv.T
-    rolled = np.abs(smooth) * c
-    dragged = np.abs(-np.sin(phi) * inc[:, :1] + np.cos(phi) * inc[:, 1:2])
+    smooth = averaged_counts(dn, drive.t_enc)
+    rolled, dragged = pod_distances(w, smooth @ w_inv.T)
     m = max(1, round(window_s / max(frame, 1e-9)))
     n_win = dn.shape[0] // m
     if n_win < MIN_WINDOWS:

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.ndimage import uniform_filter1d
 
 from sensorbench.errors import FitError, FusionError, SessionError
 from sensorbench.fusion.consistency import (
@@ -29,7 +28,7 @@ from sensorbench.fusion.consistency import (
     nis_consistency,
     nis_monitor,
 )
-from sensorbench.fusion.odometry_drift import PodSlip
+from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts
 from sensorbench.fusion.pod_drive import (
     Drive,
     align_drive,
@@ -83,25 +82,18 @@ class OdometryInput:
         return body_increments(geometry.W, self.dn)
 
 
-CROSS_CHECK_SMOOTH_S = 0.1
-"""Span (s) over which the counts are averaged for :func:`cross_check_variance`'s travel:
-frame by frame a wheel that hardly moves jitters by a tick, which is not rolling (the
-slip-law fit uses the same span, :data:`~sensorbench.characterize.slip_fit.TRAVEL_SMOOTH_S`)."""
-
-
 def cross_check_variance(
     W: np.ndarray, slip: PodSlip, dn: np.ndarray, t_s: np.ndarray
 ) -> np.ndarray:
     """Predicted variance (K,, rad²) of each frame's pods-minus-IMU heading increment
     without the gyro's noise: the wheels' slip over the frame (rolling and dragging, from
     the slip law) and the rounding of its two ends, ``E[f(1 − f)]`` of each pod's travel
-    (ticks, from counts averaged over :data:`CROSS_CHECK_SMOOTH_S`, blurred by its slip),
+    (ticks, from :func:`~sensorbench.fusion.odometry_drift.averaged_counts`, blurred by its
+    slip),
     each weighted by the pod's share g_i² of the heading (g the heading row of ``W⁺``).
     """
     g2 = np.linalg.pinv(np.asarray(W, dtype=float))[2] ** 2
-    frame = max(float(np.median(np.diff(t_s))), 1e-9)
-    span = max(1, round(CROSS_CHECK_SMOOTH_S / frame))
-    travel = uniform_filter1d(np.asarray(dn, dtype=float), span, axis=0, mode="nearest")
+    travel = averaged_counts(dn, t_s)
     roll, drag = slip.pod_tick_variances(body_increments(W, travel))
     return (roll + drag + expected_frac_variance(travel, roll + drag)) @ g2
 
