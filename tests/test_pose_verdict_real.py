@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from real_data import TUM_GROUNDTRUTH, TUM_RGBDSLAM, need
 
 from sensorbench.characterize.pose_align import PoseTrack
 from sensorbench.characterize.pose_error import fit_pose_error
@@ -27,11 +28,10 @@ from sensorbench.characterize.pose_sessions import prepare_campaign
 from sensorbench.characterize.pose_validate import validate_sessions
 from sensorbench.characterize.pose_verdict import assess
 
-REAL = Path("/work/shared/data/real")  # as tests/test_pose_cli.py
-GT = REAL / "tum_fr1_xyz_groundtruth.txt"
-EST = REAL / "tum_fr1_xyz_rgbdslam.txt"
+GT = TUM_GROUNDTRUTH.path
+EST = TUM_RGBDSLAM.path
 
-pytestmark = pytest.mark.skipif(not GT.exists(), reason="real TUM files not present")
+pytestmark = need(TUM_GROUNDTRUTH, TUM_RGBDSLAM)
 
 
 def _load(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
