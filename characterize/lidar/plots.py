@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from sensorbench.characterize.lidar_stats import LidarCharacterization
+from sensorbench.characterize.lidar.stats import LidarCharacterization
 
 
 def write_plots(result: LidarCharacterization, out_dir: str | Path) -> list[Path]:

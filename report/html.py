@@ -1,6 +1,6 @@
 """The report's HTML: one render function per computed section, and the page around them.
 
-Every function here turns a dataclass of :mod:`~sensorbench.characterize.report_data`
+Every function here turns a dataclass of :mod:`~sensorbench.report.data`
 into HTML and computes nothing. Figures are embedded as base64 PNG; the page needs no
 external asset. Headings ``<h2>`` start sections (the page's contents list is built
 from them), ``<h3>`` sub-sections.
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sensorbench import __version__
-from sensorbench.characterize.report_data import (
+from sensorbench.report.data import (
     POSE_AXES,
     Figure,
     LidarSection,
@@ -377,7 +377,7 @@ def render_pose(section: PoseSection) -> str:
     if section.validation is not None:
         parts.append(render_validation(section.validation))
     if section.verdict is not None:
-        from sensorbench.characterize.report_verdict import render_pose_verdict
+        from sensorbench.report.verdict import render_pose_verdict
 
         parts.append(render_pose_verdict(section.verdict))
     return "".join(parts)
@@ -385,7 +385,7 @@ def render_pose(section: PoseSection) -> str:
 
 def render_validation(v: ValidationSection) -> str:
     """Verdict per held-out session, percentile tables, band plots and rank histogram."""
-    from sensorbench.characterize.gm_montecarlo import STAT_NAMES
+    from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES
 
     simulated = any(s.wrong_relocalizations is not None for s in v.sessions)
     vrows = []

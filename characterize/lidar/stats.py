@@ -1,10 +1,10 @@
 """Characterize one lidar stream of a session: a datasheet from measured data.
 
 Timing (rate, jitter, points per turn, skipped turns, gaps, USB drop-offs) comes
-from every turn (:mod:`.lidar_timing`), as do the no-return fraction and the
-intensity (A1 quality) levels (:mod:`.lidar_returns`). Range noise by distance band and the
-outlier fractions need a static scene: :mod:`.lidar_static` finds the static
-stretches and :mod:`.lidar_noise` measures them. Without a static stretch the
+from every turn (:mod:`.timing`), as do the no-return fraction and the
+intensity (A1 quality) levels (:mod:`.returns`). Range noise by distance band and the
+outlier fractions need a static scene: :mod:`.static` finds the static
+stretches and :mod:`.noise` measures them. Without a static stretch the
 characterization refuses (``FitError``) unless only timing is asked for. For an
 LD19 the datasheet also says what the vendor SDK's near filter would drop, as a
 fraction of the samples and of each class found here (a cross-check of both).
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sensorbench.characterize.lidar_noise import (
+from sensorbench.characterize.lidar.noise import (
     DEFAULT_BANDS_M,
     LABEL_EDGE,
     LABEL_FALSE,
@@ -26,9 +26,9 @@ from sensorbench.characterize.lidar_noise import (
     NoiseReport,
     range_noise,
 )
-from sensorbench.characterize.lidar_returns import ReturnStats, return_stats
-from sensorbench.characterize.lidar_static import StaticDetection, detect_static
-from sensorbench.characterize.lidar_timing import TimingStats, timing_stats, turn_start_s
+from sensorbench.characterize.lidar.returns import ReturnStats, return_stats
+from sensorbench.characterize.lidar.static import StaticDetection, detect_static
+from sensorbench.characterize.lidar.timing import TimingStats, timing_stats, turn_start_s
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
 from sensorbench.errors import FitError, SessionError
 from sensorbench.fusion.scan_bins import angular_step_rad

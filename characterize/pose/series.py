@@ -1,7 +1,7 @@
 """The per-axis pose-error series that the fit, the Monte Carlo and the validation share.
 
 An :class:`ErrorSeries` is one session's error of a pose sensor against its reference
-(mocap), already time-associated and frame-aligned (:mod:`pose_align`), with the
+(mocap), already time-associated and frame-aligned (:mod:`align`), with the
 relocalization segmentation (:mod:`reloc_segments`):
 
 - ``t_s``: sample times, seconds, strictly increasing (any origin);
