@@ -146,23 +146,22 @@ def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _fmt(v: float, unit: str) -> str:
-    if unit == "m":
-        return f"{1000 * v:9.3f} mm"
-    if unit == "rad":
-        return f"{np.degrees(v):9.4f} deg"
-    return f"{v:9.3f} {unit}"
+    from sensorbench.characterize.pose.series import DISPLAY_UNITS
+
+    k, shown, fmt = DISPLAY_UNITS[unit]
+    return f"{fmt.format(k * v)} {shown}"
 
 
 def _model_table(model) -> str:
     from sensorbench.characterize.pose.error_model import PARAMS
-    from sensorbench.characterize.pose.series import AXES, AXIS_UNITS
+    from sensorbench.characterize.pose.series import AXES, param_unit
 
     lines = ["axis   param        value            95 % interval"]
     for a in AXES:
         f = model.axes[a]
         ci = f.ci()
         for j, p in enumerate(PARAMS):
-            unit = "s" if p == "tau_s" else AXIS_UNITS[a]
+            unit = param_unit(a, p)
             if f.identified[j]:
                 interval = f"[{_fmt(ci[j, 0], unit).strip()}, {_fmt(ci[j, 1], unit).strip()}]"
             else:

@@ -579,6 +579,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     from sensorbench.characterize.pose.allan import allan_cross_check
     from sensorbench.characterize.pose.error_model import FitOptions, PoseErrorModel, fit_pose_error
     from sensorbench.characterize.pose.plots import plot_allan, plot_error_bands
+    from sensorbench.characterize.pose.series import param_unit
     from sensorbench.characterize.pose.sessions import prepare_sessions
 
     opts, say, figdir, models = inputs.options, inputs.say, inputs.figdir, inputs.models
@@ -609,13 +610,12 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
         f = model.axes[a]
         ci = f.ci()
         ci999 = f.ci(Z_999)
-        unit = "m" if i < 3 else "rad"
         for j, p in enumerate(POSE_PARAMS):
             out.append(
                 PoseParam(
                     axis=a,
                     param=p,
-                    unit="s" if p == "tau_s" else unit,
+                    unit=param_unit(a, p),
                     value=float(params[i, j]),
                     ci95=(float(ci[j, 0]), float(ci[j, 1])),
                     ci999=(float(ci999[j, 0]), float(ci999[j, 1])),
