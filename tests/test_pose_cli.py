@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from real_data import TUM_GROUNDTRUTH, TUM_RGBDSLAM, need
 
-from sensorbench.characterize.pose_error import PoseErrorModel
+from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.cli import cli
 
 GT = TUM_GROUNDTRUTH.path
