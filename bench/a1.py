@@ -21,8 +21,8 @@ import rplidar
 
 from sensorbench.bench import BenchResult, Round, cpu_windows, interleave
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1 import TurnAssembler
 from sensorbench.drivers.a1_reader import A1Reader
+from sensorbench.drivers.a1_turns import TurnAssembler
 from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples, encode_nodes
 
 AREA = "a1"

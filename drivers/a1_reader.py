@@ -2,7 +2,7 @@
 
 :class:`A1Reader` is the shared reader thread
 (:class:`~sensorbench.drivers.serial_reader.ReaderThread`, the same one the LD19 and
-pod readers run on) over an :class:`~sensorbench.drivers.a1.A1Scanner`, the A1
+pod readers run on) over an :class:`~sensorbench.drivers.a1_scanner.A1Scanner`, the A1
 protocol on the shared serial link. So the A1 has the same behaviour as every
 device, from the same code: one thread per device, every read bounded by a short
 timeout, raw bytes stamped with ``time.monotonic_ns()`` on arrival, ``stale`` /
@@ -30,7 +30,7 @@ from __future__ import annotations
 import collections
 from typing import TYPE_CHECKING, Any
 
-from sensorbench.drivers.a1 import A1Scanner
+from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.drivers.serial_reader import ReaderThread
 
 if TYPE_CHECKING:

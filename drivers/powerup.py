@@ -66,7 +66,7 @@ from typing import Any, Protocol
 
 import serial
 
-from sensorbench.drivers.a1 import A1Scanner
+from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.drivers.port_power import PortPower
 from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import ConfigError, DriverError

@@ -32,7 +32,7 @@ is not protocol-specific, once for the LD19, the pods and the A1:
 
 A protocol subclasses it and overrides the hooks; the LD19 and the pods are
 stream-only (``consume`` parses what arrived), the A1
-(:class:`~sensorbench.drivers.a1.A1Scanner`) also overrides ``open_port``,
+(:class:`~sensorbench.drivers.a1_scanner.A1Scanner`) also overrides ``open_port``,
 ``close_port``, ``waiting``, ``open_link`` and ``on_open`` (identify, health, start
 the scan with rplidar-roboticia's request/response calls on the open port, at the
 start and after each reopen), ``read_chunk``, ``on_lost`` and ``restart``. Hooks run

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 from timing_util import SLACK_S
 
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1 import A1Lidar, A1Scanner, TurnAssembler, spread_times
+from sensorbench.drivers.a1_lidar import A1Lidar
+from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.a1_turns import TurnAssembler, spread_times
 from sensorbench.errors import DriverError
 from sensorbench.logs import LidarTurns, TurnFlag
 from sensorbench.sim.emulator_a1 import A1Emulator

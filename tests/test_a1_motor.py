@@ -14,7 +14,7 @@ from pathlib import Path
 import a1_util as u
 import pytest
 
-from sensorbench.drivers.a1 import A1Scanner
+from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.drivers.capture import run_bringup, run_capture
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.robot_config import parse_robot_config
