@@ -1,6 +1,6 @@
 """The A1 protocol on the shared serial link: a standard scan as complete turns.
 
-:class:`A1Scanner` is the A1 protocol on the shared serial transport
+:class:`A1Scanner` is the A1's protocol object on the shared serial transport
 (:class:`~sensorbench.drivers.serial_link.SerialLink`, as every device): the link
 reads, stamps, records raw bytes and decides silence, overruns, unplug and reconnect
 backoff (:class:`~sensorbench.drivers.link_watch.LinkWatch`); the scanner uses
@@ -9,14 +9,16 @@ backoff (:class:`~sensorbench.drivers.link_watch.LinkWatch`); the scanner uses
 bytes into :class:`~sensorbench.logs.LidarTurns` (angle rad CCW, range m with ``inf``
 for no return, quality, host time) with the
 :class:`~sensorbench.drivers.a1_turns.TurnAssembler`. The live session reader
-(:mod:`sensorbench.drivers.a1_reader`) runs it on the shared reader thread.
+(:mod:`sensorbench.drivers.a1_reader`) runs its link on the shared reader thread;
+the power-up sequencer and tests step it without a thread (:meth:`A1Scanner.poll`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import serial
 
@@ -26,7 +28,8 @@ from sensorbench.drivers.a1_clock import describe as describe_clock
 from sensorbench.drivers.a1_lidar import POLL_S, A1Lidar
 from sensorbench.drivers.a1_protocol import A1Health, A1Info, A1SampleRate
 from sensorbench.drivers.a1_turns import TurnAssembler, spread_times
-from sensorbench.drivers.serial_link import EventSink, SerialLink
+from sensorbench.drivers.device_protocol import DeviceProtocol
+from sensorbench.drivers.serial_link import EventSink, LinkConfig, SerialLink
 from sensorbench.errors import DeviceUnplugged, DriverError
 from sensorbench.logs import LidarTurns, TurnFlag
 
@@ -34,21 +37,22 @@ if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
 
 
-class A1Scanner(SerialLink):
-    """A standard scan on one A1, as complete turns: the A1 protocol on the serial link.
+class A1Scanner(DeviceProtocol):
+    """A standard scan on one A1, as complete turns: the A1 protocol on its serial link.
 
-    The transport (:class:`~sensorbench.drivers.serial_link.SerialLink`) reads, stamps,
-    records raw bytes and handles silence, overruns, unplug and reconnect with
-    backoff, as for every device; this class supplies the A1's hooks: the port is
-    opened by :class:`A1Lidar` (DTR at the motor's state), a reopen identifies the
-    unit, checks its health and starts the scan with rplidar-roboticia's
-    request/response calls (``on_open``), a long silence stops, clears, reconnects and
-    restarts the scan (``restart``), and the node stream is decoded into turns
-    (``consume``). :class:`~sensorbench.drivers.a1_reader.A1Reader` runs it on the
-    shared reader thread; the power-up sequencer and tests step it with :meth:`poll`.
+    The transport (:attr:`link`, a :class:`~sensorbench.drivers.serial_link.SerialLink`
+    the scanner makes for itself) reads, stamps, records raw bytes and handles
+    silence, overruns, unplug and reconnect with backoff, as for every device; this
+    class supplies the A1's hooks: the port is opened by :class:`A1Lidar` (DTR at the
+    motor's state) and each (re)open identifies the unit, checks its health and
+    starts the scan with rplidar-roboticia's request/response calls (``open_port``),
+    a long silence stops, clears, reconnects and restarts the scan (``restart``), and
+    the node stream is decoded into turns (``consume``).
+    :func:`~sensorbench.drivers.a1_reader.a1_reader` runs the link on the shared
+    reader thread; the power-up sequencer and tests step it with :meth:`poll`.
     :class:`A1Lidar` may reopen the port by itself (``recover`` after a descriptor
-    error or a stall), so the A1's hooks read, ask and close through the lidar's
-    current port, not the one the link was handed.
+    error or a stall), so the link reads, asks and closes through the lidar's current
+    port (:class:`_LidarPort`).
 
     Args:
         port: device path; a stable name (udev symlink, emulator link) survives replugs.
@@ -68,6 +72,8 @@ class A1Scanner(SerialLink):
     """
 
     kind = "a1"
+    wire = "rplidar"
+    baud = proto.BAUD
     valid_item = "complete turn"
     backlog_limit = 3000  # rplidar-roboticia's max_buf_meas; counted, never flushed
 
@@ -82,18 +88,6 @@ class A1Scanner(SerialLink):
         on_event: EventSink | None = None,
         name: str = "a1",
     ) -> None:
-        super().__init__(
-            name,
-            port,
-            proto.BAUD,
-            read_timeout_s=POLL_S,
-            first_valid_timeout_s=5.0,
-            stale_after_s=stale_after_s,
-            backoff_s=reconnect_backoff_s,
-            backoff_max_s=1.0,
-            restart_after_s=restart_after_s,
-            on_event=on_event,
-        )
         self.request_timeout_s = read_timeout_s
         self.reconnect_probe_s = reconnect_probe_s
         self.attrs: dict[str, object] = {}
@@ -110,13 +104,34 @@ class A1Scanner(SerialLink):
         self.crc_turns = 0
         self._tail = b""
         self._node_bytes = 0  # the node bytes at the end of the chunk being consumed
-        self._out: list[LidarTurns] = []  # turns completed by the current poll
+        self._out: list[LidarTurns] | None = None  # turns completed by the current poll()
         self._skipped_unreported = 0
         self._skip_reported_ns = 0
         self._t_prev: int | None = None
         self._scanning = False
+        self._count_lock = threading.Lock()
+        self._port = _LidarPort(self)
+        SerialLink(
+            name,
+            port,
+            self,
+            config=LinkConfig(
+                read_timeout_s=POLL_S,
+                first_valid_timeout_s=5.0,
+                stale_after_s=stale_after_s,
+                backoff_s=reconnect_backoff_s,
+                backoff_max_s=1.0,
+                restart_after_s=restart_after_s,
+            ),
+            on_event=on_event,
+        )
 
     # -- the synchronous API (bring-up, tests) ---------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        """True while the link holds the port."""
+        return self.link.connected
 
     def connect(self) -> None:
         """Open the port if it is not open; a first open asserts DTR (the motor stops).
@@ -124,8 +139,8 @@ class A1Scanner(SerialLink):
         Raises:
             DeviceUnavailable: the port cannot be opened.
         """
-        if not self.connected:
-            self.attach(self.open_port())
+        if not self.link.connected:
+            self.link.attach(self._connect())
 
     def park(self) -> None:
         """Hold the unit still with its port open: scan stopped, motor stopped (DTR set).
@@ -156,48 +171,23 @@ class A1Scanner(SerialLink):
             DriverError: cannot open, silent, not an A1, or in error after a reset.
         """
         self.connect()
-        info = self._lidar().get_info()
-        self.info = info
-        self._read_sample_rate(info)
-        if check_health:
-            self.check_health()
-        return info
-
-    def _read_sample_rate(self, info: A1Info) -> None:
-        """Ask the sample duration (device-side turn timing) where the firmware has it."""
-        if self.sample_rate is not None or info.firmware < proto.SAMPLERATE_MIN_FIRMWARE:
-            return
-        try:
-            self.sample_rate = self._lidar().get_sample_rate()
-        except DeviceUnplugged:
-            raise
-        except DriverError as err:
-            self._event(
-                time.monotonic_ns(),
-                "note",
-                f"no sample duration ({err}); turn times from the host clock",
-            )
-            return
-        self.node_clock = NodeClock(self.sample_rate.standard_us)
+        return self._identify(check_health)
 
     def check_health(self) -> A1Health:
         """GET_HEALTH; on ``error`` reset once and ask again (DriverError if still error)."""
         if self.lidar is None:
-            raise DriverError(f"A1 {self.port}: open() before check_health()")
+            raise DriverError(f"A1 {self.link.port}: open() before check_health()")
         self.health = self.lidar.ensure_healthy()
         return self.health
 
     def start(self) -> None:
         """Start the standard scan (motor through DTR where the port has it)."""
-        if self.lidar is None or self._ser is None:
-            raise DriverError(f"A1 {self.port}: open() before start()")
-        self.lidar.start("normal")
-        self._scanning = True
-        self._restarted()
-        self.attach(self._ser)
+        if self.lidar is None or not self.link.connected:
+            raise DriverError(f"A1 {self.link.port}: open() before start()")
+        self._start_scan()
+        self.link.attach(self._port)
 
-    # the link's step, returning the turns too (the reader thread ignores the result)
-    def poll(self, max_wait_s: float = 0.05) -> tuple[int, bytes, LidarTurns]:  # type: ignore[override]
+    def poll(self, max_wait_s: float = 0.05) -> tuple[int, bytes, LidarTurns]:
         """One step of the link (up to ``max_wait_s`` s): ``(t_ns, raw_chunk, turns)``.
 
         ``raw_chunk`` is every byte received in the step (answers and descriptor
@@ -206,11 +196,13 @@ class A1Scanner(SerialLink):
         reconnect; the first turn after a reconnect carries ``AFTER_RECONNECT``.
         """
         if not self._scanning:
-            raise DriverError(f"A1 {self.port}: start() before poll()")
+            raise DriverError(f"A1 {self.link.port}: start() before poll()")
         self._out = []
-        t_ns, data = super().poll(max_wait_s)
-        turns = LidarTurns.concat(self._out) if self._out else LidarTurns.empty()
-        self._out = []
+        try:
+            t_ns, data = self.link.poll(max_wait_s)
+            turns = LidarTurns.concat(self._out) if self._out else LidarTurns.empty()
+        finally:
+            self._out = None
         return t_ns, data, turns
 
     def close(self) -> None:
@@ -222,64 +214,38 @@ class A1Scanner(SerialLink):
         """
         if self.lidar is None:
             return
-        if self.lidar.connected:
-            with contextlib.suppress(DriverError):
-                self.lidar.stop()
-        super().close()
-        self.lidar.disconnect()
+        self.link.close()
+        self._release()
         self._scanning = False
 
-    # -- link hooks -----------------------------------------------------------------
+    # -- protocol hooks ---------------------------------------------------------------
 
-    def open_link(self) -> None:
-        """Open, identify, check health, emit ``start``, start the scan (a reader's start).
+    def open_port(self, reopen: bool) -> _LidarPort:
+        """Open the port through :class:`A1Lidar` (DTR at the motor's state), identify the
+        unit, check its health and start the scan.
 
-        Raises:
-            DriverError: the device cannot be opened, is silent, or unhealthy after a reset.
+        After a reopen the identification has a short deadline (a unit still booting
+        is retried later) and the next turn is ``AFTER_RECONNECT``.
         """
-        self.open()
-        self._event(time.monotonic_ns(), "start", self.start_note())
-        self.start()
-
-    def open_port(self) -> serial.Serial:
-        """Open the port through :class:`A1Lidar` (DTR at the motor's state)."""
-        if self.lidar is None:
-            lidar = A1Lidar(self.port, self.request_timeout_s, on_event=self._event)
-            lidar.record_raw = True
-            self.lidar = lidar
-        else:
-            self.lidar.connect()
-        return self.lidar._serial
-
-    def close_port(self, ser: serial.Serial) -> None:
-        """Release the port (the motor spins from then on)."""
-        self._lidar().disconnect()
-
-    def on_open(self, ser: serial.Serial) -> None:
-        """After a reopen: identify (a short deadline: a unit still booting is retried
-        later), check health, restart the scan; the next turn is ``AFTER_RECONNECT``."""
-        lidar = self._lidar()
-        lidar.read_timeout_s = min(self.request_timeout_s, self.reconnect_probe_s)
+        port = self._connect()
         try:
-            self.info = lidar.get_info()
-        finally:
-            lidar.read_timeout_s = self.request_timeout_s
-        self.health = lidar.ensure_healthy()
-        lidar.start("normal")
-        self._restarted()
-        self.assembler.mark(TurnFlag.AFTER_RECONNECT)
-
-    def waiting(self, ser: serial.Serial) -> int:
-        """Bytes waiting in the lidar's current port (a recovery may have reopened it)."""
-        return self._lidar().in_waiting()
-
-    def read_chunk(self, ser: serial.Serial, max_wait_s: float) -> bytes:
-        """What arrived (waiting up to ``max_wait_s`` s for the first byte), preceded by
-        the answers the requests read since the last chunk."""
-        lidar = self._lidar()
-        nodes = lidar.read_available(max_wait_s)
-        self._node_bytes = len(nodes)
-        return lidar.take_received()
+            if reopen:
+                lidar = self._lidar()
+                lidar.read_timeout_s = min(self.request_timeout_s, self.reconnect_probe_s)
+                try:
+                    self.info = lidar.get_info()
+                finally:
+                    lidar.read_timeout_s = self.request_timeout_s
+                self.health = lidar.ensure_healthy()
+            else:
+                self._identify(check_health=True)
+            self._start_scan()
+        except BaseException:
+            self._release()
+            raise
+        if reopen:
+            self.assembler.mark(TurnFlag.AFTER_RECONNECT)
+        return port
 
     def consume(self, t_ns: int, data: bytes) -> int:
         """Decode the node bytes of ``data`` into turns; returns the complete valid turns."""
@@ -292,7 +258,7 @@ class A1Scanner(SerialLink):
             self.assembler.mark(TurnFlag.CRC_ERRORS)
             self._skipped_unreported += skipped
         if self._skipped_unreported and t_ns - self._skip_reported_ns >= 1_000_000_000:
-            self._event(
+            self.link.event(
                 t_ns,
                 "crc_burst",
                 f"{self._skipped_unreported} bytes skipped re-aligning nodes (corruption or "
@@ -312,44 +278,41 @@ class A1Scanner(SerialLink):
         """Record the bytes read before the loss; emit the cut turn (``PACKET_LOSS``)."""
         rest = self._lidar().take_received()
         if rest:
-            self._received(time.monotonic_ns(), rest)
+            self.link.received(time.monotonic_ns(), rest)
         self._emit_turns(self.assembler.flush())
         self._tail = b""
 
-    def on_reconnect(self) -> None:
+    def reset(self) -> None:
         """Drop the node tail, the turn in progress and the device clock."""
         self._restarted()
 
-    def restart(self, ser: serial.Serial) -> serial.Serial:
+    def restart(self) -> None:
         """Stop, clear input, reconnect, restart the scan (the cure for a stalled unit)."""
-        lidar = self._lidar()
         try:
-            lidar.recover(restart=True)
+            self._lidar().recover(restart=True)
         finally:
             self._restarted()
-        return lidar._serial
 
-    def start_note(self) -> str:
+    def start_note(self) -> str | None:
         """Model, firmware, hardware and serial of the unit, for the ``start`` event."""
         info = self.info
         if info is None:
-            return super().start_note()
+            return None
         return (
             f"A1 model {info.model} firmware {info.firmware[0]}.{info.firmware[1]:02d} "
-            f"hardware {info.hardware} serial {info.serial} on {self.port}"
+            f"hardware {info.hardware} serial {info.serial} on {self.link.port}"
         )
 
     def reopen_note(self) -> str:
         """The serial of the unit that answered, for the ``reconnect`` event."""
         serial_no = self.info.serial if self.info is not None else "?"
-        return f"reopened {self.port} (serial {serial_no}); scanning"
+        return f"reopened {self.link.port} (serial {serial_no}); scanning"
 
     def diagnose(self) -> str:
         """Bytes and nodes since opening, with the likely cause."""
-        n = self.bytes_total - self.bytes_at_open
         return (
-            f"{n} bytes, {self.nodes_total} nodes: is the motor spinning (DTR) and the "
-            "supply strong enough?"
+            f"{self.link.bytes_since_open} bytes, {self.nodes_total} nodes: is the motor "
+            "spinning (DTR) and the supply strong enough?"
         )
 
     def counters(self) -> tuple[int, int, int, int]:
@@ -366,10 +329,6 @@ class A1Scanner(SerialLink):
             f"nodes_dropped={asm.nodes_dropped} (angle >= 360 deg); "
             f"ranges_beyond_limit={asm.ranges_beyond_limit} (stored as nan)"
         )
-
-    def raw_attrs(self) -> dict[str, Any]:
-        """Raw stream attributes: port, baud, kind and the protocol."""
-        return {**super().raw_attrs(), "protocol": "rplidar"}
 
     def declare_streams(self, writer: SessionWriter) -> None:
         """Add ``lidar/<name>``: the unit's identity where known, and how it is timed."""
@@ -389,10 +348,10 @@ class A1Scanner(SerialLink):
             "reports it (turns with device_ns), else none"
         )
         writer.add_lidar(
-            self.name,
+            self.link.name,
             attrs={
                 "model": "A1",
-                "port_path": self.port,
+                "port_path": self.link.port,
                 "intensity": "quality 0..63",
                 "device_time": device_time,
                 "native_units": "angle q6 degrees clockwise, distance q2 mm (converted once)",
@@ -405,8 +364,60 @@ class A1Scanner(SerialLink):
 
     def _lidar(self) -> A1Lidar:
         if self.lidar is None:
-            raise DriverError(f"A1 {self.port}: open() first")
+            raise DriverError(f"A1 {self.link.port}: open() first")
         return self.lidar
+
+    def _connect(self) -> _LidarPort:
+        """Open the port through the lidar (creating it on the first open)."""
+        if self.lidar is None:
+            lidar = A1Lidar(self.link.port, self.request_timeout_s, on_event=self.link.event)
+            lidar.record_raw = True
+            self.lidar = lidar
+        else:
+            self.lidar.connect()
+        return self._port
+
+    def _release(self) -> None:
+        """Stop the scan (best effort) and release the port (the motor spins from then on)."""
+        lidar = self.lidar
+        if lidar is None:
+            return
+        if lidar.connected:
+            with contextlib.suppress(DriverError, serial.SerialException, OSError, TypeError):
+                lidar.stop()
+        lidar.disconnect()
+
+    def _identify(self, check_health: bool) -> A1Info:
+        """GET_INFO, the sample duration where the firmware has it, and (optionally) health."""
+        info = self._lidar().get_info()
+        self.info = info
+        self._read_sample_rate(info)
+        if check_health:
+            self.check_health()
+        return info
+
+    def _read_sample_rate(self, info: A1Info) -> None:
+        """Ask the sample duration (device-side turn timing) where the firmware has it."""
+        if self.sample_rate is not None or info.firmware < proto.SAMPLERATE_MIN_FIRMWARE:
+            return
+        try:
+            self.sample_rate = self._lidar().get_sample_rate()
+        except DeviceUnplugged:
+            raise
+        except DriverError as err:
+            self.link.event(
+                time.monotonic_ns(),
+                "note",
+                f"no sample duration ({err}); turn times from the host clock",
+            )
+            return
+        self.node_clock = NodeClock(self.sample_rate.standard_us)
+
+    def _start_scan(self) -> None:
+        """The standard scan from a clean state: no tail, no turn, no clock anchor."""
+        self._lidar().start("normal")
+        self._scanning = True
+        self._restarted()
 
     def _restarted(self) -> None:
         """A new scan (start, restart, reconnect): no tail, no turn, no clock anchor."""
@@ -417,15 +428,41 @@ class A1Scanner(SerialLink):
             self.node_clock.reset()
 
     def _emit_turns(self, turns: LidarTurns) -> int:
-        """Store turns (session, this poll's result, counters); returns the complete
-        ones without loss."""
+        """Store turns (session, the current :meth:`poll`'s result, counters); returns
+        the complete ones without loss."""
         if not turns.n_turns:
             return 0
-        if self.writer is not None:
-            self.writer.append_turns(self.name, turns)
-        self._out.append(turns)
-        with self._lock:
+        writer = self.link.writer
+        if writer is not None:
+            writer.append_turns(self.link.name, turns)
+        if self._out is not None:
+            self._out.append(turns)
+        with self._count_lock:
             self.turns_total += turns.n_turns
             self.points_total += turns.n_points
         self.crc_turns += int(((turns.flags & TurnFlag.CRC_ERRORS) > 0).sum())
         return int(((turns.flags & TurnFlag.PACKET_LOSS) == 0).sum())
+
+
+class _LidarPort:
+    """The link's port of an A1: read, asked and closed through the lidar's current
+    serial port, which the lidar may have reopened by itself (``recover``)."""
+
+    def __init__(self, scanner: A1Scanner) -> None:
+        self._scanner = scanner
+
+    def read(self, max_wait_s: float) -> bytes:
+        """What arrived (waiting up to ``max_wait_s`` s for the first byte), preceded by
+        the answers the requests read since the last read."""
+        lidar = self._scanner._lidar()
+        nodes = lidar.read_available(max_wait_s)
+        self._scanner._node_bytes = len(nodes)
+        return lidar.take_received()
+
+    def waiting(self) -> int:
+        """Bytes waiting in the lidar's current port."""
+        return self._scanner._lidar().in_waiting()
+
+    def close(self) -> None:
+        """Stop the scan (best effort) and release the port (the motor spins from then on)."""
+        self._scanner._release()

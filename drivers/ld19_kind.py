@@ -17,28 +17,23 @@ from sensorbench.drivers.serial_port import read_for
 
 if TYPE_CHECKING:
     from sensorbench.drivers.device_kinds import DeviceKind, ReaderContext
-    from sensorbench.drivers.ld19_reader import LD19Reader
     from sensorbench.drivers.powerup import DeviceSpec, StreamSteps
     from sensorbench.drivers.robot_config import DeviceConfig
+    from sensorbench.drivers.serial_reader import SerialReader
 
 MIN_PACKETS = 3
 """CRC-valid packets a probe needs (375 packets/s: 0.3 s of listening sees ~110)."""
 
 
-def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> LD19Reader:
+def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> SerialReader:
     """The capture reader of one configured LD19-protocol lidar."""
-    from sensorbench.drivers.ld19_reader import LD19Reader
+    from sensorbench.drivers.ld19_reader import LD19Protocol
+    from sensorbench.drivers.serial_link import LinkConfig, SerialLink
+    from sensorbench.drivers.serial_reader import SerialReader
 
-    reader = LD19Reader(
-        dev.name,
-        dev.port,
-        attrs={"model": kind.model, **ctx.attrs},
-        clock_slope=1.0 / ctx.speed,
-        first_valid_timeout_s=dev.timeout_s,
-        read_timeout_s=ctx.read_timeout_s,
-    )
-    reader.kind = kind.name
-    return reader
+    protocol = LD19Protocol(attrs={"model": kind.model, **ctx.attrs}, clock_slope=1.0 / ctx.speed)
+    config = LinkConfig(first_valid_timeout_s=dev.timeout_s, read_timeout_s=ctx.read_timeout_s)
+    return SerialReader(SerialLink(dev.name, dev.port, protocol, kind=kind.name, config=config))
 
 
 def valid_packet_counter() -> Callable[[bytes], int]:

@@ -13,9 +13,9 @@ from sensorbench.drivers.serial_port import read_for
 
 if TYPE_CHECKING:
     from sensorbench.drivers.device_kinds import DeviceKind, ReaderContext
-    from sensorbench.drivers.pods_reader import PodReader
     from sensorbench.drivers.powerup import DeviceSpec, StreamSteps
     from sensorbench.drivers.robot_config import DeviceConfig
+    from sensorbench.drivers.serial_reader import SerialReader
 
 MIN_FRAMES = 3
 _CSV_LINE = re.compile(rb"^(\d{1,5}),(\d{1,10})((?:,-?\d{1,11})+)(?:,[-+0-9.eEnaif]+){0,2}\r?$")
@@ -42,9 +42,11 @@ def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
     return {"protocol": protocol, "counter_bits": bits, "n_pods": n_pods, "imu": imu}
 
 
-def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> PodReader:
+def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> SerialReader:
     """The capture reader of the pod MCU (the nominal geometry goes with the stream)."""
-    from sensorbench.drivers.pods_reader import PodReader
+    from sensorbench.drivers.pods_reader import PodProtocol
+    from sensorbench.drivers.serial_link import LinkConfig, SerialLink
+    from sensorbench.drivers.serial_reader import SerialReader
 
     attrs = dict(ctx.attrs)
     if ctx.pods is not None:
@@ -54,18 +56,16 @@ def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> PodR
             "wheels": [vars(w) for w in ctx.pods.wheels],
             "units": "x_m, y_m in the body frame (m); angle_rad CCW from body x (rad)",
         }
-    return PodReader(
-        dev.name,
-        dev.port,
+    protocol = PodProtocol(
         n_pods=dev.n_pods,
         counter_bits=dev.counter_bits,
         protocol=dev.protocol,
-        baud=dev.baud,
         attrs=attrs,
         clock_slope=1.0 / ctx.speed,
-        first_valid_timeout_s=dev.timeout_s,
-        read_timeout_s=ctx.read_timeout_s,
     )
+    config = LinkConfig(first_valid_timeout_s=dev.timeout_s, read_timeout_s=ctx.read_timeout_s)
+    link = SerialLink(dev.name, dev.port, protocol, baud=dev.baud, kind=kind.name, config=config)
+    return SerialReader(link)
 
 
 def valid_frame_counter(dev: DeviceConfig) -> Callable[[bytes], int]:

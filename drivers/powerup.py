@@ -27,7 +27,7 @@ API (for ``sensorbench bringup`` and capture)::
     for r in results: r.as_dict()       # device, kind, port, tty, serial, ready, why,
                                         # time_to_first_turn_s, attempts
     seq.handles["lidar_front"]          # the started device (an A1Scanner for "a1"),
-                                        # e.g. A1Reader(name, port, scanner=...) takes it over
+                                        # e.g. a1_reader(name, port, scanner=...) takes it over
     seq.close()                         # stop and close everything still open
 
 ``run(keep=False)`` (the default) closes every device at the end (a bring-up check);
@@ -196,7 +196,8 @@ class A1Steps:
                 state = f"; no health answer ({err})"
         raise DriverError(
             f"no complete valid turn within {timeout_s:.1f} s of the scan start "
-            f"({sc.bytes_total} bytes, {sc.nodes_total} nodes, {sc.unplugs} unplugs{state}): "
+            f"({sc.link.bytes_total} bytes, {sc.nodes_total} nodes, "
+            f"{sc.link.unplugs} unplugs{state}): "
             "motor not spinning, or the supply browned out (start the lidars further apart)"
         )
 

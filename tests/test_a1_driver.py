@@ -172,7 +172,7 @@ def test_unplug_mid_scan_reconnects_with_events_and_loses_no_turn(tmp_path):
     kinds = [e[1] for e in events]
     assert "unplug" in kinds and "reconnect" in kinds
     assert kinds.index("unplug") < kinds.index("reconnect")
-    assert sc.reconnects == 1 and sc.unplugs == 1
+    assert sc.link.reconnects == 1 and sc.link.unplugs == 1
     # what reached the host is exactly what the emulator sent, up to the unplug (the
     # bytes still in the pty when it vanished are gone, as on a real USB adapter)
     got = u.ref_decode_nodes(u.scan_bytes(raw_before))
@@ -248,7 +248,7 @@ def test_long_silence_restarts_the_scan():
         turns = collect(sc, 0.5)
         sc.close()
         scans = emu.requests.count(0x20)
-    assert sc.restarts >= 1 and scans >= 2
+    assert sc.link.restarts >= 1 and scans >= 2
     assert turns.n_turns > 0
 
 

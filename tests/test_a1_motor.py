@@ -118,7 +118,7 @@ def test_reconnect_after_replug_never_stops_or_restarts_the_motor(tmp_path):
         t_replug = emu.clock.now()
         emu.replug(boot_s=2.0)  # 0.5 s host: several reconnect attempts meet a booting unit
         deadline = time.monotonic() + 3.0
-        while sc.reconnects == 0 and time.monotonic() < deadline:
+        while sc.link.reconnects == 0 and time.monotonic() < deadline:
             sc.poll(0.05)
         turns = 0
         deadline = time.monotonic() + 1.0
@@ -127,7 +127,7 @@ def test_reconnect_after_replug_never_stops_or_restarts_the_motor(tmp_path):
         after = _after(emu.motor_log, t_replug)
         attempts = emu.host_opens
         sc.close()
-    assert sc.reconnects == 1 and turns > 0
+    assert sc.link.reconnects == 1 and turns > 0
     assert attempts >= 2  # the probe failed on the booting unit at least once
     # power-on spun it (enumeration); every attempt reopened the port with DTR at the
     # motor's state (running), so no attempt stopped it and none restarted it
