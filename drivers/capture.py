@@ -38,7 +38,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -167,14 +166,13 @@ def make_reader(
         attrs["mount_units"] = "m, m, rad (CCW, body frame: x forward, y left)"
     kind = get_kind(dev.kind)
     ctx = ReaderContext(attrs, speed, handle, pods, STREAM_READ_S)
-    return kind.make_reader(kind, dev, ctx)
+    return kind.reader(dev, ctx)
 
 
 def device_specs(config: RobotConfig) -> list[DeviceSpec]:
     """Power-up specs of the configured devices, in power-up order."""
     specs = []
     for dev in config.ordered_devices():
-        kind = get_kind(dev.kind)
         specs.append(
             DeviceSpec(
                 dev.name,
@@ -183,7 +181,6 @@ def device_specs(config: RobotConfig) -> list[DeviceSpec]:
                 delay_after_s=dev.gap_s,
                 ready_timeout_s=dev.timeout_s,
                 options={"config": dev},
-                steps=partial(kind.make_steps, kind),
                 power=dev.power,
             )
         )

@@ -1,10 +1,9 @@
-"""The pod-MCU family: configuration keys, reader, bring-up and probe of the ``pods`` kind."""
+"""The pod-MCU family: configuration keys, protocol object and probe of the ``pods`` kind."""
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import serial
@@ -13,9 +12,8 @@ from sensorbench.drivers.serial_port import read_for
 
 if TYPE_CHECKING:
     from sensorbench.drivers.device_kinds import DeviceKind, ReaderContext
-    from sensorbench.drivers.powerup import DeviceSpec, StreamSteps
+    from sensorbench.drivers.pods_reader import PodProtocol
     from sensorbench.drivers.robot_config import DeviceConfig
-    from sensorbench.drivers.serial_reader import SerialReader
 
 MIN_FRAMES = 3
 _CSV_LINE = re.compile(rb"^(\d{1,5}),(\d{1,10})((?:,-?\d{1,11})+)(?:,[-+0-9.eEnaif]+){0,2}\r?$")
@@ -42,11 +40,9 @@ def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
     return {"protocol": protocol, "counter_bits": bits, "n_pods": n_pods, "imu": imu}
 
 
-def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> SerialReader:
-    """The capture reader of the pod MCU (the nominal geometry goes with the stream)."""
+def make_protocol(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> PodProtocol:
+    """The protocol object of the pod MCU (the nominal geometry goes with the stream)."""
     from sensorbench.drivers.pods_reader import PodProtocol
-    from sensorbench.drivers.serial_link import LinkConfig, SerialLink
-    from sensorbench.drivers.serial_reader import SerialReader
 
     attrs = dict(ctx.attrs)
     if ctx.pods is not None:
@@ -56,32 +52,13 @@ def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> Seri
             "wheels": [vars(w) for w in ctx.pods.wheels],
             "units": "x_m, y_m in the body frame (m); angle_rad CCW from body x (rad)",
         }
-    protocol = PodProtocol(
+    return PodProtocol(
         n_pods=dev.n_pods,
         counter_bits=dev.counter_bits,
         protocol=dev.protocol,
         attrs=attrs,
         clock_slope=1.0 / ctx.speed,
     )
-    config = LinkConfig(first_valid_timeout_s=dev.timeout_s, read_timeout_s=ctx.read_timeout_s)
-    link = SerialLink(dev.name, dev.port, protocol, baud=dev.baud, kind=kind.name, config=config)
-    return SerialReader(link)
-
-
-def valid_frame_counter(dev: DeviceConfig) -> Callable[[bytes], int]:
-    """``(chunk) -> valid frames completed by it`` (keeps its framing state)."""
-    from sensorbench.drivers.pods_parser import PodStreamParser
-
-    parser = PodStreamParser(dev.n_pods, dev.counter_bits, dev.protocol)
-    return lambda chunk: len(parser.feed(chunk))
-
-
-def make_steps(kind: DeviceKind, spec: DeviceSpec) -> StreamSteps:
-    """Bring-up: open at the configured baud and wait for valid frames."""
-    from sensorbench.drivers.powerup import StreamSteps
-
-    dev = spec.options["config"]
-    return StreamSteps(spec, dev.baud, valid_frame_counter(dev))
 
 
 def check_frames(data: bytes) -> dict | None:
