@@ -15,7 +15,7 @@ import a1_util as u
 import pytest
 
 from sensorbench.drivers.a1_scanner import A1Scanner
-from sensorbench.drivers.capture import run_bringup, run_capture
+from sensorbench.drivers.capture import CaptureOptions, run_bringup, run_capture
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.robot_config import parse_robot_config
 from sensorbench.sim.clock import SimClock
@@ -71,7 +71,7 @@ def test_capture_keeps_each_a1_port_open_for_its_whole_run(tmp_path):
     with EmulatedRobot(tmp_path / "run", speed=4.0, ld19_startup_s=0.3) as robot:
         a1s = {n: robot[n] for n in ("lidar_front", "lidar_rear")}
         t0 = robot.clock.now()
-        result = run_capture(robot.config, tmp_path / "s.h5", 1.5, speed=4.0)
+        result = run_capture(robot.config, tmp_path / "s.h5", 1.5, CaptureOptions(speed=4.0))
         time.sleep(0.05)
         logs = {n: _after(e.motor_log, t0) for n, e in a1s.items()}
         opens = {n: e.host_opens for n, e in a1s.items()}
