@@ -83,7 +83,7 @@ class DeviceSummary:
     Attributes:
         name, kind, port: from the configuration.
         bytes: raw bytes recorded.
-        items: points (lidars) or frames (pods) recorded.
+        items: points (lidars), frames (pods) or poses (pose sensors) recorded.
         turns: complete turns recorded (lidars; 0 for pods).
         crc_errors, drops, reconnects: the reader's counters at the end.
         unplugs: ``unplug`` events in the file for this device.
@@ -528,11 +528,14 @@ def summarize(
                     unplugs[ev.source] = unplugs.get(ev.source, 0) + 1
             for name in statuses:
                 n_bytes = ses.raw(name).n_bytes if name in ses.raw_names() else 0
+                counts[name] = (n_bytes, 0, 0)
                 if name in ses.encoder_names():
                     counts[name] = (n_bytes, len(ses.encoder(name)), 0)
                 elif name in ses.lidar_names():
                     lidar = ses.lidar(name)
                     counts[name] = (n_bytes, lidar.n_points, lidar.n_turns)
+                elif name in ses.pose_names():
+                    counts[name] = (n_bytes, len(ses.pose(name)), 0)
     except (SessionError, OSError, RuntimeError):  # h5py: a file whose writer hit ENOSPC
         pass
     out = []
