@@ -42,6 +42,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import rplidar
 import serial
@@ -50,10 +51,12 @@ from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1_protocol import A1Health, A1Info, A1SampleRate, Nodes
 from sensorbench.drivers.link_watch import Backlog
 from sensorbench.drivers.serial_link import EventSink
-from sensorbench.drivers.serial_port import GONE_ERRNOS, open_serial
+from sensorbench.drivers.serial_port import GONE_ERRNOS, ModemSerial, open_serial
 from sensorbench.errors import DeviceProtocolError, DeviceSilent, DeviceUnplugged, DriverError
 
 log = logging.getLogger("sensorbench.a1")
+
+_T = TypeVar("_T")
 
 POLL_S = 0.02
 """The serial timeout of one low-level read (s); every deadline loops over it."""
@@ -88,6 +91,7 @@ class A1Lidar(rplidar.RPLidar):
         self.record_raw = False
         self._received = bytearray()
         self.stale_bytes_discarded = 0
+        self._serial: ModemSerial | None = None
         super().__init__(os.fspath(port), baudrate=baudrate, timeout=POLL_S, logger=logger or log)
 
     # -- connection -----------------------------------------------------------------
@@ -135,12 +139,14 @@ class A1Lidar(rplidar.RPLidar):
         if self.on_event is not None:
             self.on_event(time.monotonic_ns(), kind, message)
 
-    def _io(self, op: Callable[[], object], what: str) -> object:
-        """Run one pyserial call, turning OS-level failures into driver errors."""
-        if self._serial is None:
+    def _io(self, op: Callable[[ModemSerial], _T], what: str) -> _T:
+        """Run one pyserial call on the open port, turning OS-level failures into driver
+        errors."""
+        ser = self._serial
+        if ser is None:
             raise DeviceUnplugged(f"A1 {self.port} is not connected; call connect() or reconnect()")
         try:
-            return op()
+            return op(ser)
         except serial.SerialTimeoutException as err:
             raise DeviceSilent(
                 f"A1 {self.port}: the port blocked for {self.read_timeout_s:.2f} s while "
@@ -161,7 +167,7 @@ class A1Lidar(rplidar.RPLidar):
 
     def in_waiting(self) -> int:
         """Bytes received and not yet read."""
-        return int(self._io(lambda: self._serial.in_waiting, "polling the input buffer"))
+        return int(self._io(lambda s: s.in_waiting, "polling the input buffer"))
 
     def read_available(self, max_wait_s: float) -> bytes:
         """Everything already received, or wait up to ``max_wait_s`` (s) for the first byte."""
@@ -179,7 +185,7 @@ class A1Lidar(rplidar.RPLidar):
 
     def _read_now(self, n: int) -> bytes:
         """One pyserial read of up to ``n`` bytes (returns within the poll timeout)."""
-        data = bytes(self._io(lambda: self._serial.read(n), "reading"))
+        data = bytes(self._io(lambda s: s.read(n), "reading"))
         if data and self.record_raw:
             self._received += data
         return data
@@ -227,7 +233,7 @@ class A1Lidar(rplidar.RPLidar):
         return self._read_exact(dsize, f"a {dsize}-byte response")
 
     def _send_cmd(self, cmd: bytes) -> None:
-        self._io(lambda: super(A1Lidar, self)._send_cmd(cmd), f"sending command {cmd.hex()}")
+        self._io(lambda _: super(A1Lidar, self)._send_cmd(cmd), f"sending command {cmd.hex()}")
 
     def _request(self, cmd: int, length: int, dtype: int, what: str) -> bytes:
         """Send ``cmd`` and return its payload; clears stale bytes first, retries once."""
@@ -265,18 +271,18 @@ class A1Lidar(rplidar.RPLidar):
             if not chunk:
                 break
             discarded += len(chunk)
-        self._io(self._serial.reset_input_buffer, "clearing input")
+        self._io(lambda s: s.reset_input_buffer(), "clearing input")
         self.scanning = [False, 0, "normal"]
         self.stale_bytes_discarded += discarded
         self.logger.info("%s: discarded %d stale bytes before a request", self.port, discarded)
         return discarded
 
-    def get_info(self) -> A1Info:  # type: ignore[override]
+    def get_info(self) -> A1Info:
         """Model, firmware, hardware and serial number (raises instead of returning a string)."""
         raw = self._request(proto.CMD_GET_INFO, proto.INFO_LEN, proto.TYPE_INFO, "GET_INFO")
         return A1Info.from_payload(raw)
 
-    def get_health(self) -> A1Health:  # type: ignore[override]
+    def get_health(self) -> A1Health:
         """Health status and error code (little-endian, unlike the library)."""
         raw = self._request(proto.CMD_GET_HEALTH, proto.HEALTH_LEN, proto.TYPE_HEALTH, "GET_HEALTH")
         try:
@@ -300,16 +306,16 @@ class A1Lidar(rplidar.RPLidar):
 
     def clean_input(self) -> None:
         """Discard received bytes, also while scanning (the library refuses with a string)."""
-        self._io(self._serial.reset_input_buffer, "clearing input")
+        self._io(lambda s: s.reset_input_buffer(), "clearing input")
 
     # -- motor (DTR) ----------------------------------------------------------------
 
     def _set_dtr(self, level: bool) -> None:
         try:
-            self._io(lambda: setattr(self._serial, "dtr", level), "setting DTR")
+            self._io(lambda s: setattr(s, "dtr", level), "setting DTR")
         except DeviceSilent as err:  # a write timeout cannot happen on an ioctl
             raise DeviceUnplugged(str(err)) from err
-        reached = self._serial.modem_lines is not None
+        reached = self._io(lambda s: s.modem_lines, "reading the modem lines") is not None
         if not reached and self.has_modem_lines is not False:
             msg = (
                 f"{self.port} has no modem lines (a pty without an emulator's modem-line "
@@ -419,12 +425,12 @@ class A1Lidar(rplidar.RPLidar):
 
     def recover(self, restart: bool = True) -> None:
         """The known cure for descriptor errors: stop, clear input, reconnect (restart scan)."""
-        scan_type = self.scanning[2]
+        scan_type = str(self.scanning[2])
         with contextlib.suppress(DeviceUnplugged):
             self._send_cmd(proto.CMD_STOP.to_bytes(1, "little"))
         time.sleep(0.05)
         if self._serial is not None:
-            self._io(self._serial.reset_input_buffer, "clearing input")
+            self._io(lambda s: s.reset_input_buffer(), "clearing input")
         self.connect()
         if restart:
             self.start(scan_type)

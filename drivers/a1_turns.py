@@ -126,14 +126,17 @@ class TurnAssembler:
             )
         )
         t_ns = np.concatenate([p[1] for p in parts])
-        have_dev = all(p[2] is not None for p in parts)
+        first_dev = parts[0][2]
+        device_ns = NO_DEVICE_TIME
+        if first_dev is not None and all(p[2] is not None for p in parts):
+            device_ns = int(first_dev[0])
         self.turns_emitted += 1
         return LidarTurns(
-            t_first_ns=[t_ns[0]],
-            device_ns=[parts[0][2][0] if have_dev else NO_DEVICE_TIME],
-            speed_hz=[np.nan],
-            count=[n],
-            flags=[flags],
+            t_first_ns=np.array([t_ns[0]]),
+            device_ns=np.array([device_ns]),
+            speed_hz=np.array([np.nan]),
+            count=np.array([n]),
+            flags=np.array([flags]),
             angle=nodes.angle_ccw_rad,
             range=nodes.range_m,
             intensity=nodes.quality,
