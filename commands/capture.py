@@ -151,7 +151,12 @@ def capture_cmd(
     (it is restarted, but data were lost) or writing failed (disk full: the file
     keeps everything up to the last flush), 2 on bad input.
     """
-    from sensorbench.drivers.capture import format_bringup, format_summary, run_capture
+    from sensorbench.drivers.capture import (
+        CaptureOptions,
+        format_bringup,
+        format_summary,
+        run_capture,
+    )
 
     config = load_robot_config(config_path, run_dir=run_dir)
     duration = math.inf if duration_s is None else duration_s
@@ -169,12 +174,10 @@ def capture_cmd(
             config,
             output,
             duration,
-            label=label,
-            note=note,
+            CaptureOptions(label=label, note=note, allow_missing=allow_missing),
             on_status=printer,
             on_bringup=bringup_row,
             stop=stop,
-            allow_missing=allow_missing,
         )
     printer.done()
     if as_json:

@@ -1,9 +1,11 @@
-"""The live LD19 reader: serial bytes → raw stream + complete turns in the session.
+"""The live LD19 protocol: serial bytes → complete turns in the session.
 
-Built on :class:`~sensorbench.drivers.serial_reader.SerialReader` (open deadline,
-short reads, stale/unplug/reconnect events). Per received chunk: the raw bytes go
-to the session's raw stream, the :class:`~sensorbench.drivers.ld19_parser.LD19Parser`
-decodes the packets it completes, the
+:class:`LD19Protocol` is the LD19's protocol object on the shared serial link
+(:class:`~sensorbench.drivers.serial_link.SerialLink`: open deadline, short reads,
+raw stream, stale/unplug/reconnect events), run by the one
+:class:`~sensorbench.drivers.serial_reader.SerialReader`. Per received chunk: the raw
+bytes go to the session's raw stream (the link), the
+:class:`~sensorbench.drivers.ld19_parser.LD19Parser` decodes the packets it completes, the
 :class:`~sensorbench.drivers.ld19_turns.TurnAssembler` turns them into complete
 turns (host times from the device clock), which are appended to the lidar stream.
 After an unplug the parser tail, the turn in progress and the device clock are
@@ -17,53 +19,45 @@ raw points are the evidence and filtering is an analysis choice.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import TYPE_CHECKING, Any
 
+from sensorbench.drivers.device_protocol import DeviceProtocol
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
 from sensorbench.drivers.ld19_parser import BAUD, HEADER, VER_LEN, LD19Parser
 from sensorbench.drivers.ld19_turns import TurnAssembler, ld19_clock
-from sensorbench.drivers.serial_reader import SerialReader
 from sensorbench.logs import LidarTurns
 
 if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
 
 
-class LD19Reader(SerialReader):
-    """Reads one LD19 on ``port`` and records raw bytes and turns.
+class LD19Protocol(DeviceProtocol):
+    """Decodes one LD19's bytes into turns (the link records the raw bytes).
+
+    The LD19 is fixed at 230400 baud; a link at another speed only makes sense to
+    reproduce a misconfigured port.
 
     Args:
-        name: device name (stream names in the session).
-        port: serial path, preferably the stable udev name.
-        writer: session writer, or None to keep turns in memory only.
         attrs: extra lidar stream attributes (serial, frame, mount_xy_yaw...).
         near_filter: mark points the official SDK's near filter rejects as nan before storage.
         keep_turns: also keep every turn in :attr:`turns` (tests, bring-up checks).
-        baud: line speed; the LD19 is fixed at 230400, another value only makes sense
-            to reproduce a misconfigured port.
         clock_slope: host seconds per device second assumed until the device clock's
             fit exists (about 1 s): 1.0 for hardware, ``1/N`` for an emulator at N×.
-        **kwargs: :class:`SerialReader` options (deadlines, backoff, read size).
     """
 
     kind = "ld19"
+    wire = "ld19"
+    baud = BAUD
 
     def __init__(
         self,
-        name: str,
-        port: str | os.PathLike[str],
-        writer: SessionWriter | None = None,
         *,
         attrs: dict[str, Any] | None = None,
         near_filter: bool = False,
         keep_turns: bool = False,
-        baud: int = BAUD,
         clock_slope: float = 1.0,
-        **kwargs: Any,
     ) -> None:
-        super().__init__(name, port, baud, writer, **kwargs)
         self.attrs = dict(attrs or {})
         self.near_filter = near_filter
         self.clock_slope = float(clock_slope)
@@ -82,7 +76,7 @@ class LD19Reader(SerialReader):
         """Add the lidar stream (angles rad CCW, ranges m, times ns)."""
         attrs = {
             "model": "LD19",
-            "port_path": self.port,
+            "port_path": self.link.port,
             "baud": BAUD,
             "near_filter": self.near_filter,
             "clock_slope": self.clock_slope,
@@ -90,11 +84,7 @@ class LD19Reader(SerialReader):
             "native": "clockwise 0.01 deg, mm, ms timestamps wrapping at 30000",
             **self.attrs,
         }
-        writer.add_lidar(self.name, attrs=attrs)
-
-    def raw_attrs(self) -> dict[str, Any]:
-        """Raw stream attributes: port, baud, protocol."""
-        return {**super().raw_attrs(), "protocol": "ld19"}
+        writer.add_lidar(self.link.name, attrs=attrs)
 
     def consume(self, t_ns: int, data: bytes) -> int:
         """Parse a chunk, store complete turns; return packets decoded."""
@@ -106,14 +96,15 @@ class LD19Reader(SerialReader):
         if turns.n_turns:
             if self.near_filter:
                 turns = near_filter_turns(turns)
-            if self.writer is not None:
-                self.writer.append_turns(self.name, turns)
+            writer = self.link.writer
+            if writer is not None:
+                writer.append_turns(self.link.name, turns)
             if self.keep_turns:
                 with self._turns_lock:
                     self.turns.append(turns)
         return len(packets)
 
-    def on_reconnect(self) -> None:
+    def reset(self) -> None:
         """The unit power-cycled: drop the parser tail, the turn in progress, the clock."""
         self.parser.resync()
         self.assembler.reset(after_reconnect=True)
@@ -125,7 +116,7 @@ class LD19Reader(SerialReader):
         """Bytes, candidate headers and valid packets seen since (re)opening, and the cause."""
         c = self.parser.counters
         cand0, packets0, crc0 = self._at_open
-        n_bytes = self.bytes_total - self.bytes_at_open
+        n_bytes = self.link.bytes_since_open
         cand = self.candidates_seen - cand0
         if n_bytes == 0:
             cause = "the device sends nothing: is it powered, and is this its port?"

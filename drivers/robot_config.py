@@ -90,7 +90,7 @@ class DeviceConfig:
     Attributes:
         name: stream name (letters, digits, ``_``, ``-``).
         kind: a registered kind (:mod:`~sensorbench.drivers.device_kinds`):
-            ``ld19``, ``ld06``, ``a1`` or ``pods``.
+            ``ld19``, ``ld06``, ``a1``, ``pods`` or one added there.
         port: path to open (stable name), with ``{run_dir}`` substituted.
         baud: line speed (baud).
         mount: sensor pose in the body frame, or None (pods have none).
@@ -103,6 +103,8 @@ class DeviceConfig:
         imu: pods only: the MCU sends yaw rate and yaw.
         power: the device's switchable hub port (``[powerup] backend``), or None.
         line: line of the device's ``[[devices]]`` header in the file.
+        options: the validated extra keys of a kind whose keys are not fields above
+            (its ``parse_options`` returns them as ``{"options": {...}}``).
     """
 
     name: str
@@ -119,6 +121,7 @@ class DeviceConfig:
     imu: bool = False
     power: PortPower | None = None
     line: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

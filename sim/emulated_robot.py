@@ -34,8 +34,6 @@ from sensorbench.drivers.robot_config import RobotConfig, load_robot_config
 from sensorbench.errors import SimError
 from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults
-from sensorbench.sim.emulator_ld19 import LD19Emulator
-from sensorbench.sim.emulator_pods import PodEmulator
 from sensorbench.sim.kind_emulators import EmulatorRequest
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.scenario import Scenario
@@ -82,9 +80,10 @@ class EmulatedRobot:
         # loaded machine ray casting three lidars takes seconds, which would otherwise
         # eat the scenario's lead-in before any device is up
         for dev in self.config.devices:
-            if dev.kind in ("ld19", "a1") and dev.name in self.sim.lidar_names():
+            kind = get_kind(dev.kind)
+            if kind.mounted and dev.name in self.sim.lidar_names():
                 self.sim.lidar(dev.name)
-            elif dev.kind not in ("ld19", "a1"):
+            elif kind.protocol == "pods":
                 self.sim.pods()
         self.clock = SimClock(self.speed)
         self.devices: dict[str, Any] = {}
@@ -130,8 +129,7 @@ class EmulatedRobot:
     def start(self) -> EmulatedRobot:
         """Power everything on (LD19 and pods start streaming; A1s wait for a scan request)."""
         for em in self.devices.values():
-            if isinstance(em, LD19Emulator | PodEmulator):
-                em.start()
+            em.start()
         if self._schedule and self._thread is None:
             self._thread = threading.Thread(target=self._run, name="robot-faults", daemon=True)
             self._thread.start()
