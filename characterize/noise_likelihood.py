@@ -1,6 +1,6 @@
 """The split filters' likelihood for many noise parameter sets at once, and its search.
 
-:func:`batch_nll` runs one axis filter (:func:`~sensorbench.fusion.split_filter.run_axis`'s
+:func:`batch_nll` runs one axis filter (:func:`~sensorbench.fusion.axis_step.run_axis`'s
 compiled loop: the observed acceleration fed forward, q grown with the observed jerk,
 the slip random walk and Schmidt rounding correlation, the gate and streak recovery)
 once per parameter set, and scores each innovation under a Gaussian law with
@@ -41,7 +41,7 @@ def batch_nll(
 ) -> np.ndarray:
     """Negative log-likelihood of one series for many (q, r, q_jerk, slip_scale,
     drag_scale) at once (arrays of one length, or scalars): the compiled axis loop of
-    :func:`~sensorbench.fusion.split_filter.run_axis` once per set
+    :func:`~sensorbench.fusion.axis_step.run_axis` once per set
     (:func:`~sensorbench.fusion.axis_loop.nll_sets`).
 
     Args:
@@ -52,7 +52,7 @@ def batch_nll(
         slip_scale, drag_scale: shares of the series' rolling and dragging slip.
         censor: (K,) squared bound (unit²) beyond which an innovation only counts as
             exceeding it; None = none.
-        max_rejects, var_v0: as :func:`~sensorbench.fusion.split_filter.run_axis`.
+        max_rejects, var_v0: as :func:`~sensorbench.fusion.axis_step.run_axis`.
     """
     params = np.column_stack(
         np.broadcast_arrays(

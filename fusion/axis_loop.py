@@ -2,7 +2,7 @@
 the Schmidt rounding cross-covariance, rejection streaks, the odometry anchor and the
 absolute fixes of the frame offset.
 
-:func:`~sensorbench.fusion.split_filter.run_axis` prepares the per-step inputs and
+:func:`~sensorbench.fusion.axis_step.run_axis` prepares the per-step inputs and
 documents the model; this is its loop, written on scalars with the kernels of
 :mod:`~sensorbench.fusion.kalman_kernels` so that one replay of 10 000 frames takes about
 a millisecond instead of 40 (the noise fit replays each axis hundreds of times).

@@ -320,7 +320,7 @@ def test_noise_model_round_trips_acceleration_and_slip_terms(tmp_path) -> None:
 
 
 def test_frames_at_rest_are_updated_but_not_tested() -> None:
-    from sensorbench.fusion.split_filter import run_axis
+    from sensorbench.fusion.axis_step import run_axis
 
     rng = np.random.default_rng(3)
     dt = np.full(600, 0.005)

@@ -10,6 +10,7 @@ from scipy.stats import binom
 
 from sensorbench.characterize.noise_fit import AxisSeries, fit_axis
 from sensorbench.errors import FusionError
+from sensorbench.fusion.axis_step import run_axis
 from sensorbench.fusion.joint_filter import JointFilter
 from sensorbench.fusion.pod_kinematics import integrate_path
 from sensorbench.fusion.split_filter import (
@@ -21,7 +22,6 @@ from sensorbench.fusion.split_filter import (
     load_noise_model,
     nis_bounds,
     predict_axis,
-    run_axis,
     save_noise_model,
     whiteness,
 )

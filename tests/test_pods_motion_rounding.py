@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from sensorbench.errors import ModelFileError
+from sensorbench.fusion.axis_step import run_axis
 from sensorbench.fusion.odometry_drift import PodSlip
 from sensorbench.fusion.odometry_motion import jerk_noise_gains, observed_jerk
 from sensorbench.fusion.split_filter import (
@@ -18,7 +19,6 @@ from sensorbench.fusion.split_filter import (
     FilterNoise,
     load_noise_model,
     rounding_correlation,
-    run_axis,
     save_noise_model,
 )
 from sensorbench.fusion.tick_rounding import expected_frac_variance, rounding_share
