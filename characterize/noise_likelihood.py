@@ -52,7 +52,7 @@ def batch_nll(
         slip_scale, drag_scale: shares of the series' rolling and dragging slip.
         censor: (K,) squared bound (unit²) beyond which an innovation only counts as
             exceeding it; None = none.
-        max_rejects, var_v0: as :func:`~sensorbench.fusion.axis_step.run_axis`.
+        max_rejects, var_v0: as :class:`~sensorbench.fusion.axis_step.AxisOptions`.
     """
     params = np.column_stack(
         np.broadcast_arrays(
