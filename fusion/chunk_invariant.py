@@ -57,16 +57,36 @@ def _rows_quadratic(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
 
 def trailing_sums(x: np.ndarray, m: int) -> np.ndarray:
     """Sums of ``m`` consecutive rows (along axis 0): entry k of the (K+1, ...) result is
-    ``x[k−m] + … + x[k−1]`` (added in that order) for k ≥ m, 0 below.
+    ``x[k−m] + … + x[k−1]`` for k ≥ m, 0 below.
 
-    Entry k depends on its m rows only, not on where ``x`` starts: a chunk prefixed with
-    m rows of history gives the whole series' sums."""
+    Each window is added up as a fixed tree of partial sums (pairs, fours, eights, …,
+    joined by the binary digits of m), so entry k depends on its m rows only, not on where
+    ``x`` starts: a chunk prefixed with m rows of history gives the whole series' sums."""
+    if m < 1:
+        raise ValueError(f"a window needs at least one row, got {m}")
     x = np.asarray(x, dtype=float)
     n = x.shape[0]
     out = np.zeros((n + 1, *x.shape[1:]))
-    if n >= m:
-        acc = x[: n - m + 1].copy()
-        for i in range(1, m):
-            acc += x[i : n - m + 1 + i]
-        out[m:] = acc
+    if n < m:
+        return out
+    # power[i]: the sums of 2**i consecutive rows starting at each row
+    acc: np.ndarray | None = None  # the sums of the low bits' rows, starting at each row
+    width = 0  # rows acc covers
+    power, span = x, 1
+    while True:
+        if m & span:
+            # acc then this power: rows [i, i + width) and [i + width, i + width + span)
+            if acc is None:
+                acc = power
+            else:
+                size = min(acc.shape[0] - span, power.shape[0] - width)
+                acc = acc[:size] + power[width : width + size]
+            width += span
+        if 2 * span > m:
+            break
+        power = power[:-span] + power[span:]
+        span *= 2
+    if acc is None:  # m ≥ 1 has a lowest set bit
+        raise ValueError(f"no window of {m} rows")
+    out[m:] = acc[: n - m + 1]
     return out

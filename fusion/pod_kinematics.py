@@ -78,9 +78,7 @@ class PodGeometry:
         if not np.all(np.isfinite(self.c)) or np.any(self.c <= 0):
             raise FusionError("pod geometry: distance per tick must be finite and > 0 (m)")
         if self.counts_per_rev is not None:
-            object.__setattr__(
-                self, "counts_per_rev", np.asarray(self.counts_per_rev, dtype=float)
-            )
+            object.__setattr__(self, "counts_per_rev", np.asarray(self.counts_per_rev, dtype=float))
         if self.row_cov is not None:
             cov = np.asarray(self.row_cov, dtype=float)
             if cov.shape != (3 * n, 3 * n) or not np.all(np.isfinite(cov)):

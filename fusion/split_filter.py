@@ -543,7 +543,7 @@ class FilterState:
         frames: frames filtered so far.
         x, y, theta: the axis filters (:class:`~sensorbench.fusion.axis_step.AxisState`).
         odometry: (3,) the dead-reckoned pose at the last frame (m, m, rad; carries pose
-            samples to their frames).
+            samples to their frames); None when the filters take no aiding.
         pose_error: the odometry pose error's covariance under the slip model (x and y
             drift with the heading error), None without a slip model.
         calibration: (3, 3N) sensitivities of the pose to the pod rows' errors along the
@@ -562,7 +562,7 @@ class FilterState:
     x: AxisState
     y: AxisState
     theta: AxisState
-    odometry: np.ndarray
+    odometry: np.ndarray | None
     pose_error: PoseErrorCarry | None
     calibration: tuple[np.ndarray, np.ndarray] | None
     calibration_var: np.ndarray
@@ -697,7 +697,7 @@ class SplitFilter:
             x=axes[0],
             y=axes[1],
             theta=axes[2],
-            odometry=np.array([float(p) for p in pose0]),
+            odometry=None if model.aid_interval_s is None else np.array([float(p) for p in pose0]),
             pose_error=None if model.drift is None else PoseErrorCarry.start(model.var0),
             calibration=None if calibration is None else (calibration.start(), calibration.start()),
             calibration_var=np.zeros(3),
@@ -724,7 +724,7 @@ class SplitFilter:
         t = np.concatenate([[state.t_s], np.asarray(chunk.t_s, dtype=float)])
         t, inc, dt = frame_steps(t, chunk.body_increments)
         k_n = dt.size
-        odo = integrate_path(np.nan_to_num(inc), state.odometry)
+        odo = None if state.odometry is None else integrate_path(np.nan_to_num(inc), state.odometry)
         aid, queue = self._aid(state, chunk.aiding, t, odo)
         rest = np.all(inc == 0, axis=1)
         slip_var: dict[str, Any] = dict.fromkeys(AXES)
@@ -823,7 +823,7 @@ class SplitFilter:
             x=xy["x"][0],
             y=xy["y"][0],
             theta=theta_state,
-            odometry=odo[-1].copy(),
+            odometry=None if odo is None else odo[-1].copy(),
             pose_error=pose_error,
             calibration=sens,
             calibration_var=cal_var,
@@ -843,7 +843,7 @@ class SplitFilter:
         return new, result
 
     def _aid(
-        self, state: FilterState, aiding: Aiding | None, t: np.ndarray, odo: np.ndarray
+        self, state: FilterState, aiding: Aiding | None, t: np.ndarray, odo: np.ndarray | None
     ) -> tuple[dict[str, AxisAid | None], AidQueue | None]:
         """Per-axis fixes for the frames ``t`` (K+1,) and the queue left for later ones."""
         queue = state.aid
@@ -856,7 +856,7 @@ class SplitFilter:
                     "aid_interval_s"
                 )
             queue = queue.add(aiding, state.t_s)
-        if queue is None or self.aid_model is None or queue.t_s.size == 0:
+        if queue is None or odo is None or self.aid_model is None or queue.t_s.size == 0:
             return dict.fromkeys(AXES), queue
         queue, fixes = queue.take(t, odo, self.aid_model)
         return {a: fixes[a] for a in AXES}, queue
