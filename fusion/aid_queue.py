@@ -87,12 +87,14 @@ class AidQueue:
                 f"pose samples must come in time order: t = {times[bad + 1]:.6f} s after "
                 f"{times[bad]:.6f} s"
             )
-        m = np.empty(int(np.count_nonzero(ok)))
-        last_seg, last_m = self.last_segment, self.last_m
-        for i, s in enumerate(seg[ok]):
-            last_m = last_m + 1 if s == last_seg else 1
-            last_seg = int(s)
-            m[i] = last_m
+        # m: 1 + the samples queued before in the same relocalization segment
+        s = seg[ok]
+        i = np.arange(s.size)
+        starts = s != np.concatenate([[self.last_segment], s[:-1]])
+        first = np.maximum.accumulate(np.where(starts, i, -1))  # −1: the last segment goes on
+        m = np.where(first < 0, self.last_m + i + 1, i - first + 1).astype(float)
+        last_seg = int(s[-1]) if s.size else self.last_segment
+        last_m = int(m[-1]) if s.size else self.last_m
         late = (ta[ok] <= filtered_s) & (filtered_s > self.t0_s)
         keep = ~late
         return replace(
