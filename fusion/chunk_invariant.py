@@ -13,7 +13,7 @@ and both must give the same numbers to the last bit. Elementwise ufuncs and sequ
 
 These helpers are the replacements: products summed term by term in a fixed order (the
 quadratic form compiled, row after row, without fast-math reassociation), and windowed
-sums added up window by window.
+sums added up each on its own (a fixed tree of partial sums).
 """
 
 from __future__ import annotations

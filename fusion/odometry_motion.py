@@ -16,7 +16,7 @@ term is linear in the filters' r and slip shares (:func:`jerk_noise_gains`), whi
 the noise fit evaluate many parameter sets at once.
 
 Every value at step k depends on the :data:`MOTION_HISTORY` steps before it and on
-nothing else (windows are summed window by window,
+nothing else (each window is summed on its own,
 :func:`~sensorbench.fusion.chunk_invariant.trailing_sums`), so a chunk of steps prefixed
 by that many steps of history gets exactly the values the whole series gets: the filters
 run chunk by chunk on it.

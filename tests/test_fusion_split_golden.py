@@ -11,8 +11,8 @@ likelihood of three parameter sets per axis (censored), recorded with
 and the replay ran in chunks (commit 04c8717). A comparison with the old code in the same
 test run is impossible, so the file stands in for it.
 
-The refactor changes how some sums round, deliberately: windowed sums are added window by
-window instead of as differences of running sums, products row by row instead of by BLAS,
+The refactor changes how some sums round, deliberately: windowed sums are added each on
+its own instead of as differences of running sums, products row by row instead of by BLAS,
 the rounding series truncated per element, running sums continued from their carried
 value (so that a chunk gives the numbers of the whole series to the last bit). So the
 comparison is to 1e-12, not bit for bit: every quantity in the filters' own units
