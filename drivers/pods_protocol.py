@@ -53,7 +53,7 @@ def crc16_rows(rows: np.ndarray) -> np.ndarray:
     k, width = rows.shape
     if width == 0:
         return np.full(k, CRC16_INIT, dtype=np.uint16)
-    data = memoryview(rows.reshape(-1))
+    data = rows.reshape(-1).data
     return np.fromiter(
         (binascii.crc_hqx(data[i : i + width], CRC16_INIT) for i in range(0, k * width, width)),
         dtype=np.uint16,

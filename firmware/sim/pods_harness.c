@@ -21,9 +21,10 @@
  *
  * Resets (stdin "reset\n", or --reset-at-us T in trajectory time): the MCU is
  * held in reset for --boot-us (the bootloader's wait on an Arduino), then
- * restarts its image. A reset takes effect at the first trajectory time tau >=
- * the request with (tau + boot_us) a multiple of --align-us, so every restart's
- * latch instants fall on the same grid as the first boot's.
+ * restarts its image. A reset takes effect at the first cycle R at or after the
+ * request with R + boot a multiple of --align-us: the image then starts its clock
+ * (as long after its restart as after power-on) on the first boot's grid, so every
+ * restart's latch instants fall on the first boot's.
  *
  * stdout, one line per event (flushed):
  *   pty PATH                                   (--pty: the slave to open)
@@ -402,18 +403,33 @@ static void no_sleep(avr_t *avr, avr_cycle_count_t how_long)
 
 /* -- resets ------------------------------------------------------------------------- */
 
+/* Ends a sleep of the simulated CPU at the reset's cycle (the main loop applies it). */
+static avr_cycle_count_t reset_timer(avr_t *avr, avr_cycle_count_t when, void *param)
+{
+    (void)avr;
+    (void)when;
+    (void)param;
+    return 0;
+}
+
 static void request_reset(int64_t at_traj_us)
 {
-    /* first tau >= at_traj_us with (tau + boot_us) % align_us == 0 */
-    int64_t a = H.align_us;
-    int64_t tau = at_traj_us + (((-(at_traj_us + H.boot_us)) % a) + a) % a;
-    H.reset_due_cycle = H.origin + tau * H.cycles_per_us;
+    /* The image needs `origin` cycles from reset to its clock start (it took that at
+     * power-on, from cycle 0): restart it at cycle R + hold with (R + hold) a multiple
+     * of the grid, and its clock starts on the first boot's grid. */
+    int64_t grid = H.align_us * H.cycles_per_us;
+    int64_t hold = H.boot_us * H.cycles_per_us;
+    int64_t want = H.origin + at_traj_us * H.cycles_per_us;
+    H.reset_due_cycle = want + (((-(want + hold)) % grid) + grid) % grid;
+    int64_t delay = H.reset_due_cycle - (int64_t)H.avr->cycle;
+    avr_cycle_timer_register(H.avr, (avr_cycle_count_t)(delay > 0 ? delay : 0), reset_timer,
+                             NULL);
 }
 
 static void apply_reset(void)
 {
     avr_t *avr = H.avr;
-    int64_t cycle = (int64_t)avr->cycle;
+    int64_t cycle = H.reset_due_cycle; /* the instruction in progress may end a few later */
     event("reset %d cycle %lld traj_us %lld", H.resets_done, (long long)cycle,
           (long long)traj_us_of(cycle));
     H.resets_done++;
