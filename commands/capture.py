@@ -372,6 +372,13 @@ def emulate_pods_cmd(
 @seed_option(default=None)
 @speed_option()
 @duration_option()
+@click.option(
+    "--pods-firmware",
+    "pods_firmware",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="Run this ATmega328P image under simavr as the pod MCU (see emulate pods --firmware).",
+)
 def emulate_robot_cmd(
     run_dir: str,
     config_path: str | None,
@@ -379,6 +386,7 @@ def emulate_robot_cmd(
     seed: int | None,
     speed: float,
     duration_s: float | None,
+    pods_firmware: str | None,
 ) -> None:
     """Serve every device of an emulated robot (LD19, two A1s, pods) on ptys.
 
@@ -387,7 +395,14 @@ def emulate_robot_cmd(
     """
     from sensorbench.sim.emulated_robot import EmulatedRobot
 
-    robot = EmulatedRobot(Path(run_dir), config_path, scenario=scenario, seed=seed, speed=speed)
+    robot = EmulatedRobot(
+        Path(run_dir),
+        config_path,
+        scenario=scenario,
+        seed=seed,
+        speed=speed,
+        pods_firmware=pods_firmware,
+    )
     robot.start()
     try:
         for name in robot.devices:

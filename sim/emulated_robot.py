@@ -34,6 +34,7 @@ from sensorbench.drivers.robot_config import RobotConfig, load_robot_config
 from sensorbench.errors import SimError
 from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults
+from sensorbench.sim.emulator_firmware import FirmwarePodEmulator
 from sensorbench.sim.emulator_ld19 import LD19Emulator
 from sensorbench.sim.emulator_pods import PodEmulator
 from sensorbench.sim.kind_emulators import EmulatorRequest
@@ -56,6 +57,9 @@ class EmulatedRobot:
         speed: simulated seconds per host second for every device.
         ld19_startup_s: LD19 power-on to first packet (simulated s; 3 s on real units).
         faults: apply the scenario's ``[faults.*]`` tables (default True).
+        pods_firmware: run this ATmega328P image under simavr as the pod MCU instead of
+            emulating its frames (its encoder pins follow ``sim.pods()``; it starts
+            counting when it boots, not at the robot's time zero).
     """
 
     def __init__(
@@ -67,6 +71,7 @@ class EmulatedRobot:
         speed: float = 1.0,
         ld19_startup_s: float = 3.0,
         faults: bool = True,
+        pods_firmware: str | os.PathLike[str] | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -119,8 +124,13 @@ class EmulatedRobot:
                 index=i,
                 ld19_startup_s=ld19_startup_s,
                 shared=shared,
+                pods_firmware=None if pods_firmware is None else os.fspath(pods_firmware),
             )
-            self.devices[dev.name] = kind.emulator_factory()(kind, dev, request)
+            try:
+                self.devices[dev.name] = kind.emulator_factory()(kind, dev, request)
+            except SimError:
+                self.stop()
+                raise
             self._schedule += [(t, dev.name, a, arg) for t, a, arg in fault_schedule(knobs)]
         self._schedule.sort()
         self.power_bus: PowerBus | None = shared.get("power_bus")
@@ -130,7 +140,7 @@ class EmulatedRobot:
     def start(self) -> EmulatedRobot:
         """Power everything on (LD19 and pods start streaming; A1s wait for a scan request)."""
         for em in self.devices.values():
-            if isinstance(em, LD19Emulator | PodEmulator):
+            if isinstance(em, LD19Emulator | PodEmulator | FirmwarePodEmulator):
                 em.start()
         if self._schedule and self._thread is None:
             self._thread = threading.Thread(target=self._run, name="robot-faults", daemon=True)
