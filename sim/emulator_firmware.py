@@ -17,7 +17,8 @@ the wall clock by however long the simulation waited.
 Resets: with ``auto_reset`` (an Arduino Uno or Nano: DTR is wired to RESET through a
 capacitor) asserting DTR, as every open of the port does, resets the MCU; it is held
 for ``boot_s`` (the bootloader's wait for an upload, ~1 s with optiboot) and then
-restarts: ``seq`` and ``t_us`` start over, the counters restart at 0. DTR reaches the
+restarts: ``seq`` and ``t_us`` start over, the counters restart at 0 (a reset during
+the hold starts it over). DTR reaches the
 emulator through the pty's modem-line channel
 (:class:`~sensorbench.sim.modem_lines.ModemLineChannel`). Every restart is aligned so
 its latch instants fall on the first boot's grid (``align_us``, the firmware's

@@ -124,6 +124,28 @@ def test_every_frame_exact_through_wraps_and_a_reset(elf) -> None:
     assert np.isnan(frames.yaw).all()  # the AVR image has no IMU
 
 
+def test_a_reset_during_another_s_hold_starts_the_hold_over(elf) -> None:
+    # as pressing RESET during the bootloader's wait: the second reset (inside the
+    # first's 0.1 s hold) holds the MCU for another 0.1 s, then one boot follows, on
+    # the latch grid, its every frame exact
+    traj = grid_trajectory(1.0, (20_000.0, -5_000.0, 700.0), seed=4)
+    em = FirmwarePodEmulator(elf, traj, speed=0, auto_reset=False, boot_s=0.1,
+                             reset_at_us=(300_000, 320_000))  # fmt: skip
+    frames, stats, _ = record(em)
+    assert len(em.resets) == 2 and len(em.boots) == 2
+    assert stats.resets == 1 and stats.lost_frames == 0
+    assert em.boots[1].traj_us % PERIOD_US == 0
+    assert em.boots[1].traj_us - em.resets[1] == pytest.approx(100_000, abs=100)
+    t_us = frames.device_ns // 1000
+    boot = boots_of(frames.device_ns)
+    offset = 0
+    for k, b in enumerate(em.boots):
+        start = knot_counts(traj, np.array([b.traj_us]))
+        firmware = knot_counts(traj, b.traj_us + t_us[boot == k]) - start
+        np.testing.assert_array_equal(frames.counts[boot == k], offset + firmware)
+        offset = frames.counts[boot == k][-1]
+
+
 def test_dtr_resets_the_uno_on_every_open(elf, tmp_path) -> None:
     # an Uno or Nano: opening the port asserts DTR, which resets the MCU; it is silent
     # for the bootloader's wait (0.2 s here), then starts over from seq 0, t_us 0

@@ -21,20 +21,22 @@
  *
  * Resets (stdin "reset\n", or --reset-at-us T in trajectory time): the MCU is
  * held in reset for --boot-us (the bootloader's wait on an Arduino), then
- * restarts its image. A reset takes effect at the first cycle R at or after the
+ * restarts its image; a reset during the hold starts the hold over. A reset takes effect at the first cycle R at or after the
  * request with R + boot a multiple of --align-us: the image then starts its clock
  * (as long after its restart as after power-on) on the first boot's grid, so every
  * restart's latch instants fall on the first boot's.
  *
  * stdout, one line per event (flushed):
  *   pty PATH                                   (--pty: the slave to open)
- *   epoch K cycle C traj_us T base B0[,B1,B2]  the firmware started counting: its
- *                                              first PINC read saw counts B
+ *   base K cycle C counts B0[,B1,B2]           boot K read its initial encoder state
+ *                                              (PINC): the pins showed counts B
+ *   epoch K cycle C traj_us T                  boot K started Timer 1 (its t_us = 0)
  *   reset K cycle C traj_us T                  reset K applied (hold starts)
  *   end traj_us T bytes N                      trajectory over (without --loop, after
  *                                              --tail-us more): the MCU stops, the
  *                                              pty stays until "quit"
- * stdin: "reset", "quit" (or end of file).
+ * stdin: "reset", "quit" (or end of file). Bytes the host writes to the pty are read
+ * and dropped (the image does not listen).
  * Exit status: 0 ok, 2 bad usage or input, 3 the simulated MCU crashed or stopped.
  */
 #include <errno.h>
@@ -412,6 +414,15 @@ static avr_cycle_count_t reset_timer(avr_t *avr, avr_cycle_count_t when, void *p
     return 0;
 }
 
+static void schedule_reset_timer(void)
+{
+    if (H.reset_due_cycle < 0)
+        return;
+    int64_t delay = H.reset_due_cycle - (int64_t)H.avr->cycle;
+    avr_cycle_timer_register(H.avr, (avr_cycle_count_t)(delay > 0 ? delay : 0), reset_timer,
+                             NULL);
+}
+
 static void request_reset(int64_t at_traj_us)
 {
     /* The image needs `origin` cycles from reset to its clock start (it took that at
@@ -420,10 +431,10 @@ static void request_reset(int64_t at_traj_us)
     int64_t grid = H.align_us * H.cycles_per_us;
     int64_t hold = H.boot_us * H.cycles_per_us;
     int64_t want = H.origin + at_traj_us * H.cycles_per_us;
+    if (want < (int64_t)H.avr->cycle) /* asked for a time already past: from now */
+        want = (int64_t)H.avr->cycle;
     H.reset_due_cycle = want + (((-(want + hold)) % grid) + grid) % grid;
-    int64_t delay = H.reset_due_cycle - (int64_t)H.avr->cycle;
-    avr_cycle_timer_register(H.avr, (avr_cycle_count_t)(delay > 0 ? delay : 0), reset_timer,
-                             NULL);
+    schedule_reset_timer();
 }
 
 static void apply_reset(void)
@@ -438,6 +449,8 @@ static void apply_reset(void)
     schedule_edges();
     reassert_pins();
     H.hold_until = cycle + H.boot_us * H.cycles_per_us;
+    if (H.hold_until < (int64_t)avr->cycle)
+        H.hold_until = (int64_t)avr->cycle;
     H.started = 1; /* nothing runs until the hold ends */
 }
 
@@ -448,6 +461,7 @@ static void end_hold(void)
     schedule_edges();
     reassert_pins();
     on_boot();
+    schedule_reset_timer();
 }
 
 /* -- output and pacing -------------------------------------------------------------- */
@@ -506,6 +520,9 @@ static void flush_output(void)
     }
     H.bytes_total += done;
     H.out_len = 0;
+    char sink[256];
+    while (read(H.fd, sink, sizeof sink) > 0) /* the host's bytes: nobody listens */
+        ;
 }
 
 static void on_signal(int sig)
@@ -668,8 +685,7 @@ int main(int argc, char **argv)
                     anchor_ns = now;
                 }
             }
-            if (H.origin >= 0 && next_reset < H.n_reset_at && H.reset_due_cycle < 0 &&
-                H.hold_until < 0) {
+            if (H.origin >= 0 && next_reset < H.n_reset_at && H.reset_due_cycle < 0) {
                 request_reset(H.reset_at_us[next_reset++]);
             }
             if (trajectory_over(cycle) && H.hold_until < 0) {
@@ -681,10 +697,14 @@ int main(int argc, char **argv)
                 break;
             }
         }
-        if (H.reset_due_cycle >= 0 && cycle >= H.reset_due_cycle && H.hold_until < 0)
-            apply_reset();
+        if (H.reset_due_cycle >= 0 && cycle >= H.reset_due_cycle)
+            apply_reset(); /* during a hold too: it starts the hold over, as RESET does */
         if (H.hold_until >= 0) {
             int64_t target = H.hold_until < next_pace ? H.hold_until : next_pace;
+            if (H.reset_due_cycle >= 0 && H.reset_due_cycle < target)
+                target = H.reset_due_cycle;
+            if (target < (int64_t)avr->cycle)
+                target = (int64_t)avr->cycle;
             avr->cycle = (avr_cycle_count_t)target;
             avr_cycle_timer_process(avr);
             if ((int64_t)avr->cycle >= H.hold_until)
