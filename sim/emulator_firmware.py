@@ -54,7 +54,7 @@ HARNESS_ENV = "SENSORBENCH_POD_HARNESS"
 DEFAULT_HARNESS = FIRMWARE_DIR / "build" / "sim" / "pods_harness"
 DEFAULT_ELF = FIRMWARE_DIR / "build" / "avr" / "pods-atmega328p.elf"
 OPTIBOOT_WAIT_S = 1.0  # optiboot's watchdog timeout after an external reset (s)
-PERIOD_US = 5000  # the firmware's default latch period (200 Hz)
+PERIOD_US = 5000  # the default build's latch period (200 Hz), µs
 _STOP_TIMEOUT_S = 5.0
 
 
@@ -64,8 +64,8 @@ def harness_path(path: str | os.PathLike[str] | None = None) -> Path:
     found = Path(path or os.environ.get(HARNESS_ENV) or DEFAULT_HARNESS)
     if not os.access(found, os.X_OK):
         raise SimError(
-            f"{found}: no simavr harness; build it with `make -C {FIRMWARE_DIR}` "
-            "(needs simavr and libsimavr-dev)"
+            f"{found}: no simavr harness; build it with `make -C {FIRMWARE_DIR}` in a clone "
+            f"(needs simavr and libsimavr-dev) or name it in ${HARNESS_ENV}"
         )
     return found
 
@@ -107,6 +107,8 @@ class FirmwarePodEmulator(PtyEmulator):
             (``firmware/README.md``: boots, their base counts, resets).
         tail_us: without ``loop``, how long the MCU keeps running after the last row
             (µs) so the last frames are sent; then the emulator has ``finished``.
+        period_us: the image's latch period (µs; 1e6 / ``PODS_RATE_HZ`` of its build):
+            the grid resets are aligned to and ``boot_s`` is rounded to.
     """
 
     def __init__(
@@ -124,20 +126,29 @@ class FirmwarePodEmulator(PtyEmulator):
         harness: str | os.PathLike[str] | None = None,
         events: str | os.PathLike[str] | None = None,
         tail_us: int = 20_000,
+        period_us: int = PERIOD_US,
     ) -> None:
         self.elf = Path(elf)
         if not self.elf.is_file():
             raise SimError(f"{self.elf}: no such firmware image (build it: make -C firmware)")
-        if speed < 0 or boot_s < 0 or not 45.0 < phase_deg < 135.0 or tail_us < 0:
-            raise SimError("speed and boot_s must be >= 0 and 45 < phase_deg < 135")
+        if min(speed, boot_s, tail_us) < 0 or period_us <= 0 or not 45 < phase_deg < 135:
+            raise SimError(
+                "speed, boot_s and tail_us must be >= 0, period_us > 0, 45 < phase_deg < 135"
+            )
         self.harness = harness_path(harness)
+        self._events = Path(events) if events is not None else None
+        if self._events is not None:
+            try:
+                self._events.touch()
+            except OSError as exc:
+                raise SimError(f"{events}: cannot write the events ({exc})") from exc
         self.trajectory = trajectory
         self.loop = loop
-        self.boot_us = round(boot_s * 1e6 / PERIOD_US) * PERIOD_US
+        self.boot_us = round(boot_s * 1e6 / period_us) * period_us
         self._args = [
             "--speed", repr(float(speed)),
             "--boot-us", str(self.boot_us),
-            "--align-us", str(PERIOD_US),
+            "--align-us", str(int(period_us)),
             "--tail-us", str(int(tail_us)),
             "--phase-deg", repr(float(phase_deg)),
             *(a for t in reset_at_us for a in ("--reset-at-us", str(int(t)))),
@@ -151,12 +162,6 @@ class FirmwarePodEmulator(PtyEmulator):
         self.resets: list[int] = []  # trajectory times of the resets applied (µs)
         self.finished = threading.Event()
         self.errors: list[str] = []
-        self._events = Path(events) if events is not None else None
-        if self._events is not None:
-            try:
-                self._events.touch()
-            except OSError as exc:
-                raise SimError(f"{events}: cannot write the events ({exc})") from exc
         self._bases: dict[int, np.ndarray] = {}
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()

@@ -201,6 +201,25 @@ def test_simulated_time_never_runs_ahead_of_the_wall_clock(elf) -> None:
     np.testing.assert_array_equal(frames.counts, knot_counts(traj, t_us) - traj.counts[0])
 
 
+def test_a_32_bit_build_sends_32_bit_counters(elf, tmp_path) -> None:
+    # make PODS_COUNTER_BITS=32: 24-byte frames whose counters go past 2^16 unwrapped
+    build = tmp_path / "build"
+    done = subprocess.run(
+        ["make", "-C", str(firmware_util.FIRMWARE), f"BUILD={build}", "PODS_COUNTER_BITS=32",
+         "avr"], capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    traj = grid_trajectory(1.0, (90_000.0, -70_000.0, 10.0), seed=9)
+    em = FirmwarePodEmulator(build / "avr" / "pods-atmega328p.elf", traj, speed=0,
+                             auto_reset=False)  # fmt: skip
+    frames, stats, _ = record(em, counter_bits=32)
+    assert stats.layout_mismatch == 0 and stats.crc_errors == 0 and stats.lost_frames == 0
+    assert stats.bytes_in == 24 * len(frames.seq)
+    t_us = frames.device_ns // 1000
+    np.testing.assert_array_equal(frames.counts, knot_counts(traj, t_us) - traj.counts[0])
+    assert frames.counts[:, 0].max() > 2**16
+
+
 def edge_rate_run(elf, rate: float, phase_deg: float) -> tuple[int, int]:
     """Pods at rate, 0.97 × and 0.94 × rate (their edges drift through every relative
     phase), 0.5 s: (largest count error, frames lost)."""
