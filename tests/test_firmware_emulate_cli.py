@@ -131,6 +131,16 @@ def test_a_capture_through_the_firmware_stores_exactly_the_driven_counts(elf, tm
         np.testing.assert_array_equal(stored - stored[0], firmware - firmware[0])
 
 
+def test_duration_ends_the_emulator_and_removes_its_link(elf, tmp_path) -> None:
+    link = tmp_path / "pods"
+    done = subprocess.run(
+        _cli("emulate", "pods", "--firmware", str(elf), "--link", str(link), "--duration", "1.5"),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(link) and not link.exists()
+
+
 def test_firmware_options_are_checked_before_anything_starts(elf, tmp_path) -> None:
     runner = CliRunner()
     r = runner.invoke(cli, ["emulate", "pods", "--firmware", str(elf), "--protocol", "csv"])
