@@ -12,7 +12,9 @@ devices. The emulator is the device kind's (the registry,
 * ``a1`` → :class:`~sensorbench.sim.emulator_a1.A1Emulator` fed ``sim.lidar(name)``,
   with the configured ``serial`` (two units, same USB IDs, different serials);
 * ``pods`` → :class:`~sensorbench.sim.emulator_pods.PodEmulator` fed ``sim.pods()``,
-  looped so a capture may outlast the scenario.
+  looped so a capture may outlast the scenario, or with ``pods_firmware`` the real
+  image under simavr (:class:`~sensorbench.sim.emulator_firmware.FirmwarePodEmulator`)
+  with its encoder pins following ``sim.pods()``.
 
 The emulated device names must be lidar names of the scenario (``ld19``,
 ``lidar_front``, ``lidar_rear`` in the shipped ones). The scenario's

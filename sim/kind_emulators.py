@@ -122,10 +122,10 @@ def pods_family(
     if req.sim is None:
         raise SimError(f"{dev.name}: the pod emulator needs a scenario")
     if req.pods_firmware is not None:
-        if dev.protocol != "binary" or dev.counter_bits != 16 or dev.n_pods != 3:
+        if dev.protocol != "binary" or dev.n_pods != 3:
             raise SimError(
-                f"{dev.name}: the firmware sends binary frames of 3 16-bit counters; the "
-                f"config has protocol {dev.protocol!r}, {dev.n_pods} x {dev.counter_bits} bit"
+                f"{dev.name}: the firmware sends binary frames of 3 counters; the config has "
+                f"protocol {dev.protocol!r} and {dev.n_pods} pods"
             )
         if fault_schedule(req.knobs) or link_faults(req.knobs) != Faults():
             raise SimError(f"{dev.name}: the firmware emulator has no link faults; the "

@@ -78,7 +78,7 @@ def test_the_robot_s_pod_mcu_is_the_firmware_driven_by_the_scenario(elf, tmp_pat
 @pytest.mark.parametrize(
     ("protocol", "scenario", "message"),
     [
-        ("csv", "square", "binary frames of 3 16-bit counters"),
+        ("csv", "square", "binary frames of 3 counters"),
         ("binary", "pods_faults", "no link faults"),
     ],
 )
