@@ -14,6 +14,7 @@ from sensorbench.logs.exporters import export_stream
 from sensorbench.logs.import_times import DUPLICATE_POLICIES
 from sensorbench.logs.importers import (
     MAX_ABS_POSITION_M,
+    POD_OPTIONAL_COLUMNS,
     POSE_CSV_COLUMNS,
     READERS,
     import_file,
@@ -182,14 +183,19 @@ def _import_command(what: str) -> click.Command:
         "pose": "a pose sensor's log (pose stream of kind pose_sensor)",
         "pods": "pod encoder counts (encoder stream)",
     }[what]
+    checks = (
+        "Timestamps must not step backwards; repeated stamps follow --duplicates."
+        if what == "pods"
+        else "Timestamps must not step backwards; repeated stamps follow --duplicates (a "
+        "pose that corrects the one it replaces is flagged RELOCALIZED); positions are "
+        "converted to m."
+    )
 
     @click.command(
         what,
-        help=f"Import FILE, {kind_help}, into a session (created if missing).\n\n"
-        "Timestamps must not step backwards; repeated stamps follow --duplicates (a pose "
-        "that corrects the one it replaces is flagged RELOCALIZED); positions are "
-        "converted to m. The session changes all at once: a failed or killed import "
-        "leaves it exactly as it was.",
+        help=f"Import FILE, {kind_help}, into a session (created if missing).\n\n{checks} "
+        "The session changes all at once: a failed or killed import leaves it exactly as "
+        "it was.",
     )
     @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
     @click.option("--format", "fmt", type=click.Choice(formats), required=True, help="File format.")
@@ -200,15 +206,7 @@ def _import_command(what: str) -> click.Command:
         required=True,
         help="Session file to add the stream to.",
     )
-    @click.option("--name", default=None, help="Stream name (default: mocap, pose_sensor or pods).")
-    @click.option("--body", default=None, help="Motive: rigid-body name (if the file has several).")
-    @click.option(
-        "--up",
-        type=click.Choice(["y", "z"]),
-        default="y",
-        show_default=True,
-        help="Motive: the export's up axis (y is converted to z-up).",
-    )
+    @click.option("--name", default=None, help=f"Stream name (default: {_DEFAULT_NAMES[what]}).")
     @click.option(
         "--duplicates",
         type=click.Choice(DUPLICATE_POLICIES),
@@ -222,9 +220,9 @@ def _import_command(what: str) -> click.Command:
         fmt: str,
         session: Path,
         name: str | None,
-        body: str | None,
-        up: str,
         duplicates: str,
+        body: str | None = None,
+        up: str = "y",
         max_position_m: float | None = None,
         columns: str | None = None,
     ) -> None:
@@ -236,7 +234,7 @@ def _import_command(what: str) -> click.Command:
         if columns is not None:
             if fmt != "csv":
                 raise click.UsageError("--columns applies to --format csv only")
-            options["columns"] = parse_column_map(columns)
+            options["columns"] = parse_column_map(columns, what)
         res = import_file(what, file, fmt, session, name=name, duplicates=duplicates, **options)
         click.echo(
             f"imported {res.samples} samples from {file} into {session} as stream {res.name!r}"
@@ -254,22 +252,44 @@ def _import_command(what: str) -> click.Command:
                 + ", ".join(f"{file}:{n}" for n in res.relocalized_lines)
             )
 
-    if what != "pods":
-        cmd = click.option(
+    if what == "pods":
+        return click.option(
             "--columns",
             default=None,
             metavar="NAME=HEADER,...",
-            help="csv: the file's header for each column name it names otherwise, e.g. "
-            "t_s=time,x=pos_x (names: " + ", ".join(POSE_CSV_COLUMNS) + ").",
+            help="The file's header for each column name it names otherwise, e.g. "
+            "t_s=t,c0=count0,c1=count1,c2=count2 (names: one time column t_s [s], t_ms "
+            "[ms], t_us [µs], t_ns or host_ns [ns]; counters c0, c1, ...; optional "
+            + ", ".join(POD_OPTIONAL_COLUMNS)
+            + ").",
         )(cmd)
-        cmd = click.option(
-            "--max-position-m",
-            type=click.FloatRange(min=0, min_open=True),
-            default=MAX_ABS_POSITION_M,
-            show_default=True,
-            help="Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error.",
-        )(cmd)
-    return cmd
+    cmd = click.option(
+        "--columns",
+        default=None,
+        metavar="NAME=HEADER,...",
+        help="csv: the file's header for each column name it names otherwise, e.g. "
+        "t_s=time,x=pos_x (names: " + ", ".join(POSE_CSV_COLUMNS) + ").",
+    )(cmd)
+    cmd = click.option(
+        "--max-position-m",
+        type=click.FloatRange(min=0, min_open=True),
+        default=MAX_ABS_POSITION_M,
+        show_default=True,
+        help="Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error.",
+    )(cmd)
+    cmd = click.option(
+        "--up",
+        type=click.Choice(["y", "z"]),
+        default="y",
+        show_default=True,
+        help="Motive: the export's up axis (y is converted to z-up).",
+    )(cmd)
+    return click.option(
+        "--body", default=None, help="Motive: rigid-body name (if the file has several)."
+    )(cmd)
+
+
+_DEFAULT_NAMES = {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}
 
 
 def _bag_info(bag: Path, as_json: bool) -> None:

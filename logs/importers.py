@@ -102,19 +102,29 @@ def _in_int64(path: Path, line: int, col: int, name: str, value: int, unit: str 
 
 def _seconds_to_ns(path: Path, line: int, col: int, name: str, cell: str) -> int:
     """Exact decimal seconds -> int ns (float64 would lose up to ~100 ns at epoch scale)."""
+    return _decimal_to_ns(path, line, col, name, cell, "s")
+
+
+_NS_PER_UNIT = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+
+
+def _decimal_to_ns(path: Path, line: int, col: int, name: str, cell: str, unit: str) -> int:
+    """Exact decimal time in ``unit`` (s, ms, us, ns) -> int ns, rounded half up."""
+    scale = _NS_PER_UNIT[unit]
+    digits = len(str(scale)) - 1
     text = cell.strip()
     m = re.fullmatch(r"([+-]?)(\d*)\.?(\d*)", text)
     if m and (m.group(2) or m.group(3)):
         sign = -1 if m.group(1) == "-" else 1
-        frac = (m.group(3) + "000000000")[:9]
-        rounding = 1 if len(m.group(3)) > 9 and m.group(3)[9] >= "5" else 0
-        ns = sign * (int(m.group(2) or "0") * 1_000_000_000 + int(frac) + rounding)
+        frac = (m.group(3) + "0" * digits)[:digits]
+        rounding = 1 if len(m.group(3)) > digits and m.group(3)[digits] >= "5" else 0
+        ns = sign * (int(m.group(2) or "0") * scale + int(frac or "0") + rounding)
     else:
-        seconds = _number(path, line, col, name, cell)
-        ns = _INT64_MAX + 1 if abs(seconds) >= _MAX_TIME_S else round(seconds * 1e9)
+        value = _number(path, line, col, name, cell)
+        ns = _INT64_MAX + 1 if abs(value) * scale >= _INT64_MAX else round(value * scale)
     if abs(ns) > _INT64_MAX:
         raise ImportFormatError(
-            f"{_where(path, line, col)}: column {name!r}: {text!r} s is out of range "
+            f"{_where(path, line, col)}: column {name!r}: {text!r} {unit} is out of range "
             f"(|t| must stay below {_MAX_TIME_S:.4g} s)"
         )
     return ns
@@ -492,62 +502,154 @@ def read_motive(
     )
 
 
-def read_pod_csv(path: str | os.PathLike[str], duplicates: str = "last") -> Imported:
-    """Pod encoder CSV with a header row.
+POD_TIME_COLUMNS = {"t_s": "s", "t_ms": "ms", "t_us": "us", "t_ns": "ns", "host_ns": "ns"}
+"""The pod CSV's time columns and their units (one of them per file)."""
 
-    Columns: a time column ``t_s`` (s) or ``host_ns`` (ns); counters ``c0, c1, ...``
-    (cumulative counts, integers); optional ``device_ns`` or ``device_us`` (MCU
-    time, ns or µs), ``seq``, ``yaw`` (rad), ``yaw_rate`` (rad/s). Repeated stamps
-    follow ``duplicates`` (``error``, ``first`` or ``last``).
+POD_OPTIONAL_COLUMNS = ("device_ns", "device_us", "seq", "yaw", "yaw_rate")
+POD_CSV_COLUMNS = (*POD_TIME_COLUMNS, "c0", "c1", "...", *POD_OPTIONAL_COLUMNS)
+"""Column names the pod CSV reader knows, as shown (counters ``c0, c1, ...``: any number)."""
+
+
+def _is_pod_column(name: str) -> bool:
+    named = name in POD_TIME_COLUMNS or name in POD_OPTIONAL_COLUMNS
+    return named or re.fullmatch(r"c\d+", name) is not None
+
+
+def _resolve_columns(
+    path: Path, head_line: int, header: list[str], mapping: dict[str, str], names: list[str]
+) -> dict[str, int]:
+    """Column index of each of ``names`` found in the file (under its mapped header)."""
+    where = {h: j for j, h in reversed(list(enumerate(header)))}
+    used: dict[str, str] = {}
+    for name, h in mapping.items():
+        if h not in where:
+            raise ImportFormatError(
+                f"{path}:{head_line}: --columns {name}={h}: no column {h!r} in the header "
+                f"(columns: {', '.join(header)})"
+            )
+        if h in used:
+            raise ImportFormatError(
+                f"{path}:{head_line}: --columns maps column {h!r} twice ({used[h]}, {name})"
+            )
+        used[h] = name
+    col: dict[str, int] = {}
+    for name in names:
+        h = mapping.get(name, name)
+        # a header taken by a mapping is that mapping's, not a same-named default's
+        if h in where and (name in mapping or h not in used):
+            col[name] = where[h]
+    return col
+
+
+def read_pod_csv(
+    path: str | os.PathLike[str],
+    columns: dict[str, str] | None = None,
+    duplicates: str = "last",
+) -> Imported:
+    """Pod encoder CSV with a header row (any logger's: map its headers with ``columns``).
+
+    Columns (by header name, any order, extra columns ignored): one time column,
+    ``t_s`` (s), ``t_ms`` (ms), ``t_us`` (µs), ``t_ns`` or ``host_ns`` (ns), decimal
+    and exact; counters ``c0, c1, ...`` (cumulative counts, integers, any number from
+    ``c0`` on without gaps); optional ``device_ns`` or ``device_us`` (MCU time, ns or
+    µs), ``seq``, ``yaw`` (rad), ``yaw_rate`` (rad/s). Cells are separated by commas,
+    semicolons or whitespace (whichever the header uses); ``#`` lines are comments.
+
+    Args:
+        columns: column name -> header in the file, e.g. ``{"t_s": "t", "c0":
+            "count0"}`` for a ``t,count0,...`` file.
+        duplicates: repeated stamps: ``error``, ``first`` or ``last``.
     """
     path = Path(path)
-    rows = [(i, r) for i, r in enumerate(csv.reader(_read_text(path)), start=1) if r]
+    mapping = dict(columns or {})
+    for name in mapping:
+        if not _is_pod_column(name):
+            raise ImportFormatError(
+                f"--columns {name}={mapping[name]}: unknown column name {name!r} "
+                f"(known: {', '.join(POD_CSV_COLUMNS)})"
+            )
+    rows = [
+        (i, t)
+        for i, t in enumerate(_read_text(path), start=1)
+        if t.strip() and not t.lstrip().startswith("#")
+    ]
     if not rows:
         raise ImportFormatError(f"{path}:1: empty file")
-    header = [c.strip() for c in rows[0][1]]
-    idx = {name: j for j, name in enumerate(header)}
-    counters = sorted(
-        (int(m.group(1)), j) for j, n in enumerate(header) if (m := re.fullmatch(r"c(\d+)", n))
+    head_line, head = rows[0]
+    sep = ";" if ";" in head else ("," if "," in head else None)
+    header = _split_cells(head, sep)
+    counter_names = {n for n in [*header, *mapping] if re.fullmatch(r"c\d+", n)}
+    mapped_time = any(n in POD_TIME_COLUMNS for n in mapping)  # the one to use
+    col = _resolve_columns(
+        path,
+        head_line,
+        header,
+        mapping,
+        [*POD_TIME_COLUMNS, *sorted(counter_names), *POD_OPTIONAL_COLUMNS],
     )
-    if "t_s" not in idx and "host_ns" not in idx:
-        raise ImportFormatError(f"{path}:1: no time column (t_s or host_ns) in header {header}")
-    if not counters or [k for k, _ in counters] != list(range(len(counters))):
-        raise ImportFormatError(f"{path}:1: counter columns must be c0, c1, ... (got {header})")
+    times = [n for n in POD_TIME_COLUMNS if n in col and (n in mapping or not mapped_time)]
+    hint = "; map other names with --columns NAME=HEADER,... (e.g. t_s=t,c0=count0)"
+    if len(times) != 1:
+        what = "no time column" if not times else f"several time columns ({', '.join(times)})"
+        raise ImportFormatError(
+            f"{path}:{head_line}: {what}: one of {', '.join(POD_TIME_COLUMNS)} is needed "
+            f"(columns: {', '.join(header)}){hint}"
+        )
+    time_name = times[0]
+    counters = sorted(int(n[1:]) for n in col if re.fullmatch(r"c\d+", n))
+    if not counters or counters != list(range(len(counters))):
+        found = ", ".join(f"c{k}" for k in counters) or "none"
+        raise ImportFormatError(
+            f"{path}:{head_line}: counter columns must be c0, c1, ... without gaps (found: "
+            f"{found}; columns: {', '.join(header)}){hint}"
+        )
     n = len(rows) - 1
+    if n == 0:
+        raise ImportFormatError(f"{path}: no samples")
     host = np.empty(n, np.int64)
     counts = np.empty((n, len(counters)), np.int64)
     dev = np.full(n, NO_DEVICE_TIME, np.int64)
     seq = np.arange(n, dtype=np.int64)
     yaw, rate = np.full(n, np.nan), np.full(n, np.nan)
     lines = np.empty(n, np.int64)
-    for r, (i, row) in enumerate(rows[1:]):
+    for r, (i, raw) in enumerate(rows[1:]):
+        cells = _split_cells(raw, sep)
         lines[r] = i
-        if len(row) != len(header):
-            raise ImportFormatError(f"{path}:{i}: {len(row)} cells, header has {len(header)}")
-        cells = {name: (idx[name] + 1, row[idx[name]]) for name in header}
-        if "host_ns" in idx:
-            host[r] = _integer(path, i, cells["host_ns"][0], "host_ns", cells["host_ns"][1])
-        else:
-            host[r] = _seconds_to_ns(path, i, cells["t_s"][0], "t_s", cells["t_s"][1])
-        for k, j in counters:
-            counts[r, k] = _integer(path, i, j + 1, f"c{k}", row[j])
-        if "device_ns" in idx:
-            dev[r] = _integer(path, i, cells["device_ns"][0], "device_ns", cells["device_ns"][1])
-        elif "device_us" in idx:
-            col, text = cells["device_us"]
-            us = _integer(path, i, col, "device_us", text)
-            dev[r] = _in_int64(path, i, col, "device_us", us * 1000, " ns")
-        if "seq" in idx:
-            seq[r] = _integer(path, i, cells["seq"][0], "seq", cells["seq"][1])
+        if len(cells) != len(header):
+            raise ImportFormatError(f"{path}:{i}: {len(cells)} cells, header has {len(header)}")
+
+        def cell(name: str, cells: list[str] = cells, i: int = i) -> tuple:
+            return path, i, col[name] + 1, mapping.get(name, name), cells[col[name]]
+
+        where_, line_, j, label, text = cell(time_name)
+        unit = POD_TIME_COLUMNS[time_name]
+        host[r] = (
+            _integer(where_, line_, j, label, text)
+            if unit == "ns"
+            else _decimal_to_ns(where_, line_, j, label, text, unit)
+        )
+        for k in counters:
+            counts[r, k] = _integer(*cell(f"c{k}"))
+        if "device_ns" in col:
+            dev[r] = _integer(*cell("device_ns"))
+        elif "device_us" in col:
+            where_, line_, j, label, text = cell("device_us")
+            us = _integer(where_, line_, j, label, text)
+            dev[r] = _in_int64(where_, line_, j, label, us * 1000, " ns")
+        if "seq" in col:
+            seq[r] = _integer(*cell("seq"))
         for name, out in (("yaw", yaw), ("yaw_rate", rate)):
-            if name in idx:  # nan = no IMU value, as in the session (docs/FORMAT.md)
-                out[r] = _number(path, i, cells[name][0], name, cells[name][1], allow_nan=True)
-    if n == 0:
-        raise ImportFormatError(f"{path}: no samples")
+            if name in col:  # nan = no IMU value, as in the session (docs/FORMAT.md)
+                out[r] = _number(*cell(name), allow_nan=True)
     order = order_times(path, lines, host, duplicates)
     k = order.keep
     batch = EncoderBatch(host[k], dev[k], seq[k], counts[k], yaw[k], rate[k])
-    attrs = {"source_format": "csv", "time_base": "file timestamps"}
+    attrs = {
+        "source_format": "csv",
+        "time_base": f"file timestamps ({time_name}: {POD_TIME_COLUMNS[time_name]})",
+    }
+    if mapping:
+        attrs["column_map"] = ",".join(f"{k}={v}" for k, v in mapping.items())
     return Imported(batch, {**attrs, **_duplicate_attrs(duplicates, order, 0)}, order.dropped_lines)
 
 
@@ -568,8 +670,11 @@ POSE_CSV_COLUMNS = (
 """Column names the generic pose CSV reader knows (``--columns NAME=HEADER`` maps others)."""
 
 
-def parse_column_map(text: str | None) -> dict[str, str]:
-    """``"t_s=time,x=pos_x"`` -> ``{"t_s": "time", "x": "pos_x"}`` (names checked)."""
+def parse_column_map(text: str | None, what: str = "pose") -> dict[str, str]:
+    """``"t_s=time,x=pos_x"`` -> ``{"t_s": "time", "x": "pos_x"}``, the names checked
+    against the pose CSV's (``what`` = ``pose`` or ``mocap``) or the pod CSV's (``pods``)."""
+    known = POD_CSV_COLUMNS if what == "pods" else POSE_CSV_COLUMNS
+    is_known = _is_pod_column if what == "pods" else POSE_CSV_COLUMNS.__contains__
     out: dict[str, str] = {}
     for entry in (text or "").split(","):
         if not entry.strip():
@@ -577,11 +682,13 @@ def parse_column_map(text: str | None) -> dict[str, str]:
         name, sep, header = (v.strip() for v in entry.partition("="))
         if not sep or not name or not header:
             raise ImportFormatError(f"--columns entry {entry.strip()!r} is not NAME=HEADER")
-        if name not in POSE_CSV_COLUMNS:
+        if not is_known(name):
             raise ImportFormatError(
                 f"--columns {name}={header}: unknown column name {name!r} "
-                f"(known: {', '.join(POSE_CSV_COLUMNS)})"
+                f"(known: {', '.join(known)})"
             )
+        if name in out:
+            raise ImportFormatError(f"--columns names {name!r} twice")
         out[name] = header
     return out
 
