@@ -19,83 +19,27 @@ a relocalization of every pose-sensor stream at the stamp of each message on it.
 
 from __future__ import annotations
 
-import math
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import LidarTurns, PoseBatch
-from sensorbench.logs.import_times import order_times
-from sensorbench.logs.importers import (
-    MAX_ABS_POSITION_M,
-    Imported,
-    _check_positions,
-    _pose_imported,
-    file_sha256,
+from sensorbench.logs.importers import MAX_ABS_POSITION_M, file_sha256
+from sensorbench.logs.rosbag_read import bag_info, open_bag
+from sensorbench.logs.rosbag_specs import POSE_TYPES, SCAN_TYPE, TopicSpec
+from sensorbench.logs.rosbag_streams import (
+    BagStream,
+    pose_of,
+    pose_stream,
+    scan_stream,
+    stamp_ns,
 )
-from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
+from sensorbench.logs.schema import PoseFlag
 
-POSE_TYPES = (
-    "nav_msgs/msg/Odometry",
-    "geometry_msgs/msg/PoseStamped",
-    "geometry_msgs/msg/PoseWithCovarianceStamped",
-    "geometry_msgs/msg/TransformStamped",
-    "tf2_msgs/msg/TFMessage",
-)
-SCAN_TYPE = "sensor_msgs/msg/LaserScan"
-POSE_KINDS = ("mocap", "pose_sensor", "estimate")
-_SPEC = re.compile(
-    r"^(?P<topic>[^=\[\]]+?)(\[(?P<child>[^\]]+)\])?=(?P<name>[^:]+)(:(?P<kind>.+))?$"
-)
-_TWO_PI = 2.0 * math.pi
-
-
-@dataclass(frozen=True)
-class TopicSpec:
-    """One ``--topic``: which topic becomes which stream."""
-
-    topic: str
-    name: str
-    kind: str | None = None
-    """Pose stream kind; None: ``mocap`` if the name starts with it, else ``pose_sensor``."""
-    child_frame: str | None = None
-    """For TF topics: the child frame whose transforms are the poses."""
-
-    @classmethod
-    def parse(cls, text: str) -> TopicSpec:
-        """``TOPIC[CHILD]=NAME[:KIND]``, e.g. ``/odom=odom:estimate``, ``/tf[base]=mocap``."""
-        m = _SPEC.match(text.strip())
-        if not m:
-            raise ImportFormatError(
-                f"--topic {text!r}: expected TOPIC=NAME, TOPIC=NAME:KIND or TOPIC[CHILD_FRAME]=NAME"
-            )
-        kind = m.group("kind")
-        if kind is not None and kind not in POSE_KINDS:
-            raise ImportFormatError(
-                f"--topic {text!r}: kind must be one of {', '.join(POSE_KINDS)}, got {kind!r}"
-            )
-        return cls(m.group("topic"), m.group("name"), kind, m.group("child"))
-
-    def pose_kind(self) -> str:
-        """The pose stream kind this topic becomes."""
-        if self.kind:
-            return self.kind
-        return "mocap" if self.name.startswith("mocap") else "pose_sensor"
-
-
-@dataclass
-class BagStream:
-    """One parsed topic: its samples and what to store with them."""
-
-    spec: TopicSpec
-    imported: Imported
-    receive_ns: np.ndarray | None = None
-    """Bag receive time per kept sample (pose) or turn (lidar), when it differs from the stamp."""
+__all__ = ["BagImport", "BagStream", "TopicSpec", "bag_info", "import_rosbag", "read_rosbag"]
 
 
 @dataclass
@@ -104,156 +48,6 @@ class BagImport:
 
     streams: list[BagStream] = field(default_factory=list)
     reloc_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-
-
-def _open(bag: Path) -> Any:
-    from rosbags.highlevel import AnyReader, AnyReaderError
-
-    if not bag.exists():
-        raise ImportFormatError(f"{bag}: no such bag")
-    try:
-        reader = AnyReader([bag])
-        reader.open()
-    except (AnyReaderError, OSError, ValueError, KeyError) as exc:
-        raise ImportFormatError(f"{bag}: not a readable ROS bag ({exc})") from None
-    return reader
-
-
-def _stamp(msg: Any) -> int:
-    return int(msg.sec) * 1_000_000_000 + int(msg.nanosec)
-
-
-def bag_info(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Topics (type, message count), time span (s) and format of a bag."""
-    bag = Path(path)
-    reader = _open(bag)
-    try:
-        topics = {
-            name: {"type": info.msgtype, "count": int(info.msgcount)}
-            for name, info in sorted(reader.topics.items())
-        }
-        return {
-            "path": str(bag),
-            "format": "rosbag2" if reader.is2 else "rosbag1",
-            "messages": int(reader.message_count),
-            "start_ns": int(reader.start_time) if reader.message_count else None,
-            "duration_s": reader.duration / 1e9 if reader.message_count else 0.0,
-            "topics": topics,
-        }
-    finally:
-        reader.close()
-
-
-def _pose_of(msg: Any, msgtype: str, child: str | None) -> list[tuple[int, Any, Any]]:
-    """(stamp ns, position msg, orientation msg) of every pose a message carries."""
-    if msgtype == "nav_msgs/msg/Odometry":
-        return [(_stamp(msg.header.stamp), msg.pose.pose.position, msg.pose.pose.orientation)]
-    if msgtype == "geometry_msgs/msg/PoseStamped":
-        return [(_stamp(msg.header.stamp), msg.pose.position, msg.pose.orientation)]
-    if msgtype == "geometry_msgs/msg/PoseWithCovarianceStamped":
-        return [(_stamp(msg.header.stamp), msg.pose.pose.position, msg.pose.pose.orientation)]
-    transforms = [msg] if msgtype == "geometry_msgs/msg/TransformStamped" else msg.transforms
-    return [
-        (_stamp(t.header.stamp), t.transform.translation, t.transform.rotation)
-        for t in transforms
-        if child is None or t.child_frame_id == child
-    ]
-
-
-def _finite(where: str, what: str, values: np.ndarray) -> None:
-    bad = np.flatnonzero(~np.isfinite(values).all(axis=1))
-    if bad.size:
-        raise ImportFormatError(
-            f"{where}:{int(bad[0]) + 1}: {what} {values[bad[0]].tolist()} is not finite "
-            f"({bad.size} such message(s))"
-        )
-
-
-def _poses(
-    bag: Path, spec: TopicSpec, rows: list, max_position_m: float, duplicates: str
-) -> BagStream:
-    where = Path(f"{bag}:{spec.topic}")
-    t_ns = np.array([r[0] for r in rows], dtype=np.int64)
-    recv = np.array([r[1] for r in rows], dtype=np.int64)
-    pos = np.array([[r[2].x, r[2].y, r[2].z] for r in rows], dtype=np.float64).reshape(-1, 3)
-    quat = np.array([[r[3].x, r[3].y, r[3].z, r[3].w] for r in rows], dtype=np.float64)
-    quat = quat.reshape(-1, 4)
-    index = np.arange(1, len(rows) + 1)
-    _finite(str(where), "position", pos)
-    _finite(str(where), "orientation", quat)
-    axes = [(1, "position.x"), (2, "position.y"), (3, "position.z")]
-    _check_positions(where, index, pos, axes, max_position_m)
-    attrs = {
-        "source_format": "rosbag",
-        "ros_topic": spec.topic,
-        "time_base": "ROS header stamps (ns since the Unix epoch)",
-    }
-    if spec.child_frame:
-        attrs["ros_child_frame"] = spec.child_frame
-    imported = _pose_imported(
-        where, index, t_ns, pos, quat, np.ones(len(rows), bool), duplicates, attrs
-    )
-    kept = order_times(where, index, t_ns, duplicates).keep
-    differ = bool(np.any(recv[kept] != t_ns[kept]))
-    return BagStream(spec, imported, recv[kept] if differ else None)
-
-
-def _scans(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagStream:
-    where = Path(f"{bag}:{spec.topic}")
-    stamps = np.array([_stamp(m.header.stamp) for _, m in rows], dtype=np.int64)
-    recv = np.array([r for r, _ in rows], dtype=np.int64)
-    index = np.arange(1, len(rows) + 1)
-    order = order_times(where, index, stamps, duplicates)
-    angle, rng, inten, t_pt, count, speed = [], [], [], [], [], []
-    for k in np.flatnonzero(order.keep):
-        m = rows[k][1]
-        n = len(m.ranges)
-        for name in ("angle_min", "angle_increment", "time_increment", "range_min", "range_max"):
-            if not math.isfinite(getattr(m, name)):
-                raise ImportFormatError(f"{where}:{k + 1}: {name} {getattr(m, name)} is not finite")
-        r = np.asarray(m.ranges, dtype=np.float64)
-        # REP 117: +inf no return, -inf too close, nan error; outside [min, max] not valid
-        out = np.where(np.isposinf(r) | (r > m.range_max), np.inf, r)
-        out = np.where(np.isneginf(r) | np.isnan(r) | (r < m.range_min), np.nan, out)
-        a = m.angle_min + m.angle_increment * np.arange(n)
-        angle.append(np.mod(a, _TWO_PI))  # REP 103: CCW, 0 = forward; wrapped to [0, 2π)
-        rng.append(out)
-        if len(m.intensities) == n:
-            inten.append(np.clip(np.rint(np.asarray(m.intensities, float)), 0, 65535))
-        else:
-            inten.append(np.zeros(n))
-        t_pt.append(stamps[k] + np.rint(m.time_increment * 1e9 * np.arange(n)).astype(np.int64))
-        count.append(n)
-        speed.append(1.0 / m.scan_time if m.scan_time > 0 else math.nan)
-    keep = order.keep
-    turns = LidarTurns(
-        stamps[keep],
-        np.full(int(keep.sum()), NO_DEVICE_TIME, np.int64),
-        np.array(speed),
-        np.array(count),
-        np.zeros(int(keep.sum())),
-        np.concatenate(angle) if angle else np.zeros(0),
-        np.concatenate(rng) if rng else np.zeros(0),
-        np.concatenate(inten) if inten else np.zeros(0),
-        np.concatenate(t_pt) if t_pt else np.zeros(0, np.int64),
-    )
-    first = rows[0][1]
-    attrs = {
-        "source_format": "rosbag",
-        "ros_topic": spec.topic,
-        "model": "ROS LaserScan",
-        "frame": first.header.frame_id,
-        "units": "angle rad CCW from sensor forward in [0, 2pi), range m, time ns",
-        "ros_range_min_m": float(first.range_min),
-        "ros_range_max_m": float(first.range_max),
-        "time_base": "ROS header stamps (ns since the Unix epoch)",
-    }
-    differ = bool(np.any(recv[keep] != stamps[keep]))
-    return BagStream(
-        spec,
-        Imported(turns, attrs, order.dropped_lines),
-        recv[keep] if differ else None,
-    )
 
 
 def read_rosbag(
@@ -275,7 +69,7 @@ def read_rosbag(
     names = [s.name for s in topics]
     if len(set(names)) != len(names):
         raise ImportFormatError(f"--topic: stream names must differ, got {names}")
-    reader = _open(bag)
+    reader = open_bag(bag)
     try:
         types = {c.topic: c.msgtype for c in reader.connections}
         wanted = [s.topic for s in topics] + ([reloc_topic] if reloc_topic else [])
@@ -308,21 +102,21 @@ def read_rosbag(
         if types[s.topic] == SCAN_TYPE:
             if not msgs:
                 raise ImportFormatError(f"{bag}: topic {s.topic!r} has no messages")
-            out.streams.append(_scans(bag, s, msgs, duplicates))
+            out.streams.append(scan_stream(bag, s, msgs, duplicates))
             continue
         poses = [
             (t, recv, p, q)
             for recv, msg in msgs
-            for t, p, q in _pose_of(msg, types[s.topic], s.child_frame)
+            for t, p, q in pose_of(msg, types[s.topic], s.child_frame)
         ]
         if not poses:
             frame = f" with child frame {s.child_frame!r}" if s.child_frame else ""
             raise ImportFormatError(f"{bag}: topic {s.topic!r} has no poses{frame}")
-        out.streams.append(_poses(bag, s, poses, max_position_m, duplicates))
+        out.streams.append(pose_stream(bag, s, poses, max_position_m, duplicates))
     if reloc_topic:
         out.reloc_ns = np.array(
             [
-                _stamp(m.header.stamp) if hasattr(m, "header") else recv
+                stamp_ns(m.header.stamp) if hasattr(m, "header") else recv
                 for recv, m in rows[reloc_topic]
             ],
             dtype=np.int64,
