@@ -5,8 +5,13 @@ Each ``--topic TOPIC=NAME`` becomes one stream:
 - ``nav_msgs/msg/Odometry``, ``geometry_msgs/msg/PoseStamped``,
   ``geometry_msgs/msg/PoseWithCovarianceStamped``, ``geometry_msgs/msg/TransformStamped``
   and ``tf2_msgs/msg/TFMessage`` (give the child frame: ``/tf[base_link]=mocap``) →
-  a pose stream;
-- ``sensor_msgs/msg/LaserScan`` → a lidar stream, one turn per scan.
+  a pose stream, with the message's frame ids and (Odometry,
+  PoseWithCovarianceStamped) its pose covariance;
+- ``sensor_msgs/msg/LaserScan`` → a lidar stream, one turn per scan;
+- ``sensor_msgs/msg/JointState`` of integer positions → an encoder stream (counts).
+
+Each ``--tf PARENT:CHILD=NAME`` becomes a pose stream of CHILD in PARENT composed
+from ``/tf`` and ``/tf_static`` (:mod:`sensorbench.logs.tf_tree`).
 
 Header stamps are the sample times. Where the bag's receive time of a message
 differs from its header stamp, the receive times are kept as a second column
@@ -14,7 +19,11 @@ differs from its header stamp, the receive times are kept as a second column
 Every value goes through the same checks as the file importers (finite numbers,
 position limit, unit quaternions, time order and ``--duplicates``); an error names
 ``BAG:TOPIC:N``, the N-th (1-based) message of the topic. ``--reloc-topic`` marks
-a relocalization of every pose-sensor stream at the stamp of each message on it.
+a relocalization of every pose-sensor stream at the stamp of each message on it;
+``--events`` takes diagnostics or log messages as session events. Beside a topic
+``/PREFIX/LEAF``, the topics ``/PREFIX/time_reference`` (``sensor_msgs/msg/TimeReference``:
+device times) and ``/PREFIX/flags`` (``diagnostic_msgs/msg/DiagnosticArray``: sample
+flags), which ``export --format mcap`` writes, are read into the same stream.
 """
 
 from __future__ import annotations
@@ -26,28 +35,137 @@ from pathlib import Path
 import numpy as np
 
 from sensorbench.errors import ImportFormatError
-from sensorbench.logs.batches import LidarTurns, PoseBatch
+from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
 from sensorbench.logs.importers import MAX_ABS_POSITION_M, file_sha256
-from sensorbench.logs.rosbag_read import bag_info, open_bag
-from sensorbench.logs.rosbag_specs import POSE_TYPES, SCAN_TYPE, TopicSpec
+from sensorbench.logs.rosbag_read import Progress, bag_info, open_bag, read_topics, topic_types
+from sensorbench.logs.rosbag_specs import (
+    BODY_FRAME,
+    COUNTS_TYPE,
+    DIAGNOSTICS_TYPE,
+    IMPORTABLE,
+    LOG_TYPES,
+    SCAN_TYPE,
+    TF_TOPICS,
+    TF_TYPES,
+    TIME_REFERENCE_TYPE,
+    TfSpec,
+    TopicSpec,
+)
 from sensorbench.logs.rosbag_streams import (
+    BagEvent,
     BagStream,
-    pose_of,
+    apply_flags,
+    apply_time_reference,
+    count_stream,
+    events_of,
+    pose_rows,
     pose_stream,
     scan_stream,
     stamp_ns,
+    tf_stream,
 )
 from sensorbench.logs.schema import PoseFlag
+from sensorbench.logs.tf_tree import TfCollector, TfTree
 
-__all__ = ["BagImport", "BagStream", "TopicSpec", "bag_info", "import_rosbag", "read_rosbag"]
+__all__ = [
+    "BagEvent",
+    "BagImport",
+    "BagStream",
+    "TfSpec",
+    "TopicSpec",
+    "bag_info",
+    "import_rosbag",
+    "read_rosbag",
+]
 
 
 @dataclass
 class BagImport:
-    """Every stream parsed from one bag, and the relocalization stamps."""
+    """Every stream parsed from one bag, the relocalization stamps and the events."""
 
     streams: list[BagStream] = field(default_factory=list)
     reloc_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    events: list[BagEvent] = field(default_factory=list)
+
+
+def _companions(types: dict[str, str], topic: str) -> dict[str, str]:
+    """``/PREFIX/time_reference`` and ``/PREFIX/flags`` beside ``/PREFIX/LEAF`` if present."""
+    prefix = topic.rsplit("/", 1)[0]
+    if not prefix:
+        return {}
+    out = {}
+    for leaf, msgtype in (("time_reference", TIME_REFERENCE_TYPE), ("flags", DIAGNOSTICS_TYPE)):
+        name = f"{prefix}/{leaf}"
+        if name != topic and types.get(name) == msgtype:
+            out[leaf] = name
+    return out
+
+
+def _check_request(
+    bag: Path,
+    types: dict[str, str],
+    topics: list[TopicSpec],
+    tfs: list[TfSpec],
+    reloc_topic: str | None,
+    events_topic: str | None,
+) -> None:
+    if not topics and not tfs:
+        raise ImportFormatError(f"{bag}: name at least one --topic TOPIC=NAME or --tf")
+    names = [s.name for s in topics] + [s.name for s in tfs]
+    if len(set(names)) != len(names):
+        raise ImportFormatError(f"--topic/--tf: stream names must differ, got {names}")
+    wanted = [s.topic for s in topics] + [t for t in (reloc_topic, events_topic) if t]
+    for topic in wanted:
+        if topic not in types:
+            raise ImportFormatError(
+                f"{bag}: no topic {topic!r} (topics: {', '.join(sorted(types)) or 'none'})"
+            )
+    for s in topics:
+        if types[s.topic] not in IMPORTABLE:
+            raise ImportFormatError(
+                f"{bag}: topic {s.topic!r} has type {types[s.topic]!r}, which cannot be "
+                f"imported (supported: {', '.join(IMPORTABLE)})"
+            )
+        if types[s.topic] == "tf2_msgs/msg/TFMessage" and not s.child_frame:
+            raise ImportFormatError(
+                f"{bag}: topic {s.topic!r} is a TF topic: name the child frame, "
+                f"--topic '{s.topic}[CHILD_FRAME]={s.name}', or compose a chain with "
+                "--tf PARENT:CHILD=NAME"
+            )
+    if events_topic and types[events_topic] not in (DIAGNOSTICS_TYPE, *LOG_TYPES):
+        raise ImportFormatError(
+            f"{bag}: --events topic {events_topic!r} has type {types[events_topic]!r} "
+            f"(events come from {', '.join((DIAGNOSTICS_TYPE, *LOG_TYPES))})"
+        )
+    if tfs and not any(types.get(t) in TF_TYPES for t in TF_TOPICS):
+        raise ImportFormatError(
+            f"{bag}: --tf needs /tf or /tf_static, and the bag has neither "
+            f"(topics: {', '.join(sorted(types)) or 'none'})"
+        )
+
+
+def _tf_tree(bag: Path, types: dict[str, str], rows: dict[str, list]) -> TfTree:
+    collector = TfCollector()
+    for topic in TF_TOPICS:
+        if types.get(topic) in TF_TYPES and topic in rows:
+            for _, m in rows[topic]:
+                collector.add(m, static=topic == "/tf_static")
+    return collector.tree(str(bag))
+
+
+def _mount_from_tf(tree: TfTree, stream: BagStream) -> None:
+    """``mount_xy_yaw`` of a lidar whose frame is fixed to the body in ``/tf_static``."""
+    from scipy.spatial.transform import Rotation
+
+    frame = str(stream.imported.attrs.get("frame", ""))
+    pose = tree.static_pose(BODY_FRAME, frame) if frame else None
+    if pose is None:
+        return
+    p, q = pose
+    yaw = float(Rotation.from_quat(q).as_euler("ZYX")[0])
+    stream.imported.attrs["mount_xy_yaw"] = [float(p[0]), float(p[1]), yaw]
+    stream.imported.attrs["ros_mount_xyz_xyzw"] = [*map(float, p), *map(float, q)]
+    stream.imported.attrs["mount_units"] = f"m, m, rad (CCW), from /tf_static {BODY_FRAME}->{frame}"
 
 
 def read_rosbag(
@@ -56,63 +174,69 @@ def read_rosbag(
     reloc_topic: str | None = None,
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
+    *,
+    tfs: list[TfSpec] | None = None,
+    events_topic: str | None = None,
+    progress: Progress | None = None,
 ) -> BagImport:
-    """Parse the named topics of a bag (see the module docstring).
+    """Parse the named topics and TF chains of a bag (see the module docstring).
+
+    Args:
+        progress: called with (messages read, messages to read) while reading.
 
     Raises:
-        ImportFormatError: a missing topic, an unsupported message type, a TF topic
-            without the child frame, or a bad value (naming ``BAG:TOPIC:N``).
+        ImportFormatError: a missing topic or frame (the message lists what the bag
+            has), an unsupported message type, a TF topic without the child frame, or
+            a bad value (naming ``BAG:TOPIC:N``).
     """
     bag = Path(path)
-    if not topics:
-        raise ImportFormatError(f"{bag}: name at least one --topic TOPIC=NAME")
-    names = [s.name for s in topics]
-    if len(set(names)) != len(names):
-        raise ImportFormatError(f"--topic: stream names must differ, got {names}")
+    tfs = tfs or []
     reader = open_bag(bag)
     try:
-        types = {c.topic: c.msgtype for c in reader.connections}
-        wanted = [s.topic for s in topics] + ([reloc_topic] if reloc_topic else [])
-        for topic in wanted:
-            if topic not in types:
-                raise ImportFormatError(
-                    f"{bag}: no topic {topic!r} (topics: {', '.join(sorted(types)) or 'none'})"
-                )
-        for s in topics:
-            if types[s.topic] not in (*POSE_TYPES, SCAN_TYPE):
-                raise ImportFormatError(
-                    f"{bag}: topic {s.topic!r} has type {types[s.topic]!r}, which cannot be "
-                    f"imported (supported: {', '.join((*POSE_TYPES, SCAN_TYPE))})"
-                )
-            if types[s.topic] == "tf2_msgs/msg/TFMessage" and not s.child_frame:
-                raise ImportFormatError(
-                    f"{bag}: topic {s.topic!r} is a TF topic: name the child frame, "
-                    f"--topic '{s.topic}[CHILD_FRAME]={s.name}'"
-                )
-        rows: dict[str, list] = {t: [] for t in wanted}
-        conns = [c for c in reader.connections if c.topic in rows]
-        for conn, recv_ns, raw in reader.messages(connections=conns):
-            msg = reader.deserialize(raw, conn.msgtype)
-            rows[conn.topic].append((int(recv_ns), msg))
+        types = topic_types(bag, reader)
+        _check_request(bag, types, topics, tfs, reloc_topic, events_topic)
+        companions = {s.topic: _companions(types, s.topic) for s in topics}
+        wanted = {s.topic for s in topics} | {t for t in (reloc_topic, events_topic) if t}
+        wanted |= {t for c in companions.values() for t in c.values()}
+        scans = any(types[s.topic] == SCAN_TYPE for s in topics)
+        # chains need /tf and /tf_static, the lidars' mounts /tf_static
+        tf_topics = TF_TOPICS if tfs else ("/tf_static",) if scans else ()
+        wanted |= {t for t in tf_topics if types.get(t) in TF_TYPES}
+        rows = read_topics(bag, reader, wanted, progress)
     finally:
         reader.close()
+    tree = _tf_tree(bag, types, rows) if (tfs or scans) else TfTree()
     out = BagImport()
     for s in topics:
         msgs = rows[s.topic]
-        if types[s.topic] == SCAN_TYPE:
-            if not msgs:
-                raise ImportFormatError(f"{bag}: topic {s.topic!r} has no messages")
-            out.streams.append(scan_stream(bag, s, msgs, duplicates))
-            continue
-        poses = [
-            (t, recv, p, q)
-            for recv, msg in msgs
-            for t, p, q in pose_of(msg, types[s.topic], s.child_frame)
-        ]
-        if not poses:
-            frame = f" with child frame {s.child_frame!r}" if s.child_frame else ""
-            raise ImportFormatError(f"{bag}: topic {s.topic!r} has no poses{frame}")
-        out.streams.append(pose_stream(bag, s, poses, max_position_m, duplicates))
+        msgtype = types[s.topic]
+        if not msgs:
+            raise ImportFormatError(f"{bag}: topic {s.topic!r} has no messages")
+        if msgtype == SCAN_TYPE:
+            stream = scan_stream(bag, s, msgs, duplicates)
+            _mount_from_tf(tree, stream)
+        elif msgtype == COUNTS_TYPE:
+            stream = count_stream(bag, s, msgs, duplicates)
+        else:
+            poses, covariant = pose_rows(msgs, msgtype, s.child_frame)
+            if not poses:
+                raise ImportFormatError(
+                    f"{bag}: topic {s.topic!r} has no poses with child frame {s.child_frame!r} "
+                    f"(child frames: {', '.join(_tf_children(msgs)) or 'none'})"
+                )
+            stream = pose_stream(bag, s, poses, covariant, max_position_m, duplicates)
+        extra = companions[s.topic]
+        if stream.kind != "pose" and extra.get("time_reference"):
+            apply_time_reference(
+                bag, extra["time_reference"], rows[extra["time_reference"]], stream
+            )
+        if stream.kind != "encoder" and extra.get("flags"):
+            apply_flags(bag, extra["flags"], rows[extra["flags"]], stream)
+        out.streams.append(stream)
+    for spec in tfs:
+        out.streams.append(tf_stream(bag, spec, tree, max_position_m))
+    if events_topic:
+        out.events = events_of(bag, events_topic, types[events_topic], rows[events_topic])
     if reloc_topic:
         out.reloc_ns = np.array(
             [
@@ -122,7 +246,20 @@ def read_rosbag(
             dtype=np.int64,
         )
         _flag_relocalizations(bag, reloc_topic, out)
+        out.events += [
+            BagEvent(int(t), reloc_topic, "relocalization", f"{reloc_topic} message")
+            for t in out.reloc_ns.tolist()
+        ]
     return out
+
+
+def _tf_children(msgs: list) -> list[str]:
+    """Child frames a TF-type topic carries (for the error naming a missing one)."""
+    out: dict[str, None] = {}
+    for _, m in msgs:
+        for t in getattr(m, "transforms", [m]):
+            out[str(getattr(t, "child_frame_id", ""))] = None
+    return sorted(c for c in out if c)
 
 
 def _flag_relocalizations(bag: Path, topic: str, out: BagImport) -> None:
@@ -152,11 +289,16 @@ def import_rosbag(
     reloc_topic: str | None = None,
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
+    *,
+    tfs: list[TfSpec] | None = None,
+    events_topic: str | None = None,
+    progress: Progress | None = None,
 ) -> BagImport:
     """Parse the bag's topics and add one stream each to ``session`` (created if missing).
 
-    Relocalization messages also become ``relocalization`` events. Nothing is written
-    unless every topic parses, and the session changes all at once (a copy swapped in).
+    Relocalization and ``--events`` messages become session events. Nothing is
+    written unless every topic parses, and the session changes all at once (a copy
+    swapped in).
     """
     import h5py
 
@@ -164,14 +306,17 @@ def import_rosbag(
     from sensorbench.logs.writer import SessionWriter
 
     bag = Path(path)
-    parsed = read_rosbag(bag, topics, reloc_topic, max_position_m, duplicates)
+    parsed = read_rosbag(
+        bag, topics, reloc_topic, max_position_m, duplicates,
+        tfs=tfs, events_topic=events_topic, progress=progress,
+    )  # fmt: skip
     source = {"source_file": bag.name}
     if bag.is_file():
         source["source_sha256"] = file_sha256(bag)
     session = Path(session)
     existed = session.exists()
-    extra = [b for b in parsed.streams if b.receive_ns is not None]
-    # one swap for the streams and their receive times: a kill or a full disk at any
+    extra = [b for b in parsed.streams if b.receive_ns is not None or b.covariance is not None]
+    # one swap for the streams and their extra columns: a kill or a full disk at any
     # moment leaves an existing session exactly as it was
     with atomic_update(session) if existed else atomic_output(session) as tmp:
         if existed:
@@ -181,20 +326,29 @@ def import_rosbag(
         with writer:
             for b in parsed.streams:
                 attrs = {**b.imported.attrs, **source}
-                if isinstance(b.imported.batch, LidarTurns):
+                batch = b.imported.batch
+                if isinstance(batch, LidarTurns):
                     writer.add_lidar(b.spec.name, attrs=attrs)
-                    writer.append_turns(b.spec.name, b.imported.batch)
+                    writer.append_turns(b.spec.name, batch)
+                elif isinstance(batch, EncoderBatch):
+                    writer.add_encoder(b.spec.name, n_counts=batch.counts.shape[1], attrs=attrs)
+                    writer.append_encoder(b.spec.name, batch)
                 else:
                     writer.add_pose(b.spec.name, kind=b.spec.pose_kind(), attrs=attrs)
-                    writer.append_pose(b.spec.name, b.imported.batch)
-            for t in parsed.reloc_ns.tolist():
-                writer.event(int(t), reloc_topic or "", "relocalization", f"{reloc_topic} message")
+                    writer.append_pose(b.spec.name, batch)
+            for e in parsed.events:
+                writer.event(e.t_ns, e.source, e.kind, e.message)
         if extra:
             with h5py.File(tmp, "a") as f:
                 for b in extra:
-                    if isinstance(b.imported.batch, LidarTurns):
-                        group = f[f"lidar/{b.spec.name}"]
-                        group.create_dataset("turn_receive_ns", data=b.receive_ns)
-                    else:
-                        f[f"pose/{b.spec.name}"].create_dataset("receive_ns", data=b.receive_ns)
+                    if b.kind == "lidar":
+                        f[f"lidar/{b.spec.name}"].create_dataset(
+                            "turn_receive_ns", data=b.receive_ns
+                        )
+                        continue
+                    group = f[f"pose/{b.spec.name}"]
+                    if b.receive_ns is not None:
+                        group.create_dataset("receive_ns", data=b.receive_ns)
+                    if b.covariance is not None:
+                        group.create_dataset("covariance", data=b.covariance)
     return parsed
