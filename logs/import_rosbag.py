@@ -37,7 +37,15 @@ import numpy as np
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
 from sensorbench.logs.importers import MAX_ABS_POSITION_M, file_sha256
-from sensorbench.logs.rosbag_read import Progress, bag_info, open_bag, read_topics, topic_types
+from sensorbench.logs.rosbag_read import (
+    Extract,
+    Progress,
+    bag_info,
+    collector_paused,
+    open_bag,
+    read_topics,
+    topic_types,
+)
 from sensorbench.logs.rosbag_specs import (
     BODY_FRAME,
     COUNTS_TYPE,
@@ -56,13 +64,17 @@ from sensorbench.logs.rosbag_streams import (
     BagStream,
     apply_flags,
     apply_time_reference,
+    count_extract,
     count_stream,
-    events_of,
-    pose_rows,
+    events_extract,
+    flags_extract,
+    pose_extract,
     pose_stream,
+    reloc_extract,
+    scan_extract,
     scan_stream,
-    stamp_ns,
     tf_stream,
+    time_reference_extract,
 )
 from sensorbench.logs.schema import PoseFlag
 from sensorbench.logs.tf_tree import TfCollector, TfTree
@@ -88,8 +100,9 @@ class BagImport:
     events: list[BagEvent] = field(default_factory=list)
 
 
-def _companions(types: dict[str, str], topic: str) -> dict[str, str]:
+def _companions(types: dict[str, str], spec: TopicSpec) -> dict[str, str]:
     """``/PREFIX/time_reference`` and ``/PREFIX/flags`` beside ``/PREFIX/LEAF`` if present."""
+    topic = spec.topic
     prefix = topic.rsplit("/", 1)[0]
     if not prefix:
         return {}
@@ -144,15 +157,6 @@ def _check_request(
         )
 
 
-def _tf_tree(bag: Path, types: dict[str, str], rows: dict[str, list]) -> TfTree:
-    collector = TfCollector()
-    for topic in TF_TOPICS:
-        if types.get(topic) in TF_TYPES and topic in rows:
-            for _, m in rows[topic]:
-                collector.add(m, static=topic == "/tf_static")
-    return collector.tree(str(bag))
-
-
 def _mount_from_tf(tree: TfTree, stream: BagStream) -> None:
     """``mount_xy_yaw`` of a lidar whose frame is fixed to the body in ``/tf_static``."""
     from scipy.spatial.transform import Rotation
@@ -189,62 +193,81 @@ def read_rosbag(
             has), an unsupported message type, a TF topic without the child frame, or
             a bad value (naming ``BAG:TOPIC:N``).
     """
-    bag = Path(path)
-    tfs = tfs or []
+    with collector_paused():  # the messages are held until the streams are built
+        return _read_rosbag(
+            Path(path), topics, reloc_topic, max_position_m, duplicates, tfs or [],
+            events_topic, progress,
+        )  # fmt: skip
+
+
+def _read_rosbag(
+    bag: Path,
+    topics: list[TopicSpec],
+    reloc_topic: str | None,
+    max_position_m: float,
+    duplicates: str,
+    tfs: list[TfSpec],
+    events_topic: str | None,
+    progress: Progress | None,
+) -> BagImport:
+    uses: list[tuple[str, Extract]] = []
+
+    def use(topic: str, extract: Extract) -> int:
+        uses.append((topic, extract))
+        return len(uses) - 1
+
     reader = open_bag(bag)
+    collector = TfCollector()
     try:
         types = topic_types(bag, reader)
         _check_request(bag, types, topics, tfs, reloc_topic, events_topic)
-        companions = {s.topic: _companions(types, s.topic) for s in topics}
-        wanted = {s.topic for s in topics} | {t for t in (reloc_topic, events_topic) if t}
-        wanted |= {t for c in companions.values() for t in c.values()}
+        main = [use(s.topic, _extract_for(types[s.topic], s)) for s in topics]
+        beside = [
+            {
+                leaf: use(topic, _COMPANION_EXTRACT[leaf])
+                for leaf, topic in _companions(types, s).items()
+            }
+            for s in topics
+        ]
+        reloc = use(reloc_topic, reloc_extract) if reloc_topic else None
+        events = (
+            use(events_topic, events_extract(events_topic, types[events_topic]))
+            if events_topic
+            else None
+        )
         scans = any(types[s.topic] == SCAN_TYPE for s in topics)
         # chains need /tf and /tf_static, the lidars' mounts /tf_static
-        tf_topics = TF_TOPICS if tfs else ("/tf_static",) if scans else ()
-        wanted |= {t for t in tf_topics if types.get(t) in TF_TYPES}
-        rows = read_topics(bag, reader, wanted, progress)
+        for topic in TF_TOPICS if tfs else ("/tf_static",) if scans else ():
+            if types.get(topic) in TF_TYPES:
+                use(topic, collector.extract(static=topic == "/tf_static"))
+        rows = read_topics(bag, reader, uses, progress)
     finally:
         reader.close()
-    tree = _tf_tree(bag, types, rows) if (tfs or scans) else TfTree()
+    tree = collector.tree(str(bag))
     out = BagImport()
-    for s in topics:
-        msgs = rows[s.topic]
+    for s, k, extra in zip(topics, main, beside, strict=True):
         msgtype = types[s.topic]
-        if not msgs:
+        if not rows[k]:
             raise ImportFormatError(f"{bag}: topic {s.topic!r} has no messages")
         if msgtype == SCAN_TYPE:
-            stream = scan_stream(bag, s, msgs, duplicates)
+            stream = scan_stream(bag, s, rows[k], duplicates)
             _mount_from_tf(tree, stream)
         elif msgtype == COUNTS_TYPE:
-            stream = count_stream(bag, s, msgs, duplicates)
+            stream = count_stream(bag, s, rows[k], duplicates)
         else:
-            poses, covariant = pose_rows(msgs, msgtype, s.child_frame)
-            if not poses:
-                raise ImportFormatError(
-                    f"{bag}: topic {s.topic!r} has no poses with child frame {s.child_frame!r} "
-                    f"(child frames: {', '.join(_tf_children(msgs)) or 'none'})"
-                )
-            stream = pose_stream(bag, s, poses, covariant, max_position_m, duplicates)
-        extra = companions[s.topic]
-        if stream.kind != "pose" and extra.get("time_reference"):
-            apply_time_reference(
-                bag, extra["time_reference"], rows[extra["time_reference"]], stream
-            )
-        if stream.kind != "encoder" and extra.get("flags"):
-            apply_flags(bag, extra["flags"], rows[extra["flags"]], stream)
+            stream = pose_stream(bag, s, rows[k], max_position_m, duplicates)
+        if stream.kind != "pose" and "time_reference" in extra:
+            topic = uses[extra["time_reference"]][0]
+            apply_time_reference(bag, topic, rows[extra["time_reference"]], stream)
+        if stream.kind != "encoder" and "flags" in extra:
+            apply_flags(bag, uses[extra["flags"]][0], rows[extra["flags"]], stream)
         out.streams.append(stream)
     for spec in tfs:
         out.streams.append(tf_stream(bag, spec, tree, max_position_m))
-    if events_topic:
-        out.events = events_of(bag, events_topic, types[events_topic], rows[events_topic])
-    if reloc_topic:
-        out.reloc_ns = np.array(
-            [
-                stamp_ns(m.header.stamp) if hasattr(m, "header") else recv
-                for recv, m in rows[reloc_topic]
-            ],
-            dtype=np.int64,
-        )
+    if events is not None:
+        out.events = [e for message in rows[events] for e in message]
+    if reloc_topic and reloc is not None:
+        out.reloc_ns = np.array(rows[reloc], dtype=np.int64)
         _flag_relocalizations(bag, reloc_topic, out)
         out.events += [
             BagEvent(int(t), reloc_topic, "relocalization", f"{reloc_topic} message")
@@ -253,13 +276,18 @@ def read_rosbag(
     return out
 
 
-def _tf_children(msgs: list) -> list[str]:
-    """Child frames a TF-type topic carries (for the error naming a missing one)."""
-    out: dict[str, None] = {}
-    for _, m in msgs:
-        for t in getattr(m, "transforms", [m]):
-            out[str(getattr(t, "child_frame_id", ""))] = None
-    return sorted(c for c in out if c)
+_COMPANION_EXTRACT: dict[str, Extract] = {
+    "time_reference": time_reference_extract,
+    "flags": flags_extract,
+}
+
+
+def _extract_for(msgtype: str, spec: TopicSpec) -> Extract:
+    if msgtype == SCAN_TYPE:
+        return scan_extract
+    if msgtype == COUNTS_TYPE:
+        return count_extract
+    return pose_extract(msgtype, spec.child_frame)
 
 
 def _flag_relocalizations(bag: Path, topic: str, out: BagImport) -> None:

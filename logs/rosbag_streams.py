@@ -21,6 +21,7 @@ from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
 from sensorbench.logs.import_times import order_times
 from sensorbench.logs.importers import Imported, _check_positions, _pose_imported
+from sensorbench.logs.rosbag_read import Extract
 from sensorbench.logs.rosbag_specs import (
     DIAGNOSTICS_TYPE,
     SEQ_JOINT,
@@ -67,7 +68,8 @@ class BagEvent:
 
 
 def stamp_ns(msg: Any) -> int:
-    return int(msg.sec) * 1_000_000_000 + int(msg.nanosec)
+    """A ROS time (``sec``, ``nanosec``) as int ns."""
+    return int(msg.sec * 1_000_000_000 + msg.nanosec)
 
 
 def _finite(where: str, what: str, values: np.ndarray) -> None:
@@ -84,65 +86,70 @@ def _frames_attr(values: list[str]) -> str:
     return ", ".join(dict.fromkeys(values))
 
 
-_POSE_PATH = {
-    "nav_msgs/msg/Odometry": ("pose", "pose"),
-    "geometry_msgs/msg/PoseStamped": ("pose",),
-    "geometry_msgs/msg/PoseWithCovarianceStamped": ("pose", "pose"),
-}
-
-
-def pose_rows(msgs: list, msgtype: str, child: str | None) -> tuple[list, bool]:
-    """Rows (stamp, recv, position, orientation, frame, child frame, covariance|None)."""
-    rows: list = []
-    if msgtype in _POSE_PATH:
-        covariant = msgtype != "geometry_msgs/msg/PoseStamped"
+def pose_extract(msgtype: str, child: str | None) -> Extract:
+    """Rows ``(stamp, recv, x, y, z, qx, qy, qz, qw, frame, child frame, covariance|None)``
+    of one message: a list, since a TF message may carry several (or none) of the child."""
+    if msgtype in ("nav_msgs/msg/Odometry", "geometry_msgs/msg/PoseWithCovarianceStamped"):
         odom = msgtype == "nav_msgs/msg/Odometry"
-        for recv, m in msgs:
-            pose = m.pose.pose if covariant else m.pose
-            rows.append(
-                (
-                    stamp_ns(m.header.stamp),
-                    recv,
-                    pose.position,
-                    pose.orientation,
-                    m.header.frame_id,
-                    m.child_frame_id if odom else "",
-                    m.pose.covariance if covariant else None,
-                )
-            )
-        return rows, covariant
-    for recv, m in msgs:
-        transforms = [m] if msgtype == "geometry_msgs/msg/TransformStamped" else m.transforms
-        for t in transforms:
+
+        def covariant(recv: int, m: Any) -> list:
+            p, q = m.pose.pose.position, m.pose.pose.orientation
+            child_id = m.child_frame_id if odom else ""
+            return [
+                (stamp_ns(m.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
+                 m.header.frame_id, child_id, m.pose.covariance)
+            ]  # fmt: skip
+
+        return covariant
+    if msgtype == "geometry_msgs/msg/PoseStamped":
+
+        def stamped(recv: int, m: Any) -> list:
+            p, q = m.pose.position, m.pose.orientation
+            return [
+                (stamp_ns(m.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
+                 m.header.frame_id, "", None)
+            ]  # fmt: skip
+
+        return stamped
+
+    def transforms(recv: int, m: Any) -> list:
+        out = []
+        for t in [m] if msgtype == "geometry_msgs/msg/TransformStamped" else m.transforms:
             if child is None or t.child_frame_id == child:
-                rows.append(
-                    (
-                        stamp_ns(t.header.stamp),
-                        recv,
-                        t.transform.translation,
-                        t.transform.rotation,
-                        t.header.frame_id,
-                        t.child_frame_id,
-                        None,
-                    )
-                )
-    return rows, False
+                p, q = t.transform.translation, t.transform.rotation
+                out.append(
+                    (stamp_ns(t.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
+                     t.header.frame_id, t.child_frame_id, None)
+                )  # fmt: skip
+        return out
+
+    return transforms
+
+
+def tf_children(rows: list) -> list[str]:
+    """Child frames of the rows a TF topic gave (for the error naming a missing one)."""
+    return sorted({r[10] for message in rows for r in message if r[10]})
 
 
 def pose_stream(
     bag: Path,
     spec: TopicSpec,
-    rows: list,
-    covariant: bool,
+    messages: list,
     max_position_m: float,
     duplicates: str,
 ) -> BagStream:
+    """A pose stream from the rows of :func:`pose_extract` (one list per message)."""
     where = Path(f"{bag}:{spec.topic}")
+    rows = [r for message in messages for r in message]
+    if not rows:
+        raise ImportFormatError(
+            f"{bag}: topic {spec.topic!r} has no poses with child frame {spec.child_frame!r} "
+            f"(child frames: {', '.join(tf_children(messages)) or 'none'})"
+        )
     t_ns = np.array([r[0] for r in rows], dtype=np.int64)
     recv = np.array([r[1] for r in rows], dtype=np.int64)
-    pos = np.array([(r[2].x, r[2].y, r[2].z) for r in rows], dtype=np.float64).reshape(-1, 3)
-    quat = np.array([(r[3].x, r[3].y, r[3].z, r[3].w) for r in rows], dtype=np.float64)
-    quat = quat.reshape(-1, 4)
+    values = np.array([r[2:9] for r in rows], dtype=np.float64).reshape(-1, 7)
+    pos, quat = values[:, :3], values[:, 3:]
     index = np.arange(1, len(rows) + 1)
     _finite(str(where), "position", pos)
     _finite(str(where), "orientation", quat)
@@ -152,17 +159,17 @@ def pose_stream(
         "source_format": "rosbag",
         "ros_topic": spec.topic,
         "time_base": TIME_BASE,
-        "ros_frame_id": _frames_attr([r[4] for r in rows]),
+        "ros_frame_id": _frames_attr([r[9] for r in rows]),
     }
-    children = [r[5] for r in rows if r[5]]
+    children = [r[10] for r in rows if r[10]]
     if children:
         attrs["ros_child_frame_id"] = _frames_attr(children)
     if spec.child_frame:
         attrs["ros_child_frame"] = spec.child_frame
     kept = order_times(where, index, t_ns, duplicates).keep
     cov = None
-    if covariant:
-        cov = np.array([r[6] for r in rows], dtype=np.float64).reshape(-1, 6, 6)[kept]
+    if rows[0][11] is not None:
+        cov = np.array([r[11] for r in rows], dtype=np.float64).reshape(-1, 6, 6)[kept]
         attrs["covariance"] = "ROS pose covariance, rows/columns x y z (m) rot_x rot_y rot_z (rad)"
     imported = _pose_imported(
         where, index, t_ns, pos, quat, np.ones(len(rows), bool), duplicates, attrs
@@ -203,55 +210,78 @@ def tf_stream(bag: Path, spec: TfSpec, tree: TfTree, max_position_m: float) -> B
     return BagStream(spec, imported)
 
 
+def scan_extract(recv: int, m: Any) -> tuple:
+    """``(stamp, recv, frame, angle_min, angle_increment, time_increment, scan_time,
+    range_min, range_max, ranges, intensities)`` of one LaserScan."""
+    return (
+        stamp_ns(m.header.stamp), recv, m.header.frame_id, m.angle_min, m.angle_increment,
+        m.time_increment, m.scan_time, m.range_min, m.range_max, m.ranges, m.intensities,
+    )  # fmt: skip
+
+
+_SCAN_FIELDS = ("angle_min", "angle_increment", "time_increment", "scan_time", "range_min",
+                "range_max")  # fmt: skip
+
+
 def scan_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagStream:
+    """A lidar stream from the rows of :func:`scan_extract`, one turn per scan."""
     where = Path(f"{bag}:{spec.topic}")
-    stamps = np.array([stamp_ns(m.header.stamp) for _, m in rows], dtype=np.int64)
-    recv = np.array([r for r, _ in rows], dtype=np.int64)
+    stamps = np.array([r[0] for r in rows], dtype=np.int64)
+    recv = np.array([r[1] for r in rows], dtype=np.int64)
     index = np.arange(1, len(rows) + 1)
     order = order_times(where, index, stamps, duplicates)
-    angle, rng, inten, t_pt, count, speed = [], [], [], [], [], []
-    for k in np.flatnonzero(order.keep):
-        m = rows[k][1]
-        n = len(m.ranges)
-        for name in ("angle_min", "angle_increment", "time_increment", "range_min", "range_max"):
-            if not math.isfinite(getattr(m, name)):
-                raise ImportFormatError(f"{where}:{k + 1}: {name} {getattr(m, name)} is not finite")
-        r = np.asarray(m.ranges, dtype=np.float64)
-        # REP 117: +inf no return, -inf too close, nan error; outside [min, max] not valid
-        out = np.where(np.isposinf(r) | (r > m.range_max), np.inf, r)
-        out = np.where(np.isneginf(r) | np.isnan(r) | (r < m.range_min), np.nan, out)
-        a = m.angle_min + m.angle_increment * np.arange(n)
-        angle.append(np.mod(a, _TWO_PI))  # REP 103: CCW, 0 = forward; wrapped to [0, 2π)
-        rng.append(out)
-        if len(m.intensities) == n:
-            inten.append(np.clip(np.rint(np.asarray(m.intensities, float)), 0, 65535))
-        else:
-            inten.append(np.zeros(n))
-        t_pt.append(stamps[k] + np.rint(m.time_increment * 1e9 * np.arange(n)).astype(np.int64))
-        count.append(n)
-        speed.append(1.0 / m.scan_time if m.scan_time > 0 else math.nan)
     keep = order.keep
+    kept = [rows[k] for k in np.flatnonzero(keep)]
+    params = np.array([r[3:9] for r in kept], dtype=np.float64).reshape(-1, 6)
+    bad = np.argwhere(~np.isfinite(params))
+    if bad.size:
+        k, j = (int(v) for v in bad[0])
+        line = int(np.flatnonzero(keep)[k]) + 1
+        raise ImportFormatError(f"{where}:{line}: {_SCAN_FIELDS[j]} {params[k, j]} is not finite")
+    count = np.array([len(r[9]) for r in kept], dtype=np.int64)
+    r = np.concatenate([r[9] for r in kept]).astype(np.float32) if kept else np.zeros(0, "f4")
+    varying = [0, 1, 2, 4, 5]  # the parameters that place points: all but scan_time
+    if kept and (count == count[0]).all() and (params[:, varying] == params[0, varying]).all():
+        # every scan alike (the usual case): one scan's angles and time offsets for all
+        i = np.arange(count[0])
+        a_min, a_inc, t_inc, r_min, r_max = params[0, varying]
+        angle = np.tile(np.mod(a_min + a_inc * i, _TWO_PI), len(kept))
+        offsets = np.rint(t_inc * 1e9 * i).astype(np.int64)
+        t_pt = (stamps[keep][:, None] + offsets[None, :]).ravel()
+    else:  # per point: its index in its scan, and its scan's parameters
+        i = np.arange(r.size) - np.repeat(np.cumsum(count) - count, count)
+        a_min, a_inc, t_inc, r_min, r_max = (np.repeat(params[:, j], count) for j in varying)
+        angle = np.mod(a_min + a_inc * i, _TWO_PI)
+        t_pt = np.repeat(stamps[keep], count) + np.rint(t_inc * 1e9 * i).astype(np.int64)
+    # REP 103: CCW, 0 = forward, wrapped into [0, 2π). REP 117: +inf no return, -inf too
+    # close, nan error; beyond range_max no return, below range_min not valid
+    ranges = np.where(r > r_max, np.float32(np.inf), r)  # +inf included
+    ranges[~(r >= r_min)] = np.nan  # -inf, nan and too close
+    intensity = np.concatenate(
+        [r[10] if len(r[10]) == len(r[9]) else np.zeros(len(r[9]), "f4") for r in kept]
+    ) if kept else np.zeros(0, "f4")  # fmt: skip
+    speed = np.where(params[:, 3] > 0, 1.0 / np.where(params[:, 3] > 0, params[:, 3], 1.0), np.nan)
     turns = LidarTurns(
         stamps[keep],
-        np.full(int(keep.sum()), NO_DEVICE_TIME, np.int64),
-        np.array(speed),
-        np.array(count),
-        np.zeros(int(keep.sum())),
-        np.concatenate(angle) if angle else np.zeros(0),
-        np.concatenate(rng) if rng else np.zeros(0),
-        np.concatenate(inten) if inten else np.zeros(0),
-        np.concatenate(t_pt) if t_pt else np.zeros(0, np.int64),
+        np.full(len(kept), NO_DEVICE_TIME, np.int64),
+        speed,
+        count,
+        np.zeros(len(kept)),
+        angle,
+        ranges,
+        np.clip(np.rint(intensity), 0, 65535),
+        t_pt,
     )
-    first = rows[0][1]
+    first = rows[0]
     attrs = {
         "source_format": "rosbag",
         "ros_topic": spec.topic,
         "model": "ROS LaserScan",
-        "frame": first.header.frame_id,
-        "ros_frame_id": _frames_attr([m.header.frame_id for _, m in rows]),
+        "frame": first[2],
+        "ros_frame_id": _frames_attr([r[2] for r in rows]),
         "units": "angle rad CCW from sensor forward in [0, 2pi), range m, time ns",
-        "ros_range_min_m": float(first.range_min),
-        "ros_range_max_m": float(first.range_max),
+        "ros_range_min_m": float(first[7]),
+        "ros_range_max_m": float(first[8]),
         "time_base": TIME_BASE,
     }
     differ = bool(np.any(recv[keep] != stamps[keep]))
@@ -262,10 +292,15 @@ def scan_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagS
     )
 
 
+def count_extract(recv: int, m: Any) -> tuple:
+    """``(stamp, joint names, positions, velocities)`` of one JointState."""
+    return stamp_ns(m.header.stamp), m.name, m.position, m.velocity
+
+
 def count_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagStream:
-    """A JointState topic of integer positions as an encoder stream."""
+    """An encoder stream from the rows of :func:`count_extract` (integer positions)."""
     where = f"{bag}:{spec.topic}"
-    names = list(rows[0][1].name)
+    names = list(rows[0][1])
     counters = [j for j, n in enumerate(names) if _COUNTER.fullmatch(n)]
     numbered = sorted((int(names[j][1:]), j) for j in counters)
     if numbered and [k for k, _ in numbered] != list(range(len(numbered))):
@@ -276,19 +311,19 @@ def count_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> Bag
     cols = [j for _, j in numbered] or [j for j, n in enumerate(names) if n not in special]
     if not cols:
         raise ImportFormatError(f"{where}:1: no joint to read counts from (joints {names})")
+    other = next((k for k, r in enumerate(rows) if list(r[1]) != names), None)
+    if other is not None:
+        raise ImportFormatError(
+            f"{where}:{other + 1}: joints {list(rows[other][1])} differ from the first "
+            f"message's {names}"
+        )
     n = len(rows)
-    pos = np.empty((n, len(names)))
+    stamps = np.array([r[0] for r in rows], dtype=np.int64)
+    pos = np.array([r[2] for r in rows], dtype=np.float64).reshape(n, len(names))
     vel = np.full((n, len(names)), np.nan)
-    stamps = np.empty(n, np.int64)
-    for k, (_, m) in enumerate(rows):
-        if list(m.name) != names:
-            raise ImportFormatError(
-                f"{where}:{k + 1}: joints {list(m.name)} differ from the first message's {names}"
-            )
-        stamps[k] = stamp_ns(m.header.stamp)
-        pos[k] = m.position
-        if len(m.velocity) == len(names):
-            vel[k] = m.velocity
+    with_velocity = [k for k, r in enumerate(rows) if len(r[3]) == len(names)]
+    if with_velocity:
+        vel[with_velocity] = np.array([rows[k][3] for k in with_velocity], dtype=np.float64)
     counts = pos[:, cols]
     bad = ~np.isfinite(counts) | (counts != np.rint(counts)) | (np.abs(counts) >= 2.0**53)
     if bad.any():
@@ -338,13 +373,18 @@ def _match(where: str, what: str, times: np.ndarray, stamps: np.ndarray) -> np.n
     return k
 
 
+def time_reference_extract(recv: int, m: Any) -> tuple[int, int]:
+    """``(stamp, device time)`` of one TimeReference (ns)."""
+    return stamp_ns(m.header.stamp), stamp_ns(m.time_ref)
+
+
 def apply_time_reference(bag: Path, topic: str, rows: list, stream: BagStream) -> None:
-    stamps = np.array([stamp_ns(m.header.stamp) for _, m in rows], dtype=np.int64)
-    device = np.array([stamp_ns(m.time_ref) for _, m in rows], dtype=np.int64)
+    """Device times of :func:`time_reference_extract` rows into the stream's samples."""
+    stamps = np.array([r[0] for r in rows], dtype=np.int64)
     k = _match(f"{bag}:{topic}", "time reference", _stream_times(stream), stamps)
     batch = stream.imported.batch
     assert not isinstance(batch, PoseBatch)
-    batch.device_ns[k] = device
+    batch.device_ns[k] = np.array([r[1] for r in rows], dtype=np.int64)
     stream.imported.attrs["ros_time_reference_topic"] = topic
 
 
@@ -352,17 +392,23 @@ def _status_values(status: Any) -> dict[str, str]:
     return {kv.key: kv.value for kv in status.values}
 
 
+def flags_extract(recv: int, m: Any) -> tuple[int, list[dict[str, str]]]:
+    """``(stamp, [values of each status])`` of one DiagnosticArray."""
+    return stamp_ns(m.header.stamp), [_status_values(s) for s in m.status]
+
+
 def apply_flags(bag: Path, topic: str, rows: list, stream: BagStream) -> None:
+    """Flag bits of :func:`flags_extract` rows OR-ed into the stream's samples."""
     stamps, flags = [], []
-    for n, (_, m) in enumerate(rows, start=1):
-        for status in m.status:
-            value = _status_values(status).get("flags")
+    for n, (t, statuses) in enumerate(rows, start=1):
+        for values in statuses:
+            value = values.get("flags")
             if value is None or not value.isdigit():
                 raise ImportFormatError(
                     f"{bag}:{topic}:{n}: a flags diagnostic needs a value 'flags' (an integer), "
-                    f"got {_status_values(status)}"
+                    f"got {values}"
                 )
-            stamps.append(stamp_ns(m.header.stamp))
+            stamps.append(t)
             flags.append(int(value))
     k = _match(f"{bag}:{topic}", "flags", _stream_times(stream), np.array(stamps, np.int64))
     batch = stream.imported.batch
@@ -375,19 +421,34 @@ _LOG_ERROR_LEVELS = {40, 50, 8, 16}  # ROS 2 ERROR/FATAL (40, 50), ROS 1 (8, 16)
 _DIAG_KIND = {0: "note", 1: "note", 2: "error", 3: "stale"}
 
 
-def events_of(bag: Path, topic: str, msgtype: str, rows: list) -> list[BagEvent]:
-    """Session events from diagnostics (one per status) or log messages."""
-    out = []
-    for recv, m in rows:
-        if hasattr(m, "header"):
-            t = stamp_ns(m.header.stamp)
-        else:
-            t = stamp_ns(m.stamp) if hasattr(m, "stamp") else recv
+def _message_time(recv: int, m: Any) -> int:
+    """Header stamp, else a ``stamp`` field, else the receive time (ns)."""
+    if hasattr(m, "header"):
+        return stamp_ns(m.header.stamp)
+    return stamp_ns(m.stamp) if hasattr(m, "stamp") else recv
+
+
+def events_extract(topic: str, msgtype: str) -> Extract:
+    """Session events of one message: diagnostics (one per status) or a log message."""
+
+    def extract(recv: int, m: Any) -> list[BagEvent]:
+        t = _message_time(recv, m)
         if msgtype == DIAGNOSTICS_TYPE:
-            for s in m.status:
-                kind = _status_values(s).get("kind") or _DIAG_KIND.get(int(s.level), "note")
-                out.append(BagEvent(t, s.name or topic, kind, s.message))
-        else:
-            kind = "error" if int(m.level) in _LOG_ERROR_LEVELS else "note"
-            out.append(BagEvent(t, m.name or topic, kind, m.msg))
-    return out
+            return [
+                BagEvent(
+                    t,
+                    s.name or topic,
+                    _status_values(s).get("kind") or _DIAG_KIND.get(int(s.level), "note"),
+                    s.message,
+                )
+                for s in m.status
+            ]
+        kind = "error" if int(m.level) in _LOG_ERROR_LEVELS else "note"
+        return [BagEvent(t, m.name or topic, kind, m.msg)]
+
+    return extract
+
+
+def reloc_extract(recv: int, m: Any) -> int:
+    """The time of a relocalization message: its stamp, else its receive time (ns)."""
+    return _message_time(recv, m)

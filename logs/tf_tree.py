@@ -17,7 +17,9 @@ Units: translations m, quaternions x y z w, times int64 ns.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -51,28 +53,42 @@ class TfLink:
         what = "static" if self.static else f"{self.t_ns.size} samples"
         return f"{self.parent}->{self.child} ({what})"
 
-    def at(self, t_ns: np.ndarray) -> tuple[np.ndarray, Any, np.ndarray]:
-        """(translation (k, 3), Rotation of k, mask (k,)) at ``t_ns``; mask False: extrapolation."""
+    @cached_property
+    def matrix(self) -> np.ndarray:
+        """(n, 3, 3) rotation matrices of the samples."""
+        from scipy.spatial.transform import Rotation
+
+        return np.asarray(Rotation.from_quat(self.quat_xyzw).as_matrix()).reshape(-1, 3, 3)
+
+    def at(self, t_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(translation (k, 3), rotation matrices (k, 3, 3), mask (k,)) at ``t_ns``; mask
+        False: an extrapolation. A time that is one of the link's stamps gets that sample."""
         from scipy.spatial.transform import Rotation
 
         t_ns = np.asarray(t_ns, dtype=np.int64)
         k = t_ns.size
-        if self.static:
-            rot = Rotation.from_quat(np.repeat(self.quat_xyzw[-1:], k, axis=0))
-            return np.repeat(self.translation[-1:], k, axis=0), rot, np.ones(k, bool)
         n = self.t_ns.size
+        if self.static or n == 1:
+            ok = np.ones(k, bool) if self.static else t_ns == self.t_ns[0]
+            p = np.broadcast_to(self.translation[-1], (k, 3))
+            return p, np.broadcast_to(self.matrix[-1], (k, 3, 3)), ok
         ok = (t_ns >= self.t_ns[0]) & (t_ns <= self.t_ns[-1])
-        if n == 1:
-            rot = Rotation.from_quat(np.repeat(self.quat_xyzw, k, axis=0))
-            return np.repeat(self.translation, k, axis=0), rot, ok
-        i = np.clip(np.searchsorted(self.t_ns, t_ns, side="right") - 1, 0, n - 2)
-        t0, t1 = self.t_ns[i], self.t_ns[i + 1]
-        # differences of int64 ns first: float64 of an epoch stamp would lose ~100 ns
-        frac = np.clip((t_ns - t0).astype(np.float64) / (t1 - t0).astype(np.float64), 0.0, 1.0)
-        p = self.translation[i] + frac[:, None] * (self.translation[i + 1] - self.translation[i])
-        r0 = Rotation.from_quat(self.quat_xyzw[i])
-        step = (r0.inv() * Rotation.from_quat(self.quat_xyzw[i + 1])).as_rotvec()
-        return p, r0 * Rotation.from_rotvec(frac[:, None] * step), ok
+        j = np.minimum(np.searchsorted(self.t_ns, t_ns), n - 1)
+        hit = self.t_ns[j] == t_ns
+        p, rot = self.translation[j], self.matrix[j]
+        between = np.flatnonzero(ok & ~hit)
+        if between.size:
+            i = j[between] - 1  # t0 < t < t1 with t1 the first stamp after t
+            t0, t1 = self.t_ns[i], self.t_ns[i + 1]
+            # differences of int64 ns first: float64 of an epoch stamp would lose ~100 ns
+            frac = (t_ns[between] - t0).astype(np.float64) / (t1 - t0).astype(np.float64)
+            p0, r0 = self.translation[i], self.matrix[i]
+            p[between] = p0 + frac[:, None] * (self.translation[i + 1] - p0)
+            # slerp: R0 · exp(frac · log(R0ᵀ R1)), the shorter arc (angle ≤ π)
+            step = Rotation.from_matrix(np.transpose(r0, (0, 2, 1)) @ self.matrix[i + 1])
+            turn = Rotation.from_rotvec(frac[:, None] * step.as_rotvec()).as_matrix()
+            rot[between] = r0 @ turn
+        return p, rot, ok
 
 
 @dataclass
@@ -154,14 +170,14 @@ class TfTree:
             return None
         if any(not link.static for link, _ in links):
             return None
-        pos, rot = np.zeros(3), Rotation.identity()
+        pos, rot = np.zeros(3), np.eye(3)
         for link, inverted in links:
-            p, r = link.translation[-1], Rotation.from_quat(link.quat_xyzw[-1])
-            if inverted:
-                r = r.inv()
-                p = -r.apply(p)
-            pos, rot = pos + rot.apply(p), rot * r
-        return pos, rot.as_quat()
+            p, r = link.translation[-1], link.matrix[-1]
+            if inverted:  # T⁻¹ = (Rᵀ, −Rᵀ p)
+                r = r.T
+                p = -r @ p
+            pos, rot = pos + rot @ p, rot @ r
+        return pos, np.asarray(Rotation.from_matrix(rot).as_quat())
 
     def compose(self, parent: str, child: str) -> Composed:
         """Pose of ``child`` in ``parent`` at every stamp of the chain's fastest dynamic link.
@@ -201,18 +217,17 @@ class TfTree:
         t = fastest.t_ns
         ok = np.ones(t.size, bool)
         pos = np.zeros((t.size, 3))
-        rot = Rotation.identity(t.size)
+        rot = np.broadcast_to(np.eye(3), (t.size, 3, 3))
         for link, inverted in links:
             p, r, valid = link.at(t)
             ok &= valid
             if inverted:  # T⁻¹ = (Rᵀ, −Rᵀ p)
-                r = r.inv()
-                p = -r.apply(p)
-            pos = pos + rot.apply(p)
-            rot = rot * r
-        return Composed(
-            t[ok], pos[ok], rot[ok].as_quat(), links, fastest, int(np.count_nonzero(~ok))
-        )
+                r = np.transpose(r, (0, 2, 1))
+                p = -np.einsum("nij,nj->ni", r, p)
+            pos = pos + np.einsum("nij,nj->ni", rot, p)
+            rot = rot @ r
+        quat = np.asarray(Rotation.from_matrix(rot[ok]).as_quat()).reshape(-1, 4)
+        return Composed(t[ok], pos[ok], quat, links, fastest, int(np.count_nonzero(~ok)))
 
 
 class TfCollector:
@@ -220,19 +235,28 @@ class TfCollector:
 
     def __init__(self) -> None:
         self._rows: dict[tuple[str, str, bool], list[tuple[int, int, tuple, tuple]]] = {}
-        self._count = 0
+        self._ids: dict[str, str] = {}
+        """Frame id as the message spells it -> as compared (no leading ``/``)."""
 
-    def add(self, msg: Any, static: bool) -> None:
-        """Add every ``geometry_msgs/TransformStamped`` of one ``TFMessage``."""
+    def extract(self, static: bool) -> Callable[[int, Any], None]:
+        """``extract(receive ns, TFMessage)`` that adds the message's transforms."""
+        return lambda recv, msg: self.add(msg, static, recv)
+
+    def add(self, msg: Any, static: bool, recv_ns: int = 0) -> None:
+        """Add every ``geometry_msgs/TransformStamped`` of one ``TFMessage`` received at
+        ``recv_ns`` (which orders transforms of equal stamps, and static ones)."""
+        ids = self._ids
         for tr in msg.transforms:
             s = tr.header.stamp
             a, b = tr.transform.translation, tr.transform.rotation
-            key = (frame_id(tr.header.frame_id), frame_id(tr.child_frame_id), static)
-            self._rows.setdefault(key, []).append(
-                (int(s.sec) * 1_000_000_000 + int(s.nanosec), self._count, (a.x, a.y, a.z),
-                 (b.x, b.y, b.z, b.w))
-            )  # fmt: skip
-            self._count += 1
+            parent, child = tr.header.frame_id, tr.child_frame_id
+            key = (ids.get(parent) or ids.setdefault(parent, frame_id(parent)),
+                   ids.get(child) or ids.setdefault(child, frame_id(child)), static)  # fmt: skip
+            rows = self._rows.get(key)
+            if rows is None:
+                rows = self._rows[key] = []
+            rows.append((s.sec * 1_000_000_000 + s.nanosec, recv_ns, (a.x, a.y, a.z),
+                         (b.x, b.y, b.z, b.w)))  # fmt: skip
 
     def tree(self, where: str) -> TfTree:
         """The tree of everything added; ``where`` (``BAG``) starts error messages.
@@ -243,7 +267,7 @@ class TfCollector:
         """
         out = TfTree()
         for (parent, child, static), rows in sorted(self._rows.items()):
-            # by stamp, equal stamps in arrival order; a static link: the last one published
+            # by stamp, equal stamps in receive order; a static link: the last one received
             rows.sort(key=(lambda r: r[1]) if static else (lambda r: (r[0], r[1])))
             t = np.array([r[0] for r in rows], dtype=np.int64)
             p = np.array([r[2] for r in rows], dtype=np.float64).reshape(-1, 3)
