@@ -416,8 +416,8 @@ def import_rosbag_cmd(
     "fmt",
     type=click.Choice((*EXPORT_FORMATS, "mcap")),
     required=True,
-    help="tum (pose streams), csv (any stream) or mcap (scans, poses and pod counts as "
-    "ROS 2 messages, for Foxglove Studio).",
+    help="tum (pose streams), csv (any stream) or mcap (scans, poses, odometry, pod counts, "
+    "transforms and events as ROS 2 messages, for ros2 bag and Foxglove).",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
 @force_option("OUTPUT")
@@ -427,12 +427,30 @@ def export_cmd(session: Path, name: str | None, fmt: str, output: Path, force: b
     if fmt == "mcap":
         from sensorbench.logs.export_mcap import export_mcap
 
-        with atomic_output(output, force=force, inputs=[session]) as tmp:
-            counts = export_mcap(session, tmp, None if name is None else [name])
+        with (
+            atomic_output(output, force=force, inputs=[session]) as tmp,
+            progress_bar(f"writing {output.name}") as progress,
+        ):
+            done = export_mcap(session, tmp, None if name is None else [name], progress)
+        counts = done.messages
         click.echo(
             f"wrote {sum(counts.values())} messages to {output}: "
-            + ", ".join(f"{t} {n}" for t, n in counts.items())
+            + ", ".join(f"{t} {n}" for t, n in sorted(counts.items()))
         )
+        for lidar, bins in done.bins.items():
+            dropped = done.points_dropped[lidar]
+            click.echo(
+                f"  {lidar}: {bins} rays per turn"
+                + (
+                    f", {dropped} point(s) sharing a ray with a nearer one not written"
+                    if dropped
+                    else ""
+                )
+            )
+        if done.time_offset_ns:
+            click.echo(
+                f"  stamps: session times + {done.time_offset_ns} ns (the session's clock anchor)"
+            )
         return
     if name is None:
         raise click.UsageError(f"--stream is required for --format {fmt}")

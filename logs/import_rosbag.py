@@ -293,7 +293,7 @@ def _extract_for(msgtype: str, spec: TopicSpec) -> Extract:
 def _flag_relocalizations(bag: Path, topic: str, out: BagImport) -> None:
     """Flag RELOCALIZED on each pose-sensor stream's first sample at or after each stamp."""
     targets = [
-        b
+        (b, b.imported.batch)
         for b in out.streams
         if isinstance(b.imported.batch, PoseBatch) and b.spec.pose_kind() == "pose_sensor"
     ]
@@ -302,8 +302,7 @@ def _flag_relocalizations(bag: Path, topic: str, out: BagImport) -> None:
             f"{bag}: --reloc-topic {topic!r} needs a pose-sensor stream to flag "
             "(a --topic whose kind is pose_sensor)"
         )
-    for b in targets:
-        batch = b.imported.batch
+    for b, batch in targets:
         k = np.searchsorted(batch.t_ns, out.reloc_ns, side="left")
         k = k[k < len(batch)]
         batch.flags[k] |= np.uint8(PoseFlag.RELOCALIZED)
