@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from sensorbench.bench import BenchResult, interleave
-from sensorbench.characterize.lidar_stats import characterize_turns
+from sensorbench.characterize.lidar.stats import characterize_turns
 from sensorbench.fusion.scan_merge import MergeSetup, Mount, merge_scans
 from sensorbench.logs import LidarTurns
 

@@ -1,6 +1,6 @@
 """Pose-error Monte Carlo: 10 000 draws × 6 axes along a 10-minute, 100 Hz session.
 
-Times :func:`sensorbench.characterize.gm_montecarlo.simulate_statistics` (draws and the
+Times :func:`sensorbench.characterize.pose.gm_montecarlo.simulate_statistics` (draws and the
 five validation statistics in one compiled pass, on one core) along 60 000 sample
 times with a relocalization every 30 s, and a reference implementation written here:
 a per-draw Python loop over time (scalar recursion per axis, then the same statistics
@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from sensorbench.bench import BenchResult, interleave
-from sensorbench.characterize.gm_montecarlo import growth_masks, simulate_statistics
+from sensorbench.characterize.pose.gm_montecarlo import growth_masks, simulate_statistics
 
 AREA = "pose_error"
 N_DRAWS = 10_000

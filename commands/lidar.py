@@ -86,7 +86,7 @@ def lidar_cmd(
     stretches only; the command finds them from the scans and refuses (exit 2)
     when there are none, unless --timing-only.
     """
-    from sensorbench.characterize.lidar_stats import StaticOptions, characterize_session
+    from sensorbench.characterize.lidar.stats import StaticOptions, characterize_session
 
     try:
         edges = tuple(float(v) for v in bands.split(","))
@@ -107,7 +107,7 @@ def lidar_cmd(
     )
     written = []
     if plots_dir is not None:
-        from sensorbench.characterize.lidar_plots import write_plots
+        from sensorbench.characterize.lidar.plots import write_plots
 
         with atomic_figures(plots_dir, force=force, inputs=[session]) as tmp_dir:
             made = write_plots(result, tmp_dir)

@@ -119,7 +119,7 @@ def fit_pods_cmd(
     never observable. Units: m, rad (degrees in the table). Exit 1 when any
     parameter was refused (the model file is still written, marked incomplete).
     """
-    from sensorbench.characterize.pod_fit import fit_pods
+    from sensorbench.characterize.pods.geometry_fit import fit_pods
     from sensorbench.fusion.pod_drive import load_drive
     from sensorbench.fusion.pod_kinematics import condition_number
     from sensorbench.logs.model_file import provenance
@@ -254,7 +254,7 @@ def fit_noise_cmd(
     time misalignment separated out; the filters then grow their stated uncertainty
     with the motion (and carry the heading's into x and y) instead of with time.
     """
-    from sensorbench.characterize.noise_fit import fit_noise
+    from sensorbench.characterize.pods.noise_fit import fit_noise
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.fusion.split_filter import save_noise_model
     from sensorbench.logs.model_file import provenance
@@ -398,7 +398,7 @@ def replay_cmd(
     degraded spans are flagged (PoseFlag.DEGRADED) in the estimate and written as
     events.
     """
-    from sensorbench.characterize.pose_aid import load_pose_aid_model
+    from sensorbench.characterize.pose.aid import load_pose_aid_model
     from sensorbench.fusion.odometry_replay import replay_session
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.fusion.replay_plots import replay_plots

@@ -106,7 +106,7 @@ class _Selection:
 
     def prepare(self) -> tuple[list, Any]:
         """Every session aligned in time and space, and the frame check (``prepare_campaign``)."""
-        from sensorbench.characterize.pose_sessions import (
+        from sensorbench.characterize.pose.sessions import (
             load_tracks,
             prepare_campaign,
             session_names,
@@ -146,23 +146,22 @@ def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _fmt(v: float, unit: str) -> str:
-    if unit == "m":
-        return f"{1000 * v:9.3f} mm"
-    if unit == "rad":
-        return f"{np.degrees(v):9.4f} deg"
-    return f"{v:9.3f} {unit}"
+    from sensorbench.characterize.pose.series import DISPLAY_UNITS
+
+    k, shown, fmt = DISPLAY_UNITS[unit]
+    return f"{fmt.format(k * v)} {shown}"
 
 
 def _model_table(model) -> str:
-    from sensorbench.characterize.pose_error import PARAMS
-    from sensorbench.characterize.pose_series import AXES, AXIS_UNITS
+    from sensorbench.characterize.pose.error_model import PARAMS
+    from sensorbench.characterize.pose.series import AXES, param_unit
 
     lines = ["axis   param        value            95 % interval"]
     for a in AXES:
         f = model.axes[a]
         ci = f.ci()
         for j, p in enumerate(PARAMS):
-            unit = "s" if p == "tau_s" else AXIS_UNITS[a]
+            unit = param_unit(a, p)
             if f.identified[j]:
                 interval = f"[{_fmt(ci[j, 0], unit).strip()}, {_fmt(ci[j, 1], unit).strip()}]"
             else:
@@ -220,10 +219,10 @@ def fit_pose_error_cmd(
     and an Allan-deviation cross-check; -o writes the model file that filters and the
     simulator load.
     """
-    from sensorbench.characterize.allan import allan_cross_check
-    from sensorbench.characterize.pose_drift import stationarity
-    from sensorbench.characterize.pose_series import AXES, AXIS_UNITS
-    from sensorbench.characterize.pose_sessions import fit_prepared
+    from sensorbench.characterize.pose.allan import allan_cross_check
+    from sensorbench.characterize.pose.drift import stationarity
+    from sensorbench.characterize.pose.series import AXES, AXIS_UNITS
+    from sensorbench.characterize.pose.sessions import fit_prepared
 
     if output:
         check_output(output, force=force, inputs=selection.sessions)
@@ -234,7 +233,7 @@ def fit_pose_error_cmd(
     allan = allan_cross_check(series, model.params_array())
     figures = []
     if plots:
-        from sensorbench.characterize.pose_plots import plot_allan, plot_error_bands
+        from sensorbench.characterize.pose.plots import plot_allan, plot_error_bands
 
         with atomic_figures(plots, force=force, inputs=selection.sessions) as out:
             for ps in prepared:
@@ -409,12 +408,12 @@ def validate_cmd(
     whether it holds at --confidence. Exit 0 when both hold, 1 naming what failed
     and why.
     """
-    from sensorbench.characterize.gm_montecarlo import STAT_NAMES
-    from sensorbench.characterize.pose_error import PoseErrorModel, fit_pose_error
-    from sensorbench.characterize.pose_requirements import Requirement, predict_requirements
-    from sensorbench.characterize.pose_series import AXES
-    from sensorbench.characterize.pose_validate import validate_sessions
-    from sensorbench.characterize.pose_verdict import assess
+    from sensorbench.characterize.pose.error_model import PoseErrorModel, fit_pose_error
+    from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES
+    from sensorbench.characterize.pose.requirements import Requirement, predict_requirements
+    from sensorbench.characterize.pose.series import AXES
+    from sensorbench.characterize.pose.validate import validate_sessions
+    from sensorbench.characterize.pose.verdict import assess
 
     requirements = [Requirement.parse(r) for r in require]  # fail fast on a bad one
     model = PoseErrorModel.load(model_path) if model_path else None  # fail fast on a bad file
@@ -450,7 +449,7 @@ def validate_cmd(
     )
     figures = []
     if plots:
-        from sensorbench.characterize.pose_plots import plot_error_bands, plot_rank_histogram
+        from sensorbench.characterize.pose.plots import plot_error_bands, plot_rank_histogram
 
         with atomic_figures(plots, force=force, inputs=selection.sessions) as out:
             for s, chk in zip(series, report.sessions, strict=True):
@@ -460,8 +459,8 @@ def validate_cmd(
             figures.append(plot_rank_histogram(report, out / "rank_histogram.png"))
         figures = [str(Path(plots) / Path(f).name) for f in figures]
     if as_json:
-        from sensorbench.characterize.report_data import validation_document, wrong_relocalizations
         from sensorbench.logs import Session
+        from sensorbench.report.data import validation_document, wrong_relocalizations
 
         wrong = []
         for ps in prepared:

@@ -69,7 +69,7 @@ def report_cmd(
     Simulated sessions show the simulated truth beside the recovered values. Figures
     are embedded; the page needs nothing else.
     """
-    from sensorbench.characterize.report import ReportOptions, build_report
+    from sensorbench.report.build import ReportOptions, build_report
 
     def say(msg: str) -> None:
         if sys.stderr.isatty():

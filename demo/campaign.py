@@ -221,7 +221,7 @@ def run_demo(
             overwrite=True,
         ),
     )
-    from sensorbench.characterize.report import ReportOptions, build_report
+    from sensorbench.report.build import ReportOptions, build_report
 
     say(f"writing the report (replay, validation with {plan.draws} draws, lidar datasheets)")
     opts = ReportOptions(draws=plan.draws, seed=plan.seed)
@@ -253,8 +253,8 @@ def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Pa
     Raises:
         FitError: the fit failed or could not identify every parameter.
     """
-    from sensorbench.characterize.pod_fit import fit_pods
-    from sensorbench.characterize.slip_fit import WINDOW_S
+    from sensorbench.characterize.pods.geometry_fit import fit_pods
+    from sensorbench.characterize.pods.slip_fit import WINDOW_S
     from sensorbench.fusion.pod_drive import load_drive
     from sensorbench.logs.model_file import provenance
 
@@ -273,8 +273,8 @@ def fit_noise_model(sessions: list[Path], pods_model: Path, output: Path, speed:
 
     The drift fit's alignment and regression intervals are divided by ``speed``, as the
     pod fit's interval is."""
-    from sensorbench.characterize.drift_fit import INTERVAL_S
-    from sensorbench.characterize.noise_fit import fit_noise
+    from sensorbench.characterize.pods.drift_fit import INTERVAL_S
+    from sensorbench.characterize.pods.noise_fit import fit_noise
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.fusion.split_filter import save_noise_model
     from sensorbench.logs.model_file import provenance
@@ -293,7 +293,7 @@ def fit_noise_model(sessions: list[Path], pods_model: Path, output: Path, speed:
 
 def fit_pose_model(sessions: list[Path], output: Path) -> Path:
     """Fit the pose-error model of ``pose_sensor`` against ``mocap`` and write it."""
-    from sensorbench.characterize.pose_sessions import fit_prepared, prepare_sessions
+    from sensorbench.characterize.pose.sessions import fit_prepared, prepare_sessions
 
     prepared = prepare_sessions(list(sessions), "pose_sensor", "mocap")
     model = fit_prepared(prepared, "pose_sensor", "mocap")

@@ -4,7 +4,7 @@
 :class:`Drive`; :func:`drive_intervals` cuts it into intervals of tick and reference
 body increments (m, m, rad); :func:`align_drive` finds the constant time offset (s)
 between encoder and reference. Used by the pod fit
-(:mod:`sensorbench.characterize.pod_fit`) and the odometry replay.
+(:mod:`sensorbench.characterize.pods.geometry_fit`) and the odometry replay.
 
 The reference increment of an interval is the sum of SE(2) logarithms between the
 reference poses interpolated at every encoder frame inside it, so turning while

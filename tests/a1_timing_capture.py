@@ -13,7 +13,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from sensorbench.characterize.lidar_stats import characterize_session
+from sensorbench.characterize.lidar.stats import characterize_session
 from sensorbench.demo.campaign import LIDARS
 from sensorbench.demo.capture import capture_scenario
 from sensorbench.drivers import kernels

@@ -18,3 +18,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "real_data(*files): needs real files from shared/data/real (tests/real_data.py)"
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    from real_data import in_ci, missing_reason, present
+
+    for mark in item.iter_markers("real_data"):
+        for f in mark.args:
+            if not present(f):
+                if in_ci():
+                    pytest.fail(missing_reason(f) + "; CI=true, so this fails instead of skipping")
+                pytest.skip(missing_reason(f))

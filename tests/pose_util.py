@@ -1,7 +1,7 @@
 """Simulated pose-error campaigns with known truth for the pose-error tests.
 
 The correct world is the model itself (simulated with
-:func:`sensorbench.characterize.gm_montecarlo.simulate_errors`); the wrong worlds
+:func:`sensorbench.characterize.pose.gm_montecarlo.simulate_errors`); the wrong worlds
 break it in one way each:
 
 - ``"random_walk"``: between relocalizations the error drifts as a random walk
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sensorbench.characterize.gm_montecarlo import simulate_errors
-from sensorbench.characterize.pose_series import ErrorSeries
+from sensorbench.characterize.pose.gm_montecarlo import simulate_errors
+from sensorbench.characterize.pose.series import ErrorSeries
 
 # (sigma_b, sigma, tau_s, sigma_v) per axis: x, y, z (m), roll, pitch, yaw (rad)
 TRUTH = np.array(
@@ -124,9 +124,9 @@ def sbc_fits(
     usable log covariance and sigma_b's Q-profile, as the validation draws them),
     scaled to (0, 1) — and ``covered95`` (truth inside :meth:`AxisFit.ci`).
     """
-    from sensorbench.characterize.gm_montecarlo import draw_params
-    from sensorbench.characterize.pose_error import fit_groups
-    from sensorbench.characterize.pose_series import AXES
+    from sensorbench.characterize.pose.error_model import fit_groups
+    from sensorbench.characterize.pose.gm_montecarlo import draw_params
+    from sensorbench.characterize.pose.series import AXES
 
     rng = np.random.default_rng(seed)
     truths, series = [], []
@@ -245,7 +245,7 @@ def track_campaign(
     """
     from scipy.spatial.transform import Rotation
 
-    from sensorbench.characterize.pose_align import PoseTrack
+    from sensorbench.characterize.pose.align import PoseTrack
 
     series = campaign(seed, world, n_sessions, duration_s, rate_hz, reloc_mean_s)
     r_map = Rotation.from_euler("xyz", MAP_ROTATION_RPY)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sensorbench.characterize.lidar_timing import timing_stats
+from sensorbench.characterize.lidar.timing import timing_stats
 from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1 import A1Lidar, A1Scanner, TurnAssembler
 from sensorbench.drivers.a1_clock import NodeClock

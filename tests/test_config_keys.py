@@ -12,8 +12,8 @@ import odometry_util as ou
 import pytest
 from click.testing import CliRunner
 
-from sensorbench.characterize.pose_error import AxisFit, PoseErrorModel
-from sensorbench.characterize.pose_series import AXES
+from sensorbench.characterize.pose.error_model import AxisFit, PoseErrorModel
+from sensorbench.characterize.pose.series import AXES
 from sensorbench.cli import cli
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.errors import ConfigError, FitError, FusionError, ModelFileError, SimError

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from sensorbench.characterize.drift_fit import fit_drift
+from sensorbench.characterize.pods.drift_fit import fit_drift
 from sensorbench.fusion.consistency import (
     axis_consistency,
     clipped_chi2_moments,

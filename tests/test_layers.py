@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sim",),
     ("fusion",),
     ("characterize",),
+    ("report",),
     ("demo",),
     ("bench",),
     ("commands", "cli"),
@@ -162,8 +163,8 @@ def test_checker_finds_a_forbidden_import(
 
 
 def test_checker_refuses_an_unplaced_subpackage(tiny_package: Path) -> None:
-    _write(tiny_package, "report/__init__.py")
-    with pytest.raises(AssertionError, match="'report' is in no layer"):
+    _write(tiny_package, "plugins/__init__.py")
+    with pytest.raises(AssertionError, match="'plugins' is in no layer"):
         forbidden_imports(tiny_package, TINY)
 
 
@@ -175,6 +176,6 @@ def test_checker_finds_todays_forbidden_edge_when_added(tmp_path: Path) -> None:
     _write(
         tmp_path,
         "fusion/added.py",
-        "def f():\n    from sensorbench.characterize.pose_error import PoseErrorModel\n",
+        "def f():\n    from sensorbench.characterize.pose.error_model import PoseErrorModel\n",
     )
     assert forbidden_imports(tmp_path, LAYERS) == ["fusion/added.py:2: fusion -> characterize"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sensorbench.characterize.lidar_stats import characterize_session
+from sensorbench.characterize.lidar.stats import characterize_session
 from sensorbench.drivers.ld19_decode import decode_ld19
 from sensorbench.drivers.raw_recorder import record_raw
 from sensorbench.logs import Session

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 from scipy.stats import norm
 
-from sensorbench.characterize.lidar_noise import LABEL_EDGE, LABEL_FALSE
-from sensorbench.characterize.lidar_stats import (
+from sensorbench.characterize.lidar.noise import LABEL_EDGE, LABEL_FALSE
+from sensorbench.characterize.lidar.stats import (
     StaticOptions,
     characterize_session,
     characterize_turns,

@@ -8,6 +8,7 @@ import h5py
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from real_data import TUM_GROUNDTRUTH, TUM_RGBDSLAM, need
 from scipy.spatial.transform import Rotation
 
 from sensorbench.cli import cli
@@ -15,16 +16,8 @@ from sensorbench.errors import ImportFormatError
 from sensorbench.logs import Session, SessionWriter
 from sensorbench.logs.importers import read_euroc, read_motive, read_pod_csv, read_tum
 
-REAL = next(
-    (
-        p / "shared" / "data" / "real"
-        for p in Path(__file__).resolve().parents[1:4]  # beside the clone, or its worktree dir
-        if (p / "shared" / "data" / "real").exists()
-    ),
-    Path(__file__).resolve().parents[2] / "shared" / "data" / "real",
-)
-GT = REAL / "tum_fr1_xyz_groundtruth.txt"
-SLAM = REAL / "tum_fr1_xyz_rgbdslam.txt"
+GT = TUM_GROUNDTRUTH.path
+SLAM = TUM_RGBDSLAM.path
 
 
 def _tum_rows(path: Path) -> np.ndarray:
@@ -37,7 +30,7 @@ def _tum_rows(path: Path) -> np.ndarray:
     )
 
 
-@pytest.mark.skipif(not GT.exists(), reason="shared/data/real not laid beside the repo")
+@need(TUM_GROUNDTRUTH, TUM_RGBDSLAM)
 def test_real_tum_files_import_exactly(tmp_path: Path) -> None:
     session = tmp_path / "real.h5"
     r = CliRunner().invoke(

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from scipy.spatial.transform import Rotation
 
-from sensorbench.characterize.pose_error import PoseErrorModel
+from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.cli import cli
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs import Session

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from real_data import TUM_GROUNDTRUTH, TUM_RGBDSLAM, need, real_dir
 from scipy.spatial.transform import Rotation
 
 from sensorbench.cli import cli
@@ -25,15 +26,8 @@ from sensorbench.logs.import_times import MAX_LISTED
 from sensorbench.logs.importers import read_pod_csv, read_tum
 from sensorbench.logs.schema import PoseFlag
 
-REAL = next(
-    (
-        p / "shared" / "data" / "real"
-        for p in Path(__file__).resolve().parents[1:4]
-        if (p / "shared" / "data" / "real").exists()
-    ),
-    None,
-)
-pytestmark = pytest.mark.skipif(REAL is None, reason="shared/data/real not found")
+REAL = real_dir()
+pytestmark = need(TUM_GROUNDTRUTH, TUM_RGBDSLAM)
 
 IDENTICAL, ROUNDING, CORRECTED = "identical", "rounding", "corrected"
 # row index in the file -> how its repeat differs

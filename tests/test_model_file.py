@@ -17,8 +17,8 @@ import odometry_util as ou
 import pose_util
 import pytest
 
-from sensorbench.characterize.pose_aid import load_pose_aid_model
-from sensorbench.characterize.pose_error import AXES, PARAMS, PoseErrorModel, fit_pose_error
+from sensorbench.characterize.pose.aid import load_pose_aid_model
+from sensorbench.characterize.pose.error_model import AXES, PARAMS, PoseErrorModel, fit_pose_error
 from sensorbench.errors import FitError, FusionError, ModelFileError
 from sensorbench.fusion.pod_kinematics import load_pod_model, save_pod_model
 from sensorbench.fusion.split_filter import (

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from test_pods_replay import DRIVES, simulate
 
-from sensorbench.characterize.pod_fit import fit_pods
+from sensorbench.characterize.pods.geometry_fit import fit_pods
 from sensorbench.errors import ModelFileError
 from sensorbench.fusion.odometry_drift import CalibrationError
 from sensorbench.fusion.pod_drive import load_drive

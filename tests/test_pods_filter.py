@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from sensorbench.characterize.noise_fit import AxisSeries, fit_axis
+from sensorbench.characterize.pods.noise_fit import AxisSeries, fit_axis
 from sensorbench.errors import FusionError
 from sensorbench.fusion.joint_filter import JointFilter
 from sensorbench.fusion.pod_kinematics import integrate_path

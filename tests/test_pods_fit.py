@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from scipy.stats import binom
 
-from sensorbench.characterize.pod_fit import fit_pods
+from sensorbench.characterize.pods.geometry_fit import fit_pods
 from sensorbench.cli import cli
 from sensorbench.errors import FitError
 from sensorbench.fusion.pod_drive import encoder_host_seconds, load_drive

@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 from test_pods_replay import DRIVES, simulate
 
-from sensorbench.characterize.noise_fit import fit_noise
-from sensorbench.characterize.pod_fit import fit_pods
+from sensorbench.characterize.pods.geometry_fit import fit_pods
+from sensorbench.characterize.pods.noise_fit import fit_noise
 from sensorbench.fusion.odometry_replay import replay_session
 from sensorbench.fusion.pod_drive import load_drive
 

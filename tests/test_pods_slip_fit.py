@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from sensorbench.characterize.slip_fit import fit_pod_slip
+from sensorbench.characterize.pods.slip_fit import fit_pod_slip
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_drift import PodSlip, propagate_drift
 from sensorbench.fusion.pod_drive import Drive

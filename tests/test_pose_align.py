@@ -7,7 +7,7 @@ import pose_util
 import pytest
 from scipy.spatial.transform import Rotation
 
-from sensorbench.characterize.pose_align import (
+from sensorbench.characterize.pose.align import (
     PoseTrack,
     align,
     align_sessions,
@@ -15,7 +15,7 @@ from sensorbench.characterize.pose_align import (
     pose_errors,
     umeyama,
 )
-from sensorbench.characterize.reloc_segments import detect_jumps, segment
+from sensorbench.characterize.pose.reloc_segments import detect_jumps, segment
 from sensorbench.errors import FitError
 
 OFFSET = 0.037  # s: reference time = sensor time + OFFSET

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pose_util
 
-from sensorbench.characterize.allan import allan_cross_check, allan_deviation_edf
-from sensorbench.characterize.pose_series import AXES, ErrorSeries
+from sensorbench.characterize.pose.allan import allan_cross_check, allan_deviation_edf
+from sensorbench.characterize.pose.series import AXES, ErrorSeries
 
 
 def _series(params: np.ndarray, seed: int, duration_s: float = 600.0, n: int = 3):

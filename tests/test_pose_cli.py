@@ -9,13 +9,13 @@ import numpy as np
 import pose_util
 import pytest
 from click.testing import CliRunner
+from real_data import TUM_GROUNDTRUTH, TUM_RGBDSLAM, need
 
-from sensorbench.characterize.pose_error import PoseErrorModel
+from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.cli import cli
 
-REAL = Path("/work/shared/data/real")
-GT = REAL / "tum_fr1_xyz_groundtruth.txt"
-EST = REAL / "tum_fr1_xyz_rgbdslam.txt"
+GT = TUM_GROUNDTRUTH.path
+EST = TUM_RGBDSLAM.path
 
 
 def _invoke(*args: str):
@@ -94,7 +94,7 @@ def test_bad_input_exits_2_with_message(sim_sessions, tmp_path):
     assert "not a pose-error model" in r.output
 
 
-@pytest.mark.skipif(not GT.exists(), reason="real TUM files not present")
+@need(TUM_GROUNDTRUTH, TUM_RGBDSLAM)
 def test_real_tum_end_to_end(tmp_path):
     """Import the TUM files, align in time and space, fit, plot, validate the model file."""
     h5 = tmp_path / "fr1_xyz.h5"

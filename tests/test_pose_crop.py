@@ -14,7 +14,7 @@ import pose_util
 import pytest
 from click.testing import CliRunner
 
-from sensorbench.characterize.pose_error import PoseErrorModel
+from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.cli import cli
 from sensorbench.logs import SessionWriter
 from sensorbench.logs.batches import EncoderBatch

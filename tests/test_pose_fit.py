@@ -10,8 +10,7 @@ import pose_util
 import pytest
 from scipy.stats import chi2, kstest, multivariate_normal
 
-from sensorbench.characterize.gm_montecarlo import draw_params, simulate_errors
-from sensorbench.characterize.pose_error import (
+from sensorbench.characterize.pose.error_model import (
     PARAMS,
     PoseErrorModel,
     _offset_normal_equations,
@@ -21,7 +20,8 @@ from sensorbench.characterize.pose_error import (
     qprofile_cdf,
     qprofile_quantile,
 )
-from sensorbench.characterize.pose_series import AXES, ErrorSeries
+from sensorbench.characterize.pose.gm_montecarlo import draw_params, simulate_errors
+from sensorbench.characterize.pose.series import AXES, ErrorSeries
 from sensorbench.errors import FitError
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from sensorbench.characterize import gm_kernel
+from sensorbench.characterize.pose import gm_kernel
 
 EPS32 = float(np.finfo(np.float32).eps)
 

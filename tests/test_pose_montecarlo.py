@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pose_util
 
-from sensorbench.characterize.gm_montecarlo import (
+from sensorbench.characterize.pose.gm_montecarlo import (
     draw_params,
     error_statistics,
     growth_masks,

@@ -17,7 +17,7 @@ import pose_util
 import pytest
 from click.testing import CliRunner
 
-from sensorbench.characterize.pose_error import PoseErrorModel
+from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.cli import cli
 
 LAG_S = 0.8

@@ -15,8 +15,8 @@ import numpy as np
 import pose_util
 import pytest
 
-from sensorbench.characterize.pose_error import fit_pose_error
-from sensorbench.characterize.pose_requirements import Requirement, predict_requirements
+from sensorbench.characterize.pose.error_model import fit_pose_error
+from sensorbench.characterize.pose.requirements import Requirement, predict_requirements
 from sensorbench.errors import FitError
 
 MARGIN = 0.15

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from sensorbench.characterize.pose_scale import scale_check, similarity_fit
+from sensorbench.characterize.pose.scale import scale_check, similarity_fit
 
 
 def _points(rng: np.random.Generator, n: int = 400) -> np.ndarray:

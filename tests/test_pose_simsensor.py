@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sensorbench.characterize.pose_error import fit_pose_error
-from sensorbench.characterize.pose_series import AXES, ErrorSeries
-from sensorbench.characterize.pose_validate import validate_sessions
+from sensorbench.characterize.pose.error_model import fit_pose_error
+from sensorbench.characterize.pose.series import AXES, ErrorSeries
+from sensorbench.characterize.pose.validate import validate_sessions
 
 sim_scenario = pytest.importorskip("sensorbench.sim.scenario")
 sim_simulation = pytest.importorskip("sensorbench.sim.simulation")

@@ -11,7 +11,7 @@ import numpy as np
 import pose_util
 import pytest
 
-from sensorbench.characterize.reloc_segments import detect_jumps
+from sensorbench.characterize.pose.reloc_segments import detect_jumps
 
 RATE = 30.0
 PARAMS = pose_util.TRUTH * [0, 0.1, 1, 1]  # white-dominated: GM wander small over 1.5 s
@@ -58,7 +58,7 @@ def test_steps_of_three_sigma_step_are_found(seed):
 
 
 def test_unstable_detections_are_those_that_move_with_the_offset():
-    from sensorbench.characterize.reloc_segments import unstable_detections
+    from sensorbench.characterize.pose.reloc_segments import unstable_detections
 
     base = np.array([1.0, 5.0, 9.0])
     got = unstable_detections(base, [np.array([1.01, 5.0, 9.0]), np.array([1.0, 9.02, 12.0])], 0.05)

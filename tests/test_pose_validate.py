@@ -17,8 +17,8 @@ import numpy as np
 import pose_util
 import pytest
 
-from sensorbench.characterize.pose_error import PoseErrorModel, fit_pose_error
-from sensorbench.characterize.pose_validate import validate_sessions
+from sensorbench.characterize.pose.error_model import PoseErrorModel, fit_pose_error
+from sensorbench.characterize.pose.validate import validate_sessions
 from sensorbench.errors import FitError
 
 DRAWS = 1000
@@ -92,8 +92,8 @@ def test_validation_refuses_bad_requests():
 
 def test_percentile_definition_matches_brief():
     """p = (1 + #{T_sim ≥ T_obs}) / (B + 1), recomputed from the draws."""
-    from sensorbench.characterize.gm_montecarlo import error_statistics, simulate_statistics
-    from sensorbench.characterize.pose_validate import check_session
+    from sensorbench.characterize.pose.gm_montecarlo import error_statistics, simulate_statistics
+    from sensorbench.characterize.pose.validate import check_session
 
     s = pose_util.campaign(2, "correct", n_sessions=1, duration_s=60.0)[0]
     rng_a = np.random.default_rng(5)

@@ -23,10 +23,10 @@ import numpy as np
 import pose_util
 import pytest
 
-from sensorbench.characterize.pose_error import fit_pose_error
-from sensorbench.characterize.pose_sessions import prepare_campaign
-from sensorbench.characterize.pose_validate import validate_sessions
-from sensorbench.characterize.pose_verdict import assess
+from sensorbench.characterize.pose.error_model import fit_pose_error
+from sensorbench.characterize.pose.sessions import prepare_campaign
+from sensorbench.characterize.pose.validate import validate_sessions
+from sensorbench.characterize.pose.verdict import assess
 
 DRAWS = 1000
 SWEEP = 20
@@ -118,8 +118,8 @@ def test_scale_interval_is_calibrated():
     The sd of 40 standard normals has a standard error of 0.11: [0.78, 1.22] is ±2 se;
     the mean's is 0.16: |mean| < 0.4 is ±2.5 se.
     """
-    from sensorbench.characterize.pose_scale import scale_check
-    from sensorbench.characterize.pose_verdict import scale_inputs
+    from sensorbench.characterize.pose.scale import scale_check
+    from sensorbench.characterize.pose.verdict import scale_inputs
 
     for scale in (1.0, 1.02):
         z = []
@@ -133,9 +133,9 @@ def test_scale_interval_is_calibrated():
 
 def test_report_section_shows_both_parts_and_the_named_reason():
     """The report's verdict section (compute + render) on the other-map campaign."""
-    from sensorbench.characterize.pose_align import align_sessions
-    from sensorbench.characterize.pose_sessions import _segmented
-    from sensorbench.characterize.report_verdict import compute_pose_verdict, render_pose_verdict
+    from sensorbench.characterize.pose.align import align_sessions
+    from sensorbench.characterize.pose.sessions import _segmented
+    from sensorbench.report.verdict import compute_pose_verdict, render_pose_verdict
 
     tracks, names = pose_util.track_campaign(5, other_map=OTHER)
     prepared, _ = prepare_campaign(tracks, names, align="session", offset_s=0.0)
@@ -159,7 +159,7 @@ def test_report_section_shows_both_parts_and_the_named_reason():
 
 def _growing_sigma_campaign(seed: int):
     """Correct campaign except that every segment's GM σ scales as √(L / 12 s)."""
-    from sensorbench.characterize.pose_series import ErrorSeries
+    from sensorbench.characterize.pose.series import ErrorSeries
 
     rng = np.random.default_rng(seed)
     out = []
@@ -179,7 +179,7 @@ def _growing_sigma_campaign(seed: int):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_sigma_growing_with_segment_length_is_drift(seed):
-    from sensorbench.characterize.pose_drift import variance_growth
+    from sensorbench.characterize.pose.drift import variance_growth
 
     series = _growing_sigma_campaign(seed)
     growth = variance_growth(series, fit_pose_error(series))

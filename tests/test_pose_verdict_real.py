@@ -20,18 +20,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from real_data import TUM_GROUNDTRUTH, TUM_RGBDSLAM, need
 
-from sensorbench.characterize.pose_align import PoseTrack
-from sensorbench.characterize.pose_error import fit_pose_error
-from sensorbench.characterize.pose_sessions import prepare_campaign
-from sensorbench.characterize.pose_validate import validate_sessions
-from sensorbench.characterize.pose_verdict import assess
+from sensorbench.characterize.pose.align import PoseTrack
+from sensorbench.characterize.pose.error_model import fit_pose_error
+from sensorbench.characterize.pose.sessions import prepare_campaign
+from sensorbench.characterize.pose.validate import validate_sessions
+from sensorbench.characterize.pose.verdict import assess
 
-REAL = Path("/work/shared/data/real")  # as tests/test_pose_cli.py
-GT = REAL / "tum_fr1_xyz_groundtruth.txt"
-EST = REAL / "tum_fr1_xyz_rgbdslam.txt"
+GT = TUM_GROUNDTRUTH.path
+EST = TUM_RGBDSLAM.path
 
-pytestmark = pytest.mark.skipif(not GT.exists(), reason="real TUM files not present")
+pytestmark = need(TUM_GROUNDTRUTH, TUM_RGBDSLAM)
 
 
 def _load(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -104,8 +104,8 @@ def test_unmodified_recording_verdict(tum):
 
 def test_detections_do_not_move_with_the_time_offset(tum):
     """The old detector found 11 jumps at the estimated offset and 18 at 14 ms beside it."""
-    from sensorbench.characterize.pose_align import align, pose_errors
-    from sensorbench.characterize.reloc_segments import detect_jumps
+    from sensorbench.characterize.pose.align import align, pose_errors
+    from sensorbench.characterize.pose.reloc_segments import detect_jumps
 
     ref, (t, p, q) = tum
     slam = PoseTrack(t, p, q, name="slam")

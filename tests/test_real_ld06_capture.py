@@ -21,16 +21,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from ld19_util import RefPacket, ref_crc8, ref_unpack
-from real_captures import LD06_EXAMPLE2, LD06_EXAMPLE3, find_capture, missing_reason
+from real_data import LD06_EXAMPLE2, LD06_EXAMPLE3, need
 
 from sensorbench.cli import cli
 from sensorbench.drivers.ld19_parser import LD19Parser, point_angles_cdeg
 from sensorbench.sim.emulator_ld19 import SyntheticLD19Samples
 
-EX3 = find_capture(LD06_EXAMPLE3)
-EX2 = find_capture(LD06_EXAMPLE2)
-need_ex3 = pytest.mark.skipif(EX3 is None, reason=missing_reason(LD06_EXAMPLE3))
-need_ex2 = pytest.mark.skipif(EX2 is None, reason=missing_reason(LD06_EXAMPLE2))
+EX3 = LD06_EXAMPLE3.path
+EX2 = LD06_EXAMPLE2.path
+need_ex3 = need(LD06_EXAMPLE3)
+need_ex2 = need(LD06_EXAMPLE2)
 
 POINT_PER_PACK = 12
 

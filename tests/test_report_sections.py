@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from sensorbench.characterize import report as report_mod
-from sensorbench.characterize.report import SECTIONS, build_report
-from sensorbench.characterize.report_data import (
+from sensorbench.report import build as report_mod
+from sensorbench.report.build import SECTIONS, build_report
+from sensorbench.report.data import (
     LidarSection,
     PoseSection,
     ProvenanceSection,
     ReportInputs,
 )
-from sensorbench.characterize.report_html import render_page
+from sensorbench.report.html import render_page
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.simulation import simulate_to_session
 

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import sensorbench
@@ -36,3 +37,21 @@ def test_numba_cache_is_outside_the_package(tmp_path: Path) -> None:
 def test_explicit_numba_cache_dir_wins(tmp_path: Path) -> None:
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "mine"))
     assert Path(_numba_cache_dir(env)) == tmp_path / "mine"
+
+
+def test_every_subpackage_is_in_the_package_list() -> None:
+    """setuptools installs only the listed packages: a new subpackage must be listed."""
+    root = Path(__file__).resolve().parents[1]
+    setup = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    listed = set(setup["setuptools"]["packages"])
+    skip = {"tests", "build", "docs"}
+    found = {"sensorbench"} | {
+        ".".join(("sensorbench", *init.parent.relative_to(root).parts))
+        for init in root.rglob("__init__.py")
+        if init.parent != root
+        and not init.relative_to(root).parts[0].startswith(".")
+        and init.relative_to(root).parts[0] not in skip
+    }
+    data_only = set(setup["setuptools"]["package-data"])
+    assert found <= listed
+    assert listed - found <= data_only

@@ -7,14 +7,14 @@ Agg), no external assets. Sections, each present when the inputs allow it:
 
 * **Lidars** – a datasheet per lidar stream of each session (rate, period, jitter,
   points per turn, skipped turns, gaps; range noise by band and outlier fractions
-  from static stretches), with the figures of :mod:`~sensorbench.characterize.lidar_plots`;
+  from static stretches), with the figures of :mod:`~sensorbench.characterize.lidar.plots`;
 * **Pods** – the fitted geometry with 1σ uncertainties (``pods.toml``), the
   filter noise (``noise.toml``), and each session with pods and mocap replayed through
   the split filters (error table and plots);
 * **Pose-error model** – the fitted parameters with 95 % intervals (``pose_error.toml``,
   or fitted here from the sessions holding ``pose_sensor`` and ``mocap``) and the Allan
   plot; the leave-one-session-out validation: verdicts, percentile tables, error-in-band
-  plots and the rank histogram (:mod:`~sensorbench.characterize.pose_plots`);
+  plots and the rank histogram (:mod:`~sensorbench.characterize.pose.plots`);
 * **Provenance** – per session: software version, SHA-256, label, streams and the
   device metadata of every stream.
 
@@ -23,8 +23,8 @@ value. Sessions captured from the emulated robot run ``emulation_speed`` times f
 than simulated time (``/truth`` attribute); truth values with time in their unit are
 put on the file's time base (τ ÷ speed, rate × speed) and say so.
 
-Each section is computed into a dataclass (:mod:`~sensorbench.characterize.report_data`)
-and rendered from it (:mod:`~sensorbench.characterize.report_html`); :data:`SECTIONS`
+Each section is computed into a dataclass (:mod:`~sensorbench.report.data`)
+and rendered from it (:mod:`~sensorbench.report.html`); :data:`SECTIONS`
 lists the (compute, render) pairs in page order, so a new section is one compute
 function returning its dataclass, one render function and one line there. The
 library returns the computed sections and their plain-dict form (:class:`Report`
@@ -40,7 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sensorbench.characterize.report_data import (
+from sensorbench.errors import FitError, SensorbenchError
+from sensorbench.logs.atomic_output import atomic_output, check_output
+from sensorbench.report.data import (
     ProgressFn,
     ReportContent,
     ReportInputs,
@@ -51,15 +53,13 @@ from sensorbench.characterize.report_data import (
     compute_pose,
     compute_provenance,
 )
-from sensorbench.characterize.report_html import (
+from sensorbench.report.html import (
     render_lidar,
     render_page,
     render_pods,
     render_pose,
     render_provenance,
 )
-from sensorbench.errors import FitError, SensorbenchError
-from sensorbench.logs.atomic_output import atomic_output, check_output
 
 __all__ = ["SECTIONS", "Report", "ReportOptions", "build_report"]
 

@@ -2,9 +2,9 @@
 
 A section is a compute function ``compute_x(inputs) -> XSection | None`` (``None``:
 the inputs hold nothing for it) and a render function in
-:mod:`~sensorbench.characterize.report_html`; :data:`sensorbench.characterize.report.SECTIONS`
+:mod:`~sensorbench.report.html`; :data:`sensorbench.report.build.SECTIONS`
 lists the pairs in page order. Each section's :meth:`as_dict` gives its keys of
-:attr:`Report.data <sensorbench.characterize.report.Report>` (plain values, SI units).
+:attr:`Report.data <sensorbench.report.build.Report>` (plain values, SI units).
 Figures are plotted into ``inputs.figdir`` while computing and kept as PNG bytes, so
 the dataclasses hold the whole report and rendering reads no file.
 
@@ -29,8 +29,8 @@ from sensorbench.errors import FitError
 from sensorbench.logs import Session
 
 if TYPE_CHECKING:
-    from sensorbench.characterize.pose_validate import SessionCheck, ValidationReport
-    from sensorbench.characterize.pose_verdict import Verdict
+    from sensorbench.characterize.pose.validate import SessionCheck, ValidationReport
+    from sensorbench.characterize.pose.verdict import Verdict
     from sensorbench.fusion.split_filter import FilterNoise
 
 ProgressFn = Callable[[str], None]
@@ -274,8 +274,8 @@ class LidarSection:
 
 def compute_lidar(inputs: ReportInputs) -> LidarSection:
     """A datasheet per lidar stream of each session, with its plots."""
-    from sensorbench.characterize.lidar_plots import write_plots
-    from sensorbench.characterize.lidar_stats import StaticOptions, characterize_session
+    from sensorbench.characterize.lidar.plots import write_plots
+    from sensorbench.characterize.lidar.stats import StaticOptions, characterize_session
 
     opts, say = inputs.options, inputs.say
     sessions = []
@@ -576,10 +576,11 @@ class PoseSection:
 
 def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     """The pose-error model (from ``pose_error.toml`` or fitted here) and its validation."""
-    from sensorbench.characterize.allan import allan_cross_check
-    from sensorbench.characterize.pose_error import FitOptions, PoseErrorModel, fit_pose_error
-    from sensorbench.characterize.pose_plots import plot_allan, plot_error_bands
-    from sensorbench.characterize.pose_sessions import prepare_sessions
+    from sensorbench.characterize.pose.allan import allan_cross_check
+    from sensorbench.characterize.pose.error_model import FitOptions, PoseErrorModel, fit_pose_error
+    from sensorbench.characterize.pose.plots import plot_allan, plot_error_bands
+    from sensorbench.characterize.pose.series import param_unit
+    from sensorbench.characterize.pose.sessions import prepare_sessions
 
     opts, say, figdir, models = inputs.options, inputs.say, inputs.figdir, inputs.models
     use, wrong = [], []
@@ -609,13 +610,12 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
         f = model.axes[a]
         ci = f.ci()
         ci999 = f.ci(Z_999)
-        unit = "m" if i < 3 else "rad"
         for j, p in enumerate(POSE_PARAMS):
             out.append(
                 PoseParam(
                     axis=a,
                     param=p,
-                    unit="s" if p == "tau_s" else unit,
+                    unit=param_unit(a, p),
                     value=float(params[i, j]),
                     ci95=(float(ci[j, 0]), float(ci[j, 1])),
                     ci999=(float(ci999[j, 0]), float(ci999[j, 1])),
@@ -639,7 +639,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     )
     if len(series) >= 2:
         section.validation = _validation(inputs, prepared, wrong)
-    from sensorbench.characterize.report_verdict import compute_pose_verdict
+    from sensorbench.report.verdict import compute_pose_verdict
 
     section.verdict = compute_pose_verdict(
         prepared, model, None if section.validation is None else section.validation.report
@@ -648,8 +648,8 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
 
 
 def _validation(inputs: ReportInputs, prepared: list, wrong: list[int | None]) -> ValidationSection:
-    from sensorbench.characterize.pose_plots import plot_error_bands, plot_rank_histogram
-    from sensorbench.characterize.pose_validate import validate_sessions
+    from sensorbench.characterize.pose.plots import plot_error_bands, plot_rank_histogram
+    from sensorbench.characterize.pose.validate import validate_sessions
 
     opts, figdir = inputs.options, inputs.figdir
     series = [p.series for p in prepared]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import chi2
 
-from sensorbench.characterize.pose_series import AXES, ErrorSeries
+from sensorbench.characterize.pose.series import AXES, ErrorSeries
 
 GM_PEAK_T_OVER_TAU = 1.89
 GM_PEAK_ADEV_OVER_SIGMA = 0.62

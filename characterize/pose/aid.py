@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from sensorbench.characterize.pose_error import PoseErrorModel
+from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.fusion.split_filter import PoseAidModel
 
 

@@ -1,6 +1,6 @@
 """Monte Carlo of the pose-error model along real timestamps, all draws at once.
 
-Simulates ``e = b_s + g + v`` (see :mod:`pose_error`) for B draws × A axes along given
+Simulates ``e = b_s + g + v`` (see :mod:`error_model`) for B draws × A axes along given
 sample times ``t_s`` (s, any spacing, gaps allowed) and relocalization flags: b is
 drawn anew at every relocalization, g follows the exact discretization
 ``g_k = phi_k g_{k-1} + sigma sqrt(1 - phi_k²) w_k`` with ``phi_k = exp(-dt_k/tau)``
@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy.special import ndtr
 
-from sensorbench.characterize import gm_kernel
+from sensorbench.characterize.pose import gm_kernel
 
 STAT_NAMES: tuple[str, ...] = ("rms", "mean", "max_abs", "lag1", "growth")
 _MIN_SEGMENT_SAMPLES = 8

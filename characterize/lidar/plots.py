@@ -14,7 +14,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from sensorbench.characterize.lidar_stats import LidarCharacterization
+from sensorbench.characterize.lidar import display as disp
+from sensorbench.characterize.lidar.stats import LidarCharacterization
 
 
 def write_plots(result: LidarCharacterization, out_dir: str | Path) -> list[Path]:
@@ -56,14 +57,16 @@ def _polar_turn(result: LidarCharacterization, path: Path) -> Path:
 def _period_hist(result: LidarCharacterization, path: Path) -> Path:
     t = result.timing
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.hist(result.periods_s * 1e3, bins=80, color="tab:blue")
-    ax.axvline(t.nominal_period_s * 1e3, color="k", ls="--", lw=1)
+    per = disp.PERIOD
+    ax.hist(per.value(result.periods_s), bins=80, color="tab:blue")
+    ax.axvline(per.value(t.nominal_period_s), color="k", ls="--", lw=1)
     ax.set_yscale("log")
-    ax.set_xlabel("turn period (ms)")
+    ax.set_xlabel(per.heading().lower())
     ax.set_ylabel("turns")
     ax.set_title(
-        f"{result.device}: {t.rate_hz:.2f} Hz, σ {t.jitter_std_s * 1e3:.1f} ms, "
-        f"{t.skipped_turns} skipped ({t.skipped_pct:.2f} %)"
+        f"{result.device}: {disp.RATE.with_unit(t.rate_hz)}, "
+        f"σ {disp.JITTER.with_unit(t.jitter_std_s)}, "
+        f"{t.skipped_turns} skipped ({disp.SKIPPED.with_unit(t.skipped_pct)})"
     )
     return _save(fig, path)
 
@@ -73,22 +76,25 @@ def _noise_vs_range(result: LidarCharacterization, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4))
     p = noise.plot
     ok = np.isfinite(p["bin_sigma"]) & np.isfinite(p["bin_range"]) & (p["bin_count"] >= 10)
-    ax.scatter(p["bin_range"][ok], p["bin_sigma"][ok] * 1e3, s=3, alpha=0.4, label="per bearing")
+    sig = disp.BAND_SIGMA
+    ax.scatter(
+        p["bin_range"][ok], sig.value(p["bin_sigma"][ok]), s=3, alpha=0.4, label="per bearing"
+    )
     b = [x for x in noise.bands if x["sigma_m"] == x["sigma_m"]]
     if b:
         mid = [0.5 * (x["lo_m"] + x["hi_m"]) for x in b]
         half = [0.5 * (x["hi_m"] - x["lo_m"]) for x in b]
         ax.errorbar(
             mid,
-            [x["sigma_m"] * 1e3 for x in b],
+            [sig.value(x["sigma_m"]) for x in b],
             xerr=half,
-            yerr=[2e3 * x["se_m"] for x in b],
+            yerr=[2 * sig.value(x["se_m"]) for x in b],
             fmt="o",
             color="k",
             label="band (±2 SE)",
         )
     ax.set_xlabel("range (m)")
-    ax.set_ylabel("σ range (mm, 1.4826·MAD)")
+    ax.set_ylabel(f"{sig.label} range ({sig.unit}, 1.4826·MAD)")
     ax.set_title(f"{result.device}: range noise, {noise.static_s:.0f} s static")
     ax.legend()
     return _save(fig, path)

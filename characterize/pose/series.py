@@ -1,7 +1,7 @@
 """The per-axis pose-error series that the fit, the Monte Carlo and the validation share.
 
 An :class:`ErrorSeries` is one session's error of a pose sensor against its reference
-(mocap), already time-associated and frame-aligned (:mod:`pose_align`), with the
+(mocap), already time-associated and frame-aligned (:mod:`align`), with the
 relocalization segmentation (:mod:`reloc_segments`):
 
 - ``t_s``: sample times, seconds, strictly increasing (any origin);
@@ -13,6 +13,7 @@ relocalization segmentation (:mod:`reloc_segments`):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +31,18 @@ AXIS_UNITS: dict[str, str] = {
     "pitch": "rad",
     "yaw": "rad",
 }
+
+DISPLAY_UNITS: dict[str, tuple[float, str, str]] = {
+    "m": (1000.0, "mm", "{:9.3f}"),
+    "rad": (180.0 / math.pi, "deg", "{:9.4f}"),
+    "s": (1.0, "s", "{:9.3f}"),
+}
+"""Stored unit → (scale, display unit, format of the scaled value) in tables and figures."""
+
+
+def param_unit(axis: str, param: str) -> str:
+    """Unit of a pose-error model parameter of ``axis``: s for ``tau_s``, else the axis's."""
+    return "s" if param == "tau_s" else AXIS_UNITS[axis]
 
 
 @dataclass

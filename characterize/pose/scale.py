@@ -211,7 +211,7 @@ def _rigid_residual(
     planar: bool,
 ) -> float:
     """RMS position residual (m) of the rigid (scale 1) alignment of every group."""
-    from sensorbench.characterize.pose_align import planar_fit, umeyama
+    from sensorbench.characterize.pose.align import planar_fit, umeyama
 
     sq, n = 0.0, 0
     for g in groups:

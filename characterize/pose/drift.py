@@ -28,7 +28,7 @@ Two checks that a Gauss-Markov fit cannot pass by absorbing drift:
   with a scatter-based variance (Student t, effective segments − 2 degrees of
   freedom), level α / 6 per axis; needs ≥ 5 segments.
 
-Times are seconds; errors in the units of :data:`pose_series.AXIS_UNITS`.
+Times are seconds; errors in the units of :data:`series.AXIS_UNITS`.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from typing import ClassVar
 import numpy as np
 from scipy.stats import t as student_t
 
-from sensorbench.characterize.pose_error import PoseErrorModel
-from sensorbench.characterize.pose_series import AXES, ErrorSeries
+from sensorbench.characterize.pose.error_model import PoseErrorModel
+from sensorbench.characterize.pose.series import AXES, ErrorSeries
 
 TAU_SEGMENT_FRACTION = 1.0
 """τ (estimate or 95 % upper bound) above this fraction of the median segment length → DRIFT."""

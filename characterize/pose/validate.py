@@ -29,14 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from sensorbench.characterize.gm_montecarlo import (
+from sensorbench.characterize.pose.error_model import PARAMS, FitOptions, PoseErrorModel, fit_groups
+from sensorbench.characterize.pose.gm_montecarlo import (
     STAT_NAMES,
     draw_params,
     error_statistics,
     simulate_statistics,
 )
-from sensorbench.characterize.pose_error import PARAMS, FitOptions, PoseErrorModel, fit_groups
-from sensorbench.characterize.pose_series import AXES, ErrorSeries
+from sensorbench.characterize.pose.series import AXES, ErrorSeries
 from sensorbench.errors import FitError
 
 SIDAK_BAND = (0.0043, 0.9957)

@@ -80,7 +80,7 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 from scipy.stats import chi2
 
-from sensorbench.characterize.pose_series import AXES, AXIS_UNITS, ErrorSeries
+from sensorbench.characterize.pose.series import AXES, AXIS_UNITS, ErrorSeries
 from sensorbench.errors import FitError, ModelFileError
 from sensorbench.logs.model_file import (
     check_envelope,

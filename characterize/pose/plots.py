@@ -18,13 +18,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from sensorbench.characterize.gm_montecarlo import STAT_NAMES, simulate_errors
-from sensorbench.characterize.pose_series import AXES, AXIS_UNITS, ErrorSeries
-from sensorbench.characterize.pose_validate import SIDAK_BAND, ValidationReport
+from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES, simulate_errors
+from sensorbench.characterize.pose.series import AXES, AXIS_UNITS, DISPLAY_UNITS, ErrorSeries
+from sensorbench.characterize.pose.validate import SIDAK_BAND, ValidationReport
 
 
 def _scale(axis: str) -> tuple[float, str]:
-    return (1000.0, "mm") if AXIS_UNITS[axis] == "m" else (180.0 / np.pi, "deg")
+    k, unit, _ = DISPLAY_UNITS[AXIS_UNITS[axis]]
+    return k, unit
 
 
 def plot_error_bands(

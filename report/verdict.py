@@ -1,22 +1,23 @@
 """The report's pose-sensor verdict section: compute (data) and render (HTML), kept apart.
 
 :func:`compute_pose_verdict` runs the model-independent checks of
-:mod:`pose_verdict` on the sessions the report already prepared (one shared
-alignment; the frame check uses within-session segment means, without re-aligning)
-and returns the :class:`Verdict`; :func:`render_pose_verdict` turns it into the HTML
-section with the two-part verdict table and the named reasons. The report's pose section
-(``report_data.PoseSection``) holds it; its JSON form is ``data["pose_verdict"]``.
+:mod:`~sensorbench.characterize.pose.verdict` on the sessions the report already
+prepared (one shared alignment; the frame check uses within-session segment means,
+without re-aligning) and returns the :class:`Verdict`; :func:`render_pose_verdict`
+turns it into the HTML section with the two-part verdict table and the named reasons.
+The report's pose section (``report.data.PoseSection``) holds it; its JSON form is
+``data["pose_verdict"]``.
 """
 
 from __future__ import annotations
 
 import html
 
-from sensorbench.characterize.pose_error import PoseErrorModel
-from sensorbench.characterize.pose_frames import frame_statistics
-from sensorbench.characterize.pose_series import AXES, AXIS_UNITS
-from sensorbench.characterize.pose_validate import ValidationReport
-from sensorbench.characterize.pose_verdict import Verdict, assess
+from sensorbench.characterize.pose.error_model import PoseErrorModel
+from sensorbench.characterize.pose.frames import frame_statistics
+from sensorbench.characterize.pose.series import AXES, AXIS_UNITS
+from sensorbench.characterize.pose.validate import ValidationReport
+from sensorbench.characterize.pose.verdict import Verdict, assess
 
 
 def compute_pose_verdict(

@@ -1,10 +1,10 @@
 """Characterize one lidar stream of a session: a datasheet from measured data.
 
 Timing (rate, jitter, points per turn, skipped turns, gaps, USB drop-offs) comes
-from every turn (:mod:`.lidar_timing`), as do the no-return fraction and the
-intensity (A1 quality) levels (:mod:`.lidar_returns`). Range noise by distance band and the
-outlier fractions need a static scene: :mod:`.lidar_static` finds the static
-stretches and :mod:`.lidar_noise` measures them. Without a static stretch the
+from every turn (:mod:`.timing`), as do the no-return fraction and the
+intensity (A1 quality) levels (:mod:`.returns`). Range noise by distance band and the
+outlier fractions need a static scene: :mod:`.static` finds the static
+stretches and :mod:`.noise` measures them. Without a static stretch the
 characterization refuses (``FitError``) unless only timing is asked for. For an
 LD19 the datasheet also says what the vendor SDK's near filter would drop, as a
 fraction of the samples and of each class found here (a cross-check of both).
@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sensorbench.characterize.lidar_noise import (
+from sensorbench.characterize.lidar import display as disp
+from sensorbench.characterize.lidar.noise import (
     DEFAULT_BANDS_M,
     LABEL_EDGE,
     LABEL_FALSE,
@@ -26,9 +27,9 @@ from sensorbench.characterize.lidar_noise import (
     NoiseReport,
     range_noise,
 )
-from sensorbench.characterize.lidar_returns import ReturnStats, return_stats
-from sensorbench.characterize.lidar_static import StaticDetection, detect_static
-from sensorbench.characterize.lidar_timing import TimingStats, timing_stats, turn_start_s
+from sensorbench.characterize.lidar.returns import ReturnStats, return_stats
+from sensorbench.characterize.lidar.static import StaticDetection, detect_static
+from sensorbench.characterize.lidar.timing import TimingStats, timing_stats, turn_start_s
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
 from sensorbench.errors import FitError, SessionError
 from sensorbench.fusion.scan_bins import angular_step_rad
@@ -95,14 +96,14 @@ class LidarCharacterization:
     def table(self) -> str:
         """A datasheet-like text table."""
         t = self.timing
-        ms = 1e3
         pp = t.period_percentiles_s
         ja = t.jitter_abs_percentiles_s
         ppt = t.points_per_turn
+        per, jit, pts = disp.PERIOD, disp.JITTER, disp.POINTS
         rows = [
             (
-                "Scan rate",
-                f"{t.rate_hz:.3f} Hz ({t.clock} clock)"
+                disp.RATE.label,
+                f"{disp.RATE.with_unit(t.rate_hz)} ({t.clock} clock)"
                 + (
                     f" (device reports {t.reported_speed_hz:.2f} Hz)"
                     if np.isfinite(t.reported_speed_hz)
@@ -110,21 +111,22 @@ class LidarCharacterization:
                 ),
             ),
             (
-                "Turn period",
-                f"p50 {pp['p50'] * ms:.1f} ms, p5–p95 {pp['p5'] * ms:.1f}–{pp['p95'] * ms:.1f} ms, "
-                f"p1–p99 {pp['p1'] * ms:.1f}–{pp['p99'] * ms:.1f} ms",
+                per.label,
+                f"p50 {per.with_unit(pp['p50'])}, "
+                f"p5–p95 {per.text(pp['p5'])}–{per.with_unit(pp['p95'])}, "
+                f"p1–p99 {per.text(pp['p1'])}–{per.with_unit(pp['p99'])}",
             ),
             (
-                "Period jitter",
-                f"σ {t.jitter_std_s * ms:.2f} ms; |Δ| p50 {ja['p50'] * ms:.2f}, "
-                f"p95 {ja['p95'] * ms:.2f}, p99 {ja['p99'] * ms:.2f} ms",
+                jit.label,
+                f"σ {jit.with_unit(t.jitter_std_s)}; |Δ| p50 {jit.text(ja['p50'])}, "
+                f"p95 {jit.text(ja['p95'])}, p99 {jit.with_unit(ja['p99'])}",
             ),
             (
-                "Points per turn",
-                f"{ppt['median']:.0f} (p5–p95 {ppt['p5']:.0f}–{ppt['p95']:.0f}, "
-                f"min {ppt['min']:.0f}, max {ppt['max']:.0f})",
+                pts.label,
+                f"{pts.text(ppt['median'])} (p5–p95 {pts.text(ppt['p5'])}–{pts.text(ppt['p95'])}, "
+                f"min {pts.text(ppt['min'])}, max {pts.text(ppt['max'])})",
             ),
-            ("Angular step", f"{t.angular_step_deg:.3f}°"),
+            (disp.ANGULAR_STEP.label, disp.ANGULAR_STEP.with_unit(t.angular_step_deg)),
             *(
                 []
                 if self.returns is None
@@ -135,12 +137,15 @@ class LidarCharacterization:
             ),
             (
                 "Host clock",
-                f"{t.host_rate_hz:.3f} Hz; "
+                f"{disp.RATE.with_unit(t.host_rate_hz)}; "
                 + ("reliable" if t.host_timing_reliable else "UNRELIABLE")
                 + f": {t.host_timing_note}",
             ),
-            ("Skipped turns", f"{t.skipped_turns} ({t.skipped_pct:.2f} %)"),
-            ("Longest gap", f"{t.longest_gap_s * ms:.1f} ms at t = {t.longest_gap_at_s:.1f} s"),
+            (disp.SKIPPED.label, f"{t.skipped_turns} ({disp.SKIPPED.with_unit(t.skipped_pct)})"),
+            (
+                disp.LONGEST_GAP.label,
+                f"{disp.LONGEST_GAP.with_unit(t.longest_gap_s)} at t = {t.longest_gap_at_s:.1f} s",
+            ),
             (
                 "USB drop-offs",
                 f"{t.usb_unplugs} unplugs, {t.usb_reconnects} reconnects, {t.usb_stale} stale, "
@@ -150,14 +155,15 @@ class LidarCharacterization:
         n = self.noise
         if n is not None:
             d = n.as_dict()
+            sig, edge, false = disp.BAND_SIGMA, disp.EDGE_OUTLIERS, disp.FALSE_POINTS
             rows.append(("Static data", f"{n.static_s:.1f} s in {n.n_stretches} stretch(es)"))
             for b in n.bands:
                 if b["n_points"] == 0:
                     continue
-                label = f"  σ {b['lo_m']:g}–{b['hi_m']:g} m"
+                label = f"  {sig.label} {disp.band_label(b['lo_m'], b['hi_m'])}"
                 if np.isfinite(b["sigma_m"]):
                     value = (
-                        f"{b['sigma_m'] * 1e3:.2f} ± {b['se_m'] * 1e3:.2f} mm "
+                        f"{sig.with_se(b['sigma_m'], b['se_m'])} "
                         f"({b['n_points']} pts, {b['n_bins']} bearings)"
                     )
                 else:
@@ -165,13 +171,13 @@ class LidarCharacterization:
                 rows.append((label, value))
             rows += [
                 (
-                    "Edge outliers",
-                    f"{d['edge_outlier_pct']:.3f} ± {d['edge_outlier_pct_se']:.3f} % "
-                    f"({n.edge_outliers} seen, {d['edge_outlier_detected_pct']:.3f} %)",
+                    edge.label,
+                    f"{edge.with_se(d['edge_outlier_pct'], d['edge_outlier_pct_se'])} "
+                    f"({n.edge_outliers} seen, {edge.with_unit(d['edge_outlier_detected_pct'])})",
                 ),
                 (
-                    "Isolated false points",
-                    f"{d['false_point_pct']:.3f} ± {d['false_point_pct_se']:.3f} %",
+                    false.label,
+                    false.with_se(d["false_point_pct"], d["false_point_pct_se"]),
                 ),
                 ("Transient clusters", f"{n.transient_points} points"),
                 ("Missing returns", f"{d['missing_return_pct']:.3f} %"),

@@ -8,7 +8,7 @@ random walk (slip_scale and drag_scale × the wheels' rolling and dragging slip 
 step, when a slip law is fitted) and e is the tick rounding (r × its profile over the
 heading, correlated from frame to frame as the wheels' fresh rounding says). The fit
 (:func:`fit_axis`) finds the model's shape by a censored Gaussian likelihood
-(:mod:`~sensorbench.characterize.noise_likelihood`), then its level and its balance
+(:mod:`~sensorbench.characterize.pods.noise_likelihood`), then its level and its balance
 across drives by the clipped NIS the filters are judged by.
 
 The fitted noise is then checked: the NIS calibrated to χ²₁ through the fitted law
@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from sensorbench.characterize.drift_fit import INTERVAL_S as DRIFT_INTERVAL_S
-from sensorbench.characterize.drift_fit import DriftFit, fit_drift
-from sensorbench.characterize.noise_likelihood import ZOOM_ROUNDS, zoom_search
+from sensorbench.characterize.pods.drift_fit import INTERVAL_S as DRIFT_INTERVAL_S
+from sensorbench.characterize.pods.drift_fit import DriftFit, fit_drift
+from sensorbench.characterize.pods.noise_likelihood import ZOOM_ROUNDS, zoom_search
 from sensorbench.errors import FitError
 from sensorbench.fusion.consistency import NisConsistency, clipped_chi2_moments, nis_consistency
 from sensorbench.fusion.odometry_drift import SlipModel, world_step_variances
@@ -413,7 +413,7 @@ def fit_noise(
 ) -> NoiseFit:
     """Fit q and r of the x, y and heading filters from replayed sessions, and, when every
     session has a reference (mocap), the odometry's slip model
-    (:func:`~sensorbench.characterize.drift_fit.fit_drift`).
+    (:func:`~sensorbench.characterize.pods.drift_fit.fit_drift`).
 
     ``max_frames`` bounds the frames per session the likelihood search uses;
     ``align_interval_s`` and ``drift_interval_s`` are the encoder/reference alignment

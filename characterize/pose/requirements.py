@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sensorbench.characterize.gm_montecarlo import draw_params, simulate_errors
-from sensorbench.characterize.pose_drift import segment_lengths
-from sensorbench.characterize.pose_error import PoseErrorModel
-from sensorbench.characterize.pose_series import AXES, AXIS_UNITS, ErrorSeries
+from sensorbench.characterize.pose.drift import segment_lengths
+from sensorbench.characterize.pose.error_model import PoseErrorModel
+from sensorbench.characterize.pose.gm_montecarlo import draw_params, simulate_errors
+from sensorbench.characterize.pose.series import AXES, AXIS_UNITS, ErrorSeries
 from sensorbench.errors import FitError
 
 REQUIRE_STATS = ("rms", "p50", "p95", "p99", "max")

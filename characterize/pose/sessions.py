@@ -3,7 +3,7 @@
 ``load_tracks(path, sensor, reference)`` reads two pose streams of a session through
 :class:`sensorbench.logs.Session` (times converted from int64 ns to s relative to the
 reference's first sample; flags kept). ``error_series(sensor, reference, ...)``
-runs time/frame alignment (:mod:`pose_align`), computes the per-axis error and
+runs time/frame alignment (:mod:`align`), computes the per-axis error and
 segments it at relocalizations (:mod:`reloc_segments`); a RELOCALIZED flag on a
 sample dropped by the association moves to the next kept sample.
 ``prepare_sessions(paths, ...)`` does the same for a campaign, with one frame
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from sensorbench.characterize.pose_align import (
+from sensorbench.characterize.pose.align import (
     ERROR_FRAME,
     Alignment,
     PoseTrack,
@@ -27,22 +27,22 @@ from sensorbench.characterize.pose_align import (
     estimate_time_offset,
     pose_errors,
 )
-from sensorbench.characterize.pose_error import FitOptions, PoseErrorModel, fit_pose_error
-from sensorbench.characterize.pose_frames import (
+from sensorbench.characterize.pose.error_model import FitOptions, PoseErrorModel, fit_pose_error
+from sensorbench.characterize.pose.frames import (
     FRAME_ALPHA,
     FrameCheck,
     frame_statistics,
     loo_frame_statistics,
     mean_variance,
 )
-from sensorbench.characterize.pose_series import ErrorSeries
-from sensorbench.characterize.reloc_segments import (
+from sensorbench.characterize.pose.reloc_segments import (
     RELOCALIZED_FLAG,
     Segmentation,
     detect_jumps,
     segment,
     unstable_detections,
 )
+from sensorbench.characterize.pose.series import ErrorSeries
 from sensorbench.errors import FitError, SessionError
 from sensorbench.logs.model_file import file_sha256
 
@@ -241,7 +241,7 @@ def prepare_campaign(
     """Align, compute and segment the error of every session; check their frames.
 
     ``align``: ``"campaign"`` (one transform for all sessions; then sessions in another
-    map are found by :func:`pose_frames.frame_statistics`, removed one at a time, worst
+    map are found by :func:`frames.frame_statistics`, removed one at a time, worst
     first, and the rest re-aligned without them), ``"session"`` (one transform each)
     or ``"none"``. Returns the prepared sessions (those in the campaign's map, in
     input order) and the frame check (None unless ``"campaign"`` with ≥ 2 sessions).

@@ -24,7 +24,7 @@ from sensorbench.fusion.axis_loop import nll_sets
 from sensorbench.fusion.odometry_motion import jerk_noise_gains, observed_accel, observed_jerk
 
 if TYPE_CHECKING:
-    from sensorbench.characterize.noise_fit import AxisSeries
+    from sensorbench.characterize.pods.noise_fit import AxisSeries
 
 
 def batch_nll(

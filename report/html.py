@@ -1,6 +1,6 @@
 """The report's HTML: one render function per computed section, and the page around them.
 
-Every function here turns a dataclass of :mod:`~sensorbench.characterize.report_data`
+Every function here turns a dataclass of :mod:`~sensorbench.report.data`
 into HTML and computes nothing. Figures are embedded as base64 PNG; the page needs no
 external asset. Headings ``<h2>`` start sections (the page's contents list is built
 from them), ``<h3>`` sub-sections.
@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from sensorbench import __version__
-from sensorbench.characterize.report_data import (
+from sensorbench.characterize.lidar import display as disp
+from sensorbench.report.data import (
     POSE_AXES,
     Figure,
     LidarSection,
@@ -105,7 +106,7 @@ def _lidar_stream(st: LidarStream) -> str:
     suspect = "" if t["clock"] == "device" or t["host_timing_reliable"] else " (!)"
     rows = [
         (
-            "Scan rate (Hz)",
+            disp.RATE.heading(),
             f"{num(t['rate_hz'])} ± {num(st.rate_se_hz, '{:.2g}')}{suspect}",
             _rate_cell(st.rate_truth_hz, st.speed, t["clock"]),
         ),
@@ -113,35 +114,39 @@ def _lidar_stream(st: LidarStream) -> str:
     if t["clock"] == "device" or suspect:
         rows.append(
             (
-                "Scan rate, host clock (Hz)",
+                disp.RATE.heading(", host clock"),
                 num(t["host_rate_hz"])
                 + ("" if t["host_timing_reliable"] else f" (UNRELIABLE: {t['host_timing_note']})"),
                 _rate_cell(st.host_rate_truth_hz, st.speed, "host"),
             )
         )
     rows += [
-        ("Turn period p50 (ms)", num(t["period_percentiles_s"]["p50"] * 1e3), ""),
-        ("Period jitter σ (ms)", num(t.get("jitter_std_s", 0) * 1e3), ""),
-        ("Points per turn (median)", num(t["points_per_turn"]["median"]), ""),
-        ("Angular step (°)", num(t.get("angular_step_deg")), ""),
         (
-            "Skipped turns (%)",
+            disp.PERIOD.heading(" p50"),
+            num(disp.PERIOD.value(t["period_percentiles_s"]["p50"])),
+            "",
+        ),
+        (disp.JITTER.heading(" σ"), num(disp.JITTER.value(t.get("jitter_std_s", 0))), ""),
+        (disp.POINTS.heading(" (median)"), num(t["points_per_turn"]["median"]), ""),
+        (disp.ANGULAR_STEP.heading(), num(t.get("angular_step_deg")), ""),
+        (
+            disp.SKIPPED.heading(),
             num(t.get("skipped_pct")) + suspect,
             "" if tp is None else num(100 * tp.get("skip_prob", 0.0)),
         ),
-        ("Longest gap (ms)", num(t.get("longest_gap_s", 0) * 1e3), ""),
+        (disp.LONGEST_GAP.heading(), num(disp.LONGEST_GAP.value(t.get("longest_gap_s", 0))), ""),
     ]
     if n is not None:
         rows.append(
             (
-                "Edge outliers (%)",
+                disp.EDGE_OUTLIERS.heading(),
                 f"{num(n['edge_outlier_pct'])} ± {num(n['edge_outlier_pct_se'])}",
                 "",
             )
         )
         rows.append(
             (
-                "Isolated false points (%)",
+                disp.FALSE_POINTS.heading(),
                 f"{num(n['false_point_pct'])} ± {num(n['false_point_pct_se'])}",
                 "" if tp is None else num(100 * tp.get("false_point_prob", 0.0)),
             )
@@ -159,19 +164,30 @@ def _lidar_stream(st: LidarStream) -> str:
             f"<p class='note'>{esc(st.name)}: timing only: {esc(st.timing_only_because)}</p>"
         )
     if n is not None:
+        sig = disp.BAND_SIGMA
+
+        def sigma_cell(v: float | None) -> str:
+            return num(None if v is None else sig.value(v), sig.fmt)
+
         brows = [
             (
-                f"{b['lo_m']:g}–{b['hi_m']:g} m",
-                num(None if b["sigma_m"] is None else b["sigma_m"] * 1e3, "{:.2f}"),
-                num(None if b["se_m"] is None else b["se_m"] * 1e3, "{:.2f}"),
+                disp.band_label(b["lo_m"], b["hi_m"]),
+                sigma_cell(b["sigma_m"]),
+                sigma_cell(b["se_m"]),
                 b["n_points"],
-                num(None if ts is None else ts * 1e3, "{:.2f}"),
+                sigma_cell(ts),
             )
             for b, ts in zip(n["bands"], st.band_truth_sigma_m, strict=True)
         ]
         parts.append(
             table(
-                ["range band", "σ (mm)", "±1σ (mm)", "points", "simulated σ (mm)"],
+                [
+                    "range band",
+                    sig.heading(),
+                    f"±1{sig.heading()}",
+                    "points",
+                    f"simulated {sig.heading()}",
+                ],
                 brows,
                 f"{st.name} range noise by band (static stretches)",
             )
@@ -377,7 +393,7 @@ def render_pose(section: PoseSection) -> str:
     if section.validation is not None:
         parts.append(render_validation(section.validation))
     if section.verdict is not None:
-        from sensorbench.characterize.report_verdict import render_pose_verdict
+        from sensorbench.report.verdict import render_pose_verdict
 
         parts.append(render_pose_verdict(section.verdict))
     return "".join(parts)
@@ -385,7 +401,7 @@ def render_pose(section: PoseSection) -> str:
 
 def render_validation(v: ValidationSection) -> str:
     """Verdict per held-out session, percentile tables, band plots and rank histogram."""
-    from sensorbench.characterize.gm_montecarlo import STAT_NAMES
+    from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES
 
     simulated = any(s.wrong_relocalizations is not None for s in v.sessions)
     vrows = []

@@ -51,8 +51,8 @@ from typing import Any
 
 import numpy as np
 
-from sensorbench.characterize.slip_fit import WINDOW_S as SLIP_WINDOW_S
-from sensorbench.characterize.slip_fit import SlipFit, fit_pod_slip
+from sensorbench.characterize.pods.slip_fit import WINDOW_S as SLIP_WINDOW_S
+from sensorbench.characterize.pods.slip_fit import SlipFit, fit_pod_slip
 from sensorbench.errors import FitError, FusionError
 from sensorbench.fusion.pod_drive import Drive, align_drive, intervals_with_rate
 from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces, save_pod_model

@@ -24,7 +24,7 @@ law gives it: :func:`~sensorbench.fusion.tick_rounding.expected_frac_variance`),
 offset: none for a still wheel, 1/6 tick² for one that rolls many ticks. Left to the
 intercept c instead, the rounding of moving windows went into σ_roll² (+29 % on forward
 drives and spins alone). c is the gyro's white noise. Fitted by non-negative least squares
-weighted as a gamma GLM (:func:`~sensorbench.characterize.drift_fit.gamma_nnls`; U
+weighted as a gamma GLM (:func:`~sensorbench.characterize.pods.drift_fit.gamma_nnls`; U
 Gaussian ⇒ Var U² = 2·E[U²]²) over non-overlapping windows. Windows holding a bounce the
 gyro sees (±5 frames) are dropped, and windows whose U² exceeds :data:`TRIM` times its fit,
 until none changes side.
@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from scipy.ndimage import median_filter
 
-from sensorbench.characterize.drift_fit import gamma_nnls
+from sensorbench.characterize.pods.drift_fit import gamma_nnls
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts, pod_distances
 from sensorbench.fusion.pod_drive import Drive

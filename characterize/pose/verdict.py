@@ -4,16 +4,16 @@ Part 1, **model** — fails with a named reason:
 
 - ``DRIFT`` (axis): τ not inside the segments the data has, a consistent
   per-segment trend, or a variance that outgrows the model's with segment length
-  (:mod:`pose_drift`);
+  (:mod:`drift`);
 - ``SCALE`` (campaign): the similarity alignment's scale excludes 1 by more than the
-  tolerance (:mod:`pose_scale`);
-- ``FRAME`` (session): a session is not in the campaign's map (:mod:`pose_frames`);
+  tolerance (:mod:`scale`);
+- ``FRAME`` (session): a session is not in the campaign's map (:mod:`frames`);
 - ``MISFIT`` (session, axis, statistic): the Monte Carlo validation rejects the model
-  (:mod:`pose_validate`).
+  (:mod:`validate`).
 
 Part 2, **requirements** — each ``--require`` with the predicted distribution of its
 statistic under the model and whether it holds at the stated confidence
-(:mod:`pose_requirements`). Requirements are only meaningful for a model that holds;
+(:mod:`requirements`). Requirements are only meaningful for a model that holds;
 when part 1 fails they are still computed and shown, but the verdict says the
 prediction rests on a rejected model.
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sensorbench.characterize.pose_drift import (
+from sensorbench.characterize.pose.drift import (
     AxisStationarity,
     AxisTrend,
     AxisVarianceGrowth,
@@ -34,12 +34,12 @@ from sensorbench.characterize.pose_drift import (
     trend_test,
     variance_growth,
 )
-from sensorbench.characterize.pose_error import PoseErrorModel
-from sensorbench.characterize.pose_frames import FrameCheck
-from sensorbench.characterize.pose_requirements import RequirementResult
-from sensorbench.characterize.pose_scale import SCALE_TOLERANCE, ScaleCheck, scale_check
-from sensorbench.characterize.pose_series import AXES, AXIS_UNITS
-from sensorbench.characterize.pose_validate import ValidationReport
+from sensorbench.characterize.pose.error_model import PoseErrorModel
+from sensorbench.characterize.pose.frames import FrameCheck
+from sensorbench.characterize.pose.requirements import RequirementResult
+from sensorbench.characterize.pose.scale import SCALE_TOLERANCE, ScaleCheck, scale_check
+from sensorbench.characterize.pose.series import AXES, AXIS_UNITS
+from sensorbench.characterize.pose.validate import ValidationReport
 
 REASON_CODES = ("DRIFT", "SCALE", "FRAME", "MISFIT")
 

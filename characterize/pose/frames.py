@@ -17,7 +17,7 @@ degrees of freedom) — a frame shift common to a session cancels there. Then
 (Bonferroni over the S sessions; α = :data:`FRAME_ALPHA`).
 
 Because the shifted session also pulls the shared alignment (every other session then
-carries a share of its offset), :func:`pose_sessions.prepare_campaign` removes the
+carries a share of its offset), :func:`sessions.prepare_campaign` removes the
 worst failing session, re-aligns the rest and tests again, until none fails.
 
 When ν < :data:`MIN_DOF` (too few relocalizations inside sessions to know how far
@@ -41,7 +41,7 @@ import numpy as np
 from scipy.stats import chi2
 from scipy.stats import f as f_dist
 
-from sensorbench.characterize.pose_series import AXES, ErrorSeries
+from sensorbench.characterize.pose.series import AXES, ErrorSeries
 
 FRAME_ALPHA = 0.01
 """Level of the frame check over all sessions (Bonferroni)."""

@@ -1,0 +1,1 @@
+"""Lidar characterization: timing, returns, static stretches, range noise, figures."""

@@ -1,0 +1,1 @@
+"""Dead-wheel pod fits: geometry, slip law, odometry drift and the split filters' noise."""

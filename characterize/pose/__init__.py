@@ -1,0 +1,1 @@
+"""Pose-sensor error: alignment, segments, model fit, Monte Carlo validation, verdict, figures."""

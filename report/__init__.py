@@ -1,0 +1,7 @@
+"""``sensorbench report``: one HTML page of every table and figure, above the analyses.
+
+:mod:`~sensorbench.report.data` computes each section into a dataclass,
+:mod:`~sensorbench.report.html` renders it, :mod:`~sensorbench.report.verdict` is the
+pose verdict section (both halves) and :mod:`~sensorbench.report.build` lists the
+sections in page order and writes the page.
+"""
