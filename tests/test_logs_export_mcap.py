@@ -18,7 +18,7 @@ import h5py
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from real_captures import LD06_EXAMPLE2, find_capture, missing_reason
+from real_data import LD06_EXAMPLE2, need
 from scipy.spatial.transform import Rotation
 
 from sensorbench.cli import cli
@@ -284,15 +284,12 @@ def test_one_stream_only(session: Path, tmp_path: Path) -> None:
     assert sorted(msgs) == ["/cam/flags", "/cam/path", "/cam/pose"]
 
 
-EX2 = find_capture(LD06_EXAMPLE2)
-
-
-@pytest.mark.skipif(EX2 is None, reason=missing_reason(LD06_EXAMPLE2))
+@need(LD06_EXAMPLE2)
 def test_real_ld06_capture_every_ray_within_0p2_degrees(tmp_path: Path) -> None:
     """The real capture decoded (CRC failures drop packets inside turns), then one 12-point
     packet removed from every third turn: every point stays within 0.2° of its ray."""
     decoded = tmp_path / "decoded.h5"
-    r = CliRunner().invoke(cli, ["decode", "ld19", str(EX2), "-o", str(decoded)])
+    r = CliRunner().invoke(cli, ["decode", "ld19", str(LD06_EXAMPLE2.path), "-o", str(decoded)])
     assert r.exit_code == 0, r.output
     with Session(decoded) as s:
         real = s.lidar("ld19").read()
