@@ -138,8 +138,8 @@ def validation_document(report: ValidationReport, wrong: Sequence[int | None]) -
 
 
 def _session_label(path: Path) -> str:
-    with Session(path) as s:
-        return s.label or path.stem
+    """A session's name in the report: its file's stem (its label says how it was made)."""
+    return path.stem
 
 
 def _rate_truth(tp: dict | None, speed: float, clock: str) -> float | None:
@@ -437,7 +437,7 @@ def _replay(inputs: ReportInputs, geometry: Any, noise: FilterNoise | None) -> l
             has = bool(s.encoder_names()) and any(
                 s.pose(n).attrs.get("kind") == "mocap" for n in s.pose_names()
             )
-            label = s.label or path.stem
+        label = _session_label(path)
         if not has:
             continue
         inputs.say(f"replaying {label} through the split filters")
@@ -561,11 +561,18 @@ class PoseSection:
     figures: list[Figure]
     validation: ValidationSection | None = None
     verdict: Verdict | None = None
+    trajectories: list[dict[str, Any]] = field(default_factory=list)
+    """Per session: name, file, time offset (s) and its standard error, the alignment
+    used and ATE/RPE as evo computes them (``PreparedSession.to_dict`` keys)."""
 
     def as_dict(self) -> dict[str, Any]:
         """``{"pose_error": {...}}``, ``"pose_verdict"`` and, when validated, ``"validation"``."""
         out: dict[str, Any] = {
-            "pose_error": {"source": self.source, "params": [p.as_dict() for p in self.params]}
+            "pose_error": {
+                "source": self.source,
+                "params": [p.as_dict() for p in self.params],
+                "sessions": self.trajectories,
+            }
         }
         if self.validation is not None:
             out.update(self.validation.as_dict())
@@ -637,6 +644,8 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     section = PoseSection(
         opts.sensor, opts.reference, source, out, None if truth is None else speed, figures
     )
+    keys = ("name", "source", "n_samples", "alignment_used", "time_offset", "trajectory_error")
+    section.trajectories = [{k: v for k, v in ps.to_dict().items() if k in keys} for ps in prepared]
     if len(series) >= 2:
         section.validation = _validation(inputs, prepared, wrong)
     from sensorbench.report.verdict import compute_pose_verdict

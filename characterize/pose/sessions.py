@@ -212,8 +212,13 @@ def prepare_sessions(
             align_sessions([tr], mode, offset_s, max_offset_s, max_gap_s)[0] for tr in tracks
         ]
     names = session_names(paths)
+    scope = "none" if mode == "none" else ("campaign" if joint and len(paths) > 1 else "session")
     return [
-        _segmented(sen, ref, al, name, max_gap_s, str(p))
+        replace(
+            _segmented(sen, ref, al, name, max_gap_s, str(p)),
+            alignment_scope=scope,
+            campaign_sessions=len(paths) if scope == "campaign" else 1,
+        )
         for (sen, ref), al, name, p in zip(tracks, alignments, names, paths, strict=True)
     ]
 
