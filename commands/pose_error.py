@@ -11,6 +11,7 @@ from typing import Any
 import click
 import numpy as np
 
+from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import (
     atomic_figures,
@@ -258,7 +259,8 @@ def fit_pose_error_cmd(
         check_output(output, force=force, inputs=selection.sessions)
     prepared, frames = selection.prepare()
     series = [p.series for p in prepared]
-    model = fit_prepared(prepared, selection.sensor, selection.reference)
+    with progress_bar("fitting the pose-error model", enabled=not as_json) as bar:
+        model = fit_prepared(prepared, selection.sensor, selection.reference, progress=bar)
     station = stationarity(model, series)
     allan = allan_cross_check(series, model.params_array())
     figures = []
@@ -448,14 +450,16 @@ def validate_cmd(
     model = PoseErrorModel.load(model_path) if model_path else None  # fail fast on a bad file
     prepared, frames = selection.prepare()
     series = [p.series for p in prepared]
-    report = validate_sessions(
-        series,
-        n_draws=draws,
-        seed=seed,
-        model=model,
-        alpha=alpha,
-        parameter_uncertainty=not no_parameter_uncertainty,
-    )
+    with progress_bar("validating", enabled=not as_json) as bar:
+        report = validate_sessions(
+            series,
+            n_draws=draws,
+            seed=seed,
+            model=model,
+            alpha=alpha,
+            parameter_uncertainty=not no_parameter_uncertainty,
+            progress=bar,
+        )
     campaign_model = model or fit_pose_error(series)
     outcome = assess(
         prepared,

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from sensorbench.fusion.split_filter import FilterNoise
 
 ProgressFn = Callable[[str], None]
+StepFn = Callable[[int, int], None]
+"""``steps(done, total)``: how far the report is."""
 POSE_AXES = ("x", "y", "z", "roll", "pitch", "yaw")
 POSE_PARAMS = ("sigma_b", "sigma", "tau_s", "sigma_v")
 Z_999 = 3.2905267314919255
@@ -72,6 +74,7 @@ class ReportInputs:
         options: the analyses' knobs.
         figdir: directory for the figures (PNG) of this report.
         say: progress callback (one line per step).
+        within: how far the current section is, a fraction in [0, 1].
     """
 
     sessions: list[Path]
@@ -79,6 +82,7 @@ class ReportInputs:
     options: ReportOptions
     figdir: Path
     say: ProgressFn
+    within: Callable[[float], None] = field(default=lambda _f: None)
 
 
 class Section(Protocol):
@@ -608,7 +612,14 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
         source = f"{model_file.name}"
     else:
         say("fitting the pose-error model")
-        model = fit_pose_error(series, FitOptions(), sensor=opts.sensor, reference=opts.reference)
+        share = 0.5 if len(series) >= 2 else 1.0  # the validation takes the rest
+
+        def fitting(done: int, total: int) -> None:
+            inputs.within(share * done / total)
+
+        model = fit_pose_error(
+            series, FitOptions(), sensor=opts.sensor, reference=opts.reference, progress=fitting
+        )
         source = "fitted for this report"
     truth, speed = _pose_truth(use)
     params = model.params_array()
@@ -663,7 +674,13 @@ def _validation(inputs: ReportInputs, prepared: list, wrong: list[int | None]) -
     opts, figdir = inputs.options, inputs.figdir
     series = [p.series for p in prepared]
     inputs.say(f"leave-one-session-out validation ({opts.draws} draws per session)")
-    rep = validate_sessions(series, n_draws=opts.draws, seed=opts.seed, alpha=opts.alpha)
+
+    def validating(done: int, total: int) -> None:
+        inputs.within(0.5 + 0.5 * done / total)
+
+    rep = validate_sessions(
+        series, n_draws=opts.draws, seed=opts.seed, alpha=opts.alpha, progress=validating
+    )
     sessions = [
         ValidationSession(chk, ps.series.n, ps.series.n_segments - 1, w)
         for chk, ps, w in zip(rep.sessions, prepared, wrong, strict=True)

@@ -70,3 +70,19 @@ def test_import_shows_progress_on_a_terminal_only(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, [*args, "--into", str(tmp_path / "b.h5")])  # not a terminal
     assert r.exit_code == 0 and "reading" not in r.output and "%" not in r.output
     assert r.output.replace(str(tmp_path / "b.h5"), "S") == out.replace(str(tmp_path / "a.h5"), "S")
+
+
+def test_fit_draws_a_bar_on_a_terminal_and_nothing_with_json(tmp_path: Path) -> None:
+    import pose_util
+
+    (series,) = pose_util.campaign(21, "correct", n_sessions=1, duration_s=20.0)
+    h5 = tmp_path / "s.h5"
+    pose_util.write_session(h5, series)
+    args = ["fit", "pose-error", str(h5), "--sensor", "cam", "--no-align", "--time-offset", "0"]
+    code, out, shown = _run_with_tty_stderr(args)
+    assert code == 0, (out, shown)
+    assert "fitting the pose-error model" in shown and "100%" in shown
+    assert "fitting" not in out and "sigma" in out
+    code, out, shown = _run_with_tty_stderr([*args, "--json"])
+    assert code == 0 and out.lstrip().startswith("{")
+    assert "fitting" not in shown and "%" not in shown

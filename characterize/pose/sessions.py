@@ -27,7 +27,12 @@ from sensorbench.characterize.pose.align import (
     estimate_time_offset,
     pose_errors,
 )
-from sensorbench.characterize.pose.error_model import FitOptions, PoseErrorModel, fit_pose_error
+from sensorbench.characterize.pose.error_model import (
+    FitOptions,
+    PoseErrorModel,
+    Progress,
+    fit_pose_error,
+)
 from sensorbench.characterize.pose.frames import (
     FRAME_ALPHA,
     FrameCheck,
@@ -234,6 +239,7 @@ def fit_prepared(
     sensor: str,
     reference: str,
     options: FitOptions | None = None,
+    progress: Progress | None = None,
 ) -> PoseErrorModel:
     """Fit the pose-error model over prepared sessions (:func:`fit_pose_error`).
 
@@ -259,6 +265,7 @@ def fit_prepared(
             "segmentation": {ps.series.name: ps.segmentation.to_dict() for ps in prepared},
             "time_origin": TIME_ORIGIN,
         },
+        progress=progress,
     )
 
 
