@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
+from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output, force_option
 
@@ -71,21 +71,19 @@ def report_cmd(
     """
     from sensorbench.report.build import ReportOptions, build_report
 
-    def say(msg: str) -> None:
-        if sys.stderr.isatty():
-            click.echo(msg, err=True)
-
     page = out_dir / "report.html"
     if out_dir.is_dir():
         check_output(page, force=force, inputs=sessions)
-    rep = build_report(
-        list(sessions),
-        out_dir,
-        models_dir=models_dir,
-        options=ReportOptions(draws=draws, seed=seed, sensor=sensor, reference=reference),
-        progress=say,
-        force=force,
-    )
+    with progress_bar("report", enabled=not as_json) as bar:
+        rep = build_report(
+            list(sessions),
+            out_dir,
+            models_dir=models_dir,
+            options=ReportOptions(draws=draws, seed=seed, sensor=sensor, reference=reference),
+            progress=None if bar is None else bar.say,
+            force=force,
+            steps=bar,
+        )
     if as_json:
         click.echo(to_json({"report": rep.path, **rep.data}))
     else:

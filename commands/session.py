@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from sensorbench.commands.progress import progress_bar
 from sensorbench.errors import OutputError
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import atomic_output, force_option, same_file
@@ -225,10 +226,15 @@ def _import_command(what: str) -> click.Command:
         up: str = "y",
         max_position_m: float | None = None,
         columns: str | None = None,
+        times: Path | None = None,
     ) -> None:
         if same_file(file, session):
             raise OutputError(f"{file} is both the file to import and the session; nothing done")
         options: dict = {"body": body, "up": up} if fmt == "motive" else {}
+        if (times is not None) != (fmt == "kitti"):
+            raise click.UsageError("--times FILE goes with --format kitti, and only with it")
+        if times is not None:
+            options["times"] = times
         if max_position_m is not None:
             options["max_position_m"] = max_position_m
         if columns is not None:
@@ -263,6 +269,12 @@ def _import_command(what: str) -> click.Command:
             + ", ".join(POD_OPTIONAL_COLUMNS)
             + ").",
         )(cmd)
+    cmd = click.option(
+        "--times",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="kitti: the times file, one time (s) per line for each pose line.",
+    )(cmd)
     cmd = click.option(
         "--columns",
         default=None,
@@ -314,11 +326,18 @@ def _bag_info(bag: Path, as_json: bool) -> None:
     "--topic",
     "topics",
     multiple=True,
-    required=True,
     metavar="TOPIC=NAME[:KIND]",
     help="A topic and the stream it becomes (repeat). Pose kinds: mocap, pose_sensor, "
-    "estimate (default: mocap for names starting with mocap, else pose_sensor). TF topics "
-    "name their child frame: '/tf[base_link]=mocap'.",
+    "estimate (default: mocap or estimate for names starting so, else pose_sensor). TF "
+    "topics name their child frame: '/tf[base_link]=mocap'.",
+)
+@click.option(
+    "--tf",
+    "tfs",
+    multiple=True,
+    metavar="PARENT:CHILD=NAME[:KIND]",
+    help="The pose of frame CHILD in frame PARENT, composed from /tf and /tf_static as tf2 "
+    "does, at every stamp of the chain's fastest link (repeat), e.g. map:camera_link=cam.",
 )
 @click.option(
     "--into",
@@ -331,6 +350,13 @@ def _bag_info(bag: Path, as_json: bool) -> None:
     "--reloc-topic",
     default=None,
     help="Every message on this topic is a relocalization of the pose sensor at its stamp.",
+)
+@click.option(
+    "--events",
+    "events_topic",
+    default=None,
+    metavar="TOPIC",
+    help="Diagnostics (DiagnosticArray) or log messages on TOPIC become session events.",
 )
 @click.option(
     "--duplicates",
@@ -349,26 +375,44 @@ def _bag_info(bag: Path, as_json: bool) -> None:
 def import_rosbag_cmd(
     bag: Path,
     topics: tuple[str, ...],
+    tfs: tuple[str, ...],
     session: Path,
     reloc_topic: str | None,
+    events_topic: str | None,
     duplicates: str,
     max_position_m: float,
 ) -> None:
     """Import topics of a ROS bag (rosbag2 sqlite3 or MCAP, ROS 1 .bag) into a session.
 
     Odometry, PoseStamped, PoseWithCovarianceStamped, TransformStamped and TF
-    (one child frame) become pose streams; LaserScan becomes a lidar stream (angles
-    CCW from the sensor's forward, in [0, 2pi)). Header stamps are the sample times.
+    (one child frame) become pose streams, with their frame ids and covariances;
+    --tf composes a frame's pose along the transform tree; LaserScan becomes a lidar
+    stream (angles CCW from the sensor's forward, in [0, 2pi)); JointState of
+    integer positions an encoder stream. Header stamps are the sample times.
     """
-    from sensorbench.logs.import_rosbag import TopicSpec, import_rosbag
+    from sensorbench.logs.import_rosbag import TfSpec, TopicSpec, import_rosbag
 
+    if not topics and not tfs:
+        raise click.UsageError("name at least one --topic TOPIC=NAME or --tf PARENT:CHILD=NAME")
     specs = [TopicSpec.parse(t) for t in topics]
-    parsed = import_rosbag(bag, specs, session, reloc_topic, max_position_m, duplicates)
+    chains = [TfSpec.parse(t) for t in tfs]
+    with progress_bar(f"reading {bag.name}") as progress:
+        parsed = import_rosbag(
+            bag, specs, session, reloc_topic, max_position_m, duplicates,
+            tfs=chains, events_topic=events_topic, progress=progress,
+        )  # fmt: skip
     for b in parsed.streams:
         imp = b.imported
         n_turns = getattr(imp.batch, "n_turns", None)
         what = f"{n_turns} scans" if n_turns is not None else f"{len(imp.batch)} samples"
         click.echo(f"imported {what} from {b.spec.topic} into {session} as stream {b.spec.name!r}")
+        if imp.attrs.get("ros_tf_chain"):
+            skipped = imp.attrs["ros_tf_stamps_skipped"]
+            click.echo(
+                f"  chain {imp.attrs['ros_tf_chain']}, at the stamps of "
+                f"{imp.attrs['ros_tf_stamps_from']}"
+                + (f" ({skipped} outside another link's samples skipped)" if skipped else "")
+            )
         if imp.dropped_lines:
             click.echo(
                 f"  dropped {len(imp.dropped_lines)} message(s) repeating a stamp "
@@ -377,6 +421,9 @@ def import_rosbag_cmd(
             )
     if reloc_topic:
         click.echo(f"{len(parsed.reloc_ns)} relocalization(s) from {reloc_topic}")
+    if events_topic:
+        n_events = len(parsed.events) - len(parsed.reloc_ns)
+        click.echo(f"{n_events} event(s) from {events_topic}")
 
 
 @click.command("export")
@@ -389,8 +436,8 @@ def import_rosbag_cmd(
     "fmt",
     type=click.Choice((*EXPORT_FORMATS, "mcap")),
     required=True,
-    help="tum (pose streams), csv (any stream) or mcap (scans, poses and pod counts as "
-    "ROS 2 messages, for Foxglove Studio).",
+    help="tum (pose streams), csv (any stream) or mcap (scans, poses, odometry, pod counts, "
+    "transforms and events as ROS 2 messages, for ros2 bag and Foxglove).",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
 @force_option("OUTPUT")
@@ -400,12 +447,30 @@ def export_cmd(session: Path, name: str | None, fmt: str, output: Path, force: b
     if fmt == "mcap":
         from sensorbench.logs.export_mcap import export_mcap
 
-        with atomic_output(output, force=force, inputs=[session]) as tmp:
-            counts = export_mcap(session, tmp, None if name is None else [name])
+        with (
+            atomic_output(output, force=force, inputs=[session]) as tmp,
+            progress_bar(f"writing {output.name}") as progress,
+        ):
+            done = export_mcap(session, tmp, None if name is None else [name], progress)
+        counts = done.messages
         click.echo(
             f"wrote {sum(counts.values())} messages to {output}: "
-            + ", ".join(f"{t} {n}" for t, n in counts.items())
+            + ", ".join(f"{t} {n}" for t, n in sorted(counts.items()))
         )
+        for lidar, bins in done.bins.items():
+            dropped = done.points_dropped[lidar]
+            click.echo(
+                f"  {lidar}: {bins} rays per turn"
+                + (
+                    f", {dropped} point(s) sharing a ray with a nearer one not written"
+                    if dropped
+                    else ""
+                )
+            )
+        if done.time_offset_ns:
+            click.echo(
+                f"  stamps: session times + {done.time_offset_ns} ns (the session's clock anchor)"
+            )
         return
     if name is None:
         raise click.UsageError(f"--stream is required for --format {fmt}")

@@ -801,6 +801,12 @@ def read_pose_csv(
     return _pose_imported(path, lines, t_ns, pos, quat, np.ones(n, bool), duplicates, attrs, flags)
 
 
+def _read_kitti(path: str | os.PathLike[str], **options: Any) -> Imported:
+    from sensorbench.logs.import_kitti import read_kitti  # it builds on this module
+
+    return read_kitti(path, **options)
+
+
 READERS = {
     ("mocap", "motive"): read_motive,
     ("mocap", "tum"): read_tum,
@@ -811,6 +817,8 @@ READERS = {
     ("mocap", "csv"): read_pose_csv,
     ("pose", "csv"): read_pose_csv,
     ("pods", "csv"): read_pod_csv,
+    ("mocap", "kitti"): _read_kitti,
+    ("pose", "kitti"): _read_kitti,
 }
 """(what, format) -> parser."""
 
@@ -840,10 +848,10 @@ def import_file(
 
     Args:
         what: ``mocap`` (pose stream of kind mocap), ``pose`` (pose_sensor) or ``pods``.
-        fmt: ``motive``, ``tum``, ``euroc`` or ``csv``.
+        fmt: ``motive``, ``tum``, ``euroc``, ``kitti`` or ``csv``.
         name: stream name (default: ``mocap``, ``pose_sensor`` or ``pods``).
-        options: parser options (``body``, ``up`` for Motive; ``max_position_m``;
-            ``duplicates``).
+        options: parser options (``body``, ``up`` for Motive; ``times`` for KITTI;
+            ``max_position_m``; ``duplicates``).
     """
     from sensorbench.logs.writer import SessionWriter
 
