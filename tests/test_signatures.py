@@ -18,17 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_PARAMETERS = 12
 EXEMPT = {"commands", "sim", "tests", "build", "docs", "examples"}
 
-KNOWN: dict[str, int] = {
-    # being split into named options on the drivers helper's branch (issue 31 item 3);
-    # the lead removes these entries when it is merged
-    "drivers/capture.py:run_capture": 14,
-    "drivers/serial_link.py:SerialLink.__init__": 14,
-}
-"""Violations outside this branch's area, ``path:qualified name`` → parameters, allowed
-until their owners land the fix (an entry that no longer violates fails the test, so
-the list cannot outlive them)."""
-
-
 def parameter_count(fn: ast.FunctionDef | ast.AsyncFunctionDef, in_class: bool) -> int:
     """Declared parameters of ``fn``, less the first of a method named self or cls."""
     a = fn.args
@@ -89,7 +78,4 @@ def outer():
 
 def test_no_library_function_takes_more_than_twelve_parameters() -> None:
     found = package_violations(ROOT)
-    new = {k: n for k, n in found.items() if k not in KNOWN}
-    assert not new, f"functions with more than {MAX_PARAMETERS} parameters: {new}"
-    fixed = sorted(set(KNOWN) - set(found))
-    assert not fixed, f"no longer over the limit, remove from KNOWN: {fixed}"
+    assert not found, f"functions with more than {MAX_PARAMETERS} parameters: {found}"
