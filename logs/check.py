@@ -39,6 +39,7 @@ from sensorbench.logs.schema import (
     GROUPS,
     LIBVER,
     LIDAR_POINT_FIELDS,
+    OPTIONAL_COLUMNS,
     STREAM_COLUMNS,
     FileStatus,
 )
@@ -102,8 +103,13 @@ def _stream_rows(kind: str, g: h5py.Group) -> tuple[int, int]:
         n = int(np.searchsorted(ends, g["data"].shape[0], "right")) if len(chunks) else 0
         used = int(ends[n - 1]) if n else 0
         return n, len(chunks) - n + (g["data"].shape[0] - used)
-    lengths = [g[c].shape[0] for c in _COLUMNS[kind]]
+    lengths = [g[c].shape[0] for c in _columns(kind, g)]
     return min(lengths), max(lengths) - min(lengths)
+
+
+def _columns(kind: str, g: h5py.Group) -> list[str]:
+    """The stream's own datasets and the optional ones it has."""
+    return [*_COLUMNS[kind], *(c for c in OPTIONAL_COLUMNS.get(kind, {}) if c in g)]
 
 
 def check_session(path: str | os.PathLike[str]) -> CheckReport:
@@ -161,7 +167,8 @@ def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> No
     if not isinstance(g, h5py.Group):
         report.errors.append(f"{key}: not a group")
         return
-    for col, dtype in _COLUMNS[kind].items():
+    optional = {c: d for c, d in OPTIONAL_COLUMNS.get(kind, {}).items() if c in g}
+    for col, dtype in {**_COLUMNS[kind], **optional}.items():
         if col not in g:
             report.errors.append(f"{key}: dataset {col!r} missing")
         elif g[col].dtype != np.dtype(dtype):
@@ -202,7 +209,7 @@ def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> No
 
 
 def _lengths(kind: str, g: h5py.Group) -> str:
-    text = ", ".join(f"{c} {g[c].shape[0]}" for c in _COLUMNS[kind])
+    text = ", ".join(f"{c} {g[c].shape[0]}" for c in _columns(kind, g))
     if kind == "lidar" and g["turns"].shape[0]:
         last = g["turns"][-1]
         text += f"; the turns end at point {int(last['offset']) + int(last['count'])}"
@@ -344,7 +351,7 @@ def _keep_original(path: Path) -> Path:
 def _copy_prefix(kind: str, g: h5py.Group, out: h5py.Group, n: int) -> None:
     for key, value in g.attrs.items():
         out.attrs[key] = value
-    rows = {c: n for c in _COLUMNS[kind]}
+    rows = {c: n for c in _columns(kind, g)}
     if kind == "lidar":
         idx = g["turns"][:n]
         points = int(idx["offset"][-1] + idx["count"][-1]) if n else 0

@@ -91,6 +91,10 @@ STREAM_COLUMNS = {
 }
 """Stream kind -> its datasets and their dtypes."""
 
+OPTIONAL_COLUMNS = {"pose": {"covariance": "<f8"}}
+"""Stream kind -> datasets a stream may have beside its own (``docs/FORMAT.md``): a pose
+``covariance`` (n, 6, 6), an estimate's or a ROS bag's, in ROS order."""
+
 RESERVED_NAMES = ("events", "truth", "_status")
 """Names no stream may take: the file's root entries; ``events`` also names the event
 table wherever a command takes a stream name (``export --stream events``, replay)."""
