@@ -28,6 +28,7 @@ from sensorbench.fusion.consistency import (
     nis_consistency,
     nis_monitor,
 )
+from sensorbench.fusion.estimate_stream import CROSS_CHECK
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
 from sensorbench.fusion.pod_drive import (
@@ -264,10 +265,6 @@ class Replay:
             },
             **self.info,
         }
-
-
-CROSS_CHECK = "pods_vs_imu"
-"""Monitor key of the pods-against-IMU heading check (beside the axes x, y, theta)."""
 
 
 def gate_rejection_rate(gate: float) -> float:

@@ -42,6 +42,9 @@ class PoseFlag(IntFlag):
     """The sensor reported a pause (e.g. covered); the sample may be held or stale."""
     DEGRADED = 4
     """An estimate whose filter's consistency monitor is raised at this sample."""
+    COASTING = 8
+    """An estimate at a frame that ends a gap of the pod stream longer than the filters'
+    ``stale_s``: the filters predicted over the gap."""
 
 
 class FileStatus(IntEnum):
