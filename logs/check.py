@@ -109,7 +109,8 @@ def _stream_rows(kind: str, g: h5py.Group) -> tuple[int, int]:
 
 def _columns(kind: str, g: h5py.Group) -> list[str]:
     """The stream's own datasets and the optional ones it has."""
-    return [*_COLUMNS[kind], *(c for c in OPTIONAL_COLUMNS.get(kind, {}) if c in g)]
+    own = [str(c) for c in _COLUMNS[kind]]
+    return own + [c for c in OPTIONAL_COLUMNS.get(kind, {}) if c in g]
 
 
 def check_session(path: str | os.PathLike[str]) -> CheckReport:
@@ -168,7 +169,7 @@ def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> No
         report.errors.append(f"{key}: not a group")
         return
     optional = {c: d for c, d in OPTIONAL_COLUMNS.get(kind, {}).items() if c in g}
-    for col, dtype in {**_COLUMNS[kind], **optional}.items():
+    for col, dtype in [*_COLUMNS[kind].items(), *optional.items()]:
         if col not in g:
             report.errors.append(f"{key}: dataset {col!r} missing")
         elif g[col].dtype != np.dtype(dtype):

@@ -94,7 +94,7 @@ STREAM_COLUMNS = {
 }
 """Stream kind -> its datasets and their dtypes."""
 
-OPTIONAL_COLUMNS = {"pose": {"covariance": "<f8"}}
+OPTIONAL_COLUMNS: dict[str, dict[str, str]] = {"pose": {"covariance": "<f8"}}
 """Stream kind -> datasets a stream may have beside its own (``docs/FORMAT.md``): a pose
 ``covariance`` (n, 6, 6), an estimate's or a ROS bag's, in ROS order."""
 
