@@ -366,6 +366,14 @@ def fit_noise_cmd(
     help="Replay from this time on (s from the session start).",
 )
 @click.option("--t-end", type=float, default=None, help="Replay up to this time (s).")
+@click.option(
+    "--repair/--no-repair",
+    default=True,
+    show_default=True,
+    help="Rebuild frames where a parallel pod bounced from the other pods and the IMU yaw "
+    "(judged against the whole session: `live` runs without it, so `--no-repair` "
+    "reproduces a live estimate).",
+)
 @_JSON_OPT
 def replay_cmd(
     session: Path,
@@ -381,6 +389,7 @@ def replay_cmd(
     monitor_level: float,
     t_start: float | None,
     t_end: float | None,
+    repair: bool,
     as_json: bool,
 ) -> None:
     """Replay a session's pods through the split x/y/heading filters.
@@ -420,6 +429,7 @@ def replay_cmd(
         gate=gate,
         reference=reference,
         window_ns=window,
+        repair=repair,
         monitor_window=monitor_window,
         monitor_level=monitor_level,
     )

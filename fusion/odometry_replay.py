@@ -12,6 +12,7 @@ gate's nominal rate, and the sliding-window NIS monitor's degraded spans.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import FitError, FusionError, SessionError
+from sensorbench.fusion.aid_queue import aid_interval
 from sensorbench.fusion.consistency import (
     AxisConsistency,
     MonitorResult,
@@ -46,6 +48,7 @@ from sensorbench.fusion.split_filter import (
     AXES,
     Aiding,
     FilterNoise,
+    FrameChunk,
     PoseAidModel,
     SplitFilter,
     SplitResult,
@@ -154,6 +157,20 @@ def read_aiding(
         valid=pb.valid & ~paused,
         relocalized=(pb.flags & int(PoseFlag.RELOCALIZED)) != 0,
     )
+
+
+def aid_period(path: str | os.PathLike[str], name: str = "pose_sensor") -> float | None:
+    """The pose sensor's nominal period (s) from its stream's ``rate_hz``, None without
+    one: the filters' Δt_aid, a constant ``live`` knows from the start."""
+    with Session(path) as s:
+        if name not in s.pose_names():
+            return None
+        rate = s.pose(name).attrs.get("rate_hz")
+    try:
+        rate = float(rate)
+    except (TypeError, ValueError):
+        return None
+    return 1.0 / rate if math.isfinite(rate) and rate > 0 else None
 
 
 def pose_errors(
@@ -421,14 +438,11 @@ def replay_session(
         pose0 = tuple(float(np.interp(odo.t_s[0], ref_t, ref_pose[:, k])) for k in range(3))
     aiding = read_aiding(path, odo.t0_ns, window_ns=window_ns) if aid_model is not None else None
     filt = SplitFilter(noise, gate=gate, aid_model=aid_model)
-    result = filt.run(
-        odo.t_s,
-        inc,
-        pose0=pose0,
-        var0=var0,
-        aiding=aiding,
-        pods=geometry,
-    )
+    interval = None
+    if aiding is not None:
+        interval = aid_period(path) or aid_interval(aiding, odo.t_s[0], odo.t_s[-1])
+    state = filt.start(odo.t_s[0], pose0, var0, geometry, interval)
+    result = filt.step(state, FrameChunk(odo.t_s[1:], inc, aiding))[1]
     errors = consistency = None
     if ref_t is not None:
         errors = pose_errors(result.t_s, result.pose, ref_t, ref_pose)

@@ -311,6 +311,18 @@ class SessionWriter:
                 chunks=(_ROW_CHUNK // 8, 6, 6),
             )
 
+    def stream_attrs(self, kind: str, name: str) -> dict[str, Any]:
+        """The attributes of a declared stream, as stored (``kind``: lidar, raw, encoder,
+        pose).
+
+        Raises:
+            SessionError: no such stream was declared.
+        """
+        stream = self._streams.get((kind, name))
+        if stream is None:
+            raise SessionError(f"{kind} stream {name!r} was not declared in {self.path}")
+        return dict(stream.group.attrs)
+
     def set_truth(self, path: str, data: np.ndarray, attrs: dict[str, Any] | None = None) -> None:
         """Store a truth array at ``/truth/<path>`` (simulated sessions only)."""
         self._check_layout_open("truth")
