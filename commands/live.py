@@ -173,9 +173,16 @@ def live_cmd(
     )
     runtime = LiveRuntime(config, models, options)
     duration = math.inf if duration_s is None else duration_s
-    printer = _StatusPrinter(
-        duration, extra=lambda t, s: format_live_status(runtime.on_status(t, s))
-    )
+    announced: list[str] = []
+
+    def live_parts(elapsed_s: float, statuses: list) -> list[str]:
+        st = runtime.on_status(elapsed_s, statuses)
+        if st.port is not None and not announced and options.foxglove is not None:
+            announced.append(f"ws://{options.foxglove[0]}:{st.port}")
+            click.echo(f"live view: {announced[0]} (Foxglove: Open connection)", err=True)
+        return format_live_status(st)
+
+    printer = _StatusPrinter(duration, extra=live_parts)
 
     def bringup_row(row: Any) -> None:
         if not as_json:

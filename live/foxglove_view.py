@@ -105,6 +105,7 @@ class FoxgloveView:
         self.published: dict[str, int] = {}
         self.latencies_ns: list[int] = []
         self._server: Any = None
+        self._ctx: Any = None
         self._port: int | None = None
         self._ch: dict[str, Any] = {}
         self._grids: dict[str, ScanGrid] = {}
@@ -140,7 +141,7 @@ class FoxgloveView:
             PosesInFrameChannel,
         )
 
-        ctx = foxglove.Context()
+        ctx = self._ctx = foxglove.Context()  # dropping the context closes its channels
         try:
             self._server = foxglove.start_server(
                 name="sensorbench live", host=self.host, port=self.requested_port, context=ctx
