@@ -19,7 +19,10 @@ topic                  schema                     what
                                                   the last 2000), twice a second
 ``/events``            ``foxglove.Log``           the session's events (unplug, reconnect,
                                                   stale, errors, monitor): warnings for
-                                                  faults, errors for ``error``
+                                                  faults, errors for ``error``; a viewer
+                                                  that subscribes gets the last
+                                                  :data:`EVENT_HISTORY` again first (a
+                                                  viewer already there sees them twice)
 ``/status``            JSON ``sensorbench.LiveStatus``  per device: connected, points or
                                                   frames per s, turns per s, kB/s, s since
                                                   data; the filters' step rate, dropped
@@ -57,6 +60,8 @@ ODOM = "odom"
 BASE = "base_link"
 PATH_STEP_NS = 100_000_000
 PATH_POSES = 2000
+EVENT_HISTORY = 100
+"""Events kept for a viewer that subscribes to ``/events`` later."""
 STATUS_SCHEMA = {
     "title": "sensorbench.LiveStatus",
     "type": "object",
@@ -110,6 +115,7 @@ class FoxgloveView:
         self._ch: dict[str, Any] = {}
         self._grids: dict[str, ScanGrid] = {}
         self._path: list[PoseSample] = []
+        self._events: list[tuple[str, tuple[int, str, str]]] = []
         self._last_path_ns = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -144,7 +150,11 @@ class FoxgloveView:
         ctx = self._ctx = foxglove.Context()  # dropping the context closes its channels
         try:
             self._server = foxglove.start_server(
-                name="sensorbench live", host=self.host, port=self.requested_port, context=ctx
+                name="sensorbench live",
+                host=self.host,
+                port=self.requested_port,
+                context=ctx,
+                server_listener=_Listener(self.queue),
             )
         except Exception as exc:  # the SDK raises its own error types
             raise LiveError(
@@ -324,7 +334,16 @@ class FoxgloveView:
                 self._ch["/path"].log(PosesInFrame(timestamp=stamp, frame_id=ODOM, poses=poses))
                 self._count("/path")
 
+    def _history(self, _: str, __: Any, ___: Any) -> None:
+        for source, ev in list(self._events):
+            self._log(source, ev)
+
     def _event(self, source: str, ev: tuple[int, str, str], _: Any) -> None:
+        self._events.append((source, ev))
+        del self._events[:-EVENT_HISTORY]
+        self._log(source, ev)
+
+    def _log(self, source: str, ev: tuple[int, str, str]) -> None:
         from foxglove.messages import Log, LogLevel
 
         t_ns, kind, message = ev
@@ -343,3 +362,16 @@ class FoxgloveView:
     def _status(self, _: str, doc: dict[str, Any], __: Any) -> None:
         self._ch["/status"].log(json.loads(json.dumps(doc, default=float)))
         self._count("/status")
+
+
+class _Listener:
+    """The server's callbacks: a subscription to ``/events`` asks for the history."""
+
+    def __init__(self, queue: DropQueue) -> None:
+        self.queue = queue
+
+    def on_subscribe(self, client: Any, channel: Any) -> None:
+        """Called by the SDK (its thread) when a client subscribes to a channel."""
+        if channel.topic == "/events":
+            self.queue.put(("history", "", None, 0))
+

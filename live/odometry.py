@@ -266,7 +266,9 @@ class OdometryWorker:
             write_monitor_events(self.writer, sorted(events))
         self.counters.steps += 1
         self.counters.frames += len(frames)
-        arrivals = tuple(self._arrivals)
+        # the first step holds the frame clock's warm-up (a second of frames): its frames
+        # did not wait on the filters, so they count in no latency
+        arrivals = tuple(self._arrivals) if self.counters.steps > 1 else ()
         self._arrivals = []
         self._last_frame_ns = time.monotonic_ns()
         v = result.velocity[-1]
