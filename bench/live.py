@@ -25,6 +25,7 @@ a UDP socket receiving the datagrams, both on other threads of this process.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import socket
 import subprocess
@@ -63,10 +64,13 @@ def _viewer(url_port: list[int], stop: threading.Event) -> None:
     import json
 
     import websockets
+    from websockets.typing import Subprotocol
 
     async def run() -> None:
         async with websockets.connect(
-            f"ws://127.0.0.1:{url_port[0]}", subprotocols=["foxglove.sdk.v1"], max_size=None
+            f"ws://127.0.0.1:{url_port[0]}",
+            subprotocols=[Subprotocol("foxglove.sdk.v1")],
+            max_size=None,
         ) as ws:
             n = 0
             while not stop.is_set():
@@ -85,7 +89,7 @@ def _viewer(url_port: list[int], stop: threading.Event) -> None:
 
 
 def _live_run(duration_s: float, windows: int) -> list[BenchResult]:
-    from sensorbench.commands.live import load_models
+    from sensorbench.live.odometry import OdometryModels
     from sensorbench.live.runtime import LiveOptions, LiveRuntime, live_summary
 
     with tempfile.TemporaryDirectory(prefix="sensorbench-bench-") as tmp:
@@ -108,8 +112,9 @@ def _live_run(duration_s: float, windows: int) -> list[BenchResult]:
                     received[0] += 1
 
         config = load_robot_config(DEFAULT_CONFIG, run_dir=run)
-        models = load_models(MODELS / "pods-emulated.toml", MODELS / "noise-emulated.toml",
-                             None, imu=True)  # fmt: skip
+        models = OdometryModels.from_files(
+            MODELS / "pods-emulated.toml", MODELS / "noise-emulated.toml", imu=True
+        )
         runtime = LiveRuntime(
             config, models, LiveOptions(foxglove=("127.0.0.1", 0), udp=rx.getsockname())
         )
@@ -147,7 +152,7 @@ def _live_run(duration_s: float, windows: int) -> list[BenchResult]:
     lat = np.asarray(runtime.odometry.counters.latencies_ns if runtime.odometry else [], float)
     rounds_p50, rounds_p99, cpu_total = [], [], []
     per_thread: dict[str, list[Round]] = {}
-    for a, b in zip(edges[:-1], edges[1:], strict=True):
+    for a, b in itertools.pairwise(edges):
         (w0, c0, th0, n0), (w1, c1, th1, n1) = ticks[a], ticks[b]
         wall = w1 - w0
         chunk = lat[n0:n1] / 1e6
@@ -192,12 +197,13 @@ def _live_run(duration_s: float, windows: int) -> list[BenchResult]:
 
 def _step_rate(rounds: int) -> BenchResult:
     """Frames per CPU second of the filter step on 10-frame chunks, / 200 frames/s."""
-    from sensorbench.commands.live import load_models
     from sensorbench.fusion.pod_kinematics import body_increments
     from sensorbench.fusion.split_filter import FrameChunk, SplitFilter
+    from sensorbench.live.odometry import OdometryModels
 
-    models = load_models(MODELS / "pods-emulated.toml", MODELS / "noise-emulated.toml", None,
-                         imu=False)  # fmt: skip
+    models = OdometryModels.from_files(
+        MODELS / "pods-emulated.toml", MODELS / "noise-emulated.toml"
+    )
     rng = np.random.default_rng(0)
     n = 400
     t = np.arange(n + 1) * 0.005
@@ -214,7 +220,7 @@ def _step_rate(rounds: int) -> BenchResult:
     return BenchResult.from_rounds(
         "live", "filter step (10-frame chunks) vs pod line rate",
         timing.rounds(lambda o, _: n / o / 200.0), "x", 4.0, True,
-        f"{n / timing.ours_median_s:.0f} frames per CPU s in 10-frame steps (median) / 200 frames/s",
+        f"{n / timing.ours_median_s:.0f} frames per CPU s in 10-frame steps (median) / 200 /s",
     )  # fmt: skip
 
 

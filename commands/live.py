@@ -31,17 +31,9 @@ def load_models(
         if noise_path is not None or pose_model_path is not None:
             raise click.UsageError("--noise and --pose-model need --pods (the pod geometry)")
         return None
-    from sensorbench.characterize.pose.aid import load_pose_aid_model
-    from sensorbench.fusion.pod_kinematics import load_pod_model
-    from sensorbench.fusion.split_filter import FilterNoise, load_noise_model
     from sensorbench.live.odometry import OdometryModels
 
-    return OdometryModels(
-        load_pod_model(pods_path),
-        load_noise_model(noise_path) if noise_path else FilterNoise.default(),
-        load_pose_aid_model(pose_model_path) if pose_model_path else None,
-        imu=imu,
-    )
+    return OdometryModels.from_files(pods_path, noise_path, pose_model_path, imu)
 
 
 @click.command("live")

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from foxglove.websocket import ServerListener
 
 from sensorbench.errors import LiveError
 from sensorbench.fusion.scan_merge import Mount
@@ -364,7 +365,7 @@ class FoxgloveView:
         self._count("/status")
 
 
-class _Listener:
+class _Listener(ServerListener):
     """The server's callbacks: a subscription to ``/events`` asks for the history."""
 
     def __init__(self, queue: DropQueue) -> None:
@@ -374,4 +375,3 @@ class _Listener:
         """Called by the SDK (its thread) when a client subscribes to a channel."""
         if channel.topic == "/events":
             self.queue.put(("history", "", None, 0))
-

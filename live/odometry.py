@@ -35,6 +35,7 @@ of it is recorded as an estimate (it is no filter step).
 from __future__ import annotations
 
 import math
+import os
 import queue
 import threading
 import time
@@ -92,6 +93,31 @@ class OdometryModels:
     monitor_window: int = 50
     monitor_level: float = 0.999
     imu: bool = False
+
+    @classmethod
+    def from_files(
+        cls,
+        pods: str | os.PathLike[str],
+        noise: str | os.PathLike[str] | None = None,
+        pose_model: str | os.PathLike[str] | None = None,
+        imu: bool = False,
+    ) -> OdometryModels:
+        """The models from their files (``fit pods``, ``fit noise``, ``fit pose-error``);
+        without a noise model the untuned defaults.
+
+        Raises:
+            ModelFileError: a file of another kind, version or units, or malformed.
+        """
+        from sensorbench.characterize.pose.aid import load_pose_aid_model
+        from sensorbench.fusion.pod_kinematics import load_pod_model
+        from sensorbench.fusion.split_filter import load_noise_model
+
+        return cls(
+            load_pod_model(pods),
+            load_noise_model(noise) if noise is not None else FilterNoise.default(),
+            load_pose_aid_model(pose_model) if pose_model is not None else None,
+            imu=imu,
+        )
 
 
 @dataclass

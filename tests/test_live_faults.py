@@ -24,12 +24,12 @@ import capture_util as cu
 import numpy as np
 import pytest
 
-from sensorbench.commands.live import load_models
 from sensorbench.drivers.capture import CaptureOptions, run_capture
 from sensorbench.fusion.estimate_stream import estimate_times_ns
 from sensorbench.fusion.odometry_replay import replay_session
 from sensorbench.fusion.pod_kinematics import load_pod_model
 from sensorbench.fusion.split_filter import load_noise_model
+from sensorbench.live.odometry import OdometryModels
 from sensorbench.live.runtime import LiveOptions, LiveRuntime, live_summary
 from sensorbench.live.udp import PREDICTED, unpack
 from sensorbench.logs import PoseFlag, Session
@@ -94,7 +94,7 @@ class _Udp:
 
 
 def _live_in_thread(robot, out, duration_s, udp: _Udp):
-    models = load_models(PODS, NOISE, None, imu=True)
+    models = OdometryModels.from_files(PODS, NOISE, imu=True)
     runtime = LiveRuntime(robot.config, models, LiveOptions(udp=udp.sock.getsockname()))
     thread, box = cu.run_in_thread(
         run_capture, robot.config, out, duration_s, CaptureOptions(label="fault"),
