@@ -3,9 +3,9 @@ filter step's rate against the pods' line rate.
 
 The emulated robot (LD19, two A1s, pod MCU) runs in another process (``sensorbench
 emulate robot``) at real rate, so only the live run's work is measured. The live run
-(capture + filters + merge + Foxglove server + UDP) runs in this process with a
-Foxglove protocol client subscribed to every channel (decoding nothing: it reads) and
-a UDP socket receiving the datagrams, both on other threads of this process.
+(capture + filters + merge + Foxglove server + UDP) runs in this process; a Foxglove
+protocol client subscribed to every channel (reading, decoding nothing) and a UDP
+socket receiving the datagrams run in a third.
 
 - **Latency**: from a pod batch's arrival (the driver hands the decoded frames over) to
   the UDP datagram of the step that filtered it being sent, per batch; p50 and p99 per
@@ -15,9 +15,8 @@ a UDP socket receiving the datagrams, both on other threads of this process.
   capture's read window, not counted here (it is the same with or without live).
 - **CPU**: each thread's CPU time (``/proc/self/task/*/stat``, 10 ms ticks) over
   consecutive windows of the recording: per device its reader thread, the runtime's
-  threads, and the whole process (``time.process_time``, the viewer's and UDP's
-  receiving threads included, so the whole figure is an upper bound); % of one core,
-  median over the windows.
+  threads, and the whole process (``time.process_time``; the viewer and the UDP receiver
+  run in a process of their own); % of one core, median over the windows.
 - **Step rate**: frames per CPU second of :meth:`SplitFilter.step` on 10-frame chunks
   (one 50 ms pod read) of a recorded drive, over the pods' 200 frames/s, in rounds.
 """
@@ -26,12 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -58,34 +57,49 @@ def _thread_cpu() -> dict[str, float]:
     return out
 
 
-def _viewer(url_port: list[int], stop: threading.Event) -> None:
-    """A Foxglove client that subscribes to everything and reads until ``stop``."""
-    import asyncio
-    import json
-
-    import websockets
-    from websockets.typing import Subprotocol
-
-    async def run() -> None:
-        async with websockets.connect(
-            f"ws://127.0.0.1:{url_port[0]}",
-            subprotocols=[Subprotocol("foxglove.sdk.v1")],
-            max_size=None,
-        ) as ws:
-            n = 0
-            while not stop.is_set():
-                try:
-                    msg = await asyncio.wait_for(ws.recv(), 0.5)
-                except TimeoutError:
-                    continue
-                if isinstance(msg, str) and json.loads(msg).get("op") == "advertise":
-                    chans = json.loads(msg)["channels"]
-                    subs = [{"id": n + i + 1, "channelId": c["id"]} for i, c in enumerate(chans)]
-                    n += len(chans)
+_VIEWER = """
+import asyncio, json, socket, sys, time
+import websockets
+port, udp_port, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+rx.bind(("127.0.0.1", udp_port))
+rx.setblocking(False)
+got = {"udp": 0, "ws": 0}
+async def main():
+    loop = asyncio.get_running_loop()
+    async def udp():
+        while True:
+            try:
+                await loop.sock_recv(rx, 4096)
+                got["udp"] += 1
+            except OSError:
+                await asyncio.sleep(0.01)
+    asyncio.ensure_future(udp())
+    async with websockets.connect(f"ws://127.0.0.1:{port}", subprotocols=["foxglove.sdk.v1"],
+                                  max_size=None) as ws:
+        n, end = 0, time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                msg = await asyncio.wait_for(ws.recv(), 0.5)
+            except asyncio.TimeoutError:
+                continue
+            if isinstance(msg, str):
+                doc = json.loads(msg)
+                if doc.get("op") == "advertise":
+                    subs = [{"id": n + i + 1, "channelId": c["id"]}
+                            for i, c in enumerate(doc["channels"])]
+                    n += len(subs)
                     await ws.send(json.dumps({"op": "subscribe", "subscriptions": subs}))
-
-    with contextlib.suppress(Exception):
-        asyncio.run(run())
+            else:
+                got["ws"] += 1
+try:
+    asyncio.run(main())
+except Exception:  # the server went away: the live run ended
+    pass
+print(json.dumps(got))
+"""
+"""A Foxglove client subscribed to every channel and a UDP receiver, in a process of
+their own (``python -c _VIEWER PORT UDP_PORT SECONDS``; prints what it received)."""
 
 
 def _live_run(duration_s: float, windows: int) -> list[BenchResult]:
@@ -99,24 +113,18 @@ def _live_run(duration_s: float, windows: int) -> list[BenchResult]:
              "robot", "--run-dir", str(run), "--duration", str(duration_s + 90)],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
-        rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        rx.bind(("127.0.0.1", 0))
-        rx.settimeout(0.2)
-        stop = threading.Event()
-        received = [0]
-
-        def receive() -> None:
-            while not stop.is_set():
-                with contextlib.suppress(TimeoutError):
-                    rx.recv(4096)
-                    received[0] += 1
+        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        probe.bind(("127.0.0.1", 0))
+        udp_port = probe.getsockname()[1]
+        probe.close()  # the viewer process binds it
+        viewer: list[subprocess.Popen] = []
 
         config = load_robot_config(DEFAULT_CONFIG, run_dir=run)
         models = OdometryModels.from_files(
             MODELS / "pods-emulated.toml", MODELS / "noise-emulated.toml", imu=True
         )
         runtime = LiveRuntime(
-            config, models, LiveOptions(foxglove=("127.0.0.1", 0), udp=rx.getsockname())
+            config, models, LiveOptions(foxglove=("127.0.0.1", 0), udp=("127.0.0.1", udp_port))
         )
         port: list[int] = []
         ticks: list[tuple[float, float, dict[str, float], int]] = []
@@ -125,11 +133,13 @@ def _live_run(duration_s: float, windows: int) -> list[BenchResult]:
             st = runtime.on_status(t, statuses)
             if not port and st.port is not None:
                 port.append(st.port)
-                threading.Thread(target=_viewer, args=(port, stop), daemon=True).start()
+                viewer.append(subprocess.Popen(
+                    [sys.executable, "-c", _VIEWER, str(st.port), str(udp_port),
+                     str(duration_s + 5)], stdout=subprocess.PIPE, text=True,
+                ))  # fmt: skip
             lat = runtime.odometry.counters.latencies_ns if runtime.odometry else []
             ticks.append((time.monotonic(), time.process_time(), _thread_cpu(), len(lat)))
 
-        threading.Thread(target=receive, daemon=True).start()
         try:
             if emu.stdout is None:
                 raise RuntimeError("emulate robot: no stdout pipe")
@@ -138,10 +148,16 @@ def _live_run(duration_s: float, windows: int) -> list[BenchResult]:
             result = run_capture(config, Path(tmp) / "bench.h5", duration_s, CaptureOptions(),
                                  on_status=on_status, consumer=runtime)  # fmt: skip
         finally:
-            stop.set()
             emu.terminate()
             emu.wait(10)
-            rx.close()
+            received = {"udp": 0, "ws": 0}
+            for v in viewer:  # it ends when the server goes away
+                try:
+                    out_text = v.communicate(timeout=30)[0]
+                    received = json.loads(out_text.strip().splitlines()[-1])
+                except (subprocess.TimeoutExpired, ValueError, IndexError):
+                    v.kill()
+                    v.wait(10)
     summary = live_summary(runtime)
     if not result.ok or len(ticks) < windows + 3:
         return [BenchResult("live", "live run", float("nan"), "", None, False,
@@ -176,8 +192,8 @@ def _live_run(duration_s: float, windows: int) -> list[BenchResult]:
                                 f"{summary['merged_scans']} merged scans, view published "
                                 f"{sum((summary['view'] or {}).get('published', {}).values())}"
                                 f" messages (dropped {(summary['view'] or {}).get('dropped')}),"
-                                f" {received[0]} datagrams received; the viewer's and UDP "
-                                "receiver's threads included"),
+                                f" the viewer (another process) read {received['ws']} and "
+                                f"{received['udp']} datagrams"),
     ]  # fmt: skip
     for name in devices:
         rounds = per_thread.get(name[:15])
