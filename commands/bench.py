@@ -31,6 +31,7 @@ def bench_cmd(as_json: bool, quick: bool, only: tuple[str, ...]) -> None:
     smallest and largest round (--json lists every round). Targets come from the
     project's issues; a missed target is shown, not hidden.
     """
+
     def progress(name: str) -> None:
         if not as_json:
             click.echo(f"running {name} ...", err=True)
