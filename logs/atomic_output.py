@@ -12,7 +12,9 @@ Every command that writes a file goes through this module:
   ``force`` the final step is a no-clobber hard link, so a file that appeared in
   the meantime is not replaced either.
 * :func:`atomic_update` modifies an existing file through a complete copy that
-  replaces the original in one rename (used by ``import --into``).
+  replaces the original in one rename (used by ``import --into``), holding the
+  file's update lock (:mod:`~sensorbench.logs.update_lock`) from the copy to the
+  rename, so two updates at once never lose one.
 * :func:`atomic_figures` does the same for a directory of figures (``--plots``).
 """
 
@@ -30,6 +32,7 @@ from typing import Any
 import click
 
 from sensorbench.errors import OutputError
+from sensorbench.logs.update_lock import DEFAULT_WAIT_S, UpdateLock
 
 PathLike = str | os.PathLike[str]
 
@@ -178,19 +181,27 @@ def atomic_output(
 class PendingUpdate(PendingOutput):
     """A complete copy of an existing file, modified at :attr:`tmp`, swapped in at commit.
 
-    The commit refuses if the original changed since the copy was taken (another
-    process wrote it), so no update is ever lost.
+    The file's :class:`~sensorbench.logs.update_lock.UpdateLock` is taken before the
+    copy and held until the swap (or the discard), so a second update of the same file
+    waits for this one (up to ``wait_s``) and then starts from its result: no update is
+    ever lost. The commit still refuses if the original changed since the copy was
+    taken (a writer that does not take the lock).
+
+    Args:
+        path: the file to update.
+        wait_s: longest wait for another update of ``path`` to finish (s).
     """
 
-    def __init__(self, path: PathLike) -> None:
+    def __init__(self, path: PathLike, *, wait_s: float = DEFAULT_WAIT_S) -> None:
         self.path = Path(path)
         if not self.path.is_file():
             raise OutputError(f"{self.path}: no such file to update")
         self.force = True
         self.tmp = temp_name(self.path)
         self.done = False
-        self._stamp = self._identity()
+        self._lock = UpdateLock(self.path, wait_s).acquire()
         try:
+            self._stamp = self._identity()
             shutil.copy2(self.path, self.tmp)
         except BaseException as exc:
             self.discard()
@@ -206,10 +217,20 @@ class PendingUpdate(PendingOutput):
 
     def commit(self) -> Path:
         """Swap the modified copy in, unless the original changed meanwhile."""
-        if self._identity() != self._stamp:
-            self.discard()
-            raise OutputError(f"{self.path} changed while it was being updated; it is unchanged")
-        return super().commit()
+        try:
+            if self._identity() != self._stamp:
+                self.discard()
+                raise OutputError(
+                    f"{self.path} changed while it was being updated; it is unchanged"
+                )
+            return super().commit()
+        finally:
+            self._lock.release()
+
+    def discard(self) -> None:
+        """Delete the copy and release the lock (the original is untouched)."""
+        super().discard()
+        self._lock.release()
 
 
 @contextlib.contextmanager

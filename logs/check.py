@@ -42,6 +42,7 @@ from sensorbench.logs.schema import (
     STREAM_COLUMNS,
     FileStatus,
 )
+from sensorbench.logs.update_lock import UpdateLock
 from sensorbench.logs.writer_record import writer_alive
 
 _REQUIRED_ROOT_ATTRS = (
@@ -276,7 +277,8 @@ def recover_session(
     The rebuilt file is written under a temporary name and then takes the
     original's name; the original keeps its bytes under a new name
     (``NAME.orig.h5``, or ``NAME.orig-2.h5``… when that exists: nothing is ever
-    overwritten).
+    overwritten). The session's update lock is held throughout, so a concurrent
+    import or recovery waits.
 
     Args:
         path: the session file.
@@ -287,6 +289,11 @@ def recover_session(
         SessionError: the file is closed already, or its writer still runs (or may).
     """
     path = Path(path)
+    with UpdateLock(path):
+        return _recover_locked(path, backup, force)
+
+
+def _recover_locked(path: Path, backup: bool, force: bool) -> RecoveryReport:
     report = check_session(path)
     if report.in_use:
         raise SessionError(f"{path} is in use: {report.in_use}; it was not touched")
