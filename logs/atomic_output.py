@@ -37,6 +37,31 @@ from sensorbench.logs.update_lock import DEFAULT_WAIT_S, UpdateLock
 PathLike = str | os.PathLike[str]
 
 
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+"""Errors that mean "this disk cannot take the output": reported as bad input (exit 2)."""
+
+
+def disk_error_text(exc: OSError) -> str:
+    """``No space left on device (ENOSPC)``: an OSError in words and its symbol."""
+    name = errno.errorcode.get(exc.errno or 0, "")
+    text = exc.strerror or str(exc)
+    return f"{text} ({name})" if name else text
+
+
+def disk_error(exc: BaseException, path: Path, consequence: str) -> BaseException:
+    """``exc`` as an :class:`OutputError` naming ``path`` when it is a failed write
+    (full, read-only or failing disk, :data:`WRITE_ERRNOS`); any other ``exc`` as is."""
+    if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
+        return OutputError(f"cannot write {path}: {disk_error_text(exc)}; {consequence}")
+    return exc
+
+
+def _unchanged(pending: PendingOutput) -> str:
+    if pending.force and pending.path.exists():
+        return "the existing file is unchanged"
+    return "nothing was written"
+
+
 def same_file(a: PathLike, b: PathLike) -> bool:
     """True when ``a`` and ``b`` name the same file (same resolved path or same inode)."""
     pa, pb = Path(a), Path(b)
@@ -136,9 +161,9 @@ class PendingOutput:
         """
         if self.done:
             return self.path
-        with open(self.tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
         try:
+            with open(self.tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
             if self.force:
                 os.replace(self.tmp, self.path)
             else:
@@ -170,12 +195,12 @@ def atomic_output(
     pending = PendingOutput(path, force=force, inputs=inputs)
     try:
         yield pending.tmp
-    except BaseException:
+        if not pending.tmp.exists():
+            raise OutputError(f"nothing was written to {pending.path}")
+        pending.commit()
+    except BaseException as exc:
         pending.discard()
-        raise
-    if not pending.tmp.exists():
-        raise OutputError(f"nothing was written to {pending.path}")
-    pending.commit()
+        raise disk_error(exc, pending.path, _unchanged(pending)) from exc
 
 
 class PendingUpdate(PendingOutput):
@@ -207,7 +232,8 @@ class PendingUpdate(PendingOutput):
             self.discard()
             if isinstance(exc, OSError):
                 raise OutputError(
-                    f"cannot copy {self.path} to update it ({exc}); it is unchanged"
+                    f"cannot copy {self.path} to update it ({disk_error_text(exc)}); "
+                    "it is unchanged"
                 ) from exc
             raise
 
@@ -239,10 +265,10 @@ def atomic_update(path: PathLike) -> Iterator[Path]:
     pending = PendingUpdate(path)
     try:
         yield pending.tmp
-    except BaseException:
+        pending.commit()
+    except BaseException as exc:
         pending.discard()
-        raise
-    pending.commit()
+        raise disk_error(exc, pending.path, "it is unchanged") from exc
 
 
 @contextlib.contextmanager
@@ -263,9 +289,12 @@ def atomic_figures(
     target = Path(directory)
     if target.exists() and not target.is_dir():
         raise OutputError(f"{target} is a file; give a directory for the figures")
-    target.mkdir(parents=True, exist_ok=True)
     work = target / f".figures.{os.getpid()}-{secrets.token_hex(4)}.partial"
-    work.mkdir()
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        work.mkdir()
+    except OSError as exc:
+        raise disk_error(exc, target, "no figure was written") from exc
     try:
         yield work
         made = sorted(p for p in work.iterdir() if p.is_file())
@@ -274,6 +303,8 @@ def atomic_figures(
         for p in made:
             os.replace(p, target / p.name)
         _fsync_dir(target)
+    except BaseException as exc:
+        raise disk_error(exc, target, "no figure was replaced") from exc
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -26,7 +26,8 @@ import h5py
 import numpy as np
 
 from sensorbench.errors import OutputError, SessionError
-from sensorbench.logs.atomic_output import link_no_clobber, temp_name
+from sensorbench.logs.atomic_output import disk_error, link_no_clobber, temp_name
+from sensorbench.logs.h5_output import guarded_h5
 from sensorbench.logs.reader import (
     SUPERBLOCK_SWMR_WRITE,
     SUPERBLOCK_WRITE_ACCESS,
@@ -37,7 +38,6 @@ from sensorbench.logs.reader import (
 from sensorbench.logs.schema import (
     EVENT_DTYPE,
     GROUPS,
-    LIBVER,
     LIDAR_POINT_FIELDS,
     STREAM_COLUMNS,
     FileStatus,
@@ -307,7 +307,7 @@ def _recover_locked(path: Path, backup: bool, force: bool) -> RecoveryReport:
     tmp = temp_name(path)
     kept: dict[str, int] = {}
     try:
-        with open_h5(path) as src, h5py.File(tmp, "w-", libver=LIBVER) as dst:
+        with open_h5(path) as src, guarded_h5(tmp, shown=path) as dst:
             for key, value in src.attrs.items():
                 dst.attrs[key] = value
             dst.attrs["recovered_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -326,10 +326,10 @@ def _recover_locked(path: Path, backup: bool, force: bool) -> RecoveryReport:
                     n, _ = _stream_rows(kind, g)
                     kept[f"{group_name}/{name}"] = n
                     _copy_prefix(kind, g, out_group.create_group(name), n)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
         bak = _keep_original(path) if backup else None
         os.replace(tmp, path)
+    except OSError as exc:
+        raise disk_error(exc, path, "it is unchanged") from exc
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)

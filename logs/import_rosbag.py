@@ -364,9 +364,8 @@ def import_rosbag(
     Relocalization messages also become ``relocalization`` events. Nothing is written
     unless every topic parses, and the session changes all at once (a copy swapped in).
     """
-    import h5py
-
     from sensorbench.logs.atomic_output import atomic_output, atomic_update
+    from sensorbench.logs.h5_output import guarded_h5
     from sensorbench.logs.writer import SessionWriter
 
     bag = Path(path)
@@ -396,7 +395,7 @@ def import_rosbag(
             for t in parsed.reloc_ns.tolist():
                 writer.event(int(t), reloc_topic or "", "relocalization", f"{reloc_topic} message")
         if extra:
-            with h5py.File(tmp, "a") as f:
+            with guarded_h5(tmp, "r+", shown=session) as f:
                 for b in extra:
                     if isinstance(b.imported.batch, LidarTurns):
                         group = f[f"lidar/{b.spec.name}"]
