@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.errors import OutputError
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import atomic_output, force_option, same_file
@@ -93,6 +94,10 @@ def info_cmd(session: Path, as_json: bool) -> None:
         click.echo("events: " + ", ".join(f"{k}={v}" for k, v in sorted(info["events"].items())))
     if info["truth"]:
         click.echo(f"truth: {len(info['truth'])} datasets (simulated session)")
+    for problem in info["problems"]:
+        click.echo(f"damaged: {problem} (spans and rates above include it)")
+    if info["problems"]:
+        click.echo(f"`sensorbench check {session}` lists every problem")
 
 
 @click.command("check")
@@ -264,7 +269,7 @@ def _import_command(what: str) -> click.Command:
         )(cmd)
         cmd = click.option(
             "--max-position-m",
-            type=click.FloatRange(min=0, min_open=True),
+            type=FiniteFloat(min=0, min_open=True),
             default=MAX_ABS_POSITION_M,
             show_default=True,
             help="Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error.",
@@ -321,7 +326,7 @@ def _bag_info(bag: Path, as_json: bool) -> None:
 )
 @click.option(
     "--max-position-m",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(min=0, min_open=True),
     default=MAX_ABS_POSITION_M,
     show_default=True,
     help="Largest accepted |x|, |y|, |z| (m).",
@@ -373,22 +378,43 @@ def import_rosbag_cmd(
     "ROS 2 messages, for Foxglove Studio).",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option(
+    "--skip-invalid",
+    is_flag=True,
+    help="Leave impossible samples out (non-finite or absurd values in valid samples, "
+    "times stepping back or repeating, impossible stamps; lidar: their whole turn) and "
+    "say how many, instead of refusing the stream.",
+)
 @force_option("OUTPUT")
-def export_cmd(session: Path, name: str | None, fmt: str, output: Path, force: bool) -> None:
+def export_cmd(
+    session: Path, name: str | None, fmt: str, output: Path, skip_invalid: bool, force: bool
+) -> None:
     """Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times),
-    or its streams to an MCAP file (docs/FORMAT.md)."""
+    or its streams to an MCAP file (docs/FORMAT.md).
+
+    A stream holding impossible samples is refused (exit 2, naming the dataset and the
+    first bad index) unless --skip-invalid."""
     if fmt == "mcap":
         from sensorbench.logs.export_mcap import export_mcap
 
+        skipped: dict[str, int] = {}
         with atomic_output(output, force=force, inputs=[session]) as tmp:
-            counts = export_mcap(session, tmp, None if name is None else [name])
+            counts = export_mcap(
+                session, tmp, None if name is None else [name], skip_invalid=skip_invalid,
+                skipped=skipped,
+            )  # fmt: skip
         click.echo(
             f"wrote {sum(counts.values())} messages to {output}: "
             + ", ".join(f"{t} {n}" for t, n in counts.items())
         )
+        for key, n in skipped.items():
+            click.echo(f"skipped {n} invalid {'turns' if key.startswith('lidar') else 'samples'} "
+                       f"of /{key} (--skip-invalid)")  # fmt: skip
         return
     if name is None:
         raise click.UsageError(f"--stream is required for --format {fmt}")
     with atomic_output(output, force=force, inputs=[session]) as tmp:
-        n = export_stream(session, name, fmt, tmp)
-    click.echo(f"wrote {n} rows to {output}")
+        done = export_stream(session, name, fmt, tmp, skip_invalid=skip_invalid)
+    click.echo(f"wrote {done.rows} rows to {output}")
+    if done.skipped:
+        click.echo(f"skipped {done.skipped} invalid samples of {name!r} (--skip-invalid)")

@@ -26,6 +26,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,13 +37,30 @@ _TWO_PI = 2.0 * math.pi
 
 
 def export_mcap(
-    session: str | os.PathLike[str], out: str | os.PathLike[str], names: list[str] | None = None
+    session: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    names: list[str] | None = None,
+    *,
+    skip_invalid: bool = False,
+    skipped: dict[str, int] | None = None,
 ) -> dict[str, int]:
     """Write the lidar, pose and encoder streams of ``session`` (or only ``names``) to ``out``.
+
+    A stream with impossible samples (:func:`~sensorbench.logs.values.exportable`) is
+    refused, or with ``skip_invalid`` written without them, their count per stream
+    put in ``skipped``.
 
     Returns:
         Messages written per topic.
     """
+    from sensorbench.logs.values import exportable
+
+    def checked(key: str, batch: Any) -> Any:
+        batch, n = exportable(str(session), key, batch, skip_invalid=skip_invalid)
+        if n and skipped is not None:
+            skipped[key] = n
+        return batch
+
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
@@ -74,7 +92,7 @@ def export_mcap(
                 counts[topic] = counts.get(topic, 0) + 1
 
             for name in [n for n in chosen if n in s.lidar_names()]:
-                turns = s.lidar(name).read()
+                turns = checked(f"lidar/{name}", s.lidar(name).read(validate=False))
                 offset = turns.offset
                 for k in range(turns.n_turns):
                     a, b = int(offset[k]), int(offset[k] + turns.count[k])
@@ -99,7 +117,7 @@ def export_mcap(
                     )
                     put(f"/{name}/scan", "sensor_msgs/msg/LaserScan", turns.t_first_ns[k], msg)
             for name in [n for n in chosen if n in s.pose_names()]:
-                pb = s.pose(name).read()
+                pb = checked(f"pose/{name}", s.pose(name).read(validate=False))
                 for t, p, q in zip(
                     pb.t_ns[pb.valid], pb.position[pb.valid], pb.quat_xyzw[pb.valid], strict=True
                 ):
@@ -114,7 +132,7 @@ def export_mcap(
                     )
                     put(f"/{name}/pose", "geometry_msgs/msg/PoseStamped", t, msg)
             for name in [n for n in chosen if n in s.encoder_names()]:
-                e = s.encoder(name).read()
+                e = checked(f"encoders/{name}", s.encoder(name).read(validate=False))
                 labels = [f"c{k}" for k in range(e.counts.shape[1])]
                 for t, c in zip(e.host_ns, e.counts, strict=True):
                     msg = T["sensor_msgs/msg/JointState"](

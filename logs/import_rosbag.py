@@ -37,6 +37,7 @@ from sensorbench.logs.importers import (
     _check_positions,
     _pose_imported,
     file_sha256,
+    refuse_impossible,
 )
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
 
@@ -114,9 +115,41 @@ def _open(bag: Path) -> Any:
     try:
         reader = AnyReader([bag])
         reader.open()
-    except (AnyReaderError, OSError, ValueError, KeyError) as exc:
+    except AnyReaderError as exc:
         raise ImportFormatError(f"{bag}: not a readable ROS bag ({exc})") from None
+    except Exception as exc:  # rosbags on a damaged file: AssertionError, struct.error, ...
+        raise ImportFormatError(f"{bag}: not a readable ROS bag ({_what(exc)})") from None
     return reader
+
+
+def _what(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _decoded(bag: Path, reader: Any, connections: list) -> Any:
+    """(connection, receive ns, message, its 1-based index in its topic) of every message,
+    decoded; a damaged record or message raises naming the bag, topic and index."""
+    seen: dict[str, int] = {}
+    records = reader.messages(connections=connections)
+    while True:
+        try:
+            conn, recv_ns, raw = next(records)
+        except StopIteration:
+            return
+        except Exception as exc:  # a corrupt record: rosbags raises whatever it meets
+            after = ", ".join(f"{t} {n}" for t, n in seen.items()) or "none"
+            raise ImportFormatError(
+                f"{bag}: the bag is damaged after these messages ({after}): {_what(exc)}"
+            ) from None
+        seen[conn.topic] = seen.get(conn.topic, 0) + 1
+        try:
+            msg = reader.deserialize(raw, conn.msgtype)
+        except Exception as exc:
+            raise ImportFormatError(
+                f"{bag}:{conn.topic}:{seen[conn.topic]}: the message cannot be decoded as "
+                f"{conn.msgtype}; the bag is damaged ({_what(exc)})"
+            ) from None
+        yield conn, recv_ns, msg
 
 
 def _stamp(msg: Any) -> int:
@@ -124,10 +157,19 @@ def _stamp(msg: Any) -> int:
 
 
 def bag_info(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Topics (type, message count), time span (s) and format of a bag."""
+    """Topics (type, message count), time span (s) and format of a bag.
+
+    Every message is read and decoded, so a damaged bag is reported here as the import
+    would report it.
+
+    Raises:
+        ImportFormatError: not a bag, or a damaged record or message (named).
+    """
     bag = Path(path)
     reader = _open(bag)
     try:
+        for _ in _decoded(bag, reader, list(reader.connections)):
+            pass
         topics = {
             name: {"type": info.msgtype, "count": int(info.msgcount)}
             for name, info in sorted(reader.topics.items())
@@ -211,6 +253,10 @@ def _scans(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagStream
         for name in ("angle_min", "angle_increment", "time_increment", "range_min", "range_max"):
             if not math.isfinite(getattr(m, name)):
                 raise ImportFormatError(f"{where}:{k + 1}: {name} {getattr(m, name)} is not finite")
+        if n > 1 and m.angle_increment == 0:
+            raise ImportFormatError(
+                f"{where}:{k + 1}: angle_increment is 0: all {n} rays at one bearing"
+            )
         r = np.asarray(m.ranges, dtype=np.float64)
         # REP 117: +inf no return, -inf too close, nan error; outside [min, max] not valid
         out = np.where(np.isposinf(r) | (r > m.range_max), np.inf, r)
@@ -297,8 +343,7 @@ def read_rosbag(
                 )
         rows: dict[str, list] = {t: [] for t in wanted}
         conns = [c for c in reader.connections if c.topic in rows]
-        for conn, recv_ns, raw in reader.messages(connections=conns):
-            msg = reader.deserialize(raw, conn.msgtype)
+        for conn, recv_ns, msg in _decoded(bag, reader, conns):
             rows[conn.topic].append((int(recv_ns), msg))
     finally:
         reader.close()
@@ -370,6 +415,8 @@ def import_rosbag(
 
     bag = Path(path)
     parsed = read_rosbag(bag, topics, reloc_topic, max_position_m, duplicates)
+    for b in parsed.streams:
+        refuse_impossible(Path(f"{bag}:{b.spec.topic}"), b.spec.name, b.imported.batch)
     source = {"source_file": bag.name}
     if bag.is_file():
         source["source_sha256"] = file_sha256(bag)

@@ -187,15 +187,14 @@ class SessionWriter:
         same directory, which replaces the original only when :meth:`close` succeeds;
         a kill, a full disk or an error at any moment leaves the original unchanged.
         """
-        from sensorbench.logs.reader import missing_datasets, open_h5
+        from sensorbench.logs.reader import open_h5
 
         path = Path(path)
         with open_h5(path) as probe:
-            missing = missing_datasets(probe) + ([] if "_status" in probe else ["_status"])
-            if missing:
+            if not isinstance(probe.get("_status"), h5py.Dataset):
                 raise SessionError(
-                    f"{path}: dataset(s) {', '.join('/' + m for m in missing)} missing; the "
-                    f"file is damaged (`sensorbench check {path}` lists every problem)"
+                    f"{path}: the file is damaged: /_status: missing (`sensorbench check "
+                    f"{path}` lists every problem)"
                 )
             status = FileStatus(int(probe["_status"][0]))
         if status == FileStatus.WRITING:
