@@ -191,8 +191,13 @@ def run_all(
     quick: bool = False,
     only: list[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    done: Callable[[str, list[BenchResult]], None] | None = None,
 ) -> list[BenchResult]:
-    """Run every benchmark module (or those named in ``only``) and collect results."""
+    """Run every benchmark module (or those named in ``only``) and collect results.
+
+    ``progress(name)`` is called as a module starts, ``done(name, results)`` as soon as it
+    has finished (so its figures can be shown while the next one runs).
+    """
     results: list[BenchResult] = []
     for name in modules():
         if only and name not in only:
@@ -200,5 +205,8 @@ def run_all(
         if progress is not None:
             progress(name)
         module = importlib.import_module(f"{__name__}.{name}")
-        results.extend(module.run(quick))
+        found = list(module.run(quick))
+        if done is not None:
+            done(name, found)
+        results.extend(found)
     return results
