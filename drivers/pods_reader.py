@@ -42,6 +42,11 @@ if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
 
 
+MAX_CLOCK_DRIFT = 0.01
+"""How far the MCU clock may run from ``clock_slope`` in the stamps (a fraction): 100×
+the ±100 ppm the analysis assumes of its crystal (``encoder_host_seconds``)."""
+
+
 class PodReader(SerialReader):
     """Reads the pod MCU on ``port`` and records raw bytes and encoder frames.
 
@@ -55,7 +60,8 @@ class PodReader(SerialReader):
         baud: line speed (baud).
         attrs: extra encoder stream attributes (e.g. nominal pod geometry).
         clock_slope: host seconds per device second assumed before the clock fit
-            converges (1.0 for hardware; 1/speed for an accelerated emulator).
+            converges (1.0 for hardware; 1/speed for an accelerated emulator); the fit
+            stays within :data:`MAX_CLOCK_DRIFT` of it.
         keep_frames: also keep every decoded frame in memory (tests, bring-up).
         **kwargs: :class:`SerialReader` options (deadlines, backoff, read size).
     """
@@ -79,7 +85,9 @@ class PodReader(SerialReader):
     ) -> None:
         super().__init__(name, port, baud, writer, **kwargs)
         self.parser = PodStreamParser(n_pods, counter_bits, protocol)
-        self.clock = DeviceClock(modulus=None, tick_ns=1, nominal_slope=clock_slope)
+        self.clock = DeviceClock(
+            modulus=None, tick_ns=1, nominal_slope=clock_slope, max_drift=MAX_CLOCK_DRIFT
+        )
         self.attrs = dict(attrs or {})
         self.keep_frames = keep_frames
         self.batches: list[EncoderBatch] = []
