@@ -1,6 +1,8 @@
 """Benchmarks printed by ``sensorbench bench``.
 
-Every module in this package exposes ``run(quick: bool) -> list[BenchResult]``.
+Every module in this package exposes ``run(quick: bool) -> list[BenchResult]``, but the
+helpers benchmarks share (:data:`HELPERS`: ``c_reference``, C references compiled at
+bench time).
 
 Method: every timed figure is measured in several rounds and reported as the median of
 the rounds with their spread (smallest and largest round). A comparison with a reference
@@ -182,9 +184,13 @@ class BenchResult:
         return doc
 
 
+HELPERS = ("c_reference",)
+"""Modules of this package that benchmarks share and that are no benchmark themselves."""
+
+
 def modules() -> list[str]:
-    """Names of the benchmark modules, sorted."""
-    return sorted(m.name for m in pkgutil.iter_modules(__path__))
+    """Names of the benchmark modules, sorted (not :data:`HELPERS`)."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in HELPERS)
 
 
 def run_all(

@@ -112,6 +112,17 @@ def test_bench_json_has_rounds_for_every_figure_and_references_for_ratios() -> N
             assert "C state machine" in r["detail"], r["detail"]
 
 
+def test_every_benchmark_module_has_a_run_and_helpers_are_not_listed() -> None:
+    """A full run calls run() of every listed module (a helper listed crashed it)."""
+    import importlib
+
+    from sensorbench import bench
+
+    assert "c_reference" not in bench.modules()
+    for name in bench.modules():
+        assert callable(importlib.import_module(f"sensorbench.bench.{name}").run), name
+
+
 def test_the_c_reference_decodes_what_the_parser_decodes() -> None:
     """The C state machine (compiled here) and the driver's parser agree packet for
     packet on a stream with corrupted bytes, in 1 KiB and 64 KiB reads; so does the
