@@ -74,6 +74,7 @@ class GuardedFile:
                 n = os.preadv(self._fd, [view], self._pos)
             except OSError as exc:
                 self._fail(exc)
+        view[n:] = bytes(len(view) - n)  # past the end of what is on disk: zeros
         for offset, data in self._held:  # later writes win
             lo, hi = max(offset, self._pos), min(offset + len(data), self._pos + len(view))
             if lo < hi:

@@ -343,3 +343,30 @@ def test_a_read_only_disk_gives_exit_2(name, inputs, tmp_path) -> None:
             assert _sha(kept) == before
     finally:
         _umount(path)
+
+
+def test_a_failed_write_reaches_the_writer_not_hdf5(tmp_path, monkeypatch) -> None:
+    """Without mounting (any machine): the disk fills after 200 kB; the offline writer
+    reports it naming its output and leaves nothing, and HDF5, which never saw the
+    error, closed the file normally (no crash of this process)."""
+    import errno
+
+    from sensorbench.errors import SessionError
+    from sensorbench.logs.writer import SessionWriter
+
+    real_pwrite = os.pwrite
+    written = [0]
+
+    def pwrite(fd: int, data, offset: int) -> int:
+        if written[0] + len(data) > 200_000:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written[0] += len(data)
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    out = tmp_path / "s.h5"
+    expected = rf"writing {out} failed: No space left on device"
+    with pytest.raises(SessionError, match=expected), SessionWriter(out, swmr=False) as w:
+        w.add_lidar("l")
+        w.append_turns("l", su.lidar_turns(200, 1200))
+    assert list(tmp_path.iterdir()) == []
