@@ -11,8 +11,8 @@ from typing import Any
 import click
 import numpy as np
 
-from sensorbench.commands.progress import progress_bar
 from sensorbench.commands.option_types import DRAWS, SEED, FiniteFloat
+from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import (
     atomic_figures,

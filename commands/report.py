@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from sensorbench.commands.progress import progress_bar
 from sensorbench.commands.option_types import DRAWS, SEED
+from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output, force_option
 

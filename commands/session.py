@@ -498,7 +498,7 @@ def export_cmd(
     if name is None:
         raise click.UsageError(f"--stream is required for --format {fmt}")
     with atomic_output(output, force=force, inputs=[session]) as tmp:
-        done = export_stream(session, name, fmt, tmp, skip_invalid=skip_invalid)
-    click.echo(f"wrote {done.rows} rows to {output}")
-    if done.skipped:
-        click.echo(f"skipped {done.skipped} invalid samples of {name!r} (--skip-invalid)")
+        table = export_stream(session, name, fmt, tmp, skip_invalid=skip_invalid)
+    click.echo(f"wrote {table.rows} rows to {output}")
+    if table.skipped:
+        click.echo(f"skipped {table.skipped} invalid samples of {name!r} (--skip-invalid)")

@@ -219,7 +219,8 @@ def test_a_few_bytes_are_too_few_to_call_the_baud_rate_wrong():
         np.full(1, 3600), [0], [880], np.full((1, 12), 500), np.zeros((1, 12)), [0]
     )
     with PtyPort() as port:
-        reader = LD19Reader("ld19", port.path, first_valid_timeout_s=1.0)
+        config = LinkConfig(first_valid_timeout_s=1.0)
+        reader = SerialReader(SerialLink("ld19", port.path, LD19Protocol(), config=config))
         # after the reader has opened the port (opening flushes what was waiting)
         sender = threading.Timer(0.3, port.send, [packet[5:40]])  # mid-packet: no header
         sender.start()
@@ -244,16 +245,18 @@ def test_headers_not_parsed_yet_at_the_deadline_are_not_a_wrong_baud_rate():
         np.full((8, 12), 500), np.zeros((8, 12)), np.arange(8) * 3,
     )  # fmt: skip
     with PtyPort() as port:
-        reader = LD19Reader("ld19", port.path, first_valid_timeout_s=1.0)
+        protocol = LD19Protocol()
+        config = LinkConfig(first_valid_timeout_s=1.0)
+        reader = SerialReader(SerialLink("ld19", port.path, protocol, config=config))
         parsing = threading.Event()
-        real_feed = reader.parser.feed
+        real_feed = protocol.parser.feed
 
         def stalled_feed(data, t_ns=None):
             parsing.set()
             time.sleep(2.0)  # a thread the scheduler keeps waiting past the deadline
             return real_feed(data, t_ns)
 
-        reader.parser.feed = stalled_feed
+        protocol.parser.feed = stalled_feed
         sender = threading.Timer(0.3, port.send, [packets])
         sender.start()
         try:
