@@ -24,13 +24,16 @@ from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1_reader import a1_reader
 from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.drivers.a1_turns import TurnAssembler
-from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples, encode_nodes
+from sensorbench.sim.emulator_a1 import REAL_SAMPLE_US, A1Emulator, RoomSamples, encode_nodes
 
 AREA = "a1"
 
 
 def _stream(n: int) -> bytes:
-    s = RoomSamples.generate(duration_s=n / 2000.0 + 1.0, seed=1)
+    """``n`` standard-scan nodes of the emulator's room (one per REAL_SAMPLE_US µs)."""
+    s = RoomSamples.generate(duration_s=n * REAL_SAMPLE_US * 1e-6 + 1.0, seed=1)
+    if s.angle_deg_cw.size < n:
+        raise RuntimeError(f"A1 benchmark: {s.angle_deg_cw.size} samples generated, {n} needed")
     q6 = (np.round(s.angle_deg_cw[:n] * 64).astype(np.int64) % 23040).astype(np.uint16)
     q2 = np.round(s.range_m[:n] * 4000).astype(np.uint16)
     start = np.r_[True, s.turn[1:n] != s.turn[: n - 1]]

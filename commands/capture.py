@@ -21,6 +21,7 @@ from sensorbench.commands.emulate_options import (
     seed_option,
     speed_option,
 )
+from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.errors import SimError
 from sensorbench.json_doc import to_json
@@ -116,7 +117,7 @@ class _StatusPrinter:
 @click.option(
     "--duration",
     "duration_s",
-    type=float,
+    type=FiniteFloat(),
     default=None,
     help="Recording time after bring-up (s); default: until Ctrl-C or SIGTERM.",
 )

@@ -11,6 +11,7 @@ from typing import Any
 import click
 import numpy as np
 
+from sensorbench.commands.option_types import DRAWS, SEED, FiniteFloat
 from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import (
@@ -55,12 +56,12 @@ _SESSION_OPTS = [
         "--max-offset",
         default=0.5,
         show_default=True,
-        type=float,
+        type=FiniteFloat(),
         help="Largest time offset between sensor and reference clocks searched, s.",
     ),
     click.option(
         "--time-offset",
-        type=float,
+        type=FiniteFloat(),
         default=None,
         help="Known clock offset, s (reference time = sensor time + offset); "
         "default: estimated from angular rates.",
@@ -74,13 +75,13 @@ _SESSION_OPTS = [
     ),
     click.option(
         "--t-start",
-        type=float,
+        type=FiniteFloat(),
         default=None,
         help="Use only samples from this time on (s from each session's start: its "
         "earliest sample of any stream, the origin of every time reported).",
     ),
     click.option(
-        "--t-end", type=float, default=None, help="Use only samples before this time (s)."
+        "--t-end", type=FiniteFloat(), default=None, help="Use only samples before this time (s)."
     ),
     click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout."),
     click.option(
@@ -348,10 +349,10 @@ def fit_pose_error_cmd(
     "--draws",
     default=1000,
     show_default=True,
-    type=click.IntRange(min=100),
+    type=DRAWS,
     help="Monte Carlo draws per session.",
 )
-@click.option("--seed", default=0, show_default=True, type=int, help="Random seed.")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="Random seed.")
 @click.option(
     "--model",
     "model_path",
@@ -362,7 +363,7 @@ def fit_pose_error_cmd(
     "--alpha",
     default=0.05,
     show_default=True,
-    type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+    type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True),
     help="Family-wise level over all sessions, axes and statistics.",
 )
 @click.option(
@@ -376,7 +377,7 @@ def fit_pose_error_cmd(
     "--scale-tolerance",
     default=0.005,
     show_default=True,
-    type=click.FloatRange(0.0, 1.0),
+    type=FiniteFloat(0.0, 1.0),
     help="SCALE fails when the similarity scale's 95 % interval excludes 1 by more than "
     "this fraction.",
 )
@@ -393,14 +394,14 @@ def fit_pose_error_cmd(
     "--horizon",
     default=60.0,
     show_default=True,
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteFloat(min=0.0, min_open=True),
     help="Horizon of the required statistics, s.",
 )
 @click.option(
     "--confidence",
     default=0.95,
     show_default=True,
-    type=click.FloatRange(0.5, 1.0, max_open=True),
+    type=FiniteFloat(0.5, 1.0, max_open=True),
     help="A requirement holds when its predicted statistic is within the threshold with "
     "this probability.",
 )

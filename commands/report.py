@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from sensorbench.commands.option_types import DRAWS, SEED
 from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output, force_option
@@ -41,10 +42,10 @@ def register(cli: click.Group) -> None:
     "--draws",
     default=1000,
     show_default=True,
-    type=click.IntRange(min=100),
+    type=DRAWS,
     help="Monte Carlo draws per session for the validation.",
 )
-@click.option("--seed", default=0, show_default=True, type=int, help="Monte Carlo seed.")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="Monte Carlo seed.")
 @click.option("--sensor", default="pose_sensor", show_default=True, help="Pose stream under test.")
 @click.option("--reference", default="mocap", show_default=True, help="Reference pose stream.")
 @force_option("DIR/report.html")

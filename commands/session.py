@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.commands.progress import progress_bar
 from sensorbench.errors import OutputError
 from sensorbench.json_doc import to_json
@@ -95,6 +96,10 @@ def info_cmd(session: Path, as_json: bool) -> None:
         click.echo("events: " + ", ".join(f"{k}={v}" for k, v in sorted(info["events"].items())))
     if info["truth"]:
         click.echo(f"truth: {len(info['truth'])} datasets (simulated session)")
+    for problem in info["problems"]:
+        click.echo(f"damaged: {problem} (spans and rates above include it)")
+    if info["problems"]:
+        click.echo(f"`sensorbench check {session}` lists every problem")
 
 
 @click.command("check")
@@ -284,7 +289,7 @@ def _import_command(what: str) -> click.Command:
     )(cmd)
     cmd = click.option(
         "--max-position-m",
-        type=click.FloatRange(min=0, min_open=True),
+        type=FiniteFloat(min=0, min_open=True),
         default=MAX_ABS_POSITION_M,
         show_default=True,
         help="Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error.",
@@ -367,7 +372,7 @@ def _bag_info(bag: Path, as_json: bool) -> None:
 )
 @click.option(
     "--max-position-m",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(min=0, min_open=True),
     default=MAX_ABS_POSITION_M,
     show_default=True,
     help="Largest accepted |x|, |y|, |z| (m).",
@@ -440,10 +445,22 @@ def import_rosbag_cmd(
     "transforms and events as ROS 2 messages, for ros2 bag and Foxglove).",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option(
+    "--skip-invalid",
+    is_flag=True,
+    help="Leave impossible samples out (non-finite or absurd values in valid samples, "
+    "times stepping back or repeating, impossible stamps; lidar: their whole turn) and "
+    "say how many, instead of refusing the stream.",
+)
 @force_option("OUTPUT")
-def export_cmd(session: Path, name: str | None, fmt: str, output: Path, force: bool) -> None:
+def export_cmd(
+    session: Path, name: str | None, fmt: str, output: Path, skip_invalid: bool, force: bool
+) -> None:
     """Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times),
-    or its streams to an MCAP file (docs/FORMAT.md)."""
+    or its streams to an MCAP file (docs/FORMAT.md).
+
+    A stream holding impossible samples is refused (exit 2, naming the dataset and the
+    first bad index) unless --skip-invalid."""
     if fmt == "mcap":
         from sensorbench.logs.export_mcap import export_mcap
 
@@ -451,7 +468,10 @@ def export_cmd(session: Path, name: str | None, fmt: str, output: Path, force: b
             atomic_output(output, force=force, inputs=[session]) as tmp,
             progress_bar(f"writing {output.name}") as progress,
         ):
-            done = export_mcap(session, tmp, None if name is None else [name], progress)
+            done = export_mcap(
+                session, tmp, None if name is None else [name], progress,
+                skip_invalid=skip_invalid,
+            )  # fmt: skip
         counts = done.messages
         click.echo(
             f"wrote {sum(counts.values())} messages to {output}: "
@@ -471,9 +491,14 @@ def export_cmd(session: Path, name: str | None, fmt: str, output: Path, force: b
             click.echo(
                 f"  stamps: session times + {done.time_offset_ns} ns (the session's clock anchor)"
             )
+        for key, n in done.skipped.items():
+            click.echo(f"skipped {n} invalid {'turns' if key.startswith('lidar') else 'samples'} "
+                       f"of /{key} (--skip-invalid)")  # fmt: skip
         return
     if name is None:
         raise click.UsageError(f"--stream is required for --format {fmt}")
     with atomic_output(output, force=force, inputs=[session]) as tmp:
-        n = export_stream(session, name, fmt, tmp)
-    click.echo(f"wrote {n} rows to {output}")
+        table = export_stream(session, name, fmt, tmp, skip_invalid=skip_invalid)
+    click.echo(f"wrote {table.rows} rows to {output}")
+    if table.skipped:
+        click.echo(f"skipped {table.skipped} invalid samples of {name!r} (--skip-invalid)")

@@ -41,6 +41,7 @@ from sensorbench.logs.rosbag_read import Progress
 from sensorbench.logs.rosbag_specs import BODY_FRAME, SEQ_JOINT, YAW_JOINT
 from sensorbench.logs.scan_bins import ScanGrid, bin_turn
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag, TurnFlag
+from sensorbench.logs.values import Batch, exportable, invalid_rows
 
 UNIX_TIME_FROM_NS = 10**18
 """Session times at or beyond this (2001-09-09) are already Unix time (imports of
@@ -85,6 +86,8 @@ class McapExport:
     """Per lidar: points that shared a ray bin with a nearer point."""
     bins: dict[str, int] = field(default_factory=dict)
     """Per lidar: rays per revolution."""
+    skipped: dict[str, int] = field(default_factory=dict)
+    """Impossible samples left out per stream key (``skip_invalid``)."""
 
 
 def wall_clock_offset_ns(session: Session) -> int:
@@ -109,11 +112,11 @@ def _first_time(s: Session) -> int | None:
         if index.size:
             firsts.append(int(index["t_first_ns"][0]))
     for n in s.pose_names():
-        t = s.pose(n).read().t_ns
+        t = s.pose(n).read(validate=False).t_ns
         if t.size:
             firsts.append(int(t[0]))
     for n in s.encoder_names():
-        t = s.encoder(n).read().host_ns
+        t = s.encoder(n).read(validate=False).host_ns
         if t.size:
             firsts.append(int(t[0]))
     return min(firsts) if firsts else None
@@ -132,10 +135,21 @@ Item = tuple[int, int, str, str, Any]
 class _Builder:
     """ROS 2 messages from session arrays, stamped ``t + offset``."""
 
-    def __init__(self, store: Any, offset: int, where: str) -> None:
+    def __init__(self, store: Any, offset: int, where: str, skip_invalid: bool) -> None:
         self.T = store.types
         self.offset = offset
         self.where = where
+        self.skip_invalid = skip_invalid
+        self.skipped: dict[str, int] = {}
+
+    def checked(self, key: str, batch: Batch) -> tuple[Batch, np.ndarray | None]:
+        """``batch`` without its impossible samples (refused unless ``skip_invalid``)
+        and the mask of the rows kept (None: all of them)."""
+        kept, n = exportable(self.where, key, batch, skip_invalid=self.skip_invalid)
+        if not n:
+            return batch, None
+        self.skipped[key] = n
+        return kept, ~invalid_rows(key, batch)
 
     def time(self, ns: int) -> Any:
         if ns < 0:
@@ -196,7 +210,7 @@ def _flag_names(flags: int, kind: type[PoseFlag] | type[TurnFlag]) -> str:
 
 def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterator[Item]:
     stream = s.lidar(name)
-    turns = stream.read()
+    turns, _ = b.checked(f"lidar/{name}", stream.read(validate=False))
     attrs = stream.attrs
     frame = _frame(attrs, "ros_frame_id", name)
     if turns.n_turns == 0:
@@ -245,7 +259,9 @@ def _pose_items(
 ) -> Iterator[Item]:
     """PoseStamped, flags and the Path; for an estimate (``child`` given) Odometry and /tf."""
     stream = s.pose(name)
-    pb = stream.read()
+    pb, kept = b.checked(f"pose/{name}", stream.read(validate=False))
+    if cov is not None and kept is not None:
+        cov = cov[kept]
     attrs = stream.attrs
     parent = _frame(attrs, "ros_frame_id", "odom" if child else "world")
     T = b.T
@@ -285,7 +301,7 @@ def _pose_items(
 
 
 def _encoder_items(b: _Builder, s: Session, name: str) -> Iterator[Item]:
-    e = s.encoder(name).read()
+    e, _ = b.checked(f"encoders/{name}", s.encoder(name).read(validate=False))
     T = b.T
     n = e.counts.shape[1]
     imu = bool(np.isfinite(e.yaw).any() or np.isfinite(e.yaw_rate).any())
@@ -354,14 +370,21 @@ def export_mcap(
     out: str | os.PathLike[str],
     names: list[str] | None = None,
     progress: Progress | None = None,
+    *,
+    skip_invalid: bool = False,
 ) -> McapExport:
     """Write the streams of ``session`` (or only ``names``), its mounts and events to ``out``.
+
+    A stream with impossible samples (:func:`~sensorbench.logs.values.exportable`) is
+    refused, or with ``skip_invalid`` written without them, their count per stream in
+    :attr:`McapExport.skipped`.
 
     Args:
         progress: called with (messages written, messages to write) now and then.
 
     Raises:
-        SessionError: a stream the session lacks, or a stamp before 1970.
+        SessionError: a stream the session lacks, a stamp before 1970, or impossible
+            samples without ``skip_invalid``.
     """
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
@@ -377,7 +400,7 @@ def export_mcap(
                 raise SessionError(f"{session}: no stream {n!r} (have: {', '.join(everything)})")
         offset = wall_clock_offset_ns(s)
         result.time_offset_ns = offset
-        b = _Builder(store, offset, str(session))
+        b = _Builder(store, offset, str(session), skip_invalid)
         lidars = [n for n in chosen if n in s.lidar_names()]
         poses = [n for n in chosen if n in s.pose_names()]
         children = _estimate_children(s, poses)
@@ -397,6 +420,7 @@ def export_mcap(
                        offset, progress, total)  # fmt: skip
         (mcap,) = bag.glob("*.mcap")
         shutil.move(mcap, out)
+    result.skipped = b.skipped
     return result
 
 

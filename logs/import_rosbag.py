@@ -36,7 +36,7 @@ import numpy as np
 
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
-from sensorbench.logs.importers import MAX_ABS_POSITION_M, file_sha256
+from sensorbench.logs.importers import MAX_ABS_POSITION_M, file_sha256, refuse_impossible
 from sensorbench.logs.rosbag_read import (
     Extract,
     Progress,
@@ -327,9 +327,8 @@ def import_rosbag(
     written unless every topic parses, and the session changes all at once (a copy
     swapped in).
     """
-    import h5py
-
     from sensorbench.logs.atomic_output import atomic_output, atomic_update
+    from sensorbench.logs.h5_output import guarded_h5
     from sensorbench.logs.writer import SessionWriter
 
     bag = Path(path)
@@ -337,6 +336,8 @@ def import_rosbag(
         bag, topics, reloc_topic, max_position_m, duplicates,
         tfs=tfs, events_topic=events_topic, progress=progress,
     )  # fmt: skip
+    for b in parsed.streams:
+        refuse_impossible(Path(f"{bag}:{b.spec.topic}"), b.spec.name, b.imported.batch)
     source = {"source_file": bag.name}
     if bag.is_file():
         source["source_sha256"] = file_sha256(bag)
@@ -366,7 +367,7 @@ def import_rosbag(
             for e in parsed.events:
                 writer.event(e.t_ns, e.source, e.kind, e.message)
         if extra:
-            with h5py.File(tmp, "a") as f:
+            with guarded_h5(tmp, "r+", shown=session) as f:
                 for b in extra:
                     if b.kind == "lidar":
                         f[f"lidar/{b.spec.name}"].create_dataset(

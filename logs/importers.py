@@ -24,6 +24,7 @@ from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
 from sensorbench.logs.import_times import TimeOrder, flag_corrections, order_times
 from sensorbench.logs.model_file import file_sha256
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
+from sensorbench.logs.values import batch_problems, parse_float, parse_int
 
 QUAT_NORM_TOLERANCE = 0.01
 """Largest accepted deviation of a quaternion's norm from 1 before normalization."""
@@ -69,6 +70,15 @@ def _read_text(path: Path) -> list[str]:
         raise ImportFormatError(f"{path}: not a text file ({exc})") from exc
 
 
+_ASCII_SPACE = " \t\r\n\f\v"
+
+
+def _ascii_split(text: str) -> list[str]:
+    """Cells separated by ASCII whitespace (``str.split`` also splits at a no-break space,
+    which then hides in a number's place)."""
+    return [c for c in re.split(r"[ \t\r\n\f\v]+", text) if c]
+
+
 def _where(path: Path, line: int, col: int) -> str:
     """``file:line:column``, both 1-based; the column is the field's number in its row."""
     return f"{path}:{line}:{col}"
@@ -77,13 +87,16 @@ def _where(path: Path, line: int, col: int) -> str:
 def _number(
     path: Path, line: int, col: int, name: str, cell: str, *, allow_nan: bool = False
 ) -> float:
-    """A finite float from ``cell`` (``nan`` too if ``allow_nan``); errors name the cell."""
-    try:
-        value = float(cell)
-    except ValueError:
+    """A finite float from ``cell`` (``nan`` too if ``allow_nan``); errors name the cell.
+
+    Strict ASCII decimal (:func:`~sensorbench.logs.values.parse_float`): ``1_0``,
+    full-width digits or a no-break space are not numbers."""
+    value = parse_float(cell)
+    if value is None:
         raise ImportFormatError(
-            f"{_where(path, line, col)}: column {name!r}: {cell.strip()!r} is not a number"
-        ) from None
+            f"{_where(path, line, col)}: column {name!r}: {cell.strip()!r} is not a number "
+            "(ASCII decimal digits)"
+        )
     if not (math.isfinite(value) or (allow_nan and math.isnan(value))):
         raise ImportFormatError(
             f"{_where(path, line, col)}: column {name!r}: {cell.strip()!r} is not a finite number"
@@ -112,8 +125,8 @@ def _decimal_to_ns(path: Path, line: int, col: int, name: str, cell: str, unit: 
     """Exact decimal time in ``unit`` (s, ms, us, ns) -> int ns, rounded half up."""
     scale = _NS_PER_UNIT[unit]
     digits = len(str(scale)) - 1
-    text = cell.strip()
-    m = re.fullmatch(r"([+-]?)(\d*)\.?(\d*)", text)
+    text = cell.strip(" \t")
+    m = re.fullmatch(r"([+-]?)([0-9]*)\.?([0-9]*)", text, re.ASCII)
     if m and (m.group(2) or m.group(3)):
         sign = -1 if m.group(1) == "-" else 1
         frac = (m.group(3) + "0" * digits)[:digits]
@@ -131,9 +144,10 @@ def _decimal_to_ns(path: Path, line: int, col: int, name: str, cell: str, unit: 
 
 
 def _integer(path: Path, line: int, col: int, name: str, cell: str) -> int:
-    try:
-        value = int(cell.strip())
-    except ValueError:
+    parsed = parse_int(cell)
+    if parsed is not None:
+        value = parsed
+    else:
         number = _number(path, line, col, name, cell)
         if number != int(number):
             raise ImportFormatError(
@@ -233,10 +247,10 @@ def read_tum(
     path = Path(path)
     rows, lines, times = [], [], []
     for i, text in enumerate(_read_text(path), start=1):
-        text = text.strip()
+        text = text.strip(_ASCII_SPACE)
         if not text or text.startswith("#"):
             continue
-        cells = text.replace(",", " ").split()
+        cells = _ascii_split(text.replace(",", " "))
         if len(cells) != 8:
             raise ImportFormatError(
                 f"{path}:{i}: expected 8 columns (timestamp tx ty tz qx qy qz qw), got {len(cells)}"
@@ -325,25 +339,30 @@ def read_euroc(
 
 
 def _is_number(cell: str) -> bool:
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
+    return parse_float(cell) is not None
 
 
 def _euroc_columns(path: Path, header: list[str]) -> dict[str, int]:
     cols: dict[str, int] = {}
+
+    def take(key: str, j: int) -> None:
+        if key in cols:  # two columns for one quantity: which one is meant is unknowable
+            raise ImportFormatError(
+                f"{path}:1: header columns {cols[key] + 1} ({header[cols[key]]!r}) and "
+                f"{j + 1} ({header[j]!r}) are both {key}; keep one"
+            )
+        cols[key] = j
+
     for j, name in enumerate(header):
         low = name.lower()
-        if "timestamp" in low and "timestamp" not in cols:
-            cols["timestamp"] = j
+        if "timestamp" in low:
+            take("timestamp", j)
         m = re.match(r"p_\w*?_([xyz])\b", low)
-        if m and f"p{m.group(1)}" not in cols:
-            cols[f"p{m.group(1)}"] = j
+        if m:
+            take(f"p{m.group(1)}", j)
         m = re.match(r"q_\w*?_([wxyz])\b", low)
-        if m and f"q{m.group(1)}" not in cols:
-            cols[f"q{m.group(1)}"] = j
+        if m:
+            take(f"q{m.group(1)}", j)
     missing = [c for c in ("timestamp", "px", "py", "pz", "qw", "qx", "qy", "qz") if c not in cols]
     if missing:
         raise ImportFormatError(
@@ -433,10 +452,17 @@ def read_motive(
     elif body not in bodies:
         raise ImportFormatError(f"{path}: no rigid body {body!r} (have: {', '.join(bodies)})")
     cols: dict[str, int] = {}
+    ids = labelled.get("ID", [])
     for j in range(width):
         if cell(types, j) == "Rigid Body" and cell(names, j) == body:
             key = f"{cell(category, j)}.{cell(component, j)}"
-            cols.setdefault(key, j)
+            if key in cols:  # a second body of that name: which one is meant is unknowable
+                name_line = next(r + 1 for r in range(data_start) if rows[r][:1] == ["Name"])
+                raise ImportFormatError(
+                    f"{path}:{name_line}: two rigid bodies are named {body!r} (IDs "
+                    f"{cell(ids, cols[key])} and {cell(ids, j)}); rename one in Motive"
+                )
+            cols[key] = j
     time_col = next((j for j, c in enumerate(component) if c.startswith("Time")), None)
     needed = [f"Rotation.{a}" for a in "XYZW"] + [f"Position.{a}" for a in "XYZ"]
     missing = [k for k in needed if k not in cols]
@@ -452,6 +478,10 @@ def read_motive(
         if not any(c.strip() for c in row):
             continue
         line = i + 1
+        if len(row) < width:  # Motive writes every cell (blank ones too): the row was cut
+            raise ImportFormatError(
+                f"{path}:{line}: {len(row)} cells, the header has {width}; the row is truncated"
+            )
         t.append(_seconds_to_ns(path, line, time_col + 1, "Time (Seconds)", cell(row, time_col)))
         values = []
         for k in needed:
@@ -467,6 +497,11 @@ def read_motive(
             valid.append(True)
         lines.append(line)
     valid_a = np.array(valid, dtype=bool)
+    if lines and not valid_a.any():
+        raise ImportFormatError(
+            f"{path}: rigid body {body!r} is blank (occluded) in all {len(lines)} frames; "
+            "nothing to import"
+        )
     pos_a, quat_a = np.array(pos).reshape(-1, 3), np.array(quat).reshape(-1, 4)
     quat_a = _check_quats(path, np.array(lines), quat_a, valid_a)
     _check_positions(
@@ -587,6 +622,12 @@ def read_pod_csv(
         mapping,
         [*POD_TIME_COLUMNS, *sorted(counter_names), *POD_OPTIONAL_COLUMNS],
     )
+    repeated = sorted({h for h in header if header.count(h) > 1})
+    if repeated:
+        raise ImportFormatError(
+            f"{path}:{head_line}: column(s) {', '.join(repeated)} repeated in the header; "
+            "which one is meant is unknowable, keep one"
+        )
     times = [n for n in POD_TIME_COLUMNS if n in col and (n in mapping or not mapped_time)]
     hint = "; map other names with --columns NAME=HEADER,... (e.g. t_s=t,c0=count0)"
     if len(times) != 1:
@@ -695,7 +736,7 @@ def parse_column_map(text: str | None, what: str = "pose") -> dict[str, str]:
 
 def _split_cells(text: str, sep: str | None) -> list[str]:
     if sep is None:
-        return text.split()
+        return _ascii_split(text)
     return [c.strip() for c in next(csv.reader([text], delimiter=sep))]
 
 
@@ -823,6 +864,20 @@ READERS = {
 """(what, format) -> parser."""
 
 
+def refuse_impossible(
+    source: Path, name: str, batch: PoseBatch | EncoderBatch | LidarTurns
+) -> None:
+    """The last check before a parsed batch is written: the session's own value checks
+    (:mod:`sensorbench.logs.values`), so an import never stores what ``check`` refuses.
+
+    Raises:
+        ImportFormatError: naming ``source`` and the first impossible sample.
+    """
+    problems = batch_problems(name, batch)
+    if problems:
+        raise ImportFormatError(f"{source}: " + "; ".join(str(p) for p in problems[:3]))
+
+
 class ImportResult(NamedTuple):
     """What :func:`import_file` added, and what it dropped or flagged on the way."""
 
@@ -863,6 +918,7 @@ def import_file(
     imported = parser(source, **options)
     default_name = {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}[what]
     name = name or default_name
+    refuse_impossible(source, name, imported.batch)
     attrs = {
         **imported.attrs,
         "source_file": source.name,

@@ -48,8 +48,11 @@ def open_bag(bag: Path) -> Any:
     try:
         reader = AnyReader([bag])
         reader.open()
-    except (AnyReaderError, OSError, ValueError, KeyError) as exc:
+    except AnyReaderError as exc:
         raise ImportFormatError(f"{bag}: not a readable ROS bag ({exc})") from None
+    except Exception as exc:  # rosbags on a damaged file: AssertionError, struct.error, ...
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise ImportFormatError(f"{bag}: not a readable ROS bag ({what})") from None
     return reader
 
 
@@ -66,7 +69,14 @@ def topic_types(bag: Path, reader: Any) -> dict[str, str]:
 
 
 def bag_info(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Topics (type, message count), time span (s) and format of a bag."""
+    """Topics (type, message count), time span (s) and format of a bag.
+
+    Every message is read and decoded, so a damaged bag is reported here as the import
+    would report it.
+
+    Raises:
+        ImportFormatError: not a bag, or a damaged record or message (named).
+    """
     bag = Path(path)
     reader = open_bag(bag)
     try:
@@ -74,6 +84,7 @@ def bag_info(path: str | os.PathLike[str]) -> dict[str, Any]:
         for c in reader.connections:
             counts[c.topic] = counts.get(c.topic, 0) + int(c.msgcount)
         types = topic_types(bag, reader)
+        read_topics(bag, reader, [(t, _discard) for t in types])
         return {
             "path": str(bag),
             "format": "rosbag2" if reader.is2 else "rosbag1",
@@ -84,6 +95,10 @@ def bag_info(path: str | os.PathLike[str]) -> dict[str, Any]:
         }
     finally:
         reader.close()
+
+
+def _discard(_recv_ns: int, _msg: Any) -> None:
+    return None
 
 
 @contextmanager

@@ -239,6 +239,13 @@ def scan_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagS
         line = int(np.flatnonzero(keep)[k]) + 1
         raise ImportFormatError(f"{where}:{line}: {_SCAN_FIELDS[j]} {params[k, j]} is not finite")
     count = np.array([len(r[9]) for r in kept], dtype=np.int64)
+    flat = np.flatnonzero((params[:, 1] == 0) & (count > 1))
+    if flat.size:
+        k = int(flat[0])
+        raise ImportFormatError(
+            f"{where}:{int(np.flatnonzero(keep)[k]) + 1}: angle_increment is 0: all "
+            f"{count[k]} rays at one bearing"
+        )
     r = np.concatenate([r[9] for r in kept]).astype(np.float32) if kept else np.zeros(0, "f4")
     varying = [0, 1, 2, 4, 5]  # the parameters that place points: all but scan_time
     if kept and (count == count[0]).all() and (params[:, varying] == params[0, varying]).all():

@@ -33,7 +33,7 @@ from typing import Any
 
 from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.robot_config import RobotConfig, load_robot_config
-from sensorbench.errors import SimError
+from sensorbench.errors import ConfigError, SimError
 from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults
 from sensorbench.sim.kind_emulators import EmulatorRequest
@@ -77,10 +77,16 @@ class EmulatedRobot:
         self.config_path = Path(config) if config is not None else DEFAULT_CONFIG
         self.config: RobotConfig = load_robot_config(self.config_path, run_dir=self.run_dir)
         emu = self.config.extra.get("emulation", {})
-        self.sim = Simulation(
-            scenario or emu.get("scenario", "square"),
-            seed=emu.get("seed", 0) if seed is None else seed,
-        )
+        try:
+            self.sim = Simulation(
+                scenario or emu.get("scenario", "square"),
+                seed=emu.get("seed", 0) if seed is None else seed,
+            )
+        except SimError as exc:
+            if scenario is not None or "scenario" not in emu:
+                raise
+            line = self.config.extra.get("emulation_lines", {}).get("scenario", 0)
+            raise ConfigError(f"{self.config_path}:{line}: [emulation] {exc}") from exc
         self.speed = float(speed)
         # simulate every device's samples before the emulation clock starts: on a
         # loaded machine ray casting three lidars takes seconds, which would otherwise

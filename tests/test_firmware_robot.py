@@ -13,7 +13,9 @@ import firmware_util
 import numpy as np
 import pytest
 
-from sensorbench.drivers.pods_reader import PodReader
+from sensorbench.drivers.pods_reader import PodProtocol
+from sensorbench.drivers.serial_link import LinkConfig, SerialLink
+from sensorbench.drivers.serial_reader import SerialReader
 from sensorbench.errors import SimError
 from sensorbench.sim.emulated_robot import EmulatedRobot
 from sensorbench.sim.emulator_firmware import FirmwarePodEmulator
@@ -54,19 +56,20 @@ def test_the_robot_s_pod_mcu_is_the_firmware_driven_by_the_scenario(elf, tmp_pat
     robot = EmulatedRobot(tmp_path / "run", _config(tmp_path), speed=1.0, pods_firmware=elf)
     em = robot["pods"]
     assert isinstance(em, FirmwarePodEmulator)
-    reader = PodReader("pods", robot.link("pods"), None, keep_frames=True,
-                       first_valid_timeout_s=None)  # fmt: skip
+    protocol = PodProtocol(keep_frames=True)
+    config = LinkConfig(first_valid_timeout_s=None)
+    reader = SerialReader(SerialLink("pods", robot.link("pods"), protocol, config=config))
     reader.start()  # opened before power-on: its DTR finds no running MCU to reset
     try:
         robot.start()
         deadline = time.monotonic() + 60
-        while len(reader.collected().seq) < 400 and time.monotonic() < deadline:
+        while len(protocol.collected().seq) < 400 and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         reader.stop()
         robot.stop()
-    frames = reader.collected()
-    assert len(frames.seq) >= 400 and reader.parser.stats.crc_errors == 0
+    frames = protocol.collected()
+    assert len(frames.seq) >= 400 and protocol.parser.stats.crc_errors == 0
     np.testing.assert_array_equal(np.diff(frames.seq), 1)
     t_us = frames.device_ns // 1000
     expected = em.expected_counts(0, t_us)  # no reset: the port was open before power-on

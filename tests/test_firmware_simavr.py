@@ -2,7 +2,7 @@
 
 Nothing is mocked: ``make -C firmware`` builds the image and the harness; the harness
 runs the image, drives its encoder pins with quadrature edges from a trajectory and
-writes its UART to a pty; :class:`~sensorbench.drivers.pods_reader.PodReader` opens
+writes its UART to a pty; a :class:`~sensorbench.drivers.pods_reader.PodProtocol` on the link opens
 the pty with pyserial. The trajectories have a row at every 5 ms latch instant of
 the firmware, and the harness puts no edge on a row's time, so the counts the
 firmware latches are exactly the rows' counts (minus the counts at its boot):
@@ -24,8 +24,10 @@ import pytest
 import serial
 
 from sensorbench.drivers.pods_parser import PodStreamParser
-from sensorbench.drivers.pods_reader import PodReader
+from sensorbench.drivers.pods_reader import PodProtocol
+from sensorbench.drivers.serial_link import LinkConfig, SerialLink
 from sensorbench.drivers.serial_port import open_serial, read_for
+from sensorbench.drivers.serial_reader import SerialReader
 from sensorbench.errors import SimError
 from sensorbench.sim.emulator_firmware import FirmwarePodEmulator
 from sensorbench.sim.pod_trajectory import PodTrajectory
@@ -57,8 +59,9 @@ def knot_counts(traj: PodTrajectory, traj_us: np.ndarray) -> np.ndarray:
 
 def record(em: FirmwarePodEmulator, **reader_options) -> tuple:
     """Open the reader, power the MCU on, read until the trajectory is over."""
-    reader = PodReader("pods", em.name, None, keep_frames=True, first_valid_timeout_s=None,
-                       **reader_options)  # fmt: skip
+    protocol = PodProtocol(keep_frames=True, **reader_options)
+    config = LinkConfig(first_valid_timeout_s=None)
+    reader = SerialReader(SerialLink("pods", em.name, protocol, config=config))
     reader.start()
     try:
         em.start()
@@ -71,7 +74,7 @@ def record(em: FirmwarePodEmulator, **reader_options) -> tuple:
         reader.stop()
         em.stop()
     assert not em.errors
-    return reader.collected(), reader.parser.stats, status
+    return protocol.collected(), protocol.parser.stats, status
 
 
 def boots_of(device_ns: np.ndarray) -> np.ndarray:

@@ -34,8 +34,8 @@ import numpy as np
 import pytest
 from split_drive_util import GATE, POSE0, VAR0
 
-from sensorbench.characterize.noise_fit import axis_measurements
-from sensorbench.characterize.noise_likelihood import batch_nll
+from sensorbench.characterize.pods.noise_fit import axis_measurements
+from sensorbench.characterize.pods.noise_likelihood import batch_nll
 from sensorbench.fusion.odometry_drift import OdometryDrift
 from sensorbench.fusion.pod_kinematics import PodGeometry
 from sensorbench.fusion.split_filter import (

@@ -37,7 +37,7 @@ import numpy as np
 from sensorbench.characterize.pods.drift_fit import INTERVAL_S as DRIFT_INTERVAL_S
 from sensorbench.characterize.pods.drift_fit import DriftFit, fit_drift
 from sensorbench.characterize.pods.noise_likelihood import ZOOM_ROUNDS, zoom_search
-from sensorbench.errors import FitError
+from sensorbench.errors import FitError, SessionError
 from sensorbench.fusion.axis_step import AxisInput, AxisOptions, AxisTrack, run_axis
 from sensorbench.fusion.consistency import NisConsistency, clipped_chi2_moments, nis_consistency
 from sensorbench.fusion.odometry_drift import SlipModel, world_step_variances
@@ -451,4 +451,6 @@ def _fit_drift_if_referenced(
         drives = [load_drive(p) for p in sessions]
         return fit_drift(drives, geometry, interval_s, align_interval_s), ""
     except FitError as exc:
+        if isinstance(exc.__cause__, SessionError):  # a damaged reference, not a missing one
+            raise
         return None, f"odometry drift not fitted ({exc}); the filters use the time-based default"

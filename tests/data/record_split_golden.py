@@ -20,8 +20,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from split_drive_util import GATE, POSE0, VAR0, hard_drive  # noqa: E402
 
-from sensorbench.characterize.noise_fit import axis_measurements  # noqa: E402
-from sensorbench.characterize.noise_likelihood import batch_nll  # noqa: E402
+from sensorbench.characterize.pods.noise_fit import axis_measurements  # noqa: E402
+from sensorbench.characterize.pods.noise_likelihood import batch_nll  # noqa: E402
 from sensorbench.fusion.odometry_drift import OdometryDrift  # noqa: E402
 from sensorbench.fusion.split_filter import AXES, FilterNoise, SplitFilter  # noqa: E402
 
