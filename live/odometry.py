@@ -129,6 +129,8 @@ class OdometryCounters:
     predictions: int = 0
     coasting: bool = False
     aid_late: int = 0
+    """Pose samples that came after their frame was filtered (dropped live, applied by
+    ``replay``)."""
     errors: int = 0
     last_error: str | None = None
     latencies_ns: list[int] = field(default_factory=list)
@@ -276,6 +278,7 @@ class OdometryWorker:
         inc = body_increments(self.models.geometry.W, frames.dn)
         state, result = self.filter.step(state, FrameChunk(frames.t_s, inc, self._aiding()))
         self._state = state
+        self.counters.aid_late = state.aid.late if state.aid is not None else 0
         degraded = np.zeros(len(frames), bool)
         events: list[tuple[int, str, str]] = []
         base = self.counters.frames  # frames before this step (the start frame is not one)

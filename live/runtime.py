@@ -374,6 +374,7 @@ def live_summary(runtime: LiveRuntime) -> dict[str, Any]:
         "filter_steps": st.steps,
         "frames_filtered": st.frames,
         "predictions": odo.counters.predictions if odo is not None else 0,
+        "aiding_late": odo.counters.aid_late if odo is not None else 0,
         "merged_scans": st.merged,
         "unpaired_turns": st.unpaired,
         "view": None
