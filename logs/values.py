@@ -380,12 +380,16 @@ Batch = TypeVar("Batch", PoseBatch, EncoderBatch, LidarTurns)
 
 
 def _keep(batch: Batch, keep: np.ndarray) -> Batch:
-    """The rows (pose samples, encoder frames, lidar turns) of ``batch`` where ``keep``."""
+    """The rows (pose samples, encoder frames, lidar turns) of ``batch`` where ``keep``;
+    optional columns that are absent (None) stay absent."""
     rows = {f.name: keep for f in fields(batch)}
     if isinstance(batch, LidarTurns):  # per-point columns follow their turns
         points = np.repeat(keep, batch.count)
         rows.update(dict.fromkeys(("angle", "range", "intensity", "t_ns"), points))
-    return type(batch)(**{name: getattr(batch, name)[k] for name, k in rows.items()})
+    columns = {name: getattr(batch, name) for name in rows}
+    return type(batch)(
+        **{name: None if c is None else c[rows[name]] for name, c in columns.items()}
+    )
 
 
 def exportable(
