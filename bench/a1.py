@@ -21,9 +21,10 @@ import rplidar
 
 from sensorbench.bench import BenchResult, Round, cpu_windows, interleave
 from sensorbench.drivers import a1_protocol as proto
+from sensorbench.drivers.a1_kernels import decode_nodes
 from sensorbench.drivers.a1_reader import a1_reader
 from sensorbench.drivers.a1_scanner import A1Scanner
-from sensorbench.drivers.a1_turns import TurnAssembler
+from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples, encode_nodes
 
 AREA = "a1"
@@ -38,14 +39,11 @@ def _stream(n: int) -> bytes:
 
 
 def _decode(data: bytes, chunk: int) -> None:
-    """Decode + turn assembly of ``data`` fed in ``chunk``-byte reads."""
-    asm = TurnAssembler()
-    tail = b""
+    """The live path (decode, host and device times, turns) of ``data`` fed in
+    ``chunk``-byte reads."""
+    asm = A1Turns(sample_us=508)
     for i in range(0, len(data), chunk):
-        buf = tail + data[i : i + chunk]
-        nodes, used, _ = proto.decode_nodes(buf)
-        tail = buf[used:]
-        asm.feed(nodes, np.zeros(len(nodes), dtype=np.int64))
+        asm.feed(i, data[i : i + chunk])
 
 
 def _library(data: bytes) -> None:
@@ -89,7 +87,7 @@ def run(quick: bool) -> list[BenchResult]:
     small = interleave(lambda: _decode(small_data, 500), rounds=rounds).rounds(
         lambda o, _: len(small_data) / 5 / o / line
     )
-    vs = interleave(lambda: proto.decode_nodes(data), lambda: _library(lib_data), rounds=rounds)
+    vs = interleave(lambda: decode_nodes(data), lambda: _library(lib_data), rounds=rounds)
     n_lib = len(lib_data) / 5
     ratio = vs.rounds(lambda o, r: (n / o) / (n_lib / r))
     offline = n / vs.ours_median_s

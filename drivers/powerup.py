@@ -67,6 +67,7 @@ import serial
 
 from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.drivers.device_kinds import get_kind
+from sensorbench.drivers.kernels import warm_up
 from sensorbench.drivers.port_power import PortPower
 from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import ConfigError, DriverError
@@ -356,6 +357,7 @@ class PowerUpSequencer:
         """
         if mode not in ("staggered", "together"):
             raise ConfigError(f"mode must be 'staggered' or 'together', got {mode!r}")
+        warm_up()  # compile or load the decoders now, never on a device's first read
         try:
             if mode == "staggered":
                 self._park_all()

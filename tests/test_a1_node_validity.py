@@ -11,8 +11,9 @@ from click.testing import CliRunner
 
 from sensorbench.cli import cli
 from sensorbench.drivers import a1_protocol as proto
+from sensorbench.drivers.a1_kernels import decode_nodes
 from sensorbench.drivers.a1_raw import decode_capture
-from sensorbench.drivers.a1_turns import TurnAssembler
+from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.logs import TurnFlag
 from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples, encode_nodes
@@ -43,10 +44,10 @@ def test_a_node_at_360_deg_is_dropped_and_counted_not_a_corrupt_turn():
     f["dist_q2"][1080 + 10] = 12 * 4000 + 1  # 12.00025 m in turn 3
     f["dist_q2"][1080 + 11] = 16 * 4000  # 16 m
     data = _encode(f)
-    nodes, consumed, skipped = proto.decode_nodes(data)
+    nodes, consumed, skipped = decode_nodes(data)
     assert skipped == 0 and consumed == len(data) and len(nodes) == 4 * 360  # framed
-    asm = TurnAssembler()
-    turns = asm.feed(nodes, np.arange(len(nodes), dtype=np.int64) * 500_000)
+    asm = A1Turns(sample_us=500)
+    turns = asm.feed(0, data)
     turns = type(turns).concat([turns, asm.flush()])
     assert asm.nodes_dropped == 2 and asm.ranges_beyond_limit == 2
     # turns 0..2 complete (the start flag of the dropped node passed to the next one),
