@@ -25,7 +25,8 @@ from sensorbench.drivers.a1_kernels import decode_nodes
 from sensorbench.drivers.a1_reader import a1_reader
 from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.drivers.a1_turns import A1Turns
-from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples, encode_nodes
+from sensorbench.sim.a1_samples import RoomSamples
+from sensorbench.sim.emulator_a1 import A1Emulator, encode_nodes
 
 AREA = "a1"
 

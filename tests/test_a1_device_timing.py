@@ -21,7 +21,8 @@ from sensorbench.drivers.a1_lidar import A1Lidar
 from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.logs import NO_DEVICE_TIME, Event, LidarTurns, TurnFlag
-from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples
+from sensorbench.sim.a1_samples import RoomSamples
+from sensorbench.sim.emulator_a1 import A1Emulator
 
 HERE = Path(__file__).parent
 

@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from sensorbench.cli import cli
 from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import SimError
-from sensorbench.sim.emulator_a1 import REAL_NODES_PER_TURN, A1Emulator, RoomSamples
+from sensorbench.sim.a1_samples import REAL_NODES_PER_TURN, RoomSamples
+from sensorbench.sim.emulator_a1 import A1Emulator
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults
 

@@ -16,7 +16,8 @@ from sensorbench.drivers.a1_raw import decode_capture
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.logs import TurnFlag
-from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples, encode_nodes
+from sensorbench.sim.a1_samples import RoomSamples
+from sensorbench.sim.emulator_a1 import A1Emulator, encode_nodes
 
 SPEED = 4.0
 

@@ -16,14 +16,14 @@ import numpy as np
 from sensorbench.characterize.lidar.stats import characterize_turns
 from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.logs import LidarTurns
-from sensorbench.sim.emulator_a1 import (
+from sensorbench.sim.a1_samples import (
     REAL_NODES_PER_TURN,
     REAL_SAMPLE_US,
     REAL_ZERO_FRACTION,
-    A1Emulator,
     A1Realism,
     RoomSamples,
 )
+from sensorbench.sim.emulator_a1 import A1Emulator
 
 
 def _capture(seconds: float, speed: float = 4.0) -> tuple[LidarTurns, object, A1Scanner]:
