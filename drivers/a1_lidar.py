@@ -396,7 +396,10 @@ class A1Lidar(rplidar.RPLidar):
             self.start_motor()
             self._io(lambda s: s.write(request), f"sending the {scan_type} scan request")
             try:
-                length, single, dtype = self._read_descriptor()
+                try:
+                    length, single, dtype = self._read_descriptor()
+                except DeviceSilent as err:
+                    raise DeviceSilent(f"no answer to the {scan_type} scan request: {err}") from err
                 if (length, single, dtype) != (size, False, answer):
                     raise DeviceProtocolError(
                         f"A1 {self.port} answered the {scan_type} scan request with length "

@@ -29,11 +29,15 @@ from sensorbench.drivers.a1_protocol import A1Health, A1Info, A1SampleRate
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.drivers.device_protocol import DeviceProtocol
 from sensorbench.drivers.serial_link import EventSink, LinkConfig, SerialLink
-from sensorbench.errors import DeviceUnplugged, DriverError
+from sensorbench.errors import DeviceProtocolError, DeviceUnplugged, DriverError
 from sensorbench.logs import LidarTurns, TurnFlag
 
 if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
+
+
+PREAMBLE_MAX_BYTES = 1 << 20
+"""Bytes kept from before a session (about 90 s of express scan) for its raw stream."""
 
 
 class A1Scanner(DeviceProtocol):
@@ -67,9 +71,9 @@ class A1Scanner(DeviceProtocol):
         scan_mode: ``standard`` (one 5-byte node per sample, about 2000/s) or
             ``express`` (32 samples per 84-byte capsule, about 4000/s: what the vendor's
             ROS 2 driver uses on an A1, and a robot configuration's default). A unit
-            that answers no express scan
-            (firmware < 1.17, or no express descriptor) is scanned in standard mode,
-            said in a ``note`` event; :attr:`scan_mode_used` is what runs.
+            that has no express scan (firmware < 1.17, or an answer that is not the
+            capsule descriptor) is scanned in standard mode, said in a ``note`` event;
+            :attr:`scan_mode_used` is what runs.
 
     Use :meth:`open` (connect, identify, health), :meth:`start`, then call :meth:`poll`
     in a loop; it returns within ``max_wait_s`` while data flows, and within the
@@ -112,6 +116,8 @@ class A1Scanner(DeviceProtocol):
         self._node_bytes = 0  # the node bytes at the end of the chunk being consumed
         self._out: list[LidarTurns] | None = None  # turns completed by the current poll()
         self._skipped_reported = 0
+        self._preamble: list[tuple[int, bytes]] = []
+        self._preamble_bytes = 0
         self._skip_reported_ns = 0
         self._scanning = False
         self._count_lock = threading.Lock()
@@ -256,6 +262,9 @@ class A1Scanner(DeviceProtocol):
     def consume(self, t_ns: int, data: bytes) -> int:
         """Decode the scan bytes at the end of ``data`` into turns; returns the complete
         valid turns."""
+        if self.link.writer is None and self._preamble_bytes < PREAMBLE_MAX_BYTES:
+            self._preamble.append((t_ns, data))  # read before a session: kept for it
+            self._preamble_bytes += len(data)
         n, self._node_bytes = self._node_bytes, 0
         asm = self.assembler
         done = self._emit_turns(asm.feed(t_ns, data[len(data) - n :])) if n else 0
@@ -280,6 +289,14 @@ class A1Scanner(DeviceProtocol):
     def bytes_skipped(self) -> int:
         """Bytes skipped re-aligning since the scanner was made."""
         return self.assembler.bytes_skipped
+
+    def take_preamble(self) -> list[tuple[int, bytes]]:
+        """The chunks read before a session's writer was attached (the bring-up's
+        identification, scan request and first turns), so that the session's raw stream
+        starts with the scan's descriptor and ``decode a1`` reproduces its turns."""
+        out, self._preamble = self._preamble, []
+        self._preamble_bytes = PREAMBLE_MAX_BYTES
+        return out
 
     def on_lost(self) -> None:
         """Record the bytes read before the loss; emit the cut turn (``PACKET_LOSS``)."""
@@ -427,7 +444,8 @@ class A1Scanner(DeviceProtocol):
 
     def _start_scan(self) -> None:
         """The scan from a clean state (no tail, no turn, no clock anchor): express where
-        the unit answers it and it was asked for, else standard (said once)."""
+        it was asked for and the unit has it (firmware >= 1.17, like GET_SAMPLERATE:
+        silence to it is an error like any), else standard (said once)."""
         lidar = self._lidar()
         mode = self.scan_mode_used
         old = self.info is not None and self.info.firmware < proto.EXPRESS_MIN_FIRMWARE
@@ -436,12 +454,10 @@ class A1Scanner(DeviceProtocol):
         if mode == "express":
             try:
                 lidar.start("express")
-            except DeviceUnplugged:
-                raise
-            except DriverError as err:
+            except DeviceProtocolError as err:  # it answered, but not with capsules
+                lidar.start("normal")
                 mode = self._no_express(str(err))
-                lidar.stop()
-        if mode == "standard":
+        else:
             lidar.start("normal")
         self.scan_mode_used = mode
         self._scanning = True

@@ -287,7 +287,7 @@ register(
         make_reader=a1_kind.make_reader,
         make_steps=a1_kind.make_steps,
         probe=a1_kind.probe,
-        option_keys=frozenset({"serial"}),
+        option_keys=frozenset({"serial", "scan_mode"}),
         parse_options=a1_kind.parse_options,
         keeps_bringup_handle=True,
         probe_writes=True,

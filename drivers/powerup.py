@@ -65,6 +65,7 @@ from typing import Any, Protocol
 
 import serial
 
+from sensorbench.drivers import a1_kind
 from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.kernels import warm_up
@@ -89,7 +90,7 @@ class DeviceSpec:
         read_timeout_s: deadline of each request/answer while opening (s).
         power: optional switchable port power.
         options: kind-specific extras (``config``: the device's configuration, which
-            a streaming kind's steps need; ``min_points`` for an A1).
+            a streaming kind's steps need; ``min_points`` and ``scan_mode`` for an A1).
         steps: a steps factory instead of the kind's (a device outside the registry,
             e.g. in a test); None uses the registered kind's.
     """
@@ -160,12 +161,14 @@ class DeviceSteps(Protocol):
 
 
 class A1Steps:
-    """Bring-up of an RPLIDAR A1 (options: ``min_points``, default 100 per valid turn)."""
+    """Bring-up of an RPLIDAR A1 (options: ``min_points``, default 100 per valid turn;
+    ``scan_mode``, default the configuration's, express without one)."""
 
     def __init__(self, spec: DeviceSpec) -> None:
         self.spec = spec
         self.min_points = int(spec.options.get("min_points", 100))
-        self.handle = A1Scanner(spec.port, read_timeout_s=spec.read_timeout_s)
+        mode = spec.options.get("scan_mode") or a1_kind.scan_mode(spec.options.get("config"))
+        self.handle = A1Scanner(spec.port, read_timeout_s=spec.read_timeout_s, scan_mode=mode)
 
     def open(self) -> str:
         """Connect and GET_INFO; returns the 32-hex-digit serial."""
@@ -176,7 +179,7 @@ class A1Steps:
         self.handle.check_health()
 
     def start(self) -> None:
-        """Standard scan (motor via DTR where the port has it)."""
+        """The scan (motor via DTR where the port has it)."""
         self.handle.start()
 
     def wait_ready(self, timeout_s: float) -> None:

@@ -57,6 +57,8 @@ IDEAL_A1 = A1Realism(
 
 REAL_SAMPLE_US = 508
 """Standard sample duration an A1M8 (firmware 1.29) answers to GET_SAMPLERATE (µs)."""
+REAL_EXPRESS_US = 254
+"""Express sample duration the same unit answers (µs)."""
 REAL_NODES_PER_TURN = 317
 """Nodes per turn of a real A1M8 at its default motor speed (~6.2 Hz at 508 µs)."""
 REAL_ZERO_FRACTION = 0.45

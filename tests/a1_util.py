@@ -188,3 +188,15 @@ def ref_express_decode(capsules: list[bytes]) -> RefNodes:
                 a.append(angle)
                 d.append(dist)
     return RefNodes(np.array(s, bool), np.array(q), np.array(a), np.array(d))
+
+
+def capsule_fields(capsule: bytes) -> tuple[int, list[int], list[int]]:
+    """(start angle q6, 32 distances mm, 32 angle offsets q3) of a capsule, per the SDK."""
+    start = int.from_bytes(capsule[2:4], "little") & 0x7FFF
+    dist, offs = [], []
+    for i in range(16):
+        cab = capsule[4 + 5 * i : 9 + 5 * i]
+        w1, w2 = cab[0] | cab[1] << 8, cab[2] | cab[3] << 8
+        dist += [w1 >> 2, w2 >> 2]
+        offs += [(cab[4] & 0xF) | (w1 & 3) << 4, (cab[4] >> 4) | (w2 & 3) << 4]
+    return start, dist, offs

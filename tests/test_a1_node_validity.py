@@ -86,7 +86,14 @@ def test_bringup_accepts_an_a1_that_sends_360_deg_in_every_turn():
     last = np.flatnonzero(np.diff(s.turn) != 0)  # the last sample of each turn
     s.angle_deg_cw[last] = 360.0
     with A1Emulator(s, speed=SPEED) as emu:
-        spec = DeviceSpec("lidar_front", "a1", emu.path, read_timeout_s=0.5, ready_timeout_s=3)
+        spec = DeviceSpec(
+            "lidar_front",
+            "a1",
+            emu.path,
+            read_timeout_s=0.5,
+            ready_timeout_s=3,
+            options={"scan_mode": "standard"},  # 360.00 deg is a standard-scan node
+        )
         seq = PowerUpSequencer([spec], retries=0)
         (r,) = seq.run(keep=True)
         try:
