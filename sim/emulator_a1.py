@@ -219,7 +219,6 @@ class A1Emulator(PtyEmulator):
         rng_m = np.asarray(src.range_m, dtype=np.float64)
         self._dist_q2 = np.clip(np.round(rng_m * 4000.0), 0, 0xFFFF).astype(np.uint16)
         self._quality = np.clip(np.asarray(src.intensity, dtype=np.int64), 0, 63).astype(np.uint8)
-        self._quality[self._dist_q2 == 0] = 0
         turn = np.asarray(src.turn)
         self._start = np.empty(turn.size, dtype=bool)
         self._start[0] = True
