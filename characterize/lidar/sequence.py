@@ -85,7 +85,7 @@ def sequence_stats(turns: LidarTurns) -> SequenceStats:
     first = cw[turns.offset[turns.count > 0]]
     nan = float("nan")
 
-    def pct(x: np.ndarray) -> float:
+    def pct(x: float) -> float:
         return float(np.percentile(ret_step, x)) if ret_step.size else nan
 
     return SequenceStats(
