@@ -20,6 +20,7 @@ raw points are the evidence and filtering is an analysis choice.
 from __future__ import annotations
 
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from sensorbench.drivers.device_protocol import DeviceProtocol
@@ -30,6 +31,11 @@ from sensorbench.logs import LidarTurns
 
 if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
+
+
+MIN_BYTES_TO_JUDGE = 4 * 47
+"""Bytes from which a stream without a valid LD19 packet points at the wrong baud rate
+or device: four packets' worth holds at least three headers at the right baud rate."""
 
 
 class LD19Protocol(DeviceProtocol):
@@ -66,7 +72,7 @@ class LD19Protocol(DeviceProtocol):
         self.assembler = TurnAssembler(clock=ld19_clock(clock_slope))
         self.turns: list[LidarTurns] = []
         self.candidates_seen = 0
-        self._at_open = (0, 0, 0)  # candidates, packets, CRC failures when (re)opened
+        self._at_open = (0, 0, 0, 0)  # candidates, packets, CRC and field failures at open
         self._tail_byte = -1
         self._turns_lock = threading.Lock()
 
@@ -110,23 +116,45 @@ class LD19Protocol(DeviceProtocol):
         self.assembler.reset(after_reconnect=True)
         self._tail_byte = -1
         c = self.parser.counters
-        self._at_open = (self.candidates_seen, c.packets, c.crc_failures)
+        self._at_open = (self.candidates_seen, c.packets, c.crc_failures, c.impossible_packets)
 
     def diagnose(self) -> str:
-        """Bytes, candidate headers and valid packets seen since (re)opening, and the cause."""
+        """Bytes, candidate headers and valid packets seen since (re)opening, and the cause.
+
+        A wrong baud rate is only suspected from bytes the parser has judged, and enough
+        of them to hold headers (:data:`MIN_BYTES_TO_JUDGE`): fewer come from a device
+        still starting, and bytes not judged yet (counted, their chunk still being
+        parsed at the deadline) from a reader this machine did not schedule in time.
+        """
         c = self.parser.counters
-        cand0, packets0, crc0 = self._at_open
+        cand0, packets0, crc0, impossible0 = self._at_open
         n_bytes = self.link.bytes_since_open
         cand = self.candidates_seen - cand0
+        crc = c.crc_failures - crc0
+        impossible = c.impossible_packets - impossible0
+        elapsed_s = (time.monotonic_ns() - self.link.opened_ns) / 1e9
+        late = (
+            f"the line carries {self.link.baud // 10} B/s and {elapsed_s:.1f} s passed, so the "
+            "device is still starting or this machine was too busy to read it in time"
+        )
         if n_bytes == 0:
             cause = "the device sends nothing: is it powered, and is this its port?"
+        elif n_bytes < MIN_BYTES_TO_JUDGE and c.packets == packets0:
+            cause = f"too few to tell a wrong baud rate from a slow start: {late}"
+        elif cand and not crc and not impossible:
+            cause = f"headers not parsed yet when the wait ended: {late}"
         elif cand == 0:
             cause = "no 54 2C header at all: wrong baud rate or not an LD19?"
+        elif not crc:
+            cause = (
+                f"{impossible} packets with a valid CRC but impossible angles, timestamp "
+                "or speed: not an LD19, or firmware this parser does not know"
+            )
         else:
             cause = "headers but no valid CRC: wrong baud rate or not an LD19?"
         return (
             f"{n_bytes} bytes, {cand} candidate headers, {c.packets - packets0} valid "
-            f"({c.crc_failures - crc0} CRC failures): {cause}"
+            f"({crc} CRC failures): {cause}"
         )
 
     def counters(self) -> tuple[int, int, int, int]:

@@ -44,6 +44,11 @@ if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
 
 
+MAX_CLOCK_DRIFT = 0.01
+"""How far the MCU clock may run from ``clock_slope`` in the stamps (a fraction): 100×
+the ±100 ppm the analysis assumes of its crystal (``encoder_host_seconds``)."""
+
+
 class PodProtocol(DeviceProtocol):
     """Decodes the pod MCU's bytes into encoder frames (the link records the raw bytes).
 
@@ -53,7 +58,8 @@ class PodProtocol(DeviceProtocol):
         protocol: ``"binary"`` or ``"csv"``.
         attrs: extra encoder stream attributes (e.g. nominal pod geometry).
         clock_slope: host seconds per device second assumed before the clock fit
-            converges (1.0 for hardware; 1/speed for an accelerated emulator).
+            converges (1.0 for hardware; 1/speed for an accelerated emulator); the fit
+            stays within :data:`MAX_CLOCK_DRIFT` of it.
         keep_frames: also keep every decoded frame in memory (tests, bring-up).
     """
 
@@ -72,7 +78,9 @@ class PodProtocol(DeviceProtocol):
     ) -> None:
         self.parser = PodStreamParser(n_pods, counter_bits, protocol)
         self.wire = f"pods-{self.parser.variant}"
-        self.clock = DeviceClock(modulus=None, tick_ns=1, nominal_slope=clock_slope)
+        self.clock = DeviceClock(
+            modulus=None, tick_ns=1, nominal_slope=clock_slope, max_drift=MAX_CLOCK_DRIFT
+        )
         self.attrs = dict(attrs or {})
         self.keep_frames = keep_frames
         self.batches: list[EncoderBatch] = []

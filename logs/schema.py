@@ -83,7 +83,7 @@ POSE_KINDS = ("mocap", "pose_sensor", "estimate")
 GROUPS = {"lidar": "lidar", "raw": "raw", "encoder": "encoders", "pose": "pose"}
 """Stream kind -> HDF5 group name."""
 
-STREAM_COLUMNS = {
+STREAM_COLUMNS: dict[str, dict[str, str | np.dtype]] = {
     "lidar": {**LIDAR_POINT_FIELDS, "turns": TURN_DTYPE},
     "raw": {"data": "u1", "chunks": RAW_CHUNK_DTYPE},
     "encoder": {**ENCODER_FIELDS, "counts": "<i8"},

@@ -64,7 +64,9 @@ def test_every_received_frame_is_stored_exactly(tmp_path, variant: str) -> None:
     assert status.drops == 0 and status.crc_errors == 0 and status.kind == "pods"
     assert np.all(np.diff(b.host_ns) >= 0)
     # host times from the device clock: 5 ms frames at 10x are 0.5 ms apart on the host;
-    # receive stamps come in chunks, the clock model restores the spacing (±0.5 ms)
+    # receive stamps come in chunks, the clock model restores the spacing (±0.5 ms). On
+    # a busy machine whole windows arrive late and a free line through their minima was
+    # 6-13 % off; the pod clock is held within MAX_CLOCK_DRIFT (1 %) of its known rate.
     spacing = np.median(np.diff(b.host_ns[-500:])) / 1e6
     assert spacing == pytest.approx(0.5, abs=0.025)
 

@@ -4,12 +4,14 @@ unplug and replug, a stall, a silent port and a wrong baud rate."""
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 
 import numpy as np
 import pytest
 from timing_util import SLACK_S, wait_until
 
+from sensorbench.drivers.kernels import warm_up as warm_up_kernels
 from sensorbench.drivers.ld19_decode import decode_ld19
 from sensorbench.drivers.ld19_reader import LD19Protocol
 from sensorbench.drivers.reader_base import DeviceReader
@@ -17,10 +19,23 @@ from sensorbench.drivers.serial_link import LinkConfig, SerialLink
 from sensorbench.drivers.serial_reader import SerialReader
 from sensorbench.errors import DriverError, SessionError
 from sensorbench.logs import Session, SessionWriter, TurnFlag
-from sensorbench.sim.emulator_ld19 import LD19Emulator, LD19Truth, SyntheticLD19Samples
+from sensorbench.sim.emulator_ld19 import (
+    LD19Emulator,
+    LD19Truth,
+    SyntheticLD19Samples,
+    encode_packets,
+)
 from sensorbench.sim.pty import PtyPort
 
 SPEED = 4.0  # emulation speed-up: a 10 Hz turn every 25 ms of wall time
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kernels_compiled() -> None:
+    """Compile (or load) the parser's kernel before any emulator starts: on a busy
+    machine that takes seconds, and an emulator already streaming meanwhile piles up
+    bytes that then arrive in one burst (capture does the same, kernels.warm_up)."""
+    warm_up_kernels()
 
 
 def _truth_turns(truth: LD19Truth, t0_ns: float) -> list[dict]:
@@ -193,6 +208,65 @@ def test_wrong_baud_rate_is_diagnosed():
         assert time.monotonic() - t0 < 1.0 + SLACK_S
     assert link.bytes_total > 1000 and "0 valid" in str(exc.value)
     assert emu.port.stats.bytes_garbled_baud > 0
+
+
+def test_a_few_bytes_are_too_few_to_call_the_baud_rate_wrong():
+    """A reader starved on a busy machine (or a device still starting) may get a few
+    bytes and no header before its deadline: that is no evidence of a wrong baud rate,
+    and the message must not say so (it did: "no 54 2C header at all: wrong baud rate
+    or not an LD19?", failing the unplug test under load)."""
+    packet = encode_packets(
+        np.full(1, 3600), [0], [880], np.full((1, 12), 500), np.zeros((1, 12)), [0]
+    )
+    with PtyPort() as port:
+        config = LinkConfig(first_valid_timeout_s=1.0)
+        reader = SerialReader(SerialLink("ld19", port.path, LD19Protocol(), config=config))
+        # after the reader has opened the port (opening flushes what was waiting)
+        sender = threading.Timer(0.3, port.send, [packet[5:40]])  # mid-packet: no header
+        sender.start()
+        try:
+            with pytest.raises(DriverError) as exc:
+                reader.start()
+        finally:
+            sender.join(5)
+    msg = str(exc.value)
+    assert "35 bytes, 0 candidate headers, 0 valid" in msg, msg
+    assert "wrong baud rate or not an LD19" not in msg
+    assert "too few to tell" in msg and "busy" in msg
+
+
+def test_headers_not_parsed_yet_at_the_deadline_are_not_a_wrong_baud_rate():
+    """The wait for the first packet can end while the reader thread, starved, has
+    counted a chunk's bytes and headers but not parsed it yet (seen under CPU hogs:
+    "2538 bytes, 54 candidate headers, 0 valid (0 CRC failures): headers but no valid
+    CRC: wrong baud rate"). Caught here between counting and parsing."""
+    packets = encode_packets(
+        np.full(8, 3600), np.arange(8) * 960, np.arange(8) * 960 + 880,
+        np.full((8, 12), 500), np.zeros((8, 12)), np.arange(8) * 3,
+    )  # fmt: skip
+    with PtyPort() as port:
+        protocol = LD19Protocol()
+        config = LinkConfig(first_valid_timeout_s=1.0)
+        reader = SerialReader(SerialLink("ld19", port.path, protocol, config=config))
+        parsing = threading.Event()
+        real_feed = protocol.parser.feed
+
+        def stalled_feed(data, t_ns=None):
+            parsing.set()
+            time.sleep(2.0)  # a thread the scheduler keeps waiting past the deadline
+            return real_feed(data, t_ns)
+
+        protocol.parser.feed = stalled_feed
+        sender = threading.Timer(0.3, port.send, [packets])
+        sender.start()
+        try:
+            with pytest.raises(DriverError) as exc:
+                reader.start()
+        finally:
+            sender.join(5)
+    msg = str(exc.value)
+    assert parsing.is_set() and "376 bytes, 8 candidate headers, 0 valid" in msg, msg
+    assert "not parsed yet" in msg and "wrong baud rate or not an LD19" not in msg
 
 
 def test_missing_port_fails_to_open_within_its_deadline(tmp_path):

@@ -27,7 +27,12 @@ from sensorbench.characterize.pose.align import (
     estimate_time_offset,
     pose_errors,
 )
-from sensorbench.characterize.pose.error_model import FitOptions, PoseErrorModel, fit_pose_error
+from sensorbench.characterize.pose.error_model import (
+    FitOptions,
+    PoseErrorModel,
+    Progress,
+    fit_pose_error,
+)
 from sensorbench.characterize.pose.frames import (
     FRAME_ALPHA,
     FrameCheck,
@@ -43,6 +48,7 @@ from sensorbench.characterize.pose.reloc_segments import (
     unstable_detections,
 )
 from sensorbench.characterize.pose.series import ErrorSeries
+from sensorbench.characterize.pose.trajectory_error import TrajectoryError, trajectory_error
 from sensorbench.errors import FitError, SessionError
 from sensorbench.logs.model_file import file_sha256
 
@@ -59,15 +65,47 @@ class PreparedSession:
     segmentation: Segmentation
     source: str
     sensor_position: np.ndarray | None = None  # (N, 3) m, sensor frame, at the series' samples
+    trajectory: TrajectoryError | None = None
+    """ATE and RPE as evo computes them (:mod:`trajectory_error`)."""
+    alignment_scope: str = "session"
+    """``session`` (its own transform), ``campaign`` (one for all sessions) or ``none``."""
+    campaign_sessions: int = 1
+    """Sessions the transform was fitted to."""
+
+    @property
+    def offset_sigma_s(self) -> float:
+        """The time offset's standard error (s) where it was estimated, else nan."""
+        return float(self.segmentation.offset_sigma_s)
+
+    def alignment_used(self) -> str:
+        """The alignment in words, e.g. ``se3, one transform for 3 sessions (campaign)``."""
+        al = self.alignment
+        if al.mode == "none":
+            return "none (the sensor reports in the reference frame)"
+        if self.alignment_scope == "campaign":
+            scope = f"one transform for {self.campaign_sessions} session(s) (campaign)"
+        else:
+            scope = "this session's own transform"
+        return f"{al.mode}, {scope}"
 
     def to_dict(self) -> dict:
-        """JSON-ready description (alignment, segmentation, sizes)."""
+        """JSON-ready description (alignment, time offset, ATE/RPE, segmentation, sizes)."""
+        al = self.alignment
         return {
             "name": self.series.name,
             "source": self.source,
             "n_samples": self.series.n,
             "duration_s": self.series.duration_s,
-            "alignment": self.alignment.to_dict(),
+            "alignment": al.to_dict(),
+            "alignment_used": self.alignment_used(),
+            "time_offset": {
+                "offset_s": al.offset_s,
+                "sigma_s": self.offset_sigma_s,
+                "method": al.time_offset_method,
+                "rate_window_s": al.rate_window_s,
+                "reference_max_gap_s": al.max_gap_s,
+            },
+            "trajectory_error": None if self.trajectory is None else self.trajectory.to_dict(),
             "segmentation": self.segmentation.to_dict(),
             "error_frame": ERROR_FRAME,
             "time_origin": TIME_ORIGIN,
@@ -81,7 +119,7 @@ def error_series(
     mode: str = "se3",
     offset_s: float | None = None,
     max_offset_s: float = 0.5,
-    max_gap_s: float = 0.1,
+    max_gap_s: float | None = None,
     source: str = "",
 ) -> PreparedSession:
     """Align ``sensor`` to ``reference``, compute the error and segment it."""
@@ -94,7 +132,7 @@ def _segmented(
     reference: PoseTrack,
     al: Alignment,
     name: str,
-    max_gap_s: float,
+    max_gap_s: float | None,
     source: str,
     seg: Segmentation | None = None,
 ) -> PreparedSession:
@@ -111,7 +149,8 @@ def _segmented(
     if seg is None or seg.reloc.size != t.size:
         seg = segment(t, e, flags)
     series = ErrorSeries(t, e, seg.reloc, name=name)
-    return PreparedSession(series, al, seg, source, valid.position[idx])
+    te = trajectory_error(sensor, reference, al, max_gap_s)
+    return PreparedSession(series, al, seg, source, valid.position[idx], te)
 
 
 def load_tracks(
@@ -161,7 +200,7 @@ def prepare_sessions(
     max_offset_s: float = 0.5,
     offset_s: float | None = None,
     joint: bool = True,
-    max_gap_s: float = 0.1,
+    max_gap_s: float | None = None,
     t_start_s: float | None = None,
     t_end_s: float | None = None,
 ) -> list[PreparedSession]:
@@ -178,8 +217,13 @@ def prepare_sessions(
             align_sessions([tr], mode, offset_s, max_offset_s, max_gap_s)[0] for tr in tracks
         ]
     names = session_names(paths)
+    scope = "none" if mode == "none" else ("campaign" if joint and len(paths) > 1 else "session")
     return [
-        _segmented(sen, ref, al, name, max_gap_s, str(p))
+        replace(
+            _segmented(sen, ref, al, name, max_gap_s, str(p)),
+            alignment_scope=scope,
+            campaign_sessions=len(paths) if scope == "campaign" else 1,
+        )
         for (sen, ref), al, name, p in zip(tracks, alignments, names, paths, strict=True)
     ]
 
@@ -195,6 +239,7 @@ def fit_prepared(
     sensor: str,
     reference: str,
     options: FitOptions | None = None,
+    progress: Progress | None = None,
 ) -> PoseErrorModel:
     """Fit the pose-error model over prepared sessions (:func:`fit_pose_error`).
 
@@ -220,6 +265,7 @@ def fit_prepared(
             "segmentation": {ps.series.name: ps.segmentation.to_dict() for ps in prepared},
             "time_origin": TIME_ORIGIN,
         },
+        progress=progress,
     )
 
 
@@ -235,7 +281,7 @@ def prepare_campaign(
     planar: bool = False,
     offset_s: float | None = None,
     max_offset_s: float = 0.5,
-    max_gap_s: float = 0.1,
+    max_gap_s: float | None = None,
     frame_alpha: float = FRAME_ALPHA,
 ) -> tuple[list[PreparedSession], FrameCheck | None]:
     """Align, compute and segment the error of every session; check their frames.
@@ -263,7 +309,8 @@ def prepare_campaign(
         for (sen, ref), ps in zip(tracks, alone, strict=True):
             _mark_unstable(sen, ref, ps, max_offset_s, max_gap_s)
     if align != "campaign" or len(tracks) < 2:
-        return alone, None
+        scope = "none" if align == "none" else "session"
+        return [replace(ps, alignment_scope=scope) for ps in alone], None
     offsets: list[float | None] = [al.offset_s for al in own]
     keep = list(range(len(tracks)))
     excluded: list[str] = []
@@ -276,6 +323,7 @@ def prepare_campaign(
                 j,
                 time_offset_method=own[i].time_offset_method,
                 rate_correlation=own[i].rate_correlation,
+                rate_window_s=own[i].rate_window_s,
             )
             for i, j in zip(keep, joint, strict=True)
         ]
@@ -296,6 +344,9 @@ def prepare_campaign(
         excluded.append(names[keep[worst]])
         keep.pop(worst)
     check.excluded = excluded
+    prepared = [
+        replace(p, alignment_scope="campaign", campaign_sessions=len(keep)) for p in prepared
+    ]
     for i, al in enumerate(own):
         ref_al = joint[0]
         centre = tracks[i][0].only_valid().position.mean(axis=0)
@@ -318,7 +369,7 @@ def _loo_check(
     alone: list[PreparedSession],
     names: list[str],
     mode: str,
-    max_gap_s: float,
+    max_gap_s: float | None,
     frame_alpha: float,
 ) -> FrameCheck:
     """Frame check with each kept session held out of the alignment (``loo_frame_statistics``)."""
@@ -368,7 +419,7 @@ def _mark_unstable(
     reference: PoseTrack,
     ps: PreparedSession,
     max_offset_s: float,
-    max_gap_s: float,
+    max_gap_s: float | None,
 ) -> None:
     """Record in ``ps.segmentation`` the detections that move when the offset moves by ±2σ."""
     seg = ps.segmentation

@@ -29,7 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from sensorbench.characterize.pose.error_model import PARAMS, FitOptions, PoseErrorModel, fit_groups
+from sensorbench.characterize.pose.error_model import (
+    PARAMS,
+    FitOptions,
+    PoseErrorModel,
+    Progress,
+    fit_groups,
+)
 from sensorbench.characterize.pose.gm_montecarlo import (
     STAT_NAMES,
     draw_params,
@@ -267,11 +273,14 @@ def validate_sessions(
     alpha: float = 0.05,
     parameter_uncertainty: bool = True,
     options: FitOptions | None = None,
+    progress: Progress | None = None,
 ) -> ValidationReport:
     """Validate the model on every session (leave-one-session-out unless ``model``).
 
     With ``model`` None, each session is checked against a model refitted on all the
     others (needs ≥ 2 sessions); with a model, every session is checked against it.
+    ``progress(done, total)``: the refits count as one session's share, then each
+    session's Monte Carlo check one more.
     """
     if not series:
         raise FitError("no sessions to validate")
@@ -285,7 +294,10 @@ def validate_sessions(
                 "validate a single session"
             )
         groups = [[j for j in range(n) if j != i] for i in range(n)]
-        fits = fit_groups(series, groups, options)
+        refits = (
+            None if progress is None else (lambda d, t: progress(d * 1000 // t, 1000 * (n + 1)))
+        )
+        fits = fit_groups(series, groups, options, refits)
         models = [
             (
                 np.stack([f[a].values for a in AXES]),
@@ -301,18 +313,21 @@ def validate_sessions(
     alpha_session = 1.0 - (1.0 - alpha) ** (1.0 / n)
     rng = np.random.default_rng(seed)
     streams = rng.spawn(n)
-    checks = [
-        check_session(
-            s,
-            p,
-            cov if parameter_uncertainty else None,
-            n_draws,
-            streams[i],
-            alpha_session,
-            quantiles,
+    checks = []
+    for i, (s, (p, cov, quantiles)) in enumerate(zip(series, models, strict=True)):
+        checks.append(
+            check_session(
+                s,
+                p,
+                cov if parameter_uncertainty else None,
+                n_draws,
+                streams[i],
+                alpha_session,
+                quantiles,
+            )
         )
-        for i, (s, (p, cov, quantiles)) in enumerate(zip(series, models, strict=True))
-    ]
+        if progress is not None:
+            progress(1000 * (i + 2), 1000 * (n + 1))
     return ValidationReport(
         checks, n_draws, seed, alpha, alpha_session, mode, parameter_uncertainty
     )
