@@ -7,7 +7,7 @@ runs, bearing steps, turn spans: :mod:`.sequence`). Range noise by distance band
 outlier fractions need a static scene: :mod:`.static` finds the static
 stretches and :mod:`.noise` measures them. Without a static stretch the
 characterization refuses (``FitError``) unless only timing is asked for. For an
-LD19 the datasheet also says what the vendor SDK's near filter would drop, as a
+LD19 the datasheet also says what the vendor SDK's near filter would zero, as a
 fraction of the samples and of each class found here (a cross-check of both).
 """
 
@@ -142,9 +142,13 @@ class LidarCharacterization:
             *([] if self.sequence is None else _sequence_rows(self.sequence)),
             (
                 "Host clock",
-                f"{disp.RATE.with_unit(t.host_rate_hz)}; "
-                + ("reliable" if t.host_timing_reliable else "UNRELIABLE")
-                + f": {t.host_timing_note}",
+                (
+                    f"{disp.RATE.with_unit(t.host_rate_hz)}; "
+                    + ("reliable" if t.host_timing_reliable else "UNRELIABLE")
+                    + f": {t.host_timing_note}"
+                )
+                if np.isfinite(t.host_rate_hz)
+                else f"none ({t.host_timing_note})",
             ),
             (disp.SKIPPED.label, f"{t.skipped_turns} ({disp.SKIPPED.with_unit(t.skipped_pct)})"),
             (
@@ -192,7 +196,7 @@ class LidarCharacterization:
             rows.append(
                 (
                     "SDK near filter",
-                    f"drops {nf['rejected_pct']:.2f} % of samples: "
+                    f"zeroes {nf['rejected_pct']:.2f} % of samples: "
                     f"{nf['edge_outliers_rejected_pct']:.0f} % of the edge outliers, "
                     f"{nf['false_points_rejected_pct']:.0f} % of the false points, "
                     f"{nf['normal_rejected_pct']:.2f} % of the normal returns",
@@ -216,17 +220,19 @@ def characterize_turns(
     timing_only: bool = False,
     options: StaticOptions | None = None,
     clock_source: str = "",
+    time_base: str = "",
 ) -> LidarCharacterization:
     """Characterize a lidar stream held in memory.
 
     ``clock_source`` says how the stream's device time was made (its ``device_time``
-    attribute), for the timing figures' clock.
+    attribute), for the timing figures' clock; ``time_base`` what its turn times are
+    (its ``time_base`` attribute).
 
     Raises:
         FitError: too few turns, or no static stretch (unless ``timing_only``).
     """
     opt = options or StaticOptions()
-    timing = timing_stats(turns, events, sources, clock_source)
+    timing = timing_stats(turns, events, sources, clock_source, time_base)
     t_s, _ = turn_start_s(turns)
     periods = np.diff(t_s)
     returns = return_stats(turns)
@@ -288,7 +294,7 @@ def _sequence_rows(q: SequenceStats) -> list[tuple[str, str]]:
 
 
 def _near_filter_check(turns: LidarTurns, noise: NoiseReport) -> dict:
-    """What the LD19 SDK's near filter would drop, against this module's labels (%)."""
+    """What the LD19 SDK's near filter would zero, against this module's labels (%)."""
     dropped = np.isnan(near_filter_turns(turns).range) & ~np.isnan(turns.range)
     lab = noise.labels
 
@@ -343,6 +349,7 @@ def characterize_session(
         source=os.fspath(path),
         timing_only=timing_only,
         options=options,
+        time_base=str(attrs.get("time_base", "")),
         clock_source=str(
             attrs.get("device_time")
             or ("unwrapped LD19 millisecond timestamps" if attrs.get("model") == "LD19" else "")
