@@ -251,3 +251,16 @@ def test_decode_a1_of_the_express_session_reproduces_its_turns(express_capture, 
     np.testing.assert_array_equal(
         np.diff(bare.turns.device_ns[j : j + k]), live.count[: k - 1] * 254_000
     )
+
+
+def test_scan_mode_is_checked_where_it_is_written():
+    from sensorbench.errors import ConfigError
+
+    text = CONFIG + 'scan_mode = "standard"\n'
+    ok = parse_robot_config(text, "r.toml", run_dir="/tmp/x")
+    assert ok.device("front").options["scan_mode"] == "standard"
+    bad = text.replace('"standard"', '"boost"')
+    with pytest.raises(ConfigError, match=r"^r\.toml:\d+: .*scan_mode must be one of") as err:
+        parse_robot_config(bad, "r.toml", run_dir="/tmp/x")
+    line = next(i for i, s in enumerate(bad.splitlines(), 1) if s.startswith("scan_mode"))
+    assert str(err.value).startswith(f"r.toml:{line}:")
