@@ -130,10 +130,11 @@ def pods_family(
     if req.sim is None:
         raise SimError(f"{dev.name}: the pod emulator needs a scenario")
     if req.pods_firmware is not None:
-        if dev.protocol != "binary" or dev.n_pods != 3:
+        if dev.protocol != "binary" or dev.n_pods != 3 or dev.imu:
             raise SimError(
-                f"{dev.name}: the firmware sends binary frames of 3 counters; the config has "
-                f"protocol {dev.protocol!r} and {dev.n_pods} pods"
+                f"{dev.name}: the firmware sends binary frames of 3 counters without IMU "
+                f"fields; the config has protocol {dev.protocol!r}, {dev.n_pods} pods and "
+                f"imu = {str(dev.imu).lower()}"
             )
         if fault_schedule(req.knobs) or link_faults(req.knobs) != Faults():
             raise SimError(f"{dev.name}: the firmware emulator has no link faults; the "
