@@ -110,30 +110,43 @@ class _StatusPrinter:
             click.echo("", err=True)
 
 
+def recording_options(verb: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The device and session options ``capture`` and ``live`` share (``verb``: "Record" or
+    "Run", for the help texts)."""
+    options = [
+        click.option(
+            "--config", "config_path", required=True, type=click.Path(dir_okay=False),
+            help=_CONFIG_HELP,
+        ),
+        click.option(
+            "--duration", "duration_s", type=FiniteFloat(min=0.0, min_open=True), default=None,
+            help=f"{verb} time after bring-up (s); default: until Ctrl-C or SIGTERM.",
+        ),
+        click.option(
+            "-o", "--output", required=True, type=click.Path(dir_okay=False),
+            help="Session file to create (.h5); refused if it exists.",
+        ),
+        click.option("--label", default="", help="What this session is (e.g. square, static)."),
+        click.option("--note", default="", help="Free text stored with the session."),
+        click.option(
+            "--run-dir", type=click.Path(file_okay=False), default=None, help=_RUN_DIR_HELP
+        ),
+        click.option(
+            "--allow-missing", is_flag=True,
+            help=f"{verb} with the devices that came up when some did not.",
+        ),
+    ]  # fmt: skip
+
+    def apply(f: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return apply
+
+
 @click.command("capture")
-@click.option(
-    "--config", "config_path", required=True, type=click.Path(dir_okay=False), help=_CONFIG_HELP
-)
-@click.option(
-    "--duration",
-    "duration_s",
-    type=FiniteFloat(),
-    default=None,
-    help="Recording time after bring-up (s); default: until Ctrl-C or SIGTERM.",
-)
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="Session file to create (.h5); refused if it exists.",
-)
-@click.option("--label", default="", help="What this session is (e.g. square, static).")
-@click.option("--note", default="", help="Free text stored with the session.")
-@click.option("--run-dir", type=click.Path(file_okay=False), default=None, help=_RUN_DIR_HELP)
-@click.option(
-    "--allow-missing", is_flag=True, help="Record with the devices that came up when some did not."
-)
+@recording_options("Record")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
 @click.pass_context
 def capture_cmd(

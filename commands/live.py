@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from sensorbench.commands.capture import _CONFIG_HELP, _RUN_DIR_HELP, _StatusPrinter
+from sensorbench.commands.capture import _StatusPrinter, recording_options
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.json_doc import to_json
 
@@ -37,29 +37,7 @@ def load_models(
 
 
 @click.command("live")
-@click.option(
-    "--config", "config_path", required=True, type=click.Path(dir_okay=False), help=_CONFIG_HELP
-)
-@click.option(
-    "--duration",
-    "duration_s",
-    type=click.FloatRange(min=0.0, min_open=True),
-    default=None,
-    help="Run time after bring-up (s); default: until Ctrl-C or SIGTERM.",
-)
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="Session file to create (.h5); refused if it exists.",
-)
-@click.option("--label", default="", help="What this session is (e.g. square, static).")
-@click.option("--note", default="", help="Free text stored with the session.")
-@click.option("--run-dir", type=click.Path(file_okay=False), default=None, help=_RUN_DIR_HELP)
-@click.option(
-    "--allow-missing", is_flag=True, help="Run with the devices that came up when some did not."
-)
+@recording_options("Run")
 @click.option("--pods", "pods_path", type=_MODEL, help="Pod-geometry model: run the split filters.")
 @click.option("--noise", "noise_path", type=_MODEL, help="Filter-noise model; default: untuned.")
 @click.option(
