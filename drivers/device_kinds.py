@@ -259,7 +259,8 @@ LD19 = register(
         datasheet="docs/LD19.md (LDROBOT LD19 development manual)",
     )
 )
-# The LD06: the LD19's protocol and bytes; its own name and datasheet figures
+# The LD06: the LD19's protocol, bytes and emulation defaults (the samples_per_s above
+# are its real captures'); its own name and datasheet figures
 # (LDROBOT LD06 development manual v1.0: 230400 baud, 4500 samples/s, 5-13 Hz scan,
 # 10 Hz by default, 0.02-12 m; docs/LD19.md, section LD06).
 register(
@@ -267,12 +268,6 @@ register(
         LD19,
         name="ld06",
         model="LD06",
-        sim_defaults={  # samples_per_s: its real captures (docs/LD19.md); datasheet 4500
-            "rate_hz": 10.0,
-            "samples_per_s": 4545.0,
-            "range_min_m": 0.02,
-            "range_max_m": 12.0,
-        },
         datasheet="docs/LD19.md, section LD06 (LDROBOT LD06 development manual v1.0)",
     )
 )
