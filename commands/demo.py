@@ -79,6 +79,14 @@ def register(cli: click.Group) -> None:
     default=None,
     help="--live: run time after bring-up (s); default: until Ctrl-C.",
 )
+@click.option(
+    "--pods-firmware",
+    "pods_firmware",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    metavar="ELF",
+    help="--live: run this ATmega328P image (make -C firmware) under simavr as the pod MCU.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary document.")
 def demo_cmd(
     out_dir: Path,
@@ -88,6 +96,7 @@ def demo_cmd(
     live: bool,
     foxglove_addr: str,
     duration_s: float | None,
+    pods_firmware: str | None,
     as_json: bool,
 ) -> None:
     """Bring up the emulated robot, capture a campaign, fit, validate and report.
@@ -107,11 +116,14 @@ def demo_cmd(
 
     ctx = click.get_current_context()
     if not live:
-        for name in ("foxglove_addr", "duration_s"):
+        for name in ("foxglove_addr", "duration_s", "pods_firmware"):
             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
-                raise click.UsageError(f"--{name.split('_')[0]} applies to --live only")
+                option = {"foxglove_addr": "--foxglove", "duration_s": "--duration"}
+                raise click.UsageError(
+                    f"{option.get(name, '--pods-firmware')} applies to --live only"
+                )
     else:
-        _live_demo(out_dir, foxglove_addr, duration_s, as_json)
+        _live_demo(out_dir, foxglove_addr, duration_s, pods_firmware, as_json)
         return
     if _holds_demo(out_dir):
         if click.get_current_context().get_parameter_source("out_dir") is not (
@@ -187,8 +199,15 @@ def demo_cmd(
     click.echo(f"done in {total:.0f} s; report: {res.report}")
 
 
-def _live_demo(out_dir: Path, foxglove_addr: str, duration_s: float | None, as_json: bool) -> None:
-    """``demo --live``: the emulated robot live, the view on ``foxglove_addr``."""
+def _live_demo(
+    out_dir: Path,
+    foxglove_addr: str,
+    duration_s: float | None,
+    pods_firmware: str | None,
+    as_json: bool,
+) -> None:
+    """``demo --live``: the emulated robot live, the view on ``foxglove_addr``; the pod MCU
+    the ``pods_firmware`` image under simavr when given."""
     import math
 
     from sensorbench.commands.capture import _StatusPrinter
@@ -219,7 +238,10 @@ def _live_demo(out_dir: Path, foxglove_addr: str, duration_s: float | None, as_j
             err=True,
         )
     with stop_on_signals() as stop:
-        run = run_live_demo(out_dir, address, duration, stop, on_status=None if as_json else status)
+        run = run_live_demo(
+            out_dir, address, duration, stop,
+            on_status=None if as_json else status, pods_firmware=pods_firmware,
+        )  # fmt: skip
     for p in printers:
         p.done()
     summary = live_summary(run.runtime)
