@@ -158,12 +158,21 @@ def test_stalled_pods_make_the_filters_coast_and_say_so(tmp_path) -> None:
     assert "error" not in box, box.get("error")
     assert box["result"].ok
     predicted = [(t, d) for t, d in udp.got if d.flags & PREDICTED]
-    # predictions every 0.1 s while no frame came, their variance growing
-    assert 8 <= len(predicted) <= 16, len(predicted)
-    assert all(t_stall < t < t_stall + 2.0e9 for t, _ in predicted)
-    var = [d.covariance[0] for _, d in predicted]
+    # Predictions come every coast_s (0.1 s) while no frame came. A busy machine may
+    # also leave the worker without frames for > 0.1 s outside the stall: those gaps
+    # get predictions too, as they should. The stall's run is the run of predictions
+    # that starts after it; between the last frame before it and the first after
+    # (`span`) the worker publishes one per 0.1 s, fewer only when it is itself late.
+    runs = [list(g) for k, g in itertools.groupby(udp.got, key=lambda td: td[1].flags & PREDICTED)]
+    k = next(i for i, r in enumerate(runs) if r[0][1].flags & PREDICTED and r[-1][0] > t_stall)
+    stall = runs[k]
+    span_s = (runs[k + 1][0][0] - runs[k - 1][-1][0]) / 1e9
+    assert span_s > 1.4 and all(t > t_stall for t, _ in stall), (span_s, t_stall)
+    assert span_s / 0.1 / 2 <= len(stall) <= span_s / 0.1, (len(stall), span_s)
+    var = [d.covariance[0] for _, d in stall]
     assert all(b > a for a, b in itertools.pairwise(var))
     assert all(d.frames == 0 for _, d in predicted)
+    n_runs = sum(1 for r in runs if r[0][1].flags & PREDICTED)
     with Session(out) as s:
         notes = [e.message for e in s.events() if e.source == "live"]
         stale = [e for e in s.events() if e.source == "pods" and e.kind == "stale"]
@@ -171,7 +180,7 @@ def test_stalled_pods_make_the_filters_coast_and_say_so(tmp_path) -> None:
     assert any("pod frames again" in m for m in notes) and stale
     # the frame that ends the gap is flagged, in the live estimate and in replay alike
     flags = _assert_replay_matches(out)
-    assert np.count_nonzero(flags & int(PoseFlag.COASTING)) == 1
+    assert np.count_nonzero(flags & int(PoseFlag.COASTING)) == n_runs
     assert live_summary(runtime)["predictions"] == len(predicted)
 
 
