@@ -9,6 +9,7 @@ import math
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +53,13 @@ class _StatusPrinter:
     line every 5 s.
     """
 
-    def __init__(self, duration_s: float) -> None:
+    def __init__(
+        self, duration_s: float, extra: Callable[[float, list], list[str]] | None = None
+    ) -> None:
         from sensorbench.drivers.capture import format_status_parts
 
         self.parts = format_status_parts
+        self.extra = extra
         self.duration_s = duration_s
         self.tty = sys.stderr.isatty()
         self._last_line = -math.inf
@@ -74,6 +78,8 @@ class _StatusPrinter:
                 )
                 self._message(f"{elapsed_s:6.1f} s: {what}")
         parts = self.parts(elapsed_s, self.duration_s, statuses)
+        if self.extra is not None:
+            parts += self.extra(elapsed_s, statuses)
         line = " | ".join(parts)
         if not self.tty:
             if time.monotonic() - self._last_line >= 5.0:
