@@ -387,7 +387,8 @@ def emulate_pods_cmd(
     "pods_firmware",
     type=click.Path(dir_okay=False, exists=True),
     default=None,
-    help="Run this ATmega328P image under simavr as the pod MCU (see emulate pods --firmware).",
+    help="Run this ATmega328P image under simavr as the pod MCU (see emulate pods --firmware); "
+    "its config entry must be binary, 3 pods, imu = false (the image sends no IMU fields).",
 )
 def emulate_robot_cmd(
     run_dir: str,

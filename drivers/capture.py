@@ -291,6 +291,8 @@ def bring_up(
             message = f"valid data on {row.tty or dev.port}"
         if row.attempts > 1:
             message += f" (attempt {row.attempts})"
+        if row.warning:
+            message += f"; warning: {row.warning}"
         results.append(
             BringupResult(dev.name, dev.kind, dev.port, ok, row.time_to_first_turn_s, message)
         )

@@ -250,9 +250,9 @@ LD19 = register(
         emulator="sensorbench.sim.kind_emulators:ld19_family",
         make_protocol=ld19_kind.make_protocol,
         probe=ld19_kind.probe,
-        sim_defaults={
+        sim_defaults={  # samples_per_s: real LD06 captures (docs/LD19.md); datasheet 4500
             "rate_hz": 10.0,
-            "samples_per_s": 4500.0,
+            "samples_per_s": 4545.0,
             "range_min_m": 0.02,
             "range_max_m": 12.0,
         },
@@ -267,9 +267,9 @@ register(
         LD19,
         name="ld06",
         model="LD06",
-        sim_defaults={
+        sim_defaults={  # samples_per_s: its real captures (docs/LD19.md); datasheet 4500
             "rate_hz": 10.0,
-            "samples_per_s": 4500.0,
+            "samples_per_s": 4545.0,
             "range_min_m": 0.02,
             "range_max_m": 12.0,
         },
@@ -287,7 +287,7 @@ register(
         make_reader=a1_kind.make_reader,
         make_steps=a1_kind.make_steps,
         probe=a1_kind.probe,
-        option_keys=frozenset({"serial"}),
+        option_keys=frozenset({"serial", "scan_mode"}),
         parse_options=a1_kind.parse_options,
         keeps_bringup_handle=True,
         probe_writes=True,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -386,10 +386,11 @@ def _keep(batch: Batch, keep: np.ndarray) -> Batch:
     if isinstance(batch, LidarTurns):  # per-point columns follow their turns
         points = np.repeat(keep, batch.count)
         rows.update(dict.fromkeys(("angle", "range", "intensity", "t_ns"), points))
-    columns = {name: getattr(batch, name) for name in rows}
-    return type(batch)(
-        **{name: None if c is None else c[rows[name]] for name, c in columns.items()}
-    )
+    kept: dict[str, Any] = {}
+    for name, k in rows.items():
+        column = getattr(batch, name)
+        kept[name] = None if column is None else column[k]
+    return type(batch)(**kept)
 
 
 def exportable(
