@@ -13,6 +13,13 @@ process (single-threaded compute: other work on a shared machine does not count)
 the speed-up is the median of per-round ratios of ours and the reference alternating
 on the same 200 draws (the reference takes ~25 ms per draw). Nothing is scaled: quick
 mode runs 1 000 draws (100 for the ratio) and reports them as such.
+
+Allan deviation: :func:`~sensorbench.characterize.pose.allan.allan_deviation` of one
+such session (one 60 000-sample piece × 6 axes, its resampling onto the uniform grid
+included) against ``allantools.oadev`` of each axis at the same averaging factors, in
+interleaved rounds (the figure is the speed ratio, target ≥ 1: one implementation as
+fast as the library's). Left out, with a note, when allantools is not installed (it is
+a test dependency, not a core one).
 """
 
 from __future__ import annotations
@@ -22,7 +29,9 @@ import math
 import numpy as np
 
 from sensorbench.bench import BenchResult, interleave
+from sensorbench.characterize.pose.allan import allan_deviation
 from sensorbench.characterize.pose.gm_montecarlo import growth_masks, simulate_statistics
+from sensorbench.characterize.pose.series import ErrorSeries
 
 AREA = "pose_error"
 N_DRAWS = 10_000
@@ -78,9 +87,40 @@ def _numpy_reference(t: np.ndarray, reloc: np.ndarray, n_draws: int, seed: int) 
             )
 
 
+def _allan_versus_allantools(quick: bool) -> list[BenchResult]:
+    """Speed of our pooled ADEV relative to allantools' oadev on one session × 6 axes."""
+    try:
+        import allantools
+    except ImportError:
+        return []
+    t, _ = _session()
+    e = np.random.default_rng(3).normal(size=(t.size, 6))
+    series = [ErrorSeries(t, e, np.zeros(t.size, bool), name="bench")]
+    taus = allan_deviation(series)[0]
+
+    def reference() -> None:
+        for i in range(6):
+            allantools.oadev(e[:, i], rate=RATE_HZ, data_type="freq", taus=taus)
+
+    versus = interleave(lambda: allan_deviation(series), reference, rounds=5 if quick else 15)
+    return [
+        BenchResult.from_rounds(
+            AREA,
+            "allan_deviation_speed_vs_allantools",
+            versus.rounds(lambda o, r: r / o),
+            "x",
+            target=1.0,
+            detail=f"{t.size} samples × 6 axes, {taus.size} averaging times: allantools "
+            f"{versus.reference_median_s * 1e3:.1f} ms, ours {versus.ours_median_s * 1e3:.1f} "
+            "ms (medians, resampling included)",
+        )
+    ]
+
+
 def run(quick: bool) -> list[BenchResult]:
     """Monte Carlo time for 10 000 × 6 draws (1 000 in quick mode), and its ratio to the
-    vectorised numpy reference, both sides on the same draws."""
+    vectorised numpy reference, both sides on the same draws; Allan deviation against
+    allantools."""
     t, reloc = _session()
     draws = 1_000 if quick else N_DRAWS
     ratio_draws = 100 if quick else 200  # the reference takes ~25 ms per draw
@@ -119,4 +159,5 @@ def run(quick: bool) -> list[BenchResult]:
             f"reference (lfilter along time, a batch of draws at once) "
             f"{versus.reference_median_s:.2f} s, ours {versus.ours_median_s:.3f} s (medians)",
         ),
+        *_allan_versus_allantools(quick),
     ]

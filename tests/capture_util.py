@@ -9,6 +9,7 @@ radians; ranges from mm / q2 mm.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,18 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 EMULATED_CONFIG = REPO / "examples" / "robot-emulated.toml"
+
+
+def unplug_a_while(robot, name: str, before_s: float = 1.0, off_s: float = 3.0) -> tuple[int, int]:
+    """After ``before_s`` of running, unplug the emulated device ``name`` of ``robot`` for
+    ``off_s``; returns the host times (monotonic ns) just before the unplug and just
+    after the replug."""
+    time.sleep(before_s)
+    t_unplug = time.monotonic_ns()
+    robot[name].unplug()
+    time.sleep(off_s)
+    robot[name].replug()
+    return t_unplug, time.monotonic_ns()
 
 
 @dataclass

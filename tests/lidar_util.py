@@ -9,7 +9,7 @@ rate). The acceptance tests of the characterization run on sessions written by
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -154,17 +154,7 @@ def synth_scan(
 
 def without_device_time(turns: LidarTurns) -> LidarTurns:
     """The same turns with no device clock."""
-    return LidarTurns(
-        turns.t_first_ns,
-        np.full(turns.n_turns, NO_DEVICE_TIME),
-        turns.speed_hz,
-        turns.count,
-        turns.flags,
-        turns.angle,
-        turns.range,
-        turns.intensity,
-        turns.t_ns,
-    )
+    return replace(turns, device_ns=np.full(turns.n_turns, NO_DEVICE_TIME))
 
 
 def write_session(path, streams: dict[str, LidarTurns], attrs: dict | None = None, events=()):

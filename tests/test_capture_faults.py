@@ -48,12 +48,7 @@ def test_a1_unplugged_for_3_s_is_a_gap_and_an_event_others_keep_recording(tmp_pa
             on_status=lambda t, s: statuses.append(s),
         )
         _wait_recording(out)
-        time.sleep(1.0)
-        t_unplug = time.monotonic_ns()
-        robot["lidar_rear"].unplug()
-        time.sleep(3.0)
-        robot["lidar_rear"].replug()
-        t_replug = time.monotonic_ns()
+        t_unplug, t_replug = cu.unplug_a_while(robot, "lidar_rear")
         thread.join(30)
     assert "error" not in box, box.get("error")
     result = box["result"]

@@ -26,12 +26,7 @@ from sensorbench.fusion.kalman_kernels import (
 from sensorbench.fusion.odometry_drift import OdometryDrift, propagate_drift
 from sensorbench.fusion.pod_drive import Drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path
-from sensorbench.fusion.split_filter import (
-    AxisNoise,
-    FilterNoise,
-    load_noise_model,
-    save_noise_model,
-)
+from sensorbench.fusion.split_filter import AxisNoise
 from sensorbench.sim.simulation import Simulation
 
 
@@ -144,15 +139,6 @@ def test_drift_fit_recovers_the_simulators_slip_within_its_standard_errors() -> 
     assert np.all(fit.identified)
     z = (fit.drift.coef - expected) / fit.coef_se
     assert np.all(np.abs(z) < 4), (fit.drift.coef, expected, fit.coef_se)
-
-
-def test_noise_model_carries_the_slip_model(tmp_path) -> None:
-    drift = OdometryDrift(np.arange(9.0).reshape(3, 3) * 1e-6)
-    noise = FilterNoise(AxisNoise(1.0, 1e-8), AxisNoise(2.0, 2e-8), AxisNoise(3.0, 3e-8), drift)
-    save_noise_model(tmp_path / "n.toml", noise, {"inputs": []})
-    back = load_noise_model(tmp_path / "n.toml")
-    np.testing.assert_array_equal(back.drift.coef, drift.coef)
-    assert back.x == noise.x and back.theta == noise.theta
 
 
 def test_nees_and_coverage_of_an_honest_and_a_dishonest_claim() -> None:
@@ -273,14 +259,6 @@ def test_student_t_nis_calibrated_to_chi2_and_gate_at_its_nominal_rate() -> None
     np.testing.assert_array_equal(calibrated_nis(raw, math.inf), raw)
 
 
-def test_noise_model_round_trips_the_student_t_law(tmp_path) -> None:
-    noise = FilterNoise(AxisNoise(1.0, 1e-8, 3.0), AxisNoise(2.0, 2e-8), AxisNoise(3.0, 3e-8, 6.0))
-    save_noise_model(tmp_path / "n.toml", noise, {})
-    assert load_noise_model(tmp_path / "n.toml") == noise
-    with pytest.raises(Exception, match="degrees of freedom"):
-        AxisNoise(1.0, 1e-8, 2.0)
-
-
 def test_observed_acceleration_and_jerk_of_known_motions_and_slip_variances_rotated() -> None:
     from sensorbench.fusion.odometry_motion import observed_accel, observed_jerk
 
@@ -305,18 +283,6 @@ def test_observed_acceleration_and_jerk_of_known_motions_and_slip_variances_rota
     np.testing.assert_allclose(v["x"], [1e-8, 4e-8], atol=1e-20)
     np.testing.assert_allclose(v["y"], [0.0, 0.0], atol=1e-20)
     np.testing.assert_allclose(v["theta"], [0.0, 2e-7])
-
-
-def test_noise_model_round_trips_acceleration_and_slip_terms(tmp_path) -> None:
-    noise = FilterNoise(
-        AxisNoise(1e-10, 4e-10, 6.0, 0.02, 0.2),
-        AxisNoise(2.0, 2e-8),
-        AxisNoise(3.0, 3e-8, math.inf, 0.05),
-    )
-    save_noise_model(tmp_path / "n.toml", noise, {})
-    assert load_noise_model(tmp_path / "n.toml") == noise
-    with pytest.raises(Exception, match="slip_scale"):
-        AxisNoise(1.0, 1e-8, slip_scale=-1.0)
 
 
 def test_frames_at_rest_are_updated_but_not_tested() -> None:

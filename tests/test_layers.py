@@ -180,3 +180,28 @@ def test_checker_finds_todays_forbidden_edge_when_added(tmp_path: Path) -> None:
         "def f():\n    from sensorbench.characterize.pose.error_model import PoseErrorModel\n",
     )
     assert forbidden_imports(tmp_path, LAYERS) == ["fusion/added.py:2: fusion -> characterize"]
+
+
+def imports_of_test_modules(tests_dir: Path) -> list[str]:
+    """``file:line: module`` of every import of a test module by a test module."""
+    found = []
+    for path in sorted(tests_dir.glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            else:
+                continue
+            found += [f"{path.name}:{node.lineno}: {n}" for n in names if n.startswith("test_")]
+    return found
+
+
+
+def test_tests_share_helpers_through_helper_modules_only(tmp_path: Path) -> None:
+    """A test module never imports another: what tests share lives in a helper module
+    (``tests/*_util.py``), so a test file can change without breaking another."""
+    assert imports_of_test_modules(ROOT / "tests") == []
+    _write(tmp_path, "test_a.py", "import os\nimport test_b as b\n")
+    _write(tmp_path, "test_c.py", "from pods_util import x\n\nfrom test_a import y\n")
+    assert imports_of_test_modules(tmp_path) == ["test_a.py:2: test_b", "test_c.py:3: test_a"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import lidar_util as U
 import numpy as np
@@ -38,17 +39,7 @@ def _view(turns: LidarTurns, half_width_deg: float) -> LidarTurns:
     """Blank (inf) every return outside ±half_width of the sensor's forward axis."""
     a = turns.angle.astype(float)
     keep = np.minimum(a, 2 * np.pi - a) <= np.radians(half_width_deg)
-    return LidarTurns(
-        turns.t_first_ns,
-        turns.device_ns,
-        turns.speed_hz,
-        turns.count,
-        turns.flags,
-        turns.angle,
-        np.where(keep, turns.range, np.inf),
-        turns.intensity,
-        turns.t_ns,
-    )
+    return replace(turns, range=np.where(keep, turns.range, np.inf))
 
 
 def _pair_of_scans(world, pose, duration_s=3.0, sigma=SIGMA, rate_hz=5.5, sps=2000.0):
@@ -133,17 +124,7 @@ def test_two_half_views_merge_to_raycast_truth():
 def test_inf_where_neither_saw_anything():
     world, pose = U.room(boxes=False), U.still(0.5, -0.3, 0.7)
     front, rear = _pair_of_scans(world, pose)
-    blind_rear = LidarTurns(
-        rear.t_first_ns,
-        rear.device_ns,
-        rear.speed_hz,
-        rear.count,
-        rear.flags,
-        rear.angle,
-        np.full(rear.n_points, np.inf),
-        rear.intensity,
-        rear.t_ns,
-    )
+    blind_rear = replace(rear, range=np.full(rear.n_points, np.inf))
     assert blind_rear.n_turns
     res = merge_scans(_view(front, 80), blind_rear, MergeSetup(Mount(*FRONT), Mount(*REAR)))
     a = res.turns.angle.astype(float)

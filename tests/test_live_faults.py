@@ -109,12 +109,7 @@ def test_an_unplugged_a1_leaves_the_filters_and_the_other_devices_going(tmp_path
         with EmulatedRobot(tmp_path / "run", speed=1.0, ld19_startup_s=0.2) as robot:
             runtime, thread, box = _live_in_thread(robot, out, 8.0, udp)
             _wait_for(lambda: _estimating(out), 30, "no estimate")
-            time.sleep(1.0)
-            t_unplug = time.monotonic_ns()
-            robot["lidar_rear"].unplug()
-            time.sleep(3.0)
-            robot["lidar_rear"].replug()
-            t_replug = time.monotonic_ns()
+            t_unplug, t_replug = cu.unplug_a_while(robot, "lidar_rear")
             thread.join(60)
     finally:
         udp.close()

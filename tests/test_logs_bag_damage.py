@@ -1,6 +1,6 @@
 """Damaged and crafted ROS bags: exit 2 naming the bag, never a traceback.
 
-Bags written here with rosbags' own writers (``test_logs_import_rosbag.write_bag``) get
+Bags written here with rosbags' own writers (``rosbag_util.write_bag``) get
 bits flipped at random places or are cut short. ``info`` and ``import rosbag`` must then
 either work (a flip inside a number's bytes changes the number: ROS 1 bags have no
 checksum to tell) or exit 2 naming the bag; rosbags' own ``AssertionError``,
@@ -16,15 +16,13 @@ import random
 from pathlib import Path
 
 import pytest
+import rosbag_util as bags
 from click.testing import CliRunner
+from rosbags.rosbag2 import StoragePlugin
+from rosbags.rosbag2 import Writer as Writer2
+from rosbags.typesys import Stores, get_typestore
 
 from sensorbench.cli import cli
-
-rosbags = pytest.importorskip("rosbags")
-import test_logs_import_rosbag as bags  # noqa: E402
-from rosbags.rosbag2 import StoragePlugin  # noqa: E402
-from rosbags.rosbag2 import Writer as Writer2  # noqa: E402
-from rosbags.typesys import Stores, get_typestore  # noqa: E402
 
 FLIPS = 20
 TOPICS = ["--topic", "/odom=odom:estimate", "--topic", "/scan=lidar_front"]

@@ -6,6 +6,7 @@ per-point lidar time reversals."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import h5py
@@ -15,7 +16,6 @@ import session_util as su
 from click.testing import CliRunner
 
 from sensorbench.cli import cli
-from sensorbench.logs import LidarTurns
 
 COMMANDS = [
     "info {s}",
@@ -121,17 +121,7 @@ def test_check_counts_per_point_time_reversals(tmp_path) -> None:
     steps_back_ns = {5: 1_000_000, 17: 2_000_000, 30: 4_900_000}  # as LD19 packets overlap
     for k, back in steps_back_ns.items():
         t[k] = t[k - 1] - back
-    bent = LidarTurns(
-        turns.t_first_ns,
-        turns.device_ns,
-        turns.speed_hz,
-        turns.count,
-        turns.flags,
-        turns.angle,
-        turns.range,
-        turns.intensity,
-        t,
-    )
+    bent = replace(turns, t_ns=t)
     path = su.write_small_session(tmp_path / "s.h5", lidar=bent)
     code, doc = _check(path)
     assert code == 0 and doc["ok"]  # a property of the device's stamps, not damage

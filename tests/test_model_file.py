@@ -20,6 +20,7 @@ import pytest
 from sensorbench.characterize.pose.aid import load_pose_aid_model
 from sensorbench.characterize.pose.error_model import AXES, PARAMS, PoseErrorModel, fit_pose_error
 from sensorbench.errors import FitError, FusionError, ModelFileError
+from sensorbench.fusion.odometry_drift import OdometryDrift
 from sensorbench.fusion.pod_kinematics import load_pod_model, save_pod_model
 from sensorbench.fusion.split_filter import (
     AxisNoise,
@@ -74,6 +75,57 @@ def test_every_kind_has_the_same_envelope(tmp_path: Path) -> None:
         assert "software" not in doc["provenance"] and "created_utc" not in doc["provenance"]
         assert isinstance(doc["units"], dict) and doc["units"], name
         LOADERS[name](path)
+
+
+def test_noise_model_round_trips_every_field_exactly(tmp_path: Path) -> None:
+    """Every field of the filter-noise model, away from its default on some axis and at
+    it on another (a Student-t law, jerk growth of q, rolling and dragging slip shares,
+    feed-forward, a slip model), reads back equal to the last bit; without a slip model
+    none comes back."""
+    drift = OdometryDrift(np.arange(9.0).reshape(3, 3) * 1e-6 / 7)
+    noise = FilterNoise(
+        AxisNoise(1e-6 / 3, 4e-10 / 7, 6.0, 2e-3 / 3, 0.9, 1.1, feedforward=True),
+        AxisNoise(2.0, 2e-8),
+        AxisNoise(3.0, 3e-8, math.inf, 0.05, slip_scale=1.2),
+        drift,
+    )
+    path = tmp_path / "n.toml"
+    save_noise_model(path, noise, {"inputs": [], "fit_options": {"gate": 6.63}})
+    back = load_noise_model(path)
+    assert (back.x, back.y, back.theta) == (noise.x, noise.y, noise.theta)
+    assert back.drift is not None
+    np.testing.assert_array_equal(back.drift.coef, drift.coef)
+    plain = FilterNoise(noise.x, noise.y, noise.theta)
+    save_noise_model(path, plain, {})
+    assert load_noise_model(path) == plain
+
+
+def test_noise_model_refuses_impossible_values_and_a_format_1_file(tmp_path: Path) -> None:
+    noise = FilterNoise(
+        AxisNoise(1e-6, 4e-10, q_jerk=2e-3), AxisNoise(2.0, 2e-8), AxisNoise(3.0, 3e-8)
+    )
+    path = tmp_path / "n.toml"
+    save_noise_model(path, noise, {})
+    text = path.read_text(encoding="utf-8")
+    for good, bad, message in (
+        ("q = 2.0", "q = 0.0", "> 0"),
+        ("q = 2.0", "q = 2.0\ndof = 2.0", "degrees of freedom"),
+        ("q = 2.0", "q = 2.0\nslip_scale = -1.0", "slip_scale"),
+    ):
+        (tmp_path / "bad.toml").write_text(text.replace(good, bad), encoding="utf-8")
+        with pytest.raises(ModelFileError, match=message):
+            load_noise_model(tmp_path / "bad.toml")
+    with pytest.raises(FusionError, match="> 0"):
+        AxisNoise(0.0, 1.0)
+    with pytest.raises(FusionError, match="degrees of freedom"):
+        AxisNoise(1.0, 1e-8, 2.0)
+    with pytest.raises(FusionError, match="slip_scale"):
+        AxisNoise(1.0, 1e-8, slip_scale=-1.0)
+    # a format-1 file whose q grew with the acceleration was fitted for another filter
+    old = text.replace("q_jerk", "q_acc").replace("format_version = 2", "format_version = 1")
+    (tmp_path / "old.toml").write_text(old, encoding="utf-8")
+    with pytest.raises(ModelFileError, match="refit"):
+        load_noise_model(tmp_path / "old.toml")
 
 
 def test_provenance_hashes_the_input_bytes(tmp_path: Path) -> None:

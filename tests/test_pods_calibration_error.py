@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 import pytest
-from test_pods_replay import DRIVES, simulate
+from pods_sim_util import DRIVES, simulate
 
 from sensorbench.characterize.pods.geometry_fit import fit_pods
 from sensorbench.errors import ModelFileError

@@ -19,10 +19,8 @@ from sensorbench.fusion.split_filter import (
     FilterNoise,
     PoseAidModel,
     SplitFilter,
-    load_noise_model,
     nis_bounds,
     predict_axis,
-    save_noise_model,
     whiteness,
 )
 
@@ -179,16 +177,3 @@ def test_noise_fit_recovers_q_and_r_on_model_data() -> None:
     assert math.isinf(fit.dof)
     assert fit.nis.band[0] - 0.05 <= fit.nis.mean <= fit.nis.band[1] + 0.05, fit.as_dict()
     assert fit.nis.rejections_ok, fit.as_dict()
-
-
-def test_noise_model_file_round_trip_and_unit_check(tmp_path) -> None:
-    noise = FilterNoise(AxisNoise(1e-3, 4e-10), AxisNoise(2e-3, 5e-10), AxisNoise(0.05, 9e-9))
-    path = tmp_path / "noise.toml"
-    save_noise_model(path, noise, {"inputs": [], "fit_options": {"gate": 6.63}})
-    assert load_noise_model(path) == noise
-    text = path.read_text()
-    (tmp_path / "bad.toml").write_text(text.replace('r_xy = "m^2"', 'r_xy = "mm^2"'))
-    with pytest.raises(FusionError, match="units"):
-        load_noise_model(tmp_path / "bad.toml")
-    with pytest.raises(FusionError, match="> 0"):
-        AxisNoise(0.0, 1.0)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_pods_replay import DRIVES, simulate
+from pods_sim_util import DRIVES, simulate
 
 from sensorbench.characterize.pods.geometry_fit import fit_pods
 from sensorbench.characterize.pods.noise_fit import fit_noise

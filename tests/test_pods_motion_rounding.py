@@ -10,16 +10,12 @@ import math
 import numpy as np
 import pytest
 
-from sensorbench.errors import ModelFileError
 from sensorbench.fusion.axis_step import AxisInput, AxisOptions, run_axis
 from sensorbench.fusion.odometry_drift import PodSlip
 from sensorbench.fusion.odometry_motion import jerk_noise_gains, observed_jerk
 from sensorbench.fusion.split_filter import (
     AxisNoise,
-    FilterNoise,
-    load_noise_model,
     rounding_correlation,
-    save_noise_model,
 )
 from sensorbench.fusion.tick_rounding import expected_frac_variance, rounding_share
 
@@ -115,21 +111,9 @@ def test_correlated_rounding_stated_keeps_the_nis_honest() -> None:
     assert means["white"] < 0.8, means
 
 
-def test_slip_parts_add_up_and_the_new_noise_keys_round_trip(tmp_path) -> None:
+def test_slip_parts_add_up_to_the_whole() -> None:
     W = np.array([[13000.0, 0.0, -2100.0], [13000.0, 0.0, 2100.0], [0.0, 13000.0, -1600.0]])
     slip = PodSlip(W, 2.5e-7, 1e-6)
     inc = np.array([[0.002, 0.0005, 0.01], [0.0, 0.002, -0.02]])
     roll, drag = slip.step_covariance_parts(inc)
     np.testing.assert_allclose(roll + drag, slip.step_covariances(inc), rtol=1e-12)
-    noise = FilterNoise(
-        AxisNoise(1e-6, 4e-10, q_jerk=2e-3, slip_scale=0.9, drag_scale=1.1, feedforward=True),
-        AxisNoise(2e-6, 5e-10, q_jerk=3e-3, slip_scale=1.2, feedforward=True),
-        AxisNoise(3e-5, 9e-9),
-    )
-    save_noise_model(tmp_path / "n.toml", noise, {})
-    assert load_noise_model(tmp_path / "n.toml") == noise
-    # a format-1 file whose q grew with the acceleration was fitted for another filter
-    old = (tmp_path / "n.toml").read_text().replace("q_jerk", "q_acc")
-    (tmp_path / "old.toml").write_text(old.replace("format_version = 2", "format_version = 1"))
-    with pytest.raises(ModelFileError, match="refit"):
-        load_noise_model(tmp_path / "old.toml")

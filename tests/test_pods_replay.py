@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from pods_sim_util import DRIVES, simulate
 
 from sensorbench.characterize.pods.geometry_fit import fit_pods
 from sensorbench.characterize.pods.noise_fit import fit_noise
@@ -16,20 +17,6 @@ from sensorbench.fusion.odometry_replay import replay_session
 from sensorbench.fusion.pod_drive import load_drive
 from sensorbench.fusion.pod_kinematics import PodGeometry
 from sensorbench.logs import PoseFlag, Session
-from sensorbench.sim.scenario import load_scenario
-from sensorbench.sim.simulation import simulate_to_session
-
-DRIVES = ("forward", "sideways", "spin", "square")
-
-
-def simulate(tmp: Path, name: str, seed: int, trajectory: dict | None = None) -> Path:
-    sc = load_scenario(name)
-    off = {n: {"enabled": False, "model": p["model"]} for n, p in sc.lidars.items()}
-    overrides = {"lidars": off, "pose_sensor": {"enabled": False}}
-    if trajectory:
-        overrides["trajectory"] = trajectory
-    sc = sc.with_overrides(overrides)
-    return simulate_to_session(sc, seed, tmp / f"{name}_{seed}.h5", overwrite=True)
 
 
 def fitted_case(tmp: Path, seed: int) -> dict:

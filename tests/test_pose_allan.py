@@ -13,6 +13,7 @@ import pose_util
 
 from sensorbench.characterize.pose.allan import (
     allan_cross_check,
+    allan_deviation,
     allan_deviation_edf,
     model_allan_deviation,
 )
@@ -99,3 +100,30 @@ def test_model_curve_for_tau_far_beyond_the_averaging_times():
                 dt
             ) / Decimal(float(ti))
             assert abs(gi - float(avar.sqrt())) <= 1e-9 * float(avar.sqrt()), (tau, ti)
+
+
+def test_pooled_adev_equals_allantools_per_piece():
+    """The overlapping ADEV is allantools' ``oadev`` of each axis as frequency data, and
+    pieces pool by their squared differences: Σ adev²·n / Σ n over pieces (allantools'
+    n is the number of Allan terms), computed independently of our code."""
+    import allantools
+
+    params = pose_util.TRUTH * [0, 1, 1, 1]
+    rng = np.random.default_rng(7)
+    t = np.arange(0.0, 200.0, 0.1)
+    reloc = np.zeros(t.size, bool)
+    reloc[1200] = True  # two pieces of 1200 and 800 samples
+    e = pose_util.simulate_errors(params, t, reloc, 1, rng)[0]
+    got_t, got, cnt = allan_deviation([ErrorSeries(t, e, reloc, name="two pieces")])
+    m = np.round(got_t / 0.1).astype(int)
+    assert m[0] == 1 and m.size >= 20
+    for i in range(6):
+        num = np.zeros(m.size)
+        n = np.zeros(m.size)
+        for piece in (e[:1200, i], e[1200:, i]):
+            taus, ad, _, ns = allantools.oadev(piece, rate=10.0, data_type="freq", taus=m * 0.1)
+            k = np.searchsorted(m, np.round(taus * 10).astype(int))
+            num[k] += ad**2 * ns
+            n[k] += ns
+        np.testing.assert_array_equal(n, cnt)
+        np.testing.assert_allclose(got[:, i], np.sqrt(num / n), rtol=1e-9)

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from sensorbench.cli import cli
 
 pytest.importorskip("rosbags")
-from test_logs_import_tf import write_tf_bag
+from tf_bag_util import write_tf_bag
 
 DEADLINE_S = 60.0
 
