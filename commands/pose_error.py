@@ -104,8 +104,8 @@ class _Selection:
         """``--align``, with ``--no-align`` meaning ``none``."""
         return "none" if self.no_align else self.align
 
-    def prepare(self) -> tuple[list, Any]:
-        """Every session aligned in time and space, and the frame check (``prepare_campaign``)."""
+    def prepare(self) -> Any:
+        """The campaign aligned in time and space, with its frame check (``prepare_campaign``)."""
         from sensorbench.characterize.pose.sessions import (
             load_tracks,
             prepare_campaign,
@@ -114,10 +114,7 @@ class _Selection:
 
         paths = list(self.sessions)
         return prepare_campaign(
-            [
-                load_tracks(p, self.sensor, self.reference, self.t_start, self.t_end)
-                for p in paths
-            ],
+            [load_tracks(p, self.sensor, self.reference, self.t_start, self.t_end) for p in paths],
             session_names(paths),
             paths,
             self.align_mode,
@@ -168,6 +165,26 @@ def _model_table(model) -> str:
                 interval = "not identified (the likelihood is flat in it)"
             lines.append(f"{a:6s} {p:8s} {_fmt(f.values[j], unit)}   {interval}")
     return "\n".join(lines)
+
+
+def _ms(value_s: float, se_s: float) -> str:
+    """``+12.34 ± 0.56 ms`` (no ± without a standard error)."""
+    se = f" ± {1000 * se_s:.2f}" if np.isfinite(se_s) else ""
+    return f"{1000 * value_s:+.2f}{se} ms"
+
+
+def _offset_line(offset) -> str:
+    """The campaign's time offset, its standard error and how it was found."""
+    if offset.method == "given":
+        return f"time offset {1000 * offset.offset_s:+.2f} ms (given)"
+    own = ", ".join(f"{n} {_ms(v['offset_s'], v['se_s'])}" for n, v in offset.sessions.items())
+    if offset.pooled:
+        return (
+            f"time offset {_ms(offset.offset_s, offset.se_s)} (one for the campaign, GLS "
+            f"with the frame; the sessions' own: {own}; consistency p = "
+            f"{offset.consistency_p:.2g})"
+        )
+    return f"time offsets per session (they differ, p = {offset.consistency_p:.2g}): {own}"
 
 
 def _unstable_note(seg) -> str:
@@ -226,9 +243,12 @@ def fit_pose_error_cmd(
 
     if output:
         check_output(output, force=force, inputs=selection.sessions)
-    prepared, frames = selection.prepare()
-    series = [p.series for p in prepared]
-    model = fit_prepared(prepared, selection.sensor, selection.reference)
+    campaign = selection.prepare()
+    prepared, frames = campaign.prepared, campaign.frames
+    series = campaign.series
+    model = fit_prepared(
+        prepared, selection.sensor, selection.reference, time_offset=campaign.time_offset
+    )
     station = stationarity(model, series)
     allan = allan_cross_check(series, model.params_array())
     figures = []
@@ -251,6 +271,13 @@ def fit_pose_error_cmd(
         "outside it; widen --max-offset or give --time-offset"
         for ps in at_limit
     ]
+    offset = campaign.time_offset
+    if offset.method == "gls" and not offset.pooled:
+        warnings.append(
+            "the sessions' time offsets differ (consistency p = "
+            f"{offset.consistency_p:.2g}): each session keeps its own, so validation "
+            "cannot hold a session's offset out"
+        )
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     if output:
@@ -271,17 +298,19 @@ def fit_pose_error_cmd(
         doc["model_file"] = output
         doc["stationarity"] = {a: v.to_dict() for a, v in station.items()}
         doc["frames"] = None if frames is None else frames.to_dict()
+        doc["time_offset"] = offset.to_dict()
         click.echo(to_json(doc))
         return
     if frames is not None:
         for name in frames.failed_sessions():
             click.echo(f"FRAME: {frames.reason(name)}; left out of the fit")
+    click.echo(_offset_line(offset))
     for ps in prepared:
         al = ps.alignment
         rms = np.sqrt(np.mean(ps.series.error**2, axis=0))
         click.echo(
             f"{ps.series.name}: {ps.series.n} samples over {ps.series.duration_s:.1f} s, "
-            f"time offset {1000 * al.offset_s:+.2f} ms ({al.time_offset_method}), "
+            f"time offset {_ms(al.offset_s, al.offset_se_s)} ({al.time_offset_method}), "
             f"alignment {al.mode} residual {1000 * al.residual_rms_m:.1f} mm, "
             f"relocalizations: {ps.segmentation.method} ({ps.series.n_segments - 1})"
             + _unstable_note(ps.segmentation)
@@ -417,8 +446,9 @@ def validate_cmd(
 
     requirements = [Requirement.parse(r) for r in require]  # fail fast on a bad one
     model = PoseErrorModel.load(model_path) if model_path else None  # fail fast on a bad file
-    prepared, frames = selection.prepare()
-    series = [p.series for p in prepared]
+    campaign = selection.prepare()
+    prepared, frames = campaign.prepared, campaign.frames
+    series = campaign.series
     report = validate_sessions(
         series,
         n_draws=draws,
@@ -426,6 +456,7 @@ def validate_cmd(
         model=model,
         alpha=alpha,
         parameter_uncertainty=not no_parameter_uncertainty,
+        folds=campaign.fold_pairs,
     )
     campaign_model = model or fit_pose_error(series)
     outcome = assess(
@@ -482,7 +513,7 @@ def validate_cmd(
             seg = ps.segmentation
             click.echo(
                 f"{chk.name}: {verdict} (joint p = {chk.p_joint:.4f}); {ps.series.n} samples, "
-                f"time offset {1000 * ps.alignment.offset_s:+.2f} ms, "
+                f"time offset {_ms(ps.alignment.offset_s, ps.alignment.offset_se_s)}, "
                 f"relocalizations: {seg.method} ({ps.series.n_segments - 1})" + _unstable_note(seg)
             )
             click.echo("  axis   " + " ".join(f"{s:>9s}" for s in STAT_NAMES))

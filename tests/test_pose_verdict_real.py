@@ -47,11 +47,10 @@ def tum():
 
 
 def _verdict(tracks, names):
-    prepared, frames = prepare_campaign(tracks, names)
-    series = [p.series for p in prepared]
-    model = fit_pose_error(series)
-    rep = validate_sessions(series, n_draws=1000, seed=0, model=model)
-    return assess(prepared, model, rep, frames)
+    camp = prepare_campaign(tracks, names)
+    model = fit_pose_error(camp.series)
+    rep = validate_sessions(camp.series, n_draws=1000, seed=0, model=model)
+    return assess(camp.prepared, model, rep, camp.frames)
 
 
 def test_scaled_estimate_fails_scale(tum):
@@ -116,7 +115,7 @@ def test_detections_do_not_move_with_the_time_offset(tum):
         ts, e, _ = pose_errors(slam, ref, a)
         counts.append(int(detect_jumps(ts, e).sum()))
     assert len(set(counts)) == 1, counts
-    prepared, _ = prepare_campaign([(slam, ref)], ["fr1"])
+    prepared = prepare_campaign([(slam, ref)], ["fr1"]).prepared
     seg = prepared[0].segmentation
     assert 0.001 <= seg.offset_sigma_s < 0.02  # split halves: about 6 ms
     assert seg.unstable_times_s.size == 0

@@ -100,19 +100,55 @@ class PoseTrack:
         )
 
 
+RATE_SPAN_S = 0.02
+"""Span of the differences that give the reference's velocities (:meth:`Interpolator.rates`)."""
+
+
+class Interpolator:
+    """A reference track prepared for repeated interpolation (:func:`interpolate`)."""
+
+    def __init__(self, ref: PoseTrack) -> None:
+        self.ref = ref.only_valid()
+        self._slerp = Slerp(self.ref.t_s, Rotation.from_quat(self.ref.quat_xyzw))
+        self._rates: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def rates(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Velocity (M, 3) m/s in the world frame and angular velocity (M, 3) rad/s in
+        the body frame at ``t_s``: differences of samples about ``RATE_SPAN_S`` apart
+        (``R(t + dt) ≈ R(t) exp(ω dt)``), linearly interpolated."""
+        if self._rates is None:
+            t = self.ref.t_s
+            step = max(1, round(0.5 * RATE_SPAN_S / float(np.median(np.diff(t)))))
+            a, b = np.arange(t.size - 2 * step), np.arange(2 * step, t.size)
+            dt = (t[b] - t[a])[:, None]
+            rot = Rotation.from_quat(self.ref.quat_xyzw)
+            omega = (rot[a].inv() * rot[b]).as_rotvec() / dt
+            vel = (self.ref.position[b] - self.ref.position[a]) / dt
+            self._rates = (0.5 * (t[a] + t[b]), vel, omega)
+        mid, vel, omega = self._rates
+        v = np.stack([np.interp(t_s, mid, vel[:, i]) for i in range(3)], axis=1)
+        w = np.stack([np.interp(t_s, mid, omega[:, i]) for i in range(3)], axis=1)
+        return v, w
+
+    def __call__(
+        self, t_s: np.ndarray, max_gap_s: float = 0.1
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Reference pose at ``t_s``: (position (M,3), quat_xyzw (M,4), inside (M,))."""
+        ref = self.ref
+        t_s = np.asarray(t_s, dtype=np.float64)
+        inside = (t_s >= ref.t_s[0]) & (t_s <= ref.t_s[-1])
+        j = np.clip(np.searchsorted(ref.t_s, t_s), 1, ref.t_s.size - 1)
+        inside &= (ref.t_s[j] - ref.t_s[j - 1]) <= max_gap_s
+        tc = np.clip(t_s, ref.t_s[0], ref.t_s[-1])
+        pos = np.stack([np.interp(tc, ref.t_s, ref.position[:, i]) for i in range(3)], axis=1)
+        return pos, self._slerp(tc).as_quat(), inside
+
+
 def interpolate(
     ref: PoseTrack, t_s: np.ndarray, max_gap_s: float = 0.1
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Reference pose at times ``t_s``: (position (M,3), quat_xyzw (M,4), inside (M,))."""
-    ref = ref.only_valid()
-    t_s = np.asarray(t_s, dtype=np.float64)
-    inside = (t_s >= ref.t_s[0]) & (t_s <= ref.t_s[-1])
-    j = np.clip(np.searchsorted(ref.t_s, t_s), 1, ref.t_s.size - 1)
-    inside &= (ref.t_s[j] - ref.t_s[j - 1]) <= max_gap_s
-    tc = np.clip(t_s, ref.t_s[0], ref.t_s[-1])
-    pos = np.stack([np.interp(tc, ref.t_s, ref.position[:, i]) for i in range(3)], axis=1)
-    rot = Slerp(ref.t_s, Rotation.from_quat(ref.quat_xyzw))(tc)
-    return pos, rot.as_quat(), inside
+    return Interpolator(ref)(t_s, max_gap_s)
 
 
 def umeyama(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -155,6 +191,9 @@ class Alignment:
     offset_at_search_limit: bool = False
     """The estimated offset lies within one coarse step of ±max_offset_s: the true
     offset may be outside the searched range (widen ``--max-offset`` or give it)."""
+    offset_se_s: float = math.nan
+    """Standard error of ``offset_s`` (s); nan when the offset was given or only
+    cross-correlated (:mod:`gls_align` gives it)."""
 
     def to_dict(self) -> dict:
         """JSON/TOML-ready."""
@@ -245,6 +284,8 @@ def _peak(lags_s: np.ndarray, corr: np.ndarray) -> tuple[float, float]:
     return float(lags_s[i] + shift * step), float(corr[i])
 
 
+SENSOR_GAP_SPACINGS = 2.5
+"""In the sensor's rates, an interval longer than this many median spacings is a gap."""
 COARSE_STEP_S = 0.005
 """Lag step of the coarse offset search (s); an offset within one step of the
 search limit is flagged (:attr:`Alignment.offset_at_search_limit`)."""
@@ -277,7 +318,10 @@ def estimate_time_offset(
     if hi - lo < 4 * window_s + 2 * max_offset_s:
         raise FitError("sensor and reference do not overlap in time (check their clocks)")
     grid = np.arange(lo, hi, fine_step_s)
-    a = windowed_rate(sensor, grid, window_s)
+    # a sensor sampled slower than the reference gap limit (5 Hz: 0.2 s) still has a
+    # rate across every interval of its usual spacing; only real gaps are left out
+    spacing = float(np.median(np.diff(sensor.t_s)))
+    a = windowed_rate(sensor, grid, window_s, max(0.1, SENSOR_GAP_SPACINGS * spacing))
     a[_reloc_mask(sensor, grid, window_s)] = np.nan
     k = max(1, round(coarse_step_s / fine_step_s))
     n_lag = int(np.ceil(max_offset_s / coarse_step_s))
@@ -391,12 +435,37 @@ def pose_errors(
     sensor = sensor.only_valid()
     pos, quat, inside = _pairs(sensor, ref, alignment.offset_s, max_gap_s)
     idx = np.flatnonzero(inside)
-    p = sensor.position[idx] @ alignment.rotation.T + alignment.translation
-    e_pos = p - pos[idx]
-    r_s = (
-        Rotation.from_matrix(alignment.rotation)
-        * Rotation.from_quat(sensor.quat_xyzw[idx])
-        * Rotation.from_matrix(alignment.body_rotation)
+    e = frame_errors(
+        sensor.position[idx],
+        sensor.quat_xyzw[idx],
+        pos[idx],
+        quat[idx],
+        alignment.rotation,
+        alignment.translation,
+        alignment.body_rotation,
     )
-    e_rot = (Rotation.from_quat(quat[idx]).inv() * r_s).as_rotvec()
-    return sensor.t_s[idx], np.concatenate([e_pos, e_rot], axis=1), idx
+    return sensor.t_s[idx], e, idx
+
+
+def frame_errors(
+    position: np.ndarray,
+    quat_xyzw: np.ndarray,
+    ref_position: np.ndarray,
+    ref_quat_xyzw: np.ndarray,
+    rotation: np.ndarray,
+    translation: np.ndarray,
+    body_rotation: np.ndarray,
+) -> np.ndarray:
+    """``(N, 6)`` error of sensor poses against reference poses at the same instants.
+
+    x, y, z = ``R p + t - p_ref`` (m), roll, pitch, yaw = rotation vector of
+    ``R_ref⁻¹ R R_sensor B`` (rad), as in the module docstring.
+    """
+    e_pos = position @ rotation.T + translation - ref_position
+    r_s = (
+        Rotation.from_matrix(rotation)
+        * Rotation.from_quat(quat_xyzw)
+        * Rotation.from_matrix(body_rotation)
+    )
+    e_rot = (Rotation.from_quat(ref_quat_xyzw).inv() * r_s).as_rotvec()
+    return np.concatenate([e_pos, e_rot], axis=1)
