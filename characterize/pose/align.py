@@ -24,7 +24,7 @@ Conventions:
   of ``R_ref⁻¹ · R · R_sensor · B`` in radians, i.e. small rotations about the
   reference body's x, y and z axes.
 - The reference is interpolated at the sensor's times: linearly for position,
-  by spherical linear interpolation (:class:`scipy.spatial.transform.Slerp`) for
+  by spherical linear interpolation (as :class:`scipy.spatial.transform.Slerp`) for
   rotation; sensor samples outside the reference, inside a reference gap longer
   than ``max_gap_s``, or invalid, are dropped (and counted).
 
@@ -39,11 +39,14 @@ session and few relocalizations the fitted offset spread is biased low. Prefer
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
-from scipy.spatial.transform import Rotation, Slerp
+from scipy.spatial.transform import Rotation
 
+from sensorbench.characterize.pose import quat
 from sensorbench.errors import FitError
 
 ERROR_FRAME = (
@@ -81,8 +84,24 @@ class PoseTrack:
         if self.flags is not None:
             self.flags = np.asarray(self.flags, dtype=np.uint8)
 
+    def _memo(self, name: str, build: Callable[[], Any]) -> Any:
+        """``build()`` once, again only when one of the track's arrays is replaced."""
+        arrays = (self.t_s, self.position, self.quat_xyzw, self.valid, self.flags)
+        cached = self.__dict__.get(name)
+        if cached is None or any(a is not b for a, b in zip(cached[0], arrays, strict=True)):
+            cached = (arrays, build())
+            self.__dict__[name] = cached
+        return cached[1]
+
+    def interpolator(self) -> Interpolator:
+        """The track prepared for interpolation (built once)."""
+        return self._memo("_interpolator", lambda: Interpolator(self))
+
     def only_valid(self) -> PoseTrack:
-        """The valid samples, sorted by time with duplicates removed."""
+        """The valid samples, sorted by time with duplicates removed (computed once)."""
+        return self._memo("_only_valid", self._sorted_valid)
+
+    def _sorted_valid(self) -> PoseTrack:
         idx = np.flatnonzero(self.valid)
         order = idx[np.argsort(self.t_s[idx], kind="stable")]
         t = self.t_s[order]
@@ -90,7 +109,7 @@ class PoseTrack:
         order = order[keep]
         if order.size < 3:
             raise FitError(f"{self.name or 'track'}: fewer than 3 valid poses")
-        return PoseTrack(
+        out = PoseTrack(
             self.t_s[order],
             self.position[order],
             self.quat_xyzw[order],
@@ -98,6 +117,8 @@ class PoseTrack:
             None if self.flags is None else self.flags[order],
             self.name,
         )
+        out._memo("_only_valid", lambda: out)
+        return out
 
 
 RATE_SPAN_S = 0.02
@@ -105,12 +126,26 @@ RATE_SPAN_S = 0.02
 
 
 class Interpolator:
-    """A reference track prepared for repeated interpolation (:func:`interpolate`)."""
+    """A reference track prepared for repeated interpolation (:func:`interpolate`).
+
+    Rotations are interpolated spherically between neighbouring samples, as
+    :class:`scipy.spatial.transform.Slerp` does (``q_k ⊗ exp(α log(q_k⁻¹ q_{k+1}))``),
+    in the vectorised quaternion forms of :mod:`quat`.
+    """
 
     def __init__(self, ref: PoseTrack) -> None:
         self.ref = ref.only_valid()
-        self._slerp = Slerp(self.ref.t_s, Rotation.from_quat(self.ref.quat_xyzw))
+        self._q = quat.normalize(self.ref.quat_xyzw)
+        self._step = quat.as_rotvec(quat.mul(quat.inv(self._q[:-1]), self._q[1:]))
         self._rates: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def rotation(self, t_s: np.ndarray) -> np.ndarray:
+        """Quaternions ``(M, 4)`` at ``t_s`` (clipped to the track's span)."""
+        t = self.ref.t_s
+        tc = np.clip(np.asarray(t_s, dtype=np.float64), t[0], t[-1])
+        k = np.clip(np.searchsorted(t, tc, side="right") - 1, 0, t.size - 2)
+        alpha = (tc - t[k]) / (t[k + 1] - t[k])
+        return quat.mul(self._q[k], quat.from_rotvec(alpha[:, None] * self._step[k]))
 
     def rates(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Velocity (M, 3) m/s in the world frame and angular velocity (M, 3) rad/s in
@@ -121,8 +156,7 @@ class Interpolator:
             step = max(1, round(0.5 * RATE_SPAN_S / float(np.median(np.diff(t)))))
             a, b = np.arange(t.size - 2 * step), np.arange(2 * step, t.size)
             dt = (t[b] - t[a])[:, None]
-            rot = Rotation.from_quat(self.ref.quat_xyzw)
-            omega = (rot[a].inv() * rot[b]).as_rotvec() / dt
+            omega = quat.as_rotvec(quat.mul(quat.inv(self._q[a]), self._q[b])) / dt
             vel = (self.ref.position[b] - self.ref.position[a]) / dt
             self._rates = (0.5 * (t[a] + t[b]), vel, omega)
         mid, vel, omega = self._rates
@@ -141,14 +175,14 @@ class Interpolator:
         inside &= (ref.t_s[j] - ref.t_s[j - 1]) <= max_gap_s
         tc = np.clip(t_s, ref.t_s[0], ref.t_s[-1])
         pos = np.stack([np.interp(tc, ref.t_s, ref.position[:, i]) for i in range(3)], axis=1)
-        return pos, self._slerp(tc).as_quat(), inside
+        return pos, self.rotation(tc), inside
 
 
 def interpolate(
     ref: PoseTrack, t_s: np.ndarray, max_gap_s: float = 0.1
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Reference pose at times ``t_s``: (position (M,3), quat_xyzw (M,4), inside (M,))."""
-    return Interpolator(ref)(t_s, max_gap_s)
+    return ref.interpolator()(t_s, max_gap_s)
 
 
 def umeyama(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -235,8 +269,8 @@ def windowed_rate(
     window of ``window_s`` seconds does not. ``nan`` where the window leaves the track
     or spans a gap longer than ``max_gap_s``.
     """
-    track = track.only_valid()
-    t = track.t_s
+    interp = track.interpolator()
+    t = interp.ref.t_s
     a, b = grid - 0.5 * window_s, grid + 0.5 * window_s
     ok = (a >= t[0]) & (b <= t[-1])
     for end in (a, b):
@@ -244,9 +278,8 @@ def windowed_rate(
         ok &= (t[j] - t[j - 1]) <= max_gap_s
     out = np.full(grid.size, np.nan)
     if ok.any():
-        slerp = Slerp(t, Rotation.from_quat(track.quat_xyzw))
-        rel = slerp(a[ok]).inv() * slerp(b[ok])
-        out[ok] = np.linalg.norm(rel.as_rotvec(), axis=1) / window_s
+        rel = quat.mul(quat.inv(interp.rotation(a[ok])), interp.rotation(b[ok]))
+        out[ok] = np.linalg.norm(quat.as_rotvec(rel), axis=1) / window_s
     return out
 
 
@@ -462,10 +495,6 @@ def frame_errors(
     ``R_ref⁻¹ R R_sensor B`` (rad), as in the module docstring.
     """
     e_pos = position @ rotation.T + translation - ref_position
-    r_s = (
-        Rotation.from_matrix(rotation)
-        * Rotation.from_quat(quat_xyzw)
-        * Rotation.from_matrix(body_rotation)
-    )
-    e_rot = (Rotation.from_quat(ref_quat_xyzw).inv() * r_s).as_rotvec()
+    r_s = quat.mul(quat.mul(quat.from_matrix(rotation), quat_xyzw), quat.from_matrix(body_rotation))
+    e_rot = quat.as_rotvec(quat.mul(quat.inv(ref_quat_xyzw), quat.normalize(r_s)))
     return np.concatenate([e_pos, e_rot], axis=1)
