@@ -476,6 +476,7 @@ def validate_cmd(
             draws,
             seed,
             not no_parameter_uncertainty,
+            campaign.future_variance(),
         ),
     )
     figures = []

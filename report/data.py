@@ -593,8 +593,8 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     if not use:
         return None
     say(f"aligning {len(use)} pose-sensor sessions with {opts.reference}")
-    prepared = prepare_sessions(use, opts.sensor, opts.reference)
-    series = [p.series for p in prepared]
+    campaign = prepare_sessions(use, opts.sensor, opts.reference)
+    prepared, series = campaign.prepared, campaign.series
     model_file = None if models is None else models / "pose_error.toml"
     if model_file is not None and model_file.exists():
         model = PoseErrorModel.load(model_file)
@@ -638,7 +638,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
         opts.sensor, opts.reference, source, out, None if truth is None else speed, figures
     )
     if len(series) >= 2:
-        section.validation = _validation(inputs, prepared, wrong)
+        section.validation = _validation(inputs, campaign, wrong)
     from sensorbench.report.verdict import compute_pose_verdict
 
     section.verdict = compute_pose_verdict(
@@ -647,14 +647,16 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     return section
 
 
-def _validation(inputs: ReportInputs, prepared: list, wrong: list[int | None]) -> ValidationSection:
+def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) -> ValidationSection:
     from sensorbench.characterize.pose.plots import plot_error_bands, plot_rank_histogram
     from sensorbench.characterize.pose.validate import validate_sessions
 
     opts, figdir = inputs.options, inputs.figdir
-    series = [p.series for p in prepared]
+    prepared, series = campaign.prepared, campaign.series
     inputs.say(f"leave-one-session-out validation ({opts.draws} draws per session)")
-    rep = validate_sessions(series, n_draws=opts.draws, seed=opts.seed, alpha=opts.alpha)
+    rep = validate_sessions(
+        series, n_draws=opts.draws, seed=opts.seed, alpha=opts.alpha, folds=campaign.fold_pairs
+    )
     sessions = [
         ValidationSession(chk, ps.series.n, ps.series.n_segments - 1, w)
         for chk, ps, w in zip(rep.sessions, prepared, wrong, strict=True)

@@ -69,11 +69,35 @@ class GroupFit:
     offset_column: np.ndarray  # (S,) column of each session's offset in cov (-1: given)
     iterations: int
     converged: bool
+    centre: np.ndarray  # (3,) m, the point the rotation increments turn about
+    fit_frame: bool = True
 
     def offset_se_s(self, i: int) -> float:
         """Standard error (s) of session ``i``'s offset; nan when it was given."""
         c = int(self.offset_column[i])
         return float(np.sqrt(self.cov[c, c])) if c >= 0 else float("nan")
+
+    def induced_variance(
+        self, pair: tuple[PoseTrack, PoseTrack], offset_s: float, max_gap_s: float = 0.1
+    ) -> np.ndarray:
+        """``(6,)`` variance of the error this estimate's own error causes in another session.
+
+        A session the fit did not see, aligned with this offset (when it was pooled,
+        column 0; ``offset_s`` is then that offset) and frame, carries ``J Δφ`` on top
+        of its own error, Δφ ~ N(0, cov) and J the session's Jacobian
+        (:func:`_design`). Returned: ``diag(J cov Jᵀ)`` per axis, averaged over the
+        session's samples (units², m² or rad²).
+        """
+        s = _Session(pair[0].only_valid(), pair[1].interpolator(), np.zeros(0))
+        _, _, jac = _design(s, offset_s, self.frame, self.centre, max_gap_s, True)
+        n_frame = jac.shape[2] - 1 if self.fit_frame else 0
+        n_delta = self.cov.shape[0] - n_frame
+        jac_cols, cov_idx = list(range(1, 1 + n_frame)), list(range(n_delta, n_delta + n_frame))
+        if n_delta == 1 and np.all(self.offset_column == 0):  # the pooled offset
+            jac_cols, cov_idx = [0, *jac_cols], [0, *cov_idx]
+        j = jac[:, :, jac_cols]
+        c = self.cov[np.ix_(cov_idx, cov_idx)]
+        return np.einsum("kap,pq,kaq->a", j, c, j) / j.shape[0]
 
 
 @dataclass
@@ -185,7 +209,7 @@ def refine(
     estimate and its covariance.
     """
     sessions = [
-        _Session(sen.only_valid(), Interpolator(ref), st)
+        _Session(sen.only_valid(), ref.interpolator(), st)
         for (sen, ref), st in zip(pairs, starts, strict=True)
     ]
     n_s = len(sessions)
@@ -200,7 +224,7 @@ def refine(
     n_frame = len(eps_i) + n_t + len(beta_i) if fit_frame else 0
     n_par = n_delta + n_frame
     if n_par == 0:
-        return GroupFit(offsets, frame, np.zeros((0, 0)), col, 0, True)
+        return GroupFit(offsets, frame, np.zeros((0, 0)), col, 0, True, np.zeros(3), fit_frame)
     centre = np.mean(np.concatenate([s.ref.ref.position for s in sessions]), axis=0)
     params = np.asarray(params, dtype=float)
     converged = False
@@ -239,7 +263,9 @@ def refine(
             converged = True
             break
     cov = np.linalg.inv(info)
-    return GroupFit(offsets, frame, 0.5 * (cov + cov.T), col, iterations, converged)
+    return GroupFit(
+        offsets, frame, 0.5 * (cov + cov.T), col, iterations, converged, centre, fit_frame
+    )
 
 
 PIECES = 4

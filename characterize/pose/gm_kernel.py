@@ -247,10 +247,12 @@ def simulate_block(
     gains: np.ndarray,
     lane_axis: np.ndarray,
 ) -> None:
-    """Simulate ``e = b + g + v`` for a block of lanes along all N samples.
+    """Simulate ``e = c + b + g + v`` for a block of lanes along all N samples.
 
     Args:
-        params: ``(4, lanes)`` sigma_b, sigma, tau_s, sigma_v per lane (m or rad, s).
+        params: ``(5, lanes)`` sigma_b, sigma, tau_s, sigma_v per lane (m or rad, s)
+            and the sd of c, an offset constant over the whole series (drawn at the
+            first sample: the alignment's error for a session it did not see).
         dt: ``(N,)`` sample spacing (s); ``dt[0] = inf`` (stationary start).
         reloc: ``(N,)`` bool, offset redrawn at these samples (``reloc[0]`` true).
         early, late: ``(N,)`` bool growth masks (:func:`gm_montecarlo.growth_masks`).
@@ -273,7 +275,8 @@ def simulate_block(
     g = np.zeros(lanes)
     b = np.zeros(lanes)
     e = np.empty(lanes)
-    sigma_b, sigma, tau, sigma_v = params[0], params[1], params[2], params[3]
+    sigma_b, sigma, tau, sigma_v, sigma_c = params[0], params[1], params[2], params[3], params[4]
+    c = np.zeros(lanes)
     store = series.shape[0] > 0
     whiten = gains.shape[1] > 0
     mb = np.zeros(lanes)
@@ -287,10 +290,13 @@ def simulate_block(
             _normal_pairs(state, word, uf, ui, z1, z2)
             for j in range(lanes):
                 b[j] = sigma_b[j] * z1[j]
+            if k == 0:
+                for j in range(lanes):
+                    c[j] = sigma_c[j] * z2[j]
         _normal_pairs(state, word, uf, ui, z1, z2)
         for j in range(lanes):
             g[j] = phi[j] * g[j] + q[j] * z1[j]
-            e[j] = b[j] + g[j] + sigma_v[j] * z2[j]
+            e[j] = c[j] + b[j] + g[j] + sigma_v[j] * z2[j]
         _accumulate(acc, e, k, early[k], late[k])
         if whiten:
             _whiten_step(acc, e, k, reloc[k], gains, lane_axis, mb, mg)

@@ -76,14 +76,21 @@ def draw_params(
 
 
 def _prepare(
-    params: np.ndarray, t_s: np.ndarray, reloc: np.ndarray, n_draws: int
+    params: np.ndarray,
+    t_s: np.ndarray,
+    reloc: np.ndarray,
+    n_draws: int,
+    session_sd: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Lane parameters ``(4, B·A)`` (lane = draw·A + axis), spacings, flags, axes."""
+    """Lane parameters ``(5, B·A)`` (lane = draw·A + axis), spacings, flags, axes."""
     p = np.asarray(params, dtype=np.float64)
     if p.ndim == 2:
         p = p[None]
     a = p.shape[1]
-    lanes = np.ascontiguousarray(np.broadcast_to(p, (n_draws, a, 4)).reshape(-1, 4).T)
+    p = np.broadcast_to(p, (n_draws, a, 4))
+    sd = np.zeros(a) if session_sd is None else np.asarray(session_sd, dtype=np.float64)
+    p5 = np.concatenate([p, np.broadcast_to(sd[None, :, None], (n_draws, a, 1))], axis=2)
+    lanes = np.ascontiguousarray(p5.reshape(-1, 5).T)
     t_s = np.asarray(t_s, dtype=np.float64)
     dt = np.empty(t_s.size)
     dt[0] = np.inf
@@ -108,10 +115,11 @@ def _simulate(
     seed: int | np.random.Generator,
     store: bool,
     whiten: np.ndarray | None = None,
+    session_sd: np.ndarray | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray | None, int]:
     """Run the kernel block by block: statistics ``{stat: (B·A,)}``, series, axes."""
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    lanes, dt, flags, a = _prepare(params, t_s, reloc, n_draws)
+    lanes, dt, flags, a = _prepare(params, t_s, reloc, n_draws, session_sd)
     early, late = growth_masks(t_s, flags)
     m = lanes.shape[1]
     gains = _gains(dt, flags, whiten, a)
@@ -146,14 +154,17 @@ def simulate_errors(
     reloc: np.ndarray,
     n_draws: int,
     seed: int | np.random.Generator,
+    session_sd: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(B, N, A)`` simulated error series (materialised; use for small B·N).
 
     ``params`` is ``(A, 4)`` (the same model for every draw) or ``(B, A, 4)`` (one
     parameter set per draw, e.g. from :func:`draw_params`), columns
-    ``sigma_b, sigma, tau_s, sigma_v`` (m or rad, s).
+    ``sigma_b, sigma, tau_s, sigma_v`` (m or rad, s). ``session_sd`` ``(A,)``: the sd
+    of an offset constant over the whole series, added to every draw (the error of
+    an alignment fitted without this session, :func:`gls_align.GroupFit.induced_variance`).
     """
-    _, series, a = _simulate(params, t_s, reloc, n_draws, seed, store=True)
+    _, series, a = _simulate(params, t_s, reloc, n_draws, seed, True, session_sd=session_sd)
     return np.ascontiguousarray(series.reshape(-1, n_draws, a).transpose(1, 0, 2))
 
 
@@ -226,10 +237,11 @@ def simulate_statistics(
     n_draws: int,
     seed: int | np.random.Generator,
     whiten: np.ndarray | None = None,
+    session_sd: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """``{stat: (B, A)}`` of B simulated draws (see :func:`simulate_errors`), unstored.
 
     ``whiten``: ``(A, 4)`` model for ``nis`` and ``kurtosis`` (see :func:`error_statistics`).
     """
-    stats, _, a = _simulate(params, t_s, reloc, n_draws, seed, store=False, whiten=whiten)
+    stats, _, a = _simulate(params, t_s, reloc, n_draws, seed, False, whiten, session_sd)
     return {k: v.reshape(n_draws, a) for k, v in stats.items()}

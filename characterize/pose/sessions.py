@@ -6,22 +6,23 @@ reference's first sample; flags kept). ``error_series(sensor, reference, ...)``
 runs time/frame alignment (:mod:`align`), computes the per-axis error and
 segments it at relocalizations (:mod:`reloc_segments`); a RELOCALIZED flag on a
 sample dropped by the association moves to the next kept sample.
-``prepare_sessions(paths, ...)`` does the same for a campaign, with one frame
-transform for all of its sessions; ``fit_prepared`` fits the error model over them
-and records where every input came from.
+``prepare_campaign(tracks, ...)`` does the same for a campaign (one time offset and
+one frame transform for all of its sessions, estimated with the error model, and
+the leave-one-out folds); ``prepare_sessions(paths, ...)`` from session files;
+``fit_prepared`` fits the error model and records where every input came from.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.spatial.transform import Rotation
 from scipy.stats import chi2
 
 from sensorbench.characterize.pose.align import (
-    COARSE_STEP_S,
     ERROR_FRAME,
     Alignment,
     PoseTrack,
@@ -45,6 +46,7 @@ from sensorbench.characterize.pose.frames import (
 )
 from sensorbench.characterize.pose.gls_align import (
     Frame,
+    GroupFit,
     OffsetDrift,
     offset_pieces,
     refine,
@@ -63,6 +65,9 @@ from sensorbench.logs.model_file import file_sha256
 
 TIME_ORIGIN = "s from the session start (its earliest sample of any stream)"
 """The origin of every time in the fit's JSON, model file and figures."""
+MEAN_AXES = {"se3": AXES, "planar": ("x", "y", "z", "yaw"), "none": ()}
+"""Axes whose mean error an alignment of each mode absorbs (its translation; its body
+rotation about all axes, or about z only when planar)."""
 
 
 @dataclass
@@ -113,12 +118,16 @@ def _segmented(
     source: str,
     seg: Segmentation | None = None,
     starts: np.ndarray | None = None,
+    mean_group: str | None = None,
 ) -> PreparedSession:
     """The session's error under ``al``, segmented.
 
     ``seg`` with ``starts`` (its segment start times after the first sample, s): that
     segmentation carried over to the samples kept under ``al``; ``seg`` alone: reused
     when the samples are the same; else segmented anew (flags, or detected steps).
+    ``mean_group``: the sessions whose alignment ``al`` is (it absorbed their mean
+    error on the axes its mode fits; the sigma_b Q-profile needs to know,
+    :class:`error_model.QProfile`).
     """
     t, e, idx = pose_errors(sensor, reference, al, max_gap_s)
     if t.size < 10:
@@ -134,7 +143,10 @@ def _segmented(
         seg = replace(seg, reloc=reset_mask(t, starts))
     elif seg is None or seg.reloc.size != t.size:
         seg = segment(t, e, flags)
-    series = ErrorSeries(t, e, seg.reloc, name=name)
+    meta = {}
+    if mean_group is not None and MEAN_AXES[al.mode]:
+        meta = {"mean_group": mean_group, "mean_axes": MEAN_AXES[al.mode]}
+    series = ErrorSeries(t, e, seg.reloc, name=name, meta=meta)
     al = replace(
         al,
         residual_rms_m=float(np.sqrt(np.mean(np.sum(e[:, :3] ** 2, axis=1)))),
@@ -194,24 +206,28 @@ def prepare_sessions(
     max_gap_s: float = 0.1,
     t_start_s: float | None = None,
     t_end_s: float | None = None,
-) -> list[PreparedSession]:
-    """Prepare a campaign: one frame transform for all sessions (``joint``), or one each.
+) -> PreparedCampaign:
+    """Prepare the campaign of session files (:func:`prepare_campaign`), every session kept.
 
-    Session names are the file stems, made unique with ``#i`` where two collide; only
-    the samples in ``[t_start_s, t_end_s)`` of each session (s from its start) are used.
+    ``joint``: one frame transform for all sessions, else one each (``mode`` "none":
+    no alignment). No session is left out for being in another map: the caller runs
+    its own frame check if it wants one. Session names are the file stems, made unique
+    with ``#i`` where two collide; only the samples in ``[t_start_s, t_end_s)`` of each
+    session (s from its start) are used.
     """
     tracks = [load_tracks(p, sensor, reference, t_start_s, t_end_s) for p in paths]
-    if joint:
-        alignments = align_sessions(tracks, mode, offset_s, max_offset_s, max_gap_s)
-    else:
-        alignments = [
-            align_sessions([tr], mode, offset_s, max_offset_s, max_gap_s)[0] for tr in tracks
-        ]
-    names = session_names(paths)
-    return [
-        _segmented(sen, ref, al, name, max_gap_s, str(p))
-        for (sen, ref), al, name, p in zip(tracks, alignments, names, paths, strict=True)
-    ]
+    align = "none" if mode == "none" else ("campaign" if joint else "session")
+    return prepare_campaign(
+        tracks,
+        session_names(paths),
+        [str(p) for p in paths],
+        align,
+        mode == "planar",
+        offset_s,
+        max_offset_s,
+        max_gap_s,
+        frame_alpha=0.0,
+    )
 
 
 def session_names(paths: list[str | Path]) -> list[str]:
@@ -258,6 +274,8 @@ def fit_prepared(
 
 ALIGN_MODES = ("campaign", "session", "none")
 """``--align``: one transform for all sessions, one per session, or none."""
+XCORR_STEP_S = 0.01
+"""Grid and lag step of the rate cross-correlation that starts the offset's GLS (s)."""
 OFFSET_CONSISTENCY_ALPHA = 0.01
 """Sessions' own time offsets that differ at this level are not pooled (:class:`TimeOffset`)."""
 
@@ -281,7 +299,8 @@ class TimeOffset:
     se_s: float
     pooled: bool
     consistency_p: float
-    sessions: dict[str, dict[str, float]]  # own offset_s, se_s, xcorr_offset_s, rate_correlation
+    sessions: dict[str, dict[str, Any]]  # own offset_s, se_s, xcorr_offset_s, rate_correlation,
+    # pieces (:class:`gls_align.OffsetDrift`)
 
     def to_dict(self) -> dict:
         """JSON/TOML-ready."""
@@ -297,11 +316,17 @@ class TimeOffset:
 
 @dataclass
 class Fold:
-    """One session held out: its error under what the other sessions alone determined."""
+    """One session held out: its error under what the other sessions alone determined.
+
+    ``inherited_variance`` (6,) units²: the variance of the error the held-out session
+    inherits from the others' offset and frame estimate (their own estimation error,
+    :meth:`gls_align.GroupFit.induced_variance`), which its simulations carry too.
+    """
 
     held_out: ErrorSeries
     training: list[ErrorSeries]
     alignment: Alignment
+    inherited_variance: np.ndarray
 
 
 @dataclass
@@ -324,6 +349,7 @@ class PreparedCampaign:
     align: str
     mode: str
     max_gap_s: float
+    fit: GroupFit | None = None  # the campaign's offset and frame estimate
 
     @property
     def series(self) -> list[ErrorSeries]:
@@ -348,26 +374,38 @@ class PreparedCampaign:
         out = []
         for i, train, w in zip(targets, trains, weights, strict=True):
             held = self.kept[i]
-            aligned = self._fold_alignments(train, held, np.stack([w[a].values for a in AXES]))
+            aligned, g = self._fold_alignments(train, held, np.stack([w[a].values for a in AXES]))
+            inherited = (
+                np.zeros(len(AXES))
+                if g is None
+                else g.induced_variance(self.tracks[held], aligned[held].offset_s, self.max_gap_s)
+            )
             out.append(
                 Fold(
-                    self._series(held, aligned[held]),
-                    [self._series(j, aligned[j]) for j in train],
+                    self._series(held, aligned[held], f"held-out {held}"),
+                    [self._series(j, aligned[j], f"without {held}") for j in train],
                     aligned[held],
+                    inherited,
                 )
             )
         return out
 
     def fold_pairs(
         self, targets: list[int], excluded: frozenset[int] = frozenset()
-    ) -> list[tuple[ErrorSeries, list[ErrorSeries]]]:
-        """:meth:`folds` as (held-out, training) pairs (a :data:`validate.FoldSource`)."""
-        return [(f.held_out, f.training) for f in self.folds(targets, excluded)]
+    ) -> list[tuple[ErrorSeries, list[ErrorSeries], np.ndarray]]:
+        """:meth:`folds` as (held-out, training, inherited variance): a ``validate.FoldSource``."""
+        return [
+            (f.held_out, f.training, f.inherited_variance) for f in self.folds(targets, excluded)
+        ]
 
     def _fold_alignments(
         self, train: list[int], held: int, params: np.ndarray
-    ) -> dict[int, Alignment]:
-        """Alignments of ``train`` and ``held`` from the offsets and frame of ``train``."""
+    ) -> tuple[dict[int, Alignment], GroupFit | None]:
+        """Alignments of ``train`` and ``held`` from the offsets and frame of ``train``.
+
+        Also the estimate whose error the held-out session inherits (None when nothing
+        of its alignment came from the others).
+        """
         own = {j: self.alone[j].alignment for j in [*train, held]}
         pooled = self.time_offset.method == "gls" and self.time_offset.pooled
         off = {j: own[j].offset_s for j in own}
@@ -376,9 +414,10 @@ class PreparedCampaign:
             o, s = _weighted_mean([off[j] for j in train], [se[j] for j in train])
             off, se = dict.fromkeys(own, o), dict.fromkeys(own, s)
         if self.align != "campaign":
-            return {
+            aligned = {
                 j: _with_frame(own[j], off[j], _frame_of(own[j], self.mode), se[j]) for j in own
             }
+            return aligned, (_offset_only(aligned[held]) if pooled else None)
         pairs = [self.tracks[j] for j in train]
         start = align_sessions(pairs, self.mode, [off[j] for j in train], max_gap_s=self.max_gap_s)
         g = refine(
@@ -393,9 +432,22 @@ class PreparedCampaign:
         if pooled:
             off = dict.fromkeys(own, float(g.offsets_s[0]))
             se = dict.fromkeys(own, g.offset_se_s(0))
-        return {j: _with_frame(own[j], off[j], g.frame, se[j]) for j in own}
+        return {j: _with_frame(own[j], off[j], g.frame, se[j]) for j in own}, g
 
-    def _series(self, j: int, al: Alignment) -> ErrorSeries:
+    def future_variance(self) -> np.ndarray:
+        """``(6,)`` variance (units²) a new session's error inherits from this campaign's
+        offset and frame: :meth:`GroupFit.induced_variance` averaged over the sessions."""
+        if self.fit is None:
+            return np.zeros(len(AXES))
+        return np.mean(
+            [
+                self.fit.induced_variance(self.tracks[j], p.alignment.offset_s, self.max_gap_s)
+                for j, p in zip(self.kept, self.prepared, strict=True)
+            ],
+            axis=0,
+        )
+
+    def _series(self, j: int, al: Alignment, group: str) -> ErrorSeries:
         a = self.alone[j]
         return _segmented(
             *self.tracks[j],
@@ -405,7 +457,22 @@ class PreparedCampaign:
             a.source,
             a.segmentation,
             a.series.reloc_times_s(),
+            a.series.name if self.align == "session" else group,
         ).series
+
+
+def _offset_only(al: Alignment) -> GroupFit:
+    """The estimate of a pooled offset alone (frame not from the others), for its variance."""
+    return GroupFit(
+        np.array([al.offset_s]),
+        _frame_of(al, "none"),
+        np.array([[al.offset_se_s**2]]),
+        np.array([0]),
+        0,
+        True,
+        np.zeros(3),
+        fit_frame=False,
+    )
 
 
 def _weighted_mean(values: list[float], se: list[float]) -> tuple[float, float]:
@@ -469,7 +536,7 @@ def prepare_campaign(
     mode = "none" if align == "none" else ("planar" if planar else "se3")
     estimate = offset_s is None
     xcorr = [
-        estimate_time_offset(sen, ref, max_offset_s, fine_step_s=COARSE_STEP_S)
+        estimate_time_offset(sen, ref, max_offset_s, XCORR_STEP_S, XCORR_STEP_S)
         if estimate
         else (float(offset_s or 0.0), float("nan"))
         for sen, ref in tracks
@@ -479,7 +546,7 @@ def prepare_campaign(
         for tr, (off, _) in zip(tracks, xcorr, strict=True)
     ]
     start = [
-        _segmented(*tr, al, n, max_gap_s, src)
+        _segmented(*tr, al, n, max_gap_s, src, mean_group=n)
         for tr, al, n, src in zip(tracks, first, names, sources, strict=True)
     ]
     own_fits = fit_groups([p.series for p in start], [[i] for i in range(len(tracks))])
@@ -511,7 +578,9 @@ def prepare_campaign(
                 max_offset_s=max_offset_s,
             )
             _mark_unstable(*tr, ps, se, max_gap_s)
-        alone.append(_segmented(*tr, own, names[i], max_gap_s, sources[i], ps.segmentation, starts))
+        alone.append(
+            _segmented(*tr, own, names[i], max_gap_s, sources[i], ps.segmentation, starts, names[i])
+        )
     offset = _campaign_offset(alone, xcorr, drifts, estimate)
     offsets = [offset.offset_s if offset.pooled else a.alignment.offset_s for a in alone]
     kept, check = list(range(len(tracks))), None
@@ -536,6 +605,7 @@ def prepare_campaign(
             estimate_offset=pooled,
             max_gap_s=max_gap_s,
         )
+        camp.fit = g
         if pooled:
             # the joint GLS's se, or the own offsets' pooled se when drift inflated them
             own_se = _weighted_mean(
@@ -551,6 +621,7 @@ def prepare_campaign(
         for j in kept:
             own = alone[j].alignment
             alignments[j] = _with_frame(own, offset.offset_s, _frame_of(own, mode), offset.se_s)
+        camp.fit = _offset_only(alignments[kept[0]])
     for j in kept:
         a = alone[j]
         camp.prepared.append(
@@ -562,6 +633,7 @@ def prepare_campaign(
                 sources[j],
                 a.segmentation,
                 a.series.reloc_times_s(),
+                "campaign" if align == "campaign" else names[j],
             )
         )
     if check is not None:

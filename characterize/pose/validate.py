@@ -57,8 +57,11 @@ SIDAK_BAND = (0.0043, 0.9957)
 """Per-axis two-sided band of one statistic for a 95 % family of six axes."""
 
 
-FoldSource = Callable[[list[int], frozenset[int]], list[tuple[ErrorSeries, list[ErrorSeries]]]]
-"""``(targets, excluded) -> [(held-out series, training series), ...]`` for every target."""
+Fold = tuple[ErrorSeries, list[ErrorSeries], np.ndarray | None]
+"""A held-out session's error, its training sessions' errors, and the variance (6,)
+units² its error inherits from the others' alignment (None: nothing)."""
+FoldSource = Callable[[list[int], frozenset[int]], list[Fold]]
+"""``(targets, excluded) -> [Fold, ...]``: one per target, trained without ``excluded``."""
 
 
 def _transform(stat: str, x: np.ndarray) -> np.ndarray:
@@ -234,18 +237,24 @@ def check_session(
     rng: np.random.Generator,
     alpha_session: float,
     sigma_b_quantile: list[Callable[[np.ndarray], np.ndarray]] | None = None,
+    inherited_variance: np.ndarray | None = None,
 ) -> SessionCheck:
     """Place one session's real statistics among ``n_draws`` simulations of the model.
 
     With ``cov_log``, every draw has its own parameters (:func:`draw_params`;
     ``sigma_b_quantile``: per axis, sigma_b's stated uncertainty as a quantile function).
-    Real and simulated series are whitened by ``params`` (the point estimate) for the
+    ``inherited_variance`` (6,): every draw also carries an offset constant over the
+    session of that variance (the error of an alignment fitted without it). Real and
+    simulated series are whitened by ``params`` (the point estimate) for the
     innovation statistics.
     """
     sim_params = (
         params if cov_log is None else draw_params(params, cov_log, n_draws, rng, sigma_b_quantile)
     )
-    sims = simulate_statistics(sim_params, series.t_s, series.reloc, n_draws, rng, whiten=params)
+    sd = None if inherited_variance is None else np.sqrt(np.asarray(inherited_variance, float))
+    sims = simulate_statistics(
+        sim_params, series.t_s, series.reloc, n_draws, rng, whiten=params, session_sd=sd
+    )
     obs = error_statistics(series.t_s, series.reloc, series.error, whiten=params)
     a, s = len(AXES), len(STAT_NAMES)
     observed = np.stack([obs[k] for k in STAT_NAMES], axis=1)
@@ -317,7 +326,7 @@ def validate_sessions(
     if model is not None:
         alpha_s = _sidak(alpha, n)
         streams = np.random.default_rng(seed).spawn(n)
-        checks = [
+        given = [
             check_session(
                 s,
                 model.params_array(),
@@ -329,9 +338,9 @@ def validate_sessions(
             )
             for i, s in enumerate(series)
         ]
-        named = [c.name for c in checks if not c.passed]
+        named = [c.name for c in given if not c.passed]
         return ValidationReport(
-            checks,
+            given,
             n_draws,
             seed,
             alpha,
@@ -346,9 +355,9 @@ def validate_sessions(
             "validate a single session"
         )
 
-    def fixed(targets: list[int], excluded: frozenset[int]) -> list:
+    def fixed(targets: list[int], excluded: frozenset[int]) -> list[Fold]:
         return [
-            (series[i], [series[j] for j in range(n) if j != i and j not in excluded])
+            (series[i], [series[j] for j in range(n) if j != i and j not in excluded], None)
             for i in targets
         ]
 
@@ -391,7 +400,7 @@ def validate_sessions(
 
 
 def _round(
-    folds: list[tuple[ErrorSeries, list[ErrorSeries]]],
+    folds: list[Fold],
     options: FitOptions | None,
     n_draws: int,
     streams: list[np.random.Generator],
@@ -399,14 +408,14 @@ def _round(
     parameter_uncertainty: bool,
 ) -> list[SessionCheck]:
     """Fit every fold's training sessions (one batch) and check its held-out session."""
-    train = [s for _, tr in folds for s in tr]
+    train = [s for _, tr, _ in folds for s in tr]
     groups, k = [], 0
-    for _, tr in folds:
+    for _, tr, _ in folds:
         groups.append(list(range(k, k + len(tr))))
         k += len(tr)
     fits = fit_groups(train, groups, options)
     out = []
-    for (held, _), f, rng in zip(folds, fits, streams, strict=True):
+    for (held, _, inherited), f, rng in zip(folds, fits, streams, strict=True):
         params = np.stack([f[a].values for a in AXES])
         cov = np.stack([f[a].cov_log_usable() for a in AXES]) if parameter_uncertainty else None
         out.append(
@@ -418,6 +427,7 @@ def _round(
                 rng,
                 alpha_s,
                 [f[a].sigma_b_quantile for a in AXES],
+                inherited,
             )
         )
     return out
