@@ -536,7 +536,9 @@ def prepare_campaign(
     mode = "none" if align == "none" else ("planar" if planar else "se3")
     estimate = offset_s is None
     xcorr = [
-        estimate_time_offset(sen, ref, max_offset_s, XCORR_STEP_S, XCORR_STEP_S)
+        estimate_time_offset(
+            sen, ref, max_offset_s, coarse_step_s=XCORR_STEP_S, fine_step_s=XCORR_STEP_S
+        )
         if estimate
         else (float(offset_s or 0.0), float("nan"))
         for sen, ref in tracks
