@@ -81,6 +81,7 @@ from scipy.special import ndtr, ndtri
 from scipy.stats import chi2
 
 from sensorbench.characterize.pose.series import AXES, AXIS_UNITS, ErrorSeries
+from sensorbench.characterize.pose.whiten import filter_gains, whiten_columns
 from sensorbench.errors import FitError, ModelFileError
 from sensorbench.logs.model_file import (
     check_envelope,
@@ -988,12 +989,17 @@ def fit_groups(
         *(np.concatenate([getattr(r, f) for r in parts]) for f in _OptResult.__dataclass_fields__)
     )
     out: list[dict[str, AxisFit]] = []
+    n_a = len(AXES)
     for gi, g in enumerate(groups):
+        rows = slice(gi * n_a, (gi + 1) * n_a)
+        theta = _restricted_step(
+            series, g, res.theta[rows], res.hess[rows], res.at_bound[rows], options.fd_step_log
+        )
         fits = {}
         for a, name in enumerate(AXES):
-            pi = gi * len(AXES) + a
+            pi = gi * n_a + a
             cov = _cov_from_hessian(res.hess[pi], res.at_bound[pi])
-            values = np.exp(res.theta[pi])
+            values = np.exp(theta[a])
             qp = offset_qprofile([series[s] for s in g], a, *values[1:])
             fits[name] = AxisFit(
                 name,
@@ -1007,6 +1013,76 @@ def fit_groups(
             )
         out.append(fits)
     return out
+
+
+def _restricted_step(
+    series: list[ErrorSeries],
+    group: list[int],
+    theta: np.ndarray,
+    hess: np.ndarray,
+    at_bound: np.ndarray,
+    h: float,
+) -> np.ndarray:
+    """θ ``(6, 4)`` (log) moved one Newton step towards the restricted (REML) likelihood.
+
+    When the errors are residuals of nuisance parameters φ fitted to them (the time
+    offset and frame, :mod:`gls_align`; ``meta["nuisance_jacobian"]`` ``(N, 6, P)``
+    and ``meta["nuisance_group"]`` on each series, sessions of a group sharing φ),
+    the maximum likelihood of θ takes too little variance: φ absorbed some. The
+    restricted likelihood adds ``½ log det(JᵀV(θ)⁻¹J)`` to the negative
+    log-likelihood (Harville 1977, *JASA* 72:320-338). Its gradient at the ML
+    estimate comes from whitening J's columns under θ ± h (one axis at a time, the
+    others at θ̂, since φ is shared by all axes) and one Newton step with the ML
+    Hessian takes it: the correction is of order P/N, so one step is enough.
+    """
+    members: dict[str, list[int]] = {}
+    for i in group:
+        m = series[i].meta
+        jac = m.get("nuisance_jacobian")
+        if jac is not None and np.shape(jac)[0] == series[i].n:
+            members.setdefault(str(m.get("nuisance_group")), []).append(i)
+    if not members:
+        return theta
+    grad = np.zeros_like(theta)
+    for sessions in members.values():
+        blocks = [_whitening_blocks(series[i]) for i in sessions]
+        per_axis = [_nuisance_info(blocks, np.exp(theta[a]), a) for a in range(len(AXES))]
+        total = sum(per_axis)
+        for a in range(len(AXES)):
+            for j in np.flatnonzero(~at_bound[a]):
+                ends = []
+                for sign in (1.0, -1.0):
+                    th = theta[a].copy()
+                    th[j] += sign * h
+                    sign_det, logdet = np.linalg.slogdet(
+                        total - per_axis[a] + _nuisance_info(blocks, np.exp(th), a)
+                    )
+                    ends.append(logdet if sign_det > 0 else np.nan)
+                grad[a, j] += (ends[0] - ends[1]) / (2.0 * h)
+    out = theta.copy()
+    for a in range(len(AXES)):
+        free = ~at_bound[a] & np.isfinite(grad[a])
+        hf = hess[a][np.ix_(free, free)]
+        if free.any() and np.all(np.linalg.eigvalsh(hf) > 0):
+            out[a, free] -= np.linalg.solve(hf, 0.5 * grad[a, free])
+    return out
+
+
+def _nuisance_info(blocks: list, params: np.ndarray, axis: int) -> np.ndarray:
+    """``Σ_sessions J_aᵀ V_a⁻¹ J_a`` of one axis under its parameters ``params`` (4,)."""
+    out = 0.0
+    for dt, reset, jac in blocks:
+        gains = filter_gains(dt, reset, params[None])
+        w = whiten_columns(np.ascontiguousarray(jac[:, axis, :]), reset, *(x[:, 0] for x in gains))
+        out = out + w.T @ w
+    return np.asarray(out)
+
+
+def _whitening_blocks(s: ErrorSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    dt = np.empty(s.n)
+    dt[0] = np.inf
+    dt[1:] = np.diff(s.t_s)
+    return dt, s.reloc, np.asarray(s.meta["nuisance_jacobian"], dtype=float)
 
 
 def fit_pose_error(

@@ -77,6 +77,27 @@ class GroupFit:
         c = int(self.offset_column[i])
         return float(np.sqrt(self.cov[c, c])) if c >= 0 else float("nan")
 
+    def jacobian(
+        self, i: int, pair: tuple[PoseTrack, PoseTrack], max_gap_s: float = 0.1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(times (M,), ``∂e/∂φ`` (M, 6, P)) of session ``i`` of this fit at its estimate.
+
+        Columns as in :attr:`cov`: the offsets fitted, then the frame's. The fit of the
+        error model uses it for the degrees of freedom φ took from the errors
+        (:func:`error_model.fit_groups`).
+        """
+        s = _Session(pair[0].only_valid(), pair[1].interpolator(), np.zeros(0))
+        fit_delta = bool(self.offset_column[i] >= 0)
+        t, _, jac = _design(s, float(self.offsets_s[i]), self.frame, self.centre, max_gap_s, True)
+        n_frame = jac.shape[2] - 1 if self.fit_frame else 0
+        n_delta = self.cov.shape[0] - n_frame
+        full = np.zeros((t.size, 6, self.cov.shape[0]))
+        if fit_delta:
+            full[:, :, self.offset_column[i]] = jac[:, :, 0]
+        if n_frame:
+            full[:, :, n_delta:] = jac[:, :, 1:]
+        return t, full
+
     def induced_variance(
         self, pair: tuple[PoseTrack, PoseTrack], offset_s: float, max_gap_s: float = 0.1
     ) -> np.ndarray:

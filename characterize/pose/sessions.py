@@ -14,7 +14,7 @@ the leave-one-out folds); ``prepare_sessions(paths, ...)`` from session files;
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,7 @@ def _segmented(
     seg: Segmentation | None = None,
     starts: np.ndarray | None = None,
     mean_group: str | None = None,
+    nuisance: tuple[GroupFit, int, str] | None = None,
 ) -> PreparedSession:
     """The session's error under ``al``, segmented.
 
@@ -127,7 +128,9 @@ def _segmented(
     when the samples are the same; else segmented anew (flags, or detected steps).
     ``mean_group``: the sessions whose alignment ``al`` is (it absorbed their mean
     error on the axes its mode fits; the sigma_b Q-profile needs to know,
-    :class:`error_model.QProfile`).
+    :class:`error_model.QProfile`). ``nuisance``: (the offset-and-frame fit ``al`` came
+    from, this session's index in it, a label shared by the sessions of that fit):
+    its Jacobian goes with the series for the fit's restricted likelihood.
     """
     t, e, idx = pose_errors(sensor, reference, al, max_gap_s)
     if t.size < 10:
@@ -143,9 +146,13 @@ def _segmented(
         seg = replace(seg, reloc=reset_mask(t, starts))
     elif seg is None or seg.reloc.size != t.size:
         seg = segment(t, e, flags)
-    meta = {}
+    meta: dict = {}
     if mean_group is not None and MEAN_AXES[al.mode]:
         meta = {"mean_group": mean_group, "mean_axes": MEAN_AXES[al.mode]}
+    if nuisance is not None and nuisance[0].cov.size:
+        jt, jac = nuisance[0].jacobian(nuisance[1], (sensor, reference), max_gap_s)
+        if jt.shape == t.shape and np.allclose(jt, t):
+            meta |= {"nuisance_jacobian": jac, "nuisance_group": nuisance[2]}
     series = ErrorSeries(t, e, seg.reloc, name=name, meta=meta)
     al = replace(
         al,
@@ -349,6 +356,7 @@ class PreparedCampaign:
     align: str
     mode: str
     max_gap_s: float
+    own_fits: list[GroupFit] = field(default_factory=list)  # each session's own GLS
     fit: GroupFit | None = None  # the campaign's offset and frame estimate
 
     @property
@@ -380,15 +388,30 @@ class PreparedCampaign:
                 if g is None
                 else g.induced_variance(self.tracks[held], aligned[held].offset_s, self.max_gap_s)
             )
+            label = f"without {held}"
+            training = [
+                self._series(j, aligned[j], label, self._nuisance(g, train, j, label))
+                for j in train
+            ]
             out.append(
                 Fold(
-                    self._series(held, aligned[held], f"held-out {held}"),
-                    [self._series(j, aligned[j], f"without {held}") for j in train],
+                    self._series(held, aligned[held], "held out"),
+                    training,
                     aligned[held],
                     inherited,
                 )
             )
         return out
+
+    def _nuisance(
+        self, fit: GroupFit | None, members: list[int], j: int, label: str
+    ) -> tuple[GroupFit, int, str] | None:
+        """What session ``j``'s alignment was fitted with: the group's fit (campaign), its own."""
+        if self.align == "campaign" and fit is not None:
+            return fit, members.index(j), label
+        if self.align == "session":
+            return self.own_fits[j], 0, f"own {j}"
+        return None
 
     def fold_pairs(
         self, targets: list[int], excluded: frozenset[int] = frozenset()
@@ -447,7 +470,13 @@ class PreparedCampaign:
             axis=0,
         )
 
-    def _series(self, j: int, al: Alignment, group: str) -> ErrorSeries:
+    def _series(
+        self,
+        j: int,
+        al: Alignment,
+        group: str,
+        nuisance: tuple[GroupFit, int, str] | None = None,
+    ) -> ErrorSeries:
         a = self.alone[j]
         return _segmented(
             *self.tracks[j],
@@ -458,6 +487,7 @@ class PreparedCampaign:
             a.segmentation,
             a.series.reloc_times_s(),
             a.series.name if self.align == "session" else group,
+            nuisance,
         ).series
 
 
@@ -551,9 +581,9 @@ def prepare_campaign(
         _segmented(*tr, al, n, max_gap_s, src, mean_group=n)
         for tr, al, n, src in zip(tracks, first, names, sources, strict=True)
     ]
-    own_fits = fit_groups([p.series for p in start], [[i] for i in range(len(tracks))])
-    alone, drifts = [], []
-    for i, (tr, al, ps, fit) in enumerate(zip(tracks, first, start, own_fits, strict=True)):
+    own_models = fit_groups([p.series for p in start], [[i] for i in range(len(tracks))])
+    alone, drifts, own_fits = [], [], []
+    for i, (tr, al, ps, fit) in enumerate(zip(tracks, first, start, own_models, strict=True)):
         params = np.stack([fit[a].values for a in AXES])
         starts = ps.series.reloc_times_s()
         g = refine(
@@ -580,8 +610,19 @@ def prepare_campaign(
                 max_offset_s=max_offset_s,
             )
             _mark_unstable(*tr, ps, se, max_gap_s)
+        own_fits.append(g)
         alone.append(
-            _segmented(*tr, own, names[i], max_gap_s, sources[i], ps.segmentation, starts, names[i])
+            _segmented(
+                *tr,
+                own,
+                names[i],
+                max_gap_s,
+                sources[i],
+                ps.segmentation,
+                starts,
+                names[i],
+                (g, 0, f"own {i}"),
+            )
         )
     offset = _campaign_offset(alone, xcorr, drifts, estimate)
     offsets = [offset.offset_s if offset.pooled else a.alignment.offset_s for a in alone]
@@ -591,7 +632,9 @@ def prepare_campaign(
         kept, check = _frame_loop(
             tracks, names, [al.offset_s for al in first], start, mode, max_gap_s, frame_alpha
         )
-    camp = PreparedCampaign([], check, offset, tracks, kept, alone, align, mode, max_gap_s)
+    camp = PreparedCampaign(
+        [], check, offset, tracks, kept, alone, align, mode, max_gap_s, own_fits
+    )
     alignments = {j: alone[j].alignment for j in kept}
     if align == "campaign":
         pooled = estimate and offset.pooled
@@ -636,6 +679,7 @@ def prepare_campaign(
                 a.segmentation,
                 a.series.reloc_times_s(),
                 "campaign" if align == "campaign" else names[j],
+                camp._nuisance(camp.fit, kept, j, "campaign"),
             )
         )
     if check is not None:
