@@ -17,18 +17,26 @@ import click
 
 from sensorbench import __version__, commands
 from sensorbench.errors import SensorbenchError
+from sensorbench.logs.atomic_output import WRITE_ERRNOS, disk_error_text
 
 EXIT_BAD_INPUT = 2
 
 
 class _Group(click.Group):
-    """A click group that turns library errors into a message and exit code 2."""
+    """A click group that turns library errors, and a full or read-only disk, into a
+    message and exit code 2."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except SensorbenchError as exc:
             click.echo(f"error: {exc}", err=True)
+            ctx.exit(EXIT_BAD_INPUT)
+        except OSError as exc:  # a write the command did not name: still a clear message
+            if exc.errno not in WRITE_ERRNOS:
+                raise
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"error: {where}cannot write: {disk_error_text(exc)}", err=True)
             ctx.exit(EXIT_BAD_INPUT)
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -1,6 +1,8 @@
 """Benchmarks printed by ``sensorbench bench``.
 
-Every module in this package exposes ``run(quick: bool) -> list[BenchResult]``.
+Every module in this package exposes ``run(quick: bool) -> list[BenchResult]``, but the
+helpers benchmarks share (:data:`HELPERS`: ``c_reference``, C references compiled at
+bench time).
 
 Method: every timed figure is measured in several rounds and reported as the median of
 the rounds with their spread (smallest and largest round). A comparison with a reference
@@ -182,17 +184,26 @@ class BenchResult:
         return doc
 
 
+HELPERS = ("c_reference",)
+"""Modules of this package that benchmarks share and that are no benchmark themselves."""
+
+
 def modules() -> list[str]:
-    """Names of the benchmark modules, sorted."""
-    return sorted(m.name for m in pkgutil.iter_modules(__path__))
+    """Names of the benchmark modules, sorted (not :data:`HELPERS`)."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in HELPERS)
 
 
 def run_all(
     quick: bool = False,
     only: list[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    done: Callable[[str, list[BenchResult]], None] | None = None,
 ) -> list[BenchResult]:
-    """Run every benchmark module (or those named in ``only``) and collect results."""
+    """Run every benchmark module (or those named in ``only``) and collect results.
+
+    ``progress(name)`` is called as a module starts, ``done(name, results)`` as soon as it
+    has finished (so its figures can be shown while the next one runs).
+    """
     results: list[BenchResult] = []
     for name in modules():
         if only and name not in only:
@@ -200,5 +211,8 @@ def run_all(
         if progress is not None:
             progress(name)
         module = importlib.import_module(f"{__name__}.{name}")
-        results.extend(module.run(quick))
+        found = list(module.run(quick))
+        if done is not None:
+            done(name, found)
+        results.extend(found)
     return results

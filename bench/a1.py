@@ -3,7 +3,7 @@
 * decode: the vectorised node decoder plus turn assembly on a synthetic standard-scan
   stream, as a multiple of the A1's 2000 nodes/s, and against the library's own
   per-node ``rplidar._process_scan`` loop on the same bytes;
-* live: one :class:`~sensorbench.drivers.a1_reader.A1Reader` reading the emulator at
+* live: one :func:`~sensorbench.drivers.a1_reader.a1_reader` reading the emulator at
   real-time rate through a pty; the CPU time of each thread (reader, emulator) over the
   wall time, in % of one core.
 
@@ -21,15 +21,19 @@ import rplidar
 
 from sensorbench.bench import BenchResult, Round, cpu_windows, interleave
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1 import TurnAssembler
-from sensorbench.drivers.a1_reader import A1Reader
-from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples, encode_nodes
+from sensorbench.drivers.a1_reader import a1_reader
+from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.a1_turns import TurnAssembler
+from sensorbench.sim.emulator_a1 import REAL_SAMPLE_US, A1Emulator, RoomSamples, encode_nodes
 
 AREA = "a1"
 
 
 def _stream(n: int) -> bytes:
-    s = RoomSamples.generate(duration_s=n / 2000.0 + 1.0, seed=1)
+    """``n`` standard-scan nodes of the emulator's room (one per REAL_SAMPLE_US µs)."""
+    s = RoomSamples.generate(duration_s=n * REAL_SAMPLE_US * 1e-6 + 1.0, seed=1)
+    if s.angle_deg_cw.size < n:
+        raise RuntimeError(f"A1 benchmark: {s.angle_deg_cw.size} samples generated, {n} needed")
     q6 = (np.round(s.angle_deg_cw[:n] * 64).astype(np.int64) % 23040).astype(np.uint16)
     q2 = np.round(s.range_m[:n] * 4000).astype(np.uint16)
     start = np.r_[True, s.turn[1:n] != s.turn[: n - 1]]
@@ -63,14 +67,15 @@ def _live(seconds: float, windows: int) -> tuple[tuple[Round, ...], tuple[Round,
     """Reader and emulator CPU (% of one core) per window over ``seconds`` of real-time
     scanning, and the turns read."""
     with A1Emulator(speed=1.0) as emu:
-        reader = A1Reader("a1", emu.path, first_turn_timeout_s=3.0)
+        scanner = A1Scanner(emu.path)
+        reader = a1_reader("a1", emu.path, scanner=scanner, first_turn_timeout_s=3.0)
         reader.start()
         r_id = reader._thread.ident if reader._thread is not None else None
         e_id = emu._thread.ident if emu._thread is not None else None
         reader_cpu, emu_cpu = cpu_windows(
             [lambda: _thread_cpu_s(r_id), lambda: _thread_cpu_s(e_id)], seconds, windows
         )
-        turns = reader.scanner.turns_total
+        turns = scanner.turns_total
         reader.stop()
     return reader_cpu, emu_cpu, turns
 
@@ -83,9 +88,7 @@ def run(quick: bool) -> list[BenchResult]:
     small_data = data[: 5 * 20_000]  # 50 ms reads at real time
     lib_data = data[: 5 * min(n, 100_000)]
     line = proto.NOMINAL_SAMPLES_PER_S
-    ours = interleave(lambda: _decode(data, 4096), rounds=rounds).rounds(
-        lambda o, _: n / o / line
-    )
+    ours = interleave(lambda: _decode(data, 4096), rounds=rounds).rounds(lambda o, _: n / o / line)
     small = interleave(lambda: _decode(small_data, 500), rounds=rounds).rounds(
         lambda o, _: len(small_data) / 5 / o / line
     )
@@ -131,7 +134,7 @@ def run(quick: bool) -> list[BenchResult]:
             "% of one core",
             10.0,
             False,
-            f"one A1Reader over the emulator at real time, {turns} turns",
+            f"one A1 reader over the emulator at real time, {turns} turns",
         ),
         BenchResult.from_rounds(
             AREA,

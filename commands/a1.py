@@ -12,6 +12,7 @@ from sensorbench.commands.emulate_options import (
     seed_option,
     speed_option,
 )
+from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output, force_option
 
@@ -42,7 +43,7 @@ def register(cli: click.Group) -> None:
 @click.option(
     "--sample-rate",
     "sample_rate_hz",
-    type=click.FloatRange(min=1.0),
+    type=FiniteFloat(min=1.0),
     default=2000.0,
     show_default=True,
     help="Nodes per second used to give a bare byte file point times (Hz); a session's "

@@ -29,26 +29,34 @@ def bench_cmd(as_json: bool, quick: bool, only: tuple[str, ...]) -> None:
     A ratio against a reference times ours and the reference alternately, round after
     round, after the same warm-up; each figure is the median round, shown with the
     smallest and largest round (--json lists every round). Targets come from the
-    project's issues; a missed target is shown, not hidden.
+    project's issues; a missed target is shown, not hidden. Each module's figures are
+    printed as soon as it has finished.
     """
+
     def progress(name: str) -> None:
         if not as_json:
             click.echo(f"running {name} ...", err=True)
 
-    results = bench.run_all(quick=quick, only=list(only) or None, progress=progress)
+    def done(name: str, results: list[bench.BenchResult]) -> None:
+        if not as_json:
+            for r in results:
+                click.echo(_row(r))
+
+    results = bench.run_all(quick=quick, only=list(only) or None, progress=progress, done=done)
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in results], indent=2))
-        return
-    width = max((len(f"{r.area}: {r.name}") for r in results), default=10)
-    for r in results:
-        verdict = {True: "ok", False: "MISSED", None: ""}[r.meets_target]
-        target = ""
-        if r.target is not None:
-            target = f"(target {'≥' if r.higher_is_better else '≤'} {r.target:g})"
-        label = f"{r.area}: {r.name}"
-        spread = ""
-        if r.spread is not None:
-            spread = f"[{r.spread[0]:.4g} .. {r.spread[1]:.4g}, {len(r.rounds)} rounds]"
-        click.echo(
-            f"{label:<{width}}  {r.value:>12.4g} {r.unit:<14} {spread:<36} {target:<18} {verdict}"
-        )
+
+
+def _row(r: bench.BenchResult) -> str:
+    """One figure as a table row: name, median, unit, spread over rounds, target, verdict."""
+    verdict = {True: "ok", False: "MISSED", None: ""}[r.meets_target]
+    target = ""
+    if r.target is not None:
+        target = f"(target {'≥' if r.higher_is_better else '≤'} {r.target:g})"
+    spread = ""
+    if r.spread is not None:
+        spread = f"[{r.spread[0]:.4g} .. {r.spread[1]:.4g}, {len(r.rounds)} rounds]"
+    return (
+        f"{r.area + ': ' + r.name:<56}  {r.value:>12.4g} {r.unit:<14} {spread:<36} "
+        f"{target:<18} {verdict}"
+    )

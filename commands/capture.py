@@ -20,7 +20,9 @@ from sensorbench.commands.emulate_options import (
     seed_option,
     speed_option,
 )
+from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.drivers.robot_config import load_robot_config
+from sensorbench.errors import SimError
 from sensorbench.json_doc import to_json
 from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
 
@@ -109,7 +111,7 @@ class _StatusPrinter:
 @click.option(
     "--duration",
     "duration_s",
-    type=float,
+    type=FiniteFloat(),
     default=None,
     help="Recording time after bring-up (s); default: until Ctrl-C or SIGTERM.",
 )
@@ -151,7 +153,12 @@ def capture_cmd(
     (it is restarted, but data were lost) or writing failed (disk full: the file
     keeps everything up to the last flush), 2 on bad input.
     """
-    from sensorbench.drivers.capture import format_bringup, format_summary, run_capture
+    from sensorbench.drivers.capture import (
+        CaptureOptions,
+        format_bringup,
+        format_summary,
+        run_capture,
+    )
 
     config = load_robot_config(config_path, run_dir=run_dir)
     duration = math.inf if duration_s is None else duration_s
@@ -169,12 +176,10 @@ def capture_cmd(
             config,
             output,
             duration,
-            label=label,
-            note=note,
+            CaptureOptions(label=label, note=note, allow_missing=allow_missing),
             on_status=printer,
             on_bringup=bringup_row,
             stop=stop,
-            allow_missing=allow_missing,
         )
     printer.done()
     if as_json:
@@ -251,6 +256,40 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
 )
 @link_option()
 @duration_option()
+@click.option(
+    "--firmware",
+    "elf",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="Run this ATmega328P image (make -C firmware: firmware/build/avr/"
+    "pods-atmega328p.elf) under simavr instead of emulating the frames.",
+)
+@click.option(
+    "--trajectory",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="--firmware: the counts to drive onto the encoder pins, rows 't_us c0 c1 c2' "
+    "(default: the scenario's pods).",
+)
+@click.option(
+    "--auto-reset/--no-auto-reset",
+    default=True,
+    show_default=True,
+    help="--firmware: opening the port (DTR) resets the MCU, as on an Arduino Uno or Nano.",
+)
+@click.option(
+    "--boot-s",
+    type=click.FloatRange(min=0.0),
+    default=1.0,
+    show_default=True,
+    help="--firmware: silence after a reset before the image restarts (s; optiboot waits 1 s).",
+)
+@click.option(
+    "--events",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="--firmware: append the harness's events (boots, their counts, resets) to this file.",
+)
 def emulate_pods_cmd(
     scenario: str,
     seed: int,
@@ -258,23 +297,65 @@ def emulate_pods_cmd(
     protocol: str,
     link: str | None,
     duration_s: float | None,
+    elf: str | None,
+    trajectory: str | None,
+    auto_reset: bool,
+    boot_s: float,
+    events: str | None,
 ) -> None:
-    """Serve the pod MCU (3 counters + IMU, 115200 baud) on a pty; print its path.
+    """Serve the pod MCU (115200 baud) on a pty; print its path.
 
-    Frames loop over the scenario, with time, sequence and counts continuing.
+    Emulated frames (3 counters + IMU) loop over the scenario, with time, sequence
+    and counts continuing. With --firmware the real AVR image runs under simavr: its
+    encoder pins follow the scenario's pod counts (or --trajectory, looped), its UART
+    is the pty (binary frames, no IMU), simulated time is paced to the wall clock
+    (it waits, never skips, when the machine or the reader falls behind). Stops
+    cleanly on Ctrl-C, SIGTERM or --duration.
     """
-    from sensorbench.sim.emulator_pods import PodEmulator
     from sensorbench.sim.simulation import Simulation
 
-    sim = Simulation(scenario, seed=seed)
-    em = PodEmulator(sim.pods(), variant=protocol, link=link, speed=speed, loop=True)
+    firmware = None
+    if elf is None:
+        if trajectory is not None or events is not None:
+            raise click.UsageError("--trajectory and --events apply to --firmware only")
+        from sensorbench.sim.emulator_pods import PodEmulator
+
+        sim = Simulation(scenario, seed=seed)
+        em: Any = PodEmulator(sim.pods(), variant=protocol, link=link, speed=speed, loop=True)
+    else:
+        if protocol != "binary":
+            raise click.UsageError("--firmware sends binary frames only (no --protocol csv)")
+        from sensorbench.sim.emulator_firmware import FirmwarePodEmulator
+        from sensorbench.sim.pod_trajectory import PodTrajectory
+
+        path = (
+            PodTrajectory.read(trajectory)
+            if trajectory is not None
+            else PodTrajectory.from_samples(Simulation(scenario, seed=seed).pods())
+        )
+        em = firmware = FirmwarePodEmulator(
+            elf,
+            path,
+            link=link,
+            speed=speed,
+            loop=True,
+            auto_reset=auto_reset,
+            boot_s=boot_s,
+            events=events,
+        )
     click.echo(em.name)
+    sys.stdout.flush()
     em.start()
     try:
         with stop_on_signals() as stop:
-            serve_until_stopped(stop, duration_s)
+            # the looped firmware only finishes when its harness dies
+            serve_until_stopped(
+                stop, duration_s, until=firmware.finished if firmware is not None else None
+            )
     finally:
         em.stop()
+    if firmware is not None and firmware.errors:
+        raise SimError("the firmware harness stopped: " + "; ".join(firmware.errors[-3:]))
 
 
 @click.command("robot")
@@ -295,6 +376,13 @@ def emulate_pods_cmd(
 @seed_option(default=None)
 @speed_option()
 @duration_option()
+@click.option(
+    "--pods-firmware",
+    "pods_firmware",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="Run this ATmega328P image under simavr as the pod MCU (see emulate pods --firmware).",
+)
 def emulate_robot_cmd(
     run_dir: str,
     config_path: str | None,
@@ -302,6 +390,7 @@ def emulate_robot_cmd(
     seed: int | None,
     speed: float,
     duration_s: float | None,
+    pods_firmware: str | None,
 ) -> None:
     """Serve every device of an emulated robot (LD19, two A1s, pods) on ptys.
 
@@ -310,7 +399,14 @@ def emulate_robot_cmd(
     """
     from sensorbench.sim.emulated_robot import EmulatedRobot
 
-    robot = EmulatedRobot(Path(run_dir), config_path, scenario=scenario, seed=seed, speed=speed)
+    robot = EmulatedRobot(
+        Path(run_dir),
+        config_path,
+        scenario=scenario,
+        seed=seed,
+        speed=speed,
+        pods_firmware=pods_firmware,
+    )
     robot.start()
     try:
         for name in robot.devices:

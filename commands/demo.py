@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from sensorbench.commands.option_types import SEED, FiniteFloat
 from sensorbench.json_doc import to_json
 
 
@@ -49,13 +50,13 @@ def register(cli: click.Group) -> None:
 )
 @click.option(
     "--speed",
-    type=click.FloatRange(min=1.0, max=10.0),
+    type=FiniteFloat(min=1.0, max=10.0),
     default=None,
     help="Emulation speed of every session: simulated seconds per host second; above 10 "
     "the readers fall behind on two cores [default: 10].",
 )
 @click.option(
-    "--seed", default=1, show_default=True, type=int, help="Simulation and Monte Carlo seed."
+    "--seed", default=1, show_default=True, type=SEED, help="Simulation and Monte Carlo seed."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary document.")
 def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json: bool) -> None:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.json_doc import to_json
 from sensorbench.udev.discovery import SerialDevice, list_serial_devices
 
@@ -36,7 +37,7 @@ def _kind(device: SerialDevice, probe: ProbeResult | None) -> str:
 @click.option(
     "--listen",
     "listen_s",
-    type=click.FloatRange(0.05, 5.0),
+    type=FiniteFloat(0.05, 5.0),
     default=0.35,
     show_default=True,
     help="Seconds each listen-only probe listens per device (s).",

@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 
 import click
 
+from sensorbench.commands.option_types import SEED, FiniteFloat
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -19,7 +21,7 @@ def seed_option(default: int | None = 0) -> Callable[[F], F]:
     """``--seed``: the simulation seed (int ≥ 0); ``None`` defers to the scenario or config."""
     return click.option(
         "--seed",
-        type=click.IntRange(min=0),
+        type=SEED,
         default=default,
         show_default=default is not None,
         help="Simulation seed.",
@@ -30,7 +32,7 @@ def speed_option() -> Callable[[F], F]:
     """``--speed``: simulated seconds per real second (default 1, at least 0.01)."""
     return click.option(
         "--speed",
-        type=click.FloatRange(min=0.01),
+        type=FiniteFloat(min=0.01),
         default=1.0,
         show_default=True,
         help="Simulated seconds per real second (1 = real time).",
@@ -52,7 +54,7 @@ def duration_option() -> Callable[[F], F]:
     return click.option(
         "--duration",
         "duration_s",
-        type=click.FloatRange(min=0.0),
+        type=FiniteFloat(min=0.0),
         default=None,
         help="Serve for this many wall seconds; default until Ctrl-C.",
     )

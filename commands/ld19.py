@@ -13,6 +13,7 @@ from sensorbench.commands.emulate_options import (
     seed_option,
     speed_option,
 )
+from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output, force_option
 
@@ -127,7 +128,7 @@ def emulate_command(kind_name: str, model: str) -> click.Command:
     @link_option()
     @click.option(
         "--startup",
-        type=click.FloatRange(min=0.0),
+        type=FiniteFloat(min=0.0),
         default=3.0,
         show_default=True,
         help="Seconds (simulated) from power-on to the first packet; real units take ~3 s.",

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import atomic_figures, check_output, force_option
 
@@ -37,7 +38,7 @@ def register(cli: click.Group) -> None:
 @click.option(
     "--min-static",
     "min_static_s",
-    type=click.FloatRange(min=0.5),
+    type=FiniteFloat(min=0.5),
     default=3.0,
     show_default=True,
     help="Shortest static stretch used for noise and outliers (s).",
@@ -50,7 +51,7 @@ def register(cli: click.Group) -> None:
 )
 @click.option(
     "--outlier-k",
-    type=click.FloatRange(min=2.0),
+    type=FiniteFloat(min=2.0),
     default=5.0,
     show_default=True,
     help="Outlier threshold, in range-noise σ.",
@@ -58,11 +59,11 @@ def register(cli: click.Group) -> None:
 @force_option("figures in --plots")
 @click.option(
     "--t-start",
-    type=float,
+    type=FiniteFloat(),
     default=None,
     help="Use turns from this time on (s from the session start).",
 )
-@click.option("--t-end", type=float, default=None, help="Use turns before this time (s).")
+@click.option("--t-end", type=FiniteFloat(), default=None, help="Use turns before this time (s).")
 def lidar_cmd(
     session: Path,
     device: str,
@@ -94,9 +95,11 @@ def lidar_cmd(
         raise click.BadParameter(
             f"not a list of numbers: {bands!r}", param_hint="--bands"
         ) from None
-    if len(edges) < 2 or np.any(np.diff(edges) <= 0) or edges[0] < 0:
+    finite = len(edges) >= 2 and bool(np.all(np.isfinite(edges)))
+    if not finite or np.any(np.diff(edges) <= 0) or edges[0] < 0:
         raise click.BadParameter(
-            "need >= 2 increasing, non-negative edges (m)", param_hint="--bands"
+            f"need >= 2 finite, increasing, non-negative edges (m), got {bands!r}",
+            param_hint="--bands",
         )
     opts = StaticOptions(min_static_s=min_static_s, bands_m=edges, outlier_k=outlier_k)
     from sensorbench.logs.time_window import window_ns
@@ -135,7 +138,7 @@ def lidar_cmd(
 @click.option(
     "--max-dt",
     "max_dt_s",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteFloat(min=0.0, min_open=True),
     default=0.1,
     show_default=True,
     help="Largest time between the centres of two paired turns (s).",

@@ -10,6 +10,7 @@ from typing import Any
 import click
 import numpy as np
 
+from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import (
     atomic_figures,
@@ -34,7 +35,7 @@ _PODS_MODEL_OPT = click.option(
 )
 _GATE_OPT = click.option(
     "--gate",
-    type=click.FloatRange(min=0.5),
+    type=FiniteFloat(min=0.5),
     default=6.63,
     show_default=True,
     help="NIS gate of the filters (6.63 = 99 %, 8.81 = 99.7 % for one dof).",
@@ -69,13 +70,13 @@ def _echo_json(doc: dict) -> None:
 @_JSON_OPT
 @click.option(
     "--counts-per-rev",
-    type=click.FloatRange(min=1.0),
+    type=FiniteFloat(min=1.0),
     help="Encoder ticks per wheel revolution (default: the session's robot config).",
 )
 @click.option(
     "--interval",
     "interval_s",
-    type=click.FloatRange(min=0.02),
+    type=FiniteFloat(min=0.02),
     default=0.5,
     show_default=True,
     help="Fitting interval (s).",
@@ -90,7 +91,7 @@ def _echo_json(doc: dict) -> None:
 )
 @click.option(
     "--min-excitation",
-    type=click.FloatRange(min=1.0),
+    type=FiniteFloat(min=1.0),
     default=100.0,
     show_default=True,
     help="Signal-to-reference-noise energy a motion direction needs to count as excited.",
@@ -206,7 +207,7 @@ def _print_pod_table(fit: Any) -> None:
 @click.option(
     "--drift-interval",
     "drift_interval_s",
-    type=click.FloatRange(min=0.05),
+    type=FiniteFloat(min=0.05),
     default=2.0,
     show_default=True,
     help="Interval (s) of the odometry slip fit against mocap (sessions emulated at N× real "
@@ -215,7 +216,7 @@ def _print_pod_table(fit: Any) -> None:
 @click.option(
     "--align-interval",
     "align_interval_s",
-    type=click.FloatRange(min=0.01),
+    type=FiniteFloat(min=0.01),
     default=0.5,
     show_default=True,
     help="Interval (s) of the encoder/mocap time alignment (sessions emulated at N× real "
@@ -352,7 +353,7 @@ def fit_noise_cmd(
 )
 @click.option(
     "--monitor-level",
-    type=click.FloatRange(min=0.5, max=1.0, max_open=True),
+    type=FiniteFloat(min=0.5, max=1.0, max_open=True),
     default=0.999,
     show_default=True,
     help="Consistency monitor: one-sided level of the degraded flag for a consistent "
@@ -361,11 +362,11 @@ def fit_noise_cmd(
 )
 @click.option(
     "--t-start",
-    type=float,
+    type=FiniteFloat(),
     default=None,
     help="Replay from this time on (s from the session start).",
 )
-@click.option("--t-end", type=float, default=None, help="Replay up to this time (s).")
+@click.option("--t-end", type=FiniteFloat(), default=None, help="Replay up to this time (s).")
 @_JSON_OPT
 def replay_cmd(
     session: Path,

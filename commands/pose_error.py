@@ -11,6 +11,8 @@ from typing import Any
 import click
 import numpy as np
 
+from sensorbench.commands.option_types import DRAWS, SEED, FiniteFloat
+from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import (
     atomic_figures,
@@ -54,25 +56,32 @@ _SESSION_OPTS = [
         "--max-offset",
         default=0.5,
         show_default=True,
-        type=float,
+        type=FiniteFloat(),
         help="Largest time offset between sensor and reference clocks searched, s.",
     ),
     click.option(
         "--time-offset",
-        type=float,
+        type=FiniteFloat(),
         default=None,
         help="Known clock offset, s (reference time = sensor time + offset); "
         "default: estimated from angular rates.",
     ),
     click.option(
+        "--max-gap",
+        type=click.FloatRange(min=0.0, min_open=True),
+        default=None,
+        help="Longest gap in a track interpolated across, s (default: 3 x each track's "
+        "median sample spacing, so a sensor at any rate from 1 Hz up is paired).",
+    ),
+    click.option(
         "--t-start",
-        type=float,
+        type=FiniteFloat(),
         default=None,
         help="Use only samples from this time on (s from each session's start: its "
         "earliest sample of any stream, the origin of every time reported).",
     ),
     click.option(
-        "--t-end", type=float, default=None, help="Use only samples before this time (s)."
+        "--t-end", type=FiniteFloat(), default=None, help="Use only samples before this time (s)."
     ),
     click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout."),
     click.option(
@@ -96,6 +105,7 @@ class _Selection:
     align: str  # campaign, session or none
     max_offset: float  # s
     time_offset: float | None  # s, reference time = sensor time + offset
+    max_gap: float | None  # s; None: from each track's sample spacing
     t_start: float | None  # s from each session's start
     t_end: float | None
 
@@ -121,6 +131,7 @@ class _Selection:
             self.planar,
             self.time_offset,
             self.max_offset,
+            self.max_gap,
         )
 
 
@@ -199,6 +210,27 @@ def _unstable_note(seg) -> str:
     )
 
 
+def trajectory_lines(ps) -> list[str]:
+    """ATE, RPE, time offset and alignment of a prepared session, as evo states them."""
+    al, te = ps.alignment, ps.trajectory
+    offset = _ms(al.offset_s, ps.offset_sigma_s)
+    lines = [f"time offset {offset} ({al.time_offset_method}); alignment {ps.alignment_used()}"]
+    if te is not None:
+        a = te.ate_m.scaled(1000.0)
+        r, d = te.rpe_m.scaled(1000.0), te.rpe_deg.scaled(1.0)
+        lines.append(
+            f"ATE (evo_ape, translation): RMSE {a['rmse']:.2f} mm, mean {a['mean']:.2f}, "
+            f"median {a['median']:.2f}, max {a['max']:.2f} mm over {te.ate_m.n} pairs"
+        )
+        lines.append(
+            f"RPE (evo_rpe, delta {te.rpe_delta_frames} frames = {te.rpe_delta_s:.2f} s): "
+            f"translation RMSE {r['rmse']:.2f} mm (mean {r['mean']:.2f}, median "
+            f"{r['median']:.2f}, max {r['max']:.2f}), rotation RMSE {d['rmse']:.3f} deg "
+            f"(max {d['max']:.3f}) over {te.rpe_m.n} pairs"
+        )
+    return lines
+
+
 def _stationarity_table(station: dict) -> str:
     lines = [
         "Stationarity: tau (and its 95 % upper bound) against the median relocalization "
@@ -246,9 +278,14 @@ def fit_pose_error_cmd(
     campaign = selection.prepare()
     prepared, frames = campaign.prepared, campaign.frames
     series = campaign.series
-    model = fit_prepared(
-        prepared, selection.sensor, selection.reference, time_offset=campaign.time_offset
-    )
+    with progress_bar("fitting the pose-error model", enabled=not as_json) as bar:
+        model = fit_prepared(
+            prepared,
+            selection.sensor,
+            selection.reference,
+            time_offset=campaign.time_offset,
+            progress=bar,
+        )
     station = stationarity(model, series)
     allan = allan_cross_check(series, model.params_array())
     figures = []
@@ -306,12 +343,9 @@ def fit_pose_error_cmd(
             click.echo(f"FRAME: {frames.reason(name)}; left out of the fit")
     click.echo(_offset_line(offset))
     for ps in prepared:
-        al = ps.alignment
         rms = np.sqrt(np.mean(ps.series.error**2, axis=0))
         click.echo(
             f"{ps.series.name}: {ps.series.n} samples over {ps.series.duration_s:.1f} s, "
-            f"time offset {_ms(al.offset_s, al.offset_se_s)} ({al.time_offset_method}), "
-            f"alignment {al.mode} residual {1000 * al.residual_rms_m:.1f} mm, "
             f"relocalizations: {ps.segmentation.method} ({ps.series.n_segments - 1})"
             + _unstable_note(ps.segmentation)
         )
@@ -321,6 +355,8 @@ def fit_pose_error_cmd(
                 f"{a} {_fmt(r, AXIS_UNITS[a]).strip()}" for a, r in zip(AXES, rms, strict=True)
             )
         )
+        for line in trajectory_lines(ps):
+            click.echo(f"  {line}")
     click.echo(_model_table(model))
     click.echo(_stationarity_table(station))
     click.echo(
@@ -346,10 +382,10 @@ def fit_pose_error_cmd(
     "--draws",
     default=1000,
     show_default=True,
-    type=click.IntRange(min=100),
+    type=DRAWS,
     help="Monte Carlo draws per session.",
 )
-@click.option("--seed", default=0, show_default=True, type=int, help="Random seed.")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="Random seed.")
 @click.option(
     "--model",
     "model_path",
@@ -360,7 +396,7 @@ def fit_pose_error_cmd(
     "--alpha",
     default=0.05,
     show_default=True,
-    type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+    type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True),
     help="Family-wise level over all sessions, axes and statistics.",
 )
 @click.option(
@@ -374,7 +410,7 @@ def fit_pose_error_cmd(
     "--scale-tolerance",
     default=0.005,
     show_default=True,
-    type=click.FloatRange(0.0, 1.0),
+    type=FiniteFloat(0.0, 1.0),
     help="SCALE fails when the similarity scale's 95 % interval excludes 1 by more than "
     "this fraction.",
 )
@@ -391,14 +427,14 @@ def fit_pose_error_cmd(
     "--horizon",
     default=60.0,
     show_default=True,
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteFloat(min=0.0, min_open=True),
     help="Horizon of the required statistics, s.",
 )
 @click.option(
     "--confidence",
     default=0.95,
     show_default=True,
-    type=click.FloatRange(0.5, 1.0, max_open=True),
+    type=FiniteFloat(0.5, 1.0, max_open=True),
     help="A requirement holds when its predicted statistic is within the threshold with "
     "this probability.",
 )
@@ -449,15 +485,17 @@ def validate_cmd(
     campaign = selection.prepare()
     prepared, frames = campaign.prepared, campaign.frames
     series = campaign.series
-    report = validate_sessions(
-        series,
-        n_draws=draws,
-        seed=seed,
-        model=model,
-        alpha=alpha,
-        parameter_uncertainty=not no_parameter_uncertainty,
-        folds=campaign.fold_pairs,
-    )
+    with progress_bar("validating", enabled=not as_json) as bar:
+        report = validate_sessions(
+            series,
+            n_draws=draws,
+            seed=seed,
+            model=model,
+            alpha=alpha,
+            parameter_uncertainty=not no_parameter_uncertainty,
+            folds=campaign.fold_pairs,
+            progress=bar,
+        )
     campaign_model = model or fit_pose_error(series)
     outcome = assess(
         prepared,

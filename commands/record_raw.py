@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from sensorbench.commands.option_types import FiniteFloat
+
 
 def register(cli: click.Group) -> None:
     """Attach ``record-raw``."""
@@ -34,7 +36,7 @@ def _hex(_ctx: click.Context, _param: click.Parameter, value: str | None) -> byt
 @click.option(
     "--duration",
     "duration_s",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteFloat(min=0.0, min_open=True),
     required=True,
     help="Seconds to record.",
 )

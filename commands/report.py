@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
+from sensorbench.commands.option_types import DRAWS, SEED
+from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output, force_option
 
@@ -41,10 +42,10 @@ def register(cli: click.Group) -> None:
     "--draws",
     default=1000,
     show_default=True,
-    type=click.IntRange(min=100),
+    type=DRAWS,
     help="Monte Carlo draws per session for the validation.",
 )
-@click.option("--seed", default=0, show_default=True, type=int, help="Monte Carlo seed.")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="Monte Carlo seed.")
 @click.option("--sensor", default="pose_sensor", show_default=True, help="Pose stream under test.")
 @click.option("--reference", default="mocap", show_default=True, help="Reference pose stream.")
 @force_option("DIR/report.html")
@@ -71,21 +72,19 @@ def report_cmd(
     """
     from sensorbench.report.build import ReportOptions, build_report
 
-    def say(msg: str) -> None:
-        if sys.stderr.isatty():
-            click.echo(msg, err=True)
-
     page = out_dir / "report.html"
     if out_dir.is_dir():
         check_output(page, force=force, inputs=sessions)
-    rep = build_report(
-        list(sessions),
-        out_dir,
-        models_dir=models_dir,
-        options=ReportOptions(draws=draws, seed=seed, sensor=sensor, reference=reference),
-        progress=say,
-        force=force,
-    )
+    with progress_bar("report", enabled=not as_json) as bar:
+        rep = build_report(
+            list(sessions),
+            out_dir,
+            models_dir=models_dir,
+            options=ReportOptions(draws=draws, seed=seed, sensor=sensor, reference=reference),
+            progress=None if bar is None else bar.say,
+            force=force,
+            steps=bar,
+        )
     if as_json:
         click.echo(to_json({"report": rep.path, **rep.data}))
     else:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from sensorbench.commands.option_types import FiniteFloat
+from sensorbench.commands.progress import progress_bar
 from sensorbench.errors import OutputError
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import atomic_output, force_option, same_file
@@ -14,6 +16,7 @@ from sensorbench.logs.exporters import export_stream
 from sensorbench.logs.import_times import DUPLICATE_POLICIES
 from sensorbench.logs.importers import (
     MAX_ABS_POSITION_M,
+    POD_OPTIONAL_COLUMNS,
     POSE_CSV_COLUMNS,
     READERS,
     import_file,
@@ -93,6 +96,10 @@ def info_cmd(session: Path, as_json: bool) -> None:
         click.echo("events: " + ", ".join(f"{k}={v}" for k, v in sorted(info["events"].items())))
     if info["truth"]:
         click.echo(f"truth: {len(info['truth'])} datasets (simulated session)")
+    for problem in info["problems"]:
+        click.echo(f"damaged: {problem} (spans and rates above include it)")
+    if info["problems"]:
+        click.echo(f"`sensorbench check {session}` lists every problem")
 
 
 @click.command("check")
@@ -182,14 +189,19 @@ def _import_command(what: str) -> click.Command:
         "pose": "a pose sensor's log (pose stream of kind pose_sensor)",
         "pods": "pod encoder counts (encoder stream)",
     }[what]
+    checks = (
+        "Timestamps must not step backwards; repeated stamps follow --duplicates."
+        if what == "pods"
+        else "Timestamps must not step backwards; repeated stamps follow --duplicates (a "
+        "pose that corrects the one it replaces is flagged RELOCALIZED); positions are "
+        "converted to m."
+    )
 
     @click.command(
         what,
-        help=f"Import FILE, {kind_help}, into a session (created if missing).\n\n"
-        "Timestamps must not step backwards; repeated stamps follow --duplicates (a pose "
-        "that corrects the one it replaces is flagged RELOCALIZED); positions are "
-        "converted to m. The session changes all at once: a failed or killed import "
-        "leaves it exactly as it was.",
+        help=f"Import FILE, {kind_help}, into a session (created if missing).\n\n{checks} "
+        "The session changes all at once: a failed or killed import leaves it exactly as "
+        "it was.",
     )
     @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
     @click.option("--format", "fmt", type=click.Choice(formats), required=True, help="File format.")
@@ -200,15 +212,7 @@ def _import_command(what: str) -> click.Command:
         required=True,
         help="Session file to add the stream to.",
     )
-    @click.option("--name", default=None, help="Stream name (default: mocap, pose_sensor or pods).")
-    @click.option("--body", default=None, help="Motive: rigid-body name (if the file has several).")
-    @click.option(
-        "--up",
-        type=click.Choice(["y", "z"]),
-        default="y",
-        show_default=True,
-        help="Motive: the export's up axis (y is converted to z-up).",
-    )
+    @click.option("--name", default=None, help=f"Stream name (default: {_DEFAULT_NAMES[what]}).")
     @click.option(
         "--duplicates",
         type=click.Choice(DUPLICATE_POLICIES),
@@ -222,21 +226,26 @@ def _import_command(what: str) -> click.Command:
         fmt: str,
         session: Path,
         name: str | None,
-        body: str | None,
-        up: str,
         duplicates: str,
+        body: str | None = None,
+        up: str = "y",
         max_position_m: float | None = None,
         columns: str | None = None,
+        times: Path | None = None,
     ) -> None:
         if same_file(file, session):
             raise OutputError(f"{file} is both the file to import and the session; nothing done")
         options: dict = {"body": body, "up": up} if fmt == "motive" else {}
+        if (times is not None) != (fmt == "kitti"):
+            raise click.UsageError("--times FILE goes with --format kitti, and only with it")
+        if times is not None:
+            options["times"] = times
         if max_position_m is not None:
             options["max_position_m"] = max_position_m
         if columns is not None:
             if fmt != "csv":
                 raise click.UsageError("--columns applies to --format csv only")
-            options["columns"] = parse_column_map(columns)
+            options["columns"] = parse_column_map(columns, what)
         res = import_file(what, file, fmt, session, name=name, duplicates=duplicates, **options)
         click.echo(
             f"imported {res.samples} samples from {file} into {session} as stream {res.name!r}"
@@ -254,22 +263,50 @@ def _import_command(what: str) -> click.Command:
                 + ", ".join(f"{file}:{n}" for n in res.relocalized_lines)
             )
 
-    if what != "pods":
-        cmd = click.option(
+    if what == "pods":
+        return click.option(
             "--columns",
             default=None,
             metavar="NAME=HEADER,...",
-            help="csv: the file's header for each column name it names otherwise, e.g. "
-            "t_s=time,x=pos_x (names: " + ", ".join(POSE_CSV_COLUMNS) + ").",
+            help="The file's header for each column name it names otherwise, e.g. "
+            "t_s=t,c0=count0,c1=count1,c2=count2 (names: one time column t_s [s], t_ms "
+            "[ms], t_us [µs], t_ns or host_ns [ns]; counters c0, c1, ...; optional "
+            + ", ".join(POD_OPTIONAL_COLUMNS)
+            + ").",
         )(cmd)
-        cmd = click.option(
-            "--max-position-m",
-            type=click.FloatRange(min=0, min_open=True),
-            default=MAX_ABS_POSITION_M,
-            show_default=True,
-            help="Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error.",
-        )(cmd)
-    return cmd
+    cmd = click.option(
+        "--times",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="kitti: the times file, one time (s) per line for each pose line.",
+    )(cmd)
+    cmd = click.option(
+        "--columns",
+        default=None,
+        metavar="NAME=HEADER,...",
+        help="csv: the file's header for each column name it names otherwise, e.g. "
+        "t_s=time,x=pos_x (names: " + ", ".join(POSE_CSV_COLUMNS) + ").",
+    )(cmd)
+    cmd = click.option(
+        "--max-position-m",
+        type=FiniteFloat(min=0, min_open=True),
+        default=MAX_ABS_POSITION_M,
+        show_default=True,
+        help="Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error.",
+    )(cmd)
+    cmd = click.option(
+        "--up",
+        type=click.Choice(["y", "z"]),
+        default="y",
+        show_default=True,
+        help="Motive: the export's up axis (y is converted to z-up).",
+    )(cmd)
+    return click.option(
+        "--body", default=None, help="Motive: rigid-body name (if the file has several)."
+    )(cmd)
+
+
+_DEFAULT_NAMES = {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}
 
 
 def _bag_info(bag: Path, as_json: bool) -> None:
@@ -294,11 +331,18 @@ def _bag_info(bag: Path, as_json: bool) -> None:
     "--topic",
     "topics",
     multiple=True,
-    required=True,
     metavar="TOPIC=NAME[:KIND]",
     help="A topic and the stream it becomes (repeat). Pose kinds: mocap, pose_sensor, "
-    "estimate (default: mocap for names starting with mocap, else pose_sensor). TF topics "
-    "name their child frame: '/tf[base_link]=mocap'.",
+    "estimate (default: mocap or estimate for names starting so, else pose_sensor). TF "
+    "topics name their child frame: '/tf[base_link]=mocap'.",
+)
+@click.option(
+    "--tf",
+    "tfs",
+    multiple=True,
+    metavar="PARENT:CHILD=NAME[:KIND]",
+    help="The pose of frame CHILD in frame PARENT, composed from /tf and /tf_static as tf2 "
+    "does, at every stamp of the chain's fastest link (repeat), e.g. map:camera_link=cam.",
 )
 @click.option(
     "--into",
@@ -313,6 +357,13 @@ def _bag_info(bag: Path, as_json: bool) -> None:
     help="Every message on this topic is a relocalization of the pose sensor at its stamp.",
 )
 @click.option(
+    "--events",
+    "events_topic",
+    default=None,
+    metavar="TOPIC",
+    help="Diagnostics (DiagnosticArray) or log messages on TOPIC become session events.",
+)
+@click.option(
     "--duplicates",
     type=click.Choice(DUPLICATE_POLICIES),
     default="last",
@@ -321,7 +372,7 @@ def _bag_info(bag: Path, as_json: bool) -> None:
 )
 @click.option(
     "--max-position-m",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(min=0, min_open=True),
     default=MAX_ABS_POSITION_M,
     show_default=True,
     help="Largest accepted |x|, |y|, |z| (m).",
@@ -329,26 +380,44 @@ def _bag_info(bag: Path, as_json: bool) -> None:
 def import_rosbag_cmd(
     bag: Path,
     topics: tuple[str, ...],
+    tfs: tuple[str, ...],
     session: Path,
     reloc_topic: str | None,
+    events_topic: str | None,
     duplicates: str,
     max_position_m: float,
 ) -> None:
     """Import topics of a ROS bag (rosbag2 sqlite3 or MCAP, ROS 1 .bag) into a session.
 
     Odometry, PoseStamped, PoseWithCovarianceStamped, TransformStamped and TF
-    (one child frame) become pose streams; LaserScan becomes a lidar stream (angles
-    CCW from the sensor's forward, in [0, 2pi)). Header stamps are the sample times.
+    (one child frame) become pose streams, with their frame ids and covariances;
+    --tf composes a frame's pose along the transform tree; LaserScan becomes a lidar
+    stream (angles CCW from the sensor's forward, in [0, 2pi)); JointState of
+    integer positions an encoder stream. Header stamps are the sample times.
     """
-    from sensorbench.logs.import_rosbag import TopicSpec, import_rosbag
+    from sensorbench.logs.import_rosbag import TfSpec, TopicSpec, import_rosbag
 
+    if not topics and not tfs:
+        raise click.UsageError("name at least one --topic TOPIC=NAME or --tf PARENT:CHILD=NAME")
     specs = [TopicSpec.parse(t) for t in topics]
-    parsed = import_rosbag(bag, specs, session, reloc_topic, max_position_m, duplicates)
+    chains = [TfSpec.parse(t) for t in tfs]
+    with progress_bar(f"reading {bag.name}") as progress:
+        parsed = import_rosbag(
+            bag, specs, session, reloc_topic, max_position_m, duplicates,
+            tfs=chains, events_topic=events_topic, progress=progress,
+        )  # fmt: skip
     for b in parsed.streams:
         imp = b.imported
         n_turns = getattr(imp.batch, "n_turns", None)
         what = f"{n_turns} scans" if n_turns is not None else f"{len(imp.batch)} samples"
         click.echo(f"imported {what} from {b.spec.topic} into {session} as stream {b.spec.name!r}")
+        if imp.attrs.get("ros_tf_chain"):
+            skipped = imp.attrs["ros_tf_stamps_skipped"]
+            click.echo(
+                f"  chain {imp.attrs['ros_tf_chain']}, at the stamps of "
+                f"{imp.attrs['ros_tf_stamps_from']}"
+                + (f" ({skipped} outside another link's samples skipped)" if skipped else "")
+            )
         if imp.dropped_lines:
             click.echo(
                 f"  dropped {len(imp.dropped_lines)} message(s) repeating a stamp "
@@ -357,6 +426,9 @@ def import_rosbag_cmd(
             )
     if reloc_topic:
         click.echo(f"{len(parsed.reloc_ns)} relocalization(s) from {reloc_topic}")
+    if events_topic:
+        n_events = len(parsed.events) - len(parsed.reloc_ns)
+        click.echo(f"{n_events} event(s) from {events_topic}")
 
 
 @click.command("export")
@@ -369,26 +441,64 @@ def import_rosbag_cmd(
     "fmt",
     type=click.Choice((*EXPORT_FORMATS, "mcap")),
     required=True,
-    help="tum (pose streams), csv (any stream) or mcap (scans, poses and pod counts as "
-    "ROS 2 messages, for Foxglove Studio).",
+    help="tum (pose streams), csv (any stream) or mcap (scans, poses, odometry, pod counts, "
+    "transforms and events as ROS 2 messages, for ros2 bag and Foxglove).",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option(
+    "--skip-invalid",
+    is_flag=True,
+    help="Leave impossible samples out (non-finite or absurd values in valid samples, "
+    "times stepping back or repeating, impossible stamps; lidar: their whole turn) and "
+    "say how many, instead of refusing the stream.",
+)
 @force_option("OUTPUT")
-def export_cmd(session: Path, name: str | None, fmt: str, output: Path, force: bool) -> None:
+def export_cmd(
+    session: Path, name: str | None, fmt: str, output: Path, skip_invalid: bool, force: bool
+) -> None:
     """Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times),
-    or its streams to an MCAP file (docs/FORMAT.md)."""
+    or its streams to an MCAP file (docs/FORMAT.md).
+
+    A stream holding impossible samples is refused (exit 2, naming the dataset and the
+    first bad index) unless --skip-invalid."""
     if fmt == "mcap":
         from sensorbench.logs.export_mcap import export_mcap
 
-        with atomic_output(output, force=force, inputs=[session]) as tmp:
-            counts = export_mcap(session, tmp, None if name is None else [name])
+        with (
+            atomic_output(output, force=force, inputs=[session]) as tmp,
+            progress_bar(f"writing {output.name}") as progress,
+        ):
+            done = export_mcap(
+                session, tmp, None if name is None else [name], progress,
+                skip_invalid=skip_invalid,
+            )  # fmt: skip
+        counts = done.messages
         click.echo(
             f"wrote {sum(counts.values())} messages to {output}: "
-            + ", ".join(f"{t} {n}" for t, n in counts.items())
+            + ", ".join(f"{t} {n}" for t, n in sorted(counts.items()))
         )
+        for lidar, bins in done.bins.items():
+            dropped = done.points_dropped[lidar]
+            click.echo(
+                f"  {lidar}: {bins} rays per turn"
+                + (
+                    f", {dropped} point(s) sharing a ray with a nearer one not written"
+                    if dropped
+                    else ""
+                )
+            )
+        if done.time_offset_ns:
+            click.echo(
+                f"  stamps: session times + {done.time_offset_ns} ns (the session's clock anchor)"
+            )
+        for key, n in done.skipped.items():
+            click.echo(f"skipped {n} invalid {'turns' if key.startswith('lidar') else 'samples'} "
+                       f"of /{key} (--skip-invalid)")  # fmt: skip
         return
     if name is None:
         raise click.UsageError(f"--stream is required for --format {fmt}")
     with atomic_output(output, force=force, inputs=[session]) as tmp:
-        n = export_stream(session, name, fmt, tmp)
-    click.echo(f"wrote {n} rows to {output}")
+        table = export_stream(session, name, fmt, tmp, skip_invalid=skip_invalid)
+    click.echo(f"wrote {table.rows} rows to {output}")
+    if table.skipped:
+        click.echo(f"skipped {table.skipped} invalid samples of {name!r} (--skip-invalid)")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from sensorbench.commands.option_types import SEED
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output, force_option
 
@@ -42,7 +43,7 @@ def _scenario_table() -> list[dict]:
 )
 @click.option(
     "--seed",
-    type=click.IntRange(min=0),
+    type=SEED,
     default=0,
     show_default=True,
     help="Random seed; the same scenario and seed give an identical session.",
@@ -124,6 +125,11 @@ def simulate_cmd(
             raise click.UsageError(f"--all-sessions: scenario {sc.name!r} is not a campaign")
         if session is not None:
             raise click.UsageError("give either --session or --all-sessions")
+        if output.exists() and not output.is_dir():
+            raise click.UsageError(
+                f"--all-sessions writes one file per session into the directory -o; "
+                f"{output} is a file"
+            )
         output.mkdir(parents=True, exist_ok=True)
         targets = [output / f"{sc.name}_s{i:02d}.h5" for i in range(sc.n_sessions)]
         for target in targets:

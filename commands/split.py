@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from sensorbench.commands.option_types import FiniteFloat
+
 
 def register(cli: click.Group) -> None:
     """Attach ``split``."""
@@ -18,7 +20,7 @@ def register(cli: click.Group) -> None:
 @click.option(
     "--every",
     "every_s",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(min=0, min_open=True),
     default=None,
     help="Pieces of S seconds (the last one shorter).",
 )

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from sensorbench import __version__
-from sensorbench.drivers.capture import BringupResult, CaptureResult, run_capture
+from sensorbench.drivers.capture import BringupResult, CaptureOptions, CaptureResult, run_capture
 from sensorbench.drivers.kernels import warm_up as warm_up_kernels
 from sensorbench.errors import SimError
 from sensorbench.logs import SessionWriter
@@ -180,11 +180,13 @@ def capture_scenario(
             robot.config,
             output,
             duration_s=end_s / speed + 30.0,
-            label=label,
-            note=f"sensorbench demo: scenario {sim.scenario.name}, emulated at {speed:g}x",
+            options=CaptureOptions(
+                label=label,
+                note=f"sensorbench demo: scenario {sim.scenario.name}, emulated at {speed:g}x",
+                speed=speed,
+            ),
             on_bringup=on_bringup,
             stop=stop,
-            speed=speed,
             extra_readers=source,
         )
     finally:

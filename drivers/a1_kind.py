@@ -12,10 +12,10 @@ from sensorbench.drivers import a1_protocol
 from sensorbench.drivers.serial_port import read_for
 
 if TYPE_CHECKING:
-    from sensorbench.drivers.a1_reader import A1Reader
     from sensorbench.drivers.device_kinds import DeviceKind, ReaderContext
     from sensorbench.drivers.powerup import A1Steps, DeviceSpec
     from sensorbench.drivers.robot_config import DeviceConfig
+    from sensorbench.drivers.serial_reader import SerialReader
 
 STOP_SETTLE_S = 0.02  # the A1 needs >= 1 ms after STOP before the next request
 
@@ -34,14 +34,14 @@ def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
     return {"serial": serial_no}
 
 
-def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> A1Reader:
+def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> SerialReader:
     """The capture reader; it takes over the scanner the bring-up left spinning."""
-    from sensorbench.drivers.a1_reader import A1Reader
+    from sensorbench.drivers.a1_reader import a1_reader
 
     attrs = dict(ctx.attrs)
     if dev.serial:
         attrs["expected_serial"] = dev.serial.upper()
-    return A1Reader(
+    return a1_reader(
         dev.name, dev.port, attrs=attrs, scanner=ctx.handle, first_turn_timeout_s=dev.timeout_s
     )
 

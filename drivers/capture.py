@@ -38,7 +38,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +83,7 @@ class DeviceSummary:
     Attributes:
         name, kind, port: from the configuration.
         bytes: raw bytes recorded.
-        items: points (lidars) or frames (pods) recorded.
+        items: points (lidars), frames (pods) or poses (pose sensors) recorded.
         turns: complete turns recorded (lidars; 0 for pods).
         crc_errors, drops, reconnects: the reader's counters at the end.
         unplugs: ``unplug`` events in the file for this device.
@@ -167,14 +166,13 @@ def make_reader(
         attrs["mount_units"] = "m, m, rad (CCW, body frame: x forward, y left)"
     kind = get_kind(dev.kind)
     ctx = ReaderContext(attrs, speed, handle, pods, STREAM_READ_S)
-    return kind.make_reader(kind, dev, ctx)
+    return kind.reader(dev, ctx)
 
 
 def device_specs(config: RobotConfig) -> list[DeviceSpec]:
     """Power-up specs of the configured devices, in power-up order."""
     specs = []
     for dev in config.ordered_devices():
-        kind = get_kind(dev.kind)
         specs.append(
             DeviceSpec(
                 dev.name,
@@ -183,7 +181,6 @@ def device_specs(config: RobotConfig) -> list[DeviceSpec]:
                 delay_after_s=dev.gap_s,
                 ready_timeout_s=dev.timeout_s,
                 options={"config": dev},
-                steps=partial(kind.make_steps, kind),
                 power=dev.power,
             )
         )
@@ -279,21 +276,39 @@ def run_bringup(config: RobotConfig) -> list[BringupResult]:
     return bring_up(config, keep=False)[0]
 
 
+@dataclass(frozen=True)
+class CaptureOptions:
+    """How :func:`run_capture` records.
+
+    Attributes:
+        label, note: stored as root attributes.
+        speed: emulation speed-up of the devices (1.0 for hardware).
+        allow_missing: record with the devices that came up when some did not.
+        status_interval_s: period of the status callback (s).
+        flush_interval_s: longest time between flushes to disk (s).
+        min_free_bytes: stop cleanly when the output's file system has less free space
+            than this or than 4 s of the file's current growth, whichever is larger
+            (bytes), so the file is closed intact before the disk is full.
+    """
+
+    label: str = ""
+    note: str = ""
+    speed: float = 1.0
+    allow_missing: bool = False
+    status_interval_s: float = 0.5
+    flush_interval_s: float = 0.5
+    min_free_bytes: int = 32 * 2**20
+
+
 def run_capture(
     config: RobotConfig,
     output: str | os.PathLike[str],
     duration_s: float,
+    options: CaptureOptions | None = None,
     *,
-    label: str = "",
-    note: str = "",
     on_status: StatusCallback | None = None,
     on_bringup: Callable[[BringupResult], None] | None = None,
-    status_interval_s: float = 0.5,
     stop: threading.Event | None = None,
-    speed: float = 1.0,
-    allow_missing: bool = False,
-    flush_interval_s: float = 0.5,
-    min_free_bytes: int = 32 * 2**20,
     extra_readers: Sequence[DeviceReader] = (),
 ) -> CaptureResult:
     """Record every configured device into ``output`` for ``duration_s`` seconds.
@@ -302,19 +317,12 @@ def run_capture(
         config: validated robot configuration.
         output: session file to create (refused if it exists).
         duration_s: recording time after the bring-up (s); ``inf`` runs until ``stop``.
-        label, note: stored as root attributes.
+        options: label, note, emulation speed, deadlines (defaults: :class:`CaptureOptions`).
         on_status: called about every ``status_interval_s`` with (recorded seconds,
             statuses); must not block.
         on_bringup: called with each device's bring-up result when the bring-up is done.
-        status_interval_s: status period (s).
         stop: set it to end the capture cleanly (signal handlers do); the bring-up
             itself is not interrupted (each step has its own deadline).
-        speed: emulation speed-up of the devices (1.0 for hardware).
-        allow_missing: record with the devices that came up when some did not.
-        flush_interval_s: longest time between flushes to disk (s).
-        min_free_bytes: stop cleanly when the output's file system has less free space
-            than this or than 4 s of the file's current growth, whichever is larger
-            (bytes), so the file is closed intact before the disk is full.
         extra_readers: sources that are not serial devices of the configuration (the
             emulated network pose source of ``sensorbench demo``,
             :class:`~sensorbench.sim.pose_source.SimPoseSource`): declared,
@@ -324,6 +332,7 @@ def run_capture(
     Raises:
         SessionError: the output cannot be created.
     """
+    opts = options or CaptureOptions()
     if not duration_s > 0:
         raise SessionError(f"duration must be > 0 s, got {duration_s}")
     if Path(output).exists():
@@ -342,11 +351,11 @@ def run_capture(
     devices = [{"name": d.name, "kind": d.kind, "port": d.port} for d in config.devices]
     writer = SessionWriter(
         output,
-        label=label,
+        label=opts.label,
         config_text=config.text,
-        flush_interval_s=flush_interval_s,
+        flush_interval_s=opts.flush_interval_s,
         attrs={
-            "note": note,
+            "note": opts.note,
             "robot": config.name,
             "recorded_by": "sensorbench capture",
             "requested_duration_s": duration_s if math.isfinite(duration_s) else -1.0,
@@ -357,7 +366,7 @@ def run_capture(
         },
     )
     readers = {
-        d.name: make_reader(d, speed, handles.get(d.name), config.pods)
+        d.name: make_reader(d, opts.speed, handles.get(d.name), config.pods)
         for d in config.devices
         if d.name in up
     }
@@ -372,7 +381,7 @@ def run_capture(
     t0 = time.monotonic()
     if stop.is_set():
         result.stopped_by = "stop"
-    elif (failed and not allow_missing) or not readers:
+    elif (failed and not opts.allow_missing) or not readers:
         result.stopped_by = "bringup"
     else:
         for name, message in _start_all(list(readers.values())).items():
@@ -385,7 +394,7 @@ def run_capture(
             ]
         writer.event(time.monotonic_ns(), "capture", "start", f"recording {len(readers)} devices")
         t0 = time.monotonic()
-        guard = _DiskGuard(Path(output), min_free_bytes, status_interval_s)
+        guard = _DiskGuard(Path(output), opts.min_free_bytes, opts.status_interval_s)
         result.stopped_by, result.error = _record(
             writer,
             list(readers.values()),
@@ -393,7 +402,7 @@ def run_capture(
             duration_s,
             stop,
             on_status,
-            status_interval_s,
+            opts.status_interval_s,
             guard,
         )
     result.recorded_s = time.monotonic() - t0
@@ -519,11 +528,14 @@ def summarize(
                     unplugs[ev.source] = unplugs.get(ev.source, 0) + 1
             for name in statuses:
                 n_bytes = ses.raw(name).n_bytes if name in ses.raw_names() else 0
+                counts[name] = (n_bytes, 0, 0)
                 if name in ses.encoder_names():
                     counts[name] = (n_bytes, len(ses.encoder(name)), 0)
                 elif name in ses.lidar_names():
                     lidar = ses.lidar(name)
                     counts[name] = (n_bytes, lidar.n_points, lidar.n_turns)
+                elif name in ses.pose_names():
+                    counts[name] = (n_bytes, len(ses.pose(name)), 0)
     except (SessionError, OSError, RuntimeError):  # h5py: a file whose writer hit ENOSPC
         pass
     out = []

@@ -1,13 +1,21 @@
 """The device-kind registry: one record per kind of device a robot configuration may list.
 
 A kind (``kind = "ld19"`` in robot.toml) is everything sensorbench needs to know about
-one model of device, in one place:
+one model of device, in one place, and the only registry of kinds (configuration,
+capture, the power-up sequencer, the probe and the emulated robot all look kinds up
+here):
 
 - its **configuration schema**: default baud rate, whether it has a mount, the extra
   keys it accepts and how they are validated (:attr:`DeviceKind.parse_options`);
-- its **reader** for capture (:attr:`DeviceKind.make_reader`);
-- its **bring-up** steps for the power-up sequencer (:attr:`DeviceKind.make_steps`);
-- its **probe** for ``sensorbench devices --probe`` (:attr:`DeviceKind.probe`);
+- its **protocol object** on the shared serial link
+  (:attr:`DeviceKind.make_protocol`, a
+  :class:`~sensorbench.drivers.device_protocol.DeviceProtocol`); from it alone the
+  registry derives what a device that only streams needs: the capture reader
+  (:meth:`DeviceKind.reader`), the bring-up steps (:meth:`DeviceKind.steps`: open,
+  wait for valid items) and the probe of ``sensorbench devices --probe``
+  (:meth:`DeviceKind.run_probe`: listen, count valid items). A kind replaces any of
+  them where it needs more (``make_reader``, ``make_steps``, ``probe``: the A1's
+  request/response start-up, the LD19's and the pods' richer probes);
 - its **emulator** (a ``module:function`` name in ``sensorbench.sim``, resolved only
   when an emulated robot or ``sensorbench emulate`` needs it, so drivers never import
   the simulator) and the **simulator defaults** of the synthetic samples it serves.
@@ -15,13 +23,14 @@ one model of device, in one place:
 Kinds that speak the same protocol share the family functions (``ld19_kind``,
 ``a1_kind``, ``pods_kind``); a new model of an existing protocol is one
 :func:`register` call below (the LD06 is one: LD19 protocol, its own name and
-datasheet defaults, ``docs/LD19.md``). A new protocol brings its own modules (parser,
-reader, family functions, emulator) and one registration.
+datasheet defaults, ``docs/LD19.md``). A new protocol brings its protocol object and
+its emulator, and one :func:`register` call (README, "Characterizing a new sensor").
 """
 
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -32,9 +41,13 @@ from sensorbench.errors import ConfigError
 if TYPE_CHECKING:
     import serial
 
+    from sensorbench.drivers.device_protocol import DeviceProtocol
     from sensorbench.drivers.powerup import DeviceSpec, DeviceSteps
     from sensorbench.drivers.reader_base import DeviceReader
     from sensorbench.drivers.robot_config import DeviceConfig, PodGeometry
+
+MIN_VALID = 3
+"""Valid items the default probe needs to name a kind."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +71,7 @@ class ReaderContext:
 
 
 ProbeFn = Callable[["DeviceKind", "serial.Serial", float, float], "tuple[str, dict] | None"]
+ProtocolFn = Callable[["DeviceKind", "DeviceConfig", ReaderContext], "DeviceProtocol"]
 
 
 @dataclass(frozen=True)
@@ -71,18 +85,26 @@ class DeviceKind:
             a probe and an emulator (``ld19``, ``rplidar``, ``pods``).
         baud: default line speed (baud).
         mounted: the device has a mount (lidars); pods do not.
+        emulator: ``"module:function"`` building the kind's emulator,
+            ``(kind, device, request) -> emulator`` (see
+            ``sensorbench.sim.kind_emulators``).
+        make_protocol: ``(kind, device, context) -> DeviceProtocol``: the device's
+            protocol object for capture (the reader, bring-up and probe defaults
+            are built on it); None only when all three are given.
+        make_reader: ``(kind, device, context) -> DeviceReader`` for capture, or None
+            for the default (:meth:`reader`).
+        make_steps: ``(kind, spec) -> DeviceSteps`` for the power-up sequencer, or
+            None for the default (:meth:`steps`).
+        probe: ``(kind, port, listen_s, request_timeout_s) -> (detail, info) | None``,
+            or None for the default (:meth:`run_probe`).
         option_keys: extra robot.toml keys this kind accepts.
         parse_options: ``(validator, table, path, what) -> dict`` of validated
             :class:`~sensorbench.drivers.robot_config.DeviceConfig` fields from the
-            kind's extra keys (the validator names the line on error).
-        make_reader: ``(kind, device, context) -> DeviceReader`` for capture.
-        make_steps: ``(kind, spec) -> DeviceSteps`` for the power-up sequencer.
+            kind's extra keys (the validator names the line on error); a kind whose
+            keys are not fields of its own returns them as ``{"options": {...}}``.
         keeps_bringup_handle: the reader takes over the device the bring-up left
             running (an A1's open port and spinning motor) instead of reopening it.
-        probe: ``(kind, port, listen_s, request_timeout_s) -> (detail, info) | None``.
         probe_writes: the probe sends bytes (run after the listen-only probes).
-        emulator: ``"module:function"`` building the kind's emulator (see
-            ``sensorbench.sim.kind_emulators``).
         sim_defaults: defaults of the synthetic samples the emulator serves without a
             scenario (``rate_hz``, ``samples_per_s``, ``range_min_m``, ``range_max_m``).
         datasheet: where the defaults come from (a ``docs/`` section).
@@ -93,10 +115,11 @@ class DeviceKind:
     protocol: str
     baud: int
     mounted: bool
-    make_reader: Callable[[DeviceKind, DeviceConfig, ReaderContext], DeviceReader]
-    make_steps: Callable[[DeviceKind, DeviceSpec], DeviceSteps]
-    probe: ProbeFn
     emulator: str
+    make_protocol: ProtocolFn | None = None
+    make_reader: Callable[[DeviceKind, DeviceConfig, ReaderContext], DeviceReader] | None = None
+    make_steps: Callable[[DeviceKind, DeviceSpec], DeviceSteps] | None = None
+    probe: ProbeFn | None = None
     option_keys: frozenset[str] = frozenset()
     parse_options: Callable[[Any, dict, tuple, str], dict] | None = None
     keeps_bringup_handle: bool = False
@@ -104,10 +127,77 @@ class DeviceKind:
     sim_defaults: Mapping[str, float] = field(default_factory=dict)
     datasheet: str = ""
 
+    def __post_init__(self) -> None:
+        needs = [f for f in ("make_reader", "make_steps", "probe") if getattr(self, f) is None]
+        if self.make_protocol is None and needs:
+            raise ConfigError(
+                f"device kind {self.name!r}: give make_protocol, or {', '.join(needs)} too"
+            )
+
+    def reader(self, dev: DeviceConfig, ctx: ReaderContext) -> DeviceReader:
+        """The capture reader of ``dev``: by default the kind's protocol on a link at
+        the configured baud, with the device's deadline for its first valid item."""
+        if self.make_reader is not None:
+            return self.make_reader(self, dev, ctx)
+        from sensorbench.drivers.serial_link import LinkConfig, SerialLink
+        from sensorbench.drivers.serial_reader import SerialReader
+
+        config = LinkConfig(first_valid_timeout_s=dev.timeout_s, read_timeout_s=ctx.read_timeout_s)
+        protocol = self._protocol(dev, ctx)
+        return SerialReader(
+            SerialLink(dev.name, dev.port, protocol, baud=dev.baud, kind=self.name, config=config)
+        )
+
+    def steps(self, spec: DeviceSpec) -> DeviceSteps:
+        """Bring-up of the device in ``spec`` (its configuration in
+        ``spec.options["config"]``): by default open at the configured baud and wait
+        for valid items of the kind's protocol."""
+        if self.make_steps is not None:
+            return self.make_steps(self, spec)
+        from sensorbench.drivers.powerup import StreamSteps
+
+        dev = spec.options["config"]
+        return StreamSteps(spec, dev.baud, self.valid_counter(dev))
+
+    def run_probe(
+        self, port: serial.Serial, listen_s: float, timeout_s: float
+    ) -> tuple[str, dict] | None:
+        """``(detail, info)`` when the kind's device answers on the open ``port``, else
+        None; by default listen ``listen_s`` (s) at the kind's baud and count valid
+        items (at least :data:`MIN_VALID`)."""
+        if self.probe is not None:
+            return self.probe(self, port, listen_s, timeout_s)
+        from sensorbench.drivers.robot_config import DeviceConfig
+        from sensorbench.drivers.serial_port import read_for
+
+        dev = DeviceConfig(self.name, self.name, port.port or "", self.baud, None, 0.0, listen_s)
+        count = self.valid_counter(dev)
+        port.baudrate = self.baud
+        port.reset_input_buffer()
+        n = count(read_for(port, listen_s))
+        if n < MIN_VALID:
+            return None
+        item = self._protocol(dev, ReaderContext({})).valid_item
+        return f"{self.model}: {n} {item}s at {self.baud} baud", {"valid": n}
+
+    def valid_counter(self, dev: DeviceConfig) -> Callable[[bytes], int]:
+        """``(chunk) -> valid items completed by it``: a fresh protocol object of the
+        kind (on a link that is never opened) consuming the chunks, nothing stored."""
+        from sensorbench.drivers.serial_link import SerialLink
+
+        protocol = self._protocol(dev, ReaderContext({}))
+        SerialLink(dev.name, dev.port, protocol, baud=dev.baud, kind=self.name)
+        return lambda chunk: protocol.consume(time.monotonic_ns(), chunk)
+
     def emulator_factory(self) -> Callable[..., Any]:
         """The emulator builder named by :attr:`emulator` (imported now)."""
         module, _, attr = self.emulator.partition(":")
         return getattr(importlib.import_module(module), attr)
+
+    def _protocol(self, dev: DeviceConfig, ctx: ReaderContext) -> DeviceProtocol:
+        if self.make_protocol is None:
+            raise ConfigError(f"device kind {self.name!r} has no protocol object")
+        return self.make_protocol(self, dev, ctx)
 
 
 _REGISTRY: dict[str, DeviceKind] = {}
@@ -147,7 +237,7 @@ def option_keys() -> frozenset[str]:
 
 
 # -- the registrations -----------------------------------------------------------------
-# The family modules import their parsers, readers and the sequencer only when a
+# The family modules import their parsers, protocols and the sequencer only when a
 # factory runs, so this module stays cheap to import.
 
 LD19 = register(
@@ -157,10 +247,9 @@ LD19 = register(
         protocol="ld19",
         baud=230400,
         mounted=True,
-        make_reader=ld19_kind.make_reader,
-        make_steps=ld19_kind.make_steps,
-        probe=ld19_kind.probe,
         emulator="sensorbench.sim.kind_emulators:ld19_family",
+        make_protocol=ld19_kind.make_protocol,
+        probe=ld19_kind.probe,
         sim_defaults={
             "rate_hz": 10.0,
             "samples_per_s": 4500.0,
@@ -194,10 +283,10 @@ register(
         protocol="rplidar",
         baud=115200,
         mounted=True,
+        emulator="sensorbench.sim.kind_emulators:a1_family",
         make_reader=a1_kind.make_reader,
         make_steps=a1_kind.make_steps,
         probe=a1_kind.probe,
-        emulator="sensorbench.sim.kind_emulators:a1_family",
         option_keys=frozenset({"serial"}),
         parse_options=a1_kind.parse_options,
         keeps_bringup_handle=True,
@@ -218,10 +307,9 @@ register(
         protocol="pods",
         baud=115200,
         mounted=False,
-        make_reader=pods_kind.make_reader,
-        make_steps=pods_kind.make_steps,
-        probe=pods_kind.probe,
         emulator="sensorbench.sim.kind_emulators:pods_family",
+        make_protocol=pods_kind.make_protocol,
+        probe=pods_kind.probe,
         option_keys=frozenset({"protocol", "counter_bits", "n_pods", "imu"}),
         parse_options=pods_kind.parse_options,
         datasheet="docs/PODS.md, docs/PROTOCOLS.md",

@@ -1,4 +1,4 @@
-"""The LD19-protocol family (LD19, LD06): reader, bring-up and probe of a registered kind.
+"""The LD19-protocol family (LD19, LD06): protocol object and probe of a registered kind.
 
 Every kind whose :attr:`~sensorbench.drivers.device_kinds.DeviceKind.protocol` is
 ``ld19`` uses these: the same 47-byte CRC-8 packets at 230400 baud, one-way (the unit
@@ -8,7 +8,6 @@ stored in the session, the status tag and its datasheet defaults.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import serial
@@ -17,43 +16,19 @@ from sensorbench.drivers.serial_port import read_for
 
 if TYPE_CHECKING:
     from sensorbench.drivers.device_kinds import DeviceKind, ReaderContext
-    from sensorbench.drivers.ld19_reader import LD19Reader
-    from sensorbench.drivers.powerup import DeviceSpec, StreamSteps
+    from sensorbench.drivers.ld19_reader import LD19Protocol
     from sensorbench.drivers.robot_config import DeviceConfig
 
 MIN_PACKETS = 3
 """CRC-valid packets a probe needs (375 packets/s: 0.3 s of listening sees ~110)."""
 
 
-def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> LD19Reader:
-    """The capture reader of one configured LD19-protocol lidar."""
-    from sensorbench.drivers.ld19_reader import LD19Reader
+def make_protocol(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> LD19Protocol:
+    """The protocol object of one configured LD19-protocol lidar (its reader, bring-up
+    and the kind's defaults are built on it)."""
+    from sensorbench.drivers.ld19_reader import LD19Protocol
 
-    reader = LD19Reader(
-        dev.name,
-        dev.port,
-        attrs={"model": kind.model, **ctx.attrs},
-        clock_slope=1.0 / ctx.speed,
-        first_valid_timeout_s=dev.timeout_s,
-        read_timeout_s=ctx.read_timeout_s,
-    )
-    reader.kind = kind.name
-    return reader
-
-
-def valid_packet_counter() -> Callable[[bytes], int]:
-    """``(chunk) -> CRC-valid packets completed by it`` (keeps its framing state)."""
-    from sensorbench.drivers.ld19_parser import LD19Parser
-
-    parser = LD19Parser()
-    return lambda chunk: len(parser.feed(chunk))
-
-
-def make_steps(kind: DeviceKind, spec: DeviceSpec) -> StreamSteps:
-    """Bring-up: open at the configured baud and wait for valid packets."""
-    from sensorbench.drivers.powerup import StreamSteps
-
-    return StreamSteps(spec, spec.options["config"].baud, valid_packet_counter())
+    return LD19Protocol(attrs={"model": kind.model, **ctx.attrs}, clock_slope=1.0 / ctx.speed)
 
 
 def check_packets(data: bytes) -> dict | None:

@@ -1,9 +1,11 @@
-"""The live LD19 reader: serial bytes → raw stream + complete turns in the session.
+"""The live LD19 protocol: serial bytes → complete turns in the session.
 
-Built on :class:`~sensorbench.drivers.serial_reader.SerialReader` (open deadline,
-short reads, stale/unplug/reconnect events). Per received chunk: the raw bytes go
-to the session's raw stream, the :class:`~sensorbench.drivers.ld19_parser.LD19Parser`
-decodes the packets it completes, the
+:class:`LD19Protocol` is the LD19's protocol object on the shared serial link
+(:class:`~sensorbench.drivers.serial_link.SerialLink`: open deadline, short reads,
+raw stream, stale/unplug/reconnect events), run by the one
+:class:`~sensorbench.drivers.serial_reader.SerialReader`. Per received chunk: the raw
+bytes go to the session's raw stream (the link), the
+:class:`~sensorbench.drivers.ld19_parser.LD19Parser` decodes the packets it completes, the
 :class:`~sensorbench.drivers.ld19_turns.TurnAssembler` turns them into complete
 turns (host times from the device clock), which are appended to the lidar stream.
 After an unplug the parser tail, the turn in progress and the device clock are
@@ -17,53 +19,51 @@ raw points are the evidence and filtering is an analysis choice.
 
 from __future__ import annotations
 
-import os
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
+from sensorbench.drivers.device_protocol import DeviceProtocol
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
 from sensorbench.drivers.ld19_parser import BAUD, HEADER, VER_LEN, LD19Parser
 from sensorbench.drivers.ld19_turns import TurnAssembler, ld19_clock
-from sensorbench.drivers.serial_reader import SerialReader
 from sensorbench.logs import LidarTurns
 
 if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
 
 
-class LD19Reader(SerialReader):
-    """Reads one LD19 on ``port`` and records raw bytes and turns.
+MIN_BYTES_TO_JUDGE = 4 * 47
+"""Bytes from which a stream without a valid LD19 packet points at the wrong baud rate
+or device: four packets' worth holds at least three headers at the right baud rate."""
+
+
+class LD19Protocol(DeviceProtocol):
+    """Decodes one LD19's bytes into turns (the link records the raw bytes).
+
+    The LD19 is fixed at 230400 baud; a link at another speed only makes sense to
+    reproduce a misconfigured port.
 
     Args:
-        name: device name (stream names in the session).
-        port: serial path, preferably the stable udev name.
-        writer: session writer, or None to keep turns in memory only.
         attrs: extra lidar stream attributes (serial, frame, mount_xy_yaw...).
         near_filter: mark points the official SDK's near filter rejects as nan before storage.
         keep_turns: also keep every turn in :attr:`turns` (tests, bring-up checks).
-        baud: line speed; the LD19 is fixed at 230400, another value only makes sense
-            to reproduce a misconfigured port.
         clock_slope: host seconds per device second assumed until the device clock's
             fit exists (about 1 s): 1.0 for hardware, ``1/N`` for an emulator at N×.
-        **kwargs: :class:`SerialReader` options (deadlines, backoff, read size).
     """
 
     kind = "ld19"
+    wire = "ld19"
+    baud = BAUD
 
     def __init__(
         self,
-        name: str,
-        port: str | os.PathLike[str],
-        writer: SessionWriter | None = None,
         *,
         attrs: dict[str, Any] | None = None,
         near_filter: bool = False,
         keep_turns: bool = False,
-        baud: int = BAUD,
         clock_slope: float = 1.0,
-        **kwargs: Any,
     ) -> None:
-        super().__init__(name, port, baud, writer, **kwargs)
         self.attrs = dict(attrs or {})
         self.near_filter = near_filter
         self.clock_slope = float(clock_slope)
@@ -72,7 +72,7 @@ class LD19Reader(SerialReader):
         self.assembler = TurnAssembler(clock=ld19_clock(clock_slope))
         self.turns: list[LidarTurns] = []
         self.candidates_seen = 0
-        self._at_open = (0, 0, 0)  # candidates, packets, CRC failures when (re)opened
+        self._at_open = (0, 0, 0, 0)  # candidates, packets, CRC and field failures at open
         self._tail_byte = -1
         self._turns_lock = threading.Lock()
 
@@ -82,7 +82,7 @@ class LD19Reader(SerialReader):
         """Add the lidar stream (angles rad CCW, ranges m, times ns)."""
         attrs = {
             "model": "LD19",
-            "port_path": self.port,
+            "port_path": self.link.port,
             "baud": BAUD,
             "near_filter": self.near_filter,
             "clock_slope": self.clock_slope,
@@ -90,11 +90,7 @@ class LD19Reader(SerialReader):
             "native": "clockwise 0.01 deg, mm, ms timestamps wrapping at 30000",
             **self.attrs,
         }
-        writer.add_lidar(self.name, attrs=attrs)
-
-    def raw_attrs(self) -> dict[str, Any]:
-        """Raw stream attributes: port, baud, protocol."""
-        return {**super().raw_attrs(), "protocol": "ld19"}
+        writer.add_lidar(self.link.name, attrs=attrs)
 
     def consume(self, t_ns: int, data: bytes) -> int:
         """Parse a chunk, store complete turns; return packets decoded."""
@@ -106,36 +102,59 @@ class LD19Reader(SerialReader):
         if turns.n_turns:
             if self.near_filter:
                 turns = near_filter_turns(turns)
-            if self.writer is not None:
-                self.writer.append_turns(self.name, turns)
+            writer = self.link.writer
+            if writer is not None:
+                writer.append_turns(self.link.name, turns)
             if self.keep_turns:
                 with self._turns_lock:
                     self.turns.append(turns)
         return len(packets)
 
-    def on_reconnect(self) -> None:
+    def reset(self) -> None:
         """The unit power-cycled: drop the parser tail, the turn in progress, the clock."""
         self.parser.resync()
         self.assembler.reset(after_reconnect=True)
         self._tail_byte = -1
         c = self.parser.counters
-        self._at_open = (self.candidates_seen, c.packets, c.crc_failures)
+        self._at_open = (self.candidates_seen, c.packets, c.crc_failures, c.impossible_packets)
 
     def diagnose(self) -> str:
-        """Bytes, candidate headers and valid packets seen since (re)opening, and the cause."""
+        """Bytes, candidate headers and valid packets seen since (re)opening, and the cause.
+
+        A wrong baud rate is only suspected from bytes the parser has judged, and enough
+        of them to hold headers (:data:`MIN_BYTES_TO_JUDGE`): fewer come from a device
+        still starting, and bytes not judged yet (counted, their chunk still being
+        parsed at the deadline) from a reader this machine did not schedule in time.
+        """
         c = self.parser.counters
-        cand0, packets0, crc0 = self._at_open
-        n_bytes = self.bytes_total - self.bytes_at_open
+        cand0, packets0, crc0, impossible0 = self._at_open
+        n_bytes = self.link.bytes_since_open
         cand = self.candidates_seen - cand0
+        crc = c.crc_failures - crc0
+        impossible = c.impossible_packets - impossible0
+        elapsed_s = (time.monotonic_ns() - self.link.opened_ns) / 1e9
+        late = (
+            f"the line carries {self.link.baud // 10} B/s and {elapsed_s:.1f} s passed, so the "
+            "device is still starting or this machine was too busy to read it in time"
+        )
         if n_bytes == 0:
             cause = "the device sends nothing: is it powered, and is this its port?"
+        elif n_bytes < MIN_BYTES_TO_JUDGE and c.packets == packets0:
+            cause = f"too few to tell a wrong baud rate from a slow start: {late}"
+        elif cand and not crc and not impossible:
+            cause = f"headers not parsed yet when the wait ended: {late}"
         elif cand == 0:
             cause = "no 54 2C header at all: wrong baud rate or not an LD19?"
+        elif not crc:
+            cause = (
+                f"{impossible} packets with a valid CRC but impossible angles, timestamp "
+                "or speed: not an LD19, or firmware this parser does not know"
+            )
         else:
             cause = "headers but no valid CRC: wrong baud rate or not an LD19?"
         return (
             f"{n_bytes} bytes, {cand} candidate headers, {c.packets - packets0} valid "
-            f"({c.crc_failures - crc0} CRC failures): {cause}"
+            f"({crc} CRC failures): {cause}"
         )
 
     def counters(self) -> tuple[int, int, int, int]:

@@ -1,10 +1,9 @@
-"""The pod-MCU family: configuration keys, reader, bring-up and probe of the ``pods`` kind."""
+"""The pod-MCU family: configuration keys, protocol object and probe of the ``pods`` kind."""
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import serial
@@ -13,8 +12,7 @@ from sensorbench.drivers.serial_port import read_for
 
 if TYPE_CHECKING:
     from sensorbench.drivers.device_kinds import DeviceKind, ReaderContext
-    from sensorbench.drivers.pods_reader import PodReader
-    from sensorbench.drivers.powerup import DeviceSpec, StreamSteps
+    from sensorbench.drivers.pods_reader import PodProtocol
     from sensorbench.drivers.robot_config import DeviceConfig
 
 MIN_FRAMES = 3
@@ -42,9 +40,9 @@ def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
     return {"protocol": protocol, "counter_bits": bits, "n_pods": n_pods, "imu": imu}
 
 
-def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> PodReader:
-    """The capture reader of the pod MCU (the nominal geometry goes with the stream)."""
-    from sensorbench.drivers.pods_reader import PodReader
+def make_protocol(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> PodProtocol:
+    """The protocol object of the pod MCU (the nominal geometry goes with the stream)."""
+    from sensorbench.drivers.pods_reader import PodProtocol
 
     attrs = dict(ctx.attrs)
     if ctx.pods is not None:
@@ -54,34 +52,13 @@ def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> PodR
             "wheels": [vars(w) for w in ctx.pods.wheels],
             "units": "x_m, y_m in the body frame (m); angle_rad CCW from body x (rad)",
         }
-    return PodReader(
-        dev.name,
-        dev.port,
+    return PodProtocol(
         n_pods=dev.n_pods,
         counter_bits=dev.counter_bits,
         protocol=dev.protocol,
-        baud=dev.baud,
         attrs=attrs,
         clock_slope=1.0 / ctx.speed,
-        first_valid_timeout_s=dev.timeout_s,
-        read_timeout_s=ctx.read_timeout_s,
     )
-
-
-def valid_frame_counter(dev: DeviceConfig) -> Callable[[bytes], int]:
-    """``(chunk) -> valid frames completed by it`` (keeps its framing state)."""
-    from sensorbench.drivers.pods_parser import PodStreamParser
-
-    parser = PodStreamParser(dev.n_pods, dev.counter_bits, dev.protocol)
-    return lambda chunk: len(parser.feed(chunk))
-
-
-def make_steps(kind: DeviceKind, spec: DeviceSpec) -> StreamSteps:
-    """Bring-up: open at the configured baud and wait for valid frames."""
-    from sensorbench.drivers.powerup import StreamSteps
-
-    dev = spec.options["config"]
-    return StreamSteps(spec, dev.baud, valid_frame_counter(dev))
 
 
 def check_frames(data: bytes) -> dict | None:

@@ -1,10 +1,13 @@
-"""The live pod-MCU reader: serial bytes → raw stream + encoder frames in the session.
+"""The live pod-MCU protocol: serial bytes → encoder frames in the session.
 
-Built on :class:`~sensorbench.drivers.serial_reader.SerialReader` (open deadline,
-short reads, stale/unplug/reconnect events). Per received chunk the raw bytes go
-to the session's raw stream, :class:`~sensorbench.drivers.pods_parser.PodStreamParser`
-decodes the frames it completes (binary or CSV, ``docs/PROTOCOLS.md``), and they are
-appended as one :class:`~sensorbench.logs.EncoderBatch`:
+:class:`PodProtocol` is the pod MCU's protocol object on the shared serial link
+(:class:`~sensorbench.drivers.serial_link.SerialLink`: open deadline, short reads,
+raw stream, stale/unplug/reconnect events), run by the one
+:class:`~sensorbench.drivers.serial_reader.SerialReader`. Per received chunk the raw
+bytes go to the session's raw stream (the link),
+:class:`~sensorbench.drivers.pods_parser.PodStreamParser` decodes the frames it
+completes (binary or CSV, ``docs/PROTOCOLS.md``), and they are appended as one
+:class:`~sensorbench.logs.EncoderBatch`:
 
 * ``device_ns``: the MCU's microsecond clock, unwrapped, in ns (what the device sent);
   the stream attribute ``clock_nominal_slope`` is its nominal rate (host s per device
@@ -26,7 +29,6 @@ refitted, and a ``note`` event says so.
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -34,52 +36,51 @@ import numpy as np
 
 from sensorbench.drivers import pods_protocol as proto
 from sensorbench.drivers.device_clock import DeviceClock
+from sensorbench.drivers.device_protocol import DeviceProtocol
 from sensorbench.drivers.pods_parser import PodFrames, PodStreamParser
-from sensorbench.drivers.serial_reader import SerialReader
 from sensorbench.logs import EncoderBatch
 
 if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
 
 
-class PodReader(SerialReader):
-    """Reads the pod MCU on ``port`` and records raw bytes and encoder frames.
+MAX_CLOCK_DRIFT = 0.01
+"""How far the MCU clock may run from ``clock_slope`` in the stamps (a fraction): 100×
+the ±100 ppm the analysis assumes of its crystal (``encoder_host_seconds``)."""
+
+
+class PodProtocol(DeviceProtocol):
+    """Decodes the pod MCU's bytes into encoder frames (the link records the raw bytes).
 
     Args:
-        name: device name (stream names in the session).
-        port: serial path, preferably the stable udev name.
-        writer: session writer, or None to keep frames in memory only.
         n_pods: counters per frame.
         counter_bits: counter width on the MCU (16 or 32).
         protocol: ``"binary"`` or ``"csv"``.
-        baud: line speed (baud).
         attrs: extra encoder stream attributes (e.g. nominal pod geometry).
         clock_slope: host seconds per device second assumed before the clock fit
-            converges (1.0 for hardware; 1/speed for an accelerated emulator).
+            converges (1.0 for hardware; 1/speed for an accelerated emulator); the fit
+            stays within :data:`MAX_CLOCK_DRIFT` of it.
         keep_frames: also keep every decoded frame in memory (tests, bring-up).
-        **kwargs: :class:`SerialReader` options (deadlines, backoff, read size).
     """
 
     kind = "pods"
+    baud = proto.DEFAULT_BAUD
 
     def __init__(
         self,
-        name: str,
-        port: str | os.PathLike[str],
-        writer: SessionWriter | None = None,
         *,
         n_pods: int = 3,
         counter_bits: int = 16,
         protocol: str = "binary",
-        baud: int = proto.DEFAULT_BAUD,
         attrs: dict[str, Any] | None = None,
         clock_slope: float = 1.0,
         keep_frames: bool = False,
-        **kwargs: Any,
     ) -> None:
-        super().__init__(name, port, baud, writer, **kwargs)
         self.parser = PodStreamParser(n_pods, counter_bits, protocol)
-        self.clock = DeviceClock(modulus=None, tick_ns=1, nominal_slope=clock_slope)
+        self.wire = f"pods-{self.parser.variant}"
+        self.clock = DeviceClock(
+            modulus=None, tick_ns=1, nominal_slope=clock_slope, max_drift=MAX_CLOCK_DRIFT
+        )
         self.attrs = dict(attrs or {})
         self.keep_frames = keep_frames
         self.batches: list[EncoderBatch] = []
@@ -93,8 +94,8 @@ class PodReader(SerialReader):
         p = self.parser
         attrs = {
             "model": "pod-mcu",
-            "port_path": self.port,
-            "baud": self.baud,
+            "port_path": self.link.port,
+            "baud": self.link.baud,
             "protocol": p.variant,
             "counter_bits": p.counter_bits,
             "n_pods": p.n_pods,
@@ -104,11 +105,7 @@ class PodReader(SerialReader):
             "clock_nominal_slope": self.clock.nominal_slope or 1.0,
             **self.attrs,
         }
-        writer.add_encoder(self.name, n_counts=p.n_pods, attrs=attrs)
-
-    def raw_attrs(self) -> dict[str, Any]:
-        """Raw stream attributes: port, baud, protocol."""
-        return {**super().raw_attrs(), "protocol": f"pods-{self.parser.variant}"}
+        writer.add_encoder(self.link.name, n_counts=p.n_pods, attrs=attrs)
 
     def consume(self, t_ns: int, data: bytes) -> int:
         """Parse a chunk, store complete frames; return frames decoded."""
@@ -126,23 +123,25 @@ class PodReader(SerialReader):
             yaw=frames.yaw,
             yaw_rate=frames.yaw_rate,
         )
-        if self.writer is not None:
-            self.writer.append_encoder(self.name, batch)
+        writer = self.link.writer
+        if writer is not None:
+            writer.append_encoder(self.link.name, batch)
             if self.parser.stats.resets > resets_before:
-                self._event(t_ns, "note", "pod MCU restarted (its clock went backwards)")
+                self.link.event(t_ns, "note", "pod MCU restarted (its clock went backwards)")
         if self.keep_frames:
             with self._batches_lock:
                 self.batches.append(batch)
         return n
 
-    def on_reconnect(self) -> None:
+    def reset(self) -> None:
         """Drop the partial frame; the MCU's counters and clock carry on."""
         self.parser.reset_tail()
 
     def diagnose(self) -> str:
         """Bytes, rejected frames and valid frames seen, with the likely cause."""
         st = self.parser.stats
-        if self.bytes_total == 0:
+        n_bytes = self.link.bytes_total
+        if n_bytes == 0:
             cause = "the MCU sends nothing: is it powered, flashed, and is this its port?"
         elif st.layout_mismatch:
             cause = (
@@ -154,10 +153,7 @@ class PodReader(SerialReader):
                 f"no valid {self.parser.variant} frame: wrong baud rate, wrong protocol "
                 "variant, or not the pod MCU?"
             )
-        return (
-            f"{self.bytes_total} bytes, {st.crc_errors} bad frames/lines, {st.frames} valid: "
-            f"{cause}"
-        )
+        return f"{n_bytes} bytes, {st.crc_errors} bad frames/lines, {st.frames} valid: {cause}"
 
     def counters(self) -> tuple[int, int, int, int]:
         """(bad frames or lines, lost frames, frames decoded, 0) since start."""

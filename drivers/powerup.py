@@ -27,7 +27,7 @@ API (for ``sensorbench bringup`` and capture)::
     for r in results: r.as_dict()       # device, kind, port, tty, serial, ready, why,
                                         # time_to_first_turn_s, attempts
     seq.handles["lidar_front"]          # the started device (an A1Scanner for "a1"),
-                                        # e.g. A1Reader(name, port, scanner=...) takes it over
+                                        # e.g. a1_reader(name, port, scanner=...) takes it over
     seq.close()                         # stop and close everything still open
 
 ``run(keep=False)`` (the default) closes every device at the end (a bring-up check);
@@ -37,15 +37,14 @@ sequencer waits, ready devices are drained through :meth:`DeviceSteps.idle` so t
 buffers do not overflow. ``run(mode="together")`` starts every device at once (to
 show a brown-out, or on a strong supply) and waits for all of them in parallel.
 
-Device kinds are pluggable: a kind maps to a factory ``(spec) -> DeviceSteps``
-(:func:`register_kind`). ``"a1"`` is built in (:class:`A1Steps`). A device that only
-streams (the LD19: no commands; just wait for valid packets) fits
-:class:`StreamSteps`, given its baud rate and a packet counter, e.g.::
-
-    register_kind("ld19", lambda spec: StreamSteps(spec, 230400, ld19_valid_counter()))
-
-where the counter is a callable ``(bytes) -> int`` returning the number of valid
-packets in each new chunk (it keeps its own framing state).
+A spec's ``kind`` is looked up in the one device-kind registry
+(:mod:`~sensorbench.drivers.device_kinds`), whose
+:meth:`~sensorbench.drivers.device_kinds.DeviceKind.steps` gives the device's
+:class:`DeviceSteps`: :class:`A1Steps` for the A1; for a device that only streams
+(the LD19, the pods: no commands, just wait for valid packets) :class:`StreamSteps`,
+given its baud rate and a counter ``(bytes) -> int`` of the valid items in each new
+chunk (it keeps its own framing state; by default the kind's protocol object). A
+spec may also bring its own steps factory (``steps``).
 
 Per-port power (:class:`~sensorbench.drivers.port_power.PortPower`) uses
 ``uhubctl -l HUB -p N -a on|off`` or, on Linux >= 6.0, the sysfs file
@@ -66,7 +65,8 @@ from typing import Any, Protocol
 
 import serial
 
-from sensorbench.drivers.a1 import A1Scanner
+from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.port_power import PortPower
 from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import ConfigError, DriverError
@@ -81,15 +81,16 @@ class DeviceSpec:
 
     Attributes:
         name: device name (``lidar_front``).
-        kind: steps factory name (``a1``, or a registered kind).
+        kind: a registered device kind (``a1``, ``ld19``...).
         port: device path (stable udev name preferred).
         delay_after_s: wait after this device is ready before the next starts (s).
         ready_timeout_s: deadline for the first complete valid turn after start (s).
         read_timeout_s: deadline of each request/answer while opening (s).
         power: optional switchable port power.
-        options: kind-specific extras (e.g. ``min_points`` for an A1).
-        steps: the steps factory; None looks ``kind`` up among :func:`register_kind`'s
-            (capture passes its device kind's, from the registry).
+        options: kind-specific extras (``config``: the device's configuration, which
+            a streaming kind's steps need; ``min_points`` for an A1).
+        steps: a steps factory instead of the kind's (a device outside the registry,
+            e.g. in a test); None uses the registered kind's.
     """
 
     name: str
@@ -196,7 +197,8 @@ class A1Steps:
                 state = f"; no health answer ({err})"
         raise DriverError(
             f"no complete valid turn within {timeout_s:.1f} s of the scan start "
-            f"({sc.bytes_total} bytes, {sc.nodes_total} nodes, {sc.unplugs} unplugs{state}): "
+            f"({sc.link.bytes_total} bytes, {sc.nodes_total} nodes, "
+            f"{sc.link.unplugs} unplugs{state}): "
             "motor not spinning, or the supply browned out (start the lidars further apart)"
         )
 
@@ -287,19 +289,6 @@ class StreamSteps:
                 self.handle = None
 
 
-_KINDS: dict[str, StepsFactory] = {"a1": A1Steps}
-
-
-def register_kind(kind: str, factory: StepsFactory) -> None:
-    """Make ``kind`` usable in :class:`DeviceSpec` (e.g. ``ld19``, ``pods``)."""
-    _KINDS[kind] = factory
-
-
-def known_kinds() -> list[str]:
-    """Kinds that can be sequenced."""
-    return sorted(_KINDS)
-
-
 def _wait_ready(
     spec: DeviceSpec, steps: DeviceSteps, t_start: float, outcome: dict[str, float | str]
 ) -> None:
@@ -342,10 +331,11 @@ class PowerUpSequencer:
         if len(set(names)) != len(names):
             raise ConfigError(f"device names must be unique, got {names}")
         for spec in specs:
-            if spec.steps is None and spec.kind not in _KINDS:
-                raise ConfigError(
-                    f"{spec.name}: cannot sequence kind {spec.kind!r}; known: {known_kinds()}"
-                )
+            if spec.steps is None:
+                try:
+                    get_kind(spec.kind)
+                except ConfigError as exc:
+                    raise ConfigError(f"{spec.name}: cannot sequence it: {exc}") from None
         if retries < 0 or backoff_s < 0:
             raise ConfigError("retries and backoff_s must be >= 0")
         self.specs = list(specs)
@@ -447,7 +437,7 @@ class PowerUpSequencer:
 
     @staticmethod
     def _factory(spec: DeviceSpec) -> StepsFactory:
-        return spec.steps or _KINDS[spec.kind]
+        return spec.steps or get_kind(spec.kind).steps
 
     def _wait(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

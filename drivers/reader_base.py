@@ -72,7 +72,9 @@ class ReaderStatus:
 
 @runtime_checkable
 class DeviceReader(Protocol):
-    """The interface capture relies on; LD19, A1 and pod readers implement it."""
+    """The interface capture relies on: the :class:`~sensorbench.drivers.serial_reader.SerialReader`
+    of every serial device kind implements it, and so may a source that is not a serial
+    device (the emulated network pose source)."""
 
     name: str
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,7 @@ import numpy as np
 from sensorbench.drivers.device_kinds import get_kind, kind_names, option_keys
 from sensorbench.drivers.port_power import POWER_METHODS, PortPower
 from sensorbench.errors import ConfigError
+from sensorbench.logs.schema import name_conflict
 
 _COMMON_KEYS = frozenset({"name", "kind", "port", "baud", "mount", "gap_s", "timeout_s", "power"})
 POWER_BACKENDS = ("none", *POWER_METHODS)
@@ -68,6 +70,35 @@ _TABLE_KEYS = {
 }
 """Keys each single table accepts (``[[devices]]`` entries: the kind registry's)."""
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+MAX_NAME_LEN = 32
+"""Longest device name (bytes): the name is the event ``source`` of the session, S32."""
+MAX_WAIT_S = 60.0
+"""Longest power-up gap or power-switch settle time (s): far beyond any device's spin-up."""
+MAX_TIMEOUT_S = 120.0
+"""Longest power-up deadline of a device (s)."""
+MAX_MOUNT_M = 10.0
+"""Largest |x| or |y| of a mount or pod wheel (m): no robot here is 20 m across."""
+_SERIAL_TTY_TYPES = ("serial", "pty:slave")
+"""``/proc/tty/drivers`` types of the ttys a device can sit on (USB serial, UART, ACM,
+the emulators' pseudo-terminals); not consoles, ``/dev/tty`` or pty masters."""
+
+
+def is_serial_tty(rdev: int) -> bool:
+    """True when device number ``rdev`` belongs to a serial tty driver (a pseudo-terminal
+    slave included), from ``/proc/tty/drivers``; True when that file cannot be read."""
+    try:
+        text = Path("/proc/tty/drivers").read_text()
+    except OSError:
+        return True
+    major, minor = os.major(rdev), os.minor(rdev)
+    for line in text.splitlines():
+        cells = line.split()
+        if len(cells) < 5 or cells[-1] not in _SERIAL_TTY_TYPES or not cells[-3].isdigit():
+            continue
+        lo, _, hi = cells[-2].partition("-")
+        if int(cells[-3]) == major and int(lo) <= minor <= int(hi or lo):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -90,7 +121,7 @@ class DeviceConfig:
     Attributes:
         name: stream name (letters, digits, ``_``, ``-``).
         kind: a registered kind (:mod:`~sensorbench.drivers.device_kinds`):
-            ``ld19``, ``ld06``, ``a1`` or ``pods``.
+            ``ld19``, ``ld06``, ``a1``, ``pods`` or one added there.
         port: path to open (stable name), with ``{run_dir}`` substituted.
         baud: line speed (baud).
         mount: sensor pose in the body frame, or None (pods have none).
@@ -103,6 +134,8 @@ class DeviceConfig:
         imu: pods only: the MCU sends yaw rate and yaw.
         power: the device's switchable hub port (``[powerup] backend``), or None.
         line: line of the device's ``[[devices]]`` header in the file.
+        options: the validated extra keys of a kind whose keys are not fields above
+            (its ``parse_options`` returns them as ``{"options": {...}}``).
     """
 
     name: str
@@ -119,6 +152,7 @@ class DeviceConfig:
     imu: bool = False
     power: PortPower | None = None
     line: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -231,6 +265,7 @@ class _Validator:
         path: tuple,
         *,
         minimum: float | None = None,
+        maximum: float | None = None,
         default: float | None = None,
     ) -> float:
         if key not in table:
@@ -245,7 +280,9 @@ class _Validator:
         ):
             raise self.fail((*path, key), f"'{key}' must be a finite number, got {value!r}")
         if minimum is not None and value < minimum:
-            raise self.fail((*path, key), f"'{key}' must be >= {minimum}, got {value}")
+            raise self.fail((*path, key), f"'{key}' must be >= {minimum:g}, got {value}")
+        if maximum is not None and value > maximum:
+            raise self.fail((*path, key), f"'{key}' must be <= {maximum:g}, got {value}")
         return float(value)
 
     def mount(self, table: Any, path: tuple, what: str) -> Mount:
@@ -264,9 +301,10 @@ class _Validator:
                 f"{what}: mount keys must carry units: x_m, y_m (metres) and exactly one of "
                 f"yaw_deg or yaw_rad; got {sorted(table)}",
             )
-        x = self.number(table, "x_m", path)
-        y = self.number(table, "y_m", path)
-        yaw = self.number(table, yaws[0], path)
+        x = self.number(table, "x_m", path, minimum=-MAX_MOUNT_M, maximum=MAX_MOUNT_M)
+        y = self.number(table, "y_m", path, minimum=-MAX_MOUNT_M, maximum=MAX_MOUNT_M)
+        turn = 360.0 if yaws[0] == "yaw_deg" else 2 * math.pi
+        yaw = self.number(table, yaws[0], path, minimum=-turn, maximum=turn)
         return Mount(x, y, math.radians(yaw) if yaws[0] == "yaw_deg" else yaw)
 
     def port(self, value: Any, path: tuple, what: str) -> str:
@@ -286,6 +324,32 @@ class _Validator:
                 f"{what}: unknown placeholder in port {value!r} (only {{run_dir}} is supported)",
             )
         return value
+
+    def port_identity(self, dev: DeviceConfig, path: tuple) -> tuple[str, int | None]:
+        """(the port's real path, its device number if it exists): how the kernel names it.
+
+        ``./x``, ``x`` and ``//x`` are one path; symlinks are followed. A port that exists
+        must be a serial tty (:func:`is_serial_tty`); one that does not is taken as a
+        device not plugged in yet.
+        """
+        real = os.path.realpath(re.sub(r"^/+", "/", dev.port))
+        try:
+            st = os.stat(real)
+        except OSError:
+            return real, None
+        if not stat.S_ISCHR(st.st_mode):
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else "a regular file"
+            raise self.fail(
+                path, f"device {dev.name!r}: port {dev.port} is {what}, not a serial port"
+            )
+        if not is_serial_tty(st.st_rdev):
+            raise self.fail(
+                path,
+                f"device {dev.name!r}: port {dev.port} is a character device "
+                f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)} that is not a tty, not a "
+                "serial port (/proc/tty/drivers lists the serial ones)",
+            )
+        return real, st.st_rdev
 
     def power(self, value: Any, path: tuple, what: str, backend: str) -> PortPower:
         if backend == "none":
@@ -307,7 +371,7 @@ class _Validator:
                 "(the hub's USB name as uhubctl -l takes it, the port number; optional "
                 "settle_s, the wait for the tty after switching on)",
             )
-        settle = self.number(value, "settle_s", path, minimum=0.1, default=3.0)
+        settle = self.number(value, "settle_s", path, minimum=0.1, maximum=MAX_WAIT_S, default=3.0)
         try:
             return PortPower(value["hub"], value["port"], method=backend, settle_s=settle)
         except ConfigError as err:
@@ -327,6 +391,12 @@ class _Validator:
                 (*path, "name"),
                 f"{what}: 'name' must be letters, digits, _ or - starting with a letter",
             )
+        if len(name) > MAX_NAME_LEN:
+            raise self.fail(
+                (*path, "name"),
+                f"device {name[:40]!r}...: 'name' must be at most {MAX_NAME_LEN} characters "
+                f"(it is the event source in the session), got {len(name)}",
+            )
         known = _COMMON_KEYS | option_keys()
         unknown = sorted(set(table) - known)
         if unknown:
@@ -341,6 +411,9 @@ class _Validator:
                 f"{what}: unknown kind {kind_name!r}; expected one of {', '.join(kind_names())}",
             )
         kind = get_kind(kind_name)
+        taken = name_conflict("lidar" if kind.mounted else "encoder", name, [])
+        if taken:
+            raise self.fail((*path, "name"), f"{what}: {taken}")
         if "port" not in table:
             raise self.fail(
                 path,
@@ -378,8 +451,10 @@ class _Validator:
             port=port,
             baud=baud,
             mount=mount,
-            gap_s=self.number(table, "gap_s", path, minimum=0, default=gap_s),
-            timeout_s=self.number(table, "timeout_s", path, minimum=0.1, default=timeout_s),
+            gap_s=self.number(table, "gap_s", path, minimum=0, maximum=MAX_WAIT_S, default=gap_s),
+            timeout_s=self.number(
+                table, "timeout_s", path, minimum=0.1, maximum=MAX_TIMEOUT_S, default=timeout_s
+            ),
             line=line,
             **extra,
         )
@@ -388,7 +463,7 @@ class _Validator:
         path = ("pods",)
         if not isinstance(table, dict):
             raise self.fail(path, "[pods] must be a table")
-        radius = self.number(table, "wheel_radius_m", path, minimum=1e-4)
+        radius = self.number(table, "wheel_radius_m", path, minimum=1e-4, maximum=1.0)
         cpr = table.get("counts_per_rev")
         if isinstance(cpr, bool) or not isinstance(cpr, int) or cpr <= 0:
             raise self.fail(
@@ -417,8 +492,8 @@ class _Validator:
             angle = self.number(w, angle_key, wpath)
             out.append(
                 PodWheel(
-                    self.number(w, "x_m", wpath),
-                    self.number(w, "y_m", wpath),
+                    self.number(w, "x_m", wpath, minimum=-MAX_MOUNT_M, maximum=MAX_MOUNT_M),
+                    self.number(w, "y_m", wpath, minimum=-MAX_MOUNT_M, maximum=MAX_MOUNT_M),
                     math.radians(angle) if angle_key == "angle_deg" else angle,
                 )
             )
@@ -433,9 +508,34 @@ class _Validator:
             arr = np.asarray(pts, dtype=np.float64)
         except (TypeError, ValueError):
             arr = np.zeros((0,))
-        if arr.ndim != 2 or arr.shape[1] != 2 or arr.shape[0] < 3 or not np.isfinite(arr).all():
-            raise self.fail(path, "footprint_m must be a list of at least 3 [x, y] points (m)")
+        if (
+            arr.ndim != 2
+            or arr.shape[1] != 2
+            or arr.shape[0] < 3
+            or not (np.abs(arr) <= MAX_MOUNT_M).all()
+        ):
+            raise self.fail(
+                path,
+                f"footprint_m must be a list of at least 3 [x, y] points within "
+                f"{MAX_MOUNT_M:g} m of the body origin",
+            )
         return arr
+
+    def emulation(self, table: dict) -> None:
+        """``[emulation]``: ``scenario`` a name or path (checked by the emulator, which knows
+        the scenarios), ``seed`` an int64 seed."""
+        scenario = table.get("scenario", "square")
+        if not isinstance(scenario, str) or not scenario.strip():
+            raise self.fail(
+                ("emulation", "scenario"),
+                f"[emulation] scenario must be a scenario name or .toml path, got {scenario!r}",
+            )
+        seed = table.get("seed", 0)
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise self.fail(
+                ("emulation", "seed"),
+                f"[emulation] seed must be an integer in [0, 2**63 - 1], got {seed!r}",
+            )
 
     def check_keys(self, doc: dict) -> None:
         """Refuse unknown tables and unknown keys in every single table."""
@@ -469,8 +569,12 @@ class _Validator:
         powerup = doc.get("powerup", {})
         if not isinstance(robot, dict) or not isinstance(powerup, dict):
             raise self.fail(("robot",), "[robot] and [powerup] must be tables")
-        gap_s = self.number(powerup, "gap_s", ("powerup",), minimum=0, default=3.0)
-        timeout_s = self.number(powerup, "timeout_s", ("powerup",), minimum=0.1, default=10.0)
+        gap_s = self.number(
+            powerup, "gap_s", ("powerup",), minimum=0, maximum=MAX_WAIT_S, default=3.0
+        )
+        timeout_s = self.number(
+            powerup, "timeout_s", ("powerup",), minimum=0.1, maximum=MAX_TIMEOUT_S, default=10.0
+        )
         backend = powerup.get("backend", "none")
         if backend not in POWER_BACKENDS:
             raise self.fail(
@@ -482,7 +586,7 @@ class _Validator:
             raise self.fail(("devices",), "no devices: add at least one [[devices]] table")
         devices: list[DeviceConfig] = []
         seen: dict[str, int] = {}
-        ports: dict[str, str] = {}
+        ports: dict[str | int, str] = {}
         for i, table in enumerate(devices_raw):
             dev = self.device(i, table, gap_s, timeout_s, backend)
             if dev.name in seen:
@@ -490,13 +594,18 @@ class _Validator:
                     ("devices", i, "name"),
                     f"duplicate device name {dev.name!r} (first defined at line {seen[dev.name]})",
                 )
-            if dev.port in ports:
+            real, device_id = self.port_identity(dev, ("devices", i, "port"))
+            other = ports.get(real) or (ports.get(device_id) if device_id is not None else None)
+            if other is not None:
+                alias = "" if real == dev.port else f" (that is {real})"
                 raise self.fail(
                     ("devices", i, "port"),
-                    f"device {dev.name!r}: port {dev.port} is already used by {ports[dev.port]!r}",
+                    f"device {dev.name!r}: port {dev.port}{alias} is already used by {other!r}",
                 )
             seen[dev.name] = self.where.find("devices", i, "name")
-            ports[dev.port] = dev.name
+            ports[real] = dev.name
+            if device_id is not None:
+                ports[device_id] = dev.name
             devices.append(dev)
         order = powerup.get("order", [d.name for d in devices])
         if (
@@ -520,6 +629,8 @@ class _Validator:
         name = robot.get("name", Path(self.source).stem)
         if not isinstance(name, str):
             raise self.fail(("robot", "name"), "robot.name must be a string")
+        emulation = doc.get("emulation", {})
+        self.emulation(emulation)
         return RobotConfig(
             name=name,
             devices=tuple(devices),
@@ -528,7 +639,10 @@ class _Validator:
             pods=pods,
             text=self.text,
             source=self.source,
-            extra={"emulation": doc.get("emulation", {})},
+            extra={
+                "emulation": emulation,
+                "emulation_lines": {k: self.where.find("emulation", k) for k in emulation},
+            },
         )
 
 

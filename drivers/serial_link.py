@@ -1,44 +1,47 @@
 """The serial transport of every device: one port, one step of reading, the protocol on top.
 
-:class:`SerialLink` is the transport half of pyserial's ``threaded.ReaderThread`` /
-``threaded.Protocol`` pair, without the thread (that is
-:class:`~sensorbench.drivers.serial_reader.ReaderThread`). It owns everything that
-is not protocol-specific, once for the LD19, the pods and the A1:
+As pyserial's ``threaded.ReaderThread`` / ``threaded.Protocol`` pair, transport and
+protocol are apart: :class:`SerialLink` is the transport half without the thread
+(that is :class:`~sensorbench.drivers.serial_reader.SerialReader`), and each device
+kind is a protocol object
+(:class:`~sensorbench.drivers.device_protocol.DeviceProtocol`) the link calls. The
+link is never subclassed; it owns everything that is not protocol-specific, once for
+the LD19, the pods, the A1 and any new kind:
 
-- opening the port with a deadline, through the one port-opening function
-  (:func:`~sensorbench.drivers.serial_port.open_serial`; :class:`DeviceUnavailable`
-  if it cannot be opened) or the protocol's :meth:`SerialLink.open_port`;
+- opening the port with a deadline (``open_timeout_s``), through the protocol's
+  :meth:`~sensorbench.drivers.device_protocol.DeviceProtocol.open_port` (by default
+  :meth:`SerialLink.standard_port`: the one port-opening function
+  :func:`~sensorbench.drivers.serial_port.open_serial`; :class:`DeviceUnavailable`
+  if it cannot be opened), then a ``start`` event;
 - :meth:`SerialLink.poll`, one step: read what arrived (the wait bounded by the
   caller), stamp it with the host receive time (``time.monotonic_ns()``), hand the
-  raw bytes to the session writer (``append_raw``) and then to the protocol hook
-  :meth:`~SerialLink.consume`; or, while the port is gone, one reopen attempt;
+  raw bytes to the session writer (``append_raw``) and then to the protocol's
+  ``consume``; or, while the port is gone, one reopen attempt;
 - health: a ``stale`` event after ``stale_after_s`` without bytes, a ``note`` when data
-  resumes, and (with ``restart_after_s``) the protocol's :meth:`~SerialLink.restart`
-  after a longer silence; an ``overrun`` event when more than ``backlog_limit`` bytes
-  wait in the port (counted in :attr:`SerialLink.overruns`, nothing discarded); a
-  deadline (``first_valid_timeout_s``) for the first valid item after a reopen (an
-  ``error`` event and ``last_error``);
+  resumes, and (with ``restart_after_s``) the protocol's ``restart`` after a longer
+  silence; an ``overrun`` event when more than the protocol's ``backlog_limit``
+  bytes wait in the port (counted in :attr:`SerialLink.overruns`, nothing
+  discarded); a deadline (``first_valid_timeout_s``) for the first valid item after
+  a reopen (an ``error`` event and ``last_error``);
 - unplug (``SerialException`` / ``OSError`` such as EIO, or
   :class:`~sensorbench.errors.DeviceUnplugged` from a protocol's request): an
-  ``unplug`` event, the port is closed, :meth:`~SerialLink.on_lost` is called, and
+  ``unplug`` event, the port is closed, the protocol's ``on_lost`` is called, and
   the link retries opening the same path with exponential backoff (``backoff_s`` up
-  to ``backoff_max_s``) once the path exists again; a reopen runs
-  :meth:`~SerialLink.on_reconnect` and :meth:`~SerialLink.on_open` (a request/response
-  start-up may fail there: then the attempt failed and is retried later), then a
+  to ``backoff_max_s``) once the path exists again; each attempt resets the
+  protocol (``reset``) and opens the port through it (a request/response start-up
+  may fail there: then the attempt failed and is retried later), then a
   ``reconnect`` event. Silence and backoff are decided by the one reconnect machine,
   :class:`~sensorbench.drivers.link_watch.LinkWatch`;
-- events (kept in :attr:`SerialLink.events`, the most recent 1000, written to the
+- the raw stream's attributes (port, baud, kind, the protocol's ``wire`` name),
+  events (kept in :attr:`SerialLink.events`, the most recent 1000, written to the
   session and passed to ``on_event``) and status snapshots (:class:`ReaderStatus`).
 
-A protocol subclasses it and overrides the hooks; the LD19 and the pods are
-stream-only (``consume`` parses what arrived), the A1
-(:class:`~sensorbench.drivers.a1.A1Scanner`) also overrides ``open_port``,
-``close_port``, ``waiting``, ``open_link`` and ``on_open`` (identify, health, start
-the scan with rplidar-roboticia's request/response calls on the open port, at the
-start and after each reopen), ``read_chunk``, ``on_lost`` and ``restart``. Hooks run
-on the thread that calls :meth:`~SerialLink.poll` and must not block longer than one
-request; ``counters`` and ``diagnose`` may be called from other threads and should
-only read plain attributes.
+The link reads through a :class:`Port`: :class:`SerialPort` (a pyserial port read
+with its own timeout) for every device that only streams; a request/response device
+(the A1) supplies its own from ``open_port``. Protocol hooks run on the thread that
+calls :meth:`SerialLink.poll` and must not block longer than one request;
+``counters`` and ``diagnose`` may be called from other threads and should only read
+plain attributes.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import serial
 
@@ -59,6 +63,7 @@ from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import DeviceUnavailable, DeviceUnplugged, DriverError
 
 if TYPE_CHECKING:
+    from sensorbench.drivers.device_protocol import DeviceProtocol
     from sensorbench.logs import SessionWriter
 
 EventSink = Callable[[int, str, str], None]
@@ -69,63 +74,114 @@ PORT_GONE = (serial.SerialException, OSError, TypeError, DeviceUnplugged)
 vanishes under a read in progress; a protocol's request raises DeviceUnplugged)."""
 
 
-class SerialLink:
-    """One device's port and its protocol hooks (see the module docstring).
+class Port(Protocol):
+    """What the link reads through: an open port of one device."""
+
+    def read(self, max_wait_s: float) -> bytes:
+        """What arrived, waiting at most about ``max_wait_s`` (s); b"" if nothing."""
+
+    def waiting(self) -> int:
+        """Bytes received and not yet read (asked only with a ``backlog_limit``)."""
+
+    def close(self) -> None:
+        """Close the port; never raises (an unplugged port may fail to close)."""
+
+
+class SerialPort:
+    """The standard :class:`Port`: one pyserial port, each read bounded by its timeout.
 
     Args:
-        name: device name (session stream names, event source).
-        port: path to open, preferably the stable name (udev symlink or emulator link).
-        baud: line speed (baud).
-        writer: session writer receiving raw bytes, events and decoded data, or None.
-        read_timeout_s: longest wait of one read of the port (s).
+        ser: the open port (its ``timeout`` is the longest wait of one read, s).
         read_size: bytes requested per read (a read returns earlier with what arrived).
-        open_timeout_s: deadline for the port to appear and open in :meth:`open_link` (s).
+    """
+
+    def __init__(self, ser: serial.Serial, read_size: int) -> None:
+        self.ser = ser
+        self.read_size = read_size
+
+    def read(self, max_wait_s: float) -> bytes:
+        """One read of the port (the port's own timeout bounds the wait)."""
+        return self.ser.read(self.read_size)
+
+    def waiting(self) -> int:
+        """Bytes received and not yet read."""
+        return int(self.ser.in_waiting)
+
+    def close(self) -> None:
+        """Close the port; never raises."""
+        with contextlib.suppress(serial.SerialException, OSError):
+            self.ser.close()
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    """Deadlines and backoff of one link.
+
+    Attributes:
+        read_timeout_s: longest wait of one read of a :class:`SerialPort` (s).
+        read_size: bytes requested per read (a read returns earlier with what arrived).
+        open_timeout_s: deadline for the port to appear and open in
+            :meth:`SerialLink.open_link` (s).
         first_valid_timeout_s: deadline for the first valid item after opening (s);
             None to skip the check.
         stale_after_s: silence after which a ``stale`` event is emitted (s).
         backoff_s, backoff_max_s: first and largest wait between reopen attempts (s).
         restart_after_s: silence after which the protocol is restarted (s), or None.
         exclusive: ask pyserial for an exclusive lock on the port.
-        on_event: optional ``sink(t_ns, kind, message)`` called with every event.
     """
 
-    kind = "serial"
-    valid_item = "valid packet"
-    """What :meth:`consume` counts, as the no-valid-data error names it."""
-    backlog_limit: int | None = None
-    """Bytes waiting in the port beyond which an ``overrun`` is reported, or None
-    (asking costs an ioctl that some emulated ttys do not support)."""
+    read_timeout_s: float = 0.02
+    read_size: int = 4096
+    open_timeout_s: float = 2.0
+    first_valid_timeout_s: float | None = 3.5
+    stale_after_s: float = 0.5
+    backoff_s: float = 0.05
+    backoff_max_s: float = 1.0
+    restart_after_s: float | None = None
+    exclusive: bool = True
+
+
+class SerialLink:
+    """One device's port and its protocol object (see the module docstring).
+
+    Args:
+        name: device name (session stream names, event source).
+        port: path to open, preferably the stable name (udev symlink or emulator link).
+        protocol: the device kind's protocol object; the link sets its ``link``.
+        writer: session writer receiving raw bytes, events and decoded data, or None.
+        baud: line speed (baud); the protocol's ``baud`` by default.
+        kind: the device kind (``ReaderStatus.kind``, the raw stream's ``kind``); the
+            protocol's ``kind`` by default.
+        config: deadlines and backoff.
+        on_event: optional ``sink(t_ns, kind, message)`` called with every event.
+    """
 
     def __init__(
         self,
         name: str,
         port: str | os.PathLike[str],
-        baud: int,
+        protocol: DeviceProtocol,
         writer: SessionWriter | None = None,
         *,
-        read_timeout_s: float = 0.02,
-        read_size: int = 4096,
-        open_timeout_s: float = 2.0,
-        first_valid_timeout_s: float | None = 3.5,
-        stale_after_s: float = 0.5,
-        backoff_s: float = 0.05,
-        backoff_max_s: float = 1.0,
-        restart_after_s: float | None = None,
-        exclusive: bool = True,
+        baud: int | None = None,
+        kind: str | None = None,
+        config: LinkConfig | None = None,
         on_event: EventSink | None = None,
     ) -> None:
+        config = config or LinkConfig()
         self.name = name
         self.port = os.fspath(port)
-        self.baud = int(baud)
+        self.protocol = protocol
         self.writer = writer
-        self.read_timeout_s = read_timeout_s
-        self.read_size = read_size
-        self.open_timeout_s = open_timeout_s
-        self.first_valid_timeout_s = first_valid_timeout_s
-        self.exclusive = exclusive
+        self.baud = int(protocol.baud if baud is None else baud)
+        self.kind = kind or protocol.kind
+        self.config = config
+        self.first_valid_timeout_s = config.first_valid_timeout_s
         self.on_event = on_event
-        self.watch = LinkWatch(stale_after_s, backoff_s, backoff_max_s, restart_after_s)
-        self.backlog = Backlog(self.backlog_limit)
+        self.watch = LinkWatch(
+            config.stale_after_s, config.backoff_s, config.backoff_max_s, config.restart_after_s
+        )
+        self.backlog = Backlog(protocol.backlog_limit)
 
         self.events: collections.deque[tuple[int, str, str]] = collections.deque(maxlen=1000)
         self.bytes_total = 0
@@ -139,120 +195,83 @@ class SerialLink:
         self.first_valid = threading.Event()
         self.bytes_at_open = 0  # bytes_total when the port was last (re)opened
         self.opened_ns = 0
-        self._ser: serial.Serial | None = None
+        self._port: Port | None = None
         self._valid_since_open = False
         self._no_valid_reported = False
         self._lock = threading.Lock()
         self._last_data_ns: int | None = None
         self._rates = RateMeter()
+        protocol.link = self
 
-    # -- hooks (override) ------------------------------------------------------------
+    # -- for the protocol -----------------------------------------------------------
 
-    def declare_streams(self, writer: SessionWriter) -> None:
-        """Add the decoded data streams of this device to ``writer`` (raw is added by the base)."""
-
-    def raw_attrs(self) -> dict[str, Any]:
-        """Attributes of the raw byte stream."""
-        return {"port_path": self.port, "baud": self.baud, "kind": self.kind}
-
-    def open_port(self) -> serial.Serial:
-        """Open the port once (no retry); raises :class:`DeviceUnavailable`."""
-        return open_serial(
-            self.port, self.baud, timeout_s=self.read_timeout_s, exclusive=self.exclusive
-        )
-
-    def close_port(self, ser: serial.Serial) -> None:
-        """Close the port; never raises (an unplugged port may fail to close)."""
-        with contextlib.suppress(serial.SerialException, OSError):
-            ser.close()
-
-    def on_open(self, ser: serial.Serial) -> None:
-        """Called right after each open, before data is read; e.g. a start-up exchange.
+    def standard_port(self) -> SerialPort:
+        """Open the port once (no retry) as every streaming device does.
 
         Raises:
-            DriverError: the device is not ready; after a reopen the attempt counts as
-                failed and is retried with backoff.
+            DeviceUnavailable: the port cannot be opened (the message says why).
         """
+        ser = open_serial(
+            self.port,
+            self.baud,
+            timeout_s=self.config.read_timeout_s,
+            exclusive=self.config.exclusive,
+        )
+        return SerialPort(ser, self.config.read_size)
 
-    def read_chunk(self, ser: serial.Serial, max_wait_s: float) -> bytes:
-        """Read what arrived, waiting at most about ``max_wait_s`` (s) for it."""
-        return ser.read(self.read_size)
+    def event(self, t_ns: int, kind: str, message: str) -> None:
+        """Record an event of this device (session, :attr:`events`, ``on_event``)."""
+        exc = record_event(self.events, self.writer, self.name, t_ns, kind, message)
+        if exc is not None:  # the writer failed (e.g. disk full)
+            self.last_error = f"{self.name}: session writer failed: {exc}"
+        if kind == "error":
+            self.last_error = message
+        if self.on_event is not None:
+            self.on_event(t_ns, kind, message)
 
-    def waiting(self, ser: serial.Serial) -> int:
-        """Bytes received and not yet read (asked only with a ``backlog_limit``)."""
-        return int(ser.in_waiting)
-
-    def consume(self, t_ns: int, data: bytes) -> int:
-        """Parse one received chunk stamped ``t_ns`` (ns); return valid items decoded."""
-        raise NotImplementedError
-
-    def on_lost(self) -> None:
-        """The port went away: flush what the loss cut (called after the port closed)."""
-
-    def on_reconnect(self) -> None:
-        """Reset protocol state that must not span an unplug or a failed read."""
-
-    def restart(self, ser: serial.Serial) -> serial.Serial:
-        """Restart the protocol after ``restart_after_s`` of silence; return the port
-        to read from (the same, or one the protocol reopened)."""
-        return ser
-
-    def start_note(self) -> str:
-        """The message of the ``start`` event."""
-        return f"opened {self.port} at {self.baud} baud"
-
-    def reopen_note(self) -> str:
-        """The message of a ``reconnect`` event."""
-        return f"reopened {self.port}"
-
-    def diagnose(self) -> str:
-        """What was seen since the port was (re)opened, for the no-valid-data error."""
-        n = self.bytes_total - self.bytes_at_open
-        return f"{n} bytes, 0 valid packets: wrong baud rate or wrong device?"
-
-    def counters(self) -> tuple[int, int, int, int]:
-        """(check failures, items known lost, decoded items, complete turns) since start."""
-        return (0, 0, 0, 0)
-
-    def final_note(self) -> str | None:
-        """What the reader skipped and counted, recorded as a ``note`` event at stop."""
-        return None
+    @property
+    def bytes_since_open(self) -> int:
+        """Bytes received since the port was last (re)opened."""
+        return self.bytes_total - self.bytes_at_open
 
     # -- the link ---------------------------------------------------------------------
 
     @property
     def connected(self) -> bool:
         """True while the port is open and its start-up has succeeded."""
-        return self._ser is not None
+        return self._port is not None
+
+    def raw_attrs(self) -> dict[str, Any]:
+        """Attributes of the raw byte stream: port, baud, kind and wire protocol."""
+        attrs: dict[str, Any] = {"port_path": self.port, "baud": self.baud, "kind": self.kind}
+        if self.protocol.wire:
+            attrs["protocol"] = self.protocol.wire
+        return attrs
 
     def declare(self, writer: SessionWriter) -> None:
         """Add the raw byte stream and the decoded streams to ``writer`` before it starts."""
         self.writer = writer
         writer.add_raw(self.name, attrs=self.raw_attrs())
-        self.declare_streams(writer)
+        self.protocol.declare_streams(writer)
 
     def open_link(self) -> None:
-        """Open the port within ``open_timeout_s``, run :meth:`on_open`, emit ``start``.
+        """Open the port through the protocol within ``open_timeout_s``, emit ``start``.
 
         Raises:
             DriverError: the port cannot be opened in time, or the start-up failed.
         """
-        ser = self._open_with_deadline(self.open_timeout_s)
-        try:
-            self.on_open(ser)
-        except BaseException:
-            self.close_port(ser)
-            raise
-        self.attach(ser)
-        self._event(self.opened_ns, "start", self.start_note())
+        port = self._open_with_deadline(self.config.open_timeout_s)
+        self.attach(port)
+        note = self.protocol.start_note()
+        self.event(self.opened_ns, "start", note or f"opened {self.port} at {self.baud} baud")
 
-    def attach(self, ser: serial.Serial) -> None:
-        """Read from ``ser`` from now on (opened and started up); silence counts from now."""
+    def attach(self, port: Port) -> None:
+        """Read from ``port`` from now on (opened and started up); silence counts from now."""
         self.opened_ns = time.monotonic_ns()
         self.bytes_at_open = self.bytes_total
         self._valid_since_open = False
         self._no_valid_reported = False
-        self._ser = ser
+        self._port = port
         self.watch.opened(self.opened_ns)
 
     def poll(self, max_wait_s: float) -> tuple[int, bytes]:
@@ -262,8 +281,8 @@ class SerialLink:
         (empty when nothing came). Waits at most about ``max_wait_s`` (s) plus, on a
         reopen, the protocol's start-up.
         """
-        ser = self._ser
-        if ser is None:
+        port = self._port
+        if port is None:
             now = time.monotonic_ns()
             if self.watch.attempt_due(now):
                 if self._reopen():
@@ -272,19 +291,34 @@ class SerialLink:
             time.sleep(min(max_wait_s, self.watch.wait_s(time.monotonic_ns())))
             return time.monotonic_ns(), b""
         try:
-            self._check_backlog(ser)
-            data = self.read_chunk(ser, max_wait_s)
+            self._check_backlog(port)
+            data = port.read(max_wait_s)
         except PORT_GONE as exc:
             self._unplugged(exc)
             return time.monotonic_ns(), b""
         t_ns = time.monotonic_ns()
         if data:
-            self._received(t_ns, data)
+            self.received(t_ns, data)
         else:
-            self._silent(t_ns, ser)
+            self._silent(t_ns)
         if self.reconnects and not self._valid_since_open:
             self._check_first_valid(t_ns)
         return t_ns, data
+
+    def received(self, t_ns: int, data: bytes) -> None:
+        """Bytes that arrived at ``t_ns``: counted, stored raw, then consumed."""
+        with self._lock:
+            self.bytes_total += len(data)
+            self._last_data_ns = t_ns
+        if self.watch.data(t_ns):
+            self.event(t_ns, "note", "data resumed")
+        if self.writer is not None:
+            self.writer.append_raw(self.name, t_ns, data)
+        n_valid = self.protocol.consume(t_ns, data)
+        if n_valid:
+            self.valid_total += n_valid
+            self._valid_since_open = True
+            self.first_valid.set()
 
     def close(self) -> None:
         """Close the port (no reopen follows until :meth:`open_link` or :meth:`attach`)."""
@@ -293,13 +327,13 @@ class SerialLink:
     def no_valid_error(self, elapsed_s: float) -> str:
         """The message when nothing valid arrived within ``elapsed_s`` (s) of opening."""
         return (
-            f"{self.name}: no {self.valid_item} on {self.port} within {elapsed_s:.1f} s of "
-            f"opening at {self.baud} baud: {self.diagnose()}"
+            f"{self.name}: no {self.protocol.valid_item} on {self.port} within "
+            f"{elapsed_s:.1f} s of opening at {self.baud} baud: {self.protocol.diagnose()}"
         )
 
     def status(self) -> ReaderStatus:
         """Current health snapshot; rates are over the time since the previous call."""
-        crc, drops, items, turns = self.counters()
+        crc, drops, items, turns = self.protocol.counters()
         with self._lock:
             n_bytes, last = self.bytes_total, self._last_data_ns
         rates = self._rates.rates(n_bytes, items, turns)
@@ -322,26 +356,17 @@ class SerialLink:
 
     @property
     def overruns(self) -> int:
-        """Backlogs beyond ``backlog_limit`` bytes (counted, nothing dropped)."""
+        """Backlogs beyond the protocol's ``backlog_limit`` bytes (counted, nothing dropped)."""
         return self.backlog.overruns
 
     # -- internals ------------------------------------------------------------------
 
-    def _event(self, t_ns: int, kind: str, message: str) -> None:
-        exc = record_event(self.events, self.writer, self.name, t_ns, kind, message)
-        if exc is not None:  # the writer failed (e.g. disk full)
-            self.last_error = f"{self.name}: session writer failed: {exc}"
-        if kind == "error":
-            self.last_error = message
-        if self.on_event is not None:
-            self.on_event(t_ns, kind, message)
-
-    def _open_with_deadline(self, timeout_s: float) -> serial.Serial:
+    def _open_with_deadline(self, timeout_s: float) -> Port:
         deadline = time.monotonic() + timeout_s
         self.watch.lost(time.monotonic_ns())
         while True:
             try:
-                return self.open_port()
+                return self.protocol.open_port(reopen=False)
             except DeviceUnavailable as exc:
                 now = time.monotonic_ns()
                 self.watch.attempt_failed(now)
@@ -353,16 +378,16 @@ class SerialLink:
                 time.sleep(self.watch.wait_s(now))
 
     def _drop_port(self) -> None:
-        ser, self._ser = self._ser, None
-        if ser is not None:
-            self.close_port(ser)
+        port, self._port = self._port, None
+        if port is not None:
+            port.close()
 
-    def _check_backlog(self, ser: serial.Serial) -> None:
+    def _check_backlog(self, port: Port) -> None:
         if self.backlog.limit is None:
             return
-        waiting = self.waiting(ser)
+        waiting = port.waiting()
         if self.backlog.check(waiting):
-            self._event(
+            self.event(
                 time.monotonic_ns(),
                 "overrun",
                 f"host fell behind: {waiting} bytes waiting on {self.port} (kept, not flushed)",
@@ -374,41 +399,27 @@ class SerialLink:
         if limit is None or self._no_valid_reported or (t_ns - self.opened_ns) / 1e9 < limit:
             return
         self._no_valid_reported = True
-        self._event(
+        self.event(
             t_ns,
             "error",
-            f"{self.name}: no {self.valid_item} on {self.port} within {limit:.1f} s of "
-            f"reopening at {self.baud} baud: {self.diagnose()}",
+            f"{self.name}: no {self.protocol.valid_item} on {self.port} within {limit:.1f} s "
+            f"of reopening at {self.baud} baud: {self.protocol.diagnose()}",
         )
 
-    def _received(self, t_ns: int, data: bytes) -> None:
-        with self._lock:
-            self.bytes_total += len(data)
-            self._last_data_ns = t_ns
-        if self.watch.data(t_ns):
-            self._event(t_ns, "note", "data resumed")
-        if self.writer is not None:
-            self.writer.append_raw(self.name, t_ns, data)
-        n_valid = self.consume(t_ns, data)
-        if n_valid:
-            self.valid_total += n_valid
-            self._valid_since_open = True
-            self.first_valid.set()
-
-    def _silent(self, t_ns: int, ser: serial.Serial) -> None:
+    def _silent(self, t_ns: int) -> None:
         silent_s = self.watch.silent_s(t_ns)
         verdict = self.watch.silence(t_ns)
         if verdict is Silence.STALE:
-            self._event(t_ns, "stale", f"no bytes for {silent_s:.2f} s on {self.port}")
+            self.event(t_ns, "stale", f"no bytes for {silent_s:.2f} s on {self.port}")
         elif verdict is Silence.RESTART:
-            self._event(t_ns, "error", f"silent for {silent_s:.1f} s on {self.port}: restarting")
+            self.event(t_ns, "error", f"silent for {silent_s:.1f} s on {self.port}: restarting")
             try:
-                self._ser = self.restart(ser)
+                self.protocol.restart()
             except DeviceUnplugged as exc:
                 self._unplugged(exc)
                 return
             except DriverError as exc:
-                self._event(time.monotonic_ns(), "error", f"restart after silence failed: {exc}")
+                self.event(time.monotonic_ns(), "error", f"restart after silence failed: {exc}")
                 return
             self.restarts += 1
 
@@ -417,24 +428,22 @@ class SerialLink:
         self.unplugs += 1
         self.watch.lost(time.monotonic_ns())
         self.last_error = f"{self.name}: {self.port} went away: {exc}"
-        self._event(time.monotonic_ns(), "unplug", self.last_error)
-        self.on_lost()
+        self.event(time.monotonic_ns(), "unplug", self.last_error)
+        self.protocol.on_lost()
 
     def _reopen(self) -> bool:
         if not os.path.exists(self.port):
             return False
+        self.protocol.reset()
         try:
-            ser = self.open_port()
+            port = self.protocol.open_port(reopen=True)
         except DeviceUnavailable:
             return False
-        self.on_reconnect()
-        try:
-            self.on_open(ser)
         except DriverError as exc:
-            self.close_port(ser)
             self.last_error = str(exc)
             return False
-        self.attach(ser)
+        self.attach(port)
         self.reconnects += 1
-        self._event(time.monotonic_ns(), "reconnect", self.reopen_note())
+        note = self.protocol.reopen_note()
+        self.event(time.monotonic_ns(), "reconnect", note or f"reopened {self.port}")
         return True

@@ -1,80 +1,88 @@
-"""The one reader thread of every serial device, and the stream-only reader base.
+"""The one reader of every serial device: a link run on a thread of its own.
 
-:class:`ReaderThread` is the thread half of pyserial's ``threaded.ReaderThread`` /
+:class:`SerialReader` is the thread half of pyserial's ``threaded.ReaderThread`` /
 ``threaded.Protocol`` pair: it runs :meth:`SerialLink.poll
 <sensorbench.drivers.serial_link.SerialLink.poll>` of one link in a loop until
-stopped, for the LD19, the pods and the A1 alike. The link
+stopped, for the LD19, the pods, the A1 and any new kind alike, and is the
+:class:`~sensorbench.drivers.reader_base.DeviceReader` capture drives. The link
 (:mod:`~sensorbench.drivers.serial_link`) owns the port, the stamping, the raw
-stream, stale/unplug/reconnect/overrun events and the status; the thread owns:
+stream, stale/unplug/reconnect/overrun events and the status; the device's protocol
+object (:mod:`~sensorbench.drivers.device_protocol`) decodes; the thread owns:
 
-- :meth:`ReaderThread.start`: open the link if it is not open yet (a link already
+- :meth:`SerialReader.start`: open the link if it is not open yet (a link already
   started, e.g. an A1 the power-up sequencer left spinning, is taken over as it is),
   start the thread, and wait for the first valid item within the link's
   ``first_valid_timeout_s``; past it :meth:`start` raises :class:`DeviceSilent` (no
   byte since opening) or :class:`DeviceProtocolError` (bytes, none valid), with the
-  link's :meth:`diagnose` in the message;
+  protocol's ``diagnose`` in the message;
 - a hook that raises (a decoding bug, an impossible value that got through) does not
   end the thread: an ``error`` event names the exception, ``reader_failures`` counts
-  it, the protocol state is dropped (``on_reconnect``) and reading resumes after a
-  short backoff; only a failed session writer ends the thread (nothing could be
-  recorded any more), and a thread that ended is ``reader_down`` in the status;
-- :meth:`ReaderThread.stop`: stop within a deadline (a thread stuck in a driver call
+  it, the protocol state is dropped (``reset``) and reading resumes after a short
+  backoff; only a failed session writer ends the thread (nothing could be recorded
+  any more), and a thread that ended is ``reader_down`` in the status;
+- :meth:`SerialReader.stop`: stop within a deadline (a thread stuck in a driver call
   is reported in ``last_error``), close the link, record the final note and ``stop``.
 
-:class:`SerialReader` is a link that runs itself on a :class:`ReaderThread`: the base
-of the stream-only readers. How to subclass (the LD19 reader in
-``drivers/ld19_reader.py`` is a complete example)::
+A reader of a streaming device::
 
-    class PodReader(SerialReader):
-        kind = "pods"                       # ReaderStatus.kind and event source tag
+    link = SerialLink("ld19", "/dev/lidar_ld19", LD19Protocol(), writer)
+    with SerialReader(link):
+        ...
 
-        def declare_streams(self, writer):  # add the decoded stream(s); raw is added here
-            writer.add_encoder(self.name, n_counts=3, attrs={...})
-
-        def consume(self, t_ns, data):      # parse; append decoded items to self.writer;
-            ...                             # return how many valid packets/frames decoded
-            return n_valid
-
-        def on_reconnect(self):             # drop parser state that spans the unplug
-            ...
-
-        def diagnose(self):                 # text for "no valid packet within the deadline",
-            n = self.bytes_total - self.bytes_at_open   # about what came since (re)opening
-            return f"{n} bytes, 0 valid frames: wrong baud rate?"
-
-        def counters(self):                 # (crc_errors, drops, items, turns) since start
-            return (...)
-
-The other hooks (``open_port``, ``on_open``, ``read_chunk``, ``on_lost``, ``restart``)
-are described in :mod:`~sensorbench.drivers.serial_link`; the A1 uses them. Without
-a writer (``writer=None``) raw bytes are not stored and events are kept only in
-``events`` (the most recent 1000).
+Without a writer (``writer=None``) raw bytes are not stored and events are kept only
+in the link's ``events`` (the most recent 1000).
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sensorbench.drivers.reader_base import join_thread
-from sensorbench.drivers.serial_link import SerialLink
 from sensorbench.errors import DeviceProtocolError, DeviceSilent, DriverError
 
+if TYPE_CHECKING:
+    from sensorbench.drivers.device_protocol import DeviceProtocol
+    from sensorbench.drivers.reader_base import ReaderStatus
+    from sensorbench.drivers.serial_link import SerialLink
+    from sensorbench.logs import SessionWriter
 
-class ReaderThread:
+
+class SerialReader:
     """Runs ``link.poll`` on a thread of its own (see the module docstring).
 
     Args:
         link: the device's link (port and protocol).
-        poll_s: longest wait of one step (s); bounds how fast :meth:`stop` is seen.
+        poll_s: longest wait of one step (s), bounding how fast :meth:`stop` is seen;
+            the link's ``read_timeout_s`` by default.
     """
 
-    def __init__(self, link: SerialLink, poll_s: float) -> None:
+    def __init__(self, link: SerialLink, poll_s: float | None = None) -> None:
         self.link = link
-        self.poll_s = poll_s
+        self.name = link.name
+        self.poll_s = link.config.read_timeout_s if poll_s is None else poll_s
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+
+    @property
+    def protocol(self) -> DeviceProtocol:
+        """The device's protocol object."""
+        return self.link.protocol
+
+    @property
+    def events(self) -> collections.deque[tuple[int, str, str]]:
+        """The most recent events ``(t_ns, kind, message)``."""
+        return self.link.events
+
+    def declare(self, writer: SessionWriter) -> None:
+        """Add the device's raw and decoded streams to ``writer`` before it starts."""
+        self.link.declare(writer)
+
+    def status(self) -> ReaderStatus:
+        """Health snapshot; rates over the time since the previous call."""
+        return self.link.status()
 
     def start(self) -> None:
         """Open the link (unless it is open), start the thread, and wait for data.
@@ -96,8 +104,8 @@ class ReaderThread:
         if limit is None or link.first_valid.wait(limit):
             return
         msg = link.no_valid_error((time.monotonic_ns() - link.opened_ns) / 1e9)
-        link._event(time.monotonic_ns(), "error", msg)
-        silent = link.bytes_total == link.bytes_at_open
+        link.event(time.monotonic_ns(), "error", msg)
+        silent = link.bytes_since_open == 0
         self.stop()
         raise (DeviceSilent if silent else DeviceProtocolError)(msg)
 
@@ -111,17 +119,17 @@ class ReaderThread:
             link.last_error = stuck
         link.close()
         if thread is not None:
-            note = link.final_note()
+            note = link.protocol.final_note()
             if note:
-                link._event(time.monotonic_ns(), "note", note)
-            link._event(time.monotonic_ns(), "stop", "reader stopped")
+                link.event(time.monotonic_ns(), "note", note)
+            link.event(time.monotonic_ns(), "stop", "reader stopped")
 
     @property
     def running(self) -> bool:
         """True while the reader thread is alive."""
         return self._thread is not None and self._thread.is_alive()
 
-    def __enter__(self) -> ReaderThread:
+    def __enter__(self) -> SerialReader:
         self.start()
         return self
 
@@ -140,7 +148,7 @@ class ReaderThread:
                 link.reader_failures += 1
                 writer_failed = link.writer is not None and link.writer.error is not None
                 then = "stopped: the session writer failed" if writer_failed else "restarting"
-                link._event(
+                link.event(
                     time.monotonic_ns(),
                     "error",
                     f"{link.name}: reader thread failed: {exc!r}; {then}",
@@ -149,9 +157,9 @@ class ReaderThread:
                     self._end_early()
                     return
             try:
-                link.on_reconnect()  # the state of the failed read cannot be trusted
+                link.protocol.reset()  # the state of the failed read cannot be trusted
             except Exception as exc:
-                link._event(
+                link.event(
                     time.monotonic_ns(), "error", f"{link.name}: reader cannot restart: {exc!r}"
                 )
                 self._end_early()
@@ -163,19 +171,3 @@ class ReaderThread:
     def _end_early(self) -> None:
         self.link.reader_down = True
         self.link.close()
-
-
-class SerialReader(SerialLink, ReaderThread):
-    """Base of the stream-only serial device readers: a link on its own reader thread.
-
-    Args: as :class:`~sensorbench.drivers.serial_link.SerialLink`; each step of the
-    thread waits at most ``read_timeout_s``.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        SerialLink.__init__(self, *args, **kwargs)
-        ReaderThread.__init__(self, self, self.read_timeout_s)
-
-    def __enter__(self) -> SerialReader:
-        self.start()
-        return self

@@ -2,15 +2,26 @@
 the Schmidt rounding cross-covariance, rejection streaks, the odometry anchor and the
 absolute fixes of the frame offset.
 
-:func:`~sensorbench.fusion.split_filter.run_axis` prepares the per-step inputs and
+:func:`~sensorbench.fusion.axis_step.step_axis` prepares the per-step inputs and
 documents the model; this is its loop, written on scalars with the kernels of
 :mod:`~sensorbench.fusion.kalman_kernels` so that one replay of 10 000 frames takes about
 a millisecond instead of 40 (the noise fit replays each axis hundreds of times).
+
+Its inputs, state and outputs are each one named tuple (:class:`AxisSteps`,
+:class:`AxisGates`, :class:`AxisLoopState`, :class:`AxisOutputs`): a ``typing.NamedTuple``
+is a tuple to numba, so the loop compiles to the same code it would for positional
+arrays (fields are struct members, read by offset) and ``cache=True`` keeps working,
+while every caller names each field, so two inputs cannot be swapped without an error.
+A numba jitclass or structref would give the same naming with mutable fields, but
+neither caches its compiled code across processes (each CLI run would recompile for
+seconds) and both are still marked experimental; the loop needs no mutation of its
+inputs, and it returns its state as a new tuple.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -18,6 +29,139 @@ import numpy as np
 from sensorbench.fusion.kalman_kernels import predict_pv, update_p_correlated
 
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+class AxisSteps(NamedTuple):
+    """Per-step inputs of one axis over K frames (arrays (K,) unless stated; unit = m or
+    rad of the axis).
+
+    Attributes:
+        dt: step durations (s).
+        z: odometry increments (unit); nan = no measurement (predict only).
+        u: acceleration fed forward (unit/s²).
+        q: velocity random walk of each step (unit²/s³).
+        slip: position random walk the odometry takes over each step (unit²).
+        rounding: the odometry position's rounding variance r of each step (unit²).
+        rho: correlation of each step's rounding error with the previous one's.
+        drift: growth of the frame offset's variance over each step (unit²).
+        scored: whether the step's innovation enters the likelihood (bool).
+        censor: ν² bound (unit²) beyond which an innovation counts only as exceeding it
+            (∞ = none).
+        aid_k: (M,) int64, frame 1..K after whose update each absolute fix is applied
+            (non-decreasing).
+        aid_z, aid_r: (M,) the fixes (unit) and their variances (unit²).
+    """
+
+    dt: np.ndarray
+    z: np.ndarray
+    u: np.ndarray
+    q: np.ndarray
+    slip: np.ndarray
+    rounding: np.ndarray
+    rho: np.ndarray
+    drift: np.ndarray
+    scored: np.ndarray
+    censor: np.ndarray
+    aid_k: np.ndarray
+    aid_z: np.ndarray
+    aid_r: np.ndarray
+
+
+class AxisGates(NamedTuple):
+    """The loop's constants.
+
+    Attributes:
+        gate_nis: bound of the raw ν²/S of an odometry update (above it: rejected).
+        aid_gate: bound of an absolute fix's ν²/S.
+        var_v0: the velocity variance a forced update resets to at least (unit²/s²).
+        max_rejects: consecutive rejections after which the next update is forced.
+    """
+
+    gate_nis: float
+    aid_gate: float
+    var_v0: float
+    max_rejects: int
+
+
+class AxisLoopState(NamedTuple):
+    """What the loop carries from one frame to the next (unit = m or rad of the axis).
+
+    Attributes:
+        p, v: position (odometry frame, unit) and velocity (unit/s).
+        ppp, ppv, pvv: Var p, Cov(p, v), Var v.
+        cp, cv: Cov((p̃, ṽ), e), the state error against the rounding error it took in.
+        b, pbb: the frame offset (world minus odometry frame) and its variance.
+        odo: the odometry position measurement, anchored to the estimate.
+        streak: consecutive rejected updates so far.
+        anchor: the odometry before the streak's first rejection.
+        raw: the sum of the streak's raw increments.
+        resets: updates forced after ``max_rejects`` rejections so far.
+        nll: negative log-likelihood of the scored innovations so far.
+    """
+
+    p: float
+    v: float
+    ppp: float
+    ppv: float
+    pvv: float
+    cp: float
+    cv: float
+    b: float
+    pbb: float
+    odo: float
+    streak: int
+    anchor: float
+    raw: float
+    resets: int
+    nll: float
+
+
+class AxisOutputs(NamedTuple):
+    """Per-frame results the loop fills in (preallocated; nan/True where nothing happened).
+
+    Attributes:
+        position, velocity, var_p, var_v: (K,) after each frame: p + b (unit), v,
+            Var p + Var b, Var v.
+        nis, innovation, s: (K,) ν²/S, ν and S of each odometry update.
+        accepted: (K,) bool, whether the update passed the gate.
+        aid_nis, aid_accepted: (M,) the same for each absolute fix.
+    """
+
+    position: np.ndarray
+    velocity: np.ndarray
+    var_p: np.ndarray
+    var_v: np.ndarray
+    nis: np.ndarray
+    innovation: np.ndarray
+    s: np.ndarray
+    accepted: np.ndarray
+    aid_nis: np.ndarray
+    aid_accepted: np.ndarray
+
+
+def start_state(p0: float, var_p0: float, var_v0: float) -> AxisLoopState:
+    """The loop state before the first frame: at rest at ``p0`` (odometry anchored there),
+    the start's uncertainty ``var_p0`` carried by the frame offset."""
+    p = float(p0)
+    return AxisLoopState(
+        p, 0.0, 0.0, 0.0, float(var_v0), 0.0, 0.0, 0.0, float(var_p0), p, 0, 0.0, 0.0, 0, 0.0
+    )
+
+
+def outputs(k_n: int, m_n: int) -> AxisOutputs:
+    """Preallocated outputs for K frames and M absolute fixes."""
+    return AxisOutputs(
+        np.empty(k_n),
+        np.empty(k_n),
+        np.empty(k_n),
+        np.empty(k_n),
+        np.full(k_n, np.nan),
+        np.full(k_n, np.nan),
+        np.full(k_n, np.nan),
+        np.ones(k_n, dtype=bool),
+        np.full(m_n, np.nan),
+        np.ones(m_n, dtype=bool),
+    )
 
 
 @numba.njit(cache=True)
@@ -31,71 +175,43 @@ def log_two_tail(x: float) -> float:
 
 @numba.njit(cache=True)
 def axis_loop(
-    dt: np.ndarray,
-    z: np.ndarray,
-    u: np.ndarray,
-    q_steps: np.ndarray,
-    slip: np.ndarray,
-    rounding: np.ndarray,
-    rho: np.ndarray,
-    drift: np.ndarray,
-    gate_nis: float,
-    var_v0: float,
-    p0: float,
-    var_p0: float,
-    max_rejects: int,
-    aid_k: np.ndarray,
-    aid_z: np.ndarray,
-    aid_r: np.ndarray,
-    aid_gate: float,
-    out: np.ndarray,
-    nis_out: np.ndarray,
-    nu_out: np.ndarray,
-    s_out: np.ndarray,
-    acc_out: np.ndarray,
-    aid_nis: np.ndarray,
-    aid_acc: np.ndarray,
-    scored: np.ndarray,
-    censor: np.ndarray,
-) -> tuple[int, float]:
-    """Run the K frames; ``out`` (4, K+1) receives p + b, v, Var p + Var b, Var v; the
-    other outputs are filled per frame (nan/True where nothing happened). Returns the
-    number of forced updates after ``max_rejects`` consecutive rejections and the negative
-    log-likelihood of the innovations of the ``scored`` frames under N(0, S), each beyond
-    its ``censor`` bound (ν², unit²; ∞ = none) counting only as P(|ν| > bound)."""
-    k_n = dt.size
-    nll = 0.0
-    n_aid = aid_k.size
+    steps: AxisSteps, gates: AxisGates, state: AxisLoopState, out: AxisOutputs
+) -> AxisLoopState:
+    """Run the K frames of ``steps`` from ``state``, filling ``out``; returns the state
+    after the last frame. Its ``nll`` has gained the negative log-likelihood of the
+    innovations of the ``scored`` frames under N(0, S), each beyond its ``censor`` bound
+    counting only as P(|ν| > bound); its ``resets`` the updates forced after
+    ``max_rejects`` consecutive rejections."""
+    nll = state.nll
+    n_aid = steps.aid_k.size
     ai = 0
-    resets = 0
-    streak = 0
-    anchor = 0.0  # the odometry before the streak's first rejection
-    raw = 0.0  # the sum of the streak's raw increments
-    p, v = p0, 0.0
-    odo = p0  # the odometry position measurement, anchored to the estimate
-    ppp, ppv, pvv = 0.0, 0.0, var_v0
-    cp, cv = 0.0, 0.0  # Cov((p̃, ṽ), e): the state error against the rounding it took in
-    b, pbb = 0.0, var_p0
-    out[0, 0], out[1, 0], out[2, 0], out[3, 0] = p, v, pbb, pvv
-    for k in range(k_n):
+    resets, streak = state.resets, state.streak
+    anchor, raw, odo = state.anchor, state.raw, state.odo
+    p, v = state.p, state.v
+    ppp, ppv, pvv = state.ppp, state.ppv, state.pvv
+    cp, cv = state.cp, state.cv
+    b, pbb = state.b, state.pbb
+    gate_nis, var_v0, max_rejects = gates.gate_nis, gates.var_v0, gates.max_rejects
+    for k in range(steps.dt.size):
         p_prev = p
-        hk = dt[k]
-        p, v, ppp, ppv, pvv = predict_pv(p, v, ppp, ppv, pvv, q_steps[k], hk, u[k])
-        ppp += slip[k]
-        cp, cv = rho[k] * (cp + hk * cv), rho[k] * cv
-        zk = z[k]
+        hk = steps.dt[k]
+        p, v, ppp, ppv, pvv = predict_pv(p, v, ppp, ppv, pvv, steps.q[k], hk, steps.u[k])
+        ppp += steps.slip[k]
+        rho = steps.rho[k]
+        cp, cv = rho * (cp + hk * cv), rho * cv
+        zk = steps.z[k]
         if zk != zk:  # nan: no measurement, the odometry follows the prediction
             odo += p - p_prev
         else:
             # update with the odometry position: y = odo + z, H = [1, 0], R = r_k
-            r_k = rounding[k]
+            r_k = steps.rounding[k]
             s = ppp + 2.0 * cp + r_k
             nu = odo + zk - p
             nis = nu * nu / s
-            nis_out[k], nu_out[k], s_out[k] = nis, nu, s
-            if scored[k]:
-                if nu * nu > censor[k]:
-                    nll -= log_two_tail(np.sqrt(censor[k] / s))
+            out.nis[k], out.innovation[k], out.s[k] = nis, nu, s
+            if steps.scored[k]:
+                if nu * nu > steps.censor[k]:
+                    nll -= log_two_tail(np.sqrt(steps.censor[k] / s))
                 else:
                     nll += HALF_LOG_2PI + 0.5 * np.log(s) + 0.5 * nis
             forced = streak >= max_rejects
@@ -117,103 +233,112 @@ def axis_loop(
                 # never applied: the odometry advances by the prediction plus the
                 # innovation clipped to the gate (a sluggish model loses only the
                 # excess, a bouncing wheel's lost ticks are dropped)
-                acc_out[k] = False
+                out.accepted[k] = False
                 if streak == 0:
                     anchor, raw = odo, 0.0
                 streak += 1
                 raw += zk
                 bound = np.sqrt(gate_nis * s)
                 odo = p + min(max(nu, -bound), bound)
-        pbb = max(pbb + drift[k], 0.0)
-        while ai < n_aid and aid_k[ai] == k + 1:
+        pbb = max(pbb + steps.drift[k], 0.0)
+        while ai < n_aid and steps.aid_k[ai] == k + 1:
             # absolute fix z = p + b + e: only the frame offset b moves
-            s = pbb + ppp + aid_r[ai]
-            nu = aid_z[ai] - p - b
+            s = pbb + ppp + steps.aid_r[ai]
+            nu = steps.aid_z[ai] - p - b
             nis = nu * nu / s
-            aid_nis[ai] = nis
-            if nis <= aid_gate:
+            out.aid_nis[ai] = nis
+            if nis <= gates.aid_gate:
                 kb = pbb / s
                 b += kb * nu
                 pbb -= kb * pbb
             else:
-                aid_acc[ai] = False
+                out.aid_accepted[ai] = False
             ai += 1
-        out[0, k + 1], out[1, k + 1], out[2, k + 1], out[3, k + 1] = p + b, v, ppp + pbb, pvv
-    return resets, nll
+        out.position[k], out.velocity[k] = p + b, v
+        out.var_p[k], out.var_v[k] = ppp + pbb, pvv
+    return AxisLoopState(p, v, ppp, ppv, pvv, cp, cv, b, pbb, odo, streak, anchor, raw, resets, nll)
+
+
+class NllSeries(NamedTuple):
+    """One axis series for :func:`nll_sets` (arrays (K,) unless stated).
+
+    Attributes:
+        dt, z: step durations (s) and odometry increments (unit).
+        u: acceleration fed forward (unit/s²).
+        jerk: the observed jerk (unit/s³), unreduced by its noise.
+        jerk_gains: (3, K) the jerk's noise variance per unit of r, of slip_scale and of
+            drag_scale.
+        slip, drag: rolling and dragging slip variance of each step (unit²).
+        profile: the rounding's profile (r of a step = r·profile).
+        rho: rounding correlation of each step.
+        scored: steps whose innovation counts (bool).
+        censor: ν² bounds (unit², ∞ = none).
+    """
+
+    dt: np.ndarray
+    z: np.ndarray
+    u: np.ndarray
+    jerk: np.ndarray
+    jerk_gains: np.ndarray
+    slip: np.ndarray
+    drag: np.ndarray
+    profile: np.ndarray
+    rho: np.ndarray
+    scored: np.ndarray
+    censor: np.ndarray
 
 
 @numba.njit(cache=True)
-def nll_sets(
-    dt: np.ndarray,
-    z: np.ndarray,
-    u: np.ndarray,
-    jerk: np.ndarray,
-    jerk_gains: np.ndarray,
-    slip: np.ndarray,
-    drag: np.ndarray,
-    profile: np.ndarray,
-    rho: np.ndarray,
-    scored: np.ndarray,
-    censor: np.ndarray,
-    params: np.ndarray,
-    gate: float,
-    var_v0: float,
-    max_rejects: int,
-) -> np.ndarray:
+def nll_sets(series: NllSeries, params: np.ndarray, gates: AxisGates) -> np.ndarray:
     """Negative log-likelihood (M,) of one series under M parameter sets, rows of
-    ``params`` (q, r, q_jerk, slip_scale, drag_scale): :func:`axis_loop` with each set's q
-    per step ``q + q_jerk·max(ĵ² − (r, slip_scale, drag_scale)·jerk_gains, 0)``, slip
-    ``slip_scale·slip + drag_scale·drag`` and rounding ``r·profile``; ``jerk_gains``
-    (3, K) the jerk's noise per unit of each."""
-    k_n = dt.size
+    ``params`` (q, r, q_jerk, slip_scale, drag_scale): :func:`axis_loop` from rest at 0
+    with each set's q per step ``q + q_jerk·max(ĵ² − (r, slip_scale, drag_scale)·
+    jerk_gains, 0)``, slip ``slip_scale·slip + drag_scale·drag`` and rounding
+    ``r·profile``; no frame offset drift, no absolute fixes."""
+    k_n = series.dt.size
     m = params.shape[0]
     total = np.empty(m)
-    out = np.empty((4, k_n + 1))
-    nis_out = np.empty(k_n)
-    nu_out = np.empty(k_n)
-    s_out = np.empty(k_n)
-    acc_out = np.empty(k_n, dtype=np.bool_)
-    no_aid = np.empty(0, dtype=np.int64)
-    empty = np.empty(0)
-    aid_acc = np.empty(0, dtype=np.bool_)
-    zeros = np.zeros(k_n)
+    out = AxisOutputs(
+        np.empty(k_n),
+        np.empty(k_n),
+        np.empty(k_n),
+        np.empty(k_n),
+        np.empty(k_n),
+        np.empty(k_n),
+        np.empty(k_n),
+        np.empty(k_n, dtype=np.bool_),
+        np.empty(0),
+        np.empty(0, dtype=np.bool_),
+    )
     q_steps = np.empty(k_n)
     slip_steps = np.empty(k_n)
     rounding = np.empty(k_n)
+    steps = AxisSteps(
+        series.dt,
+        series.z,
+        series.u,
+        q_steps,
+        slip_steps,
+        rounding,
+        series.rho,
+        np.zeros(k_n),
+        series.scored,
+        series.censor,
+        np.empty(0, dtype=np.int64),
+        np.empty(0),
+        np.empty(0),
+    )
+    gains, jerk = series.jerk_gains, series.jerk
+    start = AxisLoopState(
+        0.0, 0.0, 0.0, 0.0, gates.var_v0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0.0, 0.0, 0, 0.0
+    )
     for i in range(m):
         q, r, qj, sc, dc = params[i, 0], params[i, 1], params[i, 2], params[i, 3], params[i, 4]
         for k in range(k_n):
-            noise = r * jerk_gains[0, k] + sc * jerk_gains[1, k] + dc * jerk_gains[2, k]
+            noise = r * gains[0, k] + sc * gains[1, k] + dc * gains[2, k]
             q_steps[k] = q + qj * max(jerk[k] * jerk[k] - noise, 0.0)
-            slip_steps[k] = sc * slip[k] + dc * drag[k]
-            rounding[k] = r * profile[k]
-        acc_out[:] = True
-        total[i] = axis_loop(
-            dt,
-            z,
-            u,
-            q_steps,
-            slip_steps,
-            rounding,
-            rho,
-            zeros,
-            gate,
-            var_v0,
-            0.0,
-            0.0,
-            max_rejects,
-            no_aid,
-            empty,
-            empty,
-            gate,
-            out,
-            nis_out,
-            nu_out,
-            s_out,
-            acc_out,
-            empty,
-            aid_acc,
-            scored,
-            censor,
-        )[1]
+            slip_steps[k] = sc * series.slip[k] + dc * series.drag[k]
+            rounding[k] = r * series.profile[k]
+        out.accepted[:] = True
+        total[i] = axis_loop(steps, gates, start, out).nll
     return total

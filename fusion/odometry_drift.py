@@ -35,6 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from sensorbench.errors import FusionError
+from sensorbench.fusion.chunk_invariant import rows_dot, rows_quadratic
 
 BODY_AXES = ("x", "y", "theta")
 
@@ -59,7 +60,7 @@ class OdometryDrift:
     def step_variances(self, body_increments: np.ndarray) -> np.ndarray:
         """Variance (K, 3) of each step's body error (m², m², rad²)."""
         inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
-        return np.abs(inc) @ self.coef.T
+        return rows_dot(np.abs(inc), self.coef)
 
     def step_covariances(self, body_increments: np.ndarray) -> np.ndarray:
         """Covariance (K, 3, 3) of each step's body error: the three axes independent."""
@@ -140,7 +141,8 @@ def propagate_step_covariances(
     var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
 ) -> np.ndarray:
     """Variance (K+1, 3) of the odometry pose error in the world (x, y m²; θ rad²) from
-    each step's body-error covariance ``q`` (K, 3, 3), through the dead-reckoning shear.
+    each step's body-error covariance ``q`` (K, 3, 3), through the dead-reckoning shear
+    (:meth:`PoseErrorCarry.step` from ``var0``, uncorrelated).
 
     Args:
         body_increments: (K, 3) body increments (m, m, rad); nan rows add nothing.
@@ -148,25 +150,68 @@ def propagate_step_covariances(
         q: (K, 3, 3) body covariance of each step's error.
         var0: initial variances (x, y, θ), uncorrelated.
     """
-    inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
-    th = np.asarray(heading, dtype=float)[:-1]
-    c, s = np.cos(th), np.sin(th)
-    dxw = c * inc[:, 0] - s * inc[:, 1]
-    dyw = s * inc[:, 0] + c * inc[:, 1]
-    world = world_step_variances(q, th)
-    # cross terms of R·Q·Rᵀ between the world axes and the heading
-    qxt = c * q[:, 0, 2] - s * q[:, 1, 2]
-    qyt = s * q[:, 0, 2] + c * q[:, 1, 2]
-    ptt = var0[2] + np.concatenate([[0.0], np.cumsum(world["theta"])])
-    pxt = np.concatenate([[0.0], np.cumsum(-dyw * ptt[:-1] + qxt)])
-    pyt = np.concatenate([[0.0], np.cumsum(dxw * ptt[:-1] + qyt)])
-    pxx = var0[0] + np.concatenate(
-        [[0.0], np.cumsum(-2 * dyw * pxt[:-1] + dyw**2 * ptt[:-1] + world["x"])]
-    )
-    pyy = var0[1] + np.concatenate(
-        [[0.0], np.cumsum(2 * dxw * pyt[:-1] + dxw**2 * ptt[:-1] + world["y"])]
-    )
-    return np.column_stack([pxx, pyy, ptt])
+    start = PoseErrorCarry.start(var0)
+    return np.vstack([start.variances, start.step(body_increments, heading, q)[1]])
+
+
+@dataclass(frozen=True)
+class PoseErrorCarry:
+    """The odometry pose error's covariance at one frame, as the recursion of this module's
+    docstring carries it: the variances (x, y m²; θ rad²) and the x–θ, y–θ covariances
+    (m·rad)."""
+
+    xx: float
+    yy: float
+    tt: float
+    xt: float
+    yt: float
+
+    @classmethod
+    def start(cls, var0: tuple[float, float, float]) -> PoseErrorCarry:
+        """The start: variances ``var0`` (x, y, θ), uncorrelated."""
+        return cls(float(var0[0]), float(var0[1]), float(var0[2]), 0.0, 0.0)
+
+    @property
+    def variances(self) -> np.ndarray:
+        """(3,) x, y, θ variances."""
+        return np.array([self.xx, self.yy, self.tt])
+
+    def step(
+        self, body_increments: np.ndarray, heading: np.ndarray, q: np.ndarray
+    ) -> tuple[PoseErrorCarry, np.ndarray]:
+        """Carry the covariance over K steps: the carry after the last and the variances
+        (K, 3) after each.
+
+        Args:
+            body_increments: (K, 3) body increments (m, m, rad); nan rows add nothing.
+            heading: (K+1,) heading at each frame (rad), from this carry's frame on.
+            q: (K, 3, 3) body covariance of each step's error.
+
+        Each sum runs step after step from the carried value, so K steps in one call
+        give the same numbers as the same steps over several.
+        """
+        inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
+        th = np.asarray(heading, dtype=float)[:-1]
+        c, s = np.cos(th), np.sin(th)
+        dxw = c * inc[:, 0] - s * inc[:, 1]
+        dyw = s * inc[:, 0] + c * inc[:, 1]
+        world = world_step_variances(q, th)
+        # cross terms of R·Q·Rᵀ between the world axes and the heading
+        qxt = c * q[:, 0, 2] - s * q[:, 1, 2]
+        qyt = s * q[:, 0, 2] + c * q[:, 1, 2]
+        ptt = np.cumsum(np.concatenate([[self.tt], world["theta"]]))
+        pxt = np.cumsum(np.concatenate([[self.xt], -dyw * ptt[:-1] + qxt]))
+        pyt = np.cumsum(np.concatenate([[self.yt], dxw * ptt[:-1] + qyt]))
+        pxx = np.cumsum(
+            np.concatenate([[self.xx], -2 * dyw * pxt[:-1] + dyw**2 * ptt[:-1] + world["x"]])
+        )
+        pyy = np.cumsum(
+            np.concatenate([[self.yy], 2 * dxw * pyt[:-1] + dxw**2 * ptt[:-1] + world["y"]])
+        )
+        end = PoseErrorCarry(
+            float(pxx[-1]), float(pyy[-1]), float(ptt[-1]), float(pxt[-1]), float(pyt[-1])
+        )
+        return end, np.column_stack([pxx[1:], pyy[1:], ptt[1:]])
 
 
 TRAVEL_SMOOTH_S = 0.1
@@ -194,7 +239,7 @@ def pod_distances(W: np.ndarray, body_increments: np.ndarray) -> tuple[np.ndarra
     inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
     c = 1.0 / np.hypot(w[:, 0], w[:, 1])
     phi = np.arctan2(w[:, 1], w[:, 0])
-    rolled = np.abs(inc @ w.T) * c
+    rolled = np.abs(rows_dot(inc, w)) * c
     dragged = np.abs(-np.sin(phi) * inc[:, :1] + np.cos(phi) * inc[:, 1:2])
     return rolled, dragged
 
@@ -296,23 +341,51 @@ class CalibrationError:
         self, body_increments: np.ndarray, heading: np.ndarray, chunk: int = 16384
     ) -> np.ndarray:
         """Variance (K+1, 3) of the world pose error (x, y m²; θ rad²) the calibration's
-        uncertainty causes along a path, 0 at the start.
+        uncertainty causes along a path, 0 at the start (:meth:`step` from
+        :meth:`start`).
 
         Args:
             body_increments: (K, 3) odometry body increments (m, m, rad); nan rows add
                 nothing.
             heading: (K+1,) heading at each frame (rad) that rotates the increments.
+            chunk: frames per block (:meth:`step`).
+        """
+        return np.vstack(
+            [np.zeros((1, 3)), self.step(self.start(), body_increments, heading, chunk)[1]]
+        )
+
+    def start(self) -> np.ndarray:
+        """The sensitivities (3, 3N) of x, y, θ to the stacked row errors at the start of a
+        path: none."""
+        return np.zeros((3, 3 * np.asarray(self.W).shape[0]))
+
+    def step(
+        self,
+        sensitivities: np.ndarray,
+        body_increments: np.ndarray,
+        heading: np.ndarray,
+        chunk: int = 16384,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Carry the sensitivities over K steps: those after the last step and the variance
+        (K, 3) of the world pose error after each.
+
+        Args:
+            sensitivities: (3, 3N) J of x, y, θ at the frame the steps start from.
+            body_increments: (K, 3) odometry body increments (m, m, rad); nan rows add
+                nothing.
+            heading: (K+1,) heading at each frame (rad), from that frame on.
             chunk: frames per block; the sensitivities are carried from block to block, so
                 an hour's replay needs a block's worth of (frames, 3N) arrays, not its own.
+
+        Each sum runs step after step from the carried value, so neither the blocks nor
+        the calls the steps are split into change a number.
         """
         inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
         th = np.asarray(heading, dtype=float)[:-1]
         w_inv = np.linalg.pinv(np.asarray(self.W, dtype=float))
         sig = np.asarray(self.row_cov, dtype=float)
-        n_par = 3 * w_inv.shape[1]
-        out = np.zeros((inc.shape[0] + 1, 3))
-        # the sensitivities of x, y, θ to the stacked row errors at the start of a block
-        at = np.zeros((3, n_par))
+        out = np.zeros((inc.shape[0], 3))
+        at = np.asarray(sensitivities, dtype=float)
         for lo in range(0, inc.shape[0], max(1, int(chunk))):
             u, h = inc[lo : lo + chunk], th[lo : lo + chunk]
             # B[k, j, 3i + m] = −W⁻¹[j, i]·u_k[m]: body error j per row error (pod i, column m)
@@ -320,21 +393,15 @@ class CalibrationError:
             c, s = np.cos(h)[:, None], np.sin(h)[:, None]
             dxw = c[:, 0] * u[:, 0] - s[:, 0] * u[:, 1]
             dyw = s[:, 0] * u[:, 0] + c[:, 0] * u[:, 1]
-            jt = at[2] + np.vstack([np.zeros((1, n_par)), np.cumsum(b[:, 2], axis=0)])
-            jx = at[0] + np.vstack(
-                [
-                    np.zeros((1, n_par)),
-                    np.cumsum(c * b[:, 0] - s * b[:, 1] - dyw[:, None] * jt[:-1], axis=0),
-                ]
+            jt = np.cumsum(np.vstack([at[2], b[:, 2]]), axis=0)
+            jx = np.cumsum(
+                np.vstack([at[0], c * b[:, 0] - s * b[:, 1] - dyw[:, None] * jt[:-1]]), axis=0
             )
-            jy = at[1] + np.vstack(
-                [
-                    np.zeros((1, n_par)),
-                    np.cumsum(s * b[:, 0] + c * b[:, 1] + dxw[:, None] * jt[:-1], axis=0),
-                ]
+            jy = np.cumsum(
+                np.vstack([at[1], s * b[:, 0] + c * b[:, 1] + dxw[:, None] * jt[:-1]]), axis=0
             )
-            out[lo + 1 : lo + 1 + u.shape[0]] = np.column_stack(
-                [np.einsum("ki,ij,kj->k", j[1:], sig, j[1:], optimize=True) for j in (jx, jy, jt)]
+            out[lo : lo + u.shape[0]] = np.column_stack(
+                [rows_quadratic(j[1:], sig) for j in (jx, jy, jt)]
             )
             at = np.stack([jx[-1], jy[-1], jt[-1]])
-        return out
+        return at, out

@@ -14,16 +14,27 @@ Rounding and slip enter as the filters state them (the rounding variance of the
 odometry position at each frame end, the slip variance of each step), so the noise
 term is linear in the filters' r and slip shares (:func:`jerk_noise_gains`), which lets
 the noise fit evaluate many parameter sets at once.
+
+Every value at step k depends on the :data:`MOTION_HISTORY` steps before it and on
+nothing else (each window is summed on its own,
+:func:`~sensorbench.fusion.chunk_invariant.trailing_sums`), so a chunk of steps prefixed
+by that many steps of history gets exactly the values the whole series gets: the filters
+run chunk by chunk on it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from sensorbench.fusion.chunk_invariant import trailing_sums
+
 FEEDFORWARD_FRAMES = 20
 """Frames per half-window of the acceleration fed forward and of the jerk (0.1 s at
 200 Hz): the noise of a windowed acceleration falls as the cube of the window, and the
 prediction takes it whole."""
+MOTION_HISTORY = 3 * FEEDFORWARD_FRAMES + 1
+"""Steps before a step that its observed acceleration, jerk and jerk noise depend on
+(the jerk's three windows and the rounding at the start of the oldest)."""
 
 
 def observed_accel(dt: np.ndarray, z: np.ndarray, frames: int = FEEDFORWARD_FRAMES) -> np.ndarray:
@@ -40,11 +51,10 @@ def observed_accel(dt: np.ndarray, z: np.ndarray, frames: int = FEEDFORWARD_FRAM
     out = np.zeros(d.size)
     if d.size <= 2 * m:
         return out
-    cz = np.concatenate([[0.0], np.cumsum(x)])
-    ct = np.concatenate([[0.0], np.cumsum(d)])
+    sz, st = trailing_sums(x, m), trailing_sums(d, m)
     k = np.arange(2 * m, d.size)
-    t1, t0 = ct[k] - ct[k - m], ct[k - m] - ct[k - 2 * m]
-    v1, v0 = (cz[k] - cz[k - m]) / t1, (cz[k - m] - cz[k - 2 * m]) / t0
+    t1, t0 = st[k], st[k - m]
+    v1, v0 = sz[k] / t1, sz[k - m] / t0
     out[2 * m :] = (v1 - v0) / (0.5 * (t1 + t0))
     return out
 
@@ -58,9 +68,8 @@ def observed_jerk(dt: np.ndarray, z: np.ndarray, frames: int = FEEDFORWARD_FRAME
     out = np.zeros(d.size)
     if d.size <= 3 * m:
         return out
-    span = np.concatenate([[0.0], np.cumsum(d)])
     k = np.arange(3 * m, d.size)
-    out[3 * m :] = (acc[k] - acc[k - m]) / (span[k] - span[k - m])
+    out[3 * m :] = (acc[k] - acc[k - m]) / trailing_sums(d, m)[k]
     return out
 
 
@@ -89,12 +98,11 @@ def jerk_noise_gains(
     if d.size <= 3 * m:
         return out
     e = np.concatenate([[0.0], np.asarray(rounding, dtype=float)])  # e[j]: at frame j
-    cs = np.concatenate([[0.0], np.cumsum(np.asarray(slip, dtype=float))])
-    ct = np.concatenate([[0.0], np.cumsum(d)])
+    ss, st = trailing_sums(np.asarray(slip, dtype=float), m), trailing_sums(d, m)
     k = np.arange(3 * m, d.size)
-    t1, t0, tm = (ct[k - i * m] - ct[k - (i + 1) * m] for i in range(3))
+    t1, t0, tm = (st[k - i * m] for i in range(3))
     tau1, tau0 = 0.5 * (t1 + t0), 0.5 * (t0 + tm)
-    span = ct[k] - ct[k - m]
+    span = t1  # the jerk's span is the latest window
     a1 = 1.0 / (t1 * tau1 * span)
     a0 = -(1.0 / tau1 + 1.0 / tau0) / (t0 * span)
     am = 1.0 / (tm * tau0 * span)
@@ -104,11 +112,7 @@ def jerk_noise_gains(
         + (am - a0) ** 2 * e[k - 2 * m]
         + am**2 * e[k - 3 * m]
     )
-    steps = (
-        a1**2 * (cs[k] - cs[k - m])
-        + a0**2 * (cs[k - m] - cs[k - 2 * m])
-        + am**2 * (cs[k - 2 * m] - cs[k - 3 * m])
-    )
+    steps = a1**2 * ss[k] + a0**2 * ss[k - m] + am**2 * ss[k - 2 * m]
     out[3 * m :] = ends + steps
     return out
 

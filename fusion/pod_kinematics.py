@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import FusionError, ModelFileError
+from sensorbench.fusion.chunk_invariant import rows_dot
 from sensorbench.fusion.odometry_drift import CalibrationError, PodSlip
 from sensorbench.logs.model_file import read_model, write_model
 from sensorbench.logs.model_keys import POD_GEOMETRY_KEYS
@@ -77,9 +78,7 @@ class PodGeometry:
         if not np.all(np.isfinite(self.c)) or np.any(self.c <= 0):
             raise FusionError("pod geometry: distance per tick must be finite and > 0 (m)")
         if self.counts_per_rev is not None:
-            object.__setattr__(
-                self, "counts_per_rev", np.asarray(self.counts_per_rev, dtype=float)
-            )
+            object.__setattr__(self, "counts_per_rev", np.asarray(self.counts_per_rev, dtype=float))
         if self.row_cov is not None:
             cov = np.asarray(self.row_cov, dtype=float)
             if cov.shape != (3 * n, 3 * n) or not np.all(np.isfinite(cov)):
@@ -161,6 +160,9 @@ def condition_number(W: np.ndarray, length_scale_m: float | None = None) -> floa
 def body_increments(W: np.ndarray, dn: np.ndarray) -> np.ndarray:
     """Body twist increments (Δx, Δy, Δθ) (m, m, rad), shape (K, 3), from ticks ``dn`` (K, 3).
 
+    Frame by frame through W⁻¹ (:func:`~sensorbench.fusion.chunk_invariant.rows_dot`), so
+    a frame's increment is the same whether it is converted alone or with a session.
+
     Raises:
         FusionError: W is not a square, invertible 3×3 matrix.
     """
@@ -170,7 +172,7 @@ def body_increments(W: np.ndarray, dn: np.ndarray) -> np.ndarray:
     if not np.isfinite(np.linalg.cond(W)) or np.linalg.cond(W) > 1e12:
         raise FusionError("W is singular: the pods do not determine (Δx, Δy, Δθ)")
     dn = np.asarray(dn, dtype=float)
-    return np.linalg.solve(W, dn.T).T
+    return rows_dot(dn, np.linalg.inv(W))
 
 
 def body_increments_two_pods_imu(
@@ -320,12 +322,14 @@ def integrate_path(
     """
     inc = np.asarray(increments, dtype=float)
     rel = se2_exp(inc) if exact else inc
-    theta = pose0[2] + np.concatenate([[0.0], np.cumsum(inc[:, 2])])
+    # summed step after step from the start pose: a path continued from its last pose
+    # gives the numbers of the whole path
+    theta = np.cumsum(np.concatenate([[float(pose0[2])], inc[:, 2]]))
     ct, st = np.cos(theta[:-1]), np.sin(theta[:-1])
     wx = ct * rel[:, 0] - st * rel[:, 1]
     wy = st * rel[:, 0] + ct * rel[:, 1]
-    x = pose0[0] + np.concatenate([[0.0], np.cumsum(wx)])
-    y = pose0[1] + np.concatenate([[0.0], np.cumsum(wy)])
+    x = np.cumsum(np.concatenate([[float(pose0[0])], wx]))
+    y = np.cumsum(np.concatenate([[float(pose0[1])], wy]))
     return np.column_stack([x, y, theta])
 
 

@@ -29,9 +29,7 @@ def replay_plots(plots_dir: Path, rp: Replay) -> list[str]:
     ax.plot(r.pose[:, 0], r.pose[:, 1], "C0-", lw=1, label="estimate (split filters)")
     bad = rp.degraded
     if bad.any():
-        ax.plot(
-            r.pose[bad, 0], r.pose[bad, 1], "r.", ms=2, label="degraded (NIS monitor raised)"
-        )
+        ax.plot(r.pose[bad, 0], r.pose[bad, 1], "r.", ms=2, label="degraded (NIS monitor raised)")
     ax.set_xlabel("x (m)")
     ax.set_ylabel("y (m)")
     ax.set_aspect("equal")

@@ -79,30 +79,39 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from sensorbench.errors import FusionError, ModelFileError
-from sensorbench.fusion.axis_loop import axis_loop
-from sensorbench.fusion.consistency import calibrated_nis, t_equivalent_gate
+from sensorbench.fusion.aid_queue import AidQueue, aid_interval
+from sensorbench.fusion.axis_step import (
+    NIS_GATE_99,
+    AxisAid,
+    AxisInput,
+    AxisOptions,
+    AxisState,
+    AxisTrack,
+    start_axis,
+    step_axis,
+)
+from sensorbench.fusion.chunk_invariant import rows_dot
 from sensorbench.fusion.odometry_drift import (
+    CalibrationError,
     OdometryDrift,
     PodSlip,
+    PoseErrorCarry,
     SlipModel,
-    propagate_step_covariances,
     world_step_variances,
 )
-from sensorbench.fusion.odometry_motion import jerk_sq, observed_accel
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
-from sensorbench.fusion.tick_rounding import rounding_share
+from sensorbench.fusion.tick_rounding import SHARE_HISTORY, rounding_share
 from sensorbench.logs.model_file import read_model, write_model
 from sensorbench.logs.model_keys import FILTER_NOISE_KEYS
 
 AXES = ("x", "y", "theta")
-NIS_GATE_99 = 6.63
 NOISE_MODEL_KIND = "filter_noise"
 NOISE_MODEL_VERSION = 2
 DRIFT_UNITS = "per_m_x, per_m_y: m^2 (rad^2 for theta) per m; per_rad: the same per rad"
@@ -313,187 +322,6 @@ class PoseAidModel:
         return cls(*axes)
 
 
-@dataclass
-class AxisTrack:
-    """Output of one axis filter over K frames (index 0 = initial state).
-
-    Attributes:
-        p, v: estimates after each frame (K+1,): position in the world (odometry
-            frame plus its offset) and velocity.
-        var_p, var_v: their variances (K+1,) (var_p includes the offset's).
-        nis: NIS ν²/S of each odometry update (K,), nan where no update happened.
-        nis_chi2: the same mapped through the axis's innovation law to χ²₁
-            (:func:`~sensorbench.fusion.consistency.calibrated_nis`; = nis when Gaussian):
-            the statistic the gate, the monitor and the consistency checks use.
-        accepted: whether each odometry update passed the gate (K,).
-        aid_nis, aid_accepted: NIS and gate result of each aiding update.
-        innovation, s: innovation of each odometry update and its variance.
-        resets: updates forced after ``max_rejects`` consecutive rejections.
-    """
-
-    p: np.ndarray
-    v: np.ndarray
-    var_p: np.ndarray
-    var_v: np.ndarray
-    nis: np.ndarray
-    accepted: np.ndarray
-    aid_nis: np.ndarray
-    aid_accepted: np.ndarray
-    innovation: np.ndarray
-    s: np.ndarray
-    nis_chi2: np.ndarray
-    resets: int = 0
-
-    @property
-    def rejected(self) -> int:
-        """Odometry updates rejected by the gate."""
-        return int(np.count_nonzero(~self.accepted))
-
-    @property
-    def aid_rejected(self) -> int:
-        """Aiding updates rejected by the gate."""
-        return int(np.count_nonzero(~self.aid_accepted))
-
-
-def run_axis(
-    dt: np.ndarray,
-    z: np.ndarray,
-    noise: AxisNoise,
-    p0: float = 0.0,
-    var_p0: float = 0.0,
-    var_v0: float = 1.0,
-    gate: float = NIS_GATE_99,
-    aid_index: np.ndarray | None = None,
-    aid_z: np.ndarray | None = None,
-    aid_r: np.ndarray | None = None,
-    max_rejects: int = 8,
-    drift_var: np.ndarray | None = None,
-    slip_var: np.ndarray | None = None,
-    rest: np.ndarray | None = None,
-    r_profile: np.ndarray | None = None,
-    drag_var: np.ndarray | None = None,
-    r_corr: np.ndarray | None = None,
-) -> AxisTrack:
-    """Run one axis filter over K odometry increments.
-
-    Args:
-        dt: step durations (K,), s (> 0).
-        z: odometry increments of the axis over each step (K,), m or rad; nan = no
-            measurement (the step is predicted only).
-        noise: q and r of the axis.
-        p0, var_p0, var_v0: initial position, its variance, initial velocity variance
-            (the initial velocity is 0).
-        gate: χ²₁ threshold of the calibrated NIS; innovations above it are rejected and
-            counted (with a Student-t law the raw ν²/S bound is its F(1, dof) equivalent,
-            so the nominal rejection rate is P(χ²₁ > gate) either way: a heavy-tailed
-            axis keeps its large but plausible innovations). Accepted updates are the
-            linear Kalman update.
-        aid_index: frame index k (1..K) after whose odometry update each absolute
-            measurement is applied (sorted, may repeat).
-        aid_z, aid_r: absolute measurements (m or rad) and their variances.
-        drift_var: growth of the odometry frame's offset variance over each step (K,),
-            unit²: how far the odometry drifts from the world (slip, scale), which is
-            what absolute fixes correct; None = no drift. A negative entry (a heading
-            error cancelling on the way back) shrinks it, never below 0.
-        slip_var: the slip model's variance (K,) of each step (unit²): its rolling part
-            when ``drag_var`` is given, else the whole; ``noise.slip_scale`` times it (plus
-            ``noise.drag_share`` times ``drag_var``) is the position random walk the
-            odometry takes by slip, added to Var p at each prediction (a step's increment
-            may differ from the motion by its slip); None = none.
-        drag_var: the dragging part (K,) of the slip model's step variance (unit²).
-        r_corr: (K,) correlation of the rounding error at the end of each step with the one
-            at its start (:func:`rounding_correlation`: 0 for a fresh draw, 1 for a wheel
-            that did not turn, negative for one turning a steady half tick per frame);
-            carried as the Schmidt cross-covariance of the state error with it; None = 0
-            (white rounding).
-        rest: (K,) True for frames where no pod's count changed: the update is applied, but
-            its calibrated NIS is nan (not tested): the rounding error of an unchanged
-            count is the previous frame's, not a fresh draw of r, so the white-r model
-            over-states S there by design and the innovation tests nothing.
-        r_profile: (K,) r is multiplied by it at each step: how the tick rounding of this
-            axis at the step's heading differs from its heading-averaged level
-            (:func:`rounding_profile`); None = r throughout.
-        max_rejects: after this many consecutive rejected increments (a bounce
-            spans a few frames) the model, not the data, is taken to be wrong: the
-            odometry of the whole streak is restored, the next increment applied
-            and the velocity variance reset to ``var_v0``; counted in ``resets``.
-
-    Built from :mod:`~sensorbench.fusion.kalman_kernels` (the 2×2 covariance as three
-    scalars); outputs go to preallocated arrays.
-    """
-    dt_a = np.ascontiguousarray(dt, dtype=float)
-    z_a = np.ascontiguousarray(z, dtype=float)
-    k_n = dt_a.size
-    dv = np.zeros(k_n) if drift_var is None else np.asarray(drift_var, dtype=float)
-    q, r, dof, q_jerk = float(noise.q), float(noise.r), float(noise.dof), float(noise.q_jerk)
-    sv = np.zeros(k_n) if slip_var is None else noise.slip_scale * np.asarray(slip_var, float)
-    if drag_var is not None:
-        sv = sv + noise.drag_share * np.asarray(drag_var, float)
-    rk = np.full(k_n, r) if r_profile is None else r * np.asarray(r_profile, float)
-    j2 = jerk_sq(dt_a, z_a, rk, sv) if q_jerk > 0 else np.zeros(k_n)
-    u = observed_accel(dt_a, z_a) if noise.feedforward else np.zeros(k_n)
-    gate_nis = t_equivalent_gate(gate, dof)
-    out = np.empty((4, k_n + 1))
-    nis_out = np.full(k_n, np.nan)
-    nu_out = np.full(k_n, np.nan)
-    s_out = np.full(k_n, np.nan)
-    acc_out = np.ones(k_n, dtype=bool)
-    if aid_index is None:
-        aid_k = np.empty(0, dtype=np.int64)
-        aid_zl = aid_rl = np.empty(0)
-    else:
-        aid_k = np.asarray(aid_index, dtype=np.int64)
-        aid_zl = np.asarray(aid_z, dtype=float)
-        aid_rl = np.asarray(aid_r, dtype=float)
-    aid_nis = np.full(aid_k.size, np.nan)
-    aid_acc = np.ones(aid_k.size, dtype=bool)
-    resets, _ = axis_loop(
-        dt_a,
-        z_a,
-        np.ascontiguousarray(u, dtype=float),
-        q + q_jerk * j2,
-        np.ascontiguousarray(sv, dtype=float),
-        np.ascontiguousarray(rk, dtype=float),
-        np.zeros(k_n) if r_corr is None else np.ascontiguousarray(r_corr, dtype=float),
-        np.ascontiguousarray(dv, dtype=float),
-        float(gate_nis),
-        float(var_v0),
-        float(p0),
-        float(var_p0),
-        int(max_rejects),
-        aid_k,
-        aid_zl,
-        aid_rl,
-        float(gate),
-        out,
-        nis_out,
-        nu_out,
-        s_out,
-        acc_out,
-        aid_nis,
-        aid_acc,
-        np.zeros(k_n, dtype=bool),
-        np.full(k_n, np.inf),
-    )
-    p_out, v_out, pp_out, vv_out = out
-    return AxisTrack(
-        p=p_out,
-        v=v_out,
-        var_p=pp_out,
-        var_v=vv_out,
-        nis=nis_out,
-        accepted=acc_out,
-        aid_nis=aid_nis,
-        aid_accepted=aid_acc,
-        innovation=nu_out,
-        s=s_out,
-        nis_chi2=calibrated_nis(
-            nis_out if rest is None else np.where(np.asarray(rest, bool), np.nan, nis_out), dof
-        ),
-        resets=resets,
-    )
-
-
 def rounding_covariance(W: np.ndarray) -> np.ndarray:
     """Body covariance (3, 3) of the odometry pose from tick rounding alone: each cumulative
     count is the travel floored to whole ticks, one uniform error of 1/12 tick² per pod,
@@ -544,19 +372,27 @@ def rounding_correlation(
     return {a: 1.0 - fresh[a] / white[a] for a in AXES}
 
 
+def pod_tick_steps(
+    W: np.ndarray, body_increments: np.ndarray, slip: SlipModel | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each pod's count increment (K, N) that the body increments come from (``W·u``, nan
+    rows as no motion) and its slip variance (K, N) (tick², from the wheels' slip law; 0
+    without one)."""
+    inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
+    ticks = rows_dot(inc, np.asarray(W, dtype=float))
+    if isinstance(slip, PodSlip):
+        roll, drag = slip.pod_tick_variances(inc)
+        return ticks, roll + drag
+    return ticks, np.zeros_like(ticks)
+
+
 def pod_rounding_share(
     W: np.ndarray, body_increments: np.ndarray, slip: SlipModel | None
 ) -> np.ndarray:
     """Each pod's fresh rounding per step (K, N) (:func:`~sensorbench.fusion.tick_rounding.
-    rounding_share`) from the counts the body increments come from (``W·u``) and the
-    wheels' slip law when there is one."""
-    inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
-    ticks = inc @ np.asarray(W, dtype=float).T
-    slip_t2 = None
-    if isinstance(slip, PodSlip):
-        roll, drag = slip.pod_tick_variances(inc)
-        slip_t2 = roll + drag
-    return rounding_share(ticks, slip_t2)
+    rounding_share`) from the counts the body increments come from and the wheels' slip
+    law when there is one (:func:`pod_tick_steps`)."""
+    return rounding_share(*pod_tick_steps(W, body_increments, slip))
 
 
 def predict_axis(
@@ -609,11 +445,11 @@ class SplitResult:
     """Replay of the split filters over K frames.
 
     Attributes:
-        t_s: frame times (K+1,) (s); index 0 is the initial state.
+        t_s: frame times (K+1,) (s); index 0 is the state the frames started from.
         pose: (K+1, 3) x, y (m), heading (rad, unwrapped).
         velocity: (K+1, 3) world-frame velocities (m/s, m/s, rad/s).
         var: (K+1, 3) position/heading variances.
-        tracks: per-axis :class:`AxisTrack`.
+        tracks: per-axis :class:`~sensorbench.fusion.axis_step.AxisTrack`.
         coasting: (K,) True for frames that end a gap longer than ``stale_s``.
     """
 
@@ -635,9 +471,127 @@ class SplitResult:
         """Aiding updates rejected by the gate, per axis."""
         return {a: t.aid_rejected for a, t in self.tracks.items()}
 
+    @classmethod
+    def concatenate(cls, parts: Sequence[SplitResult]) -> SplitResult:
+        """The results of consecutive :meth:`SplitFilter.step` calls as one (each part's
+        index 0 is the previous part's last frame, kept once)."""
+        if not parts:
+            raise FusionError("no results to join")
+
+        def states(name: str) -> np.ndarray:
+            first = getattr(parts[0], name)
+            return np.concatenate([first, *(getattr(r, name)[1:] for r in parts[1:])])
+
+        return cls(
+            t_s=states("t_s"),
+            pose=states("pose"),
+            velocity=states("velocity"),
+            var=states("var"),
+            tracks={a: AxisTrack.concatenate([r.tracks[a] for r in parts]) for a in AXES},
+            coasting=np.concatenate([r.coasting for r in parts]),
+            options=dict(parts[0].options),
+        )
+
+
+@dataclass(frozen=True)
+class FrameChunk:
+    """The next K encoder frames for :meth:`SplitFilter.step`.
+
+    Attributes:
+        t_s: (K,) frame times (s), strictly increasing and after the state's last frame.
+        body_increments: (K, 3) body twist increments (m, m, rad) from the frame before
+            each, e.g. ``W⁻¹·Δn``; rows with nan are missing (predict only).
+        aiding: pose samples that came with these frames (None = none); a sample is
+            applied at the first frame at or after its time, in this chunk or a later one.
+    """
+
+    t_s: np.ndarray
+    body_increments: np.ndarray
+    aiding: Aiding | None = None
+
+
+@dataclass(frozen=True)
+class SessionModel:
+    """What a session's filters keep constant from :meth:`SplitFilter.start` on.
+
+    Attributes:
+        t0_s: time of the first frame (s).
+        var0: the start's variances (x, y m²; θ rad²).
+        W: the pod matrix the increments come from (None: its tick rounding is white).
+        drift: the slip model the odometry frame drifts by (None: ``drift_q`` per second).
+        pod_slip: the wheels' slip law (None without one).
+        calibration: the pod geometry's uncertainty (None without one).
+        aid_interval_s: the pose sensor's period Δt_aid (s) in the aiding variance.
+    """
+
+    t0_s: float
+    var0: tuple[float, float, float]
+    W: np.ndarray | None
+    drift: SlipModel | None
+    pod_slip: PodSlip | None
+    calibration: CalibrationError | None
+    aid_interval_s: float | None
+
+
+@dataclass(frozen=True)
+class FilterState:
+    """The split filters between two chunks: everything a later frame depends on.
+
+    Attributes:
+        model: the session's constants.
+        t_s: time of the last frame filtered (s).
+        frames: frames filtered so far.
+        x, y, theta: the axis filters (:class:`~sensorbench.fusion.axis_step.AxisState`).
+        odometry: (3,) the dead-reckoned pose at the last frame (m, m, rad; carries pose
+            samples to their frames); None when the filters take no aiding.
+        pose_error: the odometry pose error's covariance under the slip model (x and y
+            drift with the heading error), None without a slip model.
+        calibration: (3, 3N) sensitivities of the pose to the pod rows' errors along the
+            estimated heading, and along a zero heading (the heading's own), None
+            without a row covariance.
+        calibration_var: (3,) the calibration variances at the last frame: x, y along
+            the estimated heading, θ.
+        ticks, tick_slip: (≤ SHARE_HISTORY, N) the last frames' count increments and their
+            slip variances (tick²), which the rounding share extrapolates from.
+        aid: the pose samples waiting for their frame.
+    """
+
+    model: SessionModel
+    t_s: float
+    frames: int
+    x: AxisState
+    y: AxisState
+    theta: AxisState
+    odometry: np.ndarray | None
+    pose_error: PoseErrorCarry | None
+    calibration: tuple[np.ndarray, np.ndarray] | None
+    calibration_var: np.ndarray
+    ticks: np.ndarray
+    tick_slip: np.ndarray
+    aid: AidQueue | None
+
+    def axis(self, name: str) -> AxisState:
+        """The filter of axis ``name`` (x, y or theta)."""
+        return getattr(self, name)
+
+    @property
+    def pose(self) -> np.ndarray:
+        """(3,) the estimate at the last frame: x, y (m), heading (rad, unwrapped)."""
+        return np.array([self.axis(a).position for a in AXES])
+
+    @property
+    def var(self) -> np.ndarray:
+        """(3,) its variances."""
+        return np.array([self.axis(a).variance for a in AXES])
+
 
 class SplitFilter:
     """Three independent (position, velocity) filters for x, y and heading.
+
+    Run a session with :meth:`run`, or frame chunk by frame chunk with :meth:`start` and
+    :meth:`step` (``run`` is one step over everything): every number of a step depends
+    on the earlier frames only through the :class:`FilterState`, so any split of a
+    session into chunks gives the numbers of one run, to the last bit.
 
     Args:
         noise: per-axis q and r (:class:`FilterNoise`).
@@ -665,6 +619,7 @@ class SplitFilter:
         self.stale_s = float(stale_s)
         self.aid_model = aid_model
         self.drift_q = tuple(float(d) for d in drift_q)
+        self.options = AxisOptions(gate=self.gate)
 
     def run(
         self,
@@ -675,34 +630,106 @@ class SplitFilter:
         aiding: Aiding | None = None,
         pods: PodGeometry | None = None,
     ) -> SplitResult:
-        """Replay K frames of body increments through the three filters.
+        """Replay K frames of body increments through the three filters: :meth:`start`
+        at the first frame, then one :meth:`step` over the rest.
 
         Args:
             t_s: frame times (K+1,) in s (increments are between consecutive frames).
             body_increments: (K, 3) body twist increments (m, m, rad), e.g. ``W⁻¹·Δn``;
                 rows with nan are treated as missing (predict only).
             pose0: initial x, y (m), heading (rad); var0 their variances.
-            aiding: absolute pose samples (needs ``aid_model``).
-            pods: the geometry the increments were computed with. Its fitted uncertainty
+            aiding: absolute pose samples (needs ``aid_model``); the pose sensor's period
+                in the variance model is the median gap of its usable samples within the
+                frames (:func:`~sensorbench.fusion.aid_queue.aid_interval`).
+            pods: the geometry the increments were computed with (:meth:`start`).
+
+        Raises:
+            FusionError: non-increasing times, shape mismatch, aiding without model.
+        """
+        t, inc, _ = frame_steps(t_s, body_increments)
+        interval = None if aiding is None else aid_interval(aiding, t[0], t[-1])
+        state = self.start(t[0], pose0, var0, pods, interval)
+        return self.step(state, FrameChunk(t[1:], inc, aiding))[1]
+
+    def start(
+        self,
+        t0_s: float,
+        pose0: tuple[float, float, float] = (0.0, 0.0, 0.0),
+        var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
+        pods: PodGeometry | None = None,
+        aid_interval_s: float | None = None,
+    ) -> FilterState:
+        """The filters at the first frame (time ``t0_s``, s), at rest at ``pose0`` (x, y m,
+        heading rad) with variances ``var0``.
+
+        Args:
+            t0_s: time of the first frame (s).
+            pose0, var0: the start and its variances.
+            pods: the geometry the increments are computed with. Its fitted uncertainty
                 (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`) adds to the
                 odometry frame's offset variance; its wheels' slip law
                 (:class:`~sensorbench.fusion.odometry_drift.PodSlip`) replaces
                 ``noise.drift`` as the per-step slip and the offset's random walk; its tick
                 rounding sets how r varies with the heading and from frame to frame
                 (:func:`rounding_profile`, :func:`rounding_correlation`).
+            aid_interval_s: the pose sensor's period Δt_aid (s) in the aiding variance
+                (needed to aid: replay takes the median gap of the session's samples,
+                :func:`~sensorbench.fusion.aid_queue.aid_interval`; live, the sensor's
+                nominal period).
+        """
+        calibration = None if pods is None else pods.calibration_error()
+        pod_slip = None if pods is None else pods.slip_model()
+        model = SessionModel(
+            t0_s=float(t0_s),
+            var0=(float(var0[0]), float(var0[1]), float(var0[2])),
+            W=None if pods is None else pods.W,
+            drift=pod_slip if pod_slip is not None else self.noise.drift,
+            pod_slip=pod_slip,
+            calibration=calibration,
+            aid_interval_s=None if aid_interval_s is None else float(aid_interval_s),
+        )
+        n_pods = 0 if model.W is None else model.W.shape[0]
+        axes = [start_axis(pose0[j], var0[j], self.options.var_v0) for j in range(3)]
+        return FilterState(
+            model=model,
+            t_s=float(t0_s),
+            frames=0,
+            x=axes[0],
+            y=axes[1],
+            theta=axes[2],
+            odometry=None if model.aid_interval_s is None else np.array([float(p) for p in pose0]),
+            pose_error=None if model.drift is None else PoseErrorCarry.start(model.var0),
+            calibration=None if calibration is None else (calibration.start(), calibration.start()),
+            calibration_var=np.zeros(3),
+            ticks=np.empty((0, n_pods)),
+            tick_slip=np.empty((0, n_pods)),
+            aid=None
+            if model.aid_interval_s is None
+            else AidQueue(model.t0_s, model.aid_interval_s),
+        )
+
+    def step(self, state: FilterState, chunk: FrameChunk) -> tuple[FilterState, SplitResult]:
+        """Filter the K frames of ``chunk`` from ``state``.
+
+        Returns:
+            The state after the last frame and the result over the K frames (its index 0:
+            the frame ``state`` was at).
 
         Raises:
-            FusionError: non-increasing times, shape mismatch, aiding without model.
+            FusionError: times not after the state's and strictly increasing, not (K, 3)
+                increments, aiding without a model or a pose sensor period, pose samples
+                out of time order.
         """
-        t, inc, dt = frame_steps(t_s, body_increments)
-        aid = self._aid_arrays(t, inc, pose0, aiding)
-        calibration = None if pods is None else pods.calibration_error()
-        slip = None if pods is None else pods.slip_model()
-        drift = slip if slip is not None else self.noise.drift
+        model = state.model
+        t = np.concatenate([[state.t_s], np.asarray(chunk.t_s, dtype=float)])
+        t, inc, dt = frame_steps(t, chunk.body_increments)
+        k_n = dt.size
+        odo = None if state.odometry is None else integrate_path(np.nan_to_num(inc), state.odometry)
+        aid, queue = self._aid(state, chunk.aiding, t, odo)
         rest = np.all(inc == 0, axis=1)
         slip_var: dict[str, Any] = dict.fromkeys(AXES)
         drag_var: dict[str, Any] = dict.fromkeys(AXES)
-        parts = None if drift is None else drift.step_covariance_parts(inc)
+        parts = None if model.drift is None else model.drift.step_covariance_parts(inc)
         step_cov = None if parts is None else parts[0] + parts[1]
         if parts is None or step_cov is None:
             dv = {a: q * dt for a, q in zip(AXES, self.drift_q, strict=True)}
@@ -710,124 +737,129 @@ class SplitFilter:
             # the heading's share does not depend on the heading
             dv = {"theta": step_cov[:, 2, 2]}
             slip_var["theta"], drag_var["theta"] = parts[0][:, 2, 2], parts[1][:, 2, 2]
-        if calibration is not None:
-            dv["theta"] = dv["theta"] + np.diff(calibration.variance(inc, np.zeros(t.size))[:, 2])
-        share = None if pods is None else pod_rounding_share(pods.W, inc, slip)
-        th = run_axis(
-            dt,
-            inc[:, 2],
+        cal_var = state.calibration_var
+        sens = state.calibration
+        if model.calibration is not None and sens is not None:
+            # the heading's own (along any heading): from the sensitivities at heading 0
+            sens_t, var_t = model.calibration.step(sens[1], inc, np.zeros(k_n + 1))
+            dv["theta"] = dv["theta"] + np.diff(np.concatenate([[cal_var[2]], var_t[:, 2]]))
+        share, ticks, tick_slip = None, state.ticks, state.tick_slip
+        if model.W is not None:
+            tk, ts = pod_tick_steps(model.W, inc, model.pod_slip)
+            tk, ts = np.vstack([ticks, tk]), np.vstack([tick_slip, ts])
+            share = rounding_share(tk, ts)[ticks.shape[0] :]
+            ticks, tick_slip = tk[-SHARE_HISTORY:], ts[-SHARE_HISTORY:]
+        theta_state, th = step_axis(
+            state.theta,
+            AxisInput(
+                dt,
+                inc[:, 2],
+                slip=slip_var["theta"],
+                drag=drag_var["theta"],
+                rest=rest,
+                # the heading's rounding does not depend on the heading
+                r_corr=None
+                if model.W is None or share is None
+                else rounding_correlation(model.W, np.zeros(k_n), share)["theta"],
+                drift=dv["theta"],
+                aid=aid["theta"],
+            ),
             self.noise.theta,
-            pose0[2],
-            var0[2],
-            gate=self.gate,
-            drift_var=dv["theta"],
-            slip_var=slip_var["theta"],
-            drag_var=drag_var["theta"],
-            rest=rest,
-            # the heading's rounding does not depend on the heading
-            r_corr=None
-            if pods is None or share is None
-            else rounding_correlation(pods.W, np.zeros(dt.size), share)["theta"],
-            **aid["theta"],
+            self.options,
         )
-        if parts is not None and step_cov is not None:
+        pose_error = state.pose_error
+        if parts is not None and step_cov is not None and pose_error is not None:
             # x and y drift with the heading error, along the path the heading filter gives
-            world = np.diff(propagate_step_covariances(inc, th.p, step_cov, var0), axis=0)
+            start = pose_error.variances
+            pose_error, world = pose_error.step(inc, th.p, step_cov)
+            world = np.diff(np.vstack([start, world]), axis=0)
             dv["x"], dv["y"] = world[:, 0], world[:, 1]
             roll, drag = (world_step_variances(c, th.p[:-1]) for c in parts)
             slip_var["x"], slip_var["y"] = roll["x"], roll["y"]
             drag_var["x"], drag_var["y"] = drag["x"], drag["y"]
-        if calibration is not None:
-            cal = np.diff(calibration.variance(inc, th.p), axis=0)
+        if model.calibration is not None and sens is not None:
+            sens_xy, var_xy = model.calibration.step(sens[0], inc, th.p)
+            cal = np.diff(np.vstack([cal_var[:2], var_xy[:, :2]]), axis=0)
             dv["x"], dv["y"] = dv["x"] + cal[:, 0], dv["y"] + cal[:, 1]
+            sens = (sens_xy, sens_t)
+            cal_var = np.concatenate([var_xy[-1, :2], var_t[-1, 2:]]) if k_n else cal_var
         profile: dict[str, Any] = dict.fromkeys(AXES)
         corr: dict[str, Any] = dict.fromkeys(AXES)
-        if pods is not None and share is not None:
-            profile = rounding_profile(pods.W, th.p[:-1])
-            corr = rounding_correlation(pods.W, th.p[:-1], share)
+        if model.W is not None and share is not None:
+            profile = rounding_profile(model.W, th.p[:-1])
+            corr = rounding_correlation(model.W, th.p[:-1], share)
         # world-frame arc of each step, rotated by the heading estimate at its start
         rel = se2_exp(np.nan_to_num(inc))
         c, s = np.cos(th.p[:-1]), np.sin(th.p[:-1])
         missing = np.isnan(inc).any(axis=1)
-        zx = np.where(missing, np.nan, c * rel[:, 0] - s * rel[:, 1])
-        zy = np.where(missing, np.nan, s * rel[:, 0] + c * rel[:, 1])
-        tx, ty = (
-            run_axis(
-                dt,
-                zz,
+        z = {
+            "x": np.where(missing, np.nan, c * rel[:, 0] - s * rel[:, 1]),
+            "y": np.where(missing, np.nan, s * rel[:, 0] + c * rel[:, 1]),
+        }
+        xy = {
+            a: step_axis(
+                state.axis(a),
+                AxisInput(
+                    dt,
+                    z[a],
+                    slip=slip_var[a],
+                    drag=drag_var[a],
+                    rest=rest,
+                    r_profile=profile[a],
+                    r_corr=corr[a],
+                    drift=dv[a],
+                    aid=aid[a],
+                ),
                 self.noise.axis(a),
-                pose0[j],
-                var0[j],
-                gate=self.gate,
-                drift_var=dv[a],
-                slip_var=slip_var[a],
-                drag_var=drag_var[a],
-                rest=rest,
-                r_profile=profile[a],
-                r_corr=corr[a],
-                **aid[a],
+                self.options,
             )
-            for j, (a, zz) in enumerate((("x", zx), ("y", zy)))
+            for a in ("x", "y")
+        }
+        tx, ty = xy["x"][1], xy["y"][1]
+        new = FilterState(
+            model=model,
+            t_s=float(t[-1]),
+            frames=state.frames + k_n,
+            x=xy["x"][0],
+            y=xy["y"][0],
+            theta=theta_state,
+            odometry=None if odo is None else odo[-1].copy(),
+            pose_error=pose_error,
+            calibration=sens,
+            calibration_var=cal_var,
+            ticks=ticks,
+            tick_slip=tick_slip,
+            aid=queue,
         )
-        tracks = {"x": tx, "y": ty, "theta": th}
-        return SplitResult(
+        result = SplitResult(
             t_s=t,
             pose=np.column_stack([tx.p, ty.p, th.p]),
             velocity=np.column_stack([tx.v, ty.v, th.v]),
             var=np.column_stack([tx.var_p, ty.var_p, th.var_p]),
-            tracks=tracks,
+            tracks={"x": tx, "y": ty, "theta": th},
             coasting=dt > self.stale_s,
             options={"gate": self.gate, "stale_s": self.stale_s},
         )
+        return new, result
 
-    def _aid_arrays(
-        self,
-        t: np.ndarray,
-        inc: np.ndarray,
-        pose0: tuple[float, float, float],
-        aiding: Aiding | None,
-    ) -> dict[str, dict[str, Any]]:
-        """Per-axis aiding arguments for :func:`run_axis` (empty without aiding)."""
-        empty: dict[str, dict[str, Any]] = {a: {} for a in AXES}
-        if aiding is None:
-            return empty
-        if self.aid_model is None:
-            raise FusionError("pose aiding needs a pose-error model (--pose-model)")
-        ok = np.asarray(aiding.valid, bool) & np.all(np.isfinite(aiding.pose), axis=1)
-        ta = np.asarray(aiding.t_s, float)
-        inside = ok & (ta >= t[0]) & (ta <= t[-1])
-        if not np.any(inside):
-            return empty
-        # odometry path (exact arcs) to carry each sample to the next frame time
-        odo = integrate_path(np.nan_to_num(inc), pose0)
-        idx = np.searchsorted(t, ta[inside], side="left")
-        idx = np.clip(idx, 1, t.size - 1)
-        shift = np.column_stack(
-            [odo[idx, j] - np.interp(ta[inside], t, odo[:, j]) for j in range(3)]
-        )
-        z = aiding.pose[inside] + shift
-        reloc = np.asarray(aiding.relocalized, bool)
-        # updates since the last relocalization (1 at a relocalization)
-        seg = np.cumsum(reloc)[inside]
-        m = np.ones(idx.size)
-        if idx.size:
-            _, first, counts = np.unique(seg, return_index=True, return_counts=True)
-            for f, n in zip(first, counts, strict=True):
-                m[f : f + n] = np.arange(1, n + 1)
-        gaps = np.diff(ta[inside])
-        dt_aid = float(np.median(gaps)) if gaps.size else 1.0
-        out: dict[str, dict[str, Any]] = {}
-        for j, a in enumerate(AXES):
-            am = self.aid_model.axis(a)
-            phi = math.exp(-dt_aid / am.tau_s)
-            r = am.sigma_v**2 + am.sigma**2 * (1 + phi) / max(1 - phi, 1e-12) + m * am.sigma_b**2
-            zz = z[:, j]
-            if a == "theta":
-                # bring the absolute heading next to the odometry's unwrapped heading
-                ref = odo[idx, 2]
-                zz = ref + (zz - ref + np.pi) % (2 * np.pi) - np.pi
-            out[a] = {"aid_index": idx, "aid_z": zz, "aid_r": r}
-        return out
+    def _aid(
+        self, state: FilterState, aiding: Aiding | None, t: np.ndarray, odo: np.ndarray | None
+    ) -> tuple[dict[str, AxisAid | None], AidQueue | None]:
+        """Per-axis fixes for the frames ``t`` (K+1,) and the queue left for later ones."""
+        queue = state.aid
+        if aiding is not None:
+            if self.aid_model is None:
+                raise FusionError("pose aiding needs a pose-error model (--pose-model)")
+            if queue is None:
+                raise FusionError(
+                    "pose aiding needs the pose sensor's period: start the filters with "
+                    "aid_interval_s"
+                )
+            queue = queue.add(aiding, state.t_s)
+        if queue is None or odo is None or self.aid_model is None or queue.t_s.size == 0:
+            return dict.fromkeys(AXES), queue
+        queue, fixes = queue.take(t, odo, self.aid_model)
+        return {a: fixes[a] for a in AXES}, queue
 
 
 def nis_bounds(

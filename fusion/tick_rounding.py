@@ -20,15 +20,20 @@ model's 1/12: :func:`rounding_share` gives the ratio (1 = white) per pod and fra
 ``frames`` frames, a straight line through their means): causal, so a live filter can use
 it. σ² is the step's slip in ticks² plus what that extrapolation does not know: the
 rounding of the windows' ends (itself a fractional-part variance: none for a wheel that
-stood still).
+stood still). A frame's share depends on the :data:`SHARE_HISTORY` frames before it and on
+nothing else, so a chunk of frames prefixed by that many gets what the whole series gets.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from sensorbench.fusion.chunk_invariant import trailing_sums
+
 SHARE_FRAMES = 10
 """Frames per window of the extrapolation of each pod's travel."""
+SHARE_HISTORY = 2 * SHARE_FRAMES
+"""Frames before a frame that its share depends on (the extrapolation's two windows)."""
 SERIES_TERMS = 40
 """Terms of the Fourier series. The tail left out is at most Σ_{n>40} 1/(π²n²) ≈ 0.0025
 tick² (1.5 % of 1/6) for σ = 0, and vanishes for any σ above 0.1 tick."""
@@ -39,14 +44,17 @@ def expected_frac_variance(mu: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
     mu, s2 = np.broadcast_arrays(np.asarray(mu, dtype=float), np.asarray(sigma2, dtype=float))
     # term by term, not as one (..., SERIES_TERMS) array: a long replay's (frames, pods)
     # would otherwise take SERIES_TERMS times its size at once (an hour at 200 Hz: 0.7 GB)
+    # each element takes its terms down to a weight of 1e-12 (its own, so that its value
+    # does not depend on the other elements of the array)
     total = np.full(mu.shape, 1.0 / 6.0)
     phase = (2 * np.pi) * mu
     decay = -2 * np.pi**2 * s2
     for n in range(1, SERIES_TERMS + 1):
         weight = np.exp(decay * n**2)
-        if not np.any(weight > 1e-12):
+        live = weight > 1e-12
+        if not np.any(live):
             break  # every later term is smaller still
-        total -= np.cos(phase * n) * weight / (np.pi**2 * n**2)
+        total -= np.where(live, np.cos(phase * n) * weight, 0.0) / (np.pi**2 * n**2)
     return np.clip(total, 0.0, 0.25)
 
 
@@ -71,18 +79,17 @@ def rounding_share(
     if k_n <= 2 * m:
         return share
     slip = np.zeros_like(dn) if slip_ticks2 is None else np.asarray(slip_ticks2, dtype=float)
-    c = np.vstack([np.zeros((1, dn.shape[1])), np.cumsum(dn, axis=0)])
-    cs = np.vstack([np.zeros((1, dn.shape[1])), np.cumsum(slip, axis=0)])
+    c, cs = trailing_sums(dn, m), trailing_sums(slip, m)
     k = np.arange(2 * m, k_n)
-    travel1, travel0 = c[k] - c[k - m], c[k - m] - c[k - 2 * m]
+    travel1, travel0 = c[k], c[k - m]
     # a straight line through the two windows' mean travel per frame, at frame k
     w1, w0 = 1 + (m + 1) / (2 * m), (m + 1) / (2 * m)
     mu = (w1 * travel1 - w0 * travel0) / m
     # each window's count differs from its travel by the rounding of its two ends, whose
     # difference is itself the fractional-part variance of the window's travel (a wheel
     # that stood still has none)
-    var1 = expected_frac_variance(travel1, cs[k] - cs[k - m])
-    var0 = expected_frac_variance(travel0, cs[k - m] - cs[k - 2 * m])
+    var1 = expected_frac_variance(travel1, cs[k])
+    var0 = expected_frac_variance(travel0, cs[k - m])
     sigma2 = slip[k] + (w1**2 * var1 + w0**2 * var0) / m**2
     share[2 * m :] = 6.0 * expected_frac_variance(mu, sigma2)
     return share

@@ -12,7 +12,9 @@ Every command that writes a file goes through this module:
   ``force`` the final step is a no-clobber hard link, so a file that appeared in
   the meantime is not replaced either.
 * :func:`atomic_update` modifies an existing file through a complete copy that
-  replaces the original in one rename (used by ``import --into``).
+  replaces the original in one rename (used by ``import --into``), holding the
+  file's update lock (:mod:`~sensorbench.logs.update_lock`) from the copy to the
+  rename, so two updates at once never lose one.
 * :func:`atomic_figures` does the same for a directory of figures (``--plots``).
 """
 
@@ -30,8 +32,34 @@ from typing import Any
 import click
 
 from sensorbench.errors import OutputError
+from sensorbench.logs.update_lock import DEFAULT_WAIT_S, UpdateLock
 
 PathLike = str | os.PathLike[str]
+
+
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+"""Errors that mean "this disk cannot take the output": reported as bad input (exit 2)."""
+
+
+def disk_error_text(exc: OSError) -> str:
+    """``No space left on device (ENOSPC)``: an OSError in words and its symbol."""
+    name = errno.errorcode.get(exc.errno or 0, "")
+    text = exc.strerror or str(exc)
+    return f"{text} ({name})" if name else text
+
+
+def disk_error(exc: BaseException, path: Path, consequence: str) -> BaseException:
+    """``exc`` as an :class:`OutputError` naming ``path`` when it is a failed write
+    (full, read-only or failing disk, :data:`WRITE_ERRNOS`); any other ``exc`` as is."""
+    if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
+        return OutputError(f"cannot write {path}: {disk_error_text(exc)}; {consequence}")
+    return exc
+
+
+def _unchanged(pending: PendingOutput) -> str:
+    if pending.force and pending.path.exists():
+        return "the existing file is unchanged"
+    return "nothing was written"
 
 
 def same_file(a: PathLike, b: PathLike) -> bool:
@@ -133,9 +161,9 @@ class PendingOutput:
         """
         if self.done:
             return self.path
-        with open(self.tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
         try:
+            with open(self.tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
             if self.force:
                 os.replace(self.tmp, self.path)
             else:
@@ -167,36 +195,45 @@ def atomic_output(
     pending = PendingOutput(path, force=force, inputs=inputs)
     try:
         yield pending.tmp
-    except BaseException:
+        if not pending.tmp.exists():
+            raise OutputError(f"nothing was written to {pending.path}")
+        pending.commit()
+    except BaseException as exc:
         pending.discard()
-        raise
-    if not pending.tmp.exists():
-        raise OutputError(f"nothing was written to {pending.path}")
-    pending.commit()
+        raise disk_error(exc, pending.path, _unchanged(pending)) from exc
 
 
 class PendingUpdate(PendingOutput):
     """A complete copy of an existing file, modified at :attr:`tmp`, swapped in at commit.
 
-    The commit refuses if the original changed since the copy was taken (another
-    process wrote it), so no update is ever lost.
+    The file's :class:`~sensorbench.logs.update_lock.UpdateLock` is taken before the
+    copy and held until the swap (or the discard), so a second update of the same file
+    waits for this one (up to ``wait_s``) and then starts from its result: no update is
+    ever lost. The commit still refuses if the original changed since the copy was
+    taken (a writer that does not take the lock).
+
+    Args:
+        path: the file to update.
+        wait_s: longest wait for another update of ``path`` to finish (s).
     """
 
-    def __init__(self, path: PathLike) -> None:
+    def __init__(self, path: PathLike, *, wait_s: float = DEFAULT_WAIT_S) -> None:
         self.path = Path(path)
         if not self.path.is_file():
             raise OutputError(f"{self.path}: no such file to update")
         self.force = True
         self.tmp = temp_name(self.path)
         self.done = False
-        self._stamp = self._identity()
+        self._lock = UpdateLock(self.path, wait_s).acquire()
         try:
+            self._stamp = self._identity()
             shutil.copy2(self.path, self.tmp)
         except BaseException as exc:
             self.discard()
             if isinstance(exc, OSError):
                 raise OutputError(
-                    f"cannot copy {self.path} to update it ({exc}); it is unchanged"
+                    f"cannot copy {self.path} to update it ({disk_error_text(exc)}); "
+                    "it is unchanged"
                 ) from exc
             raise
 
@@ -206,10 +243,20 @@ class PendingUpdate(PendingOutput):
 
     def commit(self) -> Path:
         """Swap the modified copy in, unless the original changed meanwhile."""
-        if self._identity() != self._stamp:
-            self.discard()
-            raise OutputError(f"{self.path} changed while it was being updated; it is unchanged")
-        return super().commit()
+        try:
+            if self._identity() != self._stamp:
+                self.discard()
+                raise OutputError(
+                    f"{self.path} changed while it was being updated; it is unchanged"
+                )
+            return super().commit()
+        finally:
+            self._lock.release()
+
+    def discard(self) -> None:
+        """Delete the copy and release the lock (the original is untouched)."""
+        super().discard()
+        self._lock.release()
 
 
 @contextlib.contextmanager
@@ -218,10 +265,10 @@ def atomic_update(path: PathLike) -> Iterator[Path]:
     pending = PendingUpdate(path)
     try:
         yield pending.tmp
-    except BaseException:
+        pending.commit()
+    except BaseException as exc:
         pending.discard()
-        raise
-    pending.commit()
+        raise disk_error(exc, pending.path, "it is unchanged") from exc
 
 
 @contextlib.contextmanager
@@ -242,9 +289,12 @@ def atomic_figures(
     target = Path(directory)
     if target.exists() and not target.is_dir():
         raise OutputError(f"{target} is a file; give a directory for the figures")
-    target.mkdir(parents=True, exist_ok=True)
     work = target / f".figures.{os.getpid()}-{secrets.token_hex(4)}.partial"
-    work.mkdir()
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        work.mkdir()
+    except OSError as exc:
+        raise disk_error(exc, target, "no figure was written") from exc
     try:
         yield work
         made = sorted(p for p in work.iterdir() if p.is_file())
@@ -253,6 +303,8 @@ def atomic_figures(
         for p in made:
             os.replace(p, target / p.name)
         _fsync_dir(target)
+    except BaseException as exc:
+        raise disk_error(exc, target, "no figure was replaced") from exc
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -26,7 +26,9 @@ import h5py
 import numpy as np
 
 from sensorbench.errors import OutputError, SessionError
-from sensorbench.logs.atomic_output import link_no_clobber, temp_name
+from sensorbench.logs.atomic_output import disk_error, link_no_clobber, temp_name
+from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
+from sensorbench.logs.h5_output import guarded_h5
 from sensorbench.logs.reader import (
     SUPERBLOCK_SWMR_WRITE,
     SUPERBLOCK_WRITE_ACCESS,
@@ -35,12 +37,19 @@ from sensorbench.logs.reader import (
     superblock_flags,
 )
 from sensorbench.logs.schema import (
-    EVENT_DTYPE,
     GROUPS,
-    LIBVER,
     LIDAR_POINT_FIELDS,
     STREAM_COLUMNS,
     FileStatus,
+)
+from sensorbench.logs.update_lock import UpdateLock
+from sensorbench.logs.values import (
+    encoder_problems,
+    lidar_problems,
+    order_problems,
+    pose_problems,
+    stamp_problems,
+    structure_problems,
 )
 from sensorbench.logs.writer_record import writer_alive
 
@@ -117,23 +126,29 @@ def check_session(path: str | os.PathLike[str]) -> CheckReport:
         report = CheckReport(path, FileStatus.WRITING)
         report.in_use = "another process has it open for writing (HDF5 file lock)"
         return report
-    with open_h5(path) as f:
-        status = FileStatus(int(f["_status"][0])) if "_status" in f else FileStatus.WRITING
+    with open_h5(path, check_layout=False) as f:
+        layout = structure_problems(f)
+        damaged = {p.dataset for p in layout}
+        sound_status = "_status" in f and "_status" not in damaged
+        status = FileStatus(int(f["_status"][0])) if sound_status else FileStatus.WRITING
         report = CheckReport(path, status)
-        if status == FileStatus.WRITING and "_status" in f:
+        if status == FileStatus.WRITING and sound_status:
             _judge_writer(report, f["_status"].attrs)
         for key in _REQUIRED_ROOT_ATTRS:
             if key not in f.attrs:
                 report.errors.append(f"root attribute {key!r} missing")
         if "_status" not in f:
-            report.errors.append("dataset /_status missing")
-        if "events" not in f:
-            report.errors.append("dataset /events missing")
-        elif f["events"].dtype != EVENT_DTYPE:
-            report.errors.append(f"/events has dtype {f['events'].dtype}, expected {EVENT_DTYPE}")
+            report.errors.append("_status: missing")
+        report.errors += [str(p) for p in layout]
+        if "events" not in damaged:
+            report.errors += [str(p) for p in stamp_problems("events/t_ns", f["events"]["t_ns"])[0]]
         for kind, group_name in GROUPS.items():
-            for name, g in f.get(group_name, {}).items():
-                _check_stream(report, kind, f"{group_name}/{name}", g)
+            if group_name in damaged or not isinstance(f.get(group_name), h5py.Group):
+                continue
+            for name in f[group_name]:
+                key = f"{group_name}/{name}"
+                if not any(d == key or d.startswith(key + "/") for d in damaged):
+                    _check_stream(report, kind, key, f[key])
         if status == FileStatus.WRITING and not report.in_use:
             report.warnings.append(
                 "the file was not closed: its writer was killed or failed; "
@@ -158,16 +173,7 @@ def _judge_writer(report: CheckReport, status_attrs: h5py.AttributeManager) -> N
 
 
 def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> None:
-    if not isinstance(g, h5py.Group):
-        report.errors.append(f"{key}: not a group")
-        return
-    for col, dtype in _COLUMNS[kind].items():
-        if col not in g:
-            report.errors.append(f"{key}: dataset {col!r} missing")
-        elif g[col].dtype != np.dtype(dtype):
-            report.errors.append(f"{key}/{col}: dtype {g[col].dtype}, expected {np.dtype(dtype)}")
-    if any(e.startswith(f"{key}") for e in report.errors):
-        return
+    """Rows, dangling rows and every value of one stream whose layout is sound."""
     n, dangling = _stream_rows(kind, g)
     report.consistent_rows[key] = n
     closed = report.status != FileStatus.WRITING
@@ -187,18 +193,17 @@ def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> No
         expected = np.concatenate(([0], np.cumsum(chunks["length"].astype(np.int64))[:-1]))
         if len(chunks) and not np.array_equal(chunks["offset"], expected):
             report.errors.append(f"{key}/chunks: offsets are not contiguous")
-        _monotonic(report, key, "chunks.t_ns", chunks["t_ns"])
+        problems, bad = stamp_problems(f"{key}/chunks.t_ns", chunks["t_ns"])
+        problems += order_problems(f"{key}/chunks.t_ns", chunks["t_ns"], strict=False, skip=bad)[0]
+        report.errors += [str(p) for p in problems]
     elif kind == "encoder":
-        _monotonic(report, key, "host_ns", g["host_ns"][:n])
+        batch = EncoderBatch(**{c: g[c][:n] for c in _COLUMNS[kind]})
+        report.errors += [str(p) for p in encoder_problems(key, batch)[0]]
     elif kind == "pose":
-        _monotonic(report, key, "t_ns", g["t_ns"][:n])
         if "kind" not in g.attrs:
             report.errors.append(f"{key}: attribute 'kind' missing")
-        q = g["quat_xyzw"][:n]
-        valid = g["valid"][:n].astype(bool)
-        norm = np.linalg.norm(q[valid], axis=1)
-        if norm.size and not np.max(np.abs(norm - 1)) <= 1e-3:
-            report.errors.append(f"{key}/quat_xyzw: valid samples with non-unit quaternions")
+        poses = PoseBatch(**{c: g[c][:n] for c in _COLUMNS[kind]})
+        report.errors += [str(p) for p in pose_problems(key, poses)[0]]
 
 
 def _lengths(kind: str, g: h5py.Group) -> str:
@@ -218,11 +223,12 @@ def _check_lidar(report: CheckReport, key: str, g: h5py.Group, n: int) -> None:
     if len(idx) and not np.array_equal(idx["offset"], expected):
         report.errors.append(f"{key}/turns: offsets are not contiguous")
     end = int(expected[-1] + counts[-1]) if len(idx) else 0
-    angle = g["angle"][:end]
-    finite = angle[np.isfinite(angle)]
-    if finite.size and (finite.min() < 0 or finite.max() >= 2 * np.pi + 1e-6):
-        report.errors.append(f"{key}/angle: values outside [0, 2π) rad")
-    _monotonic(report, key, "turns.t_first_ns", idx["t_first_ns"])
+    if counts.min(initial=0) >= 0 and np.array_equal(idx["offset"], expected):
+        turns = LidarTurns(
+            idx["t_first_ns"], idx["device_ns"], idx["speed_hz"], idx["count"], idx["flags"],
+            *(g[c][:end] for c in LIDAR_POINT_FIELDS),
+        )  # fmt: skip
+        report.errors += [str(p) for p in lidar_problems(key, turns)[0]]
     t = g["t_ns"][:end]
     step = np.diff(t)
     back = step < 0
@@ -233,16 +239,6 @@ def _check_lidar(report: CheckReport, key: str, g: h5py.Group, n: int) -> None:
         report.warnings.append(
             f"{key}/t_ns: per-point time steps backwards {count} times in {t.size} points "
             f"(largest {largest * 1e3:.3f} ms)"
-        )
-
-
-def _monotonic(report: CheckReport, key: str, column: str, t: np.ndarray) -> None:
-    step = np.diff(t)
-    back = int(np.count_nonzero(step < 0))
-    if back:
-        largest = float(-step.min()) / 1e9
-        report.errors.append(
-            f"{key}/{column}: time goes backwards {back} times (largest {largest:.6f} s)"
         )
 
 
@@ -276,7 +272,8 @@ def recover_session(
     The rebuilt file is written under a temporary name and then takes the
     original's name; the original keeps its bytes under a new name
     (``NAME.orig.h5``, or ``NAME.orig-2.h5``… when that exists: nothing is ever
-    overwritten).
+    overwritten). The session's update lock is held throughout, so a concurrent
+    import or recovery waits.
 
     Args:
         path: the session file.
@@ -287,6 +284,11 @@ def recover_session(
         SessionError: the file is closed already, or its writer still runs (or may).
     """
     path = Path(path)
+    with UpdateLock(path):
+        return _recover_locked(path, backup, force)
+
+
+def _recover_locked(path: Path, backup: bool, force: bool) -> RecoveryReport:
     report = check_session(path)
     if report.in_use:
         raise SessionError(f"{path} is in use: {report.in_use}; it was not touched")
@@ -300,7 +302,7 @@ def recover_session(
     tmp = temp_name(path)
     kept: dict[str, int] = {}
     try:
-        with open_h5(path) as src, h5py.File(tmp, "w-", libver=LIBVER) as dst:
+        with open_h5(path) as src, guarded_h5(tmp, shown=path) as dst:
             for key, value in src.attrs.items():
                 dst.attrs[key] = value
             dst.attrs["recovered_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -319,10 +321,10 @@ def recover_session(
                     n, _ = _stream_rows(kind, g)
                     kept[f"{group_name}/{name}"] = n
                     _copy_prefix(kind, g, out_group.create_group(name), n)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
         bak = _keep_original(path) if backup else None
         os.replace(tmp, path)
+    except OSError as exc:
+        raise disk_error(exc, path, "it is unchanged") from exc
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)

@@ -1,130 +1,461 @@
-"""Export a session to one MCAP file (ROS 2 messages, CDR) for viewing in Foxglove Studio.
+"""Export a session to one MCAP file of ROS 2 messages (CDR), for ROS 2 tools and Foxglove.
 
-Topics, one per stream (``NAME`` is the stream name):
+Topics (``NAME`` is the stream name; docs/FORMAT.md has the table):
 
-- ``/NAME/scan`` ``sensor_msgs/msg/LaserScan``, one message per lidar turn: stamp =
-  the turn's first point, ray i at ``angle_min + i·angle_increment`` with
-  ``angle_min`` the first point's angle and the increment the turn's mean spacing
-  (LaserScan holds evenly spaced rays; a real turn's points are spaced within a
-  fraction of a step of that), ``time_increment`` the mean point spacing in time,
-  ranges as stored (``inf`` no return, ``nan`` invalid), ``range_min`` 0 and
-  ``range_max`` the turn's largest finite range, intensities as float;
-- ``/NAME/pose`` ``geometry_msgs/msg/PoseStamped`` per valid pose sample (frame
-  ``world``);
-- ``/NAME/counts`` ``sensor_msgs/msg/JointState`` per pod frame: names ``c0, c1, ...``,
-  ``position`` = the cumulative counts (exact: counts stay below 2⁵³).
+- lidar: ``/NAME/scan`` ``sensor_msgs/msg/LaserScan`` per turn, every point in the ray
+  bin of its own angle (:mod:`sensorbench.logs.scan_bins`);
+- pose: ``/NAME/pose`` ``geometry_msgs/msg/PoseStamped`` per valid sample and one
+  ``nav_msgs/msg/Path`` of them all (``/NAME/path``); an estimate also as
+  ``nav_msgs/msg/Odometry`` (``/NAME/odom``, with its covariance when the stream has
+  one) and on ``/tf``;
+- encoder: ``/NAME/counts`` ``sensor_msgs/msg/JointState`` (counts, sequence, IMU yaw);
+- device times: ``/NAME/time_reference`` ``sensor_msgs/msg/TimeReference``;
+- flags of pose samples and lidar turns: ``/NAME/flags``
+  ``diagnostic_msgs/msg/DiagnosticArray``;
+- the lidars' mounts: ``/tf_static`` (``base_link`` → each lidar's frame);
+- events: ``/events`` ``diagnostic_msgs/msg/DiagnosticArray``.
 
-Each message's log time is its stamp (session time, ns). The file is the MCAP
-storage file of a rosbag2 recording (ROS 2 Humble message definitions embedded),
-so ``rosbags``, the ``mcap`` tools and Foxglove read it as it is.
+Stamps and log times are wall-clock time: session times plus the session's anchor
+(:func:`wall_clock_offset_ns`). The file is the MCAP storage file of a rosbag2
+recording (ROS 2 Humble message definitions embedded), so ``ros2 bag``, ``rosbags``,
+the ``mcap`` tools and Foxglove read it as it is; ``import rosbag`` reads it back.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from sensorbench.errors import SessionError
 from sensorbench.logs.reader import Session
+from sensorbench.logs.rosbag_read import Progress
+from sensorbench.logs.rosbag_specs import BODY_FRAME, SEQ_JOINT, YAW_JOINT
+from sensorbench.logs.scan_bins import ScanGrid, bin_turn
+from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag, TurnFlag
+from sensorbench.logs.values import Batch, exportable, invalid_rows
 
-_TWO_PI = 2.0 * math.pi
+UNIX_TIME_FROM_NS = 10**18
+"""Session times at or beyond this (2001-09-09) are already Unix time (imports of
+ROS bags, TUM files with epoch stamps); below it they are the recording host's
+monotonic clock (hours to months since boot)."""
+
+
+def _latched_qos() -> Any:
+    """rosbag2's QoS of a latched topic (transient local, reliable, keep last 1):
+    ``ros2 bag play`` re-sends ``/tf_static`` to late subscribers, as tf2's static
+    broadcaster does."""
+    from rosbags.interfaces import (
+        Qos,
+        QosDurability,
+        QosHistory,
+        QosLiveliness,
+        QosReliability,
+        QosTime,
+    )
+
+    forever = QosTime(2147483647, 4294967295)
+    return Qos(
+        QosHistory.KEEP_LAST, 1, QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL,
+        forever, forever, QosLiveliness.AUTOMATIC, forever, False,
+    )  # fmt: skip
+
+
+_DIAG_OK, _DIAG_WARN, _DIAG_ERROR = 0, 1, 2
+_EVENT_LEVEL = {"error": _DIAG_ERROR, "unplug": _DIAG_WARN, "stale": _DIAG_WARN,
+                "overrun": _DIAG_WARN, "crc_burst": _DIAG_WARN}  # fmt: skip
+
+
+@dataclass
+class McapExport:
+    """What :func:`export_mcap` wrote."""
+
+    messages: dict[str, int] = field(default_factory=dict)
+    """Messages per topic."""
+    time_offset_ns: int = 0
+    """Added to every session time for the stamps (wall clock = session + offset)."""
+    points_dropped: dict[str, int] = field(default_factory=dict)
+    """Per lidar: points that shared a ray bin with a nearer point."""
+    bins: dict[str, int] = field(default_factory=dict)
+    """Per lidar: rays per revolution."""
+    skipped: dict[str, int] = field(default_factory=dict)
+    """Impossible samples left out per stream key (``skip_invalid``)."""
+
+
+def wall_clock_offset_ns(session: Session) -> int:
+    """ns to add to the session's times for Unix time (0 when they already are).
+
+    Host-clock sessions anchor ``time.monotonic_ns()`` to ``time.time_ns()`` in their
+    root attributes (docs/FORMAT.md): wall = t − monotonic_anchor + wall_anchor.
+    """
+    first = _first_time(session)
+    attrs = session.attrs
+    if first is None or first >= UNIX_TIME_FROM_NS:
+        return 0
+    if "wall_clock_anchor_ns" not in attrs or "monotonic_anchor_ns" not in attrs:
+        return 0
+    return int(attrs["wall_clock_anchor_ns"]) - int(attrs["monotonic_anchor_ns"])
+
+
+def _first_time(s: Session) -> int | None:
+    firsts = []
+    for n in s.lidar_names():
+        index = s.lidar(n).read_index()
+        if index.size:
+            firsts.append(int(index["t_first_ns"][0]))
+    for n in s.pose_names():
+        t = s.pose(n).read(validate=False).t_ns
+        if t.size:
+            firsts.append(int(t[0]))
+    for n in s.encoder_names():
+        t = s.encoder(n).read(validate=False).host_ns
+        if t.size:
+            firsts.append(int(t[0]))
+    return min(firsts) if firsts else None
+
+
+def _frame(attrs: dict[str, Any], key: str, default: str) -> str:
+    """A ROS frame id from a stream attribute (the first if it lists several)."""
+    value = str(attrs.get(key, "") or "").split(",")[0].strip()
+    return value or default
+
+
+Item = tuple[int, int, str, str, Any]
+"""(log time ns, tie-breaker, topic, message type, message)."""
+
+
+class _Builder:
+    """ROS 2 messages from session arrays, stamped ``t + offset``."""
+
+    def __init__(self, store: Any, offset: int, where: str, skip_invalid: bool) -> None:
+        self.T = store.types
+        self.offset = offset
+        self.where = where
+        self.skip_invalid = skip_invalid
+        self.skipped: dict[str, int] = {}
+
+    def checked(self, key: str, batch: Batch) -> tuple[Batch, np.ndarray | None]:
+        """``batch`` without its impossible samples (refused unless ``skip_invalid``)
+        and the mask of the rows kept (None: all of them)."""
+        kept, n = exportable(self.where, key, batch, skip_invalid=self.skip_invalid)
+        if not n:
+            return batch, None
+        self.skipped[key] = n
+        return kept, ~invalid_rows(key, batch)
+
+    def time(self, ns: int) -> Any:
+        if ns < 0:
+            raise SessionError(f"{self.where}: time {ns} ns is before 1970; a ROS stamp cannot be")
+        return self.T["builtin_interfaces/msg/Time"](sec=int(ns // 10**9), nanosec=int(ns % 10**9))
+
+    def header(self, t_ns: int, frame: str) -> Any:
+        return self.T["std_msgs/msg/Header"](stamp=self.time(t_ns + self.offset), frame_id=frame)
+
+    def pose(self, p: np.ndarray, q: np.ndarray) -> Any:
+        T = self.T
+        return T["geometry_msgs/msg/Pose"](
+            position=T["geometry_msgs/msg/Point"](x=float(p[0]), y=float(p[1]), z=float(p[2])),
+            orientation=T["geometry_msgs/msg/Quaternion"](
+                x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3])
+            ),
+        )
+
+    def transform(self, t_ns: int, parent: str, child: str, p: Any, q: Any) -> Any:
+        T = self.T
+        return T["geometry_msgs/msg/TransformStamped"](
+            header=self.header(t_ns, parent),
+            child_frame_id=child,
+            transform=T["geometry_msgs/msg/Transform"](
+                translation=T["geometry_msgs/msg/Vector3"](
+                    x=float(p[0]), y=float(p[1]), z=float(p[2])
+                ),
+                rotation=T["geometry_msgs/msg/Quaternion"](
+                    x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3])
+                ),
+            ),
+        )
+
+    def diagnostics(self, t_ns: int, level: int, name: str, message: str, values: dict) -> Any:
+        T = self.T
+        status = T["diagnostic_msgs/msg/DiagnosticStatus"](
+            level=level,
+            name=name,
+            message=message,
+            hardware_id=name,
+            values=[
+                T["diagnostic_msgs/msg/KeyValue"](key=k, value=str(v)) for k, v in values.items()
+            ],
+        )
+        return T["diagnostic_msgs/msg/DiagnosticArray"](
+            header=self.header(t_ns, ""), status=[status]
+        )
+
+    def time_reference(self, t_ns: int, device_ns: int, source: str) -> Any:
+        return self.T["sensor_msgs/msg/TimeReference"](
+            header=self.header(t_ns, ""), time_ref=self.time(device_ns), source=source
+        )
+
+
+def _flag_names(flags: int, kind: type[PoseFlag] | type[TurnFlag]) -> str:
+    return " ".join(f.name or "" for f in kind if flags & f) or "none"
+
+
+def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterator[Item]:
+    stream = s.lidar(name)
+    turns, _ = b.checked(f"lidar/{name}", stream.read(validate=False))
+    attrs = stream.attrs
+    frame = _frame(attrs, "ros_frame_id", name)
+    if turns.n_turns == 0:
+        return
+    grid = ScanGrid.for_stream(turns.angle, turns.count)
+    out.bins[name] = grid.n_bins
+    out.points_dropped[name] = 0
+    finite = turns.range[np.isfinite(turns.range)]
+    range_max = float(finite.max()) if finite.size else 0.0
+    offsets = turns.offset
+    T = b.T
+    for k in range(turns.n_turns):
+        lo, hi = int(offsets[k]), int(offsets[k] + turns.count[k])
+        if hi == lo:
+            continue
+        t0 = int(turns.t_first_ns[k])
+        scan = bin_turn(grid, turns.angle[lo:hi], turns.range[lo:hi], turns.intensity[lo:hi],
+                        turns.t_ns[lo:hi])  # fmt: skip
+        out.points_dropped[name] += scan.dropped
+        speed = float(turns.speed_hz[k])
+        sweep = scan.time_increment * grid.n_bins
+        msg = T["sensor_msgs/msg/LaserScan"](
+            header=b.header(t0, frame),
+            angle_min=float(scan.angle_min),
+            angle_max=float(scan.angle_min + (grid.n_bins - 1) * scan.increment),
+            angle_increment=float(scan.increment),
+            time_increment=scan.time_increment,
+            scan_time=1.0 / speed if math.isfinite(speed) and speed > 0 else sweep,
+            range_min=0.0,
+            range_max=range_max,
+            ranges=scan.ranges,
+            intensities=scan.intensities,
+        )
+        yield t0, 0, f"/{name}/scan", "sensor_msgs/msg/LaserScan", msg
+        if turns.device_ns[k] != NO_DEVICE_TIME:
+            msg = b.time_reference(t0, int(turns.device_ns[k]), name)
+            yield t0, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", msg
+        if turns.flags[k]:
+            f = int(turns.flags[k])
+            msg = b.diagnostics(t0, _DIAG_WARN, name, _flag_names(f, TurnFlag), {"flags": f})
+            yield t0, 2, f"/{name}/flags", "diagnostic_msgs/msg/DiagnosticArray", msg
+
+
+def _pose_items(
+    b: _Builder, s: Session, name: str, child: str | None, cov: np.ndarray | None
+) -> Iterator[Item]:
+    """PoseStamped, flags and the Path; for an estimate (``child`` given) Odometry and /tf."""
+    stream = s.pose(name)
+    pb, kept = b.checked(f"pose/{name}", stream.read(validate=False))
+    if cov is not None and kept is not None:
+        cov = cov[kept]
+    attrs = stream.attrs
+    parent = _frame(attrs, "ros_frame_id", "odom" if child else "world")
+    T = b.T
+    keep = np.flatnonzero(pb.valid)
+    poses = []
+    zero3 = T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0)
+    twist = T["geometry_msgs/msg/TwistWithCovariance"](
+        twist=T["geometry_msgs/msg/Twist"](linear=zero3, angular=zero3), covariance=np.zeros(36)
+    )
+    for k in keep:
+        t = int(pb.t_ns[k])
+        pose = b.pose(pb.position[k], pb.quat_xyzw[k])
+        stamped = T["geometry_msgs/msg/PoseStamped"](header=b.header(t, parent), pose=pose)
+        poses.append(stamped)
+        yield t, 0, f"/{name}/pose", "geometry_msgs/msg/PoseStamped", stamped
+        if pb.flags[k]:
+            f = int(pb.flags[k])
+            msg = b.diagnostics(t, _DIAG_OK, name, _flag_names(f, PoseFlag), {"flags": f})
+            yield t, 1, f"/{name}/flags", "diagnostic_msgs/msg/DiagnosticArray", msg
+        if child is not None:
+            c = cov[k].ravel() if cov is not None else np.zeros(36)
+            odom = T["nav_msgs/msg/Odometry"](
+                header=b.header(t, parent),
+                child_frame_id=child,
+                pose=T["geometry_msgs/msg/PoseWithCovariance"](pose=pose, covariance=c),
+                twist=twist,
+            )
+            yield t, 2, f"/{name}/odom", "nav_msgs/msg/Odometry", odom
+            tf = T["tf2_msgs/msg/TFMessage"](
+                transforms=[b.transform(t, parent, child, pb.position[k], pb.quat_xyzw[k])]
+            )
+            yield t, 3, "/tf", "tf2_msgs/msg/TFMessage", tf
+    if poses:
+        last = int(pb.t_ns[keep[-1]])
+        path = T["nav_msgs/msg/Path"](header=b.header(last, parent), poses=poses)
+        yield last, 4, f"/{name}/path", "nav_msgs/msg/Path", path
+
+
+def _encoder_items(b: _Builder, s: Session, name: str) -> Iterator[Item]:
+    e, _ = b.checked(f"encoders/{name}", s.encoder(name).read(validate=False))
+    T = b.T
+    n = e.counts.shape[1]
+    imu = bool(np.isfinite(e.yaw).any() or np.isfinite(e.yaw_rate).any())
+    labels = [f"c{k}" for k in range(n)] + [SEQ_JOINT] + ([YAW_JOINT] if imu else [])
+    for k in range(len(e)):
+        t = int(e.host_ns[k])
+        position = np.r_[e.counts[k].astype(np.float64), float(e.seq[k])]
+        velocity = np.zeros(0)
+        if imu:
+            position = np.r_[position, e.yaw[k]]
+            velocity = np.r_[np.full(n + 1, np.nan), e.yaw_rate[k]]
+        msg = T["sensor_msgs/msg/JointState"](
+            header=b.header(t, name),
+            name=labels,
+            position=position,
+            velocity=velocity,
+            effort=np.zeros(0),
+        )
+        yield t, 0, f"/{name}/counts", "sensor_msgs/msg/JointState", msg
+        if e.device_ns[k] != NO_DEVICE_TIME:
+            msg = b.time_reference(t, int(e.device_ns[k]), name)
+            yield t, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", msg
+
+
+def _mount_items(b: _Builder, s: Session, names: list[str], start: int) -> Iterator[Item]:
+    """One latched /tf_static: base_link -> every lidar with a mount."""
+    transforms = []
+    for name in names:
+        attrs = s.lidar(name).attrs
+        if "mount_xy_yaw" not in attrs:
+            continue
+        x, y, yaw = (float(v) for v in np.asarray(attrs["mount_xy_yaw"], dtype=np.float64))
+        q = (0.0, 0.0, math.sin(yaw / 2.0), math.cos(yaw / 2.0))
+        frame = _frame(attrs, "ros_frame_id", name)
+        transforms.append(b.transform(start, BODY_FRAME, frame, (x, y, 0.0), q))
+    if transforms:
+        msg = b.T["tf2_msgs/msg/TFMessage"](transforms=transforms)
+        yield start, -1, "/tf_static", "tf2_msgs/msg/TFMessage", msg
+
+
+def _event_items(b: _Builder, s: Session) -> Iterator[Item]:
+    for e in sorted(s.events(), key=lambda e: e.t_ns):
+        level = _EVENT_LEVEL.get(e.kind, _DIAG_OK)
+        msg = b.diagnostics(int(e.t_ns), level, e.source, e.message, {"kind": e.kind})
+        yield int(e.t_ns), 5, "/events", "diagnostic_msgs/msg/DiagnosticArray", msg
+
+
+def _estimate_children(s: Session, names: list[str]) -> dict[str, str]:
+    """The child frame of each estimate stream: its own, or base_link (one per stream)."""
+    out: dict[str, str] = {}
+    for n in names:
+        if s.pose(n).attrs.get("kind") != "estimate":
+            continue
+        own = _frame(s.pose(n).attrs, "ros_child_frame_id", "")
+        out[n] = own or (BODY_FRAME if BODY_FRAME not in out.values() else f"{n}_{BODY_FRAME}")
+    return out
+
+
+def _covariance(session: Session, name: str) -> np.ndarray | None:
+    group = session.h5[f"pose/{name}"]
+    return np.asarray(group["covariance"][:]) if "covariance" in group else None
 
 
 def export_mcap(
-    session: str | os.PathLike[str], out: str | os.PathLike[str], names: list[str] | None = None
-) -> dict[str, int]:
-    """Write the lidar, pose and encoder streams of ``session`` (or only ``names``) to ``out``.
+    session: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    names: list[str] | None = None,
+    progress: Progress | None = None,
+    *,
+    skip_invalid: bool = False,
+) -> McapExport:
+    """Write the streams of ``session`` (or only ``names``), its mounts and events to ``out``.
 
-    Returns:
-        Messages written per topic.
+    A stream with impossible samples (:func:`~sensorbench.logs.values.exportable`) is
+    refused, or with ``skip_invalid`` written without them, their count per stream in
+    :attr:`McapExport.skipped`.
+
+    Args:
+        progress: called with (messages written, messages to write) now and then.
+
+    Raises:
+        SessionError: a stream the session lacks, a stamp before 1970, or impossible
+            samples without ``skip_invalid``.
     """
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
     store = get_typestore(Stores.ROS2_HUMBLE)
-    T = store.types
     out = Path(out)
-
-    def header(ns: int, frame: str):
-        if ns < 0:
-            raise SessionError(f"{session}: time {ns} ns is before 0; MCAP log times cannot be")
-        stamp = T["builtin_interfaces/msg/Time"](sec=int(ns // 10**9), nanosec=int(ns % 10**9))
-        return T["std_msgs/msg/Header"](stamp=stamp, frame_id=frame)
-
-    counts: dict[str, int] = {}
+    result = McapExport()
     with Session(session) as s, tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         everything = s.lidar_names() + s.pose_names() + s.encoder_names()
         chosen = everything if names is None else names
         for n in chosen:
             if n not in everything:
                 raise SessionError(f"{session}: no stream {n!r} (have: {', '.join(everything)})")
+        offset = wall_clock_offset_ns(s)
+        result.time_offset_ns = offset
+        b = _Builder(store, offset, str(session), skip_invalid)
+        lidars = [n for n in chosen if n in s.lidar_names()]
+        poses = [n for n in chosen if n in s.pose_names()]
+        children = _estimate_children(s, poses)
+        start = _first_time(s) or 0
+        sources: list[Iterator[Item]] = [_mount_items(b, s, lidars, start)]
+        sources += [_lidar_items(b, s, n, result) for n in lidars]
+        sources += [_pose_items(b, s, n, children.get(n), _covariance(s, n)) for n in poses]
+        sources += [_encoder_items(b, s, n) for n in chosen if n in s.encoder_names()]
+        if names is None:
+            sources.append(_event_items(b, s))
+        total = _count_messages(s, chosen, names is None)
         bag = Path(tmp) / "export"
-        conns: dict = {}
         with Writer(bag, version=8, storage_plugin=StoragePlugin.MCAP) as w:
-
-            def put(topic: str, msgtype: str, ns: int, msg: object) -> None:
-                if topic not in conns:
-                    conns[topic] = w.add_connection(topic, msgtype, typestore=store)
-                w.write(conns[topic], int(ns), store.serialize_cdr(msg, msgtype))
-                counts[topic] = counts.get(topic, 0) + 1
-
-            for name in [n for n in chosen if n in s.lidar_names()]:
-                turns = s.lidar(name).read()
-                offset = turns.offset
-                for k in range(turns.n_turns):
-                    a, b = int(offset[k]), int(offset[k] + turns.count[k])
-                    if b - a < 2:
-                        continue
-                    ang = np.unwrap(turns.angle[a:b].astype(np.float64))
-                    rng = turns.range[a:b]
-                    finite = rng[np.isfinite(rng)]
-                    t_pts = turns.t_ns[a:b]
-                    speed = float(turns.speed_hz[k])
-                    msg = T["sensor_msgs/msg/LaserScan"](
-                        header=header(int(turns.t_first_ns[k]), name),
-                        angle_min=float(ang[0]),
-                        angle_max=float(ang[-1]),
-                        angle_increment=float((ang[-1] - ang[0]) / (b - a - 1)),
-                        time_increment=float((t_pts[-1] - t_pts[0]) / (b - a - 1) / 1e9),
-                        scan_time=1.0 / speed if speed > 0 else 0.0,
-                        range_min=0.0,
-                        range_max=float(finite.max()) if finite.size else 0.0,
-                        ranges=rng.astype(np.float32),
-                        intensities=turns.intensity[a:b].astype(np.float32),
-                    )
-                    put(f"/{name}/scan", "sensor_msgs/msg/LaserScan", turns.t_first_ns[k], msg)
-            for name in [n for n in chosen if n in s.pose_names()]:
-                pb = s.pose(name).read()
-                for t, p, q in zip(
-                    pb.t_ns[pb.valid], pb.position[pb.valid], pb.quat_xyzw[pb.valid], strict=True
-                ):
-                    msg = T["geometry_msgs/msg/PoseStamped"](
-                        header=header(int(t), "world"),
-                        pose=T["geometry_msgs/msg/Pose"](
-                            position=T["geometry_msgs/msg/Point"](x=p[0], y=p[1], z=p[2]),
-                            orientation=T["geometry_msgs/msg/Quaternion"](
-                                x=q[0], y=q[1], z=q[2], w=q[3]
-                            ),
-                        ),
-                    )
-                    put(f"/{name}/pose", "geometry_msgs/msg/PoseStamped", t, msg)
-            for name in [n for n in chosen if n in s.encoder_names()]:
-                e = s.encoder(name).read()
-                labels = [f"c{k}" for k in range(e.counts.shape[1])]
-                for t, c in zip(e.host_ns, e.counts, strict=True):
-                    msg = T["sensor_msgs/msg/JointState"](
-                        header=header(int(t), name),
-                        name=labels,
-                        position=c.astype(np.float64),
-                        velocity=np.zeros(0),
-                        effort=np.zeros(0),
-                    )
-                    put(f"/{name}/counts", "sensor_msgs/msg/JointState", t, msg)
+            w.set_custom_data("sensorbench_session", Path(session).name)
+            w.set_custom_data("sensorbench_time_offset_ns", str(offset))
+            _write_all(w, store, heapq.merge(*sources, key=lambda i: (i[0], i[1])), result,
+                       offset, progress, total)  # fmt: skip
         (mcap,) = bag.glob("*.mcap")
         shutil.move(mcap, out)
-    return counts
+    result.skipped = b.skipped
+    return result
+
+
+def _count_messages(s: Session, names: list[str], events: bool) -> int:
+    """About how many messages the export writes (for progress only)."""
+    n = len(s.events()) if events else 0
+    for name in names:
+        if name in s.lidar_names():
+            n += s.lidar(name).n_turns
+        elif name in s.pose_names():
+            n += len(s.pose(name))
+        elif name in s.encoder_names():
+            n += len(s.encoder(name))
+    return max(n, 1)
+
+
+def _write_all(
+    w: Any,
+    store: Any,
+    items: Iterator[Item],
+    result: McapExport,
+    offset: int,
+    progress: Callable[[int, int], None] | None,
+    total: int,
+) -> None:
+    conns: dict[str, Any] = {}
+    for done, (t, _, topic, msgtype, msg) in enumerate(items, start=1):
+        if topic not in conns:
+            qos = [_latched_qos()] if topic == "/tf_static" else []
+            conns[topic] = w.add_connection(
+                topic, msgtype, typestore=store, offered_qos_profiles=qos
+            )
+        w.write(conns[topic], t + offset, store.serialize_cdr(msg, msgtype))
+        result.messages[topic] = result.messages.get(topic, 0) + 1
+        if progress is not None and not done % 4096:
+            progress(min(done, total), total)
+    if progress is not None:
+        progress(total, total)

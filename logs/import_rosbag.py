@@ -5,8 +5,13 @@ Each ``--topic TOPIC=NAME`` becomes one stream:
 - ``nav_msgs/msg/Odometry``, ``geometry_msgs/msg/PoseStamped``,
   ``geometry_msgs/msg/PoseWithCovarianceStamped``, ``geometry_msgs/msg/TransformStamped``
   and ``tf2_msgs/msg/TFMessage`` (give the child frame: ``/tf[base_link]=mocap``) →
-  a pose stream;
-- ``sensor_msgs/msg/LaserScan`` → a lidar stream, one turn per scan.
+  a pose stream, with the message's frame ids and (Odometry,
+  PoseWithCovarianceStamped) its pose covariance;
+- ``sensor_msgs/msg/LaserScan`` → a lidar stream, one turn per scan;
+- ``sensor_msgs/msg/JointState`` of integer positions → an encoder stream (counts).
+
+Each ``--tf PARENT:CHILD=NAME`` becomes a pose stream of CHILD in PARENT composed
+from ``/tf`` and ``/tf_static`` (:mod:`sensorbench.logs.tf_tree`).
 
 Header stamps are the sample times. Where the bag's receive time of a message
 differs from its header stamp, the receive times are kept as a second column
@@ -14,246 +19,157 @@ differs from its header stamp, the receive times are kept as a second column
 Every value goes through the same checks as the file importers (finite numbers,
 position limit, unit quaternions, time order and ``--duplicates``); an error names
 ``BAG:TOPIC:N``, the N-th (1-based) message of the topic. ``--reloc-topic`` marks
-a relocalization of every pose-sensor stream at the stamp of each message on it.
+a relocalization of every pose-sensor stream at the stamp of each message on it;
+``--events`` takes diagnostics or log messages as session events. Beside a topic
+``/PREFIX/LEAF``, the topics ``/PREFIX/time_reference`` (``sensor_msgs/msg/TimeReference``:
+device times) and ``/PREFIX/flags`` (``diagnostic_msgs/msg/DiagnosticArray``: sample
+flags), which ``export --format mcap`` writes, are read into the same stream.
 """
 
 from __future__ import annotations
 
-import math
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from sensorbench.errors import ImportFormatError
-from sensorbench.logs.batches import LidarTurns, PoseBatch
-from sensorbench.logs.import_times import order_times
-from sensorbench.logs.importers import (
-    MAX_ABS_POSITION_M,
-    Imported,
-    _check_positions,
-    _pose_imported,
-    file_sha256,
+from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
+from sensorbench.logs.importers import MAX_ABS_POSITION_M, file_sha256, refuse_impossible
+from sensorbench.logs.rosbag_read import (
+    Extract,
+    Progress,
+    bag_info,
+    collector_paused,
+    open_bag,
+    read_topics,
+    topic_types,
 )
-from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
-
-POSE_TYPES = (
-    "nav_msgs/msg/Odometry",
-    "geometry_msgs/msg/PoseStamped",
-    "geometry_msgs/msg/PoseWithCovarianceStamped",
-    "geometry_msgs/msg/TransformStamped",
-    "tf2_msgs/msg/TFMessage",
+from sensorbench.logs.rosbag_specs import (
+    BODY_FRAME,
+    COUNTS_TYPE,
+    DIAGNOSTICS_TYPE,
+    IMPORTABLE,
+    LOG_TYPES,
+    SCAN_TYPE,
+    TF_TOPICS,
+    TF_TYPES,
+    TIME_REFERENCE_TYPE,
+    TfSpec,
+    TopicSpec,
 )
-SCAN_TYPE = "sensor_msgs/msg/LaserScan"
-POSE_KINDS = ("mocap", "pose_sensor", "estimate")
-_SPEC = re.compile(
-    r"^(?P<topic>[^=\[\]]+?)(\[(?P<child>[^\]]+)\])?=(?P<name>[^:]+)(:(?P<kind>.+))?$"
+from sensorbench.logs.rosbag_streams import (
+    BagEvent,
+    BagStream,
+    apply_flags,
+    apply_time_reference,
+    count_extract,
+    count_stream,
+    events_extract,
+    flags_extract,
+    pose_extract,
+    pose_stream,
+    reloc_extract,
+    scan_extract,
+    scan_stream,
+    tf_stream,
+    time_reference_extract,
 )
-_TWO_PI = 2.0 * math.pi
+from sensorbench.logs.schema import PoseFlag
+from sensorbench.logs.tf_tree import TfCollector, TfTree
 
-
-@dataclass(frozen=True)
-class TopicSpec:
-    """One ``--topic``: which topic becomes which stream."""
-
-    topic: str
-    name: str
-    kind: str | None = None
-    """Pose stream kind; None: ``mocap`` if the name starts with it, else ``pose_sensor``."""
-    child_frame: str | None = None
-    """For TF topics: the child frame whose transforms are the poses."""
-
-    @classmethod
-    def parse(cls, text: str) -> TopicSpec:
-        """``TOPIC[CHILD]=NAME[:KIND]``, e.g. ``/odom=odom:estimate``, ``/tf[base]=mocap``."""
-        m = _SPEC.match(text.strip())
-        if not m:
-            raise ImportFormatError(
-                f"--topic {text!r}: expected TOPIC=NAME, TOPIC=NAME:KIND or TOPIC[CHILD_FRAME]=NAME"
-            )
-        kind = m.group("kind")
-        if kind is not None and kind not in POSE_KINDS:
-            raise ImportFormatError(
-                f"--topic {text!r}: kind must be one of {', '.join(POSE_KINDS)}, got {kind!r}"
-            )
-        return cls(m.group("topic"), m.group("name"), kind, m.group("child"))
-
-    def pose_kind(self) -> str:
-        """The pose stream kind this topic becomes."""
-        if self.kind:
-            return self.kind
-        return "mocap" if self.name.startswith("mocap") else "pose_sensor"
-
-
-@dataclass
-class BagStream:
-    """One parsed topic: its samples and what to store with them."""
-
-    spec: TopicSpec
-    imported: Imported
-    receive_ns: np.ndarray | None = None
-    """Bag receive time per kept sample (pose) or turn (lidar), when it differs from the stamp."""
+__all__ = [
+    "BagEvent",
+    "BagImport",
+    "BagStream",
+    "TfSpec",
+    "TopicSpec",
+    "bag_info",
+    "import_rosbag",
+    "read_rosbag",
+]
 
 
 @dataclass
 class BagImport:
-    """Every stream parsed from one bag, and the relocalization stamps."""
+    """Every stream parsed from one bag, the relocalization stamps and the events."""
 
     streams: list[BagStream] = field(default_factory=list)
     reloc_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    events: list[BagEvent] = field(default_factory=list)
 
 
-def _open(bag: Path) -> Any:
-    from rosbags.highlevel import AnyReader, AnyReaderError
-
-    if not bag.exists():
-        raise ImportFormatError(f"{bag}: no such bag")
-    try:
-        reader = AnyReader([bag])
-        reader.open()
-    except (AnyReaderError, OSError, ValueError, KeyError) as exc:
-        raise ImportFormatError(f"{bag}: not a readable ROS bag ({exc})") from None
-    return reader
-
-
-def _stamp(msg: Any) -> int:
-    return int(msg.sec) * 1_000_000_000 + int(msg.nanosec)
+def _companions(types: dict[str, str], spec: TopicSpec) -> dict[str, str]:
+    """``/PREFIX/time_reference`` and ``/PREFIX/flags`` beside ``/PREFIX/LEAF`` if present."""
+    topic = spec.topic
+    prefix = topic.rsplit("/", 1)[0]
+    if not prefix:
+        return {}
+    out = {}
+    for leaf, msgtype in (("time_reference", TIME_REFERENCE_TYPE), ("flags", DIAGNOSTICS_TYPE)):
+        name = f"{prefix}/{leaf}"
+        if name != topic and types.get(name) == msgtype:
+            out[leaf] = name
+    return out
 
 
-def bag_info(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Topics (type, message count), time span (s) and format of a bag."""
-    bag = Path(path)
-    reader = _open(bag)
-    try:
-        topics = {
-            name: {"type": info.msgtype, "count": int(info.msgcount)}
-            for name, info in sorted(reader.topics.items())
-        }
-        return {
-            "path": str(bag),
-            "format": "rosbag2" if reader.is2 else "rosbag1",
-            "messages": int(reader.message_count),
-            "start_ns": int(reader.start_time) if reader.message_count else None,
-            "duration_s": reader.duration / 1e9 if reader.message_count else 0.0,
-            "topics": topics,
-        }
-    finally:
-        reader.close()
-
-
-def _pose_of(msg: Any, msgtype: str, child: str | None) -> list[tuple[int, Any, Any]]:
-    """(stamp ns, position msg, orientation msg) of every pose a message carries."""
-    if msgtype == "nav_msgs/msg/Odometry":
-        return [(_stamp(msg.header.stamp), msg.pose.pose.position, msg.pose.pose.orientation)]
-    if msgtype == "geometry_msgs/msg/PoseStamped":
-        return [(_stamp(msg.header.stamp), msg.pose.position, msg.pose.orientation)]
-    if msgtype == "geometry_msgs/msg/PoseWithCovarianceStamped":
-        return [(_stamp(msg.header.stamp), msg.pose.pose.position, msg.pose.pose.orientation)]
-    transforms = [msg] if msgtype == "geometry_msgs/msg/TransformStamped" else msg.transforms
-    return [
-        (_stamp(t.header.stamp), t.transform.translation, t.transform.rotation)
-        for t in transforms
-        if child is None or t.child_frame_id == child
-    ]
-
-
-def _finite(where: str, what: str, values: np.ndarray) -> None:
-    bad = np.flatnonzero(~np.isfinite(values).all(axis=1))
-    if bad.size:
+def _check_request(
+    bag: Path,
+    types: dict[str, str],
+    topics: list[TopicSpec],
+    tfs: list[TfSpec],
+    reloc_topic: str | None,
+    events_topic: str | None,
+) -> None:
+    if not topics and not tfs:
+        raise ImportFormatError(f"{bag}: name at least one --topic TOPIC=NAME or --tf")
+    names = [s.name for s in topics] + [s.name for s in tfs]
+    if len(set(names)) != len(names):
+        raise ImportFormatError(f"--topic/--tf: stream names must differ, got {names}")
+    wanted = [s.topic for s in topics] + [t for t in (reloc_topic, events_topic) if t]
+    for topic in wanted:
+        if topic not in types:
+            raise ImportFormatError(
+                f"{bag}: no topic {topic!r} (topics: {', '.join(sorted(types)) or 'none'})"
+            )
+    for s in topics:
+        if types[s.topic] not in IMPORTABLE:
+            raise ImportFormatError(
+                f"{bag}: topic {s.topic!r} has type {types[s.topic]!r}, which cannot be "
+                f"imported (supported: {', '.join(IMPORTABLE)})"
+            )
+        if types[s.topic] == "tf2_msgs/msg/TFMessage" and not s.child_frame:
+            raise ImportFormatError(
+                f"{bag}: topic {s.topic!r} is a TF topic: name the child frame, "
+                f"--topic '{s.topic}[CHILD_FRAME]={s.name}', or compose a chain with "
+                "--tf PARENT:CHILD=NAME"
+            )
+    if events_topic and types[events_topic] not in (DIAGNOSTICS_TYPE, *LOG_TYPES):
         raise ImportFormatError(
-            f"{where}:{int(bad[0]) + 1}: {what} {values[bad[0]].tolist()} is not finite "
-            f"({bad.size} such message(s))"
+            f"{bag}: --events topic {events_topic!r} has type {types[events_topic]!r} "
+            f"(events come from {', '.join((DIAGNOSTICS_TYPE, *LOG_TYPES))})"
+        )
+    if tfs and not any(types.get(t) in TF_TYPES for t in TF_TOPICS):
+        raise ImportFormatError(
+            f"{bag}: --tf needs /tf or /tf_static, and the bag has neither "
+            f"(topics: {', '.join(sorted(types)) or 'none'})"
         )
 
 
-def _poses(
-    bag: Path, spec: TopicSpec, rows: list, max_position_m: float, duplicates: str
-) -> BagStream:
-    where = Path(f"{bag}:{spec.topic}")
-    t_ns = np.array([r[0] for r in rows], dtype=np.int64)
-    recv = np.array([r[1] for r in rows], dtype=np.int64)
-    pos = np.array([[r[2].x, r[2].y, r[2].z] for r in rows], dtype=np.float64).reshape(-1, 3)
-    quat = np.array([[r[3].x, r[3].y, r[3].z, r[3].w] for r in rows], dtype=np.float64)
-    quat = quat.reshape(-1, 4)
-    index = np.arange(1, len(rows) + 1)
-    _finite(str(where), "position", pos)
-    _finite(str(where), "orientation", quat)
-    axes = [(1, "position.x"), (2, "position.y"), (3, "position.z")]
-    _check_positions(where, index, pos, axes, max_position_m)
-    attrs = {
-        "source_format": "rosbag",
-        "ros_topic": spec.topic,
-        "time_base": "ROS header stamps (ns since the Unix epoch)",
-    }
-    if spec.child_frame:
-        attrs["ros_child_frame"] = spec.child_frame
-    imported = _pose_imported(
-        where, index, t_ns, pos, quat, np.ones(len(rows), bool), duplicates, attrs
-    )
-    kept = order_times(where, index, t_ns, duplicates).keep
-    differ = bool(np.any(recv[kept] != t_ns[kept]))
-    return BagStream(spec, imported, recv[kept] if differ else None)
+def _mount_from_tf(tree: TfTree, stream: BagStream) -> None:
+    """``mount_xy_yaw`` of a lidar whose frame is fixed to the body in ``/tf_static``."""
+    from scipy.spatial.transform import Rotation
 
-
-def _scans(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagStream:
-    where = Path(f"{bag}:{spec.topic}")
-    stamps = np.array([_stamp(m.header.stamp) for _, m in rows], dtype=np.int64)
-    recv = np.array([r for r, _ in rows], dtype=np.int64)
-    index = np.arange(1, len(rows) + 1)
-    order = order_times(where, index, stamps, duplicates)
-    angle, rng, inten, t_pt, count, speed = [], [], [], [], [], []
-    for k in np.flatnonzero(order.keep):
-        m = rows[k][1]
-        n = len(m.ranges)
-        for name in ("angle_min", "angle_increment", "time_increment", "range_min", "range_max"):
-            if not math.isfinite(getattr(m, name)):
-                raise ImportFormatError(f"{where}:{k + 1}: {name} {getattr(m, name)} is not finite")
-        r = np.asarray(m.ranges, dtype=np.float64)
-        # REP 117: +inf no return, -inf too close, nan error; outside [min, max] not valid
-        out = np.where(np.isposinf(r) | (r > m.range_max), np.inf, r)
-        out = np.where(np.isneginf(r) | np.isnan(r) | (r < m.range_min), np.nan, out)
-        a = m.angle_min + m.angle_increment * np.arange(n)
-        angle.append(np.mod(a, _TWO_PI))  # REP 103: CCW, 0 = forward; wrapped to [0, 2π)
-        rng.append(out)
-        if len(m.intensities) == n:
-            inten.append(np.clip(np.rint(np.asarray(m.intensities, float)), 0, 65535))
-        else:
-            inten.append(np.zeros(n))
-        t_pt.append(stamps[k] + np.rint(m.time_increment * 1e9 * np.arange(n)).astype(np.int64))
-        count.append(n)
-        speed.append(1.0 / m.scan_time if m.scan_time > 0 else math.nan)
-    keep = order.keep
-    turns = LidarTurns(
-        stamps[keep],
-        np.full(int(keep.sum()), NO_DEVICE_TIME, np.int64),
-        np.array(speed),
-        np.array(count),
-        np.zeros(int(keep.sum())),
-        np.concatenate(angle) if angle else np.zeros(0),
-        np.concatenate(rng) if rng else np.zeros(0),
-        np.concatenate(inten) if inten else np.zeros(0),
-        np.concatenate(t_pt) if t_pt else np.zeros(0, np.int64),
-    )
-    first = rows[0][1]
-    attrs = {
-        "source_format": "rosbag",
-        "ros_topic": spec.topic,
-        "model": "ROS LaserScan",
-        "frame": first.header.frame_id,
-        "units": "angle rad CCW from sensor forward in [0, 2pi), range m, time ns",
-        "ros_range_min_m": float(first.range_min),
-        "ros_range_max_m": float(first.range_max),
-        "time_base": "ROS header stamps (ns since the Unix epoch)",
-    }
-    differ = bool(np.any(recv[keep] != stamps[keep]))
-    return BagStream(
-        spec,
-        Imported(turns, attrs, order.dropped_lines),
-        recv[keep] if differ else None,
-    )
+    frame = str(stream.imported.attrs.get("frame", ""))
+    pose = tree.static_pose(BODY_FRAME, frame) if frame else None
+    if pose is None:
+        return
+    p, q = pose
+    yaw = float(Rotation.from_quat(q).as_euler("ZYX")[0])
+    stream.imported.attrs["mount_xy_yaw"] = [float(p[0]), float(p[1]), yaw]
+    stream.imported.attrs["ros_mount_xyz_xyzw"] = [*map(float, p), *map(float, q)]
+    stream.imported.attrs["mount_units"] = f"m, m, rad (CCW), from /tf_static {BODY_FRAME}->{frame}"
 
 
 def read_rosbag(
@@ -262,79 +178,122 @@ def read_rosbag(
     reloc_topic: str | None = None,
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
+    *,
+    tfs: list[TfSpec] | None = None,
+    events_topic: str | None = None,
+    progress: Progress | None = None,
 ) -> BagImport:
-    """Parse the named topics of a bag (see the module docstring).
+    """Parse the named topics and TF chains of a bag (see the module docstring).
+
+    Args:
+        progress: called with (messages read, messages to read) while reading.
 
     Raises:
-        ImportFormatError: a missing topic, an unsupported message type, a TF topic
-            without the child frame, or a bad value (naming ``BAG:TOPIC:N``).
+        ImportFormatError: a missing topic or frame (the message lists what the bag
+            has), an unsupported message type, a TF topic without the child frame, or
+            a bad value (naming ``BAG:TOPIC:N``).
     """
-    bag = Path(path)
-    if not topics:
-        raise ImportFormatError(f"{bag}: name at least one --topic TOPIC=NAME")
-    names = [s.name for s in topics]
-    if len(set(names)) != len(names):
-        raise ImportFormatError(f"--topic: stream names must differ, got {names}")
-    reader = _open(bag)
+    with collector_paused():  # the messages are held until the streams are built
+        return _read_rosbag(
+            Path(path), topics, reloc_topic, max_position_m, duplicates, tfs or [],
+            events_topic, progress,
+        )  # fmt: skip
+
+
+def _read_rosbag(
+    bag: Path,
+    topics: list[TopicSpec],
+    reloc_topic: str | None,
+    max_position_m: float,
+    duplicates: str,
+    tfs: list[TfSpec],
+    events_topic: str | None,
+    progress: Progress | None,
+) -> BagImport:
+    uses: list[tuple[str, Extract]] = []
+
+    def use(topic: str, extract: Extract) -> int:
+        uses.append((topic, extract))
+        return len(uses) - 1
+
+    reader = open_bag(bag)
+    collector = TfCollector()
     try:
-        types = {c.topic: c.msgtype for c in reader.connections}
-        wanted = [s.topic for s in topics] + ([reloc_topic] if reloc_topic else [])
-        for topic in wanted:
-            if topic not in types:
-                raise ImportFormatError(
-                    f"{bag}: no topic {topic!r} (topics: {', '.join(sorted(types)) or 'none'})"
-                )
-        for s in topics:
-            if types[s.topic] not in (*POSE_TYPES, SCAN_TYPE):
-                raise ImportFormatError(
-                    f"{bag}: topic {s.topic!r} has type {types[s.topic]!r}, which cannot be "
-                    f"imported (supported: {', '.join((*POSE_TYPES, SCAN_TYPE))})"
-                )
-            if types[s.topic] == "tf2_msgs/msg/TFMessage" and not s.child_frame:
-                raise ImportFormatError(
-                    f"{bag}: topic {s.topic!r} is a TF topic: name the child frame, "
-                    f"--topic '{s.topic}[CHILD_FRAME]={s.name}'"
-                )
-        rows: dict[str, list] = {t: [] for t in wanted}
-        conns = [c for c in reader.connections if c.topic in rows]
-        for conn, recv_ns, raw in reader.messages(connections=conns):
-            msg = reader.deserialize(raw, conn.msgtype)
-            rows[conn.topic].append((int(recv_ns), msg))
+        types = topic_types(bag, reader)
+        _check_request(bag, types, topics, tfs, reloc_topic, events_topic)
+        main = [use(s.topic, _extract_for(types[s.topic], s)) for s in topics]
+        beside = [
+            {
+                leaf: use(topic, _COMPANION_EXTRACT[leaf])
+                for leaf, topic in _companions(types, s).items()
+            }
+            for s in topics
+        ]
+        reloc = use(reloc_topic, reloc_extract) if reloc_topic else None
+        events = (
+            use(events_topic, events_extract(events_topic, types[events_topic]))
+            if events_topic
+            else None
+        )
+        scans = any(types[s.topic] == SCAN_TYPE for s in topics)
+        # chains need /tf and /tf_static, the lidars' mounts /tf_static
+        for topic in TF_TOPICS if tfs else ("/tf_static",) if scans else ():
+            if types.get(topic) in TF_TYPES:
+                use(topic, collector.extract(static=topic == "/tf_static"))
+        rows = read_topics(bag, reader, uses, progress)
     finally:
         reader.close()
+    tree = collector.tree(str(bag))
     out = BagImport()
-    for s in topics:
-        msgs = rows[s.topic]
-        if types[s.topic] == SCAN_TYPE:
-            if not msgs:
-                raise ImportFormatError(f"{bag}: topic {s.topic!r} has no messages")
-            out.streams.append(_scans(bag, s, msgs, duplicates))
-            continue
-        poses = [
-            (t, recv, p, q)
-            for recv, msg in msgs
-            for t, p, q in _pose_of(msg, types[s.topic], s.child_frame)
-        ]
-        if not poses:
-            frame = f" with child frame {s.child_frame!r}" if s.child_frame else ""
-            raise ImportFormatError(f"{bag}: topic {s.topic!r} has no poses{frame}")
-        out.streams.append(_poses(bag, s, poses, max_position_m, duplicates))
-    if reloc_topic:
-        out.reloc_ns = np.array(
-            [
-                _stamp(m.header.stamp) if hasattr(m, "header") else recv
-                for recv, m in rows[reloc_topic]
-            ],
-            dtype=np.int64,
-        )
+    for s, k, extra in zip(topics, main, beside, strict=True):
+        msgtype = types[s.topic]
+        if not rows[k]:
+            raise ImportFormatError(f"{bag}: topic {s.topic!r} has no messages")
+        if msgtype == SCAN_TYPE:
+            stream = scan_stream(bag, s, rows[k], duplicates)
+            _mount_from_tf(tree, stream)
+        elif msgtype == COUNTS_TYPE:
+            stream = count_stream(bag, s, rows[k], duplicates)
+        else:
+            stream = pose_stream(bag, s, rows[k], max_position_m, duplicates)
+        if stream.kind != "pose" and "time_reference" in extra:
+            topic = uses[extra["time_reference"]][0]
+            apply_time_reference(bag, topic, rows[extra["time_reference"]], stream)
+        if stream.kind != "encoder" and "flags" in extra:
+            apply_flags(bag, uses[extra["flags"]][0], rows[extra["flags"]], stream)
+        out.streams.append(stream)
+    for spec in tfs:
+        out.streams.append(tf_stream(bag, spec, tree, max_position_m))
+    if events is not None:
+        out.events = [e for message in rows[events] for e in message]
+    if reloc_topic and reloc is not None:
+        out.reloc_ns = np.array(rows[reloc], dtype=np.int64)
         _flag_relocalizations(bag, reloc_topic, out)
+        out.events += [
+            BagEvent(int(t), reloc_topic, "relocalization", f"{reloc_topic} message")
+            for t in out.reloc_ns.tolist()
+        ]
     return out
+
+
+_COMPANION_EXTRACT: dict[str, Extract] = {
+    "time_reference": time_reference_extract,
+    "flags": flags_extract,
+}
+
+
+def _extract_for(msgtype: str, spec: TopicSpec) -> Extract:
+    if msgtype == SCAN_TYPE:
+        return scan_extract
+    if msgtype == COUNTS_TYPE:
+        return count_extract
+    return pose_extract(msgtype, spec.child_frame)
 
 
 def _flag_relocalizations(bag: Path, topic: str, out: BagImport) -> None:
     """Flag RELOCALIZED on each pose-sensor stream's first sample at or after each stamp."""
     targets = [
-        b
+        (b, b.imported.batch)
         for b in out.streams
         if isinstance(b.imported.batch, PoseBatch) and b.spec.pose_kind() == "pose_sensor"
     ]
@@ -343,8 +302,7 @@ def _flag_relocalizations(bag: Path, topic: str, out: BagImport) -> None:
             f"{bag}: --reloc-topic {topic!r} needs a pose-sensor stream to flag "
             "(a --topic whose kind is pose_sensor)"
         )
-    for b in targets:
-        batch = b.imported.batch
+    for b, batch in targets:
         k = np.searchsorted(batch.t_ns, out.reloc_ns, side="left")
         k = k[k < len(batch)]
         batch.flags[k] |= np.uint8(PoseFlag.RELOCALIZED)
@@ -358,26 +316,35 @@ def import_rosbag(
     reloc_topic: str | None = None,
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
+    *,
+    tfs: list[TfSpec] | None = None,
+    events_topic: str | None = None,
+    progress: Progress | None = None,
 ) -> BagImport:
     """Parse the bag's topics and add one stream each to ``session`` (created if missing).
 
-    Relocalization messages also become ``relocalization`` events. Nothing is written
-    unless every topic parses, and the session changes all at once (a copy swapped in).
+    Relocalization and ``--events`` messages become session events. Nothing is
+    written unless every topic parses, and the session changes all at once (a copy
+    swapped in).
     """
-    import h5py
-
     from sensorbench.logs.atomic_output import atomic_output, atomic_update
+    from sensorbench.logs.h5_output import guarded_h5
     from sensorbench.logs.writer import SessionWriter
 
     bag = Path(path)
-    parsed = read_rosbag(bag, topics, reloc_topic, max_position_m, duplicates)
+    parsed = read_rosbag(
+        bag, topics, reloc_topic, max_position_m, duplicates,
+        tfs=tfs, events_topic=events_topic, progress=progress,
+    )  # fmt: skip
+    for b in parsed.streams:
+        refuse_impossible(Path(f"{bag}:{b.spec.topic}"), b.spec.name, b.imported.batch)
     source = {"source_file": bag.name}
     if bag.is_file():
         source["source_sha256"] = file_sha256(bag)
     session = Path(session)
     existed = session.exists()
-    extra = [b for b in parsed.streams if b.receive_ns is not None]
-    # one swap for the streams and their receive times: a kill or a full disk at any
+    extra = [b for b in parsed.streams if b.receive_ns is not None or b.covariance is not None]
+    # one swap for the streams and their extra columns: a kill or a full disk at any
     # moment leaves an existing session exactly as it was
     with atomic_update(session) if existed else atomic_output(session) as tmp:
         if existed:
@@ -387,20 +354,29 @@ def import_rosbag(
         with writer:
             for b in parsed.streams:
                 attrs = {**b.imported.attrs, **source}
-                if isinstance(b.imported.batch, LidarTurns):
+                batch = b.imported.batch
+                if isinstance(batch, LidarTurns):
                     writer.add_lidar(b.spec.name, attrs=attrs)
-                    writer.append_turns(b.spec.name, b.imported.batch)
+                    writer.append_turns(b.spec.name, batch)
+                elif isinstance(batch, EncoderBatch):
+                    writer.add_encoder(b.spec.name, n_counts=batch.counts.shape[1], attrs=attrs)
+                    writer.append_encoder(b.spec.name, batch)
                 else:
                     writer.add_pose(b.spec.name, kind=b.spec.pose_kind(), attrs=attrs)
-                    writer.append_pose(b.spec.name, b.imported.batch)
-            for t in parsed.reloc_ns.tolist():
-                writer.event(int(t), reloc_topic or "", "relocalization", f"{reloc_topic} message")
+                    writer.append_pose(b.spec.name, batch)
+            for e in parsed.events:
+                writer.event(e.t_ns, e.source, e.kind, e.message)
         if extra:
-            with h5py.File(tmp, "a") as f:
+            with guarded_h5(tmp, "r+", shown=session) as f:
                 for b in extra:
-                    if isinstance(b.imported.batch, LidarTurns):
-                        group = f[f"lidar/{b.spec.name}"]
-                        group.create_dataset("turn_receive_ns", data=b.receive_ns)
-                    else:
-                        f[f"pose/{b.spec.name}"].create_dataset("receive_ns", data=b.receive_ns)
+                    if b.kind == "lidar":
+                        f[f"lidar/{b.spec.name}"].create_dataset(
+                            "turn_receive_ns", data=b.receive_ns
+                        )
+                        continue
+                    group = f[f"pose/{b.spec.name}"]
+                    if b.receive_ns is not None:
+                        group.create_dataset("receive_ns", data=b.receive_ns)
+                    if b.covariance is not None:
+                        group.create_dataset("covariance", data=b.covariance)
     return parsed

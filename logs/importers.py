@@ -24,6 +24,7 @@ from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
 from sensorbench.logs.import_times import TimeOrder, flag_corrections, order_times
 from sensorbench.logs.model_file import file_sha256
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
+from sensorbench.logs.values import batch_problems, parse_float, parse_int
 
 QUAT_NORM_TOLERANCE = 0.01
 """Largest accepted deviation of a quaternion's norm from 1 before normalization."""
@@ -69,6 +70,15 @@ def _read_text(path: Path) -> list[str]:
         raise ImportFormatError(f"{path}: not a text file ({exc})") from exc
 
 
+_ASCII_SPACE = " \t\r\n\f\v"
+
+
+def _ascii_split(text: str) -> list[str]:
+    """Cells separated by ASCII whitespace (``str.split`` also splits at a no-break space,
+    which then hides in a number's place)."""
+    return [c for c in re.split(r"[ \t\r\n\f\v]+", text) if c]
+
+
 def _where(path: Path, line: int, col: int) -> str:
     """``file:line:column``, both 1-based; the column is the field's number in its row."""
     return f"{path}:{line}:{col}"
@@ -77,13 +87,16 @@ def _where(path: Path, line: int, col: int) -> str:
 def _number(
     path: Path, line: int, col: int, name: str, cell: str, *, allow_nan: bool = False
 ) -> float:
-    """A finite float from ``cell`` (``nan`` too if ``allow_nan``); errors name the cell."""
-    try:
-        value = float(cell)
-    except ValueError:
+    """A finite float from ``cell`` (``nan`` too if ``allow_nan``); errors name the cell.
+
+    Strict ASCII decimal (:func:`~sensorbench.logs.values.parse_float`): ``1_0``,
+    full-width digits or a no-break space are not numbers."""
+    value = parse_float(cell)
+    if value is None:
         raise ImportFormatError(
-            f"{_where(path, line, col)}: column {name!r}: {cell.strip()!r} is not a number"
-        ) from None
+            f"{_where(path, line, col)}: column {name!r}: {cell.strip()!r} is not a number "
+            "(ASCII decimal digits)"
+        )
     if not (math.isfinite(value) or (allow_nan and math.isnan(value))):
         raise ImportFormatError(
             f"{_where(path, line, col)}: column {name!r}: {cell.strip()!r} is not a finite number"
@@ -102,28 +115,39 @@ def _in_int64(path: Path, line: int, col: int, name: str, value: int, unit: str 
 
 def _seconds_to_ns(path: Path, line: int, col: int, name: str, cell: str) -> int:
     """Exact decimal seconds -> int ns (float64 would lose up to ~100 ns at epoch scale)."""
-    text = cell.strip()
-    m = re.fullmatch(r"([+-]?)(\d*)\.?(\d*)", text)
+    return _decimal_to_ns(path, line, col, name, cell, "s")
+
+
+_NS_PER_UNIT = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+
+
+def _decimal_to_ns(path: Path, line: int, col: int, name: str, cell: str, unit: str) -> int:
+    """Exact decimal time in ``unit`` (s, ms, us, ns) -> int ns, rounded half up."""
+    scale = _NS_PER_UNIT[unit]
+    digits = len(str(scale)) - 1
+    text = cell.strip(" \t")
+    m = re.fullmatch(r"([+-]?)([0-9]*)\.?([0-9]*)", text, re.ASCII)
     if m and (m.group(2) or m.group(3)):
         sign = -1 if m.group(1) == "-" else 1
-        frac = (m.group(3) + "000000000")[:9]
-        rounding = 1 if len(m.group(3)) > 9 and m.group(3)[9] >= "5" else 0
-        ns = sign * (int(m.group(2) or "0") * 1_000_000_000 + int(frac) + rounding)
+        frac = (m.group(3) + "0" * digits)[:digits]
+        rounding = 1 if len(m.group(3)) > digits and m.group(3)[digits] >= "5" else 0
+        ns = sign * (int(m.group(2) or "0") * scale + int(frac or "0") + rounding)
     else:
-        seconds = _number(path, line, col, name, cell)
-        ns = _INT64_MAX + 1 if abs(seconds) >= _MAX_TIME_S else round(seconds * 1e9)
+        value = _number(path, line, col, name, cell)
+        ns = _INT64_MAX + 1 if abs(value) * scale >= _INT64_MAX else round(value * scale)
     if abs(ns) > _INT64_MAX:
         raise ImportFormatError(
-            f"{_where(path, line, col)}: column {name!r}: {text!r} s is out of range "
+            f"{_where(path, line, col)}: column {name!r}: {text!r} {unit} is out of range "
             f"(|t| must stay below {_MAX_TIME_S:.4g} s)"
         )
     return ns
 
 
 def _integer(path: Path, line: int, col: int, name: str, cell: str) -> int:
-    try:
-        value = int(cell.strip())
-    except ValueError:
+    parsed = parse_int(cell)
+    if parsed is not None:
+        value = parsed
+    else:
         number = _number(path, line, col, name, cell)
         if number != int(number):
             raise ImportFormatError(
@@ -223,10 +247,10 @@ def read_tum(
     path = Path(path)
     rows, lines, times = [], [], []
     for i, text in enumerate(_read_text(path), start=1):
-        text = text.strip()
+        text = text.strip(_ASCII_SPACE)
         if not text or text.startswith("#"):
             continue
-        cells = text.replace(",", " ").split()
+        cells = _ascii_split(text.replace(",", " "))
         if len(cells) != 8:
             raise ImportFormatError(
                 f"{path}:{i}: expected 8 columns (timestamp tx ty tz qx qy qz qw), got {len(cells)}"
@@ -315,25 +339,30 @@ def read_euroc(
 
 
 def _is_number(cell: str) -> bool:
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
+    return parse_float(cell) is not None
 
 
 def _euroc_columns(path: Path, header: list[str]) -> dict[str, int]:
     cols: dict[str, int] = {}
+
+    def take(key: str, j: int) -> None:
+        if key in cols:  # two columns for one quantity: which one is meant is unknowable
+            raise ImportFormatError(
+                f"{path}:1: header columns {cols[key] + 1} ({header[cols[key]]!r}) and "
+                f"{j + 1} ({header[j]!r}) are both {key}; keep one"
+            )
+        cols[key] = j
+
     for j, name in enumerate(header):
         low = name.lower()
-        if "timestamp" in low and "timestamp" not in cols:
-            cols["timestamp"] = j
+        if "timestamp" in low:
+            take("timestamp", j)
         m = re.match(r"p_\w*?_([xyz])\b", low)
-        if m and f"p{m.group(1)}" not in cols:
-            cols[f"p{m.group(1)}"] = j
+        if m:
+            take(f"p{m.group(1)}", j)
         m = re.match(r"q_\w*?_([wxyz])\b", low)
-        if m and f"q{m.group(1)}" not in cols:
-            cols[f"q{m.group(1)}"] = j
+        if m:
+            take(f"q{m.group(1)}", j)
     missing = [c for c in ("timestamp", "px", "py", "pz", "qw", "qx", "qy", "qz") if c not in cols]
     if missing:
         raise ImportFormatError(
@@ -423,10 +452,17 @@ def read_motive(
     elif body not in bodies:
         raise ImportFormatError(f"{path}: no rigid body {body!r} (have: {', '.join(bodies)})")
     cols: dict[str, int] = {}
+    ids = labelled.get("ID", [])
     for j in range(width):
         if cell(types, j) == "Rigid Body" and cell(names, j) == body:
             key = f"{cell(category, j)}.{cell(component, j)}"
-            cols.setdefault(key, j)
+            if key in cols:  # a second body of that name: which one is meant is unknowable
+                name_line = next(r + 1 for r in range(data_start) if rows[r][:1] == ["Name"])
+                raise ImportFormatError(
+                    f"{path}:{name_line}: two rigid bodies are named {body!r} (IDs "
+                    f"{cell(ids, cols[key])} and {cell(ids, j)}); rename one in Motive"
+                )
+            cols[key] = j
     time_col = next((j for j, c in enumerate(component) if c.startswith("Time")), None)
     needed = [f"Rotation.{a}" for a in "XYZW"] + [f"Position.{a}" for a in "XYZ"]
     missing = [k for k in needed if k not in cols]
@@ -442,6 +478,10 @@ def read_motive(
         if not any(c.strip() for c in row):
             continue
         line = i + 1
+        if len(row) < width:  # Motive writes every cell (blank ones too): the row was cut
+            raise ImportFormatError(
+                f"{path}:{line}: {len(row)} cells, the header has {width}; the row is truncated"
+            )
         t.append(_seconds_to_ns(path, line, time_col + 1, "Time (Seconds)", cell(row, time_col)))
         values = []
         for k in needed:
@@ -457,6 +497,11 @@ def read_motive(
             valid.append(True)
         lines.append(line)
     valid_a = np.array(valid, dtype=bool)
+    if lines and not valid_a.any():
+        raise ImportFormatError(
+            f"{path}: rigid body {body!r} is blank (occluded) in all {len(lines)} frames; "
+            "nothing to import"
+        )
     pos_a, quat_a = np.array(pos).reshape(-1, 3), np.array(quat).reshape(-1, 4)
     quat_a = _check_quats(path, np.array(lines), quat_a, valid_a)
     _check_positions(
@@ -492,62 +537,160 @@ def read_motive(
     )
 
 
-def read_pod_csv(path: str | os.PathLike[str], duplicates: str = "last") -> Imported:
-    """Pod encoder CSV with a header row.
+POD_TIME_COLUMNS = {"t_s": "s", "t_ms": "ms", "t_us": "us", "t_ns": "ns", "host_ns": "ns"}
+"""The pod CSV's time columns and their units (one of them per file)."""
 
-    Columns: a time column ``t_s`` (s) or ``host_ns`` (ns); counters ``c0, c1, ...``
-    (cumulative counts, integers); optional ``device_ns`` or ``device_us`` (MCU
-    time, ns or µs), ``seq``, ``yaw`` (rad), ``yaw_rate`` (rad/s). Repeated stamps
-    follow ``duplicates`` (``error``, ``first`` or ``last``).
+POD_OPTIONAL_COLUMNS = ("device_ns", "device_us", "seq", "yaw", "yaw_rate")
+POD_CSV_COLUMNS = (*POD_TIME_COLUMNS, "c0", "c1", "...", *POD_OPTIONAL_COLUMNS)
+"""Column names the pod CSV reader knows, as shown (counters ``c0, c1, ...``: any number)."""
+
+
+def _is_pod_column(name: str) -> bool:
+    named = name in POD_TIME_COLUMNS or name in POD_OPTIONAL_COLUMNS
+    return named or re.fullmatch(r"c\d+", name) is not None
+
+
+def _resolve_columns(
+    path: Path, head_line: int, header: list[str], mapping: dict[str, str], names: list[str]
+) -> dict[str, int]:
+    """Column index of each of ``names`` found in the file (under its mapped header)."""
+    where = {h: j for j, h in reversed(list(enumerate(header)))}
+    used: dict[str, str] = {}
+    for name, h in mapping.items():
+        if h not in where:
+            raise ImportFormatError(
+                f"{path}:{head_line}: --columns {name}={h}: no column {h!r} in the header "
+                f"(columns: {', '.join(header)})"
+            )
+        if h in used:
+            raise ImportFormatError(
+                f"{path}:{head_line}: --columns maps column {h!r} twice ({used[h]}, {name})"
+            )
+        used[h] = name
+    col: dict[str, int] = {}
+    for name in names:
+        h = mapping.get(name, name)
+        # a header taken by a mapping is that mapping's, not a same-named default's
+        if h in where and (name in mapping or h not in used):
+            col[name] = where[h]
+    return col
+
+
+def read_pod_csv(
+    path: str | os.PathLike[str],
+    columns: dict[str, str] | None = None,
+    duplicates: str = "last",
+) -> Imported:
+    """Pod encoder CSV with a header row (any logger's: map its headers with ``columns``).
+
+    Columns (by header name, any order, extra columns ignored): one time column,
+    ``t_s`` (s), ``t_ms`` (ms), ``t_us`` (µs), ``t_ns`` or ``host_ns`` (ns), decimal
+    and exact; counters ``c0, c1, ...`` (cumulative counts, integers, any number from
+    ``c0`` on without gaps); optional ``device_ns`` or ``device_us`` (MCU time, ns or
+    µs), ``seq``, ``yaw`` (rad), ``yaw_rate`` (rad/s). Cells are separated by commas,
+    semicolons or whitespace (whichever the header uses); ``#`` lines are comments.
+
+    Args:
+        columns: column name -> header in the file, e.g. ``{"t_s": "t", "c0":
+            "count0"}`` for a ``t,count0,...`` file.
+        duplicates: repeated stamps: ``error``, ``first`` or ``last``.
     """
     path = Path(path)
-    rows = [(i, r) for i, r in enumerate(csv.reader(_read_text(path)), start=1) if r]
+    mapping = dict(columns or {})
+    for name in mapping:
+        if not _is_pod_column(name):
+            raise ImportFormatError(
+                f"--columns {name}={mapping[name]}: unknown column name {name!r} "
+                f"(known: {', '.join(POD_CSV_COLUMNS)})"
+            )
+    rows = [
+        (i, t)
+        for i, t in enumerate(_read_text(path), start=1)
+        if t.strip() and not t.lstrip().startswith("#")
+    ]
     if not rows:
         raise ImportFormatError(f"{path}:1: empty file")
-    header = [c.strip() for c in rows[0][1]]
-    idx = {name: j for j, name in enumerate(header)}
-    counters = sorted(
-        (int(m.group(1)), j) for j, n in enumerate(header) if (m := re.fullmatch(r"c(\d+)", n))
+    head_line, head = rows[0]
+    sep = ";" if ";" in head else ("," if "," in head else None)
+    header = _split_cells(head, sep)
+    counter_names = {n for n in [*header, *mapping] if re.fullmatch(r"c\d+", n)}
+    mapped_time = any(n in POD_TIME_COLUMNS for n in mapping)  # the one to use
+    col = _resolve_columns(
+        path,
+        head_line,
+        header,
+        mapping,
+        [*POD_TIME_COLUMNS, *sorted(counter_names), *POD_OPTIONAL_COLUMNS],
     )
-    if "t_s" not in idx and "host_ns" not in idx:
-        raise ImportFormatError(f"{path}:1: no time column (t_s or host_ns) in header {header}")
-    if not counters or [k for k, _ in counters] != list(range(len(counters))):
-        raise ImportFormatError(f"{path}:1: counter columns must be c0, c1, ... (got {header})")
+    repeated = sorted({h for h in header if header.count(h) > 1})
+    if repeated:
+        raise ImportFormatError(
+            f"{path}:{head_line}: column(s) {', '.join(repeated)} repeated in the header; "
+            "which one is meant is unknowable, keep one"
+        )
+    times = [n for n in POD_TIME_COLUMNS if n in col and (n in mapping or not mapped_time)]
+    hint = "; map other names with --columns NAME=HEADER,... (e.g. t_s=t,c0=count0)"
+    if len(times) != 1:
+        what = "no time column" if not times else f"several time columns ({', '.join(times)})"
+        raise ImportFormatError(
+            f"{path}:{head_line}: {what}: one of {', '.join(POD_TIME_COLUMNS)} is needed "
+            f"(columns: {', '.join(header)}){hint}"
+        )
+    time_name = times[0]
+    counters = sorted(int(n[1:]) for n in col if re.fullmatch(r"c\d+", n))
+    if not counters or counters != list(range(len(counters))):
+        found = ", ".join(f"c{k}" for k in counters) or "none"
+        raise ImportFormatError(
+            f"{path}:{head_line}: counter columns must be c0, c1, ... without gaps (found: "
+            f"{found}; columns: {', '.join(header)}){hint}"
+        )
     n = len(rows) - 1
+    if n == 0:
+        raise ImportFormatError(f"{path}: no samples")
     host = np.empty(n, np.int64)
     counts = np.empty((n, len(counters)), np.int64)
     dev = np.full(n, NO_DEVICE_TIME, np.int64)
     seq = np.arange(n, dtype=np.int64)
     yaw, rate = np.full(n, np.nan), np.full(n, np.nan)
     lines = np.empty(n, np.int64)
-    for r, (i, row) in enumerate(rows[1:]):
+    for r, (i, raw) in enumerate(rows[1:]):
+        cells = _split_cells(raw, sep)
         lines[r] = i
-        if len(row) != len(header):
-            raise ImportFormatError(f"{path}:{i}: {len(row)} cells, header has {len(header)}")
-        cells = {name: (idx[name] + 1, row[idx[name]]) for name in header}
-        if "host_ns" in idx:
-            host[r] = _integer(path, i, cells["host_ns"][0], "host_ns", cells["host_ns"][1])
-        else:
-            host[r] = _seconds_to_ns(path, i, cells["t_s"][0], "t_s", cells["t_s"][1])
-        for k, j in counters:
-            counts[r, k] = _integer(path, i, j + 1, f"c{k}", row[j])
-        if "device_ns" in idx:
-            dev[r] = _integer(path, i, cells["device_ns"][0], "device_ns", cells["device_ns"][1])
-        elif "device_us" in idx:
-            col, text = cells["device_us"]
-            us = _integer(path, i, col, "device_us", text)
-            dev[r] = _in_int64(path, i, col, "device_us", us * 1000, " ns")
-        if "seq" in idx:
-            seq[r] = _integer(path, i, cells["seq"][0], "seq", cells["seq"][1])
+        if len(cells) != len(header):
+            raise ImportFormatError(f"{path}:{i}: {len(cells)} cells, header has {len(header)}")
+
+        def cell(name: str, cells: list[str] = cells, i: int = i) -> tuple:
+            return path, i, col[name] + 1, mapping.get(name, name), cells[col[name]]
+
+        where_, line_, j, label, text = cell(time_name)
+        unit = POD_TIME_COLUMNS[time_name]
+        host[r] = (
+            _integer(where_, line_, j, label, text)
+            if unit == "ns"
+            else _decimal_to_ns(where_, line_, j, label, text, unit)
+        )
+        for k in counters:
+            counts[r, k] = _integer(*cell(f"c{k}"))
+        if "device_ns" in col:
+            dev[r] = _integer(*cell("device_ns"))
+        elif "device_us" in col:
+            where_, line_, j, label, text = cell("device_us")
+            us = _integer(where_, line_, j, label, text)
+            dev[r] = _in_int64(where_, line_, j, label, us * 1000, " ns")
+        if "seq" in col:
+            seq[r] = _integer(*cell("seq"))
         for name, out in (("yaw", yaw), ("yaw_rate", rate)):
-            if name in idx:  # nan = no IMU value, as in the session (docs/FORMAT.md)
-                out[r] = _number(path, i, cells[name][0], name, cells[name][1], allow_nan=True)
-    if n == 0:
-        raise ImportFormatError(f"{path}: no samples")
+            if name in col:  # nan = no IMU value, as in the session (docs/FORMAT.md)
+                out[r] = _number(*cell(name), allow_nan=True)
     order = order_times(path, lines, host, duplicates)
     k = order.keep
     batch = EncoderBatch(host[k], dev[k], seq[k], counts[k], yaw[k], rate[k])
-    attrs = {"source_format": "csv", "time_base": "file timestamps"}
+    attrs = {
+        "source_format": "csv",
+        "time_base": f"file timestamps ({time_name}: {POD_TIME_COLUMNS[time_name]})",
+    }
+    if mapping:
+        attrs["column_map"] = ",".join(f"{k}={v}" for k, v in mapping.items())
     return Imported(batch, {**attrs, **_duplicate_attrs(duplicates, order, 0)}, order.dropped_lines)
 
 
@@ -568,8 +711,11 @@ POSE_CSV_COLUMNS = (
 """Column names the generic pose CSV reader knows (``--columns NAME=HEADER`` maps others)."""
 
 
-def parse_column_map(text: str | None) -> dict[str, str]:
-    """``"t_s=time,x=pos_x"`` -> ``{"t_s": "time", "x": "pos_x"}`` (names checked)."""
+def parse_column_map(text: str | None, what: str = "pose") -> dict[str, str]:
+    """``"t_s=time,x=pos_x"`` -> ``{"t_s": "time", "x": "pos_x"}``, the names checked
+    against the pose CSV's (``what`` = ``pose`` or ``mocap``) or the pod CSV's (``pods``)."""
+    known = POD_CSV_COLUMNS if what == "pods" else POSE_CSV_COLUMNS
+    is_known = _is_pod_column if what == "pods" else POSE_CSV_COLUMNS.__contains__
     out: dict[str, str] = {}
     for entry in (text or "").split(","):
         if not entry.strip():
@@ -577,18 +723,20 @@ def parse_column_map(text: str | None) -> dict[str, str]:
         name, sep, header = (v.strip() for v in entry.partition("="))
         if not sep or not name or not header:
             raise ImportFormatError(f"--columns entry {entry.strip()!r} is not NAME=HEADER")
-        if name not in POSE_CSV_COLUMNS:
+        if not is_known(name):
             raise ImportFormatError(
                 f"--columns {name}={header}: unknown column name {name!r} "
-                f"(known: {', '.join(POSE_CSV_COLUMNS)})"
+                f"(known: {', '.join(known)})"
             )
+        if name in out:
+            raise ImportFormatError(f"--columns names {name!r} twice")
         out[name] = header
     return out
 
 
 def _split_cells(text: str, sep: str | None) -> list[str]:
     if sep is None:
-        return text.split()
+        return _ascii_split(text)
     return [c.strip() for c in next(csv.reader([text], delimiter=sep))]
 
 
@@ -694,6 +842,12 @@ def read_pose_csv(
     return _pose_imported(path, lines, t_ns, pos, quat, np.ones(n, bool), duplicates, attrs, flags)
 
 
+def _read_kitti(path: str | os.PathLike[str], **options: Any) -> Imported:
+    from sensorbench.logs.import_kitti import read_kitti  # it builds on this module
+
+    return read_kitti(path, **options)
+
+
 READERS = {
     ("mocap", "motive"): read_motive,
     ("mocap", "tum"): read_tum,
@@ -704,8 +858,24 @@ READERS = {
     ("mocap", "csv"): read_pose_csv,
     ("pose", "csv"): read_pose_csv,
     ("pods", "csv"): read_pod_csv,
+    ("mocap", "kitti"): _read_kitti,
+    ("pose", "kitti"): _read_kitti,
 }
 """(what, format) -> parser."""
+
+
+def refuse_impossible(
+    source: Path, name: str, batch: PoseBatch | EncoderBatch | LidarTurns
+) -> None:
+    """The last check before a parsed batch is written: the session's own value checks
+    (:mod:`sensorbench.logs.values`), so an import never stores what ``check`` refuses.
+
+    Raises:
+        ImportFormatError: naming ``source`` and the first impossible sample.
+    """
+    problems = batch_problems(name, batch)
+    if problems:
+        raise ImportFormatError(f"{source}: " + "; ".join(str(p) for p in problems[:3]))
 
 
 class ImportResult(NamedTuple):
@@ -733,10 +903,10 @@ def import_file(
 
     Args:
         what: ``mocap`` (pose stream of kind mocap), ``pose`` (pose_sensor) or ``pods``.
-        fmt: ``motive``, ``tum``, ``euroc`` or ``csv``.
+        fmt: ``motive``, ``tum``, ``euroc``, ``kitti`` or ``csv``.
         name: stream name (default: ``mocap``, ``pose_sensor`` or ``pods``).
-        options: parser options (``body``, ``up`` for Motive; ``max_position_m``;
-            ``duplicates``).
+        options: parser options (``body``, ``up`` for Motive; ``times`` for KITTI;
+            ``max_position_m``; ``duplicates``).
     """
     from sensorbench.logs.writer import SessionWriter
 
@@ -748,6 +918,7 @@ def import_file(
     imported = parser(source, **options)
     default_name = {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}[what]
     name = name or default_name
+    refuse_impossible(source, name, imported.batch)
     attrs = {
         **imported.attrs,
         "source_file": source.name,

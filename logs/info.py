@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.logs.reader import Session
+from sensorbench.logs.values import Problem, encoder_problems, lidar_problems, pose_problems
 
 
 def _timing(t_ns: np.ndarray) -> dict[str, Any]:
@@ -29,8 +30,17 @@ def _timing(t_ns: np.ndarray) -> dict[str, Any]:
 
 
 def session_info(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Everything ``sensorbench info`` shows, as a JSON-ready dict."""
+    """Everything ``sensorbench info`` shows, as a JSON-ready dict.
+
+    ``problems`` lists the impossible samples of every stream
+    (:mod:`sensorbench.logs.values`; ``check`` reports them as errors), so a span or rate
+    computed from a bad stamp is never shown without saying so.
+
+    Raises:
+        SessionError: not a session, or its layout is damaged (the file and datasets named).
+    """
     path = Path(path)
+    problems: list[Problem] = []
     with Session(path) as s:
         root = s.attrs
         info: dict[str, Any] = {
@@ -46,6 +56,7 @@ def session_info(path: str | os.PathLike[str]) -> dict[str, Any]:
         for name in s.lidar_names():
             st = s.lidar(name)
             index = st.read_index()
+            problems += lidar_problems(f"lidar/{name}", st.read(validate=False))[0]
             entry = {"kind": "lidar", "name": name, **_timing(index["t_first_ns"])}
             entry["turns"] = entry.pop("count")
             entry["points"] = st.n_points
@@ -62,7 +73,8 @@ def session_info(path: str | os.PathLike[str]) -> dict[str, Any]:
             info["streams"].append(entry)
         for name in s.encoder_names():
             st = s.encoder(name)
-            batch = st.read()
+            batch = st.read(validate=False)
+            problems += encoder_problems(f"encoders/{name}", batch)[0]
             entry = {"kind": "encoder", "name": name, **_timing(batch.host_ns)}
             entry["counters"] = st.n_counts
             entry["has_imu"] = bool(np.isfinite(batch.yaw_rate).any())
@@ -70,7 +82,8 @@ def session_info(path: str | os.PathLike[str]) -> dict[str, Any]:
             info["streams"].append(entry)
         for name in s.pose_names():
             st = s.pose(name)
-            batch = st.read()
+            batch = st.read(validate=False)
+            problems += pose_problems(f"pose/{name}", batch)[0]
             entry = {"kind": "pose", "name": name, **_timing(batch.t_ns)}
             entry["valid_fraction"] = float(batch.valid.mean()) if len(batch) else 0.0
             entry["relocalizations"] = int(np.count_nonzero(batch.flags & 1))
@@ -79,4 +92,5 @@ def session_info(path: str | os.PathLike[str]) -> dict[str, Any]:
         events = s.events()
         info["events"] = dict(Counter(e.kind for e in events))
         info["truth"] = s.truth_names()
+    info["problems"] = [str(p) for p in problems]
     return info

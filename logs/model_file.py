@@ -96,7 +96,9 @@ def dumps_toml(data: Mapping[str, Any], prefix: str = "") -> str:
     numbers, strings, bools and lists; numpy scalars and arrays as their values.
 
     Scalars come first, then every table in the mapping's order, each after a blank
-    line (so text that starts with a table starts with a newline).
+    line (so text that starts with a table starts with a newline). A key whose value is
+    None ("not available") is left out: TOML has no null, and a missing key reads back
+    as None with ``.get``.
 
     Raises:
         TypeError: a value TOML cannot hold (a programming error).
@@ -104,6 +106,8 @@ def dumps_toml(data: Mapping[str, Any], prefix: str = "") -> str:
     lines: list[str] = []
     subs: list[tuple[str, Any]] = []
     for key, value in data.items():
+        if value is None:
+            continue
         if isinstance(value, Mapping) or _is_table_list(value):
             subs.append((key, value))
         else:

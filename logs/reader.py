@@ -31,8 +31,14 @@ from sensorbench.logs.schema import (
     LIDAR_POINT_FIELDS,
     POSE_FIELDS,
     SCHEMA_VERSION,
-    STREAM_COLUMNS,
     FileStatus,
+)
+from sensorbench.logs.values import (
+    Problem,
+    encoder_problems,
+    lidar_problems,
+    pose_problems,
+    structure_problems,
 )
 
 
@@ -115,8 +121,21 @@ class LidarStream(_Stream):
         n_turns, _ = self._consistent()
         return self._g["turns"][:n_turns]
 
-    def read(self, t0_ns: int | None = None, t1_ns: int | None = None) -> LidarTurns:
-        """Turns whose first point's host time lies in ``[t0_ns, t1_ns)`` (all by default)."""
+    def read(
+        self, t0_ns: int | None = None, t1_ns: int | None = None, *, validate: bool = True
+    ) -> LidarTurns:
+        """Turns whose first point's host time lies in ``[t0_ns, t1_ns)`` (all by default).
+
+        Raises:
+            SessionError: ``validate`` and a turn read is impossible
+                (:func:`~sensorbench.logs.values.lidar_problems`).
+        """
+        turns = self._read(t0_ns, t1_ns)
+        if validate:
+            _refuse(self._g, lidar_problems(self._g.name.lstrip("/"), turns)[0])
+        return turns
+
+    def _read(self, t0_ns: int | None, t1_ns: int | None) -> LidarTurns:
         index = self.read_index()
         sel = _window(index["t_first_ns"], len(index), t0_ns, t1_ns)
         index = index[sel]
@@ -185,10 +204,20 @@ class EncoderStream(_Stream):
         """Counters per frame."""
         return int(self._g["counts"].shape[1])
 
-    def read(self, t0_ns: int | None = None, t1_ns: int | None = None) -> EncoderBatch:
-        """Frames whose host time lies in ``[t0_ns, t1_ns)``."""
+    def read(
+        self, t0_ns: int | None = None, t1_ns: int | None = None, *, validate: bool = True
+    ) -> EncoderBatch:
+        """Frames whose host time lies in ``[t0_ns, t1_ns)``.
+
+        Raises:
+            SessionError: ``validate`` and a frame read is impossible
+                (:func:`~sensorbench.logs.values.encoder_problems`).
+        """
         sel = _window(self._g["host_ns"], len(self), t0_ns, t1_ns)
-        return EncoderBatch(**{c: self._g[c][sel] for c in (*ENCODER_FIELDS, "counts")})
+        batch = EncoderBatch(**{c: self._g[c][sel] for c in (*ENCODER_FIELDS, "counts")})
+        if validate:
+            _refuse(self._g, encoder_problems(self._g.name.lstrip("/"), batch)[0])
+        return batch
 
 
 class PoseStream(_Stream):
@@ -199,10 +228,20 @@ class PoseStream(_Stream):
     def __len__(self) -> int:
         return self._n([*POSE_FIELDS, "position", "quat_xyzw"])
 
-    def read(self, t0_ns: int | None = None, t1_ns: int | None = None) -> PoseBatch:
-        """Samples whose time lies in ``[t0_ns, t1_ns)``."""
+    def read(
+        self, t0_ns: int | None = None, t1_ns: int | None = None, *, validate: bool = True
+    ) -> PoseBatch:
+        """Samples whose time lies in ``[t0_ns, t1_ns)``.
+
+        Raises:
+            SessionError: ``validate`` and a sample read is impossible
+                (:func:`~sensorbench.logs.values.pose_problems`).
+        """
         sel = _window(self._g["t_ns"], len(self), t0_ns, t1_ns)
-        return PoseBatch(**{c: self._g[c][sel] for c in (*POSE_FIELDS, "position", "quat_xyzw")})
+        batch = PoseBatch(**{c: self._g[c][sel] for c in (*POSE_FIELDS, "position", "quat_xyzw")})
+        if validate:
+            _refuse(self._g, pose_problems(self._g.name.lstrip("/"), batch)[0])
+        return batch
 
 
 @dataclass(frozen=True)
@@ -279,27 +318,38 @@ def _unopenable(path: Path, head: bytes, exc: OSError) -> str:
     return f"{path}: cannot be opened as HDF5 ({exc}); the file is truncated or corrupt"
 
 
-def missing_datasets(f: h5py.File) -> list[str]:
-    """Paths of the datasets the format requires that ``f`` lacks (``/events``, stream columns)."""
-    missing = [] if isinstance(f.get("events"), h5py.Dataset) else ["events"]
-    for kind, group_name in GROUPS.items():
-        group = f.get(group_name)
-        if not isinstance(group, h5py.Group):
-            continue
-        for name, g in group.items():
-            if not isinstance(g, h5py.Group):
-                missing.append(f"{group_name}/{name} (not a group)")
-                continue
-            missing.extend(
-                f"{group_name}/{name}/{col}"
-                for col in STREAM_COLUMNS[kind]
-                if not isinstance(g.get(col), h5py.Dataset)
-            )
-    return missing
+def layout_error(path: Path, f: h5py.File) -> SessionError | None:
+    """The error for a file whose layout departs from the format (None when it does not):
+    names the file and every bad dataset (:func:`~sensorbench.logs.values.structure_problems`)."""
+    problems = structure_problems(f)
+    if not problems:
+        return None
+    shown = "; ".join(str(p) for p in problems[:10])
+    more = f" and {len(problems) - 10} more" if len(problems) > 10 else ""
+    return SessionError(
+        f"{path}: the file is damaged: {shown}{more} (`sensorbench check {path}` lists "
+        "every problem)"
+    )
 
 
-def open_h5(path: str | os.PathLike[str]) -> h5py.File:
-    """Open a session read-only (SWMR-safe), with clear errors for foreign or broken files."""
+def _refuse(group: h5py.Group, problems: list[Problem]) -> None:
+    """Raise for impossible samples read from ``group`` (the first problems named)."""
+    if problems:
+        shown = "; ".join(str(p) for p in problems[:3])
+        path = group.file.filename
+        raise SessionError(
+            f"{path}: {shown}; the data cannot be used as stored (`sensorbench check {path}` "
+            "lists every problem)"
+        )
+
+
+def open_h5(path: str | os.PathLike[str], *, check_layout: bool = True) -> h5py.File:
+    """Open a session read-only (SWMR-safe), with clear errors for foreign or broken files.
+
+    Args:
+        check_layout: refuse a file whose layout departs from the format
+            (:func:`layout_error`); ``check`` opens with False to report it instead.
+    """
     path = Path(path)
     if not path.exists():
         raise SessionError(f"{path}: no such file")
@@ -334,6 +384,9 @@ def open_h5(path: str | os.PathLike[str]) -> h5py.File:
                 f"{path}: session schema version {version} is newer than this software "
                 f"understands ({SCHEMA_VERSION}); upgrade sensorbench"
             )
+        error = layout_error(path, f) if check_layout else None
+        if error is not None:
+            raise error
     except BaseException:
         f.close()
         raise
@@ -350,14 +403,6 @@ class Session:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._f = open_h5(self.path)
-        missing = missing_datasets(self._f)
-        if missing:
-            self._f.close()
-            raise SessionError(
-                f"{self.path}: dataset{'s' if len(missing) > 1 else ''} "
-                f"{', '.join('/' + m for m in missing)} missing; the file is damaged "
-                f"(`sensorbench check {self.path}` lists every problem)"
-            )
 
     def close(self) -> None:
         """Close the file."""

@@ -83,7 +83,7 @@ POSE_KINDS = ("mocap", "pose_sensor", "estimate")
 GROUPS = {"lidar": "lidar", "raw": "raw", "encoder": "encoders", "pose": "pose"}
 """Stream kind -> HDF5 group name."""
 
-STREAM_COLUMNS = {
+STREAM_COLUMNS: dict[str, dict[str, str | np.dtype]] = {
     "lidar": {**LIDAR_POINT_FIELDS, "turns": TURN_DTYPE},
     "raw": {"data": "u1", "chunks": RAW_CHUNK_DTYPE},
     "encoder": {**ENCODER_FIELDS, "counts": "<i8"},
@@ -111,7 +111,7 @@ def name_conflict(kind: str, name: str, existing: list[tuple[str, str]]) -> str:
 
     Stream names are unique across kinds, so a name always means one stream; the
     only sharing allowed is a serial device's raw bytes (kind ``raw``) under the
-    name of its decoded lidar or encoder stream. ``existing`` lists (kind, name).
+    name of its decoded lidar, encoder or pose stream. ``existing`` lists (kind, name).
     """
     if name in RESERVED_NAMES:
         return f"stream name {name!r} is reserved (names: {', '.join(RESERVED_NAMES)})"
@@ -121,7 +121,7 @@ def name_conflict(kind: str, name: str, existing: list[tuple[str, str]]) -> str:
     for other_kind, other in existing:
         if other != name or other_kind == kind:
             continue
-        if "raw" in (kind, other_kind) and "pose" not in (kind, other_kind):
+        if "raw" in (kind, other_kind):
             continue  # a device's raw bytes beside its decoded stream
         return (
             f"cannot add {kind} stream {name!r}: a {other_kind} stream has that name "

@@ -16,6 +16,8 @@ Concatenating the pieces' streams in order gives the original streams back.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 from pathlib import Path
 
@@ -23,9 +25,11 @@ import h5py
 import numpy as np
 
 from sensorbench.errors import SessionError
+from sensorbench.logs.atomic_output import disk_error, link_no_clobber, temp_name
+from sensorbench.logs.h5_output import guarded_h5
 from sensorbench.logs.importers import file_sha256
 from sensorbench.logs.reader import open_h5
-from sensorbench.logs.schema import LIBVER, FileStatus
+from sensorbench.logs.schema import FileStatus
 from sensorbench.logs.time_window import span_of
 
 _STREAM_GROUPS = ("lidar", "raw", "encoders", "pose")
@@ -33,19 +37,35 @@ _LIDAR_PER_TURN = ("turns", "turn_receive_ns")
 """Lidar datasets with one row per turn; every other one has a row per point."""
 
 
+MAX_PIECES = 100
+"""Most pieces one split writes: each is a complete session file with its own copy of
+the constant truth, so 100 pieces of a simulated session take ~20 s and ~270 MB."""
+
+
 def piece_bounds(
     start: int, end: int, pieces: int | None, every_s: float | None
 ) -> list[tuple[int, int]]:
-    """``[t0, t1)`` bounds (ns) of the pieces of ``[start, end]``: N equal ones or every S s."""
+    """``[t0, t1)`` bounds (ns) of the pieces of ``[start, end]``: N equal ones or every S s.
+
+    Raises:
+        SessionError: not exactly one of ``pieces`` and ``every_s``, a piece shorter
+            than 1 ns, a non-finite ``every_s``, or more than :data:`MAX_PIECES` pieces.
+    """
     if (pieces is None) == (every_s is None):
         raise SessionError("give exactly one of --pieces N or --every S")
+    span_s = (end - start) / 1e9
     if pieces is not None:
-        if pieces < 1:
-            raise SessionError(f"--pieces must be >= 1, got {pieces}")
+        if not 1 <= pieces <= MAX_PIECES:
+            raise SessionError(f"--pieces must be 1 to {MAX_PIECES}, got {pieces}")
         edges = [start + round(k * (end - start) / pieces) for k in range(pieces + 1)]
-    else:
-        if not every_s or every_s <= 0:
-            raise SessionError(f"--every must be > 0 s, got {every_s}")
+    elif every_s is not None:
+        if not (math.isfinite(every_s) and every_s >= 1e-9):
+            raise SessionError(f"--every must be a finite time of at least 1 ns, got {every_s} s")
+        if span_s / every_s > MAX_PIECES:
+            raise SessionError(
+                f"--every {every_s:g} s cuts the session's {span_s:.3f} s into more than "
+                f"{MAX_PIECES} pieces; choose a longer interval"
+            )
         step = round(every_s * 1e9)
         edges = [*range(start, end, step), end] if end > start else [start, end]
     edges[-1] = end + 1  # the last piece holds the last sample too
@@ -156,13 +176,32 @@ def split_session(
 ) -> list[Path]:
     """Write the pieces of session ``path`` into ``out_dir`` as ``STEM_pieceK.h5``.
 
+    Every piece is written under a temporary name and the pieces take their names only
+    when all of them are complete: a failure (a full disk) leaves no piece behind.
+
     Raises:
         SessionError: the session is still being written (check it first), an output
             exists, or the request is malformed.
+        OutputError: a piece cannot be written (full or read-only disk).
     """
     src_path = Path(path)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise disk_error(exc, out_dir, "nothing was written") from exc
+    temps: list[Path] = []
+    try:
+        return _split(src_path, out_dir, pieces, every_s, temps)
+    finally:
+        for tmp in temps:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+
+
+def _split(
+    src_path: Path, out_dir: Path, pieces: int | None, every_s: float | None, temps: list[Path]
+) -> list[Path]:
     with open_h5(src_path) as f:
         status = int(f["_status"][0])
         if status == FileStatus.WRITING:
@@ -177,13 +216,13 @@ def split_session(
                 raise SessionError(f"{n} exists; choose another directory or remove it")
         digest = file_sha256(src_path)
         pose_sensor = [n for n, g in f["pose"].items() if g.attrs.get("kind") == "pose_sensor"]
-        written = []
         for k, ((b0, b1), dst_path) in enumerate(zip(bounds, names, strict=True)):
             # what lies outside the streams' span (a stop event, truth beyond the last
             # sample) goes to the first or last piece
             t0 = b0 if k > 0 else int(np.iinfo(np.int64).min)
             t1 = b1 if k < len(bounds) - 1 else int(np.iinfo(np.int64).max)
-            with h5py.File(dst_path, "w", libver=LIBVER) as g:
+            temps.append(temp_name(dst_path))
+            with guarded_h5(temps[-1], shown=dst_path) as g:
                 _copy_attrs(f, g)
                 g.attrs.update(
                     {
@@ -223,5 +262,14 @@ def split_session(
                 truth = g.create_group("truth")
                 _copy_attrs(f["truth"], truth)
                 _truth(f["truth"], truth, t0, t1, masks)
+    written: list[Path] = []
+    try:
+        for tmp, dst_path in zip(temps, names, strict=True):
+            link_no_clobber(tmp, dst_path)
             written.append(dst_path)
+    except BaseException as exc:
+        for done in written:  # ours, made a moment ago: all pieces or none
+            with contextlib.suppress(OSError):
+                done.unlink()
+        raise disk_error(exc, out_dir, "no piece was written") from exc
     return written

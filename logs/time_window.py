@@ -15,6 +15,7 @@ import numpy as np
 
 from sensorbench.errors import SessionError
 from sensorbench.logs.reader import open_h5
+from sensorbench.logs.values import stamp_problems
 
 
 def span_of(f: h5py.File) -> tuple[int, int]:
@@ -25,6 +26,12 @@ def span_of(f: h5py.File) -> tuple[int, int]:
     times += [g["t_ns"] for g in f["pose"].values()]
     for ds in times:
         t = ds[:]
+        problems = stamp_problems(ds.name.lstrip("/"), t)[0]
+        if problems:
+            raise SessionError(
+                f"{f.filename}: {problems[0]}; the session has no usable time span "
+                f"(`sensorbench check {f.filename}` lists every problem)"
+            )
         if t.size:
             lo.append(int(t.min()))
             hi.append(int(t.max()))

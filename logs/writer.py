@@ -29,6 +29,7 @@ from sensorbench import __version__
 from sensorbench.errors import OutputError, SessionError
 from sensorbench.logs.atomic_output import PendingOutput, PendingUpdate, check_output
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
+from sensorbench.logs.h5_output import GuardedFile, close_guarded, disk_error_text, open_guarded
 from sensorbench.logs.schema import (
     ENCODER_FIELDS,
     EVENT_DTYPE,
@@ -127,10 +128,30 @@ class SessionWriter:
         self.flush_interval_s = flush_interval_s
         self.error: BaseException | None = None
         self._final_status = FileStatus.CLOSED
+        self._guard: GuardedFile | None = None
         try:
-            self._file = h5py.File(target, "w-", libver=LIBVER)
-        except (OSError, FileExistsError) as exc:
-            raise SessionError(f"cannot create {self.path}: {exc}") from exc
+            if swmr:
+                self._file = h5py.File(target, "w-", libver=LIBVER)
+            else:
+                self._file, self._guard = open_guarded(target, "w")
+        except OSError as exc:
+            if self._pending is not None:
+                self._pending.discard()
+            raise SessionError(f"cannot create {self.path}: {disk_error_text(exc)}") from exc
+        self._streams: dict[tuple[str, str], _Stream] = {}
+        self._pending_events: list[tuple[int, str, str, str]] = []
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        try:
+            self._lay_out(label, config_text, attrs)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _lay_out(self, label: str, config_text: str, attrs: dict[str, Any] | None) -> None:
+        """Root attributes, ``_status`` with the writer record, ``events`` and the groups."""
         f = self._file
         wall, mono = time.time_ns(), time.monotonic_ns()
         root = {
@@ -155,12 +176,6 @@ class SessionWriter:
         )
         for group in (*GROUPS.values(), "truth"):
             f.create_group(group)
-        self._streams: dict[tuple[str, str], _Stream] = {}
-        self._pending_events: list[tuple[int, str, str, str]] = []
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._closed = False
 
     @classmethod
     def add_to(cls, path: str | os.PathLike[str]) -> SessionWriter:
@@ -172,15 +187,14 @@ class SessionWriter:
         same directory, which replaces the original only when :meth:`close` succeeds;
         a kill, a full disk or an error at any moment leaves the original unchanged.
         """
-        from sensorbench.logs.reader import missing_datasets, open_h5
+        from sensorbench.logs.reader import open_h5
 
         path = Path(path)
         with open_h5(path) as probe:
-            missing = missing_datasets(probe) + ([] if "_status" in probe else ["_status"])
-            if missing:
+            if not isinstance(probe.get("_status"), h5py.Dataset):
                 raise SessionError(
-                    f"{path}: dataset(s) {', '.join('/' + m for m in missing)} missing; the "
-                    f"file is damaged (`sensorbench check {path}` lists every problem)"
+                    f"{path}: the file is damaged: /_status: missing (`sensorbench check "
+                    f"{path}` lists every problem)"
                 )
             status = FileStatus(int(probe["_status"][0]))
         if status == FileStatus.WRITING:
@@ -194,12 +208,17 @@ class SessionWriter:
         self.flush_interval_s = 0.5
         self.error = None
         self._final_status = status
-        self._pending = PendingUpdate(path)
         try:
-            self._file = h5py.File(self._pending.tmp, "a", libver=LIBVER)
+            self._pending = PendingUpdate(path)
+        except OutputError as exc:
+            raise SessionError(str(exc)) from exc
+        try:
+            self._file, self._guard = open_guarded(self._pending.tmp, "r+")
         except OSError as exc:
             self._pending.discard()
-            raise SessionError(f"cannot open a copy of {path} to add to it: {exc}") from exc
+            raise SessionError(
+                f"cannot open a copy of {path} to add to it: {disk_error_text(exc)}"
+            ) from exc
         self._status = self._file["_status"]
         self._status[0] = FileStatus.WRITING
         self._events = self._file["events"]
@@ -332,7 +351,7 @@ class SessionWriter:
 
     def _put(self, kind: str, name: str, payload: Any) -> None:
         if self.error is not None:
-            raise SessionError(f"writing {self.path} failed: {self.error}") from self.error
+            raise SessionError(f"writing {self.path} failed: {self._error_text()}") from self.error
         if self._closed:
             raise SessionError(f"{self.path} is closed")
         if (kind, name) not in self._streams:
@@ -372,7 +391,7 @@ class SessionWriter:
     def event(self, t_ns: int, source: str, kind: str, message: str = "") -> None:
         """Queue one event (unplug, reconnect, stale, crc_burst, relocalization, note...)."""
         if self.error is not None:
-            raise SessionError(f"writing {self.path} failed: {self.error}") from self.error
+            raise SessionError(f"writing {self.path} failed: {self._error_text()}") from self.error
         if self._thread is None:
             self.start()
         self._queue.put(("event", "", (int(t_ns), str(source), str(kind), str(message))))
@@ -396,14 +415,31 @@ class SessionWriter:
                 if stop or time.monotonic() >= next_flush:
                     self._write_pending()
                     self._file.flush()
+                    self._raise_disk_error()
                     next_flush = time.monotonic() + self.flush_interval_s
             self._status[0] = self._final_status
             self._file.flush()
+            self._raise_disk_error()
         except BaseException as exc:  # disk full, I/O error: keep the cause for producers
             self.error = exc
         finally:
+            self._close_file()
+
+    def _raise_disk_error(self) -> None:
+        if self._guard is not None:
+            self._guard.raise_if_failed()
+
+    def _close_file(self) -> None:
+        """Close the HDF5 file; a failure to write it becomes :attr:`error`."""
+        if self._guard is None:
             with contextlib.suppress(Exception):
                 self._file.close()
+            return
+        close_guarded(self._file, self._guard)
+        if self.error is None and self._guard.error is not None:
+            self.error = OSError(
+                self._guard.error.errno, self._guard.error.strerror, str(self.path)
+            )
 
     def _stage(self, item: tuple[str, str, Any]) -> None:
         kind, name, payload = item
@@ -487,19 +523,25 @@ class SessionWriter:
             if self._pending is not None:
                 self._pending.discard()
                 raise SessionError(
-                    f"writing {self.path} failed: {self.error}; {self._untouched()}"
+                    f"writing {self.path} failed: {self._error_text()}; {self._untouched()}"
                 ) from self.error
             raise SessionError(
-                f"writing {self.path} failed: {self.error}; the file holds the data up to the "
-                "last flush, run `sensorbench check` on it"
+                f"writing {self.path} failed: {self._error_text()}; the file holds the data up "
+                "to the last flush, run `sensorbench check` on it"
             ) from self.error
         if self._pending is not None:
             try:
                 self._pending.commit()
             except (OSError, OutputError) as exc:
+                text = disk_error_text(exc) if isinstance(exc, OSError) else str(exc)
                 raise SessionError(
-                    f"writing {self.path} failed: {exc}; {self._untouched()}"
+                    f"writing {self.path} failed: {text}; {self._untouched()}"
                 ) from exc
+
+    def _error_text(self) -> str:
+        if isinstance(self.error, OSError):
+            return disk_error_text(self.error)
+        return str(self.error)
 
     def _untouched(self) -> str:
         if isinstance(self._pending, PendingUpdate):
@@ -525,8 +567,7 @@ class SessionWriter:
                 self._queue.put(_STOP)
                 self._thread.join(30.0)
             else:
-                with contextlib.suppress(Exception):
-                    self._file.close()
+                self._close_file()
         self._pending.discard()
 
     def __enter__(self) -> SessionWriter:

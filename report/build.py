@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from sensorbench.report.data import (
     ReportInputs,
     ReportOptions,
     Section,
+    StepFn,
     compute_lidar,
     compute_pods,
     compute_pose,
@@ -74,6 +75,15 @@ section's dataclass (with ``as_dict``) or None when the inputs hold nothing for 
 ``render(section)`` returns its HTML."""
 
 
+_STEP = 1000
+"""Units of one section in ``steps``."""
+
+
+def _within(steps: StepFn, k: int, n: int) -> Callable[[float], None]:
+    """``within(fraction)`` of section ``k`` as ``steps(done, total)``."""
+    return lambda f: steps(k * _STEP + int(_STEP * min(max(f, 0.0), 1.0)), n * _STEP)
+
+
 @dataclass
 class Report:
     """The written page and its content.
@@ -96,11 +106,13 @@ def build_report(
     options: ReportOptions | None = None,
     progress: ProgressFn | None = None,
     force: bool = False,
+    steps: StepFn | None = None,
 ) -> Report:
     """Analyse ``sessions`` (with the models in ``models_dir``) and write ``report.html``.
 
     The page is written to a temporary file and renamed into place when complete;
-    an existing ``report.html`` is replaced only with ``force``.
+    an existing ``report.html`` is replaced only with ``force``. ``progress(message)``
+    says what is being done, ``steps(done, total)`` how far the sections are.
 
     Raises:
         SensorbenchError: an unreadable session or model, or an analysis that failed.
@@ -124,11 +136,17 @@ def build_report(
     with tempfile.TemporaryDirectory(prefix="sensorbench-report-") as tmp:
         inputs = ReportInputs(paths, models, opts, Path(tmp), say)
         body = []
-        for compute, render in SECTIONS:
-            section = compute(inputs)
+        for k, (compute, render) in enumerate(SECTIONS):
+            here = inputs
+            if steps is not None:
+                here = replace(inputs, within=_within(steps, k, len(SECTIONS)))
+                steps(k * _STEP, len(SECTIONS) * _STEP)
+            section = compute(here)
             content.sections.append(section)
             if section is not None:
                 body.append(render(section))
+    if steps is not None:
+        steps(len(SECTIONS) * _STEP, len(SECTIONS) * _STEP)
     page = render_page("".join(body), len(paths))
     path = out / "report.html"
     try:

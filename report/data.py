@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from sensorbench.fusion.split_filter import FilterNoise
 
 ProgressFn = Callable[[str], None]
+StepFn = Callable[[int, int], None]
+"""``steps(done, total)``: how far the report is."""
 POSE_AXES = ("x", "y", "z", "roll", "pitch", "yaw")
 POSE_PARAMS = ("sigma_b", "sigma", "tau_s", "sigma_v")
 Z_999 = 3.2905267314919255
@@ -72,6 +74,7 @@ class ReportInputs:
         options: the analyses' knobs.
         figdir: directory for the figures (PNG) of this report.
         say: progress callback (one line per step).
+        within: how far the current section is, a fraction in [0, 1].
     """
 
     sessions: list[Path]
@@ -79,6 +82,7 @@ class ReportInputs:
     options: ReportOptions
     figdir: Path
     say: ProgressFn
+    within: Callable[[float], None] = field(default=lambda _f: None)
 
 
 class Section(Protocol):
@@ -138,8 +142,8 @@ def validation_document(report: ValidationReport, wrong: Sequence[int | None]) -
 
 
 def _session_label(path: Path) -> str:
-    with Session(path) as s:
-        return s.label or path.stem
+    """A session's name in the report: its file's stem (its label says how it was made)."""
+    return path.stem
 
 
 def _rate_truth(tp: dict | None, speed: float, clock: str) -> float | None:
@@ -437,7 +441,7 @@ def _replay(inputs: ReportInputs, geometry: Any, noise: FilterNoise | None) -> l
             has = bool(s.encoder_names()) and any(
                 s.pose(n).attrs.get("kind") == "mocap" for n in s.pose_names()
             )
-            label = s.label or path.stem
+        label = _session_label(path)
         if not has:
             continue
         inputs.say(f"replaying {label} through the split filters")
@@ -561,11 +565,18 @@ class PoseSection:
     figures: list[Figure]
     validation: ValidationSection | None = None
     verdict: Verdict | None = None
+    trajectories: list[dict[str, Any]] = field(default_factory=list)
+    """Per session: name, file, time offset (s) and its standard error, the alignment
+    used and ATE/RPE as evo computes them (``PreparedSession.to_dict`` keys)."""
 
     def as_dict(self) -> dict[str, Any]:
         """``{"pose_error": {...}}``, ``"pose_verdict"`` and, when validated, ``"validation"``."""
         out: dict[str, Any] = {
-            "pose_error": {"source": self.source, "params": [p.as_dict() for p in self.params]}
+            "pose_error": {
+                "source": self.source,
+                "params": [p.as_dict() for p in self.params],
+                "sessions": self.trajectories,
+            }
         }
         if self.validation is not None:
             out.update(self.validation.as_dict())
@@ -601,7 +612,14 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
         source = f"{model_file.name}"
     else:
         say("fitting the pose-error model")
-        model = fit_pose_error(series, FitOptions(), sensor=opts.sensor, reference=opts.reference)
+        share = 0.5 if len(series) >= 2 else 1.0  # the validation takes the rest
+
+        def fitting(done: int, total: int) -> None:
+            inputs.within(share * done / total)
+
+        model = fit_pose_error(
+            series, FitOptions(), sensor=opts.sensor, reference=opts.reference, progress=fitting
+        )
         source = "fitted for this report"
     truth, speed = _pose_truth(use)
     params = model.params_array()
@@ -637,6 +655,8 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     section = PoseSection(
         opts.sensor, opts.reference, source, out, None if truth is None else speed, figures
     )
+    keys = ("name", "source", "n_samples", "alignment_used", "time_offset", "trajectory_error")
+    section.trajectories = [{k: v for k, v in ps.to_dict().items() if k in keys} for ps in prepared]
     if len(series) >= 2:
         section.validation = _validation(inputs, campaign, wrong)
     from sensorbench.report.verdict import compute_pose_verdict
@@ -654,8 +674,17 @@ def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) ->
     opts, figdir = inputs.options, inputs.figdir
     prepared, series = campaign.prepared, campaign.series
     inputs.say(f"leave-one-session-out validation ({opts.draws} draws per session)")
+
+    def validating(done: int, total: int) -> None:
+        inputs.within(0.5 + 0.5 * done / total)
+
     rep = validate_sessions(
-        series, n_draws=opts.draws, seed=opts.seed, alpha=opts.alpha, folds=campaign.fold_pairs
+        series,
+        n_draws=opts.draws,
+        seed=opts.seed,
+        alpha=opts.alpha,
+        folds=campaign.fold_pairs,
+        progress=validating,
     )
     sessions = [
         ValidationSession(chk, ps.series.n, ps.series.n_segments - 1, w)

@@ -36,7 +36,8 @@ table{border-collapse:collapse;margin:.8em 0;font-size:.9em}
 td,th{border:1px solid #bbb;padding:.25em .6em;text-align:right}
 th{background:#eee}td:first-child,th:first-child{text-align:left}
 caption{text-align:left;font-weight:bold;padding:.3em 0}
-figure{display:inline-block;margin:.5em}img{max-width:520px;border:1px solid #ddd}
+figure{display:inline-block;vertical-align:top;margin:.5em}
+img{max-width:520px;border:1px solid #ddd}.figures{display:block}
 .pass{color:#060;font-weight:bold}.fail{color:#b00;font-weight:bold}.note{color:#555}
 """
 
@@ -350,16 +351,58 @@ def _band(band: list[float]) -> str:
 # ------------------------------------------------------------------ pose error and validation
 
 
+def _shown(value: float | None, unit: str) -> str:
+    """A model value in its display unit (mm, deg, s), as ``fit pose-error`` prints it."""
+    from sensorbench.characterize.pose.series import DISPLAY_UNITS
+
+    k, _, fmt = DISPLAY_UNITS[unit]
+    return "–" if value is None or not math.isfinite(value) else fmt.format(k * value).strip()
+
+
+def _trajectory_table(sessions: list[dict[str, Any]]) -> str:
+    """Per session: time offset ± σ, alignment, ATE and RPE (mm, deg) as evo states them."""
+    rows = []
+    for s in sessions:
+        te, off = s.get("trajectory_error"), s["time_offset"]
+        sigma = off.get("sigma_s")
+        offset = f"{1000 * off['offset_s']:+.2f}" + (
+            f" ± {1000 * sigma:.2f}" if sigma is not None and math.isfinite(sigma) else ""
+        )
+        if te is None:
+            rows.append((s["name"], offset, s["alignment_used"], *(["–"] * 7)))
+            continue
+        ate, rpe_t, rpe_r = te["ate_translation_m"], te["rpe_translation_m"], te["rpe_rotation_deg"]
+        rows.append(
+            (
+                s["name"], offset, s["alignment_used"], ate["n"],
+                *(num(1000 * ate[k], "{:.2f}") for k in ("rmse", "mean", "median", "max")),
+                f"{te['rpe_delta_frames']} ({te['rpe_delta_s']:.2f} s)",
+                num(1000 * rpe_t["rmse"], "{:.2f}"), num(rpe_r["rmse"], "{:.3f}"),
+            )
+        )  # fmt: skip
+    return table(
+        ["session", "time offset (ms)", "alignment", "pairs", "ATE RMSE (mm)", "mean (mm)",
+         "median (mm)", "max (mm)", "RPE Δ (frames)", "RPE RMSE (mm)", "RPE RMSE (deg)"],
+        rows,
+        "trajectory error: ATE = evo_ape (translation, after the alignment); RPE = evo_rpe "
+        "(delta in frames, pairs every Δ frames)",
+    )  # fmt: skip
+
+
 def render_pose(section: PoseSection) -> str:
     """The pose-error model's parameters, Allan and band plots, then the validation."""
+    from sensorbench.characterize.pose.series import DISPLAY_UNITS
+
     rows = [
         (
             p.axis,
             p.param,
-            num(p.value),
-            f"[{num(p.ci95[0])}, {num(p.ci95[1])}]" if p.identified else "not identified",
-            p.unit,
-            num(p.truth),
+            _shown(p.value, p.unit),
+            f"[{_shown(p.ci95[0], p.unit)}, {_shown(p.ci95[1], p.unit)}]"
+            if p.identified
+            else "not identified",
+            DISPLAY_UNITS[p.unit][1],
+            _shown(p.truth, p.unit),
         )
         for p in section.params
     ]
@@ -389,7 +432,12 @@ def render_pose(section: PoseSection) -> str:
         ),
         note,
     ]
-    parts.extend(img(f) for f in section.figures)
+    if section.trajectories:
+        parts.append(_trajectory_table(section.trajectories))
+    # the Allan figure on its own row, the sessions' band plots side by side below it
+    allan, bands = section.figures[:1], section.figures[1:]
+    parts.append("<div class='figures'>" + "".join(img(f) for f in allan) + "</div>")
+    parts.append("<div class='figures'>" + "".join(img(f) for f in bands) + "</div>")
     if section.validation is not None:
         parts.append(render_validation(section.validation))
     if section.verdict is not None:
@@ -498,7 +546,7 @@ def render_provenance(section: ProvenanceSection) -> str:
             attrs = {k: v for k, v in (st.get("attrs") or {}).items() if k != "config_line"}
             meta = "; ".join(f"{k}={v}" for k, v in attrs.items())
             srows.append((st.get("name"), st.get("kind"), meta[:400] or "–"))
-        parts.append(table(["field", "value"], rows, f"session {info.get('label') or s.path.stem}"))
+        parts.append(table(["field", "value"], rows, f"session {s.path.stem}"))
         if srows:
             parts.append(table(["stream", "kind", "device metadata"], srows, "streams"))
     return "".join(parts)

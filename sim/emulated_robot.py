@@ -12,7 +12,9 @@ devices. The emulator is the device kind's (the registry,
 * ``a1`` → :class:`~sensorbench.sim.emulator_a1.A1Emulator` fed ``sim.lidar(name)``,
   with the configured ``serial`` (two units, same USB IDs, different serials);
 * ``pods`` → :class:`~sensorbench.sim.emulator_pods.PodEmulator` fed ``sim.pods()``,
-  looped so a capture may outlast the scenario.
+  looped so a capture may outlast the scenario, or with ``pods_firmware`` the real
+  image under simavr (:class:`~sensorbench.sim.emulator_firmware.FirmwarePodEmulator`)
+  with its encoder pins following ``sim.pods()``.
 
 The emulated device names must be lidar names of the scenario (``ld19``,
 ``lidar_front``, ``lidar_rear`` in the shipped ones). The scenario's
@@ -31,11 +33,9 @@ from typing import Any
 
 from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.robot_config import RobotConfig, load_robot_config
-from sensorbench.errors import SimError
+from sensorbench.errors import ConfigError, SimError
 from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults
-from sensorbench.sim.emulator_ld19 import LD19Emulator
-from sensorbench.sim.emulator_pods import PodEmulator
 from sensorbench.sim.kind_emulators import EmulatorRequest
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.scenario import Scenario
@@ -56,6 +56,9 @@ class EmulatedRobot:
         speed: simulated seconds per host second for every device.
         ld19_startup_s: LD19 power-on to first packet (simulated s; 3 s on real units).
         faults: apply the scenario's ``[faults.*]`` tables (default True).
+        pods_firmware: run this ATmega328P image under simavr as the pod MCU instead of
+            emulating its frames (its encoder pins follow ``sim.pods()``; it starts
+            counting when it boots, not at the robot's time zero).
     """
 
     def __init__(
@@ -67,24 +70,32 @@ class EmulatedRobot:
         speed: float = 1.0,
         ld19_startup_s: float = 3.0,
         faults: bool = True,
+        pods_firmware: str | os.PathLike[str] | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.config_path = Path(config) if config is not None else DEFAULT_CONFIG
         self.config: RobotConfig = load_robot_config(self.config_path, run_dir=self.run_dir)
         emu = self.config.extra.get("emulation", {})
-        self.sim = Simulation(
-            scenario or emu.get("scenario", "square"),
-            seed=emu.get("seed", 0) if seed is None else seed,
-        )
+        try:
+            self.sim = Simulation(
+                scenario or emu.get("scenario", "square"),
+                seed=emu.get("seed", 0) if seed is None else seed,
+            )
+        except SimError as exc:
+            if scenario is not None or "scenario" not in emu:
+                raise
+            line = self.config.extra.get("emulation_lines", {}).get("scenario", 0)
+            raise ConfigError(f"{self.config_path}:{line}: [emulation] {exc}") from exc
         self.speed = float(speed)
         # simulate every device's samples before the emulation clock starts: on a
         # loaded machine ray casting three lidars takes seconds, which would otherwise
         # eat the scenario's lead-in before any device is up
         for dev in self.config.devices:
-            if dev.kind in ("ld19", "a1") and dev.name in self.sim.lidar_names():
+            kind = get_kind(dev.kind)
+            if kind.mounted and dev.name in self.sim.lidar_names():
                 self.sim.lidar(dev.name)
-            elif dev.kind not in ("ld19", "a1"):
+            elif kind.protocol == "pods":
                 self.sim.pods()
         self.clock = SimClock(self.speed)
         self.devices: dict[str, Any] = {}
@@ -119,8 +130,13 @@ class EmulatedRobot:
                 index=i,
                 ld19_startup_s=ld19_startup_s,
                 shared=shared,
+                pods_firmware=None if pods_firmware is None else os.fspath(pods_firmware),
             )
-            self.devices[dev.name] = kind.emulator_factory()(kind, dev, request)
+            try:
+                self.devices[dev.name] = kind.emulator_factory()(kind, dev, request)
+            except SimError:
+                self.stop()
+                raise
             self._schedule += [(t, dev.name, a, arg) for t, a, arg in fault_schedule(knobs)]
         self._schedule.sort()
         self.power_bus: PowerBus | None = shared.get("power_bus")
@@ -130,8 +146,7 @@ class EmulatedRobot:
     def start(self) -> EmulatedRobot:
         """Power everything on (LD19 and pods start streaming; A1s wait for a scan request)."""
         for em in self.devices.values():
-            if isinstance(em, LD19Emulator | PodEmulator):
-                em.start()
+            em.start()
         if self._schedule and self._thread is None:
             self._thread = threading.Thread(target=self._run, name="robot-faults", daemon=True)
             self._thread.start()

@@ -70,7 +70,8 @@ class PtyEmulator(abc.ABC):
     """One emulated device on a pty, served by one thread (:meth:`_run`).
 
     Subclasses create their :class:`PtyPort` and pass it to ``__init__``, start the
-    thread with :meth:`_start_thread` when the device powers on, and override
+    thread with :meth:`_start_thread` when the device powers on (:meth:`start`, or
+    their construction for a device that waits for requests), and override
     :meth:`unplug`/:meth:`replug` where the device reacts to losing power.
     """
 
@@ -82,6 +83,12 @@ class PtyEmulator(abc.ABC):
     @abc.abstractmethod
     def _run(self) -> None:
         """The device: serve the port until ``self._stop`` is set."""
+
+    def start(self: _E) -> _E:
+        """Power on; returns self. A device that streams from power-on starts its
+        thread here (:meth:`_start_thread`); by default nothing more happens (a device
+        that waits for requests serves them from its construction on)."""
+        return self
 
     def _start_thread(self, name: str) -> None:
         """Start the device thread (once; later calls do nothing)."""

@@ -13,15 +13,18 @@ from typing import TYPE_CHECKING, Any
 
 from sensorbench.errors import SimError
 from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_base import fault_schedule, link_faults
+from sensorbench.sim.emulator_firmware import FirmwarePodEmulator
 from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples
 from sensorbench.sim.emulator_pods import PodEmulator
+from sensorbench.sim.pod_trajectory import PodTrajectory
 from sensorbench.sim.power import PowerBus
+from sensorbench.sim.pty import Faults
 
 if TYPE_CHECKING:
     from sensorbench.drivers.device_kinds import DeviceKind
     from sensorbench.drivers.robot_config import DeviceConfig
     from sensorbench.sim.clock import SimClock
-    from sensorbench.sim.pty import Faults
     from sensorbench.sim.simulation import Simulation
 
 _HEALTH = {"good": 0, "warning": 1, "error": 2}
@@ -41,6 +44,8 @@ class EmulatorRequest:
         index: the device's position in the configuration.
         ld19_startup_s: LD19-protocol power-on to first packet (simulated s).
         shared: state shared by the robot's builders (the A1s' power bus).
+        pods_firmware: an ATmega328P image to run under simavr as the pod MCU
+            (:class:`~sensorbench.sim.emulator_firmware.FirmwarePodEmulator`), or None.
     """
 
     sim: Simulation | None
@@ -52,6 +57,7 @@ class EmulatorRequest:
     index: int = 0
     ld19_startup_s: float = 3.0
     shared: dict[str, Any] = field(default_factory=dict)
+    pods_firmware: str | None = None
 
 
 def synthetic_ld19_samples(kind: DeviceKind, duration_s: float, seed: int) -> SyntheticLD19Samples:
@@ -108,10 +114,29 @@ def a1_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> A1Em
     return em
 
 
-def pods_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> PodEmulator:
-    """The pod MCU playing the simulation's pods (looped: a capture may outlast them)."""
+def pods_family(
+    kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest
+) -> PodEmulator | FirmwarePodEmulator:
+    """The pod MCU playing the simulation's pods (looped: a capture may outlast them):
+    emulated frames, or the firmware image under simavr (``req.pods_firmware``)."""
     if req.sim is None:
         raise SimError(f"{dev.name}: the pod emulator needs a scenario")
+    if req.pods_firmware is not None:
+        if dev.protocol != "binary" or dev.n_pods != 3:
+            raise SimError(
+                f"{dev.name}: the firmware sends binary frames of 3 counters; the config has "
+                f"protocol {dev.protocol!r} and {dev.n_pods} pods"
+            )
+        if fault_schedule(req.knobs) or link_faults(req.knobs) != Faults():
+            raise SimError(f"{dev.name}: the firmware emulator has no link faults; the "
+                           "scenario asks for some")  # fmt: skip
+        return FirmwarePodEmulator(
+            req.pods_firmware,
+            PodTrajectory.from_samples(req.sim.pods()),
+            link=dev.port,
+            speed=req.speed,
+            loop=True,
+        )
     return PodEmulator(
         req.sim.pods(),
         variant=dev.protocol,

@@ -66,7 +66,9 @@ class ModemLineChannel:
                 ready, _, _ = select.select([self._server, *self._clients], [], [], _POLL_S)
             except (OSError, ValueError):  # a socket closed under us: closing
                 return
-            for sock in ready:
+            # hosts' closes before new opens: a close and a reopen that land in one round
+            # must drop the line before raising it again (a DTR edge an Uno resets on)
+            for sock in sorted(ready, key=lambda s: s is self._server):
                 if sock is self._server:
                     with contextlib.suppress(OSError):
                         conn, _ = self._server.accept()

@@ -139,6 +139,14 @@ class PtyPort:
         return self._path
 
     @property
+    def master_fd(self) -> int:
+        """The pty's master descriptor (non-blocking), for a device process that writes
+        it directly (the firmware harness); changes on replug."""
+        if self._master is None:
+            raise SimError("the emulated device is unplugged: it has no pty")
+        return self._master
+
+    @property
     def name(self) -> str:
         """The stable link if there is one, else the pty node."""
         return str(self.link) if self.link is not None else self.path

@@ -703,8 +703,12 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         p = candidate
     try:
         text = p.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise SimError(f"cannot read scenario {str(p)!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SimError(
+            f"{p}: byte {exc.start} is not UTF-8 ({exc.reason}); a scenario is a UTF-8 TOML file"
+        ) from None
     return parse_scenario(text, str(p), p.stem)
 
 

@@ -54,8 +54,10 @@ def serve_until_stopped(
     clock: SimClock | None = None,
     schedule: Sequence[tuple[float, str, float]] = (),
     on_fault: Callable[[float, str, float], None] | None = None,
+    until: threading.Event | None = None,
 ) -> None:
-    """Block until ``stop`` is set or ``duration_s`` host seconds (s) have passed.
+    """Block until ``stop`` (or ``until``: the emulator ended) is set or ``duration_s``
+    host seconds (s) have passed.
 
     Meanwhile each ``(t_s, action, arg)`` row of ``schedule`` (time-ordered) is
     handed to ``on_fault`` once ``clock.now()`` (simulated s) reaches ``t_s``;
@@ -66,7 +68,7 @@ def serve_until_stopped(
     if pending and (clock is None or on_fault is None):
         raise SimError("serve_until_stopped: a fault schedule needs a clock and on_fault")
     t_end = None if duration_s is None else time.monotonic() + duration_s
-    while not stop.is_set():
+    while not stop.is_set() and not (until is not None and until.is_set()):
         if pending:
             assert clock is not None and on_fault is not None  # checked above
             while pending and clock.now() >= pending[0][0]:

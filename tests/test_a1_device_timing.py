@@ -16,8 +16,10 @@ import pytest
 
 from sensorbench.characterize.lidar.timing import timing_stats
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1 import A1Lidar, A1Scanner, TurnAssembler
 from sensorbench.drivers.a1_clock import NodeClock
+from sensorbench.drivers.a1_lidar import A1Lidar
+from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.a1_turns import TurnAssembler
 from sensorbench.logs import NO_DEVICE_TIME, Event, LidarTurns
 from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples
 

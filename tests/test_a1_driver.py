@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 from timing_util import SLACK_S
 
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1 import A1Lidar, A1Scanner, TurnAssembler, spread_times
+from sensorbench.drivers.a1_lidar import A1Lidar
+from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.a1_turns import TurnAssembler, spread_times
 from sensorbench.errors import DriverError
 from sensorbench.logs import LidarTurns, TurnFlag
 from sensorbench.sim.emulator_a1 import A1Emulator
@@ -170,7 +172,7 @@ def test_unplug_mid_scan_reconnects_with_events_and_loses_no_turn(tmp_path):
     kinds = [e[1] for e in events]
     assert "unplug" in kinds and "reconnect" in kinds
     assert kinds.index("unplug") < kinds.index("reconnect")
-    assert sc.reconnects == 1 and sc.unplugs == 1
+    assert sc.link.reconnects == 1 and sc.link.unplugs == 1
     # what reached the host is exactly what the emulator sent, up to the unplug (the
     # bytes still in the pty when it vanished are gone, as on a real USB adapter)
     got = u.ref_decode_nodes(u.scan_bytes(raw_before))
@@ -246,7 +248,7 @@ def test_long_silence_restarts_the_scan():
         turns = collect(sc, 0.5)
         sc.close()
         scans = emu.requests.count(0x20)
-    assert sc.restarts >= 1 and scans >= 2
+    assert sc.link.restarts >= 1 and scans >= 2
     assert turns.n_turns > 0
 
 

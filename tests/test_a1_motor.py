@@ -14,8 +14,8 @@ from pathlib import Path
 import a1_util as u
 import pytest
 
-from sensorbench.drivers.a1 import A1Scanner
-from sensorbench.drivers.capture import run_bringup, run_capture
+from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.capture import CaptureOptions, run_bringup, run_capture
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.robot_config import parse_robot_config
 from sensorbench.sim.clock import SimClock
@@ -71,7 +71,7 @@ def test_capture_keeps_each_a1_port_open_for_its_whole_run(tmp_path):
     with EmulatedRobot(tmp_path / "run", speed=4.0, ld19_startup_s=0.3) as robot:
         a1s = {n: robot[n] for n in ("lidar_front", "lidar_rear")}
         t0 = robot.clock.now()
-        result = run_capture(robot.config, tmp_path / "s.h5", 1.5, speed=4.0)
+        result = run_capture(robot.config, tmp_path / "s.h5", 1.5, CaptureOptions(speed=4.0))
         time.sleep(0.05)
         logs = {n: _after(e.motor_log, t0) for n, e in a1s.items()}
         opens = {n: e.host_opens for n, e in a1s.items()}
@@ -118,7 +118,7 @@ def test_reconnect_after_replug_never_stops_or_restarts_the_motor(tmp_path):
         t_replug = emu.clock.now()
         emu.replug(boot_s=2.0)  # 0.5 s host: several reconnect attempts meet a booting unit
         deadline = time.monotonic() + 3.0
-        while sc.reconnects == 0 and time.monotonic() < deadline:
+        while sc.link.reconnects == 0 and time.monotonic() < deadline:
             sc.poll(0.05)
         turns = 0
         deadline = time.monotonic() + 1.0
@@ -127,7 +127,7 @@ def test_reconnect_after_replug_never_stops_or_restarts_the_motor(tmp_path):
         after = _after(emu.motor_log, t_replug)
         attempts = emu.host_opens
         sc.close()
-    assert sc.reconnects == 1 and turns > 0
+    assert sc.link.reconnects == 1 and turns > 0
     assert attempts >= 2  # the probe failed on the booting unit at least once
     # power-on spun it (enumeration); every attempt reopened the port with DTR at the
     # motor's state (running), so no attempt stopped it and none restarted it

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from sensorbench.cli import cli
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1 import TurnAssembler, decode_capture
+from sensorbench.drivers.a1_raw import decode_capture
+from sensorbench.drivers.a1_turns import TurnAssembler
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.logs import TurnFlag
 from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples, encode_nodes

@@ -16,8 +16,6 @@ from sensorbench.drivers.powerup import (
     PortPower,
     PowerUpSequencer,
     StreamSteps,
-    known_kinds,
-    register_kind,
 )
 from sensorbench.errors import ConfigError, DriverError
 from sensorbench.sim.clock import SimClock
@@ -206,9 +204,6 @@ def test_stream_steps_for_a_device_without_commands():
     def count_valid(chunk: bytes) -> int:
         return chunk.count(b"\x54\x2c")
 
-    register_kind("test_stream", lambda spec: StreamSteps(spec, 230400, count_valid, 3))
-    assert "test_stream" in known_kinds() and "a1" in known_kinds()
-
     def feed():
         while not stop:
             port.send(b"\x54\x2c" + bytes(45))
@@ -217,17 +212,37 @@ def test_stream_steps_for_a_device_without_commands():
     t = threading.Thread(target=feed, daemon=True)
     t.start()
     try:
-        spec = DeviceSpec("ld19", "test_stream", port.path, ready_timeout_s=1.0)
+        spec = DeviceSpec(
+            "ld19",
+            "test_stream",
+            port.path,
+            ready_timeout_s=1.0,
+            steps=lambda s: StreamSteps(s, 230400, count_valid, 3),
+        )
         (r,) = PowerUpSequencer([spec], retries=0).run()
         assert r.ready and r.serial == ""
-        spec_bad = DeviceSpec("ld19", "test_stream", port.path, ready_timeout_s=0.3)
-        register_kind("test_stream", lambda s: StreamSteps(s, 230400, lambda c: 0, 3))
+        spec_bad = DeviceSpec(
+            "ld19",
+            "test_stream",
+            port.path,
+            ready_timeout_s=0.3,
+            steps=lambda s: StreamSteps(s, 230400, lambda c: 0, 3),
+        )
         (r,) = PowerUpSequencer([spec_bad], retries=0).run()
         assert not r.ready and "0 valid packets" in r.why
     finally:
         stop = True
         t.join(1)
         port.close()
+
+
+def test_the_sequencer_takes_its_kinds_from_the_one_registry():
+    """Every registered kind can be sequenced (its steps come from the registry); an
+    unknown one is refused before anything opens, naming the known ones."""
+    for name in ("a1", "ld19", "ld06", "pods"):
+        PowerUpSequencer([DeviceSpec("dev", name, "/dev/null")])
+    with pytest.raises(ConfigError, match=r"dev: cannot sequence it: unknown device kind 'x9'"):
+        PowerUpSequencer([DeviceSpec("dev", "x9", "/dev/null")])
 
 
 def test_port_power_commands_and_paths(tmp_path):

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from timing_util import SLACK_S
 
 from sensorbench.cli import cli
-from sensorbench.drivers.a1_reader import A1Reader
+from sensorbench.drivers.a1_reader import a1_reader
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.reader_base import DeviceReader
 from sensorbench.errors import DriverError
-from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, Session, SessionWriter, TurnFlag
+from sensorbench.logs import NO_DEVICE_TIME, Session, SessionWriter, TurnFlag
 from sensorbench.sim.emulator_a1 import A1Emulator
 
 SERIAL = bytes.fromhex("a1a1a1a1b2b2b2b2c3c3c3c3d4d4d4d4")
@@ -43,7 +43,7 @@ def live_session(tmp_path_factory):
     path = tmp_path_factory.mktemp("a1_live") / "live.h5"
     with A1Emulator(speed=4.0, serial=SERIAL) as emu:
         with SessionWriter(path, label="a1") as w:
-            reader = A1Reader(
+            reader = a1_reader(
                 "lidar_front",
                 emu.path,
                 attrs={"frame": "front"},
@@ -148,7 +148,7 @@ def test_decode_refuses_what_is_not_a_capture(tmp_path):
 
 def test_reader_start_fails_within_its_deadline_when_no_turn_comes():
     with A1Emulator(speed=4.0, spinup_s=1e6) as emu:
-        reader = A1Reader("lidar_front", emu.path, read_timeout_s=0.3, first_turn_timeout_s=0.5)
+        reader = a1_reader("lidar_front", emu.path, read_timeout_s=0.3, first_turn_timeout_s=0.5)
         t0 = time.monotonic()
         with pytest.raises(DriverError, match="no complete turn"):
             reader.start()
@@ -162,7 +162,7 @@ def test_reader_takes_over_a_scanner_from_the_sequencer(tmp_path):
         (row,) = seq.run(keep=True)
         assert row.ready
         with SessionWriter(tmp_path / "s.h5") as w:
-            reader = A1Reader("lidar_front", emu.path, scanner=seq.handles["lidar_front"])
+            reader = a1_reader("lidar_front", emu.path, scanner=seq.handles["lidar_front"])
             reader.declare(w)
             w.start()
             reader.start()
@@ -178,16 +178,16 @@ def test_stop_reports_a_reader_thread_stuck_in_the_driver():
     """A thread stuck in a driver call is reported in the status; stop keeps its deadline."""
     release = threading.Event()
     with A1Emulator(speed=4.0, serial=SERIAL) as emu:
-        reader = A1Reader("lidar_front", emu.path, read_timeout_s=0.5, first_turn_timeout_s=2.0)
+        reader = a1_reader("lidar_front", emu.path, read_timeout_s=0.5, first_turn_timeout_s=2.0)
         reader.start()
         entered = threading.Event()
 
         def stuck_poll(timeout_s):
             entered.set()
             release.wait(5.0)
-            return 0, b"", LidarTurns.empty()
+            return 0, b""
 
-        reader.scanner.poll = stuck_poll
+        reader.link.poll = stuck_poll
         assert entered.wait(2.0)
         t0 = time.monotonic()
         reader.stop(timeout_s=0.3)

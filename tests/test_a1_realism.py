@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from sensorbench.characterize.lidar.stats import characterize_turns
-from sensorbench.drivers.a1 import A1Scanner
+from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.logs import LidarTurns
 from sensorbench.sim.emulator_a1 import (
     REAL_NODES_PER_TURN,

@@ -12,10 +12,11 @@ import time
 import numpy as np
 from timing_util import SLACK_S, wait_until
 
-from sensorbench.drivers.a1_reader import A1Reader
-from sensorbench.drivers.ld19_reader import LD19Reader
+from sensorbench.drivers.a1_reader import a1_reader
+from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.ld19_reader import LD19Protocol
 from sensorbench.drivers.serial_link import SerialLink
-from sensorbench.drivers.serial_reader import ReaderThread
+from sensorbench.drivers.serial_reader import SerialReader
 from sensorbench.logs import Session, SessionWriter, TurnFlag
 from sensorbench.sim.emulator_a1 import A1Emulator
 from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples
@@ -27,9 +28,9 @@ SHARED = ("start", "stale", "unplug", "reconnect", "error", "overrun", "stop")
 
 def _turns(reader) -> int:
     """Complete turns the reader has stored so far."""
-    if isinstance(reader, A1Reader):
-        return reader.scanner.turns_total
-    return reader.assembler.turns_out
+    if isinstance(reader.protocol, A1Scanner):
+        return reader.protocol.turns_total
+    return reader.protocol.assembler.turns_out
 
 
 def _shared_events(path, name: str, port: str) -> list[tuple[str, str]]:
@@ -54,8 +55,8 @@ def test_a1_and_ld19_go_through_stall_unplug_replug_alike(tmp_path):
     ):
         ld_emu.port.write_timeout_s = 30.0  # a starved reader gets bytes late, not lost
         writer = SessionWriter(session, label="a1+ld19")
-        a1 = A1Reader("a1", a1_link, read_timeout_s=0.5, first_turn_timeout_s=3.0)
-        ld = LD19Reader("ld19", ld_link, clock_slope=1 / SPEED)
+        a1 = a1_reader("a1", a1_link, read_timeout_s=0.5, first_turn_timeout_s=3.0)
+        ld = SerialReader(SerialLink("ld19", ld_link, LD19Protocol(clock_slope=1 / SPEED)))
         readers = (a1, ld)
         emulators = (a1_emu, ld_emu)
         for r in readers:
@@ -101,9 +102,10 @@ def test_a1_and_ld19_go_through_stall_unplug_replug_alike(tmp_path):
                 r.stop()
             writer.close()
 
-    # one thread loop and one link for both kinds (the behaviour below is its output)
-    assert isinstance(a1.scanner, SerialLink) and isinstance(ld, SerialLink)
-    assert type(a1)._run is type(ld)._run is ReaderThread._run
+    # one reader and one link for both kinds, each a protocol object on the link (the
+    # behaviour below is their output)
+    assert type(a1) is type(ld) is SerialReader
+    assert type(a1.link) is type(ld.link) is SerialLink
 
     a1_events = _shared_events(session, "a1", a1_link)
     ld_events = _shared_events(session, "ld19", ld_link)
@@ -126,10 +128,10 @@ def test_a1_and_ld19_go_through_stall_unplug_replug_alike(tmp_path):
         assert "went away" in before_replug.last_error
         assert now.connected and now.reconnects == 1 and now.reader_failures == 0
         assert not now.reader_down and now.since_last_data_s < 0.5
-    for link in (a1.scanner, ld):
+    for link in (a1.link, ld.link):
         assert (link.unplugs, link.reconnects, link.restarts) == (1, 1, 0)
     with Session(session) as s:
-        for name, link in (("a1", a1.scanner), ("ld19", ld)):
+        for name, link in (("a1", a1.link), ("ld19", ld.link)):
             assert len(s.raw(name).read_bytes()) == link.bytes_total  # every byte kept
             flags = s.lidar(name).read().flags
             assert np.count_nonzero(flags & TurnFlag.AFTER_RECONNECT) == 1
@@ -142,10 +144,10 @@ def test_a_reopened_a1_that_sends_no_turn_misses_the_shared_deadline(tmp_path):
     link = str(tmp_path / "lidar_a1")
     deadline_s = 0.8
     with A1Emulator(speed=SPEED, link=link) as emu:
-        reader = A1Reader("a1", link, read_timeout_s=0.5, first_turn_timeout_s=deadline_s)
+        reader = a1_reader("a1", link, read_timeout_s=0.5, first_turn_timeout_s=deadline_s)
         reader.start()
         try:
-            wait_until(lambda: reader.scanner.turns_total >= 3, 3.0, "3 turns")
+            wait_until(lambda: reader.protocol.turns_total >= 3, 3.0, "3 turns")
             emu.unplug()
             wait_until(lambda: any(e[1] == "unplug" for e in reader.events), 2.0, "unplug event")
             emu.spinup_s = 1e6  # the next motor start never reaches speed

@@ -4,10 +4,13 @@ their spread, and every round in ``bench --json``."""
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import subprocess
 import sys
 
+import click
+import numpy as np
 import pytest
 
 from sensorbench.bench import BenchResult, Round, interleave
@@ -101,7 +104,75 @@ def test_bench_json_has_rounds_for_every_figure_and_references_for_ratios() -> N
         assert r["value"] == pytest.approx(statistics.median(values)), r["name"]
         assert r["spread"] == {"min": min(values), "max": max(values)}, r["name"]
         assert all(x["ours_s"] > 0 for x in r["rounds"]), r["name"]
-    ratios = [r for r in results if "vs per-packet struct parser" in r["name"]]
+    ratios = [r for r in results if "vs reference parser" in r["name"]]
     assert len(ratios) == 2
     for r in ratios:  # ours and the reference timed in each round
         assert all(x["reference_s"] > 0 for x in r["rounds"])
+        if shutil.which("cc"):  # the strongest reference this machine can run
+            assert "C state machine" in r["detail"], r["detail"]
+
+
+def test_every_benchmark_module_has_a_run_and_helpers_are_not_listed() -> None:
+    """A full run calls run() of every listed module (a helper listed crashed it)."""
+    import importlib
+
+    from sensorbench import bench
+
+    assert "c_reference" not in bench.modules()
+    for name in bench.modules():
+        assert callable(importlib.import_module(f"sensorbench.bench.{name}").run), name
+
+
+def test_the_c_reference_decodes_what_the_parser_decodes() -> None:
+    """The C state machine (compiled here) and the driver's parser agree packet for
+    packet on a stream with corrupted bytes, in 1 KiB and 64 KiB reads; so does the
+    Python struct fallback."""
+    from sensorbench.bench import ld19
+    from sensorbench.bench.c_reference import CReferenceUnavailable
+
+    data = ld19._stream(5_000, corrupt_every=50)
+    ld19._check_against_reference(data, ld19.struct_reference_parse)
+    try:
+        parse = ld19.c_reference()
+    except CReferenceUnavailable as exc:
+        pytest.skip(str(exc))
+    ld19._check_against_reference(data, parse)
+    assert np.array_equal(parse(data, 1024), parse(data, 1 << 16))
+    assert len(parse(data, 1024)) == 5_000 - 5_000 // 50
+
+
+def test_bench_prints_each_modules_figures_as_it_finishes(monkeypatch) -> None:
+    """A module's rows appear before the next module starts (the first full run used to
+    crash in a1 after minutes, having printed nothing)."""
+    from click.testing import CliRunner
+
+    from sensorbench import bench
+    from sensorbench.cli import cli
+
+    seen: list[str] = []
+
+    def fake_import(name: str):
+        area = name.rsplit(".", 1)[-1]
+
+        class Module:
+            @staticmethod
+            def run(quick: bool):
+                seen.append(f"run {area}")
+                return [bench.BenchResult(area, "figure", 1.0, "x")]
+
+        return Module
+
+    monkeypatch.setattr(bench.importlib, "import_module", fake_import)
+    monkeypatch.setattr(bench, "modules", lambda: ["alpha", "beta"])
+    printed: list[str] = []
+    real_echo = click.echo
+
+    def echo(message=None, **kw):
+        printed.append(f"{len(seen)}:{message}")
+        real_echo(message, **kw)
+
+    monkeypatch.setattr(click, "echo", echo)
+    result = CliRunner().invoke(cli, ["bench", "--quick"])
+    assert result.exit_code == 0, result.output
+    rows = [p for p in printed if "figure" in p]
+    assert rows[0].startswith("1:alpha: figure") and rows[1].startswith("2:beta: figure"), rows

@@ -10,7 +10,7 @@ import capture_util as cu
 import numpy as np
 import pytest
 
-from sensorbench.drivers.capture import format_status, run_capture
+from sensorbench.drivers.capture import CaptureOptions, format_status, run_capture
 from sensorbench.logs import Session
 from sensorbench.logs.check import check_session
 from sensorbench.sim.emulated_robot import EmulatedRobot
@@ -28,9 +28,7 @@ def captured(tmp_path_factory):
             robot.config,
             run / "session.h5",
             DURATION_S,
-            label="e2e",
-            note="end-to-end test",
-            speed=SPEED,
+            CaptureOptions(label="e2e", note="end-to-end test", speed=SPEED),
             on_status=lambda t, s: statuses.append((t, s)),
         )
         time.sleep(0.1)

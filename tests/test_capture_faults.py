@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from sensorbench.drivers import capture as capture_mod
-from sensorbench.drivers.capture import format_status, run_capture
+from sensorbench.drivers.capture import CaptureOptions, format_status, run_capture
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.logs import FileStatus, Session, SessionWriter
 from sensorbench.logs.check import check_session
@@ -44,7 +44,7 @@ def test_a1_unplugged_for_3_s_is_a_gap_and_an_event_others_keep_recording(tmp_pa
             robot.config,
             out,
             7.0,
-            label="unplug",
+            CaptureOptions(label="unplug"),
             on_status=lambda t, s: statuses.append(s),
         )
         _wait_recording(out)
@@ -131,7 +131,9 @@ def test_nearly_full_disk_stops_with_a_clear_message_and_a_closed_file(tmp_path)
     try:
         with EmulatedRobot(tmp_path / "run", speed=3.0, ld19_startup_s=0.2) as robot:
             t0 = time.monotonic()
-            result = run_capture(robot.config, out, 60.0, speed=3.0, min_free_bytes=256 * 1024)
+            result = run_capture(
+                robot.config, out, 60.0, CaptureOptions(speed=3.0, min_free_bytes=256 * 1024)
+            )
             took = time.monotonic() - t0
         assert result.stopped_by == "error" and not result.ok, (result, took)
         assert "disk is nearly full" in result.error and "closed intact" in result.error
@@ -164,7 +166,7 @@ def test_enospc_in_the_writer_stops_with_a_clear_message(tmp_path, monkeypatch) 
     out = tmp_path / "s.h5"
     with EmulatedRobot(tmp_path / "run", speed=3.0, ld19_startup_s=0.2) as robot:
         t0 = time.monotonic()
-        result = run_capture(robot.config, out, 60.0, speed=3.0)
+        result = run_capture(robot.config, out, 60.0, CaptureOptions(speed=3.0))
         took = time.monotonic() - t0
     assert result.stopped_by == "error" and not result.ok, (result, took)
     assert "disk is full" in result.error and "check --recover" in result.error

@@ -20,7 +20,7 @@ import re
 import numpy as np
 from ld19_util import ref_decode
 
-from sensorbench.drivers.capture import run_capture
+from sensorbench.drivers.capture import CaptureOptions, run_capture
 from sensorbench.drivers.ld19_parser import MAX_SPEED_DEG_S, PACKET_SIZE
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.logs import Session
@@ -83,7 +83,7 @@ def test_capture_survives_impossible_packets_and_corruption(tmp_path):
         impossible_rate=0.01,
         seed=7,
     ) as emu:
-        result = run_capture(config, out, RECORD_S, speed=SPEED)
+        result = run_capture(config, out, RECORD_S, CaptureOptions(speed=SPEED))
         truth = emu.truth()
         stats = emu.port.stats
 

@@ -12,7 +12,7 @@ import capture_util as cu
 import numpy as np
 import pytest
 
-from sensorbench.drivers.capture import run_capture
+from sensorbench.drivers.capture import CaptureOptions, run_capture
 from sensorbench.drivers.device_kinds import get_kind, kind_names
 from sensorbench.drivers.robot_config import parse_robot_config
 from sensorbench.logs import Session
@@ -51,7 +51,7 @@ def captured(tmp_path_factory):
     config = parse_robot_config(CONFIG, "ld06.toml", run_dir=run)
     emu = _emulated_ld06(config).start()
     try:
-        result = run_capture(config, run / "session.h5", DURATION_S, speed=SPEED)
+        result = run_capture(config, run / "session.h5", DURATION_S, CaptureOptions(speed=SPEED))
         time.sleep(0.1)
         truth = emu.truth()
     finally:

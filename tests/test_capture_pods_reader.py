@@ -8,7 +8,9 @@ import numpy as np
 import pods_util
 import pytest
 
-from sensorbench.drivers.pods_reader import PodReader
+from sensorbench.drivers.pods_reader import PodProtocol
+from sensorbench.drivers.serial_link import LinkConfig, SerialLink
+from sensorbench.drivers.serial_reader import SerialReader
 from sensorbench.errors import DriverError
 from sensorbench.logs import Session, SessionWriter
 from sensorbench.sim.emulator_pods import PodEmulator
@@ -27,9 +29,9 @@ def _record(tmp_path, variant: str, unplug: bool = False):
     # contract asks: bytes sent before the open are garbled by the baud mismatch, and
     # under load a batch computed before the open could land after pyserial's flush
     # (6 malformed CSV lines once, with a CPU hog on the reader's core).
-    r = PodReader(
-        "pods", em.name, w, protocol=variant, clock_slope=1 / 10.0, first_valid_timeout_s=None
-    )
+    protocol = PodProtocol(protocol=variant, clock_slope=1 / 10.0)
+    config = LinkConfig(first_valid_timeout_s=None)
+    r = SerialReader(SerialLink("pods", em.name, protocol, w, config=config))
     r.declare(w)
     w.start()
     r.start()
@@ -62,7 +64,9 @@ def test_every_received_frame_is_stored_exactly(tmp_path, variant: str) -> None:
     assert status.drops == 0 and status.crc_errors == 0 and status.kind == "pods"
     assert np.all(np.diff(b.host_ns) >= 0)
     # host times from the device clock: 5 ms frames at 10x are 0.5 ms apart on the host;
-    # receive stamps come in chunks, the clock model restores the spacing (±0.5 ms)
+    # receive stamps come in chunks, the clock model restores the spacing (±0.5 ms). On
+    # a busy machine whole windows arrive late and a free line through their minima was
+    # 6-13 % off; the pod clock is held within MAX_CLOCK_DRIFT (1 %) of its known rate.
     spacing = np.median(np.diff(b.host_ns[-500:])) / 1e6
     assert spacing == pytest.approx(0.5, abs=0.025)
 
@@ -80,12 +84,16 @@ def test_unplug_is_an_event_and_the_gap_counts_as_drops(tmp_path) -> None:
 def test_silent_port_fails_start_with_a_diagnosis(tmp_path) -> None:
     s = pods_util.make_samples(n=10)
     em = PodEmulator(s, link=str(tmp_path / "pods"))  # never started: silent
-    r = PodReader("pods", em.name, None, first_valid_timeout_s=0.3)
+    r = SerialReader(
+        SerialLink("pods", em.name, PodProtocol(), config=LinkConfig(first_valid_timeout_s=0.3))
+    )
     with pytest.raises(DriverError, match="0 bytes"):
         r.start()
     em.stop()
     wrong = PodEmulator(s, link=str(tmp_path / "pods32"), counter_bits=32, loop=True)
-    r = PodReader("pods", wrong.name, None, first_valid_timeout_s=0.5)
+    r = SerialReader(
+        SerialLink("pods", wrong.name, PodProtocol(), config=LinkConfig(first_valid_timeout_s=0.5))
+    )
     wrong.start()
     with pytest.raises(DriverError, match="counter width"):
         r.start()
@@ -109,14 +117,14 @@ imu = true
 def test_scenario_fault_schedule_through_capture(tmp_path) -> None:
     """pods_faults: corrupt and dropped bytes, an unplug at 12 s for 1 s (simulated),
     counters starting near the 16-bit wrap; the file holds exactly the intact frames."""
-    from sensorbench.drivers.capture import run_capture
+    from sensorbench.drivers.capture import CaptureOptions, run_capture
     from sensorbench.sim.emulated_robot import EmulatedRobot
 
     cfg = tmp_path / "pods.toml"
     cfg.write_text(PODS_ONLY)
     speed = 8.0
     with EmulatedRobot(tmp_path / "run", cfg, scenario="pods_faults", speed=speed) as robot:
-        result = run_capture(robot.config, tmp_path / "s.h5", 3.0, speed=speed)
+        result = run_capture(robot.config, tmp_path / "s.h5", 3.0, CaptureOptions(speed=speed))
         em = robot["pods"]
         unplugs, replugs = em.port.stats.unplugs, em.port.stats.replugs
     assert result.ok, result
@@ -132,8 +140,11 @@ def test_scenario_fault_schedule_through_capture(tmp_path) -> None:
     i = np.searchsorted(truth.index, b.seq)
     bad = i[np.flatnonzero(damaged[i])][:3]
     spans = [(int(truth.offset[k]), int(truth.offset[k] + truth.length[k])) for k in bad]
-    hits = [o for o in stats.corrupted_offsets + stats.dropped_offsets
-            if any(lo <= o < hi for lo, hi in spans)]
+    hits = [
+        o
+        for o in stats.corrupted_offsets + stats.dropped_offsets
+        if any(lo <= o < hi for lo, hi in spans)
+    ]
     assert bad.size == 0, (  # no damaged frame was stored; if one was, say which and how
         f"damaged frames stored: index {truth.index[bad].tolist()}, byte spans {spans}, "
         f"faults at {hits}, {stats.bytes_garbled_baud} bytes garbled after replug"

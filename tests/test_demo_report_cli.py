@@ -29,9 +29,10 @@ def test_report_of_simulated_sessions_shows_truth_beside_fits(tmp_path: Path) ->
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     page = (out / "report.html").read_text(encoding="utf-8")
-    # lidar datasheet of every lidar of the static session, truth beside the σ per band
-    assert set(doc["lidar"]["lidar_static"]) == {"ld19", "lidar_front", "lidar_rear"}
-    bands = doc["lidar"]["lidar_static"]["ld19"]["noise_bands"]
+    # lidar datasheet of every lidar of the static session (named by its file), truth
+    # beside the σ per band
+    assert set(doc["lidar"]["static"]) == {"ld19", "lidar_front", "lidar_rear"}
+    bands = doc["lidar"]["static"]["ld19"]["noise_bands"]
     assert any(b["truth_sigma_m"] == 0.0085 for b in bands)  # the scenario's 2–3 m σ
     # the pose-error model fitted for the report, with the scenario's parameters beside
     params = {(p["axis"], p["param"]): p for p in doc["pose_error"]["params"]}

@@ -320,14 +320,14 @@ def test_noise_model_round_trips_acceleration_and_slip_terms(tmp_path) -> None:
 
 
 def test_frames_at_rest_are_updated_but_not_tested() -> None:
-    from sensorbench.fusion.split_filter import run_axis
+    from sensorbench.fusion.axis_step import AxisInput, run_axis
 
     rng = np.random.default_rng(3)
     dt = np.full(600, 0.005)
     z = np.where(np.arange(600) % 100 < 60, 0.002 + rng.normal(0, 2e-5, 600), 0.0)
     rest = z == 0
     noise = AxisNoise(1e-2, 1e-10)
-    a, b = run_axis(dt, z, noise), run_axis(dt, z, noise, rest=rest)
+    a, b = run_axis(AxisInput(dt, z), noise), run_axis(AxisInput(dt, z, rest=rest), noise)
     np.testing.assert_array_equal(a.p, b.p)
     assert np.all(np.isnan(b.nis_chi2[rest])) and np.all(np.isfinite(b.nis_chi2[~rest]))
     np.testing.assert_array_equal(a.nis_chi2[~rest], b.nis_chi2[~rest])

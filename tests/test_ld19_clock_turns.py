@@ -103,6 +103,25 @@ def test_clock_keeps_the_nominal_slope_until_the_minima_span_two_windows():
     assert clock.fitted and clock.estimate().slope == pytest.approx(0.25, abs=0.01)
 
 
+def test_a_known_rate_holds_the_slope_against_starved_windows():
+    """A 10× emulator (slope 0.1 exactly), 1 s windows of device time, the first half of
+    the run received ever less late (a reader starved while everything starts, 40 ms
+    falling to 0): a free line through the window minima tilts by ~4 %, one held within
+    max_drift 1 % stays within it."""
+    dev_ms = np.arange(0, 12_000, 5)
+    late_ms = np.where(dev_ms < 6000, 40.0 * (1 - dev_ms / 6000), 0.0)  # 40 ms -> 0
+    host_ns = np.rint((0.1 * dev_ms + late_ms + 0.2) * 1e6).astype(np.int64)
+    free = DeviceClock(modulus=None, tick_ns=1_000_000, nominal_slope=0.1)
+    held = DeviceClock(modulus=None, tick_ns=1_000_000, nominal_slope=0.1, max_drift=0.01)
+    for i in range(0, dev_ms.size, 20):
+        free.update(host_ns[i : i + 20], dev_ms[i : i + 20])
+        held.update(host_ns[i : i + 20], dev_ms[i : i + 20])
+    assert abs(free.estimate().slope / 0.1 - 1) > 0.03
+    assert abs(held.estimate().slope / 0.1 - 1) <= 0.01 + 1e-12
+    with pytest.raises(DriverError, match="max_drift"):
+        DeviceClock(modulus=None, tick_ns=1, nominal_slope=None, max_drift=0.01)
+
+
 def test_clock_before_any_data_and_reset():
     clock = DeviceClock(modulus=None, tick_ns=1000)
     with pytest.raises(DriverError):

@@ -17,8 +17,10 @@ from timing_util import wait_until
 from sensorbench.cli import cli
 from sensorbench.drivers.capture import CaptureResult, DeviceSummary, format_status, format_summary
 from sensorbench.drivers.ld19_parser import LD19Packets, LD19Parser
-from sensorbench.drivers.ld19_reader import LD19Reader
+from sensorbench.drivers.ld19_reader import LD19Protocol
 from sensorbench.drivers.ld19_turns import TurnAssembler
+from sensorbench.drivers.serial_link import LinkConfig, SerialLink
+from sensorbench.drivers.serial_reader import SerialReader
 from sensorbench.logs import Session, SessionWriter
 from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples, encode_packets
 from sensorbench.sim.pty import PtyPort
@@ -158,24 +160,26 @@ def test_live_reader_keeps_recording_through_an_impossible_timestamp():
     f["timestamp"][700] = 30001
     stream = _encode(f)
     with PtyPort() as port:
-        reader = LD19Reader("ld19", port.path, keep_turns=True, first_valid_timeout_s=None)
+        protocol = LD19Protocol(keep_turns=True)
+        config = LinkConfig(first_valid_timeout_s=None)
+        reader = SerialReader(SerialLink("ld19", port.path, protocol, config=config))
         reader.start()
         try:
             for i in range(0, len(stream), 47 * 75):  # 0.2 s of packets per send
                 port.send(stream[i : i + 47 * 75])
                 time.sleep(0.01)
-            wait_until(lambda: reader.parser.counters.packets == 375 * 4 - 1, 5.0, "every packet")
+            wait_until(lambda: protocol.parser.counters.packets == 375 * 4 - 1, 5.0, "every packet")
             assert reader.running
         finally:
             reader.stop()
     st = reader.status()
     assert st.reader_failures == 0 and not st.reader_down and st.crc_errors == 1
-    assert reader.parser.counters.timestamp_failures == 1
-    assert reader.collected().n_turns >= 12  # turns after the packet too
+    assert protocol.parser.counters.timestamp_failures == 1
+    assert protocol.collected().n_turns >= 12  # turns after the packet too
 
 
-class _FailingOnce(LD19Reader):
-    """An LD19 reader whose decoding raises once, on its 30th chunk (a decoding bug)."""
+class _FailingOnce(LD19Protocol):
+    """An LD19 protocol whose decoding raises once, on its 30th chunk (a decoding bug)."""
 
     calls = 0
 
@@ -191,14 +195,17 @@ def test_a_reader_that_raises_is_restarted_and_the_capture_says_data_were_lost(t
     session = tmp_path / "s.h5"
     with LD19Emulator(samples, speed=SPEED, startup_s=0.0, seed=2) as emu:
         writer = SessionWriter(session, label="restart")
-        reader = _FailingOnce("ld19", emu.path, writer, clock_slope=1 / SPEED)
+        protocol = _FailingOnce(clock_slope=1 / SPEED)
+        reader = SerialReader(SerialLink("ld19", emu.path, protocol, writer))
         reader.declare(writer)
         writer.start()
         try:
             reader.start()
-            wait_until(lambda: reader.reader_failures == 1, 10.0, "the failure")
-            turns_then = reader.assembler.turns_out
-            wait_until(lambda: reader.assembler.turns_out >= turns_then + 10, 5.0, "10 more turns")
+            wait_until(lambda: reader.link.reader_failures == 1, 10.0, "the failure")
+            turns_then = protocol.assembler.turns_out
+            wait_until(
+                lambda: protocol.assembler.turns_out >= turns_then + 10, 5.0, "10 more turns"
+            )
             assert reader.running
             status = reader.status()
         finally:

@@ -8,7 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from sensorbench.drivers.ld19_reader import LD19Reader
+from sensorbench.drivers.ld19_reader import LD19Protocol
+from sensorbench.drivers.serial_link import SerialLink
+from sensorbench.drivers.serial_reader import SerialReader
 from sensorbench.logs import TurnFlag
 from sensorbench.sim.emulator_ld19 import LD19Emulator
 from sensorbench.sim.simulation import Simulation
@@ -25,17 +27,18 @@ def test_turns_from_the_simulator_arrive_intact(ld19_samples):
     s = ld19_samples
     assert s.model == "ld19" and s.samples_per_packet == 12
     with LD19Emulator(s, speed=SPEED, startup_s=0.5, loop=False) as emu:
-        reader = LD19Reader("ld19", emu.path, keep_turns=True)
+        protocol = LD19Protocol(keep_turns=True)
+        reader = SerialReader(SerialLink("ld19", emu.path, protocol))
         reader.start()
         try:
             deadline = time.monotonic() + 20
-            while reader.assembler.turns_out < 200 and time.monotonic() < deadline:
+            while protocol.assembler.turns_out < 200 and time.monotonic() < deadline:
                 time.sleep(0.02)
         finally:
             reader.stop()
-    turns = reader.collected()
+    turns = protocol.collected()
     assert turns.n_turns >= 200
-    c = reader.parser.counters
+    c = protocol.parser.counters
     assert c.crc_failures == 0 and c.span_failures == 0
 
     checked_skip = 0

@@ -1,139 +1,322 @@
-"""``export --format mcap``: a session's scans, poses and pod counts as ROS 2 messages in one
-MCAP file, read back with rosbags (and re-imported) equal to the session."""
+"""``export --format mcap``: a session as ROS 2 messages in one MCAP file.
+
+Read back with the ``mcap`` package's own reader (schemas, channels, log times) and
+rosbags' CDR deserializer, both independent of the exporter: every lidar point lies
+within 0.2° of a ray carrying its range (on the real LD06 capture too, with packets
+removed), the mounts are on a latched /tf_static, an estimate is on /tf and as
+Odometry with its covariance, stamps are wall-clock time from the session's anchor;
+and ``import rosbag`` of the file brings back flags, events, device times and counts.
+"""
 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from real_data import LD06_EXAMPLE2, need
 from scipy.spatial.transform import Rotation
 
 from sensorbench.cli import cli
 from sensorbench.logs import Session, SessionWriter
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
-from sensorbench.logs.schema import NO_DEVICE_TIME
+from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag, TurnFlag
 
 pytest.importorskip("rosbags")
-from rosbags.highlevel import AnyReader
+mcap_reader = pytest.importorskip("mcap.reader")
+from rosbags.typesys import Stores, get_typestore  # noqa: E402
 
+STORE = get_typestore(Stores.ROS2_HUMBLE)
 RNG = np.random.default_rng(4)
 T0 = 5_000_000_000
-N_TURNS, N_PTS = 5, 360
-TURN_T = T0 + np.arange(N_TURNS) * 100_000_000
-ANGLE = np.mod(0.3 + np.arange(N_PTS) * (2 * math.pi / N_PTS), 2 * math.pi).astype(np.float32)
-RANGE = RNG.uniform(0.1, 8.0, (N_TURNS, N_PTS)).astype(np.float32)
-RANGE[:, ::17] = np.inf
-RANGE[:, 5::23] = np.nan
-INTENSITY = RNG.integers(0, 256, (N_TURNS, N_PTS)).astype(np.uint16)
-PT_T = TURN_T[:, None] + np.arange(N_PTS)[None, :] * 277_778
+N_TURNS = 6
+MAX_RAY_ERROR_DEG = 0.2
+
+
+def _sweep(n_turns: int, per_turn: int) -> LidarTurns:
+    """A clockwise sensor (CCW angles fall with time), ~10 Hz, jittered spacing, lost packets."""
+    angle, rng, inten, t, count, dev, flags = [], [], [], [], [], [], []
+    for k in range(n_turns):
+        start = RNG.uniform(0, 2 * math.pi)
+        step = 1 + RNG.normal(0, 0.02, per_turn)
+        step *= 2 * math.pi * (1 - 0.5 / per_turn) / step.sum()  # a turn: under one revolution
+        a = np.mod(start - np.cumsum(step), 2 * math.pi)
+        keep = np.ones(per_turn, bool)
+        if k % 2:  # two lost 12-point packets
+            for s in RNG.choice(np.arange(12, per_turn - 24, 12), 2, replace=False):
+                keep[s : s + 12] = False
+        n = int(keep.sum())
+        r = RNG.uniform(0.1, 8.0, n).astype(np.float32)
+        r[::17] = np.inf
+        r[5::23] = np.nan
+        tt = T0 + k * 100_000_000 + np.flatnonzero(keep) * 220_000
+        angle.append(a[keep]), rng.append(r), t.append(tt)
+        inten.append(RNG.integers(0, 256, n)), count.append(n)
+        dev.append(NO_DEVICE_TIME if k == 0 else 70_000_000 + k * 100_000_000)
+        flags.append(TurnFlag.PACKET_LOSS if k % 2 else 0)
+    return LidarTurns(
+        [x[0] for x in t], dev, np.full(n_turns, 10.0), count, flags, np.concatenate(angle),
+        np.concatenate(rng), np.concatenate(inten), np.concatenate(t),
+    )  # fmt: skip
+
+
+TURNS = _sweep(N_TURNS, 450)
+MOUNT = [0.2, -0.05, math.radians(30)]
 N_POSE = 30
 POSE_T = T0 + np.arange(N_POSE) * 33_000_000
 POS = RNG.uniform(-3, 3, (N_POSE, 3))
 QUAT = Rotation.random(N_POSE, random_state=RNG).as_quat()
 VALID = np.ones(N_POSE, bool)
 VALID[[4, 17]] = False
+FLAGS = np.zeros(N_POSE, np.uint8)
+FLAGS[[7, 20]] = PoseFlag.RELOCALIZED
+FLAGS[[11]] = PoseFlag.PAUSED | PoseFlag.RELOCALIZED
+COV = RNG.normal(0, 1e-3, (N_POSE, 6, 6))
 N_POD = 50
 POD_T = T0 + np.arange(N_POD) * 10_000_000
 COUNTS = np.cumsum(RNG.integers(-40, 90, (N_POD, 3)), axis=0)
+SEQ = np.arange(N_POD) + np.r_[np.zeros(20, int), np.full(30, 3)]  # 3 frames lost
+POD_DEV = 1_000_000 + np.arange(N_POD) * 9_999_000
+YAW = np.linspace(0, 1, N_POD)
+YAW_RATE = np.full(N_POD, 0.5)
+EVENTS = [
+    (T0 + 1000, "lidar_front", "stale", "no bytes for 0.5 s"),
+    (T0 + 5000, "cam", "note", "x"),
+]
+
+
+def _write_session(path: Path, turns: LidarTurns = TURNS) -> None:
+    with SessionWriter(path, label="mcap test", swmr=False) as w:
+        w.add_lidar("lidar_front", attrs={"mount_xy_yaw": MOUNT})
+        w.add_pose("cam", kind="pose_sensor")
+        w.add_pose("estimate", kind="estimate")
+        w.add_encoder("pods", n_counts=3)
+        w.append_turns("lidar_front", turns)
+        pos = np.where(VALID[:, None], POS, np.nan)
+        quat = np.where(VALID[:, None], QUAT, np.nan)
+        w.append_pose("cam", PoseBatch.from_arrays(POSE_T, pos, quat, VALID, FLAGS))
+        w.append_pose("estimate", PoseBatch.from_arrays(POSE_T, POS, QUAT, np.ones(N_POSE, bool)))
+        w.append_encoder("pods", EncoderBatch(POD_T, POD_DEV, SEQ, COUNTS, YAW, YAW_RATE))
+        for e in EVENTS:
+            w.event(*e)
+    with h5py.File(path, "a") as f:  # as import rosbag stores an Odometry's covariance
+        f["pose/estimate"].create_dataset("covariance", data=COV)
 
 
 @pytest.fixture
 def session(tmp_path: Path) -> Path:
     path = tmp_path / "s.h5"
-    with SessionWriter(path, label="mcap test", swmr=False) as w:
-        w.add_lidar("lidar_front")
-        w.add_pose("cam", kind="pose_sensor")
-        w.add_encoder("pods", n_counts=3)
-        w.append_turns(
-            "lidar_front",
-            LidarTurns(
-                TURN_T, np.full(N_TURNS, NO_DEVICE_TIME), np.full(N_TURNS, 10.0),
-                np.full(N_TURNS, N_PTS), np.zeros(N_TURNS), np.tile(ANGLE, N_TURNS),
-                RANGE.ravel(), INTENSITY.ravel(), PT_T.ravel(),
-            ),
-        )  # fmt: skip
-        pos = np.where(VALID[:, None], POS, np.nan)
-        quat = np.where(VALID[:, None], QUAT, np.nan)
-        w.append_pose("cam", PoseBatch.from_arrays(POSE_T, pos, quat, VALID))
-        w.append_encoder(
-            "pods",
-            EncoderBatch(
-                POD_T, np.full(N_POD, NO_DEVICE_TIME), np.arange(N_POD), COUNTS,
-                np.full(N_POD, np.nan), np.full(N_POD, np.nan),
-            ),
-        )  # fmt: skip
+    _write_session(path)
     return path
 
 
-def _read(mcap: Path) -> dict[str, list]:
-    out: dict[str, list] = {}
-    with AnyReader([mcap]) as r:
-        for conn, t, raw in r.messages():
-            out.setdefault(conn.topic, []).append(
-                (conn.msgtype, t, r.deserialize(raw, conn.msgtype))
-            )
-    return out
-
-
-def test_mcap_reads_back_equal(session: Path, tmp_path: Path) -> None:
-    out = tmp_path / "s.mcap"
-    r = CliRunner().invoke(cli, ["export", str(session), "--format", "mcap", "-o", str(out)])
+def _export(session: Path, out: Path, *args: str):
+    r = CliRunner().invoke(cli, ["export", str(session), "--format", "mcap", "-o", str(out), *args])
     assert r.exit_code == 0, r.output
-    msgs = _read(out)
-    assert sorted(msgs) == ["/cam/pose", "/lidar_front/scan", "/pods/counts"]
-    scans = msgs["/lidar_front/scan"]
-    assert [m[0] for m in scans] == ["sensor_msgs/msg/LaserScan"] * N_TURNS
-    for k, (_, t, m) in enumerate(scans):
-        assert t == TURN_T[k] and m.header.stamp.sec * 10**9 + m.header.stamp.nanosec == t
-        np.testing.assert_array_equal(m.ranges, RANGE[k])
-        np.testing.assert_array_equal(m.intensities, INTENSITY[k].astype(np.float32))
-        # ray i at angle_min + i*increment, CCW: the stored angles, within float32 rounding
-        a = m.angle_min + m.angle_increment * np.arange(N_PTS)
-        np.testing.assert_allclose(np.mod(a, 2 * math.pi), ANGLE, rtol=0, atol=2e-6)
-        assert m.time_increment == pytest.approx(277_778e-9, rel=1e-6)
-        assert m.scan_time == pytest.approx(0.1)
-    poses = msgs["/cam/pose"]
-    assert len(poses) == VALID.sum()  # invalid samples are not written
-    for (_, t, m), k in zip(poses, np.flatnonzero(VALID), strict=True):
-        assert t == POSE_T[k]
-        p, q = m.pose.position, m.pose.orientation
-        assert [p.x, p.y, p.z] == POS[k].tolist() and [q.x, q.y, q.z, q.w] == QUAT[k].tolist()
-    counts = msgs["/pods/counts"]
-    assert [t for _, t, _ in counts] == POD_T.tolist()
-    np.testing.assert_array_equal(np.array([m.position for *_, m in counts]), COUNTS)
-    assert list(counts[0][2].name) == ["c0", "c1", "c2"]
+    return r
 
 
-def test_mcap_reimports_into_an_equal_session(session: Path, tmp_path: Path) -> None:
+def _read_mcap(path: Path) -> tuple[dict[str, list], dict[str, dict]]:
+    """topic -> [(log time, message)], and topic -> channel facts, via the mcap package."""
+    msgs: dict[str, list] = {}
+    channels: dict[str, dict] = {}
+    with open(path, "rb") as fh:
+        reader = mcap_reader.make_reader(fh)
+        assert reader.get_header().profile == "ros2"
+        for schema, channel, message in reader.iter_messages(log_time_order=True):
+            assert schema.encoding == "ros2msg" and channel.message_encoding == "cdr"
+            channels[channel.topic] = {"type": schema.name, "metadata": dict(channel.metadata)}
+            msg = STORE.deserialize_cdr(message.data, schema.name)
+            msgs.setdefault(channel.topic, []).append((message.log_time, msg))
+    return msgs, channels
+
+
+def _ns(stamp) -> int:
+    return stamp.sec * 10**9 + stamp.nanosec
+
+
+def _offset(session: Path) -> int:
+    with Session(session) as s:
+        return int(s.attrs["wall_clock_anchor_ns"]) - int(s.attrs["monotonic_anchor_ns"])
+
+
+def check_rays(scans: list, turns: LidarTurns, offset: int) -> int:
+    """Every ray within 0.2° of a point of its range, every point in such a ray or in the
+    bin of a nearer point (≤ 0.4°: one bin) of the same turn; returns those not written."""
+    assert len(scans) == turns.n_turns
+    dropped = 0
+    for k, (log_t, m) in enumerate(scans):
+        lo, hi = int(turns.offset[k]), int(turns.offset[k] + turns.count[k])
+        assert log_t == _ns(m.header.stamp) == turns.t_first_ns[k] + offset
+        n = len(m.ranges)
+        ray_angle = m.angle_min + m.angle_increment * np.arange(n)
+        ranges = np.asarray(m.ranges)
+        pa, pr = turns.angle[lo:hi].astype(np.float64), turns.range[lo:hi]
+        # the angle from each point to each ray, wrapped to [-180, 180) degrees
+        miss = np.degrees(np.mod(ray_angle[None, :] - pa[:, None] + math.pi, 2 * math.pi) - math.pi)
+        near = np.abs(miss) <= MAX_RAY_ERROR_DEG
+        same = (ranges[None, :] == pr[:, None]) | (
+            np.isnan(ranges[None, :]) & np.isnan(pr[:, None])
+        )
+        filled = ~np.isnan(ranges)
+        assert (near & same)[:, filled].any(axis=0).all()  # every ray is a point's, ≤ 0.2°
+        written = (near & same).any(axis=1)
+        if not written.all():  # a point not written shares its bin with a nearer one
+            gap = np.abs(np.mod(pa[~written, None] - pa[None, written] + math.pi, 2 * math.pi)
+                         - math.pi)  # fmt: skip
+            assert np.degrees(gap.min(axis=1)).max() <= 2 * MAX_RAY_ERROR_DEG
+        dropped += int((~written).sum())
+        assert m.time_increment > 0 and m.range_min == 0
+    return dropped
+
+
+def test_mcap_as_ros2_messages(session: Path, tmp_path: Path) -> None:
     out = tmp_path / "s.mcap"
-    r = CliRunner().invoke(
-        cli, ["export", str(session), "--format", "mcap", "-o", str(out), "--stream", "cam"]
-    )
-    assert r.exit_code == 0 and "/cam/pose 28" in r.output, r.output
-    r = CliRunner().invoke(
-        cli, ["export", str(session), "--format", "mcap", "-o", str(tmp_path / "all.mcap")]
-    )
-    assert r.exit_code == 0
+    r = _export(session, out)
+    assert "lidar_front: 900 rays per turn" in r.output and "not written" not in r.output
+    offset = _offset(session)
+    assert offset > 50 * 365 * 86400 * 10**9  # stamps in this century, not 1970
+    msgs, channels = _read_mcap(out)
+    assert sorted(msgs) == [
+        "/cam/flags", "/cam/path", "/cam/pose", "/estimate/odom", "/estimate/path",
+        "/estimate/pose", "/events", "/lidar_front/flags", "/lidar_front/scan",
+        "/lidar_front/time_reference", "/pods/counts", "/pods/time_reference", "/tf",
+        "/tf_static",
+    ]  # fmt: skip
+    assert channels["/lidar_front/scan"]["type"] == "sensor_msgs/msg/LaserScan"
+    assert channels["/estimate/odom"]["type"] == "nav_msgs/msg/Odometry"
+    # scans: every point in the ray of its own angle; the sweep is clockwise
+    assert check_rays(msgs["/lidar_front/scan"], TURNS, offset) == 0
+    assert all(m.angle_increment < 0 and m.header.frame_id == "lidar_front"
+               for _, m in msgs["/lidar_front/scan"])  # fmt: skip
+    # mounts: one latched /tf_static, base_link -> the lidar
+    (static,) = msgs["/tf_static"]
+    (tr,) = static[1].transforms
+    assert (tr.header.frame_id, tr.child_frame_id) == ("base_link", "lidar_front")
+    assert [tr.transform.translation.x, tr.transform.translation.y] == MOUNT[:2]
+    q = tr.transform.rotation
+    assert Rotation.from_quat([q.x, q.y, q.z, q.w]).as_euler("ZYX")[0] == pytest.approx(MOUNT[2])
+    assert "durability: 1" in channels["/tf_static"]["metadata"]["offered_qos_profiles"]
+    # the estimate: Odometry with its covariance and a /tf odom -> base_link per sample
+    odom = msgs["/estimate/odom"]
+    assert [t for t, _ in odom] == (POSE_T + offset).tolist()
+    for k, (_, m) in enumerate(odom):
+        assert (m.header.frame_id, m.child_frame_id) == ("odom", "base_link")
+        np.testing.assert_array_equal(np.asarray(m.pose.covariance).reshape(6, 6), COV[k])
+        p = m.pose.pose.position
+        assert [p.x, p.y, p.z] == POS[k].tolist()
+    tfs = [m.transforms[0] for _, m in msgs["/tf"]]
+    assert [(t.header.frame_id, t.child_frame_id) for t in tfs] == [("odom", "base_link")] * N_POSE
+    # the pose sensor: valid samples only, their flags, one Path of all of them
+    poses = msgs["/cam/pose"]
+    assert [t for t, _ in poses] == (POSE_T[VALID] + offset).tolist()
+    (path,) = msgs["/cam/path"]
+    assert [_ns(p.header.stamp) for p in path[1].poses] == [t for t, _ in poses]
+    flagged = {t: int(m.status[0].values[0].value) for t, m in msgs["/cam/flags"]}
+    assert flagged == {int(POSE_T[k] + offset): int(FLAGS[k]) for k in np.flatnonzero(FLAGS)}
+    # pods: counts exact, sequence and IMU yaw beside them, device times
+    counts = msgs["/pods/counts"]
+    assert list(counts[0][1].name) == ["c0", "c1", "c2", "seq", "imu_yaw"]
+    np.testing.assert_array_equal(np.array([m.position[:3] for _, m in counts]), COUNTS)
+    refs = msgs["/pods/time_reference"]
+    assert [_ns(m.time_ref) for _, m in refs] == POD_DEV.tolist()
+    assert [_ns(m.header.stamp) for _, m in refs] == (POD_T + offset).tolist()
+    events = [(t - offset, m.status[0].name, m.status[0].values[0].value, m.status[0].message)
+              for t, m in msgs["/events"]]  # fmt: skip
+    assert events == EVENTS
+
+
+def test_round_trip_keeps_flags_events_device_times_and_counts(
+    session: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "s.mcap"
+    _export(session, out)
+    offset = _offset(session)
     again = tmp_path / "again.h5"
     r = CliRunner().invoke(
         cli,
-        ["import", "rosbag", str(tmp_path / "all.mcap"), "--topic", "/cam/pose=cam",
-         "--topic", "/lidar_front/scan=lidar_front", "--into", str(again)],
+        ["import", "rosbag", str(out), "--topic", "/cam/pose=cam", "--topic",
+         "/lidar_front/scan=lidar_front", "--topic", "/pods/counts=pods", "--topic",
+         "/estimate/odom=estimate", "--events", "/events", "--into", str(again)],
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     with Session(again) as s:
-        b = s.pose("cam").read()
-        t = s.lidar("lidar_front").read()
-    np.testing.assert_array_equal(b.t_ns, POSE_T[VALID])
-    np.testing.assert_array_equal(b.position, POS[VALID])
-    np.testing.assert_array_equal(t.t_first_ns, TURN_T)
-    np.testing.assert_array_equal(t.range, RANGE.ravel())
-    np.testing.assert_array_equal(t.intensity, INTENSITY.ravel())
-    np.testing.assert_allclose(t.angle, np.tile(ANGLE, N_TURNS), rtol=0, atol=2e-6)
-    # point times from time_increment, a float32: off by at most its relative rounding
-    # (2^-24) times the turn's span, plus 1 ns of rounding
-    bound = (N_PTS - 1) * 277_778 * 2.0**-24 + 1
-    assert np.abs(t.t_ns - PT_T.ravel()).max() <= bound
+        cam = s.pose("cam").read()
+        est = s.pose("estimate")
+        turns = s.lidar("lidar_front").read()
+        pods = s.encoder("pods").read()
+        mount = s.lidar("lidar_front").attrs["mount_xy_yaw"]
+        events = [(e.t_ns, e.source, e.kind, e.message) for e in s.events()]
+        assert est.attrs["kind"] == "estimate"
+        assert est.attrs["ros_child_frame_id"] == "base_link"
+        est_b = est.read()
+    with h5py.File(again, "r") as f:
+        np.testing.assert_array_equal(f["pose/estimate/covariance"][:], COV)
+    np.testing.assert_array_equal(cam.t_ns, POSE_T[VALID] + offset)
+    np.testing.assert_array_equal(cam.position, POS[VALID])
+    np.testing.assert_array_equal(cam.flags, FLAGS[VALID])
+    np.testing.assert_array_equal(est_b.position, POS)
+    np.testing.assert_array_equal(turns.t_first_ns, TURNS.t_first_ns + offset)
+    np.testing.assert_array_equal(turns.device_ns, TURNS.device_ns)
+    np.testing.assert_array_equal(turns.flags, TURNS.flags)
+    np.testing.assert_allclose(mount, MOUNT, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(pods.host_ns, POD_T + offset)
+    np.testing.assert_array_equal(pods.device_ns, POD_DEV)
+    np.testing.assert_array_equal(pods.counts, COUNTS)
+    np.testing.assert_array_equal(pods.seq, SEQ)
+    np.testing.assert_array_equal(pods.yaw, YAW)
+    np.testing.assert_array_equal(pods.yaw_rate, YAW_RATE)
+    assert [(t - offset, *rest) for t, *rest in events] == EVENTS
+    # a second export of the re-import: its times are Unix time already, kept as they are
+    _export(again, tmp_path / "again.mcap")
+    msgs, _ = _read_mcap(tmp_path / "again.mcap")
+    assert [t for t, _ in msgs["/cam/pose"]] == (POSE_T[VALID] + offset).tolist()
+
+
+def test_one_stream_only(session: Path, tmp_path: Path) -> None:
+    r = _export(session, tmp_path / "cam.mcap", "--stream", "cam")
+    assert "/cam/pose 28" in r.output
+    msgs, _ = _read_mcap(tmp_path / "cam.mcap")
+    assert sorted(msgs) == ["/cam/flags", "/cam/path", "/cam/pose"]
+
+
+@need(LD06_EXAMPLE2)
+def test_real_ld06_capture_every_ray_within_0p2_degrees(tmp_path: Path) -> None:
+    """The real capture decoded (CRC failures drop packets inside turns), then one 12-point
+    packet removed from every third turn: every point stays within 0.2° of its ray."""
+    decoded = tmp_path / "decoded.h5"
+    r = CliRunner().invoke(cli, ["decode", "ld19", str(LD06_EXAMPLE2.path), "-o", str(decoded)])
+    assert r.exit_code == 0, r.output
+    with Session(decoded) as s:
+        real = s.lidar("ld19").read()
+    parts = []
+    for k in range(real.n_turns):
+        turn = real.turn(k)
+        keep = np.ones(turn.n_points, bool)
+        if k % 3 == 0:
+            keep[120:132] = False
+        parts.append(
+            LidarTurns.single(turn.angle[keep], turn.range[keep], turn.intensity[keep],
+                              turn.t_ns[keep], int(turn.device_ns[0]), float(turn.speed_hz[0]))
+        )  # fmt: skip
+    turns = LidarTurns(*(np.concatenate([getattr(p, f) for p in parts]) for f in (
+        "t_first_ns", "device_ns", "speed_hz", "count", "flags", "angle", "range", "intensity",
+        "t_ns")))  # fmt: skip
+    session = tmp_path / "real.h5"
+    with SessionWriter(session, label="real ld06", swmr=False) as w:
+        w.add_lidar("ld19", attrs={"mount_xy_yaw": MOUNT})
+        w.append_turns("ld19", turns)
+    out = tmp_path / "real.mcap"
+    r = _export(session, out)
+    msgs, _ = _read_mcap(out)
+    # LD06 packets end where the next one starts: such pairs 0.03° apart share a ray
+    bins, reported = (int(v) for v in re.search(r"ld19: (\d+) rays per turn, (\d+) point",
+                                                 r.output).groups())  # fmt: skip
+    assert bins >= 900
+    assert check_rays(msgs["/ld19/scan"], turns, _offset(session)) <= reported
+    assert reported <= 1e-3 * turns.n_points
+    assert len(msgs["/tf_static"]) == 1

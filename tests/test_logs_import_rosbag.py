@@ -311,3 +311,46 @@ def test_repeated_stamps_in_a_bag_follow_the_policy(tmp_path: Path) -> None:
     r = _run("import", "rosbag", path, "--topic", "/pose=cam", "--into", tmp_path / "e.h5",
              "--duplicates", "error")  # fmt: skip
     assert r.exit_code == 2 and f"{path}:/pose:12: 1 duplicate timestamp" in r.output
+
+
+def test_scans_of_different_sizes_and_limits(tmp_path: Path) -> None:
+    """Scans that differ in ray count, start angle and range limits: each ray placed by
+    its own scan's parameters (REP 103/117), as for a single scan."""
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    T = store.types
+    path = tmp_path / "mixed"
+    rng = np.random.default_rng(12)
+    scans = []
+    for k, (n, a0, r_min, r_max) in enumerate([(360, -math.pi, 0.1, 12.0), (720, 0.5, 0.3, 8.0)]):
+        r = rng.uniform(0.0, 14.0, n).astype(np.float32)
+        r[::50] = -np.inf
+        r[1::50] = np.nan
+        t = T0 + k * 100_000_000
+        scans.append((t, n, a0, r_min, r_max, r))
+    with Writer2(path, version=8) as w:
+        c = w.add_connection("/scan", "sensor_msgs/msg/LaserScan", typestore=store)
+        for t, n, a0, r_min, r_max, r in scans:
+            stamp = T["builtin_interfaces/msg/Time"](sec=int(t // 10**9), nanosec=int(t % 10**9))
+            msg = T["sensor_msgs/msg/LaserScan"](
+                header=T["std_msgs/msg/Header"](stamp=stamp, frame_id="laser"),
+                angle_min=a0, angle_max=a0 + 2 * math.pi, angle_increment=2 * math.pi / n,
+                time_increment=0.1 / n, scan_time=0.1, range_min=r_min, range_max=r_max,
+                ranges=r, intensities=np.zeros(0, np.float32),
+            )  # fmt: skip
+            w.write(c, int(t), store.serialize_cdr(msg, "sensor_msgs/msg/LaserScan"))
+    session = tmp_path / "s.h5"
+    r = _run("import", "rosbag", path, "--topic", "/scan=lidar_front", "--into", session)
+    assert r.exit_code == 0, r.output
+    with Session(session) as s:
+        turns = s.lidar("lidar_front").read()
+    assert turns.count.tolist() == [360, 720]
+    for k, (t, n, a0, r_min, r_max, rr) in enumerate(scans):
+        sl = slice(int(turns.offset[k]), int(turns.offset[k] + n))
+        a = np.float32(a0) + np.float32(2 * math.pi / n) * np.arange(n)
+        np.testing.assert_allclose(turns.angle[sl], np.mod(a, 2 * math.pi), rtol=0, atol=1e-5)
+        want = np.where(rr > np.float32(r_max), np.inf, rr)
+        want = np.where(~(rr >= np.float32(r_min)), np.nan, want)
+        np.testing.assert_array_equal(turns.range[sl], want.astype(np.float32))
+        assert (turns.intensity[sl] == 0).all()
+        dt = np.float32(0.1 / n).astype(np.float64) * 1e9
+        assert turns.t_ns[sl].tolist() == (t + np.rint(dt * np.arange(n)).astype(np.int64)).tolist()

@@ -1,4 +1,9 @@
-"""Property: any sequence of appends to any mix of streams reads back bit-identical, in order."""
+"""Property: any sequence of appends to any mix of streams reads back bit-identical, in order.
+
+The data are random bits (nan payloads, impossible stamps): storage must keep them
+exactly, so they are read back with ``validate=False`` (the value checks of
+``logs/values.py`` are tested on their own).
+"""
 
 from __future__ import annotations
 
@@ -129,7 +134,7 @@ def test_any_append_sequence_reads_back_bit_identical(ops, seed, swmr, threads) 
         w.close()
         with Session(path) as s:
             for name in ("ld19", "front"):
-                got = s.lidar(name).read()
+                got = s.lidar(name).read(validate=False)
                 want = LidarTurns.concat(written[("lidar", name)])
                 for field in (
                     "t_first_ns",
@@ -145,7 +150,7 @@ def test_any_append_sequence_reads_back_bit_identical(ops, seed, swmr, threads) 
                     assert np.array_equal(_bits(getattr(got, field)), _bits(getattr(want, field)))
             chunks = list(s.raw("ld19").iter_chunks())
             assert chunks == [(t, d) for t, d in written[("raw", "ld19")]]
-            enc = s.encoder("pods").read()
+            enc = s.encoder("pods").read(validate=False)
             for field in ("host_ns", "device_ns", "seq", "counts", "yaw", "yaw_rate"):
                 want = [getattr(b, field) for b in written[("encoder", "pods")]]
                 want = (
@@ -154,7 +159,7 @@ def test_any_append_sequence_reads_back_bit_identical(ops, seed, swmr, threads) 
                 assert np.array_equal(
                     _bits(getattr(enc, field)), _bits(want.astype(getattr(enc, field).dtype))
                 )
-            pose = s.pose("mocap").read()
+            pose = s.pose("mocap").read(validate=False)
             for field in ("t_ns", "position", "quat_xyzw", "valid", "flags"):
                 want = [getattr(b, field) for b in written[("pose", "mocap")]]
                 if want:

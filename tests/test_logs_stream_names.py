@@ -59,6 +59,8 @@ def test_the_writer_refuses_a_name_shared_across_kinds(tmp_path) -> None:
             w.add_pose("front", "mocap")
         with pytest.raises(SessionError, match="unique across kinds"):
             w.add_encoder("front", 3)
+        w.add_pose("tracker", "pose_sensor")  # a serial pose sensor and its raw bytes
+        w.add_raw("tracker")
 
 
 def test_export_events_is_the_event_table_even_in_an_old_file_with_a_stream_so_named(tmp_path):

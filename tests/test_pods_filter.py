@@ -10,6 +10,7 @@ from scipy.stats import binom
 
 from sensorbench.characterize.pods.noise_fit import AxisSeries, fit_axis
 from sensorbench.errors import FusionError
+from sensorbench.fusion.axis_step import AxisInput, AxisOptions, run_axis
 from sensorbench.fusion.joint_filter import JointFilter
 from sensorbench.fusion.pod_kinematics import integrate_path
 from sensorbench.fusion.split_filter import (
@@ -21,7 +22,6 @@ from sensorbench.fusion.split_filter import (
     load_noise_model,
     nis_bounds,
     predict_axis,
-    run_axis,
     save_noise_model,
     whiteness,
 )
@@ -29,6 +29,7 @@ from sensorbench.fusion.split_filter import (
 H = 0.005  # s, 200 Hz frames
 Q = 0.01  # m²/s³
 R = 1e-8  # m²
+INF_GATE = AxisOptions(gate=math.inf)
 
 
 def model_series(seed: int, k: int = 4000, q: float = Q, r: float = R):
@@ -51,10 +52,10 @@ def test_average_nis_inside_its_95_percent_bounds_on_correct_data() -> None:
     misses_free = misses_gated = 0
     for seed in range(4):
         dt, z, _ = model_series(seed)
-        free = run_axis(dt, z, AxisNoise(Q, R), gate=math.inf)
+        free = run_axis(AxisInput(dt, z), AxisNoise(Q, R), INF_GATE)
         lo, hi = nis_bounds(free.nis.size)
         misses_free += not lo <= free.nis.mean() <= hi
-        gated = run_axis(dt, z, AxisNoise(Q, R))
+        gated = run_axis(AxisInput(dt, z), AxisNoise(Q, R))
         applied = gated.nis[gated.accepted]
         lo, hi = nis_bounds(applied.size, gate=6.63)
         misses_gated += not lo <= applied.mean() <= hi
@@ -66,12 +67,12 @@ def test_average_nis_inside_its_95_percent_bounds_on_correct_data() -> None:
 
 def test_innovations_are_white_on_correct_data() -> None:
     dt, z, _ = model_series(11, k=6000)
-    tr = run_axis(dt, z, AxisNoise(Q, R), gate=math.inf)
+    tr = run_axis(AxisInput(dt, z), AxisNoise(Q, R), INF_GATE)
     rho, bound = whiteness(tr.innovation / np.sqrt(tr.s), max_lag=10)
     # each lag is outside ±1.96/√K with probability 5 %: ≥ 4 of 10 happens 0.1 % of the time
     assert np.count_nonzero(np.abs(rho) > bound) <= 3
     # a filter with q 100× too small is visibly coloured
-    slow = run_axis(dt, z, AxisNoise(Q / 100, R), gate=math.inf)
+    slow = run_axis(AxisInput(dt, z), AxisNoise(Q / 100, R), INF_GATE)
     rho_slow, _ = whiteness(slow.innovation / np.sqrt(slow.s), max_lag=10)
     assert np.count_nonzero(np.abs(rho_slow) > bound) >= 5
 
@@ -81,15 +82,15 @@ def test_gross_measurement_is_rejected_counted_and_never_applied() -> None:
     bad = z.copy()
     k = 2000
     bad[k] += 0.5  # a 0.5 m jump in one frame's odometry (e.g. a corrupted count)
-    clean = run_axis(dt, z, AxisNoise(Q, R))
-    hit = run_axis(dt, bad, AxisNoise(Q, R))
+    clean = run_axis(AxisInput(dt, z), AxisNoise(Q, R))
+    hit = run_axis(AxisInput(dt, bad), AxisNoise(Q, R))
     assert not hit.accepted[k]
     assert hit.nis[k] > 1e6
     assert hit.rejected == clean.rejected + 1 or (hit.rejected >= 1 and not hit.accepted[k])
     # never applied: afterwards the estimate stays on the truth, not 0.5 m off
     after = slice(k + 1, None)
     assert np.max(np.abs(hit.p[after] - p[after])) < 0.01
-    ungated = run_axis(dt, bad, AxisNoise(Q, R), gate=math.inf)
+    ungated = run_axis(AxisInput(dt, bad), AxisNoise(Q, R), INF_GATE)
     assert np.median(np.abs(ungated.p[after] - p[after])) > 0.4
 
 
@@ -100,7 +101,7 @@ def test_streak_of_rejections_recovers_when_the_model_is_wrong() -> None:
     dt = np.full(k, H)
     v = np.where(np.arange(k) < 1000, 0.5, 2.5)
     z = v * H
-    tr = run_axis(dt, z, AxisNoise(Q, 1e-10))
+    tr = run_axis(AxisInput(dt, z), AxisNoise(Q, 1e-10))
     assert tr.resets >= 1
     np.testing.assert_allclose(tr.p[-1], np.sum(z), atol=1e-3)
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from sensorbench.errors import ModelFileError
+from sensorbench.fusion.axis_step import AxisInput, AxisOptions, run_axis
 from sensorbench.fusion.odometry_drift import PodSlip
 from sensorbench.fusion.odometry_motion import jerk_noise_gains, observed_jerk
 from sensorbench.fusion.split_filter import (
@@ -18,7 +19,6 @@ from sensorbench.fusion.split_filter import (
     FilterNoise,
     load_noise_model,
     rounding_correlation,
-    run_axis,
     save_noise_model,
 )
 from sensorbench.fusion.tick_rounding import expected_frac_variance, rounding_share
@@ -108,7 +108,7 @@ def test_correlated_rounding_stated_keeps_the_nis_honest() -> None:
     slip = np.full(k, s)
     means = {}
     for label, corr in (("stated", np.full(k, rho)), ("white", None)):
-        tr = run_axis(dt, z, noise, gate=math.inf, slip_var=slip, r_corr=corr)
+        tr = run_axis(AxisInput(dt, z, slip=slip, r_corr=corr), noise, AxisOptions(gate=math.inf))
         means[label] = float(np.mean(tr.nis[200:]))
     # 20 000 correlated innovations: the mean's standard error is about 0.015
     assert means["stated"] == pytest.approx(1.0, abs=0.06), means

@@ -1,7 +1,8 @@
 """The pod-MCU emulator against an independent decoder written from docs/PROTOCOLS.md.
 
-Nothing here imports the driver's parser or protocol module: the CRC is computed
-bit by bit and frames are unpacked with ``struct`` from the byte table.
+Nothing here uses the driver's parser or protocol module to check the emulator: the
+CRC is computed bit by bit and frames are unpacked with ``struct`` from the byte
+table (the protocol module's CRC is itself checked against that bitwise CRC).
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ import time
 import numpy as np
 import pods_util
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from sensorbench.drivers import pods_protocol as proto
 from sensorbench.errors import SimError
 from sensorbench.sim.emulator_pods import PodEmulator, encode_binary
 
@@ -49,6 +53,16 @@ def decode_binary(stream: bytes) -> list[dict]:
         frames.append(dict(seq=seq, t_us=t_us, counts=counts, yaw_rate=yaw_rate, yaw=yaw))
         i += 3 + length + 2
     return frames
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=80))
+def test_the_protocol_crc_is_binascii_crc_hqx_from_0xffff(data: bytes) -> None:
+    # drivers/pods_protocol.py computes the CRC with binascii.crc_hqx(data, 0xFFFF):
+    # the same CRC as the definition, byte for byte, scalar and row-wise
+    assert proto.crc16_ccitt_false(data) == crc16_bitwise(data)
+    rows = np.frombuffer(data * 3, np.uint8).reshape(3, len(data))
+    assert proto.crc16_rows(rows).tolist() == [crc16_bitwise(data)] * 3
 
 
 def test_crc_check_value_and_documented_example() -> None:

@@ -5,10 +5,17 @@ Series simulated with the model itself (tests/pose_util.py), one segment each.
 
 from __future__ import annotations
 
+import warnings
+from decimal import Decimal, getcontext
+
 import numpy as np
 import pose_util
 
-from sensorbench.characterize.pose.allan import allan_cross_check, allan_deviation_edf
+from sensorbench.characterize.pose.allan import (
+    allan_cross_check,
+    allan_deviation_edf,
+    model_allan_deviation,
+)
 from sensorbench.characterize.pose.series import AXES, ErrorSeries
 
 
@@ -73,3 +80,22 @@ def test_edf_counts_non_overlapping_terms():
     m = np.round(t / 0.1).astype(int)
     np.testing.assert_array_equal(edf, np.maximum(1000 // m - 1, 1))
     assert np.all(edf <= cnt)
+
+
+def test_model_curve_for_tau_far_beyond_the_averaging_times():
+    """τ of 10³–10¹⁵ s (a fit whose τ ran away): the model ADEV stays finite and equals
+    the formula evaluated with 60 significant digits, without a warning."""
+    getcontext().prec = 60
+    t = np.logspace(-2, 2, 40)
+    sigma, sigma_v, dt = 0.01, 0.001, 0.01
+    for tau in (1.0, 1e3, 1e6, 1e9, 1e15):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = model_allan_deviation(t, sigma, tau, sigma_v, dt)
+        for ti, gi in zip(t, got, strict=True):
+            x = Decimal(float(ti)) / Decimal(tau)
+            bracket = 1 - (3 - 4 * (-x).exp() + (-2 * x).exp()) / (2 * x)
+            avar = Decimal(sigma) ** 2 * 2 / x * bracket + Decimal(sigma_v) ** 2 * Decimal(
+                dt
+            ) / Decimal(float(ti))
+            assert abs(gi - float(avar.sqrt())) <= 1e-9 * float(avar.sqrt()), (tau, ti)

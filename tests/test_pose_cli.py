@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import evo_peer
 import numpy as np
 import pose_util
 import pytest
@@ -117,6 +118,16 @@ def test_real_tum_end_to_end(tmp_path):
     assert drift["drifts"] and -1e-3 < drift["drift_s_per_s"] < -3e-4
     assert 1e-3 < sess["alignment"]["offset_se_s"] < 5e-3
     assert sess["alignment"]["residual_rms_m"] < 0.03
+    # the evo figures, with the offset and alignment they were computed under
+    offset = sess["time_offset"]["offset_s"]
+    assert offset == sess["alignment"]["offset_s"] and sess["time_offset"]["sigma_s"] > 0
+    assert sess["alignment_used"] == "se3, this session's own transform"
+    ate = sess["trajectory_error"]["ate_translation_m"]
+    evo_ate = evo_peer.evo_associated_ate(GT, EST, offset)
+    assert abs(ate["rmse"] - evo_ate["rmse"]) <= 0.01 * evo_ate["rmse"]
+    assert ate["rmse"] == pytest.approx(sess["alignment"]["residual_rms_m"], rel=1e-12)
+    r_text = _invoke("fit", "pose-error", h5, "--sensor", "pose_sensor")
+    assert f"ATE (evo_ape, translation): RMSE {1000 * ate['rmse']:.2f} mm" in r_text.output
     rms = doc["rms"]["fr1_xyz"]
     assert np.hypot(rms["x"], rms["y"]) < 0.03
     assert max(rms["roll"], rms["pitch"], rms["yaw"]) < np.radians(1.0)
@@ -131,6 +142,7 @@ def test_real_tum_end_to_end(tmp_path):
     assert r.exit_code in (0, 1)
     v = json.loads(r.output)
     assert v["mode"] == "given model"
+    assert v["prepared"][0]["trajectory_error"] == sess["trajectory_error"]
     assert len(v["sessions"][0]["axes"]) == 6
     assert (plots / "rank_histogram.png").exists()
 

@@ -118,7 +118,7 @@ def probe_port(
     try:
         for name in kinds:
             kind = known[name]
-            result = kind.probe(kind, port, listen_s, a1_timeout_s)
+            result = kind.run_probe(port, listen_s, a1_timeout_s)
             if result is not None:
                 return done(name, *result)
     except OSError as exc:  # serial.SerialException is an OSError

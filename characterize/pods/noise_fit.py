@@ -37,7 +37,8 @@ import numpy as np
 from sensorbench.characterize.pods.drift_fit import INTERVAL_S as DRIFT_INTERVAL_S
 from sensorbench.characterize.pods.drift_fit import DriftFit, fit_drift
 from sensorbench.characterize.pods.noise_likelihood import ZOOM_ROUNDS, zoom_search
-from sensorbench.errors import FitError
+from sensorbench.errors import FitError, SessionError
+from sensorbench.fusion.axis_step import AxisInput, AxisOptions, AxisTrack, run_axis
 from sensorbench.fusion.consistency import NisConsistency, clipped_chi2_moments, nis_consistency
 from sensorbench.fusion.odometry_drift import SlipModel, world_step_variances
 from sensorbench.fusion.odometry_replay import read_odometry
@@ -47,13 +48,11 @@ from sensorbench.fusion.split_filter import (
     AXES,
     NIS_GATE_99,
     AxisNoise,
-    AxisTrack,
     FilterNoise,
     pod_rounding_share,
     rounding_correlation,
     rounding_floor,
     rounding_profile,
-    run_axis,
     whiteness,
 )
 
@@ -74,18 +73,17 @@ class AxisSeries:
     r_corr: np.ndarray | None = None
 
     def run(self, noise: AxisNoise, gate: float) -> AxisTrack:
-        """This series through :func:`~sensorbench.fusion.split_filter.run_axis`."""
-        return run_axis(
+        """This series through :func:`~sensorbench.fusion.axis_step.run_axis`."""
+        inp = AxisInput(
             self.dt,
             self.z,
-            noise,
-            gate=gate,
-            slip_var=self.slip,
+            slip=self.slip,
+            drag=self.drag,
             rest=self.rest,
             r_profile=self.r_profile,
-            drag_var=self.drag,
             r_corr=self.r_corr,
         )
+        return run_axis(inp, noise, AxisOptions(gate=gate))
 
     def head(self, n: int) -> AxisSeries:
         """The first ``n`` steps."""
@@ -453,4 +451,6 @@ def _fit_drift_if_referenced(
         drives = [load_drive(p) for p in sessions]
         return fit_drift(drives, geometry, interval_s, align_interval_s), ""
     except FitError as exc:
+        if isinstance(exc.__cause__, SessionError):  # a damaged reference, not a missing one
+            raise
         return None, f"odometry drift not fitted ({exc}); the filters use the time-based default"

@@ -1,6 +1,6 @@
 """The split filters' likelihood for many noise parameter sets at once, and its search.
 
-:func:`batch_nll` runs one axis filter (:func:`~sensorbench.fusion.split_filter.run_axis`'s
+:func:`batch_nll` runs one axis filter (:func:`~sensorbench.fusion.axis_step.run_axis`'s
 compiled loop: the observed acceleration fed forward, q grown with the observed jerk,
 the slip random walk and Schmidt rounding correlation, the gate and streak recovery)
 once per parameter set, and scores each innovation under a Gaussian law with
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sensorbench.fusion.axis_loop import nll_sets
+from sensorbench.fusion.axis_loop import AxisGates, NllSeries, nll_sets
 from sensorbench.fusion.odometry_motion import jerk_noise_gains, observed_accel, observed_jerk
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def batch_nll(
 ) -> np.ndarray:
     """Negative log-likelihood of one series for many (q, r, q_jerk, slip_scale,
     drag_scale) at once (arrays of one length, or scalars): the compiled axis loop of
-    :func:`~sensorbench.fusion.split_filter.run_axis` once per set
+    :func:`~sensorbench.fusion.axis_step.run_axis` once per set
     (:func:`~sensorbench.fusion.axis_loop.nll_sets`).
 
     Args:
@@ -52,7 +52,7 @@ def batch_nll(
         slip_scale, drag_scale: shares of the series' rolling and dragging slip.
         censor: (K,) squared bound (unit²) beyond which an innovation only counts as
             exceeding it; None = none.
-        max_rejects, var_v0: as :func:`~sensorbench.fusion.split_filter.run_axis`.
+        max_rejects, var_v0: as :class:`~sensorbench.fusion.axis_step.AxisOptions`.
     """
     params = np.column_stack(
         np.broadcast_arrays(
@@ -72,23 +72,26 @@ def batch_nll(
             jerk_noise_gains(series.dt, zeros, drag),
         ]
     )
-    return nll_sets(
-        np.ascontiguousarray(series.dt, dtype=float),
-        np.ascontiguousarray(series.z, dtype=float),
-        observed_accel(series.dt, series.z),
-        observed_jerk(series.dt, series.z),
-        gains,
-        np.ascontiguousarray(slip),
-        np.ascontiguousarray(drag),
-        np.ascontiguousarray(prof),
-        zeros if series.r_corr is None else np.ascontiguousarray(series.r_corr, dtype=float),
-        np.ones(k_n, dtype=bool) if series.rest is None else ~np.asarray(series.rest, bool),
-        np.full(k_n, np.inf) if censor is None else np.ascontiguousarray(censor, dtype=float),
-        np.ascontiguousarray(params),
-        float(gate),
-        float(var_v0),
-        int(max_rejects),
+    data = NllSeries(
+        dt=np.ascontiguousarray(series.dt, dtype=float),
+        z=np.ascontiguousarray(series.z, dtype=float),
+        u=observed_accel(series.dt, series.z),
+        jerk=observed_jerk(series.dt, series.z),
+        jerk_gains=gains,
+        slip=np.ascontiguousarray(slip),
+        drag=np.ascontiguousarray(drag),
+        profile=np.ascontiguousarray(prof),
+        rho=zeros if series.r_corr is None else np.ascontiguousarray(series.r_corr, dtype=float),
+        scored=np.ones(k_n, dtype=bool) if series.rest is None else ~np.asarray(series.rest, bool),
+        censor=np.full(k_n, np.inf) if censor is None else np.ascontiguousarray(censor, float),
     )
+    gates = AxisGates(
+        gate_nis=float(gate),
+        aid_gate=float(gate),
+        var_v0=float(var_v0),
+        max_rejects=int(max_rejects),
+    )
+    return nll_sets(data, np.ascontiguousarray(params), gates)
 
 
 ZOOM_ROUNDS = 8

@@ -26,7 +26,12 @@ Conventions:
 - The reference is interpolated at the sensor's times: linearly for position,
   by spherical linear interpolation (as :class:`scipy.spatial.transform.Slerp`) for
   rotation; sensor samples outside the reference, inside a reference gap longer
-  than ``max_gap_s``, or invalid, are dropped (and counted).
+  than the gap limit, or invalid, are dropped (and counted).
+- The gap limit follows each track's own sampling: a gap longer than
+  :data:`GAP_SPACINGS` of the track's median sample spacing is a dropout, across
+  which nothing is interpolated (``max_gap_s`` overrides it for every track). The
+  rate window of the time-offset search spans at least two samples of the slower
+  track (:func:`rate_window_s`), so a sensor at any rate from 1 Hz up is aligned.
 
 Note: aligning on the same data that is then evaluated absorbs the mean error into
 ``t`` (and part of slow error into ``R``). :func:`align_sessions` therefore fits one
@@ -165,23 +170,57 @@ class Interpolator:
         return v, w
 
     def __call__(
-        self, t_s: np.ndarray, max_gap_s: float = 0.1
+        self, t_s: np.ndarray, max_gap_s: float | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Reference pose at ``t_s``: (position (M,3), quat_xyzw (M,4), inside (M,))."""
+        """Reference pose at ``t_s``: (position (M,3), quat_xyzw (M,4), inside (M,)).
+
+        ``inside`` is False outside the reference and in its gaps longer than
+        :func:`gap_limit_s` (``max_gap_s`` when given).
+        """
         ref = self.ref
+        limit = gap_limit_s(ref, max_gap_s)
         t_s = np.asarray(t_s, dtype=np.float64)
         inside = (t_s >= ref.t_s[0]) & (t_s <= ref.t_s[-1])
         j = np.clip(np.searchsorted(ref.t_s, t_s), 1, ref.t_s.size - 1)
-        inside &= (ref.t_s[j] - ref.t_s[j - 1]) <= max_gap_s
+        inside &= (ref.t_s[j] - ref.t_s[j - 1]) <= limit
         tc = np.clip(t_s, ref.t_s[0], ref.t_s[-1])
         pos = np.stack([np.interp(tc, ref.t_s, ref.position[:, i]) for i in range(3)], axis=1)
         return pos, self.rotation(tc), inside
 
 
+GAP_SPACINGS = 3.0
+"""A gap in a track longer than this many of its median sample spacings is a dropout."""
+
+MIN_RATE_WINDOW_S = 0.2
+"""Shortest window across which the time-offset search takes angular rates (s)."""
+
+
+def sample_spacing_s(track: PoseTrack) -> float:
+    """Median spacing of a track's valid samples (s)."""
+    return float(
+        track._memo("_spacing", lambda: np.median(np.diff(track.only_valid().t_s)))
+    )
+
+
+def gap_limit_s(track: PoseTrack, max_gap_s: float | None = None) -> float:
+    """The longest gap interpolated across in ``track`` (s): ``max_gap_s`` when given,
+    else :data:`GAP_SPACINGS` × its median sample spacing."""
+    return float(max_gap_s) if max_gap_s is not None else GAP_SPACINGS * sample_spacing_s(track)
+
+
+def rate_window_s(sensor: PoseTrack, ref: PoseTrack) -> float:
+    """Window of the angular rates: two spacings of the slower track, at least 0.2 s."""
+    return max(MIN_RATE_WINDOW_S, 2.0 * max(sample_spacing_s(sensor), sample_spacing_s(ref)))
+
+
 def interpolate(
-    ref: PoseTrack, t_s: np.ndarray, max_gap_s: float = 0.1
+    ref: PoseTrack, t_s: np.ndarray, max_gap_s: float | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Reference pose at times ``t_s``: (position (M,3), quat_xyzw (M,4), inside (M,))."""
+    """Reference pose at times ``t_s``: (position (M,3), quat_xyzw (M,4), inside (M,)).
+
+    ``inside`` is False outside the reference and in its gaps longer than
+    :func:`gap_limit_s` (``max_gap_s`` when given).
+    """
     return ref.interpolator()(t_s, max_gap_s)
 
 
@@ -225,6 +264,10 @@ class Alignment:
     offset_at_search_limit: bool = False
     """The estimated offset lies within one coarse step of ±max_offset_s: the true
     offset may be outside the searched range (widen ``--max-offset`` or give it)."""
+    max_gap_s: float = math.nan
+    """The reference's gap limit used for the pairs (s; :func:`gap_limit_s`)."""
+    rate_window_s: float = math.nan
+    """Window of the angular rates of the offset search (s); nan when given."""
     offset_se_s: float = math.nan
     """Standard error of ``offset_s`` (s); nan when the offset was given or only
     cross-correlated (:mod:`gls_align` gives it)."""
@@ -243,7 +286,7 @@ class Alignment:
 
 
 def _pairs(
-    sensor: PoseTrack, ref: PoseTrack, offset_s: float, max_gap_s: float
+    sensor: PoseTrack, ref: PoseTrack, offset_s: float, max_gap_s: float | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     pos, quat, inside = interpolate(ref, sensor.t_s + offset_s, max_gap_s)
     return pos, quat, inside
@@ -260,22 +303,23 @@ def _fit_frame(src: np.ndarray, dst: np.ndarray, mode: str) -> tuple[np.ndarray,
 
 
 def windowed_rate(
-    track: PoseTrack, grid: np.ndarray, window_s: float, max_gap_s: float = 0.1
+    track: PoseTrack, grid: np.ndarray, window_s: float, max_gap_s: float | None = None
 ) -> np.ndarray:
     """|ω| (rad/s) at ``grid`` times, from the rotation across a ``window_s`` window.
 
     Differencing consecutive samples amplifies orientation noise by the sample rate
     (mocap at 240 Hz turns 1 mrad of noise into 0.3 rad/s); the rotation across a
     window of ``window_s`` seconds does not. ``nan`` where the window leaves the track
-    or spans a gap longer than ``max_gap_s``.
+    or an end of it falls in a gap longer than :func:`gap_limit_s`.
     """
     interp = track.interpolator()
     t = interp.ref.t_s
+    limit = gap_limit_s(track, max_gap_s)
     a, b = grid - 0.5 * window_s, grid + 0.5 * window_s
     ok = (a >= t[0]) & (b <= t[-1])
     for end in (a, b):
         j = np.clip(np.searchsorted(t, end), 1, t.size - 1)
-        ok &= (t[j] - t[j - 1]) <= max_gap_s
+        ok &= (t[j] - t[j - 1]) <= limit
     out = np.full(grid.size, np.nan)
     if ok.any():
         rel = quat.mul(quat.inv(interp.rotation(a[ok])), interp.rotation(b[ok]))
@@ -317,8 +361,6 @@ def _peak(lags_s: np.ndarray, corr: np.ndarray) -> tuple[float, float]:
     return float(lags_s[i] + shift * step), float(corr[i])
 
 
-SENSOR_GAP_SPACINGS = 2.5
-"""In the sensor's rates, an interval longer than this many median spacings is a gap."""
 COARSE_STEP_S = 0.005
 """Lag step of the coarse offset search (s); an offset within one step of the
 search limit is flagged (:attr:`Alignment.offset_at_search_limit`)."""
@@ -333,33 +375,57 @@ def estimate_time_offset(
     sensor: PoseTrack,
     ref: PoseTrack,
     max_offset_s: float = 0.5,
-    window_s: float = 0.2,
+    window_s: float | None = None,
     coarse_step_s: float = COARSE_STEP_S,
     fine_step_s: float = 0.001,
+    max_gap_s: float | None = None,
 ) -> tuple[float, float]:
     """(offset_s, peak normalised correlation) from angular-rate magnitudes.
 
-    Both tracks' rates are taken across a ``window_s`` window on a common grid; the
-    sensor's windows that contain a flagged relocalization (a rotation step looks
-    like a rate spike) are left out. The correlation is searched over lags up to
-    ``max_offset_s`` every ``coarse_step_s``, then within two coarse steps of the
-    best lag every ``fine_step_s``, and a parabola through the peak gives the offset.
+    Both tracks' rates are taken across a ``window_s`` window (default
+    :func:`rate_window_s`) on a common grid; the sensor's windows that contain a
+    flagged relocalization (a rotation step looks like a rate spike) are left out.
+    The correlation is searched over lags up to ``max_offset_s`` every
+    ``coarse_step_s``, then within two coarse steps of the best lag every
+    ``fine_step_s``, and a parabola through the peak gives the offset.
+
+    Raises:
+        FitError: naming the cause: the tracks do not overlap, a track's rates cannot
+            be taken (its samples too sparse for the gap limit), or they never turn.
     """
     sensor, ref = sensor.only_valid(), ref.only_valid()
+    window_s = rate_window_s(sensor, ref) if window_s is None else window_s
     lo = max(sensor.t_s[0], ref.t_s[0] - max_offset_s)
     hi = min(sensor.t_s[-1], ref.t_s[-1] + max_offset_s)
     if hi - lo < 4 * window_s + 2 * max_offset_s:
-        raise FitError("sensor and reference do not overlap in time (check their clocks)")
+        raise FitError(
+            f"sensor ({sensor.t_s[0]:.3f}..{sensor.t_s[-1]:.3f} s) and reference "
+            f"({ref.t_s[0]:.3f}..{ref.t_s[-1]:.3f} s) overlap for {max(hi - lo, 0.0):.3f} s, "
+            f"less than the {4 * window_s + 2 * max_offset_s:.3f} s the offset search needs "
+            "(check their clocks, or give --time-offset)"
+        )
     grid = np.arange(lo, hi, fine_step_s)
-    # a sensor sampled slower than the reference gap limit (5 Hz: 0.2 s) still has a
-    # rate across every interval of its usual spacing; only real gaps are left out
-    spacing = float(np.median(np.diff(sensor.t_s)))
-    a = windowed_rate(sensor, grid, window_s, max(0.1, SENSOR_GAP_SPACINGS * spacing))
+    a = windowed_rate(sensor, grid, window_s, max_gap_s)
     a[_reloc_mask(sensor, grid, window_s)] = np.nan
     k = max(1, round(coarse_step_s / fine_step_s))
     n_lag = int(np.ceil(max_offset_s / coarse_step_s))
     ref_grid = grid[0] + fine_step_s * np.arange(-n_lag * k, grid.size + n_lag * k + 1)
-    b_all = windowed_rate(ref, ref_grid, window_s)
+    b_all = windowed_rate(ref, ref_grid, window_s, max_gap_s)
+    for track, rates in ((sensor, a), (ref, b_all)):
+        if np.count_nonzero(np.isfinite(rates)) < 20:
+            raise FitError(
+                f"{track.name or 'track'}: no {window_s:.3f}-s window of its samples "
+                f"(median spacing {sample_spacing_s(track):.3f} s) lies clear of its gaps "
+                f"(> {gap_limit_s(track, max_gap_s):.3f} s): its angular rate cannot be "
+                "taken; widen --max-gap, or give --time-offset"
+            )
+    for track, rates in ((sensor, a), (ref, b_all)):
+        if np.nanstd(rates) < 1e-9:
+            raise FitError(
+                f"{track.name or 'track'} never turns (its angular rate is constant), so "
+                "the time offset cannot be found from rotation; give it (--time-offset) "
+                "or record some turning"
+            )
 
     def corr_at(lag_steps: np.ndarray) -> np.ndarray:
         start = n_lag * k + lag_steps
@@ -369,8 +435,9 @@ def estimate_time_offset(
     corr = corr_at(coarse)
     if not np.isfinite(corr).any():
         raise FitError(
-            "the tracks never rotate together, so their time offset cannot be found; "
-            "give it (--time-offset) or record some turning"
+            f"the sensor's and the reference's rate windows ({window_s:.3f} s) never "
+            "overlap at any lag within ±max-offset, so their time offset cannot be "
+            "found; give it (--time-offset)"
         )
     best = int(coarse[int(np.argmax(corr))])
     fine = np.arange(max(best - 2 * k, -n_lag * k), min(best + 2 * k, n_lag * k) + 1)
@@ -383,7 +450,7 @@ def align(
     mode: str = "se3",
     offset_s: float | None = None,
     max_offset_s: float = 0.5,
-    max_gap_s: float = 0.1,
+    max_gap_s: float | None = None,
 ) -> Alignment:
     """Estimate the time offset (unless given) and the frame transform of one session."""
     return align_sessions([(sensor, ref)], mode, offset_s, max_offset_s, max_gap_s)[0]
@@ -394,7 +461,7 @@ def align_sessions(
     mode: str = "se3",
     offset_s: float | list[float | None] | None = None,
     max_offset_s: float = 0.5,
-    max_gap_s: float = 0.1,
+    max_gap_s: float | None = None,
 ) -> list[Alignment]:
     """Align several sessions of one sensor: a time offset each, one frame transform.
 
@@ -412,15 +479,24 @@ def align_sessions(
     offsets = list(offset_s) if isinstance(offset_s, (list, tuple)) else [offset_s] * len(pairs)
     for (sensor, ref), given in zip(pairs, offsets, strict=True):
         sensor, ref = sensor.only_valid(), ref.only_valid()
+        window = math.nan
         if given is None:
-            offset, corr = estimate_time_offset(sensor, ref, max_offset_s)
+            window = rate_window_s(sensor, ref)
+            offset, corr = estimate_time_offset(
+                sensor, ref, max_offset_s, window, max_gap_s=max_gap_s
+            )
             method = "angular-rate xcorr (windowed rates, relocalizations masked)"
         else:
             offset, corr, method = float(given), float("nan"), "given"
         pos, quat, inside = _pairs(sensor, ref, offset, max_gap_s)
         if inside.sum() < 3:
-            raise FitError("fewer than 3 sensor poses fall inside the reference track")
-        prepared.append((sensor, offset, corr, method, pos, quat, inside))
+            raise FitError(
+                f"{sensor.name or 'sensor'}: {int(inside.sum())} of its {inside.size} poses "
+                f"fall inside the reference track ({ref.t_s[0]:.3f}..{ref.t_s[-1]:.3f} s, gaps "
+                f"> {gap_limit_s(ref, max_gap_s):.3f} s left out) at offset {offset:.3f} s; "
+                "fewer than 3 cannot be aligned"
+            )
+        prepared.append((sensor, offset, corr, method, pos, quat, inside, window, ref))
     src = np.concatenate([p[0].position[p[6]] for p in prepared])
     dst = np.concatenate([p[4][p[6]] for p in prepared])
     rot, t = _fit_frame(src, dst, mode)
@@ -436,7 +512,7 @@ def align_sessions(
         body = mean.as_matrix()
     out = []
     searched = offset_s is None
-    for sensor, offset, corr, method, pos, _, inside in prepared:
+    for sensor, offset, corr, method, pos, _, inside, window, ref in prepared:
         d = sensor.position[inside] @ rot.T + t - pos[inside]
         out.append(
             Alignment(
@@ -452,13 +528,15 @@ def align_sessions(
                 int((~inside).sum()),
                 max_offset_s if searched else math.nan,
                 searched and offset_at_limit(offset, max_offset_s),
+                gap_limit_s(ref, max_gap_s),
+                window,
             )
         )
     return out
 
 
 def pose_errors(
-    sensor: PoseTrack, ref: PoseTrack, alignment: Alignment, max_gap_s: float = 0.1
+    sensor: PoseTrack, ref: PoseTrack, alignment: Alignment, max_gap_s: float | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(t_s (M,), error (M, 6), index into the sensor's valid samples (M,)).
 

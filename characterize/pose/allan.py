@@ -27,6 +27,8 @@ at least 30 terms): a maximum at either end of the range means the curve still r
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy.stats import chi2
 
@@ -112,10 +114,30 @@ def interior_peak(y: np.ndarray, good: np.ndarray) -> int | None:
 def model_allan_deviation(
     t: np.ndarray, sigma: float, tau: float, sigma_v: float, dt: float
 ) -> np.ndarray:
-    """Theoretical ADEV of GM(σ, τ) + white σ_v sampled every ``dt`` s, at times ``t`` s."""
-    x = np.asarray(t, dtype=float) / tau
-    gm = sigma**2 * (2.0 / x) * (1.0 - (3.0 - 4.0 * np.exp(-x) + np.exp(-2.0 * x)) / (2.0 * x))
-    return np.sqrt(gm + sigma_v**2 * dt / np.asarray(t, dtype=float))
+    """Theoretical ADEV of GM(σ, τ) + white σ_v sampled every ``dt`` s, at times ``t`` s.
+
+    For T ≪ τ the bracket ``1 − (3 − 4e^{−x} + e^{−2x})/(2x)`` is a difference of
+    nearly equal numbers (it falls as x²/3: at x = 10⁻⁸ the direct form loses every
+    digit and can go negative). Below x = 0.1 its Taylor series is summed instead,
+    Σₙ₌₃ ((−1)ⁿ⁺¹ 2ⁿ + 4(−1)ⁿ) xⁿ⁻¹ / (2·n!), to n = 14, where its next term is below
+    10⁻¹³ of it; above, the direct form keeps 13 digits.
+    """
+    t = np.asarray(t, dtype=float)
+    x = t / tau
+    small = x < _SERIES_BELOW
+    bracket = np.empty_like(x)
+    xs, xl = x[small], x[~small]
+    bracket[small] = sum(c * xs ** (n - 1) for n, c in _SERIES)
+    bracket[~small] = 1.0 - (3.0 - 4.0 * np.exp(-xl) + np.exp(-2.0 * xl)) / (2.0 * xl)
+    gm = sigma**2 * (2.0 / x) * bracket
+    return np.sqrt(gm + sigma_v**2 * dt / t)
+
+
+_SERIES_BELOW = 0.1
+_SERIES = [
+    (n, -((-2.0) ** n - 4.0 * (-1.0) ** n) / (2.0 * math.factorial(n))) for n in range(3, 15)
+]
+"""(n, coefficient of xⁿ⁻¹) of the bracket's Taylor series: x²/3 − x³/4 + 7x⁴/60 − ..."""
 
 
 def allan_cross_check(series: list[ErrorSeries], params: np.ndarray) -> dict:

@@ -94,7 +94,12 @@ from sensorbench.logs.model_keys import POSE_ERROR_KEYS, unknown_key
 PARAMS: tuple[str, ...] = ("sigma_b", "sigma", "tau_s", "sigma_v")
 """Parameter names, in the column order of every parameter array."""
 
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: how far a long computation is (the CLI draws a bar)."""
+
 _MAX_BLOCK_ELEMENTS = 6_000_000
+MAX_RESTRICTED_STEP = 1.0
+"""Largest restricted-likelihood step of sigma, tau, sigma_v, in standard errors."""
 MAX_SE_LOG = 2.0
 """Above this standard error of ln θ a parameter counts as not identified."""
 MODEL_KIND = "pose_error_gm"
@@ -471,8 +476,12 @@ def minimize_batched(
     max_iter: int = 60,
     h: float = 3e-3,
     tol: float = 1e-5,
+    progress: Progress | None = None,
 ) -> _OptResult:
     """Minimise P independent smooth functions of d bounded parameters at once.
+
+    ``progress(iteration, max_iter)`` is called after every iteration (and with
+    ``max_iter`` when done: the problems may converge sooner).
 
     ``fun(theta, active)`` takes ``theta`` (P_active, n_sets, d) and the indices of the
     active problems and returns (P_active, n_sets). Damped (Levenberg-Marquardt)
@@ -506,7 +515,9 @@ def minimize_batched(
     iters = np.ones(p, dtype=int)
     converged = np.zeros(p, dtype=bool)
     active = all_idx[np.isfinite(nll)]
-    for _ in range(max_iter):
+    for it in range(max_iter):
+        if progress is not None:
+            progress(it, max_iter)
         if active.size == 0:
             break
         th, g, hs = theta[active], grad[active], hess[active]
@@ -554,6 +565,8 @@ def minimize_batched(
         stuck = near | (~ok & (np.abs(trial - th).max(axis=1) < 1e-8))
         active = active[~stuck & (lam[active] < 1e8)]
     at_bound = (theta <= lower + 1e-6) | (theta >= upper - 1e-6)
+    if progress is not None:
+        progress(max_iter, max_iter)
     return _OptResult(theta, nll, hess, at_bound, iters, converged)
 
 
@@ -888,6 +901,7 @@ def _fit_problems(
     problems: list[_Problem],
     options: FitOptions,
     theta_start: np.ndarray | None = None,
+    progress: Progress | None = None,
 ) -> _OptResult:
     """Maximise the likelihood of every problem in one batched optimisation."""
     axes_used = sorted({p.axis for p in problems})
@@ -923,7 +937,7 @@ def _fit_problems(
         return out
 
     return minimize_batched(
-        fun, theta0, lower, upper, options.max_iter, options.fd_step_log, options.tol
+        fun, theta0, lower, upper, options.max_iter, options.fd_step_log, options.tol, progress
     )
 
 
@@ -943,15 +957,24 @@ def _cov_from_hessian(hess: np.ndarray, at_bound: np.ndarray) -> np.ndarray:
     return cov
 
 
+def _stage(progress: Progress | None, stage: int, stages: int) -> Progress | None:
+    """``progress`` for stage ``stage`` of ``stages`` equal ones (None stays None)."""
+    if progress is None:
+        return None
+    return lambda done, total: progress(stage * total + done, stages * total)
+
+
 def fit_groups(
     series: list[ErrorSeries],
     groups: list[list[int]],
     options: FitOptions | None = None,
+    progress: Progress | None = None,
 ) -> list[dict[str, AxisFit]]:
     """Fit every axis on each group of session indices, all groups in one batch.
 
     Used for the full fit (one group: all sessions) and for leave-one-session-out
     (one group per held-out session). Returns one ``{axis: AxisFit}`` per group.
+    ``progress(done, total)`` follows the optimiser's iterations over every block.
     """
     options = options or FitOptions()
     if not series:
@@ -959,12 +982,7 @@ def fit_groups(
     problems = [_Problem(a, g) for g in groups for a in range(len(AXES))]
     theta_start = None
     counts = np.bincount([s for g in groups for s in g], minlength=len(series))
-    if counts.max() > 1:
-        # overlapping groups (leave-one-out): the fit on their union is close to every
-        # group's optimum and a much better start than the moments
-        union = sorted({s for g in groups for s in g})
-        full = _fit_problems(series, [_Problem(a, union) for a in range(len(AXES))], options)
-        theta_start = np.tile(full.theta, (len(groups), 1))
+    overlapping = bool(counts.max() > 1)
     # bound the (N, columns) work arrays: fit blocks of problems
     n_sets = 1 + 2 * len(PARAMS) + len(PARAMS) * (len(PARAMS) - 1)
     cost = [n_sets * sum(series[s].n for s in p.sessions) for p in problems]
@@ -976,14 +994,27 @@ def fit_groups(
         cur.append(i)
         acc += c
     blocks.append(cur)
+    stages = len(blocks) + int(overlapping)
+    if overlapping:
+        # overlapping groups (leave-one-out): the fit on their union is close to every
+        # group's optimum and a much better start than the moments
+        union = sorted({s for g in groups for s in g})
+        full = _fit_problems(
+            series,
+            [_Problem(a, union) for a in range(len(AXES))],
+            options,
+            progress=_stage(progress, 0, stages),
+        )
+        theta_start = np.tile(full.theta, (len(groups), 1))
     parts = [
         _fit_problems(
             series,
             [problems[i] for i in b],
             options,
             None if theta_start is None else theta_start[b],
+            _stage(progress, k + int(overlapping), stages),
         )
-        for b in blocks
+        for k, b in enumerate(blocks)
     ]
     res = _OptResult(
         *(np.concatenate([getattr(r, f) for r in parts]) for f in _OptResult.__dataclass_fields__)
@@ -1033,7 +1064,10 @@ def _restricted_step(
     log-likelihood (Harville 1977, *JASA* 72:320-338). Its gradient at the ML
     estimate comes from whitening J's columns under θ ± h (one axis at a time, the
     others at θ̂, since φ is shared by all axes) and one Newton step with the ML
-    Hessian takes it: the correction is of order P/N, so one step is enough.
+    Hessian takes it: for sigma, tau and sigma_v the correction is of order P/N, so
+    one step is enough (it is capped at :data:`MAX_RESTRICTED_STEP` standard errors).
+    sigma_b is left as fitted: it rests on the few segment offsets, and its restricted
+    form is the Q-profile (:class:`QProfile`).
     """
     members: dict[str, list[int]] = {}
     for i in group:
@@ -1062,9 +1096,12 @@ def _restricted_step(
     out = theta.copy()
     for a in range(len(AXES)):
         free = ~at_bound[a] & np.isfinite(grad[a])
+        free[0] = False  # sigma_b: from the segments only; its restricted form is its Q-profile
         hf = hess[a][np.ix_(free, free)]
         if free.any() and np.all(np.linalg.eigvalsh(hf) > 0):
-            out[a, free] -= np.linalg.solve(hf, 0.5 * grad[a, free])
+            step = np.linalg.solve(hf, 0.5 * grad[a, free])
+            se = np.sqrt(np.diag(np.linalg.inv(hf)))
+            out[a, free] -= np.clip(step, -MAX_RESTRICTED_STEP * se, MAX_RESTRICTED_STEP * se)
     return out
 
 
@@ -1093,10 +1130,14 @@ def fit_pose_error(
     frame: str = "",
     inputs: list[dict[str, Any]] | None = None,
     extra_provenance: dict[str, Any] | None = None,
+    progress: Progress | None = None,
 ) -> PoseErrorModel:
-    """Joint ML fit of (sigma_b, sigma, tau, sigma_v) per axis over all sessions."""
+    """Joint ML fit of (sigma_b, sigma, tau, sigma_v) per axis over all sessions.
+
+    ``progress(done, total)`` follows the optimiser (:func:`fit_groups`).
+    """
     options = options or FitOptions()
-    fits = fit_groups(series, [list(range(len(series)))], options)[0]
+    fits = fit_groups(series, [list(range(len(series)))], options, progress)[0]
     prov: dict[str, Any] = {
         "fit_options": options.as_dict(),
         "sessions": [s.name for s in series],

@@ -78,7 +78,7 @@ class GroupFit:
         return float(np.sqrt(self.cov[c, c])) if c >= 0 else float("nan")
 
     def jacobian(
-        self, i: int, pair: tuple[PoseTrack, PoseTrack], max_gap_s: float = 0.1
+        self, i: int, pair: tuple[PoseTrack, PoseTrack], max_gap_s: float | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(times (M,), ``∂e/∂φ`` (M, 6, P)) of session ``i`` of this fit at its estimate.
 
@@ -99,7 +99,7 @@ class GroupFit:
         return t, full
 
     def induced_variance(
-        self, pair: tuple[PoseTrack, PoseTrack], offset_s: float, max_gap_s: float = 0.1
+        self, pair: tuple[PoseTrack, PoseTrack], offset_s: float, max_gap_s: float | None = None
     ) -> np.ndarray:
         """``(6,)`` variance of the error this estimate's own error causes in another session.
 
@@ -160,7 +160,12 @@ def _frame_columns(mode: str) -> tuple[list[int], int, list[int]]:
 
 
 def _design(
-    s: _Session, offset: float, frame: Frame, centre: np.ndarray, max_gap_s: float, fit_delta: bool
+    s: _Session,
+    offset: float,
+    frame: Frame,
+    centre: np.ndarray,
+    max_gap_s: float | None,
+    fit_delta: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(times (M,), error (M, 6), Jacobian (M, 6, 1 + frame params)) at kept samples."""
     pos, quat, inside = s.ref(s.sensor.t_s + offset, max_gap_s)
@@ -215,7 +220,7 @@ def refine(
     params: np.ndarray,
     estimate_offset: bool = True,
     pooled: bool = True,
-    max_gap_s: float = 0.1,
+    max_gap_s: float | None = None,
     max_iter: int = 12,
     fit_frame: bool = True,
 ) -> GroupFit:
@@ -338,7 +343,7 @@ def offset_pieces(
     frame: Frame,
     starts: np.ndarray,
     params: np.ndarray,
-    max_gap_s: float = 0.1,
+    max_gap_s: float | None = None,
 ) -> OffsetDrift | None:
     """The offset of each of :data:`PIECES` equal-time pieces (frame fixed), and their agreement.
 

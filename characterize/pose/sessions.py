@@ -30,10 +30,12 @@ from sensorbench.characterize.pose.align import (
     estimate_time_offset,
     offset_at_limit,
     pose_errors,
+    rate_window_s,
 )
 from sensorbench.characterize.pose.error_model import (
     FitOptions,
     PoseErrorModel,
+    Progress,
     fit_groups,
     fit_pose_error,
 )
@@ -60,6 +62,7 @@ from sensorbench.characterize.pose.reloc_segments import (
     unstable_detections,
 )
 from sensorbench.characterize.pose.series import AXES, ErrorSeries
+from sensorbench.characterize.pose.trajectory_error import TrajectoryError, trajectory_error
 from sensorbench.errors import FitError, SessionError
 from sensorbench.logs.model_file import file_sha256
 
@@ -79,15 +82,47 @@ class PreparedSession:
     segmentation: Segmentation
     source: str
     sensor_position: np.ndarray | None = None  # (N, 3) m, sensor frame, at the series' samples
+    trajectory: TrajectoryError | None = None
+    """ATE and RPE as evo computes them (:mod:`trajectory_error`)."""
+    alignment_scope: str = "session"
+    """``session`` (its own transform), ``campaign`` (one for all sessions) or ``none``."""
+    campaign_sessions: int = 1
+    """Sessions the transform was fitted to."""
+
+    @property
+    def offset_sigma_s(self) -> float:
+        """The time offset's standard error (s) where it was estimated, else nan."""
+        return float(self.alignment.offset_se_s)
+
+    def alignment_used(self) -> str:
+        """The alignment in words, e.g. ``se3, one transform for 3 sessions (campaign)``."""
+        al = self.alignment
+        if al.mode == "none":
+            return "none (the sensor reports in the reference frame)"
+        if self.alignment_scope == "campaign":
+            scope = f"one transform for {self.campaign_sessions} session(s) (campaign)"
+        else:
+            scope = "this session's own transform"
+        return f"{al.mode}, {scope}"
 
     def to_dict(self) -> dict:
-        """JSON-ready description (alignment, segmentation, sizes)."""
+        """JSON-ready description (alignment, time offset, ATE/RPE, segmentation, sizes)."""
+        al = self.alignment
         return {
             "name": self.series.name,
             "source": self.source,
             "n_samples": self.series.n,
             "duration_s": self.series.duration_s,
-            "alignment": self.alignment.to_dict(),
+            "alignment": al.to_dict(),
+            "alignment_used": self.alignment_used(),
+            "time_offset": {
+                "offset_s": al.offset_s,
+                "sigma_s": self.offset_sigma_s,
+                "method": al.time_offset_method,
+                "rate_window_s": al.rate_window_s,
+                "reference_max_gap_s": al.max_gap_s,
+            },
+            "trajectory_error": None if self.trajectory is None else self.trajectory.to_dict(),
             "segmentation": self.segmentation.to_dict(),
             "error_frame": ERROR_FRAME,
             "time_origin": TIME_ORIGIN,
@@ -101,12 +136,12 @@ def error_series(
     mode: str = "se3",
     offset_s: float | None = None,
     max_offset_s: float = 0.5,
-    max_gap_s: float = 0.1,
+    max_gap_s: float | None = None,
     source: str = "",
 ) -> PreparedSession:
     """Align ``sensor`` to ``reference``, compute the error and segment it."""
     al = align_sessions([(sensor, reference)], mode, offset_s, max_offset_s, max_gap_s)[0]
-    return _segmented(sensor, reference, al, name, max_gap_s, source)
+    return _segmented(sensor, reference, al, name, max_gap_s, source, trajectory=al)
 
 
 def _segmented(
@@ -114,12 +149,13 @@ def _segmented(
     reference: PoseTrack,
     al: Alignment,
     name: str,
-    max_gap_s: float,
+    max_gap_s: float | None,
     source: str,
     seg: Segmentation | None = None,
     starts: np.ndarray | None = None,
     mean_group: str | None = None,
     nuisance: tuple[GroupFit, int, str] | None = None,
+    trajectory: Alignment | None = None,
 ) -> PreparedSession:
     """The session's error under ``al``, segmented.
 
@@ -131,6 +167,8 @@ def _segmented(
     :class:`error_model.QProfile`). ``nuisance``: (the offset-and-frame fit ``al`` came
     from, this session's index in it, a label shared by the sessions of that fit):
     its Jacobian goes with the series for the fit's restricted likelihood.
+    ``trajectory``: also the ATE and RPE (:mod:`trajectory_error`) under this alignment
+    (the position-only Umeyama fit at the same offset, as ``evo_ape --align`` makes).
     """
     t, e, idx = pose_errors(sensor, reference, al, max_gap_s)
     if t.size < 10:
@@ -160,7 +198,8 @@ def _segmented(
         n_pairs=int(t.size),
         n_dropped=int(valid.t_s.size - t.size),
     )
-    return PreparedSession(series, al, seg, source, valid.position[idx])
+    te = None if trajectory is None else trajectory_error(sensor, reference, trajectory, max_gap_s)
+    return PreparedSession(series, al, seg, source, valid.position[idx], te)
 
 
 def load_tracks(
@@ -210,7 +249,7 @@ def prepare_sessions(
     max_offset_s: float = 0.5,
     offset_s: float | None = None,
     joint: bool = True,
-    max_gap_s: float = 0.1,
+    max_gap_s: float | None = None,
     t_start_s: float | None = None,
     t_end_s: float | None = None,
 ) -> PreparedCampaign:
@@ -249,6 +288,7 @@ def fit_prepared(
     reference: str,
     options: FitOptions | None = None,
     time_offset: TimeOffset | None = None,
+    progress: Progress | None = None,
 ) -> PoseErrorModel:
     """Fit the pose-error model over prepared sessions (:func:`fit_pose_error`).
 
@@ -276,6 +316,7 @@ def fit_prepared(
             "time_origin": TIME_ORIGIN,
             **({} if time_offset is None else {"time_offset": time_offset.to_dict()}),
         },
+        progress=progress,
     )
 
 
@@ -355,7 +396,7 @@ class PreparedCampaign:
     alone: list[PreparedSession]  # every session under its own offset and frame
     align: str
     mode: str
-    max_gap_s: float
+    max_gap_s: float | None
     own_fits: list[GroupFit] = field(default_factory=list)  # each session's own GLS
     fit: GroupFit | None = None  # the campaign's offset and frame estimate
 
@@ -537,7 +578,7 @@ def prepare_campaign(
     planar: bool = False,
     offset_s: float | None = None,
     max_offset_s: float = 0.5,
-    max_gap_s: float = 0.1,
+    max_gap_s: float | None = None,
     frame_alpha: float = FRAME_ALPHA,
 ) -> PreparedCampaign:
     """Align, compute and segment the error of every session; check their frames.
@@ -567,7 +608,12 @@ def prepare_campaign(
     estimate = offset_s is None
     xcorr = [
         estimate_time_offset(
-            sen, ref, max_offset_s, coarse_step_s=XCORR_STEP_S, fine_step_s=XCORR_STEP_S
+            sen,
+            ref,
+            max_offset_s,
+            coarse_step_s=XCORR_STEP_S,
+            fine_step_s=XCORR_STEP_S,
+            max_gap_s=max_gap_s,
         )
         if estimate
         else (float(offset_s or 0.0), float("nan"))
@@ -608,6 +654,7 @@ def prepare_campaign(
                 rate_correlation=xcorr[i][1],
                 offset_at_search_limit=offset_at_limit(xcorr[i][0], max_offset_s),
                 max_offset_s=max_offset_s,
+                rate_window_s=rate_window_s(*tr),
             )
             _mark_unstable(*tr, ps, se, max_gap_s)
         own_fits.append(g)
@@ -667,6 +714,7 @@ def prepare_campaign(
             own = alone[j].alignment
             alignments[j] = _with_frame(own, offset.offset_s, _frame_of(own, mode), offset.se_s)
         camp.fit = _offset_only(alignments[kept[0]])
+    evo = _evo_alignments(tracks, kept, alignments, mode, align, max_gap_s)
     for j in kept:
         a = alone[j]
         camp.prepared.append(
@@ -680,11 +728,48 @@ def prepare_campaign(
                 a.series.reloc_times_s(),
                 "campaign" if align == "campaign" else names[j],
                 camp._nuisance(camp.fit, kept, j, "campaign"),
+                trajectory=evo[j],
             )
         )
+    joint_scope = align == "campaign" and len(kept) > 1
+    camp.prepared = [
+        replace(
+            p,
+            alignment_scope="none"
+            if align == "none"
+            else ("campaign" if joint_scope else "session"),
+            campaign_sessions=len(kept) if joint_scope else 1,
+        )
+        for p in camp.prepared
+    ]
     if check is not None:
         _own_alignment_shift(check, tracks, names, alone, camp.prepared[0].alignment)
     return camp
+
+
+def _evo_alignments(
+    tracks: list[tuple[PoseTrack, PoseTrack]],
+    kept: list[int],
+    alignments: dict[int, Alignment],
+    mode: str,
+    align: str,
+    max_gap_s: float | None,
+) -> dict[int, Alignment]:
+    """The position-only (Umeyama) fits at the offsets used: what evo aligns the ATE with."""
+    if align == "campaign":
+        pairs = [tracks[j] for j in kept]
+        fit = align_sessions(
+            pairs, mode, [alignments[j].offset_s for j in kept], max_gap_s=max_gap_s
+        )
+        return {
+            j: replace(alignments[j], rotation=f.rotation, translation=f.translation)
+            for j, f in zip(kept, fit, strict=True)
+        }
+    out = {}
+    for j in kept:
+        f = align_sessions([tracks[j]], mode, alignments[j].offset_s, max_gap_s=max_gap_s)[0]
+        out[j] = replace(alignments[j], rotation=f.rotation, translation=f.translation)
+    return out
 
 
 def _campaign_offset(
@@ -724,7 +809,7 @@ def _frame_loop(
     offsets: list[float],
     alone: list[PreparedSession],
     mode: str,
-    max_gap_s: float,
+    max_gap_s: float | None,
     frame_alpha: float,
 ) -> tuple[list[int], FrameCheck]:
     """Sessions in the campaign's map, and the frame check that left the others out."""
@@ -788,7 +873,7 @@ def _loo_check(
     alone: list[PreparedSession],
     names: list[str],
     mode: str,
-    max_gap_s: float,
+    max_gap_s: float | None,
     frame_alpha: float,
 ) -> FrameCheck:
     """Frame check with each kept session held out of the alignment (``loo_frame_statistics``)."""
@@ -816,7 +901,11 @@ def _loo_check(
 
 
 def _mark_unstable(
-    sensor: PoseTrack, reference: PoseTrack, ps: PreparedSession, sigma: float, max_gap_s: float
+    sensor: PoseTrack,
+    reference: PoseTrack,
+    ps: PreparedSession,
+    sigma: float,
+    max_gap_s: float | None,
 ) -> None:
     """Record in ``ps.segmentation`` the detections that move when the offset moves by ±2σ.
 

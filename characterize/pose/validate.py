@@ -43,7 +43,13 @@ from typing import Any
 
 import numpy as np
 
-from sensorbench.characterize.pose.error_model import PARAMS, FitOptions, PoseErrorModel, fit_groups
+from sensorbench.characterize.pose.error_model import (
+    PARAMS,
+    FitOptions,
+    PoseErrorModel,
+    Progress,
+    fit_groups,
+)
 from sensorbench.characterize.pose.gm_montecarlo import (
     STAT_NAMES,
     draw_params,
@@ -308,6 +314,7 @@ def validate_sessions(
     parameter_uncertainty: bool = True,
     options: FitOptions | None = None,
     folds: FoldSource | None = None,
+    progress: Progress | None = None,
 ) -> ValidationReport:
     """Validate the model on every session (leave-one-session-out unless ``model``).
 
@@ -316,7 +323,8 @@ def validate_sessions(
     docstring; ``folds`` gives each held-out session's error and its training
     sessions' errors (default: ``series`` as they are, e.g. when the alignment did
     not use the data). With a model, every session is checked against it and every
-    failing session is named.
+    failing session is named. ``progress(done, total)``: the first round's refits
+    count as one session's share, then each session's Monte Carlo check one more.
     """
     if not series:
         raise FitError("no sessions to validate")
@@ -326,18 +334,21 @@ def validate_sessions(
     if model is not None:
         alpha_s = _sidak(alpha, n)
         streams = np.random.default_rng(seed).spawn(n)
-        given = [
-            check_session(
-                s,
-                model.params_array(),
-                model.cov_log_array() if parameter_uncertainty else None,
-                n_draws,
-                streams[i],
-                alpha_s,
-                model.sigma_b_quantiles(),
+        given = []
+        for i, s in enumerate(series):
+            given.append(
+                check_session(
+                    s,
+                    model.params_array(),
+                    model.cov_log_array() if parameter_uncertainty else None,
+                    n_draws,
+                    streams[i],
+                    alpha_s,
+                    model.sigma_b_quantiles(),
+                )
             )
-            for i, s in enumerate(series)
-        ]
+            if progress is not None:
+                progress(i + 1, n)
         named = [c.name for c in given if not c.passed]
         return ValidationReport(
             given,
@@ -375,6 +386,7 @@ def validate_sessions(
             [streams[i] for i in remaining],
             alpha_s,
             parameter_uncertainty,
+            progress if step == 0 else None,
         )
         checks.update(zip(remaining, got, strict=True))
         failing = [i for i in remaining if not checks[i].passed]
@@ -406,16 +418,24 @@ def _round(
     streams: list[np.random.Generator],
     alpha_s: float,
     parameter_uncertainty: bool,
+    progress: Progress | None = None,
 ) -> list[SessionCheck]:
-    """Fit every fold's training sessions (one batch) and check its held-out session."""
+    """Fit every fold's training sessions (one batch) and check its held-out session.
+
+    ``progress(done, total)``: the refits as one session's share, then one per check.
+    """
     train = [s for _, tr, _ in folds for s in tr]
     groups, k = [], 0
     for _, tr, _ in folds:
         groups.append(list(range(k, k + len(tr))))
         k += len(tr)
-    fits = fit_groups(train, groups, options)
+    n = len(folds)
+    refits = None if progress is None else (lambda d, t: progress(d * 1000 // t, 1000 * (n + 1)))
+    fits = fit_groups(train, groups, options, refits)
     out = []
-    for (held, _, inherited), f, rng in zip(folds, fits, streams, strict=True):
+    for i, ((held, _, inherited), f, rng) in enumerate(zip(folds, fits, streams, strict=True)):
+        if progress is not None:
+            progress(1000 * (i + 1), 1000 * (n + 1))
         params = np.stack([f[a].values for a in AXES])
         cov = np.stack([f[a].cov_log_usable() for a in AXES]) if parameter_uncertainty else None
         out.append(
@@ -430,4 +450,6 @@ def _round(
                 inherited,
             )
         )
+    if progress is not None:
+        progress(1000 * (n + 1), 1000 * (n + 1))
     return out

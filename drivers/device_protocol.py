@@ -1,0 +1,133 @@
+"""The protocol object of one serial device: what a device kind adds to the shared link.
+
+As pyserial's ``threaded.Protocol`` sits on its ``ReaderThread``, a
+:class:`DeviceProtocol` sits on a :class:`~sensorbench.drivers.serial_link.SerialLink`
+(the link sets :attr:`DeviceProtocol.link`), which a
+:class:`~sensorbench.drivers.serial_reader.SerialReader` runs on its thread. The link
+does the port, the deadlines, the raw stream, stale/unplug/reconnect/overrun events
+and the status; the protocol decodes. A device that only streams (the LD19, the pod
+MCU) overrides the first hooks below, of which only ``consume`` and
+``declare_streams`` are required::
+
+    class LinePose(DeviceProtocol):
+        kind = "linepose"            # the robot.toml kind: ReaderStatus.kind, raw attrs
+        wire = "linepose-ascii"      # the raw stream's ``protocol`` attribute
+        baud = 115200                # default line speed
+        valid_item = "valid line"    # what consume counts, for the no-data error
+
+        def declare_streams(self, writer):   # the decoded stream(s); raw is the link's
+            writer.add_pose(self.link.name, "pose_sensor", attrs={...})
+
+        def consume(self, t_ns, data):       # parse; append to self.link.writer;
+            ...                              # return how many valid items completed
+            return n_valid
+
+Hooks, and which device overrides which:
+
+==================  ==========================================  ==================
+hook                called                                      overridden by
+==================  ==========================================  ==================
+declare_streams     before the session writer starts            every device
+consume             with every chunk received (after raw)       every device
+reset               before each reopen; after a failed step     LD19, pods, A1
+diagnose            in the no-valid-data error                  LD19, pods, A1
+counters            in every status snapshot                    LD19, pods, A1
+final_note          at stop (a ``note`` event)                  LD19, A1
+open_port           each (re)open; a start-up exchange here     A1
+restart             after ``restart_after_s`` of silence        A1
+on_lost             after an unplug closed the port             A1
+start_note          the ``start`` event's message               A1
+reopen_note         the ``reconnect`` event's message           A1
+==================  ==========================================  ==================
+
+Hooks run on the thread that polls the link and must not block longer than one
+request; ``counters`` and ``diagnose`` may be called from other threads and should
+only read plain attributes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sensorbench.drivers.serial_link import Port, SerialLink
+    from sensorbench.logs import SessionWriter
+
+
+class DeviceProtocol:
+    """Base of every device's protocol object (see the module docstring).
+
+    Attributes:
+        link: the link this protocol sits on (set by the link).
+    """
+
+    kind = "serial"
+    """The device kind (the robot.toml ``kind``), unless the link is given another."""
+    wire = ""
+    """The wire protocol stored as the raw stream's ``protocol`` attribute."""
+    baud = 115200
+    """Default line speed (baud); the link may be given another."""
+    valid_item = "valid packet"
+    """What :meth:`consume` counts, as the no-valid-data error names it."""
+    backlog_limit: int | None = None
+    """Bytes waiting in the port beyond which an ``overrun`` is reported, or None
+    (asking costs an ioctl that some emulated ttys do not support)."""
+
+    link: SerialLink
+
+    # -- every device ---------------------------------------------------------------
+
+    def declare_streams(self, writer: SessionWriter) -> None:
+        """Add the decoded data streams of this device to ``writer`` (raw is the link's)."""
+        raise NotImplementedError
+
+    def consume(self, t_ns: int, data: bytes) -> int:
+        """Parse one received chunk stamped ``t_ns`` (ns); return valid items completed."""
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Drop state that must not span an unplug or a failed read (a partial frame)."""
+
+    def diagnose(self) -> str:
+        """What was seen since the port was (re)opened, for the no-valid-data error."""
+        return (
+            f"{self.link.bytes_since_open} bytes, 0 {self.valid_item}s: "
+            "wrong baud rate or wrong device?"
+        )
+
+    def counters(self) -> tuple[int, int, int, int]:
+        """(check failures, items known lost, decoded items, complete turns) since start."""
+        return (0, 0, 0, 0)
+
+    def final_note(self) -> str | None:
+        """What was decoded and skipped, recorded as a ``note`` event at stop."""
+        return None
+
+    # -- request/response devices -----------------------------------------------------
+
+    def open_port(self, reopen: bool) -> Port:
+        """Open the port once (no retry) and run the device's start-up, if it has one.
+
+        ``reopen`` is True after an unplug (the device may still be booting).
+
+        Raises:
+            DeviceUnavailable: the port cannot be opened (retried with backoff).
+            DriverError: the start-up failed (the port is closed again; after a
+                reopen the attempt counts as failed and is retried).
+        """
+        return self.link.standard_port()
+
+    def restart(self) -> None:
+        """Restart the device after ``restart_after_s`` of silence (only called when
+        the link has a ``restart_after_s``)."""
+
+    def on_lost(self) -> None:
+        """The port went away: flush what the loss cut (called after the port closed)."""
+
+    def start_note(self) -> str | None:
+        """The message of the ``start`` event, or None for the link's."""
+        return None
+
+    def reopen_note(self) -> str | None:
+        """The message of a ``reconnect`` event, or None for the link's."""
+        return None

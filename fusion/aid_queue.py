@@ -1,0 +1,143 @@
+"""Pose-sensor fixes waiting for the encoder frame the split filters apply them at.
+
+A pose sample at time t is applied after the first encoder frame at or after t (the
+first frame after the start when t is the start), shifted by the odometry's motion from
+t to that frame (the odometry path interpolated linearly at t). Its variance follows the
+pose-error model (:mod:`~sensorbench.fusion.split_filter`, "Optional absolute pose
+aiding") with m, the updates since the last relocalization, counted as samples arrive.
+
+:class:`AidQueue` holds the samples whose frame has not been filtered yet, so samples and
+frames may arrive in any chunks: a sample is applied at the same frame, with the same
+shift and variance, as in one run over the whole session — provided it arrives before
+that frame is filtered. A sample that arrives later is dropped and counted (``late``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sensorbench.errors import FusionError
+from sensorbench.fusion.axis_step import AxisAid
+
+if TYPE_CHECKING:
+    from sensorbench.fusion.split_filter import Aiding, PoseAidModel
+
+AID_AXES = ("x", "y", "theta")
+
+
+def usable(aiding: Aiding) -> np.ndarray:
+    """(M,) samples that can be applied: valid and with a finite pose."""
+    return np.asarray(aiding.valid, bool) & np.all(np.isfinite(aiding.pose), axis=1)
+
+
+def aid_interval(aiding: Aiding, t0_s: float, t1_s: float) -> float:
+    """The pose sensor's period Δt_aid (s) between frame times ``t0_s`` and ``t1_s``: the
+    median gap of the usable samples there (1 s with fewer than two)."""
+    ta = np.asarray(aiding.t_s, float)
+    gaps = np.diff(ta[usable(aiding) & (ta >= t0_s) & (ta <= t1_s)])
+    return float(np.median(gaps)) if gaps.size else 1.0
+
+
+@dataclass(frozen=True)
+class AidQueue:
+    """Pose samples not applied yet and the numbering of those to come.
+
+    Attributes:
+        t0_s: time of the filters' first frame (s); earlier samples are never applied.
+        interval_s: the pose sensor's period Δt_aid (s) in the variance model.
+        t_s, pose: (P,) times (s) and (P, 3) poses (m, m, rad) of the samples waiting.
+        m: (P,) their updates since the last relocalization (1 at one).
+        relocalizations: relocalization flags seen so far (of every sample).
+        last_segment, last_m: the relocalization count and m of the last sample queued
+            (−1, 0 before the first).
+        last_t_s: time of the last sample queued (s).
+        late: samples dropped because their frame had been filtered before they came.
+    """
+
+    t0_s: float
+    interval_s: float
+    t_s: np.ndarray = field(default_factory=lambda: np.empty(0))
+    pose: np.ndarray = field(default_factory=lambda: np.empty((0, 3)))
+    m: np.ndarray = field(default_factory=lambda: np.empty(0))
+    relocalizations: int = 0
+    last_segment: int = -1
+    last_m: int = 0
+    last_t_s: float = -math.inf
+    late: int = 0
+
+    def add(self, aiding: Aiding, filtered_s: float) -> AidQueue:
+        """Queue the samples of ``aiding`` (in time order) that can still be applied, the
+        filters having filtered the frames up to ``filtered_s`` (s).
+
+        Raises:
+            FusionError: usable samples out of time order.
+        """
+        ta = np.asarray(aiding.t_s, float)
+        reloc = np.asarray(aiding.relocalized, bool)
+        ok = usable(aiding) & (ta >= self.t0_s)
+        seg = self.relocalizations + np.cumsum(reloc)
+        times = np.concatenate([[self.last_t_s], ta[ok]])
+        if np.any(np.diff(times) < 0):
+            bad = int(np.flatnonzero(np.diff(times) < 0)[0])
+            raise FusionError(
+                f"pose samples must come in time order: t = {times[bad + 1]:.6f} s after "
+                f"{times[bad]:.6f} s"
+            )
+        # m: 1 + the samples queued before in the same relocalization segment
+        s = seg[ok]
+        i = np.arange(s.size)
+        starts = s != np.concatenate([[self.last_segment], s[:-1]])
+        first = np.maximum.accumulate(np.where(starts, i, -1))  # −1: the last segment goes on
+        m = np.where(first < 0, self.last_m + i + 1, i - first + 1).astype(float)
+        last_seg = int(s[-1]) if s.size else self.last_segment
+        last_m = int(m[-1]) if s.size else self.last_m
+        late = (ta[ok] <= filtered_s) & (filtered_s > self.t0_s)
+        keep = ~late
+        return replace(
+            self,
+            t_s=np.concatenate([self.t_s, ta[ok][keep]]),
+            pose=np.vstack([self.pose, np.asarray(aiding.pose, float)[ok][keep]]),
+            m=np.concatenate([self.m, m[keep]]),
+            relocalizations=int(seg[-1]) if seg.size else self.relocalizations,
+            last_segment=last_seg,
+            last_m=last_m,
+            last_t_s=float(times[-1]),
+            late=self.late + int(np.count_nonzero(late)),
+        )
+
+    def take(
+        self, t_s: np.ndarray, odometry: np.ndarray, model: PoseAidModel
+    ) -> tuple[AidQueue, dict[str, AxisAid]]:
+        """The fixes per axis for the frames ``t_s`` (K+1,) s (index 0 the last frame
+        filtered before them) and the queue of what is left.
+
+        Args:
+            t_s: frame times (K+1,) (s).
+            odometry: (K+1, 3) the odometry path at those frames (m, m, rad unwrapped),
+                which carries each sample to its frame and unwraps its heading.
+            model: the pose sensor's error model.
+        """
+        n = int(np.searchsorted(self.t_s, t_s[-1], side="right")) if t_s.size > 1 else 0
+        ta, z, m = self.t_s[:n], self.pose[:n], self.m[:n]
+        idx = np.clip(np.searchsorted(t_s, ta, side="left"), 1, t_s.size - 1)
+        shift = np.column_stack(
+            [odometry[idx, j] - np.interp(ta, t_s, odometry[:, j]) for j in range(3)]
+        )
+        z = z + shift
+        out = {}
+        for j, a in enumerate(AID_AXES):
+            am = model.axis(a)
+            phi = math.exp(-self.interval_s / am.tau_s)
+            r = am.sigma_v**2 + am.sigma**2 * (1 + phi) / max(1 - phi, 1e-12) + m * am.sigma_b**2
+            zz = z[:, j]
+            if a == "theta":
+                # bring the absolute heading next to the odometry's unwrapped heading
+                ref = odometry[idx, 2]
+                zz = ref + (zz - ref + np.pi) % (2 * np.pi) - np.pi
+            out[a] = AxisAid(idx, zz, r)
+        left = replace(self, t_s=self.t_s[n:], pose=self.pose[n:], m=self.m[n:])
+        return left, out

@@ -1,0 +1,331 @@
+"""One axis of the split filters (:mod:`~sensorbench.fusion.split_filter`), stepped chunk
+by chunk: its per-step inputs prepared from the odometry and the noise, run through the
+compiled loop (:mod:`~sensorbench.fusion.axis_loop`) from a carried state.
+
+:func:`step_axis` takes an :class:`AxisState` and the :class:`AxisInput` of the next K
+frames and gives the state after them and their :class:`AxisTrack`; :func:`run_axis` is
+one step from :func:`start_axis`. The state holds everything a step depends on from
+earlier frames — the loop's (:class:`~sensorbench.fusion.axis_loop.AxisLoopState`) and the
+last :data:`~sensorbench.fusion.odometry_motion.MOTION_HISTORY` steps the observed
+acceleration and jerk are computed over — so a series run in any chunks gives the numbers
+of one run over all of it, to the last bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sensorbench.errors import FusionError
+from sensorbench.fusion.axis_loop import (
+    AxisGates,
+    AxisLoopState,
+    AxisSteps,
+    axis_loop,
+    outputs,
+    start_state,
+)
+from sensorbench.fusion.consistency import calibrated_nis, t_equivalent_gate
+from sensorbench.fusion.odometry_motion import MOTION_HISTORY, jerk_sq, observed_accel
+
+if TYPE_CHECKING:
+    from sensorbench.fusion.split_filter import AxisNoise
+
+NIS_GATE_99 = 6.63
+
+
+@dataclass(frozen=True)
+class AxisAid:
+    """Absolute fixes of one axis within a chunk of K frames.
+
+    Attributes:
+        index: (M,) frame 1..K after whose odometry update each fix is applied
+            (non-decreasing, may repeat).
+        z: (M,) the fixes (m or rad).
+        r: (M,) their variances (m² or rad²).
+    """
+
+    index: np.ndarray
+    z: np.ndarray
+    r: np.ndarray
+
+
+@dataclass(frozen=True)
+class AxisInput:
+    """What one axis filter takes over K steps (arrays (K,); m or rad of the axis).
+
+    Attributes:
+        dt: step durations (s, > 0).
+        z: odometry increments of the axis over each step; nan = no measurement (the step
+            is predicted only).
+        slip: the slip model's variance of each step (unit²): its rolling part when
+            ``drag`` is given, else the whole; ``noise.slip_scale`` times it (plus
+            ``noise.drag_share`` times ``drag``) is the position random walk the odometry
+            takes by slip, added to Var p at each prediction (a step's increment may
+            differ from the motion by its slip); None = none.
+        drag: the dragging part of the slip model's step variance (unit²).
+        rest: True for frames where no pod's count changed: the update is applied, but
+            its calibrated NIS is nan (not tested): the rounding error of an unchanged
+            count is the previous frame's, not a fresh draw of r, so the white-r model
+            over-states S there by design and the innovation tests nothing.
+        r_profile: r is multiplied by it at each step: how the tick rounding of this axis
+            at the step's heading differs from its heading-averaged level
+            (:func:`~sensorbench.fusion.split_filter.rounding_profile`); None = r
+            throughout.
+        r_corr: correlation of the rounding error at the end of each step with the one at
+            its start (:func:`~sensorbench.fusion.split_filter.rounding_correlation`: 0
+            for a fresh draw, 1 for a wheel that did not turn, negative for one turning a
+            steady half tick per frame); carried as the Schmidt cross-covariance of the
+            state error with it; None = 0 (white rounding).
+        drift: growth of the odometry frame's offset variance over each step (unit²): how
+            far the odometry drifts from the world (slip, scale), which is what absolute
+            fixes correct; None = no drift. A negative entry (a heading error cancelling
+            on the way back) shrinks it, never below 0.
+        aid: absolute fixes of the frame offset within these steps (None = none).
+    """
+
+    dt: np.ndarray
+    z: np.ndarray
+    slip: np.ndarray | None = None
+    drag: np.ndarray | None = None
+    rest: np.ndarray | None = None
+    r_profile: np.ndarray | None = None
+    r_corr: np.ndarray | None = None
+    drift: np.ndarray | None = None
+    aid: AxisAid | None = None
+
+    def __post_init__(self) -> None:
+        k_n = np.size(self.dt)
+        for name in ("z", "slip", "drag", "rest", "r_profile", "r_corr", "drift"):
+            val = getattr(self, name)
+            if val is not None and np.size(val) != k_n:
+                raise FusionError(f"axis input {name} has {np.size(val)} steps, dt has {k_n}")
+
+
+@dataclass(frozen=True)
+class AxisOptions:
+    """How an axis filter gates and recovers.
+
+    Attributes:
+        gate: χ²₁ threshold of the calibrated NIS; innovations above it are rejected and
+            counted (with a Student-t law the raw ν²/S bound is its F(1, dof) equivalent,
+            so the nominal rejection rate is P(χ²₁ > gate) either way: a heavy-tailed
+            axis keeps its large but plausible innovations). Accepted updates are the
+            linear Kalman update; absolute fixes are gated at ``gate`` too.
+        var_v0: initial velocity variance (unit²/s², the initial velocity is 0), and the
+            least a forced update resets it to.
+        max_rejects: after this many consecutive rejected increments (a bounce spans a few
+            frames) the model, not the data, is taken to be wrong: the odometry of the
+            whole streak is restored, the next increment applied and the velocity variance
+            reset to ``var_v0``; counted in ``resets``.
+    """
+
+    gate: float = NIS_GATE_99
+    var_v0: float = 1.0
+    max_rejects: int = 8
+
+
+@dataclass(frozen=True)
+class MotionHistory:
+    """The last steps (at most :data:`~sensorbench.fusion.odometry_motion.MOTION_HISTORY`)
+    an axis has taken: durations (s), increments, rounding r and slip variance (unit²) as
+    the filter stated them."""
+
+    dt: np.ndarray = field(default_factory=lambda: np.empty(0))
+    z: np.ndarray = field(default_factory=lambda: np.empty(0))
+    rounding: np.ndarray = field(default_factory=lambda: np.empty(0))
+    slip: np.ndarray = field(default_factory=lambda: np.empty(0))
+
+
+@dataclass(frozen=True)
+class AxisState:
+    """One axis filter between two chunks: the loop's state and the motion history."""
+
+    loop: AxisLoopState
+    history: MotionHistory = field(default_factory=MotionHistory)
+
+    @property
+    def position(self) -> float:
+        """The estimate in the world (odometry frame plus its offset; m or rad)."""
+        return self.loop.p + self.loop.b
+
+    @property
+    def variance(self) -> float:
+        """Its variance (Var p + Var b)."""
+        return self.loop.ppp + self.loop.pbb
+
+
+@dataclass
+class AxisTrack:
+    """Output of one axis filter over K frames (index 0 = the state it started from).
+
+    Attributes:
+        p, v: estimates after each frame (K+1,): position in the world (odometry
+            frame plus its offset) and velocity.
+        var_p, var_v: their variances (K+1,) (var_p includes the offset's).
+        nis: NIS ν²/S of each odometry update (K,), nan where no update happened.
+        nis_chi2: the same mapped through the axis's innovation law to χ²₁
+            (:func:`~sensorbench.fusion.consistency.calibrated_nis`; = nis when Gaussian):
+            the statistic the gate, the monitor and the consistency checks use.
+        accepted: whether each odometry update passed the gate (K,).
+        aid_nis, aid_accepted: NIS and gate result of each aiding update.
+        innovation, s: innovation of each odometry update and its variance.
+        resets: updates forced after ``max_rejects`` consecutive rejections.
+    """
+
+    p: np.ndarray
+    v: np.ndarray
+    var_p: np.ndarray
+    var_v: np.ndarray
+    nis: np.ndarray
+    accepted: np.ndarray
+    aid_nis: np.ndarray
+    aid_accepted: np.ndarray
+    innovation: np.ndarray
+    s: np.ndarray
+    nis_chi2: np.ndarray
+    resets: int = 0
+
+    @property
+    def rejected(self) -> int:
+        """Odometry updates rejected by the gate."""
+        return int(np.count_nonzero(~self.accepted))
+
+    @property
+    def aid_rejected(self) -> int:
+        """Aiding updates rejected by the gate."""
+        return int(np.count_nonzero(~self.aid_accepted))
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[AxisTrack]) -> AxisTrack:
+        """The track of consecutive chunks as one (each part's index 0 is the previous
+        part's last frame, kept once)."""
+        if not parts:
+            raise FusionError("no tracks to join")
+
+        def states(name: str) -> np.ndarray:
+            first = getattr(parts[0], name)
+            return np.concatenate([first, *(getattr(t, name)[1:] for t in parts[1:])])
+
+        def steps(name: str) -> np.ndarray:
+            return np.concatenate([getattr(t, name) for t in parts])
+
+        return cls(
+            **{n: states(n) for n in ("p", "v", "var_p", "var_v")},
+            **{
+                n: steps(n)
+                for n in (
+                    "nis",
+                    "accepted",
+                    "aid_nis",
+                    "aid_accepted",
+                    "innovation",
+                    "s",
+                    "nis_chi2",
+                )
+            },
+            resets=sum(t.resets for t in parts),
+        )
+
+
+def start_axis(p0: float = 0.0, var_p0: float = 0.0, var_v0: float = 1.0) -> AxisState:
+    """An axis at rest at ``p0`` (m or rad) with variance ``var_p0`` (carried by the
+    odometry frame's offset) and velocity variance ``var_v0``, before its first frame."""
+    return AxisState(start_state(p0, var_p0, var_v0))
+
+
+def step_axis(
+    state: AxisState, inp: AxisInput, noise: AxisNoise, options: AxisOptions | None = None
+) -> tuple[AxisState, AxisTrack]:
+    """Run one axis filter over the K steps of ``inp`` from ``state``.
+
+    Per step: the prediction under the velocity random walk q (grown by ``noise.q_jerk``
+    times the observed squared jerk, with the observed acceleration fed forward when
+    ``noise.feedforward``; :mod:`~sensorbench.fusion.odometry_motion`, over the state's
+    motion history and these steps), Var p grown by the slip share, the rounding
+    cross-covariance decayed by ``r_corr``; the gated update with the odometry position;
+    the offset's variance grown by ``drift``; then the absolute fixes of the step.
+
+    Returns:
+        The state after the last step and the track of the K steps (its index 0: the
+        estimate ``state`` held).
+    """
+    opt = AxisOptions() if options is None else options
+    dt = np.ascontiguousarray(inp.dt, dtype=float)
+    z = np.ascontiguousarray(inp.z, dtype=float)
+    k_n = dt.size
+    q, r, dof, q_jerk = float(noise.q), float(noise.r), float(noise.dof), float(noise.q_jerk)
+    sv = np.zeros(k_n) if inp.slip is None else noise.slip_scale * np.asarray(inp.slip, float)
+    if inp.drag is not None:
+        sv = sv + noise.drag_share * np.asarray(inp.drag, float)
+    rk = np.full(k_n, r) if inp.r_profile is None else r * np.asarray(inp.r_profile, float)
+    hist = state.history
+    h = hist.dt.size
+    # this chunk after the steps before it: the windows of the observed motion reach back
+    dt_h, z_h = np.concatenate([hist.dt, dt]), np.concatenate([hist.z, z])
+    rk_h, sv_h = np.concatenate([hist.rounding, rk]), np.concatenate([hist.slip, sv])
+    j2 = jerk_sq(dt_h, z_h, rk_h, sv_h)[h:] if q_jerk > 0 else np.zeros(k_n)
+    u = observed_accel(dt_h, z_h)[h:] if noise.feedforward else np.zeros(k_n)
+    if inp.aid is None:
+        aid_k, aid_z, aid_r = np.empty(0, dtype=np.int64), np.empty(0), np.empty(0)
+    else:
+        aid_k = np.ascontiguousarray(inp.aid.index, dtype=np.int64)
+        aid_z = np.ascontiguousarray(inp.aid.z, dtype=float)
+        aid_r = np.ascontiguousarray(inp.aid.r, dtype=float)
+    steps = AxisSteps(
+        dt=dt,
+        z=z,
+        u=np.ascontiguousarray(u, dtype=float),
+        q=q + q_jerk * j2,
+        slip=np.ascontiguousarray(sv, dtype=float),
+        rounding=np.ascontiguousarray(rk, dtype=float),
+        rho=np.zeros(k_n) if inp.r_corr is None else np.ascontiguousarray(inp.r_corr, float),
+        drift=np.zeros(k_n) if inp.drift is None else np.ascontiguousarray(inp.drift, float),
+        scored=np.zeros(k_n, dtype=bool),
+        censor=np.full(k_n, np.inf),
+        aid_k=aid_k,
+        aid_z=aid_z,
+        aid_r=aid_r,
+    )
+    gates = AxisGates(
+        gate_nis=float(t_equivalent_gate(opt.gate, dof)),
+        aid_gate=float(opt.gate),
+        var_v0=float(opt.var_v0),
+        max_rejects=int(opt.max_rejects),
+    )
+    out = outputs(k_n, aid_k.size)
+    loop = axis_loop(steps, gates, state.loop, out)
+    nis = out.nis if inp.rest is None else np.where(np.asarray(inp.rest, bool), np.nan, out.nis)
+    track = AxisTrack(
+        p=np.concatenate([[state.position], out.position]),
+        v=np.concatenate([[state.loop.v], out.velocity]),
+        var_p=np.concatenate([[state.variance], out.var_p]),
+        var_v=np.concatenate([[state.loop.pvv], out.var_v]),
+        nis=out.nis,
+        accepted=out.accepted,
+        aid_nis=out.aid_nis,
+        aid_accepted=out.aid_accepted,
+        innovation=out.innovation,
+        s=out.s,
+        nis_chi2=calibrated_nis(nis, dof),
+        resets=loop.resets - state.loop.resets,
+    )
+    keep = slice(max(dt_h.size - MOTION_HISTORY, 0), None)
+    history = MotionHistory(dt_h[keep], z_h[keep], rk_h[keep], sv_h[keep])
+    return AxisState(loop, history), track
+
+
+def run_axis(
+    inp: AxisInput,
+    noise: AxisNoise,
+    options: AxisOptions | None = None,
+    p0: float = 0.0,
+    var_p0: float = 0.0,
+) -> AxisTrack:
+    """One axis filter over all of ``inp`` from rest at ``p0`` with variance ``var_p0``
+    (:func:`step_axis` from :func:`start_axis`)."""
+    opt = AxisOptions() if options is None else options
+    return step_axis(start_axis(p0, var_p0, opt.var_v0), inp, noise, opt)[1]

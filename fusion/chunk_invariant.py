@@ -1,0 +1,92 @@
+"""Array arithmetic whose result for a row does not depend on the other rows.
+
+The filters run a session in one go (replay) or chunk by chunk as frames arrive (live),
+and both must give the same numbers to the last bit. Elementwise ufuncs and sequential
+``np.cumsum`` do; two common idioms do not:
+
+- a matrix product of many rows (``x @ M.T``, ``np.linalg.solve``, ``np.einsum`` with
+  ``optimize=True``) goes to BLAS/LAPACK, whose kernels round a single row differently
+  from the same row inside a block of many (measured: one-row chunks differ in the last
+  bit);
+- a windowed sum taken as a difference of running sums (``c[k] − c[k−m]``) depends on
+  where the running sum started.
+
+These helpers are the replacements: products summed term by term in a fixed order (the
+quadratic form compiled, row after row, without fast-math reassociation), and windowed
+sums added up each on its own (a fixed tree of partial sums).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+def rows_dot(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
+    """``x @ mat.T`` (K, P) for x (K, N) and mat (P, N), each row's terms summed in the
+    order 0..N−1."""
+    x = np.asarray(x, dtype=float)
+    mat = np.asarray(mat, dtype=float)
+    out = x[:, :1] * mat[:, 0]
+    for j in range(1, mat.shape[1]):
+        out = out + x[:, j : j + 1] * mat[:, j]
+    return out
+
+
+def rows_quadratic(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
+    """``xₖᵀ·mat·xₖ`` (K,) for each row of x (K, N), mat (N, N)."""
+    return _rows_quadratic(
+        np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(mat, dtype=float)
+    )
+
+
+@numba.njit(cache=True)
+def _rows_quadratic(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
+    k_n, n = x.shape
+    out = np.empty(k_n)
+    for k in range(k_n):
+        acc = 0.0
+        for i in range(n):
+            row = 0.0
+            for j in range(n):
+                row += mat[i, j] * x[k, j]
+            acc += x[k, i] * row
+        out[k] = acc
+    return out
+
+
+def trailing_sums(x: np.ndarray, m: int) -> np.ndarray:
+    """Sums of ``m`` consecutive rows (along axis 0): entry k of the (K+1, ...) result is
+    ``x[k−m] + … + x[k−1]`` for k ≥ m, 0 below.
+
+    Each window is added up as a fixed tree of partial sums (pairs, fours, eights, …,
+    joined by the binary digits of m), so entry k depends on its m rows only, not on where
+    ``x`` starts: a chunk prefixed with m rows of history gives the whole series' sums."""
+    if m < 1:
+        raise ValueError(f"a window needs at least one row, got {m}")
+    x = np.asarray(x, dtype=float)
+    n = x.shape[0]
+    out = np.zeros((n + 1, *x.shape[1:]))
+    if n < m:
+        return out
+    # power[i]: the sums of 2**i consecutive rows starting at each row
+    acc: np.ndarray | None = None  # the sums of the low bits' rows, starting at each row
+    width = 0  # rows acc covers
+    power, span = x, 1
+    while True:
+        if m & span:
+            # acc then this power: rows [i, i + width) and [i + width, i + width + span)
+            if acc is None:
+                acc = power
+            else:
+                size = min(acc.shape[0] - span, power.shape[0] - width)
+                acc = acc[:size] + power[width : width + size]
+            width += span
+        if 2 * span > m:
+            break
+        power = power[:-span] + power[span:]
+        span *= 2
+    if acc is None:  # m ≥ 1 has a lowest set bit
+        raise ValueError(f"no window of {m} rows")
+    out[m:] = acc[: n - m + 1]
+    return out

@@ -1,0 +1,461 @@
+"""ROS messages of one topic → one stream's samples, checked (for ``import rosbag``).
+
+Poses (Odometry, PoseStamped, PoseWithCovarianceStamped, TransformStamped, TF with a
+child frame), LaserScan turns, JointState counts, and what companion topics add to
+them: device times (TimeReference), sample flags (DiagnosticArray); diagnostics
+and log messages as session events. Every error names ``BAG:TOPIC:N``, the N-th
+(1-based) message of the topic.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sensorbench.errors import ImportFormatError
+from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
+from sensorbench.logs.import_times import order_times
+from sensorbench.logs.importers import Imported, _check_positions, _pose_imported
+from sensorbench.logs.rosbag_read import Extract
+from sensorbench.logs.rosbag_specs import (
+    DIAGNOSTICS_TYPE,
+    SEQ_JOINT,
+    YAW_JOINT,
+    TfSpec,
+    TopicSpec,
+)
+from sensorbench.logs.schema import NO_DEVICE_TIME
+from sensorbench.logs.tf_tree import TfTree
+
+_COUNTER = re.compile(r"c(\d+)")
+_TWO_PI = 2.0 * math.pi
+TIME_BASE = "ROS header stamps (ns since the Unix epoch)"
+
+
+@dataclass
+class BagStream:
+    """One parsed topic (or TF chain): its samples and what to store with them."""
+
+    spec: TopicSpec | TfSpec
+    imported: Imported
+    receive_ns: np.ndarray | None = None
+    """Bag receive time per kept sample (pose) or turn (lidar), when it differs from the stamp."""
+    covariance: np.ndarray | None = None
+    """(n, 6, 6) pose covariance per kept sample (Odometry, PoseWithCovarianceStamped)."""
+
+    @property
+    def kind(self) -> str:
+        """``pose``, ``lidar`` or ``encoder``."""
+        batch = self.imported.batch
+        if isinstance(batch, LidarTurns):
+            return "lidar"
+        return "encoder" if isinstance(batch, EncoderBatch) else "pose"
+
+
+@dataclass
+class BagEvent:
+    """One event read from the bag (``--events`` or ``--reloc-topic``)."""
+
+    t_ns: int
+    source: str
+    kind: str
+    message: str
+
+
+def stamp_ns(msg: Any) -> int:
+    """A ROS time (``sec``, ``nanosec``) as int ns."""
+    return int(msg.sec * 1_000_000_000 + msg.nanosec)
+
+
+def _finite(where: str, what: str, values: np.ndarray) -> None:
+    bad = np.flatnonzero(~np.isfinite(values).all(axis=1))
+    if bad.size:
+        raise ImportFormatError(
+            f"{where}:{int(bad[0]) + 1}: {what} {values[bad[0]].tolist()} is not finite "
+            f"({bad.size} such message(s))"
+        )
+
+
+def _frames_attr(values: list[str]) -> str:
+    """One frame id, or several in order of first use (a topic that changed frames)."""
+    return ", ".join(dict.fromkeys(values))
+
+
+def pose_extract(msgtype: str, child: str | None) -> Extract:
+    """Rows ``(stamp, recv, x, y, z, qx, qy, qz, qw, frame, child frame, covariance|None)``
+    of one message: a list, since a TF message may carry several (or none) of the child."""
+    if msgtype in ("nav_msgs/msg/Odometry", "geometry_msgs/msg/PoseWithCovarianceStamped"):
+        odom = msgtype == "nav_msgs/msg/Odometry"
+
+        def covariant(recv: int, m: Any) -> list:
+            p, q = m.pose.pose.position, m.pose.pose.orientation
+            child_id = m.child_frame_id if odom else ""
+            return [
+                (stamp_ns(m.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
+                 m.header.frame_id, child_id, m.pose.covariance)
+            ]  # fmt: skip
+
+        return covariant
+    if msgtype == "geometry_msgs/msg/PoseStamped":
+
+        def stamped(recv: int, m: Any) -> list:
+            p, q = m.pose.position, m.pose.orientation
+            return [
+                (stamp_ns(m.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
+                 m.header.frame_id, "", None)
+            ]  # fmt: skip
+
+        return stamped
+
+    def transforms(recv: int, m: Any) -> list:
+        out = []
+        for t in [m] if msgtype == "geometry_msgs/msg/TransformStamped" else m.transforms:
+            if child is None or t.child_frame_id == child:
+                p, q = t.transform.translation, t.transform.rotation
+                out.append(
+                    (stamp_ns(t.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
+                     t.header.frame_id, t.child_frame_id, None)
+                )  # fmt: skip
+        return out
+
+    return transforms
+
+
+def tf_children(rows: list) -> list[str]:
+    """Child frames of the rows a TF topic gave (for the error naming a missing one)."""
+    return sorted({r[10] for message in rows for r in message if r[10]})
+
+
+def pose_stream(
+    bag: Path,
+    spec: TopicSpec,
+    messages: list,
+    max_position_m: float,
+    duplicates: str,
+) -> BagStream:
+    """A pose stream from the rows of :func:`pose_extract` (one list per message)."""
+    where = Path(f"{bag}:{spec.topic}")
+    rows = [r for message in messages for r in message]
+    if not rows:
+        raise ImportFormatError(
+            f"{bag}: topic {spec.topic!r} has no poses with child frame {spec.child_frame!r} "
+            f"(child frames: {', '.join(tf_children(messages)) or 'none'})"
+        )
+    t_ns = np.array([r[0] for r in rows], dtype=np.int64)
+    recv = np.array([r[1] for r in rows], dtype=np.int64)
+    values = np.array([r[2:9] for r in rows], dtype=np.float64).reshape(-1, 7)
+    pos, quat = values[:, :3], values[:, 3:]
+    index = np.arange(1, len(rows) + 1)
+    _finite(str(where), "position", pos)
+    _finite(str(where), "orientation", quat)
+    axes = [(1, "position.x"), (2, "position.y"), (3, "position.z")]
+    _check_positions(where, index, pos, axes, max_position_m)
+    attrs: dict[str, Any] = {
+        "source_format": "rosbag",
+        "ros_topic": spec.topic,
+        "time_base": TIME_BASE,
+        "ros_frame_id": _frames_attr([r[9] for r in rows]),
+    }
+    children = [r[10] for r in rows if r[10]]
+    if children:
+        attrs["ros_child_frame_id"] = _frames_attr(children)
+    if spec.child_frame:
+        attrs["ros_child_frame"] = spec.child_frame
+    kept = order_times(where, index, t_ns, duplicates).keep
+    cov = None
+    if rows[0][11] is not None:
+        cov = np.array([r[11] for r in rows], dtype=np.float64).reshape(-1, 6, 6)[kept]
+        attrs["covariance"] = "ROS pose covariance, rows/columns x y z (m) rot_x rot_y rot_z (rad)"
+    imported = _pose_imported(
+        where, index, t_ns, pos, quat, np.ones(len(rows), bool), duplicates, attrs
+    )
+    differ = bool(np.any(recv[kept] != t_ns[kept]))
+    return BagStream(spec, imported, recv[kept] if differ else None, cov)
+
+
+def tf_stream(bag: Path, spec: TfSpec, tree: TfTree, max_position_m: float) -> BagStream:
+    where = Path(f"{bag}:{spec.topic}")
+    chain = tree.compose(spec.parent, spec.child)
+    if chain.t_ns.size == 0:
+        raise ImportFormatError(
+            f"{where}: no stamp of {chain.stamps_from} lies where every other link of the "
+            f"chain has samples around it (links: {', '.join(str(k) for k, _ in chain.links)})"
+        )
+    index = np.arange(1, chain.t_ns.size + 1)
+    axes = [(1, "position.x"), (2, "position.y"), (3, "position.z")]
+    _check_positions(where, index, chain.position, axes, max_position_m)
+    frames = [spec.parent] + [link.parent if inv else link.child for link, inv in chain.links]
+    attrs = {
+        "source_format": "rosbag",
+        "ros_topic": "/tf, /tf_static",
+        "time_base": TIME_BASE,
+        "ros_frame_id": spec.parent,
+        "ros_child_frame_id": spec.child,
+        "ros_tf_chain": " -> ".join(frames),
+        "ros_tf_links": ", ".join(str(k) for k, _ in chain.links),
+        "ros_tf_stamps_from": f"{chain.stamps_from.parent}->{chain.stamps_from.child}",
+        "ros_tf_stamps_skipped": chain.skipped,
+        "ros_tf_interpolation": "tf2: linear translation, slerp rotation between the two "
+        "nearest samples of each link; no extrapolation",
+    }
+    valid = np.ones(chain.t_ns.size, bool)
+    imported = _pose_imported(
+        where, index, chain.t_ns, chain.position, chain.quat_xyzw, valid, "error", attrs
+    )
+    return BagStream(spec, imported)
+
+
+def scan_extract(recv: int, m: Any) -> tuple:
+    """``(stamp, recv, frame, angle_min, angle_increment, time_increment, scan_time,
+    range_min, range_max, ranges, intensities)`` of one LaserScan."""
+    return (
+        stamp_ns(m.header.stamp), recv, m.header.frame_id, m.angle_min, m.angle_increment,
+        m.time_increment, m.scan_time, m.range_min, m.range_max, m.ranges, m.intensities,
+    )  # fmt: skip
+
+
+_SCAN_FIELDS = ("angle_min", "angle_increment", "time_increment", "scan_time", "range_min",
+                "range_max")  # fmt: skip
+
+
+def scan_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagStream:
+    """A lidar stream from the rows of :func:`scan_extract`, one turn per scan."""
+    where = Path(f"{bag}:{spec.topic}")
+    stamps = np.array([r[0] for r in rows], dtype=np.int64)
+    recv = np.array([r[1] for r in rows], dtype=np.int64)
+    index = np.arange(1, len(rows) + 1)
+    order = order_times(where, index, stamps, duplicates)
+    keep = order.keep
+    kept = [rows[k] for k in np.flatnonzero(keep)]
+    params = np.array([r[3:9] for r in kept], dtype=np.float64).reshape(-1, 6)
+    bad = np.argwhere(~np.isfinite(params))
+    if bad.size:
+        k, j = (int(v) for v in bad[0])
+        line = int(np.flatnonzero(keep)[k]) + 1
+        raise ImportFormatError(f"{where}:{line}: {_SCAN_FIELDS[j]} {params[k, j]} is not finite")
+    count = np.array([len(r[9]) for r in kept], dtype=np.int64)
+    flat = np.flatnonzero((params[:, 1] == 0) & (count > 1))
+    if flat.size:
+        k = int(flat[0])
+        raise ImportFormatError(
+            f"{where}:{int(np.flatnonzero(keep)[k]) + 1}: angle_increment is 0: all "
+            f"{count[k]} rays at one bearing"
+        )
+    r = np.concatenate([r[9] for r in kept]).astype(np.float32) if kept else np.zeros(0, "f4")
+    varying = [0, 1, 2, 4, 5]  # the parameters that place points: all but scan_time
+    if kept and (count == count[0]).all() and (params[:, varying] == params[0, varying]).all():
+        # every scan alike (the usual case): one scan's angles and time offsets for all
+        i = np.arange(count[0])
+        a_min, a_inc, t_inc, r_min, r_max = params[0, varying]
+        angle = np.tile(np.mod(a_min + a_inc * i, _TWO_PI), len(kept))
+        offsets = np.rint(t_inc * 1e9 * i).astype(np.int64)
+        t_pt = (stamps[keep][:, None] + offsets[None, :]).ravel()
+    else:  # per point: its index in its scan, and its scan's parameters
+        i = np.arange(r.size) - np.repeat(np.cumsum(count) - count, count)
+        a_min, a_inc, t_inc, r_min, r_max = (np.repeat(params[:, j], count) for j in varying)
+        angle = np.mod(a_min + a_inc * i, _TWO_PI)
+        t_pt = np.repeat(stamps[keep], count) + np.rint(t_inc * 1e9 * i).astype(np.int64)
+    # REP 103: CCW, 0 = forward, wrapped into [0, 2π). REP 117: +inf no return, -inf too
+    # close, nan error; beyond range_max no return, below range_min not valid
+    ranges = np.where(r > r_max, np.float32(np.inf), r)  # +inf included
+    ranges[~(r >= r_min)] = np.nan  # -inf, nan and too close
+    intensity = np.concatenate(
+        [r[10] if len(r[10]) == len(r[9]) else np.zeros(len(r[9]), "f4") for r in kept]
+    ) if kept else np.zeros(0, "f4")  # fmt: skip
+    speed = np.where(params[:, 3] > 0, 1.0 / np.where(params[:, 3] > 0, params[:, 3], 1.0), np.nan)
+    turns = LidarTurns(
+        stamps[keep],
+        np.full(len(kept), NO_DEVICE_TIME, np.int64),
+        speed,
+        count,
+        np.zeros(len(kept)),
+        angle,
+        ranges,
+        np.clip(np.rint(intensity), 0, 65535),
+        t_pt,
+    )
+    first = rows[0]
+    attrs = {
+        "source_format": "rosbag",
+        "ros_topic": spec.topic,
+        "model": "ROS LaserScan",
+        "frame": first[2],
+        "ros_frame_id": _frames_attr([r[2] for r in rows]),
+        "units": "angle rad CCW from sensor forward in [0, 2pi), range m, time ns",
+        "ros_range_min_m": float(first[7]),
+        "ros_range_max_m": float(first[8]),
+        "time_base": TIME_BASE,
+    }
+    differ = bool(np.any(recv[keep] != stamps[keep]))
+    return BagStream(
+        spec,
+        Imported(turns, attrs, order.dropped_lines),
+        recv[keep] if differ else None,
+    )
+
+
+def count_extract(recv: int, m: Any) -> tuple:
+    """``(stamp, joint names, positions, velocities)`` of one JointState."""
+    return stamp_ns(m.header.stamp), m.name, m.position, m.velocity
+
+
+def count_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagStream:
+    """An encoder stream from the rows of :func:`count_extract` (integer positions)."""
+    where = f"{bag}:{spec.topic}"
+    names = list(rows[0][1])
+    counters = [j for j, n in enumerate(names) if _COUNTER.fullmatch(n)]
+    numbered = sorted((int(names[j][1:]), j) for j in counters)
+    if numbered and [k for k, _ in numbered] != list(range(len(numbered))):
+        raise ImportFormatError(
+            f"{where}:1: counter joints must be c0, c1, ... without gaps, got {names}"
+        )
+    special = (SEQ_JOINT, YAW_JOINT)
+    cols = [j for _, j in numbered] or [j for j, n in enumerate(names) if n not in special]
+    if not cols:
+        raise ImportFormatError(f"{where}:1: no joint to read counts from (joints {names})")
+    other = next((k for k, r in enumerate(rows) if list(r[1]) != names), None)
+    if other is not None:
+        raise ImportFormatError(
+            f"{where}:{other + 1}: joints {list(rows[other][1])} differ from the first "
+            f"message's {names}"
+        )
+    n = len(rows)
+    stamps = np.array([r[0] for r in rows], dtype=np.int64)
+    pos = np.array([r[2] for r in rows], dtype=np.float64).reshape(n, len(names))
+    vel = np.full((n, len(names)), np.nan)
+    with_velocity = [k for k, r in enumerate(rows) if len(r[3]) == len(names)]
+    if with_velocity:
+        vel[with_velocity] = np.array([rows[k][3] for k in with_velocity], dtype=np.float64)
+    counts = pos[:, cols]
+    bad = ~np.isfinite(counts) | (counts != np.rint(counts)) | (np.abs(counts) >= 2.0**53)
+    if bad.any():
+        r, c = (int(v) for v in np.argwhere(bad)[0])
+        raise ImportFormatError(
+            f"{where}:{r + 1}: joint {names[cols[c]]!r} position {counts[r, c]!r} is not an "
+            "integer count (a JointState imports as cumulative encoder counts)"
+        )
+    seq = np.arange(n, dtype=np.int64)
+    if SEQ_JOINT in names:
+        seq = pos[:, names.index(SEQ_JOINT)].astype(np.int64)
+    yaw = rate = np.full(n, np.nan)
+    if YAW_JOINT in names:
+        yaw, rate = pos[:, names.index(YAW_JOINT)], vel[:, names.index(YAW_JOINT)]
+    index = np.arange(1, n + 1)
+    order = order_times(Path(where), index, stamps, duplicates)
+    keep = order.keep
+    batch = EncoderBatch(
+        stamps[keep], np.full(int(keep.sum()), NO_DEVICE_TIME), seq[keep],
+        counts[keep].astype(np.int64), yaw[keep], rate[keep],
+    )  # fmt: skip
+    attrs = {
+        "source_format": "rosbag",
+        "ros_topic": spec.topic,
+        "time_base": TIME_BASE,
+        "ros_joint_names": ", ".join(names[j] for j in cols),
+    }
+    return BagStream(spec, Imported(batch, attrs, order.dropped_lines))
+
+
+def _stream_times(stream: BagStream) -> np.ndarray:
+    batch = stream.imported.batch
+    if isinstance(batch, LidarTurns):
+        return batch.t_first_ns
+    return batch.host_ns if isinstance(batch, EncoderBatch) else batch.t_ns
+
+
+def _match(where: str, what: str, times: np.ndarray, stamps: np.ndarray) -> np.ndarray:
+    """Index into ``times`` of each stamp, which must be one of them exactly."""
+    k = np.clip(np.searchsorted(times, stamps), 0, max(times.size - 1, 0))
+    miss = np.flatnonzero((times.size == 0) | (times[k] != stamps))
+    if miss.size:
+        raise ImportFormatError(
+            f"{where}:{int(miss[0]) + 1}: {what} stamp {stamps[miss[0]] / 1e9:.9f} s is no "
+            f"sample's stamp of the stream ({miss.size} such message(s))"
+        )
+    return k
+
+
+def time_reference_extract(recv: int, m: Any) -> tuple[int, int]:
+    """``(stamp, device time)`` of one TimeReference (ns)."""
+    return stamp_ns(m.header.stamp), stamp_ns(m.time_ref)
+
+
+def apply_time_reference(bag: Path, topic: str, rows: list, stream: BagStream) -> None:
+    """Device times of :func:`time_reference_extract` rows into the stream's samples."""
+    stamps = np.array([r[0] for r in rows], dtype=np.int64)
+    k = _match(f"{bag}:{topic}", "time reference", _stream_times(stream), stamps)
+    batch = stream.imported.batch
+    assert not isinstance(batch, PoseBatch)
+    batch.device_ns[k] = np.array([r[1] for r in rows], dtype=np.int64)
+    stream.imported.attrs["ros_time_reference_topic"] = topic
+
+
+def _status_values(status: Any) -> dict[str, str]:
+    return {kv.key: kv.value for kv in status.values}
+
+
+def flags_extract(recv: int, m: Any) -> tuple[int, list[dict[str, str]]]:
+    """``(stamp, [values of each status])`` of one DiagnosticArray."""
+    return stamp_ns(m.header.stamp), [_status_values(s) for s in m.status]
+
+
+def apply_flags(bag: Path, topic: str, rows: list, stream: BagStream) -> None:
+    """Flag bits of :func:`flags_extract` rows OR-ed into the stream's samples."""
+    stamps, flags = [], []
+    for n, (t, statuses) in enumerate(rows, start=1):
+        for values in statuses:
+            value = values.get("flags")
+            if value is None or not value.isdigit():
+                raise ImportFormatError(
+                    f"{bag}:{topic}:{n}: a flags diagnostic needs a value 'flags' (an integer), "
+                    f"got {values}"
+                )
+            stamps.append(t)
+            flags.append(int(value))
+    k = _match(f"{bag}:{topic}", "flags", _stream_times(stream), np.array(stamps, np.int64))
+    batch = stream.imported.batch
+    assert not isinstance(batch, EncoderBatch)
+    batch.flags[k] |= np.array(flags, dtype=batch.flags.dtype)
+    stream.imported.attrs["ros_flags_topic"] = topic
+
+
+_LOG_ERROR_LEVELS = {40, 50, 8, 16}  # ROS 2 ERROR/FATAL (40, 50), ROS 1 (8, 16)
+_DIAG_KIND = {0: "note", 1: "note", 2: "error", 3: "stale"}
+
+
+def _message_time(recv: int, m: Any) -> int:
+    """Header stamp, else a ``stamp`` field, else the receive time (ns)."""
+    if hasattr(m, "header"):
+        return stamp_ns(m.header.stamp)
+    return stamp_ns(m.stamp) if hasattr(m, "stamp") else recv
+
+
+def events_extract(topic: str, msgtype: str) -> Extract:
+    """Session events of one message: diagnostics (one per status) or a log message."""
+
+    def extract(recv: int, m: Any) -> list[BagEvent]:
+        t = _message_time(recv, m)
+        if msgtype == DIAGNOSTICS_TYPE:
+            return [
+                BagEvent(
+                    t,
+                    s.name or topic,
+                    _status_values(s).get("kind") or _DIAG_KIND.get(int(s.level), "note"),
+                    s.message,
+                )
+                for s in m.status
+            ]
+        kind = "error" if int(m.level) in _LOG_ERROR_LEVELS else "note"
+        return [BagEvent(t, m.name or topic, kind, m.msg)]
+
+    return extract
+
+
+def reloc_extract(recv: int, m: Any) -> int:
+    """The time of a relocalization message: its stamp, else its receive time (ns)."""
+    return _message_time(recv, m)

@@ -1,0 +1,306 @@
+"""A transform tree from ROS ``/tf`` and ``/tf_static`` messages, composed as tf2 does.
+
+Each link is one (parent, child) pair of frames. A dynamic link (``/tf``) holds its
+samples in time order; a static link (``/tf_static``) holds one transform valid at
+every time (the last one published for that pair, as tf2 keeps it). The pose of a
+frame CHILD in a frame PARENT (tf2's ``lookupTransform(PARENT, CHILD, t)``) is the
+product of the links from PARENT up to their common ancestor (inverted) and down to
+CHILD. At a time t, a dynamic link is interpolated as tf2's ``TimeCache`` does it:
+between its two samples nearest around t, translation linearly and rotation by
+slerp along the shorter arc; t outside the link's first..last sample is an
+extrapolation tf2 refuses, and so does :meth:`TfTree.compose` (those times are
+skipped and counted). Frame ids are compared without a leading ``/`` (ROS 1's
+``/base_link`` is ``base_link``).
+
+Units: translations m, quaternions x y z w, times int64 ns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from sensorbench.errors import ImportFormatError
+
+QUAT_NORM_TOLERANCE = 0.01
+"""Largest accepted deviation of a link quaternion's norm from 1 (as the importers)."""
+
+
+def frame_id(name: str) -> str:
+    """A frame id as tf2 compares it: without a leading ``/``."""
+    return name[1:] if name.startswith("/") else name
+
+
+@dataclass
+class TfLink:
+    """One link: the pose of ``child`` in ``parent`` over time (or static)."""
+
+    parent: str
+    child: str
+    static: bool
+    t_ns: np.ndarray
+    """Sample times (ns), increasing; a static link's single stamp is informative only."""
+    translation: np.ndarray
+    """(n, 3) m."""
+    quat_xyzw: np.ndarray
+    """(n, 4) unit quaternions."""
+
+    def __str__(self) -> str:
+        what = "static" if self.static else f"{self.t_ns.size} samples"
+        return f"{self.parent}->{self.child} ({what})"
+
+    @cached_property
+    def matrix(self) -> np.ndarray:
+        """(n, 3, 3) rotation matrices of the samples."""
+        from scipy.spatial.transform import Rotation
+
+        return np.asarray(Rotation.from_quat(self.quat_xyzw).as_matrix()).reshape(-1, 3, 3)
+
+    def at(self, t_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(translation (k, 3), rotation matrices (k, 3, 3), mask (k,)) at ``t_ns``; mask
+        False: an extrapolation. A time that is one of the link's stamps gets that sample."""
+        from scipy.spatial.transform import Rotation
+
+        t_ns = np.asarray(t_ns, dtype=np.int64)
+        k = t_ns.size
+        n = self.t_ns.size
+        if self.static or n == 1:
+            ok = np.ones(k, bool) if self.static else t_ns == self.t_ns[0]
+            p = np.broadcast_to(self.translation[-1], (k, 3))
+            return p, np.broadcast_to(self.matrix[-1], (k, 3, 3)), ok
+        ok = (t_ns >= self.t_ns[0]) & (t_ns <= self.t_ns[-1])
+        j = np.minimum(np.searchsorted(self.t_ns, t_ns), n - 1)
+        hit = self.t_ns[j] == t_ns
+        p, rot = self.translation[j], self.matrix[j]
+        between = np.flatnonzero(ok & ~hit)
+        if between.size:
+            i = j[between] - 1  # t0 < t < t1 with t1 the first stamp after t
+            t0, t1 = self.t_ns[i], self.t_ns[i + 1]
+            # differences of int64 ns first: float64 of an epoch stamp would lose ~100 ns
+            frac = (t_ns[between] - t0).astype(np.float64) / (t1 - t0).astype(np.float64)
+            p0, r0 = self.translation[i], self.matrix[i]
+            p[between] = p0 + frac[:, None] * (self.translation[i + 1] - p0)
+            # slerp: R0 · exp(frac · log(R0ᵀ R1)), the shorter arc (angle ≤ π)
+            step = Rotation.from_matrix(np.transpose(r0, (0, 2, 1)) @ self.matrix[i + 1])
+            turn = Rotation.from_rotvec(frac[:, None] * step.as_rotvec()).as_matrix()
+            rot[between] = r0 @ turn
+        return p, rot, ok
+
+
+@dataclass
+class Composed:
+    """The pose of a chain's child in its parent at the stamps of its fastest link."""
+
+    t_ns: np.ndarray
+    position: np.ndarray
+    """(n, 3) m."""
+    quat_xyzw: np.ndarray
+    """(n, 4)."""
+    links: list[tuple[TfLink, bool]]
+    """The chain, parent to child: each link and whether it is walked child-to-parent."""
+    stamps_from: TfLink
+    """The dynamic link whose stamps are the samples."""
+    skipped: int
+    """Stamps of that link where another link would have to extrapolate."""
+
+
+@dataclass
+class TfTree:
+    """Every link of a bag's ``/tf`` and ``/tf_static``, keyed by child frame."""
+
+    links: dict[str, TfLink] = field(default_factory=dict)
+
+    def frames(self) -> list[str]:
+        """Every frame the tree names, sorted."""
+        return sorted({f for link in self.links.values() for f in (link.parent, link.child)})
+
+    def describe(self) -> str:
+        """The links, for error messages: ``map->odom (120 samples), ...``."""
+        return ", ".join(str(self.links[c]) for c in sorted(self.links)) or "none"
+
+    def _ancestors(self, frame: str) -> list[str]:
+        path = [frame]
+        while path[-1] in self.links:
+            path.append(self.links[path[-1]].parent)
+            if len(path) > len(self.links) + 1:
+                raise ImportFormatError(f"the transform tree has a loop through {frame!r}")
+        return path
+
+    def chain(self, parent: str, child: str) -> list[tuple[TfLink, bool]]:
+        """The links from ``parent`` to ``child``: (link, inverted), parent side first.
+
+        Raises:
+            ImportFormatError: a frame the tree does not have (the message lists the
+                tree's frames), or two frames in separate trees.
+        """
+        parent, child = frame_id(parent), frame_id(child)
+        known = self.frames()
+        for f in (parent, child):
+            if f not in known:
+                raise ImportFormatError(
+                    f"no frame {f!r} in /tf or /tf_static (frames: {', '.join(known) or 'none'};"
+                    f" links: {self.describe()})"
+                )
+        if parent == child:
+            raise ImportFormatError(f"--tf {parent}:{child}: a frame's pose in itself is identity")
+        up_child, up_parent = self._ancestors(child), self._ancestors(parent)
+        common = next((f for f in up_parent if f in up_child), None)
+        if common is None:
+            raise ImportFormatError(
+                f"frames {parent!r} (root {up_parent[-1]!r}) and {child!r} (root "
+                f"{up_child[-1]!r}) are in separate transform trees; links: {self.describe()}"
+            )
+        # parent -> common: walked upwards, each link inverted; common -> child: downwards
+        upward = [(self.links[f], True) for f in up_parent[: up_parent.index(common)]]
+        downward = [(self.links[f], False) for f in reversed(up_child[: up_child.index(common)])]
+        return upward + downward
+
+    def static_pose(self, parent: str, child: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(translation m, quaternion xyzw) of ``child`` in ``parent`` when every link
+        between them is static; None when a frame is missing or a link is dynamic."""
+        from scipy.spatial.transform import Rotation
+
+        try:
+            links = self.chain(parent, child)
+        except ImportFormatError:
+            return None
+        if any(not link.static for link, _ in links):
+            return None
+        pos, rot = np.zeros(3), np.eye(3)
+        for link, inverted in links:
+            p, r = link.translation[-1], link.matrix[-1]
+            if inverted:  # T⁻¹ = (Rᵀ, −Rᵀ p)
+                r = r.T
+                p = -r @ p
+            pos, rot = pos + rot @ p, rot @ r
+        return pos, np.asarray(Rotation.from_matrix(rot).as_quat())
+
+    def compose(self, parent: str, child: str) -> Composed:
+        """Pose of ``child`` in ``parent`` at every stamp of the chain's fastest dynamic link.
+
+        The fastest link is the one with the most samples within the time span every
+        dynamic link of the chain covers; its stamps there are the samples, and the
+        other links are interpolated at them (tf2's rule, see the module docstring).
+
+        Raises:
+            ImportFormatError: see :meth:`chain`; a chain of static links only (no
+                motion to import); dynamic links whose spans do not overlap.
+        """
+        from scipy.spatial.transform import Rotation
+
+        links = self.chain(parent, child)
+        dynamic = [link for link, _ in links if not link.static]
+        path = " -> ".join(
+            [frame_id(parent)] + [(link.parent if inv else link.child) for link, inv in links]
+        )
+        if not dynamic:
+            raise ImportFormatError(
+                f"--tf {parent}:{child}: every link of {path} is static (/tf_static): "
+                "a constant transform, no motion to import"
+            )
+        lo = max(int(link.t_ns[0]) for link in dynamic)
+        hi = min(int(link.t_ns[-1]) for link in dynamic)
+        inside = [int(np.count_nonzero((link.t_ns >= lo) & (link.t_ns <= hi))) for link in dynamic]
+        if max(inside) == 0:
+            spans = ", ".join(
+                f"{link} {link.t_ns[0] / 1e9:.3f}..{link.t_ns[-1] / 1e9:.3f} s" for link in dynamic
+            )
+            raise ImportFormatError(
+                f"--tf {parent}:{child}: the dynamic links of {path} never overlap in time "
+                f"({spans})"
+            )
+        fastest = dynamic[int(np.argmax(inside))]
+        t = fastest.t_ns
+        ok = np.ones(t.size, bool)
+        pos = np.zeros((t.size, 3))
+        rot = np.broadcast_to(np.eye(3), (t.size, 3, 3))
+        for link, inverted in links:
+            p, r, valid = link.at(t)
+            ok &= valid
+            if inverted:  # T⁻¹ = (Rᵀ, −Rᵀ p)
+                r = np.transpose(r, (0, 2, 1))
+                p = -np.einsum("nij,nj->ni", r, p)
+            pos = pos + np.einsum("nij,nj->ni", rot, p)
+            rot = rot @ r
+        quat = np.asarray(Rotation.from_matrix(rot[ok]).as_quat()).reshape(-1, 4)
+        return Composed(t[ok], pos[ok], quat, links, fastest, int(np.count_nonzero(~ok)))
+
+
+class TfCollector:
+    """Gathers transforms message by message, then builds the :class:`TfTree`."""
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, str, bool], list[tuple[int, int, tuple, tuple]]] = {}
+        self._ids: dict[str, str] = {}
+        """Frame id as the message spells it -> as compared (no leading ``/``)."""
+
+    def extract(self, static: bool) -> Callable[[int, Any], None]:
+        """``extract(receive ns, TFMessage)`` that adds the message's transforms."""
+        return lambda recv, msg: self.add(msg, static, recv)
+
+    def add(self, msg: Any, static: bool, recv_ns: int = 0) -> None:
+        """Add every ``geometry_msgs/TransformStamped`` of one ``TFMessage`` received at
+        ``recv_ns`` (which orders transforms of equal stamps, and static ones)."""
+        ids = self._ids
+        for tr in msg.transforms:
+            s = tr.header.stamp
+            a, b = tr.transform.translation, tr.transform.rotation
+            parent, child = tr.header.frame_id, tr.child_frame_id
+            key = (ids.get(parent) or ids.setdefault(parent, frame_id(parent)),
+                   ids.get(child) or ids.setdefault(child, frame_id(child)), static)  # fmt: skip
+            rows = self._rows.get(key)
+            if rows is None:
+                rows = self._rows[key] = []
+            rows.append((s.sec * 1_000_000_000 + s.nanosec, recv_ns, (a.x, a.y, a.z),
+                         (b.x, b.y, b.z, b.w)))  # fmt: skip
+
+    def tree(self, where: str) -> TfTree:
+        """The tree of everything added; ``where`` (``BAG``) starts error messages.
+
+        Raises:
+            ImportFormatError: a non-finite value or a quaternion norm off 1, a frame
+                with two parents, or a link both static and dynamic.
+        """
+        out = TfTree()
+        for (parent, child, static), rows in sorted(self._rows.items()):
+            # by stamp, equal stamps in receive order; a static link: the last one received
+            rows.sort(key=(lambda r: r[1]) if static else (lambda r: (r[0], r[1])))
+            t = np.array([r[0] for r in rows], dtype=np.int64)
+            p = np.array([r[2] for r in rows], dtype=np.float64).reshape(-1, 3)
+            q = np.array([r[3] for r in rows], dtype=np.float64).reshape(-1, 4)
+            what = f"{where}:{'/tf_static' if static else '/tf'} {parent}->{child}"
+            bad = ~(np.isfinite(p).all(1) & np.isfinite(q).all(1))
+            if bad.any():
+                raise ImportFormatError(
+                    f"{what}: transform at {t[bad][0] / 1e9:.9f} s is not finite "
+                    f"({int(bad.sum())} such)"
+                )
+            norm = np.linalg.norm(q, axis=1)
+            off = np.abs(norm - 1.0) > QUAT_NORM_TOLERANCE
+            if off.any():
+                raise ImportFormatError(
+                    f"{what}: rotation at {t[off][0] / 1e9:.9f} s has quaternion norm "
+                    f"{norm[off][0]:.4f}, not 1 (tolerance {QUAT_NORM_TOLERANCE})"
+                )
+            q = q / norm[:, None]
+            last = np.r_[np.diff(t) != 0, True]  # a repeated stamp: the latest message wins
+            if static:
+                last = np.zeros(t.size, bool)
+                last[-1] = True
+            link = TfLink(parent, child, static, t[last], p[last], q[last])
+            if child in out.links:
+                other = out.links[child]
+                if other.parent != parent:
+                    raise ImportFormatError(
+                        f"{where}: frame {child!r} has two parents, {other.parent!r} and "
+                        f"{parent!r}; a transform tree gives each frame one parent"
+                    )
+                raise ImportFormatError(
+                    f"{where}: link {parent}->{child} is on both /tf and /tf_static"
+                )
+            out.links[child] = link
+        return out

@@ -1,0 +1,134 @@
+"""One writer at a time for every read-modify-swap of a session.
+
+Adding to a session (``import --into``, ``replay -o`` into a session, ``check``'s
+recovery) copies the file, changes the copy and renames it over the original. Two
+such updates at once would both start from the same original and the second rename
+would drop the first one's change, so each takes :class:`UpdateLock` first and holds
+it until its rename is done (or its copy discarded).
+
+The lock is an advisory ``flock`` on a sidecar file ``.NAME.lock`` beside the session
+(not on the session itself: HDF5 takes its own ``flock`` on the files it opens, and the
+session's inode changes at every swap). The holder writes its pid into it and deletes
+it on release; a waiter that got the lock on a file deleted meanwhile retries on the
+new one. The kernel drops the lock of a killed process, so a sidecar left behind by
+SIGKILL blocks nobody. A second writer polls for the lock up to its deadline and is
+then refused (:class:`~sensorbench.errors.OutputError`, exit 2), naming the holder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import time
+from pathlib import Path
+from types import TracebackType
+
+from sensorbench.errors import OutputError
+
+DEFAULT_WAIT_S = 60.0
+"""How long a second writer waits for the lock before it is refused (s)."""
+
+_POLL_S = 0.05
+
+
+def lock_path(path: str | os.PathLike[str]) -> Path:
+    """The sidecar lock file of session ``path``: ``.NAME.lock`` in its directory."""
+    p = Path(path)
+    return p.with_name(f".{p.name}.lock")
+
+
+class UpdateLock:
+    """Exclusive right to replace ``path`` (see the module docstring).
+
+    Args:
+        path: the session file.
+        wait_s: longest wait for another holder to finish (s).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], wait_s: float = DEFAULT_WAIT_S) -> None:
+        self.path = Path(path)
+        self.lock_file = lock_path(self.path)
+        self.wait_s = wait_s
+        self._fd: int | None = None
+
+    def acquire(self) -> UpdateLock:
+        """Take the lock, waiting up to ``wait_s``.
+
+        Raises:
+            OutputError: another process held it for the whole wait, or the sidecar
+                cannot be created (read-only directory).
+        """
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as exc:
+                raise OutputError(
+                    f"cannot update {self.path}: cannot create its lock file "
+                    f"{self.lock_file} ({exc.strerror}); it is unchanged"
+                ) from exc
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise OutputError(
+                        f"cannot update {self.path}: cannot lock {self.lock_file} "
+                        f"({exc.strerror}); it is unchanged"
+                    ) from exc
+                if time.monotonic() >= deadline:
+                    raise OutputError(
+                        f"{self.path} is being updated by {self._holder()} (for longer than "
+                        f"{self.wait_s:g} s); it is unchanged: try again when that has finished"
+                    ) from None
+                time.sleep(_POLL_S)
+                continue
+            if self._is_current(fd):
+                break
+            os.close(fd)  # the holder deleted that file as it released it: take the new one
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def _is_current(self, fd: int) -> bool:
+        try:
+            on_disk = os.stat(self.lock_file)
+        except FileNotFoundError:
+            return False
+        mine = os.fstat(fd)
+        return (mine.st_dev, mine.st_ino) == (on_disk.st_dev, on_disk.st_ino)
+
+    def _holder(self) -> str:
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(self.lock_file.read_text().split()[0])
+            return f"process {pid}"
+        return "another process"
+
+    def release(self) -> None:
+        """Delete the sidecar and drop the lock (idempotent)."""
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self.lock_file)
+        os.close(self._fd)
+        self._fd = None
+
+    @property
+    def held(self) -> bool:
+        """True while this object holds the lock."""
+        return self._fd is not None
+
+    def __enter__(self) -> UpdateLock:
+        return self.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()

@@ -1,0 +1,396 @@
+"""One value checker for sessions: what a sample may hold, and what a file may look like.
+
+Every place that lets data into or out of a session asks this module, so they agree:
+
+* the **reader** (:class:`~sensorbench.logs.reader.Session`) refuses a file whose
+  layout is not the format's (:func:`structure_problems`: a dataset missing, of the
+  wrong dtype or shape, a table that is not compound, a link where a stream should be)
+  and a stream read whose samples are impossible (below) — every analysis command
+  exits 2 naming the file, the dataset and the first bad index;
+* ``sensorbench check`` reports every problem as a format error (exit 1);
+* the **exporters** refuse a stream with impossible samples, or drop them and count
+  them when asked (``--skip-invalid``);
+* the **importers** parse numbers with :func:`parse_float` / :func:`parse_int`
+  (strict ASCII decimal) and check the batch they built before writing it.
+
+A sample is impossible when a *valid* one holds a non-finite or absurd value, when
+times step backwards (or repeat, where they must increase), or when a stamp lies
+outside ±:data:`MAX_ABS_STAMP_NS`. What the format allows is not a problem: ``nan``
+positions of an invalid pose, ``nan`` (invalid) or ``inf`` (no return) ranges, ``nan``
+IMU values (no IMU), ``INT64_MIN`` device times (the device sends none), per-point
+lidar times stepping back within a packet (a warning of ``check``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, TypeVar
+
+import numpy as np
+
+from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
+from sensorbench.logs.schema import EVENT_DTYPE, GROUPS, NO_DEVICE_TIME, STREAM_COLUMNS
+
+if TYPE_CHECKING:  # h5py loads with the first file checked: the CLI starts without it
+    import h5py
+
+MAX_ABS_STAMP_NS = 2**62
+"""Largest |time| a stamp may have (ns, ≈ 146 years): any two stamps then differ by less
+than int64 holds, so no time difference overflows (``INT64_MAX`` gave a span of 9.2e9 s)."""
+
+MAX_ABS_POSITION_M = 1e7
+"""Largest |coordinate| of a stored position (m): beyond the Earth's radius is absurd
+(the importers' default limit is tighter, ``--max-position-m``)."""
+
+MAX_RANGE_M = 1e4
+"""Largest finite lidar range (m); the lidars here reach 12 m, a LaserScan's range_max
+rarely 100 m."""
+
+MAX_SPEED_HZ = 1000.0
+"""Largest turn rate a lidar stream may report (Hz)."""
+
+QUAT_NORM_TOLERANCE = 1e-3
+"""Largest deviation of a stored valid quaternion's norm from 1."""
+
+_TWO_PI = 2.0 * np.pi
+_WIDTH = {"position": 3, "quat_xyzw": 4}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in a dataset: where (``dataset``, first bad ``index``), how many."""
+
+    dataset: str
+    message: str
+    index: int | None = None
+    count: int = 1
+
+    def __str__(self) -> str:
+        where = f"/{self.dataset}" + ("" if self.index is None else f"[{self.index}]")
+        more = f" ({self.count} rows)" if self.count > 1 else ""
+        return f"{where}: {self.message}{more}"
+
+
+def _first(dataset: str, bad: np.ndarray, message: str) -> list[Problem]:
+    """A problem at the first True of ``bad`` (rows; a 2-D mask counts rows), or none."""
+    rows = bad.any(axis=1) if bad.ndim == 2 else bad
+    where = np.flatnonzero(rows)
+    if where.size == 0:
+        return []
+    return [Problem(dataset, message, int(where[0]), int(where.size))]
+
+
+def stamp_problems(
+    dataset: str, t_ns: np.ndarray, *, sentinel: bool = False
+) -> tuple[list[Problem], np.ndarray]:
+    """Stamps outside ±:data:`MAX_ABS_STAMP_NS` (``sentinel``: ``INT64_MIN`` allowed)."""
+    t = np.asarray(t_ns, dtype=np.int64)
+    bad = (t > MAX_ABS_STAMP_NS) | (t < -MAX_ABS_STAMP_NS)
+    if sentinel:
+        bad &= t != NO_DEVICE_TIME
+    problems = []
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        problems = _first(dataset, bad, f"{int(t[k])} ns is not a possible time (|t| <= 2**62 ns)")
+    return problems, bad
+
+
+def order_problems(
+    dataset: str, t_ns: np.ndarray, *, strict: bool, skip: np.ndarray | None = None
+) -> tuple[list[Problem], np.ndarray]:
+    """Times that step backwards (or repeat, when ``strict``) from the latest one before
+    them; ``skip`` rows (impossible stamps, reported apart) are left out of the order.
+
+    Returns the problems and the rows to drop so that the rest is in order.
+    """
+    t = np.asarray(t_ns, dtype=np.int64)
+    bad = np.zeros(t.size, bool)
+    if t.size < 2:
+        return [], bad
+    keep = np.ones(t.size, bool) if skip is None else ~skip
+    idx = np.flatnonzero(keep)
+    tk = t[idx]
+    if tk.size < 2:
+        return [], bad
+    latest = np.maximum.accumulate(tk)[:-1]
+    late = tk[1:] <= latest if strict else tk[1:] < latest
+    bad[idx[1:][late]] = True
+    back = tk[1:] < latest
+    problems: list[Problem] = []
+    if back.any():
+        k = int(idx[1:][back][0])
+        largest = float(np.max(latest[back] - tk[1:][back])) / 1e9
+        problems.append(
+            Problem(
+                dataset,
+                f"time goes backwards {int(back.sum())} times (largest {largest:.6f} s)",
+                k,
+                1,
+            )
+        )
+    same = tk[1:] == latest
+    if strict and same.any():
+        problems.append(
+            Problem(dataset, "time repeats a stamp", int(idx[1:][same][0]), int(same.sum()))
+        )
+    return problems, bad
+
+
+def pose_problems(key: str, b: PoseBatch) -> tuple[list[Problem], np.ndarray]:
+    """Problems of pose samples and the rows that hold them (``key``: ``pose/NAME``).
+
+    Valid samples need a finite position within :data:`MAX_ABS_POSITION_M` and a finite
+    unit quaternion; stamps must be possible and strictly increasing.
+    """
+    problems, bad_t = stamp_problems(f"{key}/t_ns", b.t_ns)
+    order, late = order_problems(f"{key}/t_ns", b.t_ns, strict=True, skip=bad_t)
+    problems += order
+    v = b.valid
+    pos_bad = v[:, None] & ~(np.abs(b.position) <= MAX_ABS_POSITION_M)
+    problems += _first(
+        f"{key}/position",
+        pos_bad,
+        f"a valid sample's position is not finite or beyond {MAX_ABS_POSITION_M:g} m",
+    )
+    norm = np.linalg.norm(b.quat_xyzw, axis=1)
+    q_bad = v & ~(np.abs(norm - 1.0) <= QUAT_NORM_TOLERANCE)
+    problems += _first(f"{key}/quat_xyzw", q_bad, "a valid sample's quaternion is not unit")
+    return problems, bad_t | late | pos_bad.any(axis=1) | q_bad
+
+
+def encoder_problems(key: str, b: EncoderBatch) -> tuple[list[Problem], np.ndarray]:
+    """Problems of encoder frames and the rows that hold them (``key``: ``encoders/NAME``).
+
+    Host stamps must be possible and never step backwards (equal stamps are frames of
+    one read); device stamps possible or ``INT64_MIN``; IMU values finite or ``nan``.
+    """
+    problems, bad_t = stamp_problems(f"{key}/host_ns", b.host_ns)
+    order, late = order_problems(f"{key}/host_ns", b.host_ns, strict=False, skip=bad_t)
+    problems += order
+    dev, bad_dev = stamp_problems(f"{key}/device_ns", b.device_ns, sentinel=True)
+    problems += dev
+    bad = bad_t | late | bad_dev
+    for col in ("yaw", "yaw_rate"):
+        values = getattr(b, col)
+        inf = np.isinf(values)
+        problems += _first(f"{key}/{col}", inf, "an IMU value is infinite (nan means none)")
+        bad |= inf
+    return problems, bad
+
+
+def lidar_problems(key: str, t: LidarTurns) -> tuple[list[Problem], np.ndarray]:
+    """Problems of lidar turns and the turns that hold them (``key``: ``lidar/NAME``).
+
+    Angles finite in [0, 2π) rad; ranges ``nan``, ``inf`` or finite in [0,
+    :data:`MAX_RANGE_M`] m; point and turn stamps possible, turn stamps never stepping
+    backwards; reported speeds ``nan`` or in [0, :data:`MAX_SPEED_HZ`] Hz.
+    """
+    angle_bad = ~((t.angle >= 0) & (t.angle < _TWO_PI + 1e-6))
+    problems = _first(f"{key}/angle", angle_bad, "angle is not finite in [0, 2π) rad")
+    r = t.range
+    range_bad = ~(np.isnan(r) | np.isposinf(r) | ((r >= 0) & (r <= MAX_RANGE_M)))
+    problems += _first(f"{key}/range", range_bad, f"range is negative or beyond {MAX_RANGE_M:g} m")
+    pt, pt_bad = stamp_problems(f"{key}/t_ns", t.t_ns)
+    problems += pt
+    first, first_bad = stamp_problems(f"{key}/turns.t_first_ns", t.t_first_ns)
+    problems += first
+    order, late = order_problems(
+        f"{key}/turns.t_first_ns", t.t_first_ns, strict=False, skip=first_bad
+    )
+    problems += order
+    speed = t.speed_hz
+    speed_bad = ~(np.isnan(speed) | ((speed >= 0) & (speed <= MAX_SPEED_HZ)))
+    problems += _first(f"{key}/turns.speed_hz", speed_bad, "speed is not nan or in [0, 1000] Hz")
+    point_bad = angle_bad | range_bad | pt_bad
+    turn_of = np.repeat(np.arange(t.n_turns), t.count)
+    bad_turns = np.zeros(t.n_turns, bool)
+    bad_turns[turn_of[point_bad]] = True
+    return problems, bad_turns | first_bad | late | speed_bad
+
+
+def _problems(
+    key: str, batch: PoseBatch | EncoderBatch | LidarTurns
+) -> tuple[list[Problem], np.ndarray]:
+    if isinstance(batch, PoseBatch):
+        return pose_problems(key, batch)
+    if isinstance(batch, EncoderBatch):
+        return encoder_problems(key, batch)
+    return lidar_problems(key, batch)
+
+
+def invalid_rows(key: str, batch: PoseBatch | EncoderBatch | LidarTurns) -> np.ndarray:
+    """True for each row (pose sample, encoder frame, lidar turn) with an impossible value:
+    the rows :func:`exportable` leaves out."""
+    return _problems(key, batch)[1]
+
+
+def batch_problems(key: str, batch: PoseBatch | EncoderBatch | LidarTurns) -> list[Problem]:
+    """The problems of any batch (:func:`pose_problems`, :func:`encoder_problems`,
+    :func:`lidar_problems`)."""
+    return _problems(key, batch)[0]
+
+
+# ---------------------------------------------------------------- the file's layout
+
+
+def _column_shape(kind: str, col: str, ds: h5py.Dataset, n_counts: object) -> str:
+    """Why ``ds`` has the wrong shape for column ``col`` ("" when it is right)."""
+    if col in _WIDTH:
+        if ds.ndim != 2 or ds.shape[1] != _WIDTH[col]:
+            return f"shape {ds.shape}, expected (n, {_WIDTH[col]})"
+        return ""
+    if kind == "encoder" and col == "counts":
+        if ds.ndim != 2:
+            return f"shape {ds.shape}, expected (n, counters)"
+        if isinstance(n_counts, int | np.integer) and ds.shape[1] != int(n_counts):
+            return f"{ds.shape[1]} counters, the stream's n_counts says {int(n_counts)}"
+        return ""
+    return "" if ds.ndim == 1 else f"shape {ds.shape}, expected one row per sample"
+
+
+def _links(group: h5py.Group, prefix: str) -> tuple[list[str], list[Problem]]:
+    """Names in ``group`` that are hard links; a soft or external link is a problem
+    (it can point anywhere, itself included)."""
+    import h5py
+
+    names, problems = [], []
+    for name in group:
+        link = group.get(name, getlink=True)
+        if isinstance(link, h5py.HardLink):
+            names.append(name)
+        else:
+            kind = "an external" if isinstance(link, h5py.ExternalLink) else "a soft"
+            problems.append(Problem(f"{prefix}{name}", f"{kind} link, not a stream"))
+    return names, problems
+
+
+def structure_problems(f: h5py.File) -> list[Problem]:
+    """Every departure of ``f``'s layout from the format (``docs/FORMAT.md``): a dataset
+    missing, not a dataset, of the wrong dtype or shape; a stream that is not a group or
+    is a link. Values are not read."""
+    import h5py
+
+    problems: list[Problem] = []
+    root, links = _links(f, "")
+    problems += links
+    if "events" not in root:
+        problems.append(Problem("events", "missing"))
+    elif not isinstance(f["events"], h5py.Dataset):
+        problems.append(Problem("events", "not a dataset"))
+    elif f["events"].dtype != EVENT_DTYPE or f["events"].ndim != 1:
+        problems.append(
+            Problem(
+                "events",
+                f"dtype {f['events'].dtype} shape {f['events'].shape}, expected "
+                f"one row of {EVENT_DTYPE} per event",
+            )
+        )
+    if "_status" in root:
+        status = f["_status"]
+        if not isinstance(status, h5py.Dataset) or status.shape != (1,) or status.dtype != "u1":
+            problems.append(Problem("_status", "not one uint8 status value"))
+    for kind, group_name in GROUPS.items():
+        if group_name not in root:
+            problems.append(Problem(group_name, "missing (every session has the group)"))
+            continue
+        group = f[group_name]
+        if not isinstance(group, h5py.Group):
+            problems.append(Problem(group_name, "not a group"))
+            continue
+        names, links = _links(group, f"{group_name}/")
+        problems += links
+        for name in names:
+            problems += _stream_structure(kind, f"{group_name}/{name}", group[name])
+    return problems
+
+
+def _stream_structure(kind: str, key: str, g: h5py.HLObject) -> list[Problem]:
+    import h5py
+
+    if not isinstance(g, h5py.Group):
+        return [Problem(key, "not a group")]
+    problems: list[Problem] = []
+    cols, links = _links(g, f"{key}/")
+    columns = STREAM_COLUMNS[kind]
+    problems += [p for p in links if p.dataset.rsplit("/", 1)[-1] in columns]
+    for col, dtype in columns.items():
+        where = f"{key}/{col}"
+        if col not in cols:
+            if not any(p.dataset == where for p in problems):
+                problems.append(Problem(where, "missing"))
+            continue
+        ds = g[col]
+        if not isinstance(ds, h5py.Dataset):
+            problems.append(Problem(where, "not a dataset"))
+        elif ds.dtype != np.dtype(dtype):
+            problems.append(Problem(where, f"dtype {ds.dtype}, expected {np.dtype(dtype)}"))
+        elif ds.ndim == 0:
+            problems.append(Problem(where, "a scalar, expected one row per sample"))
+        elif text := _column_shape(kind, col, ds, g.attrs.get("n_counts")):
+            problems.append(Problem(where, text))
+    return problems
+
+
+# ---------------------------------------------------------------- strict numbers
+
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_SPECIAL = re.compile(r"[+-]?(?:nan|inf|infinity)", re.ASCII | re.IGNORECASE)
+
+
+def parse_float(text: str) -> float | None:
+    """A number written in ASCII decimal (``-1.5e3``), or ``nan``/``inf``; None otherwise.
+
+    Python's ``float`` also takes ``1_0`` (10.0), full-width and other Unicode digits,
+    and strips Unicode spaces such as NBSP; a file holding those is not what it seems.
+    Surrounding ASCII spaces and tabs are allowed.
+    """
+    cell = text.strip(" \t")
+    if _DECIMAL.fullmatch(cell) or _SPECIAL.fullmatch(cell):
+        return float(cell)
+    return None
+
+
+def parse_int(text: str) -> int | None:
+    """An integer written in ASCII decimal digits (optional sign); None otherwise."""
+    cell = text.strip(" \t")
+    return int(cell) if _INTEGER.fullmatch(cell) else None
+
+
+# ---------------------------------------------------------------- exporting
+
+Batch = TypeVar("Batch", PoseBatch, EncoderBatch, LidarTurns)
+
+
+def _keep(batch: Batch, keep: np.ndarray) -> Batch:
+    """The rows (pose samples, encoder frames, lidar turns) of ``batch`` where ``keep``."""
+    rows = {f.name: keep for f in fields(batch)}
+    if isinstance(batch, LidarTurns):  # per-point columns follow their turns
+        points = np.repeat(keep, batch.count)
+        rows.update(dict.fromkeys(("angle", "range", "intensity", "t_ns"), points))
+    return type(batch)(**{name: getattr(batch, name)[k] for name, k in rows.items()})
+
+
+def exportable(
+    source: str, key: str, batch: Batch, *, skip_invalid: bool = False
+) -> tuple[Batch, int]:
+    """``batch`` if all its samples are possible; else refused, or (``skip_invalid``)
+    without the impossible rows (lidar: whole turns) and how many were dropped.
+
+    Raises:
+        SessionError: impossible samples and not ``skip_invalid``; names ``source``
+            (the session), the datasets and the first bad indices.
+    """
+    from sensorbench.errors import SessionError
+
+    problems, bad = _problems(key, batch)
+    if not problems:
+        return batch, 0
+    if not skip_invalid:
+        shown = "; ".join(str(p) for p in problems[:3])
+        raise SessionError(
+            f"{source}: {shown}; nothing exported (--skip-invalid leaves the invalid samples "
+            "out and counts them)"
+        )
+    return _keep(batch, ~bad), int(bad.sum())

@@ -1,0 +1,297 @@
+"""The pod MCU running the real firmware image under simavr, served on a pty.
+
+:class:`FirmwarePodEmulator` starts the harness (``firmware/sim/pods_harness.c``,
+built by ``make -C firmware``) on a :class:`~sensorbench.sim.pty.PtyPort`: simavr
+loads the ATmega328P ELF, the harness drives the encoder pins from a
+:class:`~sensorbench.sim.pod_trajectory.PodTrajectory` and writes every byte the
+simulated UART sends to the pty master, which it shares with the port. The host opens
+``link`` (or ``path``) with pyserial like a USB adapter.
+
+Time: the trajectory starts when the firmware starts its clock (its ``t_us`` = 0).
+Simulated time is paced to the wall clock × ``speed``; when the harness cannot keep up,
+or the host does not read and the pty is full, simulated time waits (it runs slower
+than the wall clock, never skips), so nothing the firmware sends is lost and the
+counts never depend on the machine's load. ``t_us`` is simulated MCU time: it lags
+the wall clock by however long the simulation waited.
+
+Resets: with ``auto_reset`` (an Arduino Uno or Nano: DTR is wired to RESET through a
+capacitor) asserting DTR, as every open of the port does, resets the MCU; it is held
+for ``boot_s`` (the bootloader's wait for an upload, ~1 s with optiboot) and then
+restarts: ``seq`` and ``t_us`` start over, the counters restart at 0 (a reset during
+the hold starts it over). DTR reaches the
+emulator through the pty's modem-line channel
+(:class:`~sensorbench.sim.modem_lines.ModemLineChannel`). Every restart is aligned so
+its latch instants fall on the first boot's grid (``align_us``, the firmware's
+period), which keeps the truth exact.
+
+Truth: the harness reports each boot's start (cycle, trajectory time) and the counts
+the pins showed when the firmware read its initial encoder state (``base``); the
+firmware's counters at a frame are the trajectory's counts at the latch minus that
+base (:meth:`FirmwarePodEmulator.expected_counts`). The link has no faults: stall,
+unplug and replug are refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sensorbench.errors import SimError
+from sensorbench.sim.emulator_base import PtyEmulator
+from sensorbench.sim.modem_lines import ModemLineChannel
+from sensorbench.sim.pod_trajectory import CYCLES_PER_US, PodTrajectory
+from sensorbench.sim.pty import PtyPort
+
+FIRMWARE_DIR = Path(__file__).resolve().parent.parent / "firmware"
+HARNESS_ENV = "SENSORBENCH_POD_HARNESS"
+DEFAULT_HARNESS = FIRMWARE_DIR / "build" / "sim" / "pods_harness"
+DEFAULT_ELF = FIRMWARE_DIR / "build" / "avr" / "pods-atmega328p.elf"
+OPTIBOOT_WAIT_S = 1.0  # optiboot's watchdog timeout after an external reset (s)
+PERIOD_US = 5000  # the default build's latch period (200 Hz), µs
+_STOP_TIMEOUT_S = 5.0
+
+
+def harness_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """The harness executable: ``path``, else ``$SENSORBENCH_POD_HARNESS``, else the
+    one ``make -C firmware`` builds; raises :class:`SimError` if it is missing."""
+    found = Path(path or os.environ.get(HARNESS_ENV) or DEFAULT_HARNESS)
+    if not os.access(found, os.X_OK):
+        raise SimError(
+            f"{found}: no simavr harness; build it with `make -C {FIRMWARE_DIR}` in a clone "
+            f"(needs simavr and libsimavr-dev) or name it in ${HARNESS_ENV}"
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class Boot:
+    """One start of the firmware.
+
+    Attributes:
+        index: 0 at power-on, +1 per reset.
+        cycle: simulated CPU cycle at which the firmware started its clock (t_us = 0).
+        traj_us: trajectory time of that instant (µs).
+        base: the counts the pins showed when the firmware read its initial state
+            (int64[N]); its counters are the trajectory's counts minus these.
+    """
+
+    index: int
+    cycle: int
+    traj_us: int
+    base: np.ndarray
+
+
+class FirmwarePodEmulator(PtyEmulator):
+    """The AVR pod firmware under simavr, its UART on a pty.
+
+    Args:
+        elf: the ATmega328P image (``firmware/build/avr/pods-atmega328p.elf``).
+        trajectory: the counts the encoder pins follow.
+        link: stable path for the pty symlink.
+        speed: simulated seconds per wall second; 0 runs as fast as the host allows.
+        loop: repeat the trajectory (counts and time continue) instead of stopping.
+        auto_reset: DTR asserted (the host opening the port) resets the MCU.
+        boot_s: how long a reset holds the MCU before its image restarts (s).
+        reset_at_us: resets at these trajectory times (µs), besides DTR's.
+        phase_deg: quadrature phase between an A edge and the next B edge (90: ideal;
+            45 < phase < 135).
+        harness: the harness executable (default: :func:`harness_path`).
+        events: a file to append the harness's event lines to, as they come
+            (``firmware/README.md``: boots, their base counts, resets).
+        tail_us: without ``loop``, how long the MCU keeps running after the last row
+            (µs) so the last frames are sent; then the emulator has ``finished``.
+        period_us: the image's latch period (µs; 1e6 / ``PODS_RATE_HZ`` of its build):
+            the grid resets are aligned to and ``boot_s`` is rounded to.
+    """
+
+    def __init__(
+        self,
+        elf: str | os.PathLike[str],
+        trajectory: PodTrajectory,
+        *,
+        link: str | os.PathLike[str] | None = None,
+        speed: float = 1.0,
+        loop: bool = False,
+        auto_reset: bool = True,
+        boot_s: float = OPTIBOOT_WAIT_S,
+        reset_at_us: tuple[int, ...] = (),
+        phase_deg: float = 90.0,
+        harness: str | os.PathLike[str] | None = None,
+        events: str | os.PathLike[str] | None = None,
+        tail_us: int = 20_000,
+        period_us: int = PERIOD_US,
+    ) -> None:
+        self.elf = Path(elf)
+        if not self.elf.is_file():
+            raise SimError(f"{self.elf}: no such firmware image (build it: make -C firmware)")
+        if min(speed, boot_s, tail_us) < 0 or period_us <= 0 or not 45 < phase_deg < 135:
+            raise SimError(
+                "speed, boot_s and tail_us must be >= 0, period_us > 0, 45 < phase_deg < 135"
+            )
+        self.harness = harness_path(harness)
+        self._events = Path(events) if events is not None else None
+        if self._events is not None:
+            try:
+                self._events.touch()
+            except OSError as exc:
+                raise SimError(f"{events}: cannot write the events ({exc})") from exc
+        self.trajectory = trajectory
+        self.loop = loop
+        self.boot_us = round(boot_s * 1e6 / period_us) * period_us
+        self._args = [
+            "--speed", repr(float(speed)),
+            "--boot-us", str(self.boot_us),
+            "--align-us", str(int(period_us)),
+            "--tail-us", str(int(tail_us)),
+            "--phase-deg", repr(float(phase_deg)),
+            *(a for t in reset_at_us for a in ("--reset-at-us", str(int(t)))),
+            *(["--loop"] if loop else []),
+        ]  # fmt: skip
+        super().__init__(PtyPort(link=link))
+        self._dir = tempfile.TemporaryDirectory(prefix="sensorbench-firmware-")
+        self._traj_file = Path(self._dir.name) / "trajectory.txt"
+        trajectory.write(self._traj_file)
+        self.boots: list[Boot] = []
+        self.resets: list[int] = []  # trajectory times of the resets applied (µs)
+        self.finished = threading.Event()
+        self.errors: list[str] = []
+        self._bases: dict[int, np.ndarray] = {}
+        self._proc: subprocess.Popen[str] | None = None
+        self._lock = threading.Lock()
+        self._lines: ModemLineChannel | None = None
+        if auto_reset:
+            self._lines = ModemLineChannel(self.port.path, self._on_dtr)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> FirmwarePodEmulator:
+        """Power on: start the harness (the MCU boots and streams); returns self."""
+        with self._lock:
+            if self._proc is not None:
+                return self
+            master = self.port.master_fd
+            self._proc = subprocess.Popen(
+                [
+                    os.fspath(self.harness),
+                    "--elf", os.fspath(self.elf),
+                    "--trajectory", os.fspath(self._traj_file),
+                    "--fd", str(master),
+                    *self._args,
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                pass_fds=(master,),
+            )  # fmt: skip
+        threading.Thread(target=self._read_stderr, name="pod-firmware-stderr", daemon=True).start()
+        self._start_thread("pod-firmware")
+        return self
+
+    def _run(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        with (
+            self._events.open("a", encoding="utf-8") if self._events else contextlib.nullcontext()
+        ) as log:
+            for line in proc.stdout:
+                if log is not None:
+                    log.write(line)
+                    log.flush()
+                self._event(line.split())
+        if proc.wait() != 0 and not self._stop.is_set():
+            self.errors.append(f"the harness exited with status {proc.returncode}")
+        self.finished.set()
+
+    def _read_stderr(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stderr is not None
+        for line in proc.stderr:
+            if line.strip():
+                self.errors.append(line.strip())
+
+    def _event(self, words: list[str]) -> None:
+        if not words:
+            return
+        kind = words[0]
+        if kind == "base":
+            self._bases[int(words[1])] = np.array(words[5].split(","), dtype=np.int64)
+        elif kind == "epoch":
+            index = int(words[1])
+            base = self._bases.get(index, np.zeros(self.trajectory.n_pods, np.int64))
+            self.boots.append(Boot(index, int(words[3]), int(words[5]), base))
+        elif kind == "reset":
+            self.resets.append(int(words[5]))
+        elif kind == "end":
+            self.finished.set()
+
+    def reset(self) -> None:
+        """Pulse RESET (what DTR does on an Uno): takes effect on the next latch grid point."""
+        self._command("reset")
+
+    def _command(self, text: str) -> None:
+        with self._lock:
+            proc = self._proc
+            if proc is None or proc.stdin is None or proc.poll() is not None:
+                return
+            try:
+                proc.stdin.write(text + "\n")
+                proc.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                pass
+
+    def _on_dtr(self, asserted: bool) -> None:
+        if asserted:  # the falling edge of DTR# pulls RESET low through the capacitor
+            self.reset()
+
+    def stop(self, timeout_s: float = _STOP_TIMEOUT_S) -> None:
+        """Stop the harness (quit, then kill after ``timeout_s``) and remove the pty."""
+        self._stop.set()
+        if self._lines is not None:
+            self._lines.close()
+        with self._lock:
+            proc = self._proc
+        if proc is not None:
+            self._command("quit")
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout_s)
+            if proc.stdin is not None:
+                proc.stdin.close()
+        super().stop(timeout_s)
+        self._dir.cleanup()
+
+    def stall(self, seconds: float) -> None:
+        """Refused: the firmware's link has no faults."""
+        raise SimError("the firmware emulator has no link faults (stall)")
+
+    def unplug(self) -> None:
+        """Refused: the firmware's link has no faults."""
+        raise SimError("the firmware emulator has no link faults (unplug)")
+
+    def replug(self) -> None:
+        """Refused: the firmware's link has no faults."""
+        raise SimError("the firmware emulator has no link faults (replug)")
+
+    @property
+    def name(self) -> str:
+        """The stable link, or the tty node."""
+        return self.link
+
+    # -- truth -------------------------------------------------------------------
+
+    def expected_counts(self, boot: int, t_us: np.ndarray) -> np.ndarray:
+        """The firmware's counters at its frames ``t_us`` (µs since that boot's start,
+        unwrapped) of boot ``boot``: int64[k, N], before their wrap to the counter width."""
+        b = self.boots[boot]
+        traj = b.traj_us + np.asarray(t_us, dtype=np.int64)
+        return self.trajectory.counts_at(traj, self.loop, CYCLES_PER_US) - b.base

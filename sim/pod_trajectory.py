@@ -1,0 +1,133 @@
+"""Encoder counts vs time that the simavr harness drives onto the firmware's pins.
+
+A :class:`PodTrajectory` is a list of rows ``(t_us, c0[, c1[, c2]])``: trajectory
+time (µs, strictly increasing) and each pod's cumulative count (ticks) at that time.
+The harness (``firmware/sim/pods_harness.c``) turns it into quadrature edges with one
+rule, which :meth:`PodTrajectory.counts_at` reproduces exactly: between two rows a pod
+moving ``n`` counts makes ``n`` edges, edge ``j`` (1..n) at
+``T0 + floor((2j - 1)(T1 - T0) / 2n)`` cycles (``T`` = t_us × cycles per µs), so edges
+are evenly spaced and none falls on a row's time. Looped, repetition ``r`` adds ``r``
+× the span to the times and ``r`` × the net change to the counts.
+
+The text file the harness reads has one row per line, integers separated by spaces
+(``#`` starts a comment): ``t_us c0 c1 c2``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sensorbench.errors import SimError
+
+MAX_PODS = 3  # encoder pairs on the ATmega328P's port C (A0..A5)
+CYCLES_PER_US = 16  # the 16 MHz ATmega328P
+
+
+@dataclass(frozen=True)
+class PodTrajectory:
+    """Rows of trajectory time (µs) and cumulative counts (ticks).
+
+    Attributes:
+        t_us: row times (int64[n], strictly increasing, µs).
+        counts: counts at those times (int64[n, N], 1 ≤ N ≤ 3).
+    """
+
+    t_us: np.ndarray
+    counts: np.ndarray
+
+    def __post_init__(self) -> None:
+        t = np.asarray(self.t_us, dtype=np.int64)
+        c = np.asarray(self.counts, dtype=np.int64)
+        if c.ndim != 2 or c.shape[0] != t.size or not 1 <= c.shape[1] <= MAX_PODS:
+            raise SimError(f"trajectory counts must be (n, 1..{MAX_PODS}) with n = {t.size}")
+        if t.size < 2 or np.any(np.diff(t) <= 0):
+            raise SimError("a trajectory needs at least two rows with increasing t_us")
+        object.__setattr__(self, "t_us", t)
+        object.__setattr__(self, "counts", c)
+
+    @property
+    def n_pods(self) -> int:
+        """Pods (columns of counts)."""
+        return int(self.counts.shape[1])
+
+    @property
+    def span_us(self) -> int:
+        """Last row's time minus the first's (µs): one repetition when looped."""
+        return int(self.t_us[-1] - self.t_us[0])
+
+    @classmethod
+    def from_samples(cls, samples: Any) -> PodTrajectory:
+        """The counts of MCU samples (``Simulation.pods()``) against their MCU time
+        (``mcu_time_us``, µs, made relative to the first sample)."""
+        mcu = np.asarray(samples.mcu_time_us, dtype=np.int64)
+        return cls(mcu - mcu[0], np.asarray(samples.counts, dtype=np.int64))
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> PodTrajectory:
+        """Read the harness's text format; errors name the file and line."""
+        path = Path(path)
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SimError(f"{path}: cannot read the trajectory ({exc})") from exc
+        rows: list[list[int]] = []
+        for number, line in enumerate(lines, start=1):
+            text = line.split("#", 1)[0].replace(",", " ").split()
+            if not text:
+                continue
+            try:
+                values = [int(v) for v in text]
+            except ValueError:
+                raise SimError(f"{path}:{number}: expected integers 't_us c0 [c1 [c2]]'") from None
+            if not 2 <= len(values) <= 1 + MAX_PODS or (rows and len(values) != len(rows[0])):
+                raise SimError(
+                    f"{path}:{number}: {len(values) - 1} counts; every row needs the same "
+                    f"1 to {MAX_PODS}"
+                )
+            if rows and values[0] <= rows[-1][0]:
+                raise SimError(f"{path}:{number}: t_us {values[0]} does not increase")
+            rows.append(values)
+        if len(rows) < 2:
+            raise SimError(f"{path}: a trajectory needs at least two rows")
+        data = np.asarray(rows, dtype=np.int64)
+        return cls(data[:, 0], data[:, 1:])
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        """Write the harness's text format."""
+        table = np.column_stack([self.t_us, self.counts])
+        np.savetxt(
+            path, table, fmt="%d", header="t_us " + " ".join(f"c{k}" for k in range(self.n_pods))
+        )
+
+    def counts_at(
+        self, traj_us: np.ndarray, loop: bool = False, cycles_per_us: int = CYCLES_PER_US
+    ) -> np.ndarray:
+        """The counts the pins show at trajectory times ``traj_us`` (µs, relative to the
+        first row; int64[k] -> int64[k, N]): the edges strictly before that cycle.
+
+        Before the first row: the first row's counts; after the last (not looped): the
+        last row's.
+        """
+        q = np.asarray(traj_us, dtype=np.int64) * cycles_per_us
+        times = (self.t_us - self.t_us[0]) * cycles_per_us
+        span = int(times[-1])
+        rep = np.zeros_like(q)
+        if loop:
+            rep = np.floor_divide(q, span)
+            q = q - rep * span
+        q = np.clip(q, 0, span)
+        seg = np.clip(np.searchsorted(times, q, side="right") - 1, 0, times.size - 2)
+        start, length = times[seg], times[seg + 1] - times[seg]
+        c0, c1 = self.counts[seg], self.counts[seg + 1]
+        n = np.abs(c1 - c0)
+        offset = (q - start)[:, None]
+        # edge j is before cycle q  <=>  (2j - 1) * length < 2 n q
+        m = np.floor_divide(2 * n * offset - 1, length[:, None])
+        done = np.clip(np.floor_divide(m + 1, 2), 0, n)
+        net = self.counts[-1] - self.counts[0]
+        return c0 + np.sign(c1 - c0) * done + rep[:, None] * net

@@ -1,0 +1,91 @@
+"""The emulated robot with the firmware image as its pod MCU (``emulate robot --pods-firmware``).
+
+A robot whose only device is the pod MCU, driven by the square scenario's pod counts:
+the reader gets exactly the counts of ``sim.pods()`` the harness drove; a config or a
+scenario the firmware cannot serve is refused before anything runs.
+"""
+
+from __future__ import annotations
+
+import time
+
+import firmware_util
+import numpy as np
+import pytest
+
+from sensorbench.drivers.pods_reader import PodProtocol
+from sensorbench.drivers.serial_link import LinkConfig, SerialLink
+from sensorbench.drivers.serial_reader import SerialReader
+from sensorbench.errors import SimError
+from sensorbench.sim.emulated_robot import EmulatedRobot
+from sensorbench.sim.emulator_firmware import FirmwarePodEmulator
+
+CONFIG = """
+[robot]
+name = "pods-only"
+
+[[devices]]
+name = "pods"
+kind = "pods"
+port = "{{run_dir}}/pods"
+baud = 115200
+protocol = "{protocol}"
+counter_bits = 16
+n_pods = 3
+imu = false
+
+[emulation]
+scenario = "{scenario}"
+seed = 1
+"""
+
+
+@pytest.fixture(scope="module")
+def elf():
+    firmware_util.product("harness")
+    return firmware_util.product("avr")
+
+
+def _config(tmp_path, protocol: str = "binary", scenario: str = "square"):
+    path = tmp_path / "robot.toml"
+    path.write_text(CONFIG.format(protocol=protocol, scenario=scenario))
+    return path
+
+
+def test_the_robot_s_pod_mcu_is_the_firmware_driven_by_the_scenario(elf, tmp_path) -> None:
+    robot = EmulatedRobot(tmp_path / "run", _config(tmp_path), speed=1.0, pods_firmware=elf)
+    em = robot["pods"]
+    assert isinstance(em, FirmwarePodEmulator)
+    protocol = PodProtocol(keep_frames=True)
+    config = LinkConfig(first_valid_timeout_s=None)
+    reader = SerialReader(SerialLink("pods", robot.link("pods"), protocol, config=config))
+    reader.start()  # opened before power-on: its DTR finds no running MCU to reset
+    try:
+        robot.start()
+        deadline = time.monotonic() + 60
+        while len(protocol.collected().seq) < 400 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        reader.stop()
+        robot.stop()
+    frames = protocol.collected()
+    assert len(frames.seq) >= 400 and protocol.parser.stats.crc_errors == 0
+    np.testing.assert_array_equal(np.diff(frames.seq), 1)
+    t_us = frames.device_ns // 1000
+    expected = em.expected_counts(0, t_us)  # no reset: the port was open before power-on
+    np.testing.assert_array_equal(frames.counts - frames.counts[0], expected - expected[0])
+    assert np.abs(np.diff(expected, axis=0)).max() > 0  # the square drive moves from 1 s
+    assert not (tmp_path / "run" / "pods").exists()
+
+
+@pytest.mark.parametrize(
+    ("protocol", "scenario", "message"),
+    [
+        ("csv", "square", "binary frames of 3 counters"),
+        ("binary", "pods_faults", "no link faults"),
+    ],
+)
+def test_what_the_firmware_cannot_serve_is_refused(elf, tmp_path, protocol, scenario, message):
+    with pytest.raises(SimError, match=message):
+        EmulatedRobot(tmp_path / "run", _config(tmp_path, protocol, scenario), pods_firmware=elf)
+    assert not (tmp_path / "run" / "pods").exists()
