@@ -125,7 +125,9 @@ def test_real_tum_end_to_end(tmp_path):
     ate = sess["trajectory_error"]["ate_translation_m"]
     evo_ate = evo_peer.evo_associated_ate(GT, EST, offset)
     assert abs(ate["rmse"] - evo_ate["rmse"]) <= 0.01 * evo_ate["rmse"]
-    assert ate["rmse"] == pytest.approx(sess["alignment"]["residual_rms_m"], rel=1e-12)
+    # evo's frame is the position-only least-squares one; the error model's GLS frame also
+    # weighs the rotations, so its position residual on the same pairs is at least evo's
+    assert ate["rmse"] <= sess["alignment"]["residual_rms_m"] < 1.1 * ate["rmse"]
     r_text = _invoke("fit", "pose-error", h5, "--sensor", "pose_sensor")
     assert f"ATE (evo_ape, translation): RMSE {1000 * ate['rmse']:.2f} mm" in r_text.output
     rms = doc["rms"]["fr1_xyz"]
