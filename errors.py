@@ -72,3 +72,7 @@ class ModelFileError(FitError, FusionError):
 
 class OutputError(SensorbenchError):
     """An output file cannot be written: it exists (no ``--force``) or is one of the inputs."""
+
+
+class LiveError(SensorbenchError):
+    """The live runtime cannot run as asked (models, viewer or UDP address, device roles)."""

@@ -1,8 +1,11 @@
 """RPLIDAR A1: decode throughput against the line rate, live reader and emulator CPU use.
 
-* decode: the vectorised node decoder plus turn assembly on a synthetic standard-scan
-  stream, as a multiple of the A1's 2000 nodes/s, and against the library's own
-  per-node ``rplidar._process_scan`` loop on the same bytes;
+* decode: the live path (one compiled pass per read: framing, times, turns;
+  :class:`~sensorbench.drivers.a1_turns.A1Turns`) on a synthetic standard-scan stream,
+  as a multiple of the A1's 2000 nodes/s, and against the library's own per-node
+  ``rplidar._process_scan`` loop on the same bytes, in the 500-byte reads of a live
+  capture (what a small robot computer pays) and in one call over a whole capture;
+  the same for express capsules against the express line rate (4000 samples/s);
 * live: one :func:`~sensorbench.drivers.a1_reader.a1_reader` reading the emulator at
   real-time rate through a pty; the CPU time of each thread (reader, emulator) over the
   wall time, in % of one core.
@@ -21,10 +24,13 @@ import rplidar
 
 from sensorbench.bench import BenchResult, Round, cpu_windows, interleave
 from sensorbench.drivers import a1_protocol as proto
+from sensorbench.drivers.a1_kernels import decode_nodes
 from sensorbench.drivers.a1_reader import a1_reader
 from sensorbench.drivers.a1_scanner import A1Scanner
-from sensorbench.drivers.a1_turns import TurnAssembler
-from sensorbench.sim.emulator_a1 import REAL_SAMPLE_US, A1Emulator, RoomSamples, encode_nodes
+from sensorbench.drivers.a1_turns import A1Turns
+from sensorbench.sim.a1_express import express_stream
+from sensorbench.sim.a1_samples import REAL_EXPRESS_US, REAL_SAMPLE_US, RoomSamples
+from sensorbench.sim.emulator_a1 import A1Emulator, encode_nodes
 
 AREA = "a1"
 
@@ -40,15 +46,25 @@ def _stream(n: int) -> bytes:
     return encode_nodes(start, s.intensity[:n], q6, q2)
 
 
-def _decode(data: bytes, chunk: int) -> None:
-    """Decode + turn assembly of ``data`` fed in ``chunk``-byte reads."""
-    asm = TurnAssembler()
-    tail = b""
+def _express_stream(n_capsules: int) -> bytes:
+    """``n_capsules`` express capsules of the emulator's room (one sample per 254 µs)."""
+    s = RoomSamples.generate(
+        duration_s=n_capsules * 32 * REAL_EXPRESS_US * 1e-6 + 1.0,
+        samples_per_s=1e6 / REAL_EXPRESS_US,
+        seed=1,
+    )
+    caps = express_stream(s.t_s, s.angle_deg_cw, s.range_m).capsules[:n_capsules]
+    if caps.shape[0] < n_capsules:
+        raise RuntimeError(f"A1 benchmark: {caps.shape[0]} capsules made, {n_capsules} needed")
+    return caps.tobytes()
+
+
+def _decode(data: bytes, chunk: int, mode: str = "standard") -> None:
+    """The live path (decode, host and device times, turns) of ``data`` fed in
+    ``chunk``-byte reads."""
+    asm = A1Turns(mode, sample_us=REAL_SAMPLE_US if mode == "standard" else REAL_EXPRESS_US)
     for i in range(0, len(data), chunk):
-        buf = tail + data[i : i + chunk]
-        nodes, used, _ = proto.decode_nodes(buf)
-        tail = buf[used:]
-        asm.feed(nodes, np.zeros(len(nodes), dtype=np.int64))
+        asm.feed(i, data[i : i + chunk])
 
 
 def _library(data: bytes) -> None:
@@ -92,7 +108,14 @@ def run(quick: bool) -> list[BenchResult]:
     small = interleave(lambda: _decode(small_data, 500), rounds=rounds).rounds(
         lambda o, _: len(small_data) / 5 / o / line
     )
-    vs = interleave(lambda: proto.decode_nodes(data), lambda: _library(lib_data), rounds=rounds)
+    live_vs = interleave(
+        lambda: _decode(small_data, 500), lambda: _library(small_data), rounds=rounds
+    ).rounds(lambda o, r: r / o)
+    caps = _express_stream(2_000 if quick else 10_000)
+    express = interleave(lambda: _decode(caps, 500, "express"), rounds=rounds).rounds(
+        lambda o, _: len(caps) / 84 * 32 / o / proto.NOMINAL_EXPRESS_PER_S
+    )
+    vs = interleave(lambda: decode_nodes(data), lambda: _library(lib_data), rounds=rounds)
     n_lib = len(lib_data) / 5
     ratio = vs.rounds(lambda o, r: (n / o) / (n_lib / r))
     offline = n / vs.ours_median_s
@@ -116,6 +139,26 @@ def run(quick: bool) -> list[BenchResult]:
             20.0,
             True,
             "with the chunk size of a 50 ms poll",
+        ),
+        BenchResult.from_rounds(
+            AREA,
+            "live decode vs rplidar._process_scan (500 B reads)",
+            live_vs,
+            "x",
+            10.0,
+            True,
+            "the live path (decode, host and device times, turns) against the library's "
+            "per-node loop, same bytes in the same 500-byte reads",
+        ),
+        BenchResult.from_rounds(
+            AREA,
+            "express decode throughput (500 B reads)",
+            express,
+            "x line rate",
+            20.0,
+            True,
+            f"{len(caps) // 84:,} capsules, decode + turns, vs the express "
+            f"{proto.NOMINAL_EXPRESS_PER_S:.0f} samples/s",
         ),
         BenchResult.from_rounds(
             AREA,

@@ -44,15 +44,24 @@ def register(cli: click.Group) -> None:
     "--sample-rate",
     "sample_rate_hz",
     type=FiniteFloat(min=1.0),
-    default=2000.0,
-    show_default=True,
-    help="Nodes per second used to give a bare byte file point times (Hz); a session's "
-    "raw stream, or a record-raw file with its .chunks, has host times and ignores it.",
+    default=None,
+    help="Samples per second that time a bare byte file without the unit's GET_SAMPLERATE "
+    "answer (Hz) [default: the nominal 2000 standard, 4000 express]; a bare file with "
+    "that answer is timed by the unit's own sample duration, and a session's raw stream "
+    "or a record-raw file with its .chunks by host read times.",
 )
 @click.option(
     "--no-descriptor",
     is_flag=True,
-    help="RAW is a bare node stream starting on a node boundary (no A5 5A 05 00 00 40 81).",
+    help="RAW is a bare stream starting on a node (or capsule) boundary, without scan "
+    "descriptor (A5 5A 05 00 00 40 81 standard, A5 5A 54 00 00 40 82 express).",
+)
+@click.option(
+    "--scan-mode",
+    type=click.Choice(["standard", "express"]),
+    default="standard",
+    show_default=True,
+    help="With --no-descriptor: the stream's scan mode (5-byte nodes or 84-byte capsules).",
 )
 @click.option("--label", default="", help="Session label.")
 @force_option("OUTPUT")
@@ -62,20 +71,25 @@ def decode_a1_cmd(
     output: Path,
     name: str,
     stream: str | None,
-    sample_rate_hz: float,
+    sample_rate_hz: float | None,
     no_descriptor: bool,
+    scan_mode: str,
     label: str,
     force: bool,
     as_json: bool,
 ) -> None:
-    """Decode an RPLIDAR A1 raw capture (scan descriptor + 5-byte nodes) into a session.
+    """Decode an RPLIDAR A1 raw capture (standard nodes or express capsules) into a session.
 
     RAW is a file of received bytes (with host read times when `record-raw` wrote
-    its RAW.chunks sidecar) or a session whose raw stream is re-decoded.
-    Turns are cut at the start flags; angles become rad CCW (from q6 degrees CW),
-    ranges m with inf for no return (from q2 mm), quality 0..63 the intensity. The
-    turn cut by a scan restart or the end of the capture is kept, flagged
-    PACKET_LOSS. A bare file has no times: points are spaced at --sample-rate.
+    its RAW.chunks sidecar) or a session whose raw stream is re-decoded, as the live
+    scanner read it. Each scan descriptor starts a scan in its mode; turns are cut at
+    the start flags (express: where the vendor SDK sets its sync bit); angles become
+    rad CCW (from q6 degrees CW), ranges m with inf for no return (from q2 mm),
+    quality 0..63 the intensity (express: 47 for a return). The turn cut by a scan
+    restart or the end of the capture is kept, flagged PACKET_LOSS. A bare file has
+    no read times: its samples are spaced by the unit's sample duration when the
+    capture holds its GET_SAMPLERATE answer, else at --sample-rate (invented times,
+    said in the stream's time_base).
     """
     from sensorbench.drivers.a1_raw import decode_a1
 
@@ -87,6 +101,7 @@ def decode_a1_cmd(
         stream=stream,
         sample_rate_hz=sample_rate_hz,
         require_descriptor=not no_descriptor,
+        mode=scan_mode,
         label=label,
         overwrite=force,
     )
@@ -96,7 +111,7 @@ def decode_a1_cmd(
     click.echo(
         f"{output}: {summary['turns']} turns, {summary['points']} points from "
         f"{summary['bytes']} bytes ({summary['scans']} scan starts, "
-        f"{summary['bytes_skipped']} bytes skipped)"
+        f"{summary['bytes_skipped']} bytes skipped); times: {summary['time_base']}"
     )
     dropped = summary["nodes_dropped_offsets"]
     if dropped or summary["ranges_beyond_limit"]:
@@ -139,10 +154,15 @@ def emulate_a1_cmd(
 ) -> None:
     """Serve an emulated RPLIDAR A1 (115200 baud) on a pty and print its path.
 
-    It answers GET_INFO, GET_HEALTH, SCAN/FORCE_SCAN, STOP and RESET; it spins only
-    after a scan request (a pty has no DTR). With --scenario the nodes are the
-    scenario's ray-cast A1 samples, looped, and its [faults.<device>] link knobs
-    apply. Runs until Ctrl-C (or --duration).
+    It answers GET_INFO, GET_HEALTH, GET_SAMPLERATE, SCAN/FORCE_SCAN (5-byte nodes,
+    about 2000/s), EXPRESS_SCAN (84-byte capsules of 32 samples, about 4000/s), STOP
+    and RESET. Its motor follows DTR as on the real adapter: it spins while no program
+    holds DTR set (sensorbench's drivers reach the emulator's DTR through a side
+    channel; a plain program opening the pty leaves it spinning), and nodes flow once
+    a scan is requested. Without --scenario it is a 6 x 8 m room with the real-capture
+    defaults (docs/A1.md); with --scenario the nodes are the scenario's ray-cast A1
+    samples (twice as many per second in express), looped, and its [faults.<device>]
+    link knobs apply. Runs until Ctrl-C (or --duration).
     """
     from sensorbench.errors import SimError
     from sensorbench.sim.emulator_a1 import A1Emulator
@@ -153,7 +173,7 @@ def emulate_a1_cmd(
         serial = bytes.fromhex(serial_hex)
     except ValueError as err:
         raise SimError(f"--serial must be 32 hex digits, got {serial_hex!r}") from err
-    samples = None
+    samples = express = None
     faults = None
     health = (0, 0)
     if scenario is not None:
@@ -167,6 +187,7 @@ def emulate_a1_cmd(
         if name not in a1s:
             raise SimError(f"no A1 {name!r} in scenario {scenario!r}; A1s: {', '.join(a1s)}")
         samples = sim.lidar(name)
+        express = sim.lidar(name, samples_per_s=2.0 * float(samples.params["samples_per_s"]))
         knobs = sim.scenario.faults(name)
         faults = link_faults(knobs)
         levels = {"good": 0, "warning": 1, "error": 2}
@@ -175,6 +196,7 @@ def emulate_a1_cmd(
     with stop_on_signals() as stop:  # before the pty exists: a Ctrl-C from then on stops cleanly
         em = A1Emulator(
             samples,
+            express_samples=express,
             link=link,
             serial=serial,
             speed=speed,

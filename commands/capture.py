@@ -9,6 +9,7 @@ import math
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +53,13 @@ class _StatusPrinter:
     line every 5 s.
     """
 
-    def __init__(self, duration_s: float) -> None:
+    def __init__(
+        self, duration_s: float, extra: Callable[[float, list], list[str]] | None = None
+    ) -> None:
         from sensorbench.drivers.capture import format_status_parts
 
         self.parts = format_status_parts
+        self.extra = extra
         self.duration_s = duration_s
         self.tty = sys.stderr.isatty()
         self._last_line = -math.inf
@@ -74,6 +78,8 @@ class _StatusPrinter:
                 )
                 self._message(f"{elapsed_s:6.1f} s: {what}")
         parts = self.parts(elapsed_s, self.duration_s, statuses)
+        if self.extra is not None:
+            parts += self.extra(elapsed_s, statuses)
         line = " | ".join(parts)
         if not self.tty:
             if time.monotonic() - self._last_line >= 5.0:
@@ -104,30 +110,43 @@ class _StatusPrinter:
             click.echo("", err=True)
 
 
+def recording_options(verb: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The device and session options ``capture`` and ``live`` share (``verb``: "Record" or
+    "Run", for the help texts)."""
+    options = [
+        click.option(
+            "--config", "config_path", required=True, type=click.Path(dir_okay=False),
+            help=_CONFIG_HELP,
+        ),
+        click.option(
+            "--duration", "duration_s", type=FiniteFloat(min=0.0, min_open=True), default=None,
+            help=f"{verb} time after bring-up (s); default: until Ctrl-C or SIGTERM.",
+        ),
+        click.option(
+            "-o", "--output", required=True, type=click.Path(dir_okay=False),
+            help="Session file to create (.h5); refused if it exists.",
+        ),
+        click.option("--label", default="", help="What this session is (e.g. square, static)."),
+        click.option("--note", default="", help="Free text stored with the session."),
+        click.option(
+            "--run-dir", type=click.Path(file_okay=False), default=None, help=_RUN_DIR_HELP
+        ),
+        click.option(
+            "--allow-missing", is_flag=True,
+            help=f"{verb} with the devices that came up when some did not.",
+        ),
+    ]  # fmt: skip
+
+    def apply(f: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return apply
+
+
 @click.command("capture")
-@click.option(
-    "--config", "config_path", required=True, type=click.Path(dir_okay=False), help=_CONFIG_HELP
-)
-@click.option(
-    "--duration",
-    "duration_s",
-    type=FiniteFloat(),
-    default=None,
-    help="Recording time after bring-up (s); default: until Ctrl-C or SIGTERM.",
-)
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="Session file to create (.h5); refused if it exists.",
-)
-@click.option("--label", default="", help="What this session is (e.g. square, static).")
-@click.option("--note", default="", help="Free text stored with the session.")
-@click.option("--run-dir", type=click.Path(file_okay=False), default=None, help=_RUN_DIR_HELP)
-@click.option(
-    "--allow-missing", is_flag=True, help="Record with the devices that came up when some did not."
-)
+@recording_options("Record")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
 @click.pass_context
 def capture_cmd(
@@ -381,7 +400,8 @@ def emulate_pods_cmd(
     "pods_firmware",
     type=click.Path(dir_okay=False, exists=True),
     default=None,
-    help="Run this ATmega328P image under simavr as the pod MCU (see emulate pods --firmware).",
+    help="Run this ATmega328P image under simavr as the pod MCU (see emulate pods --firmware); "
+    "its config entry must be binary, 3 pods, imu = false (the image sends no IMU fields).",
 )
 def emulate_robot_cmd(
     run_dir: str,

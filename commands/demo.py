@@ -58,8 +58,47 @@ def register(cli: click.Group) -> None:
 @click.option(
     "--seed", default=1, show_default=True, type=SEED, help="Simulation and Monte Carlo seed."
 )
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Run the emulated robot live instead (sensorbench live, the shipped models fitted on "
+    "it): open the view in Foxglove; until Ctrl-C or --duration.",
+)
+@click.option(
+    "--foxglove",
+    "foxglove_addr",
+    default="127.0.0.1:8765",
+    show_default=True,
+    metavar="[HOST:]PORT",
+    help="--live: where the Foxglove WebSocket server listens.",
+)
+@click.option(
+    "--duration",
+    "duration_s",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=None,
+    help="--live: run time after bring-up (s); default: until Ctrl-C.",
+)
+@click.option(
+    "--pods-firmware",
+    "pods_firmware",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    metavar="ELF",
+    help="--live: run this ATmega328P image (make -C firmware) under simavr as the pod MCU.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary document.")
-def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json: bool) -> None:
+def demo_cmd(
+    out_dir: Path,
+    quick: bool,
+    speed: float | None,
+    seed: int,
+    live: bool,
+    foxglove_addr: str,
+    duration_s: float | None,
+    pods_firmware: str | None,
+    as_json: bool,
+) -> None:
     """Bring up the emulated robot, capture a campaign, fit, validate and report.
 
     The LD19, both A1s and the pod MCU are emulated byte-exactly on pseudo-terminals
@@ -75,6 +114,17 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
     """
     from sensorbench.demo.campaign import demo_plan, run_demo, summary_rows
 
+    ctx = click.get_current_context()
+    if not live:
+        for name in ("foxglove_addr", "duration_s", "pods_firmware"):
+            if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+                option = {"foxglove_addr": "--foxglove", "duration_s": "--duration"}
+                raise click.UsageError(
+                    f"{option.get(name, '--pods-firmware')} applies to --live only"
+                )
+    else:
+        _live_demo(out_dir, foxglove_addr, duration_s, pods_firmware, as_json)
+        return
     if _holds_demo(out_dir):
         if click.get_current_context().get_parameter_source("out_dir") is not (
             click.core.ParameterSource.DEFAULT
@@ -133,9 +183,7 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
     if honesty:
         click.echo(
             "split filters, truth inside the stated 2σ (expected 95.4 %): "
-            + "; ".join(
-                f"{h['session']} {h['axis']} {h['in_2sigma'] * 100:.0f} %" for h in honesty
-            )
+            + "; ".join(f"{h['session']} {h['axis']} {h['in_2sigma'] * 100:.0f} %" for h in honesty)
         )
     v = res.report_data.get("validation")
     if v is not None:
@@ -149,6 +197,65 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, as_json
             f"{'PASSED' if v['passed'] else 'FAILED'} ({verdicts})"
         )
     click.echo(f"done in {total:.0f} s; report: {res.report}")
+
+
+def _live_demo(
+    out_dir: Path,
+    foxglove_addr: str,
+    duration_s: float | None,
+    pods_firmware: str | None,
+    as_json: bool,
+) -> None:
+    """``demo --live``: the emulated robot live, the view on ``foxglove_addr``; the pod MCU
+    the ``pods_firmware`` image under simavr when given."""
+    import math
+
+    from sensorbench.commands.capture import _StatusPrinter
+    from sensorbench.demo.live import MODELS, run_live_demo
+    from sensorbench.drivers.capture import format_summary
+    from sensorbench.live.runtime import format_live_status, format_live_summary, live_summary
+    from sensorbench.live.udp import parse_address
+    from sensorbench.sim.serve import stop_on_signals
+
+    address = parse_address(foxglove_addr)
+    duration = math.inf if duration_s is None else duration_s
+    printers: list[_StatusPrinter] = []
+
+    def status(elapsed_s: float, statuses: list, runtime: Any) -> None:
+        if not printers:
+
+            def parts(t: float, st: list) -> list[str]:
+                return format_live_status(runtime.on_status(t, st))
+
+            printers.append(_StatusPrinter(duration, extra=parts))
+        printers[0](elapsed_s, statuses)
+
+    if not as_json:
+        click.echo(
+            f"live demo: the emulated robot at real rate; open ws://{address[0]}:{address[1]} "
+            "in Foxglove (Open connection, Foxglove WebSocket), a 3D panel with display frame "
+            "odom; Ctrl-C stops",
+            err=True,
+        )
+    with stop_on_signals() as stop:
+        run = run_live_demo(
+            out_dir, address, duration, stop,
+            on_status=None if as_json else status, pods_firmware=pods_firmware,
+        )  # fmt: skip
+    for p in printers:
+        p.done()
+    summary = live_summary(run.runtime)
+    if as_json:
+        click.echo(to_json({"session": str(run.session), "ok": run.result.ok, "live": summary}))
+    else:
+        click.echo(format_summary(run.result))
+        click.echo(format_live_summary(summary))
+        click.echo(
+            f"replay it: sensorbench replay {run.session} --pods {MODELS / 'pods-emulated.toml'} "
+            f"--noise {MODELS / 'noise-emulated.toml'} --no-repair"
+        )
+    if not run.result.ok:
+        click.get_current_context().exit(1)
 
 
 def _honesty_rows(replay: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -367,6 +367,14 @@ def fit_noise_cmd(
     help="Replay from this time on (s from the session start).",
 )
 @click.option("--t-end", type=FiniteFloat(), default=None, help="Replay up to this time (s).")
+@click.option(
+    "--repair/--no-repair",
+    default=True,
+    show_default=True,
+    help="Rebuild frames where a parallel pod bounced from the other pods and the IMU yaw "
+    "(judged against the whole session: `live` runs without it, so `--no-repair` "
+    "reproduces a live estimate).",
+)
 @_JSON_OPT
 def replay_cmd(
     session: Path,
@@ -382,6 +390,7 @@ def replay_cmd(
     monitor_level: float,
     t_start: float | None,
     t_end: float | None,
+    repair: bool,
     as_json: bool,
 ) -> None:
     """Replay a session's pods through the split x/y/heading filters.
@@ -421,6 +430,7 @@ def replay_cmd(
         gate=gate,
         reference=reference,
         window_ns=window,
+        repair=repair,
         monitor_window=monitor_window,
         monitor_level=monitor_level,
     )
@@ -509,17 +519,23 @@ def _print_consistency(doc: dict[str, Any]) -> None:
 def _write_estimate(
     output: Path, force: bool, rp: Any, session: Path, pods_path: Path, noise_path: Path | None
 ) -> None:
-    from sensorbench.fusion.odometry_replay import CROSS_CHECK
-    from sensorbench.logs import PoseBatch, PoseFlag, SessionWriter
+    from sensorbench.fusion.estimate_stream import (
+        estimate_batch,
+        estimate_flags,
+        estimate_times_ns,
+        write_estimate_session,
+    )
     from sensorbench.logs.model_file import file_sha256
 
     r = rp.result
-    n = r.t_s.size
-    yaw = r.pose[:, 2]
-    quat = np.column_stack([np.zeros(n), np.zeros(n), np.sin(yaw / 2), np.cos(yaw / 2)])
-    position = np.column_stack([r.pose[:, :2], np.zeros(n)])
-    t_ns = rp.t0_ns + np.round(r.t_s * 1e9).astype(np.int64)
-    flags = np.where(rp.degraded, int(PoseFlag.DEGRADED), 0).astype(np.uint8)
+    coasting = np.concatenate([[False], r.coasting])
+    batch = estimate_batch(
+        estimate_times_ns(rp.t0_ns, r.t_s), r.pose, r.var, estimate_flags(rp.degraded, coasting)
+    )
+    events = [
+        (int(estimate_times_ns(rp.t0_ns, np.array([t]))[0]), axis, kind)
+        for t, axis, kind in rp.monitor_events()
+    ]
     attrs = {
         "source_session": str(session),
         "source_sha256": file_sha256(session),
@@ -528,22 +544,4 @@ def _write_estimate(
         "filter": "split x/y/heading, (position, velocity) each",
         "frame": "world (mocap) when the session has mocap, else start pose",
     }
-    with SessionWriter(output, label="estimate", swmr=False, attrs=attrs, overwrite=force) as w:
-        w.add_pose("estimate", kind="estimate", attrs={"units": "m, rad", **attrs})
-        w.append_pose(
-            "estimate",
-            PoseBatch(t_ns, position, quat, np.ones(n, bool), flags),
-        )
-        for t, axis, kind in rp.monitor_events():
-            w.event(
-                rp.t0_ns + round(t * 1e9),
-                "estimate",
-                kind,
-                (
-                    "pods against IMU yaw: sliding-window disagreement "
-                    if axis == CROSS_CHECK
-                    else f"{axis} filter: sliding-window NIS "
-                )
-                + ("above" if kind == "degraded" else "back under")
-                + " its threshold",
-            )
+    write_estimate_session(output, batch, events, attrs, overwrite=force)

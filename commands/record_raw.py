@@ -52,7 +52,9 @@ def _hex(_ctx: click.Context, _param: click.Parameter, value: str | None) -> byt
     "--send",
     callback=_hex,
     default=None,
-    help="Hex bytes written once after opening (an A1 streams only after 'a5 20', SCAN).",
+    help="Hex bytes written once after opening: an A1 streams only after a scan request, "
+    "'a5 20' (standard) or 'a5 59 a5 82 05 00 00 00 00 00 22' (its sample durations, then "
+    "express; decode a1 then times it on the device clock).",
 )
 @click.option(
     "--dtr",

@@ -166,6 +166,7 @@ def capture_scenario(
                 bringup_at.append(robot.clock.now())
 
         end_s = sim.duration_s - END_MARGIN_S
+
         def stop_at_end() -> None:
             robot.clock.sleep_until(end_s, stop)
             stop.set()

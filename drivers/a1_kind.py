@@ -20,8 +20,14 @@ if TYPE_CHECKING:
 STOP_SETTLE_S = 0.02  # the A1 needs >= 1 ms after STOP before the next request
 
 
+DEFAULT_SCAN_MODE = "express"
+"""An A1's scan mode unless robot.toml says otherwise: express where the unit answers
+it (the vendor's ROS 2 driver's default on an A1), else standard."""
+
+
 def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
-    """``serial``: the 16-byte GET_INFO serial as 32 hex digits, or absent (any unit)."""
+    """``serial``: the 16-byte GET_INFO serial as 32 hex digits, or absent (any unit);
+    ``scan_mode``: ``standard`` or ``express`` (default :data:`DEFAULT_SCAN_MODE`)."""
     serial_no = table.get("serial")
     if serial_no is not None and (
         not isinstance(serial_no, str) or not re.fullmatch(r"[0-9A-Fa-f]{32}", serial_no)
@@ -31,7 +37,21 @@ def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
             f"{what}: 'serial' applies to a1 devices only and is 32 hex digits "
             "(the 16-byte serial GET_INFO reports)",
         )
-    return {"serial": serial_no}
+    mode = table.get("scan_mode", DEFAULT_SCAN_MODE)
+    if mode not in a1_protocol.SCAN_MODES:
+        raise v.fail(
+            (*path, "scan_mode"),
+            f"{what}: scan_mode must be one of {', '.join(map(repr, a1_protocol.SCAN_MODES))} "
+            f"(express: about 4000 samples/s, standard: about 2000), got {mode!r}",
+        )
+    return {"serial": serial_no, "options": {"scan_mode": mode}}
+
+
+def scan_mode(dev: DeviceConfig | None) -> str:
+    """The configured scan mode of an A1 (the default without a configuration)."""
+    return (
+        DEFAULT_SCAN_MODE if dev is None else str(dev.options.get("scan_mode", DEFAULT_SCAN_MODE))
+    )
 
 
 def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> SerialReader:
@@ -42,7 +62,12 @@ def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> Seri
     if dev.serial:
         attrs["expected_serial"] = dev.serial.upper()
     return a1_reader(
-        dev.name, dev.port, attrs=attrs, scanner=ctx.handle, first_turn_timeout_s=dev.timeout_s
+        dev.name,
+        dev.port,
+        attrs=attrs,
+        scanner=ctx.handle,
+        first_turn_timeout_s=dev.timeout_s,
+        scan_mode=scan_mode(dev),
     )
 
 

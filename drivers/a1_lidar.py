@@ -15,7 +15,9 @@ forever; unplug raises a bare ``OSError``           (``read_timeout_s``) and rai
 bytes are buffered                                 then the request is made; failures
                                                    raise :class:`~sensorbench.errors.DriverError`
 health error code byte-swapped                     little-endian, as on the wire
-express scan decoding wrong                        standard scan only; express refused
+express angles one node late, no quality, no     express decoded from the vendor SDK's
+resync (a bad capsule ends the iterator)           arithmetic with byte-wise re-alignment
+                                                   (:mod:`~sensorbench.drivers.a1_kernels`)
 ``max_buf_meas`` silently stops and restarts the    backlog counted in :attr:`A1Lidar.overruns`,
 scan (data lost)                                   logged, reported as an event; no data dropped
 descriptor errors after stale bytes                 :meth:`A1Lidar.recover`: stop, clear
@@ -48,6 +50,7 @@ import rplidar
 import serial
 
 from sensorbench.drivers import a1_protocol as proto
+from sensorbench.drivers.a1_kernels import decode_nodes
 from sensorbench.drivers.a1_protocol import A1Health, A1Info, A1SampleRate, Nodes
 from sensorbench.drivers.link_watch import Backlog
 from sensorbench.drivers.serial_link import EventSink
@@ -364,32 +367,43 @@ class A1Lidar(rplidar.RPLidar):
         return banner
 
     def start(self, scan_type: str = "normal") -> None:
-        """Start a standard scan (``normal``) or forced scan (``force``).
+        """Start a standard (``normal``), forced (``force``) or ``express`` scan.
 
-        Unlike the library, no health check is hidden here (see :meth:`ensure_healthy`).
+        Express (firmware >= 1.17) sends EXPRESS_SCAN in the legacy mode (``A5 82 05 00
+        00 00 00 00 22``) and expects 84-byte capsules (descriptor ``A5 5A 54 00 00 40
+        82``). Unlike the library, no health check is hidden here (see
+        :meth:`ensure_healthy`).
 
         Raises:
-            DriverError: for ``express`` (its decoding in rplidar-roboticia is wrong),
-                or when the descriptor is not a scan descriptor after one recovery.
+            DeviceSilent: no descriptor within the deadline (for ``express``: a unit
+                without express scan stays silent).
+            DriverError: an unknown scan type, or a descriptor that is not the scan's
+                after one recovery.
         """
-        if scan_type == "express":
+        expected = {
+            "normal": (proto.CMD_SCAN, proto.NODE_LEN, proto.TYPE_SCAN),
+            "force": (proto.CMD_FORCE_SCAN, proto.NODE_LEN, proto.TYPE_SCAN),
+            "express": (proto.CMD_EXPRESS_SCAN, proto.CAPSULE_LEN, proto.TYPE_EXPRESS),
+        }
+        if scan_type not in expected:
             raise DriverError(
-                "express scan is not supported: rplidar-roboticia 0.9.5 decodes its angles "
-                "wrongly; use the standard scan (about 2000 samples/s on an A1)"
+                f"unknown scan type {scan_type!r}: use 'normal', 'force' or 'express'"
             )
-        if scan_type not in ("normal", "force"):
-            raise DriverError(f"unknown scan type {scan_type!r}: use 'normal' or 'force'")
-        cmd = proto.CMD_SCAN if scan_type == "normal" else proto.CMD_FORCE_SCAN
+        cmd, size, answer = expected[scan_type]
+        request = proto.EXPRESS_REQUEST if scan_type == "express" else bytes([proto.SYNC, cmd])
         for attempt in (1, 2):
             self.quiesce()
             self.start_motor()
-            self._send_cmd(bytes([cmd]))
+            self._io(lambda s: s.write(request), f"sending the {scan_type} scan request")
             try:
-                length, single, dtype = self._read_descriptor()
-                if (length, single, dtype) != (proto.NODE_LEN, False, proto.TYPE_SCAN):
+                try:
+                    length, single, dtype = self._read_descriptor()
+                except DeviceSilent as err:
+                    raise DeviceSilent(f"no answer to the {scan_type} scan request: {err}") from err
+                if (length, single, dtype) != (size, False, answer):
                     raise DeviceProtocolError(
-                        f"A1 {self.port} answered the scan request with length {length}, "
-                        f"type 0x{dtype:02x}: not a standard-scan stream"
+                        f"A1 {self.port} answered the {scan_type} scan request with length "
+                        f"{length}, type 0x{dtype:02x} (expected {size}, 0x{answer:02x})"
                     )
             except DeviceProtocolError as err:
                 if attempt == 2:
@@ -398,7 +412,7 @@ class A1Lidar(rplidar.RPLidar):
                 self._emit("error", f"{err}; recovering (stop, clear input, reconnect)")
                 self.recover(restart=False)
                 continue
-            self.scanning = [True, proto.NODE_LEN, scan_type]
+            self.scanning = [True, size, scan_type]
             return
 
     def ensure_healthy(self) -> A1Health:
@@ -448,7 +462,7 @@ class A1Lidar(rplidar.RPLidar):
         self._check_backlog(3000)
         chunk = self.read_available(max_wait_s)
         buf = tail + chunk
-        nodes, used, skipped = proto.decode_nodes(buf)
+        nodes, used, skipped = decode_nodes(buf)
         return (self.take_received() if self.record_raw else chunk), nodes, buf[used:], skipped
 
     @property
@@ -468,12 +482,15 @@ class A1Lidar(rplidar.RPLidar):
     def iter_measures(
         self, scan_type: str = "normal", max_buf_meas: int | bool = 3000
     ) -> Iterator[tuple[bool, int, float, float]]:
-        """The library's measure iterator without its silent restart.
+        """The library's measure iterator without its silent restart (standard scan).
 
         Yields ``(new_scan, quality, angle_deg_cw, distance_mm)`` as the library does. A
         backlog beyond ``max_buf_meas`` bytes is counted and logged, never flushed; a
-        silent device raises :class:`DeviceSilent` after ``read_timeout_s``.
+        silent device raises :class:`DeviceSilent` after ``read_timeout_s``. Express
+        turns come from :class:`~sensorbench.drivers.a1_scanner.A1Scanner`.
         """
+        if scan_type == "express":
+            raise DriverError("iter_measures reads standard scans; use A1Scanner for express")
         self.start_motor()
         if not self.scanning[0]:
             self.start(scan_type)
@@ -489,7 +506,7 @@ class A1Lidar(rplidar.RPLidar):
                 raise DeviceSilent(
                     f"A1 {self.port} sent nothing for {self.read_timeout_s:.2f} s while scanning"
                 )
-            nodes, used, _ = proto.decode_nodes(tail + chunk)
+            nodes, used, _ = decode_nodes(tail + chunk)
             tail = (tail + chunk)[used:]
             for s, q, a, d in zip(
                 nodes.start.tolist(),

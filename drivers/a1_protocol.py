@@ -1,7 +1,8 @@
-"""RPLIDAR A1 wire format: descriptors, info/health payloads, vectorised scan nodes.
+"""RPLIDAR A1 wire format: descriptors, info/health/sample-rate payloads, scan nodes.
 
 Everything here is pure (no I/O) so the live driver, the offline ``decode a1``
-command and the benchmark share one decoder.
+command and the benchmark share one decoder (the compiled passes are in
+:mod:`~sensorbench.drivers.a1_kernels`).
 
 Standard scan node (5 bytes, Slamtec protocol v1):
 
@@ -17,6 +18,23 @@ Standard scan node (5 bytes, Slamtec protocol v1):
 The node checks are weak (3 bits), so after an invalid node the stream is
 re-aligned by sliding one byte at a time until :data:`RESYNC_RUN` consecutive
 nodes are valid (and read angles below 360 deg), never by skipping a whole node.
+
+Express scan capsule (84 bytes, Slamtec ``rplidar_sdk`` ``sl_lidar_cmd.h``,
+``sl_lidar_response_capsule_measurement_nodes_t``; 32 samples):
+
+| byte | bits | field |
+|---|---|---|
+| 0 | 4..7 / 0..3 | sync 0xA / checksum bits 0..3 |
+| 1 | 4..7 / 0..3 | sync 0x5 / checksum bits 4..7 |
+| 2..3 | 0..14 / 15 | start angle, q6 degrees / S: first capsule of a new scan |
+| 4 + 5 i .. 8 + 5 i | | cabin ``i`` (16): two uint16 ``distance_angle``
+  (bits 2..15 distance q2 with 1 mm steps, bits 0..1 bits 4..5 of the sample's
+  angle offset) and one byte of the offsets' bits 0..3 (low nibble first sample) |
+
+The checksum is the XOR of bytes 2..83. Sample ``j`` of a capsule reads its start
+angle plus ``j / 32`` of the way to the *next* capsule's start angle, less its
+offset (6 bits, 1/8 degree, 0..7.875 deg): a capsule is decoded when the next one
+arrives (``handler_capsules.cpp``, ``_onScanNodeCapsuleData``).
 
 A node that passes its checks but reads an impossible angle (q6 >= 23040, i.e.
 360.00 deg or more: real units send 23040 now and then, and the vendor SDK and
@@ -41,6 +59,7 @@ CMD_FORCE_SCAN = 0x21
 CMD_GET_INFO = 0x50
 CMD_GET_HEALTH = 0x52
 CMD_GET_SAMPLERATE = 0x59  # firmware >= 1.17
+CMD_EXPRESS_SCAN = 0x82  # firmware >= 1.17
 
 DESCRIPTOR_LEN = 7
 NODE_LEN = 5
@@ -52,11 +71,22 @@ TYPE_SAMPLE_RATE = 0x15
 SAMPLERATE_LEN = 4
 SAMPLERATE_MIN_FIRMWARE = (1, 17)
 TYPE_SCAN = 0x81
+TYPE_EXPRESS = 0x82
+CAPSULE_LEN = 84
+NODES_PER_CAPSULE = 32
+EXPRESS_SYNC1 = 0xA
+EXPRESS_SYNC2 = 0x5
+EXPRESS_QUALITY = 0x2F
+"""Quality given to an express sample with a return (the capsule carries none); the
+vendor SDK's value (``0x2F << 2`` in its 8-bit field), 0 for no return."""
+EXPRESS_MIN_FIRMWARE = (1, 17)
+SCAN_MODES = ("standard", "express")
 MODE_SINGLE = 0
 MODE_MULTI = 1
 
 BAUD = 115200
 NOMINAL_SAMPLES_PER_S = 2000.0  # standard scan
+NOMINAL_EXPRESS_PER_S = 4000.0  # express scan (datasheet's typical sample frequency)
 ANGLE_Q6_FULL = 360 * 64
 RESYNC_RUN = 4
 # datasheet limit (Slamtec RPLIDAR A1 datasheet, ranging range 0.15..12 m; docs/A1.md "Limits")
@@ -73,9 +103,24 @@ def descriptor(length: int, mode: int, dtype: int) -> bytes:
 
 
 SCAN_DESCRIPTOR = descriptor(NODE_LEN, MODE_MULTI, TYPE_SCAN)
+EXPRESS_DESCRIPTOR = descriptor(CAPSULE_LEN, MODE_MULTI, TYPE_EXPRESS)
 INFO_DESCRIPTOR = descriptor(INFO_LEN, MODE_SINGLE, TYPE_INFO)
 HEALTH_DESCRIPTOR = descriptor(HEALTH_LEN, MODE_SINGLE, TYPE_HEALTH)
 SAMPLERATE_DESCRIPTOR = descriptor(SAMPLERATE_LEN, MODE_SINGLE, TYPE_SAMPLE_RATE)
+
+
+def payload_request(cmd: int, payload: bytes) -> bytes:
+    """A request with a payload: ``A5 cmd len payload xor`` (xor of every byte before it)."""
+    req = bytes([SYNC, cmd, len(payload)]) + payload
+    check = 0
+    for b in req:
+        check ^= b
+    return req + bytes([check])
+
+
+EXPRESS_REQUEST = payload_request(CMD_EXPRESS_SCAN, bytes(5))
+"""EXPRESS_SCAN in the legacy express mode: working mode 0, flags 0, parameter 0
+(what the vendor SDK sends an A1 and what rplidar-roboticia sends)."""
 
 
 def parse_descriptor(raw: bytes) -> tuple[int, int, int]:
@@ -124,12 +169,18 @@ class A1Health:
 class A1SampleRate:
     """GET_SAMPLERATE answer: time between two samples (µs) in standard and express scan.
 
-    In standard scan every sample is one node, so ``standard_us`` × nodes is the time
-    the head took to produce them, on the device's own clock.
+    Every sample is one node (standard) or one of a capsule's 32 (express), so the
+    mode's duration × nodes is the time the head took to produce them, on the
+    device's own clock.
     """
 
     standard_us: int
     express_us: int
+
+    def sample_us(self, mode: str) -> int:
+        """The sample duration of scan ``mode`` (``standard`` or ``express``), µs; 0 when
+        the unit reports none for it."""
+        return self.express_us if mode == "express" else self.standard_us
 
     @classmethod
     def from_payload(cls, raw: bytes) -> A1SampleRate:
@@ -177,78 +228,3 @@ class Nodes:
         r[self.dist_q2 == 0] = np.inf
         r[self.dist_q2 > MAX_RANGE_Q2] = np.nan
         return r
-
-
-def possible_nodes(nodes: Nodes) -> np.ndarray:
-    """Per node, True if its angle is possible (q6 below 23040, i.e. under 360 deg)."""
-    return nodes.angle_q6 < ANGLE_Q6_FULL
-
-
-def _valid_at(buf: np.ndarray, offsets: np.ndarray, angle_in_range: bool) -> np.ndarray:
-    """The node checks at ``offsets`` (S and !S differ, C is 1), and with
-    ``angle_in_range`` also an angle below 360 deg (for re-aligning)."""
-    b0 = buf[offsets]
-    b1 = buf[offsets + 1]
-    flags_ok = (b0 & 1) != ((b0 >> 1) & 1)
-    check_ok = (b1 & 1) == 1
-    if not angle_in_range:
-        return flags_ok & check_ok
-    angle = (b1.astype(np.uint16) >> 1) | (buf[offsets + 2].astype(np.uint16) << 7)
-    return flags_ok & check_ok & (angle < ANGLE_Q6_FULL)
-
-
-def decode_nodes(data: bytes | bytearray | memoryview) -> tuple[Nodes, int, int]:
-    """Decode as many whole nodes as possible from the start of ``data``.
-
-    Returns ``(nodes, consumed, skipped)``: ``consumed`` bytes were used (keep
-    ``data[consumed:]`` for the next call), of which ``skipped`` were discarded
-    while re-aligning after invalid nodes (corruption or lost bytes).
-    """
-    buf = np.frombuffer(bytes(data), dtype=np.uint8)
-    n = buf.size
-    pieces: list[np.ndarray] = []
-    pos = 0
-    skipped = 0
-    while n - pos >= NODE_LEN:
-        k = (n - pos) // NODE_LEN
-        offs = pos + NODE_LEN * np.arange(k)
-        ok = _valid_at(buf, offs, angle_in_range=False)
-        bad = np.flatnonzero(~ok)
-        good_until = k if bad.size == 0 else int(bad[0])
-        pieces.append(offs[:good_until])
-        pos += NODE_LEN * good_until
-        if bad.size == 0:
-            break
-        # re-align: slide byte by byte to an offset followed by RESYNC_RUN valid nodes
-        need = NODE_LEN * RESYNC_RUN
-        cand = np.arange(pos + 1, n - need + 1)
-        if cand.size == 0:
-            break  # not enough bytes to decide; keep them for the next call
-        run_ok = np.ones(cand.size, dtype=bool)
-        for j in range(RESYNC_RUN):
-            run_ok &= _valid_at(buf, cand + NODE_LEN * j, angle_in_range=True)
-        hit = np.flatnonzero(run_ok)
-        new_pos = int(cand[-1]) + 1 if hit.size == 0 else int(cand[hit[0]])
-        if (new_pos - pos) % NODE_LEN and pieces and pieces[-1].size:
-            # a byte was lost or inserted: the node before the first invalid one was
-            # read across the slip and passed the weak checks by chance; drop it too
-            pieces[-1] = pieces[-1][:-1]
-            skipped += NODE_LEN
-        skipped += new_pos - pos
-        pos = new_pos
-        if hit.size == 0:
-            break
-    offs = np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)
-    b0 = buf[offs]
-    b1 = buf[offs + 1].astype(np.uint16)
-    b2 = buf[offs + 2].astype(np.uint16)
-    b3 = buf[offs + 3].astype(np.uint16)
-    b4 = buf[offs + 4].astype(np.uint16)
-    nodes = Nodes(
-        start=(b0 & 1).astype(bool),
-        quality=(b0 >> 2).astype(np.uint8),
-        angle_q6=(b1 >> 1) | (b2 << 7),
-        dist_q2=b3 | (b4 << 8),
-        pos=offs.astype(np.int64),
-    )
-    return nodes, pos, skipped

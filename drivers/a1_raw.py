@@ -1,17 +1,18 @@
 """Offline decoding of RPLIDAR A1 byte captures (bare files or raw streams of sessions).
 
-:func:`decode_capture` turns captured bytes into turns with the live scanner's node
-decoder and turn assembler (:mod:`~sensorbench.drivers.a1_turns`); :func:`decode_a1`
-feeds it from a file: a session's raw stream (or a ``record-raw`` file with its sidecar)
-carries host receive times per chunk, spread over each chunk's nodes, and the scan's
-sample duration times the turns on the device's clock; a bare file has none, so its
-nodes are spaced at a nominal sample rate from 0 (said so in the stream's
-``time_source`` attribute).
+:func:`decode_capture` turns captured bytes into turns with the live scanner's
+decoder (:class:`~sensorbench.drivers.a1_turns.A1Turns`), standard and express scans
+alike; :func:`decode_a1` feeds it from a file: a session's raw stream (or a
+``record-raw`` file with its sidecar) carries host receive times per chunk, fed chunk
+by chunk as the live scanner read them, and the unit's GET_SAMPLERATE answer times
+the turns on the device's clock; a bare file has no receive times, so its samples are
+spaced by the unit's sample duration when the capture holds it (device time from 0),
+else at a nominal rate (invented times), and the stream's ``time_base`` attribute
+says which.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +23,10 @@ import numpy as np
 
 from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1_clock import describe as describe_clock
-from sensorbench.drivers.a1_protocol import A1SampleRate, possible_nodes
-from sensorbench.drivers.a1_turns import TurnAssembler, spread_times
+from sensorbench.drivers.a1_protocol import A1SampleRate
+from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.errors import DriverError, SessionError
-from sensorbench.logs import LidarTurns, Session, SessionWriter, TurnFlag
+from sensorbench.logs import LidarTurns, Session, SessionWriter
 
 
 @dataclass
@@ -35,7 +36,8 @@ class CaptureDecode:
     Attributes:
         turns: complete turns (and, flagged ``PACKET_LOSS``, the turn cut by each
             scan restart or the end of the capture).
-        scans: scan descriptors found (scan starts).
+        scans: scan descriptors found (scan starts), standard and express.
+        modes: the scan mode of each scan (``standard`` or ``express``).
         nodes: nodes decoded.
         bytes_skipped: bytes dropped while re-aligning (corruption, loss).
         bytes_outside_scans: bytes before the first scan descriptor (other answers).
@@ -43,96 +45,133 @@ class CaptureDecode:
         dropped_offsets: byte offsets in the capture of the nodes dropped for an
             impossible angle (q6 >= 23040).
         ranges_beyond_limit: distances beyond 12 m, stored as ``nan``.
+        sample_rate: the unit's GET_SAMPLERATE answer found in the capture, or None.
     """
 
     turns: LidarTurns
     scans: int
+    modes: list[str]
     nodes: int
     bytes_skipped: int
     bytes_outside_scans: int
     leading_nodes: int
     dropped_offsets: list[int] = field(default_factory=list)
     ranges_beyond_limit: int = 0
+    sample_rate: A1SampleRate | None = None
+
+
+_DESCRIPTORS = {proto.SCAN_DESCRIPTOR: "standard", proto.EXPRESS_DESCRIPTOR: "express"}
+
+
+def scan_segments(data: bytes) -> list[tuple[int, int, str]]:
+    """``(first byte, end, mode)`` of each scan in a capture: the bytes after each scan
+    descriptor (standard ``A5 5A 05 00 00 40 81``, express ``A5 5A 54 00 00 40 82``)
+    up to the next one."""
+    found = []
+    for desc, mode in _DESCRIPTORS.items():
+        at = data.find(desc)
+        while at >= 0:
+            found.append((at, mode))
+            at = data.find(desc, at + len(desc))
+    found.sort()
+    ends = [at for at, _ in found[1:]] + [len(data)] if found else []
+    return [
+        (at + proto.DESCRIPTOR_LEN, end, mode) for (at, mode), end in zip(found, ends, strict=True)
+    ]
 
 
 def decode_capture(
     data: bytes,
     chunk_times_ns: tuple[np.ndarray, np.ndarray] | None = None,
     t0_ns: int = 0,
-    sample_rate_hz: float = proto.NOMINAL_SAMPLES_PER_S,
+    sample_rate_hz: float | None = None,
     require_descriptor: bool = True,
+    mode: str = "standard",
 ) -> CaptureDecode:
-    """Decode a raw A1 byte capture (scan descriptor + standard-scan nodes) into turns.
+    """Decode a raw A1 byte capture (scan descriptors + nodes or capsules) into turns.
 
-    Each scan descriptor ``A5 5A 05 00 00 40 81`` starts a new scan (a restart cuts
-    the turn in progress). Point times come from ``chunk_times_ns`` = ``(offsets,
-    t_ns)`` (the byte offset where each received chunk starts and its host time, as a
-    session's raw stream stores them; nodes of a chunk are spread over the gap to
-    the previous chunk) or, without it, from ``t0_ns`` plus the node index at
-    ``sample_rate_hz`` (a bare capture has no times; the file's attributes say so).
-
-    Turns get device times (:mod:`~sensorbench.drivers.a1_clock`) when the capture
-    holds the unit's GET_SAMPLERATE answer (a session's raw stream does) and chunk
-    times: each scan's count starts at its first node, anchored at the host time of
-    the chunk that completed it, as the live scanner does.
+    Each scan descriptor starts a new scan in its mode (a restart cuts the turn in
+    progress). With ``chunk_times_ns`` = ``(offsets, t_ns)`` (the byte offset where
+    each received chunk starts and its host time, as a session's raw stream and a
+    ``record-raw`` sidecar store them) every chunk is fed as it was received, so the
+    turns are the live scanner's, host and device times included (device times where
+    the capture holds the unit's GET_SAMPLERATE answer). Without it (a bare file) the
+    times are ``t0_ns`` + sample index × the sample duration: the unit's own
+    (GET_SAMPLERATE) when the capture holds it, else one over ``sample_rate_hz``
+    (default the nominal 2000/s standard, 4000/s express); the caller says which in
+    the stream's attributes (:func:`bare_time_base`).
 
     Raises:
-        DriverError: no scan descriptor while ``require_descriptor`` (not an A1
-            standard-scan capture; pass ``require_descriptor=False`` for a bare node
-            stream that starts on a node boundary).
+        DriverError: no scan descriptor while ``require_descriptor`` (not an A1 scan
+            capture; pass ``require_descriptor=False`` for a bare stream of ``mode``
+            that starts on a node or capsule boundary).
     """
     rate = sample_rate_in(data)
-    desc = proto.SCAN_DESCRIPTOR
-    starts = []
-    pos = data.find(desc)
-    while pos >= 0:
-        starts.append(pos)
-        pos = data.find(desc, pos + len(desc))
-    if not starts:
+    segments = scan_segments(data)
+    scans = len(segments)
+    outside = segments[0][0] - proto.DESCRIPTOR_LEN if segments else 0
+    if not segments:
         if require_descriptor:
             raise DriverError(
-                f"no A1 scan descriptor ({desc.hex(' ')}) in {len(data)} bytes: not an A1 "
-                "standard-scan capture (for a bare node stream, decode without descriptor)"
+                f"no A1 scan descriptor ({proto.SCAN_DESCRIPTOR.hex(' ')} standard, "
+                f"{proto.EXPRESS_DESCRIPTOR.hex(' ')} express) in {len(data)} bytes: not an "
+                "A1 scan capture (for a bare node stream, decode without descriptor)"
             )
-        segments = [(0, len(data))]
-        outside = 0
-    else:
-        bounds = [*starts, len(data)]
-        segments = [(a + len(desc), b) for a, b in itertools.pairwise(bounds)]
-        outside = starts[0]
-    asm = TurnAssembler()
+        segments = [(0, len(data), mode)]
+    dec = A1Turns(segments[0][2])
     out: list[LidarTurns] = []
-    n_nodes = 0
-    skipped_total = 0
-    dropped: list[int] = []
-    for lo, hi in segments:
-        nodes, _, skipped = proto.decode_nodes(data[lo:hi])
-        skipped_total += skipped
-        pos_abs = nodes.pos + lo
-        dropped.extend(pos_abs[~possible_nodes(nodes)].tolist())
+    for lo, hi, seg_mode in segments:
+        sample_us = 0 if rate is None else rate.sample_us(seg_mode)
         if chunk_times_ns is None:
-            t_ns = t0_ns + np.round((n_nodes + np.arange(len(nodes))) * 1e9 / sample_rate_hz)
-            t_ns = t_ns.astype(np.int64)
+            nominal = sample_us or 1e6 / (sample_rate_hz or _NOMINAL_HZ[seg_mode])
+            dec.reset(offset=lo, mode=seg_mode, sample_us=sample_us, nominal_us=nominal)
+            out.append(dec.feed(t0_ns, data[lo:hi]))
         else:
-            t_ns = _times_from_chunks(pos_abs, *chunk_times_ns)
-        dev = None
-        if rate is not None and chunk_times_ns is not None and len(nodes):
-            dev = _device_times(pos_abs, rate.standard_us, *chunk_times_ns)
-        n_nodes += len(nodes)
-        asm.reset()
-        if skipped:
-            asm.mark(TurnFlag.CRC_ERRORS)
-        out.append(asm.feed(nodes, t_ns, dev))
-        out.append(asm.flush())
+            dec.reset(offset=lo, mode=seg_mode, sample_us=sample_us)
+            offsets = np.asarray(chunk_times_ns[0], dtype=np.int64)
+            times = np.asarray(chunk_times_ns[1], dtype=np.int64)
+            first = max(int(np.searchsorted(offsets, lo, side="right")) - 1, 0)
+            for c in range(first, offsets.size):
+                a, b = max(int(offsets[c]), lo), hi
+                if c + 1 < offsets.size:
+                    b = min(int(offsets[c + 1]), hi)
+                if a >= hi:
+                    break
+                if b > a:
+                    out.append(dec.feed(int(times[c]), data[a:b]))
+        out.append(dec.flush())
     return CaptureDecode(
         LidarTurns.concat(out),
-        len(starts),
-        n_nodes,
-        skipped_total,
+        scans,
+        [m for _, _, m in segments],
+        dec.nodes_total,
+        dec.bytes_skipped,
         outside,
-        asm.leading_nodes_skipped,
-        dropped,
-        asm.ranges_beyond_limit,
+        dec.leading_nodes_skipped,
+        dec.dropped_offsets,
+        dec.ranges_beyond_limit,
+        rate,
+    )
+
+
+_NOMINAL_HZ = {"standard": proto.NOMINAL_SAMPLES_PER_S, "express": proto.NOMINAL_EXPRESS_PER_S}
+
+
+def bare_time_base(result: CaptureDecode, sample_rate_hz: float | None) -> str:
+    """What the times of a bare capture's turns are (the ``time_base`` attribute)."""
+    rate = result.sample_rate
+    if rate is not None and all(rate.sample_us(m) > 0 for m in result.modes):
+        durations = ", ".join(f"{m} {rate.sample_us(m)} us" for m in sorted(set(result.modes)))
+        return (
+            "device: sample index x the unit's sample duration (GET_SAMPLERATE: "
+            f"{durations}) from 0; no host receive times"
+        )
+    hz = ", ".join(
+        f"{m} {sample_rate_hz or _NOMINAL_HZ[m]:g} Hz" for m in sorted(set(result.modes))
+    )
+    return (
+        f"nominal: sample index at {hz} from 0 (no receive times, no GET_SAMPLERATE "
+        "answer): invented times"
     )
 
 
@@ -146,31 +185,6 @@ def sample_rate_in(data: bytes) -> A1SampleRate | None:
         return A1SampleRate.from_payload(payload)
     except ValueError:
         return None
-
-
-def _device_times(
-    pos: np.ndarray, sample_us: int, offsets: np.ndarray, t_ns: np.ndarray
-) -> np.ndarray:
-    """Device times of one scan's nodes at byte offsets ``pos`` (as :class:`NodeClock`)."""
-    offsets = np.asarray(offsets, dtype=np.int64)
-    first_chunk = np.searchsorted(offsets, pos[0] + proto.NODE_LEN - 1, side="right") - 1
-    gaps = np.diff(pos) - proto.NODE_LEN  # bytes skipped between consecutive nodes
-    idx = np.concatenate(([0], np.cumsum(1 + np.round(gaps / proto.NODE_LEN)))).astype(np.int64)
-    return int(np.asarray(t_ns)[first_chunk]) + idx * int(sample_us) * 1000
-
-
-def _times_from_chunks(pos: np.ndarray, offsets: np.ndarray, t_ns: np.ndarray) -> np.ndarray:
-    """Host time of nodes at byte offsets ``pos`` from chunk start offsets and times."""
-    offsets = np.asarray(offsets, dtype=np.int64)
-    t_ns = np.asarray(t_ns, dtype=np.int64)
-    end = pos + proto.NODE_LEN - 1  # a node is complete when its last byte arrived
-    chunk = np.searchsorted(offsets, end, side="right") - 1
-    out = np.empty(pos.size, dtype=np.int64)
-    for c in np.unique(chunk):
-        sel = np.flatnonzero(chunk == c)
-        prev = int(t_ns[c - 1]) if c > 0 else None
-        out[sel] = spread_times(prev, int(t_ns[c]), sel.size)
-    return out
 
 
 def _read_input(raw: Path, stream: str | None) -> tuple[bytes, Any, str]:
@@ -205,8 +219,9 @@ def decode_a1(
     *,
     name: str = "a1",
     stream: str | None = None,
-    sample_rate_hz: float = 2000.0,
+    sample_rate_hz: float | None = None,
     require_descriptor: bool = True,
+    mode: str = "standard",
     label: str = "",
     overwrite: bool = False,
 ) -> dict[str, Any]:
@@ -218,15 +233,18 @@ def decode_a1(
         output: session file to write.
         name: lidar stream name in the output.
         stream: raw stream of a source session (default: its only one).
-        sample_rate_hz: nodes per second that give a bare file's points times (Hz).
-        require_descriptor: the capture starts with the scan descriptor
-            ``A5 5A 05 00 00 40 81``; False for a bare node stream.
+        sample_rate_hz: samples per second that time a bare file without the unit's
+            GET_SAMPLERATE answer (Hz; default the nominal 2000 standard, 4000 express).
+        require_descriptor: the capture holds scan descriptors; False for a bare
+            stream of ``mode`` starting on a node or capsule boundary.
+        mode: ``standard`` or ``express``: the scan mode of a stream without descriptor.
         label: session label.
         overwrite: replace ``output`` if it exists.
 
     Returns:
-        A summary: scans, turns, points, nodes, bytes, bytes skipped, the nodes dropped
-        for an impossible angle (with their byte offsets) and ranges beyond the limit.
+        A summary: scans and their modes, turns, points, nodes, bytes, bytes skipped,
+        the nodes dropped for an impossible angle (with their byte offsets), ranges
+        beyond the limit and the time base.
 
     Raises:
         SessionError: the source session has no such raw stream (or several and no
@@ -234,14 +252,24 @@ def decode_a1(
     """
     raw, output = Path(raw), Path(output)
     data, chunks, source = _read_input(raw, stream)
+    result = decode_capture(
+        data,
+        chunk_times_ns=chunks,
+        sample_rate_hz=sample_rate_hz,
+        require_descriptor=require_descriptor,
+        mode=mode,
+    )
+    modes = sorted(set(result.modes))
     if chunks is None:
-        result = decode_capture(
-            data, sample_rate_hz=sample_rate_hz, require_descriptor=require_descriptor
+        time_base = bare_time_base(result, sample_rate_hz)
+        device_time = (
+            time_base
+            if time_base.startswith("device")
+            else "none: no GET_SAMPLERATE answer in the capture"
         )
-        time_source = f"synthetic: node index at {sample_rate_hz:g} Hz from 0 (no host times)"
     else:
-        result = decode_capture(data, chunk_times_ns=chunks, require_descriptor=require_descriptor)
-        time_source = "host receive times of the raw chunks, spread over each chunk"
+        time_base = "host monotonic_ns at receive (raw chunks), spread over each read's nodes"
+        device_time = "; ".join(describe_clock(result.sample_rate, m) for m in modes)
     with SessionWriter(
         output,
         label=label,
@@ -254,12 +282,9 @@ def decode_a1(
             attrs={
                 "model": "A1",
                 "decoded_from": str(raw),
-                "time_source": time_source,
-                "device_time": (
-                    describe_clock(sample_rate_in(data))
-                    if chunks is not None
-                    else "none: a bare capture has no chunk times to anchor the node count"
-                ),
+                "scan_mode": ", ".join(modes),
+                "time_base": time_base,
+                "device_time": device_time,
             },
         )
         w.add_raw(name, attrs={"kind": "a1", "baud": 115200, "source": str(raw)})
@@ -279,6 +304,7 @@ def decode_a1(
         "output": str(output),
         "stream": name,
         "scans": result.scans,
+        "scan_modes": result.modes,
         "turns": result.turns.n_turns,
         "points": result.turns.n_points,
         "nodes": result.nodes,
@@ -289,4 +315,5 @@ def decode_a1(
         "nodes_dropped": len(result.dropped_offsets),
         "nodes_dropped_offsets": result.dropped_offsets,
         "ranges_beyond_limit": result.ranges_beyond_limit,
+        "time_base": time_base,
     }

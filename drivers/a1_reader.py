@@ -15,9 +15,9 @@ after a short backoff (the device's bytes wait in the port buffer); only a faile
 session writer ends it.
 
 Streams declared: ``lidar/<name>`` (turns: angle rad CCW, range m with ``inf`` for no
-return, quality 0..63 as intensity, host time; device time from the node count and
+return, quality 0..63 as intensity, host time; device time from the sample index and
 the unit's sample duration where it reports one (:mod:`~sensorbench.drivers.a1_clock`);
-no reported speed)
+no reported speed; the ``scan_mode`` attribute says standard or express)
 and ``raw/<name>`` (every received byte, the answers and the scan descriptor included).
 
 A scanner already brought up by the power-up sequencer (spinning) can be handed
@@ -50,6 +50,7 @@ def a1_reader(
     first_turn_timeout_s: float | None = 5.0,
     stale_after_s: float = 0.5,
     restart_after_s: float = 3.0,
+    scan_mode: str = "standard",
 ) -> SerialReader:
     """The reader of one A1 in a capture session (its protocol: ``reader.protocol``).
 
@@ -64,12 +65,15 @@ def a1_reader(
             None to skip the check.
         stale_after_s, restart_after_s: silence before a ``stale`` event, and before the
             scan is restarted (s).
+        scan_mode: ``standard`` or ``express`` (a new scanner's; one taken over keeps
+            its own).
     """
     scanner = scanner or A1Scanner(
         str(port),
         read_timeout_s=read_timeout_s,
         stale_after_s=stale_after_s,
         restart_after_s=restart_after_s,
+        scan_mode=scan_mode,
     )
     link = scanner.link
     link.name = name

@@ -1,4 +1,4 @@
-"""The A1 protocol on the shared serial link: a standard scan as complete turns.
+"""The A1 protocol on the shared serial link: a standard or express scan as complete turns.
 
 :class:`A1Scanner` is the A1's protocol object on the shared serial transport
 (:class:`~sensorbench.drivers.serial_link.SerialLink`, as every device): the link
@@ -7,8 +7,8 @@ backoff (:class:`~sensorbench.drivers.link_watch.LinkWatch`); the scanner uses
 :class:`~sensorbench.drivers.a1_lidar.A1Lidar` for the request/response part
 (identify, health, sample rate, reset, start scan) on the open port and turns node
 bytes into :class:`~sensorbench.logs.LidarTurns` (angle rad CCW, range m with ``inf``
-for no return, quality, host time) with the
-:class:`~sensorbench.drivers.a1_turns.TurnAssembler`. The live session reader
+for no return, quality, host time, device time) with
+:class:`~sensorbench.drivers.a1_turns.A1Turns`. The live session reader
 (:mod:`sensorbench.drivers.a1_reader`) runs its link on the shared reader thread;
 the power-up sequencer and tests step it without a thread (:meth:`A1Scanner.poll`).
 """
@@ -23,22 +23,25 @@ from typing import TYPE_CHECKING
 import serial
 
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1_clock import NodeClock
 from sensorbench.drivers.a1_clock import describe as describe_clock
 from sensorbench.drivers.a1_lidar import POLL_S, A1Lidar
 from sensorbench.drivers.a1_protocol import A1Health, A1Info, A1SampleRate
-from sensorbench.drivers.a1_turns import TurnAssembler, spread_times
+from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.drivers.device_protocol import DeviceProtocol
 from sensorbench.drivers.serial_link import EventSink, LinkConfig, SerialLink
-from sensorbench.errors import DeviceUnplugged, DriverError
+from sensorbench.errors import DeviceProtocolError, DeviceUnplugged, DriverError
 from sensorbench.logs import LidarTurns, TurnFlag
 
 if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
 
 
+PREAMBLE_MAX_BYTES = 1 << 20
+"""Bytes kept from before a session (about 90 s of express scan) for its raw stream."""
+
+
 class A1Scanner(DeviceProtocol):
-    """A standard scan on one A1, as complete turns: the A1 protocol on its serial link.
+    """A scan on one A1, as complete turns: the A1 protocol on its serial link.
 
     The transport (:attr:`link`, a :class:`~sensorbench.drivers.serial_link.SerialLink`
     the scanner makes for itself) reads, stamps, records raw bytes and handles
@@ -65,6 +68,12 @@ class A1Scanner(DeviceProtocol):
             still booting is retried after it.
         on_event: ``sink(t_ns, kind, message)`` for unplug/reconnect/stale/overrun/error.
         name: device name (event source, stream names); the reader sets it.
+        scan_mode: ``standard`` (one 5-byte node per sample, about 2000/s) or
+            ``express`` (32 samples per 84-byte capsule, about 4000/s: what the vendor's
+            ROS 2 driver uses on an A1, and a robot configuration's default). A unit
+            that has no express scan (firmware < 1.17, or an answer that is not the
+            capsule descriptor) is scanned in standard mode, said in a ``note`` event;
+            :attr:`scan_mode_used` is what runs.
 
     Use :meth:`open` (connect, identify, health), :meth:`start`, then call :meth:`poll`
     in a loop; it returns within ``max_wait_s`` while data flows, and within the
@@ -87,7 +96,12 @@ class A1Scanner(DeviceProtocol):
         reconnect_probe_s: float = 0.25,
         on_event: EventSink | None = None,
         name: str = "a1",
+        scan_mode: str = "standard",
     ) -> None:
+        if scan_mode not in proto.SCAN_MODES:
+            raise DriverError(f"scan_mode must be one of {proto.SCAN_MODES}, got {scan_mode!r}")
+        self.scan_mode = scan_mode
+        self.scan_mode_used = scan_mode
         self.request_timeout_s = read_timeout_s
         self.reconnect_probe_s = reconnect_probe_s
         self.attrs: dict[str, object] = {}
@@ -95,19 +109,16 @@ class A1Scanner(DeviceProtocol):
         self.info: A1Info | None = None
         self.health: A1Health | None = None
         self.sample_rate: A1SampleRate | None = None
-        self.node_clock: NodeClock | None = None
-        self.assembler = TurnAssembler()
-        self.nodes_total = 0
-        self.bytes_skipped = 0
+        self.assembler = A1Turns(scan_mode)
         self.turns_total = 0
         self.points_total = 0
         self.crc_turns = 0
-        self._tail = b""
         self._node_bytes = 0  # the node bytes at the end of the chunk being consumed
         self._out: list[LidarTurns] | None = None  # turns completed by the current poll()
-        self._skipped_unreported = 0
+        self._skipped_reported = 0
+        self._preamble: list[tuple[int, bytes]] = []
+        self._preamble_bytes = 0
         self._skip_reported_ns = 0
-        self._t_prev: int | None = None
         self._scanning = False
         self._count_lock = threading.Lock()
         self._port = _LidarPort(self)
@@ -181,7 +192,8 @@ class A1Scanner(DeviceProtocol):
         return self.health
 
     def start(self) -> None:
-        """Start the standard scan (motor through DTR where the port has it)."""
+        """Start the scan (motor through DTR where the port has it): express unless
+        ``scan_mode`` is ``standard`` or the unit has none."""
         if self.lidar is None or not self.link.connected:
             raise DriverError(f"A1 {self.link.port}: open() before start()")
         self._start_scan()
@@ -248,31 +260,43 @@ class A1Scanner(DeviceProtocol):
         return port
 
     def consume(self, t_ns: int, data: bytes) -> int:
-        """Decode the node bytes of ``data`` into turns; returns the complete valid turns."""
+        """Decode the scan bytes at the end of ``data`` into turns; returns the complete
+        valid turns."""
+        if self.link.writer is None and self._preamble_bytes < PREAMBLE_MAX_BYTES:
+            self._preamble.append((t_ns, data))  # read before a session: kept for it
+            self._preamble_bytes += len(data)
         n, self._node_bytes = self._node_bytes, 0
-        buf = self._tail + (data[len(data) - n :] if n else b"")
-        nodes, used, skipped = proto.decode_nodes(buf)
-        self._tail = buf[used:]
-        if skipped:
-            self.bytes_skipped += skipped
-            self.assembler.mark(TurnFlag.CRC_ERRORS)
-            self._skipped_unreported += skipped
-        if self._skipped_unreported and t_ns - self._skip_reported_ns >= 1_000_000_000:
+        asm = self.assembler
+        done = self._emit_turns(asm.feed(t_ns, data[len(data) - n :])) if n else 0
+        unreported = asm.bytes_skipped - self._skipped_reported
+        if unreported and t_ns - self._skip_reported_ns >= 1_000_000_000:
             self.link.event(
                 t_ns,
                 "crc_burst",
-                f"{self._skipped_unreported} bytes skipped re-aligning nodes (corruption or "
-                f"loss on the link) since the last report; {self.bytes_skipped} in all",
+                f"{unreported} bytes skipped re-aligning {self._unit()} (corruption or "
+                f"loss on the link) since the last report; {asm.bytes_skipped} in all",
             )
-            self._skipped_unreported = 0
+            self._skipped_reported = asm.bytes_skipped
             self._skip_reported_ns = t_ns
-        if not len(nodes):
-            return 0
-        self.nodes_total += len(nodes)
-        t_nodes = spread_times(self._t_prev, t_ns, len(nodes))
-        self._t_prev = t_ns
-        dev = None if self.node_clock is None else self.node_clock.stamp(len(nodes), t_ns, skipped)
-        return self._emit_turns(self.assembler.feed(nodes, t_nodes, dev))
+        return done
+
+    @property
+    def nodes_total(self) -> int:
+        """Nodes decoded since the scanner was made."""
+        return self.assembler.nodes_total
+
+    @property
+    def bytes_skipped(self) -> int:
+        """Bytes skipped re-aligning since the scanner was made."""
+        return self.assembler.bytes_skipped
+
+    def take_preamble(self) -> list[tuple[int, bytes]]:
+        """The chunks read before a session's writer was attached (the bring-up's
+        identification, scan request and first turns), so that the session's raw stream
+        starts with the scan's descriptor and ``decode a1`` reproduces its turns."""
+        out, self._preamble = self._preamble, []
+        self._preamble_bytes = PREAMBLE_MAX_BYTES
+        return out
 
     def on_lost(self) -> None:
         """Record the bytes read before the loss; emit the cut turn (``PACKET_LOSS``)."""
@@ -280,7 +304,6 @@ class A1Scanner(DeviceProtocol):
         if rest:
             self.link.received(time.monotonic_ns(), rest)
         self._emit_turns(self.assembler.flush())
-        self._tail = b""
 
     def reset(self) -> None:
         """Drop the node tail, the turn in progress and the device clock."""
@@ -317,14 +340,14 @@ class A1Scanner(DeviceProtocol):
 
     def counters(self) -> tuple[int, int, int, int]:
         """(turns with skipped bytes, nodes lost re-aligning, points, turns) since start."""
-        return (self.crc_turns, self.bytes_skipped // proto.NODE_LEN, self.points_total,
+        return (self.crc_turns, self.assembler.samples_estimated_lost, self.points_total,
                 self.turns_total)  # fmt: skip
 
     def final_note(self) -> str:
         """Nodes decoded and what was skipped, recorded at stop."""
         asm = self.assembler
         return (
-            f"decoded {self.nodes_total} nodes; skipped: "
+            f"decoded {self.nodes_total} nodes ({self.scan_mode_used} scan); skipped: "
             f"bytes_skipped={self.bytes_skipped} "
             f"nodes_dropped={asm.nodes_dropped} (angle >= 360 deg); "
             f"ranges_beyond_limit={asm.ranges_beyond_limit} (stored as nan)"
@@ -341,10 +364,11 @@ class A1Scanner(DeviceProtocol):
                 "hardware": info.hardware,
                 "model_id": info.model,
             }
+        mode = self.scan_mode_used
         device_time = (
-            describe_clock(self.sample_rate)
+            describe_clock(self.sample_rate, mode)
             if info is not None
-            else "node count x standard sample duration (GET_SAMPLERATE) where the unit "
+            else f"sample index x {mode} sample duration (GET_SAMPLERATE) where the unit "
             "reports it (turns with device_ns), else none"
         )
         writer.add_lidar(
@@ -352,8 +376,15 @@ class A1Scanner(DeviceProtocol):
             attrs={
                 "model": "A1",
                 "port_path": self.link.port,
-                "intensity": "quality 0..63",
+                "intensity": "quality 0..63"
+                + (
+                    " (express: 47 for a return, 0 for none; capsules carry no quality)"
+                    if mode == "express"
+                    else ""
+                ),
+                "scan_mode": mode,
                 "device_time": device_time,
+                "time_base": "host monotonic_ns at receive, spread over each read's nodes",
                 "native_units": "angle q6 degrees clockwise, distance q2 mm (converted once)",
                 **device,
                 **self.attrs,
@@ -397,7 +428,7 @@ class A1Scanner(DeviceProtocol):
         return info
 
     def _read_sample_rate(self, info: A1Info) -> None:
-        """Ask the sample duration (device-side turn timing) where the firmware has it."""
+        """Ask the sample durations (device-side turn timing) where the firmware has them."""
         if self.sample_rate is not None or info.firmware < proto.SAMPLERATE_MIN_FIRMWARE:
             return
         try:
@@ -410,22 +441,47 @@ class A1Scanner(DeviceProtocol):
                 "note",
                 f"no sample duration ({err}); turn times from the host clock",
             )
-            return
-        self.node_clock = NodeClock(self.sample_rate.standard_us)
 
     def _start_scan(self) -> None:
-        """The standard scan from a clean state: no tail, no turn, no clock anchor."""
-        self._lidar().start("normal")
+        """The scan from a clean state (no tail, no turn, no clock anchor): express where
+        it was asked for and the unit has it (firmware >= 1.17, like GET_SAMPLERATE:
+        silence to it is an error like any), else standard (said once)."""
+        lidar = self._lidar()
+        mode = self.scan_mode_used
+        old = self.info is not None and self.info.firmware < proto.EXPRESS_MIN_FIRMWARE
+        if mode == "express" and old:
+            mode = self._no_express("firmware older than 1.17 has no express scan")
+        if mode == "express":
+            try:
+                lidar.start("express")
+            except DeviceProtocolError as err:  # it answered, but not with capsules
+                lidar.start("normal")
+                mode = self._no_express(str(err))
+        else:
+            lidar.start("normal")
+        self.scan_mode_used = mode
         self._scanning = True
         self._restarted()
 
+    def _no_express(self, why: str) -> str:
+        """Scan in standard mode from now on, and say why once."""
+        self.link.event(
+            time.monotonic_ns(),
+            "note",
+            f"no express scan on {self.link.port} ({why}); scanning in standard mode "
+            "(about 2000 samples/s)",
+        )
+        self.scan_mode_used = "standard"
+        return "standard"
+
+    def _unit(self) -> str:
+        return "capsules" if self.scan_mode_used == "express" else "nodes"
+
     def _restarted(self) -> None:
         """A new scan (start, restart, reconnect): no tail, no turn, no clock anchor."""
-        self._tail = b""
-        self._t_prev = None
-        self.assembler.reset()
-        if self.node_clock is not None:
-            self.node_clock.reset()
+        rate = self.sample_rate
+        mode = self.scan_mode_used
+        self.assembler.reset(mode=mode, sample_us=0 if rate is None else rate.sample_us(mode))
 
     def _emit_turns(self, turns: LidarTurns) -> int:
         """Store turns (session, the current :meth:`poll`'s result, counters); returns

@@ -23,6 +23,13 @@
    command), or when the writer fails (disk full): readers stop, the writer flushes
    and closes, and a :class:`CaptureResult` summarizes what the file holds.
 
+A :class:`CaptureConsumer` (``sensorbench live``'s runtime) works on the data as they
+are recorded: it declares its own streams with the devices', is started before the
+readers and stopped after them, and gets every decoded item (lidar turns, encoder
+frames, poses) and every event right after the writer has taken it, on the thread
+that produced it. A consumer that raises is reported once as an ``error`` event and
+ignored from then on: it never costs the recording anything.
+
 The writer flushes at least every ``flush_interval_s`` (0.5 s), so a capture killed
 with SIGKILL loses at most that much; ``sensorbench check --recover`` rebuilds it.
 """
@@ -39,7 +46,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sensorbench.drivers.device_kinds import ReaderContext, get_kind
 from sensorbench.drivers.kernels import warm_up as warm_up_kernels
@@ -47,9 +54,69 @@ from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.reader_base import DeviceReader, ReaderStatus
 from sensorbench.drivers.robot_config import DeviceConfig, PodGeometry, RobotConfig
 from sensorbench.errors import SensorbenchError, SessionError
-from sensorbench.logs import Session, SessionWriter
+from sensorbench.logs import EncoderBatch, LidarTurns, PoseBatch, Session, SessionWriter
 
 StatusCallback = Callable[[float, list[ReaderStatus]], None]
+
+
+class CaptureConsumer(Protocol):
+    """Work done on the data as capture records them (see the module docstring)."""
+
+    def declare(self, writer: SessionWriter) -> None:
+        """Add the consumer's own streams to ``writer`` (before it starts)."""
+
+    def start(self, writer: SessionWriter) -> None:
+        """Start (after the bring-up, before the readers start)."""
+
+    def consume(self, kind: str, name: str, payload: Any) -> None:
+        """One item the writer took: ``kind`` ``lidar`` (:class:`~sensorbench.logs.
+        LidarTurns`), ``encoder`` (:class:`~sensorbench.logs.EncoderBatch`), ``pose``
+        (:class:`~sensorbench.logs.PoseBatch`) or ``event`` (``(t_ns, kind, message)``,
+        ``name`` its source). Called on the producing thread: must not block."""
+
+    def stop(self) -> None:
+        """Finish (after the readers stopped, before the writer closes)."""
+
+
+class _TappedWriter(SessionWriter):
+    """A session writer that hands every item it takes to a :class:`CaptureConsumer`."""
+
+    def __init__(self, consumer: CaptureConsumer, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.consumer: CaptureConsumer | None = consumer
+        self.consumer_error: str | None = None
+
+    def _tap(self, kind: str, name: str, payload: Any) -> None:
+        consumer = self.consumer
+        if consumer is None:
+            return
+        try:
+            consumer.consume(kind, name, payload)
+        except Exception as exc:  # a consumer bug never stops a reader
+            self.consumer = None
+            self.consumer_error = f"{type(consumer).__name__} failed and was dropped: {exc!r}"
+            super().event(time.monotonic_ns(), "capture", "error", self.consumer_error)
+
+    def append_turns(self, name: str, turns: LidarTurns) -> None:
+        """Queue turns, then hand them to the consumer."""
+        super().append_turns(name, turns)
+        self._tap("lidar", name, turns)
+
+    def append_encoder(self, name: str, batch: EncoderBatch) -> None:
+        """Queue encoder frames, then hand them to the consumer."""
+        super().append_encoder(name, batch)
+        self._tap("encoder", name, batch)
+
+    def append_pose(self, name: str, batch: PoseBatch) -> None:
+        """Queue pose samples, then hand them to the consumer."""
+        super().append_pose(name, batch)
+        self._tap("pose", name, batch)
+
+    def event(self, t_ns: int, source: str, kind: str, message: str = "") -> None:
+        """Queue an event, then hand it to the consumer."""
+        super().event(t_ns, source, kind, message)
+        self._tap("event", source, (int(t_ns), str(kind), str(message)))
+
 
 STREAM_READ_S = 0.05
 """Longest wait of one read of a streaming device (LD19, pods) (s): at most 20
@@ -149,6 +216,7 @@ def make_reader(
     speed: float = 1.0,
     handle: Any = None,
     pods: PodGeometry | None = None,
+    read_s: float = STREAM_READ_S,
 ) -> DeviceReader:
     """The reader for one configured device (not started), from its registered kind.
 
@@ -159,13 +227,14 @@ def make_reader(
         handle: a device the sequencer brought up and left running (an A1 scanner),
             for the reader to take over.
         pods: the nominal pod geometry, stored with the pod stream.
+        read_s: longest wait of one read of a streaming device (s).
     """
     attrs: dict[str, Any] = {"port_path": dev.port, "config_line": dev.line}
     if dev.mount is not None:
         attrs["mount_xy_yaw"] = dev.mount.as_list()
         attrs["mount_units"] = "m, m, rad (CCW, body frame: x forward, y left)"
     kind = get_kind(dev.kind)
-    ctx = ReaderContext(attrs, speed, handle, pods, STREAM_READ_S)
+    ctx = ReaderContext(attrs, speed, handle, pods, read_s)
     return kind.reader(dev, ctx)
 
 
@@ -222,6 +291,8 @@ def bring_up(
             message = f"valid data on {row.tty or dev.port}"
         if row.attempts > 1:
             message += f" (attempt {row.attempts})"
+        if row.warning:
+            message += f"; warning: {row.warning}"
         results.append(
             BringupResult(dev.name, dev.kind, dev.port, ok, row.time_to_first_turn_s, message)
         )
@@ -289,6 +360,8 @@ class CaptureOptions:
         min_free_bytes: stop cleanly when the output's file system has less free space
             than this or than 4 s of the file's current growth, whichever is larger
             (bytes), so the file is closed intact before the disk is full.
+        stream_read_s: longest wait of one read of a streaming device (LD19, pods), s:
+            data wait up to this long in the port before they are decoded.
     """
 
     label: str = ""
@@ -298,6 +371,7 @@ class CaptureOptions:
     status_interval_s: float = 0.5
     flush_interval_s: float = 0.5
     min_free_bytes: int = 32 * 2**20
+    stream_read_s: float = STREAM_READ_S
 
 
 def run_capture(
@@ -310,6 +384,7 @@ def run_capture(
     on_bringup: Callable[[BringupResult], None] | None = None,
     stop: threading.Event | None = None,
     extra_readers: Sequence[DeviceReader] = (),
+    consumer: CaptureConsumer | None = None,
 ) -> CaptureResult:
     """Record every configured device into ``output`` for ``duration_s`` seconds.
 
@@ -328,6 +403,7 @@ def run_capture(
             :class:`~sensorbench.sim.pose_source.SimPoseSource`): declared,
             started, polled and stopped with the device readers, but not brought up
             and not in the device summary.
+        consumer: works on the data as they are recorded (:class:`CaptureConsumer`).
 
     Raises:
         SessionError: the output cannot be created.
@@ -349,7 +425,8 @@ def run_capture(
     up = {b.name for b in result.bringup if b.ok}
     failed = [b for b in result.bringup if not b.ok]
     devices = [{"name": d.name, "kind": d.kind, "port": d.port} for d in config.devices]
-    writer = SessionWriter(
+    writer = _new_writer(
+        consumer,
         output,
         label=opts.label,
         config_text=config.text,
@@ -366,24 +443,30 @@ def run_capture(
         },
     )
     readers = {
-        d.name: make_reader(d, opts.speed, handles.get(d.name), config.pods)
+        d.name: make_reader(d, opts.speed, handles.get(d.name), config.pods, opts.stream_read_s)
         for d in config.devices
         if d.name in up
     }
     readers.update({r.name: r for r in extra_readers})
     for reader in readers.values():
         reader.declare(writer)
+    if consumer is not None:
+        consumer.declare(writer)
     writer.start()
     now = time.monotonic_ns()
     for b in result.bringup:
         kind = "note" if b.ok else "error"
         writer.event(now, b.name, kind, f"bring-up {'ok' if b.ok else 'FAILED'}: {b.message}")
     t0 = time.monotonic()
+    consuming = False
     if stop.is_set():
         result.stopped_by = "stop"
     elif (failed and not opts.allow_missing) or not readers:
         result.stopped_by = "bringup"
     else:
+        if consumer is not None:
+            consumer.start(writer)
+            consuming = True
         for name, message in _start_all(list(readers.values())).items():
             writer.event(time.monotonic_ns(), name, "error", f"reader failed to start: {message}")
             result.bringup = [
@@ -407,6 +490,8 @@ def run_capture(
         )
     result.recorded_s = time.monotonic() - t0
     _stop_all(list(readers.values()))
+    if consumer is not None and consuming:
+        consumer.stop()
     statuses = {  # final counters of the configured devices
         name: r.status() for name, r in readers.items() if name in up
     }
@@ -418,6 +503,13 @@ def run_capture(
         result.stopped_by, result.error = "error", _writer_error_text(writer, exc)
     result.devices = summarize(Path(output), config, statuses)
     return result
+
+
+def _new_writer(consumer: CaptureConsumer | None, *args: Any, **kwargs: Any) -> SessionWriter:
+    """The capture's session writer; with a consumer, one that hands it every item."""
+    if consumer is None:
+        return SessionWriter(*args, **kwargs)
+    return _TappedWriter(consumer, *args, **kwargs)
 
 
 def _writer_error_text(writer: SessionWriter, exc: BaseException) -> str:

@@ -250,16 +250,17 @@ LD19 = register(
         emulator="sensorbench.sim.kind_emulators:ld19_family",
         make_protocol=ld19_kind.make_protocol,
         probe=ld19_kind.probe,
-        sim_defaults={
+        sim_defaults={  # samples_per_s: real LD06 captures (docs/LD19.md); datasheet 4500
             "rate_hz": 10.0,
-            "samples_per_s": 4500.0,
+            "samples_per_s": 4545.0,
             "range_min_m": 0.02,
             "range_max_m": 12.0,
         },
         datasheet="docs/LD19.md (LDROBOT LD19 development manual)",
     )
 )
-# The LD06: the LD19's protocol and bytes; its own name and datasheet figures
+# The LD06: the LD19's protocol, bytes and emulation defaults (the samples_per_s above
+# are its real captures'); its own name and datasheet figures
 # (LDROBOT LD06 development manual v1.0: 230400 baud, 4500 samples/s, 5-13 Hz scan,
 # 10 Hz by default, 0.02-12 m; docs/LD19.md, section LD06).
 register(
@@ -267,12 +268,6 @@ register(
         LD19,
         name="ld06",
         model="LD06",
-        sim_defaults={
-            "rate_hz": 10.0,
-            "samples_per_s": 4500.0,
-            "range_min_m": 0.02,
-            "range_max_m": 12.0,
-        },
         datasheet="docs/LD19.md, section LD06 (LDROBOT LD06 development manual v1.0)",
     )
 )
@@ -287,7 +282,7 @@ register(
         make_reader=a1_kind.make_reader,
         make_steps=a1_kind.make_steps,
         probe=a1_kind.probe,
-        option_keys=frozenset({"serial"}),
+        option_keys=frozenset({"serial", "scan_mode"}),
         parse_options=a1_kind.parse_options,
         keeps_bringup_handle=True,
         probe_writes=True,

@@ -38,6 +38,7 @@ restart             after ``restart_after_s`` of silence        A1
 on_lost             after an unplug closed the port             A1
 start_note          the ``start`` event's message               A1
 reopen_note         the ``reconnect`` event's message           A1
+take_preamble       before the first chunk stored in a session  A1
 ==================  ==========================================  ==================
 
 Hooks run on the thread that polls the link and must not block longer than one
@@ -131,3 +132,9 @@ class DeviceProtocol:
     def reopen_note(self) -> str | None:
         """The message of a ``reconnect`` event, or None for the link's."""
         return None
+
+    def take_preamble(self) -> list[tuple[int, bytes]]:
+        """``(t_ns, chunk)`` received before a session's writer was attached (a device
+        the bring-up started and handed over), stored ahead of the first chunk so the
+        raw stream holds the device's whole exchange; empty by default."""
+        return []

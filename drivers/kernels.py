@@ -1,5 +1,8 @@
 """Compile (or load from numba's cache) every compiled kernel the device readers use.
 
+The LD19 parser's pass and the A1 decoder's passes (standard nodes, express
+capsules, turn arrays) are numba kernels.
+
 numba compiles a kernel on its first call, or loads it from its on-disk cache
 (``__pycache__`` next to the module, or ``NUMBA_CACHE_DIR``); compiling the LD19
 parser's kernel takes seconds and holds the interpreter lock meanwhile. Inside a
@@ -16,11 +19,18 @@ from __future__ import annotations
 import threading
 import time
 
+from sensorbench.drivers import a1_protocol
+from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.drivers.ld19_parser import LD19Parser
 
 # the manual's example packet (docs/LD19.md): a valid CRC, so the kernel's whole path runs
 _LD19_PACKET = bytes.fromhex(
     "542C6808AB7EE000E4DC00E2D900E5D500E3D300E4D000E9CD00E4CA00E2C700E9C500E5C200E5C000E5BE823A1A50"
+)
+# two standard turns (node bytes as in docs/A1.md: S, !S, quality; C, angle; distance)
+_A1_NODES = b"".join(
+    bytes([0x3D if i % 8 == 0 else 0x3E, 0x01 | ((i * 8) & 0x7F) << 1, (i * 8) >> 7, 0xA0, 0x0F])
+    for i in range(17)
 )
 _lock = threading.Lock()
 _done_s: float | None = None
@@ -37,6 +47,9 @@ def warm_up() -> float:
             return 0.0
         t0 = time.perf_counter()
         LD19Parser().feed(_LD19_PACKET * 3, host_ns=0)
+        A1Turns(sample_us=500).feed(0, _A1_NODES)
+        capsule = bytes([0xA0, 0x50]) + bytes(a1_protocol.CAPSULE_LEN - 2)  # checksum 0
+        A1Turns("express", sample_us=250).feed(0, capsule * 3)
         _done_s = time.perf_counter() - t0
         return _done_s
 

@@ -23,9 +23,11 @@ them, no-returns (distance 0) included. What it does with one turn:
    their mean intensity (integer division) is at least 220; the others are dropped
    unless their mean intensity is above 15.
 
-The SDK removes dropped points from the turn. :func:`near_filter_mask` says which
-points it drops (no-returns included); :func:`near_filter_turns` marks dropped
-*returns* ``nan`` (invalid) and leaves no-returns ``inf``, so the stored evidence
+The SDK zeroes the points it rejects (distance and intensity set to 0, the point kept:
+``ldlidar_stl_sdk`` v3.0.3, ``ldlidar_driver/src/filter/tofbf.cpp``; its ROS 2 driver
+publishes them as NaN; early versions removed them). :func:`near_filter_mask` says
+which points it rejects (no-returns included); :func:`near_filter_turns` marks
+rejected *returns* ``nan`` (invalid) and leaves no-returns ``inf``, so the stored evidence
 still tells a filtered point from a beam that saw nothing. Because no-returns take
 part, a dropout pattern decides the fate of the returns around it: on a sector where
 every third beam has no return, every pair of returns between two dropouts is a

@@ -159,21 +159,43 @@ _PENDING = 1  # failures since the last packet, not yet attributed to one
 _LAST_TS = 2  # timestamp of the last packet (ms; -1: none)
 _PERIOD_SPAN = 3  # span (0.01 deg) and speed (deg/s) of the last packet that had a
 _PERIOD_SPEED = 4  # period, i.e. both > 0 (0: none yet)
-_STATE_SIZE = 5
-# the kernel's counts vector (int64, per read)
-_CRC_FAIL, _SPAN_FAIL, _STAMP_FAIL, _SPEED_FAIL, _UNKNOWN, _GAPS, _LOST = range(7)
+_TAIL_LEN = 5  # bytes kept in the tail buffer (< 47)
+_TAIL_AT = 6  # stream offset of the tail's first byte
+_HISTORY = 7  # slots above are the history resync() forgets; counters follow
+# counters (int64, since construction or reset), in ParserCounters' order
+(
+    _BYTES,
+    _PACKETS,
+    _CRC_FAIL,
+    _BYTES_SKIPPED,
+    _UNKNOWN,
+    _SPAN_FAIL,
+    _STAMP_FAIL,
+    _SPEED_FAIL,
+    _GAPS,
+    _LOST,
+) = range(_HISTORY, _HISTORY + 10)
+_STATE_SIZE = _HISTORY + 10
 # why a packet with a good CRC was rejected (codes in the kernel's rejection rows)
 REJECT_REASONS = {1: "angle", 2: "timestamp", 3: "speed"}
-# rows of the kernel's per-packet outputs: uint16 fields, int64 values
-_SPEED, _START, _END, _STAMP = range(4)
-_OFFSET, _HOST_NS, _FAILURES, _LOST_BEFORE = range(4)
+# rows of the per-packet fields (int64)
+_SPEED, _START, _END, _STAMP, _OFFSET, _HOST_NS, _FAILURES, _LOST_BEFORE = range(8)
+_ROWS = 8
 
 
 def _new_state() -> np.ndarray:
     """The kernel state of a parser that has seen nothing."""
     state = np.zeros(_STATE_SIZE, dtype=np.int64)
-    state[_EXPECT_AT] = state[_LAST_TS] = -1
+    _forget(state)
     return state
+
+
+def _forget(state: np.ndarray) -> None:
+    """The history of ``state`` as new (resync), keeping the stream offset and counters."""
+    at = state[_TAIL_AT] + state[_TAIL_LEN]
+    state[:_HISTORY] = 0
+    state[_EXPECT_AT] = state[_LAST_TS] = -1
+    state[_TAIL_AT] = at
 
 
 @numba.njit(cache=True, nogil=True)
@@ -202,41 +224,44 @@ def _u16(buf: np.ndarray, i: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(buf, base, host_ns, max_span, max_speed, state):
-    """Parse ``buf`` (``n >= 47`` bytes from stream offset ``base``) in one pass.
+def _scan(new, host_ns, max_span, max_speed, state, tail, fields, distance, intensity, rejected):
+    """Parse the kept tail plus ``new`` in one pass; returns ``(k, n_rejected)``.
 
     ``host_ns`` is given to every packet, ``max_span`` is the span sanity limit
-    (0.01 deg), ``max_speed`` the largest possible speed (deg/s). Updates ``state``
-    (int64, the ``_EXPECT_AT`` ... ``_PERIOD_SPEED`` slots) in place. Returns the
-    packet count ``k``, the index where the unconsumed tail starts, ``uint16[4, cap]``
-    fields (rows ``_SPEED`` ...), ``(cap, 12)`` distances and intensities,
-    ``int64[4, cap]`` values (rows ``_OFFSET`` ...), the counts of this read
-    (``_CRC_FAIL`` ...) and ``int64[2, n // 2 + 1]`` rejections (stream offset,
-    reason code of :data:`REJECT_REASONS`) of candidates with a good CRC and an
-    impossible field, as many as the three rejection counts add up to (candidates
-    are at least 2 bytes apart); the first ``k`` columns or rows are the packets.
-    Few arrays: each returned one costs ~0.3 us. Never raises: every index is
-    bounded by ``n``.
+    (0.01 deg), ``max_speed`` the largest possible speed (deg/s). ``state`` (int64,
+    the ``_EXPECT_AT`` ... slots, with the counters) and ``tail`` (the unconsumed bytes,
+    fewer than 47) are updated in place. The first ``k`` columns of ``fields``
+    (``int64[8, cap]``, rows ``_SPEED`` ...) and the first ``12 k`` values of the flat
+    ``distance`` and ``intensity`` (``12 cap``; flat: 2x faster stores) are the
+    packets; the first ``n_rejected`` columns of ``rejected`` (``int64[2, cap2]``)
+    the stream offset and reason code (:data:`REJECT_REASONS`) of candidates with a
+    good CRC and an impossible field. The caller sizes the outputs for the read
+    (packets are at least 47 bytes apart, candidates 2). Never raises: every index is
+    bounded by the buffer.
     """
-    n = buf.size
+    tl = state[_TAIL_LEN]
+    n = tl + new.size
+    buf = np.empty(n, np.uint8)
+    buf[:tl] = tail[:tl]
+    buf[tl:] = new
+    base = state[_TAIL_AT]
+    state[_BYTES] += new.size
+    if n < PACKET_SIZE:  # too short to decide anything: keep it all
+        tail[:n] = buf
+        state[_TAIL_LEN] = n
+        return 0, 0
     last_start = n - PACKET_SIZE
-    cap = n // PACKET_SIZE
-    head = np.empty((4, cap), np.uint16)
-    per = np.empty((4, cap), np.int64)
-    distance = np.empty(cap * POINTS_PER_PACKET, np.uint16)  # flat: 2x faster stores
-    intensity = np.empty(cap * POINTS_PER_PACKET, np.uint8)
-    counts = np.zeros(7, np.int64)
-    rejected = np.empty((2, n // 2 + 1), np.int64)
     n_rej = 0
 
     e = state[_EXPECT_AT] - base  # the previous read's last packet ended here
     if e >= 0 and e + 1 < n and buf[e] == HEADER and buf[e + 1] != VER_LEN:
-        counts[_UNKNOWN] += 1
+        state[_UNKNOWN] += 1
     state[_EXPECT_AT] = -1
     pending = state[_PENDING]
     last_ts = state[_LAST_TS]
     period_span = state[_PERIOD_SPAN]
     period_speed = state[_PERIOD_SPEED]
+    n_crc = n_span = n_stamp = n_speed = n_gaps = n_lost = 0
 
     k = 0
     pos = 0
@@ -248,7 +273,7 @@ def _scan(buf, base, host_ns, max_span, max_speed, state):
         for j in range(PACKET_SIZE):
             crc ^= _CRC_AT[j, buf[pos + j]]
         if crc != 0:
-            counts[_CRC_FAIL] += 1
+            n_crc += 1
             pending += 1
             pos += 1
             continue
@@ -260,13 +285,13 @@ def _scan(buf, base, host_ns, max_span, max_speed, state):
         reason = 0
         if s >= ANGLE_MODULUS_CDEG or t >= ANGLE_MODULUS_CDEG or span > max_span:
             reason = 1
-            counts[_SPAN_FAIL] += 1
+            n_span += 1
         elif ts >= TIMESTAMP_MODULUS_MS:
             reason = 2
-            counts[_STAMP_FAIL] += 1
+            n_stamp += 1
         elif sp > max_speed:
             reason = 3
-            counts[_SPEED_FAIL] += 1
+            n_speed += 1
         if reason:
             rejected[0, n_rej] = base + pos
             rejected[1, n_rej] = reason
@@ -275,18 +300,18 @@ def _scan(buf, base, host_ns, max_span, max_speed, state):
             pos += 1
             continue
 
-        head[_SPEED, k] = sp
-        head[_START, k] = s
-        head[_END, k] = t
-        head[_STAMP, k] = ts
-        per[_OFFSET, k] = base + pos
-        per[_HOST_NS, k] = host_ns
+        fields[_SPEED, k] = sp
+        fields[_START, k] = s
+        fields[_END, k] = t
+        fields[_STAMP, k] = ts
+        fields[_OFFSET, k] = base + pos
+        fields[_HOST_NS, k] = host_ns
         pts = buf[pos + 6 : pos + 6 + 3 * POINTS_PER_PACKET]
         row = POINTS_PER_PACKET * k
         for i in range(POINTS_PER_PACKET):
             distance[row + i] = np.uint16(pts[3 * i]) | (np.uint16(pts[3 * i + 1]) << np.uint16(8))
             intensity[row + i] = pts[3 * i + 2]
-        per[_FAILURES, k] = pending
+        fields[_FAILURES, k] = pending
         pending = 0
 
         # device-timestamp gap after the previous packet, judged by the last known
@@ -300,9 +325,9 @@ def _scan(buf, base, host_ns, max_span, max_speed, state):
             gap = (ts - last_ts) % TIMESTAMP_MODULUS_MS
             missing = _lost_in_gap(gap, period_span, period_speed)
             if missing > 0:
-                counts[_GAPS] += 1
-                counts[_LOST] += missing
-        per[_LOST_BEFORE, k] = missing
+                n_gaps += 1
+                n_lost += missing
+        fields[_LOST_BEFORE, k] = missing
         if has_period:
             period_span, period_speed = span, sp
         last_ts = ts
@@ -312,70 +337,133 @@ def _scan(buf, base, host_ns, max_span, max_speed, state):
         # an unknown packet type exactly where the next packet was expected
         if pos + 1 < n:
             if buf[pos] == HEADER and buf[pos + 1] != VER_LEN:
-                counts[_UNKNOWN] += 1
+                state[_UNKNOWN] += 1
         else:
             state[_EXPECT_AT] = base + pos
 
+    state[_CRC_FAIL] += n_crc
+    state[_SPAN_FAIL] += n_span
+    state[_STAMP_FAIL] += n_stamp
+    state[_SPEED_FAIL] += n_speed
+    state[_GAPS] += n_gaps
+    state[_LOST] += n_lost
     state[_PENDING] = pending
     state[_LAST_TS] = last_ts
     state[_PERIOD_SPAN] = period_span
     state[_PERIOD_SPEED] = period_speed
-    distance = distance.reshape(cap, POINTS_PER_PACKET)
-    intensity = intensity.reshape(cap, POINTS_PER_PACKET)
-    return k, pos, head, distance, intensity, per, counts, rejected
+    state[_PACKETS] += k
+    state[_BYTES_SKIPPED] += pos - PACKET_SIZE * k
+    rest = n - pos
+    tail[:rest] = buf[pos:]
+    state[_TAIL_LEN] = rest
+    state[_TAIL_AT] = base + pos
+    return k, n_rej
 
 
 @dataclass
 class LD19Packets:
     """Decoded packets, ``k`` of them, in stream order.
 
+    Stored as three arrays (:attr:`fields`, :attr:`distance_mm`, :attr:`intensity`):
+    the per-packet values are rows of ``fields``, read through the properties.
+
     Attributes:
-        speed_deg_s: rotation speed reported by the device (deg/s; 3600 = 10 Hz).
-        start_cdeg, end_cdeg: start and end angle of the packet (0.01 deg, clockwise).
-        timestamp_ms: device timestamp (ms, wraps at 30000).
+        fields: ``int64[8, k]``: speed, start, end, timestamp, stream offset, host ns,
+            failures before, lost before (the properties below).
         distance_mm: ``(k, 12)`` distances (mm; 0 = no return).
         intensity: ``(k, 12)`` intensities (0..255).
-        host_ns: host receive time of the read that completed each packet (ns).
-        stream_offset: offset of each packet's first byte in the parser's input
-            stream (bytes since construction or the last :meth:`LD19Parser.reset`).
-        failures_before: candidate packets rejected (CRC or an impossible field)
-            since the previous accepted packet.
-        lost_before: packets missing before this one, from the device-timestamp gap.
     """
 
-    speed_deg_s: np.ndarray
-    start_cdeg: np.ndarray
-    end_cdeg: np.ndarray
-    timestamp_ms: np.ndarray
+    fields: np.ndarray
     distance_mm: np.ndarray
     intensity: np.ndarray
-    host_ns: np.ndarray
-    stream_offset: np.ndarray
-    failures_before: np.ndarray
-    lost_before: np.ndarray
+
+    @property
+    def speed_deg_s(self) -> np.ndarray:
+        """Rotation speed reported by the device (deg/s; 3600 = 10 Hz)."""
+        return self.fields[_SPEED]
+
+    @property
+    def start_cdeg(self) -> np.ndarray:
+        """Start angle of each packet (0.01 deg, clockwise)."""
+        return self.fields[_START]
+
+    @property
+    def end_cdeg(self) -> np.ndarray:
+        """End angle of each packet (0.01 deg, clockwise)."""
+        return self.fields[_END]
+
+    @property
+    def timestamp_ms(self) -> np.ndarray:
+        """Device timestamp (ms, wraps at 30000)."""
+        return self.fields[_STAMP]
+
+    @property
+    def stream_offset(self) -> np.ndarray:
+        """Offset of each packet's first byte in the parser's input stream (bytes since
+        construction or the last :meth:`LD19Parser.reset`)."""
+        return self.fields[_OFFSET]
+
+    @property
+    def host_ns(self) -> np.ndarray:
+        """Host receive time of the read that completed each packet (ns)."""
+        return self.fields[_HOST_NS]
+
+    @property
+    def failures_before(self) -> np.ndarray:
+        """Candidate packets rejected (CRC or an impossible field) since the previous
+        accepted packet."""
+        return self.fields[_FAILURES]
+
+    @property
+    def lost_before(self) -> np.ndarray:
+        """Packets missing before this one, from the device-timestamp gap."""
+        return self.fields[_LOST_BEFORE]
 
     def __len__(self) -> int:
-        return int(self.speed_deg_s.shape[0])
+        return int(self.distance_mm.shape[0])
 
     def angles_cdeg(self) -> np.ndarray:
         """``(k, 12)`` native clockwise point angles (0.01 deg) in [0, 36000)."""
         return point_angles_cdeg(self.start_cdeg, self.end_cdeg)
 
+    def select(self, keep: np.ndarray) -> LD19Packets:
+        """The packets where ``keep`` (bool or indices) selects."""
+        return LD19Packets(self.fields[:, keep], self.distance_mm[keep], self.intensity[keep])
+
+    @classmethod
+    def from_fields(
+        cls,
+        *,
+        speed_deg_s: np.ndarray,
+        start_cdeg: np.ndarray,
+        end_cdeg: np.ndarray,
+        timestamp_ms: np.ndarray,
+        distance_mm: np.ndarray,
+        intensity: np.ndarray,
+        host_ns: np.ndarray,
+        stream_offset: np.ndarray,
+        failures_before: np.ndarray,
+        lost_before: np.ndarray,
+    ) -> LD19Packets:
+        """Packets from each field (e.g. made elsewhere than the parser)."""
+        rows = (
+            speed_deg_s, start_cdeg, end_cdeg, timestamp_ms, stream_offset, host_ns,
+            failures_before, lost_before,
+        )  # fmt: skip
+        return cls(
+            np.stack([np.asarray(r, dtype=np.int64) for r in rows]),
+            np.asarray(distance_mm, dtype=np.uint16).reshape(-1, POINTS_PER_PACKET),
+            np.asarray(intensity, dtype=np.uint8).reshape(-1, POINTS_PER_PACKET),
+        )
+
     @classmethod
     def empty(cls) -> LD19Packets:
         """No packets."""
-        u16, i64 = np.zeros(0, np.uint16), np.zeros(0, np.int64)
         return cls(
-            speed_deg_s=u16,
-            start_cdeg=u16.copy(),
-            end_cdeg=u16.copy(),
-            timestamp_ms=u16.copy(),
-            distance_mm=np.zeros((0, POINTS_PER_PACKET), np.uint16),
-            intensity=np.zeros((0, POINTS_PER_PACKET), np.uint8),
-            host_ns=i64,
-            stream_offset=i64.copy(),
-            failures_before=i64.copy(),
-            lost_before=i64.copy(),
+            np.zeros((_ROWS, 0), np.int64),
+            np.zeros((0, POINTS_PER_PACKET), np.uint16),
+            np.zeros((0, POINTS_PER_PACKET), np.uint8),
         )
 
     @classmethod
@@ -383,8 +471,16 @@ class LD19Packets:
         """Concatenate batches in order."""
         if not parts:
             return cls.empty()
-        names = cls.__dataclass_fields__
-        return cls(**{n: np.concatenate([getattr(p, n) for p in parts]) for n in names})
+        return cls(
+            np.concatenate([p.fields for p in parts], axis=1),
+            np.concatenate([p.distance_mm for p in parts]),
+            np.concatenate([p.intensity for p in parts]),
+        )
+
+
+_EMPTY = LD19Packets.empty()
+for _a in (_EMPTY.fields, _EMPTY.distance_mm, _EMPTY.intensity):
+    _a.flags.writeable = False  # shared by every read that completes no packet
 
 
 @dataclass
@@ -447,14 +543,13 @@ class LD19Parser:
     ) -> None:
         self.max_span_cdeg = int(max_span_cdeg)
         self.max_speed_deg_s = int(max_speed_deg_s)
+        self._tail = np.zeros(64, dtype=np.uint8)  # the kernel keeps < 47 bytes here
+        self._reserve(0)
         self.reset()
 
     def reset(self) -> None:
         """Forget the tail, the stream position, the last timestamp and all counters."""
-        self._tail = np.zeros(0, dtype=np.uint8)
-        self._tail_offset = 0
         self._state = _new_state()
-        self.counters = ParserCounters()
         self.rejected: list[tuple[int, str]] = []
 
     def resync(self) -> None:
@@ -462,15 +557,18 @@ class LD19Parser:
 
         Counters are kept; the tail bytes are counted as skipped.
         """
-        self.counters.bytes_skipped += int(self._tail.size)
-        self._tail_offset += int(self._tail.size)
-        self._tail = np.zeros(0, dtype=np.uint8)
-        self._state = _new_state()
+        self._state[_BYTES_SKIPPED] += self._state[_TAIL_LEN]
+        _forget(self._state)
+
+    @property
+    def counters(self) -> ParserCounters:
+        """What the parser saw since construction or :meth:`reset` (a snapshot)."""
+        return ParserCounters(*self._state[_BYTES : _LOST + 1].tolist())
 
     @property
     def pending_bytes(self) -> int:
         """Bytes kept from earlier reads that may still start a packet."""
-        return int(self._tail.size)
+        return int(self._state[_TAIL_LEN])
 
     def feed(
         self, data: bytes | bytearray | memoryview | np.ndarray, host_ns: int = 0
@@ -485,51 +583,35 @@ class LD19Parser:
             new = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
         else:
             new = np.frombuffer(data, dtype=np.uint8)
-        c = self.counters
-        c.bytes += new.size
-        # a writable buffer (a copy of read-only input, e.g. bytes, when there is no
-        # tail), so that one compiled specialisation of the kernel serves every input
-        if self._tail.size or not new.flags.writeable:
-            buf = np.concatenate((self._tail, new))
-        else:
-            buf = new
-        base = self._tail_offset
-        if buf.size < PACKET_SIZE:
-            self._tail = buf.copy() if buf is new else buf
-            return LD19Packets.empty()
-
-        k, keep_from, head, dist, inten, per, counts, rejected = _scan(
-            buf, base, int(host_ns), self.max_span_cdeg, self.max_speed_deg_s, self._state
-        )
-        n_crc, n_span, n_stamp, n_speed, n_unknown, n_gaps, n_lost = counts.tolist()
-        c.packets += k
-        c.crc_failures += n_crc
-        c.span_failures += n_span
-        c.timestamp_failures += n_stamp
-        c.speed_failures += n_speed
-        n_rej = min(n_span + n_stamp + n_speed, REJECTED_KEPT - len(self.rejected))
-        if n_rej > 0:
+        if new.flags.writeable:  # read-only like bytes: one compiled kernel serves all inputs
+            new = new.view()
+            new.flags.writeable = False
+        if new.size + PACKET_SIZE > self._room:
+            self._reserve(new.size)
+        cap = (new.size + PACKET_SIZE) // PACKET_SIZE
+        fields = np.empty((_ROWS, cap), np.int64)  # fresh: the packets returned are views
+        distance = np.empty(cap * POINTS_PER_PACKET, np.uint16)
+        intensity = np.empty(cap * POINTS_PER_PACKET, np.uint8)
+        k, n_rej = _scan(
+            new, int(host_ns), self.max_span_cdeg, self.max_speed_deg_s, self._state,
+            self._tail, fields, distance, intensity, self._rejected,
+        )  # fmt: skip
+        if n_rej:
+            keep = min(n_rej, REJECTED_KEPT - len(self.rejected))
             self.rejected.extend(
-                (off, REJECT_REASONS[code]) for off, code in rejected[:, :n_rej].T.tolist()
+                (off, REJECT_REASONS[code]) for off, code in self._rejected[:, :keep].T.tolist()
             )
-        c.unknown_packets += n_unknown
-        c.timestamp_gaps += n_gaps
-        c.lost_packets += n_lost
-        c.bytes_skipped += keep_from - PACKET_SIZE * k
-        self._tail = buf[keep_from:].copy()
-        self._tail_offset = base + keep_from
-        if k == 0:  # no views that would hold on to the read-sized output arrays
-            return LD19Packets.empty()
-        head, per = head[:, :k], per[:, :k]
+        if k == 0:
+            return _EMPTY
+        m = POINTS_PER_PACKET * k
         return LD19Packets(
-            speed_deg_s=head[_SPEED],
-            start_cdeg=head[_START],
-            end_cdeg=head[_END],
-            timestamp_ms=head[_STAMP],
-            distance_mm=dist[:k],
-            intensity=inten[:k],
-            host_ns=per[_HOST_NS],
-            stream_offset=per[_OFFSET],
-            failures_before=per[_FAILURES],
-            lost_before=per[_LOST_BEFORE],
+            fields[:, :k],
+            distance[:m].reshape(k, POINTS_PER_PACKET),
+            intensity[:m].reshape(k, POINTS_PER_PACKET),
         )
+
+    def _reserve(self, n: int) -> None:
+        """The rejection buffer for a read of ``n`` bytes (plus the tail)."""
+        room = max(n + PACKET_SIZE, 1 << 12)
+        self._rejected = np.empty((2, room // 2 + 1), np.int64)
+        self._room = room

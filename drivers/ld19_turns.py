@@ -140,7 +140,7 @@ class TurnAssembler:
         ok = possible_packets(pk)
         if not ok.all():
             self.packets_rejected += int(np.count_nonzero(~ok))
-            pk = LD19Packets(**{f: getattr(pk, f)[ok] for f in pk.__dataclass_fields__})
+            pk = pk.select(ok)
         k = len(pk)
         if k == 0:
             return LidarTurns.empty()

@@ -1,9 +1,14 @@
-"""Per-port USB power (VBUS) switching: ``uhubctl`` or the kernel's sysfs ``disable`` file.
+"""Per-port USB power (VBUS) switching: ``uhubctl`` or the kernel's sysfs ``disable`` files.
 
 A hub with per-port power switching can keep a device unpowered until its turn, so a
 staggered power-up covers USB enumeration too (an A1's motor spins from the moment it
 is powered, before any software holds its port: ``docs/A1.md``). Configured per device
 in robot.toml (``[powerup] backend = "uhubctl"``, ``power = {hub = "1-1", port = 2}``).
+On a USB 3 hub (a USB 2 and a USB 3 half sharing VBUS) both halves are switched:
+uhubctl finds the other half itself; the sysfs backend writes the port's ``peer`` too.
+A hub without per-port switching makes uhubctl exit 1 ("No compatible devices
+detected"): :meth:`PortPower.switch` raises, and the power-up sequencer staggers that
+device by DTR instead (:mod:`~sensorbench.drivers.powerup`).
 """
 
 from __future__ import annotations
@@ -90,11 +95,20 @@ class PortPower:
                     "does the hub support per-port power, and are you root?"
                 )
             return
-        path = self.sysfs_disable_path(sysfs_root)
-        try:
-            path.write_text("0" if on else "1")
-        except OSError as err:
-            raise DriverError(
-                f"cannot write {path}: {err}; needs Linux >= 6.0, a hub with per-port "
-                "power switching, and root"
-            ) from err
+        for path in self.sysfs_disable_paths(sysfs_root):
+            try:
+                path.write_text("0" if on else "1")
+            except OSError as err:
+                raise DriverError(
+                    f"cannot write {path}: {err}; needs Linux >= 6.0, a hub with per-port "
+                    "power switching, and root"
+                ) from err
+
+    def sysfs_disable_paths(self, sysfs_root: str | os.PathLike[str] = "/sys") -> list[Path]:
+        """The ``disable`` files that switch this port: its own and, on a USB 3 hub, its
+        peer's (the hub's USB 3 half; the kernel links it as the port's ``peer``). A USB
+        3 hub is two hubs sharing each port's VBUS: switching one half off leaves the
+        power on."""
+        own = self.sysfs_disable_path(sysfs_root)
+        peer = own.parent / "peer" / "disable"
+        return [own, peer] if (own.parent / "peer").exists() else [own]

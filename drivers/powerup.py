@@ -48,13 +48,18 @@ spec may also bring its own steps factory (``steps``).
 
 Per-port power (:class:`~sensorbench.drivers.port_power.PortPower`) uses
 ``uhubctl -l HUB -p N -a on|off`` or, on Linux >= 6.0, the sysfs file
-``/sys/bus/usb/devices/HUB/HUB:1.0/HUB-portN/disable``; both need a hub with
-per-port power switching (and usually root).
+``/sys/bus/usb/devices/HUB/HUB:1.0/HUB-portN/disable`` (and its USB 3 peer's); both
+need a hub with per-port power switching (and usually root). Most hubs have none
+(uhubctl exits 1, "No compatible devices detected"), and some report a port off while
+they keep it powered. Neither fails a bring-up: a device whose port cannot be
+switched off, or whose tty is still there ``settle_s`` after it was switched off, is
+staggered by DTR like a device without ``power`` (an A1: parked with its motor
+stopped), and its result says so (``PowerUpResult.warning``).
 """
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
 import subprocess
 import threading
@@ -65,14 +70,17 @@ from typing import Any, Protocol
 
 import serial
 
+from sensorbench.drivers import a1_kind
 from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.drivers.device_kinds import get_kind
+from sensorbench.drivers.kernels import warm_up
 from sensorbench.drivers.port_power import PortPower
 from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import ConfigError, DriverError
 from sensorbench.logs import TurnFlag
 
 StepsFactory = Callable[["DeviceSpec"], "DeviceSteps"]
+log = logging.getLogger("sensorbench.powerup")
 
 
 @dataclass
@@ -88,7 +96,7 @@ class DeviceSpec:
         read_timeout_s: deadline of each request/answer while opening (s).
         power: optional switchable port power.
         options: kind-specific extras (``config``: the device's configuration, which
-            a streaming kind's steps need; ``min_points`` for an A1).
+            a streaming kind's steps need; ``min_points`` and ``scan_mode`` for an A1).
         steps: a steps factory instead of the kind's (a device outside the registry,
             e.g. in a test); None uses the registered kind's.
     """
@@ -109,7 +117,8 @@ class PowerUpResult:
     """One row of the bring-up table.
 
     ``time_to_first_turn_s`` is from the start command to the first complete valid
-    turn (or packet) (s), nan when not ready.
+    turn (or packet) (s), nan when not ready. ``warning`` says what went wrong that
+    did not stop the device (its port power could not be switched: staggered by DTR).
     """
 
     device: str
@@ -121,6 +130,7 @@ class PowerUpResult:
     why: str
     time_to_first_turn_s: float
     attempts: int
+    warning: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready row."""
@@ -159,12 +169,14 @@ class DeviceSteps(Protocol):
 
 
 class A1Steps:
-    """Bring-up of an RPLIDAR A1 (options: ``min_points``, default 100 per valid turn)."""
+    """Bring-up of an RPLIDAR A1 (options: ``min_points``, default 100 per valid turn;
+    ``scan_mode``, default the configuration's, express without one)."""
 
     def __init__(self, spec: DeviceSpec) -> None:
         self.spec = spec
         self.min_points = int(spec.options.get("min_points", 100))
-        self.handle = A1Scanner(spec.port, read_timeout_s=spec.read_timeout_s)
+        mode = spec.options.get("scan_mode") or a1_kind.scan_mode(spec.options.get("config"))
+        self.handle = A1Scanner(spec.port, read_timeout_s=spec.read_timeout_s, scan_mode=mode)
 
     def open(self) -> str:
         """Connect and GET_INFO; returns the 32-hex-digit serial."""
@@ -175,7 +187,7 @@ class A1Steps:
         self.handle.check_health()
 
     def start(self) -> None:
-        """Standard scan (motor via DTR where the port has it)."""
+        """The scan (motor via DTR where the port has it)."""
         self.handle.start()
 
     def wait_ready(self, timeout_s: float) -> None:
@@ -300,6 +312,20 @@ def _wait_ready(
         outcome[spec.name] = str(err)
 
 
+def _still_present(
+    switched: list[tuple[DeviceSpec, PortPower]],
+) -> list[tuple[DeviceSpec, PortPower]]:
+    """The devices switched off whose tty is still there after their ``settle_s``."""
+    if not switched:
+        return []
+    deadline = time.monotonic() + max(power.settle_s for _, power in switched)
+    while True:
+        present = [(s, p) for s, p in switched if os.path.exists(s.port)]
+        if not present or time.monotonic() >= deadline:
+            return present
+        time.sleep(0.05)
+
+
 def _wait_for_path(path: str, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while not os.path.exists(path):
@@ -346,6 +372,7 @@ class PowerUpSequencer:
         self.handles: dict[str, Any] = {}
         self._steps: dict[str, DeviceSteps] = {}
         self._parked: dict[str, DeviceSteps] = {}
+        self._warnings: dict[str, str] = {}  # devices staggered by DTR: why their power was not
 
     def run(self, mode: str = "staggered", keep: bool = False) -> list[PowerUpResult]:
         """Bring every device up; one result per device, in order.
@@ -356,6 +383,7 @@ class PowerUpSequencer:
         """
         if mode not in ("staggered", "together"):
             raise ConfigError(f"mode must be 'staggered' or 'together', got {mode!r}")
+        warm_up()  # compile or load the decoders now, never on a device's first read
         try:
             if mode == "staggered":
                 self._park_all()
@@ -397,15 +425,28 @@ class PowerUpSequencer:
         holding every port with DTR asserted stops them all, so from here on the
         sequencer alone decides which motor spins up and when. A device on a
         switched port (``power``) is switched off here, so that it enumerates (and an
-        A1's motor spins up) only at its turn; a failure to switch shows again when
-        its turn switches it on.
+        A1's motor spins up) only at its turn. Where the switch fails or the hub keeps
+        the port powered (its tty stays), the device is parked by DTR instead.
         """
+        switched: list[tuple[DeviceSpec, PortPower]] = []
         for spec in self.specs:
-            if spec.power is not None:
-                with contextlib.suppress(DriverError):
+            if spec.power is not None and spec.name not in self._warnings:
+                try:
                     spec.power.switch(False, runner=self.runner, sysfs_root=self.sysfs_root)
-                continue
-            if spec.name in self._parked:
+                except DriverError as err:
+                    self._no_port_power(spec, f"switching it off failed: {err}")
+                else:
+                    switched.append((spec, spec.power))
+        for spec, power in _still_present(switched):
+            self._no_port_power(
+                spec,
+                f"{spec.port} was still there {power.settle_s:.1f} s after switching it off: "
+                "the hub keeps the port powered (no per-port switching, or ganged)",
+            )
+        for spec in self.specs:
+            if (spec.power is not None and spec.name not in self._warnings) or (
+                spec.name in self._parked
+            ):
                 continue
             steps = self._factory(spec)(spec)
             try:
@@ -416,6 +457,14 @@ class PowerUpSequencer:
                 self._parked[spec.name] = steps
             else:
                 steps.close()
+
+    def _no_port_power(self, spec: DeviceSpec, why: str) -> None:
+        """Stagger ``spec`` by DTR from now on, and say why."""
+        power = spec.power
+        where = f"hub {power.hub} port {power.port}" if power is not None else "its port"
+        msg = f"port power of {where} not used ({why}); staggered by DTR instead"
+        log.warning("%s: %s", spec.name, msg)
+        self._warnings[spec.name] = msg
 
     def _hold_or_close(self, spec: DeviceSpec, steps: DeviceSteps) -> None:
         """After a failure: keep a device that holds a motor parked, close the others."""
@@ -447,9 +496,12 @@ class PowerUpSequencer:
             time.sleep(min(0.05, remaining))
 
     def _power_on(self, spec: DeviceSpec) -> None:
-        if spec.power is None:
+        if spec.power is None or spec.name in self._warnings:
             return
-        spec.power.switch(True, runner=self.runner, sysfs_root=self.sysfs_root)
+        try:
+            spec.power.switch(True, runner=self.runner, sysfs_root=self.sysfs_root)
+        except DriverError as err:  # it may be powered anyway: its tty says
+            self._no_port_power(spec, f"switching it on failed: {err}")
         if not _wait_for_path(spec.port, spec.power.settle_s):
             raise DriverError(
                 f"{spec.port} did not appear within {spec.power.settle_s:.1f} s of powering "
@@ -480,7 +532,16 @@ class PowerUpSequencer:
     ) -> PowerUpResult:
         tty = os.path.realpath(spec.port) if os.path.exists(spec.port) else ""
         return PowerUpResult(
-            spec.name, spec.kind, spec.port, tty, serial_no, ready, why, ttf, attempts
+            spec.name,
+            spec.kind,
+            spec.port,
+            tty,
+            serial_no,
+            ready,
+            why,
+            ttf,
+            attempts,
+            self._warnings.get(spec.name, ""),
         )
 
     def _bring_up(self, spec: DeviceSpec) -> PowerUpResult:

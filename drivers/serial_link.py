@@ -173,6 +173,7 @@ class SerialLink:
         self.port = os.fspath(port)
         self.protocol = protocol
         self.writer = writer
+        self._preamble_due = True  # the protocol's preamble goes before the first stored chunk
         self.baud = int(protocol.baud if baud is None else baud)
         self.kind = kind or protocol.kind
         self.config = config
@@ -251,6 +252,7 @@ class SerialLink:
     def declare(self, writer: SessionWriter) -> None:
         """Add the raw byte stream and the decoded streams to ``writer`` before it starts."""
         self.writer = writer
+        self._preamble_due = True
         writer.add_raw(self.name, attrs=self.raw_attrs())
         self.protocol.declare_streams(writer)
 
@@ -313,6 +315,10 @@ class SerialLink:
         if self.watch.data(t_ns):
             self.event(t_ns, "note", "data resumed")
         if self.writer is not None:
+            if self._preamble_due:
+                self._preamble_due = False
+                for t_pre, pre in self.protocol.take_preamble():
+                    self.writer.append_raw(self.name, t_pre, pre)
             self.writer.append_raw(self.name, t_ns, data)
         n_valid = self.protocol.consume(t_ns, data)
         if n_valid:

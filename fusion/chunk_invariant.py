@@ -18,6 +18,8 @@ sums added up each on its own (a fixed tree of partial sums).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numba
 import numpy as np
 
@@ -90,3 +92,18 @@ def trailing_sums(x: np.ndarray, m: int) -> np.ndarray:
         raise ValueError(f"no window of {m} rows")
     out[m:] = acc[: n - m + 1]
     return out
+
+
+@lru_cache(maxsize=16)
+def _pinv(data: bytes, shape: tuple[int, ...]) -> np.ndarray:
+    out = np.linalg.pinv(np.frombuffer(data, dtype=np.float64).reshape(shape))
+    out.setflags(write=False)
+    return out
+
+
+def pinv_cached(mat: np.ndarray) -> np.ndarray:
+    """``np.linalg.pinv(mat)`` (read-only), computed once per distinct matrix: the filters
+    ask for the pod matrix's pseudo-inverse several times in every step, and a live run
+    steps twenty times a second."""
+    m = np.ascontiguousarray(mat, dtype=np.float64)
+    return _pinv(m.tobytes(), m.shape)

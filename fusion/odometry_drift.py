@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from sensorbench.errors import FusionError
-from sensorbench.fusion.chunk_invariant import rows_dot, rows_quadratic
+from sensorbench.fusion.chunk_invariant import pinv_cached, rows_dot, rows_quadratic
 
 BODY_AXES = ("x", "y", "theta")
 
@@ -281,7 +281,7 @@ class PodSlip:
         filter noise fit scales them separately (each coefficient is known only to its
         standard error, and the drives weigh the two differently)."""
         roll, drag = self.pod_tick_variances(body_increments)
-        w_inv = np.linalg.pinv(np.asarray(self.W, dtype=float))
+        w_inv = pinv_cached(self.W)
         return (
             np.einsum("ji,ki,li->kjl", w_inv, roll, w_inv),
             np.einsum("ji,ki,li->kjl", w_inv, drag, w_inv),
@@ -382,7 +382,7 @@ class CalibrationError:
         """
         inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
         th = np.asarray(heading, dtype=float)[:-1]
-        w_inv = np.linalg.pinv(np.asarray(self.W, dtype=float))
+        w_inv = pinv_cached(self.W)
         sig = np.asarray(self.row_cov, dtype=float)
         out = np.zeros((inc.shape[0], 3))
         at = np.asarray(sensitivities, dtype=float)

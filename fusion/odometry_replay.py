@@ -12,6 +12,7 @@ gate's nominal rate, and the sliding-window NIS monitor's degraded spans.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import FitError, FusionError, SessionError
+from sensorbench.fusion.aid_queue import aid_interval
 from sensorbench.fusion.consistency import (
     AxisConsistency,
     MonitorResult,
@@ -28,11 +30,12 @@ from sensorbench.fusion.consistency import (
     nis_consistency,
     nis_monitor,
 )
+from sensorbench.fusion.estimate_stream import CROSS_CHECK
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts
+from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
 from sensorbench.fusion.pod_drive import (
     Drive,
     align_drive,
-    encoder_host_seconds,
     load_drive,
     yaw_from_quat,
 )
@@ -40,12 +43,12 @@ from sensorbench.fusion.pod_kinematics import (
     PodGeometry,
     body_increments,
     repair_bounces,
-    unwrap_counts,
 )
 from sensorbench.fusion.split_filter import (
     AXES,
     Aiding,
     FilterNoise,
+    FrameChunk,
     PoseAidModel,
     SplitFilter,
     SplitResult,
@@ -105,6 +108,11 @@ def read_odometry(
 ) -> OdometryInput:
     """Read the encoder stream of a session as filter input (frames in ``[t0, t1)`` ns).
 
+    The frames are timed, kept and differenced by
+    :class:`~sensorbench.fusion.odometry_stream.OdometryStream`, the causal rule
+    ``live`` applies as frames arrive, so a replay reproduces a live estimate. The IMU
+    yaw is used when more than half the kept frames carry one.
+
     Raises:
         FusionError: no encoder stream, fewer than 2 frames, or not 3 counters.
     """
@@ -112,28 +120,20 @@ def read_odometry(
         with Session(path) as s:
             stream = s.encoder_or_only(encoder)
             batch = stream.read(*window_ns)
-            bits = stream.attrs.get("counter_bits")
-            wrapped = bool(stream.attrs.get("counts_wrapped", False))
-            nominal_slope = stream.attrs.get("clock_nominal_slope")
+            attrs = dict(stream.attrs)
     except SessionError as exc:
         raise FusionError(str(exc)) from exc
     if len(batch) < 2:
         raise FusionError(f"{path}: fewer than two encoder frames")
     if batch.counts.shape[1] != 3:
         raise FusionError(f"{path}: {batch.counts.shape[1]} counters, three-pod odometry needs 3")
-    t = encoder_host_seconds(batch.host_ns, batch.device_ns, nominal_slope)
-    t0_ns = int(batch.host_ns[0])
-    t = t - t0_ns * 1e-9
-    keep = np.concatenate([[True], np.diff(t) > 0])
-    counts = batch.counts[keep]
-    if wrapped and bits:
-        counts = unwrap_counts(counts, int(bits))
-    yaw = batch.yaw[keep]
-    imu = None
-    if np.count_nonzero(np.isfinite(yaw)) > yaw.size // 2:
-        imu = np.diff(np.unwrap(np.where(np.isfinite(yaw), yaw, 0.0)))
-        imu[~(np.isfinite(yaw[1:]) & np.isfinite(yaw[:-1]))] = np.nan
-    return OdometryInput(t[keep], t0_ns, np.diff(counts, axis=0).astype(float), imu)
+    odo = OdometryStream.for_stream(attrs, 3)
+    frames = OdometryFrames.concat([odo.push(batch), odo.flush()], 3)
+    if odo.t0_ns is None or odo.start_t_s is None or len(frames) == 0:
+        raise FusionError(f"{path}: fewer than two encoder frames with increasing times")
+    yaw = np.concatenate([[odo.start_yaw], frames.yaw])
+    imu = frames.imu_dtheta if np.count_nonzero(np.isfinite(yaw)) > yaw.size // 2 else None
+    return OdometryInput(np.concatenate([[odo.start_t_s], frames.t_s]), odo.t0_ns, frames.dn, imu)
 
 
 def read_aiding(
@@ -157,6 +157,20 @@ def read_aiding(
         valid=pb.valid & ~paused,
         relocalized=(pb.flags & int(PoseFlag.RELOCALIZED)) != 0,
     )
+
+
+def aid_period(path: str | os.PathLike[str], name: str = "pose_sensor") -> float | None:
+    """The pose sensor's nominal period (s) from its stream's ``rate_hz``, None without
+    one: the filters' Δt_aid, a constant ``live`` knows from the start."""
+    with Session(path) as s:
+        if name not in s.pose_names():
+            return None
+        rate = s.pose(name).attrs.get("rate_hz")
+    try:
+        rate = float(rate)
+    except (TypeError, ValueError):
+        return None
+    return 1.0 / rate if math.isfinite(rate) and rate > 0 else None
 
 
 def pose_errors(
@@ -270,10 +284,6 @@ class Replay:
         }
 
 
-CROSS_CHECK = "pods_vs_imu"
-"""Monitor key of the pods-against-IMU heading check (beside the axes x, y, theta)."""
-
-
 def gate_rejection_rate(gate: float) -> float:
     """Fraction of a consistent filter's scalar updates a NIS gate rejects: P(χ²₁ > gate)."""
     from scipy.stats import chi2
@@ -344,13 +354,20 @@ def reference_consistency(
     return out
 
 
-def _mocap_reference(path: str | os.PathLike[str], t0_ns: int) -> tuple[Drive | None, str | None]:
+def _mocap_reference(
+    path: str | os.PathLike[str], odo: OdometryInput
+) -> tuple[Drive | None, str | None]:
+    """The session's mocap drive on the filters' frame times (relative to ``odo.t0_ns``)."""
     try:
         drive = load_drive(path)
     except FitError:
         return None, None
-    drive.t_ref = drive.t_ref - t0_ns * 1e-9
-    drive.t_enc = drive.t_enc - t0_ns * 1e-9
+    drive.t_ref = drive.t_ref - odo.t0_ns * 1e-9
+    # aligned on the frames and times the filters run on, not on the pod fit's clock line
+    drive.t_enc = odo.t_s
+    drive.counts = np.vstack([np.zeros((1, odo.dn.shape[1])), np.cumsum(odo.dn, axis=0)])
+    drive.counts = drive.counts.astype(np.int64)
+    drive.imu_yaw = None
     return drive, "mocap"
 
 
@@ -407,7 +424,7 @@ def replay_session(
             ref_pose = s.truth("pose/x_y_yaw")
         ref_name = "truth"
     elif reference == "mocap":
-        drive, ref_name = _mocap_reference(path, odo.t0_ns)
+        drive, ref_name = _mocap_reference(path, odo)
         if drive is not None:
             offset = align_drive(drive, align_interval_s)
             ref_t, ref_pose = drive.t_ref - offset, drive.ref
@@ -421,14 +438,11 @@ def replay_session(
         pose0 = tuple(float(np.interp(odo.t_s[0], ref_t, ref_pose[:, k])) for k in range(3))
     aiding = read_aiding(path, odo.t0_ns, window_ns=window_ns) if aid_model is not None else None
     filt = SplitFilter(noise, gate=gate, aid_model=aid_model)
-    result = filt.run(
-        odo.t_s,
-        inc,
-        pose0=pose0,
-        var0=var0,
-        aiding=aiding,
-        pods=geometry,
-    )
+    interval = None
+    if aiding is not None:
+        interval = aid_period(path) or aid_interval(aiding, odo.t_s[0], odo.t_s[-1])
+    state = filt.start(odo.t_s[0], pose0, var0, geometry, interval)
+    result = filt.step(state, FrameChunk(odo.t_s[1:], inc, aiding))[1]
     errors = consistency = None
     if ref_t is not None:
         errors = pose_errors(result.t_s, result.pose, ref_t, ref_pose)

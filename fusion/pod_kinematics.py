@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -169,10 +170,23 @@ def body_increments(W: np.ndarray, dn: np.ndarray) -> np.ndarray:
     W = np.asarray(W, dtype=float)
     if W.shape != (3, 3):
         raise FusionError(f"W must be 3×3 for three-pod odometry, got {W.shape}")
+    dn = np.asarray(dn, dtype=float)
+    return rows_dot(dn, _checked_inverse(W.tobytes()))
+
+
+@lru_cache(maxsize=16)
+def _checked_inverse(data: bytes) -> np.ndarray:
+    """W⁻¹ of a 3×3 pod matrix (its bytes), once per matrix (read-only).
+
+    Raises:
+        FusionError: W is singular.
+    """
+    W = np.frombuffer(data, dtype=np.float64).reshape(3, 3)
     if not np.isfinite(np.linalg.cond(W)) or np.linalg.cond(W) > 1e12:
         raise FusionError("W is singular: the pods do not determine (Δx, Δy, Δθ)")
-    dn = np.asarray(dn, dtype=float)
-    return rows_dot(dn, np.linalg.inv(W))
+    inv = np.linalg.inv(W)
+    inv.setflags(write=False)
+    return inv
 
 
 def body_increments_two_pods_imu(

@@ -14,7 +14,9 @@ frame by the robot pose at **its own time**, then brought back into the body
 frame of the stamp, which removes the smear of a moving robot.
 
 Resampling: both scans go onto one angle grid whose step is the finer of the
-two lidars' angular steps (bins centred on ``k · step``). Each scan is resampled
+two lidars' angular steps, measured on each stream's first :data:`STEP_TURNS` turns
+with points (so a live merge knows it as soon as they are in; bins centred on
+``k · step``). Each scan is resampled
 by linear interpolation between consecutive points of the same surface (at most
 2.5 of its own steps apart in bearing, and within ``max(0.05 m, 3 %)`` in range
 or on the line through the points beyond them, as on an oblique wall);
@@ -53,6 +55,22 @@ JUMP_ABS_M = 0.05
 JUMP_REL = 0.03
 MAX_SLOPE = np.tan(np.radians(85.0))
 CHUNK_PAIRS = 256  # pairs merged per vectorised batch (keeps the arrays in cache)
+STEP_TURNS = 10
+"""Turns with points, from a stream's start, over which its angular step is measured."""
+
+
+def first_turns(turns: LidarTurns, n: int = STEP_TURNS) -> LidarTurns:
+    """The turns up to and including the ``n``-th that holds points (all if fewer)."""
+    full = np.flatnonzero(turns.count > 0)
+    if full.size <= n:
+        return turns
+    last = int(full[n - 1])
+    return turns.select(slice(0, last + 1), 0, int(turns.offset[last] + turns.count[last]))
+
+
+def has_step_turns(turns: LidarTurns, n: int = STEP_TURNS) -> bool:
+    """True when ``turns`` holds the ``n`` turns with points its step is measured on."""
+    return int(np.count_nonzero(turns.count > 0)) >= n
 
 
 @dataclass(frozen=True)
@@ -336,18 +354,21 @@ class MergeSetup:
             raise FusionError(f"the grid step must be in (0, 0.5) rad, got {self.step_rad}")
 
     def grid_step(self, front: LidarTurns, rear: LidarTurns) -> float:
-        """The grid step (rad): ``step_rad`` or the finer measured angular step."""
+        """The grid step (rad): ``step_rad`` or the finer angular step measured on each
+        stream's first :data:`STEP_TURNS` turns with points."""
         if self.step_rad is not None:
             return self.step_rad
-        steps = [s for s in (angular_step_rad(front), angular_step_rad(rear)) if np.isfinite(s)]
+        measured = (angular_step_rad(first_turns(front)), angular_step_rad(first_turns(rear)))
+        steps = [s for s in measured if np.isfinite(s)]
         if not steps:
             raise FusionError("cannot tell the angular step: both streams have < 2 points per turn")
         return min(steps)
 
     @staticmethod
     def own_steps(front: LidarTurns, rear: LidarTurns, grid_step: float) -> tuple[float, float]:
-        """Each lidar's measured angular step (rad); the grid step where it cannot be told."""
-        f, r = angular_step_rad(front), angular_step_rad(rear)
+        """Each lidar's angular step (rad) on its first :data:`STEP_TURNS` turns with points;
+        the grid step where it cannot be told."""
+        f, r = angular_step_rad(first_turns(front)), angular_step_rad(first_turns(rear))
         return (f if np.isfinite(f) else grid_step, r if np.isfinite(r) else grid_step)
 
 
@@ -458,9 +479,10 @@ class StreamingMerger:
     A pair is final once both streams have turns centred more than ``2 ×
     max_dt_s`` after it (no later turn can then change who is whose nearest), so
     the output equals :func:`merge_scans` over the whole streams, delayed by
-    about ``2 × max_dt_s`` plus one turn. The grid step is fixed from the first
-    turns of both lidars (or ``setup.step_rad``). Not thread-safe: call from one
-    thread.
+    about ``2 × max_dt_s`` plus one turn. The grid step is measured, as
+    :func:`merge_scans` does, on each stream's first :data:`STEP_TURNS` turns with
+    points, so nothing is merged before both streams have them (or ``setup.step_rad``
+    is given, or :meth:`flush` is called). Not thread-safe: call from one thread.
     """
 
     def __init__(self, setup: MergeSetup) -> None:
@@ -478,6 +500,9 @@ class StreamingMerger:
         self._buf[which] = LidarTurns.concat([self._buf[which], turns])
         front, rear = self._buf["front"], self._buf["rear"]
         if front.n_turns == 0 or rear.n_turns == 0:
+            return LidarTurns.empty()
+        waiting = self._step is None and self.setup.step_rad is None
+        if waiting and not (has_step_turns(front) and has_step_turns(rear)):
             return LidarTurns.empty()
         horizon = min(turn_centres_ns(front)[-1], turn_centres_ns(rear)[-1])
         return self._emit(horizon - 2 * round(self.setup.max_dt_s * 1e9))

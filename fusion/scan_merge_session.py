@@ -67,7 +67,10 @@ def _config(s: Session, config_path: str | os.PathLike[str] | None) -> RobotConf
     if not s.config_text.strip():
         return None
     try:
-        return parse_robot_config(s.config_text, f"{s.path} (recorded robot.toml)")
+        # an emulated robot's ports name a run directory: they do not matter to a merge
+        return parse_robot_config(
+            s.config_text, f"{s.path} (recorded robot.toml)", run_dir=s.path.parent
+        )
     except ConfigError:
         return None
 

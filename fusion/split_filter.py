@@ -97,7 +97,7 @@ from sensorbench.fusion.axis_step import (
     start_axis,
     step_axis,
 )
-from sensorbench.fusion.chunk_invariant import rows_dot
+from sensorbench.fusion.chunk_invariant import pinv_cached, rows_dot
 from sensorbench.fusion.odometry_drift import (
     CalibrationError,
     OdometryDrift,
@@ -326,7 +326,7 @@ def rounding_covariance(W: np.ndarray) -> np.ndarray:
     """Body covariance (3, 3) of the odometry pose from tick rounding alone: each cumulative
     count is the travel floored to whole ticks, one uniform error of 1/12 tick² per pod,
     mapped through W⁺ (m², m·rad, rad²)."""
-    w_inv = np.linalg.pinv(np.asarray(W, dtype=float))
+    w_inv = pinv_cached(W)
     return w_inv @ w_inv.T / 12.0
 
 
@@ -363,7 +363,7 @@ def rounding_correlation(
     (:func:`~sensorbench.fusion.tick_rounding.rounding_share`): 0 where every pod's
     rounding is fresh, 1 where no wheel turned, down to −0.5 at a steady half tick per
     frame."""
-    w_inv = np.linalg.pinv(np.asarray(W, dtype=float))
+    w_inv = pinv_cached(W)
     th = np.asarray(heading, dtype=float)
     white = world_step_variances(np.broadcast_to(w_inv @ w_inv.T, (th.size, 3, 3)), th)
     fresh = world_step_variances(

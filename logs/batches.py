@@ -229,6 +229,9 @@ class PoseBatch:
         quat_xyzw: (n, 4) unit quaternion x, y, z, w; nan where invalid.
         valid: True where the sample holds a pose (False: occlusion, dropout).
         flags: :class:`~sensorbench.logs.schema.PoseFlag` bits.
+        covariance: (n, 6, 6) pose covariance, rows and columns x, y, z (m), rotation
+            about x, y, z (rad) as ROS orders them, for a stream that stores one (an
+            estimate, a ROS bag's Odometry); None otherwise.
     """
 
     t_ns: np.ndarray
@@ -236,6 +239,7 @@ class PoseBatch:
     quat_xyzw: np.ndarray
     valid: np.ndarray
     flags: np.ndarray
+    covariance: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.t_ns = _as(self.t_ns, "<i8", "t_ns")
@@ -251,6 +255,12 @@ class PoseBatch:
         for name in ("valid", "flags"):
             if getattr(self, name).size != n:
                 raise SessionError(f"PoseBatch.{name} has {getattr(self, name).size} rows, not {n}")
+        if self.covariance is not None:
+            self.covariance = _as(self.covariance, "<f8", "covariance", ndim=3)
+            if self.covariance.shape != (n, 6, 6):
+                raise SessionError(
+                    f"PoseBatch.covariance must be ({n}, 6, 6), got {self.covariance.shape}"
+                )
 
     def __len__(self) -> int:
         return int(self.t_ns.size)

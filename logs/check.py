@@ -39,6 +39,7 @@ from sensorbench.logs.reader import (
 from sensorbench.logs.schema import (
     GROUPS,
     LIDAR_POINT_FIELDS,
+    OPTIONAL_COLUMNS,
     STREAM_COLUMNS,
     FileStatus,
 )
@@ -111,8 +112,14 @@ def _stream_rows(kind: str, g: h5py.Group) -> tuple[int, int]:
         n = int(np.searchsorted(ends, g["data"].shape[0], "right")) if len(chunks) else 0
         used = int(ends[n - 1]) if n else 0
         return n, len(chunks) - n + (g["data"].shape[0] - used)
-    lengths = [g[c].shape[0] for c in _COLUMNS[kind]]
+    lengths = [g[c].shape[0] for c in _columns(kind, g)]
     return min(lengths), max(lengths) - min(lengths)
+
+
+def _columns(kind: str, g: h5py.Group) -> list[str]:
+    """The stream's own datasets and the optional ones it has."""
+    own = [str(c) for c in _COLUMNS[kind]]
+    return own + [c for c in OPTIONAL_COLUMNS.get(kind, {}) if c in g]
 
 
 def check_session(path: str | os.PathLike[str]) -> CheckReport:
@@ -202,12 +209,12 @@ def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> No
     elif kind == "pose":
         if "kind" not in g.attrs:
             report.errors.append(f"{key}: attribute 'kind' missing")
-        poses = PoseBatch(**{c: g[c][:n] for c in _COLUMNS[kind]})
+        poses = PoseBatch(**{c: g[c][:n] for c in _columns(kind, g)})
         report.errors += [str(p) for p in pose_problems(key, poses)[0]]
 
 
 def _lengths(kind: str, g: h5py.Group) -> str:
-    text = ", ".join(f"{c} {g[c].shape[0]}" for c in _COLUMNS[kind])
+    text = ", ".join(f"{c} {g[c].shape[0]}" for c in _columns(kind, g))
     if kind == "lidar" and g["turns"].shape[0]:
         last = g["turns"][-1]
         text += f"; the turns end at point {int(last['offset']) + int(last['count'])}"
@@ -346,7 +353,7 @@ def _keep_original(path: Path) -> Path:
 def _copy_prefix(kind: str, g: h5py.Group, out: h5py.Group, n: int) -> None:
     for key, value in g.attrs.items():
         out.attrs[key] = value
-    rows = {c: n for c in _COLUMNS[kind]}
+    rows = {c: n for c in _columns(kind, g)}
     if kind == "lidar":
         idx = g["turns"][:n]
         points = int(idx["offset"][-1] + idx["count"][-1]) if n else 0

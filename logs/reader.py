@@ -225,20 +225,29 @@ class PoseStream(_Stream):
 
     kind = "pose"
 
+    def _columns(self) -> list[str]:
+        cols = [*POSE_FIELDS, "position", "quat_xyzw"]
+        return [*cols, "covariance"] if "covariance" in self._g else cols
+
     def __len__(self) -> int:
-        return self._n([*POSE_FIELDS, "position", "quat_xyzw"])
+        return self._n(self._columns())
+
+    @property
+    def has_covariance(self) -> bool:
+        """True when the stream stores each sample's pose covariance (6×6, ROS order)."""
+        return "covariance" in self._g
 
     def read(
         self, t0_ns: int | None = None, t1_ns: int | None = None, *, validate: bool = True
     ) -> PoseBatch:
-        """Samples whose time lies in ``[t0_ns, t1_ns)``.
+        """Samples whose time lies in ``[t0_ns, t1_ns)`` (with their covariance if stored).
 
         Raises:
             SessionError: ``validate`` and a sample read is impossible
                 (:func:`~sensorbench.logs.values.pose_problems`).
         """
         sel = _window(self._g["t_ns"], len(self), t0_ns, t1_ns)
-        batch = PoseBatch(**{c: self._g[c][sel] for c in (*POSE_FIELDS, "position", "quat_xyzw")})
+        batch = PoseBatch(**{c: self._g[c][sel] for c in self._columns()})
         if validate:
             _refuse(self._g, pose_problems(self._g.name.lstrip("/"), batch)[0])
         return batch
@@ -605,7 +614,9 @@ def _row(kind: str, data: Any, r: int) -> Any:
     if kind == "encoder":
         return EncoderBatch(**{f: getattr(data, f)[r : r + 1] for f in (*ENCODER_FIELDS, "counts")})
     if kind == "pose":
+        cov = None if data.covariance is None else data.covariance[r : r + 1]
         return PoseBatch(
-            **{f: getattr(data, f)[r : r + 1] for f in (*POSE_FIELDS, "position", "quat_xyzw")}
+            **{f: getattr(data, f)[r : r + 1] for f in (*POSE_FIELDS, "position", "quat_xyzw")},
+            covariance=cov,
         )
     return data[r]

@@ -42,6 +42,9 @@ class PoseFlag(IntFlag):
     """The sensor reported a pause (e.g. covered); the sample may be held or stale."""
     DEGRADED = 4
     """An estimate whose filter's consistency monitor is raised at this sample."""
+    COASTING = 8
+    """An estimate at a frame that ends a gap of the pod stream longer than the filters'
+    ``stale_s``: the filters predicted over the gap."""
 
 
 class FileStatus(IntEnum):
@@ -90,6 +93,10 @@ STREAM_COLUMNS: dict[str, dict[str, str | np.dtype]] = {
     "pose": {**POSE_FIELDS, "position": "<f8", "quat_xyzw": "<f8"},
 }
 """Stream kind -> its datasets and their dtypes."""
+
+OPTIONAL_COLUMNS: dict[str, dict[str, str]] = {"pose": {"covariance": "<f8"}}
+"""Stream kind -> datasets a stream may have beside its own (``docs/FORMAT.md``): a pose
+``covariance`` (n, 6, 6), an estimate's or a ROS bag's, in ROS order."""
 
 RESERVED_NAMES = ("events", "truth", "_status")
 """Names no stream may take: the file's root entries; ``events`` also names the event

@@ -25,12 +25,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
-from sensorbench.logs.schema import EVENT_DTYPE, GROUPS, NO_DEVICE_TIME, STREAM_COLUMNS
+from sensorbench.logs.schema import (
+    EVENT_DTYPE,
+    GROUPS,
+    NO_DEVICE_TIME,
+    OPTIONAL_COLUMNS,
+    STREAM_COLUMNS,
+)
 
 if TYPE_CHECKING:  # h5py loads with the first file checked: the CLI starts without it
     import h5py
@@ -329,6 +335,16 @@ def _stream_structure(kind: str, key: str, g: h5py.HLObject) -> list[Problem]:
             problems.append(Problem(where, "a scalar, expected one row per sample"))
         elif text := _column_shape(kind, col, ds, g.attrs.get("n_counts")):
             problems.append(Problem(where, text))
+    for col, dtype in OPTIONAL_COLUMNS.get(kind, {}).items():
+        if col not in cols:
+            continue
+        where, ds = f"{key}/{col}", g[col]
+        if not isinstance(ds, h5py.Dataset):
+            problems.append(Problem(where, "not a dataset"))
+        elif ds.dtype != np.dtype(dtype):
+            problems.append(Problem(where, f"dtype {ds.dtype}, expected {np.dtype(dtype)}"))
+        elif ds.ndim != 3 or ds.shape[1:] != (6, 6):
+            problems.append(Problem(where, f"shape {ds.shape}, expected (n, 6, 6)"))
     return problems
 
 
@@ -364,12 +380,17 @@ Batch = TypeVar("Batch", PoseBatch, EncoderBatch, LidarTurns)
 
 
 def _keep(batch: Batch, keep: np.ndarray) -> Batch:
-    """The rows (pose samples, encoder frames, lidar turns) of ``batch`` where ``keep``."""
+    """The rows (pose samples, encoder frames, lidar turns) of ``batch`` where ``keep``;
+    optional columns that are absent (None) stay absent."""
     rows = {f.name: keep for f in fields(batch)}
     if isinstance(batch, LidarTurns):  # per-point columns follow their turns
         points = np.repeat(keep, batch.count)
         rows.update(dict.fromkeys(("angle", "range", "intensity", "t_ns"), points))
-    return type(batch)(**{name: getattr(batch, name)[k] for name, k in rows.items()})
+    kept: dict[str, Any] = {}
+    for name, k in rows.items():
+        column = getattr(batch, name)
+        kept[name] = None if column is None else column[k]
+    return type(batch)(**kept)
 
 
 def exportable(

@@ -300,8 +300,16 @@ class SessionWriter:
             self._column(group, col, dtype, _ROW_CHUNK)
         self._column(group, "counts", "<i8", _ROW_CHUNK, width=n_counts)
 
-    def add_pose(self, name: str, kind: str, attrs: dict[str, Any] | None = None) -> None:
-        """Declare a pose stream of kind ``mocap``, ``pose_sensor`` or ``estimate``."""
+    def add_pose(
+        self,
+        name: str,
+        kind: str,
+        attrs: dict[str, Any] | None = None,
+        covariance: bool = False,
+    ) -> None:
+        """Declare a pose stream of kind ``mocap``, ``pose_sensor`` or ``estimate``; with
+        ``covariance``, every batch carries its (n, 6, 6) pose covariance (ROS order:
+        x, y, z, rotation about x, y, z)."""
         if kind not in POSE_KINDS:
             raise SessionError(f"pose stream kind must be one of {POSE_KINDS}, got {kind!r}")
         group = self._declare(
@@ -313,6 +321,26 @@ class SessionWriter:
             self._column(group, col, dtype, _ROW_CHUNK)
         self._column(group, "position", "<f8", _ROW_CHUNK, width=3)
         self._column(group, "quat_xyzw", "<f8", _ROW_CHUNK, width=4)
+        if covariance:
+            group.create_dataset(
+                "covariance",
+                shape=(0, 6, 6),
+                maxshape=(None, 6, 6),
+                dtype="<f8",
+                chunks=(_ROW_CHUNK // 8, 6, 6),
+            )
+
+    def stream_attrs(self, kind: str, name: str) -> dict[str, Any]:
+        """The attributes of a declared stream, as stored (``kind``: lidar, raw, encoder,
+        pose).
+
+        Raises:
+            SessionError: no such stream was declared.
+        """
+        stream = self._streams.get((kind, name))
+        if stream is None:
+            raise SessionError(f"{kind} stream {name!r} was not declared in {self.path}")
+        return dict(stream.group.attrs)
 
     def set_truth(self, path: str, data: np.ndarray, attrs: dict[str, Any] | None = None) -> None:
         """Store a truth array at ``/truth/<path>`` (simulated sessions only)."""
@@ -385,6 +413,12 @@ class SessionWriter:
 
     def append_pose(self, name: str, batch: PoseBatch) -> None:
         """Queue pose samples for stream ``name``."""
+        stream = self._streams.get(("pose", name))
+        if stream is not None and ("covariance" in stream.group) != (batch.covariance is not None):
+            has = "has" if "covariance" in stream.group else "has no"
+            raise SessionError(
+                f"pose stream {name!r} {has} covariance column; the batch must match it"
+            )
         if len(batch):
             self._put("pose", name, batch)
 
@@ -495,7 +529,8 @@ class SessionWriter:
 
     def _write_pose(self, stream: _Stream) -> None:
         g = stream.group
-        for col in (*POSE_FIELDS, "position", "quat_xyzw"):
+        cols = (*POSE_FIELDS, "position", "quat_xyzw")
+        for col in (*cols, "covariance") if "covariance" in g else cols:
             data = np.concatenate([getattr(b, col) for b in stream.pending])
             _extend(g[col], data.astype(g[col].dtype, copy=False))
 

@@ -3,7 +3,9 @@
 The emulator serves one unit on a :class:`~sensorbench.sim.pty.PtyPort` at 115200
 baud, paced by a :class:`~sensorbench.sim.clock.SimClock` (``speed`` times real
 time). It plays device-native samples (``angle_deg_cw``, ``range_m``, ``intensity``,
-``turn``, ``t_s``: the shape of ``Simulation.lidar(name)``) as standard-scan nodes.
+``turn``, ``t_s``: the shape of ``Simulation.lidar(name)``) as standard-scan nodes,
+and a second set at the express rate as express capsules
+(:mod:`~sensorbench.sim.a1_express`).
 
 Requests (``A5 cmd`` or ``A5 cmd len payload xor`` when ``cmd & 0x80``):
 
@@ -17,11 +19,15 @@ Requests (``A5 cmd`` or ``A5 cmd len payload xor`` when ``cmd & 0x80``):
 - SCAN 0x20 / FORCE_SCAN 0x21: descriptor ``A5 5A 05 00 00 40 81``, then 5-byte
   nodes until STOP (refused, no answer, while health is ``error``), for as long as the
   motor turns;
+- EXPRESS_SCAN 0x82 (with its 5-byte payload): descriptor ``A5 5A 54 00 00 40 82``,
+  then 84-byte capsules of 32 samples, the first with its S flag, each sent when its
+  last sample is taken (refused as SCAN is; ignored, like a unit without express, when
+  the emulator has no express samples);
 - STOP 0x25: no answer; scanning stops (the motor does not: it follows DTR);
 - RESET 0x40: reboot: silent for ``reset_silence_s``, then a text banner, idle;
-- SET_PWM 0xF0, EXPRESS_SCAN 0x82: ignored (the A1 has no PWM; express is not emulated).
+- SET_PWM 0xF0: ignored (the A1 has no PWM).
 
-While scanning only STOP, RESET, SCAN and FORCE_SCAN are acted on; other
+While scanning only STOP, RESET and the scan requests are acted on; other
 requests are ignored, as the host must stop a scan before asking anything else.
 
 **Motor.** As on the real unit behind its CP2102 adapter, the motor follows DTR, not
@@ -38,12 +44,14 @@ logged in :attr:`A1Emulator.motor_log`. The first node after a start is wherever
 head happens to be; the start flag marks each new turn.
 
 Every node put on the line is recorded in :meth:`A1Emulator.truth` (emission time,
-host send time, start flag, quality, q6 angle, q2 distance, delivered), so tests
+host send time, start flag, quality, q6 angle, q2 distance, delivered; for express,
+what the capsules decode to, recorded once the next capsule is sent), so tests
 compare a driver's output against exactly what was sent.
 """
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 import time
@@ -54,14 +62,10 @@ from typing import Protocol
 import numpy as np
 
 from sensorbench.errors import SimError
+from sensorbench.sim.a1_express import ExpressStream, express_stream, with_new_scan_flag
+from sensorbench.sim.a1_samples import REAL_EXPRESS_US, RoomSamples
 from sensorbench.sim.clock import SimClock
-from sensorbench.sim.emulator_base import (
-    LidarSamples,
-    PtyEmulator,
-    check_sweep,
-    concat_records,
-    room_ranges,
-)
+from sensorbench.sim.emulator_base import LidarSamples, PtyEmulator, concat_records
 from sensorbench.sim.modem_lines import ModemLineChannel
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults, PtyPort
@@ -72,6 +76,7 @@ _INFO_DESC = bytes.fromhex("a55a1400000004")
 _HEALTH_DESC = bytes.fromhex("a55a0300000006")
 _SAMPLERATE_DESC = bytes.fromhex("a55a0400000015")
 _SCAN_DESC = bytes.fromhex("a55a0500004081")
+_EXPRESS_DESC = bytes.fromhex("a55a5400004082")
 _TICK_S = 0.01  # host seconds between pump iterations
 _MAX_BURST_S = 0.25  # emulated seconds emitted at most per pump (after a stall of the host)
 
@@ -86,137 +91,6 @@ class LidarSampleSource(LidarSamples, Protocol):
     turn: np.ndarray
 
 
-@dataclass(frozen=True)
-class A1Realism:
-    """How a real A1's standard-scan node stream departs from an ideal sweep.
-
-    Defaults follow what is known of real units; docs/A1.md ("What real units send")
-    says what each rests on. :data:`IDEAL_A1` switches every effect off.
-
-    Attributes:
-        quality_levels: ``(quality, probability)`` of a node with a return; real units
-            send 15 almost always and rarely 6-14 (the split among 6-14 is assumed).
-            Empty: the old synthetic ``60 - 3·range`` quality.
-        start_angle_deg: range of the angle (°, clockwise) the start-flag node reads;
-            real units raise the flag on a node reading 351-359°, not at 0°.
-        overlap_deg: range of how much more than 360° a turn's nodes span (°, from
-            the start-flag node to the last node): the angle steps back by that much
-            (plus one node step) at the next start flag, so turns overlap.
-        no_return_lead_deg: range of how far ahead of the head (°) the nodes of a run
-            of no-returns read, one draw per run (the start-flag node keeps its
-            reading): in a real A1's node sequence every run of distance-0 nodes reads
-            4-7° ahead, so the angle steps back 3-6° at the return after it
-            (docs/A1.md, "What real units send").
-        back_step_prob: probability that any node reads an angle behind the previous
-            one, besides the lead (0: the real sequence shows no other steps beyond
-            its 1° truncation).
-        back_step_max_deg: largest such backward step (°).
-    """
-
-    quality_levels: tuple[tuple[int, float], ...] = ((15, 0.97), (10, 0.015), (6, 0.015))
-    start_angle_deg: tuple[float, float] = (351.0, 359.0)
-    overlap_deg: tuple[float, float] = (1.0, 9.0)
-    no_return_lead_deg: tuple[float, float] = (4.0, 7.0)
-    back_step_prob: float = 0.0
-    back_step_max_deg: float = 7.0
-
-
-IDEAL_A1 = A1Realism(
-    quality_levels=(),
-    start_angle_deg=(0.0, 0.0),
-    overlap_deg=(0.0, 0.0),
-    no_return_lead_deg=(0.0, 0.0),
-    back_step_prob=0.0,
-)
-"""The emulator's earlier sweep: start flag at 0°, no overlap, no backward steps."""
-
-REAL_SAMPLE_US = 508
-"""Standard sample duration an A1M8 (firmware 1.29) answers to GET_SAMPLERATE (µs)."""
-REAL_NODES_PER_TURN = 317
-"""Nodes per turn of a real A1M8 at its default motor speed (~6.2 Hz at 508 µs)."""
-REAL_ZERO_FRACTION = 0.45
-"""Fraction of nodes with distance 0 in a room (real captures: 35-54 %)."""
-
-
-@dataclass
-class RoomSamples:
-    """A1 samples of a rectangular room around the sensor, for scenario-free emulation.
-
-    The sensor sits at ``(x, y)`` in a ``width`` × ``depth`` m room (walls at 0 and
-    width/depth); ranges get Gaussian noise of ``sigma_m``; beams beyond
-    ``max_range_m`` or with probability ``p_no_return`` return 0. The node stream
-    follows ``realism`` (real-capture defaults; :data:`IDEAL_A1` for an ideal sweep).
-    """
-
-    t_s: np.ndarray
-    angle_deg_cw: np.ndarray
-    range_m: np.ndarray
-    intensity: np.ndarray
-    turn: np.ndarray
-
-    @classmethod
-    def generate(
-        cls,
-        duration_s: float = 20.0,
-        rate_hz: float | None = None,
-        samples_per_s: float | None = None,
-        width: float = 6.0,
-        depth: float = 8.0,
-        x: float = 2.5,
-        y: float = 3.0,
-        sigma_m: float = 0.01,
-        p_no_return: float = REAL_ZERO_FRACTION,
-        max_range_m: float = 12.0,
-        seed: int = 0,
-        realism: A1Realism | None = None,
-    ) -> RoomSamples:
-        """Samples for ``duration_s`` s.
-
-        ``samples_per_s`` defaults to one per :data:`REAL_SAMPLE_US`, ``rate_hz`` to
-        :data:`REAL_NODES_PER_TURN` nodes per turn. The earlier ideal emulator is
-        ``generate(rate_hz=5.5, samples_per_s=2000, p_no_return=0.02, realism=IDEAL_A1)``.
-        """
-        rl = A1Realism() if realism is None else realism
-        fs = 1e6 / REAL_SAMPLE_US if samples_per_s is None else float(samples_per_s)
-        rate = fs / REAL_NODES_PER_TURN if rate_hz is None else float(rate_hz)
-        check_sweep(duration_s, rate, fs)
-        rng = np.random.default_rng(seed)
-        n = int(duration_s * fs)
-        t = np.arange(n) / fs
-        phase = t * rate
-        turn = np.floor(phase).astype(np.int64)
-        k = int(turn[-1]) + 1
-        start = rng.uniform(*rl.start_angle_deg, k)
-        span = 360.0 + rng.uniform(*rl.overlap_deg, k)
-        first = np.flatnonzero(np.concatenate(([True], turn[1:] != turn[:-1])))
-        j = np.arange(n) - first[turn]  # node index within its turn
-        per_turn = fs / rate
-        # the start-flag node reads start[k], the turn's last node start[k] + span[k]
-        head_cw = np.mod(start[turn] + span[turn] * j / (per_turn - 1), 360.0)
-        r = room_ranges(head_cw, width, depth, x, y) + rng.normal(0.0, sigma_m, n)
-        lost = (r > max_range_m) | (rng.random(n) < p_no_return)
-        r[lost] = 0.0
-        angle_cw = head_cw.copy()
-        back = rng.random(n) < rl.back_step_prob
-        angle_cw[back] = np.mod(
-            angle_cw[back] - rng.uniform(0, rl.back_step_max_deg, back.sum()), 360
-        )
-        if rl.quality_levels:
-            levels = np.array([q for q, _ in rl.quality_levels], dtype=np.uint8)
-            prob = np.array([p for _, p in rl.quality_levels], dtype=np.float64)
-            quality = levels[rng.choice(levels.size, n, p=prob / prob.sum())]
-        else:
-            quality = np.clip(np.round(60 - 3 * r), 1, 63).astype(np.uint8)
-        quality[lost] = 0
-        if rl.no_return_lead_deg[1] > 0:  # drawn last: the draws above stay as they were
-            run_start = lost & ~np.concatenate(([False], lost[:-1]))
-            run = np.cumsum(run_start) - 1
-            lead = rng.uniform(*rl.no_return_lead_deg, int(run_start.sum()))
-            ahead = lost & (j > 0)
-            angle_cw[ahead] = np.mod(angle_cw[ahead] + lead[run[ahead]], 360.0)
-        return cls(t, angle_cw, r, quality, turn)
-
-
 @dataclass
 class A1Truth:
     """Every node the emulator put on the line, in order.
@@ -225,8 +99,11 @@ class A1Truth:
         t_s: emission time (simulated s).
         host_ns: host ``time.monotonic_ns()`` when the chunk was sent.
         start: start-of-turn flag.
-        quality, angle_q6, dist_q2: the encoded node fields.
-        delivered: False if the link dropped the node (unplugged, silent, overrun).
+        quality, angle_q6, dist_q2: the encoded node fields (express: what the
+            capsules decode to, the SDK's quality for a return).
+        delivered: False if the link dropped the node (unplugged, silent, overrun; for
+            express: its capsule or the next one).
+        express: True for an express sample.
     """
 
     t_s: np.ndarray
@@ -236,6 +113,7 @@ class A1Truth:
     angle_q6: np.ndarray
     dist_q2: np.ndarray
     delivered: np.ndarray
+    express: np.ndarray
 
     def __len__(self) -> int:
         return int(self.t_s.size)
@@ -271,8 +149,12 @@ class A1Emulator(PtyEmulator):
     """One emulated RPLIDAR A1 serving the Slamtec protocol on a pty.
 
     Args:
-        samples: what the head sees (``Simulation.lidar(name)`` or :class:`RoomSamples`);
-            played in emulation time and looped.
+        samples: what the head sees in standard scan (``Simulation.lidar(name)`` or
+            :class:`RoomSamples`); played in emulation time and looped. Default: the
+            built-in room (real-capture defaults), for both scan modes.
+        express_samples: what the head sees in express scan (the same scene at twice
+            the sample rate), as express capsules; None with ``samples`` given: the
+            unit has no express scan (it ignores EXPRESS_SCAN, as firmware < 1.17).
         link: stable symlink to the pty (like a udev name), optional.
         serial: the unit's 16-byte serial number (bytes or 32 hex digits).
         speed: emulation speed-up (ignored when ``clock`` or ``power`` gives a clock).
@@ -288,7 +170,8 @@ class A1Emulator(PtyEmulator):
         record_truth: keep every sent node for :meth:`truth` (about 23 bytes per node,
             160 MB per hour at real time: turn off for long-running servers).
         sample_us: standard sample duration answered to GET_SAMPLERATE (µs; default the
-            samples' median spacing, rounded); express is half of it.
+            samples' median spacing, rounded); express: the express samples' spacing,
+            or half the standard one without them.
     """
 
     def __init__(
@@ -310,11 +193,21 @@ class A1Emulator(PtyEmulator):
         record_truth: bool = True,
         health: tuple[int, int] = (0, 0),
         sample_us: int | None = None,
+        express_samples: LidarSamples | None = None,
     ) -> None:
         serial_bytes = bytes.fromhex(serial) if isinstance(serial, str) else bytes(serial)
         if len(serial_bytes) != 16:
             raise SimError(f"an A1 serial number is 16 bytes, got {len(serial_bytes)}")
-        src = samples if samples is not None else RoomSamples.generate()
+        src = samples if samples is not None else _default_room()[0]
+        self._express: ExpressStream | None = None
+        if express_samples is not None:
+            self._express = express_stream(
+                np.asarray(express_samples.t_s),
+                np.asarray(express_samples.angle_deg_cw),
+                np.asarray(express_samples.range_m),
+            )
+        elif samples is None:
+            self._express = _default_room()[1]
         self._t = np.asarray(src.t_s, dtype=np.float64)
         if self._t.size < 2 or np.any(np.diff(self._t) < 0):
             raise SimError("A1 samples need at least 2 points in time order")
@@ -326,7 +219,6 @@ class A1Emulator(PtyEmulator):
         rng_m = np.asarray(src.range_m, dtype=np.float64)
         self._dist_q2 = np.clip(np.round(rng_m * 4000.0), 0, 0xFFFF).astype(np.uint16)
         self._quality = np.clip(np.asarray(src.intensity, dtype=np.int64), 0, 63).astype(np.uint8)
-        self._quality[self._dist_q2 == 0] = 0
         turn = np.asarray(src.turn)
         self._start = np.empty(turn.size, dtype=bool)
         self._start[0] = True
@@ -336,6 +228,9 @@ class A1Emulator(PtyEmulator):
         self.sample_us = round(dt * 1e6) if sample_us is None else int(sample_us)
         if not 0 < self.sample_us <= 0xFFFF:
             raise SimError(f"sample duration must be 1..65535 us, got {self.sample_us}")
+        self.express_us = (
+            self._express.sample_us if self._express is not None else max(1, self.sample_us // 2)
+        )
 
         self.name = name
         self.serial = serial_bytes
@@ -357,6 +252,9 @@ class A1Emulator(PtyEmulator):
         self._motor_since = float("-inf")  # simulated time of the last motor start
         self.motor_log: list[tuple[float, bool]] = []  # (simulated s, motor on) changes
         self._scanning = False
+        self._scan_express = False  # the scan running is an express scan
+        # the last capsule sent in this scan: (index, delivered, its loop's start s)
+        self._last_capsule: tuple[int, bool, float] | None = None
         self._emit_from = 0.0  # simulated time of the next node to emit
         self._quiet_until = 0.0  # simulated time until which the unit is rebooting
         self._banner_due = False
@@ -386,6 +284,11 @@ class A1Emulator(PtyEmulator):
     def host_opens(self) -> int:
         """How many times a host opened the current pty (through the transport)."""
         return self._lines.opens
+
+    @property
+    def express(self) -> ExpressStream | None:
+        """The express capsules this unit plays (looped), or None without express."""
+        return self._express
 
     @property
     def scanning(self) -> bool:
@@ -466,6 +369,7 @@ class A1Emulator(PtyEmulator):
                 e.astype(np.uint16),
                 e.astype(np.uint16),
                 e.astype(bool),
+                e.astype(bool),
             )
         return concat_records(A1Truth, chunks)
 
@@ -532,7 +436,10 @@ class A1Emulator(PtyEmulator):
                 size = rx[2]
                 rx = rx[4 + size :]
                 self.requests.append(cmd)
-                continue  # PWM and express: not acted on by an A1 emulator
+                if cmd == 0x82 and self._express is not None and self.health_status != 2:
+                    self._start_scan(now, express=True)
+                    self.port.send(_EXPRESS_DESC)
+                continue  # SET_PWM: the A1 has no PWM
             rx = rx[2:]
             self.requests.append(cmd)
             if cmd == 0x25:
@@ -543,10 +450,9 @@ class A1Emulator(PtyEmulator):
             elif cmd in (0x20, 0x21):
                 if self.health_status == 2:
                     continue  # protection stop: no scan until a RESET clears the error
-                self._emit_from = now
-                self._scanning = True
                 # state first, then the answer: a host that has read the descriptor
                 # must find the emulator scanning (under load it did not when this came first)
+                self._start_scan(now, express=False)
                 self.port.send(_SCAN_DESC)
             elif self._scanning:
                 continue
@@ -560,15 +466,21 @@ class A1Emulator(PtyEmulator):
                 code = self.health_code.to_bytes(2, "little")
                 self.port.send(_HEALTH_DESC + bytes([self.health_status]) + code)
             elif cmd == 0x59:
-                std, express = self.sample_us, max(1, self.sample_us // 2)
+                std, express = self.sample_us, self.express_us
                 self.port.send(
                     _SAMPLERATE_DESC + std.to_bytes(2, "little") + express.to_bytes(2, "little")
                 )
         self._rx = rx
 
+    def _start_scan(self, now: float, express: bool) -> None:
+        self._emit_from = now
+        self._scanning = True
+        self._scan_express = express
+        self._last_capsule = None
+
     def _pump(self, now: float) -> None:
-        """Send every node whose emission time has come (the head turns only with the motor,
-        and reaches its speed ``spinup_s`` after the motor started)."""
+        """Send every node (or capsule) whose emission time has come (the head turns only
+        with the motor, and reaches its speed ``spinup_s`` after the motor started)."""
         if not self._motor:
             self._emit_from = now
             return
@@ -576,21 +488,14 @@ class A1Emulator(PtyEmulator):
         if now <= t0:
             return
         t1 = min(now, t0 + _MAX_BURST_S)
-        loops = np.floor(np.array([t0, t1]) / self._period)
-        idx_parts = []
-        time_parts = []
-        for loop in range(int(loops[0]), int(loops[1]) + 1):
-            base = loop * self._period
-            lo = np.searchsorted(self._t, t0 - base, side="left")
-            hi = np.searchsorted(self._t, t1 - base, side="left")
-            if hi > lo:
-                idx_parts.append(np.arange(lo, hi))
-                time_parts.append(self._t[lo:hi] + base)
         self._emit_from = t1
-        if not idx_parts:
+        if self._scan_express and self._express is not None:
+            self._pump_express(t0, t1)
             return
-        idx = np.concatenate(idx_parts)
-        t_s = np.concatenate(time_parts)
+        found = _due(self._t, self._period, t0, t1)
+        if found is None:
+            return
+        idx, t_s = found
         start, quality = self._start[idx], self._quality[idx]
         angle, dist = self._angle_q6[idx], self._dist_q2[idx]
         host_ns = time.monotonic_ns()
@@ -607,5 +512,79 @@ class A1Emulator(PtyEmulator):
                 angle,
                 dist,
                 delivered,
+                np.zeros(idx.size, bool),
             )
         )
+
+    def _pump_express(self, t0: float, t1: float) -> None:
+        """Send the capsules whose last sample falls in ``[t0, t1)``; record the samples of
+        each capsule the next one makes decodable."""
+        ex = self._express
+        assert ex is not None
+        found = _due(ex.t_end_s, ex.period_s, t0, t1)
+        if found is None:
+            return
+        idx, t_end = found
+        caps = ex.capsules[idx]
+        if self._last_capsule is None:
+            caps = caps.copy()
+            caps[0] = with_new_scan_flag(caps[0])
+        host_ns = time.monotonic_ns()
+        written = self.port.send(caps.tobytes())
+        sent = (np.arange(idx.size) + 1) * ex.capsules.shape[1] <= written
+        base = t_end - ex.t_end_s[idx]  # the start of the loop each capsule belongs to (s)
+        prev = self._last_capsule
+        self._last_capsule = (int(idx[-1]), bool(sent[-1]), float(base[-1]))
+        if not self.record_truth:
+            return
+        # capsule k decodes with capsule k + 1's start angle
+        if prev is not None:
+            idx = np.concatenate(([prev[0]], idx))
+            sent = np.concatenate(([prev[1]], sent))
+            base = np.concatenate(([prev[2]], base))
+        k = idx[:-1]
+        if k.size == 0:
+            return
+        n = ex.t_s.shape[1]
+        self._truth.append(
+            A1Truth(
+                (ex.t_s[k] + base[:-1, None]).ravel(),
+                np.full(k.size * n, host_ns, dtype=np.int64),
+                ex.start[k].ravel(),
+                ex.quality[k].ravel(),
+                ex.angle_q6[k].ravel(),
+                ex.dist_q2[k].ravel(),
+                np.repeat(sent[:-1] & sent[1:], n),
+                np.ones(k.size * n, bool),
+            )
+        )
+
+
+@functools.cache
+def _default_room() -> tuple[RoomSamples, ExpressStream]:
+    """The built-in room at both scan rates (one unit, seed 0), made once per process: an
+    emulator starts in milliseconds, as two units plugged in together do."""
+    express = RoomSamples.generate(samples_per_s=1e6 / REAL_EXPRESS_US)
+    return RoomSamples.generate(), express_stream(
+        express.t_s, express.angle_deg_cw, express.range_m
+    )
+
+
+def _due(
+    t: np.ndarray, period: float, t0: float, t1: float
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Indices and emission times of the looped times ``t`` (period ``period`` s) that
+    fall in ``[t0, t1)``, in order; None if none."""
+    loops = np.floor(np.array([t0, t1]) / period)
+    idx_parts = []
+    time_parts = []
+    for loop in range(int(loops[0]), int(loops[1]) + 1):
+        base = loop * period
+        lo = np.searchsorted(t, t0 - base, side="left")
+        hi = np.searchsorted(t, t1 - base, side="left")
+        if hi > lo:
+            idx_parts.append(np.arange(lo, hi))
+            time_parts.append(t[lo:hi] + base)
+    if not idx_parts:
+        return None
+    return np.concatenate(idx_parts), np.concatenate(time_parts)

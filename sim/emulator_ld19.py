@@ -81,16 +81,27 @@ class LD19SampleSource(LidarSamples, Protocol):
     speed_deg_s: np.ndarray
 
 
+REAL_SAMPLES_PER_S = 4545.0
+"""Samples per second of the real LD06 captures (packet span over reported speed;
+their stamps say 4547): 454-455 points per 10 Hz turn (the datasheet's 4500 gives 450)."""
+
+
 @dataclass
 class SyntheticLD19Samples:
     """LD19 samples of a rectangular room, for emulation without a scenario.
 
-    The sensor sits at ``(x, y)`` in a ``width`` × ``depth`` m room; ranges get
-    Gaussian noise ``sigma_m`` and are rounded to ``range_step_m`` (whole millimetres,
-    as in a real LD06 capture of 111 000 ranges, docs/LD19.md); a fraction ``p_no_return`` of beams
-    returns 0. Intensity falls with range (200 at 0 m to about 100 at 8 m); a
-    fraction ``p_no_return_intensity`` of the no-returns carries a high intensity
-    (uniform 150-255) instead of 0, as real units sometimes send.
+    Shaped by the real LD06 captures (docs/LD19.md, "A real capture"): the head's
+    speed wanders around ``rate_hz`` (a new value each turn, at a packet boundary: an
+    AR(1) process of σ ``speed_sd_deg_s`` whose correlation falls to 1/e in
+    ``speed_corr_turns`` turns; the packets report it, and the turn periods follow
+    it), at ``samples_per_s``. The sensor sits at ``(x, y)`` in a ``width`` × ``depth`` m
+    room; ranges get Gaussian noise ``sigma_m`` and are rounded to ``range_step_m``
+    (whole millimetres); a fraction ``p_no_return`` of beams returns 0. Intensity is
+    ``intensity_at_0m + intensity_per_m × range`` plus Gaussian noise of
+    ``intensity_sd``, a fraction ``p_dim`` of the returns dimmer (uniform 100-208):
+    93-95 % of them 208-239 in a room, as in the captures; a fraction
+    ``p_no_return_intensity`` of the no-returns carries a high intensity (uniform
+    150-255) instead of 0, as real units sometimes send.
     """
 
     t_s: np.ndarray
@@ -104,7 +115,7 @@ class SyntheticLD19Samples:
         cls,
         duration_s: float = 10.0,
         rate_hz: float = 10.0,
-        samples_per_s: float = 4500.0,
+        samples_per_s: float = REAL_SAMPLES_PER_S,
         width: float = 6.0,
         depth: float = 8.0,
         x: float = 2.5,
@@ -114,11 +125,18 @@ class SyntheticLD19Samples:
         seed: int = 0,
         range_step_m: float = 0.001,
         p_no_return_intensity: float = 0.05,
+        speed_sd_deg_s: float = 6.0,
+        speed_corr_turns: float = 1.0,
+        intensity_at_0m: float = 238.0,
+        intensity_per_m: float = -4.0,
+        intensity_sd: float = 4.0,
+        p_dim: float = 0.05,
     ) -> SyntheticLD19Samples:
         """Samples for ``duration_s`` s (rounded down to whole packets).
 
-        ``p_no_return_intensity=0`` gives the earlier emulator (intensity 0 on every
-        no-return); ``range_step_m=0.008`` the 8-mm steps once assumed from 36 ranges.
+        ``speed_sd_deg_s=0`` gives a constant speed; ``p_no_return_intensity=0``
+        intensity 0 on every no-return; ``range_step_m=0.008`` the 8-mm steps once
+        assumed from 36 ranges; ``samples_per_s=4500`` the datasheet's rate.
         """
         check_sweep(duration_s, rate_hz, samples_per_s)
         rng = np.random.default_rng(seed)
@@ -126,17 +144,49 @@ class SyntheticLD19Samples:
         if n == 0:
             raise SimError(f"{duration_s} s is shorter than one LD19 packet")
         t = np.arange(n) / samples_per_s
-        angle_cw = np.mod(t * rate_hz * 360.0, 360.0)
+        k = int(duration_s * rate_hz * 1.1) + 3  # turns, with room for slow ones
+        rho = float(np.exp(-1.0 / speed_corr_turns)) if speed_corr_turns > 0 else 0.0
+        wander = np.empty(k)
+        wander[0] = rng.normal(0.0, speed_sd_deg_s)
+        shocks = rng.normal(0.0, speed_sd_deg_s * np.sqrt(1.0 - rho**2), k)
+        for i in range(1, k):
+            wander[i] = rho * wander[i - 1] + shocks[i]
+        # the speed changes once per turn, at a packet boundary (a packet's 12 points are
+        # evenly spaced by the protocol's definition)
+        n_pk = n // POINTS_PER_PACKET
+        pk_turn = np.floor(np.arange(n_pk) * POINTS_PER_PACKET * rate_hz / samples_per_s)
+        speed_pk = rate_hz * 360.0 + wander[pk_turn.astype(np.int64)]
+        dt_pk = POINTS_PER_PACKET / samples_per_s
+        start_pk = np.concatenate(([0.0], np.cumsum(speed_pk * dt_pk)[:-1]))
+        within = np.arange(POINTS_PER_PACKET) / samples_per_s
+        angle_cw = np.mod(start_pk[:, None] + speed_pk[:, None] * within[None, :], 360.0).ravel()
+        speed = np.repeat(speed_pk, POINTS_PER_PACKET)
         r = room_ranges(angle_cw, width, depth, x, y) + rng.normal(0.0, sigma_m, n)
         if range_step_m > 0:
             r = np.round(r / range_step_m) * range_step_m
         lost = rng.random(n) < p_no_return
         r[lost] = 0.0
-        inten = np.clip(np.round(200 - 12.5 * r), 0, 255).astype(np.uint8)
+        level = intensity_at_0m + intensity_per_m * r + rng.normal(0.0, intensity_sd, n)
+        dim = rng.random(n) < p_dim
+        level[dim] = rng.uniform(100.0, 208.0, int(dim.sum()))
+        inten = np.clip(np.round(level), 0, 255).astype(np.uint8)
         lit = rng.random(n) < p_no_return_intensity
         inten[lost] = np.where(lit[lost], rng.integers(150, 256, n)[lost], 0).astype(np.uint8)
-        speed = np.full(n, rate_hz * 360.0)
         return cls(t, angle_cw, r, inten, speed)
+
+    @classmethod
+    def ideal(
+        cls, duration_s: float = 10.0, seed: int = 0, p_no_return: float = 0.01
+    ) -> SyntheticLD19Samples:
+        """An idealised sweep of the same room: the datasheet's 4500 samples/s at a
+        constant 10 Hz (exactly 450 points per turn)."""
+        return cls.generate(
+            duration_s=duration_s,
+            seed=seed,
+            p_no_return=p_no_return,
+            samples_per_s=4500.0,
+            speed_sd_deg_s=0.0,
+        )
 
 
 @dataclass

@@ -88,7 +88,9 @@ def ld19_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> LD
 
 def a1_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> A1Emulator:
     """An A1 with the configured serial, on the robot's shared power bus when the scenario
-    asks for brown-outs (``brownout = true`` in its ``[faults.<device>]``)."""
+    asks for brown-outs (``brownout = true`` in its ``[faults.<device>]``); it answers
+    both scans: the scenario lidar at its sample rate (standard) and at twice it
+    (express)."""
     knobs = req.knobs
     bus = None
     if knobs.get("brownout"):
@@ -96,8 +98,14 @@ def a1_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> A1Em
         if bus is None:
             bus = PowerBus(inrush_s=knobs.get("brownout_window_s", 1.5), clock=req.clock)
             req.shared["power_bus"] = bus
+    standard = express = None
+    if req.sim is not None:
+        standard = req.sim.lidar(dev.name)
+        rate = float(standard.params["samples_per_s"])
+        express = req.sim.lidar(dev.name, samples_per_s=2.0 * rate)
     em = A1Emulator(
-        req.sim.lidar(dev.name) if req.sim is not None else None,
+        standard,
+        express_samples=express,
         link=dev.port,
         name=dev.name,
         serial=dev.serial or f"{req.index:032x}",
@@ -122,10 +130,11 @@ def pods_family(
     if req.sim is None:
         raise SimError(f"{dev.name}: the pod emulator needs a scenario")
     if req.pods_firmware is not None:
-        if dev.protocol != "binary" or dev.n_pods != 3:
+        if dev.protocol != "binary" or dev.n_pods != 3 or dev.imu:
             raise SimError(
-                f"{dev.name}: the firmware sends binary frames of 3 counters; the config has "
-                f"protocol {dev.protocol!r} and {dev.n_pods} pods"
+                f"{dev.name}: the firmware sends binary frames of 3 counters without IMU "
+                f"fields; the config has protocol {dev.protocol!r}, {dev.n_pods} pods and "
+                f"imu = {str(dev.imu).lower()}"
             )
         if fault_schedule(req.knobs) or link_faults(req.knobs) != Faults():
             raise SimError(f"{dev.name}: the firmware emulator has no link faults; the "

@@ -153,11 +153,15 @@ class Simulation:
         p = self._lidar_params(name)
         return (p["mount_xy_m"][0], p["mount_xy_m"][1], float(np.deg2rad(p["mount_yaw_deg"])))
 
-    def lidar(self, name: str) -> LidarSamples:
-        """Device-native samples of lidar ``name`` over the whole run."""
-        key = f"lidar:{name}"
+    def lidar(self, name: str, samples_per_s: float | None = None) -> LidarSamples:
+        """Device-native samples of lidar ``name`` over the whole run; at
+        ``samples_per_s`` (Hz) instead of the scenario's when given (an A1's express
+        scan: the same turns and scene, sampled twice as often)."""
+        key = f"lidar:{name}" if samples_per_s is None else f"lidar:{name}@{samples_per_s:g}"
         if key not in self._cache:
             p = self._lidar_params(name)
+            if samples_per_s is not None:
+                p = {**p, "samples_per_s": float(samples_per_s)}
             self._cache[key] = simulate_lidar(
                 p,
                 self.trajectory,

@@ -131,3 +131,72 @@ def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
             return False
         time.sleep(0.005)
     return True
+
+
+def express_capsule(start_q6: int, dist_mm: list[int], offset_q3: list[int], sync: bool) -> bytes:
+    """One 84-byte express capsule from the SDK's layout (``sl_lidar_cmd.h``,
+    ``sl_lidar_response_capsule_measurement_nodes_t``), independent of the emulator:
+    start angle q6 (bit 15 the S flag), 16 cabins of two ``distance_angle`` words
+    (distance mm << 2 | offset bits 4..5) and one byte of the offsets' bits 0..3."""
+    body = bytearray((start_q6 | (0x8000 if sync else 0)).to_bytes(2, "little"))
+    for i in range(16):
+        o1, o2 = offset_q3[2 * i], offset_q3[2 * i + 1]
+        body += ((dist_mm[2 * i] << 2) | (o1 >> 4)).to_bytes(2, "little")
+        body += ((dist_mm[2 * i + 1] << 2) | (o2 >> 4)).to_bytes(2, "little")
+        body.append((o1 & 0xF) | ((o2 & 0xF) << 4))
+    check = 0
+    for b in body:
+        check ^= b
+    return bytes([0xA0 | (check & 0xF), 0x50 | (check >> 4)]) + bytes(body)
+
+
+def express_capsules(
+    starts_deg: list[float], dist_mm: list[int], offset_q3: list[int] | None = None
+) -> list[bytes]:
+    """Capsules with the given start angles (the first with the S flag), the same 32
+    distances and offsets (default 0) in each."""
+    offs = offset_q3 if offset_q3 is not None else [0] * 32
+    return [
+        express_capsule(round(a * 64) % 23040, dist_mm, offs, i == 0)
+        for i, a in enumerate(starts_deg)
+    ]
+
+
+def ref_express_decode(capsules: list[bytes]) -> RefNodes:
+    """Decode consecutive capsules as the vendor SDK does (``handler_capsules.cpp``,
+    ``_onScanNodeCapsuleData``), capsule by capsule in plain integers: each capsule's
+    32 samples once the next capsule's start angle is known."""
+    s, q, a, d = [], [], [], []
+    for prev, cur in itertools.pairwise(capsules):
+        p_q8 = (int.from_bytes(prev[2:4], "little") & 0x7FFF) << 2
+        c_q8 = (int.from_bytes(cur[2:4], "little") & 0x7FFF) << 2
+        diff = c_q8 - p_q8 + (360 << 8 if p_q8 > c_q8 else 0)
+        inc = diff << 3
+        raw = p_q8 << 8
+        for i in range(16):
+            cab = prev[4 + 5 * i : 9 + 5 * i]
+            words = (cab[0] | cab[1] << 8, cab[2] | cab[3] << 8)
+            offs = ((cab[4] & 0xF) | (words[0] & 3) << 4, (cab[4] >> 4) | (words[1] & 3) << 4)
+            for w, o in zip(words, offs, strict=True):
+                angle = (raw - (o << 13)) >> 10
+                sync = ((raw + inc) % (360 << 16)) < inc
+                raw += inc
+                angle = angle + 23040 if angle < 0 else angle - 23040 if angle >= 23040 else angle
+                dist = w & 0xFFFC
+                s.append(sync)
+                q.append(0x2F if dist else 0)
+                a.append(angle)
+                d.append(dist)
+    return RefNodes(np.array(s, bool), np.array(q), np.array(a), np.array(d))
+
+
+def capsule_fields(capsule: bytes) -> tuple[int, list[int], list[int]]:
+    """(start angle q6, 32 distances mm, 32 angle offsets q3) of a capsule, per the SDK."""
+    start = int.from_bytes(capsule[2:4], "little") & 0x7FFF
+    dist, offs = [], []
+    for i in range(16):
+        cab = capsule[4 + 5 * i : 9 + 5 * i]
+        w1, w2 = cab[0] | cab[1] << 8, cab[2] | cab[3] << 8
+        dist += [w1 >> 2, w2 >> 2]
+        offs += [(cab[4] & 0xF) | (w1 & 3) << 4, (cab[4] >> 4) | (w2 & 3) << 4]
+    return start, dist, offs

@@ -11,17 +11,18 @@ import sys
 import time
 from pathlib import Path
 
+import a1_util as u
 import numpy as np
 import pytest
 
 from sensorbench.characterize.lidar.timing import timing_stats
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1_clock import NodeClock
 from sensorbench.drivers.a1_lidar import A1Lidar
 from sensorbench.drivers.a1_scanner import A1Scanner
-from sensorbench.drivers.a1_turns import TurnAssembler
-from sensorbench.logs import NO_DEVICE_TIME, Event, LidarTurns
-from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples
+from sensorbench.drivers.a1_turns import A1Turns
+from sensorbench.logs import NO_DEVICE_TIME, Event, LidarTurns, TurnFlag
+from sensorbench.sim.a1_samples import RoomSamples
+from sensorbench.sim.emulator_a1 import A1Emulator
 
 HERE = Path(__file__).parent
 
@@ -43,44 +44,38 @@ def test_sample_rate_answer_decodes_and_the_emulator_reports_its_spacing():
         lid.disconnect()
 
 
-def test_node_clock_counts_nodes_and_moves_past_lost_ones():
-    clock = NodeClock(500)
-    np.testing.assert_array_equal(clock.stamp(3, 7_000), [7_000, 507_000, 1_007_000])
+def _nodes(start: list[int]) -> list[bytes]:
+    return [u.encode_node(bool(f), 15, 64 * i, 4000) for i, f in enumerate(start)]
+
+
+def test_device_clock_counts_samples_and_moves_past_lost_ones():
+    nodes = _nodes([1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1])
+    t = A1Turns(sample_us=500)
+    a = t.feed(7_000, b"".join(nodes[:4]))  # anchored at the first read: node 0 at 7 us
     # 3 nodes arrive much later (host stall): still the next sample slots
-    np.testing.assert_array_equal(clock.stamp(2, 9_999_999_999), [1_507_000, 2_007_000])
-    # 10 bytes skipped re-aligning: two nodes lost there
-    assert clock.stamp(1, 0, skipped_bytes=10)[0] == 2_007_000 + 3 * 500_000
-    assert clock.nodes_estimated_lost == 2
-    clock.reset()
-    assert clock.stamp(0, 5).size == 0  # nothing to anchor on yet
-    assert clock.stamp(1, 42)[0] == 42
+    b = t.feed(9_999_999_999, b"".join(nodes[4:7]))
+    # node 7 lost on the link (5 bytes skipped re-aligning): the count moves past it
+    c = t.feed(10_000_000_000, b"\x00" * 5 + b"".join(nodes[8:]))
+    turns = LidarTurns.concat([a, b, c])
+    np.testing.assert_array_equal(turns.device_ns, [7_000 + i * 500_000 for i in (0, 3, 9)])
+    np.testing.assert_array_equal(turns.count, [3, 5, 2])
+    assert t.samples_estimated_lost == 1 and t.bytes_skipped == 5
+    np.testing.assert_array_equal(turns.flags, [0, TurnFlag.CRC_ERRORS, 0])  # where it fell
+    t.reset()
+    assert t.feed(5, b"").n_turns == 0  # nothing to anchor on yet
+    again = t.feed(42, b"".join(_nodes([1, 0, 1])))
+    assert again.device_ns.tolist() == [42]
 
 
-def test_turn_assembler_gives_each_turn_its_first_nodes_device_time():
-    start = np.array([0, 1, 0, 0, 1, 0, 1, 0], bool)
-    n = start.size
-    nodes = proto.Nodes(
-        start,
-        np.ones(n, np.uint8),
-        np.arange(n, dtype=np.uint16),
-        np.full(n, 4000, np.uint16),
-        np.arange(n),
-    )
-    dev = 1000 + 500 * np.arange(n, dtype=np.int64)
-
-    def part(lo: int, hi: int) -> proto.Nodes:
-        return proto.Nodes(*(getattr(nodes, f)[lo:hi] for f in proto.Nodes.__dataclass_fields__))
-
-    asm = TurnAssembler()
-    a = asm.feed(part(0, 5), np.arange(5), dev[:5])
-    b = asm.feed(part(5, n), np.arange(5, n), dev[5:])  # the turn started at 4 goes on
-    turns = LidarTurns.concat([a, b])
-    np.testing.assert_array_equal(turns.device_ns, [dev[1], dev[4]])
-    np.testing.assert_array_equal(turns.count, [3, 2])
-    # without device times the turn has none
-    asm = TurnAssembler()
-    out = asm.feed(nodes, np.arange(n))
-    assert np.all(out.device_ns == NO_DEVICE_TIME)
+def test_express_device_clock_counts_32_samples_per_capsule():
+    caps = u.express_capsules([0.0, 90.0, 180.0, 270.0] * 2 + [0.0, 90.0], [1000] * 32)
+    t = A1Turns("express", sample_us=250)
+    turns = LidarTurns.concat([t.feed(1_000, caps[0]), t.feed(2_000, b"".join(caps[1:]))])
+    # the sync bit marks the sample whose nominal angle wraps past 360: the last of
+    # capsules 3 and 7; capsule 0 anchors sample 0 at the first read's time
+    assert turns.count.tolist() == [128]
+    assert turns.device_ns.tolist() == [1_000 + (4 * 32 - 1) * 250_000]
+    assert t.capsules == 10 and t.nodes_total == 9 * 32  # the last has no successor yet
 
 
 def _poll_with_stalls(sc: A1Scanner, seconds: float, stall_s: float) -> LidarTurns:

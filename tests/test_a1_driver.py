@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from timing_util import SLACK_S
 
 from sensorbench.drivers import a1_protocol as proto
+from sensorbench.drivers.a1_kernels import decode_nodes
 from sensorbench.drivers.a1_lidar import A1Lidar
 from sensorbench.drivers.a1_scanner import A1Scanner
-from sensorbench.drivers.a1_turns import TurnAssembler, spread_times
+from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.errors import DriverError
-from sensorbench.logs import LidarTurns, TurnFlag
+from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, TurnFlag
 from sensorbench.sim.emulator_a1 import A1Emulator
 from sensorbench.sim.pty import Faults, PtyPort
 
@@ -31,7 +32,7 @@ node = st.tuples(
 @given(st.lists(node, min_size=1, max_size=50))
 def test_vectorised_decode_equals_the_library_node_decoder(nodes):
     data = b"".join(u.encode_node(*n) for n in nodes)
-    ours, used, skipped = proto.decode_nodes(data)
+    ours, used, skipped = decode_nodes(data)
     assert (used, skipped) == (len(data), 0)
     for i, (s, q, a, d) in enumerate(nodes):
         lib = rplidar._process_scan(data[5 * i : 5 * i + 5])  # the library is right here
@@ -59,7 +60,7 @@ def test_decode_resyncs_byte_by_byte_after_corruption_and_loss():
     broken = bytearray(b"".join(nodes))
     broken[5 * 100 + 1] ^= 0x01  # check bit of node 100
     del broken[5 * 250 + 2]  # one byte of node 250 lost
-    out, used, skipped = proto.decode_nodes(bytes(broken))
+    out, used, skipped = decode_nodes(bytes(broken))
     got = list(
         zip(
             out.start.tolist(),
@@ -91,11 +92,24 @@ def test_angle_conversion_native_cw_to_ccw():
     assert n.range_m[0] == 1.0 and n.range_m[1] == 0.002 and np.isinf(n.range_m[2])
 
 
-def test_spread_times_between_chunks():
-    t = spread_times(1_000_000, 2_000_000, 4, max_node_ns=1_000_000)
-    assert t.tolist() == [1_250_000, 1_500_000, 1_750_000, 2_000_000]
-    t = spread_times(0, 10_000_000_000, 2, max_node_ns=500_000)
-    assert t.tolist() == [9_999_500_000, 10_000_000_000]
+def test_host_times_spread_the_nodes_of_a_read_over_the_gap_to_the_previous_one():
+    nodes = [u.encode_node(i == 0 or i == 8, 15, 64 * i, 4000) for i in range(10)]
+    t = A1Turns(max_node_ns=1_000_000)
+    t.feed(1_000_000, nodes[0])  # first read: nothing before it (one node, at most 1 ms)
+    t.feed(2_000_000, b"".join(nodes[1:5]))  # 4 nodes over the 1 ms since
+    turn = t.feed(10_000_000_000, b"".join(nodes[5:10]))  # a pause: at most 1 ms per node
+    assert turn.n_turns == 1 and turn.count.tolist() == [8]
+    assert turn.t_ns.tolist() == [
+        1_000_000,
+        1_250_000,
+        1_500_000,
+        1_750_000,
+        2_000_000,
+        9_996_000_000,
+        9_997_000_000,
+        9_998_000_000,
+    ]
+    assert turn.device_ns.tolist() == [NO_DEVICE_TIME]  # no sample duration given
 
 
 def truth_turns(truth) -> list[tuple[np.ndarray, ...]]:
@@ -304,20 +318,14 @@ def test_health_error_is_reset_once():
         lid.disconnect()
 
 
-def test_turn_assembler_skips_the_leading_partial_turn():
-    asm = TurnAssembler()
-    start = np.array([0, 0, 1, 0, 0, 1, 0], bool)
-    n = proto.Nodes(
-        start,
-        np.ones(7, np.uint8),
-        np.arange(7, dtype=np.uint16) * 64,
-        np.full(7, 4000, np.uint16),
-        np.arange(7),
-    )
-    turns = asm.feed(n, np.arange(7, dtype=np.int64))
+def test_turns_skip_the_leading_partial_turn():
+    start = [0, 0, 1, 0, 0, 1, 0]
+    data = b"".join(u.encode_node(bool(s), 1, 64 * i, 4000) for i, s in enumerate(start))
+    asm = A1Turns(nominal_us=1.0)  # a bare capture: node i at t0 + i us
+    turns = asm.feed(0, data)
     assert asm.leading_nodes_skipped == 2
     assert turns.count.tolist() == [3]
-    assert turns.t_first_ns.tolist() == [2]
+    assert turns.t_first_ns.tolist() == [2000]
     rest = asm.flush()
     assert rest.count.tolist() == [2] and rest.flags.tolist() == [TurnFlag.PACKET_LOSS]
 

@@ -17,6 +17,7 @@ import rplidar
 import serial
 from timing_util import SLACK_S
 
+from sensorbench.drivers.a1_kernels import decode_capsules
 from sensorbench.drivers.a1_lidar import A1Lidar
 from sensorbench.drivers.a1_protocol import A1Health, A1Info
 from sensorbench.errors import DeviceSilent, DeviceUnplugged, DriverError
@@ -232,36 +233,26 @@ def test_buffer_limit_restarts_scan_and_silently_loses_data(caplog):
     )
 
 
-def _express_capsule(start_q6: int, new_scan: bool, dists_mm: list[int]) -> bytes:
-    """An express-scan capsule (Slamtec protocol): sync nibbles, checksum, start angle,
-    16 cabins of two 14-bit distances with zero angle offsets."""
-    body = bytearray()
-    word = start_q6 | (0x8000 if new_scan else 0)
-    body += word.to_bytes(2, "little")
-    for c in range(16):
-        for d in dists_mm[2 * c : 2 * c + 2]:
-            body += (d << 2).to_bytes(2, "little")  # offset sign/high bits 0
-        body.append(0)  # both 4-bit offsets 0
-    checksum = 0
-    for b in body:
-        checksum ^= b
-    return bytes([0xA0 | (checksum & 0xF), 0x50 | (checksum >> 4)]) + bytes(body)
-
-
-def test_express_scan_angles_are_off_by_one_node_and_refused_by_driver(emu):
-    # Per the protocol (and Slamtec's SDK), node k of a capsule, k = 0..31, is at
+def test_express_scan_angles_are_one_node_late_in_the_library_and_right_here():
+    # Per Slamtec's SDK (handler_capsules.cpp), node k of a capsule, k = 0..31, is at
     # start + k * diff / 32 - offset_k, where diff is the next capsule's start minus
     # this one's. With zero offsets the first node sits exactly at the start angle.
     start1, start2 = 10.0, 12.0
     d = list(range(1000, 1032))
-    p1 = rplidar.ExpressPacket.from_string(_express_capsule(int(start1 * 64), True, d))
-    p2 = rplidar.ExpressPacket.from_string(_express_capsule(int(start2 * 64), False, d))
-    lib_angles = [rplidar._process_express_scan(p1, p2.start_angle, k)[2] for k in range(1, 33)]
+    c1, c2 = u.express_capsules([start1, start2], d)
+    p1 = rplidar.ExpressPacket.from_string(c1)
+    p2 = rplidar.ExpressPacket.from_string(c2)
+    lib = [rplidar._process_express_scan(p1, p2.start_angle, k) for k in range(1, 33)]
     spec = [start1 + k * (start2 - start1) / 32 for k in range(32)]
+    lib_angles = [m[2] for m in lib]
     assert not np.allclose(lib_angles, spec, atol=1e-6)
     assert np.allclose(lib_angles, [a + (start2 - start1) / 32 for a in spec])  # one node late
+    assert {m[1] for m in lib} == {None}  # and no quality
 
-    lid = A1Lidar(emu.path, read_timeout_s=0.5)
-    with pytest.raises(DriverError, match="express scan is not supported"):
-        lid.start("express")
-    lid.disconnect()
+    nodes, used, skipped = decode_capsules(c1 + c2)
+    assert (used, skipped) == (2 * 84, 0)
+    np.testing.assert_array_equal(nodes.angle_q6, np.round(np.array(spec) * 64))
+    np.testing.assert_array_equal(nodes.dist_q2, np.array(d) * 4)
+    assert np.all(nodes.quality == 0x2F)  # the SDK's quality for a return
+    ref = u.ref_express_decode([c1, c2])
+    np.testing.assert_array_equal(nodes.angle_q6, ref.angle_q6)

@@ -1,21 +1,18 @@
 """A1 motor control as on the hardware (issue #18), through emulators on ptys whose motor
 follows DTR: the bring-up stops every motor before starting them one by one, capture
 keeps the ports for its whole run, close and reconnect leave the motor as docs/A1.md
-promises, and the uhubctl backend switches ports off, then on in turn."""
+promises, and the power configuration is checked (the port-power backends run in
+tests/test_a1_port_power.py)."""
 
 from __future__ import annotations
 
-import os
-import stat
-import sys
 import time
-from pathlib import Path
 
 import a1_util as u
 import pytest
 
 from sensorbench.drivers.a1_scanner import A1Scanner
-from sensorbench.drivers.capture import CaptureOptions, run_bringup, run_capture
+from sensorbench.drivers.capture import CaptureOptions, run_capture
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.robot_config import parse_robot_config
 from sensorbench.sim.clock import SimClock
@@ -132,64 +129,6 @@ def test_reconnect_after_replug_never_stops_or_restarts_the_motor(tmp_path):
     # power-on spun it (enumeration); every attempt reopened the port with DTR at the
     # motor's state (running), so no attempt stopped it and none restarted it
     assert [on for _, on in after] == [True], after
-
-
-def _fake_uhubctl(tmp_path) -> str:
-    log = tmp_path / "uhubctl.log"
-    script = tmp_path / "bin" / "uhubctl"
-    script.parent.mkdir()
-    script.write_text(
-        f"#!{sys.executable}\n"
-        "import sys, time\n"
-        f"with open({str(log)!r}, 'a') as f:\n"
-        "    f.write(f'{time.monotonic():.6f} ' + ' '.join(sys.argv[1:]) + '\\n')\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return str(log)
-
-
-def test_uhubctl_backend_switches_every_port_off_then_each_on_at_its_turn(tmp_path, monkeypatch):
-    log = _fake_uhubctl(tmp_path)
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    text = """
-[powerup]
-order = ["front", "rear"]
-gap_s = 0.3
-timeout_s = 2.0
-backend = "uhubctl"
-
-[[devices]]
-name = "front"
-kind = "a1"
-port = "{run_dir}/front"
-mount = {x_m = 0.2, y_m = 0.0, yaw_deg = 0}
-power = {hub = "1-1.4", port = 2, settle_s = 0.5}
-
-[[devices]]
-name = "rear"
-kind = "a1"
-port = "{run_dir}/rear"
-mount = {x_m = -0.2, y_m = 0.0, yaw_deg = 180}
-power = {hub = "1-1.4", port = 3, settle_s = 0.5}
-"""
-    config = parse_robot_config(text, "robot.toml", run_dir=tmp_path)
-    assert config.device("rear").power.uhubctl_command(True)[1:5] == ["-l", "1-1.4", "-p", "3"]
-    with (
-        A1Emulator(speed=SPEED, link=str(tmp_path / "front")),
-        A1Emulator(speed=SPEED, link=str(tmp_path / "rear"), serial=bytes(range(16))),
-    ):
-        results = run_bringup(config)
-    assert [r.ok for r in results] == [True, True], results
-    rows = [line.split(" ", 1) for line in Path(log).read_text().splitlines()]
-    assert [cmd for _, cmd in rows] == [
-        "-l 1-1.4 -p 2 -a off",
-        "-l 1-1.4 -p 3 -a off",
-        "-l 1-1.4 -p 2 -a on",
-        "-l 1-1.4 -p 3 -a on",
-    ]
-    # the rear's port is switched on only after the front came up and its gap passed
-    t = [float(ts) for ts, _ in rows]
-    assert t[3] - t[2] >= results[0].seconds + 0.3
 
 
 @pytest.mark.parametrize(

@@ -11,11 +11,13 @@ from click.testing import CliRunner
 
 from sensorbench.cli import cli
 from sensorbench.drivers import a1_protocol as proto
+from sensorbench.drivers.a1_kernels import decode_nodes
 from sensorbench.drivers.a1_raw import decode_capture
-from sensorbench.drivers.a1_turns import TurnAssembler
+from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.logs import TurnFlag
-from sensorbench.sim.emulator_a1 import A1Emulator, RoomSamples, encode_nodes
+from sensorbench.sim.a1_samples import RoomSamples
+from sensorbench.sim.emulator_a1 import A1Emulator, encode_nodes
 
 SPEED = 4.0
 
@@ -43,10 +45,10 @@ def test_a_node_at_360_deg_is_dropped_and_counted_not_a_corrupt_turn():
     f["dist_q2"][1080 + 10] = 12 * 4000 + 1  # 12.00025 m in turn 3
     f["dist_q2"][1080 + 11] = 16 * 4000  # 16 m
     data = _encode(f)
-    nodes, consumed, skipped = proto.decode_nodes(data)
+    nodes, consumed, skipped = decode_nodes(data)
     assert skipped == 0 and consumed == len(data) and len(nodes) == 4 * 360  # framed
-    asm = TurnAssembler()
-    turns = asm.feed(nodes, np.arange(len(nodes), dtype=np.int64) * 500_000)
+    asm = A1Turns(sample_us=500)
+    turns = asm.feed(0, data)
     turns = type(turns).concat([turns, asm.flush()])
     assert asm.nodes_dropped == 2 and asm.ranges_beyond_limit == 2
     # turns 0..2 complete (the start flag of the dropped node passed to the next one),
@@ -84,7 +86,14 @@ def test_bringup_accepts_an_a1_that_sends_360_deg_in_every_turn():
     last = np.flatnonzero(np.diff(s.turn) != 0)  # the last sample of each turn
     s.angle_deg_cw[last] = 360.0
     with A1Emulator(s, speed=SPEED) as emu:
-        spec = DeviceSpec("lidar_front", "a1", emu.path, read_timeout_s=0.5, ready_timeout_s=3)
+        spec = DeviceSpec(
+            "lidar_front",
+            "a1",
+            emu.path,
+            read_timeout_s=0.5,
+            ready_timeout_s=3,
+            options={"scan_mode": "standard"},  # 360.00 deg is a standard-scan node
+        )
         seq = PowerUpSequencer([spec], retries=0)
         (r,) = seq.run(keep=True)
         try:

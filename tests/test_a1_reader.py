@@ -102,7 +102,7 @@ def test_decode_of_the_session_raw_stream_equals_the_live_turns(live_session, tm
         live = s.lidar("lidar_front").read()
     with Session(out) as s:
         dec = s.lidar("a1").read()
-        assert "host receive times" in s.lidar("a1").attrs["time_source"]
+        assert "host monotonic_ns at receive" in s.lidar("a1").attrs["time_base"]
     n = live.n_turns
     assert dec.n_turns == n + 1 and dec.flags[-1] == TurnFlag.PACKET_LOSS  # the cut one
     for f in ("angle", "range", "intensity", "t_ns"):
@@ -168,10 +168,14 @@ def test_reader_takes_over_a_scanner_from_the_sequencer(tmp_path):
             reader.start()
             time.sleep(0.4)
             reader.stop()
-        assert emu.requests.count(0x20) == 1  # the scan was not restarted
+        # the scan (express: the default without a configuration) was not restarted
+        assert emu.requests.count(0x82) == 1 and 0x20 not in emu.requests
     with Session(tmp_path / "s.h5") as s:
         assert s.lidar("lidar_front").attrs["serial"] == SERIAL.hex().upper()
+        assert s.lidar("lidar_front").attrs["scan_mode"] == "express"
         assert s.lidar("lidar_front").n_turns > 3
+        # the raw stream holds the bring-up's exchange too: identification first
+        assert s.raw("lidar_front").read_bytes().startswith(bytes.fromhex("a55a1400000004"))
 
 
 def test_stop_reports_a_reader_thread_stuck_in_the_driver():

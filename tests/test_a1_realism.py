@@ -1,56 +1,112 @@
 """The A1 emulator's real-capture defaults, seen through the driver and the datasheet.
 
-An emulated A1 with the defaults (quality 15 on ~97 % of returns, 45 % of nodes
-without a return, 317 nodes per turn, start flags on 351-359°, turns overlapping,
-no-returns reading 4-7° ahead so the angle steps back after them) is captured by
-the real scanner and characterized; the datasheet must report the quality
-histogram, zero-range fraction and nodes per turn the emulator was given.
+An emulated A1 with its defaults is captured by the real scanner (standard scan, as the
+three real captures were) and characterized; every statistic of the point sequence
+must fall inside what the three real A1M8 captures measure, as docs/A1.md ("What real
+units send") lists them with their source (REAL below, copied from that table), and
+the datasheet must report the quality levels, zero-range fraction and nodes per turn
+the emulator was given.
 """
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
+import pytest
 
+from sensorbench.characterize.lidar.sequence import sequence_stats
 from sensorbench.characterize.lidar.stats import characterize_turns
 from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.logs import LidarTurns
-from sensorbench.sim.emulator_a1 import (
+from sensorbench.sim.a1_samples import (
+    IDEAL_A1,
     REAL_NODES_PER_TURN,
     REAL_SAMPLE_US,
     REAL_ZERO_FRACTION,
-    A1Emulator,
     A1Realism,
     RoomSamples,
 )
+from sensorbench.sim.emulator_a1 import A1Emulator
+
+REAL = {  # docs/A1.md, "What real units send": the three real captures' ranges
+    "zero_pct": (35.0, 54.0),
+    "no_return_run_mean": (6.9, 22.6),
+    "return_step_p1_deg": 0.25,  # at least (the smallest p1 of the three)
+    "return_step_p99_deg": 3.7,  # at most (the largest p99 of the three)
+    "backward_step_pct": (2.0, 4.0),
+    "no_return_with_quality_pct": (9.0, 28.0),
+    "turn_span_deg": (352.0, 367.0),
+    "turns_under_360": (41, 44),
+    "first_point_deg": (351.0, 359.0),
+}
 
 
-def _capture(seconds: float, speed: float = 4.0) -> tuple[LidarTurns, object, A1Scanner]:
-    with A1Emulator(RoomSamples.generate(duration_s=60.0, seed=11), speed=speed) as emu:
-        sc = A1Scanner(emu.path, read_timeout_s=0.5)
-        sc.open()
-        sc.start()
-        out = []
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            out.append(sc.poll(0.02)[2])
-        sc.close()
-        truth = emu.truth()
-    return LidarTurns.concat(out), truth, sc
+def _capture(samples: RoomSamples, n_turns: int, speed: float = 3.0) -> LidarTurns:
+    """``n_turns`` complete turns of an emulated A1 at ``speed``, with every node delivered
+    (at 3x a 4 kB pty holds 130 ms of nodes: a host stall longer than that drops whole
+    nodes, which no decoder can see; such a run is repeated, not judged)."""
+    for _ in range(3):
+        with A1Emulator(samples, speed=speed) as emu:
+            sc = A1Scanner(emu.path, read_timeout_s=0.5)
+            sc.open()
+            sc.start()
+            out = []
+            while sum(t.n_turns for t in out) < n_turns:
+                out.append(sc.poll(0.02)[2])
+            sc.close()
+            if emu.truth().delivered.all():
+                return LidarTurns.concat(out)
+    raise AssertionError("the pty dropped nodes in three runs: the machine is overloaded")
 
 
-def test_characterization_reports_what_the_real_defaults_give():
-    turns, _, sc = _capture(4.0)
-    assert sc.sample_rate.standard_us == REAL_SAMPLE_US
-    ch = characterize_turns(turns, device="front", model="A1", timing_only=True)
+@pytest.fixture(scope="module")
+def real_defaults() -> LidarTurns:
+    return _capture(RoomSamples.generate(duration_s=60.0, seed=11), 45)
+
+
+def test_the_point_sequence_falls_inside_the_real_captures(real_defaults):
+    q = sequence_stats(real_defaults)
+    lo, hi = REAL["no_return_run_mean"]
+    assert lo <= q.no_return_run_mean <= hi, q
+    assert q.return_step_p1_deg >= REAL["return_step_p1_deg"], q
+    assert q.return_step_p99_deg <= REAL["return_step_p99_deg"], q
+    # and spread like theirs, not like an even sweep (1.14 deg each)
+    assert q.return_step_p99_deg - q.return_step_p1_deg > 2.5, q
+    lo, hi = REAL["backward_step_pct"]
+    assert lo <= q.backward_step_pct <= hi, q
+    assert q.backward_not_at_change_pct > 0, q  # some backward steps elsewhere
+    lo, hi = REAL["no_return_with_quality_pct"]
+    assert lo <= q.no_return_with_quality_pct <= hi, q
+    lo, hi = REAL["turn_span_deg"]
+    assert lo <= q.turn_span_min_deg and q.turn_span_max_deg <= hi, q
+    # 41 of 44 real turns under 360 deg: at least the lower 95 % Wilson bound, 82 %
+    assert q.turns_under_360_pct >= 82.0, q
+    lo, hi = REAL["first_point_deg"]
+    assert lo <= q.first_point_deg[0] and q.first_point_deg[1] <= hi + 1 / 64, q
+
+
+def test_an_ideal_sweep_is_outside_them():
+    """The statistics tell the idealised emulator from the real units (what the realism
+    knobs are for)."""
+    ideal = RoomSamples.generate(
+        duration_s=20.0, rate_hz=5.5, samples_per_s=2000, p_no_return=0.02, realism=IDEAL_A1
+    )
+    q = sequence_stats(_capture(ideal, 20))
+    assert q.no_return_run_mean < REAL["no_return_run_mean"][0]
+    assert q.return_step_p99_deg - q.return_step_p1_deg < 0.1
+    assert q.backward_step_pct == 0 and q.no_return_with_quality_pct == 0
+
+
+def test_characterization_reports_what_the_real_defaults_give(real_defaults):
+    ch = characterize_turns(real_defaults, device="front", model="A1", timing_only=True)
     doc = ch.as_dict()
     ret = doc["returns"]
     n = ret["n_points"]
-    assert n > 20_000
-    # zero-range fraction: binomial, 4 sigma
-    p0 = REAL_ZERO_FRACTION
-    assert abs(ret["no_return_pct"] / 100 - p0) <= 4 * np.sqrt(p0 * (1 - p0) / n)
+    assert n > 14_000
+    # zero-range fraction: the room's dark sectors cover 45 % of the bearings; the
+    # sectors are fixed, so the fraction is the given one up to the flicker (1 %)
+    assert abs(ret["no_return_pct"] / 100 - REAL_ZERO_FRACTION) < 0.02
+    lo, hi = REAL["zero_pct"]
+    assert lo <= ret["no_return_pct"] <= hi
     # quality histogram of the returns: the given levels, each within 4 sigma
     n_ret = n - round(n * ret["no_return_pct"] / 100)
     levels = dict(A1Realism().quality_levels)
@@ -58,7 +114,6 @@ def test_characterization_reports_what_the_real_defaults_give():
     for q, p in levels.items():
         got = ret["intensity_pct"][str(q)] / 100
         assert abs(got - p) <= 4 * np.sqrt(p * (1 - p) / n_ret), (q, got, p)
-    assert ret["no_return_with_intensity_pct"] == 0  # an A1 sends quality 0 then
     # nodes per turn: every complete turn has 317 +- 1 (boundary between samples)
     ppt = doc["timing"]["points_per_turn"]
     assert ppt["median"] == REAL_NODES_PER_TURN
@@ -67,36 +122,21 @@ def test_characterization_reports_what_the_real_defaults_give():
     rate = 1e6 / (REAL_SAMPLE_US * REAL_NODES_PER_TURN)
     assert doc["timing"]["clock"] == "device"
     assert abs(doc["timing"]["rate_hz"] / rate - 1) < 0.002
+    assert doc["sequence"]["n_turns"] >= 40
     table = ch.table()
-    assert "No returns" in table and "Intensity levels  15: 9" in table
+    for row in ("No returns", "Intensity levels       15: 9", "No-return runs", "Turn span"):
+        assert row in table
 
 
-def test_real_turns_start_near_360_overlap_and_step_back():
-    turns, truth, _ = _capture(2.0, speed=8.0)
-    cw = np.mod(360.0 - np.degrees(turns.angle.astype(np.float64)), 360.0)
-    first = cw[turns.offset]
-    assert np.all((first >= 351) & (first <= 359 + 1 / 64))
-    # each turn ends past its own start: the last nodes repeat angles the next
-    # turn reads again (1-9 deg of overlap)
-    ret = np.isfinite(turns.range)
-    for i in range(turns.n_turns - 1):
-        t = turns.turn(i)
-        a = np.unwrap(np.radians(np.mod(360.0 - np.degrees(t.angle.astype(np.float64)), 360)))
-        # the last returns (no-returns read ahead of the head): 1-9 deg past 360, less
-        # a few node steps (the last nodes may be no-returns; 317 nodes of ~1.15 deg)
-        last = np.flatnonzero(np.isfinite(t.range))[-1]
-        span = np.degrees(a[last] - a[0])
-        assert 360.0 + 1.0 - 1.2 * (t.range.size - last) < span < 360.0 + 9.0 + 0.1, (i, span)
-    # backward steps within turns: where a run of no-returns (read 4-7 deg ahead) gives
-    # way to a return, by the lead less one node step, and nowhere else
-    d = np.degrees(np.diff(np.unwrap(np.radians(cw))))
-    same = np.ones(d.size, bool)
-    same[turns.offset[1:] - 1] = False
-    back = same & (d < 0)
-    assert back.sum() > 100
-    assert np.all(~ret[:-1][back] & ret[1:][back])
-    step = (360.0 + np.array([1.0, 9.0])) / (REAL_NODES_PER_TURN - 1)  # node step range
-    q6 = 1 / 64  # angle resolution on the wire
-    assert np.all((d[back] >= -7.0 + step[0] - q6) & (d[back] <= -4.0 + step[1] + q6))
-    # the truth says the same (every node, q6 units)
-    assert np.all(truth.quality[truth.dist_q2 == 0] == 0)
+def test_a_standard_and_an_express_stream_of_one_unit_see_the_same_room():
+    """One seed is one unit and one room at any sample rate: the dark sectors (the
+    bearings without returns) agree between the standard and the express samples."""
+    std = RoomSamples.generate(duration_s=5.0, seed=4)
+    exp = RoomSamples.generate(duration_s=5.0, seed=4, samples_per_s=2e6 / REAL_SAMPLE_US)
+    bins = np.arange(0, 361, 5)
+    dark = [
+        np.histogram(s.angle_deg_cw[s.range_m == 0], bins)[0]
+        / np.maximum(np.histogram(s.angle_deg_cw, bins)[0], 1)
+        for s in (std, exp)
+    ]
+    assert np.mean(np.abs(dark[0] - dark[1]) < 0.2) > 0.85

@@ -59,12 +59,13 @@ def captured(tmp_path_factory):
     return config, result, truth
 
 
-def test_the_ld06_is_a_registered_kind_with_its_datasheet_defaults() -> None:
+def test_the_ld06_is_a_registered_kind_with_its_real_defaults() -> None:
     assert "ld06" in kind_names()
     ld06, ld19 = get_kind("ld06"), get_kind("ld19")
     assert ld06.protocol == ld19.protocol == "ld19" and ld06.model == "LD06"
     assert ld06.baud == 230400
-    assert ld06.sim_defaults["rate_hz"] == 10.0 and ld06.sim_defaults["samples_per_s"] == 4500.0
+    # 10 Hz (datasheet) at the 4545 samples/s its real captures measure (datasheet: 4500)
+    assert ld06.sim_defaults["rate_hz"] == 10.0 and ld06.sim_defaults["samples_per_s"] == 4545.0
     assert (ld06.sim_defaults["range_min_m"], ld06.sim_defaults["range_max_m"]) == (0.02, 12.0)
     config = parse_robot_config(CONFIG, "ld06.toml", run_dir="/tmp/x")
     assert config.device("top").kind == "ld06" and config.device("top").baud == 230400

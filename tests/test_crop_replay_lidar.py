@@ -47,7 +47,9 @@ def test_replay_uses_only_the_window(square) -> None:
     doc = json.loads(r.stdout)
     inside = host[_inside(host, start)]
     assert doc["frames"] == inside.size - 1
-    assert doc["duration_s"] == pytest.approx((inside[-1] - inside[0]) / 1e9, abs=1e-6)
+    # the filters' frame clock runs on the MCU clock and follows host_ns within the MCU's
+    # drift times its 10 s loop (the simulated MCU is tens of ppm off: < 1 ms here)
+    assert doc["duration_s"] == pytest.approx((inside[-1] - inside[0]) / 1e9, abs=1e-3)
     assert doc["duration_s"] <= T1 - T0
 
 

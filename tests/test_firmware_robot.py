@@ -32,7 +32,7 @@ baud = 115200
 protocol = "{protocol}"
 counter_bits = 16
 n_pods = 3
-imu = false
+imu = {imu}
 
 [emulation]
 scenario = "{scenario}"
@@ -46,9 +46,9 @@ def elf():
     return firmware_util.product("avr")
 
 
-def _config(tmp_path, protocol: str = "binary", scenario: str = "square"):
+def _config(tmp_path, protocol: str = "binary", scenario: str = "square", imu: bool = False):
     path = tmp_path / "robot.toml"
-    path.write_text(CONFIG.format(protocol=protocol, scenario=scenario))
+    path.write_text(CONFIG.format(protocol=protocol, scenario=scenario, imu=str(imu).lower()))
     return path
 
 
@@ -79,13 +79,17 @@ def test_the_robot_s_pod_mcu_is_the_firmware_driven_by_the_scenario(elf, tmp_pat
 
 
 @pytest.mark.parametrize(
-    ("protocol", "scenario", "message"),
+    ("protocol", "scenario", "imu", "message"),
     [
-        ("csv", "square", "binary frames of 3 counters"),
-        ("binary", "pods_faults", "no link faults"),
+        ("csv", "square", False, "binary frames of 3 counters"),
+        ("binary", "square", True, "without IMU fields.*imu = true"),
+        ("binary", "pods_faults", False, "no link faults"),
     ],
 )
-def test_what_the_firmware_cannot_serve_is_refused(elf, tmp_path, protocol, scenario, message):
+def test_what_the_firmware_cannot_serve_is_refused(
+    elf, tmp_path, protocol, scenario, imu, message
+) -> None:
+    config = _config(tmp_path, protocol, scenario, imu)
     with pytest.raises(SimError, match=message):
-        EmulatedRobot(tmp_path / "run", _config(tmp_path, protocol, scenario), pods_firmware=elf)
+        EmulatedRobot(tmp_path / "run", config, pods_firmware=elf)
     assert not (tmp_path / "run" / "pods").exists()

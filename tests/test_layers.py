@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fusion",),
     ("characterize",),
     ("report",),
+    ("live",),
     ("demo",),
     ("bench",),
     ("commands", "cli"),

@@ -21,7 +21,7 @@ from sensorbench.sim.emulator_ld19 import SyntheticLD19Samples, encode_packets
 def _capture_bytes(
     duration_s: float, seed: int = 0, ts0: int = 0
 ) -> tuple[bytes, SyntheticLD19Samples]:
-    s = SyntheticLD19Samples.generate(duration_s=duration_s, p_no_return=0.02, seed=seed)
+    s = SyntheticLD19Samples.ideal(duration_s=duration_s, p_no_return=0.02, seed=seed)
     k = s.t_s.size // 12
     raw = encode_packets(
         np.full(k, 3600),

@@ -137,7 +137,7 @@ def test_clock_before_any_data_and_reset():
 
 
 def _stream(duration_s: float, seed: int = 0):
-    s = SyntheticLD19Samples.generate(duration_s=duration_s, p_no_return=0.0, seed=seed)
+    s = SyntheticLD19Samples.ideal(duration_s=duration_s, p_no_return=0.0, seed=seed)
     k = s.t_s.size // 12
     fields = {
         "speed": np.full(k, 3600),

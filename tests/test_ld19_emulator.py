@@ -13,7 +13,7 @@ from ld19_util import MANUAL_PACKET, capture, packet_rows, ref_decode, ref_rows
 
 from sensorbench.drivers.ld19_parser import LD19Parser
 from sensorbench.errors import SimError
-from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples
+from sensorbench.sim.emulator_ld19 import REAL_SAMPLES_PER_S, LD19Emulator, SyntheticLD19Samples
 from sensorbench.sim.pty import Faults
 
 SPEED = 20.0  # emulation speed-up: 6 s of LD19 stream in 0.3 s
@@ -54,7 +54,7 @@ def test_clean_stream_matches_the_reference_decoder_and_truth():
     samples = SyntheticLD19Samples.generate(duration_s=3.0, seed=4)
     data, emu = _run(samples)
     truth = emu.truth()
-    assert len(truth) == 3 * 4500 // 12 and truth.offered.all()
+    assert len(truth) == int(3 * REAL_SAMPLES_PER_S) // 12 and truth.offered.all()
     ref = ref_decode(data)
     assert ref.crc_failures == 0 and len(data) == 47 * len(truth)
     assert np.array_equal(ref_rows(ref.packets), packet_rows(truth))
@@ -149,7 +149,7 @@ def test_crc_failures_equal_damaged_packets_with_an_intact_header():
 
 
 def test_startup_delay_and_power_cycle_restart_the_timestamp():
-    samples = SyntheticLD19Samples.generate(duration_s=5.0, seed=7)
+    samples = SyntheticLD19Samples.ideal(duration_s=5.0, seed=7)  # packets on whole ms at 3 s
     emu = LD19Emulator(samples, speed=SPEED, startup_s=3.0, loop=False, autostart=False)
     try:
         with serial.Serial(emu.path, 230400, timeout=0.05) as ser:

@@ -86,7 +86,7 @@ def test_turn_assembly_drops_impossible_packets_before_the_clock():
     f, _ = _packets(400)
     f["timestamp"][100] = 40000  # what used to raise "counter values must lie in [0, 30000)"
     f["speed"][200] = 60000
-    pk = LD19Packets(
+    pk = LD19Packets.from_fields(
         speed_deg_s=f["speed"].astype(np.uint16),
         start_cdeg=f["start"].astype(np.uint16),
         end_cdeg=f["end"].astype(np.uint16),

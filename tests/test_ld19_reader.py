@@ -83,7 +83,7 @@ def _match(stored, truth_turns) -> list[int]:
 
 def test_capture_through_unplug_and_replug(tmp_path):
     link = tmp_path / "ld19"
-    samples = SyntheticLD19Samples.generate(duration_s=60.0, seed=1)
+    samples = SyntheticLD19Samples.ideal(duration_s=60.0, seed=1)
     session = tmp_path / "cap.h5"
     with LD19Emulator(samples, link=str(link), speed=SPEED, startup_s=0.5, seed=1) as emu:
         # A reader starved by a loaded machine must get every byte late, not lose some:

@@ -158,6 +158,12 @@ def test_cli_fit_noise_and_replay_write_models_estimate_and_plots(case, tmp_path
     assert len(monitor_events) == spans
     degraded = (batch.flags & int(PoseFlag.DEGRADED)) != 0
     assert degraded.any() == any(m["degraded_fraction"] > 0 for m in doc["monitor"].values())
+    # the stated uncertainty is stored with every sample: x, y and yaw variances
+    cov = batch.covariance
+    assert cov is not None and cov.shape == (len(batch), 6, 6)
+    var = cov[:, [0, 1, 5], [0, 1, 5]]
+    assert np.all(var[1:] > 0) and np.all(np.isfinite(var))
+    assert np.count_nonzero(cov) == np.count_nonzero(var)
 
 
 def test_cli_replay_refuses_a_model_with_wrong_units(case, tmp_path) -> None:

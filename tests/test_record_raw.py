@@ -198,3 +198,34 @@ def test_recording_without_sidecar_reads_bytes_only(tmp_path):
     raw.write_bytes(b"\x54\x2c")
     rec = read_raw_recording(Path(raw))
     assert rec.data == b"\x54\x2c" and rec.offsets is None
+
+
+def test_a1_express_recorded_with_its_sample_rate_and_decoded_at_4000_per_second(tmp_path):
+    """``--send "a5 59 a5 82 05 00 00 00 00 00 22"``: GET_SAMPLERATE, then EXPRESS_SCAN
+    (docs/CAPTURE.md). The recording holds the unit's durations, so ``decode a1`` times
+    the express turns on the device clock; every sample is what the emulator sent."""
+    out = tmp_path / "a1x.bin"
+    send = "a5 59 a5 82 05 00 00 00 00 00 22"
+    with A1Emulator(speed=1.0, spinup_s=0.1, seed=2) as emu:
+        _record([emu.path, "--baud", "115200", "--duration", "1.5", "--send", send, "-o", str(out)])
+        emu.stop()
+        truth = emu.truth()
+    assert emu.requests == [0x59, 0x82]
+    data = out.read_bytes()
+    assert data.startswith(proto.SAMPLERATE_DESCRIPTOR) and proto.EXPRESS_DESCRIPTOR in data
+    dec = tmp_path / "a1x.h5"
+    res = CliRunner().invoke(cli, ["decode", "a1", str(out), "-o", str(dec), "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.output)
+    assert summary["scan_modes"] == ["express"] and summary["bytes_skipped"] == 0
+    with Session(dec) as s:
+        turns = s.lidar("a1").read()
+        assert "express sample duration 254 us" in s.lidar("a1").attrs["device_time"]
+    complete = turns.count[:-1]  # the last is cut by the end of the recording
+    rate = complete.sum() / ((turns.device_ns[-1] - turns.device_ns[0]) * 1e-9)
+    assert abs(rate - 1e6 / 254) < 1.0  # every sample of ~3937/s, on the device clock
+    sel = truth.express & truth.delivered
+    starts = np.flatnonzero(truth.start[sel])
+    q2 = truth.dist_q2[sel][starts[0] : starts[0] + turns.n_points]
+    got = turns.range.astype(np.float64)
+    np.testing.assert_array_equal(got, np.where(q2 == 0, np.inf, q2 / 4000.0).astype(np.float32))

@@ -2,11 +2,12 @@
 
 Timing (rate, jitter, points per turn, skipped turns, gaps, USB drop-offs) comes
 from every turn (:mod:`.timing`), as do the no-return fraction and the
-intensity (A1 quality) levels (:mod:`.returns`). Range noise by distance band and the
+intensity (A1 quality) levels (:mod:`.returns`) and the point sequence (no-return
+runs, bearing steps, turn spans: :mod:`.sequence`). Range noise by distance band and the
 outlier fractions need a static scene: :mod:`.static` finds the static
 stretches and :mod:`.noise` measures them. Without a static stretch the
 characterization refuses (``FitError``) unless only timing is asked for. For an
-LD19 the datasheet also says what the vendor SDK's near filter would drop, as a
+LD19 the datasheet also says what the vendor SDK's near filter would zero, as a
 fraction of the samples and of each class found here (a cross-check of both).
 """
 
@@ -28,6 +29,7 @@ from sensorbench.characterize.lidar.noise import (
     range_noise,
 )
 from sensorbench.characterize.lidar.returns import ReturnStats, return_stats
+from sensorbench.characterize.lidar.sequence import SequenceStats, sequence_stats
 from sensorbench.characterize.lidar.static import StaticDetection, detect_static
 from sensorbench.characterize.lidar.timing import TimingStats, timing_stats, turn_start_s
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
@@ -70,6 +72,7 @@ class LidarCharacterization:
     turns: LidarTurns = field(repr=False)
     near_filter: dict | None = None
     returns: ReturnStats | None = None
+    sequence: SequenceStats | None = None
 
     def as_dict(self) -> dict:
         """One JSON-ready document (nan becomes None)."""
@@ -87,6 +90,7 @@ class LidarCharacterization:
             "source": self.source,
             "timing": self.timing.as_dict(),
             "returns": None if self.returns is None else self.returns.as_dict(),
+            "sequence": None if self.sequence is None else self.sequence.as_dict(),
             "static": static,
             "noise": None if self.noise is None else self.noise.as_dict(),
             "sdk_near_filter": self.near_filter,
@@ -135,11 +139,16 @@ class LidarCharacterization:
                     ("Intensity levels", f"{self.returns.top_levels()} (of returns)"),
                 ]
             ),
+            *([] if self.sequence is None else _sequence_rows(self.sequence)),
             (
                 "Host clock",
-                f"{disp.RATE.with_unit(t.host_rate_hz)}; "
-                + ("reliable" if t.host_timing_reliable else "UNRELIABLE")
-                + f": {t.host_timing_note}",
+                (
+                    f"{disp.RATE.with_unit(t.host_rate_hz)}; "
+                    + ("reliable" if t.host_timing_reliable else "UNRELIABLE")
+                    + f": {t.host_timing_note}"
+                )
+                if np.isfinite(t.host_rate_hz)
+                else f"none ({t.host_timing_note})",
             ),
             (disp.SKIPPED.label, f"{t.skipped_turns} ({disp.SKIPPED.with_unit(t.skipped_pct)})"),
             (
@@ -187,7 +196,7 @@ class LidarCharacterization:
             rows.append(
                 (
                     "SDK near filter",
-                    f"drops {nf['rejected_pct']:.2f} % of samples: "
+                    f"zeroes {nf['rejected_pct']:.2f} % of samples: "
                     f"{nf['edge_outliers_rejected_pct']:.0f} % of the edge outliers, "
                     f"{nf['false_points_rejected_pct']:.0f} % of the false points, "
                     f"{nf['normal_rejected_pct']:.2f} % of the normal returns",
@@ -211,23 +220,26 @@ def characterize_turns(
     timing_only: bool = False,
     options: StaticOptions | None = None,
     clock_source: str = "",
+    time_base: str = "",
 ) -> LidarCharacterization:
     """Characterize a lidar stream held in memory.
 
     ``clock_source`` says how the stream's device time was made (its ``device_time``
-    attribute), for the timing figures' clock.
+    attribute), for the timing figures' clock; ``time_base`` what its turn times are
+    (its ``time_base`` attribute).
 
     Raises:
         FitError: too few turns, or no static stretch (unless ``timing_only``).
     """
     opt = options or StaticOptions()
-    timing = timing_stats(turns, events, sources, clock_source)
+    timing = timing_stats(turns, events, sources, clock_source, time_base)
     t_s, _ = turn_start_s(turns)
     periods = np.diff(t_s)
     returns = return_stats(turns)
+    seq = sequence_stats(turns)
     if timing_only:
         return LidarCharacterization(
-            device, model, source, timing, None, None, periods, turns, None, returns
+            device, model, source, timing, None, None, periods, turns, None, returns, seq
         )
     det = detect_static(
         turns, timing.nominal_period_s, opt.lag_s, factor=opt.factor, min_static_s=opt.min_static_s
@@ -255,12 +267,34 @@ def characterize_turns(
     )
     near = _near_filter_check(turns, noise) if model.upper() == "LD19" else None
     return LidarCharacterization(
-        device, model, source, timing, det, noise, periods, turns, near, returns
+        device, model, source, timing, det, noise, periods, turns, near, returns, seq
     )
 
 
+def _sequence_rows(q: SequenceStats) -> list[tuple[str, str]]:
+    """The point-sequence rows of the table (docs/A1.md compares them with real units)."""
+    return [
+        (
+            "No-return runs",
+            f"mean {q.no_return_run_mean:.1f} points; "
+            f"{q.no_return_with_quality_pct:.0f} % of no-returns carry an intensity",
+        ),
+        (
+            "Return-to-return step",
+            f"p1 {q.return_step_p1_deg:.2f}°, p50 {q.return_step_p50_deg:.2f}°, "
+            f"p99 {q.return_step_p99_deg:.2f}°; {q.backward_step_pct:.1f} % of steps backward "
+            f"({q.backward_not_at_change_pct:.0f} % of those not where returns resume)",
+        ),
+        (
+            "Turn span",
+            f"{q.turn_span_min_deg:.1f}–{q.turn_span_max_deg:.1f}° from the first point to the "
+            f"last, {q.turns_under_360_pct:.0f} % of {q.n_turns} turns under 360°",
+        ),
+    ]
+
+
 def _near_filter_check(turns: LidarTurns, noise: NoiseReport) -> dict:
-    """What the LD19 SDK's near filter would drop, against this module's labels (%)."""
+    """What the LD19 SDK's near filter would zero, against this module's labels (%)."""
     dropped = np.isnan(near_filter_turns(turns).range) & ~np.isnan(turns.range)
     lab = noise.labels
 
@@ -315,6 +349,7 @@ def characterize_session(
         source=os.fspath(path),
         timing_only=timing_only,
         options=options,
+        time_base=str(attrs.get("time_base", "")),
         clock_source=str(
             attrs.get("device_time")
             or ("unwrapped LD19 millisecond timestamps" if attrs.get("model") == "LD19" else "")

@@ -11,9 +11,12 @@ skipped) per second over the intervals without a drop-off, which the device
 clock's millisecond steps do not bias as they do the median period. Jitter
 figures use single-turn periods only.
 
-Which clock. ``clock`` is ``device`` or ``host``; ``clock_source`` says how that
-clock was made (the stream's ``device_time`` attribute: the LD19's millisecond
-stamps, the A1's node count × sample duration), so every figure names its clock.
+Which clock. ``clock`` is ``device`` when every turn carries a device time, else
+what the stream's times are (its ``time_base`` attribute): ``host`` (host receive
+times), ``nominal`` (a bare capture timed at a nominal sample rate: invented times),
+``stamps`` (header stamps of an imported log); ``clock_source`` says how that clock
+was made (the stream's ``device_time`` attribute: the LD19's millisecond stamps, the
+A1's sample index × sample duration), so every figure names its clock.
 Host receive times are only as good as the host's reading: a host that falls
 behind (a stalled reader thread, a compile, a loaded machine, a bursty USB
 adapter) receives whole turns late and then several at once, and periods on its
@@ -29,7 +32,10 @@ clock are then off by up to a turn. The host clock is marked unreliable
   (turns delivered in bursts).
 
 ``host_rate_hz`` is the rate on the host clock, for comparison; with a device
-clock the figures above come from the device clock whatever the host did.
+clock the figures above come from the device clock whatever the host did. A stream
+without host receive times (a bare capture, an imported log) has no host clock to
+judge: ``host_timing_reliable`` is False and ``host_timing_note`` says what its times
+are instead.
 """
 
 from __future__ import annotations
@@ -44,6 +50,11 @@ from sensorbench.fusion.scan_bins import angular_step_rad
 from sensorbench.logs import NO_DEVICE_TIME, Event, LidarTurns, TurnFlag
 
 PERCENTILES = (1, 5, 50, 95, 99)
+_SOURCES = {
+    "host": "host receive time",
+    "nominal": "nominal sample rate (invented times)",
+    "stamps": "header stamps",
+}
 DROP_KINDS = ("unplug", "reconnect", "stale")
 
 
@@ -79,6 +90,21 @@ class TimingStats:
     def as_dict(self) -> dict:
         """JSON-ready dict."""
         return asdict(self)
+
+
+def time_base_kind(time_base: str) -> str:
+    """What a stream's ``time_base`` attribute says its (non-device) times are: ``host``
+    (receive times; also when it says nothing), ``nominal`` (a nominal sample rate:
+    invented), ``stamps`` (header stamps of an imported log) or ``device`` (a bare
+    capture stamped with device time)."""
+    text = time_base.lower()
+    if text.startswith("nominal"):
+        return "nominal"
+    if "header stamp" in text:
+        return "stamps"
+    if text.startswith("device"):
+        return "device"
+    return "host"
 
 
 def turn_start_s(turns: LidarTurns) -> tuple[np.ndarray, str]:
@@ -166,6 +192,7 @@ def timing_stats(
     events: Iterable[Event] = (),
     sources: Iterable[str] = (),
     clock_source: str = "",
+    time_base: str = "",
 ) -> TimingStats:
     """Compute :class:`TimingStats` of a stream.
 
@@ -177,6 +204,8 @@ def timing_stats(
         sources: names this device appears under in the events (stream name, port).
         clock_source: how the stream's device time was made (its ``device_time``
             attribute); used when the device clock is.
+        time_base: what the stream's turn times are (its ``time_base`` attribute;
+            empty: host receive times).
     """
     events = list(events)
     if turns.n_turns < 3:
@@ -184,6 +213,9 @@ def timing_stats(
             f"only {turns.n_turns} lidar turns in the stream; record at least a few seconds"
         )
     t_s, clock = turn_start_s(turns)
+    base = time_base_kind(time_base)
+    if clock == "host" and base != "host":
+        clock = "nominal" if base == "nominal" else "stamps" if base == "stamps" else "host"
     periods = np.diff(t_s)
     nominal = nominal_period(periods)
     k = np.rint(periods / nominal).astype(np.int64)
@@ -211,10 +243,16 @@ def timing_stats(
     gap_i = int(np.argmax(periods))
     counts = turns.count.astype(np.float64)
     speed = turns.speed_hz[np.isfinite(turns.speed_hz)]
-    host_rate, host_ok, host_note = host_reliability(turns, clock, nominal, dropoff, overruns)
+    if base == "host":
+        host_rate, host_ok, host_note = host_reliability(
+            turns, clock, nominal, dropoff, overruns
+        )
+    else:  # there are no host receive times to judge
+        host_rate, host_ok = float("nan"), False
+        host_note = f"no host receive times: the stream's times are {time_base}"
     return TimingStats(
         clock=clock,
-        clock_source=(clock_source or "device time") if clock == "device" else "host receive time",
+        clock_source=(clock_source or "device time") if clock == "device" else _SOURCES[clock],
         host_rate_hz=host_rate,
         host_timing_reliable=host_ok,
         host_timing_note=host_note,

@@ -1,0 +1,109 @@
+"""How a lidar's points follow one another: no-return runs, bearing steps, turn spans.
+
+These are the statistics an emulator is easy on and a real A1 is not (docs/A1.md, "What
+real units send"): no-returns come in runs; the step between consecutive returns
+spreads; some steps go backwards; turns do not span exactly 360°. All are computed on
+stored turns (angles rad CCW), in the device's native sense (degrees clockwise), with
+these definitions:
+
+- **no-return run**: a maximal run of consecutive points without a return (``inf``)
+  in the stream order (turn boundaries included);
+- **step**: the clockwise angle from one point to the next *within a turn*, wrapped to
+  (−180°, 180°]; a **return step** joins two returns; a step is **backward** when it is
+  negative, and **at a no-return change** when a no-return is followed by a return;
+- **turn span**: the unwrapped clockwise angle from a turn's first point (the
+  start-flag node) to its last point, over complete turns;
+- **no-returns with a quality**: no-return points whose intensity is not 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from sensorbench.logs import LidarTurns, TurnFlag
+
+
+@dataclass(frozen=True)
+class SequenceStats:
+    """Node-sequence statistics of one stream (degrees, % where so named).
+
+    Attributes:
+        n_points: points (invalid ``nan`` ranges included: they have a bearing).
+        no_return_run_mean: mean length of the no-return runs (points).
+        return_step_p1_deg, return_step_p50_deg, return_step_p99_deg: percentiles of
+            the return steps (°).
+        backward_step_pct: backward steps, % of the steps.
+        backward_not_at_change_pct: backward steps not at a no-return change, % of the
+            backward steps (nan without any).
+        no_return_with_quality_pct: no-returns with a quality, % of the no-returns.
+        turn_span_min_deg, turn_span_max_deg: smallest and largest turn span (°).
+        turns_under_360_pct: complete turns spanning less than 360°, %.
+        n_turns: complete turns (no ``PACKET_LOSS`` or ``CRC_ERRORS`` flag) measured.
+        first_point_deg: (smallest, largest) clockwise reading of a turn's first point.
+    """
+
+    n_points: int
+    no_return_run_mean: float
+    return_step_p1_deg: float
+    return_step_p50_deg: float
+    return_step_p99_deg: float
+    backward_step_pct: float
+    backward_not_at_change_pct: float
+    no_return_with_quality_pct: float
+    turn_span_min_deg: float
+    turn_span_max_deg: float
+    turns_under_360_pct: float
+    n_turns: int
+    first_point_deg: tuple[float, float]
+
+    def as_dict(self) -> dict:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+def sequence_stats(turns: LidarTurns) -> SequenceStats:
+    """:class:`SequenceStats` of ``turns`` (see the module for the definitions)."""
+    cw = np.mod(360.0 - np.degrees(turns.angle.astype(np.float64)), 360.0)
+    none = np.isinf(turns.range)
+    edges = np.diff(np.concatenate(([0], none.astype(np.int8), [0])))
+    runs = np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
+    step = np.mod(np.diff(cw) + 180.0, 360.0) - 180.0
+    inside = np.ones(step.size, bool)
+    inside[turns.offset[1:] - 1] = False  # the step from one turn's last point to the next
+    step, a, b = step[inside], none[:-1][inside], none[1:][inside]
+    ret_step = step[~a & ~b]
+    back = step < 0
+    clean = (turns.flags & (TurnFlag.PACKET_LOSS | TurnFlag.CRC_ERRORS)) == 0
+    spans = []
+    for i in np.flatnonzero(clean & (turns.count > 1)):
+        lo = int(turns.offset[i])
+        seg = np.radians(cw[lo : lo + int(turns.count[i])])
+        spans.append(float(np.degrees(np.unwrap(seg)[-1] - seg[0])))
+    span = np.array(spans)
+    first = cw[turns.offset[turns.count > 0]]
+    nan = float("nan")
+
+    def pct(x: float) -> float:
+        return float(np.percentile(ret_step, x)) if ret_step.size else nan
+
+    return SequenceStats(
+        n_points=int(cw.size),
+        no_return_run_mean=float(runs.mean()) if runs.size else nan,
+        return_step_p1_deg=pct(1),
+        return_step_p50_deg=pct(50),
+        return_step_p99_deg=pct(99),
+        backward_step_pct=100.0 * float(back.mean()) if back.size else nan,
+        backward_not_at_change_pct=(
+            100.0 * float(np.mean(~(a[back] & ~b[back]))) if back.any() else nan
+        ),
+        no_return_with_quality_pct=(
+            100.0 * float(np.mean(turns.intensity[none] > 0)) if none.any() else nan
+        ),
+        turn_span_min_deg=float(span.min()) if span.size else nan,
+        turn_span_max_deg=float(span.max()) if span.size else nan,
+        turns_under_360_pct=100.0 * float(np.mean(span < 360.0)) if span.size else nan,
+        n_turns=int(span.size),
+        first_point_deg=(float(first.min()), float(first.max())) if first.size else (nan, nan),
+    )

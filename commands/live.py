@@ -1,0 +1,200 @@
+"""``sensorbench live``: capture plus the filters, the merge, Foxglove and UDP, live."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sensorbench.commands.capture import _StatusPrinter, recording_options
+from sensorbench.drivers.robot_config import load_robot_config
+from sensorbench.json_doc import to_json
+
+_MODEL = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def register(cli: click.Group) -> None:
+    """Attach ``live``."""
+    cli.add_command(live_cmd)
+
+
+def load_models(
+    pods_path: Path | None,
+    noise_path: Path | None,
+    pose_model_path: Path | None,
+    imu: bool,
+) -> Any:
+    """The filters' models from their files (None without ``--pods``)."""
+    if pods_path is None:
+        if noise_path is not None or pose_model_path is not None:
+            raise click.UsageError("--noise and --pose-model need --pods (the pod geometry)")
+        return None
+    from sensorbench.live.odometry import OdometryModels
+
+    return OdometryModels.from_files(pods_path, noise_path, pose_model_path, imu)
+
+
+@click.command("live")
+@recording_options("Run")
+@click.option("--pods", "pods_path", type=_MODEL, help="Pod-geometry model: run the split filters.")
+@click.option("--noise", "noise_path", type=_MODEL, help="Filter-noise model; default: untuned.")
+@click.option(
+    "--pose-model",
+    "pose_model_path",
+    type=_MODEL,
+    help="Pose-error model: aid the filters with the pose_sensor stream.",
+)
+@click.option(
+    "--foxglove",
+    "foxglove_addr",
+    default=None,
+    metavar="[HOST:]PORT",
+    help="Serve the live view (Foxglove WebSocket) here; HOST defaults to 127.0.0.1, "
+    "0.0.0.0 serves every interface, port 0 any free port.",
+)
+@click.option(
+    "--udp",
+    "udp_addr",
+    default=None,
+    metavar="HOST:PORT",
+    help="Send one pose datagram per filter step here (docs/FORMAT.md, 'Live pose datagrams').",
+)
+@click.option("--front", default=None, help="Merge: the front lidar (default: the first A1).")
+@click.option("--rear", default=None, help="Merge: the rear lidar (default: the second A1).")
+@click.option(
+    "--max-dt",
+    "max_dt_s",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=0.1,
+    show_default=True,
+    help="Merge: largest time between the paired turns' centres (s).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
+@click.pass_context
+def live_cmd(
+    ctx: click.Context,
+    config_path: str,
+    duration_s: float | None,
+    output: str,
+    label: str,
+    note: str,
+    run_dir: str | None,
+    allow_missing: bool,
+    pods_path: Path | None,
+    noise_path: Path | None,
+    pose_model_path: Path | None,
+    foxglove_addr: str | None,
+    udp_addr: str | None,
+    front: str | None,
+    rear: str | None,
+    max_dt_s: float,
+    as_json: bool,
+) -> None:
+    """Capture every configured device and run the filters, the merge and the view live.
+
+    Everything `capture` does (staggered bring-up, raw and decoded recording, the status
+    line, reconnects, a clean stop on Ctrl-C or SIGTERM, the file recoverable after a
+    kill), and as data arrive: the split x/y/heading filters on the pod stream (with
+    --pods; --noise, --pose-model as for `replay`), the front/rear lidar merge (as
+    `merge`), the Foxglove view (--foxglove: every lidar, the merged scan, the
+    transforms odom → base_link → each lidar, the pose and its path, events and
+    rates; open ws://HOST:PORT in Foxglove) and one UDP datagram per filter step
+    (--udp). The session also holds the streams 'estimate' (with covariance and
+    flags) and 'merged'; `replay SESSION --pods P --noise N --no-repair` and `merge
+    SESSION --front F --rear R` reproduce them. Exit 0 when recorded with every reader
+    intact, 1 as for capture (a device did not come up, data lost, writing failed),
+    2 on bad input.
+    """
+    from sensorbench.drivers.capture import (
+        CaptureOptions,
+        format_bringup,
+        format_summary,
+        run_capture,
+    )
+    from sensorbench.live.runtime import (
+        LiveOptions,
+        LiveRuntime,
+        format_live_status,
+        format_live_summary,
+        live_summary,
+        pods_device,
+    )
+    from sensorbench.live.udp import parse_address
+    from sensorbench.sim.serve import stop_on_signals
+
+    config = load_robot_config(config_path, run_dir=run_dir)
+    pods_name = pods_device(config)
+    imu = pods_name is not None and bool(config.device(pods_name).imu)
+    models = load_models(pods_path, noise_path, pose_model_path, imu)
+    attrs = {
+        "pods_model": str(pods_path) if pods_path else "",
+        "noise_model": str(noise_path) if noise_path else "untuned defaults",
+        "pose_model": str(pose_model_path) if pose_model_path else "",
+    }
+    options = LiveOptions(
+        foxglove=None if foxglove_addr is None else parse_address(foxglove_addr),
+        udp=None if udp_addr is None else parse_address(udp_addr),
+        front=front,
+        rear=rear,
+        max_dt_s=max_dt_s,
+        estimate_attrs=attrs,
+    )
+    runtime = LiveRuntime(config, models, options)
+    duration = math.inf if duration_s is None else duration_s
+    announced: list[str] = []
+
+    def live_parts(elapsed_s: float, statuses: list) -> list[str]:
+        st = runtime.on_status(elapsed_s, statuses)
+        if st.port is not None and not announced and options.foxglove is not None:
+            announced.append(f"ws://{options.foxglove[0]}:{st.port}")
+            click.echo(f"live view: {announced[0]} (Foxglove: Open connection)", err=True)
+        return format_live_status(st)
+
+    printer = _StatusPrinter(duration, extra=live_parts)
+
+    def bringup_row(row: Any) -> None:
+        if not as_json:
+            state = "ok" if row.ok else "FAILED"
+            click.echo(
+                f"bring-up {row.name}: {state} ({row.seconds:.1f} s) {row.message}", err=True
+            )
+
+    with stop_on_signals() as stop:
+        result = run_capture(
+            config,
+            output,
+            duration,
+            CaptureOptions(label=label, note=note, allow_missing=allow_missing),
+            on_status=printer,
+            on_bringup=bringup_row,
+            stop=stop,
+            consumer=runtime,
+        )
+    printer.done()
+    summary = live_summary(runtime)
+    if as_json:
+        click.echo(
+            to_json(
+                {
+                    "path": str(result.path),
+                    "recorded_s": result.recorded_s,
+                    "stopped_by": result.stopped_by,
+                    "error": result.error,
+                    "ok": result.ok,
+                    "bringup": [vars(b) for b in result.bringup],
+                    "devices": [vars(d) for d in result.devices],
+                    "live": summary,
+                }
+            )
+        )
+    else:
+        if result.stopped_by == "bringup":
+            click.echo(format_bringup(result.bringup))
+        click.echo(format_summary(result))
+        click.echo(format_live_summary(summary))
+    if result.error:
+        click.echo(f"error: {result.error}", err=True)
+    if not result.ok:
+        ctx.exit(1)

@@ -1,0 +1,113 @@
+"""``sensorbench demo --live``: the emulated robot, live, with the view in Foxglove.
+
+The emulated robot (:class:`~sensorbench.sim.emulated_robot.EmulatedRobot`: LD19, two
+A1s and the pod MCU on pseudo-terminals, the shipped ``robot-emulated.toml`` and its
+square scenario, looped) runs in this process at real rate, and ``sensorbench
+live``'s runtime (:class:`~sensorbench.live.runtime.LiveRuntime`) captures it through
+the real drivers with the models shipped for it (``examples/models/pods-emulated.toml``
+and ``noise-emulated.toml``: fitted by ``sensorbench demo --quick --speed 1`` on this
+emulated robot, so no fit has to run first). The session goes to ``OUT/live.h5`` (or
+``live-2.h5``, ... when that exists: nothing is overwritten). With ``pods_firmware`` the
+pod MCU is the ATmega328P image running under simavr (its pods entry then says
+``imu = false``: the image sends no IMU fields).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sensorbench.drivers.capture import CaptureOptions, CaptureResult, run_capture
+from sensorbench.drivers.reader_base import ReaderStatus
+from sensorbench.drivers.robot_config import load_robot_config
+from sensorbench.errors import SimError
+from sensorbench.live.odometry import OdometryModels
+from sensorbench.live.runtime import LiveOptions, LiveRuntime
+from sensorbench.sim.emulated_robot import DEFAULT_CONFIG, EmulatedRobot
+
+MODELS = DEFAULT_CONFIG.parent / "models"
+"""The models shipped for the emulated robot (fitted at real rate)."""
+
+
+@dataclass
+class LiveDemo:
+    """A live demo run: the capture's result and the runtime (its counters)."""
+
+    result: CaptureResult
+    runtime: LiveRuntime
+    session: Path
+
+
+def live_runtime(robot: EmulatedRobot, foxglove: tuple[str, int] | None) -> LiveRuntime:
+    """The live runtime for the emulated robot with the shipped models."""
+    imu = any(d.imu for d in robot.config.devices if d.kind == "pods")
+    models = OdometryModels.from_files(
+        MODELS / "pods-emulated.toml", MODELS / "noise-emulated.toml", imu=imu
+    )
+    attrs = {"pods_model": "pods-emulated.toml (shipped)", "noise_model": "noise-emulated.toml"}
+    return LiveRuntime(robot.config, models, LiveOptions(foxglove=foxglove, estimate_attrs=attrs))
+
+
+def firmware_config(out_dir: Path) -> Path:
+    """The shipped emulated robot's configuration with its pods entry as the firmware
+    image serves it (``imu = false``), written to ``out_dir/robot-firmware.toml``.
+
+    Raises:
+        SimError: the shipped configuration has no single pods entry with ``imu = true``.
+    """
+    text = DEFAULT_CONFIG.read_text(encoding="utf-8")
+    entry = re.compile(r'(name = "pods"\n(?:[^\[\n].*\n|\n)*?)imu = true')
+    changed, n = entry.subn(r"\1imu = false", text)
+    path = out_dir / "robot-firmware.toml"
+    path.write_text(changed, encoding="utf-8")
+    pods = [d for d in load_robot_config(path, run_dir=out_dir).devices if d.kind == "pods"]
+    if n != 1 or len(pods) != 1 or pods[0].imu:
+        raise SimError(f"{DEFAULT_CONFIG}: no single pods entry with imu = true to serve")
+    return path
+
+
+def run_live_demo(
+    out_dir: Path,
+    foxglove: tuple[str, int] | None,
+    duration_s: float,
+    stop: threading.Event,
+    on_status: Callable[[float, list[ReaderStatus], LiveRuntime], None] | None = None,
+    pods_firmware: str | os.PathLike[str] | None = None,
+) -> LiveDemo:
+    """Serve the emulated robot and run it live until ``duration_s`` (s) or ``stop``;
+    ``on_status`` gets capture's status ticks and the runtime (its counters);
+    ``pods_firmware``: an ATmega328P image to run under simavr as the pod MCU.
+
+    Raises:
+        LiveError: the view cannot listen on ``foxglove``.
+        SimError: the firmware cannot be run (simavr harness missing, bad image).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    session = out_dir / "live.h5"
+    n = 2
+    while session.exists():
+        session, n = out_dir / f"live-{n}.h5", n + 1
+    config = None if pods_firmware is None else firmware_config(out_dir)
+    with EmulatedRobot(
+        out_dir / "run", config, speed=1.0, ld19_startup_s=0.5, pods_firmware=pods_firmware
+    ) as robot:
+        runtime = live_runtime(robot, foxglove)
+
+        def status(elapsed_s: float, statuses: list[ReaderStatus]) -> None:
+            if on_status is not None:
+                on_status(elapsed_s, statuses, runtime)
+
+        result = run_capture(
+            robot.config,
+            session,
+            duration_s,
+            CaptureOptions(label="live demo", note="sensorbench demo --live"),
+            on_status=status,
+            stop=stop,
+            consumer=runtime,
+        )
+    return LiveDemo(result, runtime, session)

@@ -1,0 +1,147 @@
+"""Encoder frame times for the filters, computed causally: the same live and in replay.
+
+The split filters need each encoder frame's time on the host clock. The stream stores
+two clocks per frame (``docs/FORMAT.md``): ``host_ns``, the driver's mapping of the
+device clock onto the host clock (a lower envelope of receive times, refitted as data
+arrive, so it steps by up to a millisecond when the fit moves and is several
+milliseconds late while it settles), and ``device_ns``, the MCU's own clock, whose
+intervals are exact to the crystal's tolerance. Filtering on ``host_ns`` puts its
+steps into every Δt (0.18 ms σ on a 5 ms frame at 1×, measured on the emulated
+robot); a straight line fitted through a whole session (what the pod *fit* uses,
+:func:`~sensorbench.fusion.pod_drive.encoder_host_seconds`) needs frames that have not
+arrived yet. :class:`FrameClock` is the causal rule both ``replay`` and ``live`` use,
+so a replay of a live session gets the very frame times the live filters had:
+
+1. **Warm-up**: the first :data:`WARMUP_S` (host seconds of device time, i.e. device
+   seconds × the nominal slope) of an epoch are held; then the epoch's anchor is the
+   smallest ``host − slope·device`` among them (the least delayed frame: the frames
+   queued in the port before it was opened arrive in a burst and are all late) and
+   every held frame is timed ``anchor + slope·device``.
+2. **Then** each frame is timed ``anchor + slope·device + c``, where the correction c
+   follows ``host_ns`` with a first-order loop of time constant :data:`TAU_S` whose
+   rate is capped at :data:`MAX_SLEW` (a slew, as NTP does, never a step): Δt stays
+   within ±0.05 % of the device interval (2.5 µs on a 5 ms frame) and a crystal's
+   drift (≤ 100 ppm) is followed.
+3. **A new epoch** (a new warm-up) starts when the device clock does not advance (the
+   MCU restarted), when a frame has no device time (such frames take their
+   ``host_ns``), or when the clock is more than :data:`REANCHOR_S` from ``host_ns``.
+
+The arithmetic is scalar and sequential, so any split of the frames into pushes gives
+the same times to the last bit (``tests/test_fusion_frame_clock.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sensorbench.logs import NO_DEVICE_TIME
+
+WARMUP_S = 1.0
+"""Device time (host seconds at the nominal slope) held before an epoch's anchor is set."""
+MAX_SLEW = 5e-4
+"""Largest rate of the correction towards ``host_ns`` (s per s): 500 ppm, five times a
+crystal's tolerance (:data:`~sensorbench.fusion.pod_drive.MCU_CLOCK_TOLERANCE_PPM`)."""
+TAU_S = 10.0
+"""Time constant (host s) of the loop that follows ``host_ns``."""
+REANCHOR_S = 0.5
+"""Distance (host s) from ``host_ns`` beyond which the clock starts a new epoch."""
+
+
+@dataclass
+class FrameClock:
+    """Causal frame times (module docstring); feed frames with :meth:`push`.
+
+    Args:
+        ref_ns: host time (ns) the returned times are relative to.
+        slope: host seconds per device second (the stream's ``clock_nominal_slope``:
+            1.0 for hardware, 1/N for an N× emulator).
+    """
+
+    ref_ns: int
+    slope: float = 1.0
+    _mode: str = "none"  # "none" (no epoch), "warm" (holding), "run"
+    _d0: int = 0  # device ns at the epoch's start
+    _held: list[tuple[int, float, float]] = field(default_factory=list)  # (index, h, σ)
+    _anchor: float = 0.0
+    _corr: float = 0.0
+    _sigma: float = 0.0
+    _last_d: int = 0
+    _next: int = 0  # index of the next frame pushed
+
+    def push(self, host_ns: np.ndarray, device_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Add frames (host and device ns, int64); return the frames now timed.
+
+        Returns:
+            (indices of the timed frames, counting every frame ever pushed from 0;
+            their times in s relative to ``ref_ns``), in frame order.
+        """
+        idx: list[int] = []
+        out: list[float] = []
+        for h_ns, d_ns in zip(
+            np.asarray(host_ns).tolist(), np.asarray(device_ns).tolist(), strict=True
+        ):
+            self._frame(self._next, (h_ns - self.ref_ns) * 1e-9, d_ns, idx, out)
+            self._next += 1
+        return np.asarray(idx, dtype=np.int64), np.asarray(out, dtype=float)
+
+    def flush(self) -> tuple[np.ndarray, np.ndarray]:
+        """Time the frames still held in a warm-up (the end of the stream)."""
+        idx: list[int] = []
+        out: list[float] = []
+        self._settle(idx, out)
+        return np.asarray(idx, dtype=np.int64), np.asarray(out, dtype=float)
+
+    def _frame(self, i: int, h: float, d: int, idx: list[int], out: list[float]) -> None:
+        if d == NO_DEVICE_TIME:
+            self._settle(idx, out)
+            self._mode = "none"
+            idx.append(i)
+            out.append(h)
+            return
+        if self._mode == "warm":
+            if d <= self._last_d:
+                self._settle(idx, out)
+                self._begin(i, h, d)
+                return
+            sigma = self.slope * (d - self._d0) * 1e-9
+            self._held.append((i, h, sigma))
+            self._last_d = d
+            if sigma >= WARMUP_S:
+                self._settle(idx, out)
+            return
+        if self._mode == "run" and d > self._last_d:
+            sigma = self.slope * (d - self._d0) * 1e-9
+            step = sigma - self._sigma
+            base = self._anchor + sigma
+            err = h - (base + self._corr)
+            if abs(err) <= REANCHOR_S:
+                limit = MAX_SLEW * step
+                self._corr += min(max(err * min(1.0, step / TAU_S), -limit), limit)
+                self._sigma = sigma
+                self._last_d = d
+                idx.append(i)
+                out.append(base + self._corr)
+                return
+        self._begin(i, h, d)
+
+    def _begin(self, i: int, h: float, d: int) -> None:
+        """A new epoch whose warm-up starts with this frame."""
+        self._mode = "warm"
+        self._d0 = d
+        self._last_d = d
+        self._held = [(i, h, 0.0)]
+
+    def _settle(self, idx: list[int], out: list[float]) -> None:
+        """End a warm-up: anchor the epoch and time the frames held."""
+        if self._mode != "warm" or not self._held:
+            return
+        self._anchor = min(h - sigma for _, h, sigma in self._held)
+        self._corr = 0.0
+        self._sigma = self._held[-1][2]
+        for i, _, sigma in self._held:
+            idx.append(i)
+            out.append(self._anchor + sigma)
+        self._held = []
+        self._mode = "run"

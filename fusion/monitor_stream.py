@@ -1,0 +1,86 @@
+"""The sliding-window NIS monitor fed frame chunk by frame chunk.
+
+:class:`NisMonitorStream` gives, chunk after chunk, the flags
+:func:`~sensorbench.fusion.consistency.nis_monitor` gives over the whole series: the
+window mean of the last ``window`` clipped NIS values (the running sum continued from
+its carried value, so every difference is the one the whole series takes), the flag
+of the latest update held for fewer than ``window`` frames, and the frames where it
+rises and falls (``tests/test_fusion_monitor_stream.py``). The window looks back only,
+so the monitor is causal; the pods-against-IMU check is not (its spread is the
+session's) and has no stream.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sensorbench.errors import FusionError
+from sensorbench.fusion.consistency import window_mean_quantile
+
+
+class NisMonitorStream:
+    """One axis's monitor over chunks of frames (module docstring).
+
+    Args:
+        gate: the filter's NIS gate; each NIS is clipped to it.
+        window: updates per window.
+        level: one-sided level of the threshold under a consistent filter.
+    """
+
+    def __init__(self, gate: float, window: int = 50, level: float = 0.999) -> None:
+        if window < 2 or not 0 < level < 1:
+            raise FusionError(f"monitor needs window >= 2 and 0 < level < 1, got {window}, {level}")
+        self.gate = float(gate)
+        self.window = int(window)
+        self.threshold = window_mean_quantile(self.gate, self.window, float(level))
+        self.frames = 0
+        self.degraded = False
+        self._sums = np.zeros(1)  # the running sum's last `window` + 1 values
+        self._n_updates = 0
+        self._flag = False  # the latest update's window above the threshold
+        self._age = -1  # frames since the latest update (−1: none yet)
+
+    def push(self, nis: np.ndarray) -> tuple[np.ndarray, list[int], list[int]]:
+        """The NIS of the next frames (nan: no update at that frame).
+
+        Returns:
+            (the frames' degraded flags, frame indices where the flag rose, where it
+            fell; frames counted from the first pushed, 0).
+        """
+        x = np.asarray(nis, dtype=float)
+        has = np.isfinite(x)
+        vals = np.minimum(x[has], self.gate)
+        n0 = self._n_updates
+        n1 = n0 + vals.size
+        # update j (0-based, overall) completes a window when j >= window - 1: its mean is
+        # (c[j + 1] - c[j + 1 - window]) / window, c the running sum with c[0] = 0
+        first_sum = n0 - self._sums.size + 1  # index in c of self._sums[0]
+        sums = np.cumsum(np.concatenate([self._sums[-1:], vals]))[1:]
+        all_sums = np.concatenate([self._sums, sums])
+        j = np.arange(n0, n1)
+        full = j >= self.window - 1
+        hi = j + 1 - first_sum
+        lo = np.clip(j + 1 - self.window - first_sum, 0, None)
+        wmean = np.full(vals.size, np.nan)
+        wmean[full] = (all_sums[hi[full]] - all_sums[lo[full]]) / self.window
+        flags = wmean > self.threshold
+        out = np.zeros(x.size, dtype=bool)
+        onsets: list[int] = []
+        clears: list[int] = []
+        u = 0
+        for f in range(x.size):
+            if has[f]:
+                self._flag = bool(flags[u])
+                self._age = 0
+                u += 1
+            elif self._age >= 0:
+                self._age += 1
+            now = self._age >= 0 and self._flag and self._age < self.window
+            if now != self.degraded:
+                (onsets if now else clears).append(self.frames + f)
+                self.degraded = now
+            out[f] = now
+        self._n_updates = n1
+        self._sums = all_sums[-(self.window + 1) :]
+        self.frames += x.size
+        return out, onsets, clears

@@ -1,0 +1,377 @@
+"""The live view in Foxglove: the official ``foxglove-sdk`` WebSocket server.
+
+Channels (protobuf with the SDK's schemas unless noted; docs/LIVE.md):
+
+=====================  =========================  =========================================
+topic                  schema                     what
+=====================  =========================  =========================================
+``/lidar/<device>``    ``foxglove.LaserScan``     each lidar turn in the lidar's own frame
+                                                  ``<device>``: every point in the ray bin
+                                                  of its own angle (the grid of
+                                                  :mod:`sensorbench.logs.scan_bins`), NaN
+                                                  where no point came
+``/lidar/merged``      ``foxglove.LaserScan``     the front/rear merge in ``base_link``
+``/tf``                ``foxglove.FrameTransforms``  ``odom`` → ``base_link`` (the filters)
+                                                  and ``base_link`` → each lidar (its
+                                                  mount), with every pose
+``/pose``              ``foxglove.PoseInFrame``   the filters' pose in ``odom``
+``/path``              ``foxglove.PosesInFrame``  the path so far (one pose per 0.1 s,
+                                                  the last 2000), twice a second
+``/events``            ``foxglove.Log``           the session's events (unplug, reconnect,
+                                                  stale, errors, monitor): warnings for
+                                                  faults, errors for ``error``; a viewer
+                                                  that subscribes gets the last
+                                                  :data:`EVENT_HISTORY` again first (a
+                                                  viewer already there sees them twice)
+``/status``            JSON ``sensorbench.LiveStatus``  per device: connected, points or
+                                                  frames per s, turns per s, kB/s, s since
+                                                  data; the filters' step rate, dropped
+                                                  view messages and UDP datagrams; once a s
+=====================  =========================  =========================================
+
+Message times are the data's (host monotonic clock mapped to the wall clock by the
+session's anchor). Producers only put work on a bounded queue (:class:`~sensorbench.
+live.threads.DropQueue`); one thread (``live-view``) builds and logs the messages, so
+a slow viewer, or the SDK's encoding, never stalls a reader or the filters: when the
+queue is full the oldest item is dropped and counted (:attr:`FoxgloveView.dropped`,
+in the status line). The SDK keeps its own bounded backlog per client and drops for a
+client that does not read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from foxglove.websocket import ServerListener
+
+from sensorbench.errors import LiveError
+from sensorbench.fusion.scan_merge import Mount
+from sensorbench.live.threads import DropQueue
+from sensorbench.logs import LidarTurns
+from sensorbench.logs.scan_bins import ScanGrid, bin_turn
+
+ODOM = "odom"
+BASE = "base_link"
+PATH_STEP_NS = 100_000_000
+PATH_POSES = 2000
+EVENT_HISTORY = 100
+"""Events kept for a viewer that subscribes to ``/events`` later."""
+STATUS_SCHEMA = {
+    "title": "sensorbench.LiveStatus",
+    "type": "object",
+    "properties": {
+        "elapsed_s": {"type": "number"},
+        "devices": {"type": "array", "items": {"type": "object"}},
+        "live": {"type": "object"},
+    },
+}
+
+
+@dataclass(frozen=True)
+class PoseSample:
+    """One pose for the view: host time (ns), x, y (m), yaw (rad), their variances."""
+
+    t_ns: int
+    pose: tuple[float, float, float]
+    var: tuple[float, float, float]
+    flags: int
+
+
+class FoxgloveView:
+    """The Foxglove WebSocket server and its channels (module docstring).
+
+    Args:
+        host, port: where to listen (port 0: any free port, see :attr:`port`).
+        lidars: lidar device name → its mount in ``base_link``.
+        anchor_ns: (wall-clock ns, monotonic ns) of one instant: maps data times to
+            the wall clock.
+        queue_size: items waiting for the view thread at most.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        lidars: Mapping[str, Mount],
+        anchor_ns: tuple[int, int],
+        queue_size: int = 256,
+    ) -> None:
+        self.host = host
+        self.requested_port = int(port)
+        self.mounts = dict(lidars)
+        self.anchor_ns = anchor_ns
+        self.queue = DropQueue(queue_size)
+        self.published: dict[str, int] = {}
+        self.latencies_ns: list[int] = []
+        self._server: Any = None
+        self._ctx: Any = None
+        self._port: int | None = None
+        self._ch: dict[str, Any] = {}
+        self._grids: dict[str, ScanGrid] = {}
+        self._path: list[PoseSample] = []
+        self._events: list[tuple[str, tuple[int, str, str]]] = []
+        self._last_path_ns = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def dropped(self) -> int:
+        """View items dropped because the view thread fell behind."""
+        return self.queue.dropped
+
+    @property
+    def port(self) -> int:
+        """The port the server listens (or listened) on."""
+        if self._port is None:
+            raise LiveError("the Foxglove server has not started")
+        return self._port
+
+    def start(self) -> None:
+        """Start the server and the view thread.
+
+        Raises:
+            LiveError: the server cannot listen there (port in use, bad host).
+        """
+        import foxglove
+        from foxglove.channels import (
+            FrameTransformsChannel,
+            LaserScanChannel,
+            LogChannel,
+            PoseInFrameChannel,
+            PosesInFrameChannel,
+        )
+
+        ctx = self._ctx = foxglove.Context()  # dropping the context closes its channels
+        try:
+            self._server = foxglove.start_server(
+                name="sensorbench live",
+                host=self.host,
+                port=self.requested_port,
+                context=ctx,
+                server_listener=_Listener(self.queue),
+            )
+        except Exception as exc:  # the SDK raises its own error types
+            raise LiveError(
+                f"cannot start the Foxglove server on {self.host}:{self.requested_port}: {exc}"
+            ) from exc
+        self._port = int(self._server.port)
+        for name in self.mounts:
+            self._ch[f"/lidar/{name}"] = LaserScanChannel(f"/lidar/{name}", context=ctx)
+        self._ch["/lidar/merged"] = LaserScanChannel("/lidar/merged", context=ctx)
+        self._ch["/tf"] = FrameTransformsChannel("/tf", context=ctx)
+        self._ch["/pose"] = PoseInFrameChannel("/pose", context=ctx)
+        self._ch["/path"] = PosesInFrameChannel("/path", context=ctx)
+        self._ch["/events"] = LogChannel("/events", context=ctx)
+        self._ch["/status"] = foxglove.Channel("/status", schema=STATUS_SCHEMA, context=ctx)
+        self._thread = threading.Thread(target=self._run, name="live-view", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 3.0) -> None:
+        """Publish what is queued (within ``timeout_s``), stop the thread and the server."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    # -- producers (any thread; never block) -------------------------------------------
+
+    def scan(self, name: str, turns: LidarTurns) -> None:
+        """A lidar's new turns."""
+        self.queue.put(("scan", name, turns, 0))
+
+    def merged(self, turns: LidarTurns) -> None:
+        """New merged scans (``base_link``)."""
+        self.queue.put(("merged", "merged", turns, 0))
+
+    def pose(self, sample: PoseSample, arrivals_ns: tuple[int, ...] = ()) -> None:
+        """The filters' latest pose; ``arrivals_ns``: when its frames arrived (host ns)."""
+        self.queue.put(("pose", "", sample, arrivals_ns))
+
+    def event(self, t_ns: int, source: str, kind: str, message: str) -> None:
+        """A session event."""
+        self.queue.put(("event", source, (t_ns, kind, message), 0))
+
+    def status(self, doc: dict[str, Any]) -> None:
+        """The status document (JSON)."""
+        self.queue.put(("status", "", doc, 0))
+
+    # -- the view thread ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            item = self.queue.get(0.1)
+            if item is None:
+                if self._stop.is_set():
+                    return
+                continue
+            what, name, payload, extra = item
+            try:
+                getattr(self, f"_{what}")(name, payload, extra)
+            except Exception as exc:  # a bad item must not end the view
+                self._count("errors")
+                self._last_error = repr(exc)
+
+    def _count(self, topic: str) -> None:
+        self.published[topic] = self.published.get(topic, 0) + 1
+
+    def _stamp(self, t_ns: int) -> Any:
+        from foxglove.messages import Timestamp
+
+        wall = self.anchor_ns[0] + (int(t_ns) - self.anchor_ns[1])
+        return Timestamp(wall // 1_000_000_000, wall % 1_000_000_000)
+
+    def _scan(self, name: str, turns: LidarTurns, _: Any) -> None:
+        from foxglove.messages import LaserScan
+
+        topic = f"/lidar/{name}"
+        channel = self._ch.get(topic)
+        if channel is None:
+            return
+        for k in range(turns.n_turns):
+            lo, hi = int(turns.offset[k]), int(turns.offset[k] + turns.count[k])
+            if hi - lo < 2:
+                continue
+            grid = self._grids.get(name)
+            if grid is None:
+                grid = self._grids[name] = ScanGrid.for_stream(
+                    turns.angle[lo:hi], turns.count[k : k + 1]
+                )
+            b = bin_turn(grid, turns.angle[lo:hi], turns.range[lo:hi], turns.intensity[lo:hi],
+                         turns.t_ns[lo:hi])  # fmt: skip
+            start = float(b.angle_min)
+            msg = LaserScan(
+                timestamp=self._stamp(int(turns.t_first_ns[k])),
+                frame_id=name,
+                start_angle=start,
+                end_angle=start + (grid.n_bins - 1) * float(b.increment),
+                ranges=b.ranges.tolist(),
+                intensities=b.intensities.tolist(),
+            )
+            channel.log(msg)
+            self._count(topic)
+
+    def _merged(self, _: str, turns: LidarTurns, __: Any) -> None:
+        from foxglove.messages import LaserScan
+
+        channel = self._ch["/lidar/merged"]
+        for k in range(turns.n_turns):
+            lo, n = int(turns.offset[k]), int(turns.count[k])
+            r = turns.range[lo : lo + n].astype(np.float64)
+            msg = LaserScan(
+                timestamp=self._stamp(int(turns.t_first_ns[k])),
+                frame_id=BASE,
+                start_angle=0.0,
+                end_angle=2.0 * math.pi * (n - 1) / n,
+                ranges=np.where(np.isinf(r), np.nan, r).tolist(),
+                intensities=turns.intensity[lo : lo + n].astype(np.float64).tolist(),
+            )
+            channel.log(msg)
+            self._count("/lidar/merged")
+
+    def _pose(self, _: str, sample: PoseSample, arrivals: tuple[int, ...]) -> None:
+        from foxglove.messages import (
+            FrameTransform,
+            FrameTransforms,
+            Pose,
+            PoseInFrame,
+            PosesInFrame,
+            Quaternion,
+            Vector3,
+        )
+
+        stamp = self._stamp(sample.t_ns)
+        x, y, yaw = sample.pose
+        position = Vector3(x=x, y=y, z=0.0)
+        orientation = Quaternion(x=0.0, y=0.0, z=math.sin(yaw / 2), w=math.cos(yaw / 2))
+        pose = Pose(position=position, orientation=orientation)
+        transforms = [
+            FrameTransform(
+                timestamp=stamp,
+                parent_frame_id=ODOM,
+                child_frame_id=BASE,
+                translation=position,
+                rotation=orientation,
+            )
+        ]
+        for name, m in self.mounts.items():
+            transforms.append(
+                FrameTransform(
+                    timestamp=stamp,
+                    parent_frame_id=BASE,
+                    child_frame_id=name,
+                    translation=Vector3(x=m.x, y=m.y, z=0.0),
+                    rotation=Quaternion(x=0.0, y=0.0, z=math.sin(m.yaw / 2), w=math.cos(m.yaw / 2)),
+                )
+            )
+        self._ch["/tf"].log(FrameTransforms(transforms=transforms))
+        self._ch["/pose"].log(PoseInFrame(timestamp=stamp, frame_id=ODOM, pose=pose))
+        now = time.monotonic_ns()
+        self.latencies_ns.extend(now - a for a in arrivals)
+        self._count("/tf")
+        self._count("/pose")
+        if sample.t_ns - self._last_path_ns >= PATH_STEP_NS:
+            self._path.append(sample)
+            del self._path[:-PATH_POSES]
+            self._last_path_ns = sample.t_ns
+            if len(self._path) % 5 == 1:
+                poses = [
+                    Pose(
+                        position=Vector3(x=p.pose[0], y=p.pose[1], z=0.0),
+                        orientation=Quaternion(
+                            x=0.0, y=0.0, z=math.sin(p.pose[2] / 2), w=math.cos(p.pose[2] / 2)
+                        ),
+                    )
+                    for p in self._path
+                ]
+                self._ch["/path"].log(PosesInFrame(timestamp=stamp, frame_id=ODOM, poses=poses))
+                self._count("/path")
+
+    def _history(self, _: str, __: Any, ___: Any) -> None:
+        for source, ev in list(self._events):
+            self._log(source, ev)
+
+    def _event(self, source: str, ev: tuple[int, str, str], _: Any) -> None:
+        self._events.append((source, ev))
+        del self._events[:-EVENT_HISTORY]
+        self._log(source, ev)
+
+    def _log(self, source: str, ev: tuple[int, str, str]) -> None:
+        from foxglove.messages import Log, LogLevel
+
+        t_ns, kind, message = ev
+        level = {
+            "error": LogLevel.Error,
+            "unplug": LogLevel.Warning,
+            "stale": LogLevel.Warning,
+            "overrun": LogLevel.Warning,
+            "degraded": LogLevel.Warning,
+        }.get(kind, LogLevel.Info)
+        self._ch["/events"].log(
+            Log(timestamp=self._stamp(t_ns), level=level, message=f"{kind}: {message}", name=source)
+        )
+        self._count("/events")
+
+    def _status(self, _: str, doc: dict[str, Any], __: Any) -> None:
+        self._ch["/status"].log(json.loads(json.dumps(doc, default=float)))
+        self._count("/status")
+
+
+class _Listener(ServerListener):
+    """The server's callbacks: a subscription to ``/events`` asks for the history."""
+
+    def __init__(self, queue: DropQueue) -> None:
+        self.queue = queue
+
+    def on_subscribe(self, client: Any, channel: Any) -> None:
+        """Called by the SDK (its thread) when a client subscribes to a channel."""
+        if channel.topic == "/events":
+            self.queue.put(("history", "", None, 0))

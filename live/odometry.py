@@ -1,0 +1,400 @@
+"""The split filters on the pod stream as it arrives: one thread, ``live-odometry``.
+
+Every encoder batch the pod reader decodes is queued here (unbounded: no frame may be
+lost, and the filters keep up with several times the frame rate). The thread drains
+the queue, feeds the batches to the same :class:`~sensorbench.fusion.odometry_stream.
+OdometryStream` ``replay`` reads a session through, and runs one
+:meth:`~sensorbench.fusion.split_filter.SplitFilter.step` over every frame that came
+out, so each step covers what arrived since the previous one (one pod read, about
+50 ms, when the thread keeps up; more after a stall). Any split of the frames gives
+the numbers of one run (docs/PODS.md, "One step code, whole or in chunks"), so the
+estimate recorded here is the one ``replay`` computes from the session:
+
+- the filters start at the first frame, at the origin with zero variance (``replay``
+  does the same on a session without mocap);
+- bounce repair is off: :func:`~sensorbench.fusion.pod_kinematics.repair_bounces`
+  judges each frame against the whole session's median and spread, which a live run
+  does not have (``replay --no-repair`` is the matching replay);
+- the consistency monitor runs per axis (:class:`~sensorbench.fusion.monitor_stream.
+  NisMonitorStream`, each channel at ``level^(1/m)`` with m the channels ``replay``
+  has: three, four with an IMU); the pods-against-IMU check is not causal and is not
+  run, so ``DEGRADED`` here is the axes' flag;
+- pose aiding (a ``pose_sensor`` stream and a pose-error model): frames wait until the
+  pose stream has delivered up to their time (at most ``aid_wait_s`` of silence), so a
+  sample reaches the filters before its frame, as in a replay; the sensor's period
+  comes from the stream's ``rate_hz``.
+
+Each step's frames are appended to the session's ``estimate`` stream
+(:mod:`~sensorbench.fusion.estimate_stream`) and its last pose is published (UDP and
+the view). While no frame arrives for longer than ``coast_s`` the filters' prediction
+is published (flag ``PREDICTED``, variance growing as the model says) every
+``coast_s``, and a ``note`` event marks the start and end of the coasting; nothing
+of it is recorded as an estimate (it is no filter step).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sensorbench.fusion.estimate_stream import (
+    ESTIMATE_STREAM,
+    estimate_batch,
+    estimate_flags,
+    estimate_times_ns,
+    write_monitor_events,
+)
+from sensorbench.fusion.monitor_stream import NisMonitorStream
+from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
+from sensorbench.fusion.pod_drive import yaw_from_quat
+from sensorbench.fusion.pod_kinematics import PodGeometry, body_increments
+from sensorbench.fusion.split_filter import (
+    AXES,
+    Aiding,
+    FilterNoise,
+    FilterState,
+    FrameChunk,
+    PoseAidModel,
+    SplitFilter,
+    predict_axis,
+)
+from sensorbench.live.foxglove_view import PoseSample
+from sensorbench.live.udp import PREDICTED, PoseDatagram, wrap_yaw
+from sensorbench.logs import EncoderBatch, PoseBatch, PoseFlag, SessionWriter
+
+_STOP = object()
+
+
+@dataclass(frozen=True)
+class OdometryModels:
+    """What the live filters run with (the models ``replay`` is given).
+
+    Attributes:
+        geometry: the pod geometry (``--pods``).
+        noise: the filter noise (``--noise``, or the untuned defaults).
+        aid_model: the pose-error model (``--pose-model``), None: no aiding.
+        gate: the NIS gate.
+        monitor_window, monitor_level: the consistency monitor's window and level.
+        imu: the pod stream carries IMU yaw (the monitor then has four channels).
+    """
+
+    geometry: PodGeometry
+    noise: FilterNoise
+    aid_model: PoseAidModel | None = None
+    gate: float = 6.63
+    monitor_window: int = 50
+    monitor_level: float = 0.999
+    imu: bool = False
+
+    @classmethod
+    def from_files(
+        cls,
+        pods: str | os.PathLike[str],
+        noise: str | os.PathLike[str] | None = None,
+        pose_model: str | os.PathLike[str] | None = None,
+        imu: bool = False,
+    ) -> OdometryModels:
+        """The models from their files (``fit pods``, ``fit noise``, ``fit pose-error``);
+        without a noise model the untuned defaults.
+
+        Raises:
+            ModelFileError: a file of another kind, version or units, or malformed.
+        """
+        from sensorbench.characterize.pose.aid import load_pose_aid_model
+        from sensorbench.fusion.pod_kinematics import load_pod_model
+        from sensorbench.fusion.split_filter import load_noise_model
+
+        return cls(
+            load_pod_model(pods),
+            load_noise_model(noise) if noise is not None else FilterNoise.default(),
+            load_pose_aid_model(pose_model) if pose_model is not None else None,
+            imu=imu,
+        )
+
+
+@dataclass
+class OdometryCounters:
+    """What the odometry thread has done (read from other threads)."""
+
+    steps: int = 0
+    frames: int = 0
+    predictions: int = 0
+    coasting: bool = False
+    aid_late: int = 0
+    """Pose samples that came after their frame was filtered (dropped live, applied by
+    ``replay``)."""
+    errors: int = 0
+    last_error: str | None = None
+    latencies_ns: list[int] = field(default_factory=list)
+
+
+Publisher = Callable[[PoseDatagram, PoseSample, tuple[int, ...]], None]
+
+
+class OdometryWorker:
+    """The ``live-odometry`` thread (module docstring).
+
+    Args:
+        models: the filters' models.
+        stream_attrs: the pod stream's attributes (``clock_nominal_slope``, wrapping).
+        publish: called with each step's datagram, view sample and its frames' arrival
+            times (host ns); must not block.
+        aid_period_s: the pose sensor's period Δt_aid (s), needed with an aid model.
+        coast_s: silence of the pod stream after which predictions are published (s).
+        aid_wait_s: longest wait for the pose stream before frames are filtered (s).
+    """
+
+    def __init__(
+        self,
+        models: OdometryModels,
+        stream_attrs: dict[str, Any],
+        publish: Publisher,
+        aid_period_s: float | None = None,
+        coast_s: float = 0.1,
+        aid_wait_s: float = 0.25,
+    ) -> None:
+        self.models = models
+        self.publish = publish
+        self.aid_period_s = aid_period_s
+        self.coast_s = coast_s
+        self.aid_wait_s = aid_wait_s
+        self.stream = OdometryStream.for_stream(stream_attrs, models.geometry.W.shape[0])
+        self.filter = SplitFilter(models.noise, gate=models.gate, aid_model=models.aid_model)
+        channels = len(AXES) + (1 if models.imu else 0)
+        level = models.monitor_level ** (1.0 / channels)
+        self.monitors = {
+            a: NisMonitorStream(models.gate, models.monitor_window, level) for a in AXES
+        }
+        self.counters = OdometryCounters()
+        self.writer: SessionWriter | None = None
+        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._state: FilterState | None = None
+        self._pending: list[OdometryFrames] = []
+        self._arrivals: list[int] = []
+        self._aid: list[PoseBatch] = []
+        self._aid_t_ns = -math.inf  # latest pose sample time received
+        self._aid_seen_ns = 0  # host time of the latest pose batch
+        self._last_frame_ns = 0  # host time of the last step
+        self._last_pred_ns = 0
+        self._thread: threading.Thread | None = None
+
+    # -- producers ---------------------------------------------------------------------
+
+    def frames(self, batch: EncoderBatch) -> None:
+        """Encoder frames as the driver decoded them (any thread)."""
+        self._inbox.put(("encoder", batch, time.monotonic_ns()))
+
+    def poses(self, batch: PoseBatch) -> None:
+        """Pose-sensor samples (any thread)."""
+        self._inbox.put(("pose", batch, time.monotonic_ns()))
+
+    # -- the thread --------------------------------------------------------------------
+
+    def start(self, writer: SessionWriter) -> None:
+        """Start the thread; estimates go to ``writer``."""
+        self.writer = writer
+        self._last_frame_ns = time.monotonic_ns()
+        self._thread = threading.Thread(target=self._run, name="live-odometry", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Filter everything queued and held (the end of the stream), then stop."""
+        self._inbox.put(_STOP)
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                self.counters.last_error = f"live-odometry did not stop within {timeout_s:g} s"
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            try:
+                item = self._inbox.get(timeout=self.coast_s / 2)
+            except queue.Empty:
+                item = None
+            items = [] if item is None else [item]
+            while True:  # everything that is waiting: one step over it
+                try:
+                    items.append(self._inbox.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                for it in items:
+                    if it is _STOP:
+                        stopping = True
+                    else:
+                        self._take(*it)
+                if stopping:
+                    self._pending.append(self.stream.flush())
+                self._step(final=stopping)
+                self._coast()
+            except Exception as exc:  # report, keep running: the recording goes on
+                self.counters.errors += 1
+                self.counters.last_error = f"live-odometry: {exc!r}"
+                self._event("error", f"live odometry failed on a step: {exc!r}")
+
+    def _take(self, kind: str, batch: Any, arrived_ns: int) -> None:
+        if kind == "encoder":
+            self._pending.append(self.stream.push(batch))
+            self._arrivals.append(arrived_ns)
+        else:
+            self._aid.append(batch)
+            if len(batch):
+                self._aid_t_ns = max(self._aid_t_ns, float(batch.t_ns.max()))
+            self._aid_seen_ns = arrived_ns
+
+    def _start_filters(self) -> None:
+        """The filters at the stream's first frame, and its estimate sample."""
+        odo = self.stream
+        if odo.start_t_s is None or odo.t0_ns is None:
+            return
+        aid = self.aid_period_s if self.models.aid_model is not None else None
+        self._state = self.filter.start(
+            odo.start_t_s, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), self.models.geometry, aid
+        )
+        t_ns = estimate_times_ns(odo.t0_ns, np.array([odo.start_t_s]))
+        self._record(t_ns, np.zeros((1, 3)), np.zeros((1, 3)), np.zeros(1, np.uint8))
+
+    def _step(self, final: bool) -> None:
+        if self._state is None:
+            self._start_filters()
+        state, odo = self._state, self.stream
+        if state is None or odo.t0_ns is None:
+            return
+        frames = OdometryFrames.concat(self._pending, odo.n_counts)
+        self._pending = []
+        if self.models.aid_model is not None and not final:
+            frames = self._hold_for_aiding(frames)
+        if len(frames) == 0:
+            return
+        inc = body_increments(self.models.geometry.W, frames.dn)
+        state, result = self.filter.step(state, FrameChunk(frames.t_s, inc, self._aiding()))
+        self._state = state
+        self.counters.aid_late = state.aid.late if state.aid is not None else 0
+        degraded = np.zeros(len(frames), bool)
+        events: list[tuple[int, str, str]] = []
+        base = self.counters.frames  # frames before this step (the start frame is not one)
+        for a, mon in self.monitors.items():
+            d, onsets, clears = mon.push(result.tracks[a].nis_chi2)
+            degraded |= d
+            for kind, idx in (("degraded", onsets), ("consistent", clears)):
+                events += [(int(estimate_times_ns(odo.t0_ns, frames.t_s[[i - base]])[0]), a, kind)
+                           for i in idx]  # fmt: skip
+        t_ns = estimate_times_ns(odo.t0_ns, frames.t_s)
+        flags = estimate_flags(degraded, result.coasting)
+        self._record(t_ns, result.pose[1:], result.var[1:], flags)
+        if self.writer is not None and events:
+            write_monitor_events(self.writer, sorted(events))
+        self.counters.steps += 1
+        self.counters.frames += len(frames)
+        # the first step holds the frame clock's warm-up (a second of frames): its frames
+        # did not wait on the filters, so they count in no latency
+        arrivals = tuple(self._arrivals) if self.counters.steps > 1 else ()
+        self._arrivals = []
+        self._last_frame_ns = time.monotonic_ns()
+        v = result.velocity[-1]
+        self._publish(int(t_ns[-1]), result.pose[-1], v, result.var[-1], int(flags[-1]),
+                      len(frames), arrivals)  # fmt: skip
+        if self.counters.coasting:
+            self.counters.coasting = False
+            self._event("note", "pod frames again: the filters step on them")
+
+    def _hold_for_aiding(self, frames: OdometryFrames) -> OdometryFrames:
+        """Frames the pose stream has caught up with; the rest wait for the next step."""
+        odo = self.stream
+        if odo.t0_ns is None or len(frames) == 0:
+            return frames
+        quiet = (time.monotonic_ns() - self._aid_seen_ns) / 1e9 > self.aid_wait_s
+        if quiet:
+            return frames
+        upto = (self._aid_t_ns - odo.t0_ns) * 1e-9
+        n = int(np.searchsorted(frames.t_s, upto, side="right"))
+        if n < len(frames):
+            self._pending = [
+                OdometryFrames(frames.t_s[n:], frames.dn[n:], frames.imu_dtheta[n:], frames.yaw[n:])
+            ]
+        return OdometryFrames(frames.t_s[:n], frames.dn[:n], frames.imu_dtheta[:n], frames.yaw[:n])
+
+    def _aiding(self) -> Aiding | None:
+        """The pose samples received since the last step, on the filters' time base."""
+        if self.models.aid_model is None or not self._aid or self.stream.t0_ns is None:
+            return None
+        parts, self._aid = self._aid, []
+        pb = PoseBatch(
+            *(np.concatenate([getattr(b, f) for b in parts])
+              for f in ("t_ns", "position", "quat_xyzw", "valid", "flags"))
+        )  # fmt: skip
+        paused = (pb.flags & int(PoseFlag.PAUSED)) != 0
+        return Aiding(
+            t_s=(pb.t_ns - self.stream.t0_ns) * 1e-9,
+            pose=np.column_stack([pb.position[:, :2], yaw_from_quat(pb.quat_xyzw)]),
+            valid=pb.valid & ~paused,
+            relocalized=(pb.flags & int(PoseFlag.RELOCALIZED)) != 0,
+        )
+
+    def _record(
+        self, t_ns: np.ndarray, pose: np.ndarray, var: np.ndarray, flags: np.ndarray
+    ) -> None:
+        if self.writer is not None:
+            self.writer.append_pose(ESTIMATE_STREAM, estimate_batch(t_ns, pose, var, flags))
+
+    def _publish(
+        self,
+        t_ns: int,
+        pose: np.ndarray,
+        velocity: np.ndarray,
+        var: np.ndarray,
+        flags: int,
+        frames: int,
+        arrivals: tuple[int, ...],
+    ) -> None:
+        x, y, yaw = (float(v) for v in pose)
+        vx, vy, wz = (float(v) for v in velocity)
+        cov = (float(var[0]), 0.0, 0.0, float(var[1]), 0.0, float(var[2]))
+        wall = time.time_ns() - time.monotonic_ns() + t_ns
+        datagram = PoseDatagram(flags, frames, 0, t_ns, wall, (x, y, wrap_yaw(yaw)),
+                                (vx, vy, wz), cov)  # fmt: skip
+        sample = PoseSample(t_ns, (x, y, yaw), (float(var[0]), float(var[1]), float(var[2])), flags)
+        self.publish(datagram, sample, arrivals)
+
+    def _coast(self) -> None:
+        """While the pods are silent: publish the prediction every ``coast_s``."""
+        state = self._state
+        now = time.monotonic_ns()
+        if state is None or self.stream.t0_ns is None:
+            return
+        silent_s = (now - self._last_frame_ns) / 1e9
+        if silent_s < self.coast_s or (now - self._last_pred_ns) / 1e9 < self.coast_s:
+            return
+        if not self.counters.coasting:
+            self.counters.coasting = True
+            self._event("note", f"no pod frame for {silent_s:.2f} s: publishing the prediction")
+        self._last_pred_ns = now
+        horizon = silent_s
+        pred = []
+        for a in AXES:
+            loop = state.axis(a).loop
+            q = self.models.noise.axis(a).q
+            pred.append(predict_axis(loop.p + loop.b, loop.v, loop.ppp + loop.pbb, loop.ppv,
+                                     loop.pvv, q, horizon))  # fmt: skip
+        pose = np.array([p[0] for p in pred])
+        vel = np.array([p[1] for p in pred])
+        var = np.array([p[2] for p in pred])
+        t_ns = int(estimate_times_ns(self.stream.t0_ns, np.array([state.t_s]))[0])
+        self.counters.predictions += 1
+        self._publish(t_ns + int(horizon * 1e9), pose, vel, var, PREDICTED, 0, ())
+
+    def _event(self, kind: str, message: str) -> None:
+        if self.writer is not None and self.writer.error is None:
+            try:
+                self.writer.event(time.monotonic_ns(), "live", kind, message)
+            except Exception as exc:  # the writer failed meanwhile: capture stops
+                self.counters.last_error = repr(exc)

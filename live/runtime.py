@@ -1,0 +1,441 @@
+"""``sensorbench live``: capture, plus the filters, the merge and the view as data arrive.
+
+:class:`LiveRuntime` is a :class:`~sensorbench.drivers.capture.CaptureConsumer`: the
+capture (bring-up, readers, raw and decoded recording, reconnects, status, faults) is
+:func:`~sensorbench.drivers.capture.run_capture`'s, unchanged, and every decoded item
+reaches the runtime right after the writer took it. The runtime
+
+- declares two streams of its own in the session: ``estimate`` (the split filters,
+  with covariance and flags; :mod:`~sensorbench.fusion.estimate_stream`) and
+  ``merged`` (the front/rear A1 merge);
+- routes the pod stream (and a ``pose_sensor`` stream when aiding) to the
+  ``live-odometry`` thread (:mod:`~sensorbench.live.odometry`), the two merge lidars'
+  turns to ``live-merge`` (:mod:`~sensorbench.live.merge`), every lidar turn, pose
+  and event to the viewer (:mod:`~sensorbench.live.foxglove_view`) and each filter
+  step's pose to UDP (:mod:`~sensorbench.live.udp`);
+- never blocks a reader: ``consume`` only puts on queues, the filters' and the merge's
+  unbounded (nothing may be lost: they keep up with several times the data rate),
+  the viewer's bounded (a slow viewer loses view messages, counted, never data);
+- keeps a device that drops out from stopping the others: each worker waits on its own
+  queue; without pod frames the filters coast (predictions published, ``note``
+  events); an unplugged lidar leaves its turns unpaired;
+- names its threads and, on Linux, every thread of the process in the kernel
+  (:func:`~sensorbench.live.threads.name_os_threads`), so ``top -H`` shows
+  ``lidar_front``, ``pods``, ``live-odometry``...
+
+Replaying the session gives the recorded estimate and merge again (docs/LIVE.md, "Live
+is replay").
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sensorbench.drivers.device_kinds import get_kind
+from sensorbench.drivers.reader_base import ReaderStatus
+from sensorbench.drivers.robot_config import RobotConfig
+from sensorbench.errors import LiveError
+from sensorbench.fusion.estimate_stream import ESTIMATE_STREAM, declare_estimate
+from sensorbench.fusion.scan_merge import MergeSetup, Mount
+from sensorbench.fusion.scan_merge_session import MERGED_STREAM
+from sensorbench.live.foxglove_view import FoxgloveView, PoseSample
+from sensorbench.live.merge import MergeWorker, merged_stream_attrs, unpaired
+from sensorbench.live.odometry import OdometryModels, OdometryWorker
+from sensorbench.live.threads import name_os_threads
+from sensorbench.live.udp import PoseDatagram, UdpPublisher
+from sensorbench.logs import LidarTurns, SessionWriter
+
+AID_STREAM = "pose_sensor"
+"""The pose stream that aids the filters (as ``replay``)."""
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """What the live runtime serves besides the session.
+
+    Attributes:
+        foxglove: (host, port) of the Foxglove WebSocket server (port 0: any free one),
+            or None.
+        udp: (host, port) the per-step pose datagrams go to, or None.
+        front, rear: the lidars the merge pairs; None: the first two A1s of the
+            configuration, in its order.
+        max_dt_s: the merge's pairing window (s), as ``merge --max-dt``.
+        aid_period_s: the pose sensor's period (s) when aiding; None: the pose stream's
+            ``rate_hz``.
+        estimate_attrs: extra attributes of the estimate stream (model files...).
+        view_queue: view items waiting at most (:class:`~sensorbench.live.threads.
+            DropQueue`).
+    """
+
+    foxglove: tuple[str, int] | None = None
+    udp: tuple[str, int] | None = None
+    front: str | None = None
+    rear: str | None = None
+    max_dt_s: float = 0.1
+    aid_period_s: float | None = None
+    estimate_attrs: Mapping[str, Any] = field(default_factory=dict)
+    view_queue: int = 256
+
+
+@dataclass(frozen=True)
+class LiveStatus:
+    """A snapshot of the runtime for the status line and ``/status``.
+
+    Attributes:
+        steps, frames: filter steps and frames filtered so far.
+        steps_per_s: filter steps per second since the previous snapshot.
+        coasting: no pod frame for longer than the coasting threshold.
+        merged: merged scans so far.
+        unpaired: per merge lidar, turns without a partner.
+        view_dropped: view messages dropped (the viewer fell behind).
+        udp_sent, udp_dropped: pose datagrams sent and dropped.
+        errors: the workers' last errors.
+        port: the Foxglove server's port, or None.
+    """
+
+    steps: int
+    frames: int
+    steps_per_s: float
+    coasting: bool
+    merged: int
+    unpaired: dict[str, int]
+    view_dropped: int
+    udp_sent: int
+    udp_dropped: int
+    errors: list[str]
+    port: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return dict(vars(self))
+
+
+def merge_pair(config: RobotConfig, front: str | None, rear: str | None) -> tuple[str, str] | None:
+    """The lidars the merge pairs: as given, or the configuration's first two A1s.
+
+    Raises:
+        LiveError: a named device is not a mounted lidar of the configuration.
+    """
+    lidars = [d.name for d in config.devices if get_kind(d.kind).mounted and d.mount is not None]
+    for name in (front, rear):
+        if name is not None and name not in lidars:
+            raise LiveError(
+                f"--front/--rear {name!r}: not a lidar with a mount in {config.source} "
+                f"(lidars: {', '.join(lidars) or 'none'})"
+            )
+    if front is not None and rear is not None:
+        if front == rear:
+            raise LiveError("--front and --rear name the same lidar")
+        return front, rear
+    a1s = [d.name for d in config.devices if d.kind == "a1" and d.name in lidars]
+    if front is None and rear is None:
+        return (a1s[0], a1s[1]) if len(a1s) >= 2 else None
+    raise LiveError("give both --front and --rear, or neither (the first two A1s)")
+
+
+def pods_device(config: RobotConfig) -> str | None:
+    """The configuration's (first) pod MCU."""
+    for d in config.devices:
+        if get_kind(d.kind).protocol == "pods":
+            return d.name
+    return None
+
+
+class LiveRuntime:
+    """The live runtime (module docstring); pass it to ``run_capture(consumer=...)``.
+
+    Args:
+        config: the robot configuration (devices, mounts, footprint).
+        models: the filters' models; None: no filters (merge and view only).
+        options: view, UDP, merge and aiding options.
+
+    Raises:
+        LiveError: models without a pod device, a bad merge pair.
+    """
+
+    def __init__(
+        self, config: RobotConfig, models: OdometryModels | None, options: LiveOptions
+    ) -> None:
+        self.config = config
+        self.models = models
+        self.options = options
+        self.pods = pods_device(config)
+        if models is not None and self.pods is None:
+            raise LiveError(f'{config.source}: no pod MCU ([[devices]] kind = "pods") to filter')
+        self.pair = merge_pair(config, options.front, options.rear)
+        # as `merge` reads them back from the streams' mount_xy_yaw
+        self.mounts = {
+            d.name: Mount.from_seq(d.mount.as_list()) for d in config.devices if d.mount is not None
+        }
+        self.anchor_ns = (time.time_ns(), time.monotonic_ns())
+        self.view: FoxgloveView | None = None
+        self.udp: UdpPublisher | None = None
+        self.odometry: OdometryWorker | None = None
+        self.merge: MergeWorker | None = None
+        self._own = {ESTIMATE_STREAM, MERGED_STREAM}
+        self._rate = (time.monotonic(), 0)
+        self._lock = threading.Lock()
+
+    # -- CaptureConsumer -----------------------------------------------------------------
+
+    def declare(self, writer: SessionWriter) -> None:
+        """Declare ``estimate`` and ``merged`` and set up the workers."""
+        if self.models is not None and self.pods is not None:
+            attrs = writer.stream_attrs("encoder", self.pods)
+            aid_period = self.options.aid_period_s
+            if self.models.aid_model is not None and aid_period is None:
+                aid_period = self._aid_period(writer)
+            self.odometry = OdometryWorker(self.models, attrs, self._publish_pose, aid_period)
+            declare_estimate(writer, self._estimate_attrs(aid_period))
+        if self.pair is not None:
+            front, rear = self.pair
+            setup = MergeSetup(
+                self.mounts[front],
+                self.mounts[rear],
+                footprint=self.config.footprint_m,
+                max_dt_s=self.options.max_dt_s,
+            )
+            self.merge = MergeWorker(front, rear, setup, self._publish_merged)
+            writer.add_lidar(MERGED_STREAM, attrs=merged_stream_attrs(front, rear, setup))
+
+    def start(self, writer: SessionWriter) -> None:
+        """Start the server, the UDP socket and the workers (before the readers)."""
+        if self.options.udp is not None:
+            self.udp = UdpPublisher(*self.options.udp)
+        if self.options.foxglove is not None:
+            self.view = FoxgloveView(
+                *self.options.foxglove, self.mounts, self.anchor_ns, self.options.view_queue
+            )
+            self.view.start()
+        if self.odometry is not None:
+            self.odometry.start(writer)
+        if self.merge is not None:
+            self.merge.start(writer)
+        name_os_threads()
+
+    def consume(self, kind: str, name: str, payload: Any) -> None:
+        """Route one recorded item (never blocks)."""
+        if name in self._own:
+            return
+        if kind == "encoder" and name == self.pods and self.odometry is not None:
+            self.odometry.frames(payload)
+        elif kind == "lidar":
+            if self.merge is not None:
+                self.merge.turns(name, payload)
+            if self.view is not None:
+                self.view.scan(name, payload)
+        elif kind == "pose" and name == AID_STREAM and self.odometry is not None:
+            self.odometry.poses(payload)
+        elif kind == "event" and self.view is not None:
+            self.view.event(payload[0], name, payload[1], payload[2])
+
+    def stop(self) -> None:
+        """Filter and merge everything left, then stop the view and the socket."""
+        if self.odometry is not None:
+            self.odometry.stop()
+        if self.merge is not None:
+            self.merge.stop()
+        if self.view is not None:
+            self.view.stop()
+        if self.udp is not None:
+            self.udp.close()
+
+    # -- status ------------------------------------------------------------------------
+
+    def status(self) -> LiveStatus:
+        """The runtime's counters now (thread-safe)."""
+        odo = self.odometry.counters if self.odometry is not None else None
+        steps = odo.steps if odo is not None else 0
+        with self._lock:
+            t0, s0 = self._rate
+            now = time.monotonic()
+            self._rate = (now, steps)
+        errors = [
+            e
+            for e in (
+                odo.last_error if odo is not None else None,
+                self.merge.last_error if self.merge is not None else None,
+                self.udp.last_error if self.udp is not None else None,
+            )
+            if e
+        ]
+        return LiveStatus(
+            steps=steps,
+            frames=odo.frames if odo is not None else 0,
+            steps_per_s=(steps - s0) / (now - t0) if now > t0 else 0.0,
+            coasting=bool(odo is not None and odo.coasting),
+            merged=self.merge.merged if self.merge is not None else 0,
+            unpaired=unpaired(self.merge) if self.merge is not None else {},
+            view_dropped=self.view.dropped if self.view is not None else 0,
+            udp_sent=self.udp.sent if self.udp is not None else 0,
+            udp_dropped=self.udp.dropped if self.udp is not None else 0,
+            errors=errors,
+            port=self.view.port if self.view is not None else None,
+        )
+
+    def on_status(self, elapsed_s: float, statuses: Sequence[ReaderStatus]) -> LiveStatus:
+        """Each capture status tick: publish ``/status``, name new threads; the snapshot."""
+        st = self.status()
+        name_os_threads()
+        if self.view is not None:
+            self.view.status(
+                {
+                    "elapsed_s": elapsed_s,
+                    "devices": [
+                        {
+                            "name": s.name,
+                            "kind": s.kind,
+                            "connected": s.connected,
+                            "items_per_s": s.items_per_s,
+                            "turns_per_s": s.turns_per_s,
+                            "kB_per_s": s.bytes_per_s / 1000,
+                            "since_last_data_s": s.since_last_data_s
+                            if math.isfinite(s.since_last_data_s)
+                            else None,
+                            "crc_errors": s.crc_errors,
+                            "drops": s.drops,
+                        }
+                        for s in statuses
+                    ],
+                    "live": st.as_dict(),
+                }
+            )
+        return st
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _publish_pose(
+        self, datagram: PoseDatagram, sample: PoseSample, arrivals: tuple[int, ...]
+    ) -> None:
+        if self.udp is not None:
+            self.udp.send(datagram)
+            if self.odometry is not None and arrivals:
+                now = time.monotonic_ns()
+                self.odometry.counters.latencies_ns.extend(now - a for a in arrivals)
+        if self.view is not None:
+            self.view.pose(sample, arrivals)
+
+    def _publish_merged(self, turns: LidarTurns) -> None:
+        if self.view is not None:
+            self.view.merged(turns)
+
+    def _aid_period(self, writer: SessionWriter) -> float:
+        try:
+            rate = float(writer.stream_attrs("pose", AID_STREAM).get("rate_hz", np.nan))
+        except Exception as exc:
+            raise LiveError(
+                f"pose aiding needs a {AID_STREAM!r} stream in the session: {exc}"
+            ) from exc
+        if not (math.isfinite(rate) and rate > 0):
+            raise LiveError(
+                "pose aiding needs the pose sensor's period: its stream states no rate_hz"
+            )
+        return 1.0 / rate
+
+    def _estimate_attrs(self, aid_period: float | None) -> dict[str, Any]:
+        m = self.models
+        assert m is not None
+        return {
+            "recorded_by": "sensorbench live",
+            "filter": "split x/y/heading, (position, velocity) each",
+            "frame": "odom: the pose at the first pod frame is the origin",
+            "gate": m.gate,
+            "monitor": f"x, y, theta NIS over {m.monitor_window} updates at level "
+            f"{m.monitor_level} (the pods-against-IMU check is not run live)",
+            "bounce_repair": "off (not causal; replay --no-repair matches)",
+            "aid_period_s": aid_period if aid_period is not None else "",
+            **self.options.estimate_attrs,
+        }
+
+
+def latency_ms(samples_ns: Sequence[int]) -> dict[str, float | int]:
+    """p50, p99 and max (ms) of latency samples (ns), and their count."""
+    if not samples_ns:
+        return {"n": 0, "p50_ms": math.nan, "p99_ms": math.nan, "max_ms": math.nan}
+    a = np.asarray(samples_ns, dtype=float) / 1e6
+    p50, p99 = np.percentile(a, [50, 99])
+    return {"n": int(a.size), "p50_ms": float(p50), "p99_ms": float(p99), "max_ms": float(a.max())}
+
+
+def live_summary(runtime: LiveRuntime) -> dict[str, Any]:
+    """What the live run did, JSON-ready: filter steps and frames, merged scans, messages
+    published per topic and dropped, datagrams, frame-to-publish latencies."""
+    st = runtime.status()
+    odo = runtime.odometry
+    view = runtime.view
+    doc: dict[str, Any] = {
+        "filter_steps": st.steps,
+        "frames_filtered": st.frames,
+        "predictions": odo.counters.predictions if odo is not None else 0,
+        "aiding_late": odo.counters.aid_late if odo is not None else 0,
+        "merged_scans": st.merged,
+        "unpaired_turns": st.unpaired,
+        "view": None
+        if view is None
+        else {"port": st.port, "published": dict(view.published), "dropped": view.dropped},
+        "udp": None
+        if runtime.udp is None
+        else {
+            "sent": st.udp_sent,
+            "dropped": st.udp_dropped,
+            "address": list(runtime.options.udp or ()),
+        },
+        "latency": {
+            "udp": latency_ms(odo.counters.latencies_ns if odo is not None else []),
+            "view": latency_ms(view.latencies_ns if view is not None else []),
+        },
+        "errors": st.errors,
+    }
+    return doc
+
+
+def format_live_summary(doc: Mapping[str, Any]) -> str:
+    """:func:`live_summary` as lines for the terminal."""
+    lines = [
+        f"live: {doc['filter_steps']} filter steps over {doc['frames_filtered']} frames, "
+        f"{doc['merged_scans']} merged scans"
+        + (
+            ", unpaired " + ", ".join(f"{k} {v}" for k, v in doc["unpaired_turns"].items())
+            if doc["unpaired_turns"]
+            else ""
+        )
+    ]
+    view = doc["view"]
+    if view is not None:
+        pub = ", ".join(f"{k} {v}" for k, v in sorted(view["published"].items()))
+        lines.append(
+            f"foxglove ws port {view['port']}: {pub or 'nothing'}; dropped {view['dropped']}"
+        )
+    if doc["udp"] is not None:
+        lines.append(f"udp: {doc['udp']['sent']} datagrams sent, {doc['udp']['dropped']} dropped")
+    for where, lat in doc["latency"].items():
+        if lat["n"]:
+            lines.append(
+                f"frame arrival → {where} publish: p50 {lat['p50_ms']:.2f} ms, "
+                f"p99 {lat['p99_ms']:.2f} ms ({lat['n']} batches)"
+            )
+    lines += [f"LIVE ERROR: {e}" for e in doc["errors"]]
+    return "\n".join(lines)
+
+
+def format_live_status(st: LiveStatus) -> list[str]:
+    """The live part of the status line: filter step rate (or COASTING), merged scans,
+    view messages dropped, UDP datagrams dropped."""
+    parts = [
+        f"filters {'COASTING' if st.coasting else f'{st.steps_per_s:.0f} st/s'} "
+        f"{st.frames} fr, merged {st.merged}"
+    ]
+    if st.port is not None:
+        parts.append(f"view :{st.port} drop {st.view_dropped}")
+    if st.udp_sent or st.udp_dropped:
+        parts.append(f"udp {st.udp_sent} drop {st.udp_dropped}")
+    if st.errors:
+        parts.append(f"LIVE ERROR {st.errors[-1][:60]}")
+    return parts

@@ -1,0 +1,157 @@
+"""The live pose over UDP: one fixed-size binary datagram per filter step.
+
+Layout (version 1, little-endian, 124 bytes, ``struct`` format :data:`FORMAT`;
+docs/FORMAT.md, "Live pose datagrams"):
+
+======  ====  ========  =========================================================
+offset  size  type      field
+======  ====  ========  =========================================================
+0       4     char[4]   magic ``SBLP``
+4       1     uint8     version (1)
+5       1     uint8     flags: 4 ``DEGRADED``, 8 ``COASTING`` (the frame ends a gap),
+                        16 ``PREDICTED`` (no frame: predicted while the pods are silent)
+6       2     uint16    frames filtered in this step (0 for a prediction)
+8       4     uint32    sequence number, +1 per datagram from 0 (wraps)
+12      8     int64     stamp: the pose's time, host ``CLOCK_MONOTONIC`` (ns)
+20      8     int64     the same instant on ``CLOCK_REALTIME`` (ns since 1970)
+28      24    float64×3 x, y (m), yaw (rad, wrapped to (−π, π]) in the odometry frame
+52      24    float64×3 vx, vy (m/s), yaw rate (rad/s), odometry frame
+76      48    float64×6 covariance of (x, y, yaw), upper triangle row by row:
+                        xx, xy, xyaw, yy, yyaw, yawyaw (m², m·rad, rad²)
+======  ====  ========  =========================================================
+
+The sender never blocks and never raises: the socket is non-blocking, and a datagram
+the kernel cannot take now (or that the receiver's port refuses) is counted as dropped
+(the last error kept).
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import struct
+from dataclasses import dataclass
+
+from sensorbench.errors import LiveError
+
+MAGIC = b"SBLP"
+VERSION = 1
+FORMAT = "<4sBBHIqq3d3d6d"
+SIZE = struct.calcsize(FORMAT)
+PREDICTED = 16
+"""Flag of a datagram sent while no frame arrives: the pose is the filters' prediction."""
+
+
+@dataclass(frozen=True)
+class PoseDatagram:
+    """One decoded datagram (fields as in the module docstring)."""
+
+    flags: int
+    frames: int
+    seq: int
+    stamp_ns: int
+    wall_ns: int
+    pose: tuple[float, float, float]
+    velocity: tuple[float, float, float]
+    covariance: tuple[float, float, float, float, float, float]
+
+    def pack(self) -> bytes:
+        """The datagram's bytes."""
+        return struct.pack(
+            FORMAT,
+            MAGIC,
+            VERSION,
+            self.flags,
+            self.frames,
+            self.seq & 0xFFFFFFFF,
+            self.stamp_ns,
+            self.wall_ns,
+            *self.pose,
+            *self.velocity,
+            *self.covariance,
+        )
+
+
+def unpack(data: bytes) -> PoseDatagram:
+    """Decode one datagram.
+
+    Raises:
+        LiveError: not a version-1 datagram of this format.
+    """
+    if len(data) != SIZE or data[:4] != MAGIC:
+        raise LiveError(f"not a sensorbench live pose datagram ({len(data)} bytes)")
+    f = struct.unpack(FORMAT, data)
+    if f[1] != VERSION:
+        raise LiveError(f"live pose datagram version {f[1]}, this reader knows {VERSION}")
+    return PoseDatagram(f[2], f[3], f[4], f[5], f[6], f[7:10], f[10:13], f[13:19])
+
+
+def wrap_yaw(yaw: float) -> float:
+    """An angle (rad) wrapped to (−π, π]."""
+    w = math.remainder(yaw, 2.0 * math.pi)
+    return math.pi if w == -math.pi else w
+
+
+def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    """``HOST:PORT`` or ``PORT`` → (host, port).
+
+    Raises:
+        LiveError: not a host and a port in 0..65535.
+    """
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = default_host, text
+    host = host.strip("[]") or default_host
+    try:
+        number = int(port)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= 65535:
+        raise LiveError(f"{text!r}: give HOST:PORT or PORT, the port in 0..65535")
+    return host, number
+
+
+class UdpPublisher:
+    """Sends :class:`PoseDatagram` s to ``(host, port)``, never blocking.
+
+    Attributes:
+        sent, dropped: datagrams sent, and those the kernel or the receiver refused.
+        last_error: why the last one was dropped, or None.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        try:
+            info = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+        except OSError as exc:
+            raise LiveError(f"--udp {host}:{port}: {exc}") from exc
+        self.address = info[4]
+        self.sock = socket.socket(info[0], socket.SOCK_DGRAM)
+        self.sock.setblocking(False)
+        self.seq = 0
+        self.sent = 0
+        self.dropped = 0
+        self.last_error: str | None = None
+
+    def send(self, datagram: PoseDatagram) -> None:
+        """Send one datagram; its ``seq`` is replaced by the publisher's."""
+        data = PoseDatagram(
+            datagram.flags,
+            datagram.frames,
+            self.seq,
+            datagram.stamp_ns,
+            datagram.wall_ns,
+            datagram.pose,
+            datagram.velocity,
+            datagram.covariance,
+        ).pack()
+        self.seq = (self.seq + 1) & 0xFFFFFFFF
+        try:
+            self.sock.sendto(data, self.address)
+            self.sent += 1
+        except OSError as exc:  # EAGAIN, ENOBUFS, ECONNREFUSED (nobody listens), ...
+            self.dropped += 1
+            self.last_error = f"UDP pose to {self.address}: {exc}"
+
+    def close(self) -> None:
+        """Close the socket."""
+        self.sock.close()

@@ -1,0 +1,195 @@
+"""Synthetic RPLIDAR A1 samples: a room seen from inside, and how real units depart from an
+ideal sweep (:class:`A1Realism`; the figures and their sources are in docs/A1.md,
+"What real units send").
+
+The model (every part a knob of :class:`A1Realism`, :data:`IDEAL_A1` switches all off):
+nodes are taken at a fixed sample duration while the head turns at a constant rate; a
+start flag is raised on the first node of each turn of the head. A node's reading is
+the head angle less a per-unit zero offset, less (on a return only) the
+triangulation lag ``lag + atan(base / range)``, less the lag the encoder
+interpolation builds up between two of its teeth (it snaps back at each tooth),
+plus Gaussian noise; its range is the room's along that reading. No-returns come
+from dark sectors fixed in the sensor frame (a static room: the same bearings every
+turn) with a small per-node flicker, and some carry a quality.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sensorbench.sim.emulator_base import check_sweep, room_ranges
+
+
+@dataclass(frozen=True)
+class A1Realism:
+    """How a real A1's node stream departs from an ideal sweep (see the module).
+
+    Defaults reproduce the statistics of three real A1M8 captures (docs/A1.md, "What
+    real units send", which lists each figure with its source).
+
+    Attributes:
+        quality_levels: ``(quality, probability)`` of a node with a return; real units
+            send 15 almost always and rarely 6-14 (the split among 6-14 is assumed).
+            Empty: the old synthetic ``60 - 3·range`` quality.
+        zero_offset_deg: range of the unit's zero offset (°), one draw per generated
+            unit: readings trail the head by it, so the start-flag node reads
+            351-359° rather than 0°.
+        return_lag_deg: how far a return's reading trails the head (°) besides the
+            range term; no-returns have none, so a run of them reads ahead of the
+            returns around it and the angle steps back where returns resume.
+        return_lag_base_m: the range term's baseline: a return also trails by
+            ``atan(base / range)`` (m; larger up close, as a triangulation lidar's).
+        jitter_deg: σ of the Gaussian noise of every reading (°).
+        teeth: encoder teeth per turn, at fixed head angles (half a tooth off the
+            turn's start); 0: no encoder lag.
+        tooth_lag_deg: range of the lag (°) built up over one tooth interval, one draw
+            per interval and turn: readings fall behind linearly and snap back at the
+            next tooth (the long steps between consecutive returns).
+        dark_sector_deg: mean width of a sector without returns (°); 0: no-returns
+            independent per node (the old model).
+        flicker: probability that a node's return state is the other one than its
+            sector's (edges and grazing beams).
+        back_step_prob, back_step_deg: probability that a node reads behind the head
+            by a uniform amount in ``back_step_deg`` (°) besides the effects above.
+        zero_quality_prob: probability that a node without a return carries a quality
+            (drawn from ``quality_levels``) instead of 0.
+    """
+
+    quality_levels: tuple[tuple[int, float], ...] = ((15, 0.97), (10, 0.015), (6, 0.015))
+    zero_offset_deg: tuple[float, float] = (1.0, 2.2)
+    return_lag_deg: float = 3.5
+    return_lag_base_m: float = 0.025
+    jitter_deg: float = 0.22
+    teeth: int = 8
+    tooth_lag_deg: tuple[float, float] = (1.8, 2.8)
+    dark_sector_deg: float = 18.0
+    flicker: float = 0.01
+    back_step_prob: float = 0.002
+    back_step_deg: tuple[float, float] = (0.5, 2.0)
+    zero_quality_prob: float = 0.18
+
+
+IDEAL_A1 = A1Realism(
+    quality_levels=(),
+    zero_offset_deg=(0.0, 0.0),
+    return_lag_deg=0.0,
+    return_lag_base_m=0.0,
+    jitter_deg=0.0,
+    teeth=0,
+    dark_sector_deg=0.0,
+    flicker=0.0,
+    back_step_prob=0.0,
+    zero_quality_prob=0.0,
+)
+"""An ideal sweep: evenly spaced readings from 0°, independent no-returns of quality 0."""
+
+REAL_SAMPLE_US = 508
+"""Standard sample duration an A1M8 (firmware 1.29) answers to GET_SAMPLERATE (µs)."""
+REAL_EXPRESS_US = 254
+"""Express sample duration the same unit answers (µs)."""
+REAL_NODES_PER_TURN = 317
+"""Nodes per turn of a real A1M8 at its default motor speed (~6.2 Hz at 508 µs)."""
+REAL_ZERO_FRACTION = 0.45
+"""Fraction of nodes with distance 0 in a room (real captures: 35-54 %)."""
+
+
+def _dark_sectors(rng: np.random.Generator, p_dark: float, mean_deg: float) -> np.ndarray:
+    """Edges (°, increasing from 0) of alternating bright/dark sectors over one turn whose
+    dark ones cover ``p_dark`` of it, ``mean_deg`` wide on average."""
+    k = max(1, round(360.0 * p_dark / mean_deg))
+    bright = rng.exponential(1.0, k)
+    dark = rng.exponential(1.0, k)
+    widths = np.empty(2 * k)
+    widths[0::2] = bright * 360.0 * (1.0 - p_dark) / bright.sum()
+    widths[1::2] = dark * 360.0 * p_dark / dark.sum()
+    return np.cumsum(widths)
+
+
+@dataclass
+class RoomSamples:
+    """A1 samples of a rectangular room around the sensor, for scenario-free emulation.
+
+    The sensor sits at ``(x, y)`` in a ``width`` × ``depth`` m room (walls at 0 and
+    width/depth), facing ``yaw_deg`` (° CCW from the room's x axis); ranges get
+    Gaussian noise of ``sigma_m``; beams beyond ``max_range_m`` return 0, and a
+    fraction ``p_no_return`` of the others. The node
+    stream follows ``realism`` (real-capture defaults; :data:`IDEAL_A1` for an ideal
+    sweep).
+    """
+
+    t_s: np.ndarray
+    angle_deg_cw: np.ndarray
+    range_m: np.ndarray
+    intensity: np.ndarray
+    turn: np.ndarray
+
+    @classmethod
+    def generate(
+        cls,
+        duration_s: float = 20.0,
+        rate_hz: float | None = None,
+        samples_per_s: float | None = None,
+        width: float = 6.0,
+        depth: float = 8.0,
+        x: float = 2.5,
+        y: float = 3.0,
+        yaw_deg: float = 0.0,
+        sigma_m: float = 0.01,
+        p_no_return: float = REAL_ZERO_FRACTION,
+        max_range_m: float = 12.0,
+        seed: int = 0,
+        realism: A1Realism | None = None,
+    ) -> RoomSamples:
+        """Samples for ``duration_s`` s.
+
+        ``samples_per_s`` defaults to one per :data:`REAL_SAMPLE_US` (standard scan;
+        ``1e6 / REAL_EXPRESS_US`` for express), ``rate_hz`` to
+        :data:`REAL_NODES_PER_TURN` standard nodes per turn. The same ``seed`` gives
+        the same unit and room at any sample rate (zero offset, dark sectors, tooth
+        lags), so a standard and an express stream of one unit agree. An ideal sweep is
+        ``generate(rate_hz=5.5, samples_per_s=2000, p_no_return=0.02, realism=IDEAL_A1)``.
+        """
+        rl = A1Realism() if realism is None else realism
+        fs = 1e6 / REAL_SAMPLE_US if samples_per_s is None else float(samples_per_s)
+        rate = 1e6 / REAL_SAMPLE_US / REAL_NODES_PER_TURN if rate_hz is None else float(rate_hz)
+        check_sweep(duration_s, rate, fs)
+        unit = np.random.default_rng([seed, 1])  # the unit and the room: rate-independent
+        rng = np.random.default_rng([seed, 2, round(fs)])
+        n = int(duration_s * fs)
+        t = np.arange(n) / fs
+        phase = t * rate
+        turn = np.floor(phase).astype(np.int64)
+        head = 360.0 * (phase - turn)
+        reading = head - unit.uniform(*rl.zero_offset_deg) + rng.normal(0.0, rl.jitter_deg, n)
+        if rl.teeth:
+            tp = head * rl.teeth / 360.0 + 0.5
+            tooth = np.floor(tp).astype(np.int64)
+            lag = unit.uniform(*rl.tooth_lag_deg, (int(turn[-1]) + 1, rl.teeth + 1))
+            reading -= lag[turn, tooth] * (tp - tooth)
+        if rl.dark_sector_deg > 0:
+            edges = _dark_sectors(unit, p_no_return, rl.dark_sector_deg)
+            sector = np.searchsorted(edges, np.mod(head + unit.uniform(0, 360), 360), "right")
+            lost = (sector % 2 == 1) ^ (rng.random(n) < rl.flicker)
+        else:
+            lost = rng.random(n) < p_no_return
+        geom = room_ranges(np.mod(reading - yaw_deg, 360.0), width, depth, x, y)
+        ret = ~lost
+        if rl.return_lag_deg or rl.return_lag_base_m:
+            base = np.arctan(rl.return_lag_base_m / np.maximum(geom[ret], 0.05))
+            reading[ret] -= rl.return_lag_deg + np.degrees(base)
+            geom[ret] = room_ranges(np.mod(reading[ret] - yaw_deg, 360.0), width, depth, x, y)
+        r = geom + rng.normal(0.0, sigma_m, n)
+        lost |= r > max_range_m
+        r[lost] = 0.0
+        back = rng.random(n) < rl.back_step_prob
+        reading[back] -= rng.uniform(*rl.back_step_deg, int(back.sum()))
+        if rl.quality_levels:
+            levels = np.array([q for q, _ in rl.quality_levels], dtype=np.uint8)
+            prob = np.array([p for _, p in rl.quality_levels], dtype=np.float64)
+            quality = levels[rng.choice(levels.size, n, p=prob / prob.sum())]
+        else:
+            quality = np.clip(np.round(60 - 3 * r), 1, 63).astype(np.uint8)
+        quality[lost & (rng.random(n) >= rl.zero_quality_prob)] = 0
+        return cls(t, np.mod(reading, 360.0), r, quality, turn)

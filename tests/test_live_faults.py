@@ -1,0 +1,242 @@
+"""`live` under capture's faults: an A1 unplugged, the pods stalled, SIGKILL, SIGTERM.
+
+The scenarios are capture's (tests/test_capture_faults.py, tests/test_capture_cli.py):
+the emulated robot runs in this process at real rate, the live run in a thread (the
+unplug and the stall, with a UDP socket of this test) or in a subprocess (the
+signals). What capture guarantees still holds, and on top: the other devices and the
+filters go on while a lidar is away; the filters coast and say so while the pods are
+silent; whatever the session holds, `replay` gives the same estimate again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import capture_util as cu
+import numpy as np
+import pytest
+
+from sensorbench.drivers.capture import CaptureOptions, run_capture
+from sensorbench.fusion.estimate_stream import estimate_times_ns
+from sensorbench.fusion.odometry_replay import replay_session
+from sensorbench.fusion.pod_kinematics import load_pod_model
+from sensorbench.fusion.split_filter import load_noise_model
+from sensorbench.live.odometry import OdometryModels
+from sensorbench.live.runtime import LiveOptions, LiveRuntime, live_summary
+from sensorbench.live.udp import PREDICTED, unpack
+from sensorbench.logs import PoseFlag, Session
+from sensorbench.sim.emulated_robot import EmulatedRobot
+
+MODELS = cu.REPO / "examples" / "models"
+PODS, NOISE = MODELS / "pods-emulated.toml", MODELS / "noise-emulated.toml"
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from sensorbench.cli import main; main()", *args]
+
+
+def _wait_for(fn, deadline_s: float, what: str) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        with contextlib.suppress(Exception):
+            if fn():
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"{what} within {deadline_s} s")
+
+
+def _estimating(out) -> bool:
+    with Session(out) as s:
+        return len(s.pose("estimate")) > 10
+
+
+def _assert_replay_matches(out) -> np.ndarray:
+    """The session's estimate is what replay computes from its pod stream (prefix when
+    the run was killed); returns the estimate's flags."""
+    rp = replay_session(out, load_pod_model(PODS), load_noise_model(NOISE), repair=False)
+    with Session(out) as s:
+        est = s.pose("estimate").read()
+    n = len(est)
+    t = estimate_times_ns(rp.t0_ns, rp.result.t_s)
+    assert 0 < n <= t.size
+    np.testing.assert_array_equal(est.t_ns, t[:n])
+    assert np.abs(est.position[:, :2] - rp.result.pose[:n, :2]).max() <= 1e-9
+    return est.flags
+
+
+class _Udp:
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.got: list = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                self.got.append((time.monotonic_ns(), unpack(self.sock.recv(4096))))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.sock.close()
+
+
+def _live_in_thread(robot, out, duration_s, udp: _Udp):
+    models = OdometryModels.from_files(PODS, NOISE, imu=True)
+    runtime = LiveRuntime(robot.config, models, LiveOptions(udp=udp.sock.getsockname()))
+    thread, box = cu.run_in_thread(
+        run_capture, robot.config, out, duration_s, CaptureOptions(label="fault"),
+        consumer=runtime,
+    )  # fmt: skip
+    return runtime, thread, box
+
+
+def test_an_unplugged_a1_leaves_the_filters_and_the_other_devices_going(tmp_path) -> None:
+    out, udp = tmp_path / "s.h5", _Udp()
+    try:
+        with EmulatedRobot(tmp_path / "run", speed=1.0, ld19_startup_s=0.2) as robot:
+            runtime, thread, box = _live_in_thread(robot, out, 8.0, udp)
+            _wait_for(lambda: _estimating(out), 30, "no estimate")
+            time.sleep(1.0)
+            t_unplug = time.monotonic_ns()
+            robot["lidar_rear"].unplug()
+            time.sleep(3.0)
+            robot["lidar_rear"].replug()
+            t_replug = time.monotonic_ns()
+            thread.join(60)
+    finally:
+        udp.close()
+    assert "error" not in box, box.get("error")
+    result = box["result"]
+    assert result.ok and result.stopped_by == "duration"
+    summary = {d.name: d for d in result.devices}
+    assert summary["lidar_rear"].unplugs == 1 and summary["lidar_rear"].reconnects == 1
+    with Session(out) as s:
+        kinds = [e.kind for e in s.events() if e.source == "lidar_rear"]
+        assert "unplug" in kinds and "reconnect" in kinds
+        est = s.pose("estimate").read()
+        merged = s.lidar("merged").read().t_first_ns
+    # the filters did not notice: an estimate every 5 ms frame through the unplug
+    during = (est.t_ns > t_unplug) & (est.t_ns < t_replug)
+    assert np.count_nonzero(during) > 0.8 * 200 * 3.0
+    assert np.diff(est.t_ns[during]).max() < 0.02e9
+    # the merge has its gap, and merges again after the replug
+    assert np.diff(merged).max() > 2.5e9 and np.count_nonzero(merged > t_replug) >= 3
+    live = live_summary(runtime)
+    assert live["unpaired_turns"]["lidar_front"] > 5 and live["errors"] == []
+    # UDP went on at the step rate
+    stamps = np.array([d.stamp_ns for _, d in udp.got])
+    assert np.count_nonzero((stamps > t_unplug) & (stamps < t_replug)) > 30
+    flags = _assert_replay_matches(out)
+    assert not np.any(flags & int(PoseFlag.COASTING))
+
+
+def test_stalled_pods_make_the_filters_coast_and_say_so(tmp_path) -> None:
+    out, udp = tmp_path / "s.h5", _Udp()
+    try:
+        with EmulatedRobot(tmp_path / "run", speed=1.0, ld19_startup_s=0.2) as robot:
+            runtime, thread, box = _live_in_thread(robot, out, 7.0, udp)
+            _wait_for(lambda: _estimating(out), 30, "no estimate")
+            time.sleep(1.0)
+            t_stall = time.monotonic_ns()
+            robot["pods"].stall(1.5)
+            thread.join(60)
+    finally:
+        udp.close()
+    assert "error" not in box, box.get("error")
+    assert box["result"].ok
+    predicted = [(t, d) for t, d in udp.got if d.flags & PREDICTED]
+    # Predictions come every coast_s (0.1 s) while no frame came. A busy machine may
+    # also leave the worker without frames for > 0.1 s outside the stall: those gaps
+    # get predictions too, as they should. The stall's run is the run of predictions
+    # that starts after it; between the last frame before it and the first after
+    # (`span`) the worker publishes one per 0.1 s, fewer only when it is itself late.
+    runs = [list(g) for k, g in itertools.groupby(udp.got, key=lambda td: td[1].flags & PREDICTED)]
+    k = next(i for i, r in enumerate(runs) if r[0][1].flags & PREDICTED and r[-1][0] > t_stall)
+    stall = runs[k]
+    span_s = (runs[k + 1][0][0] - runs[k - 1][-1][0]) / 1e9
+    assert span_s > 1.4 and all(t > t_stall for t, _ in stall), (span_s, t_stall)
+    assert span_s / 0.1 / 2 <= len(stall) <= span_s / 0.1, (len(stall), span_s)
+    var = [d.covariance[0] for _, d in stall]
+    assert all(b > a for a, b in itertools.pairwise(var))
+    assert all(d.frames == 0 for _, d in predicted)
+    n_runs = sum(1 for r in runs if r[0][1].flags & PREDICTED)
+    with Session(out) as s:
+        notes = [e.message for e in s.events() if e.source == "live"]
+        stale = [e for e in s.events() if e.source == "pods" and e.kind == "stale"]
+    assert any("publishing the prediction" in m for m in notes)
+    assert any("pod frames again" in m for m in notes) and stale
+    # the frame that ends the gap is flagged, in the live estimate and in replay alike
+    flags = _assert_replay_matches(out)
+    assert np.count_nonzero(flags & int(PoseFlag.COASTING)) == n_runs
+    assert live_summary(runtime)["predictions"] == len(predicted)
+
+
+def _start_live(run_dir, out, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        _cli("live", "--config", str(cu.EMULATED_CONFIG), "--run-dir", str(run_dir),
+             "--pods", str(PODS), "--noise", str(NOISE), "-o", str(out), *extra),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_sigkill_leaves_a_recoverable_session_whose_estimate_replays(tmp_path) -> None:
+    out = tmp_path / "s.h5"
+    with EmulatedRobot(tmp_path / "run", speed=1.0, ld19_startup_s=0.2):
+        proc = _start_live(tmp_path / "run", out, "--duration", "60")
+        try:
+            _wait_for(lambda: _estimating(out), 40, "no estimate")
+            time.sleep(2.0)
+            killed_ns = time.monotonic_ns()
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    time.sleep(2.1)  # check's age guard
+    done = subprocess.run(_cli("check", str(out), "--json"), capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["ok"] and doc["status"] == "recovered"
+    with Session(out) as s:
+        est = s.pose("estimate").read()
+        assert est.covariance is not None and len(est) > 200
+        assert (killed_ns - est.t_ns[-1]) / 1e9 <= 1.5  # flushed every 0.5 s
+        assert s.lidar("merged").n_turns > 3
+    _assert_replay_matches(out)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_cleanly_with_the_live_summary(tmp_path) -> None:
+    out = tmp_path / "s.h5"
+    with EmulatedRobot(tmp_path / "run", speed=1.0, ld19_startup_s=0.2):
+        proc = _start_live(tmp_path / "run", out)
+        try:
+            _wait_for(lambda: _estimating(out), 40, "no estimate")
+            time.sleep(1.0)
+            proc.send_signal(signal.SIGTERM)
+            stdout, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, stderr
+    assert "stopped by stop" in stdout and "filter steps" in stdout
+    with Session(out) as s:
+        assert s.status.name == "CLOSED"
+        n_frames = len(s.encoder("pods"))
+        assert len(s.pose("estimate")) == n_frames  # every frame filtered, at the stop too
+    _assert_replay_matches(out)

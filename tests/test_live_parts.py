@@ -1,0 +1,199 @@
+"""The live runtime's parts on their own: UDP datagrams, the view server, queues, thread names.
+
+The view is tested through :mod:`foxglove_client` (the Foxglove WebSocket protocol,
+schemas from the server's advertisement), never by mocking the server.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from foxglove_client import collect, stamp_ns
+
+from sensorbench.errors import LiveError
+from sensorbench.fusion.scan_merge import Mount
+from sensorbench.live.foxglove_view import FoxgloveView, PoseSample
+from sensorbench.live.threads import DropQueue, name_os_threads, os_thread_name
+from sensorbench.live.udp import FORMAT, SIZE, PoseDatagram, UdpPublisher, parse_address, unpack
+from sensorbench.logs import LidarTurns
+from sensorbench.logs.scan_bins import ScanGrid, bin_turn
+
+
+def _datagram(seq: int = 0) -> PoseDatagram:
+    return PoseDatagram(4, 10, seq, 123_456_789, 1_700_000_000_000_000_000, (1.5, -2.25, 3.0),
+                        (0.5, 0.0, -0.1), (1e-4, 1e-6, 0.0, 2e-4, 0.0, 3e-5))  # fmt: skip
+
+
+def test_the_datagram_layout_is_the_documented_one() -> None:
+    assert SIZE == 124 and FORMAT.startswith("<")
+    data = _datagram(7).pack()
+    # field by field at the documented offsets (docs/FORMAT.md), little-endian
+    assert data[:4] == b"SBLP" and data[4] == 1 and data[5] == 4
+    assert struct.unpack_from("<H", data, 6)[0] == 10 and struct.unpack_from("<I", data, 8)[0] == 7
+    assert struct.unpack_from("<q", data, 12)[0] == 123_456_789
+    assert struct.unpack_from("<3d", data, 28) == (1.5, -2.25, 3.0)
+    assert struct.unpack_from("<6d", data, 76)[3] == 2e-4
+    assert unpack(data) == _datagram(7)
+    with pytest.raises(LiveError, match="not a sensorbench"):
+        unpack(data[:-1])
+    with pytest.raises(LiveError, match="version 2"):
+        unpack(data[:4] + bytes([2]) + data[5:])
+
+
+def test_datagrams_go_over_loopback_in_sequence_and_a_closed_port_only_counts() -> None:
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("127.0.0.1", 0))
+    rx.settimeout(5)
+    pub = UdpPublisher(*rx.getsockname())
+    for _ in range(50):
+        pub.send(_datagram(seq=999))  # the publisher numbers them
+    got = [unpack(rx.recv(4096)) for _ in range(50)]
+    assert [d.seq for d in got] == list(range(50)) and pub.sent == 50
+    assert got[0].pose == (1.5, -2.25, 3.0)
+    port = rx.getsockname()[1]
+    rx.close()
+    gone = UdpPublisher("127.0.0.1", port)
+    for _ in range(5):  # nobody listens: refused or lost, never raised, never blocking
+        gone.send(_datagram())
+    assert gone.sent + gone.dropped == 5
+    pub.close()
+    gone.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("9000", ("127.0.0.1", 9000)), ("0.0.0.0:0", ("0.0.0.0", 0)), ("[::1]:5", ("::1", 5))],
+)
+def test_addresses(text, expected) -> None:
+    assert parse_address(text) == expected
+
+
+@pytest.mark.parametrize("text", ["host:port", "70000", "h:-1"])
+def test_bad_addresses_are_refused(text) -> None:
+    with pytest.raises(LiveError, match="HOST:PORT"):
+        parse_address(text)
+
+
+def test_a_full_drop_queue_drops_the_oldest_and_never_blocks() -> None:
+    q = DropQueue(3)
+    t0 = time.monotonic()
+    for i in range(1000):
+        q.put(i)
+    assert time.monotonic() - t0 < 5  # no waiting (a generous bound on a busy machine)
+    assert q.dropped == 997 and [q.get(0.1) for _ in range(3)] == [997, 998, 999]
+    assert q.get(0.01) is None
+
+
+def test_threads_get_kernel_names_after_their_device() -> None:
+    assert os_thread_name("reader-lidar_front") == "lidar_front"
+    assert os_thread_name("session-writer:s.h5") == "writer"
+    assert len(os_thread_name("live-odometry-and-more")) == 15
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, name="reader-pods", daemon=True)
+    t.start()
+    try:
+        assert name_os_threads() >= 1
+        comm = Path(f"/proc/self/task/{t.native_id}/comm")
+        if comm.exists():
+            assert comm.read_text().strip() == "pods"
+    finally:
+        stop.set()
+        t.join(5)
+
+
+def _turn(n: int, t0: int, rng) -> LidarTurns:
+    angle = np.mod(-np.linspace(0, 2 * np.pi, n, endpoint=False), 2 * np.pi).astype(np.float32)
+    rng_m = rng.uniform(0.5, 6.0, n).astype(np.float32)
+    rng_m[::17] = np.inf
+    t = t0 + np.arange(n, dtype=np.int64) * 100_000
+    return LidarTurns([t0], [0], [10.0], [n], [0], angle, rng_m, np.full(n, 100, np.uint16), t)
+
+
+def test_the_view_serves_scans_transforms_and_poses_to_a_protocol_client() -> None:
+    rng = np.random.default_rng(0)
+    mounts = {"front": Mount(0.2, 0.0, 0.0), "rear": Mount(-0.2, 0.0, math.pi)}
+    view = FoxgloveView("127.0.0.1", 0, mounts, (1_700_000_000_000_000_000, 0))
+    view.start()
+    turn = _turn(400, 1_000_000_000, rng)
+    stop = threading.Event()
+
+    def feed() -> None:
+        k = 0
+        while not stop.is_set():
+            view.scan("front", turn)
+            view.pose(PoseSample(2_000_000_000 + k * 50_000_000, (0.1 * k, 0.0, 0.05 * k),
+                                 (1e-4, 1e-4, 1e-5), 0), (time.monotonic_ns(),))  # fmt: skip
+            view.event(3_000_000_000, "lidar_rear", "unplug", "gone")
+            k += 1
+            time.sleep(0.05)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        topics = ("/lidar/front", "/tf", "/pose", "/events")
+        got = collect(
+            f"ws://127.0.0.1:{view.port}",
+            15.0,
+            until=lambda r: all(len(r.messages.get(t, ())) >= 3 for t in topics),
+        )
+    finally:
+        stop.set()
+        feeder.join(5)
+        view.stop()
+    scan = got.messages["/lidar/front"][0]
+    grid = ScanGrid.for_stream(turn.angle, turn.count)
+    b = bin_turn(grid, turn.angle, turn.range, turn.intensity, turn.t_ns)
+    # the turn's own time, on the wall clock
+    assert stamp_ns(scan["timestamp"]) == 1_700_000_000_000_000_000 + 1_000_000_000
+    ranges = np.array([float(r) for r in scan["ranges"]])
+    np.testing.assert_array_equal(np.isnan(ranges), np.isnan(b.ranges))
+    np.testing.assert_allclose(ranges[~np.isnan(ranges)], b.ranges[~np.isnan(b.ranges)])
+    assert scan["start_angle"] == pytest.approx(float(b.angle_min))
+    assert scan["frame_id"] == "front"
+    tf = {(t["parent_frame_id"], t["child_frame_id"]) for t in got.messages["/tf"][0]["transforms"]}
+    assert tf == {("odom", "base_link"), ("base_link", "front"), ("base_link", "rear")}
+    log = got.messages["/events"][0]
+    assert log["level"] == "WARNING" and log["name"] == "lidar_rear" and "unplug" in log["message"]
+    assert view.dropped == 0 and view.latencies_ns
+
+
+def test_a_viewer_that_stops_reading_never_holds_the_producers() -> None:
+    """A client subscribes and then reads nothing: the producers go on at full speed and
+    the view's queue drops (counted) instead of waiting."""
+    rng = np.random.default_rng(1)
+    view = FoxgloveView("127.0.0.1", 0, {"front": Mount(0, 0, 0)}, (0, 0), queue_size=4)
+    view.start()
+    try:
+        import asyncio
+        import json
+
+        import websockets
+
+        async def stalled_client() -> None:
+            async with websockets.connect(
+                f"ws://127.0.0.1:{view.port}", subprotocols=["foxglove.sdk.v1"],
+                max_size=None, max_queue=1,
+            ) as ws:  # fmt: skip
+                await ws.recv()
+                adv = json.loads(await ws.recv())
+                subs = [{"id": i + 1, "channelId": c["id"]} for i, c in enumerate(adv["channels"])]
+                await ws.send(json.dumps({"op": "subscribe", "subscriptions": subs}))
+                t0 = time.monotonic()
+                big = _turn(2000, 10**9, rng)
+                for k in range(3000):  # far more than the viewer can take in
+                    view.scan("front", big)
+                    view.pose(PoseSample(k, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), 0))
+                took = time.monotonic() - t0
+                assert took < 30, took  # producers never waited on the viewer
+
+        asyncio.run(asyncio.wait_for(stalled_client(), 120))
+    finally:
+        view.stop()
+    assert view.dropped > 0
