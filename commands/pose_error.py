@@ -114,8 +114,8 @@ class _Selection:
         """``--align``, with ``--no-align`` meaning ``none``."""
         return "none" if self.no_align else self.align
 
-    def prepare(self) -> tuple[list, Any]:
-        """Every session aligned in time and space, and the frame check (``prepare_campaign``)."""
+    def prepare(self) -> Any:
+        """The campaign aligned in time and space, with its frame check (``prepare_campaign``)."""
         from sensorbench.characterize.pose.sessions import (
             load_tracks,
             prepare_campaign,
@@ -178,6 +178,26 @@ def _model_table(model) -> str:
     return "\n".join(lines)
 
 
+def _ms(value_s: float, se_s: float) -> str:
+    """``+12.34 ± 0.56 ms`` (no ± without a standard error)."""
+    se = f" ± {1000 * se_s:.2f}" if np.isfinite(se_s) else ""
+    return f"{1000 * value_s:+.2f}{se} ms"
+
+
+def _offset_line(offset) -> str:
+    """The campaign's time offset, its standard error and how it was found."""
+    if offset.method == "given":
+        return f"time offset {1000 * offset.offset_s:+.2f} ms (given)"
+    own = ", ".join(f"{n} {_ms(v['offset_s'], v['se_s'])}" for n, v in offset.sessions.items())
+    if offset.pooled:
+        return (
+            f"time offset {_ms(offset.offset_s, offset.se_s)} (one for the campaign, GLS "
+            f"with the frame; the sessions' own: {own}; consistency p = "
+            f"{offset.consistency_p:.2g})"
+        )
+    return f"time offsets per session (they differ, p = {offset.consistency_p:.2g}): {own}"
+
+
 def _unstable_note(seg) -> str:
     """`, k move with the time offset` when detections change with offset ± 2σ."""
     k = seg.unstable_times_s.size
@@ -193,10 +213,7 @@ def _unstable_note(seg) -> str:
 def trajectory_lines(ps) -> list[str]:
     """ATE, RPE, time offset and alignment of a prepared session, as evo states them."""
     al, te = ps.alignment, ps.trajectory
-    sigma = ps.offset_sigma_s
-    offset = f"{1000 * al.offset_s:+.2f} ms" + (
-        f" ± {1000 * sigma:.2f} ms" if np.isfinite(sigma) else ""
-    )
+    offset = _ms(al.offset_s, ps.offset_sigma_s)
     lines = [f"time offset {offset} ({al.time_offset_method}); alignment {ps.alignment_used()}"]
     if te is not None:
         a = te.ate_m.scaled(1000.0)
@@ -258,10 +275,17 @@ def fit_pose_error_cmd(
 
     if output:
         check_output(output, force=force, inputs=selection.sessions)
-    prepared, frames = selection.prepare()
-    series = [p.series for p in prepared]
+    campaign = selection.prepare()
+    prepared, frames = campaign.prepared, campaign.frames
+    series = campaign.series
     with progress_bar("fitting the pose-error model", enabled=not as_json) as bar:
-        model = fit_prepared(prepared, selection.sensor, selection.reference, progress=bar)
+        model = fit_prepared(
+            prepared,
+            selection.sensor,
+            selection.reference,
+            time_offset=campaign.time_offset,
+            progress=bar,
+        )
     station = stationarity(model, series)
     allan = allan_cross_check(series, model.params_array())
     figures = []
@@ -284,6 +308,13 @@ def fit_pose_error_cmd(
         "outside it; widen --max-offset or give --time-offset"
         for ps in at_limit
     ]
+    offset = campaign.time_offset
+    if offset.method == "gls" and not offset.pooled:
+        warnings.append(
+            "the sessions' time offsets differ (consistency p = "
+            f"{offset.consistency_p:.2g}): each session keeps its own, so validation "
+            "cannot hold a session's offset out"
+        )
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     if output:
@@ -304,11 +335,13 @@ def fit_pose_error_cmd(
         doc["model_file"] = output
         doc["stationarity"] = {a: v.to_dict() for a, v in station.items()}
         doc["frames"] = None if frames is None else frames.to_dict()
+        doc["time_offset"] = offset.to_dict()
         click.echo(to_json(doc))
         return
     if frames is not None:
         for name in frames.failed_sessions():
             click.echo(f"FRAME: {frames.reason(name)}; left out of the fit")
+    click.echo(_offset_line(offset))
     for ps in prepared:
         rms = np.sqrt(np.mean(ps.series.error**2, axis=0))
         click.echo(
@@ -449,8 +482,9 @@ def validate_cmd(
 
     requirements = [Requirement.parse(r) for r in require]  # fail fast on a bad one
     model = PoseErrorModel.load(model_path) if model_path else None  # fail fast on a bad file
-    prepared, frames = selection.prepare()
-    series = [p.series for p in prepared]
+    campaign = selection.prepare()
+    prepared, frames = campaign.prepared, campaign.frames
+    series = campaign.series
     with progress_bar("validating", enabled=not as_json) as bar:
         report = validate_sessions(
             series,
@@ -459,6 +493,7 @@ def validate_cmd(
             model=model,
             alpha=alpha,
             parameter_uncertainty=not no_parameter_uncertainty,
+            folds=campaign.fold_pairs,
             progress=bar,
         )
     campaign_model = model or fit_pose_error(series)
@@ -479,6 +514,7 @@ def validate_cmd(
             draws,
             seed,
             not no_parameter_uncertainty,
+            campaign.future_variance(),
         ),
     )
     figures = []
@@ -516,7 +552,7 @@ def validate_cmd(
             seg = ps.segmentation
             click.echo(
                 f"{chk.name}: {verdict} (joint p = {chk.p_joint:.4f}); {ps.series.n} samples, "
-                f"time offset {1000 * ps.alignment.offset_s:+.2f} ms, "
+                f"time offset {_ms(ps.alignment.offset_s, ps.alignment.offset_se_s)}, "
                 f"relocalizations: {seg.method} ({ps.series.n_segments - 1})" + _unstable_note(seg)
             )
             click.echo("  axis   " + " ".join(f"{s:>9s}" for s in STAT_NAMES))

@@ -295,8 +295,10 @@ def fit_pose_model(sessions: list[Path], output: Path) -> Path:
     """Fit the pose-error model of ``pose_sensor`` against ``mocap`` and write it."""
     from sensorbench.characterize.pose.sessions import fit_prepared, prepare_sessions
 
-    prepared = prepare_sessions(list(sessions), "pose_sensor", "mocap")
-    model = fit_prepared(prepared, "pose_sensor", "mocap")
+    campaign = prepare_sessions(list(sessions), "pose_sensor", "mocap")
+    model = fit_prepared(
+        campaign.prepared, "pose_sensor", "mocap", time_offset=campaign.time_offset
+    )
     model.save(output)
     if not np.all(np.isfinite(model.params_array())):
         raise FitError(f"pose-error fit gave non-finite parameters; see {output}")

@@ -84,7 +84,9 @@ _POSE_AXIS = {
             "cov_log",
         )
     ),
-    "sigma_b_qprofile": {"seg_var": None, "seg_proj2": None},
+    "sigma_b_qprofile": dict.fromkeys(
+        ("seg_var", "seg_proj2", "seg_proj", "seg_ones", "seg_group")
+    ),
 }
 POSE_ERROR_KEYS: dict[str, Any] = {
     **_ENVELOPE,

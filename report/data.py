@@ -604,8 +604,8 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     if not use:
         return None
     say(f"aligning {len(use)} pose-sensor sessions with {opts.reference}")
-    prepared = prepare_sessions(use, opts.sensor, opts.reference)
-    series = [p.series for p in prepared]
+    campaign = prepare_sessions(use, opts.sensor, opts.reference)
+    prepared, series = campaign.prepared, campaign.series
     model_file = None if models is None else models / "pose_error.toml"
     if model_file is not None and model_file.exists():
         model = PoseErrorModel.load(model_file)
@@ -658,7 +658,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     keys = ("name", "source", "n_samples", "alignment_used", "time_offset", "trajectory_error")
     section.trajectories = [{k: v for k, v in ps.to_dict().items() if k in keys} for ps in prepared]
     if len(series) >= 2:
-        section.validation = _validation(inputs, prepared, wrong)
+        section.validation = _validation(inputs, campaign, wrong)
     from sensorbench.report.verdict import compute_pose_verdict
 
     section.verdict = compute_pose_verdict(
@@ -667,19 +667,24 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     return section
 
 
-def _validation(inputs: ReportInputs, prepared: list, wrong: list[int | None]) -> ValidationSection:
+def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) -> ValidationSection:
     from sensorbench.characterize.pose.plots import plot_error_bands, plot_rank_histogram
     from sensorbench.characterize.pose.validate import validate_sessions
 
     opts, figdir = inputs.options, inputs.figdir
-    series = [p.series for p in prepared]
+    prepared, series = campaign.prepared, campaign.series
     inputs.say(f"leave-one-session-out validation ({opts.draws} draws per session)")
 
     def validating(done: int, total: int) -> None:
         inputs.within(0.5 + 0.5 * done / total)
 
     rep = validate_sessions(
-        series, n_draws=opts.draws, seed=opts.seed, alpha=opts.alpha, progress=validating
+        series,
+        n_draws=opts.draws,
+        seed=opts.seed,
+        alpha=opts.alpha,
+        folds=campaign.fold_pairs,
+        progress=validating,
     )
     sessions = [
         ValidationSession(chk, ps.series.n, ps.series.n_segments - 1, w)

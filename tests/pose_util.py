@@ -8,7 +8,10 @@ break it in one way each:
   restarted at each relocalization (plus the offset and the white noise) instead of
   decaying as Gauss-Markov; its diffusion is set so the mean variance over a segment
   equals the GM variance, so RMS alone does not give it away;
-- ``"one_noisy"``: one session (the last) has 3× the GM and white noise (another mount).
+- ``"one_noisy"``: one session (the last) has 3× the GM and white noise (another mount);
+- ``"sigma2"``: one session (the last) has 2× the GM sigma;
+- ``"heavy_tails"``: the GM steps and the white noise are Student-t(3), scaled to the
+  model's variance.
 """
 
 from __future__ import annotations
@@ -67,6 +70,22 @@ def random_walk_errors(
     return b[seg] + walk + rng.standard_normal((t.size, 6)) * params[:, 3]
 
 
+def heavy_tailed_errors(
+    rng: np.random.Generator, t: np.ndarray, reloc: np.ndarray, params: np.ndarray
+) -> np.ndarray:
+    """(N, 6) the model's error with Student-t(3) GM steps and white noise of equal variance."""
+    seg = np.cumsum(reloc) - 1
+    b = rng.standard_normal((int(reloc.sum()), 6)) * params[:, 0]
+    steps = rng.standard_t(3, (t.size, 6)) / np.sqrt(3.0)
+    g = np.empty((t.size, 6))
+    g[0] = rng.standard_normal(6) * params[:, 1]
+    for k in range(1, t.size):
+        phi = np.exp(-(t[k] - t[k - 1]) / params[:, 2])
+        g[k] = phi * g[k - 1] + params[:, 1] * np.sqrt(1.0 - phi * phi) * steps[k]
+    white = rng.standard_t(3, (t.size, 6)) / np.sqrt(3.0) * params[:, 3]
+    return b[seg] + g + white
+
+
 def campaign(
     seed: int,
     world: str = "correct",
@@ -83,12 +102,17 @@ def campaign(
         t, reloc = session_design(rng, duration_s, rate_hz, reloc_mean_s)
         if world == "random_walk":
             e = random_walk_errors(rng, t, reloc, truth)
+        elif world == "heavy_tails":
+            e = heavy_tailed_errors(rng, t, reloc, truth)
         else:
             p = truth.copy()
-            if world == "one_noisy" and i == n_sessions - 1:
+            last = i == n_sessions - 1
+            if world == "one_noisy" and last:
                 p[:, 1] *= 3.0
                 p[:, 3] *= 3.0
-            elif world not in ("correct", "one_noisy"):
+            elif world == "sigma2" and last:
+                p[:, 1] *= 2.0
+            elif world not in ("correct", "one_noisy", "sigma2"):
                 raise ValueError(world)
             e = simulate_errors(p, t, reloc, 1, rng)[0]
         out.append(ErrorSeries(t, e, reloc, name=f"{world}-{seed}-{i}"))
@@ -232,6 +256,7 @@ def track_campaign(
     reloc_mean_s: float = 20.0,
     scale: float = 1.0,
     other_map: int | None = None,
+    clock_offset_s: float = 0.0,
 ) -> tuple[list, list[str]]:
     """Pose tracks ``[(sensor, mocap), ...]`` and names of a simulated campaign.
 
@@ -241,7 +266,8 @@ def track_campaign(
     (:data:`MAP_ROTATION_RPY`, :data:`MAP_TRANSLATION`), its positions multiplied by
     ``scale`` about the map's origin, and flags RELOCALIZED at every relocalization.
     Session ``other_map`` (an index) is in a map rotated by 0.3 rad about z and
-    shifted by (0.4, −0.3, 0) m. Time offset 0 (pass ``offset_s=0``).
+    shifted by (0.4, −0.3, 0) m. The sensor's stamps are ``clock_offset_s`` behind
+    mocap's (reference time = sensor time + offset; pass ``offset_s`` or estimate it).
     """
     from scipy.spatial.transform import Rotation
 
@@ -266,6 +292,7 @@ def track_campaign(
         flags = s.reloc.astype(np.uint8)
         flags[0] = 0
         ref = PoseTrack(t_ref, p_ref, q_ref, name="mocap")
-        tracks.append((PoseTrack(s.t_s, p_s, q_s, flags=flags, name="cam"), ref))
+        sensor = PoseTrack(s.t_s - clock_offset_s, p_s, q_s, flags=flags, name="cam")
+        tracks.append((sensor, ref))
         names.append(s.name)
     return tracks, names

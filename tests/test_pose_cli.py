@@ -110,9 +110,13 @@ def test_real_tum_end_to_end(tmp_path):
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
     sess = doc["sessions"][0]
-    # one recording clock, but camera frames are stamped on arrival: about -14 ms
-    # (docs/POSE_ERROR.md; the correlation peak is broad, ±6 ms); the frames are close
+    # camera frames stamped on arrival, mocap on its own clock: about -11 ms, and the two
+    # clocks drift apart by ~0.6 ms/s during the recording (docs/POSE_ERROR.md), which
+    # the offset's pieces show and its standard error carries
     assert abs(sess["alignment"]["offset_s"]) < 0.02
+    drift = doc["time_offset"]["sessions"]["fr1_xyz"]["pieces"]
+    assert drift["drifts"] and -1e-3 < drift["drift_s_per_s"] < -3e-4
+    assert 1e-3 < sess["alignment"]["offset_se_s"] < 5e-3
     assert sess["alignment"]["residual_rms_m"] < 0.03
     # the evo figures, with the offset and alignment they were computed under
     offset = sess["time_offset"]["offset_s"]
@@ -121,7 +125,9 @@ def test_real_tum_end_to_end(tmp_path):
     ate = sess["trajectory_error"]["ate_translation_m"]
     evo_ate = evo_peer.evo_associated_ate(GT, EST, offset)
     assert abs(ate["rmse"] - evo_ate["rmse"]) <= 0.01 * evo_ate["rmse"]
-    assert ate["rmse"] == pytest.approx(sess["alignment"]["residual_rms_m"], rel=1e-12)
+    # evo's frame is the position-only least-squares one; the error model's GLS frame also
+    # weighs the rotations, so its position residual on the same pairs is at least evo's
+    assert ate["rmse"] <= sess["alignment"]["residual_rms_m"] < 1.1 * ate["rmse"]
     r_text = _invoke("fit", "pose-error", h5, "--sensor", "pose_sensor")
     assert f"ATE (evo_ape, translation): RMSE {1000 * ate['rmse']:.2f} mm" in r_text.output
     rms = doc["rms"]["fr1_xyz"]

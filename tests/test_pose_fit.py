@@ -84,10 +84,51 @@ def test_qprofile_is_exactly_chi2_at_the_truth():
         t, reloc = pose_util.session_design(rng, 60.0, 5.0, 15.0)
         e = simulate_errors(truth, t, reloc, 1, rng)[0]
         s = ErrorSeries(t, np.repeat(e, 6, axis=1), reloc)
-        lam, z2 = offset_qprofile([s], 0, *truth[0, 1:])
-        assert lam.size == s.n_segments
-        u.append(float(qprofile_cdf(truth[0, 0], lam, z2)))
+        qp = offset_qprofile([s], 0, *truth[0, 1:])
+        assert qp.lam.size == s.n_segments and qp.dof == s.n_segments
+        u.append(float(qp.cdf(truth[0, 0])))
+        np.testing.assert_allclose(qp.cdf(truth[0, 0]), qprofile_cdf(truth[0, 0], qp.lam, qp.z2))
     assert kstest(u, "uniform").pvalue > 0.01
+
+
+def test_qprofile_with_the_mean_absorbed_is_chi2_with_one_dof_less():
+    """An alignment that absorbs the campaign's mean error (its translation) leaves the
+    offsets' mean estimated: the profile is χ² with k − 1 degrees of freedom at the
+    truth. 400 campaigns of 2 short sessions sharing one absorbed mean (2-7 segments);
+    KS at 1 %; the known-mean profile of the same data is not uniform (KS p < 1e-3)."""
+    rng = np.random.default_rng(12)
+    truth = np.array([[0.004, 0.01, 1.0, 0.002]])
+    u, u_known = [], []
+    for _ in range(400):
+        series = []
+        for _ in range(2):
+            t, reloc = pose_util.session_design(rng, 30.0, 5.0, 15.0)
+            series.append((t, reloc, simulate_errors(truth, t, reloc, 1, rng)[0][:, 0]))
+        mean = np.mean(np.concatenate([e for _, _, e in series]))
+        meta = {"mean_group": "campaign", "mean_axes": AXES}
+        ss = [
+            ErrorSeries(t, np.repeat((e - mean)[:, None], 6, 1), r, meta=meta) for t, r, e in series
+        ]
+        qp = offset_qprofile(ss, 0, *truth[0, 1:])
+        assert qp.dof == qp.lam.size - 1
+        u.append(float(qp.cdf(truth[0, 0])))
+        u_known.append(float(qprofile_cdf(truth[0, 0], qp.lam, qp.z2)))
+        q = qp.quantile(np.array([0.3, 0.7]))
+        np.testing.assert_allclose(qp.cdf(q[q > 0]), np.array([0.3, 0.7])[q > 0], rtol=1e-6)
+    assert kstest(u, "uniform").pvalue > 0.01
+    assert kstest(u_known, "uniform").pvalue < 1e-3
+
+
+def test_one_absorbed_segment_leaves_sigma_b_not_identified():
+    """One segment whose mean the alignment absorbed: no degree of freedom for sigma_b."""
+    rng = np.random.default_rng(13)
+    t, _ = pose_util.session_design(rng, 60.0, 5.0, 1e9)
+    reloc = np.zeros(t.size, bool)
+    e = simulate_errors(pose_util.TRUTH, t, reloc, 1, rng)[0]
+    s = ErrorSeries(t, e - e.mean(axis=0), reloc, meta={"mean_group": "s", "mean_axes": AXES})
+    for f in fit_pose_error([s]).axes.values():
+        assert not f.identified[0] and not f.has_qprofile
+        assert np.all(np.isnan(f.ci()[0]))
 
 
 def test_qprofile_quantile_inverts_cdf_with_mass_at_zero():
@@ -211,7 +252,7 @@ def test_model_file_roundtrip_and_checks(tmp_path):
         PoseErrorModel.load(tmp_path / "bad_kind.toml")
     for a in AXES:
         f, g = model.axes[a], back.axes[a]
-        assert g.has_qprofile and g.qprofile_var.size == f.n_segments
+        assert g.has_qprofile and g.qprofile.lam.size == f.n_segments
         np.testing.assert_allclose(g.ci(), f.ci(), rtol=1e-12)
     (tmp_path / "new.toml").write_text(text.replace("format_version = 1", "format_version = 9"))
     with pytest.raises(FitError, match="newer"):

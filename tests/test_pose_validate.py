@@ -3,12 +3,17 @@
 Campaigns (tests/pose_util.py): 6 sessions of 120 s at ~5 Hz with jittered sampling,
 a 1-s gap and relocalizations every ~20 s; 1000 draws per session; family-wise 5 %.
 
+Worlds (tests/pose_util.py): correct; a random walk; one session with 3× the noise;
+one session with 2× sigma; Student-t(3) noise of the model's variance; a model file
+with sigma halved.
+
 Fast (default) versions run one fixed seed per LOSO world and two for the model-file
 world: with one seed, a world whose true rate is ≥ 90 % gives the asserted outcome
 with probability ≥ 90 % (and the seeds are fixed, so the test is deterministic).
-The rates themselves are checked by the slow sweeps over 20 seeds, which require
-≥ 16/20: if the true rate is exactly 90 % that holds with probability 0.957
-(binomial), while a rate of 60 % would pass with probability 0.051.
+The rates themselves are checked by the slow sweeps over 20 seeds: the correct world
+must pass ≥ 16/20 (a true 90 % does with probability 0.957, a true 60 % with 0.051);
+each wrong world must fail — one noisy or sigma-doubled session must be the only one
+named — in ≥ 18/20, the issue's 90 %.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from sensorbench.errors import FitError
 DRAWS = 1000
 SWEEP = 20
 SWEEP_MIN = 16
+WRONG_MIN = 18
 
 
 def _run(world: str, seed: int):
@@ -59,13 +65,27 @@ def test_random_walk_world_fails_on_growth():
     assert "growth" in stats, r.failures()
 
 
-def test_one_noisy_session_fails_and_is_named():
+def test_one_noisy_session_fails_and_is_the_only_one_named():
+    """Every other session's refit includes the noisy one; step-down names it alone."""
     r = _run("one_noisy", 0)
     assert not r.passed
     noisy = r.sessions[-1].name
-    failing = [f for f in r.failures() if f["session"] == noisy]
-    assert {f["statistic"] for f in failing} & {"rms", "max_abs"}, r.failures()
+    assert r.named == [noisy]
+    assert {f["session"] for f in r.failures()} == {noisy}
+    failing = r.failures()
+    assert {f["statistic"] for f in failing} & {"rms", "max_abs", "nis"}, failing
     assert len({f["axis"] for f in failing}) >= 3
+
+
+def test_sigma_doubled_on_one_session_is_named():
+    r = _run("sigma2", 0)
+    assert r.named == [r.sessions[-1].name], r.named
+
+
+def test_heavy_tails_fail_on_the_innovations_kurtosis():
+    r = _run("heavy_tails", 0)
+    assert not r.passed
+    assert "kurtosis" in {f["statistic"] for f in r.failures()}, r.failures()
 
 
 def test_halved_sigma_model_file_fails(tmp_path):
@@ -104,25 +124,27 @@ def test_percentile_definition_matches_brief():
     np.testing.assert_allclose(chk.percentile[:, 0], p_rms)
 
 
-def _rate(world: str, tmp_path=None) -> float:
-    outcomes = []
-    for seed in range(100, 100 + SWEEP):
-        r = _halved(seed, tmp_path) if world == "halved" else _run(world, seed)
-        outcomes.append(r.passed)
-    return float(np.mean(outcomes))
+def _right(world: str, seed: int, tmp_path) -> bool:
+    """The world's expected outcome: passes, fails, or names exactly the odd (last) session."""
+    if world == "halved":
+        return not _halved(seed, tmp_path).passed
+    r = _run(world, seed)
+    if world == "correct":
+        return r.passed
+    if world in ("one_noisy", "sigma2"):
+        return r.named == [r.sessions[-1].name]
+    return not r.passed
 
 
 @pytest.mark.slow
-def test_sweep_correct_world_passes_at_least_90_percent():
-    assert _rate("correct") >= SWEEP_MIN / SWEEP
+def test_sweep_correct_world_passes_at_least_90_percent(tmp_path):
+    hits = [_right("correct", seed, tmp_path) for seed in range(100, 100 + SWEEP)]
+    assert sum(hits) >= SWEEP_MIN, hits
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("world", ["random_walk", "one_noisy"])
-def test_sweep_wrong_worlds_fail_at_least_90_percent(world):
-    assert 1.0 - _rate(world) >= SWEEP_MIN / SWEEP
-
-
-@pytest.mark.slow
-def test_sweep_halved_sigma_fails_at_least_90_percent(tmp_path):
-    assert 1.0 - _rate("halved", tmp_path) >= SWEEP_MIN / SWEEP
+@pytest.mark.parametrize("world", ["random_walk", "one_noisy", "sigma2", "heavy_tails", "halved"])
+def test_sweep_wrong_worlds_fail_at_least_90_percent(world, tmp_path):
+    """≥ 18 of 20 (the issue's 90 %); one noisy / one sigma-doubled session: it alone named."""
+    hits = [_right(world, seed, tmp_path) for seed in range(100, 100 + SWEEP)]
+    assert sum(hits) >= WRONG_MIN, (world, [100 + i for i, h in enumerate(hits) if not h])

@@ -47,16 +47,17 @@ def verdict(world: str, seed: int):
     """The verdict on campaign ``seed`` of ``world`` (see module docstring)."""
     kwargs, _ = WORLDS[world]
     tracks, names = pose_util.track_campaign(seed, **kwargs)
-    prepared, frames = prepare_campaign(tracks, names, offset_s=0.0)
-    series = [p.series for p in prepared]
-    model = fit_pose_error(series)
+    camp = prepare_campaign(tracks, names, offset_s=0.0)
+    model = fit_pose_error(camp.series)
     given = None
     if world == "halved":
         p = model.params_array()
         p[:, 1] *= 0.5
         model = given = model.with_params(p, "sigma halved")
-    rep = validate_sessions(series, n_draws=DRAWS, seed=seed, model=given)
-    return assess(prepared, model, rep, frames), names
+    rep = validate_sessions(
+        camp.series, n_draws=DRAWS, seed=seed, model=given, folds=camp.fold_pairs
+    )
+    return assess(camp.prepared, model, rep, camp.frames), names
 
 
 def right(world: str, seed: int) -> bool:
@@ -125,7 +126,7 @@ def test_scale_interval_is_calibrated():
         z = []
         for seed in range(200, 240):
             tracks, names = pose_util.track_campaign(seed, scale=scale)
-            prepared, _ = prepare_campaign(tracks, names, offset_s=0.0)
+            prepared = prepare_campaign(tracks, names, offset_s=0.0).prepared
             sc = scale_check(scale_inputs(prepared))
             z.append((sc.scale - 1 / scale) / sc.se)
         assert abs(np.mean(z)) < 0.4 and 0.78 < np.std(z) < 1.22, (scale, np.mean(z), np.std(z))
@@ -138,7 +139,7 @@ def test_report_section_shows_both_parts_and_the_named_reason():
     from sensorbench.report.verdict import compute_pose_verdict, render_pose_verdict
 
     tracks, names = pose_util.track_campaign(5, other_map=OTHER)
-    prepared, _ = prepare_campaign(tracks, names, align="session", offset_s=0.0)
+    prepared = prepare_campaign(tracks, names, align="session", offset_s=0.0).prepared
     # the report aligns all sessions with one transform and does not re-align
     joint = align_sessions(tracks, "se3", 0.0)
     prepared = [

@@ -24,7 +24,7 @@ Conventions:
   of ``R_ref⁻¹ · R · R_sensor · B`` in radians, i.e. small rotations about the
   reference body's x, y and z axes.
 - The reference is interpolated at the sensor's times: linearly for position,
-  by spherical linear interpolation (:class:`scipy.spatial.transform.Slerp`) for
+  by spherical linear interpolation (as :class:`scipy.spatial.transform.Slerp`) for
   rotation; sensor samples outside the reference, inside a reference gap longer
   than the gap limit, or invalid, are dropped (and counted).
 - The gap limit follows each track's own sampling: a gap longer than
@@ -44,11 +44,14 @@ session and few relocalizations the fitted offset spread is biased low. Prefer
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
-from scipy.spatial.transform import Rotation, Slerp
+from scipy.spatial.transform import Rotation
 
+from sensorbench.characterize.pose import quat
 from sensorbench.errors import FitError
 
 ERROR_FRAME = (
@@ -86,8 +89,24 @@ class PoseTrack:
         if self.flags is not None:
             self.flags = np.asarray(self.flags, dtype=np.uint8)
 
+    def _memo(self, name: str, build: Callable[[], Any]) -> Any:
+        """``build()`` once, again only when one of the track's arrays is replaced."""
+        arrays = (self.t_s, self.position, self.quat_xyzw, self.valid, self.flags)
+        cached = self.__dict__.get(name)
+        if cached is None or any(a is not b for a, b in zip(cached[0], arrays, strict=True)):
+            cached = (arrays, build())
+            self.__dict__[name] = cached
+        return cached[1]
+
+    def interpolator(self) -> Interpolator:
+        """The track prepared for interpolation (built once)."""
+        return self._memo("_interpolator", lambda: Interpolator(self))
+
     def only_valid(self) -> PoseTrack:
-        """The valid samples, sorted by time with duplicates removed."""
+        """The valid samples, sorted by time with duplicates removed (computed once)."""
+        return self._memo("_only_valid", self._sorted_valid)
+
+    def _sorted_valid(self) -> PoseTrack:
         idx = np.flatnonzero(self.valid)
         order = idx[np.argsort(self.t_s[idx], kind="stable")]
         t = self.t_s[order]
@@ -95,7 +114,7 @@ class PoseTrack:
         order = order[keep]
         if order.size < 3:
             raise FitError(f"{self.name or 'track'}: fewer than 3 valid poses")
-        return PoseTrack(
+        out = PoseTrack(
             self.t_s[order],
             self.position[order],
             self.quat_xyzw[order],
@@ -103,6 +122,70 @@ class PoseTrack:
             None if self.flags is None else self.flags[order],
             self.name,
         )
+        out._memo("_only_valid", lambda: out)
+        return out
+
+
+RATE_SPAN_S = 0.02
+"""Span of the differences that give the reference's velocities (:meth:`Interpolator.rates`)."""
+
+
+class Interpolator:
+    """A reference track prepared for repeated interpolation (:func:`interpolate`).
+
+    Rotations are interpolated spherically between neighbouring samples, as
+    :class:`scipy.spatial.transform.Slerp` does (``q_k ⊗ exp(α log(q_k⁻¹ q_{k+1}))``),
+    in the vectorised quaternion forms of :mod:`quat`.
+    """
+
+    def __init__(self, ref: PoseTrack) -> None:
+        self.ref = ref.only_valid()
+        self._q = quat.normalize(self.ref.quat_xyzw)
+        self._step = quat.as_rotvec(quat.mul(quat.inv(self._q[:-1]), self._q[1:]))
+        self._rates: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def rotation(self, t_s: np.ndarray) -> np.ndarray:
+        """Quaternions ``(M, 4)`` at ``t_s`` (clipped to the track's span)."""
+        t = self.ref.t_s
+        tc = np.clip(np.asarray(t_s, dtype=np.float64), t[0], t[-1])
+        k = np.clip(np.searchsorted(t, tc, side="right") - 1, 0, t.size - 2)
+        alpha = (tc - t[k]) / (t[k + 1] - t[k])
+        return quat.mul(self._q[k], quat.from_rotvec(alpha[:, None] * self._step[k]))
+
+    def rates(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Velocity (M, 3) m/s in the world frame and angular velocity (M, 3) rad/s in
+        the body frame at ``t_s``: differences of samples about ``RATE_SPAN_S`` apart
+        (``R(t + dt) ≈ R(t) exp(ω dt)``), linearly interpolated."""
+        if self._rates is None:
+            t = self.ref.t_s
+            step = max(1, round(0.5 * RATE_SPAN_S / float(np.median(np.diff(t)))))
+            a, b = np.arange(t.size - 2 * step), np.arange(2 * step, t.size)
+            dt = (t[b] - t[a])[:, None]
+            omega = quat.as_rotvec(quat.mul(quat.inv(self._q[a]), self._q[b])) / dt
+            vel = (self.ref.position[b] - self.ref.position[a]) / dt
+            self._rates = (0.5 * (t[a] + t[b]), vel, omega)
+        mid, vel, omega = self._rates
+        v = np.stack([np.interp(t_s, mid, vel[:, i]) for i in range(3)], axis=1)
+        w = np.stack([np.interp(t_s, mid, omega[:, i]) for i in range(3)], axis=1)
+        return v, w
+
+    def __call__(
+        self, t_s: np.ndarray, max_gap_s: float | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Reference pose at ``t_s``: (position (M,3), quat_xyzw (M,4), inside (M,)).
+
+        ``inside`` is False outside the reference and in its gaps longer than
+        :func:`gap_limit_s` (``max_gap_s`` when given).
+        """
+        ref = self.ref
+        limit = gap_limit_s(ref, max_gap_s)
+        t_s = np.asarray(t_s, dtype=np.float64)
+        inside = (t_s >= ref.t_s[0]) & (t_s <= ref.t_s[-1])
+        j = np.clip(np.searchsorted(ref.t_s, t_s), 1, ref.t_s.size - 1)
+        inside &= (ref.t_s[j] - ref.t_s[j - 1]) <= limit
+        tc = np.clip(t_s, ref.t_s[0], ref.t_s[-1])
+        pos = np.stack([np.interp(tc, ref.t_s, ref.position[:, i]) for i in range(3)], axis=1)
+        return pos, self.rotation(tc), inside
 
 
 GAP_SPACINGS = 3.0
@@ -114,8 +197,9 @@ MIN_RATE_WINDOW_S = 0.2
 
 def sample_spacing_s(track: PoseTrack) -> float:
     """Median spacing of a track's valid samples (s)."""
-    t = track.only_valid().t_s
-    return float(np.median(np.diff(t)))
+    return float(
+        track._memo("_spacing", lambda: np.median(np.diff(track.only_valid().t_s)))
+    )
 
 
 def gap_limit_s(track: PoseTrack, max_gap_s: float | None = None) -> float:
@@ -137,16 +221,7 @@ def interpolate(
     ``inside`` is False outside the reference and in its gaps longer than
     :func:`gap_limit_s` (``max_gap_s`` when given).
     """
-    ref = ref.only_valid()
-    limit = gap_limit_s(ref, max_gap_s)
-    t_s = np.asarray(t_s, dtype=np.float64)
-    inside = (t_s >= ref.t_s[0]) & (t_s <= ref.t_s[-1])
-    j = np.clip(np.searchsorted(ref.t_s, t_s), 1, ref.t_s.size - 1)
-    inside &= (ref.t_s[j] - ref.t_s[j - 1]) <= limit
-    tc = np.clip(t_s, ref.t_s[0], ref.t_s[-1])
-    pos = np.stack([np.interp(tc, ref.t_s, ref.position[:, i]) for i in range(3)], axis=1)
-    rot = Slerp(ref.t_s, Rotation.from_quat(ref.quat_xyzw))(tc)
-    return pos, rot.as_quat(), inside
+    return ref.interpolator()(t_s, max_gap_s)
 
 
 def umeyama(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -193,6 +268,9 @@ class Alignment:
     """The reference's gap limit used for the pairs (s; :func:`gap_limit_s`)."""
     rate_window_s: float = math.nan
     """Window of the angular rates of the offset search (s); nan when given."""
+    offset_se_s: float = math.nan
+    """Standard error of ``offset_s`` (s); nan when the offset was given or only
+    cross-correlated (:mod:`gls_align` gives it)."""
 
     def to_dict(self) -> dict:
         """JSON/TOML-ready."""
@@ -234,8 +312,8 @@ def windowed_rate(
     window of ``window_s`` seconds does not. ``nan`` where the window leaves the track
     or an end of it falls in a gap longer than :func:`gap_limit_s`.
     """
-    track = track.only_valid()
-    t = track.t_s
+    interp = track.interpolator()
+    t = interp.ref.t_s
     limit = gap_limit_s(track, max_gap_s)
     a, b = grid - 0.5 * window_s, grid + 0.5 * window_s
     ok = (a >= t[0]) & (b <= t[-1])
@@ -244,9 +322,8 @@ def windowed_rate(
         ok &= (t[j] - t[j - 1]) <= limit
     out = np.full(grid.size, np.nan)
     if ok.any():
-        slerp = Slerp(t, Rotation.from_quat(track.quat_xyzw))
-        rel = slerp(a[ok]).inv() * slerp(b[ok])
-        out[ok] = np.linalg.norm(rel.as_rotvec(), axis=1) / window_s
+        rel = quat.mul(quat.inv(interp.rotation(a[ok])), interp.rotation(b[ok]))
+        out[ok] = np.linalg.norm(quat.as_rotvec(rel), axis=1) / window_s
     return out
 
 
@@ -469,12 +546,33 @@ def pose_errors(
     sensor = sensor.only_valid()
     pos, quat, inside = _pairs(sensor, ref, alignment.offset_s, max_gap_s)
     idx = np.flatnonzero(inside)
-    p = sensor.position[idx] @ alignment.rotation.T + alignment.translation
-    e_pos = p - pos[idx]
-    r_s = (
-        Rotation.from_matrix(alignment.rotation)
-        * Rotation.from_quat(sensor.quat_xyzw[idx])
-        * Rotation.from_matrix(alignment.body_rotation)
+    e = frame_errors(
+        sensor.position[idx],
+        sensor.quat_xyzw[idx],
+        pos[idx],
+        quat[idx],
+        alignment.rotation,
+        alignment.translation,
+        alignment.body_rotation,
     )
-    e_rot = (Rotation.from_quat(quat[idx]).inv() * r_s).as_rotvec()
-    return sensor.t_s[idx], np.concatenate([e_pos, e_rot], axis=1), idx
+    return sensor.t_s[idx], e, idx
+
+
+def frame_errors(
+    position: np.ndarray,
+    quat_xyzw: np.ndarray,
+    ref_position: np.ndarray,
+    ref_quat_xyzw: np.ndarray,
+    rotation: np.ndarray,
+    translation: np.ndarray,
+    body_rotation: np.ndarray,
+) -> np.ndarray:
+    """``(N, 6)`` error of sensor poses against reference poses at the same instants.
+
+    x, y, z = ``R p + t - p_ref`` (m), roll, pitch, yaw = rotation vector of
+    ``R_ref⁻¹ R R_sensor B`` (rad), as in the module docstring.
+    """
+    e_pos = position @ rotation.T + translation - ref_position
+    r_s = quat.mul(quat.mul(quat.from_matrix(rotation), quat_xyzw), quat.from_matrix(body_rotation))
+    e_rot = quat.as_rotvec(quat.mul(quat.inv(ref_quat_xyzw), quat.normalize(r_s)))
+    return np.concatenate([e_pos, e_rot], axis=1)

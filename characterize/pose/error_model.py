@@ -29,10 +29,10 @@ puts the truth at a uniform rank; it has a point mass at 0 (the data cannot excl
 ``z = Uᵀb̂``, ``Q(s) = Σ z_j² / (s² + λ_j)``: (λ, z²) is all the model file needs.
 The other parameters' nuisance uncertainty is ignored (they are well determined).
 
-Speed: the time loop is the only loop. Every evaluation runs *all* problems (axes,
-leave-one-out folds) and all finite-difference parameter sets as columns of one
-``(N, C)`` recursion, so a damped Newton step with a central-difference Hessian costs
-one pass over time. The same Hessian (of the negative log-likelihood, in log-parameter
+Speed: every evaluation runs *all* problems (axes, leave-one-out folds) and all
+finite-difference parameter sets as columns of one compiled ``(N, C)`` recursion
+(numba), so a damped Newton step with a central-difference Hessian costs one pass
+over time. The same Hessian (of the negative log-likelihood, in log-parameter
 space) gives the parameter uncertainties.
 
 Model file (TOML) written by :meth:`PoseErrorModel.save`, read by
@@ -81,6 +81,7 @@ from scipy.special import ndtr, ndtri
 from scipy.stats import chi2
 
 from sensorbench.characterize.pose.series import AXES, AXIS_UNITS, ErrorSeries
+from sensorbench.characterize.pose.whiten import filter_gains, whiten_columns
 from sensorbench.errors import FitError, ModelFileError
 from sensorbench.logs.model_file import (
     check_envelope,
@@ -97,6 +98,8 @@ Progress = Callable[[int, int], None]
 """``progress(done, total)``: how far a long computation is (the CLI draws a bar)."""
 
 _MAX_BLOCK_ELEMENTS = 6_000_000
+MAX_RESTRICTED_STEP = 1.0
+"""Largest restricted-likelihood step of sigma, tau, sigma_v, in standard errors."""
 MAX_SE_LOG = 2.0
 """Above this standard error of ln θ a parameter counts as not identified."""
 MODEL_KIND = "pose_error_gm"
@@ -151,68 +154,62 @@ def kalman_nll_columns(
     ``y``, ``dt`` (s; inf = start stationary), ``reset`` (bool: b reset here) and ``w``
     (1 for a sample, 0 for trailing padding after a column's last sample) are
     ``(N, C)``; ``params`` is ``(C, 4)`` in :data:`PARAMS` order (linear units).
-    Returns ``(C,)``. One Python loop over the N time steps, vectorised over the C
-    columns; resets are applied sparsely (they are rare).
+    Returns ``(C,)``.
     """
-    sb2 = params[:, 0] ** 2
-    s2 = params[:, 1] ** 2
-    tau = params[:, 2]
-    rv = params[:, 3] ** 2
-    with np.errstate(over="ignore", invalid="ignore"):
-        phi = np.exp(-dt / tau)
-    phi = np.where(np.isfinite(phi), phi, 0.0)
-    q = s2 * (1.0 - phi * phi)
-    n, c = phi.shape
-    y = np.broadcast_to(y, (n, c))
-    resets = {int(k): np.flatnonzero(reset[k]) for k in np.flatnonzero(reset.any(axis=1))}
-    m0 = np.zeros(c)
-    m1 = np.zeros(c)
-    p00 = np.zeros(c)
-    p01 = np.zeros(c)
-    p11 = np.zeros(c)
-    s_all = np.empty((n, c))
-    nu_all = np.empty((n, c))
-    a = np.empty(c)
-    b = np.empty(c)
-    k0 = np.empty(c)
-    k1 = np.empty(c)
-    tmp = np.empty(c)
-    for k in range(n):
-        # predict: g decays, b is constant (or reset at a relocalization)
-        f = phi[k]
-        m1 *= f
-        p01 *= f
-        p11 *= f
-        p11 *= f
-        p11 += q[k]
-        idx = resets.get(k)
-        if idx is not None:
-            m0[idx] = 0.0
-            p00[idx] = sb2[idx]
-            p01[idx] = 0.0
-        # update with y_k, H = [1 1]
-        s = s_all[k]
-        np.add(p00, p01, out=a)
-        np.add(p01, p11, out=b)
-        np.add(a, b, out=s)
-        s += rv
-        np.maximum(s, rv, out=s)  # S >= R exactly; guards round-off when R is tiny
-        nu = nu_all[k]
-        np.subtract(y[k], m0, out=nu)
-        nu -= m1
-        np.divide(a, s, out=k0)
-        np.divide(b, s, out=k1)
-        np.multiply(k0, nu, out=tmp)
-        m0 += tmp
-        np.multiply(k1, nu, out=tmp)
-        m1 += tmp
-        np.multiply(k0, a, out=tmp)
-        p00 -= tmp
-        np.multiply(k0, b, out=tmp)
-        p01 -= tmp
-        np.multiply(k1, b, out=tmp)
-        p11 -= tmp
-    return 0.5 * np.sum(w * (_LOG_2PI + np.log(s_all) + nu_all * nu_all / s_all), axis=0)
+    cols = np.arange(y.shape[1])
+    return _nll_kernel(y, dt, reset, w, cols, np.ascontiguousarray(params), y.shape[0])
+
+
+@numba.njit(cache=True)
+def _nll_kernel(
+    y: np.ndarray,
+    dt: np.ndarray,
+    reset: np.ndarray,
+    w: np.ndarray,
+    col: np.ndarray,
+    params: np.ndarray,
+    n_used: int,
+) -> np.ndarray:
+    """The filter of :func:`kalman_nll_columns` on data columns ``col`` of ``(N, D)`` arrays.
+
+    Column c of the result runs on data column ``col[c]`` with parameters
+    ``params[c]``, over the first ``n_used`` rows (a column stops at its padding).
+    """
+    n_c = col.size
+    out = np.zeros(n_c)
+    m0 = np.zeros(n_c)
+    m1 = np.zeros(n_c)
+    p00 = np.zeros(n_c)
+    p01 = np.zeros(n_c)
+    p11 = np.zeros(n_c)
+    for k in range(n_used):
+        for c in range(n_c):
+            j = col[c]
+            if w[k, j] == 0.0:
+                continue
+            phi = math.exp(-dt[k, j] / params[c, 2])
+            s2 = params[c, 1] * params[c, 1]
+            rv = params[c, 3] * params[c, 3]
+            m1[c] *= phi
+            p01[c] *= phi
+            p11[c] = phi * phi * p11[c] + s2 * (1.0 - phi * phi)
+            if reset[k, j]:
+                m0[c] = 0.0
+                p00[c] = params[c, 0] * params[c, 0]
+                p01[c] = 0.0
+            a = p00[c] + p01[c]
+            b = p01[c] + p11[c]
+            s = max(a + b + rv, rv)  # S >= R exactly; guards round-off when R is tiny
+            nu = y[k, j] - m0[c] - m1[c]
+            k0 = a / s
+            k1 = b / s
+            m0[c] += k0 * nu
+            m1[c] += k1 * nu
+            p00[c] -= k0 * a
+            p01[c] -= k0 * b
+            p11[c] -= k1 * b
+            out[c] += 0.5 * (_LOG_2PI + math.log(s) + nu * nu / s)
+    return out
 
 
 # --------------------------------------------------------------------------- sigma_b Q-profile
@@ -271,13 +268,16 @@ def _offset_normal_equations(
 
 def offset_qprofile(
     series: list[ErrorSeries], axis: int, sigma: float, tau_s: float, sigma_v: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(λ, z²)`` of the sigma_b Q-profile (see module docstring), both in unit².
+) -> QProfile:
+    """The sigma_b Q-profile of one axis over ``series`` (see module docstring).
 
-    One entry per segment over all ``series``; sessions are independent, so C is
-    block-diagonal and each session's block is decomposed on its own.
+    One entry per segment; sessions are independent, so C is block-diagonal and each
+    session's block is decomposed on its own. A session whose mean error an alignment
+    absorbed on this axis (``series.meta["mean_group"]``, ``meta["mean_axes"]``) puts
+    its segments in that group: sessions sharing an alignment share one group.
     """
-    lam, z2 = [], []
+    lam, z, ones, group = [], [], [], []
+    labels: dict[str, int] = {}
     for s in series:
         seg = s.segment_id
         dt = np.empty(s.n)
@@ -289,18 +289,109 @@ def offset_qprofile(
         c = np.linalg.inv(a)
         ev, vec = np.linalg.eigh(0.5 * (c + c.T))
         lam.append(ev)
-        z2.append((vec.T @ (c @ r)) ** 2)
-    return np.concatenate(lam), np.concatenate(z2)
+        z.append(vec.T @ (c @ r))
+        ones.append(vec.T @ np.ones(s.n_segments))
+        label = s.meta.get("mean_group") if AXES[axis] in s.meta.get("mean_axes", ()) else None
+        gid = -1 if label is None else labels.setdefault(str(label), len(labels))
+        group.append(np.full(s.n_segments, gid))
+    zz = np.concatenate(z)
+    return QProfile(np.concatenate(lam), zz**2, zz, np.concatenate(ones), np.concatenate(group))
+
+
+@dataclass
+class QProfile:
+    """sigma_b's Q-profile: per segment j, λ_j and z_j (module docstring), and the mean.
+
+    Where an alignment absorbed the mean error of a group g of sessions (its
+    translation, or its body rotation for the angles), the offsets' mean over g is
+    estimated, not known to be 0: the profile is then the generalised Q of a
+    meta-regression on the group indicators (in the eigenbasis, covariate
+    ``ones_j`` = (Uᵀ1)_j),
+    ``Q(s) = Σ w z² − Σ_g (Σ_{j∈g} w u z)² / Σ_{j∈g} w u²``, ``w = 1/(s² + λ)``, which is
+    exactly χ² with k − (number of groups) degrees of freedom at the true sigma_b and
+    decreasing in s (its derivative is −Σ w² e² by the envelope theorem; Viechtbauer
+    2007). Files written before the signs and groups were kept hold z² only: known
+    mean, k degrees of freedom.
+    """
+
+    lam: np.ndarray  # (k,) unit²
+    z2: np.ndarray  # (k,) unit²
+    z: np.ndarray | None = None  # (k,) unit, signed
+    ones: np.ndarray | None = None  # (k,)
+    group: np.ndarray | None = None  # (k,) int, -1: mean not absorbed
+
+    @property
+    def _groups(self) -> list[np.ndarray]:
+        if self.group is None or self.z is None or self.ones is None:
+            return []
+        return [self.group == g for g in np.unique(self.group[self.group >= 0])]
+
+    @property
+    def dof(self) -> int:
+        """k − the number of absorbed means."""
+        return int(self.lam.size - len(self._groups))
+
+    def q(self, s2: np.ndarray) -> np.ndarray:
+        """Q at every s² (any shape)."""
+        s2 = np.asarray(s2, dtype=float)
+        w = 1.0 / (s2[..., None] + self.lam)
+        out = np.sum(w * self.z2, axis=-1)
+        for m in self._groups:
+            wg, ug, zg = w[..., m], self.ones[m], self.z[m]  # type: ignore[index]
+            out = out - np.sum(wg * ug * zg, axis=-1) ** 2 / np.sum(wg * ug * ug, axis=-1)
+        return np.maximum(out, 0.0)
+
+    def cdf(self, s: np.ndarray) -> np.ndarray:
+        """``P(sigma_b ≤ s) = P(χ²_dof ≥ Q(s))``; s in the axis unit, ≥ 0."""
+        return chi2.sf(self.q(np.asarray(s, dtype=float) ** 2), self.dof)
+
+    def quantile(self, u: np.ndarray) -> np.ndarray:
+        """Inverse of :meth:`cdf`: sigma_b at probabilities ``u`` (0 below the mass at 0)."""
+        if not self._groups:
+            return qprofile_quantile(u, self.lam, self.z2)
+        u = np.asarray(u, dtype=float)
+        with np.errstate(divide="ignore"):
+            target = chi2.isf(u, self.dof)
+        # Q decreases from Q(0); Q(s²) ≤ Σ z²/s², so the root is below Σ z²/target.
+        # Newton in s², kept inside the bracket [lo, hi] (bisection when it leaves it)
+        lo = np.zeros(u.shape)
+        with np.errstate(divide="ignore"):
+            hi = np.where(target > 0, np.sum(self.z2) / target, 0.0)
+        x = 0.5 * hi
+        for _ in range(60):
+            q, dq = self._q_slope(x)
+            above = q > target
+            lo, hi = np.where(above, x, lo), np.where(above, hi, x)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = x - (q - target) / dq
+            inside = np.isfinite(step) & (step > lo) & (step < hi)
+            new = np.where(inside, step, 0.5 * (lo + hi))
+            if np.all(np.abs(new - x) <= 1e-12 * np.maximum(new, 1e-300)):
+                x = new
+                break
+            x = new
+        out = np.where(self.q(np.zeros(u.shape)) <= target, 0.0, np.sqrt(x))
+        return np.where(target == 0, np.inf, out)
+
+    def _q_slope(self, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Q and dQ/ds² = −Σ w² e² (e the residuals after the groups' means) at s²."""
+        w = 1.0 / (np.asarray(s2, dtype=float)[..., None] + self.lam)
+        e = np.broadcast_to(self.z, w.shape).copy()
+        for m in self._groups:
+            wg, ug, zg = w[..., m], self.ones[m], self.z[m]  # type: ignore[index]
+            beta = np.sum(wg * ug * zg, axis=-1) / np.sum(wg * ug * ug, axis=-1)
+            e[..., m] = zg - beta[..., None] * ug
+        return np.sum(w * e * e, axis=-1), -np.sum(w * w * e * e, axis=-1)
 
 
 def _qprofile_q(s2: np.ndarray, lam: np.ndarray, z2: np.ndarray) -> np.ndarray:
-    """``Q = Σ z²/(s² + λ)`` for every s² (any shape)."""
+    """``Q = Σ z²/(s² + λ)`` for every s² (any shape): the mean known to be 0."""
     s2 = np.asarray(s2, dtype=float)
     return np.sum(z2 / (s2[..., None] + lam), axis=-1)
 
 
 def qprofile_cdf(s: np.ndarray, lam: np.ndarray, z2: np.ndarray) -> np.ndarray:
-    """``P(sigma_b ≤ s) = P(χ²_k ≥ Q(s))`` (k = len(λ)); s in the axis unit, ≥ 0."""
+    """``P(sigma_b ≤ s) = P(χ²_k ≥ Q(s))`` (k = len(λ), mean known); s in the axis unit, ≥ 0."""
     return chi2.sf(_qprofile_q(np.asarray(s, dtype=float) ** 2, lam, z2), lam.size)
 
 
@@ -496,13 +587,19 @@ class AxisFit:
     n_segments: int = 0
     neg_log_likelihood: float = float("nan")
     converged: bool = True
-    qprofile_var: np.ndarray = field(default_factory=lambda: np.empty(0))  # λ_j, unit²
-    qprofile_proj2: np.ndarray = field(default_factory=lambda: np.empty(0))  # z_j², unit²
+    qprofile: QProfile | None = None
 
     @property
     def has_qprofile(self) -> bool:
-        """True when sigma_b's uncertainty is its Q-profile (fits, and files holding it)."""
-        return self.qprofile_var.size > 0
+        """True when sigma_b's uncertainty is its Q-profile (fits, and files holding it),
+        which needs at least one degree of freedom: more segments than absorbed means."""
+        return self.qprofile is not None and self.qprofile.dof >= 1
+
+    @property
+    def sigma_b_free(self) -> bool:
+        """False when every segment offset's mean was absorbed by an alignment and none is
+        left to tell sigma_b (e.g. one segment): sigma_b is then not identified."""
+        return self.qprofile is None or self.qprofile.dof >= 1
 
     @property
     def unit(self) -> str:
@@ -528,7 +625,7 @@ class AxisFit:
         estimate instead of drawing it.
         """
         ok = self._log_identified()
-        ok[0] |= self.has_qprofile
+        ok[0] = (ok[0] or self.has_qprofile) and self.sigma_b_free
         return ok
 
     def _log_identified(self) -> np.ndarray:
@@ -538,6 +635,7 @@ class AxisFit:
     def cov_log_usable(self) -> np.ndarray:
         """Covariance with the rows/columns of parameters with se_log ≥ 2 or nan set to 0."""
         ok = self._log_identified()
+        ok[0] &= self.sigma_b_free
         return np.where(ok[:, None] & ok[None, :], np.nan_to_num(self.cov_log), 0.0)
 
     def sigma_b_quantile(self, u: np.ndarray) -> np.ndarray:
@@ -548,8 +646,8 @@ class AxisFit:
         """
         u = np.asarray(u, dtype=float)
         if self.has_qprofile:
-            return qprofile_quantile(u, self.qprofile_var, self.qprofile_proj2)
-        se = self.se_log[0] if self._log_identified()[0] else 0.0
+            return self.qprofile.quantile(u)  # type: ignore[union-attr]
+        se = self.se_log[0] if self._log_identified()[0] and self.sigma_b_free else 0.0
         with np.errstate(over="ignore", divide="ignore"):
             return self.sigma_b * np.exp(se * ndtri(u))
 
@@ -566,6 +664,29 @@ class AxisFit:
         if self.has_qprofile:
             out[0] = self.sigma_b_quantile(ndtr(np.array([-z, z])))
         return out
+
+
+def _qprofile_from(
+    table: dict[str, Any], lam: np.ndarray, z2: np.ndarray, where: str
+) -> QProfile | None:
+    """The Q-profile of a model file's table (None when absent); ModelFileError if malformed."""
+    if lam.size == 0:
+        return None
+    keys = ("seg_proj", "seg_ones", "seg_group")
+    if not any(k in table for k in keys):
+        return QProfile(lam, z2)
+    try:
+        z, ones = (np.array(table[k], dtype=float) for k in keys[:2])
+        group = np.array(table["seg_group"], dtype=int)
+    except KeyError as exc:
+        raise ModelFileError(
+            f"{where}: {exc} missing (seg_proj, seg_ones and seg_group go together)"
+        ) from exc
+    if not (z.shape == ones.shape == group.shape == lam.shape) or not np.allclose(z * z, z2):
+        raise ModelFileError(
+            f"{where}: seg_proj, seg_ones and seg_group disagree with seg_var and seg_proj2"
+        )
+    return QProfile(lam, z2, z, ones, group)
 
 
 @dataclass
@@ -601,8 +722,7 @@ class PoseErrorModel:
                 src.cov_log.copy(),
                 src.n_samples,
                 src.n_segments,
-                qprofile_var=src.qprofile_var.copy(),
-                qprofile_proj2=src.qprofile_proj2.copy(),
+                qprofile=src.qprofile,
             )
         prov = dict(self.provenance)
         prov["modified"] = note
@@ -631,10 +751,20 @@ class PoseErrorModel:
                 "ci95": {k: [float(ci[i, 0]), float(ci[i, 1])] for i, k in enumerate(PARAMS)},
                 "cov_log": [float(v) for v in f.cov_log.ravel()],
             }
-            if f.has_qprofile:
+            qp = f.qprofile
+            if qp is not None:
                 axes[a]["sigma_b_qprofile"] = {
-                    "seg_var": [float(v) for v in f.qprofile_var],
-                    "seg_proj2": [float(v) for v in f.qprofile_proj2],
+                    "seg_var": [float(v) for v in qp.lam],
+                    "seg_proj2": [float(v) for v in qp.z2],
+                    **(
+                        {}
+                        if qp.z is None or qp.ones is None or qp.group is None
+                        else {
+                            "seg_proj": [float(v) for v in qp.z],
+                            "seg_ones": [float(v) for v in qp.ones],
+                            "seg_group": [int(v) for v in qp.group],
+                        }
+                    ),
                 }
         return model_document(
             MODEL_KIND,
@@ -686,8 +816,7 @@ class PoseErrorModel:
                     int(t.get("n_segments", 0)),
                     float(t.get("neg_log_likelihood", float("nan"))),
                     bool(t.get("converged", True)),
-                    lam,
-                    z2,
+                    _qprofile_from(qp, lam, z2, f"{source}: axes.{a}.sigma_b_qprofile"),
                 )
                 if not np.all(axes[a].values > 0) or not np.all(np.isfinite(axes[a].values)):
                     raise ModelFileError(f"{source}: axes.{a}: parameters must be finite and > 0")
@@ -802,13 +931,7 @@ def _fit_problems(
         params = np.exp(theta[owner_c, set_c])
         # rows past the longest active session are padding for every column: skip them
         n_used = int(max(series[s].n for p in active for s in problems[p].sessions))
-        nll = kalman_nll_columns(
-            packed.y[:n_used, data_col],
-            packed.dt[:n_used, data_col],
-            packed.reset[:n_used, data_col],
-            packed.w[:n_used, data_col],
-            params,
-        )
+        nll = _nll_kernel(packed.y, packed.dt, packed.reset, packed.w, data_col, params, n_used)
         out = np.zeros((active.size, n_sets))
         np.add.at(out, (owner_c, set_c), nll)
         return out
@@ -897,13 +1020,18 @@ def fit_groups(
         *(np.concatenate([getattr(r, f) for r in parts]) for f in _OptResult.__dataclass_fields__)
     )
     out: list[dict[str, AxisFit]] = []
+    n_a = len(AXES)
     for gi, g in enumerate(groups):
+        rows = slice(gi * n_a, (gi + 1) * n_a)
+        theta = _restricted_step(
+            series, g, res.theta[rows], res.hess[rows], res.at_bound[rows], options.fd_step_log
+        )
         fits = {}
         for a, name in enumerate(AXES):
-            pi = gi * len(AXES) + a
+            pi = gi * n_a + a
             cov = _cov_from_hessian(res.hess[pi], res.at_bound[pi])
-            values = np.exp(res.theta[pi])
-            lam, z2 = offset_qprofile([series[s] for s in g], a, *values[1:])
+            values = np.exp(theta[a])
+            qp = offset_qprofile([series[s] for s in g], a, *values[1:])
             fits[name] = AxisFit(
                 name,
                 *map(float, values),
@@ -912,11 +1040,86 @@ def fit_groups(
                 int(sum(series[s].n_segments for s in g)),
                 float(res.nll[pi]),
                 bool(res.converged[pi]),
-                lam,
-                z2,
+                qp,
             )
         out.append(fits)
     return out
+
+
+def _restricted_step(
+    series: list[ErrorSeries],
+    group: list[int],
+    theta: np.ndarray,
+    hess: np.ndarray,
+    at_bound: np.ndarray,
+    h: float,
+) -> np.ndarray:
+    """θ ``(6, 4)`` (log) moved one Newton step towards the restricted (REML) likelihood.
+
+    When the errors are residuals of nuisance parameters φ fitted to them (the time
+    offset and frame, :mod:`gls_align`; ``meta["nuisance_jacobian"]`` ``(N, 6, P)``
+    and ``meta["nuisance_group"]`` on each series, sessions of a group sharing φ),
+    the maximum likelihood of θ takes too little variance: φ absorbed some. The
+    restricted likelihood adds ``½ log det(JᵀV(θ)⁻¹J)`` to the negative
+    log-likelihood (Harville 1977, *JASA* 72:320-338). Its gradient at the ML
+    estimate comes from whitening J's columns under θ ± h (one axis at a time, the
+    others at θ̂, since φ is shared by all axes) and one Newton step with the ML
+    Hessian takes it: for sigma, tau and sigma_v the correction is of order P/N, so
+    one step is enough (it is capped at :data:`MAX_RESTRICTED_STEP` standard errors).
+    sigma_b is left as fitted: it rests on the few segment offsets, and its restricted
+    form is the Q-profile (:class:`QProfile`).
+    """
+    members: dict[str, list[int]] = {}
+    for i in group:
+        m = series[i].meta
+        jac = m.get("nuisance_jacobian")
+        if jac is not None and np.shape(jac)[0] == series[i].n:
+            members.setdefault(str(m.get("nuisance_group")), []).append(i)
+    if not members:
+        return theta
+    grad = np.zeros_like(theta)
+    for sessions in members.values():
+        blocks = [_whitening_blocks(series[i]) for i in sessions]
+        per_axis = [_nuisance_info(blocks, np.exp(theta[a]), a) for a in range(len(AXES))]
+        total = sum(per_axis)
+        for a in range(len(AXES)):
+            for j in np.flatnonzero(~at_bound[a]):
+                ends = []
+                for sign in (1.0, -1.0):
+                    th = theta[a].copy()
+                    th[j] += sign * h
+                    sign_det, logdet = np.linalg.slogdet(
+                        total - per_axis[a] + _nuisance_info(blocks, np.exp(th), a)
+                    )
+                    ends.append(logdet if sign_det > 0 else np.nan)
+                grad[a, j] += (ends[0] - ends[1]) / (2.0 * h)
+    out = theta.copy()
+    for a in range(len(AXES)):
+        free = ~at_bound[a] & np.isfinite(grad[a])
+        free[0] = False  # sigma_b: from the segments only; its restricted form is its Q-profile
+        hf = hess[a][np.ix_(free, free)]
+        if free.any() and np.all(np.linalg.eigvalsh(hf) > 0):
+            step = np.linalg.solve(hf, 0.5 * grad[a, free])
+            se = np.sqrt(np.diag(np.linalg.inv(hf)))
+            out[a, free] -= np.clip(step, -MAX_RESTRICTED_STEP * se, MAX_RESTRICTED_STEP * se)
+    return out
+
+
+def _nuisance_info(blocks: list, params: np.ndarray, axis: int) -> np.ndarray:
+    """``Σ_sessions J_aᵀ V_a⁻¹ J_a`` of one axis under its parameters ``params`` (4,)."""
+    out = 0.0
+    for dt, reset, jac in blocks:
+        gains = filter_gains(dt, reset, params[None])
+        w = whiten_columns(np.ascontiguousarray(jac[:, axis, :]), reset, *(x[:, 0] for x in gains))
+        out = out + w.T @ w
+    return np.asarray(out)
+
+
+def _whitening_blocks(s: ErrorSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    dt = np.empty(s.n)
+    dt[0] = np.inf
+    dt[1:] = np.diff(s.t_s)
+    return dt, s.reloc, np.asarray(s.meta["nuisance_jacobian"], dtype=float)
 
 
 def fit_pose_error(

@@ -1,6 +1,6 @@
 """Compiled kernels of the pose-error Monte Carlo (numba): draws, recursion, statistics.
 
-The validation needs, for B draws × A axes along a session of N samples, five
+The validation needs, for B draws × A axes along a session of N samples, seven
 statistics of every simulated series (:mod:`gm_montecarlo`). Storing the series is
 out of the question at scale (10 000 × 6 × 60 000 samples are 29 GB), and numpy's own
 normal generator alone runs at ~100 M/s here, a third of what 3.6·10⁹ samples in 10 s
@@ -31,9 +31,20 @@ import numba
 import numpy as np
 
 BLOCK_LANES = 128  # lanes per block: ~16 state arrays × 128 × 8 B stay in L1
-N_ACC = 8
+N_ACC = 10
 # accumulator rows of the (N_ACC, lanes) statistics array
-ACC_SUM, ACC_SUMSQ, ACC_MAXABS, ACC_LAG, ACC_FIRST, ACC_LAST, ACC_EARLY, ACC_LATE = range(N_ACC)
+(
+    ACC_SUM,
+    ACC_SUMSQ,
+    ACC_MAXABS,
+    ACC_LAG,
+    ACC_FIRST,
+    ACC_LAST,
+    ACC_EARLY,
+    ACC_LATE,
+    ACC_Z2,
+    ACC_Z4,
+) = range(N_ACC)
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -185,6 +196,45 @@ def accumulate_series(
 
 
 @numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
+def _whiten_step(
+    acc: np.ndarray,
+    e: np.ndarray,
+    k: int,
+    reset: bool,
+    gains: np.ndarray,
+    lane_axis: np.ndarray,
+    mb: np.ndarray,
+    mg: np.ndarray,
+) -> None:
+    """One step of the whitening filter of every lane (:mod:`whiten`); adds z², z⁴."""
+    z2 = acc[ACC_Z2]
+    z4 = acc[ACC_Z4]
+    for j in range(e.size):
+        a = lane_axis[j]
+        mg[j] *= gains[0, k, a]
+        if reset:
+            mb[j] = 0.0
+        nu = e[j] - mb[j] - mg[j]
+        z = nu * gains[3, k, a]
+        mb[j] += gains[1, k, a] * nu
+        mg[j] += gains[2, k, a] * nu
+        z2[j] += z * z
+        z4[j] += z * z * z * z
+
+
+@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
+def accumulate_innovations(
+    series: np.ndarray, reloc: np.ndarray, gains: np.ndarray, lane_axis: np.ndarray, acc: np.ndarray
+) -> None:
+    """Add the z², z⁴ of given ``(N, lanes)`` series' standardized innovations to ``acc``."""
+    lanes = series.shape[1]
+    mb = np.zeros(lanes)
+    mg = np.zeros(lanes)
+    for k in range(series.shape[0]):
+        _whiten_step(acc, series[k], k, reloc[k], gains, lane_axis, mb, mg)
+
+
+@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
 def simulate_block(
     params: np.ndarray,
     dt: np.ndarray,
@@ -194,17 +244,25 @@ def simulate_block(
     state: np.ndarray,
     acc: np.ndarray,
     series: np.ndarray,
+    gains: np.ndarray,
+    lane_axis: np.ndarray,
 ) -> None:
-    """Simulate ``e = b + g + v`` for a block of lanes along all N samples.
+    """Simulate ``e = c + b + g + v`` for a block of lanes along all N samples.
 
     Args:
-        params: ``(4, lanes)`` sigma_b, sigma, tau_s, sigma_v per lane (m or rad, s).
+        params: ``(5, lanes)`` sigma_b, sigma, tau_s, sigma_v per lane (m or rad, s)
+            and the sd of c, an offset constant over the whole series (drawn at the
+            first sample: the alignment's error for a session it did not see).
         dt: ``(N,)`` sample spacing (s); ``dt[0] = inf`` (stationary start).
         reloc: ``(N,)`` bool, offset redrawn at these samples (``reloc[0]`` true).
         early, late: ``(N,)`` bool growth masks (:func:`gm_montecarlo.growth_masks`).
         state: ``(lanes,)`` uint64 random streams, advanced in place.
         acc: ``(N_ACC, lanes)`` zeroed accumulators, filled.
         series: ``(N, lanes)`` to store the series, or ``(0, lanes)`` not to.
+        gains: ``(4, N, A)`` whitening filter (phi, k_b, k_g, 1/sqrt(S) of
+            :func:`whiten.filter_gains`) whose standardized innovations fill
+            ``ACC_Z2``/``ACC_Z4``, or ``(4, 0, A)`` for none.
+        lane_axis: ``(lanes,)`` the axis (column of ``gains``) of every lane.
     """
     lanes = state.size
     word = np.empty(lanes, dtype=np.uint64)
@@ -217,8 +275,12 @@ def simulate_block(
     g = np.zeros(lanes)
     b = np.zeros(lanes)
     e = np.empty(lanes)
-    sigma_b, sigma, tau, sigma_v = params[0], params[1], params[2], params[3]
+    sigma_b, sigma, tau, sigma_v, sigma_c = params[0], params[1], params[2], params[3], params[4]
+    c = np.zeros(lanes)
     store = series.shape[0] > 0
+    whiten = gains.shape[1] > 0
+    mb = np.zeros(lanes)
+    mg = np.zeros(lanes)
     for k in range(dt.size):
         if k == 0 or dt[k] != dt[k - 1]:
             for j in range(lanes):
@@ -228,10 +290,15 @@ def simulate_block(
             _normal_pairs(state, word, uf, ui, z1, z2)
             for j in range(lanes):
                 b[j] = sigma_b[j] * z1[j]
+            if k == 0:
+                for j in range(lanes):
+                    c[j] = sigma_c[j] * z2[j]
         _normal_pairs(state, word, uf, ui, z1, z2)
         for j in range(lanes):
             g[j] = phi[j] * g[j] + q[j] * z1[j]
-            e[j] = b[j] + g[j] + sigma_v[j] * z2[j]
+            e[j] = c[j] + b[j] + g[j] + sigma_v[j] * z2[j]
         _accumulate(acc, e, k, early[k], late[k])
+        if whiten:
+            _whiten_step(acc, e, k, reloc[k], gains, lane_axis, mb, mg)
         if store:
             series[k] = e

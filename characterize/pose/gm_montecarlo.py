@@ -19,7 +19,13 @@ Statistics per draw and axis (the same kernel computes them on the real error):
 - ``growth``: "does it grow?" — RMS over the last quarter (in time) of every
   relocalization segment divided by the RMS over the first quarter, pooled over
   segments, **without** removing the segment mean (segments with < 8 samples are
-  skipped; nan if none qualify).
+  skipped; nan if none qualify);
+- ``nis``, ``kurtosis``: the mean square and the kurtosis (mean z⁴ over the squared
+  mean z²) of the series' standardized innovations under a given *whitening* model
+  (:mod:`whiten`; nan without one). Under that model they are 1 and 3; a noisier
+  series raises the first, heavy tails or an unflagged jump the second. Real and
+  simulated series are whitened by the same model (in validation: the point
+  estimate), so the draws give their distribution whatever the model's error.
 """
 
 from __future__ import annotations
@@ -31,8 +37,9 @@ import numpy as np
 from scipy.special import ndtr
 
 from sensorbench.characterize.pose import gm_kernel
+from sensorbench.characterize.pose.whiten import filter_gains
 
-STAT_NAMES: tuple[str, ...] = ("rms", "mean", "max_abs", "lag1", "growth")
+STAT_NAMES: tuple[str, ...] = ("rms", "mean", "max_abs", "lag1", "growth", "nis", "kurtosis")
 _MIN_SEGMENT_SAMPLES = 8
 
 
@@ -69,14 +76,21 @@ def draw_params(
 
 
 def _prepare(
-    params: np.ndarray, t_s: np.ndarray, reloc: np.ndarray, n_draws: int
+    params: np.ndarray,
+    t_s: np.ndarray,
+    reloc: np.ndarray,
+    n_draws: int,
+    session_sd: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Lane parameters ``(4, B·A)`` (lane = draw·A + axis), spacings, flags, axes."""
+    """Lane parameters ``(5, B·A)`` (lane = draw·A + axis), spacings, flags, axes."""
     p = np.asarray(params, dtype=np.float64)
     if p.ndim == 2:
         p = p[None]
     a = p.shape[1]
-    lanes = np.ascontiguousarray(np.broadcast_to(p, (n_draws, a, 4)).reshape(-1, 4).T)
+    p = np.broadcast_to(p, (n_draws, a, 4))
+    sd = np.zeros(a) if session_sd is None else np.asarray(session_sd, dtype=np.float64)
+    p5 = np.concatenate([p, np.broadcast_to(sd[None, :, None], (n_draws, a, 1))], axis=2)
+    lanes = np.ascontiguousarray(p5.reshape(-1, 5).T)
     t_s = np.asarray(t_s, dtype=np.float64)
     dt = np.empty(t_s.size)
     dt[0] = np.inf
@@ -86,6 +100,13 @@ def _prepare(
     return lanes, dt, flags, a
 
 
+def _gains(dt: np.ndarray, flags: np.ndarray, whiten: np.ndarray | None, a: int) -> np.ndarray:
+    """``(4, N, A)`` whitening gains of the model ``whiten`` (A, 4), or ``(4, 0, A)``."""
+    if whiten is None:
+        return np.zeros((4, 0, a))
+    return np.ascontiguousarray(np.stack(filter_gains(dt, flags, np.asarray(whiten, float))))
+
+
 def _simulate(
     params: np.ndarray,
     t_s: np.ndarray,
@@ -93,12 +114,16 @@ def _simulate(
     n_draws: int,
     seed: int | np.random.Generator,
     store: bool,
+    whiten: np.ndarray | None = None,
+    session_sd: np.ndarray | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray | None, int]:
     """Run the kernel block by block: statistics ``{stat: (B·A,)}``, series, axes."""
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    lanes, dt, flags, a = _prepare(params, t_s, reloc, n_draws)
+    lanes, dt, flags, a = _prepare(params, t_s, reloc, n_draws, session_sd)
     early, late = growth_masks(t_s, flags)
     m = lanes.shape[1]
+    gains = _gains(dt, flags, whiten, a)
+    lane_axis = np.arange(m) % a
     state = rng.integers(np.iinfo(np.uint64).max, size=m, dtype=np.uint64, endpoint=True)
     acc = np.zeros((gm_kernel.N_ACC, m))
     series = np.empty((dt.size if store else 0, m))
@@ -115,10 +140,12 @@ def _simulate(
             state[j0:j1],
             block_acc,
             block_series,
+            gains,
+            lane_axis[j0:j1],
         )
         acc[:, j0:j1] = block_acc
         series[:, j0:j1] = block_series
-    return _finish(acc, dt.size, early, late), (series if store else None), a
+    return _finish(acc, dt.size, early, late, whiten is not None), (series if store else None), a
 
 
 def simulate_errors(
@@ -127,14 +154,17 @@ def simulate_errors(
     reloc: np.ndarray,
     n_draws: int,
     seed: int | np.random.Generator,
+    session_sd: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(B, N, A)`` simulated error series (materialised; use for small B·N).
 
     ``params`` is ``(A, 4)`` (the same model for every draw) or ``(B, A, 4)`` (one
     parameter set per draw, e.g. from :func:`draw_params`), columns
-    ``sigma_b, sigma, tau_s, sigma_v`` (m or rad, s).
+    ``sigma_b, sigma, tau_s, sigma_v`` (m or rad, s). ``session_sd`` ``(A,)``: the sd
+    of an offset constant over the whole series, added to every draw (the error of
+    an alignment fitted without this session, :func:`gls_align.GroupFit.induced_variance`).
     """
-    _, series, a = _simulate(params, t_s, reloc, n_draws, seed, store=True)
+    _, series, a = _simulate(params, t_s, reloc, n_draws, seed, True, session_sd=session_sd)
     return np.ascontiguousarray(series.reshape(-1, n_draws, a).transpose(1, 0, 2))
 
 
@@ -153,7 +183,7 @@ def growth_masks(t_s: np.ndarray, reloc: np.ndarray) -> tuple[np.ndarray, np.nda
     return ok & (frac < 0.25), ok & (frac >= 0.75)
 
 
-def _finish(acc: np.ndarray, n: int, early: np.ndarray, late: np.ndarray) -> dict:
+def _finish(acc: np.ndarray, n: int, early: np.ndarray, late: np.ndarray, white: bool) -> dict:
     """``{stat: (lanes,)}`` from the kernel's accumulators over ``n`` samples."""
     k = gm_kernel
     s1, s2 = acc[k.ACC_SUM], acc[k.ACC_SUMSQ]
@@ -168,24 +198,36 @@ def _finish(acc: np.ndarray, n: int, early: np.ndarray, late: np.ndarray) -> dic
     with np.errstate(invalid="ignore", divide="ignore"):
         lag1 = lag / (n * var)
         growth = np.sqrt((acc[k.ACC_LATE] / late.sum()) / (acc[k.ACC_EARLY] / early.sum()))
+        nis = acc[k.ACC_Z2] / n if white else np.full(acc.shape[1], np.nan)
+        kurtosis = (acc[k.ACC_Z4] / n) / nis**2
     return {
         "rms": np.sqrt(s2 / n),
         "mean": mean,
         "max_abs": acc[k.ACC_MAXABS].copy(),
         "lag1": lag1,
         "growth": growth,
+        "nis": nis,
+        "kurtosis": kurtosis,
     }
 
 
 def error_statistics(
-    t_s: np.ndarray, reloc: np.ndarray, error: np.ndarray
+    t_s: np.ndarray, reloc: np.ndarray, error: np.ndarray, whiten: np.ndarray | None = None
 ) -> dict[str, np.ndarray]:
-    """Statistics of error series ``(N, L)`` (e.g. one real error, L = axes) -> ``{stat: (L,)}``."""
+    """Statistics of error series ``(N, L)`` (e.g. one real error, L = axes) -> ``{stat: (L,)}``.
+
+    ``whiten``: ``(A, 4)`` model whose standardized innovations give ``nis`` and
+    ``kurtosis`` (column l is whitened by axis ``l % A``), else those are nan.
+    """
     e = np.ascontiguousarray(error, dtype=np.float64)
     early, late = growth_masks(t_s, reloc)
     acc = np.zeros((gm_kernel.N_ACC, e.shape[1]))
     gm_kernel.accumulate_series(e, early, late, acc)
-    return _finish(acc, e.shape[0], early, late)
+    if whiten is not None:
+        _, dt, flags, a = _prepare(whiten, t_s, reloc, 1)
+        lane_axis = np.arange(e.shape[1]) % a
+        gm_kernel.accumulate_innovations(e, flags, _gains(dt, flags, whiten, a), lane_axis, acc)
+    return _finish(acc, e.shape[0], early, late, whiten is not None)
 
 
 def simulate_statistics(
@@ -194,7 +236,12 @@ def simulate_statistics(
     reloc: np.ndarray,
     n_draws: int,
     seed: int | np.random.Generator,
+    whiten: np.ndarray | None = None,
+    session_sd: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """``{stat: (B, A)}`` of B simulated draws (see :func:`simulate_errors`), unstored."""
-    stats, _, a = _simulate(params, t_s, reloc, n_draws, seed, store=False)
+    """``{stat: (B, A)}`` of B simulated draws (see :func:`simulate_errors`), unstored.
+
+    ``whiten``: ``(A, 4)`` model for ``nis`` and ``kurtosis`` (see :func:`error_statistics`).
+    """
+    stats, _, a = _simulate(params, t_s, reloc, n_draws, seed, False, whiten, session_sd)
     return {k: v.reshape(n_draws, a) for k, v in stats.items()}

@@ -16,9 +16,11 @@ model is simulated with the parameter uncertainty: every draw takes its paramete
 from the fit's stated uncertainty (:func:`gm_montecarlo.draw_params`, σ_b from its
 Q-profile) and one error series over a horizon sampled at the campaign's median
 period, with relocalizations placed by resampling the campaign's segment lengths
-(a renewal process, entered at a uniform point of its first segment). The requirement
-*holds* when the predicted ``confidence`` quantile of the statistic (default 95 %) is
-at or below the threshold, i.e. P(statistic ≤ threshold) ≥ confidence.
+(a renewal process, entered at a uniform point of its first segment), plus, for a
+session the alignment did not see, an offset constant over the horizon with the
+variance the alignment's own error gives it. The requirement *holds* when the
+predicted ``confidence`` quantile of the statistic (default 95 %) is at or below the
+threshold, i.e. P(statistic ≤ threshold) ≥ confidence.
 """
 
 from __future__ import annotations
@@ -170,8 +172,14 @@ def predict_requirements(
     n_draws: int = 1000,
     seed: int = 0,
     parameter_uncertainty: bool = True,
+    inherited_variance: np.ndarray | None = None,
 ) -> list[RequirementResult]:
-    """Predicted distribution of every required statistic over ``horizon_s`` (see module doc)."""
+    """Predicted distribution of every required statistic over ``horizon_s`` (see module doc).
+
+    ``inherited_variance`` (6,) units²: a new session's error also carries the
+    alignment's own error (constant over the horizon; from
+    :meth:`sessions.PreparedCampaign.future_variance`), drawn anew for every horizon.
+    """
     if not requirements:
         return []
     if horizon_s <= 0:
@@ -184,6 +192,7 @@ def predict_requirements(
     params = model.params_array()[axes]
     cov = np.stack([model.axes[AXES[i]].cov_log_usable() for i in axes])
     quant = [model.axes[AXES[i]].sigma_b_quantile for i in axes]
+    sd = None if inherited_variance is None else np.sqrt(np.asarray(inherited_variance)[axes])
     if parameter_uncertainty:
         drawn = draw_params(params, cov, n_draws, rng, quant)
     else:
@@ -192,7 +201,7 @@ def predict_requirements(
     for j0 in range(0, n_draws, _CHUNK):
         j1 = min(n_draws, j0 + _CHUNK)
         reloc = _reloc_pattern(rng, t, lengths)
-        e = simulate_errors(drawn[j0:j1], t, reloc, j1 - j0, rng)
+        e = simulate_errors(drawn[j0:j1], t, reloc, j1 - j0, rng, sd)
         for k, v in horizon_statistics(np.abs(e)).items():
             stats[k].append(v)
     table = {k: np.concatenate(v) for k, v in stats.items()}

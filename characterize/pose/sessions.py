@@ -6,18 +6,21 @@ reference's first sample; flags kept). ``error_series(sensor, reference, ...)``
 runs time/frame alignment (:mod:`align`), computes the per-axis error and
 segments it at relocalizations (:mod:`reloc_segments`); a RELOCALIZED flag on a
 sample dropped by the association moves to the next kept sample.
-``prepare_sessions(paths, ...)`` does the same for a campaign, with one frame
-transform for all of its sessions; ``fit_prepared`` fits the error model over them
-and records where every input came from.
+``prepare_campaign(tracks, ...)`` does the same for a campaign (one time offset and
+one frame transform for all of its sessions, estimated with the error model, and
+the leave-one-out folds); ``prepare_sessions(paths, ...)`` from session files;
+``fit_prepared`` fits the error model and records where every input came from.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.spatial.transform import Rotation
+from scipy.stats import chi2
 
 from sensorbench.characterize.pose.align import (
     ERROR_FRAME,
@@ -25,12 +28,15 @@ from sensorbench.characterize.pose.align import (
     PoseTrack,
     align_sessions,
     estimate_time_offset,
+    offset_at_limit,
     pose_errors,
+    rate_window_s,
 )
 from sensorbench.characterize.pose.error_model import (
     FitOptions,
     PoseErrorModel,
     Progress,
+    fit_groups,
     fit_pose_error,
 )
 from sensorbench.characterize.pose.frames import (
@@ -40,6 +46,14 @@ from sensorbench.characterize.pose.frames import (
     loo_frame_statistics,
     mean_variance,
 )
+from sensorbench.characterize.pose.gls_align import (
+    Frame,
+    GroupFit,
+    OffsetDrift,
+    offset_pieces,
+    refine,
+    reset_mask,
+)
 from sensorbench.characterize.pose.reloc_segments import (
     RELOCALIZED_FLAG,
     Segmentation,
@@ -47,13 +61,16 @@ from sensorbench.characterize.pose.reloc_segments import (
     segment,
     unstable_detections,
 )
-from sensorbench.characterize.pose.series import ErrorSeries
+from sensorbench.characterize.pose.series import AXES, ErrorSeries
 from sensorbench.characterize.pose.trajectory_error import TrajectoryError, trajectory_error
 from sensorbench.errors import FitError, SessionError
 from sensorbench.logs.model_file import file_sha256
 
 TIME_ORIGIN = "s from the session start (its earliest sample of any stream)"
 """The origin of every time in the fit's JSON, model file and figures."""
+MEAN_AXES = {"se3": AXES, "planar": ("x", "y", "z", "yaw"), "none": ()}
+"""Axes whose mean error an alignment of each mode absorbs (its translation; its body
+rotation about all axes, or about z only when planar)."""
 
 
 @dataclass
@@ -75,7 +92,7 @@ class PreparedSession:
     @property
     def offset_sigma_s(self) -> float:
         """The time offset's standard error (s) where it was estimated, else nan."""
-        return float(self.segmentation.offset_sigma_s)
+        return float(self.alignment.offset_se_s)
 
     def alignment_used(self) -> str:
         """The alignment in words, e.g. ``se3, one transform for 3 sessions (campaign)``."""
@@ -124,7 +141,7 @@ def error_series(
 ) -> PreparedSession:
     """Align ``sensor`` to ``reference``, compute the error and segment it."""
     al = align_sessions([(sensor, reference)], mode, offset_s, max_offset_s, max_gap_s)[0]
-    return _segmented(sensor, reference, al, name, max_gap_s, source)
+    return _segmented(sensor, reference, al, name, max_gap_s, source, trajectory=al)
 
 
 def _segmented(
@@ -135,7 +152,24 @@ def _segmented(
     max_gap_s: float | None,
     source: str,
     seg: Segmentation | None = None,
+    starts: np.ndarray | None = None,
+    mean_group: str | None = None,
+    nuisance: tuple[GroupFit, int, str] | None = None,
+    trajectory: Alignment | None = None,
 ) -> PreparedSession:
+    """The session's error under ``al``, segmented.
+
+    ``seg`` with ``starts`` (its segment start times after the first sample, s): that
+    segmentation carried over to the samples kept under ``al``; ``seg`` alone: reused
+    when the samples are the same; else segmented anew (flags, or detected steps).
+    ``mean_group``: the sessions whose alignment ``al`` is (it absorbed their mean
+    error on the axes its mode fits; the sigma_b Q-profile needs to know,
+    :class:`error_model.QProfile`). ``nuisance``: (the offset-and-frame fit ``al`` came
+    from, this session's index in it, a label shared by the sessions of that fit):
+    its Jacobian goes with the series for the fit's restricted likelihood.
+    ``trajectory``: also the ATE and RPE (:mod:`trajectory_error`) under this alignment
+    (the position-only Umeyama fit at the same offset, as ``evo_ape --align`` makes).
+    """
     t, e, idx = pose_errors(sensor, reference, al, max_gap_s)
     if t.size < 10:
         raise FitError(f"{name}: only {t.size} sensor poses overlap the reference")
@@ -146,10 +180,25 @@ def _segmented(
         kept = seg_all[idx]
         flags = np.zeros(idx.size, dtype=np.uint8)
         flags[1:][np.diff(kept) > 0] = RELOCALIZED_FLAG
-    if seg is None or seg.reloc.size != t.size:
+    if seg is not None and starts is not None:
+        seg = replace(seg, reloc=reset_mask(t, starts))
+    elif seg is None or seg.reloc.size != t.size:
         seg = segment(t, e, flags)
-    series = ErrorSeries(t, e, seg.reloc, name=name)
-    te = trajectory_error(sensor, reference, al, max_gap_s)
+    meta: dict = {}
+    if mean_group is not None and MEAN_AXES[al.mode]:
+        meta = {"mean_group": mean_group, "mean_axes": MEAN_AXES[al.mode]}
+    if nuisance is not None and nuisance[0].cov.size:
+        jt, jac = nuisance[0].jacobian(nuisance[1], (sensor, reference), max_gap_s)
+        if jt.shape == t.shape and np.allclose(jt, t):
+            meta |= {"nuisance_jacobian": jac, "nuisance_group": nuisance[2]}
+    series = ErrorSeries(t, e, seg.reloc, name=name, meta=meta)
+    al = replace(
+        al,
+        residual_rms_m=float(np.sqrt(np.mean(np.sum(e[:, :3] ** 2, axis=1)))),
+        n_pairs=int(t.size),
+        n_dropped=int(valid.t_s.size - t.size),
+    )
+    te = None if trajectory is None else trajectory_error(sensor, reference, trajectory, max_gap_s)
     return PreparedSession(series, al, seg, source, valid.position[idx], te)
 
 
@@ -203,29 +252,28 @@ def prepare_sessions(
     max_gap_s: float | None = None,
     t_start_s: float | None = None,
     t_end_s: float | None = None,
-) -> list[PreparedSession]:
-    """Prepare a campaign: one frame transform for all sessions (``joint``), or one each.
+) -> PreparedCampaign:
+    """Prepare the campaign of session files (:func:`prepare_campaign`), every session kept.
 
-    Session names are the file stems, made unique with ``#i`` where two collide; only
-    the samples in ``[t_start_s, t_end_s)`` of each session (s from its start) are used.
+    ``joint``: one frame transform for all sessions, else one each (``mode`` "none":
+    no alignment). No session is left out for being in another map: the caller runs
+    its own frame check if it wants one. Session names are the file stems, made unique
+    with ``#i`` where two collide; only the samples in ``[t_start_s, t_end_s)`` of each
+    session (s from its start) are used.
     """
     tracks = [load_tracks(p, sensor, reference, t_start_s, t_end_s) for p in paths]
-    if joint:
-        alignments = align_sessions(tracks, mode, offset_s, max_offset_s, max_gap_s)
-    else:
-        alignments = [
-            align_sessions([tr], mode, offset_s, max_offset_s, max_gap_s)[0] for tr in tracks
-        ]
-    names = session_names(paths)
-    scope = "none" if mode == "none" else ("campaign" if joint and len(paths) > 1 else "session")
-    return [
-        replace(
-            _segmented(sen, ref, al, name, max_gap_s, str(p)),
-            alignment_scope=scope,
-            campaign_sessions=len(paths) if scope == "campaign" else 1,
-        )
-        for (sen, ref), al, name, p in zip(tracks, alignments, names, paths, strict=True)
-    ]
+    align = "none" if mode == "none" else ("campaign" if joint else "session")
+    return prepare_campaign(
+        tracks,
+        session_names(paths),
+        [str(p) for p in paths],
+        align,
+        mode == "planar",
+        offset_s,
+        max_offset_s,
+        max_gap_s,
+        frame_alpha=0.0,
+    )
 
 
 def session_names(paths: list[str | Path]) -> list[str]:
@@ -239,12 +287,14 @@ def fit_prepared(
     sensor: str,
     reference: str,
     options: FitOptions | None = None,
+    time_offset: TimeOffset | None = None,
     progress: Progress | None = None,
 ) -> PoseErrorModel:
     """Fit the pose-error model over prepared sessions (:func:`fit_pose_error`).
 
     The model's provenance records every input file (resolved path, SHA-256, samples
-    used) and each session's alignment and segmentation.
+    used), each session's alignment and segmentation, and the campaign's time offset
+    with its standard error (``time_offset``, when given).
     """
     return fit_pose_error(
         [ps.series for ps in prepared],
@@ -264,6 +314,7 @@ def fit_prepared(
             "alignment": {ps.series.name: ps.alignment.to_dict() for ps in prepared},
             "segmentation": {ps.series.name: ps.segmentation.to_dict() for ps in prepared},
             "time_origin": TIME_ORIGIN,
+            **({} if time_offset is None else {"time_offset": time_offset.to_dict()}),
         },
         progress=progress,
     )
@@ -271,6 +322,252 @@ def fit_prepared(
 
 ALIGN_MODES = ("campaign", "session", "none")
 """``--align``: one transform for all sessions, one per session, or none."""
+XCORR_STEP_S = 0.01
+"""Grid and lag step of the rate cross-correlation that starts the offset's GLS (s)."""
+OFFSET_CONSISTENCY_ALPHA = 0.01
+"""Sessions' own time offsets that differ at this level are not pooled (:class:`TimeOffset`)."""
+
+
+@dataclass
+class TimeOffset:
+    """The campaign's time offset (reference time = sensor time + offset, s).
+
+    The offset is a property of the rig (the sensor's latency against mocap's), so it
+    is estimated once for the campaign, jointly with the frame (:mod:`gls_align`).
+    Each session's own estimate (under its own alignment, weighted by a model fitted
+    to that session alone) is kept too; when they disagree (χ² of the own offsets
+    about their weighted mean, S − 1 degrees of freedom, p below
+    :data:`OFFSET_CONSISTENCY_ALPHA`) the clocks differ between sessions and every
+    session keeps its own offset (``pooled`` False; a held-out session's offset is
+    then its own, which validation reports).
+    """
+
+    method: str  # "given" or "gls"
+    offset_s: float  # the campaign's offset (nan when every session keeps its own)
+    se_s: float
+    pooled: bool
+    consistency_p: float
+    sessions: dict[str, dict[str, Any]]  # own offset_s, se_s, xcorr_offset_s, rate_correlation,
+    # pieces (:class:`gls_align.OffsetDrift`)
+
+    def to_dict(self) -> dict:
+        """JSON/TOML-ready."""
+        return {
+            "method": self.method,
+            "offset_s": self.offset_s,
+            "se_s": self.se_s,
+            "pooled": self.pooled,
+            "consistency_p": self.consistency_p,
+            "sessions": self.sessions,
+        }
+
+
+@dataclass
+class Fold:
+    """One session held out: its error under what the other sessions alone determined.
+
+    ``inherited_variance`` (6,) units²: the variance of the error the held-out session
+    inherits from the others' offset and frame estimate (their own estimation error,
+    :meth:`gls_align.GroupFit.induced_variance`), which its simulations carry too.
+    """
+
+    held_out: ErrorSeries
+    training: list[ErrorSeries]
+    alignment: Alignment
+    inherited_variance: np.ndarray
+
+
+@dataclass
+class PreparedCampaign:
+    """A campaign aligned and segmented, and what its leave-one-out folds need.
+
+    ``prepared``: the sessions in the campaign's map (input order) under the
+    campaign's offset and frame; ``frames``: the frame check (None unless
+    ``align="campaign"`` with ≥ 2 sessions); ``time_offset``: the offset and its
+    standard error. :meth:`folds` redoes offset and frame without the held-out
+    session (the caller refits the model on :attr:`Fold.training`).
+    """
+
+    prepared: list[PreparedSession]
+    frames: FrameCheck | None
+    time_offset: TimeOffset
+    tracks: list[tuple[PoseTrack, PoseTrack]]
+    kept: list[int]  # index into tracks of every prepared session
+    alone: list[PreparedSession]  # every session under its own offset and frame
+    align: str
+    mode: str
+    max_gap_s: float | None
+    own_fits: list[GroupFit] = field(default_factory=list)  # each session's own GLS
+    fit: GroupFit | None = None  # the campaign's offset and frame estimate
+
+    @property
+    def series(self) -> list[ErrorSeries]:
+        """The prepared sessions' error series."""
+        return [p.series for p in self.prepared]
+
+    def folds(self, targets: list[int], excluded: frozenset[int] = frozenset()) -> list[Fold]:
+        """Folds holding out ``targets`` (indices into :attr:`prepared`), without ``excluded``.
+
+        For held-out session i the training sessions are the other prepared ones not in
+        ``excluded``. From them alone come the weights of the GLS (a model fitted to
+        their own-aligned errors), the pooled time offset and, with
+        ``align="campaign"``, the frame; session i's error is computed under that
+        offset and frame (``"session"``: under its own frame; offsets that were not
+        pooled stay each session's own).
+        """
+        n = len(self.prepared)
+        trains = [[self.kept[j] for j in range(n) if j != i and j not in excluded] for i in targets]
+        if any(not t for t in trains):
+            raise FitError("leave-one-session-out needs another session to train on")
+        weights = fit_groups([a.series for a in self.alone], trains)
+        out = []
+        for i, train, w in zip(targets, trains, weights, strict=True):
+            held = self.kept[i]
+            aligned, g = self._fold_alignments(train, held, np.stack([w[a].values for a in AXES]))
+            inherited = (
+                np.zeros(len(AXES))
+                if g is None
+                else g.induced_variance(self.tracks[held], aligned[held].offset_s, self.max_gap_s)
+            )
+            label = f"without {held}"
+            training = [
+                self._series(j, aligned[j], label, self._nuisance(g, train, j, label))
+                for j in train
+            ]
+            out.append(
+                Fold(
+                    self._series(held, aligned[held], "held out"),
+                    training,
+                    aligned[held],
+                    inherited,
+                )
+            )
+        return out
+
+    def _nuisance(
+        self, fit: GroupFit | None, members: list[int], j: int, label: str
+    ) -> tuple[GroupFit, int, str] | None:
+        """What session ``j``'s alignment was fitted with: the group's fit (campaign), its own."""
+        if self.align == "campaign" and fit is not None:
+            return fit, members.index(j), label
+        if self.align == "session":
+            return self.own_fits[j], 0, f"own {j}"
+        return None
+
+    def fold_pairs(
+        self, targets: list[int], excluded: frozenset[int] = frozenset()
+    ) -> list[tuple[ErrorSeries, list[ErrorSeries], np.ndarray]]:
+        """:meth:`folds` as (held-out, training, inherited variance): a ``validate.FoldSource``."""
+        return [
+            (f.held_out, f.training, f.inherited_variance) for f in self.folds(targets, excluded)
+        ]
+
+    def _fold_alignments(
+        self, train: list[int], held: int, params: np.ndarray
+    ) -> tuple[dict[int, Alignment], GroupFit | None]:
+        """Alignments of ``train`` and ``held`` from the offsets and frame of ``train``.
+
+        Also the estimate whose error the held-out session inherits (None when nothing
+        of its alignment came from the others).
+        """
+        own = {j: self.alone[j].alignment for j in [*train, held]}
+        pooled = self.time_offset.method == "gls" and self.time_offset.pooled
+        off = {j: own[j].offset_s for j in own}
+        se = {j: own[j].offset_se_s for j in own}
+        if pooled:
+            o, s = _weighted_mean([off[j] for j in train], [se[j] for j in train])
+            off, se = dict.fromkeys(own, o), dict.fromkeys(own, s)
+        if self.align != "campaign":
+            aligned = {
+                j: _with_frame(own[j], off[j], _frame_of(own[j], self.mode), se[j]) for j in own
+            }
+            return aligned, (_offset_only(aligned[held]) if pooled else None)
+        pairs = [self.tracks[j] for j in train]
+        start = align_sessions(pairs, self.mode, [off[j] for j in train], max_gap_s=self.max_gap_s)
+        g = refine(
+            pairs,
+            [off[j] for j in train],
+            _frame_of(start[0], self.mode),
+            [self.alone[j].series.reloc_times_s() for j in train],
+            params,
+            estimate_offset=pooled,
+            max_gap_s=self.max_gap_s,
+        )
+        if pooled:
+            off = dict.fromkeys(own, float(g.offsets_s[0]))
+            se = dict.fromkeys(own, g.offset_se_s(0))
+        return {j: _with_frame(own[j], off[j], g.frame, se[j]) for j in own}, g
+
+    def future_variance(self) -> np.ndarray:
+        """``(6,)`` variance (units²) a new session's error inherits from this campaign's
+        offset and frame: :meth:`GroupFit.induced_variance` averaged over the sessions."""
+        if self.fit is None:
+            return np.zeros(len(AXES))
+        return np.mean(
+            [
+                self.fit.induced_variance(self.tracks[j], p.alignment.offset_s, self.max_gap_s)
+                for j, p in zip(self.kept, self.prepared, strict=True)
+            ],
+            axis=0,
+        )
+
+    def _series(
+        self,
+        j: int,
+        al: Alignment,
+        group: str,
+        nuisance: tuple[GroupFit, int, str] | None = None,
+    ) -> ErrorSeries:
+        a = self.alone[j]
+        return _segmented(
+            *self.tracks[j],
+            al,
+            a.series.name,
+            self.max_gap_s,
+            a.source,
+            a.segmentation,
+            a.series.reloc_times_s(),
+            a.series.name if self.align == "session" else group,
+            nuisance,
+        ).series
+
+
+def _offset_only(al: Alignment) -> GroupFit:
+    """The estimate of a pooled offset alone (frame not from the others), for its variance."""
+    return GroupFit(
+        np.array([al.offset_s]),
+        _frame_of(al, "none"),
+        np.array([[al.offset_se_s**2]]),
+        np.array([0]),
+        0,
+        True,
+        np.zeros(3),
+        fit_frame=False,
+    )
+
+
+def _weighted_mean(values: list[float], se: list[float]) -> tuple[float, float]:
+    """Inverse-variance weighted mean and its standard error (plain mean without se)."""
+    v, s = np.asarray(values, float), np.asarray(se, float)
+    if not np.all(np.isfinite(s) & (s > 0)):
+        return float(np.mean(v)), float("nan")
+    w = 1.0 / s**2
+    return float(np.sum(w * v) / np.sum(w)), float(1.0 / np.sqrt(np.sum(w)))
+
+
+def _frame_of(al: Alignment, mode: str) -> Frame:
+    return Frame(al.rotation, al.translation, al.body_rotation, mode)
+
+
+def _with_frame(al: Alignment, offset_s: float, frame: Frame, se_s: float) -> Alignment:
+    return replace(
+        al,
+        offset_s=float(offset_s),
+        rotation=frame.rotation,
+        translation=frame.translation,
+        body_rotation=frame.body_rotation,
+        offset_se_s=float(se_s),
+    )
 
 
 def prepare_campaign(
@@ -283,59 +580,260 @@ def prepare_campaign(
     max_offset_s: float = 0.5,
     max_gap_s: float | None = None,
     frame_alpha: float = FRAME_ALPHA,
-) -> tuple[list[PreparedSession], FrameCheck | None]:
+) -> PreparedCampaign:
     """Align, compute and segment the error of every session; check their frames.
 
-    ``align``: ``"campaign"`` (one transform for all sessions; then sessions in another
-    map are found by :func:`frames.frame_statistics`, removed one at a time, worst
-    first, and the rest re-aligned without them), ``"session"`` (one transform each)
-    or ``"none"``. Returns the prepared sessions (those in the campaign's map, in
-    input order) and the frame check (None unless ``"campaign"`` with ≥ 2 sessions).
-    Time offsets are estimated once per session (unless ``offset_s`` is given), and
-    relocalizations are segmented on each session's error under its own alignment
-    (a session in another map, pulling the shared alignment, must not change where
-    the others' steps are found).
+    ``align``: ``"campaign"`` (one transform for all sessions; sessions in another map
+    are found by :func:`frames.frame_statistics`, removed one at a time, worst first,
+    and the rest re-aligned without them), ``"session"`` (one transform each) or
+    ``"none"``. Steps:
+
+    1. each session's offset by angular-rate cross-correlation (unless ``offset_s``
+       is given) and its own Umeyama alignment; relocalizations from flags or
+       detected steps on that error;
+    2. each session's own offset and frame by GLS (:mod:`gls_align`) weighted by a
+       model fitted to that session alone, with the offset's standard error; the
+       segmentation again at that offset (relocalizations are found on each
+       session's own alignment: a session in another map must not move the
+       others' steps);
+    3. the campaign's offset: the own offsets pooled when they agree (:class:`TimeOffset`);
+    4. with ``"campaign"``: the frame check (on the errors of step 1: it needs no
+       error model), then the frame and the pooled offset by one GLS over the
+       sessions kept, weighted by a model fitted to their own-aligned errors.
     """
     if align not in ALIGN_MODES:
         raise FitError(f"unknown --align {align!r} (campaign, session or none)")
     sources = sources or [""] * len(tracks)
     mode = "none" if align == "none" else ("planar" if planar else "se3")
-    own = [align_sessions([tr], mode, offset_s, max_offset_s, max_gap_s)[0] for tr in tracks]
-    alone = [
-        _segmented(sen, ref, al, n, max_gap_s, src)
-        for (sen, ref), al, n, src in zip(tracks, own, names, sources, strict=True)
+    estimate = offset_s is None
+    xcorr = [
+        estimate_time_offset(
+            sen,
+            ref,
+            max_offset_s,
+            coarse_step_s=XCORR_STEP_S,
+            fine_step_s=XCORR_STEP_S,
+            max_gap_s=max_gap_s,
+        )
+        if estimate
+        else (float(offset_s or 0.0), float("nan"))
+        for sen, ref in tracks
     ]
-    if offset_s is None:
-        for (sen, ref), ps in zip(tracks, alone, strict=True):
-            _mark_unstable(sen, ref, ps, max_offset_s, max_gap_s)
-    if align != "campaign" or len(tracks) < 2:
-        scope = "none" if align == "none" else "session"
-        return [replace(ps, alignment_scope=scope) for ps in alone], None
-    offsets: list[float | None] = [al.offset_s for al in own]
+    first = [
+        align_sessions([tr], mode, off, max_offset_s, max_gap_s)[0]
+        for tr, (off, _) in zip(tracks, xcorr, strict=True)
+    ]
+    start = [
+        _segmented(*tr, al, n, max_gap_s, src, mean_group=n)
+        for tr, al, n, src in zip(tracks, first, names, sources, strict=True)
+    ]
+    own_models = fit_groups([p.series for p in start], [[i] for i in range(len(tracks))])
+    alone, drifts, own_fits = [], [], []
+    for i, (tr, al, ps, fit) in enumerate(zip(tracks, first, start, own_models, strict=True)):
+        params = np.stack([fit[a].values for a in AXES])
+        starts = ps.series.reloc_times_s()
+        g = refine(
+            [tr],
+            [al.offset_s],
+            _frame_of(al, mode),
+            [starts],
+            params,
+            estimate_offset=estimate,
+            max_gap_s=max_gap_s,
+        )
+        se, drift = g.offset_se_s(0), None
+        if estimate:
+            drift = offset_pieces(tr, float(g.offsets_s[0]), g.frame, starts, params, max_gap_s)
+            se *= 1.0 if drift is None else drift.inflation
+        drifts.append(drift)
+        own = _with_frame(al, float(g.offsets_s[0]), g.frame, se)
+        if estimate:
+            own = replace(
+                own,
+                time_offset_method="GLS under the error model, from an angular-rate xcorr",
+                rate_correlation=xcorr[i][1],
+                offset_at_search_limit=offset_at_limit(xcorr[i][0], max_offset_s),
+                max_offset_s=max_offset_s,
+                rate_window_s=rate_window_s(*tr),
+            )
+            _mark_unstable(*tr, ps, se, max_gap_s)
+        own_fits.append(g)
+        alone.append(
+            _segmented(
+                *tr,
+                own,
+                names[i],
+                max_gap_s,
+                sources[i],
+                ps.segmentation,
+                starts,
+                names[i],
+                (g, 0, f"own {i}"),
+            )
+        )
+    offset = _campaign_offset(alone, xcorr, drifts, estimate)
+    offsets = [offset.offset_s if offset.pooled else a.alignment.offset_s for a in alone]
+    kept, check = list(range(len(tracks))), None
+    if align == "campaign" and len(tracks) >= 2:
+        # the map check needs no error model: rate-correlated offsets, Umeyama frames
+        kept, check = _frame_loop(
+            tracks, names, [al.offset_s for al in first], start, mode, max_gap_s, frame_alpha
+        )
+    camp = PreparedCampaign(
+        [], check, offset, tracks, kept, alone, align, mode, max_gap_s, own_fits
+    )
+    alignments = {j: alone[j].alignment for j in kept}
+    if align == "campaign":
+        pooled = estimate and offset.pooled
+        pairs = [tracks[j] for j in kept]
+        weights = fit_groups([alone[j].series for j in kept], [list(range(len(kept)))])[0]
+        joint = align_sessions(pairs, mode, [offsets[j] for j in kept], max_gap_s=max_gap_s)
+        g = refine(
+            pairs,
+            [offsets[j] for j in kept],
+            _frame_of(joint[0], mode),
+            [alone[j].series.reloc_times_s() for j in kept],
+            np.stack([weights[a].values for a in AXES]),
+            estimate_offset=pooled,
+            max_gap_s=max_gap_s,
+        )
+        camp.fit = g
+        if pooled:
+            # the joint GLS's se, or the own offsets' pooled se when drift inflated them
+            own_se = _weighted_mean(
+                [alone[j].alignment.offset_s for j in kept],
+                [alone[j].alignment.offset_se_s for j in kept],
+            )[1]
+            offset.offset_s = float(g.offsets_s[0])
+            offset.se_s = max(g.offset_se_s(0), own_se)
+        for k, j in enumerate(kept):
+            se = offset.se_s if pooled else alone[j].alignment.offset_se_s
+            alignments[j] = _with_frame(alone[j].alignment, g.offsets_s[k], g.frame, se)
+    elif offset.pooled and estimate:
+        for j in kept:
+            own = alone[j].alignment
+            alignments[j] = _with_frame(own, offset.offset_s, _frame_of(own, mode), offset.se_s)
+        camp.fit = _offset_only(alignments[kept[0]])
+    evo = _evo_alignments(tracks, kept, alignments, mode, align, max_gap_s)
+    for j in kept:
+        a = alone[j]
+        camp.prepared.append(
+            _segmented(
+                *tracks[j],
+                alignments[j],
+                names[j],
+                max_gap_s,
+                sources[j],
+                a.segmentation,
+                a.series.reloc_times_s(),
+                "campaign" if align == "campaign" else names[j],
+                camp._nuisance(camp.fit, kept, j, "campaign"),
+                trajectory=evo[j],
+            )
+        )
+    joint_scope = align == "campaign" and len(kept) > 1
+    camp.prepared = [
+        replace(
+            p,
+            alignment_scope="none"
+            if align == "none"
+            else ("campaign" if joint_scope else "session"),
+            campaign_sessions=len(kept) if joint_scope else 1,
+        )
+        for p in camp.prepared
+    ]
+    if check is not None:
+        _own_alignment_shift(check, tracks, names, alone, camp.prepared[0].alignment)
+    return camp
+
+
+def _evo_alignments(
+    tracks: list[tuple[PoseTrack, PoseTrack]],
+    kept: list[int],
+    alignments: dict[int, Alignment],
+    mode: str,
+    align: str,
+    max_gap_s: float | None,
+) -> dict[int, Alignment]:
+    """The position-only (Umeyama) fits at the offsets used: what evo aligns the ATE with."""
+    if align == "campaign":
+        pairs = [tracks[j] for j in kept]
+        fit = align_sessions(
+            pairs, mode, [alignments[j].offset_s for j in kept], max_gap_s=max_gap_s
+        )
+        return {
+            j: replace(alignments[j], rotation=f.rotation, translation=f.translation)
+            for j, f in zip(kept, fit, strict=True)
+        }
+    out = {}
+    for j in kept:
+        f = align_sessions([tracks[j]], mode, alignments[j].offset_s, max_gap_s=max_gap_s)[0]
+        out[j] = replace(alignments[j], rotation=f.rotation, translation=f.translation)
+    return out
+
+
+def _campaign_offset(
+    alone: list[PreparedSession],
+    xcorr: list[tuple[float, float]],
+    drifts: list[OffsetDrift | None],
+    estimate: bool,
+) -> TimeOffset:
+    """The sessions' own offsets, pooled by inverse variance when they agree."""
+    own = [a.alignment for a in alone]
+    sessions = {
+        a.series.name: {
+            "offset_s": al.offset_s,
+            "se_s": al.offset_se_s,
+            "xcorr_offset_s": x[0],
+            "rate_correlation": x[1],
+            **({} if d is None else {"pieces": d.to_dict()}),
+        }
+        for a, al, x, d in zip(alone, own, xcorr, drifts, strict=True)
+    }
+    if not estimate:
+        return TimeOffset("given", own[0].offset_s, float("nan"), True, float("nan"), sessions)
+    off, se = _weighted_mean([al.offset_s for al in own], [al.offset_se_s for al in own])
+    p = float("nan")
+    if len(own) > 1 and np.isfinite(se):
+        stat = sum(((al.offset_s - off) / al.offset_se_s) ** 2 for al in own)
+        p = float(chi2.sf(stat, len(own) - 1))
+    pooled = not p < OFFSET_CONSISTENCY_ALPHA
+    return TimeOffset(
+        "gls", off if pooled else float("nan"), se if pooled else float("nan"), pooled, p, sessions
+    )
+
+
+def _frame_loop(
+    tracks: list[tuple[PoseTrack, PoseTrack]],
+    names: list[str],
+    offsets: list[float],
+    alone: list[PreparedSession],
+    mode: str,
+    max_gap_s: float | None,
+    frame_alpha: float,
+) -> tuple[list[int], FrameCheck]:
+    """Sessions in the campaign's map, and the frame check that left the others out."""
     keep = list(range(len(tracks)))
     excluded: list[str] = []
     while True:
         joint = align_sessions(
-            [tracks[i] for i in keep], mode, [offsets[i] for i in keep], max_offset_s, max_gap_s
+            [tracks[i] for i in keep], mode, [offsets[i] for i in keep], max_gap_s=max_gap_s
         )
-        joint = [
-            replace(
-                j,
-                time_offset_method=own[i].time_offset_method,
-                rate_correlation=own[i].rate_correlation,
-                rate_window_s=own[i].rate_window_s,
-            )
-            for i, j in zip(keep, joint, strict=True)
-        ]
-        prepared = [
-            _segmented(*tracks[i], al, names[i], max_gap_s, sources[i], alone[i].segmentation)
+        series = [
+            _segmented(
+                *tracks[i],
+                al,
+                names[i],
+                max_gap_s,
+                "",
+                alone[i].segmentation,
+                alone[i].series.reloc_times_s(),
+            ).series
             for i, al in zip(keep, joint, strict=True)
         ]
-        check = frame_statistics([p.series for p in prepared], frame_alpha, len(tracks))
+        check = frame_statistics(series, frame_alpha, len(tracks))
         if not check.testable and len(keep) >= 3:
-            check = _loo_check(
-                tracks, keep, offsets, own, alone, names, mode, max_gap_s, frame_alpha
-            )
+            check = _loo_check(tracks, keep, offsets, alone, names, mode, max_gap_s, frame_alpha)
         if not check.testable or len(keep) <= 2:
             break
         worst = int(np.nanargmax(check.statistic))  # p-values underflow to 0 for gross shifts
@@ -344,28 +842,34 @@ def prepare_campaign(
         excluded.append(names[keep[worst]])
         keep.pop(worst)
     check.excluded = excluded
-    prepared = [
-        replace(p, alignment_scope="campaign", campaign_sessions=len(keep)) for p in prepared
-    ]
-    for i, al in enumerate(own):
-        ref_al = joint[0]
+    return keep, check
+
+
+def _own_alignment_shift(
+    check: FrameCheck,
+    tracks: list[tuple[PoseTrack, PoseTrack]],
+    names: list[str],
+    alone: list[PreparedSession],
+    campaign: Alignment,
+) -> None:
+    """How far each session's own alignment is from the campaign's (at its centre)."""
+    for i, ps in enumerate(alone):
+        al = ps.alignment
         centre = tracks[i][0].only_valid().position.mean(axis=0)
         shift = (al.rotation @ centre + al.translation) - (
-            ref_al.rotation @ centre + ref_al.translation
+            campaign.rotation @ centre + campaign.translation
         )
-        angle = Rotation.from_matrix(al.rotation @ ref_al.rotation.T).magnitude()
+        angle = Rotation.from_matrix(al.rotation @ campaign.rotation.T).magnitude()
         check.own_alignment[names[i]] = {
             "translation_m": float(np.linalg.norm(shift)),
             "rotation_deg": float(np.degrees(angle)),
         }
-    return prepared, check
 
 
 def _loo_check(
     tracks: list[tuple[PoseTrack, PoseTrack]],
     keep: list[int],
-    offsets: list[float | None],
-    own: list[Alignment],
+    offsets: list[float],
     alone: list[PreparedSession],
     names: list[str],
     mode: str,
@@ -380,52 +884,36 @@ def _loo_check(
         joint = align_sessions(
             [tracks[j] for j in rest], mode, [offsets[j] for j in rest], max_gap_s=max_gap_s
         )
-        al_i = replace(joint[0], offset_s=own[i].offset_s)
+        al_i = replace(joint[0], offset_s=offsets[i])
         held.append(
-            _segmented(*tracks[i], al_i, names[i], max_gap_s, "", alone[i].segmentation).series
+            _segmented(
+                *tracks[i],
+                al_i,
+                names[i],
+                max_gap_s,
+                "",
+                alone[i].segmentation,
+                alone[i].series.reloc_times_s(),
+            ).series
         )
         allowed.append(mean_variance(alone[i].series, params) * (1.0 + 1.0 / len(rest)))
     return loo_frame_statistics(held, np.array(allowed), frame_alpha, len(tracks))
-
-
-def offset_sigma(sensor: PoseTrack, reference: PoseTrack, max_offset_s: float) -> float:
-    """Standard error (s) of the time offset: from the estimates on the two halves.
-
-    The halves' estimates differ by ``√2 σ_half`` on average and the whole recording's
-    has ``σ_half / √2``, so ``σ ≈ |o₁ − o₂| / 2`` (one degree of freedom: a rough
-    figure, floored at the 1-ms search step).
-    """
-    s = sensor.only_valid()
-    mid = 0.5 * (s.t_s[0] + s.t_s[-1])
-    halves = []
-    for keep in (s.t_s <= mid, s.t_s > mid):
-        part = PoseTrack(
-            s.t_s[keep],
-            s.position[keep],
-            s.quat_xyzw[keep],
-            None,
-            None if s.flags is None else s.flags[keep],
-            s.name,
-        )
-        try:
-            halves.append(estimate_time_offset(part, reference, max_offset_s)[0])
-        except FitError:
-            return float("nan")
-    return max(abs(halves[0] - halves[1]) / 2.0, 1e-3)
 
 
 def _mark_unstable(
     sensor: PoseTrack,
     reference: PoseTrack,
     ps: PreparedSession,
-    max_offset_s: float,
+    sigma: float,
     max_gap_s: float | None,
 ) -> None:
-    """Record in ``ps.segmentation`` the detections that move when the offset moves by ±2σ."""
+    """Record in ``ps.segmentation`` the detections that move when the offset moves by ±2σ.
+
+    ``sigma``: the offset's standard error (s); ``ps``: the session as it was segmented.
+    """
     seg = ps.segmentation
     if seg.method == "flags":
         return
-    sigma = offset_sigma(sensor, reference, max_offset_s)
     seg.offset_sigma_s = sigma
     if not np.isfinite(sigma):
         return

@@ -3,22 +3,36 @@
 For every session: refit the model on the other sessions (or use a given model
 file), draw B error realizations along the held-out session's real timestamps and
 relocalization times, and place the real error's statistics (:data:`STAT_NAMES`:
-RMS, mean, max |e|, lag-1 autocorrelation, growth — per axis) among the simulated
-ones. By default every draw also draws its parameters from the fit's uncertainty
-(log-normal, the inverse Hessian), so a refit from few sessions is not judged as if
-its parameters were exact.
+RMS, mean, max |e|, lag-1 autocorrelation, growth, and the mean square and kurtosis
+of the standardized innovations under the refitted model — per axis) among the
+simulated ones. By default every draw also draws its parameters from the fit's
+uncertainty (log-normal, the inverse Hessian; sigma_b from its Q-profile), so a refit
+from few sessions is not judged as if its parameters were exact.
+
+Leave-one-out means the held-out session informs nothing that judges it: with a
+fold source (:meth:`sessions.PreparedCampaign.folds`) its error is computed under
+the time offset and frame alignment of the other sessions, and the model is fitted
+to the other sessions' errors under that same alignment.
 
 Reported per (session, axis, statistic): the percentile
 ``p = (1 + #{T_sim >= T_obs}) / (B + 1)`` (upper tail; 0.5 is central), and whether it
 lies in the Šidák band [0.43 %, 99.57 %] of six axes at 95 % (informational).
 
-Verdicts, family-wise: within a session, the 6 × 5 = 30 checks are combined by a
+Verdicts, family-wise: within a session, the 6 × 7 = 42 checks are combined by a
 max-|z| statistic whose null distribution comes from the same draws (Westfall-Young
-single step: each statistic is transformed — log for RMS, max |e| and growth, atanh
-for lag-1 — and standardised by the draws; the critical value c is the
-(1 - α_s) quantile of the draws' own max |z|). A check fails when its |z| > c; a
-session fails when any check fails; α_s = 1 - (1 - α)^(1/S) is Šidák over the S
-sessions, so a correct model passes the whole campaign with probability ≈ 1 - α.
+single step: each statistic is transformed — log for RMS, max |e|, growth, the mean
+square and the kurtosis, atanh for lag-1 — and standardised by the draws; the
+critical value c is the (1 - α_s) quantile of the draws' own max |z|). A check fails
+when its |z| > c; a session fails when any check fails; α_s = 1 - (1 - α)^(1/m) is
+Šidák over the m sessions under test, so a correct model passes the whole campaign
+with probability ≈ 1 - α.
+
+Naming, step-down: one bad session also spoils the models the others are judged by
+(each refit includes it). So when sessions fail, the worst (largest max |z|) is
+named and taken out of every training set, and the remaining sessions are judged
+again against refits without it, at the Šidák level of the sessions left; this
+repeats until none fails. Under a correct model the first round alone decides
+whether anything is named, so the family-wise level is that of the first round.
 """
 
 from __future__ import annotations
@@ -49,8 +63,15 @@ SIDAK_BAND = (0.0043, 0.9957)
 """Per-axis two-sided band of one statistic for a 95 % family of six axes."""
 
 
+Fold = tuple[ErrorSeries, list[ErrorSeries], np.ndarray | None]
+"""A held-out session's error, its training sessions' errors, and the variance (6,)
+units² its error inherits from the others' alignment (None: nothing)."""
+FoldSource = Callable[[list[int], frozenset[int]], list[Fold]]
+"""``(targets, excluded) -> [Fold, ...]``: one per target, trained without ``excluded``."""
+
+
 def _transform(stat: str, x: np.ndarray) -> np.ndarray:
-    if stat in ("rms", "max_abs", "growth"):
+    if stat in ("rms", "max_abs", "growth", "nis", "kurtosis"):
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.log(x)
     if stat == "lag1":
@@ -60,7 +81,7 @@ def _transform(stat: str, x: np.ndarray) -> np.ndarray:
 
 @dataclass
 class SessionCheck:
-    """Validation of one held-out session. Arrays are ``(6 axes, 5 stats)``."""
+    """Validation of one held-out session. Arrays are ``(6 axes, 7 stats)``."""
 
     name: str
     observed: np.ndarray
@@ -73,6 +94,11 @@ class SessionCheck:
     p_joint: float
     failed: np.ndarray
     params: np.ndarray  # (6, 4) model used for this session
+
+    @property
+    def max_z(self) -> float:
+        """The largest |z| of the session's checks (how far the worst one is out)."""
+        return float(np.abs(self.z).max())
 
     @property
     def passed(self) -> bool:
@@ -109,6 +135,7 @@ class ValidationReport:
     mode: str  # "leave-one-session-out" or "given model"
     parameter_uncertainty: bool
     extra: dict[str, Any] = field(default_factory=dict)
+    named: list[str] = field(default_factory=list)  # step-down order, worst first
 
     @property
     def passed(self) -> bool:
@@ -197,6 +224,7 @@ class ValidationReport:
             "failures": self.failures(),
             "failed_axes": self.failed_axes(),
             "rank_histogram": self.rank_histogram(),
+            "named": list(self.named),
             "sessions": sessions,
             **self.extra,
         }
@@ -215,17 +243,25 @@ def check_session(
     rng: np.random.Generator,
     alpha_session: float,
     sigma_b_quantile: list[Callable[[np.ndarray], np.ndarray]] | None = None,
+    inherited_variance: np.ndarray | None = None,
 ) -> SessionCheck:
     """Place one session's real statistics among ``n_draws`` simulations of the model.
 
     With ``cov_log``, every draw has its own parameters (:func:`draw_params`;
     ``sigma_b_quantile``: per axis, sigma_b's stated uncertainty as a quantile function).
+    ``inherited_variance`` (6,): every draw also carries an offset constant over the
+    session of that variance (the error of an alignment fitted without it). Real and
+    simulated series are whitened by ``params`` (the point estimate) for the
+    innovation statistics.
     """
     sim_params = (
         params if cov_log is None else draw_params(params, cov_log, n_draws, rng, sigma_b_quantile)
     )
-    sims = simulate_statistics(sim_params, series.t_s, series.reloc, n_draws, rng)
-    obs = error_statistics(series.t_s, series.reloc, series.error)
+    sd = None if inherited_variance is None else np.sqrt(np.asarray(inherited_variance, float))
+    sims = simulate_statistics(
+        sim_params, series.t_s, series.reloc, n_draws, rng, whiten=params, session_sd=sd
+    )
+    obs = error_statistics(series.t_s, series.reloc, series.error, whiten=params)
     a, s = len(AXES), len(STAT_NAMES)
     observed = np.stack([obs[k] for k in STAT_NAMES], axis=1)
     sim = np.stack([sims[k] for k in STAT_NAMES], axis=2)  # (B, A, S)
@@ -265,6 +301,10 @@ def check_session(
     )
 
 
+def _sidak(alpha: float, m: int) -> float:
+    return 1.0 - (1.0 - alpha) ** (1.0 / m)
+
+
 def validate_sessions(
     series: list[ErrorSeries],
     n_draws: int = 1000,
@@ -273,61 +313,143 @@ def validate_sessions(
     alpha: float = 0.05,
     parameter_uncertainty: bool = True,
     options: FitOptions | None = None,
+    folds: FoldSource | None = None,
     progress: Progress | None = None,
 ) -> ValidationReport:
     """Validate the model on every session (leave-one-session-out unless ``model``).
 
-    With ``model`` None, each session is checked against a model refitted on all the
-    others (needs ≥ 2 sessions); with a model, every session is checked against it.
-    ``progress(done, total)``: the refits count as one session's share, then each
-    session's Monte Carlo check one more.
+    With ``model`` None, each session is checked against a model refitted on the
+    others (needs ≥ 2 sessions), named failures by the step-down of the module
+    docstring; ``folds`` gives each held-out session's error and its training
+    sessions' errors (default: ``series`` as they are, e.g. when the alignment did
+    not use the data). With a model, every session is checked against it and every
+    failing session is named. ``progress(done, total)``: the first round's refits
+    count as one session's share, then each session's Monte Carlo check one more.
     """
     if not series:
         raise FitError("no sessions to validate")
     if n_draws < 100:
         raise FitError(f"need at least 100 draws for percentiles, got {n_draws}")
     n = len(series)
-    if model is None:
-        if n < 2:
-            raise FitError(
-                "leave-one-session-out needs at least 2 sessions; pass a model file to "
-                "validate a single session"
+    if model is not None:
+        alpha_s = _sidak(alpha, n)
+        streams = np.random.default_rng(seed).spawn(n)
+        given = []
+        for i, s in enumerate(series):
+            given.append(
+                check_session(
+                    s,
+                    model.params_array(),
+                    model.cov_log_array() if parameter_uncertainty else None,
+                    n_draws,
+                    streams[i],
+                    alpha_s,
+                    model.sigma_b_quantiles(),
+                )
             )
-        groups = [[j for j in range(n) if j != i] for i in range(n)]
-        refits = (
-            None if progress is None else (lambda d, t: progress(d * 1000 // t, 1000 * (n + 1)))
+            if progress is not None:
+                progress(i + 1, n)
+        named = [c.name for c in given if not c.passed]
+        return ValidationReport(
+            given,
+            n_draws,
+            seed,
+            alpha,
+            alpha_s,
+            "given model",
+            parameter_uncertainty,
+            named=named,
         )
-        fits = fit_groups(series, groups, options, refits)
-        models = [
-            (
-                np.stack([f[a].values for a in AXES]),
-                np.stack([f[a].cov_log_usable() for a in AXES]),
-                [f[a].sigma_b_quantile for a in AXES],
-            )
-            for f in fits
+    if n < 2:
+        raise FitError(
+            "leave-one-session-out needs at least 2 sessions; pass a model file to "
+            "validate a single session"
+        )
+
+    def fixed(targets: list[int], excluded: frozenset[int]) -> list[Fold]:
+        return [
+            (series[i], [series[j] for j in range(n) if j != i and j not in excluded], None)
+            for i in targets
         ]
-        mode = "leave-one-session-out"
-    else:
-        models = [(model.params_array(), model.cov_log_array(), model.sigma_b_quantiles())] * n
-        mode = "given model"
-    alpha_session = 1.0 - (1.0 - alpha) ** (1.0 / n)
-    rng = np.random.default_rng(seed)
-    streams = rng.spawn(n)
-    checks = []
-    for i, (s, (p, cov, quantiles)) in enumerate(zip(series, models, strict=True)):
-        checks.append(
+
+    source = folds or fixed
+    checks: dict[int, SessionCheck] = {}
+    remaining, excluded, named = list(range(n)), frozenset[int](), []
+    for step in range(n):
+        alpha_s = _sidak(alpha, len(remaining))
+        rng = np.random.default_rng(seed if step == 0 else [seed, step])
+        streams = rng.spawn(n)
+        got = _round(
+            source(remaining, excluded),
+            options,
+            n_draws,
+            [streams[i] for i in remaining],
+            alpha_s,
+            parameter_uncertainty,
+            progress if step == 0 else None,
+        )
+        checks.update(zip(remaining, got, strict=True))
+        failing = [i for i in remaining if not checks[i].passed]
+        if not failing:
+            break
+        worst = max(failing, key=lambda i: checks[i].max_z)
+        named.append(checks[worst].name)
+        excluded = excluded | {worst}
+        remaining = [i for i in remaining if i != worst]
+        if len(remaining) < 2:
+            named += [checks[i].name for i in remaining if not checks[i].passed]
+            break
+    return ValidationReport(
+        [checks[i] for i in range(n)],
+        n_draws,
+        seed,
+        alpha,
+        _sidak(alpha, n),
+        "leave-one-session-out",
+        parameter_uncertainty,
+        named=named,
+    )
+
+
+def _round(
+    folds: list[Fold],
+    options: FitOptions | None,
+    n_draws: int,
+    streams: list[np.random.Generator],
+    alpha_s: float,
+    parameter_uncertainty: bool,
+    progress: Progress | None = None,
+) -> list[SessionCheck]:
+    """Fit every fold's training sessions (one batch) and check its held-out session.
+
+    ``progress(done, total)``: the refits as one session's share, then one per check.
+    """
+    train = [s for _, tr, _ in folds for s in tr]
+    groups, k = [], 0
+    for _, tr, _ in folds:
+        groups.append(list(range(k, k + len(tr))))
+        k += len(tr)
+    n = len(folds)
+    refits = None if progress is None else (lambda d, t: progress(d * 1000 // t, 1000 * (n + 1)))
+    fits = fit_groups(train, groups, options, refits)
+    out = []
+    for i, ((held, _, inherited), f, rng) in enumerate(zip(folds, fits, streams, strict=True)):
+        if progress is not None:
+            progress(1000 * (i + 1), 1000 * (n + 1))
+        params = np.stack([f[a].values for a in AXES])
+        cov = np.stack([f[a].cov_log_usable() for a in AXES]) if parameter_uncertainty else None
+        out.append(
             check_session(
-                s,
-                p,
-                cov if parameter_uncertainty else None,
+                held,
+                params,
+                cov,
                 n_draws,
-                streams[i],
-                alpha_session,
-                quantiles,
+                rng,
+                alpha_s,
+                [f[a].sigma_b_quantile for a in AXES],
+                inherited,
             )
         )
-        if progress is not None:
-            progress(1000 * (i + 2), 1000 * (n + 1))
-    return ValidationReport(
-        checks, n_draws, seed, alpha, alpha_session, mode, parameter_uncertainty
-    )
+    if progress is not None:
+        progress(1000 * (n + 1), 1000 * (n + 1))
+    return out

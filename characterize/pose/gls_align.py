@@ -1,0 +1,385 @@
+"""Time offset and frame alignment by generalised least squares under the error model.
+
+The angular-rate cross-correlation (:func:`align.estimate_time_offset`) and the
+position-only Umeyama fit (:func:`align.umeyama`) bring a sensor near its reference,
+but neither is efficient: at 5 Hz the rates are coarse, and a frame tilt fitted to
+the positions of a robot on a floor (a few cm of z error over a few m of travel) is
+off by milliradians, which the error then shows as heading-dependent roll, pitch
+and z. Both are fixed by the same estimate: the errors ``e(φ)`` of all sessions,
+as a function of the nuisance parameters φ = (time offset δ, world rotation ε,
+translation t, body rotation β), are fitted by Gauss-Newton generalised least squares
+with the error model's covariance V(θ) (offsets, Gauss-Markov, white noise; per axis),
+
+    φ̂ = argmin Σ_axes e_a(φ)ᵀ V_a(θ)⁻¹ e_a(φ),     Cov φ̂ = (Jᵀ V⁻¹ J)⁻¹,
+
+whitening every column with the model's Kalman filter (:mod:`whiten`; O(N) per
+column). Linearised about the current φ (rotations as left/right increments):
+
+- δ: ``∂e/∂δ = −(v_ref, ω_ref)``, the reference's velocity (world frame) and angular
+  velocity (body frame) from differences of its samples (:meth:`Interpolator.rates`);
+- world rotation ``R ← exp([ε]) R`` (about the group's reference centroid c):
+  position rows ``−[p_ref − c]×``, rotation rows ``R_refᵀ``;
+- translation: position rows ``I``; body rotation ``B ← B exp([β])``: rotation
+  rows ``I``.
+
+``planar`` keeps ε and β about z only; ``none`` fits δ alone. The sessions of a
+group share the frame and either one δ (``pooled``: a rig's latency) or one δ
+each. The regressors come from the reference (noise-free for these purposes), so
+the estimating equation ``JᵀV⁻¹e(φ) = 0`` is unbiased even where the linearisation
+is approximate. θ (the error model's parameters) weights the fit; a rough θ costs
+efficiency, not consistency.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+from scipy.stats import chi2
+
+from sensorbench.characterize.pose.align import Interpolator, PoseTrack, frame_errors
+from sensorbench.characterize.pose.whiten import filter_gains, spacings, whiten_columns
+from sensorbench.errors import FitError
+
+MAX_OFFSET_STEP_S = 0.05
+"""Largest change of a time offset in one Gauss-Newton step (s)."""
+STEP_TOLERANCE = 0.01
+"""Converged when every step is below this fraction of its parameter's standard error."""
+
+
+@dataclass
+class Frame:
+    """World rotation R, translation t (m) and body rotation B: ``p_ref ≈ R p + t``."""
+
+    rotation: np.ndarray
+    translation: np.ndarray
+    body_rotation: np.ndarray
+    mode: str  # "se3", "planar" or "none"
+
+
+@dataclass
+class GroupFit:
+    """The GLS estimate of one group of sessions."""
+
+    offsets_s: np.ndarray  # (S,) s, reference time = sensor time + offset
+    frame: Frame
+    cov: np.ndarray  # (P, P) covariance of the estimated parameters
+    offset_column: np.ndarray  # (S,) column of each session's offset in cov (-1: given)
+    iterations: int
+    converged: bool
+    centre: np.ndarray  # (3,) m, the point the rotation increments turn about
+    fit_frame: bool = True
+
+    def offset_se_s(self, i: int) -> float:
+        """Standard error (s) of session ``i``'s offset; nan when it was given."""
+        c = int(self.offset_column[i])
+        return float(np.sqrt(self.cov[c, c])) if c >= 0 else float("nan")
+
+    def jacobian(
+        self, i: int, pair: tuple[PoseTrack, PoseTrack], max_gap_s: float | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(times (M,), ``∂e/∂φ`` (M, 6, P)) of session ``i`` of this fit at its estimate.
+
+        Columns as in :attr:`cov`: the offsets fitted, then the frame's. The fit of the
+        error model uses it for the degrees of freedom φ took from the errors
+        (:func:`error_model.fit_groups`).
+        """
+        s = _Session(pair[0].only_valid(), pair[1].interpolator(), np.zeros(0))
+        fit_delta = bool(self.offset_column[i] >= 0)
+        t, _, jac = _design(s, float(self.offsets_s[i]), self.frame, self.centre, max_gap_s, True)
+        n_frame = jac.shape[2] - 1 if self.fit_frame else 0
+        n_delta = self.cov.shape[0] - n_frame
+        full = np.zeros((t.size, 6, self.cov.shape[0]))
+        if fit_delta:
+            full[:, :, self.offset_column[i]] = jac[:, :, 0]
+        if n_frame:
+            full[:, :, n_delta:] = jac[:, :, 1:]
+        return t, full
+
+    def induced_variance(
+        self, pair: tuple[PoseTrack, PoseTrack], offset_s: float, max_gap_s: float | None = None
+    ) -> np.ndarray:
+        """``(6,)`` variance of the error this estimate's own error causes in another session.
+
+        A session the fit did not see, aligned with this offset (when it was pooled,
+        column 0; ``offset_s`` is then that offset) and frame, carries ``J Δφ`` on top
+        of its own error, Δφ ~ N(0, cov) and J the session's Jacobian
+        (:func:`_design`). Returned: ``diag(J cov Jᵀ)`` per axis, averaged over the
+        session's samples (units², m² or rad²).
+        """
+        s = _Session(pair[0].only_valid(), pair[1].interpolator(), np.zeros(0))
+        _, _, jac = _design(s, offset_s, self.frame, self.centre, max_gap_s, True)
+        n_frame = jac.shape[2] - 1 if self.fit_frame else 0
+        n_delta = self.cov.shape[0] - n_frame
+        jac_cols, cov_idx = list(range(1, 1 + n_frame)), list(range(n_delta, n_delta + n_frame))
+        if n_delta == 1 and np.all(self.offset_column == 0):  # the pooled offset
+            jac_cols, cov_idx = [0, *jac_cols], [0, *cov_idx]
+        j = jac[:, :, jac_cols]
+        c = self.cov[np.ix_(cov_idx, cov_idx)]
+        return np.einsum("kap,pq,kaq->a", j, c, j) / j.shape[0]
+
+
+@dataclass
+class _Session:
+    sensor: PoseTrack  # valid samples only
+    ref: Interpolator
+    starts: np.ndarray  # relocalization times after the first sample (s, sensor clock)
+
+
+def reset_mask(t_s: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Segment starts at times ``t_s``: sample 0 and the first sample at or after each start."""
+    reset = np.zeros(t_s.size, dtype=bool)
+    idx = np.searchsorted(t_s, np.asarray(starts, dtype=float) - 1e-9)
+    reset[idx[idx < t_s.size]] = True
+    reset[0] = True
+    return reset
+
+
+def _skew_rows(d: np.ndarray) -> np.ndarray:
+    """``(N, 3, 3)`` ∂(ε × d)/∂ε = −[d]×."""
+    z = np.zeros(d.shape[0])
+    return np.stack(
+        [
+            np.stack([z, d[:, 2], -d[:, 1]], axis=1),
+            np.stack([-d[:, 2], z, d[:, 0]], axis=1),
+            np.stack([d[:, 1], -d[:, 0], z], axis=1),
+        ],
+        axis=1,
+    )
+
+
+def _frame_columns(mode: str) -> tuple[list[int], int, list[int]]:
+    """Indices of ε and β components fitted, and the number of translation columns."""
+    if mode == "se3":
+        return [0, 1, 2], 3, [0, 1, 2]
+    if mode == "planar":
+        return [2], 3, [2]
+    return [], 0, []
+
+
+def _design(
+    s: _Session,
+    offset: float,
+    frame: Frame,
+    centre: np.ndarray,
+    max_gap_s: float | None,
+    fit_delta: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(times (M,), error (M, 6), Jacobian (M, 6, 1 + frame params)) at kept samples."""
+    pos, quat, inside = s.ref(s.sensor.t_s + offset, max_gap_s)
+    idx = np.flatnonzero(inside)
+    if idx.size < 10:
+        raise FitError(f"{s.sensor.name or 'sensor'}: fewer than 10 poses inside the reference")
+    p_s, q_s = s.sensor.position[idx], s.sensor.quat_xyzw[idx]
+    args = (frame.rotation, frame.translation, frame.body_rotation)
+    e = frame_errors(p_s, q_s, pos[idx], quat[idx], *args)
+    eps_i, n_t, beta_i = _frame_columns(frame.mode)
+    n_cols = 1 + len(eps_i) + n_t + len(beta_i)
+    jac = np.zeros((idx.size, 6, n_cols))
+    if fit_delta:
+        vel, omega = s.ref.rates(s.sensor.t_s[idx] + offset)
+        jac[:, :3, 0] = -vel
+        jac[:, 3:, 0] = -omega
+    c = 1
+    if eps_i:
+        skew = _skew_rows(pos[idx] - centre)
+        to_body = Rotation.from_quat(quat[idx]).inv().as_matrix()
+        jac[:, :3, c : c + len(eps_i)] = skew[:, :, eps_i]
+        jac[:, 3:, c : c + len(eps_i)] = to_body[:, :, eps_i]
+        c += len(eps_i)
+    for k in range(n_t):
+        jac[:, k, c + k] = 1.0
+    c += n_t
+    for k, axis in enumerate(beta_i):
+        jac[:, 3 + axis, c + k] = 1.0
+    return s.sensor.t_s[idx], e, jac
+
+
+def _apply(frame: Frame, step: np.ndarray, centre: np.ndarray) -> Frame:
+    """The frame after a step (ε, t, β) in the parametrisation of :func:`_design`."""
+    eps_i, n_t, beta_i = _frame_columns(frame.mode)
+    eps = np.zeros(3)
+    eps[eps_i] = step[: len(eps_i)]
+    dt = step[len(eps_i) : len(eps_i) + n_t]
+    beta = np.zeros(3)
+    beta[beta_i] = step[len(eps_i) + n_t :]
+    turn = Rotation.from_rotvec(eps)
+    rot = (turn * Rotation.from_matrix(frame.rotation)).as_matrix()
+    trans = turn.apply(frame.translation - centre) + centre + (dt if n_t else 0.0)
+    body = (Rotation.from_matrix(frame.body_rotation) * Rotation.from_rotvec(beta)).as_matrix()
+    return Frame(rot, np.asarray(trans, dtype=float), body, frame.mode)
+
+
+def refine(
+    pairs: list[tuple[PoseTrack, PoseTrack]],
+    offsets_s: list[float],
+    frame: Frame,
+    starts: list[np.ndarray],
+    params: np.ndarray,
+    estimate_offset: bool = True,
+    pooled: bool = True,
+    max_gap_s: float | None = None,
+    max_iter: int = 12,
+    fit_frame: bool = True,
+) -> GroupFit:
+    """Gauss-Newton GLS of the time offsets and the shared frame of a group of sessions.
+
+    ``pairs``: (sensor, reference) tracks; ``offsets_s``: starting (or given) offsets;
+    ``frame``: the starting frame (its ``mode`` says what is fitted); ``starts``: each
+    session's relocalization times after its first sample (s, sensor clock);
+    ``params``: (6, 4) error-model parameters that weight the fit. ``estimate_offset``
+    False keeps the offsets; ``pooled`` fits one offset for all sessions (they must
+    start equal) instead of one each; ``fit_frame`` False keeps the frame. Returns the
+    estimate and its covariance.
+    """
+    sessions = [
+        _Session(sen.only_valid(), ref.interpolator(), st)
+        for (sen, ref), st in zip(pairs, starts, strict=True)
+    ]
+    n_s = len(sessions)
+    offsets = np.asarray(offsets_s, dtype=float).copy()
+    if pooled and estimate_offset and np.ptp(offsets) > 0:
+        offsets[:] = offsets.mean()
+    n_delta = (1 if pooled else n_s) if estimate_offset else 0
+    col = np.full(n_s, -1)
+    if estimate_offset:
+        col = np.zeros(n_s, dtype=int) if pooled else np.arange(n_s)
+    eps_i, n_t, beta_i = _frame_columns(frame.mode)
+    n_frame = len(eps_i) + n_t + len(beta_i) if fit_frame else 0
+    n_par = n_delta + n_frame
+    if n_par == 0:
+        return GroupFit(offsets, frame, np.zeros((0, 0)), col, 0, True, np.zeros(3), fit_frame)
+    centre = np.mean(np.concatenate([s.ref.ref.position for s in sessions]), axis=0)
+    params = np.asarray(params, dtype=float)
+    converged = False
+    iterations = 0
+    info = np.eye(n_par)
+    for iterations in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
+        info = np.zeros((n_par, n_par))
+        grad = np.zeros(n_par)
+        for i, s in enumerate(sessions):
+            t, e, jac = _design(s, float(offsets[i]), frame, centre, max_gap_s, estimate_offset)
+            full = np.zeros((t.size, 6, n_par))
+            if estimate_offset:
+                full[:, :, col[i]] = jac[:, :, 0]
+            if n_frame:
+                full[:, :, n_delta:] = jac[:, :, 1:]
+            reset = reset_mask(t, s.starts)
+            phi, kb, kg, isq = filter_gains(spacings(t), reset, params)
+            for a in range(6):
+                cols = np.ascontiguousarray(np.column_stack([e[:, a], full[:, a, :]]))
+                w = whiten_columns(cols, reset, phi[:, a], kb[:, a], kg[:, a], isq[:, a])
+                info += w[:, 1:].T @ w[:, 1:]
+                grad += w[:, 1:].T @ w[:, 0]
+        try:
+            step = -np.linalg.solve(info, grad)
+        except np.linalg.LinAlgError as exc:
+            raise FitError("the time offset and frame are not determined by these poses") from exc
+        d = step[:n_delta]
+        big = np.max(np.abs(d)) if d.size else 0.0
+        if big > MAX_OFFSET_STEP_S:
+            step *= MAX_OFFSET_STEP_S / big
+        if estimate_offset:
+            offsets += step[col]
+        if n_frame:
+            frame = _apply(frame, step[n_delta:], centre)
+        if np.all(np.abs(step) < STEP_TOLERANCE * np.sqrt(np.diag(np.linalg.inv(info)))):
+            converged = True
+            break
+    cov = np.linalg.inv(info)
+    return GroupFit(
+        offsets, frame, 0.5 * (cov + cov.T), col, iterations, converged, centre, fit_frame
+    )
+
+
+PIECES = 4
+"""Pieces of a session whose own offsets test the constant-offset assumption."""
+DRIFT_ALPHA = 0.01
+"""Level at which the pieces' offsets disagree (the clocks drift apart)."""
+
+
+@dataclass
+class OffsetDrift:
+    """A session's time offset estimated on :data:`PIECES` consecutive pieces."""
+
+    offsets_s: np.ndarray  # (K,) s
+    se_s: np.ndarray  # (K,) s
+    mid_times_s: np.ndarray  # (K,) s, sensor clock
+    chi2: float  # of the pieces about their weighted mean, K - 1 degrees of freedom
+    p_value: float
+    slope: float  # s per s: weighted least-squares trend of the pieces' offsets
+
+    @property
+    def drifts(self) -> bool:
+        """The pieces disagree beyond their standard errors (p < :data:`DRIFT_ALPHA`)."""
+        return bool(self.p_value < DRIFT_ALPHA)
+
+    @property
+    def inflation(self) -> float:
+        """Factor on the offset's standard error: the Birge ratio √(χ²/(K − 1)) when the
+        pieces disagree, else 1."""
+        return (
+            float(np.sqrt(max(1.0, self.chi2 / (self.offsets_s.size - 1)))) if self.drifts else 1.0
+        )
+
+    def to_dict(self) -> dict:
+        """JSON-ready."""
+        return {
+            "pieces_offset_s": self.offsets_s.tolist(),
+            "pieces_se_s": self.se_s.tolist(),
+            "pieces_mid_time_s": self.mid_times_s.tolist(),
+            "chi2": self.chi2,
+            "p_value": self.p_value,
+            "drift_s_per_s": self.slope,
+            "drifts": self.drifts,
+        }
+
+
+def offset_pieces(
+    pair: tuple[PoseTrack, PoseTrack],
+    offset_s: float,
+    frame: Frame,
+    starts: np.ndarray,
+    params: np.ndarray,
+    max_gap_s: float | None = None,
+) -> OffsetDrift | None:
+    """The offset of each of :data:`PIECES` equal-time pieces (frame fixed), and their agreement.
+
+    None when a piece has too few poses. A clock that runs at another rate than the
+    reference's (the offset drifts during the recording) shows as pieces that
+    disagree; the session's offset is then their mean over the recording, and its
+    standard error is inflated by the Birge ratio (:attr:`OffsetDrift.inflation`).
+    """
+    sensor, ref = pair[0].only_valid(), pair[1]
+    edges = np.linspace(sensor.t_s[0], sensor.t_s[-1] + 1e-9, PIECES + 1)
+    offs, ses, mids = [], [], []
+    for a, b in itertools.pairwise(edges):
+        m = (sensor.t_s >= a) & (sensor.t_s < b)
+        if m.sum() < 20:
+            return None
+        piece = PoseTrack(sensor.t_s[m], sensor.position[m], sensor.quat_xyzw[m], name=sensor.name)
+        st = np.asarray(starts)[(np.asarray(starts) > a) & (np.asarray(starts) < b)]
+        try:
+            g = refine(
+                [(piece, ref)],
+                [offset_s],
+                frame,
+                [st],
+                params,
+                max_gap_s=max_gap_s,
+                fit_frame=False,
+            )
+        except FitError:
+            return None
+        offs.append(float(g.offsets_s[0]))
+        ses.append(g.offset_se_s(0))
+        mids.append(0.5 * (a + b))
+    o, se, t = np.array(offs), np.array(ses), np.array(mids)
+    w = 1.0 / se**2
+    mean = np.sum(w * o) / np.sum(w)
+    stat = float(np.sum(w * (o - mean) ** 2))
+    tc = t - np.sum(w * t) / np.sum(w)
+    slope = float(np.sum(w * tc * (o - mean)) / np.sum(w * tc * tc))
+    return OffsetDrift(o, se, t, stat, float(chi2.sf(stat, PIECES - 1)), slope)

@@ -1,0 +1,123 @@
+"""The error model's whitening filter: standardized innovations of a series.
+
+Under the model ``e = b_s + g + v`` (:mod:`error_model`) of one axis, the 2-state
+Kalman filter (state (b, g), b reset to N(0, sigma_b²) at every relocalization, g
+stationary at the first sample) turns a series into its one-step innovations
+``nu_k`` with variances ``S_k``; ``nu_k / sqrt(S_k)`` are independent N(0, 1) when
+the series follows the model. The filter's gains depend on the parameters and the
+sample times only, so the same pass whitens any number of columns (an error and
+its regressors for generalised least squares, :mod:`gls_align`) and, precomputed
+once, the Monte Carlo's draws (:func:`filter_gains`, used by :mod:`gm_kernel`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def filter_gains(
+    dt: np.ndarray, reset: np.ndarray, params: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per sample and axis: ``(phi, k_b, k_g, 1/sqrt(S))``, each ``(N, A)``.
+
+    ``dt`` (N,) s with ``dt[0] = inf``; ``reset`` (N,) bool (``reset[0]`` true);
+    ``params`` (A, 4) sigma_b, sigma, tau_s, sigma_v. The mean recursion of a column
+    y is then: ``m_g *= phi``; at a reset ``m_b = 0``; ``nu = y - m_b - m_g``;
+    ``z = nu / sqrt(S)``; ``m_b += k_b nu``; ``m_g += k_g nu``.
+    """
+    n = dt.size
+    a_n = params.shape[0]
+    phi_o = np.empty((n, a_n))
+    kb_o = np.empty((n, a_n))
+    kg_o = np.empty((n, a_n))
+    isq_o = np.empty((n, a_n))
+    for a in range(a_n):
+        sb2 = params[a, 0] ** 2
+        s2 = params[a, 1] ** 2
+        tau = params[a, 2]
+        rv = params[a, 3] ** 2
+        p00 = 0.0
+        p01 = 0.0
+        p11 = 0.0
+        for k in range(n):
+            phi = math.exp(-dt[k] / tau) if math.isfinite(dt[k]) else 0.0
+            p01 *= phi
+            p11 = phi * phi * p11 + s2 * (1.0 - phi * phi)
+            if reset[k]:
+                p00 = sb2
+                p01 = 0.0
+            ca = p00 + p01
+            cb = p01 + p11
+            s = max(ca + cb + rv, rv)
+            k0 = ca / s
+            k1 = cb / s
+            p00 -= k0 * ca
+            p01 -= k0 * cb
+            p11 -= k1 * cb
+            phi_o[k, a] = phi
+            kb_o[k, a] = k0
+            kg_o[k, a] = k1
+            isq_o[k, a] = 1.0 / math.sqrt(s)
+    return phi_o, kb_o, kg_o, isq_o
+
+
+@numba.njit(cache=True)
+def whiten_columns(
+    y: np.ndarray,
+    reset: np.ndarray,
+    phi: np.ndarray,
+    kb: np.ndarray,
+    kg: np.ndarray,
+    isq: np.ndarray,
+) -> np.ndarray:
+    """Standardized innovations ``(N, m)`` of the columns of ``y`` ``(N, m)`` of one axis.
+
+    ``phi``, ``kb``, ``kg``, ``isq``: ``(N,)`` gains of that axis (one column of
+    :func:`filter_gains`).
+    """
+    n, m = y.shape
+    out = np.empty((n, m))
+    mb = np.zeros(m)
+    mg = np.zeros(m)
+    for k in range(n):
+        for j in range(m):
+            mg[j] *= phi[k]
+            if reset[k]:
+                mb[j] = 0.0
+            nu = y[k, j] - mb[j] - mg[j]
+            out[k, j] = nu * isq[k]
+            mb[j] += kb[k] * nu
+            mg[j] += kg[k] * nu
+    return out
+
+
+def spacings(t_s: np.ndarray) -> np.ndarray:
+    """``dt`` (s) of sample times, ``inf`` at the first (g starts stationary)."""
+    dt = np.empty(np.asarray(t_s).size)
+    dt[0] = np.inf
+    dt[1:] = np.diff(t_s)
+    return dt
+
+
+def standardized_innovations(
+    t_s: np.ndarray, reset: np.ndarray, error: np.ndarray, params: np.ndarray
+) -> np.ndarray:
+    """``(N, A)`` standardized innovations of ``error`` ``(N, A)`` under ``params`` ``(A, 4)``."""
+    reset = np.asarray(reset, dtype=bool).copy()
+    reset[0] = True
+    phi, kb, kg, isq = filter_gains(spacings(t_s), reset, np.asarray(params, dtype=float))
+    out = np.empty(error.shape)
+    for a in range(error.shape[1]):
+        out[:, a] = whiten_columns(
+            np.ascontiguousarray(error[:, a : a + 1]),
+            reset,
+            phi[:, a],
+            kb[:, a],
+            kg[:, a],
+            isq[:, a],
+        )[:, 0]
+    return out

@@ -1,0 +1,321 @@
+"""Pose-error honesty on campaigns the project did not generate (tests/foreign/pose_world.py).
+
+Each campaign is written by the foreign generator as TUM mocap and CSV sensor files
+and imported with ``sensorbench import`` (tests/foreign_pose.py): 4 sessions of
+120 s, the sensor at ~5 Hz with irregular spacing and a tracking loss, in its own map
+frame, mounted rotated, with its own clock offset; error parameters drawn per
+campaign. What is checked against the generator's truth:
+
+- the time offset, estimated at 5 Hz, and its stated standard error;
+- the 95 % intervals of sigma_b, sigma, tau_s and sigma_v (which must carry the
+  offset's and the alignment's estimation), and the ranks of the truth among draws
+  from the stated uncertainty (simulation-based calibration);
+- leave-one-session-out prediction of a requirement: the realized 60-s p95 of |x| and
+  |yaw| of a held-out session against the predicted 95 % quantile;
+- requirements set 15 % above / below the truth hold / fail;
+- the verdict on every world: the right one passes, each wrong one fails with its
+  reason (and the odd session is the one named).
+
+The statistical tests pool :data:`N_CAMPAIGNS` campaigns, computed in chunks of
+:data:`CHUNK` (one slow test each, cached for the module), and their tolerances
+follow from the number of fits, horizons or seeds (see each test).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from functools import cache
+from pathlib import Path
+
+import foreign_pose
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from foreign import pose_world
+from scipy.stats import kstest
+
+from sensorbench.characterize.pose.align import Alignment, pose_errors
+from sensorbench.characterize.pose.error_model import PARAMS, fit_pose_error
+from sensorbench.characterize.pose.gm_montecarlo import draw_params
+from sensorbench.characterize.pose.requirements import Requirement, predict_requirements
+from sensorbench.characterize.pose.series import AXES
+from sensorbench.characterize.pose.sessions import prepare_campaign
+from sensorbench.characterize.pose.validate import validate_sessions
+from sensorbench.cli import cli
+
+N_CAMPAIGNS = 100
+CHUNK = 5
+HORIZON_S = 60.0
+WINDOWS_S = (0.0, 30.0, 60.0)  # starts of the 60-s horizons in each 120-s held-out session
+REQUIRE = [Requirement.parse("x.p95<=1"), Requirement.parse("yaw.p95<=1")]
+RANK_DRAWS = 999
+SEEDS = 20
+
+
+def _invoke(*args) -> object:
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+# ------------------------------------------------------------------ the files themselves
+
+
+def test_files_carry_the_stated_error(tmp_path: Path) -> None:
+    """Aligned with the generator's true offset, frame and mount, the imported files give
+    back the generator's error to within mocap's noise: 0.2 mm and 0.2 mrad per frame,
+    interpolated between two frames, RMS 0.2·√(2/3) ≈ 0.16 (measured 0.15-0.29);
+    0.5 is three times that."""
+    camp = pose_world.campaign(1)
+    tracks, _ = foreign_pose.tracks(camp, tmp_path)
+    for (sensor, mocap), s in zip(tracks, camp.sessions, strict=True):
+        true = Alignment(
+            camp.offset_s,
+            camp.map_rotation,
+            camp.map_translation,
+            camp.mount.T,
+            "se3",
+            "given",
+            math.nan,
+            math.nan,
+            0,
+            0,
+        )
+        _, e, idx = pose_errors(sensor, mocap, true)  # every sensor sample is valid: idx is
+        rms = np.sqrt(np.mean((e - s.error[idx]) ** 2, axis=0))  # the generator's index
+        assert idx.size > 0.97 * s.error.shape[0]  # only the mocap occlusion drops poses
+        assert rms.max() < 0.5e-3, rms
+
+
+def test_fit_cli_states_the_offset_and_its_standard_error(tmp_path: Path) -> None:
+    """``fit pose-error --json -o`` on one campaign: the offset within 4 stated se of the
+    truth, the se in the JSON, each session's alignment and the model file."""
+    camp = pose_world.campaign(2)
+    paths = foreign_pose.session_files(camp, tmp_path)
+    out = tmp_path / "model.toml"
+    r = _invoke("fit", "pose-error", *paths, "--sensor", foreign_pose.SENSOR, "--json", "-o", out)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    off = doc["time_offset"]
+    assert off["method"] == "gls" and off["pooled"] is True
+    assert 0 < off["se_s"] < 0.001
+    assert abs(off["offset_s"] - camp.offset_s) < 4 * off["se_s"]
+    assert all(s["alignment"]["offset_se_s"] == off["se_s"] for s in doc["sessions"])
+    prov = tomllib.loads(out.read_text())["provenance"]
+    assert prov["time_offset"]["se_s"] == pytest.approx(off["se_s"])
+
+
+def test_validate_cli_passes_the_right_world_and_names_only_the_noisy_session(
+    tmp_path: Path,
+) -> None:
+    """One fixed seed each: the right world exits 0; with one session at 3x the noise,
+    exit 1 and that session is the only one named (step-down leave-one-out)."""
+    common = ["--sensor", foreign_pose.SENSOR, "--draws", "1000", "--json"]
+    right = foreign_pose.session_files(pose_world.campaign(3), tmp_path / "right")
+    r = _invoke("validate", *right, *common)
+    assert r.exit_code == 0, r.output
+    noisy = pose_world.campaign(3, "noisy_session")
+    paths = foreign_pose.session_files(noisy, tmp_path / "noisy")
+    r = _invoke("validate", *paths, *common)
+    assert r.exit_code == 1
+    doc = json.loads(r.output)
+    odd = paths[noisy.odd_session].stem
+    assert doc["named"] == [odd]
+    assert {f["session"] for f in doc["failures"]} == {odd}
+
+
+# ------------------------------------------------------------------ pooled over campaigns
+
+
+@cache
+def _campaign(seed: int, root: Path) -> dict:
+    """Everything the statistical tests need from one right-world campaign."""
+    camp = pose_world.campaign(seed)
+    tracks, names = foreign_pose.tracks(camp, root / f"c{seed}")
+    prep = prepare_campaign(tracks, names)
+    model = fit_pose_error(prep.series)
+    fits = [model.axes[a] for a in AXES]
+    rng = np.random.default_rng(seed)
+    draws = draw_params(
+        model.params_array(),
+        model.cov_log_array(),
+        RANK_DRAWS,
+        rng,
+        model.sigma_b_quantiles(),
+    )
+    ci = np.array([f.ci() for f in fits])
+    truth = camp.truth
+    out = {
+        "offset_error_s": prep.time_offset.offset_s - camp.offset_s,
+        "offset_se_s": prep.time_offset.se_s,
+        "rank_u": (np.sum(draws < truth[None], axis=0) + 0.5) / (RANK_DRAWS + 1),
+        "covered": (truth >= ci[:, :, 0]) & (truth <= ci[:, :, 1]),
+        "converged": all(f.converged for f in fits),
+    }
+    true_q = predict_requirements(
+        REQUIRE,
+        model.with_params(truth, "truth"),
+        prep.series,
+        HORIZON_S,
+        n_draws=4000,
+        seed=seed + 1,
+        parameter_uncertainty=False,
+    )
+    pred = predict_requirements(
+        REQUIRE,
+        model,
+        prep.series,
+        HORIZON_S,
+        seed=seed + 2,
+        inherited_variance=prep.future_variance(),
+    )
+    out["quantile_ratio"] = np.array(
+        [p.predicted_quantile / t.predicted_quantile for p, t in zip(pred, true_q, strict=True)]
+    )
+    exceed = []
+    for k, fold in enumerate(prep.folds(list(range(len(prep.prepared))))):
+        fitted = fit_pose_error(fold.training)
+        q = predict_requirements(
+            REQUIRE,
+            fitted,
+            fold.training,
+            HORIZON_S,
+            seed=100 * seed + k,
+            inherited_variance=fold.inherited_variance,
+        )
+        s = fold.held_out
+        for start in WINDOWS_S:
+            inside = (s.t_s - s.t_s[0] >= start) & (s.t_s - s.t_s[0] < start + HORIZON_S)
+            p95 = np.quantile(np.abs(s.error[inside]), 0.95, axis=0)
+            exceed.append([p95[0] > q[0].predicted_quantile, p95[5] > q[1].predicted_quantile])
+    out["exceed"] = np.array(exceed)
+    return out
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("foreign_campaigns")
+
+
+def _results(root: Path, seeds=range(N_CAMPAIGNS)) -> list[dict]:
+    return [_campaign(s, root) for s in seeds]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", range(N_CAMPAIGNS // CHUNK))
+def test_campaign_chunk_fits(root: Path, chunk: int) -> None:
+    """Fit the campaigns of one chunk (the tests below pool all chunks): every fit
+    converges and every offset is within 5 stated se of the truth."""
+    for r in _results(root, range(chunk * CHUNK, (chunk + 1) * CHUNK)):
+        assert r["converged"]
+        assert abs(r["offset_error_s"]) < 5 * r["offset_se_s"], r
+
+
+@pytest.mark.slow
+def test_time_offset_at_5_hz_and_its_standard_error(root: Path) -> None:
+    """sd of the offset's error ≤ 15 ms on 4 × 120 s at 5 Hz, and the stated se is right:
+    the standardized errors have sd within 3 standard errors of 1 (the sd of n standard
+    normals has se 1/√(2n))."""
+    r = _results(root)
+    err = np.array([x["offset_error_s"] for x in r])
+    z = err / np.array([x["offset_se_s"] for x in r])
+    assert err.std() <= 0.015 and np.abs(err).max() <= 0.045
+    assert abs(z.std() - 1.0) < 3.0 / math.sqrt(2 * z.size), z.std()
+    assert abs(z.mean()) < 3.0 / math.sqrt(z.size)
+
+
+@pytest.mark.slow
+def test_intervals_contain_the_truth_90_to_98_percent(root: Path) -> None:
+    """Each parameter's 95 % interval over 6 axes × 100 campaigns = 600 fits: inside
+    [90 %, 98 %] (3.7 binomial se below and 2.8 above the nominal 95 %)."""
+    covered = np.concatenate([x["covered"] for x in _results(root)])
+    for j, p in enumerate(PARAMS):
+        assert 0.90 <= covered[:, j].mean() <= 0.98, (p, covered[:, j].mean())
+
+
+@pytest.mark.slow
+def test_ranks_of_the_truth_are_uniform(root: Path) -> None:
+    """SBC: the truth's rank among 999 draws of the stated uncertainty, 600 fits per
+    parameter: uniform (KS p > 0.01)."""
+    ranks = np.concatenate([x["rank_u"] for x in _results(root)])
+    for j, p in enumerate(PARAMS):
+        assert kstest(ranks[:, j], "uniform").pvalue > 0.01, (p, kstest(ranks[:, j], "uniform"))
+
+
+@pytest.mark.slow
+def test_held_out_p95_exceeds_its_predicted_quantile_5_percent_of_the_time(root: Path) -> None:
+    """Leave-one-session-out: each held-out session's 60-s horizons (starting at 0, 30 and
+    60 s) against the 95 % quantile predicted by the model, offset and frame of the others.
+    Exceedances of one campaign are correlated (shared fits, overlapping horizons), so the
+    standard error is the campaigns' scatter (cluster by campaign): the rate must be
+    within 5 ± 2 % and that band must be at least 2.5 such standard errors wide."""
+    per = np.array([x["exceed"].mean(axis=0) for x in _results(root)])
+    rate = per.mean(axis=0)
+    se = per.std(axis=0, ddof=1) / math.sqrt(per.shape[0])
+    assert np.all(se < 0.02 / 2.5), se
+    assert np.all(np.abs(rate - 0.05) <= 0.02), (rate, se)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #25 item 6 open: x.p95 15 % above the truth holds in 92 of 100 campaigns "
+    "(predicted/true quantile up to 1.26 on 4 sessions); yaw 95, below fails 100/100",
+)
+def test_requirements_15_percent_above_hold_and_below_fail(root: Path) -> None:
+    """x.p95 and yaw.p95 over 60 s, predicted from the campaign's fit against the same
+    quantile under the true parameters: 15 % above the truth holds and 15 % below fails
+    in ≥ 95 of 100 campaigns."""
+    ratio = np.array([x["quantile_ratio"] for x in _results(root)])
+    assert np.all(np.mean(ratio <= 1.15, axis=0) >= 0.95), ratio
+    assert np.all(np.mean(ratio > 0.85, axis=0) >= 0.95), ratio
+
+
+# ------------------------------------------------------------------ verdicts per world
+
+WORLDS = {
+    "right": "passes",
+    "sigma2_session": "names the odd session",
+    "heavy_tails": "fails",
+    "noisy_session": "names the odd session",
+}
+
+
+POWER_SEEDS = range(100, 100 + SEEDS)
+POWER_CHUNK = 5
+
+
+@cache
+def _power_hit(world: str, seed: int, root: Path) -> bool:
+    """Whether leave-one-session-out validation gives ``world``'s expected outcome."""
+    camp = pose_world.campaign(seed, world)
+    tracks, names = foreign_pose.tracks(camp, root / f"{world}{seed}")
+    prep = prepare_campaign(tracks, names)
+    rep = validate_sessions(prep.series, n_draws=1000, seed=seed, folds=prep.fold_pairs)
+    if world == "right":
+        return rep.passed
+    if world == "heavy_tails":
+        return not rep.passed
+    return rep.named == [names[camp.odd_session]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "world,chunk", [(w, c) for w in WORLDS for c in range(SEEDS // POWER_CHUNK)]
+)
+def test_validation_power_chunk(root: Path, world: str, chunk: int) -> None:
+    """Validate one chunk of a world's 20 seeds (pooled by the test below)."""
+    for seed in list(POWER_SEEDS)[chunk * POWER_CHUNK : (chunk + 1) * POWER_CHUNK]:
+        _power_hit(world, seed, root)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", list(WORLDS))
+def test_validation_power_on_20_seeds(root: Path, world: str) -> None:
+    """Leave-one-session-out Monte Carlo, 20 seeds (100-119): the right world passes in
+    ≥ 16 (a true 90 % passes this with probability 0.96, a true 60 % with 0.05); sigma
+    doubled on one session and Student-t(3) noise fail in ≥ 18 (the issue's 90 %); with
+    one session's noise 3x (or its sigma 2x) that session alone is named in ≥ 18."""
+    hits = [_power_hit(world, seed, root) for seed in POWER_SEEDS]
+    need = 16 if world == "right" else 18
+    assert sum(hits) >= need, (world, [s for s, h in zip(POWER_SEEDS, hits, strict=True) if not h])
