@@ -145,6 +145,35 @@ def recording_options(verb: str) -> Callable[[Callable[..., Any]], Callable[...,
     return apply
 
 
+def record(
+    config: Any,
+    output: str,
+    options: Any,
+    printer: _StatusPrinter,
+    as_json: bool,
+    consumer: Any = None,
+) -> Any:
+    """``run_capture`` as ``capture`` and ``live`` run it: until ``printer.duration_s`` or
+    Ctrl-C/SIGTERM, bring-up rows on stderr (not with ``as_json``), the status line from
+    ``printer``; returns the capture's result."""
+    from sensorbench.drivers.capture import run_capture
+
+    def bringup_row(row: Any) -> None:
+        if not as_json:
+            state = "ok" if row.ok else "FAILED"
+            click.echo(
+                f"bring-up {row.name}: {state} ({row.seconds:.1f} s) {row.message}", err=True
+            )
+
+    with stop_on_signals() as stop:
+        result = run_capture(
+            config, output, printer.duration_s, options,
+            on_status=printer, on_bringup=bringup_row, stop=stop, consumer=consumer,
+        )  # fmt: skip
+    printer.done()
+    return result
+
+
 @click.command("capture")
 @recording_options("Record")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
@@ -172,35 +201,12 @@ def capture_cmd(
     (it is restarted, but data were lost) or writing failed (disk full: the file
     keeps everything up to the last flush), 2 on bad input.
     """
-    from sensorbench.drivers.capture import (
-        CaptureOptions,
-        format_bringup,
-        format_summary,
-        run_capture,
-    )
+    from sensorbench.drivers.capture import CaptureOptions, format_bringup, format_summary
 
     config = load_robot_config(config_path, run_dir=run_dir)
     duration = math.inf if duration_s is None else duration_s
-    printer = _StatusPrinter(duration)
-
-    def bringup_row(row: Any) -> None:
-        if not as_json:
-            state = "ok" if row.ok else "FAILED"
-            click.echo(
-                f"bring-up {row.name}: {state} ({row.seconds:.1f} s) {row.message}", err=True
-            )
-
-    with stop_on_signals() as stop:
-        result = run_capture(
-            config,
-            output,
-            duration,
-            CaptureOptions(label=label, note=note, allow_missing=allow_missing),
-            on_status=printer,
-            on_bringup=bringup_row,
-            stop=stop,
-        )
-    printer.done()
+    options = CaptureOptions(label=label, note=note, allow_missing=allow_missing)
+    result = record(config, output, options, _StatusPrinter(duration), as_json)
     if as_json:
         click.echo(
             to_json(

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from sensorbench.commands.capture import _StatusPrinter, recording_options
+from sensorbench.commands.capture import _StatusPrinter, record, recording_options
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.json_doc import to_json
 
@@ -107,12 +107,7 @@ def live_cmd(
     intact, 1 as for capture (a device did not come up, data lost, writing failed),
     2 on bad input.
     """
-    from sensorbench.drivers.capture import (
-        CaptureOptions,
-        format_bringup,
-        format_summary,
-        run_capture,
-    )
+    from sensorbench.drivers.capture import CaptureOptions, format_bringup, format_summary
     from sensorbench.live.runtime import (
         LiveOptions,
         LiveRuntime,
@@ -122,7 +117,6 @@ def live_cmd(
         pods_device,
     )
     from sensorbench.live.udp import parse_address
-    from sensorbench.sim.serve import stop_on_signals
 
     config = load_robot_config(config_path, run_dir=run_dir)
     pods_name = pods_device(config)
@@ -152,27 +146,9 @@ def live_cmd(
             click.echo(f"live view: {announced[0]} (Foxglove: Open connection)", err=True)
         return format_live_status(st)
 
+    recording = CaptureOptions(label=label, note=note, allow_missing=allow_missing)
     printer = _StatusPrinter(duration, extra=live_parts)
-
-    def bringup_row(row: Any) -> None:
-        if not as_json:
-            state = "ok" if row.ok else "FAILED"
-            click.echo(
-                f"bring-up {row.name}: {state} ({row.seconds:.1f} s) {row.message}", err=True
-            )
-
-    with stop_on_signals() as stop:
-        result = run_capture(
-            config,
-            output,
-            duration,
-            CaptureOptions(label=label, note=note, allow_missing=allow_missing),
-            on_status=printer,
-            on_bringup=bringup_row,
-            stop=stop,
-            consumer=runtime,
-        )
-    printer.done()
+    result = record(config, output, recording, printer, as_json, consumer=runtime)
     summary = live_summary(runtime)
     if as_json:
         click.echo(
