@@ -28,7 +28,6 @@ from sensorbench.fusion.axis_loop import (
     outputs,
     start_state,
 )
-from sensorbench.fusion.consistency import calibrated_nis, t_equivalent_gate
 from sensorbench.fusion.odometry_motion import MOTION_HISTORY, jerk_sq, observed_accel
 
 if TYPE_CHECKING:
@@ -110,11 +109,9 @@ class AxisOptions:
     """How an axis filter gates and recovers.
 
     Attributes:
-        gate: χ²₁ threshold of the calibrated NIS; innovations above it are rejected and
-            counted (with a Student-t law the raw ν²/S bound is its F(1, dof) equivalent,
-            so the nominal rejection rate is P(χ²₁ > gate) either way: a heavy-tailed
-            axis keeps its large but plausible innovations). Accepted updates are the
-            linear Kalman update; absolute fixes are gated at ``gate`` too.
+        gate: χ²₁ threshold of the NIS ν²/S; innovations above it are rejected and
+            counted. Accepted updates are the linear Kalman update; absolute fixes are
+            gated at ``gate`` too.
         var_v0: initial velocity variance (unit²/s², the initial velocity is 0), and the
             least a forced update resets it to.
         max_rejects: after this many consecutive rejected increments (a bounce spans a few
@@ -167,9 +164,9 @@ class AxisTrack:
             frame plus its offset) and velocity.
         var_p, var_v: their variances (K+1,) (var_p includes the offset's).
         nis: NIS ν²/S of each odometry update (K,), nan where no update happened.
-        nis_chi2: the same mapped through the axis's innovation law to χ²₁
-            (:func:`~sensorbench.fusion.consistency.calibrated_nis`; = nis when Gaussian):
-            the statistic the gate, the monitor and the consistency checks use.
+        nis_chi2: the same with the frames at rest nan (``AxisInput.rest``; they test
+            nothing): χ²₁ under the model, the statistic the monitor and the consistency
+            checks use.
         accepted: whether each odometry update passed the gate (K,).
         aid_nis, aid_accepted: NIS and gate result of each aiding update.
         innovation, s: innovation of each odometry update and its variance.
@@ -257,7 +254,7 @@ def step_axis(
     dt = np.ascontiguousarray(inp.dt, dtype=float)
     z = np.ascontiguousarray(inp.z, dtype=float)
     k_n = dt.size
-    q, r, dof, q_jerk = float(noise.q), float(noise.r), float(noise.dof), float(noise.q_jerk)
+    q, r, q_jerk = float(noise.q), float(noise.r), float(noise.q_jerk)
     sv = np.zeros(k_n) if inp.slip is None else noise.slip_scale * np.asarray(inp.slip, float)
     if inp.drag is not None:
         sv = sv + noise.drag_share * np.asarray(inp.drag, float)
@@ -291,7 +288,7 @@ def step_axis(
         aid_r=aid_r,
     )
     gates = AxisGates(
-        gate_nis=float(t_equivalent_gate(opt.gate, dof)),
+        gate_nis=float(opt.gate),
         aid_gate=float(opt.gate),
         var_v0=float(opt.var_v0),
         max_rejects=int(opt.max_rejects),
@@ -310,7 +307,7 @@ def step_axis(
         aid_accepted=out.aid_accepted,
         innovation=out.innovation,
         s=out.s,
-        nis_chi2=calibrated_nis(nis, dof),
+        nis_chi2=nis,
         resets=loop.resets - state.loop.resets,
     )
     keep = slice(max(dt_h.size - MOTION_HISTORY, 0), None)

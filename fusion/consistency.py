@@ -280,37 +280,9 @@ def nis_monitor(
     )
 
 
-def t_equivalent_gate(gate: float, dof: float) -> float:
-    """The NIS bound ν²/S of a Student-t innovation (``dof`` degrees of freedom, scale² S)
-    with the same tail probability as ``gate`` has for χ²₁; ``gate`` itself when dof = ∞.
-
-    ν²/S of a t innovation is F(1, dof) distributed, so the bound is that law's quantile."""
-    from scipy.stats import chi2, f
-
-    if not math.isfinite(dof) or not math.isfinite(gate):
-        return float(gate)
-    return float(f.isf(chi2.sf(gate, 1), 1, dof))
-
-
-def calibrated_nis(nis: np.ndarray, dof: float) -> np.ndarray:
-    """NIS mapped through the predictive law to χ²₁: ``F⁻¹_χ²₁(F_F(1,dof)(nis))``.
-
-    Under a Student-t innovation model with ``dof`` degrees of freedom the raw ν²/S is
-    F(1, dof), not χ²₁; mapped by its own CDF (probability integral transform) and back
-    through χ²₁'s quantile it is exactly χ²₁ again, so the usual bands and the monitor's
-    clipped-χ²₁ null apply unchanged. Identity for dof = ∞ (Gaussian); nan stays nan.
-    """
-    from scipy.stats import chi2, f
-
-    x = np.asarray(nis, dtype=float)
-    if not math.isfinite(dof):
-        return x.copy()
-    return chi2.isf(f.sf(x, 1, dof), 1)
-
-
 @dataclass
 class NisConsistency:
-    """Is the calibrated NIS of one axis χ²₁? The mean of the gated NIS with an
+    """Is the NIS of one axis χ²₁? The mean of the gated NIS with an
     effective-sample-size band, and the gate's rejection rate against its nominal rate.
 
     The mean is taken of ``min(NIS, gate)`` over every update: under the model each term
@@ -324,7 +296,7 @@ class NisConsistency:
         k: updates judged (rejected ones included).
         k_eff: their effective number (innovations of a mis-specified motion model are
             correlated; :func:`effective_samples` of the signed normal scores).
-        mean: mean of ``min(calibrated NIS, gate)``.
+        mean: mean of ``min(NIS, gate)``.
         expected: its value under the model.
         band: its two-sided 95 % band over ``k_eff``.
         rejected: updates above the gate.
@@ -365,7 +337,7 @@ class NisConsistency:
             "k": self.k,
             "k_eff": self.k_eff,
             "mean": self.mean,
-            "statistic": "mean of min(calibrated NIS, gate)",
+            "statistic": "mean of min(NIS, gate)",
             "expected": self.expected,
             "band95": list(self.band),
             "mean_inside_band": self.mean_ok,
@@ -378,7 +350,7 @@ class NisConsistency:
 
 
 def nis_consistency(nis_chi2: np.ndarray, innovation: np.ndarray, gate: float) -> NisConsistency:
-    """:class:`NisConsistency` of calibrated NIS values (nan = no update) and the signs of
+    """:class:`NisConsistency` of NIS values (nan = no update) and the signs of
     their innovations; ``gate`` the χ²₁ gate the filter used.
 
     Raises:

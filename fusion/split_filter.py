@@ -35,10 +35,9 @@ observed acceleration as a known input and q grows with its observed squared jer
 position takes a slip random walk per step (``slip_scale`` and ``drag_scale`` × the
 wheels' rolling and dragging slip of the step); the tick rounding r follows the heading
 and each pod's fresh rounding, its correlation from frame to frame carried as a Schmidt
-cross-covariance (:func:`rounding_profile`, :func:`rounding_correlation`); and the
-innovations may follow a Student-t law (``dof``, from older fits): the gate then uses
-the F(1, dof) bound with the same tail, and each update's NIS is also given calibrated
-to χ²₁ (``AxisTrack.nis_chi2``; nan at frames at rest, which test nothing).
+cross-covariance (:func:`rounding_profile`, :func:`rounding_correlation`). The
+innovations are Gaussian; each update's NIS is also given with the frames at rest left
+out (``AxisTrack.nis_chi2``; nan there, they test nothing).
 
 Each update is a 2×2 covariance propagation and a scalar division (no matrix
 inverse). An innovation whose NIS ``ν²/S`` exceeds the gate (default 6.63, the
@@ -131,7 +130,6 @@ class AxisNoise:
         q: velocity random walk at rest (unit²/s³).
         r: odometry-position variance (unit²; the scale² of the innovation's measurement
             part: tick quantization).
-        dof: degrees of freedom of a Student-t innovation law (∞ = Gaussian, the default).
         q_jerk: growth of the velocity random walk with the odometry's observed squared
             jerk (s³): the step's q is ``q + q_jerk·ĵ²``
             (:func:`~sensorbench.fusion.odometry_motion.jerk_sq`). With the observed
@@ -159,7 +157,6 @@ class AxisNoise:
 
     q: float
     r: float
-    dof: float = math.inf
     q_jerk: float = 0.0
     slip_scale: float = 1.0
     drag_scale: float | None = None
@@ -168,8 +165,6 @@ class AxisNoise:
     def __post_init__(self) -> None:
         if not (self.q > 0 and self.r > 0 and math.isfinite(self.q) and math.isfinite(self.r)):
             raise FusionError(f"filter noise must be finite and > 0, got q={self.q}, r={self.r}")
-        if not self.dof > 2:
-            raise FusionError(f"Student-t degrees of freedom must be > 2, got {self.dof}")
         for name in ("q_jerk", "slip_scale", "drag_share"):
             val = getattr(self, name)
             if not (val >= 0 and math.isfinite(val)):
@@ -223,10 +218,8 @@ def save_noise_model(
 
 
 def _axis_table(n: AxisNoise) -> dict[str, float | bool]:
-    """An axis's [axes] row; ``dof`` only for a Student-t law (older readers keep working)."""
+    """An axis's [axes] row (keys at their defaults left out)."""
     row: dict[str, float | bool] = {"q": n.q, "r": n.r}
-    if math.isfinite(n.dof):
-        row["dof"] = n.dof
     if n.q_jerk > 0:
         row["q_jerk"] = n.q_jerk
     if n.slip_scale != 1.0:
@@ -249,13 +242,13 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
             "filters now feed that acceleration forward and grow q with the jerk instead, "
             "so the fitted values do not carry over: refit with `sensorbench fit noise`"
         )
+    _refuse_student_t(path, doc.get("axes", {}))
     try:
         axes = doc["axes"]
         x, y, theta = (
             AxisNoise(
                 float(axes[a]["q"]),
                 float(axes[a]["r"]),
-                float(axes[a].get("dof", math.inf)),
                 float(axes[a].get("q_jerk", 0.0)),
                 float(axes[a].get("slip_scale", 1.0)),
                 _optional_float(axes[a].get("drag_scale")),
@@ -273,6 +266,25 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
         except FusionError as exc:
             raise ModelFileError(f"{path}: [drift] table: {exc}") from exc
     return FilterNoise(x, y, theta, drift=drift)
+
+
+def _refuse_student_t(path: str | os.PathLike[str], axes: Any) -> None:
+    """A finite ``dof`` (a Student-t innovation law, from older fits) is refused: the
+    filters are Gaussian only; ``dof = inf`` is the Gaussian law and loads."""
+    if not isinstance(axes, Mapping):
+        return
+    for a, t in axes.items():
+        dof = t.get("dof", math.inf) if isinstance(t, Mapping) else math.inf
+        try:
+            finite = math.isfinite(float(dof))
+        except (TypeError, ValueError):
+            finite = True
+        if finite:
+            raise ModelFileError(
+                f"{path}: [axes.{a}] has dof = {dof!r}, a Student-t innovation law; the "
+                "filters are Gaussian only (dof = inf or no dof key): refit with "
+                "`sensorbench fit noise`"
+            )
 
 
 def _optional_float(value: Any) -> float | None:

@@ -11,8 +11,7 @@ heading, correlated from frame to frame as the wheels' fresh rounding says). The
 (:mod:`~sensorbench.characterize.pods.noise_likelihood`), then its level and its balance
 across drives by the clipped NIS the filters are judged by.
 
-The fitted noise is then checked: the NIS calibrated to χ²₁ through the fitted law
-(:func:`~sensorbench.fusion.consistency.calibrated_nis`) of every update while moving,
+The fitted noise is then checked: the NIS of every update while moving,
 its mean against the 95 % band over the effective number of updates, rejections
 against twice the gate's nominal rate
 (:class:`~sensorbench.fusion.consistency.NisConsistency`), and the innovation
@@ -162,11 +161,6 @@ class AxisNoiseFit:
         return self.noise.r
 
     @property
-    def dof(self) -> float:
-        """Student-t degrees of freedom (∞: Gaussian)."""
-        return self.noise.dof
-
-    @property
     def nis_ok(self) -> bool:
         """Mean calibrated NIS inside its band and rejections ≤ 2× the gate's nominal rate."""
         return self.nis.consistent
@@ -181,7 +175,6 @@ class AxisNoiseFit:
         return {
             "q": self.q,
             "r": self.r,
-            "dof": self.dof,
             "q_jerk": self.noise.q_jerk,
             "slip_scale": self.noise.slip_scale,
             "drag_scale": self.noise.drag_scale,
