@@ -1,5 +1,5 @@
-"""The compiled frame loop of one split-filter axis (numba): prediction, gated update with
-the Schmidt rounding cross-covariance, rejection streaks, the odometry anchor and the
+"""The compiled frame loop of one split-filter axis (numba): prediction, gated update,
+rejection streaks, the odometry anchor and the
 absolute fixes of the frame offset.
 
 :func:`~sensorbench.fusion.axis_step.step_axis` prepares the per-step inputs and
@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from sensorbench.fusion.kalman_kernels import predict_pv, update_p_correlated
+from sensorbench.fusion.kalman_kernels import predict_pv, update_p
 
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -42,7 +42,6 @@ class AxisSteps(NamedTuple):
         q: velocity random walk of each step (unit²/s³).
         slip: position random walk the odometry takes over each step (unit²).
         rounding: the odometry position's rounding variance r of each step (unit²).
-        rho: correlation of each step's rounding error with the previous one's.
         drift: growth of the frame offset's variance over each step (unit²).
         scored: whether the step's innovation enters the likelihood (bool).
         censor: ν² bound (unit²) beyond which an innovation counts only as exceeding it
@@ -58,7 +57,6 @@ class AxisSteps(NamedTuple):
     q: np.ndarray
     slip: np.ndarray
     rounding: np.ndarray
-    rho: np.ndarray
     drift: np.ndarray
     scored: np.ndarray
     censor: np.ndarray
@@ -89,7 +87,6 @@ class AxisLoopState(NamedTuple):
     Attributes:
         p, v: position (odometry frame, unit) and velocity (unit/s).
         ppp, ppv, pvv: Var p, Cov(p, v), Var v.
-        cp, cv: Cov((p̃, ṽ), e), the state error against the rounding error it took in.
         b, pbb: the frame offset (world minus odometry frame) and its variance.
         odo: the odometry position measurement, anchored to the estimate.
         streak: consecutive rejected updates so far.
@@ -104,8 +101,6 @@ class AxisLoopState(NamedTuple):
     ppp: float
     ppv: float
     pvv: float
-    cp: float
-    cv: float
     b: float
     pbb: float
     odo: float
@@ -144,7 +139,7 @@ def start_state(p0: float, var_p0: float, var_v0: float) -> AxisLoopState:
     the start's uncertainty ``var_p0`` carried by the frame offset."""
     p = float(p0)
     return AxisLoopState(
-        p, 0.0, 0.0, 0.0, float(var_v0), 0.0, 0.0, 0.0, float(var_p0), p, 0, 0.0, 0.0, 0, 0.0
+        p, 0.0, 0.0, 0.0, float(var_v0), 0.0, float(var_p0), p, 0, 0.0, 0.0, 0, 0.0
     )
 
 
@@ -189,7 +184,6 @@ def axis_loop(
     anchor, raw, odo = state.anchor, state.raw, state.odo
     p, v = state.p, state.v
     ppp, ppv, pvv = state.ppp, state.ppv, state.pvv
-    cp, cv = state.cp, state.cv
     b, pbb = state.b, state.pbb
     gate_nis, var_v0, max_rejects = gates.gate_nis, gates.var_v0, gates.max_rejects
     for k in range(steps.dt.size):
@@ -197,15 +191,13 @@ def axis_loop(
         hk = steps.dt[k]
         p, v, ppp, ppv, pvv = predict_pv(p, v, ppp, ppv, pvv, steps.q[k], hk, steps.u[k])
         ppp += steps.slip[k]
-        rho = steps.rho[k]
-        cp, cv = rho * (cp + hk * cv), rho * cv
         zk = steps.z[k]
         if zk != zk:  # nan: no measurement, the odometry follows the prediction
             odo += p - p_prev
         else:
             # update with the odometry position: y = odo + z, H = [1, 0], R = r_k
             r_k = steps.rounding[k]
-            s = ppp + 2.0 * cp + r_k
+            s = ppp + r_k
             nu = odo + zk - p
             nis = nu * nu / s
             out.nis[k], out.innovation[k], out.s[k] = nis, nu, s
@@ -223,12 +215,10 @@ def axis_loop(
                     odo = anchor + raw
                     nu = odo + zk - p
                     pvv = max(pvv, var_v0)
-                    s = ppp + 2.0 * cp + r_k
+                    s = ppp + r_k
                 streak = 0
                 odo += zk
-                p, v, ppp, ppv, pvv, cp, cv = update_p_correlated(
-                    p, v, ppp, ppv, pvv, cp, cv, nu, s, r_k
-                )
+                p, v, ppp, ppv, pvv = update_p(p, v, ppp, ppv, pvv, nu, s)
             else:
                 # never applied: the odometry advances by the prediction plus the
                 # innovation clipped to the gate (a sluggish model loses only the
@@ -256,7 +246,7 @@ def axis_loop(
             ai += 1
         out.position[k], out.velocity[k] = p + b, v
         out.var_p[k], out.var_v[k] = ppp + pbb, pvv
-    return AxisLoopState(p, v, ppp, ppv, pvv, cp, cv, b, pbb, odo, streak, anchor, raw, resets, nll)
+    return AxisLoopState(p, v, ppp, ppv, pvv, b, pbb, odo, streak, anchor, raw, resets, nll)
 
 
 class NllSeries(NamedTuple):
@@ -270,7 +260,6 @@ class NllSeries(NamedTuple):
             drag_scale.
         slip, drag: rolling and dragging slip variance of each step (unit²).
         profile: the rounding's profile (r of a step = r·profile).
-        rho: rounding correlation of each step.
         scored: steps whose innovation counts (bool).
         censor: ν² bounds (unit², ∞ = none).
     """
@@ -283,7 +272,6 @@ class NllSeries(NamedTuple):
     slip: np.ndarray
     drag: np.ndarray
     profile: np.ndarray
-    rho: np.ndarray
     scored: np.ndarray
     censor: np.ndarray
 
@@ -320,7 +308,6 @@ def nll_sets(series: NllSeries, params: np.ndarray, gates: AxisGates) -> np.ndar
         q_steps,
         slip_steps,
         rounding,
-        series.rho,
         np.zeros(k_n),
         series.scored,
         series.censor,
@@ -329,9 +316,7 @@ def nll_sets(series: NllSeries, params: np.ndarray, gates: AxisGates) -> np.ndar
         np.empty(0),
     )
     gains, jerk = series.jerk_gains, series.jerk
-    start = AxisLoopState(
-        0.0, 0.0, 0.0, 0.0, gates.var_v0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0.0, 0.0, 0, 0.0
-    )
+    start = AxisLoopState(0.0, 0.0, 0.0, 0.0, gates.var_v0, 0.0, 0.0, 0.0, 0, 0.0, 0.0, 0, 0.0)
     for i in range(m):
         q, r, qj, sc, dc = params[i, 0], params[i, 1], params[i, 2], params[i, 3], params[i, 4]
         for k in range(k_n):

@@ -74,11 +74,6 @@ class AxisInput:
             at the step's heading differs from its heading-averaged level
             (:func:`~sensorbench.fusion.split_filter.rounding_profile`); None = r
             throughout.
-        r_corr: correlation of the rounding error at the end of each step with the one at
-            its start (:func:`~sensorbench.fusion.split_filter.rounding_correlation`: 0
-            for a fresh draw, 1 for a wheel that did not turn, negative for one turning a
-            steady half tick per frame); carried as the Schmidt cross-covariance of the
-            state error with it; None = 0 (white rounding).
         drift: growth of the odometry frame's offset variance over each step (unit²): how
             far the odometry drifts from the world (slip, scale), which is what absolute
             fixes correct; None = no drift. A negative entry (a heading error cancelling
@@ -92,13 +87,12 @@ class AxisInput:
     drag: np.ndarray | None = None
     rest: np.ndarray | None = None
     r_profile: np.ndarray | None = None
-    r_corr: np.ndarray | None = None
     drift: np.ndarray | None = None
     aid: AxisAid | None = None
 
     def __post_init__(self) -> None:
         k_n = np.size(self.dt)
-        for name in ("z", "slip", "drag", "rest", "r_profile", "r_corr", "drift"):
+        for name in ("z", "slip", "drag", "rest", "r_profile", "drift"):
             val = getattr(self, name)
             if val is not None and np.size(val) != k_n:
                 raise FusionError(f"axis input {name} has {np.size(val)} steps, dt has {k_n}")
@@ -242,9 +236,9 @@ def step_axis(
     Per step: the prediction under the velocity random walk q (grown by ``noise.q_jerk``
     times the observed squared jerk, with the observed acceleration fed forward when
     ``noise.feedforward``; :mod:`~sensorbench.fusion.odometry_motion`, over the state's
-    motion history and these steps), Var p grown by the slip share, the rounding
-    cross-covariance decayed by ``r_corr``; the gated update with the odometry position;
-    the offset's variance grown by ``drift``; then the absolute fixes of the step.
+    motion history and these steps), Var p grown by the slip share; the gated update with
+    the odometry position; the offset's variance grown by ``drift``; then the absolute
+    fixes of the step.
 
     Returns:
         The state after the last step and the track of the K steps (its index 0: the
@@ -279,7 +273,6 @@ def step_axis(
         q=q + q_jerk * j2,
         slip=np.ascontiguousarray(sv, dtype=float),
         rounding=np.ascontiguousarray(rk, dtype=float),
-        rho=np.zeros(k_n) if inp.r_corr is None else np.ascontiguousarray(inp.r_corr, float),
         drift=np.zeros(k_n) if inp.drift is None else np.ascontiguousarray(inp.drift, float),
         scored=np.zeros(k_n, dtype=bool),
         censor=np.full(k_n, np.inf),

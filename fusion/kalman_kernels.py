@@ -7,9 +7,8 @@ m or rad, s):
     F = [[1, h], [0, 1]],   Q = q·h·[[h², h], [h, 1]]   (velocity random walk, q unit²/s³)
     H = [1, 0],             R = r                         (a position measurement, unit²)
 
-:func:`predict_pv` is ``x ← F x, P ← F P Fᵀ + Q`` and :func:`update_p_correlated` the
-Kalman update with a scalar innovation whose error may be correlated with the state's
-(the Schmidt form; plain when that correlation is 0), written out so no matrix is formed
+:func:`predict_pv` is ``x ← F x, P ← F P Fᵀ + Q`` and :func:`update_p` the Kalman
+update with a scalar position innovation, written out so no matrix is formed
 (tests compare them with the matrix form); compiled (numba) so the split filters' frame
 loop (:mod:`~sensorbench.fusion.axis_loop`) calls them natively. :class:`RejectStreak` is the
 rejection bookkeeping the joint filter keeps (the split filters' loop keeps the same
@@ -48,33 +47,18 @@ def predict_pv(
 
 
 @numba.njit(cache=True)
-def update_p_correlated(
-    p: float,
-    v: float,
-    ppp: float,
-    ppv: float,
-    pvv: float,
-    cp: float,
-    cv: float,
-    nu: float,
-    s: float,
-    r: float,
-) -> tuple[float, float, float, float, float, float, float]:
-    """Kalman update with a position innovation ``nu`` whose measurement error e (variance
-    ``r``) is correlated with the state error by ``(cp, cv)`` = Cov((p̃, ṽ), e): the
-    Schmidt ("consider") update, e left unestimated. ``s`` = Var p + 2·cp + r; the gain is
-    ``(Var p + cp, Cov(p, v) + cv)/s``; returns the state, its covariance and the new
-    cross-covariance. With cp = cv = 0 it is the plain Kalman update."""
-    kp = (ppp + cp) / s
-    kv = (ppv + cv) / s
+def update_p(p: float, v: float, ppp: float, ppv: float, pvv: float, nu: float, s: float) -> Cov2:
+    """Kalman update with a position innovation ``nu`` (unit) of variance ``s`` = Var p + r
+    (unit²), H = [1, 0]: the gain is ``(Var p, Cov(p, v))/s``; returns the state and its
+    covariance."""
+    kp = ppp / s
+    kv = ppv / s
     return (
         p + kp * nu,
         v + kv * nu,
         ppp - kp * kp * s,
         ppv - kp * kv * s,
         pvv - kv * kv * s,
-        cp - kp * (cp + r),
-        cv - kv * (cp + r),
     )
 
 

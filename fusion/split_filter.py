@@ -33,9 +33,8 @@ Fitted refinements (``AxisNoise``; docs/PODS.md): the prediction takes the odome
 observed acceleration as a known input and q grows with its observed squared jerk
 (``feedforward``, ``q_jerk``; :mod:`~sensorbench.fusion.odometry_motion`); the odometry
 position takes a slip random walk per step (``slip_scale`` and ``drag_scale`` × the
-wheels' rolling and dragging slip of the step); the tick rounding r follows the heading
-and each pod's fresh rounding, its correlation from frame to frame carried as a Schmidt
-cross-covariance (:func:`rounding_profile`, :func:`rounding_correlation`). The
+wheels' rolling and dragging slip of the step); and the tick rounding r follows the
+heading (:func:`rounding_profile`), white from frame to frame. The
 innovations are Gaussian; each update's NIS is also given with the frames at rest left
 out (``AxisTrack.nis_chi2``; nan there, they test nothing).
 
@@ -96,7 +95,7 @@ from sensorbench.fusion.axis_step import (
     start_axis,
     step_axis,
 )
-from sensorbench.fusion.chunk_invariant import pinv_cached, rows_dot
+from sensorbench.fusion.chunk_invariant import pinv_cached
 from sensorbench.fusion.odometry_drift import (
     CalibrationError,
     OdometryDrift,
@@ -106,7 +105,6 @@ from sensorbench.fusion.odometry_drift import (
     world_step_variances,
 )
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
-from sensorbench.fusion.tick_rounding import SHARE_HISTORY, rounding_share
 from sensorbench.logs.model_file import read_model, write_model
 from sensorbench.logs.model_keys import FILTER_NOISE_KEYS
 
@@ -366,47 +364,6 @@ def rounding_profile(W: np.ndarray, heading: np.ndarray) -> dict[str, np.ndarray
     return {a: world[a] / floor[a] for a in AXES}
 
 
-def rounding_correlation(
-    W: np.ndarray, heading: np.ndarray, share: np.ndarray
-) -> dict[str, np.ndarray]:
-    """Per step (K,), the correlation of each axis's rounding error at the end of the step
-    with the one at its start: 1 − (the variance of its change)/(2 × its variance), with
-    each pod's change carrying ``share``/6 tick² (K, N)
-    (:func:`~sensorbench.fusion.tick_rounding.rounding_share`): 0 where every pod's
-    rounding is fresh, 1 where no wheel turned, down to −0.5 at a steady half tick per
-    frame."""
-    w_inv = pinv_cached(W)
-    th = np.asarray(heading, dtype=float)
-    white = world_step_variances(np.broadcast_to(w_inv @ w_inv.T, (th.size, 3, 3)), th)
-    fresh = world_step_variances(
-        np.einsum("ji,ki,li->kjl", w_inv, np.asarray(share, dtype=float), w_inv), th
-    )
-    return {a: 1.0 - fresh[a] / white[a] for a in AXES}
-
-
-def pod_tick_steps(
-    W: np.ndarray, body_increments: np.ndarray, slip: SlipModel | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each pod's count increment (K, N) that the body increments come from (``W·u``, nan
-    rows as no motion) and its slip variance (K, N) (tick², from the wheels' slip law; 0
-    without one)."""
-    inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
-    ticks = rows_dot(inc, np.asarray(W, dtype=float))
-    if isinstance(slip, PodSlip):
-        roll, drag = slip.pod_tick_variances(inc)
-        return ticks, roll + drag
-    return ticks, np.zeros_like(ticks)
-
-
-def pod_rounding_share(
-    W: np.ndarray, body_increments: np.ndarray, slip: SlipModel | None
-) -> np.ndarray:
-    """Each pod's fresh rounding per step (K, N) (:func:`~sensorbench.fusion.tick_rounding.
-    rounding_share`) from the counts the body increments come from and the wheels' slip
-    law when there is one (:func:`pod_tick_steps`)."""
-    return rounding_share(*pod_tick_steps(W, body_increments, slip))
-
-
 def predict_axis(
     p: float, v: float, var_p: float, cov_pv: float, var_v: float, q: float, horizon_s: float
 ) -> tuple[float, float, float, float]:
@@ -563,8 +520,6 @@ class FilterState:
             without a row covariance.
         calibration_var: (3,) the calibration variances at the last frame: x, y along
             the estimated heading, θ.
-        ticks, tick_slip: (≤ SHARE_HISTORY, N) the last frames' count increments and their
-            slip variances (tick²), which the rounding share extrapolates from.
         aid: the pose samples waiting for their frame.
     """
 
@@ -578,8 +533,6 @@ class FilterState:
     pose_error: PoseErrorCarry | None
     calibration: tuple[np.ndarray, np.ndarray] | None
     calibration_var: np.ndarray
-    ticks: np.ndarray
-    tick_slip: np.ndarray
     aid: AidQueue | None
 
     def axis(self, name: str) -> AxisState:
@@ -682,8 +635,7 @@ class SplitFilter:
                 odometry frame's offset variance; its wheels' slip law
                 (:class:`~sensorbench.fusion.odometry_drift.PodSlip`) replaces
                 ``noise.drift`` as the per-step slip and the offset's random walk; its tick
-                rounding sets how r varies with the heading and from frame to frame
-                (:func:`rounding_profile`, :func:`rounding_correlation`).
+                rounding sets how r varies with the heading (:func:`rounding_profile`).
             aid_interval_s: the pose sensor's period Δt_aid (s) in the aiding variance
                 (needed to aid: replay takes the median gap of the session's samples,
                 :func:`~sensorbench.fusion.aid_queue.aid_interval`; live, the sensor's
@@ -700,7 +652,6 @@ class SplitFilter:
             calibration=calibration,
             aid_interval_s=None if aid_interval_s is None else float(aid_interval_s),
         )
-        n_pods = 0 if model.W is None else model.W.shape[0]
         axes = [start_axis(pose0[j], var0[j], self.options.var_v0) for j in range(3)]
         return FilterState(
             model=model,
@@ -713,8 +664,6 @@ class SplitFilter:
             pose_error=None if model.drift is None else PoseErrorCarry.start(model.var0),
             calibration=None if calibration is None else (calibration.start(), calibration.start()),
             calibration_var=np.zeros(3),
-            ticks=np.empty((0, n_pods)),
-            tick_slip=np.empty((0, n_pods)),
             aid=None
             if model.aid_interval_s is None
             else AidQueue(model.t0_s, model.aid_interval_s),
@@ -755,12 +704,6 @@ class SplitFilter:
             # the heading's own (along any heading): from the sensitivities at heading 0
             sens_t, var_t = model.calibration.step(sens[1], inc, np.zeros(k_n + 1))
             dv["theta"] = dv["theta"] + np.diff(np.concatenate([[cal_var[2]], var_t[:, 2]]))
-        share, ticks, tick_slip = None, state.ticks, state.tick_slip
-        if model.W is not None:
-            tk, ts = pod_tick_steps(model.W, inc, model.pod_slip)
-            tk, ts = np.vstack([ticks, tk]), np.vstack([tick_slip, ts])
-            share = rounding_share(tk, ts)[ticks.shape[0] :]
-            ticks, tick_slip = tk[-SHARE_HISTORY:], ts[-SHARE_HISTORY:]
         theta_state, th = step_axis(
             state.theta,
             AxisInput(
@@ -769,10 +712,6 @@ class SplitFilter:
                 slip=slip_var["theta"],
                 drag=drag_var["theta"],
                 rest=rest,
-                # the heading's rounding does not depend on the heading
-                r_corr=None
-                if model.W is None or share is None
-                else rounding_correlation(model.W, np.zeros(k_n), share)["theta"],
                 drift=dv["theta"],
                 aid=aid["theta"],
             ),
@@ -796,10 +735,8 @@ class SplitFilter:
             sens = (sens_xy, sens_t)
             cal_var = np.concatenate([var_xy[-1, :2], var_t[-1, 2:]]) if k_n else cal_var
         profile: dict[str, Any] = dict.fromkeys(AXES)
-        corr: dict[str, Any] = dict.fromkeys(AXES)
-        if model.W is not None and share is not None:
+        if model.W is not None:
             profile = rounding_profile(model.W, th.p[:-1])
-            corr = rounding_correlation(model.W, th.p[:-1], share)
         # world-frame arc of each step, rotated by the heading estimate at its start
         rel = se2_exp(np.nan_to_num(inc))
         c, s = np.cos(th.p[:-1]), np.sin(th.p[:-1])
@@ -818,7 +755,6 @@ class SplitFilter:
                     drag=drag_var[a],
                     rest=rest,
                     r_profile=profile[a],
-                    r_corr=corr[a],
                     drift=dv[a],
                     aid=aid[a],
                 ),
@@ -839,8 +775,6 @@ class SplitFilter:
             pose_error=pose_error,
             calibration=sens,
             calibration_var=cal_var,
-            ticks=ticks,
-            tick_slip=tick_slip,
             aid=queue,
         )
         result = SplitResult(

@@ -21,7 +21,7 @@ from sensorbench.fusion.kalman_kernels import (
     RejectStreak,
     clip_to_gate,
     predict_pv,
-    update_p_correlated,
+    update_p,
 )
 from sensorbench.fusion.odometry_drift import OdometryDrift, propagate_drift
 from sensorbench.fusion.pod_drive import Drive
@@ -42,18 +42,14 @@ def test_scalar_kernels_equal_the_matrix_form() -> None:
         xp, Pp = F @ x, F @ P @ F.T + Q
         got = predict_pv(x[0], x[1], P[0, 0], P[0, 1], P[1, 1], q, h)
         np.testing.assert_allclose(got, [xp[0], xp[1], Pp[0, 0], Pp[0, 1], Pp[1, 1]], rtol=1e-12)
-        # Schmidt update against the matrix form of the augmented state (p, v, e): the
-        # measurement p + e, the state error correlated with e by C, e not estimated
-        C = rng.uniform(-0.5, 0.5, 2) * np.sqrt(np.diag(Pp) * r)
-        Pa = np.block([[Pp, C[:, None]], [C[None, :], np.array([[r]])]])
-        Ha = np.array([1.0, 0.0, 1.0])
+        # the update against the matrix form: H = [1, 0], R = r
+        H = np.array([1.0, 0.0])
         nu = rng.standard_normal()
-        S = float(Ha @ Pa @ Ha)
-        K = (Pa @ Ha)[:2] / S
-        xu, Pu = xp + K * nu, Pp - np.outer(K, K) * S
-        Cu = C - K * float((Pa @ Ha)[2])
-        got = update_p_correlated(*got, C[0], C[1], nu, S, r)
-        want = [xu[0], xu[1], Pu[0, 0], Pu[0, 1], Pu[1, 1], Cu[0], Cu[1]]
+        S = float(H @ Pp @ H) + r
+        K = Pp @ H / S
+        xu, Pu = xp + K * nu, (np.eye(2) - np.outer(K, H)) @ Pp
+        got = update_p(*got, nu, S)
+        want = [xu[0], xu[1], Pu[0, 0], Pu[0, 1], Pu[1, 1]]
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-14)
 
 

@@ -1,5 +1,5 @@
-"""The split filters' motion input (observed jerk, its noise), the encoder rounding's fresh
-share and its frame-to-frame correlation (Schmidt), and the noise model's new keys —
+"""The split filters' motion input (observed jerk, its noise), the encoder rounding's
+expected variance, and the noise model's new keys —
 each against a truth computed a different way (Monte Carlo, closed forms, a filter
 run on data drawn from the stated law)."""
 
@@ -10,14 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from sensorbench.fusion.axis_step import AxisInput, AxisOptions, run_axis
 from sensorbench.fusion.odometry_drift import PodSlip
 from sensorbench.fusion.odometry_motion import jerk_noise_gains, observed_jerk
-from sensorbench.fusion.split_filter import (
-    AxisNoise,
-    rounding_correlation,
-)
-from sensorbench.fusion.tick_rounding import expected_frac_variance, rounding_share
+from sensorbench.fusion.tick_rounding import expected_frac_variance
 
 
 def test_jerk_noise_gains_bound_the_noise_of_the_observed_jerk() -> None:
@@ -66,49 +61,6 @@ def test_expected_fractional_variance_of_a_long_replay_stays_near_its_input_size
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 10 * mu.nbytes, peak / mu.nbytes
-
-
-def test_rounding_share_of_a_still_a_steady_and_a_random_wheel() -> None:
-    k = 300
-    still = np.zeros(k)
-    steady = np.full(k, 16.5)  # half a tick left over every frame: e alternates
-    rng = np.random.default_rng(5)
-    random = rng.integers(10, 60, k).astype(float)
-    share = rounding_share(np.column_stack([still, steady, random]))
-    tail = share[40:]
-    assert np.all(tail[:, 0] < 0.05)  # nothing fresh: the rounding stays what it was
-    assert tail[:, 1] == pytest.approx(1.5, abs=0.05)  # f(1 − f) = 1/4 against 1/6
-    # counts jumping by tens of ticks: the extrapolated travel knows nothing of the
-    # fraction, the rounding is a fresh uniform draw
-    assert np.mean(tail[:, 2]) == pytest.approx(1.0, abs=0.1)
-    # the pods' shares become each axis's correlation: a still robot's is 1
-    W = np.array([[13000.0, 0.0, -2100.0], [13000.0, 0.0, 2100.0], [0.0, 13000.0, -1600.0]])
-    rho = rounding_correlation(W, np.zeros(k), np.zeros((k, 3)))
-    assert np.allclose(rho["x"], 1.0) and np.allclose(rho["theta"], 1.0)
-
-
-def test_correlated_rounding_stated_keeps_the_nis_honest() -> None:
-    # a position random walk measured with an AR(1) error (ρ = 0.8, the rounding of a
-    # slowly turning wheel): stating ρ keeps the mean NIS at 1, white rounding does not
-    rng = np.random.default_rng(6)
-    k, r, s, rho = 20_000, 1e-8, 2e-9, 0.8
-    walk = np.cumsum(rng.normal(0.0, math.sqrt(s), k + 1))
-    e = np.empty(k + 1)
-    e[0] = rng.normal(0.0, math.sqrt(r))
-    eta = rng.normal(0.0, math.sqrt(r * (1 - rho**2)), k + 1)
-    for i in range(1, k + 1):
-        e[i] = rho * e[i - 1] + eta[i]
-    z = np.diff(walk + e)
-    dt = np.full(k, 0.005)
-    noise = AxisNoise(1e-12, r)
-    slip = np.full(k, s)
-    means = {}
-    for label, corr in (("stated", np.full(k, rho)), ("white", None)):
-        tr = run_axis(AxisInput(dt, z, slip=slip, r_corr=corr), noise, AxisOptions(gate=math.inf))
-        means[label] = float(np.mean(tr.nis[200:]))
-    # 20 000 correlated innovations: the mean's standard error is about 0.015
-    assert means["stated"] == pytest.approx(1.0, abs=0.06), means
-    assert means["white"] < 0.8, means
 
 
 def test_slip_parts_add_up_to_the_whole() -> None:

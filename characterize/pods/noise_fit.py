@@ -6,7 +6,7 @@ acceleration, whose intensity grows with the observed squared jerk (q + q_jerk·
 unit²/s³; :mod:`~sensorbench.fusion.odometry_motion`); the position also takes a slip
 random walk (slip_scale and drag_scale × the wheels' rolling and dragging slip of each
 step, when a slip law is fitted) and e is the tick rounding (r × its profile over the
-heading, correlated from frame to frame as the wheels' fresh rounding says). The fit
+heading). The fit
 (:func:`fit_axis`) finds the model's shape by a censored Gaussian likelihood
 (:mod:`~sensorbench.characterize.pods.noise_likelihood`), then its level and its balance
 across drives by the clipped NIS the filters are judged by.
@@ -48,8 +48,6 @@ from sensorbench.fusion.split_filter import (
     NIS_GATE_99,
     AxisNoise,
     FilterNoise,
-    pod_rounding_share,
-    rounding_correlation,
     rounding_floor,
     rounding_profile,
     whiteness,
@@ -69,7 +67,6 @@ class AxisSeries:
     rest: np.ndarray | None = None
     r_profile: np.ndarray | None = None
     drag: np.ndarray | None = None
-    r_corr: np.ndarray | None = None
 
     def run(self, noise: AxisNoise, gate: float) -> AxisTrack:
         """This series through :func:`~sensorbench.fusion.axis_step.run_axis`."""
@@ -80,7 +77,6 @@ class AxisSeries:
             drag=self.drag,
             rest=self.rest,
             r_profile=self.r_profile,
-            r_corr=self.r_corr,
         )
         return run_axis(inp, noise, AxisOptions(gate=gate))
 
@@ -97,7 +93,6 @@ class AxisSeries:
             cut(self.rest),
             cut(self.r_profile),
             cut(self.drag),
-            cut(self.r_corr),
         )
 
 
@@ -109,9 +104,8 @@ def axis_measurements(
 ) -> dict[str, AxisSeries]:
     """The per-axis filter measurements of one session's body increments (K, 3), with the
     per-step rolling and dragging slip variances of ``drift`` and, for the pod matrix
-    ``W``, the rounding's profile over the heading and its frame-to-frame correlation
-    (:func:`~sensorbench.fusion.split_filter.rounding_profile`,
-    :func:`~sensorbench.fusion.split_filter.rounding_correlation`)."""
+    ``W``, the rounding's profile over the heading
+    (:func:`~sensorbench.fusion.split_filter.rounding_profile`)."""
     path = integrate_path(increments)
     rel = se2_exp(increments)
     c, s = np.cos(path[:-1, 2]), np.sin(path[:-1, 2])
@@ -128,11 +122,9 @@ def axis_measurements(
         drag = world_step_variances(drag_cov, path[:-1, 2])
     rest = np.all(increments == 0, axis=1)
     profile: dict[str, Any] = dict.fromkeys(AXES)
-    corr: dict[str, Any] = dict.fromkeys(AXES)
     if W is not None:
         profile = rounding_profile(W, path[:-1, 2])
-        corr = rounding_correlation(W, path[:-1, 2], pod_rounding_share(W, increments, drift))
-    return {a: AxisSeries(dt, z[a], slip[a], rest, profile[a], drag[a], corr[a]) for a in AXES}
+    return {a: AxisSeries(dt, z[a], slip[a], rest, profile[a], drag[a]) for a in AXES}
 
 
 @dataclass

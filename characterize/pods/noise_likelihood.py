@@ -81,7 +81,6 @@ def batch_nll(
         slip=np.ascontiguousarray(slip),
         drag=np.ascontiguousarray(drag),
         profile=np.ascontiguousarray(prof),
-        rho=zeros if series.r_corr is None else np.ascontiguousarray(series.r_corr, dtype=float),
         scored=np.ones(k_n, dtype=bool) if series.rest is None else ~np.asarray(series.rest, bool),
         censor=np.full(k_n, np.inf) if censor is None else np.ascontiguousarray(censor, float),
     )
