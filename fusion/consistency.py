@@ -14,7 +14,8 @@ uses an effective sample size: for Gaussian z, ``Cov(z_i², z_j²) = 2·ρ_ij²`
 with ρ_l the autocorrelation of z about zero, the sum truncated by Geyer's initial
 monotone sequence (:func:`effective_samples`); the band is the χ²(N_eff)/N_eff
 quantiles (Bar-Shalom, Li & Kirubarajan, *Estimation with Applications to Tracking and
-Navigation*, §5.4, with the correlation correction of Bartlett's formula). Coverage fractions need no such correction.
+Navigation*, §5.4, with the correlation correction of Bartlett's formula).
+Coverage fractions need no such correction.
 
 **The monitor.** A filter that stops matching its data (a wheel lifts, a pod slips
 continuously, an aiding sensor relocalizes wrongly) shows it in its innovations before
