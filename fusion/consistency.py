@@ -251,8 +251,38 @@ class MonitorResult:
     clears: np.ndarray
 
 
+def geyer_tau(y: np.ndarray) -> float:
+    """Integrated autocorrelation time τ = 1 + 2 Σ ρ_l of a stationary series about its
+    sample mean, the sum truncated by Geyer's initial monotone sequence (pairs
+    ρ_{2m} + ρ_{2m+1} while positive, made non-increasing); ≥ 1. The mean of n samples
+    varies as that of n/τ independent ones."""
+    x = np.asarray(y, dtype=float)
+    x = x[np.isfinite(x)]
+    n = x.size
+    x = x - x.mean() if n else x
+    den = float(x @ x)
+    if n < 4 or den <= 0:
+        return 1.0
+    nfft = 1 << (2 * n - 1).bit_length()
+    f = np.fft.rfft(x, nfft)
+    rho = np.fft.irfft(f * np.conj(f), nfft)[:n] / den
+    m = n // 2
+    pairs = rho[0 : 2 * m : 2] + rho[1 : 2 * m + 1 : 2]
+    stop = np.flatnonzero(pairs <= 0)
+    pairs = np.minimum.accumulate(pairs[: stop[0]] if stop.size else pairs)
+    return max(1.0, -1.0 + 2.0 * float(pairs.sum()))
+
+
+def window_threshold(gate: float, window: int, level: float, tau: float = 1.0) -> float:
+    """The monitor's threshold: the ``level`` quantile of a window mean of ``window``
+    clipped χ²₁ values correlated with integrated autocorrelation time ``tau`` (≥ 1), taken
+    as the mean of ``window/tau`` independent ones (at least 2)."""
+    n_eff = max(2, round(window / max(float(tau), 1.0)))
+    return window_mean_quantile(float(gate), n_eff, float(level))
+
+
 def nis_monitor(
-    nis: np.ndarray, gate: float, window: int = 50, level: float = 0.999
+    nis: np.ndarray, gate: float, window: int = 50, level: float = 0.999, tau: float = 1.0
 ) -> MonitorResult:
     """Sliding-window NIS monitor over one axis's updates (nan = no update at that frame).
 
@@ -261,6 +291,10 @@ def nis_monitor(
         gate: the filter's NIS gate; each NIS is clipped to it.
         window: number of updates per window (frames without an update are skipped).
         level: one-sided level of the threshold under a consistent filter.
+        tau: integrated autocorrelation time of the clipped NIS of a consistent filter
+            (:func:`geyer_tau`; 1 = independent updates): a window of correlated NIS
+            holds ``window/tau`` independent ones, and its threshold is theirs
+            (:func:`window_threshold`).
 
     Raises:
         FusionError: window < 2 or level outside (0, 1).
@@ -270,7 +304,7 @@ def nis_monitor(
     x = np.asarray(nis, float)
     has = np.isfinite(x)
     vals = np.minimum(x[has], gate)
-    threshold = window_mean_quantile(gate, window, level)
+    threshold = window_threshold(gate, window, level, tau)
     wmean_u = np.full(vals.size, np.nan)
     if vals.size >= window:
         c = np.concatenate([[0.0], np.cumsum(vals)])

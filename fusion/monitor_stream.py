@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from sensorbench.errors import FusionError
-from sensorbench.fusion.consistency import window_mean_quantile
+from sensorbench.fusion.consistency import window_threshold
 
 
 class NisMonitorStream:
@@ -25,14 +25,18 @@ class NisMonitorStream:
         gate: the filter's NIS gate; each NIS is clipped to it.
         window: updates per window.
         level: one-sided level of the threshold under a consistent filter.
+        tau: integrated autocorrelation time of the clipped NIS
+            (:func:`~sensorbench.fusion.consistency.window_threshold`; 1 = independent).
     """
 
-    def __init__(self, gate: float, window: int = 50, level: float = 0.999) -> None:
+    def __init__(
+        self, gate: float, window: int = 50, level: float = 0.999, tau: float = 1.0
+    ) -> None:
         if window < 2 or not 0 < level < 1:
             raise FusionError(f"monitor needs window >= 2 and 0 < level < 1, got {window}, {level}")
         self.gate = float(gate)
         self.window = int(window)
-        self.threshold = window_mean_quantile(self.gate, self.window, float(level))
+        self.threshold = window_threshold(self.gate, self.window, float(level), tau)
         self.frames = 0
         self.degraded = False
         self._sums = np.zeros(1)  # the running sum's last `window` + 1 values

@@ -25,6 +25,7 @@ from sensorbench.fusion.consistency import (
     AxisConsistency,
     MonitorResult,
     axis_consistency,
+    geyer_tau,
     heading_cross_check,
     heading_cross_check_model,
     nis_consistency,
@@ -452,7 +453,10 @@ def replay_session(
     channels = len(result.tracks) + (odo.imu_dtheta is not None)
     level = monitor_level ** (1.0 / channels)
     monitor = {
-        a: nis_monitor(t.nis_chi2, gate, monitor_window, level) for a, t in result.tracks.items()
+        a: nis_monitor(
+            t.nis_chi2, gate, monitor_window, level, geyer_tau(np.minimum(t.nis_chi2, gate))
+        )
+        for a, t in result.tracks.items()
     }
     spread_by = None
     if odo.imu_dtheta is not None:

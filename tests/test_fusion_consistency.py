@@ -187,6 +187,7 @@ def test_effective_samples_against_the_monte_carlo_truth() -> None:
         else:
             assert abs(est / min(truth, n) - 1) < 0.17, (name, est, truth)
 
+
 def test_clipped_chi2_moments_match_sampling() -> None:
     x = np.minimum(np.random.default_rng(4).chisquare(1, 400_000), 6.63)
     m, v = clipped_chi2_moments(6.63)
@@ -304,3 +305,21 @@ def test_model_cross_check_takes_its_shape_from_the_model_and_its_level_from_the
     assert np.all(
         np.isnan(heading_cross_check_model(resid[:40], np.zeros(40), model[:40], rest[:40], 6.63))
     )
+
+
+def test_geyer_tau_of_ar1_and_the_monitor_threshold_it_sets() -> None:
+    """AR(1) with φ = 0.5 has τ = (1 + φ)/(1 − φ) = 3. Over 200 series of 2000 the
+    estimates' spread is ~10 % each (Geyer's truncation keeps ~10 lags, each with s.e.
+    1/√2000), so the mean is within 3 % of 3 (3 standard errors of the mean of 200: 2 %)."""
+    from scipy.signal import lfilter
+
+    from sensorbench.fusion.consistency import geyer_tau, window_threshold
+
+    rng = np.random.default_rng(4)
+    x = lfilter([1.0], [1.0, -0.5], rng.standard_normal((200, 2000)), axis=1)[:, 100:]
+    taus = np.array([geyer_tau(s) for s in x])
+    assert abs(taus.mean() / 3.0 - 1) < 0.03, taus.mean()
+    assert geyer_tau(rng.standard_normal(5000)) < 1.1
+    # a window of 50 updates with τ = 2 is judged as 25 independent ones: a higher bar
+    assert window_threshold(6.63, 50, 0.999, 2.0) == window_threshold(6.63, 25, 0.999)
+    assert window_threshold(6.63, 50, 0.999, 2.0) > window_threshold(6.63, 50, 0.999)

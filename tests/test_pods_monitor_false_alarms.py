@@ -1,0 +1,47 @@
+"""The NIS monitor's false alarms on clean simulated drives: pod geometry, slip law and
+filter noise fitted once on the four fixed drives, then ten fresh seeds of five drives
+replayed against truth.
+
+The issue's bar: at most 1 % of the time degraded and at most 2 % of the updates
+rejected at the 1 % gate, pooled over the drives and seeds. The monitor's threshold is
+set at 99.9 % over its channels for independent updates; the split filters' clipped NIS
+is correlated from frame to frame (integrated autocorrelation time 1.3–1.5 on these
+drives), so a window of 50 holds about 35 independent ones and a threshold for 50 raises
+the flag 1.2 % of the time (1.4–1.7 % on square and forward). A gate rejecting at its
+nominal 1 % gives a pooled rate within 0.2 % of it over these ~10⁵ updates per axis
+(binomial s.e. 0.03 %, the correlated updates a few times that), far inside 2 %.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pods_sim_util import DRIVES, simulate
+
+from sensorbench.characterize.pods.geometry_fit import fit_pods
+from sensorbench.characterize.pods.noise_fit import fit_noise
+from sensorbench.fusion.odometry_replay import replay_session
+from sensorbench.fusion.pod_drive import load_drive
+
+CLEAN = ("square", "figure8", "spin", "sideways", "forward")
+SEEDS = range(10)
+
+
+@pytest.mark.slow
+def test_clean_drives_are_rarely_flagged_or_rejected(tmp_path: Path) -> None:
+    fitted = {n: simulate(tmp_path, n, 300 + i) for i, n in enumerate(DRIVES)}
+    geometry = fit_pods([load_drive(fitted[n]) for n in DRIVES]).geometry()
+    noise = fit_noise([fitted[n] for n in DRIVES], geometry).noise
+    frames = degraded = updates = rejected = 0
+    for seed in SEEDS:
+        for name in CLEAN:
+            rp = replay_session(simulate(tmp_path, name, 7000 + seed), geometry, noise)
+            frames += rp.degraded.size
+            degraded += int(np.count_nonzero(rp.degraded))
+            for n in rp.summary()["nis"].values():
+                updates += n["k"]
+                rejected += n["rejected"]
+    assert degraded / frames <= 0.01, degraded / frames
+    assert rejected / updates <= 0.02, rejected / updates
