@@ -4,10 +4,11 @@ mocap through ``sensorbench import``, then ``fit pods``, ``fit noise -o`` and
 ``replay -o`` through the CLI.
 
 Per seed (:data:`SEEDS`, 12): the pods and noise are fitted on that seed's fixed drives
-(forward, sideways, spin, square) and the held-out drives (arcs, crab) are replayed
-against mocap. Each seed's figures are cached under pytest's cache dir (keyed by the
-world's source and :data:`RESULTS_VERSION`), computed by the chunk tests (:data:`CHUNKS`,
-each < 300 s on 2 busy cores); the pooled tests read the cache and compute what is missing.
+(forward, sideways, spin, square) and the held-out drives (arcs, crab, and the forward
+and sideways drives recorded again with fresh noise) are replayed against mocap. Each
+seed's figures are cached under pytest's cache dir (keyed by the world's source and
+:data:`RESULTS_VERSION`), computed by the chunk tests (:data:`CHUNKS`, each < 300 s on 2
+busy cores); the pooled tests read the cache and compute what is missing.
 
 Tolerances:
 
@@ -45,7 +46,7 @@ from sensorbench.fusion.split_filter import load_noise_model
 from sensorbench.logs import Session
 
 SEEDS = tuple(range(12))
-CHUNKS = (SEEDS[:6], SEEDS[6:])
+CHUNKS = (SEEDS[:4], SEEDS[4:8], SEEDS[8:])
 AXES = ("x", "y", "theta")
 PARAMS = (
     ("distance_per_tick_m", "sigma_distance_per_tick", "distance_per_tick"),
@@ -162,12 +163,19 @@ def fit_inside(results: list[dict[str, Any]], key: str, pod: int) -> int:
     return sum(abs(r["z"][key][pod]) <= 2.0 for r in results)
 
 
-# measured over seeds 0-11 (the targets the code misses: over-cautious, not over-confident)
+# measured over seeds 0-11: the targets the code misses
 MISSED_COVERAGE = {
     ("crab", "x"): "98.8 % inside 2σ (target 90-98 %): over-cautious",
     ("crab", "theta"): "99.3 % inside 2σ (target 90-98 %): over-cautious",
+    ("forward_again", "x"): "79.7 % inside 2σ (target 90-98 %): along-track overconfident",
+    ("sideways_again", "x"): "88.4 % inside 2σ (target 90-98 %)",
+    ("sideways_again", "y"): "84.9 % inside 2σ (target 90-98 %): along-track overconfident",
 }
-MISSED_NEES = {("arcs", "x"): "mean NEES outside its band in 5 of 12 seeds (pooled mean 0.84)"}
+MISSED_NEES = {
+    ("arcs", "x"): "mean NEES outside its band in 5 of 12 seeds (pooled mean 0.84)",
+    ("forward_again", "x"): "mean NEES outside its band in 4 of 12 seeds (pooled mean 6.86)",
+    ("sideways_again", "y"): "mean NEES outside its band in 4 of 12 seeds (pooled mean 2.36)",
+}
 
 
 def _cases(missed: dict[tuple[str, str], str]) -> list[Any]:

@@ -60,8 +60,11 @@ DRIVES: dict[str, list[tuple[float, float, float, float]]] = {
     "arcs": [_P, (10.0, 0.3, 0.0, 0.5), (10.0, 0.3, 0.0, -0.5), (8.0, 0.25, 0.1, 0.2), _P],
     "crab": [_P, (8.0, 0.2, 0.2, 0.0), (8.0, -0.2, 0.15, 0.3), (8.0, 0.1, -0.25, -0.4), _P],
 }
+DRIVES["forward_again"] = DRIVES["forward"]
+DRIVES["sideways_again"] = DRIVES["sideways"]
 FIT_DRIVES = ("forward", "sideways", "spin", "square")
-TEST_DRIVES = ("arcs", "crab")
+TEST_DRIVES = ("arcs", "crab", "forward_again", "sideways_again")
+"""Held out: two mixed drives, and the forward and sideways drives again (fresh noise)."""
 
 
 @dataclass(frozen=True)
