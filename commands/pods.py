@@ -33,6 +33,15 @@ _PODS_MODEL_OPT = click.option(
     type=_SESSION,
     help="Pod-geometry model (from 'sensorbench fit pods').",
 )
+_ALIGN_OPT = click.option(
+    "--align-interval",
+    "align_interval_s",
+    type=FiniteFloat(min=0.01),
+    default=None,
+    help="Interval (s) of the encoder/mocap time alignment [default: 0.5 s times the "
+    "encoder stream's recorded clock_nominal_slope, so 0.5/N for a session recorded at "
+    "N× real time].",
+)
 _GATE_OPT = click.option(
     "--gate",
     type=FiniteFloat(min=0.5),
@@ -213,15 +222,7 @@ def _print_pod_table(fit: Any) -> None:
     help="Interval (s) of the odometry slip fit against mocap (sessions emulated at N× real "
     "time: divide by N).",
 )
-@click.option(
-    "--align-interval",
-    "align_interval_s",
-    type=FiniteFloat(min=0.01),
-    default=0.5,
-    show_default=True,
-    help="Interval (s) of the encoder/mocap time alignment (sessions emulated at N× real "
-    "time: divide by N).",
-)
+@_ALIGN_OPT
 def fit_noise_cmd(
     sessions: tuple[Path, ...],
     pods_path: Path,
@@ -230,7 +231,7 @@ def fit_noise_cmd(
     as_json: bool,
     gate: float,
     drift_interval_s: float,
-    align_interval_s: float,
+    align_interval_s: float | None,
 ) -> None:
     """Fit the split filters' noise per axis from replayed sessions.
 
@@ -274,12 +275,8 @@ def fit_noise_cmd(
     doc = fit.as_dict()
     if output is not None:
         prov = provenance([*sessions, pods_path], {"gate": gate, "pods_model": str(pods_path)})
-        report = {
-            a: {k: v for k, v in f.as_dict().items() if k not in ("rho",)}
-            for a, f in fit.axes.items()
-        }
         with atomic_output(output, force=force, inputs=inputs) as tmp:
-            save_noise_model(tmp, fit.noise, prov, report)
+            save_noise_model(tmp, fit.noise, prov, fit.model_report())
         doc["model_file"] = str(output)
     if as_json:
         _echo_json(doc)
@@ -344,6 +341,7 @@ def fit_noise_cmd(
     help="Score against mocap or a simulated session's truth.",
 )
 @_GATE_OPT
+@_ALIGN_OPT
 @click.option(
     "--monitor-window",
     type=click.IntRange(min=2),
@@ -386,6 +384,7 @@ def replay_cmd(
     plots_dir: Path | None,
     reference: str,
     gate: float,
+    align_interval_s: float | None,
     monitor_window: int,
     monitor_level: float,
     t_start: float | None,
@@ -431,6 +430,7 @@ def replay_cmd(
         reference=reference,
         window_ns=window,
         repair=repair,
+        align_interval_s=align_interval_s,
         monitor_window=monitor_window,
         monitor_level=monitor_level,
     )

@@ -286,8 +286,7 @@ def fit_noise_model(sessions: list[Path], pods_model: Path, output: Path, speed:
         drift_interval_s=INTERVAL_S / speed,
     )
     prov = provenance([*sessions, pods_model], {"pods_model": str(pods_model)})
-    report = {a: {k: v for k, v in f.as_dict().items() if k != "rho"} for a, f in fit.axes.items()}
-    save_noise_model(output, fit.noise, prov, report)
+    save_noise_model(output, fit.noise, prov, fit.model_report())
     return output
 
 

@@ -37,6 +37,7 @@ from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
 from sensorbench.fusion.pod_drive import (
     Drive,
     align_drive,
+    align_interval_for,
     load_drive,
     yaw_from_quat,
 )
@@ -380,7 +381,7 @@ def replay_session(
     gate: float = 6.63,
     reference: str = "mocap",
     repair: bool = True,
-    align_interval_s: float = 0.5,
+    align_interval_s: float | None = None,
     monitor_window: int = 50,
     monitor_level: float = 0.999,
     window_ns: tuple[int | None, int | None] = (None, None),
@@ -398,7 +399,9 @@ def replay_session(
         repair: rebuild bounce frames from the other pods and the IMU yaw
             (when the encoder stream carries one).
         align_interval_s: interval of the encoder/mocap time alignment (s); an
-            emulated session captured at N× real time needs 0.5/N.
+            emulated session captured at N× real time needs 0.5/N. None:
+            :func:`~sensorbench.fusion.pod_drive.align_interval_for` (0.5 s times the
+            encoder stream's recorded ``clock_nominal_slope``).
         monitor_window, monitor_level: the consistency monitor's window (updates) and
             one-sided level of the ``degraded`` flag, which is raised when any of its m
             channels (x, y, heading, and the pods-against-IMU check when there is an IMU)
@@ -427,6 +430,8 @@ def replay_session(
     elif reference == "mocap":
         drive, ref_name = _mocap_reference(path, odo)
         if drive is not None:
+            if align_interval_s is None:
+                align_interval_s = align_interval_for(path)
             offset = align_drive(drive, align_interval_s)
             ref_t, ref_pose = drive.t_ref - offset, drive.ref
             ref_var = reference_noise(ref_t, ref_pose)

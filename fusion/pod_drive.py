@@ -153,6 +153,27 @@ def _clock_slope(d: np.ndarray, h: np.ndarray, nominal: float, tolerance: float)
     return float((b / var_b + nominal / var_0) / (1.0 / var_b + 1.0 / var_0))
 
 
+ALIGN_INTERVAL_S = 0.5
+"""Interval (s of the encoder stream's host clock at real time) of the encoder/mocap time
+alignment; a session recorded at N× real time takes it times its ``clock_nominal_slope``."""
+
+
+def align_interval_for(path: str | os.PathLike[str], encoder: str | None = None) -> float:
+    """The alignment interval (s) for one session: :data:`ALIGN_INTERVAL_S` times the encoder
+    stream's recorded ``clock_nominal_slope`` (host s per device s: 1/N for a session
+    recorded at N× real time; 1.0 when the stream records none).
+
+    Raises:
+        FitError: the session cannot be read or has no encoder stream.
+    """
+    try:
+        with Session(path) as s:
+            slope = s.encoder_or_only(encoder).attrs.get("clock_nominal_slope")
+    except SessionError as exc:
+        raise FitError(str(exc)) from exc
+    return ALIGN_INTERVAL_S * (1.0 if slope is None else float(slope))
+
+
 def load_drive(
     path: str | os.PathLike[str],
     encoder: str | None = None,

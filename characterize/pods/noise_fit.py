@@ -41,7 +41,7 @@ from sensorbench.fusion.axis_step import AxisInput, AxisOptions, AxisTrack, run_
 from sensorbench.fusion.consistency import NisConsistency, clipped_chi2_moments, nis_consistency
 from sensorbench.fusion.odometry_drift import SlipModel, world_step_variances
 from sensorbench.fusion.odometry_replay import read_odometry
-from sensorbench.fusion.pod_drive import load_drive
+from sensorbench.fusion.pod_drive import align_interval_for, load_drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
 from sensorbench.fusion.split_filter import (
     AXES,
@@ -385,13 +385,22 @@ class NoiseFit:
             "drift_note": self.drift_note,
         }
 
+    def model_report(self) -> dict[str, dict[str, Any]]:
+        """The per-axis summary a model file's ``[report]`` keeps: :meth:`as_dict`'s axes
+        without the autocorrelation and without the entries that are None (a law the fit
+        did not use: TOML has no null)."""
+        return {
+            a: {k: v for k, v in f.as_dict().items() if k != "rho" and v is not None}
+            for a, f in self.axes.items()
+        }
+
 
 def fit_noise(
     sessions: Sequence[str | os.PathLike[str]],
     geometry: PodGeometry,
     gate: float = NIS_GATE_99,
     max_frames: int = 3000,
-    align_interval_s: float = 0.5,
+    align_interval_s: float | None = None,
     drift_interval_s: float = DRIFT_INTERVAL_S,
 ) -> NoiseFit:
     """Fit q and r of the x, y and heading filters from replayed sessions, and, when every
@@ -401,13 +410,17 @@ def fit_noise(
     ``max_frames`` bounds the frames per session the likelihood search uses;
     ``align_interval_s`` and ``drift_interval_s`` are the encoder/reference alignment
     interval and the drift fit's interval (s; a session emulated at N× real time needs
-    them divided by N).
+    them divided by N). ``align_interval_s`` None: the shortest of the sessions'
+    :func:`~sensorbench.fusion.pod_drive.align_interval_for` (0.5 s times the encoder
+    stream's recorded ``clock_nominal_slope``).
 
     Raises:
         FitError: no sessions, or sessions too short (< 50 frames in all).
     """
     if not sessions:
         raise FitError("no sessions to fit the filter noise from")
+    if align_interval_s is None:
+        align_interval_s = min(align_interval_for(p) for p in sessions)
     drift, note = _fit_drift_if_referenced(sessions, geometry, align_interval_s, drift_interval_s)
     per_axis: dict[str, list[AxisSeries]] = {a: [] for a in AXES}
     n = 0
