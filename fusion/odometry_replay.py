@@ -385,6 +385,7 @@ def replay_session(
     monitor_window: int = 50,
     monitor_level: float = 0.999,
     window_ns: tuple[int | None, int | None] = (None, None),
+    monitor_tau: float | None = None,
 ) -> Replay:
     """Replay one session through the split filters and score it.
 
@@ -408,6 +409,9 @@ def replay_session(
             is: each channel takes ``monitor_level ** (1/m)`` (Šidák), so a consistent
             filter raises the flag with the stated level, not m times as often
             (:func:`~sensorbench.fusion.consistency.nis_monitor`).
+        monitor_tau: the axis monitors' NIS autocorrelation time; None: each axis's
+            Geyer estimate (:func:`~sensorbench.fusion.consistency.geyer_tau`); 1.0 gives
+            the live runtime's monitor, which has no whole-series estimate.
         window_ns: replay only the frames (and aiding samples) in ``[t0, t1)`` (ns,
             None: open); the errors are scored over the same span.
 
@@ -459,7 +463,11 @@ def replay_session(
     level = monitor_level ** (1.0 / channels)
     monitor = {
         a: nis_monitor(
-            t.nis_chi2, gate, monitor_window, level, geyer_tau(np.minimum(t.nis_chi2, gate))
+            t.nis_chi2,
+            gate,
+            monitor_window,
+            level,
+            geyer_tau(np.minimum(t.nis_chi2, gate)) if monitor_tau is None else monitor_tau,
         )
         for a, t in result.tracks.items()
     }
