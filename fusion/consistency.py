@@ -73,15 +73,26 @@ def effective_samples(z: np.ndarray) -> float:
     den = float(x @ x)
     if n < 4 or den <= 0:
         return float(max(n, 1))
+    tau = _initial_monotone_tau(_autocorrelation(x, den) ** 2)
+    return float(min(n, max(1.0, n / tau)))
+
+
+def _autocorrelation(x: np.ndarray, den: float) -> np.ndarray:
+    """ρ_0..ρ_{n−1} of ``x`` about 0 (``den`` = x·x), by FFT."""
+    n = x.size
     nfft = 1 << (2 * n - 1).bit_length()
     f = np.fft.rfft(x, nfft)
-    rho2 = (np.fft.irfft(f * np.conj(f), nfft)[:n] / den) ** 2
-    m = n // 2
-    pairs = rho2[0 : 2 * m : 2] + rho2[1 : 2 * m + 1 : 2]
+    return np.fft.irfft(f * np.conj(f), nfft)[:n] / den
+
+
+def _initial_monotone_tau(rho: np.ndarray) -> float:
+    """τ = −1 + 2 Σ Γ_m, Γ_m = ρ_{2m} + ρ_{2m+1} taken while positive and made
+    non-increasing (Geyer's initial monotone sequence)."""
+    m = rho.size // 2
+    pairs = rho[0 : 2 * m : 2] + rho[1 : 2 * m + 1 : 2]
     stop = np.flatnonzero(pairs <= 0)
     pairs = np.minimum.accumulate(pairs[: stop[0]] if stop.size else pairs)
-    tau = -1.0 + 2.0 * float(pairs.sum())
-    return float(min(n, max(1.0, n / tau)))
+    return -1.0 + 2.0 * float(pairs.sum())
 
 
 def nees_band(n_eff: float, level: float = 0.95) -> tuple[float, float]:
@@ -263,14 +274,7 @@ def geyer_tau(y: np.ndarray) -> float:
     den = float(x @ x)
     if n < 4 or den <= 0:
         return 1.0
-    nfft = 1 << (2 * n - 1).bit_length()
-    f = np.fft.rfft(x, nfft)
-    rho = np.fft.irfft(f * np.conj(f), nfft)[:n] / den
-    m = n // 2
-    pairs = rho[0 : 2 * m : 2] + rho[1 : 2 * m + 1 : 2]
-    stop = np.flatnonzero(pairs <= 0)
-    pairs = np.minimum.accumulate(pairs[: stop[0]] if stop.size else pairs)
-    return max(1.0, -1.0 + 2.0 * float(pairs.sum()))
+    return max(1.0, _initial_monotone_tau(_autocorrelation(x, den)))
 
 
 def window_threshold(gate: float, window: int, level: float, tau: float = 1.0) -> float:
