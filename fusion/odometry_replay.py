@@ -264,7 +264,7 @@ class Replay:
                 "nominal": gate_rejection_rate(float(r.options["gate"])),
             },
             "nis": {
-                a: nis_consistency(t.nis_chi2, t.innovation, float(r.options["gate"])).summary()
+                a: nis_consistency(t.nis_chi2, float(r.options["gate"])).summary()
                 for a, t in r.tracks.items()
                 if np.count_nonzero(np.isfinite(t.nis_chi2)) >= 2
             },

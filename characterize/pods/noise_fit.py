@@ -192,16 +192,15 @@ def check_axis(
     series: Sequence[AxisSeries], noise: AxisNoise, gate: float = NIS_GATE_99, max_lag: int = 10
 ) -> tuple[NisConsistency, np.ndarray, float]:
     """Calibrated-NIS consistency over all sessions, innovation autocorrelation and its bound."""
-    nis, sign, nu_n = [], [], []
+    nis, nu_n = [], []
     for s in series:
         tr = s.run(noise, gate)
         has = np.isfinite(tr.nis_chi2)
         nis.append(tr.nis_chi2[has])
-        sign.append(tr.innovation[has])
         acc = tr.accepted & has
         nu_n.append(tr.innovation[acc] / np.sqrt(tr.s[acc]))
     rho, bound = whiteness(np.concatenate(nu_n), max_lag)
-    return nis_consistency(np.concatenate(nis), np.concatenate(sign), gate), rho, bound
+    return nis_consistency(np.concatenate(nis), gate), rho, bound
 
 
 CENSORED_ROUNDS = 4
