@@ -353,9 +353,10 @@ class NisConsistency:
             k_eff at 0.83–0.99·k, the band 1.1–1.5× too narrow.
         mean: mean of ``min(NIS, gate)``.
         expected: its value under the model.
-        band: its two-sided 95 % band over ``k_eff``.
+        band: its two-sided 95 % band over ``k_eff`` (and the fit's own level error).
         rejected: updates above the gate.
         nominal_rate: P(χ²₁ > gate).
+        fit_se: the fitted model's own level error in the band (0: none).
     """
 
     k: int
@@ -365,6 +366,7 @@ class NisConsistency:
     band: tuple[float, float]
     rejected: int
     nominal_rate: float
+    fit_se: float = 0.0
 
     @property
     def rejection_rate(self) -> float:
@@ -395,6 +397,7 @@ class NisConsistency:
             "statistic": "mean of min(NIS, gate)",
             "expected": self.expected,
             "band95": list(self.band),
+            "fit_se": self.fit_se,
             "mean_inside_band": self.mean_ok,
             "rejected": self.rejected,
             "rejection_rate": self.rejection_rate,
@@ -404,9 +407,11 @@ class NisConsistency:
         }
 
 
-def nis_consistency(nis_chi2: np.ndarray, gate: float) -> NisConsistency:
+def nis_consistency(nis_chi2: np.ndarray, gate: float, fit_se: float = 0.0) -> NisConsistency:
     """:class:`NisConsistency` of NIS values (nan = no update); ``gate`` the χ²₁ gate the
-    filter used.
+    filter used. ``fit_se`` is the standard error of the level the model was fitted to
+    (``AxisNoise.nis_se``; 0 for the fit's own sessions or an exact model): the band is
+    the prediction band of a fresh session's mean, ``±1.96·√(v/k_eff + fit_se²)``.
 
     Raises:
         FusionError: fewer than 2 updates.
@@ -420,7 +425,7 @@ def nis_consistency(nis_chi2: np.ndarray, gate: float) -> NisConsistency:
     c = np.minimum(x[ok], gate)
     k_eff = c.size / geyer_tau(c)
     m, v = clipped_chi2_moments(gate)
-    half = float(norm.ppf(0.975)) * math.sqrt(v / max(k_eff, 1.0))
+    half = float(norm.ppf(0.975)) * math.sqrt(v / max(k_eff, 1.0) + fit_se**2)
     return NisConsistency(
         k=int(c.size),
         k_eff=k_eff,
@@ -429,6 +434,7 @@ def nis_consistency(nis_chi2: np.ndarray, gate: float) -> NisConsistency:
         band=(m - half, m + half),
         rejected=int(np.count_nonzero(x[ok] > gate)),
         nominal_rate=float(chi2.sf(gate, 1)),
+        fit_se=float(fit_se),
     )
 
 

@@ -224,6 +224,7 @@ class Replay:
     info: dict[str, Any] = field(default_factory=dict)
     consistency: dict[str, AxisConsistency] | None = None
     monitor: dict[str, MonitorResult] = field(default_factory=dict)
+    nis_se: dict[str, float] = field(default_factory=dict)
 
     @property
     def degraded(self) -> np.ndarray:
@@ -264,7 +265,9 @@ class Replay:
                 "nominal": gate_rejection_rate(float(r.options["gate"])),
             },
             "nis": {
-                a: nis_consistency(t.nis_chi2, float(r.options["gate"])).summary()
+                a: nis_consistency(
+                    t.nis_chi2, float(r.options["gate"]), self.nis_se.get(a, 0.0)
+                ).summary()
                 for a, t in r.tracks.items()
                 if np.count_nonzero(np.isfinite(t.nis_chi2)) >= 2
             },
@@ -507,4 +510,5 @@ def replay_session(
         },
         consistency,
         monitor,
+        {a: noise.axis(a).nis_se for a in AXES},
     )

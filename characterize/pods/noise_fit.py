@@ -15,7 +15,9 @@ The fitted noise is then checked: the NIS of every update while moving,
 its mean against the 95 % band over the effective number of updates, rejections
 against twice the gate's nominal rate
 (:class:`~sensorbench.fusion.consistency.NisConsistency`), and the innovation
-autocorrelation ρ_1..ρ_10 against ±1.96/√K.
+autocorrelation ρ_1..ρ_10 against ±1.96/√K. The fitted sessions' clipped-mean standard
+error is kept with the noise (``AxisNoise.nis_se``): the balance across drives is matched
+to those means, noise and all, and a replay's NIS band adds it.
 
 Measurements: heading z = Δθ of ``W⁻¹·Δn``; x and y the world-frame
 displacement of the step's constant-twist arc, rotated by the dead-reckoned
@@ -171,6 +173,7 @@ class AxisNoiseFit:
             "slip_scale": self.noise.slip_scale,
             "drag_scale": self.noise.drag_scale,
             "feedforward": self.noise.feedforward,
+            "nis_se": self.noise.nis_se,
             "neg_log_likelihood": self.nll,
             "nis_mean": self.nis.mean,
             "nis_bounds_95": list(self.nis.band),
@@ -190,17 +193,23 @@ class AxisNoiseFit:
 
 def check_axis(
     series: Sequence[AxisSeries], noise: AxisNoise, gate: float = NIS_GATE_99, max_lag: int = 10
-) -> tuple[NisConsistency, np.ndarray, float]:
-    """Calibrated-NIS consistency over all sessions, innovation autocorrelation and its bound."""
-    nis, nu_n = [], []
+) -> tuple[NisConsistency, np.ndarray, float, float]:
+    """Calibrated-NIS consistency over all sessions, innovation autocorrelation and its
+    bound, and the RMS over the sessions of each one's clipped-mean standard error
+    (:attr:`~sensorbench.fusion.split_filter.AxisNoise.nis_se`)."""
+    nis, nu_n, se2 = [], [], []
+    var = clipped_chi2_moments(gate)[1]
     for s in series:
         tr = s.run(noise, gate)
         has = np.isfinite(tr.nis_chi2)
         nis.append(tr.nis_chi2[has])
+        if np.count_nonzero(has) >= 2:
+            se2.append(var / nis_consistency(nis[-1], gate).k_eff)
         acc = tr.accepted & has
         nu_n.append(tr.innovation[acc] / np.sqrt(tr.s[acc]))
     rho, bound = whiteness(np.concatenate(nu_n), max_lag)
-    return nis_consistency(np.concatenate(nis), gate), rho, bound
+    se = math.sqrt(float(np.mean(se2))) if se2 else 0.0
+    return nis_consistency(np.concatenate(nis), gate), rho, bound, se
 
 
 CENSORED_ROUNDS = 4
@@ -275,8 +284,8 @@ def fit_axis(
     pilot.half *= 2.0 ** (ZOOM_ROUNDS - CENSORED_ROUNDS)
     best = zoom_search(data, lo, hi, free, r_min, censor, pilot, CENSORED_ROUNDS)
     noise = _moment_match(series, _gated_scale(series, noise_at(best.centre), gate), gate)
-    nis, rho, rho_bound = check_axis(series, noise, gate)
-    return AxisNoiseFit(axis, noise, best.best, nis, rho, rho_bound)
+    nis, rho, rho_bound, se = check_axis(series, noise, gate)
+    return AxisNoiseFit(axis, replace(noise, nis_se=se), best.best, nis, rho, rho_bound)
 
 
 def _clipped_mean(d: AxisSeries, noise: AxisNoise, gate: float) -> tuple[float, int]:
