@@ -158,6 +158,14 @@ class AxisNoise:
             noise into every later session; a replay's NIS band adds it
             (:func:`~sensorbench.fusion.consistency.nis_consistency`). The filters do not
             use it.
+        stamp_var: variance (s²) of the frame times' error against the instants their
+            counts were sampled (a host clock's receive jitter, when the frames carry no
+            device time): the odometry position of a frame then errs by ``v·ε``, white
+            from frame to frame like the rounding, so each update's r gains
+            ``stamp_var·v̂²`` with v̂ the axis's velocity over the last
+            :data:`~sensorbench.fusion.odometry_motion.FEEDFORWARD_FRAMES` steps
+            (:func:`~sensorbench.fusion.odometry_motion.observed_speed_sq`). 0 = exact
+            frame times (a device clock).
     """
 
     q: float
@@ -167,11 +175,12 @@ class AxisNoise:
     drag_scale: float | None = None
     feedforward: bool = False
     nis_se: float = 0.0
+    stamp_var: float = 0.0
 
     def __post_init__(self) -> None:
         if not (self.q > 0 and self.r > 0 and math.isfinite(self.q) and math.isfinite(self.r)):
             raise FusionError(f"filter noise must be finite and > 0, got q={self.q}, r={self.r}")
-        for name in ("q_jerk", "slip_scale", "drag_share", "nis_se"):
+        for name in ("q_jerk", "slip_scale", "drag_share", "nis_se", "stamp_var"):
             val = getattr(self, name)
             if not (val >= 0 and math.isfinite(val)):
                 raise FusionError(f"{name} must be finite and >= 0, got {val}")
@@ -236,6 +245,8 @@ def _axis_table(n: AxisNoise) -> dict[str, float | bool]:
         row["feedforward"] = True
     if n.nis_se > 0:
         row["nis_se"] = n.nis_se
+    if n.stamp_var > 0:
+        row["stamp_var"] = n.stamp_var
     return row
 
 
@@ -262,6 +273,7 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
                 _optional_float(axes[a].get("drag_scale")),
                 _strict_bool(axes[a].get("feedforward", False)),
                 float(axes[a].get("nis_se", 0.0)),
+                float(axes[a].get("stamp_var", 0.0)),
             )
             for a in AXES
         )

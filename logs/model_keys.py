@@ -63,6 +63,7 @@ FILTER_NOISE_KEYS: dict[str, Any] = {
                 "drag_scale",
                 "feedforward",
                 "nis_se",
+                "stamp_var",
             )
         )
         for a in ("x", "y", "theta")

@@ -41,6 +41,7 @@ from sensorbench.characterize.pods.noise_likelihood import ZOOM_ROUNDS, zoom_sea
 from sensorbench.errors import FitError, SessionError
 from sensorbench.fusion.axis_step import AxisInput, AxisOptions, AxisTrack, run_axis
 from sensorbench.fusion.consistency import NisConsistency, clipped_chi2_moments, nis_consistency
+from sensorbench.fusion.frame_clock import stamp_variance
 from sensorbench.fusion.odometry_drift import SlipModel, world_step_variances
 from sensorbench.fusion.odometry_replay import read_odometry
 from sensorbench.fusion.pod_drive import align_interval_for, load_drive
@@ -174,6 +175,7 @@ class AxisNoiseFit:
             "drag_scale": self.noise.drag_scale,
             "feedforward": self.noise.feedforward,
             "nis_se": self.noise.nis_se,
+            "stamp_var": self.noise.stamp_var,
             "neg_log_likelihood": self.nll,
             "nis_mean": self.nis.mean,
             "nis_bounds_95": list(self.nis.band),
@@ -226,6 +228,7 @@ def fit_axis(
     r_min: float,
     gate: float = NIS_GATE_99,
     max_frames: int = 3000,
+    stamp_var: float = 0.0,
 ) -> AxisNoiseFit:
     """Fit q, q_jerk, slip_scale and drag_scale (with a slip model; the second when it
     splits rolling from dragging slip) and r (≥ ``r_min``, the quantization floor) of one
@@ -247,6 +250,10 @@ def fit_axis(
        three allow — the likelihood weighs a straight drive's rolling slip and a sideways
        drive's dragging slip by how well they explain the innovations' shape, not by
        whether the stated variance is honest on each.
+
+    ``stamp_var`` (s², the frame times' error, :func:`~sensorbench.fusion.frame_clock.
+    stamp_variance` of the sessions) is not searched: it is measured, and scaled with the
+    rest in stage 2.
 
     r is parametrised as r_min + e^ρ: without the floor the likelihood is unbounded
     (perfectly quantized zero increments at rest would drive r to 0). The gate is not
@@ -275,14 +282,15 @@ def fit_axis(
             slip_scale=scale,
             drag_scale=drag if has_drag else None,
             feedforward=True,
+            stamp_var=stamp_var,
         )
 
-    pilot = zoom_search(data, lo, hi, free, r_min)
+    pilot = zoom_search(data, lo, hi, free, r_min, stamp_var=stamp_var)
     censor = [gate * d.run(noise_at(pilot.centre), math.inf).s for d in data]
     # the censored optimum lies a few grid steps away: restart from the pilot's grid,
     # widened to the step of its round ZOOM_ROUNDS − CENSORED_ROUNDS
     pilot.half *= 2.0 ** (ZOOM_ROUNDS - CENSORED_ROUNDS)
-    best = zoom_search(data, lo, hi, free, r_min, censor, pilot, CENSORED_ROUNDS)
+    best = zoom_search(data, lo, hi, free, r_min, censor, pilot, CENSORED_ROUNDS, stamp_var)
     noise = _moment_match(series, _gated_scale(series, noise_at(best.centre), gate), gate)
     nis, rho, rho_bound, se = check_axis(series, noise, gate)
     return AxisNoiseFit(axis, replace(noise, nis_se=se), best.best, nis, rho, rho_bound)
@@ -323,6 +331,7 @@ def _gated_scale(data: Sequence[AxisSeries], noise: AxisNoise, gate: float) -> A
             q_jerk=noise.q_jerk * lam,
             slip_scale=noise.slip_scale * lam,
             drag_scale=None if noise.drag_scale is None else noise.drag_scale * lam,
+            stamp_var=noise.stamp_var * lam,
         )
 
     def excess(log_lam: float) -> float:
@@ -432,8 +441,10 @@ def fit_noise(
     drift, note = _fit_drift_if_referenced(sessions, geometry, align_interval_s, drift_interval_s)
     per_axis: dict[str, list[AxisSeries]] = {a: [] for a in AXES}
     n = 0
+    stamps = []
     for path in sessions:
         odo = read_odometry(path)
+        stamps.append(stamp_variance(odo.t_s))
         inc = odo.increments(geometry)
         slip_model = geometry.slip_model() or (None if drift is None else drift.drift)
         for a, s in axis_measurements(np.diff(odo.t_s), inc, slip_model, geometry.W).items():
@@ -442,7 +453,8 @@ def fit_noise(
     if n < 50:
         raise FitError(f"only {n} encoder frames in all; record longer sessions")
     floor = rounding_floor(geometry.W)
-    fits = {a: fit_axis(a, per_axis[a], floor[a], gate, max_frames) for a in AXES}
+    stamp = float(np.median(stamps))
+    fits = {a: fit_axis(a, per_axis[a], floor[a], gate, max_frames, stamp) for a in AXES}
     return NoiseFit(fits, [os.path.basename(str(p)) for p in sessions], gate, drift, note)
 
 
