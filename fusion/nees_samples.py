@@ -73,7 +73,8 @@ class SharedErrors:
         if self.calibration is not None:
             j = self.calibration.sensitivities_at(self.increments, self.heading, f)
             sig = np.asarray(self.calibration.row_cov, dtype=float)
-            out += np.einsum("iap,pq,jaq->aij", j, sig, j)
+            for a in range(3):
+                out[a] += (j[:, a] @ sig) @ j[:, a].T
         return out
 
     def _walk(self, f: np.ndarray) -> np.ndarray:
