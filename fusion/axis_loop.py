@@ -256,10 +256,11 @@ class NllSeries(NamedTuple):
         dt, z: step durations (s) and odometry increments (unit).
         u: acceleration fed forward (unit/s²).
         jerk: the observed jerk (unit/s³), unreduced by its noise.
-        jerk_gains: (3, K) the jerk's noise variance per unit of r, of slip_scale and of
-            drag_scale.
+        jerk_gains: (4, K) the jerk's noise variance per unit of r, of slip_scale and of
+            drag_scale, and that of ``stamp`` (whole).
         slip, drag: rolling and dragging slip variance of each step (unit²).
-        profile: the rounding's profile (r of a step = r·profile).
+        profile: the rounding's profile (r of a step = r·profile + stamp).
+        stamp: what the frame times' error adds to each step's r (unit²).
         scored: steps whose innovation counts (bool).
         censor: ν² bounds (unit², ∞ = none).
     """
@@ -272,6 +273,7 @@ class NllSeries(NamedTuple):
     slip: np.ndarray
     drag: np.ndarray
     profile: np.ndarray
+    stamp: np.ndarray
     scored: np.ndarray
     censor: np.ndarray
 
@@ -282,7 +284,7 @@ def nll_sets(series: NllSeries, params: np.ndarray, gates: AxisGates) -> np.ndar
     ``params`` (q, r, q_jerk, slip_scale, drag_scale): :func:`axis_loop` from rest at 0
     with each set's q per step ``q + q_jerk·max(ĵ² − (r, slip_scale, drag_scale)·
     jerk_gains, 0)``, slip ``slip_scale·slip + drag_scale·drag`` and rounding
-    ``r·profile``; no frame offset drift, no absolute fixes."""
+    ``r·profile + stamp``; no frame offset drift, no absolute fixes."""
     k_n = series.dt.size
     m = params.shape[0]
     total = np.empty(m)
@@ -320,10 +322,10 @@ def nll_sets(series: NllSeries, params: np.ndarray, gates: AxisGates) -> np.ndar
     for i in range(m):
         q, r, qj, sc, dc = params[i, 0], params[i, 1], params[i, 2], params[i, 3], params[i, 4]
         for k in range(k_n):
-            noise = r * gains[0, k] + sc * gains[1, k] + dc * gains[2, k]
+            noise = r * gains[0, k] + sc * gains[1, k] + dc * gains[2, k] + gains[3, k]
             q_steps[k] = q + qj * max(jerk[k] * jerk[k] - noise, 0.0)
             slip_steps[k] = sc * series.slip[k] + dc * series.drag[k]
-            rounding[k] = r * series.profile[k]
+            rounding[k] = r * series.profile[k] + series.stamp[k]
         out.accepted[:] = True
         total[i] = axis_loop(steps, gates, start, out).nll
     return total

@@ -28,7 +28,12 @@ from sensorbench.fusion.axis_loop import (
     outputs,
     start_state,
 )
-from sensorbench.fusion.odometry_motion import MOTION_HISTORY, jerk_sq, observed_accel
+from sensorbench.fusion.odometry_motion import (
+    MOTION_HISTORY,
+    jerk_sq,
+    observed_accel,
+    observed_speed_sq,
+)
 
 if TYPE_CHECKING:
     from sensorbench.fusion.split_filter import AxisNoise
@@ -257,6 +262,9 @@ def step_axis(
     h = hist.dt.size
     # this chunk after the steps before it: the windows of the observed motion reach back
     dt_h, z_h = np.concatenate([hist.dt, dt]), np.concatenate([hist.z, z])
+    if noise.stamp_var > 0:
+        # a frame stamped off its sampling instant: v·ε in the odometry position
+        rk = rk + noise.stamp_var * observed_speed_sq(dt_h, z_h)[h:]
     rk_h, sv_h = np.concatenate([hist.rounding, rk]), np.concatenate([hist.slip, sv])
     j2 = jerk_sq(dt_h, z_h, rk_h, sv_h)[h:] if q_jerk > 0 else np.zeros(k_n)
     u = observed_accel(dt_h, z_h)[h:] if noise.feedforward else np.zeros(k_n)

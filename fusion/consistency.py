@@ -14,8 +14,13 @@ uses an effective sample size: for Gaussian z, ``Cov(z_i², z_j²) = 2·ρ_ij²`
 with ρ_l the autocorrelation of z about zero, the sum truncated by Geyer's initial
 monotone sequence (:func:`effective_samples`); the band is the χ²(N_eff)/N_eff
 quantiles (Bar-Shalom, Li & Kirubarajan, *Estimation with Applications to Tracking and
-Navigation*, §5.4, with the correlation correction of Bartlett's formula).
-Coverage fractions need no such correction.
+Navigation*, §5.4, with the correlation correction of Bartlett's formula). That estimate
+assumes the correlation depends on the lag alone; an odometry replay's error is mostly a
+calibration draw and a random walk shared by the whole path, which one path cannot show,
+so an unaided replay takes N_eff from the filters' own error model instead
+(:mod:`~sensorbench.fusion.nees_samples`: 2–4 on the foreign world's drives, where this
+estimate said 3–10). Coverage fractions need no such correction, but their scatter
+from one replay to the next is that of a few samples.
 
 **The monitor.** A filter that stops matching its data (a wheel lifts, a pod slips
 continuously, an aiding sensor relocalizes wrongly) shows it in its innovations before
@@ -61,19 +66,30 @@ def effective_samples(z: np.ndarray) -> float:
     0 (its mean under a consistent filter; centring the squares on their sample mean would
     hide the slow wander of a random-walk error, and centring them on the null's 1 would
     read a wrong scale as correlation and widen the very band that should catch it). The sum
-    is truncated by Geyer's initial monotone sequence (Geyer 1992, Statist. Sci. 7: pairs
-    Γ_m = ρ²_{2m} + ρ²_{2m+1} taken while positive and made non-increasing). Between 1 and
-    N. Against the Monte Carlo truth (``tests/test_fusion_consistency.py``, 1000 samples):
-    white noise 0.99·N, AR(1) φ = 0.9 and 0.99 within 5 %, a random walk 3.5 against 2.3
-    (one path of a random walk holds about two independent squares, and one path cannot
-    show more than that).
+    runs over the lags where z's own autocorrelation is still positive by Geyer's initial
+    positive sequence (Geyer 1992, Statist. Sci. 7: pairs ρ_{2m} + ρ_{2m+1} taken while
+    positive). Geyer's rule applied to the squares would never stop (ρ² is never
+    negative), and its monotone minimum then cut the sum at the first dip of the noisy
+    ρ̂²: a weak slow component (10 % of the variance, φ = 0.999, n = 4000) gave 1308
+    against a true 361; within z's window the sum gives 724. Between 1 and N. Against the
+    Monte Carlo truth (``tests/test_fusion_consistency.py``, 1000 samples): white noise
+    0.99·N, AR(1) φ = 0.9 and 0.99 within 5 %, a random walk 3.5 against 2.3 (one path of
+    a random walk holds about two independent squares, and one path cannot show more
+    than that). A factor shared by the whole path whose effect changes sign along it (a
+    calibration error on a turning path) does not show in one path's autocorrelation at
+    all: replays take N_eff from their error model
+    (:mod:`~sensorbench.fusion.nees_samples`).
     """
     x = np.asarray(z, dtype=float)
     n = x.size
     den = float(x @ x)
     if n < 4 or den <= 0:
         return float(max(n, 1))
-    tau = _initial_monotone_tau(_autocorrelation(x, den) ** 2)
+    rho = _autocorrelation(x, den)
+    m = n // 2
+    stop = np.flatnonzero(rho[0 : 2 * m : 2] + rho[1 : 2 * m + 1 : 2] <= 0)
+    lags = 2 * (int(stop[0]) if stop.size else m)
+    tau = 1.0 + 2.0 * float(np.sum(rho[1:lags] ** 2))
     return float(min(n, max(1.0, n / tau)))
 
 
@@ -159,7 +175,11 @@ class AxisConsistency:
 
 
 def axis_consistency(
-    t_s: np.ndarray, error: np.ndarray, variance: np.ndarray, bins: int = 10
+    t_s: np.ndarray,
+    error: np.ndarray,
+    variance: np.ndarray,
+    bins: int = 10,
+    n_eff: float | None = None,
 ) -> AxisConsistency:
     """NEES and coverage of one axis from its errors and stated variances at times ``t_s``.
 
@@ -168,6 +188,9 @@ def axis_consistency(
         error: estimate − reference (n,), m or rad.
         variance: the filter's stated variance at those times (n,), m² or rad² (> 0).
         bins: equal-time bins of the coverage-over-time table.
+        n_eff: the NEES band's effective sample size when the error model gives it
+            (:func:`~sensorbench.fusion.nees_samples.model_effective_samples`); None: from
+            the errors' own autocorrelation (:func:`effective_samples`).
 
     Raises:
         FusionError: fewer than 2 samples, or a non-positive or non-finite variance.
@@ -190,7 +213,8 @@ def axis_consistency(
         / np.maximum(counts, 1.0)[:, None]
     )
     over_time[counts == 0] = np.nan
-    n_eff = effective_samples(z)
+    if n_eff is None:
+        n_eff = effective_samples(z)
     return AxisConsistency(
         n=int(z.size),
         n_eff=n_eff,
@@ -353,9 +377,10 @@ class NisConsistency:
             k_eff at 0.83–0.99·k, the band 1.1–1.5× too narrow.
         mean: mean of ``min(NIS, gate)``.
         expected: its value under the model.
-        band: its two-sided 95 % band over ``k_eff``.
+        band: its two-sided 95 % band over ``k_eff`` (and the fit's own level error).
         rejected: updates above the gate.
         nominal_rate: P(χ²₁ > gate).
+        fit_se: the fitted model's own level error in the band (0: none).
     """
 
     k: int
@@ -365,6 +390,7 @@ class NisConsistency:
     band: tuple[float, float]
     rejected: int
     nominal_rate: float
+    fit_se: float = 0.0
 
     @property
     def rejection_rate(self) -> float:
@@ -395,6 +421,7 @@ class NisConsistency:
             "statistic": "mean of min(NIS, gate)",
             "expected": self.expected,
             "band95": list(self.band),
+            "fit_se": self.fit_se,
             "mean_inside_band": self.mean_ok,
             "rejected": self.rejected,
             "rejection_rate": self.rejection_rate,
@@ -404,9 +431,11 @@ class NisConsistency:
         }
 
 
-def nis_consistency(nis_chi2: np.ndarray, gate: float) -> NisConsistency:
+def nis_consistency(nis_chi2: np.ndarray, gate: float, fit_se: float = 0.0) -> NisConsistency:
     """:class:`NisConsistency` of NIS values (nan = no update); ``gate`` the χ²₁ gate the
-    filter used.
+    filter used. ``fit_se`` is the standard error of the level the model was fitted to
+    (``AxisNoise.nis_se``; 0 for the fit's own sessions or an exact model): the band is
+    the prediction band of a fresh session's mean, ``±1.96·√(v/k_eff + fit_se²)``.
 
     Raises:
         FusionError: fewer than 2 updates.
@@ -420,7 +449,7 @@ def nis_consistency(nis_chi2: np.ndarray, gate: float) -> NisConsistency:
     c = np.minimum(x[ok], gate)
     k_eff = c.size / geyer_tau(c)
     m, v = clipped_chi2_moments(gate)
-    half = float(norm.ppf(0.975)) * math.sqrt(v / max(k_eff, 1.0))
+    half = float(norm.ppf(0.975)) * math.sqrt(v / max(k_eff, 1.0) + fit_se**2)
     return NisConsistency(
         k=int(c.size),
         k_eff=k_eff,
@@ -429,6 +458,7 @@ def nis_consistency(nis_chi2: np.ndarray, gate: float) -> NisConsistency:
         band=(m - half, m + half),
         rejected=int(np.count_nonzero(x[ok] > gate)),
         nominal_rate=float(chi2.sf(gate, 1)),
+        fit_se=float(fit_se),
     )
 
 

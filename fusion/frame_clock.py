@@ -145,3 +145,23 @@ class FrameClock:
             out.append(self._anchor + sigma)
         self._held = []
         self._mode = "run"
+
+
+def stamp_variance(t_s: np.ndarray) -> float:
+    """Variance (s²) of white errors in frame times ``t_s`` (s): (1.4826·MAD)²/6 of their
+    second differences, whose noise is ``ε_{k+1} − 2ε_k + ε_{k−1}`` (variance 6σ²) while
+    a steady or slowly changing frame rate leaves ~0 (the triples around a dropped frame,
+    a step longer than 1.5× the median, are left out). Frames timed on a device clock
+    give ~0; frames stamped by a host as they arrive give the receive jitter (with any
+    jitter of the sampling itself, which this cannot tell apart: an upper bound). 0 with
+    fewer than 10 such triples."""
+    t = np.asarray(t_s, dtype=float)
+    if t.size < 12:
+        return 0.0
+    h = np.diff(t)
+    short = h < 1.5 * np.median(h)
+    d2 = (h[1:] - h[:-1])[short[1:] & short[:-1]]
+    if d2.size < 10:
+        return 0.0
+    mad = float(np.median(np.abs(d2 - np.median(d2))))
+    return (1.4826 * mad) ** 2 / 6.0

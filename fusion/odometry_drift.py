@@ -29,6 +29,7 @@ The split filters take the diagonal as the variance of their odometry-frame offs
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -380,12 +381,41 @@ class CalibrationError:
         Each sum runs step after step from the carried value, so neither the blocks nor
         the calls the steps are split into change a number.
         """
+        sig = np.asarray(self.row_cov, dtype=float)
+        n_steps = np.shape(body_increments)[0]
+        out = np.zeros((n_steps, 3))
+        at = np.asarray(sensitivities, dtype=float)
+        for lo, j in self._blocks(at, body_increments, heading, chunk):
+            out[lo : lo + j.shape[0]] = np.column_stack(
+                [rows_quadratic(j[:, a], sig) for a in range(3)]
+            )
+            at = j[-1]
+        return at, out
+
+    def sensitivities_at(
+        self,
+        body_increments: np.ndarray,
+        heading: np.ndarray,
+        frames: np.ndarray,
+        chunk: int = 16384,
+    ) -> np.ndarray:
+        """The sensitivities J (len(frames), 3, 3N) of x, y, θ to the stacked row errors
+        at the given frame indices (0 = the start of the path, K = after the last of the
+        K steps of ``body_increments``), from :meth:`start`."""
+        want = np.asarray(frames, dtype=np.int64)
+        out = np.zeros((want.size, 3, 3 * np.asarray(self.W).shape[0]))
+        for lo, j in self._blocks(self.start(), body_increments, heading, chunk):
+            sel = (want > lo) & (want <= lo + j.shape[0])
+            out[sel] = j[want[sel] - lo - 1]
+        return out
+
+    def _blocks(
+        self, at: np.ndarray, body_increments: np.ndarray, heading: np.ndarray, chunk: int
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """(first step, J (n, 3, 3N) after each of the block's n steps) block by block."""
         inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
         th = np.asarray(heading, dtype=float)[:-1]
         w_inv = pinv_cached(self.W)
-        sig = np.asarray(self.row_cov, dtype=float)
-        out = np.zeros((inc.shape[0], 3))
-        at = np.asarray(sensitivities, dtype=float)
         for lo in range(0, inc.shape[0], max(1, int(chunk))):
             u, h = inc[lo : lo + chunk], th[lo : lo + chunk]
             # B[k, j, 3i + m] = −W⁻¹[j, i]·u_k[m]: body error j per row error (pod i, column m)
@@ -400,8 +430,6 @@ class CalibrationError:
             jy = np.cumsum(
                 np.vstack([at[1], s * b[:, 0] + c * b[:, 1] + dxw[:, None] * jt[:-1]]), axis=0
             )
-            out[lo : lo + u.shape[0]] = np.column_stack(
-                [rows_quadratic(j[1:], sig) for j in (jx, jy, jt)]
-            )
-            at = np.stack([jx[-1], jy[-1], jt[-1]])
-        return at, out
+            j = np.stack([jx[1:], jy[1:], jt[1:]], axis=1)
+            yield lo, j
+            at = j[-1]

@@ -59,6 +59,21 @@ def observed_accel(dt: np.ndarray, z: np.ndarray, frames: int = FEEDFORWARD_FRAM
     return out
 
 
+def observed_speed_sq(
+    dt: np.ndarray, z: np.ndarray, frames: int = FEEDFORWARD_FRAMES
+) -> np.ndarray:
+    """Squared velocity (unit²/s²) of one axis at the end of each step: the mean over the
+    ``frames`` steps up to and including it; 0 for the first ``frames − 1`` steps. A frame
+    stamped ε seconds off the instant its counts were sampled puts ``v·ε`` into the
+    odometry position (:attr:`~sensorbench.fusion.split_filter.AxisNoise.stamp_var`)."""
+    d = np.asarray(dt, dtype=float)
+    x = np.nan_to_num(np.asarray(z, dtype=float))
+    m = int(frames)
+    st = trailing_sums(d, m)[1:]
+    v = np.divide(trailing_sums(x, m)[1:], st, out=np.zeros(d.size), where=st > 0)
+    return v * v
+
+
 def observed_jerk(dt: np.ndarray, z: np.ndarray, frames: int = FEEDFORWARD_FRAMES) -> np.ndarray:
     """Jerk (unit/s³) before each step: the change of :func:`observed_accel` over the last
     ``frames`` steps divided by their duration; 0 for the first 3·frames steps."""

@@ -32,6 +32,7 @@ from sensorbench.fusion.consistency import (
     nis_monitor,
 )
 from sensorbench.fusion.estimate_stream import CROSS_CHECK
+from sensorbench.fusion.nees_samples import SharedErrors, model_effective_samples
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
 from sensorbench.fusion.pod_drive import (
@@ -50,6 +51,7 @@ from sensorbench.fusion.split_filter import (
     AXES,
     Aiding,
     FilterNoise,
+    FilterState,
     FrameChunk,
     PoseAidModel,
     SplitFilter,
@@ -224,6 +226,7 @@ class Replay:
     info: dict[str, Any] = field(default_factory=dict)
     consistency: dict[str, AxisConsistency] | None = None
     monitor: dict[str, MonitorResult] = field(default_factory=dict)
+    nis_se: dict[str, float] = field(default_factory=dict)
 
     @property
     def degraded(self) -> np.ndarray:
@@ -264,7 +267,9 @@ class Replay:
                 "nominal": gate_rejection_rate(float(r.options["gate"])),
             },
             "nis": {
-                a: nis_consistency(t.nis_chi2, float(r.options["gate"])).summary()
+                a: nis_consistency(
+                    t.nis_chi2, float(r.options["gate"]), self.nis_se.get(a, 0.0)
+                ).summary()
                 for a, t in r.tracks.items()
                 if np.count_nonzero(np.isfinite(t.nis_chi2)) >= 2
             },
@@ -323,6 +328,7 @@ def reference_consistency(
     ref_t: np.ndarray,
     ref_pose: np.ndarray,
     ref_var: np.ndarray | None = None,
+    shared: SharedErrors | None = None,
 ) -> dict[str, AxisConsistency]:
     """NEES and coverage per axis of a filter's stated variance against a reference path.
 
@@ -334,6 +340,10 @@ def reference_consistency(
             stated variance: the error measured against a noisy reference holds that
             noise too (:func:`reference_noise`; mocap 0.5 mm and 2 mrad is as large as
             the filter's σ early in a drive). None = a noise-free reference (truth).
+        shared: the parts of the stated error shared along the path (an unaided replay
+            of ``t_s``'s frames): the NEES band's effective size then comes from them
+            (:func:`~sensorbench.fusion.nees_samples.model_effective_samples`); None:
+            from each axis's errors alone.
 
     The estimate and its variance are interpolated linearly at the reference times inside
     the replay (heading errors wrapped to (−π, π]). An axis whose variance is 0 somewhere
@@ -344,16 +354,44 @@ def reference_consistency(
     if np.count_nonzero(inside) < 2:
         raise FusionError("estimate and reference do not overlap in time")
     tr, ref = ref_t[inside], ref_pose[inside]
+    noise = np.zeros(3) if ref_var is None else np.asarray(ref_var, dtype=float)
+    v = np.column_stack([np.interp(tr, t_s, var[:, j]) for j in range(3)]) + noise
+    n_eff: Any = [None] * 3
+    if shared is not None and np.all(v > 0):
+        frames = np.clip(np.searchsorted(t_s, tr), 0, t_s.size - 1)
+        n_eff = model_effective_samples(shared, frames, v)
     out = {}
     for j, a in enumerate(AXES):
         e = np.interp(tr, t_s, pose[:, j]) - ref[:, j]
         if a == "theta":
             e = (e + np.pi) % (2 * np.pi) - np.pi
-        v = np.interp(tr, t_s, var[:, j]) + (0.0 if ref_var is None else float(ref_var[j]))
-        ok = v > 0
+        ok = v[:, j] > 0
         if np.count_nonzero(ok) >= 2:
-            out[a] = axis_consistency(tr[ok] - t_s[0], e[ok], v[ok])
+            ne = None if n_eff[j] is None else float(n_eff[j])
+            out[a] = axis_consistency(tr[ok] - t_s[0], e[ok], v[ok, j], n_eff=ne)
     return out
+
+
+def _shared_errors(
+    filt: SplitFilter,
+    state: FilterState,
+    inc: np.ndarray,
+    result: SplitResult,
+    odo: OdometryInput,
+) -> SharedErrors:
+    """What the split filters' stated error shares along an unaided replay: the slip
+    model they ran with (or their time-based drift), the start, the calibration."""
+    model = state.model
+    inc = np.asarray(inc, dtype=float)
+    step_cov = None if model.drift is None else model.drift.step_covariances(np.nan_to_num(inc))
+    return SharedErrors(
+        increments=inc,
+        heading=result.pose[:, 2],
+        var0=model.var0,
+        step_cov=step_cov,
+        drift_var=np.outer(np.diff(odo.t_s), filt.drift_q) if step_cov is None else None,
+        calibration=model.calibration,
+    )
 
 
 def _mocap_reference(
@@ -456,8 +494,9 @@ def replay_session(
     errors = consistency = None
     if ref_t is not None:
         errors = pose_errors(result.t_s, result.pose, ref_t, ref_pose)
+        shared = None if aiding is not None else _shared_errors(filt, state, inc, result, odo)
         consistency = reference_consistency(
-            result.t_s, result.pose, result.var, ref_t, ref_pose, ref_var
+            result.t_s, result.pose, result.var, ref_t, ref_pose, ref_var, shared
         )
     channels = len(result.tracks) + (odo.imu_dtheta is not None)
     level = monitor_level ** (1.0 / channels)
@@ -507,4 +546,5 @@ def replay_session(
         },
         consistency,
         monitor,
+        {a: noise.axis(a).nis_se for a in AXES},
     )

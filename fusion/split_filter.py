@@ -151,6 +151,21 @@ class AxisNoise:
             for as long), which a velocity random walk follows only with a lag that no
             fixed q states.
             Models fitted before it was offered load without it.
+        nis_se: how well the fit knows the level it states: the standard error (RMS over
+            the fitted sessions) of the clipped mean NIS each session was matched to
+            (dimensionless; 0 = an exact model). The noise fit balances the noise across
+            drives on those sessions' own means, so its stated variance carries their
+            noise into every later session; a replay's NIS band adds it
+            (:func:`~sensorbench.fusion.consistency.nis_consistency`). The filters do not
+            use it.
+        stamp_var: variance (s²) of the frame times' error against the instants their
+            counts were sampled (a host clock's receive jitter, when the frames carry no
+            device time): the odometry position of a frame then errs by ``v·ε``, white
+            from frame to frame like the rounding, so each update's r gains
+            ``stamp_var·v̂²`` with v̂ the axis's velocity over the last
+            :data:`~sensorbench.fusion.odometry_motion.FEEDFORWARD_FRAMES` steps
+            (:func:`~sensorbench.fusion.odometry_motion.observed_speed_sq`). 0 = exact
+            frame times (a device clock).
     """
 
     q: float
@@ -159,11 +174,13 @@ class AxisNoise:
     slip_scale: float = 1.0
     drag_scale: float | None = None
     feedforward: bool = False
+    nis_se: float = 0.0
+    stamp_var: float = 0.0
 
     def __post_init__(self) -> None:
         if not (self.q > 0 and self.r > 0 and math.isfinite(self.q) and math.isfinite(self.r)):
             raise FusionError(f"filter noise must be finite and > 0, got q={self.q}, r={self.r}")
-        for name in ("q_jerk", "slip_scale", "drag_share"):
+        for name in ("q_jerk", "slip_scale", "drag_share", "nis_se", "stamp_var"):
             val = getattr(self, name)
             if not (val >= 0 and math.isfinite(val)):
                 raise FusionError(f"{name} must be finite and >= 0, got {val}")
@@ -226,6 +243,10 @@ def _axis_table(n: AxisNoise) -> dict[str, float | bool]:
         row["drag_scale"] = n.drag_scale
     if n.feedforward:
         row["feedforward"] = True
+    if n.nis_se > 0:
+        row["nis_se"] = n.nis_se
+    if n.stamp_var > 0:
+        row["stamp_var"] = n.stamp_var
     return row
 
 
@@ -251,6 +272,8 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
                 float(axes[a].get("slip_scale", 1.0)),
                 _optional_float(axes[a].get("drag_scale")),
                 _strict_bool(axes[a].get("feedforward", False)),
+                float(axes[a].get("nis_se", 0.0)),
+                float(axes[a].get("stamp_var", 0.0)),
             )
             for a in AXES
         )

@@ -53,7 +53,18 @@ FILTER_NOISE_KEYS: dict[str, Any] = {
     **_ENVELOPE,
     "axes": {
         a: dict.fromkeys(
-            ("q", "r", "dof", "q_acc", "q_jerk", "slip_scale", "drag_scale", "feedforward")
+            (
+                "q",
+                "r",
+                "dof",
+                "q_acc",
+                "q_jerk",
+                "slip_scale",
+                "drag_scale",
+                "feedforward",
+                "nis_se",
+                "stamp_var",
+            )
         )
         for a in ("x", "y", "theta")
     },

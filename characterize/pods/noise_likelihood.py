@@ -2,11 +2,11 @@
 
 :func:`batch_nll` runs one axis filter (:func:`~sensorbench.fusion.axis_step.run_axis`'s
 compiled loop: the observed acceleration fed forward, q grown with the observed jerk,
-the slip random walk and Schmidt rounding correlation, the gate and streak recovery)
-once per parameter set, and scores each innovation under a Gaussian law with
-S = Var p + 2·Cov(p̃, e) + r. Innovations beyond a fixed bound per frame may be
-*censored*: only that they exceeded it counts (log P(|ν| > c)), so a wheel's bounce or a
-rounding jump bounds its pull on the fit instead of inflating every variance to cover it.
+the slip random walk, the frame times' error, the gate and streak recovery) once per
+parameter set, and scores each innovation under a Gaussian law with S = Var p + r.
+Innovations beyond a fixed bound per frame may be *censored*: only that they exceeded it
+counts (log P(|ν| > c)), so a wheel's bounce or a rounding jump bounds its pull on the
+fit instead of inflating every variance to cover it.
 :func:`zoom_search` maximises the likelihood over (ln q, ln q_jerk, ln slip_scale,
 ln drag_scale, ln(r − r_min)) by zooming grids.
 """
@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sensorbench.fusion.axis_loop import AxisGates, NllSeries, nll_sets
-from sensorbench.fusion.odometry_motion import jerk_noise_gains, observed_accel, observed_jerk
+from sensorbench.fusion.odometry_motion import (
+    jerk_noise_gains,
+    observed_accel,
+    observed_jerk,
+    observed_speed_sq,
+)
 
 if TYPE_CHECKING:
     from sensorbench.characterize.pods.noise_fit import AxisSeries
@@ -38,6 +43,7 @@ def batch_nll(
     censor: np.ndarray | None = None,
     max_rejects: int = 8,
     var_v0: float = 1.0,
+    stamp_var: float = 0.0,
 ) -> np.ndarray:
     """Negative log-likelihood of one series for many (q, r, q_jerk, slip_scale,
     drag_scale) at once (arrays of one length, or scalars): the compiled axis loop of
@@ -53,6 +59,9 @@ def batch_nll(
         censor: (K,) squared bound (unit²) beyond which an innovation only counts as
             exceeding it; None = none.
         max_rejects, var_v0: as :class:`~sensorbench.fusion.axis_step.AxisOptions`.
+        stamp_var: the frame times' error variance (s²,
+            :attr:`~sensorbench.fusion.split_filter.AxisNoise.stamp_var`), the same for
+            every set.
     """
     params = np.column_stack(
         np.broadcast_arrays(
@@ -64,12 +73,15 @@ def batch_nll(
     slip = zeros if series.slip is None else np.asarray(series.slip, dtype=float)
     drag = zeros if series.drag is None else np.asarray(series.drag, dtype=float)
     prof = np.ones(k_n) if series.r_profile is None else np.asarray(series.r_profile, float)
-    # the jerk's noise per unit of r, of slip_scale and of drag_scale (it is linear in each)
+    stamp = stamp_var * observed_speed_sq(series.dt, series.z) if stamp_var > 0 else zeros
+    # the jerk's noise per unit of r, of slip_scale and of drag_scale (it is linear in
+    # each), and the stamps' whole
     gains = np.vstack(
         [
             jerk_noise_gains(series.dt, prof, zeros),
             jerk_noise_gains(series.dt, zeros, slip),
             jerk_noise_gains(series.dt, zeros, drag),
+            jerk_noise_gains(series.dt, stamp, zeros),
         ]
     )
     data = NllSeries(
@@ -81,6 +93,7 @@ def batch_nll(
         slip=np.ascontiguousarray(slip),
         drag=np.ascontiguousarray(drag),
         profile=np.ascontiguousarray(prof),
+        stamp=np.ascontiguousarray(stamp, dtype=float),
         scored=np.ones(k_n, dtype=bool) if series.rest is None else ~np.asarray(series.rest, bool),
         censor=np.full(k_n, np.inf) if censor is None else np.ascontiguousarray(censor, float),
     )
@@ -117,12 +130,13 @@ def zoom_search(
     censor: Sequence[np.ndarray] | None = None,
     start: Search | None = None,
     rounds: int = ZOOM_ROUNDS,
+    stamp_var: float = 0.0,
 ) -> Search:
     """Minimise the summed :func:`batch_nll` over (ln q, ln q_jerk, ln slip_scale,
     ln drag_scale, ln(r − r_min)) within ``[lo, hi]`` (parameters not ``free`` stay at
     their centre): 5 points per free parameter over the whole range, or 3 around
     ``start``; each later round spans half a step of the previous grid either side of its
-    best point."""
+    best point. ``stamp_var`` (s²) is the frame times' error variance, fixed."""
     cens: list[np.ndarray | None] = [None] * len(data) if censor is None else list(censor)
 
     def total(x: np.ndarray) -> np.ndarray:
@@ -130,7 +144,9 @@ def zoom_search(
         r = r_min + np.exp(x[:, 4])
         out = np.zeros(x.shape[0])
         for s, c in zip(data, cens, strict=True):
-            out += batch_nll(s, q, r, q_jerk=qj, slip_scale=sc, drag_scale=dc, censor=c)
+            out += batch_nll(
+                s, q, r, q_jerk=qj, slip_scale=sc, drag_scale=dc, censor=c, stamp_var=stamp_var
+            )
         return out
 
     if start is None:

@@ -75,24 +75,32 @@ class SlipFit:
     Attributes:
         slip: the law (bound to the geometry it was fitted with).
         roll_se, drag_se: standard errors of its two variances (m² per m).
-        intercept: variance of U not growing with motion (rad²): the gyro's noise (the
-            rounding of the windows' ends is modelled, not fitted).
+        intercept: the variance not growing with motion: against the IMU (1,) the gyro's
+            noise (rad²; the rounding of the windows' ends is modelled, not fitted);
+            against mocap (3,) the reference's noise per body axis (m², m², rad²).
         n_windows: windows used; trimmed: windows dropped as faults.
         drag_identified: False when the drives hardly dragged a pod sideways.
         rolled_m, dragged_m: distance rolled and dragged by the pods the check sees (m).
         window_s: window length (s).
+        method: how it was fitted.
+        timing_s: against mocap, the residual timing error per body axis (s); None.
     """
 
     slip: PodSlip
     roll_se: float
     drag_se: float
-    intercept: float
+    intercept: np.ndarray
     n_windows: int
     trimmed: int
     drag_identified: bool
     rolled_m: float
     dragged_m: float
     window_s: float
+    method: str = (
+        "pods' heading against the IMU's over windows; every pod given the law of those "
+        "the heading sees; intercept: the gyro's noise (rad²)"
+    )
+    timing_s: np.ndarray | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (SI units)."""
@@ -101,15 +109,15 @@ class SlipFit:
             "drag_m2_per_m": self.slip.drag_var,
             "roll_se_m2_per_m": self.roll_se,
             "drag_se_m2_per_m": self.drag_se,
-            "intercept_rad2": self.intercept,
+            "intercept": [float(v) for v in np.atleast_1d(self.intercept)],
             "n_windows": self.n_windows,
             "trimmed_windows": self.trimmed,
             "drag_identified": self.drag_identified,
             "rolled_m": self.rolled_m,
             "dragged_m": self.dragged_m,
             "window_s": self.window_s,
-            "method": "pods' heading against the IMU's over windows; every pod given the "
-            "law of those the heading sees",
+            "method": self.method,
+            **({} if self.timing_s is None else {"timing_s": [float(v) for v in self.timing_s]}),
         }
 
 
@@ -206,7 +214,7 @@ def fit_pod_slip(
         PodSlip(w, roll, drag),
         roll_se,
         drag_se,
-        float(beta[-1]),
+        np.array([beta[-1]]),
         int(np.count_nonzero(keep)),
         int(np.count_nonzero(~keep)),
         drag_ok,

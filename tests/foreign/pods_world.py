@@ -173,10 +173,12 @@ class DriveFiles:
     pose: np.ndarray
 
 
-def write_drive(out: Path, name: str, seed: int) -> DriveFiles:
-    """Generate drive ``name`` of ``seed``'s rig into ``out`` (CSV + TUM)."""
+def write_drive(out: Path, name: str, seed: int, take: int = 0) -> DriveFiles:
+    """Generate drive ``name`` of ``seed``'s rig into ``out`` (CSV + TUM); ``take`` > 0
+    drives it again with fresh noise (scrub, encoder timing, mocap)."""
     rig = draw_rig(seed)
-    rng = np.random.default_rng([seed, 2, list(DRIVES).index(name)])
+    key = [seed, 2, list(DRIVES).index(name)]
+    rng = np.random.default_rng([*key, take] if take else key)
     v = body_velocity(DRIVES[name])
     pose = integrate(v)
     ticks = wheel_ticks(rig, v, pose, rng)
@@ -190,7 +192,7 @@ def write_drive(out: Path, name: str, seed: int) -> DriveFiles:
     ).astype(np.int64)
     host = t_sample + 2e-3 + rng.normal(0, 0.3e-3, t_sample.size)
     host = np.maximum.accumulate(host) + np.arange(host.size) * 1e-9
-    pods_csv = out / f"{name}_{seed}_pods.csv"
+    pods_csv = out / f"{name}_{seed}_{take}_pods.csv"
     with pods_csv.open("w") as f:
         f.write("t_s,c0,c1,c2\n")
         for t, (a, b, c) in zip(host, counts, strict=True):
@@ -206,7 +208,7 @@ def write_drive(out: Path, name: str, seed: int) -> DriveFiles:
     xy = xy + rng.normal(0, 0.3e-3, xy.shape)
     yaw = yaw + rng.normal(0, 0.3e-3, yaw.size)
     quat = _quat_z(yaw)
-    mocap_tum = out / f"{name}_{seed}_mocap.tum"
+    mocap_tum = out / f"{name}_{seed}_{take}_mocap.tum"
     with mocap_tum.open("w") as f:
         f.write("# timestamp tx ty tz qx qy qz qw\n")
         for t, p, q in zip(t_m, xy, quat, strict=True):
