@@ -205,6 +205,10 @@ def fit_inside(results: list[dict[str, Any]], key: str, pod: int) -> int:
 
 # measured over seeds 0-11: the targets the code misses
 MISSED_COVERAGE: dict[tuple[str, str], str] = {}
+MISSED_COVERAGE_POINT = {
+    ("forward_again", "x"): "88.9 ± 2.5 % inside 2σ (target 90-98 %): updates rejected at "
+    "the ramps' jerk changes drop 0.2-0.6 mm each, which the stated variance does not hold",
+}
 MISSED_NEES: dict[tuple[str, str], str] = {}
 
 
@@ -224,6 +228,17 @@ def _cases(missed: dict[tuple[str, str], str]) -> list[Any]:
 def test_truth_inside_the_stated_two_sigma(results, drive: str, axis: str) -> None:
     c, se = coverage(results, drive, axis)
     assert c + 1.96 * se >= 0.90 and c - 1.96 * se <= 0.98, (drive, axis, c, se)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("drive", "axis"), _cases(MISSED_COVERAGE_POINT))
+def test_pooled_coverage_is_inside_the_target_band(results, drive: str, axis: str) -> None:
+    """The issue's target read literally: the pooled figure itself inside 90-98 %. Unlike
+    the interval test above, a consistent filter fails this by chance in some of the 12
+    cases (the pooled figure's s.e. is 0.5-2.5 %), so a miss here is reported as the
+    measured figure, not excused by its interval."""
+    c, _ = coverage(results, drive, axis)
+    assert 0.90 <= c <= 0.98, (drive, axis, c)
 
 
 @pytest.mark.slow
