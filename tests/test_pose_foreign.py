@@ -12,7 +12,9 @@ campaign. What is checked against the generator's truth:
   from the stated uncertainty (simulation-based calibration);
 - leave-one-session-out prediction of a requirement: the realized 60-s p95 of |x| and
   |yaw| of a held-out session against the predicted 95 % quantile;
-- requirements set 15 % above / below the truth hold / fail;
+- the requirement verdict (holds / fails / cannot tell at 95 % confidence) against
+  the truth's quantile: wrong rarely both ways, and deciding when the truth is clear
+  of the threshold;
 - the verdict on every world: the right one passes, each wrong one fails with its
   reason (and the odd session is the one named).
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -39,7 +42,11 @@ from scipy.stats import kstest
 from sensorbench.characterize.pose.align import Alignment, pose_errors
 from sensorbench.characterize.pose.error_model import PARAMS, fit_pose_error
 from sensorbench.characterize.pose.gm_montecarlo import draw_params
-from sensorbench.characterize.pose.requirements import Requirement, predict_requirements
+from sensorbench.characterize.pose.requirements import (
+    Requirement,
+    judge_requirements,
+    predict_requirements,
+)
 from sensorbench.characterize.pose.series import AXES
 from sensorbench.characterize.pose.sessions import prepare_campaign
 from sensorbench.characterize.pose.validate import validate_sessions
@@ -161,7 +168,7 @@ def _campaign(seed: int, root: Path) -> dict:
         seed=seed + 1,
         parameter_uncertainty=False,
     )
-    pred = predict_requirements(
+    judged = judge_requirements(
         REQUIRE,
         model,
         prep.series,
@@ -169,9 +176,8 @@ def _campaign(seed: int, root: Path) -> dict:
         seed=seed + 2,
         inherited_variance=prep.future_variance(),
     )
-    out["quantile_ratio"] = np.array(
-        [p.predicted_quantile / t.predicted_quantile for p, t in zip(pred, true_q, strict=True)]
-    )
+    out["true_quantile"] = np.array([t.predicted_quantile for t in true_q])
+    out["judged"] = judged
     exceed = []
     for k, fold in enumerate(prep.folds(list(range(len(prep.prepared))))):
         fitted = fit_pose_error(fold.training)
@@ -256,19 +262,58 @@ def test_held_out_p95_exceeds_its_predicted_quantile_5_percent_of_the_time(root:
     assert np.all(np.abs(rate - 0.05) <= 0.02), (rate, se)
 
 
+def _verdicts(root: Path, factor: float) -> list[str]:
+    """Every campaign's x and yaw verdicts with the threshold at ``factor`` × the truth."""
+    out = []
+    for x in _results(root):
+        for g, q in zip(x["judged"], x["true_quantile"], strict=True):
+            r = g.requirement
+            at = Requirement(r.axis, r.stat, factor * q, r.text)
+            out.append(replace(g, requirement=at).verdict)
+    return out
+
+
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #25 item 6 open: x.p95 15 % above the truth holds in 92 of 100 campaigns "
-    "(predicted/true quantile up to 1.26 on 4 sessions); yaw 95, below fails 100/100",
-)
-def test_requirements_15_percent_above_hold_and_below_fail(root: Path) -> None:
-    """x.p95 and yaw.p95 over 60 s, predicted from the campaign's fit against the same
-    quantile under the true parameters: 15 % above the truth holds and 15 % below fails
-    in ≥ 95 of 100 campaigns."""
-    ratio = np.array([x["quantile_ratio"] for x in _results(root)])
-    assert np.all(np.mean(ratio <= 1.15, axis=0) >= 0.95), ratio
-    assert np.all(np.mean(ratio > 0.85, axis=0) >= 0.95), ratio
+def test_requirement_verdict_is_wrong_rarely_both_ways(root: Path) -> None:
+    """x.p95 and yaw.p95 over 60 s on 100 campaigns of 4 × 120 s: 200 verdicts per
+    threshold, against the same quantile under the true parameters.
+
+    At the truth itself (the hardest place): the lower bound above the truth (a wrong
+    *fails*) and the upper bound below it (a wrong *holds* for any threshold just under
+    the truth) each in ≤ 17 of 200: a calibrated 95 % bound (10 expected) exceeds 17
+    with probability 1.2 %. 15 % away from the truth: the wrong verdict in ≤ 1 of 200
+    (a calibrated bound misses there by more than 3 standard errors of the estimate,
+    < 0.1 % each: more than 1 has probability 1.7 %)."""
+    truth = np.concatenate([x["true_quantile"] for x in _results(root)])
+    judged = [g for x in _results(root) for g in x["judged"]]
+    lo = np.array([g.quantile_bounds[0] for g in judged])
+    hi = np.array([g.quantile_bounds[1] for g in judged])
+    assert np.sum(lo > truth) <= 17, np.sum(lo > truth)
+    assert np.sum(hi < truth) <= 17, np.sum(hi < truth)
+    assert _verdicts(root, 1.15).count("fails") <= 1
+    assert _verdicts(root, 0.85).count("holds") <= 1
+
+
+@pytest.mark.slow
+def test_requirement_verdict_decides_when_the_truth_is_clear_of_the_threshold(root: Path) -> None:
+    """15 % above the truth *holds* and 15 % below *fails* each in ≥ 100 of 200 (4
+    sessions estimate the quantile to ~6.5 %, so a 95 % bound needs ~11 % of margin:
+    measured about 65 % and 80 %; a true 65 % falls below 100 with probability 5·10⁻⁶);
+    30 % away the right verdict in ≥ 180 of 200 (measured ≥ 95 %; a true 96 % falls
+    below with probability 6·10⁻⁵). The bounds are centred on the point estimate's
+    quantile, which is median-unbiased: its log error has mean within 3 standard
+    errors of 0."""
+    assert _verdicts(root, 1.15).count("holds") >= 100
+    assert _verdicts(root, 0.85).count("fails") >= 100
+    assert _verdicts(root, 1.3).count("holds") >= 180
+    assert _verdicts(root, 0.7).count("fails") >= 180
+    err = np.concatenate(
+        [
+            np.log([g.quantile_estimate for g in x["judged"]] / x["true_quantile"])
+            for x in _results(root)
+        ]
+    )
+    assert abs(err.mean()) < 3 * err.std() / math.sqrt(err.size), (err.mean(), err.std())
 
 
 # ------------------------------------------------------------------ verdicts per world
