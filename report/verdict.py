@@ -133,9 +133,7 @@ def render_pose_verdict(v: Verdict) -> str:
                 f"{r.quantile_estimate:.4g}",
                 f"[{r.quantile_bounds[0]:.4g}, {r.quantile_bounds[1]:.4g}]",
                 f"{r.predicted_quantile:.4g}",
-                _verdict_span(
-                    r.holds, "holds", "FAILS" if r.verdict == "fails" else "cannot tell"
-                ),
+                _verdict_span(r.holds, "holds", "FAILS" if r.verdict == "fails" else "cannot tell"),
             ]
             for r in v.requirements
         ]

@@ -361,6 +361,8 @@ def judge_requirements(
     ``verdict_confidence`` in (0.5, 1): the one-sided confidence of each bound.
     ``parameter_uncertainty=False``: both bounds are the point estimate's quantile.
     """
+    if not 0.5 < verdict_confidence < 1.0:
+        raise FitError(f"--verdict-confidence must be in (0.5, 1), got {verdict_confidence}")
     preds = predict_requirements(
         requirements,
         model,
@@ -386,7 +388,8 @@ def judge_requirements(
         q = _quantile_per_set(h, sets, cols, confidence, HORIZONS_PER_DRAW, rng, sd)
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio = np.where(q[0] > 0, q[1:] / q[0], 1.0)
-        ratio /= np.median(ratio, axis=0)
+        med = np.median(ratio, axis=0)
+        ratio /= np.where(med > 0, med, 1.0)
     out = []
     for n, p in enumerate(preds):
         per_set = centre[n] * ratio[:, n]
