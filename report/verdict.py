@@ -130,10 +130,10 @@ def render_pose_verdict(v: Verdict) -> str:
             [
                 e(r.requirement.text),
                 f"{r.horizon_s:g}",
-                f"{r.predicted_median:.4g}",
+                f"{r.quantile_estimate:.4g}",
+                f"[{r.quantile_bounds[0]:.4g}, {r.quantile_bounds[1]:.4g}]",
                 f"{r.predicted_quantile:.4g}",
-                f"{r.prob_within:.3f}",
-                _verdict_span(r.holds, "holds", "FAILS"),
+                _verdict_span(r.holds, "holds", "FAILS" if r.verdict == "fails" else "cannot tell"),
             ]
             for r in v.requirements
         ]
@@ -142,9 +142,9 @@ def render_pose_verdict(v: Verdict) -> str:
                 [
                     "requirement",
                     "horizon (s)",
-                    "predicted median",
-                    "predicted quantile",
-                    "P within",
+                    "quantile",
+                    "its bounds",
+                    "predicted for a new horizon",
                     "verdict",
                 ],
                 rrows,

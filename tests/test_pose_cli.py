@@ -150,7 +150,8 @@ def test_real_tum_end_to_end(tmp_path):
 
 
 def test_validate_prints_two_part_verdict_and_requirements_set_exit_code(sim_sessions):
-    """Part 1 (model) and part 2 (requirements) are printed; a failed requirement exits 1."""
+    """Part 1 (model) and part 2 (requirements) are printed; a requirement that fails or
+    cannot be told from these sessions exits 1."""
     common = ["--sensor", "cam", "--no-align", "--time-offset", "0", "--draws", "300"]
     r = _invoke("validate", *sim_sessions, *common, "--require", "x.p95<=1m")
     assert r.exit_code == 0, r.output
@@ -162,7 +163,16 @@ def test_validate_prints_two_part_verdict_and_requirements_set_exit_code(sim_ses
     assert v["model"]["passed"] is True and v["requirements"]["passed"] is False
     item = v["requirements"]["items"][0]
     assert item["threshold"] == pytest.approx(0.001) and item["holds"] is False
-    assert item["predicted_quantile"] > 0.001
+    assert item["verdict"] == "fails" and v["requirements"]["verdict"] == "fails"
+    assert item["predicted_quantile"] > 0.001 and item["quantile_bounds"][0] > 0.001
+    # a threshold at the estimated quantile itself: its bounds straddle it, exit 1
+    at = f"x.p95<={item['quantile_estimate']}"
+    r = _invoke("validate", *sim_sessions, *common, "--require", at, "--json")
+    assert r.exit_code == 1
+    v = json.loads(r.output)["verdict"]
+    assert v["model"]["passed"] is True and v["requirements"]["verdict"] == "undecided"
+    r = _invoke("validate", *sim_sessions, *common, "--require", at)
+    assert "CANNOT TELL" in r.output and "VERDICT: NOT PASSED" in r.output, r.output
     assert set(v["model"]["stationarity"]) == {"x", "y", "z", "roll", "pitch", "yaw"}
     r = CliRunner().invoke(
         cli, ["validate", *map(str, sim_sessions), *common, "--require", "x.p95<=1deg"]

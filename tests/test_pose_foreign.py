@@ -12,13 +12,15 @@ campaign. What is checked against the generator's truth:
   from the stated uncertainty (simulation-based calibration);
 - leave-one-session-out prediction of a requirement: the realized 60-s p95 of |x| and
   |yaw| of a held-out session against the predicted 95 % quantile;
-- requirements set 15 % above / below the truth hold / fail;
-- the verdict on every world: the right one passes, each wrong one fails with its
-  reason (and the odd session is the one named).
+- the requirement verdict (holds / fails / cannot tell at 95 % confidence) against
+  the truth's quantile: wrong rarely both ways, and deciding when the truth is clear
+  of the threshold; that truth against the generator's own horizons.
 
-The statistical tests pool :data:`N_CAMPAIGNS` campaigns, computed in chunks of
-:data:`CHUNK` (one slow test each, cached for the module), and their tolerances
-follow from the number of fits, horizons or seeds (see each test).
+Validation on these campaigns (the verdict per world) is
+tests/test_pose_foreign_validation.py. The statistical tests pool
+:data:`N_CAMPAIGNS` campaigns, computed in chunks of :data:`CHUNK` (one slow test
+each, cached for the module), and their tolerances follow from the number of fits,
+horizons or seeds (see each test).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -35,14 +38,18 @@ import pytest
 from click.testing import CliRunner
 from foreign import pose_world
 from scipy.stats import kstest
+from scipy.stats import t as student_t
 
 from sensorbench.characterize.pose.align import Alignment, pose_errors
 from sensorbench.characterize.pose.error_model import PARAMS, fit_pose_error
 from sensorbench.characterize.pose.gm_montecarlo import draw_params
-from sensorbench.characterize.pose.requirements import Requirement, predict_requirements
+from sensorbench.characterize.pose.requirements import (
+    Requirement,
+    judge_requirements,
+    predict_requirements,
+)
 from sensorbench.characterize.pose.series import AXES
 from sensorbench.characterize.pose.sessions import prepare_campaign
-from sensorbench.characterize.pose.validate import validate_sessions
 from sensorbench.cli import cli
 
 N_CAMPAIGNS = 100
@@ -51,7 +58,8 @@ HORIZON_S = 60.0
 WINDOWS_S = (0.0, 30.0, 60.0)  # starts of the 60-s horizons in each 120-s held-out session
 REQUIRE = [Requirement.parse("x.p95<=1"), Requirement.parse("yaw.p95<=1")]
 RANK_DRAWS = 999
-SEEDS = 20
+TRUTH_CAMPAIGNS = 10
+TRUTH_SESSIONS = 600
 
 
 def _invoke(*args) -> object:
@@ -105,25 +113,6 @@ def test_fit_cli_states_the_offset_and_its_standard_error(tmp_path: Path) -> Non
     assert prov["time_offset"]["se_s"] == pytest.approx(off["se_s"])
 
 
-def test_validate_cli_passes_the_right_world_and_names_only_the_noisy_session(
-    tmp_path: Path,
-) -> None:
-    """One fixed seed each: the right world exits 0; with one session at 3x the noise,
-    exit 1 and that session is the only one named (step-down leave-one-out)."""
-    common = ["--sensor", foreign_pose.SENSOR, "--draws", "1000", "--json"]
-    right = foreign_pose.session_files(pose_world.campaign(3), tmp_path / "right")
-    r = _invoke("validate", *right, *common)
-    assert r.exit_code == 0, r.output
-    noisy = pose_world.campaign(3, "noisy_session")
-    paths = foreign_pose.session_files(noisy, tmp_path / "noisy")
-    r = _invoke("validate", *paths, *common)
-    assert r.exit_code == 1
-    doc = json.loads(r.output)
-    odd = paths[noisy.odd_session].stem
-    assert doc["named"] == [odd]
-    assert {f["session"] for f in doc["failures"]} == {odd}
-
-
 # ------------------------------------------------------------------ pooled over campaigns
 
 
@@ -161,7 +150,7 @@ def _campaign(seed: int, root: Path) -> dict:
         seed=seed + 1,
         parameter_uncertainty=False,
     )
-    pred = predict_requirements(
+    judged = judge_requirements(
         REQUIRE,
         model,
         prep.series,
@@ -169,9 +158,9 @@ def _campaign(seed: int, root: Path) -> dict:
         seed=seed + 2,
         inherited_variance=prep.future_variance(),
     )
-    out["quantile_ratio"] = np.array(
-        [p.predicted_quantile / t.predicted_quantile for p, t in zip(pred, true_q, strict=True)]
-    )
+    out["true_quantile"] = np.array([t.predicted_quantile for t in true_q])
+    out["truth"] = truth
+    out["judged"] = judged
     exceed = []
     for k, fold in enumerate(prep.folds(list(range(len(prep.prepared))))):
         fitted = fit_pose_error(fold.training)
@@ -257,65 +246,79 @@ def test_held_out_p95_exceeds_its_predicted_quantile_5_percent_of_the_time(root:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #25 item 6 open: x.p95 15 % above the truth holds in 92 of 100 campaigns "
-    "(predicted/true quantile up to 1.26 on 4 sessions); yaw 95, below fails 100/100",
-)
-def test_requirements_15_percent_above_hold_and_below_fail(root: Path) -> None:
-    """x.p95 and yaw.p95 over 60 s, predicted from the campaign's fit against the same
-    quantile under the true parameters: 15 % above the truth holds and 15 % below fails
-    in ≥ 95 of 100 campaigns."""
-    ratio = np.array([x["quantile_ratio"] for x in _results(root)])
-    assert np.all(np.mean(ratio <= 1.15, axis=0) >= 0.95), ratio
-    assert np.all(np.mean(ratio > 0.85, axis=0) >= 0.95), ratio
+def test_requirement_truth_is_the_generators_own(root: Path) -> None:
+    """The true quantile the verdicts are judged against is our simulator's under the
+    true parameters (at the campaign's median period, relocalizations resampled from its
+    segment lengths). Against the generator's own horizons (600 sessions of its error
+    process, 60-s windows from 0, 30 and 60 s as held out), campaigns 0-9: each within
+    ±10 % (Monte Carlo error of either side 1-1.5 %, the campaign's segment lengths ~1 %),
+    and no bias: the mean log ratio within t₉(0.99865) ≈ 4.1 standard errors of 0 (the
+    two-sided 3-sigma level with the sd estimated from 10 campaigns; measured on 30
+    campaigns with 16 000 and 3000 horizons: −0.1 ± 0.2 % on x, −0.3 ± 0.2 % on yaw)."""
+    ratios = []
+    for seed in range(TRUTH_CAMPAIGNS):
+        x = _campaign(seed, root)
+        p95 = []
+        for t, e in pose_world.error_sessions(seed, x["truth"], TRUTH_SESSIONS):
+            for start in WINDOWS_S:
+                inside = (t - t[0] >= start) & (t - t[0] < start + HORIZON_S)
+                p95.append(np.quantile(np.abs(e[inside][:, [0, 5]]), 0.95, axis=0))
+        ratios.append(x["true_quantile"] / np.quantile(p95, 0.95, axis=0))
+    r = np.log(ratios)
+    se = r.std(axis=0, ddof=1) / math.sqrt(len(r))
+    assert np.all(np.abs(r) < 0.1), r
+    assert np.all(np.abs(r.mean(axis=0)) < student_t.ppf(0.99865, len(r) - 1) * se), r
 
 
-# ------------------------------------------------------------------ verdicts per world
-
-WORLDS = {
-    "right": "passes",
-    "sigma2_session": "names the odd session",
-    "heavy_tails": "fails",
-    "noisy_session": "names the odd session",
-}
-
-
-POWER_SEEDS = range(100, 100 + SEEDS)
-POWER_CHUNK = 5
-
-
-@cache
-def _power_hit(world: str, seed: int, root: Path) -> bool:
-    """Whether leave-one-session-out validation gives ``world``'s expected outcome."""
-    camp = pose_world.campaign(seed, world)
-    tracks, names = foreign_pose.tracks(camp, root / f"{world}{seed}")
-    prep = prepare_campaign(tracks, names)
-    rep = validate_sessions(prep.series, n_draws=1000, seed=seed, folds=prep.fold_pairs)
-    if world == "right":
-        return rep.passed
-    if world == "heavy_tails":
-        return not rep.passed
-    return rep.named == [names[camp.odd_session]]
+def _verdicts(root: Path, factor: float) -> list[str]:
+    """Every campaign's x and yaw verdicts with the threshold at ``factor`` × the truth."""
+    out = []
+    for x in _results(root):
+        for g, q in zip(x["judged"], x["true_quantile"], strict=True):
+            r = g.requirement
+            at = Requirement(r.axis, r.stat, factor * q, r.text)
+            out.append(replace(g, requirement=at).verdict)
+    return out
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "world,chunk", [(w, c) for w in WORLDS for c in range(SEEDS // POWER_CHUNK)]
-)
-def test_validation_power_chunk(root: Path, world: str, chunk: int) -> None:
-    """Validate one chunk of a world's 20 seeds (pooled by the test below)."""
-    for seed in list(POWER_SEEDS)[chunk * POWER_CHUNK : (chunk + 1) * POWER_CHUNK]:
-        _power_hit(world, seed, root)
+def test_requirement_verdict_is_wrong_rarely_both_ways(root: Path) -> None:
+    """x.p95 and yaw.p95 over 60 s on 100 campaigns of 4 × 120 s: 200 verdicts per
+    threshold, against the same quantile under the true parameters.
+
+    At the truth itself (the hardest place): the lower bound above the truth (a wrong
+    *fails*) and the upper bound below it (a wrong *holds* for any threshold just under
+    the truth) each in ≤ 17 of 200: a calibrated 95 % bound (10 expected) exceeds 17
+    with probability 1.2 %. 15 % away from the truth: the wrong verdict in ≤ 1 of 200
+    (a calibrated bound misses there by more than 3 standard errors of the estimate,
+    < 0.1 % each: more than 1 has probability 1.7 %)."""
+    truth = np.concatenate([x["true_quantile"] for x in _results(root)])
+    judged = [g for x in _results(root) for g in x["judged"]]
+    lo = np.array([g.quantile_bounds[0] for g in judged])
+    hi = np.array([g.quantile_bounds[1] for g in judged])
+    assert np.sum(lo > truth) <= 17, np.sum(lo > truth)
+    assert np.sum(hi < truth) <= 17, np.sum(hi < truth)
+    assert _verdicts(root, 1.15).count("fails") <= 1
+    assert _verdicts(root, 0.85).count("holds") <= 1
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("world", list(WORLDS))
-def test_validation_power_on_20_seeds(root: Path, world: str) -> None:
-    """Leave-one-session-out Monte Carlo, 20 seeds (100-119): the right world passes in
-    ≥ 16 (a true 90 % passes this with probability 0.96, a true 60 % with 0.05); sigma
-    doubled on one session and Student-t(3) noise fail in ≥ 18 (the issue's 90 %); with
-    one session's noise 3x (or its sigma 2x) that session alone is named in ≥ 18."""
-    hits = [_power_hit(world, seed, root) for seed in POWER_SEEDS]
-    need = 16 if world == "right" else 18
-    assert sum(hits) >= need, (world, [s for s, h in zip(POWER_SEEDS, hits, strict=True) if not h])
+def test_requirement_verdict_decides_when_the_truth_is_clear_of_the_threshold(root: Path) -> None:
+    """15 % above the truth *holds* and 15 % below *fails* each in ≥ 100 of 200 (4
+    sessions estimate the quantile to ~6.5 %, so a 95 % bound needs ~11 % of margin:
+    measured about 65 % and 80 %; a true 65 % falls below 100 with probability 5·10⁻⁶);
+    30 % away the right verdict in ≥ 180 of 200 (measured ≥ 95 %; a true 96 % falls
+    below with probability 6·10⁻⁵). The bounds are centred on the point estimate's
+    quantile, which is median-unbiased: its log error has mean within 3 standard
+    errors of 0."""
+    assert _verdicts(root, 1.15).count("holds") >= 100
+    assert _verdicts(root, 0.85).count("fails") >= 100
+    assert _verdicts(root, 1.3).count("holds") >= 180
+    assert _verdicts(root, 0.7).count("fails") >= 180
+    err = np.concatenate(
+        [
+            np.log([g.quantile_estimate for g in x["judged"]] / x["true_quantile"])
+            for x in _results(root)
+        ]
+    )
+    assert abs(err.mean()) < 3 * err.std() / math.sqrt(err.size), (err.mean(), err.std())

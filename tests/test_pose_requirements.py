@@ -1,16 +1,19 @@
-"""``--require``: parsing with units, and the predicted statistic against a known truth.
+"""``--require``: parsing with units, the predicted statistic and the verdict against a known truth.
 
-The truth of a requirement statistic (e.g. the 95 % quantile, over 60-s horizons, of
-the p95 of |x|) is its distribution under the true parameters, here from 4000 draws
-without parameter uncertainty (Monte Carlo error of its 95 % quantile ≈ 1 %). The
-prediction from a model fitted on the campaign (6 × 120 s), with its parameter
-uncertainty, put the same quantile at 0.94–1.08 × the truth over seeds 0–4 and the
-four statistics below (sd ≈ 0.04): a requirement 15 % above the truth (≈ 3.5 sd)
-must hold and one 15 % below must fail, at the default 95 % confidence.
+The truth of a requirement (e.g. "the p95 of |x| over 60 s within T in 95 % of
+horizons") is the 95 % quantile q of that statistic under the true parameters, here
+from 4000 simulated horizons without parameter uncertainty (Monte Carlo error ≈ 1 %).
+The verdict (:func:`judge_requirements`) bounds q at 95 % confidence from a fit on
+the campaign (6 × 120 s): *holds* when the upper bound is within T, *fails* when the
+lower bound exceeds it, *undecided* otherwise. Pooled over campaigns it must be wrong
+rarely both ways (each bound on the wrong side of the truth about 5 % of the time
+when T sits at the truth, almost never 15 % away) and still decide (tests state the
+binomial bounds). The foreign world's counterpart is in tests/test_pose_foreign.py.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 
 import numpy as np
@@ -18,10 +21,12 @@ import pose_util
 import pytest
 
 from sensorbench.characterize.pose.error_model import fit_pose_error
-from sensorbench.characterize.pose.requirements import Requirement, predict_requirements
+from sensorbench.characterize.pose.requirements import (
+    Requirement,
+    judge_requirements,
+    predict_requirements,
+)
 from sensorbench.errors import FitError
-
-MARGIN = 0.15
 
 
 def test_parse_with_units_and_refusals():
@@ -43,32 +48,123 @@ def test_parse_with_units_and_refusals():
             Requirement.parse(bad)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_requirement_just_above_truth_holds_just_below_fails(seed):
-    series = pose_util.campaign(seed, "correct")
-    model = fit_pose_error(series)
-    asked = [Requirement.parse(r) for r in ("x.p95<=1", "yaw.p99<=1", "z.max<=1", "roll.rms<=1")]
+def _truth(asked, model, series, seed: int) -> np.ndarray:
+    """The requirements' true quantiles: 4000 horizons under the true parameters."""
     truth = predict_requirements(
         asked,
         model.with_params(pose_util.TRUTH, "truth"),
         series,
         n_draws=4000,
-        seed=99,
+        seed=seed,
         parameter_uncertainty=False,
     )
-    for factor, holds in ((1 + MARGIN, True), (1 - MARGIN, False)):
-        reqs = [
-            Requirement(r.axis, r.stat, factor * t.predicted_quantile, f"{r.axis}.{r.stat}")
-            for r, t in zip(asked, truth, strict=True)
-        ]
-        got = predict_requirements(reqs, model, series, n_draws=1000, seed=seed)
-        for g in got:
-            assert g.holds is holds, (factor, g.to_dict())
-            assert (g.reason() == "") is holds
-            if holds:
-                assert g.prob_within >= 0.95
-            else:
-                assert g.prob_within < 0.95
+    return np.array([t.predicted_quantile for t in truth])
+
+
+def _at(result, threshold: float):
+    """The same result judged against another threshold."""
+    r = result.requirement
+    return replace(result, requirement=Requirement(r.axis, r.stat, threshold, r.text))
+
+
+def test_verdict_holds_fails_or_cannot_tell():
+    """One campaign, four statistics: the bounds bracket the estimate and the truth;
+    30 % above the truth holds, 30 % below fails (each ≥ 4 standard errors of the
+    estimate away, sd ≈ 4-6 %), a threshold at the estimate itself cannot be told;
+    without parameter uncertainty both bounds are the estimate."""
+    series = pose_util.campaign(0, "correct")
+    model = fit_pose_error(series)
+    asked = [Requirement.parse(r) for r in ASKED]
+    truth = _truth(asked, model, series, 99)
+    got = judge_requirements(asked, model, series, n_draws=300, seed=1)
+    for g, q in zip(got, truth, strict=True):
+        lo, hi = g.quantile_bounds
+        assert lo < g.quantile_estimate < hi and lo < q < hi, g.to_dict()
+        assert g.verdict == "holds" and g.met_confidence == 1.0  # asked within 1 m / 1 rad
+        assert _at(g, 1.3 * q).verdict == "holds" and _at(g, 1.3 * q).reason() == ""
+        assert _at(g, 0.7 * q).verdict == "fails" and "fails" in _at(g, 0.7 * q).reason()
+        est = _at(g, g.quantile_estimate)
+        assert est.verdict == "undecided" and not est.holds and "cannot tell" in est.reason()
+    point = judge_requirements(
+        asked, model, series, n_draws=300, seed=1, parameter_uncertainty=False
+    )
+    for g in point:
+        assert g.quantile_bounds[0] == g.quantile_bounds[1] == g.quantile_estimate
+    with pytest.raises(FitError, match="verdict-confidence"):
+        judge_requirements(asked, model, series, verdict_confidence=0.5)
+
+
+ASKED = ("x.p95<=1", "yaw.p99<=1", "z.max<=1", "roll.rms<=1")
+VERDICT_CAMPAIGNS = 100
+VERDICT_CHUNK = 25
+
+
+@cache
+def _verdict_case(seed: int) -> tuple[np.ndarray, np.ndarray, list]:
+    """(true quantiles, point-estimate quantiles, judged results) of one campaign."""
+    series = pose_util.campaign(1000 + seed, "correct")
+    model = fit_pose_error(series)
+    asked = [Requirement.parse(r) for r in ASKED]
+    got = judge_requirements(asked, model, series, seed=seed)
+    est = np.array([g.quantile_estimate for g in got])
+    return _truth(asked, model, series, 5000 + seed), est, got
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", range(VERDICT_CAMPAIGNS // VERDICT_CHUNK))
+def test_verdict_campaign_chunk(chunk: int):
+    """One chunk of the campaigns pooled below."""
+    for seed in range(chunk * VERDICT_CHUNK, (chunk + 1) * VERDICT_CHUNK):
+        _, _, got = _verdict_case(seed)
+        assert all(g.quantile_bounds[0] < g.quantile_bounds[1] for g in got)
+
+
+def _verdicts(factor: float) -> list[str]:
+    out = []
+    for seed in range(VERDICT_CAMPAIGNS):
+        truth, _, got = _verdict_case(seed)
+        out += [_at(g, factor * q).verdict for g, q in zip(got, truth, strict=True)]
+    return out
+
+
+@pytest.mark.slow
+def test_verdict_is_wrong_rarely_both_ways():
+    """100 campaigns × 4 statistics (independent axes) = 400 verdicts per threshold.
+
+    At the truth itself (the hardest place): the lower bound above the truth (a wrong
+    *fails*) and the upper bound below it (a wrong *holds* for any threshold just
+    under the truth) each in ≤ 30 of 400: a calibrated 95 % bound (5 %, 20 expected)
+    exceeds 30 with probability 1.1 %, a 10 % one stays within with probability 5 %.
+    15 % away from the truth: the wrong verdict in ≤ 2 of 400 (a calibrated bound
+    misses there by more than 3 standard errors of the estimate: < 0.1 % each; a 2 %
+    rate stays within with probability 1.3 %). Measured: 5.2 % and 6.5 % at the truth,
+    none 15 % away."""
+    at = [_verdict_case(s) for s in range(VERDICT_CAMPAIGNS)]
+    truth = np.concatenate([t for t, _, _ in at])
+    lo = np.array([g.quantile_bounds[0] for _, _, got in at for g in got])
+    hi = np.array([g.quantile_bounds[1] for _, _, got in at for g in got])
+    assert np.sum(lo > truth) <= 30, np.sum(lo > truth)
+    assert np.sum(hi < truth) <= 30, np.sum(hi < truth)
+    assert _verdicts(1.15).count("fails") <= 2
+    assert _verdicts(0.85).count("holds") <= 2
+
+
+@pytest.mark.slow
+def test_verdict_decides_when_the_truth_is_clear_of_the_threshold():
+    """The verdict is not merely cautious: 15 % above the truth *holds* and 15 % below
+    *fails* each in ≥ 200 of 400 (measured 90 % and 96 %; a true 65 % falls below 200
+    with probability < 10⁻⁹); 30 % away the right verdict in ≥ 360 of 400 (measured
+    100 %; a true 96 % falls below with probability < 10⁻⁷). The point estimate of
+    the quantile is median-unbiased, on which the bounds are centred: its log error
+    has mean within 3 standard errors of 0."""
+    assert _verdicts(1.15).count("holds") >= 200
+    assert _verdicts(0.85).count("fails") >= 200
+    assert _verdicts(1.3).count("holds") >= 360
+    assert _verdicts(0.7).count("fails") >= 360
+    err = np.concatenate(
+        [np.log(e / t) for t, e, _ in map(_verdict_case, range(VERDICT_CAMPAIGNS))]
+    )
+    assert abs(err.mean()) < 3 * err.std() / np.sqrt(err.size), (err.mean(), err.std())
 
 
 HORIZON_S = 60.0

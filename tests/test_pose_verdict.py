@@ -13,11 +13,15 @@ Worlds and the reason each must be named with:
 - one session (index 2) in another map (0.3 rad, 0.5 m away): ``FRAME`` naming it;
 - a model file with sigma halved: ``MISFIT``.
 
-Fast: one fixed seed per world. Slow: 20 seeds per world; the issue asks for the
-right outcome in ≥ 90 %, so ≥ 18 of 20 is asserted.
+Fast: one fixed seed per world, the whole verdict. Slow: 20 seeds per world; the issue
+asks for the right outcome in ≥ 90 %, so ≥ 18 of 20 is asserted. The sweeps of worlds
+named by DRIFT, SCALE or FRAME judge part 1 without the Monte Carlo (those reasons do not
+depend on it; the fast tests run it on every world).
 """
 
 from __future__ import annotations
+
+from functools import cache
 
 import numpy as np
 import pose_util
@@ -43,7 +47,8 @@ WORLDS = {
 }
 
 
-def verdict(world: str, seed: int):
+@cache
+def verdict(world: str, seed: int, monte_carlo: bool = True):
     """The verdict on campaign ``seed`` of ``world`` (see module docstring)."""
     kwargs, _ = WORLDS[world]
     tracks, names = pose_util.track_campaign(seed, **kwargs)
@@ -54,15 +59,17 @@ def verdict(world: str, seed: int):
         p = model.params_array()
         p[:, 1] *= 0.5
         model = given = model.with_params(p, "sigma halved")
-    rep = validate_sessions(
-        camp.series, n_draws=DRAWS, seed=seed, model=given, folds=camp.fold_pairs
-    )
+    rep = None
+    if monte_carlo:
+        rep = validate_sessions(
+            camp.series, n_draws=DRAWS, seed=seed, model=given, folds=camp.fold_pairs
+        )
     return assess(camp.prepared, model, rep, camp.frames), names
 
 
-def right(world: str, seed: int) -> bool:
+def right(world: str, seed: int, monte_carlo: bool = True) -> bool:
     """The verdict names the world's reason (or none for the correct world)."""
-    v, names = verdict(world, seed)
+    v, names = verdict(world, seed, monte_carlo)
     want = WORLDS[world][1]
     if not want:
         return v.passed
@@ -108,7 +115,8 @@ def test_other_map_session_is_named_and_left_out():
 @pytest.mark.slow
 @pytest.mark.parametrize("world", list(WORLDS))
 def test_sweep_world_gets_its_named_reason_in_90_percent(world):
-    hits = [right(world, seed) for seed in range(100, 100 + SWEEP)]
+    monte_carlo = WORLDS[world][1] in (set(), {"MISFIT"})
+    hits = [right(world, seed, monte_carlo) for seed in range(100, 100 + SWEEP)]
     assert sum(hits) >= SWEEP_MIN, (world, np.flatnonzero(~np.array(hits)) + 100)
 
 

@@ -327,19 +327,28 @@ class QProfile:
         return [self.group == g for g in np.unique(self.group[self.group >= 0])]
 
     @property
+    def _indicator(self) -> np.ndarray:
+        """``(k, groups)`` one-hot membership of every segment in its absorbed group."""
+        return np.stack(self._groups, axis=1).astype(float)
+
+    @property
     def dof(self) -> int:
         """k − the number of absorbed means."""
         return int(self.lam.size - len(self._groups))
+
+    def _residuals(self, w: np.ndarray) -> np.ndarray:
+        """``z`` minus each group's weighted mean along ``ones`` (weights ``w`` (..., k))."""
+        if not self._groups:
+            return np.broadcast_to(np.sqrt(self.z2), w.shape)
+        g, u, z = self._indicator, self.ones, self.z
+        beta = ((w * u * z) @ g) / ((w * u * u) @ g)
+        return z - (beta @ g.T) * u
 
     def q(self, s2: np.ndarray) -> np.ndarray:
         """Q at every s² (any shape)."""
         s2 = np.asarray(s2, dtype=float)
         w = 1.0 / (s2[..., None] + self.lam)
-        out = np.sum(w * self.z2, axis=-1)
-        for m in self._groups:
-            wg, ug, zg = w[..., m], self.ones[m], self.z[m]  # type: ignore[index]
-            out = out - np.sum(wg * ug * zg, axis=-1) ** 2 / np.sum(wg * ug * ug, axis=-1)
-        return np.maximum(out, 0.0)
+        return np.maximum(np.sum(w * self._residuals(w) ** 2, axis=-1), 0.0)
 
     def cdf(self, s: np.ndarray) -> np.ndarray:
         """``P(sigma_b ≤ s) = P(χ²_dof ≥ Q(s))``; s in the axis unit, ≥ 0."""
@@ -353,11 +362,18 @@ class QProfile:
         with np.errstate(divide="ignore"):
             target = chi2.isf(u, self.dof)
         # Q decreases from Q(0); Q(s²) ≤ Σ z²/s², so the root is below Σ z²/target.
-        # Newton in s², kept inside the bracket [lo, hi] (bisection when it leaves it)
-        lo = np.zeros(u.shape)
+        # The bracket [lo, hi] and the start from Q on a log grid of s² below the
+        # largest such bound, then Newton in s² (bisection when it leaves the bracket)
         with np.errstate(divide="ignore"):
-            hi = np.where(target > 0, np.sum(self.z2) / target, 0.0)
-        x = 0.5 * hi
+            bound = np.where(target > 0, np.sum(self.z2) / target, 0.0)
+        top = float(np.max(bound, initial=0.0, where=np.isfinite(bound)))
+        grid = np.concatenate([[0.0], top * np.logspace(-12, 0, 97)])
+        qg = self.q(grid)
+        i = np.clip(np.searchsorted(-qg, -target, side="left"), 1, grid.size - 1)
+        lo, hi = grid[i - 1], np.minimum(grid[i], bound)
+        frac = np.clip((qg[i - 1] - target) / np.maximum(qg[i - 1] - qg[i], 1e-300), 0.0, 1.0)
+        x = np.where(hi > lo, lo + frac * (hi - lo), hi)
+        at_zero = qg[0] <= target  # the mass at sigma_b = 0
         for _ in range(60):
             q, dq = self._q_slope(x)
             above = q > target
@@ -366,22 +382,20 @@ class QProfile:
                 step = x - (q - target) / dq
             inside = np.isfinite(step) & (step > lo) & (step < hi)
             new = np.where(inside, step, 0.5 * (lo + hi))
-            if np.all(np.abs(new - x) <= 1e-12 * np.maximum(new, 1e-300)):
-                x = new
-                break
+            done = (np.abs(new - x) <= 1e-12 * np.maximum(new, 1e-300)) | (
+                np.abs(q - target) <= 1e-9 * target  # far below any chi2 level asked
+            )
             x = new
-        out = np.where(self.q(np.zeros(u.shape)) <= target, 0.0, np.sqrt(x))
+            if np.all(done | at_zero | (target == 0)):
+                break
+        out = np.where(at_zero, 0.0, np.sqrt(x))
         return np.where(target == 0, np.inf, out)
 
     def _q_slope(self, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Q and dQ/ds² = −Σ w² e² (e the residuals after the groups' means) at s²."""
         w = 1.0 / (np.asarray(s2, dtype=float)[..., None] + self.lam)
-        e = np.broadcast_to(self.z, w.shape).copy()
-        for m in self._groups:
-            wg, ug, zg = w[..., m], self.ones[m], self.z[m]  # type: ignore[index]
-            beta = np.sum(wg * ug * zg, axis=-1) / np.sum(wg * ug * ug, axis=-1)
-            e[..., m] = zg - beta[..., None] * ug
-        return np.sum(w * e * e, axis=-1), -np.sum(w * w * e * e, axis=-1)
+        we2 = w * self._residuals(w) ** 2
+        return np.sum(we2, axis=-1), -np.sum(w * we2, axis=-1)
 
 
 def _qprofile_q(s2: np.ndarray, lam: np.ndarray, z2: np.ndarray) -> np.ndarray:

@@ -116,15 +116,20 @@ def _simulate(
     store: bool,
     whiten: np.ndarray | None = None,
     session_sd: np.ndarray | None = None,
+    streams: np.ndarray | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray | None, int]:
     """Run the kernel block by block: statistics ``{stat: (B·A,)}``, series, axes."""
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     lanes, dt, flags, a = _prepare(params, t_s, reloc, n_draws, session_sd)
     early, late = growth_masks(t_s, flags)
     m = lanes.shape[1]
     gains = _gains(dt, flags, whiten, a)
     lane_axis = np.arange(m) % a
-    state = rng.integers(np.iinfo(np.uint64).max, size=m, dtype=np.uint64, endpoint=True)
+    if streams is None:
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        top = np.iinfo(np.uint64).max
+        state = np.asarray(rng.integers(top, size=m, dtype=np.uint64, endpoint=True))
+    else:
+        state = np.array(streams, dtype=np.uint64).reshape(m)
     acc = np.zeros((gm_kernel.N_ACC, m))
     series = np.empty((dt.size if store else 0, m))
     for j0 in range(0, m, gm_kernel.BLOCK_LANES):
@@ -155,6 +160,7 @@ def simulate_errors(
     n_draws: int,
     seed: int | np.random.Generator,
     session_sd: np.ndarray | None = None,
+    streams: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(B, N, A)`` simulated error series (materialised; use for small B·N).
 
@@ -163,8 +169,13 @@ def simulate_errors(
     ``sigma_b, sigma, tau_s, sigma_v`` (m or rad, s). ``session_sd`` ``(A,)``: the sd
     of an offset constant over the whole series, added to every draw (the error of
     an alignment fitted without this session, :func:`gls_align.GroupFit.induced_variance`).
+    ``streams`` ``(B, A)`` uint64: the random stream of every draw and axis instead of
+    ones drawn from ``seed``; draws given equal streams see the same normals, whatever
+    their parameters (common random numbers).
     """
-    _, series, a = _simulate(params, t_s, reloc, n_draws, seed, True, session_sd=session_sd)
+    _, series, a = _simulate(
+        params, t_s, reloc, n_draws, seed, True, session_sd=session_sd, streams=streams
+    )
     return np.ascontiguousarray(series.reshape(-1, n_draws, a).transpose(1, 0, 2))
 
 

@@ -1,4 +1,4 @@
-"""Accuracy requirements (``--require x.p95<=0.05``) and their predicted distribution.
+"""Accuracy requirements (``--require x.p95<=0.05``): predicted distribution and verdict.
 
 "The model describes the errors" and "the errors are small enough" are different
 questions. A requirement names an axis, a statistic of the absolute error ``|e|`` over
@@ -10,17 +10,37 @@ a horizon of H seconds, and a threshold:
   or with a unit: ``mm``, ``cm``, ``m`` for positions, ``rad``, ``mrad``, ``deg`` for
   angles (a length on an angle axis, or the reverse, is refused).
 
-Prediction: the statistic is a random variable (a horizon sees a few relocalization
-offsets and a stretch of Gauss-Markov noise). Its distribution under the validated
-model is simulated with the parameter uncertainty: every draw takes its parameters
-from the fit's stated uncertainty (:func:`gm_montecarlo.draw_params`, σ_b from its
-Q-profile) and one error series over a horizon sampled at the campaign's median
-period, with relocalizations placed by resampling the campaign's segment lengths
-(a renewal process, entered at a uniform point of its first segment), plus, for a
-session the alignment did not see, an offset constant over the horizon with the
-variance the alignment's own error gives it. The requirement *holds* when the
-predicted ``confidence`` quantile of the statistic (default 95 %) is at or below the
-threshold, i.e. P(statistic ≤ threshold) ≥ confidence.
+It asks that the statistic be within the threshold in a fraction ``confidence`` c of
+horizons (default 95 %): that ``q_c(θ)``, the statistic's c quantile under the
+sensor's true parameters θ, be ≤ the threshold.
+
+**Prediction** (:func:`predict_requirements`): the statistic of a new horizon is a
+random variable (a horizon sees a few relocalization offsets and a stretch of
+Gauss-Markov noise). Its distribution is simulated with the parameter uncertainty:
+every draw takes its parameters from the fit's stated uncertainty
+(:func:`gm_montecarlo.draw_params`, σ_b from its Q-profile) and one error series over
+a horizon sampled at the campaign's median period, with relocalizations placed by
+resampling the campaign's segment lengths (a renewal process, entered at a uniform
+point of its first segment), plus, for a session the alignment did not see, an
+offset constant over the horizon with the variance the alignment's own error gives
+it. Its c quantile is what a new horizon exceeds with probability 1 − c.
+
+**Verdict** (:func:`judge_requirements`): θ is estimated, so ``q_c(θ)`` is known only
+within bounds. ``q_c`` is simulated under the point estimate (:data:`CENTRE_HORIZONS`
+horizons) and under each of :data:`BOUND_DRAWS` parameter draws
+(:data:`HORIZONS_PER_DRAW` horizons, the same normals and relocalization patterns for
+every draw and for the point estimate, so the draws' quantiles differ by their
+parameters, not by Monte Carlo noise). The draws give the shape and spread of the
+uncertainty of ``q_c``; their median is put at the point estimate's ``q_c``, which is
+median-unbiased (measured on both test worlds, docs/POSE_ERROR.md), whereas the
+draws' own median lies 1–2 % above it (every variance component is drawn around its
+estimate, and the quantile grows with their sum). The ``1 − γ`` and ``γ`` quantiles
+of the draws so placed are the lower and upper γ-confidence bounds of ``q_c``
+(``verdict_confidence`` γ, default 95 %: a tolerance bound of content c at
+confidence γ). The requirement **holds** when the upper bound is within the
+threshold, **fails** when the lower bound exceeds it, and is **undecided** (cannot
+tell at γ) otherwise. Each definite verdict is wrong with probability about 1 − γ
+when the truth sits exactly at the threshold, and less the farther it is from it.
 """
 
 from __future__ import annotations
@@ -50,6 +70,14 @@ _PATTERN = re.compile(
     r"(?P<value>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>[a-z]*)\s*$"
 )
 _CHUNK = 25
+_SAMPLE_BUDGET = 4_000_000  # simulated samples held at once by the verdict's Monte Carlo
+VERDICT_CONFIDENCE = 0.95
+BOUND_DRAWS = 200
+"""Parameter draws whose confidence quantiles give the verdict's bounds."""
+HORIZONS_PER_DRAW = 200
+"""Horizons simulated under every draw (common random numbers)."""
+CENTRE_HORIZONS = 4000
+"""Horizons simulated under the point estimate for its confidence quantile."""
 
 
 @dataclass(frozen=True)
@@ -90,33 +118,17 @@ class Requirement:
 
 
 @dataclass
-class RequirementResult:
-    """Predicted distribution of one required statistic and whether it holds."""
+class RequirementPrediction:
+    """Predicted distribution of one required statistic over a new horizon."""
 
     requirement: Requirement
     horizon_s: float
-    confidence: float
-    predicted_quantile: float  # the confidence quantile, SI unit
+    confidence: float  # the fraction of horizons the threshold must cover
+    predicted_quantile: float  # the confidence quantile, parameter uncertainty in
     predicted_median: float
     predicted_90: tuple[float, float]  # 5 % and 95 % quantiles
-    prob_within: float  # P(statistic <= threshold)
+    prob_within: float  # P(statistic <= threshold) for a new horizon
     n_draws: int
-
-    @property
-    def holds(self) -> bool:
-        """The confidence quantile is within the threshold."""
-        return bool(self.predicted_quantile <= self.requirement.threshold)
-
-    def reason(self) -> str:
-        """Why the requirement fails (empty when it holds)."""
-        if self.holds:
-            return ""
-        r = self.requirement
-        return (
-            f"{r.text}: over {self.horizon_s:g} s the predicted {100 * self.confidence:g} % "
-            f"quantile of {r.axis} {r.stat} is {self.predicted_quantile:.4g} "
-            f"{AXIS_UNITS[r.axis]} > {r.threshold:.4g} (P(within) = {self.prob_within:.3f})"
-        )
 
     def to_dict(self) -> dict:
         """JSON-ready."""
@@ -134,6 +146,60 @@ class RequirementResult:
             "predicted_90": list(self.predicted_90),
             "prob_within": self.prob_within,
             "n_draws": self.n_draws,
+        }
+
+
+@dataclass
+class RequirementResult(RequirementPrediction):
+    """The prediction and the verdict: bounds of the true confidence quantile."""
+
+    verdict_confidence: float = VERDICT_CONFIDENCE
+    quantile_estimate: float = float("nan")  # the confidence quantile at the point estimate
+    quantile_bounds: tuple[float, float] = (float("nan"), float("nan"))  # lower, upper
+    met_confidence: float = float("nan")  # share of parameter draws within the threshold
+
+    @property
+    def verdict(self) -> str:
+        """``"holds"``, ``"fails"`` or ``"undecided"`` at :attr:`verdict_confidence`."""
+        if self.quantile_bounds[1] <= self.requirement.threshold:
+            return "holds"
+        if self.quantile_bounds[0] > self.requirement.threshold:
+            return "fails"
+        return "undecided"
+
+    @property
+    def holds(self) -> bool:
+        """The requirement is shown to hold: the upper bound is within the threshold."""
+        return self.verdict == "holds"
+
+    def reason(self) -> str:
+        """Why the requirement is not shown to hold (empty when it holds)."""
+        if self.holds:
+            return ""
+        r = self.requirement
+        u = AXIS_UNITS[r.axis]
+        lo, hi = self.quantile_bounds
+        what = (
+            f"over {self.horizon_s:g} s the {100 * self.confidence:g} % quantile of {r.axis} "
+            f"{r.stat} is {self.quantile_estimate:.4g} {u}, "
+            f"{100 * self.verdict_confidence:g} % bounds [{lo:.4g}, {hi:.4g}]"
+        )
+        if self.verdict == "fails":
+            return f"{r.text} fails: {what} > {r.threshold:.4g}"
+        return (
+            f"{r.text} cannot tell: {what} straddle {r.threshold:.4g} (met with confidence "
+            f"{self.met_confidence:.2f}; more sessions narrow the bounds)"
+        )
+
+    def to_dict(self) -> dict:
+        """JSON-ready."""
+        return {
+            **super().to_dict(),
+            "verdict_confidence": self.verdict_confidence,
+            "quantile_estimate": self.quantile_estimate,
+            "quantile_bounds": list(self.quantile_bounds),
+            "met_confidence": self.met_confidence,
+            "verdict": self.verdict,
             "holds": self.holds,
             "reason": self.reason(),
         }
@@ -151,16 +217,78 @@ def horizon_statistics(abs_err: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-def _reloc_pattern(rng: np.random.Generator, t: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    reloc = np.zeros(t.size, dtype=bool)
-    first = rng.choice(lengths)
-    edges = [first * rng.uniform()]
-    while edges[-1] < t[-1]:
-        edges.append(edges[-1] + max(float(rng.choice(lengths)), 1e-9))
-    idx = np.searchsorted(t, np.array(edges[:-1]))
-    reloc[idx[idx < t.size]] = True
-    reloc[0] = True
-    return reloc
+@dataclass(frozen=True)
+class _Horizons:
+    """Where horizons are simulated: the grid (s), the segment lengths (s), the axes."""
+
+    t: np.ndarray
+    lengths: np.ndarray
+    axes: list[int]
+
+    @classmethod
+    def of(cls, series: list[ErrorSeries], horizon_s: float, axes: list[int]) -> _Horizons:
+        """A horizon at the campaign's median period, with its segment lengths."""
+        if horizon_s <= 0:
+            raise FitError(f"--horizon must be > 0 s, got {horizon_s}")
+        dt = float(np.median(np.concatenate([np.diff(s.t_s) for s in series])))
+        t = np.arange(int(np.ceil(horizon_s / dt)) + 1) * dt
+        return cls(t, segment_lengths(series), axes)
+
+    def pattern(self, rng: np.random.Generator) -> np.ndarray:
+        """Relocalization flags of one horizon (module doc)."""
+        reloc = np.zeros(self.t.size, dtype=bool)
+        first = rng.choice(self.lengths)
+        edges = [first * rng.uniform()]
+        while edges[-1] < self.t[-1]:
+            edges.append(edges[-1] + max(float(rng.choice(self.lengths)), 1e-9))
+        idx = np.searchsorted(self.t, np.array(edges[:-1]))
+        reloc[idx[idx < self.t.size]] = True
+        reloc[0] = True
+        return reloc
+
+
+def _columns(requirements: list[Requirement], h: _Horizons) -> list[tuple[int, str]]:
+    """(column among the simulated axes, statistic) of every requirement."""
+    return [(h.axes.index(AXES.index(r.axis)), r.stat) for r in requirements]
+
+
+def _statistic(e: np.ndarray, column: int, stat: str) -> np.ndarray:
+    """``(B,)`` statistic ``stat`` of ``|e|`` over the samples of series ``(B, N, A)``."""
+    x = np.abs(e[:, :, column])
+    if stat == "rms":
+        return np.sqrt(np.mean(x**2, axis=1))
+    if stat == "max":
+        return x.max(axis=1)
+    return np.quantile(x, {"p50": 0.5, "p95": 0.95, "p99": 0.99}[stat], axis=1)
+
+
+def _quantile_per_set(
+    h: _Horizons,
+    sets: np.ndarray,
+    columns: list[tuple[int, str]],
+    level: float,
+    n_horizons: int,
+    rng: np.random.Generator,
+    session_sd: np.ndarray | None,
+) -> np.ndarray:
+    """``(B, R)`` the ``level`` quantile of every required statistic under each parameter set.
+
+    ``sets`` ``(B, A, 4)``; ``n_horizons`` horizons per set, every set under the same
+    relocalization patterns and the same normals (common random numbers).
+    """
+    b, a = sets.shape[:2]
+    per_call = int(np.clip(_SAMPLE_BUDGET // (b * h.t.size * a), 1, n_horizons))
+    stats = []
+    for j0 in range(0, n_horizons, per_call):
+        k = min(per_call, n_horizons - j0)
+        streams = rng.integers(np.iinfo(np.uint64).max, size=(k, a), dtype=np.uint64, endpoint=True)
+        p = np.repeat(sets, k, axis=0)
+        e = simulate_errors(
+            p, h.t, h.pattern(rng), p.shape[0], rng, session_sd, np.tile(streams, (b, 1))
+        )
+        cols = [_statistic(e, c, s).reshape(b, k) for c, s in columns]
+        stats.append(np.stack(cols, axis=2))
+    return np.quantile(np.concatenate(stats, axis=1), level, axis=1)
 
 
 def predict_requirements(
@@ -173,8 +301,8 @@ def predict_requirements(
     seed: int = 0,
     parameter_uncertainty: bool = True,
     inherited_variance: np.ndarray | None = None,
-) -> list[RequirementResult]:
-    """Predicted distribution of every required statistic over ``horizon_s`` (see module doc).
+) -> list[RequirementPrediction]:
+    """Predicted distribution of every required statistic over ``horizon_s`` (module doc).
 
     ``inherited_variance`` (6,) units²: a new session's error also carries the
     alignment's own error (constant over the horizon; from
@@ -182,17 +310,10 @@ def predict_requirements(
     """
     if not requirements:
         return []
-    if horizon_s <= 0:
-        raise FitError(f"--horizon must be > 0 s, got {horizon_s}")
     rng = np.random.default_rng(seed)
-    dt = float(np.median(np.concatenate([np.diff(s.t_s) for s in series])))
-    t = np.arange(int(np.ceil(horizon_s / dt)) + 1) * dt
-    lengths = segment_lengths(series)
-    axes = sorted({AXES.index(r.axis) for r in requirements})
-    params = model.params_array()[axes]
-    cov = np.stack([model.axes[AXES[i]].cov_log_usable() for i in axes])
-    quant = [model.axes[AXES[i]].sigma_b_quantile for i in axes]
-    sd = None if inherited_variance is None else np.sqrt(np.asarray(inherited_variance)[axes])
+    h = _Horizons.of(series, horizon_s, sorted({AXES.index(r.axis) for r in requirements}))
+    params, cov, quant = _uncertainty(model, h.axes)
+    sd = _inherited_sd(inherited_variance, h.axes)
     if parameter_uncertainty:
         drawn = draw_params(params, cov, n_draws, rng, quant)
     else:
@@ -200,17 +321,16 @@ def predict_requirements(
     stats: dict[str, list[np.ndarray]] = {k: [] for k in REQUIRE_STATS}
     for j0 in range(0, n_draws, _CHUNK):
         j1 = min(n_draws, j0 + _CHUNK)
-        reloc = _reloc_pattern(rng, t, lengths)
-        e = simulate_errors(drawn[j0:j1], t, reloc, j1 - j0, rng, sd)
+        e = simulate_errors(drawn[j0:j1], h.t, h.pattern(rng), j1 - j0, rng, sd)
         for k, v in horizon_statistics(np.abs(e)).items():
             stats[k].append(v)
     table = {k: np.concatenate(v) for k, v in stats.items()}
     out = []
-    for r in requirements:
-        x = table[r.stat][:, axes.index(AXES.index(r.axis))]
+    for r, (c, _) in zip(requirements, _columns(requirements, h), strict=True):
+        x = table[r.stat][:, c]
         q = np.quantile(x, [confidence, 0.5, 0.05, 0.95])
         out.append(
-            RequirementResult(
+            RequirementPrediction(
                 r,
                 horizon_s,
                 confidence,
@@ -222,3 +342,76 @@ def predict_requirements(
             )
         )
     return out
+
+
+def judge_requirements(
+    requirements: list[Requirement],
+    model: PoseErrorModel,
+    series: list[ErrorSeries],
+    horizon_s: float = 60.0,
+    confidence: float = 0.95,
+    verdict_confidence: float = VERDICT_CONFIDENCE,
+    n_draws: int = 1000,
+    seed: int = 0,
+    parameter_uncertainty: bool = True,
+    inherited_variance: np.ndarray | None = None,
+) -> list[RequirementResult]:
+    """:func:`predict_requirements` and the verdict of every requirement (module doc).
+
+    ``verdict_confidence`` in (0.5, 1): the one-sided confidence of each bound.
+    ``parameter_uncertainty=False``: both bounds are the point estimate's quantile.
+    """
+    if not 0.5 < verdict_confidence < 1.0:
+        raise FitError(f"--verdict-confidence must be in (0.5, 1), got {verdict_confidence}")
+    preds = predict_requirements(
+        requirements,
+        model,
+        series,
+        horizon_s,
+        confidence,
+        n_draws,
+        seed,
+        parameter_uncertainty,
+        inherited_variance,
+    )
+    if not preds:
+        return []
+    rng = np.random.default_rng([seed, 1])
+    h = _Horizons.of(series, horizon_s, sorted({AXES.index(r.axis) for r in requirements}))
+    params, cov, quant = _uncertainty(model, h.axes)
+    sd = _inherited_sd(inherited_variance, h.axes)
+    cols = _columns(requirements, h)
+    centre = _quantile_per_set(h, params[None], cols, confidence, CENTRE_HORIZONS, rng, sd)[0]
+    ratio = np.ones((1, len(requirements)))
+    if parameter_uncertainty:
+        sets = np.concatenate([params[None], draw_params(params, cov, BOUND_DRAWS, rng, quant)])
+        q = _quantile_per_set(h, sets, cols, confidence, HORIZONS_PER_DRAW, rng, sd)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.where(q[0] > 0, q[1:] / q[0], 1.0)
+        med = np.median(ratio, axis=0)
+        ratio /= np.where(med > 0, med, 1.0)
+    out = []
+    for n, p in enumerate(preds):
+        per_set = centre[n] * ratio[:, n]
+        lo, hi = np.quantile(per_set, [1.0 - verdict_confidence, verdict_confidence])
+        out.append(
+            RequirementResult(
+                **vars(p),
+                verdict_confidence=verdict_confidence,
+                quantile_estimate=float(centre[n]),
+                quantile_bounds=(float(lo), float(hi)),
+                met_confidence=float(np.mean(per_set <= p.requirement.threshold)),
+            )
+        )
+    return out
+
+
+def _uncertainty(model: PoseErrorModel, axes: list[int]) -> tuple[np.ndarray, np.ndarray, list]:
+    """Point estimates ``(A, 4)``, log covariances ``(A, 4, 4)``, sigma_b quantile functions."""
+    params = model.params_array()[axes]
+    cov = np.stack([model.axes[AXES[i]].cov_log_usable() for i in axes])
+    return params, cov, [model.axes[AXES[i]].sigma_b_quantile for i in axes]
+
+
+def _inherited_sd(variance: np.ndarray | None, axes: list[int]) -> np.ndarray | None:
+    return None if variance is None else np.sqrt(np.asarray(variance)[axes])

@@ -12,12 +12,14 @@ Part 1, **model** — fails with a named reason:
   (:mod:`validate`).
 
 Part 2, **requirements** — each ``--require`` with the predicted distribution of its
-statistic under the model and whether it holds at the stated confidence
-(:mod:`requirements`). Requirements are only meaningful for a model that holds;
-when part 1 fails they are still computed and shown, but the verdict says the
-prediction rests on a rejected model.
+statistic under the model and its verdict: holds, fails, or cannot tell at the
+verdict's confidence (:mod:`requirements`). Requirements are only meaningful for a
+model that holds; when part 1 fails they are still computed and shown, but the
+verdict says the prediction rests on a rejected model.
 
-``passed`` = both parts hold (``validate`` exits 0), else 1 with the reasons.
+``passed`` = the model holds and every requirement holds (``validate`` exits 0), else
+``validate`` exits 1 with the reasons: a failed check, or a requirement these
+sessions cannot tell (not shown to hold is not a pass).
 """
 
 from __future__ import annotations
@@ -136,6 +138,15 @@ class Verdict:
         return all(r.holds for r in self.requirements)
 
     @property
+    def requirements_verdict(self) -> str:
+        """Part 2 in one word: ``"holds"`` (all hold, or none asked), ``"fails"`` (one
+        fails), else ``"undecided"``."""
+        verdicts = {r.verdict for r in self.requirements}
+        if "fails" in verdicts:
+            return "fails"
+        return "undecided" if "undecided" in verdicts else "holds"
+
+    @property
     def passed(self) -> bool:
         """Both parts hold."""
         return self.model_ok and self.requirements_ok
@@ -156,6 +167,7 @@ class Verdict:
             },
             "requirements": {
                 "passed": self.requirements_ok,
+                "verdict": self.requirements_verdict,
                 "model_rejected": not self.model_ok,
                 "items": [r.to_dict() for r in self.requirements],
             },
@@ -212,19 +224,33 @@ class Verdict:
         out.append("Verdict, part 2 — are the errors small enough?")
         if not self.requirements:
             out.append("  no requirement given (--require AXIS.STAT<=VALUE)")
+        words = {"holds": "holds", "fails": "FAILS", "undecided": "CANNOT TELL"}
         for req in self.requirements:
             q = req.requirement
             u = AXIS_UNITS[q.axis]
+            lo, hi = req.quantile_bounds
             out.append(
-                f"  {q.text:20s} over {req.horizon_s:g} s: predicted median "
-                f"{req.predicted_median:.4g} {u}, {100 * req.confidence:g} % quantile "
-                f"{req.predicted_quantile:.4g} {u} (P within {req.prob_within:.3f}): "
-                f"{'holds' if req.holds else 'FAILS'}"
+                f"  {q.text:20s} over {req.horizon_s:g} s, {100 * req.confidence:g} % quantile "
+                f"{req.quantile_estimate:.4g} {u}, {100 * req.verdict_confidence:g} % bounds "
+                f"[{lo:.4g}, {hi:.4g}]: {words[req.verdict]}"
             )
+            out.append(
+                f"  {'':20s} a new horizon: median {req.predicted_median:.4g} {u}, "
+                f"{100 * req.confidence:g} % {req.predicted_quantile:.4g} {u} "
+                f"(P within {req.prob_within:.3f})"
+            )
+            if not req.holds:
+                out.append(f"    {req.reason()}")
         if self.requirements:
             note = "" if self.model_ok else " (predicted from a model that part 1 rejects)"
-            out.append("  requirements: " + ("HOLD" if self.requirements_ok else "FAILED") + note)
-        out.append("VERDICT: " + ("PASSED" if self.passed else "FAILED"))
+            word = {"holds": "HOLD", "fails": "FAILED", "undecided": "CANNOT TELL"}
+            out.append(f"  requirements: {word[self.requirements_verdict]}{note}")
+        if self.passed:
+            out.append("VERDICT: PASSED")
+        elif self.model_ok and self.requirements_verdict == "undecided":
+            out.append("VERDICT: NOT PASSED (a requirement cannot be told from these sessions)")
+        else:
+            out.append("VERDICT: FAILED")
         return out
 
 

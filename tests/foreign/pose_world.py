@@ -321,6 +321,27 @@ def campaign(
     return camp
 
 
+def error_sessions(
+    seed: int,
+    params: np.ndarray,
+    n_sessions: int,
+    duration_s: float = 120.0,
+    rate_hz: float = 5.0,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The error process alone, as the sensor makes it in a campaign: ``[(t, error)]``.
+
+    ``params`` (6, 4): sigma_b, sigma, tau_s, sigma_v per axis. Sample times, tracking
+    loss and relocalizations as in :func:`campaign` (no motion, frames or files): the
+    distribution a campaign's held-out horizons come from.
+    """
+    rng = np.random.default_rng([seed, 0xE5])
+    out = []
+    for _ in range(n_sessions):
+        t, reloc = _sensor_times(rng, duration_s, rate_hz)
+        out.append((t, _error(rng, t, reloc, params, False)))
+    return out
+
+
 def _with_mocap_noise(truth: np.ndarray) -> np.ndarray:
     """sigma_v with mocap's white noise folded in.
 
