@@ -239,8 +239,8 @@ def step_axis(
     """Run one axis filter over the K steps of ``inp`` from ``state``.
 
     Per step: the prediction under the velocity random walk q (grown by ``noise.q_jerk``
-    times the observed squared jerk, with the observed acceleration fed forward when
-    ``noise.feedforward``; :mod:`~sensorbench.fusion.odometry_motion`, over the state's
+    times the observed squared jerk, with the observed acceleration fed forward;
+    :mod:`~sensorbench.fusion.odometry_motion`, over the state's
     motion history and these steps), Var p grown by the slip share; the gated update with
     the odometry position; the offset's variance grown by ``drift``; then the absolute
     fixes of the step.
@@ -267,7 +267,7 @@ def step_axis(
         rk = rk + noise.stamp_var * observed_speed_sq(dt_h, z_h)[h:]
     rk_h, sv_h = np.concatenate([hist.rounding, rk]), np.concatenate([hist.slip, sv])
     j2 = jerk_sq(dt_h, z_h, rk_h, sv_h)[h:] if q_jerk > 0 else np.zeros(k_n)
-    u = observed_accel(dt_h, z_h)[h:] if noise.feedforward else np.zeros(k_n)
+    u = observed_accel(dt_h, z_h)[h:]
     if inp.aid is None:
         aid_k, aid_z, aid_r = np.empty(0, dtype=np.int64), np.empty(0), np.empty(0)
     else:
