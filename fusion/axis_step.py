@@ -117,11 +117,18 @@ class AxisOptions:
             frames) the model, not the data, is taken to be wrong: the odometry of the
             whole streak is restored, the next increment applied and the velocity variance
             reset to ``var_v0``; counted in ``resets``.
+        max_carried: the same after this many consecutive rejections whose own steps the
+            prediction's step explains (carried, not dropped: the odometry is right and
+            the prediction lags the motion, as at a step of the jerk). Each rejection of
+            a consistent filter is a 1 % event and its successor is independent of it
+            (the odometry position's error is white), so three in a row (10⁻⁶) say the
+            model is wrong, not the data.
     """
 
     gate: float = NIS_GATE_99
     var_v0: float = 1.0
     max_rejects: int = 8
+    max_carried: int = 3
 
 
 @dataclass(frozen=True)
@@ -293,6 +300,7 @@ def step_axis(
         aid_gate=float(opt.gate),
         var_v0=float(opt.var_v0),
         max_rejects=int(opt.max_rejects),
+        max_carried=int(opt.max_carried),
     )
     out = outputs(k_n, aid_k.size)
     loop = axis_loop(steps, gates, state.loop, out)

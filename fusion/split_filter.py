@@ -41,11 +41,14 @@ out (``AxisTrack.nis_chi2``; nan there, they test nothing).
 Each update is a 2×2 covariance propagation and a scalar division (no matrix
 inverse). An innovation whose NIS ``ν²/S`` exceeds the gate (default 6.63, the
 99 % point of χ²₁) is rejected, counted and never applied: the state stays at
-its prediction and the odometry position follows the prediction over that
-step (so a bouncing wheel's lost ticks do not poison the later measurements).
-After ``max_rejects`` consecutive rejections the model is taken to be wrong
-instead (a real change it did not expect): the streak's odometry is restored,
-the next increment applied and the velocity variance reset, counted as a reset. When no
+its prediction. The odometry position keeps the step's increment when the
+prediction's own step explains it (its error is white, or the prediction lags the
+motion: nothing is lost), else it follows the prediction plus the innovation
+clipped to the gate (so a bouncing wheel's lost ticks do not poison the later
+measurements). After ``max_rejects`` consecutive rejections, or ``max_carried``
+whose steps were all kept, the model is taken to be wrong instead (a real change
+it did not expect): the streak's odometry is restored, the next increment applied
+and the velocity variance reset, counted as a reset. When no
 frame arrives for longer than ``stale_s`` the filter is coasting:
 :func:`predict_axis` extrapolates a state to any time with the variance
 growing as the model says, and frames that end such a gap are flagged.
