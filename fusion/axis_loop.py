@@ -73,12 +73,15 @@ class AxisGates(NamedTuple):
         aid_gate: bound of an absolute fix's ν²/S.
         var_v0: the velocity variance a forced update resets to at least (unit²/s²).
         max_rejects: consecutive rejections after which the next update is forced.
+        max_carried: consecutive rejections with every step carried after which the next
+            update is forced.
     """
 
     gate_nis: float
     aid_gate: float
     var_v0: float
     max_rejects: int
+    max_carried: int
 
 
 class AxisLoopState(NamedTuple):
@@ -90,6 +93,7 @@ class AxisLoopState(NamedTuple):
         b, pbb: the frame offset (world minus odometry frame) and its variance.
         odo: the odometry position measurement, anchored to the estimate.
         streak: consecutive rejected updates so far.
+        carried: consecutive rejected updates so far whose own steps were carried.
         anchor: the odometry before the streak's first rejection.
         raw: the sum of the streak's raw increments.
         resets: updates forced after ``max_rejects`` rejections so far.
@@ -105,6 +109,7 @@ class AxisLoopState(NamedTuple):
     pbb: float
     odo: float
     streak: int
+    carried: int
     anchor: float
     raw: float
     resets: int
@@ -139,7 +144,7 @@ def start_state(p0: float, var_p0: float, var_v0: float) -> AxisLoopState:
     the start's uncertainty ``var_p0`` carried by the frame offset."""
     p = float(p0)
     return AxisLoopState(
-        p, 0.0, 0.0, 0.0, float(var_v0), 0.0, float(var_p0), p, 0, 0.0, 0.0, 0, 0.0
+        p, 0.0, 0.0, 0.0, float(var_v0), 0.0, float(var_p0), p, 0, 0, 0.0, 0.0, 0, 0.0
     )
 
 
@@ -180,7 +185,7 @@ def axis_loop(
     nll = state.nll
     n_aid = steps.aid_k.size
     ai = 0
-    resets, streak = state.resets, state.streak
+    resets, streak, carried = state.resets, state.streak, state.carried
     anchor, raw, odo = state.anchor, state.raw, state.odo
     p, v = state.p, state.v
     ppp, ppv, pvv = state.ppp, state.ppv, state.pvv
@@ -206,7 +211,7 @@ def axis_loop(
                     nll -= log_two_tail(np.sqrt(steps.censor[k] / s))
                 else:
                     nll += HALF_LOG_2PI + 0.5 * np.log(s) + 0.5 * nis
-            forced = streak >= max_rejects
+            forced = streak >= max_rejects or carried >= gates.max_carried
             if nis <= gate_nis or forced:
                 if forced:
                     # the model, not the data, was wrong: restore the odometry the
@@ -216,20 +221,29 @@ def axis_loop(
                     nu = odo + zk - p
                     pvv = max(pvv, var_v0)
                     s = ppp + r_k
-                streak = 0
+                streak = carried = 0
                 odo += zk
                 p, v, ppp, ppv, pvv = update_p(p, v, ppp, ppv, pvv, nu, s)
             else:
-                # never applied: the odometry advances by the prediction plus the
-                # innovation clipped to the gate (a sluggish model loses only the
-                # excess, a bouncing wheel's lost ticks are dropped)
+                # never applied. A step the prediction's own step explains (within the
+                # gate, about S its variance) is carried: the odometry position's error is
+                # white, or the prediction lags the motion, and nothing of the step is
+                # lost. A step it cannot explain (a bouncing wheel's lost ticks) is not:
+                # the odometry advances by the prediction plus the innovation clipped
+                # to the gate
                 out.accepted[k] = False
                 if streak == 0:
                     anchor, raw = odo, 0.0
                 streak += 1
                 raw += zk
-                bound = np.sqrt(gate_nis * s)
-                odo = p + min(max(nu, -bound), bound)
+                step_nu = zk - (p - p_prev)
+                if step_nu * step_nu <= gate_nis * s:
+                    carried += 1
+                    odo += zk
+                else:
+                    carried = 0
+                    bound = np.sqrt(gate_nis * s)
+                    odo = p + min(max(nu, -bound), bound)
         pbb = max(pbb + steps.drift[k], 0.0)
         while ai < n_aid and steps.aid_k[ai] == k + 1:
             # absolute fix z = p + b + e: only the frame offset b moves
@@ -246,7 +260,9 @@ def axis_loop(
             ai += 1
         out.position[k], out.velocity[k] = p + b, v
         out.var_p[k], out.var_v[k] = ppp + pbb, pvv
-    return AxisLoopState(p, v, ppp, ppv, pvv, b, pbb, odo, streak, anchor, raw, resets, nll)
+    return AxisLoopState(
+        p, v, ppp, ppv, pvv, b, pbb, odo, streak, carried, anchor, raw, resets, nll
+    )
 
 
 class NllSeries(NamedTuple):
@@ -318,7 +334,9 @@ def nll_sets(series: NllSeries, params: np.ndarray, gates: AxisGates) -> np.ndar
         np.empty(0),
     )
     gains, jerk = series.jerk_gains, series.jerk
-    start = AxisLoopState(0.0, 0.0, 0.0, 0.0, gates.var_v0, 0.0, 0.0, 0.0, 0, 0.0, 0.0, 0, 0.0)
+    start = AxisLoopState(
+        0.0, 0.0, 0.0, 0.0, gates.var_v0, 0.0, 0.0, 0.0, 0, 0, 0.0, 0.0, 0, 0.0
+    )
     for i in range(m):
         q, r, qj, sc, dc = params[i, 0], params[i, 1], params[i, 2], params[i, 3], params[i, 4]
         for k in range(k_n):

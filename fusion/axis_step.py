@@ -117,11 +117,18 @@ class AxisOptions:
             frames) the model, not the data, is taken to be wrong: the odometry of the
             whole streak is restored, the next increment applied and the velocity variance
             reset to ``var_v0``; counted in ``resets``.
+        max_carried: the same after this many consecutive rejections whose own steps the
+            prediction's step explains (carried, not dropped: the odometry is right and
+            the prediction lags the motion, as at a step of the jerk). Each rejection of
+            a consistent filter is a 1 % event and its successor is independent of it
+            (the odometry position's error is white), so three in a row (10⁻⁶) say the
+            model is wrong, not the data.
     """
 
     gate: float = NIS_GATE_99
     var_v0: float = 1.0
     max_rejects: int = 8
+    max_carried: int = 3
 
 
 @dataclass(frozen=True)
@@ -239,8 +246,8 @@ def step_axis(
     """Run one axis filter over the K steps of ``inp`` from ``state``.
 
     Per step: the prediction under the velocity random walk q (grown by ``noise.q_jerk``
-    times the observed squared jerk, with the observed acceleration fed forward when
-    ``noise.feedforward``; :mod:`~sensorbench.fusion.odometry_motion`, over the state's
+    times the observed squared jerk, with the observed acceleration fed forward;
+    :mod:`~sensorbench.fusion.odometry_motion`, over the state's
     motion history and these steps), Var p grown by the slip share; the gated update with
     the odometry position; the offset's variance grown by ``drift``; then the absolute
     fixes of the step.
@@ -267,7 +274,7 @@ def step_axis(
         rk = rk + noise.stamp_var * observed_speed_sq(dt_h, z_h)[h:]
     rk_h, sv_h = np.concatenate([hist.rounding, rk]), np.concatenate([hist.slip, sv])
     j2 = jerk_sq(dt_h, z_h, rk_h, sv_h)[h:] if q_jerk > 0 else np.zeros(k_n)
-    u = observed_accel(dt_h, z_h)[h:] if noise.feedforward else np.zeros(k_n)
+    u = observed_accel(dt_h, z_h)[h:]
     if inp.aid is None:
         aid_k, aid_z, aid_r = np.empty(0, dtype=np.int64), np.empty(0), np.empty(0)
     else:
@@ -293,6 +300,7 @@ def step_axis(
         aid_gate=float(opt.gate),
         var_v0=float(opt.var_v0),
         max_rejects=int(opt.max_rejects),
+        max_carried=int(opt.max_carried),
     )
     out = outputs(k_n, aid_k.size)
     loop = axis_loop(steps, gates, state.loop, out)

@@ -148,9 +148,7 @@ class JointFilter:
         q_steps = np.column_stack(
             [n.q + n.q_jerk * jerk_sq(dt, w, np.full(dt.size, n.r), zeros) for n, w in axes]
         )
-        u_steps = np.column_stack(
-            [observed_accel(dt, w) if n.feedforward else zeros for n, w in axes]
-        )
+        u_steps = np.column_stack([observed_accel(dt, w) for _, w in axes])
         k_n = dt.size
         s = np.zeros(6)
         s[:3] = pose0

@@ -278,6 +278,8 @@ class Replay:
                 if self.consistency is None
                 else {a: c.summary() for a, c in self.consistency.items()}
             ),
+            # frames (after the first) any channel of the monitor flags
+            "degraded_fraction": float(np.mean(self.degraded[1:])) if r.t_s.size > 1 else 0.0,
             "monitor": {
                 a: {
                     "threshold": m.threshold,

@@ -31,7 +31,7 @@ one-way one.
 
 Fitted refinements (``AxisNoise``; docs/PODS.md): the prediction takes the odometry's
 observed acceleration as a known input and q grows with its observed squared jerk
-(``feedforward``, ``q_jerk``; :mod:`~sensorbench.fusion.odometry_motion`); the odometry
+(``q_jerk``; :mod:`~sensorbench.fusion.odometry_motion`); the odometry
 position takes a slip random walk per step (``slip_scale`` and ``drag_scale`` × the
 wheels' rolling and dragging slip of the step); and the tick rounding r follows the
 heading (:func:`rounding_profile`), white from frame to frame. The
@@ -41,11 +41,14 @@ out (``AxisTrack.nis_chi2``; nan there, they test nothing).
 Each update is a 2×2 covariance propagation and a scalar division (no matrix
 inverse). An innovation whose NIS ``ν²/S`` exceeds the gate (default 6.63, the
 99 % point of χ²₁) is rejected, counted and never applied: the state stays at
-its prediction and the odometry position follows the prediction over that
-step (so a bouncing wheel's lost ticks do not poison the later measurements).
-After ``max_rejects`` consecutive rejections the model is taken to be wrong
-instead (a real change it did not expect): the streak's odometry is restored,
-the next increment applied and the velocity variance reset, counted as a reset. When no
+its prediction. The odometry position keeps the step's increment when the
+prediction's own step explains it (its error is white, or the prediction lags the
+motion: nothing is lost), else it follows the prediction plus the innovation
+clipped to the gate (so a bouncing wheel's lost ticks do not poison the later
+measurements). After ``max_rejects`` consecutive rejections, or ``max_carried``
+whose steps were all kept, the model is taken to be wrong instead (a real change
+it did not expect): the streak's odometry is restored, the next increment applied
+and the velocity variance reset, counted as a reset. When no
 frame arrives for longer than ``stale_s`` the filter is coasting:
 :func:`predict_axis` extrapolates a state to any time with the variance
 growing as the model says, and frames that end such a gap are flagged.
@@ -130,9 +133,13 @@ class AxisNoise:
             part: tick quantization).
         q_jerk: growth of the velocity random walk with the odometry's observed squared
             jerk (s³): the step's q is ``q + q_jerk·ĵ²``
-            (:func:`~sensorbench.fusion.odometry_motion.jerk_sq`). With the observed
-            acceleration fed forward (``feedforward``), what the prediction misses is how
-            fast the acceleration changes; 0 = fixed q.
+            (:func:`~sensorbench.fusion.odometry_motion.jerk_sq`). The prediction takes
+            the odometry's observed acceleration
+            (:func:`~sensorbench.fusion.odometry_motion.observed_accel`) as a known input,
+            ``v ← v + â·h``, ``p ← p + v·h + ½·â·h²`` (a robot turning while it drives
+            accelerates for seconds on end in the world x and y, which a velocity random
+            walk follows only with a lag no fixed q states), so what it misses is how fast
+            the acceleration changes; 0 = fixed q.
         slip_scale: the share of the odometry slip model's per-step variance
             (:meth:`~sensorbench.fusion.odometry_drift.OdometryDrift.axis_step_variances`)
             that shows in the step's own increment (a position random walk of the
@@ -144,13 +151,6 @@ class AxisNoise:
             standard error (≈ 10 % from a few minutes of drives) and the axes and drives
             weigh them differently (a straight drive's lateral axis sees only drag), so
             the noise fit scales them apart.
-        feedforward: the prediction takes the odometry's observed acceleration
-            (:func:`~sensorbench.fusion.odometry_motion.observed_accel`) as a known input,
-            ``v ← v + â·h``, ``p ← p + v·h + ½·â·h²``: a robot turning while it drives
-            accelerates for seconds on end in the world x and y (and its yaw rate changes
-            for as long), which a velocity random walk follows only with a lag that no
-            fixed q states.
-            Models fitted before it was offered load without it.
         nis_se: how well the fit knows the level it states: the standard error (RMS over
             the fitted sessions) of the clipped mean NIS each session was matched to
             (dimensionless; 0 = an exact model). The noise fit balances the noise across
@@ -173,7 +173,6 @@ class AxisNoise:
     q_jerk: float = 0.0
     slip_scale: float = 1.0
     drag_scale: float | None = None
-    feedforward: bool = False
     nis_se: float = 0.0
     stamp_var: float = 0.0
 
@@ -241,8 +240,6 @@ def _axis_table(n: AxisNoise) -> dict[str, float | bool]:
         row["slip_scale"] = n.slip_scale
     if n.drag_scale is not None:
         row["drag_scale"] = n.drag_scale
-    if n.feedforward:
-        row["feedforward"] = True
     if n.nis_se > 0:
         row["nis_se"] = n.nis_se
     if n.stamp_var > 0:
@@ -262,6 +259,7 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
             "so the fitted values do not carry over: refit with `sensorbench fit noise`"
         )
     _refuse_student_t(path, doc.get("axes", {}))
+    _refuse_no_feedforward(path, doc.get("axes", {}))
     try:
         axes = doc["axes"]
         x, y, theta = (
@@ -271,7 +269,6 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
                 float(axes[a].get("q_jerk", 0.0)),
                 float(axes[a].get("slip_scale", 1.0)),
                 _optional_float(axes[a].get("drag_scale")),
-                _strict_bool(axes[a].get("feedforward", False)),
                 float(axes[a].get("nis_se", 0.0)),
                 float(axes[a].get("stamp_var", 0.0)),
             )
@@ -308,14 +305,24 @@ def _refuse_student_t(path: str | os.PathLike[str], axes: Any) -> None:
             )
 
 
+def _refuse_no_feedforward(path: str | os.PathLike[str], axes: Any) -> None:
+    """The filters always feed the observed acceleration forward; a file that says
+    ``feedforward = false`` (a prediction without it, which no fit produces) is refused
+    naming the key, ``true`` (what fits wrote while it was a flag) loads."""
+    if not isinstance(axes, Mapping):
+        return
+    for a, t in axes.items():
+        value = t.get("feedforward", True) if isinstance(t, Mapping) else True
+        if value is not True:
+            raise ModelFileError(
+                f"{path}: [axes.{a}] has feedforward = {value!r}; the filters always feed "
+                "the observed acceleration forward (feedforward = true or no key): refit "
+                "with `sensorbench fit noise`"
+            )
+
+
 def _optional_float(value: Any) -> float | None:
     return None if value is None else float(value)
-
-
-def _strict_bool(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"feedforward must be true or false, not {value!r}")
-    return value
 
 
 @dataclass(frozen=True)

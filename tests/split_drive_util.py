@@ -72,9 +72,9 @@ def hard_drive(seed: int = 3, duration_s: float = 6.0) -> HardDrive:
     row_cov = np.diag(np.tile([4.0, 4.0, 1.0], 3)) * np.repeat([1.0, 1.0, 2.0], 3)
     pods = PodGeometry(g.c, g.phi, g.lever, g.names, g.counts_per_rev, row_cov, (4e-7, 1.5e-6))
     axis = {
-        "x": AxisNoise(2e-2, 5e-10, q_jerk=1e-4, slip_scale=0.9, drag_scale=1.2, feedforward=True),
-        "y": AxisNoise(2e-2, 5e-10, q_jerk=1e-4, slip_scale=1.1, drag_scale=0.8, feedforward=True),
-        "theta": AxisNoise(0.5, 2e-7, q_jerk=1e-4, slip_scale=1.0, feedforward=True),
+        "x": AxisNoise(2e-2, 5e-10, q_jerk=1e-4, slip_scale=0.9, drag_scale=1.2),
+        "y": AxisNoise(2e-2, 5e-10, q_jerk=1e-4, slip_scale=1.1, drag_scale=0.8),
+        "theta": AxisNoise(0.5, 2e-7, q_jerk=1e-4, slip_scale=1.0),
     }
     noise = FilterNoise(axis["x"], axis["y"], axis["theta"])
     ta = np.arange(0.05, t[-1] + 0.3, 0.1)

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from sensorbench.fusion.joint_filter import JointFilter, chord_measurement
+from sensorbench.fusion.odometry_motion import FEEDFORWARD_FRAMES
 from sensorbench.fusion.pod_kinematics import integrate_path, relative_poses, se2_log
 from sensorbench.fusion.split_filter import AxisNoise, FilterNoise, SplitFilter, nis_bounds
 
@@ -37,20 +38,33 @@ def test_chord_measurement_jacobian_matches_central_differences() -> None:
 
 
 def own_model(seed: int, k: int = 4000):
-    """Data from the joint model: world velocity random walk per axis, white odometry error.
+    """Data from the joint model: per world axis a velocity that takes the acceleration
+    the odometry has shown (fed forward as the filter predicts it,
+    :func:`~sensorbench.fusion.odometry_motion.observed_accel` of the world increments
+    before each step) and a random walk, white odometry error.
 
     The odometry pose y_k = p_k + e_k (e white, variance r per axis, y_0 = p_0 = 0);
     the body increments are the SE(2) logs of consecutive odometry poses, so their
-    running composition telescopes back to y_k, as cumulative counts do.
+    running composition telescopes back to y_k, as cumulative counts do, and the world
+    increments the filter feeds forward are those of y.
     Returns (times, increments, true poses, noise).
     """
-    q = np.array([0.01, 0.01, 0.1])  # m²/s³, m²/s³, rad²/s³
+    q = np.array([0.001, 0.001, 0.01])  # m²/s³, m²/s³, rad²/s³
     r = np.array([1e-8, 1e-8, 1e-7])  # m², m², rad²
     rng = np.random.default_rng(seed)
-    v = np.array([0.5, 0.0, 0.8]) + np.cumsum(rng.normal(0.0, 1.0, (k, 3)) * np.sqrt(q * H), 0)
-    p = np.vstack([np.zeros(3), np.cumsum(v * H, axis=0)])
-    y = p + rng.normal(0.0, 1.0, (k + 1, 3)) * np.sqrt(r)
-    y[0] = 0.0
+    w = rng.normal(0.0, 1.0, (k, 3)) * np.sqrt(q * H)
+    e = rng.normal(0.0, 1.0, (k + 1, 3)) * np.sqrt(r)
+    e[0] = 0.0
+    m = FEEDFORWARD_FRAMES
+    p, y = np.zeros((k + 1, 3)), np.zeros((k + 1, 3))
+    v = np.array([0.5, 0.0, 0.8])
+    for j in range(k):
+        u = np.zeros(3)
+        if j >= 2 * m:
+            u = (y[j] - 2 * y[j - m] + y[j - 2 * m]) / (m * H) ** 2
+        p[j + 1] = p[j] + v * H + 0.5 * u * H * H + w[j] * H
+        v = v + u * H + w[j]
+        y[j + 1] = p[j + 1] + e[j + 1]
     noise = FilterNoise(*(AxisNoise(float(a), float(b)) for a, b in zip(q, r, strict=True)))
     return np.arange(k + 1) * H, se2_log(relative_poses(y)), p, noise
 

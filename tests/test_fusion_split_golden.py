@@ -62,8 +62,8 @@ def golden() -> dict[str, np.ndarray]:
 
 def _inputs(g: dict[str, np.ndarray]) -> dict:
     noise = {
-        a: AxisNoise(q, r, q_jerk=qj, slip_scale=sc, drag_scale=dc, feedforward=bool(ff))
-        for a, (q, r, qj, sc, dc, ff) in zip(AXES, g["noise"], strict=True)
+        a: AxisNoise(q, r, q_jerk=qj, slip_scale=sc, drag_scale=dc)
+        for a, (q, r, qj, sc, dc) in zip(AXES, g["noise"], strict=True)
     }
     pods = PodGeometry(
         g["pods_c"],

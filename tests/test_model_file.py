@@ -84,7 +84,7 @@ def test_noise_model_round_trips_every_field_exactly(tmp_path: Path) -> None:
     model none comes back."""
     drift = OdometryDrift(np.arange(9.0).reshape(3, 3) * 1e-6 / 7)
     noise = FilterNoise(
-        AxisNoise(1e-6 / 3, 4e-10 / 7, 2e-3 / 3, 0.9, 1.1, feedforward=True, nis_se=0.02 / 3),
+        AxisNoise(1e-6 / 3, 4e-10 / 7, 2e-3 / 3, 0.9, 1.1, nis_se=0.02 / 3),
         AxisNoise(2.0, 2e-8),
         AxisNoise(3.0, 3e-8, 0.05, slip_scale=1.2),
         drift,
@@ -135,6 +135,19 @@ def test_noise_model_with_a_student_t_dof_is_refused_naming_the_key(tmp_path: Pa
     (tmp_path / "t.toml").write_text(gaussian.replace("dof = inf", "dof = 4.0"), "utf-8")
     with pytest.raises(ModelFileError, match=r"axes\.y\] has dof = 4\.0"):
         load_noise_model(tmp_path / "t.toml")
+
+
+def test_noise_model_without_feedforward_is_refused_naming_the_key(tmp_path: Path) -> None:
+    # the filters always feed the observed acceleration forward: feedforward = true (what
+    # fits wrote while it was a flag) or no key loads as it was; false is refused, naming it
+    text = (OLD / "noise.toml").read_text(encoding="utf-8")
+    on = text.replace("q = 0.002\n", "q = 0.002\nfeedforward = true\n")
+    (tmp_path / "on.toml").write_text(on, encoding="utf-8")
+    assert load_noise_model(tmp_path / "on.toml") == load_noise_model(OLD / "noise.toml")
+    off = on.replace("feedforward = true", "feedforward = false")
+    (tmp_path / "off.toml").write_text(off, "utf-8")
+    with pytest.raises(ModelFileError, match=r"axes\.y\] has feedforward = False"):
+        load_noise_model(tmp_path / "off.toml")
 
 
 def test_provenance_hashes_the_input_bytes(tmp_path: Path) -> None:

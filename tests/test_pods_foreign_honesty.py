@@ -30,6 +30,8 @@ error, is shared by all its replays):
   95 % band, whose effective size comes from the filters' error model
   (:mod:`~sensorbench.fusion.nees_samples`); a consistent filter is outside with 5 % per
   case, so ≥ 4 of 12 seeds outside has probability 0.2 % (binomial).
+- **Gate and monitor**: the share of updates rejected and of frames flagged degraded,
+  pooled over every held-out replay, against the issue's bars (2 % and 1 %).
 - **Fit calibration**: per pod parameter, |fit − truth| ≤ 2 stated σ in ≥ 90 % of seeds;
   of 12 seeds at 95.4 %, ≤ 9 inside has probability 1.7 % (binomial), so ≥ 10 are
   required.
@@ -67,7 +69,7 @@ PARAMS = (
 )
 
 _HERE = Path(__file__).parent
-RESULTS_VERSION = 2
+RESULTS_VERSION = 3
 """Bump when :func:`run_seed` changes what it measures."""
 
 
@@ -108,15 +110,20 @@ def _replay(session: Path, pods: Path, noise: Path, est: Path | None) -> dict[st
     """``replay --json`` (and ``-o est``): per axis 2σ coverage, mean NEES and its band; with
     ``est``, whether the estimate stream's variances are finite and positive."""
     args = ["replay", str(session), "--pods", str(pods), "--noise", str(noise), "--json"]
-    cons = json.loads(_invoke([*args, *([] if est is None else ["-o", str(est)])]))["consistency"]
+    doc = json.loads(_invoke([*args, *([] if est is None else ["-o", str(est)])]))
+    cons, nis = doc["consistency"], doc["nis"]
     out: dict[str, Any] = {
         a: {
             "in2": cons[a]["coverage"]["2sigma"]["actual"],
             "nees": cons[a]["mean_nees"],
             "band": cons[a]["nees_band95"],
+            "updates": nis[a]["k"],
+            "rejected": nis[a]["rejected"],
         }
         for a in AXES
     }
+    out["frames"] = doc["frames"]
+    out["degraded"] = doc["degraded_fraction"]
     if est is not None:
         with Session(est) as s:
             batch = s.pose("estimate").read()
@@ -203,12 +210,29 @@ def fit_inside(results: list[dict[str, Any]], key: str, pod: int) -> int:
     return sum(abs(r["z"][key][pod]) <= 2.0 for r in results)
 
 
+def pooled_alarms(results: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Over every held-out replay: the share of updates the gate rejected (x, y, θ) and the
+    share of frames the monitor flagged degraded, each pooled over seeds with its standard
+    error from the spread of the seeds' own shares."""
+    rej, upd, deg, frames = (np.zeros(len(results)) for _ in range(4))
+    for i, r in enumerate(results):
+        for takes in r["replay"].values():
+            for t in takes:
+                rej[i] += sum(t[a]["rejected"] for a in AXES)
+                upd[i] += sum(t[a]["updates"] for a in AXES)
+                deg[i] += t["degraded"] * t["frames"]
+                frames[i] += t["frames"]
+
+    def pooled(num: np.ndarray, den: np.ndarray) -> tuple[float, float]:
+        share = num / den
+        return float(num.sum() / den.sum()), float(share.std(ddof=1) / np.sqrt(share.size))
+
+    return {"rejected": pooled(rej, upd), "degraded": pooled(deg, frames)}
+
+
 # measured over seeds 0-11: the targets the code misses
 MISSED_COVERAGE: dict[tuple[str, str], str] = {}
-MISSED_COVERAGE_POINT = {
-    ("forward_again", "x"): "88.9 ± 2.5 % inside 2σ (target 90-98 %): updates rejected at "
-    "the ramps' jerk changes drop 0.2-0.6 mm each, which the stated variance does not hold",
-}
+MISSED_COVERAGE_POINT: dict[tuple[str, str], str] = {}
 MISSED_NEES: dict[tuple[str, str], str] = {}
 
 
@@ -245,6 +269,22 @@ def test_pooled_coverage_is_inside_the_target_band(results, drive: str, axis: st
 @pytest.mark.parametrize(("drive", "axis"), _cases(MISSED_NEES))
 def test_mean_nees_inside_its_band(results, drive: str, axis: str) -> None:
     assert nees_outside(results, drive, axis) <= 3
+
+
+@pytest.mark.slow
+def test_clean_drives_are_rarely_rejected_or_flagged(results) -> None:
+    """The issue's bar for the gate and the monitor on clean foreign drives: at most 2 % of
+    the updates rejected at the 1 % gate and at most 1 % of the time degraded, pooled over
+    every held-out replay (12 seeds × 4 drives × 4 takes, ~3·10⁶ updates, ~1.2·10⁶
+    frames). Both bars are the issue's, not statistical bands; what makes the test fair
+    is the spread: measured 1.21 ± 0.015 % rejected and 0.60 ± 0.025 % degraded (± the
+    standard error over seeds), so the figures lie > 50 and > 15 standard errors below
+    the bars and chance alone does not fail a filter this honest, while the issue's own
+    figures (6.7 % rejected, 4.7 % degraded) fail by far. Before rejected steps were kept
+    in the odometry the drives gave 1.23 % and 0.85 % (arcs and crab 1.1–1.4 % degraded)."""
+    alarms = pooled_alarms(results)
+    assert alarms["rejected"][0] <= 0.02, alarms
+    assert alarms["degraded"][0] <= 0.01, alarms
 
 
 @pytest.mark.slow

@@ -68,7 +68,7 @@ def test_the_stated_jitter_makes_the_nis_chi2_where_it_was_three_times_too_large
 def test_the_stamp_term_runs_chunk_by_chunk_to_the_last_bit() -> None:
     _, stamps, z = _series(5, n=3000)
     inp = AxisInput(np.diff(stamps), z)
-    noise = AxisNoise(1e-5, TICK_M**2 / 6, q_jerk=1e-3, feedforward=True, stamp_var=JITTER_S**2)
+    noise = AxisNoise(1e-5, TICK_M**2 / 6, q_jerk=1e-3, stamp_var=JITTER_S**2)
     whole = run_axis(inp, noise)
     state = start_axis()
     parts = []

@@ -173,7 +173,6 @@ class AxisNoiseFit:
             "q_jerk": self.noise.q_jerk,
             "slip_scale": self.noise.slip_scale,
             "drag_scale": self.noise.drag_scale,
-            "feedforward": self.noise.feedforward,
             "nis_se": self.noise.nis_se,
             "stamp_var": self.noise.stamp_var,
             "neg_log_likelihood": self.nll,
@@ -281,7 +280,6 @@ def fit_axis(
             q_jerk=q_jerk,
             slip_scale=scale,
             drag_scale=drag if has_drag else None,
-            feedforward=True,
             stamp_var=stamp_var,
         )
 

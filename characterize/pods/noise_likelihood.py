@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sensorbench.fusion.axis_loop import AxisGates, NllSeries, nll_sets
+from sensorbench.fusion.axis_step import AxisOptions
 from sensorbench.fusion.odometry_motion import (
     jerk_noise_gains,
     observed_accel,
@@ -102,6 +103,7 @@ def batch_nll(
         aid_gate=float(gate),
         var_v0=float(var_v0),
         max_rejects=int(max_rejects),
+        max_carried=AxisOptions().max_carried,
     )
     return nll_sets(data, np.ascontiguousarray(params), gates)
 

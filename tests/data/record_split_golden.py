@@ -93,7 +93,7 @@ def main() -> None:
         pods_slip=np.array(p.slip),
         noise=np.array(
             [
-                [n.q, n.r, n.q_jerk, n.slip_scale, n.drag_share, float(n.feedforward)]
+                [n.q, n.r, n.q_jerk, n.slip_scale, n.drag_share]
                 for n in (d.noise.axis(a) for a in AXES)
             ]
         ),
