@@ -23,6 +23,7 @@ from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
 from sensorbench.logs.import_times import TimeOrder, flag_corrections, order_times
 from sensorbench.logs.model_file import file_sha256
+from sensorbench.logs.plain_columns import float_column, int_column, ns_column, plain_text
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
 from sensorbench.logs.values import batch_problems, parse_float, parse_int
 
@@ -232,6 +233,43 @@ def _duplicate_attrs(duplicates: str, order: TimeOrder, n_corrected: int) -> dic
     }
 
 
+def _plain_tum(kept: list[tuple[int, str]]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Times (ns) and the (n, 8) values of TUM rows that are all plain (8 finite ASCII
+    decimal numbers, fixed-point times), read at once; None for anything else, which
+    the cell-by-cell reader then names (:mod:`~sensorbench.logs.plain_columns`)."""
+    body = "\n".join(text for _, text in kept)
+    if not kept or not plain_text(body.replace(",", " ")):
+        return None
+    rows = [text.replace(",", " ").split() for _, text in kept]
+    if any(len(r) != 8 for r in rows):
+        return None
+    times = ns_column([r[0] for r in rows], "s")
+    data = float_column([c for r in rows for c in r])
+    if times is None or data is None:
+        return None
+    return times, data.reshape(-1, 8)
+
+
+def _tum_cell_by_cell(path: Path, kept: list[tuple[int, str]]) -> tuple[np.ndarray, np.ndarray]:
+    """Times (ns) and (n, 8) values of TUM rows, each cell checked; errors name it."""
+    names = ("timestamp", "tx", "ty", "tz", "qx", "qy", "qz", "qw")
+    rows, times = [], []
+    for i, text in kept:
+        cells = _ascii_split(text.replace(",", " "))
+        if len(cells) != 8:
+            raise ImportFormatError(
+                f"{path}:{i}: expected 8 columns (timestamp tx ty tz qx qy qz qw), got {len(cells)}"
+            )
+        rows.append(
+            [
+                _number(path, i, j, n, c)
+                for j, (n, c) in enumerate(zip(names, cells, strict=True), start=1)
+            ]
+        )
+        times.append(_seconds_to_ns(path, i, 1, "timestamp", cells[0]))
+    return np.array(times, dtype=np.int64), np.array(rows, dtype=np.float64).reshape(-1, 8)
+
+
 def read_tum(
     path: str | os.PathLike[str],
     max_position_m: float = MAX_ABS_POSITION_M,
@@ -245,26 +283,13 @@ def read_tum(
             :mod:`sensorbench.logs.import_times`).
     """
     path = Path(path)
-    rows, lines, times = [], [], []
-    for i, text in enumerate(_read_text(path), start=1):
-        text = text.strip(_ASCII_SPACE)
-        if not text or text.startswith("#"):
-            continue
-        cells = _ascii_split(text.replace(",", " "))
-        if len(cells) != 8:
-            raise ImportFormatError(
-                f"{path}:{i}: expected 8 columns (timestamp tx ty tz qx qy qz qw), got {len(cells)}"
-            )
-        names = ("timestamp", "tx", "ty", "tz", "qx", "qy", "qz", "qw")
-        rows.append(
-            [
-                _number(path, i, j, n, c)
-                for j, (n, c) in enumerate(zip(names, cells, strict=True), start=1)
-            ]
-        )
-        times.append(_seconds_to_ns(path, i, 1, "timestamp", cells[0]))
-        lines.append(i)
-    data = np.array(rows, dtype=np.float64).reshape(-1, 8)
+    kept = [
+        (i, text)
+        for i, text in enumerate((t.strip(_ASCII_SPACE) for t in _read_text(path)), start=1)
+        if text and not text.startswith("#")
+    ]
+    times, data = _plain_tum(kept) or _tum_cell_by_cell(path, kept)
+    lines = [i for i, _ in kept]
     _check_positions(
         path, np.array(lines), data[:, 1:4], [(2, "tx"), (3, "ty"), (4, "tz")], max_position_m
     )
@@ -576,6 +601,101 @@ def _resolve_columns(
     return col
 
 
+class PodTable(NamedTuple):
+    """What :func:`read_pod_csv` learnt from a pod CSV's header."""
+
+    path: Path
+    header: list[str]
+    col: dict[str, int]
+    """Column name -> cell index."""
+    mapping: dict[str, str]
+    time_name: str
+    n_counters: int
+
+
+PodColumns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""host ns, device ns, seq, counts (n, pods), yaw (rad), yaw rate (rad/s)."""
+
+
+def _plain_pods(t: PodTable, rows: list[tuple[int, str]], sep: str | None) -> PodColumns | None:
+    """The columns of pod rows whose cells are all plain, read at once
+    (:mod:`~sensorbench.logs.plain_columns`); None for anything else (the cell-by-cell
+    reader then names it)."""
+    if sep is not None and any('"' in raw for _, raw in rows):
+        return None
+    split = [_ascii_split(raw) if sep is None else raw.split(sep) for _, raw in rows]
+    if any(len(cells) != len(t.header) for cells in split):
+        return None
+    columns = list(zip(*split, strict=True))
+    by_name = {name: columns[j] for name, j in t.col.items()}
+    unit = POD_TIME_COLUMNS[t.time_name]
+    time_cells = by_name[t.time_name]
+    got = {"host": int_column(time_cells) if unit == "ns" else ns_column(time_cells, unit)}
+    for name in [f"c{k}" for k in range(t.n_counters)] + ["device_ns", "seq"]:
+        if name in by_name:
+            got[name] = int_column(by_name[name])
+    if "device_us" in by_name and "device_ns" not in by_name:
+        us = int_column(by_name["device_us"])
+        limit = _INT64_MAX // 1000
+        fits = us is not None and -limit <= us.min() and us.max() <= limit
+        got["device_ns"] = us * 1000 if fits and us is not None else None
+    for name in ("yaw", "yaw_rate"):
+        if name in by_name:
+            got[name] = float_column(by_name[name])
+    plain = {name: v for name, v in got.items() if v is not None}
+    if len(plain) < len(got):
+        return None
+    n = len(rows)
+    return (
+        plain["host"],
+        plain.get("device_ns", np.full(n, NO_DEVICE_TIME, np.int64)),
+        plain.get("seq", np.arange(n, dtype=np.int64)),
+        np.stack([plain[f"c{k}"] for k in range(t.n_counters)], axis=1),
+        plain.get("yaw", np.full(n, np.nan)),
+        plain.get("yaw_rate", np.full(n, np.nan)),
+    )
+
+
+def _pods_cell_by_cell(t: PodTable, rows: list[tuple[int, str]], sep: str | None) -> PodColumns:
+    """The columns of pod rows, each cell checked; errors name the file, line and column."""
+    path, col, mapping = t.path, t.col, t.mapping
+    n = len(rows)
+    host = np.empty(n, np.int64)
+    counts = np.empty((n, t.n_counters), np.int64)
+    dev = np.full(n, NO_DEVICE_TIME, np.int64)
+    seq = np.arange(n, dtype=np.int64)
+    yaw, rate = np.full(n, np.nan), np.full(n, np.nan)
+    for r, (i, raw) in enumerate(rows):
+        cells = _split_cells(raw, sep)
+        if len(cells) != len(t.header):
+            raise ImportFormatError(f"{path}:{i}: {len(cells)} cells, header has {len(t.header)}")
+
+        def cell(name: str, cells: list[str] = cells, i: int = i) -> tuple:
+            return path, i, col[name] + 1, mapping.get(name, name), cells[col[name]]
+
+        where_, line_, j, label, text = cell(t.time_name)
+        unit = POD_TIME_COLUMNS[t.time_name]
+        host[r] = (
+            _integer(where_, line_, j, label, text)
+            if unit == "ns"
+            else _decimal_to_ns(where_, line_, j, label, text, unit)
+        )
+        for k in range(t.n_counters):
+            counts[r, k] = _integer(*cell(f"c{k}"))
+        if "device_ns" in col:
+            dev[r] = _integer(*cell("device_ns"))
+        elif "device_us" in col:
+            where_, line_, j, label, text = cell("device_us")
+            us = _integer(where_, line_, j, label, text)
+            dev[r] = _in_int64(where_, line_, j, label, us * 1000, " ns")
+        if "seq" in col:
+            seq[r] = _integer(*cell("seq"))
+        for name, out in (("yaw", yaw), ("yaw_rate", rate)):
+            if name in col:  # nan = no IMU value, as in the session (docs/FORMAT.md)
+                out[r] = _number(*cell(name), allow_nan=True)
+    return host, dev, seq, counts, yaw, rate
+
+
 def read_pod_csv(
     path: str | os.PathLike[str],
     columns: dict[str, str] | None = None,
@@ -647,41 +767,11 @@ def read_pod_csv(
     n = len(rows) - 1
     if n == 0:
         raise ImportFormatError(f"{path}: no samples")
-    host = np.empty(n, np.int64)
-    counts = np.empty((n, len(counters)), np.int64)
-    dev = np.full(n, NO_DEVICE_TIME, np.int64)
-    seq = np.arange(n, dtype=np.int64)
-    yaw, rate = np.full(n, np.nan), np.full(n, np.nan)
-    lines = np.empty(n, np.int64)
-    for r, (i, raw) in enumerate(rows[1:]):
-        cells = _split_cells(raw, sep)
-        lines[r] = i
-        if len(cells) != len(header):
-            raise ImportFormatError(f"{path}:{i}: {len(cells)} cells, header has {len(header)}")
-
-        def cell(name: str, cells: list[str] = cells, i: int = i) -> tuple:
-            return path, i, col[name] + 1, mapping.get(name, name), cells[col[name]]
-
-        where_, line_, j, label, text = cell(time_name)
-        unit = POD_TIME_COLUMNS[time_name]
-        host[r] = (
-            _integer(where_, line_, j, label, text)
-            if unit == "ns"
-            else _decimal_to_ns(where_, line_, j, label, text, unit)
-        )
-        for k in counters:
-            counts[r, k] = _integer(*cell(f"c{k}"))
-        if "device_ns" in col:
-            dev[r] = _integer(*cell("device_ns"))
-        elif "device_us" in col:
-            where_, line_, j, label, text = cell("device_us")
-            us = _integer(where_, line_, j, label, text)
-            dev[r] = _in_int64(where_, line_, j, label, us * 1000, " ns")
-        if "seq" in col:
-            seq[r] = _integer(*cell("seq"))
-        for name, out in (("yaw", yaw), ("yaw_rate", rate)):
-            if name in col:  # nan = no IMU value, as in the session (docs/FORMAT.md)
-                out[r] = _number(*cell(name), allow_nan=True)
+    lines = np.array([i for i, _ in rows[1:]], dtype=np.int64)
+    table = PodTable(path, header, col, mapping, time_name, len(counters))
+    host, dev, seq, counts, yaw, rate = _plain_pods(table, rows[1:], sep) or _pods_cell_by_cell(
+        table, rows[1:], sep
+    )
     order = order_times(path, lines, host, duplicates)
     k = order.keep
     batch = EncoderBatch(host[k], dev[k], seq[k], counts[k], yaw[k], rate[k])
