@@ -1,4 +1,4 @@
-"""Building the pod firmware for the tests: ``make -C firmware`` once per session.
+"""Building the pod firmware for the tests: ``make -C firmware`` once per process.
 
 Each product is needed by some tests; a product that ``make`` skipped (its toolchain
 is missing) skips them with make's reason, and fails them under ``CI`` (where
@@ -8,6 +8,7 @@ libsimavr-dev).
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import re
@@ -30,16 +31,23 @@ MAKE_TIMEOUT_S = 240.0
 
 @functools.cache
 def _make() -> tuple[int, str]:
-    """Run ``make -C firmware`` (all targets whose toolchain exists) once."""
-    try:
-        done = subprocess.run(
-            ["make", "-C", os.fspath(FIRMWARE)],
-            capture_output=True,
-            text=True,
-            timeout=MAKE_TIMEOUT_S,
-        )
-    except FileNotFoundError:
-        return 127, "no make"
+    """Run ``make -C firmware`` (all targets whose toolchain exists) once.
+
+    xdist workers each call this: a lock on ``build/`` makes them take turns, so one
+    builds and the others find everything up to date (never a half-written product).
+    """
+    BUILD.mkdir(parents=True, exist_ok=True)
+    with open(BUILD / ".make.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            done = subprocess.run(
+                ["make", "-C", os.fspath(FIRMWARE)],
+                capture_output=True,
+                text=True,
+                timeout=MAKE_TIMEOUT_S,
+            )
+        except FileNotFoundError:
+            return 127, "no make"
     return done.returncode, done.stdout + done.stderr
 
 

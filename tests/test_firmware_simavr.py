@@ -15,6 +15,7 @@ and CRCs, never on wall time, so a loaded machine makes the tests slower, not wr
 
 from __future__ import annotations
 
+import math
 import subprocess
 import time
 
@@ -151,16 +152,21 @@ def test_a_reset_during_another_s_hold_starts_the_hold_over(elf) -> None:
 
 def test_dtr_resets_the_uno_on_every_open(elf, tmp_path) -> None:
     # an Uno or Nano: opening the port asserts DTR, which resets the MCU; it is silent
-    # for the bootloader's wait (0.2 s here), then starts over from seq 0, t_us 0
+    # for the bootloader's wait (0.2 s here), then starts over from seq 0, t_us 0.
+    # At real rate (speed 1: simulated time never runs ahead of the wall clock), so that
+    # what the open's own input flush (pyserial's, after DTR) can discard of the new
+    # boot follows from how long the open took
     traj = grid_trajectory(0.5, (3_000.0, -2_000.0, 500.0), seed=3)
-    em = FirmwarePodEmulator(elf, traj, speed=0, loop=True, boot_s=0.2,
+    em = FirmwarePodEmulator(elf, traj, speed=1, loop=True, boot_s=0.2,
                              link=tmp_path / "pods")  # fmt: skip
     em.start()
     try:
         time.sleep(0.2)  # the MCU has been streaming since power-on
-        opened = []
+        opened, open_s = [], []
         for _ in range(2):
+            t_open = time.monotonic()
             ser = open_serial(em.name, 115200, timeout_s=0.05)
+            open_s.append(time.monotonic() - t_open)
             try:
                 data = read_for(ser, 30.0, enough=18 * 150)
             finally:
@@ -181,6 +187,14 @@ def test_dtr_resets_the_uno_on_every_open(elf, tmp_path) -> None:
         # frames of the old boot may still arrive between the open and the reset
         after = new[0] if new.size else 0
         t_us = f.device_ns[after:] // 1000
+        # the new boot's first frames are t_us 5000, 10000, ...: those sent before the
+        # open's flush are gone, at most one per period of the open's time past the boot
+        flushed = max(0, math.ceil((open_s[k - 1] - 0.2) * 1e6 / PERIOD_US))
+        assert t_us[0] % PERIOD_US == 0 and t_us[0] <= PERIOD_US * (1 + flushed), (
+            t_us[0],
+            open_s,
+        )
+        np.testing.assert_array_equal(t_us, t_us[0] + PERIOD_US * np.arange(t_us.size))
         seq_raw = f.seq[after:] - f.seq[after]
         np.testing.assert_array_equal(t_us, PERIOD_US * np.arange(1, t_us.size + 1))
         np.testing.assert_array_equal(seq_raw, np.arange(t_us.size))

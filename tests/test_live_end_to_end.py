@@ -28,7 +28,7 @@ from foxglove_client import collect
 from sensorbench.fusion.odometry_replay import replay_session
 from sensorbench.fusion.pod_kinematics import load_pod_model
 from sensorbench.fusion.split_filter import load_noise_model
-from sensorbench.live.udp import unpack
+from sensorbench.live.udp import PREDICTED, unpack
 from sensorbench.logs import PoseFlag, Session
 from sensorbench.logs.check import check_session
 
@@ -264,16 +264,21 @@ def test_merge_of_the_session_reproduces_the_merged_scans(live_run) -> None:
 
 def test_udp_datagrams_carry_each_step_s_pose(live_run) -> None:
     got = live_run["udp"]
-    doc = live_run["doc"]["live"]["udp"]
-    assert (
-        doc["dropped"] == 0 and len(got) == doc["sent"] == live_run["doc"]["live"]["filter_steps"]
-    )
+    live = live_run["doc"]["live"]
+    doc = live["udp"]
+    assert doc["dropped"] == 0 and len(got) == doc["sent"]
     assert [d.seq for d in got] == list(range(len(got)))
+    # one datagram per filter step, plus one per prediction: the worker publishes the
+    # prediction whenever no pod frame came for coast_s (0.1 s), which a busy machine
+    # (the other xdist workers) can cause without the pods ever stopping
+    steps = [d for d in got if not d.flags & PREDICTED]
+    predicted = [d for d in got if d.flags & PREDICTED]
+    assert len(steps) == live["filter_steps"] and len(predicted) == live["predictions"]
+    assert all(d.frames == 0 for d in predicted)
     with Session(live_run["out"]) as s:
         est = s.pose("estimate").read()
     index = {int(t): i for i, t in enumerate(est.t_ns)}
-    for d in got:
-        assert d.flags & 16 == 0  # the pods never went silent: no predictions
+    for d in steps:
         i = index[d.stamp_ns]  # each datagram is the step's last frame
         assert d.pose[:2] == tuple(est.position[i, :2])
         assert (

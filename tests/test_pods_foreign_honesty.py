@@ -57,6 +57,9 @@ from sensorbench.cli import cli
 from sensorbench.fusion.split_filter import load_noise_model
 from sensorbench.logs import Session
 
+# one xdist worker: the chunk and pooled tests share pytest's cache and its seed folders
+pytestmark = pytest.mark.xdist_group("test_pods_foreign_honesty")
+
 SEEDS = tuple(range(12))
 CHUNKS = (SEEDS[:4], SEEDS[4:8], SEEDS[8:])
 TAKES = 4
