@@ -53,6 +53,7 @@ import numpy as np
 from sensorbench.characterize.pose.drift import segment_lengths
 from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.characterize.pose.gm_montecarlo import draw_params, simulate_errors
+from sensorbench.characterize.pose.order_stats import abs_quantile
 from sensorbench.characterize.pose.series import AXES, AXIS_UNITS, ErrorSeries
 from sensorbench.errors import FitError
 
@@ -262,12 +263,12 @@ def _columns(requirements: list[Requirement], h: _Horizons) -> list[tuple[int, s
 
 def _statistic(e: np.ndarray, column: int, stat: str) -> np.ndarray:
     """``(B,)`` statistic ``stat`` of ``|e|`` over the samples of series ``(B, N, A)``."""
+    if stat in _LEVELS:
+        return abs_quantile(e, column, _LEVELS[stat])
     x = np.abs(e[:, :, column])
     if stat == "rms":
         return np.sqrt(np.mean(x**2, axis=1))
-    if stat == "max":
-        return x.max(axis=1)
-    return np.quantile(x, _LEVELS[stat], axis=1)
+    return x.max(axis=1)
 
 
 def _quantile_per_set(
