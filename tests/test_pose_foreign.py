@@ -19,8 +19,9 @@ campaign. What is checked against the generator's truth:
 Validation on these campaigns (the verdict per world) is
 tests/test_pose_foreign_validation.py. The statistical tests pool
 :data:`N_CAMPAIGNS` campaigns, computed in chunks of :data:`CHUNK` (one slow test
-each, cached for the module), and their tolerances follow from the number of fits,
-horizons or seeds (see each test).
+each; every campaign is computed once per run and shared by the tests of all xdist
+workers, tests/shared_run_util.py), and their tolerances follow from the number of
+fits, horizons or seeds (see each test).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import json
 import math
 import tomllib
 from dataclasses import replace
-from functools import cache
 from pathlib import Path
 
 import foreign_pose
@@ -39,6 +39,7 @@ from click.testing import CliRunner
 from foreign import pose_world
 from scipy.stats import kstest
 from scipy.stats import t as student_t
+from shared_run_util import computed_once, run_dir
 
 from sensorbench.characterize.pose.align import Alignment, pose_errors
 from sensorbench.characterize.pose.error_model import PARAMS, fit_pose_error
@@ -116,11 +117,14 @@ def test_fit_cli_states_the_offset_and_its_standard_error(tmp_path: Path) -> Non
 # ------------------------------------------------------------------ pooled over campaigns
 
 
-@cache
 def _campaign(seed: int, root: Path) -> dict:
-    """Everything the statistical tests need from one right-world campaign."""
+    """Everything the statistical tests need from one right-world campaign (once per run)."""
+    return computed_once(root, f"c{seed}", lambda: _compute_campaign(seed, root / f"c{seed}"))
+
+
+def _compute_campaign(seed: int, directory: Path) -> dict:
     camp = pose_world.campaign(seed)
-    tracks, names = foreign_pose.tracks(camp, root / f"c{seed}")
+    tracks, names = foreign_pose.tracks(camp, directory)
     prep = prepare_campaign(tracks, names)
     model = fit_pose_error(prep.series)
     fits = [model.axes[a] for a in AXES]
@@ -181,9 +185,9 @@ def _campaign(seed: int, root: Path) -> dict:
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def root(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("foreign_campaigns")
+    return run_dir(tmp_path_factory, "foreign_campaigns")
 
 
 def _results(root: Path, seeds=range(N_CAMPAIGNS)) -> list[dict]:

@@ -5,20 +5,21 @@ in its own map frame, mounted rotated, with its own clock offset) written as TUM
 and CSV sensor files and imported with ``sensorbench import`` (tests/foreign_pose.py).
 The verdict on every world: the right one passes, each wrong one fails (and the odd
 session is the one named). Seeds 100-119 per world, validated in chunks (one slow test
-each, cached for the module) and pooled per world; the pose-error model's own honesty
+each; every seed is validated once per run and shared by the tests of all xdist
+workers, tests/shared_run_util.py) and pooled per world; the pose-error model's own honesty
 on these campaigns is tests/test_pose_foreign.py.
 """
 
 from __future__ import annotations
 
 import json
-from functools import cache
 from pathlib import Path
 
 import foreign_pose
 import pytest
 from click.testing import CliRunner
 from foreign import pose_world
+from shared_run_util import computed_once, run_dir
 
 from sensorbench.characterize.pose.sessions import prepare_campaign
 from sensorbench.characterize.pose.validate import validate_sessions
@@ -50,9 +51,9 @@ def test_validate_cli_passes_the_right_world_and_names_only_the_noisy_session(
     assert {f["session"] for f in doc["failures"]} == {odd}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def root(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("foreign_validation")
+    return run_dir(tmp_path_factory, "foreign_validation")
 
 
 # ------------------------------------------------------------------ verdicts per world
@@ -69,11 +70,15 @@ POWER_SEEDS = range(100, 100 + SEEDS)
 POWER_CHUNK = 5
 
 
-@cache
 def _power_hit(world: str, seed: int, root: Path) -> bool:
     """Whether leave-one-session-out validation gives ``world``'s expected outcome."""
+    key = f"{world}{seed}"
+    return computed_once(root, key, lambda: _compute_power_hit(world, seed, root / key))
+
+
+def _compute_power_hit(world: str, seed: int, directory: Path) -> bool:
     camp = pose_world.campaign(seed, world)
-    tracks, names = foreign_pose.tracks(camp, root / f"{world}{seed}")
+    tracks, names = foreign_pose.tracks(camp, directory)
     prep = prepare_campaign(tracks, names)
     rep = validate_sessions(prep.series, n_draws=1000, seed=seed, folds=prep.fold_pairs)
     if world == "right":

@@ -12,12 +12,13 @@ checks on the foreign world: tests/test_pose_foreign.py.
 from __future__ import annotations
 
 import math
-from functools import cache
+from pathlib import Path
 
 import numpy as np
 import pose_util
 import pytest
 from scipy.stats import kstest
+from shared_run_util import computed_once, run_dir
 
 from sensorbench.characterize.pose.error_model import PARAMS, fit_pose_error
 from sensorbench.characterize.pose.gm_montecarlo import draw_params
@@ -32,8 +33,18 @@ def _clock_offset(seed: int) -> float:
     return float(np.random.default_rng([seed, 7]).uniform(-0.25, 0.25))
 
 
-@cache
-def _campaign(seed: int) -> dict:
+@pytest.fixture(scope="session")
+def shared(tmp_path_factory) -> Path:
+    """Where the campaigns' results are kept for every xdist worker of the run (each is
+    computed once, by the first test that asks: tests/shared_run_util.py)."""
+    return run_dir(tmp_path_factory, "pose_nuisance")
+
+
+def _campaign(seed: int, shared: Path) -> dict:
+    return computed_once(shared, f"c{seed}", lambda: _compute_campaign(seed))
+
+
+def _compute_campaign(seed: int) -> dict:
     offset = _clock_offset(seed)
     tracks, names = pose_util.track_campaign(seed, n_sessions=4, clock_offset_s=offset)
     prep = prepare_campaign(tracks, names)
@@ -56,8 +67,8 @@ def _campaign(seed: int) -> dict:
     }
 
 
-def test_offset_at_5_hz_is_found_with_its_standard_error() -> None:
-    r = _campaign(0)
+def test_offset_at_5_hz_is_found_with_its_standard_error(shared: Path) -> None:
+    r = _campaign(0, shared)
     assert r["pooled"]
     assert 0 < r["offset_se_s"] < 0.001
     assert abs(r["offset_error_s"]) < 4 * r["offset_se_s"], r
@@ -65,18 +76,18 @@ def test_offset_at_5_hz_is_found_with_its_standard_error() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(N_CAMPAIGNS // CHUNK))
-def test_campaign_chunk(chunk: int) -> None:
+def test_campaign_chunk(shared: Path, chunk: int) -> None:
     """Fit one chunk of campaigns (the tests below pool them): every offset within 5 se."""
     for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
-        r = _campaign(seed)
+        r = _campaign(seed, shared)
         assert abs(r["offset_error_s"]) < 5 * r["offset_se_s"], (seed, r)
 
 
 @pytest.mark.slow
-def test_offset_standard_error_is_right() -> None:
+def test_offset_standard_error_is_right(shared: Path) -> None:
     """50 campaigns: sd of the offset's error ≤ 15 ms; standardized errors with sd within
     3 standard errors (1/√(2n)) of 1 and mean within 3/√n of 0."""
-    r = [_campaign(s) for s in range(N_CAMPAIGNS)]
+    r = [_campaign(s, shared) for s in range(N_CAMPAIGNS)]
     err = np.array([x["offset_error_s"] for x in r])
     z = err / np.array([x["offset_se_s"] for x in r])
     assert err.std() <= 0.015
@@ -85,10 +96,10 @@ def test_offset_standard_error_is_right() -> None:
 
 
 @pytest.mark.slow
-def test_intervals_and_ranks_with_offset_and_frame_estimated() -> None:
+def test_intervals_and_ranks_with_offset_and_frame_estimated(shared: Path) -> None:
     """300 fits (50 campaigns × 6 axes) per parameter: 95 % intervals cover 90-98 % (-4
     and +2.4 binomial se about 95 %), ranks of the truth uniform (KS p > 0.01)."""
-    r = [_campaign(s) for s in range(N_CAMPAIGNS)]
+    r = [_campaign(s, shared) for s in range(N_CAMPAIGNS)]
     covered = np.concatenate([x["covered"] for x in r])
     ranks = np.concatenate([x["rank_u"] for x in r])
     for j, p in enumerate(PARAMS):

@@ -157,7 +157,32 @@ def kalman_nll_columns(
     Returns ``(C,)``.
     """
     cols = np.arange(y.shape[1])
-    return _nll_kernel(y, dt, reset, w, cols, np.ascontiguousarray(params), y.shape[0])
+    return _nll_columns(y, dt, reset, w, cols, np.ascontiguousarray(params), y.shape[0])
+
+
+def _nll_columns(
+    y: np.ndarray,
+    dt: np.ndarray,
+    reset: np.ndarray,
+    w: np.ndarray,
+    col: np.ndarray,
+    params: np.ndarray,
+    n_used: int,
+) -> np.ndarray:
+    """:func:`_nll_kernel` with each transition factor computed once per (column, tau).
+
+    The columns of a finite-difference stencil share their data column and mostly
+    their tau (3 distinct values among 21 sets): ``phi = exp(-dt/tau)`` of the
+    columns with equal ``(col, tau)`` is the same number, computed once per step.
+    """
+    tau = params[:, 2]
+    order = np.lexsort((tau, col))
+    c, t = col[order], tau[order]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = (c[1:] != c[:-1]) | (t[1:] != t[:-1])
+    source = np.empty(order.size, dtype=np.int64)
+    source[order] = np.cumsum(first) - 1
+    return _nll_kernel(y, dt, reset, w, col, params, n_used, source, order[first])
 
 
 @numba.njit(cache=True)
@@ -169,13 +194,18 @@ def _nll_kernel(
     col: np.ndarray,
     params: np.ndarray,
     n_used: int,
+    source: np.ndarray,
+    first: np.ndarray,
 ) -> np.ndarray:
     """The filter of :func:`kalman_nll_columns` on data columns ``col`` of ``(N, D)`` arrays.
 
     Column c of the result runs on data column ``col[c]`` with parameters
     ``params[c]``, over the first ``n_used`` rows (a column stops at its padding).
+    Its transition factor is that of column ``first[source[c]]``, which has the same
+    data column and tau (:func:`_nll_columns`).
     """
     n_c = col.size
+    phis = np.empty(first.size)
     out = np.zeros(n_c)
     m0 = np.zeros(n_c)
     m1 = np.zeros(n_c)
@@ -183,11 +213,14 @@ def _nll_kernel(
     p01 = np.zeros(n_c)
     p11 = np.zeros(n_c)
     for k in range(n_used):
+        for u in range(first.size):
+            c = first[u]
+            phis[u] = math.exp(-dt[k, col[c]] / params[c, 2])
         for c in range(n_c):
             j = col[c]
             if w[k, j] == 0.0:
                 continue
-            phi = math.exp(-dt[k, j] / params[c, 2])
+            phi = phis[source[c]]
             s2 = params[c, 1] * params[c, 1]
             rv = params[c, 3] * params[c, 3]
             m1[c] *= phi
@@ -945,7 +978,7 @@ def _fit_problems(
         params = np.exp(theta[owner_c, set_c])
         # rows past the longest active session are padding for every column: skip them
         n_used = int(max(series[s].n for p in active for s in problems[p].sessions))
-        nll = _nll_kernel(packed.y, packed.dt, packed.reset, packed.w, data_col, params, n_used)
+        nll = _nll_columns(packed.y, packed.dt, packed.reset, packed.w, data_col, params, n_used)
         out = np.zeros((active.size, n_sets))
         np.add.at(out, (owner_c, set_c), nll)
         return out
