@@ -1,7 +1,8 @@
-"""Helpers for the pod protocol tests: synthetic MCU samples and a pyserial drain."""
+"""Helpers for the pod tests: synthetic MCU samples, a pyserial drain, a pod geometry."""
 
 from __future__ import annotations
 
+import math
 import time
 import types
 
@@ -62,3 +63,13 @@ def open_then_start(emulator) -> serial.Serial:
     ser = serial.Serial(emulator.path, 115200, timeout=0.02)
     emulator.start()
     return ser
+
+
+def slip_geometry():
+    """Two parallel pods ±0.18 m left/right and one sideways pod 0.15 m behind (m, rad;
+    c = 6e-5 m per tick), as the slip-law tests drive it."""
+    from sensorbench.fusion.pod_kinematics import PodGeometry
+
+    return PodGeometry.from_mounts(
+        x=[0.02, 0.02, -0.15], y=[0.18, -0.17, 0.01], phi=[0.0, 0.0, math.pi / 2], c=[6e-5] * 3
+    )

@@ -12,24 +12,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pods_util
 import pytest
 
 from sensorbench.characterize.pods.slip_fit import fit_pod_slip
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_drift import PodSlip, propagate_drift
 from sensorbench.fusion.pod_drive import Drive
-from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path
+from sensorbench.fusion.pod_kinematics import integrate_path
 
 ROLL = 3.0e-7  # m² per m rolled
 DRAG = 1.5e-6  # m² per m dragged
 RATE = 200.0
 SUB = 7
-
-
-def _geometry() -> PodGeometry:
-    return PodGeometry.from_mounts(
-        x=[0.02, 0.02, -0.15], y=[0.18, -0.17, 0.01], phi=[0.0, 0.0, math.pi / 2], c=[6e-5] * 3
-    )
 
 
 def _twist(t: np.ndarray, sideways: bool) -> np.ndarray:
@@ -54,7 +49,7 @@ def _drive(
     yaw_noise: float = 2e-4,
 ) -> Drive:
     rng = np.random.default_rng(seed)
-    geo = _geometry()
+    geo = pods_util.slip_geometry()
     n = int(duration_s * RATE)
     h = 1.0 / (RATE * SUB)
     ts = np.arange(n * SUB) * h
@@ -84,7 +79,7 @@ def _drive(
 
 
 def test_the_fit_recovers_the_slip_law_of_independently_generated_drives() -> None:
-    fit = fit_pod_slip([_drive(1), _drive(2)], _geometry())
+    fit = fit_pod_slip([_drive(1), _drive(2)], pods_util.slip_geometry())
     assert fit.drag_identified
     assert abs(fit.slip.roll_var - ROLL) <= 4 * fit.roll_se, fit.as_dict()
     assert abs(fit.slip.drag_var - DRAG) <= 4 * fit.drag_se, fit.as_dict()
@@ -102,14 +97,14 @@ def test_light_slip_is_not_confused_with_tick_rounding_or_count_jitter() -> None
     drives = [
         _drive(s, sideways=False, roll=roll, drag=DRAG / 10, yaw_noise=2e-5) for s in (5, 6, 7)
     ]
-    fit = fit_pod_slip(drives, _geometry())
+    fit = fit_pod_slip(drives, pods_util.slip_geometry())
     assert not fit.drag_identified, fit.as_dict()
     assert abs(fit.slip.roll_var - roll) <= 4 * fit.roll_se, fit.as_dict()
     assert fit.roll_se < 0.25 * roll
 
 
 def test_without_sideways_motion_the_drag_is_not_identified() -> None:
-    fit = fit_pod_slip([_drive(3, sideways=False)], _geometry())
+    fit = fit_pod_slip([_drive(3, sideways=False)], pods_util.slip_geometry())
     assert not fit.drag_identified
     assert fit.slip.drag_var == fit.slip.roll_var
     assert abs(fit.slip.roll_var - ROLL) <= 4 * fit.roll_se
@@ -117,14 +112,14 @@ def test_without_sideways_motion_the_drag_is_not_identified() -> None:
 
 def test_a_drive_without_imu_is_refused() -> None:
     with pytest.raises(FitError, match="IMU"):
-        fit_pod_slip([_drive(4, duration_s=30, imu=False)], _geometry())
+        fit_pod_slip([_drive(4, duration_s=30, imu=False)], pods_util.slip_geometry())
 
 
 def test_propagated_slip_matches_monte_carlo_dead_reckoning() -> None:
     """Slips drawn per pod and step, dead-reckoned with exact arcs: the spread of the end
     poses against :func:`propagate_drift` with the law's full body covariances."""
     rng = np.random.default_rng(11)
-    geo = _geometry()
+    geo = pods_util.slip_geometry()
     law = PodSlip(geo.W, ROLL, DRAG)
     t = np.arange(2000) / RATE
     u = _twist(t, sideways=True) / RATE

@@ -16,24 +16,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pods_util
 import pytest
 
 from sensorbench.characterize.pods.slip_mocap_fit import fit_pod_slip_mocap
 from sensorbench.errors import FitError
 from sensorbench.fusion.pod_drive import Drive
-from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path
+from sensorbench.fusion.pod_kinematics import integrate_path
 
 ROLL = 4.0e-7  # m² per m rolled
 DRAG = 1.5e-6  # m² per m dragged
 RATE = 200.0
 SUB = 7
 MOCAP_HZ = 110.0
-
-
-def _geometry() -> PodGeometry:
-    return PodGeometry.from_mounts(
-        x=[0.02, 0.02, -0.15], y=[0.18, -0.17, 0.01], phi=[0.0, 0.0, math.pi / 2], c=[6e-5] * 3
-    )
 
 
 def _twist(t: np.ndarray, translate: bool) -> np.ndarray:
@@ -51,7 +46,7 @@ def _twist(t: np.ndarray, translate: bool) -> np.ndarray:
 
 def _drive(seed: int, duration_s: float = 120.0, translate: bool = True) -> Drive:
     rng = np.random.default_rng(seed)
-    geo = _geometry()
+    geo = pods_util.slip_geometry()
     n = int(duration_s * RATE)
     h = 1.0 / (RATE * SUB)
     u = _twist(np.arange(n * SUB) * h, translate) * h  # body increments per sub-step
@@ -81,7 +76,9 @@ def _drive(seed: int, duration_s: float = 120.0, translate: bool = True) -> Driv
 def test_the_fit_recovers_the_slip_law_against_mocap() -> None:
     z = []
     for seed in range(6):
-        fit = fit_pod_slip_mocap([_drive(2 * seed), _drive(2 * seed + 1)], _geometry(), [0, 0])
+        fit = fit_pod_slip_mocap(
+            [_drive(2 * seed), _drive(2 * seed + 1)], pods_util.slip_geometry(), [0, 0]
+        )
         assert fit.drag_identified
         assert fit.roll_se < 0.25 * ROLL and fit.drag_se < 0.25 * DRAG, fit.as_dict()
         z.append(
@@ -96,7 +93,7 @@ def test_the_fit_recovers_the_slip_law_against_mocap() -> None:
 def test_without_translation_nothing_is_dragged_and_the_drag_takes_the_roll() -> None:
     # a forward drive drags the sideways pod and a sideways one the parallel pods: only
     # turning in place drags none (mocap sees every pod, unlike the IMU's heading check)
-    fit = fit_pod_slip_mocap([_drive(20, translate=False)], _geometry(), [0.0])
+    fit = fit_pod_slip_mocap([_drive(20, translate=False)], pods_util.slip_geometry(), [0.0])
     assert not fit.drag_identified
     assert fit.slip.drag_var == fit.slip.roll_var
     assert abs(fit.slip.roll_var - ROLL) <= 3 * fit.roll_se, fit.as_dict()
@@ -104,4 +101,4 @@ def test_without_translation_nothing_is_dragged_and_the_drag_takes_the_roll() ->
 
 def test_a_drive_too_short_is_refused() -> None:
     with pytest.raises(FitError, match="intervals"):
-        fit_pod_slip_mocap([_drive(21, duration_s=5.0)], _geometry(), [0.0])
+        fit_pod_slip_mocap([_drive(21, duration_s=5.0)], pods_util.slip_geometry(), [0.0])
