@@ -9,6 +9,8 @@ import types
 import numpy as np
 import serial
 
+from sensorbench.fusion.pod_kinematics import PodGeometry
+
 
 def make_samples(
     n: int = 2000,
@@ -65,11 +67,9 @@ def open_then_start(emulator) -> serial.Serial:
     return ser
 
 
-def slip_geometry():
+def slip_geometry() -> PodGeometry:
     """Two parallel pods ±0.18 m left/right and one sideways pod 0.15 m behind (m, rad;
     c = 6e-5 m per tick), as the slip-law tests drive it."""
-    from sensorbench.fusion.pod_kinematics import PodGeometry
-
     return PodGeometry.from_mounts(
         x=[0.02, 0.02, -0.15], y=[0.18, -0.17, 0.01], phi=[0.0, 0.0, math.pi / 2], c=[6e-5] * 3
     )
