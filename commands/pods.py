@@ -18,6 +18,7 @@ from sensorbench.logs.atomic_output import (
     check_output,
     force_option,
 )
+from sensorbench.logs.model_keys import AXES
 
 _SESSION = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -474,7 +475,7 @@ def _print_drift(fit: Any) -> None:
         return
     d = fit.drift
     click.echo("odometry slip (variance gained per m along x, per m along y, per rad turned):")
-    for j, axis in enumerate(("x", "y", "theta")):
+    for j, axis in enumerate(AXES):
         cells = []
         for k in range(3):
             mark = "" if d.identified[j, k] else " (not excited)"

@@ -162,10 +162,10 @@ def _fmt(v: float, unit: str) -> str:
 
 def _model_table(model) -> str:
     from sensorbench.characterize.pose.error_model import PARAMS
-    from sensorbench.characterize.pose.series import AXES, param_unit
+    from sensorbench.characterize.pose.series import POSE_AXES, param_unit
 
     lines = ["axis   param        value            95 % interval"]
-    for a in AXES:
+    for a in POSE_AXES:
         f = model.axes[a]
         ci = f.ci()
         for j, p in enumerate(PARAMS):
@@ -270,7 +270,7 @@ def fit_pose_error_cmd(
     """
     from sensorbench.characterize.pose.allan import allan_cross_check
     from sensorbench.characterize.pose.drift import stationarity
-    from sensorbench.characterize.pose.series import AXES, AXIS_UNITS
+    from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES
     from sensorbench.characterize.pose.sessions import fit_prepared
 
     if output:
@@ -326,11 +326,13 @@ def fit_pose_error_cmd(
         doc["sessions"] = [ps.to_dict() for ps in prepared]
         doc["rms"] = {
             ps.series.name: dict(
-                zip(AXES, np.sqrt(np.mean(ps.series.error**2, axis=0)).tolist(), strict=True)
+                zip(POSE_AXES, np.sqrt(np.mean(ps.series.error**2, axis=0)).tolist(), strict=True)
             )
             for ps in prepared
         }
-        doc["allan"] = {a: {k: v for k, v in allan[a].items() if "adev" not in k} for a in AXES}
+        doc["allan"] = {
+            a: {k: v for k, v in allan[a].items() if "adev" not in k} for a in POSE_AXES
+        }
         doc["figures"] = figures
         doc["model_file"] = output
         doc["stationarity"] = {a: v.to_dict() for a, v in station.items()}
@@ -352,7 +354,7 @@ def fit_pose_error_cmd(
         click.echo(
             "  RMS error: "
             + ", ".join(
-                f"{a} {_fmt(r, AXIS_UNITS[a]).strip()}" for a, r in zip(AXES, rms, strict=True)
+                f"{a} {_fmt(r, AXIS_UNITS[a]).strip()}" for a, r in zip(POSE_AXES, rms, strict=True)
             )
         )
         for line in trajectory_lines(ps):
@@ -363,7 +365,7 @@ def fit_pose_error_cmd(
         "Allan cross-check (tau from the ADEV peak / 1.89 vs fitted tau; a peak only at an "
         "interior maximum):"
     )
-    for a in AXES:
+    for a in POSE_AXES:
         c = allan[a]
         peak = f"{c['tau_from_peak_s']:8.3f} s" if c["peak_found"] else "no interior peak"
         click.echo(
@@ -492,7 +494,7 @@ def validate_cmd(
     from sensorbench.characterize.pose.error_model import PoseErrorModel, fit_pose_error
     from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES
     from sensorbench.characterize.pose.requirements import Requirement, judge_requirements
-    from sensorbench.characterize.pose.series import AXES
+    from sensorbench.characterize.pose.series import POSE_AXES
     from sensorbench.characterize.pose.validate import validate_sessions
     from sensorbench.characterize.pose.verdict import assess
 
@@ -573,7 +575,7 @@ def validate_cmd(
                 f"relocalizations: {seg.method} ({ps.series.n_segments - 1})" + _unstable_note(seg)
             )
             click.echo("  axis   " + " ".join(f"{s:>9s}" for s in STAT_NAMES))
-            for i, a in enumerate(AXES):
+            for i, a in enumerate(POSE_AXES):
                 cells = []
                 for j in range(len(STAT_NAMES)):
                     p = chk.percentile[i, j]

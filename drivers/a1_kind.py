@@ -12,7 +12,7 @@ from sensorbench.drivers import a1_protocol
 from sensorbench.drivers.serial_port import read_for
 
 if TYPE_CHECKING:
-    from sensorbench.drivers.device_kinds import DeviceKind, ReaderContext
+    from sensorbench.drivers.device_kind import DeviceKind, ReaderContext
     from sensorbench.drivers.powerup import A1Steps, DeviceSpec
     from sensorbench.drivers.robot_config import DeviceConfig
     from sensorbench.drivers.serial_reader import SerialReader

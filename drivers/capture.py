@@ -48,7 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sensorbench.drivers.device_kinds import ReaderContext, get_kind
+from sensorbench.drivers.device_kind import ReaderContext
+from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.kernels import warm_up as warm_up_kernels
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.reader_base import DeviceReader, ReaderStatus

@@ -1,6 +1,6 @@
 """The LD19-protocol family (LD19, LD06): protocol object and probe of a registered kind.
 
-Every kind whose :attr:`~sensorbench.drivers.device_kinds.DeviceKind.protocol` is
+Every kind whose :attr:`~sensorbench.drivers.device_kind.DeviceKind.protocol` is
 ``ld19`` uses these: the same 47-byte CRC-8 packets at 230400 baud, one-way (the unit
 streams from power-on, nothing is sent to it). The kind only changes the model name
 stored in the session, the status tag and its datasheet defaults.
@@ -15,7 +15,7 @@ import serial
 from sensorbench.drivers.serial_port import read_for
 
 if TYPE_CHECKING:
-    from sensorbench.drivers.device_kinds import DeviceKind, ReaderContext
+    from sensorbench.drivers.device_kind import DeviceKind, ReaderContext
     from sensorbench.drivers.ld19_reader import LD19Protocol
     from sensorbench.drivers.robot_config import DeviceConfig
 

@@ -11,7 +11,7 @@ import serial
 from sensorbench.drivers.serial_port import read_for
 
 if TYPE_CHECKING:
-    from sensorbench.drivers.device_kinds import DeviceKind, ReaderContext
+    from sensorbench.drivers.device_kind import DeviceKind, ReaderContext
     from sensorbench.drivers.pods_reader import PodProtocol
     from sensorbench.drivers.robot_config import DeviceConfig
 

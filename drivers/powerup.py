@@ -39,7 +39,7 @@ show a brown-out, or on a strong supply) and waits for all of them in parallel.
 
 A spec's ``kind`` is looked up in the one device-kind registry
 (:mod:`~sensorbench.drivers.device_kinds`), whose
-:meth:`~sensorbench.drivers.device_kinds.DeviceKind.steps` gives the device's
+:meth:`~sensorbench.drivers.device_kind.DeviceKind.steps` gives the device's
 :class:`DeviceSteps`: :class:`A1Steps` for the A1; for a device that only streams
 (the LD19, the pods: no commands, just wait for valid packets) :class:`StreamSteps`,
 given its baud rate and a counter ``(bytes) -> int`` of the valid items in each new

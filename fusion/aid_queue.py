@@ -22,11 +22,11 @@ import numpy as np
 
 from sensorbench.errors import FusionError
 from sensorbench.fusion.axis_step import AxisAid
+from sensorbench.logs.model_keys import AXES
 
 if TYPE_CHECKING:
     from sensorbench.fusion.split_filter import Aiding, PoseAidModel
 
-AID_AXES = ("x", "y", "theta")
 
 
 def usable(aiding: Aiding) -> np.ndarray:
@@ -129,7 +129,7 @@ class AidQueue:
         )
         z = z + shift
         out = {}
-        for j, a in enumerate(AID_AXES):
+        for j, a in enumerate(AXES):
             am = model.axis(a)
             phi = math.exp(-self.interval_s / am.tau_s)
             r = am.sigma_v**2 + am.sigma**2 * (1 + phi) / max(1 - phi, 1e-12) + m * am.sigma_b**2

@@ -37,8 +37,7 @@ import numpy as np
 
 from sensorbench.errors import FusionError
 from sensorbench.fusion.chunk_invariant import pinv_cached, rows_dot, rows_quadratic
-
-BODY_AXES = ("x", "y", "theta")
+from sensorbench.logs.model_keys import AXES
 
 
 @dataclass(frozen=True)
@@ -86,7 +85,7 @@ class OdometryDrift:
         """``{error_axis: {"per_m_x", "per_m_y", "per_rad"}}`` (SI: m²/m, rad²/m, ...)."""
         return {
             a: dict(zip(("per_m_x", "per_m_y", "per_rad"), map(float, row), strict=True))
-            for a, row in zip(BODY_AXES, self.coef, strict=True)
+            for a, row in zip(AXES, self.coef, strict=True)
         }
 
     @classmethod
@@ -97,7 +96,7 @@ class OdometryDrift:
             FusionError: a missing axis or key.
         """
         try:
-            rows = [[float(d[a][k]) for k in ("per_m_x", "per_m_y", "per_rad")] for a in BODY_AXES]
+            rows = [[float(d[a][k]) for k in ("per_m_x", "per_m_y", "per_rad")] for a in AXES]
         except (KeyError, TypeError, ValueError) as exc:
             raise FusionError(f"odometry drift table lacks or mangles {exc}") from exc
         return cls(np.array(rows))

@@ -48,7 +48,6 @@ from sensorbench.fusion.pod_kinematics import (
     repair_bounces,
 )
 from sensorbench.fusion.split_filter import (
-    AXES,
     Aiding,
     FilterNoise,
     FilterState,
@@ -60,6 +59,7 @@ from sensorbench.fusion.split_filter import (
 )
 from sensorbench.fusion.tick_rounding import expected_frac_variance
 from sensorbench.logs import PoseFlag, Session
+from sensorbench.logs.model_keys import AXES
 
 
 @dataclass

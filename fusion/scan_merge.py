@@ -44,8 +44,8 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from sensorbench.errors import FusionError
-from sensorbench.fusion.scan_bins import TWO_PI, angular_step_rad
 from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, PoseBatch
+from sensorbench.logs.scan_bins import TWO_PI, angular_step_rad
 
 PoseAt = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 """Robot pose at int64 ns times: ``(x m, y m, yaw rad)`` arrays in a fixed frame."""

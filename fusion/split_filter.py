@@ -109,9 +109,8 @@ from sensorbench.fusion.odometry_drift import (
 )
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
 from sensorbench.logs.model_file import read_model, write_model
-from sensorbench.logs.model_keys import FILTER_NOISE_KEYS
+from sensorbench.logs.model_keys import AXES, FILTER_NOISE_KEYS
 
-AXES = ("x", "y", "theta")
 NOISE_MODEL_KIND = "filter_noise"
 NOISE_MODEL_VERSION = 2
 DRIFT_UNITS = "per_m_x, per_m_y: m^2 (rad^2 for theta) per m; per_rad: the same per rad"

@@ -16,6 +16,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+AXES: tuple[str, ...] = ("x", "y", "theta")
+"""The filters' axes in the robot frame, in column order everywhere (x forward m,
+y left m, theta counter-clockwise rad): the split filters, the pod geometry's
+columns, the drift terms, the aiding fixes and the ``filter_noise`` file's tables.
+docs/ESTIMATION.md ("Adding an axis") says what else an added axis needs."""
+
+POSE_AXES: tuple[str, ...] = ("x", "y", "z", "roll", "pitch", "yaw")
+"""A pose's axes (m, m, m, rad, rad, rad), in column order of every ``(N, 6)`` pose or
+pose-error array and of the ``pose_error`` file's tables."""
+
+
 _ENVELOPE: dict[str, Any] = {
     "model": dict.fromkeys(("kind", "format_version", "software", "created_utc")),
     "units": None,
@@ -66,11 +77,11 @@ FILTER_NOISE_KEYS: dict[str, Any] = {
                 "stamp_var",
             )
         )
-        for a in ("x", "y", "theta")
+        for a in AXES
     },
     "drift": {
         "units": None,
-        **{a: dict.fromkeys(("per_m_x", "per_m_y", "per_rad")) for a in ("x", "y", "theta")},
+        **{a: dict.fromkeys(("per_m_x", "per_m_y", "per_rad")) for a in AXES},
     },
     "filter": None,
     "report": None,
@@ -113,7 +124,7 @@ POSE_ERROR_KEYS: dict[str, Any] = {
             "description",
         )
     ),
-    "axes": {a: _POSE_AXIS for a in ("x", "y", "z", "roll", "pitch", "yaw")},
+    "axes": {a: _POSE_AXIS for a in POSE_AXES},
 }
 """``pose_error_gm`` files (``fit pose-error -o``)."""
 

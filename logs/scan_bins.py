@@ -1,4 +1,10 @@
-"""A lidar turn as a ROS LaserScan: each point in the ray bin of its own angle.
+"""Lidar points binned by angle: one module for every binning the package does.
+
+Two uses: (1) a turn as a ROS LaserScan, each point in the ray bin of its own angle
+(:class:`ScanGrid`, :func:`bin_turn`; used by the MCAP export and the live view);
+(2) statistics over angle bins for the dual-scan merge and the lidar
+characterization (:func:`angle_bins`, :func:`grouped_median`, :func:`turn_index`,
+:func:`angular_step_rad`).
 
 LaserScan holds evenly spaced rays: ray i at ``angle_min + i·angle_increment``, taken
 at ``stamp + i·time_increment``. A real turn's points are not evenly spaced (packets
@@ -24,15 +30,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sensorbench.logs.batches import LidarTurns
+
 MAX_RAY_ERROR_RAD = math.radians(0.2)
 """Largest distance of a point from its ray: half a bin."""
 
-_TWO_PI = 2.0 * math.pi
+TWO_PI = 2.0 * math.pi
 
 
 def _wrap(a: np.ndarray) -> np.ndarray:
     """Angles into [-π, π)."""
-    return np.mod(np.asarray(a) + math.pi, _TWO_PI) - math.pi
+    return np.mod(np.asarray(a) + math.pi, TWO_PI) - math.pi
 
 
 @dataclass(frozen=True)
@@ -59,13 +67,13 @@ class ScanGrid:
         steps = steps[inside] if inside.any() else steps
         direction = -1 if steps.size and np.median(steps) < 0 else 1
         per_turn = int(np.median(count)) if count.size else 1
-        n = max(math.ceil(_TWO_PI / (2.0 * max_error_rad)), 2 * per_turn)
+        n = max(math.ceil(TWO_PI / (2.0 * max_error_rad)), 2 * per_turn)
         return cls(n, direction)
 
     @property
     def increment(self) -> np.float32:
         """``angle_increment`` (rad, float32 as the message holds it)."""
-        return np.float32(self.direction * _TWO_PI / self.n_bins)
+        return np.float32(self.direction * TWO_PI / self.n_bins)
 
 
 @dataclass
@@ -101,11 +109,11 @@ def bin_turn(
     n = grid.n_bins
     inc = grid.increment
     a = angle.astype(np.float64)
-    bin_width = _TWO_PI / n
+    bin_width = TWO_PI / n
     angle_min = np.float32(_wrap(np.rint(a[0] / bin_width) * bin_width))
     # sweep distance from ray 0 in the sensor's direction, in bins, with the message's
     # float32 angle_min and increment: the rays a reader computes
-    sweep = np.mod(grid.direction * (a - np.float64(angle_min)), _TWO_PI)
+    sweep = np.mod(grid.direction * (a - np.float64(angle_min)), TWO_PI)
     exact = sweep / abs(np.float64(inc))
     ray = np.rint(exact).astype(np.int64) % n
     miss = np.abs(_wrap((exact - np.rint(exact)) * abs(np.float64(inc))))
@@ -124,3 +132,74 @@ def bin_turn(
     far = int(np.argmax(ray))
     time_increment = (int(t_ns[far]) - int(t_ns[0])) / 1e9 / int(ray[far]) if ray[far] else 0.0
     return BinnedScan(angle_min, inc, ranges, intensities, time_increment, ray_of_point)
+
+def angle_bins(angle_rad: np.ndarray, n_bins: int) -> np.ndarray:
+    """Bin index in ``[0, n_bins)`` of each angle; bin ``b`` is centred on ``b·2π/n_bins``."""
+    width = TWO_PI / n_bins
+    return (
+        np.floor(
+            np.mod(np.asarray(angle_rad, dtype=np.float64) + 0.5 * width, TWO_PI) / width
+        ).astype(np.int64)
+        % n_bins
+    )
+
+
+def grouped_median(
+    keys: np.ndarray, values: np.ndarray, n_groups: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Median of ``values`` per integer key in ``[0, n_groups)``.
+
+    ``inf`` values take part (a group of mostly ``inf`` has median ``inf``); drop
+    ``nan`` before calling. Returns ``(median, count)``; empty groups give ``nan``.
+    """
+    keys = np.asarray(keys, dtype=np.int64)
+    values = np.asarray(values, dtype=np.float64)
+    order = _order_by_key_then_value(keys, values, n_groups)
+    v = values[order]
+    counts = np.bincount(keys, minlength=n_groups)[:n_groups]
+    starts = np.zeros(n_groups, dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    med = np.full(n_groups, np.nan)
+    has = counts > 0
+    lo = starts[has] + (counts[has] - 1) // 2
+    hi = starts[has] + counts[has] // 2
+    with np.errstate(invalid="ignore"):
+        med[has] = np.where(v[lo] == v[hi], v[lo], 0.5 * (v[lo] + v[hi]))
+    return med, counts
+
+
+def _order_by_key_then_value(keys: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
+    """Permutation sorting by key, then value: one float64 argsort when the pair fits.
+
+    The combined key is ``key · W + min(value, W′)`` with ``W`` a power of two above
+    every finite value (``inf`` sorts last within its group); ties within 2⁻²⁰ m are
+    ordered arbitrarily, which cannot change a median by more than that.
+    """
+    finite = values[np.isfinite(values)]
+    if finite.size and (finite.min() < 0 or n_groups == 0):
+        return np.lexsort((values, keys))
+    top = float(finite.max()) if finite.size else 0.0
+    width = 2.0 ** np.ceil(np.log2(top + 2.0))
+    if n_groups * width > 2.0**32:
+        return np.lexsort((values, keys))
+    combined = keys * width + np.minimum(values, width - 1.0)
+    return np.argsort(combined)
+
+
+def turn_index(count: np.ndarray) -> np.ndarray:
+    """Turn number of every point of a flat ``LidarTurns`` (from its per-turn counts)."""
+    count = np.asarray(count, dtype=np.int64)
+    return np.repeat(np.arange(count.size, dtype=np.int64), count)
+
+
+def angular_step_rad(turns: LidarTurns) -> float:
+    """Median angular distance (rad) between consecutive points of the same turn."""
+    if turns.n_points < 2:
+        return float("nan")
+    d = np.abs(np.diff(turns.angle.astype(np.float64)))
+    d = np.minimum(d, 2 * np.pi - d)
+    same_turn = np.ones(turns.n_points - 1, dtype=bool)
+    ends = np.cumsum(turns.count.astype(np.int64))[:-1] - 1
+    same_turn[ends[(ends >= 0) & (ends < same_turn.size)]] = False
+    d = d[same_turn & (d > 0)]
+    return float(np.median(d)) if d.size else float("nan")

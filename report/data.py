@@ -27,6 +27,7 @@ import numpy as np
 
 from sensorbench.errors import FitError
 from sensorbench.logs import Session
+from sensorbench.logs.model_keys import POSE_AXES
 
 if TYPE_CHECKING:
     from sensorbench.characterize.pose.validate import SessionCheck, ValidationReport
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 ProgressFn = Callable[[str], None]
 StepFn = Callable[[int, int], None]
 """``steps(done, total)``: how far the report is."""
-POSE_AXES = ("x", "y", "z", "roll", "pitch", "yaw")
 POSE_PARAMS = ("sigma_b", "sigma", "tau_s", "sigma_v")
 Z_999 = 3.2905267314919255
 """Normal quantile of the central 99.9 % intervals given in the JSON beside the 95 % ones."""

@@ -221,7 +221,7 @@ _POD_UNITS = {
 
 def render_pods(section: PodsSection) -> str:
     """Pod geometry against the truth, filter noise and the replays."""
-    from sensorbench.fusion.split_filter import AXES
+    from sensorbench.logs.model_keys import AXES
 
     rows = []
     for p in section.params:

@@ -15,7 +15,7 @@ import html
 
 from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.characterize.pose.frames import frame_statistics
-from sensorbench.characterize.pose.series import AXES, AXIS_UNITS
+from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES
 from sensorbench.characterize.pose.validate import ValidationReport
 from sensorbench.characterize.pose.verdict import Verdict, assess
 
@@ -50,7 +50,7 @@ def render_pose_verdict(v: Verdict) -> str:
     named reasons) and part 2 (requirements, or a note that none were given)."""
     e = html.escape
     rows = []
-    for a in AXES:
+    for a in POSE_AXES:
         st, tr = v.stationarity[a], v.trend[a]
         lo, hi = st.tau_ci95_s
         rows.append(

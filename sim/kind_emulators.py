@@ -22,7 +22,7 @@ from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults
 
 if TYPE_CHECKING:
-    from sensorbench.drivers.device_kinds import DeviceKind
+    from sensorbench.drivers.device_kind import DeviceKind
     from sensorbench.drivers.robot_config import DeviceConfig
     from sensorbench.sim.clock import SimClock
     from sensorbench.sim.simulation import Simulation

@@ -26,7 +26,7 @@ from typing import Any
 
 from sensorbench.errors import ModelFileError, SimError
 from sensorbench.logs.model_file import check_envelope, dumps_toml, load_document
-from sensorbench.logs.model_keys import POSE_ERROR_KEYS, unknown_key
+from sensorbench.logs.model_keys import POSE_AXES, POSE_ERROR_KEYS, unknown_key
 
 SCENARIO_DIR = Path(str(resources.files("sensorbench.sim") / "scenarios"))
 
@@ -711,8 +711,6 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         ) from None
     return parse_scenario(text, str(p), p.stem)
 
-
-POSE_AXES = ("x", "y", "z", "roll", "pitch", "yaw")
 
 
 def pose_model_overrides(path: str | Path) -> dict:

@@ -150,7 +150,7 @@ def sbc_fits(
     """
     from sensorbench.characterize.pose.error_model import fit_groups
     from sensorbench.characterize.pose.gm_montecarlo import draw_params
-    from sensorbench.characterize.pose.series import AXES
+    from sensorbench.characterize.pose.series import POSE_AXES
 
     rng = np.random.default_rng(seed)
     truths, series = [], []
@@ -161,7 +161,7 @@ def sbc_fits(
         e = simulate_errors(truth, t, reloc, 1, rng)[0]
         series.append(ErrorSeries(t, e, reloc, name=f"sbc-{seed}-{i}"))
         truths.append(truth)
-    fits = [f[a] for f in fit_groups(series, [[i] for i in range(n_sessions)]) for a in AXES]
+    fits = [f[a] for f in fit_groups(series, [[i] for i in range(n_sessions)]) for a in POSE_AXES]
     truth = np.concatenate(truths)
     est = np.array([f.values for f in fits])
     draws = draw_params(

@@ -13,7 +13,7 @@ import click
 import numpy as np
 import pytest
 
-from sensorbench.bench import BenchResult, Round, interleave
+from sensorbench.benchmarks import BenchResult, Round, interleave
 
 
 class _FakeClock:
@@ -116,19 +116,19 @@ def test_every_benchmark_module_has_a_run_and_helpers_are_not_listed() -> None:
     """A full run calls run() of every listed module (a helper listed crashed it)."""
     import importlib
 
-    from sensorbench import bench
+    from sensorbench import benchmarks as bench
 
     assert "c_reference" not in bench.modules()
     for name in bench.modules():
-        assert callable(importlib.import_module(f"sensorbench.bench.{name}").run), name
+        assert callable(importlib.import_module(f"sensorbench.benchmarks.{name}").run), name
 
 
 def test_the_c_reference_decodes_what_the_parser_decodes() -> None:
     """The C state machine (compiled here) and the driver's parser agree packet for
     packet on a stream with corrupted bytes, in 1 KiB and 64 KiB reads; so does the
     Python struct fallback."""
-    from sensorbench.bench import ld19
-    from sensorbench.bench.c_reference import CReferenceUnavailable
+    from sensorbench.benchmarks import ld19
+    from sensorbench.benchmarks.c_reference import CReferenceUnavailable
 
     data = ld19._stream(5_000, corrupt_every=50)
     ld19._check_against_reference(data, ld19.struct_reference_parse)
@@ -146,7 +146,7 @@ def test_bench_prints_each_modules_figures_as_it_finishes(monkeypatch) -> None:
     crash in a1 after minutes, having printed nothing)."""
     from click.testing import CliRunner
 
-    from sensorbench import bench
+    from sensorbench import benchmarks as bench
     from sensorbench.cli import cli
 
     seen: list[str] = []
@@ -176,3 +176,12 @@ def test_bench_prints_each_modules_figures_as_it_finishes(monkeypatch) -> None:
     assert result.exit_code == 0, result.output
     rows = [p for p in printed if "figure" in p]
     assert rows[0].startswith("1:alpha: figure") and rows[1].startswith("2:beta: figure"), rows
+
+
+def test_bench_command_names_every_benchmark_module() -> None:
+    """The command's --only choices (listed so that --help imports no benchmark) are
+    exactly the modules of benchmarks/."""
+    from sensorbench import benchmarks as bench
+    from sensorbench.commands.bench import BENCH_NAMES
+
+    assert list(BENCH_NAMES) == bench.modules()

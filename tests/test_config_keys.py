@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from sensorbench.characterize.pose.error_model import AxisFit, PoseErrorModel
-from sensorbench.characterize.pose.series import AXES
+from sensorbench.characterize.pose.series import POSE_AXES
 from sensorbench.cli import cli
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.errors import ConfigError, FitError, FusionError, ModelFileError, SimError
@@ -123,7 +123,7 @@ def _noise_model(tmp_path):
 
 
 def _pose_model(tmp_path):
-    axes = {a: AxisFit(a, 0.01, 0.02, 2.0, 0.005, np.eye(4) * 0.01, 100, 3) for a in AXES}
+    axes = {a: AxisFit(a, 0.01, 0.02, 2.0, 0.005, np.eye(4) * 0.01, 100, 3) for a in POSE_AXES}
     return PoseErrorModel(axes, "cam", "mocap", "mocap world").save(tmp_path / "pose.toml")
 
 

@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report",),
     ("live",),
     ("demo",),
-    ("bench",),
+    ("benchmarks",),
     ("commands", "cli"),
 )
 """Lowest first. A module may import its own layer and every layer below it.

@@ -18,7 +18,12 @@ import pose_util
 import pytest
 
 from sensorbench.characterize.pose.aid import load_pose_aid_model
-from sensorbench.characterize.pose.error_model import AXES, PARAMS, PoseErrorModel, fit_pose_error
+from sensorbench.characterize.pose.error_model import (
+    PARAMS,
+    POSE_AXES,
+    PoseErrorModel,
+    fit_pose_error,
+)
 from sensorbench.errors import FitError, FusionError, ModelFileError
 from sensorbench.fusion.odometry_drift import OdometryDrift
 from sensorbench.fusion.pod_kinematics import load_pod_model, save_pod_model
@@ -166,7 +171,7 @@ def test_files_written_before_the_shared_envelope_still_load() -> None:
     doc = tomllib.loads((OLD / "pose_error.toml").read_text(encoding="utf-8"))
     assert "software" in doc["provenance"] and "software" not in doc["model"]
     model = PoseErrorModel.load(OLD / "pose_error.toml")
-    for i, a in enumerate(AXES):
+    for i, a in enumerate(POSE_AXES):
         for j, p in enumerate(PARAMS):
             assert model.params_array()[i, j] == doc["axes"][a][p]
     assert model.provenance["software"] == doc["provenance"]["software"]
@@ -178,7 +183,7 @@ def test_files_written_before_the_shared_envelope_still_load() -> None:
     noise = load_noise_model(OLD / "noise.toml")
     assert noise.axis("theta") == AxisNoise(0.05, 9e-9)
     sim = pose_model_overrides(OLD / "pose_error.toml")["pose_sensor"]
-    assert sim["gm_tau_s"] == [doc["axes"][a]["tau_s"] for a in AXES]
+    assert sim["gm_tau_s"] == [doc["axes"][a]["tau_s"] for a in POSE_AXES]
 
 
 def test_a_resaved_old_pose_model_moves_its_stamp_to_the_envelope(tmp_path: Path) -> None:

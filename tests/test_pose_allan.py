@@ -17,7 +17,7 @@ from sensorbench.characterize.pose.allan import (
     allan_deviation_edf,
     model_allan_deviation,
 )
-from sensorbench.characterize.pose.series import AXES, ErrorSeries
+from sensorbench.characterize.pose.series import POSE_AXES, ErrorSeries
 
 
 def _series(params: np.ndarray, seed: int, duration_s: float = 600.0, n: int = 3):
@@ -34,7 +34,7 @@ def _series(params: np.ndarray, seed: int, duration_s: float = 600.0, n: int = 3
 def test_gm_curve_peaks_inside_near_1_89_tau():
     params = pose_util.TRUTH * [0, 1, 1, 1]
     check = allan_cross_check(_series(params, 1), params)
-    for i, a in enumerate(AXES):
+    for i, a in enumerate(POSE_AXES):
         c = check[a]
         assert c["peak_found"], a
         # the peak of a noisy curve on a log grid: within a factor 1.6 of 1.89 tau
@@ -52,7 +52,7 @@ def test_intervals_cover_the_model_curve():
     for seed in range(10, 30):
         c = allan_cross_check(_series(params, seed, duration_s=300.0, n=2), params)
         t = np.array(c["T_s"])
-        for i, a in enumerate(AXES):
+        for i, a in enumerate(POSE_AXES):
             lo, hi = (np.array(v) for v in c[a]["adev_ci95"])
             model = np.array(c[a]["model_adev"])
             for f, h in hits.items():
@@ -69,7 +69,7 @@ def test_monotone_rising_curve_has_no_peak():
     params[:, 3] = 0.0
     series = _series(params, 2, duration_s=120.0, n=2)
     check = allan_cross_check(series, params)
-    for a in AXES:
+    for a in POSE_AXES:
         assert not check[a]["peak_found"], (a, check[a]["peak_T_s"])
         assert np.isnan(check[a]["tau_from_peak_s"])
 

@@ -21,7 +21,7 @@ from sensorbench.characterize.pose.error_model import (
     qprofile_quantile,
 )
 from sensorbench.characterize.pose.gm_montecarlo import draw_params, simulate_errors
-from sensorbench.characterize.pose.series import AXES, ErrorSeries
+from sensorbench.characterize.pose.series import POSE_AXES, ErrorSeries
 from sensorbench.errors import FitError
 
 
@@ -105,7 +105,7 @@ def test_qprofile_with_the_mean_absorbed_is_chi2_with_one_dof_less():
             t, reloc = pose_util.session_design(rng, 30.0, 5.0, 15.0)
             series.append((t, reloc, simulate_errors(truth, t, reloc, 1, rng)[0][:, 0]))
         mean = np.mean(np.concatenate([e for _, _, e in series]))
-        meta = {"mean_group": "campaign", "mean_axes": AXES}
+        meta = {"mean_group": "campaign", "mean_axes": POSE_AXES}
         ss = [
             ErrorSeries(t, np.repeat((e - mean)[:, None], 6, 1), r, meta=meta) for t, r, e in series
         ]
@@ -125,7 +125,7 @@ def test_one_absorbed_segment_leaves_sigma_b_not_identified():
     t, _ = pose_util.session_design(rng, 60.0, 5.0, 1e9)
     reloc = np.zeros(t.size, bool)
     e = simulate_errors(pose_util.TRUTH, t, reloc, 1, rng)[0]
-    s = ErrorSeries(t, e - e.mean(axis=0), reloc, meta={"mean_group": "s", "mean_axes": AXES})
+    s = ErrorSeries(t, e - e.mean(axis=0), reloc, meta={"mean_group": "s", "mean_axes": POSE_AXES})
     for f in fit_pose_error([s]).axes.values():
         assert not f.identified[0] and not f.has_qprofile
         assert np.all(np.isnan(f.ci()[0]))
@@ -172,7 +172,7 @@ def test_fit_recovers_known_parameters_within_stated_uncertainty():
     """
     series = pose_util.campaign(11, "correct", duration_s=200.0)
     model = fit_pose_error(series)
-    for i, a in enumerate(AXES):
+    for i, a in enumerate(POSE_AXES):
         f = model.axes[a]
         assert f.converged
         z = (np.log(f.values) - np.log(pose_util.TRUTH[i])) / f.se_log
@@ -250,7 +250,7 @@ def test_model_file_roundtrip_and_checks(tmp_path):
     (tmp_path / "bad_kind.toml").write_text(text.replace('"pose_error_gm"', '"other"'))
     with pytest.raises(FitError, match="not a pose-error model"):
         PoseErrorModel.load(tmp_path / "bad_kind.toml")
-    for a in AXES:
+    for a in POSE_AXES:
         f, g = model.axes[a], back.axes[a]
         assert g.has_qprofile and g.qprofile.lam.size == f.n_segments
         np.testing.assert_allclose(g.ci(), f.ci(), rtol=1e-12)
@@ -259,7 +259,7 @@ def test_model_file_roundtrip_and_checks(tmp_path):
         PoseErrorModel.load(tmp_path / "new.toml")
     # a file written before the Q-profile loads; its sigma_b interval is the log-normal one
     v1 = PoseErrorModel.from_dict(_without_qprofile(model.to_dict()))
-    for a in AXES:
+    for a in POSE_AXES:
         f = v1.axes[a]
         assert not f.has_qprofile
         se = f.se_log[0]

@@ -49,7 +49,7 @@ from sensorbench.characterize.pose.requirements import (
     judge_requirements,
     predict_requirements,
 )
-from sensorbench.characterize.pose.series import AXES
+from sensorbench.characterize.pose.series import POSE_AXES
 from sensorbench.characterize.pose.sessions import prepare_campaign
 from sensorbench.cli import cli
 
@@ -127,7 +127,7 @@ def _compute_campaign(seed: int, directory: Path) -> dict:
     tracks, names = foreign_pose.tracks(camp, directory)
     prep = prepare_campaign(tracks, names)
     model = fit_pose_error(prep.series)
-    fits = [model.axes[a] for a in AXES]
+    fits = [model.axes[a] for a in POSE_AXES]
     rng = np.random.default_rng(seed)
     draws = draw_params(
         model.params_array(),

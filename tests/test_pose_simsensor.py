@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from sensorbench.characterize.pose.error_model import fit_pose_error
-from sensorbench.characterize.pose.series import AXES, ErrorSeries
+from sensorbench.characterize.pose.series import POSE_AXES, ErrorSeries
 from sensorbench.characterize.pose.validate import validate_sessions
 
 sim_scenario = pytest.importorskip("sensorbench.sim.scenario")
@@ -50,7 +50,7 @@ def test_sim_sensor_campaign_without_wrong_relocalizations(tmp_path):
         [params["reloc_sigma"], params["gm_sigma"], params["gm_tau_s"], params["white_sigma"]]
     ).T
     model = fit_pose_error(series)
-    for i, a in enumerate(AXES):
+    for i, a in enumerate(POSE_AXES):
         f = model.axes[a]
         z = (np.log(f.values) - np.log(truth[i])) / f.se_log
         assert np.all(np.abs(z) < 4.0), (a, z)

@@ -28,7 +28,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from sensorbench.drivers.device_kinds import DeviceKind, all_kinds
+from sensorbench.drivers.device_kind import DeviceKind
+from sensorbench.drivers.device_kinds import all_kinds
 from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import DeviceUnavailable, UdevError
 

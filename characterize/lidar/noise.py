@@ -65,8 +65,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sensorbench.fusion.scan_bins import TWO_PI, angle_bins, grouped_median, turn_index
 from sensorbench.logs import LidarTurns
+from sensorbench.logs.scan_bins import TWO_PI, angle_bins, grouped_median, turn_index
 
 DEFAULT_BANDS_M = (0.02, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0)
 MAD_TO_SIGMA = 1.482602218505602

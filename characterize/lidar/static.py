@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sensorbench.fusion.scan_bins import angle_bins, grouped_median, turn_index
 from sensorbench.logs import LidarTurns
+from sensorbench.logs.scan_bins import angle_bins, grouped_median, turn_index
 
 MIN_COMMON_BINS = 20
 QUANTILE = 0.75

@@ -34,9 +34,9 @@ from sensorbench.characterize.lidar.static import StaticDetection, detect_static
 from sensorbench.characterize.lidar.timing import TimingStats, timing_stats, turn_start_s
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
 from sensorbench.errors import FitError, SessionError
-from sensorbench.fusion.scan_bins import angular_step_rad
 from sensorbench.json_doc import json_ready
 from sensorbench.logs import Event, LidarTurns, Session
+from sensorbench.logs.scan_bins import angular_step_rad
 
 
 @dataclass(frozen=True)

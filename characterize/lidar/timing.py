@@ -46,8 +46,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from sensorbench.errors import FitError
-from sensorbench.fusion.scan_bins import angular_step_rad
 from sensorbench.logs import NO_DEVICE_TIME, Event, LidarTurns, TurnFlag
+from sensorbench.logs.scan_bins import angular_step_rad
 
 PERCENTILES = (1, 5, 50, 95, 99)
 _SOURCES = {

@@ -38,9 +38,10 @@ import numpy as np
 from scipy.optimize import nnls
 
 from sensorbench.errors import FitError
-from sensorbench.fusion.odometry_drift import BODY_AXES, OdometryDrift
+from sensorbench.fusion.odometry_drift import OdometryDrift
 from sensorbench.fusion.pod_drive import Drive, align_drive, drive_interval_frames
 from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces
+from sensorbench.logs.model_keys import AXES
 
 INTERVAL_S = 2.0
 TRIM = 25.0
@@ -79,11 +80,11 @@ class DriftFit:
         return {
             "coefficients": self.drift.as_dict(),
             "standard_errors": OdometryDrift(np.nan_to_num(self.coef_se)).as_dict(),
-            "intercept": dict(zip(BODY_AXES, map(float, self.intercept), strict=True)),
-            "timing_s": dict(zip(BODY_AXES, map(float, self.timing_s), strict=True)),
+            "intercept": dict(zip(AXES, map(float, self.intercept), strict=True)),
+            "timing_s": dict(zip(AXES, map(float, self.timing_s), strict=True)),
             "identified": {
                 a: dict(zip(("per_m_x", "per_m_y", "per_rad"), map(bool, row), strict=True))
-                for a, row in zip(BODY_AXES, self.identified, strict=True)
+                for a, row in zip(AXES, self.identified, strict=True)
             },
             "n_intervals": self.n_intervals,
             "excitation": dict(

@@ -57,8 +57,8 @@ from sensorbench.characterize.pods.slip_mocap_fit import fit_pod_slip_mocap
 from sensorbench.errors import FitError, FusionError
 from sensorbench.fusion.pod_drive import Drive, align_drive, intervals_with_rate
 from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces, save_pod_model
+from sensorbench.logs.model_keys import AXES
 
-COLUMNS = ("x", "y", "theta")
 DRIVE_FOR = {"x": "forward drive", "y": "sideways drive", "theta": "spin"}
 
 
@@ -508,8 +508,8 @@ def fit_pods(
         rows=rows,
         row_cov=cov,
         joint_row_cov=core["joint_rows"],
-        excitation={k: float(v) for k, v in zip(COLUMNS, snr, strict=True)},
-        excited={k: bool(v) for k, v in zip(COLUMNS, excited, strict=True)},
+        excitation={k: float(v) for k, v in zip(AXES, snr, strict=True)},
+        excited={k: bool(v) for k, v in zip(AXES, excited, strict=True)},
         singular_values=sv,
         time_offsets_s=offsets,
         sigma_time_offsets_s=[float(v) for v in offset_sigma],
@@ -566,11 +566,11 @@ def _derive(rows: np.ndarray, cov: np.ndarray, excited: np.ndarray) -> tuple[Any
             j = 0 if excited[0] else 1
             main = j if abs(rows[i, j]) >= 0.5 * np.nanmax(np.abs(rows[:, j])) else 1 - j
         st: dict[str, str] = {}
-        main_drive = DRIVE_FOR[COLUMNS[main]]
+        main_drive = DRIVE_FOR[AXES[main]]
         st["distance_per_tick"] = (
             "ok" if excited[main] else f"not identifiable: no {main_drive} in the data"
         )
-        missing = [COLUMNS[j] for j in (0, 1) if not excited[j]]
+        missing = [AXES[j] for j in (0, 1) if not excited[j]]
         st["rolling_angle"] = (
             "ok" if not missing else f"not identifiable: no {DRIVE_FOR[missing[0]]} in the data"
         )

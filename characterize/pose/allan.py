@@ -35,7 +35,7 @@ import math
 import numpy as np
 from scipy.stats import chi2
 
-from sensorbench.characterize.pose.series import AXES, ErrorSeries
+from sensorbench.characterize.pose.series import POSE_AXES, ErrorSeries
 
 GM_PEAK_T_OVER_TAU = 1.89
 GM_PEAK_ADEV_OVER_SIGMA = 0.62
@@ -167,7 +167,7 @@ def allan_cross_check(series: list[ErrorSeries], params: np.ndarray) -> dict:
     ci = adev_interval(adev, edf)
     out: dict = {"T_s": t.tolist(), "n_terms": n_terms.tolist(), "edf": edf.tolist()}
     nan = float("nan")
-    for i, a in enumerate(AXES):
+    for i, a in enumerate(POSE_AXES):
         _, sg, tau, sv = params[i]
         model = model_allan_deviation(t, sg, tau, sv, dt0)
         y = adev[:, i]

@@ -40,7 +40,7 @@ import numpy as np
 from scipy.stats import t as student_t
 
 from sensorbench.characterize.pose.error_model import PoseErrorModel
-from sensorbench.characterize.pose.series import AXES, ErrorSeries
+from sensorbench.characterize.pose.series import POSE_AXES, ErrorSeries
 
 TAU_SEGMENT_FRACTION = 1.0
 """τ (estimate or 95 % upper bound) above this fraction of the median segment length → DRIFT."""
@@ -118,7 +118,7 @@ def stationarity(
     """Per axis: the model's τ and its 95 % interval against the data's median segment length."""
     med = float(np.median(segment_lengths(series)))
     out = {}
-    for a in AXES:
+    for a in POSE_AXES:
         f = model.axes[a]
         ci = f.ci()[2]
         out[a] = AxisStationarity(
@@ -203,10 +203,10 @@ def trend_test(series: list[ErrorSeries], alpha: float = TREND_ALPHA) -> dict[st
     """Per axis: is the error's slope within relocalization segments consistently non-zero?"""
     slopes, lengths = segment_slopes(series)
     k = lengths.size
-    level = alpha / len(AXES)
+    level = alpha / len(POSE_AXES)
     w = lengths**3
     out = {}
-    for i, a in enumerate(AXES):
+    for i, a in enumerate(POSE_AXES):
         if k < 3 or w.sum() <= 0:
             out[a] = AxisTrend(a, float("nan"), float("nan"), 0.0, float("nan"), k, level)
             continue
@@ -259,10 +259,10 @@ def variance_growth(
         lengths.append((t1 - t0)[ok])
     v, length = np.concatenate(var), np.concatenate(lengths)
     k = length.size
-    level = alpha / len(AXES)
+    level = alpha / len(POSE_AXES)
     out = {}
     if k < 5:
-        for a in AXES:
+        for a in POSE_AXES:
             out[a] = AxisVarianceGrowth(a, float("nan"), float("nan"), 0.0, float("nan"), k, level)
         return out
     ratio = v / expected_segment_variance(length, model.params_array())
@@ -272,7 +272,7 @@ def variance_growth(
     sxx = float(np.sum(w * xc * xc))
     k_eff = float(1.0 / np.sum(w * w))
     dof = max(k_eff - 2.0, 1.0)
-    for i, a in enumerate(AXES):
+    for i, a in enumerate(POSE_AXES):
         r = ratio[:, i]
         if sxx <= 0 or not np.all(np.isfinite(r)):
             out[a] = AxisVarianceGrowth(a, float("nan"), float("nan"), 0.0, float("nan"), k, level)

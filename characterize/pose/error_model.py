@@ -80,7 +80,7 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 from scipy.stats import chi2
 
-from sensorbench.characterize.pose.series import AXES, AXIS_UNITS, ErrorSeries
+from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES, ErrorSeries
 from sensorbench.characterize.pose.whiten import filter_gains, whiten_columns
 from sensorbench.errors import FitError, ModelFileError
 from sensorbench.logs.model_file import (
@@ -324,7 +324,7 @@ def offset_qprofile(
         lam.append(ev)
         z.append(vec.T @ (c @ r))
         ones.append(vec.T @ np.ones(s.n_segments))
-        label = s.meta.get("mean_group") if AXES[axis] in s.meta.get("mean_axes", ()) else None
+        label = s.meta.get("mean_group") if POSE_AXES[axis] in s.meta.get("mean_axes", ()) else None
         gid = -1 if label is None else labels.setdefault(str(label), len(labels))
         group.append(np.full(s.n_segments, gid))
     zz = np.concatenate(z)
@@ -747,21 +747,21 @@ class PoseErrorModel:
     provenance: dict[str, Any] = field(default_factory=dict)
 
     def params_array(self) -> np.ndarray:
-        """``(6, 4)`` parameters, axes in :data:`AXES` order, columns :data:`PARAMS`."""
-        return np.stack([self.axes[a].values for a in AXES])
+        """``(6, 4)`` parameters, axes in :data:`POSE_AXES` order, columns :data:`PARAMS`."""
+        return np.stack([self.axes[a].values for a in POSE_AXES])
 
     def cov_log_array(self) -> np.ndarray:
         """``(6, 4, 4)`` log-parameter covariances, unidentified parameters zeroed."""
-        return np.stack([self.axes[a].cov_log_usable() for a in AXES])
+        return np.stack([self.axes[a].cov_log_usable() for a in POSE_AXES])
 
     def sigma_b_quantiles(self) -> list[Callable[[np.ndarray], np.ndarray]]:
-        """Per axis (:data:`AXES` order) the quantile function of sigma_b's uncertainty."""
-        return [self.axes[a].sigma_b_quantile for a in AXES]
+        """Per axis (:data:`POSE_AXES` order) the quantile function of sigma_b's uncertainty."""
+        return [self.axes[a].sigma_b_quantile for a in POSE_AXES]
 
     def with_params(self, params: np.ndarray, note: str) -> PoseErrorModel:
         """A copy with replaced ``(6, 4)`` parameters (uncertainty kept), noted in provenance."""
         axes = {}
-        for i, a in enumerate(AXES):
+        for i, a in enumerate(POSE_AXES):
             src = self.axes[a]
             axes[a] = AxisFit(
                 a,
@@ -780,7 +780,7 @@ class PoseErrorModel:
     def to_dict(self) -> dict[str, Any]:
         """The TOML document as a nested dict."""
         axes: dict[str, Any] = {}
-        for a in AXES:
+        for a in POSE_AXES:
             f = self.axes[a]
             ci = f.ci()
             axes[a] = {
@@ -841,7 +841,7 @@ class PoseErrorModel:
         meta = doc["model"]
         try:
             axes = {}
-            for a in AXES:
+            for a in POSE_AXES:
                 t = doc["axes"][a]
                 cov = np.array(t.get("cov_log", [0.0] * 16), dtype=float).reshape(4, 4)
                 qp = t.get("sigma_b_qprofile", {})
@@ -1026,7 +1026,7 @@ def fit_groups(
     options = options or FitOptions()
     if not series:
         raise FitError("no sessions to fit")
-    problems = [_Problem(a, g) for g in groups for a in range(len(AXES))]
+    problems = [_Problem(a, g) for g in groups for a in range(len(POSE_AXES))]
     theta_start = None
     counts = np.bincount([s for g in groups for s in g], minlength=len(series))
     overlapping = bool(counts.max() > 1)
@@ -1048,7 +1048,7 @@ def fit_groups(
         union = sorted({s for g in groups for s in g})
         full = _fit_problems(
             series,
-            [_Problem(a, union) for a in range(len(AXES))],
+            [_Problem(a, union) for a in range(len(POSE_AXES))],
             options,
             progress=_stage(progress, 0, stages),
         )
@@ -1067,14 +1067,14 @@ def fit_groups(
         *(np.concatenate([getattr(r, f) for r in parts]) for f in _OptResult.__dataclass_fields__)
     )
     out: list[dict[str, AxisFit]] = []
-    n_a = len(AXES)
+    n_a = len(POSE_AXES)
     for gi, g in enumerate(groups):
         rows = slice(gi * n_a, (gi + 1) * n_a)
         theta = _restricted_step(
             series, g, res.theta[rows], res.hess[rows], res.at_bound[rows], options.fd_step_log
         )
         fits = {}
-        for a, name in enumerate(AXES):
+        for a, name in enumerate(POSE_AXES):
             pi = gi * n_a + a
             cov = _cov_from_hessian(res.hess[pi], res.at_bound[pi])
             values = np.exp(theta[a])
@@ -1127,9 +1127,9 @@ def _restricted_step(
     grad = np.zeros_like(theta)
     for sessions in members.values():
         blocks = [_whitening_blocks(series[i]) for i in sessions]
-        per_axis = [_nuisance_info(blocks, np.exp(theta[a]), a) for a in range(len(AXES))]
+        per_axis = [_nuisance_info(blocks, np.exp(theta[a]), a) for a in range(len(POSE_AXES))]
         total = sum(per_axis)
-        for a in range(len(AXES)):
+        for a in range(len(POSE_AXES)):
             for j in np.flatnonzero(~at_bound[a]):
                 ends = []
                 for sign in (1.0, -1.0):
@@ -1141,7 +1141,7 @@ def _restricted_step(
                     ends.append(logdet if sign_det > 0 else np.nan)
                 grad[a, j] += (ends[0] - ends[1]) / (2.0 * h)
     out = theta.copy()
-    for a in range(len(AXES)):
+    for a in range(len(POSE_AXES)):
         free = ~at_bound[a] & np.isfinite(grad[a])
         free[0] = False  # sigma_b: from the segments only; its restricted form is its Q-profile
         hf = hess[a][np.ix_(free, free)]

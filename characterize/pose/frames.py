@@ -41,7 +41,7 @@ import numpy as np
 from scipy.stats import chi2
 from scipy.stats import f as f_dist
 
-from sensorbench.characterize.pose.series import AXES, ErrorSeries
+from sensorbench.characterize.pose.series import POSE_AXES, ErrorSeries
 
 FRAME_ALPHA = 0.01
 """Level of the frame check over all sessions (Bonferroni)."""
@@ -102,8 +102,8 @@ class FrameCheck:
                 n: {
                     "statistic": float(self.statistic[i]),
                     "p_value": float(self.p_value[i]),
-                    "mean_error": dict(zip(AXES, self.mean_error[i].tolist(), strict=True)),
-                    "allowed_sd": dict(zip(AXES, self.allowed_sd[i].tolist(), strict=True)),
+                    "mean_error": dict(zip(POSE_AXES, self.mean_error[i].tolist(), strict=True)),
+                    "allowed_sd": dict(zip(POSE_AXES, self.allowed_sd[i].tolist(), strict=True)),
                 }
                 for i, n in enumerate(self.sessions)
             },

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES, simulate_errors
-from sensorbench.characterize.pose.series import AXES, AXIS_UNITS, DISPLAY_UNITS, ErrorSeries
+from sensorbench.characterize.pose.series import AXIS_UNITS, DISPLAY_UNITS, POSE_AXES, ErrorSeries
 from sensorbench.characterize.pose.validate import SIDAK_BAND, ValidationReport
 
 
@@ -41,7 +41,7 @@ def plot_error_bands(
     q = np.quantile(sims, [SIDAK_BAND[0], 0.025, 0.975, SIDAK_BAND[1]], axis=0)
     t = series.t_s  # s from the session start, as in the JSON and the model file
     fig, axs = plt.subplots(6, 1, figsize=(10, 12), sharex=True)
-    for i, (ax, a) in enumerate(zip(axs, AXES, strict=True)):
+    for i, (ax, a) in enumerate(zip(axs, POSE_AXES, strict=True)):
         k, unit = _scale(a)
         ax.fill_between(t, k * q[0, :, i], k * q[3, :, i], color="C0", alpha=0.15, lw=0)
         ax.fill_between(t, k * q[1, :, i], k * q[2, :, i], color="C0", alpha=0.3, lw=0)
@@ -87,7 +87,7 @@ def plot_allan(check: dict, path: str | Path) -> Path:
     """Empirical vs model Allan deviation per axis (from allan_cross_check)."""
     t = np.array(check["T_s"])
     fig, axs = plt.subplots(2, 3, figsize=(12, 6))
-    for ax, a in zip(axs.ravel(), AXES, strict=True):
+    for ax, a in zip(axs.ravel(), POSE_AXES, strict=True):
         k, unit = _scale(a)
         c = check[a]
         ax.loglog(t, k * np.array(c["adev"]), "o-", ms=3, label="data")

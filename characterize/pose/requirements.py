@@ -54,7 +54,7 @@ from sensorbench.characterize.pose.drift import segment_lengths
 from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.characterize.pose.gm_montecarlo import draw_params, simulate_errors
 from sensorbench.characterize.pose.order_stats import abs_quantile
-from sensorbench.characterize.pose.series import AXES, AXIS_UNITS, ErrorSeries
+from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES, ErrorSeries
 from sensorbench.errors import FitError
 
 REQUIRE_STATS = ("rms", "p50", "p95", "p99", "max")
@@ -101,8 +101,10 @@ class Requirement:
                 "yaw.p99<=1deg"
             )
         axis, stat, unit = m["axis"], m["stat"], m["unit"]
-        if axis not in AXES:
-            raise FitError(f"--require {text!r}: axis {axis!r} is not one of {', '.join(AXES)}")
+        if axis not in POSE_AXES:
+            raise FitError(
+                f"--require {text!r}: axis {axis!r} is not one of {', '.join(POSE_AXES)}"
+            )
         if stat not in REQUIRE_STATS:
             raise FitError(
                 f"--require {text!r}: statistic {stat!r} is not one of {', '.join(REQUIRE_STATS)}"
@@ -258,7 +260,7 @@ class _Horizons:
 
 def _columns(requirements: list[Requirement], h: _Horizons) -> list[tuple[int, str]]:
     """(column among the simulated axes, statistic) of every requirement."""
-    return [(h.axes.index(AXES.index(r.axis)), r.stat) for r in requirements]
+    return [(h.axes.index(POSE_AXES.index(r.axis)), r.stat) for r in requirements]
 
 
 def _statistic(e: np.ndarray, column: int, stat: str) -> np.ndarray:
@@ -327,7 +329,7 @@ def predict_requirements(
     if not requirements:
         return []
     rng = np.random.default_rng(seed)
-    h = _Horizons.of(series, horizon_s, sorted({AXES.index(r.axis) for r in requirements}))
+    h = _Horizons.of(series, horizon_s, sorted({POSE_AXES.index(r.axis) for r in requirements}))
     params, cov, quant = _uncertainty(model, h.axes)
     sd = _inherited_sd(inherited_variance, h.axes)
     if parameter_uncertainty:
@@ -394,7 +396,7 @@ def judge_requirements(
     if not preds:
         return []
     rng = np.random.default_rng([seed, 1])
-    h = _Horizons.of(series, horizon_s, sorted({AXES.index(r.axis) for r in requirements}))
+    h = _Horizons.of(series, horizon_s, sorted({POSE_AXES.index(r.axis) for r in requirements}))
     params, cov, quant = _uncertainty(model, h.axes)
     sd = _inherited_sd(inherited_variance, h.axes)
     cols = _columns(requirements, h)
@@ -426,8 +428,8 @@ def judge_requirements(
 def _uncertainty(model: PoseErrorModel, axes: list[int]) -> tuple[np.ndarray, np.ndarray, list]:
     """Point estimates ``(A, 4)``, log covariances ``(A, 4, 4)``, sigma_b quantile functions."""
     params = model.params_array()[axes]
-    cov = np.stack([model.axes[AXES[i]].cov_log_usable() for i in axes])
-    return params, cov, [model.axes[AXES[i]].sigma_b_quantile for i in axes]
+    cov = np.stack([model.axes[POSE_AXES[i]].cov_log_usable() for i in axes])
+    return params, cov, [model.axes[POSE_AXES[i]].sigma_b_quantile for i in axes]
 
 
 def _inherited_sd(variance: np.ndarray | None, axes: list[int]) -> np.ndarray | None:

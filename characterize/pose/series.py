@@ -5,7 +5,7 @@ An :class:`ErrorSeries` is one session's error of a pose sensor against its refe
 relocalization segmentation (:mod:`reloc_segments`):
 
 - ``t_s``: sample times, seconds, strictly increasing (any origin);
-- ``error``: ``(N, 6)`` error per axis in :data:`AXES` order — x, y, z in metres,
+- ``error``: ``(N, 6)`` error per axis in :data:`POSE_AXES` order — x, y, z in metres,
   roll, pitch, yaw in radians;
 - ``reloc``: ``(N,)`` bool, True at the first sample of every relocalization segment
   (always True at sample 0): a new offset b is drawn there.
@@ -19,9 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sensorbench.errors import FitError
-
-AXES: tuple[str, ...] = ("x", "y", "z", "roll", "pitch", "yaw")
-"""Axis names, in column order of every ``(N, 6)`` error array."""
+from sensorbench.logs.model_keys import POSE_AXES
 
 AXIS_UNITS: dict[str, str] = {
     "x": "m",
@@ -62,7 +60,7 @@ class ErrorSeries:
         n = self.t_s.shape[0]
         if self.t_s.ndim != 1 or n < 3:
             raise FitError(f"{self.name}: need at least 3 error samples, got {n}")
-        if self.error.shape != (n, len(AXES)):
+        if self.error.shape != (n, len(POSE_AXES)):
             raise FitError(f"{self.name}: error must be (N, 6), got {self.error.shape}")
         if self.reloc.shape != (n,):
             raise FitError(f"{self.name}: reloc must be (N,), got {self.reloc.shape}")

@@ -61,14 +61,14 @@ from sensorbench.characterize.pose.reloc_segments import (
     segment,
     unstable_detections,
 )
-from sensorbench.characterize.pose.series import AXES, ErrorSeries
+from sensorbench.characterize.pose.series import POSE_AXES, ErrorSeries
 from sensorbench.characterize.pose.trajectory_error import TrajectoryError, trajectory_error
 from sensorbench.errors import FitError, SessionError
 from sensorbench.logs.model_file import file_sha256
 
 TIME_ORIGIN = "s from the session start (its earliest sample of any stream)"
 """The origin of every time in the fit's JSON, model file and figures."""
-MEAN_AXES = {"se3": AXES, "planar": ("x", "y", "z", "yaw"), "none": ()}
+MEAN_AXES = {"se3": POSE_AXES, "planar": ("x", "y", "z", "yaw"), "none": ()}
 """Axes whose mean error an alignment of each mode absorbs (its translation; its body
 rotation about all axes, or about z only when planar)."""
 
@@ -423,9 +423,10 @@ class PreparedCampaign:
         out = []
         for i, train, w in zip(targets, trains, weights, strict=True):
             held = self.kept[i]
-            aligned, g = self._fold_alignments(train, held, np.stack([w[a].values for a in AXES]))
+            values = np.stack([w[a].values for a in POSE_AXES])
+            aligned, g = self._fold_alignments(train, held, values)
             inherited = (
-                np.zeros(len(AXES))
+                np.zeros(len(POSE_AXES))
                 if g is None
                 else g.induced_variance(self.tracks[held], aligned[held].offset_s, self.max_gap_s)
             )
@@ -502,7 +503,7 @@ class PreparedCampaign:
         """``(6,)`` variance (units²) a new session's error inherits from this campaign's
         offset and frame: :meth:`GroupFit.induced_variance` averaged over the sessions."""
         if self.fit is None:
-            return np.zeros(len(AXES))
+            return np.zeros(len(POSE_AXES))
         return np.mean(
             [
                 self.fit.induced_variance(self.tracks[j], p.alignment.offset_s, self.max_gap_s)
@@ -630,7 +631,7 @@ def prepare_campaign(
     own_models = fit_groups([p.series for p in start], [[i] for i in range(len(tracks))])
     alone, drifts, own_fits = [], [], []
     for i, (tr, al, ps, fit) in enumerate(zip(tracks, first, start, own_models, strict=True)):
-        params = np.stack([fit[a].values for a in AXES])
+        params = np.stack([fit[a].values for a in POSE_AXES])
         starts = ps.series.reloc_times_s()
         g = refine(
             [tr],
@@ -693,7 +694,7 @@ def prepare_campaign(
             [offsets[j] for j in kept],
             _frame_of(joint[0], mode),
             [alone[j].series.reloc_times_s() for j in kept],
-            np.stack([weights[a].values for a in AXES]),
+            np.stack([weights[a].values for a in POSE_AXES]),
             estimate_offset=pooled,
             max_gap_s=max_gap_s,
         )

@@ -56,7 +56,7 @@ from sensorbench.characterize.pose.gm_montecarlo import (
     error_statistics,
     simulate_statistics,
 )
-from sensorbench.characterize.pose.series import AXES, ErrorSeries
+from sensorbench.characterize.pose.series import POSE_AXES, ErrorSeries
 from sensorbench.errors import FitError
 
 SIDAK_BAND = (0.0043, 0.9957)
@@ -112,7 +112,7 @@ class SessionCheck:
             out.append(
                 {
                     "session": self.name,
-                    "axis": AXES[i],
+                    "axis": POSE_AXES[i],
                     "statistic": STAT_NAMES[j],
                     "observed": float(self.observed[i, j]),
                     "sim_band": [float(self.sim_low[i, j]), float(self.sim_high[i, j])],
@@ -174,7 +174,7 @@ class ValidationReport:
         sessions = []
         for s in self.sessions:
             per_axis = {}
-            for i, a in enumerate(AXES):
+            for i, a in enumerate(POSE_AXES):
                 per_axis[a] = {
                     "passed": not bool(s.failed[i].any()),
                     "stats": {
@@ -206,7 +206,7 @@ class ValidationReport:
                                 strict=True,
                             )
                         )
-                        for i, a in enumerate(AXES)
+                        for i, a in enumerate(POSE_AXES)
                     },
                     "axes": per_axis,
                 }
@@ -262,7 +262,7 @@ def check_session(
         sim_params, series.t_s, series.reloc, n_draws, rng, whiten=params, session_sd=sd
     )
     obs = error_statistics(series.t_s, series.reloc, series.error, whiten=params)
-    a, s = len(AXES), len(STAT_NAMES)
+    a, s = len(POSE_AXES), len(STAT_NAMES)
     observed = np.stack([obs[k] for k in STAT_NAMES], axis=1)
     sim = np.stack([sims[k] for k in STAT_NAMES], axis=2)  # (B, A, S)
     percentile = np.full((a, s), np.nan)
@@ -436,8 +436,10 @@ def _round(
     for i, ((held, _, inherited), f, rng) in enumerate(zip(folds, fits, streams, strict=True)):
         if progress is not None:
             progress(1000 * (i + 1), 1000 * (n + 1))
-        params = np.stack([f[a].values for a in AXES])
-        cov = np.stack([f[a].cov_log_usable() for a in AXES]) if parameter_uncertainty else None
+        params = np.stack([f[a].values for a in POSE_AXES])
+        cov = (
+            np.stack([f[a].cov_log_usable() for a in POSE_AXES]) if parameter_uncertainty else None
+        )
         out.append(
             check_session(
                 held,
@@ -446,7 +448,7 @@ def _round(
                 n_draws,
                 rng,
                 alpha_s,
-                [f[a].sigma_b_quantile for a in AXES],
+                [f[a].sigma_b_quantile for a in POSE_AXES],
                 inherited,
             )
         )

@@ -40,7 +40,7 @@ from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.characterize.pose.frames import FrameCheck
 from sensorbench.characterize.pose.requirements import RequirementResult
 from sensorbench.characterize.pose.scale import SCALE_TOLERANCE, ScaleCheck, scale_check
-from sensorbench.characterize.pose.series import AXES, AXIS_UNITS
+from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES
 from sensorbench.characterize.pose.validate import ValidationReport
 
 REASON_CODES = ("DRIFT", "SCALE", "FRAME", "MISFIT")
@@ -78,7 +78,7 @@ class Verdict:
     def reasons(self) -> list[Reason]:
         """Every named failure of the model part, DRIFT, SCALE, FRAME, then MISFIT."""
         out = []
-        for a in AXES:
+        for a in POSE_AXES:
             st = self.stationarity[a]
             if not st.stationary:
                 out.append(Reason("DRIFT", a, st.reason()))
@@ -180,7 +180,7 @@ class Verdict:
             "  axis    tau (s) [95 %]            median segment (s)  stationary  trend p"
             "   var-growth p"
         )
-        for a in AXES:
+        for a in POSE_AXES:
             st, tr = self.stationarity[a], self.trend[a]
             lo, hi = st.tau_ci95_s
             ci = f"[{lo:.3g}, {hi:.3g}]" if st.tau_identified else "(not identified)"

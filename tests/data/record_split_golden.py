@@ -23,7 +23,8 @@ from split_drive_util import GATE, POSE0, VAR0, hard_drive  # noqa: E402
 from sensorbench.characterize.pods.noise_fit import axis_measurements  # noqa: E402
 from sensorbench.characterize.pods.noise_likelihood import batch_nll  # noqa: E402
 from sensorbench.fusion.odometry_drift import OdometryDrift  # noqa: E402
-from sensorbench.fusion.split_filter import AXES, FilterNoise, SplitFilter  # noqa: E402
+from sensorbench.fusion.split_filter import FilterNoise, SplitFilter  # noqa: E402
+from sensorbench.logs.model_keys import AXES  # noqa: E402
 
 DRIFT_COEF = np.array([[2e-6, 1e-6, 1e-7], [1e-6, 3e-6, 1e-7], [1e-5, 1e-5, 2e-5]])
 NLL_SETS = np.array(

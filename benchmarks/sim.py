@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sensorbench.bench import BenchResult, interleave
+from sensorbench.benchmarks import BenchResult, interleave
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.simulation import Simulation, simulate_to_session
 from sensorbench.sim.world import World

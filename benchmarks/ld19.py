@@ -3,7 +3,7 @@ emulator's CPU use at real-time rate.
 
 The reference is the strongest one this machine can run: a plain C state machine
 (``bench/ld19_reference.c``, compiled with the system ``cc -O2`` when the benchmark
-starts, :mod:`sensorbench.bench.c_reference`), fed the same reads through ``ctypes``;
+starts, :mod:`sensorbench.benchmarks.c_reference`), fed the same reads through ``ctypes``;
 without a compiler, a per-packet Python parser (find the header, CRC loop, ``struct``),
 said so in the result. Both use the driver's CRC table
 (:data:`~sensorbench.drivers.ld19_parser.CRC8_TABLE`) and must decode exactly the
@@ -25,8 +25,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from sensorbench.bench import BenchResult, Round, cpu_windows, interleave
-from sensorbench.bench.c_reference import CReferenceUnavailable, compiler_version, load
+from sensorbench.benchmarks import BenchResult, Round, cpu_windows, interleave
+from sensorbench.benchmarks.c_reference import CReferenceUnavailable, compiler_version, load
 from sensorbench.drivers.ld19_parser import BAUD, CRC8_TABLE, LD19Parser
 from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples, encode_packets
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sensorbench.bench import BenchResult, Round, interleave
+from sensorbench.benchmarks import BenchResult, Round, interleave
 from sensorbench.characterize.pods.noise_fit import fit_noise
 from sensorbench.fusion.joint_filter import JointFilter
 from sensorbench.fusion.odometry_replay import (

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from sensorbench.bench import BenchResult, interleave
+from sensorbench.benchmarks import BenchResult, interleave
 
 AREA = "rosbag"
 RATES_HZ = {"/odom": 50, "/cam/pose": 30, "/scan": 10, "/pods/counts": 100, "/tf": 50}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sensorbench.bench import BenchResult, interleave
+from sensorbench.benchmarks import BenchResult, interleave
 from sensorbench.logs import EncoderBatch, LidarTurns, Session, SessionWriter
 
 AREA = "session"

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from sensorbench.bench import BenchResult, interleave
+from sensorbench.benchmarks import BenchResult, interleave
 from sensorbench.characterize.pose.allan import allan_deviation
 from sensorbench.characterize.pose.gm_montecarlo import growth_masks, simulate_statistics
 from sensorbench.characterize.pose.series import ErrorSeries

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from sensorbench.bench import BenchResult, interleave
+from sensorbench.benchmarks import BenchResult, interleave
 from sensorbench.characterize.lidar.stats import characterize_turns
 from sensorbench.fusion.scan_merge import MergeSetup, Mount, merge_scans
 from sensorbench.logs import LidarTurns

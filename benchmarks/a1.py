@@ -22,7 +22,7 @@ import time
 import numpy as np
 import rplidar
 
-from sensorbench.bench import BenchResult, Round, cpu_windows, interleave
+from sensorbench.benchmarks import BenchResult, Round, cpu_windows, interleave
 from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1_kernels import decode_nodes
 from sensorbench.drivers.a1_reader import a1_reader

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sensorbench.bench import BenchResult, Round, interleave
+from sensorbench.benchmarks import BenchResult, Round, interleave
 from sensorbench.drivers.capture import CaptureOptions, run_capture
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.sim.emulated_robot import DEFAULT_CONFIG

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sensorbench.bench import BenchResult, Round, cpu_windows, interleave
+from sensorbench.benchmarks import BenchResult, Round, cpu_windows, interleave
 from sensorbench.drivers import pods_protocol as proto
 from sensorbench.drivers.capture import run_capture
 from sensorbench.drivers.pods_parser import PodStreamParser
