@@ -1,13 +1,20 @@
 """sensorbench: bring up, capture, characterize and validate robot sensors."""
 
 import os
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-try:
-    __version__ = version("sensorbench")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> str:
+    """``__version__``, read from the installed metadata on first use (importing
+    ``importlib.metadata`` costs more than the rest of the CLI's start-up)."""
+    if name != "__version__":
+        raise AttributeError(f"module 'sensorbench' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sensorbench")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
 
 
 def _numba_cache_dir() -> Path:

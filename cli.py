@@ -1,25 +1,52 @@
-"""The ``sensorbench`` command line: a thin click group.
+"""The ``sensorbench`` command line: a thin click group that imports a command's module
+only when that command runs.
 
 Commands live in :mod:`sensorbench.commands`, one module per area; each module
-exposes ``register(cli)`` and attaches its commands (or sub-commands of the
-shared groups below). This file only builds the group and maps library errors to
-exit codes: 0 success, 1 a check or validation that ran and failed, 2 bad usage
-or bad input.
+exposes ``register(cli)`` and attaches its commands (or sub-commands of the shared
+groups below). :data:`COMMANDS` names, for every top-level command, the modules that
+attach it and its one-line help, so ``sensorbench --help`` imports none of them
+(``tests/test_cli_lazy.py`` checks the table against the modules). This file also maps
+library errors to exit codes: 0 success, 1 a check or validation that ran and failed,
+2 bad usage or bad input.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import sys
+from importlib import import_module
 
 import click
 
-from sensorbench import __version__, commands
 from sensorbench.errors import SensorbenchError
-from sensorbench.logs.atomic_output import WRITE_ERRNOS, disk_error_text
 
 EXIT_BAD_INPUT = 2
+
+_EMULATE = ("a1", "capture", "ld19")
+COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "bench": (("bench",), "Measure throughput and cost as ratios and rates, each from several rounds."),
+    "bringup": (("capture",), "Staggered power-up check of every configured device, then close them."),
+    "capture": (("capture",), "Record every configured device into one session file."),
+    "characterize": (("lidar",), "Characterize a sensor from a session."),
+    "check": (("session",), "Validate SESSION against the format; recover it if its writer died."),
+    "decode": (("a1", "ld19"), "Decode raw byte captures into sessions."),
+    "demo": (("demo",), "Bring up the emulated robot, capture a campaign, fit, validate and report."),
+    "devices": (("devices",), "List serial devices: node, USB port path, ID_PATH, VID:PID, serial, kind."),
+    "emulate": (_EMULATE, "Serve emulated devices on pseudo-terminals."),
+    "export": (("session",), "Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times), or its streams to an MCAP file (docs/FORMAT.md)."),
+    "fit": (("pods", "pose_error"), "Fit models from sessions."),
+    "import": (("session",), "Import foreign files (mocap, pose logs, pod CSV) into a session."),
+    "info": (("session",), "Streams, counts, rates (Hz), time span (s), gaps and device metadata of SESSION."),
+    "live": (("live",), "Capture every configured device and run the filters, the merge and the view live."),
+    "merge": (("lidar",), "Merge a front and a rear lidar into one 360° scan per turn pair."),
+    "record-raw": (("record_raw",), "Record PORT's bytes for --duration seconds into OUTPUT, exactly as received."),
+    "replay": (("pods",), "Replay a session's pods through the split x/y/heading filters."),
+    "report": (("report",), "Write DIR/report.html: every table and figure for SESSIONS (HDF5)."),
+    "simulate": (("simulate",), "Simulate a scenario and write a session with every sensor stream and its truth."),
+    "split": (("split",), "Split SESSION into consecutive pieces by time (--pieces N or --every S)."),
+    "udev": (("udev",), "Name serial devices by USB port path with udev rules."),
+    "validate": (("pose_error",), "Leave-one-session-out Monte Carlo validation of the pose-error model."),
+}  # fmt: skip
+"""Top-level command → (the ``commands`` modules that attach it, its one-line help)."""
 
 
 class _Group(click.Group):
@@ -27,6 +54,8 @@ class _Group(click.Group):
     message and exit code 2."""
 
     def invoke(self, ctx: click.Context) -> object:
+        from sensorbench.logs.atomic_output import WRITE_ERRNOS, disk_error_text
+
         try:
             return super().invoke(ctx)
         except SensorbenchError as exc:
@@ -43,8 +72,34 @@ class _Group(click.Group):
         return sorted(self.commands)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="sensorbench")
+class _LazyGroup(_Group):
+    """The top-level group: a command's modules are imported when it is looked up."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            for module in COMMANDS[cmd_name][0]:
+                import_module(f"sensorbench.commands.{module}").register(self)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max(len(n) for n in COMMANDS)
+        rows = [(name, _short(text, limit)) for name, (_, text) in sorted(COMMANDS.items())]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _short(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters at a word, with "..." as click cuts help."""
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - 3, 0)].rsplit(" ", 1)[0] + "..."
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sensorbench", prog_name="sensorbench")
 def cli() -> None:
     """Bring up, capture, characterize and validate a robot's sensors.
 
@@ -62,19 +117,6 @@ def subgroup(name: str, help_text: str) -> click.Group:
     group = _Group(name=name, help=help_text)
     cli.add_command(group)
     return group
-
-
-def _load_commands() -> None:
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        if hasattr(module, "register"):  # else a helper, e.g. emulate_options
-            module.register(cli)
-    for name, group in list(cli.commands.items()):
-        if isinstance(group, click.Group) and not group.commands:
-            del cli.commands[name]
-
-
-_load_commands()
 
 
 def main() -> None:

@@ -23,7 +23,9 @@ from sensorbench.cli import cli
 
 def walk(group, path):
     yield path
-    for name, cmd in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
         if isinstance(cmd, click.Group):
             yield from walk(cmd, [*path, name])
         else:
@@ -53,6 +55,23 @@ def test_help_of_every_command_loads_no_heavy_module() -> None:
     helped = {" ".join(p) for p in doc["helped"]}
     assert {"", "capture", "fit", "fit pods", "emulate ld19", "import mocap", "bench"} <= helped
     assert doc["heavy"] == []
+
+
+def test_top_level_help_imports_no_command_module_and_no_numpy() -> None:
+    """``sensorbench --help`` lists the commands from the CLI's own table
+    (``sensorbench.cli.COMMANDS``): no command module, numpy or importlib.metadata."""
+    code = (
+        "import sys\n"
+        "from sensorbench.cli import cli\n"
+        "cli.main(['--help'], standalone_mode=False)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('sensorbench.commands.')"
+        " or m in ('numpy', 'importlib.metadata')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "Commands:" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
 def _cpu_s(code: str, *args: str) -> float:

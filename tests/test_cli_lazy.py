@@ -1,0 +1,58 @@
+"""The CLI's table of commands (``sensorbench.cli.COMMANDS``) says what the command
+modules attach: every top-level command, the modules that attach it, and its help.
+
+The table lets ``sensorbench --help`` list the commands without importing them; if a
+module gains, loses or renames a command, or a help line changes, this fails.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import click
+
+from sensorbench import commands
+from sensorbench.cli import COMMANDS, _Group
+
+
+def _attached() -> dict[str, tuple[set[str], str]]:
+    """Register every command module on a fresh group: name → (modules, first line)."""
+    import sensorbench.cli as cli_module
+
+    fresh = _Group(name="fresh")
+    saved = cli_module.cli
+    cli_module.cli = fresh  # subgroup() attaches shared groups to the module's cli
+    try:
+        for info in pkgutil.iter_modules(commands.__path__):
+            module = importlib.import_module(f"sensorbench.commands.{info.name}")
+            if hasattr(module, "register"):
+                module.register(fresh)
+    finally:
+        cli_module.cli = saved
+    out: dict[str, tuple[set[str], str]] = {}
+    for name, cmd in fresh.commands.items():
+        leaves = cmd.commands.values() if isinstance(cmd, click.Group) else [cmd]
+        owners = {c.callback.__module__.rsplit(".", 1)[-1] for c in leaves if c.callback}
+        out[name] = (owners, " ".join((cmd.help or "").split()))
+    return out
+
+
+def test_table_names_every_command_its_modules_and_its_help() -> None:
+    attached = _attached()
+    assert set(attached) == set(COMMANDS)
+    for name, (owners, help_text) in attached.items():
+        modules, line = COMMANDS[name]
+        assert set(modules) == owners, name
+        assert help_text.startswith(line), (name, line)
+
+
+def test_a_command_found_lazily_is_the_real_one() -> None:
+    from click.testing import CliRunner
+
+    from sensorbench.cli import cli
+
+    result = CliRunner().invoke(cli, ["fit", "--help"])
+    assert result.exit_code == 0, result.output
+    assert {"pods", "noise", "pose-error"} <= set(cli.commands["fit"].commands)  # type: ignore[attr-defined]
+    assert CliRunner().invoke(cli, ["no-such-command"]).exit_code == 2
