@@ -87,6 +87,7 @@ def lidar_cmd(
     stretches only; the command finds them from the scans and refuses (exit 2)
     when there are none, unless --timing-only.
     """
+    from sensorbench.characterize.lidar.display import datasheet
     from sensorbench.characterize.lidar.stats import StaticOptions, characterize_session
 
     try:
@@ -120,7 +121,7 @@ def lidar_cmd(
         doc["plots"] = [str(p) for p in written]
         click.echo(to_json(doc))
         return
-    click.echo(result.table())
+    click.echo(datasheet(result))
     for p in written:
         click.echo(f"wrote {p}")
 

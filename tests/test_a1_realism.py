@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sensorbench.characterize.lidar.display import datasheet
 from sensorbench.characterize.lidar.sequence import sequence_stats
 from sensorbench.characterize.lidar.stats import characterize_turns
 from sensorbench.drivers.a1_scanner import A1Scanner
@@ -123,7 +124,7 @@ def test_characterization_reports_what_the_real_defaults_give(real_defaults):
     assert doc["timing"]["clock"] == "device"
     assert abs(doc["timing"]["rate_hz"] / rate - 1) < 0.002
     assert doc["sequence"]["n_turns"] >= 40
-    table = ch.table()
+    table = datasheet(ch)
     for row in ("No returns", "Intensity levels       15: 9", "No-return runs", "Turn span"):
         assert row in table
 

@@ -32,9 +32,8 @@ def test_the_datasheet_and_the_report_share_each_statistic() -> None:
     res = characterize_turns(s.turns, options=StaticOptions(bands_m=(0.5, 8.0)))
     doc = res.as_dict()
     t, n = doc["timing"], doc["noise"]
-    rows = dict(
-        re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in res.table().splitlines()[1:]
-    )
+    lines = disp.datasheet(res).splitlines()[1:]
+    rows = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in lines)
     assert rows[disp.RATE.label].startswith(disp.RATE.with_unit(t["rate_hz"]))
     assert f"σ {disp.JITTER.with_unit(t['jitter_std_s'])}" in rows[disp.JITTER.label]
     assert rows[disp.LONGEST_GAP.label].startswith(disp.LONGEST_GAP.with_unit(t["longest_gap_s"]))

@@ -1,6 +1,6 @@
 """How each lidar statistic is shown: its label, display unit, scale and format, once.
 
-The datasheet (:meth:`~sensorbench.characterize.lidar.stats.LidarCharacterization.table`),
+The datasheet (:func:`datasheet`),
 the report's lidar section (:mod:`sensorbench.report.html`) and the figures
 (:mod:`~sensorbench.characterize.lidar.plots`) name, scale and format a statistic
 through its :class:`Stat` here: a new statistic shown in more than one of them gets
@@ -11,9 +11,15 @@ report keeps its page-wide number style and takes the label, unit and scale.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from sensorbench.characterize.lidar.noise import NoiseReport
+    from sensorbench.characterize.lidar.sequence import SequenceStats
+    from sensorbench.characterize.lidar.stats import LidarCharacterization
+    from sensorbench.characterize.lidar.timing import TimingStats
 
 V = TypeVar("V", float, np.ndarray)
 
@@ -71,3 +77,145 @@ FALSE_POINTS = Stat("Isolated false points", "%", 1.0, "{:.3f}")
 def band_label(lo_m: float, hi_m: float) -> str:
     """A range band's name ("1–2 m"), edges in m."""
     return f"{lo_m:g}–{hi_m:g} m"
+
+
+def datasheet(ch: LidarCharacterization) -> str:
+    """A datasheet-like text table of one lidar stream's characterization."""
+    t = ch.timing
+    rows = [*_timing_rows(t)]
+    if ch.returns is not None:
+        rows += [
+            ("No returns", f"{ch.returns.no_return_pct:.1f} % of points"),
+            ("Intensity levels", f"{ch.returns.top_levels()} (of returns)"),
+        ]
+    if ch.sequence is not None:
+        rows += _sequence_rows(ch.sequence)
+    rows += _gap_rows(t)
+    if ch.noise is not None:
+        rows += _noise_rows(ch.noise)
+    nf = ch.near_filter
+    if nf is not None:
+        rows.append(
+            (
+                "SDK near filter",
+                f"zeroes {nf['rejected_pct']:.2f} % of samples: "
+                f"{nf['edge_outliers_rejected_pct']:.0f} % of the edge outliers, "
+                f"{nf['false_points_rejected_pct']:.0f} % of the false points, "
+                f"{nf['normal_rejected_pct']:.2f} % of the normal returns",
+            )
+        )
+    width = max(len(r[0]) for r in rows)
+    head = (
+        f"{ch.model or 'lidar'} {ch.device!r} from {ch.source}: {t.n_turns} turns, "
+        f"{t.duration_s:.1f} s, {t.clock} clock ({t.clock_source})"
+    )
+    return "\n".join([head, *(f"{k:<{width}}  {v}" for k, v in rows)])
+
+
+def _timing_rows(t: TimingStats) -> list[tuple[str, str]]:
+    """Rate, period, jitter, points per turn and angular step."""
+    pp = t.period_percentiles_s
+    ja = t.jitter_abs_percentiles_s
+    ppt = t.points_per_turn
+    reported = (
+        f" (device reports {t.reported_speed_hz:.2f} Hz)"
+        if np.isfinite(t.reported_speed_hz)
+        else ""
+    )
+    return [
+        (RATE.label, f"{RATE.with_unit(t.rate_hz)} ({t.clock} clock){reported}"),
+        (
+            PERIOD.label,
+            f"p50 {PERIOD.with_unit(pp['p50'])}, "
+            f"p5–p95 {PERIOD.text(pp['p5'])}–{PERIOD.with_unit(pp['p95'])}, "
+            f"p1–p99 {PERIOD.text(pp['p1'])}–{PERIOD.with_unit(pp['p99'])}",
+        ),
+        (
+            JITTER.label,
+            f"σ {JITTER.with_unit(t.jitter_std_s)}; |Δ| p50 {JITTER.text(ja['p50'])}, "
+            f"p95 {JITTER.text(ja['p95'])}, p99 {JITTER.with_unit(ja['p99'])}",
+        ),
+        (
+            POINTS.label,
+            f"{POINTS.text(ppt['median'])} "
+            f"(p5–p95 {POINTS.text(ppt['p5'])}–{POINTS.text(ppt['p95'])}, "
+            f"min {POINTS.text(ppt['min'])}, max {POINTS.text(ppt['max'])})",
+        ),
+        (ANGULAR_STEP.label, ANGULAR_STEP.with_unit(t.angular_step_deg)),
+    ]
+
+
+def _gap_rows(t: TimingStats) -> list[tuple[str, str]]:
+    """Host clock, skipped turns, the longest gap and USB drop-offs."""
+    if np.isfinite(t.host_rate_hz):
+        host = (
+            f"{RATE.with_unit(t.host_rate_hz)}; "
+            + ("reliable" if t.host_timing_reliable else "UNRELIABLE")
+            + f": {t.host_timing_note}"
+        )
+    else:
+        host = f"none ({t.host_timing_note})"
+    return [
+        ("Host clock", host),
+        (SKIPPED.label, f"{t.skipped_turns} ({SKIPPED.with_unit(t.skipped_pct)})"),
+        (
+            LONGEST_GAP.label,
+            f"{LONGEST_GAP.with_unit(t.longest_gap_s)} at t = {t.longest_gap_at_s:.1f} s",
+        ),
+        (
+            "USB drop-offs",
+            f"{t.usb_unplugs} unplugs, {t.usb_reconnects} reconnects, {t.usb_stale} stale, "
+            f"{t.usb_dropoff_gaps} gaps",
+        ),
+    ]
+
+
+def _noise_rows(n: NoiseReport) -> list[tuple[str, str]]:
+    """Static data, σ per range band, outliers and missing returns."""
+    d = n.as_dict()
+    rows = [("Static data", f"{n.static_s:.1f} s in {n.n_stretches} stretch(es)")]
+    for b in n.bands:
+        if b["n_points"] == 0:
+            continue
+        label = f"  {BAND_SIGMA.label} {band_label(b['lo_m'], b['hi_m'])}"
+        if np.isfinite(b["sigma_m"]):
+            value = (
+                f"{BAND_SIGMA.with_se(b['sigma_m'], b['se_m'])} "
+                f"({b['n_points']} pts, {b['n_bins']} bearings)"
+            )
+        else:
+            value = f"too few points ({b['n_points']})"
+        rows.append((label, value))
+    return [
+        *rows,
+        (
+            EDGE_OUTLIERS.label,
+            f"{EDGE_OUTLIERS.with_se(d['edge_outlier_pct'], d['edge_outlier_pct_se'])} "
+            f"({n.edge_outliers} seen, {EDGE_OUTLIERS.with_unit(d['edge_outlier_detected_pct'])})",
+        ),
+        (FALSE_POINTS.label, FALSE_POINTS.with_se(d["false_point_pct"], d["false_point_pct_se"])),
+        ("Transient clusters", f"{n.transient_points} points"),
+        ("Missing returns", f"{d['missing_return_pct']:.3f} %"),
+    ]
+
+
+def _sequence_rows(q: SequenceStats) -> list[tuple[str, str]]:
+    """The point-sequence rows of the table (docs/A1.md compares them with real units)."""
+    return [
+        (
+            "No-return runs",
+            f"mean {q.no_return_run_mean:.1f} points; "
+            f"{q.no_return_with_quality_pct:.0f} % of no-returns carry an intensity",
+        ),
+        (
+            "Return-to-return step",
+            f"p1 {q.return_step_p1_deg:.2f}°, p50 {q.return_step_p50_deg:.2f}°, "
+            f"p99 {q.return_step_p99_deg:.2f}°; {q.backward_step_pct:.1f} % of steps backward "
+            f"({q.backward_not_at_change_pct:.0f} % of those not where returns resume)",
+        ),
+        (
+            "Turn span",
+            f"{q.turn_span_min_deg:.1f}–{q.turn_span_max_deg:.1f}° from the first point to the "
+            f"last, {q.turns_under_360_pct:.0f} % of {q.n_turns} turns under 360°",
+        ),
+    ]

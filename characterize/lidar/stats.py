@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sensorbench.characterize.lidar import display as disp
 from sensorbench.characterize.lidar.noise import (
     DEFAULT_BANDS_M,
     LABEL_EDGE,
@@ -97,118 +96,6 @@ class LidarCharacterization:
         }
         return json_ready(doc)
 
-    def table(self) -> str:
-        """A datasheet-like text table."""
-        t = self.timing
-        pp = t.period_percentiles_s
-        ja = t.jitter_abs_percentiles_s
-        ppt = t.points_per_turn
-        per, jit, pts = disp.PERIOD, disp.JITTER, disp.POINTS
-        rows = [
-            (
-                disp.RATE.label,
-                f"{disp.RATE.with_unit(t.rate_hz)} ({t.clock} clock)"
-                + (
-                    f" (device reports {t.reported_speed_hz:.2f} Hz)"
-                    if np.isfinite(t.reported_speed_hz)
-                    else ""
-                ),
-            ),
-            (
-                per.label,
-                f"p50 {per.with_unit(pp['p50'])}, "
-                f"p5–p95 {per.text(pp['p5'])}–{per.with_unit(pp['p95'])}, "
-                f"p1–p99 {per.text(pp['p1'])}–{per.with_unit(pp['p99'])}",
-            ),
-            (
-                jit.label,
-                f"σ {jit.with_unit(t.jitter_std_s)}; |Δ| p50 {jit.text(ja['p50'])}, "
-                f"p95 {jit.text(ja['p95'])}, p99 {jit.with_unit(ja['p99'])}",
-            ),
-            (
-                pts.label,
-                f"{pts.text(ppt['median'])} (p5–p95 {pts.text(ppt['p5'])}–{pts.text(ppt['p95'])}, "
-                f"min {pts.text(ppt['min'])}, max {pts.text(ppt['max'])})",
-            ),
-            (disp.ANGULAR_STEP.label, disp.ANGULAR_STEP.with_unit(t.angular_step_deg)),
-            *(
-                []
-                if self.returns is None
-                else [
-                    ("No returns", f"{self.returns.no_return_pct:.1f} % of points"),
-                    ("Intensity levels", f"{self.returns.top_levels()} (of returns)"),
-                ]
-            ),
-            *([] if self.sequence is None else _sequence_rows(self.sequence)),
-            (
-                "Host clock",
-                (
-                    f"{disp.RATE.with_unit(t.host_rate_hz)}; "
-                    + ("reliable" if t.host_timing_reliable else "UNRELIABLE")
-                    + f": {t.host_timing_note}"
-                )
-                if np.isfinite(t.host_rate_hz)
-                else f"none ({t.host_timing_note})",
-            ),
-            (disp.SKIPPED.label, f"{t.skipped_turns} ({disp.SKIPPED.with_unit(t.skipped_pct)})"),
-            (
-                disp.LONGEST_GAP.label,
-                f"{disp.LONGEST_GAP.with_unit(t.longest_gap_s)} at t = {t.longest_gap_at_s:.1f} s",
-            ),
-            (
-                "USB drop-offs",
-                f"{t.usb_unplugs} unplugs, {t.usb_reconnects} reconnects, {t.usb_stale} stale, "
-                f"{t.usb_dropoff_gaps} gaps",
-            ),
-        ]
-        n = self.noise
-        if n is not None:
-            d = n.as_dict()
-            sig, edge, false = disp.BAND_SIGMA, disp.EDGE_OUTLIERS, disp.FALSE_POINTS
-            rows.append(("Static data", f"{n.static_s:.1f} s in {n.n_stretches} stretch(es)"))
-            for b in n.bands:
-                if b["n_points"] == 0:
-                    continue
-                label = f"  {sig.label} {disp.band_label(b['lo_m'], b['hi_m'])}"
-                if np.isfinite(b["sigma_m"]):
-                    value = (
-                        f"{sig.with_se(b['sigma_m'], b['se_m'])} "
-                        f"({b['n_points']} pts, {b['n_bins']} bearings)"
-                    )
-                else:
-                    value = f"too few points ({b['n_points']})"
-                rows.append((label, value))
-            rows += [
-                (
-                    edge.label,
-                    f"{edge.with_se(d['edge_outlier_pct'], d['edge_outlier_pct_se'])} "
-                    f"({n.edge_outliers} seen, {edge.with_unit(d['edge_outlier_detected_pct'])})",
-                ),
-                (
-                    false.label,
-                    false.with_se(d["false_point_pct"], d["false_point_pct_se"]),
-                ),
-                ("Transient clusters", f"{n.transient_points} points"),
-                ("Missing returns", f"{d['missing_return_pct']:.3f} %"),
-            ]
-        nf = self.near_filter
-        if nf is not None:
-            rows.append(
-                (
-                    "SDK near filter",
-                    f"zeroes {nf['rejected_pct']:.2f} % of samples: "
-                    f"{nf['edge_outliers_rejected_pct']:.0f} % of the edge outliers, "
-                    f"{nf['false_points_rejected_pct']:.0f} % of the false points, "
-                    f"{nf['normal_rejected_pct']:.2f} % of the normal returns",
-                )
-            )
-        width = max(len(r[0]) for r in rows)
-        head = (
-            f"{self.model or 'lidar'} {self.device!r} from {self.source}: {t.n_turns} turns, "
-            f"{t.duration_s:.1f} s, {t.clock} clock ({t.clock_source})"
-        )
-        return "\n".join([head, *(f"{k:<{width}}  {v}" for k, v in rows)])
-
 
 def characterize_turns(
     turns: LidarTurns,
@@ -269,28 +156,6 @@ def characterize_turns(
     return LidarCharacterization(
         device, model, source, timing, det, noise, periods, turns, near, returns, seq
     )
-
-
-def _sequence_rows(q: SequenceStats) -> list[tuple[str, str]]:
-    """The point-sequence rows of the table (docs/A1.md compares them with real units)."""
-    return [
-        (
-            "No-return runs",
-            f"mean {q.no_return_run_mean:.1f} points; "
-            f"{q.no_return_with_quality_pct:.0f} % of no-returns carry an intensity",
-        ),
-        (
-            "Return-to-return step",
-            f"p1 {q.return_step_p1_deg:.2f}°, p50 {q.return_step_p50_deg:.2f}°, "
-            f"p99 {q.return_step_p99_deg:.2f}°; {q.backward_step_pct:.1f} % of steps backward "
-            f"({q.backward_not_at_change_pct:.0f} % of those not where returns resume)",
-        ),
-        (
-            "Turn span",
-            f"{q.turn_span_min_deg:.1f}–{q.turn_span_max_deg:.1f}° from the first point to the "
-            f"last, {q.turns_under_360_pct:.0f} % of {q.n_turns} turns under 360°",
-        ),
-    ]
 
 
 def _near_filter_check(turns: LidarTurns, noise: NoiseReport) -> dict:
