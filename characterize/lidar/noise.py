@@ -196,14 +196,7 @@ def range_noise(
     sid = stretch[tid_all[idx]]
 
     bins = angle_bins(ang, n_bins)
-    ref_flat, cnt = grouped_median(sid * n_bins + bins, r, n_str * n_bins)
-    jump, steep = _discontinuities(ref_flat.reshape(n_str, n_bins), width, jump_abs_m, jump_rel)
-    # second pass: move each sample along its bin's slope to the bin centre, so the
-    # medians do not depend on where in the bin the samples happened to fall
-    slope = _slopes(ref_flat.reshape(n_str, n_bins), jump, width)
-    offset = np.angle(np.exp(1j * (ang - bins * width)))
-    with np.errstate(invalid="ignore"):
-        r_c = np.where(np.isfinite(r), r - slope[sid, bins] * offset, r)
+    r_c = _to_bin_centres(r, ang, sid * n_bins + bins, (n_str, n_bins), jump_abs_m, jump_rel)
     ref_flat, cnt = grouped_median(sid * n_bins + bins, r_c, n_str * n_bins)
     ref = ref_flat.reshape(n_str, n_bins)
     jump, steep = _discontinuities(ref, width, jump_abs_m, jump_rel)
@@ -215,9 +208,7 @@ def range_noise(
     b0 = np.floor(u).astype(np.int64) % n_bins
     f = u - np.floor(u)
     b1 = (b0 + 1) % n_bins
-    ra, rb = ref[sid, b0], ref[sid, b1]
-    with np.errstate(invalid="ignore"):
-        ref_i = np.where(np.isfinite(ra) & np.isfinite(rb), ra * (1 - f) + rb * f, ra)
+    ref_i = _interpolate(ref, sid, b0, b1, f, ref[sid, b0])
     edge = zone[sid, b0]
     finite_r = np.isfinite(r)
 
@@ -225,11 +216,8 @@ def range_noise(
     # (odd turns against even ones and back), so a point never shifts its own reference
     half = tid_all[idx] % 2
     cross_flat, _ = grouped_median((sid * 2 + half) * n_bins + bins, r_c, 2 * n_str * n_bins)
-    cross = cross_flat.reshape(n_str * 2, n_bins)
     other = sid * 2 + 1 - half
-    ca, cb = cross[other, b0], cross[other, b1]
-    with np.errstate(invalid="ignore"):
-        cross_i = np.where(np.isfinite(ca) & np.isfinite(cb), ca * (1 - f) + cb * f, np.nan)
+    cross_i = _interpolate(cross_flat.reshape(n_str * 2, n_bins), other, b0, b1, f, np.nan)
     n_half = np.bincount(
         (stretch * 2 + np.arange(stretch.size) % 2)[stretch >= 0], minlength=2 * n_str
     )[other]
@@ -251,31 +239,16 @@ def range_noise(
         r, f, sid, b0, edge, ref, ref_i, jump, edge_bins, outlier_k, sigma_at
     )
 
-    full_cand = np.zeros(turns.n_points, dtype=bool)
-    full_cand[idx] = cand
-    rng_full = turns.range.astype(np.float64)
-    clustered = np.zeros(r.size, dtype=bool)
-    ci = idx[cand]
-    for step in (-1, 1):
-        nbr = ci + step
-        okn = (nbr >= 0) & (nbr < turns.n_points)
-        nbr_c = np.clip(nbr, 0, turns.n_points - 1)
-        rc = rng_full[ci]
-        tol = np.maximum(outlier_k * sigma_at(rc), 0.03 * rc)
-        with np.errstate(invalid="ignore"):
-            close = np.abs(rng_full[nbr_c] - rc) <= tol
-        hit = okn & (tid_all[nbr_c] == tid_all[ci]) & full_cand[nbr_c] & close
-        clustered[np.flatnonzero(cand)[hit]] = True
+    clustered = _clustered(turns, idx, cand, tid_all, outlier_k * sigma_at(r[cand]))
     false_pt = cand & ~clustered
     missing = ~edge & np.isinf(r) & np.isfinite(ref_i)
 
     labels = np.full(turns.n_points, LABEL_UNUSED, dtype=np.int8)
-    sub = np.full(r.size, LABEL_NORMAL, dtype=np.int8)
-    sub[edge_out] = LABEL_EDGE
-    sub[false_pt] = LABEL_FALSE
-    sub[cand & clustered] = LABEL_TRANSIENT
-    sub[missing] = LABEL_MISSING
-    labels[idx] = sub
+    labels[idx] = np.select(
+        [missing, cand & clustered, false_pt, edge_out],
+        [LABEL_MISSING, LABEL_TRANSIENT, LABEL_FALSE, LABEL_EDGE],
+        LABEL_NORMAL,
+    )
     noise_band = np.full(turns.n_points, -1, dtype=np.int8)
     noise_band[idx[quiet]] = np.digitize(ref_i[quiet], bands_m) - 1
     n_turns = int(np.sum(stretch >= 0))
@@ -307,6 +280,69 @@ def range_noise(
         noise_band=noise_band,
         plot=plot,
     )
+
+
+def _clustered(
+    turns: LidarTurns, idx: np.ndarray, cand: np.ndarray, tid: np.ndarray, tol_k: np.ndarray
+) -> np.ndarray:
+    """Which outlier candidates (``cand`` over the points ``idx``) have a neighbour in the
+    same turn that is a candidate too, within ``max(tol_k, 3 %)`` of its range (m):
+    a transient object rather than an isolated false point. ``tid`` is every point's
+    turn, ``tol_k`` each candidate's ``outlier_k·σ`` at its own range (m)."""
+    full_cand = np.zeros(turns.n_points, dtype=bool)
+    full_cand[idx] = cand
+    rng_full = turns.range.astype(np.float64)
+    clustered = np.zeros(idx.size, dtype=bool)
+    ci = idx[cand]
+    rc = rng_full[ci]
+    tol = np.maximum(tol_k, 0.03 * rc)
+    for step in (-1, 1):
+        nbr = ci + step
+        okn = (nbr >= 0) & (nbr < turns.n_points)
+        nbr_c = np.clip(nbr, 0, turns.n_points - 1)
+        with np.errstate(invalid="ignore"):
+            close = np.abs(rng_full[nbr_c] - rc) <= tol
+        hit = okn & (tid[nbr_c] == tid[ci]) & full_cand[nbr_c] & close
+        clustered[np.flatnonzero(cand)[hit]] = True
+    return clustered
+
+
+def _to_bin_centres(
+    r: np.ndarray,
+    ang: np.ndarray,
+    key: np.ndarray,
+    shape: tuple[int, int],
+    jump_abs_m: float,
+    jump_rel: float,
+) -> np.ndarray:
+    """Ranges (m) moved along their bin's slope to the bin centre, so the medians do
+    not depend on where in the bin the samples happened to fall. ``key`` is each
+    sample's ``stretch·n_bins + bin``, ``shape`` (stretches, bins)."""
+    n_str, n_bins = shape
+    width = TWO_PI / n_bins
+    ref_flat, _ = grouped_median(key, r, n_str * n_bins)
+    ref = ref_flat.reshape(shape)
+    jump, _ = _discontinuities(ref, width, jump_abs_m, jump_rel)
+    slope = _slopes(ref, jump, width).ravel()
+    bins = key % n_bins
+    offset = np.angle(np.exp(1j * (ang - bins * width)))
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(r), r - slope[key] * offset, r)
+
+
+def _interpolate(
+    table: np.ndarray,
+    row: np.ndarray,
+    b0: np.ndarray,
+    b1: np.ndarray,
+    f: np.ndarray,
+    fallback: np.ndarray | float,
+) -> np.ndarray:
+    """``table[row]`` interpolated linearly between bins ``b0`` and ``b1`` at fraction
+    ``f``; ``fallback`` where either bin is not finite."""
+    a, b = table[row, b0], table[row, b1]
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(a) & np.isfinite(b), a * (1 - f) + b * f, fallback)
 
 
 def _discontinuities(
