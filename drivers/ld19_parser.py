@@ -26,6 +26,7 @@ can be parsed in one process; the pass releases the GIL.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numba
@@ -360,6 +361,31 @@ def _scan(new, host_ns, max_span, max_speed, state, tail, fields, distance, inte
     return k, n_rej
 
 
+_SCAN_ENTRY: Callable[..., tuple[int, int]] | None = None
+
+
+def _scan_entry() -> Callable[..., tuple[int, int]]:
+    """:func:`_scan`'s compiled entry point, without the dispatcher.
+
+    :meth:`LD19Parser.feed` always passes the one signature :func:`_scan` is compiled
+    for (the input read-only uint8, the parser's own int64/uint16/uint8 buffers), so the
+    dispatcher's per-call type resolution of its ten arguments (about a third of a 1 KiB
+    read's cost) buys nothing; the entry point still unboxes and checks each argument's
+    kind. The first call compiles or loads the kernel through the dispatcher.
+    """
+    global _SCAN_ENTRY
+    if _SCAN_ENTRY is None:
+        ro = np.zeros(PACKET_SIZE, np.uint8)
+        ro.flags.writeable = False
+        z = np.zeros
+        _scan(ro, 0, 0, 0, _new_state(), z(64, np.uint8),
+              z((_ROWS, 1), np.int64), z(POINTS_PER_PACKET, np.uint16),
+              z(POINTS_PER_PACKET, np.uint8), z((2, 1), np.int64))  # fmt: skip
+        (signature,) = _scan.signatures
+        _SCAN_ENTRY = _scan.overloads[signature].entry_point  # type: ignore[attr-defined]
+    return _SCAN_ENTRY
+
+
 @dataclass
 class LD19Packets:
     """Decoded packets, ``k`` of them, in stream order.
@@ -592,7 +618,7 @@ class LD19Parser:
         fields = np.empty((_ROWS, cap), np.int64)  # fresh: the packets returned are views
         distance = np.empty(cap * POINTS_PER_PACKET, np.uint16)
         intensity = np.empty(cap * POINTS_PER_PACKET, np.uint8)
-        k, n_rej = _scan(
+        k, n_rej = _scan_entry()(
             new, int(host_ns), self.max_span_cdeg, self.max_speed_deg_s, self._state,
             self._tail, fields, distance, intensity, self._rejected,
         )  # fmt: skip
