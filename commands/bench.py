@@ -58,9 +58,8 @@ def bench_cmd(as_json: bool, quick: bool, only: tuple[str, ...]) -> None:
 
     bench = _benchmarks()
 
-    def progress(name: str) -> None:
-        if not as_json:
-            click.echo(f"running {name} ...", err=True)
+    def progress(name: str) -> None:  # on stderr, so --json's document stays clean
+        click.echo(f"running {name} ...", err=True)
 
     def done(name: str, results: list[Any]) -> None:
         if not as_json:

@@ -98,6 +98,7 @@ def test_bench_json_has_rounds_for_every_figure_and_references_for_ratios() -> N
     )  # fmt: skip
     results = json.loads(out.stdout)
     assert {r["area"] for r in results} == {"ld19", "session"}
+    assert "running ld19 ..." in out.stderr and "running session ..." in out.stderr
     for r in results:
         values = [x["value"] for x in r["rounds"]]
         assert len(values) >= 3, r["name"]
