@@ -27,6 +27,7 @@ import hashlib
 import json
 import math
 import os
+import textwrap
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,6 +36,7 @@ from typing import Any
 from sensorbench import __version__
 from sensorbench.errors import ModelFileError
 from sensorbench.logs.model_keys import unknown_key
+from sensorbench.logs.model_notes import NOTES, note
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -91,14 +93,18 @@ def _is_table_list(value: Any) -> bool:
     )
 
 
-def dumps_toml(data: Mapping[str, Any], prefix: str = "") -> str:
+def dumps_toml(
+    data: Mapping[str, Any], prefix: str = "", notes: Mapping[str, str] | None = None
+) -> str:
     """TOML text of nested mappings (tables), lists of mappings (arrays of tables),
     numbers, strings, bools and lists; numpy scalars and arrays as their values.
 
     Scalars come first, then every table in the mapping's order, each after a blank
     line (so text that starts with a table starts with a newline). A key whose value is
     None ("not available") is left out: TOML has no null, and a missing key reads back
-    as None with ``.get``.
+    as None with ``.get``. With ``notes`` (dotted path → text,
+    :mod:`~sensorbench.logs.model_notes`), each key and table with a note gets it as a
+    comment on the lines above.
 
     Raises:
         TypeError: a value TOML cannot hold (a programming error).
@@ -111,16 +117,25 @@ def dumps_toml(data: Mapping[str, Any], prefix: str = "") -> str:
         if isinstance(value, Mapping) or _is_table_list(value):
             subs.append((key, value))
         else:
+            lines += _comment(notes, f"{prefix}{key}")
             lines.append(f"{_key(key)} = {_value(value)}")
     out = "\n".join(lines) + ("\n" if lines else "")
     for key, value in subs:
         full = f"{prefix}{_key(key)}"
+        head = "".join(f"{c}\n" for c in _comment(notes, f"{prefix}{key}"))
         if isinstance(value, Mapping):
-            out += f"\n[{full}]\n" + dumps_toml(value, f"{full}.")
+            out += f"\n{head}[{full}]\n" + dumps_toml(value, f"{full}.", notes)
         else:
-            for item in value:
-                out += f"\n[[{full}]]\n" + dumps_toml(item, f"{full}.")
+            for i, item in enumerate(value):
+                out += f"\n{head if i == 0 else ''}[[{full}]]\n"
+                out += dumps_toml(item, f"{full}.", notes)
     return out
+
+
+def _comment(notes: Mapping[str, str] | None, path: str) -> list[str]:
+    """The comment lines of the note of ``path`` (none without one)."""
+    text = note(notes, path) if notes else None
+    return [f"# {line}" for line in textwrap.wrap(text, 86)] if text else []
 
 
 def model_document(
@@ -171,9 +186,13 @@ def write_model(
 
 
 def write_document(path: str | os.PathLike[str], doc: Mapping[str, Any]) -> Path:
-    """Write a model document built by :func:`model_document` as TOML; returns the path."""
+    """Write a model document built by :func:`model_document` as TOML, each key under a
+    comment saying what it means (:mod:`~sensorbench.logs.model_notes`); returns the path."""
     path = Path(path)
-    path.write_text(dumps_toml(doc).lstrip("\n"), encoding="utf-8")
+    kind = doc.get("model", {}).get("kind", "")
+    head = f"# sensorbench {kind} model. Units are SI unless [units] says otherwise.\n"
+    text = dumps_toml(doc, notes=NOTES.get(kind, {})).lstrip("\n")
+    path.write_text(head + text, encoding="utf-8")
     return path
 
 

@@ -1,0 +1,90 @@
+"""Every key a model file may hold is explained in the file itself (issue 41 item 8).
+
+The schemas of the three model kinds (``sensorbench.logs.model_keys``: every key the
+readers accept) are walked: each key and table has a note, or lies inside a table that
+is a report (written for the reader, never read back). The shipped example models carry
+the notes as comments and no machine paths; a written file reads back unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sensorbench.logs.model_file import load_document, write_document
+from sensorbench.logs.model_keys import FILTER_NOISE_KEYS, POD_GEOMETRY_KEYS, POSE_ERROR_KEYS
+from sensorbench.logs.model_notes import NOTES, in_report, note
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples" / "models").glob("*.toml"))
+
+
+def _paths(schema: Any, prefix: str = "") -> list[str]:
+    """Every dotted key path of a schema (tables, arrays of tables without index)."""
+    out: list[str] = []
+    if isinstance(schema, list):
+        schema = schema[0]
+    if not isinstance(schema, dict):
+        return out
+    for key, sub in schema.items():
+        path = f"{prefix}{key}"
+        out.append(path)
+        out += _paths(sub, f"{path}.")
+    return out
+
+
+@pytest.mark.parametrize(
+    ("kind", "schema"),
+    [
+        ("pod_geometry", POD_GEOMETRY_KEYS),
+        ("filter_noise", FILTER_NOISE_KEYS),
+        ("pose_error_gm", POSE_ERROR_KEYS),
+    ],
+)
+def test_every_key_the_reader_accepts_has_a_note(kind: str, schema: dict) -> None:
+    missing = [p for p in _paths(schema) if note(NOTES[kind], p) is None and not in_report(p)]
+    assert missing == []
+
+
+def test_a_key_without_a_note_is_found() -> None:
+    """The check above can fail: an unknown key has no note."""
+    assert note(NOTES["filter_noise"], "axes.x.no_such_key") is None
+    assert not in_report("axes.x.no_such_key")
+    assert in_report("report.x.nis_mean") and note(NOTES["filter_noise"], "axes.y.q")
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_shipped_models_explain_every_key_and_hold_no_machine_path(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert "/tmp/" not in text and "/home/" not in text and "/root/" not in text
+    lines = text.splitlines()
+    table = ""
+    for i, line in enumerate(lines):
+        if line.startswith("["):
+            table = line.strip("[]")
+            continue
+        if not line or line.startswith("#"):
+            continue
+        key = line.split(" = ", 1)[0]
+        path_ = f"{table}.{key}" if table else key
+        if in_report(path_) or table == "units":
+            continue
+        assert lines[i - 1].startswith("# "), f"{path.name}:{i + 1}: {key} has no comment"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_a_written_model_reads_back_unchanged(path: Path, tmp_path: Path) -> None:
+    doc = load_document(path)
+    back = load_document(write_document(tmp_path / path.name, doc))
+
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, dict):
+            return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        if isinstance(a, list):
+            return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+        return a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b))
+
+    assert same(doc, back)
