@@ -59,7 +59,7 @@ def load_models(
     "udp_addr",
     default=None,
     metavar="HOST:PORT",
-    help="Send one pose datagram per filter step here (docs/FORMAT.md, 'Live pose datagrams').",
+    help="Send one pose datagram per pod frame here (docs/FORMAT.md, 'Live pose datagrams').",
 )
 @click.option("--front", default=None, help="Merge: the front lidar (default: the first A1).")
 @click.option("--rear", default=None, help="Merge: the rear lidar (default: the second A1).")
@@ -100,12 +100,12 @@ def live_cmd(
     --pods; --noise, --pose-model as for `replay`), the front/rear lidar merge (as
     `merge`), the Foxglove view (--foxglove: every lidar, the merged scan, the
     transforms odom → base_link → each lidar, the pose and its path, events and
-    rates; open ws://HOST:PORT in Foxglove) and one UDP datagram per filter step
+    rates; open ws://HOST:PORT in Foxglove) and one UDP datagram per pod frame
     (--udp). The session also holds the streams 'estimate' (with covariance and
     flags) and 'merged'; `replay SESSION --pods P --noise N --no-repair` and `merge
     SESSION --front F --rear R` reproduce them. Exit 0 when recorded with every reader
-    intact, 1 as for capture (a device did not come up, data lost, writing failed),
-    2 on bad input.
+    intact, 1 as for capture (a device did not come up, data lost, writing failed) or
+    when a device was lost and never came back, 2 on bad input.
     """
     from sensorbench.drivers.capture import CaptureOptions, format_bringup, format_summary
     from sensorbench.live.runtime import (
@@ -172,5 +172,8 @@ def live_cmd(
         click.echo(format_live_summary(summary))
     if result.error:
         click.echo(f"error: {result.error}", err=True)
-    if not result.ok:
+    lost = [d.name for d in result.devices if d.unplugs > d.reconnects]
+    if lost:
+        click.echo(f"error: lost and never back: {', '.join(lost)}", err=True)
+    if not result.ok or lost:
         ctx.exit(1)

@@ -11,8 +11,8 @@ reaches the runtime right after the writer took it. The runtime
 - routes the pod stream (and a ``pose_sensor`` stream when aiding) to the
   ``live-odometry`` thread (:mod:`~sensorbench.live.odometry`), the two merge lidars'
   turns to ``live-merge`` (:mod:`~sensorbench.live.merge`), every lidar turn, pose
-  and event to the viewer (:mod:`~sensorbench.live.foxglove_view`) and each filter
-  step's pose to UDP (:mod:`~sensorbench.live.udp`);
+  and event to the viewer (:mod:`~sensorbench.live.foxglove_view`) and each filtered
+  frame's pose to UDP (:mod:`~sensorbench.live.udp`), the pose first;
 - never blocks a reader: ``consume`` only puts on queues, the filters' and the merge's
   unbounded (nothing may be lost: they keep up with several times the data rate),
   the viewer's bounded (a slow viewer loses view messages, counted, never data);
@@ -312,10 +312,11 @@ class LiveRuntime:
     # -- internals -----------------------------------------------------------------------
 
     def _publish_pose(
-        self, datagram: PoseDatagram, sample: PoseSample, arrivals: tuple[int, ...]
+        self, datagrams: list[PoseDatagram], sample: PoseSample, arrivals: tuple[int, ...]
     ) -> None:
         if self.udp is not None:
-            self.udp.send(datagram)
+            for datagram in datagrams:
+                self.udp.send(datagram)
             if self.odometry is not None and arrivals:
                 now = time.monotonic_ns()
                 self.odometry.counters.latencies_ns.extend(now - a for a in arrivals)
