@@ -191,8 +191,9 @@ def _live(config: Path, run_dir: Path | None, seconds: float, tmp: Path, pty: Pt
             "-o", str(tmp / f"live-{time.monotonic_ns()}.h5")]  # fmt: skip
     if run_dir is not None:
         args += ["--run-dir", str(run_dir)]
-    proc = subprocess.Popen([sys.executable, "-c", "from sensorbench.cli import main; main()",
-                             *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    cli = [sys.executable, "-c", "from sensorbench.cli import main; main()"]
+    proc = subprocess.Popen([*cli, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
     try:
         writes, got, cpu = _feed(proc, pty, rx, seconds + 60)
         _, err = proc.communicate(timeout=30)
@@ -272,6 +273,10 @@ def _stats(runs: list[Run], q: float) -> list[float]:
     return [float(np.percentile(r.latency_ms, q)) for r in runs]
 
 
+def _ratios(pairs: list[tuple[float, float]]) -> str:
+    return ", ".join(f"{a / b:.2f}" for a, b in pairs)
+
+
 def run(quick: bool) -> list[BenchResult]:
     """Interleaved rounds of ``live`` (pods only) and the reference, then the whole robot."""
     if not sys.platform.startswith("linux"):
@@ -301,6 +306,7 @@ def run(quick: bool) -> list[BenchResult]:
                             f"a run failed: {failed[0]}")]  # fmt: skip
     p50, p99 = _stats(ours, 50), _stats(ours, 99)
     r50, r99 = _stats(ref, 50), _stats(ref, 99)
+    q50, q99 = list(zip(p50, r50, strict=True)), list(zip(p99, r99, strict=True))
     n = sum(x.latency_ms.size for x in ours)
     where = f"{rounds} interleaved rounds of {seconds:g} s, load {load:.1f} at the start"
     return [
@@ -315,15 +321,11 @@ def run(quick: bool) -> list[BenchResult]:
         BenchResult.from_rounds("live", "the same, p99 (minimal reference)",
                                 [Round(None, None, v) for v in r99], "ms", None, False, where),
         BenchResult.from_rounds("live", "live p50 / (2 × ref p50 + 0.5 ms)",
-                                [Round(None, None, a / (2 * b + 0.5)) for a, b in zip(p50, r50)],
-                                "x", 1.0, False,
-                                "ratio p50 live/ref per round: " + ", ".join(
-                                    f"{a / b:.2f}" for a, b in zip(p50, r50))),
+                                [Round(None, None, a / (2 * b + 0.5)) for a, b in q50], "x",
+                                1.0, False, "live/ref p50 per round: " + _ratios(q50)),
         BenchResult.from_rounds("live", "live p99 / (1.5 × ref p99 + 1 ms)",
-                                [Round(None, None, a / (1.5 * b + 1)) for a, b in zip(p99, r99)],
-                                "x", 1.0, False,
-                                "ratio p99 live/ref per round: " + ", ".join(
-                                    f"{a / b:.2f}" for a, b in zip(p99, r99))),
+                                [Round(None, None, a / (1.5 * b + 1)) for a, b in q99], "x",
+                                1.0, False, "live/ref p99 per round: " + _ratios(q99)),
         BenchResult.from_rounds("live", "UDP datagrams per pod frame (live)",
                                 [Round(None, None, x.per_frame) for x in ours], "x", None, False,
                                 "one pose per frame: 1.00"),

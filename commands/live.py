@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +121,11 @@ def live_cmd(
     from sensorbench.live.udp import parse_address
 
     config = load_robot_config(config_path, run_dir=run_dir)
+    if pose_model_path is not None:  # `demo live`'s network pose source is the only one
+        raise click.UsageError(
+            "--pose-model: `live` has no pose sensor (no 'pose_sensor' stream to aid from); "
+            "`demo live` serves one"
+        )
     pods_name = pods_device(config)
     imu = pods_name is not None and bool(config.device(pods_name).imu)
     models = load_models(pods_path, noise_path, pose_model_path, imu)
@@ -136,6 +143,7 @@ def live_cmd(
         estimate_attrs=attrs,
     )
     runtime = LiveRuntime(config, models, options)
+    preflight(config, output, allow_missing)
     duration = math.inf if duration_s is None else duration_s
     announced: list[str] = []
 
@@ -148,7 +156,11 @@ def live_cmd(
 
     recording = CaptureOptions(label=label, note=note, allow_missing=allow_missing)
     printer = _StatusPrinter(duration, extra=live_parts)
-    result = record(config, output, recording, printer, as_json, consumer=runtime)
+    runtime.open()  # the UDP host resolves, the Foxglove port is free: before any power
+    try:
+        result = record(config, output, recording, printer, as_json, consumer=runtime)
+    finally:
+        runtime.close()
     summary = live_summary(runtime)
     if as_json:
         click.echo(
@@ -175,5 +187,38 @@ def live_cmd(
     lost = [d.name for d in result.devices if d.unplugs > d.reconnects]
     if lost:
         click.echo(f"error: lost and never back: {', '.join(lost)}", err=True)
-    if not result.ok or lost:
+    if runtime.setup_error is not None:
+        click.echo(f"error: {runtime.setup_error}", err=True)
+    if not result.ok or lost or runtime.setup_error is not None:
         ctx.exit(1)
+
+
+def preflight(config: Any, output: str, allow_missing: bool) -> None:
+    """What can be checked before any device is powered: every device's port exists
+    (unless ``--allow-missing``), the output is new and its file system has room.
+
+    Raises:
+        LiveError: what is wrong (nothing was powered).
+    """
+    from sensorbench.drivers.capture import CaptureOptions
+    from sensorbench.errors import LiveError
+
+    missing = [f"{d.name} ({d.port})" for d in config.devices if not os.path.exists(d.port)]
+    if missing and not allow_missing:
+        raise LiveError(
+            f"no such port: {', '.join(missing)}; nothing was powered (--allow-missing runs "
+            "without them)"
+        )
+    out = Path(output)
+    if out.exists() or out.is_symlink():
+        raise LiveError(f"{output} exists; choose another name or remove it first")
+    parent = out.resolve().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise LiveError(f"cannot write {output}: {parent} is not a writable directory")
+    need = CaptureOptions().min_free_bytes
+    free = shutil.disk_usage(parent).free
+    if free < need:
+        raise LiveError(
+            f"{parent} has {free / 2**20:.1f} MiB free, live needs {need / 2**20:.0f} MiB "
+            "(capture stops at that reserve): free space first"
+        )
