@@ -120,7 +120,7 @@ class SerialPort:
         """
         if not select.select([self.fd], [], [], max_wait_s)[0]:
             return b""
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             try:
                 data = os.read(self.fd, 1 << 16)
