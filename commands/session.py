@@ -132,7 +132,7 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_
     report = check_session(session)
     recovery = None
     recoverable = not report.in_use and (force or not report.writer_unknown)
-    if recover and recoverable and not report.errors and report.status.name == "WRITING":
+    if recover and recoverable and report.repairable:
         recovery = recover_session(session, force=force)
         report = check_session(session)
     if as_json:
@@ -166,7 +166,8 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_
             )
         if recovery is not None:
             click.echo(
-                f"recovered {session}: its writer had died; original kept as {recovery.backup}"
+                f"recovered {session}: its writer had died or failed; original kept as "
+                f"{recovery.backup}"
             )
             for key, n in recovery.kept_rows.items():
                 dropped = recovery.dropped_rows.get(key, 0)

@@ -152,3 +152,30 @@ def _wait_opened(em: PodEmulator, deadline_s: float = 60.0) -> None:
         assert time.monotonic() < end, "live never opened the pods port"
         time.sleep(0.05)
     time.sleep(3.0)  # the bring-up's open, then the reader's
+
+
+def test_check_recover_repairs_a_closed_file_with_rows_past_its_consistent_data(tmp_path) -> None:
+    """What a write failing on a full disk can leave: the file marked closed, one column
+    of a stream longer than the others. `check --recover` keeps the consistent rows."""
+    import h5py
+    import numpy as np
+    import session_util as su
+    from click.testing import CliRunner
+
+    from sensorbench.cli import cli
+    from sensorbench.logs import Session
+
+    path = su.write_small_session(tmp_path / "s.h5")
+    with Session(path) as s:
+        before = s.encoder("pods").read()
+    with h5py.File(path, "a") as f:
+        seq = f["encoders/pods/seq"]
+        seq.resize((seq.shape[0] + 3,))  # three rows of one column only
+    assert not check_session(path).ok
+    done = CliRunner().invoke(cli, ["check", "--recover", str(path)])
+    assert done.exit_code == 0, done.output
+    assert check_session(path).ok
+    with Session(path) as s:
+        after = s.encoder("pods").read()
+    np.testing.assert_array_equal(after.seq, before.seq)
+    np.testing.assert_array_equal(after.counts, before.counts)
