@@ -22,32 +22,21 @@ def register(cli: click.Group) -> None:
     cli.add_command(live_cmd)
 
 
-def load_models(
-    pods_path: Path | None,
-    noise_path: Path | None,
-    pose_model_path: Path | None,
-    imu: bool,
-) -> Any:
+def load_models(pods_path: Path | None, noise_path: Path | None, imu: bool) -> Any:
     """The filters' models from their files (None without ``--pods``)."""
     if pods_path is None:
-        if noise_path is not None or pose_model_path is not None:
-            raise click.UsageError("--noise and --pose-model need --pods (the pod geometry)")
+        if noise_path is not None:
+            raise click.UsageError("--noise needs --pods (the pod geometry)")
         return None
     from sensorbench.live.odometry import OdometryModels
 
-    return OdometryModels.from_files(pods_path, noise_path, pose_model_path, imu)
+    return OdometryModels.from_files(pods_path, noise_path, imu=imu)
 
 
 @click.command("live")
 @recording_options("Run")
 @click.option("--pods", "pods_path", type=_MODEL, help="Pod-geometry model: run the split filters.")
 @click.option("--noise", "noise_path", type=_MODEL, help="Filter-noise model; default: untuned.")
-@click.option(
-    "--pose-model",
-    "pose_model_path",
-    type=_MODEL,
-    help="Pose-error model: aid the filters with the pose_sensor stream.",
-)
 @click.option(
     "--foxglove",
     "foxglove_addr",
@@ -86,7 +75,6 @@ def live_cmd(
     allow_missing: bool,
     pods_path: Path | None,
     noise_path: Path | None,
-    pose_model_path: Path | None,
     foxglove_addr: str | None,
     udp_addr: str | None,
     front: str | None,
@@ -99,7 +87,7 @@ def live_cmd(
     Everything `capture` does (staggered bring-up, raw and decoded recording, the status
     line, reconnects, a clean stop on Ctrl-C or SIGTERM, the file recoverable after a
     kill), and as data arrive: the split x/y/heading filters on the pod stream (with
-    --pods; --noise, --pose-model as for `replay`), the front/rear lidar merge (as
+    --pods; --noise as for `replay`), the front/rear lidar merge (as
     `merge`), the Foxglove view (--foxglove: every lidar, the merged scan, the
     transforms odom → base_link → each lidar, the pose and its path, events and
     rates; open ws://HOST:PORT in Foxglove) and one UDP datagram per pod frame
@@ -121,18 +109,13 @@ def live_cmd(
     from sensorbench.live.udp import parse_address
 
     config = load_robot_config(config_path, run_dir=run_dir)
-    if pose_model_path is not None:  # `demo live`'s network pose source is the only one
-        raise click.UsageError(
-            "--pose-model: `live` has no pose sensor (no 'pose_sensor' stream to aid from); "
-            "`demo live` serves one"
-        )
     pods_name = pods_device(config)
     imu = pods_name is not None and bool(config.device(pods_name).imu)
-    models = load_models(pods_path, noise_path, pose_model_path, imu)
+    models = load_models(pods_path, noise_path, imu)
     attrs = {
         "pods_model": str(pods_path) if pods_path else "",
         "noise_model": str(noise_path) if noise_path else "untuned defaults",
-        "pose_model": str(pose_model_path) if pose_model_path else "",
+        "pose_model": "",
     }
     options = LiveOptions(
         foxglove=None if foxglove_addr is None else parse_address(foxglove_addr),
