@@ -9,9 +9,9 @@ stamping each as it is read. The program under test runs in a process of its own
 
 - ``sensorbench live`` (the pods only, or the whole emulated robot: ``emulate robot``'s
   LD19 and two A1s beside this feed as the pod MCU) with the shipped models and
-  ``--udp``. Its datagram's stamp is the frame's time on the host clock (the pod
-  clock's lower envelope of receive times), so each is matched to the last frame
-  written at most 2.5 ms (half a period) after it;
+  ``--udp``. Its datagram's stamp is the frame's time on the host clock from the pod
+  clock (device time, 5 ms a frame), so the stamps' differences count frames and the
+  run of them is anchored where the stamps sit closest to the write times;
 - the reference: pyserial, ``select`` then a read of what is waiting, frames found by
   sync, length and CRC, the same 2×2 (position, velocity) Kalman step per axis in plain
   Python, one datagram per frame carrying the frame's sequence number.
@@ -210,9 +210,19 @@ def _live(config: Path, run_dir: Path | None, seconds: float, tmp: Path, pty: Pt
     t0, t1, cpu_pct = _window([(t, b"") for t, _ in poses], cpu)
     recv = np.array([t for t, _ in poses if t0 <= t <= t1], np.int64)
     stamp = np.array([d.stamp_ns for t, d in poses if t0 <= t <= t1], np.int64)
-    k = np.searchsorted(writes, stamp + PERIOD_NS // 2, side="right") - 1
-    frames = np.flatnonzero((writes >= writes[k[0]]) & (writes <= writes[k[-1]])).size
-    return Run((recv - writes[k]) / 1e6, len(k) / frames, cpu_pct)
+    k = _frame_index(stamp, writes)
+    return Run((recv - writes[k]) / 1e6, len(k) / (k[-1] - k[0] + 1), cpu_pct)
+
+
+def _frame_index(stamp: np.ndarray, writes: np.ndarray) -> np.ndarray:
+    """The frame each datagram is: the stamps (ns) step by the device clock's 5 ms, so
+    their differences count frames; the run is anchored where the stamps sit closest
+    to the write times (ns; a late write does not move the device clock)."""
+    c = np.concatenate([[0], np.cumsum(np.round(np.diff(stamp) / PERIOD_NS).astype(np.int64))])
+    guess = int(np.searchsorted(writes, stamp[0]))
+    starts = [k for k in range(max(0, guess - 50), guess + 50) if k + c[-1] < writes.size]
+    k0 = min(starts, key=lambda k: float(np.median(np.abs(stamp - writes[k + c]))))
+    return k0 + c
 
 
 def _reference(seconds: float, pty: PtyPort, w: np.ndarray) -> Run:
