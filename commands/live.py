@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,32 +22,21 @@ def register(cli: click.Group) -> None:
     cli.add_command(live_cmd)
 
 
-def load_models(
-    pods_path: Path | None,
-    noise_path: Path | None,
-    pose_model_path: Path | None,
-    imu: bool,
-) -> Any:
+def load_models(pods_path: Path | None, noise_path: Path | None, imu: bool) -> Any:
     """The filters' models from their files (None without ``--pods``)."""
     if pods_path is None:
-        if noise_path is not None or pose_model_path is not None:
-            raise click.UsageError("--noise and --pose-model need --pods (the pod geometry)")
+        if noise_path is not None:
+            raise click.UsageError("--noise needs --pods (the pod geometry)")
         return None
     from sensorbench.live.odometry import OdometryModels
 
-    return OdometryModels.from_files(pods_path, noise_path, pose_model_path, imu)
+    return OdometryModels.from_files(pods_path, noise_path, imu=imu)
 
 
 @click.command("live")
 @recording_options("Run")
 @click.option("--pods", "pods_path", type=_MODEL, help="Pod-geometry model: run the split filters.")
 @click.option("--noise", "noise_path", type=_MODEL, help="Filter-noise model; default: untuned.")
-@click.option(
-    "--pose-model",
-    "pose_model_path",
-    type=_MODEL,
-    help="Pose-error model: aid the filters with the pose_sensor stream.",
-)
 @click.option(
     "--foxglove",
     "foxglove_addr",
@@ -59,7 +50,7 @@ def load_models(
     "udp_addr",
     default=None,
     metavar="HOST:PORT",
-    help="Send one pose datagram per filter step here (docs/FORMAT.md, 'Live pose datagrams').",
+    help="Send one pose datagram per pod frame here (docs/FORMAT.md, 'Live pose datagrams').",
 )
 @click.option("--front", default=None, help="Merge: the front lidar (default: the first A1).")
 @click.option("--rear", default=None, help="Merge: the rear lidar (default: the second A1).")
@@ -84,7 +75,6 @@ def live_cmd(
     allow_missing: bool,
     pods_path: Path | None,
     noise_path: Path | None,
-    pose_model_path: Path | None,
     foxglove_addr: str | None,
     udp_addr: str | None,
     front: str | None,
@@ -97,15 +87,15 @@ def live_cmd(
     Everything `capture` does (staggered bring-up, raw and decoded recording, the status
     line, reconnects, a clean stop on Ctrl-C or SIGTERM, the file recoverable after a
     kill), and as data arrive: the split x/y/heading filters on the pod stream (with
-    --pods; --noise, --pose-model as for `replay`), the front/rear lidar merge (as
+    --pods; --noise as for `replay`), the front/rear lidar merge (as
     `merge`), the Foxglove view (--foxglove: every lidar, the merged scan, the
     transforms odom → base_link → each lidar, the pose and its path, events and
-    rates; open ws://HOST:PORT in Foxglove) and one UDP datagram per filter step
+    rates; open ws://HOST:PORT in Foxglove) and one UDP datagram per pod frame
     (--udp). The session also holds the streams 'estimate' (with covariance and
     flags) and 'merged'; `replay SESSION --pods P --noise N --no-repair` and `merge
     SESSION --front F --rear R` reproduce them. Exit 0 when recorded with every reader
-    intact, 1 as for capture (a device did not come up, data lost, writing failed),
-    2 on bad input.
+    intact, 1 as for capture (a device did not come up, data lost, writing failed) or
+    when a device was lost and never came back, 2 on bad input.
     """
     from sensorbench.drivers.capture import CaptureOptions, format_bringup, format_summary
     from sensorbench.live.runtime import (
@@ -121,11 +111,11 @@ def live_cmd(
     config = load_robot_config(config_path, run_dir=run_dir)
     pods_name = pods_device(config)
     imu = pods_name is not None and bool(config.device(pods_name).imu)
-    models = load_models(pods_path, noise_path, pose_model_path, imu)
+    models = load_models(pods_path, noise_path, imu)
     attrs = {
         "pods_model": str(pods_path) if pods_path else "",
         "noise_model": str(noise_path) if noise_path else "untuned defaults",
-        "pose_model": str(pose_model_path) if pose_model_path else "",
+        "pose_model": "",
     }
     options = LiveOptions(
         foxglove=None if foxglove_addr is None else parse_address(foxglove_addr),
@@ -136,6 +126,7 @@ def live_cmd(
         estimate_attrs=attrs,
     )
     runtime = LiveRuntime(config, models, options)
+    preflight(config, output, allow_missing)
     duration = math.inf if duration_s is None else duration_s
     announced: list[str] = []
 
@@ -148,7 +139,11 @@ def live_cmd(
 
     recording = CaptureOptions(label=label, note=note, allow_missing=allow_missing)
     printer = _StatusPrinter(duration, extra=live_parts)
-    result = record(config, output, recording, printer, as_json, consumer=runtime)
+    runtime.open()  # the UDP host resolves, the Foxglove port is free: before any power
+    try:
+        result = record(config, output, recording, printer, as_json, consumer=runtime)
+    finally:
+        runtime.close()
     summary = live_summary(runtime)
     if as_json:
         click.echo(
@@ -172,5 +167,41 @@ def live_cmd(
         click.echo(format_live_summary(summary))
     if result.error:
         click.echo(f"error: {result.error}", err=True)
-    if not result.ok:
+    lost = [d.name for d in result.devices if d.unplugs > d.reconnects]
+    if lost:
+        click.echo(f"error: lost and never back: {', '.join(lost)}", err=True)
+    if runtime.setup_error is not None:
+        click.echo(f"error: {runtime.setup_error}", err=True)
+    if not result.ok or lost or runtime.setup_error is not None:
         ctx.exit(1)
+
+
+def preflight(config: Any, output: str, allow_missing: bool) -> None:
+    """What can be checked before any device is powered: every device's port exists
+    (unless ``--allow-missing``), the output is new and its file system has room.
+
+    Raises:
+        LiveError: what is wrong (nothing was powered).
+    """
+    from sensorbench.drivers.capture import CaptureOptions
+    from sensorbench.errors import LiveError
+
+    missing = [f"{d.name} ({d.port})" for d in config.devices if not os.path.exists(d.port)]
+    if missing and not allow_missing:
+        raise LiveError(
+            f"no such port: {', '.join(missing)}; nothing was powered (--allow-missing runs "
+            "without them)"
+        )
+    out = Path(output)
+    if out.exists() or out.is_symlink():
+        raise LiveError(f"{output} exists; choose another name or remove it first")
+    parent = out.resolve().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise LiveError(f"cannot write {output}: {parent} is not a writable directory")
+    need = CaptureOptions().min_free_bytes
+    free = shutil.disk_usage(parent).free
+    if free < need:
+        raise LiveError(
+            f"{parent} has {free / 2**20:.1f} MiB free, live needs {need / 2**20:.0f} MiB "
+            "(capture stops at that reserve): free space first"
+        )

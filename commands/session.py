@@ -132,7 +132,10 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_
     report = check_session(session)
     recovery = None
     recoverable = not report.in_use and (force or not report.writer_unknown)
-    if recover and recoverable and not report.errors and report.status.name == "WRITING":
+    # a closed file is rebuilt only when asked (--recover): plain check reports it
+    asked = ctx.get_parameter_source("recover") is click.core.ParameterSource.COMMANDLINE
+    closed = report.status.name != "WRITING"
+    if recover and recoverable and report.repairable and (asked or not closed):
         recovery = recover_session(session, force=force)
         report = check_session(session)
     if as_json:
@@ -166,7 +169,8 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_
             )
         if recovery is not None:
             click.echo(
-                f"recovered {session}: its writer had died; original kept as {recovery.backup}"
+                f"recovered {session}: its writer had died or failed; original kept as "
+                f"{recovery.backup}"
             )
             for key, n in recovery.kept_rows.items():
                 dropped = recovery.dropped_rows.get(key, 0)
@@ -176,6 +180,8 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_
             click.echo(f"error: {e}")
         for w in report.warnings:
             click.echo(f"warning: {w}")
+        if recovery is None and report.repairable and closed:
+            click.echo(f"`sensorbench check --recover {session}` keeps the consistent rows")
         state = "in use" if report.in_use else report.status.name.lower()
         click.echo(f"{session}: {'OK' if report.ok else 'NOT OK'} ({state})")
     if not report.ok:

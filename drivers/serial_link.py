@@ -36,19 +36,23 @@ the LD19, the pods, the A1 and any new kind:
   events (kept in :attr:`SerialLink.events`, the most recent 1000, written to the
   session and passed to ``on_event``) and status snapshots (:class:`ReaderStatus`).
 
-The link reads through a :class:`Port`: :class:`SerialPort` (a pyserial port read
-with its own timeout) for every device that only streams; a request/response device
-(the A1) supplies its own from ``open_port``. Protocol hooks run on the thread that
-calls :meth:`SerialLink.poll` and must not block longer than one request;
-``counters`` and ``diagnose`` may be called from other threads and should only read
-plain attributes.
+The link reads through a :class:`Port`: :class:`SerialPort` (waits on the port's
+descriptor and takes everything that arrived) for every device that only streams; a
+request/response device (the A1) supplies its own from ``open_port``. Protocol hooks
+run on the thread that calls :meth:`SerialLink.poll` and must not block longer than
+one request; ``counters`` and ``diagnose`` may be called from other threads and should
+only read plain attributes.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import errno
+import fcntl
 import os
+import select
+import termios
 import threading
 import time
 from collections.abc import Callable
@@ -88,20 +92,53 @@ class Port(Protocol):
 
 
 class SerialPort:
-    """The standard :class:`Port`: one pyserial port, each read bounded by its timeout.
+    """The standard :class:`Port`: waits on the port's descriptor, takes what arrived.
+
+    A read waits (``select``) until bytes are there or ``max_wait_s`` passed, then
+    reads everything waiting, however much (a reader that fell behind catches up in
+    one step). The port is gone only when it errors (EIO...) or reports end of file
+    with its tty hung up or its path gone or replaced; a spurious wake-up without data
+    on a present port is nothing.
 
     Args:
-        ser: the open port (its ``timeout`` is the longest wait of one read, s).
-        read_size: bytes requested per read (a read returns earlier with what arrived).
+        ser: the open port.
+        path: the path it was opened by (checked when a read finds nothing).
     """
 
-    def __init__(self, ser: serial.Serial, read_size: int) -> None:
+    def __init__(self, ser: serial.Serial, path: str) -> None:
         self.ser = ser
-        self.read_size = read_size
+        self.path = path
+        self.fd: int = ser.fileno()
+        os.set_blocking(self.fd, False)
+        self._rdev = os.fstat(self.fd).st_rdev
 
     def read(self, max_wait_s: float) -> bytes:
-        """One read of the port (the port's own timeout bounds the wait)."""
-        return self.ser.read(self.read_size)
+        """Every byte that arrived, waiting at most ``max_wait_s`` (s) for the first.
+
+        Raises:
+            OSError: the port is gone (it errors, or hung up, or its path went away).
+        """
+        if not select.select([self.fd], [], [], max_wait_s)[0]:
+            return b""
+        chunks: list[bytes] = []
+        while True:
+            try:
+                data = os.read(self.fd, 1 << 16)
+            except (BlockingIOError, InterruptedError):
+                break
+            if not data:
+                if not chunks:
+                    self._check_present()
+                    time.sleep(min(max_wait_s, 0.001))  # no spin on a spurious wake-up
+                break
+            chunks.append(data)
+        return b"".join(chunks)
+
+    def _check_present(self) -> None:
+        """Raise OSError unless the port is still there and open (end of file seen)."""
+        fcntl.ioctl(self.fd, termios.TIOCINQ, b"\0\0\0\0")  # EIO once hung up
+        if os.stat(self.path).st_rdev != self._rdev:  # FileNotFoundError once gone
+            raise OSError(errno.ENODEV, f"{self.path} is another device now")
 
     def waiting(self) -> int:
         """Bytes received and not yet read."""
@@ -118,8 +155,8 @@ class LinkConfig:
     """Deadlines and backoff of one link.
 
     Attributes:
-        read_timeout_s: longest wait of one read of a :class:`SerialPort` (s).
-        read_size: bytes requested per read (a read returns earlier with what arrived).
+        read_timeout_s: longest wait of one read of a :class:`SerialPort` when nothing
+            arrives (s); a read returns as soon as bytes are there.
         open_timeout_s: deadline for the port to appear and open in
             :meth:`SerialLink.open_link` (s).
         first_valid_timeout_s: deadline for the first valid item after opening (s);
@@ -131,7 +168,6 @@ class LinkConfig:
     """
 
     read_timeout_s: float = 0.02
-    read_size: int = 4096
     open_timeout_s: float = 2.0
     first_valid_timeout_s: float | None = 3.5
     stale_after_s: float = 0.5
@@ -218,7 +254,7 @@ class SerialLink:
             timeout_s=self.config.read_timeout_s,
             exclusive=self.config.exclusive,
         )
-        return SerialPort(ser, self.config.read_size)
+        return SerialPort(ser, self.port)
 
     def event(self, t_ns: int, kind: str, message: str) -> None:
         """Record an event of this device (session, :attr:`events`, ``on_event``)."""

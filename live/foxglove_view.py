@@ -29,6 +29,10 @@ topic                  schema                     what
                                                   view messages and UDP datagrams; once a s
 =====================  =========================  =========================================
 
+The SDK's server listens on loopback behind :class:`~sensorbench.live.ws_gate.
+SubprotocolGate`, which serves it where asked and accepts clients offering the
+protocol's published name ``foxglove.websocket.v1`` as well as ``foxglove.sdk.v1``.
+
 Message times are the data's (host monotonic clock mapped to the wall clock by the
 session's anchor). Producers only put work on a bounded queue (:class:`~sensorbench.
 live.threads.DropQueue`); one thread (``live-view``) builds and logs the messages, so
@@ -54,6 +58,7 @@ from foxglove.websocket import ServerListener
 from sensorbench.errors import LiveError
 from sensorbench.fusion.scan_merge import Mount
 from sensorbench.live.threads import DropQueue
+from sensorbench.live.ws_gate import SubprotocolGate
 from sensorbench.logs import LidarTurns
 from sensorbench.logs.scan_bins import ScanGrid, bin_turn
 
@@ -111,6 +116,7 @@ class FoxgloveView:
         self.published: dict[str, int] = {}
         self.latencies_ns: list[int] = []
         self._server: Any = None
+        self._gate: SubprotocolGate | None = None
         self._ctx: Any = None
         self._port: int | None = None
         self._ch: dict[str, Any] = {}
@@ -149,19 +155,23 @@ class FoxgloveView:
         )
 
         ctx = self._ctx = foxglove.Context()  # dropping the context closes its channels
-        try:
+        try:  # on loopback: the gate serves it where asked, under both protocol names
             self._server = foxglove.start_server(
                 name="sensorbench live",
-                host=self.host,
-                port=self.requested_port,
+                host="127.0.0.1",
+                port=0,
                 context=ctx,
                 server_listener=_Listener(self.queue),
             )
         except Exception as exc:  # the SDK raises its own error types
-            raise LiveError(
-                f"cannot start the Foxglove server on {self.host}:{self.requested_port}: {exc}"
-            ) from exc
-        self._port = int(self._server.port)
+            raise LiveError(f"cannot start the Foxglove server: {exc}") from exc
+        try:
+            self._gate = SubprotocolGate(self.host, self.requested_port, int(self._server.port))
+        except LiveError:
+            self._server.stop()
+            self._server = None
+            raise
+        self._port = self._gate.port
         for name in self.mounts:
             self._ch[f"/lidar/{name}"] = LaserScanChannel(f"/lidar/{name}", context=ctx)
         self._ch["/lidar/merged"] = LaserScanChannel("/lidar/merged", context=ctx)
@@ -178,6 +188,9 @@ class FoxgloveView:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.close()
         if self._server is not None:
             self._server.stop()
             self._server = None

@@ -4,9 +4,10 @@ Every encoder batch the pod reader decodes is queued here (unbounded: no frame m
 lost, and the filters keep up with several times the frame rate). The thread drains
 the queue, feeds the batches to the same :class:`~sensorbench.fusion.odometry_stream.
 OdometryStream` ``replay`` reads a session through, and runs one
-:meth:`~sensorbench.fusion.split_filter.SplitFilter.step` over every frame that came
-out, so each step covers what arrived since the previous one (one pod read, about
-50 ms, when the thread keeps up; more after a stall). Any split of the frames gives
+:meth:`~sensorbench.fusion.split_filter.SplitFilter.step` over the frames that came
+out, so each step covers what arrived since the previous one (one frame when the
+thread keeps up: the pod reader hands over each frame as its bytes arrive; more after
+a stall). Any split of the frames gives
 the numbers of one run (docs/PODS.md, "One step code, whole or in chunks"), so the
 estimate recorded here is the one ``replay`` computes from the session:
 
@@ -24,12 +25,13 @@ estimate recorded here is the one ``replay`` computes from the session:
   sample reaches the filters before its frame, as in a replay; the sensor's period
   comes from the stream's ``rate_hz``.
 
-Each step's frames are appended to the session's ``estimate`` stream
-(:mod:`~sensorbench.fusion.estimate_stream`) and its last pose is published (UDP and
-the view). While no frame arrives for longer than ``coast_s`` the filters' prediction
-is published (flag ``PREDICTED``, variance growing as the model says) every
-``coast_s``, and a ``note`` event marks the start and end of the coasting; nothing
-of it is recorded as an estimate (it is no filter step).
+Each step publishes first (one datagram per frame and the step's last pose to the
+view, in one ``publish`` call), then appends its frames to the session's ``estimate``
+stream (:mod:`~sensorbench.fusion.estimate_stream`) and writes the monitor's events.
+While no frame arrives for longer than ``coast_s`` the filters' prediction is published
+(flag ``PREDICTED``, variance growing as the model says) every ``coast_s``, and a
+``note`` event marks the start and end of the coasting; nothing of it is recorded as
+an estimate (it is no filter step).
 """
 
 from __future__ import annotations
@@ -136,7 +138,10 @@ class OdometryCounters:
     latencies_ns: list[int] = field(default_factory=list)
 
 
-Publisher = Callable[[PoseDatagram, PoseSample, tuple[int, ...]], None]
+Publisher = Callable[[list[PoseDatagram], PoseSample, tuple[int, ...]], None]
+"""``publish(datagrams, sample, arrivals)``, once per step: one datagram per frame (or one
+prediction), the view's sample (the step's last pose) and the arrival times (host ns)
+of the step's pod batches."""
 
 
 class OdometryWorker:
@@ -145,8 +150,7 @@ class OdometryWorker:
     Args:
         models: the filters' models.
         stream_attrs: the pod stream's attributes (``clock_nominal_slope``, wrapping).
-        publish: called with each step's datagram, view sample and its frames' arrival
-            times (host ns); must not block.
+        publish: called once per step (:data:`Publisher`); must not block.
         aid_period_s: the pose sensor's period Δt_aid (s), needed with an aid model.
         coast_s: silence of the pod stream after which predictions are published (s).
         aid_wait_s: longest wait for the pose stream before frames are filtered (s).
@@ -290,19 +294,18 @@ class OdometryWorker:
                            for i in idx]  # fmt: skip
         t_ns = estimate_times_ns(odo.t0_ns, frames.t_s)
         flags = estimate_flags(degraded, result.coasting)
+        # the first step holds the frame clock's warm-up (a second of frames): its frames
+        # did not wait on the filters, so they count in no latency
+        arrivals = tuple(self._arrivals) if self.counters.steps > 0 else ()
+        self._arrivals = []
+        self._publish(t_ns, result.pose[1:], result.velocity[1:], result.var[1:], flags,
+                      arrivals)  # fmt: skip
         self._record(t_ns, result.pose[1:], result.var[1:], flags)
         if self.writer is not None and events:
             write_monitor_events(self.writer, sorted(events))
         self.counters.steps += 1
         self.counters.frames += len(frames)
-        # the first step holds the frame clock's warm-up (a second of frames): its frames
-        # did not wait on the filters, so they count in no latency
-        arrivals = tuple(self._arrivals) if self.counters.steps > 1 else ()
-        self._arrivals = []
         self._last_frame_ns = time.monotonic_ns()
-        v = result.velocity[-1]
-        self._publish(int(t_ns[-1]), result.pose[-1], v, result.var[-1], int(flags[-1]),
-                      len(frames), arrivals)  # fmt: skip
         if self.counters.coasting:
             self.counters.coasting = False
             self._event("note", "pod frames again: the filters step on them")
@@ -348,22 +351,28 @@ class OdometryWorker:
 
     def _publish(
         self,
-        t_ns: int,
+        t_ns: np.ndarray,
         pose: np.ndarray,
         velocity: np.ndarray,
         var: np.ndarray,
-        flags: int,
-        frames: int,
+        flags: np.ndarray,
         arrivals: tuple[int, ...],
+        frames: int = 1,
     ) -> None:
-        x, y, yaw = (float(v) for v in pose)
-        vx, vy, wz = (float(v) for v in velocity)
-        cov = (float(var[0]), 0.0, 0.0, float(var[1]), 0.0, float(var[2]))
-        wall = time.time_ns() - time.monotonic_ns() + t_ns
-        datagram = PoseDatagram(flags, frames, 0, t_ns, wall, (x, y, wrap_yaw(yaw)),
-                                (vx, vy, wz), cov)  # fmt: skip
-        sample = PoseSample(t_ns, (x, y, yaw), (float(var[0]), float(var[1]), float(var[2])), flags)
-        self.publish(datagram, sample, arrivals)
+        """One datagram per row (times ns; poses m, rad; velocities m/s, rad/s; variances
+        m², rad²; ``frames`` filtered per row), the last row to the view: one call."""
+        wall = time.time_ns() - time.monotonic_ns()
+        rows = zip(t_ns.tolist(), pose.tolist(), velocity.tolist(), var.tolist(),
+                   flags.tolist(), strict=True)  # fmt: skip
+        datagrams = [
+            PoseDatagram(f, frames, 0, t, wall + t, (x, y, wrap_yaw(yaw)), (vx, vy, wz),
+                         (sx, 0.0, 0.0, sy, 0.0, syaw))
+            for t, (x, y, yaw), (vx, vy, wz), (sx, sy, syaw), f in rows
+        ]
+        last = datagrams[-1]
+        sample = PoseSample(last.stamp_ns, tuple(pose[-1].tolist()), tuple(var[-1].tolist()),
+                            last.flags)  # fmt: skip
+        self.publish(datagrams, sample, arrivals)
 
     def _coast(self) -> None:
         """While the pods are silent: publish the prediction every ``coast_s``."""
@@ -385,12 +394,11 @@ class OdometryWorker:
             q = self.models.noise.axis(a).q
             pred.append(predict_axis(loop.p + loop.b, loop.v, loop.ppp + loop.pbb, loop.ppv,
                                      loop.pvv, q, horizon))  # fmt: skip
-        pose = np.array([p[0] for p in pred])
-        vel = np.array([p[1] for p in pred])
-        var = np.array([p[2] for p in pred])
+        pose, vel, var = (np.array([[float(p[i]) for p in pred]]) for i in range(3))
         t_ns = int(estimate_times_ns(self.stream.t0_ns, np.array([state.t_s]))[0])
         self.counters.predictions += 1
-        self._publish(t_ns + int(horizon * 1e9), pose, vel, var, PREDICTED, 0, ())
+        t_pred = np.array([t_ns + int(horizon * 1e9)])
+        self._publish(t_pred, pose, vel, var, np.array([PREDICTED]), (), frames=0)
 
     def _event(self, kind: str, message: str) -> None:
         if self.writer is not None and self.writer.error is None:

@@ -11,8 +11,8 @@ reaches the runtime right after the writer took it. The runtime
 - routes the pod stream (and a ``pose_sensor`` stream when aiding) to the
   ``live-odometry`` thread (:mod:`~sensorbench.live.odometry`), the two merge lidars'
   turns to ``live-merge`` (:mod:`~sensorbench.live.merge`), every lidar turn, pose
-  and event to the viewer (:mod:`~sensorbench.live.foxglove_view`) and each filter
-  step's pose to UDP (:mod:`~sensorbench.live.udp`);
+  and event to the viewer (:mod:`~sensorbench.live.foxglove_view`) and each filtered
+  frame's pose to UDP (:mod:`~sensorbench.live.udp`), the pose first;
 - never blocks a reader: ``consume`` only puts on queues, the filters' and the merge's
   unbounded (nothing may be lost: they keep up with several times the data rate),
   the viewer's bounded (a slow viewer loses view messages, counted, never data);
@@ -182,18 +182,46 @@ class LiveRuntime:
         self._own = {ESTIMATE_STREAM, MERGED_STREAM}
         self._rate = (time.monotonic(), 0)
         self._lock = threading.Lock()
+        self.setup_error: str | None = None  # why a worker could not be set up
+
+    def open(self) -> None:
+        """Resolve the UDP address and start the Foxglove server: before any device is
+        powered (``start`` does it if it was not done).
+
+        Raises:
+            LiveError: the UDP host does not resolve, the server cannot listen there.
+        """
+        if self.options.udp is not None and self.udp is None:
+            self.udp = UdpPublisher(*self.options.udp)
+        if self.options.foxglove is not None and self.view is None:
+            view = FoxgloveView(
+                *self.options.foxglove, self.mounts, self.anchor_ns, self.options.view_queue
+            )
+            view.start()
+            self.view = view
+
+    def close(self) -> None:
+        """Stop the view and close the UDP socket (their counters stay readable)."""
+        if self.view is not None:
+            self.view.stop()
+        if self.udp is not None:
+            self.udp.close()
 
     # -- CaptureConsumer -----------------------------------------------------------------
 
     def declare(self, writer: SessionWriter) -> None:
-        """Declare ``estimate`` and ``merged`` and set up the workers."""
+        """Declare ``estimate`` and ``merged`` and set up the workers.
+
+        Never raises (the session is open): filters that cannot run (the pods did not
+        come up under ``--allow-missing``, no pose stream to aid from) are left out and
+        the reason is :attr:`setup_error` (an ``error`` event, and ``live`` exits 1).
+        """
         if self.models is not None and self.pods is not None:
-            attrs = writer.stream_attrs("encoder", self.pods)
-            aid_period = self.options.aid_period_s
-            if self.models.aid_model is not None and aid_period is None:
-                aid_period = self._aid_period(writer)
-            self.odometry = OdometryWorker(self.models, attrs, self._publish_pose, aid_period)
-            declare_estimate(writer, self._estimate_attrs(aid_period))
+            try:
+                self._declare_filters(writer, self.models, self.pods)
+            except Exception as exc:
+                self.odometry = None
+                self.setup_error = f"the filters do not run: {exc}"
         if self.pair is not None:
             front, rear = self.pair
             setup = MergeSetup(
@@ -205,15 +233,27 @@ class LiveRuntime:
             self.merge = MergeWorker(front, rear, setup, self._publish_merged)
             writer.add_lidar(MERGED_STREAM, attrs=merged_stream_attrs(front, rear, setup))
 
+    def _declare_filters(self, writer: SessionWriter, models: OdometryModels, pods: str) -> None:
+        try:
+            attrs = writer.stream_attrs("encoder", pods)
+        except Exception as exc:
+            raise LiveError(f"no pod stream {pods!r} in the session (it did not come up)") from exc
+        aid_period = self.options.aid_period_s
+        if models.aid_model is not None and aid_period is None:
+            aid_period = self._aid_period(writer)
+        self.odometry = OdometryWorker(models, attrs, self._publish_pose, aid_period)
+        declare_estimate(writer, self._estimate_attrs(aid_period))
+
     def start(self, writer: SessionWriter) -> None:
-        """Start the server, the UDP socket and the workers (before the readers)."""
-        if self.options.udp is not None:
-            self.udp = UdpPublisher(*self.options.udp)
-        if self.options.foxglove is not None:
-            self.view = FoxgloveView(
-                *self.options.foxglove, self.mounts, self.anchor_ns, self.options.view_queue
-            )
-            self.view.start()
+        """Start the server, the UDP socket (unless :meth:`open` did) and the workers
+        (before the readers).
+
+        Raises:
+            LiveError: as :meth:`open`.
+        """
+        if self.setup_error is not None:
+            writer.event(time.monotonic_ns(), "live", "error", self.setup_error)
+        self.open()
         if self.odometry is not None:
             self.odometry.start(writer)
         if self.merge is not None:
@@ -242,10 +282,7 @@ class LiveRuntime:
             self.odometry.stop()
         if self.merge is not None:
             self.merge.stop()
-        if self.view is not None:
-            self.view.stop()
-        if self.udp is not None:
-            self.udp.close()
+        self.close()
 
     # -- status ------------------------------------------------------------------------
 
@@ -260,6 +297,7 @@ class LiveRuntime:
         errors = [
             e
             for e in (
+                self.setup_error,
                 odo.last_error if odo is not None else None,
                 self.merge.last_error if self.merge is not None else None,
                 self.udp.last_error if self.udp is not None else None,
@@ -312,10 +350,11 @@ class LiveRuntime:
     # -- internals -----------------------------------------------------------------------
 
     def _publish_pose(
-        self, datagram: PoseDatagram, sample: PoseSample, arrivals: tuple[int, ...]
+        self, datagrams: list[PoseDatagram], sample: PoseSample, arrivals: tuple[int, ...]
     ) -> None:
         if self.udp is not None:
-            self.udp.send(datagram)
+            for datagram in datagrams:
+                self.udp.send(datagram)
             if self.odometry is not None and arrivals:
                 now = time.monotonic_ns()
                 self.odometry.counters.latencies_ns.extend(now - a for a in arrivals)

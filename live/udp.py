@@ -1,4 +1,4 @@
-"""The live pose over UDP: one fixed-size binary datagram per filter step.
+"""The live pose over UDP: one fixed-size binary datagram per filtered frame.
 
 Layout (version 1, little-endian, 124 bytes, ``struct`` format :data:`FORMAT`;
 docs/FORMAT.md, "Live pose datagrams"):

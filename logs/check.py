@@ -95,6 +95,15 @@ class CheckReport:
         """True when the file has no format errors and was closed (or recovered)."""
         return not self.errors and self.status != FileStatus.WRITING
 
+    @property
+    def repairable(self) -> bool:
+        """True when :func:`recover_session` gives a valid file: an unclosed file without
+        format errors, or a closed one whose only errors are rows past its consistent
+        data (a write that failed, e.g. on a full disk)."""
+        if self.status == FileStatus.WRITING:
+            return not self.errors
+        return bool(self.dangling_rows) and len(self.errors) == len(self.dangling_rows)
+
 
 def _stream_rows(kind: str, g: h5py.Group) -> tuple[int, int]:
     """(consistent rows, rows present in the longest column) of one stream."""
@@ -274,7 +283,9 @@ def backup_name(path: Path) -> Path:
 def recover_session(
     path: str | os.PathLike[str], backup: bool = True, force: bool = False
 ) -> RecoveryReport:
-    """Rebuild a session whose writer died, keeping every consistent row.
+    """Rebuild a session whose writer died (or that was marked closed with rows beyond
+    its consistent data, as a write failing on a full disk can leave it), keeping every
+    consistent row.
 
     The rebuilt file is written under a temporary name and then takes the
     original's name; the original keeps its bytes under a new name
@@ -288,7 +299,7 @@ def recover_session(
         force: recover although the writer ran on another host and may still run.
 
     Raises:
-        SessionError: the file is closed already, or its writer still runs (or may).
+        SessionError: the file is closed and consistent, or its writer still runs (or may).
     """
     path = Path(path)
     with UpdateLock(path):
@@ -299,7 +310,7 @@ def _recover_locked(path: Path, backup: bool, force: bool) -> RecoveryReport:
     report = check_session(path)
     if report.in_use:
         raise SessionError(f"{path} is in use: {report.in_use}; it was not touched")
-    if report.status != FileStatus.WRITING:
+    if report.status != FileStatus.WRITING and not report.dangling_rows:
         raise SessionError(f"{path} was closed cleanly; nothing to recover")
     if report.writer_unknown and not force:
         raise SessionError(

@@ -54,12 +54,13 @@ def _decoder(channel: dict[str, Any]):
     )
 
 
-async def _collect(url: str, seconds: float, until: Any) -> Received:
+async def _collect(url: str, seconds: float, until: Any, subprotocols: list[str]) -> Received:
     out = Received()
     decoders: dict[int, Any] = {}
     subs: dict[int, int] = {}
     deadline = time.monotonic() + seconds
-    async with websockets.connect(url, subprotocols=SUBPROTOCOLS, open_timeout=10) as ws:
+    protocols: Any = subprotocols
+    async with websockets.connect(url, subprotocols=protocols, open_timeout=10) as ws:
         out.subprotocol = ws.subprotocol
         while time.monotonic() < deadline:
             try:
@@ -100,7 +101,17 @@ def stamp_ns(text: str) -> int:
     return int(ts.ToNanoseconds())
 
 
-def collect(url: str, seconds: float, until: Any = None) -> Received:
-    """Connect to ``url``, subscribe to everything, decode for at most ``seconds`` (s) or
-    until ``until(received)`` is true."""
-    return asyncio.run(_collect(url, seconds, until))
+def collect(
+    url: str, seconds: float, until: Any = None, subprotocols: list[str] = SUBPROTOCOLS
+) -> Received:
+    """Connect to ``url`` offering ``subprotocols``, subscribe to everything, decode for at
+    most ``seconds`` (s) or until ``until(received)`` is true."""
+    return asyncio.run(_collect(url, seconds, until, subprotocols))
+
+
+if __name__ == "__main__":  # a client in a process of its own: URL SECONDS PROTOCOL...
+    import sys
+
+    got = collect(sys.argv[1], float(sys.argv[2]), lambda r: len(r.messages.get("/pose", ())) >= 3,
+                  sys.argv[3:])  # fmt: skip
+    print(json.dumps({"subprotocol": got.subprotocol, "pose": got.messages.get("/pose", [])}))

@@ -6,9 +6,12 @@ schemas from the server's advertisement), never by mocking the server.
 
 from __future__ import annotations
 
+import json
 import math
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -162,6 +165,38 @@ def test_the_view_serves_scans_transforms_and_poses_to_a_protocol_client() -> No
     log = got.messages["/events"][0]
     assert log["level"] == "WARNING" and log["name"] == "lidar_rear" and "unplug" in log["message"]
     assert view.dropped == 0 and view.latencies_ns
+
+
+@pytest.mark.parametrize("offered", [["foxglove.websocket.v1"], ["foxglove.sdk.v1"]])
+def test_a_client_offering_either_name_of_the_protocol_is_served(offered) -> None:
+    """The protocol's published name alone (``foxglove.websocket.v1``) is accepted as
+    well as the SDK's; the client is another process, speaking the protocol."""
+    view = FoxgloveView("127.0.0.1", 0, {}, (1_700_000_000_000_000_000, 0))
+    view.start()
+    stop = threading.Event()
+
+    def feed() -> None:
+        k = 0
+        while not stop.is_set():
+            view.pose(PoseSample(2_000_000_000 + k, (1.5, -0.25, 0.0), (1e-4, 1e-4, 1e-5), 0))
+            k += 1
+            time.sleep(0.05)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        client = Path(__file__).with_name("foxglove_client.py")
+        done = subprocess.run([sys.executable, str(client), f"ws://127.0.0.1:{view.port}", "15",
+                               *offered], capture_output=True, text=True, timeout=60)  # fmt: skip
+    finally:
+        stop.set()
+        feeder.join(5)
+        view.stop()
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["subprotocol"] == offered[0]
+    position = got["pose"][0]["pose"]["position"]
+    assert (position["x"], position["y"]) == (1.5, -0.25)
 
 
 def test_a_viewer_that_stops_reading_never_holds_the_producers() -> None:

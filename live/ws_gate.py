@@ -1,0 +1,135 @@
+"""The live view's front door: the Foxglove server under both names of its protocol.
+
+The official ``foxglove-sdk`` server accepts a WebSocket client only when it offers the
+subprotocol ``foxglove.sdk.v1`` (or ``.v1.1``); clients written for the protocol's
+published name, ``foxglove.websocket.v1`` (the same protocol, v1), are refused with
+"Missing expected sec-websocket-protocol header". :class:`SubprotocolGate` listens
+where the view was asked to and relays every connection to the SDK's server on a
+loopback port: a handshake that offers ``foxglove.websocket.v1`` without
+``foxglove.sdk.v1`` is passed on offering ``foxglove.sdk.v1`` and the answer names the
+protocol the client offered; every other byte goes through unchanged. A client that
+stops reading stops its relay, and the SDK's own per-client backlog then drops for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import threading
+
+from sensorbench.errors import LiveError
+
+PUBLISHED = b"foxglove.websocket.v1"
+SDK = b"foxglove.sdk.v1"
+_HEAD_LIMIT = 65536  # bytes of an HTTP upgrade head at most
+_HANDSHAKE_S = 10.0  # a client's handshake must come within this (s)
+_PROTOCOL = re.compile(rb"^(sec-websocket-protocol:)([^\r\n]*)", re.I | re.M)
+
+
+def _read_head(sock: socket.socket) -> tuple[bytes, bytes]:
+    """(the HTTP head up to its blank line, the bytes read after it); b"" heads on EOF."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk or len(data) > _HEAD_LIMIT:
+            return b"", b""
+        data += chunk
+    end = data.index(b"\r\n\r\n") + 4
+    return data[:end], data[end:]
+
+
+def _offered(head: bytes) -> list[bytes]:
+    return [p.strip() for m in _PROTOCOL.finditer(head) for p in m.group(2).split(b",")]
+
+
+class SubprotocolGate:
+    """Listens on ``(host, port)`` and relays to the server on ``127.0.0.1:inner_port``.
+
+    Raises:
+        LiveError: cannot listen there (port taken, host unknown).
+    """
+
+    def __init__(self, host: str, port: int, inner_port: int) -> None:
+        self.inner = ("127.0.0.1", inner_port)
+        try:
+            family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+            self.sock = socket.create_server((host, port), family=family)
+        except OSError as exc:
+            raise LiveError(f"cannot serve the live view on {host}:{port}: {exc}") from exc
+        self.port = int(self.sock.getsockname()[1])
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._accept, name="live-view-gate", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop listening and end every relayed connection."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        with self._lock:
+            for s in self._open:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+        self._thread.join(2.0)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:  # closed
+                return
+            threading.Thread(target=self._relay, args=(client,), name="live-view-client",
+                             daemon=True).start()  # fmt: skip
+
+    def _relay(self, client: socket.socket) -> None:
+        upstream: socket.socket | None = None
+        try:
+            client.settimeout(_HANDSHAKE_S)
+            head, rest = _read_head(client)
+            if not head:
+                return
+            offered = _offered(head)
+            renamed = PUBLISHED in offered and SDK not in offered
+            if renamed:
+                head = _PROTOCOL.sub(rb"\1 " + SDK, head, count=1)
+            upstream = socket.create_connection(self.inner, timeout=_HANDSHAKE_S)
+            upstream.sendall(head + rest)
+            answer, more = _read_head(upstream)
+            if not answer:
+                return
+            if renamed:
+                answer = _PROTOCOL.sub(rb"\1 " + PUBLISHED, answer, count=1)
+            client.sendall(answer + more)
+            client.settimeout(None)
+            upstream.settimeout(None)
+            with self._lock:
+                self._open.update((client, upstream))
+            back = threading.Thread(target=_pipe, args=(upstream, client),
+                                    name="live-view-client", daemon=True)  # fmt: skip
+            back.start()
+            _pipe(client, upstream)
+            back.join()
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._open.discard(client)
+                if upstream is not None:
+                    self._open.discard(upstream)
+            for s in (client, upstream):
+                if s is not None:
+                    s.close()
+
+
+def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    """Copy ``src`` to ``dst`` until either ends; then end both directions."""
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    for s in (src, dst):
+        with contextlib.suppress(OSError):
+            s.shutdown(socket.SHUT_RDWR)
