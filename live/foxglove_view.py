@@ -76,12 +76,14 @@ STATUS_SCHEMA = {
 
 @dataclass(frozen=True)
 class PoseSample:
-    """One pose for the view: host time (ns), x, y (m), yaw (rad), their variances."""
+    """One pose for the view: host time (ns), x, y (m), yaw (rad), their variances, and
+    the world-frame velocity's variances ((m/s)², (rad/s)²)."""
 
     t_ns: int
     pose: tuple[float, float, float]
     var: tuple[float, float, float]
     flags: int
+    velocity_var: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 class FoxgloveView:

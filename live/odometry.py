@@ -301,8 +301,9 @@ class OdometryWorker:
         self._arrivals = []
         self._last_frame_ns = time.monotonic_ns()
         v = result.velocity[-1]
+        vvar = tuple(float(result.tracks[a].var_v[-1]) for a in AXES)
         self._publish(int(t_ns[-1]), result.pose[-1], v, result.var[-1], int(flags[-1]),
-                      len(frames), arrivals)  # fmt: skip
+                      len(frames), arrivals, vvar)  # fmt: skip
         if self.counters.coasting:
             self.counters.coasting = False
             self._event("note", "pod frames again: the filters step on them")
@@ -355,6 +356,7 @@ class OdometryWorker:
         flags: int,
         frames: int,
         arrivals: tuple[int, ...],
+        velocity_var: tuple[float, ...],
     ) -> None:
         x, y, yaw = (float(v) for v in pose)
         vx, vy, wz = (float(v) for v in velocity)
@@ -362,7 +364,8 @@ class OdometryWorker:
         wall = time.time_ns() - time.monotonic_ns() + t_ns
         datagram = PoseDatagram(flags, frames, 0, t_ns, wall, (x, y, wrap_yaw(yaw)),
                                 (vx, vy, wz), cov)  # fmt: skip
-        sample = PoseSample(t_ns, (x, y, yaw), (float(var[0]), float(var[1]), float(var[2])), flags)
+        sample = PoseSample(t_ns, (x, y, yaw), (float(var[0]), float(var[1]), float(var[2])), flags,
+                            (velocity_var[0], velocity_var[1], velocity_var[2]))  # fmt: skip
         self.publish(datagram, sample, arrivals)
 
     def _coast(self) -> None:
@@ -390,7 +393,8 @@ class OdometryWorker:
         var = np.array([p[2] for p in pred])
         t_ns = int(estimate_times_ns(self.stream.t0_ns, np.array([state.t_s]))[0])
         self.counters.predictions += 1
-        self._publish(t_ns + int(horizon * 1e9), pose, vel, var, PREDICTED, 0, ())
+        vvar = tuple(float(p[3]) for p in pred)
+        self._publish(t_ns + int(horizon * 1e9), pose, vel, var, PREDICTED, 0, (), vvar)
 
     def _event(self, kind: str, message: str) -> None:
         if self.writer is not None and self.writer.error is None:

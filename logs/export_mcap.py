@@ -3,7 +3,7 @@
 Topics (``NAME`` is the stream name; docs/FORMAT.md has the table):
 
 - lidar: ``/NAME/scan`` ``sensor_msgs/msg/LaserScan`` per turn, every point in the ray
-  bin of its own angle (:mod:`sensorbench.logs.scan_bins`);
+  bin of its own angle, counter-clockwise (REP 103; :mod:`sensorbench.logs.scan_bins`);
 - pose: ``/NAME/pose`` ``geometry_msgs/msg/PoseStamped`` per valid sample and one
   ``nav_msgs/msg/Path`` of them all (``/NAME/path``); an estimate also as
   ``nav_msgs/msg/Odometry`` (``/NAME/odom``, with its covariance when the stream has
@@ -226,12 +226,12 @@ def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterato
         lo, hi = int(offsets[k]), int(offsets[k] + turns.count[k])
         if hi == lo:
             continue
-        t0 = int(turns.t_first_ns[k])
         scan = bin_turn(grid, turns.angle[lo:hi], turns.range[lo:hi], turns.intensity[lo:hi],
                         turns.t_ns[lo:hi])  # fmt: skip
+        t0 = scan.stamp_ns
         out.points_dropped[name] += scan.dropped
         speed = float(turns.speed_hz[k])
-        sweep = scan.time_increment * grid.n_bins
+        sweep = abs(scan.time_increment) * grid.n_bins
         msg = T["sensor_msgs/msg/LaserScan"](
             header=b.header(t0, frame),
             angle_min=float(scan.angle_min),
@@ -245,7 +245,7 @@ def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterato
             intensities=scan.intensities,
         )
         yield t0, 0, f"/{name}/scan", "sensor_msgs/msg/LaserScan", msg
-        if turns.device_ns[k] != NO_DEVICE_TIME:
+        if turns.device_ns[k] != NO_DEVICE_TIME:  # stamped as the scan it belongs to
             msg = b.time_reference(t0, int(turns.device_ns[k]), name)
             yield t0, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", msg
         if turns.flags[k]:

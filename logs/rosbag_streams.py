@@ -47,6 +47,10 @@ class BagStream:
     """Bag receive time per kept sample (pose) or turn (lidar), when it differs from the stamp."""
     covariance: np.ndarray | None = None
     """(n, 6, 6) pose covariance per kept sample (Odometry, PoseWithCovarianceStamped)."""
+    stamps_ns: np.ndarray | None = None
+    """Header stamp per kept turn where it is not the turn's first point (a clockwise
+    sensor's scan, stamped at ray 0 = its last point): what time references and flags
+    of the scan are stamped with."""
 
     @property
     def kind(self) -> str:
@@ -260,16 +264,27 @@ def scan_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagS
         a_min, a_inc, t_inc, r_min, r_max = (np.repeat(params[:, j], count) for j in varying)
         angle = np.mod(a_min + a_inc * i, _TWO_PI)
         t_pt = np.repeat(stamps[keep], count) + np.rint(t_inc * 1e9 * i).astype(np.int64)
+    # a clockwise sensor's scan (time_increment < 0: REP 103's rays run against the
+    # sweep, ray 0 swept last): its points in sweep order, the turn from its earliest ray
+    back = params[:, 2] < 0
+    start = np.cumsum(count) - count
+    perm = np.arange(r.size)
+    if back.any():
+        i = perm - np.repeat(start, count)
+        perm = np.where(np.repeat(back, count), np.repeat(start + count - 1, count) - i, perm)
+        angle, r, t_pt = angle[perm], r[perm], t_pt[perm]
+    t_first = np.where(back & (count > 0), t_pt[np.minimum(start, max(r.size - 1, 0))]
+                       if r.size else 0, stamps[keep])  # fmt: skip
     # REP 103: CCW, 0 = forward, wrapped into [0, 2π). REP 117: +inf no return, -inf too
     # close, nan error; beyond range_max no return, below range_min not valid
     ranges = np.where(r > r_max, np.float32(np.inf), r)  # +inf included
     ranges[~(r >= r_min)] = np.nan  # -inf, nan and too close
     intensity = np.concatenate(
         [r[10] if len(r[10]) == len(r[9]) else np.zeros(len(r[9]), "f4") for r in kept]
-    ) if kept else np.zeros(0, "f4")  # fmt: skip
+    )[perm] if kept else np.zeros(0, "f4")  # fmt: skip
     speed = np.where(params[:, 3] > 0, 1.0 / np.where(params[:, 3] > 0, params[:, 3], 1.0), np.nan)
     turns = LidarTurns(
-        stamps[keep],
+        t_first,
         np.full(len(kept), NO_DEVICE_TIME, np.int64),
         speed,
         count,
@@ -296,6 +311,7 @@ def scan_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagS
         spec,
         Imported(turns, attrs, order.dropped_lines),
         recv[keep] if differ else None,
+        stamps_ns=stamps[keep] if back.any() else None,
     )
 
 
@@ -364,7 +380,7 @@ def count_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> Bag
 def _stream_times(stream: BagStream) -> np.ndarray:
     batch = stream.imported.batch
     if isinstance(batch, LidarTurns):
-        return batch.t_first_ns
+        return batch.t_first_ns if stream.stamps_ns is None else stream.stamps_ns
     return batch.host_ns if isinstance(batch, EncoderBatch) else batch.t_ns
 
 
