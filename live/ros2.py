@@ -38,10 +38,12 @@ Scans follow REP 103 (:mod:`~sensorbench.logs.scan_bins`): counter-clockwise, po
 the ``merged`` stream's turn as recorded: ray i at ``i·2π/n`` in ``base_link`` (or the
 configured frame), +inf where nothing returned.
 
-Health: a device is STALE when its port is gone or no byte came for ``stale_s``; the
-filters STALE when no step for ``stale_s`` (the pods silent: predictions go on, their
-variance growing), WARN while COASTING or DEGRADED; the merge STALE when no merged scan
-for ``stale_s``. Nothing blocks the readers or the filters: odometry and transforms
+Health (``/diagnostics`` once a second, and at once when something becomes or stops
+being STALE): a device is STALE when its port is gone or no byte came for ``stale_s``,
+WARN when CRC errors or drops came in the last status interval; the filters STALE when
+no step for ``stale_s`` (the pods silent: predictions go on, their variance growing),
+WARN when a step since the last message was COASTING or DEGRADED; the merge STALE when
+no merged scan for ``stale_s``. Nothing blocks the readers or the filters: odometry and transforms
 are written from the filters' thread (a reliable keep-last writer never waits), scans
 and diagnostics from the ``live-ros2`` thread through a bounded queue that drops the
 oldest (counted).
@@ -68,6 +70,8 @@ from sensorbench.logs import LidarTurns, PoseFlag
 from sensorbench.logs.scan_bins import ScanGrid, bin_turn
 
 DIAGNOSTICS_PERIOD_S = 1.0
+OK, WARN, STALE = 0, 1, 3
+"""diagnostic_msgs/DiagnosticStatus levels used."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,8 @@ class Ros2Publisher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._statuses: tuple[float, Sequence[ReaderStatus]] = (time.monotonic(), ())
+        self._faults: dict[str, tuple[int, int]] = {}  # crc errors, drops: last tick's
+        self._new_faults: dict[str, tuple[int, int]] = {}
         self._started = time.monotonic()
         self._last_step = -math.inf
         self._last_flags = 0
@@ -187,7 +193,7 @@ class Ros2Publisher:
         self._steps = 0
         self._last_merged = -math.inf
         self._merged = 0
-        self._levels: list[tuple[str, int]] = []
+        self._stale: list[str] = []
 
     @property
     def dropped(self) -> int:
@@ -259,7 +265,7 @@ class Ros2Publisher:
         self._predicting = predicted
         if not predicted:
             self._last_step = time.monotonic()
-            self._last_flags = datagram.flags
+            self._last_flags |= datagram.flags  # every flag since the last diagnostics
             self._steps += 1
         self._write("/odom", odom)
         if not predicted:
@@ -279,6 +285,12 @@ class Ros2Publisher:
 
     def status(self, statuses: Sequence[ReaderStatus]) -> None:
         """The readers' status now (each capture status tick)."""
+        self._new_faults = {
+            s.name: (s.crc_errors - self._faults.get(s.name, (0, 0))[0],
+                     s.drops - self._faults.get(s.name, (0, 0))[1])
+            for s in statuses
+        }  # fmt: skip
+        self._faults = {s.name: (s.crc_errors, s.drops) for s in statuses}
         self._statuses = (time.monotonic(), tuple(statuses))
 
     # -- the thread --------------------------------------------------------------------
@@ -296,10 +308,11 @@ class Ros2Publisher:
                         self._merged_scan(turns)
                 now = time.monotonic()
                 statuses = self.health(now)
-                levels = [(s.name, s.level) for s in statuses]
-                if now - last >= DIAGNOSTICS_PERIOD_S or levels != self._levels:
+                stale = [h.name for h in statuses if h.level == STALE]
+                if now - last >= DIAGNOSTICS_PERIOD_S or stale != self._stale:
                     self._diagnostics(statuses)
-                    self._levels, last = levels, now
+                    self._stale, last = stale, now
+                    self._last_flags = 0
             except Exception as exc:  # a bad item must not end the publisher
                 self.last_error = f"live-ros2: {exc!r}"
             if item is None and self._stop.is_set():
@@ -400,20 +413,23 @@ class Ros2Publisher:
                       "kB_per_s": round(s.bytes_per_s / 1000, 2), "crc_errors": s.crc_errors,
                       "drops": s.drops, "since_last_data_s": round(quiet, 3),
                       "reconnects": s.reconnects, "port": s.port}  # fmt: skip
+            crc, drops = self._new_faults.get(s.name, (0, 0))
+            if s.last_error:
+                values["last_error"] = s.last_error
             if not s.connected or s.reader_down:
-                level, msg = 3, "unplugged" if not s.connected else "reader down: data lost"
+                level, msg = STALE, "unplugged" if not s.connected else "reader down: data lost"
             elif not quiet <= stale:
-                level, msg = 3, f"no data for {quiet:.1f} s"
-            elif s.last_error or s.data_lost:
-                level, msg = 1, s.last_error or "reader restarted: data lost"
+                level, msg = STALE, f"no data for {quiet:.1f} s"
+            elif crc or drops:
+                level, msg = WARN, f"{crc} CRC errors, {drops} drops in the last status interval"
             else:
-                level, msg = 0, f"{s.items_per_s:.0f} /s"
+                level, msg = OK, f"{s.items_per_s:.0f} /s"
             out.append(Health(s.name, level, msg, s.kind, values))
         if self.has_filters:
             out.append(self._filter_health(now))
         if self.has_merge:
             quiet = now - (self._last_merged if self._merged else self._started)
-            level, msg = (3, f"no merged scan for {quiet:.1f} s") if quiet > stale else (0, "ok")
+            level, msg = (STALE, f"no merged scan for {quiet:.1f} s") if quiet > stale else (OK, "")
             values = {"merged": self._merged, "since_last_merged_s": round(quiet, 3)}
             out.append(Health("merge", level, msg, "front/rear merge", values))
         return out
@@ -427,13 +443,13 @@ class Ros2Publisher:
         values = {"steps": self._steps, "since_last_step_s": round(quiet, 3),
                   "flags": " ".join(n or "" for n in names) or "none"}  # fmt: skip
         if quiet > self.options.stale_s:
-            level, msg = 3, f"no filter step for {quiet:.1f} s" + (
+            level, msg = STALE, f"no filter step for {quiet:.1f} s" + (
                 ": publishing predictions" if self._predicting else ""
             )
         elif names:
-            level, msg = 1, " ".join(n or "" for n in dict.fromkeys(names))
+            level, msg = WARN, " ".join(n or "" for n in dict.fromkeys(names))
         else:
-            level, msg = 0, "stepping"
+            level, msg = OK, "stepping"
         return Health("filters", level, msg, "split filters", values)
 
     def _diagnostics(self, health: list[Health]) -> None:

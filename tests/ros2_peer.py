@@ -1,13 +1,14 @@
 """An independent ROS 2 subscriber: Cyclone DDS with types written here from the .msg files.
 
-Run as ``python ros2_peer.py DOMAIN SECONDS OUT.json``: joins DOMAIN (the caller sets
-``CYCLONEDDS_URI``), subscribes to the topics ``live --ros2`` publishes with the QoS a
-ROS 2 consumer uses (rclcpp's SensorDataQoS for scans, reliable for /odom,
-/diagnostics and /tf, transient-local reliable for /tf_static, as tf2's static
-listener), and writes everything it received as JSON: per topic the writers matched
-(DDS matches a reader only to writers of its topic name and type name with compatible
-QoS), QoS incompatibilities, and each sample with its receive time. Nothing here comes
-from sensorbench: the structs are transcribed from ROS 2 Humble's message definitions
+Run as ``python ros2_peer.py DOMAIN SECONDS OUT.json [LIDAR,...]``: joins DOMAIN (the
+caller sets ``CYCLONEDDS_URI``) until SECONDS have passed or its standard input closes,
+subscribes to the topics ``live --ros2`` publishes with the QoS a ROS 2 consumer
+uses (rclcpp's SensorDataQoS for scans, reliable for /odom, /diagnostics and /tf,
+transient-local reliable for /tf_static, as tf2's static listener), and writes
+everything it received as JSON: per topic the writers matched (DDS matches a reader
+only to writers of its topic name and type name with compatible QoS), QoS
+incompatibilities, and each sample with its receive time. Nothing here comes from
+sensorbench: the structs are transcribed from ROS 2 Humble's message definitions
 (builtin_interfaces/Time, std_msgs/Header, geometry_msgs/..., nav_msgs/Odometry,
 tf2_msgs/TFMessage, sensor_msgs/LaserScan, diagnostic_msgs/...), named as rosidl
 names them for DDS.
@@ -16,6 +17,7 @@ names them for DDS.
 import json
 import math
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -248,14 +250,19 @@ def main() -> None:
                             on_requested_incompatible_qos=on_incompatible)  # fmt: skip
         readers.append((topic, kind, DataReader(dp, Topic(dp, "rt" + topic, kind), qos=qos,
                                                 listener=listener), conv))  # fmt: skip
+    closed = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), closed.set()), daemon=True).start()
     print("ready", flush=True)
     end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    while time.monotonic() < end and not closed.is_set():
         for topic, kind, reader, conv in readers:
             for m in reader.take(N=1000):
                 if isinstance(m, kind):  # not a writer's disposal
                     got[topic]["samples"].append({"recv": time.time_ns(), **conv(m)})
         time.sleep(0.02)
+    for topic, kind, reader, conv in readers:  # what came while stopping
+        got[topic]["samples"] += [{"recv": time.time_ns(), **conv(m)}
+                                  for m in reader.take(N=1000) if isinstance(m, kind)]  # fmt: skip
     with open(out, "w") as fh:
         json.dump(got, fh)
 
