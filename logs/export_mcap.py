@@ -255,22 +255,22 @@ def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterato
 
 
 def _pose_items(
-    b: _Builder, s: Session, name: str, child: str | None, cov: np.ndarray | None
+    b: _Builder, s: Session, name: str, child: str | None, extra: dict[str, np.ndarray]
 ) -> Iterator[Item]:
-    """PoseStamped, flags and the Path; for an estimate (``child`` given) Odometry and /tf."""
+    """PoseStamped, flags and the Path; for an estimate (``child`` given) Odometry (with
+    the ``extra`` columns ``covariance``, ``twist``, ``twist_covariance`` the pose group
+    has) and /tf."""
     stream = s.pose(name)
     pb, kept = b.checked(f"pose/{name}", stream.read(validate=False))
-    if cov is not None and kept is not None:
-        cov = cov[kept]
+    if kept is not None:
+        extra = {k: v[kept] for k, v in extra.items()}
+    cov = extra.get("covariance")
     attrs = stream.attrs
     parent = _frame(attrs, "ros_frame_id", "odom" if child else "world")
     T = b.T
     keep = np.flatnonzero(pb.valid)
     poses = []
-    zero3 = T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0)
-    twist = T["geometry_msgs/msg/TwistWithCovariance"](
-        twist=T["geometry_msgs/msg/Twist"](linear=zero3, angular=zero3), covariance=np.zeros(36)
-    )
+    twists, twist_cov = extra.get("twist"), extra.get("twist_covariance")
     for k in keep:
         t = int(pb.t_ns[k])
         pose = b.pose(pb.position[k], pb.quat_xyzw[k])
@@ -283,6 +283,14 @@ def _pose_items(
             yield t, 1, f"/{name}/flags", "diagnostic_msgs/msg/DiagnosticArray", msg
         if child is not None:
             c = cov[k].ravel() if cov is not None else np.zeros(36)
+            v = twists[k] if twists is not None else np.zeros(6)
+            twist = T["geometry_msgs/msg/TwistWithCovariance"](
+                twist=T["geometry_msgs/msg/Twist"](
+                    linear=T["geometry_msgs/msg/Vector3"](x=v[0], y=v[1], z=v[2]),
+                    angular=T["geometry_msgs/msg/Vector3"](x=v[3], y=v[4], z=v[5]),
+                ),
+                covariance=twist_cov[k].ravel() if twist_cov is not None else np.zeros(36),
+            )
             odom = T["nav_msgs/msg/Odometry"](
                 header=b.header(t, parent),
                 child_frame_id=child,
@@ -360,9 +368,14 @@ def _estimate_children(s: Session, names: list[str]) -> dict[str, str]:
     return out
 
 
-def _covariance(session: Session, name: str) -> np.ndarray | None:
+ODOMETRY_COLUMNS = ("covariance", "twist", "twist_covariance")
+"""Pose-group datasets an Odometry carries besides the pose (``import rosbag`` keeps
+them; ``live`` writes ``covariance``)."""
+
+
+def _odometry_columns(session: Session, name: str) -> dict[str, np.ndarray]:
     group = session.h5[f"pose/{name}"]
-    return np.asarray(group["covariance"][:]) if "covariance" in group else None
+    return {k: np.asarray(group[k][:]) for k in ODOMETRY_COLUMNS if k in group}
 
 
 def export_mcap(
@@ -407,7 +420,8 @@ def export_mcap(
         start = _first_time(s) or 0
         sources: list[Iterator[Item]] = [_mount_items(b, s, lidars, start)]
         sources += [_lidar_items(b, s, n, result) for n in lidars]
-        sources += [_pose_items(b, s, n, children.get(n), _covariance(s, n)) for n in poses]
+        sources += [_pose_items(b, s, n, children.get(n), _odometry_columns(s, n))
+                    for n in poses]  # fmt: skip
         sources += [_encoder_items(b, s, n) for n in chosen if n in s.encoder_names()]
         if names is None:
             sources.append(_event_items(b, s))

@@ -47,6 +47,8 @@ class BagStream:
     """Bag receive time per kept sample (pose) or turn (lidar), when it differs from the stamp."""
     covariance: np.ndarray | None = None
     """(n, 6, 6) pose covariance per kept sample (Odometry, PoseWithCovarianceStamped)."""
+    twist: tuple[np.ndarray, np.ndarray] | None = None
+    """Odometry: (n, 6) twist and (n, 6, 6) its covariance per kept sample."""
     stamps_ns: np.ndarray | None = None
     """Header stamp per kept turn where it is not the turn's first point (a clockwise
     sensor's scan, stamped at ray 0 = its last point): what time references and flags
@@ -91,17 +93,22 @@ def _frames_attr(values: list[str]) -> str:
 
 
 def pose_extract(msgtype: str, child: str | None) -> Extract:
-    """Rows ``(stamp, recv, x, y, z, qx, qy, qz, qw, frame, child frame, covariance|None)``
-    of one message: a list, since a TF message may carry several (or none) of the child."""
+    """Rows ``(stamp, recv, x, y, z, qx, qy, qz, qw, frame, child frame, covariance|None,
+    (twist, twist covariance)|None)`` of one message: a list, since a TF message may
+    carry several (or none) of the child."""
     if msgtype in ("nav_msgs/msg/Odometry", "geometry_msgs/msg/PoseWithCovarianceStamped"):
         odom = msgtype == "nav_msgs/msg/Odometry"
 
         def covariant(recv: int, m: Any) -> list:
             p, q = m.pose.pose.position, m.pose.pose.orientation
             child_id = m.child_frame_id if odom else ""
+            twist = None
+            if odom:
+                v, w = m.twist.twist.linear, m.twist.twist.angular
+                twist = ((v.x, v.y, v.z, w.x, w.y, w.z), m.twist.covariance)
             return [
                 (stamp_ns(m.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
-                 m.header.frame_id, child_id, m.pose.covariance)
+                 m.header.frame_id, child_id, m.pose.covariance, twist)
             ]  # fmt: skip
 
         return covariant
@@ -111,7 +118,7 @@ def pose_extract(msgtype: str, child: str | None) -> Extract:
             p, q = m.pose.position, m.pose.orientation
             return [
                 (stamp_ns(m.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
-                 m.header.frame_id, "", None)
+                 m.header.frame_id, "", None, None)
             ]  # fmt: skip
 
         return stamped
@@ -123,7 +130,7 @@ def pose_extract(msgtype: str, child: str | None) -> Extract:
                 p, q = t.transform.translation, t.transform.rotation
                 out.append(
                     (stamp_ns(t.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
-                     t.header.frame_id, t.child_frame_id, None)
+                     t.header.frame_id, t.child_frame_id, None, None)
                 )  # fmt: skip
         return out
 
@@ -175,11 +182,19 @@ def pose_stream(
     if rows[0][11] is not None:
         cov = np.array([r[11] for r in rows], dtype=np.float64).reshape(-1, 6, 6)[kept]
         attrs["covariance"] = "ROS pose covariance, rows/columns x y z (m) rot_x rot_y rot_z (rad)"
+    twist = None
+    if rows[0][12] is not None:
+        twist = (
+            np.array([r[12][0] for r in rows], dtype=np.float64).reshape(-1, 6)[kept],
+            np.array([r[12][1] for r in rows], dtype=np.float64).reshape(-1, 6, 6)[kept],
+        )
+        attrs["twist"] = ("ROS twist in the child frame: vx vy vz (m/s) wx wy wz (rad/s), "
+                          "twist_covariance rows/columns alike")  # fmt: skip
     imported = _pose_imported(
         where, index, t_ns, pos, quat, np.ones(len(rows), bool), duplicates, attrs
     )
     differ = bool(np.any(recv[kept] != t_ns[kept]))
-    return BagStream(spec, imported, recv[kept] if differ else None, cov)
+    return BagStream(spec, imported, recv[kept] if differ else None, cov, twist)
 
 
 def tf_stream(bag: Path, spec: TfSpec, tree: TfTree, max_position_m: float) -> BagStream:
