@@ -67,6 +67,7 @@ from sensorbench.live.foxglove_view import PoseSample
 from sensorbench.live.threads import DropQueue
 from sensorbench.live.udp import PREDICTED, PoseDatagram
 from sensorbench.logs import LidarTurns, PoseFlag
+from sensorbench.logs.ros2_cdr import body_twist, pose_covariance, yaw_quat
 from sensorbench.logs.scan_bins import ScanGrid, bin_turn
 
 DIAGNOSTICS_PERIOD_S = 1.0
@@ -113,36 +114,6 @@ def _qos(kind: str) -> Any:
         return Qos(reliable, Policy.History.KeepLast(1), Policy.Durability.TransientLocal, xcdr1)
     depth = 100 if kind == "tf" else 10  # tf2_ros::DynamicBroadcasterQoS, rclcpp default
     return Qos(reliable, Policy.History.KeepLast(depth), Policy.Durability.Volatile, xcdr1)
-
-
-def yaw_quat(yaw: float) -> tuple[float, float, float, float]:
-    """The quaternion (x, y, z, w) of a rotation by ``yaw`` (rad) about z."""
-    return (0.0, 0.0, math.sin(yaw / 2.0), math.cos(yaw / 2.0))
-
-
-def body_twist(
-    yaw: float, velocity: Sequence[float], velocity_var: Sequence[float]
-) -> tuple[np.ndarray, np.ndarray]:
-    """The twist (vx, vy, 0, 0, 0, wz) in the body frame and its 6×6 covariance, from the
-    world-frame velocity (m/s, m/s, rad/s) and its variances at heading ``yaw`` (rad)."""
-    c, s = math.cos(yaw), math.sin(yaw)
-    rot = np.array([[c, s], [-s, c]])  # world -> body
-    twist = np.zeros(6)
-    twist[:2] = rot @ np.asarray(velocity[:2], dtype=float)
-    twist[5] = velocity[2]
-    cov = np.zeros((6, 6))
-    cov[:2, :2] = rot @ np.diag(np.asarray(velocity_var[:2], dtype=float)) @ rot.T
-    cov[5, 5] = velocity_var[2]
-    return twist, cov
-
-
-def pose_covariance(cov: Sequence[float]) -> np.ndarray:
-    """The 6×6 pose covariance (x, y, z, roll, pitch, yaw) of a datagram's upper triangle
-    (xx, xy, xyaw, yy, yyaw, yawyaw)."""
-    out = np.zeros((6, 6))
-    rows, cols = np.array([0, 0, 0, 1, 1, 5]), np.array([0, 1, 5, 1, 5, 5])
-    out[rows, cols] = out[cols, rows] = cov
-    return out
 
 
 class Ros2Publisher:

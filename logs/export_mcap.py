@@ -13,7 +13,11 @@ Topics (``NAME`` is the stream name; docs/FORMAT.md has the table):
 - flags of pose samples and lidar turns: ``/NAME/flags``
   ``diagnostic_msgs/msg/DiagnosticArray``;
 - the lidars' mounts: ``/tf_static`` (``base_link`` → each lidar's frame);
-- events: ``/events`` ``diagnostic_msgs/msg/DiagnosticArray``.
+- events: ``/events`` ``diagnostic_msgs/msg/DiagnosticArray``;
+- given an :class:`OdometryTrack` (``export --pods P --noise N``: the filters replayed
+  on the pod stream, as ``replay``): ``/odom`` ``nav_msgs/msg/Odometry`` per frame, pose
+  and twist with covariance, and ``/tf`` ``odom`` → ``base_link``, so a plain capture
+  gives a SLAM node its odometry.
 
 Stamps and log times are wall-clock time: session times plus the session's anchor
 (:func:`wall_clock_offset_ns`). The file is the MCAP storage file of a rosbag2
@@ -36,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import SessionError
+from sensorbench.logs import ros2_cdr
 from sensorbench.logs.reader import Session
 from sensorbench.logs.rosbag_read import Progress
 from sensorbench.logs.rosbag_specs import BODY_FRAME, SEQ_JOINT, YAW_JOINT
@@ -90,6 +95,25 @@ class McapExport:
     """Impossible samples left out per stream key (``skip_invalid``)."""
 
 
+@dataclass(frozen=True)
+class OdometryTrack:
+    """The planar filters' state per frame, to be written as ``/odom`` and ``/tf``.
+
+    Attributes:
+        t_ns: (n,) session times (ns).
+        pose: (n, 3) x, y (m), yaw (rad) in ``odom``.
+        var: (n, 3) their variances (m², m², rad²).
+        velocity: (n, 3) world-frame vx, vy (m/s), yaw rate (rad/s).
+        velocity_var: (n, 3) their variances.
+    """
+
+    t_ns: np.ndarray
+    pose: np.ndarray
+    var: np.ndarray
+    velocity: np.ndarray
+    velocity_var: np.ndarray
+
+
 def wall_clock_offset_ns(session: Session) -> int:
     """ns to add to the session's times for Unix time (0 when they already are).
 
@@ -129,7 +153,7 @@ def _frame(attrs: dict[str, Any], key: str, default: str) -> str:
 
 
 Item = tuple[int, int, str, str, Any]
-"""(log time ns, tie-breaker, topic, message type, message)."""
+"""(log time ns, tie-breaker, topic, message type, message or its CDR bytes)."""
 
 
 class _Builder:
@@ -155,6 +179,14 @@ class _Builder:
         if ns < 0:
             raise SessionError(f"{self.where}: time {ns} ns is before 1970; a ROS stamp cannot be")
         return self.T["builtin_interfaces/msg/Time"](sec=int(ns // 10**9), nanosec=int(ns % 10**9))
+
+    def stamp(self, t_ns: int) -> int:
+        """A session time's stamp (ns since 1970)."""
+        if t_ns + self.offset < 0:
+            raise SessionError(
+                f"{self.where}: time {t_ns} ns is before 1970; a ROS stamp cannot be"
+            )
+        return t_ns + self.offset
 
     def header(self, t_ns: int, frame: str) -> Any:
         return self.T["std_msgs/msg/Header"](stamp=self.time(t_ns + self.offset), frame_id=frame)
@@ -357,14 +389,30 @@ def _event_items(b: _Builder, s: Session) -> Iterator[Item]:
         yield int(e.t_ns), 5, "/events", "diagnostic_msgs/msg/DiagnosticArray", msg
 
 
-def _estimate_children(s: Session, names: list[str]) -> dict[str, str]:
-    """The child frame of each estimate stream: its own, or base_link (one per stream)."""
-    out: dict[str, str] = {}
+def _odometry_items(b: _Builder, track: OdometryTrack) -> Iterator[Item]:
+    """``/odom`` and ``/tf`` (``odom`` → ``base_link``) per frame of ``track``."""
+    for k in range(track.t_ns.size):
+        t = int(track.t_ns[k])
+        cov = ros2_cdr.pose_covariance((track.var[k, 0], 0.0, 0.0, track.var[k, 1], 0.0,
+                                        track.var[k, 2]))  # fmt: skip
+        odom, tf = ros2_cdr.planar_odometry(
+            b.stamp(t), ("odom", BODY_FRAME), track.pose[k], cov, track.velocity[k],
+            track.velocity_var[k],
+        )  # fmt: skip
+        yield t, 2, "/odom", "nav_msgs/msg/Odometry", odom
+        yield t, 3, "/tf", "tf2_msgs/msg/TFMessage", tf
+
+
+def _estimate_children(s: Session, names: list[str], taken: bool) -> dict[str, str]:
+    """The child frame of each estimate stream: its own, or base_link (one per stream;
+    ``taken``: base_link is the replayed odometry's)."""
+    out: dict[str, str] = {"": BODY_FRAME} if taken else {}
     for n in names:
         if s.pose(n).attrs.get("kind") != "estimate":
             continue
         own = _frame(s.pose(n).attrs, "ros_child_frame_id", "")
         out[n] = own or (BODY_FRAME if BODY_FRAME not in out.values() else f"{n}_{BODY_FRAME}")
+    out.pop("", None)
     return out
 
 
@@ -385,6 +433,7 @@ def export_mcap(
     progress: Progress | None = None,
     *,
     skip_invalid: bool = False,
+    odometry: OdometryTrack | None = None,
 ) -> McapExport:
     """Write the streams of ``session`` (or only ``names``), its mounts and events to ``out``.
 
@@ -394,6 +443,7 @@ def export_mcap(
 
     Args:
         progress: called with (messages written, messages to write) now and then.
+        odometry: also write it as ``/odom`` and ``/tf`` (module docstring).
 
     Raises:
         SessionError: a stream the session lacks, a stamp before 1970, or impossible
@@ -416,7 +466,7 @@ def export_mcap(
         b = _Builder(store, offset, str(session), skip_invalid)
         lidars = [n for n in chosen if n in s.lidar_names()]
         poses = [n for n in chosen if n in s.pose_names()]
-        children = _estimate_children(s, poses)
+        children = _estimate_children(s, poses, odometry is not None)
         start = _first_time(s) or 0
         sources: list[Iterator[Item]] = [_mount_items(b, s, lidars, start)]
         sources += [_lidar_items(b, s, n, result) for n in lidars]
@@ -426,6 +476,9 @@ def export_mcap(
         if names is None:
             sources.append(_event_items(b, s))
         total = _count_messages(s, chosen, names is None)
+        if odometry is not None:
+            sources.append(_odometry_items(b, odometry))
+            total += 2 * odometry.t_ns.size
         bag = Path(tmp) / "export"
         with Writer(bag, version=8, storage_plugin=StoragePlugin.MCAP) as w:
             w.set_custom_data("sensorbench_session", Path(session).name)
@@ -467,7 +520,8 @@ def _write_all(
             conns[topic] = w.add_connection(
                 topic, msgtype, typestore=store, offered_qos_profiles=qos
             )
-        w.write(conns[topic], t + offset, store.serialize_cdr(msg, msgtype))
+        data = msg if isinstance(msg, bytes) else store.serialize_cdr(msg, msgtype)
+        w.write(conns[topic], t + offset, data)
         result.messages[topic] = result.messages.get(topic, 0) + 1
         if progress is not None and not done % 4096:
             progress(min(done, total), total)

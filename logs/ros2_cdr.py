@@ -8,11 +8,13 @@ NUL; a sequence its element count and the elements. Messages follow the ROS 2
 ``.msg`` definitions (Humble and later). Building bytes directly, arrays with one
 ``tobytes``, costs a few µs a message where a generic serializer walks every field.
 
-Times are ns since 1970 (``builtin_interfaces/Time``); angles rad; lengths m.
+Times are ns since 1970 (``builtin_interfaces/Time``); angles rad; lengths m. Also
+the planar filters' state in ROS's conventions (:func:`planar_odometry`).
 """
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Sequence
 
@@ -157,3 +159,52 @@ def diagnostic_array(
             b.string(k)
             b.string(v)
     return b.data()
+
+
+def yaw_quat(yaw: float) -> tuple[float, float, float, float]:
+    """The quaternion (x, y, z, w) of a rotation by ``yaw`` (rad) about z."""
+    return (0.0, 0.0, math.sin(yaw / 2.0), math.cos(yaw / 2.0))
+
+
+def pose_covariance(cov: Sequence[float]) -> np.ndarray:
+    """The 6×6 pose covariance (x, y, z, roll, pitch, yaw) of the upper triangle of
+    (x, y, yaw): xx, xy, xyaw, yy, yyaw, yawyaw (m², m·rad, rad²); the rest 0."""
+    out = np.zeros((6, 6))
+    rows, cols = np.array([0, 0, 0, 1, 1, 5]), np.array([0, 1, 5, 1, 5, 5])
+    out[rows, cols] = out[cols, rows] = cov
+    return out
+
+
+def body_twist(
+    yaw: float, velocity: Sequence[float], velocity_var: Sequence[float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The twist (vx, vy, 0, 0, 0, wz) in the body frame and its 6×6 covariance, from the
+    world-frame velocity (m/s, m/s, rad/s) and its variances at heading ``yaw`` (rad):
+    nav_msgs/Odometry's twist is in ``child_frame_id``."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    rot = np.array([[c, s], [-s, c]])  # world -> body
+    twist = np.zeros(6)
+    twist[:2] = rot @ np.asarray(velocity[:2], dtype=float)
+    twist[5] = velocity[2]
+    cov = np.zeros((6, 6))
+    cov[:2, :2] = rot @ np.diag(np.asarray(velocity_var[:2], dtype=float)) @ rot.T
+    cov[5, 5] = velocity_var[2]
+    return twist, cov
+
+
+def planar_odometry(
+    t_ns: int,
+    frames: tuple[str, str],
+    pose: Sequence[float],
+    pose_cov: np.ndarray,
+    velocity: Sequence[float],
+    velocity_var: Sequence[float],
+) -> tuple[bytes, bytes]:
+    """The ``nav_msgs/Odometry`` and the ``tf2_msgs/TFMessage`` (odom → base) of one
+    planar filter state: ``frames`` (odom, base), ``pose`` (x, y, yaw) with its 6×6
+    covariance, the world-frame ``velocity`` and its variances (:func:`body_twist`)."""
+    x, y, yaw = (float(v) for v in pose)
+    tq = np.array([x, y, 0.0, *yaw_quat(yaw)])
+    twist, twist_cov = body_twist(yaw, velocity, velocity_var)
+    odom = odometry(t_ns, frames[0], frames[1], tq, pose_cov, twist, twist_cov)
+    return odom, tf_message([(t_ns, frames[0], frames[1], tq)])
