@@ -191,30 +191,6 @@ class _Builder:
     def header(self, t_ns: int, frame: str) -> Any:
         return self.T["std_msgs/msg/Header"](stamp=self.time(t_ns + self.offset), frame_id=frame)
 
-    def pose(self, p: np.ndarray, q: np.ndarray) -> Any:
-        T = self.T
-        return T["geometry_msgs/msg/Pose"](
-            position=T["geometry_msgs/msg/Point"](x=float(p[0]), y=float(p[1]), z=float(p[2])),
-            orientation=T["geometry_msgs/msg/Quaternion"](
-                x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3])
-            ),
-        )
-
-    def transform(self, t_ns: int, parent: str, child: str, p: Any, q: Any) -> Any:
-        T = self.T
-        return T["geometry_msgs/msg/TransformStamped"](
-            header=self.header(t_ns, parent),
-            child_frame_id=child,
-            transform=T["geometry_msgs/msg/Transform"](
-                translation=T["geometry_msgs/msg/Vector3"](
-                    x=float(p[0]), y=float(p[1]), z=float(p[2])
-                ),
-                rotation=T["geometry_msgs/msg/Quaternion"](
-                    x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3])
-                ),
-            ),
-        )
-
     def diagnostics(self, t_ns: int, level: int, name: str, message: str, values: dict) -> Any:
         T = self.T
         status = T["diagnostic_msgs/msg/DiagnosticStatus"](
@@ -230,10 +206,10 @@ class _Builder:
             header=self.header(t_ns, ""), status=[status]
         )
 
-    def time_reference(self, t_ns: int, device_ns: int, source: str) -> Any:
-        return self.T["sensor_msgs/msg/TimeReference"](
-            header=self.header(t_ns, ""), time_ref=self.time(device_ns), source=source
-        )
+    def time_reference(self, t_ns: int, device_ns: int, source: str) -> bytes:
+        if device_ns < 0:
+            raise SessionError(f"{self.where}: device time {device_ns} ns: a ROS stamp cannot be")
+        return ros2_cdr.time_reference(self.stamp(t_ns), device_ns, source)
 
 
 def _flag_names(flags: int, kind: type[PoseFlag] | type[TurnFlag]) -> str:
@@ -253,7 +229,6 @@ def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterato
     finite = turns.range[np.isfinite(turns.range)]
     range_max = float(finite.max()) if finite.size else 0.0
     offsets = turns.offset
-    T = b.T
     for k in range(turns.n_turns):
         lo, hi = int(offsets[k]), int(offsets[k] + turns.count[k])
         if hi == lo:
@@ -264,22 +239,14 @@ def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterato
         out.points_dropped[name] += scan.dropped
         speed = float(turns.speed_hz[k])
         sweep = abs(scan.time_increment) * grid.n_bins
-        msg = T["sensor_msgs/msg/LaserScan"](
-            header=b.header(t0, frame),
-            angle_min=float(scan.angle_min),
-            angle_max=float(scan.angle_min + (grid.n_bins - 1) * scan.increment),
-            angle_increment=float(scan.increment),
-            time_increment=scan.time_increment,
-            scan_time=1.0 / speed if math.isfinite(speed) and speed > 0 else sweep,
-            range_min=0.0,
-            range_max=range_max,
-            ranges=scan.ranges,
-            intensities=scan.intensities,
-        )
-        yield t0, 0, f"/{name}/scan", "sensor_msgs/msg/LaserScan", msg
+        a_max = scan.angle_min + (grid.n_bins - 1) * scan.increment
+        params = (float(scan.angle_min), float(a_max), float(scan.increment), scan.time_increment,
+                  1.0 / speed if math.isfinite(speed) and speed > 0 else sweep, 0.0, range_max)
+        data = ros2_cdr.laser_scan(b.stamp(t0), frame, params, scan.ranges, scan.intensities)
+        yield t0, 0, f"/{name}/scan", "sensor_msgs/msg/LaserScan", data
         if turns.device_ns[k] != NO_DEVICE_TIME:  # stamped as the scan it belongs to
-            msg = b.time_reference(t0, int(turns.device_ns[k]), name)
-            yield t0, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", msg
+            data = b.time_reference(t0, int(turns.device_ns[k]), name)
+            yield t0, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", data
         if turns.flags[k]:
             f = int(turns.flags[k])
             msg = b.diagnostics(t0, _DIAG_WARN, name, _flag_names(f, TurnFlag), {"flags": f})
@@ -299,67 +266,49 @@ def _pose_items(
     cov = extra.get("covariance")
     attrs = stream.attrs
     parent = _frame(attrs, "ros_frame_id", "odom" if child else "world")
-    T = b.T
     keep = np.flatnonzero(pb.valid)
-    poses = []
+    rows = np.column_stack([pb.position, pb.quat_xyzw])  # (n, 7): the pose fields
+    stamps = pb.t_ns + b.offset
+    if keep.size and (stamps[keep] < 0).any():
+        b.stamp(int(pb.t_ns[keep][np.argmax(stamps[keep] < 0)]))  # raises
+    zero6, zero36 = np.zeros(6), np.zeros(36)
     twists, twist_cov = extra.get("twist"), extra.get("twist_covariance")
     for k in keep:
-        t = int(pb.t_ns[k])
-        pose = b.pose(pb.position[k], pb.quat_xyzw[k])
-        stamped = T["geometry_msgs/msg/PoseStamped"](header=b.header(t, parent), pose=pose)
-        poses.append(stamped)
-        yield t, 0, f"/{name}/pose", "geometry_msgs/msg/PoseStamped", stamped
+        t, stamp = int(pb.t_ns[k]), int(stamps[k])
+        yield t, 0, f"/{name}/pose", "geometry_msgs/msg/PoseStamped", ros2_cdr.pose_stamped(
+            stamp, parent, rows[k])  # fmt: skip
         if pb.flags[k]:
             f = int(pb.flags[k])
             msg = b.diagnostics(t, _DIAG_OK, name, _flag_names(f, PoseFlag), {"flags": f})
             yield t, 1, f"/{name}/flags", "diagnostic_msgs/msg/DiagnosticArray", msg
         if child is not None:
-            c = cov[k].ravel() if cov is not None else np.zeros(36)
-            v = twists[k] if twists is not None else np.zeros(6)
-            twist = T["geometry_msgs/msg/TwistWithCovariance"](
-                twist=T["geometry_msgs/msg/Twist"](
-                    linear=T["geometry_msgs/msg/Vector3"](x=v[0], y=v[1], z=v[2]),
-                    angular=T["geometry_msgs/msg/Vector3"](x=v[3], y=v[4], z=v[5]),
-                ),
-                covariance=twist_cov[k].ravel() if twist_cov is not None else np.zeros(36),
-            )
-            odom = T["nav_msgs/msg/Odometry"](
-                header=b.header(t, parent),
-                child_frame_id=child,
-                pose=T["geometry_msgs/msg/PoseWithCovariance"](pose=pose, covariance=c),
-                twist=twist,
-            )
+            odom = ros2_cdr.odometry(
+                stamp, parent, child, rows[k], cov[k] if cov is not None else zero36,
+                twists[k] if twists is not None else zero6,
+                twist_cov[k] if twist_cov is not None else zero36,
+            )  # fmt: skip
             yield t, 2, f"/{name}/odom", "nav_msgs/msg/Odometry", odom
-            tf = T["tf2_msgs/msg/TFMessage"](
-                transforms=[b.transform(t, parent, child, pb.position[k], pb.quat_xyzw[k])]
-            )
+            tf = ros2_cdr.tf_message([(stamp, parent, child, rows[k])])
             yield t, 3, "/tf", "tf2_msgs/msg/TFMessage", tf
-    if poses:
+    if keep.size:
         last = int(pb.t_ns[keep[-1]])
-        path = T["nav_msgs/msg/Path"](header=b.header(last, parent), poses=poses)
+        path = ros2_cdr.path(int(stamps[keep[-1]]), parent, stamps[keep], rows[keep])
         yield last, 4, f"/{name}/path", "nav_msgs/msg/Path", path
 
 
 def _encoder_items(b: _Builder, s: Session, name: str) -> Iterator[Item]:
     e, _ = b.checked(f"encoders/{name}", s.encoder(name).read(validate=False))
-    T = b.T
     n = e.counts.shape[1]
     imu = bool(np.isfinite(e.yaw).any() or np.isfinite(e.yaw_rate).any())
     labels = [f"c{k}" for k in range(n)] + [SEQ_JOINT] + ([YAW_JOINT] if imu else [])
+    cols = [e.counts.astype(np.float64), e.seq.astype(np.float64)[:, None]]
+    position = np.column_stack(cols + ([e.yaw[:, None]] if imu else []))
+    velocity = np.zeros((len(e), 0))
+    if imu:
+        velocity = np.column_stack([np.full((len(e), n + 1), np.nan), e.yaw_rate])
     for k in range(len(e)):
         t = int(e.host_ns[k])
-        position = np.r_[e.counts[k].astype(np.float64), float(e.seq[k])]
-        velocity = np.zeros(0)
-        if imu:
-            position = np.r_[position, e.yaw[k]]
-            velocity = np.r_[np.full(n + 1, np.nan), e.yaw_rate[k]]
-        msg = T["sensor_msgs/msg/JointState"](
-            header=b.header(t, name),
-            name=labels,
-            position=position,
-            velocity=velocity,
-            effort=np.zeros(0),
-        )
+        msg = ros2_cdr.joint_state(b.stamp(t), name, labels, position[k], velocity[k])
         yield t, 0, f"/{name}/counts", "sensor_msgs/msg/JointState", msg
         if e.device_ns[k] != NO_DEVICE_TIME:
             msg = b.time_reference(t, int(e.device_ns[k]), name)
@@ -374,12 +323,11 @@ def _mount_items(b: _Builder, s: Session, names: list[str], start: int) -> Itera
         if "mount_xy_yaw" not in attrs:
             continue
         x, y, yaw = (float(v) for v in np.asarray(attrs["mount_xy_yaw"], dtype=np.float64))
-        q = (0.0, 0.0, math.sin(yaw / 2.0), math.cos(yaw / 2.0))
         frame = _frame(attrs, "ros_frame_id", name)
-        transforms.append(b.transform(start, BODY_FRAME, frame, (x, y, 0.0), q))
+        tq = np.array([x, y, 0.0, *ros2_cdr.yaw_quat(yaw)])
+        transforms.append((b.stamp(start), BODY_FRAME, frame, tq))
     if transforms:
-        msg = b.T["tf2_msgs/msg/TFMessage"](transforms=transforms)
-        yield start, -1, "/tf_static", "tf2_msgs/msg/TFMessage", msg
+        yield start, -1, "/tf_static", "tf2_msgs/msg/TFMessage", ros2_cdr.tf_message(transforms)
 
 
 def _event_items(b: _Builder, s: Session) -> Iterator[Item]:

@@ -14,6 +14,7 @@ the planar filters' state in ROS's conventions (:func:`planar_odometry`).
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections.abc import Sequence
@@ -23,6 +24,13 @@ import numpy as np
 _ENCAPSULATION = b"\x00\x01\x00\x00"
 _TIME = struct.Struct("<iI")
 _U32 = struct.Struct("<I")
+
+
+@functools.lru_cache(maxsize=256)
+def _string(text: str) -> bytes:
+    """A string's CDR bytes from its length on (frame ids repeat: computed once)."""
+    b = text.encode()
+    return _U32.pack(len(b) + 1) + b + b"\0"
 
 
 class CdrBuffer:
@@ -50,20 +58,19 @@ class CdrBuffer:
 
     def string(self, text: str) -> None:
         """A ``string``."""
-        b = text.encode()
-        self.u32(len(b) + 1)
-        self.buf += b
-        self.buf.append(0)
+        self.align(4)
+        self.buf += _string(text)
 
     def time(self, t_ns: int) -> None:
         """A ``builtin_interfaces/Time`` (``t_ns`` ≥ 0)."""
         self.align(4)
-        self.buf += _TIME.pack(int(t_ns // 1_000_000_000), int(t_ns % 1_000_000_000))
+        self.buf += _TIME.pack(*divmod(int(t_ns), 1_000_000_000))
 
     def header(self, t_ns: int, frame: str) -> None:
         """A ``std_msgs/Header``."""
-        self.time(t_ns)
-        self.string(frame)
+        self.align(4)
+        self.buf += _TIME.pack(*divmod(int(t_ns), 1_000_000_000))
+        self.buf += _string(frame)
 
     def f64(self, values: np.ndarray | Sequence[float]) -> None:
         """Consecutive ``float64`` fields or a fixed ``float64[N]`` array."""
@@ -120,6 +127,49 @@ def tf_message(transforms: Sequence[tuple[int, str, str, np.ndarray]]) -> bytes:
     b.u32(len(transforms))
     for t_ns, parent, child, tq in transforms:
         transform(b, t_ns, parent, child, tq)
+    return b.data()
+
+
+def pose_stamped(t_ns: int, frame: str, pose: np.ndarray) -> bytes:
+    """``geometry_msgs/PoseStamped``: ``pose`` = position then quaternion (xyzw)."""
+    b = CdrBuffer()
+    b.header(t_ns, frame)
+    b.f64(pose)
+    return b.data()
+
+
+def path(t_ns: int, frame: str, stamps: np.ndarray, poses: np.ndarray) -> bytes:
+    """``nav_msgs/Path`` in ``frame``: one PoseStamped per stamp (ns) and (7,) pose row."""
+    b = CdrBuffer()
+    b.header(t_ns, frame)
+    b.u32(len(stamps))
+    rows = np.asarray(poses, dtype="<f8")
+    for k in range(len(stamps)):
+        b.header(int(stamps[k]), frame)
+        b.align(8)
+        b.buf += rows[k].tobytes()
+    return b.data()
+
+
+def joint_state(
+    t_ns: int, frame: str, names: Sequence[str], position: np.ndarray, velocity: np.ndarray
+) -> bytes:
+    """``sensor_msgs/JointState`` (no effort)."""
+    b = CdrBuffer()
+    b.header(t_ns, frame)
+    b.strings(names)
+    b.seq(position, "<f8")
+    b.seq(velocity, "<f8")
+    b.seq((), "<f8")
+    return b.data()
+
+
+def time_reference(t_ns: int, device_ns: int, source: str) -> bytes:
+    """``sensor_msgs/TimeReference``: header stamp ``t_ns`` (no frame), ``time_ref``."""
+    b = CdrBuffer()
+    b.header(t_ns, "")
+    b.time(device_ns)
+    b.string(source)
     return b.data()
 
 
