@@ -114,13 +114,14 @@ class OdometryTrack:
     velocity_var: np.ndarray
 
 
-def wall_clock_offset_ns(session: Session) -> int:
+def wall_clock_offset_ns(session: Session, first: int | None = -1) -> int:
     """ns to add to the session's times for Unix time (0 when they already are).
 
     Host-clock sessions anchor ``time.monotonic_ns()`` to ``time.time_ns()`` in their
     root attributes (docs/FORMAT.md): wall = t − monotonic_anchor + wall_anchor.
+    ``first``: the session's first time when known (None: it has none).
     """
-    first = _first_time(session)
+    first = _first_time(session) if first == -1 else first
     attrs = session.attrs
     if first is None or first >= UNIX_TIME_FROM_NS:
         return 0
@@ -263,7 +264,6 @@ def _pose_items(
     pb, kept = b.checked(f"pose/{name}", stream.read(validate=False))
     if kept is not None:
         extra = {k: v[kept] for k, v in extra.items()}
-    cov = extra.get("covariance")
     attrs = stream.attrs
     parent = _frame(attrs, "ros_frame_id", "odom" if child else "world")
     keep = np.flatnonzero(pb.valid)
@@ -271,25 +271,24 @@ def _pose_items(
     stamps = pb.t_ns + b.offset
     if keep.size and (stamps[keep] < 0).any():
         b.stamp(int(pb.t_ns[keep][np.argmax(stamps[keep] < 0)]))  # raises
-    zero6, zero36 = np.zeros(6), np.zeros(36)
-    twists, twist_cov = extra.get("twist"), extra.get("twist_covariance")
-    for k in keep:
-        t, stamp = int(pb.t_ns[k]), int(stamps[k])
-        yield t, 0, f"/{name}/pose", "geometry_msgs/msg/PoseStamped", ros2_cdr.pose_stamped(
-            stamp, parent, rows[k])  # fmt: skip
+    n = keep.size
+    poses = ros2_cdr.pose_stamped_rows(stamps[keep], parent, rows[keep])
+    if child is not None:
+        odoms = ros2_cdr.odometry_rows(stamps[keep], (parent, child), np.column_stack(
+            [rows[keep]] + [extra[c][keep].reshape(n, -1) if c in extra else np.zeros((n, w))
+                            for c, w in zip(ODOMETRY_COLUMNS, (36, 6, 36), strict=True)]
+        ))  # fmt: skip
+        tfs = ros2_cdr.tf_rows(stamps[keep], (parent, child), rows[keep])
+    for j, k in enumerate(keep):
+        t = int(pb.t_ns[k])
+        yield t, 0, f"/{name}/pose", "geometry_msgs/msg/PoseStamped", poses[j]
         if pb.flags[k]:
             f = int(pb.flags[k])
             msg = b.diagnostics(t, _DIAG_OK, name, _flag_names(f, PoseFlag), {"flags": f})
             yield t, 1, f"/{name}/flags", "diagnostic_msgs/msg/DiagnosticArray", msg
         if child is not None:
-            odom = ros2_cdr.odometry(
-                stamp, parent, child, rows[k], cov[k] if cov is not None else zero36,
-                twists[k] if twists is not None else zero6,
-                twist_cov[k] if twist_cov is not None else zero36,
-            )  # fmt: skip
-            yield t, 2, f"/{name}/odom", "nav_msgs/msg/Odometry", odom
-            tf = ros2_cdr.tf_message([(stamp, parent, child, rows[k])])
-            yield t, 3, "/tf", "tf2_msgs/msg/TFMessage", tf
+            yield t, 2, f"/{name}/odom", "nav_msgs/msg/Odometry", odoms[j]
+            yield t, 3, "/tf", "tf2_msgs/msg/TFMessage", tfs[j]
     if keep.size:
         last = int(pb.t_ns[keep[-1]])
         path = ros2_cdr.path(int(stamps[keep[-1]]), parent, stamps[keep], rows[keep])
@@ -306,13 +305,19 @@ def _encoder_items(b: _Builder, s: Session, name: str) -> Iterator[Item]:
     velocity = np.zeros((len(e), 0))
     if imu:
         velocity = np.column_stack([np.full((len(e), n + 1), np.nan), e.yaw_rate])
+    stamps = e.host_ns + b.offset
+    if len(e) and stamps.min() < 0:
+        b.stamp(int(e.host_ns[np.argmin(stamps)]))  # raises
+    counts = ros2_cdr.joint_state_rows(stamps, name, labels, position, velocity)
+    timed = e.device_ns != NO_DEVICE_TIME
+    if (e.device_ns[timed] < 0).any():
+        b.time_reference(0, int(e.device_ns[timed].min()), name)  # raises
+    refs = iter(ros2_cdr.time_reference_rows(stamps[timed], e.device_ns[timed], name))
     for k in range(len(e)):
         t = int(e.host_ns[k])
-        msg = ros2_cdr.joint_state(b.stamp(t), name, labels, position[k], velocity[k])
-        yield t, 0, f"/{name}/counts", "sensor_msgs/msg/JointState", msg
-        if e.device_ns[k] != NO_DEVICE_TIME:
-            msg = b.time_reference(t, int(e.device_ns[k]), name)
-            yield t, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", msg
+        yield t, 0, f"/{name}/counts", "sensor_msgs/msg/JointState", counts[k]
+        if timed[k]:
+            yield t, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", next(refs)
 
 
 def _mount_items(b: _Builder, s: Session, names: list[str], start: int) -> Iterator[Item]:
@@ -409,13 +414,14 @@ def export_mcap(
         for n in chosen:
             if n not in everything:
                 raise SessionError(f"{session}: no stream {n!r} (have: {', '.join(everything)})")
-        offset = wall_clock_offset_ns(s)
+        first = _first_time(s)
+        offset = wall_clock_offset_ns(s, first)
         result.time_offset_ns = offset
         b = _Builder(store, offset, str(session), skip_invalid)
         lidars = [n for n in chosen if n in s.lidar_names()]
         poses = [n for n in chosen if n in s.pose_names()]
         children = _estimate_children(s, poses, odometry is not None)
-        start = _first_time(s) or 0
+        start = first or 0
         sources: list[Iterator[Item]] = [_mount_items(b, s, lidars, start)]
         sources += [_lidar_items(b, s, n, result) for n in lidars]
         sources += [_pose_items(b, s, n, children.get(n), _odometry_columns(s, n))

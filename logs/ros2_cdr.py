@@ -258,3 +258,113 @@ def planar_odometry(
     twist, twist_cov = body_twist(yaw, velocity, velocity_var)
     odom = odometry(t_ns, frames[0], frames[1], tq, pose_cov, twist, twist_cov)
     return odom, tf_message([(t_ns, frames[0], frames[1], tq)])
+
+
+class CdrRows:
+    """Many messages of one fixed layout at once (frames constant, numbers per row): an
+    (n, size) byte table built column by column, one ``bytes`` per row."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.parts: list[np.ndarray] = [np.frombuffer(_ENCAPSULATION, np.uint8)]
+        self.size = 0  # bytes after the encapsulation header
+
+    def const(self, data: bytes) -> None:
+        """The same bytes in every row."""
+        self.parts.append(np.frombuffer(data, np.uint8))
+        self.size += len(data)
+
+    def align(self, k: int) -> None:
+        """Pad to a multiple of ``k``."""
+        if -self.size % k:
+            self.const(bytes(-self.size % k))
+
+    def column(self, values: np.ndarray, dtype: str) -> None:
+        """One value per row or (n, m) values: aligned to the type's size."""
+        a = np.ascontiguousarray(np.asarray(values, dtype=dtype).reshape(self.n, -1))
+        self.align(a.dtype.itemsize)
+        self.parts.append(a.view(np.uint8))
+        self.size += a.shape[1] * a.dtype.itemsize
+
+    def times(self, t_ns: np.ndarray) -> None:
+        """``builtin_interfaces/Time`` per row."""
+        sec, nsec = np.divmod(np.asarray(t_ns, dtype=np.int64), 1_000_000_000)
+        self.align(4)
+        pair = np.empty((self.n, 2), "<u4")
+        pair[:, 0] = sec.astype("<i4").view("<u4")
+        pair[:, 1] = nsec
+        self.parts.append(pair.view(np.uint8))
+        self.size += 8
+
+    def header(self, t_ns: np.ndarray, frame: str) -> None:
+        """``std_msgs/Header`` per row."""
+        self.times(t_ns)
+        self.string(frame)
+
+    def string(self, text: str) -> None:
+        """The same ``string`` in every row."""
+        self.align(4)
+        self.const(_string(text))
+
+    def rows(self) -> list[bytes]:
+        """Each row's message."""
+        table = np.concatenate([np.broadcast_to(p, (self.n, p.shape[-1])) if p.ndim == 1
+                                else p for p in self.parts], axis=1)  # fmt: skip
+        return [r.tobytes() for r in table]
+
+
+def pose_stamped_rows(t_ns: np.ndarray, frame: str, poses: np.ndarray) -> list[bytes]:
+    """:func:`pose_stamped` for (n,) stamps and (n, 7) poses."""
+    r = CdrRows(len(t_ns))
+    r.header(t_ns, frame)
+    r.column(poses, "<f8")
+    return r.rows()
+
+
+def odometry_rows(t_ns: np.ndarray, frames: tuple[str, str], values: np.ndarray) -> list[bytes]:
+    """:func:`odometry` for (n,) stamps and (n, 85) values: pose (7), its covariance (36),
+    twist (6), its covariance (36)."""
+    r = CdrRows(len(t_ns))
+    r.header(t_ns, frames[0])
+    r.string(frames[1])
+    r.column(values, "<f8")
+    return r.rows()
+
+
+def tf_rows(t_ns: np.ndarray, frames: tuple[str, str], poses: np.ndarray) -> list[bytes]:
+    """:func:`tf_message` of one transform per row: (n,) stamps, (n, 7) translation and
+    rotation, ``frames`` (parent, child)."""
+    r = CdrRows(len(t_ns))
+    r.const(_U32.pack(1))
+    r.header(t_ns, frames[0])
+    r.string(frames[1])
+    r.column(poses, "<f8")
+    return r.rows()
+
+
+def joint_state_rows(
+    t_ns: np.ndarray, frame: str, names: Sequence[str], position: np.ndarray,
+    velocity: np.ndarray,
+) -> list[bytes]:  # fmt: skip
+    """:func:`joint_state` for (n,) stamps and (n, m) positions and velocities."""
+    r = CdrRows(len(t_ns))
+    r.header(t_ns, frame)
+    r.align(4)
+    r.const(_U32.pack(len(names)))
+    for name in names:
+        r.string(name)
+    for values in (position, velocity, np.zeros((len(t_ns), 0))):
+        r.align(4)
+        r.const(_U32.pack(values.shape[1]))
+        if values.shape[1]:
+            r.column(values, "<f8")
+    return r.rows()
+
+
+def time_reference_rows(t_ns: np.ndarray, device_ns: np.ndarray, source: str) -> list[bytes]:
+    """:func:`time_reference` for (n,) stamps and device times."""
+    r = CdrRows(len(t_ns))
+    r.header(t_ns, "")
+    r.times(device_ns)
+    r.string(source)
+    return r.rows()
