@@ -81,6 +81,12 @@ def load_models(
 @click.option(
     "--ros2-scan-frame", default=None, help="Frame of the merged /scan [default: the body frame]."
 )
+@click.option(
+    "--ros2-tf/--no-ros2-tf",
+    default=True,
+    show_default=True,
+    help="Publish odom -> body on /tf (off when e.g. robot_localization publishes it).",
+)
 @click.option("--front", default=None, help="Merge: the front lidar (default: the first A1).")
 @click.option("--rear", default=None, help="Merge: the rear lidar (default: the second A1).")
 @click.option(
@@ -112,6 +118,7 @@ def live_cmd(
     ros2_odom_frame: str,
     ros2_base_frame: str,
     ros2_scan_frame: str | None,
+    ros2_tf: bool,
     front: str | None,
     rear: str | None,
     max_dt_s: float,
@@ -161,7 +168,9 @@ def live_cmd(
         rear=rear,
         max_dt_s=max_dt_s,
         estimate_attrs=attrs,
-        ros2=Ros2Options(ros2_domain or 0, ros2_odom_frame, ros2_base_frame, ros2_scan_frame)
+        ros2=Ros2Options(
+            ros2_domain or 0, ros2_odom_frame, ros2_base_frame, ros2_scan_frame, tf=ros2_tf
+        )
         if ros2
         else None,
     )

@@ -84,6 +84,8 @@ class Ros2Options:
         odom_frame, base_frame: the odometry and body frame ids.
         scan_frame: frame of the merged ``/scan``; None: ``base_frame``.
         stale_s: silence after which a device, the filters or the merge is STALE (s).
+        tf: publish ``odom`` → base frame on ``/tf`` (off when another node, e.g.
+            robot_localization's EKF, publishes it).
     """
 
     domain: int = 0
@@ -91,6 +93,7 @@ class Ros2Options:
     base_frame: str = "base_link"
     scan_frame: str | None = None
     stale_s: float = 1.0
+    tf: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.domain <= 232:
@@ -239,7 +242,7 @@ class Ros2Publisher:
             self._last_flags |= datagram.flags  # every flag since the last diagnostics
             self._steps += 1
         self._write("/odom", odom)
-        if not predicted:
+        if not predicted and o.tf:
             tf = m.TransformStamped(m.Header(stamp, o.odom_frame), o.base_frame,
                                     m.Transform(m.Vector3(x, y, 0.0), q))  # fmt: skip
             self._write("/tf", m.TFMessage([tf]))
