@@ -52,10 +52,6 @@ class CdrBuffer:
         self.align(4)
         self.buf += _U32.pack(value)
 
-    def u8(self, value: int) -> None:
-        """A ``uint8``/``byte``."""
-        self.buf.append(value & 0xFF)
-
     def string(self, text: str) -> None:
         """A ``string``."""
         self.align(4)
@@ -84,12 +80,6 @@ class CdrBuffer:
         if a.size:
             self.align(a.dtype.itemsize)
             self.buf += a.tobytes()
-
-    def strings(self, texts: Sequence[str]) -> None:
-        """A ``string[]``."""
-        self.u32(len(texts))
-        for t in texts:
-            self.string(t)
 
     def data(self) -> bytes:
         """The message's bytes."""
@@ -130,14 +120,6 @@ def tf_message(transforms: Sequence[tuple[int, str, str, np.ndarray]]) -> bytes:
     return b.data()
 
 
-def pose_stamped(t_ns: int, frame: str, pose: np.ndarray) -> bytes:
-    """``geometry_msgs/PoseStamped``: ``pose`` = position then quaternion (xyzw)."""
-    b = CdrBuffer()
-    b.header(t_ns, frame)
-    b.f64(pose)
-    return b.data()
-
-
 def path(t_ns: int, frame: str, stamps: np.ndarray, poses: np.ndarray) -> bytes:
     """``nav_msgs/Path`` in ``frame``: one PoseStamped per stamp (ns) and (7,) pose row."""
     b = CdrBuffer()
@@ -148,19 +130,6 @@ def path(t_ns: int, frame: str, stamps: np.ndarray, poses: np.ndarray) -> bytes:
         b.header(int(stamps[k]), frame)
         b.align(8)
         b.buf += rows[k].tobytes()
-    return b.data()
-
-
-def joint_state(
-    t_ns: int, frame: str, names: Sequence[str], position: np.ndarray, velocity: np.ndarray
-) -> bytes:
-    """``sensor_msgs/JointState`` (no effort)."""
-    b = CdrBuffer()
-    b.header(t_ns, frame)
-    b.strings(names)
-    b.seq(position, "<f8")
-    b.seq(velocity, "<f8")
-    b.seq((), "<f8")
     return b.data()
 
 
@@ -188,26 +157,6 @@ def laser_scan(
     b.buf += np.asarray(params, dtype="<f4").tobytes()
     b.seq(ranges, "<f4")
     b.seq(intensities, "<f4")
-    return b.data()
-
-
-def diagnostic_array(
-    t_ns: int, statuses: Sequence[tuple[int, str, str, str, Sequence[tuple[str, str]]]]
-) -> bytes:
-    """``diagnostic_msgs/DiagnosticArray`` of (level, name, message, hardware_id,
-    [(key, value)...])."""
-    b = CdrBuffer()
-    b.header(t_ns, "")
-    b.u32(len(statuses))
-    for level, name, message, hardware_id, values in statuses:
-        b.u8(level)
-        b.string(name)
-        b.string(message)
-        b.string(hardware_id)
-        b.u32(len(values))
-        for k, v in values:
-            b.string(k)
-            b.string(v)
     return b.data()
 
 
@@ -314,7 +263,8 @@ class CdrRows:
 
 
 def pose_stamped_rows(t_ns: np.ndarray, frame: str, poses: np.ndarray) -> list[bytes]:
-    """:func:`pose_stamped` for (n,) stamps and (n, 7) poses."""
+    """``geometry_msgs/PoseStamped`` per row: (n,) stamps, (n, 7) position then
+    quaternion (xyzw)."""
     r = CdrRows(len(t_ns))
     r.header(t_ns, frame)
     r.column(poses, "<f8")
@@ -346,7 +296,8 @@ def joint_state_rows(
     t_ns: np.ndarray, frame: str, names: Sequence[str], position: np.ndarray,
     velocity: np.ndarray,
 ) -> list[bytes]:  # fmt: skip
-    """:func:`joint_state` for (n,) stamps and (n, m) positions and velocities."""
+    """``sensor_msgs/JointState`` per row: (n,) stamps, (n, m) positions and velocities
+    (no effort)."""
     r = CdrRows(len(t_ns))
     r.header(t_ns, frame)
     r.align(4)
