@@ -207,7 +207,7 @@ class Ros2Publisher:
         self._thread.start()
 
     def stop(self, timeout_s: float = 3.0) -> None:
-        """Publish the last diagnostics, stop the thread and leave the domain."""
+        """Publish the scans queued (within ``timeout_s``), stop the thread, leave the domain."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
