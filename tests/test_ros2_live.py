@@ -290,3 +290,20 @@ def test_diagnostics_say_stale_within_2_s(ros2_run) -> None:
     assert [lvl for r, lvl in filters if r < marks["stall"]][-1] < 3
     assert _first_stale_after(filters, marks["stall"]) <= STALE_WITHIN_S
     assert any(lvl < 3 for r, lvl in filters if r > marks["stall"] + 3e9)  # stepping again
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--ros2-base-frame", "a b"], "frame id 'a b'"),
+     (["--ros2-odom-frame", "/odom"], "frame id '/odom'"),
+     (["--ros2-domain", "233"], "0<=x<=232")],
+)  # fmt: skip
+def test_bad_ros2_options_exit_2_before_recording(tmp_path, args, message) -> None:
+    out = tmp_path / "s.h5"
+    r = subprocess.run(
+        _cli("live", "--config", str(cu.EMULATED_CONFIG), "--run-dir", str(tmp_path / "run"),
+             "--ros2", *args, "-o", str(out), "--duration", "1"),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert not out.exists()
