@@ -176,8 +176,9 @@ class Ros2Publisher:
 
     # -- set-up ------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Join the domain, create the writers, publish ``/tf_static``, start the thread.
+    def open(self) -> None:
+        """Join the domain, create the writers and publish ``/tf_static`` (before the
+        capture starts, so a DDS that cannot start records nothing).
 
         Raises:
             LiveError: Cyclone DDS cannot start (a bad ``CYCLONEDDS_URI``, no interface).
@@ -203,6 +204,10 @@ class Ros2Publisher:
             raise LiveError(f"cannot start ROS 2 (Cyclone DDS) on domain "
                             f"{self.options.domain}: {exc}") from exc  # fmt: skip
         self._static()
+
+    def start(self) -> None:
+        """Start the ``live-ros2`` thread (scans and diagnostics)."""
+        self._started = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="live-ros2", daemon=True)
         self._thread.start()
 

@@ -161,7 +161,8 @@ class LiveRuntime:
         options: view, UDP, merge and aiding options.
 
     Raises:
-        LiveError: models without a pod device, a bad merge pair.
+        LiveError: models without a pod device, a bad merge pair, a ROS 2 domain that
+            cannot be joined.
     """
 
     def __init__(
@@ -182,6 +183,10 @@ class LiveRuntime:
         self.view: FoxgloveView | None = None
         self.udp: UdpPublisher | None = None
         self.ros2: Ros2Publisher | None = None
+        if options.ros2 is not None:  # joined now: a DDS that cannot start records nothing
+            self.ros2 = Ros2Publisher(options.ros2, self.mounts, self.anchor_ns,
+                                      models is not None, self.pair is not None)  # fmt: skip
+            self.ros2.open()
         self.odometry: OdometryWorker | None = None
         self.merge: MergeWorker | None = None
         self._own = {ESTIMATE_STREAM, MERGED_STREAM}
@@ -214,10 +219,8 @@ class LiveRuntime:
         """Start the server, the UDP socket and the workers (before the readers)."""
         if self.options.udp is not None:
             self.udp = UdpPublisher(*self.options.udp)
-        if self.options.ros2 is not None:
-            self.ros2 = Ros2Publisher(self.options.ros2, self.mounts, self.anchor_ns,
-                                      self.odometry is not None, self.merge is not None)
-            self.ros2.start()  # fmt: skip
+        if self.ros2 is not None:
+            self.ros2.start()
         if self.options.foxglove is not None:
             self.view = FoxgloveView(
                 *self.options.foxglove, self.mounts, self.anchor_ns, self.options.view_queue

@@ -307,3 +307,15 @@ def test_bad_ros2_options_exit_2_before_recording(tmp_path, args, message) -> No
     )  # fmt: skip
     assert r.returncode == 2 and message in r.stderr, r.stderr
     assert not out.exists()
+
+
+def test_a_dds_that_cannot_start_records_nothing(tmp_path) -> None:
+    out = tmp_path / "s.h5"
+    env = {**os.environ, "CYCLONEDDS_URI": f"file://{tmp_path / 'missing.xml'}"}
+    r = subprocess.run(
+        _cli("live", "--config", str(cu.EMULATED_CONFIG), "--run-dir", str(tmp_path / "run"),
+             "--ros2", "-o", str(out), "--duration", "1"),
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert r.returncode == 2 and "cannot start ROS 2 (Cyclone DDS)" in r.stderr, r.stderr
+    assert not out.exists()
