@@ -1,4 +1,5 @@
-"""``import rosbag`` against rosbags reading the same topics one at a time.
+"""``import rosbag`` against rosbags reading the same topics one at a time, and
+``export --format mcap`` against mcap + rosbags' CDR writing the same messages.
 
 The bag: a ROS 1 ``.bag`` written with rosbags' own writer, 120 s of a robot recording
 (30 s in quick mode) in time order as a recorder writes it: Odometry at 50 Hz, a
@@ -11,6 +12,13 @@ way rosbags offers, and the floor of any importer built on it. Both get one unti
 run, then 5 interleaved rounds in CPU seconds of this process (the session
 writer's thread included); the figure is the median of the per-round ratios
 reference/ours (target ≥ 0.8: the import costs at most 25 % above reading).
+
+The export writes the imported session back as MCAP (every stream: scans, poses,
+odometry with covariance, counts, /tf, the events); the reference is the `mcap`
+package's writer with rosbags serializing the very messages the export wrote (read
+back once, untimed, as rosbags message objects): the serialization and the writing
+alone, no session to read and no messages to build. Both in CPU seconds, 5
+interleaved rounds; the figure is reference/ours per message (target ≥ 1).
 """
 
 from __future__ import annotations
@@ -133,8 +141,40 @@ def _rosbags_one_at_a_time(bag: Path, topics: set[str]) -> int:
     return n
 
 
+def _read_mcap(path: Path) -> list[tuple[str, str, int, Any]]:
+    """(topic, type, log time, rosbags message) of every message of an MCAP file."""
+    from mcap.reader import make_reader
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    with open(path, "rb") as fh:
+        return [(c.topic, s.name, m.log_time, store.deserialize_cdr(m.data, s.name))
+                for s, c, m in make_reader(fh).iter_messages() if s is not None]  # fmt: skip
+
+
+def _mcap_rosbags(messages: list[tuple[str, str, int, Any]], out: Path) -> None:
+    """The reference: rosbags' CDR and the `mcap` writer, one channel per topic."""
+    from mcap.writer import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    channels: dict[str, int] = {}
+    with open(out, "wb") as fh:
+        w = Writer(fh)
+        w.start(profile="ros2", library="reference")
+        for topic, msgtype, t, msg in messages:
+            if topic not in channels:
+                text, _ = store.generate_msgdef(msgtype, ros_version=2)
+                schema = w.register_schema(msgtype, "ros2msg", text.encode())
+                channels[topic] = w.register_channel(topic, "cdr", schema)
+            w.add_message(channels[topic], t, bytes(store.serialize_cdr(msg, msgtype)), t)
+        w.finish()
+
+
 def run(quick: bool) -> list[BenchResult]:
-    """Import speed as a fraction of rosbags' own one-topic-at-a-time reading speed."""
+    """Import speed as a fraction of rosbags' own one-topic-at-a-time reading speed;
+    export speed per message against mcap + rosbags' CDR."""
+    from sensorbench.logs.export_mcap import export_mcap
     from sensorbench.logs.import_rosbag import TfSpec, TopicSpec, import_rosbag
 
     seconds = 30 if quick else 120
@@ -152,7 +192,26 @@ def run(quick: bool) -> list[BenchResult]:
 
         timing = interleave(ours, lambda: _rosbags_one_at_a_time(bag, read), rounds=5)
         size_mb = bag.stat().st_size / 1e6
+        mcap, reference = Path(tmp) / "ours.mcap", Path(tmp) / "reference.mcap"
+
+        def export() -> None:
+            mcap.unlink(missing_ok=True)
+            export_mcap(session, mcap)
+
+        export()
+        written = _read_mcap(mcap)
+        exporting = interleave(export, lambda: _mcap_rosbags(written, reference), rounds=5)
     return [
+        BenchResult.from_rounds(
+            AREA,
+            "MCAP export per message vs mcap + rosbags' CDR",
+            exporting.rounds(lambda o, r: r / o),
+            "x",
+            target=1.0,
+            detail=f"the imported session, {len(written)} messages; export "
+            f"{exporting.ours_median_s:.2f} s, mcap + rosbags serializing the same "
+            f"messages {exporting.reference_median_s:.2f} s (CPU, median rounds)",
+        ),
         BenchResult.from_rounds(
             AREA,
             "import speed vs rosbags reading the topics one at a time",

@@ -52,6 +52,32 @@ def load_models(pods_path: Path | None, noise_path: Path | None, imu: bool) -> A
     metavar="HOST:PORT",
     help="Send one pose datagram per pod frame here (docs/FORMAT.md, 'Live pose datagrams').",
 )
+@click.option(
+    "--ros2",
+    "ros2",
+    is_flag=True,
+    help="Publish /odom, /tf, /tf_static, /scan, /<lidar>/scan and /diagnostics as a ROS 2 "
+    "node (Cyclone DDS; docs/LIVE.md, 'ROS 2').",
+)
+@click.option(
+    "--ros2-domain",
+    type=click.IntRange(0, 232),
+    default=None,
+    envvar="ROS_DOMAIN_ID",
+    show_envvar=True,
+    help="ROS 2 domain id [default: $ROS_DOMAIN_ID, else 0].",
+)
+@click.option("--ros2-odom-frame", default="odom", show_default=True, help="ROS 2 odometry frame.")
+@click.option("--ros2-base-frame", default="base_link", show_default=True, help="ROS 2 body frame.")
+@click.option(
+    "--ros2-scan-frame", default=None, help="Frame of the merged /scan [default: the body frame]."
+)
+@click.option(
+    "--ros2-tf/--no-ros2-tf",
+    default=True,
+    show_default=True,
+    help="Publish odom -> body on /tf (off when e.g. robot_localization publishes it).",
+)
 @click.option("--front", default=None, help="Merge: the front lidar (default: the first A1).")
 @click.option("--rear", default=None, help="Merge: the rear lidar (default: the second A1).")
 @click.option(
@@ -77,6 +103,12 @@ def live_cmd(
     noise_path: Path | None,
     foxglove_addr: str | None,
     udp_addr: str | None,
+    ros2: bool,
+    ros2_domain: int | None,
+    ros2_odom_frame: str,
+    ros2_base_frame: str,
+    ros2_scan_frame: str | None,
+    ros2_tf: bool,
     front: str | None,
     rear: str | None,
     max_dt_s: float,
@@ -90,14 +122,16 @@ def live_cmd(
     --pods; --noise as for `replay`), the front/rear lidar merge (as
     `merge`), the Foxglove view (--foxglove: every lidar, the merged scan, the
     transforms odom → base_link → each lidar, the pose and its path, events and
-    rates; open ws://HOST:PORT in Foxglove) and one UDP datagram per pod frame
-    (--udp). The session also holds the streams 'estimate' (with covariance and
-    flags) and 'merged'; `replay SESSION --pods P --noise N --no-repair` and `merge
-    SESSION --front F --rear R` reproduce them. Exit 0 when recorded with every reader
-    intact, 1 as for capture (a device did not come up, data lost, writing failed) or
-    when a device was lost and never came back, 2 on bad input.
+    rates; open ws://HOST:PORT in Foxglove), one UDP datagram per pod frame (--udp)
+    and the ROS 2 topics Nav2 and slam_toolbox take (--ros2). The session also holds the
+    streams 'estimate' (with covariance and flags) and 'merged'; `replay SESSION --pods P
+    --noise N --no-repair` and `merge SESSION --front F --rear R` reproduce them. Exit 0
+    when recorded with every reader intact, 1 as for capture (a device did not come up,
+    data lost, writing failed) or when a device was lost and never came back, 2 on bad
+    input.
     """
     from sensorbench.drivers.capture import CaptureOptions, format_bringup, format_summary
+    from sensorbench.live.ros2 import Ros2Options
     from sensorbench.live.runtime import (
         LiveOptions,
         LiveRuntime,
@@ -124,6 +158,11 @@ def live_cmd(
         rear=rear,
         max_dt_s=max_dt_s,
         estimate_attrs=attrs,
+        ros2=Ros2Options(
+            ros2_domain or 0, ros2_odom_frame, ros2_base_frame, ros2_scan_frame, tf=ros2_tf
+        )
+        if ros2
+        else None,
     )
     runtime = LiveRuntime(config, models, options)
     preflight(config, output, allow_missing)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -437,6 +438,26 @@ def import_rosbag_cmd(
         click.echo(f"{n_events} event(s) from {events_topic}")
 
 
+def replayed_odometry(session: Path, pods_path: Path, noise_path: Path | None) -> Any:
+    """The filters replayed on the session's pod stream (as ``replay``), as the
+    :class:`~sensorbench.logs.export_mcap.OdometryTrack` the MCAP export writes."""
+    import numpy as np
+
+    from sensorbench.fusion.estimate_stream import estimate_times_ns
+    from sensorbench.fusion.odometry_replay import replay_session
+    from sensorbench.fusion.pod_kinematics import load_pod_model
+    from sensorbench.fusion.split_filter import AXES, FilterNoise, load_noise_model
+    from sensorbench.logs.export_mcap import OdometryTrack
+
+    noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
+    rp = replay_session(session, load_pod_model(pods_path), noise)
+    r = rp.result
+    return OdometryTrack(
+        estimate_times_ns(rp.t0_ns, r.t_s), r.pose, r.var, r.velocity,
+        np.column_stack([r.tracks[a].var_v for a in AXES]),
+    )  # fmt: skip
+
+
 @click.command("export")
 @click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
@@ -458,25 +479,48 @@ def import_rosbag_cmd(
     "times stepping back or repeating, impossible stamps; lidar: their whole turn) and "
     "say how many, instead of refusing the stream.",
 )
+@click.option(
+    "--pods",
+    "pods_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="mcap: replay the filters on the pod stream (as `replay`) and write /odom and /tf.",
+)
+@click.option(
+    "--noise",
+    "noise_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="mcap with --pods: the filter-noise model; default: untuned.",
+)
 @force_option("OUTPUT")
 def export_cmd(
-    session: Path, name: str | None, fmt: str, output: Path, skip_invalid: bool, force: bool
+    session: Path,
+    name: str | None,
+    fmt: str,
+    output: Path,
+    skip_invalid: bool,
+    pods_path: Path | None,
+    noise_path: Path | None,
+    force: bool,
 ) -> None:
     """Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times),
-    or its streams to an MCAP file (docs/FORMAT.md).
+    or its streams to an MCAP file (docs/FORMAT.md); with --pods also the filters'
+    odometry replayed on the pod stream, as /odom and /tf.
 
     A stream holding impossible samples is refused (exit 2, naming the dataset and the
     first bad index) unless --skip-invalid."""
+    if (pods_path or noise_path) and (fmt != "mcap" or pods_path is None):
+        raise click.UsageError("--pods (and --noise) go with --format mcap")
     if fmt == "mcap":
         from sensorbench.logs.export_mcap import export_mcap
 
+        odometry = None if pods_path is None else replayed_odometry(session, pods_path, noise_path)
         with (
             atomic_output(output, force=force, inputs=[session]) as tmp,
             progress_bar(f"writing {output.name}") as progress,
         ):
             done = export_mcap(
                 session, tmp, None if name is None else [name], progress,
-                skip_invalid=skip_invalid,
+                skip_invalid=skip_invalid, odometry=odometry,
             )  # fmt: skip
         counts = done.messages
         click.echo(

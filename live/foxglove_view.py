@@ -81,7 +81,8 @@ STATUS_SCHEMA = {
 
 @dataclass(frozen=True)
 class PoseSample:
-    """One pose for the view: host time (ns), x, y (m), yaw (rad), their variances."""
+    """One pose for the view: host time (ns), x, y (m), yaw (rad), their variances (m²,
+    rad²) and the pose flags."""
 
     t_ns: int
     pose: tuple[float, float, float]

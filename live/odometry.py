@@ -59,7 +59,6 @@ from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
 from sensorbench.fusion.pod_drive import yaw_from_quat
 from sensorbench.fusion.pod_kinematics import PodGeometry, body_increments
 from sensorbench.fusion.split_filter import (
-    AXES,
     Aiding,
     FilterNoise,
     FilterState,
@@ -71,6 +70,7 @@ from sensorbench.fusion.split_filter import (
 from sensorbench.live.foxglove_view import PoseSample
 from sensorbench.live.udp import PREDICTED, PoseDatagram, wrap_yaw
 from sensorbench.logs import EncoderBatch, PoseBatch, PoseFlag, SessionWriter
+from sensorbench.logs.model_keys import AXES
 
 _STOP = object()
 
@@ -138,10 +138,13 @@ class OdometryCounters:
     latencies_ns: list[int] = field(default_factory=list)
 
 
-Publisher = Callable[[list[PoseDatagram], PoseSample, tuple[int, ...]], None]
-"""``publish(datagrams, sample, arrivals)``, once per step: one datagram per frame (or one
-prediction), the view's sample (the step's last pose) and the arrival times (host ns)
-of the step's pod batches."""
+Publisher = Callable[
+    [list[PoseDatagram], list[tuple[float, ...]], PoseSample, tuple[int, ...]], None
+]
+"""``publish(datagrams, velocity_vars, sample, arrivals)``, once per step: one datagram
+per frame (or one prediction) with its velocity variances (m²/s², m²/s², rad²/s²; the
+datagram has no field for them), the view's sample (the step's last pose) and the arrival
+times (host ns) of the step's pod batches."""
 
 
 class OdometryWorker:
@@ -298,8 +301,9 @@ class OdometryWorker:
         # did not wait on the filters, so they count in no latency
         arrivals = tuple(self._arrivals) if self.counters.steps > 0 else ()
         self._arrivals = []
+        vvar = np.stack([result.tracks[a].var_v[1:] for a in AXES], axis=1)
         self._publish(t_ns, result.pose[1:], result.velocity[1:], result.var[1:], flags,
-                      arrivals)  # fmt: skip
+                      arrivals, vvar)  # fmt: skip
         self._record(t_ns, result.pose[1:], result.var[1:], flags)
         if self.writer is not None and events:
             write_monitor_events(self.writer, sorted(events))
@@ -357,10 +361,12 @@ class OdometryWorker:
         var: np.ndarray,
         flags: np.ndarray,
         arrivals: tuple[int, ...],
+        velocity_var: np.ndarray,
         frames: int = 1,
     ) -> None:
         """One datagram per row (times ns; poses m, rad; velocities m/s, rad/s; variances
-        m², rad²; ``frames`` filtered per row), the last row to the view: one call."""
+        m², rad², velocity variances m²/s², rad²/s²; ``frames`` filtered per row), the
+        last row to the view: one call."""
         wall = time.time_ns() - time.monotonic_ns()
         rows = zip(t_ns.tolist(), pose.tolist(), velocity.tolist(), var.tolist(),
                    flags.tolist(), strict=True)  # fmt: skip
@@ -372,7 +378,8 @@ class OdometryWorker:
         last = datagrams[-1]
         sample = PoseSample(last.stamp_ns, tuple(pose[-1].tolist()), tuple(var[-1].tolist()),
                             last.flags)  # fmt: skip
-        self.publish(datagrams, sample, arrivals)
+        vvars = [tuple(row) for row in velocity_var.tolist()]
+        self.publish(datagrams, vvars, sample, arrivals)
 
     def _coast(self) -> None:
         """While the pods are silent: publish the prediction every ``coast_s``."""
@@ -394,11 +401,11 @@ class OdometryWorker:
             q = self.models.noise.axis(a).q
             pred.append(predict_axis(loop.p + loop.b, loop.v, loop.ppp + loop.pbb, loop.ppv,
                                      loop.pvv, q, horizon))  # fmt: skip
-        pose, vel, var = (np.array([[float(p[i]) for p in pred]]) for i in range(3))
+        pose, vel, var, vvar = (np.array([[float(p[i]) for p in pred]]) for i in range(4))
         t_ns = int(estimate_times_ns(self.stream.t0_ns, np.array([state.t_s]))[0])
         self.counters.predictions += 1
         t_pred = np.array([t_ns + int(horizon * 1e9)])
-        self._publish(t_pred, pose, vel, var, np.array([PREDICTED]), (), frames=0)
+        self._publish(t_pred, pose, vel, var, np.array([PREDICTED]), (), vvar, frames=0)
 
     def _event(self, kind: str, message: str) -> None:
         if self.writer is not None and self.writer.error is None:

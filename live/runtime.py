@@ -11,8 +11,9 @@ reaches the runtime right after the writer took it. The runtime
 - routes the pod stream (and a ``pose_sensor`` stream when aiding) to the
   ``live-odometry`` thread (:mod:`~sensorbench.live.odometry`), the two merge lidars'
   turns to ``live-merge`` (:mod:`~sensorbench.live.merge`), every lidar turn, pose
-  and event to the viewer (:mod:`~sensorbench.live.foxglove_view`) and each filtered
-  frame's pose to UDP (:mod:`~sensorbench.live.udp`), the pose first;
+  and event to the viewer (:mod:`~sensorbench.live.foxglove_view`), each filtered
+  frame's pose to UDP (:mod:`~sensorbench.live.udp`), the pose first, and poses, turns,
+  merged scans and the readers' status to ROS 2 (:mod:`~sensorbench.live.ros2`);
 - never blocks a reader: ``consume`` only puts on queues, the filters' and the merge's
   unbounded (nothing may be lost: they keep up with several times the data rate),
   the viewer's bounded (a slow viewer loses view messages, counted, never data);
@@ -48,6 +49,7 @@ from sensorbench.fusion.scan_merge_session import MERGED_STREAM
 from sensorbench.live.foxglove_view import FoxgloveView, PoseSample
 from sensorbench.live.merge import MergeWorker, merged_stream_attrs, unpaired
 from sensorbench.live.odometry import OdometryModels, OdometryWorker
+from sensorbench.live.ros2 import Ros2Options, Ros2Publisher
 from sensorbench.live.threads import name_os_threads
 from sensorbench.live.udp import PoseDatagram, UdpPublisher
 from sensorbench.logs import LidarTurns, SessionWriter
@@ -72,6 +74,7 @@ class LiveOptions:
         estimate_attrs: extra attributes of the estimate stream (model files...).
         view_queue: view items waiting at most (:class:`~sensorbench.live.threads.
             DropQueue`).
+        ros2: publish as a ROS 2 node (:mod:`~sensorbench.live.ros2`), or None.
     """
 
     foxglove: tuple[str, int] | None = None
@@ -82,6 +85,7 @@ class LiveOptions:
     aid_period_s: float | None = None
     estimate_attrs: Mapping[str, Any] = field(default_factory=dict)
     view_queue: int = 256
+    ros2: Ros2Options | None = None
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,8 @@ class LiveRuntime:
         options: view, UDP, merge and aiding options.
 
     Raises:
-        LiveError: models without a pod device, a bad merge pair.
+        LiveError: models without a pod device, a bad merge pair, a ROS 2 domain that
+            cannot be joined.
     """
 
     def __init__(
@@ -177,6 +182,11 @@ class LiveRuntime:
         self.anchor_ns = (time.time_ns(), time.monotonic_ns())
         self.view: FoxgloveView | None = None
         self.udp: UdpPublisher | None = None
+        self.ros2: Ros2Publisher | None = None
+        if options.ros2 is not None:  # joined now: a DDS that cannot start records nothing
+            self.ros2 = Ros2Publisher(options.ros2, self.mounts, self.anchor_ns,
+                                      models is not None, self.pair is not None)  # fmt: skip
+            self.ros2.open()
         self.odometry: OdometryWorker | None = None
         self.merge: MergeWorker | None = None
         self._own = {ESTIMATE_STREAM, MERGED_STREAM}
@@ -245,8 +255,8 @@ class LiveRuntime:
         declare_estimate(writer, self._estimate_attrs(aid_period))
 
     def start(self, writer: SessionWriter) -> None:
-        """Start the server, the UDP socket (unless :meth:`open` did) and the workers
-        (before the readers).
+        """Start the server, the UDP socket (unless :meth:`open` did), the ROS 2 thread
+        and the workers (before the readers).
 
         Raises:
             LiveError: as :meth:`open`.
@@ -254,6 +264,8 @@ class LiveRuntime:
         if self.setup_error is not None:
             writer.event(time.monotonic_ns(), "live", "error", self.setup_error)
         self.open()
+        if self.ros2 is not None:
+            self.ros2.start()
         if self.odometry is not None:
             self.odometry.start(writer)
         if self.merge is not None:
@@ -271,6 +283,8 @@ class LiveRuntime:
                 self.merge.turns(name, payload)
             if self.view is not None:
                 self.view.scan(name, payload)
+            if self.ros2 is not None and name in self.mounts:
+                self.ros2.scan(name, payload)
         elif kind == "pose" and name == AID_STREAM and self.odometry is not None:
             self.odometry.poses(payload)
         elif kind == "event" and self.view is not None:
@@ -283,6 +297,8 @@ class LiveRuntime:
         if self.merge is not None:
             self.merge.stop()
         self.close()
+        if self.ros2 is not None:
+            self.ros2.stop()
 
     # -- status ------------------------------------------------------------------------
 
@@ -301,6 +317,7 @@ class LiveRuntime:
                 odo.last_error if odo is not None else None,
                 self.merge.last_error if self.merge is not None else None,
                 self.udp.last_error if self.udp is not None else None,
+                self.ros2.last_error if self.ros2 is not None else None,
             )
             if e
         ]
@@ -322,6 +339,8 @@ class LiveRuntime:
         """Each capture status tick: publish ``/status``, name new threads; the snapshot."""
         st = self.status()
         name_os_threads()
+        if self.ros2 is not None:
+            self.ros2.status(statuses)
         if self.view is not None:
             self.view.status(
                 {
@@ -350,7 +369,11 @@ class LiveRuntime:
     # -- internals -----------------------------------------------------------------------
 
     def _publish_pose(
-        self, datagrams: list[PoseDatagram], sample: PoseSample, arrivals: tuple[int, ...]
+        self,
+        datagrams: list[PoseDatagram],
+        velocity_vars: list[tuple[float, ...]],
+        sample: PoseSample,
+        arrivals: tuple[int, ...],
     ) -> None:
         if self.udp is not None:
             for datagram in datagrams:
@@ -360,10 +383,15 @@ class LiveRuntime:
                 self.odometry.counters.latencies_ns.extend(now - a for a in arrivals)
         if self.view is not None:
             self.view.pose(sample, arrivals)
+        if self.ros2 is not None:
+            for datagram, velocity_var in zip(datagrams, velocity_vars, strict=True):
+                self.ros2.pose(datagram, velocity_var)
 
     def _publish_merged(self, turns: LidarTurns) -> None:
         if self.view is not None:
             self.view.merged(turns)
+        if self.ros2 is not None:
+            self.ros2.merged(turns)
 
     def _aid_period(self, writer: SessionWriter) -> float:
         try:
@@ -426,6 +454,13 @@ def live_summary(runtime: LiveRuntime) -> dict[str, Any]:
             "dropped": st.udp_dropped,
             "address": list(runtime.options.udp or ()),
         },
+        "ros2": None
+        if runtime.ros2 is None
+        else {
+            "domain": runtime.ros2.options.domain,
+            "published": dict(runtime.ros2.published),
+            "dropped": runtime.ros2.dropped,
+        },
         "latency": {
             "udp": latency_ms(odo.counters.latencies_ns if odo is not None else []),
             "view": latency_ms(view.latencies_ns if view is not None else []),
@@ -454,6 +489,10 @@ def format_live_summary(doc: Mapping[str, Any]) -> str:
         )
     if doc["udp"] is not None:
         lines.append(f"udp: {doc['udp']['sent']} datagrams sent, {doc['udp']['dropped']} dropped")
+    if doc["ros2"] is not None:
+        r2 = doc["ros2"]
+        pub = ", ".join(f"{k} {v}" for k, v in sorted(r2["published"].items()))
+        lines.append(f"ros2 domain {r2['domain']}: {pub or 'nothing'}; dropped {r2['dropped']}")
     for where, lat in doc["latency"].items():
         if lat["n"]:
             lines.append(

@@ -3,7 +3,7 @@
 Topics (``NAME`` is the stream name; docs/FORMAT.md has the table):
 
 - lidar: ``/NAME/scan`` ``sensor_msgs/msg/LaserScan`` per turn, every point in the ray
-  bin of its own angle (:mod:`sensorbench.logs.scan_bins`);
+  bin of its own angle, counter-clockwise (REP 103; :mod:`sensorbench.logs.scan_bins`);
 - pose: ``/NAME/pose`` ``geometry_msgs/msg/PoseStamped`` per valid sample and one
   ``nav_msgs/msg/Path`` of them all (``/NAME/path``); an estimate also as
   ``nav_msgs/msg/Odometry`` (``/NAME/odom``, with its covariance when the stream has
@@ -13,7 +13,11 @@ Topics (``NAME`` is the stream name; docs/FORMAT.md has the table):
 - flags of pose samples and lidar turns: ``/NAME/flags``
   ``diagnostic_msgs/msg/DiagnosticArray``;
 - the lidars' mounts: ``/tf_static`` (``base_link`` → each lidar's frame);
-- events: ``/events`` ``diagnostic_msgs/msg/DiagnosticArray``.
+- events: ``/events`` ``diagnostic_msgs/msg/DiagnosticArray``;
+- given an :class:`OdometryTrack` (``export --pods P --noise N``: the filters replayed
+  on the pod stream, as ``replay``): ``/odom`` ``nav_msgs/msg/Odometry`` per frame, pose
+  and twist with covariance, and ``/tf`` ``odom`` → ``base_link``, so a plain capture
+  gives a SLAM node its odometry.
 
 Stamps and log times are wall-clock time: session times plus the session's anchor
 (:func:`wall_clock_offset_ns`). The file is the MCAP storage file of a rosbag2
@@ -36,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import SessionError
+from sensorbench.logs import ros2_cdr
 from sensorbench.logs.reader import Session
 from sensorbench.logs.rosbag_read import Progress
 from sensorbench.logs.rosbag_specs import BODY_FRAME, SEQ_JOINT, YAW_JOINT
@@ -90,13 +95,33 @@ class McapExport:
     """Impossible samples left out per stream key (``skip_invalid``)."""
 
 
-def wall_clock_offset_ns(session: Session) -> int:
+@dataclass(frozen=True)
+class OdometryTrack:
+    """The planar filters' state per frame, to be written as ``/odom`` and ``/tf``.
+
+    Attributes:
+        t_ns: (n,) session times (ns).
+        pose: (n, 3) x, y (m), yaw (rad) in ``odom``.
+        var: (n, 3) their variances (m², m², rad²).
+        velocity: (n, 3) world-frame vx, vy (m/s), yaw rate (rad/s).
+        velocity_var: (n, 3) their variances.
+    """
+
+    t_ns: np.ndarray
+    pose: np.ndarray
+    var: np.ndarray
+    velocity: np.ndarray
+    velocity_var: np.ndarray
+
+
+def wall_clock_offset_ns(session: Session, first: int | None = -1) -> int:
     """ns to add to the session's times for Unix time (0 when they already are).
 
     Host-clock sessions anchor ``time.monotonic_ns()`` to ``time.time_ns()`` in their
     root attributes (docs/FORMAT.md): wall = t − monotonic_anchor + wall_anchor.
+    ``first``: the session's first time when known (None: it has none).
     """
-    first = _first_time(session)
+    first = _first_time(session) if first == -1 else first
     attrs = session.attrs
     if first is None or first >= UNIX_TIME_FROM_NS:
         return 0
@@ -129,7 +154,7 @@ def _frame(attrs: dict[str, Any], key: str, default: str) -> str:
 
 
 Item = tuple[int, int, str, str, Any]
-"""(log time ns, tie-breaker, topic, message type, message)."""
+"""(log time ns, tie-breaker, topic, message type, message or its CDR bytes)."""
 
 
 class _Builder:
@@ -156,32 +181,16 @@ class _Builder:
             raise SessionError(f"{self.where}: time {ns} ns is before 1970; a ROS stamp cannot be")
         return self.T["builtin_interfaces/msg/Time"](sec=int(ns // 10**9), nanosec=int(ns % 10**9))
 
+    def stamp(self, t_ns: int) -> int:
+        """A session time's stamp (ns since 1970)."""
+        if t_ns + self.offset < 0:
+            raise SessionError(
+                f"{self.where}: time {t_ns} ns is before 1970; a ROS stamp cannot be"
+            )
+        return t_ns + self.offset
+
     def header(self, t_ns: int, frame: str) -> Any:
         return self.T["std_msgs/msg/Header"](stamp=self.time(t_ns + self.offset), frame_id=frame)
-
-    def pose(self, p: np.ndarray, q: np.ndarray) -> Any:
-        T = self.T
-        return T["geometry_msgs/msg/Pose"](
-            position=T["geometry_msgs/msg/Point"](x=float(p[0]), y=float(p[1]), z=float(p[2])),
-            orientation=T["geometry_msgs/msg/Quaternion"](
-                x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3])
-            ),
-        )
-
-    def transform(self, t_ns: int, parent: str, child: str, p: Any, q: Any) -> Any:
-        T = self.T
-        return T["geometry_msgs/msg/TransformStamped"](
-            header=self.header(t_ns, parent),
-            child_frame_id=child,
-            transform=T["geometry_msgs/msg/Transform"](
-                translation=T["geometry_msgs/msg/Vector3"](
-                    x=float(p[0]), y=float(p[1]), z=float(p[2])
-                ),
-                rotation=T["geometry_msgs/msg/Quaternion"](
-                    x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3])
-                ),
-            ),
-        )
 
     def diagnostics(self, t_ns: int, level: int, name: str, message: str, values: dict) -> Any:
         T = self.T
@@ -198,10 +207,10 @@ class _Builder:
             header=self.header(t_ns, ""), status=[status]
         )
 
-    def time_reference(self, t_ns: int, device_ns: int, source: str) -> Any:
-        return self.T["sensor_msgs/msg/TimeReference"](
-            header=self.header(t_ns, ""), time_ref=self.time(device_ns), source=source
-        )
+    def time_reference(self, t_ns: int, device_ns: int, source: str) -> bytes:
+        if device_ns < 0:
+            raise SessionError(f"{self.where}: device time {device_ns} ns: a ROS stamp cannot be")
+        return ros2_cdr.time_reference(self.stamp(t_ns), device_ns, source)
 
 
 def _flag_names(flags: int, kind: type[PoseFlag] | type[TurnFlag]) -> str:
@@ -221,33 +230,24 @@ def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterato
     finite = turns.range[np.isfinite(turns.range)]
     range_max = float(finite.max()) if finite.size else 0.0
     offsets = turns.offset
-    T = b.T
     for k in range(turns.n_turns):
         lo, hi = int(offsets[k]), int(offsets[k] + turns.count[k])
         if hi == lo:
             continue
-        t0 = int(turns.t_first_ns[k])
         scan = bin_turn(grid, turns.angle[lo:hi], turns.range[lo:hi], turns.intensity[lo:hi],
                         turns.t_ns[lo:hi])  # fmt: skip
+        t0 = scan.stamp_ns
         out.points_dropped[name] += scan.dropped
         speed = float(turns.speed_hz[k])
-        sweep = scan.time_increment * grid.n_bins
-        msg = T["sensor_msgs/msg/LaserScan"](
-            header=b.header(t0, frame),
-            angle_min=float(scan.angle_min),
-            angle_max=float(scan.angle_min + (grid.n_bins - 1) * scan.increment),
-            angle_increment=float(scan.increment),
-            time_increment=scan.time_increment,
-            scan_time=1.0 / speed if math.isfinite(speed) and speed > 0 else sweep,
-            range_min=0.0,
-            range_max=range_max,
-            ranges=scan.ranges,
-            intensities=scan.intensities,
-        )
-        yield t0, 0, f"/{name}/scan", "sensor_msgs/msg/LaserScan", msg
-        if turns.device_ns[k] != NO_DEVICE_TIME:
-            msg = b.time_reference(t0, int(turns.device_ns[k]), name)
-            yield t0, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", msg
+        sweep = abs(scan.time_increment) * grid.n_bins
+        a_max = scan.angle_min + (grid.n_bins - 1) * scan.increment
+        params = (float(scan.angle_min), float(a_max), float(scan.increment), scan.time_increment,
+                  1.0 / speed if math.isfinite(speed) and speed > 0 else sweep, 0.0, range_max)
+        data = ros2_cdr.laser_scan(b.stamp(t0), frame, params, scan.ranges, scan.intensities)
+        yield t0, 0, f"/{name}/scan", "sensor_msgs/msg/LaserScan", data
+        if turns.device_ns[k] != NO_DEVICE_TIME:  # stamped as the scan it belongs to
+            data = b.time_reference(t0, int(turns.device_ns[k]), name)
+            yield t0, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", data
         if turns.flags[k]:
             f = int(turns.flags[k])
             msg = b.diagnostics(t0, _DIAG_WARN, name, _flag_names(f, TurnFlag), {"flags": f})
@@ -255,75 +255,69 @@ def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterato
 
 
 def _pose_items(
-    b: _Builder, s: Session, name: str, child: str | None, cov: np.ndarray | None
+    b: _Builder, s: Session, name: str, child: str | None, extra: dict[str, np.ndarray]
 ) -> Iterator[Item]:
-    """PoseStamped, flags and the Path; for an estimate (``child`` given) Odometry and /tf."""
+    """PoseStamped, flags and the Path; for an estimate (``child`` given) Odometry (with
+    the ``extra`` columns ``covariance``, ``twist``, ``twist_covariance`` the pose group
+    has) and /tf."""
     stream = s.pose(name)
     pb, kept = b.checked(f"pose/{name}", stream.read(validate=False))
-    if cov is not None and kept is not None:
-        cov = cov[kept]
+    if kept is not None:
+        extra = {k: v[kept] for k, v in extra.items()}
     attrs = stream.attrs
     parent = _frame(attrs, "ros_frame_id", "odom" if child else "world")
-    T = b.T
     keep = np.flatnonzero(pb.valid)
-    poses = []
-    zero3 = T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0)
-    twist = T["geometry_msgs/msg/TwistWithCovariance"](
-        twist=T["geometry_msgs/msg/Twist"](linear=zero3, angular=zero3), covariance=np.zeros(36)
-    )
-    for k in keep:
+    rows = np.column_stack([pb.position, pb.quat_xyzw])  # (n, 7): the pose fields
+    stamps = pb.t_ns + b.offset
+    if keep.size and (stamps[keep] < 0).any():
+        b.stamp(int(pb.t_ns[keep][np.argmax(stamps[keep] < 0)]))  # raises
+    n = keep.size
+    poses = ros2_cdr.pose_stamped_rows(stamps[keep], parent, rows[keep])
+    if child is not None:
+        odoms = ros2_cdr.odometry_rows(stamps[keep], (parent, child), np.column_stack(
+            [rows[keep]] + [extra[c][keep].reshape(n, -1) if c in extra else np.zeros((n, w))
+                            for c, w in zip(ODOMETRY_COLUMNS, (36, 6, 36), strict=True)]
+        ))  # fmt: skip
+        tfs = ros2_cdr.tf_rows(stamps[keep], (parent, child), rows[keep])
+    for j, k in enumerate(keep):
         t = int(pb.t_ns[k])
-        pose = b.pose(pb.position[k], pb.quat_xyzw[k])
-        stamped = T["geometry_msgs/msg/PoseStamped"](header=b.header(t, parent), pose=pose)
-        poses.append(stamped)
-        yield t, 0, f"/{name}/pose", "geometry_msgs/msg/PoseStamped", stamped
+        yield t, 0, f"/{name}/pose", "geometry_msgs/msg/PoseStamped", poses[j]
         if pb.flags[k]:
             f = int(pb.flags[k])
             msg = b.diagnostics(t, _DIAG_OK, name, _flag_names(f, PoseFlag), {"flags": f})
             yield t, 1, f"/{name}/flags", "diagnostic_msgs/msg/DiagnosticArray", msg
         if child is not None:
-            c = cov[k].ravel() if cov is not None else np.zeros(36)
-            odom = T["nav_msgs/msg/Odometry"](
-                header=b.header(t, parent),
-                child_frame_id=child,
-                pose=T["geometry_msgs/msg/PoseWithCovariance"](pose=pose, covariance=c),
-                twist=twist,
-            )
-            yield t, 2, f"/{name}/odom", "nav_msgs/msg/Odometry", odom
-            tf = T["tf2_msgs/msg/TFMessage"](
-                transforms=[b.transform(t, parent, child, pb.position[k], pb.quat_xyzw[k])]
-            )
-            yield t, 3, "/tf", "tf2_msgs/msg/TFMessage", tf
-    if poses:
+            yield t, 2, f"/{name}/odom", "nav_msgs/msg/Odometry", odoms[j]
+            yield t, 3, "/tf", "tf2_msgs/msg/TFMessage", tfs[j]
+    if keep.size:
         last = int(pb.t_ns[keep[-1]])
-        path = T["nav_msgs/msg/Path"](header=b.header(last, parent), poses=poses)
+        path = ros2_cdr.path(int(stamps[keep[-1]]), parent, stamps[keep], rows[keep])
         yield last, 4, f"/{name}/path", "nav_msgs/msg/Path", path
 
 
 def _encoder_items(b: _Builder, s: Session, name: str) -> Iterator[Item]:
     e, _ = b.checked(f"encoders/{name}", s.encoder(name).read(validate=False))
-    T = b.T
     n = e.counts.shape[1]
     imu = bool(np.isfinite(e.yaw).any() or np.isfinite(e.yaw_rate).any())
     labels = [f"c{k}" for k in range(n)] + [SEQ_JOINT] + ([YAW_JOINT] if imu else [])
+    cols = [e.counts.astype(np.float64), e.seq.astype(np.float64)[:, None]]
+    position = np.column_stack(cols + ([e.yaw[:, None]] if imu else []))
+    velocity = np.zeros((len(e), 0))
+    if imu:
+        velocity = np.column_stack([np.full((len(e), n + 1), np.nan), e.yaw_rate])
+    stamps = e.host_ns + b.offset
+    if len(e) and stamps.min() < 0:
+        b.stamp(int(e.host_ns[np.argmin(stamps)]))  # raises
+    counts = ros2_cdr.joint_state_rows(stamps, name, labels, position, velocity)
+    timed = e.device_ns != NO_DEVICE_TIME
+    if (e.device_ns[timed] < 0).any():
+        b.time_reference(0, int(e.device_ns[timed].min()), name)  # raises
+    refs = iter(ros2_cdr.time_reference_rows(stamps[timed], e.device_ns[timed], name))
     for k in range(len(e)):
         t = int(e.host_ns[k])
-        position = np.r_[e.counts[k].astype(np.float64), float(e.seq[k])]
-        velocity = np.zeros(0)
-        if imu:
-            position = np.r_[position, e.yaw[k]]
-            velocity = np.r_[np.full(n + 1, np.nan), e.yaw_rate[k]]
-        msg = T["sensor_msgs/msg/JointState"](
-            header=b.header(t, name),
-            name=labels,
-            position=position,
-            velocity=velocity,
-            effort=np.zeros(0),
-        )
-        yield t, 0, f"/{name}/counts", "sensor_msgs/msg/JointState", msg
-        if e.device_ns[k] != NO_DEVICE_TIME:
-            msg = b.time_reference(t, int(e.device_ns[k]), name)
-            yield t, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", msg
+        yield t, 0, f"/{name}/counts", "sensor_msgs/msg/JointState", counts[k]
+        if timed[k]:
+            yield t, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", next(refs)
 
 
 def _mount_items(b: _Builder, s: Session, names: list[str], start: int) -> Iterator[Item]:
@@ -334,12 +328,11 @@ def _mount_items(b: _Builder, s: Session, names: list[str], start: int) -> Itera
         if "mount_xy_yaw" not in attrs:
             continue
         x, y, yaw = (float(v) for v in np.asarray(attrs["mount_xy_yaw"], dtype=np.float64))
-        q = (0.0, 0.0, math.sin(yaw / 2.0), math.cos(yaw / 2.0))
         frame = _frame(attrs, "ros_frame_id", name)
-        transforms.append(b.transform(start, BODY_FRAME, frame, (x, y, 0.0), q))
+        tq = np.array([x, y, 0.0, *ros2_cdr.yaw_quat(yaw)])
+        transforms.append((b.stamp(start), BODY_FRAME, frame, tq))
     if transforms:
-        msg = b.T["tf2_msgs/msg/TFMessage"](transforms=transforms)
-        yield start, -1, "/tf_static", "tf2_msgs/msg/TFMessage", msg
+        yield start, -1, "/tf_static", "tf2_msgs/msg/TFMessage", ros2_cdr.tf_message(transforms)
 
 
 def _event_items(b: _Builder, s: Session) -> Iterator[Item]:
@@ -349,20 +342,41 @@ def _event_items(b: _Builder, s: Session) -> Iterator[Item]:
         yield int(e.t_ns), 5, "/events", "diagnostic_msgs/msg/DiagnosticArray", msg
 
 
-def _estimate_children(s: Session, names: list[str]) -> dict[str, str]:
-    """The child frame of each estimate stream: its own, or base_link (one per stream)."""
-    out: dict[str, str] = {}
+def _odometry_items(b: _Builder, track: OdometryTrack) -> Iterator[Item]:
+    """``/odom`` and ``/tf`` (``odom`` → ``base_link``) per frame of ``track``."""
+    for k in range(track.t_ns.size):
+        t = int(track.t_ns[k])
+        cov = ros2_cdr.pose_covariance((track.var[k, 0], 0.0, 0.0, track.var[k, 1], 0.0,
+                                        track.var[k, 2]))  # fmt: skip
+        odom, tf = ros2_cdr.planar_odometry(
+            b.stamp(t), ("odom", BODY_FRAME), track.pose[k], cov, track.velocity[k],
+            track.velocity_var[k],
+        )  # fmt: skip
+        yield t, 2, "/odom", "nav_msgs/msg/Odometry", odom
+        yield t, 3, "/tf", "tf2_msgs/msg/TFMessage", tf
+
+
+def _estimate_children(s: Session, names: list[str], taken: bool) -> dict[str, str]:
+    """The child frame of each estimate stream: its own, or base_link (one per stream;
+    ``taken``: base_link is the replayed odometry's)."""
+    out: dict[str, str] = {"": BODY_FRAME} if taken else {}
     for n in names:
         if s.pose(n).attrs.get("kind") != "estimate":
             continue
         own = _frame(s.pose(n).attrs, "ros_child_frame_id", "")
         out[n] = own or (BODY_FRAME if BODY_FRAME not in out.values() else f"{n}_{BODY_FRAME}")
+    out.pop("", None)
     return out
 
 
-def _covariance(session: Session, name: str) -> np.ndarray | None:
+ODOMETRY_COLUMNS = ("covariance", "twist", "twist_covariance")
+"""Pose-group datasets an Odometry carries besides the pose (``import rosbag`` keeps
+them; ``live`` writes ``covariance``)."""
+
+
+def _odometry_columns(session: Session, name: str) -> dict[str, np.ndarray]:
     group = session.h5[f"pose/{name}"]
-    return np.asarray(group["covariance"][:]) if "covariance" in group else None
+    return {k: np.asarray(group[k][:]) for k in ODOMETRY_COLUMNS if k in group}
 
 
 def export_mcap(
@@ -372,6 +386,7 @@ def export_mcap(
     progress: Progress | None = None,
     *,
     skip_invalid: bool = False,
+    odometry: OdometryTrack | None = None,
 ) -> McapExport:
     """Write the streams of ``session`` (or only ``names``), its mounts and events to ``out``.
 
@@ -381,6 +396,7 @@ def export_mcap(
 
     Args:
         progress: called with (messages written, messages to write) now and then.
+        odometry: also write it as ``/odom`` and ``/tf`` (module docstring).
 
     Raises:
         SessionError: a stream the session lacks, a stamp before 1970, or impossible
@@ -398,20 +414,25 @@ def export_mcap(
         for n in chosen:
             if n not in everything:
                 raise SessionError(f"{session}: no stream {n!r} (have: {', '.join(everything)})")
-        offset = wall_clock_offset_ns(s)
+        first = _first_time(s)
+        offset = wall_clock_offset_ns(s, first)
         result.time_offset_ns = offset
         b = _Builder(store, offset, str(session), skip_invalid)
         lidars = [n for n in chosen if n in s.lidar_names()]
         poses = [n for n in chosen if n in s.pose_names()]
-        children = _estimate_children(s, poses)
-        start = _first_time(s) or 0
+        children = _estimate_children(s, poses, odometry is not None)
+        start = first or 0
         sources: list[Iterator[Item]] = [_mount_items(b, s, lidars, start)]
         sources += [_lidar_items(b, s, n, result) for n in lidars]
-        sources += [_pose_items(b, s, n, children.get(n), _covariance(s, n)) for n in poses]
+        sources += [_pose_items(b, s, n, children.get(n), _odometry_columns(s, n))
+                    for n in poses]  # fmt: skip
         sources += [_encoder_items(b, s, n) for n in chosen if n in s.encoder_names()]
         if names is None:
             sources.append(_event_items(b, s))
         total = _count_messages(s, chosen, names is None)
+        if odometry is not None:
+            sources.append(_odometry_items(b, odometry))
+            total += 2 * odometry.t_ns.size
         bag = Path(tmp) / "export"
         with Writer(bag, version=8, storage_plugin=StoragePlugin.MCAP) as w:
             w.set_custom_data("sensorbench_session", Path(session).name)
@@ -453,7 +474,8 @@ def _write_all(
             conns[topic] = w.add_connection(
                 topic, msgtype, typestore=store, offered_qos_profiles=qos
             )
-        w.write(conns[topic], t + offset, store.serialize_cdr(msg, msgtype))
+        data = msg if isinstance(msg, bytes) else store.serialize_cdr(msg, msgtype)
+        w.write(conns[topic], t + offset, data)
         result.messages[topic] = result.messages.get(topic, 0) + 1
         if progress is not None and not done % 4096:
             progress(min(done, total), total)

@@ -5,8 +5,9 @@ Each ``--topic TOPIC=NAME`` becomes one stream:
 - ``nav_msgs/msg/Odometry``, ``geometry_msgs/msg/PoseStamped``,
   ``geometry_msgs/msg/PoseWithCovarianceStamped``, ``geometry_msgs/msg/TransformStamped``
   and ``tf2_msgs/msg/TFMessage`` (give the child frame: ``/tf[base_link]=mocap``) →
-  a pose stream, with the message's frame ids and (Odometry,
-  PoseWithCovarianceStamped) its pose covariance;
+  a pose stream, with the message's frame ids, (Odometry,
+  PoseWithCovarianceStamped) its pose covariance and (Odometry) its twist and twist
+  covariance (datasets ``covariance``, ``twist``, ``twist_covariance`` of the pose group);
 - ``sensor_msgs/msg/LaserScan`` → a lidar stream, one turn per scan;
 - ``sensor_msgs/msg/JointState`` of integer positions → an encoder stream (counts).
 
@@ -343,7 +344,8 @@ def import_rosbag(
         source["source_sha256"] = file_sha256(bag)
     session = Path(session)
     existed = session.exists()
-    extra = [b for b in parsed.streams if b.receive_ns is not None or b.covariance is not None]
+    extra = [b for b in parsed.streams if b.receive_ns is not None or b.covariance is not None
+             or b.twist is not None]  # fmt: skip
     # one swap for the streams and their extra columns: a kill or a full disk at any
     # moment leaves an existing session exactly as it was
     with atomic_update(session) if existed else atomic_output(session) as tmp:
@@ -379,4 +381,7 @@ def import_rosbag(
                         group.create_dataset("receive_ns", data=b.receive_ns)
                     if b.covariance is not None:
                         group.create_dataset("covariance", data=b.covariance)
+                    if b.twist is not None:
+                        group.create_dataset("twist", data=b.twist[0])
+                        group.create_dataset("twist_covariance", data=b.twist[1])
     return parsed

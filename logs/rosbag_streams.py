@@ -47,6 +47,12 @@ class BagStream:
     """Bag receive time per kept sample (pose) or turn (lidar), when it differs from the stamp."""
     covariance: np.ndarray | None = None
     """(n, 6, 6) pose covariance per kept sample (Odometry, PoseWithCovarianceStamped)."""
+    twist: tuple[np.ndarray, np.ndarray] | None = None
+    """Odometry: (n, 6) twist and (n, 6, 6) its covariance per kept sample."""
+    stamps_ns: np.ndarray | None = None
+    """Header stamp per kept turn where it is not the turn's first point (a clockwise
+    sensor's scan, stamped at ray 0 = its last point): what time references and flags
+    of the scan are stamped with."""
 
     @property
     def kind(self) -> str:
@@ -87,17 +93,22 @@ def _frames_attr(values: list[str]) -> str:
 
 
 def pose_extract(msgtype: str, child: str | None) -> Extract:
-    """Rows ``(stamp, recv, x, y, z, qx, qy, qz, qw, frame, child frame, covariance|None)``
-    of one message: a list, since a TF message may carry several (or none) of the child."""
+    """Rows ``(stamp, recv, x, y, z, qx, qy, qz, qw, frame, child frame, covariance|None,
+    (twist, twist covariance)|None)`` of one message: a list, since a TF message may
+    carry several (or none) of the child."""
     if msgtype in ("nav_msgs/msg/Odometry", "geometry_msgs/msg/PoseWithCovarianceStamped"):
         odom = msgtype == "nav_msgs/msg/Odometry"
 
         def covariant(recv: int, m: Any) -> list:
             p, q = m.pose.pose.position, m.pose.pose.orientation
             child_id = m.child_frame_id if odom else ""
+            twist = None
+            if odom:
+                v, w = m.twist.twist.linear, m.twist.twist.angular
+                twist = ((v.x, v.y, v.z, w.x, w.y, w.z), m.twist.covariance)
             return [
                 (stamp_ns(m.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
-                 m.header.frame_id, child_id, m.pose.covariance)
+                 m.header.frame_id, child_id, m.pose.covariance, twist)
             ]  # fmt: skip
 
         return covariant
@@ -107,7 +118,7 @@ def pose_extract(msgtype: str, child: str | None) -> Extract:
             p, q = m.pose.position, m.pose.orientation
             return [
                 (stamp_ns(m.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
-                 m.header.frame_id, "", None)
+                 m.header.frame_id, "", None, None)
             ]  # fmt: skip
 
         return stamped
@@ -119,7 +130,7 @@ def pose_extract(msgtype: str, child: str | None) -> Extract:
                 p, q = t.transform.translation, t.transform.rotation
                 out.append(
                     (stamp_ns(t.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
-                     t.header.frame_id, t.child_frame_id, None)
+                     t.header.frame_id, t.child_frame_id, None, None)
                 )  # fmt: skip
         return out
 
@@ -171,11 +182,19 @@ def pose_stream(
     if rows[0][11] is not None:
         cov = np.array([r[11] for r in rows], dtype=np.float64).reshape(-1, 6, 6)[kept]
         attrs["covariance"] = "ROS pose covariance, rows/columns x y z (m) rot_x rot_y rot_z (rad)"
+    twist = None
+    if rows[0][12] is not None:
+        twist = (
+            np.array([r[12][0] for r in rows], dtype=np.float64).reshape(-1, 6)[kept],
+            np.array([r[12][1] for r in rows], dtype=np.float64).reshape(-1, 6, 6)[kept],
+        )
+        attrs["twist"] = ("ROS twist in the child frame: vx vy vz (m/s) wx wy wz (rad/s), "
+                          "twist_covariance rows/columns alike")  # fmt: skip
     imported = _pose_imported(
         where, index, t_ns, pos, quat, np.ones(len(rows), bool), duplicates, attrs
     )
     differ = bool(np.any(recv[kept] != t_ns[kept]))
-    return BagStream(spec, imported, recv[kept] if differ else None, cov)
+    return BagStream(spec, imported, recv[kept] if differ else None, cov, twist)
 
 
 def tf_stream(bag: Path, spec: TfSpec, tree: TfTree, max_position_m: float) -> BagStream:
@@ -260,16 +279,27 @@ def scan_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagS
         a_min, a_inc, t_inc, r_min, r_max = (np.repeat(params[:, j], count) for j in varying)
         angle = np.mod(a_min + a_inc * i, _TWO_PI)
         t_pt = np.repeat(stamps[keep], count) + np.rint(t_inc * 1e9 * i).astype(np.int64)
+    # a clockwise sensor's scan (time_increment < 0: REP 103's rays run against the
+    # sweep, ray 0 swept last): its points in sweep order, the turn from its earliest ray
+    back = params[:, 2] < 0
+    start = np.cumsum(count) - count
+    perm = np.arange(r.size)
+    if back.any():
+        i = perm - np.repeat(start, count)
+        perm = np.where(np.repeat(back, count), np.repeat(start + count - 1, count) - i, perm)
+        angle, r, t_pt = angle[perm], r[perm], t_pt[perm]
+    t_first = np.where(back & (count > 0), t_pt[np.minimum(start, max(r.size - 1, 0))]
+                       if r.size else 0, stamps[keep])  # fmt: skip
     # REP 103: CCW, 0 = forward, wrapped into [0, 2π). REP 117: +inf no return, -inf too
     # close, nan error; beyond range_max no return, below range_min not valid
     ranges = np.where(r > r_max, np.float32(np.inf), r)  # +inf included
     ranges[~(r >= r_min)] = np.nan  # -inf, nan and too close
     intensity = np.concatenate(
         [r[10] if len(r[10]) == len(r[9]) else np.zeros(len(r[9]), "f4") for r in kept]
-    ) if kept else np.zeros(0, "f4")  # fmt: skip
+    )[perm] if kept else np.zeros(0, "f4")  # fmt: skip
     speed = np.where(params[:, 3] > 0, 1.0 / np.where(params[:, 3] > 0, params[:, 3], 1.0), np.nan)
     turns = LidarTurns(
-        stamps[keep],
+        t_first,
         np.full(len(kept), NO_DEVICE_TIME, np.int64),
         speed,
         count,
@@ -296,6 +326,7 @@ def scan_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagS
         spec,
         Imported(turns, attrs, order.dropped_lines),
         recv[keep] if differ else None,
+        stamps_ns=stamps[keep] if back.any() else None,
     )
 
 
@@ -364,7 +395,7 @@ def count_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> Bag
 def _stream_times(stream: BagStream) -> np.ndarray:
     batch = stream.imported.batch
     if isinstance(batch, LidarTurns):
-        return batch.t_first_ns
+        return batch.t_first_ns if stream.stamps_ns is None else stream.stamps_ns
     return batch.host_ns if isinstance(batch, EncoderBatch) else batch.t_ns
 
 

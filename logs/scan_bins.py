@@ -13,12 +13,15 @@ so spreading a turn over an even grid from its mean spacing puts rays up to a lo
 packet's width away from their points. Here every stream gets one fixed grid of
 ``n_bins`` bins per revolution, fine enough that each point is within half a bin of a
 bin's centre, and each point goes into the bin nearest its own angle; bins nothing
-came into hold NaN (as the vendors' ROS drivers leave them). The rays run in the
-direction the sensor sweeps (``angle_increment`` negative for a clockwise sensor,
-whose counter-clockwise angles decrease with time), starting at the bin of the turn's
-first point, so ray i's time ``stamp + i·time_increment`` follows the sweep. Two
-points in one bin (only where points are closer than a bin) keep the one nearer the
-bin's centre; the other is counted as dropped.
+came into hold NaN (as the vendors' ROS drivers leave them). The rays run
+counter-clockwise (REP 103: ``angle_increment`` positive) whichever way the sensor
+sweeps, and ray 0 is the bin of the point swept first in that order: a
+counter-clockwise sensor's first point (``time_increment`` positive), a clockwise
+sensor's last point (``time_increment`` negative: ray i, counter-clockwise from the
+last point, was swept i bins earlier). Either way ``stamp + i·time_increment`` is ray
+i's time, with ``stamp`` = :attr:`BinnedScan.stamp_ns`. Two points in one bin (only
+where points are closer than a bin) keep the one nearer the bin's centre; the other is
+counted as dropped.
 
 Angles rad, counter-clockwise (REP 103), times ns.
 """
@@ -72,8 +75,8 @@ class ScanGrid:
 
     @property
     def increment(self) -> np.float32:
-        """``angle_increment`` (rad, float32 as the message holds it)."""
-        return np.float32(self.direction * TWO_PI / self.n_bins)
+        """``angle_increment`` (rad, positive, float32 as the message holds it)."""
+        return np.float32(TWO_PI / self.n_bins)
 
 
 @dataclass
@@ -81,14 +84,18 @@ class BinnedScan:
     """One turn on its grid: what a LaserScan carries, and what did not fit."""
 
     angle_min: np.float32
-    """Angle of ray 0 (rad, in [−π, π)): the bin of the turn's first point."""
+    """Angle of ray 0 (rad, in [−π, π)): the bin of the turn's first point (last for a
+    clockwise sensor)."""
+    stamp_ns: int
+    """Time of ray 0's point (ns)."""
     increment: np.float32
     ranges: np.ndarray
     """float32 (n_bins,); NaN where no point came."""
     intensities: np.ndarray
     """float32 (n_bins,); 0 where no point came."""
     time_increment: float
-    """Seconds from one ray to the next: the turn's sweep time per bin."""
+    """Seconds from one ray to the next: the turn's sweep time per bin (negative for a
+    clockwise sensor)."""
     ray_of_point: np.ndarray
     """int (points,): each point's ray, −1 for a point dropped for a nearer one."""
 
@@ -110,11 +117,12 @@ def bin_turn(
     inc = grid.increment
     a = angle.astype(np.float64)
     bin_width = TWO_PI / n
-    angle_min = np.float32(_wrap(np.rint(a[0] / bin_width) * bin_width))
-    # sweep distance from ray 0 in the sensor's direction, in bins, with the message's
-    # float32 angle_min and increment: the rays a reader computes
-    sweep = np.mod(grid.direction * (a - np.float64(angle_min)), TWO_PI)
-    exact = sweep / abs(np.float64(inc))
+    k0 = 0 if grid.direction > 0 else a.size - 1  # ray 0's point
+    angle_min = np.float32(_wrap(np.rint(a[k0] / bin_width) * bin_width))
+    # counter-clockwise distance from ray 0, in bins, with the message's float32
+    # angle_min and increment: the rays a reader computes
+    sweep = np.mod(a - np.float64(angle_min), TWO_PI)
+    exact = sweep / np.float64(inc)
     ray = np.rint(exact).astype(np.int64) % n
     miss = np.abs(_wrap((exact - np.rint(exact)) * abs(np.float64(inc))))
     # one point per ray: the nearest to the ray's angle wins
@@ -127,11 +135,12 @@ def bin_turn(
     ranges[ray[keep]] = range_m[keep]
     intensities = np.zeros(n, np.float32)
     intensities[ray[keep]] = intensity[keep]
-    # the sweep time per ray, from the point swept farthest (the last, unless it came
-    # round into ray 0)
+    # the time per ray, from the point farthest from ray 0 (the turn's other end,
+    # unless it came round into ray 0)
     far = int(np.argmax(ray))
-    time_increment = (int(t_ns[far]) - int(t_ns[0])) / 1e9 / int(ray[far]) if ray[far] else 0.0
-    return BinnedScan(angle_min, inc, ranges, intensities, time_increment, ray_of_point)
+    t0 = int(t_ns[k0])
+    time_increment = (int(t_ns[far]) - t0) / 1e9 / int(ray[far]) if ray[far] else 0.0
+    return BinnedScan(angle_min, t0, inc, ranges, intensities, time_increment, ray_of_point)
 
 def angle_bins(angle_rad: np.ndarray, n_bins: int) -> np.ndarray:
     """Bin index in ``[0, n_bins)`` of each angle; bin ``b`` is centred on ``b·2π/n_bins``."""

@@ -35,6 +35,9 @@ SCAN_R = RNG.uniform(0.2, 11.0, (N_SCANS, N_RAYS)).astype(np.float32)
 SCAN_R[:, ::37] = np.inf  # no return
 SCAN_I = RNG.integers(0, 255, (N_SCANS, N_RAYS)).astype(np.float32)
 ODOM_DELAY = 3_000_000  # the bag receives odometry 3 ms after its stamp
+ODOM_TWIST = RNG.normal(0, 0.5, (len(ODOM[0]), 6))
+ODOM_POSE_COV = RNG.normal(0, 1e-3, (len(ODOM[0]), 36))
+ODOM_TWIST_COV = RNG.normal(0, 1e-4, (len(ODOM[0]), 36))
 
 
 def _messages(store) -> list[tuple[str, str, int, object]]:
@@ -65,20 +68,22 @@ def _messages(store) -> list[tuple[str, str, int, object]]:
         )
 
     cov = np.zeros(36)
-    twist = T["geometry_msgs/msg/TwistWithCovariance"](
-        twist=T["geometry_msgs/msg/Twist"](
-            linear=T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0),
-            angular=T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0),
-        ),
-        covariance=cov,
-    )
     out = []
-    for t, p, q in zip(*ODOM, strict=True):
+    for k, (t, p, q) in enumerate(zip(*ODOM, strict=True)):
+        v = ODOM_TWIST[k]
         msg = T["nav_msgs/msg/Odometry"](
             header=header(t, "odom"),
             child_frame_id="base_link",
-            pose=T["geometry_msgs/msg/PoseWithCovariance"](pose=pose(p, q), covariance=cov),
-            twist=twist,
+            pose=T["geometry_msgs/msg/PoseWithCovariance"](
+                pose=pose(p, q), covariance=ODOM_POSE_COV[k]
+            ),
+            twist=T["geometry_msgs/msg/TwistWithCovariance"](
+                twist=T["geometry_msgs/msg/Twist"](
+                    linear=T["geometry_msgs/msg/Vector3"](x=v[0], y=v[1], z=v[2]),
+                    angular=T["geometry_msgs/msg/Vector3"](x=v[3], y=v[4], z=v[5]),
+                ),
+                covariance=ODOM_TWIST_COV[k],
+            ),
         )
         out.append(("/odom", "nav_msgs/msg/Odometry", int(t) + ODOM_DELAY, msg))
     for t, p, q in zip(*POSE, strict=True):

@@ -144,14 +144,18 @@ def _offset(session: Path) -> int:
         return int(s.attrs["wall_clock_anchor_ns"]) - int(s.attrs["monotonic_anchor_ns"])
 
 
-def check_rays(scans: list, turns: LidarTurns, offset: int) -> int:
+def check_rays(scans: list, turns: LidarTurns, offset: int, time_tol_ns: float = math.inf) -> int:
     """Every ray within 0.2° of a point of its range, every point in such a ray or in the
-    bin of a nearer point (≤ 0.4°: one bin) of the same turn; returns those not written."""
+    bin of a nearer point (≤ 0.4°: one bin) of the same turn; returns those not written.
+    REP 103 for these clockwise sweeps: rays counter-clockwise, ray 0 the turn's last
+    point, ``stamp + i·time_increment`` each written ray's point's time within
+    ``time_tol_ns``."""
     assert len(scans) == turns.n_turns
     dropped = 0
     for k, (log_t, m) in enumerate(scans):
         lo, hi = int(turns.offset[k]), int(turns.offset[k] + turns.count[k])
-        assert log_t == _ns(m.header.stamp) == turns.t_first_ns[k] + offset
+        assert log_t == _ns(m.header.stamp) == turns.t_ns[hi - 1] + offset
+        assert m.angle_increment > 0 and m.time_increment < 0
         n = len(m.ranges)
         ray_angle = m.angle_min + m.angle_increment * np.arange(n)
         ranges = np.asarray(m.ranges)
@@ -165,12 +169,15 @@ def check_rays(scans: list, turns: LidarTurns, offset: int) -> int:
         filled = ~np.isnan(ranges)
         assert (near & same)[:, filled].any(axis=0).all()  # every ray is a point's, ≤ 0.2°
         written = (near & same).any(axis=1)
+        ray_of = np.argmax(near & same, axis=1)[written]
+        ray_t = (log_t - offset) + m.time_increment * 1e9 * ray_of
+        assert np.abs(ray_t - turns.t_ns[lo:hi][written]).max() <= time_tol_ns
         if not written.all():  # a point not written shares its bin with a nearer one
             gap = np.abs(np.mod(pa[~written, None] - pa[None, written] + math.pi, 2 * math.pi)
                          - math.pi)  # fmt: skip
             assert np.degrees(gap.min(axis=1)).max() <= 2 * MAX_RAY_ERROR_DEG
         dropped += int((~written).sum())
-        assert m.time_increment > 0 and m.range_min == 0
+        assert m.range_min == 0
     return dropped
 
 
@@ -189,10 +196,14 @@ def test_mcap_as_ros2_messages(session: Path, tmp_path: Path) -> None:
     ]  # fmt: skip
     assert channels["/lidar_front/scan"]["type"] == "sensor_msgs/msg/LaserScan"
     assert channels["/estimate/odom"]["type"] == "nav_msgs/msg/Odometry"
-    # scans: every point in the ray of its own angle; the sweep is clockwise
-    assert check_rays(msgs["/lidar_front/scan"], TURNS, offset) == 0
-    assert all(m.angle_increment < 0 and m.header.frame_id == "lidar_front"
-               for _, m in msgs["/lidar_front/scan"])  # fmt: skip
+    # scans: every point in the ray of its own angle, REP 103 for a clockwise sweep
+    # ray times: a point is half a ray from its ray's angle; the sweep's 2 % step jitter
+    # walks the angle off the linear time base by a Brownian bridge's σ = 0.02·√n/2
+    # steps mid-turn: 5σ + one ray's time
+    per_ray_ns = 220_000 * 450 / (2 * math.pi) * (2 * math.pi / 900)
+    tol = (5 * 0.02 * math.sqrt(450) / 2 * 220_000) + per_ray_ns
+    assert check_rays(msgs["/lidar_front/scan"], TURNS, offset, tol) == 0
+    assert all(m.header.frame_id == "lidar_front" for _, m in msgs["/lidar_front/scan"])
     # mounts: one latched /tf_static, base_link -> the lidar
     (static,) = msgs["/tf_static"]
     (tr,) = static[1].transforms
@@ -260,7 +271,13 @@ def test_round_trip_keeps_flags_events_device_times_and_counts(
     np.testing.assert_array_equal(cam.position, POS[VALID])
     np.testing.assert_array_equal(cam.flags, FLAGS[VALID])
     np.testing.assert_array_equal(est_b.position, POS)
-    np.testing.assert_array_equal(turns.t_first_ns, TURNS.t_first_ns + offset)
+    # a clockwise scan is stamped at its last point (REP 103's ray 0) and comes back in
+    # sweep order: last points exact, the first ray within two empty bins of the first point
+    last, back = TURNS.offset + TURNS.count - 1, turns.offset + turns.count - 1
+    np.testing.assert_array_equal(turns.t_ns[back], TURNS.t_ns[last] + offset)
+    assert np.all(np.diff(turns.t_ns.reshape(turns.n_turns, -1), axis=1) >= 0)
+    lead = turns.t_first_ns - (TURNS.t_first_ns + offset)
+    assert np.all((lead <= 0) & (lead >= -2 * 220_000 * 450 / 900 - 1000))
     np.testing.assert_array_equal(turns.device_ns, TURNS.device_ns)
     np.testing.assert_array_equal(turns.flags, TURNS.flags)
     np.testing.assert_allclose(mount, MOUNT, rtol=0, atol=1e-12)

@@ -21,6 +21,9 @@ from rosbag_util import (
     N_SCANS,
     ODOM,
     ODOM_DELAY,
+    ODOM_POSE_COV,
+    ODOM_TWIST,
+    ODOM_TWIST_COV,
     POSE,
     RELOC_RECV,
     SCAN_I,
@@ -107,6 +110,12 @@ def test_every_sample_stamp_and_range_exact(bag: Path, tmp_path: Path) -> None:
     np.testing.assert_array_equal(turns.t_ns, want_t.ravel())
     with h5py.File(session, "r") as f:  # receive times only where they differ
         np.testing.assert_array_equal(f["pose/odom/receive_ns"][:], ODOM[0] + ODOM_DELAY)
+        # Odometry: pose covariance, twist and twist covariance, exact
+        np.testing.assert_array_equal(f["pose/odom/covariance"][:].reshape(-1, 36), ODOM_POSE_COV)
+        np.testing.assert_array_equal(f["pose/odom/twist"][:], ODOM_TWIST)
+        np.testing.assert_array_equal(f["pose/odom/twist_covariance"][:].reshape(-1, 36),
+                                      ODOM_TWIST_COV)  # fmt: skip
+        assert "twist" not in f["pose/amcl"]
         assert "receive_ns" not in f["pose/pose_sensor"]
         assert "turn_receive_ns" not in f["lidar/lidar_front"]
 
@@ -234,3 +243,45 @@ def test_scans_of_different_sizes_and_limits(tmp_path: Path) -> None:
         assert (turns.intensity[sl] == 0).all()
         dt = np.float32(0.1 / n).astype(np.float64) * 1e9
         assert turns.t_ns[sl].tolist() == (t + np.rint(dt * np.arange(n)).astype(np.int64)).tolist()
+
+
+def test_odometry_round_trips_through_export_exactly(tmp_path: Path) -> None:
+    """A ROS 2 bag's Odometry → import → export --format mcap → the same messages: stamps,
+    frames, position, both covariances and the twist bit for bit, the orientation to the
+    2 ulp its normalization on import may move it; evo reads the same trajectory from
+    both bags."""
+    from evo.tools import file_interface
+    from rosbags.rosbag2 import Reader
+
+    bag = write_bag(tmp_path, "mcap")
+    session, out = tmp_path / "s.h5", tmp_path / "out.mcap"
+    assert _run("import", "rosbag", bag, "--topic", "/odom=odom:estimate", "--into",
+                session).exit_code == 0  # fmt: skip
+    r = _run("export", session, "--format", "mcap", "-o", out)
+    assert r.exit_code == 0, r.output
+    store = get_typestore(Stores.ROS2_HUMBLE)
+
+    def odometry(path: Path, topic: str) -> list:
+        with Reader(path) as reader:
+            conns = [c for c in reader.connections if c.topic == topic]
+            return [store.deserialize_cdr(raw, c.msgtype)
+                    for c, _, raw in reader.messages(connections=conns)]  # fmt: skip
+
+    before, after = odometry(bag, "/odom"), odometry(out, "/odom/odom")
+    assert len(after) == len(before) == len(ODOM[0])
+    for a, b in zip(after, before, strict=True):
+        assert (a.header.stamp, a.header.frame_id, a.child_frame_id) == (
+            b.header.stamp, b.header.frame_id, b.child_frame_id)  # fmt: skip
+        assert a.pose.pose.position == b.pose.pose.position
+        qa, qb = (np.array([q.x, q.y, q.z, q.w]) for q in (a.pose.pose.orientation,
+                                                            b.pose.pose.orientation))  # fmt: skip
+        np.testing.assert_allclose(qa, qb, rtol=0, atol=4.5e-16)
+        np.testing.assert_array_equal(a.pose.covariance, b.pose.covariance)
+        assert a.twist.twist == b.twist.twist
+        np.testing.assert_array_equal(a.twist.covariance, b.twist.covariance)
+    with Reader(bag) as rb, Reader(out) as ro:
+        t0 = file_interface.read_bag_trajectory(rb, "/odom")
+        t1 = file_interface.read_bag_trajectory(ro, "/odom/odom")
+    np.testing.assert_array_equal(t0.timestamps, t1.timestamps)
+    np.testing.assert_array_equal(t0.positions_xyz, t1.positions_xyz)
+    np.testing.assert_allclose(t0.orientations_quat_wxyz, t1.orientations_quat_wxyz, atol=4.5e-16)

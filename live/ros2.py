@@ -1,0 +1,455 @@
+"""``live --ros2``: the live odometry, scans, transforms and health as a ROS 2 node's topics.
+
+Published over DDS by Eclipse Cyclone DDS (``cyclonedds``), with ROS 2's topic names
+(``rt/`` + the ROS name), type names (:mod:`~sensorbench.live.ros2_msgs`) and the
+QoS the consumers subscribe with, so Nav2, slam_toolbox and robot_localization on the
+same domain take them as from any ROS 2 node (docs/LIVE.md, "ROS 2"):
+
+==================  ==========================  ==================  =====================
+topic               type                        QoS                 what
+==================  ==========================  ==================  =====================
+``/odom``           nav_msgs/Odometry           reliable, last 10   every pod frame the
+                                                                    filters step on, and
+                                                                    every prediction while
+                                                                    the pods are silent
+``/tf``             tf2_msgs/TFMessage          reliable, last 100  odom → base_link, every
+                                                                    filter step
+``/tf_static``      tf2_msgs/TFMessage          reliable,           base_link → each lidar
+                                                transient local,    (its mount), once
+                                                last 1
+``/scan``           sensor_msgs/LaserScan       sensor data (best   the merged 360° scan
+                                                effort, last 5)
+``/<lidar>/scan``   sensor_msgs/LaserScan       sensor data         each lidar's turns
+``/diagnostics``    diagnostic_msgs/            reliable, last 10   each device, the
+                    DiagnosticArray                                 filters, the merge; 1 Hz
+                                                                    and at once on a change
+==================  ==========================  ==================  =====================
+
+Stamps are the data's times (host monotonic ns) on the wall clock through one anchor
+(as the Foxglove view and ``export --format mcap``). Odometry: pose in ``odom`` with
+the filters' covariance (x, y, yaw; the rest 0, as the session's ``estimate``), twist
+in ``base_link`` (the world-frame velocity rotated by the yaw) with its covariance
+rotated alike. A prediction (no pod frame for 0.1 s) is published on ``/odom`` with its
+grown covariance but not on ``/tf``: a transform that stops ages in tf2 and Nav2
+stops on it, where an extrapolated one would look healthy.
+
+Scans follow REP 103 (:mod:`~sensorbench.logs.scan_bins`): counter-clockwise, positive
+``angle_increment``; ``stamp + i·time_increment`` is ray i's time. The merged scan is
+the ``merged`` stream's turn as recorded: ray i at ``i·2π/n`` in ``base_link`` (or the
+configured frame), +inf where nothing returned.
+
+Health (``/diagnostics`` once a second, and at once when something becomes or stops
+being STALE): a device is STALE when its port is gone or no byte came for ``stale_s``,
+WARN when CRC errors or drops came in the last status interval; the filters STALE when
+no step for ``stale_s`` (the pods silent: predictions go on, their variance growing),
+WARN when a step since the last message was COASTING or DEGRADED; the merge STALE when
+no merged scan for ``stale_s``. Nothing blocks the readers or the filters: odometry and transforms
+are written from the filters' thread (a reliable keep-last writer never waits), scans
+and diagnostics from the ``live-ros2`` thread through a bounded queue that drops the
+oldest (counted).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sensorbench.drivers.reader_base import ReaderStatus
+from sensorbench.errors import LiveError
+from sensorbench.fusion.scan_merge import Mount
+from sensorbench.live.threads import DropQueue
+from sensorbench.live.udp import PREDICTED, PoseDatagram
+from sensorbench.logs import LidarTurns, PoseFlag
+from sensorbench.logs.ros2_cdr import body_twist, pose_covariance, yaw_quat
+from sensorbench.logs.scan_bins import ScanGrid, bin_turn
+
+DIAGNOSTICS_PERIOD_S = 1.0
+OK, WARN, STALE = 0, 1, 3
+"""diagnostic_msgs/DiagnosticStatus levels used."""
+
+
+@dataclass(frozen=True)
+class Ros2Options:
+    """The ROS 2 side of ``live --ros2``.
+
+    Attributes:
+        domain: the DDS domain id (``ROS_DOMAIN_ID``), 0..232.
+        odom_frame, base_frame: the odometry and body frame ids.
+        scan_frame: frame of the merged ``/scan``; None: ``base_frame``.
+        stale_s: silence after which a device, the filters or the merge is STALE (s).
+        tf: publish ``odom`` → base frame on ``/tf`` (off when another node, e.g.
+            robot_localization's EKF, publishes it).
+    """
+
+    domain: int = 0
+    odom_frame: str = "odom"
+    base_frame: str = "base_link"
+    scan_frame: str | None = None
+    stale_s: float = 1.0
+    tf: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.domain <= 232:
+            raise LiveError(f"--ros2-domain {self.domain}: a ROS 2 domain id is 0..232")
+        for f in (self.odom_frame, self.base_frame, self.scan_frame):
+            if f is not None and (not f or f.startswith("/") or " " in f):
+                raise LiveError(f"frame id {f!r}: give a non-empty name without '/' or spaces")
+
+
+def _qos(kind: str) -> Any:
+    """The QoS a ROS 2 subscriber of that kind asks for (rclcpp's profiles), in plain CDR."""
+    from cyclonedds.core import Policy, Qos
+    from cyclonedds.util import duration
+
+    xcdr1 = Policy.DataRepresentation(use_cdrv0_representation=True)
+    reliable = Policy.Reliability.Reliable(max_blocking_time=duration(milliseconds=100))
+    if kind == "sensor":  # rclcpp::SensorDataQoS
+        return Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(5),
+                   Policy.Durability.Volatile, xcdr1)  # fmt: skip
+    if kind == "static":  # tf2_ros::StaticBroadcasterQoS
+        return Qos(reliable, Policy.History.KeepLast(1), Policy.Durability.TransientLocal, xcdr1)
+    depth = 100 if kind == "tf" else 10  # tf2_ros::DynamicBroadcasterQoS, rclcpp default
+    return Qos(reliable, Policy.History.KeepLast(depth), Policy.Durability.Volatile, xcdr1)
+
+
+class Ros2Publisher:
+    """The DDS participant and its writers (module docstring).
+
+    Args:
+        options: domain, frames, staleness.
+        mounts: lidar device name → its mount in the base frame.
+        anchor_ns: (wall-clock ns, monotonic ns) of one instant: data times → stamps.
+        filters: the filters run (their health is published).
+        merged: the merge runs (``/scan`` and its health are published).
+        queue_size: scan items waiting for the ``live-ros2`` thread at most.
+
+    Attributes:
+        published: messages written per topic.
+        last_error: the last write that failed, or None.
+    """
+
+    def __init__(
+        self,
+        options: Ros2Options,
+        mounts: Mapping[str, Mount],
+        anchor_ns: tuple[int, int],
+        filters: bool,
+        merged: bool,
+        queue_size: int = 64,
+    ) -> None:
+        self.options = options
+        self.mounts = dict(mounts)
+        self.anchor_ns = anchor_ns
+        self.has_filters = filters
+        self.has_merge = merged
+        self.queue = DropQueue(queue_size)
+        self.published: dict[str, int] = {}
+        self.last_error: str | None = None
+        self._writers: dict[str, Any] = {}
+        self._grids: dict[str, ScanGrid] = {}
+        self._participant: Any = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._statuses: tuple[float, Sequence[ReaderStatus]] = (time.monotonic(), ())
+        self._faults: dict[str, tuple[int, int]] = {}  # crc errors, drops: last tick's
+        self._new_faults: dict[str, tuple[int, int]] = {}
+        self._started = time.monotonic()
+        self._last_step = -math.inf
+        self._last_flags = 0
+        self._predicting = False
+        self._steps = 0
+        self._last_merged = -math.inf
+        self._merged = 0
+        self._stale: list[str] = []
+
+    @property
+    def dropped(self) -> int:
+        """Scan items dropped because the ``live-ros2`` thread fell behind."""
+        return self.queue.dropped
+
+    # -- set-up ------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Join the domain, create the writers and publish ``/tf_static`` (before the
+        capture starts, so a DDS that cannot start records nothing).
+
+        Raises:
+            LiveError: Cyclone DDS cannot start (a bad ``CYCLONEDDS_URI``, no interface).
+        """
+        from cyclonedds.domain import DomainParticipant
+        from cyclonedds.pub import DataWriter
+        from cyclonedds.topic import Topic
+
+        from sensorbench.live import ros2_msgs as m
+
+        try:
+            dp = self._participant = DomainParticipant(self.options.domain)
+            topics = [("/odom", m.Odometry, "reliable"), ("/tf", m.TFMessage, "tf"),
+                      ("/tf_static", m.TFMessage, "static"),
+                      ("/diagnostics", m.DiagnosticArray, "reliable")]  # fmt: skip
+            if self.has_merge:
+                topics.append(("/scan", m.LaserScan, "sensor"))
+            topics += [(f"/{name}/scan", m.LaserScan, "sensor") for name in self.mounts]
+            for topic, kind, qos in topics:
+                q = _qos(qos)
+                self._writers[topic] = DataWriter(dp, Topic(dp, "rt" + topic, kind, qos=q), qos=q)
+        except Exception as exc:  # the binding raises DDSException and others
+            raise LiveError(f"cannot start ROS 2 (Cyclone DDS) on domain "
+                            f"{self.options.domain}: {exc}") from exc  # fmt: skip
+        self._static()
+
+    def start(self) -> None:
+        """Start the ``live-ros2`` thread (scans and diagnostics)."""
+        self._started = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="live-ros2", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 3.0) -> None:
+        """Publish the scans queued (within ``timeout_s``), stop the thread, leave the domain."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        self._writers.clear()
+        self._participant = None  # the binding deletes the entities with the objects
+
+    # -- producers (any thread; never block) -------------------------------------------
+
+    def pose(self, datagram: PoseDatagram, velocity_var: Sequence[float]) -> None:
+        """One filtered frame or prediction (its velocity variances m²/s², m²/s², rad²/s²):
+        ``/odom``, and ``/tf`` for a frame (the calling thread writes: keep-last writers
+        never wait)."""
+        from sensorbench.live import ros2_msgs as m
+
+        o = self.options
+        stamp = self._stamp(datagram.stamp_ns)
+        x, y, yaw = datagram.pose
+        q = m.Quaternion(*yaw_quat(yaw))
+        twist, tcov = body_twist(yaw, datagram.velocity, velocity_var)
+        odom = m.Odometry(
+            m.Header(stamp, o.odom_frame),
+            o.base_frame,
+            m.PoseWithCovariance(m.Pose(m.Point(x, y, 0.0), q),
+                                 pose_covariance(datagram.covariance).ravel()),
+            m.TwistWithCovariance(
+                m.Twist(m.Vector3(*twist[:3]), m.Vector3(*twist[3:])), tcov.ravel()
+            ),
+        )  # fmt: skip
+        predicted = bool(datagram.flags & PREDICTED)
+        self._predicting = predicted
+        if not predicted:
+            self._last_step = time.monotonic()
+            self._last_flags |= datagram.flags  # every flag since the last diagnostics
+            self._steps += 1
+        self._write("/odom", odom)
+        if not predicted and o.tf:
+            tf = m.TransformStamped(m.Header(stamp, o.odom_frame), o.base_frame,
+                                    m.Transform(m.Vector3(x, y, 0.0), q))  # fmt: skip
+            self._write("/tf", m.TFMessage([tf]))
+
+    def scan(self, name: str, turns: LidarTurns) -> None:
+        """A lidar's new turns."""
+        self.queue.put((name, turns))
+
+    def merged(self, turns: LidarTurns) -> None:
+        """New merged scans (base frame)."""
+        self._last_merged = time.monotonic()
+        self._merged += turns.n_turns
+        self.queue.put(("", turns))
+
+    def status(self, statuses: Sequence[ReaderStatus]) -> None:
+        """The readers' status now (each capture status tick)."""
+        self._new_faults = {
+            s.name: (s.crc_errors - self._faults.get(s.name, (0, 0))[0],
+                     s.drops - self._faults.get(s.name, (0, 0))[1])
+            for s in statuses
+        }  # fmt: skip
+        self._faults = {s.name: (s.crc_errors, s.drops) for s in statuses}
+        self._statuses = (time.monotonic(), tuple(statuses))
+
+    # -- the thread --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        last = -math.inf
+        while True:
+            item = self.queue.get(0.1)
+            try:
+                if item is not None:
+                    name, turns = item
+                    if name:
+                        self._lidar(name, turns)
+                    else:
+                        self._merged_scan(turns)
+                now = time.monotonic()
+                statuses = self.health(now)
+                stale = [h.name for h in statuses if h.level == STALE]
+                if now - last >= DIAGNOSTICS_PERIOD_S or stale != self._stale:
+                    self._diagnostics(statuses)
+                    self._stale, last = stale, now
+                    self._last_flags = 0
+            except Exception as exc:  # a bad item must not end the publisher
+                self.last_error = f"live-ros2: {exc!r}"
+            if item is None and self._stop.is_set():
+                return
+
+    def _write(self, topic: str, msg: Any) -> None:
+        try:
+            self._writers[topic].write(msg)
+            self.published[topic] = self.published.get(topic, 0) + 1
+        except Exception as exc:  # counted and kept, never raised into a worker
+            self.last_error = f"ROS 2 {topic}: {exc!r}"
+
+    def _stamp(self, t_ns: int) -> Any:
+        from sensorbench.live.ros2_msgs import Time
+
+        return Time.from_ns(self.anchor_ns[0] + (int(t_ns) - self.anchor_ns[1]))
+
+    def _static(self) -> None:
+        from sensorbench.live import ros2_msgs as m
+
+        stamp = self._stamp(time.monotonic_ns())
+        tfs = [
+            m.TransformStamped(m.Header(stamp, self.options.base_frame), name,
+                               m.Transform(m.Vector3(mt.x, mt.y, 0.0),
+                                           m.Quaternion(*yaw_quat(mt.yaw))))
+            for name, mt in self.mounts.items()
+        ]  # fmt: skip
+        if tfs:
+            self._write("/tf_static", m.TFMessage(tfs))
+
+    def _lidar(self, name: str, turns: LidarTurns) -> None:
+        from sensorbench.live import ros2_msgs as m
+
+        for k in range(turns.n_turns):
+            lo, hi = int(turns.offset[k]), int(turns.offset[k] + turns.count[k])
+            if hi - lo < 2:
+                continue
+            grid = self._grids.get(name)
+            if grid is None:
+                grid = self._grids[name] = ScanGrid.for_stream(
+                    turns.angle[lo:hi], turns.count[k : k + 1]
+                )
+            b = bin_turn(grid, turns.angle[lo:hi], turns.range[lo:hi], turns.intensity[lo:hi],
+                         turns.t_ns[lo:hi])  # fmt: skip
+            finite = turns.range[lo:hi][np.isfinite(turns.range[lo:hi])]
+            speed = float(turns.speed_hz[k])
+            msg = m.LaserScan(
+                m.Header(self._stamp(b.stamp_ns), name),
+                float(b.angle_min),
+                float(b.angle_min + (grid.n_bins - 1) * b.increment),
+                float(b.increment),
+                b.time_increment,
+                1.0 / speed if math.isfinite(speed) and speed > 0
+                else abs(b.time_increment) * grid.n_bins,
+                0.0,
+                float(finite.max()) if finite.size else 0.0,
+                b.ranges,
+                b.intensities,
+            )  # fmt: skip
+            self._write(f"/{name}/scan", msg)
+
+    def _merged_scan(self, turns: LidarTurns) -> None:
+        from sensorbench.live import ros2_msgs as m
+
+        frame = self.options.scan_frame or self.options.base_frame
+        for k in range(turns.n_turns):
+            lo, n = int(turns.offset[k]), int(turns.count[k])
+            if n < 2:
+                continue
+            r = turns.range[lo : lo + n]
+            finite = r[np.isfinite(r)]
+            inc = float(turns.angle[lo + 1] - turns.angle[lo])
+            msg = m.LaserScan(
+                m.Header(self._stamp(int(turns.t_first_ns[k])), frame),
+                float(turns.angle[lo]),
+                float(turns.angle[lo + n - 1]),
+                inc,
+                0.0,
+                0.0,
+                0.0,
+                float(finite.max()) if finite.size else 0.0,
+                r,
+                turns.intensity[lo : lo + n],
+            )
+            self._write("/scan", msg)
+
+    # -- health ------------------------------------------------------------------------
+
+    def health(self, now: float) -> list[Health]:
+        """Each device's, the filters' and the merge's health at ``now`` (monotonic s)."""
+        stale = self.options.stale_s
+        taken, statuses = self._statuses
+        out = []
+        for s in statuses:
+            quiet = s.since_last_data_s + (now - taken)
+            values = {"connected": s.connected, "items_per_s": round(s.items_per_s, 1),
+                      "turns_per_s": round(s.turns_per_s, 2),
+                      "kB_per_s": round(s.bytes_per_s / 1000, 2), "crc_errors": s.crc_errors,
+                      "drops": s.drops, "since_last_data_s": round(quiet, 3),
+                      "reconnects": s.reconnects, "port": s.port}  # fmt: skip
+            crc, drops = self._new_faults.get(s.name, (0, 0))
+            if s.last_error:
+                values["last_error"] = s.last_error
+            if not s.connected or s.reader_down:
+                level, msg = STALE, "unplugged" if not s.connected else "reader down: data lost"
+            elif not quiet <= stale:
+                level, msg = STALE, f"no data for {quiet:.1f} s"
+            elif crc or drops:
+                level, msg = WARN, f"{crc} CRC errors, {drops} drops in the last status interval"
+            else:
+                level, msg = OK, f"{s.items_per_s:.0f} /s"
+            out.append(Health(s.name, level, msg, s.kind, values))
+        if self.has_filters:
+            out.append(self._filter_health(now))
+        if self.has_merge:
+            quiet = now - (self._last_merged if self._merged else self._started)
+            level, msg = (STALE, f"no merged scan for {quiet:.1f} s") if quiet > stale else (OK, "")
+            values = {"merged": self._merged, "since_last_merged_s": round(quiet, 3)}
+            out.append(Health("merge", level, msg, "front/rear merge", values))
+        return out
+
+    def _filter_health(self, now: float) -> Health:
+        quiet = now - (self._last_step if self._steps else self._started)
+        flags = self._last_flags
+        names = [f.name for f in (PoseFlag.DEGRADED, PoseFlag.COASTING) if flags & f]
+        if self._predicting:
+            names.append("COASTING")
+        values = {"steps": self._steps, "since_last_step_s": round(quiet, 3),
+                  "flags": " ".join(n or "" for n in names) or "none"}  # fmt: skip
+        if quiet > self.options.stale_s:
+            level, msg = STALE, f"no filter step for {quiet:.1f} s" + (
+                ": publishing predictions" if self._predicting else ""
+            )
+        elif names:
+            level, msg = WARN, " ".join(n or "" for n in dict.fromkeys(names))
+        else:
+            level, msg = OK, "stepping"
+        return Health("filters", level, msg, "split filters", values)
+
+    def _diagnostics(self, health: list[Health]) -> None:
+        from sensorbench.live import ros2_msgs as m
+
+        stamp = self._stamp(time.monotonic_ns())
+        msg = m.DiagnosticArray(
+            m.Header(stamp, ""),
+            [m.DiagnosticStatus(h.level, f"sensorbench: {h.name}", h.message, h.hardware_id,
+                                [m.KeyValue(k, str(v)) for k, v in h.values.items()])
+             for h in health],
+        )  # fmt: skip
+        self._write("/diagnostics", msg)
+
+
+@dataclass(frozen=True)
+class Health:
+    """One ``diagnostic_msgs/DiagnosticStatus``: level 0 OK, 1 WARN, 2 ERROR, 3 STALE."""
+
+    name: str
+    level: int
+    message: str
+    hardware_id: str
+    values: dict[str, Any]

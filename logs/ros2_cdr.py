@@ -1,0 +1,321 @@
+"""ROS 2 messages as CDR bytes, straight from numbers: the encoder ``live --ros2`` and
+``export --format mcap`` share.
+
+Plain CDR (XCDR1), little-endian, as ``rmw_cyclonedds``, Fast DDS and rosbag2 write
+it: a 4-byte encapsulation header (``00 01 00 00``), then each field aligned to its
+size counted from after the header; a string is its byte length + 1, the bytes and a
+NUL; a sequence its element count and the elements. Messages follow the ROS 2
+``.msg`` definitions (Humble and later). Building bytes directly, arrays with one
+``tobytes``, costs a few µs a message where a generic serializer walks every field.
+
+Times are ns since 1970 (``builtin_interfaces/Time``); angles rad; lengths m. Also
+the planar filters' state in ROS's conventions (:func:`planar_odometry`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import struct
+from collections.abc import Sequence
+
+import numpy as np
+
+_ENCAPSULATION = b"\x00\x01\x00\x00"
+_TIME = struct.Struct("<iI")
+_U32 = struct.Struct("<I")
+
+
+@functools.lru_cache(maxsize=256)
+def _string(text: str) -> bytes:
+    """A string's CDR bytes from its length on (frame ids repeat: computed once)."""
+    b = text.encode()
+    return _U32.pack(len(b) + 1) + b + b"\0"
+
+
+class CdrBuffer:
+    """A CDR message being written (alignment from after the encapsulation header)."""
+
+    __slots__ = ("buf",)
+
+    def __init__(self) -> None:
+        self.buf = bytearray(_ENCAPSULATION)
+
+    def align(self, n: int) -> None:
+        """Pad to a multiple of ``n`` bytes."""
+        pad = -(len(self.buf) - 4) % n
+        if pad:
+            self.buf += bytes(pad)
+
+    def u32(self, value: int) -> None:
+        """An ``uint32`` (also a sequence length)."""
+        self.align(4)
+        self.buf += _U32.pack(value)
+
+    def string(self, text: str) -> None:
+        """A ``string``."""
+        self.align(4)
+        self.buf += _string(text)
+
+    def time(self, t_ns: int) -> None:
+        """A ``builtin_interfaces/Time`` (``t_ns`` ≥ 0)."""
+        self.align(4)
+        self.buf += _TIME.pack(*divmod(int(t_ns), 1_000_000_000))
+
+    def header(self, t_ns: int, frame: str) -> None:
+        """A ``std_msgs/Header``."""
+        self.align(4)
+        self.buf += _TIME.pack(*divmod(int(t_ns), 1_000_000_000))
+        self.buf += _string(frame)
+
+    def f64(self, values: np.ndarray | Sequence[float]) -> None:
+        """Consecutive ``float64`` fields or a fixed ``float64[N]`` array."""
+        self.align(8)
+        self.buf += np.asarray(values, dtype="<f8").tobytes()
+
+    def seq(self, values: np.ndarray | Sequence[float], dtype: str) -> None:
+        """A sequence of one primitive type (``<f4``, ``<f8``...)."""
+        a = np.asarray(values, dtype=dtype)
+        self.u32(a.size)
+        if a.size:
+            self.align(a.dtype.itemsize)
+            self.buf += a.tobytes()
+
+    def data(self) -> bytes:
+        """The message's bytes."""
+        return bytes(self.buf)
+
+
+def odometry(
+    t_ns: int,
+    frame: str,
+    child: str,
+    pose: np.ndarray,
+    pose_cov: np.ndarray,
+    twist: np.ndarray,
+    twist_cov: np.ndarray,
+) -> bytes:
+    """``nav_msgs/Odometry``: ``pose`` (x, y, z, qx, qy, qz, qw) in ``frame``, ``twist``
+    (vx, vy, vz, wx, wy, wz) in ``child``, each with its 6×6 covariance (36 values)."""
+    b = CdrBuffer()
+    b.header(t_ns, frame)
+    b.string(child)
+    b.f64(np.concatenate([np.ravel(v) for v in (pose, pose_cov, twist, twist_cov)]))
+    return b.data()
+
+
+def transform(b: CdrBuffer, t_ns: int, parent: str, child: str, xyz_quat: np.ndarray) -> None:
+    """A ``geometry_msgs/TransformStamped`` into ``b``: translation then rotation (xyzw)."""
+    b.header(t_ns, parent)
+    b.string(child)
+    b.f64(xyz_quat)
+
+
+def tf_message(transforms: Sequence[tuple[int, str, str, np.ndarray]]) -> bytes:
+    """``tf2_msgs/TFMessage`` of (stamp ns, parent, child, translation + quaternion)."""
+    b = CdrBuffer()
+    b.u32(len(transforms))
+    for t_ns, parent, child, tq in transforms:
+        transform(b, t_ns, parent, child, tq)
+    return b.data()
+
+
+def path(t_ns: int, frame: str, stamps: np.ndarray, poses: np.ndarray) -> bytes:
+    """``nav_msgs/Path`` in ``frame``: one PoseStamped per stamp (ns) and (7,) pose row."""
+    b = CdrBuffer()
+    b.header(t_ns, frame)
+    b.u32(len(stamps))
+    rows = np.asarray(poses, dtype="<f8")
+    for k in range(len(stamps)):
+        b.header(int(stamps[k]), frame)
+        b.align(8)
+        b.buf += rows[k].tobytes()
+    return b.data()
+
+
+def time_reference(t_ns: int, device_ns: int, source: str) -> bytes:
+    """``sensor_msgs/TimeReference``: header stamp ``t_ns`` (no frame), ``time_ref``."""
+    b = CdrBuffer()
+    b.header(t_ns, "")
+    b.time(device_ns)
+    b.string(source)
+    return b.data()
+
+
+def laser_scan(
+    t_ns: int,
+    frame: str,
+    params: Sequence[float],
+    ranges: np.ndarray,
+    intensities: np.ndarray,
+) -> bytes:
+    """``sensor_msgs/LaserScan``; ``params``: angle_min, angle_max, angle_increment,
+    time_increment, scan_time, range_min, range_max (float32 in the message)."""
+    b = CdrBuffer()
+    b.header(t_ns, frame)
+    b.align(4)
+    b.buf += np.asarray(params, dtype="<f4").tobytes()
+    b.seq(ranges, "<f4")
+    b.seq(intensities, "<f4")
+    return b.data()
+
+
+def yaw_quat(yaw: float) -> tuple[float, float, float, float]:
+    """The quaternion (x, y, z, w) of a rotation by ``yaw`` (rad) about z."""
+    return (0.0, 0.0, math.sin(yaw / 2.0), math.cos(yaw / 2.0))
+
+
+def pose_covariance(cov: Sequence[float]) -> np.ndarray:
+    """The 6×6 pose covariance (x, y, z, roll, pitch, yaw) of the upper triangle of
+    (x, y, yaw): xx, xy, xyaw, yy, yyaw, yawyaw (m², m·rad, rad²); the rest 0."""
+    out = np.zeros((6, 6))
+    rows, cols = np.array([0, 0, 0, 1, 1, 5]), np.array([0, 1, 5, 1, 5, 5])
+    out[rows, cols] = out[cols, rows] = cov
+    return out
+
+
+def body_twist(
+    yaw: float, velocity: Sequence[float], velocity_var: Sequence[float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The twist (vx, vy, 0, 0, 0, wz) in the body frame and its 6×6 covariance, from the
+    world-frame velocity (m/s, m/s, rad/s) and its variances at heading ``yaw`` (rad):
+    nav_msgs/Odometry's twist is in ``child_frame_id``."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    rot = np.array([[c, s], [-s, c]])  # world -> body
+    twist = np.zeros(6)
+    twist[:2] = rot @ np.asarray(velocity[:2], dtype=float)
+    twist[5] = velocity[2]
+    cov = np.zeros((6, 6))
+    cov[:2, :2] = rot @ np.diag(np.asarray(velocity_var[:2], dtype=float)) @ rot.T
+    cov[5, 5] = velocity_var[2]
+    return twist, cov
+
+
+def planar_odometry(
+    t_ns: int,
+    frames: tuple[str, str],
+    pose: Sequence[float],
+    pose_cov: np.ndarray,
+    velocity: Sequence[float],
+    velocity_var: Sequence[float],
+) -> tuple[bytes, bytes]:
+    """The ``nav_msgs/Odometry`` and the ``tf2_msgs/TFMessage`` (odom → base) of one
+    planar filter state: ``frames`` (odom, base), ``pose`` (x, y, yaw) with its 6×6
+    covariance, the world-frame ``velocity`` and its variances (:func:`body_twist`)."""
+    x, y, yaw = (float(v) for v in pose)
+    tq = np.array([x, y, 0.0, *yaw_quat(yaw)])
+    twist, twist_cov = body_twist(yaw, velocity, velocity_var)
+    odom = odometry(t_ns, frames[0], frames[1], tq, pose_cov, twist, twist_cov)
+    return odom, tf_message([(t_ns, frames[0], frames[1], tq)])
+
+
+class CdrRows:
+    """Many messages of one fixed layout at once (frames constant, numbers per row): an
+    (n, size) byte table built column by column, one ``bytes`` per row."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.parts: list[np.ndarray] = [np.frombuffer(_ENCAPSULATION, np.uint8)]
+        self.size = 0  # bytes after the encapsulation header
+
+    def const(self, data: bytes) -> None:
+        """The same bytes in every row."""
+        self.parts.append(np.frombuffer(data, np.uint8))
+        self.size += len(data)
+
+    def align(self, k: int) -> None:
+        """Pad to a multiple of ``k``."""
+        if -self.size % k:
+            self.const(bytes(-self.size % k))
+
+    def column(self, values: np.ndarray, dtype: str) -> None:
+        """One value per row or (n, m) values: aligned to the type's size."""
+        a = np.ascontiguousarray(np.asarray(values, dtype=dtype).reshape(self.n, -1))
+        self.align(a.dtype.itemsize)
+        self.parts.append(a.view(np.uint8))
+        self.size += a.shape[1] * a.dtype.itemsize
+
+    def times(self, t_ns: np.ndarray) -> None:
+        """``builtin_interfaces/Time`` per row."""
+        sec, nsec = np.divmod(np.asarray(t_ns, dtype=np.int64), 1_000_000_000)
+        self.align(4)
+        pair = np.empty((self.n, 2), "<u4")
+        pair[:, 0] = sec.astype("<i4").view("<u4")
+        pair[:, 1] = nsec
+        self.parts.append(pair.view(np.uint8))
+        self.size += 8
+
+    def header(self, t_ns: np.ndarray, frame: str) -> None:
+        """``std_msgs/Header`` per row."""
+        self.times(t_ns)
+        self.string(frame)
+
+    def string(self, text: str) -> None:
+        """The same ``string`` in every row."""
+        self.align(4)
+        self.const(_string(text))
+
+    def rows(self) -> list[bytes]:
+        """Each row's message."""
+        table = np.concatenate([np.broadcast_to(p, (self.n, p.shape[-1])) if p.ndim == 1
+                                else p for p in self.parts], axis=1)  # fmt: skip
+        return [r.tobytes() for r in table]
+
+
+def pose_stamped_rows(t_ns: np.ndarray, frame: str, poses: np.ndarray) -> list[bytes]:
+    """``geometry_msgs/PoseStamped`` per row: (n,) stamps, (n, 7) position then
+    quaternion (xyzw)."""
+    r = CdrRows(len(t_ns))
+    r.header(t_ns, frame)
+    r.column(poses, "<f8")
+    return r.rows()
+
+
+def odometry_rows(t_ns: np.ndarray, frames: tuple[str, str], values: np.ndarray) -> list[bytes]:
+    """:func:`odometry` for (n,) stamps and (n, 85) values: pose (7), its covariance (36),
+    twist (6), its covariance (36)."""
+    r = CdrRows(len(t_ns))
+    r.header(t_ns, frames[0])
+    r.string(frames[1])
+    r.column(values, "<f8")
+    return r.rows()
+
+
+def tf_rows(t_ns: np.ndarray, frames: tuple[str, str], poses: np.ndarray) -> list[bytes]:
+    """:func:`tf_message` of one transform per row: (n,) stamps, (n, 7) translation and
+    rotation, ``frames`` (parent, child)."""
+    r = CdrRows(len(t_ns))
+    r.const(_U32.pack(1))
+    r.header(t_ns, frames[0])
+    r.string(frames[1])
+    r.column(poses, "<f8")
+    return r.rows()
+
+
+def joint_state_rows(
+    t_ns: np.ndarray, frame: str, names: Sequence[str], position: np.ndarray,
+    velocity: np.ndarray,
+) -> list[bytes]:  # fmt: skip
+    """``sensor_msgs/JointState`` per row: (n,) stamps, (n, m) positions and velocities
+    (no effort)."""
+    r = CdrRows(len(t_ns))
+    r.header(t_ns, frame)
+    r.align(4)
+    r.const(_U32.pack(len(names)))
+    for name in names:
+        r.string(name)
+    for values in (position, velocity, np.zeros((len(t_ns), 0))):
+        r.align(4)
+        r.const(_U32.pack(values.shape[1]))
+        if values.shape[1]:
+            r.column(values, "<f8")
+    return r.rows()
+
+
+def time_reference_rows(t_ns: np.ndarray, device_ns: np.ndarray, source: str) -> list[bytes]:
+    """:func:`time_reference` for (n,) stamps and device times."""
+    r = CdrRows(len(t_ns))
+    r.header(t_ns, "")
+    r.times(device_ns)
+    r.string(source)
+    return r.rows()

@@ -1,0 +1,271 @@
+"""An independent ROS 2 subscriber: Cyclone DDS with types written here from the .msg files.
+
+Run as ``python ros2_peer.py DOMAIN SECONDS OUT.json [LIDAR,...]``: joins DOMAIN (the
+caller sets ``CYCLONEDDS_URI``) until SECONDS have passed or its standard input closes,
+subscribes to the topics ``live --ros2`` publishes with the QoS a ROS 2 consumer
+uses (rclcpp's SensorDataQoS for scans, reliable for /odom, /diagnostics and /tf,
+transient-local reliable for /tf_static, as tf2's static listener), and writes
+everything it received as JSON: per topic the writers matched (DDS matches a reader
+only to writers of its topic name and type name with compatible QoS), QoS
+incompatibilities, and each sample with its receive time. Nothing here comes from
+sensorbench: the structs are transcribed from ROS 2 Humble's message definitions
+(builtin_interfaces/Time, std_msgs/Header, geometry_msgs/..., nav_msgs/Odometry,
+tf2_msgs/TFMessage, sensor_msgs/LaserScan, diagnostic_msgs/...), named as rosidl
+names them for DDS.
+"""
+
+import json
+import math
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import cyclonedds.idl.annotations as annotate
+from cyclonedds.core import Listener, Policy, Qos
+from cyclonedds.domain import DomainParticipant
+from cyclonedds.idl import IdlStruct
+from cyclonedds.idl.types import array, byte, float32, float64, int32, sequence, uint32
+from cyclonedds.sub import DataReader
+from cyclonedds.topic import Topic
+from cyclonedds.util import duration
+
+
+# builtin_interfaces/msg/Time: int32 sec, uint32 nanosec
+@dataclass
+@annotate.final
+class Time_(IdlStruct, typename="builtin_interfaces::msg::dds_::Time_"):
+    sec: int32
+    nanosec: uint32
+
+
+# std_msgs/msg/Header: builtin_interfaces/Time stamp, string frame_id
+@dataclass
+@annotate.final
+class Header_(IdlStruct, typename="std_msgs::msg::dds_::Header_"):
+    stamp: Time_
+    frame_id: str
+
+
+@dataclass
+@annotate.final
+class Point_(IdlStruct, typename="geometry_msgs::msg::dds_::Point_"):
+    x: float64
+    y: float64
+    z: float64
+
+
+@dataclass
+@annotate.final
+class Vector3_(IdlStruct, typename="geometry_msgs::msg::dds_::Vector3_"):
+    x: float64
+    y: float64
+    z: float64
+
+
+@dataclass
+@annotate.final
+class Quaternion_(IdlStruct, typename="geometry_msgs::msg::dds_::Quaternion_"):
+    x: float64
+    y: float64
+    z: float64
+    w: float64
+
+
+@dataclass
+@annotate.final
+class Pose_(IdlStruct, typename="geometry_msgs::msg::dds_::Pose_"):
+    position: Point_
+    orientation: Quaternion_
+
+
+# geometry_msgs/msg/PoseWithCovariance: Pose pose, float64[36] covariance
+@dataclass
+@annotate.final
+class PoseWithCovariance_(IdlStruct, typename="geometry_msgs::msg::dds_::PoseWithCovariance_"):
+    pose: Pose_
+    covariance: array[float64, 36]
+
+
+@dataclass
+@annotate.final
+class Twist_(IdlStruct, typename="geometry_msgs::msg::dds_::Twist_"):
+    linear: Vector3_
+    angular: Vector3_
+
+
+@dataclass
+@annotate.final
+class TwistWithCovariance_(IdlStruct, typename="geometry_msgs::msg::dds_::TwistWithCovariance_"):
+    twist: Twist_
+    covariance: array[float64, 36]
+
+
+# nav_msgs/msg/Odometry: Header header, string child_frame_id,
+# PoseWithCovariance pose, TwistWithCovariance twist
+@dataclass
+@annotate.final
+class Odometry_(IdlStruct, typename="nav_msgs::msg::dds_::Odometry_"):
+    header: Header_
+    child_frame_id: str
+    pose: PoseWithCovariance_
+    twist: TwistWithCovariance_
+
+
+@dataclass
+@annotate.final
+class Transform_(IdlStruct, typename="geometry_msgs::msg::dds_::Transform_"):
+    translation: Vector3_
+    rotation: Quaternion_
+
+
+@dataclass
+@annotate.final
+class TransformStamped_(IdlStruct, typename="geometry_msgs::msg::dds_::TransformStamped_"):
+    header: Header_
+    child_frame_id: str
+    transform: Transform_
+
+
+# tf2_msgs/msg/TFMessage: geometry_msgs/TransformStamped[] transforms
+@dataclass
+@annotate.final
+class TFMessage_(IdlStruct, typename="tf2_msgs::msg::dds_::TFMessage_"):
+    transforms: sequence[TransformStamped_]
+
+
+# sensor_msgs/msg/LaserScan
+@dataclass
+@annotate.final
+class LaserScan_(IdlStruct, typename="sensor_msgs::msg::dds_::LaserScan_"):
+    header: Header_
+    angle_min: float32
+    angle_max: float32
+    angle_increment: float32
+    time_increment: float32
+    scan_time: float32
+    range_min: float32
+    range_max: float32
+    ranges: sequence[float32]
+    intensities: sequence[float32]
+
+
+@dataclass
+@annotate.final
+class KeyValue_(IdlStruct, typename="diagnostic_msgs::msg::dds_::KeyValue_"):
+    key: str
+    value: str
+
+
+# diagnostic_msgs/msg/DiagnosticStatus: byte level, string name, message, hardware_id,
+# KeyValue[] values
+@dataclass
+@annotate.final
+class DiagnosticStatus_(IdlStruct, typename="diagnostic_msgs::msg::dds_::DiagnosticStatus_"):
+    level: byte
+    name: str
+    message: str
+    hardware_id: str
+    values: sequence[KeyValue_]
+
+
+@dataclass
+@annotate.final
+class DiagnosticArray_(IdlStruct, typename="diagnostic_msgs::msg::dds_::DiagnosticArray_"):
+    header: Header_
+    status: sequence[DiagnosticStatus_]
+
+
+def _ns(stamp: Time_) -> int:
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+def _f(v: float) -> float | str:
+    return v if math.isfinite(v) else repr(v)
+
+
+def _odom(m: Odometry_) -> dict:
+    p, t = m.pose.pose, m.twist.twist
+    return {
+        "stamp": _ns(m.header.stamp), "frame": m.header.frame_id, "child": m.child_frame_id,
+        "position": [p.position.x, p.position.y, p.position.z],
+        "quat": [p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w],
+        "pose_cov": list(m.pose.covariance),
+        "twist": [t.linear.x, t.linear.y, t.linear.z, t.angular.x, t.angular.y, t.angular.z],
+        "twist_cov": list(m.twist.covariance),
+    }  # fmt: skip
+
+
+def _tf(m: TFMessage_) -> dict:
+    return {"transforms": [
+        {"stamp": _ns(t.header.stamp), "parent": t.header.frame_id, "child": t.child_frame_id,
+         "t": [t.transform.translation.x, t.transform.translation.y, t.transform.translation.z],
+         "q": [t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z,
+               t.transform.rotation.w]}
+        for t in m.transforms]}  # fmt: skip
+
+
+def _scan(m: LaserScan_) -> dict:
+    return {
+        "stamp": _ns(m.header.stamp), "frame": m.header.frame_id,
+        "angle_min": m.angle_min, "angle_max": m.angle_max, "increment": m.angle_increment,
+        "time_increment": m.time_increment, "scan_time": m.scan_time,
+        "range_min": m.range_min, "range_max": m.range_max,
+        "ranges": [_f(r) for r in m.ranges], "intensities": list(m.intensities),
+    }  # fmt: skip
+
+
+def _diag(m: DiagnosticArray_) -> dict:
+    return {"stamp": _ns(m.header.stamp), "status": [
+        {"level": s.level, "name": s.name, "message": s.message, "hardware_id": s.hardware_id,
+         "values": {kv.key: kv.value for kv in s.values}} for s in m.status]}  # fmt: skip
+
+
+def main() -> None:
+    domain, seconds, out = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+    lidars = sys.argv[4].split(",") if len(sys.argv) > 4 else []
+    reliable = Policy.Reliability.Reliable(duration(milliseconds=100))
+    sensor = Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(5),
+                 Policy.Durability.Volatile)  # rclcpp::SensorDataQoS
+    default = Qos(reliable, Policy.History.KeepLast(10), Policy.Durability.Volatile)
+    tf_qos = Qos(reliable, Policy.History.KeepLast(100), Policy.Durability.Volatile)
+    static = Qos(reliable, Policy.History.KeepLast(1), Policy.Durability.TransientLocal)
+    wanted = [("/odom", Odometry_, default, _odom), ("/tf", TFMessage_, tf_qos, _tf),
+              ("/tf_static", TFMessage_, static, _tf), ("/scan", LaserScan_, sensor, _scan),
+              ("/diagnostics", DiagnosticArray_, default, _diag)]  # fmt: skip
+    wanted += [(f"/{n}/scan", LaserScan_, sensor, _scan) for n in lidars]
+    dp = DomainParticipant(domain)
+    got: dict[str, dict] = {}
+    readers = []
+    for topic, kind, qos, conv in wanted:
+        entry = got[topic] = {"matched": 0, "incompatible": 0, "samples": []}
+
+        def on_match(_reader, status, entry=entry) -> None:
+            entry["matched"] = max(entry["matched"], status.current_count)
+
+        def on_incompatible(_reader, status, entry=entry) -> None:
+            entry["incompatible"] = status.total_count
+
+        listener = Listener(on_subscription_matched=on_match,
+                            on_requested_incompatible_qos=on_incompatible)  # fmt: skip
+        readers.append((topic, kind, DataReader(dp, Topic(dp, "rt" + topic, kind), qos=qos,
+                                                listener=listener), conv))  # fmt: skip
+    closed = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), closed.set()), daemon=True).start()
+    print("ready", flush=True)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not closed.is_set():
+        for topic, kind, reader, conv in readers:
+            for m in reader.take(N=1000):
+                if isinstance(m, kind):  # not a writer's disposal
+                    got[topic]["samples"].append({"recv": time.time_ns(), **conv(m)})
+        time.sleep(0.02)
+    for topic, kind, reader, conv in readers:  # what came while stopping
+        got[topic]["samples"] += [{"recv": time.time_ns(), **conv(m)}
+                                  for m in reader.take(N=1000) if isinstance(m, kind)]  # fmt: skip
+    with open(out, "w") as fh:
+        json.dump(got, fh)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,321 @@
+"""`live --ros2` on the emulated robot, checked by a ROS 2 subscriber written apart from it.
+
+The emulated robot runs in this process at real rate, `live --ros2` in a subprocess, and
+:mod:`ros2_peer` in another: Cyclone DDS with the ROS 2 message types transcribed from
+the .msg files (nothing imported from sensorbench) and the QoS a ROS 2 consumer
+subscribes with. The peer joins after `live` has published /tf_static (so it gets it
+only by transient-local durability). While both run, lidar_rear is unplugged for 3 s
+and the pods stall for 2.5 s. Both DDS processes use a domain id of this run and a
+Cyclone configuration that keeps them on the loopback interface without multicast (its
+trace says which interface each selected).
+
+What the peer received is then compared with the session `live` recorded: /odom is the
+`estimate` stream (pose, covariance, stamps: one constant wall-clock offset), the twist
+is `replay`'s velocity in the body frame, /scan is the `merged` stream, each lidar's
+scan is REP 103 (counter-clockwise, positive increment) with every ray one of its
+turn's points, and /diagnostics says STALE within 2 s of the unplug and the stall.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import capture_util as cu
+import numpy as np
+import pytest
+
+from sensorbench.fusion.estimate_stream import estimate_times_ns
+from sensorbench.fusion.odometry_replay import replay_session
+from sensorbench.fusion.pod_kinematics import load_pod_model
+from sensorbench.fusion.split_filter import load_noise_model
+from sensorbench.logs import Session
+from sensorbench.sim.emulated_robot import EmulatedRobot
+
+MODELS = cu.REPO / "examples" / "models"
+PODS, NOISE = MODELS / "pods-emulated.toml", MODELS / "noise-emulated.toml"
+PEER = Path(__file__).with_name("ros2_peer.py")
+LIDARS = ("lidar_front", "lidar_rear", "ld19")
+MOUNTS = {"lidar_front": (0.20, 0.0, 0.0), "lidar_rear": (-0.20, 0.0, math.pi),
+          "ld19": (0.10, 0.0, 0.0)}  # fmt: skip
+DOMAIN = 1 + os.getpid() % 200
+"""One domain per test run: nothing else on the machine talks to it."""
+STALE_WITHIN_S = 2.0
+CONFIG = """<CycloneDDS><Domain Id="any">
+  <General><Interfaces><NetworkInterface name="lo"/></Interfaces>
+    <AllowMulticast>false</AllowMulticast></General>
+  <Discovery><ParticipantIndex>auto</ParticipantIndex>
+    <MaxAutoParticipantIndex>20</MaxAutoParticipantIndex>
+    <Peers><Peer address="127.0.0.1"/></Peers></Discovery>
+  <Tracing><Verbosity>config</Verbosity>
+    <OutputFile>{dir}/cdds-${{CYCLONEDDS_PID}}.log</OutputFile></Tracing>
+</Domain></CycloneDDS>"""
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from sensorbench.cli import main; main()", *args]
+
+
+def _wait_for(fn, deadline_s: float, what: str) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            if fn():
+                return
+        except Exception:  # the session file is being created
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{what} within {deadline_s} s")
+
+
+def _estimating(out: Path) -> bool:
+    with Session(out) as s:
+        return len(s.pose("estimate")) > 10
+
+
+@pytest.fixture(scope="module")
+def ros2_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ros2")
+    (tmp / "cyclonedds.xml").write_text(CONFIG.format(dir=tmp))
+    env = {**os.environ, "CYCLONEDDS_URI": f"file://{tmp / 'cyclonedds.xml'}"}
+    out, got = tmp / "session.h5", tmp / "peer.json"
+    marks: dict[str, int] = {}
+    with EmulatedRobot(tmp / "run", speed=1.0, ld19_startup_s=0.2) as robot:
+        live = subprocess.Popen(
+            _cli("live", "--config", str(cu.EMULATED_CONFIG), "--run-dir", str(tmp / "run"),
+                 "--pods", str(PODS), "--noise", str(NOISE), "--ros2", "--ros2-domain",
+                 str(DOMAIN), "--duration", "25", "-o", str(out), "--json"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        peer = None
+        try:
+            _wait_for(lambda: _estimating(out), 60, "no estimate")
+            peer = subprocess.Popen(
+                [sys.executable, str(PEER), str(DOMAIN), "120", str(got), ",".join(LIDARS)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+            )  # fmt: skip
+            assert peer.stdout is not None and peer.stdout.readline().strip() == "ready"
+            time.sleep(2.0)
+            marks["unplug"] = time.time_ns()
+            robot["lidar_rear"].unplug()
+            time.sleep(3.0)
+            robot["lidar_rear"].replug()
+            time.sleep(2.5)
+            marks["stall"] = time.time_ns()
+            robot["pods"].stall(2.5)
+            stdout, stderr = live.communicate(timeout=120)
+            peer.communicate(timeout=30)  # closing its input stops it
+        finally:
+            for p in (live, peer):
+                if p is not None and p.poll() is None:
+                    p.kill()
+    return {"tmp": tmp, "out": out, "code": live.returncode, "stdout": stdout,
+            "stderr": stderr, "got": json.loads(got.read_text()), "marks": marks}  # fmt: skip
+
+
+def _offset(run) -> int:
+    with Session(run["out"]) as s:
+        return int(s.attrs["wall_clock_anchor_ns"]) - int(s.attrs["monotonic_anchor_ns"])
+
+
+def _stamp_offset(run, stamps: np.ndarray, times: np.ndarray) -> int:
+    """The one offset (ns) that maps every stamp onto a session time (within 5 ms of the
+    session's own wall-clock anchor: both anchors are taken as the run starts)."""
+    d0 = _offset(run)
+    k = np.clip(np.searchsorted(times, stamps - d0), 1, times.size - 1)
+    near = np.where(np.abs(times[k - 1] - (stamps - d0)) < np.abs(times[k] - (stamps - d0)),
+                    times[k - 1], times[k])  # fmt: skip
+    residual = stamps - d0 - near
+    assert abs(int(residual[0])) < 5_000_000
+    return d0 + int(residual[0])
+
+
+def test_live_ran_and_published_every_topic(ros2_run) -> None:
+    assert ros2_run["code"] == 0, ros2_run["stderr"][-3000:]
+    doc = json.loads(ros2_run["stdout"])
+    published = doc["live"]["ros2"]["published"]
+    assert doc["live"]["ros2"]["domain"] == DOMAIN and doc["live"]["errors"] == []
+    got = ros2_run["got"]
+    # DDS matches a reader only to a writer of the same topic name and type name
+    # (nav_msgs::msg::dds_::Odometry_, ...) whose QoS offers what the reader asks for
+    for topic, entry in got.items():
+        assert entry["matched"] == 1 and entry["incompatible"] == 0, (topic, entry)
+        assert entry["samples"], topic
+        assert len(entry["samples"]) <= published[topic]
+    assert set(got) == {"/odom", "/tf", "/tf_static", "/scan", "/diagnostics",
+                        *(f"/{n}/scan" for n in LIDARS)}  # fmt: skip
+
+
+def test_traffic_stays_on_loopback(ros2_run) -> None:
+    logs = sorted(Path(ros2_run["tmp"]).glob("cdds-*.log"))
+    assert len(logs) == 2  # live and the peer
+    for log in logs:
+        text = log.read_text()
+        selected = [line for line in text.splitlines() if "selected interfaces:" in line]
+        assert selected and all(" selected interfaces: lo (" in s for s in selected), selected
+        assert "ownip: udp/127.0.0.1" in text
+        assert "General/AllowMulticast/#text: false" in text
+
+
+def test_odom_is_the_live_estimate_with_covariance_and_twist(ros2_run) -> None:
+    odom = ros2_run["got"]["/odom"]["samples"]
+    with Session(ros2_run["out"]) as s:
+        est = s.pose("estimate").read()
+    stamps = np.array([m["stamp"] for m in odom], dtype=np.int64)
+    d = _stamp_offset(ros2_run, stamps, est.t_ns)
+    index = {int(t): i for i, t in enumerate(est.t_ns)}
+    steps = [(m, index[m["stamp"] - d]) for m in odom if m["stamp"] - d in index]
+    predicted = [m for m in odom if m["stamp"] - d not in index]
+    assert len(steps) > 100 and predicted  # the stall's predictions
+    rp = replay_session(ros2_run["out"], load_pod_model(PODS), load_noise_model(NOISE),
+                        repair=False)  # fmt: skip
+    np.testing.assert_array_equal(estimate_times_ns(rp.t0_ns, rp.result.t_s)[: len(est)], est.t_ns)
+    for m, i in steps:
+        assert (m["frame"], m["child"]) == ("odom", "base_link")
+        assert m["position"] == [*est.position[i, :2].tolist(), 0.0]
+        np.testing.assert_array_equal(np.reshape(m["pose_cov"], (6, 6)), est.covariance[i])
+        yaw = 2 * math.atan2(m["quat"][2], m["quat"][3])
+        est_yaw = 2 * math.atan2(est.quat_xyzw[i, 2], est.quat_xyzw[i, 3])
+        assert abs(math.remainder(yaw - est_yaw, 2 * math.pi)) < 1e-12
+        # the twist: replay's world-frame velocity turned into the body frame
+        vx, vy, wz = rp.result.velocity[i]
+        c, s_ = math.cos(est_yaw), math.sin(est_yaw)
+        twist = np.array([c * vx + s_ * vy, -s_ * vx + c * vy, 0, 0, 0, wz])
+        np.testing.assert_allclose(m["twist"], twist, rtol=1e-9, atol=1e-12)
+        var_v = [rp.result.tracks[a].var_v[i] for a in ("x", "y", "theta")]
+        tcov = np.reshape(m["twist_cov"], (6, 6))
+        rot = np.array([[c, s_], [-s_, c]])
+        np.testing.assert_allclose(tcov[:2, :2], rot @ np.diag(var_v[:2]) @ rot.T,
+                                   rtol=1e-9, atol=1e-18)  # fmt: skip
+        assert tcov[5, 5] == pytest.approx(var_v[2], rel=1e-9) and tcov[2:5].sum() == 0
+    # while the pods are silent (the stall: the longest run of predictions, one per 0.1 s
+    # for 2.5 s), predictions with their variance growing
+    runs = [list(g) for k, g in itertools.groupby(odom, key=lambda m: m["stamp"] - d in index)
+            if not k]  # fmt: skip
+    var = [m["pose_cov"][0] for m in max(runs, key=len)]
+    assert len(var) >= 10 and all(b > a for a, b in itertools.pairwise(var))
+
+
+def test_tf_follows_each_filter_step_and_tf_static_the_mounts(ros2_run) -> None:
+    got = ros2_run["got"]
+    steps = {m["stamp"]: m for m in got["/odom"]["samples"]}
+    for msg in got["/tf"]["samples"]:
+        (t,) = msg["transforms"]
+        assert (t["parent"], t["child"]) == ("odom", "base_link")
+        o = steps[t["stamp"]]  # the same step's odometry
+        assert t["t"] == o["position"] and t["q"] == o["quat"]
+    assert len(got["/tf"]["samples"]) < len(got["/odom"]["samples"])  # no tf from predictions
+    (static,) = got["/tf_static"]["samples"]  # latched: the peer came later
+    frames = {t["child"]: t for t in static["transforms"]}
+    assert set(frames) == set(LIDARS)
+    for name, (x, y, yaw) in MOUNTS.items():
+        t = frames[name]
+        assert t["parent"] == "base_link" and t["t"] == [x, y, 0.0]
+        assert 2 * math.atan2(t["q"][2], t["q"][3]) == pytest.approx(yaw)
+
+
+def test_scan_is_the_merged_stream(ros2_run) -> None:
+    scans = ros2_run["got"]["/scan"]["samples"]
+    with Session(ros2_run["out"]) as s:
+        merged = s.lidar("merged").read()
+    stamps = np.array([m["stamp"] for m in scans], dtype=np.int64)
+    d = _stamp_offset(ros2_run, stamps, merged.t_first_ns)
+    index = {int(t): k for k, t in enumerate(merged.t_first_ns)}
+    assert len(scans) > 20
+    for m in scans:
+        k = index[m["stamp"] - d]
+        lo, n = int(merged.offset[k]), int(merged.count[k])
+        assert m["frame"] == "base_link"
+        ranges = np.array([float(r) for r in m["ranges"]], dtype=np.float32)
+        np.testing.assert_array_equal(ranges, merged.range[lo : lo + n])
+        assert m["angle_min"] == 0.0 and m["increment"] == pytest.approx(2 * math.pi / n, rel=1e-6)
+        assert m["increment"] > 0  # REP 103: counter-clockwise
+
+
+def test_each_lidar_scan_is_counter_clockwise_with_its_turn_s_points(ros2_run) -> None:
+    got = ros2_run["got"]
+    with Session(ros2_run["out"]) as s:
+        turns = {n: s.lidar(n).read() for n in LIDARS}
+    for name in LIDARS:
+        scans = got[f"/{name}/scan"]["samples"]
+        tr = turns[name]
+        last = tr.t_ns[tr.offset + tr.count - 1]
+        d = _stamp_offset(ros2_run, np.array([m["stamp"] for m in scans], np.int64), last)
+        index = {int(t): k for k, t in enumerate(last)}
+        assert len(scans) > 10
+        for m in scans[-5:]:
+            assert m["frame"] == name and m["increment"] > 0 and m["time_increment"] < 0
+            k = index[m["stamp"] - d]  # clockwise sensor: stamped at its last point = ray 0
+            lo, hi = int(tr.offset[k]), int(tr.offset[k] + tr.count[k])
+            ranges = np.array([float(r) for r in m["ranges"]])
+            rays = np.flatnonzero(~np.isnan(ranges))
+            ray_angle = m["angle_min"] + m["increment"] * rays
+            miss = np.mod(ray_angle[:, None] - tr.angle[lo:hi][None, :] + math.pi, 2 * math.pi)
+            same = ranges[rays][:, None] == tr.range[lo:hi].astype(np.float64)[None, :]
+            # every ray is a point of the turn with its range, within half a bin (0.2°)
+            assert (same & (np.abs(miss - math.pi) <= math.radians(0.2) + 1e-6)).any(axis=1).all()
+
+
+def _levels(run, name: str) -> list[tuple[int, int]]:
+    """(receive time, level) of ``sensorbench: name`` in each /diagnostics message."""
+    out = []
+    for m in run["got"]["/diagnostics"]["samples"]:
+        for st in m["status"]:
+            if st["name"] == f"sensorbench: {name}":
+                out.append((m["recv"], st["level"]))
+    return out
+
+
+def _first_stale_after(levels: list[tuple[int, int]], t_ns: int) -> float:
+    return next((r - t_ns) / 1e9 for r, lvl in levels if r >= t_ns and lvl == 3)
+
+
+def test_diagnostics_say_stale_within_2_s(ros2_run) -> None:
+    marks = ros2_run["marks"]
+    msgs = ros2_run["got"]["/diagnostics"]["samples"]
+    recv = np.array([m["recv"] for m in msgs])
+    assert np.diff(recv).max() < 1.5e9  # 1 Hz, and at once on a change
+    rear = _levels(ros2_run, "lidar_rear")
+    assert [lvl for r, lvl in rear if r < marks["unplug"]][-1] < 3
+    assert _first_stale_after(rear, marks["unplug"]) <= STALE_WITHIN_S
+    assert any(lvl < 3 for r, lvl in rear if r > marks["unplug"] + 3.5e9)  # replugged
+    assert _first_stale_after(_levels(ros2_run, "pods"), marks["stall"]) <= STALE_WITHIN_S
+    filters = _levels(ros2_run, "filters")
+    assert [lvl for r, lvl in filters if r < marks["stall"]][-1] < 3
+    assert _first_stale_after(filters, marks["stall"]) <= STALE_WITHIN_S
+    assert any(lvl < 3 for r, lvl in filters if r > marks["stall"] + 3e9)  # stepping again
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--ros2-base-frame", "a b"], "frame id 'a b'"),
+     (["--ros2-odom-frame", "/odom"], "frame id '/odom'"),
+     (["--ros2-domain", "233"], "0<=x<=232")],
+)  # fmt: skip
+def test_bad_ros2_options_exit_2_before_recording(tmp_path, args, message) -> None:
+    out = tmp_path / "s.h5"
+    r = subprocess.run(
+        _cli("live", "--config", str(cu.EMULATED_CONFIG), "--run-dir", str(tmp_path / "run"),
+             "--ros2", *args, "-o", str(out), "--duration", "1"),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert not out.exists()
+
+
+def test_a_dds_that_cannot_start_records_nothing(tmp_path) -> None:
+    out = tmp_path / "s.h5"
+    env = {**os.environ, "CYCLONEDDS_URI": f"file://{tmp_path / 'missing.xml'}"}
+    r = subprocess.run(
+        _cli("live", "--config", str(cu.EMULATED_CONFIG), "--run-dir", str(tmp_path / "run"),
+             "--ros2", "-o", str(out), "--duration", "1"),
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert r.returncode == 2 and "cannot start ROS 2 (Cyclone DDS)" in r.stderr, r.stderr
+    assert not out.exists()
