@@ -258,8 +258,8 @@ def fit_noise_cmd(
     with the motion (and carry the heading's into x and y) instead of with time.
     """
     from sensorbench.characterize.pods.noise_fit import fit_noise
+    from sensorbench.fusion.filter_noise import save_noise_model
     from sensorbench.fusion.pod_kinematics import load_pod_model
-    from sensorbench.fusion.split_filter import save_noise_model
     from sensorbench.logs.model_file import provenance
 
     inputs = [*sessions, pods_path]
@@ -409,10 +409,10 @@ def replay_cmd(
     events.
     """
     from sensorbench.characterize.pose.aid import load_pose_aid_model
+    from sensorbench.fusion.filter_noise import FilterNoise, load_noise_model
     from sensorbench.fusion.odometry_replay import replay_session
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.fusion.replay_plots import replay_plots
-    from sensorbench.fusion.split_filter import FilterNoise, load_noise_model
 
     if output is not None:
         check_output(output, force=force, inputs=[session, pods_path, noise_path, pose_model_path])

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import FitError, FusionError, SessionError
-from sensorbench.fusion.aid_queue import aid_interval
+from sensorbench.fusion.aid_queue import Aiding, PoseAidModel, aid_interval
 from sensorbench.fusion.consistency import (
     AxisConsistency,
     MonitorResult,
@@ -32,6 +32,7 @@ from sensorbench.fusion.consistency import (
     nis_monitor,
 )
 from sensorbench.fusion.estimate_stream import CROSS_CHECK
+from sensorbench.fusion.filter_noise import FilterNoise
 from sensorbench.fusion.nees_samples import SharedErrors, model_effective_samples
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
@@ -47,16 +48,7 @@ from sensorbench.fusion.pod_kinematics import (
     body_increments,
     repair_bounces,
 )
-from sensorbench.fusion.split_filter import (
-    Aiding,
-    FilterNoise,
-    FilterState,
-    FrameChunk,
-    PoseAidModel,
-    SplitFilter,
-    SplitResult,
-    rounding_covariance,
-)
+from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, SplitResult
 from sensorbench.fusion.tick_rounding import expected_frac_variance
 from sensorbench.logs import PoseFlag, Session
 from sensorbench.logs.model_keys import AXES
@@ -524,7 +516,7 @@ def replay_session(
             chi = heading_cross_check_model(raw, odo.imu_dtheta, var, rest, gate)
         else:
             # a frame's Δθ holds the rounding of its two ends
-            floor = float(np.sqrt(2.0 * rounding_covariance(geometry.W)[2, 2]))
+            floor = float(np.sqrt(2.0 * geometry.rounding_covariance()[2, 2]))
             travel = np.abs(odo.dn) @ geometry.c
             chi = heading_cross_check(raw, odo.imu_dtheta, floor, travel)
         monitor[CROSS_CHECK] = nis_monitor(chi, gate, monitor_window, level)

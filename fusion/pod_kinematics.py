@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import FusionError, ModelFileError
-from sensorbench.fusion.chunk_invariant import rows_dot
-from sensorbench.fusion.odometry_drift import CalibrationError, PodSlip
+from sensorbench.fusion.chunk_invariant import pinv_cached, rows_dot
+from sensorbench.fusion.odometry_drift import CalibrationError, PodSlip, world_step_variances
 from sensorbench.logs.model_file import read_model, write_model
-from sensorbench.logs.model_keys import POD_GEOMETRY_KEYS
+from sensorbench.logs.model_keys import AXES, POD_GEOMETRY_KEYS
 
 POD_MODEL_KIND = "pod_geometry"
 POD_MODEL_VERSION = 1
@@ -126,6 +126,35 @@ class PodGeometry:
     def W(self) -> np.ndarray:
         """The (N, 3) matrix with ``Δn = W·(Δx, Δy, Δθ)`` (ticks per m, m, rad)."""
         return pod_matrix(self.c, self.phi, self.lever)
+
+    def rounding_covariance(self) -> np.ndarray:
+        """Body covariance (3, 3) of the odometry pose from tick rounding alone: each
+        cumulative count is the travel floored to whole ticks, one uniform error of 1/12
+        tick² per pod, mapped through W⁺ (m², m·rad, rad²)."""
+        w_inv = pinv_cached(self.W)
+        return w_inv @ w_inv.T / 12.0
+
+    def rounding_floor(self) -> dict[str, float]:
+        """Heading-averaged rounding variance per split-filter axis: x and y the mean of the
+        body x and y variances (the world axes see the body axes rotated), θ as is."""
+        cov = self.rounding_covariance()
+        xy = 0.5 * float(cov[0, 0] + cov[1, 1])
+        return {"x": xy, "y": xy, "theta": float(cov[2, 2])}
+
+    def rounding_profile(self, heading: np.ndarray) -> dict[str, np.ndarray]:
+        """Per step (K,), the axis's rounding variance at the heading θ_k (rad; the world x
+        and y of ``R(θ)·C·R(θ)ᵀ``) over its heading average (:meth:`rounding_floor`): the
+        filters' r times it is the step's r.
+
+        With two parallel pods the body x rounding is half the lateral pod's, so a robot
+        driving along world x has the smaller one there (0.55× the average on the
+        simulator's pods) and a turning robot both.
+        """
+        cov = self.rounding_covariance()
+        floor = self.rounding_floor()
+        th = np.asarray(heading, dtype=float)
+        world = world_step_variances(np.broadcast_to(cov, (th.size, 3, 3)), th)
+        return {a: world[a] / floor[a] for a in AXES}
 
     def scaled(self, factor: float) -> PodGeometry:
         """The same pods with every distance per tick multiplied by ``factor``."""

@@ -39,22 +39,20 @@ from sensorbench.characterize.pods.drift_fit import INTERVAL_S as DRIFT_INTERVAL
 from sensorbench.characterize.pods.drift_fit import DriftFit, fit_drift
 from sensorbench.characterize.pods.noise_likelihood import ZOOM_ROUNDS, zoom_search
 from sensorbench.errors import FitError, SessionError
-from sensorbench.fusion.axis_step import AxisInput, AxisOptions, AxisTrack, run_axis
-from sensorbench.fusion.consistency import NisConsistency, clipped_chi2_moments, nis_consistency
+from sensorbench.fusion.axis_step import NIS_GATE_99, AxisInput, AxisOptions, AxisTrack, run_axis
+from sensorbench.fusion.consistency import (
+    NisConsistency,
+    clipped_chi2_moments,
+    nis_consistency,
+    whiteness,
+)
+from sensorbench.fusion.filter_noise import AxisNoise, FilterNoise
 from sensorbench.fusion.frame_clock import stamp_variance
 from sensorbench.fusion.odometry_drift import SlipModel, world_step_variances
 from sensorbench.fusion.odometry_replay import read_odometry
 from sensorbench.fusion.pod_drive import align_interval_for, load_drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
-from sensorbench.fusion.split_filter import (
-    AXES,
-    NIS_GATE_99,
-    AxisNoise,
-    FilterNoise,
-    rounding_floor,
-    rounding_profile,
-    whiteness,
-)
+from sensorbench.logs.model_keys import AXES
 
 
 @dataclass
@@ -62,7 +60,7 @@ class AxisSeries:
     """Measurements of one axis over one session: step durations (s), increments, the
     slip variance each step adds to the odometry position (unit², None = no slip model;
     with ``drag``, its rolling part and ``drag`` its dragging part), frames at rest and the
-    rounding profile (:func:`~sensorbench.fusion.split_filter.rounding_profile`)."""
+    rounding profile (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`)."""
 
     dt: np.ndarray
     z: np.ndarray
@@ -103,12 +101,12 @@ def axis_measurements(
     dt: np.ndarray,
     increments: np.ndarray,
     drift: SlipModel | None = None,
-    W: np.ndarray | None = None,
+    pods: PodGeometry | None = None,
 ) -> dict[str, AxisSeries]:
     """The per-axis filter measurements of one session's body increments (K, 3), with the
-    per-step rolling and dragging slip variances of ``drift`` and, for the pod matrix
-    ``W``, the rounding's profile over the heading
-    (:func:`~sensorbench.fusion.split_filter.rounding_profile`)."""
+    per-step rolling and dragging slip variances of ``drift`` and, for the geometry
+    ``pods``, the rounding's profile over the heading
+    (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`)."""
     path = integrate_path(increments)
     rel = se2_exp(increments)
     c, s = np.cos(path[:-1, 2]), np.sin(path[:-1, 2])
@@ -125,8 +123,8 @@ def axis_measurements(
         drag = world_step_variances(drag_cov, path[:-1, 2])
     rest = np.all(increments == 0, axis=1)
     profile: dict[str, Any] = dict.fromkeys(AXES)
-    if W is not None:
-        profile = rounding_profile(W, path[:-1, 2])
+    if pods is not None:
+        profile = pods.rounding_profile(path[:-1, 2])
     return {a: AxisSeries(dt, z[a], slip[a], rest, profile[a], drag[a]) for a in AXES}
 
 
@@ -197,7 +195,7 @@ def check_axis(
 ) -> tuple[NisConsistency, np.ndarray, float, float]:
     """Calibrated-NIS consistency over all sessions, innovation autocorrelation and its
     bound, and the RMS over the sessions of each one's clipped-mean standard error
-    (:attr:`~sensorbench.fusion.split_filter.AxisNoise.nis_se`)."""
+    (:attr:`~sensorbench.fusion.filter_noise.AxisNoise.nis_se`)."""
     nis, nu_n, se2 = [], [], []
     var = clipped_chi2_moments(gate)[1]
     for s in series:
@@ -445,12 +443,12 @@ def fit_noise(
         stamps.append(stamp_variance(odo.t_s))
         inc = odo.increments(geometry)
         slip_model = geometry.slip_model() or (None if drift is None else drift.drift)
-        for a, s in axis_measurements(np.diff(odo.t_s), inc, slip_model, geometry.W).items():
+        for a, s in axis_measurements(np.diff(odo.t_s), inc, slip_model, geometry).items():
             per_axis[a].append(s)
         n += inc.shape[0]
     if n < 50:
         raise FitError(f"only {n} encoder frames in all; record longer sessions")
-    floor = rounding_floor(geometry.W)
+    floor = geometry.rounding_floor()
     stamp = float(np.median(stamps))
     fits = {a: fit_axis(a, per_axis[a], floor[a], gate, max_frames, stamp) for a in AXES}
     return NoiseFit(fits, [os.path.basename(str(p)) for p in sessions], gate, drift, note)
