@@ -508,6 +508,16 @@ def _print_consistency(doc: dict[str, Any]) -> None:
         if n is not None:
             row += f"  NIS {n['mean']:.2f} [{n['band95'][0]:.2f},{n['band95'][1]:.2f}]"
         click.echo(row)
+    over = {a: c for a, c in (cons or {}).items() if c["overconfident"]}
+    if over:
+        click.echo(
+            "INCONSISTENT, stated uncertainty too small: "
+            + "; ".join(
+                f"{a} mean NEES {c['mean_nees']:.2f} > {c['nees_limit95']:.2f} "
+                f"(one-sided 95 % over {c['n_eff']:.1f} effective samples)"
+                for a, c in over.items()
+            )
+        )
     cross = doc["monitor"].get("pods_vs_imu")
     if cross is not None:
         click.echo(f"pods against IMU yaw: degraded {cross['degraded_fraction']:.1%}")

@@ -111,6 +111,23 @@ def _initial_monotone_tau(rho: np.ndarray) -> float:
     return -1.0 + 2.0 * float(pairs.sum())
 
 
+NEES_MIN_SAMPLES = 2.0
+"""The fewest effective samples the overconfidence verdict takes (:func:`nees_limit`).
+With 2 its 95 % limit is 3.00, so a replay whose mean NEES is 3 or more is always called
+overconfident. Where the error model says fewer (a drive whose error is one calibration
+draw), a consistent filter is then called overconfident more often than 5 %, at most
+P(χ²₁ > 3) = 8.3 % (one effective sample)."""
+
+
+def nees_limit(n_eff: float, level: float = 0.95) -> float:
+    """One-sided ``level`` upper limit of a mean NEES (1-D) over ``n_eff`` effective samples,
+    at least :data:`NEES_MIN_SAMPLES`: above it the stated variance is too small."""
+    from scipy.stats import chi2
+
+    n = max(float(n_eff), NEES_MIN_SAMPLES)
+    return float(chi2.ppf(level, n) / n)
+
+
 def nees_band(n_eff: float, level: float = 0.95) -> tuple[float, float]:
     """Two-sided ``level`` band of a mean NEES (1-D) over ``n_eff`` effective samples."""
     from scipy.stats import chi2
@@ -150,6 +167,14 @@ class AxisConsistency:
         """Mean NEES inside its 95 % band."""
         return self.nees_band[0] <= self.mean_nees <= self.nees_band[1]
 
+    @property
+    def overconfident(self) -> bool:
+        """Mean NEES above its one-sided 95 % limit (:func:`nees_limit`): the errors are
+        larger than the stated variance says. The harmful direction, tested alone: a
+        consistent filter is flagged 5 % of the time (8.3 % at most, below 2 effective
+        samples), and any replay with a mean NEES of 3 or more is flagged."""
+        return self.mean_nees > nees_limit(self.n_eff)
+
     def summary(self) -> dict[str, Any]:
         """JSON-ready: every scalar, coverage per bound with its expectation."""
         return {
@@ -158,6 +183,8 @@ class AxisConsistency:
             "mean_nees": self.mean_nees,
             "nees_band95": list(self.nees_band),
             "nees_consistent": self.nees_consistent,
+            "nees_limit95": nees_limit(self.n_eff),
+            "overconfident": self.overconfident,
             "coverage": {
                 f"{k:g}sigma": {"actual": c, "expected": expected_coverage(k)}
                 for k, c in zip(SIGMA_LEVELS, self.coverage, strict=True)
