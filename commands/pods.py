@@ -138,13 +138,12 @@ def fit_pods_cmd(
     if output is not None:
         check_output(output, force=force, inputs=sessions)
     drives = [load_drive(p) for p in sessions]
-    cpr = None if counts_per_rev is None else [counts_per_rev] * 3
     fit = fit_pods(
         drives,
         interval_s=interval_s,
         heading=heading,
         min_excitation=min_excitation,
-        counts_per_rev=cpr,
+        counts_per_rev=counts_per_rev,
     )
     doc = fit.as_dict()
     if fit.complete:

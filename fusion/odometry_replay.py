@@ -110,7 +110,7 @@ def read_odometry(
     yaw is used when more than half the kept frames carry one.
 
     Raises:
-        FusionError: no encoder stream, fewer than 2 frames, or not 3 counters.
+        FusionError: no encoder stream, fewer than 2 frames, or fewer than 3 counters.
     """
     try:
         with Session(path) as s:
@@ -121,10 +121,11 @@ def read_odometry(
         raise FusionError(str(exc)) from exc
     if len(batch) < 2:
         raise FusionError(f"{path}: fewer than two encoder frames")
-    if batch.counts.shape[1] != 3:
-        raise FusionError(f"{path}: {batch.counts.shape[1]} counters, three-pod odometry needs 3")
-    odo = OdometryStream.for_stream(attrs, 3)
-    frames = OdometryFrames.concat([odo.push(batch), odo.flush()], 3)
+    n = batch.counts.shape[1]
+    if n < 3:
+        raise FusionError(f"{path}: {n} counters; wheel odometry needs >= 3 (x, y and heading)")
+    odo = OdometryStream.for_stream(attrs, n)
+    frames = OdometryFrames.concat([odo.push(batch), odo.flush()], n)
     if odo.t0_ns is None or odo.start_t_s is None or len(frames) == 0:
         raise FusionError(f"{path}: fewer than two encoder frames with increasing times")
     yaw = np.concatenate([[odo.start_yaw], frames.yaw])

@@ -188,32 +188,34 @@ def condition_number(W: np.ndarray, length_scale_m: float | None = None) -> floa
 
 
 def body_increments(W: np.ndarray, dn: np.ndarray) -> np.ndarray:
-    """Body twist increments (Δx, Δy, Δθ) (m, m, rad), shape (K, 3), from ticks ``dn`` (K, 3).
+    """Body twist increments (Δx, Δy, Δθ) (m, m, rad), shape (K, 3), from ticks ``dn`` (K, N).
 
     Frame by frame through W⁻¹ (:func:`~sensorbench.fusion.chunk_invariant.rows_dot`), so
-    a frame's increment is the same whether it is converted alone or with a session.
+    a frame's increment is the same whether it is converted alone or with a session; with
+    more than three wheels through W⁺, the least-squares twist (every count's rounding
+    has the same 1/12 tick², so equal weights are the right ones).
 
     Raises:
-        FusionError: W is not a square, invertible 3×3 matrix.
+        FusionError: W is not (N, 3) with N >= 3 and rank 3.
     """
     W = np.asarray(W, dtype=float)
-    if W.shape != (3, 3):
-        raise FusionError(f"W must be 3×3 for three-pod odometry, got {W.shape}")
+    if W.ndim != 2 or W.shape[1] != 3 or W.shape[0] < 3:
+        raise FusionError(f"W must be N×3 with N >= 3 wheels for odometry, got {W.shape}")
     dn = np.asarray(dn, dtype=float)
-    return rows_dot(dn, _checked_inverse(W.tobytes()))
+    return rows_dot(dn, _checked_inverse(W.tobytes(), W.shape[0]))
 
 
 @lru_cache(maxsize=16)
-def _checked_inverse(data: bytes) -> np.ndarray:
-    """W⁻¹ of a 3×3 pod matrix (its bytes), once per matrix (read-only).
+def _checked_inverse(data: bytes, n: int) -> np.ndarray:
+    """W⁻¹ of a 3×3 pod matrix (its bytes), W⁺ of an N×3 one, once per matrix (read-only).
 
     Raises:
-        FusionError: W is singular.
+        FusionError: W is (nearly) rank-deficient.
     """
-    W = np.frombuffer(data, dtype=np.float64).reshape(3, 3)
+    W = np.frombuffer(data, dtype=np.float64).reshape(n, 3)
     if not np.isfinite(np.linalg.cond(W)) or np.linalg.cond(W) > 1e12:
         raise FusionError("W is singular: the pods do not determine (Δx, Δy, Δθ)")
-    inv = np.linalg.inv(W)
+    inv = np.linalg.inv(W) if n == 3 else np.linalg.pinv(W)
     inv.setflags(write=False)
     return inv
 
@@ -288,7 +290,7 @@ def repair_bounces(
         return inc, np.zeros(k_n, dtype=bool), culprit
     centred = resid - np.median(resid[ok])
     mad = 1.4826 * float(np.median(np.abs(centred[ok])))
-    w_inv = np.linalg.inv(W)
+    w_inv = np.linalg.pinv(W)
     sigma_q = float(np.sqrt((w_inv @ w_inv.T)[2, 2] / 6.0))
     flag = ok & (np.abs(centred) > threshold_sigma * max(mad, sigma_q))
     if not np.any(flag):
@@ -296,10 +298,13 @@ def repair_bounces(
     idx = np.flatnonzero(flag)
     best = np.full(idx.size, -np.inf)
     repaired = inc[idx].copy()
-    for i in range(3):
-        pair = tuple(j for j in range(3) if j != i)
+    for i in range(W.shape[0]):
+        rest = [j for j in range(W.shape[0]) if j != i]
         try:
-            alt = body_increments_two_pods_imu(W, dn[idx], imu[idx], pods=pair)
+            if len(rest) == 2:
+                alt = body_increments_two_pods_imu(W, dn[idx], imu[idx], pods=(rest[0], rest[1]))
+            else:
+                alt = body_increments(W[rest], dn[idx][:, rest])
         except FusionError:
             continue
         predicted = alt @ W[i]
@@ -455,8 +460,8 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
         path, POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS, keys=POD_GEOMETRY_KEYS
     )
     pods = doc.get("pod", [])
-    if len(pods) != 3:
-        raise ModelFileError(f"{path}: expected 3 [[pod]] tables, found {len(pods)}")
+    if len(pods) < 3:
+        raise ModelFileError(f"{path}: odometry needs >= 3 [[pod]] tables, found {len(pods)}")
     for p in pods:
         status = p.get("status", {})
         bad = {k: v for k, v in status.items() if v != "ok"}
