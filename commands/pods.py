@@ -304,6 +304,12 @@ def fit_noise_cmd(
         verdict = "consistent" if all(f.nis_ok for f in fit.axes.values()) else "NOT consistent"
         click.echo(f"filters under the fitted model: {verdict} on these sessions")
         _print_drift(fit)
+        if fit.reach is not None:
+            click.echo(
+                "reach of these drives (99th percentile over 0.25 s): "
+                + ", ".join(f"{k} {v:.3g}" for k, v in fit.reach.values.items())
+                + " (speed, strafe m/s; turn rad/s; speed_turn m·rad/s²)"
+            )
         if output is not None:
             click.echo(f"model written to {output}")
     if not all(f.nis_ok for f in fit.axes.values()):
@@ -461,6 +467,8 @@ def replay_cmd(
             f"final {math.degrees(err['heading_final_rad']):+.3f}°"
         )
     click.echo(f"rejected by the gate: {doc['rejected_updates']}")
+    for why in doc["outside_reach"]:
+        click.echo(f"WARNING, outside the noise fit's drives: {why}")
     _print_consistency(doc)
     for key in ("estimate_file", "plots"):
         if key in doc:

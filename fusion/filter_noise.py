@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from sensorbench.errors import FusionError, ModelFileError
 from sensorbench.fusion.odometry_drift import OdometryDrift
@@ -96,15 +98,81 @@ class AxisNoise:
         return self.slip_scale if self.drag_scale is None else self.drag_scale
 
 
+REACH_WINDOW_S = 0.25
+"""Motion is measured over windows of this length (s): long enough that tick rounding
+does not pass for motion, short enough to see a slalom's turns."""
+
+REACH_MOTIONS = {
+    # key: (what it is, unit, floor: motion below it is no motion)
+    "speed": ("driving", "m/s", 0.05),
+    "strafe": ("driving sideways", "m/s", 0.05),
+    "turn": ("turning", "rad/s", 0.1),
+    "speed_turn": ("turning while translating", "m·rad/s²", 0.02),
+}
+"""The motions the calibration drives' reach is stated in (:class:`MotionReach`)."""
+
+
+@dataclass(frozen=True)
+class MotionReach:
+    """How far the calibration drives went: per motion of :data:`REACH_MOTIONS` the 99th
+    percentile over every :data:`REACH_WINDOW_S` window of the drives (speed and strafe
+    m/s, turn rad/s, speed × turn m·rad/s²). The fitted noise is known to hold within it;
+    a session that goes further (by 1.5× plus the motion's floor) is outside it."""
+
+    values: dict[str, float]
+
+    @classmethod
+    def of(cls, t_s: Sequence[np.ndarray], increments: Sequence[np.ndarray]) -> MotionReach:
+        """The reach of sessions with frame times (K+1,) s and body increments (K, 3)."""
+        rows = [_window_motion(t, inc) for t, inc in zip(t_s, increments, strict=True)]
+        motion = np.vstack(rows)
+        if motion.shape[0] == 0:
+            raise FusionError("no motion windows to state a reach from")
+        pct = np.percentile(motion, 99, axis=0)
+        return cls({k: float(v) for k, v in zip(REACH_MOTIONS, pct, strict=True)})
+
+    def outside(self, other: MotionReach) -> list[str]:
+        """Why ``other`` (a replayed session's motion) lies outside this reach, one
+        sentence per motion it exceeds; empty when it stays inside."""
+        out = []
+        for key, (what, unit, floor) in REACH_MOTIONS.items():
+            got, had = other.values[key], self.values.get(key, 0.0)
+            if got > 1.5 * had + floor:
+                out.append(
+                    f"{what} at {got:.3g} {unit} (99th percentile) beyond the calibration "
+                    f"drives' {had:.3g} {unit}: the fitted noise is not known to hold there"
+                )
+        return out
+
+
+def _window_motion(t_s: np.ndarray, increments: np.ndarray) -> np.ndarray:
+    """(windows, 4) speed, strafe, turn rate and their product over consecutive windows of
+    :data:`REACH_WINDOW_S` (missing increments count as none)."""
+    t = np.asarray(t_s, dtype=float)
+    inc = np.nan_to_num(np.asarray(increments, dtype=float))
+    edges = np.searchsorted(t, np.arange(t[0], t[-1] + 1e-9, REACH_WINDOW_S))
+    if edges.size < 2:
+        return np.empty((0, 4))
+    cum = np.vstack([np.zeros((1, 3)), np.cumsum(inc, axis=0)])
+    span = np.diff(t[edges])[:, None]
+    ok = span[:, 0] > 0
+    rate = (np.diff(cum[edges], axis=0)[ok]) / span[ok]
+    speed = np.hypot(rate[:, 0], rate[:, 1])
+    turn = np.abs(rate[:, 2])
+    return np.column_stack([speed, np.abs(rate[:, 1]), turn, speed * turn])
+
+
 @dataclass(frozen=True)
 class FilterNoise:
-    """Noise of the three axis filters (x, y in m; theta in rad), and how far the odometry
-    drifts from the world: a fitted slip model, or None for a time-based default."""
+    """Noise of the three axis filters (x, y in m; theta in rad), how far the odometry
+    drifts from the world (a fitted slip model, or None for a time-based default) and the
+    calibration drives' reach (None: not stated)."""
 
     x: AxisNoise
     y: AxisNoise
     theta: AxisNoise
     drift: OdometryDrift | None = None
+    reach: MotionReach | None = None
 
     def axis(self, name: str) -> AxisNoise:
         """Noise of axis ``name`` (x, y or theta)."""
@@ -132,6 +200,12 @@ def save_noise_model(
     }
     if noise.drift is not None:
         body["drift"] = {"units": DRIFT_UNITS, **noise.drift.as_dict()}
+    if noise.reach is not None:
+        body["reach"] = {
+            "units": "99th percentile over 0.25 s windows: "
+            + ", ".join(f"{k} {u}" for k, (_, u, _) in REACH_MOTIONS.items()),
+            **noise.reach.values,
+        }
     if report:
         body["report"] = dict(report)
     write_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, prov, body)
@@ -189,7 +263,13 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
             drift = OdometryDrift.from_dict(table)
         except FusionError as exc:
             raise ModelFileError(f"{path}: [drift] table: {exc}") from exc
-    return FilterNoise(x, y, theta, drift=drift)
+    reach = None
+    if "reach" in doc:
+        try:
+            reach = MotionReach({k: float(doc["reach"][k]) for k in REACH_MOTIONS})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelFileError(f"{path}: [reach] table lacks or garbles {exc}") from exc
+    return FilterNoise(x, y, theta, drift=drift, reach=reach)
 
 
 def _refuse_student_t(path: str | os.PathLike[str], axes: Any) -> None:

@@ -32,7 +32,7 @@ from sensorbench.fusion.consistency import (
     nis_monitor,
 )
 from sensorbench.fusion.estimate_stream import CROSS_CHECK
-from sensorbench.fusion.filter_noise import FilterNoise
+from sensorbench.fusion.filter_noise import FilterNoise, MotionReach
 from sensorbench.fusion.nees_samples import SharedErrors, model_effective_samples
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
@@ -538,6 +538,10 @@ def replay_session(
             "reference_noise_sigma": None
             if ref_var is None
             else dict(zip(AXES, map(float, np.sqrt(ref_var)), strict=True)),
+            # where this session's motion lies outside the calibration drives' reach
+            "outside_reach": []
+            if noise.reach is None
+            else noise.reach.outside(MotionReach.of([odo.t_s], [inc])),
         },
         consistency,
         monitor,

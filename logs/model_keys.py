@@ -84,6 +84,7 @@ FILTER_NOISE_KEYS: dict[str, Any] = {
         **{a: dict.fromkeys(("per_m_x", "per_m_y", "per_rad")) for a in AXES},
     },
     "filter": None,
+    "reach": dict.fromkeys(("units", "speed", "strafe", "turn", "speed_turn")),
     "report": None,
 }
 """``filter_noise`` files (``fit noise -o``)."""

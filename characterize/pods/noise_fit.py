@@ -46,7 +46,7 @@ from sensorbench.fusion.consistency import (
     nis_consistency,
     whiteness,
 )
-from sensorbench.fusion.filter_noise import AxisNoise, FilterNoise
+from sensorbench.fusion.filter_noise import AxisNoise, FilterNoise, MotionReach
 from sensorbench.fusion.frame_clock import stamp_variance
 from sensorbench.fusion.odometry_drift import SlipModel, world_step_variances
 from sensorbench.fusion.odometry_replay import read_odometry
@@ -380,12 +380,15 @@ class NoiseFit:
     gate: float
     drift: DriftFit | None = None
     drift_note: str = ""
+    reach: MotionReach | None = None
 
     @property
     def noise(self) -> FilterNoise:
-        """The fitted noise as filter input (with the slip model when one was fitted)."""
+        """The fitted noise as filter input (with the slip model when one was fitted and
+        the sessions' reach)."""
         x, y, theta = (self.axes[a].noise for a in AXES)
-        return FilterNoise(x, y, theta, drift=None if self.drift is None else self.drift.drift)
+        drift = None if self.drift is None else self.drift.drift
+        return FilterNoise(x, y, theta, drift=drift, reach=self.reach)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
@@ -396,6 +399,7 @@ class NoiseFit:
             "units": {"q_xy": "m^2/s^3", "q_theta": "rad^2/s^3", "r_xy": "m^2", "r_theta": "rad^2"},
             "drift": None if self.drift is None else self.drift.as_dict(),
             "drift_note": self.drift_note,
+            "reach": None if self.reach is None else self.reach.values,
         }
 
     def model_report(self) -> dict[str, dict[str, Any]]:
@@ -438,10 +442,13 @@ def fit_noise(
     per_axis: dict[str, list[AxisSeries]] = {a: [] for a in AXES}
     n = 0
     stamps = []
+    times, increments = [], []
     for path in sessions:
         odo = read_odometry(path)
         stamps.append(stamp_variance(odo.t_s))
         inc = odo.increments(geometry)
+        times.append(odo.t_s)
+        increments.append(inc)
         slip_model = geometry.slip_model() or (None if drift is None else drift.drift)
         for a, s in axis_measurements(np.diff(odo.t_s), inc, slip_model, geometry).items():
             per_axis[a].append(s)
@@ -451,7 +458,8 @@ def fit_noise(
     floor = geometry.rounding_floor()
     stamp = float(np.median(stamps))
     fits = {a: fit_axis(a, per_axis[a], floor[a], gate, max_frames, stamp) for a in AXES}
-    return NoiseFit(fits, [os.path.basename(str(p)) for p in sessions], gate, drift, note)
+    labels = [os.path.basename(str(p)) for p in sessions]
+    return NoiseFit(fits, labels, gate, drift, note, MotionReach.of(times, increments))
 
 
 def _fit_drift_if_referenced(
