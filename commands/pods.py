@@ -197,8 +197,9 @@ def _print_pod_table(fit: Any) -> None:
             if sl.drag_identified
             else "not identified (no sideways motion): taken as rolled"
         )
+        against = "pods against the IMU" if sl.timing_s is None else "odometry against mocap"
         click.echo(
-            f"wheel slip (pods against the IMU, {sl.n_windows} windows): rolled "
+            f"wheel slip ({against}, {sl.n_windows} windows): rolled "
             f"{math.sqrt(sl.slip.roll_var) * 1e3:.3f} mm/√m, dragged {drag}"
         )
     else:
@@ -223,6 +224,13 @@ def _print_pod_table(fit: Any) -> None:
     "time: divide by N).",
 )
 @_ALIGN_OPT
+@click.option(
+    "--leave-one-out",
+    "holdout",
+    is_flag=True,
+    help="Also fit without each session in turn and replay it against its mocap: the "
+    "coverage each drive gets from a model that did not see it (one fit per session).",
+)
 def fit_noise_cmd(
     sessions: tuple[Path, ...],
     pods_path: Path,
@@ -232,6 +240,7 @@ def fit_noise_cmd(
     gate: float,
     drift_interval_s: float,
     align_interval_s: float | None,
+    holdout: bool,
 ) -> None:
     """Fit the split filters' noise per axis from replayed sessions.
 
@@ -256,7 +265,7 @@ def fit_noise_cmd(
     time misalignment separated out; the filters then grow their stated uncertainty
     with the motion (and carry the heading's into x and y) instead of with time.
     """
-    from sensorbench.characterize.pods.noise_fit import fit_noise
+    from sensorbench.characterize.pods.noise_fit import fit_noise, leave_one_out
     from sensorbench.fusion.filter_noise import save_noise_model
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.logs.model_file import provenance
@@ -273,6 +282,8 @@ def fit_noise_cmd(
         drift_interval_s=drift_interval_s,
     )
     doc = fit.as_dict()
+    if holdout:
+        doc["leave_one_out"] = leave_one_out(list(sessions), geometry, gate, align_interval_s)
     if output is not None:
         prov = provenance([*sessions, pods_path], {"gate": gate, "pods_model": str(pods_path)})
         with atomic_output(output, force=force, inputs=inputs) as tmp:
@@ -310,6 +321,16 @@ def fit_noise_cmd(
                 + ", ".join(f"{k} {v:.3g}" for k, v in fit.reach.values.items())
                 + " (speed, strafe m/s; turn rad/s; speed_turn m·rad/s²)"
             )
+        for name, held in doc.get("leave_one_out", {}).items():
+            cov = " / ".join(f"{v:.1%}" for v in held["in_2sigma"].values())
+            nees = " / ".join(f"{v:.2f}" for v in held["mean_nees"].values())
+            over = ", ".join(held["overconfident"]) or "none"
+            click.echo(
+                f"held out {name}: truth in 2σ x / y / θ {cov}, mean NEES {nees}, "
+                f"overconfident: {over}"
+            )
+            for why in held["outside_reach"]:
+                click.echo(f"  outside the other drives' reach: {why}")
         if output is not None:
             click.echo(f"model written to {output}")
     if not all(f.nis_ok for f in fit.axes.values()):

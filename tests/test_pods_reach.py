@@ -28,8 +28,9 @@ def _drive(kind: str) -> tuple[np.ndarray, np.ndarray]:
 def test_a_slalom_is_outside_drives_that_never_turned_while_translating() -> None:
     """Forward, sideways and spin drives cover driving (0.5 m/s), strafing (0.4 m/s) and
     turning (2 rad/s) apart, never together: the figure-8 (0.51 m/s while turning up to
-    1.2 rad/s: 0.61 m·rad/s² at its peak) is outside them on turning while translating, and on nothing else; the
-    forward drive again is inside; a drive set with the figure-8 covers it."""
+    1.2 rad/s: 0.61 m·rad/s² at its peak) is outside them on turning while translating,
+    and on nothing else; the forward drive again is inside; a drive set with the figure-8
+    covers it."""
     calib = [_drive(k) for k in ("forward", "sideways", "spin")]
     reach = MotionReach.of(*zip(*calib, strict=True))
     assert reach.values["speed"] == pytest.approx(0.5, rel=0.02)

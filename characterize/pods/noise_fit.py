@@ -49,7 +49,7 @@ from sensorbench.fusion.consistency import (
 from sensorbench.fusion.filter_noise import AxisNoise, FilterNoise, MotionReach
 from sensorbench.fusion.frame_clock import stamp_variance
 from sensorbench.fusion.odometry_drift import SlipModel, world_step_variances
-from sensorbench.fusion.odometry_replay import read_odometry
+from sensorbench.fusion.odometry_replay import read_odometry, replay_session
 from sensorbench.fusion.pod_drive import align_interval_for, load_drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
 from sensorbench.logs.model_keys import AXES
@@ -460,6 +460,38 @@ def fit_noise(
     fits = {a: fit_axis(a, per_axis[a], floor[a], gate, max_frames, stamp) for a in AXES}
     labels = [os.path.basename(str(p)) for p in sessions]
     return NoiseFit(fits, labels, gate, drift, note, MotionReach.of(times, increments))
+
+
+def leave_one_out(
+    sessions: Sequence[str | os.PathLike[str]],
+    geometry: PodGeometry,
+    gate: float = NIS_GATE_99,
+    align_interval_s: float | None = None,
+) -> dict[str, dict[str, Any]]:
+    """How the noise fit carries to drives it did not see: per session, the noise fitted
+    on the others and that session replayed with it against its mocap (truth inside the
+    stated 2σ per axis, mean NEES, whether it is overconfident, and where its motion lies
+    outside the other drives' reach).
+
+    Raises:
+        FitError: fewer than 3 sessions (each fit needs 2), or a session without mocap.
+    """
+    if len(sessions) < 3:
+        raise FitError("leave-one-out needs >= 3 sessions: each fit takes the other ones")
+    out = {}
+    for i, held in enumerate(sessions):
+        rest = [p for j, p in enumerate(sessions) if j != i]
+        noise = fit_noise(rest, geometry, gate=gate, align_interval_s=align_interval_s).noise
+        rp = replay_session(held, geometry, noise, gate=gate, align_interval_s=align_interval_s)
+        if rp.consistency is None:
+            raise FitError(f"{held}: no mocap to judge the held-out replay against")
+        out[os.path.basename(str(held))] = {
+            "in_2sigma": {a: c.coverage[1] for a, c in rp.consistency.items()},
+            "mean_nees": {a: c.mean_nees for a, c in rp.consistency.items()},
+            "overconfident": [a for a, c in rp.consistency.items() if c.overconfident],
+            "outside_reach": rp.info["outside_reach"],
+        }
+    return out
 
 
 def _fit_drift_if_referenced(
