@@ -138,13 +138,12 @@ def fit_pods_cmd(
     if output is not None:
         check_output(output, force=force, inputs=sessions)
     drives = [load_drive(p) for p in sessions]
-    cpr = None if counts_per_rev is None else [counts_per_rev] * 3
     fit = fit_pods(
         drives,
         interval_s=interval_s,
         heading=heading,
         min_excitation=min_excitation,
-        counts_per_rev=cpr,
+        counts_per_rev=counts_per_rev,
     )
     doc = fit.as_dict()
     if fit.complete:
@@ -198,8 +197,9 @@ def _print_pod_table(fit: Any) -> None:
             if sl.drag_identified
             else "not identified (no sideways motion): taken as rolled"
         )
+        against = "pods against the IMU" if sl.timing_s is None else "odometry against mocap"
         click.echo(
-            f"wheel slip (pods against the IMU, {sl.n_windows} windows): rolled "
+            f"wheel slip ({against}, {sl.n_windows} windows): rolled "
             f"{math.sqrt(sl.slip.roll_var) * 1e3:.3f} mm/√m, dragged {drag}"
         )
     else:
@@ -224,6 +224,13 @@ def _print_pod_table(fit: Any) -> None:
     "time: divide by N).",
 )
 @_ALIGN_OPT
+@click.option(
+    "--leave-one-out",
+    "holdout",
+    is_flag=True,
+    help="Also fit without each session in turn and replay it against its mocap: the "
+    "coverage each drive gets from a model that did not see it (one fit per session).",
+)
 def fit_noise_cmd(
     sessions: tuple[Path, ...],
     pods_path: Path,
@@ -233,6 +240,7 @@ def fit_noise_cmd(
     gate: float,
     drift_interval_s: float,
     align_interval_s: float | None,
+    holdout: bool,
 ) -> None:
     """Fit the split filters' noise per axis from replayed sessions.
 
@@ -257,9 +265,9 @@ def fit_noise_cmd(
     time misalignment separated out; the filters then grow their stated uncertainty
     with the motion (and carry the heading's into x and y) instead of with time.
     """
-    from sensorbench.characterize.pods.noise_fit import fit_noise
+    from sensorbench.characterize.pods.noise_fit import fit_noise, leave_one_out
+    from sensorbench.fusion.filter_noise import save_noise_model
     from sensorbench.fusion.pod_kinematics import load_pod_model
-    from sensorbench.fusion.split_filter import save_noise_model
     from sensorbench.logs.model_file import provenance
 
     inputs = [*sessions, pods_path]
@@ -274,6 +282,8 @@ def fit_noise_cmd(
         drift_interval_s=drift_interval_s,
     )
     doc = fit.as_dict()
+    if holdout:
+        doc["leave_one_out"] = leave_one_out(list(sessions), geometry, gate, align_interval_s)
     if output is not None:
         prov = provenance([*sessions, pods_path], {"gate": gate, "pods_model": str(pods_path)})
         with atomic_output(output, force=force, inputs=inputs) as tmp:
@@ -305,6 +315,22 @@ def fit_noise_cmd(
         verdict = "consistent" if all(f.nis_ok for f in fit.axes.values()) else "NOT consistent"
         click.echo(f"filters under the fitted model: {verdict} on these sessions")
         _print_drift(fit)
+        if fit.reach is not None:
+            click.echo(
+                "reach of these drives (99th percentile over 0.25 s): "
+                + ", ".join(f"{k} {v:.3g}" for k, v in fit.reach.values.items())
+                + " (speed, strafe m/s; turn rad/s; speed_turn m·rad/s²)"
+            )
+        for name, held in doc.get("leave_one_out", {}).items():
+            cov = " / ".join(f"{v:.1%}" for v in held["in_2sigma"].values())
+            nees = " / ".join(f"{v:.2f}" for v in held["mean_nees"].values())
+            over = ", ".join(held["overconfident"]) or "none"
+            click.echo(
+                f"held out {name}: truth in 2σ x / y / θ {cov}, mean NEES {nees}, "
+                f"overconfident: {over}"
+            )
+            for why in held["outside_reach"]:
+                click.echo(f"  outside the other drives' reach: {why}")
         if output is not None:
             click.echo(f"model written to {output}")
     if not all(f.nis_ok for f in fit.axes.values()):
@@ -409,10 +435,10 @@ def replay_cmd(
     events.
     """
     from sensorbench.characterize.pose.aid import load_pose_aid_model
+    from sensorbench.fusion.filter_noise import FilterNoise, load_noise_model
     from sensorbench.fusion.odometry_replay import replay_session
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.fusion.replay_plots import replay_plots
-    from sensorbench.fusion.split_filter import FilterNoise, load_noise_model
 
     if output is not None:
         check_output(output, force=force, inputs=[session, pods_path, noise_path, pose_model_path])
@@ -462,6 +488,8 @@ def replay_cmd(
             f"final {math.degrees(err['heading_final_rad']):+.3f}°"
         )
     click.echo(f"rejected by the gate: {doc['rejected_updates']}")
+    for why in doc["outside_reach"]:
+        click.echo(f"WARNING, outside the noise fit's drives: {why}")
     _print_consistency(doc)
     for key in ("estimate_file", "plots"):
         if key in doc:
@@ -508,6 +536,16 @@ def _print_consistency(doc: dict[str, Any]) -> None:
         if n is not None:
             row += f"  NIS {n['mean']:.2f} [{n['band95'][0]:.2f},{n['band95'][1]:.2f}]"
         click.echo(row)
+    over = {a: c for a, c in (cons or {}).items() if c["overconfident"]}
+    if over:
+        click.echo(
+            "INCONSISTENT, stated uncertainty too small: "
+            + "; ".join(
+                f"{a} mean NEES {c['mean_nees']:.2f} > {c['nees_limit95']:.2f} "
+                f"(one-sided 95 % over {c['n_eff']:.1f} effective samples)"
+                for a, c in over.items()
+            )
+        )
     cross = doc["monitor"].get("pods_vs_imu")
     if cross is not None:
         click.echo(f"pods against IMU yaw: degraded {cross['degraded_fraction']:.1%}")

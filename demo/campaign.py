@@ -275,8 +275,8 @@ def fit_noise_model(sessions: list[Path], pods_model: Path, output: Path, speed:
     pod fit's interval is."""
     from sensorbench.characterize.pods.drift_fit import INTERVAL_S
     from sensorbench.characterize.pods.noise_fit import fit_noise
+    from sensorbench.fusion.filter_noise import save_noise_model
     from sensorbench.fusion.pod_kinematics import load_pod_model
-    from sensorbench.fusion.split_filter import save_noise_model
     from sensorbench.logs.model_file import provenance
 
     fit = fit_noise(

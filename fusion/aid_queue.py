@@ -15,8 +15,8 @@ that frame is filtered. A sample that arrives later is dropped and counted (``la
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,8 +24,60 @@ from sensorbench.errors import FusionError
 from sensorbench.fusion.axis_step import AxisAid
 from sensorbench.logs.model_keys import AXES
 
-if TYPE_CHECKING:
-    from sensorbench.fusion.split_filter import Aiding, PoseAidModel
+
+@dataclass(frozen=True)
+class AidAxis:
+    """Pose-error model of one aided axis: σ_b offset, σ and τ Gauss-Markov, σ_v white."""
+
+    sigma_b: float
+    sigma: float
+    tau_s: float
+    sigma_v: float
+
+
+@dataclass(frozen=True)
+class PoseAidModel:
+    """Pose-sensor error per axis (x, y in m; theta in rad) for aiding."""
+
+    x: AidAxis
+    y: AidAxis
+    theta: AidAxis
+
+    def axis(self, name: str) -> AidAxis:
+        """Model of axis ``name``."""
+        return getattr(self, name)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Mapping[str, float]]) -> PoseAidModel:
+        """From ``{"x"|"y"|"theta"|"yaw": {"sigma_b", "sigma", "tau_s", "sigma_v"}}`` (SI)."""
+        try:
+            axes = []
+            for a in AXES:
+                t = d[a if a in d or a != "theta" else "yaw"]
+                axes.append(
+                    AidAxis(*(float(t[k]) for k in ("sigma_b", "sigma", "tau_s", "sigma_v")))
+                )
+        except KeyError as exc:
+            raise FusionError(f"pose-aid model lacks {exc}") from exc
+        return cls(*axes)
+
+
+
+@dataclass
+class Aiding:
+    """Absolute pose measurements for aiding.
+
+    Attributes:
+        t_s: sample times (s), on the encoder time base.
+        pose: (M, 3) x, y (m), heading (rad).
+        valid: (M,) usable samples (not paused, not invalid).
+        relocalized: (M,) True where the sensor reports a relocalization.
+    """
+
+    t_s: np.ndarray
+    pose: np.ndarray
+    valid: np.ndarray
+    relocalized: np.ndarray
 
 
 

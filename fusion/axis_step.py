@@ -36,7 +36,7 @@ from sensorbench.fusion.odometry_motion import (
 )
 
 if TYPE_CHECKING:
-    from sensorbench.fusion.split_filter import AxisNoise
+    from sensorbench.fusion.filter_noise import AxisNoise
 
 NIS_GATE_99 = 6.63
 
@@ -77,7 +77,7 @@ class AxisInput:
             over-states S there by design and the innovation tests nothing.
         r_profile: r is multiplied by it at each step: how the tick rounding of this axis
             at the step's heading differs from its heading-averaged level
-            (:func:`~sensorbench.fusion.split_filter.rounding_profile`); None = r
+            (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`); None = r
             throughout.
         drift: growth of the odometry frame's offset variance over each step (unit²): how
             far the odometry drifts from the world (slip, scale), which is what absolute

@@ -111,6 +111,23 @@ def _initial_monotone_tau(rho: np.ndarray) -> float:
     return -1.0 + 2.0 * float(pairs.sum())
 
 
+NEES_MIN_SAMPLES = 2.0
+"""The fewest effective samples the overconfidence verdict takes (:func:`nees_limit`).
+With 2 its 95 % limit is 3.00, so a replay whose mean NEES is 3 or more is always called
+overconfident. Where the error model says fewer (a drive whose error is one calibration
+draw), a consistent filter is then called overconfident more often than 5 %, at most
+P(χ²₁ > 3) = 8.3 % (one effective sample)."""
+
+
+def nees_limit(n_eff: float, level: float = 0.95) -> float:
+    """One-sided ``level`` upper limit of a mean NEES (1-D) over ``n_eff`` effective samples,
+    at least :data:`NEES_MIN_SAMPLES`: above it the stated variance is too small."""
+    from scipy.stats import chi2
+
+    n = max(float(n_eff), NEES_MIN_SAMPLES)
+    return float(chi2.ppf(level, n) / n)
+
+
 def nees_band(n_eff: float, level: float = 0.95) -> tuple[float, float]:
     """Two-sided ``level`` band of a mean NEES (1-D) over ``n_eff`` effective samples."""
     from scipy.stats import chi2
@@ -150,6 +167,14 @@ class AxisConsistency:
         """Mean NEES inside its 95 % band."""
         return self.nees_band[0] <= self.mean_nees <= self.nees_band[1]
 
+    @property
+    def overconfident(self) -> bool:
+        """Mean NEES above its one-sided 95 % limit (:func:`nees_limit`): the errors are
+        larger than the stated variance says. The harmful direction, tested alone: a
+        consistent filter is flagged 5 % of the time (8.3 % at most, below 2 effective
+        samples), and any replay with a mean NEES of 3 or more is flagged."""
+        return self.mean_nees > nees_limit(self.n_eff)
+
     def summary(self) -> dict[str, Any]:
         """JSON-ready: every scalar, coverage per bound with its expectation."""
         return {
@@ -158,6 +183,8 @@ class AxisConsistency:
             "mean_nees": self.mean_nees,
             "nees_band95": list(self.nees_band),
             "nees_consistent": self.nees_consistent,
+            "nees_limit95": nees_limit(self.n_eff),
+            "overconfident": self.overconfident,
             "coverage": {
                 f"{k:g}sigma": {"actual": c, "expected": expected_coverage(k)}
                 for k, c in zip(SIGMA_LEVELS, self.coverage, strict=True)
@@ -561,3 +588,39 @@ def heading_cross_check(
             sigma[sel] = max(mad, float(sigma_floor))
     out[ok] = (centred[ok] / sigma[ok]) ** 2
     return out
+
+
+def nis_bounds(
+    k: int, dof: int = 1, level: float = 0.95, gate: float = math.inf
+) -> tuple[float, float]:
+    """Two-sided ``level`` bounds of the average NIS over k independent dof-D innovations.
+
+    Without a gate: the exact χ²(k·dof)/k quantiles. With a gate, the average
+    over the *applied* innovations only (NIS ≤ gate) of a correct model follows
+    a truncated χ²: mean F_{dof+2}(g)/F_dof(g), second moment
+    dof·(dof+2)·F_{dof+4}(g)/F_dof(g); the bounds are its normal approximation.
+    """
+    from scipy.stats import chi2, norm
+
+    if not math.isfinite(gate):
+        lo = chi2.ppf((1 - level) / 2, k * dof) / k
+        hi = chi2.ppf(1 - (1 - level) / 2, k * dof) / k
+        return float(lo), float(hi)
+    f0 = chi2.cdf(gate, dof)
+    mean = chi2.cdf(gate, dof + 2) * dof / f0
+    second = dof * (dof + 2) * chi2.cdf(gate, dof + 4) / f0
+    half = norm.ppf(1 - (1 - level) / 2) * math.sqrt((second - mean**2) / k)
+    return float(mean - half), float(mean + half)
+
+
+def whiteness(innovations: np.ndarray, max_lag: int = 10) -> tuple[np.ndarray, float]:
+    """Normalised autocorrelation ρ_1..ρ_max_lag of a series and the bound 1.96/√K."""
+    x = np.asarray(innovations, dtype=float)
+    x = x[np.isfinite(x)]
+    k = x.size
+    if k < max_lag + 2:
+        return np.full(max_lag, np.nan), float("nan")
+    x = x - x.mean()
+    den = float(x @ x)
+    rho = np.array([float(x[lag:] @ x[:-lag]) / den for lag in range(1, max_lag + 1)])
+    return rho, 1.96 / math.sqrt(k)

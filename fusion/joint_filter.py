@@ -57,10 +57,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import chi2
 
+from sensorbench.fusion.filter_noise import FilterNoise
 from sensorbench.fusion.kalman_kernels import RejectStreak, clip_to_gate
 from sensorbench.fusion.odometry_motion import jerk_sq, observed_accel
 from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
-from sensorbench.fusion.split_filter import FilterNoise, frame_steps
+from sensorbench.fusion.split_filter import frame_steps
 
 NIS_GATE_3D_99 = 11.34
 

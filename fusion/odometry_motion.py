@@ -65,7 +65,7 @@ def observed_speed_sq(
     """Squared velocity (unit²/s²) of one axis at the end of each step: the mean over the
     ``frames`` steps up to and including it; 0 for the first ``frames − 1`` steps. A frame
     stamped ε seconds off the instant its counts were sampled puts ``v·ε`` into the
-    odometry position (:attr:`~sensorbench.fusion.split_filter.AxisNoise.stamp_var`)."""
+    odometry position (:attr:`~sensorbench.fusion.filter_noise.AxisNoise.stamp_var`)."""
     d = np.asarray(dt, dtype=float)
     x = np.nan_to_num(np.asarray(z, dtype=float))
     m = int(frames)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import FitError, FusionError, SessionError
-from sensorbench.fusion.aid_queue import aid_interval
+from sensorbench.fusion.aid_queue import Aiding, PoseAidModel, aid_interval
 from sensorbench.fusion.consistency import (
     AxisConsistency,
     MonitorResult,
@@ -32,6 +32,7 @@ from sensorbench.fusion.consistency import (
     nis_monitor,
 )
 from sensorbench.fusion.estimate_stream import CROSS_CHECK
+from sensorbench.fusion.filter_noise import FilterNoise, MotionReach
 from sensorbench.fusion.nees_samples import SharedErrors, model_effective_samples
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
@@ -47,16 +48,7 @@ from sensorbench.fusion.pod_kinematics import (
     body_increments,
     repair_bounces,
 )
-from sensorbench.fusion.split_filter import (
-    Aiding,
-    FilterNoise,
-    FilterState,
-    FrameChunk,
-    PoseAidModel,
-    SplitFilter,
-    SplitResult,
-    rounding_covariance,
-)
+from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, SplitResult
 from sensorbench.fusion.tick_rounding import expected_frac_variance
 from sensorbench.logs import PoseFlag, Session
 from sensorbench.logs.model_keys import AXES
@@ -118,7 +110,7 @@ def read_odometry(
     yaw is used when more than half the kept frames carry one.
 
     Raises:
-        FusionError: no encoder stream, fewer than 2 frames, or not 3 counters.
+        FusionError: no encoder stream, fewer than 2 frames, or fewer than 3 counters.
     """
     try:
         with Session(path) as s:
@@ -129,10 +121,11 @@ def read_odometry(
         raise FusionError(str(exc)) from exc
     if len(batch) < 2:
         raise FusionError(f"{path}: fewer than two encoder frames")
-    if batch.counts.shape[1] != 3:
-        raise FusionError(f"{path}: {batch.counts.shape[1]} counters, three-pod odometry needs 3")
-    odo = OdometryStream.for_stream(attrs, 3)
-    frames = OdometryFrames.concat([odo.push(batch), odo.flush()], 3)
+    n = batch.counts.shape[1]
+    if n < 3:
+        raise FusionError(f"{path}: {n} counters; wheel odometry needs >= 3 (x, y and heading)")
+    odo = OdometryStream.for_stream(attrs, n)
+    frames = OdometryFrames.concat([odo.push(batch), odo.flush()], n)
     if odo.t0_ns is None or odo.start_t_s is None or len(frames) == 0:
         raise FusionError(f"{path}: fewer than two encoder frames with increasing times")
     yaw = np.concatenate([[odo.start_yaw], frames.yaw])
@@ -524,7 +517,7 @@ def replay_session(
             chi = heading_cross_check_model(raw, odo.imu_dtheta, var, rest, gate)
         else:
             # a frame's Δθ holds the rounding of its two ends
-            floor = float(np.sqrt(2.0 * rounding_covariance(geometry.W)[2, 2]))
+            floor = float(np.sqrt(2.0 * geometry.rounding_covariance()[2, 2]))
             travel = np.abs(odo.dn) @ geometry.c
             chi = heading_cross_check(raw, odo.imu_dtheta, floor, travel)
         monitor[CROSS_CHECK] = nis_monitor(chi, gate, monitor_window, level)
@@ -545,6 +538,10 @@ def replay_session(
             "reference_noise_sigma": None
             if ref_var is None
             else dict(zip(AXES, map(float, np.sqrt(ref_var)), strict=True)),
+            # where this session's motion lies outside the calibration drives' reach
+            "outside_reach": []
+            if noise.reach is None
+            else noise.reach.outside(MotionReach.of([odo.t_s], [inc])),
         },
         consistency,
         monitor,

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import FusionError, ModelFileError
-from sensorbench.fusion.chunk_invariant import rows_dot
-from sensorbench.fusion.odometry_drift import CalibrationError, PodSlip
+from sensorbench.fusion.chunk_invariant import pinv_cached, rows_dot
+from sensorbench.fusion.odometry_drift import CalibrationError, PodSlip, world_step_variances
 from sensorbench.logs.model_file import read_model, write_model
-from sensorbench.logs.model_keys import POD_GEOMETRY_KEYS
+from sensorbench.logs.model_keys import AXES, POD_GEOMETRY_KEYS
 
 POD_MODEL_KIND = "pod_geometry"
 POD_MODEL_VERSION = 1
@@ -127,6 +127,35 @@ class PodGeometry:
         """The (N, 3) matrix with ``Δn = W·(Δx, Δy, Δθ)`` (ticks per m, m, rad)."""
         return pod_matrix(self.c, self.phi, self.lever)
 
+    def rounding_covariance(self) -> np.ndarray:
+        """Body covariance (3, 3) of the odometry pose from tick rounding alone: each
+        cumulative count is the travel floored to whole ticks, one uniform error of 1/12
+        tick² per pod, mapped through W⁺ (m², m·rad, rad²)."""
+        w_inv = pinv_cached(self.W)
+        return w_inv @ w_inv.T / 12.0
+
+    def rounding_floor(self) -> dict[str, float]:
+        """Heading-averaged rounding variance per split-filter axis: x and y the mean of the
+        body x and y variances (the world axes see the body axes rotated), θ as is."""
+        cov = self.rounding_covariance()
+        xy = 0.5 * float(cov[0, 0] + cov[1, 1])
+        return {"x": xy, "y": xy, "theta": float(cov[2, 2])}
+
+    def rounding_profile(self, heading: np.ndarray) -> dict[str, np.ndarray]:
+        """Per step (K,), the axis's rounding variance at the heading θ_k (rad; the world x
+        and y of ``R(θ)·C·R(θ)ᵀ``) over its heading average (:meth:`rounding_floor`): the
+        filters' r times it is the step's r.
+
+        With two parallel pods the body x rounding is half the lateral pod's, so a robot
+        driving along world x has the smaller one there (0.55× the average on the
+        simulator's pods) and a turning robot both.
+        """
+        cov = self.rounding_covariance()
+        floor = self.rounding_floor()
+        th = np.asarray(heading, dtype=float)
+        world = world_step_variances(np.broadcast_to(cov, (th.size, 3, 3)), th)
+        return {a: world[a] / floor[a] for a in AXES}
+
     def scaled(self, factor: float) -> PodGeometry:
         """The same pods with every distance per tick multiplied by ``factor``."""
         cov = None if self.row_cov is None else self.row_cov / factor**2
@@ -159,32 +188,34 @@ def condition_number(W: np.ndarray, length_scale_m: float | None = None) -> floa
 
 
 def body_increments(W: np.ndarray, dn: np.ndarray) -> np.ndarray:
-    """Body twist increments (Δx, Δy, Δθ) (m, m, rad), shape (K, 3), from ticks ``dn`` (K, 3).
+    """Body twist increments (Δx, Δy, Δθ) (m, m, rad), shape (K, 3), from ticks ``dn`` (K, N).
 
     Frame by frame through W⁻¹ (:func:`~sensorbench.fusion.chunk_invariant.rows_dot`), so
-    a frame's increment is the same whether it is converted alone or with a session.
+    a frame's increment is the same whether it is converted alone or with a session; with
+    more than three wheels through W⁺, the least-squares twist (every count's rounding
+    has the same 1/12 tick², so equal weights are the right ones).
 
     Raises:
-        FusionError: W is not a square, invertible 3×3 matrix.
+        FusionError: W is not (N, 3) with N >= 3 and rank 3.
     """
     W = np.asarray(W, dtype=float)
-    if W.shape != (3, 3):
-        raise FusionError(f"W must be 3×3 for three-pod odometry, got {W.shape}")
+    if W.ndim != 2 or W.shape[1] != 3 or W.shape[0] < 3:
+        raise FusionError(f"W must be N×3 with N >= 3 wheels for odometry, got {W.shape}")
     dn = np.asarray(dn, dtype=float)
-    return rows_dot(dn, _checked_inverse(W.tobytes()))
+    return rows_dot(dn, _checked_inverse(W.tobytes(), W.shape[0]))
 
 
 @lru_cache(maxsize=16)
-def _checked_inverse(data: bytes) -> np.ndarray:
-    """W⁻¹ of a 3×3 pod matrix (its bytes), once per matrix (read-only).
+def _checked_inverse(data: bytes, n: int) -> np.ndarray:
+    """W⁻¹ of a 3×3 pod matrix (its bytes), W⁺ of an N×3 one, once per matrix (read-only).
 
     Raises:
-        FusionError: W is singular.
+        FusionError: W is (nearly) rank-deficient.
     """
-    W = np.frombuffer(data, dtype=np.float64).reshape(3, 3)
+    W = np.frombuffer(data, dtype=np.float64).reshape(n, 3)
     if not np.isfinite(np.linalg.cond(W)) or np.linalg.cond(W) > 1e12:
         raise FusionError("W is singular: the pods do not determine (Δx, Δy, Δθ)")
-    inv = np.linalg.inv(W)
+    inv = np.linalg.inv(W) if n == 3 else np.linalg.pinv(W)
     inv.setflags(write=False)
     return inv
 
@@ -259,7 +290,7 @@ def repair_bounces(
         return inc, np.zeros(k_n, dtype=bool), culprit
     centred = resid - np.median(resid[ok])
     mad = 1.4826 * float(np.median(np.abs(centred[ok])))
-    w_inv = np.linalg.inv(W)
+    w_inv = np.linalg.pinv(W)
     sigma_q = float(np.sqrt((w_inv @ w_inv.T)[2, 2] / 6.0))
     flag = ok & (np.abs(centred) > threshold_sigma * max(mad, sigma_q))
     if not np.any(flag):
@@ -267,10 +298,13 @@ def repair_bounces(
     idx = np.flatnonzero(flag)
     best = np.full(idx.size, -np.inf)
     repaired = inc[idx].copy()
-    for i in range(3):
-        pair = tuple(j for j in range(3) if j != i)
+    for i in range(W.shape[0]):
+        rest = [j for j in range(W.shape[0]) if j != i]
         try:
-            alt = body_increments_two_pods_imu(W, dn[idx], imu[idx], pods=pair)
+            if len(rest) == 2:
+                alt = body_increments_two_pods_imu(W, dn[idx], imu[idx], pods=(rest[0], rest[1]))
+            else:
+                alt = body_increments(W[rest], dn[idx][:, rest])
         except FusionError:
             continue
         predicted = alt @ W[i]
@@ -426,8 +460,8 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
         path, POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS, keys=POD_GEOMETRY_KEYS
     )
     pods = doc.get("pod", [])
-    if len(pods) != 3:
-        raise ModelFileError(f"{path}: expected 3 [[pod]] tables, found {len(pods)}")
+    if len(pods) < 3:
+        raise ModelFileError(f"{path}: odometry needs >= 3 [[pod]] tables, found {len(pods)}")
     for p in pods:
         status = p.get("status", {})
         bad = {k: v for k, v in status.items() if v != "ok"}

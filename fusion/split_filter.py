@@ -34,9 +34,9 @@ observed acceleration as a known input and q grows with its observed squared jer
 (``q_jerk``; :mod:`~sensorbench.fusion.odometry_motion`); the odometry
 position takes a slip random walk per step (``slip_scale`` and ``drag_scale`` × the
 wheels' rolling and dragging slip of the step); and the tick rounding r follows the
-heading (:func:`rounding_profile`), white from frame to frame. The
-innovations are Gaussian; each update's NIS is also given with the frames at rest left
-out (``AxisTrack.nis_chi2``; nan there, they test nothing).
+heading (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`), white
+from frame to frame. The innovations are Gaussian; each update's NIS is also given with
+the frames at rest left out (``AxisTrack.nis_chi2``; nan there, they test nothing).
 
 Each update is a 2×2 covariance propagation and a scalar division (no matrix
 inverse). An innovation whose NIS ``ν²/S`` exceeds the gate (default 6.63, the
@@ -78,16 +78,14 @@ coasts on odometry, Var b growing.
 
 from __future__ import annotations
 
-import math
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from sensorbench.errors import FusionError, ModelFileError
-from sensorbench.fusion.aid_queue import AidQueue, aid_interval
+from sensorbench.errors import FusionError
+from sensorbench.fusion.aid_queue import Aiding, AidQueue, PoseAidModel, aid_interval
 from sensorbench.fusion.axis_step import (
     NIS_GATE_99,
     AxisAid,
@@ -98,299 +96,16 @@ from sensorbench.fusion.axis_step import (
     start_axis,
     step_axis,
 )
-from sensorbench.fusion.chunk_invariant import pinv_cached
+from sensorbench.fusion.filter_noise import FilterNoise
 from sensorbench.fusion.odometry_drift import (
     CalibrationError,
-    OdometryDrift,
     PodSlip,
     PoseErrorCarry,
     SlipModel,
     world_step_variances,
 )
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
-from sensorbench.logs.model_file import read_model, write_model
-from sensorbench.logs.model_keys import AXES, FILTER_NOISE_KEYS
-
-NOISE_MODEL_KIND = "filter_noise"
-NOISE_MODEL_VERSION = 2
-DRIFT_UNITS = "per_m_x, per_m_y: m^2 (rad^2 for theta) per m; per_rad: the same per rad"
-NOISE_MODEL_UNITS = {
-    "q_xy": "m^2/s^3",
-    "q_theta": "rad^2/s^3",
-    "r_xy": "m^2",
-    "r_theta": "rad^2",
-}
-
-
-@dataclass(frozen=True)
-class AxisNoise:
-    """Noise of one axis.
-
-    Attributes:
-        q: velocity random walk at rest (unit²/s³).
-        r: odometry-position variance (unit²; the scale² of the innovation's measurement
-            part: tick quantization).
-        q_jerk: growth of the velocity random walk with the odometry's observed squared
-            jerk (s³): the step's q is ``q + q_jerk·ĵ²``
-            (:func:`~sensorbench.fusion.odometry_motion.jerk_sq`). The prediction takes
-            the odometry's observed acceleration
-            (:func:`~sensorbench.fusion.odometry_motion.observed_accel`) as a known input,
-            ``v ← v + â·h``, ``p ← p + v·h + ½·â·h²`` (a robot turning while it drives
-            accelerates for seconds on end in the world x and y, which a velocity random
-            walk follows only with a lag no fixed q states), so what it misses is how fast
-            the acceleration changes; 0 = fixed q.
-        slip_scale: the share of the odometry slip model's per-step variance
-            (:meth:`~sensorbench.fusion.odometry_drift.OdometryDrift.axis_step_variances`)
-            that shows in the step's own increment (a position random walk of the
-            odometry; dimensionless): of the rolling part, and of the whole when the slip
-            model does not split it. Used only with a slip model.
-        drag_scale: the same for the dragging part of a wheel slip law
-            (:meth:`~sensorbench.fusion.odometry_drift.PodSlip.step_covariance_parts`);
-            None = ``slip_scale``. The two laws' coefficients are each known to their
-            standard error (≈ 10 % from a few minutes of drives) and the axes and drives
-            weigh them differently (a straight drive's lateral axis sees only drag), so
-            the noise fit scales them apart.
-        nis_se: how well the fit knows the level it states: the standard error (RMS over
-            the fitted sessions) of the clipped mean NIS each session was matched to
-            (dimensionless; 0 = an exact model). The noise fit balances the noise across
-            drives on those sessions' own means, so its stated variance carries their
-            noise into every later session; a replay's NIS band adds it
-            (:func:`~sensorbench.fusion.consistency.nis_consistency`). The filters do not
-            use it.
-        stamp_var: variance (s²) of the frame times' error against the instants their
-            counts were sampled (a host clock's receive jitter, when the frames carry no
-            device time): the odometry position of a frame then errs by ``v·ε``, white
-            from frame to frame like the rounding, so each update's r gains
-            ``stamp_var·v̂²`` with v̂ the axis's velocity over the last
-            :data:`~sensorbench.fusion.odometry_motion.FEEDFORWARD_FRAMES` steps
-            (:func:`~sensorbench.fusion.odometry_motion.observed_speed_sq`). 0 = exact
-            frame times (a device clock).
-    """
-
-    q: float
-    r: float
-    q_jerk: float = 0.0
-    slip_scale: float = 1.0
-    drag_scale: float | None = None
-    nis_se: float = 0.0
-    stamp_var: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not (self.q > 0 and self.r > 0 and math.isfinite(self.q) and math.isfinite(self.r)):
-            raise FusionError(f"filter noise must be finite and > 0, got q={self.q}, r={self.r}")
-        for name in ("q_jerk", "slip_scale", "drag_share", "nis_se", "stamp_var"):
-            val = getattr(self, name)
-            if not (val >= 0 and math.isfinite(val)):
-                raise FusionError(f"{name} must be finite and >= 0, got {val}")
-
-    @property
-    def drag_share(self) -> float:
-        """The scale of the dragging part (``drag_scale``, or ``slip_scale`` when unset)."""
-        return self.slip_scale if self.drag_scale is None else self.drag_scale
-
-
-@dataclass(frozen=True)
-class FilterNoise:
-    """Noise of the three axis filters (x, y in m; theta in rad), and how far the odometry
-    drifts from the world: a fitted slip model, or None for a time-based default."""
-
-    x: AxisNoise
-    y: AxisNoise
-    theta: AxisNoise
-    drift: OdometryDrift | None = None
-
-    def axis(self, name: str) -> AxisNoise:
-        """Noise of axis ``name`` (x, y or theta)."""
-        return getattr(self, name)
-
-    @classmethod
-    def default(cls) -> FilterNoise:
-        """Untuned defaults: q = 1 m²/s³ (10 rad²/s³), odometry σ 0.1 mm (1 mrad)."""
-        return cls(AxisNoise(1.0, 1e-8), AxisNoise(1.0, 1e-8), AxisNoise(10.0, 1e-6))
-
-
-def save_noise_model(
-    path: str | os.PathLike[str],
-    noise: FilterNoise,
-    prov: Mapping[str, Any],
-    report: Mapping[str, Any] | None = None,
-) -> None:
-    """Write a filter-noise model file (kind ``filter_noise``)."""
-    body: dict[str, Any] = {
-        "axes": {a: _axis_table(noise.axis(a)) for a in AXES},
-        "filter": {
-            "state": "position, mean velocity over the step",
-            "measurement": "odometry position: running sum of the axis's increments, H = [1, 0]",
-        },
-    }
-    if noise.drift is not None:
-        body["drift"] = {"units": DRIFT_UNITS, **noise.drift.as_dict()}
-    if report:
-        body["report"] = dict(report)
-    write_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, prov, body)
-
-
-def _axis_table(n: AxisNoise) -> dict[str, float | bool]:
-    """An axis's [axes] row (keys at their defaults left out)."""
-    row: dict[str, float | bool] = {"q": n.q, "r": n.r}
-    if n.q_jerk > 0:
-        row["q_jerk"] = n.q_jerk
-    if n.slip_scale != 1.0:
-        row["slip_scale"] = n.slip_scale
-    if n.drag_scale is not None:
-        row["drag_scale"] = n.drag_scale
-    if n.nis_se > 0:
-        row["nis_se"] = n.nis_se
-    if n.stamp_var > 0:
-        row["stamp_var"] = n.stamp_var
-    return row
-
-
-def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
-    """Read a filter-noise model file (checks kind, version and units)."""
-    doc = read_model(
-        path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, keys=FILTER_NOISE_KEYS
-    )
-    if any("q_acc" in t for t in doc.get("axes", {}).values() if isinstance(t, Mapping)):
-        raise ModelFileError(
-            f"{path}: its q grows with the observed acceleration (q_acc, format 1); the "
-            "filters now feed that acceleration forward and grow q with the jerk instead, "
-            "so the fitted values do not carry over: refit with `sensorbench fit noise`"
-        )
-    _refuse_student_t(path, doc.get("axes", {}))
-    _refuse_no_feedforward(path, doc.get("axes", {}))
-    try:
-        axes = doc["axes"]
-        x, y, theta = (
-            AxisNoise(
-                float(axes[a]["q"]),
-                float(axes[a]["r"]),
-                float(axes[a].get("q_jerk", 0.0)),
-                float(axes[a].get("slip_scale", 1.0)),
-                _optional_float(axes[a].get("drag_scale")),
-                float(axes[a].get("nis_se", 0.0)),
-                float(axes[a].get("stamp_var", 0.0)),
-            )
-            for a in AXES
-        )
-    except (KeyError, TypeError, ValueError, FusionError) as exc:
-        raise ModelFileError(f"{path}: malformed [axes] table in noise model ({exc})") from exc
-    drift = None
-    if "drift" in doc:
-        table = {k: v for k, v in doc["drift"].items() if k != "units"}
-        try:
-            drift = OdometryDrift.from_dict(table)
-        except FusionError as exc:
-            raise ModelFileError(f"{path}: [drift] table: {exc}") from exc
-    return FilterNoise(x, y, theta, drift=drift)
-
-
-def _refuse_student_t(path: str | os.PathLike[str], axes: Any) -> None:
-    """A finite ``dof`` (a Student-t innovation law, from older fits) is refused: the
-    filters are Gaussian only; ``dof = inf`` is the Gaussian law and loads."""
-    if not isinstance(axes, Mapping):
-        return
-    for a, t in axes.items():
-        dof = t.get("dof", math.inf) if isinstance(t, Mapping) else math.inf
-        try:
-            finite = math.isfinite(float(dof))
-        except (TypeError, ValueError):
-            finite = True
-        if finite:
-            raise ModelFileError(
-                f"{path}: [axes.{a}] has dof = {dof!r}, a Student-t innovation law; the "
-                "filters are Gaussian only (dof = inf or no dof key): refit with "
-                "`sensorbench fit noise`"
-            )
-
-
-def _refuse_no_feedforward(path: str | os.PathLike[str], axes: Any) -> None:
-    """The filters always feed the observed acceleration forward; a file that says
-    ``feedforward = false`` (a prediction without it, which no fit produces) is refused
-    naming the key, ``true`` (what fits wrote while it was a flag) loads."""
-    if not isinstance(axes, Mapping):
-        return
-    for a, t in axes.items():
-        value = t.get("feedforward", True) if isinstance(t, Mapping) else True
-        if value is not True:
-            raise ModelFileError(
-                f"{path}: [axes.{a}] has feedforward = {value!r}; the filters always feed "
-                "the observed acceleration forward (feedforward = true or no key): refit "
-                "with `sensorbench fit noise`"
-            )
-
-
-def _optional_float(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-@dataclass(frozen=True)
-class AidAxis:
-    """Pose-error model of one aided axis: σ_b offset, σ and τ Gauss-Markov, σ_v white."""
-
-    sigma_b: float
-    sigma: float
-    tau_s: float
-    sigma_v: float
-
-
-@dataclass(frozen=True)
-class PoseAidModel:
-    """Pose-sensor error per axis (x, y in m; theta in rad) for aiding."""
-
-    x: AidAxis
-    y: AidAxis
-    theta: AidAxis
-
-    def axis(self, name: str) -> AidAxis:
-        """Model of axis ``name``."""
-        return getattr(self, name)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Mapping[str, float]]) -> PoseAidModel:
-        """From ``{"x"|"y"|"theta"|"yaw": {"sigma_b", "sigma", "tau_s", "sigma_v"}}`` (SI)."""
-        try:
-            axes = []
-            for a in AXES:
-                t = d[a if a in d or a != "theta" else "yaw"]
-                axes.append(
-                    AidAxis(*(float(t[k]) for k in ("sigma_b", "sigma", "tau_s", "sigma_v")))
-                )
-        except KeyError as exc:
-            raise FusionError(f"pose-aid model lacks {exc}") from exc
-        return cls(*axes)
-
-
-def rounding_covariance(W: np.ndarray) -> np.ndarray:
-    """Body covariance (3, 3) of the odometry pose from tick rounding alone: each cumulative
-    count is the travel floored to whole ticks, one uniform error of 1/12 tick² per pod,
-    mapped through W⁺ (m², m·rad, rad²)."""
-    w_inv = pinv_cached(W)
-    return w_inv @ w_inv.T / 12.0
-
-
-def rounding_floor(W: np.ndarray) -> dict[str, float]:
-    """Heading-averaged rounding variance per split-filter axis: x and y the mean of the
-    body x and y variances (the world axes see the body axes rotated), θ as is."""
-    cov = rounding_covariance(W)
-    xy = 0.5 * float(cov[0, 0] + cov[1, 1])
-    return {"x": xy, "y": xy, "theta": float(cov[2, 2])}
-
-
-def rounding_profile(W: np.ndarray, heading: np.ndarray) -> dict[str, np.ndarray]:
-    """Per step (K,), the axis's rounding variance at the heading θ_k (the world x and y
-    of ``R(θ)·C·R(θ)ᵀ``) over its heading average (:func:`rounding_floor`): the filters' r
-    times it is the step's r.
-
-    With two parallel pods the body x rounding is half the lateral pod's, so a robot
-    driving along world x has the smaller one there (0.55× the average on the simulator's
-    pods) and a turning robot both.
-    """
-    cov = rounding_covariance(W)
-    floor = rounding_floor(W)
-    th = np.asarray(heading, dtype=float)
-    world = world_step_variances(np.broadcast_to(cov, (th.size, 3, 3)), th)
-    return {a: world[a] / floor[a] for a in AXES}
+from sensorbench.logs.model_keys import AXES
 
 
 def predict_axis(
@@ -419,23 +134,6 @@ def frame_steps(
     if np.any(~(dt > 0)):
         raise FusionError("frame times must be strictly increasing")
     return t, inc, dt
-
-
-@dataclass
-class Aiding:
-    """Absolute pose measurements for aiding.
-
-    Attributes:
-        t_s: sample times (s), on the encoder time base.
-        pose: (M, 3) x, y (m), heading (rad).
-        valid: (M,) usable samples (not paused, not invalid).
-        relocalized: (M,) True where the sensor reports a relocalization.
-    """
-
-    t_s: np.ndarray
-    pose: np.ndarray
-    valid: np.ndarray
-    relocalized: np.ndarray
 
 
 @dataclass
@@ -515,7 +213,7 @@ class SessionModel:
     Attributes:
         t0_s: time of the first frame (s).
         var0: the start's variances (x, y m²; θ rad²).
-        W: the pod matrix the increments come from (None: its tick rounding is white).
+        pods: the pod geometry the increments come from (None: its tick rounding is white).
         drift: the slip model the odometry frame drifts by (None: ``drift_q`` per second).
         pod_slip: the wheels' slip law (None without one).
         calibration: the pod geometry's uncertainty (None without one).
@@ -524,7 +222,7 @@ class SessionModel:
 
     t0_s: float
     var0: tuple[float, float, float]
-    W: np.ndarray | None
+    pods: PodGeometry | None
     drift: SlipModel | None
     pod_slip: PodSlip | None
     calibration: CalibrationError | None
@@ -664,7 +362,8 @@ class SplitFilter:
                 odometry frame's offset variance; its wheels' slip law
                 (:class:`~sensorbench.fusion.odometry_drift.PodSlip`) replaces
                 ``noise.drift`` as the per-step slip and the offset's random walk; its tick
-                rounding sets how r varies with the heading (:func:`rounding_profile`).
+                rounding sets how r varies with the heading
+                (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`).
             aid_interval_s: the pose sensor's period Δt_aid (s) in the aiding variance
                 (needed to aid: replay takes the median gap of the session's samples,
                 :func:`~sensorbench.fusion.aid_queue.aid_interval`; live, the sensor's
@@ -675,7 +374,7 @@ class SplitFilter:
         model = SessionModel(
             t0_s=float(t0_s),
             var0=(float(var0[0]), float(var0[1]), float(var0[2])),
-            W=None if pods is None else pods.W,
+            pods=pods,
             drift=pod_slip if pod_slip is not None else self.noise.drift,
             pod_slip=pod_slip,
             calibration=calibration,
@@ -764,8 +463,8 @@ class SplitFilter:
             sens = (sens_xy, sens_t)
             cal_var = np.concatenate([var_xy[-1, :2], var_t[-1, 2:]]) if k_n else cal_var
         profile: dict[str, Any] = dict.fromkeys(AXES)
-        if model.W is not None:
-            profile = rounding_profile(model.W, th.p[:-1])
+        if model.pods is not None:
+            profile = model.pods.rounding_profile(th.p[:-1])
         # world-frame arc of each step, rotated by the heading estimate at its start
         rel = se2_exp(np.nan_to_num(inc))
         c, s = np.cos(th.p[:-1]), np.sin(th.p[:-1])
@@ -835,39 +534,3 @@ class SplitFilter:
             return dict.fromkeys(AXES), queue
         queue, fixes = queue.take(t, odo, self.aid_model)
         return {a: fixes[a] for a in AXES}, queue
-
-
-def nis_bounds(
-    k: int, dof: int = 1, level: float = 0.95, gate: float = math.inf
-) -> tuple[float, float]:
-    """Two-sided ``level`` bounds of the average NIS over k independent dof-D innovations.
-
-    Without a gate: the exact χ²(k·dof)/k quantiles. With a gate, the average
-    over the *applied* innovations only (NIS ≤ gate) of a correct model follows
-    a truncated χ²: mean F_{dof+2}(g)/F_dof(g), second moment
-    dof·(dof+2)·F_{dof+4}(g)/F_dof(g); the bounds are its normal approximation.
-    """
-    from scipy.stats import chi2, norm
-
-    if not math.isfinite(gate):
-        lo = chi2.ppf((1 - level) / 2, k * dof) / k
-        hi = chi2.ppf(1 - (1 - level) / 2, k * dof) / k
-        return float(lo), float(hi)
-    f0 = chi2.cdf(gate, dof)
-    mean = chi2.cdf(gate, dof + 2) * dof / f0
-    second = dof * (dof + 2) * chi2.cdf(gate, dof + 4) / f0
-    half = norm.ppf(1 - (1 - level) / 2) * math.sqrt((second - mean**2) / k)
-    return float(mean - half), float(mean + half)
-
-
-def whiteness(innovations: np.ndarray, max_lag: int = 10) -> tuple[np.ndarray, float]:
-    """Normalised autocorrelation ρ_1..ρ_max_lag of a series and the bound 1.96/√K."""
-    x = np.asarray(innovations, dtype=float)
-    x = x[np.isfinite(x)]
-    k = x.size
-    if k < max_lag + 2:
-        return np.full(max_lag, np.nan), float("nan")
-    x = x - x.mean()
-    den = float(x @ x)
-    rho = np.array([float(x[lag:] @ x[:-lag]) / den for lag in range(1, max_lag + 1)])
-    return rho, 1.96 / math.sqrt(k)

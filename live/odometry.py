@@ -111,8 +111,8 @@ class OdometryModels:
             ModelFileError: a file of another kind, version or units, or malformed.
         """
         from sensorbench.characterize.pose.aid import load_pose_aid_model
+        from sensorbench.fusion.filter_noise import load_noise_model
         from sensorbench.fusion.pod_kinematics import load_pod_model
-        from sensorbench.fusion.split_filter import load_noise_model
 
         return cls(
             load_pod_model(pods),

@@ -20,7 +20,7 @@ AXES: tuple[str, ...] = ("x", "y", "theta")
 """The filters' axes in the robot frame, in column order everywhere (x forward m,
 y left m, theta counter-clockwise rad): the split filters, the pod geometry's
 columns, the drift terms, the aiding fixes and the ``filter_noise`` file's tables.
-docs/ESTIMATION.md ("Adding an axis") says what else an added axis needs."""
+docs/PODS.md ("Adding an axis") says what else an added axis needs."""
 
 POSE_AXES: tuple[str, ...] = ("x", "y", "z", "roll", "pitch", "yaw")
 """A pose's axes (m, m, m, rad, rad, rad), in column order of every ``(N, 6)`` pose or
@@ -84,6 +84,7 @@ FILTER_NOISE_KEYS: dict[str, Any] = {
         **{a: dict.fromkeys(("per_m_x", "per_m_y", "per_rad")) for a in AXES},
     },
     "filter": None,
+    "reach": dict.fromkeys(("units", "speed", "strafe", "turn", "speed_turn")),
     "report": None,
 }
 """``filter_noise`` files (``fit noise -o``)."""

@@ -32,7 +32,7 @@ from sensorbench.logs.model_keys import POSE_AXES
 if TYPE_CHECKING:
     from sensorbench.characterize.pose.validate import SessionCheck, ValidationReport
     from sensorbench.characterize.pose.verdict import Verdict
-    from sensorbench.fusion.split_filter import FilterNoise
+    from sensorbench.fusion.filter_noise import FilterNoise
 
 ProgressFn = Callable[[str], None]
 StepFn = Callable[[int, int], None]
@@ -397,13 +397,13 @@ def compute_pods(inputs: ReportInputs) -> PodsSection | None:
     models = inputs.models
     if models is None or not (models / "pods.toml").exists():
         return None
+    from sensorbench.fusion.filter_noise import load_noise_model
     from sensorbench.fusion.pod_kinematics import (
         POD_MODEL_KIND,
         POD_MODEL_UNITS,
         POD_MODEL_VERSION,
         load_pod_model,
     )
-    from sensorbench.fusion.split_filter import load_noise_model
     from sensorbench.logs.model_file import read_model
 
     doc = read_model(models / "pods.toml", POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS)
@@ -431,9 +431,9 @@ def compute_pods(inputs: ReportInputs) -> PodsSection | None:
 
 
 def _replay(inputs: ReportInputs, geometry: Any, noise: FilterNoise | None) -> list[ReplayRow]:
+    from sensorbench.fusion.filter_noise import FilterNoise
     from sensorbench.fusion.odometry_replay import replay_session
     from sensorbench.fusion.replay_plots import replay_plots
-    from sensorbench.fusion.split_filter import FilterNoise
 
     rows = []
     for path in inputs.sessions:

@@ -57,6 +57,13 @@ def twist_profile(kind: str, t: np.ndarray) -> np.ndarray:
         v[:, 0] = 0.5 * env
         v[:, 2] = 1.2 * np.sin(w * t) * env
         v[:, 1] = 0.1 * np.cos(0.5 * w * t) * env
+    elif kind == "wander":
+        # a real robot's run: driving with a few short turns of changing rate that add
+        # up to 4.5 rad turned, no spin in place
+        v[:, 0] = _trapezoid(t, 0.3, t.max() - 0.6, 0.3, ramp=1.0)
+        turns = ((2.0, 2.0, 0.93), (6.5, 1.5, -1.14), (11.0, 2.5, 0.62), (16.0, 1.2, -1.03))
+        for t0, dur, peak in turns:
+            v[:, 2] += _trapezoid(t, t0, dur, peak, ramp=0.5)
     else:
         raise ValueError(kind)
     return v
@@ -92,14 +99,14 @@ def make_drive(
     path = integrate_path(inc)
     dist = inc @ (g.W * g.c[:, None]).T
     dist = dist * (1.0 + slip_sigma * rng.standard_normal(dist.shape))
-    travel = np.vstack([np.zeros((1, 3)), np.cumsum(dist, axis=0)])
+    travel = np.vstack([np.zeros((1, g.c.size)), np.cumsum(dist, axis=0)])
     ticks_exact = travel / g.c
     stride = round(1.0 / (enc_hz * dt))
     idx = np.arange(0, t.size, stride)
     counts = np.floor(ticks_exact[idx]).astype(np.int64)
     if bounce_rate > 0:
         hit = rng.random(idx.size) < bounce_rate
-        pod = rng.integers(0, 3, idx.size)
+        pod = rng.integers(0, g.c.size, idx.size)
         extra = np.zeros_like(counts)
         extra[hit, pod[hit]] = rng.choice([-bounce_ticks, bounce_ticks], hit.sum())
         counts = counts + np.cumsum(extra, axis=0)
@@ -116,7 +123,7 @@ def make_drive(
         t_ref=t_ref,
         ref=ref,
         max_gap_s=2.5 / mocap_hz,
-        counts_per_rev=CPR,
+        counts_per_rev=g.counts_per_rev,
         names=g.names,
     )
     truth = {"t": t, "path": path, "t_enc": t_enc, "geometry": g}

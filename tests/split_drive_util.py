@@ -17,14 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 from odometry_util import make_drive
 
+from sensorbench.fusion.aid_queue import AidAxis, Aiding, PoseAidModel
+from sensorbench.fusion.filter_noise import AxisNoise, FilterNoise
 from sensorbench.fusion.pod_kinematics import PodGeometry, body_increments
-from sensorbench.fusion.split_filter import (
-    AidAxis,
-    Aiding,
-    AxisNoise,
-    FilterNoise,
-    PoseAidModel,
-)
 
 GATE = 6.63
 POSE0 = (0.1, -0.2, 0.3)

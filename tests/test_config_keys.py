@@ -17,13 +17,13 @@ from sensorbench.characterize.pose.series import POSE_AXES
 from sensorbench.cli import cli
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.errors import ConfigError, FitError, FusionError, ModelFileError, SimError
-from sensorbench.fusion.pod_kinematics import load_pod_model, save_pod_model
-from sensorbench.fusion.split_filter import (
+from sensorbench.fusion.filter_noise import (
     AxisNoise,
     FilterNoise,
     load_noise_model,
     save_noise_model,
 )
+from sensorbench.fusion.pod_kinematics import load_pod_model, save_pod_model
 from sensorbench.sim.scenario import SCENARIO_DIR, load_scenario, pose_model_overrides
 
 BOM = "\ufeff"

@@ -17,6 +17,7 @@ from sensorbench.fusion.consistency import (
     expected_coverage,
     nis_monitor,
 )
+from sensorbench.fusion.filter_noise import AxisNoise
 from sensorbench.fusion.kalman_kernels import (
     RejectStreak,
     clip_to_gate,
@@ -26,7 +27,6 @@ from sensorbench.fusion.kalman_kernels import (
 from sensorbench.fusion.odometry_drift import OdometryDrift, propagate_drift
 from sensorbench.fusion.pod_drive import Drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path
-from sensorbench.fusion.split_filter import AxisNoise
 from sensorbench.sim.simulation import Simulation
 
 

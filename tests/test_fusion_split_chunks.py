@@ -25,15 +25,10 @@ from hypothesis import strategies as st
 from split_drive_util import GATE, POSE0, VAR0, HardDrive, hard_drive
 
 from sensorbench.errors import FusionError
-from sensorbench.fusion.aid_queue import aid_interval
+from sensorbench.fusion.aid_queue import Aiding, aid_interval
 from sensorbench.fusion.pod_kinematics import body_increments
-from sensorbench.fusion.split_filter import (
-    AXES,
-    Aiding,
-    FrameChunk,
-    SplitFilter,
-    SplitResult,
-)
+from sensorbench.fusion.split_filter import FrameChunk, SplitFilter, SplitResult
+from sensorbench.logs.model_keys import AXES
 
 TRACK_FIELDS = (
     "p",

@@ -36,18 +36,12 @@ from split_drive_util import GATE, POSE0, VAR0
 
 from sensorbench.characterize.pods.noise_fit import axis_measurements
 from sensorbench.characterize.pods.noise_likelihood import batch_nll
+from sensorbench.fusion.aid_queue import AidAxis, Aiding, PoseAidModel
+from sensorbench.fusion.filter_noise import AxisNoise, FilterNoise
 from sensorbench.fusion.odometry_drift import OdometryDrift
 from sensorbench.fusion.pod_kinematics import PodGeometry
-from sensorbench.fusion.split_filter import (
-    AXES,
-    AidAxis,
-    Aiding,
-    AxisNoise,
-    FilterNoise,
-    PoseAidModel,
-    SplitFilter,
-    SplitResult,
-)
+from sensorbench.fusion.split_filter import SplitFilter, SplitResult
+from sensorbench.logs.model_keys import AXES
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "split_replay_golden.npz"
 ABS = 1e-12  # m, rad, m/s, rad/s
@@ -142,7 +136,7 @@ def test_noise_fit_likelihood_is_unchanged(golden) -> None:
     inp = _inputs(golden)
     pods = inp["pods"]
     inc = np.nan_to_num(golden["inc"])
-    series = axis_measurements(np.diff(golden["t_s"]), inc, pods.slip_model(), pods.W)
+    series = axis_measurements(np.diff(golden["t_s"]), inc, pods.slip_model(), pods)
     sets = golden["nll_sets"]
     for a in AXES:
         got = batch_nll(series[a], *sets[:, :2].T, GATE, *sets[:, 2:].T, golden[f"nll_{a}_censor"])

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from sensorbench.drivers.capture import CaptureOptions, run_capture
+from sensorbench.fusion.aid_queue import PoseAidModel
 from sensorbench.fusion.estimate_stream import estimate_times_ns
 from sensorbench.fusion.odometry_replay import replay_session
-from sensorbench.fusion.split_filter import PoseAidModel
 from sensorbench.live.odometry import OdometryModels
 from sensorbench.live.runtime import LiveOptions, LiveRuntime, live_summary
 from sensorbench.logs import Session

@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 from foxglove_client import collect
 
+from sensorbench.fusion.filter_noise import load_noise_model
 from sensorbench.fusion.odometry_replay import replay_session
 from sensorbench.fusion.pod_kinematics import load_pod_model
-from sensorbench.fusion.split_filter import load_noise_model
 from sensorbench.live.udp import PREDICTED, unpack
 from sensorbench.logs import PoseFlag, Session
 from sensorbench.logs.check import check_session

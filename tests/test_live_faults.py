@@ -26,9 +26,9 @@ import pytest
 
 from sensorbench.drivers.capture import CaptureOptions, run_capture
 from sensorbench.fusion.estimate_stream import estimate_times_ns
+from sensorbench.fusion.filter_noise import load_noise_model
 from sensorbench.fusion.odometry_replay import replay_session
 from sensorbench.fusion.pod_kinematics import load_pod_model
-from sensorbench.fusion.split_filter import load_noise_model
 from sensorbench.live.odometry import OdometryModels
 from sensorbench.live.runtime import LiveOptions, LiveRuntime, live_summary
 from sensorbench.live.udp import PREDICTED, unpack

@@ -25,14 +25,14 @@ from sensorbench.characterize.pose.error_model import (
     fit_pose_error,
 )
 from sensorbench.errors import FitError, FusionError, ModelFileError
-from sensorbench.fusion.odometry_drift import OdometryDrift
-from sensorbench.fusion.pod_kinematics import load_pod_model, save_pod_model
-from sensorbench.fusion.split_filter import (
+from sensorbench.fusion.filter_noise import (
     AxisNoise,
     FilterNoise,
     load_noise_model,
     save_noise_model,
 )
+from sensorbench.fusion.odometry_drift import OdometryDrift
+from sensorbench.fusion.pod_kinematics import load_pod_model, save_pod_model
 from sensorbench.logs.model_file import dumps_toml, file_sha256, provenance
 from sensorbench.sim.scenario import pose_model_overrides
 

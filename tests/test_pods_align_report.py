@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from pods_sim_util import simulate
 
 from sensorbench.cli import cli
+from sensorbench.fusion.filter_noise import load_noise_model
 from sensorbench.fusion.pod_drive import ALIGN_INTERVAL_S, align_interval_for
 from sensorbench.fusion.pod_kinematics import PodGeometry, save_pod_model
-from sensorbench.fusion.split_filter import load_noise_model
 from sensorbench.logs.model_file import provenance
 
 SPEED = 20.0

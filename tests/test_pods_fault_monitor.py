@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sensorbench.fusion.filter_noise import FilterNoise
 from sensorbench.fusion.odometry_replay import CROSS_CHECK, replay_session
 from sensorbench.fusion.pod_kinematics import PodGeometry
-from sensorbench.fusion.split_filter import FilterNoise
 from sensorbench.logs import Session
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.simulation import simulate_to_session

@@ -9,21 +9,19 @@ import pytest
 
 from sensorbench.characterize.pods.noise_fit import AxisSeries, fit_axis
 from sensorbench.errors import FusionError
+from sensorbench.fusion.aid_queue import Aiding, PoseAidModel
 from sensorbench.fusion.axis_step import AxisInput, AxisOptions, run_axis
-from sensorbench.fusion.consistency import clipped_chi2_moments, nis_consistency
+from sensorbench.fusion.consistency import (
+    clipped_chi2_moments,
+    nis_bounds,
+    nis_consistency,
+    whiteness,
+)
+from sensorbench.fusion.filter_noise import AxisNoise, FilterNoise
 from sensorbench.fusion.joint_filter import JointFilter
 from sensorbench.fusion.odometry_motion import FEEDFORWARD_FRAMES
 from sensorbench.fusion.pod_kinematics import integrate_path
-from sensorbench.fusion.split_filter import (
-    Aiding,
-    AxisNoise,
-    FilterNoise,
-    PoseAidModel,
-    SplitFilter,
-    nis_bounds,
-    predict_axis,
-    whiteness,
-)
+from sensorbench.fusion.split_filter import SplitFilter, predict_axis
 
 H = 0.005  # s, 200 Hz frames
 Q = 0.01  # m²/s³

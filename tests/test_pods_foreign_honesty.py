@@ -54,7 +54,7 @@ from click.testing import CliRunner
 from foreign.pods_world import FIT_DRIVES, TEST_DRIVES, draw_rig, write_drive
 
 from sensorbench.cli import cli
-from sensorbench.fusion.split_filter import load_noise_model
+from sensorbench.fusion.filter_noise import load_noise_model
 from sensorbench.logs import Session
 
 # one xdist worker: the chunk and pooled tests share pytest's cache and its seed folders

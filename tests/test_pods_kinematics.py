@@ -121,3 +121,50 @@ def test_model_file_round_trip_and_checks(tmp_path) -> None:
         load_pod_model(p2)
     with pytest.raises(FusionError, match="no such"):
         load_pod_model(tmp_path / "missing.toml")
+
+
+LAYOUTS = {
+    # four mecanum wheels: a driven wheel's count is its contact's motion along the
+    # direction across its rollers (±45°), so each is a pod at ∓45° (c the tread per
+    # tick over √2)
+    "mecanum": PodGeometry.from_mounts(
+        x=[0.2, 0.2, -0.2, -0.2],
+        y=[0.15, -0.15, 0.15, -0.15],
+        phi=np.radians([-45.0, 45.0, 45.0, -45.0]),
+        c=[2 * np.pi * 0.05 / 210 / np.sqrt(2)] * 4,
+        counts_per_rev=[210] * 4,
+    ),
+    # two parallel pods and a third at 60° instead of 90°
+    "pod_at_60": PodGeometry.from_mounts(
+        x=[0.01, 0.0, -0.12],
+        y=[0.16, -0.16, 0.0],
+        phi=np.radians([0.0, 0.0, 60.0]),
+        c=[7.5e-5] * 3,
+        counts_per_rev=[2000] * 3,
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_any_wheel_layout_is_fitted_and_dead_reckoned(layout: str) -> None:
+    """Four mecanum wheels (210 ticks per revolution) and a pod at 60°: the geometry fit
+    takes the counters there are, every parameter within 4σ of the truth (one seed must
+    not fail by chance), and the fitted wheels dead-reckon a figure-8 (N > 3: the
+    least-squares twist through W⁺) to within 2 % of its length."""
+    from sensorbench.characterize.pods.geometry_fit import fit_pods
+
+    g = LAYOUTS[layout]
+    drives = [
+        ou.make_drive(kind, 11 + i, geometry=g)[0]
+        for i, kind in enumerate(("forward", "sideways", "spin"))
+    ]
+    fit = fit_pods(drives)
+    assert fit.complete, fit.refusals()
+    for est, sig, true in ((fit.c, fit.sigma_c, g.c), (fit.phi, fit.sigma_phi, g.phi)):
+        assert np.all(np.abs(est - true) < 4 * sig), (est, true, sig)
+    assert np.all(np.abs(fit.lever - g.lever) < 4 * fit.sigma_lever)
+    drive, truth = ou.make_drive("figure8", 3, geometry=g)
+    path = integrate_path(body_increments(fit.geometry().W, np.diff(drive.counts, axis=0)))
+    end = truth["path"][np.searchsorted(truth["t"], truth["t_enc"][-1])]
+    length = float(np.sum(np.hypot(*np.diff(truth["path"][:, :2], axis=0).T)))
+    assert np.hypot(*(path[-1, :2] - end[:2])) < 0.02 * length

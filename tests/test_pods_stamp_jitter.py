@@ -17,8 +17,8 @@ import numpy as np
 from sensorbench.characterize.pods.noise_fit import AxisSeries, fit_axis
 from sensorbench.fusion.axis_step import AxisInput, run_axis, start_axis, step_axis
 from sensorbench.fusion.consistency import nis_consistency
+from sensorbench.fusion.filter_noise import AxisNoise
 from sensorbench.fusion.frame_clock import stamp_variance
-from sensorbench.fusion.split_filter import AxisNoise
 
 TICK_M = 7.5e-5
 JITTER_S = 3e-4

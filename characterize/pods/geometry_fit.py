@@ -55,6 +55,7 @@ from sensorbench.characterize.pods.slip_fit import WINDOW_S as SLIP_WINDOW_S
 from sensorbench.characterize.pods.slip_fit import SlipFit, fit_pod_slip
 from sensorbench.characterize.pods.slip_mocap_fit import fit_pod_slip_mocap
 from sensorbench.errors import FitError, FusionError
+from sensorbench.fusion.odometry_replay import reference_noise
 from sensorbench.fusion.pod_drive import Drive, align_drive, intervals_with_rate
 from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces, save_pod_model
 from sensorbench.logs.model_keys import AXES
@@ -108,16 +109,21 @@ def joint_sandwich(
     resid: np.ndarray,
     weights: np.ndarray,
     n_sessions: int,
-    hac_lags: int = 0,
+    hac_lags: int | None = None,
 ) -> np.ndarray:
     """Covariance of all pod rows and the per-session time offsets, jointly.
 
     Parameters are (β_0, …, β_{N−1}, δ_0, …, δ_{S−1}); the model of pod p on
     interval m is ``x_m·β_p`` with ``∂/∂δ_s = ẋ_m·β_p`` (ẋ = ∂ξ/∂offset), so the
     offsets' uncertainty feeds into every row. The pods' residuals on one
-    interval share the reference's noise, so scores are summed per interval;
-    products with up to ``hac_lags`` neighbouring intervals are added (0 by
-    default: intervals are separated so they share no reference sample).
+    interval share the reference's noise, so scores are summed per interval.
+    Neighbouring intervals of one session are correlated even though they share no
+    reference sample (the reference's Gauss-Markov error, slip that follows the motion,
+    a slowly varying creep, along a motion that is itself smooth), so the score products
+    with up to ``hac_lags`` neighbours within a session are added with Newey–West's
+    Bartlett weights ``1 − l/(L + 1)`` (a positive semi-definite estimate; Newey & West
+    1987); None: ``L = ⌊4·(M/100)^(2/9)⌋`` with M the median intervals per session
+    (their 1994 rule; 3–4 for drives of 30–120 intervals), 0: independent intervals.
     Sandwich A⁻¹BA⁻¹ with A = Σ ψ'(r) j jᵀ (Huber) and the residuals scaled by
     1/(1 − h) with h each row's leverage (HC3), which keeps the interval honest
     when a parameter is informed by few rows.
@@ -140,14 +146,21 @@ def joint_sandwich(
         lev = np.clip(np.einsum("ij,jk,ik->i", xi, G, xi) * weights[p], 0.0, 0.99)
         score += J * (weights[p] * resid[p] / (1.0 - lev))[:, None]
     B = score.T @ score
-    for lag in range(1, hac_lags + 1):
+    lags = default_hac_lags(session) if hac_lags is None else hac_lags
+    for lag in range(1, lags + 1):
         same = session[lag:] == session[:-lag]
         g = score[lag:][same].T @ score[:-lag][same]
-        B += g + g.T
+        B += (1.0 - lag / (lags + 1)) * (g + g.T)
     evals, evecs = np.linalg.eigh(B)
     B = (evecs * np.maximum(evals, 0.0)) @ evecs.T
     A_inv = np.linalg.pinv(A, rcond=1e-12, hermitian=True)
     return A_inv @ B @ A_inv
+
+
+def default_hac_lags(session: np.ndarray) -> int:
+    """Newey–West's (1994) lag ``⌊4·(M/100)^(2/9)⌋``, M the median intervals per session."""
+    m = float(np.median(np.unique(session, return_counts=True)[1])) if session.size else 0.0
+    return int(4.0 * (m / 100.0) ** (2.0 / 9.0)) if m > 0 else 0
 
 
 @dataclass
@@ -314,13 +327,19 @@ def _f(v: float) -> float | None:
     return None if not np.isfinite(v) else float(v)
 
 
-def _noise_sigma(xi: np.ndarray, session: np.ndarray) -> np.ndarray:
+def _noise_sigma(
+    xi: np.ndarray, session: np.ndarray, native: np.ndarray | None = None
+) -> np.ndarray:
     """Per-column reference-noise σ of one interval increment, from second differences.
 
     An interval increment carries the difference of two endpoint errors e (each of
     variance σ²), so ξ_j has noise variance 2σ²; the difference of consecutive
     increments, e_{j+2} − 2e_{j+1} + e_j along smooth motion, has 6σ², three times
-    as much. The MAD keeps corners and starts from inflating the estimate.
+    as much. The MAD keeps corners and starts from inflating the estimate. A robot
+    whose motion changes from one interval to the next (a real spin that speeds up and
+    slows down) adds that change too, so this is an upper bound; ``native`` (3,), the σ
+    of an interval increment from the reference's own samples
+    (:func:`reference_interval_sigma`), caps it.
     """
     d2 = []
     for s in np.unique(session):
@@ -331,18 +350,33 @@ def _noise_sigma(xi: np.ndarray, session: np.ndarray) -> np.ndarray:
         return np.full(3, 1e-4)
     d = np.vstack(d2)
     mad = 1.4826 * np.median(np.abs(d - np.median(d, axis=0)), axis=0)
-    return np.maximum(mad / np.sqrt(3.0), np.array([1e-4, 1e-4, 1e-4]))
+    sigma = mad / np.sqrt(3.0) if native is None else np.minimum(mad / np.sqrt(3.0), native)
+    return np.maximum(sigma, np.array([1e-4, 1e-4, 1e-4]))
 
 
-def excitation(xi: np.ndarray, session: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def reference_interval_sigma(drives: Sequence[Drive], heading: str) -> np.ndarray:
+    """σ (3,) of an interval increment's reference noise (m, m, rad) from the reference's
+    own samples: √2 × the white noise of one sample
+    (:func:`~sensorbench.fusion.odometry_replay.reference_noise`, second differences at
+    the reference's rate, where the motion's own change is negligible), the median over
+    the drives, x and y pooled (the body axes see the world's rotated). With the IMU's
+    heading the θ column is not the reference's: inf (no cap)."""
+    var = np.median([reference_noise(d.t_ref, d.ref) for d in drives], axis=0)
+    xy = np.sqrt(var[0] + var[1])  # √(2·mean of the two)
+    return np.array([xy, xy, np.sqrt(2.0 * var[2]) if heading == "mocap" else np.inf])
+
+
+def excitation(
+    xi: np.ndarray, session: np.ndarray, native: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Signal-to-noise energy of each regressor with the others projected out.
 
     Returns ``(snr, singular_values)``: snr_j = S_j/(M·σ_j²) where S_j is the
     Schur complement of column j in XᵀX and σ_j the reference noise of one
     interval increment (pure noise gives ≈ 1); the singular values are those of
-    X with each column divided by its noise σ.
+    X with each column divided by its noise σ (``native``: :func:`_noise_sigma`).
     """
-    sigma = _noise_sigma(xi, session)
+    sigma = _noise_sigma(xi, session, native)
     Z = xi / sigma
     G = Z.T @ Z
     m = Z.shape[0]
@@ -362,7 +396,7 @@ def _fit_core(
     interval_s: float,
     heading: str,
     min_excitation: float,
-    hac_lags: int,
+    hac_lags: int | None,
 ) -> dict[str, Any]:
     """Intervals of every drive, excitation, robust rows and their joint covariance."""
     dns, xis, rates, sess = [], [], [], []
@@ -381,7 +415,7 @@ def _fit_core(
             f"only {dn.shape[0]} usable intervals of {interval_s} s; record longer drives "
             f"with the reference visible"
         )
-    snr, sv = excitation(xi, session)
+    snr, sv = excitation(xi, session, reference_interval_sigma(drives, heading))
     excited = snr >= min_excitation
     if not (excited[0] or excited[1]):
         raise FitError(
@@ -397,8 +431,9 @@ def _fit_core(
     for p in range(n_pods):
         betas[p], weights[p], rsig[p] = huber_irls(xi[:, cols], dn[:, p])
         resid[p] = dn[:, p] - xi[:, cols] @ betas[p]
+    lags = default_hac_lags(session) if hac_lags is None else hac_lags
     joint = joint_sandwich(
-        xi[:, cols], rate[:, cols], session, betas, resid, weights, len(drives), hac_lags
+        xi[:, cols], rate[:, cols], session, betas, resid, weights, len(drives), lags
     )
     rows = np.full((n_pods, 3), np.nan)
     cov = np.full((n_pods, 3, 3), np.nan)
@@ -417,6 +452,7 @@ def _fit_core(
         "rsig": rsig,
         "offset_sigma": np.sqrt(np.clip(np.diag(joint)[n_pods * k :], 0.0, None)),
         "n_intervals": int(dn.shape[0]),
+        "hac_lags": lags,
     }
 
 
@@ -426,8 +462,8 @@ def fit_pods(
     max_offset_s: float = 0.25,
     heading: str = "auto",
     min_excitation: float = 100.0,
-    hac_lags: int = 0,
-    counts_per_rev: Sequence[float] | None = None,
+    hac_lags: int | None = None,
+    counts_per_rev: float | Sequence[float] | None = None,
     names: Sequence[str] | None = None,
     slip_window_s: float = SLIP_WINDOW_S,
 ) -> PodFit:
@@ -445,9 +481,10 @@ def fit_pods(
             per metre) or ``"auto"`` (imu when every session carries IMU yaw).
         min_excitation: a regressor whose conditional signal energy is below this
             multiple of the reference-noise energy counts as not excited.
-        hac_lags: neighbouring intervals whose score products enter the covariance.
-        counts_per_rev: ticks per wheel revolution (to report radii); default
-            from the sessions' encoder attributes.
+        hac_lags: neighbouring intervals whose score products enter the covariance
+            (:func:`joint_sandwich`; None: Newey–West's rule, 0: independent).
+        counts_per_rev: ticks per wheel revolution (to report radii), one for every
+            wheel or one per wheel; default from the sessions' encoder attributes.
         names: pod names; default from the sessions or pod0..pod2.
         slip_window_s: window of the slip-law fit against the IMU (s;
             :mod:`~sensorbench.characterize.pods.slip_fit`), used when every session
@@ -488,8 +525,13 @@ def fit_pods(
     snr, sv, outliers, rsig = core["snr"], core["sv"], core["outliers"], core["rsig"]
     offset_sigma, n_intervals = core["offset_sigma"], core["n_intervals"]
     n_pods = rows.shape[0]
-    c, sc, phi, sphi, lev, slev, status = _derive(rows, cov, excited)
-    cpr = counts_per_rev
+    why = {
+        a: f"no {DRIVE_FOR[a]} in the data (excitation {snr[j]:.3g}× the reference noise's "
+        f"energy, needs {min_excitation:g}×)"
+        for j, a in enumerate(AXES)
+    }
+    c, sc, phi, sphi, lev, slev, status = _derive(rows, cov, excited, why)
+    cpr = None if counts_per_rev is None else np.broadcast_to(counts_per_rev, n_pods).copy()
     if cpr is None:
         cprs = [d.counts_per_rev for d in drives if d.counts_per_rev is not None]
         cpr = cprs[0] if cprs else None
@@ -522,7 +564,7 @@ def fit_pods(
             "max_offset_s": max_offset_s,
             "heading": heading,
             "min_excitation": min_excitation,
-            "hac_lags": hac_lags,
+            "hac_lags": core["hac_lags"],
             "loss": "huber(k=2.5), rows beyond 5 scale rejected",
             "imu_bounce_frames_excluded": n_bounce,
         },
@@ -540,7 +582,7 @@ def _fit_slip(
     (:mod:`~sensorbench.characterize.pods.slip_mocap_fit`)."""
     if not fit.complete:
         return None, "slip law not fitted: the geometry is incomplete"
-    geometry = PodGeometry(fit.c, fit.phi, fit.lever)
+    geometry = PodGeometry(fit.c, fit.phi, fit.lever, fit.names)
     try:
         if all(d.imu_yaw is not None for d in drives):
             return fit_pod_slip(drives, geometry, window_s), ""
@@ -550,8 +592,11 @@ def _fit_slip(
         return None, f"slip law not fitted: {exc}"
 
 
-def _derive(rows: np.ndarray, cov: np.ndarray, excited: np.ndarray) -> tuple[Any, ...]:
-    """c, φ, L and their 1σ from each row (a, b, d) and its covariance; status per pod."""
+def _derive(
+    rows: np.ndarray, cov: np.ndarray, excited: np.ndarray, why: dict[str, str]
+) -> tuple[Any, ...]:
+    """c, φ, L and their 1σ from each row (a, b, d) and its covariance; status per pod
+    (``why[axis]``: the reason an axis that was not excited gives)."""
     n = rows.shape[0]
     out = {k: np.full(n, np.nan) for k in ("c", "sc", "phi", "sphi", "lev", "slev")}
     status = []
@@ -566,16 +611,13 @@ def _derive(rows: np.ndarray, cov: np.ndarray, excited: np.ndarray) -> tuple[Any
             j = 0 if excited[0] else 1
             main = j if abs(rows[i, j]) >= 0.5 * np.nanmax(np.abs(rows[:, j])) else 1 - j
         st: dict[str, str] = {}
-        main_drive = DRIVE_FOR[AXES[main]]
         st["distance_per_tick"] = (
-            "ok" if excited[main] else f"not identifiable: no {main_drive} in the data"
+            "ok" if excited[main] else f"not identifiable: {why[AXES[main]]}"
         )
         missing = [AXES[j] for j in (0, 1) if not excited[j]]
-        st["rolling_angle"] = (
-            "ok" if not missing else f"not identifiable: no {DRIVE_FOR[missing[0]]} in the data"
-        )
+        st["rolling_angle"] = "ok" if not missing else f"not identifiable: {why[missing[0]]}"
         if not excited[2]:
-            st["lever_arm"] = "not identifiable: no spin in the data"
+            st["lever_arm"] = f"not identifiable: {why['theta']}"
         elif not excited[main]:
             st["lever_arm"] = st["distance_per_tick"]
         else:

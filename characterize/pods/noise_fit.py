@@ -39,22 +39,20 @@ from sensorbench.characterize.pods.drift_fit import INTERVAL_S as DRIFT_INTERVAL
 from sensorbench.characterize.pods.drift_fit import DriftFit, fit_drift
 from sensorbench.characterize.pods.noise_likelihood import ZOOM_ROUNDS, zoom_search
 from sensorbench.errors import FitError, SessionError
-from sensorbench.fusion.axis_step import AxisInput, AxisOptions, AxisTrack, run_axis
-from sensorbench.fusion.consistency import NisConsistency, clipped_chi2_moments, nis_consistency
-from sensorbench.fusion.frame_clock import stamp_variance
-from sensorbench.fusion.odometry_drift import SlipModel, world_step_variances
-from sensorbench.fusion.odometry_replay import read_odometry
-from sensorbench.fusion.pod_drive import align_interval_for, load_drive
-from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
-from sensorbench.fusion.split_filter import (
-    AXES,
-    NIS_GATE_99,
-    AxisNoise,
-    FilterNoise,
-    rounding_floor,
-    rounding_profile,
+from sensorbench.fusion.axis_step import NIS_GATE_99, AxisInput, AxisOptions, AxisTrack, run_axis
+from sensorbench.fusion.consistency import (
+    NisConsistency,
+    clipped_chi2_moments,
+    nis_consistency,
     whiteness,
 )
+from sensorbench.fusion.filter_noise import AxisNoise, FilterNoise, MotionReach
+from sensorbench.fusion.frame_clock import stamp_variance
+from sensorbench.fusion.odometry_drift import SlipModel, world_step_variances
+from sensorbench.fusion.odometry_replay import read_odometry, replay_session
+from sensorbench.fusion.pod_drive import align_interval_for, load_drive
+from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
+from sensorbench.logs.model_keys import AXES
 
 
 @dataclass
@@ -62,7 +60,7 @@ class AxisSeries:
     """Measurements of one axis over one session: step durations (s), increments, the
     slip variance each step adds to the odometry position (unit², None = no slip model;
     with ``drag``, its rolling part and ``drag`` its dragging part), frames at rest and the
-    rounding profile (:func:`~sensorbench.fusion.split_filter.rounding_profile`)."""
+    rounding profile (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`)."""
 
     dt: np.ndarray
     z: np.ndarray
@@ -103,12 +101,12 @@ def axis_measurements(
     dt: np.ndarray,
     increments: np.ndarray,
     drift: SlipModel | None = None,
-    W: np.ndarray | None = None,
+    pods: PodGeometry | None = None,
 ) -> dict[str, AxisSeries]:
     """The per-axis filter measurements of one session's body increments (K, 3), with the
-    per-step rolling and dragging slip variances of ``drift`` and, for the pod matrix
-    ``W``, the rounding's profile over the heading
-    (:func:`~sensorbench.fusion.split_filter.rounding_profile`)."""
+    per-step rolling and dragging slip variances of ``drift`` and, for the geometry
+    ``pods``, the rounding's profile over the heading
+    (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`)."""
     path = integrate_path(increments)
     rel = se2_exp(increments)
     c, s = np.cos(path[:-1, 2]), np.sin(path[:-1, 2])
@@ -125,8 +123,8 @@ def axis_measurements(
         drag = world_step_variances(drag_cov, path[:-1, 2])
     rest = np.all(increments == 0, axis=1)
     profile: dict[str, Any] = dict.fromkeys(AXES)
-    if W is not None:
-        profile = rounding_profile(W, path[:-1, 2])
+    if pods is not None:
+        profile = pods.rounding_profile(path[:-1, 2])
     return {a: AxisSeries(dt, z[a], slip[a], rest, profile[a], drag[a]) for a in AXES}
 
 
@@ -197,7 +195,7 @@ def check_axis(
 ) -> tuple[NisConsistency, np.ndarray, float, float]:
     """Calibrated-NIS consistency over all sessions, innovation autocorrelation and its
     bound, and the RMS over the sessions of each one's clipped-mean standard error
-    (:attr:`~sensorbench.fusion.split_filter.AxisNoise.nis_se`)."""
+    (:attr:`~sensorbench.fusion.filter_noise.AxisNoise.nis_se`)."""
     nis, nu_n, se2 = [], [], []
     var = clipped_chi2_moments(gate)[1]
     for s in series:
@@ -382,12 +380,15 @@ class NoiseFit:
     gate: float
     drift: DriftFit | None = None
     drift_note: str = ""
+    reach: MotionReach | None = None
 
     @property
     def noise(self) -> FilterNoise:
-        """The fitted noise as filter input (with the slip model when one was fitted)."""
+        """The fitted noise as filter input (with the slip model when one was fitted and
+        the sessions' reach)."""
         x, y, theta = (self.axes[a].noise for a in AXES)
-        return FilterNoise(x, y, theta, drift=None if self.drift is None else self.drift.drift)
+        drift = None if self.drift is None else self.drift.drift
+        return FilterNoise(x, y, theta, drift=drift, reach=self.reach)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
@@ -398,6 +399,7 @@ class NoiseFit:
             "units": {"q_xy": "m^2/s^3", "q_theta": "rad^2/s^3", "r_xy": "m^2", "r_theta": "rad^2"},
             "drift": None if self.drift is None else self.drift.as_dict(),
             "drift_note": self.drift_note,
+            "reach": None if self.reach is None else self.reach.values,
         }
 
     def model_report(self) -> dict[str, dict[str, Any]]:
@@ -440,20 +442,56 @@ def fit_noise(
     per_axis: dict[str, list[AxisSeries]] = {a: [] for a in AXES}
     n = 0
     stamps = []
+    times, increments = [], []
     for path in sessions:
         odo = read_odometry(path)
         stamps.append(stamp_variance(odo.t_s))
         inc = odo.increments(geometry)
+        times.append(odo.t_s)
+        increments.append(inc)
         slip_model = geometry.slip_model() or (None if drift is None else drift.drift)
-        for a, s in axis_measurements(np.diff(odo.t_s), inc, slip_model, geometry.W).items():
+        for a, s in axis_measurements(np.diff(odo.t_s), inc, slip_model, geometry).items():
             per_axis[a].append(s)
         n += inc.shape[0]
     if n < 50:
         raise FitError(f"only {n} encoder frames in all; record longer sessions")
-    floor = rounding_floor(geometry.W)
+    floor = geometry.rounding_floor()
     stamp = float(np.median(stamps))
     fits = {a: fit_axis(a, per_axis[a], floor[a], gate, max_frames, stamp) for a in AXES}
-    return NoiseFit(fits, [os.path.basename(str(p)) for p in sessions], gate, drift, note)
+    labels = [os.path.basename(str(p)) for p in sessions]
+    return NoiseFit(fits, labels, gate, drift, note, MotionReach.of(times, increments))
+
+
+def leave_one_out(
+    sessions: Sequence[str | os.PathLike[str]],
+    geometry: PodGeometry,
+    gate: float = NIS_GATE_99,
+    align_interval_s: float | None = None,
+) -> dict[str, dict[str, Any]]:
+    """How the noise fit carries to drives it did not see: per session, the noise fitted
+    on the others and that session replayed with it against its mocap (truth inside the
+    stated 2σ per axis, mean NEES, whether it is overconfident, and where its motion lies
+    outside the other drives' reach).
+
+    Raises:
+        FitError: fewer than 3 sessions (each fit needs 2), or a session without mocap.
+    """
+    if len(sessions) < 3:
+        raise FitError("leave-one-out needs >= 3 sessions: each fit takes the other ones")
+    out = {}
+    for i, held in enumerate(sessions):
+        rest = [p for j, p in enumerate(sessions) if j != i]
+        noise = fit_noise(rest, geometry, gate=gate, align_interval_s=align_interval_s).noise
+        rp = replay_session(held, geometry, noise, gate=gate, align_interval_s=align_interval_s)
+        if rp.consistency is None:
+            raise FitError(f"{held}: no mocap to judge the held-out replay against")
+        out[os.path.basename(str(held))] = {
+            "in_2sigma": {a: c.coverage[1] for a, c in rp.consistency.items()},
+            "mean_nees": {a: c.mean_nees for a, c in rp.consistency.items()},
+            "overconfident": [a for a, c in rp.consistency.items() if c.overconfident],
+            "outside_reach": rp.info["outside_reach"],
+        }
+    return out
 
 
 def _fit_drift_if_referenced(

@@ -61,7 +61,7 @@ def batch_nll(
             exceeding it; None = none.
         max_rejects, var_v0: as :class:`~sensorbench.fusion.axis_step.AxisOptions`.
         stamp_var: the frame times' error variance (s²,
-            :attr:`~sensorbench.fusion.split_filter.AxisNoise.stamp_var`), the same for
+            :attr:`~sensorbench.fusion.filter_noise.AxisNoise.stamp_var`), the same for
             every set.
     """
     params = np.column_stack(

@@ -22,8 +22,9 @@ from split_drive_util import GATE, POSE0, VAR0, hard_drive  # noqa: E402
 
 from sensorbench.characterize.pods.noise_fit import axis_measurements  # noqa: E402
 from sensorbench.characterize.pods.noise_likelihood import batch_nll  # noqa: E402
+from sensorbench.fusion.filter_noise import FilterNoise  # noqa: E402
 from sensorbench.fusion.odometry_drift import OdometryDrift  # noqa: E402
-from sensorbench.fusion.split_filter import FilterNoise, SplitFilter  # noqa: E402
+from sensorbench.fusion.split_filter import SplitFilter  # noqa: E402
 from sensorbench.logs.model_keys import AXES  # noqa: E402
 
 DRIFT_COEF = np.array([[2e-6, 1e-6, 1e-7], [1e-6, 3e-6, 1e-7], [1e-5, 1e-5, 2e-5]])
@@ -70,7 +71,7 @@ def main() -> None:
     drift_noise = FilterNoise(d.noise.x, d.noise.y, d.noise.theta, OdometryDrift(DRIFT_COEF))
     plain = SplitFilter(drift_noise, gate=GATE).run(d.t_s, d.inc, POSE0, VAR0)
     inc = np.nan_to_num(d.inc)
-    series = axis_measurements(np.diff(d.t_s), inc, d.pods.slip_model(), d.pods.W)
+    series = axis_measurements(np.diff(d.t_s), inc, d.pods.slip_model(), d.pods)
     nll = {}
     for a in AXES:
         s = series[a]

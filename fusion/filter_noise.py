@@ -1,0 +1,312 @@
+"""The filter-noise model: per-axis q, r and their fitted refinements (:class:`AxisNoise`,
+:class:`FilterNoise`), and its model file (kind ``filter_noise``; docs/PODS.md).
+
+The split filters (:mod:`~sensorbench.fusion.split_filter`) take it; ``fit noise``
+(:mod:`~sensorbench.characterize.pods.noise_fit`) writes it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sensorbench.errors import FusionError, ModelFileError
+from sensorbench.fusion.odometry_drift import OdometryDrift
+from sensorbench.logs.model_file import read_model, write_model
+from sensorbench.logs.model_keys import AXES, FILTER_NOISE_KEYS
+
+NOISE_MODEL_KIND = "filter_noise"
+NOISE_MODEL_VERSION = 2
+DRIFT_UNITS = "per_m_x, per_m_y: m^2 (rad^2 for theta) per m; per_rad: the same per rad"
+NOISE_MODEL_UNITS = {
+    "q_xy": "m^2/s^3",
+    "q_theta": "rad^2/s^3",
+    "r_xy": "m^2",
+    "r_theta": "rad^2",
+}
+
+
+@dataclass(frozen=True)
+class AxisNoise:
+    """Noise of one axis.
+
+    Attributes:
+        q: velocity random walk at rest (unit²/s³).
+        r: odometry-position variance (unit²; the scale² of the innovation's measurement
+            part: tick quantization).
+        q_jerk: growth of the velocity random walk with the odometry's observed squared
+            jerk (s³): the step's q is ``q + q_jerk·ĵ²``
+            (:func:`~sensorbench.fusion.odometry_motion.jerk_sq`). The prediction takes
+            the odometry's observed acceleration
+            (:func:`~sensorbench.fusion.odometry_motion.observed_accel`) as a known input,
+            ``v ← v + â·h``, ``p ← p + v·h + ½·â·h²`` (a robot turning while it drives
+            accelerates for seconds on end in the world x and y, which a velocity random
+            walk follows only with a lag no fixed q states), so what it misses is how fast
+            the acceleration changes; 0 = fixed q.
+        slip_scale: the share of the odometry slip model's per-step variance
+            (:meth:`~sensorbench.fusion.odometry_drift.OdometryDrift.axis_step_variances`)
+            that shows in the step's own increment (a position random walk of the
+            odometry; dimensionless): of the rolling part, and of the whole when the slip
+            model does not split it. Used only with a slip model.
+        drag_scale: the same for the dragging part of a wheel slip law
+            (:meth:`~sensorbench.fusion.odometry_drift.PodSlip.step_covariance_parts`);
+            None = ``slip_scale``. The two laws' coefficients are each known to their
+            standard error (≈ 10 % from a few minutes of drives) and the axes and drives
+            weigh them differently (a straight drive's lateral axis sees only drag), so
+            the noise fit scales them apart.
+        nis_se: how well the fit knows the level it states: the standard error (RMS over
+            the fitted sessions) of the clipped mean NIS each session was matched to
+            (dimensionless; 0 = an exact model). The noise fit balances the noise across
+            drives on those sessions' own means, so its stated variance carries their
+            noise into every later session; a replay's NIS band adds it
+            (:func:`~sensorbench.fusion.consistency.nis_consistency`). The filters do not
+            use it.
+        stamp_var: variance (s²) of the frame times' error against the instants their
+            counts were sampled (a host clock's receive jitter, when the frames carry no
+            device time): the odometry position of a frame then errs by ``v·ε``, white
+            from frame to frame like the rounding, so each update's r gains
+            ``stamp_var·v̂²`` with v̂ the axis's velocity over the last
+            :data:`~sensorbench.fusion.odometry_motion.FEEDFORWARD_FRAMES` steps
+            (:func:`~sensorbench.fusion.odometry_motion.observed_speed_sq`). 0 = exact
+            frame times (a device clock).
+    """
+
+    q: float
+    r: float
+    q_jerk: float = 0.0
+    slip_scale: float = 1.0
+    drag_scale: float | None = None
+    nis_se: float = 0.0
+    stamp_var: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (self.q > 0 and self.r > 0 and math.isfinite(self.q) and math.isfinite(self.r)):
+            raise FusionError(f"filter noise must be finite and > 0, got q={self.q}, r={self.r}")
+        for name in ("q_jerk", "slip_scale", "drag_share", "nis_se", "stamp_var"):
+            val = getattr(self, name)
+            if not (val >= 0 and math.isfinite(val)):
+                raise FusionError(f"{name} must be finite and >= 0, got {val}")
+
+    @property
+    def drag_share(self) -> float:
+        """The scale of the dragging part (``drag_scale``, or ``slip_scale`` when unset)."""
+        return self.slip_scale if self.drag_scale is None else self.drag_scale
+
+
+REACH_WINDOW_S = 0.25
+"""Motion is measured over windows of this length (s): long enough that tick rounding
+does not pass for motion, short enough to see a slalom's turns."""
+
+REACH_MOTIONS = {
+    # key: (what it is, unit, floor: motion below it is no motion)
+    "speed": ("driving", "m/s", 0.05),
+    "strafe": ("driving sideways", "m/s", 0.05),
+    "turn": ("turning", "rad/s", 0.1),
+    "speed_turn": ("turning while translating", "m·rad/s²", 0.02),
+}
+"""The motions the calibration drives' reach is stated in (:class:`MotionReach`)."""
+
+
+@dataclass(frozen=True)
+class MotionReach:
+    """How far the calibration drives went: per motion of :data:`REACH_MOTIONS` the 99th
+    percentile over every :data:`REACH_WINDOW_S` window of the drives (speed and strafe
+    m/s, turn rad/s, speed × turn m·rad/s²). The fitted noise is known to hold within it;
+    a session that goes further (by 1.5× plus the motion's floor) is outside it."""
+
+    values: dict[str, float]
+
+    @classmethod
+    def of(cls, t_s: Sequence[np.ndarray], increments: Sequence[np.ndarray]) -> MotionReach:
+        """The reach of sessions with frame times (K+1,) s and body increments (K, 3)."""
+        rows = [_window_motion(t, inc) for t, inc in zip(t_s, increments, strict=True)]
+        motion = np.vstack(rows)
+        if motion.shape[0] == 0:
+            raise FusionError("no motion windows to state a reach from")
+        pct = np.percentile(motion, 99, axis=0)
+        return cls({k: float(v) for k, v in zip(REACH_MOTIONS, pct, strict=True)})
+
+    def outside(self, other: MotionReach) -> list[str]:
+        """Why ``other`` (a replayed session's motion) lies outside this reach, one
+        sentence per motion it exceeds; empty when it stays inside."""
+        out = []
+        for key, (what, unit, floor) in REACH_MOTIONS.items():
+            got, had = other.values[key], self.values.get(key, 0.0)
+            if got > 1.5 * had + floor:
+                out.append(
+                    f"{what} at {got:.3g} {unit} (99th percentile) beyond the calibration "
+                    f"drives' {had:.3g} {unit}: the fitted noise is not known to hold there"
+                )
+        return out
+
+
+def _window_motion(t_s: np.ndarray, increments: np.ndarray) -> np.ndarray:
+    """(windows, 4) speed, strafe, turn rate and their product over consecutive windows of
+    :data:`REACH_WINDOW_S` (missing increments count as none)."""
+    t = np.asarray(t_s, dtype=float)
+    inc = np.nan_to_num(np.asarray(increments, dtype=float))
+    edges = np.searchsorted(t, np.arange(t[0], t[-1] + 1e-9, REACH_WINDOW_S))
+    if edges.size < 2:
+        return np.empty((0, 4))
+    cum = np.vstack([np.zeros((1, 3)), np.cumsum(inc, axis=0)])
+    span = np.diff(t[edges])[:, None]
+    ok = span[:, 0] > 0
+    rate = (np.diff(cum[edges], axis=0)[ok]) / span[ok]
+    speed = np.hypot(rate[:, 0], rate[:, 1])
+    turn = np.abs(rate[:, 2])
+    return np.column_stack([speed, np.abs(rate[:, 1]), turn, speed * turn])
+
+
+@dataclass(frozen=True)
+class FilterNoise:
+    """Noise of the three axis filters (x, y in m; theta in rad), how far the odometry
+    drifts from the world (a fitted slip model, or None for a time-based default) and the
+    calibration drives' reach (None: not stated)."""
+
+    x: AxisNoise
+    y: AxisNoise
+    theta: AxisNoise
+    drift: OdometryDrift | None = None
+    reach: MotionReach | None = None
+
+    def axis(self, name: str) -> AxisNoise:
+        """Noise of axis ``name`` (x, y or theta)."""
+        return getattr(self, name)
+
+    @classmethod
+    def default(cls) -> FilterNoise:
+        """Untuned defaults: q = 1 m²/s³ (10 rad²/s³), odometry σ 0.1 mm (1 mrad)."""
+        return cls(AxisNoise(1.0, 1e-8), AxisNoise(1.0, 1e-8), AxisNoise(10.0, 1e-6))
+
+
+def save_noise_model(
+    path: str | os.PathLike[str],
+    noise: FilterNoise,
+    prov: Mapping[str, Any],
+    report: Mapping[str, Any] | None = None,
+) -> None:
+    """Write a filter-noise model file (kind ``filter_noise``)."""
+    body: dict[str, Any] = {
+        "axes": {a: _axis_table(noise.axis(a)) for a in AXES},
+        "filter": {
+            "state": "position, mean velocity over the step",
+            "measurement": "odometry position: running sum of the axis's increments, H = [1, 0]",
+        },
+    }
+    if noise.drift is not None:
+        body["drift"] = {"units": DRIFT_UNITS, **noise.drift.as_dict()}
+    if noise.reach is not None:
+        body["reach"] = {
+            "units": "99th percentile over 0.25 s windows: "
+            + ", ".join(f"{k} {u}" for k, (_, u, _) in REACH_MOTIONS.items()),
+            **noise.reach.values,
+        }
+    if report:
+        body["report"] = dict(report)
+    write_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, prov, body)
+
+
+def _axis_table(n: AxisNoise) -> dict[str, float | bool]:
+    """An axis's [axes] row (keys at their defaults left out)."""
+    row: dict[str, float | bool] = {"q": n.q, "r": n.r}
+    if n.q_jerk > 0:
+        row["q_jerk"] = n.q_jerk
+    if n.slip_scale != 1.0:
+        row["slip_scale"] = n.slip_scale
+    if n.drag_scale is not None:
+        row["drag_scale"] = n.drag_scale
+    if n.nis_se > 0:
+        row["nis_se"] = n.nis_se
+    if n.stamp_var > 0:
+        row["stamp_var"] = n.stamp_var
+    return row
+
+
+def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
+    """Read a filter-noise model file (checks kind, version and units)."""
+    doc = read_model(
+        path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, keys=FILTER_NOISE_KEYS
+    )
+    if any("q_acc" in t for t in doc.get("axes", {}).values() if isinstance(t, Mapping)):
+        raise ModelFileError(
+            f"{path}: its q grows with the observed acceleration (q_acc, format 1); the "
+            "filters now feed that acceleration forward and grow q with the jerk instead, "
+            "so the fitted values do not carry over: refit with `sensorbench fit noise`"
+        )
+    _refuse_student_t(path, doc.get("axes", {}))
+    _refuse_no_feedforward(path, doc.get("axes", {}))
+    try:
+        axes = doc["axes"]
+        x, y, theta = (
+            AxisNoise(
+                float(axes[a]["q"]),
+                float(axes[a]["r"]),
+                float(axes[a].get("q_jerk", 0.0)),
+                float(axes[a].get("slip_scale", 1.0)),
+                _optional_float(axes[a].get("drag_scale")),
+                float(axes[a].get("nis_se", 0.0)),
+                float(axes[a].get("stamp_var", 0.0)),
+            )
+            for a in AXES
+        )
+    except (KeyError, TypeError, ValueError, FusionError) as exc:
+        raise ModelFileError(f"{path}: malformed [axes] table in noise model ({exc})") from exc
+    drift = None
+    if "drift" in doc:
+        table = {k: v for k, v in doc["drift"].items() if k != "units"}
+        try:
+            drift = OdometryDrift.from_dict(table)
+        except FusionError as exc:
+            raise ModelFileError(f"{path}: [drift] table: {exc}") from exc
+    reach = None
+    if "reach" in doc:
+        try:
+            reach = MotionReach({k: float(doc["reach"][k]) for k in REACH_MOTIONS})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelFileError(f"{path}: [reach] table lacks or garbles {exc}") from exc
+    return FilterNoise(x, y, theta, drift=drift, reach=reach)
+
+
+def _refuse_student_t(path: str | os.PathLike[str], axes: Any) -> None:
+    """A finite ``dof`` (a Student-t innovation law, from older fits) is refused: the
+    filters are Gaussian only; ``dof = inf`` is the Gaussian law and loads."""
+    if not isinstance(axes, Mapping):
+        return
+    for a, t in axes.items():
+        dof = t.get("dof", math.inf) if isinstance(t, Mapping) else math.inf
+        try:
+            finite = math.isfinite(float(dof))
+        except (TypeError, ValueError):
+            finite = True
+        if finite:
+            raise ModelFileError(
+                f"{path}: [axes.{a}] has dof = {dof!r}, a Student-t innovation law; the "
+                "filters are Gaussian only (dof = inf or no dof key): refit with "
+                "`sensorbench fit noise`"
+            )
+
+
+def _refuse_no_feedforward(path: str | os.PathLike[str], axes: Any) -> None:
+    """The filters always feed the observed acceleration forward; a file that says
+    ``feedforward = false`` (a prediction without it, which no fit produces) is refused
+    naming the key, ``true`` (what fits wrote while it was a flag) loads."""
+    if not isinstance(axes, Mapping):
+        return
+    for a, t in axes.items():
+        value = t.get("feedforward", True) if isinstance(t, Mapping) else True
+        if value is not True:
+            raise ModelFileError(
+                f"{path}: [axes.{a}] has feedforward = {value!r}; the filters always feed "
+                "the observed acceleration forward (feedforward = true or no key): refit "
+                "with `sensorbench fit noise`"
+            )
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
