@@ -444,10 +444,11 @@ def replayed_odometry(session: Path, pods_path: Path, noise_path: Path | None) -
     import numpy as np
 
     from sensorbench.fusion.estimate_stream import estimate_times_ns
+    from sensorbench.fusion.filter_noise import FilterNoise, load_noise_model
     from sensorbench.fusion.odometry_replay import replay_session
     from sensorbench.fusion.pod_kinematics import load_pod_model
-    from sensorbench.fusion.split_filter import AXES, FilterNoise, load_noise_model
     from sensorbench.logs.export_mcap import OdometryTrack
+    from sensorbench.logs.model_keys import AXES
 
     noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
     rp = replay_session(session, load_pod_model(pods_path), noise)

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from sensorbench.fusion.aid_queue import Aiding, PoseAidModel
 from sensorbench.fusion.estimate_stream import (
     ESTIMATE_STREAM,
     estimate_batch,
@@ -54,19 +55,12 @@ from sensorbench.fusion.estimate_stream import (
     estimate_times_ns,
     write_monitor_events,
 )
+from sensorbench.fusion.filter_noise import FilterNoise
 from sensorbench.fusion.monitor_stream import NisMonitorStream
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
 from sensorbench.fusion.pod_drive import yaw_from_quat
 from sensorbench.fusion.pod_kinematics import PodGeometry, body_increments
-from sensorbench.fusion.split_filter import (
-    Aiding,
-    FilterNoise,
-    FilterState,
-    FrameChunk,
-    PoseAidModel,
-    SplitFilter,
-    predict_axis,
-)
+from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, predict_axis
 from sensorbench.live.foxglove_view import PoseSample
 from sensorbench.live.udp import PREDICTED, PoseDatagram, wrap_yaw
 from sensorbench.logs import EncoderBatch, PoseBatch, PoseFlag, SessionWriter

@@ -107,6 +107,15 @@ FILTER_NOISE: dict[str, str] = {
     "drift.*.per_m_y": "variance per metre travelled along body y (m² or rad² per m)",
     "drift.*.per_rad": "variance per radian turned (m² or rad² per rad)",
     "filter": "what the filters' state and measurement are (report: not read back)",
+    "reach": (
+        "how far the fit's drives went (99th percentiles over short windows); replay "
+        "warns when a session goes beyond 1.5× of it"
+    ),
+    "reach.units": "the unit of each reach figure",
+    "reach.speed": "99th percentile of speed over the drives' windows (m/s)",
+    "reach.strafe": "99th percentile of sideways speed (m/s)",
+    "reach.turn": "99th percentile of turn rate (rad/s)",
+    "reach.speed_turn": "99th percentile of speed × turn rate (m·rad/s²)",
     "report": "the fit's figures per axis: likelihood, NIS and its band (report)",
 }
 

@@ -20,9 +20,9 @@ from pods_sim_util import simulate
 from rosbags.typesys import Stores, get_typestore
 
 from sensorbench.cli import cli
+from sensorbench.fusion.filter_noise import load_noise_model
 from sensorbench.fusion.odometry_replay import replay_session
 from sensorbench.fusion.pod_kinematics import load_pod_model
-from sensorbench.fusion.split_filter import load_noise_model
 from sensorbench.logs import Session
 from sensorbench.logs.export_mcap import wall_clock_offset_ns
 

@@ -32,9 +32,9 @@ import numpy as np
 import pytest
 
 from sensorbench.fusion.estimate_stream import estimate_times_ns
+from sensorbench.fusion.filter_noise import load_noise_model
 from sensorbench.fusion.odometry_replay import replay_session
 from sensorbench.fusion.pod_kinematics import load_pod_model
-from sensorbench.fusion.split_filter import load_noise_model
 from sensorbench.logs import Session
 from sensorbench.sim.emulated_robot import EmulatedRobot
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from sensorbench.characterize.pose.error_model import PoseErrorModel
-from sensorbench.fusion.split_filter import PoseAidModel
+from sensorbench.fusion.aid_queue import PoseAidModel
 
 
 def load_pose_aid_model(path: str | os.PathLike[str]) -> PoseAidModel:
