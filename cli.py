@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "demo": (("demo",), "Bring up the emulated robot, capture a campaign, fit, validate and report."),
     "devices": (("devices",), "List serial devices: node, USB port path, ID_PATH, VID:PID, serial, kind."),
     "emulate": (_EMULATE, "Serve emulated devices on pseudo-terminals."),
-    "export": (("session",), "Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times), or its streams to an MCAP file (docs/FORMAT.md)."),
+    "export": (("session",), "Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times), or its streams to an MCAP file (docs/FORMAT.md)"),
     "fit": (("pods", "pose_error"), "Fit models from sessions."),
     "import": (("session",), "Import foreign files (mocap, pose logs, pod CSV) into a session."),
     "info": (("session",), "Streams, counts, rates (Hz), time span (s), gaps and device metadata of SESSION."),
