@@ -19,10 +19,18 @@ Requests (``A5 cmd`` or ``A5 cmd len payload xor`` when ``cmd & 0x80``):
 - SCAN 0x20 / FORCE_SCAN 0x21: descriptor ``A5 5A 05 00 00 40 81``, then 5-byte
   nodes until STOP (refused, no answer, while health is ``error``), for as long as the
   motor turns;
-- EXPRESS_SCAN 0x82 (with its 5-byte payload): descriptor ``A5 5A 54 00 00 40 82``,
-  then 84-byte capsules of 32 samples, the first with its S flag, each sent when its
-  last sample is taken (refused as SCAN is; ignored, like a unit without express, when
-  the emulator has no express samples);
+- EXPRESS_SCAN 0x82 (with its 5-byte payload): working mode 0 (legacy) or the
+  Express mode's id 1: descriptor ``A5 5A 54 00 00 40 82``, then 84-byte capsules of
+  32 samples, the first with its S flag, each sent when its last sample is taken
+  (refused as SCAN is; ignored, like a unit without express, when the emulator has no
+  express samples, and for any other mode: Boost is listed, not served);
+- GET_LIDAR_CONF 0x84 (firmware >= 1.24; ignored below, as by a unit without it):
+  descriptor ``A5 5A len 00 00 00 20`` + the type asked (uint32) + its value, as the
+  vendor SDK reads them: mode count (uint16), per mode its sample duration (uint32
+  q8 µs), maximum distance (uint32 q8 m), answer type (uint8) and name (ASCII, NUL),
+  and the typical mode's id (uint16): Standard (0x81), Express (0x82) and Boost
+  (0x84) at the samples' spacings, 12 m, typical Express, as an A1M8 reports them
+  (docs/A1.md); without express samples, Standard only;
 - STOP 0x25: no answer; scanning stops (the motor does not: it follows DTR);
 - RESET 0x40: reboot: silent for ``reset_silence_s``, then a text banner, idle;
 - SET_PWM 0xF0: ignored (the A1 has no PWM).
@@ -77,6 +85,7 @@ _HEALTH_DESC = bytes.fromhex("a55a0300000006")
 _SAMPLERATE_DESC = bytes.fromhex("a55a0400000015")
 _SCAN_DESC = bytes.fromhex("a55a0500004081")
 _EXPRESS_DESC = bytes.fromhex("a55a5400004082")
+_CONF_MIN_FIRMWARE = (1, 24)
 _TICK_S = 0.01  # host seconds between pump iterations
 _MAX_BURST_S = 0.25  # emulated seconds emitted at most per pump (after a stall of the host)
 
@@ -231,6 +240,11 @@ class A1Emulator(PtyEmulator):
         self.express_us = (
             self._express.sample_us if self._express is not None else max(1, self.sample_us // 2)
         )
+        # GET_LIDAR_CONF's scan modes: (name, µs per sample, answer type); id = index
+        self.scan_modes: list[tuple[str, float, int]] = [("Standard", self.sample_us, 0x81)]
+        if self._express is not None:
+            boost = ("Boost", self.express_us / 2, 0x84)
+            self.scan_modes += [("Express", self.express_us, 0x82), boost]
 
         self.name = name
         self.serial = serial_bytes
@@ -434,11 +448,14 @@ class A1Emulator(PtyEmulator):
                 if len(rx) < 3 or len(rx) < 4 + rx[2]:
                     break
                 size = rx[2]
-                rx = rx[4 + size :]
+                payload, rx = rx[3 : 3 + size], rx[4 + size :]
                 self.requests.append(cmd)
-                if cmd == 0x82 and self._express is not None and self.health_status != 2:
+                express_mode = cmd == 0x82 and size >= 1 and payload[0] in (0, 1)
+                if express_mode and self._express is not None and self.health_status != 2:
                     self._start_scan(now, express=True)
                     self.port.send(_EXPRESS_DESC)
+                elif cmd == 0x84 and not self._scanning and self.firmware >= _CONF_MIN_FIRMWARE:
+                    self._answer_conf(payload)
                 continue  # SET_PWM: the A1 has no PWM
             rx = rx[2:]
             self.requests.append(cmd)
@@ -471,6 +488,31 @@ class A1Emulator(PtyEmulator):
                     _SAMPLERATE_DESC + std.to_bytes(2, "little") + express.to_bytes(2, "little")
                 )
         self._rx = rx
+
+    def _answer_conf(self, payload: bytes) -> None:
+        """GET_LIDAR_CONF: the type asked, then its value (nothing for an unknown type or
+        mode, as the driver's deadline then says)."""
+        if len(payload) < 4:
+            return
+        kind = int.from_bytes(payload[:4], "little")
+        mode = int.from_bytes(payload[4:6], "little") if len(payload) >= 6 else 0
+        modes = self.scan_modes
+        value: bytes | None = None
+        if kind == 0x70:
+            value = len(modes).to_bytes(2, "little")
+        elif kind == 0x7C:
+            value = (1 if len(modes) > 1 else 0).to_bytes(2, "little")
+        elif mode < len(modes):
+            name, us, answer = modes[mode]
+            value = {
+                0x71: round(us * 256).to_bytes(4, "little"),
+                0x74: (12 << 8).to_bytes(4, "little"),
+                0x75: bytes([answer]),
+                0x7F: name.encode("ascii") + b"\0",
+            }.get(kind)
+        if value is not None:
+            body = payload[:4] + value
+            self.port.send(bytes.fromhex("a55a") + bytes([len(body), 0, 0, 0, 0x20]) + body)
 
     def _start_scan(self, now: float, express: bool) -> None:
         self._emit_from = now

@@ -168,11 +168,11 @@ def test_reader_takes_over_a_scanner_from_the_sequencer(tmp_path):
             reader.start()
             time.sleep(0.4)
             reader.stop()
-        # the scan (express: the default without a configuration) was not restarted
+        # the scan (typical Express: the default without a configuration) was not restarted
         assert emu.requests.count(0x82) == 1 and 0x20 not in emu.requests
     with Session(tmp_path / "s.h5") as s:
         assert s.lidar("lidar_front").attrs["serial"] == SERIAL.hex().upper()
-        assert s.lidar("lidar_front").attrs["scan_mode"] == "express"
+        assert s.lidar("lidar_front").attrs["scan_mode"] == "Express"
         assert s.lidar("lidar_front").n_turns > 3
         # the raw stream holds the bring-up's exchange too: identification first
         assert s.raw("lidar_front").read_bytes().startswith(bytes.fromhex("a55a1400000004"))

@@ -23,6 +23,7 @@ int pods_init(pods_core_t *core, uint8_t n_pods, uint8_t counter_bits, uint8_t i
     core->n_pods = n_pods;
     core->counter_bits = counter_bits;
     core->imu = imu ? 1u : 0u;
+    core->errors = 0;
     core->next_seq = 0;
     core->dropped = 0;
     core->head = 0;
@@ -32,7 +33,8 @@ int pods_init(pods_core_t *core, uint8_t n_pods, uint8_t counter_bits, uint8_t i
 
 uint8_t pods_frame_length(const pods_core_t *core)
 {
-    return (uint8_t)(12u + core->n_pods * (core->counter_bits / 8u) + (core->imu ? 8u : 0u));
+    return (uint8_t)(12u + core->n_pods * (core->counter_bits / 8u) + (core->imu ? 8u : 0u) +
+                     (core->errors ? 2u * core->n_pods + 2u : 0u));
 }
 
 uint16_t pods_crc16(const uint8_t *data, uint8_t length)
@@ -49,6 +51,12 @@ uint16_t pods_crc16(const uint8_t *data, uint8_t length)
 uint8_t pods_latch(pods_core_t *core, uint32_t t_us, const uint32_t *counts, float yaw_rate,
                    float yaw)
 {
+    return pods_latch_errors(core, t_us, counts, 0, yaw_rate, yaw);
+}
+
+uint8_t pods_latch_errors(pods_core_t *core, uint32_t t_us, const uint32_t *counts,
+                          const uint16_t *errors, float yaw_rate, float yaw)
+{
     uint8_t head = core->head;
     uint16_t seq = core->next_seq++;
     if ((uint8_t)(head - core->tail) >= PODS_QUEUE) {
@@ -58,8 +66,11 @@ uint8_t pods_latch(pods_core_t *core, uint32_t t_us, const uint32_t *counts, flo
     pods_sample_t *s = &core->queue[head % PODS_QUEUE];
     s->seq = seq;
     s->t_us = t_us;
-    for (uint8_t i = 0; i < core->n_pods; i++)
+    for (uint8_t i = 0; i < core->n_pods; i++) {
         s->counts[i] = counts[i];
+        s->errors[i] = errors ? errors[i] : 0u;
+    }
+    s->overruns = core->dropped;
     s->yaw_rate = yaw_rate;
     s->yaw = yaw;
     PODS_BARRIER();
@@ -92,9 +103,9 @@ uint8_t pods_encode(const pods_core_t *core, const pods_sample_t *sample, uint8_
     uint8_t *p = out;
     *p++ = PODS_SYNC0;
     *p++ = PODS_SYNC1;
-    *p++ = (uint8_t)(7u + core->n_pods * width + (core->imu ? 8u : 0u));
+    *p++ = (uint8_t)(pods_frame_length(core) - 5u);
     *p++ = (uint8_t)((core->n_pods << PODS_N_SHIFT) | (width == 4 ? PODS_FLAG_COUNTS32 : 0u) |
-                     (core->imu ? PODS_FLAG_IMU : 0u));
+                     (core->imu ? PODS_FLAG_IMU : 0u) | (core->errors ? PODS_FLAG_ERRORS : 0u));
     p = put_le(p, sample->seq, 2);
     p = put_le(p, sample->t_us, 4);
     for (uint8_t i = 0; i < core->n_pods; i++)
@@ -102,6 +113,11 @@ uint8_t pods_encode(const pods_core_t *core, const pods_sample_t *sample, uint8_
     if (core->imu) {
         p = put_le(p, float_bits(sample->yaw_rate), 4);
         p = put_le(p, float_bits(sample->yaw), 4);
+    }
+    if (core->errors) {
+        for (uint8_t i = 0; i < core->n_pods; i++)
+            p = put_le(p, sample->errors[i], 2);
+        p = put_le(p, sample->overruns, 2);
     }
     uint16_t crc = pods_crc16(out + 2, (uint8_t)(p - out - 2));
     p = put_le(p, crc, 2);
