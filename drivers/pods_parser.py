@@ -29,7 +29,7 @@ yaw in rad, yaw rate in rad/s (nan where the frame carries no IMU fields).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -65,6 +65,13 @@ class PodFrames:
 
     def __len__(self) -> int:
         return int(self.seq.size)
+
+    @staticmethod
+    def concat(parts: list[PodFrames]) -> PodFrames:
+        """The frames of ``parts`` (at least one), in order."""
+        return PodFrames(
+            *(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(PodFrames))
+        )
 
     @staticmethod
     def empty(n_pods: int) -> PodFrames:

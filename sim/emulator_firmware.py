@@ -88,6 +88,20 @@ class Boot:
     base: np.ndarray
 
 
+@dataclass(frozen=True)
+class Injected:
+    """What the harness does to the MCU at trajectory times (µs).
+
+    Attributes:
+        reset_at_us: resets, besides DTR's.
+        double_edges: ``(pod, t_us)``: that pod's first edge at or after ``t_us`` moves
+            both its lines at once (the firmware must count one lost edge pair).
+    """
+
+    reset_at_us: tuple[int, ...] = ()
+    double_edges: tuple[tuple[int, int], ...] = ()
+
+
 class FirmwarePodEmulator(PtyEmulator):
     """The AVR pod firmware under simavr, its UART on a pty.
 
@@ -99,7 +113,7 @@ class FirmwarePodEmulator(PtyEmulator):
         loop: repeat the trajectory (counts and time continue) instead of stopping.
         auto_reset: DTR asserted (the host opening the port) resets the MCU.
         boot_s: how long a reset holds the MCU before its image restarts (s).
-        reset_at_us: resets at these trajectory times (µs), besides DTR's.
+        inject: resets and double edges at trajectory times (:class:`Injected`).
         phase_deg: quadrature phase between an A edge and the next B edge (90: ideal;
             45 < phase < 135).
         harness: the harness executable (default: :func:`harness_path`).
@@ -121,7 +135,7 @@ class FirmwarePodEmulator(PtyEmulator):
         loop: bool = False,
         auto_reset: bool = True,
         boot_s: float = OPTIBOOT_WAIT_S,
-        reset_at_us: tuple[int, ...] = (),
+        inject: Injected | None = None,
         phase_deg: float = 90.0,
         harness: str | os.PathLike[str] | None = None,
         events: str | os.PathLike[str] | None = None,
@@ -145,13 +159,15 @@ class FirmwarePodEmulator(PtyEmulator):
         self.trajectory = trajectory
         self.loop = loop
         self.boot_us = round(boot_s * 1e6 / period_us) * period_us
+        inject = inject or Injected()
         self._args = [
             "--speed", repr(float(speed)),
             "--boot-us", str(self.boot_us),
             "--align-us", str(int(period_us)),
             "--tail-us", str(int(tail_us)),
             "--phase-deg", repr(float(phase_deg)),
-            *(a for t in reset_at_us for a in ("--reset-at-us", str(int(t)))),
+            *(a for t in inject.reset_at_us for a in ("--reset-at-us", str(int(t)))),
+            *(a for k, t in inject.double_edges for a in ("--double", f"{int(k)}:{int(t)}")),
             *(["--loop"] if loop else []),
         ]  # fmt: skip
         super().__init__(PtyPort(link=link))
@@ -160,6 +176,7 @@ class FirmwarePodEmulator(PtyEmulator):
         trajectory.write(self._traj_file)
         self.boots: list[Boot] = []
         self.resets: list[int] = []  # trajectory times of the resets applied (µs)
+        self.doubles: list[tuple[int, int]] = []  # (pod, trajectory µs) of double edges
         self.finished = threading.Event()
         self.errors: list[str] = []
         self._bases: dict[int, np.ndarray] = {}
@@ -229,6 +246,8 @@ class FirmwarePodEmulator(PtyEmulator):
             self.boots.append(Boot(index, int(words[3]), int(words[5]), base))
         elif kind == "reset":
             self.resets.append(int(words[5]))
+        elif kind == "double":
+            self.doubles.append((int(words[1]), int(words[5])))
         elif kind == "end":
             self.finished.set()
 

@@ -14,7 +14,10 @@
  *   IMU      yaw rate (rad/s) and yaw (rad), float32, when configured
  *   errors   per pod the edges lost because both lines changed between two looks,
  *            then the latches that found the queue full, uint16 each, cumulative
- *            since start (wrapping), when configured (pods_latch_errors)
+ *            since start (wrapping), when configured (core->errors), in the frames
+ *            whose values changed since the last frame queued with them and in
+ *            every 16th (seq % 16 == 0): a lost frame delays a report by < 16 frames,
+ *            and the other frames stay as short as without them
  *   CRC      CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, no reflection, no
  *            final XOR) over the len byte .. last payload byte, little-endian
  *
@@ -51,6 +54,7 @@ typedef struct {
     float yaw;
     uint16_t errors[PODS_MAX_PODS]; /* cumulative lost edges per pod */
     uint16_t overruns;              /* cumulative latches dropped (queue full) */
+    uint8_t with_errors;            /* the frame carries errors and overruns */
 } pods_sample_t;
 
 typedef struct {
@@ -60,6 +64,8 @@ typedef struct {
     uint8_t errors;       /* 1: frames carry the error block (set after pods_init) */
     uint16_t next_seq;    /* seq of the next latch */
     uint16_t dropped;     /* latches that found the queue full (wraps) */
+    uint16_t sent_errors[PODS_MAX_PODS]; /* the error block last queued */
+    uint16_t sent_dropped;
     volatile uint8_t head; /* written by pods_latch only */
     volatile uint8_t tail; /* written by pods_pop_frame only */
     pods_sample_t queue[PODS_QUEUE];
@@ -94,6 +100,7 @@ uint8_t pods_pop_frame(pods_core_t *core, uint8_t *out);
 /* One frame from its fields (what pods_pop_frame does with a queued sample). */
 uint8_t pods_encode(const pods_core_t *core, const pods_sample_t *sample, uint8_t *out);
 
+/* Bytes of a frame without the error block (which adds 2 * n_pods + 2). */
 uint8_t pods_frame_length(const pods_core_t *core);
 uint16_t pods_crc16(const uint8_t *data, uint8_t length);
 

@@ -1,0 +1,61 @@
+"""robot.toml states the pod board and counts/rev; bring-up warns when the drive's top
+speed would exceed the board's measured count rate (firmware/README.md)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from sensorbench.cli import cli
+from sensorbench.drivers import pods_kind
+from sensorbench.drivers.robot_config import parse_robot_config
+from sensorbench.errors import ConfigError
+
+CONFIG = """
+[robot]
+name = "pods"
+
+[[devices]]
+name = "pods"
+kind = "pods"
+port = "{run_dir}/nothing-here"
+timeout_s = 0.2
+
+[pods]
+wheel_radius_m = 0.016
+counts_per_rev = {cpr}
+wheels = [{{x_m = 0.0, y_m = 0.15, angle_deg = 0.0}}, {{x_m = 0.0, y_m = -0.15, angle_deg = 0.0}},
+          {{x_m = -0.1, y_m = 0.0, angle_deg = 90.0}}]
+board = "{board}"
+top_speed_m_s = 1.5
+"""
+
+
+def limit_speed(board: str, cpr: int) -> float:
+    return pods_kind.BOARD_COUNT_RATE[board] / cpr * 2 * math.pi * 0.016
+
+
+@pytest.mark.parametrize(("cpr", "board", "warns"), [
+    (2000, "atmega328p", False),  # 29 800 counts/s: under the measured 91 000
+    (8192, "atmega328p", True),  # 122 000 counts/s
+    (8192, "stm32f4", False),  # counted in hardware
+])  # fmt: skip
+def test_bringup_warns_when_the_top_speed_exceeds_the_boards_count_rate(
+    tmp_path, cpr, board, warns
+):
+    path = tmp_path / "robot.toml"
+    path.write_text(CONFIG.format(run_dir=tmp_path, cpr=cpr, board=board))
+    pods = parse_robot_config(path.read_text(), str(path), run_dir=tmp_path).pods
+    assert pods is not None and pods.board == board and pods.counts_per_rev == cpr
+    assert (1.5 > limit_speed(board, cpr)) == warns
+    res = CliRunner().invoke(cli, ["bringup", "--config", str(path)])
+    assert res.exit_code == 1  # no device there
+    assert ("counts/s per pod" in res.stderr) == warns, res.stderr
+
+
+def test_an_unknown_board_is_refused_where_it_is_written(tmp_path):
+    text = CONFIG.format(run_dir=tmp_path, cpr=2000, board="esp32")
+    with pytest.raises(ConfigError, match=r"^r\.toml:\d+: \[pods\] board must be one of"):
+        parse_robot_config(text, "r.toml", run_dir=tmp_path)
