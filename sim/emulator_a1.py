@@ -28,9 +28,10 @@ Requests (``A5 cmd`` or ``A5 cmd len payload xor`` when ``cmd & 0x80``):
   descriptor ``A5 5A len 00 00 00 20`` + the type asked (uint32) + its value, as the
   vendor SDK reads them: mode count (uint16), per mode its sample duration (uint32
   q8 µs), maximum distance (uint32 q8 m), answer type (uint8) and name (ASCII, NUL),
-  and the typical mode's id (uint16): Standard (0x81), Express (0x82) and Boost
-  (0x84) at the samples' spacings, 12 m, typical Express, as an A1M8 reports them
-  (docs/A1.md); without express samples, Standard only;
+  and the typical mode's id (uint16): the table a real A1M8 at firmware 1.29
+  answers (docs/A1.md): Standard (0x81), Express (0x82), Boost, Sensitivity and
+  Stability (0x84, not served), 12 m, typical Sensitivity (3), durations scaled to
+  the samples' spacings; without express samples, Standard only;
 - STOP 0x25: no answer; scanning stops (the motor does not: it follows DTR);
 - RESET 0x40: reboot: silent for ``reset_silence_s``, then a text banner, idle;
 - SET_PWM 0xF0: ignored (the A1 has no PWM).
@@ -240,11 +241,19 @@ class A1Emulator(PtyEmulator):
         self.express_us = (
             self._express.sample_us if self._express is not None else max(1, self.sample_us // 2)
         )
-        # GET_LIDAR_CONF's scan modes: (name, µs per sample, answer type); id = index
+        # GET_LIDAR_CONF's scan modes: (name, µs per sample, answer type); id = index.
+        # A real A1M8 1.29: 508, 254, 127, 127, 201 µs; typical 3 (docs/A1.md)
         self.scan_modes: list[tuple[str, float, int]] = [("Standard", self.sample_us, 0x81)]
+        self.typical_mode = 0
         if self._express is not None:
-            boost = ("Boost", self.express_us / 2, 0x84)
-            self.scan_modes += [("Express", self.express_us, 0x82), boost]
+            ex = self.express_us
+            self.scan_modes += [
+                ("Express", ex, 0x82),
+                ("Boost", ex / 2, 0x84),
+                ("Sensitivity", ex / 2, 0x84),
+                ("Stability", ex * 201 / 254, 0x84),
+            ]
+            self.typical_mode = 3
 
         self.name = name
         self.serial = serial_bytes
@@ -501,7 +510,7 @@ class A1Emulator(PtyEmulator):
         if kind == 0x70:
             value = len(modes).to_bytes(2, "little")
         elif kind == 0x7C:
-            value = (1 if len(modes) > 1 else 0).to_bytes(2, "little")
+            value = self.typical_mode.to_bytes(2, "little")
         elif mode < len(modes):
             name, us, answer = modes[mode]
             value = {

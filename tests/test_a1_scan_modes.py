@@ -136,9 +136,12 @@ def test_every_generation_comes_up_without_configuration_in_the_sdks_mode(three_
     with Session(path) as s:
         attrs = {n: dict(s.lidar(n).attrs) for n in ("new", "mid", "old")}
         turns = {n: s.lidar(n).read() for n in ("new", "mid", "old")}
-    # firmware 1.29: asked its modes, typical Express, started with Express's id (1)
+    # firmware 1.29: asked its modes; typical Sensitivity answers ultra capsules (0x84),
+    # not decoded here: Express, said so, started with Express's id (1)
     assert attrs["new"]["scan_mode"] == "Express" and attrs["new"]["scan_mode_id"] == 1
-    assert "Boost (id 2, 127 us, 12 m, answer 0x84)" in attrs["new"]["scan_modes"]
+    assert "Sensitivity (id 3, 127 us, 12 m, answer 0x84)" in attrs["new"]["scan_modes"]
+    assert "Stability (id 4, 201 us" in attrs["new"]["scan_modes"]
+    assert attrs["new"]["scan_mode_note"].startswith("typical mode Sensitivity (id 3")
     assert proto.CMD_GET_LIDAR_CONF in requests["new"] and 0x82 in requests["new"]
     assert 0x20 not in requests["new"]
     # firmware 1.20 and 1.16: no configuration commands asked, Standard, said so
@@ -164,7 +167,7 @@ def test_a_named_mode_is_sent_by_its_id_and_an_unknown_one_lists_the_units_modes
         assert sc.mode is not None and (sc.mode.name, sc.scan_mode_used) == ("Standard", "standard")
         assert emu.requests[-1] == 0x20  # the SDK redirects a 0x81 mode to SCAN
         sc.close()
-        for name, why in (("Turbo", "is not offered"), ("boost", "not decoded here")):
+        for name, why in (("Turbo", "is not offered"), ("sensitivity", "not decoded here")):
             sc = A1Scanner(emu.path, read_timeout_s=0.5, scan_mode=name)
             sc.open()
             with pytest.raises(DriverError, match=why) as err:
@@ -176,12 +179,14 @@ def test_a_named_mode_is_sent_by_its_id_and_an_unknown_one_lists_the_units_modes
 def test_the_express_request_carries_the_mode_id_on_firmware_with_configuration():
     assert proto.express_request(1) == bytes.fromhex("a58205010000000023")
     assert proto.express_request(0) == bytes.fromhex("a58205000000000022")  # legacy form
+    # a real A1M8 at 1.29 (docs/A1.md): 5 modes, Express 65024 (254 us), typical 3
     with A1Emulator(speed=4.0) as emu, serial.Serial(emu.path, 115200, timeout=0.05) as s:
-        s.write(proto.conf_request(proto.CONF_SCAN_MODE_US_PER_SAMPLE, 1))
-        desc = u.read_exact(s, 7)
-        length = u.descriptor_fields(desc)[0]
-        value = proto.conf_value(proto.CONF_SCAN_MODE_US_PER_SAMPLE, u.read_exact(s, length))
-        assert desc[6] == proto.TYPE_GET_LIDAR_CONF and int.from_bytes(value, "little") == 254 * 256
+        asked = ((0x70, None, 5), (0x71, 1, 65024), (0x74, 4, 3072), (0x7C, None, 3))
+        for conf, mode, want in asked:
+            s.write(proto.conf_request(conf, mode))
+            desc = u.read_exact(s, 7)
+            value = proto.conf_value(conf, u.read_exact(s, u.descriptor_fields(desc)[0]))
+            assert desc[6] == proto.TYPE_GET_LIDAR_CONF and int.from_bytes(value, "little") == want
 
 
 def test_scan_mode_is_checked_where_it_is_written(tmp_path):

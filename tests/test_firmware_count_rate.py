@@ -49,7 +49,7 @@ def test_bringup_warns_when_the_top_speed_exceeds_the_boards_count_rate(
     path.write_text(CONFIG.format(run_dir=tmp_path, cpr=cpr, board=board))
     pods = parse_robot_config(path.read_text(), str(path), run_dir=tmp_path).pods
     assert pods is not None and pods.board == board and pods.counts_per_rev == cpr
-    assert (1.5 > limit_speed(board, cpr)) == warns
+    assert (limit_speed(board, cpr) < 1.5) == warns
     res = CliRunner().invoke(cli, ["bringup", "--config", str(path)])
     assert res.exit_code == 1  # no device there
     assert ("counts/s per pod" in res.stderr) == warns, res.stderr
