@@ -49,6 +49,9 @@ class A1Realism:
             next tooth (the long steps between consecutive returns).
         dark_sector_deg: mean width of a sector without returns (°); 0: no-returns
             independent per node (the old model).
+        bursts_per_turn, burst_mean_nodes: short runs of no-returns at random bearings
+            (dark or grazing spots), their number per turn and mean length (geometric,
+            in standard-scan nodes): most real runs are 2-3 nodes, a few long.
         flicker: probability that a node's return state is the other one than its
             sector's (edges and grazing beams).
         back_step_prob, back_step_deg: probability that a node reads behind the head
@@ -58,16 +61,18 @@ class A1Realism:
     """
 
     quality_levels: tuple[tuple[int, float], ...] = ((15, 0.97), (10, 0.015), (6, 0.015))
-    zero_offset_deg: tuple[float, float] = (1.0, 2.2)
-    return_lag_deg: float = 3.5
+    zero_offset_deg: tuple[float, float] = (1.45, 1.55)
+    return_lag_deg: float = 5.3
     return_lag_base_m: float = 0.025
-    jitter_deg: float = 0.22
+    jitter_deg: float = 0.1
     teeth: int = 8
-    tooth_lag_deg: tuple[float, float] = (1.8, 2.8)
-    dark_sector_deg: float = 18.0
-    flicker: float = 0.01
-    back_step_prob: float = 0.002
-    back_step_deg: tuple[float, float] = (0.5, 2.0)
+    tooth_lag_deg: tuple[float, float] = (2.0, 2.6)
+    dark_sector_deg: float = 50.0
+    bursts_per_turn: float = 10.0
+    burst_mean_nodes: float = 2.0
+    flicker: float = 0.003
+    back_step_prob: float = 0.006
+    back_step_deg: tuple[float, float] = (1.25, 1.8)
     zero_quality_prob: float = 0.18
 
 
@@ -79,6 +84,7 @@ IDEAL_A1 = A1Realism(
     jitter_deg=0.0,
     teeth=0,
     dark_sector_deg=0.0,
+    bursts_per_turn=0.0,
     flicker=0.0,
     back_step_prob=0.0,
     zero_quality_prob=0.0,
@@ -168,12 +174,22 @@ class RoomSamples:
             tooth = np.floor(tp).astype(np.int64)
             lag = unit.uniform(*rl.tooth_lag_deg, (int(turn[-1]) + 1, rl.teeth + 1))
             reading -= lag[turn, tooth] * (tp - tooth)
+        scale = fs * REAL_SAMPLE_US * 1e-6  # nodes here per standard-scan node
+        in_bursts = min(0.9, rl.bursts_per_turn * rl.burst_mean_nodes / REAL_NODES_PER_TURN)
         if rl.dark_sector_deg > 0:
-            edges = _dark_sectors(unit, p_no_return, rl.dark_sector_deg)
+            p_dark = max(0.0, (p_no_return - in_bursts) / (1.0 - in_bursts))
+            edges = _dark_sectors(unit, p_dark, rl.dark_sector_deg)
             sector = np.searchsorted(edges, np.mod(head + unit.uniform(0, 360), 360), "right")
             lost = (sector % 2 == 1) ^ (rng.random(n) < rl.flicker)
         else:
             lost = rng.random(n) < p_no_return
+        if rl.bursts_per_turn:
+            starts = np.flatnonzero(rng.random(n) < rl.bursts_per_turn * rate / fs)
+            size = np.maximum(1, np.round(rng.geometric(1 / rl.burst_mean_nodes, starts.size) * scale))
+            size = size.astype(np.int64)
+            within = np.arange(size.sum()) - np.repeat(np.cumsum(size) - size, size)
+            hit = np.repeat(starts, size) + within
+            lost[hit[hit < n]] = True
         geom = room_ranges(np.mod(reading - yaw_deg, 360.0), width, depth, x, y)
         ret = ~lost
         if rl.return_lag_deg or rl.return_lag_base_m:
