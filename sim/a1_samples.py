@@ -185,8 +185,8 @@ class RoomSamples:
             lost = rng.random(n) < p_no_return
         if rl.bursts_per_turn:
             starts = np.flatnonzero(rng.random(n) < rl.bursts_per_turn * rate / fs)
-            size = rng.geometric(1 / rl.burst_mean_nodes, starts.size) * scale
-            size = np.maximum(1, np.round(size)).astype(np.int64)
+            draw = rng.geometric(1 / rl.burst_mean_nodes, starts.size) * scale
+            size = np.maximum(1, np.round(draw)).astype(np.int64)
             within = np.arange(size.sum()) - np.repeat(np.cumsum(size) - size, size)
             hit = np.repeat(starts, size) + within
             lost[hit[hit < n]] = True
