@@ -427,7 +427,11 @@ class A1Scanner(DeviceProtocol):
         lidar.disconnect()
 
     def _identify(self, check_health: bool) -> A1Info:
-        """GET_INFO, the sample duration where the firmware has it, and (optionally) health."""
+        """Reset what a previous host left (STOP, drain until quiet, clear input: a
+        program killed while scanning leaves the unit scanning, and with DTR set at this
+        open the head stops, so no byte says so while every request is ignored), then
+        GET_INFO, the sample duration where the firmware has it and (optionally) health."""
+        self._lidar().stop()
         info = self._lidar().get_info()
         self.info = info
         self._read_sample_rate(info)

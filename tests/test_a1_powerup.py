@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import threading
 import time
 from types import SimpleNamespace
@@ -328,3 +329,32 @@ def test_bad_configuration_is_refused():
         PowerUpSequencer([DeviceSpec("a", "lidar9000", "/x")])
     with pytest.raises(ConfigError, match="mode"):
         PowerUpSequencer([]).run(mode="sideways")
+
+
+KILLED_SCANNER = """
+import sys, time
+from sensorbench.drivers.a1_scanner import A1Scanner
+sc = A1Scanner(sys.argv[1], read_timeout_s=1.0)
+sc.open()
+sc.start()
+print("scanning", flush=True)
+time.sleep(60)
+"""
+
+
+def test_bringup_after_a_sigkilled_scanner_works_the_first_time():
+    # a capture killed while scanning leaves the unit scanning; the next open asserts
+    # DTR, the head stops, so no byte says so and every request is ignored until a STOP
+    with A1Emulator(speed=4.0) as emu:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", KILLED_SCANNER, emu.path], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "scanning"
+        finally:
+            proc.kill()
+            proc.wait(10)
+        assert emu.scanning  # what the killed process left behind
+        seq = PowerUpSequencer([DeviceSpec("a1", "a1", emu.path, read_timeout_s=0.5)])
+        (row,) = seq.run()
+        assert row.ready and row.attempts == 1, row
