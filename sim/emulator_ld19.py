@@ -42,7 +42,6 @@ import numpy as np
 
 from sensorbench.drivers.ld19_parser import (
     ANGLE_MODULUS_CDEG,
-    MAX_SPAN_CDEG,
     MAX_SPEED_DEG_S,
     PACKET_DTYPE,
     PACKET_SIZE,
@@ -329,7 +328,8 @@ def _make_impossible(
     sel = code == 3
     start[sel] = pick(ANGLE_MODULUS_CDEG, 65535, sel)
     sel = code == 4
-    end[sel] = (start[sel] + pick(MAX_SPAN_CDEG + 1, ANGLE_MODULUS_CDEG - 1, sel)) % 36000
+    # a span the SDK rejects at any possible speed (<= MAX_SPEED_DEG_S: 37.4 deg)
+    end[sel] = (start[sel] + pick(4000, ANGLE_MODULUS_CDEG - 1, sel)) % 36000
     return speed, start, end, ts
 
 

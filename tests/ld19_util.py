@@ -91,7 +91,7 @@ def ref_period_ms(p: RefPacket) -> Fraction | None:
 REF_MAX_SPEED = 2 * 13 * 360  # deg/s: twice the LD19 datasheet's fastest scan (13 Hz)
 
 
-def ref_decode(stream: bytes, max_span: int = 3600) -> RefResult:
+def ref_decode(stream: bytes) -> RefResult:
     """Byte-by-byte reference parser over a complete stream."""
     out = RefResult()
     i = 0
@@ -110,7 +110,9 @@ def ref_decode(stream: bytes, max_span: int = 3600) -> RefResult:
             continue
         p = ref_unpack(i, raw)
         reason = None
-        if p.start >= 36000 or p.end >= 36000 or (p.end - p.start) % 36000 > max_span:
+        # the vendor SDK's span check (lipkg.cpp): whole degrees x 250 <= speed
+        span_deg = (p.end // 100 - p.start // 100) % 360
+        if p.start >= 36000 or p.end >= 36000 or span_deg * 250 > p.speed:
             out.span_failures += 1
             reason = "angle"
         elif p.timestamp >= 30000:
