@@ -63,6 +63,9 @@ _T = TypeVar("_T")
 
 POLL_S = 0.02
 """The serial timeout of one low-level read (s); every deadline loops over it."""
+MAX_ANSWER_LEN = 256
+"""Longest answer of variable length taken as one (GET_LIDAR_CONF: 4 bytes of type and
+a value of at most a mode name's); a longer descriptor is damaged, not waited for."""
 
 
 class A1Lidar(rplidar.RPLidar):
@@ -240,14 +243,16 @@ class A1Lidar(rplidar.RPLidar):
         self._io(lambda _: super(A1Lidar, self)._send_cmd(cmd), f"sending command {cmd.hex()}")
 
     def _request(self, request: bytes, length: int | None, dtype: int, what: str) -> bytes:
-        """Send ``request`` and return its single answer's payload (``length`` bytes, any
-        length when None); clears stale bytes first, retries once."""
+        """Send ``request`` and return its single answer's payload (``length`` bytes, or
+        up to :data:`MAX_ANSWER_LEN` when None); clears stale bytes first, retries once."""
         for attempt in (1, 2):
             self.quiesce()
             self._io(lambda s: s.write(request), f"sending {what}")
             try:
                 got_len, single, got_type = self._read_descriptor()
-                if not single or got_type != dtype or got_len != (length or got_len):
+                if not single or got_type != dtype or got_len != (length or got_len) or (
+                    length is None and got_len > MAX_ANSWER_LEN
+                ):
                     raise DeviceProtocolError(
                         f"A1 {self.port} answered {what} with length {got_len}, "
                         f"{'single' if single else 'multi'} mode, type 0x{got_type:02x} "
