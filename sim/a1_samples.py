@@ -58,6 +58,7 @@ class A1Realism:
             by a uniform amount in ``back_step_deg`` (°) besides the effects above.
         zero_quality_prob: probability that a node without a return carries a quality
             (drawn from ``quality_levels``) instead of 0.
+        range_sigma_m: σ of the Gaussian noise of every range (m).
     """
 
     quality_levels: tuple[tuple[int, float], ...] = ((15, 0.97), (10, 0.015), (6, 0.015))
@@ -74,6 +75,7 @@ class A1Realism:
     back_step_prob: float = 0.006
     back_step_deg: tuple[float, float] = (1.25, 1.8)
     zero_quality_prob: float = 0.18
+    range_sigma_m: float = 0.01
 
 
 IDEAL_A1 = A1Realism(
@@ -119,7 +121,7 @@ class RoomSamples:
 
     The sensor sits at ``(x, y)`` in a ``width`` × ``depth`` m room (walls at 0 and
     width/depth), facing ``yaw_deg`` (° CCW from the room's x axis); ranges get
-    Gaussian noise of ``sigma_m``; beams beyond ``max_range_m`` return 0, and a
+    Gaussian noise of ``realism.range_sigma_m``; beams beyond ``max_range_m`` return 0, and a
     fraction ``p_no_return`` of the others. The node
     stream follows ``realism`` (real-capture defaults; :data:`IDEAL_A1` for an ideal
     sweep).
@@ -142,7 +144,6 @@ class RoomSamples:
         x: float = 2.5,
         y: float = 3.0,
         yaw_deg: float = 0.0,
-        sigma_m: float = 0.01,
         p_no_return: float = REAL_ZERO_FRACTION,
         max_range_m: float = 12.0,
         seed: int = 0,
@@ -196,7 +197,7 @@ class RoomSamples:
             base = np.arctan(rl.return_lag_base_m / np.maximum(geom[ret], 0.05))
             reading[ret] -= rl.return_lag_deg + np.degrees(base)
             geom[ret] = room_ranges(np.mod(reading[ret] - yaw_deg, 360.0), width, depth, x, y)
-        r = geom + rng.normal(0.0, sigma_m, n)
+        r = geom + rng.normal(0.0, rl.range_sigma_m, n)
         lost |= r > max_range_m
         r[lost] = 0.0
         back = rng.random(n) < rl.back_step_prob

@@ -155,6 +155,32 @@ def banner(model: int, firmware: tuple[int, int], hardware: int) -> bytes:
     ).encode("ascii")
 
 
+@dataclass(frozen=True)
+class A1Unit:
+    """One emulated A1's identity and timing.
+
+    Attributes:
+        serial: the unit's 16-byte serial number (bytes or 32 hex digits).
+        model, firmware, hardware: GET_INFO fields (A1M8 firmware 1.29, hardware 7).
+        spinup_s: simulated seconds from a motor start to the first node.
+        reset_silence_s: simulated seconds of silence after RESET before the banner.
+        health: initial GET_HEALTH answer (status 0/1/2, error code), see
+            :meth:`A1Emulator.set_health`.
+        sample_us: standard sample duration answered to GET_SAMPLERATE (µs; default
+            the samples' median spacing, rounded); express: the express samples'
+            spacing, or half the standard one without them.
+    """
+
+    serial: bytes | str = bytes(range(16))
+    model: int = 0x18
+    firmware: tuple[int, int] = (1, 29)
+    hardware: int = 7
+    spinup_s: float = 0.5
+    reset_silence_s: float = 0.5
+    health: tuple[int, int] = (0, 0)
+    sample_us: int | None = None
+
+
 class A1Emulator(PtyEmulator):
     """One emulated RPLIDAR A1 serving the Slamtec protocol on a pty.
 
@@ -166,45 +192,34 @@ class A1Emulator(PtyEmulator):
             the sample rate), as express capsules; None with ``samples`` given: the
             unit has no express scan (it ignores EXPRESS_SCAN, as firmware < 1.17).
         link: stable symlink to the pty (like a udev name), optional.
-        serial: the unit's 16-byte serial number (bytes or 32 hex digits).
+        unit: the unit's identity and timing (:class:`A1Unit`; default an A1M8 at
+            firmware 1.29).
         speed: emulation speed-up (ignored when ``clock`` or ``power`` gives a clock).
         name: the unit's name on a power bus.
-        model, firmware, hardware: GET_INFO fields (A1M8 firmware 1.29, hardware 7).
-        spinup_s: simulated seconds from a motor start to the first node.
-        reset_silence_s: simulated seconds of silence after RESET before the banner.
         faults: byte-level link faults (corruption, drops, slow start).
         power: a shared :class:`~sensorbench.sim.power.PowerBus` (brown-out model).
         clock: the emulation clock (default: the power bus's, else a new one at ``speed``).
         seed: seed of the link fault stream.
-        health: initial GET_HEALTH answer (status 0/1/2, error code), see :meth:`set_health`.
         record_truth: keep every sent node for :meth:`truth` (about 23 bytes per node,
             160 MB per hour at real time: turn off for long-running servers).
-        sample_us: standard sample duration answered to GET_SAMPLERATE (µs; default the
-            samples' median spacing, rounded); express: the express samples' spacing,
-            or half the standard one without them.
     """
 
     def __init__(
         self,
         samples: LidarSampleSource | None = None,
         link: str | None = None,
-        serial: bytes | str = bytes(range(16)),
+        unit: A1Unit | None = None,
         speed: float = 1.0,
         name: str = "a1",
-        model: int = 0x18,
-        firmware: tuple[int, int] = (1, 29),
-        hardware: int = 7,
-        spinup_s: float = 0.5,
-        reset_silence_s: float = 0.5,
         faults: Faults | None = None,
         power: PowerBus | None = None,
         clock: SimClock | None = None,
         seed: int = 0,
         record_truth: bool = True,
-        health: tuple[int, int] = (0, 0),
-        sample_us: int | None = None,
         express_samples: LidarSamples | None = None,
     ) -> None:
+        u = A1Unit() if unit is None else unit
+        serial, sample_us = u.serial, u.sample_us
         serial_bytes = bytes.fromhex(serial) if isinstance(serial, str) else bytes(serial)
         if len(serial_bytes) != 16:
             raise SimError(f"an A1 serial number is 16 bytes, got {len(serial_bytes)}")
@@ -257,9 +272,9 @@ class A1Emulator(PtyEmulator):
 
         self.name = name
         self.serial = serial_bytes
-        self.model, self.firmware, self.hardware = model, firmware, hardware
-        self.spinup_s = spinup_s
-        self.reset_silence_s = reset_silence_s
+        self.model, self.firmware, self.hardware = u.model, u.firmware, u.hardware
+        self.spinup_s = u.spinup_s
+        self.reset_silence_s = u.reset_silence_s
         self.power = power
         self.clock = clock or (power.clock if power is not None else SimClock(speed))
         super().__init__(PtyPort(link=link, baud=BAUD, faults=faults, seed=seed))
@@ -283,7 +298,7 @@ class A1Emulator(PtyEmulator):
         self._banner_due = False
         self._truth: list[A1Truth] = []
         self.record_truth = record_truth
-        self.set_health(*health)
+        self.set_health(*u.health)
         if power is not None:
             power.attach(self)
         if self._follow_dtr(self.clock.now()) and power is not None:

@@ -90,16 +90,19 @@ class Boot:
 
 @dataclass(frozen=True)
 class Injected:
-    """What the harness does to the MCU at trajectory times (µs).
+    """How the harness drives the MCU's pins and reset line besides the trajectory.
 
     Attributes:
-        reset_at_us: resets, besides DTR's.
-        double_edges: ``(pod, t_us)``: that pod's first edge at or after ``t_us`` moves
-            both its lines at once (the firmware must count one lost edge pair).
+        reset_at_us: resets at these trajectory times (µs), besides DTR's.
+        double_edges: ``(pod, t_us)``: that pod's first edge at or after ``t_us`` (µs)
+            moves both its lines at once (the firmware must count one lost edge pair).
+        phase_deg: quadrature phase between an A edge and the next B edge (90: ideal;
+            45 < phase < 135).
     """
 
     reset_at_us: tuple[int, ...] = ()
     double_edges: tuple[tuple[int, int], ...] = ()
+    phase_deg: float = 90.0
 
 
 class FirmwarePodEmulator(PtyEmulator):
@@ -113,9 +116,7 @@ class FirmwarePodEmulator(PtyEmulator):
         loop: repeat the trajectory (counts and time continue) instead of stopping.
         auto_reset: DTR asserted (the host opening the port) resets the MCU.
         boot_s: how long a reset holds the MCU before its image restarts (s).
-        inject: resets and double edges at trajectory times (:class:`Injected`).
-        phase_deg: quadrature phase between an A edge and the next B edge (90: ideal;
-            45 < phase < 135).
+        inject: resets, double edges and the quadrature phase (:class:`Injected`).
         harness: the harness executable (default: :func:`harness_path`).
         events: a file to append the harness's event lines to, as they come
             (``firmware/README.md``: boots, their base counts, resets).
@@ -136,7 +137,6 @@ class FirmwarePodEmulator(PtyEmulator):
         auto_reset: bool = True,
         boot_s: float = OPTIBOOT_WAIT_S,
         inject: Injected | None = None,
-        phase_deg: float = 90.0,
         harness: str | os.PathLike[str] | None = None,
         events: str | os.PathLike[str] | None = None,
         tail_us: int = 20_000,
@@ -145,7 +145,8 @@ class FirmwarePodEmulator(PtyEmulator):
         self.elf = Path(elf)
         if not self.elf.is_file():
             raise SimError(f"{self.elf}: no such firmware image (build it: make -C firmware)")
-        if min(speed, boot_s, tail_us) < 0 or period_us <= 0 or not 45 < phase_deg < 135:
+        inject = inject or Injected()
+        if min(speed, boot_s, tail_us) < 0 or period_us <= 0 or not 45 < inject.phase_deg < 135:
             raise SimError(
                 "speed, boot_s and tail_us must be >= 0, period_us > 0, 45 < phase_deg < 135"
             )
@@ -159,13 +160,12 @@ class FirmwarePodEmulator(PtyEmulator):
         self.trajectory = trajectory
         self.loop = loop
         self.boot_us = round(boot_s * 1e6 / period_us) * period_us
-        inject = inject or Injected()
         self._args = [
             "--speed", repr(float(speed)),
             "--boot-us", str(self.boot_us),
             "--align-us", str(int(period_us)),
             "--tail-us", str(int(tail_us)),
-            "--phase-deg", repr(float(phase_deg)),
+            "--phase-deg", repr(float(inject.phase_deg)),
             *(a for t in inject.reset_at_us for a in ("--reset-at-us", str(int(t)))),
             *(a for k, t in inject.double_edges for a in ("--double", f"{int(k)}:{int(t)}")),
             *(["--loop"] if loop else []),

@@ -20,7 +20,7 @@ from sensorbench.drivers.powerup import (
 )
 from sensorbench.errors import ConfigError, DriverError
 from sensorbench.sim.clock import SimClock
-from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults, PtyPort
 
@@ -37,12 +37,22 @@ def pair(tmp_path, bus: PowerBus | None = None, together: bool = False, **kw):
     together, the bus browns out at power-on, before any software runs.
     """
     a = A1Emulator(
-        name="front", serial=FRONT, link=str(tmp_path / "lidar_front"), power=bus, speed=SPEED, **kw
+        name="front",
+        link=str(tmp_path / "lidar_front"),
+        power=bus,
+        speed=SPEED,
+        **kw,
+        unit=A1Unit(serial=FRONT),
     )
     if not together:
         time.sleep(1.6 / SPEED)
     b = A1Emulator(
-        name="rear", serial=REAR, link=str(tmp_path / "lidar_rear"), power=bus, speed=SPEED, **kw
+        name="rear",
+        link=str(tmp_path / "lidar_rear"),
+        power=bus,
+        speed=SPEED,
+        **kw,
+        unit=A1Unit(serial=REAR),
     )
     return a, b
 
@@ -155,7 +165,7 @@ def test_silent_a1_fails_within_its_deadline(tmp_path):
 
 
 def test_a1_that_answers_but_never_turns_fails_at_the_ready_deadline():
-    with A1Emulator(speed=SPEED, spinup_s=1e6) as emu:  # motor never reaches speed
+    with A1Emulator(speed=SPEED, unit=A1Unit(spinup_s=1e6)) as emu:  # motor never reaches speed
         spec = DeviceSpec("lidar_front", "a1", emu.path, read_timeout_s=0.3, ready_timeout_s=0.6)
         t0 = time.monotonic()
         (r,) = PowerUpSequencer([spec], retries=0).run()

@@ -19,7 +19,7 @@ from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.reader_base import DeviceReader
 from sensorbench.errors import DriverError
 from sensorbench.logs import NO_DEVICE_TIME, Session, SessionWriter
-from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 
 SERIAL = bytes.fromhex("a1a1a1a1b2b2b2b2c3c3c3c3d4d4d4d4")
 
@@ -41,7 +41,7 @@ def check_turns(turns, ref, n):
 @pytest.fixture(scope="module")
 def live_session(tmp_path_factory):
     path = tmp_path_factory.mktemp("a1_live") / "live.h5"
-    with A1Emulator(speed=4.0, serial=SERIAL) as emu:
+    with A1Emulator(speed=4.0, unit=A1Unit(serial=SERIAL)) as emu:
         with SessionWriter(path, label="a1") as w:
             reader = a1_reader(
                 "lidar_front",
@@ -146,7 +146,7 @@ def test_decode_refuses_what_is_not_a_capture(tmp_path):
 
 
 def test_reader_start_fails_within_its_deadline_when_no_turn_comes():
-    with A1Emulator(speed=4.0, spinup_s=1e6) as emu:
+    with A1Emulator(speed=4.0, unit=A1Unit(spinup_s=1e6)) as emu:
         reader = a1_reader("lidar_front", emu.path, read_timeout_s=0.3, first_turn_timeout_s=0.5)
         t0 = time.monotonic()
         with pytest.raises(DriverError, match="no complete turn"):
@@ -156,7 +156,7 @@ def test_reader_start_fails_within_its_deadline_when_no_turn_comes():
 
 
 def test_reader_takes_over_a_scanner_from_the_sequencer(tmp_path):
-    with A1Emulator(speed=4.0, serial=SERIAL) as emu:
+    with A1Emulator(speed=4.0, unit=A1Unit(serial=SERIAL)) as emu:
         seq = PowerUpSequencer([DeviceSpec("lidar_front", "a1", emu.path, read_timeout_s=0.5)])
         (row,) = seq.run(keep=True)
         assert row.ready
@@ -180,7 +180,7 @@ def test_reader_takes_over_a_scanner_from_the_sequencer(tmp_path):
 def test_stop_reports_a_reader_thread_stuck_in_the_driver():
     """A thread stuck in a driver call is reported in the status; stop keeps its deadline."""
     release = threading.Event()
-    with A1Emulator(speed=4.0, serial=SERIAL) as emu:
+    with A1Emulator(speed=4.0, unit=A1Unit(serial=SERIAL)) as emu:
         reader = a1_reader("lidar_front", emu.path, read_timeout_s=0.5, first_turn_timeout_s=2.0)
         reader.start()
         entered = threading.Event()

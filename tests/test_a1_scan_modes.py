@@ -25,7 +25,7 @@ from sensorbench.drivers.capture import CaptureOptions, format_status, run_captu
 from sensorbench.drivers.robot_config import parse_robot_config
 from sensorbench.errors import ConfigError, DriverError
 from sensorbench.logs import Session
-from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 
 
 class OldA1:
@@ -114,7 +114,7 @@ def three_units(tmp_path_factory):
     try:
         with (
             A1Emulator(speed=2.0, link=str(run / "new")) as new,
-            A1Emulator(speed=2.0, link=str(run / "mid"), firmware=(1, 20)) as mid,
+            A1Emulator(speed=2.0, link=str(run / "mid"), unit=A1Unit(firmware=(1, 20))) as mid,
         ):
             result = run_capture(
                 config,

@@ -243,7 +243,9 @@ def edge_rate_run(elf, rate: float, phase_deg: float) -> tuple[int, int, int]:
     phase), 0.5 s: (largest count error, frames lost, lost edge pairs the frames
     reported); the frames lost are exactly the overruns the frames reported."""
     traj = grid_trajectory(0.5, (rate, -0.97 * rate, 0.94 * rate), seed=7)
-    em = FirmwarePodEmulator(elf, traj, speed=0, auto_reset=False, phase_deg=phase_deg)
+    em = FirmwarePodEmulator(
+        elf, traj, speed=0, auto_reset=False, inject=Injected(phase_deg=phase_deg)
+    )
     frames, stats, _ = record(em)
     t_us = frames.device_ns // 1000
     error = np.abs(frames.counts - (knot_counts(traj, t_us) - traj.counts[0])).max()

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ld19_util import MANUAL_FIELDS, MANUAL_PACKET, packet_rows, ref_crc8, ref_decode, ref_rows
+from ld19_util import (
+    MANUAL_FIELDS,
+    MANUAL_PACKET,
+    MANUAL_PACKET_10HZ,
+    packet_rows,
+    ref_crc8,
+    ref_decode,
+    ref_rows,
+)
 
 from sensorbench.drivers.ld19_parser import (
     CRC8_TABLE,
@@ -49,11 +57,8 @@ def test_manual_example_packet_decodes_exactly():
     p = LD19Parser()
     assert len(p.feed(MANUAL_PACKET)) == 0 and p.counters.span_failures == 1
     # the same packet at 3600 deg/s (14.4 deg allowed) decodes to the manual's fields
-    raw = bytearray(MANUAL_PACKET)
-    raw[2:4] = (3600).to_bytes(2, "little")
-    raw[-1] = crc8(bytes(raw[:-1]))
     p = LD19Parser()
-    pk = p.feed(bytes(raw), host_ns=123)
+    pk = p.feed(MANUAL_PACKET_10HZ, host_ns=123)
     assert len(pk) == 1
     assert int(pk.speed_deg_s[0]) == 3600
     assert int(pk.start_cdeg[0]) == MANUAL_FIELDS["start"]
