@@ -59,3 +59,21 @@ def test_an_unknown_board_is_refused_where_it_is_written(tmp_path):
     text = CONFIG.format(run_dir=tmp_path, cpr=2000, board="esp32")
     with pytest.raises(ConfigError, match=r"^r\.toml:\d+: \[pods\] board must be one of"):
         parse_robot_config(text, "r.toml", run_dir=tmp_path)
+
+
+def test_check_says_which_device_reported_lost_counts(tmp_path):
+    from sensorbench.logs import SessionWriter
+    from sensorbench.logs.check import check_session
+
+    path = tmp_path / "s.h5"
+    with SessionWriter(path, label="loss") as w:
+        w.start()
+        w.event(1_000, "pods", "count_loss", "the MCU lost 2 counts (pod 0: 2, ...)")
+        w.event(2_000, "pods", "count_loss", "the MCU lost 4 counts (pod 1: 4, ...)")
+        w.event(3_000, "pods", "note", "unrelated")
+    report = check_session(path)
+    assert report.ok
+    assert [w for w in report.warnings if "count_loss" in w] == [
+        "pods: the device reported counts it lost in 2 reads (count_loss events): fits and "
+        "replays over those intervals are not exact"
+    ]
