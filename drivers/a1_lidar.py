@@ -333,27 +333,30 @@ class A1Lidar(rplidar.RPLidar):
                     raise DeviceProtocolError(f"A1 {self.port}: {err}") from err
         raise AssertionError("unreachable")
 
-    def scan_modes(self) -> tuple[list[proto.ScanMode], int]:
-        """Every scan mode and the typical one's id, asked as the SDK does
-        (``getAllSupportedScanModes``, ``getTypicalScanMode``; firmware >= 1.24)."""
+    def scan_mode(self, mode_id: int) -> proto.ScanMode:
+        """One scan mode's name, sample duration, maximum distance and answer type, asked
+        as the SDK does (firmware >= 1.24)."""
 
-        def u32(conf: int, mode: int) -> int:
-            value = self.get_conf(conf, mode)
+        def u32(conf: int) -> int:
+            value = self.get_conf(conf, mode_id)
             if len(value) < 4:
                 raise DeviceProtocolError(f"A1 {self.port}: conf 0x{conf:02x} is {value.hex()}")
             return int.from_bytes(value[:4], "little")
 
+        name = self.get_conf(proto.CONF_SCAN_MODE_NAME, mode_id).split(b"\0")[0]
+        return proto.ScanMode(
+            mode_id,
+            name.decode("ascii"),
+            u32(proto.CONF_SCAN_MODE_US_PER_SAMPLE) / 256.0,
+            float(u32(proto.CONF_SCAN_MODE_MAX_DISTANCE) >> 8),
+            self.get_conf(proto.CONF_SCAN_MODE_ANS_TYPE, mode_id)[:1][0],
+        )
+
+    def scan_modes(self) -> tuple[list[proto.ScanMode], int]:
+        """Every scan mode and the typical one's id, asked as the SDK does
+        (``getAllSupportedScanModes``, ``getTypicalScanMode``; firmware >= 1.24)."""
         count = int.from_bytes(self.get_conf(proto.CONF_SCAN_MODE_COUNT)[:2], "little")
-        modes = [
-            proto.ScanMode(
-                i,
-                self.get_conf(proto.CONF_SCAN_MODE_NAME, i).split(b"\0")[0].decode("ascii"),
-                u32(proto.CONF_SCAN_MODE_US_PER_SAMPLE, i) / 256.0,
-                float(u32(proto.CONF_SCAN_MODE_MAX_DISTANCE, i) >> 8),
-                self.get_conf(proto.CONF_SCAN_MODE_ANS_TYPE, i)[:1][0],
-            )
-            for i in range(count)
-        ]
+        modes = [self.scan_mode(i) for i in range(count)]
         typical = int.from_bytes(self.get_conf(proto.CONF_SCAN_MODE_TYPICAL)[:2], "little")
         return modes, typical
 

@@ -90,6 +90,8 @@ CONF_SCAN_MODE_MAX_DISTANCE = 0x74
 CONF_SCAN_MODE_ANS_TYPE = 0x75
 CONF_SCAN_MODE_TYPICAL = 0x7C
 CONF_SCAN_MODE_NAME = 0x7F
+STANDARD_MODE_ID = 0
+"""SL_LIDAR_CONF_SCAN_COMMAND_STD: the SDK asks only this mode for a standard scan."""
 TYPICAL = "typical"
 """robot.toml's ``scan_mode`` default: the mode the unit calls typical (the SDK's default)."""
 ANSWER_FORMATS = {TYPE_SCAN: "standard", TYPE_EXPRESS: "express"}

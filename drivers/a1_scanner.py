@@ -485,11 +485,13 @@ class A1Scanner(DeviceProtocol):
         """
         info = self.info
         firmware = info.firmware if info is not None else (0, 0)
-        if self._has_conf():
+        want = self.scan_mode.lower()
+        if self._has_conf() and want == "standard":  # SDK startScanNormal: mode 0 only
+            self.modes, typical = [self._lidar().scan_mode(proto.STANDARD_MODE_ID)], -1
+        elif self._has_conf():
             self.modes, typical = self._lidar().scan_modes()
         else:
             self.modes, typical = proto.legacy_modes(self.sample_rate, firmware), 0
-        want = self.scan_mode.lower()
         if want == proto.TYPICAL:
             chosen = next((m for m in self.modes if m.id == typical), None)
             if chosen is not None and chosen.format is None:
