@@ -496,7 +496,9 @@ class A1Scanner(DeviceProtocol):
             chosen = next((m for m in self.modes if m.id == typical), None)
             if chosen is not None and chosen.format is None:
                 self._note(f"typical mode {chosen.describe()} is not decoded here")
-                chosen = next((m for m in self.modes if m.format == "express"), None)
+                decoded = [m for m in self.modes if m.format]
+                decoded.sort(key=lambda m: m.format != "express")
+                chosen = decoded[0] if decoded else None  # Express, else Standard
             if not self._has_conf():
                 self._note(
                     f"firmware {firmware[0]}.{firmware[1]:02d} has no configuration commands "

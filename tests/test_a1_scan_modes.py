@@ -201,3 +201,15 @@ def test_scan_mode_is_checked_where_it_is_written(tmp_path):
         parse_robot_config(bad, "r.toml", run_dir=tmp_path)
     line = next(i for i, s in enumerate(bad.splitlines(), 1) if s.startswith("scan_mode"))
     assert str(err.value).startswith(f"r.toml:{line}:")
+
+
+def test_an_undecoded_typical_mode_falls_back_to_express_else_standard():
+    with A1Emulator(speed=4.0) as emu:
+        emu.scan_modes = [("Standard", 508, 0x81), ("Boost", 127, 0x84)]
+        emu.typical_mode = 1
+        sc = A1Scanner(emu.path, read_timeout_s=0.5, scan_mode="typical")
+        sc.open()
+        sc.start()
+        assert sc.mode is not None and sc.mode.name == "Standard" and emu.requests[-1] == 0x20
+        assert sc.mode_note.startswith("typical mode Boost (id 1")
+        sc.close()
