@@ -165,7 +165,7 @@ def emulate_a1_cmd(
     link knobs apply. Runs until Ctrl-C (or --duration).
     """
     from sensorbench.errors import SimError
-    from sensorbench.sim.emulator_a1 import A1Emulator
+    from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
     from sensorbench.sim.emulator_base import link_faults
     from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
 
@@ -198,12 +198,11 @@ def emulate_a1_cmd(
             samples,
             express_samples=express,
             link=link,
-            serial=serial,
             speed=speed,
             faults=faults,
             seed=seed,
             record_truth=False,
-            health=health,
+            unit=A1Unit(serial=serial, health=health),
         )
         try:
             click.echo(em.link)

@@ -158,6 +158,9 @@ def record(
     ``printer``; returns the capture's result."""
     from sensorbench.drivers.capture import run_capture
 
+    if not as_json and config.pods is not None and (warning := config.pods.count_rate_warning()):
+        click.echo(f"warning: {warning}", err=True)
+
     def bringup_row(row: Any) -> None:
         if not as_json:
             state = "ok" if row.ok else "FAILED"
@@ -254,6 +257,8 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
     brltty = check_brltty()
     if brltty.found:  # before the bring-up: a missing port then has its explanation
         click.echo(f"warning: {brltty.message()}", err=True)
+    if config.pods is not None and (warning := config.pods.count_rate_warning()):
+        click.echo(f"warning: {warning}", err=True)
     results = run_bringup(config)
     if as_json:
         click.echo(to_json([vars(r) for r in results]))

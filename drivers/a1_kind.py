@@ -20,14 +20,15 @@ if TYPE_CHECKING:
 STOP_SETTLE_S = 0.02  # the A1 needs >= 1 ms after STOP before the next request
 
 
-DEFAULT_SCAN_MODE = "express"
-"""An A1's scan mode unless robot.toml says otherwise: express where the unit answers
-it (the vendor's ROS 2 driver's default on an A1), else standard."""
+DEFAULT_SCAN_MODE = a1_protocol.TYPICAL
+"""An A1's scan mode unless robot.toml says otherwise: the one the unit calls typical
+(GET_LIDAR_CONF, as the vendor SDK's default); Standard on firmware without it."""
 
 
 def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
     """``serial``: the 16-byte GET_INFO serial as 32 hex digits, or absent (any unit);
-    ``scan_mode``: ``standard`` or ``express`` (default :data:`DEFAULT_SCAN_MODE`)."""
+    ``scan_mode``: ``typical`` (default) or a scan mode's name as the unit reports it
+    (``Standard``, ``Express``), checked against the unit at bring-up."""
     serial_no = table.get("serial")
     if serial_no is not None and (
         not isinstance(serial_no, str) or not re.fullmatch(r"[0-9A-Fa-f]{32}", serial_no)
@@ -38,11 +39,11 @@ def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
             "(the 16-byte serial GET_INFO reports)",
         )
     mode = table.get("scan_mode", DEFAULT_SCAN_MODE)
-    if mode not in a1_protocol.SCAN_MODES:
+    if not isinstance(mode, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,31}", mode):
         raise v.fail(
             (*path, "scan_mode"),
-            f"{what}: scan_mode must be one of {', '.join(map(repr, a1_protocol.SCAN_MODES))} "
-            f"(express: about 4000 samples/s, standard: about 2000), got {mode!r}",
+            f"{what}: scan_mode is 'typical' or a scan mode's name as the unit reports it "
+            f"('Standard', 'Express', ...; the bring-up lists the unit's), got {mode!r}",
         )
     return {"serial": serial_no, "options": {"scan_mode": mode}}
 

@@ -63,6 +63,9 @@ _T = TypeVar("_T")
 
 POLL_S = 0.02
 """The serial timeout of one low-level read (s); every deadline loops over it."""
+MAX_ANSWER_LEN = 256
+"""Longest answer of variable length taken as one (GET_LIDAR_CONF: 4 bytes of type and
+a value of at most a mode name's); a longer descriptor is damaged, not waited for."""
 
 
 class A1Lidar(rplidar.RPLidar):
@@ -94,6 +97,7 @@ class A1Lidar(rplidar.RPLidar):
         self.record_raw = False
         self._received = bytearray()
         self.stale_bytes_discarded = 0
+        self.working_mode = 0  # the express request's mode id of the last scan started
         self._serial: ModemSerial | None = None
         super().__init__(os.fspath(port), baudrate=baudrate, timeout=POLL_S, logger=logger or log)
 
@@ -238,24 +242,27 @@ class A1Lidar(rplidar.RPLidar):
     def _send_cmd(self, cmd: bytes) -> None:
         self._io(lambda _: super(A1Lidar, self)._send_cmd(cmd), f"sending command {cmd.hex()}")
 
-    def _request(self, cmd: int, length: int, dtype: int, what: str) -> bytes:
-        """Send ``cmd`` and return its payload; clears stale bytes first, retries once."""
+    def _request(self, request: bytes, length: int | None, dtype: int, what: str) -> bytes:
+        """Send ``request`` and return its single answer's payload (``length`` bytes, or
+        up to :data:`MAX_ANSWER_LEN` when None); clears stale bytes first, retries once."""
         for attempt in (1, 2):
             self.quiesce()
-            self._send_cmd(bytes([cmd]))
+            self._io(lambda s: s.write(request), f"sending {what}")
             try:
                 got_len, single, got_type = self._read_descriptor()
-                if (got_len, single, got_type) != (length, True, dtype):
+                if not single or got_type != dtype or got_len != (length or got_len) or (
+                    length is None and got_len > MAX_ANSWER_LEN
+                ):
                     raise DeviceProtocolError(
                         f"A1 {self.port} answered {what} with length {got_len}, "
                         f"{'single' if single else 'multi'} mode, type 0x{got_type:02x} "
-                        f"(expected {length}, single, 0x{dtype:02x}): is this an RPLIDAR?"
+                        f"(expected {length or 'any'}, single, 0x{dtype:02x}): is this an RPLIDAR?"
                     )
             except DeviceProtocolError:
                 if attempt == 2:
                     raise
                 continue  # stale bytes that happened to look like a descriptor: once more
-            return self._read_response(length)
+            return self._read_response(got_len)
         raise AssertionError("unreachable")
 
     def quiesce(self, quiet_s: float = 0.05) -> int:
@@ -282,12 +289,14 @@ class A1Lidar(rplidar.RPLidar):
 
     def get_info(self) -> A1Info:
         """Model, firmware, hardware and serial number (raises instead of returning a string)."""
-        raw = self._request(proto.CMD_GET_INFO, proto.INFO_LEN, proto.TYPE_INFO, "GET_INFO")
+        raw = self._request(_cmd(proto.CMD_GET_INFO), proto.INFO_LEN, proto.TYPE_INFO, "GET_INFO")
         return A1Info.from_payload(raw)
 
     def get_health(self) -> A1Health:
         """Health status and error code (little-endian, unlike the library)."""
-        raw = self._request(proto.CMD_GET_HEALTH, proto.HEALTH_LEN, proto.TYPE_HEALTH, "GET_HEALTH")
+        raw = self._request(
+            _cmd(proto.CMD_GET_HEALTH), proto.HEALTH_LEN, proto.TYPE_HEALTH, "GET_HEALTH"
+        )
         try:
             return A1Health.from_payload(raw)
         except ValueError as err:
@@ -298,7 +307,10 @@ class A1Lidar(rplidar.RPLidar):
     def get_sample_rate(self) -> A1SampleRate:
         """GET_SAMPLERATE: standard and express sample durations (µs; firmware >= 1.17)."""
         raw = self._request(
-            proto.CMD_GET_SAMPLERATE, proto.SAMPLERATE_LEN, proto.TYPE_SAMPLE_RATE, "GET_SAMPLERATE"
+            _cmd(proto.CMD_GET_SAMPLERATE),
+            proto.SAMPLERATE_LEN,
+            proto.TYPE_SAMPLE_RATE,
+            "GET_SAMPLERATE",
         )
         try:
             return A1SampleRate.from_payload(raw)
@@ -306,6 +318,47 @@ class A1Lidar(rplidar.RPLidar):
             raise DeviceProtocolError(
                 f"A1 {self.port}: bad sample-rate answer {raw.hex(' ')}: {err}"
             ) from err
+
+    def get_conf(self, conf_type: int, mode_id: int | None = None) -> bytes:
+        """GET_LIDAR_CONF (firmware >= 1.24): the value of ``conf_type`` (of scan mode
+        ``mode_id`` where the entry is per mode)."""
+        what = f"GET_LIDAR_CONF 0x{conf_type:02x}" + ("" if mode_id is None else f" mode {mode_id}")
+        request = proto.conf_request(conf_type, mode_id)
+        for attempt in (1, 2):
+            raw = self._request(request, None, proto.TYPE_GET_LIDAR_CONF, what)
+            try:
+                return proto.conf_value(conf_type, raw)
+            except ValueError as err:  # a damaged answer: once more
+                if attempt == 2:
+                    raise DeviceProtocolError(f"A1 {self.port}: {err}") from err
+        raise AssertionError("unreachable")
+
+    def scan_mode(self, mode_id: int) -> proto.ScanMode:
+        """One scan mode's name, sample duration, maximum distance and answer type, asked
+        as the SDK does (firmware >= 1.24)."""
+
+        def u32(conf: int) -> int:
+            value = self.get_conf(conf, mode_id)
+            if len(value) < 4:
+                raise DeviceProtocolError(f"A1 {self.port}: conf 0x{conf:02x} is {value.hex()}")
+            return int.from_bytes(value[:4], "little")
+
+        name = self.get_conf(proto.CONF_SCAN_MODE_NAME, mode_id).split(b"\0")[0]
+        return proto.ScanMode(
+            mode_id,
+            name.decode("ascii"),
+            u32(proto.CONF_SCAN_MODE_US_PER_SAMPLE) / 256.0,
+            float(u32(proto.CONF_SCAN_MODE_MAX_DISTANCE) >> 8),
+            self.get_conf(proto.CONF_SCAN_MODE_ANS_TYPE, mode_id)[:1][0],
+        )
+
+    def scan_modes(self) -> tuple[list[proto.ScanMode], int]:
+        """Every scan mode and the typical one's id, asked as the SDK does
+        (``getAllSupportedScanModes``, ``getTypicalScanMode``; firmware >= 1.24)."""
+        count = int.from_bytes(self.get_conf(proto.CONF_SCAN_MODE_COUNT)[:2], "little")
+        modes = [self.scan_mode(i) for i in range(count)]
+        typical = int.from_bytes(self.get_conf(proto.CONF_SCAN_MODE_TYPICAL)[:2], "little")
+        return modes, typical
 
     def clean_input(self) -> None:
         """Discard received bytes, also while scanning (the library refuses with a string)."""
@@ -366,13 +419,13 @@ class A1Lidar(rplidar.RPLidar):
         self._emit("note", f"reset; banner: {banner!r}" if banner else "reset; no banner")
         return banner
 
-    def start(self, scan_type: str = "normal") -> None:
+    def start(self, scan_type: str = "normal", working_mode: int = 0) -> None:
         """Start a standard (``normal``), forced (``force``) or ``express`` scan.
 
-        Express (firmware >= 1.17) sends EXPRESS_SCAN in the legacy mode (``A5 82 05 00
-        00 00 00 00 22``) and expects 84-byte capsules (descriptor ``A5 5A 54 00 00 40
-        82``). Unlike the library, no health check is hidden here (see
-        :meth:`ensure_healthy`).
+        Express (firmware >= 1.17) sends EXPRESS_SCAN with ``working_mode`` (the scan
+        mode's id; 0, ``A5 82 05 00 00 00 00 00 22``, is the legacy form) and expects
+        84-byte capsules (descriptor ``A5 5A 54 00 00 40 82``). Unlike the library, no
+        health check is hidden here (see :meth:`ensure_healthy`).
 
         Raises:
             DeviceSilent: no descriptor within the deadline (for ``express``: a unit
@@ -390,7 +443,8 @@ class A1Lidar(rplidar.RPLidar):
                 f"unknown scan type {scan_type!r}: use 'normal', 'force' or 'express'"
             )
         cmd, size, answer = expected[scan_type]
-        request = proto.EXPRESS_REQUEST if scan_type == "express" else bytes([proto.SYNC, cmd])
+        express = scan_type == "express"
+        request = proto.express_request(working_mode) if express else _cmd(cmd)
         for attempt in (1, 2):
             self.quiesce()
             self.start_motor()
@@ -413,6 +467,7 @@ class A1Lidar(rplidar.RPLidar):
                 self.recover(restart=False)
                 continue
             self.scanning = [True, size, scan_type]
+            self.working_mode = working_mode
             return
 
     def ensure_healthy(self) -> A1Health:
@@ -447,7 +502,7 @@ class A1Lidar(rplidar.RPLidar):
             self._io(lambda s: s.reset_input_buffer(), "clearing input")
         self.connect()
         if restart:
-            self.start(scan_type)
+            self.start(scan_type, self.working_mode)
 
     def read_nodes(self, max_wait_s: float, tail: bytes = b"") -> tuple[bytes, Nodes, bytes, int]:
         """Read what arrived (waiting up to ``max_wait_s`` s) and decode whole nodes.
@@ -516,3 +571,8 @@ class A1Lidar(rplidar.RPLidar):
                 strict=True,
             ):
                 yield s, q, a / 64.0, d / 4.0
+
+
+def _cmd(cmd: int) -> bytes:
+    """A request without payload: ``A5 cmd``."""
+    return bytes([proto.SYNC, cmd])

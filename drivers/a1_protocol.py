@@ -60,6 +60,7 @@ CMD_GET_INFO = 0x50
 CMD_GET_HEALTH = 0x52
 CMD_GET_SAMPLERATE = 0x59  # firmware >= 1.17
 CMD_EXPRESS_SCAN = 0x82  # firmware >= 1.17
+CMD_GET_LIDAR_CONF = 0x84  # firmware >= 1.24
 
 DESCRIPTOR_LEN = 7
 NODE_LEN = 5
@@ -80,7 +81,21 @@ EXPRESS_QUALITY = 0x2F
 """Quality given to an express sample with a return (the capsule carries none); the
 vendor SDK's value (``0x2F << 2`` in its 8-bit field), 0 for no return."""
 EXPRESS_MIN_FIRMWARE = (1, 17)
-SCAN_MODES = ("standard", "express")
+CONF_MIN_FIRMWARE = (1, 24)
+"""The SDK asks GET_LIDAR_CONF only from firmware 1.24 on (``checkSupportConfigCommands``)."""
+TYPE_GET_LIDAR_CONF = 0x20
+CONF_SCAN_MODE_COUNT = 0x70
+CONF_SCAN_MODE_US_PER_SAMPLE = 0x71
+CONF_SCAN_MODE_MAX_DISTANCE = 0x74
+CONF_SCAN_MODE_ANS_TYPE = 0x75
+CONF_SCAN_MODE_TYPICAL = 0x7C
+CONF_SCAN_MODE_NAME = 0x7F
+STANDARD_MODE_ID = 0
+"""SL_LIDAR_CONF_SCAN_COMMAND_STD: the SDK asks only this mode for a standard scan."""
+TYPICAL = "typical"
+"""robot.toml's ``scan_mode`` default: the mode the unit calls typical (the SDK's default)."""
+ANSWER_FORMATS = {TYPE_SCAN: "standard", TYPE_EXPRESS: "express"}
+"""The answer types sensorbench decodes: 5-byte nodes and 84-byte capsules."""
 MODE_SINGLE = 0
 MODE_MULTI = 1
 
@@ -118,9 +133,72 @@ def payload_request(cmd: int, payload: bytes) -> bytes:
     return req + bytes([check])
 
 
-EXPRESS_REQUEST = payload_request(CMD_EXPRESS_SCAN, bytes(5))
-"""EXPRESS_SCAN in the legacy express mode: working mode 0, flags 0, parameter 0
-(what the vendor SDK sends an A1 and what rplidar-roboticia sends)."""
+def express_request(working_mode: int) -> bytes:
+    """EXPRESS_SCAN with ``working_mode`` (a scan mode's id; 0, the legacy form, for
+    firmware without the configuration commands), flags 0, parameter 0."""
+    return payload_request(CMD_EXPRESS_SCAN, bytes([working_mode]) + bytes(4))
+
+
+def conf_request(conf_type: int, mode_id: int | None = None) -> bytes:
+    """GET_LIDAR_CONF for ``conf_type`` (uint32), with a scan mode's id (uint16) where the
+    entry is per mode; both little-endian."""
+    payload = conf_type.to_bytes(4, "little")
+    if mode_id is not None:
+        payload += mode_id.to_bytes(2, "little")
+    return payload_request(CMD_GET_LIDAR_CONF, payload)
+
+
+def conf_value(conf_type: int, answer: bytes) -> bytes:
+    """The value of a GET_LIDAR_CONF answer (its first 4 bytes echo the type asked);
+    ValueError if it answers another type."""
+    if len(answer) < 4 or int.from_bytes(answer[:4], "little") != conf_type:
+        raise ValueError(f"GET_LIDAR_CONF 0x{conf_type:02x} answered {answer.hex(' ')}")
+    return answer[4:]
+
+
+@dataclass(frozen=True)
+class ScanMode:
+    """One scan mode as the unit describes it (GET_LIDAR_CONF), or the SDK's legacy
+    description of a unit without the configuration commands.
+
+    Attributes:
+        id: the mode's id (the express request's working mode).
+        name: the unit's name for it (``Standard``, ``Express``, ``Boost``...).
+        us_per_sample: sample duration (µs).
+        max_distance_m: the unit's maximum distance in this mode (m).
+        answer_type: the scan descriptor's type byte (0x81 nodes, 0x82 capsules...).
+    """
+
+    id: int
+    name: str
+    us_per_sample: float
+    max_distance_m: float
+    answer_type: int
+
+    @property
+    def format(self) -> str | None:
+        """``standard`` or ``express`` (what the decoder reads), None for an answer type
+        sensorbench does not decode."""
+        return ANSWER_FORMATS.get(self.answer_type)
+
+    def describe(self) -> str:
+        """``Name (id N, U us, D m)``."""
+        return (
+            f"{self.name} (id {self.id}, {self.us_per_sample:g} us, {self.max_distance_m:g} m, "
+            f"answer 0x{self.answer_type:02x})"
+        )
+
+
+def legacy_modes(rate: A1SampleRate | None, firmware: tuple[int, int]) -> list[ScanMode]:
+    """The modes of a unit without GET_LIDAR_CONF, as the SDK describes them: Standard
+    (id 0) and, from firmware 1.17, Express (legacy request, id 1), timed by
+    GET_SAMPLERATE (476 µs, the SDK's legacy value, without it), 16 m."""
+    std = float(rate.standard_us) if rate is not None else 476.0
+    exp = float(rate.express_us) if rate is not None and rate.express_us else 476.0
+    modes = [ScanMode(0, "Standard", std, 16.0, TYPE_SCAN)]
+    if firmware >= EXPRESS_MIN_FIRMWARE:
+        modes.append(ScanMode(1, "Express", exp, 16.0, TYPE_EXPRESS))
+    return modes
 
 
 def parse_descriptor(raw: bytes) -> tuple[int, int, int]:

@@ -187,16 +187,18 @@ def sample_rate_in(data: bytes) -> A1SampleRate | None:
         return None
 
 
-def _read_input(raw: Path, stream: str | None) -> tuple[bytes, Any, str]:
-    """Bytes, optional (offsets, times) and a description of where they came from."""
+def _read_input(raw: Path, stream: str | None) -> tuple[bytes, Any, str, np.ndarray | None]:
+    """Bytes, optional (offsets, times), a description of where they came from, and the
+    first-node receive times of the turns a session's capture stored (None: no such
+    stream)."""
     if not h5py.is_hdf5(raw):
         from sensorbench.logs.raw_file import read_raw_recording, sidecar_path
 
         rec = read_raw_recording(raw)
         if rec.offsets is None:
-            return rec.data, None, f"raw byte file {raw.name}"
+            return rec.data, None, f"raw byte file {raw.name}", None
         where = f"raw byte file {raw.name}, read times from {sidecar_path(raw).name}"
-        return rec.data, (rec.offsets, rec.t_ns), where
+        return rec.data, (rec.offsets, rec.t_ns), where, None
     with Session(raw) as s:
         names = s.raw_names()
         if stream is None:
@@ -206,11 +208,28 @@ def _read_input(raw: Path, stream: str | None) -> tuple[bytes, Any, str]:
         if stream not in names:
             raise SessionError(f"{raw}: no raw stream {stream!r}; it has {names}")
         chunks = list(s.raw(stream).iter_chunks())
+        live = s.lidar(stream).read().t_first_ns if stream in s.lidar_names() else None
     data = b"".join(c for _, c in chunks)
     sizes = np.array([len(c) for _, c in chunks], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     times = np.array([t for t, _ in chunks], dtype=np.int64)
-    return data, (offsets, times), f"raw stream {stream!r} of session {raw.name}"
+    return data, (offsets, times), f"raw stream {stream!r} of session {raw.name}", live
+
+
+def as_captured(turns: LidarTurns, live_first_ns: np.ndarray | None) -> LidarTurns:
+    """The decoded turns the capture itself stored: those from its first stored turn to
+    its last (the raw stream also holds the bring-up's turns before, and the turn the
+    stop cut after); all of them without stored turns."""
+    if live_first_ns is None or live_first_ns.size == 0 or turns.n_turns == 0:
+        return turns
+    t = turns.t_first_ns
+    a = int(np.searchsorted(t, live_first_ns[0], side="left"))
+    b = int(np.searchsorted(t, live_first_ns[-1], side="right"))
+    if b <= a:
+        return LidarTurns.empty()
+    return turns.select(
+        slice(a, b), int(turns.offset[a]), int(turns.offset[b - 1] + turns.count[b - 1])
+    )
 
 
 def decode_a1(
@@ -251,7 +270,7 @@ def decode_a1(
             ``stream``), or the output cannot be written.
     """
     raw, output = Path(raw), Path(output)
-    data, chunks, source = _read_input(raw, stream)
+    data, chunks, source, live = _read_input(raw, stream)
     result = decode_capture(
         data,
         chunk_times_ns=chunks,
@@ -259,6 +278,7 @@ def decode_a1(
         require_descriptor=require_descriptor,
         mode=mode,
     )
+    result.turns = as_captured(result.turns, live)
     modes = sorted(set(result.modes))
     if chunks is None:
         time_base = bare_time_base(result, sample_rate_hz)

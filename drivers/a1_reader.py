@@ -17,7 +17,7 @@ session writer ends it.
 Streams declared: ``lidar/<name>`` (turns: angle rad CCW, range m with ``inf`` for no
 return, quality 0..63 as intensity, host time; device time from the sample index and
 the unit's sample duration where it reports one (:mod:`~sensorbench.drivers.a1_clock`);
-no reported speed; the ``scan_mode`` attribute says standard or express)
+no reported speed; the ``scan_mode`` attribute names the mode the unit ran)
 and ``raw/<name>`` (every received byte, the answers and the scan descriptor included).
 
 A scanner already brought up by the power-up sequencer (spinning) can be handed
@@ -65,8 +65,8 @@ def a1_reader(
             None to skip the check.
         stale_after_s, restart_after_s: silence before a ``stale`` event, and before the
             scan is restarted (s).
-        scan_mode: ``standard`` or ``express`` (a new scanner's; one taken over keeps
-            its own).
+        scan_mode: ``typical`` or a scan mode's name (a new scanner's; one taken over
+            keeps its own).
     """
     scanner = scanner or A1Scanner(
         str(port),

@@ -29,7 +29,7 @@ from sensorbench.drivers.a1_protocol import A1Health, A1Info, A1SampleRate
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.drivers.device_protocol import DeviceProtocol
 from sensorbench.drivers.serial_link import EventSink, LinkConfig, SerialLink
-from sensorbench.errors import DeviceProtocolError, DeviceUnplugged, DriverError
+from sensorbench.errors import DeviceUnplugged, DriverError
 from sensorbench.logs import LidarTurns, TurnFlag
 
 if TYPE_CHECKING:
@@ -68,12 +68,14 @@ class A1Scanner(DeviceProtocol):
             still booting is retried after it.
         on_event: ``sink(t_ns, kind, message)`` for unplug/reconnect/stale/overrun/error.
         name: device name (event source, stream names); the reader sets it.
-        scan_mode: ``standard`` (one 5-byte node per sample, about 2000/s) or
-            ``express`` (32 samples per 84-byte capsule, about 4000/s: what the vendor's
-            ROS 2 driver uses on an A1, and a robot configuration's default). A unit
-            that has no express scan (firmware < 1.17, or an answer that is not the
-            capsule descriptor) is scanned in standard mode, said in a ``note`` event;
-            :attr:`scan_mode_used` is what runs.
+        scan_mode: ``typical`` (robot.toml's default, as the SDK's: the mode the unit
+            calls typical) or a mode's name as the unit gives it (``Standard``,
+            ``Express``; case does not matter; default ``standard``). Firmware >= 1.24
+            is asked its modes (GET_LIDAR_CONF) and the express request carries the
+            chosen mode's id; older firmware has Standard and, from 1.17, Express by the
+            legacy request; ``typical`` on it is Standard, said in a ``note`` event and
+            the stream's ``scan_mode_note``. :attr:`mode` is the mode that runs,
+            :attr:`scan_mode_used` its format (``standard`` nodes, ``express`` capsules).
 
     Use :meth:`open` (connect, identify, health), :meth:`start`, then call :meth:`poll`
     in a loop; it returns within ``max_wait_s`` while data flows, and within the
@@ -98,10 +100,11 @@ class A1Scanner(DeviceProtocol):
         name: str = "a1",
         scan_mode: str = "standard",
     ) -> None:
-        if scan_mode not in proto.SCAN_MODES:
-            raise DriverError(f"scan_mode must be one of {proto.SCAN_MODES}, got {scan_mode!r}")
         self.scan_mode = scan_mode
-        self.scan_mode_used = scan_mode
+        self.scan_mode_used = "standard"
+        self.mode: proto.ScanMode | None = None
+        self.modes: list[proto.ScanMode] = []
+        self.mode_note = ""  # why the mode is not the one asked for, if it is not
         self.request_timeout_s = read_timeout_s
         self.reconnect_probe_s = reconnect_probe_s
         self.attrs: dict[str, object] = {}
@@ -109,7 +112,7 @@ class A1Scanner(DeviceProtocol):
         self.info: A1Info | None = None
         self.health: A1Health | None = None
         self.sample_rate: A1SampleRate | None = None
-        self.assembler = A1Turns(scan_mode)
+        self.assembler = A1Turns("standard")
         self.turns_total = 0
         self.points_total = 0
         self.crc_turns = 0
@@ -192,8 +195,7 @@ class A1Scanner(DeviceProtocol):
         return self.health
 
     def start(self) -> None:
-        """Start the scan (motor through DTR where the port has it): express unless
-        ``scan_mode`` is ``standard`` or the unit has none."""
+        """Start the scan of ``scan_mode`` (motor through DTR where the port has it)."""
         if self.lidar is None or not self.link.connected:
             raise DriverError(f"A1 {self.link.port}: open() before start()")
         self._start_scan()
@@ -324,6 +326,7 @@ class A1Scanner(DeviceProtocol):
         return (
             f"A1 model {info.model} firmware {info.firmware[0]}.{info.firmware[1]:02d} "
             f"hardware {info.hardware} serial {info.serial} on {self.link.port}"
+            + (f"; scan mode {self.mode.describe()}" if self.mode is not None else "")
         )
 
     def reopen_note(self) -> str:
@@ -365,6 +368,7 @@ class A1Scanner(DeviceProtocol):
                 "model_id": info.model,
             }
         mode = self.scan_mode_used
+        used = self.mode
         device_time = (
             describe_clock(self.sample_rate, mode)
             if info is not None
@@ -382,7 +386,11 @@ class A1Scanner(DeviceProtocol):
                     if mode == "express"
                     else ""
                 ),
-                "scan_mode": mode,
+                "scan_mode": used.name if used is not None else mode,
+                "scan_mode_id": used.id if used is not None else -1,
+                "scan_modes": "; ".join(m.describe() for m in self.modes),
+                "scan_format": mode,
+                "scan_mode_note": self.mode_note,
                 "device_time": device_time,
                 "time_base": "host monotonic_ns at receive, spread over each read's nodes",
                 "native_units": "angle q6 degrees clockwise, distance q2 mm (converted once)",
@@ -419,7 +427,11 @@ class A1Scanner(DeviceProtocol):
         lidar.disconnect()
 
     def _identify(self, check_health: bool) -> A1Info:
-        """GET_INFO, the sample duration where the firmware has it, and (optionally) health."""
+        """Reset what a previous host left (STOP, drain until quiet, clear input: a
+        program killed while scanning leaves the unit scanning, and with DTR set at this
+        open the head stops, so no byte says so while every request is ignored), then
+        GET_INFO, the sample duration where the firmware has it and (optionally) health."""
+        self._lidar().stop()
         info = self._lidar().get_info()
         self.info = info
         self._read_sample_rate(info)
@@ -443,36 +455,71 @@ class A1Scanner(DeviceProtocol):
             )
 
     def _start_scan(self) -> None:
-        """The scan from a clean state (no tail, no turn, no clock anchor): express where
-        it was asked for and the unit has it (firmware >= 1.17, like GET_SAMPLERATE:
-        silence to it is an error like any), else standard (said once)."""
+        """The scan from a clean state (no tail, no turn, no clock anchor) in the mode
+        chosen once per scanner (:meth:`_choose_mode`)."""
         lidar = self._lidar()
-        mode = self.scan_mode_used
-        old = self.info is not None and self.info.firmware < proto.EXPRESS_MIN_FIRMWARE
-        if mode == "express" and old:
-            mode = self._no_express("firmware older than 1.17 has no express scan")
-        if mode == "express":
-            try:
-                lidar.start("express")
-            except DeviceProtocolError as err:  # it answered, but not with capsules
-                lidar.start("normal")
-                mode = self._no_express(str(err))
+        if self.mode is None:
+            self.mode = self._choose_mode()
+        mode = self.mode
+        fmt = mode.format or "standard"
+        if fmt == "express":
+            lidar.start("express", working_mode=mode.id if self._has_conf() else 0)
         else:
             lidar.start("normal")
-        self.scan_mode_used = mode
+        self.scan_mode_used = fmt
+        self.mode_label = mode.name
         self._scanning = True
         self._restarted()
 
-    def _no_express(self, why: str) -> str:
-        """Scan in standard mode from now on, and say why once."""
-        self.link.event(
-            time.monotonic_ns(),
-            "note",
-            f"no express scan on {self.link.port} ({why}); scanning in standard mode "
-            "(about 2000 samples/s)",
-        )
-        self.scan_mode_used = "standard"
-        return "standard"
+    def _has_conf(self) -> bool:
+        """True for firmware with the configuration commands (GET_LIDAR_CONF, >= 1.24)."""
+        return self.info is not None and self.info.firmware >= proto.CONF_MIN_FIRMWARE
+
+    def _choose_mode(self) -> proto.ScanMode:
+        """The scan mode to run: ``scan_mode`` among the unit's modes (asked with
+        GET_LIDAR_CONF on firmware >= 1.24, the SDK's legacy list below it).
+
+        Raises:
+            DriverError: a mode name the unit does not offer, or one whose answer
+                sensorbench does not decode (the message lists the unit's modes).
+        """
+        info = self.info
+        firmware = info.firmware if info is not None else (0, 0)
+        want = self.scan_mode.lower()
+        if self._has_conf() and want == "standard":  # SDK startScanNormal: mode 0 only
+            self.modes, typical = [self._lidar().scan_mode(proto.STANDARD_MODE_ID)], -1
+        elif self._has_conf():
+            self.modes, typical = self._lidar().scan_modes()
+        else:
+            self.modes, typical = proto.legacy_modes(self.sample_rate, firmware), 0
+        if want == proto.TYPICAL:
+            chosen = next((m for m in self.modes if m.id == typical), None)
+            if chosen is not None and chosen.format is None:
+                self._note(f"typical mode {chosen.describe()} is not decoded here")
+                decoded = [m for m in self.modes if m.format]
+                decoded.sort(key=lambda m: m.format != "express")
+                chosen = decoded[0] if decoded else None  # Express, else Standard
+            if not self._has_conf():
+                self._note(
+                    f"firmware {firmware[0]}.{firmware[1]:02d} has no configuration commands "
+                    "(GET_LIDAR_CONF, firmware >= 1.24): scanning Standard"
+                )
+        else:
+            chosen = next((m for m in self.modes if m.name.lower() == want), None)
+        if chosen is None or chosen.format is None:
+            offered = "; ".join(m.describe() for m in self.modes)
+            why = "is not offered" if chosen is None else "answers a format not decoded here"
+            raise DriverError(
+                f"A1 {self.link.port}: scan mode {self.scan_mode!r} {why} (firmware "
+                f"{firmware[0]}.{firmware[1]:02d}; modes: {offered}); set scan_mode to "
+                "'typical' or to a Standard or Express mode's name"
+            )
+        return chosen
+
+    def _note(self, text: str) -> None:
+        """A ``note`` event and the stream's ``scan_mode_note`` (the bring-up has no session)."""
+        self.mode_note = text
+        self.link.event(time.monotonic_ns(), "note", f"{self.link.port}: {text}")
 
     def _unit(self) -> str:
         return "capsules" if self.scan_mode_used == "express" else "nodes"

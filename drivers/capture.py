@@ -661,7 +661,8 @@ def summarize(
 def format_status_parts(
     elapsed_s: float, duration_s: float, statuses: list[ReaderStatus]
 ) -> list[str]:
-    """The elapsed time, then one short text per device: points (lidars) or frames
+    """The elapsed time, then one short text per device: its mode (an A1's scan mode),
+    points (lidars) or frames
     (pods) per second, turns per second, kB/s, CRC errors, drops, and seconds since
     its last data (``UNPLUGGED`` while it is away, ``READER DOWN`` when its reader
     thread ended, ``READER FAILED n`` after n reader restarts: data were lost)."""
@@ -678,7 +679,8 @@ def format_status_parts(
         turns = f" {st.turns_per_s:.1f}Hz" if st.kind != "pods" else ""
         since = "-" if math.isinf(st.since_last_data_s) else f"{st.since_last_data_s:.1f}s"
         parts.append(
-            f"{st.name} {st.items_per_s:.0f}{unit}{turns} {st.bytes_per_s / 1000:.1f}kB/s "
+            f"{st.name}{' ' + st.mode if st.mode else ''} {st.items_per_s:.0f}{unit}{turns} "
+            f"{st.bytes_per_s / 1000:.1f}kB/s "
             f"crc {st.crc_errors} drop {st.drops} {since}"
             + (f" READER FAILED {st.reader_failures}" if st.reader_failures else "")
         )

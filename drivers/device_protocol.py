@@ -68,6 +68,8 @@ class DeviceProtocol:
     """The wire protocol stored as the raw stream's ``protocol`` attribute."""
     baud = 115200
     """Default line speed (baud); the link may be given another."""
+    mode_label = ""
+    """The device's running mode for the status line (an A1's scan mode), or empty."""
     valid_item = "valid packet"
     """What :meth:`consume` counts, as the no-valid-data error names it."""
     backlog_limit: int | None = None

@@ -10,11 +10,11 @@ The LD19 streams 47-byte packets (see ``docs/LD19.md``, Protocol)::
 Each :meth:`LD19Parser.feed` call appends the new bytes to the unconsumed tail of
 the previous call and runs one compiled pass (numba, :func:`_scan`) over them that
 is a byte-by-byte parser: at the current position, a header ``0x54 0x2C`` whose
-CRC-8 is good and whose fields are possible (angles below 360 deg and a span within
-the sanity limit, a timestamp below 30000 ms, a speed within :data:`MAX_SPEED_DEG_S`)
-is a packet (its fields go straight into the output arrays, the position moves on
-by 47); after a failure the position moves on by one byte (never by 47). A packet
-with a good CRC but an impossible field is counted and its offset kept
+CRC-8 is good and whose fields are possible (angles below 360 deg and a span the
+vendor SDK accepts at the packet's speed, a timestamp below 30000 ms, a speed within
+:data:`MAX_SPEED_DEG_S`) is a packet (its fields go straight into the output arrays,
+the position moves on by 47); after a failure the position moves on by one byte
+(never by 47). A packet with a good CRC but an impossible field is counted and its offset kept
 (:attr:`LD19Parser.rejected`), never passed on. The CRC of a candidate is the XOR
 of 47 independent lookups in per-position tables (the CRC is linear over GF(2)),
 not a chain of 47 dependent ones. The same pass counts the failures, unknown packet
@@ -45,7 +45,11 @@ ANGLE_MODULUS_CDEG = 36000
 MAX_SCAN_HZ = 13.0
 MAX_SPEED_DEG_S = int(2 * MAX_SCAN_HZ * 360)  # twice the fastest scan: not a measurement
 MAX_RANGE_MM = 12000  # a distance beyond it is stored as invalid (nan) and counted
-MAX_SPAN_CDEG = 3600  # span of one packet (0.01 deg): 12 points at 4500/s and 13 Hz span 11.4 deg
+SPAN_PER_SPEED = 250
+"""The vendor SDK's packet-span check (LDROBOT ldlidar_stl_ros2 ``lipkg.cpp``:151-152):
+a packet is kept when its span in whole degrees, ``(end // 100 - start // 100) mod
+360``, is at most ``speed × 12 / 4500 × 1.5``, i.e. ``250 × span ≤ speed`` (deg/s):
+14° at 10 Hz (12 points at 4500/s span 9.6° there)."""
 REJECTED_KEPT = 10000  # offsets of rejected packets kept per parser (the count is exact)
 
 PACKET_DTYPE = np.dtype(
@@ -140,15 +144,15 @@ def point_angles_cdeg(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def possible_packets(pk: LD19Packets) -> np.ndarray:
-    """Per packet, True if every field is possible: angles below 360 deg, a span within
-    :data:`MAX_SPAN_CDEG`, a timestamp below 30000 ms, a speed within
+    """Per packet, True if every field is possible: angles below 360 deg, a span the
+    vendor SDK accepts (:data:`SPAN_PER_SPEED`), a timestamp below 30000 ms, a speed within
     :data:`MAX_SPEED_DEG_S` (the parser's rules, for packets from elsewhere)."""
     start = pk.start_cdeg.astype(np.int64)
     end = pk.end_cdeg.astype(np.int64)
     return (
         (start < ANGLE_MODULUS_CDEG)
         & (end < ANGLE_MODULUS_CDEG)
-        & (np.mod(end - start, ANGLE_MODULUS_CDEG) <= MAX_SPAN_CDEG)
+        & (np.mod(end // 100 - start // 100, 360) * SPAN_PER_SPEED <= pk.speed_deg_s)
         & (pk.timestamp_ms.astype(np.int64) < TIMESTAMP_MODULUS_MS)
         & (pk.speed_deg_s.astype(np.int64) <= MAX_SPEED_DEG_S)
     )
@@ -225,11 +229,11 @@ def _u16(buf: np.ndarray, i: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(new, host_ns, max_span, max_speed, state, tail, fields, distance, intensity, rejected):
+def _scan(new, host_ns, max_speed, state, tail, fields, distance, intensity, rejected):
     """Parse the kept tail plus ``new`` in one pass; returns ``(k, n_rejected)``.
 
-    ``host_ns`` is given to every packet, ``max_span`` is the span sanity limit
-    (0.01 deg), ``max_speed`` the largest possible speed (deg/s). ``state`` (int64,
+    ``host_ns`` is given to every packet, ``max_speed`` the largest possible speed
+    (deg/s); the span check is the vendor SDK's (:data:`SPAN_PER_SPEED`). ``state`` (int64,
     the ``_EXPECT_AT`` ... slots, with the counters) and ``tail`` (the unconsumed bytes,
     fewer than 47) are updated in place. The first ``k`` columns of ``fields``
     (``int64[8, cap]``, rows ``_SPEED`` ...) and the first ``12 k`` values of the flat
@@ -283,8 +287,9 @@ def _scan(new, host_ns, max_span, max_speed, state, tail, fields, distance, inte
         sp = _u16(buf, pos + 2)
         ts = _u16(buf, pos + 44)
         span = t - s if t >= s else t - s + ANGLE_MODULUS_CDEG
+        span_deg = (t // 100 - s // 100) % 360
         reason = 0
-        if s >= ANGLE_MODULUS_CDEG or t >= ANGLE_MODULUS_CDEG or span > max_span:
+        if s >= ANGLE_MODULUS_CDEG or t >= ANGLE_MODULUS_CDEG or span_deg * SPAN_PER_SPEED > sp:
             reason = 1
             n_span += 1
         elif ts >= TIMESTAMP_MODULUS_MS:
@@ -378,7 +383,7 @@ def _scan_entry() -> Callable[..., tuple[int, int]]:
         ro = np.zeros(PACKET_SIZE, np.uint8)
         ro.flags.writeable = False
         z = np.zeros
-        _scan(ro, 0, 0, 0, _new_state(), z(64, np.uint8),
+        _scan(ro, 0, 0, _new_state(), z(64, np.uint8),
               z((_ROWS, 1), np.int64), z(POINTS_PER_PACKET, np.uint16),
               z(POINTS_PER_PACKET, np.uint8), z((2, 1), np.int64))  # fmt: skip
         (signature,) = _scan.signatures
@@ -522,7 +527,8 @@ class ParserCounters:
         unknown_packets: ``0x54`` headers of another type (e.g. ``0xE0`` health)
             found where the next packet was expected, right after a good packet.
         span_failures: packets with a good CRC whose angles are impossible
-            (angle >= 360 deg or a span above ``max_span_cdeg``); rejected.
+            (angle >= 360 deg, or a span the vendor SDK rejects at the packet's
+            speed: :data:`SPAN_PER_SPEED`); rejected.
         timestamp_failures: packets with a good CRC and a timestamp >= 30000 ms
             (the counter wraps at 30000); rejected.
         speed_failures: packets with a good CRC and a speed above
@@ -553,8 +559,6 @@ class LD19Parser:
     """Incremental LD19 packet parser (compiled single pass); one instance per device.
 
     Args:
-        max_span_cdeg: largest plausible angular span of one packet (0.01 deg).
-            12 points at the slowest usable speed span well under 36 deg.
         max_speed_deg_s: largest possible reported speed (deg/s).
 
     Attributes:
@@ -564,10 +568,7 @@ class LD19Parser:
             :data:`REJECTED_KEPT` of them (the counters count them all).
     """
 
-    def __init__(
-        self, max_span_cdeg: int = MAX_SPAN_CDEG, max_speed_deg_s: int = MAX_SPEED_DEG_S
-    ) -> None:
-        self.max_span_cdeg = int(max_span_cdeg)
+    def __init__(self, max_speed_deg_s: int = MAX_SPEED_DEG_S) -> None:
         self.max_speed_deg_s = int(max_speed_deg_s)
         self._tail = np.zeros(64, dtype=np.uint8)  # the kernel keeps < 47 bytes here
         self._reserve(0)
@@ -619,7 +620,7 @@ class LD19Parser:
         distance = np.empty(cap * POINTS_PER_PACKET, np.uint16)
         intensity = np.empty(cap * POINTS_PER_PACKET, np.uint8)
         k, n_rej = _scan_entry()(
-            new, int(host_ns), self.max_span_cdeg, self.max_speed_deg_s, self._state,
+            new, int(host_ns), self.max_speed_deg_s, self._state,
             self._tail, fields, distance, intensity, self._rejected,
         )  # fmt: skip
         if n_rej:

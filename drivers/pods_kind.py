@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from sensorbench.drivers.robot_config import DeviceConfig
 
 MIN_FRAMES = 3
+BOARD_COUNT_RATE = {"atmega328p": 91_000.0, "stm32f4": 6_500_000.0}
+"""Counts/s per pod a board keeps every count at (firmware/README.md): the ATmega328P
+image under simavr with three pods moving at ideal quadrature; the STM32F4's timers
+count in hardware, its 16-bit counters extended at each 5 ms latch."""
+BOARDS = (*BOARD_COUNT_RATE, "other")
 _CSV_LINE = re.compile(rb"^(\d{1,5}),(\d{1,10})((?:,-?\d{1,11})+)(?:,[-+0-9.eEnaif]+){0,2}\r?$")
 
 

@@ -15,7 +15,12 @@ every wrapping field unwrapped:
   width (counters as signed steps, so they must move less than half the range
   between two received frames; time only forward);
 * an MCU restart (``t_us`` going backwards) starts a new device-time epoch and
-  continues the cumulative counts from where they were (the MCU counts from 0).
+  continues the cumulative counts from where they were (the MCU counts from 0);
+* the error block (``FLAG_ERRORS``: per pod the edges lost because both lines
+  changed, and the latches the MCU could not queue, each 16-bit and cumulative on
+  the MCU) is unwrapped the same way into :attr:`PodFrames.quad_errors` and
+  :attr:`PodFrames.overruns`, cumulative since the parser started; a frame without
+  it adds nothing.
 
 Units: device time in ns (MCU microseconds × 1000), counts in encoder ticks,
 yaw in rad, yaw rate in rad/s (nan where the frame carries no IMU fields).
@@ -24,7 +29,7 @@ yaw in rad, yaw rate in rad/s (nan where the frame carries no IMU fields).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -45,6 +50,8 @@ class PodFrames:
         yaw_rate: IMU yaw rate (rad/s, float64[n]), nan if absent.
         yaw: IMU yaw (rad, float64[n]), nan if absent.
         new_epoch: True at a frame that follows an MCU reset (device time restarted).
+        quad_errors: cumulative edges lost per pod (both lines changed; int64[n, N]).
+        overruns: cumulative latches the MCU could not queue (int64[n]).
     """
 
     seq: np.ndarray
@@ -53,9 +60,18 @@ class PodFrames:
     yaw_rate: np.ndarray
     yaw: np.ndarray
     new_epoch: np.ndarray
+    quad_errors: np.ndarray
+    overruns: np.ndarray
 
     def __len__(self) -> int:
         return int(self.seq.size)
+
+    @staticmethod
+    def concat(parts: list[PodFrames]) -> PodFrames:
+        """The frames of ``parts`` (at least one), in order."""
+        return PodFrames(
+            *(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(PodFrames))
+        )
 
     @staticmethod
     def empty(n_pods: int) -> PodFrames:
@@ -67,6 +83,8 @@ class PodFrames:
             np.zeros(0, np.float64),
             np.zeros(0, np.float64),
             np.zeros(0, bool),
+            np.zeros((0, n_pods), np.int64),
+            np.zeros(0, np.int64),
         )
 
 
@@ -84,6 +102,8 @@ class PodParserStats:
         layout_mismatch: valid frames whose pod count or counter width differs
             from the configuration (dropped: the configuration is wrong).
         bytes_skipped: bytes that belonged to no valid frame or line.
+        quad_errors: edges the MCU lost because both lines changed (all pods).
+        overruns: latches the MCU could not queue (its frames' error block).
     """
 
     bytes_in: int = 0
@@ -94,6 +114,8 @@ class PodParserStats:
     resets: int = 0
     layout_mismatch: int = 0
     bytes_skipped: int = 0
+    quad_errors: int = 0
+    overruns: int = 0
 
 
 @dataclass
@@ -103,6 +125,7 @@ class _Raw:
     counts: np.ndarray  # int64 (n, N), raw modulo 2**bits
     yaw_rate: np.ndarray
     yaw: np.ndarray
+    errors: np.ndarray | None = None  # int64 (n, N + 1): raw u16 errors, overruns; -1 absent
 
 
 class PodStreamParser:
@@ -126,10 +149,11 @@ class PodStreamParser:
         self.variant = variant
         self.stats = PodParserStats()
         self._tail = b""
-        self._flags_ok = (
-            proto.make_flags(n_pods, counter_bits, False),
-            proto.make_flags(n_pods, counter_bits, True),
-        )
+        self._flags_ok = [
+            proto.make_flags(n_pods, counter_bits, imu, errors)
+            for imu in (False, True)
+            for errors in (False, True)
+        ]
         num = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf"
         self._csv_re = re.compile(
             rb"^(\d{1,5}),(\d{1,10})((?:,-?\d{1,10}){%d})(?:,(%s)(?:,(%s))?)?$"
@@ -141,6 +165,8 @@ class PodStreamParser:
         self._t_unwrapped = 0
         self._seq_unwrapped = 0
         self._cum = np.zeros(n_pods, np.int64)
+        self._prev_errors: np.ndarray | None = None  # raw u16 errors + overruns
+        self._cum_errors = np.zeros(n_pods + 1, np.int64)
 
     # -- public ------------------------------------------------------------------
 
@@ -239,7 +265,13 @@ class PodStreamParser:
             rows = buf[starts[imu, None] + 10 + npods * width + np.arange(8)]
             vals = np.ascontiguousarray(rows).view("<f4").astype(np.float64)
             yaw_rate[imu], yaw[imu] = vals[:, 0], vals[:, 1]
-        return _Raw(seq, t_us, counts, yaw_rate, yaw)
+        errors = np.full((k, npods + 1), -1, np.int64)
+        has = (flags & proto.FLAG_ERRORS) != 0
+        if has.any():
+            at = 10 + npods * width + np.where(imu[has], 8, 0)
+            rows = buf[starts[has, None] + at[:, None] + np.arange(2 * npods + 2)]
+            errors[has] = np.ascontiguousarray(rows).view("<u2").astype(np.int64)
+        return _Raw(seq, t_us, counts, yaw_rate, yaw, errors)
 
     # -- csv ---------------------------------------------------------------------
 
@@ -327,6 +359,7 @@ class PodStreamParser:
         self._t_unwrapped, self._seq_unwrapped = int(t_un[-1]), int(seq_un[-1])
         self._cum = counts[-1].copy()
         self.stats.frames += int(keep.sum())
+        errors = self._unwrap_errors(raw.errors, reset & keep)
         return PodFrames(
             seq_un[keep].astype(np.int64),
             t_un[keep] * 1000,
@@ -334,4 +367,30 @@ class PodStreamParser:
             raw.yaw_rate[keep],
             raw.yaw[keep],
             reset[keep],
+            errors[keep, :-1],
+            errors[keep, -1],
         )
+
+    def _unwrap_errors(self, raw: np.ndarray | None, reset: np.ndarray) -> np.ndarray:
+        """Cumulative errors and overruns (int64 (k, N + 1)) from the frames' raw 16-bit
+        counts (-1 where a frame has none: it adds nothing); an MCU restart counts from 0."""
+        k = reset.size
+        step = np.zeros((k, self.n_pods + 1), np.int64)
+        has = np.zeros(k, bool) if raw is None else raw[:, 0] >= 0
+        if has.any():
+            assert raw is not None
+            vals = raw[has]
+            prev = vals[0] if self._prev_errors is None else self._prev_errors
+            d = np.diff(vals, axis=0, prepend=prev[None, :]) % (1 << 16)
+            restarted = reset[has]
+            d[restarted] = vals[restarted]
+            if self._prev_errors is None:
+                d[0] = vals[0]  # lost since the MCU started, before the first frame
+            step[has] = d
+            self._prev_errors = vals[-1].copy()
+        out = self._cum_errors + np.cumsum(step, axis=0)
+        if k:
+            self._cum_errors = out[-1].copy()
+        self.stats.quad_errors = int(self._cum_errors[:-1].sum())
+        self.stats.overruns = int(self._cum_errors[-1])
+        return out

@@ -5,8 +5,11 @@ source of numbers for the parser (:mod:`sensorbench.drivers.pods_parser`) and th
 emulator (:mod:`sensorbench.sim.emulator_pods`). Two variants share the same fields:
 
 * ``binary``: ``AA 55 | len | flags | seq u16 | t_us u32 | N counts (u16 or u32) |
-  [yaw_rate f32, yaw f32] | crc16`` little-endian, CRC-16/CCITT-FALSE over
-  ``len`` .. last payload byte;
+  [yaw_rate f32, yaw f32] | [N quadrature errors u16, overruns u16] | crc16``
+  little-endian, CRC-16/CCITT-FALSE over ``len`` .. last payload byte; the error
+  block (flag ``FLAG_ERRORS``) holds, per pod, the edges lost because both lines
+  changed between two looks, and the latches the MCU could not queue, each
+  cumulative since the MCU started (wrapping at 2**16);
 * ``csv``: ``seq,t_us,c0,...,cN-1[,yaw_rate[,yaw]]\\n`` in decimal.
 
 Wrap widths: ``seq`` wraps at 2**16, ``t_us`` (MCU microseconds) at 2**32, each
@@ -26,6 +29,7 @@ CRC_LEN = 2
 
 FLAG_IMU = 0x01
 FLAG_COUNTS32 = 0x02
+FLAG_ERRORS = 0x04
 N_PODS_SHIFT = 4
 MAX_PODS = 15
 
@@ -61,17 +65,25 @@ def crc16_rows(rows: np.ndarray) -> np.ndarray:
     )
 
 
-def payload_length(n_pods: int, counter_bits: int, imu: bool) -> int:
+def payload_length(n_pods: int, counter_bits: int, imu: bool, errors: bool = False) -> int:
     """Value of the ``len`` byte: bytes from ``flags`` to the last payload byte."""
-    return 1 + 2 + 4 + n_pods * (counter_bits // 8) + (8 if imu else 0)
+    return 1 + 2 + 4 + n_pods * (counter_bits // 8) + (8 if imu else 0) + error_block(
+        n_pods, errors
+    )
 
 
-def make_flags(n_pods: int, counter_bits: int, imu: bool) -> int:
+def error_block(n_pods: int, errors: bool) -> int:
+    """Bytes of the error block: N quadrature-error counts and the overruns (u16 each)."""
+    return 2 * n_pods + 2 if errors else 0
+
+
+def make_flags(n_pods: int, counter_bits: int, imu: bool, errors: bool = False) -> int:
     """The ``flags`` byte for a layout."""
     return (
         (n_pods << N_PODS_SHIFT)
         | (FLAG_COUNTS32 if counter_bits == 32 else 0)
         | (FLAG_IMU if imu else 0)
+        | (FLAG_ERRORS if errors else 0)
     )
 
 
@@ -81,4 +93,5 @@ def payload_length_from_flags(flags: np.ndarray) -> np.ndarray:
     n = flags >> N_PODS_SHIFT
     width = np.where(flags & FLAG_COUNTS32, 4, 2)
     length = 7 + n * width + np.where(flags & FLAG_IMU, 8, 0)
+    length = length + np.where(flags & FLAG_ERRORS, 2 * n + 2, 0)
     return np.where(n > 0, length, 0)

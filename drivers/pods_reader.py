@@ -20,6 +20,11 @@ completes (binary or CSV, ``docs/PROTOCOLS.md``), and they are appended as one
 * ``seq``: unwrapped sequence number; gaps are lost frames (counted in ``drops``);
 * ``counts``: cumulative int64 counts, unwrapped from the counter width.
 
+Counts the MCU lost (its frames' error block: edges lost because both lines changed,
+latches it could not queue) are one ``count_loss`` event per read that brought any,
+at the host time of the first frame carrying them (the loss lies between it and the
+frame before), and are counted in the status line's drops.
+
 An unplug drops the partial frame; the MCU is assumed to keep counting (the
 sequence gap then shows how many frames the unplug cost). If it restarted instead
 (its clock went backwards) the parser starts a new epoch, the device clock is
@@ -86,6 +91,7 @@ class PodProtocol(DeviceProtocol):
         self.batches: list[EncoderBatch] = []
         self._batches_lock = threading.Lock()
         self._last_host_ns = np.iinfo(np.int64).min
+        self._lost = np.zeros(n_pods + 1, np.int64)  # cumulative errors + overruns reported
 
     # -- hooks -------------------------------------------------------------------------
 
@@ -123,6 +129,7 @@ class PodProtocol(DeviceProtocol):
             yaw=frames.yaw,
             yaw_rate=frames.yaw_rate,
         )
+        self._report_losses(frames, host)
         writer = self.link.writer
         if writer is not None:
             writer.append_encoder(self.link.name, batch)
@@ -156,9 +163,29 @@ class PodProtocol(DeviceProtocol):
         return f"{n_bytes} bytes, {st.crc_errors} bad frames/lines, {st.frames} valid: {cause}"
 
     def counters(self) -> tuple[int, int, int, int]:
-        """(bad frames or lines, lost frames, frames decoded, 0) since start."""
+        """(bad frames or lines, lost frames + counts the MCU lost + its overruns,
+        frames decoded, 0) since start."""
         st = self.parser.stats
-        return (st.crc_errors + st.layout_mismatch, st.lost_frames, st.frames, 0)
+        lost = st.lost_frames + st.quad_errors + st.overruns
+        return (st.crc_errors + st.layout_mismatch, lost, st.frames, 0)
+
+    def _report_losses(self, frames: PodFrames, host: np.ndarray) -> None:
+        """One ``count_loss`` event for the losses the MCU reported in these frames."""
+        lost = np.concatenate([frames.quad_errors, frames.overruns[:, None]], axis=1)
+        step = np.diff(lost, axis=0, prepend=self._lost[None, :])
+        self._lost = lost[-1].copy()
+        rows = np.flatnonzero(step.any(axis=1))
+        if rows.size == 0:
+            return
+        total = step.sum(axis=0)
+        per_pod = ", ".join(f"pod {k}: {int(n)}" for k, n in enumerate(total[:-1]))
+        self.link.event(
+            int(host[rows[0]]),
+            "count_loss",
+            f"the MCU lost {int(total[:-1].sum())} counts ({per_pod}; both lines changed "
+            f"between two looks) and {int(total[-1])} latches (queue full) in device time "
+            f"{frames.device_ns[rows[0]] / 1e9:.6f}..{frames.device_ns[rows[-1]] / 1e9:.6f} s",
+        )
 
     # -- helpers -----------------------------------------------------------------------
 

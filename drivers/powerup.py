@@ -170,7 +170,7 @@ class DeviceSteps(Protocol):
 
 class A1Steps:
     """Bring-up of an RPLIDAR A1 (options: ``min_points``, default 100 per valid turn;
-    ``scan_mode``, default the configuration's, express without one)."""
+    ``scan_mode``, default the configuration's, ``typical`` without one)."""
 
     def __init__(self, spec: DeviceSpec) -> None:
         self.spec = spec

@@ -47,6 +47,7 @@ class ReaderStatus:
             lost the decoded data of what it was reading: an ``error`` event says so).
         reader_down: True when the reader thread ended although it was not stopped:
             whatever the device sends is lost.
+        mode: the device's running mode (an A1's scan mode), or empty.
     """
 
     name: str
@@ -63,6 +64,7 @@ class ReaderStatus:
     last_error: str | None = None
     reader_failures: int = 0
     reader_down: bool = False
+    mode: str = ""
 
     @property
     def data_lost(self) -> bool:

@@ -34,7 +34,9 @@ report positions of valid TOML). The format, with units in every key name::
 
     [pods]                                     # nominal pod geometry (fit refines it)
     wheel_radius_m = 0.024
-    counts_per_rev = 2000
+    counts_per_rev = 2000                      # quadrature counts per wheel turn
+    board = "atmega328p"                       # or "stm32f4", "other" (the default)
+    top_speed_m_s = 1.5                        # optional: the drive's top speed (m/s)
     wheels = [{x_m = 0.0, y_m = 0.15, angle_deg = 0.0}, ...]
 
 Mounts are the sensor pose in the body frame: x forward, y left (m), yaw CCW from
@@ -55,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from sensorbench.drivers import pods_kind
 from sensorbench.drivers.device_kinds import get_kind, kind_names, option_keys
 from sensorbench.drivers.port_power import POWER_METHODS, PortPower
 from sensorbench.errors import ConfigError
@@ -65,7 +68,7 @@ POWER_BACKENDS = ("none", *POWER_METHODS)
 _TABLE_KEYS = {
     "robot": {"name", "footprint_m"},
     "powerup": {"order", "gap_s", "timeout_s", "backend"},
-    "pods": {"wheel_radius_m", "counts_per_rev", "wheels"},
+    "pods": {"wheel_radius_m", "counts_per_rev", "wheels", "board", "top_speed_m_s"},
     "emulation": {"scenario", "seed"},
 }
 """Keys each single table accepts (``[[devices]]`` entries: the kind registry's)."""
@@ -166,11 +169,30 @@ class PodWheel:
 
 @dataclass(frozen=True)
 class PodGeometry:
-    """Nominal pod geometry: wheel radius (m), encoder counts per wheel revolution."""
+    """Nominal pod geometry: wheel radius (m), encoder counts per wheel revolution; the
+    board counting them and the drive's top speed (m/s, None: not stated)."""
 
     wheel_radius_m: float
     counts_per_rev: int
     wheels: tuple[PodWheel, ...]
+    board: str = "other"
+    top_speed_m_s: float | None = None
+
+    def count_rate_warning(self) -> str | None:
+        """Why the drive's top speed would lose counts on the board, or None."""
+        limit = pods_kind.BOARD_COUNT_RATE.get(self.board)
+        if self.top_speed_m_s is None or limit is None:
+            return None
+        rate = self.top_speed_m_s / (2 * math.pi * self.wheel_radius_m) * self.counts_per_rev
+        if rate <= limit:
+            return None
+        return (
+            f"[pods] top_speed_m_s = {self.top_speed_m_s:g} is {rate:,.0f} counts/s per pod "
+            f"({self.counts_per_rev} counts/rev, {self.wheel_radius_m:g} m wheels), above the "
+            f"{self.board}'s measured {limit:,.0f} counts/s with every count kept "
+            "(firmware/README.md): it will lose counts at speed (each loss is reported); "
+            "use fewer counts/rev or a board that counts in hardware (stm32f4)"
+        )
 
 
 @dataclass(frozen=True)
@@ -497,7 +519,19 @@ class _Validator:
                     math.radians(angle) if angle_key == "angle_deg" else angle,
                 )
             )
-        return PodGeometry(radius, cpr, tuple(out))
+        board = table.get("board", "other")
+        if board not in pods_kind.BOARDS:
+            raise self.fail(
+                (*path, "board"),
+                f"[pods] board must be one of {', '.join(map(repr, pods_kind.BOARDS))}, "
+                f"got {board!r}",
+            )
+        top = (
+            self.number(table, "top_speed_m_s", path, minimum=1e-3, maximum=100.0)
+            if "top_speed_m_s" in table
+            else None
+        )
+        return PodGeometry(radius, cpr, tuple(out), board, top)
 
     def footprint(self, robot: dict) -> np.ndarray:
         path = ("robot", "footprint_m")

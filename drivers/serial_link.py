@@ -394,6 +394,7 @@ class SerialLink:
             last_error=self.last_error,
             reader_failures=self.reader_failures,
             reader_down=self.reader_down,
+            mode=self.protocol.mode_label,
         )
 
     @property

@@ -158,6 +158,7 @@ def check_session(path: str | os.PathLike[str]) -> CheckReport:
         report.errors += [str(p) for p in layout]
         if "events" not in damaged:
             report.errors += [str(p) for p in stamp_problems("events/t_ns", f["events"]["t_ns"])[0]]
+            report.warnings += _count_losses(f["events"])
         for kind, group_name in GROUPS.items():
             if group_name in damaged or not isinstance(f.get(group_name), h5py.Group):
                 continue
@@ -171,6 +172,22 @@ def check_session(path: str | os.PathLike[str]) -> CheckReport:
                 "`sensorbench check --recover` rebuilds it"
             )
     return report
+
+
+def _count_losses(events: h5py.Dataset) -> list[str]:
+    """A warning per device whose own count of lost counts (``count_loss`` events: the
+    pod MCU's error block) says counts are missing from its stream."""
+    rows = events[:]
+    lost = [
+        s.decode() if isinstance(s, bytes) else str(s)
+        for s, k in zip(rows["source"], rows["kind"], strict=True)
+        if k in (b"count_loss", "count_loss")
+    ]
+    return [
+        f"{name}: the device reported counts it lost in {lost.count(name)} reads "
+        "(count_loss events): fits and replays over those intervals are not exact"
+        for name in sorted(set(lost))
+    ]
 
 
 def _judge_writer(report: CheckReport, status_attrs: h5py.AttributeManager) -> None:

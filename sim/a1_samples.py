@@ -49,26 +49,33 @@ class A1Realism:
             next tooth (the long steps between consecutive returns).
         dark_sector_deg: mean width of a sector without returns (°); 0: no-returns
             independent per node (the old model).
+        bursts_per_turn, burst_mean_nodes: short runs of no-returns at random bearings
+            (dark or grazing spots), their number per turn and mean length (geometric,
+            in standard-scan nodes): most real runs are 2-3 nodes, a few long.
         flicker: probability that a node's return state is the other one than its
             sector's (edges and grazing beams).
         back_step_prob, back_step_deg: probability that a node reads behind the head
             by a uniform amount in ``back_step_deg`` (°) besides the effects above.
         zero_quality_prob: probability that a node without a return carries a quality
             (drawn from ``quality_levels``) instead of 0.
+        range_sigma_m: σ of the Gaussian noise of every range (m).
     """
 
     quality_levels: tuple[tuple[int, float], ...] = ((15, 0.97), (10, 0.015), (6, 0.015))
-    zero_offset_deg: tuple[float, float] = (1.0, 2.2)
-    return_lag_deg: float = 3.5
+    zero_offset_deg: tuple[float, float] = (1.45, 1.55)
+    return_lag_deg: float = 5.3
     return_lag_base_m: float = 0.025
-    jitter_deg: float = 0.22
+    jitter_deg: float = 0.1
     teeth: int = 8
-    tooth_lag_deg: tuple[float, float] = (1.8, 2.8)
-    dark_sector_deg: float = 18.0
-    flicker: float = 0.01
-    back_step_prob: float = 0.002
-    back_step_deg: tuple[float, float] = (0.5, 2.0)
+    tooth_lag_deg: tuple[float, float] = (2.0, 2.6)
+    dark_sector_deg: float = 50.0
+    bursts_per_turn: float = 10.0
+    burst_mean_nodes: float = 2.0
+    flicker: float = 0.003
+    back_step_prob: float = 0.006
+    back_step_deg: tuple[float, float] = (1.25, 1.8)
     zero_quality_prob: float = 0.18
+    range_sigma_m: float = 0.01
 
 
 IDEAL_A1 = A1Realism(
@@ -79,6 +86,7 @@ IDEAL_A1 = A1Realism(
     jitter_deg=0.0,
     teeth=0,
     dark_sector_deg=0.0,
+    bursts_per_turn=0.0,
     flicker=0.0,
     back_step_prob=0.0,
     zero_quality_prob=0.0,
@@ -113,7 +121,7 @@ class RoomSamples:
 
     The sensor sits at ``(x, y)`` in a ``width`` × ``depth`` m room (walls at 0 and
     width/depth), facing ``yaw_deg`` (° CCW from the room's x axis); ranges get
-    Gaussian noise of ``sigma_m``; beams beyond ``max_range_m`` return 0, and a
+    Gaussian noise of ``realism.range_sigma_m``; beams beyond ``max_range_m`` return 0, and a
     fraction ``p_no_return`` of the others. The node
     stream follows ``realism`` (real-capture defaults; :data:`IDEAL_A1` for an ideal
     sweep).
@@ -136,7 +144,6 @@ class RoomSamples:
         x: float = 2.5,
         y: float = 3.0,
         yaw_deg: float = 0.0,
-        sigma_m: float = 0.01,
         p_no_return: float = REAL_ZERO_FRACTION,
         max_range_m: float = 12.0,
         seed: int = 0,
@@ -168,19 +175,29 @@ class RoomSamples:
             tooth = np.floor(tp).astype(np.int64)
             lag = unit.uniform(*rl.tooth_lag_deg, (int(turn[-1]) + 1, rl.teeth + 1))
             reading -= lag[turn, tooth] * (tp - tooth)
+        scale = fs * REAL_SAMPLE_US * 1e-6  # nodes here per standard-scan node
+        in_bursts = min(0.9, rl.bursts_per_turn * rl.burst_mean_nodes / REAL_NODES_PER_TURN)
         if rl.dark_sector_deg > 0:
-            edges = _dark_sectors(unit, p_no_return, rl.dark_sector_deg)
+            p_dark = max(0.0, (p_no_return - in_bursts) / (1.0 - in_bursts))
+            edges = _dark_sectors(unit, p_dark, rl.dark_sector_deg)
             sector = np.searchsorted(edges, np.mod(head + unit.uniform(0, 360), 360), "right")
             lost = (sector % 2 == 1) ^ (rng.random(n) < rl.flicker)
         else:
             lost = rng.random(n) < p_no_return
+        if rl.bursts_per_turn:
+            starts = np.flatnonzero(rng.random(n) < rl.bursts_per_turn * rate / fs)
+            draw = rng.geometric(1 / rl.burst_mean_nodes, starts.size) * scale
+            size = np.maximum(1, np.round(draw)).astype(np.int64)
+            within = np.arange(size.sum()) - np.repeat(np.cumsum(size) - size, size)
+            hit = np.repeat(starts, size) + within
+            lost[hit[hit < n]] = True
         geom = room_ranges(np.mod(reading - yaw_deg, 360.0), width, depth, x, y)
         ret = ~lost
         if rl.return_lag_deg or rl.return_lag_base_m:
             base = np.arctan(rl.return_lag_base_m / np.maximum(geom[ret], 0.05))
             reading[ret] -= rl.return_lag_deg + np.degrees(base)
             geom[ret] = room_ranges(np.mod(reading[ret] - yaw_deg, 360.0), width, depth, x, y)
-        r = geom + rng.normal(0.0, sigma_m, n)
+        r = geom + rng.normal(0.0, rl.range_sigma_m, n)
         lost |= r > max_range_m
         r[lost] = 0.0
         back = rng.random(n) < rl.back_step_prob

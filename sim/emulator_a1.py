@@ -19,10 +19,19 @@ Requests (``A5 cmd`` or ``A5 cmd len payload xor`` when ``cmd & 0x80``):
 - SCAN 0x20 / FORCE_SCAN 0x21: descriptor ``A5 5A 05 00 00 40 81``, then 5-byte
   nodes until STOP (refused, no answer, while health is ``error``), for as long as the
   motor turns;
-- EXPRESS_SCAN 0x82 (with its 5-byte payload): descriptor ``A5 5A 54 00 00 40 82``,
-  then 84-byte capsules of 32 samples, the first with its S flag, each sent when its
-  last sample is taken (refused as SCAN is; ignored, like a unit without express, when
-  the emulator has no express samples);
+- EXPRESS_SCAN 0x82 (with its 5-byte payload): working mode 0 (legacy) or the
+  Express mode's id 1: descriptor ``A5 5A 54 00 00 40 82``, then 84-byte capsules of
+  32 samples, the first with its S flag, each sent when its last sample is taken
+  (refused as SCAN is; ignored, like a unit without express, when the emulator has no
+  express samples, and for any other mode: Boost is listed, not served);
+- GET_LIDAR_CONF 0x84 (firmware >= 1.24; ignored below, as by a unit without it):
+  descriptor ``A5 5A len 00 00 00 20`` + the type asked (uint32) + its value, as the
+  vendor SDK reads them: mode count (uint16), per mode its sample duration (uint32
+  q8 µs), maximum distance (uint32 q8 m), answer type (uint8) and name (ASCII, NUL),
+  and the typical mode's id (uint16): the table a real A1M8 at firmware 1.29
+  answers (docs/A1.md): Standard (0x81), Express (0x82), Boost, Sensitivity and
+  Stability (0x84, not served), 12 m, typical Sensitivity (3), durations scaled to
+  the samples' spacings; without express samples, Standard only;
 - STOP 0x25: no answer; scanning stops (the motor does not: it follows DTR);
 - RESET 0x40: reboot: silent for ``reset_silence_s``, then a text banner, idle;
 - SET_PWM 0xF0: ignored (the A1 has no PWM).
@@ -77,6 +86,7 @@ _HEALTH_DESC = bytes.fromhex("a55a0300000006")
 _SAMPLERATE_DESC = bytes.fromhex("a55a0400000015")
 _SCAN_DESC = bytes.fromhex("a55a0500004081")
 _EXPRESS_DESC = bytes.fromhex("a55a5400004082")
+_CONF_MIN_FIRMWARE = (1, 24)
 _TICK_S = 0.01  # host seconds between pump iterations
 _MAX_BURST_S = 0.25  # emulated seconds emitted at most per pump (after a stall of the host)
 
@@ -145,6 +155,32 @@ def banner(model: int, firmware: tuple[int, int], hardware: int) -> bytes:
     ).encode("ascii")
 
 
+@dataclass(frozen=True)
+class A1Unit:
+    """One emulated A1's identity and timing.
+
+    Attributes:
+        serial: the unit's 16-byte serial number (bytes or 32 hex digits).
+        model, firmware, hardware: GET_INFO fields (A1M8 firmware 1.29, hardware 7).
+        spinup_s: simulated seconds from a motor start to the first node.
+        reset_silence_s: simulated seconds of silence after RESET before the banner.
+        health: initial GET_HEALTH answer (status 0/1/2, error code), see
+            :meth:`A1Emulator.set_health`.
+        sample_us: standard sample duration answered to GET_SAMPLERATE (µs; default
+            the samples' median spacing, rounded); express: the express samples'
+            spacing, or half the standard one without them.
+    """
+
+    serial: bytes | str = bytes(range(16))
+    model: int = 0x18
+    firmware: tuple[int, int] = (1, 29)
+    hardware: int = 7
+    spinup_s: float = 0.5
+    reset_silence_s: float = 0.5
+    health: tuple[int, int] = (0, 0)
+    sample_us: int | None = None
+
+
 class A1Emulator(PtyEmulator):
     """One emulated RPLIDAR A1 serving the Slamtec protocol on a pty.
 
@@ -156,45 +192,34 @@ class A1Emulator(PtyEmulator):
             the sample rate), as express capsules; None with ``samples`` given: the
             unit has no express scan (it ignores EXPRESS_SCAN, as firmware < 1.17).
         link: stable symlink to the pty (like a udev name), optional.
-        serial: the unit's 16-byte serial number (bytes or 32 hex digits).
+        unit: the unit's identity and timing (:class:`A1Unit`; default an A1M8 at
+            firmware 1.29).
         speed: emulation speed-up (ignored when ``clock`` or ``power`` gives a clock).
         name: the unit's name on a power bus.
-        model, firmware, hardware: GET_INFO fields (A1M8 firmware 1.29, hardware 7).
-        spinup_s: simulated seconds from a motor start to the first node.
-        reset_silence_s: simulated seconds of silence after RESET before the banner.
         faults: byte-level link faults (corruption, drops, slow start).
         power: a shared :class:`~sensorbench.sim.power.PowerBus` (brown-out model).
         clock: the emulation clock (default: the power bus's, else a new one at ``speed``).
         seed: seed of the link fault stream.
-        health: initial GET_HEALTH answer (status 0/1/2, error code), see :meth:`set_health`.
         record_truth: keep every sent node for :meth:`truth` (about 23 bytes per node,
             160 MB per hour at real time: turn off for long-running servers).
-        sample_us: standard sample duration answered to GET_SAMPLERATE (µs; default the
-            samples' median spacing, rounded); express: the express samples' spacing,
-            or half the standard one without them.
     """
 
     def __init__(
         self,
         samples: LidarSampleSource | None = None,
         link: str | None = None,
-        serial: bytes | str = bytes(range(16)),
+        unit: A1Unit | None = None,
         speed: float = 1.0,
         name: str = "a1",
-        model: int = 0x18,
-        firmware: tuple[int, int] = (1, 29),
-        hardware: int = 7,
-        spinup_s: float = 0.5,
-        reset_silence_s: float = 0.5,
         faults: Faults | None = None,
         power: PowerBus | None = None,
         clock: SimClock | None = None,
         seed: int = 0,
         record_truth: bool = True,
-        health: tuple[int, int] = (0, 0),
-        sample_us: int | None = None,
         express_samples: LidarSamples | None = None,
     ) -> None:
+        u = A1Unit() if unit is None else unit
+        serial, sample_us = u.serial, u.sample_us
         serial_bytes = bytes.fromhex(serial) if isinstance(serial, str) else bytes(serial)
         if len(serial_bytes) != 16:
             raise SimError(f"an A1 serial number is 16 bytes, got {len(serial_bytes)}")
@@ -231,12 +256,25 @@ class A1Emulator(PtyEmulator):
         self.express_us = (
             self._express.sample_us if self._express is not None else max(1, self.sample_us // 2)
         )
+        # GET_LIDAR_CONF's scan modes: (name, µs per sample, answer type); id = index.
+        # A real A1M8 1.29: 508, 254, 127, 127, 201 µs; typical 3 (docs/A1.md)
+        self.scan_modes: list[tuple[str, float, int]] = [("Standard", self.sample_us, 0x81)]
+        self.typical_mode = 0
+        if self._express is not None:
+            ex = self.express_us
+            self.scan_modes += [
+                ("Express", ex, 0x82),
+                ("Boost", ex / 2, 0x84),
+                ("Sensitivity", ex / 2, 0x84),
+                ("Stability", ex * 201 / 254, 0x84),
+            ]
+            self.typical_mode = 3
 
         self.name = name
         self.serial = serial_bytes
-        self.model, self.firmware, self.hardware = model, firmware, hardware
-        self.spinup_s = spinup_s
-        self.reset_silence_s = reset_silence_s
+        self.model, self.firmware, self.hardware = u.model, u.firmware, u.hardware
+        self.spinup_s = u.spinup_s
+        self.reset_silence_s = u.reset_silence_s
         self.power = power
         self.clock = clock or (power.clock if power is not None else SimClock(speed))
         super().__init__(PtyPort(link=link, baud=BAUD, faults=faults, seed=seed))
@@ -260,7 +298,7 @@ class A1Emulator(PtyEmulator):
         self._banner_due = False
         self._truth: list[A1Truth] = []
         self.record_truth = record_truth
-        self.set_health(*health)
+        self.set_health(*u.health)
         if power is not None:
             power.attach(self)
         if self._follow_dtr(self.clock.now()) and power is not None:
@@ -434,11 +472,14 @@ class A1Emulator(PtyEmulator):
                 if len(rx) < 3 or len(rx) < 4 + rx[2]:
                     break
                 size = rx[2]
-                rx = rx[4 + size :]
+                payload, rx = rx[3 : 3 + size], rx[4 + size :]
                 self.requests.append(cmd)
-                if cmd == 0x82 and self._express is not None and self.health_status != 2:
+                express_mode = cmd == 0x82 and size >= 1 and payload[0] in (0, 1)
+                if express_mode and self._express is not None and self.health_status != 2:
                     self._start_scan(now, express=True)
                     self.port.send(_EXPRESS_DESC)
+                elif cmd == 0x84 and not self._scanning and self.firmware >= _CONF_MIN_FIRMWARE:
+                    self._answer_conf(payload)
                 continue  # SET_PWM: the A1 has no PWM
             rx = rx[2:]
             self.requests.append(cmd)
@@ -471,6 +512,31 @@ class A1Emulator(PtyEmulator):
                     _SAMPLERATE_DESC + std.to_bytes(2, "little") + express.to_bytes(2, "little")
                 )
         self._rx = rx
+
+    def _answer_conf(self, payload: bytes) -> None:
+        """GET_LIDAR_CONF: the type asked, then its value (nothing for an unknown type or
+        mode, as the driver's deadline then says)."""
+        if len(payload) < 4:
+            return
+        kind = int.from_bytes(payload[:4], "little")
+        mode = int.from_bytes(payload[4:6], "little") if len(payload) >= 6 else 0
+        modes = self.scan_modes
+        value: bytes | None = None
+        if kind == 0x70:
+            value = len(modes).to_bytes(2, "little")
+        elif kind == 0x7C:
+            value = self.typical_mode.to_bytes(2, "little")
+        elif mode < len(modes):
+            name, us, answer = modes[mode]
+            value = {
+                0x71: round(us * 256).to_bytes(4, "little"),
+                0x74: (12 << 8).to_bytes(4, "little"),
+                0x75: bytes([answer]),
+                0x7F: name.encode("ascii") + b"\0",
+            }.get(kind)
+        if value is not None:
+            body = payload[:4] + value
+            self.port.send(bytes.fromhex("a55a") + bytes([len(body), 0, 0, 0, 0x20]) + body)
 
     def _start_scan(self, now: float, express: bool) -> None:
         self._emit_from = now

@@ -88,6 +88,23 @@ class Boot:
     base: np.ndarray
 
 
+@dataclass(frozen=True)
+class Injected:
+    """How the harness drives the MCU's pins and reset line besides the trajectory.
+
+    Attributes:
+        reset_at_us: resets at these trajectory times (µs), besides DTR's.
+        double_edges: ``(pod, t_us)``: that pod's first edge at or after ``t_us`` (µs)
+            moves both its lines at once (the firmware must count one lost edge pair).
+        phase_deg: quadrature phase between an A edge and the next B edge (90: ideal;
+            45 < phase < 135).
+    """
+
+    reset_at_us: tuple[int, ...] = ()
+    double_edges: tuple[tuple[int, int], ...] = ()
+    phase_deg: float = 90.0
+
+
 class FirmwarePodEmulator(PtyEmulator):
     """The AVR pod firmware under simavr, its UART on a pty.
 
@@ -99,9 +116,7 @@ class FirmwarePodEmulator(PtyEmulator):
         loop: repeat the trajectory (counts and time continue) instead of stopping.
         auto_reset: DTR asserted (the host opening the port) resets the MCU.
         boot_s: how long a reset holds the MCU before its image restarts (s).
-        reset_at_us: resets at these trajectory times (µs), besides DTR's.
-        phase_deg: quadrature phase between an A edge and the next B edge (90: ideal;
-            45 < phase < 135).
+        inject: resets, double edges and the quadrature phase (:class:`Injected`).
         harness: the harness executable (default: :func:`harness_path`).
         events: a file to append the harness's event lines to, as they come
             (``firmware/README.md``: boots, their base counts, resets).
@@ -121,8 +136,7 @@ class FirmwarePodEmulator(PtyEmulator):
         loop: bool = False,
         auto_reset: bool = True,
         boot_s: float = OPTIBOOT_WAIT_S,
-        reset_at_us: tuple[int, ...] = (),
-        phase_deg: float = 90.0,
+        inject: Injected | None = None,
         harness: str | os.PathLike[str] | None = None,
         events: str | os.PathLike[str] | None = None,
         tail_us: int = 20_000,
@@ -131,7 +145,8 @@ class FirmwarePodEmulator(PtyEmulator):
         self.elf = Path(elf)
         if not self.elf.is_file():
             raise SimError(f"{self.elf}: no such firmware image (build it: make -C firmware)")
-        if min(speed, boot_s, tail_us) < 0 or period_us <= 0 or not 45 < phase_deg < 135:
+        inject = inject or Injected()
+        if min(speed, boot_s, tail_us) < 0 or period_us <= 0 or not 45 < inject.phase_deg < 135:
             raise SimError(
                 "speed, boot_s and tail_us must be >= 0, period_us > 0, 45 < phase_deg < 135"
             )
@@ -150,8 +165,9 @@ class FirmwarePodEmulator(PtyEmulator):
             "--boot-us", str(self.boot_us),
             "--align-us", str(int(period_us)),
             "--tail-us", str(int(tail_us)),
-            "--phase-deg", repr(float(phase_deg)),
-            *(a for t in reset_at_us for a in ("--reset-at-us", str(int(t)))),
+            "--phase-deg", repr(float(inject.phase_deg)),
+            *(a for t in inject.reset_at_us for a in ("--reset-at-us", str(int(t)))),
+            *(a for k, t in inject.double_edges for a in ("--double", f"{int(k)}:{int(t)}")),
             *(["--loop"] if loop else []),
         ]  # fmt: skip
         super().__init__(PtyPort(link=link))
@@ -160,6 +176,7 @@ class FirmwarePodEmulator(PtyEmulator):
         trajectory.write(self._traj_file)
         self.boots: list[Boot] = []
         self.resets: list[int] = []  # trajectory times of the resets applied (µs)
+        self.doubles: list[tuple[int, int]] = []  # (pod, trajectory µs) of double edges
         self.finished = threading.Event()
         self.errors: list[str] = []
         self._bases: dict[int, np.ndarray] = {}
@@ -229,6 +246,8 @@ class FirmwarePodEmulator(PtyEmulator):
             self.boots.append(Boot(index, int(words[3]), int(words[5]), base))
         elif kind == "reset":
             self.resets.append(int(words[5]))
+        elif kind == "double":
+            self.doubles.append((int(words[1]), int(words[5])))
         elif kind == "end":
             self.finished.set()
 

@@ -42,7 +42,6 @@ import numpy as np
 
 from sensorbench.drivers.ld19_parser import (
     ANGLE_MODULUS_CDEG,
-    MAX_SPAN_CDEG,
     MAX_SPEED_DEG_S,
     PACKET_DTYPE,
     PACKET_SIZE,
@@ -86,22 +85,43 @@ REAL_SAMPLES_PER_S = 4545.0
 their stamps say 4547): 454-455 points per 10 Hz turn (the datasheet's 4500 gives 450)."""
 
 
+@dataclass(frozen=True)
+class LD19Realism:
+    """How a real LD19/LD06's stream departs from an ideal sweep (the real LD06
+    captures, docs/LD19.md, "A real capture").
+
+    Attributes:
+        range_step_m: ranges are rounded to it (m; whole millimetres; 0: not rounded).
+        p_no_return_intensity: fraction of the no-returns carrying a high intensity
+            (uniform 150-255) instead of 0, as real units sometimes send.
+        speed_sd_deg_s, speed_corr_turns: the head's speed wanders around the rate: a
+            new value each turn, at a packet boundary, an AR(1) process of this σ
+            (deg/s; 0: constant) whose correlation falls to 1/e in so many turns.
+        intensity_at_0m, intensity_per_m, intensity_sd: a return's intensity is
+            ``at_0m + per_m × range`` plus Gaussian noise of ``sd``.
+        p_dim: fraction of the returns dimmer (uniform 100-208): 93-95 % of them are
+            208-239 in a room, as in the captures.
+    """
+
+    range_step_m: float = 0.001
+    p_no_return_intensity: float = 0.05
+    speed_sd_deg_s: float = 6.0
+    speed_corr_turns: float = 1.0
+    intensity_at_0m: float = 238.0
+    intensity_per_m: float = -4.0
+    intensity_sd: float = 4.0
+    p_dim: float = 0.05
+
+
 @dataclass
 class SyntheticLD19Samples:
     """LD19 samples of a rectangular room, for emulation without a scenario.
 
-    Shaped by the real LD06 captures (docs/LD19.md, "A real capture"): the head's
-    speed wanders around ``rate_hz`` (a new value each turn, at a packet boundary: an
-    AR(1) process of σ ``speed_sd_deg_s`` whose correlation falls to 1/e in
-    ``speed_corr_turns`` turns; the packets report it, and the turn periods follow
-    it), at ``samples_per_s``. The sensor sits at ``(x, y)`` in a ``width`` × ``depth`` m
-    room; ranges get Gaussian noise ``sigma_m`` and are rounded to ``range_step_m``
-    (whole millimetres); a fraction ``p_no_return`` of beams returns 0. Intensity is
-    ``intensity_at_0m + intensity_per_m × range`` plus Gaussian noise of
-    ``intensity_sd``, a fraction ``p_dim`` of the returns dimmer (uniform 100-208):
-    93-95 % of them 208-239 in a room, as in the captures; a fraction
-    ``p_no_return_intensity`` of the no-returns carries a high intensity (uniform
-    150-255) instead of 0, as real units sometimes send.
+    The head turns at ``rate_hz`` (its speed wandering as ``realism`` says; the packets
+    report it, and the turn periods follow it), at ``samples_per_s``. The sensor sits
+    at ``(x, y)`` in a ``width`` × ``depth`` m room; ranges get Gaussian noise
+    ``sigma_m``; a fraction ``p_no_return`` of beams returns 0; the rest is
+    :class:`LD19Realism` (defaults: the real LD06 captures).
     """
 
     t_s: np.ndarray
@@ -123,21 +143,16 @@ class SyntheticLD19Samples:
         sigma_m: float = 0.005,
         p_no_return: float = 0.01,
         seed: int = 0,
-        range_step_m: float = 0.001,
-        p_no_return_intensity: float = 0.05,
-        speed_sd_deg_s: float = 6.0,
-        speed_corr_turns: float = 1.0,
-        intensity_at_0m: float = 238.0,
-        intensity_per_m: float = -4.0,
-        intensity_sd: float = 4.0,
-        p_dim: float = 0.05,
+        realism: LD19Realism | None = None,
     ) -> SyntheticLD19Samples:
         """Samples for ``duration_s`` s (rounded down to whole packets).
 
-        ``speed_sd_deg_s=0`` gives a constant speed; ``p_no_return_intensity=0``
-        intensity 0 on every no-return; ``range_step_m=0.008`` the 8-mm steps once
-        assumed from 36 ranges; ``samples_per_s=4500`` the datasheet's rate.
+        ``LD19Realism(speed_sd_deg_s=0)`` gives a constant speed,
+        ``p_no_return_intensity=0`` intensity 0 on every no-return,
+        ``range_step_m=0.008`` the 8-mm steps once assumed from 36 ranges;
+        ``samples_per_s=4500`` is the datasheet's rate.
         """
+        rl = LD19Realism() if realism is None else realism
         check_sweep(duration_s, rate_hz, samples_per_s)
         rng = np.random.default_rng(seed)
         n = int(duration_s * samples_per_s) // POINTS_PER_PACKET * POINTS_PER_PACKET
@@ -145,10 +160,10 @@ class SyntheticLD19Samples:
             raise SimError(f"{duration_s} s is shorter than one LD19 packet")
         t = np.arange(n) / samples_per_s
         k = int(duration_s * rate_hz * 1.1) + 3  # turns, with room for slow ones
-        rho = float(np.exp(-1.0 / speed_corr_turns)) if speed_corr_turns > 0 else 0.0
+        rho = float(np.exp(-1.0 / rl.speed_corr_turns)) if rl.speed_corr_turns > 0 else 0.0
         wander = np.empty(k)
-        wander[0] = rng.normal(0.0, speed_sd_deg_s)
-        shocks = rng.normal(0.0, speed_sd_deg_s * np.sqrt(1.0 - rho**2), k)
+        wander[0] = rng.normal(0.0, rl.speed_sd_deg_s)
+        shocks = rng.normal(0.0, rl.speed_sd_deg_s * np.sqrt(1.0 - rho**2), k)
         for i in range(1, k):
             wander[i] = rho * wander[i - 1] + shocks[i]
         # the speed changes once per turn, at a packet boundary (a packet's 12 points are
@@ -162,15 +177,15 @@ class SyntheticLD19Samples:
         angle_cw = np.mod(start_pk[:, None] + speed_pk[:, None] * within[None, :], 360.0).ravel()
         speed = np.repeat(speed_pk, POINTS_PER_PACKET)
         r = room_ranges(angle_cw, width, depth, x, y) + rng.normal(0.0, sigma_m, n)
-        if range_step_m > 0:
-            r = np.round(r / range_step_m) * range_step_m
+        if rl.range_step_m > 0:
+            r = np.round(r / rl.range_step_m) * rl.range_step_m
         lost = rng.random(n) < p_no_return
         r[lost] = 0.0
-        level = intensity_at_0m + intensity_per_m * r + rng.normal(0.0, intensity_sd, n)
-        dim = rng.random(n) < p_dim
+        level = rl.intensity_at_0m + rl.intensity_per_m * r + rng.normal(0.0, rl.intensity_sd, n)
+        dim = rng.random(n) < rl.p_dim
         level[dim] = rng.uniform(100.0, 208.0, int(dim.sum()))
         inten = np.clip(np.round(level), 0, 255).astype(np.uint8)
-        lit = rng.random(n) < p_no_return_intensity
+        lit = rng.random(n) < rl.p_no_return_intensity
         inten[lost] = np.where(lit[lost], rng.integers(150, 256, n)[lost], 0).astype(np.uint8)
         return cls(t, angle_cw, r, inten, speed)
 
@@ -185,7 +200,7 @@ class SyntheticLD19Samples:
             seed=seed,
             p_no_return=p_no_return,
             samples_per_s=4500.0,
-            speed_sd_deg_s=0.0,
+            realism=LD19Realism(speed_sd_deg_s=0.0),
         )
 
 
@@ -329,7 +344,8 @@ def _make_impossible(
     sel = code == 3
     start[sel] = pick(ANGLE_MODULUS_CDEG, 65535, sel)
     sel = code == 4
-    end[sel] = (start[sel] + pick(MAX_SPAN_CDEG + 1, ANGLE_MODULUS_CDEG - 1, sel)) % 36000
+    # a span the SDK rejects at any possible speed (<= MAX_SPEED_DEG_S: 37.4 deg)
+    end[sel] = (start[sel] + pick(4000, ANGLE_MODULUS_CDEG - 1, sel)) % 36000
     return speed, start, end, ts
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sensorbench.errors import SimError
-from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 from sensorbench.sim.emulator_base import fault_schedule, link_faults
 from sensorbench.sim.emulator_firmware import FirmwarePodEmulator
 from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples
@@ -108,11 +108,11 @@ def a1_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> A1Em
         express_samples=express,
         link=dev.port,
         name=dev.name,
-        serial=dev.serial or f"{req.index:032x}",
         faults=req.faults,
         seed=req.seed,
         power=bus,
         clock=req.clock,
+        unit=A1Unit(serial=dev.serial or f"{req.index:032x}"),
     )
     health = knobs.get("health", "good")
     if health != "good":

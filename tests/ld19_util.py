@@ -23,6 +23,12 @@ MANUAL_PACKET = bytes.fromhex(
     "54 2C 68 08 AB 7E E0 00 E4 DC 00 E2 D9 00 E5 D5 00 E3 D3 00 E4 D0 00 E9 CD 00 E4"
     " CA 00 E2 C7 00 E9 C5 00 E5 C2 00 E5 C0 00 E5 BE 82 3A 1A 50"
 )
+MANUAL_PACKET_10HZ = bytes.fromhex(
+    "54 2C 10 0E AB 7E E0 00 E4 DC 00 E2 D9 00 E5 D5 00 E3 D3 00 E4 D0 00 E9 CD 00 E4"
+    " CA 00 E2 C7 00 E9 C5 00 E5 C2 00 E5 C0 00 E5 BE 82 3A 1A"
+)
+"""The manual's packet at 3600 deg/s (its CRC appended below): as printed, at 2152
+deg/s, its 10-degree span is one the vendor SDK drops (docs/LD19.md)."""
 MANUAL_FIELDS = {
     "speed": 2152,
     "start": 32427,
@@ -91,7 +97,7 @@ def ref_period_ms(p: RefPacket) -> Fraction | None:
 REF_MAX_SPEED = 2 * 13 * 360  # deg/s: twice the LD19 datasheet's fastest scan (13 Hz)
 
 
-def ref_decode(stream: bytes, max_span: int = 3600) -> RefResult:
+def ref_decode(stream: bytes) -> RefResult:
     """Byte-by-byte reference parser over a complete stream."""
     out = RefResult()
     i = 0
@@ -110,7 +116,9 @@ def ref_decode(stream: bytes, max_span: int = 3600) -> RefResult:
             continue
         p = ref_unpack(i, raw)
         reason = None
-        if p.start >= 36000 or p.end >= 36000 or (p.end - p.start) % 36000 > max_span:
+        # the vendor SDK's span check (lipkg.cpp): whole degrees x 250 <= speed
+        span_deg = (p.end // 100 - p.start // 100) % 360
+        if p.start >= 36000 or p.end >= 36000 or span_deg * 250 > p.speed:
             out.span_failures += 1
             reason = "angle"
         elif p.timestamp >= 30000:
@@ -178,3 +186,6 @@ def capture(ser: serial.Serial, done, quiet_s: float = 0.3, deadline_s: float = 
         elif done.is_set() and now - last > quiet_s:
             break
     return bytes(buf)
+
+
+MANUAL_PACKET_10HZ += bytes([ref_crc8(MANUAL_PACKET_10HZ)])

@@ -22,7 +22,7 @@ from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.logs import NO_DEVICE_TIME, Event, LidarTurns, TurnFlag
 from sensorbench.sim.a1_samples import RoomSamples
-from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 
 HERE = Path(__file__).parent
 
@@ -38,7 +38,7 @@ def test_sample_rate_answer_decodes_and_the_emulator_reports_its_spacing():
         lid = A1Lidar(emu.path, read_timeout_s=0.5)
         assert lid.get_sample_rate() == proto.A1SampleRate(504, 252)
         lid.disconnect()
-    with A1Emulator(samples, speed=4.0, sample_us=508) as emu:
+    with A1Emulator(samples, speed=4.0, unit=A1Unit(sample_us=508)) as emu:
         lid = A1Lidar(emu.path, read_timeout_s=0.5)
         assert lid.get_sample_rate().standard_us == 508
         lid.disconnect()

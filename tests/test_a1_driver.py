@@ -20,7 +20,7 @@ from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.errors import DriverError
 from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, TurnFlag
-from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 from sensorbench.sim.pty import Faults, PtyPort
 
 node = st.tuples(
@@ -139,7 +139,7 @@ def collect(scanner: A1Scanner, seconds: float) -> LidarTurns:
 
 
 def test_turns_equal_the_emulator_truth_exactly():
-    with A1Emulator(speed=4.0, serial=bytes(16)) as emu:
+    with A1Emulator(speed=4.0, unit=A1Unit(serial=bytes(16))) as emu:
         sc = A1Scanner(emu.path, read_timeout_s=0.5)
         info = sc.open()
         assert info.serial == "0" * 32 and sc.health.status == "good"

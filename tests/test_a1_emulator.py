@@ -18,7 +18,7 @@ from sensorbench.cli import cli
 from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import SimError
 from sensorbench.sim.a1_samples import REAL_NODES_PER_TURN, RoomSamples
-from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults
 
@@ -29,7 +29,7 @@ SERIAL_A = bytes.fromhex("0f1e2d3c4b5a69788796a5b4c3d2e1f0")
 
 @pytest.fixture
 def emu():
-    with A1Emulator(serial=SERIAL_A, speed=SPEED, spinup_s=0.5) as e:
+    with A1Emulator(speed=SPEED, unit=A1Unit(serial=SERIAL_A, spinup_s=0.5)) as e:
         yield e
 
 
@@ -56,13 +56,13 @@ def test_get_info_matches_the_table(emu, host):
 def test_each_unit_has_its_own_serial():
     other = bytes(range(100, 116))
     with (
-        A1Emulator(serial=other, speed=SPEED) as e,
+        A1Emulator(speed=SPEED, unit=A1Unit(serial=other)) as e,
         serial.Serial(e.path, 115200, timeout=0.05) as s,
     ):
         s.write(b"\xa5\x50")
         assert u.read_exact(s, 27)[11:] == other
     with pytest.raises(SimError):
-        A1Emulator(serial=b"short")
+        A1Emulator(unit=A1Unit(serial=b"short"))
 
 
 @pytest.mark.parametrize(("status", "code"), [(0, 0), (1, 0x0102), (2, 0x8004)])
@@ -223,8 +223,8 @@ def test_two_a1s_enumerated_together_brown_out_before_any_software_runs():
     bus = PowerBus(inrush_s=1.0, mode="error", error_code=0x8002, clock=None)
     bus.clock.speed = SPEED
     with (
-        A1Emulator(name="front", serial=SERIAL_A, power=bus) as a,
-        A1Emulator(name="rear", serial=bytes(16), power=bus) as b,
+        A1Emulator(name="front", power=bus, unit=A1Unit(serial=SERIAL_A)) as a,
+        A1Emulator(name="rear", power=bus, unit=A1Unit(serial=bytes(16))) as b,
         open_serial(a.path, 115200, timeout_s=0.05) as sa,
         open_serial(b.path, 115200, timeout_s=0.05) as sb,
     ):
@@ -237,9 +237,9 @@ def test_two_a1s_enumerated_together_brown_out_before_any_software_runs():
 def test_releasing_two_ports_together_browns_out():
     bus = PowerBus(inrush_s=1.0, mode="error", error_code=0x8002, clock=None)
     bus.clock.speed = SPEED
-    with A1Emulator(name="front", serial=SERIAL_A, power=bus) as a:
+    with A1Emulator(name="front", power=bus, unit=A1Unit(serial=SERIAL_A)) as a:
         time.sleep(1.2 / SPEED)  # enumerated one after the other
-        with A1Emulator(name="rear", serial=bytes(16), power=bus) as b:
+        with A1Emulator(name="rear", power=bus, unit=A1Unit(serial=bytes(16))) as b:
             sa = open_serial(a.path, 115200, timeout_s=0.05)
             sb = open_serial(b.path, 115200, timeout_s=0.05)
             assert u.wait_until(lambda: not a.motor_on and not b.motor_on, 1.0)

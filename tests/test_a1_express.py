@@ -26,7 +26,7 @@ from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.drivers.capture import CaptureOptions, run_capture
 from sensorbench.drivers.robot_config import parse_robot_config
 from sensorbench.logs import LidarTurns, Session, TurnFlag
-from sensorbench.sim.a1_samples import REAL_EXPRESS_US, RoomSamples
+from sensorbench.sim.a1_samples import REAL_EXPRESS_US
 from sensorbench.sim.emulator_a1 import A1Emulator
 
 EXPRESS = bytes.fromhex("a58205000000000022")
@@ -142,28 +142,6 @@ def test_scanner_turns_equal_the_truth_and_time_on_the_express_clock():
     )
 
 
-def test_a_unit_that_does_not_answer_express_in_capsules_is_scanned_standard():
-    events = []
-    samples = RoomSamples.generate(duration_s=10.0)
-    with A1Emulator(samples, speed=4.0) as emu:  # no express samples: EXPRESS ignored
-        sc = A1Scanner(
-            emu.path, read_timeout_s=0.3, scan_mode="express", on_event=lambda *e: events.append(e)
-        )
-        sc.open()
-        with pytest.raises(Exception, match="express scan request"):
-            sc.start()  # firmware 1.29 has express: silence to it is an error, said so
-        sc.close()
-    with A1Emulator(samples, speed=4.0, firmware=(1, 15)) as emu:
-        sc = A1Scanner(
-            emu.path, read_timeout_s=0.3, scan_mode="express", on_event=lambda *e: events.append(e)
-        )
-        sc.open()
-        sc.start()
-        assert sc.scan_mode_used == "standard" and emu.requests[-1] == 0x20
-        sc.close()
-    assert any("no express scan" in e[2] and "older than 1.17" in e[2] for e in events)
-
-
 CONFIG = """
 [robot]
 name = "express"
@@ -184,7 +162,7 @@ mount = {x_m = 0.2, y_m = 0.0, yaw_deg = 0}
 def express_capture(tmp_path_factory):
     run = tmp_path_factory.mktemp("express")
     config = parse_robot_config(CONFIG, "robot.toml", run_dir=run)
-    assert config.device("front").options["scan_mode"] == "express"  # the default
+    assert config.device("front").options["scan_mode"] == "typical"  # the default
     with A1Emulator(speed=2.0, link=str(run / "front")) as emu:
         result = run_capture(config, run / "s.h5", 3.0, CaptureOptions(speed=2.0))
         truth = emu.truth()
@@ -198,7 +176,7 @@ def test_a_capture_in_express_stores_4000_samples_per_second_exactly_as_sent(exp
         lidar = s.lidar("front")
         attrs = dict(lidar.attrs)
         turns = lidar.read()
-    assert attrs["scan_mode"] == "express"
+    assert (attrs["scan_mode"], attrs["scan_format"]) == ("Express", "express")  # typical
     assert "express sample duration 254 us" in attrs["device_time"]
     assert turns.n_turns >= 15
     complete = (turns.flags & TurnFlag.PACKET_LOSS) == 0
@@ -233,34 +211,21 @@ def test_decode_a1_of_the_express_session_reproduces_its_turns(express_capture, 
         raw = s.raw("front").read_bytes()
     with Session(out) as s:
         dec = s.lidar("a1").read()
-    # the raw stream starts with the bring-up's exchange (kept for the session), so the
-    # decode also gives the turns the bring-up waited for, before the stored ones
-    j = int(np.flatnonzero(dec.device_ns == live.device_ns[0])[0])
-    assert j >= 1 and dec.t_first_ns[j] == live.t_first_ns[0]
+    # the raw stream starts with the bring-up's exchange (kept for the session, so its
+    # clock and turns decode as live); the decode gives the turns the capture gave:
+    # not the bring-up's before them, nor the one the stop cut after them
     assert raw.startswith(bytes.fromhex("a55a1400000004"))  # GET_INFO answer first
-    k = live.n_turns - 1  # the live reader's last turn may be cut at the stop
-    for f in ("count", "device_ns", "t_first_ns", "flags"):
-        np.testing.assert_array_equal(getattr(dec, f)[j : j + k], getattr(live, f)[:k])
-    p0, n = int(dec.offset[j]), int(live.count[:k].sum())
-    np.testing.assert_array_equal(dec.angle[p0 : p0 + n], live.angle[:n])
-    np.testing.assert_array_equal(dec.range[p0 : p0 + n], live.range[:n])
-    np.testing.assert_array_equal(dec.t_ns[p0 : p0 + n], live.t_ns[:n])
+    assert summary["turns"] == dec.n_turns == live.n_turns
+    for f in ("count", "device_ns", "t_first_ns", "flags", "angle", "range", "t_ns"):
+        np.testing.assert_array_equal(getattr(dec, f), getattr(live, f))
     # a bare file of the same bytes: timed by the unit's own 254 us from 0
-    bare = decode_capture(raw)
+    bare = decode_capture(raw)  # all of it: the bring-up's turns first
     assert bare.modes == ["express"] and bare.sample_rate.express_us == REAL_EXPRESS_US
+    k = live.n_turns
+    j = next(
+        j for j in range(bare.turns.n_turns)
+        if np.array_equal(bare.turns.count[j : j + k - 1], live.count[: k - 1])
+    )  # fmt: skip
     np.testing.assert_array_equal(
         np.diff(bare.turns.device_ns[j : j + k]), live.count[: k - 1] * 254_000
     )
-
-
-def test_scan_mode_is_checked_where_it_is_written():
-    from sensorbench.errors import ConfigError
-
-    text = CONFIG + 'scan_mode = "standard"\n'
-    ok = parse_robot_config(text, "r.toml", run_dir="/tmp/x")
-    assert ok.device("front").options["scan_mode"] == "standard"
-    bad = text.replace('"standard"', '"boost"')
-    with pytest.raises(ConfigError, match=r"^r\.toml:\d+: .*scan_mode must be one of") as err:
-        parse_robot_config(bad, "r.toml", run_dir="/tmp/x")
-    line = next(i for i, s in enumerate(bad.splitlines(), 1) if s.startswith("scan_mode"))
-    assert str(err.value).startswith(f"r.toml:{line}:")

@@ -21,7 +21,7 @@ from sensorbench.drivers.a1_kernels import decode_capsules
 from sensorbench.drivers.a1_lidar import A1Lidar
 from sensorbench.drivers.a1_protocol import A1Health, A1Info
 from sensorbench.errors import DeviceSilent, DeviceUnplugged, DriverError
-from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 from sensorbench.sim.pty import PtyPort
 
 
@@ -40,7 +40,7 @@ class RawOnPty(rplidar.RPLidar):
 
 @pytest.fixture
 def emu():
-    with A1Emulator(speed=5.0, serial=bytes(range(16, 32)), spinup_s=0.2) as e:
+    with A1Emulator(speed=5.0, unit=A1Unit(serial=bytes(range(16, 32)), spinup_s=0.2)) as e:
         yield e
 
 
@@ -202,7 +202,7 @@ def test_buffer_limit_restarts_scan_and_silently_loses_data(caplog):
     """A 0.35 s consumer hiccup at real-time rate: 3500 bytes pile up (> max_buf_meas=3000)."""
 
     def run(make, pause_s: float, n: int):
-        with A1Emulator(speed=1.0, spinup_s=0.0) as e:
+        with A1Emulator(speed=1.0, unit=A1Unit(spinup_s=0.0)) as e:
             lid = make(e.path)
             got = []
             it = lid.iter_measures(max_buf_meas=3000)

@@ -17,7 +17,7 @@ from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.robot_config import parse_robot_config
 from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulated_robot import EmulatedRobot
-from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 from sensorbench.sim.power import PowerBus
 
 SPEED = 10.0
@@ -31,8 +31,18 @@ def _after(log: list[tuple[float, bool]], t0: float) -> list[tuple[float, bool]]
 def test_bringup_stops_every_motor_first_then_starts_them_one_by_one(tmp_path):
     bus = PowerBus(inrush_s=INRUSH_S, mode="error", error_code=0x8002, clock=SimClock(SPEED))
     # powered together, as at boot: both motors spin up at once and brown the bus out
-    a = A1Emulator(name="front", serial=bytes(16), link=str(tmp_path / "f"), power=bus)
-    b = A1Emulator(name="rear", serial=bytes(range(16)), link=str(tmp_path / "r"), power=bus)
+    a = A1Emulator(
+        name="front",
+        link=str(tmp_path / "f"),
+        power=bus,
+        unit=A1Unit(serial=bytes(16)),
+    )
+    b = A1Emulator(
+        name="rear",
+        link=str(tmp_path / "r"),
+        power=bus,
+        unit=A1Unit(serial=bytes(range(16))),
+    )
     assert [x.devices for x in bus.brownouts] == [("front", "rear")]
     specs = [
         DeviceSpec(n, "a1", e.link, delay_after_s=0.2, ready_timeout_s=1.5, read_timeout_s=0.5)

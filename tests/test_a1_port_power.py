@@ -13,7 +13,7 @@ from sensorbench.drivers.port_power import PortPower
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.robot_config import parse_robot_config
 from sensorbench.sim.clock import SimClock
-from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 
 SPEED = 10.0
 GAP_S = 0.3
@@ -44,7 +44,12 @@ def _robot(tmp_path, kind: str, monkeypatch):
     """Two A1s on one clock behind a hub of ``kind``, and the robot configuration."""
     clock = SimClock(SPEED)
     front = A1Emulator(name="front", link=str(tmp_path / "front"), clock=clock)
-    rear = A1Emulator(name="rear", link=str(tmp_path / "rear"), serial=bytes(16), clock=clock)
+    rear = A1Emulator(
+        name="rear",
+        link=str(tmp_path / "rear"),
+        clock=clock,
+        unit=A1Unit(serial=bytes(16)),
+    )
     hub = FakeHub(tmp_path, {("1-1.4", 2): front, ("1-1.4", 3): rear}, kind)
     monkeypatch.setenv("PATH", hub.path_env())
     return front, rear, hub, parse_robot_config(CONFIG, "robot.toml", run_dir=tmp_path)
@@ -137,7 +142,7 @@ def test_a_sysfs_port_that_cannot_be_switched_falls_back_to_dtr(tmp_path):
     clock = SimClock(SPEED)
     with (
         A1Emulator(name="front", clock=clock) as front,
-        A1Emulator(name="rear", serial=bytes(16), clock=clock) as rear,
+        A1Emulator(name="rear", clock=clock, unit=A1Unit(serial=bytes(16))) as rear,
     ):
         specs = [
             DeviceSpec(

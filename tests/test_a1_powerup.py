@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import threading
 import time
 from types import SimpleNamespace
@@ -19,7 +20,7 @@ from sensorbench.drivers.powerup import (
 )
 from sensorbench.errors import ConfigError, DriverError
 from sensorbench.sim.clock import SimClock
-from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults, PtyPort
 
@@ -36,12 +37,22 @@ def pair(tmp_path, bus: PowerBus | None = None, together: bool = False, **kw):
     together, the bus browns out at power-on, before any software runs.
     """
     a = A1Emulator(
-        name="front", serial=FRONT, link=str(tmp_path / "lidar_front"), power=bus, speed=SPEED, **kw
+        name="front",
+        link=str(tmp_path / "lidar_front"),
+        power=bus,
+        speed=SPEED,
+        **kw,
+        unit=A1Unit(serial=FRONT),
     )
     if not together:
         time.sleep(1.6 / SPEED)
     b = A1Emulator(
-        name="rear", serial=REAR, link=str(tmp_path / "lidar_rear"), power=bus, speed=SPEED, **kw
+        name="rear",
+        link=str(tmp_path / "lidar_rear"),
+        power=bus,
+        speed=SPEED,
+        **kw,
+        unit=A1Unit(serial=REAR),
     )
     return a, b
 
@@ -154,7 +165,7 @@ def test_silent_a1_fails_within_its_deadline(tmp_path):
 
 
 def test_a1_that_answers_but_never_turns_fails_at_the_ready_deadline():
-    with A1Emulator(speed=SPEED, spinup_s=1e6) as emu:  # motor never reaches speed
+    with A1Emulator(speed=SPEED, unit=A1Unit(spinup_s=1e6)) as emu:  # motor never reaches speed
         spec = DeviceSpec("lidar_front", "a1", emu.path, read_timeout_s=0.3, ready_timeout_s=0.6)
         t0 = time.monotonic()
         (r,) = PowerUpSequencer([spec], retries=0).run()
@@ -328,3 +339,32 @@ def test_bad_configuration_is_refused():
         PowerUpSequencer([DeviceSpec("a", "lidar9000", "/x")])
     with pytest.raises(ConfigError, match="mode"):
         PowerUpSequencer([]).run(mode="sideways")
+
+
+KILLED_SCANNER = """
+import sys, time
+from sensorbench.drivers.a1_scanner import A1Scanner
+sc = A1Scanner(sys.argv[1], read_timeout_s=1.0)
+sc.open()
+sc.start()
+print("scanning", flush=True)
+time.sleep(60)
+"""
+
+
+def test_bringup_after_a_sigkilled_scanner_works_the_first_time():
+    # a capture killed while scanning leaves the unit scanning; the next open asserts
+    # DTR, the head stops, so no byte says so and every request is ignored until a STOP
+    with A1Emulator(speed=4.0) as emu:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", KILLED_SCANNER, emu.path], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "scanning"
+        finally:
+            proc.kill()
+            proc.wait(10)
+        assert emu.scanning  # what the killed process left behind
+        seq = PowerUpSequencer([DeviceSpec("a1", "a1", emu.path, read_timeout_s=0.5)])
+        (row,) = seq.run()
+        assert row.ready and row.attempts == 1, row

@@ -18,8 +18,8 @@ from sensorbench.drivers.a1_reader import a1_reader
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.reader_base import DeviceReader
 from sensorbench.errors import DriverError
-from sensorbench.logs import NO_DEVICE_TIME, Session, SessionWriter, TurnFlag
-from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.logs import NO_DEVICE_TIME, Session, SessionWriter
+from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 
 SERIAL = bytes.fromhex("a1a1a1a1b2b2b2b2c3c3c3c3d4d4d4d4")
 
@@ -41,7 +41,7 @@ def check_turns(turns, ref, n):
 @pytest.fixture(scope="module")
 def live_session(tmp_path_factory):
     path = tmp_path_factory.mktemp("a1_live") / "live.h5"
-    with A1Emulator(speed=4.0, serial=SERIAL) as emu:
+    with A1Emulator(speed=4.0, unit=A1Unit(serial=SERIAL)) as emu:
         with SessionWriter(path, label="a1") as w:
             reader = a1_reader(
                 "lidar_front",
@@ -103,14 +103,13 @@ def test_decode_of_the_session_raw_stream_equals_the_live_turns(live_session, tm
     with Session(out) as s:
         dec = s.lidar("a1").read()
         assert "host monotonic_ns at receive" in s.lidar("a1").attrs["time_base"]
-    n = live.n_turns
-    assert dec.n_turns == n + 1 and dec.flags[-1] == TurnFlag.PACKET_LOSS  # the cut one
-    for f in ("angle", "range", "intensity", "t_ns"):
-        np.testing.assert_array_equal(getattr(dec, f)[: live.n_points], getattr(live, f))
-    np.testing.assert_array_equal(dec.count[:n], live.count)
+    # the turns the capture gave, no more: not the one the stop cut after them
+    assert summary["turns"] == dec.n_turns == live.n_turns
+    for f in ("angle", "range", "intensity", "t_ns", "count", "flags", "t_first_ns"):
+        np.testing.assert_array_equal(getattr(dec, f), getattr(live, f))
     # device times (node count x the GET_SAMPLERATE answer in the raw stream) too
     assert np.all(live.device_ns != NO_DEVICE_TIME)
-    np.testing.assert_array_equal(dec.device_ns[:n], live.device_ns)
+    np.testing.assert_array_equal(dec.device_ns, live.device_ns)
 
 
 def test_decode_bare_byte_file_with_synthetic_times(tmp_path):
@@ -147,7 +146,7 @@ def test_decode_refuses_what_is_not_a_capture(tmp_path):
 
 
 def test_reader_start_fails_within_its_deadline_when_no_turn_comes():
-    with A1Emulator(speed=4.0, spinup_s=1e6) as emu:
+    with A1Emulator(speed=4.0, unit=A1Unit(spinup_s=1e6)) as emu:
         reader = a1_reader("lidar_front", emu.path, read_timeout_s=0.3, first_turn_timeout_s=0.5)
         t0 = time.monotonic()
         with pytest.raises(DriverError, match="no complete turn"):
@@ -157,7 +156,7 @@ def test_reader_start_fails_within_its_deadline_when_no_turn_comes():
 
 
 def test_reader_takes_over_a_scanner_from_the_sequencer(tmp_path):
-    with A1Emulator(speed=4.0, serial=SERIAL) as emu:
+    with A1Emulator(speed=4.0, unit=A1Unit(serial=SERIAL)) as emu:
         seq = PowerUpSequencer([DeviceSpec("lidar_front", "a1", emu.path, read_timeout_s=0.5)])
         (row,) = seq.run(keep=True)
         assert row.ready
@@ -168,11 +167,11 @@ def test_reader_takes_over_a_scanner_from_the_sequencer(tmp_path):
             reader.start()
             time.sleep(0.4)
             reader.stop()
-        # the scan (express: the default without a configuration) was not restarted
+        # the scan (typical Express: the default without a configuration) was not restarted
         assert emu.requests.count(0x82) == 1 and 0x20 not in emu.requests
     with Session(tmp_path / "s.h5") as s:
         assert s.lidar("lidar_front").attrs["serial"] == SERIAL.hex().upper()
-        assert s.lidar("lidar_front").attrs["scan_mode"] == "express"
+        assert s.lidar("lidar_front").attrs["scan_mode"] == "Express"
         assert s.lidar("lidar_front").n_turns > 3
         # the raw stream holds the bring-up's exchange too: identification first
         assert s.raw("lidar_front").read_bytes().startswith(bytes.fromhex("a55a1400000004"))
@@ -181,7 +180,7 @@ def test_reader_takes_over_a_scanner_from_the_sequencer(tmp_path):
 def test_stop_reports_a_reader_thread_stuck_in_the_driver():
     """A thread stuck in a driver call is reported in the status; stop keeps its deadline."""
     release = threading.Event()
-    with A1Emulator(speed=4.0, serial=SERIAL) as emu:
+    with A1Emulator(speed=4.0, unit=A1Unit(serial=SERIAL)) as emu:
         reader = a1_reader("lidar_front", emu.path, read_timeout_s=0.5, first_turn_timeout_s=2.0)
         reader.start()
         entered = threading.Event()

@@ -31,11 +31,12 @@ def clean_packets(draw, min_k: int = 1, max_k: int = 6) -> bytes:
     """Well-formed packets with arbitrary point values (``54 2C`` may occur inside)."""
     k = draw(st.integers(min_k, max_k))
     start = np.array(draw(st.lists(st.integers(0, 35999), min_size=k, max_size=k)))
-    span = np.array(draw(st.lists(st.integers(0, 3600), min_size=k, max_size=k)))
+    speed = draw(st.lists(st.integers(500, REF_MAX_SPEED), min_size=k, max_size=k))
+    # a span the vendor SDK keeps at that speed: whole degrees x 250 <= speed
+    span = np.array([draw(st.integers(0, (s // 250 - 1) * 100)) for s in speed])
     dist = draw(st.lists(st.integers(0, 65535), min_size=12 * k, max_size=12 * k))
     inten = draw(st.lists(st.integers(0, 255), min_size=12 * k, max_size=12 * k))
     ts = draw(st.lists(st.integers(0, 29999), min_size=k, max_size=k))
-    speed = draw(st.lists(st.integers(0, REF_MAX_SPEED), min_size=k, max_size=k))
     return encode_packets(
         np.array(speed),
         start,

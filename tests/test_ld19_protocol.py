@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ld19_util import MANUAL_FIELDS, MANUAL_PACKET, packet_rows, ref_crc8, ref_decode, ref_rows
+from ld19_util import (
+    MANUAL_FIELDS,
+    MANUAL_PACKET,
+    MANUAL_PACKET_10HZ,
+    packet_rows,
+    ref_crc8,
+    ref_decode,
+    ref_rows,
+)
 
 from sensorbench.drivers.ld19_parser import (
     CRC8_TABLE,
@@ -44,10 +52,15 @@ def test_crc_table_from_polynomial_matches_bitwise_reference():
 
 def test_manual_example_packet_decodes_exactly():
     assert crc8(MANUAL_PACKET[:-1]) == 0x50 and crc8(MANUAL_PACKET) == 0
+    # as printed, the vendor SDK drops it: 10 whole degrees at 2152 deg/s, over
+    # 2152 x 12 / 4500 x 1.5 = 8.6 (lipkg.cpp); so does the parser
     p = LD19Parser()
-    pk = p.feed(MANUAL_PACKET, host_ns=123)
+    assert len(p.feed(MANUAL_PACKET)) == 0 and p.counters.span_failures == 1
+    # the same packet at 3600 deg/s (14.4 deg allowed) decodes to the manual's fields
+    p = LD19Parser()
+    pk = p.feed(MANUAL_PACKET_10HZ, host_ns=123)
     assert len(pk) == 1
-    assert int(pk.speed_deg_s[0]) == MANUAL_FIELDS["speed"]
+    assert int(pk.speed_deg_s[0]) == 3600
     assert int(pk.start_cdeg[0]) == MANUAL_FIELDS["start"]
     assert int(pk.end_cdeg[0]) == MANUAL_FIELDS["end"]
     assert int(pk.timestamp_ms[0]) == MANUAL_FIELDS["timestamp"]
@@ -162,7 +175,8 @@ def test_state_is_per_instance():
 
 def test_gap_counting_survives_packets_without_a_period():
     _, fields = _packets(12)
-    fields["speed"][4] = 0  # a packet reporting speed 0: no period of its own
+    fields["speed"][4] = 0  # a packet reporting speed 0: no period of its own (and, to
+    fields["end"][4] = fields["start"][4]  # pass the SDK's span rule at 0 deg/s, no span)
     fields["end"][5] = fields["start"][5]  # and one with a zero span
     raw = encode_packets(**fields)
     stream = raw[: 47 * 6] + raw[47 * 7 :]  # packet 6 lost, right after them

@@ -11,13 +11,16 @@ from sensorbench.characterize.lidar.stats import characterize_session
 from sensorbench.drivers.ld19_decode import decode_ld19
 from sensorbench.drivers.raw_recorder import record_raw
 from sensorbench.logs import Session
-from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples
+from sensorbench.sim.emulator_ld19 import LD19Emulator, LD19Realism, SyntheticLD19Samples
 
 
 def test_quantized_ranges_and_lit_no_returns_are_characterized_as_given(tmp_path):
     p0, p_lit = 0.2, 0.3
     samples = SyntheticLD19Samples.generate(
-        duration_s=8.0, p_no_return=p0, p_no_return_intensity=p_lit, seed=3, range_step_m=0.008
+        duration_s=8.0,
+        p_no_return=p0,
+        seed=3,
+        realism=LD19Realism(p_no_return_intensity=p_lit, range_step_m=0.008),
     )
     raw = tmp_path / "ld19.bin"
     with LD19Emulator(samples, speed=4.0, startup_s=0.0, loop=False) as emu:
@@ -36,6 +39,8 @@ def test_quantized_ranges_and_lit_no_returns_are_characterized_as_given(tmp_path
     lit = doc["no_return_with_intensity_pct"] / 100
     assert abs(lit - p_lit) <= 4 * np.sqrt(p_lit * (1 - p_lit) / n0)
     # the default: whole mm; dark no-returns stay reachable
-    old = SyntheticLD19Samples.generate(duration_s=1.0, p_no_return=p0, p_no_return_intensity=0.0)
+    old = SyntheticLD19Samples.generate(
+        duration_s=1.0, p_no_return=p0, realism=LD19Realism(p_no_return_intensity=0.0)
+    )
     assert np.all(old.intensity[old.range_m == 0] == 0)
     assert np.any(np.round(old.range_m[old.range_m > 0] * 1000) % 8 != 0)

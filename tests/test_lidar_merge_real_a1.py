@@ -11,7 +11,7 @@ import numpy as np
 from sensorbench.drivers.a1_scanner import A1Scanner
 from sensorbench.fusion.scan_merge import MergeSetup, Mount, merge_scans
 from sensorbench.logs import LidarTurns
-from sensorbench.sim.a1_samples import RoomSamples
+from sensorbench.sim.a1_samples import A1Realism, RoomSamples
 from sensorbench.sim.emulator_a1 import A1Emulator
 from sensorbench.sim.emulator_base import room_ranges
 
@@ -23,7 +23,12 @@ SIGMA = 0.01
 def _two_a1s(n_turns: int) -> tuple[LidarTurns, LidarTurns]:
     samples = [
         RoomSamples.generate(
-            duration_s=30.0, x=X + mx, y=Y + my, yaw_deg=np.degrees(yaw), sigma_m=SIGMA, seed=seed
+            duration_s=30.0,
+            x=X + mx,
+            y=Y + my,
+            yaw_deg=np.degrees(yaw),
+            seed=seed,
+            realism=A1Realism(range_sigma_m=SIGMA),
         )
         for (mx, my, yaw), seed in ((FRONT, 1), (REAR, 2))
     ]

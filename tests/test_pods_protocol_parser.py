@@ -35,13 +35,7 @@ STREAM, FLEN = encode_binary(
 )
 
 
-def concat(parts: list[PodFrames]) -> PodFrames:
-    return PodFrames(
-        *(
-            np.concatenate([getattr(p, f) for p in parts])
-            for f in ("seq", "device_ns", "counts", "yaw_rate", "yaw", "new_epoch")
-        )
-    )
+concat = PodFrames.concat
 
 
 def feed_chunks(parser: PodStreamParser, data: bytes, sizes: list[int]) -> PodFrames:

@@ -29,7 +29,7 @@ from sensorbench.cli import cli
 from sensorbench.drivers.ld19_parser import LD19Parser, point_angles_cdeg
 from sensorbench.drivers.ld19_turns import TurnAssembler
 from sensorbench.logs import TurnFlag
-from sensorbench.sim.emulator_ld19 import LD19Emulator, SyntheticLD19Samples
+from sensorbench.sim.emulator_ld19 import LD19Emulator, LD19Realism, SyntheticLD19Samples
 
 EX3 = LD06_EXAMPLE3.path
 EX2 = LD06_EXAMPLE2.path
@@ -210,7 +210,9 @@ def test_real_ld06_range_resolution_and_the_knobs_that_leave_it():
     # apart by far (the room's ranges need not make the digit exactly uniform)
     assert {int(r) for r in np.unique(real["returns"] % 8)} == set(range(8))
     # 8-mm steps stay a knob, as does a constant speed (the earlier ideal sweep)
-    q = SyntheticLD19Samples.generate(duration_s=1.0, seed=5, range_step_m=0.008)
+    q = SyntheticLD19Samples.generate(
+        duration_s=1.0, seed=5, realism=LD19Realism(range_step_m=0.008)
+    )
     assert _share_divisible(np.round(q.range_m[q.range_m > 0] * 1000).astype(np.int64), 8) == 1
     assert np.all(SyntheticLD19Samples.ideal(duration_s=1.0).speed_deg_s == 3600.0)
     # this room returned every beam: no no-return to measure an intensity on

@@ -19,7 +19,7 @@ from sensorbench.drivers.raw_recorder import is_raw
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs import Session
 from sensorbench.logs.raw_file import read_raw_recording, sidecar_path
-from sensorbench.sim.emulator_a1 import A1Emulator, encode_nodes
+from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit, encode_nodes
 from sensorbench.sim.emulator_ld19 import LD19Emulator, encode_packets
 
 
@@ -107,7 +107,7 @@ def test_ld19_bytes_recorded_exactly_and_decoded_with_read_times(tmp_path):
 
 def test_a1_scan_recorded_with_the_scan_request_and_decoded_exactly(tmp_path):
     out = tmp_path / "a1.bin"
-    with A1Emulator(speed=1.0, spinup_s=0.1, seed=2) as emu:
+    with A1Emulator(speed=1.0, seed=2, unit=A1Unit(spinup_s=0.1)) as emu:
         _make_cooked(emu.path)
         doc = _record(
             [emu.path, "--baud", "115200", "--duration", "1.5", "--send", "a5 20", "-o", str(out)]
@@ -206,7 +206,7 @@ def test_a1_express_recorded_with_its_sample_rate_and_decoded_at_4000_per_second
     the express turns on the device clock; every sample is what the emulator sent."""
     out = tmp_path / "a1x.bin"
     send = "a5 59 a5 82 05 00 00 00 00 00 22"
-    with A1Emulator(speed=1.0, spinup_s=0.1, seed=2) as emu:
+    with A1Emulator(speed=1.0, seed=2, unit=A1Unit(spinup_s=0.1)) as emu:
         _record([emu.path, "--baud", "115200", "--duration", "1.5", "--send", send, "-o", str(out)])
         emu.stop()
         truth = emu.truth()

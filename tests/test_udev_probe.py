@@ -12,6 +12,7 @@ import types
 import numpy as np
 import pytest
 import serial
+from ld19_util import MANUAL_PACKET_10HZ
 from timing_util import SLACK_S
 
 from sensorbench.drivers import a1_protocol
@@ -19,16 +20,12 @@ from sensorbench.drivers.a1_kind import STOP_SETTLE_S as A1_STOP_SETTLE_S
 from sensorbench.drivers.a1_kind import check_info as check_a1_info
 from sensorbench.drivers.ld19_kind import check_packets as check_ld19
 from sensorbench.errors import UdevError
-from sensorbench.sim.emulator_a1 import A1Emulator
+from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 from sensorbench.sim.emulator_ld19 import LD19Emulator
 from sensorbench.sim.emulator_pods import PodEmulator
 from sensorbench.sim.pty import PtyPort
 from sensorbench.udev.probe import probe_port
 
-# The packet from the LD19 manual (docs/LD19.md, Protocol); its last byte 0x50 is its CRC.
-MANUAL_PACKET = bytes.fromhex(
-    "542C6808AB7EE000E4DC00E2D900E5D500E3D300E4D000E9CD00E4CA00E2C700E9C500E5C200E5C000E5BE823A1A50"
-)
 LISTEN_S = 0.3
 A1_TIMEOUT_S = 0.4
 # Worst case of a probe that finds nothing: two listens, the STOP settle time and
@@ -43,9 +40,10 @@ def pod_samples(n: int = 3000, dt: float = 0.01) -> types.SimpleNamespace:
 
 
 def test_ld19_check_accepts_the_manual_packet_and_rejects_a_corrupt_one():
-    info = check_ld19(MANUAL_PACKET * 3)
-    assert info == {"packets": 3, "crc_failures": 0, "speed_hz": round(2152 / 360, 3)}
-    corrupt = bytearray(MANUAL_PACKET * 3)
+    # the manual's packet at 10 Hz (as printed, at 2152 deg/s, the SDK's span rule drops it)
+    info = check_ld19(MANUAL_PACKET_10HZ * 3)
+    assert info == {"packets": 3, "crc_failures": 0, "speed_hz": 10.0}
+    corrupt = bytearray(MANUAL_PACKET_10HZ * 3)
     corrupt[47 + 10] ^= 0x01  # one bit in the second packet's payload
     assert check_ld19(bytes(corrupt)) is None  # only 2 valid packets left
 
@@ -83,7 +81,7 @@ def test_probe_finds_the_pod_mcu_without_writing_to_it(variant):
 
 def test_probe_finds_an_a1_and_reads_its_serial():
     serial_hex = "00112233445566778899AABBCCDDEEFF"
-    with A1Emulator(serial=serial_hex) as emu:
+    with A1Emulator(unit=A1Unit(serial=serial_hex)) as emu:
         result = probe_port(emu.path, listen_s=LISTEN_S, a1_timeout_s=A1_TIMEOUT_S)
         assert result.kind == "a1", result
         assert result.info["serial"] == serial_hex
@@ -124,7 +122,7 @@ def test_unknown_probe_kind_is_refused():
 
 
 def test_probe_stops_a_scanning_a1_before_asking_for_its_info():
-    with A1Emulator(spinup_s=0.0) as emu:
+    with A1Emulator(unit=A1Unit(spinup_s=0.0)) as emu:
         with serial.Serial(emu.path, a1_protocol.BAUD, timeout=0.5) as host:
             host.write(bytes([a1_protocol.SYNC, a1_protocol.CMD_SCAN]))
             first = host.read(a1_protocol.DESCRIPTOR_LEN + 50)

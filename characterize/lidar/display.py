@@ -204,14 +204,15 @@ def _sequence_rows(q: SequenceStats) -> list[tuple[str, str]]:
     return [
         (
             "No-return runs",
-            f"mean {q.no_return_run_mean:.1f} points; "
+            f"mean {q.no_return_run_mean:.1f} points, median {q.no_return_run_median:.0f}; "
             f"{q.no_return_with_quality_pct:.0f} % of no-returns carry an intensity",
         ),
         (
             "Return-to-return step",
             f"p1 {q.return_step_p1_deg:.2f}°, p50 {q.return_step_p50_deg:.2f}°, "
             f"p99 {q.return_step_p99_deg:.2f}°; {q.backward_step_pct:.1f} % of steps backward "
-            f"({q.backward_not_at_change_pct:.0f} % of those not where returns resume)",
+            f"({q.backward_not_at_change_pct:.0f} % of those not where returns resume; "
+            f"there {q.resume_step_back_deg:.1f}° back on average)",
         ),
         (
             "Turn span",

@@ -32,11 +32,14 @@ class SequenceStats:
     Attributes:
         n_points: points (invalid ``nan`` ranges included: they have a bearing).
         no_return_run_mean: mean length of the no-return runs (points).
+        no_return_run_median: median length of the no-return runs (points).
         return_step_p1_deg, return_step_p50_deg, return_step_p99_deg: percentiles of
             the return steps (°).
         backward_step_pct: backward steps, % of the steps.
         backward_not_at_change_pct: backward steps not at a no-return change, % of the
             backward steps (nan without any).
+        resume_step_back_deg: mean size of the backward steps where returns resume
+            (at a no-return change; °, positive; nan without any).
         no_return_with_quality_pct: no-returns with a quality, % of the no-returns.
         turn_span_min_deg, turn_span_max_deg: smallest and largest turn span (°).
         turns_under_360_pct: complete turns spanning less than 360°, %.
@@ -46,11 +49,13 @@ class SequenceStats:
 
     n_points: int
     no_return_run_mean: float
+    no_return_run_median: float
     return_step_p1_deg: float
     return_step_p50_deg: float
     return_step_p99_deg: float
     backward_step_pct: float
     backward_not_at_change_pct: float
+    resume_step_back_deg: float
     no_return_with_quality_pct: float
     turn_span_min_deg: float
     turn_span_max_deg: float
@@ -91,12 +96,16 @@ def sequence_stats(turns: LidarTurns) -> SequenceStats:
     return SequenceStats(
         n_points=int(cw.size),
         no_return_run_mean=float(runs.mean()) if runs.size else nan,
+        no_return_run_median=float(np.median(runs)) if runs.size else nan,
         return_step_p1_deg=pct(1),
         return_step_p50_deg=pct(50),
         return_step_p99_deg=pct(99),
         backward_step_pct=100.0 * float(back.mean()) if back.size else nan,
         backward_not_at_change_pct=(
             100.0 * float(np.mean(~(a[back] & ~b[back]))) if back.any() else nan
+        ),
+        resume_step_back_deg=(
+            -float(step[resume].mean()) if (resume := back & a & ~b).any() else nan
         ),
         no_return_with_quality_pct=(
             100.0 * float(np.mean(turns.intensity[none] > 0)) if none.any() else nan

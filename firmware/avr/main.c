@@ -12,7 +12,8 @@
  * the counters (a consistent snapshot: interrupts are off on entry), re-enables
  * interrupts so the encoders are not held up, extends the counters to 32 bits (a
  * pod moves far less than 2^15 counts in one period) and queues the sample with
- * t_us = the compare instant.
+ * t_us = the compare instant and the lost-edge counts (both lines changed between
+ * two pin-change interrupts: PODS_ERRORS, on by default, puts them in every frame).
  * The main loop encodes the queued frames, writes them to the UART by polling
  * (no UART interrupt adds latency to the encoder interrupt) and sleeps otherwise.
  * t_us is 0 when Timer 1 starts; the first frame is latched one period later.
@@ -29,6 +30,9 @@
 #ifndef PODS_COUNTER_BITS
 #define PODS_COUNTER_BITS 16
 #endif
+#ifndef PODS_ERRORS
+#define PODS_ERRORS 1
+#endif
 #define PODS_N 3
 
 #define PERIOD_US (1000000UL / PODS_RATE_HZ)
@@ -43,6 +47,7 @@
 
 static pods_core_t core;
 volatile int16_t pods_count[PODS_N]; /* stepped by PCINT1 (quadrature.S) */
+volatile uint16_t pods_errors[PODS_N]; /* edges lost: both lines changed (quadrature.S) */
 static int16_t last16[PODS_N];       /* the counters at the previous latch */
 static uint32_t wide[PODS_N];        /* the counters extended to 32 bits */
 static uint32_t t_us;
@@ -50,13 +55,14 @@ static uint32_t t_us;
 ISR(TIMER1_COMPA_vect)
 {
     int16_t now16[PODS_N] = {pods_count[0], pods_count[1], pods_count[2]};
+    uint16_t errors[PODS_N] = {pods_errors[0], pods_errors[1], pods_errors[2]};
     sei(); /* the snapshot is taken: let the encoders in again */
     for (uint8_t k = 0; k < PODS_N; k++) {
         wide[k] += (uint32_t)(int32_t)(int16_t)(now16[k] - last16[k]);
         last16[k] = now16[k];
     }
     t_us += PERIOD_US;
-    pods_latch(&core, t_us, wide, 0.0f, 0.0f);
+    pods_latch_errors(&core, t_us, wide, errors, 0.0f, 0.0f);
 }
 
 static void uart_send(const uint8_t *data, uint8_t length)
@@ -81,6 +87,7 @@ int main(void)
     DDRC &= (uint8_t)~0x3Fu;
     PORTC |= 0x3Fu;
     pods_init(&core, PODS_N, PODS_COUNTER_BITS, 0);
+    core.errors = PODS_ERRORS;
     TCCR1A = 0;
     TCCR1B = _BV(WGM12); /* CTC on OCR1A, clock still stopped */
     TCNT1 = 0;

@@ -9,10 +9,12 @@
  *
  *   one line changed   +1 if A(now) != B(before), else -1 (the state table of
  *                      core/pods_core.c, folded: A leads B counts up)
- *   both changed       an edge was missed: counted in neither direction
+ *   both changed       an edge was missed: counted in neither direction, but in
+ *                      pods_errors[k] (uint16, wraps), which the frames carry
  *
- * pods_count[k] (int16, two's complement, wraps) is read by the sample interrupt
- * with interrupts off, so it never sees a half-written counter.
+ * pods_count[k] (int16, two's complement, wraps) and pods_errors[k] are read by the
+ * sample interrupt with interrupts off, so it never sees a half-written counter. The
+ * error branch costs the counting path one cycle (brne taken instead of breq not).
  */
 #include <avr/io.h>
 
@@ -39,7 +41,14 @@ PCINT1_vect:
     andi r24, (3 << (2 * \k))
     breq 1f
     cpi  r24, (3 << (2 * \k))
-    breq 1f
+    brne 2f
+    lds  r26, pods_errors + 2 * \k    /* both lines changed: an edge was missed */
+    lds  r27, pods_errors + 2 * \k + 1
+    adiw r26, 1
+    sts  pods_errors + 2 * \k + 1, r27
+    sts  pods_errors + 2 * \k, r26
+    rjmp 1f
+2:
     lds  r26, pods_count + 2 * \k
     lds  r27, pods_count + 2 * \k + 1
     sbrs r23, 2 * \k

@@ -23,6 +23,10 @@ int pods_init(pods_core_t *core, uint8_t n_pods, uint8_t counter_bits, uint8_t i
     core->n_pods = n_pods;
     core->counter_bits = counter_bits;
     core->imu = imu ? 1u : 0u;
+    core->errors = 0;
+    for (uint8_t i = 0; i < PODS_MAX_PODS; i++)
+        core->sent_errors[i] = 0;
+    core->sent_dropped = 0;
     core->next_seq = 0;
     core->dropped = 0;
     core->head = 0;
@@ -49,6 +53,12 @@ uint16_t pods_crc16(const uint8_t *data, uint8_t length)
 uint8_t pods_latch(pods_core_t *core, uint32_t t_us, const uint32_t *counts, float yaw_rate,
                    float yaw)
 {
+    return pods_latch_errors(core, t_us, counts, 0, yaw_rate, yaw);
+}
+
+uint8_t pods_latch_errors(pods_core_t *core, uint32_t t_us, const uint32_t *counts,
+                          const uint16_t *errors, float yaw_rate, float yaw)
+{
     uint8_t head = core->head;
     uint16_t seq = core->next_seq++;
     if ((uint8_t)(head - core->tail) >= PODS_QUEUE) {
@@ -58,8 +68,19 @@ uint8_t pods_latch(pods_core_t *core, uint32_t t_us, const uint32_t *counts, flo
     pods_sample_t *s = &core->queue[head % PODS_QUEUE];
     s->seq = seq;
     s->t_us = t_us;
-    for (uint8_t i = 0; i < core->n_pods; i++)
+    uint8_t changed = (uint8_t)((seq & 15u) == 0u || core->dropped != core->sent_dropped);
+    for (uint8_t i = 0; i < core->n_pods; i++) {
         s->counts[i] = counts[i];
+        s->errors[i] = errors ? errors[i] : 0u;
+        changed |= (uint8_t)(s->errors[i] != core->sent_errors[i]);
+    }
+    s->overruns = core->dropped;
+    s->with_errors = (uint8_t)(core->errors && changed);
+    if (s->with_errors) {
+        for (uint8_t i = 0; i < core->n_pods; i++)
+            core->sent_errors[i] = s->errors[i];
+        core->sent_dropped = core->dropped;
+    }
     s->yaw_rate = yaw_rate;
     s->yaw = yaw;
     PODS_BARRIER();
@@ -92,9 +113,10 @@ uint8_t pods_encode(const pods_core_t *core, const pods_sample_t *sample, uint8_
     uint8_t *p = out;
     *p++ = PODS_SYNC0;
     *p++ = PODS_SYNC1;
-    *p++ = (uint8_t)(7u + core->n_pods * width + (core->imu ? 8u : 0u));
+    uint8_t with_errors = (uint8_t)(core->errors && sample->with_errors);
+    *p++ = (uint8_t)(pods_frame_length(core) - 5u + (with_errors ? 2u * core->n_pods + 2u : 0u));
     *p++ = (uint8_t)((core->n_pods << PODS_N_SHIFT) | (width == 4 ? PODS_FLAG_COUNTS32 : 0u) |
-                     (core->imu ? PODS_FLAG_IMU : 0u));
+                     (core->imu ? PODS_FLAG_IMU : 0u) | (with_errors ? PODS_FLAG_ERRORS : 0u));
     p = put_le(p, sample->seq, 2);
     p = put_le(p, sample->t_us, 4);
     for (uint8_t i = 0; i < core->n_pods; i++)
@@ -102,6 +124,11 @@ uint8_t pods_encode(const pods_core_t *core, const pods_sample_t *sample, uint8_
     if (core->imu) {
         p = put_le(p, float_bits(sample->yaw_rate), 4);
         p = put_le(p, float_bits(sample->yaw), 4);
+    }
+    if (with_errors) {
+        for (uint8_t i = 0; i < core->n_pods; i++)
+            p = put_le(p, sample->errors[i], 2);
+        p = put_le(p, sample->overruns, 2);
     }
     uint16_t crc = pods_crc16(out + 2, (uint8_t)(p - out - 2));
     p = put_le(p, crc, 2);

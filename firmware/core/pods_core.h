@@ -12,6 +12,12 @@
  *   t_us     uint32 MCU microseconds at the latch, wraps at 2^32
  *   counts   cumulative quadrature counts, sent as their low 16 or 32 bits
  *   IMU      yaw rate (rad/s) and yaw (rad), float32, when configured
+ *   errors   per pod the edges lost because both lines changed between two looks,
+ *            then the latches that found the queue full, uint16 each, cumulative
+ *            since start (wrapping), when configured (core->errors), in the frames
+ *            whose values changed since the last frame queued with them and in
+ *            every 16th (seq % 16 == 0): a lost frame delays a report by < 16 frames,
+ *            and the other frames stay as short as without them
  *   CRC      CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, no reflection, no
  *            final XOR) over the len byte .. last payload byte, little-endian
  *
@@ -35,9 +41,10 @@
 #define PODS_SYNC1 0x55u
 #define PODS_FLAG_IMU 0x01u
 #define PODS_FLAG_COUNTS32 0x02u
+#define PODS_FLAG_ERRORS 0x04u
 #define PODS_N_SHIFT 4
-/* sync 2 + len 1 + flags 1 + seq 2 + t_us 4 + counters + IMU 8 + CRC 2 */
-#define PODS_FRAME_MAX (12 + 4 * PODS_MAX_PODS + 8)
+/* sync 2 + len 1 + flags 1 + seq 2 + t_us 4 + counters + IMU 8 + errors + CRC 2 */
+#define PODS_FRAME_MAX (12 + 4 * PODS_MAX_PODS + 8 + 2 * PODS_MAX_PODS + 2)
 
 typedef struct {
     uint16_t seq;
@@ -45,14 +52,20 @@ typedef struct {
     uint32_t counts[PODS_MAX_PODS];
     float yaw_rate;
     float yaw;
+    uint16_t errors[PODS_MAX_PODS]; /* cumulative lost edges per pod */
+    uint16_t overruns;              /* cumulative latches dropped (queue full) */
+    uint8_t with_errors;            /* the frame carries errors and overruns */
 } pods_sample_t;
 
 typedef struct {
     uint8_t n_pods;       /* 1 .. PODS_MAX_PODS */
     uint8_t counter_bits; /* 16 or 32 */
     uint8_t imu;          /* 1: frames carry yaw_rate and yaw */
+    uint8_t errors;       /* 1: frames carry the error block (set after pods_init) */
     uint16_t next_seq;    /* seq of the next latch */
     uint16_t dropped;     /* latches that found the queue full (wraps) */
+    uint16_t sent_errors[PODS_MAX_PODS]; /* the error block last queued */
+    uint16_t sent_dropped;
     volatile uint8_t head; /* written by pods_latch only */
     volatile uint8_t tail; /* written by pods_pop_frame only */
     pods_sample_t queue[PODS_QUEUE];
@@ -75,6 +88,11 @@ int pods_init(pods_core_t *core, uint8_t n_pods, uint8_t counter_bits, uint8_t i
 uint8_t pods_latch(pods_core_t *core, uint32_t t_us, const uint32_t *counts, float yaw_rate,
                    float yaw);
 
+/* pods_latch with the target's cumulative lost-edge counts (errors[0 .. n_pods-1],
+ * snapshot with the counts); frames carry them when core->errors is 1. */
+uint8_t pods_latch_errors(pods_core_t *core, uint32_t t_us, const uint32_t *counts,
+                          const uint16_t *errors, float yaw_rate, float yaw);
+
 /* Main-loop side: encode the oldest queued sample into out (PODS_FRAME_MAX bytes)
  * and return its length, or 0 when nothing is queued. */
 uint8_t pods_pop_frame(pods_core_t *core, uint8_t *out);
@@ -82,6 +100,7 @@ uint8_t pods_pop_frame(pods_core_t *core, uint8_t *out);
 /* One frame from its fields (what pods_pop_frame does with a queued sample). */
 uint8_t pods_encode(const pods_core_t *core, const pods_sample_t *sample, uint8_t *out);
 
+/* Bytes of a frame without the error block (which adds 2 * n_pods + 2). */
 uint8_t pods_frame_length(const pods_core_t *core);
 uint16_t pods_crc16(const uint8_t *data, uint8_t length);
 

@@ -19,6 +19,10 @@
  * full because the host does not read, simulated time waits: it runs slower than
  * the wall clock, never skips, and no byte is lost.
  *
+ * Double edges (--double POD:T, repeatable, T in trajectory time): pod POD's first
+ * edge at or after T moves both of its lines at once (two counts in one cycle, as an
+ * encoder seen too late does), when its segment has a second edge to take.
+ *
  * Resets (stdin "reset\n", or --reset-at-us T in trajectory time): the MCU is
  * held in reset for --boot-us (the bootloader's wait on an Arduino), then
  * restarts its image; a reset during the hold starts the hold over. A reset takes effect at the first cycle R at or after the
@@ -32,6 +36,7 @@
  *                                              (PINC): the pins showed counts B
  *   epoch K cycle C traj_us T                  boot K started Timer 1 (its t_us = 0)
  *   reset K cycle C traj_us T                  reset K applied (hold starts)
+ *   double P cycle C traj_us T                 pod P moved both lines at once
  *   end traj_us T bytes N                      trajectory over (without --loop, after
  *                                              --tail-us more): the MCU stops, the
  *                                              pty stays until "quit"
@@ -107,6 +112,8 @@ static struct {
     int resets_done;
     int64_t reset_at_us[MAX_RESETS];
     int n_reset_at;
+    int64_t double_us[MAX_RESETS]; /* --double: trajectory time, pod, done */
+    int double_pod[MAX_RESETS], double_done[MAX_RESETS], n_double;
     int reset_requested;
     int64_t reset_due_cycle; /* -1: none scheduled */
     uint8_t *out;
@@ -283,8 +290,20 @@ static avr_cycle_count_t edge_timer(avr_t *avr, avr_cycle_count_t when, void *pa
 {
     (void)avr;
     pod_t *p = param;
-    p->count += p->target > p->count ? 1 : -1;
+    int step = p->target > p->count ? 1 : -1;
+    p->count += step;
     p->seg_done++;
+    for (int i = 0; i < H.n_double && p->seg_done < p->seg_edges; i++) {
+        if (H.double_done[i] || H.double_pod[i] != p->index || H.origin < 0 ||
+            traj_us_of((int64_t)when) < H.double_us[i])
+            continue;
+        H.double_done[i] = 1;
+        p->count += step; /* the next edge too: both lines change in this cycle */
+        p->seg_done++;
+        event("double %d cycle %lld traj_us %lld", p->index, (long long)when,
+              (long long)traj_us_of((int64_t)when));
+        break;
+    }
     set_pins(p);
     int64_t next = next_edge_cycle(p);
     if (!next) {
@@ -553,7 +572,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: pods_harness --elf FILE --trajectory FILE (--pty | --fd N)\n"
             "       [--speed X] [--loop] [--boot-us US] [--align-us US] [--tail-us US]\n"
-            "       [--reset-at-us US]... [--phase-deg DEG] [--mcu NAME] [--freq HZ]\n");
+            "       [--reset-at-us US]... [--double POD:US]... [--phase-deg DEG]\n"
+            "       [--mcu NAME] [--freq HZ]\n");
     exit(2);
 }
 
@@ -600,6 +620,10 @@ int main(int argc, char **argv)
             H.align_us = atoll(v);
         else if (!strcmp(a, "--reset-at-us") && H.n_reset_at < MAX_RESETS)
             H.reset_at_us[H.n_reset_at++] = atoll(v);
+        else if (!strcmp(a, "--double") && H.n_double < MAX_RESETS &&
+                 sscanf(v, "%d:%lld", &H.double_pod[H.n_double],
+                        (long long *)&H.double_us[H.n_double]) == 2)
+            H.n_double++;
         else if (!strcmp(a, "--mcu"))
             mcu = v;
         else if (!strcmp(a, "--freq"))
@@ -614,6 +638,9 @@ int main(int argc, char **argv)
         if (H.reset_at_us[i] <= H.reset_at_us[i - 1])
             die(2, "--reset-at-us times must increase");
     load_trajectory(traj, &H.traj);
+    for (int i = 0; i < H.n_double; i++)
+        if (H.double_pod[i] < 0 || H.double_pod[i] >= H.traj.n_pods)
+            die(2, "--double %d:%lld: no such pod", H.double_pod[i], (long long)H.double_us[i]);
     H.span_us = H.traj.t_us[H.traj.rows - 1] - H.traj.t_us[0];
     for (int k = 0; k < H.traj.n_pods; k++)
         H.span_counts[k] = row_count(H.traj.rows - 1, k) - row_count(0, k);

@@ -105,6 +105,7 @@ int main(void)
     USART2->CR1 = USART_CR1_UE | USART_CR1_TE;
 
     pods_init(&core, PODS_N, PODS_COUNTER_BITS, 0);
+    core.errors = 1; /* overruns only: encoder mode reports no lost edge (README) */
     for (unsigned k = 0; k < PODS_N; k++)
         encoder_init(encoder[k]);
 
