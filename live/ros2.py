@@ -8,7 +8,7 @@ same domain take them as from any ROS 2 node (docs/LIVE.md, "ROS 2"):
 ==================  ==========================  ==================  =====================
 topic               type                        QoS                 what
 ==================  ==========================  ==================  =====================
-``/odom``           nav_msgs/Odometry           reliable, last 10   every pod frame the
+``/odom``           nav_msgs/Odometry           reliable, last 100  every pod frame the
                                                                     filters step on, and
                                                                     every prediction while
                                                                     the pods are silent
@@ -121,7 +121,9 @@ def _qos(kind: str) -> Any:
                    Policy.Durability.Volatile, xcdr1)  # fmt: skip
     if kind == "static":  # tf2_ros::StaticBroadcasterQoS
         return Qos(reliable, Policy.History.KeepLast(1), Policy.Durability.TransientLocal, xcdr1)
-    depth = 100 if kind == "tf" else 10  # tf2_ros::DynamicBroadcasterQoS, rclcpp default
+    # tf2_ros::DynamicBroadcasterQoS's 100; /odom too, at the pods' 200 Hz (a reliable
+    # keep-last writer replaces what a subscriber has not acknowledged), else rclcpp's 10
+    depth = 100 if kind in ("tf", "odom") else 10
     return Qos(reliable, Policy.History.KeepLast(depth), Policy.Durability.Volatile, xcdr1)
 
 
@@ -197,7 +199,7 @@ class Ros2Publisher:
 
         try:
             dp = self._participant = DomainParticipant(self.options.domain)
-            topics = [("/odom", m.Odometry, "reliable"), ("/tf", m.TFMessage, "tf"),
+            topics = [("/odom", m.Odometry, "odom"), ("/tf", m.TFMessage, "tf"),
                       ("/tf_static", m.TFMessage, "static"),
                       ("/diagnostics", m.DiagnosticArray, "reliable")]  # fmt: skip
             if self.has_merge:

@@ -228,9 +228,12 @@ def main() -> None:
     sensor = Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(5),
                  Policy.Durability.Volatile)  # rclcpp::SensorDataQoS
     default = Qos(reliable, Policy.History.KeepLast(10), Policy.Durability.Volatile)
-    tf_qos = Qos(reliable, Policy.History.KeepLast(100), Policy.Durability.Volatile)
+    # /odom at the pods' 200 Hz: a deep reader history, so this peer's own pace loses
+    # nothing it then checks (Nav2's depth 10 keeps the newest; the QoS still match)
+    odom_qos = Qos(reliable, Policy.History.KeepLast(2000), Policy.Durability.Volatile)
+    tf_qos = Qos(reliable, Policy.History.KeepLast(2000), Policy.Durability.Volatile)
     static = Qos(reliable, Policy.History.KeepLast(1), Policy.Durability.TransientLocal)
-    wanted = [("/odom", Odometry_, default, _odom), ("/tf", TFMessage_, tf_qos, _tf),
+    wanted = [("/odom", Odometry_, odom_qos, _odom), ("/tf", TFMessage_, tf_qos, _tf),
               ("/tf_static", TFMessage_, static, _tf), ("/scan", LaserScan_, sensor, _scan),
               ("/diagnostics", DiagnosticArray_, default, _diag)]  # fmt: skip
     wanted += [(f"/{n}/scan", LaserScan_, sensor, _scan) for n in lidars]
