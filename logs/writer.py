@@ -45,6 +45,7 @@ from sensorbench.logs.schema import (
     FileStatus,
     name_conflict,
 )
+from sensorbench.logs.update_lock import UpdateLock
 from sensorbench.logs.writer_record import writer_record
 
 _POINT_CHUNK = 32768
@@ -116,9 +117,12 @@ class SessionWriter:
         if not flush_interval_s > 0:
             raise SessionError(f"flush_interval_s must be > 0 s, got {flush_interval_s}")
         self._pending: PendingOutput | None = None
+        self._writing: UpdateLock | None = None
         try:
             if swmr:  # a live recording is written in place: readers and `check` find it
                 check_output(self.path)
+                # held for the writer's life: no --force anywhere replaces the file meanwhile
+                self._writing = UpdateLock(self.path, wait_s=0.0).acquire()
             else:
                 self._pending = PendingOutput(self.path, force=overwrite)
         except OutputError as exc:
@@ -137,6 +141,7 @@ class SessionWriter:
         except OSError as exc:
             if self._pending is not None:
                 self._pending.discard()
+            self._let_go()
             raise SessionError(f"cannot create {self.path}: {disk_error_text(exc)}") from exc
         self._streams: dict[tuple[str, str], _Stream] = {}
         self._pending_events: list[tuple[int, str, str, str]] = []
@@ -204,6 +209,7 @@ class SessionWriter:
             )
         self = cls.__new__(cls)
         self.path = path
+        self._writing = None
         self.swmr = False
         self.flush_interval_s = 0.5
         self.error = None
@@ -463,11 +469,17 @@ class SessionWriter:
         if self._guard is not None:
             self._guard.raise_if_failed()
 
+    def _let_go(self) -> None:
+        """Release the live writer's lock on its file (see :mod:`~sensorbench.logs.update_lock`)."""
+        if self._writing is not None:
+            self._writing.release()
+
     def _close_file(self) -> None:
         """Close the HDF5 file; a failure to write it becomes :attr:`error`."""
         if self._guard is None:
             with contextlib.suppress(Exception):
                 self._file.close()
+            self._let_go()
             return
         close_guarded(self._file, self._guard)
         if self.error is None and self._guard.error is not None:
