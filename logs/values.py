@@ -227,7 +227,7 @@ def count_steps(
             (
                 f" (a {b}-bit counter wrapping?)"
                 for b in (16, 32)
-                if abs(abs(jump) - 2**b) < 2**b // 4
+                if abs(abs(jump) - 2**b) < 2**b // 16
             ),
             "",
         )

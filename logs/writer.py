@@ -253,8 +253,6 @@ class SessionWriter:
                 f"cannot add {kind} stream {name!r}: the writer has started (SWMR freezes the "
                 "layout); declare every stream before the first append"
             )
-        if not name or "/" in name:
-            raise SessionError(f"invalid stream name {name!r}: non-empty, no '/'")
         if (kind, name) in self._streams:
             raise SessionError(f"{kind} stream {name!r} declared twice")
         problem = name_conflict(kind, name, list(self._streams))
