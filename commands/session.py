@@ -460,7 +460,11 @@ def export_cmd(
     or its streams to an MCAP file (docs/FORMAT.md).
 
     A stream holding impossible samples is refused (exit 2, naming the dataset and the
-    first bad index) unless --skip-invalid."""
+    first bad index) unless --skip-invalid. A session being written, or not closed, is
+    refused: its file holds a partial snapshot."""
+    from sensorbench.logs.check import refuse_unclosed
+
+    refuse_unclosed(session, "export")
     if fmt == "mcap":
         from sensorbench.logs.export_mcap import export_mcap
 

@@ -157,3 +157,29 @@ def test_a_writer_that_starts_during_the_output_keeps_its_file(tmp_path) -> None
         holder.release()
     assert su.sha256(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.h5"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "export {target} --stream front --format csv -o {out}",
+        "export {target} --format mcap -o {out}",
+        "replay {target} --pods {model}",
+    ],
+)
+def test_a_session_being_written_or_not_closed_is_not_read(
+    tmp_path, inputs, live_session, line
+) -> None:
+    """export and replay would read a partial snapshot: refused, naming the writer, and
+    once the writer is dead, naming the recovery."""
+    path, proc = live_session
+    out = tmp_path / "out.csv"
+    result = _run(line, target=path, out=out, **inputs)
+    assert result.exit_code == 2, result.output
+    assert f"is being written (process {proc.pid} writes it" in result.output
+    proc.kill()
+    proc.wait(timeout=10)
+    result = _run(line, target=path, out=out, **inputs)
+    assert result.exit_code == 2, result.output
+    assert "was not closed" in result.output and f"sensorbench check {path}" in result.output
+    assert not out.exists()
