@@ -224,3 +224,29 @@ def test_a_large_pod_csv_imports_within_1_gib(tmp_path) -> None:
     with Session(session) as s:
         b = s.encoder("pods").read()
     assert len(b) == n and b.counts[-1].tolist() == [7 * (n - 1), 7 * (n - 1), -7 * (n - 1)]
+
+
+@pytest.mark.parametrize("command", ["fit pose-error", "validate"])
+def test_a_stream_compared_with_itself_is_refused(tmp_path, command) -> None:
+    session = su.write_small_session(tmp_path / "a.h5")
+    args = [*command.split(), str(session), "--sensor", "mocap", "--reference", "mocap"]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 2, r.output
+    assert "both stream 'mocap'" in r.output
+
+
+@pytest.mark.parametrize("baud", ["12345", "0", "115201", "true", "115200.0"])
+def test_a_line_rate_no_bridge_runs_is_refused(baud) -> None:
+    from test_capture_config import GOOD
+
+    from sensorbench.drivers.robot_config import parse_robot_config
+    from sensorbench.errors import ConfigError
+
+    text = GOOD.replace(
+        'port = "/dev/sensorbench/top"', f'port = "/dev/sensorbench/top"\nbaud = {baud}'
+    )
+    line = text.splitlines().index(f"baud = {baud}") + 1
+    with pytest.raises(ConfigError, match=f"^robot.toml:{line}: .*'baud' = .* is not a standard"):
+        parse_robot_config(text, "robot.toml")
+    ok = text.replace(f"baud = {baud}", "baud = 230400")
+    assert parse_robot_config(ok, "robot.toml").device("top").baud == 230400
