@@ -99,7 +99,8 @@ def _check_positions(
         raise ImportFormatError(
             f"{_where(path, int(lines[r]), col)}: column {name!r}: {pos[r, k]:g} m is beyond "
             f"the position limit of {limit:g} m ({int(bad.sum())} such value(s) in the file); "
-            "check the units, or raise the limit with --max-position-m"
+            "check the units, or raise the limit with --max-position-m (georeferenced "
+            "coordinates such as UTM: --max-position-m 1e7; they are kept as float64)"
         )
 
 
