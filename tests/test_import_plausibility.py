@@ -250,3 +250,36 @@ def test_a_line_rate_no_bridge_runs_is_refused(baud) -> None:
         parse_robot_config(text, "robot.toml")
     ok = text.replace(f"baud = {baud}", "baud = 230400")
     assert parse_robot_config(ok, "robot.toml").device("top").baud == 230400
+
+
+@pytest.mark.parametrize(
+    ("attrs", "words"),
+    [
+        ({"scenario_toml": "name = [unclosed", "emulation_speed": 8.0}, "not valid TOML"),
+        ({"scenario_toml": "lidars = 3", "emulation_speed": 8.0}, "lidars is not a table"),
+        ({"scenario_toml": 'name = "s"', "emulation_speed": "fast"}, "emulation_speed 'fast'"),
+        ({"scenario_toml": 'name = "s"', "emulation_speed": float("nan")}, "emulation_speed nan"),
+        ({"scenario_toml": 'name = "s"', "emulation_speed": 0.0}, "emulation_speed 0.0"),
+    ],
+)
+def test_report_refuses_a_damaged_recorded_scenario(tmp_path, attrs, words) -> None:
+    path = tmp_path / "sim.h5"
+    with SessionWriter(path, swmr=False) as w:
+        w.add_encoder("pods", n_counts=3)
+        w.append_encoder("pods", _frames(10))
+        w.set_truth("pods/geometry", np.zeros((3, 6)))
+        w.set_truth_attrs(attrs)
+    r = CliRunner().invoke(cli, ["report", str(path), "-o", str(tmp_path / "rep")])
+    assert r.exit_code == 2, r.output
+    assert f"{path}: /truth is damaged: " in r.output and words in r.output, r.output
+
+
+def _frames(n: int) -> EncoderBatch:
+    return EncoderBatch(
+        su.T0 + np.arange(n) * 5_000_000,
+        np.full(n, -(2**63)),
+        np.arange(n),
+        np.cumsum(np.full((n, 3), 10), axis=0),
+        np.full(n, np.nan),
+        np.full(n, np.nan),
+    )
