@@ -84,6 +84,8 @@ class PodParserStats:
         layout_mismatch: valid frames whose pod count or counter width differs
             from the configuration (dropped: the configuration is wrong).
         bytes_skipped: bytes that belonged to no valid frame or line.
+        non_finite: binary frames with a valid CRC whose IMU values are inf or nan
+            (dropped: a session holds finite IMU values or none).
     """
 
     bytes_in: int = 0
@@ -94,6 +96,7 @@ class PodParserStats:
     resets: int = 0
     layout_mismatch: int = 0
     bytes_skipped: int = 0
+    non_finite: int = 0
 
 
 @dataclass
@@ -239,6 +242,12 @@ class PodStreamParser:
             rows = buf[starts[imu, None] + 10 + npods * width + np.arange(8)]
             vals = np.ascontiguousarray(rows).view("<f4").astype(np.float64)
             yaw_rate[imu], yaw[imu] = vals[:, 0], vals[:, 1]
+        keep = np.isfinite(yaw_rate) == np.isfinite(yaw)
+        keep &= ~imu | np.isfinite(yaw)  # an IMU frame's values are finite numbers
+        if not keep.all():  # dropped at the frame: its seq gap counts it as lost too
+            self.stats.non_finite += int((~keep).sum())
+            seq, t_us, counts = seq[keep], t_us[keep], counts[keep]
+            yaw_rate, yaw = yaw_rate[keep], yaw[keep]
         return _Raw(seq, t_us, counts, yaw_rate, yaw)
 
     # -- csv ---------------------------------------------------------------------

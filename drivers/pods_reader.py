@@ -156,9 +156,10 @@ class PodProtocol(DeviceProtocol):
         return f"{n_bytes} bytes, {st.crc_errors} bad frames/lines, {st.frames} valid: {cause}"
 
     def counters(self) -> tuple[int, int, int, int]:
-        """(bad frames or lines, lost frames, frames decoded, 0) since start."""
+        """(bad frames or lines — CRC, layout or non-finite IMU values —, lost frames,
+        frames decoded, 0) since start."""
         st = self.parser.stats
-        return (st.crc_errors + st.layout_mismatch, st.lost_frames, st.frames, 0)
+        return (st.crc_errors + st.layout_mismatch + st.non_finite, st.lost_frames, st.frames, 0)
 
     # -- helpers -----------------------------------------------------------------------
 

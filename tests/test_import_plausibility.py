@@ -283,3 +283,24 @@ def _frames(n: int) -> EncoderBatch:
         np.full(n, np.nan),
         np.full(n, np.nan),
     )
+
+
+def test_capture_drops_pod_frames_with_non_finite_imu_values_and_counts_them() -> None:
+    """A binary pod frame with a good CRC but inf/nan IMU values is rejected at the frame
+    (the session would hold what ``check`` refuses) and counted; the others pass."""
+    from sensorbench.drivers.pods_parser import PodStreamParser
+    from sensorbench.sim.emulator_pods import encode_binary
+
+    k = 8
+    rate = np.linspace(-1, 1, k)
+    yaw = np.linspace(0, 0.7, k)
+    rate[2], yaw[5], rate[6], yaw[6] = np.inf, np.nan, -np.inf, np.inf
+    data, _ = encode_binary(
+        np.arange(k), 5000 * np.arange(k), np.tile(np.arange(k)[:, None], (1, 3)), 16, rate, yaw
+    )
+    p = PodStreamParser(3, 16)
+    f = p.feed(data)
+    assert f.seq.tolist() == [0, 1, 3, 4, 7]
+    assert p.stats.non_finite == 3 and p.stats.crc_errors == 0
+    assert np.isfinite(f.yaw).all() and np.isfinite(f.yaw_rate).all()
+    assert f.yaw.tolist() == yaw[[0, 1, 3, 4, 7]].astype(np.float32).astype(float).tolist()
