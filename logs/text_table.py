@@ -187,9 +187,9 @@ def _split_chunk(
     at_least: bool,
 ) -> Table:
     """One chunk's cells, split all at once when no cell is quoted."""
-    mark = sep
+    mark = " " if sep is None else sep
     if sep is None:
-        mark, texts = " ", [_BLANKS.sub(" ", t.strip(ASCII_SPACE)) for t in texts]
+        texts = [_BLANKS.sub(" ", t.strip(ASCII_SPACE)) for t in texts]
     found = np.char.count(np.array(texts, dtype=str), mark) + 1
     by_row = (sep is not None and any('"' in t for t in texts)) or (
         at_least and bool((found > width).any())
@@ -288,8 +288,8 @@ def integers(t: Table, j: int, name: str) -> np.ndarray:
         except OverflowError:
             ints = [int(c) for c in cells[whole].tolist()]
             big = next(k for k, v in enumerate(ints) if not -INT64_MAX - 1 <= v <= INT64_MAX)
-            k = int(np.flatnonzero(whole)[big])
-            return _fail(t, j, name, k, "is out of range (it does not fit a 64-bit integer)")
+            at = int(np.flatnonzero(whole)[big])
+            return _fail(t, j, name, at, "is out of range (it does not fit a 64-bit integer)")
     if plain:
         return values
     rest = np.flatnonzero(~whole)
