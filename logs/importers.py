@@ -14,7 +14,7 @@ import itertools
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
-from sensorbench.logs.import_times import TimeOrder, flag_corrections, order_times
+from sensorbench.logs.import_times import flag_corrections, order_times
 from sensorbench.logs.model_file import file_sha256
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
 from sensorbench.logs.text_table import (
@@ -150,16 +150,16 @@ def _pose_imported(
     batch = PoseBatch.from_arrays(t_ns[k], pos[k], quat[k], valid[k], flags[k])
     return Imported(
         batch,
-        {**attrs, **_duplicate_attrs(duplicates, order, int(corrected.sum()))},
+        {**attrs, **_duplicate_attrs(duplicates, len(order.dropped_lines), int(corrected.sum()))},
         order.dropped_lines,
         [int(n) for n in lines[corrected]],
     )
 
 
-def _duplicate_attrs(duplicates: str, order: TimeOrder, n_corrected: int) -> dict[str, Any]:
+def _duplicate_attrs(duplicates: str, n_dropped: int, n_corrected: int) -> dict[str, Any]:
     return {
         "duplicates_policy": duplicates,
-        "duplicate_lines_dropped": len(order.dropped_lines),
+        "duplicate_lines_dropped": n_dropped,
         "duplicates_flagged_relocalized": n_corrected,
     }
 
@@ -614,12 +614,85 @@ def check_pod_columns(path: Path, got: dict[str, np.ndarray], p: PodTable) -> No
             )
 
 
-def read_pod_csv(
+class PodStream(NamedTuple):
+    """A pod CSV read chunk by chunk: iterating :attr:`batches` parses it (bounded memory)."""
+
+    attrs: dict[str, Any]
+    """Stream attributes known from the header."""
+    n_counts: int
+    batches: Iterator[EncoderBatch]
+    """Checked, de-duplicated frames, a chunk at a time; raises :class:`ImportFormatError`
+    at the first problem."""
+    dropped_lines: list[int]
+    """File lines dropped for a repeated stamp, filled while :attr:`batches` runs."""
+
+
+def _rows(got: dict[str, np.ndarray], rows: slice) -> dict[str, np.ndarray]:
+    return {key: value[rows] for key, value in got.items()}
+
+
+def _joined(a: dict[str, np.ndarray] | None, b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return b if a is None else {key: np.concatenate([a[key], b[key]]) for key in b}
+
+
+def _pod_batches(
+    path: Path,
+    p: PodTable,
+    chunks: Iterable[dict[str, np.ndarray]],
+    duplicates: str,
+    dropped: list[int],
+) -> Iterator[EncoderBatch]:
+    """The frames of ``chunks``, checked and de-duplicated a chunk at a time, each after
+    the last frame written before it (time order, counter steps); a run of equal stamps
+    at a chunk's end is held back until it is whole, so ``duplicates`` sees all of it."""
+    last: dict[str, np.ndarray] | None = None  # the last frame written
+    held: dict[str, np.ndarray] | None = None
+    rows = 0
+    for got in chunks:
+        n = len(got["lines"])
+        got.setdefault("seq", rows + np.arange(n, dtype=np.int64))  # no column: row number
+        rows += n
+        unit = _joined(held, got)
+        other = np.flatnonzero(unit["host"] != unit["host"][-1])
+        cut = int(other[-1]) + 1 if other.size else 0
+        held = _rows(unit, slice(cut, None))
+        if cut:
+            batch, last = _pod_unit(path, p, last, _rows(unit, slice(0, cut)), duplicates, dropped)
+            yield batch
+    if held is None:
+        raise ImportFormatError(f"{path}: no samples")
+    yield _pod_unit(path, p, last, held, duplicates, dropped)[0]
+
+
+def _pod_unit(
+    path: Path,
+    p: PodTable,
+    last: dict[str, np.ndarray] | None,
+    unit: dict[str, np.ndarray],
+    duplicates: str,
+    dropped: list[int],
+) -> tuple[EncoderBatch, dict[str, np.ndarray]]:
+    """The frames of ``unit`` to write, checked after ``last`` (the last frame written),
+    and the last of them."""
+    ctx = _joined(last, unit)
+    check_pod_columns(path, ctx, p)
+    order = order_times(path, ctx["lines"], ctx["host"], duplicates)
+    dropped += order.dropped_lines
+    keep = order.keep.copy()
+    keep[0] &= last is None  # written with the chunk before
+    end = int(np.flatnonzero(order.keep)[-1])
+    batch = EncoderBatch(ctx["host"][keep], ctx["dev"][keep], ctx["seq"][keep],
+                         ctx["counts"][keep], ctx["yaw"][keep], ctx["yaw_rate"][keep])  # fmt: skip
+    return batch, _rows(ctx, slice(end, end + 1))
+
+
+def stream_pod_csv(
     path: str | os.PathLike[str],
     columns: dict[str, str] | None = None,
     duplicates: str = "last",
-) -> Imported:
-    """Pod encoder CSV with a header row (any logger's: map its headers with ``columns``).
+) -> PodStream:
+    """Pod encoder CSV with a header row (any logger's: map its headers with ``columns``),
+    its header read now and its rows as they are iterated (memory bounded by a chunk).
 
     Columns (by header name, any order, extra columns ignored): one time column,
     ``t_s`` (s), ``t_ms`` (ms), ``t_us`` (µs), ``t_ns`` or ``host_ns`` (ns), decimal
@@ -680,23 +753,32 @@ def read_pod_csv(
         )
     table = PodTable(col, mapping, time_name, len(counters))
     what = f"{{n}} cells, header has {len(header)}"
-    got = _gather(_pod_columns(table, t) for t in tables(path, rows, sep, len(header), what))
-    if not got:
-        raise ImportFormatError(f"{path}: no samples")
-    host = got["host"]
-    seq = got.get("seq", np.arange(len(host), dtype=np.int64))
-    check_pod_columns(path, got, table)
-    order = order_times(path, got["lines"], host, duplicates)
-    k = order.keep
-    batch = EncoderBatch(host[k], got["dev"][k], seq[k], got["counts"][k], got["yaw"][k],
-                         got["yaw_rate"][k])  # fmt: skip
+    chunks = (_pod_columns(table, t) for t in tables(path, rows, sep, len(header), what))
     attrs = {
         "source_format": "csv",
         "time_base": f"file timestamps ({time_name}: {POD_TIME_COLUMNS[time_name]})",
+        "duplicates_policy": duplicates,
     }
     if mapping:
         attrs["column_map"] = ",".join(f"{k}={v}" for k, v in mapping.items())
-    return Imported(batch, {**attrs, **_duplicate_attrs(duplicates, order, 0)}, order.dropped_lines)
+    dropped: list[int] = []
+    batches = _pod_batches(path, table, chunks, duplicates, dropped)
+    return PodStream(attrs, len(counters), batches, dropped)
+
+
+def read_pod_csv(
+    path: str | os.PathLike[str],
+    columns: dict[str, str] | None = None,
+    duplicates: str = "last",
+) -> Imported:
+    """The whole pod CSV at once (:func:`stream_pod_csv`, whose docstring says what it reads)."""
+    stream = stream_pod_csv(path, columns, duplicates)
+    parts = list(stream.batches)
+    batch = EncoderBatch(
+        *(np.concatenate([getattr(b, f.name) for b in parts]) for f in fields(EncoderBatch))
+    )
+    attrs = {**stream.attrs, **_duplicate_attrs(duplicates, len(stream.dropped_lines), 0)}
+    return Imported(batch, attrs, stream.dropped_lines)
 
 
 POSE_CSV_COLUMNS = (
@@ -896,36 +978,41 @@ def import_file(
         options: parser options (``body``, ``up`` for Motive; ``times`` for KITTI;
             ``max_position_m``; ``duplicates``).
     """
-    from sensorbench.logs.writer import SessionWriter
-
     parser = READERS.get((what, fmt))
     if parser is None:
         known = ", ".join(f"{w} --format {f}" for w, f in READERS)
         raise ImportFormatError(f"cannot import {what} from format {fmt!r} (known: {known})")
     source = Path(source)
+    name = name or {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}[what]
+    source_attrs = {"source_file": source.name, "source_sha256": file_sha256(source)}
+    if parser is read_pod_csv:  # streamed: written a chunk at a time, memory bounded
+        stream = stream_pod_csv(source, **options)
+        first = next(stream.batches)  # a bad file is named before the session is touched
+        with _writer_for(session, what) as writer:
+            writer.add_encoder(name, n_counts=stream.n_counts, attrs=stream.attrs)
+            n = 0
+            for batch in itertools.chain([first], stream.batches):
+                refuse_impossible(source, name, batch)
+                writer.append_encoder(name, batch)
+                n += len(batch)
+            dup = _duplicate_attrs(stream.attrs["duplicates_policy"], len(stream.dropped_lines), 0)
+            writer.update_stream_attrs("encoder", name, {**dup, **source_attrs})
+        return ImportResult(name, n, stream.dropped_lines, [])
     imported = parser(source, **options)
-    default_name = {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}[what]
-    name = name or default_name
     refuse_impossible(source, name, imported.batch)
-    attrs = {
-        **imported.attrs,
-        "source_file": source.name,
-        "source_sha256": file_sha256(source),
-    }
+    batch = imported.batch
+    with _writer_for(session, what) as writer:
+        kind = "mocap" if what == "mocap" else "pose_sensor"
+        writer.add_pose(name, kind=kind, attrs={**imported.attrs, **source_attrs})
+        writer.append_pose(name, batch)
+    return ImportResult(name, len(batch), imported.dropped_lines, imported.relocalized_lines)
+
+
+def _writer_for(session: str | os.PathLike[str], what: str) -> Any:
+    """An offline writer adding to ``session``, or creating it (atomic either way)."""
+    from sensorbench.logs.writer import SessionWriter
+
     session = Path(session)
     if session.exists():
-        writer = SessionWriter.add_to(session)
-    else:
-        writer = SessionWriter(session, label=f"import {what}", swmr=False)
-    with writer:
-        batch = imported.batch
-        if isinstance(batch, EncoderBatch):
-            writer.add_encoder(name, n_counts=batch.counts.shape[1], attrs=attrs)
-            writer.append_encoder(name, batch)
-        else:
-            kind = "mocap" if what == "mocap" else "pose_sensor"
-            writer.add_pose(name, kind=kind, attrs=attrs)
-            writer.append_pose(name, batch)
-    return ImportResult(
-        name, len(imported.batch), imported.dropped_lines, imported.relocalized_lines
-    )
+        return SessionWriter.add_to(session)
+    return SessionWriter(session, label=f"import {what}", swmr=False)

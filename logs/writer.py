@@ -346,6 +346,20 @@ class SessionWriter:
             raise SessionError(f"{kind} stream {name!r} was not declared in {self.path}")
         return dict(stream.group.attrs)
 
+    def update_stream_attrs(self, kind: str, name: str, attrs: dict[str, Any]) -> None:
+        """Add or change attributes of a declared stream (offline writers only: an import
+        records what it dropped once it has read the whole file).
+
+        Raises:
+            SessionError: a live (SWMR) writer, or no such stream.
+        """
+        if self.swmr:
+            raise SessionError("a live session's stream attributes are fixed at declaration")
+        self.stream_attrs(kind, name)  # refuses an undeclared stream
+        with self._lock:
+            for key, value in attrs.items():
+                self._streams[(kind, name)].group.attrs[key] = _attr_value(value)
+
     def set_truth(self, path: str, data: np.ndarray, attrs: dict[str, Any] | None = None) -> None:
         """Store a truth array at ``/truth/<path>`` (simulated sessions only)."""
         self._check_layout_open("truth")

@@ -31,7 +31,7 @@ FORCED = [
     "replay {session} --pods {model} -o {target} --force",
     "fit pods {session} -o {target} --force",
     "fit noise {session} --pods {model} -o {target} --force",
-    "fit pose-error {session} --sensor mocap -o {target} --force",
+    "fit pose-error {session} --sensor pose_sensor -o {target} --force",
     "merge {session} --front front --rear front -o {target} --force",
     "decode ld19 {session} -o {target} --force",
     "decode a1 {session} -o {target} --overwrite",

@@ -165,3 +165,48 @@ def test_a_pod_csv_reads_exactly(tmp_path: Path) -> None:
     assert b.host_ns.tolist() == [_exact_ns(f"{v:.9f}", "s") for v in t]
     assert b.device_ns.tolist() == [1_000_000 * i for i in range(n)]
     assert b.yaw.tobytes() == yaw.tobytes()
+
+
+def _pod_file(tmp_path: Path, rng: np.random.Generator, n: int = 60) -> Path:
+    """A pod CSV with runs of 1-4 repeated stamps (frames of one read)."""
+    runs = rng.integers(1, 5, n)
+    stamps = np.repeat(np.cumsum(rng.integers(1, 9, n)), runs)[:n]
+    counts = np.cumsum(rng.integers(-30, 30, (n, 3)), axis=0)
+    f = tmp_path / "p.csv"
+    f.write_text(
+        "host_ns,c0,c1,c2,seq\n"
+        + "".join(
+            f"{1000 + t},{a},{b},{c},{k}\n"
+            for k, (t, (a, b, c)) in enumerate(zip(stamps, counts, strict=True))
+        )
+    )
+    return f
+
+
+@pytest.mark.parametrize("duplicates", ["first", "last"])
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 7])
+def test_chunk_boundaries_change_nothing(tmp_path, monkeypatch, duplicates, rows) -> None:
+    """A pod CSV is checked and written a chunk at a time; runs of equal stamps and the
+    counter checks across a boundary give exactly the whole-file result."""
+    from sensorbench.logs import text_table
+
+    f = _pod_file(tmp_path, np.random.default_rng(rows))
+    whole = read_pod_csv(f, duplicates=duplicates)
+    monkeypatch.setattr(text_table, "CHUNK_ROWS", rows)
+    chunked = read_pod_csv(f, duplicates=duplicates)
+    assert chunked.dropped_lines == whole.dropped_lines and whole.dropped_lines
+    for name in ("host_ns", "device_ns", "seq", "counts"):
+        assert getattr(chunked.batch, name).tolist() == getattr(whole.batch, name).tolist()
+    assert chunked.attrs == whole.attrs
+
+
+def test_a_wrap_at_a_chunk_boundary_is_named(tmp_path, monkeypatch) -> None:
+    from sensorbench.logs import text_table
+
+    monkeypatch.setattr(text_table, "CHUNK_ROWS", 4)
+    f = tmp_path / "p.csv"
+    rows = [f"{k * 5_000_000},{10 * k},0,0,{k}" for k in range(8)]
+    rows[4] = f"{4 * 5_000_000},{40 - 2**16},0,0,4"  # first row of the second chunk
+    f.write_text("host_ns,c0,c1,c2,seq\n" + "\n".join(rows) + "\n")
+    with pytest.raises(ImportFormatError, match=f"{f}:6:2: column 'c0': .*16-bit"):
+        read_pod_csv(f)
