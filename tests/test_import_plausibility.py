@@ -305,3 +305,41 @@ def test_capture_drops_pod_frames_with_non_finite_imu_values_and_counts_them() -
     assert p.stats.non_finite == 3 and p.stats.crc_errors == 0
     assert np.isfinite(f.yaw).all() and np.isfinite(f.yaw_rate).all()
     assert f.yaw.tolist() == yaw[[0, 1, 3, 4, 7]].astype(np.float32).astype(float).tolist()
+
+
+@pytest.mark.parametrize(
+    ("what", "fmt", "make", "scipy"),
+    [
+        ("mocap", "tum", lambda p: su.write_tum(p / "m.tum", 20), False),
+        (
+            "mocap",
+            "motive",
+            lambda p: _write(p / "take.csv", _motive_text(extra_body=False)[0]),
+            False,
+        ),
+        ("pods", "csv", lambda p: _write(p / "f.csv", _pods(_steady())), False),
+        # a repeated stamp with another pose: the RELOCALIZED test needs scipy's rotations
+        (
+            "mocap",
+            "tum",
+            lambda p: _write(p / "d.tum", "1.0 0 0 0 0 0 0 1\n1.0 5 0 0 0 0 0 1\n"),
+            True,
+        ),
+    ],
+)
+def test_imports_load_scipy_only_when_they_use_it(tmp_path, what, fmt, make, scipy) -> None:
+    """Issue 36: ``import mocap`` spent 65 % of its start-up importing scipy it did not use."""
+    src = make(tmp_path)
+    code = (
+        "import sys; from sensorbench.logs.importers import import_file; "
+        f"import_file({what!r}, {str(src)!r}, {fmt!r}, {str(tmp_path / 's.h5')!r}); "
+        "print('scipy' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == str(scipy)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
