@@ -133,7 +133,6 @@ def bin_turn(
     time_increment = (int(t_ns[far]) - int(t_ns[0])) / 1e9 / int(ray[far]) if ray[far] else 0.0
     return BinnedScan(angle_min, inc, ranges, intensities, time_increment, ray_of_point)
 
-
 def angle_bins(angle_rad: np.ndarray, n_bins: int) -> np.ndarray:
     """Bin index in ``[0, n_bins)`` of each angle; bin ``b`` is centred on ``b·2π/n_bins``."""
     width = TWO_PI / n_bins
