@@ -439,9 +439,11 @@ def replay_cmd(
     from sensorbench.fusion.odometry_replay import replay_session
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.fusion.replay_plots import replay_plots
+    from sensorbench.logs.check import refuse_unclosed
 
     if output is not None:
         check_output(output, force=force, inputs=[session, pods_path, noise_path, pose_model_path])
+    refuse_unclosed(session, "replay")
     geometry = load_pod_model(pods_path)
     noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
     aid = load_pose_aid_model(pose_model_path) if pose_model_path else None

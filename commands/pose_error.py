@@ -146,6 +146,12 @@ def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(f)
     def command(**kwargs: Any) -> Any:
         selection = _Selection(**{n: kwargs.pop(n) for n in names})
+        if selection.sensor == selection.reference:  # the error would be zero by construction
+            raise click.BadParameter(
+                f"the sensor and the reference are both stream {selection.sensor!r}; "
+                "compare two different pose streams",
+                param_hint="'--sensor' / '--reference'",
+            )
         return f(selection=selection, **kwargs)
 
     for opt in reversed(_SESSION_OPTS):

@@ -508,9 +508,13 @@ def export_cmd(
     odometry replayed on the pod stream, as /odom and /tf.
 
     A stream holding impossible samples is refused (exit 2, naming the dataset and the
-    first bad index) unless --skip-invalid."""
+    first bad index) unless --skip-invalid. A session being written, or not closed, is
+    refused: its file holds a partial snapshot."""
+    from sensorbench.logs.check import refuse_unclosed
+
     if (pods_path or noise_path) and (fmt != "mcap" or pods_path is None):
         raise click.UsageError("--pods (and --noise) go with --format mcap")
+    refuse_unclosed(session, "export")
     if fmt == "mcap":
         from sensorbench.logs.export_mcap import export_mcap
 

@@ -104,6 +104,8 @@ class PodParserStats:
         bytes_skipped: bytes that belonged to no valid frame or line.
         quad_errors: edges the MCU lost because both lines changed (all pods).
         overruns: latches the MCU could not queue (its frames' error block).
+        non_finite: binary frames with a valid CRC whose IMU values are inf or nan
+            (dropped: a session holds finite IMU values or none).
     """
 
     bytes_in: int = 0
@@ -116,6 +118,7 @@ class PodParserStats:
     bytes_skipped: int = 0
     quad_errors: int = 0
     overruns: int = 0
+    non_finite: int = 0
 
 
 @dataclass
@@ -271,6 +274,12 @@ class PodStreamParser:
             at = 10 + npods * width + np.where(imu[has], 8, 0)
             rows = buf[starts[has, None] + at[:, None] + np.arange(2 * npods + 2)]
             errors[has] = np.ascontiguousarray(rows).view("<u2").astype(np.int64)
+        keep = np.isfinite(yaw_rate) == np.isfinite(yaw)
+        keep &= ~imu | np.isfinite(yaw)  # an IMU frame's values are finite numbers
+        if not keep.all():  # dropped at the frame: its seq gap counts it as lost too
+            self.stats.non_finite += int((~keep).sum())
+            seq, t_us, counts = seq[keep], t_us[keep], counts[keep]
+            yaw_rate, yaw, errors = yaw_rate[keep], yaw[keep], errors[keep]
         return _Raw(seq, t_us, counts, yaw_rate, yaw, errors)
 
     # -- csv ---------------------------------------------------------------------

@@ -163,11 +163,11 @@ class PodProtocol(DeviceProtocol):
         return f"{n_bytes} bytes, {st.crc_errors} bad frames/lines, {st.frames} valid: {cause}"
 
     def counters(self) -> tuple[int, int, int, int]:
-        """(bad frames or lines, lost frames + counts the MCU lost + its overruns,
-        frames decoded, 0) since start."""
+        """(bad frames or lines — CRC, layout or non-finite IMU values —, lost frames +
+        counts the MCU lost + its overruns, frames decoded, 0) since start."""
         st = self.parser.stats
         lost = st.lost_frames + st.quad_errors + st.overruns
-        return (st.crc_errors + st.layout_mismatch, lost, st.frames, 0)
+        return (st.crc_errors + st.layout_mismatch + st.non_finite, lost, st.frames, 0)
 
     def _report_losses(self, frames: PodFrames, host: np.ndarray) -> None:
         """One ``count_loss`` event for the losses the MCU reported in these frames."""

@@ -29,6 +29,7 @@ from pathlib import Path
 import serial
 
 from sensorbench.errors import DriverError, SessionError
+from sensorbench.logs.atomic_output import check_output, replace_into
 from sensorbench.logs.raw_file import format_sidecar_header, sidecar_path
 
 _POLL_S = 0.05  # longest single read (s); the duration is checked between reads
@@ -156,8 +157,9 @@ def record_raw(
         on_progress: called about once a second with (seconds, bytes) so far.
 
     Raises:
-        SessionError: the output (or its sidecar) exists and not ``force``, or its
-            directory is not writable.
+        OutputError: the output (or its sidecar) exists and not ``force``, or is not a
+            regular file nobody writes (:func:`~sensorbench.logs.atomic_output.check_output`).
+        SessionError: its directory is not writable.
         DriverError: the port cannot be opened or configured.
     """
     if not duration_s > 0:
@@ -165,8 +167,7 @@ def record_raw(
     out = Path(output)
     side = sidecar_path(out)
     for p in (out, side):
-        if p.exists() and not force:
-            raise SessionError(f"{p} exists; choose another name or pass --force")
+        check_output(p, force=force)
     if not out.resolve().parent.is_dir() or not os.access(out.resolve().parent, os.W_OK):
         raise SessionError(f"cannot write {out}: its directory is not writable")
     tmp_bin = out.with_name(f".{out.name}.{os.getpid()}.part")
@@ -208,8 +209,8 @@ def record_raw(
                     if on_progress is not None:
                         on_progress(now - t0, total)
             elapsed = time.monotonic() - t0
-        os.replace(tmp_side, side)
-        os.replace(tmp_bin, out)
+        replace_into(tmp_side, side)
+        replace_into(tmp_bin, out)
     finally:
         with contextlib.suppress(serial.SerialException, OSError):
             ser.close()

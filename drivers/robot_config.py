@@ -63,6 +63,11 @@ from sensorbench.drivers.port_power import POWER_METHODS, PortPower
 from sensorbench.errors import ConfigError
 from sensorbench.logs.schema import name_conflict
 
+STANDARD_BAUDS = (1200, 2400, 4800, 9600, 19200, 38400, 57600, 115200, 230400, 250000,
+                  460800, 500000, 576000, 921600, 1000000, 1500000, 2000000, 3000000)  # fmt: skip
+"""Line rates (baud) a device may be configured at: the standard ones USB-serial bridges
+(CP210x, CH340, FTDI) run exactly. Any other (``baud = 12345``, a typo) would read garbage."""
+
 _COMMON_KEYS = frozenset({"name", "kind", "port", "baud", "mount", "gap_s", "timeout_s", "power"})
 POWER_BACKENDS = ("none", *POWER_METHODS)
 _TABLE_KEYS = {
@@ -444,8 +449,13 @@ class _Validator:
             )
         port = self.port(table["port"], (*path, "port"), what)
         baud = table.get("baud", kind.baud)
-        if isinstance(baud, bool) or not isinstance(baud, int) or baud <= 0:
-            raise self.fail((*path, "baud"), f"{what}: 'baud' must be a positive integer")
+        if isinstance(baud, bool) or not isinstance(baud, int) or baud not in STANDARD_BAUDS:
+            raise self.fail(
+                (*path, "baud"),
+                f"{what}: 'baud' = {baud!r} is not a standard line rate ("
+                + ", ".join(str(b) for b in STANDARD_BAUDS if b >= 9600)
+                + f"; {kind.name}'s default is {kind.baud})",
+            )
         if not kind.mounted:
             mount = None
             if "mount" in table:

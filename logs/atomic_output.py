@@ -4,13 +4,16 @@ Every command that writes a file goes through this module:
 
 * :func:`check_output` refuses an output that exists (unless ``force``), that is one of
   the command's own inputs (even with ``force``: same resolved path or same inode), a
-  directory, or a path whose directory does not exist. Commands call it before any
-  long computation, so a refusal costs nothing.
+  directory, or a path whose directory does not exist; ``force`` replaces only a regular
+  file, never a device node, FIFO, socket or symbolic link, nor a session some process
+  has open for writing (:func:`~sensorbench.logs.update_lock.writer_of`). Commands call
+  it before any long computation, so a refusal costs nothing.
 * :class:`PendingOutput` / :func:`atomic_output` write into a temporary file in the
   output's directory and rename it into place only when it is complete (after an
   ``fsync``). A failed or killed write leaves the old file untouched; without
   ``force`` the final step is a no-clobber hard link, so a file that appeared in
-  the meantime is not replaced either.
+  the meantime is not replaced either; with ``force`` the output is checked again
+  under its update lock just before the rename.
 * :func:`atomic_update` modifies an existing file through a complete copy that
   replaces the original in one rename (used by ``import --into``), holding the
   file's update lock (:mod:`~sensorbench.logs.update_lock`) from the copy to the
@@ -25,6 +28,7 @@ import errno
 import os
 import secrets
 import shutil
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +36,7 @@ from typing import Any
 import click
 
 from sensorbench.errors import OutputError
-from sensorbench.logs.update_lock import DEFAULT_WAIT_S, UpdateLock
+from sensorbench.logs.update_lock import DEFAULT_WAIT_S, UpdateLock, writer_of
 
 PathLike = str | os.PathLike[str]
 
@@ -73,12 +77,43 @@ def same_file(a: PathLike, b: PathLike) -> bool:
         return False
 
 
+_NOT_REGULAR = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+
+
+def refuse_replacing(path: Path, *, locked: bool = False) -> None:
+    """Refuse to replace ``path`` unless it is absent or a regular file nobody writes
+    (``locked``: the caller holds ``path``'s update lock).
+
+    Raises:
+        OutputError: ``path`` is a device node, FIFO, socket or symbolic link, or a
+            session a process has open for writing; the message names which.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    never = "it is never replaced, --force or not: choose another output"
+    for test, kind in _NOT_REGULAR:
+        if test(mode):
+            raise OutputError(f"{path} is {kind}, not a regular file; {never}")
+    writer = writer_of(path, sidecar=not locked) if stat.S_ISREG(mode) else ""
+    if writer:
+        raise OutputError(f"{path} is open for writing: {writer}; {never}")
+
+
 def check_output(path: PathLike, *, force: bool = False, inputs: Iterable[PathLike] = ()) -> Path:
     """Refuse an output path that cannot be written safely; returns it as a Path.
 
     Raises:
         OutputError: ``path`` is one of ``inputs`` (even with ``force``), a directory,
-            in a directory that does not exist, or exists and ``force`` is False.
+            in a directory that does not exist, exists and ``force`` is False, or is
+            not a regular file nobody writes (:func:`refuse_replacing`).
     """
     path = Path(path)
     for item in inputs:
@@ -92,9 +127,34 @@ def check_output(path: PathLike, *, force: bool = False, inputs: Iterable[PathLi
     parent = path.parent
     if not parent.is_dir():
         raise OutputError(f"cannot write {path}: directory {parent} does not exist")
-    if path.exists() and not force:
+    if force:
+        refuse_replacing(path)
+    elif os.path.lexists(path):
         raise OutputError(f"{path} exists; choose another name or pass --force to replace it")
     return path
+
+
+def replace_into(tmp: Path, path: Path) -> None:
+    """Rename the complete file ``tmp`` over ``path`` (``--force``), holding ``path``'s
+    update lock and checking again, so that a writer that started meanwhile keeps its file.
+
+    Raises:
+        OutputError: ``path`` became something :func:`refuse_replacing` refuses.
+    """
+    refuse_replacing(path)
+    lock = UpdateLock(path, wait_s=0.0)
+    try:
+        lock.acquire()
+    except OutputError:
+        raise OutputError(
+            f"{path} is open for writing: {lock.holder()} writes it; it is never replaced, "
+            "--force or not: choose another output"
+        ) from None
+    try:
+        refuse_replacing(path, locked=True)
+        os.replace(tmp, path)
+    finally:
+        lock.release()
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -164,8 +224,10 @@ class PendingOutput:
         try:
             with open(self.tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
-            if self.force:
-                os.replace(self.tmp, self.path)
+            if isinstance(self, PendingUpdate):
+                os.replace(self.tmp, self.path)  # under the lock this update holds
+            elif self.force:
+                replace_into(self.tmp, self.path)
             else:
                 link_no_clobber(self.tmp, self.path)
                 self.tmp.unlink(missing_ok=True)
@@ -301,7 +363,7 @@ def atomic_figures(
         for p in made:
             check_output(target / p.name, force=force, inputs=inputs)
         for p in made:
-            os.replace(p, target / p.name)
+            replace_into(p, target / p.name)
         _fsync_dir(target)
     except BaseException as exc:
         raise disk_error(exc, target, "no figure was replaced") from exc

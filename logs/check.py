@@ -43,7 +43,7 @@ from sensorbench.logs.schema import (
     STREAM_COLUMNS,
     FileStatus,
 )
-from sensorbench.logs.update_lock import UpdateLock
+from sensorbench.logs.update_lock import UpdateLock, writer_of
 from sensorbench.logs.values import (
     encoder_problems,
     lidar_problems,
@@ -188,6 +188,29 @@ def _count_losses(events: h5py.Dataset) -> list[str]:
         "(count_loss events): fits and replays over those intervals are not exact"
         for name in sorted(set(lost))
     ]
+
+
+def refuse_unclosed(path: str | os.PathLike[str], command: str) -> None:
+    """Refuse to let ``command`` read a session that is being written (it would see a
+    partial snapshot) or whose writer died (``check --recover`` first).
+
+    Raises:
+        SessionError: naming the session and its writer, or the way to recover it.
+    """
+    path = Path(path)
+    writer = writer_of(path)
+    if writer:
+        raise SessionError(
+            f"{path} is being written ({writer}); {command} reads a closed session: "
+            "run it when the recording has stopped"
+        )
+    with open_h5(path) as f:
+        closed = "_status" in f and int(f["_status"][0]) != FileStatus.WRITING
+    if not closed:
+        raise SessionError(
+            f"{path} was not closed (its writer was killed or failed); {command} reads a "
+            f"closed session: `sensorbench check {path}` recovers it"
+        )
 
 
 def _judge_writer(report: CheckReport, status_attrs: h5py.AttributeManager) -> None:

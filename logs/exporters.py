@@ -34,9 +34,10 @@ def export_stream(
 ) -> Exported:
     """Write stream ``name`` of ``session`` to ``out``.
 
-    Pose streams export to ``tum`` (``t x y z qx qy qz qw``, t in s, invalid samples
-    skipped) or ``csv`` (every sample with ``valid`` and ``flags``); encoder streams,
-    lidar streams (one row per point) and ``events`` export to ``csv``. A stream with
+    Pose streams export to ``tum`` (``t x y z qx qy qz qw``, t in s exact to the ns, values
+    as the shortest decimals that read back as the same float64, invalid samples skipped)
+    or ``csv`` (every sample with ``valid`` and ``flags``); encoder streams, lidar streams
+    (one row per point) and ``events`` export to ``csv``. A stream with
     impossible samples (:mod:`sensorbench.logs.values`: non-finite values in valid
     samples, times stepping back, impossible stamps) is refused, or with
     ``skip_invalid`` exported without them.
@@ -87,12 +88,12 @@ def export_stream(
                 header += "# timestamp tx ty tz qx qy qz qw\n"
                 with open(out, "w") as fh:
                     fh.write(header)
-                    for t, p, q in zip(
-                        batch.t_ns[keep], batch.position[keep], batch.quat_xyzw[keep], strict=True
-                    ):
-                        sec, ns = divmod(int(t), 1_000_000_000)
-                        values = " ".join(f"{v:.9g}" for v in (*p, *q))
-                        fh.write(f"{sec}.{ns:09d} {values}\n")
+                    values = np.hstack([batch.position[keep], batch.quat_xyzw[keep]])
+                    for t, row in zip(batch.t_ns[keep].tolist(), values.tolist(), strict=True):
+                        sec, ns = divmod(t, 1_000_000_000)
+                        # repr: the shortest text that reads back as the same float64, so
+                        # UTM-size (georeferenced) coordinates keep every digit
+                        fh.write(f"{sec}.{ns:09d} {' '.join(map(repr, row))}\n")
                 return Exported(int(keep.sum()), skipped)
             cols = ["t_ns", "x", "y", "z", "qx", "qy", "qz", "qw", "valid", "flags"]
             rows = zip(

@@ -11,6 +11,7 @@ KITTI's camera frame is x right, y down, z forward; the poses are stored as give
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +21,11 @@ from sensorbench.logs.importers import (
     MAX_ABS_POSITION_M,
     Imported,
     _check_positions,
-    _number,
+    _gather,
     _pose_imported,
-    _read_text,
-    _seconds_to_ns,
     file_sha256,
 )
+from sensorbench.logs.text_table import Table, floats, tables, text_lines, times_ns
 
 ROTATION_TOLERANCE = 0.01
 """Largest accepted |RᵀR − I| entry and |det R − 1| before R is projected to a rotation."""
@@ -33,9 +33,9 @@ ROTATION_TOLERANCE = 0.01
 _NAMES = ("r11", "r12", "r13", "tx", "r21", "r22", "r23", "ty", "r31", "r32", "r33", "tz")
 
 
-def _lines(path: Path) -> list[tuple[int, str]]:
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text) of every non-blank line."""
-    return [(i, t) for i, t in enumerate(_read_text(path), start=1) if t.strip()]
+    return ((i, t) for i, t in text_lines(path) if t.strip(" \t\r\n\f\v"))
 
 
 def read_kitti(
@@ -62,32 +62,27 @@ def read_kitti(
     if times is None:
         raise ImportFormatError(f"{path}: KITTI poses carry no times; give --times FILE")
     times = Path(times)
-    rows, stamps = _lines(path), _lines(times)
-    if len(rows) != len(stamps):
+    stamps = _gather(
+        {"t": times_ns(t, 0, "time", "s")}
+        for t in tables(times, _lines(times), None, 1, "expected one time (s), got {n} cells")
+    ).get("t", np.zeros(0, np.int64))
+
+    def convert(t: Table) -> dict[str, np.ndarray]:
+        m = np.stack([floats(t, j, n) for j, n in enumerate(_NAMES)], axis=1)
+        return {"lines": t.lines, "m": m}
+
+    what = "expected 12 numbers (a 3x4 matrix [R|t], row-major), got {n}"
+    got = _gather(convert(t) for t in tables(path, _lines(path), None, 12, what))
+    n = len(got.get("lines", ()))
+    if n != len(stamps):
         raise ImportFormatError(
-            f"{path} has {len(rows)} poses but {times} has {len(stamps)} times; "
+            f"{path} has {n} poses but {times} has {len(stamps)} times; "
             "each pose line needs the time on the same line of the times file"
         )
-    if not rows:
+    if not n:
         raise ImportFormatError(f"{path}: no poses")
-    m = np.empty((len(rows), 12))
-    for r, (i, text) in enumerate(rows):
-        cells = text.split()
-        if len(cells) != 12:
-            raise ImportFormatError(
-                f"{path}:{i}: expected 12 numbers (a 3x4 matrix [R|t], row-major), got {len(cells)}"
-            )
-        m[r] = [
-            _number(path, i, j, n, c) for j, (n, c) in enumerate(zip(_NAMES, cells, strict=True), 1)
-        ]
-    t_ns = np.empty(len(stamps), np.int64)
-    for r, (i, text) in enumerate(stamps):
-        cells = text.split()
-        if len(cells) != 1:
-            raise ImportFormatError(f"{times}:{i}: expected one time (s), got {len(cells)} cells")
-        t_ns[r] = _seconds_to_ns(times, i, 1, "time", cells[0])
-    lines = np.array([i for i, _ in rows])
-    mat = m.reshape(-1, 3, 4)
+    lines, t_ns = got["lines"], stamps
+    mat = got["m"].reshape(-1, 3, 4)
     rot, pos = mat[:, :, :3], mat[:, :, 3]
     ortho = np.abs(np.transpose(rot, (0, 2, 1)) @ rot - np.eye(3)).max(axis=(1, 2))
     det = np.linalg.det(rot)
@@ -108,4 +103,4 @@ def read_kitti(
         "times_file": times.name,
         "times_sha256": file_sha256(times),
     }
-    return _pose_imported(path, lines, t_ns, pos, quat, np.ones(len(rows), bool), duplicates, attrs)
+    return _pose_imported(path, lines, t_ns, pos, quat, np.ones(n, bool), duplicates, attrs)

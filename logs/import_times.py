@@ -127,9 +127,6 @@ def flag_corrections(
         order: the result of :func:`order_times` with policy ``last``.
         t_ns, pos, quat, valid: all rows of the file (m, xyzw).
     """
-    from scipy.spatial.transform import Rotation  # loaded on use: the CLI starts without scipy
-    from scipy.stats import chi2
-
     n = t_ns.size
     flagged = np.zeros(n, dtype=bool)
     dropped = np.flatnonzero(~order.keep)
@@ -143,6 +140,10 @@ def flag_corrections(
     dropped, target = dropped[both], target[both]
     if dropped.size == 0:
         return flagged
+    # scipy loads only here, where it is used: an import without corrections never pays for it
+    from scipy.spatial.transform import Rotation
+    from scipy.stats import chi2
+
     sig_p = _noise_sigma(t_ns[kept], pos[kept])
     rot = Rotation.from_quat(quat[kept])
     steps = (rot[:-1].inv() * rot[1:]).as_rotvec()

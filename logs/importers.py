@@ -1,19 +1,20 @@
 """Import foreign files into sessions: mocap and pose logs (TUM, EuRoC, Motive CSV), pod CSV.
 
-Every parser checks what it reads and fails with ``file:line: what is wrong``
-(:class:`~sensorbench.errors.ImportFormatError`): missing columns, non-numeric
-cells, non-monotonic or duplicate timestamps, quaternions far from unit norm,
-unknown units. Motive's blank cells (occlusion) become invalid samples with
-``nan`` pose, never zeros.
+Every parser reads its file in bounded chunks, one column at a time, through
+:mod:`~sensorbench.logs.text_table` (the one checked parse), and fails with
+``file:line:column: what is wrong`` (:class:`~sensorbench.errors.ImportFormatError`):
+missing columns, non-numeric cells, non-monotonic or duplicate timestamps, quaternions
+far from unit norm, unknown units. Motive's blank cells (occlusion) become invalid
+samples with ``nan`` pose, never zeros.
 """
 
 from __future__ import annotations
 
-import csv
-import math
+import itertools
 import os
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -21,11 +22,22 @@ import numpy as np
 
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
-from sensorbench.logs.import_times import TimeOrder, flag_corrections, order_times
+from sensorbench.logs.import_times import flag_corrections, order_times
 from sensorbench.logs.model_file import file_sha256
-from sensorbench.logs.plain_columns import float_column, int_column, ns_column, plain_text
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
-from sensorbench.logs.values import batch_problems, parse_float, parse_int
+from sensorbench.logs.text_table import (
+    Table,
+    content_lines,
+    flags01,
+    floats,
+    integers,
+    sep_of,
+    splitter,
+    tables,
+    text_lines,
+    times_ns,
+)
+from sensorbench.logs.values import batch_problems, count_steps, parse_float
 
 QUAT_NORM_TOLERANCE = 0.01
 """Largest accepted deviation of a quaternion's norm from 1 before normalization."""
@@ -39,15 +51,15 @@ Every reader takes ``max_position_m``; the CLI's ``--max-position-m`` sets it.
 """
 
 _INT64_MAX = int(np.iinfo(np.int64).max)
-_MAX_TIME_S = _INT64_MAX / 1e9
 
 _MOTIVE_UNITS = {"meters": 1.0, "centimeters": 0.01, "millimeters": 0.001}
-def _y_up_to_z_up() -> Any:
-    """Motive's Y-up world to Z-up: x' = x, y' = -z, z' = y (OptiTrack's own C3D Z-up
-    preset). scipy loads here: the CLI starts without it."""
-    from scipy.spatial.transform import Rotation
 
-    return Rotation.from_matrix([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
+
+def _y_up_to_z_up(v: np.ndarray) -> np.ndarray:
+    """Vectors (n, 3) from Motive's Y-up world to Z-up: (x, y, z) -> (x, -z, y), OptiTrack's
+    own C3D Z-up preset, a +90° rotation C about x. A quaternion's vector part turns the
+    same way under C·R·Cᵀ (its scalar part is unchanged)."""
+    return np.stack([v[:, 0], -v[:, 2], v[:, 1]], axis=1)
 
 
 @dataclass
@@ -62,100 +74,18 @@ class Imported:
     """File lines of kept poses flagged RELOCALIZED because they corrected a repeat."""
 
 
-def _read_text(path: Path) -> list[str]:
-    if not path.is_file():
-        raise ImportFormatError(f"{path}: no such file")
-    try:
-        return path.read_text(encoding="utf-8-sig").splitlines()
-    except UnicodeDecodeError as exc:
-        raise ImportFormatError(f"{path}: not a text file ({exc})") from exc
-
-
-_ASCII_SPACE = " \t\r\n\f\v"
-
-
-def _ascii_split(text: str) -> list[str]:
-    """Cells separated by ASCII whitespace (``str.split`` also splits at a no-break space,
-    which then hides in a number's place)."""
-    return [c for c in re.split(r"[ \t\r\n\f\v]+", text) if c]
+def _gather(chunks: Iterable[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The columns of every chunk, concatenated (empty when there is none)."""
+    parts: dict[str, list[np.ndarray]] = {}
+    for chunk in chunks:
+        for key, value in chunk.items():
+            parts.setdefault(key, []).append(value)
+    return {key: np.concatenate(values) for key, values in parts.items()}
 
 
 def _where(path: Path, line: int, col: int) -> str:
     """``file:line:column``, both 1-based; the column is the field's number in its row."""
     return f"{path}:{line}:{col}"
-
-
-def _number(
-    path: Path, line: int, col: int, name: str, cell: str, *, allow_nan: bool = False
-) -> float:
-    """A finite float from ``cell`` (``nan`` too if ``allow_nan``); errors name the cell.
-
-    Strict ASCII decimal (:func:`~sensorbench.logs.values.parse_float`): ``1_0``,
-    full-width digits or a no-break space are not numbers."""
-    value = parse_float(cell)
-    if value is None:
-        raise ImportFormatError(
-            f"{_where(path, line, col)}: column {name!r}: {cell.strip()!r} is not a number "
-            "(ASCII decimal digits)"
-        )
-    if not (math.isfinite(value) or (allow_nan and math.isnan(value))):
-        raise ImportFormatError(
-            f"{_where(path, line, col)}: column {name!r}: {cell.strip()!r} is not a finite number"
-        )
-    return value
-
-
-def _in_int64(path: Path, line: int, col: int, name: str, value: int, unit: str = "") -> int:
-    if not -_INT64_MAX - 1 <= value <= _INT64_MAX:
-        raise ImportFormatError(
-            f"{_where(path, line, col)}: column {name!r}: {value}{unit} is out of range "
-            "(it does not fit a 64-bit integer count of ns)"
-        )
-    return value
-
-
-def _seconds_to_ns(path: Path, line: int, col: int, name: str, cell: str) -> int:
-    """Exact decimal seconds -> int ns (float64 would lose up to ~100 ns at epoch scale)."""
-    return _decimal_to_ns(path, line, col, name, cell, "s")
-
-
-_NS_PER_UNIT = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
-
-
-def _decimal_to_ns(path: Path, line: int, col: int, name: str, cell: str, unit: str) -> int:
-    """Exact decimal time in ``unit`` (s, ms, us, ns) -> int ns, rounded half up."""
-    scale = _NS_PER_UNIT[unit]
-    digits = len(str(scale)) - 1
-    text = cell.strip(" \t")
-    m = re.fullmatch(r"([+-]?)([0-9]*)\.?([0-9]*)", text, re.ASCII)
-    if m and (m.group(2) or m.group(3)):
-        sign = -1 if m.group(1) == "-" else 1
-        frac = (m.group(3) + "0" * digits)[:digits]
-        rounding = 1 if len(m.group(3)) > digits and m.group(3)[digits] >= "5" else 0
-        ns = sign * (int(m.group(2) or "0") * scale + int(frac or "0") + rounding)
-    else:
-        value = _number(path, line, col, name, cell)
-        ns = _INT64_MAX + 1 if abs(value) * scale >= _INT64_MAX else round(value * scale)
-    if abs(ns) > _INT64_MAX:
-        raise ImportFormatError(
-            f"{_where(path, line, col)}: column {name!r}: {text!r} {unit} is out of range "
-            f"(|t| must stay below {_MAX_TIME_S:.4g} s)"
-        )
-    return ns
-
-
-def _integer(path: Path, line: int, col: int, name: str, cell: str) -> int:
-    parsed = parse_int(cell)
-    if parsed is not None:
-        value = parsed
-    else:
-        number = _number(path, line, col, name, cell)
-        if number != int(number):
-            raise ImportFormatError(
-                f"{_where(path, line, col)}: column {name!r}: {cell.strip()!r} is not an integer"
-            ) from None
-        value = int(number)
-    return _in_int64(path, line, col, name, value)
 
 
 def _check_positions(
@@ -169,7 +99,8 @@ def _check_positions(
         raise ImportFormatError(
             f"{_where(path, int(lines[r]), col)}: column {name!r}: {pos[r, k]:g} m is beyond "
             f"the position limit of {limit:g} m ({int(bad.sum())} such value(s) in the file); "
-            "check the units, or raise the limit with --max-position-m"
+            "check the units, or raise the limit with --max-position-m (georeferenced "
+            "coordinates such as UTM: --max-position-m 1e7; they are kept as float64)"
         )
 
 
@@ -219,55 +150,30 @@ def _pose_imported(
     batch = PoseBatch.from_arrays(t_ns[k], pos[k], quat[k], valid[k], flags[k])
     return Imported(
         batch,
-        {**attrs, **_duplicate_attrs(duplicates, order, int(corrected.sum()))},
+        {**attrs, **_duplicate_attrs(duplicates, len(order.dropped_lines), int(corrected.sum()))},
         order.dropped_lines,
         [int(n) for n in lines[corrected]],
     )
 
 
-def _duplicate_attrs(duplicates: str, order: TimeOrder, n_corrected: int) -> dict[str, Any]:
+def _duplicate_attrs(duplicates: str, n_dropped: int, n_corrected: int) -> dict[str, Any]:
     return {
         "duplicates_policy": duplicates,
-        "duplicate_lines_dropped": len(order.dropped_lines),
+        "duplicate_lines_dropped": n_dropped,
         "duplicates_flagged_relocalized": n_corrected,
     }
 
 
-def _plain_tum(kept: list[tuple[int, str]]) -> tuple[np.ndarray, np.ndarray] | None:
-    """Times (ns) and the (n, 8) values of TUM rows that are all plain (8 finite ASCII
-    decimal numbers, fixed-point times), read at once; None for anything else, which
-    the cell-by-cell reader then names (:mod:`~sensorbench.logs.plain_columns`)."""
-    body = "\n".join(text for _, text in kept)
-    if not kept or not plain_text(body.replace(",", " ")):
-        return None
-    rows = [text.replace(",", " ").split() for _, text in kept]
-    if any(len(r) != 8 for r in rows):
-        return None
-    times = ns_column([r[0] for r in rows], "s")
-    data = float_column([c for r in rows for c in r])
-    if times is None or data is None:
-        return None
-    return times, data.reshape(-1, 8)
+_TUM = ("timestamp", "tx", "ty", "tz", "qx", "qy", "qz", "qw")
 
 
-def _tum_cell_by_cell(path: Path, kept: list[tuple[int, str]]) -> tuple[np.ndarray, np.ndarray]:
-    """Times (ns) and (n, 8) values of TUM rows, each cell checked; errors name it."""
-    names = ("timestamp", "tx", "ty", "tz", "qx", "qy", "qz", "qw")
-    rows, times = [], []
-    for i, text in kept:
-        cells = _ascii_split(text.replace(",", " "))
-        if len(cells) != 8:
-            raise ImportFormatError(
-                f"{path}:{i}: expected 8 columns (timestamp tx ty tz qx qy qz qw), got {len(cells)}"
-            )
-        rows.append(
-            [
-                _number(path, i, j, n, c)
-                for j, (n, c) in enumerate(zip(names, cells, strict=True), start=1)
-            ]
-        )
-        times.append(_seconds_to_ns(path, i, 1, "timestamp", cells[0]))
-    return np.array(times, dtype=np.int64), np.array(rows, dtype=np.float64).reshape(-1, 8)
+def _pose_columns(t: Table, time_col: int, cols: list[int], names: list[str]) -> dict[str, Any]:
+    """``lines``, ``t`` (ns, from a column in s) and ``v`` (the float ``cols``) of a chunk."""
+    return {
+        "lines": t.lines,
+        "t": times_ns(t, time_col, names[0], "s"),
+        "v": np.stack([floats(t, j, n) for j, n in zip(cols, names[1:], strict=True)], axis=1),
+    }
 
 
 def read_tum(
@@ -283,26 +189,39 @@ def read_tum(
             :mod:`sensorbench.logs.import_times`).
     """
     path = Path(path)
-    kept = [
-        (i, text)
-        for i, text in enumerate((t.strip(_ASCII_SPACE) for t in _read_text(path)), start=1)
-        if text and not text.startswith("#")
-    ]
-    times, data = _plain_tum(kept) or _tum_cell_by_cell(path, kept)
-    lines = [i for i, _ in kept]
-    _check_positions(
-        path, np.array(lines), data[:, 1:4], [(2, "tx"), (3, "ty"), (4, "tz")], max_position_m
-    )
+    rows = ((i, text.replace(",", " ")) for i, text in content_lines(path))
+    what = "expected 8 columns (timestamp tx ty tz qx qy qz qw), got {n}"
+    chunks = tables(path, rows, None, 8, what)
+    got = _gather(_pose_columns(t, 0, list(range(1, 8)), list(_TUM)) for t in chunks)
+    if not got:
+        raise ImportFormatError(f"{path}: no samples")
+    lines, data = got["lines"], got["v"]
+    _check_positions(path, lines, data[:, 0:3], [(2, "tx"), (3, "ty"), (4, "tz")], max_position_m)
     return _pose_imported(
         path,
-        np.array(lines),
-        np.array(times),
-        data[:, 1:4],
-        data[:, 4:8],
+        lines,
+        got["t"],
+        data[:, 0:3],
+        data[:, 3:7],
         np.ones(len(data), bool),
         duplicates,
         {"source_format": "tum", "time_base": "file timestamps (s)"},
     )
+
+
+def _header_then_rows(
+    path: Path, is_header: Any
+) -> tuple[int, str | None, Iterator[tuple[int, str]]]:
+    """The first non-blank line (its number and text, when ``is_header(text)``) and the
+    remaining non-blank, non-``#`` lines."""
+    lines = ((i, t) for i, t in text_lines(path) if t.strip(" \t\r\n\f\v"))
+    first = next(lines, None)
+    if first is None:
+        return 1, None, iter(())
+    rest = ((i, t) for i, t in lines if not t.lstrip().startswith("#"))
+    if is_header(first[1]):
+        return first[0], first[1], rest
+    return first[0], None, itertools.chain([first], rest)
 
 
 def read_euroc(
@@ -318,53 +237,45 @@ def read_euroc(
             :mod:`sensorbench.logs.import_times`).
     """
     path = Path(path)
-    text = _read_text(path)
-    header: list[str] | None = None
-    rows, lines = [], []
-    for i, row in enumerate(csv.reader(text), start=1):
-        if not row or not "".join(row).strip():
-            continue
-        if row[0].lstrip().startswith("#") or (header is None and not _is_number(row[0])):
-            if header is None:
-                header = [c.strip().lstrip("#").strip() for c in row]
-            continue
-        rows.append((i, row))
-        lines.append(i)
-    if header is None:
+    split = splitter(",")
+
+    def is_header(text: str) -> bool:
+        return text.lstrip().startswith("#") or parse_float(split(text)[0]) is None
+
+    _, head, rows = _header_then_rows(path, is_header)
+    if head is None:
         header = ["timestamp", "px", "py", "pz", "qw", "qx", "qy", "qz"]
         cols = dict(zip(header, range(8), strict=True))
     else:
+        header = [c.strip().lstrip("#").strip() for c in split(head)]
         cols = _euroc_columns(path, header)
-    data = np.empty((len(rows), 7))
-    t_ns = np.empty(len(rows), dtype=np.int64)
     order = ["px", "py", "pz", "qx", "qy", "qz", "qw"]
-    for r, (i, row) in enumerate(rows):
-        if len(row) < len(header):
-            raise ImportFormatError(f"{path}:{i}: {len(row)} cells, header has {len(header)}")
-        t_ns[r] = _integer(path, i, cols["timestamp"] + 1, "timestamp", row[cols["timestamp"]])
-        for k, name in enumerate(order):
-            data[r, k] = _number(path, i, cols[name] + 1, name, row[cols[name]])
+
+    def convert(t: Table) -> dict[str, np.ndarray]:
+        return {
+            "lines": t.lines,
+            "t": integers(t, cols["timestamp"], "timestamp"),
+            "v": np.stack([floats(t, cols[c], c) for c in order], axis=1),
+        }
+
+    what = f"{{n}} cells, header has {len(header)}"
+    got = _gather(convert(t) for t in tables(path, rows, ",", len(header), what, at_least=True))
+    if not got:
+        raise ImportFormatError(f"{path}: no samples")
+    lines, data = got["lines"], got["v"]
     _check_positions(
-        path,
-        np.array(lines),
-        data[:, 0:3],
-        [(cols[c] + 1, c) for c in ("px", "py", "pz")],
-        max_position_m,
+        path, lines, data[:, 0:3], [(cols[c] + 1, c) for c in ("px", "py", "pz")], max_position_m
     )
     return _pose_imported(
         path,
-        np.array(lines),
-        t_ns,
+        lines,
+        got["t"],
         data[:, 0:3],
         data[:, 3:7],
         np.ones(len(data), bool),
         duplicates,
         {"source_format": "euroc", "time_base": "file timestamps (ns)"},
     )
-
-
-def _is_number(cell: str) -> bool:
-    return parse_float(cell) is not None
 
 
 def _euroc_columns(path: Path, header: list[str]) -> dict[str, int]:
@@ -423,10 +334,13 @@ def read_motive(
     path = Path(path)
     if up not in ("y", "z"):
         raise ImportFormatError(f"{path}: up axis must be 'y' or 'z', got {up!r}")
-    rows = list(csv.reader(_read_text(path)))
-    if not rows:
+    split = splitter(",")
+    lines = text_lines(path)
+    first = next(lines, None)
+    if first is None:
         raise ImportFormatError(f"{path}:1: empty file")
-    meta = {rows[0][k].strip(): rows[0][k + 1].strip() for k in range(0, len(rows[0]) - 1, 2)}
+    top = split(first[1])
+    meta = {top[k]: top[k + 1] for k in range(0, len(top) - 1, 2)}
     if "Format Version" not in meta:
         raise ImportFormatError(f"{path}:1: not a Motive export (no 'Format Version' key)")
     units_name = meta.get("Length Units", "Meters")
@@ -439,34 +353,122 @@ def read_motive(
     rot_type = meta.get("Rotation Type", "Quaternion")
     if rot_type.lower() != "quaternion":
         raise ImportFormatError(f"{path}:1: Rotation Type {rot_type!r}; export quaternions")
-    labelled: dict[str, list[str]] = {}
+    head = _motive_header(path, lines)
+    body, cols = _motive_body(path, head, body)
+    time_col = head.time_col
+    needed = [f"Rotation.{a}" for a in "XYZW"] + [f"Position.{a}" for a in "XYZ"]
+    missing = [k for k in needed if k not in cols]
+    if time_col is None:
+        missing.insert(0, "Time (Seconds)")
+    if missing or time_col is None:
+        raise ImportFormatError(
+            f"{path}:{head.data_line}: rigid body {body!r} lacks columns {', '.join(missing)}"
+        )
+
+    def convert(t: Table) -> dict[str, np.ndarray]:
+        return {
+            "lines": t.lines,
+            "t": times_ns(t, time_col, "Time (Seconds)", "s"),
+            "v": np.stack([floats(t, cols[k], k, missing="blank") for k in needed], axis=1),
+        }
+
+    # Motive writes every cell (blank ones too): a row with fewer was cut
+    what = f"{{n}} cells, the header has {head.width}; the row is truncated"
+    rows = ((i, text) for i, text in lines if text.strip(" \t\r,"))
+    got = _gather(convert(t) for t in tables(path, rows, ",", head.width, what, at_least=True))
+    if not got:
+        raise ImportFormatError(f"{path}: no samples")
+    line_a, values = got["lines"], got["v"]
+    valid_a = ~np.isnan(values).any(axis=1)
+    if not valid_a.any():
+        raise ImportFormatError(
+            f"{path}: rigid body {body!r} is blank (occluded) in all {len(line_a)} frames; "
+            "nothing to import"
+        )
+    quat_a = np.where(valid_a[:, None], values[:, :4], np.nan)
+    pos_a = np.where(valid_a[:, None], values[:, 4:] * scale, np.nan)
+    quat_a = _check_quats(path, line_a, quat_a, valid_a)
+    _check_positions(
+        path,
+        line_a,
+        np.where(valid_a[:, None], pos_a, 0.0),
+        [(cols[f"Position.{a}"] + 1, f"Position.{a}") for a in "XYZ"],
+        max_position_m,
+    )
+    frame = (
+        "Motive world, Z-up"
+        if up == "z"
+        else "Motive world and body axes converted Y-up -> Z-up: (x, -z, y), R' = C R C^T"
+    )
+    if up == "y":
+        pos_a = _y_up_to_z_up(pos_a)
+        quat_a = np.column_stack([_y_up_to_z_up(quat_a[:, :3]), quat_a[:, 3]])
+    attrs = {
+        "source_format": "motive",
+        "time_base": "Motive take time (s since capture start)",
+        "frame": frame,
+        "rigid_body": body,
+        "motive_format_version": meta.get("Format Version", ""),
+        "capture_start_time": meta.get("Capture Start Time", ""),
+        "source_length_units": units_name,
+    }
+    return _pose_imported(path, line_a, got["t"], pos_a, quat_a, valid_a, duplicates, attrs)
+
+
+class _MotiveHeader(NamedTuple):
+    labelled: dict[str, tuple[int, list[str]]]
+    """Row label (Type, Name, ID, Parent) -> (file line, cells)."""
+    category: list[str]
+    component: list[str]
+    data_line: int
+    """The file line after the ``Frame, Time`` row."""
+
+    @property
+    def width(self) -> int:
+        return len(self.component)
+
+    @property
+    def time_col(self) -> int | None:
+        return next((j for j, c in enumerate(self.component) if c.startswith("Time")), None)
+
+    def cell(self, label: str, j: int) -> str:
+        row = self.labelled.get(label, (0, []))[1]
+        return row[j] if j < len(row) else ""
+
+
+def _motive_header(path: Path, lines: Iterator[tuple[int, str]]) -> _MotiveHeader:
+    """The header rows after the first, by their labels (never by fixed positions), up to
+    and including the ``Frame, Time`` row."""
+    split = splitter(",")
+    labelled: dict[str, tuple[int, list[str]]] = {}
     category: list[str] | None = None
-    component: list[str] | None = None
-    data_start = None
-    for i in range(1, len(rows)):
-        row = [c.strip() for c in rows[i]]
+    for i, text in lines:
+        row = split(text)
         if not any(row):
             continue
         label = row[0] or (row[1] if len(row) > 1 else "")
         if row[0] == "Frame":
-            component, data_start = row, i + 1
-            break
+            if category is None or "Name" not in labelled:
+                break
+            return _MotiveHeader(labelled, category, row, i + 1)
         if label in ("Type", "Name", "ID", "Parent"):
-            labelled[label] = row
+            labelled[label] = (i, row)
         elif not row[0] and (len(row) < 2 or not row[1]):
             category = row
-    if component is None or data_start is None or category is None or "Name" not in labelled:
-        raise ImportFormatError(
-            f"{path}: Motive header rows (Type/Name/ID, category, 'Frame,Time') not found"
-        )
-    width = len(component)
+    raise ImportFormatError(
+        f"{path}: Motive header rows (Type/Name/ID, category, 'Frame,Time') not found"
+    )
 
-    def cell(row: list[str], j: int) -> str:
-        return row[j] if j < len(row) else ""
 
-    types, names = labelled.get("Type", []), labelled["Name"]
+def _motive_body(path: Path, head: _MotiveHeader, body: str | None) -> tuple[str, dict[str, int]]:
+    """The rigid body to read and its columns (``Rotation.X`` ... -> cell index)."""
+    width = head.width
     bodies = sorted(
-        {cell(names, j) for j in range(width) if cell(types, j) == "Rigid Body" and cell(names, j)}
+        {
+            head.cell("Name", j)
+            for j in range(width)
+            if head.cell("Type", j) == "Rigid Body" and head.cell("Name", j)
+        }
     )
     if body is None:
         if len(bodies) != 1:
@@ -477,89 +479,17 @@ def read_motive(
     elif body not in bodies:
         raise ImportFormatError(f"{path}: no rigid body {body!r} (have: {', '.join(bodies)})")
     cols: dict[str, int] = {}
-    ids = labelled.get("ID", [])
     for j in range(width):
-        if cell(types, j) == "Rigid Body" and cell(names, j) == body:
-            key = f"{cell(category, j)}.{cell(component, j)}"
+        if head.cell("Type", j) == "Rigid Body" and head.cell("Name", j) == body:
+            key = f"{head.category[j] if j < len(head.category) else ''}.{head.component[j]}"
             if key in cols:  # a second body of that name: which one is meant is unknowable
-                name_line = next(r + 1 for r in range(data_start) if rows[r][:1] == ["Name"])
                 raise ImportFormatError(
-                    f"{path}:{name_line}: two rigid bodies are named {body!r} (IDs "
-                    f"{cell(ids, cols[key])} and {cell(ids, j)}); rename one in Motive"
+                    f"{path}:{head.labelled['Name'][0]}: two rigid bodies are named {body!r} "
+                    f"(IDs {head.cell('ID', cols[key])} and {head.cell('ID', j)}); rename one "
+                    "in Motive"
                 )
             cols[key] = j
-    time_col = next((j for j, c in enumerate(component) if c.startswith("Time")), None)
-    needed = [f"Rotation.{a}" for a in "XYZW"] + [f"Position.{a}" for a in "XYZ"]
-    missing = [k for k in needed if k not in cols]
-    if time_col is None:
-        missing.insert(0, "Time (Seconds)")
-    if missing or time_col is None:
-        raise ImportFormatError(
-            f"{path}:{data_start}: rigid body {body!r} lacks columns {', '.join(missing)}"
-        )
-    t, pos, quat, valid, lines = [], [], [], [], []
-    for i in range(data_start, len(rows)):
-        row = rows[i]
-        if not any(c.strip() for c in row):
-            continue
-        line = i + 1
-        if len(row) < width:  # Motive writes every cell (blank ones too): the row was cut
-            raise ImportFormatError(
-                f"{path}:{line}: {len(row)} cells, the header has {width}; the row is truncated"
-            )
-        t.append(_seconds_to_ns(path, line, time_col + 1, "Time (Seconds)", cell(row, time_col)))
-        values = []
-        for k in needed:
-            c = cell(row, cols[k]).strip()
-            values.append(_number(path, line, cols[k] + 1, k, c, allow_nan=True) if c else math.nan)
-        if any(math.isnan(v) for v in values):
-            valid.append(False)
-            pos.append([np.nan] * 3)
-            quat.append([np.nan] * 4)
-        else:
-            quat.append(values[:4])
-            pos.append([v * scale for v in values[4:]])
-            valid.append(True)
-        lines.append(line)
-    valid_a = np.array(valid, dtype=bool)
-    if lines and not valid_a.any():
-        raise ImportFormatError(
-            f"{path}: rigid body {body!r} is blank (occluded) in all {len(lines)} frames; "
-            "nothing to import"
-        )
-    pos_a, quat_a = np.array(pos).reshape(-1, 3), np.array(quat).reshape(-1, 4)
-    quat_a = _check_quats(path, np.array(lines), quat_a, valid_a)
-    _check_positions(
-        path,
-        np.array(lines),
-        np.where(valid_a[:, None], pos_a, 0.0),
-        [(cols[f"Position.{a}"] + 1, f"Position.{a}") for a in "XYZ"],
-        max_position_m,
-    )
-    frame = (
-        "Motive world, Z-up"
-        if up == "z"
-        else "Motive world and body axes converted Y-up -> Z-up: (x, -z, y), R' = C R C^T"
-    )
-    if up == "y" and valid_a.any():
-        from scipy.spatial.transform import Rotation
-
-        c = _y_up_to_z_up()
-        pos_a[valid_a] = c.apply(pos_a[valid_a])
-        rot = Rotation.from_quat(quat_a[valid_a])
-        quat_a[valid_a] = (c * rot * c.inv()).as_quat()
-    attrs = {
-        "source_format": "motive",
-        "time_base": "Motive take time (s since capture start)",
-        "frame": frame,
-        "rigid_body": body,
-        "motive_format_version": meta.get("Format Version", ""),
-        "capture_start_time": meta.get("Capture Start Time", ""),
-        "source_length_units": units_name,
-    }
-    return _pose_imported(
-        path, np.array(lines), np.array(t), pos_a, quat_a, valid_a, duplicates, attrs
-    )
+    return body, cols
 
 
 POD_TIME_COLUMNS = {"t_s": "s", "t_ms": "ms", "t_us": "us", "t_ns": "ns", "host_ns": "ns"}
@@ -604,104 +534,165 @@ def _resolve_columns(
 class PodTable(NamedTuple):
     """What :func:`read_pod_csv` learnt from a pod CSV's header."""
 
-    path: Path
-    header: list[str]
     col: dict[str, int]
     """Column name -> cell index."""
     mapping: dict[str, str]
     time_name: str
     n_counters: int
 
-
-PodColumns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-"""host ns, device ns, seq, counts (n, pods), yaw (rad), yaw rate (rad/s)."""
-
-
-def _plain_pods(t: PodTable, rows: list[tuple[int, str]], sep: str | None) -> PodColumns | None:
-    """The columns of pod rows whose cells are all plain, read at once
-    (:mod:`~sensorbench.logs.plain_columns`); None for anything else (the cell-by-cell
-    reader then names it)."""
-    if sep is not None and any('"' in raw for _, raw in rows):
-        return None
-    split = [_ascii_split(raw) if sep is None else raw.split(sep) for _, raw in rows]
-    if any(len(cells) != len(t.header) for cells in split):
-        return None
-    columns = list(zip(*split, strict=True))
-    by_name = {name: columns[j] for name, j in t.col.items()}
-    unit = POD_TIME_COLUMNS[t.time_name]
-    time_cells = by_name[t.time_name]
-    got = {"host": int_column(time_cells) if unit == "ns" else ns_column(time_cells, unit)}
-    for name in [f"c{k}" for k in range(t.n_counters)] + ["device_ns", "seq"]:
-        if name in by_name:
-            got[name] = int_column(by_name[name])
-    if "device_us" in by_name and "device_ns" not in by_name:
-        us = int_column(by_name["device_us"])
-        limit = _INT64_MAX // 1000
-        fits = us is not None and -limit <= us.min() and us.max() <= limit
-        got["device_ns"] = us * 1000 if fits and us is not None else None
-    for name in ("yaw", "yaw_rate"):
-        if name in by_name:
-            got[name] = float_column(by_name[name])
-    plain = {name: v for name, v in got.items() if v is not None}
-    if len(plain) < len(got):
-        return None
-    n = len(rows)
-    return (
-        plain["host"],
-        plain.get("device_ns", np.full(n, NO_DEVICE_TIME, np.int64)),
-        plain.get("seq", np.arange(n, dtype=np.int64)),
-        np.stack([plain[f"c{k}"] for k in range(t.n_counters)], axis=1),
-        plain.get("yaw", np.full(n, np.nan)),
-        plain.get("yaw_rate", np.full(n, np.nan)),
-    )
+    def label(self, name: str) -> str:
+        """The column's header in the file."""
+        return self.mapping.get(name, name)
 
 
-def _pods_cell_by_cell(t: PodTable, rows: list[tuple[int, str]], sep: str | None) -> PodColumns:
-    """The columns of pod rows, each cell checked; errors name the file, line and column."""
-    path, col, mapping = t.path, t.col, t.mapping
-    n = len(rows)
-    host = np.empty(n, np.int64)
-    counts = np.empty((n, t.n_counters), np.int64)
+def _pod_columns(p: PodTable, t: Table) -> dict[str, np.ndarray]:
+    """host ns, device ns, seq, counts (n, pods), yaw (rad), yaw rate (rad/s) of a chunk."""
+    n, col = len(t.lines), p.col
+    unit = POD_TIME_COLUMNS[p.time_name]
+    tc = col[p.time_name]
+    host = times_ns(t, tc, p.label(p.time_name), unit)
+    counts = [integers(t, col[f"c{k}"], p.label(f"c{k}")) for k in range(p.n_counters)]
     dev = np.full(n, NO_DEVICE_TIME, np.int64)
-    seq = np.arange(n, dtype=np.int64)
-    yaw, rate = np.full(n, np.nan), np.full(n, np.nan)
-    for r, (i, raw) in enumerate(rows):
-        cells = _split_cells(raw, sep)
-        if len(cells) != len(t.header):
-            raise ImportFormatError(f"{path}:{i}: {len(cells)} cells, header has {len(t.header)}")
-
-        def cell(name: str, cells: list[str] = cells, i: int = i) -> tuple:
-            return path, i, col[name] + 1, mapping.get(name, name), cells[col[name]]
-
-        where_, line_, j, label, text = cell(t.time_name)
-        unit = POD_TIME_COLUMNS[t.time_name]
-        host[r] = (
-            _integer(where_, line_, j, label, text)
-            if unit == "ns"
-            else _decimal_to_ns(where_, line_, j, label, text, unit)
+    if "device_ns" in col:
+        dev = integers(t, col["device_ns"], p.label("device_ns"))
+    elif "device_us" in col:
+        us = integers(t, col["device_us"], p.label("device_us"))
+        big = np.abs(us) > _INT64_MAX // 1000
+        if big.any():
+            k = int(np.argmax(big))
+            raise ImportFormatError(
+                f"{_where(t.path, int(t.lines[k]), col['device_us'] + 1)}: column "
+                f"{p.label('device_us')!r}: {int(us[k])} us is out of range (it does not fit "
+                "a 64-bit integer count of ns)"
+            )
+        dev = us * 1000
+    out = {
+        "lines": t.lines,
+        "host": host,
+        "dev": dev,
+        "counts": np.stack(counts, axis=1),
+    }
+    if "seq" in col:
+        out["seq"] = integers(t, col["seq"], p.label("seq"))
+    for name in ("yaw", "yaw_rate"):  # nan = no IMU value, as in the session (docs/FORMAT.md)
+        out[name] = (
+            floats(t, col[name], p.label(name), missing="nan")
+            if name in col
+            else (np.full(n, np.nan))
         )
-        for k in range(t.n_counters):
-            counts[r, k] = _integer(*cell(f"c{k}"))
-        if "device_ns" in col:
-            dev[r] = _integer(*cell("device_ns"))
-        elif "device_us" in col:
-            where_, line_, j, label, text = cell("device_us")
-            us = _integer(where_, line_, j, label, text)
-            dev[r] = _in_int64(where_, line_, j, label, us * 1000, " ns")
-        if "seq" in col:
-            seq[r] = _integer(*cell("seq"))
-        for name, out in (("yaw", yaw), ("yaw_rate", rate)):
-            if name in col:  # nan = no IMU value, as in the session (docs/FORMAT.md)
-                out[r] = _number(*cell(name), allow_nan=True)
-    return host, dev, seq, counts, yaw, rate
+    return out
 
 
-def read_pod_csv(
+def check_pod_columns(path: Path, got: dict[str, np.ndarray], p: PodTable) -> None:
+    """Refuse what FORMAT.md rules out of a pod CSV although each cell is a number: counts
+    that are not cumulative (INT64_MIN, a wrap, a jump no wheel makes in the interval) and
+    ``seq`` or device times that step back (wrapped, or an MCU reset); names the cell.
+
+    Raises:
+        ImportFormatError: ``file:line:column`` of the first such cell.
+    """
+    lines = got["lines"]
+    problems, bad = count_steps("counts", got["host"], got["counts"])
+    if problems:
+        r, k = (int(v) for v in np.argwhere(bad)[0])
+        raise ImportFormatError(
+            f"{_where(path, int(lines[r]), p.col[f'c{k}'] + 1)}: column {p.label(f'c{k}')!r}: "
+            f"{problems[0].message}"
+        )
+    dev = got["dev"]
+    dev_back = (dev[1:] < dev[:-1]) & (dev[1:] != NO_DEVICE_TIME) & (dev[:-1] != NO_DEVICE_TIME)
+    for name, back, why in (
+        ("seq", np.diff(got["seq"]) < 0 if "seq" in got else np.zeros(0, bool), "sequence number"),
+        ("device_ns" if "device_ns" in p.col else "device_us", dev_back, "device time"),
+    ):
+        if back.any():
+            r = int(np.argmax(back)) + 1
+            raise ImportFormatError(
+                f"{_where(path, int(lines[r]), p.col[name] + 1)}: column {p.label(name)!r}: the "
+                f"{why} steps back from line {int(lines[r - 1])} (a counter that wraps, or a "
+                "device restart); the column must be unwrapped (docs/FORMAT.md), or leave it out"
+            )
+
+
+class PodStream(NamedTuple):
+    """A pod CSV read chunk by chunk: iterating :attr:`batches` parses it (bounded memory)."""
+
+    attrs: dict[str, Any]
+    """Stream attributes known from the header."""
+    n_counts: int
+    batches: Iterator[EncoderBatch]
+    """Checked, de-duplicated frames, a chunk at a time; raises :class:`ImportFormatError`
+    at the first problem."""
+    dropped_lines: list[int]
+    """File lines dropped for a repeated stamp, filled while :attr:`batches` runs."""
+
+
+def _rows(got: dict[str, np.ndarray], rows: slice) -> dict[str, np.ndarray]:
+    return {key: value[rows] for key, value in got.items()}
+
+
+def _joined(a: dict[str, np.ndarray] | None, b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return b if a is None else {key: np.concatenate([a[key], b[key]]) for key in b}
+
+
+def _pod_batches(
+    path: Path,
+    p: PodTable,
+    chunks: Iterable[dict[str, np.ndarray]],
+    duplicates: str,
+    dropped: list[int],
+) -> Iterator[EncoderBatch]:
+    """The frames of ``chunks``, checked and de-duplicated a chunk at a time, each after
+    the last frame written before it (time order, counter steps); a run of equal stamps
+    at a chunk's end is held back until it is whole, so ``duplicates`` sees all of it."""
+    last: dict[str, np.ndarray] | None = None  # the last frame written
+    held: dict[str, np.ndarray] | None = None
+    rows = 0
+    for got in chunks:
+        n = len(got["lines"])
+        got.setdefault("seq", rows + np.arange(n, dtype=np.int64))  # no column: row number
+        rows += n
+        unit = _joined(held, got)
+        other = np.flatnonzero(unit["host"] != unit["host"][-1])
+        cut = int(other[-1]) + 1 if other.size else 0
+        held = _rows(unit, slice(cut, None))
+        if cut:
+            batch, last = _pod_unit(path, p, last, _rows(unit, slice(0, cut)), duplicates, dropped)
+            yield batch
+    if held is None:
+        raise ImportFormatError(f"{path}: no samples")
+    yield _pod_unit(path, p, last, held, duplicates, dropped)[0]
+
+
+def _pod_unit(
+    path: Path,
+    p: PodTable,
+    last: dict[str, np.ndarray] | None,
+    unit: dict[str, np.ndarray],
+    duplicates: str,
+    dropped: list[int],
+) -> tuple[EncoderBatch, dict[str, np.ndarray]]:
+    """The frames of ``unit`` to write, checked after ``last`` (the last frame written),
+    and the last of them."""
+    ctx = _joined(last, unit)
+    check_pod_columns(path, ctx, p)
+    order = order_times(path, ctx["lines"], ctx["host"], duplicates)
+    dropped += order.dropped_lines
+    keep = order.keep.copy()
+    keep[0] &= last is None  # written with the chunk before
+    end = int(np.flatnonzero(order.keep)[-1])
+    batch = EncoderBatch(ctx["host"][keep], ctx["dev"][keep], ctx["seq"][keep],
+                         ctx["counts"][keep], ctx["yaw"][keep], ctx["yaw_rate"][keep])  # fmt: skip
+    return batch, _rows(ctx, slice(end, end + 1))
+
+
+def stream_pod_csv(
     path: str | os.PathLike[str],
     columns: dict[str, str] | None = None,
     duplicates: str = "last",
-) -> Imported:
-    """Pod encoder CSV with a header row (any logger's: map its headers with ``columns``).
+) -> PodStream:
+    """Pod encoder CSV with a header row (any logger's: map its headers with ``columns``),
+    its header read now and its rows as they are iterated (memory bounded by a chunk).
 
     Columns (by header name, any order, extra columns ignored): one time column,
     ``t_s`` (s), ``t_ms`` (ms), ``t_us`` (µs), ``t_ns`` or ``host_ns`` (ns), decimal
@@ -723,16 +714,12 @@ def read_pod_csv(
                 f"--columns {name}={mapping[name]}: unknown column name {name!r} "
                 f"(known: {', '.join(POD_CSV_COLUMNS)})"
             )
-    rows = [
-        (i, t)
-        for i, t in enumerate(_read_text(path), start=1)
-        if t.strip() and not t.lstrip().startswith("#")
-    ]
-    if not rows:
+    rows = content_lines(path)
+    head_line, head = next(rows, (1, None))
+    if head is None:
         raise ImportFormatError(f"{path}:1: empty file")
-    head_line, head = rows[0]
-    sep = ";" if ";" in head else ("," if "," in head else None)
-    header = _split_cells(head, sep)
+    sep = sep_of(head)
+    header = splitter(sep)(head)
     counter_names = {n for n in [*header, *mapping] if re.fullmatch(r"c\d+", n)}
     mapped_time = any(n in POD_TIME_COLUMNS for n in mapping)  # the one to use
     col = _resolve_columns(
@@ -764,24 +751,34 @@ def read_pod_csv(
             f"{path}:{head_line}: counter columns must be c0, c1, ... without gaps (found: "
             f"{found}; columns: {', '.join(header)}){hint}"
         )
-    n = len(rows) - 1
-    if n == 0:
-        raise ImportFormatError(f"{path}: no samples")
-    lines = np.array([i for i, _ in rows[1:]], dtype=np.int64)
-    table = PodTable(path, header, col, mapping, time_name, len(counters))
-    host, dev, seq, counts, yaw, rate = _plain_pods(table, rows[1:], sep) or _pods_cell_by_cell(
-        table, rows[1:], sep
-    )
-    order = order_times(path, lines, host, duplicates)
-    k = order.keep
-    batch = EncoderBatch(host[k], dev[k], seq[k], counts[k], yaw[k], rate[k])
+    table = PodTable(col, mapping, time_name, len(counters))
+    what = f"{{n}} cells, header has {len(header)}"
+    chunks = (_pod_columns(table, t) for t in tables(path, rows, sep, len(header), what))
     attrs = {
         "source_format": "csv",
         "time_base": f"file timestamps ({time_name}: {POD_TIME_COLUMNS[time_name]})",
+        "duplicates_policy": duplicates,
     }
     if mapping:
         attrs["column_map"] = ",".join(f"{k}={v}" for k, v in mapping.items())
-    return Imported(batch, {**attrs, **_duplicate_attrs(duplicates, order, 0)}, order.dropped_lines)
+    dropped: list[int] = []
+    batches = _pod_batches(path, table, chunks, duplicates, dropped)
+    return PodStream(attrs, len(counters), batches, dropped)
+
+
+def read_pod_csv(
+    path: str | os.PathLike[str],
+    columns: dict[str, str] | None = None,
+    duplicates: str = "last",
+) -> Imported:
+    """The whole pod CSV at once (:func:`stream_pod_csv`, whose docstring says what it reads)."""
+    stream = stream_pod_csv(path, columns, duplicates)
+    parts = list(stream.batches)
+    batch = EncoderBatch(
+        *(np.concatenate([getattr(b, f.name) for b in parts]) for f in fields(EncoderBatch))
+    )
+    attrs = {**stream.attrs, **_duplicate_attrs(duplicates, len(stream.dropped_lines), 0)}
+    return Imported(batch, attrs, stream.dropped_lines)
 
 
 POSE_CSV_COLUMNS = (
@@ -824,12 +821,6 @@ def parse_column_map(text: str | None, what: str = "pose") -> dict[str, str]:
     return out
 
 
-def _split_cells(text: str, sep: str | None) -> list[str]:
-    if sep is None:
-        return _ascii_split(text)
-    return [c.strip() for c in next(csv.reader([text], delimiter=sep))]
-
-
 def read_pose_csv(
     path: str | os.PathLike[str],
     columns: dict[str, str] | None = None,
@@ -852,23 +843,13 @@ def read_pose_csv(
     """
     path = Path(path)
     mapping = dict(columns or {})
-    text = _read_text(path)
-    rows = [
-        (i, t) for i, t in enumerate(text, start=1) if t.strip() and not t.lstrip().startswith("#")
-    ]
-    if not rows:
+    rows = content_lines(path)
+    head_line, head = next(rows, (1, None))
+    if head is None:
         raise ImportFormatError(f"{path}: no header row (and no samples)")
-    head_line, head = rows[0]
-    sep = ";" if ";" in head else ("," if "," in head else None)
-    header = _split_cells(head, sep)
-    where = {h: j for j, h in reversed(list(enumerate(header)))}
-    for name, h in mapping.items():
-        if h not in where:
-            raise ImportFormatError(
-                f"{path}:{head_line}: --columns {name}={h}: no column {h!r} in the header "
-                f"(columns: {', '.join(header)})"
-            )
-    col = {n: where[mapping.get(n, n)] for n in POSE_CSV_COLUMNS if mapping.get(n, n) in where}
+    sep = sep_of(head)
+    header = splitter(sep)(head)
+    col = _resolve_columns(path, head_line, header, mapping, list(POSE_CSV_COLUMNS))
     quat_names = ("qx", "qy", "qz", "qw")
     has_quat = all(n in col for n in quat_names)
     missing = [n for n in ("x", "y") if n not in col]
@@ -883,42 +864,38 @@ def read_pose_csv(
             f"{path}:{head_line}: header lacks {'; '.join(missing)} (columns: "
             f"{', '.join(header)}); map other names with --columns NAME=HEADER,..."
         )
-    n = len(rows) - 1
-    t_ns = np.empty(n, np.int64)
-    pos = np.zeros((n, 3))
-    quat = np.empty((n, 4))
-    flags = np.zeros(n, np.uint8)
-    lines = np.empty(n, np.int64)
-    for r, (i, raw) in enumerate(rows[1:]):
-        cells = _split_cells(raw, sep)
-        lines[r] = i
-        if len(cells) != len(header):
-            raise ImportFormatError(f"{path}:{i}: {len(cells)} cells, header has {len(header)}")
 
-        def cell(name: str, cells: list[str] = cells, i: int = i) -> tuple:
-            return path, i, col[name] + 1, mapping.get(name, name), cells[col[name]]
+    def label(name: str) -> str:
+        return mapping.get(name, name)
 
+    def convert(t: Table) -> dict[str, np.ndarray]:
+        n = len(t.lines)
         if "host_ns" in col:
-            t_ns[r] = _integer(*cell("host_ns"))
+            t_ns = integers(t, col["host_ns"], label("host_ns"))
         else:
-            t_ns[r] = _seconds_to_ns(*cell("t_s"))
-        for k, name in enumerate(("x", "y", "z")):
+            t_ns = times_ns(t, col["t_s"], label("t_s"), "s")
+        pos = np.zeros((n, 3))
+        for k, name in enumerate("xyz"):
             if name in col:
-                pos[r, k] = _number(*cell(name))
+                pos[:, k] = floats(t, col[name], label(name))
         if has_quat:
-            quat[r] = [_number(*cell(q)) for q in quat_names]
+            quat = np.stack([floats(t, col[q], label(q)) for q in quat_names], axis=1)
         else:
-            yaw = _number(*cell("yaw"))
-            quat[r] = [0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2)]
+            yaw = floats(t, col["yaw"], label("yaw"))
+            zero = np.zeros(n)
+            quat = np.stack([zero, zero, np.sin(yaw / 2), np.cos(yaw / 2)], axis=1)
+        flags = np.zeros(n, np.uint8)
         for name, bit in (("relocalized", PoseFlag.RELOCALIZED), ("paused", PoseFlag.PAUSED)):
             if name in col:
-                where_, line_, j, label, value = cell(name)
-                if value not in ("0", "1"):
-                    raise ImportFormatError(
-                        f"{_where(where_, line_, j)}: column {label!r}: {value!r} must be 0 or 1"
-                    )
-                flags[r] |= np.uint8(bit) if value == "1" else np.uint8(0)
-    pos_cols = [(col[c] + 1, mapping.get(c, c)) for c in ("x", "y", "z") if c in col]
+                flags |= np.where(flags01(t, col[name], label(name)), np.uint8(bit), np.uint8(0))
+        return {"lines": t.lines, "t": t_ns, "pos": pos, "quat": quat, "flags": flags}
+
+    what = f"{{n}} cells, header has {len(header)}"
+    got = _gather(convert(t) for t in tables(path, rows, sep, len(header), what))
+    if not got:
+        raise ImportFormatError(f"{path}: no samples")
+    lines, pos = got["lines"], got["pos"]
+    pos_cols = [(col[c] + 1, label(c)) for c in "xyz" if c in col]
     _check_positions(
         path, lines, pos[:, [k for k, c in enumerate("xyz") if c in col]], pos_cols, max_position_m
     )
@@ -929,7 +906,10 @@ def read_pose_csv(
     }
     if mapping:
         attrs["column_map"] = ",".join(f"{k}={v}" for k, v in mapping.items())
-    return _pose_imported(path, lines, t_ns, pos, quat, np.ones(n, bool), duplicates, attrs, flags)
+    valid = np.ones(len(lines), bool)
+    return _pose_imported(
+        path, lines, got["t"], pos, got["quat"], valid, duplicates, attrs, got["flags"]
+    )
 
 
 def _read_kitti(path: str | os.PathLike[str], **options: Any) -> Imported:
@@ -998,36 +978,41 @@ def import_file(
         options: parser options (``body``, ``up`` for Motive; ``times`` for KITTI;
             ``max_position_m``; ``duplicates``).
     """
-    from sensorbench.logs.writer import SessionWriter
-
     parser = READERS.get((what, fmt))
     if parser is None:
         known = ", ".join(f"{w} --format {f}" for w, f in READERS)
         raise ImportFormatError(f"cannot import {what} from format {fmt!r} (known: {known})")
     source = Path(source)
+    name = name or {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}[what]
+    source_attrs = {"source_file": source.name, "source_sha256": file_sha256(source)}
+    if parser is read_pod_csv:  # streamed: written a chunk at a time, memory bounded
+        stream = stream_pod_csv(source, **options)
+        first = next(stream.batches)  # a bad file is named before the session is touched
+        with _writer_for(session, what) as writer:
+            writer.add_encoder(name, n_counts=stream.n_counts, attrs=stream.attrs)
+            n = 0
+            for batch in itertools.chain([first], stream.batches):
+                refuse_impossible(source, name, batch)
+                writer.append_encoder(name, batch)
+                n += len(batch)
+            dup = _duplicate_attrs(stream.attrs["duplicates_policy"], len(stream.dropped_lines), 0)
+            writer.update_stream_attrs("encoder", name, {**dup, **source_attrs})
+        return ImportResult(name, n, stream.dropped_lines, [])
     imported = parser(source, **options)
-    default_name = {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}[what]
-    name = name or default_name
     refuse_impossible(source, name, imported.batch)
-    attrs = {
-        **imported.attrs,
-        "source_file": source.name,
-        "source_sha256": file_sha256(source),
-    }
+    batch = imported.batch
+    with _writer_for(session, what) as writer:
+        kind = "mocap" if what == "mocap" else "pose_sensor"
+        writer.add_pose(name, kind=kind, attrs={**imported.attrs, **source_attrs})
+        writer.append_pose(name, batch)
+    return ImportResult(name, len(batch), imported.dropped_lines, imported.relocalized_lines)
+
+
+def _writer_for(session: str | os.PathLike[str], what: str) -> Any:
+    """An offline writer adding to ``session``, or creating it (atomic either way)."""
+    from sensorbench.logs.writer import SessionWriter
+
     session = Path(session)
     if session.exists():
-        writer = SessionWriter.add_to(session)
-    else:
-        writer = SessionWriter(session, label=f"import {what}", swmr=False)
-    with writer:
-        batch = imported.batch
-        if isinstance(batch, EncoderBatch):
-            writer.add_encoder(name, n_counts=batch.counts.shape[1], attrs=attrs)
-            writer.append_encoder(name, batch)
-        else:
-            kind = "mocap" if what == "mocap" else "pose_sensor"
-            writer.add_pose(name, kind=kind, attrs=attrs)
-            writer.append_pose(name, batch)
-    return ImportResult(
-        name, len(imported.batch), imported.dropped_lines, imported.relocalized_lines
-    )
+        return SessionWriter.add_to(session)
+    return SessionWriter(session, label=f"import {what}", swmr=False)

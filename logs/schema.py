@@ -5,6 +5,7 @@ Every field is documented in ``docs/FORMAT.md``; keep the two in step.
 
 from __future__ import annotations
 
+import unicodedata
 from enum import IntEnum, IntFlag
 
 import numpy as np
@@ -119,7 +120,15 @@ def name_conflict(kind: str, name: str, existing: list[tuple[str, str]]) -> str:
     Stream names are unique across kinds, so a name always means one stream; the
     only sharing allowed is a serial device's raw bytes (kind ``raw``) under the
     name of its decoded lidar, encoder or pose stream. ``existing`` lists (kind, name).
+    A name is a printable word: not ``.`` or ``..`` (path parts in HDF5, shells and
+    the MCAP topics it becomes), no ``/``, no control character, no blank at either end.
     """
+    odd = [c for c in name if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")]
+    if name in ("", ".", "..") or "/" in name or odd or name != name.strip():
+        return (
+            f"invalid stream name {name!r}: a printable name without '/', control "
+            "characters or blanks at its ends, not '.' or '..'"
+        )
     if name in RESERVED_NAMES:
         return f"stream name {name!r} is reserved (names: {', '.join(RESERVED_NAMES)})"
     owner = KIND_NAMES.get(name)

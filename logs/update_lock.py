@@ -39,6 +39,36 @@ def lock_path(path: str | os.PathLike[str]) -> Path:
     return p.with_name(f".{p.name}.lock")
 
 
+def _flock_held(path: Path) -> bool:
+    """True when another open file holds an exclusive ``flock`` on ``path``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+    finally:
+        os.close(fd)
+    return False
+
+
+def writer_of(path: str | os.PathLike[str], *, sidecar: bool = True) -> str:
+    """Who has the session ``path`` open for writing, in words; "" when nobody does.
+
+    Sees a sensorbench writer of any kind (its :class:`UpdateLock`; not asked when
+    ``sidecar`` is False, for the holder of that lock) and any process holding HDF5's
+    write lock on the file itself.
+    """
+    p = Path(path)
+    if sidecar and _flock_held(lock_path(p)):
+        return f"{UpdateLock(p).holder()} writes it (lock file {lock_path(p)})"
+    if _flock_held(p):
+        return "another process has it open for writing (HDF5 file lock)"
+    return ""
+
+
 class UpdateLock:
     """Exclusive right to replace ``path`` (see the module docstring).
 
@@ -80,7 +110,7 @@ class UpdateLock:
                     ) from exc
                 if time.monotonic() >= deadline:
                     raise OutputError(
-                        f"{self.path} is being updated by {self._holder()} (for longer than "
+                        f"{self.path} is being updated by {self.holder()} (for longer than "
                         f"{self.wait_s:g} s); it is unchanged: try again when that has finished"
                     ) from None
                 time.sleep(_POLL_S)
@@ -102,7 +132,8 @@ class UpdateLock:
         mine = os.fstat(fd)
         return (mine.st_dev, mine.st_ino) == (on_disk.st_dev, on_disk.st_ino)
 
-    def _holder(self) -> str:
+    def holder(self) -> str:
+        """``process PID`` of the lock's holder, as its sidecar says."""
         with contextlib.suppress(OSError, ValueError):
             pid = int(self.lock_file.read_text().split()[0])
             return f"process {pid}"

@@ -59,6 +59,19 @@ MAX_SPEED_HZ = 1000.0
 QUAT_NORM_TOLERANCE = 1e-3
 """Largest deviation of a stored valid quaternion's norm from 1."""
 
+MAX_ABS_COUNT = 2**53
+"""Largest |cumulative encoder count| (exact in float64; 285 years at 1e6 counts/s): a
+larger one, INT64_MIN among them, is a sentinel or garbage, not a count."""
+
+MAX_COUNTS_PER_S = 1e7
+"""Fastest plausible encoder count rate (counts/s): a dead wheel of 8192 counts per rev
+and 35 mm at 10 m/s makes 7.5e5. A counter wrapping at 16 or 32 bits, or garbage,
+steps far faster."""
+
+MIN_STEP_S = 0.005
+"""Interval assumed between two frames with equal or closer stamps (s): one frame at
+200 Hz, so a step of up to MAX_COUNTS_PER_S × 5 ms = 50 000 counts is always possible."""
+
 _TWO_PI = 2.0 * np.pi
 _WIDTH = {"position": 3, "quat_xyzw": 4}
 
@@ -177,12 +190,54 @@ def encoder_problems(key: str, b: EncoderBatch) -> tuple[list[Problem], np.ndarr
     dev, bad_dev = stamp_problems(f"{key}/device_ns", b.device_ns, sentinel=True)
     problems += dev
     bad = bad_t | late | bad_dev
+    seq_back = np.r_[False, np.diff(b.seq) < 0]
+    problems += _first(f"{key}/seq", seq_back, "the sequence number steps back (wrapped?)")
+    count_problems, bad_counts = count_steps(key, b.host_ns, b.counts)
+    problems += count_problems
+    bad |= seq_back | bad_counts.any(axis=1)
     for col in ("yaw", "yaw_rate"):
         values = getattr(b, col)
         inf = np.isinf(values)
         problems += _first(f"{key}/{col}", inf, "an IMU value is infinite (nan means none)")
         bad |= inf
     return problems, bad
+
+
+def count_steps(
+    key: str, host_ns: np.ndarray, counts: np.ndarray
+) -> tuple[list[Problem], np.ndarray]:
+    """Counts beyond :data:`MAX_ABS_COUNT` and steps faster than :data:`MAX_COUNTS_PER_S`
+    (over the frames' host interval, at least :data:`MIN_STEP_S`), and where they are
+    (a mask shaped like ``counts``)."""
+    c = np.asarray(counts, dtype=np.int64).reshape(len(host_ns), -1)
+    huge = (c > MAX_ABS_COUNT) | (c < -MAX_ABS_COUNT)
+    problems = _first(
+        f"{key}/counts", huge, "a count beyond ±2**53 is not a cumulative count (INT64_MIN?)"
+    )
+    cf = np.where(huge, 0, c).astype(np.float64)
+    dt = np.maximum(np.diff(np.asarray(host_ns, np.float64)) / 1e9, MIN_STEP_S)
+    step = np.abs(np.diff(cf, axis=0))
+    fast = np.zeros(c.shape, bool)
+    fast[1:] = step > MAX_COUNTS_PER_S * dt[:, None]
+    fast[1:] &= ~(huge[1:] | huge[:-1])
+    if fast.any():
+        r, k = (int(v) for v in np.argwhere(fast)[0])
+        jump = int(c[r, k]) - int(c[r - 1, k])
+        wrap = next(
+            (
+                f" (a {b}-bit counter wrapping?)"
+                for b in (16, 32)
+                if abs(abs(jump) - 2**b) < 2**b // 16
+            ),
+            "",
+        )
+        problems += _first(
+            f"{key}/counts",
+            fast,
+            f"counter c{k} jumps by {jump} in {dt[r - 1]:.3g} s, faster than "
+            f"{MAX_COUNTS_PER_S:g} counts/s{wrap}; counts must be cumulative and unwrapped",
+        )
+    return problems, huge | fast
 
 
 def lidar_problems(key: str, t: LidarTurns) -> tuple[list[Problem], np.ndarray]:

@@ -45,6 +45,7 @@ from sensorbench.logs.schema import (
     FileStatus,
     name_conflict,
 )
+from sensorbench.logs.update_lock import UpdateLock
 from sensorbench.logs.writer_record import writer_record
 
 _POINT_CHUNK = 32768
@@ -116,9 +117,12 @@ class SessionWriter:
         if not flush_interval_s > 0:
             raise SessionError(f"flush_interval_s must be > 0 s, got {flush_interval_s}")
         self._pending: PendingOutput | None = None
+        self._writing: UpdateLock | None = None
         try:
             if swmr:  # a live recording is written in place: readers and `check` find it
                 check_output(self.path)
+                # held for the writer's life: no --force anywhere replaces the file meanwhile
+                self._writing = UpdateLock(self.path, wait_s=0.0).acquire()
             else:
                 self._pending = PendingOutput(self.path, force=overwrite)
         except OutputError as exc:
@@ -137,6 +141,7 @@ class SessionWriter:
         except OSError as exc:
             if self._pending is not None:
                 self._pending.discard()
+            self._let_go()
             raise SessionError(f"cannot create {self.path}: {disk_error_text(exc)}") from exc
         self._streams: dict[tuple[str, str], _Stream] = {}
         self._pending_events: list[tuple[int, str, str, str]] = []
@@ -204,6 +209,7 @@ class SessionWriter:
             )
         self = cls.__new__(cls)
         self.path = path
+        self._writing = None
         self.swmr = False
         self.flush_interval_s = 0.5
         self.error = None
@@ -247,8 +253,6 @@ class SessionWriter:
                 f"cannot add {kind} stream {name!r}: the writer has started (SWMR freezes the "
                 "layout); declare every stream before the first append"
             )
-        if not name or "/" in name:
-            raise SessionError(f"invalid stream name {name!r}: non-empty, no '/'")
         if (kind, name) in self._streams:
             raise SessionError(f"{kind} stream {name!r} declared twice")
         problem = name_conflict(kind, name, list(self._streams))
@@ -341,6 +345,20 @@ class SessionWriter:
         if stream is None:
             raise SessionError(f"{kind} stream {name!r} was not declared in {self.path}")
         return dict(stream.group.attrs)
+
+    def update_stream_attrs(self, kind: str, name: str, attrs: dict[str, Any]) -> None:
+        """Add or change attributes of a declared stream (offline writers only: an import
+        records what it dropped once it has read the whole file).
+
+        Raises:
+            SessionError: a live (SWMR) writer, or no such stream.
+        """
+        if self.swmr:
+            raise SessionError("a live session's stream attributes are fixed at declaration")
+        self.stream_attrs(kind, name)  # refuses an undeclared stream
+        with self._lock:
+            for key, value in attrs.items():
+                self._streams[(kind, name)].group.attrs[key] = _attr_value(value)
 
     def set_truth(self, path: str, data: np.ndarray, attrs: dict[str, Any] | None = None) -> None:
         """Store a truth array at ``/truth/<path>`` (simulated sessions only)."""
@@ -463,11 +481,17 @@ class SessionWriter:
         if self._guard is not None:
             self._guard.raise_if_failed()
 
+    def _let_go(self) -> None:
+        """Release the live writer's lock on its file (see :mod:`~sensorbench.logs.update_lock`)."""
+        if self._writing is not None:
+            self._writing.release()
+
     def _close_file(self) -> None:
         """Close the HDF5 file; a failure to write it becomes :attr:`error`."""
         if self._guard is None:
             with contextlib.suppress(Exception):
                 self._file.close()
+            self._let_go()
             return
         close_guarded(self._file, self._guard)
         if self.error is None and self._guard.error is not None:

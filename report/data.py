@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from sensorbench.errors import FitError
+from sensorbench.errors import FitError, SessionError
 from sensorbench.logs import Session
 from sensorbench.logs.model_keys import POSE_AXES
 
@@ -110,14 +110,38 @@ class Figure:
 
 
 def truth_doc(path: Path) -> tuple[dict | None, float]:
-    """(resolved scenario of a simulated session or None, emulation speed)."""
+    """(resolved scenario of a simulated session or None, emulation speed).
+
+    Raises:
+        SessionError: the recorded scenario is not TOML tables, or the emulation speed is
+            not a finite number > 0 (a damaged file: the truth cannot be trusted).
+    """
     with Session(path) as s:
         if not s.truth_names():
             return None, 1.0
         attrs = s.truth_attrs()
+    damaged = f"{path}: /truth is damaged: "
     text = attrs.get("scenario_toml")
-    doc = tomllib.loads(text) if text else None
-    return doc, float(attrs.get("emulation_speed", 1.0))
+    doc = None
+    if text is not None and not isinstance(text, str):
+        raise SessionError(damaged + f"scenario_toml is {type(text).__name__}, not TOML text")
+    try:
+        doc = tomllib.loads(text) if text else None
+    except tomllib.TOMLDecodeError as exc:
+        raise SessionError(damaged + f"scenario_toml is not valid TOML ({exc})") from None
+    for key in ("pose_sensor", "mocap", "lidars"):
+        if doc is not None and not isinstance(doc.get(key, {}), dict):
+            raise SessionError(damaged + f"scenario_toml: {key} is not a table")
+    speed = attrs.get("emulation_speed", 1.0)
+    try:
+        speed = float(speed)
+    except (TypeError, ValueError):
+        speed = math.nan
+    if not (math.isfinite(speed) and speed > 0):
+        raise SessionError(
+            damaged + f"emulation_speed {attrs.get('emulation_speed')!r} is not a number > 0"
+        )
+    return doc, speed
 
 
 def wrong_relocalizations(s: Session, sensor: str) -> int | None:

@@ -22,7 +22,7 @@ COMMANDS = [
     "info {s} --json",
     "export {s} --stream mocap --format tum -o {d}/out.tum",
     "fit pods {s}",
-    "fit pose-error {s} --sensor mocap",
+    "fit pose-error {s} --sensor pose_sensor",
     "characterize lidar {s} --device front --timing-only",
     "merge {s} --front front --rear front -o {d}/m.h5",
     "decode ld19 {s} -o {d}/l.h5",

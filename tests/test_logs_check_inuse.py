@@ -67,7 +67,8 @@ def test_a_silent_live_capture_is_in_use_and_left_alone(tmp_path) -> None:
         assert code == 1
         assert "its writer is running" in doc["in_use"] and f"pid {proc.pid}" in doc["in_use"]
         assert "recovered" not in doc and doc["status"] == "writing"
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["live.h5"]  # nothing renamed
+        # nothing renamed; the writer holds its lock file (no --force replaces the file)
+        assert sorted(p.name for p in tmp_path.iterdir()) == [".live.h5.lock", "live.h5"]
         assert path.stat().st_ino == inode and proc.poll() is None
         text = CliRunner().invoke(cli, ["check", str(path)]).output
         assert "is in use" in text and "not touched" in text
@@ -120,7 +121,8 @@ def test_a_writer_on_another_host_is_recovered_only_with_force(tmp_path) -> None
     _kill(proc)  # dead, but check cannot know: the record names another machine
     code, doc = _check(path)
     assert code == 1 and "robot-7" in doc["writer_unknown"] and "recovered" not in doc
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["robot.h5"]
+    # the killed writer's lock file stays (unlocked: it blocks nobody) until the recovery
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".robot.h5.lock", "robot.h5"]
     code, doc = _check(path, "--force")
     assert code == 0 and doc["status"] == "recovered"
 
