@@ -533,6 +533,11 @@ class PreparedCampaign:
         ).series
 
 
+def _wrong_times(s: ErrorSeries, mask: np.ndarray) -> np.ndarray:
+    """First-sample times (s) of the wrong relocalizations ``mask`` marks in ``s``."""
+    return s.t_s[mask]
+
+
 def _offset_only(al: Alignment) -> GroupFit:
     """The estimate of a pooled offset alone (frame not from the others), for its variance."""
     return GroupFit(
@@ -641,6 +646,7 @@ def prepare_campaign(
             params,
             estimate_offset=estimate,
             max_gap_s=max_gap_s,
+            wrong=[_wrong_times(ps.series, fit.wrong.masks[0])],
         )
         se, drift = g.offset_se_s(0), None
         if estimate:
@@ -697,6 +703,10 @@ def prepare_campaign(
             np.stack([weights[a].values for a in POSE_AXES]),
             estimate_offset=pooled,
             max_gap_s=max_gap_s,
+            wrong=[
+                _wrong_times(alone[j].series, m)
+                for j, m in zip(kept, weights.wrong.masks, strict=True)
+            ],
         )
         camp.fit = g
         if pooled:
