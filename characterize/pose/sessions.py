@@ -424,7 +424,9 @@ class PreparedCampaign:
         for i, train, w in zip(targets, trains, weights, strict=True):
             held = self.kept[i]
             values = np.stack([w[a].values for a in POSE_AXES])
-            aligned, g = self._fold_alignments(train, held, values)
+            marks = zip(train, w.wrong.masks, strict=True)
+            wrong = [_wrong_times(self.alone[j].series, m) for j, m in marks]
+            aligned, g = self._fold_alignments(train, held, values, wrong)
             inherited = (
                 np.zeros(len(POSE_AXES))
                 if g is None
@@ -464,9 +466,10 @@ class PreparedCampaign:
         ]
 
     def _fold_alignments(
-        self, train: list[int], held: int, params: np.ndarray
+        self, train: list[int], held: int, params: np.ndarray, wrong: list[np.ndarray]
     ) -> tuple[dict[int, Alignment], GroupFit | None]:
-        """Alignments of ``train`` and ``held`` from the offsets and frame of ``train``.
+        """Alignments of ``train`` and ``held`` from the offsets and frame of ``train``
+        (``wrong``: per training session, its wrong relocalizations' times, s).
 
         Also the estimate whose error the held-out session inherits (None when nothing
         of its alignment came from the others).
@@ -493,6 +496,7 @@ class PreparedCampaign:
             params,
             estimate_offset=pooled,
             max_gap_s=self.max_gap_s,
+            wrong=wrong,
         )
         if pooled:
             off = dict.fromkeys(own, float(g.offsets_s[0]))
