@@ -128,6 +128,25 @@ def wrong_relocalizations(s: Session, sensor: str) -> int | None:
     return int(np.count_nonzero(s.truth(name)))
 
 
+def simulated_wrong(path: Path, sensor: str) -> list[dict[str, Any]]:
+    """The simulator's wrong relocalizations of a session: session, t_s (s from the
+    session start, the fit's time origin), jump (6: m, rad); empty if none or real."""
+    from sensorbench.logs.time_window import session_span_ns
+
+    with Session(path) as s:
+        names = s.truth_names()
+        if f"{sensor}/reloc_wrong" not in names:
+            return []
+        wrong = np.asarray(s.truth(f"{sensor}/reloc_wrong"), bool)
+        t_ns = np.asarray(s.truth(f"{sensor}/reloc_t_ns"), np.int64)
+        jump = np.asarray(s.truth(f"{sensor}/reloc_offset"), float)
+    origin = session_span_ns(path)[0]
+    return [
+        {"session": _session_label(path), "t_s": (int(t) - origin) * 1e-9, "jump": list(j)}
+        for t, j in zip(t_ns[wrong], jump[wrong], strict=True)
+    ]
+
+
 def validation_document(report: ValidationReport, wrong: Sequence[int | None]) -> dict[str, Any]:
     """The one JSON schema of a validation (``validate``, ``report`` and ``demo --json``).
 
@@ -568,6 +587,10 @@ class PoseSection:
     trajectories: list[dict[str, Any]] = field(default_factory=list)
     """Per session: name, file, time offset (s) and its standard error, the alignment
     used and ATE/RPE as evo computes them (``PreparedSession.to_dict`` keys)."""
+    wrong: dict[str, Any] = field(default_factory=dict)
+    """The model's wrong relocalizations (:meth:`error_model.WrongRelocs.to_dict`)."""
+    simulated_wrong: list[dict[str, Any]] | None = None
+    """The simulator's (:func:`simulated_wrong` of every session; None: real sessions)."""
 
     def as_dict(self) -> dict[str, Any]:
         """``{"pose_error": {...}}``, ``"pose_verdict"`` and, when validated, ``"validation"``."""
@@ -576,6 +599,8 @@ class PoseSection:
                 "source": self.source,
                 "params": [p.as_dict() for p in self.params],
                 "sessions": self.trajectories,
+                "wrong_relocalizations": self.wrong,
+                "simulated_wrong_relocalizations": self.simulated_wrong,
             }
         }
         if self.validation is not None:
@@ -657,6 +682,9 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     )
     keys = ("name", "source", "n_samples", "alignment_used", "time_offset", "trajectory_error")
     section.trajectories = [{k: v for k, v in ps.to_dict().items() if k in keys} for ps in prepared]
+    section.wrong = model.wrong_relocalizations
+    if any(w is not None for w in wrong):
+        section.simulated_wrong = [x for p in use for x in simulated_wrong(p, opts.sensor)]
     if len(series) >= 2:
         section.validation = _validation(inputs, campaign, wrong)
     from sensorbench.report.verdict import compute_pose_verdict
