@@ -190,10 +190,14 @@ def _offset_line(offset) -> str:
         return f"time offset {1000 * offset.offset_s:+.2f} ms (given)"
     own = ", ".join(f"{n} {_ms(v['offset_s'], v['se_s'])}" for n, v in offset.sessions.items())
     if offset.pooled:
+        agree = (
+            f"consistency p = {offset.consistency_p:.2g}"
+            if np.isfinite(offset.consistency_p)
+            else "one session: no other to agree with"
+        )
         return (
             f"time offset {_ms(offset.offset_s, offset.se_s)} (one for the campaign, GLS "
-            f"with the frame; the sessions' own: {own}; consistency p = "
-            f"{offset.consistency_p:.2g})"
+            f"with the frame; the sessions' own: {own}; {agree})"
         )
     return f"time offsets per session (they differ, p = {offset.consistency_p:.2g}): {own}"
 
@@ -360,6 +364,10 @@ def fit_pose_error_cmd(
         for line in trajectory_lines(ps):
             click.echo(f"  {line}")
     click.echo(_model_table(model))
+    from sensorbench.commands.demo import wrong_lines
+
+    for line in wrong_lines(model.wrong_relocalizations, None):
+        click.echo(line)
     click.echo(_stationarity_table(station))
     click.echo(
         "Allan cross-check (tau from the ADEV peak / 1.89 vs fitted tau; a peak only at an "

@@ -156,4 +156,7 @@ def render_pose_verdict(v: Verdict) -> str:
             "<p>Part 2: no accuracy requirement given (<code>sensorbench validate --require</code> "
             "states one and predicts whether it holds).</p>"
         )
+    if v.wrong:
+        between = " The requirements are predicted between them." if v.requirements else ""
+        parts.append(f"<p>{e(v.wrong_line())}: the nav stack must handle them.{between}</p>")
     return "".join(parts)

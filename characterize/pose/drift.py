@@ -85,17 +85,22 @@ class AxisStationarity:
         """Why the axis is not stationary (empty when it is)."""
         if self.stationary:
             return ""
-        if self.tau_identified:
-            tau = (
-                f"tau {self.tau_s:.3g} s (95 % interval {self.tau_ci95_s[0]:.3g}–"
-                f"{self.tau_ci95_s[1]:.3g} s)"
+        if self.tau_identified and self.tau_s <= self.limit_s:
+            what = (
+                f"tau {self.tau_s:.3g} s is shorter, but its 95 % interval "
+                f"[{self.tau_ci95_s[0]:.3g}, {self.tau_ci95_s[1]:.3g}] s reaches beyond"
+            )
+        elif self.tau_identified:
+            what = (
+                f"tau {self.tau_s:.3g} s (95 % interval [{self.tau_ci95_s[0]:.3g}, "
+                f"{self.tau_ci95_s[1]:.3g}] s) is longer than"
             )
         else:
-            tau = f"tau {self.tau_s:.3g} s (not identified)"
+            what = f"tau {self.tau_s:.3g} s (not identified) is longer than"
         return (
-            f"{tau} is not inside the median relocalization segment of "
-            f"{self.median_segment_s:.3g} s (limit {self.limit_s:.3g} s): the error drifts "
-            "over a segment rather than decaying as Gauss-Markov"
+            f"{what} the median relocalization segment, {self.median_segment_s:.3g} s "
+            f"(limit {self.limit_s:.3g} s): the data cannot tell a Gauss-Markov error "
+            "from one that drifts over a segment"
         )
 
     def to_dict(self) -> dict:
