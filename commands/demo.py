@@ -206,34 +206,14 @@ def demo_cmd(
             f"validation (leave-one-session-out, {v['n_draws']} draws): "
             f"{'PASSED' if v['passed'] else 'FAILED'} ({verdicts})"
         )
+    from sensorbench.report.html import wrong_lines
+
     pose = res.report_data.get("pose_error") or {}
     for line in wrong_lines(
         pose.get("wrong_relocalizations") or {}, pose.get("simulated_wrong_relocalizations")
     ):
         click.echo(line)
     click.echo(f"done in {total:.0f} s; report: {res.report}")
-
-
-def wrong_lines(found: dict[str, Any], simulated: list[dict[str, Any]] | None) -> list[str]:
-    """The wrong relocalizations the fit named (rate, interval, each one) beside the
-    simulator's (None: not simulated), one per line."""
-    if not found:
-        return []
-    lo, hi = found["rate_ci95"]
-    head = (
-        f"wrong relocalizations: {found['n_wrong']} of {found['n_relocalizations']} named, "
-        f"{found['rate'] * 100:.1f} %/reloc [{lo * 100:.1f}, {hi * 100:.1f}] % (95 %)"
-    )
-    if found["n_wrong"]:
-        head += f", median jump {found['median_jump_m']:.2f} m"
-    if simulated is not None:
-        head += f"; simulated: {len(simulated)}"
-    rows = [("named", w) for w in found["named"]] + [("simulated", w) for w in simulated or []]
-    return [head] + [
-        f"  {kind:<9} {w['session']} t {w['t_s']:8.2f} s: x {w['jump'][0]:+.3f} m, "
-        f"y {w['jump'][1]:+.3f} m, yaw {math.degrees(w['jump'][5]):+.1f}°"
-        for kind, w in sorted(rows, key=lambda r: (r[1]["session"], r[1]["t_s"]))
-    ]
 
 
 def _live_demo(

@@ -44,11 +44,14 @@ _SESSION_OPTS = [
     ),
     click.option(
         "--align",
-        type=click.Choice(["campaign", "session", "none"]),
-        default="campaign",
+        type=click.Choice(["auto", "campaign", "session", "none"]),
+        default="auto",
         show_default=True,
-        help="campaign: one frame transform for all SESSIONS (a sensor relocalizing into "
-        "one map); a session whose mean error the within-session offsets cannot explain is "
+        help="auto: campaign when the FRAME check finds all SESSIONS in one map, else "
+        "session (separate SLAM runs, each in its own map; evo_ape -a aligns each run so); "
+        "the output says which. campaign: one frame transform for all SESSIONS (a sensor "
+        "relocalizing into one map); a session whose mean error the within-session offsets "
+        "cannot explain is "
         "named (FRAME: not in the same map) and left out. session: one transform each "
         "(absorbs each session's mean error). none: the sensor reports in the reference frame.",
     ),
@@ -347,6 +350,8 @@ def fit_pose_error_cmd(
     if frames is not None:
         for name in frames.failed_sessions():
             click.echo(f"FRAME: {frames.reason(name)}; left out of the fit")
+    if campaign.decision:
+        click.echo(f"frame alignment: {campaign.decision}")
     click.echo(_offset_line(offset))
     for ps in prepared:
         rms = np.sqrt(np.mean(ps.series.error**2, axis=0))
@@ -364,7 +369,7 @@ def fit_pose_error_cmd(
         for line in trajectory_lines(ps):
             click.echo(f"  {line}")
     click.echo(_model_table(model))
-    from sensorbench.commands.demo import wrong_lines
+    from sensorbench.report.html import wrong_lines
 
     for line in wrong_lines(model.wrong_relocalizations, None):
         click.echo(line)
@@ -528,7 +533,7 @@ def validate_cmd(
         campaign_model,
         report,
         frames,
-        selection.align_mode,
+        campaign.align,
         selection.planar,
         scale_tolerance,
         judge_requirements(
@@ -570,6 +575,8 @@ def validate_cmd(
         doc["verdict"] = outcome.to_dict()
         click.echo(to_json(doc))
     else:
+        if campaign.decision:
+            click.echo(f"frame alignment: {campaign.decision}")
         click.echo(
             f"{report.mode}, {draws} draws, family-wise alpha {alpha} "
             f"(per session {report.alpha_session:.4f})"

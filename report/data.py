@@ -53,6 +53,8 @@ class ReportOptions:
         sensor, reference: pose streams of the pose-error sections.
         static_s: shortest static lidar stretch, in simulated-equivalent seconds
             (divided by the session's emulation speed) (s).
+        align: the pose sessions' frame alignment, ``auto`` (one transform when the
+            FRAME check finds them in one map, else one each), ``campaign`` or ``session``.
     """
 
     draws: int = 1000
@@ -61,6 +63,7 @@ class ReportOptions:
     sensor: str = "pose_sensor"
     reference: str = "mocap"
     static_s: float = 3.0
+    align: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -587,6 +590,8 @@ class PoseSection:
     trajectories: list[dict[str, Any]] = field(default_factory=list)
     """Per session: name, file, time offset (s) and its standard error, the alignment
     used and ATE/RPE as evo computes them (``PreparedSession.to_dict`` keys)."""
+    alignment: str = ""
+    """Which frame alignment the sessions got, and why (``PreparedCampaign.decision``)."""
     wrong: dict[str, Any] = field(default_factory=dict)
     """The model's wrong relocalizations (:meth:`error_model.WrongRelocs.to_dict`)."""
     simulated_wrong: list[dict[str, Any]] | None = None
@@ -599,6 +604,7 @@ class PoseSection:
                 "source": self.source,
                 "params": [p.as_dict() for p in self.params],
                 "sessions": self.trajectories,
+                "alignment": self.alignment,
                 "wrong_relocalizations": self.wrong,
                 "simulated_wrong_relocalizations": self.simulated_wrong,
             }
@@ -629,7 +635,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     if not use:
         return None
     say(f"aligning {len(use)} pose-sensor sessions with {opts.reference}")
-    campaign = prepare_sessions(use, opts.sensor, opts.reference)
+    campaign = prepare_sessions(use, opts.sensor, opts.reference, align=opts.align)
     prepared, series = campaign.prepared, campaign.series
     model_file = None if models is None else models / "pose_error.toml"
     if model_file is not None and model_file.exists():
@@ -683,6 +689,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     keys = ("name", "source", "n_samples", "alignment_used", "time_offset", "trajectory_error")
     section.trajectories = [{k: v for k, v in ps.to_dict().items() if k in keys} for ps in prepared]
     section.wrong = model.wrong_relocalizations
+    section.alignment = campaign.decision or campaign.align
     if any(w is not None for w in wrong):
         section.simulated_wrong = [x for p in use for x in simulated_wrong(p, opts.sensor)]
     if len(series) >= 2:
@@ -690,7 +697,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     from sensorbench.report.verdict import compute_pose_verdict
 
     section.verdict = compute_pose_verdict(
-        prepared, model, None if section.validation is None else section.validation.report
+        campaign, model, None if section.validation is None else section.validation.report
     )
     return section
 

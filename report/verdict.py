@@ -16,16 +16,25 @@ import html
 from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.characterize.pose.frames import frame_statistics
 from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES
+from sensorbench.characterize.pose.sessions import PreparedCampaign
 from sensorbench.characterize.pose.validate import ValidationReport
 from sensorbench.characterize.pose.verdict import Verdict, assess
 
 
 def compute_pose_verdict(
-    prepared: list, model: PoseErrorModel, validation: ValidationReport | None
+    campaign: PreparedCampaign, model: PoseErrorModel, validation: ValidationReport | None
 ) -> Verdict:
-    """The two-part verdict (no requirements) on the report's prepared sessions."""
-    frames = frame_statistics([p.series for p in prepared]) if len(prepared) >= 2 else None
-    return assess(prepared, model, validation, frames, "campaign")
+    """The two-part verdict (no requirements) on the report's prepared sessions.
+
+    Sessions aligned each on its own get no frame check (every session's mean error is
+    absorbed); under one transform, the check that chose it, or one on the segment
+    means when the transform was asked for.
+    """
+    prepared = campaign.prepared
+    frames = None
+    if campaign.align == "campaign" and len(prepared) >= 2:
+        frames = campaign.frames or frame_statistics([p.series for p in prepared])
+    return assess(prepared, model, validation, frames, campaign.align)
 
 
 def _cells(row: list[str]) -> str:

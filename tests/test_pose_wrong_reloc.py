@@ -69,7 +69,7 @@ def test_names_the_wrong_ones_and_sigma_b_is_not_inflated(tmp_path: Path) -> Non
     rate's interval holds 5/43, every axis' sigma_b is within 10 % (or 0.2 of its Q-profile
     interval's width) of the campaign without them, and its interval nearly the same."""
     camp, prep = _prepared(3, 0.08, tmp_path / "w")
-    clean, prep0 = _prepared(3, 0.0, tmp_path / "c")
+    _, prep0 = _prepared(3, 0.0, tmp_path / "c")
     n_true = sum(int(s.wrong.sum()) for s in camp.sessions)
     assert n_true == 5
     model, model0 = fit_pose_error(prep.series), fit_pose_error(prep0.series)
@@ -86,7 +86,7 @@ def test_names_the_wrong_ones_and_sigma_b_is_not_inflated(tmp_path: Path) -> Non
 
 def test_model_file_keeps_the_wrong_relocalizations(tmp_path: Path) -> None:
     """The model file holds the rate, its interval and every named jump, and loads them."""
-    camp, prep = _prepared(3, 0.08, tmp_path)
+    _, prep = _prepared(3, 0.08, tmp_path)
     model = fit_pose_error(prep.series)
     back = PoseErrorModel.load(model.save(tmp_path / "m.toml"))
     assert back.wrong_relocalizations["n_wrong"] == 5
