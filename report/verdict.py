@@ -12,9 +12,10 @@ The report's pose section (``report.data.PoseSection``) holds it; its JSON form 
 from __future__ import annotations
 
 import html
+from dataclasses import replace
 
 from sensorbench.characterize.pose.error_model import PoseErrorModel
-from sensorbench.characterize.pose.frames import frame_statistics
+from sensorbench.characterize.pose.frames import FRAME_ALPHA, frame_statistics
 from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES
 from sensorbench.characterize.pose.sessions import PreparedCampaign
 from sensorbench.characterize.pose.validate import ValidationReport
@@ -27,13 +28,14 @@ def compute_pose_verdict(
     """The two-part verdict (no requirements) on the report's prepared sessions.
 
     Sessions aligned each on its own get no frame check (every session's mean error is
-    absorbed); under one transform, the check that chose it, or one on the segment
-    means when the transform was asked for.
+    absorbed); under one transform, the campaign's check at :data:`FRAME_ALPHA` (the
+    report keeps every session, so it judges them here).
     """
     prepared = campaign.prepared
     frames = None
     if campaign.align == "campaign" and len(prepared) >= 2:
-        frames = campaign.frames or frame_statistics([p.series for p in prepared])
+        check = campaign.frames or frame_statistics([p.series for p in prepared])
+        frames = replace(check, level=FRAME_ALPHA / len(prepared))
     return assess(prepared, model, validation, frames, campaign.align)
 
 
