@@ -128,24 +128,26 @@ def root(tmp_path_factory) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(RATE_CAMPAIGNS // CHUNK))
 def test_rate_chunk(root: Path, chunk: int) -> None:
-    """Fit one chunk of campaigns with and without wrong relocalizations (pooled below);
-    every name is a true wrong relocalization of campaigns that have them."""
+    """Fit one chunk of campaigns with and without wrong relocalizations (pooled below):
+    at most one false name in a campaign (two at the 5 % Bonferroni level: ~0.1 %)."""
     for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
         r = _rate_case(seed, _rate(seed), root)
-        assert r["matches"][0] == r["n_named"], r
-        _rate_case(seed, 0.0, root)
+        assert r["n_named"] - r["matches"][0] <= 1, r
+        assert _rate_case(seed, 0.0, root)["n_named"] <= 1
 
 
 @pytest.mark.slow
 def test_rate_interval_contains_the_truth(root: Path) -> None:
     """40 campaigns at 1–3 %: the 95 % interval holds the generator's rate in ≥ 90 % of
     them (Clopper-Pearson holds ≥ 95 % when the names are right; 90 % is 2.9 binomial se
-    below 95 %), and ≥ 90 % of the true wrong relocalizations are named."""
+    below 95 %), ≥ 90 % of the true wrong relocalizations are named, and a false name
+    is in ≤ 10 % of the campaigns (the naming level is 5 %)."""
     r = [_rate_case(s, _rate(s), root) for s in range(RATE_CAMPAIGNS)]
     inside = np.mean([x["ci"][0] <= x["rate"] <= x["ci"][1] for x in r])
     assert inside >= 0.90, inside
     n_true = sum(x["n_true"] for x in r)
     assert n_true > 0 and sum(x["matches"][1] for x in r) >= 0.9 * n_true
+    assert sum(x["n_named"] > x["matches"][0] for x in r) <= 0.10 * RATE_CAMPAIGNS
 
 
 @pytest.mark.slow
