@@ -429,9 +429,12 @@ def _wrong_table(found: dict[str, Any], simulated: list[dict[str, Any]] | None) 
     )
     if not rows:
         return f"<p>{esc(lines[0])}.</p>{note}"
-    return table(
-        ["", "session", "t (s)", "x jump (mm)", "y jump (mm)", "yaw jump (deg)"], rows, lines[0]
-    ) + note
+    return (
+        table(
+            ["", "session", "t (s)", "x jump (mm)", "y jump (mm)", "yaw jump (deg)"], rows, lines[0]
+        )
+        + note
+    )
 
 
 def render_pose(section: PoseSection) -> str:

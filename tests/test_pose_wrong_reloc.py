@@ -44,9 +44,7 @@ def _prepared(seed: int, rate: float, directory: Path):
 def _true_times(camp: pose_world.Campaign) -> dict[str, np.ndarray]:
     """Per session name, its wrong relocalizations' sensor stamps on the fit's time
     origin (s from the session's earliest sample of any stream)."""
-    return {
-        s.name: s.sensor.t[s.wrong] - min(s.sensor.t[0], s.mocap.t[0]) for s in camp.sessions
-    }
+    return {s.name: s.sensor.t[s.wrong] - min(s.sensor.t[0], s.mocap.t[0]) for s in camp.sessions}
 
 
 def _matches(model: PoseErrorModel, camp: pose_world.Campaign, tol_s: float) -> tuple[int, int]:

@@ -185,6 +185,7 @@ class AxisTrend(SlopeTest):
     MIN_SEGMENTS = 3
     KEYS = ("slope_per_s", "se_per_s")
 
+
 def segment_slopes(series: list[ErrorSeries]) -> tuple[np.ndarray, np.ndarray]:
     """``(slopes (K, 6) unit/s, lengths (K,) s)`` of every segment with ≥ 8 samples."""
     slopes, lengths = [], []
@@ -236,6 +237,7 @@ class AxisVarianceGrowth(SlopeTest):
 
     MIN_SEGMENTS = 5
     KEYS = ("slope_per_ln_s", "se")
+
 
 def expected_segment_variance(length_s: np.ndarray, params: np.ndarray) -> np.ndarray:
     """``(K, 6)`` model variance of the error about its mean over segments of ``length_s``."""

@@ -1399,7 +1399,7 @@ def _nuisance_info(blocks: list, params: np.ndarray, axis: int) -> np.ndarray:
     return np.asarray(out)
 
 
-def _whitening_blocks(s: ErrorSeries) -> tuple[np.ndarray, ...]:
+def _whitening_blocks(s: ErrorSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     dt = np.empty(s.n)
     dt[0] = np.inf
     dt[1:] = np.diff(s.t_s)

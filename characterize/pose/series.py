@@ -55,7 +55,7 @@ class ErrorSeries:
     reloc: np.ndarray
     name: str = "session"
     meta: dict = field(default_factory=dict)
-    wrong: np.ndarray | None = None
+    wrong: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def __post_init__(self) -> None:
         self.t_s = np.asarray(self.t_s, dtype=np.float64)
@@ -73,7 +73,8 @@ class ErrorSeries:
         if not np.all(np.isfinite(self.error)):
             raise FitError(f"{self.name}: error contains nan/inf; drop invalid samples first")
         self.reloc[0] = True
-        wrong = np.zeros(n, bool) if self.wrong is None else np.asarray(self.wrong, dtype=bool)
+        wrong = np.asarray(self.wrong, dtype=bool)
+        wrong = np.zeros(n, bool) if wrong.size == 0 else wrong
         if wrong.shape != (n,):
             raise FitError(f"{self.name}: wrong must be (N,), got {wrong.shape}")
         self.wrong = wrong & self.reloc
@@ -101,7 +102,7 @@ class ErrorSeries:
     @property
     def wrong_segments(self) -> np.ndarray:
         """``(n_segments,)`` bool: the segment is a named wrong relocalization."""
-        return np.asarray(self.wrong)[self.reloc]
+        return self.wrong[self.reloc]
 
     def reloc_times_s(self) -> np.ndarray:
         """Times of the relocalizations after the first sample, seconds."""
