@@ -597,6 +597,34 @@ class PoseSection:
     simulated_wrong: list[dict[str, Any]] | None = None
     """The simulator's (:func:`simulated_wrong` of every session; None: real sessions)."""
 
+    def summary(self) -> str:
+        """One line for the top of the report: the verdict, the key figures (x and yaw
+        offset spread with their 95 % intervals) and what the nav stack must handle."""
+        v = self.verdict
+        if v is None:
+            state = "no verdict"
+        elif v.model_ok:
+            state = "the model holds"
+        else:
+            codes = sorted({f"{r.code} {r.subject}" for r in v.reasons()})
+            state = (
+                "the model FAILS (" + ", ".join(codes[:4]) + (", …" if len(codes) > 4 else "") + ")"
+            )
+        figures = []
+        for p in self.params:
+            if p.param == "sigma_b" and p.axis in ("x", "yaw"):
+                k, unit = (1000.0, "mm") if p.unit == "m" else (57.29577951308232, "deg")
+                figures.append(
+                    f"{p.axis} offset σ_b {k * p.value:.3g} {unit} "
+                    f"[{k * p.ci95[0]:.3g}, {k * p.ci95[1]:.3g}]"
+                )
+        parts = [f"{self.sensor}: {state}", *figures]
+        if v is not None and v.wrong:
+            parts.append(v.wrong_line())
+        if self.alignment:
+            parts.append(f"frames: {self.alignment}")
+        return "; ".join(parts)
+
     def as_dict(self) -> dict[str, Any]:
         """``{"pose_error": {...}}``, ``"pose_verdict"`` and, when validated, ``"validation"``."""
         out: dict[str, Any] = {

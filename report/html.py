@@ -32,6 +32,7 @@ from sensorbench.report.data import (
 _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 h1{border-bottom:2px solid #444}h2{margin-top:2em;border-bottom:1px solid #aaa}
+.summary{background:#f3f6fa;border-left:4px solid #3a6ea5;padding:.2em 1em;margin:1em 0}
 table{border-collapse:collapse;margin:.8em 0;font-size:.9em}
 td,th{border:1px solid #bbb;padding:.25em .6em;text-align:right}
 th{background:#eee}td:first-child,th:first-child{text-align:left}
@@ -469,7 +470,7 @@ def render_pose(section: PoseSection) -> str:
             + "</p>"
         )
     parts = [
-        "<h2>Pose-error model</h2>",
+        "<a id='pose-sensor'></a><h2>Pose-error model</h2>",
         f"<p>{esc(section.sensor)} against {esc(section.reference)}, model: "
         f"{esc(section.source)}; "
         "error = offset per relocalization (σ_b) + Gauss-Markov (σ, τ) + white (σ_v).</p>",
@@ -613,9 +614,13 @@ def _contents(body: str) -> tuple[str, str]:
     return f"<nav><ul>{links}</ul></nav>", body
 
 
-def render_page(body: str, n_sessions: int) -> str:
-    """The whole page around the sections' HTML ``body``: title, contents list, style."""
+def render_page(body: str, n_sessions: int, summaries: Sequence[str] = ()) -> str:
+    """The whole page around the sections' HTML ``body``: title, one line per sensor
+    (``summaries``, each linked to its section), contents list, style."""
     contents, sections = _contents(body)
+    if summaries:
+        lines = "".join(f"<li><a href='#pose-sensor'>{esc(s)}</a></li>" for s in summaries)
+        contents = f"<div class='summary'><ul>{lines}</ul></div>" + contents
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>sensorbench report</title><style>{_CSS}</style></head><body>"
