@@ -614,10 +614,12 @@ class PoseSection:
         for p in self.params:
             if p.param == "sigma_b" and p.axis in ("x", "yaw"):
                 k, unit = (1000.0, "mm") if p.unit == "m" else (57.29577951308232, "deg")
-                figures.append(
-                    f"{p.axis} offset σ_b {k * p.value:.3g} {unit} "
+                ci = (
                     f"[{k * p.ci95[0]:.3g}, {k * p.ci95[1]:.3g}]"
+                    if p.identified
+                    else "(not identified)"
                 )
+                figures.append(f"{p.axis} offset σ_b {k * p.value:.3g} {unit} {ci}")
         parts = [f"{self.sensor}: {state}", *figures]
         if v is not None and v.wrong:
             parts.append(v.wrong_line())

@@ -11,17 +11,20 @@ one frame (``--align campaign``), the FRAME check fails.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import evo_peer
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from PIL import Image
 from real_data import TUM_GROUNDTRUTH, TUM_RGBDSLAM, need
 from scipy.spatial.transform import Rotation
 
 from sensorbench.cli import cli
 from sensorbench.report.build import ReportOptions, build_report
+from sensorbench.report.data import PoseSection
 
 pytestmark = need(TUM_GROUNDTRUTH, TUM_RGBDSLAM)
 TOLERANCE = 0.005
@@ -68,6 +71,8 @@ def test_each_map_its_own_frame_and_evo_figures(recordings, tmp_path: Path) -> N
         [h5 for _, h5 in recordings.values()], tmp_path / "out", options=ReportOptions(draws=200)
     )
     pose = rep.data["pose_error"]
+    line = next(s for s in rep.content.sections if isinstance(s, PoseSection)).summary()
+    assert line.startswith("pose_sensor: ") and "frames: one transform per session" in line
     assert pose["alignment"].startswith("one transform per session"), pose["alignment"]
     assert "not in the others' map" in pose["alignment"]
     assert "FRAME" not in {r["code"] for r in rep.data["pose_verdict"]["model"]["reasons"]}
@@ -87,6 +92,32 @@ def test_each_map_its_own_frame_and_evo_figures(recordings, tmp_path: Path) -> N
         assert ate["rmse"] < 0.05  # centimetres, not the metres between the maps
     text = rep.path.read_text()
     assert "Frame alignment: one transform per session" in text
+    _summary_box_is_at_the_top(rep.path, tmp_path / "page.png")
+
+
+SUMMARY_BORDER = (0x3A, 0x6E, 0xA5)  # report/html.py: .summary's left border
+
+
+def _summary_box_is_at_the_top(page: Path, shot: Path) -> None:
+    """The rendered page (headless chromium, 1200 × 1000 px): the summary box's
+    coloured left border is a vertical bar in the first screen, under the title."""
+    chromium = Path("/usr/bin/chromium")
+    if not chromium.exists():
+        pytest.skip("no /usr/bin/chromium to render the page")
+    args = ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,1000"]
+    subprocess.run(
+        [str(chromium), *args, f"--screenshot={shot}", page.as_uri()],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    img = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    bar = np.all(np.abs(img - np.array(SUMMARY_BORDER)) <= 8, axis=2)
+    rows, cols = np.nonzero(bar)
+    assert rows.size > 0, "no summary box on the first screen"
+    assert 60 < rows.min() < 400  # under the title, at the top
+    assert rows.max() - rows.min() >= 15  # a bar one text line high at least
+    assert np.ptp(cols) <= 6  # 4 px wide (one column of the page)
 
 
 def test_one_frame_forced_on_them_fails_the_frame_check(recordings, tmp_path: Path) -> None:
