@@ -168,6 +168,12 @@ def demo_cmd(
             "sessions": {k: str(c.path) for k, c in res.sessions.items()},
             "summary": rows,
             "validation": res.report_data.get("validation"),
+            "wrong_relocalizations": {
+                "named": (res.report_data.get("pose_error") or {}).get("wrong_relocalizations"),
+                "simulated": (res.report_data.get("pose_error") or {}).get(
+                    "simulated_wrong_relocalizations"
+                ),
+            },
             "filter_honesty": _honesty_rows(res.report_data.get("replay") or []),
             "timings_s": res.timings_s,
             "warnings": warnings,
