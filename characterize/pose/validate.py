@@ -27,6 +27,11 @@ when its |z| > c; a session fails when any check fails; α_s = 1 - (1 - α)^(1/m
 Šidák over the m sessions under test, so a correct model passes the whole campaign
 with probability ≈ 1 - α.
 
+Wrong relocalizations (the mixture's gross component): each held-out session's are
+named under its fold's model (:func:`held_out_wrong`), and every draw is given their
+jumps over their segments instead of a usual offset; the whitening leaves those offsets
+free. The model is judged between wrong relocalizations; their rate by its interval.
+
 Naming, step-down: one bad session also spoils the models the others are judged by
 (each refit includes it). So when sessions fail, the worst (largest max |z|) is
 named and taken out of every training set, and the remaining sessions are judged
