@@ -309,9 +309,9 @@ def _render_honesty(replay: list[ReplayRow]) -> str:
                 (
                     r.label,
                     axis,
-                    num(c["mean_nees"], "{:.2f}") + f" [{lo:.2f}, {hi:.2f}]",
+                    _in_band(c["mean_nees"], [lo, hi]),
                     *(num(v, "{:.1f}") for v in cov),
-                    "–" if n is None else num(n["mean"], "{:.2f}") + _band(n["band95"]),
+                    "–" if n is None else _in_band(n["mean"], n["band95"]),
                     num(rates["actual"].get(axis, math.nan) * 100, "{:.2f}"),
                     num(monitor[axis]["degraded_fraction"] * 100, "{:.1f}"),
                 )
@@ -344,9 +344,13 @@ def _render_honesty(replay: list[ReplayRow]) -> str:
     )
 
 
-def _band(band: list[float]) -> str:
-    """A band as `` [lo, hi]`` (two decimals)."""
-    return f" [{band[0]:.2f}, {band[1]:.2f}]"
+def _in_band(value: float, band: list[float]) -> Raw:
+    """``value [lo, hi]`` (two decimals), the value marked out of band (class ``fail``)
+    when outside it."""
+    shown = esc(num(value, "{:.2f}"))
+    if not band[0] <= value <= band[1]:
+        shown = f"<span class='fail' title='outside its 95 % band'>{shown} (out)</span>"
+    return Raw(f"{shown} [{band[0]:.2f}, {band[1]:.2f}]")
 
 
 # ------------------------------------------------------------------ pose error and validation
