@@ -554,6 +554,22 @@ def render_validation(v: ValidationSection) -> str:
 # ------------------------------------------------------------------ provenance
 
 
+def _flat(attrs: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """``(dotted key, value)`` rows of nested metadata, numbers with 6 significant digits."""
+    out: list[tuple[str, str]] = []
+    for k, v in attrs.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out += _flat(v, f"{key}.")
+        elif isinstance(v, float):
+            out.append((key, f"{v:.6g}"))
+        elif isinstance(v, list | tuple):
+            out.append((key, ", ".join(f"{x:.6g}" if isinstance(x, float) else str(x) for x in v)))
+        else:
+            out.append((key, str(v)))
+    return out
+
+
 def render_provenance(section: ProvenanceSection) -> str:
     """Model files, then per session its file facts and streams."""
     parts = ["<h2>Provenance</h2>"]
@@ -592,8 +608,8 @@ def render_provenance(section: ProvenanceSection) -> str:
         srows = []
         for st in info.get("streams", []):
             attrs = {k: v for k, v in (st.get("attrs") or {}).items() if k != "config_line"}
-            meta = "; ".join(f"{k}={v}" for k, v in attrs.items())
-            srows.append((st.get("name"), st.get("kind"), meta[:400] or "–"))
+            lines = [f"<code>{esc(k)}</code> {esc(v)}" for k, v in _flat(attrs)]
+            srows.append((st.get("name"), st.get("kind"), Raw("<br>".join(lines) or "–")))
         parts.append(table(["field", "value"], rows, f"session {s.path.stem}"))
         if srows:
             parts.append(table(["stream", "kind", "device metadata"], srows, "streams"))

@@ -85,3 +85,14 @@ def test_the_honesty_table_marks_what_is_out_of_band() -> None:
     assert "class='fail'" in _in_band(1.62, [0.71, 1.35]) and "(out)" in _in_band(0.5, [0.7, 1.3])
     inside = _in_band(1.02, [0.71, 1.35])
     assert "fail" not in inside and inside == "1.02 [0.71, 1.35]"
+
+
+def test_provenance_metadata_is_one_readable_row_per_key() -> None:
+    """Nested device metadata as dotted keys with readable numbers, none cut off."""
+    from sensorbench.report.html import _flat
+
+    meta = {"model": "A1", "geometry": {"mount_xy_m": [0.1, -0.25], "yaw_rad": 3.14159265358}}
+    meta |= {f"k{i}": "x" * 50 for i in range(20)}  # longer than any cell used to allow
+    rows = dict(_flat(meta))
+    assert rows["geometry.mount_xy_m"] == "0.1, -0.25" and rows["geometry.yaw_rad"] == "3.14159"
+    assert rows["model"] == "A1" and len(rows) == 23 and rows["k19"] == "x" * 50
