@@ -650,9 +650,14 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     """The pose-error model (from ``pose_error.toml`` or fitted here) and its validation."""
     from sensorbench.characterize.pose.allan import allan_cross_check
     from sensorbench.characterize.pose.error_model import FitOptions, PoseErrorModel, fit_pose_error
-    from sensorbench.characterize.pose.plots import plot_allan, plot_error_bands
+    from sensorbench.characterize.pose.plots import (
+        plot_allan,
+        plot_error_bands,
+        plot_trajectory_overlay,
+    )
     from sensorbench.characterize.pose.series import param_unit
     from sensorbench.characterize.pose.sessions import prepare_sessions
+    from sensorbench.characterize.pose.verdict import scale_inputs
 
     opts, say, figdir, models = inputs.options, inputs.say, inputs.figdir, inputs.models
     use, wrong = [], []
@@ -713,6 +718,15 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
                 f"{ps.series.name}: error with the model's bands",
             )
         )
+        for name, _, _, ref in scale_inputs([ps]):
+            figures.append(
+                Figure.read(
+                    plot_trajectory_overlay(
+                        name, ref[:, :2], ps.series.error[:, :2], figdir / f"{name}_path.png"
+                    ),
+                    f"{name}: reference and aligned estimate, |error| colour-mapped",
+                )
+            )
     section = PoseSection(
         opts.sensor, opts.reference, source, out, None if truth is None else speed, figures
     )

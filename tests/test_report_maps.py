@@ -11,6 +11,7 @@ one frame (``--align campaign``), the FRAME check fails.
 
 from __future__ import annotations
 
+import io
 import subprocess
 from pathlib import Path
 
@@ -93,6 +94,24 @@ def test_each_map_its_own_frame_and_evo_figures(recordings, tmp_path: Path) -> N
     text = rep.path.read_text()
     assert "Frame alignment: one transform per session" in text
     _summary_box_is_at_the_top(rep.path, tmp_path / "page.png")
+    section = next(s for s in rep.content.sections if isinstance(s, PoseSection))
+    overlays = [f for f in section.figures if "aligned estimate" in f.caption]
+    assert len(overlays) == len(MAPS)
+    for f in overlays:
+        _overlay_is_a_readable_picture(f.png)
+
+
+def _overlay_is_a_readable_picture(png: bytes) -> None:
+    """The overlay as rendered: the path (grey and colour-mapped points) fills a square
+    plot area on equal axes (not squashed to a line) and the error's colours vary."""
+    img = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    spread = img.max(axis=2) - img.min(axis=2)
+    coloured = spread > 60  # viridis points; grey, black and white are not
+    rows, cols = np.nonzero(coloured[:, : int(0.75 * img.shape[1])])  # left of the colour bar
+    assert rows.size > 200
+    assert np.ptp(rows) > 0.25 * img.shape[0] and np.ptp(cols) > 0.25 * img.shape[1]
+    hues = {tuple(c // 64) for c in img[rows, cols]}
+    assert len(hues) >= 3, hues  # more than one error colour along the path
 
 
 SUMMARY_BORDER = (0x3A, 0x6E, 0xA5)  # report/html.py: .summary's left border
