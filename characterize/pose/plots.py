@@ -126,8 +126,8 @@ def plot_trajectory_overlay(
     est = reference_xy + error_xy
     err_mm = 1000.0 * np.hypot(error_xy[:, 0], error_xy[:, 1])
     fig, ax = plt.subplots(figsize=(6.5, 5.5))
-    ax.plot(*reference_xy.T, color="0.6", lw=1.2, label="reference")
-    pts = ax.scatter(*est.T, c=err_mm, s=4, cmap="viridis", label="aligned estimate")
+    ax.plot(reference_xy[:, 0], reference_xy[:, 1], color="0.6", lw=1.2, label="reference")
+    pts = ax.scatter(est[:, 0], est[:, 1], c=err_mm, s=4, cmap="viridis", label="aligned estimate")
     fig.colorbar(pts, ax=ax, label="|error| x-y [mm]")
     lo = np.minimum(reference_xy.min(axis=0), est.min(axis=0))
     hi = np.maximum(reference_xy.max(axis=0), est.max(axis=0))
