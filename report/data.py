@@ -536,6 +536,8 @@ class ValidationSession:
         check: its checks (percentiles, verdicts) from the validation.
         n_samples: error samples.
         n_relocalizations: relocalizations found in it.
+        segmentation: how they were found: ``flags`` (the sensor's), ``detected``
+            (steps in the error: breaks, not known relocalizations) or ``none``.
         wrong_relocalizations: gross wrong relocalizations the simulator put in it
             (None: not simulated).
     """
@@ -544,6 +546,7 @@ class ValidationSession:
     n_samples: int
     n_relocalizations: int
     wrong_relocalizations: int | None
+    segmentation: str = "flags"
 
 
 @dataclass
@@ -766,7 +769,7 @@ def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) ->
         progress=validating,
     )
     sessions = [
-        ValidationSession(chk, ps.series.n, ps.series.n_segments - 1, w)
+        ValidationSession(chk, ps.series.n, ps.series.n_segments - 1, w, ps.segmentation.method)
         for chk, ps, w in zip(rep.sessions, prepared, wrong, strict=True)
     ]
     figures = [

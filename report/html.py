@@ -518,7 +518,9 @@ def render_validation(v: ValidationSection) -> str:
             _verdict(chk.passed, "PASS"),
             num(chk.p_joint),
             s.n_samples,
-            s.n_relocalizations,
+            f"{s.n_relocalizations} detected breaks"
+            if s.segmentation == "detected"
+            else s.n_relocalizations,
         )
         vrows.append((*row, *(["–" if w is None else w] if simulated else []), failed))
     overall = _verdict(v.report.passed, "PASSED")
@@ -526,7 +528,7 @@ def render_validation(v: ValidationSection) -> str:
         f"<h2>Leave-one-session-out validation</h2><p>{esc(v.report.mode)}, {v.draws} draws, "
         f"family-wise α {v.alpha}: {overall}</p>"
     ]
-    head = ["session", "verdict", "joint p", "samples", "relocalizations"]
+    head = ["session", "verdict", "joint p", "samples", "relocalizations (flagged)"]
     if simulated:
         head.append("simulated wrong relocalizations")
     parts.append(table([*head, "failed checks"], vrows, "verdict per held-out session"))
