@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,12 @@ def demo_cmd(
             "sessions": {k: str(c.path) for k, c in res.sessions.items()},
             "summary": rows,
             "validation": res.report_data.get("validation"),
+            "wrong_relocalizations": {
+                "named": (res.report_data.get("pose_error") or {}).get("wrong_relocalizations"),
+                "simulated": (res.report_data.get("pose_error") or {}).get(
+                    "simulated_wrong_relocalizations"
+                ),
+            },
             "filter_honesty": _honesty_rows(res.report_data.get("replay") or []),
             "timings_s": res.timings_s,
             "warnings": warnings,
@@ -205,6 +212,13 @@ def demo_cmd(
             f"validation (leave-one-session-out, {v['n_draws']} draws): "
             f"{'PASSED' if v['passed'] else 'FAILED'} ({verdicts})"
         )
+    from sensorbench.report.html import wrong_lines
+
+    pose = res.report_data.get("pose_error") or {}
+    for line in wrong_lines(
+        pose.get("wrong_relocalizations") or {}, pose.get("simulated_wrong_relocalizations")
+    ):
+        click.echo(line)
     click.echo(f"done in {total:.0f} s; report: {res.report}")
 
 
@@ -217,8 +231,6 @@ def _live_demo(
 ) -> None:
     """``demo --live``: the emulated robot live, the view on ``foxglove_addr``; the pod MCU
     the ``pods_firmware`` image under simavr when given."""
-    import math
-
     from sensorbench.commands.capture import _StatusPrinter
     from sensorbench.demo.live import MODELS, run_live_demo
     from sensorbench.drivers.capture import format_summary

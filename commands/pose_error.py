@@ -44,11 +44,14 @@ _SESSION_OPTS = [
     ),
     click.option(
         "--align",
-        type=click.Choice(["campaign", "session", "none"]),
-        default="campaign",
+        type=click.Choice(["auto", "campaign", "session", "none"]),
+        default="auto",
         show_default=True,
-        help="campaign: one frame transform for all SESSIONS (a sensor relocalizing into "
-        "one map); a session whose mean error the within-session offsets cannot explain is "
+        help="auto: campaign when the FRAME check finds all SESSIONS in one map, else "
+        "session (separate SLAM runs, each in its own map; evo_ape -a aligns each run so); "
+        "the output says which. campaign: one frame transform for all SESSIONS (a sensor "
+        "relocalizing into one map); a session whose mean error the within-session offsets "
+        "cannot explain is "
         "named (FRAME: not in the same map) and left out. session: one transform each "
         "(absorbs each session's mean error). none: the sensor reports in the reference frame.",
     ),
@@ -196,10 +199,14 @@ def _offset_line(offset) -> str:
         return f"time offset {1000 * offset.offset_s:+.2f} ms (given)"
     own = ", ".join(f"{n} {_ms(v['offset_s'], v['se_s'])}" for n, v in offset.sessions.items())
     if offset.pooled:
+        agree = (
+            f"consistency p = {offset.consistency_p:.2g}"
+            if np.isfinite(offset.consistency_p)
+            else "one session: no other to agree with"
+        )
         return (
             f"time offset {_ms(offset.offset_s, offset.se_s)} (one for the campaign, GLS "
-            f"with the frame; the sessions' own: {own}; consistency p = "
-            f"{offset.consistency_p:.2g})"
+            f"with the frame; the sessions' own: {own}; {agree})"
         )
     return f"time offsets per session (they differ, p = {offset.consistency_p:.2g}): {own}"
 
@@ -349,6 +356,8 @@ def fit_pose_error_cmd(
     if frames is not None:
         for name in frames.failed_sessions():
             click.echo(f"FRAME: {frames.reason(name)}; left out of the fit")
+    if campaign.decision:
+        click.echo(f"frame alignment: {campaign.decision}")
     click.echo(_offset_line(offset))
     for ps in prepared:
         rms = np.sqrt(np.mean(ps.series.error**2, axis=0))
@@ -366,6 +375,10 @@ def fit_pose_error_cmd(
         for line in trajectory_lines(ps):
             click.echo(f"  {line}")
     click.echo(_model_table(model))
+    from sensorbench.report.html import wrong_lines
+
+    for line in wrong_lines(model.wrong_relocalizations, None):
+        click.echo(line)
     click.echo(_stationarity_table(station))
     click.echo(
         "Allan cross-check (tau from the ADEV peak / 1.89 vs fitted tau; a peak only at an "
@@ -526,7 +539,7 @@ def validate_cmd(
         campaign_model,
         report,
         frames,
-        selection.align_mode,
+        campaign.align,
         selection.planar,
         scale_tolerance,
         judge_requirements(
@@ -568,6 +581,8 @@ def validate_cmd(
         doc["verdict"] = outcome.to_dict()
         click.echo(to_json(doc))
     else:
+        if campaign.decision:
+            click.echo(f"frame alignment: {campaign.decision}")
         click.echo(
             f"{report.mode}, {draws} draws, family-wise alpha {alpha} "
             f"(per session {report.alpha_session:.4f})"

@@ -48,6 +48,15 @@ def register(cli: click.Group) -> None:
 @click.option("--seed", default=0, show_default=True, type=SEED, help="Monte Carlo seed.")
 @click.option("--sensor", default="pose_sensor", show_default=True, help="Pose stream under test.")
 @click.option("--reference", default="mocap", show_default=True, help="Reference pose stream.")
+@click.option(
+    "--align",
+    type=click.Choice(["auto", "campaign", "session"]),
+    default="auto",
+    show_default=True,
+    help="Pose sessions' frame: auto (one transform when the FRAME check finds them in one "
+    "map, else one per session, as evo_ape -a aligns each run), campaign (one transform "
+    "for all; the FRAME check names a session that does not fit) or session.",
+)
 @force_option("DIR/report.html")
 @click.option("--json", "as_json", is_flag=True, help="Print the report's content as JSON.")
 def report_cmd(
@@ -58,6 +67,7 @@ def report_cmd(
     seed: int,
     sensor: str,
     reference: str,
+    align: str,
     force: bool,
     as_json: bool,
 ) -> None:
@@ -80,7 +90,9 @@ def report_cmd(
             list(sessions),
             out_dir,
             models_dir=models_dir,
-            options=ReportOptions(draws=draws, seed=seed, sensor=sensor, reference=reference),
+            options=ReportOptions(
+                draws=draws, seed=seed, sensor=sensor, reference=reference, align=align
+            ),
             progress=None if bar is None else bar.say,
             force=force,
             steps=bar,

@@ -126,6 +126,10 @@ POSE_ERROR_KEYS: dict[str, Any] = {
         )
     ),
     "axes": {a: _POSE_AXIS for a in POSE_AXES},
+    "wrong_relocalizations": dict.fromkeys(
+        ("n_relocalizations", "n_wrong", "rate", "rate_ci95", "median_jump_m")
+    )
+    | {"named": [dict.fromkeys(("session", "t_s", "jump"))]},
 }
 """``pose_error_gm`` files (``fit pose-error -o``)."""
 

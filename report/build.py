@@ -43,6 +43,7 @@ from typing import Any
 from sensorbench.errors import FitError, SensorbenchError
 from sensorbench.logs.atomic_output import atomic_output, check_output
 from sensorbench.report.data import (
+    PoseSection,
     ProgressFn,
     ReportContent,
     ReportInputs,
@@ -147,7 +148,10 @@ def build_report(
                 body.append(render(section))
     if steps is not None:
         steps(len(SECTIONS) * _STEP, len(SECTIONS) * _STEP)
-    page = render_page("".join(body), len(paths))
+    summaries = [
+        s.summary() for s in content.sections if s is not None and isinstance(s, PoseSection)
+    ]
+    page = render_page("".join(body), len(paths), summaries)
     path = out / "report.html"
     try:
         with atomic_output(path, force=force, inputs=paths) as tmp:

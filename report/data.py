@@ -53,6 +53,8 @@ class ReportOptions:
         sensor, reference: pose streams of the pose-error sections.
         static_s: shortest static lidar stretch, in simulated-equivalent seconds
             (divided by the session's emulation speed) (s).
+        align: the pose sessions' frame alignment, ``auto`` (one transform when the
+            FRAME check finds them in one map, else one each), ``campaign`` or ``session``.
     """
 
     draws: int = 1000
@@ -61,6 +63,7 @@ class ReportOptions:
     sensor: str = "pose_sensor"
     reference: str = "mocap"
     static_s: float = 3.0
+    align: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,25 @@ def wrong_relocalizations(s: Session, sensor: str) -> int | None:
     if name not in s.truth_names():
         return None
     return int(np.count_nonzero(s.truth(name)))
+
+
+def simulated_wrong(path: Path, sensor: str) -> list[dict[str, Any]]:
+    """The simulator's wrong relocalizations of a session: session, t_s (s from the
+    session start, the fit's time origin), jump (6: m, rad); empty if none or real."""
+    from sensorbench.logs.time_window import session_span_ns
+
+    with Session(path) as s:
+        names = s.truth_names()
+        if f"{sensor}/reloc_wrong" not in names:
+            return []
+        wrong = np.asarray(s.truth(f"{sensor}/reloc_wrong"), bool)
+        t_ns = np.asarray(s.truth(f"{sensor}/reloc_t_ns"), np.int64)
+        jump = np.asarray(s.truth(f"{sensor}/reloc_offset"), float)
+    origin = session_span_ns(path)[0]
+    return [
+        {"session": _session_label(path), "t_s": (int(t) - origin) * 1e-9, "jump": list(j)}
+        for t, j in zip(t_ns[wrong], jump[wrong], strict=True)
+    ]
 
 
 def validation_document(report: ValidationReport, wrong: Sequence[int | None]) -> dict[str, Any]:
@@ -538,6 +560,8 @@ class ValidationSession:
         check: its checks (percentiles, verdicts) from the validation.
         n_samples: error samples.
         n_relocalizations: relocalizations found in it.
+        segmentation: how they were found: ``flags`` (the sensor's), ``detected``
+            (steps in the error: breaks, not known relocalizations) or ``none``.
         wrong_relocalizations: gross wrong relocalizations the simulator put in it
             (None: not simulated).
     """
@@ -546,6 +570,7 @@ class ValidationSession:
     n_samples: int
     n_relocalizations: int
     wrong_relocalizations: int | None
+    segmentation: str = "flags"
 
 
 @dataclass
@@ -592,6 +617,42 @@ class PoseSection:
     trajectories: list[dict[str, Any]] = field(default_factory=list)
     """Per session: name, file, time offset (s) and its standard error, the alignment
     used and ATE/RPE as evo computes them (``PreparedSession.to_dict`` keys)."""
+    alignment: str = ""
+    """Which frame alignment the sessions got, and why (``PreparedCampaign.decision``)."""
+    wrong: dict[str, Any] = field(default_factory=dict)
+    """The model's wrong relocalizations (:meth:`error_model.WrongRelocs.to_dict`)."""
+    simulated_wrong: list[dict[str, Any]] | None = None
+    """The simulator's (:func:`simulated_wrong` of every session; None: real sessions)."""
+
+    def summary(self) -> str:
+        """One line for the top of the report: the verdict, the key figures (x and yaw
+        offset spread with their 95 % intervals) and what the nav stack must handle."""
+        v = self.verdict
+        if v is None:
+            state = "no verdict"
+        elif v.model_ok:
+            state = "the model holds"
+        else:
+            codes = sorted({f"{r.code} {r.subject}" for r in v.reasons()})
+            state = (
+                "the model FAILS (" + ", ".join(codes[:4]) + (", …" if len(codes) > 4 else "") + ")"
+            )
+        figures = []
+        for p in self.params:
+            if p.param == "sigma_b" and p.axis in ("x", "yaw"):
+                k, unit = (1000.0, "mm") if p.unit == "m" else (57.29577951308232, "deg")
+                ci = (
+                    f"[{k * p.ci95[0]:.3g}, {k * p.ci95[1]:.3g}]"
+                    if p.identified
+                    else "(not identified)"
+                )
+                figures.append(f"{p.axis} offset σ_b {k * p.value:.3g} {unit} {ci}")
+        parts = [f"{self.sensor}: {state}", *figures]
+        if v is not None and v.wrong:
+            parts.append(v.wrong_line())
+        if self.alignment:
+            parts.append(f"frames: {self.alignment}")
+        return "; ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
         """``{"pose_error": {...}}``, ``"pose_verdict"`` and, when validated, ``"validation"``."""
@@ -600,6 +661,9 @@ class PoseSection:
                 "source": self.source,
                 "params": [p.as_dict() for p in self.params],
                 "sessions": self.trajectories,
+                "alignment": self.alignment,
+                "wrong_relocalizations": self.wrong,
+                "simulated_wrong_relocalizations": self.simulated_wrong,
             }
         }
         if self.validation is not None:
@@ -613,9 +677,14 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     """The pose-error model (from ``pose_error.toml`` or fitted here) and its validation."""
     from sensorbench.characterize.pose.allan import allan_cross_check
     from sensorbench.characterize.pose.error_model import FitOptions, PoseErrorModel, fit_pose_error
-    from sensorbench.characterize.pose.plots import plot_allan, plot_error_bands
+    from sensorbench.characterize.pose.plots import (
+        plot_allan,
+        plot_error_bands,
+        plot_trajectory_overlay,
+    )
     from sensorbench.characterize.pose.series import param_unit
     from sensorbench.characterize.pose.sessions import prepare_sessions
+    from sensorbench.characterize.pose.verdict import scale_inputs
 
     opts, say, figdir, models = inputs.options, inputs.say, inputs.figdir, inputs.models
     use, wrong = [], []
@@ -628,7 +697,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     if not use:
         return None
     say(f"aligning {len(use)} pose-sensor sessions with {opts.reference}")
-    campaign = prepare_sessions(use, opts.sensor, opts.reference)
+    campaign = prepare_sessions(use, opts.sensor, opts.reference, align=opts.align)
     prepared, series = campaign.prepared, campaign.series
     model_file = None if models is None else models / "pose_error.toml"
     if model_file is not None and model_file.exists():
@@ -676,17 +745,30 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
                 f"{ps.series.name}: error with the model's bands",
             )
         )
+        for name, _, _, ref in scale_inputs([ps]):
+            figures.append(
+                Figure.read(
+                    plot_trajectory_overlay(
+                        name, ref[:, :2], ps.series.error[:, :2], figdir / f"{name}_path.png"
+                    ),
+                    f"{name}: reference and aligned estimate, |error| colour-mapped",
+                )
+            )
     section = PoseSection(
         opts.sensor, opts.reference, source, out, None if truth is None else speed, figures
     )
     keys = ("name", "source", "n_samples", "alignment_used", "time_offset", "trajectory_error")
     section.trajectories = [{k: v for k, v in ps.to_dict().items() if k in keys} for ps in prepared]
+    section.wrong = model.wrong_relocalizations
+    section.alignment = campaign.decision or campaign.align
+    if any(w is not None for w in wrong):
+        section.simulated_wrong = [x for p in use for x in simulated_wrong(p, opts.sensor)]
     if len(series) >= 2:
         section.validation = _validation(inputs, campaign, wrong)
     from sensorbench.report.verdict import compute_pose_verdict
 
     section.verdict = compute_pose_verdict(
-        prepared, model, None if section.validation is None else section.validation.report
+        campaign, model, None if section.validation is None else section.validation.report
     )
     return section
 
@@ -711,7 +793,7 @@ def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) ->
         progress=validating,
     )
     sessions = [
-        ValidationSession(chk, ps.series.n, ps.series.n_segments - 1, w)
+        ValidationSession(chk, ps.series.n, ps.series.n_segments - 1, w, ps.segmentation.method)
         for chk, ps, w in zip(rep.sessions, prepared, wrong, strict=True)
     ]
     figures = [

@@ -32,6 +32,7 @@ from sensorbench.report.data import (
 _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 h1{border-bottom:2px solid #444}h2{margin-top:2em;border-bottom:1px solid #aaa}
+.summary{background:#f3f6fa;border-left:4px solid #3a6ea5;padding:.2em 1em;margin:1em 0}
 table{border-collapse:collapse;margin:.8em 0;font-size:.9em}
 td,th{border:1px solid #bbb;padding:.25em .6em;text-align:right}
 th{background:#eee}td:first-child,th:first-child{text-align:left}
@@ -308,9 +309,9 @@ def _render_honesty(replay: list[ReplayRow]) -> str:
                 (
                     r.label,
                     axis,
-                    num(c["mean_nees"], "{:.2f}") + f" [{lo:.2f}, {hi:.2f}]",
+                    _in_band(c["mean_nees"], [lo, hi]),
                     *(num(v, "{:.1f}") for v in cov),
-                    "–" if n is None else num(n["mean"], "{:.2f}") + _band(n["band95"]),
+                    "–" if n is None else _in_band(n["mean"], n["band95"]),
                     num(rates["actual"].get(axis, math.nan) * 100, "{:.2f}"),
                     num(monitor[axis]["degraded_fraction"] * 100, "{:.1f}"),
                 )
@@ -343,9 +344,13 @@ def _render_honesty(replay: list[ReplayRow]) -> str:
     )
 
 
-def _band(band: list[float]) -> str:
-    """A band as `` [lo, hi]`` (two decimals)."""
-    return f" [{band[0]:.2f}, {band[1]:.2f}]"
+def _in_band(value: float, band: list[float]) -> Raw:
+    """``value [lo, hi]`` (two decimals), the value marked out of band (class ``fail``)
+    when outside it."""
+    shown = esc(num(value, "{:.2f}"))
+    if not band[0] <= value <= band[1]:
+        shown = f"<span class='fail' title='outside its 95 % band'>{shown} (out)</span>"
+    return Raw(f"{shown} [{band[0]:.2f}, {band[1]:.2f}]")
 
 
 # ------------------------------------------------------------------ pose error and validation
@@ -389,6 +394,54 @@ def _trajectory_table(sessions: list[dict[str, Any]]) -> str:
     )  # fmt: skip
 
 
+def wrong_lines(found: dict[str, Any], simulated: list[dict[str, Any]] | None) -> list[str]:
+    """The wrong relocalizations the fit named (rate, interval, each one) beside the
+    simulator's (None: not simulated), one per line."""
+    if not found:
+        return []
+    lo, hi = found["rate_ci95"]
+    head = (
+        f"wrong relocalizations: {found['n_wrong']} of {found['n_relocalizations']} named, "
+        f"{found['rate'] * 100:.1f} %/reloc [{lo * 100:.1f}, {hi * 100:.1f}] % (95 %)"
+    )
+    if found["n_wrong"]:
+        head += f", median jump {found['median_jump_m']:.2f} m"
+    if simulated is not None:
+        head += f"; simulated: {len(simulated)}"
+    rows = [("named", w) for w in found["named"]] + [("simulated", w) for w in simulated or []]
+    return [head] + [
+        f"  {kind:<9} {w['session']} t {w['t_s']:8.2f} s: x {w['jump'][0]:+.3f} m, "
+        f"y {w['jump'][1]:+.3f} m, yaw {math.degrees(w['jump'][5]):+.1f}°"
+        for kind, w in sorted(rows, key=lambda r: (r[1]["session"], r[1]["t_s"]))
+    ]
+
+
+def _wrong_table(found: dict[str, Any], simulated: list[dict[str, Any]] | None) -> str:
+    """The wrong relocalizations the fit named (rate, interval) beside the simulator's."""
+    lines = wrong_lines(found, simulated)
+    rows = [
+        (kind, w["session"], f"{w['t_s']:.2f}", *(f"{1000 * w['jump'][k]:+.0f}" for k in (0, 1)),
+         f"{math.degrees(w['jump'][5]):+.1f}")
+        for kind, ws in (("named", found["named"]), ("simulated", simulated or []))
+        for w in ws
+    ]  # fmt: skip
+    note = (
+        "<p class='note'>A wrong relocalization puts the sensor in the wrong place of its map: "
+        "its offset is no draw of N(0, σ_b²). The fit names each one whose offset the usual "
+        "spread cannot explain and leaves its offset free; σ_b, τ and σ come from the "
+        "others, the validation gives every draw the named jumps, and the requirements hold "
+        "between them.</p>"
+    )
+    if not rows:
+        return f"<p>{esc(lines[0])}.</p>{note}"
+    return (
+        table(
+            ["", "session", "t (s)", "x jump (mm)", "y jump (mm)", "yaw jump (deg)"], rows, lines[0]
+        )
+        + note
+    )
+
+
 def render_pose(section: PoseSection) -> str:
     """The pose-error model's parameters, Allan and band plots, then the validation."""
     from sensorbench.characterize.pose.series import DISPLAY_UNITS
@@ -421,7 +474,7 @@ def render_pose(section: PoseSection) -> str:
             + "</p>"
         )
     parts = [
-        "<h2>Pose-error model</h2>",
+        "<a id='pose-sensor'></a><h2>Pose-error model</h2>",
         f"<p>{esc(section.sensor)} against {esc(section.reference)}, model: "
         f"{esc(section.source)}; "
         "error = offset per relocalization (σ_b) + Gauss-Markov (σ, τ) + white (σ_v).</p>",
@@ -432,8 +485,12 @@ def render_pose(section: PoseSection) -> str:
         ),
         note,
     ]
+    if section.alignment:
+        parts.append(f"<p>Frame alignment: {esc(section.alignment)}.</p>")
     if section.trajectories:
         parts.append(_trajectory_table(section.trajectories))
+    if section.wrong:
+        parts.append(_wrong_table(section.wrong, section.simulated_wrong))
     # the Allan figure on its own row, the sessions' band plots side by side below it
     allan, bands = section.figures[:1], section.figures[1:]
     parts.append("<div class='figures'>" + "".join(img(f) for f in allan) + "</div>")
@@ -461,7 +518,9 @@ def render_validation(v: ValidationSection) -> str:
             _verdict(chk.passed, "PASS"),
             num(chk.p_joint),
             s.n_samples,
-            s.n_relocalizations,
+            f"{s.n_relocalizations} detected breaks"
+            if s.segmentation == "detected"
+            else s.n_relocalizations,
         )
         vrows.append((*row, *(["–" if w is None else w] if simulated else []), failed))
     overall = _verdict(v.report.passed, "PASSED")
@@ -469,19 +528,10 @@ def render_validation(v: ValidationSection) -> str:
         f"<h2>Leave-one-session-out validation</h2><p>{esc(v.report.mode)}, {v.draws} draws, "
         f"family-wise α {v.alpha}: {overall}</p>"
     ]
-    head = ["session", "verdict", "joint p", "samples", "relocalizations"]
+    head = ["session", "verdict", "joint p", "samples", "relocalizations (flagged)"]
     if simulated:
         head.append("simulated wrong relocalizations")
     parts.append(table([*head, "failed checks"], vrows, "verdict per held-out session"))
-    if any(s.wrong_relocalizations for s in v.sessions):
-        parts.append(
-            "<p class='note'>The simulated campaign contains gross <em>wrong</em> "
-            "relocalizations (column above), which the model (a Gaussian offset per "
-            "relocalization) cannot represent: the fit widens σ_b to cover them, so the "
-            "fitted σ_b lies above the simulated one, and validation is expected to "
-            "reject the campaign — sessions without a wrong relocalization too, whose "
-            "errors are then smaller than the widened model predicts.</p>"
-        )
     for s in v.sessions:
         chk = s.check
         prow = [
@@ -504,6 +554,22 @@ def render_validation(v: ValidationSection) -> str:
 
 
 # ------------------------------------------------------------------ provenance
+
+
+def _flat(attrs: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """``(dotted key, value)`` rows of nested metadata, numbers with 6 significant digits."""
+    out: list[tuple[str, str]] = []
+    for k, v in attrs.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out += _flat(v, f"{key}.")
+        elif isinstance(v, float):
+            out.append((key, f"{v:.6g}"))
+        elif isinstance(v, list | tuple):
+            out.append((key, ", ".join(f"{x:.6g}" if isinstance(x, float) else str(x) for x in v)))
+        else:
+            out.append((key, str(v)))
+    return out
 
 
 def render_provenance(section: ProvenanceSection) -> str:
@@ -544,8 +610,8 @@ def render_provenance(section: ProvenanceSection) -> str:
         srows = []
         for st in info.get("streams", []):
             attrs = {k: v for k, v in (st.get("attrs") or {}).items() if k != "config_line"}
-            meta = "; ".join(f"{k}={v}" for k, v in attrs.items())
-            srows.append((st.get("name"), st.get("kind"), meta[:400] or "–"))
+            lines = [f"<code>{esc(k)}</code> {esc(v)}" for k, v in _flat(attrs)]
+            srows.append((st.get("name"), st.get("kind"), Raw("<br>".join(lines) or "–")))
         parts.append(table(["field", "value"], rows, f"session {s.path.stem}"))
         if srows:
             parts.append(table(["stream", "kind", "device metadata"], srows, "streams"))
@@ -570,9 +636,13 @@ def _contents(body: str) -> tuple[str, str]:
     return f"<nav><ul>{links}</ul></nav>", body
 
 
-def render_page(body: str, n_sessions: int) -> str:
-    """The whole page around the sections' HTML ``body``: title, contents list, style."""
+def render_page(body: str, n_sessions: int, summaries: Sequence[str] = ()) -> str:
+    """The whole page around the sections' HTML ``body``: title, one line per sensor
+    (``summaries``, each linked to its section), contents list, style."""
     contents, sections = _contents(body)
+    if summaries:
+        lines = "".join(f"<li><a href='#pose-sensor'>{esc(s)}</a></li>" for s in summaries)
+        contents = f"<div class='summary'><ul>{lines}</ul></div>" + contents
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>sensorbench report</title><style>{_CSS}</style></head><body>"

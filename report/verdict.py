@@ -12,20 +12,31 @@ The report's pose section (``report.data.PoseSection``) holds it; its JSON form 
 from __future__ import annotations
 
 import html
+from dataclasses import replace
 
 from sensorbench.characterize.pose.error_model import PoseErrorModel
-from sensorbench.characterize.pose.frames import frame_statistics
+from sensorbench.characterize.pose.frames import FRAME_ALPHA, frame_statistics
 from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES
+from sensorbench.characterize.pose.sessions import PreparedCampaign
 from sensorbench.characterize.pose.validate import ValidationReport
 from sensorbench.characterize.pose.verdict import Verdict, assess
 
 
 def compute_pose_verdict(
-    prepared: list, model: PoseErrorModel, validation: ValidationReport | None
+    campaign: PreparedCampaign, model: PoseErrorModel, validation: ValidationReport | None
 ) -> Verdict:
-    """The two-part verdict (no requirements) on the report's prepared sessions."""
-    frames = frame_statistics([p.series for p in prepared]) if len(prepared) >= 2 else None
-    return assess(prepared, model, validation, frames, "campaign")
+    """The two-part verdict (no requirements) on the report's prepared sessions.
+
+    Sessions aligned each on its own get no frame check (every session's mean error is
+    absorbed); under one transform, the campaign's check at :data:`FRAME_ALPHA` (the
+    report keeps every session, so it judges them here).
+    """
+    prepared = campaign.prepared
+    frames = None
+    if campaign.align == "campaign" and len(prepared) >= 2:
+        check = campaign.frames or frame_statistics([p.series for p in prepared])
+        frames = replace(check, level=FRAME_ALPHA / len(prepared))
+    return assess(prepared, model, validation, frames, campaign.align)
 
 
 def _cells(row: list[str]) -> str:
@@ -156,4 +167,7 @@ def render_pose_verdict(v: Verdict) -> str:
             "<p>Part 2: no accuracy requirement given (<code>sensorbench validate --require</code> "
             "states one and predicts whether it holds).</p>"
         )
+    if v.wrong:
+        between = " The requirements are predicted between them." if v.requirements else ""
+        parts.append(f"<p>{e(v.wrong_line())}: the nav stack must handle them.{between}</p>")
     return "".join(parts)

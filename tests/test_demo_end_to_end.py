@@ -8,6 +8,7 @@ within tolerances derived from the uncertainties the fits state.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -106,6 +107,26 @@ def test_pose_error_model_matches_truth(demo: dict) -> None:
     for r in _rows(demo, "pose"):
         lo, hi = r["ci99.9"]
         assert lo <= r["truth"] <= hi, r
+
+
+def test_wrong_relocalizations_named_beside_the_simulated(demo: dict) -> None:
+    # Every simulated wrong relocalization that jumps beyond 0.25 m (5 σ_b) horizontally
+    # is named at its time (the flagged sample, within 0.1 s); a false name is allowed
+    # at the naming level (5 % per campaign), two are not.
+    named, simulated = (
+        demo["wrong_relocalizations"]["named"],
+        demo["wrong_relocalizations"]["simulated"],
+    )
+    assert named["n_relocalizations"] >= 3 and simulated is not None
+    lo, hi = named["rate_ci95"]
+    assert 0.0 <= lo <= named["rate"] <= hi <= 1.0
+    for w in simulated:
+        if math.hypot(w["jump"][0], w["jump"][1]) > 0.25:
+            assert any(
+                n["session"] == w["session"] and abs(n["t_s"] - w["t_s"]) < 0.1
+                for n in named["named"]
+            ), (w, named)
+    assert named["n_wrong"] <= len(simulated) + 1, named
 
 
 _CHECK = """<script>

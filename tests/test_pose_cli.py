@@ -181,16 +181,23 @@ def test_validate_prints_two_part_verdict_and_requirements_set_exit_code(sim_ses
 
 
 def test_validate_names_a_session_in_another_map(sim_sessions, tmp_path):
-    """--align campaign (default): a fourth session shifted by 0.5 m is FRAME, exit 1."""
+    """--align campaign: a fourth session shifted by 0.5 m is FRAME, exit 1; by default
+    (--align auto) every session gets its own transform and the output says why."""
     other = pose_util.campaign(22, "correct", n_sessions=1, duration_s=120.0)[0]
     shifted = tmp_path / "elsewhere.h5"
     pose_util.write_session(shifted, other, shift=[0.5, -0.3, 0.0])
-    common = ["--sensor", "cam", "--time-offset", "0", "--draws", "200"]
+    common = ["--sensor", "cam", "--time-offset", "0", "--draws", "200", "--align", "campaign"]
+    r = _invoke("validate", *sim_sessions, shifted, *common[:-2])
+    assert (
+        "frame alignment: one transform per session: the FRAME check finds elsewhere not in "
+        "the others' map" in r.output
+    ), r.output
+    assert "FRAME elsewhere" not in r.output
     r = _invoke("validate", *sim_sessions, shifted, *common)
     assert r.exit_code == 1, r.output
     assert "FRAME elsewhere: session elsewhere is not in the same map" in r.output
     r = _invoke("validate", *sim_sessions, shifted, *common, "--json")
     frames = json.loads(r.output)["verdict"]["model"]["frames"]
     assert frames["failed_sessions"] == ["elsewhere"]
-    r = _invoke("fit", "pose-error", *sim_sessions, shifted, *common[:4])
+    r = _invoke("fit", "pose-error", *sim_sessions, shifted, *common[:4], *common[-2:])
     assert r.exit_code == 0 and "left out of the fit" in r.output

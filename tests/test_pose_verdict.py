@@ -148,29 +148,29 @@ def test_scale_interval_is_calibrated():
 
 
 def test_report_section_shows_both_parts_and_the_named_reason():
-    """The report's verdict section (compute + render) on the other-map campaign."""
-    from sensorbench.characterize.pose.align import align_sessions
-    from sensorbench.characterize.pose.sessions import _segmented
+    """The report's verdict section (compute + render) on the other-map campaign: forced
+    into one transform (every session kept, as ``report --align campaign``), FRAME names
+    the session in the other map; by default (``auto``) every session gets its own
+    transform, the decision names that session and FRAME is not a failure."""
     from sensorbench.report.verdict import compute_pose_verdict, render_pose_verdict
 
     tracks, names = pose_util.track_campaign(5, other_map=OTHER)
-    prepared = prepare_campaign(tracks, names, align="session", offset_s=0.0).prepared
-    # the report aligns all sessions with one transform and does not re-align
-    joint = align_sessions(tracks, "se3", 0.0)
-    prepared = [
-        _segmented(*tr, al, n, 0.1, "", p.segmentation)
-        for tr, al, n, p in zip(tracks, joint, names, prepared, strict=True)
-    ]
-    series = [p.series for p in prepared]
+    camp = prepare_campaign(tracks, names, align="campaign", offset_s=0.0, frame_alpha=0.0)
+    assert len(camp.prepared) == len(tracks)  # nobody left out: the verdict judges
+    series = camp.series
     model = fit_pose_error(series)
     rep = validate_sessions(series, n_draws=300, seed=0)
-    verdict = compute_pose_verdict(prepared, model, rep)
+    verdict = compute_pose_verdict(camp, model, rep)
     page = render_pose_verdict(verdict)
     assert "Part 1" in page and "Part 2" in page and "FRAME" in page
     assert names[OTHER] in page
     doc = verdict.to_dict()
     assert doc["model"]["passed"] is False
     assert names[OTHER] in doc["model"]["frames"]["failed_sessions"]
+    auto = prepare_campaign(tracks, names, align="auto", offset_s=0.0)
+    assert auto.align == "session" and names[OTHER] in auto.decision, auto.decision
+    own = compute_pose_verdict(auto, fit_pose_error(auto.series), None)
+    assert own.frames is None and "FRAME" not in own.codes()
 
 
 def _growing_sigma_campaign(seed: int):

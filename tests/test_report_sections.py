@@ -47,7 +47,8 @@ def test_the_page_is_rendered_from_the_computed_sections_alone(
         for s, (_, render) in zip(rep.content.sections, SECTIONS, strict=True)
         if s is not None
     )
-    assert render_page(body, 1) == rep.path.read_text(encoding="utf-8")
+    lines = [s.summary() for s in rep.content.sections if isinstance(s, PoseSection)]
+    assert render_page(body, 1, lines) == rep.path.read_text(encoding="utf-8")
 
 
 @dataclass
@@ -74,3 +75,24 @@ def test_a_section_is_one_compute_and_one_render_function(
     assert "<a href='#section-2'>Checklist</a>" in page
     assert "<h2 id='section-2'>Checklist</h2><p>static.h5</p>" in page
     assert "provenance" not in rep.data  # only the listed sections run
+
+
+def test_the_honesty_table_marks_what_is_out_of_band() -> None:
+    """A mean NEES or NIS outside its 95 % band is marked (class ``fail``, "out"); one
+    inside is shown plainly."""
+    from sensorbench.report.html import _in_band
+
+    assert "class='fail'" in _in_band(1.62, [0.71, 1.35]) and "(out)" in _in_band(0.5, [0.7, 1.3])
+    inside = _in_band(1.02, [0.71, 1.35])
+    assert "fail" not in inside and inside == "1.02 [0.71, 1.35]"
+
+
+def test_provenance_metadata_is_one_readable_row_per_key() -> None:
+    """Nested device metadata as dotted keys with readable numbers, none cut off."""
+    from sensorbench.report.html import _flat
+
+    meta = {"model": "A1", "geometry": {"mount_xy_m": [0.1, -0.25], "yaw_rad": 3.14159265358}}
+    meta |= {f"k{i}": "x" * 50 for i in range(20)}  # longer than any cell used to allow
+    rows = dict(_flat(meta))
+    assert rows["geometry.mount_xy_m"] == "0.1, -0.25" and rows["geometry.yaw_rad"] == "3.14159"
+    assert rows["model"] == "A1" and len(rows) == 23 and rows["k19"] == "x" * 50

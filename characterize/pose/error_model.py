@@ -71,17 +71,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numba
 import numpy as np
 from scipy.special import ndtr, ndtri
-from scipy.stats import chi2
+from scipy.stats import beta, chi2
+from scipy.stats import f as f_dist
 
 from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES, ErrorSeries
-from sensorbench.characterize.pose.whiten import filter_gains, whiten_columns
+from sensorbench.characterize.pose.whiten import DIFFUSE_SCALE, filter_gains, whiten_columns
 from sensorbench.errors import FitError, ModelFileError
 from sensorbench.logs.model_file import (
     check_envelope,
@@ -120,6 +121,7 @@ class _Packed:
     y: np.ndarray  # (N, D) error, 0 where padded
     dt: np.ndarray  # (N, D) s; inf at each session start (g stationary)
     reset: np.ndarray  # (N, D) bool: b reset here
+    diffuse: np.ndarray  # (N, D) bool: a wrong relocalization's reset (offset unknown)
     w: np.ndarray  # (N, D) 1.0 valid / 0.0 padding
     session: np.ndarray  # (D,) session index of each column
     axis: np.ndarray  # (D,) axis index of each column
@@ -132,14 +134,17 @@ def _pack(series: list[ErrorSeries], axes: list[int]) -> _Packed:
     y = np.zeros((n_max, d))
     dt = np.full((n_max, d), np.inf)
     reset = np.zeros((n_max, d), dtype=bool)
+    diffuse = np.zeros((n_max, d), dtype=bool)
     w = np.zeros((n_max, d))
     for c, (i, a) in enumerate(cols):
         s = series[i]
         y[: s.n, c] = s.error[:, a]
         dt[1 : s.n, c] = np.diff(s.t_s)
         reset[: s.n, c] = s.reloc
+        diffuse[: s.n, c] = s.wrong
         w[: s.n, c] = 1.0
-    return _Packed(y, dt, reset, w, np.array([c[0] for c in cols]), np.array([c[1] for c in cols]))
+    session, axis = (np.array([c[k] for c in cols]) for k in (0, 1))
+    return _Packed(y, dt, reset, diffuse, w, session, axis)
 
 
 def kalman_nll_columns(
@@ -148,22 +153,27 @@ def kalman_nll_columns(
     reset: np.ndarray,
     w: np.ndarray,
     params: np.ndarray,
+    diffuse: np.ndarray | None = None,
 ) -> np.ndarray:
     """Negative log-likelihood of every column under its own parameters.
 
     ``y``, ``dt`` (s; inf = start stationary), ``reset`` (bool: b reset here) and ``w``
     (1 for a sample, 0 for trailing padding after a column's last sample) are
     ``(N, C)``; ``params`` is ``(C, 4)`` in :data:`PARAMS` order (linear units).
-    Returns ``(C,)``.
+    ``diffuse`` ``(N, C)`` bool: resets of wrong relocalizations, whose offset is an
+    unknown (diffuse prior, its first sample's constant term removed: the
+    likelihood of the rest given that offset). Returns ``(C,)``.
     """
     cols = np.arange(y.shape[1])
-    return _nll_columns(y, dt, reset, w, cols, np.ascontiguousarray(params), y.shape[0])
+    d = np.zeros(y.shape, bool) if diffuse is None else np.asarray(diffuse, bool)
+    return _nll_columns(y, dt, reset, d, w, cols, np.ascontiguousarray(params), y.shape[0])
 
 
 def _nll_columns(
     y: np.ndarray,
     dt: np.ndarray,
     reset: np.ndarray,
+    diffuse: np.ndarray,
     w: np.ndarray,
     col: np.ndarray,
     params: np.ndarray,
@@ -182,7 +192,7 @@ def _nll_columns(
     first[1:] = (c[1:] != c[:-1]) | (t[1:] != t[:-1])
     source = np.empty(order.size, dtype=np.int64)
     source[order] = np.cumsum(first) - 1
-    return _nll_kernel(y, dt, reset, w, col, params, n_used, source, order[first])
+    return _nll_kernel(y, dt, reset, diffuse, w, col, params, n_used, source, order[first])
 
 
 @numba.njit(cache=True)
@@ -190,6 +200,7 @@ def _nll_kernel(
     y: np.ndarray,
     dt: np.ndarray,
     reset: np.ndarray,
+    diffuse: np.ndarray,
     w: np.ndarray,
     col: np.ndarray,
     params: np.ndarray,
@@ -230,6 +241,9 @@ def _nll_kernel(
                 m0[c] = 0.0
                 p00[c] = params[c, 0] * params[c, 0]
                 p01[c] = 0.0
+                if diffuse[k, j]:
+                    p00[c] = DIFFUSE_SCALE * (p00[c] + s2 + rv)
+                    out[c] -= 0.5 * (_LOG_2PI + math.log(p00[c]))
             a = p00[c] + p01[c]
             b = p01[c] + p11[c]
             s = max(a + b + rv, rv)  # S >= R exactly; guards round-off when R is tiny
@@ -304,7 +318,8 @@ def offset_qprofile(
 ) -> QProfile:
     """The sigma_b Q-profile of one axis over ``series`` (see module docstring).
 
-    One entry per segment; sessions are independent, so C is block-diagonal and each
+    One entry per segment (a wrong relocalization's left out: the marginal of the
+    others, its offset a fixed effect); sessions are independent, so C is block-diagonal and each
     session's block is decomposed on its own. A session whose mean error an alignment
     absorbed on this axis (``series.meta["mean_group"]``, ``meta["mean_axes"]``) puts
     its segments in that group: sessions sharing an alignment share one group.
@@ -320,13 +335,16 @@ def offset_qprofile(
             np.ascontiguousarray(s.error[:, axis]), dt, seg, s.n_segments, sigma, tau_s, sigma_v
         )
         c = np.linalg.inv(a)
+        b = c @ r
+        usual = ~s.wrong_segments  # a wrong relocalization's offset is no draw of sigma_b
+        c = c[np.ix_(usual, usual)]
         ev, vec = np.linalg.eigh(0.5 * (c + c.T))
         lam.append(ev)
-        z.append(vec.T @ (c @ r))
-        ones.append(vec.T @ np.ones(s.n_segments))
+        z.append(vec.T @ b[usual])
+        ones.append(vec.T @ np.ones(ev.size))
         label = s.meta.get("mean_group") if POSE_AXES[axis] in s.meta.get("mean_axes", ()) else None
         gid = -1 if label is None else labels.setdefault(str(label), len(labels))
-        group.append(np.full(s.n_segments, gid))
+        group.append(np.full(ev.size, gid))
     zz = np.concatenate(z)
     return QProfile(np.concatenate(lam), zz**2, zz, np.concatenate(ones), np.concatenate(group))
 
@@ -463,6 +481,169 @@ def qprofile_quantile(u: np.ndarray, lam: np.ndarray, z2: np.ndarray) -> np.ndar
         if np.all(step <= 1e-12 * x):
             break
     return np.where(target == np.inf, np.inf, np.sqrt(x))
+
+
+# --------------------------------------------------------------------------- wrong relocalizations
+
+
+WRONG_ALPHA = 0.05
+"""Family-wise level of naming a usual relocalization wrong (Bonferroni over the
+relocalizations of a fit)."""
+NAMING_ROUNDS = 3
+"""Fit → name → refit rounds at most (the names settle in one or two)."""
+
+
+def segment_offsets(s: ErrorSeries, params: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every segment's offset estimate and its variance, ``(k, 6)`` each (unit, unit²).
+
+    The generalised-least-squares offsets ``b̂ = A⁻¹r`` of the module docstring under
+    ``params`` ``(6, 4)`` (sigma, tau, sigma_v used), each segment's offset a fixed
+    effect, and the diagonal of ``A⁻¹``.
+    """
+    dt = np.empty(s.n)
+    dt[0] = np.inf
+    dt[1:] = np.diff(s.t_s)
+    b = np.empty((s.n_segments, len(POSE_AXES)))
+    v = np.empty_like(b)
+    for a in range(len(POSE_AXES)):
+        an, r = _offset_normal_equations(
+            np.ascontiguousarray(s.error[:, a]), dt, s.segment_id, s.n_segments, *params[a, 1:]
+        )
+        c = np.linalg.inv(an)
+        b[:, a], v[:, a] = c @ r, np.diag(c)
+    return b, v
+
+
+def _gross_pvalue(b: np.ndarray, v: np.ndarray, sb2: np.ndarray, dof: int) -> np.ndarray:
+    """``(k,)`` p-values of offsets ``b`` ``(k, 6)`` (variances ``v``) under N(0, sb2 + v).
+
+    Each axis' ``b²/(sb2 + v)`` is F(1, dof) when sb2 is a moment estimate from
+    ``dof`` other offsets; its tail probability is mapped to the χ²₁ deviate of the
+    same probability and the six are summed (χ²₆ under the usual component).
+    """
+    ratio = b**2 / np.maximum(sb2 + v, 1e-300)
+    z2 = chi2.isf(f_dist.sf(ratio, 1, max(dof, 1)), 1)
+    return chi2.sf(np.sum(z2, axis=1), len(POSE_AXES))
+
+
+@dataclass
+class WrongRelocs:
+    """The relocalizations a fit names wrong: a gross offset, no draw of N(0, sigma_b²).
+
+    The offset drawn at a relocalization is a mixture: the usual N(0, sigma_b²) with
+    probability 1 − p, else a gross one. A segment is named wrong when its offset
+    (:func:`segment_offsets`) is out of the usual component's reach at the
+    family-wise level :data:`WRONG_ALPHA` (:func:`name_wrong`); gross offsets within
+    the usual spread are not told apart and count as usual. ``p`` is estimated by
+    the share named, with its Clopper-Pearson interval.
+    """
+
+    n_relocalizations: int
+    sessions: list[str]
+    t_s: np.ndarray  # (k,) s, the named segments' first samples
+    jump: np.ndarray  # (k, 6) their offsets (m, rad)
+    masks: list[np.ndarray]  # per series: (N,) bool at the named segments' first samples
+
+    @classmethod
+    def none(cls, series: list[ErrorSeries]) -> WrongRelocs:
+        """Nothing named among ``series``."""
+        return cls(
+            sum(s.n_segments for s in series),
+            [],
+            np.zeros(0),
+            np.zeros((0, len(POSE_AXES))),
+            [np.zeros(s.n, bool) for s in series],
+        )
+
+    def same_as(self, other: WrongRelocs) -> bool:
+        """True when both name the same segments."""
+        return all(np.array_equal(a, b) for a, b in zip(self.masks, other.masks, strict=True))
+
+    @property
+    def rate(self) -> float:
+        """Share of relocalizations named wrong."""
+        return len(self.sessions) / max(self.n_relocalizations, 1)
+
+    def rate_ci(self, level: float = 0.95) -> tuple[float, float]:
+        """Clopper-Pearson interval of the wrong-relocalization probability."""
+        k, n, a = len(self.sessions), max(self.n_relocalizations, 1), 1.0 - level
+        lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
+        hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
+        return lo, hi
+
+    @property
+    def median_jump_m(self) -> float:
+        """Median horizontal size |(x, y)| of the named jumps (m; nan if none)."""
+        if not self.sessions:
+            return float("nan")
+        return float(np.median(np.hypot(self.jump[:, 0], self.jump[:, 1])))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON/TOML-ready summary (the model file's ``[wrong_relocalizations]``)."""
+        lo, hi = self.rate_ci()
+        out: dict[str, Any] = {
+            "n_relocalizations": int(self.n_relocalizations),
+            "n_wrong": len(self.sessions),
+            "rate": self.rate,
+            "rate_ci95": [lo, hi],
+            "named": [
+                {"session": s, "t_s": float(t), "jump": [float(x) for x in j]}
+                for s, t, j in zip(self.sessions, self.t_s, self.jump, strict=True)
+            ],
+        }
+        if self.sessions:
+            out["median_jump_m"] = self.median_jump_m
+        return out
+
+
+def name_wrong(
+    series: list[ErrorSeries],
+    fits: dict[str, AxisFit],
+    sigma_b2: np.ndarray | None = None,
+    dof: int = 0,
+    n_family: int = 0,
+) -> WrongRelocs:
+    """Name the wrong relocalizations among ``series`` under ``fits``' sigma, tau, sigma_v.
+
+    Without ``sigma_b2``: one at a time, the segment whose offset is least likely
+    under N(0, sigma_b² + var) is named while its p-value is below
+    ``WRONG_ALPHA / K`` (K relocalizations), sigma_b² the moment estimate of the
+    other usual segments (so a gross offset does not hide itself by widening it).
+    With ``sigma_b2`` ``(6,)`` (a model fitted elsewhere, from ``dof`` offsets), each
+    segment is tested against it at ``WRONG_ALPHA / n_family`` (default K).
+    """
+    params = np.stack([fits[a].values for a in POSE_AXES])
+    est = [segment_offsets(s, params) for s in series]
+    b = np.concatenate([e[0] for e in est])
+    v = np.concatenate([e[1] for e in est])
+    k_all = b.shape[0]
+    level = WRONG_ALPHA / max(n_family or k_all, 1)
+    usual = np.ones(k_all, bool)
+    if sigma_b2 is not None:
+        usual = _gross_pvalue(b, v, np.asarray(sigma_b2)[None, :], dof) >= level
+    else:
+        excess = b**2 - v
+        while usual.sum() > 3:
+            n = int(usual.sum())
+            sb2 = np.clip((excess[usual].sum(axis=0) - excess) / (n - 1), 0.0, None)
+            p = np.where(usual, _gross_pvalue(b, v, sb2, n - 1), np.inf)
+            j = int(np.argmin(p))
+            if p[j] >= level:
+                break
+            usual[j] = False
+    masks, names, times, jumps = [], [], [], []
+    k0 = 0
+    for s in series:
+        wrong_seg = ~usual[k0 : k0 + s.n_segments]
+        starts = np.flatnonzero(s.reloc)
+        m = np.zeros(s.n, bool)
+        m[starts[wrong_seg]] = True
+        masks.append(m)
+        names += [s.name] * int(wrong_seg.sum())
+        times += list(s.t_s[starts[wrong_seg]])
+        jumps.append(b[k0 : k0 + s.n_segments][wrong_seg])
+        k0 += s.n_segments
+    return WrongRelocs(k_all, names, np.array(times), np.concatenate(jumps), masks)
 
 
 # --------------------------------------------------------------------------- optimizer
@@ -745,6 +926,8 @@ class PoseErrorModel:
     reference: str = "mocap"
     frame: str = ""
     provenance: dict[str, Any] = field(default_factory=dict)
+    wrong_relocalizations: dict[str, Any] = field(default_factory=dict)
+    """:meth:`WrongRelocs.to_dict` of the fit (empty: not known, e.g. an older file)."""
 
     def params_array(self) -> np.ndarray:
         """``(6, 4)`` parameters, axes in :data:`POSE_AXES` order, columns :data:`PARAMS`."""
@@ -773,7 +956,9 @@ class PoseErrorModel:
             )
         prov = dict(self.provenance)
         prov["modified"] = note
-        return PoseErrorModel(axes, self.sensor, self.reference, self.frame, prov)
+        return PoseErrorModel(
+            axes, self.sensor, self.reference, self.frame, prov, self.wrong_relocalizations
+        )
 
     # ---------------------------------------------------------------- file I/O
 
@@ -818,7 +1003,12 @@ class PoseErrorModel:
             FORMAT_VERSION,
             MODEL_UNITS,
             self.provenance,
-            {"axes": axes},
+            {"axes": axes}
+            | (
+                {"wrong_relocalizations": self.wrong_relocalizations}
+                if self.wrong_relocalizations
+                else {}
+            ),
             sensor=self.sensor,
             reference=self.reference,
             frame=self.frame,
@@ -875,6 +1065,7 @@ class PoseErrorModel:
             str(meta.get("reference", "")),
             str(meta.get("frame", "")),
             dict(doc.get("provenance", {})),
+            dict(doc.get("wrong_relocalizations", {})),
         )
 
     @classmethod
@@ -908,7 +1099,7 @@ def _initial_guess(
         e = s.error[:, axis]
         sid = s.segment_id
         means = np.bincount(sid, weights=e) / np.maximum(np.bincount(sid), 1)
-        seg_means.append(means)
+        seg_means.append(means[~s.wrong_segments])
         resid.append(e - means[sid])
         same = sid[1:] == sid[:-1]
         diffs.append(np.diff(e)[same])
@@ -927,7 +1118,10 @@ def _initial_guess(
     t_max = max(durations)
     tau0 = float(np.clip(tau0, 2 * dt_med, t_max))
     sm = np.concatenate(seg_means)
-    sb0 = max(float(np.std(sm)) if sm.size > 1 else abs(float(sm[0])), 0.3 * math.sqrt(var_w))
+    sb0 = max(
+        float(np.std(sm)) if sm.size > 1 else abs(float(sm[0])) if sm.size else 0.0,
+        0.3 * math.sqrt(var_w),
+    )
     s0 = math.sqrt(var_w)
     theta0 = np.log([sb0, s0, tau0, sv0])
     lower = np.log([1e-4 * scale, 1e-4 * scale, 0.1 * dt_med, 1e-5 * scale])
@@ -978,7 +1172,9 @@ def _fit_problems(
         params = np.exp(theta[owner_c, set_c])
         # rows past the longest active session are padding for every column: skip them
         n_used = int(max(series[s].n for p in active for s in problems[p].sessions))
-        nll = _nll_columns(packed.y, packed.dt, packed.reset, packed.w, data_col, params, n_used)
+        nll = _nll_columns(
+            packed.y, packed.dt, packed.reset, packed.diffuse, packed.w, data_col, params, n_used
+        )
         out = np.zeros((active.size, n_sets))
         np.add.at(out, (owner_c, set_c), nll)
         return out
@@ -1011,21 +1207,62 @@ def _stage(progress: Progress | None, stage: int, stages: int) -> Progress | Non
     return lambda done, total: progress(stage * total + done, stages * total)
 
 
+class GroupFits(dict[str, AxisFit]):
+    """``{axis: AxisFit}`` of one group of sessions, with the wrong relocalizations named."""
+
+    wrong: WrongRelocs
+
+
 def fit_groups(
     series: list[ErrorSeries],
     groups: list[list[int]],
     options: FitOptions | None = None,
     progress: Progress | None = None,
-) -> list[dict[str, AxisFit]]:
+) -> list[GroupFits]:
     """Fit every axis on each group of session indices, all groups in one batch.
 
     Used for the full fit (one group: all sessions) and for leave-one-session-out
-    (one group per held-out session). Returns one ``{axis: AxisFit}`` per group.
-    ``progress(done, total)`` follows the optimiser's iterations over every block.
+    (one group per held-out session). Returns one ``{axis: AxisFit}`` per group,
+    with ``.wrong`` the relocalizations it names wrong: the groups are fitted, their
+    wrong relocalizations named (:func:`name_wrong`), and the groups that named any
+    refitted with those offsets unknown, until the names stop changing
+    (:data:`NAMING_ROUNDS` at most). ``progress(done, total)`` follows the first fit.
     """
     options = options or FitOptions()
     if not series:
         raise FitError("no sessions to fit")
+    fits = _fit_groups(series, groups, options, progress)
+    wrong = [WrongRelocs.none([series[i] for i in g]) for g in groups]
+    todo = list(range(len(groups)))
+    for _ in range(NAMING_ROUNDS):
+        found = {gi: name_wrong([series[i] for i in groups[gi]], fits[gi]) for gi in todo}
+        todo = [gi for gi in todo if not found[gi].same_as(wrong[gi])]
+        if not todo:
+            break
+        copies: list[ErrorSeries] = []
+        refit_groups = []
+        for gi in todo:
+            wrong[gi] = found[gi]
+            refit_groups.append(list(range(len(copies), len(copies) + len(groups[gi]))))
+            marks = zip(groups[gi], found[gi].masks, strict=True)
+            copies += [replace(series[i], wrong=m) for i, m in marks]
+        for gi, f in zip(todo, _fit_groups(copies, refit_groups, options), strict=True):
+            fits[gi] = f
+    out = []
+    for f, w in zip(fits, wrong, strict=True):
+        g = GroupFits(f)
+        g.wrong = w
+        out.append(g)
+    return out
+
+
+def _fit_groups(
+    series: list[ErrorSeries],
+    groups: list[list[int]],
+    options: FitOptions,
+    progress: Progress | None = None,
+) -> list[dict[str, AxisFit]]:
+    """One batched fit of every axis of every group (the series' wrong marks as given)."""
     problems = [_Problem(a, g) for g in groups for a in range(len(POSE_AXES))]
     theta_start = None
     counts = np.bincount([s for g in groups for s in g], minlength=len(series))
@@ -1155,18 +1392,18 @@ def _restricted_step(
 def _nuisance_info(blocks: list, params: np.ndarray, axis: int) -> np.ndarray:
     """``Σ_sessions J_aᵀ V_a⁻¹ J_a`` of one axis under its parameters ``params`` (4,)."""
     out = 0.0
-    for dt, reset, jac in blocks:
-        gains = filter_gains(dt, reset, params[None])
+    for dt, reset, wrong, jac in blocks:
+        gains = filter_gains(dt, reset, params[None], wrong)
         w = whiten_columns(np.ascontiguousarray(jac[:, axis, :]), reset, *(x[:, 0] for x in gains))
         out = out + w.T @ w
     return np.asarray(out)
 
 
-def _whitening_blocks(s: ErrorSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _whitening_blocks(s: ErrorSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     dt = np.empty(s.n)
     dt[0] = np.inf
     dt[1:] = np.diff(s.t_s)
-    return dt, s.reloc, np.asarray(s.meta["nuisance_jacobian"], dtype=float)
+    return dt, s.reloc, s.wrong, np.asarray(s.meta["nuisance_jacobian"], dtype=float)
 
 
 def fit_pose_error(
@@ -1193,4 +1430,4 @@ def fit_pose_error(
         prov.update(extra_provenance)
     if inputs:
         prov["inputs"] = inputs
-    return PoseErrorModel(fits, sensor, reference, frame, prov)
+    return PoseErrorModel(dict(fits), sensor, reference, frame, prov, fits.wrong.to_dict())

@@ -86,7 +86,7 @@ class GroupFit:
         error model uses it for the degrees of freedom φ took from the errors
         (:func:`error_model.fit_groups`).
         """
-        s = _Session(pair[0].only_valid(), pair[1].interpolator(), np.zeros(0))
+        s = _Session(pair[0].only_valid(), pair[1].interpolator(), np.zeros(0), np.zeros(0))
         fit_delta = bool(self.offset_column[i] >= 0)
         t, _, jac = _design(s, float(self.offsets_s[i]), self.frame, self.centre, max_gap_s, True)
         n_frame = jac.shape[2] - 1 if self.fit_frame else 0
@@ -109,7 +109,7 @@ class GroupFit:
         (:func:`_design`). Returned: ``diag(J cov Jᵀ)`` per axis, averaged over the
         session's samples (units², m² or rad²).
         """
-        s = _Session(pair[0].only_valid(), pair[1].interpolator(), np.zeros(0))
+        s = _Session(pair[0].only_valid(), pair[1].interpolator(), np.zeros(0), np.zeros(0))
         _, _, jac = _design(s, offset_s, self.frame, self.centre, max_gap_s, True)
         n_frame = jac.shape[2] - 1 if self.fit_frame else 0
         n_delta = self.cov.shape[0] - n_frame
@@ -126,6 +126,7 @@ class _Session:
     sensor: PoseTrack  # valid samples only
     ref: Interpolator
     starts: np.ndarray  # relocalization times after the first sample (s, sensor clock)
+    wrong: np.ndarray  # times inside wrong relocalizations' segments (s, sensor clock)
 
 
 def reset_mask(t_s: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -135,6 +136,15 @@ def reset_mask(t_s: np.ndarray, starts: np.ndarray) -> np.ndarray:
     reset[idx[idx < t_s.size]] = True
     reset[0] = True
     return reset
+
+
+def wrong_mask(t_s: np.ndarray, reset: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """The starts (of ``reset`` at times ``t_s``) of the segments holding ``times`` (s)."""
+    first = np.flatnonzero(reset)
+    seg = np.searchsorted(t_s[first], np.asarray(times, dtype=float) + 1e-9, side="right") - 1
+    out = np.zeros(t_s.size, dtype=bool)
+    out[first[np.clip(seg, 0, first.size - 1)]] = True
+    return out
 
 
 def _skew_rows(d: np.ndarray) -> np.ndarray:
@@ -223,6 +233,7 @@ def refine(
     max_gap_s: float | None = None,
     max_iter: int = 12,
     fit_frame: bool = True,
+    wrong: list[np.ndarray] | None = None,
 ) -> GroupFit:
     """Gauss-Newton GLS of the time offsets and the shared frame of a group of sessions.
 
@@ -231,12 +242,15 @@ def refine(
     session's relocalization times after its first sample (s, sensor clock);
     ``params``: (6, 4) error-model parameters that weight the fit. ``estimate_offset``
     False keeps the offsets; ``pooled`` fits one offset for all sessions (they must
-    start equal) instead of one each; ``fit_frame`` False keeps the frame. Returns the
+    start equal) instead of one each; ``fit_frame`` False keeps the frame; ``wrong``:
+    per session, the first-sample times of its wrong relocalizations' segments
+    (:class:`error_model.WrongRelocs`), whose offsets the fit leaves free. Returns the
     estimate and its covariance.
     """
+    wrong = wrong or [np.zeros(0)] * len(pairs)
     sessions = [
-        _Session(sen.only_valid(), ref.interpolator(), st)
-        for (sen, ref), st in zip(pairs, starts, strict=True)
+        _Session(sen.only_valid(), ref.interpolator(), st, w)
+        for (sen, ref), st, w in zip(pairs, starts, wrong, strict=True)
     ]
     n_s = len(sessions)
     offsets = np.asarray(offsets_s, dtype=float).copy()
@@ -267,7 +281,8 @@ def refine(
             if n_frame:
                 full[:, :, n_delta:] = jac[:, :, 1:]
             reset = reset_mask(t, s.starts)
-            phi, kb, kg, isq = filter_gains(spacings(t), reset, params)
+            diffuse = wrong_mask(t, reset, s.wrong)
+            phi, kb, kg, isq = filter_gains(spacings(t), reset, params, diffuse)
             for a in range(6):
                 cols = np.ascontiguousarray(np.column_stack([e[:, a], full[:, a, :]]))
                 w = whiten_columns(cols, reset, phi[:, a], kb[:, a], kg[:, a], isq[:, a])

@@ -246,8 +246,10 @@ def simulate_block(
     series: np.ndarray,
     gains: np.ndarray,
     lane_axis: np.ndarray,
+    given: np.ndarray,
+    shift: np.ndarray,
 ) -> None:
-    """Simulate ``e = c + b + g + v`` for a block of lanes along all N samples.
+    """Simulate ``e = c + b + g + v + d`` for a block of lanes along all N samples.
 
     Args:
         params: ``(5, lanes)`` sigma_b, sigma, tau_s, sigma_v per lane (m or rad, s)
@@ -263,6 +265,9 @@ def simulate_block(
             :func:`whiten.filter_gains`) whose standardized innovations fill
             ``ACC_Z2``/``ACC_Z4``, or ``(4, 0, A)`` for none.
         lane_axis: ``(lanes,)`` the axis (column of ``gains``) of every lane.
+        given: ``(N,)`` bool, relocalizations whose offset is given in ``shift`` (a
+            named wrong relocalization's jump): b is 0 over their segments.
+        shift: ``(N, A)`` d, the given offsets over their segments (0 elsewhere).
     """
     lanes = state.size
     word = np.empty(lanes, dtype=np.uint64)
@@ -289,14 +294,14 @@ def simulate_block(
         if reloc[k]:
             _normal_pairs(state, word, uf, ui, z1, z2)
             for j in range(lanes):
-                b[j] = sigma_b[j] * z1[j]
+                b[j] = 0.0 if given[k] else sigma_b[j] * z1[j]
             if k == 0:
                 for j in range(lanes):
                     c[j] = sigma_c[j] * z2[j]
         _normal_pairs(state, word, uf, ui, z1, z2)
         for j in range(lanes):
             g[j] = phi[j] * g[j] + q[j] * z1[j]
-            e[j] = c[j] + b[j] + g[j] + sigma_v[j] * z2[j]
+            e[j] = c[j] + b[j] + g[j] + sigma_v[j] * z2[j] + shift[k, lane_axis[j]]
         _accumulate(acc, e, k, early[k], late[k])
         if whiten:
             _whiten_step(acc, e, k, reloc[k], gains, lane_axis, mb, mg)

@@ -100,11 +100,29 @@ def _prepare(
     return lanes, dt, flags, a
 
 
-def _gains(dt: np.ndarray, flags: np.ndarray, whiten: np.ndarray | None, a: int) -> np.ndarray:
-    """``(4, N, A)`` whitening gains of the model ``whiten`` (A, 4), or ``(4, 0, A)``."""
+def _gains(
+    dt: np.ndarray,
+    flags: np.ndarray,
+    whiten: np.ndarray | None,
+    a: int,
+    wrong: np.ndarray | None = None,
+) -> np.ndarray:
+    """``(4, N, A)`` whitening gains of the model ``whiten`` (A, 4), or ``(4, 0, A)``.
+
+    ``wrong`` (N,) bool: resets of named wrong relocalizations (their offset unknown
+    to the filter, :func:`whiten.filter_gains`).
+    """
     if whiten is None:
         return np.zeros((4, 0, a))
-    return np.ascontiguousarray(np.stack(filter_gains(dt, flags, np.asarray(whiten, float))))
+    w = np.asarray(whiten, float)
+    return np.ascontiguousarray(np.stack(filter_gains(dt, flags, w, wrong)))
+
+
+def _given(n: int, a: int, wrong: np.ndarray | None, shift: np.ndarray | None) -> tuple:
+    """``(given (N,) bool, shift (N, A))`` for the kernel: no given offsets when None."""
+    if wrong is None or shift is None:
+        return np.zeros(n, bool), np.zeros((n, a))
+    return np.asarray(wrong, bool), np.ascontiguousarray(shift, dtype=np.float64)
 
 
 def _simulate(
@@ -117,12 +135,15 @@ def _simulate(
     whiten: np.ndarray | None = None,
     session_sd: np.ndarray | None = None,
     streams: np.ndarray | None = None,
+    wrong: np.ndarray | None = None,
+    shift: np.ndarray | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray | None, int]:
     """Run the kernel block by block: statistics ``{stat: (B·A,)}``, series, axes."""
     lanes, dt, flags, a = _prepare(params, t_s, reloc, n_draws, session_sd)
     early, late = growth_masks(t_s, flags)
     m = lanes.shape[1]
-    gains = _gains(dt, flags, whiten, a)
+    given, d = _given(dt.size, a, wrong, shift)
+    gains = _gains(dt, flags, whiten, a, given)
     lane_axis = np.arange(m) % a
     if streams is None:
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
@@ -147,6 +168,8 @@ def _simulate(
             block_series,
             gains,
             lane_axis[j0:j1],
+            given,
+            d,
         )
         acc[:, j0:j1] = block_acc
         series[:, j0:j1] = block_series
@@ -223,12 +246,17 @@ def _finish(acc: np.ndarray, n: int, early: np.ndarray, late: np.ndarray, white:
 
 
 def error_statistics(
-    t_s: np.ndarray, reloc: np.ndarray, error: np.ndarray, whiten: np.ndarray | None = None
+    t_s: np.ndarray,
+    reloc: np.ndarray,
+    error: np.ndarray,
+    whiten: np.ndarray | None = None,
+    wrong: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Statistics of error series ``(N, L)`` (e.g. one real error, L = axes) -> ``{stat: (L,)}``.
 
     ``whiten``: ``(A, 4)`` model whose standardized innovations give ``nis`` and
-    ``kurtosis`` (column l is whitened by axis ``l % A``), else those are nan.
+    ``kurtosis`` (column l is whitened by axis ``l % A``), else those are nan;
+    ``wrong`` (N,) bool: named wrong relocalizations, whose offsets it does not know.
     """
     e = np.ascontiguousarray(error, dtype=np.float64)
     early, late = growth_masks(t_s, reloc)
@@ -237,7 +265,8 @@ def error_statistics(
     if whiten is not None:
         _, dt, flags, a = _prepare(whiten, t_s, reloc, 1)
         lane_axis = np.arange(e.shape[1]) % a
-        gm_kernel.accumulate_innovations(e, flags, _gains(dt, flags, whiten, a), lane_axis, acc)
+        gains = _gains(dt, flags, whiten, a, wrong)
+        gm_kernel.accumulate_innovations(e, flags, gains, lane_axis, acc)
     return _finish(acc, e.shape[0], early, late, whiten is not None)
 
 
@@ -249,10 +278,17 @@ def simulate_statistics(
     seed: int | np.random.Generator,
     whiten: np.ndarray | None = None,
     session_sd: np.ndarray | None = None,
+    wrong: np.ndarray | None = None,
+    shift: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """``{stat: (B, A)}`` of B simulated draws (see :func:`simulate_errors`), unstored.
 
     ``whiten``: ``(A, 4)`` model for ``nis`` and ``kurtosis`` (see :func:`error_statistics`).
+    ``wrong`` (N,) bool and ``shift`` (N, A): the named wrong relocalizations and
+    their jumps, given over their segments instead of drawn (the mixture's gross
+    component, conditioned on what was named).
     """
-    stats, _, a = _simulate(params, t_s, reloc, n_draws, seed, False, whiten, session_sd)
+    stats, _, a = _simulate(
+        params, t_s, reloc, n_draws, seed, False, whiten, session_sd, None, wrong, shift
+    )
     return {k: v.reshape(n_draws, a) for k, v in stats.items()}

@@ -6,6 +6,7 @@
 - :func:`plot_rank_histogram`: percentiles of the real statistics among the draws,
   over sessions × axes, one panel per statistic (flat = calibrated).
 - :func:`plot_allan`: empirical Allan deviation per axis against the fitted model's.
+- :func:`plot_trajectory_overlay`: reference path and aligned estimate, |error| colour-mapped.
 """
 
 from __future__ import annotations
@@ -102,6 +103,42 @@ def plot_allan(check: dict, path: str | Path) -> Path:
         ax.set_xlabel("averaging time T [s]")
         ax.set_ylabel(f"ADEV [{unit}]")
     axs[0, 0].legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+MIN_SPAN_M = 0.2
+"""Smallest side of a trajectory overlay (m): a spin in place stays a readable picture."""
+
+
+def plot_trajectory_overlay(
+    name: str, reference_xy: np.ndarray, error_xy: np.ndarray, path: str | Path
+) -> Path:
+    """evo-style overlay: the reference path (grey) and the aligned estimate coloured by
+    its horizontal error |e_xy| (mm), equal axes at least :data:`MIN_SPAN_M` wide.
+
+    ``reference_xy`` and ``error_xy`` are ``(N, 2)`` in the reference frame (m); the
+    estimate is their sum. Returns the PNG path.
+    """
+    est = reference_xy + error_xy
+    err_mm = 1000.0 * np.hypot(error_xy[:, 0], error_xy[:, 1])
+    fig, ax = plt.subplots(figsize=(6.5, 5.5))
+    ax.plot(reference_xy[:, 0], reference_xy[:, 1], color="0.6", lw=1.2, label="reference")
+    pts = ax.scatter(est[:, 0], est[:, 1], c=err_mm, s=4, cmap="viridis", label="aligned estimate")
+    fig.colorbar(pts, ax=ax, label="|error| x-y [mm]")
+    lo = np.minimum(reference_xy.min(axis=0), est.min(axis=0))
+    hi = np.maximum(reference_xy.max(axis=0), est.max(axis=0))
+    centre, half = 0.5 * (lo + hi), 0.5 * max(float(np.max(hi - lo)), MIN_SPAN_M) * 1.05
+    ax.set_xlim(centre[0] - half, centre[0] + half)
+    ax.set_ylim(centre[1] - half, centre[1] + half)
+    ax.set_aspect("equal")
+    ax.set_xlabel("x [m]")
+    ax.set_ylabel("y [m]")
+    ax.set_title(f"{name}: reference and aligned estimate")
+    ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=90)

@@ -8,7 +8,10 @@ relocalization segmentation (:mod:`reloc_segments`):
 - ``error``: ``(N, 6)`` error per axis in :data:`POSE_AXES` order — x, y, z in metres,
   roll, pitch, yaw in radians;
 - ``reloc``: ``(N,)`` bool, True at the first sample of every relocalization segment
-  (always True at sample 0): a new offset b is drawn there.
+  (always True at sample 0): a new offset b is drawn there;
+- ``wrong``: ``(N,)`` bool, True at the first sample of every segment named a wrong
+  (gross) relocalization (:func:`error_model.name_wrong`): its offset is not a draw
+  of N(0, sigma_b²) and every fit treats it as unknown (a diffuse prior).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class ErrorSeries:
     reloc: np.ndarray
     name: str = "session"
     meta: dict = field(default_factory=dict)
+    wrong: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def __post_init__(self) -> None:
         self.t_s = np.asarray(self.t_s, dtype=np.float64)
@@ -69,6 +73,11 @@ class ErrorSeries:
         if not np.all(np.isfinite(self.error)):
             raise FitError(f"{self.name}: error contains nan/inf; drop invalid samples first")
         self.reloc[0] = True
+        wrong = np.asarray(self.wrong, dtype=bool)
+        wrong = np.zeros(n, bool) if wrong.size == 0 else wrong
+        if wrong.shape != (n,):
+            raise FitError(f"{self.name}: wrong must be (N,), got {wrong.shape}")
+        self.wrong = wrong & self.reloc
 
     @property
     def n(self) -> int:
@@ -89,6 +98,11 @@ class ErrorSeries:
     def n_segments(self) -> int:
         """Number of relocalization segments."""
         return int(self.reloc.sum())
+
+    @property
+    def wrong_segments(self) -> np.ndarray:
+        """``(n_segments,)`` bool: the segment is a named wrong relocalization."""
+        return self.wrong[self.reloc]
 
     def reloc_times_s(self) -> np.ndarray:
         """Times of the relocalizations after the first sample, seconds."""

@@ -248,31 +248,31 @@ def prepare_sessions(
     mode: str = "se3",
     max_offset_s: float = 0.5,
     offset_s: float | None = None,
-    joint: bool = True,
+    align: str = "auto",
     max_gap_s: float | None = None,
     t_start_s: float | None = None,
     t_end_s: float | None = None,
 ) -> PreparedCampaign:
     """Prepare the campaign of session files (:func:`prepare_campaign`), every session kept.
 
-    ``joint``: one frame transform for all sessions, else one each (``mode`` "none":
-    no alignment). No session is left out for being in another map: the caller runs
-    its own frame check if it wants one. Session names are the file stems, made unique
+    ``align``: ``"auto"`` (one frame transform when the frame check finds the sessions
+    in one map, else one each), ``"campaign"`` (one frame transform for all, no session
+    left out: the caller's frame check names those in another map) or ``"session"``
+    (``mode`` "none": no alignment). Session names are the file stems, made unique
     with ``#i`` where two collide; only the samples in ``[t_start_s, t_end_s)`` of each
     session (s from its start) are used.
     """
     tracks = [load_tracks(p, sensor, reference, t_start_s, t_end_s) for p in paths]
-    align = "none" if mode == "none" else ("campaign" if joint else "session")
     return prepare_campaign(
         tracks,
         session_names(paths),
         [str(p) for p in paths],
-        align,
+        "none" if mode == "none" else align,
         mode == "planar",
         offset_s,
         max_offset_s,
         max_gap_s,
-        frame_alpha=0.0,
+        frame_alpha=FRAME_ALPHA if align == "auto" else 0.0,
     )
 
 
@@ -320,7 +320,7 @@ def fit_prepared(
     )
 
 
-ALIGN_MODES = ("campaign", "session", "none")
+ALIGN_MODES = ("auto", "campaign", "session", "none")
 """``--align``: one transform for all sessions, one per session, or none."""
 XCORR_STEP_S = 0.01
 """Grid and lag step of the rate cross-correlation that starts the offset's GLS (s)."""
@@ -399,6 +399,8 @@ class PreparedCampaign:
     max_gap_s: float | None
     own_fits: list[GroupFit] = field(default_factory=list)  # each session's own GLS
     fit: GroupFit | None = None  # the campaign's offset and frame estimate
+    decision: str = ""
+    """With ``align="auto"``: which alignment was used, and why."""
 
     @property
     def series(self) -> list[ErrorSeries]:
@@ -424,7 +426,9 @@ class PreparedCampaign:
         for i, train, w in zip(targets, trains, weights, strict=True):
             held = self.kept[i]
             values = np.stack([w[a].values for a in POSE_AXES])
-            aligned, g = self._fold_alignments(train, held, values)
+            marks = zip(train, w.wrong.masks, strict=True)
+            wrong = [_wrong_times(self.alone[j].series, m) for j, m in marks]
+            aligned, g = self._fold_alignments(train, held, values, wrong)
             inherited = (
                 np.zeros(len(POSE_AXES))
                 if g is None
@@ -464,9 +468,10 @@ class PreparedCampaign:
         ]
 
     def _fold_alignments(
-        self, train: list[int], held: int, params: np.ndarray
+        self, train: list[int], held: int, params: np.ndarray, wrong: list[np.ndarray]
     ) -> tuple[dict[int, Alignment], GroupFit | None]:
-        """Alignments of ``train`` and ``held`` from the offsets and frame of ``train``.
+        """Alignments of ``train`` and ``held`` from the offsets and frame of ``train``
+        (``wrong``: per training session, its wrong relocalizations' times, s).
 
         Also the estimate whose error the held-out session inherits (None when nothing
         of its alignment came from the others).
@@ -493,6 +498,7 @@ class PreparedCampaign:
             params,
             estimate_offset=pooled,
             max_gap_s=self.max_gap_s,
+            wrong=wrong,
         )
         if pooled:
             off = dict.fromkeys(own, float(g.offsets_s[0]))
@@ -531,6 +537,48 @@ class PreparedCampaign:
             a.series.name if self.align == "session" else group,
             nuisance,
         ).series
+
+
+def _auto_alignment(
+    tracks: list[tuple[PoseTrack, PoseTrack]],
+    names: list[str],
+    sources: list[str] | None,
+    planar: bool,
+    offset_s: float | None,
+    max_offset_s: float,
+    max_gap_s: float | None,
+    frame_alpha: float,
+) -> PreparedCampaign:
+    """:func:`prepare_campaign` with ``align="auto"`` (see there)."""
+
+    def prepare(align: str) -> PreparedCampaign:
+        return prepare_campaign(
+            tracks, names, sources, align, planar, offset_s, max_offset_s, max_gap_s, frame_alpha
+        )
+
+    if len(tracks) < 2:
+        camp = prepare("session")
+        camp.decision = "its own transform (one session)"
+        return camp
+    joint = prepare("campaign")
+    check = joint.frames
+    if check is not None and check.testable and not check.excluded:
+        joint.decision = (
+            f"one transform for all {len(tracks)} sessions: the FRAME check finds them in one map"
+        )
+        return joint
+    own = prepare("session")
+    own.decision = "one transform per session: " + (
+        f"the FRAME check finds {', '.join(check.excluded)} not in the others' map"
+        if check is not None and check.excluded
+        else "whether they share one map cannot be checked (too few relocalizations)"
+    )
+    return own
+
+
+def _wrong_times(s: ErrorSeries, mask: np.ndarray) -> np.ndarray:
+    """First-sample times (s) of the wrong relocalizations ``mask`` marks in ``s``."""
+    return s.t_s[mask]
 
 
 def _offset_only(al: Alignment) -> GroupFit:
@@ -601,9 +649,17 @@ def prepare_campaign(
     4. with ``"campaign"``: the frame check (on the errors of step 1: it needs no
        error model), then the frame and the pooled offset by one GLS over the
        sessions kept, weighted by a model fitted to their own-aligned errors.
+
+    ``"auto"``: ``"campaign"`` when the frame check finds every session in one map,
+    else ``"session"`` (each recording in its own map, as separate SLAM runs are, or
+    one map that cannot be checked), with :attr:`PreparedCampaign.decision` saying
+    which and why (and, when one transform, the check in :attr:`PreparedCampaign.frames`).
     """
     if align not in ALIGN_MODES:
-        raise FitError(f"unknown --align {align!r} (campaign, session or none)")
+        raise FitError(f"unknown --align {align!r} (auto, campaign, session or none)")
+    if align == "auto":
+        args = (tracks, names, sources, planar, offset_s, max_offset_s, max_gap_s)
+        return _auto_alignment(*args, frame_alpha=frame_alpha or FRAME_ALPHA)
     sources = sources or [""] * len(tracks)
     mode = "none" if align == "none" else ("planar" if planar else "se3")
     estimate = offset_s is None
@@ -641,6 +697,7 @@ def prepare_campaign(
             params,
             estimate_offset=estimate,
             max_gap_s=max_gap_s,
+            wrong=[_wrong_times(ps.series, fit.wrong.masks[0])],
         )
         se, drift = g.offset_se_s(0), None
         if estimate:
@@ -697,6 +754,10 @@ def prepare_campaign(
             np.stack([weights[a].values for a in POSE_AXES]),
             estimate_offset=pooled,
             max_gap_s=max_gap_s,
+            wrong=[
+                _wrong_times(alone[j].series, m)
+                for j, m in zip(kept, weights.wrong.masks, strict=True)
+            ],
         )
         camp.fit = g
         if pooled:

@@ -27,6 +27,11 @@ when its |z| > c; a session fails when any check fails; α_s = 1 - (1 - α)^(1/m
 Šidák over the m sessions under test, so a correct model passes the whole campaign
 with probability ≈ 1 - α.
 
+Wrong relocalizations (the mixture's gross component): each held-out session's are
+named under its fold's model (:func:`held_out_wrong`), and every draw is given their
+jumps over their segments instead of a usual offset; the whitening leaves those offsets
+free. The model is judged between wrong relocalizations; their rate by its interval.
+
 Naming, step-down: one bad session also spoils the models the others are judged by
 (each refit includes it). So when sessions fail, the worst (largest max |z|) is
 named and taken out of every training set, and the remaining sessions are judged
@@ -38,17 +43,19 @@ whether anything is named, so the family-wise level is that of the first round.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from sensorbench.characterize.pose.error_model import (
     PARAMS,
+    AxisFit,
     FitOptions,
     PoseErrorModel,
     Progress,
     fit_groups,
+    name_wrong,
 )
 from sensorbench.characterize.pose.gm_montecarlo import (
     STAT_NAMES,
@@ -244,6 +251,7 @@ def check_session(
     alpha_session: float,
     sigma_b_quantile: list[Callable[[np.ndarray], np.ndarray]] | None = None,
     inherited_variance: np.ndarray | None = None,
+    shift: np.ndarray | None = None,
 ) -> SessionCheck:
     """Place one session's real statistics among ``n_draws`` simulations of the model.
 
@@ -252,16 +260,25 @@ def check_session(
     ``inherited_variance`` (6,): every draw also carries an offset constant over the
     session of that variance (the error of an alignment fitted without it). Real and
     simulated series are whitened by ``params`` (the point estimate) for the
-    innovation statistics.
+    innovation statistics. ``shift`` (N, 6): the jumps of the session's named wrong
+    relocalizations (``series.wrong``) over their segments, given to every draw.
     """
     sim_params = (
         params if cov_log is None else draw_params(params, cov_log, n_draws, rng, sigma_b_quantile)
     )
     sd = None if inherited_variance is None else np.sqrt(np.asarray(inherited_variance, float))
     sims = simulate_statistics(
-        sim_params, series.t_s, series.reloc, n_draws, rng, whiten=params, session_sd=sd
+        sim_params,
+        series.t_s,
+        series.reloc,
+        n_draws,
+        rng,
+        whiten=params,
+        session_sd=sd,
+        wrong=series.wrong,
+        shift=shift,
     )
-    obs = error_statistics(series.t_s, series.reloc, series.error, whiten=params)
+    obs = error_statistics(series.t_s, series.reloc, series.error, params, series.wrong)
     a, s = len(POSE_AXES), len(STAT_NAMES)
     observed = np.stack([obs[k] for k in STAT_NAMES], axis=1)
     sim = np.stack([sims[k] for k in STAT_NAMES], axis=2)  # (B, A, S)
@@ -301,6 +318,26 @@ def check_session(
     )
 
 
+def held_out_wrong(
+    held: ErrorSeries, fits: dict[str, AxisFit], n_usual: int, n_relocs: int
+) -> tuple[ErrorSeries, np.ndarray]:
+    """``held`` with its wrong relocalizations named under a model fitted elsewhere.
+
+    ``fits``: that model (its sigma_b from ``n_usual`` usual offsets, out of
+    ``n_relocs`` relocalizations). Each segment of ``held`` is tested against it
+    (:func:`error_model.name_wrong`, Bonferroni over ``n_relocs`` and ``held``'s).
+    Returns the marked series and ``(N, 6)`` the named jumps over their segments
+    (m, rad), which the validation gives every draw instead of a usual offset.
+    """
+    sb2 = np.array([fits[a].sigma_b for a in POSE_AXES]) ** 2
+    found = name_wrong([held], fits, sb2, max(n_usual - 1, 1), n_relocs + held.n_segments)
+    marked = replace(held, wrong=found.masks[0])
+    seg = marked.segment_id
+    jumps = np.zeros((marked.n_segments, len(POSE_AXES)))
+    jumps[marked.wrong_segments] = found.jump
+    return marked, jumps[seg] * marked.wrong_segments[seg][:, None]
+
+
 def _sidak(alpha: float, m: int) -> float:
     return 1.0 - (1.0 - alpha) ** (1.0 / m)
 
@@ -335,16 +372,21 @@ def validate_sessions(
         alpha_s = _sidak(alpha, n)
         streams = np.random.default_rng(seed).spawn(n)
         given = []
+        wr = model.wrong_relocalizations
+        n_relocs = int(wr.get("n_relocalizations", model.axes["x"].n_segments))
+        n_usual = n_relocs - int(wr.get("n_wrong", 0))
         for i, s in enumerate(series):
+            marked, shift = held_out_wrong(s, model.axes, n_usual, n_relocs)
             given.append(
                 check_session(
-                    s,
+                    marked,
                     model.params_array(),
                     model.cov_log_array() if parameter_uncertainty else None,
                     n_draws,
                     streams[i],
                     alpha_s,
                     model.sigma_b_quantiles(),
+                    shift=shift,
                 )
             )
             if progress is not None:
@@ -440,9 +482,11 @@ def _round(
         cov = (
             np.stack([f[a].cov_log_usable() for a in POSE_AXES]) if parameter_uncertainty else None
         )
+        n_relocs = f.wrong.n_relocalizations
+        marked, shift = held_out_wrong(held, f, n_relocs - len(f.wrong.sessions), n_relocs)
         out.append(
             check_session(
-                held,
+                marked,
                 params,
                 cov,
                 n_draws,
@@ -450,6 +494,7 @@ def _round(
                 alpha_s,
                 [f[a].sigma_b_quantile for a in POSE_AXES],
                 inherited,
+                shift,
             )
         )
     if progress is not None:

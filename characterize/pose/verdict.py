@@ -74,6 +74,22 @@ class Verdict:
     validation: ValidationReport | None
     requirements: list[RequirementResult] = field(default_factory=list)
     growth: dict[str, AxisVarianceGrowth] = field(default_factory=dict)
+    wrong: dict = field(default_factory=dict)
+    """The model's wrong relocalizations (:meth:`error_model.WrongRelocs.to_dict`): the
+    requirements are predicted between them, and the nav stack must handle them."""
+
+    def wrong_line(self) -> str:
+        """The wrong relocalizations in one line (empty when the model does not say)."""
+        w = self.wrong
+        if not w:
+            return ""
+        lo, hi = w["rate_ci95"]
+        size = f", median jump {w['median_jump_m']:.2g} m" if w["n_wrong"] else ""
+        return (
+            f"wrong relocalizations at {100 * w['rate']:.1f} %/reloc "
+            f"[{100 * lo:.1f}, {100 * hi:.1f}] % ({w['n_wrong']} of "
+            f"{w['n_relocalizations']}){size}"
+        )
 
     def reasons(self) -> list[Reason]:
         """Every named failure of the model part, DRIFT, SCALE, FRAME, then MISFIT."""
@@ -170,6 +186,7 @@ class Verdict:
                 "verdict": self.requirements_verdict,
                 "model_rejected": not self.model_ok,
                 "items": [r.to_dict() for r in self.requirements],
+                "wrong_relocalizations": self.wrong,
             },
         }
 
@@ -241,6 +258,9 @@ class Verdict:
             )
             if not req.holds:
                 out.append(f"    {req.reason()}")
+        if self.wrong:
+            between = " (the requirements hold between them)" if self.requirements else ""
+            out.append(f"  {self.wrong_line()}{between}")
         if self.requirements:
             note = "" if self.model_ok else " (predicted from a model that part 1 rejects)"
             word = {"holds": "HOLD", "fails": "FAILED", "undecided": "CANNOT TELL"}
@@ -298,4 +318,5 @@ def assess(
         validation,
         list(requirements or []),
         variance_growth(series, model),
+        model.wrong_relocalizations,
     )

@@ -17,18 +17,34 @@ import math
 import numba
 import numpy as np
 
+DIFFUSE_SCALE = 1e6
+"""Prior variance of an unknown offset, in units of the error's variance at a reset
+(sigma_b² + sigma² + sigma_v²): large enough that the offset is the data's, small
+enough that the update keeps ten digits."""
 
-@numba.njit(cache=True)
+
 def filter_gains(
-    dt: np.ndarray, reset: np.ndarray, params: np.ndarray
+    dt: np.ndarray, reset: np.ndarray, params: np.ndarray, diffuse: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per sample and axis: ``(phi, k_b, k_g, 1/sqrt(S))``, each ``(N, A)``.
 
     ``dt`` (N,) s with ``dt[0] = inf``; ``reset`` (N,) bool (``reset[0]`` true);
-    ``params`` (A, 4) sigma_b, sigma, tau_s, sigma_v. The mean recursion of a column
+    ``params`` (A, 4) sigma_b, sigma, tau_s, sigma_v; ``diffuse`` (N,) bool: resets
+    whose offset is unknown (a wrong relocalization: prior variance
+    :data:`DIFFUSE_SCALE` times the error's, so its first innovation is ~0 and the
+    offset is learnt from the data). The mean recursion of a column
     y is then: ``m_g *= phi``; at a reset ``m_b = 0``; ``nu = y - m_b - m_g``;
     ``z = nu / sqrt(S)``; ``m_b += k_b nu``; ``m_g += k_g nu``.
     """
+    d = np.zeros(dt.size, bool) if diffuse is None else np.asarray(diffuse, dtype=bool)
+    return _filter_gains(dt, np.asarray(reset, dtype=bool), d, params)
+
+
+@numba.njit(cache=True)
+def _filter_gains(
+    dt: np.ndarray, reset: np.ndarray, diffuse: np.ndarray, params: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`filter_gains`, compiled."""
     n = dt.size
     a_n = params.shape[0]
     phi_o = np.empty((n, a_n))
@@ -48,7 +64,7 @@ def filter_gains(
             p01 *= phi
             p11 = phi * phi * p11 + s2 * (1.0 - phi * phi)
             if reset[k]:
-                p00 = sb2
+                p00 = DIFFUSE_SCALE * (sb2 + s2 + rv) if diffuse[k] else sb2
                 p01 = 0.0
             ca = p00 + p01
             cb = p01 + p11

@@ -30,6 +30,11 @@ A campaign is S sessions recorded on one rig:
   sigma_v. Parameters are drawn per campaign, log-uniform within :data:`PRIOR`.
   Mocap's own noise reaches the error through the interpolation between frames; the
   stated truth (:attr:`Campaign.truth`) folds it into sigma_v.
+- **Wrong relocalizations** (``wrong_rate`` > 0, any world): each relocalization is,
+  with that probability, into the wrong place of the map: a gross offset drawn from
+  :data:`WRONG_SD` (a uniform heading error, metres of position) is added to the
+  usual one until the next relocalization, drawn from a
+  stream of its own (the campaign is otherwise the one without them).
 
 Wrong worlds (:data:`WORLDS`), one change each:
 
@@ -79,6 +84,9 @@ PRIOR = np.array(
 )
 """Log-uniform prior of the error parameters, positions (row 0) and angles (row 1)."""
 
+WRONG_SD = np.array([0.6, 0.6, 0.03, 0.01, 0.01, 0.0])
+"""sd of a wrong relocalization's offset per axis (m, rad); its yaw is uniform in ±π/2."""
+
 MOCAP_RATE_HZ = 120.0
 MOCAP_NOISE = (0.0002, 0.0002)  # m, rad
 KNOT_HZ = 200.0
@@ -107,6 +115,7 @@ class Session:
     error: np.ndarray  # (N, 6) true error at the sensor samples (mocap noise aside)
     true_t: np.ndarray  # (N,) s, when the sensor samples were taken (mocap's clock)
     reloc_true: np.ndarray  # (N,) bool, where the offset was redrawn (incl. unflagged)
+    wrong: np.ndarray  # (N,) bool, relocalizations into the wrong place of the map
 
 
 @dataclass
@@ -123,6 +132,7 @@ class Campaign:
     mount: np.ndarray  # (3, 3) sensor body against mocap body
     planar: bool
     odd_session: int | None
+    wrong_rate: float = 0.0
     sessions: list[Session] = field(default_factory=list)
 
     def write(self, directory: str | Path) -> list[tuple[Path, Path]]:
@@ -289,8 +299,10 @@ def campaign(
     duration_s: float = 120.0,
     rate_hz: float = 5.0,
     planar: bool = False,
+    wrong_rate: float = 0.0,
 ) -> Campaign:
-    """A campaign of ``n_sessions`` sessions of ``duration_s`` seconds (see module doc)."""
+    """A campaign of ``n_sessions`` sessions of ``duration_s`` seconds (see module doc);
+    ``wrong_rate``: probability that a relocalization is a wrong one."""
     if world not in WORLDS:
         raise ValueError(f"unknown world {world!r} ({', '.join(WORLDS)})")
     rng = np.random.default_rng([seed, 0xF0E1])
@@ -315,6 +327,7 @@ def campaign(
         mount.as_matrix(),
         planar,
         odd,
+        wrong_rate,
     )
     for i in range(n_sessions):
         camp.sessions.append(_session(rng, camp, i, duration_s, rate_hz, r_map, mount))
@@ -374,6 +387,18 @@ def _session(
     if i == camp.odd_session and world == "sigma2_session":
         p[:, 1] *= 2.0
     err = _error(rng, t, reloc, p, world == "heavy_tails")
+    wrong = np.zeros(t.size, bool)
+    if camp.wrong_rate > 0:
+        own = np.random.default_rng([camp.seed, 0x3C, i])
+        starts = np.flatnonzero(reloc)
+        hit = starts[own.random(starts.size) < camp.wrong_rate]
+        wrong[hit] = True
+        jump = own.standard_normal((hit.size, 6)) * WRONG_SD
+        jump[:, 5] = own.uniform(-np.pi / 2, np.pi / 2, hit.size)
+        seg = np.cumsum(reloc) - 1
+        shift = np.zeros((starts.size, 6))
+        shift[seg[hit]] = jump  # on top of the usual offset: still a gross one
+        err += shift[seg]
     reloc_true = reloc.copy()
     if world == "drift":
         err += _random_walk(rng, t, reloc, p[:, 1])
@@ -396,4 +421,4 @@ def _session(
     sensor = Track(t - camp.offset_s, p_map, q_map)
     flags = reloc.copy()
     flags[0] = False
-    return Session(f"s{camp.seed}_{i}", mocap, sensor, flags, err, t, reloc_true)
+    return Session(f"s{camp.seed}_{i}", mocap, sensor, flags, err, t, reloc_true, wrong)
