@@ -143,6 +143,19 @@ POSE_ERROR: dict[str, str] = {
     "axes.*.ci95": "95 % intervals of the parameters (unit, unit, s[, unit])",
     "axes.*.cov_log": "covariance of the log-parameters (for validation's draws)",
     "axes.*.sigma_b_qprofile": "what sigma_b's profile interval is computed from (report)",
+    "wrong_relocalizations": (
+        "relocalizations whose offset is far outside N(0, sigma_b²): named one at a time, "
+        "their offsets left free in the fit"
+    ),
+    "wrong_relocalizations.n_relocalizations": "relocalizations the fit saw",
+    "wrong_relocalizations.n_wrong": "those named wrong",
+    "wrong_relocalizations.rate": "n_wrong / n_relocalizations",
+    "wrong_relocalizations.rate_ci95": "95 % interval of the rate (Clopper-Pearson)",
+    "wrong_relocalizations.median_jump_m": "median size of the named jumps (m)",
+    "wrong_relocalizations.named": "one table per named wrong relocalization",
+    "wrong_relocalizations.named.session": "the session it is in",
+    "wrong_relocalizations.named.t_s": "its time from the session start (s)",
+    "wrong_relocalizations.named.jump": "its offset per axis (m, m, m, rad, rad, rad)",
 }
 
 NOTES: dict[str, dict[str, str]] = {

@@ -91,3 +91,33 @@ def run_in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, dict]:
     t = threading.Thread(target=body, daemon=True)
     t.start()
     return t, out
+
+
+ROBOT_TOML = """\
+[robot]
+name = "t"
+footprint_m = [[-0.2, -0.2], [0.2, -0.2], [0.2, 0.2], [-0.2, 0.2]]
+
+[powerup]
+gap_s = 1.0
+
+[[devices]]
+name = "front"
+kind = "a1"
+port = "/dev/sensorbench/front"
+mount = {x_m = 0.2, y_m = 0.0, yaw_deg = 0}
+
+[[devices]]
+name = "top"
+kind = "ld19"
+port = "/dev/sensorbench/top"
+mount = {x_m = 0.1, y_m = 0.0, yaw_rad = 3.14159}
+gap_s = 0.5
+
+[[devices]]
+name = "pods"
+kind = "pods"
+port = "/dev/sensorbench/pods"
+protocol = "csv"
+"""
+"""A valid robot configuration every device kind appears in (capture config tests)."""

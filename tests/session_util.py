@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from sensorbench.logs import EncoderBatch, LidarTurns, PoseBatch, SessionWriter
 
@@ -69,3 +70,67 @@ def write_tum(path: Path, n: int, t0_s: float = 1000.0) -> Path:
     lines = [f"{t0_s + i / 100:.6f} {i / 100:.6f} 0 0 0 0 0 1" for i in range(n)]
     path.write_text("# timestamp tx ty tz qx qy qz qw\n" + "\n".join(lines) + "\n")
     return path
+
+
+def motive_text(
+    version: str = "1.23",
+    units: str = "Meters",
+    leading_label_cell: bool = False,
+    parent_row: bool = False,
+    blank_after_meta: bool = True,
+    scale: float = 1.0,
+    occluded: tuple[int, ...] = (),
+    n: int = 20,
+    extra_body: bool = True,
+) -> tuple[str, np.ndarray, np.ndarray]:
+    """A Motive export of one moving rigid body (plus a marker and maybe a second body)."""
+    t = np.arange(n) / 120.0
+    pos = np.column_stack([np.sin(t), 1.0 + 0.1 * t, np.cos(t)])  # Y-up: y is height
+    quat = Rotation.from_euler("y", (0.3 * t)[:, None]).as_quat()  # yaw about Motive's up axis
+    meta = (
+        f"Format Version,{version},Take Name,Take 2024-01-01,Capture Frame Rate,120.000000,"
+        "Export Frame Rate,120.000000,Capture Start Time,2024-01-01 10.00.00.000 AM,"
+        f"Total Frames in Take,{n},Total Exported Frames,{n},Rotation Type,Quaternion,"
+        f"Length Units,{units},Coordinate Space,Global"
+    )
+
+    def hdr(label: str, cells: list[str]) -> str:
+        first = ["", label] if leading_label_cell else [label, ""]
+        return ",".join(first + cells)
+
+    body = ["Rigid Body"] * 8
+    other = ["Rigid Body"] * 8 if extra_body else []
+    marker = ["Marker"] * 3
+    types = body + marker + other
+    names = ["robot"] * 8 + ["robot:Marker1"] * 3 + (["wand"] * 8 if extra_body else [])
+    ids = ["1"] * 8 + ["1"] * 3 + (["2"] * 8 if extra_body else [])
+    cat = (
+        ["Rotation"] * 4
+        + ["Position"] * 3
+        + ["Mean Marker Error"]
+        + ["Position"] * 3
+        + (["Rotation"] * 4 + ["Position"] * 3 + ["Mean Marker Error"] if extra_body else [])
+    )
+    comp = (
+        ["X", "Y", "Z", "W", "X", "Y", "Z", ""]
+        + ["X", "Y", "Z"]
+        + (["X", "Y", "Z", "W", "X", "Y", "Z", ""] if extra_body else [])
+    )
+    lines = [meta]
+    if blank_after_meta:
+        lines.append("")
+    lines += [hdr("Type", types), hdr("Name", names), hdr("ID", ids)]
+    if parent_row:
+        lines.append(hdr("Parent", [""] * len(types)))
+    lines.append(",".join(["", "", *cat]))
+    lines.append(",".join(["Frame", "Time (Seconds)", *comp]))
+    for k in range(n):
+        q, p = quat[k], pos[k] / scale
+        cells = [f"{v:.9f}" for v in q] + [f"{v:.9f}" for v in p] + ["0.0002"]
+        if k in occluded:
+            cells = [""] * 8
+        cells += [f"{v:.6f}" for v in p + 0.01]
+        if extra_body:
+            cells += [f"{v:.6f}" for v in (0, 0, 0, 1, 5, 5, 5)] + ["0.0001"]
+        lines.append(",".join([str(k), f"{t[k]:.6f}", *cells]))
+    return "\n".join(lines) + "\n", pos, quat

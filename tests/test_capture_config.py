@@ -7,39 +7,12 @@ import math
 
 import capture_util as cu
 import pytest
+from capture_util import ROBOT_TOML as GOOD
 from click.testing import CliRunner
 
 from sensorbench.cli import cli
 from sensorbench.drivers.robot_config import load_robot_config, parse_robot_config
 from sensorbench.errors import ConfigError
-
-GOOD = """\
-[robot]
-name = "t"
-footprint_m = [[-0.2, -0.2], [0.2, -0.2], [0.2, 0.2], [-0.2, 0.2]]
-
-[powerup]
-gap_s = 1.0
-
-[[devices]]
-name = "front"
-kind = "a1"
-port = "/dev/sensorbench/front"
-mount = {x_m = 0.2, y_m = 0.0, yaw_deg = 0}
-
-[[devices]]
-name = "top"
-kind = "ld19"
-port = "/dev/sensorbench/top"
-mount = {x_m = 0.1, y_m = 0.0, yaw_rad = 3.14159}
-gap_s = 0.5
-
-[[devices]]
-name = "pods"
-kind = "pods"
-port = "/dev/sensorbench/pods"
-protocol = "csv"
-"""
 
 
 def _line_of(text: str, needle: str, nth: int = 1) -> int:

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import session_util as su
 from click.testing import CliRunner
-from test_logs_import import _motive_text
 
 from sensorbench.cli import cli
 from sensorbench.logs import Session, SessionWriter
@@ -157,7 +156,7 @@ def test_stream_names_that_are_not_names_are_refused(tmp_path, name) -> None:
 
 
 def test_a_motive_file_with_two_bodies_of_one_name_is_refused(tmp_path) -> None:
-    text = _motive_text(leading_label_cell=True)[0].replace("wand", "robot")
+    text = su.motive_text(leading_label_cell=True)[0].replace("wand", "robot")
     r, path, _ = _import(tmp_path, text, "mocap", "--format", "motive", fname="take.csv")
     assert r.exit_code == 2, r.output
     assert f"{path}:4: two rigid bodies are named 'robot' (IDs 1 and 2)" in r.output
@@ -238,7 +237,7 @@ def test_a_stream_compared_with_itself_is_refused(tmp_path, command) -> None:
 
 @pytest.mark.parametrize("baud", ["12345", "0", "115201", "true", "115200.0"])
 def test_a_line_rate_no_bridge_runs_is_refused(baud) -> None:
-    from test_capture_config import GOOD
+    from capture_util import ROBOT_TOML as GOOD
 
     from sensorbench.drivers.robot_config import parse_robot_config
     from sensorbench.errors import ConfigError
@@ -314,7 +313,7 @@ def test_capture_drops_pod_frames_with_non_finite_imu_values_and_counts_them() -
         (
             "mocap",
             "motive",
-            lambda p: _write(p / "take.csv", _motive_text(extra_body=False)[0]),
+            lambda p: _write(p / "take.csv", su.motive_text(extra_body=False)[0]),
             False,
         ),
         ("pods", "csv", lambda p: _write(p / "f.csv", _pods(_steady())), False),

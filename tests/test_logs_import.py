@@ -7,6 +7,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+import session_util as su
 from click.testing import CliRunner
 from real_data import TUM_GROUNDTRUTH, TUM_RGBDSLAM, need
 from scipy.spatial.transform import Rotation
@@ -67,70 +68,6 @@ def test_real_tum_files_import_exactly(tmp_path: Path) -> None:
         np.testing.assert_allclose(again.position, b.position, atol=1e-9)
 
 
-def _motive_text(
-    version: str = "1.23",
-    units: str = "Meters",
-    leading_label_cell: bool = False,
-    parent_row: bool = False,
-    blank_after_meta: bool = True,
-    scale: float = 1.0,
-    occluded: tuple[int, ...] = (),
-    n: int = 20,
-    extra_body: bool = True,
-) -> tuple[str, np.ndarray, np.ndarray]:
-    """A Motive export of one moving rigid body (plus a marker and maybe a second body)."""
-    t = np.arange(n) / 120.0
-    pos = np.column_stack([np.sin(t), 1.0 + 0.1 * t, np.cos(t)])  # Y-up: y is height
-    quat = Rotation.from_euler("y", (0.3 * t)[:, None]).as_quat()  # yaw about Motive's up axis
-    meta = (
-        f"Format Version,{version},Take Name,Take 2024-01-01,Capture Frame Rate,120.000000,"
-        "Export Frame Rate,120.000000,Capture Start Time,2024-01-01 10.00.00.000 AM,"
-        f"Total Frames in Take,{n},Total Exported Frames,{n},Rotation Type,Quaternion,"
-        f"Length Units,{units},Coordinate Space,Global"
-    )
-
-    def hdr(label: str, cells: list[str]) -> str:
-        first = ["", label] if leading_label_cell else [label, ""]
-        return ",".join(first + cells)
-
-    body = ["Rigid Body"] * 8
-    other = ["Rigid Body"] * 8 if extra_body else []
-    marker = ["Marker"] * 3
-    types = body + marker + other
-    names = ["robot"] * 8 + ["robot:Marker1"] * 3 + (["wand"] * 8 if extra_body else [])
-    ids = ["1"] * 8 + ["1"] * 3 + (["2"] * 8 if extra_body else [])
-    cat = (
-        ["Rotation"] * 4
-        + ["Position"] * 3
-        + ["Mean Marker Error"]
-        + ["Position"] * 3
-        + (["Rotation"] * 4 + ["Position"] * 3 + ["Mean Marker Error"] if extra_body else [])
-    )
-    comp = (
-        ["X", "Y", "Z", "W", "X", "Y", "Z", ""]
-        + ["X", "Y", "Z"]
-        + (["X", "Y", "Z", "W", "X", "Y", "Z", ""] if extra_body else [])
-    )
-    lines = [meta]
-    if blank_after_meta:
-        lines.append("")
-    lines += [hdr("Type", types), hdr("Name", names), hdr("ID", ids)]
-    if parent_row:
-        lines.append(hdr("Parent", [""] * len(types)))
-    lines.append(",".join(["", "", *cat]))
-    lines.append(",".join(["Frame", "Time (Seconds)", *comp]))
-    for k in range(n):
-        q, p = quat[k], pos[k] / scale
-        cells = [f"{v:.9f}" for v in q] + [f"{v:.9f}" for v in p] + ["0.0002"]
-        if k in occluded:
-            cells = [""] * 8
-        cells += [f"{v:.6f}" for v in p + 0.01]
-        if extra_body:
-            cells += [f"{v:.6f}" for v in (0, 0, 0, 1, 5, 5, 5)] + ["0.0001"]
-        lines.append(",".join([str(k), f"{t[k]:.6f}", *cells]))
-    return "\n".join(lines) + "\n", pos, quat
-
-
 @pytest.mark.parametrize(
     "variant",
     [
@@ -141,7 +78,7 @@ def _motive_text(
     ],
 )
 def test_motive_variants_parse_by_labels(tmp_path: Path, variant: dict) -> None:
-    text, pos, _ = _motive_text(**variant)
+    text, pos, _ = su.motive_text(**variant)
     path = tmp_path / "take.csv"
     path.write_text(text)
     imp = read_motive(path, body="robot")
@@ -163,7 +100,7 @@ def test_motive_variants_parse_by_labels(tmp_path: Path, variant: dict) -> None:
 
 def test_motive_requires_a_body_choice_when_ambiguous(tmp_path: Path) -> None:
     path = tmp_path / "take.csv"
-    path.write_text(_motive_text()[0])
+    path.write_text(su.motive_text()[0])
     with pytest.raises(ImportFormatError, match="2 rigid bodies"):
         read_motive(path)
     with pytest.raises(ImportFormatError, match="no rigid body 'nope'"):
@@ -172,13 +109,13 @@ def test_motive_requires_a_body_choice_when_ambiguous(tmp_path: Path) -> None:
 
 def test_motive_unknown_units_rejected(tmp_path: Path) -> None:
     path = tmp_path / "take.csv"
-    path.write_text(_motive_text(units="Furlongs")[0])
+    path.write_text(su.motive_text(units="Furlongs")[0])
     with pytest.raises(ImportFormatError, match=r"take.csv:1: unknown Length Units 'Furlongs'"):
         read_motive(path, body="robot")
 
 
 def test_motive_missing_column_rejected(tmp_path: Path) -> None:
-    text = _motive_text(extra_body=False)[0].replace(
+    text = su.motive_text(extra_body=False)[0].replace(
         "Rotation,Rotation,Rotation,Rotation,", "Rotation,Rotation,Rotation,Quux,", 1
     )
     path = tmp_path / "take.csv"
