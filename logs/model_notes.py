@@ -151,7 +151,7 @@ POSE_ERROR: dict[str, str] = {
     "wrong_relocalizations.n_wrong": "those named wrong",
     "wrong_relocalizations.rate": "n_wrong / n_relocalizations",
     "wrong_relocalizations.rate_ci95": "95 % interval of the rate (Clopper-Pearson)",
-    "wrong_relocalizations.median_jump_m": "median size of the named jumps (m)",
+    "wrong_relocalizations.median_jump_m": "median horizontal size |(x, y)| of the named jumps (m)",
     "wrong_relocalizations.named": "one table per named wrong relocalization",
     "wrong_relocalizations.named.session": "the session it is in",
     "wrong_relocalizations.named.t_s": "its time from the session start (s)",
