@@ -49,6 +49,10 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
 """Top-level command → (the ``commands`` modules that attach it, its one-line help)."""
 
 
+_REGISTERED: set[str] = set()
+"""The ``commands`` modules whose ``register`` has run on the top-level group."""
+
+
 class _Group(click.Group):
     """A click group that turns library errors, and a full or read-only disk, into a
     message and exit code 2."""
@@ -79,8 +83,11 @@ class _LazyGroup(_Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in COMMANDS and cmd_name not in self.commands:
-            for module in COMMANDS[cmd_name][0]:
+        # every module the command needs, once each (a module may attach to several
+        # groups: `decode` loads a1, which also adds `emulate a1`)
+        for module in COMMANDS.get(cmd_name, ((), ""))[0]:
+            if module not in _REGISTERED:
+                _REGISTERED.add(module)
                 import_module(f"sensorbench.commands.{module}").register(self)
         return self.commands.get(cmd_name)
 

@@ -23,7 +23,8 @@ from sensorbench.drivers import a1_protocol
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.drivers.ld19_parser import LD19Parser
 
-# the manual's example packet (docs/LD19.md): a valid CRC, so the kernel's whole path runs
+# the manual's example packet (docs/LD19.md): CRC-valid (its span, 2152 °/s, is one the
+# SDK drops: the warm-up only needs the kernel compiled or loaded, whatever the verdict)
 _LD19_PACKET = bytes.fromhex(
     "542C6808AB7EE000E4DC00E2D900E5D500E3D300E4D000E9CD00E4CA00E2C700E9C500E5C200E5C000E5BE823A1A50"
 )

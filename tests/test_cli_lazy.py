@@ -56,3 +56,16 @@ def test_a_command_found_lazily_is_the_real_one() -> None:
     assert result.exit_code == 0, result.output
     assert {"pods", "noise", "pose-error"} <= set(cli.commands["fit"].commands)  # type: ignore[attr-defined]
     assert CliRunner().invoke(cli, ["no-such-command"]).exit_code == 2
+
+
+def test_a_group_shared_by_modules_is_whole_after_another_command_loaded_one() -> None:
+    """`decode` loads a1, which also attaches `emulate a1`: `emulate` must still get
+    capture's and ld19's commands when it is asked for later."""
+    from click.testing import CliRunner
+
+    from sensorbench.cli import cli
+
+    assert CliRunner().invoke(cli, ["decode", "--help"]).exit_code == 0
+    result = CliRunner().invoke(cli, ["emulate", "--help"])
+    assert result.exit_code == 0, result.output
+    assert {"a1", "ld19", "pods", "robot"} <= set(cli.commands["emulate"].commands)  # type: ignore[attr-defined]

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from ld19_util import MANUAL_PACKET_10HZ
 from serial.tools import list_ports
 from timing_util import SLACK_S
 
@@ -59,10 +60,8 @@ EXPECTED = [  # node, port path, ID_PATH, as declared in the description
     ("/dev/ttyUSB1", "1-1.3", "pci-0000:00:14.0-usb-0:1.3:1.0"),
     ("/dev/ttyUSB2", "1-1.4", "pci-0000:00:14.0-usb-0:1.4:1.0"),
 ]
-# The packet from the LD19 manual (docs/LD19.md, Protocol): CRC-valid.
-LD19_PACKET = bytes.fromhex(
-    "542C6808AB7EE000E4DC00E2D900E5D500E3D300E4D000E9CD00E4CA00E2C700E9C500E5C200E5C000E5BE823A1A50"
-)
+# The LD19 manual's packet at 10 Hz (its own 2152 °/s span is one the SDK drops)
+LD19_PACKET = MANUAL_PACKET_10HZ
 inner = pytest.mark.skipif(
     not IN_WRAPPER, reason="runs in the umockdev-wrapper child of test_umockdev_suite_under_wrapper"
 )
