@@ -23,6 +23,7 @@ from ld19_util import ref_decode
 from sensorbench.drivers.capture import CaptureOptions, run_capture
 from sensorbench.drivers.ld19_parser import MAX_SPEED_DEG_S, PACKET_SIZE
 from sensorbench.drivers.robot_config import load_robot_config
+from sensorbench.drivers.serial_link import LinkConfig
 from sensorbench.logs import Session
 from sensorbench.sim.emulator_ld19 import (
     IMPOSSIBLE_FIELDS,
@@ -99,8 +100,9 @@ def test_capture_survives_impossible_packets_and_corruption(tmp_path):
     assert "error" not in kinds and "unplug" not in kinds
     emulated_s = (lidar.t_first_ns[-1] - lidar.t_first_ns[0]) / 1e9 * SPEED
     assert emulated_s >= 60.0
-    # turns all along (10 Hz): no gap longer than a few turns, in emulated time
-    assert np.diff(lidar.t_first_ns).max() / 1e9 * SPEED < 0.5
+    # turns all along: no gap as long as the link's own stale threshold (host time; at
+    # 10x a busy host's 55 ms pause is 5 emulated turns, and is no stop of the reader)
+    assert np.diff(lidar.t_first_ns).max() / 1e9 < LinkConfig().stale_after_s
 
     # no impossible value reached the session
     assert np.all((lidar.angle >= 0) & (lidar.angle < 2 * np.pi))
