@@ -60,7 +60,7 @@ from sensorbench.fusion.scan_merge import Mount
 from sensorbench.live.threads import DropQueue
 from sensorbench.live.ws_gate import SubprotocolGate
 from sensorbench.logs import LidarTurns
-from sensorbench.logs.scan_bins import ScanGrid, bin_turn
+from sensorbench.logs.scan_bins import ScanGrid, binned_turns
 
 ODOM = "odom"
 BASE = "base_link"
@@ -250,23 +250,13 @@ class FoxgloveView:
         channel = self._ch.get(topic)
         if channel is None:
             return
-        for k in range(turns.n_turns):
-            lo, hi = int(turns.offset[k]), int(turns.offset[k] + turns.count[k])
-            if hi - lo < 2:
-                continue
-            grid = self._grids.get(name)
-            if grid is None:
-                grid = self._grids[name] = ScanGrid.for_stream(
-                    turns.angle[lo:hi], turns.count[k : k + 1]
-                )
-            b = bin_turn(grid, turns.angle[lo:hi], turns.range[lo:hi], turns.intensity[lo:hi],
-                         turns.t_ns[lo:hi])  # fmt: skip
+        for k, _, b in binned_turns(self._grids, name, turns):
             start = float(b.angle_min)
             msg = LaserScan(
                 timestamp=self._stamp(int(turns.t_first_ns[k])),
                 frame_id=name,
                 start_angle=start,
-                end_angle=start + (grid.n_bins - 1) * float(b.increment),
+                end_angle=start + (b.ranges.size - 1) * float(b.increment),
                 ranges=b.ranges.tolist(),
                 intensities=b.intensities.tolist(),
             )

@@ -67,7 +67,7 @@ from sensorbench.live.threads import DropQueue
 from sensorbench.live.udp import PREDICTED, PoseDatagram
 from sensorbench.logs import LidarTurns, PoseFlag
 from sensorbench.logs.ros2_cdr import body_twist, pose_covariance, yaw_quat
-from sensorbench.logs.scan_bins import ScanGrid, bin_turn
+from sensorbench.logs.scan_bins import ScanGrid, binned_turns
 
 DIAGNOSTICS_PERIOD_S = 1.0
 OK, WARN, STALE = 0, 1, 3
@@ -334,27 +334,17 @@ class Ros2Publisher:
     def _lidar(self, name: str, turns: LidarTurns) -> None:
         from sensorbench.live import ros2_msgs as m
 
-        for k in range(turns.n_turns):
-            lo, hi = int(turns.offset[k]), int(turns.offset[k] + turns.count[k])
-            if hi - lo < 2:
-                continue
-            grid = self._grids.get(name)
-            if grid is None:
-                grid = self._grids[name] = ScanGrid.for_stream(
-                    turns.angle[lo:hi], turns.count[k : k + 1]
-                )
-            b = bin_turn(grid, turns.angle[lo:hi], turns.range[lo:hi], turns.intensity[lo:hi],
-                         turns.t_ns[lo:hi])  # fmt: skip
-            finite = turns.range[lo:hi][np.isfinite(turns.range[lo:hi])]
+        for k, pts, b in binned_turns(self._grids, name, turns):
+            finite = turns.range[pts][np.isfinite(turns.range[pts])]
             speed = float(turns.speed_hz[k])
             msg = m.LaserScan(
                 m.Header(self._stamp(b.stamp_ns), name),
                 float(b.angle_min),
-                float(b.angle_min + (grid.n_bins - 1) * b.increment),
+                float(b.angle_min + (b.ranges.size - 1) * b.increment),
                 float(b.increment),
                 b.time_increment,
                 1.0 / speed if math.isfinite(speed) and speed > 0
-                else abs(b.time_increment) * grid.n_bins,
+                else abs(b.time_increment) * b.ranges.size,
                 0.0,
                 float(finite.max()) if finite.size else 0.0,
                 b.ranges,

@@ -29,6 +29,7 @@ Angles rad, counter-clockwise (REP 103), times ns.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -141,6 +142,24 @@ def bin_turn(
     t0 = int(t_ns[k0])
     time_increment = (int(t_ns[far]) - t0) / 1e9 / int(ray[far]) if ray[far] else 0.0
     return BinnedScan(angle_min, t0, inc, ranges, intensities, time_increment, ray_of_point)
+
+
+def binned_turns(
+    grids: dict[str, ScanGrid], name: str, turns: LidarTurns
+) -> Iterator[tuple[int, slice, BinnedScan]]:
+    """Each turn of ``turns`` (of stream ``name``) with two points or more, on the
+    stream's grid (made from its first such turn and kept in ``grids``): its index, its
+    points' slice and its :class:`BinnedScan`. The live view and ROS 2 publish these."""
+    for k in range(turns.n_turns):
+        lo, hi = int(turns.offset[k]), int(turns.offset[k] + turns.count[k])
+        if hi - lo < 2:
+            continue
+        grid = grids.get(name)
+        if grid is None:
+            grid = grids[name] = ScanGrid.for_stream(turns.angle[lo:hi], turns.count[k : k + 1])
+        pts = slice(lo, hi)
+        yield k, pts, bin_turn(grid, turns.angle[pts], turns.range[pts], turns.intensity[pts],
+                               turns.t_ns[pts])  # fmt: skip
 
 def angle_bins(angle_rad: np.ndarray, n_bins: int) -> np.ndarray:
     """Bin index in ``[0, n_bins)`` of each angle; bin ``b`` is centred on ``b·2π/n_bins``."""
