@@ -24,9 +24,8 @@ import rplidar
 
 from sensorbench.benchmarks import BenchResult, Round, cpu_windows, interleave
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1_kernels import decode_nodes
-from sensorbench.drivers.a1_reader import a1_reader
-from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.a1_decode import decode_nodes
+from sensorbench.drivers.a1_reader import A1Scanner, a1_reader
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.sim.a1_express import express_stream
 from sensorbench.sim.a1_samples import REAL_EXPRESS_US, REAL_SAMPLE_US, RoomSamples

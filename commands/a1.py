@@ -91,7 +91,7 @@ def decode_a1_cmd(
     capture holds its GET_SAMPLERATE answer, else at --sample-rate (invented times,
     said in the stream's time_base).
     """
-    from sensorbench.drivers.a1_raw import decode_a1
+    from sensorbench.drivers.a1_turns import decode_a1
 
     check_output(output, force=force, inputs=[raw])
     summary = decode_a1(

@@ -2,7 +2,7 @@
 
 Everything here is pure (no I/O) so the live driver, the offline ``decode a1``
 command and the benchmark share one decoder (the compiled passes are in
-:mod:`~sensorbench.drivers.a1_kernels`).
+:mod:`~sensorbench.drivers.a1_decode`).
 
 Standard scan node (5 bytes, Slamtec protocol v1):
 
@@ -306,3 +306,24 @@ class Nodes:
         r[self.dist_q2 == 0] = np.inf
         r[self.dist_q2 > MAX_RANGE_Q2] = np.nan
         return r
+
+# -- device clock -------------------------------------------------------------------
+# The A1 sends no timestamps but every sample it takes, at a duration it reports
+# (GET_SAMPLERATE): a sample's device time is the scan's anchor (host receive time of
+# its first node or capsule) + sample index x that duration; bytes skipped re-aligning
+# advance the index by the samples they held (docs/A1.md, Device-side turn timing).
+
+
+def describe_clock(rate: A1SampleRate | None, mode: str = "standard") -> str:
+    """The ``device_time`` attribute of an A1 lidar stream scanned in ``mode`` at ``rate``
+    (None: the unit reported none)."""
+    us = 0 if rate is None else rate.sample_us(mode)
+    if us <= 0:
+        return (
+            f"none: the unit did not report its {mode} sample duration (GET_SAMPLERATE, "
+            "firmware >= 1.17); turn times are host receive times"
+        )
+    return (
+        f"sample index x {mode} sample duration {us} us (GET_SAMPLERATE), anchored at the "
+        "host receive time of each scan's first " + ("node" if mode == "standard" else "capsule")
+    )

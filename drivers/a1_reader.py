@@ -1,42 +1,1110 @@
-"""Live RPLIDAR A1 reader for capture: raw bytes, turns and events to the session writer.
+"""The live RPLIDAR A1: the request/response client, the scan on the shared serial link, the reader.
 
-:func:`a1_reader` gives the shared reader
-(:class:`~sensorbench.drivers.serial_reader.SerialReader`, the same one the LD19 and
-pod links run on) over the link of an :class:`~sensorbench.drivers.a1_scanner.A1Scanner`,
-the A1's protocol object. So the A1 has the same behaviour as every device, from the
-same code: one thread per device, every read bounded by a short timeout, raw bytes
-stamped with ``time.monotonic_ns()`` on arrival, ``stale`` / ``unplug`` /
-``reconnect`` / ``overrun`` events, and :meth:`SerialReader.start
-<sensorbench.drivers.serial_reader.SerialReader.start>` failing with a
-:class:`~sensorbench.errors.DriverError` when no complete turn arrives in time.
-A poll that raises does not end the thread: an ``error`` event names the exception,
-``reader_failures`` counts it, the turn in progress is dropped and polling resumes
-after a short backoff (the device's bytes wait in the port buffer); only a failed
-session writer ends it.
+Three layers, each on the one below (``docs/A1.md``, Shape):
 
-Streams declared: ``lidar/<name>`` (turns: angle rad CCW, range m with ``inf`` for no
-return, quality 0..63 as intensity, host time; device time from the sample index and
-the unit's sample duration where it reports one (:mod:`~sensorbench.drivers.a1_clock`);
-no reported speed; the ``scan_mode`` attribute names the mode the unit ran)
-and ``raw/<name>`` (every received byte, the answers and the scan descriptor included).
-
-A scanner already brought up by the power-up sequencer (spinning) can be handed
-over with ``scanner=``; then the device's serial and firmware are known before
-``declare`` and stored in the stream attributes, and ``start`` does not restart the
-scan.
+- :class:`A1Lidar`: one unit on a serial port (request/response with a deadline on
+  every read, typed errors, the motor through DTR, STOP/RESET, scan start); the wire
+  format is :mod:`~sensorbench.drivers.a1_protocol`'s.
+- :class:`A1Scanner`: the A1's protocol object on the shared
+  :class:`~sensorbench.drivers.serial_link.SerialLink` (as the LD19's): start-up and
+  scan-mode negotiation on each (re)open, restart after a stall, and the scan bytes
+  into turns by :class:`~sensorbench.drivers.a1_turns.A1Turns`.
+- :func:`a1_reader`: the shared :class:`~sensorbench.drivers.serial_reader.SerialReader`
+  thread over a scanner's link, the capture reader (streams ``lidar/<name>`` and
+  ``raw/<name>``, every received byte). A scanner the power-up sequencer left
+  spinning is taken over with ``scanner=`` (no second scan request).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sensorbench.drivers.a1_scanner import A1Scanner
+import serial
+
+from sensorbench.drivers import a1_protocol as proto
+from sensorbench.drivers.a1_decode import decode_nodes
+from sensorbench.drivers.a1_protocol import A1Health, A1Info, A1SampleRate, Nodes, describe_clock
+from sensorbench.drivers.a1_turns import A1Turns
+from sensorbench.drivers.device_protocol import DeviceProtocol
+from sensorbench.drivers.link_watch import Backlog
+from sensorbench.drivers.serial_link import EventSink, LinkConfig, SerialLink
+from sensorbench.drivers.serial_port import GONE_ERRNOS, ModemSerial, open_serial
 from sensorbench.drivers.serial_reader import SerialReader
+from sensorbench.errors import DeviceProtocolError, DeviceSilent, DeviceUnplugged, DriverError
+from sensorbench.logs import LidarTurns, TurnFlag
 
 if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
 
-POLL_S = 0.05
+log = logging.getLogger("sensorbench.a1")
+
+_T = TypeVar("_T")
+
+POLL_S = 0.02
+"""The serial timeout of one low-level read (s); every deadline loops over it."""
+MAX_ANSWER_LEN = 256
+"""Longest answer of variable length taken as one (GET_LIDAR_CONF: 4 bytes of type and
+a value of at most a mode name's); a longer descriptor is damaged, not waited for."""
+
+
+class A1Lidar:
+    """One RPLIDAR A1 on a serial port, with deadlines and real exceptions (opened here).
+
+    Args:
+        port: device path (``/dev/ttyUSB0``, a udev name, or an emulator's pty/link).
+        read_timeout_s: deadline of every read that waits for an answer (s).
+        baudrate: 115200 for the A1.
+        on_event: optional sink for ``(t_ns, kind, message)`` events (unplug, overrun...).
+        logger: logger (``sensorbench.a1`` by default).
+
+    Raises:
+        DeviceUnavailable: the port cannot be opened (the message says why and what to do).
+    """
+
+    def __init__(
+        self,
+        port: str,
+        read_timeout_s: float = 1.0,
+        baudrate: int = proto.BAUD,
+        on_event: EventSink | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.read_timeout_s = float(read_timeout_s)
+        self.on_event = on_event
+        self.has_modem_lines: bool | None = None
+        self.backlog = Backlog(None)
+        self.record_raw = False
+        self._received = bytearray()
+        self.stale_bytes_discarded = 0
+        self.working_mode = 0  # the express request's mode id of the last scan started
+        self._serial: ModemSerial | None = None
+        self.port = os.fspath(port)
+        self.baudrate = baudrate
+        self.logger = logger or log
+        self.motor_running = False
+        self.scanning: list[Any] = [False, 0, "normal"]  # rplidar's (scanning, size, type)
+        self.connect()
+
+    # -- connection -----------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Open the port (closing a previous one) with DTR at the motor's state.
+
+        The first open asserts DTR: the motor stops from the open on. A reopen keeps
+        it spinning if the driver had started it (the kernel pulses DTR for the
+        instant of the open; the motor's inertia rides it out).
+
+        Raises:
+            DeviceUnavailable: with a hint (missing, permission, busy).
+        """
+        self.disconnect()
+        self._serial = open_serial(
+            self.port,
+            self.baudrate,
+            timeout_s=POLL_S,
+            write_timeout_s=self.read_timeout_s,
+            dtr=not self.motor_running,
+        )
+        self.scanning = [False, 0, "normal"]
+
+    def disconnect(self) -> None:
+        """Close the port; never raises (an unplugged port may fail to close).
+
+        Closing releases DTR: the motor spins from then on (until the port is opened
+        again or the unit loses power), whatever it did before.
+        """
+        ser, self._serial = self._serial, None
+        if ser is not None:
+            try:
+                ser.close()
+            except (serial.SerialException, OSError) as err:
+                self.logger.debug("closing %s: %s", self.port, err)
+        self.scanning = [False, 0, "normal"]
+
+    @property
+    def connected(self) -> bool:
+        """True while the port is open."""
+        return self._serial is not None
+
+    def _emit(self, kind: str, message: str) -> None:
+        if self.on_event is not None:
+            self.on_event(time.monotonic_ns(), kind, message)
+
+    def _io(self, op: Callable[[ModemSerial], _T], what: str) -> _T:
+        """Run one pyserial call on the open port, turning OS-level failures into driver
+        errors."""
+        ser = self._serial
+        if ser is None:
+            raise DeviceUnplugged(f"A1 {self.port} is not connected; call connect() or reconnect()")
+        try:
+            return op(ser)
+        except serial.SerialTimeoutException as err:
+            raise DeviceSilent(
+                f"A1 {self.port}: the port blocked for {self.read_timeout_s:.2f} s while "
+                f"{what} (hardware flow control on? another program holding it?)"
+            ) from err
+        except serial.SerialException as err:
+            raise DeviceUnplugged(
+                f"A1 {self.port} went away while {what} ({err}); check the USB cable, "
+                "then reconnect"
+            ) from err
+        except OSError as err:
+            if err.errno in GONE_ERRNOS:
+                raise DeviceUnplugged(
+                    f"A1 {self.port} went away while {what} (errno {err.errno}: "
+                    f"{err.strerror}); check the USB cable, then reconnect"
+                ) from err
+            raise DriverError(f"A1 {self.port}: I/O error while {what}: {err}") from err
+
+    def in_waiting(self) -> int:
+        """Bytes received and not yet read."""
+        return int(self._io(lambda s: s.in_waiting, "polling the input buffer"))
+
+    def read_available(self, max_wait_s: float) -> bytes:
+        """Everything already received, or wait up to ``max_wait_s`` (s) for the first byte."""
+        n = self.in_waiting()
+        if n:
+            return self._read_now(n)
+        deadline = time.monotonic() + max_wait_s
+        while True:
+            data = self._read_now(1)
+            if data:
+                more = self.in_waiting()
+                return data + self._read_now(more) if more else data
+            if time.monotonic() >= deadline:
+                return b""
+
+    def _read_now(self, n: int) -> bytes:
+        """One pyserial read of up to ``n`` bytes (returns within the poll timeout)."""
+        data = bytes(self._io(lambda s: s.read(n), "reading"))
+        if data and self.record_raw:
+            self._received += data
+        return data
+
+    def take_received(self) -> bytes:
+        """Every byte read since the last call (answers, stale bytes, nodes), in order.
+
+        Only recorded while :attr:`record_raw` is True (a session's raw stream).
+        """
+        data = bytes(self._received)
+        self._received.clear()
+        return data
+
+    def _read_exact(self, size: int, what: str) -> bytes:
+        deadline = time.monotonic() + self.read_timeout_s
+        buf = bytearray()
+        while len(buf) < size:
+            buf += self._read_now(size - len(buf))
+            if len(buf) < size and time.monotonic() >= deadline:
+                raise DeviceSilent(
+                    f"A1 {self.port} sent {len(buf)} of {size} bytes of {what} within "
+                    f"{self.read_timeout_s:.2f} s. Is it powered, on this port and at "
+                    f"{self.baudrate} baud? A device that is still booting answers after "
+                    "about 1 s."
+                )
+        return bytes(buf)
+
+    # -- library overrides: reads with deadlines, real exceptions ---------------------
+
+    def _read_descriptor(self) -> tuple[int, bool, int]:
+        """Read a descriptor within the deadline: ``(length, is_single, type)``."""
+        raw = self._read_exact(proto.DESCRIPTOR_LEN, "a response descriptor")
+        try:
+            length, mode, dtype = proto.parse_descriptor(raw)
+        except ValueError as err:
+            raise DeviceProtocolError(
+                f"A1 {self.port} answered {raw.hex(' ')} instead of a descriptor (A5 5A ...): "
+                "stale scan bytes, a boot banner, or not an RPLIDAR at this baud rate; "
+                "recover() stops, clears and reconnects"
+            ) from err
+        return length, mode == proto.MODE_SINGLE, dtype
+
+    def _read_response(self, dsize: int) -> bytes:
+        """Read a ``dsize``-byte payload within the deadline (the library waits forever)."""
+        return self._read_exact(dsize, f"a {dsize}-byte response")
+
+    def _send_cmd(self, cmd: int) -> None:
+        """A request without payload: ``A5 cmd``."""
+        self._io(lambda s: s.write(bytes([proto.SYNC, cmd])), f"sending command {cmd:02x}")
+
+    def _request(self, request: bytes, length: int | None, dtype: int, what: str) -> bytes:
+        """Send ``request`` and return its single answer's payload (``length`` bytes, or
+        up to :data:`MAX_ANSWER_LEN` when None); clears stale bytes first, retries once."""
+        for attempt in (1, 2):
+            self.quiesce()
+            self._io(lambda s: s.write(request), f"sending {what}")
+            try:
+                got_len, single, got_type = self._read_descriptor()
+                if not single or got_type != dtype or got_len != (length or got_len) or (
+                    length is None and got_len > MAX_ANSWER_LEN
+                ):
+                    raise DeviceProtocolError(
+                        f"A1 {self.port} answered {what} with length {got_len}, "
+                        f"{'single' if single else 'multi'} mode, type 0x{got_type:02x} "
+                        f"(expected {length or 'any'}, single, 0x{dtype:02x}): is this an RPLIDAR?"
+                    )
+            except DeviceProtocolError:
+                if attempt == 2:
+                    raise
+                continue  # stale bytes that happened to look like a descriptor: once more
+            return self._read_response(got_len)
+        raise AssertionError("unreachable")
+
+    def quiesce(self, quiet_s: float = 0.05) -> int:
+        """If bytes are arriving (a scan left running, a boot banner), stop and discard them.
+
+        Sends STOP, then reads until the line has been quiet for ``quiet_s`` (s) or the
+        read deadline passes. Returns the number of bytes discarded.
+        """
+        if not self.in_waiting():
+            return 0
+        self._send_cmd(proto.CMD_STOP)
+        discarded = 0
+        deadline = time.monotonic() + self.read_timeout_s
+        while time.monotonic() < deadline:
+            chunk = self.read_available(quiet_s)
+            if not chunk:
+                break
+            discarded += len(chunk)
+        self._io(lambda s: s.reset_input_buffer(), "clearing input")
+        self.scanning = [False, 0, "normal"]
+        self.stale_bytes_discarded += discarded
+        self.logger.info("%s: discarded %d stale bytes before a request", self.port, discarded)
+        return discarded
+
+    def get_info(self) -> A1Info:
+        """Model, firmware, hardware and serial number (raises instead of returning a string)."""
+        raw = self._request(_cmd(proto.CMD_GET_INFO), proto.INFO_LEN, proto.TYPE_INFO, "GET_INFO")
+        return A1Info.from_payload(raw)
+
+    def get_health(self) -> A1Health:
+        """Health status and error code (little-endian, unlike the library)."""
+        raw = self._request(
+            _cmd(proto.CMD_GET_HEALTH), proto.HEALTH_LEN, proto.TYPE_HEALTH, "GET_HEALTH"
+        )
+        try:
+            return A1Health.from_payload(raw)
+        except ValueError as err:
+            raise DeviceProtocolError(
+                f"A1 {self.port}: bad health answer {raw.hex(' ')}: {err}"
+            ) from err
+
+    def get_sample_rate(self) -> A1SampleRate:
+        """GET_SAMPLERATE: standard and express sample durations (µs; firmware >= 1.17)."""
+        raw = self._request(
+            _cmd(proto.CMD_GET_SAMPLERATE),
+            proto.SAMPLERATE_LEN,
+            proto.TYPE_SAMPLE_RATE,
+            "GET_SAMPLERATE",
+        )
+        try:
+            return A1SampleRate.from_payload(raw)
+        except ValueError as err:
+            raise DeviceProtocolError(
+                f"A1 {self.port}: bad sample-rate answer {raw.hex(' ')}: {err}"
+            ) from err
+
+    def get_conf(self, conf_type: int, mode_id: int | None = None) -> bytes:
+        """GET_LIDAR_CONF (firmware >= 1.24): the value of ``conf_type`` (of scan mode
+        ``mode_id`` where the entry is per mode)."""
+        what = f"GET_LIDAR_CONF 0x{conf_type:02x}" + ("" if mode_id is None else f" mode {mode_id}")
+        request = proto.conf_request(conf_type, mode_id)
+        for attempt in (1, 2):
+            raw = self._request(request, None, proto.TYPE_GET_LIDAR_CONF, what)
+            try:
+                return proto.conf_value(conf_type, raw)
+            except ValueError as err:  # a damaged answer: once more
+                if attempt == 2:
+                    raise DeviceProtocolError(f"A1 {self.port}: {err}") from err
+        raise AssertionError("unreachable")
+
+    def scan_mode(self, mode_id: int) -> proto.ScanMode:
+        """One scan mode's name, sample duration, maximum distance and answer type, asked
+        as the SDK does (firmware >= 1.24)."""
+
+        def u32(conf: int) -> int:
+            value = self.get_conf(conf, mode_id)
+            if len(value) < 4:
+                raise DeviceProtocolError(f"A1 {self.port}: conf 0x{conf:02x} is {value.hex()}")
+            return int.from_bytes(value[:4], "little")
+
+        name = self.get_conf(proto.CONF_SCAN_MODE_NAME, mode_id).split(b"\0")[0]
+        return proto.ScanMode(
+            mode_id,
+            name.decode("ascii"),
+            u32(proto.CONF_SCAN_MODE_US_PER_SAMPLE) / 256.0,
+            float(u32(proto.CONF_SCAN_MODE_MAX_DISTANCE) >> 8),
+            self.get_conf(proto.CONF_SCAN_MODE_ANS_TYPE, mode_id)[:1][0],
+        )
+
+    def scan_modes(self) -> tuple[list[proto.ScanMode], int]:
+        """Every scan mode and the typical one's id, asked as the SDK does
+        (``getAllSupportedScanModes``, ``getTypicalScanMode``; firmware >= 1.24)."""
+        count = int.from_bytes(self.get_conf(proto.CONF_SCAN_MODE_COUNT)[:2], "little")
+        modes = [self.scan_mode(i) for i in range(count)]
+        typical = int.from_bytes(self.get_conf(proto.CONF_SCAN_MODE_TYPICAL)[:2], "little")
+        return modes, typical
+
+    def clean_input(self) -> None:
+        """Discard received bytes, also while scanning (the library refuses with a string)."""
+        self._io(lambda s: s.reset_input_buffer(), "clearing input")
+
+    # -- motor (DTR) ----------------------------------------------------------------
+
+    def _set_dtr(self, level: bool) -> None:
+        try:
+            self._io(lambda s: setattr(s, "dtr", level), "setting DTR")
+        except DeviceSilent as err:  # a write timeout cannot happen on an ioctl
+            raise DeviceUnplugged(str(err)) from err
+        reached = self._io(lambda s: s.modem_lines, "reading the modem lines") is not None
+        if not reached and self.has_modem_lines is not False:
+            msg = (
+                f"{self.port} has no modem lines (a pty without an emulator's modem-line "
+                "channel, or an adapter without DTR): the A1 motor cannot be switched here"
+            )
+            self.logger.info(msg)
+            self._emit("note", msg)
+        self.has_modem_lines = reached
+
+    def start_motor(self) -> None:
+        """Spin the motor: DTR cleared. No PWM command (the A1 has none)."""
+        self._set_dtr(False)
+        self.motor_running = True
+
+    def stop_motor(self) -> None:
+        """Stop the motor: DTR asserted (only while the port stays open)."""
+        self._set_dtr(True)
+        self.motor_running = False
+
+    # -- scanning -------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop scanning and discard what is still arriving."""
+        self._send_cmd(proto.CMD_STOP)
+        self.scanning = [False, 0, "normal"]
+        deadline = time.monotonic() + self.read_timeout_s
+        while time.monotonic() < deadline and self.read_available(0.02):
+            pass
+        self.clean_input()
+
+    def reset(self, boot_timeout_s: float = 2.0) -> str:
+        """Reboot the core; waits for the boot banner (or ``boot_timeout_s``) and returns it."""
+        self._send_cmd(proto.CMD_RESET)
+        self.scanning = [False, 0, "normal"]
+        deadline = time.monotonic() + boot_timeout_s
+        text = b""
+        while time.monotonic() < deadline:
+            chunk = self.read_available(0.1 if text else 0.05)
+            if chunk:
+                text += chunk
+            elif text:
+                break
+        self.clean_input()
+        banner = text.decode("ascii", "replace").strip()
+        self._emit("note", f"reset; banner: {banner!r}" if banner else "reset; no banner")
+        return banner
+
+    def start(self, scan_type: str = "normal", working_mode: int = 0) -> None:
+        """Start a standard (``normal``), forced (``force``) or ``express`` scan.
+
+        Express (firmware >= 1.17) sends EXPRESS_SCAN with ``working_mode`` (the scan
+        mode's id; 0, ``A5 82 05 00 00 00 00 00 22``, is the legacy form) and expects
+        84-byte capsules (descriptor ``A5 5A 54 00 00 40 82``). Unlike the library, no
+        health check is hidden here (see :meth:`ensure_healthy`).
+
+        Raises:
+            DeviceSilent: no descriptor within the deadline (for ``express``: a unit
+                without express scan stays silent).
+            DriverError: an unknown scan type, or a descriptor that is not the scan's
+                after one recovery.
+        """
+        expected = {
+            "normal": (proto.CMD_SCAN, proto.NODE_LEN, proto.TYPE_SCAN),
+            "force": (proto.CMD_FORCE_SCAN, proto.NODE_LEN, proto.TYPE_SCAN),
+            "express": (proto.CMD_EXPRESS_SCAN, proto.CAPSULE_LEN, proto.TYPE_EXPRESS),
+        }
+        if scan_type not in expected:
+            raise DriverError(
+                f"unknown scan type {scan_type!r}: use 'normal', 'force' or 'express'"
+            )
+        cmd, size, answer = expected[scan_type]
+        express = scan_type == "express"
+        request = proto.express_request(working_mode) if express else _cmd(cmd)
+        for attempt in (1, 2):
+            self.quiesce()
+            self.start_motor()
+            self._io(lambda s: s.write(request), f"sending the {scan_type} scan request")
+            try:
+                try:
+                    length, single, dtype = self._read_descriptor()
+                except DeviceSilent as err:
+                    raise DeviceSilent(f"no answer to the {scan_type} scan request: {err}") from err
+                if (length, single, dtype) != (size, False, answer):
+                    raise DeviceProtocolError(
+                        f"A1 {self.port} answered the {scan_type} scan request with length "
+                        f"{length}, type 0x{dtype:02x} (expected {size}, 0x{answer:02x})"
+                    )
+            except DeviceProtocolError as err:
+                if attempt == 2:
+                    raise
+                self.logger.warning("%s; recovering", err)
+                self._emit("error", f"{err}; recovering (stop, clear input, reconnect)")
+                self.recover(restart=False)
+                continue
+            self.scanning = [True, size, scan_type]
+            self.working_mode = working_mode
+            return
+
+    def ensure_healthy(self) -> A1Health:
+        """Health check; on ``error`` reset once and check again.
+
+        Raises:
+            DriverError: still in error after a reset (the code is in the message).
+        """
+        health = self.get_health()
+        if health.status == "error":
+            self.logger.warning("%s: health error 0x%04x, resetting", self.port, health.error_code)
+            self._emit("error", f"health error code 0x{health.error_code:04x}; resetting once")
+            self.reset()
+            health = self.get_health()
+            if health.status == "error":
+                raise DriverError(
+                    f"A1 {self.port} reports a hardware error (code 0x{health.error_code:04x}) "
+                    "even after a reset: power-cycle it; if it persists, the unit is faulty "
+                    "or its supply too weak (start lidars one after another)"
+                )
+        elif health.status == "warning":
+            self._emit("note", f"health warning code 0x{health.error_code:04x}")
+        return health
+
+    def recover(self, restart: bool = True) -> None:
+        """The known cure for descriptor errors: stop, clear input, reconnect (restart scan)."""
+        scan_type = str(self.scanning[2])
+        with contextlib.suppress(DeviceUnplugged):
+            self._send_cmd(proto.CMD_STOP)
+        time.sleep(0.05)
+        if self._serial is not None:
+            self._io(lambda s: s.reset_input_buffer(), "clearing input")
+        self.connect()
+        if restart:
+            self.start(scan_type, self.working_mode)
+
+    def read_nodes(self, max_wait_s: float, tail: bytes = b"") -> tuple[bytes, Nodes, bytes, int]:
+        """Read what arrived (waiting up to ``max_wait_s`` s) and decode whole nodes.
+
+        ``tail`` is the undecoded remainder of the previous call. Returns
+        ``(chunk, nodes, new_tail, skipped_bytes)``; ``chunk`` is what was read now
+        (preceded, when :attr:`record_raw` is set, by the bytes read since the last
+        :meth:`take_received`, e.g. a scan descriptor).
+        A backlog larger than 3000 bytes (the library's ``max_buf_meas``) is counted in
+        :attr:`overruns` and logged; nothing is discarded.
+        """
+        self._check_backlog(3000)
+        chunk = self.read_available(max_wait_s)
+        buf = tail + chunk
+        nodes, used, skipped = decode_nodes(buf)
+        return (self.take_received() if self.record_raw else chunk), nodes, buf[used:], skipped
+
+    @property
+    def overruns(self) -> int:
+        """Backlogs counted by :meth:`read_nodes` and :meth:`iter_measures` (nothing dropped)."""
+        return self.backlog.overruns
+
+    def _check_backlog(self, limit: int) -> None:
+        """Count (once per episode) a backlog beyond ``limit`` bytes; nothing is dropped."""
+        self.backlog.limit = limit
+        backlog = self.in_waiting()
+        if self.backlog.check(backlog):
+            msg = f"host fell behind: {backlog} bytes waiting on {self.port} (kept, not flushed)"
+            self.logger.warning(msg)
+            self._emit("overrun", msg)
+
+    def iter_measures(
+        self, scan_type: str = "normal", max_buf_meas: int | bool = 3000
+    ) -> Iterator[tuple[bool, int, float, float]]:
+        """The library's measure iterator without its silent restart (standard scan).
+
+        Yields ``(new_scan, quality, angle_deg_cw, distance_mm)`` as the library does. A
+        backlog beyond ``max_buf_meas`` bytes is counted and logged, never flushed; a
+        silent device raises :class:`DeviceSilent` after ``read_timeout_s``. Express
+        turns come from :class:`~sensorbench.drivers.a1_reader.A1Scanner`.
+        """
+        if scan_type == "express":
+            raise DriverError("iter_measures reads standard scans; use A1Scanner for express")
+        self.start_motor()
+        if not self.scanning[0]:
+            self.start(scan_type)
+        tail = b""
+        last_data = time.monotonic()
+        while True:
+            if max_buf_meas:
+                self._check_backlog(int(max_buf_meas))
+            chunk = self.read_available(POLL_S)
+            if chunk:
+                last_data = time.monotonic()
+            elif time.monotonic() - last_data > self.read_timeout_s:
+                raise DeviceSilent(
+                    f"A1 {self.port} sent nothing for {self.read_timeout_s:.2f} s while scanning"
+                )
+            nodes, used, _ = decode_nodes(tail + chunk)
+            tail = (tail + chunk)[used:]
+            for s, q, a, d in zip(
+                nodes.start.tolist(),
+                nodes.quality.tolist(),
+                nodes.angle_q6.tolist(),
+                nodes.dist_q2.tolist(),
+                strict=True,
+            ):
+                yield s, q, a / 64.0, d / 4.0
+
+
+def _cmd(cmd: int) -> bytes:
+    """A request without payload: ``A5 cmd``."""
+    return bytes([proto.SYNC, cmd])
+
+
+PREAMBLE_MAX_BYTES = 1 << 20
+"""Bytes kept from before a session (about 90 s of express scan) for its raw stream."""
+
+
+class A1Scanner(DeviceProtocol):
+    """A scan on one A1, as complete turns: the A1 protocol on its serial link.
+
+    The transport (:attr:`link`, a :class:`~sensorbench.drivers.serial_link.SerialLink`
+    the scanner makes for itself) reads, stamps, records raw bytes and handles
+    silence, overruns, unplug and reconnect with backoff, as for every device; this
+    class supplies the A1's hooks: the port is opened by :class:`A1Lidar` (DTR at the
+    motor's state) and each (re)open identifies the unit, checks its health and
+    starts the scan with rplidar-roboticia's request/response calls (``open_port``),
+    a long silence stops, clears, reconnects and restarts the scan (``restart``), and
+    the node stream is decoded into turns (``consume``).
+    :func:`~sensorbench.drivers.a1_reader.a1_reader` runs the link on the shared
+    reader thread; the power-up sequencer and tests step it with :meth:`poll`.
+    :class:`A1Lidar` may reopen the port by itself (``recover`` after a descriptor
+    error or a stall), so the link reads, asks and closes through the lidar's current
+    port (:class:`_LidarPort`).
+
+    Args:
+        port: device path; a stable name (udev symlink, emulator link) survives replugs.
+        read_timeout_s: deadline of each request/answer (s).
+        stale_after_s: silence while scanning before a ``stale`` event (s).
+        restart_after_s: silence while scanning before stop, clear, reconnect, restart (s).
+        reconnect_backoff_s: first wait between reopen attempts after an unplug (s),
+            doubled up to 1 s.
+        reconnect_probe_s: deadline of the first request after a reopen (s); a unit
+            still booting is retried after it.
+        on_event: ``sink(t_ns, kind, message)`` for unplug/reconnect/stale/overrun/error.
+        name: device name (event source, stream names); the reader sets it.
+        scan_mode: ``typical`` (robot.toml's default, as the SDK's: the mode the unit
+            calls typical) or a mode's name as the unit gives it (``Standard``,
+            ``Express``; case does not matter; default ``standard``). Firmware >= 1.24
+            is asked its modes (GET_LIDAR_CONF) and the express request carries the
+            chosen mode's id; older firmware has Standard and, from 1.17, Express by the
+            legacy request; ``typical`` on it is Standard, said in a ``note`` event and
+            the stream's ``scan_mode_note``. :attr:`mode` is the mode that runs,
+            :attr:`scan_mode_used` its format (``standard`` nodes, ``express`` capsules).
+
+    Use :meth:`open` (connect, identify, health), :meth:`start`, then call :meth:`poll`
+    in a loop; it returns within ``max_wait_s`` while data flows, and within the
+    request deadlines of one restart or reconnect attempt otherwise.
+    """
+
+    kind = "a1"
+    wire = "rplidar"
+    baud = proto.BAUD
+    valid_item = "complete turn"
+    backlog_limit = 3000  # rplidar-roboticia's max_buf_meas; counted, never flushed
+
+    def __init__(
+        self,
+        port: str,
+        read_timeout_s: float = 1.0,
+        stale_after_s: float = 0.5,
+        restart_after_s: float = 3.0,
+        reconnect_backoff_s: float = 0.05,
+        reconnect_probe_s: float = 0.25,
+        on_event: EventSink | None = None,
+        name: str = "a1",
+        scan_mode: str = "standard",
+    ) -> None:
+        self.scan_mode = scan_mode
+        self.scan_mode_used = "standard"
+        self.mode: proto.ScanMode | None = None
+        self.modes: list[proto.ScanMode] = []
+        self.mode_note = ""  # why the mode is not the one asked for, if it is not
+        self.request_timeout_s = read_timeout_s
+        self.reconnect_probe_s = reconnect_probe_s
+        self.attrs: dict[str, object] = {}
+        self.lidar: A1Lidar | None = None
+        self.info: A1Info | None = None
+        self.health: A1Health | None = None
+        self.sample_rate: A1SampleRate | None = None
+        self.assembler = A1Turns("standard")
+        self.turns_total = 0
+        self.points_total = 0
+        self.crc_turns = 0
+        self._node_bytes = 0  # the node bytes at the end of the chunk being consumed
+        self._out: list[LidarTurns] | None = None  # turns completed by the current poll()
+        self._skipped_reported = 0
+        self._preamble: list[tuple[int, bytes]] = []
+        self._preamble_bytes = 0
+        self._skip_reported_ns = 0
+        self._scanning = False
+        self._count_lock = threading.Lock()
+        self._port = _LidarPort(self)
+        SerialLink(
+            name,
+            port,
+            self,
+            config=LinkConfig(
+                read_timeout_s=POLL_S,
+                first_valid_timeout_s=5.0,
+                stale_after_s=stale_after_s,
+                backoff_s=reconnect_backoff_s,
+                backoff_max_s=1.0,
+                restart_after_s=restart_after_s,
+            ),
+            on_event=on_event,
+        )
+
+    # -- the synchronous API (bring-up, tests) ---------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        """True while the link holds the port."""
+        return self.link.connected
+
+    def connect(self) -> None:
+        """Open the port if it is not open; a first open asserts DTR (the motor stops).
+
+        Raises:
+            DeviceUnavailable: the port cannot be opened.
+        """
+        if not self.link.connected:
+            self.link.attach(self._connect())
+
+    def park(self) -> None:
+        """Hold the unit still with its port open: scan stopped, motor stopped (DTR set).
+
+        The only way to keep an A1's motor stopped: releasing the port (:meth:`close`)
+        starts it.
+
+        Raises:
+            DriverError: the port cannot be opened, or went away.
+        """
+        self.connect()
+        lidar = self._lidar()
+        if self._scanning or lidar.scanning[0]:
+            lidar.stop()
+        self._scanning = False
+        lidar.stop_motor()
+
+    @property
+    def motor_running(self) -> bool:
+        """True while this driver holds the motor spinning (DTR cleared on an open port),
+        False while it holds it stopped; a closed port spins it whatever this says."""
+        return bool(self.lidar is not None and self.lidar.motor_running)
+
+    def open(self, check_health: bool = True) -> A1Info:
+        """Connect, read GET_INFO and (by default) check health, resetting once on error.
+
+        Raises:
+            DriverError: cannot open, silent, not an A1, or in error after a reset.
+        """
+        self.connect()
+        return self._identify(check_health)
+
+    def check_health(self) -> A1Health:
+        """GET_HEALTH; on ``error`` reset once and ask again (DriverError if still error)."""
+        if self.lidar is None:
+            raise DriverError(f"A1 {self.link.port}: open() before check_health()")
+        self.health = self.lidar.ensure_healthy()
+        return self.health
+
+    def start(self) -> None:
+        """Start the scan of ``scan_mode`` (motor through DTR where the port has it)."""
+        if self.lidar is None or not self.link.connected:
+            raise DriverError(f"A1 {self.link.port}: open() before start()")
+        self._start_scan()
+        self.link.attach(self._port)
+
+    def poll(self, max_wait_s: float = 0.05) -> tuple[int, bytes, LidarTurns]:
+        """One step of the link (up to ``max_wait_s`` s): ``(t_ns, raw_chunk, turns)``.
+
+        ``raw_chunk`` is every byte received in the step (answers and descriptor
+        included); ``turns`` holds the turns it completed. After an unplug, the turn
+        in progress is returned flagged ``PACKET_LOSS`` and later calls try to
+        reconnect; the first turn after a reconnect carries ``AFTER_RECONNECT``.
+        """
+        if not self._scanning:
+            raise DriverError(f"A1 {self.link.port}: start() before poll()")
+        self._out = []
+        try:
+            t_ns, data = self.link.poll(max_wait_s)
+            turns = LidarTurns.concat(self._out) if self._out else LidarTurns.empty()
+        finally:
+            self._out = None
+        return t_ns, data, turns
+
+    def close(self) -> None:
+        """Stop the scan (best effort) and release the port.
+
+        Releasing the port releases DTR, so the motor spins from then on (docs/A1.md,
+        Motor): the motor is not stopped first, which would only make the release
+        start it again. To keep a motor stopped, keep its port: :meth:`park`.
+        """
+        if self.lidar is None:
+            return
+        self.link.close()
+        self._release()
+        self._scanning = False
+
+    # -- protocol hooks ---------------------------------------------------------------
+
+    def open_port(self, reopen: bool) -> _LidarPort:
+        """Open the port through :class:`A1Lidar` (DTR at the motor's state), identify the
+        unit, check its health and start the scan.
+
+        After a reopen the identification has a short deadline (a unit still booting
+        is retried later) and the next turn is ``AFTER_RECONNECT``.
+        """
+        port = self._connect()
+        try:
+            if reopen:
+                lidar = self._lidar()
+                lidar.read_timeout_s = min(self.request_timeout_s, self.reconnect_probe_s)
+                try:
+                    self.info = lidar.get_info()
+                finally:
+                    lidar.read_timeout_s = self.request_timeout_s
+                self.health = lidar.ensure_healthy()
+            else:
+                self._identify(check_health=True)
+            self._start_scan()
+        except BaseException:
+            self._release()
+            raise
+        if reopen:
+            self.assembler.mark(TurnFlag.AFTER_RECONNECT)
+        return port
+
+    def consume(self, t_ns: int, data: bytes) -> int:
+        """Decode the scan bytes at the end of ``data`` into turns; returns the complete
+        valid turns."""
+        if self.link.writer is None and self._preamble_bytes < PREAMBLE_MAX_BYTES:
+            self._preamble.append((t_ns, data))  # read before a session: kept for it
+            self._preamble_bytes += len(data)
+        n, self._node_bytes = self._node_bytes, 0
+        asm = self.assembler
+        done = self._emit_turns(asm.feed(t_ns, data[len(data) - n :])) if n else 0
+        unreported = asm.bytes_skipped - self._skipped_reported
+        if unreported and t_ns - self._skip_reported_ns >= 1_000_000_000:
+            self.link.event(
+                t_ns,
+                "crc_burst",
+                f"{unreported} bytes skipped re-aligning {self._unit()} (corruption or "
+                f"loss on the link) since the last report; {asm.bytes_skipped} in all",
+            )
+            self._skipped_reported = asm.bytes_skipped
+            self._skip_reported_ns = t_ns
+        return done
+
+    @property
+    def nodes_total(self) -> int:
+        """Nodes decoded since the scanner was made."""
+        return self.assembler.nodes_total
+
+    @property
+    def bytes_skipped(self) -> int:
+        """Bytes skipped re-aligning since the scanner was made."""
+        return self.assembler.bytes_skipped
+
+    def take_preamble(self) -> list[tuple[int, bytes]]:
+        """The chunks read before a session's writer was attached (the bring-up's
+        identification, scan request and first turns), so that the session's raw stream
+        starts with the scan's descriptor and ``decode a1`` reproduces its turns."""
+        out, self._preamble = self._preamble, []
+        self._preamble_bytes = PREAMBLE_MAX_BYTES
+        return out
+
+    def on_lost(self) -> None:
+        """Record the bytes read before the loss; emit the cut turn (``PACKET_LOSS``)."""
+        rest = self._lidar().take_received()
+        if rest:
+            self.link.received(time.monotonic_ns(), rest)
+        self._emit_turns(self.assembler.flush())
+
+    def reset(self) -> None:
+        """Drop the node tail, the turn in progress and the device clock."""
+        self._restarted()
+
+    def restart(self) -> None:
+        """Stop, clear input, reconnect, restart the scan (the cure for a stalled unit)."""
+        try:
+            self._lidar().recover(restart=True)
+        finally:
+            self._restarted()
+
+    def start_note(self) -> str | None:
+        """Model, firmware, hardware and serial of the unit, for the ``start`` event."""
+        info = self.info
+        if info is None:
+            return None
+        return (
+            f"A1 model {info.model} firmware {info.firmware[0]}.{info.firmware[1]:02d} "
+            f"hardware {info.hardware} serial {info.serial} on {self.link.port}"
+            + (f"; scan mode {self.mode.describe()}" if self.mode is not None else "")
+        )
+
+    def reopen_note(self) -> str:
+        """The serial of the unit that answered, for the ``reconnect`` event."""
+        serial_no = self.info.serial if self.info is not None else "?"
+        return f"reopened {self.link.port} (serial {serial_no}); scanning"
+
+    def diagnose(self) -> str:
+        """Bytes and nodes since opening, with the likely cause."""
+        return (
+            f"{self.link.bytes_since_open} bytes, {self.nodes_total} nodes: is the motor "
+            "spinning (DTR) and the supply strong enough?"
+        )
+
+    def counters(self) -> tuple[int, int, int, int]:
+        """(turns with skipped bytes, nodes lost re-aligning, points, turns) since start."""
+        return (self.crc_turns, self.assembler.samples_estimated_lost, self.points_total,
+                self.turns_total)  # fmt: skip
+
+    def final_note(self) -> str:
+        """Nodes decoded and what was skipped, recorded at stop."""
+        asm = self.assembler
+        return (
+            f"decoded {self.nodes_total} nodes ({self.scan_mode_used} scan); skipped: "
+            f"bytes_skipped={self.bytes_skipped} "
+            f"nodes_dropped={asm.nodes_dropped} (angle >= 360 deg); "
+            f"ranges_beyond_limit={asm.ranges_beyond_limit} (stored as nan)"
+        )
+
+    def declare_streams(self, writer: SessionWriter) -> None:
+        """Add ``lidar/<name>``: the unit's identity where known, and how it is timed."""
+        info = self.info
+        device = {}
+        if info is not None:
+            device = {
+                "serial": info.serial,
+                "firmware": f"{info.firmware[0]}.{info.firmware[1]:02d}",
+                "hardware": info.hardware,
+                "model_id": info.model,
+            }
+        mode = self.scan_mode_used
+        used = self.mode
+        device_time = (
+            describe_clock(self.sample_rate, mode)
+            if info is not None
+            else f"sample index x {mode} sample duration (GET_SAMPLERATE) where the unit "
+            "reports it (turns with device_ns), else none"
+        )
+        writer.add_lidar(
+            self.link.name,
+            attrs={
+                "model": "A1",
+                "port_path": self.link.port,
+                "intensity": "quality 0..63"
+                + (
+                    " (express: 47 for a return, 0 for none; capsules carry no quality)"
+                    if mode == "express"
+                    else ""
+                ),
+                "scan_mode": used.name if used is not None else mode,
+                "scan_mode_id": used.id if used is not None else -1,
+                "scan_modes": "; ".join(m.describe() for m in self.modes),
+                "scan_format": mode,
+                "scan_mode_note": self.mode_note,
+                "device_time": device_time,
+                "time_base": "host monotonic_ns at receive, spread over each read's nodes",
+                "native_units": "angle q6 degrees clockwise, distance q2 mm (converted once)",
+                **device,
+                **self.attrs,
+            },
+        )
+
+    # -- internals ------------------------------------------------------------------
+
+    def _lidar(self) -> A1Lidar:
+        if self.lidar is None:
+            raise DriverError(f"A1 {self.link.port}: open() first")
+        return self.lidar
+
+    def _connect(self) -> _LidarPort:
+        """Open the port through the lidar (creating it on the first open)."""
+        if self.lidar is None:
+            lidar = A1Lidar(self.link.port, self.request_timeout_s, on_event=self.link.event)
+            lidar.record_raw = True
+            self.lidar = lidar
+        else:
+            self.lidar.connect()
+        return self._port
+
+    def _release(self) -> None:
+        """Stop the scan (best effort) and release the port (the motor spins from then on)."""
+        lidar = self.lidar
+        if lidar is None:
+            return
+        if lidar.connected:
+            with contextlib.suppress(DriverError, serial.SerialException, OSError, TypeError):
+                lidar.stop()
+        lidar.disconnect()
+
+    def _identify(self, check_health: bool) -> A1Info:
+        """Reset what a previous host left (STOP, drain until quiet, clear input: a
+        program killed while scanning leaves the unit scanning, and with DTR set at this
+        open the head stops, so no byte says so while every request is ignored), then
+        GET_INFO, the sample duration where the firmware has it and (optionally) health."""
+        self._lidar().stop()
+        info = self._lidar().get_info()
+        self.info = info
+        self._read_sample_rate(info)
+        if check_health:
+            self.check_health()
+        return info
+
+    def _read_sample_rate(self, info: A1Info) -> None:
+        """Ask the sample durations (device-side turn timing) where the firmware has them."""
+        if self.sample_rate is not None or info.firmware < proto.SAMPLERATE_MIN_FIRMWARE:
+            return
+        try:
+            self.sample_rate = self._lidar().get_sample_rate()
+        except DeviceUnplugged:
+            raise
+        except DriverError as err:
+            self.link.event(
+                time.monotonic_ns(),
+                "note",
+                f"no sample duration ({err}); turn times from the host clock",
+            )
+
+    def _start_scan(self) -> None:
+        """The scan from a clean state (no tail, no turn, no clock anchor) in the mode
+        chosen once per scanner (:meth:`_choose_mode`)."""
+        lidar = self._lidar()
+        if self.mode is None:
+            self.mode = self._choose_mode()
+        mode = self.mode
+        fmt = mode.format or "standard"
+        if fmt == "express":
+            lidar.start("express", working_mode=mode.id if self._has_conf() else 0)
+        else:
+            lidar.start("normal")
+        self.scan_mode_used = fmt
+        self.mode_label = mode.name
+        self._scanning = True
+        self._restarted()
+
+    def _has_conf(self) -> bool:
+        """True for firmware with the configuration commands (GET_LIDAR_CONF, >= 1.24)."""
+        return self.info is not None and self.info.firmware >= proto.CONF_MIN_FIRMWARE
+
+    def _choose_mode(self) -> proto.ScanMode:
+        """The scan mode to run: ``scan_mode`` among the unit's modes (asked with
+        GET_LIDAR_CONF on firmware >= 1.24, the SDK's legacy list below it).
+
+        Raises:
+            DriverError: a mode name the unit does not offer, or one whose answer
+                sensorbench does not decode (the message lists the unit's modes).
+        """
+        info = self.info
+        firmware = info.firmware if info is not None else (0, 0)
+        want = self.scan_mode.lower()
+        if self._has_conf() and want == "standard":  # SDK startScanNormal: mode 0 only
+            self.modes, typical = [self._lidar().scan_mode(proto.STANDARD_MODE_ID)], -1
+        elif self._has_conf():
+            self.modes, typical = self._lidar().scan_modes()
+        else:
+            self.modes, typical = proto.legacy_modes(self.sample_rate, firmware), 0
+        if want == proto.TYPICAL:
+            chosen = next((m for m in self.modes if m.id == typical), None)
+            if chosen is not None and chosen.format is None:
+                self._note(f"typical mode {chosen.describe()} is not decoded here")
+                decoded = [m for m in self.modes if m.format]
+                decoded.sort(key=lambda m: m.format != "express")
+                chosen = decoded[0] if decoded else None  # Express, else Standard
+            if not self._has_conf():
+                self._note(
+                    f"firmware {firmware[0]}.{firmware[1]:02d} has no configuration commands "
+                    "(GET_LIDAR_CONF, firmware >= 1.24): scanning Standard"
+                )
+        else:
+            chosen = next((m for m in self.modes if m.name.lower() == want), None)
+        if chosen is None or chosen.format is None:
+            offered = "; ".join(m.describe() for m in self.modes)
+            why = "is not offered" if chosen is None else "answers a format not decoded here"
+            raise DriverError(
+                f"A1 {self.link.port}: scan mode {self.scan_mode!r} {why} (firmware "
+                f"{firmware[0]}.{firmware[1]:02d}; modes: {offered}); set scan_mode to "
+                "'typical' or to a Standard or Express mode's name"
+            )
+        return chosen
+
+    def _note(self, text: str) -> None:
+        """A ``note`` event and the stream's ``scan_mode_note`` (the bring-up has no session)."""
+        self.mode_note = text
+        self.link.event(time.monotonic_ns(), "note", f"{self.link.port}: {text}")
+
+    def _unit(self) -> str:
+        return "capsules" if self.scan_mode_used == "express" else "nodes"
+
+    def _restarted(self) -> None:
+        """A new scan (start, restart, reconnect): no tail, no turn, no clock anchor."""
+        rate = self.sample_rate
+        mode = self.scan_mode_used
+        self.assembler.reset(mode=mode, sample_us=0 if rate is None else rate.sample_us(mode))
+
+    def _emit_turns(self, turns: LidarTurns) -> int:
+        """Store turns (session, the current :meth:`poll`'s result, counters); returns
+        the complete ones without loss."""
+        if not turns.n_turns:
+            return 0
+        writer = self.link.writer
+        if writer is not None:
+            writer.append_turns(self.link.name, turns)
+        if self._out is not None:
+            self._out.append(turns)
+        with self._count_lock:
+            self.turns_total += turns.n_turns
+            self.points_total += turns.n_points
+        self.crc_turns += int(((turns.flags & TurnFlag.CRC_ERRORS) > 0).sum())
+        return int(((turns.flags & TurnFlag.PACKET_LOSS) == 0).sum())
+
+
+class _LidarPort:
+    """The link's port of an A1: read, asked and closed through the lidar's current
+    serial port, which the lidar may have reopened by itself (``recover``)."""
+
+    def __init__(self, scanner: A1Scanner) -> None:
+        self._scanner = scanner
+
+    def read(self, max_wait_s: float) -> bytes:
+        """What arrived (waiting up to ``max_wait_s`` s for the first byte), preceded by
+        the answers the requests read since the last read."""
+        lidar = self._scanner._lidar()
+        nodes = lidar.read_available(max_wait_s)
+        self._scanner._node_bytes = len(nodes)
+        return lidar.take_received()
+
+    def waiting(self) -> int:
+        """Bytes waiting in the lidar's current port."""
+        return self._scanner._lidar().in_waiting()
+
+    def close(self) -> None:
+        """Stop the scan (best effort) and release the port (the motor spins from then on)."""
+        self._scanner._release()
+
+
+READER_POLL_S = 0.05
 """Longest wait of one step of the reader thread (s)."""
 
 
@@ -80,4 +1148,4 @@ def a1_reader(
     link.writer = writer
     link.first_valid_timeout_s = first_turn_timeout_s
     scanner.attrs = dict(attrs or {})
-    return SerialReader(link, POLL_S)
+    return SerialReader(link, READER_POLL_S)

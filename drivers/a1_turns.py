@@ -1,10 +1,10 @@
 """A1 turn assembly: a scan's bytes, read by read, cut into complete turns.
 
 :class:`A1Turns` is what the live scanner
-(:class:`~sensorbench.drivers.a1_scanner.A1Scanner`) and the offline decoder
-(:func:`~sensorbench.drivers.a1_raw.decode_capture`) share, so decoding a session's
+(:class:`~sensorbench.drivers.a1_reader.A1Scanner`) and the offline decoder
+(:func:`~sensorbench.drivers.a1_turns.decode_capture`) share, so decoding a session's
 raw bytes again gives the live turns exactly. Each :meth:`A1Turns.feed` is one
-compiled pass (:mod:`~sensorbench.drivers.a1_kernels`) over the read plus the
+compiled pass (:mod:`~sensorbench.drivers.a1_decode`) over the read plus the
 unconsumed tail of the previous one; complete turns come out as
 :class:`~sensorbench.logs.LidarTurns` (angle rad CCW, range m with ``inf`` for no
 return and ``nan`` beyond 12 m, quality, host time; device time where the unit's
@@ -22,11 +22,25 @@ timed ``nominal``: every time is ``t0 + index × sample duration``.
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import h5py
 import numpy as np
 
-from sensorbench.drivers import a1_kernels as k
-from sensorbench.drivers.a1_protocol import CAPSULE_LEN, NODE_LEN, NODES_PER_CAPSULE
-from sensorbench.logs import LidarTurns, TurnFlag
+from sensorbench.drivers import a1_decode as k
+from sensorbench.drivers import a1_protocol as proto
+from sensorbench.drivers.a1_protocol import (
+    CAPSULE_LEN,
+    NODE_LEN,
+    NODES_PER_CAPSULE,
+    A1SampleRate,
+    describe_clock,
+)
+from sensorbench.errors import DriverError, SessionError
+from sensorbench.logs import LidarTurns, Session, SessionWriter, TurnFlag
 
 _START_CAP = 4096
 
@@ -238,3 +252,316 @@ def _frozen_empty() -> LidarTurns:
 
 _EMPTY = _frozen_empty()
 """What a read that completes no turn returns (most reads): shared, read-only."""
+
+
+# -- captures: offline decoding (``sensorbench decode a1``) -------------------------
+
+
+@dataclass
+class CaptureDecode:
+    """Result of :func:`decode_capture`.
+
+    Attributes:
+        turns: complete turns (and, flagged ``PACKET_LOSS``, the turn cut by each
+            scan restart or the end of the capture).
+        scans: scan descriptors found (scan starts), standard and express.
+        modes: the scan mode of each scan (``standard`` or ``express``).
+        nodes: nodes decoded.
+        bytes_skipped: bytes dropped while re-aligning (corruption, loss).
+        bytes_outside_scans: bytes before the first scan descriptor (other answers).
+        leading_nodes: nodes before the first start flag of each scan (no turn).
+        dropped_offsets: byte offsets in the capture of the nodes dropped for an
+            impossible angle (q6 >= 23040).
+        ranges_beyond_limit: distances beyond 12 m, stored as ``nan``.
+        sample_rate: the unit's GET_SAMPLERATE answer found in the capture, or None.
+    """
+
+    turns: LidarTurns
+    scans: int
+    modes: list[str]
+    nodes: int
+    bytes_skipped: int
+    bytes_outside_scans: int
+    leading_nodes: int
+    dropped_offsets: list[int] = field(default_factory=list)
+    ranges_beyond_limit: int = 0
+    sample_rate: A1SampleRate | None = None
+
+
+_DESCRIPTORS = {proto.SCAN_DESCRIPTOR: "standard", proto.EXPRESS_DESCRIPTOR: "express"}
+
+
+def scan_segments(data: bytes) -> list[tuple[int, int, str]]:
+    """``(first byte, end, mode)`` of each scan in a capture: the bytes after each scan
+    descriptor (standard ``A5 5A 05 00 00 40 81``, express ``A5 5A 54 00 00 40 82``)
+    up to the next one."""
+    found = []
+    for desc, mode in _DESCRIPTORS.items():
+        at = data.find(desc)
+        while at >= 0:
+            found.append((at, mode))
+            at = data.find(desc, at + len(desc))
+    found.sort()
+    ends = [at for at, _ in found[1:]] + [len(data)] if found else []
+    return [
+        (at + proto.DESCRIPTOR_LEN, end, mode) for (at, mode), end in zip(found, ends, strict=True)
+    ]
+
+
+def decode_capture(
+    data: bytes,
+    chunk_times_ns: tuple[np.ndarray, np.ndarray] | None = None,
+    t0_ns: int = 0,
+    sample_rate_hz: float | None = None,
+    require_descriptor: bool = True,
+    mode: str = "standard",
+) -> CaptureDecode:
+    """Decode a raw A1 byte capture (scan descriptors + nodes or capsules) into turns.
+
+    Each scan descriptor starts a new scan in its mode (a restart cuts the turn in
+    progress). With ``chunk_times_ns`` = ``(offsets, t_ns)`` (the byte offset where
+    each received chunk starts and its host time, as a session's raw stream and a
+    ``record-raw`` sidecar store them) every chunk is fed as it was received, so the
+    turns are the live scanner's, host and device times included (device times where
+    the capture holds the unit's GET_SAMPLERATE answer). Without it (a bare file) the
+    times are ``t0_ns`` + sample index × the sample duration: the unit's own
+    (GET_SAMPLERATE) when the capture holds it, else one over ``sample_rate_hz``
+    (default the nominal 2000/s standard, 4000/s express); the caller says which in
+    the stream's attributes (:func:`bare_time_base`).
+
+    Raises:
+        DriverError: no scan descriptor while ``require_descriptor`` (not an A1 scan
+            capture; pass ``require_descriptor=False`` for a bare stream of ``mode``
+            that starts on a node or capsule boundary).
+    """
+    rate = sample_rate_in(data)
+    segments = scan_segments(data)
+    scans = len(segments)
+    outside = segments[0][0] - proto.DESCRIPTOR_LEN if segments else 0
+    if not segments:
+        if require_descriptor:
+            raise DriverError(
+                f"no A1 scan descriptor ({proto.SCAN_DESCRIPTOR.hex(' ')} standard, "
+                f"{proto.EXPRESS_DESCRIPTOR.hex(' ')} express) in {len(data)} bytes: not an "
+                "A1 scan capture (for a bare node stream, decode without descriptor)"
+            )
+        segments = [(0, len(data), mode)]
+    dec = A1Turns(segments[0][2])
+    out: list[LidarTurns] = []
+    for lo, hi, seg_mode in segments:
+        sample_us = 0 if rate is None else rate.sample_us(seg_mode)
+        if chunk_times_ns is None:
+            nominal = sample_us or 1e6 / (sample_rate_hz or _NOMINAL_HZ[seg_mode])
+            dec.reset(offset=lo, mode=seg_mode, sample_us=sample_us, nominal_us=nominal)
+            out.append(dec.feed(t0_ns, data[lo:hi]))
+        else:
+            dec.reset(offset=lo, mode=seg_mode, sample_us=sample_us)
+            offsets = np.asarray(chunk_times_ns[0], dtype=np.int64)
+            times = np.asarray(chunk_times_ns[1], dtype=np.int64)
+            first = max(int(np.searchsorted(offsets, lo, side="right")) - 1, 0)
+            for c in range(first, offsets.size):
+                a, b = max(int(offsets[c]), lo), hi
+                if c + 1 < offsets.size:
+                    b = min(int(offsets[c + 1]), hi)
+                if a >= hi:
+                    break
+                if b > a:
+                    out.append(dec.feed(int(times[c]), data[a:b]))
+        out.append(dec.flush())
+    return CaptureDecode(
+        LidarTurns.concat(out),
+        scans,
+        [m for _, _, m in segments],
+        dec.nodes_total,
+        dec.bytes_skipped,
+        outside,
+        dec.leading_nodes_skipped,
+        dec.dropped_offsets,
+        dec.ranges_beyond_limit,
+        rate,
+    )
+
+
+_NOMINAL_HZ = {"standard": proto.NOMINAL_SAMPLES_PER_S, "express": proto.NOMINAL_EXPRESS_PER_S}
+
+
+def bare_time_base(result: CaptureDecode, sample_rate_hz: float | None) -> str:
+    """What the times of a bare capture's turns are (the ``time_base`` attribute)."""
+    rate = result.sample_rate
+    if rate is not None and all(rate.sample_us(m) > 0 for m in result.modes):
+        durations = ", ".join(f"{m} {rate.sample_us(m)} us" for m in sorted(set(result.modes)))
+        return (
+            "device: sample index x the unit's sample duration (GET_SAMPLERATE: "
+            f"{durations}) from 0; no host receive times"
+        )
+    hz = ", ".join(
+        f"{m} {sample_rate_hz or _NOMINAL_HZ[m]:g} Hz" for m in sorted(set(result.modes))
+    )
+    return (
+        f"nominal: sample index at {hz} from 0 (no receive times, no GET_SAMPLERATE "
+        "answer): invented times"
+    )
+
+
+def sample_rate_in(data: bytes) -> A1SampleRate | None:
+    """The first GET_SAMPLERATE answer in a raw capture, or None."""
+    at = data.find(proto.SAMPLERATE_DESCRIPTOR)
+    payload = data[at + proto.DESCRIPTOR_LEN : at + proto.DESCRIPTOR_LEN + proto.SAMPLERATE_LEN]
+    if at < 0 or len(payload) < proto.SAMPLERATE_LEN:
+        return None
+    try:
+        return A1SampleRate.from_payload(payload)
+    except ValueError:
+        return None
+
+
+def _read_input(raw: Path, stream: str | None) -> tuple[bytes, Any, str, np.ndarray | None]:
+    """Bytes, optional (offsets, times), a description of where they came from, and the
+    first-node receive times of the turns a session's capture stored (None: no such
+    stream)."""
+    if not h5py.is_hdf5(raw):
+        from sensorbench.logs.raw_file import read_raw_recording, sidecar_path
+
+        rec = read_raw_recording(raw)
+        if rec.offsets is None:
+            return rec.data, None, f"raw byte file {raw.name}", None
+        where = f"raw byte file {raw.name}, read times from {sidecar_path(raw).name}"
+        return rec.data, (rec.offsets, rec.t_ns), where, None
+    with Session(raw) as s:
+        names = s.raw_names()
+        if stream is None:
+            if len(names) != 1:
+                raise SessionError(f"{raw}: raw streams {names}; choose one with --stream")
+            stream = names[0]
+        if stream not in names:
+            raise SessionError(f"{raw}: no raw stream {stream!r}; it has {names}")
+        chunks = list(s.raw(stream).iter_chunks())
+        live = s.lidar(stream).read().t_first_ns if stream in s.lidar_names() else None
+    data = b"".join(c for _, c in chunks)
+    sizes = np.array([len(c) for _, c in chunks], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    times = np.array([t for t, _ in chunks], dtype=np.int64)
+    return data, (offsets, times), f"raw stream {stream!r} of session {raw.name}", live
+
+
+def as_captured(turns: LidarTurns, live_first_ns: np.ndarray | None) -> LidarTurns:
+    """The decoded turns the capture itself stored: those from its first stored turn to
+    its last (the raw stream also holds the bring-up's turns before, and the turn the
+    stop cut after); all of them without stored turns."""
+    if live_first_ns is None or live_first_ns.size == 0 or turns.n_turns == 0:
+        return turns
+    t = turns.t_first_ns
+    a = int(np.searchsorted(t, live_first_ns[0], side="left"))
+    b = int(np.searchsorted(t, live_first_ns[-1], side="right"))
+    if b <= a:
+        return LidarTurns.empty()
+    return turns.select(
+        slice(a, b), int(turns.offset[a]), int(turns.offset[b - 1] + turns.count[b - 1])
+    )
+
+
+def decode_a1(
+    raw: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    *,
+    name: str = "a1",
+    stream: str | None = None,
+    sample_rate_hz: float | None = None,
+    require_descriptor: bool = True,
+    mode: str = "standard",
+    label: str = "",
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Decode ``raw`` (bare capture or session) into a new session ``output``.
+
+    Args:
+        raw: a file of received bytes (with host read times when ``record-raw`` wrote
+            its ``.chunks`` sidecar), or a session whose raw stream is decoded again.
+        output: session file to write.
+        name: lidar stream name in the output.
+        stream: raw stream of a source session (default: its only one).
+        sample_rate_hz: samples per second that time a bare file without the unit's
+            GET_SAMPLERATE answer (Hz; default the nominal 2000 standard, 4000 express).
+        require_descriptor: the capture holds scan descriptors; False for a bare
+            stream of ``mode`` starting on a node or capsule boundary.
+        mode: ``standard`` or ``express``: the scan mode of a stream without descriptor.
+        label: session label.
+        overwrite: replace ``output`` if it exists.
+
+    Returns:
+        A summary: scans and their modes, turns, points, nodes, bytes, bytes skipped,
+        the nodes dropped for an impossible angle (with their byte offsets), ranges
+        beyond the limit and the time base.
+
+    Raises:
+        SessionError: the source session has no such raw stream (or several and no
+            ``stream``), or the output cannot be written.
+    """
+    raw, output = Path(raw), Path(output)
+    data, chunks, source, live = _read_input(raw, stream)
+    result = decode_capture(
+        data,
+        chunk_times_ns=chunks,
+        sample_rate_hz=sample_rate_hz,
+        require_descriptor=require_descriptor,
+        mode=mode,
+    )
+    result.turns = as_captured(result.turns, live)
+    modes = sorted(set(result.modes))
+    if chunks is None:
+        time_base = bare_time_base(result, sample_rate_hz)
+        device_time = (
+            time_base
+            if time_base.startswith("device")
+            else "none: no GET_SAMPLERATE answer in the capture"
+        )
+    else:
+        time_base = "host monotonic_ns at receive (raw chunks), spread over each read's nodes"
+        device_time = "; ".join(describe_clock(result.sample_rate, m) for m in modes)
+    with SessionWriter(
+        output,
+        label=label,
+        swmr=False,
+        overwrite=overwrite,
+        attrs={"source": f"decode a1 of {source}"},
+    ) as w:
+        w.add_lidar(
+            name,
+            attrs={
+                "model": "A1",
+                "decoded_from": str(raw),
+                "scan_mode": ", ".join(modes),
+                "time_base": time_base,
+                "device_time": device_time,
+            },
+        )
+        w.add_raw(name, attrs={"kind": "a1", "baud": 115200, "source": str(raw)})
+        w.start()
+        t0 = int(result.turns.t_first_ns[0]) if result.turns.n_turns else 0
+        w.append_raw(name, t0, data)
+        if result.turns.n_turns:
+            w.append_turns(name, result.turns)
+        if result.bytes_skipped:
+            w.event(
+                t0,
+                name,
+                "crc_burst",
+                f"{result.bytes_skipped} bytes skipped while re-aligning nodes",
+            )
+    return {
+        "output": str(output),
+        "stream": name,
+        "scans": result.scans,
+        "scan_modes": result.modes,
+        "turns": result.turns.n_turns,
+        "points": result.turns.n_points,
+        "nodes": result.nodes,
+        "bytes": len(data),
+        "bytes_skipped": result.bytes_skipped,
+        "bytes_outside_scans": result.bytes_outside_scans,
+        "leading_nodes_without_turn": result.leading_nodes,
+        "nodes_dropped": len(result.dropped_offsets),
+        "nodes_dropped_offsets": result.dropped_offsets,
+        "ranges_beyond_limit": result.ranges_beyond_limit,
+        "time_base": time_base,
+    }

@@ -71,7 +71,7 @@ from typing import Any, Protocol
 import serial
 
 from sensorbench.drivers import a1_kind
-from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.a1_reader import A1Scanner
 from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.kernels import warm_up
 from sensorbench.drivers.port_power import PortPower

@@ -17,8 +17,7 @@ import pytest
 
 from sensorbench.characterize.lidar.timing import timing_stats
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1_lidar import A1Lidar
-from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.a1_reader import A1Lidar, A1Scanner
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.logs import NO_DEVICE_TIME, Event, LidarTurns, TurnFlag
 from sensorbench.sim.a1_samples import RoomSamples

@@ -14,9 +14,8 @@ from hypothesis import strategies as st
 from timing_util import SLACK_S
 
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1_kernels import decode_nodes
-from sensorbench.drivers.a1_lidar import A1Lidar
-from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.a1_decode import decode_nodes
+from sensorbench.drivers.a1_reader import A1Lidar, A1Scanner
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.errors import DriverError
 from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, TurnFlag

@@ -20,9 +20,9 @@ import serial
 from click.testing import CliRunner
 
 from sensorbench.cli import cli
-from sensorbench.drivers.a1_kernels import decode_capsules
-from sensorbench.drivers.a1_raw import decode_capture
-from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.a1_decode import decode_capsules
+from sensorbench.drivers.a1_reader import A1Scanner
+from sensorbench.drivers.a1_turns import decode_capture
 from sensorbench.drivers.capture import CaptureOptions, run_capture
 from sensorbench.drivers.robot_config import parse_robot_config
 from sensorbench.logs import LidarTurns, Session, TurnFlag

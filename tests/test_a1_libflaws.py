@@ -2,7 +2,7 @@
 
 Each test first shows the flaw on the unmodified library against the emulated A1
 (calls that may hang run in a daemon thread with a deadline), then the same
-situation through :mod:`sensorbench.drivers.a1_lidar`.
+situation through :mod:`sensorbench.drivers.a1_reader`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import rplidar
 import serial
 from timing_util import SLACK_S
 
-from sensorbench.drivers.a1_kernels import decode_capsules
-from sensorbench.drivers.a1_lidar import A1Lidar
+from sensorbench.drivers.a1_decode import decode_capsules
 from sensorbench.drivers.a1_protocol import A1Health, A1Info
+from sensorbench.drivers.a1_reader import A1Lidar
 from sensorbench.errors import DeviceSilent, DeviceUnplugged, DriverError
 from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 from sensorbench.sim.pty import PtyPort

@@ -11,7 +11,7 @@ import time
 import a1_util as u
 import pytest
 
-from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.a1_reader import A1Scanner
 from sensorbench.drivers.capture import CaptureOptions, run_capture
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.robot_config import parse_robot_config

@@ -11,9 +11,8 @@ from click.testing import CliRunner
 
 from sensorbench.cli import cli
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1_kernels import decode_nodes
-from sensorbench.drivers.a1_raw import decode_capture
-from sensorbench.drivers.a1_turns import A1Turns
+from sensorbench.drivers.a1_decode import decode_nodes
+from sensorbench.drivers.a1_turns import A1Turns, decode_capture
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.logs import TurnFlag
 from sensorbench.sim.a1_samples import RoomSamples

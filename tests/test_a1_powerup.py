@@ -343,7 +343,7 @@ def test_bad_configuration_is_refused():
 
 KILLED_SCANNER = """
 import sys, time
-from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.a1_reader import A1Scanner
 sc = A1Scanner(sys.argv[1], read_timeout_s=1.0)
 sc.open()
 sc.start()

@@ -16,7 +16,7 @@ import pytest
 from sensorbench.characterize.lidar.display import datasheet
 from sensorbench.characterize.lidar.sequence import sequence_stats
 from sensorbench.characterize.lidar.stats import characterize_turns
-from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.a1_reader import A1Scanner
 from sensorbench.logs import LidarTurns
 from sensorbench.sim.a1_samples import (
     IDEAL_A1,

@@ -20,7 +20,7 @@ import pytest
 import serial
 
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.a1_reader import A1Scanner
 from sensorbench.drivers.capture import CaptureOptions, format_status, run_capture
 from sensorbench.drivers.robot_config import parse_robot_config
 from sensorbench.errors import ConfigError, DriverError

@@ -12,8 +12,7 @@ import time
 import numpy as np
 from timing_util import SLACK_S, wait_until
 
-from sensorbench.drivers.a1_reader import a1_reader
-from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.a1_reader import A1Scanner, a1_reader
 from sensorbench.drivers.ld19_reader import LD19Protocol
 from sensorbench.drivers.serial_link import SerialLink
 from sensorbench.drivers.serial_reader import SerialReader

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sensorbench.drivers.a1_scanner import A1Scanner
+from sensorbench.drivers.a1_reader import A1Scanner
 from sensorbench.fusion.scan_merge import MergeSetup, Mount, merge_scans
 from sensorbench.logs import LidarTurns
 from sensorbench.sim.a1_samples import A1Realism, RoomSamples

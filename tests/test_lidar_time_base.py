@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from sensorbench.characterize.lidar.stats import characterize_turns
 from sensorbench.cli import cli
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1_raw import decode_capture
+from sensorbench.drivers.a1_turns import decode_capture
 from sensorbench.sim.a1_samples import REAL_NODES_PER_TURN, REAL_SAMPLE_US, RoomSamples
 from sensorbench.sim.emulator_a1 import encode_nodes
 
