@@ -27,9 +27,8 @@ from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1_decode import decode_nodes
 from sensorbench.drivers.a1_reader import A1Scanner, a1_reader
 from sensorbench.drivers.a1_turns import A1Turns
-from sensorbench.sim.a1_express import express_stream
 from sensorbench.sim.a1_samples import REAL_EXPRESS_US, REAL_SAMPLE_US, RoomSamples
-from sensorbench.sim.emulator_a1 import A1Emulator, encode_nodes
+from sensorbench.sim.emulator_a1 import A1Emulator, encode_nodes, express_stream
 
 AREA = "a1"
 

@@ -324,10 +324,9 @@ def decode_capture(
     ``record-raw`` sidecar store them) every chunk is fed as it was received, so the
     turns are the live scanner's, host and device times included (device times where
     the capture holds the unit's GET_SAMPLERATE answer). Without it (a bare file) the
-    times are ``t0_ns`` + sample index × the sample duration: the unit's own
-    (GET_SAMPLERATE) when the capture holds it, else one over ``sample_rate_hz``
-    (default the nominal 2000/s standard, 4000/s express); the caller says which in
-    the stream's attributes (:func:`bare_time_base`).
+    capture is one chunk at ``t0_ns`` and times are sample index × the sample duration:
+    the unit's own (GET_SAMPLERATE) when the capture holds it, else one over
+    ``sample_rate_hz`` (default the nominal 2000/s standard, 4000/s express).
 
     Raises:
         DriverError: no scan descriptor while ``require_descriptor`` (not an A1 scan
@@ -346,27 +345,18 @@ def decode_capture(
                 "A1 scan capture (for a bare node stream, decode without descriptor)"
             )
         segments = [(0, len(data), mode)]
+    bare = chunk_times_ns is None
+    offsets, times = (np.zeros(1), np.array([t0_ns])) if bare else chunk_times_ns  # type: ignore[misc]
+    offsets, times = np.asarray(offsets, np.int64), np.asarray(times, np.int64)
     dec = A1Turns(segments[0][2])
     out: list[LidarTurns] = []
     for lo, hi, seg_mode in segments:
         sample_us = 0 if rate is None else rate.sample_us(seg_mode)
-        if chunk_times_ns is None:
-            nominal = sample_us or 1e6 / (sample_rate_hz or _NOMINAL_HZ[seg_mode])
-            dec.reset(offset=lo, mode=seg_mode, sample_us=sample_us, nominal_us=nominal)
-            out.append(dec.feed(t0_ns, data[lo:hi]))
-        else:
-            dec.reset(offset=lo, mode=seg_mode, sample_us=sample_us)
-            offsets = np.asarray(chunk_times_ns[0], dtype=np.int64)
-            times = np.asarray(chunk_times_ns[1], dtype=np.int64)
-            first = max(int(np.searchsorted(offsets, lo, side="right")) - 1, 0)
-            for c in range(first, offsets.size):
-                a, b = max(int(offsets[c]), lo), hi
-                if c + 1 < offsets.size:
-                    b = min(int(offsets[c + 1]), hi)
-                if a >= hi:
-                    break
-                if b > a:
-                    out.append(dec.feed(int(times[c]), data[a:b]))
+        nominal = sample_us or 1e6 / (sample_rate_hz or _NOMINAL_HZ[seg_mode])
+        dec.reset(lo, seg_mode, sample_us, nominal if bare else None)
+        bounds = np.clip(np.append(offsets, hi), lo, hi)  # chunk c: [bounds[c], bounds[c + 1])
+        for c in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
+            out.append(dec.feed(int(times[c]), data[bounds[c] : bounds[c + 1]]))
         out.append(dec.flush())
     return CaptureDecode(
         LidarTurns.concat(out),
@@ -385,21 +375,29 @@ def decode_capture(
 _NOMINAL_HZ = {"standard": proto.NOMINAL_SAMPLES_PER_S, "express": proto.NOMINAL_EXPRESS_PER_S}
 
 
-def bare_time_base(result: CaptureDecode, sample_rate_hz: float | None) -> str:
-    """What the times of a bare capture's turns are (the ``time_base`` attribute)."""
+def _time_bases(
+    result: CaptureDecode, received: bool, sample_rate_hz: float | None
+) -> tuple[str, str]:
+    """The ``time_base`` and ``device_time`` attributes of a decoded capture's turns."""
+    modes = sorted(set(result.modes))
     rate = result.sample_rate
-    if rate is not None and all(rate.sample_us(m) > 0 for m in result.modes):
-        durations = ", ".join(f"{m} {rate.sample_us(m)} us" for m in sorted(set(result.modes)))
+    if received:
         return (
+            "host monotonic_ns at receive (raw chunks), spread over each read's nodes",
+            "; ".join(describe_clock(rate, m) for m in modes),
+        )
+    if rate is not None and all(rate.sample_us(m) > 0 for m in result.modes):
+        durations = ", ".join(f"{m} {rate.sample_us(m)} us" for m in modes)
+        base = (
             "device: sample index x the unit's sample duration (GET_SAMPLERATE: "
             f"{durations}) from 0; no host receive times"
         )
-    hz = ", ".join(
-        f"{m} {sample_rate_hz or _NOMINAL_HZ[m]:g} Hz" for m in sorted(set(result.modes))
-    )
+        return base, base
+    hz = ", ".join(f"{m} {sample_rate_hz or _NOMINAL_HZ[m]:g} Hz" for m in modes)
     return (
         f"nominal: sample index at {hz} from 0 (no receive times, no GET_SAMPLERATE "
-        "answer): invented times"
+        "answer): invented times",
+        "none: no GET_SAMPLERATE answer in the capture",
     )
 
 
@@ -499,69 +497,38 @@ def decode_a1(
     """
     raw, output = Path(raw), Path(output)
     data, chunks, source, live = _read_input(raw, stream)
-    result = decode_capture(
-        data,
-        chunk_times_ns=chunks,
-        sample_rate_hz=sample_rate_hz,
-        require_descriptor=require_descriptor,
-        mode=mode,
-    )
-    result.turns = as_captured(result.turns, live)
-    modes = sorted(set(result.modes))
-    if chunks is None:
-        time_base = bare_time_base(result, sample_rate_hz)
-        device_time = (
-            time_base
-            if time_base.startswith("device")
-            else "none: no GET_SAMPLERATE answer in the capture"
-        )
-    else:
-        time_base = "host monotonic_ns at receive (raw chunks), spread over each read's nodes"
-        device_time = "; ".join(describe_clock(result.sample_rate, m) for m in modes)
-    with SessionWriter(
-        output,
-        label=label,
-        swmr=False,
-        overwrite=overwrite,
-        attrs={"source": f"decode a1 of {source}"},
-    ) as w:
-        w.add_lidar(
-            name,
-            attrs={
-                "model": "A1",
-                "decoded_from": str(raw),
-                "scan_mode": ", ".join(modes),
-                "time_base": time_base,
-                "device_time": device_time,
-            },
-        )
-        w.add_raw(name, attrs={"kind": "a1", "baud": 115200, "source": str(raw)})
+    res = decode_capture(data, chunks, 0, sample_rate_hz, require_descriptor, mode)
+    res.turns = as_captured(res.turns, live)
+    time_base, device_time = _time_bases(res, chunks is not None, sample_rate_hz)
+    turns = res.turns
+    modes = ", ".join(sorted(set(res.modes)))
+    attrs = {"model": "A1", "decoded_from": str(raw), "scan_mode": modes}
+    session = {"source": f"decode a1 of {source}"}
+    with SessionWriter(output, label=label, swmr=False, overwrite=overwrite, attrs=session) as w:
+        w.add_lidar(name, attrs={**attrs, "time_base": time_base, "device_time": device_time})
+        w.add_raw(name, attrs={"kind": "a1", "baud": proto.BAUD, "source": str(raw)})
         w.start()
-        t0 = int(result.turns.t_first_ns[0]) if result.turns.n_turns else 0
+        t0 = int(turns.t_first_ns[0]) if turns.n_turns else 0
         w.append_raw(name, t0, data)
-        if result.turns.n_turns:
-            w.append_turns(name, result.turns)
-        if result.bytes_skipped:
-            w.event(
-                t0,
-                name,
-                "crc_burst",
-                f"{result.bytes_skipped} bytes skipped while re-aligning nodes",
-            )
+        if turns.n_turns:
+            w.append_turns(name, turns)
+        if res.bytes_skipped:
+            msg = f"{res.bytes_skipped} bytes skipped while re-aligning nodes"
+            w.event(t0, name, "crc_burst", msg)
     return {
         "output": str(output),
         "stream": name,
-        "scans": result.scans,
-        "scan_modes": result.modes,
-        "turns": result.turns.n_turns,
-        "points": result.turns.n_points,
-        "nodes": result.nodes,
+        "scans": res.scans,
+        "scan_modes": res.modes,
+        "turns": turns.n_turns,
+        "points": turns.n_points,
+        "nodes": res.nodes,
         "bytes": len(data),
-        "bytes_skipped": result.bytes_skipped,
-        "bytes_outside_scans": result.bytes_outside_scans,
-        "leading_nodes_without_turn": result.leading_nodes,
-        "nodes_dropped": len(result.dropped_offsets),
-        "nodes_dropped_offsets": result.dropped_offsets,
-        "ranges_beyond_limit": result.ranges_beyond_limit,
+        "bytes_skipped": res.bytes_skipped,
+        "bytes_outside_scans": res.bytes_outside_scans,
+        "leading_nodes_without_turn": res.leading_nodes,
+        "nodes_dropped": len(res.dropped_offsets),
+        "nodes_dropped_offsets": res.dropped_offsets,
+        "ranges_beyond_limit": res.ranges_beyond_limit,
         "time_base": time_base,
     }

@@ -5,7 +5,7 @@ baud, paced by a :class:`~sensorbench.sim.clock.SimClock` (``speed`` times real
 time). It plays device-native samples (``angle_deg_cw``, ``range_m``, ``intensity``,
 ``turn``, ``t_s``: the shape of ``Simulation.lidar(name)``) as standard-scan nodes,
 and a second set at the express rate as express capsules
-(:mod:`~sensorbench.sim.a1_express`).
+(:func:`express_stream`).
 
 Requests (``A5 cmd`` or ``A5 cmd len payload xor`` when ``cmd & 0x80``):
 
@@ -70,8 +70,8 @@ from typing import Protocol
 
 import numpy as np
 
+from sensorbench.drivers import a1_protocol as proto
 from sensorbench.errors import SimError
-from sensorbench.sim.a1_express import ExpressStream, express_stream, with_new_scan_flag
 from sensorbench.sim.a1_samples import REAL_EXPRESS_US, RoomSamples
 from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulator_base import LidarSamples, PtyEmulator, concat_records
@@ -79,16 +79,12 @@ from sensorbench.sim.modem_lines import ModemLineChannel
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults, PtyPort
 
-BAUD = 115200
-_SYNC = 0xA5
-_INFO_DESC = bytes.fromhex("a55a1400000004")
-_HEALTH_DESC = bytes.fromhex("a55a0300000006")
-_SAMPLERATE_DESC = bytes.fromhex("a55a0400000015")
-_SCAN_DESC = bytes.fromhex("a55a0500004081")
-_EXPRESS_DESC = bytes.fromhex("a55a5400004082")
-_CONF_MIN_FIRMWARE = (1, 24)
 _TICK_S = 0.01  # host seconds between pump iterations
 _MAX_BURST_S = 0.25  # emulated seconds emitted at most per pump (after a stall of the host)
+_FULL_Q6 = 360 * 64
+_FULL_Q16 = 360 << 16
+_MID_OFFSET_DEG = 31.5 / 8  # express start angles sit mid-range above the samples
+_MAX_MM = 0x3FFF  # express: 14-bit distance field
 
 
 class LidarSampleSource(LidarSamples, Protocol):
@@ -144,6 +140,139 @@ def encode_nodes(
     out[:, 3] = d & 0xFF
     out[:, 4] = d >> 8
     return out.tobytes()
+
+
+@dataclass(frozen=True)
+class PacketStream:
+    """A looped sample stream as the packets a scan sends: standard-scan nodes (one
+    sample, 5 bytes each) or express capsules (32 samples, 84 bytes; Slamtec
+    ``rplidar_sdk``, ``sl_lidar_cmd.h``), and what a correct decoder outputs.
+
+    Attributes:
+        packets: ``(m, 5)`` node or ``(m, 84)`` capsule bytes (capsules with the S flag
+            clear: the emulator sets it on the first capsule after EXPRESS_SCAN).
+        t_end_s: emission time of each packet: its last sample's time (s).
+        period_s: length of one loop of the stream (s).
+        sample_us: median sample spacing (µs), the GET_SAMPLERATE answer.
+        t_s: ``(m, n)`` sample times (s).
+        start: ``(m, n)`` start flag (express: the SDK's sync bit).
+        quality: ``(m, n)`` quality (express: the SDK's 0x2F for a return, 0 for none).
+        angle_q6: ``(m, n)`` decoded angle, q6 degrees clockwise.
+        dist_q2: ``(m, n)`` decoded distance, q2 mm.
+        express: capsules, whose samples decode only once the next one is sent.
+    """
+
+    packets: np.ndarray
+    t_end_s: np.ndarray
+    period_s: float
+    sample_us: int
+    t_s: np.ndarray
+    start: np.ndarray
+    quality: np.ndarray
+    angle_q6: np.ndarray
+    dist_q2: np.ndarray
+    express: bool
+
+    @property
+    def capsules(self) -> np.ndarray:
+        """The packets of an express stream."""
+        return self.packets
+
+    def __len__(self) -> int:
+        return int(self.t_end_s.size)
+
+
+def _period(t: np.ndarray) -> tuple[float, float]:
+    """A looped stream's period and median spacing (s); SimError without two ordered times."""
+    if t.size < 2 or np.any(np.diff(t) < 0):
+        raise SimError("A1 samples need at least 2 points in time order")
+    dt = float(np.median(np.diff(t)))
+    return float(t[-1] - t[0]) + dt, dt
+
+
+def node_stream(src: LidarSampleSource) -> PacketStream:
+    """Standard-scan nodes of ``src``: a sample at 360 deg exactly is sent as q6 23040
+    (360.00 deg), as real units do now and then (drivers drop such a node); other
+    angles wrap into [0, 360); ranges clip to the 16-bit field, qualities to 0..63."""
+    t = np.asarray(src.t_s, dtype=np.float64)
+    period, dt = _period(t)
+    deg = np.asarray(src.angle_deg_cw, dtype=np.float64)
+    q6 = np.round(deg * 64).astype(np.int64)
+    angle = np.where(deg == 360.0, _FULL_Q6, q6 % _FULL_Q6).astype(np.uint16)
+    rng_m = np.asarray(src.range_m, dtype=np.float64)
+    dist = np.clip(np.round(rng_m * 4000.0), 0, 0xFFFF).astype(np.uint16)
+    quality = np.clip(np.asarray(src.intensity, dtype=np.int64), 0, 63).astype(np.uint8)
+    turn = np.asarray(src.turn)
+    start = np.concatenate(([True], turn[1:] != turn[:-1]))
+    nodes = np.frombuffer(encode_nodes(start, quality, angle, dist), np.uint8).reshape(-1, 5)
+    col = (t[:, None], start[:, None], quality[:, None], angle[:, None], dist[:, None])
+    return PacketStream(nodes, t, period, round(dt * 1e6), *col, express=False)
+
+
+def express_stream(t_s: np.ndarray, angle_deg_cw: np.ndarray, range_m: np.ndarray) -> PacketStream:
+    """Express capsules of the samples (times s, angles ° clockwise, ranges m with 0 for
+    no return), truncated to whole capsules; the last capsule's successor is the first
+    (the stream loops).
+
+    The SDK (``handler_capsules.cpp``) places sample ``j`` at the start angle plus
+    ``j / 32`` of the way to the *next* capsule's start angle, less its 6-bit offset
+    (1/8 °), in fixed point. Each start angle is a line fit through the capsule's
+    readings placed mid-range above them, each offset the nearest representable one;
+    what the capsules decode to is computed here from the SDK's formula, in numpy,
+    independently of the driver's compiled decoder (the emulator's truth).
+    """
+    n_per = proto.NODES_PER_CAPSULE
+    m = t_s.size // n_per
+    if m < 2:
+        raise ValueError(f"an express stream needs at least 64 samples, got {t_s.size}")
+    n = m * n_per
+    t = np.asarray(t_s[:n], dtype=np.float64).reshape(m, n_per)
+    a = np.degrees(np.unwrap(np.radians(np.asarray(angle_deg_cw[:n], dtype=np.float64))))
+    a = a.reshape(m, n_per)
+    j = np.arange(n_per, dtype=np.float64)
+    jc = j - j.mean()
+    slope = (a - a.mean(axis=1, keepdims=True)) @ jc / (jc @ jc)
+    first = a.mean(axis=1) - slope * j.mean()
+    start_q6 = np.mod(np.round((first + _MID_OFFSET_DEG) * 64).astype(np.int64), _FULL_Q6)
+    prev_q8 = start_q6 << 2
+    diff = np.roll(start_q6, -1) * 4 - prev_q8
+    diff[diff < 0] += 360 << 8
+    inc = diff << 3
+    nominal = (prev_q8 << 8)[:, None] + np.arange(n_per)[None, :] * inc[:, None]
+    want = np.mod(nominal / 65536.0 - a + 180.0, 360.0) - 180.0  # offset that fits (°)
+    offset = np.clip(np.round(want * 8), 0, 63).astype(np.int64)
+    angle = np.mod((nominal - (offset << 13)) >> 10, _FULL_Q6)
+    sync = np.mod(nominal + inc[:, None], _FULL_Q16) < inc[:, None]
+    metres = np.asarray(range_m[:n], dtype=np.float64).reshape(m, n_per)
+    mm = np.clip(np.round(metres * 1000.0), 0, _MAX_MM).astype(np.int64)
+    words = (mm << 2) | (offset >> 4)
+    caps = np.zeros((m, proto.CAPSULE_LEN), np.uint8)
+    caps[:, 2] = start_q6 & 0xFF
+    caps[:, 3] = start_q6 >> 8
+    cab = caps[:, 4:].reshape(m, 16, 5)
+    cab[:, :, 0] = words[:, 0::2] & 0xFF
+    cab[:, :, 1] = words[:, 0::2] >> 8
+    cab[:, :, 2] = words[:, 1::2] & 0xFF
+    cab[:, :, 3] = words[:, 1::2] >> 8
+    cab[:, :, 4] = (offset[:, 0::2] & 0xF) | ((offset[:, 1::2] & 0xF) << 4)
+    check = np.bitwise_xor.reduce(caps[:, 2:], axis=1)
+    caps[:, 0] = 0xA0 | (check & 0xF)
+    caps[:, 1] = 0x50 | (check >> 4)
+    period, dt = _period(t.ravel())
+    quality = np.where(mm > 0, proto.EXPRESS_QUALITY, 0).astype(np.uint8)
+    return PacketStream(
+        caps, t[:, -1].copy(), period, round(dt * 1e6), t, sync, quality,
+        angle.astype(np.uint16), (mm * 4).astype(np.uint16), express=True,
+    )  # fmt: skip
+
+
+def with_new_scan_flag(capsule: np.ndarray) -> np.ndarray:
+    """A copy of a capsule with its S flag set (the first capsule of a scan); the
+    checksum follows (bit 7 of byte 3 is bit 7 of the checksum, in byte 1)."""
+    out = capsule.copy()
+    out[3] |= 0x80
+    out[1] ^= 0x08
+    return out
 
 
 def banner(model: int, firmware: tuple[int, int], hardware: int) -> bytes:
@@ -219,65 +348,34 @@ class A1Emulator(PtyEmulator):
         express_samples: LidarSamples | None = None,
     ) -> None:
         u = A1Unit() if unit is None else unit
-        serial, sample_us = u.serial, u.sample_us
-        serial_bytes = bytes.fromhex(serial) if isinstance(serial, str) else bytes(serial)
-        if len(serial_bytes) != 16:
-            raise SimError(f"an A1 serial number is 16 bytes, got {len(serial_bytes)}")
-        src = samples if samples is not None else _default_room()[0]
-        self._express: ExpressStream | None = None
+        serial = bytes.fromhex(u.serial) if isinstance(u.serial, str) else bytes(u.serial)
+        if len(serial) != 16:
+            raise SimError(f"an A1 serial number is 16 bytes, got {len(serial)}")
+        self._express: PacketStream | None = None
+        if samples is None:
+            self.standard, self._express = _default_room()
+        else:
+            self.standard = node_stream(samples)
         if express_samples is not None:
             self._express = express_stream(
                 np.asarray(express_samples.t_s),
                 np.asarray(express_samples.angle_deg_cw),
                 np.asarray(express_samples.range_m),
             )
-        elif samples is None:
-            self._express = _default_room()[1]
-        self._t = np.asarray(src.t_s, dtype=np.float64)
-        if self._t.size < 2 or np.any(np.diff(self._t) < 0):
-            raise SimError("A1 samples need at least 2 points in time order")
-        deg = np.asarray(src.angle_deg_cw, dtype=np.float64)
-        q6 = np.round(deg * 64).astype(np.int64)
-        # a sample at 360 deg exactly is sent as q6 23040 (360.00 deg), as real units
-        # do now and then (drivers drop such a node); others wrap into [0, 360)
-        self._angle_q6 = np.where(deg == 360.0, 360 * 64, q6 % (360 * 64)).astype(np.uint16)
-        rng_m = np.asarray(src.range_m, dtype=np.float64)
-        self._dist_q2 = np.clip(np.round(rng_m * 4000.0), 0, 0xFFFF).astype(np.uint16)
-        self._quality = np.clip(np.asarray(src.intensity, dtype=np.int64), 0, 63).astype(np.uint8)
-        turn = np.asarray(src.turn)
-        self._start = np.empty(turn.size, dtype=bool)
-        self._start[0] = True
-        self._start[1:] = turn[1:] != turn[:-1]
-        dt = float(np.median(np.diff(self._t)))
-        self._period = float(self._t[-1] - self._t[0]) + dt
-        self.sample_us = round(dt * 1e6) if sample_us is None else int(sample_us)
+        self.sample_us = self.standard.sample_us if u.sample_us is None else int(u.sample_us)
         if not 0 < self.sample_us <= 0xFFFF:
             raise SimError(f"sample duration must be 1..65535 us, got {self.sample_us}")
-        self.express_us = (
-            self._express.sample_us if self._express is not None else max(1, self.sample_us // 2)
-        )
-        # GET_LIDAR_CONF's scan modes: (name, µs per sample, answer type); id = index.
-        # A real A1M8 1.29: 508, 254, 127, 127, 201 µs; typical 3 (docs/A1.md)
-        self.scan_modes: list[tuple[str, float, int]] = [("Standard", self.sample_us, 0x81)]
-        self.typical_mode = 0
-        if self._express is not None:
-            ex = self.express_us
-            self.scan_modes += [
-                ("Express", ex, 0x82),
-                ("Boost", ex / 2, 0x84),
-                ("Sensitivity", ex / 2, 0x84),
-                ("Stability", ex * 201 / 254, 0x84),
-            ]
-            self.typical_mode = 3
-
+        ex = self._express
+        self.express_us = ex.sample_us if ex is not None else max(1, self.sample_us // 2)
+        self.scan_modes, self.typical_mode = self._mode_table()
         self.name = name
-        self.serial = serial_bytes
+        self.serial = serial
         self.model, self.firmware, self.hardware = u.model, u.firmware, u.hardware
         self.spinup_s = u.spinup_s
         self.reset_silence_s = u.reset_silence_s
         self.power = power
         self.clock = clock or (power.clock if power is not None else SimClock(speed))
-        super().__init__(PtyPort(link=link, baud=BAUD, faults=faults, seed=seed))
+        super().__init__(PtyPort(link=link, baud=proto.BAUD, faults=faults, seed=seed))
 
         self.health_status = 0
         self.health_code = 0
@@ -289,10 +387,9 @@ class A1Emulator(PtyEmulator):
         self._motor = False
         self._motor_since = float("-inf")  # simulated time of the last motor start
         self.motor_log: list[tuple[float, bool]] = []  # (simulated s, motor on) changes
-        self._scanning = False
-        self._scan_express = False  # the scan running is an express scan
-        # the last capsule sent in this scan: (index, delivered, its loop's start s)
-        self._last_capsule: tuple[int, bool, float] | None = None
+        self._scan: PacketStream | None = None  # the stream of the scan running
+        # the last packet sent in this scan: (index, delivered, its loop's start s)
+        self._last_sent: tuple[int, bool, float] | None = None
         self._emit_from = 0.0  # simulated time of the next node to emit
         self._quiet_until = 0.0  # simulated time until which the unit is rebooting
         self._banner_due = False
@@ -305,6 +402,23 @@ class A1Emulator(PtyEmulator):
             power.motor_started(self)  # enumeration: nobody holds the port yet
         self._actions: queue.Queue[tuple[Callable[[], None], threading.Event]] = queue.Queue()
         self._start_thread(f"a1-emulator-{name}")
+
+    def _mode_table(self) -> tuple[list[tuple[str, float, int]], int]:
+        """GET_LIDAR_CONF's scan modes ``(name, µs per sample, answer type)`` (id = index)
+        and the typical one's id: a real A1M8 1.29's (508, 254, 127, 127, 201 µs; typical
+        3, docs/A1.md) scaled to this unit's spacings; Standard only without express."""
+        modes = [("Standard", float(self.sample_us), proto.TYPE_SCAN)]
+        if self._express is None:
+            return modes, 0
+        ex = float(self.express_us)
+        ultra = 0x84  # the ultra capsules of Boost, Sensitivity, Stability: listed, not served
+        modes += [
+            ("Express", ex, proto.TYPE_EXPRESS),
+            ("Boost", ex / 2, ultra),
+            ("Sensitivity", ex / 2, ultra),
+            ("Stability", ex * 201 / 254, ultra),
+        ]
+        return modes, 3
 
     # -- public knobs --------------------------------------------------------------
 
@@ -324,14 +438,14 @@ class A1Emulator(PtyEmulator):
         return self._lines.opens
 
     @property
-    def express(self) -> ExpressStream | None:
+    def express(self) -> PacketStream | None:
         """The express capsules this unit plays (looped), or None without express."""
         return self._express
 
     @property
     def scanning(self) -> bool:
         """True while nodes are being sent (or about to, during spin-up)."""
-        return self._scanning
+        return self._scan is not None
 
     def set_health(self, status: int, error_code: int = 0) -> None:
         """Force the health answer: 0 good, 1 warning, 2 error (cleared by RESET)."""
@@ -365,7 +479,7 @@ class A1Emulator(PtyEmulator):
             self.port.unplug()
             self._lines.close()
             self._powered = False
-            self._scanning = False
+            self._scan = None
             self._follow_dtr(self.clock.now())
 
     def _do_replug(self, boot_s: float) -> None:
@@ -387,7 +501,7 @@ class A1Emulator(PtyEmulator):
         """Called by the power bus: the scan stops, then error state or reboot with
         silence (the motor line is DTR's, not the core's: it is not touched)."""
         with self._lock:
-            self._scanning = False
+            self._scan = None
             if mode == "error":
                 self.health_status, self.health_code = 2, error_code
             else:
@@ -398,23 +512,14 @@ class A1Emulator(PtyEmulator):
         with self._lock:
             chunks = list(self._truth)
         if not chunks:
-            e = np.empty(0)
-            return A1Truth(
-                e,
-                e.astype(np.int64),
-                e.astype(bool),
-                e.astype(np.uint8),
-                e.astype(np.uint16),
-                e.astype(np.uint16),
-                e.astype(bool),
-                e.astype(bool),
-            )
+            kinds = (float, np.int64, bool, np.uint8, np.uint16, np.uint16, bool, bool)
+            chunks = [A1Truth(*(np.empty(0, k) for k in kinds))]
         return concat_records(A1Truth, chunks)
 
     # -- the device ----------------------------------------------------------------
 
     def _reboot(self, quiet_s: float) -> None:
-        self._scanning = False
+        self._scan = None
         self._rx = b""
         self._quiet_until = self.clock.now() + quiet_s
         self._banner_due = True
@@ -437,7 +542,7 @@ class A1Emulator(PtyEmulator):
                 if data:
                     self._rx += data
                     self._handle_requests(now)
-                if self._scanning:
+                if self._scan is not None:
                     self._pump(now)
 
     def _on_dtr(self, _asserted: bool) -> None:
@@ -462,7 +567,7 @@ class A1Emulator(PtyEmulator):
         """Act on complete requests in the receive buffer."""
         rx = self._rx
         while rx:
-            if rx[0] != _SYNC:
+            if rx[0] != proto.SYNC:
                 rx = rx[1:]
                 continue
             if len(rx) < 2:
@@ -474,43 +579,45 @@ class A1Emulator(PtyEmulator):
                 size = rx[2]
                 payload, rx = rx[3 : 3 + size], rx[4 + size :]
                 self.requests.append(cmd)
-                express_mode = cmd == 0x82 and size >= 1 and payload[0] in (0, 1)
+                express_mode = cmd == proto.CMD_EXPRESS_SCAN and size >= 1 and payload[0] in (0, 1)
                 if express_mode and self._express is not None and self.health_status != 2:
-                    self._start_scan(now, express=True)
-                    self.port.send(_EXPRESS_DESC)
-                elif cmd == 0x84 and not self._scanning and self.firmware >= _CONF_MIN_FIRMWARE:
+                    self._start_scan(now, self._express)
+                    self.port.send(proto.EXPRESS_DESCRIPTOR)
+                elif (
+                    cmd == proto.CMD_GET_LIDAR_CONF
+                    and self._scan is None
+                    and self.firmware >= proto.CONF_MIN_FIRMWARE
+                ):
                     self._answer_conf(payload)
                 continue  # SET_PWM: the A1 has no PWM
             rx = rx[2:]
             self.requests.append(cmd)
-            if cmd == 0x25:
-                self._scanning = False
-            elif cmd == 0x40:
+            if cmd == proto.CMD_STOP:
+                self._scan = None
+            elif cmd == proto.CMD_RESET:
                 self._reboot(self.reset_silence_s)
                 rx = b""
-            elif cmd in (0x20, 0x21):
+            elif cmd in (proto.CMD_SCAN, proto.CMD_FORCE_SCAN):
                 if self.health_status == 2:
                     continue  # protection stop: no scan until a RESET clears the error
                 # state first, then the answer: a host that has read the descriptor
                 # must find the emulator scanning (under load it did not when this came first)
-                self._start_scan(now, express=False)
-                self.port.send(_SCAN_DESC)
-            elif self._scanning:
+                self._start_scan(now, self.standard)
+                self.port.send(proto.SCAN_DESCRIPTOR)
+            elif self._scan is not None:
                 continue
-            elif cmd == 0x50:
+            elif cmd == proto.CMD_GET_INFO:
                 self.port.send(
-                    _INFO_DESC
+                    proto.INFO_DESCRIPTOR
                     + bytes([self.model, self.firmware[1], self.firmware[0], self.hardware])
                     + self.serial
                 )
-            elif cmd == 0x52:
+            elif cmd == proto.CMD_GET_HEALTH:
                 code = self.health_code.to_bytes(2, "little")
-                self.port.send(_HEALTH_DESC + bytes([self.health_status]) + code)
-            elif cmd == 0x59:
-                std, express = self.sample_us, self.express_us
-                self.port.send(
-                    _SAMPLERATE_DESC + std.to_bytes(2, "little") + express.to_bytes(2, "little")
-                )
+                self.port.send(proto.HEALTH_DESCRIPTOR + bytes([self.health_status]) + code)
+            elif cmd == proto.CMD_GET_SAMPLERATE:
+                rates = self.sample_us.to_bytes(2, "little") + self.express_us.to_bytes(2, "little")
+                self.port.send(proto.SAMPLERATE_DESCRIPTOR + rates)
         self._rx = rx
 
     def _answer_conf(self, payload: bytes) -> None:
@@ -522,31 +629,33 @@ class A1Emulator(PtyEmulator):
         mode = int.from_bytes(payload[4:6], "little") if len(payload) >= 6 else 0
         modes = self.scan_modes
         value: bytes | None = None
-        if kind == 0x70:
+        if kind == proto.CONF_SCAN_MODE_COUNT:
             value = len(modes).to_bytes(2, "little")
-        elif kind == 0x7C:
+        elif kind == proto.CONF_SCAN_MODE_TYPICAL:
             value = self.typical_mode.to_bytes(2, "little")
         elif mode < len(modes):
             name, us, answer = modes[mode]
             value = {
-                0x71: round(us * 256).to_bytes(4, "little"),
-                0x74: (12 << 8).to_bytes(4, "little"),
-                0x75: bytes([answer]),
-                0x7F: name.encode("ascii") + b"\0",
+                proto.CONF_SCAN_MODE_US_PER_SAMPLE: round(us * 256).to_bytes(4, "little"),
+                proto.CONF_SCAN_MODE_MAX_DISTANCE: (12 << 8).to_bytes(4, "little"),
+                proto.CONF_SCAN_MODE_ANS_TYPE: bytes([answer]),
+                proto.CONF_SCAN_MODE_NAME: name.encode("ascii") + b"\0",
             }.get(kind)
         if value is not None:
             body = payload[:4] + value
-            self.port.send(bytes.fromhex("a55a") + bytes([len(body), 0, 0, 0, 0x20]) + body)
+            desc = proto.descriptor(len(body), proto.MODE_SINGLE, proto.TYPE_GET_LIDAR_CONF)
+            self.port.send(desc + body)
 
-    def _start_scan(self, now: float, express: bool) -> None:
+    def _start_scan(self, now: float, stream: PacketStream) -> None:
         self._emit_from = now
-        self._scanning = True
-        self._scan_express = express
-        self._last_capsule = None
+        self._scan = stream
+        self._last_sent = None
 
     def _pump(self, now: float) -> None:
         """Send every node (or capsule) whose emission time has come (the head turns only
-        with the motor, and reaches its speed ``spinup_s`` after the motor started)."""
+        with the motor, and reaches its speed ``spinup_s`` after the motor started), and
+        record what it decodes to: a node at once, a capsule's samples once the next
+        capsule is sent (they decode with its start angle)."""
         if not self._motor:
             self._emit_from = now
             return
@@ -555,83 +664,52 @@ class A1Emulator(PtyEmulator):
             return
         t1 = min(now, t0 + _MAX_BURST_S)
         self._emit_from = t1
-        if self._scan_express and self._express is not None:
-            self._pump_express(t0, t1)
-            return
-        found = _due(self._t, self._period, t0, t1)
+        st = self._scan
+        assert st is not None
+        found = _due(st.t_end_s, st.period_s, t0, t1)
         if found is None:
             return
-        idx, t_s = found
-        start, quality = self._start[idx], self._quality[idx]
-        angle, dist = self._angle_q6[idx], self._dist_q2[idx]
+        idx, base = found  # packet indices and the start of the loop each belongs to (s)
+        packets = st.packets[idx]
+        if st.express and self._last_sent is None:
+            packets = packets.copy()
+            packets[0] = with_new_scan_flag(packets[0])
         host_ns = time.monotonic_ns()
-        written = self.port.send(encode_nodes(start, quality, angle, dist))
+        written = self.port.send(packets.tobytes())
+        sent = (np.arange(idx.size) + 1) * st.packets.shape[1] <= written
+        prev = self._last_sent
+        self._last_sent = (int(idx[-1]), bool(sent[-1]), float(base[-1]))
         if not self.record_truth:
             return
-        delivered = (np.arange(idx.size) + 1) * 5 <= written
+        if st.express:  # packet k decodes with packet k + 1's start angle
+            if prev is not None:
+                idx = np.concatenate(([prev[0]], idx))
+                sent = np.concatenate(([prev[1]], sent))
+                base = np.concatenate(([prev[2]], base))
+            idx, base, sent = idx[:-1], base[:-1], sent[:-1] & sent[1:]
+            if idx.size == 0:
+                return
+        n = st.t_s.shape[1]
         self._truth.append(
             A1Truth(
-                t_s,
-                np.full(idx.size, host_ns, dtype=np.int64),
-                start,
-                quality,
-                angle,
-                dist,
-                delivered,
-                np.zeros(idx.size, bool),
-            )
-        )
-
-    def _pump_express(self, t0: float, t1: float) -> None:
-        """Send the capsules whose last sample falls in ``[t0, t1)``; record the samples of
-        each capsule the next one makes decodable."""
-        ex = self._express
-        assert ex is not None
-        found = _due(ex.t_end_s, ex.period_s, t0, t1)
-        if found is None:
-            return
-        idx, t_end = found
-        caps = ex.capsules[idx]
-        if self._last_capsule is None:
-            caps = caps.copy()
-            caps[0] = with_new_scan_flag(caps[0])
-        host_ns = time.monotonic_ns()
-        written = self.port.send(caps.tobytes())
-        sent = (np.arange(idx.size) + 1) * ex.capsules.shape[1] <= written
-        base = t_end - ex.t_end_s[idx]  # the start of the loop each capsule belongs to (s)
-        prev = self._last_capsule
-        self._last_capsule = (int(idx[-1]), bool(sent[-1]), float(base[-1]))
-        if not self.record_truth:
-            return
-        # capsule k decodes with capsule k + 1's start angle
-        if prev is not None:
-            idx = np.concatenate(([prev[0]], idx))
-            sent = np.concatenate(([prev[1]], sent))
-            base = np.concatenate(([prev[2]], base))
-        k = idx[:-1]
-        if k.size == 0:
-            return
-        n = ex.t_s.shape[1]
-        self._truth.append(
-            A1Truth(
-                (ex.t_s[k] + base[:-1, None]).ravel(),
-                np.full(k.size * n, host_ns, dtype=np.int64),
-                ex.start[k].ravel(),
-                ex.quality[k].ravel(),
-                ex.angle_q6[k].ravel(),
-                ex.dist_q2[k].ravel(),
-                np.repeat(sent[:-1] & sent[1:], n),
-                np.ones(k.size * n, bool),
+                (st.t_s[idx] + base[:, None]).ravel(),
+                np.full(idx.size * n, host_ns, dtype=np.int64),
+                st.start[idx].ravel(),
+                st.quality[idx].ravel(),
+                st.angle_q6[idx].ravel(),
+                st.dist_q2[idx].ravel(),
+                np.repeat(sent, n),
+                np.full(idx.size * n, st.express),
             )
         )
 
 
 @functools.cache
-def _default_room() -> tuple[RoomSamples, ExpressStream]:
+def _default_room() -> tuple[PacketStream, PacketStream]:
     """The built-in room at both scan rates (one unit, seed 0), made once per process: an
     emulator starts in milliseconds, as two units plugged in together do."""
     express = RoomSamples.generate(samples_per_s=1e6 / REAL_EXPRESS_US)
-    return RoomSamples.generate(), express_stream(
+    return node_stream(RoomSamples.generate()), express_stream(
         express.t_s, express.angle_deg_cw, express.range_m
     )
 
@@ -639,18 +717,18 @@ def _default_room() -> tuple[RoomSamples, ExpressStream]:
 def _due(
     t: np.ndarray, period: float, t0: float, t1: float
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Indices and emission times of the looped times ``t`` (period ``period`` s) that
-    fall in ``[t0, t1)``, in order; None if none."""
+    """Indices of the looped times ``t`` (period ``period`` s) that fall in ``[t0, t1)``,
+    in order, and the start of the loop each falls in (s); None if none."""
     loops = np.floor(np.array([t0, t1]) / period)
     idx_parts = []
-    time_parts = []
+    base_parts = []
     for loop in range(int(loops[0]), int(loops[1]) + 1):
         base = loop * period
         lo = np.searchsorted(t, t0 - base, side="left")
         hi = np.searchsorted(t, t1 - base, side="left")
         if hi > lo:
             idx_parts.append(np.arange(lo, hi))
-            time_parts.append(t[lo:hi] + base)
+            base_parts.append(np.full(hi - lo, base))
     if not idx_parts:
         return None
-    return np.concatenate(idx_parts), np.concatenate(time_parts)
+    return np.concatenate(idx_parts), np.concatenate(base_parts)
