@@ -199,24 +199,49 @@ def _stamp(st, tb, w0, k, t_ns):  # type: ignore[no-untyped-def]
         st[T_PREV] = t_ns
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _begin(st):  # type: ignore[no-untyped-def]
+    """A pass starts: no turn ended, no node dropped yet; returns the turn buffer's fill."""
+    st[N_CUTS] = 0
+    st[N_DROPPED] = 0
+    return st[FILL]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _framed(st, so, size, per):  # type: ignore[no-untyped-def]
+    """A node or capsule of ``size`` bytes (``per`` samples) framed at stream offset
+    ``so``: bytes skipped since the last one count round(gap / size) lost, advancing the
+    sample index and flagging the turn ``CRC_ERRORS``. Returns the packets lost."""
+    lost = 0
+    if st[LAST_END] >= 0 and so > st[LAST_END]:
+        lost = (so - st[LAST_END] + size // 2) // size
+        st[NEXT] += lost
+        st[LOST] += lost * per
+        st[FLAGS] |= _CRC
+    st[LAST_END] = so + size
+    return lost
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _finish(st, tb, w0, k, t_ns, skipped, end):  # type: ignore[no-untyped-def]
+    """A pass ends at stream offset ``end``: count the bytes skipped (flagging the turn
+    when some follow the last packet framed) and stamp the ``k`` nodes decoded."""
+    st[SKIPPED] += skipped
+    if skipped and (st[LAST_END] < 0 or end > st[LAST_END]):
+        st[FLAGS] |= _CRC
+    _stamp(st, tb, w0, k, t_ns)
+
+
 @numba.njit(cache=True, nogil=True)
 def standard_pass(buf, base, t_ns, st, offs, tb, ob):  # type: ignore[no-untyped-def]
     """Decode the standard-scan nodes of ``buf`` (stream offset ``base``, read at host
     ``t_ns``) into the turn buffer; returns the bytes consumed."""
     k, used, skipped = frame_nodes(buf, offs)
-    st[SKIPPED] += skipped
-    st[N_CUTS] = 0
-    st[N_DROPPED] = 0
-    w0 = st[FILL]
+    w0 = _begin(st)
     for i in range(k):
         o = offs[i]
         so = base + o
-        if st[LAST_END] >= 0 and so > st[LAST_END]:
-            gap = so - st[LAST_END]
-            st[NEXT] += (gap + 2) // NODE_LEN
-            st[LOST] += (gap + 2) // NODE_LEN
-            st[FLAGS] |= _CRC
-        st[LAST_END] = so + NODE_LEN
+        _framed(st, so, NODE_LEN, 1)
         idx = st[NEXT]
         st[NEXT] = idx + 1
         st[NODES] += 1
@@ -235,9 +260,7 @@ def standard_pass(buf, base, t_ns, st, offs, tb, ob):  # type: ignore[no-untyped
             st[CARRY] = 0
         d = np.int64(buf[o + 3]) | (np.int64(buf[o + 4]) << 8)
         _put(st, tb, ob, start, b0 >> 2, a, d, i, idx)
-    if skipped and (st[LAST_END] < 0 or base + used > st[LAST_END]):
-        st[FLAGS] |= _CRC  # bytes skipped after the last node framed
-    _stamp(st, tb, w0, k, t_ns)
+    _finish(st, tb, w0, k, t_ns, skipped, base + used)
     return used
 
 
@@ -292,9 +315,7 @@ def express_pass(buf, base, t_ns, st, prev, tb, ob):  # type: ignore[no-untyped-
     ``t_ns``) into the turn buffer; ``prev`` (84 bytes) caches the last capsule,
     decoded when the next one arrives. Returns the bytes consumed."""
     n = buf.size
-    st[N_CUTS] = 0
-    st[N_DROPPED] = 0
-    w0 = st[FILL]
+    w0 = _begin(st)
     k = 0
     pos = 0
     skipped = 0
@@ -306,14 +327,7 @@ def express_pass(buf, base, t_ns, st, prev, tb, ob):  # type: ignore[no-untyped-
             pos += 1
             skipped += 1
             continue
-        so = base + pos
-        lost = 0
-        if st[LAST_END] >= 0 and so > st[LAST_END]:
-            lost = (so - st[LAST_END] + CAPSULE_LEN // 2) // CAPSULE_LEN
-            st[NEXT] += lost
-            st[LOST] += lost * NODES_PER_CAPSULE
-            st[FLAGS] |= _CRC
-        st[LAST_END] = so + CAPSULE_LEN
+        lost = _framed(st, base + pos, CAPSULE_LEN, NODES_PER_CAPSULE)
         st[CAPSULES] += 1
         cur = st[NEXT]
         st[NEXT] = cur + 1
@@ -335,10 +349,7 @@ def express_pass(buf, base, t_ns, st, prev, tb, ob):  # type: ignore[no-untyped-
         if st[ANCHOR] < 0:
             st[ANCHOR] = t_ns  # sample 0 is the first capsule's first sample
         pos += CAPSULE_LEN
-    st[SKIPPED] += skipped
-    if skipped and (st[LAST_END] < 0 or base + pos > st[LAST_END]):
-        st[FLAGS] |= _CRC
-    _stamp(st, tb, w0, k, t_ns)
+    _finish(st, tb, w0, k, t_ns, skipped, base + pos)
     return pos
 
 
