@@ -1,31 +1,18 @@
-"""Compiled passes of the A1 decoder: node framing, express capsules, turn cutting.
+"""Compiled A1 decoding (numba): a read's bytes to stamped samples cut into turns.
 
-One call per read does everything the live path needs (``docs/A1.md``, Turns), so a
-small robot computer pays one kernel call per read rather than a few dozen numpy
-calls: frame the standard-scan nodes (byte-wise re-alignment) or the express
-capsules (sync nibbles and checksum, byte-wise re-alignment), drop impossible
-angles (moving a start flag they carry to the next node kept), count ranges beyond
-12 m, stamp every node with its host time (spread over the read) and its device
-time (sample index × the unit's sample duration), and write the nodes into the turn
-buffer with the positions where turns end. :class:`~sensorbench.drivers.a1_turns.A1Turns`
-holds the buffers and the state and makes :class:`~sensorbench.logs.LidarTurns` of
-the turns that ended.
-
-State (``int64`` array, slots below) is carried between reads; the turn buffer is
-``int64[5, cap]`` (rows :data:`Q` quality, :data:`A` q6 angle clockwise, :data:`D`
-q2 distance, :data:`T` host ns, :data:`DV` device ns) holding the turn in progress
-and what the read added; the out buffer is ``int64[3, cap]`` (row 0 the buffer
-position where each ended turn stops, row 1 its flags, row 2 the stream offsets of
-the nodes dropped for an impossible angle). Every index is bounded by the buffers'
-sizes, which the caller sizes for the read (at most one node per 5 bytes, 32 per
-84). The passes never raise and release the GIL.
-
-Express angles follow the vendor SDK's fixed-point arithmetic exactly
-(``handler_capsules.cpp``): with ``S`` the q8 start angles of a capsule and the
-next one, the increment is ``((S1 - S0) mod 360°) << 3`` in q16, sample ``j``
-reads ``(S0 << 8) + j·inc − (offset_q3 << 13) >> 10`` in q6, and its sync bit (a new
-turn) is set when ``360°`` lies in ``(nominal_j, nominal_j + inc]``.
+One pass per read (:func:`standard_pass` for 5-byte nodes, :func:`express_pass` for
+84-byte capsules, sharing their framing bookkeeping and the turn buffer) frames with
+byte-wise re-alignment, drops impossible angles (a start flag they carry moves to the
+next node kept), counts ranges beyond 12 m, stamps host and device times and records
+where turns end; :class:`~sensorbench.drivers.a1_turns.A1Turns` holds the state and
+buffers. State: an ``int64`` array (slots below) carried between reads; turn buffer
+``int64[5, cap]`` (rows :data:`Q`, :data:`A` q6 clockwise, :data:`D` q2, :data:`T`
+host ns, :data:`DV` device ns); out buffer ``int64[3, cap]`` (turn ends, their flags,
+offsets of dropped nodes), sized by the caller for the read. The passes never raise
+and release the GIL. Express angles follow the vendor SDK's fixed point exactly
+(``handler_capsules.cpp``; docs/A1.md, Protocol).
 """
+
 
 from __future__ import annotations
 

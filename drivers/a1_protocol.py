@@ -1,48 +1,16 @@
-"""RPLIDAR A1 wire format: descriptors, info/health/sample-rate payloads, scan nodes.
+"""RPLIDAR A1 wire format: requests, descriptors, payloads, scan modes, node layout.
 
-Everything here is pure (no I/O) so the live driver, the offline ``decode a1``
-command and the benchmark share one decoder (the compiled passes are in
-:mod:`~sensorbench.drivers.a1_decode`).
-
-Standard scan node (5 bytes, Slamtec protocol v1):
-
-| byte | bits | field |
-|---|---|---|
-| 0 | 0 | S: first node of a new turn |
-| 0 | 1 | !S: inverse of S (check) |
-| 0 | 2..7 | quality 0..63 |
-| 1 | 0 | C: check bit, always 1 |
-| 1..2 | 1..15 | angle, q6 degrees (1/64 °), clockwise |
-| 3..4 | all | distance, q2 millimetres (1/4 mm), 0 = no return |
-
-The node checks are weak (3 bits), so after an invalid node the stream is
-re-aligned by sliding one byte at a time until :data:`RESYNC_RUN` consecutive
-nodes are valid (and read angles below 360 deg), never by skipping a whole node.
-
-Express scan capsule (84 bytes, Slamtec ``rplidar_sdk`` ``sl_lidar_cmd.h``,
-``sl_lidar_response_capsule_measurement_nodes_t``; 32 samples):
-
-| byte | bits | field |
-|---|---|---|
-| 0 | 4..7 / 0..3 | sync 0xA / checksum bits 0..3 |
-| 1 | 4..7 / 0..3 | sync 0x5 / checksum bits 4..7 |
-| 2..3 | 0..14 / 15 | start angle, q6 degrees / S: first capsule of a new scan |
-| 4 + 5 i .. 8 + 5 i | | cabin ``i`` (16): two uint16 ``distance_angle``
-  (bits 2..15 distance q2 with 1 mm steps, bits 0..1 bits 4..5 of the sample's
-  angle offset) and one byte of the offsets' bits 0..3 (low nibble first sample) |
-
-The checksum is the XOR of bytes 2..83. Sample ``j`` of a capsule reads its start
-angle plus ``j / 32`` of the way to the *next* capsule's start angle, less its
-offset (6 bits, 1/8 degree, 0..7.875 deg): a capsule is decoded when the next one
-arrives (``handler_capsules.cpp``, ``_onScanNodeCapsuleData``).
-
-A node that passes its checks but reads an impossible angle (q6 >= 23040, i.e.
-360.00 deg or more: real units send 23040 now and then, and the vendor SDK and
-``rplidar-roboticia`` accept it) is framed like any other node, then dropped and
-counted by the turn assembler (:func:`possible_nodes`), not taken for misalignment:
-it does not make its turn corrupt. A distance beyond the datasheet's 12 m
-(:data:`MAX_RANGE_Q2`) is stored as invalid (``nan``) and counted.
+Pure (no I/O): the live client (:mod:`~sensorbench.drivers.a1_reader`), the compiled
+decoder (:mod:`~sensorbench.drivers.a1_decode`), the offline ``decode a1``
+(:mod:`~sensorbench.drivers.a1_turns`) and the emulator share it. The layouts (Slamtec's
+protocol document and ``rplidar_sdk``: a 5-byte standard node, an 84-byte express
+capsule of 32 samples, GET_LIDAR_CONF's entries) are tabled in docs/A1.md, Protocol
+and Scan modes. A node that passes its checks but reads q6 >= 23040 (360.00 deg or
+more; real units send it now and then) is dropped and counted by the decoder, not
+taken for misalignment; a distance beyond the datasheet's 12 m
+(:data:`MAX_RANGE_Q2`) is stored as ``nan`` and counted.
 """
+
 
 from __future__ import annotations
 

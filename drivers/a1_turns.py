@@ -1,24 +1,17 @@
-"""A1 turn assembly: a scan's bytes, read by read, cut into complete turns.
+"""A1 turns: a scan's bytes, read by read or from a capture, cut into complete turns.
 
 :class:`A1Turns` is what the live scanner
 (:class:`~sensorbench.drivers.a1_reader.A1Scanner`) and the offline decoder
-(:func:`~sensorbench.drivers.a1_turns.decode_capture`) share, so decoding a session's
-raw bytes again gives the live turns exactly. Each :meth:`A1Turns.feed` is one
-compiled pass (:mod:`~sensorbench.drivers.a1_decode`) over the read plus the
-unconsumed tail of the previous one; complete turns come out as
-:class:`~sensorbench.logs.LidarTurns` (angle rad CCW, range m with ``inf`` for no
-return and ``nan`` beyond 12 m, quality, host time; device time where the unit's
-sample duration is known).
-
-Times. Host: the nodes decoded from a read are spread evenly over the interval since
-the previous read that brought nodes, at most ``max_node_ns`` per node (a pause
-before a read does not stretch it). Device: sample index × the mode's sample
-duration (GET_SAMPLERATE), anchored at the host receive time of the scan's first
-node (standard) or first capsule (express); bytes skipped re-aligning advance the
-index by the samples they held (``round(bytes / 5)`` nodes, ``round(bytes / 84)``
-capsules of 32), so a loss costs no drift. A bare capture (no receive times) is
-timed ``nominal``: every time is ``t0 + index × sample duration``.
+(:func:`decode_capture`, :func:`decode_a1`: ``sensorbench decode a1``) share, so
+decoding a session's raw bytes again gives the live turns exactly. Each
+:meth:`A1Turns.feed` is one compiled pass (:mod:`~sensorbench.drivers.a1_decode`)
+over the read and the unconsumed tail of the previous one. Host times: the nodes of a
+read spread over the interval since the previous read that brought nodes (at most
+``max_node_ns`` each); device times: sample index × the mode's sample duration from
+the scan's first read (docs/A1.md, Device-side turn timing); a bare capture is timed
+``nominal`` (``t0 + index × sample duration``).
 """
+
 
 from __future__ import annotations
 

@@ -1,62 +1,19 @@
 """An RPLIDAR A1 on a pseudo-terminal: the Slamtec request/response protocol, byte-exact.
 
-The emulator serves one unit on a :class:`~sensorbench.sim.pty.PtyPort` at 115200
-baud, paced by a :class:`~sensorbench.sim.clock.SimClock` (``speed`` times real
-time). It plays device-native samples (``angle_deg_cw``, ``range_m``, ``intensity``,
-``turn``, ``t_s``: the shape of ``Simulation.lidar(name)``) as standard-scan nodes,
-and a second set at the express rate as express capsules
-(:func:`express_stream`).
-
-Requests (``A5 cmd`` or ``A5 cmd len payload xor`` when ``cmd & 0x80``):
-
-- GET_INFO 0x50: descriptor ``A5 5A 14 00 00 00 04`` + model, firmware minor,
-  firmware major, hardware, 16-byte serial;
-- GET_HEALTH 0x52: descriptor ``A5 5A 03 00 00 00 06`` + status (0 good, 1 warning,
-  2 error) and the error code as uint16 little-endian;
-- GET_SAMPLERATE 0x59: descriptor ``A5 5A 04 00 00 00 15`` + the standard and express
-  sample durations as uint16 little-endian µs (simulated time; standard = the
-  samples' median spacing unless ``sample_us`` says otherwise);
-- SCAN 0x20 / FORCE_SCAN 0x21: descriptor ``A5 5A 05 00 00 40 81``, then 5-byte
-  nodes until STOP (refused, no answer, while health is ``error``), for as long as the
-  motor turns;
-- EXPRESS_SCAN 0x82 (with its 5-byte payload): working mode 0 (legacy) or the
-  Express mode's id 1: descriptor ``A5 5A 54 00 00 40 82``, then 84-byte capsules of
-  32 samples, the first with its S flag, each sent when its last sample is taken
-  (refused as SCAN is; ignored, like a unit without express, when the emulator has no
-  express samples, and for any other mode: Boost is listed, not served);
-- GET_LIDAR_CONF 0x84 (firmware >= 1.24; ignored below, as by a unit without it):
-  descriptor ``A5 5A len 00 00 00 20`` + the type asked (uint32) + its value, as the
-  vendor SDK reads them: mode count (uint16), per mode its sample duration (uint32
-  q8 µs), maximum distance (uint32 q8 m), answer type (uint8) and name (ASCII, NUL),
-  and the typical mode's id (uint16): the table a real A1M8 at firmware 1.29
-  answers (docs/A1.md): Standard (0x81), Express (0x82), Boost, Sensitivity and
-  Stability (0x84, not served), 12 m, typical Sensitivity (3), durations scaled to
-  the samples' spacings; without express samples, Standard only;
-- STOP 0x25: no answer; scanning stops (the motor does not: it follows DTR);
-- RESET 0x40: reboot: silent for ``reset_silence_s``, then a text banner, idle;
-- SET_PWM 0xF0: ignored (the A1 has no PWM).
-
-While scanning only STOP, RESET and the scan requests are acted on; other
-requests are ignored, as the host must stop a scan before asking anything else.
-
-**Motor.** As on the real unit behind its CP2102 adapter, the motor follows DTR, not
-the commands: DTR asserted stops it, DTR cleared spins it, and a port nobody holds
-(never opened, closed, the host process gone) leaves DTR cleared, so the motor spins
-from power-on (:meth:`A1Emulator.__init__`, :meth:`A1Emulator.replug`) until a host
-opens the port, and again whenever the port is closed. A pty carries no modem
-lines, so the emulator reads DTR from its modem-line channel
-(:class:`~sensorbench.sim.modem_lines.ModemLineChannel`, fed by the host's
-:func:`~sensorbench.drivers.serial_port.open_serial` port). Each start of the motor
-(enumeration, replug, a DTR release) is reported to the power bus as an inrush; nodes
-flow only while the motor turns and ``spinup_s`` after it started. Every change is
-logged in :attr:`A1Emulator.motor_log`. The first node after a start is wherever the
-head happens to be; the start flag marks each new turn.
-
-Every node put on the line is recorded in :meth:`A1Emulator.truth` (emission time,
-host send time, start flag, quality, q6 angle, q2 distance, delivered; for express,
-what the capsules decode to, recorded once the next capsule is sent), so tests
-compare a driver's output against exactly what was sent.
+One unit on a :class:`~sensorbench.sim.pty.PtyPort` at 115200 baud, paced by a
+:class:`~sensorbench.sim.clock.SimClock`. It plays device-native samples (the shape of
+``Simulation.lidar(name)``) as standard-scan nodes, and a second set at the express
+rate as express capsules (:func:`express_stream`), and answers GET_INFO, GET_HEALTH,
+GET_SAMPLERATE, GET_LIDAR_CONF (firmware >= 1.24: a real A1M8 1.29's mode table),
+SCAN/FORCE_SCAN, EXPRESS_SCAN (modes 0 and 1), STOP and RESET (a banner after
+``reset_silence_s``); SET_PWM and, while scanning, anything but STOP, RESET and the
+scan requests are ignored. The motor follows DTR (from the modem-line channel), not
+the commands: it spins whenever no host holds DTR set, and nodes flow only
+``spinup_s`` after it started. Every sample put on the line is recorded
+(:meth:`A1Emulator.truth`). The bytes and behaviour, with their sources: docs/A1.md,
+Emulator.
 """
+
 
 from __future__ import annotations
 
