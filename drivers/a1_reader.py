@@ -210,7 +210,7 @@ class A1Lidar:
                 )
         return bytes(buf)
 
-    # -- library overrides: reads with deadlines, real exceptions ---------------------
+    # -- requests: reads with deadlines, real exceptions ------------------------------
 
     def _read_descriptor(self) -> tuple[int, bool, int]:
         """Read a descriptor within the deadline: ``(length, is_single, type)``."""
@@ -574,21 +574,15 @@ PREAMBLE_MAX_BYTES = 1 << 20
 
 
 class A1Scanner(DeviceProtocol):
-    """A scan on one A1, as complete turns: the A1 protocol on its serial link.
+    """A scan on one A1, as complete turns: the A1's protocol object on its serial link.
 
-    The transport (:attr:`link`, a :class:`~sensorbench.drivers.serial_link.SerialLink`
-    the scanner makes for itself) reads, stamps, records raw bytes and handles
-    silence, overruns, unplug and reconnect with backoff, as for every device; this
-    class supplies the A1's hooks: the port is opened by :class:`A1Lidar` (DTR at the
-    motor's state) and each (re)open identifies the unit, checks its health and
-    starts the scan with rplidar-roboticia's request/response calls (``open_port``),
-    a long silence stops, clears, reconnects and restarts the scan (``restart``), and
-    the node stream is decoded into turns (``consume``).
-    :func:`~sensorbench.drivers.a1_reader.a1_reader` runs the link on the shared
-    reader thread; the power-up sequencer and tests step it with :meth:`poll`.
-    :class:`A1Lidar` may reopen the port by itself (``recover`` after a descriptor
-    error or a stall), so the link reads, asks and closes through the lidar's current
-    port (:class:`_LidarPort`).
+    The link (:attr:`link`, made here) reads, stamps, records raw bytes and handles
+    silence, overruns, unplug and reconnect as for every device; the hooks here open
+    the port through :class:`A1Lidar` (DTR at the motor's state), identify, check
+    health and start the scan on each (re)open (``open_port``), stop, clear, reconnect
+    and restart after a long silence (``restart``) and decode the scan bytes into
+    turns (``consume``). :class:`A1Lidar` may reopen its port by itself (``recover``),
+    so the link goes through the lidar's current port (:class:`_LidarPort`).
 
     Args:
         port: device path; a stable name (udev symlink, emulator link) survives replugs.
@@ -606,9 +600,9 @@ class A1Scanner(DeviceProtocol):
             ``Express``; case does not matter; default ``standard``). Firmware >= 1.24
             is asked its modes (GET_LIDAR_CONF) and the express request carries the
             chosen mode's id; older firmware has Standard and, from 1.17, Express by the
-            legacy request; ``typical`` on it is Standard, said in a ``note`` event and
-            the stream's ``scan_mode_note``. :attr:`mode` is the mode that runs,
-            :attr:`scan_mode_used` its format (``standard`` nodes, ``express`` capsules).
+            legacy request; ``typical`` on it is Standard, with a ``note`` (docs/A1.md,
+            Scan modes). :attr:`mode` is the mode that runs, :attr:`scan_mode_used` its
+            format (``standard`` nodes, ``express`` capsules).
 
     Use :meth:`open` (connect, identify, health), :meth:`start`, then call :meth:`poll`
     in a loop; it returns within ``max_wait_s`` while data flows, and within the
@@ -619,7 +613,7 @@ class A1Scanner(DeviceProtocol):
     wire = "rplidar"
     baud = proto.BAUD
     valid_item = "complete turn"
-    backlog_limit = 3000  # rplidar-roboticia's max_buf_meas; counted, never flushed
+    backlog_limit = 3000  # bytes (rplidar-roboticia's max_buf_meas); counted, never flushed
 
     def __init__(
         self,
