@@ -285,30 +285,23 @@ class A1Lidar:
 
     def get_health(self) -> A1Health:
         """Health status and error code (little-endian, unlike the library)."""
-        raw = self._request(
-            _cmd(proto.CMD_GET_HEALTH), proto.HEALTH_LEN, proto.TYPE_HEALTH, "GET_HEALTH"
-        )
-        try:
-            return A1Health.from_payload(raw)
-        except ValueError as err:
-            raise DeviceProtocolError(
-                f"A1 {self.port}: bad health answer {raw.hex(' ')}: {err}"
-            ) from err
+        cmd = _cmd(proto.CMD_GET_HEALTH)
+        raw = self._request(cmd, proto.HEALTH_LEN, proto.TYPE_HEALTH, "GET_HEALTH")
+        return self._parsed(A1Health.from_payload, raw, "health")
 
     def get_sample_rate(self) -> A1SampleRate:
         """GET_SAMPLERATE: standard and express sample durations (µs; firmware >= 1.17)."""
-        raw = self._request(
-            _cmd(proto.CMD_GET_SAMPLERATE),
-            proto.SAMPLERATE_LEN,
-            proto.TYPE_SAMPLE_RATE,
-            "GET_SAMPLERATE",
-        )
+        cmd = _cmd(proto.CMD_GET_SAMPLERATE)
+        raw = self._request(cmd, proto.SAMPLERATE_LEN, proto.TYPE_SAMPLE_RATE, "GET_SAMPLERATE")
+        return self._parsed(A1SampleRate.from_payload, raw, "sample-rate")
+
+    def _parsed(self, parse: Callable[[bytes], _T], raw: bytes, what: str) -> _T:
+        """``parse(raw)``, a malformed payload (ValueError) as a DeviceProtocolError."""
         try:
-            return A1SampleRate.from_payload(raw)
+            return parse(raw)
         except ValueError as err:
-            raise DeviceProtocolError(
-                f"A1 {self.port}: bad sample-rate answer {raw.hex(' ')}: {err}"
-            ) from err
+            msg = f"A1 {self.port}: bad {what} answer {raw.hex(' ')}: {err}"
+            raise DeviceProtocolError(msg) from err
 
     def get_conf(self, conf_type: int, mode_id: int | None = None) -> bytes:
         """GET_LIDAR_CONF (firmware >= 1.24): the value of ``conf_type`` (of scan mode
