@@ -22,17 +22,15 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import serial
 
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1_decode import decode_nodes
-from sensorbench.drivers.a1_protocol import A1Health, A1Info, A1SampleRate, Nodes, describe_clock
+from sensorbench.drivers.a1_protocol import A1Health, A1Info, A1SampleRate, describe_clock
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.drivers.device_protocol import DeviceProtocol
-from sensorbench.drivers.link_watch import Backlog
 from sensorbench.drivers.serial_link import EventSink, LinkConfig, SerialLink
 from sensorbench.drivers.serial_port import GONE_ERRNOS, ModemSerial, open_serial
 from sensorbench.drivers.serial_reader import SerialReader
@@ -60,7 +58,7 @@ class A1Lidar:
         port: device path (``/dev/ttyUSB0``, a udev name, or an emulator's pty/link).
         read_timeout_s: deadline of every read that waits for an answer (s).
         baudrate: 115200 for the A1.
-        on_event: optional sink for ``(t_ns, kind, message)`` events (unplug, overrun...).
+        on_event: optional sink for ``(t_ns, kind, message)`` events (``note``, ``error``).
         logger: logger (``sensorbench.a1`` by default).
 
     Raises:
@@ -78,7 +76,6 @@ class A1Lidar:
         self.read_timeout_s = float(read_timeout_s)
         self.on_event = on_event
         self.has_modem_lines: bool | None = None
-        self.backlog = Backlog(None)
         self.record_raw = False
         self._received = bytearray()
         self.stale_bytes_discarded = 0
@@ -487,74 +484,6 @@ class A1Lidar:
         self.connect()
         if restart:
             self.start(scan_type, self.working_mode)
-
-    def read_nodes(self, max_wait_s: float, tail: bytes = b"") -> tuple[bytes, Nodes, bytes, int]:
-        """Read what arrived (waiting up to ``max_wait_s`` s) and decode whole nodes.
-
-        ``tail`` is the undecoded remainder of the previous call. Returns
-        ``(chunk, nodes, new_tail, skipped_bytes)``; ``chunk`` is what was read now
-        (preceded, when :attr:`record_raw` is set, by the bytes read since the last
-        :meth:`take_received`, e.g. a scan descriptor).
-        A backlog larger than 3000 bytes (the library's ``max_buf_meas``) is counted in
-        :attr:`overruns` and logged; nothing is discarded.
-        """
-        self._check_backlog(3000)
-        chunk = self.read_available(max_wait_s)
-        buf = tail + chunk
-        nodes, used, skipped = decode_nodes(buf)
-        return (self.take_received() if self.record_raw else chunk), nodes, buf[used:], skipped
-
-    @property
-    def overruns(self) -> int:
-        """Backlogs counted by :meth:`read_nodes` and :meth:`iter_measures` (nothing dropped)."""
-        return self.backlog.overruns
-
-    def _check_backlog(self, limit: int) -> None:
-        """Count (once per episode) a backlog beyond ``limit`` bytes; nothing is dropped."""
-        self.backlog.limit = limit
-        backlog = self.in_waiting()
-        if self.backlog.check(backlog):
-            msg = f"host fell behind: {backlog} bytes waiting on {self.port} (kept, not flushed)"
-            self.logger.warning(msg)
-            self._emit("overrun", msg)
-
-    def iter_measures(
-        self, scan_type: str = "normal", max_buf_meas: int | bool = 3000
-    ) -> Iterator[tuple[bool, int, float, float]]:
-        """The library's measure iterator without its silent restart (standard scan).
-
-        Yields ``(new_scan, quality, angle_deg_cw, distance_mm)`` as the library does. A
-        backlog beyond ``max_buf_meas`` bytes is counted and logged, never flushed; a
-        silent device raises :class:`DeviceSilent` after ``read_timeout_s``. Express
-        turns come from :class:`~sensorbench.drivers.a1_reader.A1Scanner`.
-        """
-        if scan_type == "express":
-            raise DriverError("iter_measures reads standard scans; use A1Scanner for express")
-        self.start_motor()
-        if not self.scanning[0]:
-            self.start(scan_type)
-        tail = b""
-        last_data = time.monotonic()
-        while True:
-            if max_buf_meas:
-                self._check_backlog(int(max_buf_meas))
-            chunk = self.read_available(POLL_S)
-            if chunk:
-                last_data = time.monotonic()
-            elif time.monotonic() - last_data > self.read_timeout_s:
-                raise DeviceSilent(
-                    f"A1 {self.port} sent nothing for {self.read_timeout_s:.2f} s while scanning"
-                )
-            nodes, used, _ = decode_nodes(tail + chunk)
-            tail = (tail + chunk)[used:]
-            for s, q, a, d in zip(
-                nodes.start.tolist(),
-                nodes.quality.tolist(),
-                nodes.angle_q6.tolist(),
-                nodes.dist_q2.tolist(),
-                strict=True,
-            ):
-                yield s, q, a / 64.0, d / 4.0
 
 
 def _cmd(cmd: int) -> bytes:

@@ -338,7 +338,7 @@ def test_recover_stops_clears_reconnects_and_restarts():
         lid.recover(restart=True)
         assert lid._serial is not old_port and lid.scanning[0]
         assert emu.requests[-2:] == [0x25, 0x20]  # STOP, then a new SCAN
-        _, nodes, _, skipped = lid.read_nodes(0.3)
+        nodes, _, skipped = decode_nodes(lid.read_available(0.3))
         assert len(nodes) > 0 and skipped == 0
         lid.disconnect()
 
@@ -407,7 +407,7 @@ def test_start_recovers_once_from_a_descriptor_error():
         assert lid.scanning[0] and dev.scans == 2
         assert lid._serial is not first_port  # reconnected
         assert any(e[1] == "error" and "recovering" in e[2] for e in events)
-        _, nodes, _, _ = lid.read_nodes(0.2)
+        nodes, _, _ = decode_nodes(lid.read_available(0.2))
         assert nodes.angle_q6.tolist() == [64] * 4
         lid.disconnect()
     finally:
