@@ -254,23 +254,11 @@ class A1Lidar:
         raise AssertionError("unreachable")
 
     def quiesce(self, quiet_s: float = 0.05) -> int:
-        """If bytes are arriving (a scan left running, a boot banner), stop and discard them.
-
-        Sends STOP, then reads until the line has been quiet for ``quiet_s`` (s) or the
-        read deadline passes. Returns the number of bytes discarded.
-        """
+        """If bytes are arriving (a scan left running, a boot banner), stop and discard them
+        (:meth:`stop`); returns the number of bytes discarded."""
         if not self.in_waiting():
             return 0
-        self._send_cmd(proto.CMD_STOP)
-        discarded = 0
-        deadline = time.monotonic() + self.read_timeout_s
-        while time.monotonic() < deadline:
-            chunk = self.read_available(quiet_s)
-            if not chunk:
-                break
-            discarded += len(chunk)
-        self._io(lambda s: s.reset_input_buffer(), "clearing input")
-        self.scanning = [False, 0, "normal"]
+        discarded = self.stop(quiet_s)
         self.stale_bytes_discarded += discarded
         self.logger.info("%s: discarded %d stale bytes before a request", self.port, discarded)
         return discarded
@@ -374,14 +362,20 @@ class A1Lidar:
 
     # -- scanning -------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Stop scanning and discard what is still arriving."""
+    def stop(self, quiet_s: float = 0.02) -> int:
+        """Send STOP, discard what still arrives until the line has been quiet for
+        ``quiet_s`` (s) or the read deadline passes, clear input; returns the bytes read."""
         self._send_cmd(proto.CMD_STOP)
         self.scanning = [False, 0, "normal"]
+        discarded = 0
         deadline = time.monotonic() + self.read_timeout_s
-        while time.monotonic() < deadline and self.read_available(0.02):
-            pass
+        while time.monotonic() < deadline:
+            chunk = self.read_available(quiet_s)
+            if not chunk:
+                break
+            discarded += len(chunk)
         self.clean_input()
+        return discarded
 
     def reset(self, boot_timeout_s: float = 2.0) -> str:
         """Reboot the core; waits for the boot banner (or ``boot_timeout_s``) and returns it."""
