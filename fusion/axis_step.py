@@ -28,12 +28,7 @@ from sensorbench.fusion.axis_loop import (
     outputs,
     start_state,
 )
-from sensorbench.fusion.odometry_motion import (
-    MOTION_HISTORY,
-    jerk_sq,
-    observed_accel,
-    observed_speed_sq,
-)
+from sensorbench.fusion.odometry_motion import MOTION_HISTORY, motion_inputs
 
 if TYPE_CHECKING:
     from sensorbench.fusion.filter_noise import AxisNoise
@@ -269,12 +264,9 @@ def step_axis(
     h = hist.dt.size
     # this chunk after the steps before it: the windows of the observed motion reach back
     dt_h, z_h = np.concatenate([hist.dt, dt]), np.concatenate([hist.z, z])
-    if noise.stamp_var > 0:
-        # a frame stamped off its sampling instant: v·ε in the odometry position
-        rk = rk + noise.stamp_var * observed_speed_sq(dt_h, z_h)[h:]
     rk_h, sv_h = np.concatenate([hist.rounding, rk]), np.concatenate([hist.slip, sv])
-    j2 = jerk_sq(dt_h, z_h, rk_h, sv_h)[h:] if q_jerk > 0 else np.zeros(k_n)
-    u = observed_accel(dt_h, z_h)[h:]
+    u, q_steps = motion_inputs(dt_h, z_h, rk_h, sv_h, h, (q, q_jerk, float(noise.stamp_var)))
+    rk = rk_h[h:]
     if inp.aid is None:
         aid_k, aid_z, aid_r = np.empty(0, dtype=np.int64), np.empty(0), np.empty(0)
     else:
@@ -284,8 +276,8 @@ def step_axis(
     steps = AxisSteps(
         dt=dt,
         z=z,
-        u=np.ascontiguousarray(u, dtype=float),
-        q=q + q_jerk * j2,
+        u=u,
+        q=q_steps,
         slip=np.ascontiguousarray(sv, dtype=float),
         rounding=np.ascontiguousarray(rk, dtype=float),
         drift=np.zeros(k_n) if inp.drift is None else np.ascontiguousarray(inp.drift, float),
