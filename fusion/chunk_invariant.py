@@ -11,9 +11,10 @@ and both must give the same numbers to the last bit. Elementwise ufuncs and sequ
 - a windowed sum taken as a difference of running sums (``c[k] − c[k−m]``) depends on
   where the running sum started.
 
-These helpers are the replacements: products summed term by term in a fixed order (the
-quadratic form compiled, row after row, without fast-math reassociation), and windowed
-sums added up each on its own (a fixed tree of partial sums).
+These helpers are the replacements: products summed term by term in a fixed order, and
+windowed sums added up each on its own (a fixed tree of partial sums); compiled carries
+(the calibration's sensitivities, the observed motion) sum the same way, row after row,
+without fast-math reassociation.
 """
 
 from __future__ import annotations
@@ -32,28 +33,6 @@ def rows_dot(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
     out = x[:, :1] * mat[:, 0]
     for j in range(1, mat.shape[1]):
         out = out + x[:, j : j + 1] * mat[:, j]
-    return out
-
-
-def rows_quadratic(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
-    """``xₖᵀ·mat·xₖ`` (K,) for each row of x (K, N), mat (N, N)."""
-    return _rows_quadratic(
-        np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(mat, dtype=float)
-    )
-
-
-@numba.njit(cache=True)
-def _rows_quadratic(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
-    k_n, n = x.shape
-    out = np.empty(k_n)
-    for k in range(k_n):
-        acc = 0.0
-        for i in range(n):
-            row = 0.0
-            for j in range(n):
-                row += mat[i, j] * x[k, j]
-            acc += x[k, i] * row
-        out[k] = acc
     return out
 
 

@@ -29,14 +29,14 @@ The split filters take the diagonal as the variance of their odometry-frame offs
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numba
 import numpy as np
 
 from sensorbench.errors import FusionError
-from sensorbench.fusion.chunk_invariant import pinv_cached, rows_dot, rows_quadratic
+from sensorbench.fusion.chunk_invariant import pinv_cached, rows_dot
 from sensorbench.logs.model_keys import AXES
 
 
@@ -337,9 +337,7 @@ class CalibrationError:
     W: np.ndarray
     row_cov: np.ndarray
 
-    def variance(
-        self, body_increments: np.ndarray, heading: np.ndarray, chunk: int = 16384
-    ) -> np.ndarray:
+    def variance(self, body_increments: np.ndarray, heading: np.ndarray) -> np.ndarray:
         """Variance (K+1, 3) of the world pose error (x, y m²; θ rad²) the calibration's
         uncertainty causes along a path, 0 at the start (:meth:`step` from
         :meth:`start`).
@@ -348,11 +346,8 @@ class CalibrationError:
             body_increments: (K, 3) odometry body increments (m, m, rad); nan rows add
                 nothing.
             heading: (K+1,) heading at each frame (rad) that rotates the increments.
-            chunk: frames per block (:meth:`step`).
         """
-        return np.vstack(
-            [np.zeros((1, 3)), self.step(self.start(), body_increments, heading, chunk)[1]]
-        )
+        return np.vstack([np.zeros((1, 3)), self.step(self.start(), body_increments, heading)[1]])
 
     def start(self) -> np.ndarray:
         """The sensitivities (3, 3N) of x, y, θ to the stacked row errors at the start of a
@@ -360,11 +355,7 @@ class CalibrationError:
         return np.zeros((3, 3 * np.asarray(self.W).shape[0]))
 
     def step(
-        self,
-        sensitivities: np.ndarray,
-        body_increments: np.ndarray,
-        heading: np.ndarray,
-        chunk: int = 16384,
+        self, sensitivities: np.ndarray, body_increments: np.ndarray, heading: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """Carry the sensitivities over K steps: those after the last step and the variance
         (K, 3) of the world pose error after each.
@@ -374,61 +365,89 @@ class CalibrationError:
             body_increments: (K, 3) odometry body increments (m, m, rad); nan rows add
                 nothing.
             heading: (K+1,) heading at each frame (rad), from that frame on.
-            chunk: frames per block; the sensitivities are carried from block to block, so
-                an hour's replay needs a block's worth of (frames, 3N) arrays, not its own.
 
-        Each sum runs step after step from the carried value, so neither the blocks nor
-        the calls the steps are split into change a number.
+        The sensitivities are carried step after step (compiled), so neither memory nor a
+        number depends on how the steps are split into calls.
         """
-        sig = np.asarray(self.row_cov, dtype=float)
-        n_steps = np.shape(body_increments)[0]
-        out = np.zeros((n_steps, 3))
-        at = np.asarray(sensitivities, dtype=float)
-        for lo, j in self._blocks(at, body_increments, heading, chunk):
-            out[lo : lo + j.shape[0]] = np.column_stack(
-                [rows_quadratic(j[:, a], sig) for a in range(3)]
-            )
-            at = j[-1]
-        return at, out
+        at = np.array(sensitivities, dtype=float)
+        var = np.empty((np.shape(body_increments)[0], 3))
+        self._carry(at, body_increments, heading, np.empty(0, np.int64), var, np.empty((0, 3, 0)))
+        return at, var
 
     def sensitivities_at(
-        self,
-        body_increments: np.ndarray,
-        heading: np.ndarray,
-        frames: np.ndarray,
-        chunk: int = 16384,
+        self, body_increments: np.ndarray, heading: np.ndarray, frames: np.ndarray
     ) -> np.ndarray:
         """The sensitivities J (len(frames), 3, 3N) of x, y, θ to the stacked row errors
         at the given frame indices (0 = the start of the path, K = after the last of the
         K steps of ``body_increments``), from :meth:`start`."""
         want = np.asarray(frames, dtype=np.int64)
-        out = np.zeros((want.size, 3, 3 * np.asarray(self.W).shape[0]))
-        for lo, j in self._blocks(self.start(), body_increments, heading, chunk):
-            sel = (want > lo) & (want <= lo + j.shape[0])
-            out[sel] = j[want[sel] - lo - 1]
+        at = self.start()
+        out = np.zeros((want.size, *at.shape))
+        var = np.empty((np.shape(body_increments)[0], 3))
+        self._carry(at, body_increments, heading, want, var, out)
         return out
 
-    def _blocks(
-        self, at: np.ndarray, body_increments: np.ndarray, heading: np.ndarray, chunk: int
-    ) -> Iterator[tuple[int, np.ndarray]]:
-        """(first step, J (n, 3, 3N) after each of the block's n steps) block by block."""
-        inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
-        th = np.asarray(heading, dtype=float)[:-1]
-        w_inv = pinv_cached(self.W)
-        for lo in range(0, inc.shape[0], max(1, int(chunk))):
-            u, h = inc[lo : lo + chunk], th[lo : lo + chunk]
-            # B[k, j, 3i + m] = −W⁻¹[j, i]·u_k[m]: body error j per row error (pod i, column m)
-            b = -np.einsum("ji,km->kjim", w_inv, u).reshape(u.shape[0], 3, -1)
-            c, s = np.cos(h)[:, None], np.sin(h)[:, None]
-            dxw = c[:, 0] * u[:, 0] - s[:, 0] * u[:, 1]
-            dyw = s[:, 0] * u[:, 0] + c[:, 0] * u[:, 1]
-            jt = np.cumsum(np.vstack([at[2], b[:, 2]]), axis=0)
-            jx = np.cumsum(
-                np.vstack([at[0], c * b[:, 0] - s * b[:, 1] - dyw[:, None] * jt[:-1]]), axis=0
-            )
-            jy = np.cumsum(
-                np.vstack([at[1], s * b[:, 0] + c * b[:, 1] + dxw[:, None] * jt[:-1]]), axis=0
-            )
-            j = np.stack([jx[1:], jy[1:], jt[1:]], axis=1)
-            yield lo, j
-            at = j[-1]
+    def _carry(
+        self,
+        at: np.ndarray,
+        body_increments: np.ndarray,
+        heading: np.ndarray,
+        want: np.ndarray,
+        var: np.ndarray,
+        out: np.ndarray,
+    ) -> None:
+        inc = np.ascontiguousarray(body_increments, dtype=float)
+        th = np.ascontiguousarray(heading, dtype=float)
+        sig = np.ascontiguousarray(self.row_cov, dtype=float)
+        _carry_sensitivities(at, inc, th, pinv_cached(self.W), sig, want, var, out)
+
+
+@numba.njit(cache=True)
+def _carry_sensitivities(
+    at: np.ndarray,
+    inc: np.ndarray,
+    heading: np.ndarray,
+    w_inv: np.ndarray,
+    sig: np.ndarray,
+    want: np.ndarray,
+    var: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """:meth:`CalibrationError.step` in place: carries ``at`` (3, 3N) over the steps of
+    ``inc`` (K, 3; nan rows as none) along ``heading`` (K+1,), fills ``var`` (K, 3) with
+    ``J·Σ·Jᵀ``'s diagonal (each row's terms in a fixed order) and, for each frame of
+    ``want`` (0..K), ``out[i]`` with the sensitivities there.
+
+    Per step k, ``B[j, 3i + m] = −W⁻¹[j, i]·u_k[m]`` is the body error j per row error (pod
+    i, column m); θ's row sums B's, x's and y's its rotation by the heading plus the
+    dead-reckoning shear of θ's."""
+    n3 = at.shape[1]
+    b = np.empty((3, n3))
+    for i in range(want.size):
+        if want[i] == 0:
+            out[i] = at
+    for k in range(inc.shape[0]):
+        u = np.nan_to_num(inc[k])
+        c, s = np.cos(heading[k]), np.sin(heading[k])
+        for j in range(3):
+            for i in range(w_inv.shape[1]):
+                for m in range(3):
+                    b[j, 3 * i + m] = -(w_inv[j, i] * u[m])
+        dxw = c * u[0] - s * u[1]
+        dyw = s * u[0] + c * u[1]
+        for col in range(n3):
+            jt = at[2, col]
+            at[0, col] = at[0, col] + (c * b[0, col] - s * b[1, col] - dyw * jt)
+            at[1, col] = at[1, col] + (s * b[0, col] + c * b[1, col] + dxw * jt)
+            at[2, col] = jt + b[2, col]
+        for a in range(3):
+            acc = 0.0
+            for i in range(n3):
+                row = 0.0
+                for j in range(n3):
+                    row += sig[i, j] * at[a, j]
+                acc += at[a, i] * row
+            var[k, a] = acc
+        for i in range(want.size):
+            if want[i] == k + 1:
+                out[i] = at
