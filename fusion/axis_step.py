@@ -268,7 +268,12 @@ def step_axis(
     loop = state.loop
     carry, *track_out, history = _axis_chunk(
         state.history.steps,
-        *(_array(v) for v in (inp.dt, inp.z, inp.slip, inp.drag, inp.r_profile, inp.drift)),
+        _array(inp.dt),
+        _array(inp.z),
+        _array(inp.slip),
+        _array(inp.drag),
+        _array(inp.r_profile),
+        _array(inp.drift),
         np.empty(0, np.int64) if aid is None else _array(aid.index, np.int64),
         _array(None if aid is None else aid.z),
         _array(None if aid is None else aid.r),
