@@ -258,13 +258,6 @@ def step_axis(
     """
     opt = AxisOptions() if options is None else options
     aid = inp.aid
-    gates = AxisGates(
-        gate_nis=float(opt.gate),
-        aid_gate=float(opt.gate),
-        var_v0=float(opt.var_v0),
-        max_rejects=int(opt.max_rejects),
-        max_carried=int(opt.max_carried),
-    )
     loop = state.loop
     carry, *track_out, history = _axis_chunk(
         state.history.steps,
@@ -277,11 +270,15 @@ def step_axis(
         np.empty(0, np.int64) if aid is None else _array(aid.index, np.int64),
         _array(None if aid is None else aid.z),
         _array(None if aid is None else aid.r),
-        np.array([getattr(noise, n) for n in NOISE_TERMS] + list(gates), dtype=float),
+        np.array(
+            (noise.q, noise.r, noise.q_jerk, noise.stamp_var, noise.slip_scale, noise.drag_share,
+             opt.gate, opt.gate, opt.var_v0, opt.max_rejects, opt.max_carried),
+            dtype=float,
+        ),
         np.array(loop, dtype=float),
     )
-    fields = zip(loop._fields, carry.tolist(), strict=True)
-    new = AxisLoopState(*(int(v) if n in LOOP_COUNTS else v for n, v in fields))
+    c = carry.tolist()
+    new = AxisLoopState(*c[:8], int(c[8]), int(c[9]), c[10], c[11], int(c[12]), c[13])
     p, v, var_p, var_v, nis, innovation, s_var, accepted, aid_nis, aid_accepted = track_out
     p[0], v[0], var_p[0], var_v[0] = state.position, loop.v, state.variance, loop.pvv
     track = AxisTrack(
@@ -306,12 +303,6 @@ def _array(v: np.ndarray | None, dtype: type = float) -> np.ndarray:
     return np.empty(0, dtype) if v is None else np.ascontiguousarray(v, dtype=dtype)
 
 
-NOISE_TERMS = ("q", "r", "q_jerk", "stamp_var", "slip_scale", "drag_share")
-"""The :class:`AxisNoise` terms :func:`_axis_chunk` takes, in its order."""
-LOOP_COUNTS = ("streak", "carried", "resets")
-"""The integer fields of :class:`~sensorbench.fusion.axis_loop.AxisLoopState`."""
-
-
 @numba.njit(cache=True)
 def _axis_chunk(
     history: np.ndarray,
@@ -329,9 +320,10 @@ def _axis_chunk(
 ) -> tuple[np.ndarray, ...]:
     """:func:`step_axis` compiled, on flat arguments (a call costs microseconds): the
     (4, H) motion history, the (K,) arrays of :class:`AxisInput` (empty = None), the fixes
-    (index, z, r), ``consts`` = the :data:`NOISE_TERMS` then the
-    :class:`~sensorbench.fusion.axis_loop.AxisGates`, ``carry`` the loop's state as
-    floats. Returns the state after the chunk (floats), the outputs over K+1 frames
+    (index, z, r), ``consts`` = the noise's q, r, q_jerk, stamp_var, slip_scale,
+    drag_share and the :class:`~sensorbench.fusion.axis_loop.AxisGates` fields, ``carry``
+    the loop's :class:`~sensorbench.fusion.axis_loop.AxisLoopState` as floats. Returns the
+    state after the chunk (floats), the outputs over K+1 frames
     (position, velocity, var_p, var_v, then nis, innovation, s, accepted without index 0;
     index 0 of the first four left for the caller), the fixes' NIS and acceptance, and
     the motion history after the chunk."""
