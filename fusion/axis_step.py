@@ -278,7 +278,10 @@ def step_axis(
         np.array(loop, dtype=float),
     )
     c = carry.tolist()
-    new = AxisLoopState(*c[:8], int(c[8]), int(c[9]), c[10], c[11], int(c[12]), c[13])
+    new = AxisLoopState(
+        c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
+        int(c[8]), int(c[9]), c[10], c[11], int(c[12]), c[13],
+    )  # fmt: skip
     p, v, var_p, var_v, nis, innovation, s_var, accepted, aid_nis, aid_accepted = track_out
     p[0], v[0], var_p[0], var_v[0] = state.position, loop.v, state.variance, loop.pvv
     track = AxisTrack(
