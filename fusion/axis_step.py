@@ -13,7 +13,6 @@ of one run over all of it, to the last bit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -201,37 +200,6 @@ class AxisTrack:
     def aid_rejected(self) -> int:
         """Aiding updates rejected by the gate."""
         return int(np.count_nonzero(~self.aid_accepted))
-
-    @classmethod
-    def concatenate(cls, parts: Sequence[AxisTrack]) -> AxisTrack:
-        """The track of consecutive chunks as one (each part's index 0 is the previous
-        part's last frame, kept once)."""
-        if not parts:
-            raise FusionError("no tracks to join")
-
-        def states(name: str) -> np.ndarray:
-            first = getattr(parts[0], name)
-            return np.concatenate([first, *(getattr(t, name)[1:] for t in parts[1:])])
-
-        def steps(name: str) -> np.ndarray:
-            return np.concatenate([getattr(t, name) for t in parts])
-
-        return cls(
-            **{n: states(n) for n in ("p", "v", "var_p", "var_v")},
-            **{
-                n: steps(n)
-                for n in (
-                    "nis",
-                    "accepted",
-                    "aid_nis",
-                    "aid_accepted",
-                    "innovation",
-                    "s",
-                    "nis_chi2",
-                )
-            },
-            resets=sum(t.resets for t in parts),
-        )
 
 
 def start_axis(p0: float = 0.0, var_p0: float = 0.0, var_v0: float = 1.0) -> AxisState:

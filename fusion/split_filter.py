@@ -78,7 +78,6 @@ coasts on odometry, Var b growing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,27 +165,6 @@ class SplitResult:
     def aid_rejected(self) -> dict[str, int]:
         """Aiding updates rejected by the gate, per axis."""
         return {a: t.aid_rejected for a, t in self.tracks.items()}
-
-    @classmethod
-    def concatenate(cls, parts: Sequence[SplitResult]) -> SplitResult:
-        """The results of consecutive :meth:`SplitFilter.step` calls as one (each part's
-        index 0 is the previous part's last frame, kept once)."""
-        if not parts:
-            raise FusionError("no results to join")
-
-        def states(name: str) -> np.ndarray:
-            first = getattr(parts[0], name)
-            return np.concatenate([first, *(getattr(r, name)[1:] for r in parts[1:])])
-
-        return cls(
-            t_s=states("t_s"),
-            pose=states("pose"),
-            velocity=states("velocity"),
-            var=states("var"),
-            tracks={a: AxisTrack.concatenate([r.tracks[a] for r in parts]) for a in AXES},
-            coasting=np.concatenate([r.coasting for r in parts]),
-            options=dict(parts[0].options),
-        )
 
 
 @dataclass(frozen=True)
