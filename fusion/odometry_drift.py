@@ -135,7 +135,8 @@ def propagate_drift(
     var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
 ) -> np.ndarray:
     """Variance (K+1, 3) of the odometry pose error in the world (x, y m²; θ rad²) under
-    the slip model ``drift`` (:func:`propagate_step_covariances` of its step covariances).
+    the slip model ``drift``: its step covariances through the dead-reckoning shear
+    (:meth:`PoseErrorCarry.step` from ``var0``).
 
     Args:
         body_increments: (K, 3) body increments (m, m, rad); nan rows add nothing.
@@ -144,27 +145,8 @@ def propagate_drift(
         var0: initial variances (x, y, θ), uncorrelated.
     """
     inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
-    return propagate_step_covariances(inc, heading, drift.step_covariances(inc), var0)
-
-
-def propagate_step_covariances(
-    body_increments: np.ndarray,
-    heading: np.ndarray,
-    q: np.ndarray,
-    var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
-) -> np.ndarray:
-    """Variance (K+1, 3) of the odometry pose error in the world (x, y m²; θ rad²) from
-    each step's body-error covariance ``q`` (K, 3, 3), through the dead-reckoning shear
-    (:meth:`PoseErrorCarry.step` from ``var0``, uncorrelated).
-
-    Args:
-        body_increments: (K, 3) body increments (m, m, rad); nan rows add nothing.
-        heading: (K+1,) heading at each frame (rad) that rotates the increments.
-        q: (K, 3, 3) body covariance of each step's error.
-        var0: initial variances (x, y, θ), uncorrelated.
-    """
     start = PoseErrorCarry.start(var0)
-    return np.vstack([start.variances, start.step(body_increments, heading, q)[1]])
+    return np.vstack([start.variances, start.step(inc, heading, drift.step_covariances(inc))[1]])
 
 
 @dataclass(frozen=True)
