@@ -148,6 +148,7 @@ def start_state(p0: float, var_p0: float, var_v0: float) -> AxisLoopState:
     )
 
 
+@numba.njit(cache=True)
 def outputs(k_n: int, m_n: int) -> AxisOutputs:
     """Preallocated outputs for K frames and M absolute fixes."""
     return AxisOutputs(
@@ -158,9 +159,9 @@ def outputs(k_n: int, m_n: int) -> AxisOutputs:
         np.full(k_n, np.nan),
         np.full(k_n, np.nan),
         np.full(k_n, np.nan),
-        np.ones(k_n, dtype=bool),
+        np.ones(k_n, dtype=np.bool_),
         np.full(m_n, np.nan),
-        np.ones(m_n, dtype=bool),
+        np.ones(m_n, dtype=np.bool_),
     )
 
 

@@ -13,27 +13,23 @@ of one run over all of it, to the last bit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numba
 import numpy as np
 
 from sensorbench.errors import FusionError
 from sensorbench.fusion.axis_loop import (
     AxisGates,
     AxisLoopState,
+    AxisOutputs,
     AxisSteps,
     axis_loop,
     outputs,
     start_state,
 )
-from sensorbench.fusion.odometry_motion import (
-    MOTION_HISTORY,
-    jerk_sq,
-    observed_accel,
-    observed_speed_sq,
-)
+from sensorbench.fusion.odometry_motion import MOTION_HISTORY, motion_inputs
 
 if TYPE_CHECKING:
     from sensorbench.fusion.filter_noise import AxisNoise
@@ -137,10 +133,13 @@ class MotionHistory:
     an axis has taken: durations (s), increments, rounding r and slip variance (unit²) as
     the filter stated them."""
 
-    dt: np.ndarray = field(default_factory=lambda: np.empty(0))
-    z: np.ndarray = field(default_factory=lambda: np.empty(0))
-    rounding: np.ndarray = field(default_factory=lambda: np.empty(0))
-    slip: np.ndarray = field(default_factory=lambda: np.empty(0))
+    steps: np.ndarray = field(default_factory=lambda: np.empty((4, 0)))
+    """(4, H): the rows dt, z, rounding and slip."""
+
+    @property
+    def z(self) -> np.ndarray:
+        """The increments (H,)."""
+        return self.steps[1]
 
 
 @dataclass(frozen=True)
@@ -202,37 +201,6 @@ class AxisTrack:
         """Aiding updates rejected by the gate."""
         return int(np.count_nonzero(~self.aid_accepted))
 
-    @classmethod
-    def concatenate(cls, parts: Sequence[AxisTrack]) -> AxisTrack:
-        """The track of consecutive chunks as one (each part's index 0 is the previous
-        part's last frame, kept once)."""
-        if not parts:
-            raise FusionError("no tracks to join")
-
-        def states(name: str) -> np.ndarray:
-            first = getattr(parts[0], name)
-            return np.concatenate([first, *(getattr(t, name)[1:] for t in parts[1:])])
-
-        def steps(name: str) -> np.ndarray:
-            return np.concatenate([getattr(t, name) for t in parts])
-
-        return cls(
-            **{n: states(n) for n in ("p", "v", "var_p", "var_v")},
-            **{
-                n: steps(n)
-                for n in (
-                    "nis",
-                    "accepted",
-                    "aid_nis",
-                    "aid_accepted",
-                    "innovation",
-                    "s",
-                    "nis_chi2",
-                )
-            },
-            resets=sum(t.resets for t in parts),
-        )
-
 
 def start_axis(p0: float = 0.0, var_p0: float = 0.0, var_v0: float = 1.0) -> AxisState:
     """An axis at rest at ``p0`` (m or rad) with variance ``var_p0`` (carried by the
@@ -257,71 +225,117 @@ def step_axis(
         estimate ``state`` held).
     """
     opt = AxisOptions() if options is None else options
-    dt = np.ascontiguousarray(inp.dt, dtype=float)
-    z = np.ascontiguousarray(inp.z, dtype=float)
-    k_n = dt.size
-    q, r, q_jerk = float(noise.q), float(noise.r), float(noise.q_jerk)
-    sv = np.zeros(k_n) if inp.slip is None else noise.slip_scale * np.asarray(inp.slip, float)
-    if inp.drag is not None:
-        sv = sv + noise.drag_share * np.asarray(inp.drag, float)
-    rk = np.full(k_n, r) if inp.r_profile is None else r * np.asarray(inp.r_profile, float)
-    hist = state.history
-    h = hist.dt.size
-    # this chunk after the steps before it: the windows of the observed motion reach back
-    dt_h, z_h = np.concatenate([hist.dt, dt]), np.concatenate([hist.z, z])
-    if noise.stamp_var > 0:
-        # a frame stamped off its sampling instant: v·ε in the odometry position
-        rk = rk + noise.stamp_var * observed_speed_sq(dt_h, z_h)[h:]
-    rk_h, sv_h = np.concatenate([hist.rounding, rk]), np.concatenate([hist.slip, sv])
-    j2 = jerk_sq(dt_h, z_h, rk_h, sv_h)[h:] if q_jerk > 0 else np.zeros(k_n)
-    u = observed_accel(dt_h, z_h)[h:]
-    if inp.aid is None:
-        aid_k, aid_z, aid_r = np.empty(0, dtype=np.int64), np.empty(0), np.empty(0)
-    else:
-        aid_k = np.ascontiguousarray(inp.aid.index, dtype=np.int64)
-        aid_z = np.ascontiguousarray(inp.aid.z, dtype=float)
-        aid_r = np.ascontiguousarray(inp.aid.r, dtype=float)
-    steps = AxisSteps(
-        dt=dt,
-        z=z,
-        u=np.ascontiguousarray(u, dtype=float),
-        q=q + q_jerk * j2,
-        slip=np.ascontiguousarray(sv, dtype=float),
-        rounding=np.ascontiguousarray(rk, dtype=float),
-        drift=np.zeros(k_n) if inp.drift is None else np.ascontiguousarray(inp.drift, float),
-        scored=np.zeros(k_n, dtype=bool),
-        censor=np.full(k_n, np.inf),
-        aid_k=aid_k,
-        aid_z=aid_z,
-        aid_r=aid_r,
+    aid = inp.aid
+    loop = state.loop
+    carry, *track_out, history = _axis_chunk(
+        state.history.steps,
+        _array(inp.dt),
+        _array(inp.z),
+        _array(inp.slip),
+        _array(inp.drag),
+        _array(inp.r_profile),
+        _array(inp.drift),
+        np.empty(0, np.int64) if aid is None else _array(aid.index, np.int64),
+        _array(None if aid is None else aid.z),
+        _array(None if aid is None else aid.r),
+        np.array(
+            (noise.q, noise.r, noise.q_jerk, noise.stamp_var, noise.slip_scale, noise.drag_share,
+             opt.gate, opt.gate, opt.var_v0, opt.max_rejects, opt.max_carried),
+            dtype=float,
+        ),
+        np.array(loop, dtype=float),
     )
-    gates = AxisGates(
-        gate_nis=float(opt.gate),
-        aid_gate=float(opt.gate),
-        var_v0=float(opt.var_v0),
-        max_rejects=int(opt.max_rejects),
-        max_carried=int(opt.max_carried),
-    )
-    out = outputs(k_n, aid_k.size)
-    loop = axis_loop(steps, gates, state.loop, out)
-    nis = out.nis if inp.rest is None else np.where(np.asarray(inp.rest, bool), np.nan, out.nis)
+    c = carry.tolist()
+    new = AxisLoopState(
+        c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
+        int(c[8]), int(c[9]), c[10], c[11], int(c[12]), c[13],
+    )  # fmt: skip
+    p, v, var_p, var_v, nis, innovation, s_var, accepted, aid_nis, aid_accepted = track_out
+    p[0], v[0], var_p[0], var_v[0] = state.position, loop.v, state.variance, loop.pvv
     track = AxisTrack(
-        p=np.concatenate([[state.position], out.position]),
-        v=np.concatenate([[state.loop.v], out.velocity]),
-        var_p=np.concatenate([[state.variance], out.var_p]),
-        var_v=np.concatenate([[state.loop.pvv], out.var_v]),
-        nis=out.nis,
-        accepted=out.accepted,
-        aid_nis=out.aid_nis,
-        aid_accepted=out.aid_accepted,
-        innovation=out.innovation,
-        s=out.s,
-        nis_chi2=nis,
-        resets=loop.resets - state.loop.resets,
+        p=p,
+        v=v,
+        var_p=var_p,
+        var_v=var_v,
+        nis=nis,
+        accepted=accepted,
+        aid_nis=aid_nis,
+        aid_accepted=aid_accepted,
+        innovation=innovation,
+        s=s_var,
+        nis_chi2=nis if inp.rest is None else np.where(np.asarray(inp.rest, bool), np.nan, nis),
+        resets=new.resets - loop.resets,
     )
-    keep = slice(max(dt_h.size - MOTION_HISTORY, 0), None)
-    history = MotionHistory(dt_h[keep], z_h[keep], rk_h[keep], sv_h[keep])
-    return AxisState(loop, history), track
+    return AxisState(new, MotionHistory(history)), track
+
+
+def _array(v: np.ndarray | None, dtype: type = float) -> np.ndarray:
+    """``v`` as a contiguous array of ``dtype`` (empty for None: the kernel's "none")."""
+    return np.empty(0, dtype) if v is None else np.ascontiguousarray(v, dtype=dtype)
+
+
+@numba.njit(cache=True)
+def _axis_chunk(
+    history: np.ndarray,
+    dt: np.ndarray,
+    z: np.ndarray,
+    slip: np.ndarray,
+    drag: np.ndarray,
+    profile: np.ndarray,
+    drift: np.ndarray,
+    aid_k: np.ndarray,
+    aid_z: np.ndarray,
+    aid_r: np.ndarray,
+    consts: np.ndarray,
+    carry: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """:func:`step_axis` compiled, on flat arguments (a call costs microseconds): the
+    (4, H) motion history, the (K,) arrays of :class:`AxisInput` (empty = None), the fixes
+    (index, z, r), ``consts`` = the noise's q, r, q_jerk, stamp_var, slip_scale,
+    drag_share and the :class:`~sensorbench.fusion.axis_loop.AxisGates` fields, ``carry``
+    the loop's :class:`~sensorbench.fusion.axis_loop.AxisLoopState` as floats. Returns the
+    state after the chunk (floats), the outputs over K+1 frames
+    (position, velocity, var_p, var_v, then nis, innovation, s, accepted without index 0;
+    index 0 of the first four left for the caller), the fixes' NIS and acceptance, and
+    the motion history after the chunk."""
+    q, r, q_jerk, stamp_var, slip_scale, drag_share = consts[:6]
+    gates = AxisGates(consts[6], consts[7], consts[8], int(consts[9]), int(consts[10]))
+    state = AxisLoopState(
+        carry[0], carry[1], carry[2], carry[3], carry[4], carry[5], carry[6], carry[7],
+        int(carry[8]), int(carry[9]), carry[10], carry[11], int(carry[12]), carry[13],
+    )  # fmt: skip
+    k_n, h = dt.size, history.shape[1]
+    # this chunk after the steps before it: the windows of the observed motion reach back
+    series = np.empty((4, h + k_n))
+    series[:, :h] = history
+    dt_h, z_h, rk_h, sv_h = series[0], series[1], series[2], series[3]
+    dt_h[h:], z_h[h:] = dt, z
+    for k in range(k_n):
+        sv = slip_scale * slip[k] if slip.size else 0.0
+        if drag.size:
+            sv = sv + drag_share * drag[k]
+        sv_h[h + k] = sv
+        rk_h[h + k] = r * profile[k] if profile.size else r
+    u, q_steps = motion_inputs(dt_h, z_h, rk_h, sv_h, h, (q, q_jerk, stamp_var))
+    steps = AxisSteps(
+        dt, z, u, q_steps, sv_h[h:], rk_h[h:], drift if drift.size else np.zeros(k_n),
+        np.zeros(k_n, dtype=np.bool_), np.full(k_n, np.inf), aid_k, aid_z, aid_r,
+    )  # fmt: skip
+    out = outputs(k_n + 1, aid_k.size)
+    tail = AxisOutputs(
+        out.position[1:], out.velocity[1:], out.var_p[1:], out.var_v[1:], out.nis[1:],
+        out.innovation[1:], out.s[1:], out.accepted[1:], out.aid_nis, out.aid_accepted,
+    )  # fmt: skip
+    end = axis_loop(steps, gates, state, tail)
+    new = np.array([
+        end.p, end.v, end.ppp, end.ppv, end.pvv, end.b, end.pbb, end.odo, float(end.streak),
+        float(end.carried), end.anchor, end.raw, float(end.resets), end.nll,
+    ])  # fmt: skip
+    return (
+        new, out.position, out.velocity, out.var_p, out.var_v, tail.nis, tail.innovation,
+        tail.s, tail.accepted, out.aid_nis, out.aid_accepted,
+        series[:, max(h + k_n - MOTION_HISTORY, 0):].copy(),
+    )  # fmt: skip
 
 
 def run_axis(

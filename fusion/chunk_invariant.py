@@ -11,9 +11,10 @@ and both must give the same numbers to the last bit. Elementwise ufuncs and sequ
 - a windowed sum taken as a difference of running sums (``c[k] − c[k−m]``) depends on
   where the running sum started.
 
-These helpers are the replacements: products summed term by term in a fixed order (the
-quadratic form compiled, row after row, without fast-math reassociation), and windowed
-sums added up each on its own (a fixed tree of partial sums).
+These helpers are the replacements: products summed term by term in a fixed order, and
+windowed sums added up each on its own (a fixed tree of partial sums); compiled carries
+(the calibration's sensitivities, the observed motion) sum the same way, row after row,
+without fast-math reassociation.
 """
 
 from __future__ import annotations
@@ -35,63 +36,31 @@ def rows_dot(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
     return out
 
 
-def rows_quadratic(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
-    """``xₖᵀ·mat·xₖ`` (K,) for each row of x (K, N), mat (N, N)."""
-    return _rows_quadratic(
-        np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(mat, dtype=float)
-    )
-
-
 @numba.njit(cache=True)
-def _rows_quadratic(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
-    k_n, n = x.shape
-    out = np.empty(k_n)
-    for k in range(k_n):
-        acc = 0.0
-        for i in range(n):
-            row = 0.0
-            for j in range(n):
-                row += mat[i, j] * x[k, j]
-            acc += x[k, i] * row
-        out[k] = acc
-    return out
-
-
-def trailing_sums(x: np.ndarray, m: int) -> np.ndarray:
-    """Sums of ``m`` consecutive rows (along axis 0): entry k of the (K+1, ...) result is
-    ``x[k−m] + … + x[k−1]`` for k ≥ m, 0 below.
-
-    Each window is added up as a fixed tree of partial sums (pairs, fours, eights, …,
-    joined by the binary digits of m), so entry k depends on its m rows only, not on where
-    ``x`` starts: a chunk prefixed with m rows of history gives the whole series' sums."""
-    if m < 1:
-        raise ValueError(f"a window needs at least one row, got {m}")
-    x = np.asarray(x, dtype=float)
-    n = x.shape[0]
-    out = np.zeros((n + 1, *x.shape[1:]))
-    if n < m:
-        return out
-    # power[i]: the sums of 2**i consecutive rows starting at each row
-    acc: np.ndarray | None = None  # the sums of the low bits' rows, starting at each row
-    width = 0  # rows acc covers
-    power, span = x, 1
-    while True:
+def window_sum(x: np.ndarray, k: int, m: int) -> float:
+    """``x[k−m] + … + x[k−1]`` (k ≥ m) added up as a fixed tree of partial sums: pairs,
+    fours, eights, …, joined by the binary digits of m from the lowest, each power's
+    block after the blocks of the lower ones. It depends on its m entries only, not on
+    where ``x`` starts: a chunk prefixed with m entries of history gives the whole
+    series' sums."""
+    lo = k - m
+    acc = 0.0
+    width = 0  # entries acc covers
+    span = 1
+    buf = np.empty(m)
+    while span <= m:
         if m & span:
-            # acc then this power: rows [i, i + width) and [i + width, i + width + span)
-            if acc is None:
-                acc = power
-            else:
-                size = min(acc.shape[0] - span, power.shape[0] - width)
-                acc = acc[:size] + power[width : width + size]
+            for j in range(span):
+                buf[j] = x[lo + width + j]
+            n = span
+            while n > 1:  # pairwise: the sums of 2, 4, … consecutive entries
+                n //= 2
+                for j in range(n):
+                    buf[j] = buf[2 * j] + buf[2 * j + 1]
+            acc = buf[0] if width == 0 else acc + buf[0]
             width += span
-        if 2 * span > m:
-            break
-        power = power[:-span] + power[span:]
         span *= 2
-    if acc is None:  # m ≥ 1 has a lowest set bit
-        raise ValueError(f"no window of {m} rows")
-    out[m:] = acc[: n - m + 1]
-    return out
+    return acc
 
 
 @lru_cache(maxsize=16)

@@ -29,14 +29,14 @@ The split filters take the diagonal as the variance of their odometry-frame offs
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numba
 import numpy as np
 
 from sensorbench.errors import FusionError
-from sensorbench.fusion.chunk_invariant import pinv_cached, rows_dot, rows_quadratic
+from sensorbench.fusion.chunk_invariant import pinv_cached, rows_dot
 from sensorbench.logs.model_keys import AXES
 
 
@@ -106,13 +106,26 @@ def world_step_variances(cov: np.ndarray, heading: np.ndarray) -> dict[str, np.n
     """Per-step variances (K,) of the split filters' axes from body-frame step
     covariances (K, 3, 3): x and y of ``R(θ)·C·R(θ)ᵀ`` (m²) with θ the heading at the start
     of each step, θ as is (rad²)."""
-    c, s = np.cos(np.asarray(heading, dtype=float)), np.sin(np.asarray(heading, dtype=float))
-    xx, yy, xy = cov[:, 0, 0], cov[:, 1, 1], cov[:, 0, 1]
-    return {
-        "x": c * c * xx - 2 * c * s * xy + s * s * yy,
-        "y": s * s * xx + 2 * c * s * xy + c * c * yy,
-        "theta": cov[:, 2, 2],
-    }
+    th = np.ascontiguousarray(heading, dtype=float)
+    world = _world_rows(np.ascontiguousarray(cov, dtype=float), th)
+    return {"x": world[0], "y": world[1], "theta": world[2]}
+
+
+@numba.njit(cache=True)
+def _world(c: float, s: float, cov: np.ndarray) -> tuple[float, float]:
+    """x and y of ``R(θ)·C·R(θ)ᵀ`` for C = ``cov`` (3, 3), c = cos θ, s = sin θ."""
+    xx, yy, xy = cov[0, 0], cov[1, 1], cov[0, 1]
+    return (c * c * xx - 2 * c * s * xy + s * s * yy, s * s * xx + 2 * c * s * xy + c * c * yy)
+
+
+@numba.njit(cache=True)
+def _world_rows(cov: np.ndarray, heading: np.ndarray) -> np.ndarray:
+    """(3, K) :func:`world_step_variances` of (K, 3, 3) ``cov`` at ``heading`` (K,)."""
+    out = np.empty((3, heading.size))
+    for k in range(heading.size):
+        out[0, k], out[1, k] = _world(np.cos(heading[k]), np.sin(heading[k]), cov[k])
+        out[2, k] = cov[k, 2, 2]
+    return out
 
 
 def propagate_drift(
@@ -122,7 +135,8 @@ def propagate_drift(
     var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
 ) -> np.ndarray:
     """Variance (K+1, 3) of the odometry pose error in the world (x, y m²; θ rad²) under
-    the slip model ``drift`` (:func:`propagate_step_covariances` of its step covariances).
+    the slip model ``drift``: its step covariances through the dead-reckoning shear
+    (:meth:`PoseErrorCarry.step` from ``var0``).
 
     Args:
         body_increments: (K, 3) body increments (m, m, rad); nan rows add nothing.
@@ -131,27 +145,8 @@ def propagate_drift(
         var0: initial variances (x, y, θ), uncorrelated.
     """
     inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
-    return propagate_step_covariances(inc, heading, drift.step_covariances(inc), var0)
-
-
-def propagate_step_covariances(
-    body_increments: np.ndarray,
-    heading: np.ndarray,
-    q: np.ndarray,
-    var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
-) -> np.ndarray:
-    """Variance (K+1, 3) of the odometry pose error in the world (x, y m²; θ rad²) from
-    each step's body-error covariance ``q`` (K, 3, 3), through the dead-reckoning shear
-    (:meth:`PoseErrorCarry.step` from ``var0``, uncorrelated).
-
-    Args:
-        body_increments: (K, 3) body increments (m, m, rad); nan rows add nothing.
-        heading: (K+1,) heading at each frame (rad) that rotates the increments.
-        q: (K, 3, 3) body covariance of each step's error.
-        var0: initial variances (x, y, θ), uncorrelated.
-    """
     start = PoseErrorCarry.start(var0)
-    return np.vstack([start.variances, start.step(body_increments, heading, q)[1]])
+    return np.vstack([start.variances, start.step(inc, heading, drift.step_covariances(inc))[1]])
 
 
 @dataclass(frozen=True)
@@ -190,28 +185,41 @@ class PoseErrorCarry:
         Each sum runs step after step from the carried value, so K steps in one call
         give the same numbers as the same steps over several.
         """
-        inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
-        th = np.asarray(heading, dtype=float)[:-1]
-        c, s = np.cos(th), np.sin(th)
-        dxw = c * inc[:, 0] - s * inc[:, 1]
-        dyw = s * inc[:, 0] + c * inc[:, 1]
-        world = world_step_variances(q, th)
+        carry = np.array([self.xx, self.yy, self.tt, self.xt, self.yt])
+        var = _carry_pose_error(
+            carry,
+            np.ascontiguousarray(body_increments, dtype=float),
+            np.ascontiguousarray(heading, dtype=float),
+            np.ascontiguousarray(q, dtype=float),
+        )
+        return PoseErrorCarry(*(float(v) for v in carry)), var
+
+
+@numba.njit(cache=True)
+def _carry_pose_error(
+    carry: np.ndarray, inc: np.ndarray, heading: np.ndarray, q: np.ndarray
+) -> np.ndarray:
+    """:meth:`PoseErrorCarry.step` in place on ``carry`` = (xx, yy, θθ, xθ, yθ): the
+    recursion of this module's docstring, step after step; returns the variances (K, 3)."""
+    xx, yy, tt, xt, yt = carry[0], carry[1], carry[2], carry[3], carry[4]
+    out = np.empty((inc.shape[0], 3))
+    for k in range(inc.shape[0]):
+        u = np.nan_to_num(inc[k])
+        c, s = np.cos(heading[k]), np.sin(heading[k])
+        dxw = c * u[0] - s * u[1]
+        dyw = s * u[0] + c * u[1]
+        wx, wy = _world(c, s, q[k])
         # cross terms of R·Q·Rᵀ between the world axes and the heading
-        qxt = c * q[:, 0, 2] - s * q[:, 1, 2]
-        qyt = s * q[:, 0, 2] + c * q[:, 1, 2]
-        ptt = np.cumsum(np.concatenate([[self.tt], world["theta"]]))
-        pxt = np.cumsum(np.concatenate([[self.xt], -dyw * ptt[:-1] + qxt]))
-        pyt = np.cumsum(np.concatenate([[self.yt], dxw * ptt[:-1] + qyt]))
-        pxx = np.cumsum(
-            np.concatenate([[self.xx], -2 * dyw * pxt[:-1] + dyw**2 * ptt[:-1] + world["x"]])
-        )
-        pyy = np.cumsum(
-            np.concatenate([[self.yy], 2 * dxw * pyt[:-1] + dxw**2 * ptt[:-1] + world["y"]])
-        )
-        end = PoseErrorCarry(
-            float(pxx[-1]), float(pyy[-1]), float(ptt[-1]), float(pxt[-1]), float(pyt[-1])
-        )
-        return end, np.column_stack([pxx[1:], pyy[1:], ptt[1:]])
+        qxt = c * q[k, 0, 2] - s * q[k, 1, 2]
+        qyt = s * q[k, 0, 2] + c * q[k, 1, 2]
+        xx = xx + (-2 * dyw * xt + dyw**2 * tt + wx)
+        yy = yy + (2 * dxw * yt + dxw**2 * tt + wy)
+        xt = xt + (-dyw * tt + qxt)
+        yt = yt + (dxw * tt + qyt)
+        tt = tt + q[k, 2, 2]
+        out[k, 0], out[k, 1], out[k, 2] = xx, yy, tt
+    carry[0], carry[1], carry[2], carry[3], carry[4] = xx, yy, tt, xt, yt
+    return out
 
 
 TRAVEL_SMOOTH_S = 0.1
@@ -235,13 +243,55 @@ def averaged_counts(dn: np.ndarray, t_s: np.ndarray) -> np.ndarray:
 def pod_distances(W: np.ndarray, body_increments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distance (K, N each, m) each pod rolls along and is dragged across its rolling
     direction over each body increment (m, m, rad; nan rows count as no motion)."""
-    w = np.asarray(W, dtype=float)
-    inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
-    c = 1.0 / np.hypot(w[:, 0], w[:, 1])
-    phi = np.arctan2(w[:, 1], w[:, 0])
-    rolled = np.abs(rows_dot(inc, w)) * c
-    dragged = np.abs(-np.sin(phi) * inc[:, :1] + np.cos(phi) * inc[:, 1:2])
+    w = np.ascontiguousarray(W, dtype=float)
+    return _pod_distances(w, np.ascontiguousarray(body_increments, dtype=float))
+
+
+@numba.njit(cache=True)
+def _pod_distances(w: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pod_distances`, row after row."""
+    n = w.shape[0]
+    c = np.empty(n)
+    sin_phi, cos_phi = np.empty(n), np.empty(n)
+    for i in range(n):
+        c[i] = 1.0 / np.hypot(w[i, 0], w[i, 1])
+        phi = np.arctan2(w[i, 1], w[i, 0])
+        sin_phi[i], cos_phi[i] = np.sin(phi), np.cos(phi)
+    rolled, dragged = np.empty((inc.shape[0], n)), np.empty((inc.shape[0], n))
+    for k in range(inc.shape[0]):
+        u = np.nan_to_num(inc[k])
+        for i in range(n):
+            rolled[k, i] = abs(u[0] * w[i, 0] + u[1] * w[i, 1] + u[2] * w[i, 2]) * c[i]
+            dragged[k, i] = abs(-sin_phi[i] * u[0] + cos_phi[i] * u[1])
     return rolled, dragged
+
+
+@numba.njit(cache=True)
+def _tick_variances(
+    w: np.ndarray, roll_var: float, drag_var: float, inc: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`PodSlip.pod_tick_variances`."""
+    rolled, dragged = _pod_distances(w, inc)
+    for i in range(w.shape[0]):
+        c2 = 1.0 / (w[i, 0] ** 2 + w[i, 1] ** 2)
+        for k in range(inc.shape[0]):
+            rolled[k, i] = roll_var * rolled[k, i] / c2
+            dragged[k, i] = drag_var * dragged[k, i] / c2
+    return rolled, dragged
+
+
+@numba.njit(cache=True)
+def _body_covariances(w_inv: np.ndarray, tick_var: np.ndarray) -> np.ndarray:
+    """``W⁺·diag(tick_var[k])·W⁺ᵀ`` (K, 3, 3), each entry's terms summed pod after pod."""
+    out = np.empty((tick_var.shape[0], 3, 3))
+    for k in range(tick_var.shape[0]):
+        for j in range(3):
+            for m in range(3):
+                acc = w_inv[j, 0] * tick_var[k, 0] * w_inv[m, 0]
+                for i in range(1, w_inv.shape[1]):
+                    acc += w_inv[j, i] * tick_var[k, i] * w_inv[m, i]
+                out[k, j, m] = acc
+    return out
 
 
 @dataclass(frozen=True)
@@ -282,17 +332,14 @@ class PodSlip:
         standard error, and the drives weigh the two differently)."""
         roll, drag = self.pod_tick_variances(body_increments)
         w_inv = pinv_cached(self.W)
-        return (
-            np.einsum("ji,ki,li->kjl", w_inv, roll, w_inv),
-            np.einsum("ji,ki,li->kjl", w_inv, drag, w_inv),
-        )
+        return _body_covariances(w_inv, roll), _body_covariances(w_inv, drag)
 
     def pod_tick_variances(self, body_increments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rolling and dragging slip variance (K, N each) of each pod's travel over each
         step, in tick²."""
-        rolled, dragged = pod_distances(self.W, body_increments)
-        c2 = 1.0 / np.sum(np.asarray(self.W, dtype=float)[:, :2] ** 2, axis=1)
-        return self.roll_var * rolled / c2, self.drag_var * dragged / c2
+        w = np.ascontiguousarray(self.W, dtype=float)
+        inc = np.ascontiguousarray(body_increments, dtype=float)
+        return _tick_variances(w, float(self.roll_var), float(self.drag_var), inc)
 
     def axis_step_variances(
         self, body_increments: np.ndarray, heading: np.ndarray
@@ -337,9 +384,7 @@ class CalibrationError:
     W: np.ndarray
     row_cov: np.ndarray
 
-    def variance(
-        self, body_increments: np.ndarray, heading: np.ndarray, chunk: int = 16384
-    ) -> np.ndarray:
+    def variance(self, body_increments: np.ndarray, heading: np.ndarray) -> np.ndarray:
         """Variance (K+1, 3) of the world pose error (x, y m²; θ rad²) the calibration's
         uncertainty causes along a path, 0 at the start (:meth:`step` from
         :meth:`start`).
@@ -348,11 +393,8 @@ class CalibrationError:
             body_increments: (K, 3) odometry body increments (m, m, rad); nan rows add
                 nothing.
             heading: (K+1,) heading at each frame (rad) that rotates the increments.
-            chunk: frames per block (:meth:`step`).
         """
-        return np.vstack(
-            [np.zeros((1, 3)), self.step(self.start(), body_increments, heading, chunk)[1]]
-        )
+        return np.vstack([np.zeros((1, 3)), self.step(self.start(), body_increments, heading)[1]])
 
     def start(self) -> np.ndarray:
         """The sensitivities (3, 3N) of x, y, θ to the stacked row errors at the start of a
@@ -360,11 +402,7 @@ class CalibrationError:
         return np.zeros((3, 3 * np.asarray(self.W).shape[0]))
 
     def step(
-        self,
-        sensitivities: np.ndarray,
-        body_increments: np.ndarray,
-        heading: np.ndarray,
-        chunk: int = 16384,
+        self, sensitivities: np.ndarray, body_increments: np.ndarray, heading: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """Carry the sensitivities over K steps: those after the last step and the variance
         (K, 3) of the world pose error after each.
@@ -374,61 +412,89 @@ class CalibrationError:
             body_increments: (K, 3) odometry body increments (m, m, rad); nan rows add
                 nothing.
             heading: (K+1,) heading at each frame (rad), from that frame on.
-            chunk: frames per block; the sensitivities are carried from block to block, so
-                an hour's replay needs a block's worth of (frames, 3N) arrays, not its own.
 
-        Each sum runs step after step from the carried value, so neither the blocks nor
-        the calls the steps are split into change a number.
+        The sensitivities are carried step after step (compiled), so neither memory nor a
+        number depends on how the steps are split into calls.
         """
-        sig = np.asarray(self.row_cov, dtype=float)
-        n_steps = np.shape(body_increments)[0]
-        out = np.zeros((n_steps, 3))
-        at = np.asarray(sensitivities, dtype=float)
-        for lo, j in self._blocks(at, body_increments, heading, chunk):
-            out[lo : lo + j.shape[0]] = np.column_stack(
-                [rows_quadratic(j[:, a], sig) for a in range(3)]
-            )
-            at = j[-1]
-        return at, out
+        at = np.array(sensitivities, dtype=float)
+        var = np.empty((np.shape(body_increments)[0], 3))
+        self._carry(at, body_increments, heading, np.empty(0, np.int64), var, np.empty((0, 3, 0)))
+        return at, var
 
     def sensitivities_at(
-        self,
-        body_increments: np.ndarray,
-        heading: np.ndarray,
-        frames: np.ndarray,
-        chunk: int = 16384,
+        self, body_increments: np.ndarray, heading: np.ndarray, frames: np.ndarray
     ) -> np.ndarray:
         """The sensitivities J (len(frames), 3, 3N) of x, y, θ to the stacked row errors
         at the given frame indices (0 = the start of the path, K = after the last of the
         K steps of ``body_increments``), from :meth:`start`."""
         want = np.asarray(frames, dtype=np.int64)
-        out = np.zeros((want.size, 3, 3 * np.asarray(self.W).shape[0]))
-        for lo, j in self._blocks(self.start(), body_increments, heading, chunk):
-            sel = (want > lo) & (want <= lo + j.shape[0])
-            out[sel] = j[want[sel] - lo - 1]
+        at = self.start()
+        out = np.zeros((want.size, *at.shape))
+        var = np.empty((np.shape(body_increments)[0], 3))
+        self._carry(at, body_increments, heading, want, var, out)
         return out
 
-    def _blocks(
-        self, at: np.ndarray, body_increments: np.ndarray, heading: np.ndarray, chunk: int
-    ) -> Iterator[tuple[int, np.ndarray]]:
-        """(first step, J (n, 3, 3N) after each of the block's n steps) block by block."""
-        inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
-        th = np.asarray(heading, dtype=float)[:-1]
-        w_inv = pinv_cached(self.W)
-        for lo in range(0, inc.shape[0], max(1, int(chunk))):
-            u, h = inc[lo : lo + chunk], th[lo : lo + chunk]
-            # B[k, j, 3i + m] = −W⁻¹[j, i]·u_k[m]: body error j per row error (pod i, column m)
-            b = -np.einsum("ji,km->kjim", w_inv, u).reshape(u.shape[0], 3, -1)
-            c, s = np.cos(h)[:, None], np.sin(h)[:, None]
-            dxw = c[:, 0] * u[:, 0] - s[:, 0] * u[:, 1]
-            dyw = s[:, 0] * u[:, 0] + c[:, 0] * u[:, 1]
-            jt = np.cumsum(np.vstack([at[2], b[:, 2]]), axis=0)
-            jx = np.cumsum(
-                np.vstack([at[0], c * b[:, 0] - s * b[:, 1] - dyw[:, None] * jt[:-1]]), axis=0
-            )
-            jy = np.cumsum(
-                np.vstack([at[1], s * b[:, 0] + c * b[:, 1] + dxw[:, None] * jt[:-1]]), axis=0
-            )
-            j = np.stack([jx[1:], jy[1:], jt[1:]], axis=1)
-            yield lo, j
-            at = j[-1]
+    def _carry(
+        self,
+        at: np.ndarray,
+        body_increments: np.ndarray,
+        heading: np.ndarray,
+        want: np.ndarray,
+        var: np.ndarray,
+        out: np.ndarray,
+    ) -> None:
+        inc = np.ascontiguousarray(body_increments, dtype=float)
+        th = np.ascontiguousarray(heading, dtype=float)
+        sig = np.ascontiguousarray(self.row_cov, dtype=float)
+        _carry_sensitivities(at, inc, th, pinv_cached(self.W), sig, want, var, out)
+
+
+@numba.njit(cache=True)
+def _carry_sensitivities(
+    at: np.ndarray,
+    inc: np.ndarray,
+    heading: np.ndarray,
+    w_inv: np.ndarray,
+    sig: np.ndarray,
+    want: np.ndarray,
+    var: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """:meth:`CalibrationError.step` in place: carries ``at`` (3, 3N) over the steps of
+    ``inc`` (K, 3; nan rows as none) along ``heading`` (K+1,), fills ``var`` (K, 3) with
+    ``J·Σ·Jᵀ``'s diagonal (each row's terms in a fixed order) and, for each frame of
+    ``want`` (0..K), ``out[i]`` with the sensitivities there.
+
+    Per step k, ``B[j, 3i + m] = −W⁻¹[j, i]·u_k[m]`` is the body error j per row error (pod
+    i, column m); θ's row sums B's, x's and y's its rotation by the heading plus the
+    dead-reckoning shear of θ's."""
+    n3 = at.shape[1]
+    b = np.empty((3, n3))
+    for i in range(want.size):
+        if want[i] == 0:
+            out[i] = at
+    for k in range(inc.shape[0]):
+        u = np.nan_to_num(inc[k])
+        c, s = np.cos(heading[k]), np.sin(heading[k])
+        for j in range(3):
+            for i in range(w_inv.shape[1]):
+                for m in range(3):
+                    b[j, 3 * i + m] = -(w_inv[j, i] * u[m])
+        dxw = c * u[0] - s * u[1]
+        dyw = s * u[0] + c * u[1]
+        for col in range(n3):
+            jt = at[2, col]
+            at[0, col] = at[0, col] + (c * b[0, col] - s * b[1, col] - dyw * jt)
+            at[1, col] = at[1, col] + (s * b[0, col] + c * b[1, col] + dxw * jt)
+            at[2, col] = jt + b[2, col]
+        for a in range(3):
+            acc = 0.0
+            for i in range(n3):
+                row = 0.0
+                for j in range(n3):
+                    row += sig[i, j] * at[a, j]
+                acc += at[a, i] * row
+            var[k, a] = acc
+        for i in range(want.size):
+            if want[i] == k + 1:
+                out[i] = at

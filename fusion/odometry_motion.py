@@ -17,16 +17,17 @@ the noise fit evaluate many parameter sets at once.
 
 Every value at step k depends on the :data:`MOTION_HISTORY` steps before it and on
 nothing else (each window is summed on its own,
-:func:`~sensorbench.fusion.chunk_invariant.trailing_sums`), so a chunk of steps prefixed
+:func:`~sensorbench.fusion.chunk_invariant.window_sum`), so a chunk of steps prefixed
 by that many steps of history gets exactly the values the whole series gets: the filters
 run chunk by chunk on it.
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
-from sensorbench.fusion.chunk_invariant import trailing_sums
+from sensorbench.fusion.chunk_invariant import window_sum
 
 FEEDFORWARD_FRAMES = 20
 """Frames per half-window of the acceleration fed forward and of the jerk (0.1 s at
@@ -37,6 +38,88 @@ MOTION_HISTORY = 3 * FEEDFORWARD_FRAMES + 1
 (the jerk's three windows and the rounding at the start of the oldest)."""
 
 
+@numba.njit(cache=True)
+def accel_at(d: np.ndarray, x: np.ndarray, k: int, m: int) -> float:
+    """:func:`observed_accel` at step ``k`` (``x`` the increments with nan as 0)."""
+    if k < 2 * m:
+        return 0.0
+    t1, t0 = window_sum(d, k, m), window_sum(d, k - m, m)
+    v1, v0 = window_sum(x, k, m) / t1, window_sum(x, k - m, m) / t0
+    return (v1 - v0) / (0.5 * (t1 + t0))
+
+
+@numba.njit(cache=True)
+def speed_sq_at(d: np.ndarray, x: np.ndarray, k: int, m: int) -> float:
+    """:func:`observed_speed_sq` at step ``k``."""
+    if k + 1 < m:
+        return 0.0
+    st = window_sum(d, k + 1, m)
+    v = window_sum(x, k + 1, m) / st if st > 0 else 0.0
+    return v * v
+
+
+@numba.njit(cache=True)
+def jerk_at(d: np.ndarray, x: np.ndarray, k: int, m: int) -> float:
+    """:func:`observed_jerk` at step ``k``."""
+    if k < 3 * m:
+        return 0.0
+    return (accel_at(d, x, k, m) - accel_at(d, x, k - m, m)) / window_sum(d, k, m)
+
+
+@numba.njit(cache=True)
+def jerk_noise_at(d: np.ndarray, rounding: np.ndarray, slip: np.ndarray, k: int, m: int) -> float:
+    """:func:`jerk_noise_gains` at step ``k``."""
+    if k < 3 * m:
+        return 0.0
+    t1, t0, tm = window_sum(d, k, m), window_sum(d, k - m, m), window_sum(d, k - 2 * m, m)
+    tau1, tau0 = 0.5 * (t1 + t0), 0.5 * (t0 + tm)
+    span = t1  # the jerk's span is the latest window
+    a1 = 1.0 / (t1 * tau1 * span)
+    a0 = -(1.0 / tau1 + 1.0 / tau0) / (t0 * span)
+    am = 1.0 / (tm * tau0 * span)
+    # the rounding at frame j (the end of step j − 1; 0 at frame 0)
+    e3 = rounding[k - 3 * m - 1] if k > 3 * m else 0.0
+    ends = (
+        a1**2 * rounding[k - 1]
+        + (a0 - a1) ** 2 * rounding[k - m - 1]
+        + (am - a0) ** 2 * rounding[k - 2 * m - 1]
+        + am**2 * e3
+    )
+    steps = (
+        a1**2 * window_sum(slip, k, m)
+        + a0**2 * window_sum(slip, k - m, m)
+        + am**2 * window_sum(slip, k - 2 * m, m)
+    )
+    return ends + steps
+
+
+@numba.njit(cache=True)
+def _series(
+    kind: int, d: np.ndarray, x: np.ndarray, r: np.ndarray, s: np.ndarray, m: int
+) -> np.ndarray:
+    """One of the motion series at every step: acceleration, speed², jerk, jerk noise."""
+    out = np.empty(d.size)
+    for k in range(d.size):
+        if kind == 0:
+            out[k] = accel_at(d, x, k, m)
+        elif kind == 1:
+            out[k] = speed_sq_at(d, x, k, m)
+        elif kind == 2:
+            out[k] = jerk_at(d, x, k, m)
+        else:
+            out[k] = jerk_noise_at(d, r, s, k, m)
+    return out
+
+
+def _run(
+    kind: int, dt: np.ndarray, z: np.ndarray, r: np.ndarray, s: np.ndarray, frames: int
+) -> np.ndarray:
+    d = np.ascontiguousarray(dt, dtype=float)
+    x = np.nan_to_num(np.ascontiguousarray(z, dtype=float))
+    as_f = [np.ascontiguousarray(v, dtype=float) for v in (r, s)]
+    return _series(kind, d, x, as_f[0], as_f[1], int(frames))
+
+
 def observed_accel(dt: np.ndarray, z: np.ndarray, frames: int = FEEDFORWARD_FRAMES) -> np.ndarray:
     """Acceleration (unit/s²) of one axis seen by the odometry before each step.
 
@@ -45,18 +128,7 @@ def observed_accel(dt: np.ndarray, z: np.ndarray, frames: int = FEEDFORWARD_FRAM
     Causal (step k's own increment is not used); 0 for the first 2·frames steps; nan
     increments count as no motion.
     """
-    d = np.asarray(dt, dtype=float)
-    x = np.nan_to_num(np.asarray(z, dtype=float))
-    m = int(frames)
-    out = np.zeros(d.size)
-    if d.size <= 2 * m:
-        return out
-    sz, st = trailing_sums(x, m), trailing_sums(d, m)
-    k = np.arange(2 * m, d.size)
-    t1, t0 = st[k], st[k - m]
-    v1, v0 = sz[k] / t1, sz[k - m] / t0
-    out[2 * m :] = (v1 - v0) / (0.5 * (t1 + t0))
-    return out
+    return _run(0, dt, z, dt, dt, frames)
 
 
 def observed_speed_sq(
@@ -66,26 +138,13 @@ def observed_speed_sq(
     ``frames`` steps up to and including it; 0 for the first ``frames − 1`` steps. A frame
     stamped ε seconds off the instant its counts were sampled puts ``v·ε`` into the
     odometry position (:attr:`~sensorbench.fusion.filter_noise.AxisNoise.stamp_var`)."""
-    d = np.asarray(dt, dtype=float)
-    x = np.nan_to_num(np.asarray(z, dtype=float))
-    m = int(frames)
-    st = trailing_sums(d, m)[1:]
-    v = np.divide(trailing_sums(x, m)[1:], st, out=np.zeros(d.size), where=st > 0)
-    return v * v
+    return _run(1, dt, z, dt, dt, frames)
 
 
 def observed_jerk(dt: np.ndarray, z: np.ndarray, frames: int = FEEDFORWARD_FRAMES) -> np.ndarray:
     """Jerk (unit/s³) before each step: the change of :func:`observed_accel` over the last
     ``frames`` steps divided by their duration; 0 for the first 3·frames steps."""
-    d = np.asarray(dt, dtype=float)
-    m = int(frames)
-    acc = observed_accel(d, z, m)
-    out = np.zeros(d.size)
-    if d.size <= 3 * m:
-        return out
-    k = np.arange(3 * m, d.size)
-    out[3 * m :] = (acc[k] - acc[k - m]) / trailing_sums(d, m)[k]
-    return out
+    return _run(2, dt, z, dt, dt, frames)
 
 
 def jerk_noise_gains(
@@ -107,29 +166,7 @@ def jerk_noise_gains(
         slip: (K,) the slip variance of each step (unit²).
         frames: frames per window (as :func:`observed_jerk`).
     """
-    d = np.asarray(dt, dtype=float)
-    m = int(frames)
-    out = np.zeros(d.size)
-    if d.size <= 3 * m:
-        return out
-    e = np.concatenate([[0.0], np.asarray(rounding, dtype=float)])  # e[j]: at frame j
-    ss, st = trailing_sums(np.asarray(slip, dtype=float), m), trailing_sums(d, m)
-    k = np.arange(3 * m, d.size)
-    t1, t0, tm = (st[k - i * m] for i in range(3))
-    tau1, tau0 = 0.5 * (t1 + t0), 0.5 * (t0 + tm)
-    span = t1  # the jerk's span is the latest window
-    a1 = 1.0 / (t1 * tau1 * span)
-    a0 = -(1.0 / tau1 + 1.0 / tau0) / (t0 * span)
-    am = 1.0 / (tm * tau0 * span)
-    ends = (
-        a1**2 * e[k]
-        + (a0 - a1) ** 2 * e[k - m]
-        + (am - a0) ** 2 * e[k - 2 * m]
-        + am**2 * e[k - 3 * m]
-    )
-    steps = a1**2 * ss[k] + a0**2 * ss[k - m] + am**2 * ss[k - 2 * m]
-    out[3 * m :] = ends + steps
-    return out
+    return _run(3, dt, dt, rounding, slip, frames)
 
 
 def jerk_sq(
@@ -143,3 +180,33 @@ def jerk_sq(
     (:func:`jerk_noise_gains`), not below 0."""
     j = observed_jerk(dt, z, frames)
     return np.maximum(j * j - jerk_noise_gains(dt, rounding, slip, frames), 0.0)
+
+
+@numba.njit(cache=True)
+def motion_inputs(
+    dt: np.ndarray,
+    z: np.ndarray,
+    rounding: np.ndarray,
+    slip: np.ndarray,
+    start: int,
+    noise: tuple[float, float, float],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The per-step prediction inputs of steps ``start`` … K−1 of one axis's series
+    (arrays (K,): the steps before ``start`` are its history): the acceleration fed forward
+    (unit/s²) and q (unit²/s³), with ``noise`` = (q, q_jerk, stamp_var). Adds the stamp
+    term ``stamp_var·v̂²`` to ``rounding`` in place first (the jerk's noise takes it)."""
+    q, q_jerk, stamp_var = noise
+    m = FEEDFORWARD_FRAMES
+    x = np.nan_to_num(z)
+    n = dt.size - start
+    u, qk = np.empty(n), np.empty(n)
+    for k in range(start, dt.size):
+        if stamp_var > 0:
+            rounding[k] = rounding[k] + stamp_var * speed_sq_at(dt, x, k, m)
+        j2 = 0.0
+        if q_jerk > 0:
+            j = jerk_at(dt, x, k, m)
+            j2 = max(j * j - jerk_noise_at(dt, rounding, slip, k, m), 0.0)
+        u[k - start] = accel_at(dt, x, k, m)
+        qk[k - start] = q + q_jerk * j2
+    return u, qk

@@ -78,7 +78,6 @@ coasts on odometry, Var b growing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,27 +166,6 @@ class SplitResult:
         """Aiding updates rejected by the gate, per axis."""
         return {a: t.aid_rejected for a, t in self.tracks.items()}
 
-    @classmethod
-    def concatenate(cls, parts: Sequence[SplitResult]) -> SplitResult:
-        """The results of consecutive :meth:`SplitFilter.step` calls as one (each part's
-        index 0 is the previous part's last frame, kept once)."""
-        if not parts:
-            raise FusionError("no results to join")
-
-        def states(name: str) -> np.ndarray:
-            first = getattr(parts[0], name)
-            return np.concatenate([first, *(getattr(r, name)[1:] for r in parts[1:])])
-
-        return cls(
-            t_s=states("t_s"),
-            pose=states("pose"),
-            velocity=states("velocity"),
-            var=states("var"),
-            tracks={a: AxisTrack.concatenate([r.tracks[a] for r in parts]) for a in AXES},
-            coasting=np.concatenate([r.coasting for r in parts]),
-            options=dict(parts[0].options),
-        )
-
 
 @dataclass(frozen=True)
 class FrameChunk:
@@ -213,20 +191,22 @@ class SessionModel:
     Attributes:
         t0_s: time of the first frame (s).
         var0: the start's variances (x, y m²; θ rad²).
-        pods: the pod geometry the increments come from (None: its tick rounding is white).
         drift: the slip model the odometry frame drifts by (None: ``drift_q`` per second).
         pod_slip: the wheels' slip law (None without one).
         calibration: the pod geometry's uncertainty (None without one).
         aid_interval_s: the pose sensor's period Δt_aid (s) in the aiding variance.
+        rounding: the pods' tick rounding covariance (3, 3) and its heading-averaged floor
+            per axis (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`'s
+            constants, computed once); None without pods: the rounding is white.
     """
 
     t0_s: float
     var0: tuple[float, float, float]
-    pods: PodGeometry | None
     drift: SlipModel | None
     pod_slip: PodSlip | None
     calibration: CalibrationError | None
     aid_interval_s: float | None
+    rounding: tuple[np.ndarray, dict[str, float]] | None
 
 
 @dataclass(frozen=True)
@@ -374,11 +354,11 @@ class SplitFilter:
         model = SessionModel(
             t0_s=float(t0_s),
             var0=(float(var0[0]), float(var0[1]), float(var0[2])),
-            pods=pods,
             drift=pod_slip if pod_slip is not None else self.noise.drift,
             pod_slip=pod_slip,
             calibration=calibration,
             aid_interval_s=None if aid_interval_s is None else float(aid_interval_s),
+            rounding=None if pods is None else (pods.rounding_covariance(), pods.rounding_floor()),
         )
         axes = [start_axis(pose0[j], var0[j], self.options.var_v0) for j in range(3)]
         return FilterState(
@@ -463,12 +443,16 @@ class SplitFilter:
             sens = (sens_xy, sens_t)
             cal_var = np.concatenate([var_xy[-1, :2], var_t[-1, 2:]]) if k_n else cal_var
         profile: dict[str, Any] = dict.fromkeys(AXES)
-        if model.pods is not None:
-            profile = model.pods.rounding_profile(th.p[:-1])
+        if model.rounding is not None:
+            # PodGeometry.rounding_profile at the step's heading, its constants kept
+            cov, floor = model.rounding
+            rounding = world_step_variances(np.broadcast_to(cov, (k_n, 3, 3)), th.p[:-1])
+            profile = {a: rounding[a] / floor[a] for a in AXES}
         # world-frame arc of each step, rotated by the heading estimate at its start
-        rel = se2_exp(np.nan_to_num(inc))
+        missing = np.isnan(inc)
+        rel = se2_exp(np.where(missing, 0.0, inc))
         c, s = np.cos(th.p[:-1]), np.sin(th.p[:-1])
-        missing = np.isnan(inc).any(axis=1)
+        missing = missing.any(axis=1)
         z = {
             "x": np.where(missing, np.nan, c * rel[:, 0] - s * rel[:, 1]),
             "y": np.where(missing, np.nan, s * rel[:, 0] + c * rel[:, 1]),

@@ -102,13 +102,6 @@ class Ros2Options:
                 raise LiveError(f"frame id {f!r}: give a non-empty name without '/' or spaces")
 
 
-ROS2_BURST = 10
-"""Most ``/odom`` (and ``/tf``) messages one filter step publishes: ``/odom``'s history
-depth. A step over more frames (the first second's warm-up, a catch-up after a stall)
-publishes its last ones: a reliable keep-last writer would replace the older ones before
-a subscriber acknowledged them, and Nav2 wants the newest pose."""
-
-
 def _qos(kind: str) -> Any:
     """The QoS a ROS 2 subscriber of that kind asks for (rclcpp's profiles), in plain CDR."""
     from cyclonedds.core import Policy, Qos

@@ -49,7 +49,7 @@ from sensorbench.fusion.scan_merge_session import MERGED_STREAM
 from sensorbench.live.foxglove_view import FoxgloveView, PoseSample
 from sensorbench.live.merge import MergeWorker, merged_stream_attrs, unpaired
 from sensorbench.live.odometry import OdometryModels, OdometryWorker
-from sensorbench.live.ros2 import ROS2_BURST, Ros2Options, Ros2Publisher
+from sensorbench.live.ros2 import Ros2Options, Ros2Publisher
 from sensorbench.live.threads import name_os_threads
 from sensorbench.live.udp import PoseDatagram, UdpPublisher
 from sensorbench.logs import LidarTurns, SessionWriter
@@ -383,9 +383,8 @@ class LiveRuntime:
                 self.odometry.counters.latencies_ns.extend(now - a for a in arrivals)
         if self.view is not None:
             self.view.pose(sample, arrivals)
-        if self.ros2 is not None:  # a burst (the warm-up, a catch-up): its last frames
-            last = slice(-ROS2_BURST, None)
-            for datagram, velocity_var in zip(datagrams[last], velocity_vars[last], strict=True):
+        if self.ros2 is not None:
+            for datagram, velocity_var in zip(datagrams, velocity_vars, strict=True):
                 self.ros2.pose(datagram, velocity_var)
 
     def _publish_merged(self, turns: LidarTurns) -> None:

@@ -26,6 +26,7 @@ from split_drive_util import GATE, POSE0, VAR0, HardDrive, hard_drive
 
 from sensorbench.errors import FusionError
 from sensorbench.fusion.aid_queue import Aiding, aid_interval
+from sensorbench.fusion.axis_step import AxisTrack
 from sensorbench.fusion.pod_kinematics import body_increments
 from sensorbench.fusion.split_filter import FrameChunk, SplitFilter, SplitResult
 from sensorbench.logs.model_keys import AXES
@@ -83,7 +84,32 @@ def chunked(bounds: list[int], lags: list[int]) -> SplitResult:
         parts.append(res)
     assert state.frames == d.inc.shape[0] and state.t_s == t[-1]
     np.testing.assert_array_equal(state.pose, whole().pose[-1])
-    return SplitResult.concatenate(parts)
+    return joined(parts)
+
+
+def joined(parts: list[SplitResult]) -> SplitResult:
+    """Consecutive steps' results as one (each part's index 0 is the previous part's last
+    frame, kept once)."""
+
+    def frames(get) -> np.ndarray:  # per frame, index 0 the state the part started from
+        return np.concatenate([get(parts[0]), *(get(r)[1:] for r in parts[1:])])
+
+    def steps(get) -> np.ndarray:  # per step or per fix
+        return np.concatenate([get(r) for r in parts])
+
+    def track(a: str) -> AxisTrack:
+        per_frame = ("p", "v", "var_p", "var_v")
+        return AxisTrack(
+            **{n: (frames if n in per_frame else steps)(lambda r, n=n: getattr(r.tracks[a], n))
+               for n in TRACK_FIELDS},
+            resets=sum(r.tracks[a].resets for r in parts),
+        )  # fmt: skip
+
+    return SplitResult(
+        **{n: frames(lambda r, n=n: getattr(r, n)) for n in ("t_s", "pose", "velocity", "var")},
+        tracks={a: track(a) for a in AXES},
+        coasting=steps(lambda r: r.coasting),
+    )
 
 
 def assert_same(got: SplitResult, want: SplitResult) -> None:

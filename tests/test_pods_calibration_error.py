@@ -107,9 +107,9 @@ def test_a_malformed_row_covariance_is_refused(tmp_path) -> None:
         load_pod_model(path)
 
 
-def test_the_variance_in_blocks_equals_the_variance_in_one() -> None:
-    # an hour's replay is computed block by block with the sensitivities carried over;
-    # the blocks' seams (here every 7 frames, a nan row among them) must not show
+def test_the_variance_in_steps_equals_the_variance_in_one() -> None:
+    # live carries the sensitivities from step to step; the seams (here every 7 frames,
+    # a nan row among them) must not show
     rng = np.random.default_rng(21)
     w = rng.normal(size=(3, 3)) * 1e4
     a = rng.normal(size=(9, 9))
@@ -117,6 +117,10 @@ def test_the_variance_in_blocks_equals_the_variance_in_one() -> None:
     inc = rng.normal(size=(1000, 3)) * 1e-3
     inc[5] = np.nan
     heading = np.cumsum(rng.normal(size=1001)) * 0.1
-    whole = cal.variance(inc, heading, chunk=10**6)
-    np.testing.assert_allclose(cal.variance(inc, heading, chunk=7), whole, rtol=1e-12, atol=0)
+    whole = cal.variance(inc, heading)
+    at, parts = cal.start(), [np.zeros((1, 3))]
+    for lo in range(0, 1000, 7):
+        at, var = cal.step(at, inc[lo : lo + 7], heading[lo : lo + 8])
+        parts.append(var)
+    np.testing.assert_array_equal(np.vstack(parts), whole)
     assert whole.shape == (1001, 3) and np.all(whole[0] == 0)
