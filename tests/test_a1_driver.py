@@ -336,7 +336,7 @@ def test_recover_stops_clears_reconnects_and_restarts():
         time.sleep(0.2)  # a backlog of nodes, as after a missed descriptor
         old_port = lid._serial
         lid.recover(restart=True)
-        assert lid._serial is not old_port and lid.scanning[0]
+        assert lid._serial is not old_port and lid.scanning
         assert emu.requests[-2:] == [0x25, 0x20]  # STOP, then a new SCAN
         nodes, _, skipped = decode_nodes(lid.read_available(0.3))
         assert len(nodes) > 0 and skipped == 0
@@ -404,7 +404,7 @@ def test_start_recovers_once_from_a_descriptor_error():
         lid = A1Lidar(dev.port.path, read_timeout_s=0.3, on_event=lambda *e: events.append(e))
         first_port = lid._serial
         lid.start()
-        assert lid.scanning[0] and dev.scans == 2
+        assert lid.scanning and dev.scans == 2
         assert lid._serial is not first_port  # reconnected
         assert any(e[1] == "error" and "recovering" in e[2] for e in events)
         nodes, _, _ = decode_nodes(lid.read_available(0.2))
