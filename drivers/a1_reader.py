@@ -145,10 +145,11 @@ class A1Lidar:
                 f"A1 {self.port}: the port blocked for {self.read_timeout_s:.2f} s while "
                 f"{what} (hardware flow control on? another program holding it?)"
             ) from err
-        except (serial.SerialException, OSError) as err:
-            if isinstance(err, OSError) and err.errno not in GONE_ERRNOS:
+        except OSError as err:  # serial.SerialException is one, without an errno
+            lib = isinstance(err, serial.SerialException)
+            if not lib and err.errno not in GONE_ERRNOS:
                 raise DriverError(f"A1 {self.port}: I/O error while {what}: {err}") from err
-            cause = f"errno {err.errno}: {err.strerror}" if isinstance(err, OSError) else err
+            cause = err if lib else f"errno {err.errno}: {err.strerror}"
             raise DeviceUnplugged(
                 f"A1 {self.port} went away while {what} ({cause}); check the USB cable, "
                 "then reconnect"
@@ -733,15 +734,18 @@ class A1Scanner(DeviceProtocol):
         self._emit_turns(self.assembler.flush())
 
     def reset(self) -> None:
-        """Drop the node tail, the turn in progress and the device clock."""
-        self._restarted()
+        """A new scan (start, restart, reconnect): no node tail, no turn in progress, no
+        device-clock anchor."""
+        rate = self.sample_rate
+        mode = self.scan_mode_used
+        self.assembler.reset(mode=mode, sample_us=0 if rate is None else rate.sample_us(mode))
 
     def restart(self) -> None:
         """Stop, clear input, reconnect, restart the scan (the cure for a stalled unit)."""
         try:
             self._lidar().recover(restart=True)
         finally:
-            self._restarted()
+            self.reset()
 
     def start_note(self) -> str | None:
         """Model, firmware, hardware and serial of the unit, for the ``start`` event."""
@@ -891,7 +895,7 @@ class A1Scanner(DeviceProtocol):
         self.scan_mode_used = fmt
         self.mode_label = mode.name
         self._scanning = True
-        self._restarted()
+        self.reset()
 
     def _has_conf(self) -> bool:
         """True for firmware with the configuration commands (GET_LIDAR_CONF, >= 1.24)."""
@@ -945,12 +949,6 @@ class A1Scanner(DeviceProtocol):
 
     def _unit(self) -> str:
         return "capsules" if self.scan_mode_used == "express" else "nodes"
-
-    def _restarted(self) -> None:
-        """A new scan (start, restart, reconnect): no tail, no turn, no clock anchor."""
-        rate = self.sample_rate
-        mode = self.scan_mode_used
-        self.assembler.reset(mode=mode, sample_us=0 if rate is None else rate.sample_us(mode))
 
     def _emit_turns(self, turns: LidarTurns) -> int:
         """Store turns (session, the current :meth:`poll`'s result, counters); returns
