@@ -787,40 +787,28 @@ class A1Scanner(DeviceProtocol):
 
     def declare_streams(self, writer: SessionWriter) -> None:
         """Add ``lidar/<name>``: the unit's identity where known, and how it is timed."""
-        info = self.info
-        device = {}
-        if info is not None:
-            device = {
-                "serial": info.serial,
-                "firmware": f"{info.firmware[0]}.{info.firmware[1]:02d}",
-                "hardware": info.hardware,
-                "model_id": info.model,
-            }
-        mode = self.scan_mode_used
-        used = self.mode
-        device_time = (
-            describe_clock(self.sample_rate, mode)
-            if info is not None
-            else f"sample index x {mode} sample duration (GET_SAMPLERATE) where the unit "
-            "reports it (turns with device_ns), else none"
-        )
+        info, mode, used = self.info, self.scan_mode_used, self.mode
+        device = {} if info is None else {
+            "serial": info.serial,
+            "firmware": f"{info.firmware[0]}.{info.firmware[1]:02d}",
+            "hardware": info.hardware,
+            "model_id": info.model,
+            "device_time": describe_clock(self.sample_rate, mode),
+        }  # fmt: skip
+        express = " (express: 47 for a return, 0 for none; capsules carry no quality)"
         writer.add_lidar(
             self.link.name,
             attrs={
                 "model": "A1",
                 "port_path": self.link.port,
-                "intensity": "quality 0..63"
-                + (
-                    " (express: 47 for a return, 0 for none; capsules carry no quality)"
-                    if mode == "express"
-                    else ""
-                ),
+                "intensity": "quality 0..63" + (express if mode == "express" else ""),
                 "scan_mode": used.name if used is not None else mode,
                 "scan_mode_id": used.id if used is not None else -1,
                 "scan_modes": "; ".join(m.describe() for m in self.modes),
                 "scan_format": mode,
                 "scan_mode_note": self.mode_note,
-                "device_time": device_time,
+                "device_time": f"sample index x {mode} sample duration (GET_SAMPLERATE) where "
+                "the unit reports it (turns with device_ns), else none",
                 "time_base": "host monotonic_ns at receive, spread over each read's nodes",
                 "native_units": "angle q6 degrees clockwise, distance q2 mm (converted once)",
                 **device,
