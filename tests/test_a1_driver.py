@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from timing_util import SLACK_S
 
-from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1_decode import decode_nodes
 from sensorbench.drivers.a1_reader import A1Lidar, A1Scanner
 from sensorbench.drivers.a1_turns import A1Turns
@@ -79,16 +78,12 @@ def test_decode_resyncs_byte_by_byte_after_corruption_and_loss():
     assert skipped + 5 * len(got) == len(broken)  # every byte accounted for
 
 
-def test_angle_conversion_native_cw_to_ccw():
-    n = proto.Nodes(
-        np.array([True, False, False]),
-        np.array([10, 10, 0], np.uint8),
-        np.array([0, 90 * 64, 270 * 64], np.uint16),
-        np.array([4000, 8, 0], np.uint16),
-        np.zeros(3, np.int64),
-    )
-    assert np.allclose(n.angle_ccw_rad, [0.0, 3 * np.pi / 2, np.pi / 2])
-    assert n.range_m[0] == 1.0 and n.range_m[1] == 0.002 and np.isinf(n.range_m[2])
+def test_reference_conversion_native_cw_to_ccw():
+    """The conversion the decoder's turns are compared against, on known points."""
+    angle = u.ccw_rad(np.array([0, 90 * 64, 270 * 64], np.uint16))
+    assert np.allclose(angle, [0.0, 3 * np.pi / 2, np.pi / 2])
+    r = u.range_m(np.array([4000, 8, 0], np.uint16))
+    assert r[0] == 1.0 and r[1] == 0.002 and np.isinf(r[2])
 
 
 def test_host_times_spread_the_nodes_of_a_read_over_the_gap_to_the_previous_one():
