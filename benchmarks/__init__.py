@@ -184,7 +184,7 @@ class BenchResult:
         return doc
 
 
-HELPERS = ("c_reference",)
+HELPERS = ("c_reference", "joint_filter")
 """Modules of this package that benchmarks share and that are no benchmark themselves."""
 
 

@@ -35,8 +35,8 @@ import numpy as np
 from filterpy.kalman import KalmanFilter
 
 from sensorbench.benchmarks import BenchResult, Round, interleave
+from sensorbench.benchmarks.joint_filter import JointFilter
 from sensorbench.characterize.pods.noise_fit import fit_noise
-from sensorbench.fusion.joint_filter import JointFilter
 from sensorbench.fusion.odometry_replay import (
     pose_errors,
     read_odometry,

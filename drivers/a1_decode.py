@@ -53,12 +53,11 @@ BEYOND = 15  # ranges beyond 12 m, in all
 LEADING = 16  # nodes before the first start flag of a scan, in all
 LOST = 17  # samples estimated lost (from the bytes skipped), in all
 CAPSULES = 18  # express capsules accepted, in all
-CAPSULE_FAILS = 19  # express candidates (sync nibbles right) with a bad checksum
-RESETS = 20  # express capsules with the S bit inside a scan (the head restarted)
-SAMPLE_NS = 21  # device sample duration (ns), 0: no device time
-MAX_NODE_NS = 22  # host-time spreading: at most this much per node (ns)
-NOMINAL_NS = 23  # > 0: host times are anchor + index × this (a bare capture)
-STATE_SIZE = 24
+RESETS = 19  # express capsules with the S bit inside a scan (the head restarted)
+SAMPLE_NS = 20  # device sample duration (ns), 0: no device time
+MAX_NODE_NS = 21  # host-time spreading: at most this much per node (ns)
+NOMINAL_NS = 22  # > 0: host times are anchor + index × this (a bare capture)
+STATE_SIZE = 23
 
 Q, A, D, T, DV = 0, 1, 2, 3, 4
 _CRC = np.int64(TurnFlag.CRC_ERRORS)
@@ -252,16 +251,16 @@ def standard_pass(buf, base, t_ns, st, offs, tb, ob):  # type: ignore[no-untyped
 
 
 @numba.njit(cache=True, nogil=True)
-def _capsule_ok(buf: np.ndarray, p: int) -> int:
-    """0: no capsule at ``p``; 1: sync nibbles right, checksum wrong; 2: a capsule."""
+def _capsule_ok(buf: np.ndarray, p: int) -> bool:
+    """True if a capsule starts at ``p`` (sync nibbles and checksum right)."""
     b0 = np.int64(buf[p])
     b1 = np.int64(buf[p + 1])
     if (b0 >> 4) != EXPRESS_SYNC1 or (b1 >> 4) != EXPRESS_SYNC2:
-        return 0
+        return False
     check = np.int64(0)
     for j in range(2, CAPSULE_LEN):
         check ^= np.int64(buf[p + j])
-    return 2 if check == ((b0 & 0xF) | ((b1 & 0xF) << 4)) else 1
+    return bool(check == ((b0 & 0xF) | ((b1 & 0xF) << 4)))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -307,10 +306,7 @@ def express_pass(buf, base, t_ns, st, prev, tb, ob):  # type: ignore[no-untyped-
     pos = 0
     skipped = 0
     while n - pos >= CAPSULE_LEN:
-        ok = _capsule_ok(buf, pos)
-        if ok != 2:
-            if ok == 1:
-                st[CAPSULE_FAILS] += 1
+        if not _capsule_ok(buf, pos):
             pos += 1
             skipped += 1
             continue

@@ -260,20 +260,6 @@ class Nodes:
     def __len__(self) -> int:
         return int(self.start.size)
 
-    @property
-    def angle_ccw_rad(self) -> np.ndarray:
-        """Bearing in rad, counter-clockwise, in [0, 2π) (float64)."""
-        deg_cw = self.angle_q6.astype(np.float64) / 64.0
-        return np.deg2rad(np.mod(-deg_cw, 360.0)) % (2 * np.pi)
-
-    @property
-    def range_m(self) -> np.ndarray:
-        """Range in m, ``inf`` where the device sent 0 (no return), ``nan`` beyond
-        :data:`MAX_RANGE_Q2` (invalid) (float64)."""
-        r = self.dist_q2.astype(np.float64) / 4000.0
-        r[self.dist_q2 == 0] = np.inf
-        r[self.dist_q2 > MAX_RANGE_Q2] = np.nan
-        return r
 
 # -- device clock -------------------------------------------------------------------
 # The A1 sends no timestamps but every sample it takes, at a duration it reports

@@ -79,13 +79,13 @@ class A1Lidar:
         self.record_raw = False
         self._received = bytearray()
         self.stale_bytes_discarded = 0
-        self.working_mode = 0  # the express request's mode id of the last scan started
+        self.scanning = False  # a scan started and not stopped since
+        self.express_mode: int | None = None  # the last scan's express mode id (None: standard)
         self._serial: ModemSerial | None = None
         self.port = os.fspath(port)
         self.baudrate = baudrate
         self.logger = logger or log
         self.motor_running = False
-        self.scanning: list[Any] = [False, 0, "normal"]  # rplidar's (scanning, size, type)
         self.connect()
 
     # -- connection -----------------------------------------------------------------
@@ -108,7 +108,6 @@ class A1Lidar:
             write_timeout_s=self.read_timeout_s,
             dtr=not self.motor_running,
         )
-        self.scanning = [False, 0, "normal"]
 
     def disconnect(self) -> None:
         """Close the port; never raises (an unplugged port may fail to close).
@@ -117,12 +116,12 @@ class A1Lidar:
         again or the unit loses power), whatever it did before.
         """
         ser, self._serial = self._serial, None
+        self.scanning = False
         if ser is not None:
             try:
                 ser.close()
             except (serial.SerialException, OSError) as err:
                 self.logger.debug("closing %s: %s", self.port, err)
-        self.scanning = [False, 0, "normal"]
 
     @property
     def connected(self) -> bool:
@@ -146,18 +145,18 @@ class A1Lidar:
                 f"A1 {self.port}: the port blocked for {self.read_timeout_s:.2f} s while "
                 f"{what} (hardware flow control on? another program holding it?)"
             ) from err
-        except serial.SerialException as err:
+        except OSError as err:  # serial.SerialException is one, without an errno
+            lib = isinstance(err, serial.SerialException)
+            if not lib and err.errno not in GONE_ERRNOS:
+                raise DriverError(f"A1 {self.port}: I/O error while {what}: {err}") from err
+            cause = err if lib else f"errno {err.errno}: {err.strerror}"
             raise DeviceUnplugged(
-                f"A1 {self.port} went away while {what} ({err}); check the USB cable, "
+                f"A1 {self.port} went away while {what} ({cause}); check the USB cable, "
                 "then reconnect"
             ) from err
-        except OSError as err:
-            if err.errno in GONE_ERRNOS:
-                raise DeviceUnplugged(
-                    f"A1 {self.port} went away while {what} (errno {err.errno}: "
-                    f"{err.strerror}); check the USB cable, then reconnect"
-                ) from err
-            raise DriverError(f"A1 {self.port}: I/O error while {what}: {err}") from err
+
+    def _write(self, request: bytes, what: str) -> None:
+        self._io(lambda s: s.write(request), f"sending {what}")
 
     def in_waiting(self) -> int:
         """Bytes received and not yet read."""
@@ -194,6 +193,7 @@ class A1Lidar:
         return data
 
     def _read_exact(self, size: int, what: str) -> bytes:
+        """``size`` bytes within the read deadline (the library waits forever)."""
         deadline = time.monotonic() + self.read_timeout_s
         buf = bytearray()
         while len(buf) < size:
@@ -209,49 +209,69 @@ class A1Lidar:
 
     # -- requests: reads with deadlines, real exceptions ------------------------------
 
-    def _read_descriptor(self) -> tuple[int, bool, int]:
-        """Read a descriptor within the deadline: ``(length, is_single, type)``."""
-        raw = self._read_exact(proto.DESCRIPTOR_LEN, "a response descriptor")
-        try:
-            length, mode, dtype = proto.parse_descriptor(raw)
-        except ValueError as err:
-            raise DeviceProtocolError(
-                f"A1 {self.port} answered {raw.hex(' ')} instead of a descriptor (A5 5A ...): "
-                "stale scan bytes, a boot banner, or not an RPLIDAR at this baud rate; "
-                "recover() stops, clears and reconnects"
-            ) from err
-        return length, mode == proto.MODE_SINGLE, dtype
+    def _ask(self, request: bytes, what: str, length: int | None, single: bool, dtype: int) -> int:
+        """Send ``request`` (stale bytes cleared first) and read its answer's descriptor;
+        returns the answer's length. The descriptor must say ``single`` (or a scan's
+        multiple) answer mode, type ``dtype`` and ``length`` bytes (None: up to
+        :data:`MAX_ANSWER_LEN`). A scan request spins the motor first and, on a wrong
+        descriptor, recovers (:meth:`recover`) before its second attempt; a request
+        with one answer simply asks again (stale bytes that looked like a descriptor).
 
-    def _read_response(self, dsize: int) -> bytes:
-        """Read a ``dsize``-byte payload within the deadline (the library waits forever)."""
-        return self._read_exact(dsize, f"a {dsize}-byte response")
-
-    def _send_cmd(self, cmd: int) -> None:
-        """A request without payload: ``A5 cmd``."""
-        self._io(lambda s: s.write(bytes([proto.SYNC, cmd])), f"sending command {cmd:02x}")
-
-    def _request(self, request: bytes, length: int | None, dtype: int, what: str) -> bytes:
-        """Send ``request`` and return its single answer's payload (``length`` bytes, or
-        up to :data:`MAX_ANSWER_LEN` when None); clears stale bytes first, retries once."""
+        Raises:
+            DeviceSilent: no descriptor within the deadline.
+            DeviceProtocolError: not the expected descriptor, twice.
+        """
         for attempt in (1, 2):
             self.quiesce()
-            self._io(lambda s: s.write(request), f"sending {what}")
+            if not single:
+                self.start_motor()
+            self._write(request, what)
             try:
-                got_len, single, got_type = self._read_descriptor()
-                if not single or got_type != dtype or got_len != (length or got_len) or (
-                    length is None and got_len > MAX_ANSWER_LEN
+                raw = self._read_exact(proto.DESCRIPTOR_LEN, f"a response descriptor to {what}")
+                try:
+                    got_len, mode, got_type = proto.parse_descriptor(raw)
+                except ValueError as err:
+                    raise DeviceProtocolError(
+                        f"A1 {self.port} answered {raw.hex(' ')} instead of a descriptor "
+                        "(A5 5A ...): stale scan bytes, a boot banner, or not an RPLIDAR at "
+                        "this baud rate; recover() stops, clears and reconnects"
+                    ) from err
+                got_single = mode == proto.MODE_SINGLE
+                if (got_single, got_type) != (single, dtype) or not (
+                    got_len == length or (length is None and got_len <= MAX_ANSWER_LEN)
                 ):
                     raise DeviceProtocolError(
                         f"A1 {self.port} answered {what} with length {got_len}, "
-                        f"{'single' if single else 'multi'} mode, type 0x{got_type:02x} "
-                        f"(expected {length or 'any'}, single, 0x{dtype:02x}): is this an RPLIDAR?"
+                        f"{'single' if got_single else 'multi'} mode, type 0x{got_type:02x} "
+                        f"(expected {length or 'any'}, {'single' if single else 'multi'}, "
+                        f"0x{dtype:02x}): is this an RPLIDAR?"
                     )
-            except DeviceProtocolError:
+                return got_len
+            except DeviceProtocolError as err:
                 if attempt == 2:
                     raise
-                continue  # stale bytes that happened to look like a descriptor: once more
-            return self._read_response(got_len)
+                if not single:
+                    self.logger.warning("%s; recovering", err)
+                    self._emit("error", f"{err}; recovering (stop, clear input, reconnect)")
+                    self.recover(restart=False)
         raise AssertionError("unreachable")
+
+    def _request(self, request: bytes, length: int | None, dtype: int, what: str) -> bytes:
+        """Send ``request`` and return its single answer's payload (``length`` bytes, or
+        up to :data:`MAX_ANSWER_LEN` when None)."""
+        size = self._ask(request, what, length, True, dtype)
+        return self._read_exact(size, f"a {size}-byte response")
+
+    def _parsed(self, cmd: int, parse: Callable[[bytes], _T]) -> _T:
+        """The answer to the request ``A5 cmd`` (:data:`_ANSWERS`), parsed; a malformed
+        payload (ValueError) as a DeviceProtocolError."""
+        length, dtype, what = _ANSWERS[cmd]
+        raw = self._request(_cmd(cmd), length, dtype, what)
+        try:
+            return parse(raw)
+        except ValueError as err:
+            msg = f"A1 {self.port}: bad {what} answer {raw.hex(' ')}: {err}"
+            raise DeviceProtocolError(msg) from err
 
     def quiesce(self, quiet_s: float = 0.05) -> int:
         """If bytes are arriving (a scan left running, a boot banner), stop and discard them
@@ -265,28 +285,15 @@ class A1Lidar:
 
     def get_info(self) -> A1Info:
         """Model, firmware, hardware and serial number (raises instead of returning a string)."""
-        raw = self._request(_cmd(proto.CMD_GET_INFO), proto.INFO_LEN, proto.TYPE_INFO, "GET_INFO")
-        return A1Info.from_payload(raw)
+        return self._parsed(proto.CMD_GET_INFO, A1Info.from_payload)
 
     def get_health(self) -> A1Health:
         """Health status and error code (little-endian, unlike the library)."""
-        cmd = _cmd(proto.CMD_GET_HEALTH)
-        raw = self._request(cmd, proto.HEALTH_LEN, proto.TYPE_HEALTH, "GET_HEALTH")
-        return self._parsed(A1Health.from_payload, raw, "health")
+        return self._parsed(proto.CMD_GET_HEALTH, A1Health.from_payload)
 
     def get_sample_rate(self) -> A1SampleRate:
         """GET_SAMPLERATE: standard and express sample durations (µs; firmware >= 1.17)."""
-        cmd = _cmd(proto.CMD_GET_SAMPLERATE)
-        raw = self._request(cmd, proto.SAMPLERATE_LEN, proto.TYPE_SAMPLE_RATE, "GET_SAMPLERATE")
-        return self._parsed(A1SampleRate.from_payload, raw, "sample-rate")
-
-    def _parsed(self, parse: Callable[[bytes], _T], raw: bytes, what: str) -> _T:
-        """``parse(raw)``, a malformed payload (ValueError) as a DeviceProtocolError."""
-        try:
-            return parse(raw)
-        except ValueError as err:
-            msg = f"A1 {self.port}: bad {what} answer {raw.hex(' ')}: {err}"
-            raise DeviceProtocolError(msg) from err
+        return self._parsed(proto.CMD_GET_SAMPLERATE, A1SampleRate.from_payload)
 
     def get_conf(self, conf_type: int, mode_id: int | None = None) -> bytes:
         """GET_LIDAR_CONF (firmware >= 1.24): the value of ``conf_type`` (of scan mode
@@ -365,85 +372,53 @@ class A1Lidar:
     def stop(self, quiet_s: float = 0.02) -> int:
         """Send STOP, discard what still arrives until the line has been quiet for
         ``quiet_s`` (s) or the read deadline passes, clear input; returns the bytes read."""
-        self._send_cmd(proto.CMD_STOP)
-        self.scanning = [False, 0, "normal"]
+        self._write(_cmd(proto.CMD_STOP), "STOP")
+        self.scanning = False
         discarded = 0
         deadline = time.monotonic() + self.read_timeout_s
-        while time.monotonic() < deadline:
-            chunk = self.read_available(quiet_s)
-            if not chunk:
-                break
+        while time.monotonic() < deadline and (chunk := self.read_available(quiet_s)):
             discarded += len(chunk)
         self.clean_input()
         return discarded
 
     def reset(self, boot_timeout_s: float = 2.0) -> str:
         """Reboot the core; waits for the boot banner (or ``boot_timeout_s``) and returns it."""
-        self._send_cmd(proto.CMD_RESET)
-        self.scanning = [False, 0, "normal"]
+        self._write(_cmd(proto.CMD_RESET), "RESET")
+        self.scanning = False
         deadline = time.monotonic() + boot_timeout_s
         text = b""
         while time.monotonic() < deadline:
             chunk = self.read_available(0.1 if text else 0.05)
-            if chunk:
-                text += chunk
-            elif text:
+            if text and not chunk:
                 break
+            text += chunk
         self.clean_input()
         banner = text.decode("ascii", "replace").strip()
         self._emit("note", f"reset; banner: {banner!r}" if banner else "reset; no banner")
         return banner
 
-    def start(self, scan_type: str = "normal", working_mode: int = 0) -> None:
-        """Start a standard (``normal``), forced (``force``) or ``express`` scan.
+    def start(self, express_mode: int | None = None) -> None:
+        """Start a standard scan, or with ``express_mode`` (a scan mode's id) an express one.
 
-        Express (firmware >= 1.17) sends EXPRESS_SCAN with ``working_mode`` (the scan
-        mode's id; 0, ``A5 82 05 00 00 00 00 00 22``, is the legacy form) and expects
-        84-byte capsules (descriptor ``A5 5A 54 00 00 40 82``). Unlike the library, no
-        health check is hidden here (see :meth:`ensure_healthy`).
+        Express (firmware >= 1.17) sends EXPRESS_SCAN with the mode id (0, ``A5 82 05 00
+        00 00 00 00 22``, is the legacy form) and expects 84-byte capsules (descriptor
+        ``A5 5A 54 00 00 40 82``). Unlike the library, no health check is hidden here
+        (see :meth:`ensure_healthy`).
 
         Raises:
-            DeviceSilent: no descriptor within the deadline (for ``express``: a unit
+            DeviceSilent: no descriptor within the deadline (for express: a unit
                 without express scan stays silent).
-            DriverError: an unknown scan type, or a descriptor that is not the scan's
-                after one recovery.
+            DriverError: a descriptor that is not the scan's after one recovery.
         """
-        expected = {
-            "normal": (proto.CMD_SCAN, proto.NODE_LEN, proto.TYPE_SCAN),
-            "force": (proto.CMD_FORCE_SCAN, proto.NODE_LEN, proto.TYPE_SCAN),
-            "express": (proto.CMD_EXPRESS_SCAN, proto.CAPSULE_LEN, proto.TYPE_EXPRESS),
-        }
-        if scan_type not in expected:
-            raise DriverError(
-                f"unknown scan type {scan_type!r}: use 'normal', 'force' or 'express'"
-            )
-        cmd, size, answer = expected[scan_type]
-        express = scan_type == "express"
-        request = proto.express_request(working_mode) if express else _cmd(cmd)
-        for attempt in (1, 2):
-            self.quiesce()
-            self.start_motor()
-            self._io(lambda s: s.write(request), f"sending the {scan_type} scan request")
-            try:
-                try:
-                    length, single, dtype = self._read_descriptor()
-                except DeviceSilent as err:
-                    raise DeviceSilent(f"no answer to the {scan_type} scan request: {err}") from err
-                if (length, single, dtype) != (size, False, answer):
-                    raise DeviceProtocolError(
-                        f"A1 {self.port} answered the {scan_type} scan request with length "
-                        f"{length}, type 0x{dtype:02x} (expected {size}, 0x{answer:02x})"
-                    )
-            except DeviceProtocolError as err:
-                if attempt == 2:
-                    raise
-                self.logger.warning("%s; recovering", err)
-                self._emit("error", f"{err}; recovering (stop, clear input, reconnect)")
-                self.recover(restart=False)
-                continue
-            self.scanning = [True, size, scan_type]
-            self.working_mode = working_mode
-            return
+        if express_mode is None:
+            self._ask(_cmd(proto.CMD_SCAN), "the standard scan request", proto.NODE_LEN,
+                      False, proto.TYPE_SCAN)  # fmt: skip
+        else:
+            request = proto.express_request(express_mode)
+            self._ask(request, "the express scan request", proto.CAPSULE_LEN, False,
+                      proto.TYPE_EXPRESS)  # fmt: skip
+        self.scanning = True
+        self.express_mode = express_mode
 
     def ensure_healthy(self) -> A1Health:
         """Health check; on ``error`` reset once and check again.
@@ -468,16 +443,24 @@ class A1Lidar:
         return health
 
     def recover(self, restart: bool = True) -> None:
-        """The known cure for descriptor errors: stop, clear input, reconnect (restart scan)."""
-        scan_type = str(self.scanning[2])
+        """The known cure for descriptor errors: stop, clear input, reconnect (and restart
+        the last scan started)."""
         with contextlib.suppress(DeviceUnplugged):
-            self._send_cmd(proto.CMD_STOP)
+            self._write(_cmd(proto.CMD_STOP), "STOP")
         time.sleep(0.05)
         if self._serial is not None:
-            self._io(lambda s: s.reset_input_buffer(), "clearing input")
+            self.clean_input()
         self.connect()
         if restart:
-            self.start(scan_type, self.working_mode)
+            self.start(self.express_mode)
+
+
+_ANSWERS = {
+    proto.CMD_GET_INFO: (proto.INFO_LEN, proto.TYPE_INFO, "GET_INFO"),
+    proto.CMD_GET_HEALTH: (proto.HEALTH_LEN, proto.TYPE_HEALTH, "GET_HEALTH"),
+    proto.CMD_GET_SAMPLERATE: (proto.SAMPLERATE_LEN, proto.TYPE_SAMPLE_RATE, "GET_SAMPLERATE"),
+}
+"""Request → its single answer's length, type and name."""
 
 
 def _cmd(cmd: int) -> bytes:
@@ -610,7 +593,7 @@ class A1Scanner(DeviceProtocol):
         """
         self.connect()
         lidar = self._lidar()
-        if self._scanning or lidar.scanning[0]:
+        if self._scanning or lidar.scanning:
             lidar.stop()
         self._scanning = False
         lidar.stop_motor()
@@ -751,15 +734,18 @@ class A1Scanner(DeviceProtocol):
         self._emit_turns(self.assembler.flush())
 
     def reset(self) -> None:
-        """Drop the node tail, the turn in progress and the device clock."""
-        self._restarted()
+        """A new scan (start, restart, reconnect): no node tail, no turn in progress, no
+        device-clock anchor."""
+        rate = self.sample_rate
+        mode = self.scan_mode_used
+        self.assembler.reset(mode=mode, sample_us=0 if rate is None else rate.sample_us(mode))
 
     def restart(self) -> None:
         """Stop, clear input, reconnect, restart the scan (the cure for a stalled unit)."""
         try:
             self._lidar().recover(restart=True)
         finally:
-            self._restarted()
+            self.reset()
 
     def start_note(self) -> str | None:
         """Model, firmware, hardware and serial of the unit, for the ``start`` event."""
@@ -801,40 +787,28 @@ class A1Scanner(DeviceProtocol):
 
     def declare_streams(self, writer: SessionWriter) -> None:
         """Add ``lidar/<name>``: the unit's identity where known, and how it is timed."""
-        info = self.info
-        device = {}
-        if info is not None:
-            device = {
-                "serial": info.serial,
-                "firmware": f"{info.firmware[0]}.{info.firmware[1]:02d}",
-                "hardware": info.hardware,
-                "model_id": info.model,
-            }
-        mode = self.scan_mode_used
-        used = self.mode
-        device_time = (
-            describe_clock(self.sample_rate, mode)
-            if info is not None
-            else f"sample index x {mode} sample duration (GET_SAMPLERATE) where the unit "
-            "reports it (turns with device_ns), else none"
-        )
+        info, mode, used = self.info, self.scan_mode_used, self.mode
+        device = {} if info is None else {
+            "serial": info.serial,
+            "firmware": f"{info.firmware[0]}.{info.firmware[1]:02d}",
+            "hardware": info.hardware,
+            "model_id": info.model,
+            "device_time": describe_clock(self.sample_rate, mode),
+        }  # fmt: skip
+        express = " (express: 47 for a return, 0 for none; capsules carry no quality)"
         writer.add_lidar(
             self.link.name,
             attrs={
                 "model": "A1",
                 "port_path": self.link.port,
-                "intensity": "quality 0..63"
-                + (
-                    " (express: 47 for a return, 0 for none; capsules carry no quality)"
-                    if mode == "express"
-                    else ""
-                ),
+                "intensity": "quality 0..63" + (express if mode == "express" else ""),
                 "scan_mode": used.name if used is not None else mode,
                 "scan_mode_id": used.id if used is not None else -1,
                 "scan_modes": "; ".join(m.describe() for m in self.modes),
                 "scan_format": mode,
                 "scan_mode_note": self.mode_note,
-                "device_time": device_time,
+                "device_time": f"sample index x {mode} sample duration (GET_SAMPLERATE) where "
+                "the unit reports it (turns with device_ns), else none",
                 "time_base": "host monotonic_ns at receive, spread over each read's nodes",
                 "native_units": "angle q6 degrees clockwise, distance q2 mm (converted once)",
                 **device,
@@ -905,14 +879,11 @@ class A1Scanner(DeviceProtocol):
             self.mode = self._choose_mode()
         mode = self.mode
         fmt = mode.format or "standard"
-        if fmt == "express":
-            lidar.start("express", working_mode=mode.id if self._has_conf() else 0)
-        else:
-            lidar.start("normal")
+        lidar.start(None if fmt == "standard" else mode.id if self._has_conf() else 0)
         self.scan_mode_used = fmt
         self.mode_label = mode.name
         self._scanning = True
-        self._restarted()
+        self.reset()
 
     def _has_conf(self) -> bool:
         """True for firmware with the configuration commands (GET_LIDAR_CONF, >= 1.24)."""
@@ -966,12 +937,6 @@ class A1Scanner(DeviceProtocol):
 
     def _unit(self) -> str:
         return "capsules" if self.scan_mode_used == "express" else "nodes"
-
-    def _restarted(self) -> None:
-        """A new scan (start, restart, reconnect): no tail, no turn, no clock anchor."""
-        rate = self.sample_rate
-        mode = self.scan_mode_used
-        self.assembler.reset(mode=mode, sample_us=0 if rate is None else rate.sample_us(mode))
 
     def _emit_turns(self, turns: LidarTurns) -> int:
         """Store turns (session, the current :meth:`poll`'s result, counters); returns

@@ -125,11 +125,6 @@ class A1Turns:
         return self._count(k.CAPSULES)
 
     @property
-    def capsule_checksum_failures(self) -> int:
-        """Express candidates with the sync nibbles but a wrong checksum."""
-        return self._count(k.CAPSULE_FAILS)
-
-    @property
     def pending_bytes(self) -> int:
         """Bytes kept from earlier reads that may still start a node or capsule."""
         return len(self._tail)

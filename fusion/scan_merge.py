@@ -302,9 +302,8 @@ def _resample(
     same = (p_e[lo] == grid_pair) & (p_e[hi] == grid_pair)
     gap = key[hi] - key[lo]
     r_lo, r_hi = r_e[lo], r_e[hi]
-    continuous = (
-        same & (gap <= MAX_GAP_STEPS * own_step) & _same_surface(key, r_e, p_e, own_step)[lo]
-    )
+    adjacent = same & (gap <= MAX_GAP_STEPS * own_step)
+    continuous = adjacent & _same_surface(key, r_e, p_e, own_step)[lo]
     with np.errstate(invalid="ignore", divide="ignore"):
         f = np.where(gap > 0, (g - key[lo]) / gap, 0.0)
     interp = r_lo + f * (r_hi - r_lo)
@@ -314,7 +313,6 @@ def _resample(
     d_near = np.where(near_lo, d_lo, d_hi)
     r_near = np.where(near_lo, r_lo, r_hi)
     i_near = np.where(near_lo, i_e[lo], i_e[hi])
-    adjacent = same & (gap <= MAX_GAP_STEPS * own_step)
     res = np.where(continuous, interp, np.where(adjacent | (d_near <= 0.5 * width), r_near, np.inf))
     out_r[:] = res.reshape(n_pairs, n_bins)
     out_i[:] = np.where(np.isfinite(res), i_near, 0).reshape(n_pairs, n_bins)

@@ -92,6 +92,13 @@ def _mount(s: Session, name: str, cfg: RobotConfig | None) -> tuple[Mount, str]:
     )
 
 
+def _need(path: str | os.PathLike[str], kind: str, name: str, names: list[str]) -> None:
+    if name not in names:
+        raise SessionError(
+            f"{path}: no {kind} stream {name!r}; streams: {', '.join(names) or 'none'}"
+        )
+
+
 def merge_session(
     path: str | os.PathLike[str],
     front: str,
@@ -111,12 +118,8 @@ def merge_session(
         FusionError: no mount known, bad pose stream, nothing to merge.
     """
     with Session(path) as s:
-        names = s.lidar_names()
         for n in (front, rear):
-            if n not in names:
-                raise SessionError(
-                    f"{path}: no lidar stream {n!r}; streams: {', '.join(names) or 'none'}"
-                )
+            _need(path, "lidar", n, s.lidar_names())
         if front == rear:
             raise FusionError("--front and --rear name the same stream")
         cfg = _config(s, config_path)
@@ -124,11 +127,7 @@ def merge_session(
         rm, src_r = _mount(s, rear, cfg)
         pose_at = None
         if pose is not None:
-            poses = s.pose_names()
-            if pose not in poses:
-                raise SessionError(
-                    f"{path}: no pose stream {pose!r}; streams: {', '.join(poses) or 'none'}"
-                )
+            _need(path, "pose", pose, s.pose_names())
             pose_at = pose_interpolator(s.pose(pose).read())
         footprint = cfg.footprint_m if (use_footprint and cfg is not None) else None
         setup = MergeSetup(fm, rm, footprint=footprint, pose_at=pose_at, max_dt_s=max_dt_s)

@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from timing_util import SLACK_S
 
-from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1_decode import decode_nodes
 from sensorbench.drivers.a1_reader import A1Lidar, A1Scanner
 from sensorbench.drivers.a1_turns import A1Turns
@@ -79,16 +78,12 @@ def test_decode_resyncs_byte_by_byte_after_corruption_and_loss():
     assert skipped + 5 * len(got) == len(broken)  # every byte accounted for
 
 
-def test_angle_conversion_native_cw_to_ccw():
-    n = proto.Nodes(
-        np.array([True, False, False]),
-        np.array([10, 10, 0], np.uint8),
-        np.array([0, 90 * 64, 270 * 64], np.uint16),
-        np.array([4000, 8, 0], np.uint16),
-        np.zeros(3, np.int64),
-    )
-    assert np.allclose(n.angle_ccw_rad, [0.0, 3 * np.pi / 2, np.pi / 2])
-    assert n.range_m[0] == 1.0 and n.range_m[1] == 0.002 and np.isinf(n.range_m[2])
+def test_reference_conversion_native_cw_to_ccw():
+    """The conversion the decoder's turns are compared against, on known points."""
+    angle = u.ccw_rad(np.array([0, 90 * 64, 270 * 64], np.uint16))
+    assert np.allclose(angle, [0.0, 3 * np.pi / 2, np.pi / 2])
+    r = u.range_m(np.array([4000, 8, 0], np.uint16))
+    assert r[0] == 1.0 and r[1] == 0.002 and np.isinf(r[2])
 
 
 def test_host_times_spread_the_nodes_of_a_read_over_the_gap_to_the_previous_one():
@@ -336,7 +331,7 @@ def test_recover_stops_clears_reconnects_and_restarts():
         time.sleep(0.2)  # a backlog of nodes, as after a missed descriptor
         old_port = lid._serial
         lid.recover(restart=True)
-        assert lid._serial is not old_port and lid.scanning[0]
+        assert lid._serial is not old_port and lid.scanning
         assert emu.requests[-2:] == [0x25, 0x20]  # STOP, then a new SCAN
         nodes, _, skipped = decode_nodes(lid.read_available(0.3))
         assert len(nodes) > 0 and skipped == 0
@@ -404,7 +399,7 @@ def test_start_recovers_once_from_a_descriptor_error():
         lid = A1Lidar(dev.port.path, read_timeout_s=0.3, on_event=lambda *e: events.append(e))
         first_port = lid._serial
         lid.start()
-        assert lid.scanning[0] and dev.scans == 2
+        assert lid.scanning and dev.scans == 2
         assert lid._serial is not first_port  # reconnected
         assert any(e[1] == "error" and "recovering" in e[2] for e in events)
         nodes, _, _ = decode_nodes(lid.read_available(0.2))

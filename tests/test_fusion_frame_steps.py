@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sensorbench.benchmarks.joint_filter import JointFilter
 from sensorbench.errors import FusionError
 from sensorbench.fusion.filter_noise import AxisNoise, FilterNoise
-from sensorbench.fusion.joint_filter import JointFilter
 from sensorbench.fusion.split_filter import SplitFilter, frame_steps
 
 NOISE = FilterNoise(AxisNoise(1.0, 1e-6), AxisNoise(1.0, 1e-6), AxisNoise(1.0, 1e-6))

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
+from sensorbench.benchmarks.joint_filter import JointFilter, chord_measurement
 from sensorbench.fusion.consistency import nis_bounds
 from sensorbench.fusion.filter_noise import AxisNoise, FilterNoise
-from sensorbench.fusion.joint_filter import JointFilter, chord_measurement
 from sensorbench.fusion.odometry_motion import FEEDFORWARD_FRAMES
 from sensorbench.fusion.pod_kinematics import integrate_path, relative_poses, se2_log
 from sensorbench.fusion.split_filter import SplitFilter

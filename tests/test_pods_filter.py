@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from sensorbench.benchmarks.joint_filter import JointFilter
 from sensorbench.characterize.pods.noise_fit import AxisSeries, fit_axis
 from sensorbench.errors import FusionError
 from sensorbench.fusion.aid_queue import Aiding, PoseAidModel
@@ -18,7 +19,6 @@ from sensorbench.fusion.consistency import (
     whiteness,
 )
 from sensorbench.fusion.filter_noise import AxisNoise, FilterNoise
-from sensorbench.fusion.joint_filter import JointFilter
 from sensorbench.fusion.odometry_motion import FEEDFORWARD_FRAMES
 from sensorbench.fusion.pod_kinematics import integrate_path
 from sensorbench.fusion.split_filter import SplitFilter, predict_axis
