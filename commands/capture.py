@@ -56,7 +56,7 @@ class _StatusPrinter:
     def __init__(
         self, duration_s: float, extra: Callable[[float, list], list[str]] | None = None
     ) -> None:
-        from sensorbench.drivers.capture import format_status_parts
+        from sensorbench.drivers.capture_display import format_status_parts
 
         self.parts = format_status_parts
         self.extra = extra
@@ -204,7 +204,8 @@ def capture_cmd(
     (it is restarted, but data were lost) or writing failed (disk full: the file
     keeps everything up to the last flush), 2 on bad input.
     """
-    from sensorbench.drivers.capture import CaptureOptions, format_bringup, format_summary
+    from sensorbench.drivers.capture import CaptureOptions
+    from sensorbench.drivers.capture_display import format_bringup, format_summary
 
     config = load_robot_config(config_path, run_dir=run_dir)
     duration = math.inf if duration_s is None else duration_s
@@ -250,7 +251,8 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
     Exit 1 if any device failed, 2 on a bad configuration. brltty, which takes
     CP2102 adapters away on Ubuntu, is looked for first (warning with the fix).
     """
-    from sensorbench.drivers.capture import format_bringup, run_bringup
+    from sensorbench.drivers.capture import run_bringup
+    from sensorbench.drivers.capture_display import format_bringup
     from sensorbench.udev.brltty import check_brltty
 
     config = load_robot_config(config_path, run_dir=run_dir)

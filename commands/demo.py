@@ -233,7 +233,7 @@ def _live_demo(
     the ``pods_firmware`` image under simavr when given."""
     from sensorbench.commands.capture import _StatusPrinter
     from sensorbench.demo.live import MODELS, run_live_demo
-    from sensorbench.drivers.capture import format_summary
+    from sensorbench.drivers.capture_display import format_summary
     from sensorbench.live.runtime import format_live_status, format_live_summary, live_summary
     from sensorbench.live.udp import parse_address
     from sensorbench.sim.serve import stop_on_signals

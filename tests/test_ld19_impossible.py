@@ -15,7 +15,8 @@ from ld19_util import REF_MAX_SPEED
 from timing_util import wait_until
 
 from sensorbench.cli import cli
-from sensorbench.drivers.capture import CaptureResult, DeviceSummary, format_status, format_summary
+from sensorbench.drivers.capture import CaptureResult, DeviceSummary
+from sensorbench.drivers.capture_display import format_status, format_summary
 from sensorbench.drivers.ld19_parser import LD19Packets, LD19Parser
 from sensorbench.drivers.ld19_reader import LD19Protocol
 from sensorbench.drivers.ld19_turns import TurnAssembler
