@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -229,30 +230,11 @@ def _import_command(what: str) -> click.Command:
         "last of each run; dropped lines are listed.",
     )
     def cmd(
-        file: Path,
-        fmt: str,
-        session: Path,
-        name: str | None,
-        duplicates: str,
-        body: str | None = None,
-        up: str = "y",
-        max_position_m: float | None = None,
-        columns: str | None = None,
-        times: Path | None = None,
+        file: Path, fmt: str, session: Path, name: str | None, duplicates: str, **extra: Any
     ) -> None:
         if same_file(file, session):
             raise OutputError(f"{file} is both the file to import and the session; nothing done")
-        options: dict = {"body": body, "up": up} if fmt == "motive" else {}
-        if (times is not None) != (fmt == "kitti"):
-            raise click.UsageError("--times FILE goes with --format kitti, and only with it")
-        if times is not None:
-            options["times"] = times
-        if max_position_m is not None:
-            options["max_position_m"] = max_position_m
-        if columns is not None:
-            if fmt != "csv":
-                raise click.UsageError("--columns applies to --format csv only")
-            options["columns"] = parse_column_map(columns, what)
+        options = _format_options(what, fmt, **extra)
         res = import_file(what, file, fmt, session, name=name, duplicates=duplicates, **options)
         click.echo(
             f"imported {res.samples} samples from {file} into {session} as stream {res.name!r}"
@@ -270,47 +252,82 @@ def _import_command(what: str) -> click.Command:
                 + ", ".join(f"{file}:{n}" for n in res.relocalized_lines)
             )
 
+    for option in _format_option_decorators(what):
+        cmd = option(cmd)
+    return cmd
+
+
+def _format_options(
+    what: str,
+    fmt: str,
+    body: str | None = None,
+    up: str = "y",
+    max_position_m: float | None = None,
+    columns: str | None = None,
+    times: Path | None = None,
+) -> dict[str, Any]:
+    """The reader's keyword options from the format-specific command options."""
+    options: dict[str, Any] = {"body": body, "up": up} if fmt == "motive" else {}
+    if (times is not None) != (fmt == "kitti"):
+        raise click.UsageError("--times FILE goes with --format kitti, and only with it")
+    if times is not None:
+        options["times"] = times
+    if max_position_m is not None:
+        options["max_position_m"] = max_position_m
+    if columns is not None:
+        if fmt != "csv":
+            raise click.UsageError("--columns applies to --format csv only")
+        options["columns"] = parse_column_map(columns, what)
+    return options
+
+
+def _format_option_decorators(what: str) -> list[Callable[[Any], Any]]:
+    """The format-specific options of ``import WHAT``, innermost first."""
     if what == "pods":
-        return click.option(
+        return [
+            click.option(
+                "--columns",
+                default=None,
+                metavar="NAME=HEADER,...",
+                help="The file's header for each column name it names otherwise, e.g. "
+                "t_s=t,c0=count0,c1=count1,c2=count2 (names: one time column t_s [s], t_ms "
+                "[ms], t_us [µs], t_ns or host_ns [ns]; counters c0, c1, ...; optional "
+                + ", ".join(POD_OPTIONAL_COLUMNS)
+                + ").",
+            )
+        ]
+    return [
+        click.option(
+            "--times",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="kitti: the times file, one time (s) per line for each pose line.",
+        ),
+        click.option(
             "--columns",
             default=None,
             metavar="NAME=HEADER,...",
-            help="The file's header for each column name it names otherwise, e.g. "
-            "t_s=t,c0=count0,c1=count1,c2=count2 (names: one time column t_s [s], t_ms "
-            "[ms], t_us [µs], t_ns or host_ns [ns]; counters c0, c1, ...; optional "
-            + ", ".join(POD_OPTIONAL_COLUMNS)
-            + ").",
-        )(cmd)
-    cmd = click.option(
-        "--times",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="kitti: the times file, one time (s) per line for each pose line.",
-    )(cmd)
-    cmd = click.option(
-        "--columns",
-        default=None,
-        metavar="NAME=HEADER,...",
-        help="csv: the file's header for each column name it names otherwise, e.g. "
-        "t_s=time,x=pos_x (names: " + ", ".join(POSE_CSV_COLUMNS) + ").",
-    )(cmd)
-    cmd = click.option(
-        "--max-position-m",
-        type=FiniteFloat(min=0, min_open=True),
-        default=MAX_ABS_POSITION_M,
-        show_default=True,
-        help="Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error.",
-    )(cmd)
-    cmd = click.option(
-        "--up",
-        type=click.Choice(["y", "z"]),
-        default="y",
-        show_default=True,
-        help="Motive: the export's up axis (y is converted to z-up).",
-    )(cmd)
-    return click.option(
-        "--body", default=None, help="Motive: rigid-body name (if the file has several)."
-    )(cmd)
+            help="csv: the file's header for each column name it names otherwise, e.g. "
+            "t_s=time,x=pos_x (names: " + ", ".join(POSE_CSV_COLUMNS) + ").",
+        ),
+        click.option(
+            "--max-position-m",
+            type=FiniteFloat(min=0, min_open=True),
+            default=MAX_ABS_POSITION_M,
+            show_default=True,
+            help="Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error.",
+        ),
+        click.option(
+            "--up",
+            type=click.Choice(["y", "z"]),
+            default="y",
+            show_default=True,
+            help="Motive: the export's up axis (y is converted to z-up).",
+        ),
+        click.option(
+            "--body", default=None, help="Motive: rigid-body name (if the file has several)."
+        ),
+    ]
 
 
 _DEFAULT_NAMES = {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}
