@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from sensorbench.cli import cli, subgroup
 from sensorbench.commands.emulate_options import (
     duration_option,
     link_option,
@@ -27,22 +28,13 @@ from sensorbench.errors import SimError
 from sensorbench.json_doc import to_json
 from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
 
+emulate = subgroup("emulate")
+
 _CONFIG_HELP = (
     "Robot description (TOML): devices with stable port names, kinds (ld19, a1, pods), "
     "mounts (x_m, y_m, yaw_deg), power-up order and gaps (s). See examples/robot.toml."
 )
 _RUN_DIR_HELP = "Directory substituted for {run_dir} in ports (emulated robots)."
-
-
-def register(cli: click.Group) -> None:
-    """Attach ``capture``, ``bringup`` and the ``emulate pods``/``emulate robot`` commands."""
-    from sensorbench.cli import subgroup
-
-    cli.add_command(capture_cmd)
-    cli.add_command(bringup_cmd)
-    emulate = subgroup("emulate", "Serve emulated devices on pseudo-terminals.")
-    emulate.add_command(emulate_pods_cmd)
-    emulate.add_command(emulate_robot_cmd)
 
 
 class _StatusPrinter:
@@ -177,7 +169,7 @@ def record(
     return result
 
 
-@click.command("capture")
+@cli.command("capture")
 @recording_options("Record")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
 @click.pass_context
@@ -235,7 +227,7 @@ def capture_cmd(
         ctx.exit(1)
 
 
-@click.command("bringup")
+@cli.command("bringup")
 @click.option(
     "--config", "config_path", required=True, type=click.Path(dir_okay=False), help=_CONFIG_HELP
 )
@@ -270,7 +262,7 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
         ctx.exit(1)
 
 
-@click.command("pods")
+@emulate.command("pods")
 @click.option(
     "--scenario",
     default="square",
@@ -390,7 +382,7 @@ def emulate_pods_cmd(
         raise SimError("the firmware harness stopped: " + "; ".join(firmware.errors[-3:]))
 
 
-@click.command("robot")
+@emulate.command("robot")
 @click.option(
     "--run-dir",
     type=click.Path(file_okay=False),

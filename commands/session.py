@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from sensorbench.cli import cli, subgroup
 from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.commands.progress import progress_bar
 from sensorbench.errors import OutputError
@@ -25,25 +26,14 @@ from sensorbench.logs.importers import (
     parse_column_map,
 )
 
-
-def register(cli: click.Group) -> None:
-    """Attach ``info``, ``check``, ``export`` and the ``import`` sub-commands."""
-    from sensorbench.cli import subgroup
-
-    cli.add_command(info_cmd)
-    cli.add_command(check_cmd)
-    cli.add_command(export_cmd)
-    group = subgroup("import", "Import foreign files (mocap, pose logs, pod CSV) into a session.")
-    for what in ("mocap", "pose", "pods"):
-        group.add_command(_import_command(what))
-    group.add_command(import_rosbag_cmd)
+import_group = subgroup("import")
 
 
 def _fmt_s(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-@click.command("info")
+@cli.command("info")
 @click.argument("session", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def info_cmd(session: Path, as_json: bool) -> None:
@@ -104,7 +94,7 @@ def info_cmd(session: Path, as_json: bool) -> None:
         click.echo(f"`sensorbench check {session}` lists every problem")
 
 
-@click.command("check")
+@cli.command("check")
 @click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--recover/--no-recover",
@@ -349,7 +339,7 @@ def _bag_info(bag: Path, as_json: bool) -> None:
         click.echo(f"{topic:<32} {t['type']:<44} {t['count']:>8}")
 
 
-@click.command("rosbag")
+@import_group.command("rosbag")
 @click.argument("bag", type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--topic",
@@ -476,7 +466,7 @@ def replayed_odometry(session: Path, pods_path: Path, noise_path: Path | None) -
     )  # fmt: skip
 
 
-@click.command("export")
+@cli.command("export")
 @click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--stream", "name", default=None, help="Stream name (or 'events'); mcap: default all."
@@ -574,3 +564,7 @@ def export_cmd(
     click.echo(f"wrote {table.rows} rows to {output}")
     if table.skipped:
         click.echo(f"skipped {table.skipped} invalid samples of {name!r} (--skip-invalid)")
+
+
+for _what in ("mocap", "pose", "pods"):
+    import_group.add_command(_import_command(_what))

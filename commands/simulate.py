@@ -7,17 +7,13 @@ from pathlib import Path
 
 import click
 
+from sensorbench.cli import cli
 from sensorbench.commands.option_types import SEED
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output, force_option
 
 
-def register(cli: click.Group) -> None:
-    """Attach ``simulate``."""
-    cli.add_command(simulate_cmd)
-
-
-@click.command("simulate")
+@cli.command("simulate")
 @click.option(
     "--scenario",
     "scenario",
