@@ -427,8 +427,10 @@ def run_capture(
         if d.name in up
     }
     readers.update({r.name: r for r in extra_readers})
-    for part in [*readers.values(), *([consumer] if consumer is not None else [])]:
-        part.declare(writer)
+    for reader in readers.values():
+        reader.declare(writer)
+    if consumer is not None:
+        consumer.declare(writer)
     writer.start()
     now = time.monotonic_ns()
     for b in result.bringup:

@@ -7,6 +7,7 @@ Units: times in s, rates per second, sizes in bytes (kB/s in the status line).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from sensorbench.drivers.capture import BringupResult, CaptureResult
 from sensorbench.drivers.reader_base import ReaderStatus
@@ -83,7 +84,7 @@ def format_summary(result: CaptureResult) -> str:
     return "\n".join([head, _table(rows), *lost])
 
 
-def _table(rows: list[tuple[str, ...]]) -> str:
+def _table(rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines)

@@ -46,11 +46,11 @@ def session_summary(path: Path) -> dict[str, Any]:
         return {
             "path": str(path),
             "scenario": attrs.get("scenario"),
-            "seed": int(attrs.get("seed")),
+            "seed": int(attrs["seed"]),
             "campaign_session": int(attrs["campaign_session"])
             if "campaign_session" in attrs
             else None,
-            "duration_s": float(attrs.get("duration_s")),
+            "duration_s": float(attrs["duration_s"]),
             "lidars": {n: s.lidar(n).n_turns for n in s.lidar_names()},
             "encoders": s.encoder_names(),
             "poses": s.pose_names(),
