@@ -463,32 +463,6 @@ class LD19Packets:
         return LD19Packets(self.fields[:, keep], self.distance_mm[keep], self.intensity[keep])
 
     @classmethod
-    def from_fields(
-        cls,
-        *,
-        speed_deg_s: np.ndarray,
-        start_cdeg: np.ndarray,
-        end_cdeg: np.ndarray,
-        timestamp_ms: np.ndarray,
-        distance_mm: np.ndarray,
-        intensity: np.ndarray,
-        host_ns: np.ndarray,
-        stream_offset: np.ndarray,
-        failures_before: np.ndarray,
-        lost_before: np.ndarray,
-    ) -> LD19Packets:
-        """Packets from each field (e.g. made elsewhere than the parser)."""
-        rows = (
-            speed_deg_s, start_cdeg, end_cdeg, timestamp_ms, stream_offset, host_ns,
-            failures_before, lost_before,
-        )  # fmt: skip
-        return cls(
-            np.stack([np.asarray(r, dtype=np.int64) for r in rows]),
-            np.asarray(distance_mm, dtype=np.uint16).reshape(-1, POINTS_PER_PACKET),
-            np.asarray(intensity, dtype=np.uint8).reshape(-1, POINTS_PER_PACKET),
-        )
-
-    @classmethod
     def empty(cls) -> LD19Packets:
         """No packets."""
         return cls(
