@@ -10,6 +10,9 @@ released by the kernel even if that worker dies); later tests and later runs rea
 until that code changes. So chunk tests and pooled tests can be scheduled anywhere, in
 any order, and every case is computed once. Without pytest's cache (``-p
 no:cacheprovider``) the results live in the run's directory (:func:`run_dir`).
+
+A module fixture that writes files (a capture, the demo) is built once per run the same
+way (:func:`once_per_run`): the tests of its module may run on several workers.
 """
 
 from __future__ import annotations
@@ -64,6 +67,19 @@ def computed_once(directory: Path, key: str, compute: Callable[[], T]) -> T:
     folder = directory if RESULTS is None else RESULTS / directory.name
     folder.mkdir(parents=True, exist_ok=True)
     result = folder / f"{key}-{_code_hash(compute.__code__.co_filename)}.pickle"
+    return _once(folder, key, result, compute)
+
+
+def once_per_run(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], T]) -> T:
+    """``build(directory)``'s result, built once per run in a directory ``name`` that every
+    worker sees, whichever worker asks first (the others wait for it)."""
+    directory = run_dir(factory, name)
+    return _once(directory, "result", directory / "result.pickle", lambda: build(directory))
+
+
+def _once(folder: Path, key: str, result: Path, compute: Callable[[], T]) -> T:
+    """``compute()``'s result kept in ``result`` (a pickle in ``folder``), computed by one
+    process; older results of ``key`` (``key-*.pickle``) are removed."""
     if result in _loaded:
         return _loaded[result]  # type: ignore[return-value]
     with open(folder / f"{key}.lock", "w") as lock:
