@@ -242,20 +242,13 @@ def make_reader(
 
 def device_specs(config: RobotConfig) -> list[DeviceSpec]:
     """Power-up specs of the configured devices, in power-up order."""
-    specs = []
-    for dev in config.ordered_devices():
-        specs.append(
-            DeviceSpec(
-                dev.name,
-                kind=dev.kind,
-                port=dev.port,
-                delay_after_s=dev.gap_s,
-                ready_timeout_s=dev.timeout_s,
-                options={"config": dev},
-                power=dev.power,
-            )
+    return [
+        DeviceSpec(
+            dev.name, kind=dev.kind, port=dev.port, delay_after_s=dev.gap_s,
+            ready_timeout_s=dev.timeout_s, options={"config": dev}, power=dev.power,
         )
-    return specs
+        for dev in config.ordered_devices()
+    ]  # fmt: skip
 
 
 def bring_up(
@@ -660,25 +653,11 @@ def summarize(
                     counts[name] = (n_bytes, len(ses.pose(name)), 0)
     except (SessionError, OSError, RuntimeError):  # h5py: a file whose writer hit ENOSPC
         pass
-    out = []
-    for name, st in statuses.items():
-        dev = config.device(name)
-        n_bytes, items, turns = counts.get(name, (0, 0, 0))
-        out.append(
-            DeviceSummary(
-                name,
-                dev.kind,
-                dev.port,
-                n_bytes,
-                items,
-                turns,
-                st.crc_errors,
-                st.drops,
-                st.reconnects,
-                unplugs.get(name, 0),
-                st.last_error,
-                st.reader_failures,
-                st.reader_down,
-            )
+    return [
+        DeviceSummary(
+            name, config.device(name).kind, config.device(name).port, *counts.get(name, (0, 0, 0)),
+            st.crc_errors, st.drops, st.reconnects, unplugs.get(name, 0), st.last_error,
+            st.reader_failures, st.reader_down,
         )
-    return out
+        for name, st in statuses.items()
+    ]  # fmt: skip

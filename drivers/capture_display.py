@@ -59,20 +59,12 @@ def format_bringup(results: list[BringupResult]) -> str:
 
 def format_summary(result: CaptureResult) -> str:
     """The end-of-capture table: what the file holds per device."""
-    rows = [("device", "kind", "bytes", "points/frames", "turns", "crc", "drops", "unplugs")]
+    rows: list[tuple[str, ...]] = [
+        ("device", "kind", "bytes", "points/frames", "turns", "crc", "drops", "unplugs")
+    ]
     for d in result.devices:
-        rows.append(
-            (
-                d.name,
-                d.kind,
-                str(d.bytes),
-                str(d.items),
-                str(d.turns),
-                str(d.crc_errors),
-                str(d.drops),
-                str(d.unplugs),
-            )
-        )
+        numbers = (d.bytes, d.items, d.turns, d.crc_errors, d.drops, d.unplugs)
+        rows.append((d.name, d.kind, *map(str, numbers)))
     head = f"{result.path}: recorded {result.recorded_s:.1f} s, stopped by {result.stopped_by}"
     lost = [
         f"DATA LOST: {d.name}: its reader thread failed {d.reader_failures} time(s)"
