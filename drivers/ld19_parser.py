@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numba
 import numpy as np
@@ -399,6 +400,11 @@ def _scan_entry() -> Callable[..., tuple[int, int]]:
     return _SCAN_ENTRY
 
 
+def _row(i: int, doc: str) -> Any:
+    """A property: row ``i`` of the packets' ``fields`` (int64, one value per packet)."""
+    return property(lambda self: self.fields[i], doc=doc)
+
+
 @dataclass
 class LD19Packets:
     """Decoded packets, ``k`` of them, in stream order.
@@ -417,47 +423,24 @@ class LD19Packets:
     distance_mm: np.ndarray
     intensity: np.ndarray
 
-    @property
-    def speed_deg_s(self) -> np.ndarray:
-        """Rotation speed reported by the device (deg/s; 3600 = 10 Hz)."""
-        return self.fields[_SPEED]
-
-    @property
-    def start_cdeg(self) -> np.ndarray:
-        """Start angle of each packet (0.01 deg, clockwise)."""
-        return self.fields[_START]
-
-    @property
-    def end_cdeg(self) -> np.ndarray:
-        """End angle of each packet (0.01 deg, clockwise)."""
-        return self.fields[_END]
-
-    @property
-    def timestamp_ms(self) -> np.ndarray:
-        """Device timestamp (ms, wraps at 30000)."""
-        return self.fields[_STAMP]
-
-    @property
-    def stream_offset(self) -> np.ndarray:
-        """Offset of each packet's first byte in the parser's input stream (bytes since
-        construction or the last :meth:`LD19Parser.reset`)."""
-        return self.fields[_OFFSET]
-
-    @property
-    def host_ns(self) -> np.ndarray:
-        """Host receive time of the read that completed each packet (ns)."""
-        return self.fields[_HOST_NS]
-
-    @property
-    def failures_before(self) -> np.ndarray:
-        """Candidate packets rejected (CRC or an impossible field) since the previous
-        accepted packet."""
-        return self.fields[_FAILURES]
-
-    @property
-    def lost_before(self) -> np.ndarray:
-        """Packets missing before this one, from the device-timestamp gap."""
-        return self.fields[_LOST_BEFORE]
+    speed_deg_s = _row(_SPEED, "Rotation speed reported by the device (deg/s; 3600 = 10 Hz).")
+    start_cdeg = _row(_START, "Start angle of each packet (0.01 deg, clockwise).")
+    end_cdeg = _row(_END, "End angle of each packet (0.01 deg, clockwise).")
+    timestamp_ms = _row(_STAMP, "Device timestamp (ms, wraps at 30000).")
+    stream_offset = _row(
+        _OFFSET,
+        "Offset of each packet's first byte in the parser's input stream (bytes since "
+        "construction or the last :meth:`LD19Parser.reset`).",
+    )
+    host_ns = _row(_HOST_NS, "Host receive time of the read that completed each packet (ns).")
+    failures_before = _row(
+        _FAILURES,
+        "Candidate packets rejected (CRC or an impossible field) since the previous "
+        "accepted packet.",
+    )
+    lost_before = _row(
+        _LOST_BEFORE, "Packets missing before this one, from the device-timestamp gap."
+    )
 
     def __len__(self) -> int:
         return int(self.distance_mm.shape[0])
