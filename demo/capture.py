@@ -44,7 +44,6 @@ from pathlib import Path
 
 import numpy as np
 
-from sensorbench import __version__
 from sensorbench.drivers.capture import BringupResult, CaptureOptions, CaptureResult, run_capture
 from sensorbench.drivers.kernels import warm_up as warm_up_kernels
 from sensorbench.errors import SimError
@@ -201,23 +200,14 @@ def _add_truth(path: Path, sim: Simulation, speed: float, t0_ns: int) -> None:
         return t0_ns + np.round(np.asarray(t_s, float) / speed * 1e9).astype(np.int64)
 
     with SessionWriter.add_to(path) as w:
-        w.set_truth_attrs(
-            {
-                "scenario_name": scn.name,
-                "scenario_toml": scn.to_toml(),
-                "seed": sim.seed,
-                "campaign_session": -1 if scn.session is None else scn.session,
-                "duration_s": sim.duration_s,
-                "t0_ns": int(t0_ns),
-                "emulation_speed": float(speed),
-                "software_version": __version__,
-                "time_base": (
-                    "host monotonic ns; simulated seconds run emulation_speed times faster "
-                    "than host seconds (host_ns = t0_ns + t_sim / emulation_speed * 1e9)"
-                ),
-            }
-        )
-        write_common_truth(w, sim, host_ns)
+        attrs = {
+            "emulation_speed": float(speed),
+            "time_base": (
+                "host monotonic ns; simulated seconds run emulation_speed times faster "
+                "than host seconds (host_ns = t0_ns + t_sim / emulation_speed * 1e9)"
+            ),
+        }
+        write_common_truth(w, sim, host_ns, t0_ns, attrs)
         for name in sim.lidar_names():
             g = f"lidar/{name}"
             w.set_truth(f"{g}/mount_xy_yaw", np.asarray(sim.lidar_mount(name), float))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -452,14 +452,33 @@ def _append_streams(w: SessionWriter, sim: Simulation, streams: dict[str, object
 
 
 def write_common_truth(
-    w: SessionWriter, sim: Simulation, to_ns: Callable[[np.ndarray], np.ndarray]
+    w: SessionWriter,
+    sim: Simulation,
+    to_ns: Callable[[np.ndarray], np.ndarray],
+    t0_ns: int,
+    attrs: dict[str, Any],
 ) -> None:
     """The truth every simulated session carries, on the session's time base.
 
-    ``/truth/pose`` (the body pose at :data:`TRUTH_RATE_HZ`), the pods' geometry and
-    gyro bias, and the pose sensor's relocalizations (times, offsets, which were
-    wrong); ``to_ns`` maps simulated seconds to the session's int64 ns.
+    Its attributes (the scenario, seed, campaign session, duration in s, ``t0_ns``, the
+    software version, and ``attrs``), ``/truth/pose`` (the body pose at
+    :data:`TRUTH_RATE_HZ`), the pods' geometry and gyro bias, and the pose sensor's
+    relocalizations (times, offsets, which were wrong); ``to_ns`` maps simulated seconds
+    to the session's int64 ns.
     """
+    scn = sim.scenario
+    w.set_truth_attrs(
+        {
+            "scenario_name": scn.name,
+            "scenario_toml": scn.to_toml(),
+            "seed": sim.seed,
+            "campaign_session": -1 if scn.session is None else scn.session,
+            "duration_s": sim.duration_s,
+            "t0_ns": int(t0_ns),
+            "software_version": __version__,
+            **attrs,
+        }
+    )
     t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
     x, y, yaw = sim.truth_pose(t)
     w.set_truth("pose/t_ns", to_ns(t))
@@ -487,19 +506,7 @@ def write_common_truth(
 
 def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) -> None:
     scn = sim.scenario
-    w.set_truth_attrs(
-        {
-            "scenario_name": scn.name,
-            "scenario_toml": scn.to_toml(),
-            "scenario_source_text": scn.text,
-            "seed": sim.seed,
-            "campaign_session": -1 if scn.session is None else scn.session,
-            "duration_s": sim.duration_s,
-            "t0_ns": SIM_T0_NS,
-            "software_version": __version__,
-        }
-    )
-    write_common_truth(w, sim, _ns)
+    write_common_truth(w, sim, _ns, SIM_T0_NS, {"scenario_source_text": scn.text})
     t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
     w.set_truth(
         "pose/twist_body",
