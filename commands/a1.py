@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from sensorbench.cli import subgroup
 from sensorbench.commands.emulate_options import (
     duration_option,
     link_option,
@@ -16,16 +17,11 @@ from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output, force_option
 
-
-def register(cli: click.Group) -> None:
-    """Attach ``decode a1`` and ``emulate a1`` to the shared groups."""
-    from sensorbench.cli import subgroup
-
-    subgroup("decode", "Decode raw byte captures into sessions.").add_command(decode_a1_cmd)
-    subgroup("emulate", "Serve emulated devices on pseudo-terminals.").add_command(emulate_a1_cmd)
+decode = subgroup("decode")
+emulate = subgroup("emulate")
 
 
-@click.command("a1")
+@decode.command("a1")
 @click.argument("raw", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "-o",
@@ -124,7 +120,7 @@ def decode_a1_cmd(
         )
 
 
-@click.command("a1")
+@emulate.command("a1")
 @click.option(
     "--scenario",
     default=None,

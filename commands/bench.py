@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from sensorbench.cli import cli
+
 BENCH_NAMES = (
     "a1", "capture", "filters", "ld19", "lidar", "live", "pose_error", "rosbag", "session", "sim"
 )
@@ -32,12 +34,7 @@ def _benchmarks() -> ModuleType:
     return benchmarks
 
 
-def register(cli: click.Group) -> None:
-    """Attach the ``bench`` command."""
-    cli.add_command(bench_cmd)
-
-
-@click.command("bench")
+@cli.command("bench")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--quick", is_flag=True, help="Smaller workloads (noisier figures).")
 @click.option(

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from sensorbench.cli import cli, subgroup
 from sensorbench.commands.emulate_options import (
     duration_option,
     link_option,
@@ -27,22 +28,13 @@ from sensorbench.errors import SimError
 from sensorbench.json_doc import to_json
 from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
 
+emulate = subgroup("emulate")
+
 _CONFIG_HELP = (
     "Robot description (TOML): devices with stable port names, kinds (ld19, a1, pods), "
     "mounts (x_m, y_m, yaw_deg), power-up order and gaps (s). See examples/robot.toml."
 )
 _RUN_DIR_HELP = "Directory substituted for {run_dir} in ports (emulated robots)."
-
-
-def register(cli: click.Group) -> None:
-    """Attach ``capture``, ``bringup`` and the ``emulate pods``/``emulate robot`` commands."""
-    from sensorbench.cli import subgroup
-
-    cli.add_command(capture_cmd)
-    cli.add_command(bringup_cmd)
-    emulate = subgroup("emulate", "Serve emulated devices on pseudo-terminals.")
-    emulate.add_command(emulate_pods_cmd)
-    emulate.add_command(emulate_robot_cmd)
 
 
 class _StatusPrinter:
@@ -56,7 +48,7 @@ class _StatusPrinter:
     def __init__(
         self, duration_s: float, extra: Callable[[float, list], list[str]] | None = None
     ) -> None:
-        from sensorbench.drivers.capture import format_status_parts
+        from sensorbench.drivers.capture_display import format_status_parts
 
         self.parts = format_status_parts
         self.extra = extra
@@ -177,7 +169,7 @@ def record(
     return result
 
 
-@click.command("capture")
+@cli.command("capture")
 @recording_options("Record")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
 @click.pass_context
@@ -204,7 +196,8 @@ def capture_cmd(
     (it is restarted, but data were lost) or writing failed (disk full: the file
     keeps everything up to the last flush), 2 on bad input.
     """
-    from sensorbench.drivers.capture import CaptureOptions, format_bringup, format_summary
+    from sensorbench.drivers.capture import CaptureOptions
+    from sensorbench.drivers.capture_display import format_bringup, format_summary
 
     config = load_robot_config(config_path, run_dir=run_dir)
     duration = math.inf if duration_s is None else duration_s
@@ -234,7 +227,7 @@ def capture_cmd(
         ctx.exit(1)
 
 
-@click.command("bringup")
+@cli.command("bringup")
 @click.option(
     "--config", "config_path", required=True, type=click.Path(dir_okay=False), help=_CONFIG_HELP
 )
@@ -250,7 +243,8 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
     Exit 1 if any device failed, 2 on a bad configuration. brltty, which takes
     CP2102 adapters away on Ubuntu, is looked for first (warning with the fix).
     """
-    from sensorbench.drivers.capture import format_bringup, run_bringup
+    from sensorbench.drivers.capture import run_bringup
+    from sensorbench.drivers.capture_display import format_bringup
     from sensorbench.udev.brltty import check_brltty
 
     config = load_robot_config(config_path, run_dir=run_dir)
@@ -268,7 +262,7 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
         ctx.exit(1)
 
 
-@click.command("pods")
+@emulate.command("pods")
 @click.option(
     "--scenario",
     default="square",
@@ -388,7 +382,7 @@ def emulate_pods_cmd(
         raise SimError("the firmware harness stopped: " + "; ".join(firmware.errors[-3:]))
 
 
-@click.command("robot")
+@emulate.command("robot")
 @click.option(
     "--run-dir",
     type=click.Path(file_okay=False),

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from sensorbench.cli import cli
 from sensorbench.commands.option_types import SEED, FiniteFloat
 from sensorbench.json_doc import to_json
 
@@ -27,12 +28,7 @@ def _next_free(out_dir: Path) -> Path:
     return out_dir.with_name(f"{out_dir.name}-{n}")
 
 
-def register(cli: click.Group) -> None:
-    """Attach ``demo``."""
-    cli.add_command(demo_cmd)
-
-
-@click.command("demo")
+@cli.command("demo")
 @click.option(
     "-o",
     "--output",
@@ -113,7 +109,8 @@ def demo_cmd(
     Exit 0 when every step ran (the validation verdict is printed and in the report),
     2 when a step failed.
     """
-    from sensorbench.demo.campaign import demo_plan, run_demo, summary_rows
+    from sensorbench.demo.campaign import demo_plan, run_demo
+    from sensorbench.demo.display import demo_doc, demo_lines
 
     ctx = click.get_current_context()
     if not live:
@@ -159,67 +156,11 @@ def demo_cmd(
         res = run_demo(out_dir, plan, progress=say)
     finally:
         logger.removeHandler(handler)
-    rows = summary_rows(res)
     total = time.monotonic() - t0
     if as_json:
-        doc = {
-            "report": str(res.report),
-            "models": {k: str(v) for k, v in res.models.items()},
-            "sessions": {k: str(c.path) for k, c in res.sessions.items()},
-            "summary": rows,
-            "validation": res.report_data.get("validation"),
-            "wrong_relocalizations": {
-                "named": (res.report_data.get("pose_error") or {}).get("wrong_relocalizations"),
-                "simulated": (res.report_data.get("pose_error") or {}).get(
-                    "simulated_wrong_relocalizations"
-                ),
-            },
-            "filter_honesty": _honesty_rows(res.report_data.get("replay") or []),
-            "timings_s": res.timings_s,
-            "warnings": warnings,
-            "total_s": total,
-        }
-        click.echo(to_json(doc))
-        return
-    click.echo(f"{'quantity':<40} {'recovered':>12} {'±1σ':>10} {'truth':>12}")
-    for r in rows:
-        click.echo(f"{r['name']:<40} {r['value']:12.5g} {r['sigma']:10.2g} {r['truth']:12.5g}")
-        if "host clock" in r["name"] and r.get("clock_note", "").startswith("host clock unrel"):
-            click.echo(f"  ^ {r['clock_note']}")
-    honesty = _honesty_rows(res.report_data.get("replay") or [])
-    if honesty:
-        n = sum(h["n"] for h in honesty)
-        pooled = sum(h["in_2sigma"] * h["n"] for h in honesty) / max(n, 1)
-        in_band = sum(h["nees_inside_band"] for h in honesty)
-        click.echo(
-            f"split filters against mocap: truth inside the stated 2σ {pooled * 100:.1f} % "
-            f"pooled over {len(honesty)} (run, axis) (expected 95.4 %); mean NEES inside its "
-            f"95 % band in {in_band} of {len(honesty)}. One run holds few independent "
-            "samples (its error is mostly one calibration draw), so single runs scatter:"
-        )
-        click.echo(
-            "  "
-            + "; ".join(f"{h['session']} {h['axis']} {h['in_2sigma'] * 100:.0f} %" for h in honesty)
-        )
-    v = res.report_data.get("validation")
-    if v is not None:
-        verdicts = ", ".join(
-            f"{c['name']} {'pass' if c['passed'] else 'FAIL'}"
-            + _wrong_note(c.get("simulated_wrong_relocalizations"))
-            for c in v["sessions"]
-        )
-        click.echo(
-            f"validation (leave-one-session-out, {v['n_draws']} draws): "
-            f"{'PASSED' if v['passed'] else 'FAILED'} ({verdicts})"
-        )
-    from sensorbench.report.html import wrong_lines
-
-    pose = res.report_data.get("pose_error") or {}
-    for line in wrong_lines(
-        pose.get("wrong_relocalizations") or {}, pose.get("simulated_wrong_relocalizations")
-    ):
-        click.echo(line)
-    click.echo(f"done in {total:.0f} s; report: {res.report}")
+        click.echo(to_json(demo_doc(res, warnings, total)))
+    else:
+        click.echo("\n".join(demo_lines(res, total)))
 
 
 def _live_demo(
@@ -233,7 +174,7 @@ def _live_demo(
     the ``pods_firmware`` image under simavr when given."""
     from sensorbench.commands.capture import _StatusPrinter
     from sensorbench.demo.live import MODELS, run_live_demo
-    from sensorbench.drivers.capture import format_summary
+    from sensorbench.drivers.capture_display import format_summary
     from sensorbench.live.runtime import format_live_status, format_live_summary, live_summary
     from sensorbench.live.udp import parse_address
     from sensorbench.sim.serve import stop_on_signals
@@ -277,32 +218,3 @@ def _live_demo(
         )
     if not run.result.ok:
         click.get_current_context().exit(1)
-
-
-def _honesty_rows(replay: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Claimed against actual per replayed session and axis (from the report's replay)."""
-    return [
-        {
-            "session": r["session"],
-            "axis": axis,
-            "n": c["n"],
-            "mean_nees": c["mean_nees"],
-            "nees_band95": c["nees_band95"],
-            "nees_inside_band": c["nees_band95"][0] <= c["mean_nees"] <= c["nees_band95"][1],
-            "in_1sigma": c["coverage"]["1sigma"]["actual"],
-            "in_2sigma": c["coverage"]["2sigma"]["actual"],
-            "in_3sigma": c["coverage"]["3sigma"]["actual"],
-            "rejected": r["rejection_rate"]["actual"][axis],
-            "rejected_nominal": r["rejection_rate"]["nominal"],
-            "degraded_fraction": r["monitor"][axis]["degraded_fraction"],
-            "nis_mean": ((r.get("nis") or {}).get(axis) or {}).get("mean"),
-            "nis_band95": ((r.get("nis") or {}).get(axis) or {}).get("band95"),
-        }
-        for r in replay
-        for axis, c in (r.get("consistency") or {}).items()
-    ]
-
-
-def _wrong_note(n: int | None) -> str:
-    """`` (k simulated wrong relocalizations)`` for a session that has any, else empty."""
-    return f" ({n} simulated wrong relocalization{'s' if n > 1 else ''})" if n else ""

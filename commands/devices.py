@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from sensorbench.cli import cli
 from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.json_doc import to_json
 from sensorbench.udev.discovery import SerialDevice, list_serial_devices
@@ -14,18 +15,13 @@ if TYPE_CHECKING:
     from sensorbench.udev.probe import ProbeResult
 
 
-def register(cli: click.Group) -> None:
-    """Attach the ``devices`` command."""
-    cli.add_command(devices_cmd)
-
-
 def _kind(device: SerialDevice, probe: ProbeResult | None) -> str:
     if probe is not None:
         return probe.kind
     return f"{device.bridge}?" if device.bridge else "?"
 
 
-@click.command("devices")
+@cli.command("devices")
 @click.option(
     "--probe",
     is_flag=True,

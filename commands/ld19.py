@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from sensorbench.cli import subgroup
 from sensorbench.commands.emulate_options import (
     duration_option,
     link_option,
@@ -17,20 +18,10 @@ from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output, force_option
 
-
-def register(cli: click.Group) -> None:
-    """Attach ``decode ld19`` and ``emulate KIND`` for every LD19-protocol kind."""
-    from sensorbench.cli import subgroup
-    from sensorbench.drivers.device_kinds import all_kinds
-
-    subgroup("decode", "Decode raw byte captures into sessions.").add_command(decode_ld19_cmd)
-    emulate = subgroup("emulate", "Serve emulated devices on pseudo-terminals.")
-    for kind in all_kinds():
-        if kind.protocol == "ld19":
-            emulate.add_command(emulate_command(kind.name, kind.model))
+decode = subgroup("decode")
 
 
-@click.command("ld19")
+@decode.command("ld19")
 @click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "-o",
@@ -242,3 +233,15 @@ def _serve_ld19_protocol(
             emu.stop()
     st = emu.port.stats
     click.echo(f"sent {st.bytes_delivered} bytes ({emu.packets_sent} packets)", err=True)
+
+
+def _attach_emulators() -> None:
+    """``emulate KIND`` for every registered LD19-protocol kind."""
+    from sensorbench.drivers.device_kinds import all_kinds
+
+    for kind in all_kinds():
+        if kind.protocol == "ld19":
+            subgroup("emulate").add_command(emulate_command(kind.name, kind.model))
+
+
+_attach_emulators()

@@ -7,20 +7,15 @@ from pathlib import Path
 import click
 import numpy as np
 
+from sensorbench.cli import cli, subgroup
 from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import atomic_figures, check_output, force_option
 
-
-def register(cli: click.Group) -> None:
-    """Attach ``characterize lidar`` (shared ``characterize`` group) and ``merge``."""
-    from sensorbench.cli import subgroup
-
-    subgroup("characterize", "Characterize a sensor from a session.").add_command(lidar_cmd)
-    cli.add_command(merge_cmd)
+characterize = subgroup("characterize")
 
 
-@click.command("lidar")
+@characterize.command("lidar")
 @click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--device", required=True, help="Lidar stream name in the session (e.g. ld19).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (SI units).")
@@ -126,7 +121,7 @@ def lidar_cmd(
         click.echo(f"wrote {p}")
 
 
-@click.command("merge")
+@cli.command("merge")
 @click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--front", required=True, help="Front lidar stream name.")
 @click.option("--rear", required=True, help="Rear lidar stream name.")

@@ -130,7 +130,8 @@ def live_cmd(
     data lost, writing failed) or when a device was lost and never came back, 2 on bad
     input.
     """
-    from sensorbench.drivers.capture import CaptureOptions, format_bringup, format_summary
+    from sensorbench.drivers.capture import CaptureOptions
+    from sensorbench.drivers.capture_display import format_bringup, format_summary
     from sensorbench.live.ros2 import Ros2Options
     from sensorbench.live.runtime import (
         LiveOptions,

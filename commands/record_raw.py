@@ -8,12 +8,8 @@ from pathlib import Path
 
 import click
 
+from sensorbench.cli import cli
 from sensorbench.commands.option_types import FiniteFloat
-
-
-def register(cli: click.Group) -> None:
-    """Attach ``record-raw``."""
-    cli.add_command(record_raw_cmd)
 
 
 def _hex(_ctx: click.Context, _param: click.Parameter, value: str | None) -> bytes:
@@ -25,7 +21,7 @@ def _hex(_ctx: click.Context, _param: click.Parameter, value: str | None) -> byt
         raise click.BadParameter(f"not hex bytes: {value!r} (e.g. 'a5 20')") from None
 
 
-@click.command("record-raw")
+@cli.command("record-raw")
 @click.argument("port")
 @click.option(
     "--baud",

@@ -6,18 +6,14 @@ from pathlib import Path
 
 import click
 
+from sensorbench.cli import cli
 from sensorbench.commands.option_types import DRAWS, SEED
 from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output, force_option
 
 
-def register(cli: click.Group) -> None:
-    """Attach ``report``."""
-    cli.add_command(report_cmd)
-
-
-@click.command("report")
+@cli.command("report")
 @click.argument(
     "sessions",
     nargs=-1,

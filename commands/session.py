@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
+from sensorbench.cli import cli, subgroup
 from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.commands.progress import progress_bar
 from sensorbench.errors import OutputError
@@ -24,25 +26,14 @@ from sensorbench.logs.importers import (
     parse_column_map,
 )
 
-
-def register(cli: click.Group) -> None:
-    """Attach ``info``, ``check``, ``export`` and the ``import`` sub-commands."""
-    from sensorbench.cli import subgroup
-
-    cli.add_command(info_cmd)
-    cli.add_command(check_cmd)
-    cli.add_command(export_cmd)
-    group = subgroup("import", "Import foreign files (mocap, pose logs, pod CSV) into a session.")
-    for what in ("mocap", "pose", "pods"):
-        group.add_command(_import_command(what))
-    group.add_command(import_rosbag_cmd)
+import_group = subgroup("import")
 
 
 def _fmt_s(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-@click.command("info")
+@cli.command("info")
 @click.argument("session", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def info_cmd(session: Path, as_json: bool) -> None:
@@ -103,7 +94,7 @@ def info_cmd(session: Path, as_json: bool) -> None:
         click.echo(f"`sensorbench check {session}` lists every problem")
 
 
-@click.command("check")
+@cli.command("check")
 @click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--recover/--no-recover",
@@ -229,30 +220,11 @@ def _import_command(what: str) -> click.Command:
         "last of each run; dropped lines are listed.",
     )
     def cmd(
-        file: Path,
-        fmt: str,
-        session: Path,
-        name: str | None,
-        duplicates: str,
-        body: str | None = None,
-        up: str = "y",
-        max_position_m: float | None = None,
-        columns: str | None = None,
-        times: Path | None = None,
+        file: Path, fmt: str, session: Path, name: str | None, duplicates: str, **extra: Any
     ) -> None:
         if same_file(file, session):
             raise OutputError(f"{file} is both the file to import and the session; nothing done")
-        options: dict = {"body": body, "up": up} if fmt == "motive" else {}
-        if (times is not None) != (fmt == "kitti"):
-            raise click.UsageError("--times FILE goes with --format kitti, and only with it")
-        if times is not None:
-            options["times"] = times
-        if max_position_m is not None:
-            options["max_position_m"] = max_position_m
-        if columns is not None:
-            if fmt != "csv":
-                raise click.UsageError("--columns applies to --format csv only")
-            options["columns"] = parse_column_map(columns, what)
+        options = _format_options(what, fmt, **extra)
         res = import_file(what, file, fmt, session, name=name, duplicates=duplicates, **options)
         click.echo(
             f"imported {res.samples} samples from {file} into {session} as stream {res.name!r}"
@@ -270,47 +242,82 @@ def _import_command(what: str) -> click.Command:
                 + ", ".join(f"{file}:{n}" for n in res.relocalized_lines)
             )
 
+    for option in _format_option_decorators(what):
+        cmd = option(cmd)
+    return cmd
+
+
+def _format_options(
+    what: str,
+    fmt: str,
+    body: str | None = None,
+    up: str = "y",
+    max_position_m: float | None = None,
+    columns: str | None = None,
+    times: Path | None = None,
+) -> dict[str, Any]:
+    """The reader's keyword options from the format-specific command options."""
+    options: dict[str, Any] = {"body": body, "up": up} if fmt == "motive" else {}
+    if (times is not None) != (fmt == "kitti"):
+        raise click.UsageError("--times FILE goes with --format kitti, and only with it")
+    if times is not None:
+        options["times"] = times
+    if max_position_m is not None:
+        options["max_position_m"] = max_position_m
+    if columns is not None:
+        if fmt != "csv":
+            raise click.UsageError("--columns applies to --format csv only")
+        options["columns"] = parse_column_map(columns, what)
+    return options
+
+
+def _format_option_decorators(what: str) -> list[Callable[[Any], Any]]:
+    """The format-specific options of ``import WHAT``, innermost first."""
     if what == "pods":
-        return click.option(
+        return [
+            click.option(
+                "--columns",
+                default=None,
+                metavar="NAME=HEADER,...",
+                help="The file's header for each column name it names otherwise, e.g. "
+                "t_s=t,c0=count0,c1=count1,c2=count2 (names: one time column t_s [s], t_ms "
+                "[ms], t_us [µs], t_ns or host_ns [ns]; counters c0, c1, ...; optional "
+                + ", ".join(POD_OPTIONAL_COLUMNS)
+                + ").",
+            )
+        ]
+    return [
+        click.option(
+            "--times",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="kitti: the times file, one time (s) per line for each pose line.",
+        ),
+        click.option(
             "--columns",
             default=None,
             metavar="NAME=HEADER,...",
-            help="The file's header for each column name it names otherwise, e.g. "
-            "t_s=t,c0=count0,c1=count1,c2=count2 (names: one time column t_s [s], t_ms "
-            "[ms], t_us [µs], t_ns or host_ns [ns]; counters c0, c1, ...; optional "
-            + ", ".join(POD_OPTIONAL_COLUMNS)
-            + ").",
-        )(cmd)
-    cmd = click.option(
-        "--times",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="kitti: the times file, one time (s) per line for each pose line.",
-    )(cmd)
-    cmd = click.option(
-        "--columns",
-        default=None,
-        metavar="NAME=HEADER,...",
-        help="csv: the file's header for each column name it names otherwise, e.g. "
-        "t_s=time,x=pos_x (names: " + ", ".join(POSE_CSV_COLUMNS) + ").",
-    )(cmd)
-    cmd = click.option(
-        "--max-position-m",
-        type=FiniteFloat(min=0, min_open=True),
-        default=MAX_ABS_POSITION_M,
-        show_default=True,
-        help="Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error.",
-    )(cmd)
-    cmd = click.option(
-        "--up",
-        type=click.Choice(["y", "z"]),
-        default="y",
-        show_default=True,
-        help="Motive: the export's up axis (y is converted to z-up).",
-    )(cmd)
-    return click.option(
-        "--body", default=None, help="Motive: rigid-body name (if the file has several)."
-    )(cmd)
+            help="csv: the file's header for each column name it names otherwise, e.g. "
+            "t_s=time,x=pos_x (names: " + ", ".join(POSE_CSV_COLUMNS) + ").",
+        ),
+        click.option(
+            "--max-position-m",
+            type=FiniteFloat(min=0, min_open=True),
+            default=MAX_ABS_POSITION_M,
+            show_default=True,
+            help="Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error.",
+        ),
+        click.option(
+            "--up",
+            type=click.Choice(["y", "z"]),
+            default="y",
+            show_default=True,
+            help="Motive: the export's up axis (y is converted to z-up).",
+        ),
+        click.option(
+            "--body", default=None, help="Motive: rigid-body name (if the file has several)."
+        ),
+    ]
 
 
 _DEFAULT_NAMES = {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}
@@ -332,7 +339,7 @@ def _bag_info(bag: Path, as_json: bool) -> None:
         click.echo(f"{topic:<32} {t['type']:<44} {t['count']:>8}")
 
 
-@click.command("rosbag")
+@import_group.command("rosbag")
 @click.argument("bag", type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--topic",
@@ -459,7 +466,7 @@ def replayed_odometry(session: Path, pods_path: Path, noise_path: Path | None) -
     )  # fmt: skip
 
 
-@click.command("export")
+@cli.command("export")
 @click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--stream", "name", default=None, help="Stream name (or 'events'); mcap: default all."
@@ -557,3 +564,7 @@ def export_cmd(
     click.echo(f"wrote {table.rows} rows to {output}")
     if table.skipped:
         click.echo(f"skipped {table.skipped} invalid samples of {name!r} (--skip-invalid)")
+
+
+for _what in ("mocap", "pose", "pods"):
+    import_group.add_command(_import_command(_what))

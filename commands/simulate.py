@@ -7,34 +7,13 @@ from pathlib import Path
 
 import click
 
+from sensorbench.cli import cli
 from sensorbench.commands.option_types import SEED
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output, force_option
 
 
-def register(cli: click.Group) -> None:
-    """Attach ``simulate``."""
-    cli.add_command(simulate_cmd)
-
-
-def _scenario_table() -> list[dict]:
-    from sensorbench.sim.scenario import list_scenarios, load_scenario
-
-    rows = []
-    for name in list_scenarios():
-        sc = load_scenario(name)
-        rows.append(
-            {
-                "name": name,
-                "description": sc.params["description"],
-                "sessions": sc.n_sessions,
-                "path": sc.source,
-            }
-        )
-    return rows
-
-
-@click.command("simulate")
+@cli.command("simulate")
 @click.option(
     "--scenario",
     "scenario",
@@ -99,81 +78,59 @@ def simulate_cmd(
     reloc_campaign (5 sessions), ld19_faults, a1_brownout, pods_faults; see --list
     and docs/SIMULATION.md.
     """
+    from sensorbench.sim import display
+
     if list_only:
-        rows = _scenario_table()
-        if as_json:
-            click.echo(to_json({"scenarios": rows}))
-            return
-        for row in rows:
-            sessions = f" [{row['sessions']} sessions]" if row["sessions"] else ""
-            click.echo(f"{row['name']:<16} {row['description']}{sessions}")
-        return
-    if scenario is None or output is None:
-        raise click.UsageError("give --scenario NAME and -o SESSION.h5 (or --list)")
+        rows = display.scenario_table()
+        doc: object = {"scenarios": rows}
+        lines = display.scenario_lines(rows)
+    else:
+        if scenario is None or output is None:
+            raise click.UsageError("give --scenario NAME and -o SESSION.h5 (or --list)")
+        t0 = time.perf_counter()
+        paths = _simulate(scenario, seed, session, output, pose_model, all_sessions, force)
+        docs = [display.session_summary(path) for path in paths]
+        doc = docs[0] if not all_sessions else {"sessions": docs}
+        lines = display.summary_lines(docs, time.perf_counter() - t0)
+    click.echo(to_json(doc) if as_json else "\n".join(lines))
+
+
+def _simulate(
+    scenario: str,
+    seed: int,
+    session: int | None,
+    output: Path,
+    pose_model: Path | None,
+    all_sessions: bool,
+    force: bool,
+) -> list[Path]:
+    """Write the session (or, with ``all_sessions``, every session of the campaign into
+    the directory ``output``); returns the files written."""
     from sensorbench.sim.scenario import load_scenario, pose_model_overrides
     from sensorbench.sim.simulation import simulate_to_session
 
-    t0 = time.perf_counter()
     inputs = [p for p in (pose_model, Path(scenario)) if p is not None and p.is_file()]
     if not all_sessions:
         check_output(output, force=force, inputs=inputs)
     sc = load_scenario(scenario)
     if pose_model is not None:
         sc = sc.with_overrides(pose_model_overrides(pose_model))
-    if all_sessions:
-        if not sc.n_sessions:
-            raise click.UsageError(f"--all-sessions: scenario {sc.name!r} is not a campaign")
-        if session is not None:
-            raise click.UsageError("give either --session or --all-sessions")
-        if output.exists() and not output.is_dir():
-            raise click.UsageError(
-                f"--all-sessions writes one file per session into the directory -o; "
-                f"{output} is a file"
-            )
-        output.mkdir(parents=True, exist_ok=True)
-        targets = [output / f"{sc.name}_s{i:02d}.h5" for i in range(sc.n_sessions)]
-        for target in targets:
-            check_output(target, force=force, inputs=inputs)
-        paths = [
-            simulate_to_session(sc, seed, target, session=i, overwrite=force)
-            for i, target in enumerate(targets)
-        ]
-    else:
-        paths = [simulate_to_session(sc, seed, output, session=session, overwrite=force)]
-    elapsed = time.perf_counter() - t0
-    docs = [_summary(path) for path in paths]
-    if as_json:
-        click.echo(to_json(docs[0] if not all_sessions else {"sessions": docs}))
-        return
-    for doc in docs:
-        click.echo(
-            f"wrote {doc['path']}: scenario {doc['scenario']} seed {doc['seed']}"
-            + (f" session {doc['campaign_session']}" if doc["campaign_session"] is not None else "")
-            + f", {doc['duration_s']:.1f} s simulated"
+    if not all_sessions:
+        return [simulate_to_session(sc, seed, output, session=session, overwrite=force)]
+    if not sc.n_sessions:
+        raise click.UsageError(f"--all-sessions: scenario {sc.name!r} is not a campaign")
+    if session is not None:
+        raise click.UsageError("give either --session or --all-sessions")
+    if output.exists() and not output.is_dir():
+        raise click.UsageError(
+            f"--all-sessions writes one file per session into the directory -o; "
+            f"{output} is a file"
         )
-        for name, turns in doc["lidars"].items():
-            click.echo(f"  lidar   {name}: {turns} turns")
-        for name in doc["encoders"]:
-            click.echo(f"  encoder {name}")
-        for name in doc["poses"]:
-            click.echo(f"  pose    {name}")
-    click.echo(f"{len(docs)} session(s) in {elapsed:.2f} s")
-
-
-def _summary(path: Path) -> dict:
-    from sensorbench.logs import Session
-
-    with Session(path) as s:
-        attrs = s.attrs
-        return {
-            "path": str(path),
-            "scenario": attrs.get("scenario"),
-            "seed": int(attrs.get("seed")),
-            "campaign_session": int(attrs["campaign_session"])
-            if "campaign_session" in attrs
-            else None,
-            "duration_s": float(attrs.get("duration_s")),
-            "lidars": {n: s.lidar(n).n_turns for n in s.lidar_names()},
-            "encoders": s.encoder_names(),
-            "poses": s.pose_names(),
-        }
+    output.mkdir(parents=True, exist_ok=True)
+    targets = [output / f"{sc.name}_s{i:02d}.h5" for i in range(sc.n_sessions)]
+    for target in targets:
+        check_output(target, force=force, inputs=inputs)
+    return [
+        simulate_to_session(sc, seed, target, session=i, overwrite=force)
+        for i, target in enumerate(targets)
+    ]

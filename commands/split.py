@@ -6,15 +6,11 @@ from pathlib import Path
 
 import click
 
+from sensorbench.cli import cli
 from sensorbench.commands.option_types import FiniteFloat
 
 
-def register(cli: click.Group) -> None:
-    """Attach ``split``."""
-    cli.add_command(split_cmd)
-
-
-@click.command("split")
+@cli.command("split")
 @click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--pieces", type=click.IntRange(min=1), default=None, help="N pieces of equal span.")
 @click.option(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from sensorbench.cli import subgroup
 from sensorbench.errors import UdevError
 from sensorbench.logs.atomic_output import atomic_output, check_output, force_option
 from sensorbench.udev.discovery import list_serial_devices
@@ -19,17 +20,10 @@ from sensorbench.udev.rules import (
     parse_name_spec,
 )
 
-
-def register(cli: click.Group) -> None:
-    """Attach ``udev rules`` and ``udev install`` to the shared ``udev`` group."""
-    from sensorbench.cli import subgroup
-
-    group = subgroup("udev", "Name serial devices by USB port path with udev rules.")
-    group.add_command(rules_cmd)
-    group.add_command(install_cmd)
+udev = subgroup("udev")
 
 
-@click.command("rules")
+@udev.command("rules")
 @click.option(
     "--name",
     "names",
@@ -89,7 +83,7 @@ def rules_cmd(names: tuple[str, ...], by: str, output: Path | None, force: bool)
     )
 
 
-@click.command("install")
+@udev.command("install")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--rules-dir",

@@ -37,11 +37,13 @@ import numpy as np
 
 from sensorbench.demo.capture import CapturedSession, capture_scenario
 from sensorbench.errors import FitError, SimError
-from sensorbench.sim.scenario import load_scenario
+from sensorbench.sim.scenario import Scenario, load_scenario
 
 ProgressFn = Callable[[str], None]
 
 LIDARS = ("lidar_front", "lidar_rear", "ld19")
+DRIVES = ("forward", "sideways", "spin", "square")
+"""The fixed drives the pods and the filter noise are fitted on."""
 MAX_SPEED = 10.0
 """Fastest emulation the demo accepts. Above it, on two busy cores, the A1 readers fall
 behind the emulated line rate (captured turn periods drift from the truth), and the
@@ -128,111 +130,124 @@ def run_demo(
     Raises:
         SensorbenchError: any capture, fit or report step failed.
     """
-    say = progress or (lambda _msg: None)
     out = Path(out_dir)
-    ses_dir, model_dir, run_dir = out / "sessions", out / "models", out / "run"
-    for d in (ses_dir, model_dir, run_dir):
-        d.mkdir(parents=True, exist_ok=True)
-    res = DemoResult(out)
-    speed = plan.speed
+    for d in ("sessions", "models", "run"):
+        (out / d).mkdir(parents=True, exist_ok=True)
+    run = _Run(plan, DemoResult(out), progress or (lambda _msg: None))
+    reloc = _capture_all(run)
+    _fit_models(run, reloc)
+    _merge_and_report(run)
+    return run.res
 
-    def timed(stage: str, fn: Callable[[], Any]) -> Any:
+
+@dataclass
+class _Run:
+    """A demo under way: its plan, what it produced so far, and its progress lines."""
+
+    plan: DemoPlan
+    res: DemoResult
+    say: ProgressFn
+
+    def timed(self, stage: str, fn: Callable[[], Any]) -> Any:
+        """``fn()``, its host seconds added to ``stage``'s timing."""
         t = time.monotonic()
         value = fn()
-        res.timings_s[stage] = res.timings_s.get(stage, 0.0) + time.monotonic() - t
+        self.res.timings_s[stage] = self.res.timings_s.get(stage, 0.0) + time.monotonic() - t
         return value
 
-    def capture(sc, label, devices, pose):
-        path = ses_dir / f"{label.replace('#', '_')}.h5"
+    def capture(
+        self, sc: Scenario, label: str, devices: list[str], pose: tuple[str, ...]
+    ) -> CapturedSession:
+        """Capture scenario ``sc`` as session ``label`` with these devices and pose sources."""
+        out, speed = self.res.out_dir, self.plan.speed
+        path = out / "sessions" / f"{label.replace('#', '_')}.h5"
         budget = 3.0 if any(d in LIDARS for d in devices) else 0.5
-        say(f"capturing {label} ({', '.join([*devices, *pose])}) at {speed:g}x")
-        c = timed(
+        self.say(f"capturing {label} ({', '.join([*devices, *pose])}) at {speed:g}x")
+        run_dir = out / "run" / label.replace("#", "_")
+        c = self.timed(
             "capture",
             lambda: capture_scenario(
-                sc,
-                plan.seed,
-                path,
-                run_dir / label.replace("#", "_"),
-                devices,
-                pose,
-                speed=speed,
-                bringup_budget_s=budget,
-                label=label,
+                sc, self.plan.seed, path, run_dir, devices, pose,
+                speed=speed, bringup_budget_s=budget, label=label,
             ),
-        )
-        say(
+        )  # fmt: skip
+        self.say(
             f"  {label}: {path.stat().st_size / 2**20:.1f} MiB in {c.host_s:.1f} s, "
             + ", ".join(f"{d.name} {d.items}" for d in c.capture.devices)
         )
-        res.sessions[label] = c
+        self.res.sessions[label] = c
         return c
 
+
+def _capture_all(run: _Run) -> list[Path]:
+    """Capture the drives, the static lidar session and the campaign; returns the
+    campaign's sessions."""
+    plan = run.plan
     drive_over = (
         {} if plan.drive_repeats is None else {"trajectory": {"repeats": plan.drive_repeats}}
     )
     # the drives record the pods without the lidars: with three lidars at 10x on two
     # loaded cores the pod reader's host-time mapping drifted by hundreds of ms
-    for name in ("forward", "sideways", "spin", "square"):
-        sc = load_scenario(name).with_overrides(drive_over)
-        capture(sc, name, ["pods"], ("mocap",))
+    for name in DRIVES:
+        run.capture(load_scenario(name).with_overrides(drive_over), name, ["pods"], ("mocap",))
     static = load_scenario("lidar_static").with_overrides(
         {"trajectory": {"hold_s": plan.static_hold_s}}
     )
-    capture(static, "lidar_static", list(LIDARS), ())
+    run.capture(static, "lidar_static", list(LIDARS), ())
     reloc_over = (
         {} if plan.reloc_repeats is None else {"trajectory": {"repeats": plan.reloc_repeats}}
     )
     campaign = load_scenario("reloc_campaign")
-    reloc = []
-    for i in plan.reloc_sessions:
-        sc = campaign.for_session(i).with_overrides(reloc_over)
-        reloc.append(capture(sc, f"reloc#{i}", ["pods"], ("mocap", "pose_sensor")).path)
+    return [
+        run.capture(
+            campaign.for_session(i).with_overrides(reloc_over),
+            f"reloc#{i}", ["pods"], ("mocap", "pose_sensor"),
+        ).path
+        for i in plan.reloc_sessions
+    ]  # fmt: skip
 
-    drives = [res.sessions[n].path for n in ("forward", "sideways", "spin", "square")]
-    say("fitting pod geometry (forward, sideways, spin, square)")
-    res.models["pods"] = timed(
+
+def _fit_models(run: _Run, reloc: list[Path]) -> None:
+    """Fit the pod geometry and the filter noise on the drives, the pose-error model on
+    the campaign ``reloc``."""
+    res, speed, model_dir = run.res, run.plan.speed, run.res.out_dir / "models"
+    drives = [res.sessions[n].path for n in DRIVES]
+    run.say(f"fitting pod geometry ({', '.join(DRIVES)})")
+    res.models["pods"] = run.timed(
         "fit pods", lambda: fit_pods_model(drives, model_dir / "pods.toml", speed)
     )
-    say("fitting filter noise (forward, sideways, spin, square)")
-    res.models["noise"] = timed(
+    run.say(f"fitting filter noise ({', '.join(DRIVES)})")
+    res.models["noise"] = run.timed(
         "fit noise",
-        lambda: fit_noise_model(
-            drives,
-            res.models["pods"],
-            model_dir / "noise.toml",
-            speed,
-        ),
+        lambda: fit_noise_model(drives, res.models["pods"], model_dir / "noise.toml", speed),
     )
-    say(f"fitting the pose-error model ({len(reloc)} campaign sessions)")
-    res.models["pose_error"] = timed(
+    run.say(f"fitting the pose-error model ({len(reloc)} campaign sessions)")
+    res.models["pose_error"] = run.timed(
         "fit pose-error", lambda: fit_pose_model(reloc, model_dir / "pose_error.toml")
     )
-    say("merging the static session's front and rear scans")
-    from sensorbench.fusion.scan_merge_session import merge_session
 
-    res.merged = out / "sessions" / "lidar_static_merged.h5"
-    timed(
-        "merge",
-        lambda: merge_session(
-            res.sessions["lidar_static"].path,
-            "lidar_front",
-            "lidar_rear",
-            res.merged,
-            overwrite=True,
-        ),
-    )
+
+def _merge_and_report(run: _Run) -> None:
+    """Merge the static session's scans and write the report; a lidar of the static
+    session that could not be characterized fails the demo."""
+    from sensorbench.fusion.scan_merge_session import merge_session
     from sensorbench.report.build import ReportOptions, build_report
 
-    say(f"writing the report (replay, validation with {plan.draws} draws, lidar datasheets)")
+    res, plan, out = run.res, run.plan, run.res.out_dir
+    run.say("merging the static session's front and rear scans")
+    merged = res.merged = out / "sessions" / "lidar_static_merged.h5"
+    static = res.sessions["lidar_static"].path
+    run.timed(
+        "merge",
+        lambda: merge_session(static, "lidar_front", "lidar_rear", merged, overwrite=True),
+    )
+    run.say(f"writing the report (replay, validation with {plan.draws} draws, lidar datasheets)")
     opts = ReportOptions(draws=plan.draws, seed=plan.seed)
-    report = timed(
+    sessions = [*(c.path for c in res.sessions.values()), merged]
+    report = run.timed(
         "report",
         lambda: build_report(
-            [*(c.path for c in res.sessions.values()), res.merged],
-            out / "report",
-            models_dir=model_dir,
-            options=opts,
-            progress=say,
+            sessions, out / "report", models_dir=out / "models", options=opts, progress=run.say
         ),
     )
     res.report, res.report_data = report.path, report.data
@@ -241,7 +256,6 @@ def run_demo(
         why = static_lidars.get(name, {}).get("timing_only_because", "no lidar stream")
         if why:
             raise FitError(f"lidar characterization of {name} in the static session failed: {why}")
-    return res
 
 
 def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Path:
@@ -302,73 +316,3 @@ def fit_pose_model(sessions: list[Path], output: Path) -> Path:
     if not np.all(np.isfinite(model.params_array())):
         raise FitError(f"pose-error fit gave non-finite parameters; see {output}")
     return output
-
-
-def summary_rows(res: DemoResult) -> list[dict[str, Any]]:
-    """Key recovered values next to the simulated truth, from the report's content.
-
-    Each row: ``name``, ``value``, ``sigma`` (1σ; for the pose-error model the 95 %
-    interval's width / 3.92, and the intervals themselves as ``ci95`` and
-    ``ci99.9``), ``truth``, ``unit``
-    (SI; τ on the files' time base).
-    """
-    data = res.report_data or {}
-    rows: list[dict[str, Any]] = []
-    units = {"distance_per_tick": "m", "rolling_angle": "rad", "lever_arm": "m"}
-    for p in data.get("pods", []):
-        if p["param"] in units and p["truth"] is not None:
-            rows.append(
-                {
-                    "name": f"pod{p['pod']} {p['param']} ({units[p['param']]})",
-                    "value": p["value"],
-                    "sigma": p["sigma"],
-                    "truth": p["truth"],
-                    "unit": units[p["param"]],
-                }
-            )
-    pose = (data.get("pose_error") or {}).get("params", [])
-    for p in pose:
-        if p["axis"] in ("x", "y", "yaw") and p["param"] in ("sigma_b", "sigma", "tau_s"):
-            if p["truth"] is None:
-                continue
-            unit = "s" if p["param"] == "tau_s" else ("rad" if p["axis"] == "yaw" else "m")
-            lo, hi = p["ci95"]
-            rows.append(
-                {
-                    "name": f"pose {p['axis']} {p['param']} ({unit})",
-                    "value": p["value"],
-                    "sigma": (hi - lo) / 3.92 if np.isfinite(hi - lo) else float("nan"),
-                    "truth": p["truth"],
-                    "unit": unit,
-                    "ci95": [lo, hi],
-                    "ci99.9": p["ci99.9"],
-                }
-            )
-    for label, devices in (data.get("lidar") or {}).items():
-        if label != "lidar_static":
-            continue
-        for name, entry in devices.items():
-            if entry["rate_truth_hz"] is not None:
-                rows.append(
-                    {
-                        "name": f"{name} scan rate (Hz, {entry['timing']['clock']} clock)",
-                        "value": entry["rate_hz"],
-                        "sigma": entry["rate_se_hz"],
-                        "truth": entry["rate_truth_hz"],
-                        "unit": "Hz",
-                        "clock_note": entry["timing"]["host_timing_note"],
-                    }
-                )
-            for b in entry["noise_bands"]:
-                if b["truth_sigma_m"] is None or b["sigma_m"] is None:
-                    continue
-                rows.append(
-                    {
-                        "name": f"{name} σ {b['lo_m']:g}-{b['hi_m']:g} m (m)",
-                        "value": b["sigma_m"],
-                        "sigma": b["se_m"],
-                        "truth": b["truth_sigma_m"],
-                        "unit": "m",
-                    }
-                )
-    return rows

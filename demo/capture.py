@@ -44,7 +44,6 @@ from pathlib import Path
 
 import numpy as np
 
-from sensorbench import __version__
 from sensorbench.drivers.capture import BringupResult, CaptureOptions, CaptureResult, run_capture
 from sensorbench.drivers.kernels import warm_up as warm_up_kernels
 from sensorbench.errors import SimError
@@ -136,56 +135,53 @@ def capture_scenario(
         {"trajectory": {"lead_in_s": scenario.trajectory["lead_in_s"] + lead_in}}
     )
     robot = EmulatedRobot(
-        run_dir,
-        config=cfg_path,
-        scenario=sc,
-        seed=seed,
-        speed=speed,
-        ld19_startup_s=0.3,
+        run_dir, config=cfg_path, scenario=sc, seed=seed, speed=speed, ld19_startup_s=0.3,
         faults=False,
+    )  # fmt: skip
+    result, bringup_at = _record(robot, Path(output), pose_streams, label)
+    if not result.ok:
+        failed = "; ".join(f"{b.name}: {b.message}" for b in result.bringup if not b.ok)
+        raise SimError(
+            f"capture of {label} failed (stopped by {result.stopped_by}): {result.error or failed}"
+        )
+    _add_truth(Path(output), robot.sim, speed, robot.clock.t0_ns)
+    return CapturedSession(
+        Path(output), label, result, bringup_at, lead_in, time.monotonic() - t_start
     )
-    sim = robot.sim
+
+
+def _record(
+    robot: EmulatedRobot, output: Path, pose_streams: tuple[str, ...], label: str
+) -> tuple[CaptureResult, float]:
+    """Run the emulated robot and capture it into ``output`` until the scenario's end;
+    returns the capture's result and the simulated time (s) at which the bring-up was
+    done (nan if it never was)."""
+    sim, speed = robot.sim, robot.speed
     streams = {name: (name, getattr(sim, name)()) for name in pose_streams}
-    t0_ns = robot.clock.t0_ns  # host time of simulated 0
     bringup_at: list[float] = []
     stop = threading.Event()
+    end_s = sim.duration_s - END_MARGIN_S
+
+    def on_bringup(_: BringupResult) -> None:
+        if not bringup_at:
+            bringup_at.append(robot.clock.now())
+
+    def stop_at_end() -> None:
+        robot.clock.sleep_until(end_s, stop)
+        stop.set()
+
     try:
         robot.start()
-        source = (
-            [
-                SimPoseSource(
-                    streams, robot.clock, attrs={"scenario": sim.scenario.name}, t0_ns=t0_ns
-                )
-            ]
-            if streams
-            else []
-        )
-
-        def on_bringup(_: BringupResult) -> None:
-            if not bringup_at:
-                bringup_at.append(robot.clock.now())
-
-        end_s = sim.duration_s - END_MARGIN_S
-
-        def stop_at_end() -> None:
-            robot.clock.sleep_until(end_s, stop)
-            stop.set()
-
-        watcher = threading.Thread(
-            target=stop_at_end,
-            name="demo-end",
-            daemon=True,
-        )
-        watcher.start()
+        attrs = {"scenario": sim.scenario.name}
+        t0_ns = robot.clock.t0_ns  # host time of simulated 0
+        source = [SimPoseSource(streams, robot.clock, attrs=attrs, t0_ns=t0_ns)] if streams else []
+        threading.Thread(target=stop_at_end, name="demo-end", daemon=True).start()
+        note = f"sensorbench demo: scenario {sim.scenario.name}, emulated at {speed:g}x"
         result = run_capture(
             robot.config,
             output,
             duration_s=end_s / speed + 30.0,
-            options=CaptureOptions(
-                label=label,
-                note=f"sensorbench demo: scenario {sim.scenario.name}, emulated at {speed:g}x",
-                speed=speed,
-            ),
+            options=CaptureOptions(label=label, note=note, speed=speed),
             on_bringup=on_bringup,
             stop=stop,
             extra_readers=source,
@@ -193,20 +189,7 @@ def capture_scenario(
     finally:
         stop.set()
         robot.stop()
-    if not result.ok:
-        failed = "; ".join(f"{b.name}: {b.message}" for b in result.bringup if not b.ok)
-        raise SimError(
-            f"capture of {label} failed (stopped by {result.stopped_by}): {result.error or failed}"
-        )
-    _add_truth(Path(output), sim, speed, t0_ns)
-    return CapturedSession(
-        Path(output),
-        label,
-        result,
-        bringup_at[0] if bringup_at else math.nan,
-        lead_in,
-        time.monotonic() - t_start,
-    )
+    return result, bringup_at[0] if bringup_at else math.nan
 
 
 def _add_truth(path: Path, sim: Simulation, speed: float, t0_ns: int) -> None:
@@ -217,23 +200,14 @@ def _add_truth(path: Path, sim: Simulation, speed: float, t0_ns: int) -> None:
         return t0_ns + np.round(np.asarray(t_s, float) / speed * 1e9).astype(np.int64)
 
     with SessionWriter.add_to(path) as w:
-        w.set_truth_attrs(
-            {
-                "scenario_name": scn.name,
-                "scenario_toml": scn.to_toml(),
-                "seed": sim.seed,
-                "campaign_session": -1 if scn.session is None else scn.session,
-                "duration_s": sim.duration_s,
-                "t0_ns": int(t0_ns),
-                "emulation_speed": float(speed),
-                "software_version": __version__,
-                "time_base": (
-                    "host monotonic ns; simulated seconds run emulation_speed times faster "
-                    "than host seconds (host_ns = t0_ns + t_sim / emulation_speed * 1e9)"
-                ),
-            }
-        )
-        write_common_truth(w, sim, host_ns)
+        attrs = {
+            "emulation_speed": float(speed),
+            "time_base": (
+                "host monotonic ns; simulated seconds run emulation_speed times faster "
+                "than host seconds (host_ns = t0_ns + t_sim / emulation_speed * 1e9)"
+            ),
+        }
+        write_common_truth(w, sim, host_ns, t0_ns, attrs)
         for name in sim.lidar_names():
             g = f"lidar/{name}"
             w.set_truth(f"{g}/mount_xy_yaw", np.asarray(sim.lidar_mount(name), float))

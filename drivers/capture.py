@@ -37,6 +37,7 @@ with SIGKILL loses at most that much; ``sensorbench check --recover`` rebuilds i
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -241,20 +242,13 @@ def make_reader(
 
 def device_specs(config: RobotConfig) -> list[DeviceSpec]:
     """Power-up specs of the configured devices, in power-up order."""
-    specs = []
-    for dev in config.ordered_devices():
-        specs.append(
-            DeviceSpec(
-                dev.name,
-                kind=dev.kind,
-                port=dev.port,
-                delay_after_s=dev.gap_s,
-                ready_timeout_s=dev.timeout_s,
-                options={"config": dev},
-                power=dev.power,
-            )
+    return [
+        DeviceSpec(
+            dev.name, kind=dev.kind, port=dev.port, delay_after_s=dev.gap_s,
+            ready_timeout_s=dev.timeout_s, options={"config": dev}, power=dev.power,
         )
-    return specs
+        for dev in config.ordered_devices()
+    ]  # fmt: skip
 
 
 def bring_up(
@@ -410,13 +404,7 @@ def run_capture(
         SessionError: the output cannot be created.
     """
     opts = options or CaptureOptions()
-    if not duration_s > 0:
-        raise SessionError(f"duration must be > 0 s, got {duration_s}")
-    if Path(output).exists():
-        raise SessionError(f"{output} exists; choose another name or remove it first")
-    parent = Path(output).resolve().parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise SessionError(f"cannot write {output}: {parent} is not a writable directory")
+    _check_output(Path(output), duration_s)
     stop = stop or threading.Event()
     result = CaptureResult(Path(output), 0.0, "duration")
     result.bringup, handles = bring_up(config, keep=True)
@@ -424,25 +412,8 @@ def run_capture(
         for row in result.bringup:
             on_bringup(row)
     up = {b.name for b in result.bringup if b.ok}
-    failed = [b for b in result.bringup if not b.ok]
-    devices = [{"name": d.name, "kind": d.kind, "port": d.port} for d in config.devices]
-    writer = _new_writer(
-        consumer,
-        output,
-        label=opts.label,
-        config_text=config.text,
-        flush_interval_s=opts.flush_interval_s,
-        attrs={
-            "note": opts.note,
-            "robot": config.name,
-            "recorded_by": "sensorbench capture",
-            "requested_duration_s": duration_s if math.isfinite(duration_s) else -1.0,
-            "devices_json": json.dumps(devices),
-            "powerup_order": list(config.powerup_order),
-            "footprint_m": config.footprint_m,
-            "bringup_json": json.dumps([vars(b) for b in result.bringup]),
-        },
-    )
+    attrs = _session_attrs(config, opts.note, duration_s, result.bringup)
+    writer = _new_writer(consumer, output, config.text, opts, attrs)
     readers = {
         d.name: make_reader(d, opts.speed, handles.get(d.name), config.pods, opts.stream_read_s)
         for d in config.devices
@@ -459,43 +430,15 @@ def run_capture(
         kind = "note" if b.ok else "error"
         writer.event(now, b.name, kind, f"bring-up {'ok' if b.ok else 'FAILED'}: {b.message}")
     t0 = time.monotonic()
-    consuming = False
-    if stop.is_set():
-        result.stopped_by = "stop"
-    elif (failed and not opts.allow_missing) or not readers:
-        result.stopped_by = "bringup"
+    missing = len(up) < len(result.bringup) and not opts.allow_missing
+    if stop.is_set() or missing or not readers:
+        result.stopped_by = "stop" if stop.is_set() else "bringup"
+        _stop_all(list(readers.values()))
     else:
-        if consumer is not None:
-            consumer.start(writer)
-            consuming = True
-        for name, message in _start_all(list(readers.values())).items():
-            writer.event(time.monotonic_ns(), name, "error", f"reader failed to start: {message}")
-            result.bringup = [
-                BringupResult(b.name, b.kind, b.port, False, b.seconds, message)
-                if b.name == name
-                else b
-                for b in result.bringup
-            ]
-        writer.event(time.monotonic_ns(), "capture", "start", f"recording {len(readers)} devices")
-        t0 = time.monotonic()
-        guard = _DiskGuard(Path(output), opts.min_free_bytes, opts.status_interval_s)
-        result.stopped_by, result.error = _record(
-            writer,
-            list(readers.values()),
-            t0,
-            duration_s,
-            stop,
-            on_status,
-            opts.status_interval_s,
-            guard,
-        )
+        loop = _Loop(stop, on_status, opts)
+        t0 = _record_readers(writer, list(readers.values()), result, consumer, duration_s, loop)
     result.recorded_s = time.monotonic() - t0
-    _stop_all(list(readers.values()))
-    if consumer is not None and consuming:
-        consumer.stop()
-    statuses = {  # final counters of the configured devices
-        name: r.status() for name, r in readers.items() if name in up
-    }
+    statuses = {name: r.status() for name, r in readers.items() if name in up}  # final counters
     try:
         if writer.error is None:
             writer.event(time.monotonic_ns(), "capture", "stop", f"stopped by {result.stopped_by}")
@@ -506,11 +449,92 @@ def run_capture(
     return result
 
 
-def _new_writer(consumer: CaptureConsumer | None, *args: Any, **kwargs: Any) -> SessionWriter:
+def _check_output(output: Path, duration_s: float) -> None:
+    """Refuse a non-positive duration, an existing output or an unwritable directory."""
+    if not duration_s > 0:
+        raise SessionError(f"duration must be > 0 s, got {duration_s}")
+    if output.exists():
+        raise SessionError(f"{output} exists; choose another name or remove it first")
+    parent = output.resolve().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise SessionError(f"cannot write {output}: {parent} is not a writable directory")
+
+
+def _session_attrs(
+    config: RobotConfig, note: str, duration_s: float, bringup: list[BringupResult]
+) -> dict[str, Any]:
+    """The session's root attributes: the note, the robot, its devices and the bring-up."""
+    devices = [{"name": d.name, "kind": d.kind, "port": d.port} for d in config.devices]
+    return {
+        "note": note,
+        "robot": config.name,
+        "recorded_by": "sensorbench capture",
+        "requested_duration_s": duration_s if math.isfinite(duration_s) else -1.0,
+        "devices_json": json.dumps(devices),
+        "powerup_order": list(config.powerup_order),
+        "footprint_m": config.footprint_m,
+        "bringup_json": json.dumps([vars(b) for b in bringup]),
+    }
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """What the status loop of :func:`_record` watches and calls."""
+
+    stop: threading.Event
+    on_status: StatusCallback | None
+    opts: CaptureOptions
+
+
+def _record_readers(
+    writer: SessionWriter,
+    readers: list[DeviceReader],
+    result: CaptureResult,
+    consumer: CaptureConsumer | None,
+    duration_s: float,
+    loop: _Loop,
+) -> float:
+    """Start the consumer and the readers, record until the end, stop them; sets
+    ``result``'s stop reason and error and marks readers that failed to start as failed
+    in its bring-up. Returns the monotonic time (s) the recording started."""
+    if consumer is not None:
+        consumer.start(writer)
+    for name, message in _start_all(readers).items():
+        writer.event(time.monotonic_ns(), name, "error", f"reader failed to start: {message}")
+        result.bringup = [
+            BringupResult(b.name, b.kind, b.port, False, b.seconds, message)
+            if b.name == name
+            else b
+            for b in result.bringup
+        ]
+    writer.event(time.monotonic_ns(), "capture", "start", f"recording {len(readers)} devices")
+    t0 = time.monotonic()
+    guard = _DiskGuard(writer.path, loop.opts.min_free_bytes, loop.opts.status_interval_s)
+    result.stopped_by, result.error = _record(writer, readers, t0, duration_s, loop, guard)
+    _stop_all(readers)
+    if consumer is not None:
+        consumer.stop()
+    return t0
+
+
+def _new_writer(
+    consumer: CaptureConsumer | None,
+    output: str | os.PathLike[str],
+    config_text: str,
+    opts: CaptureOptions,
+    attrs: dict[str, Any],
+) -> SessionWriter:
     """The capture's session writer; with a consumer, one that hands it every item."""
-    if consumer is None:
-        return SessionWriter(*args, **kwargs)
-    return _TappedWriter(consumer, *args, **kwargs)
+    make: Callable[..., SessionWriter] = (
+        SessionWriter if consumer is None else functools.partial(_TappedWriter, consumer)
+    )
+    return make(
+        output,
+        label=opts.label,
+        config_text=config_text,
+        flush_interval_s=opts.flush_interval_s,
+        attrs=attrs,
+    )
 
 
 def _writer_error_text(writer: SessionWriter, exc: BaseException) -> str:
@@ -563,9 +587,7 @@ def _record(
     readers: list[DeviceReader],
     t0: float,
     duration_s: float,
-    stop: threading.Event,
-    on_status: StatusCallback | None,
-    interval_s: float,
+    loop: _Loop,
     guard: _DiskGuard,
 ) -> tuple[str, str | None]:
     """The status loop; returns (stopped_by, error).
@@ -579,7 +601,7 @@ def _record(
         remaining = duration_s - elapsed
         if remaining <= 0:
             return "duration", None
-        if stop.wait(min(interval_s, remaining)):
+        if loop.stop.wait(min(loop.opts.status_interval_s, remaining)):
             return "stop", None
         if writer.error is not None:
             return "error", _writer_error_text(writer, writer.error)
@@ -591,8 +613,8 @@ def _record(
             if st.connected and not connected[reader.name]:
                 writer.event(time.monotonic_ns(), reader.name, "note", _gap_text(reader))
             connected[reader.name] = st.connected
-        if on_status is not None:
-            on_status(time.monotonic() - t0, statuses)
+        if loop.on_status is not None:
+            loop.on_status(time.monotonic() - t0, statuses)
 
 
 def _gap_text(reader: DeviceReader) -> str:
@@ -631,105 +653,11 @@ def summarize(
                     counts[name] = (n_bytes, len(ses.pose(name)), 0)
     except (SessionError, OSError, RuntimeError):  # h5py: a file whose writer hit ENOSPC
         pass
-    out = []
-    for name, st in statuses.items():
-        dev = config.device(name)
-        n_bytes, items, turns = counts.get(name, (0, 0, 0))
-        out.append(
-            DeviceSummary(
-                name,
-                dev.kind,
-                dev.port,
-                n_bytes,
-                items,
-                turns,
-                st.crc_errors,
-                st.drops,
-                st.reconnects,
-                unplugs.get(name, 0),
-                st.last_error,
-                st.reader_failures,
-                st.reader_down,
-            )
+    return [
+        DeviceSummary(
+            name, config.device(name).kind, config.device(name).port, *counts.get(name, (0, 0, 0)),
+            st.crc_errors, st.drops, st.reconnects, unplugs.get(name, 0), st.last_error,
+            st.reader_failures, st.reader_down,
         )
-    return out
-
-
-# -- text for the command line (pure functions; the command prints) --------------------
-
-
-def format_status_parts(
-    elapsed_s: float, duration_s: float, statuses: list[ReaderStatus]
-) -> list[str]:
-    """The elapsed time, then one short text per device: its mode (an A1's scan mode),
-    points (lidars) or frames
-    (pods) per second, turns per second, kB/s, CRC errors, drops, and seconds since
-    its last data (``UNPLUGGED`` while it is away, ``READER DOWN`` when its reader
-    thread ended, ``READER FAILED n`` after n reader restarts: data were lost)."""
-    total = f"/{duration_s:.0f}" if math.isfinite(duration_s) else ""
-    parts = [f"{elapsed_s:6.1f}{total} s"]
-    for st in statuses:
-        if st.reader_down:
-            parts.append(f"{st.name} READER DOWN {st.since_last_data_s:.1f}s")
-            continue
-        if not st.connected:
-            parts.append(f"{st.name} UNPLUGGED {st.since_last_data_s:.1f}s")
-            continue
-        unit = "fr/s" if st.kind == "pods" else "pt/s"
-        turns = f" {st.turns_per_s:.1f}Hz" if st.kind != "pods" else ""
-        since = "-" if math.isinf(st.since_last_data_s) else f"{st.since_last_data_s:.1f}s"
-        parts.append(
-            f"{st.name}{' ' + st.mode if st.mode else ''} {st.items_per_s:.0f}{unit}{turns} "
-            f"{st.bytes_per_s / 1000:.1f}kB/s "
-            f"crc {st.crc_errors} drop {st.drops} {since}"
-            + (f" READER FAILED {st.reader_failures}" if st.reader_failures else "")
-        )
-    return parts
-
-
-def format_status(elapsed_s: float, duration_s: float, statuses: list[ReaderStatus]) -> str:
-    """The status as one line (see :func:`format_status_parts`)."""
-    return " | ".join(format_status_parts(elapsed_s, duration_s, statuses))
-
-
-def format_bringup(results: list[BringupResult]) -> str:
-    """The bring-up table."""
-    rows = [("device", "kind", "port", "result", "time", "detail")]
-    for r in results:
-        rows.append(
-            (r.name, r.kind, r.port, "ok" if r.ok else "FAILED", f"{r.seconds:.1f} s", r.message)
-        )
-    return _table(rows)
-
-
-def format_summary(result: CaptureResult) -> str:
-    """The end-of-capture table: what the file holds per device."""
-    rows = [("device", "kind", "bytes", "points/frames", "turns", "crc", "drops", "unplugs")]
-    for d in result.devices:
-        rows.append(
-            (
-                d.name,
-                d.kind,
-                str(d.bytes),
-                str(d.items),
-                str(d.turns),
-                str(d.crc_errors),
-                str(d.drops),
-                str(d.unplugs),
-            )
-        )
-    head = f"{result.path}: recorded {result.recorded_s:.1f} s, stopped by {result.stopped_by}"
-    lost = [
-        f"DATA LOST: {d.name}: its reader thread failed {d.reader_failures} time(s)"
-        + (" and was down at the end" if d.reader_down else ", restarted each time")
-        + " (the session's error events say why)"
-        for d in result.devices
-        if d.data_lost
-    ]
-    return "\n".join([head, _table(rows), *lost])
-
-
-def _table(rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines)
+        for name, st in statuses.items()
+    ]  # fmt: skip

@@ -10,6 +10,7 @@ turn times are the unwrapped device time (said so in the ``time_base`` attribute
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +133,6 @@ def _write(
     parser = LD19Parser()
     assembler = TurnAssembler(clock=ld19_clock(clock_slope), host_times=is_session)
     time_base = TIME_BASE_HOST if is_session else TIME_BASE_DEVICE
-    candidates = 0
     with SessionWriter(
         output,
         label=f"decoded {src.name}",
@@ -150,24 +150,9 @@ def _write(
                 "native": "clockwise 0.01 deg, mm, ms timestamps wrapping at 30000",
             },
         )
-        turns_out, points_out = 0, 0
-        prev = -1
-        pending = list(reconnects)
-        for t_ns, data in chunks:
-            while pending and t_ns >= pending[0]:
-                pending.pop(0)
-                parser.resync()  # the unit power-cycled: as the live reader does
-                assembler.reset(after_reconnect=True)
-            candidates += data.count(b"\x54\x2c") + (prev == 0x54 and data[:1] == b"\x2c")
-            prev = data[-1] if data else prev
-            w.append_raw(name, t_ns, data)
-            turns: LidarTurns = assembler.push(parser.feed(data, t_ns))
-            if turns.n_turns:
-                if near_filter:
-                    turns = near_filter_turns(turns)
-                w.append_turns(name, turns)
-                turns_out += turns.n_turns
-                points_out += turns.n_points
+        turns_out, points_out, candidates = _decode(
+            w, name, chunks, reconnects, (parser, assembler), near_filter
+        )
         c = parser.counters
         if c.packets == 0:
             raise DriverError(
@@ -178,19 +163,10 @@ def _write(
             "source": str(src),
             "output": str(output),
             "device": name,
-            "bytes": c.bytes,
-            "packets": c.packets,
-            "crc_failures": c.crc_failures,
-            "bytes_skipped": c.bytes_skipped,
-            "unknown_packets": c.unknown_packets,
-            "span_failures": c.span_failures,
-            "timestamp_failures": c.timestamp_failures,
-            "speed_failures": c.speed_failures,
+            **asdict(c),
             "impossible_packets": c.impossible_packets,
             "impossible_offsets": [{"offset": o, "reason": r} for o, r in parser.rejected],
             "ranges_beyond_limit": assembler.ranges_beyond_limit,
-            "timestamp_gaps": c.timestamp_gaps,
-            "lost_packets": c.lost_packets,
             "turns": turns_out,
             "points": points_out,
             "partial_turns_dropped": assembler.partial_dropped,
@@ -204,3 +180,35 @@ def _write(
             + ", ".join(f"{k}={v}" for k, v in summary.items() if k != "impossible_offsets"),
         )
     return summary
+
+
+def _decode(
+    w: SessionWriter,
+    name: str,
+    chunks: list[tuple[int, bytes]],
+    reconnects: list[int],
+    decoders: tuple[LD19Parser, TurnAssembler],
+    near_filter: bool,
+) -> tuple[int, int, int]:
+    """Feed the chunks (host ns, bytes) in order, resyncing at each reconnect (host ns),
+    and write the raw bytes and the turns; returns (turns, points, candidate headers)."""
+    parser, assembler = decoders
+    turns_out, points_out, candidates = 0, 0, 0
+    prev = -1
+    pending = list(reconnects)
+    for t_ns, data in chunks:
+        while pending and t_ns >= pending[0]:
+            pending.pop(0)
+            parser.resync()  # the unit power-cycled: as the live reader does
+            assembler.reset(after_reconnect=True)
+        candidates += data.count(b"\x54\x2c") + (prev == 0x54 and data[:1] == b"\x2c")
+        prev = data[-1] if data else prev
+        w.append_raw(name, t_ns, data)
+        turns: LidarTurns = assembler.push(parser.feed(data, t_ns))
+        if turns.n_turns:
+            if near_filter:
+                turns = near_filter_turns(turns)
+            w.append_turns(name, turns)
+            turns_out += turns.n_turns
+            points_out += turns.n_points
+    return turns_out, points_out, candidates

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numba
 import numpy as np
@@ -228,6 +229,72 @@ def _u16(buf: np.ndarray, i: int) -> int:
     return np.int64(buf[i]) | (np.int64(buf[i + 1]) << 8)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _reject_reason(s: int, t: int, sp: int, ts: int, max_speed: int) -> int:
+    """Why a packet with a good CRC is impossible (a :data:`REJECT_REASONS` code), or 0:
+    start ``s`` or end ``t`` angle (0.01 deg) out of range or a span the vendor SDK
+    rejects at speed ``sp`` (deg/s), timestamp ``ts`` (ms) out of range, or ``sp`` above
+    ``max_speed``."""
+    span_deg = (t // 100 - s // 100) % 360
+    if s >= ANGLE_MODULUS_CDEG or t >= ANGLE_MODULUS_CDEG or span_deg * SPAN_PER_SPEED > sp:
+        return 1
+    if ts >= TIMESTAMP_MODULUS_MS:
+        return 2
+    return 3 if sp > max_speed else 0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _gap(state, ts: int, span: int, sp: int, last_ts: int) -> int:
+    """Packets lost before the packet at timestamp ``ts`` (ms) after the one at
+    ``last_ts`` (-1: none), judged by the last known period (with none known yet, by this
+    packet's of ``span`` at ``sp``; a packet reporting speed or span 0 has none and leaves
+    the last one in place); counts the gap and updates the period in ``state``."""
+    has_period = sp > 0 and span > 0
+    if state[_PERIOD_SPEED] == 0 and has_period:
+        state[_PERIOD_SPAN], state[_PERIOD_SPEED] = span, sp
+    missing = 0
+    if last_ts >= 0 and state[_PERIOD_SPEED] > 0:
+        gap = (ts - last_ts) % TIMESTAMP_MODULUS_MS
+        missing = _lost_in_gap(gap, state[_PERIOD_SPAN], state[_PERIOD_SPEED])
+        if missing > 0:
+            state[_GAPS] += 1
+            state[_LOST] += missing
+    if has_period:
+        state[_PERIOD_SPAN], state[_PERIOD_SPEED] = span, sp
+    return missing
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _with_tail(new: np.ndarray, state: np.ndarray, tail: np.ndarray) -> np.ndarray:
+    """The kept tail followed by ``new``; counts the new bytes."""
+    tl = state[_TAIL_LEN]
+    buf = np.empty(tl + new.size, np.uint8)
+    buf[:tl] = tail[:tl]
+    buf[tl:] = new
+    state[_BYTES] += new.size
+    return buf
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _keep_tail(buf: np.ndarray, pos: int, state: np.ndarray, tail: np.ndarray) -> None:
+    """Keep ``buf[pos:]``, the bytes not consumed, for the next read."""
+    tail[: buf.size - pos] = buf[pos:]
+    state[_TAIL_LEN] = buf.size - pos
+    state[_TAIL_AT] += pos
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _points(
+    buf: np.ndarray, pos: int, row: int, distance: np.ndarray, intensity: np.ndarray
+) -> None:
+    """Store the 12 points (distance mm, intensity) of the packet at ``buf[pos]`` from
+    ``distance[row]`` and ``intensity[row]`` on."""
+    pts = buf[pos + 6 : pos + 6 + 3 * POINTS_PER_PACKET]
+    for i in range(POINTS_PER_PACKET):
+        distance[row + i] = np.uint16(pts[3 * i]) | (np.uint16(pts[3 * i + 1]) << np.uint16(8))
+        intensity[row + i] = pts[3 * i + 2]
+
+
 @numba.njit(cache=True, nogil=True)
 def _scan(new, host_ns, max_speed, state, tail, fields, distance, intensity, rejected):
     """Parse the kept tail plus ``new`` in one pass; returns ``(k, n_rejected)``.
@@ -244,30 +311,20 @@ def _scan(new, host_ns, max_speed, state, tail, fields, distance, intensity, rej
     (packets are at least 47 bytes apart, candidates 2). Never raises: every index is
     bounded by the buffer.
     """
-    tl = state[_TAIL_LEN]
-    n = tl + new.size
-    buf = np.empty(n, np.uint8)
-    buf[:tl] = tail[:tl]
-    buf[tl:] = new
+    buf = _with_tail(new, state, tail)
+    n = buf.size
     base = state[_TAIL_AT]
-    state[_BYTES] += new.size
-    if n < PACKET_SIZE:  # too short to decide anything: keep it all
-        tail[:n] = buf
-        state[_TAIL_LEN] = n
+    e = state[_EXPECT_AT] - base  # the previous read's last packet ended here
+    if e >= 0 and e + 1 < n:  # its next two bytes are here (a short read may hold them)
+        state[_UNKNOWN] += buf[e] == HEADER and buf[e + 1] != VER_LEN
+        state[_EXPECT_AT] = -1
+    if n < PACKET_SIZE:  # too short to decide anything else: keep it all
+        _keep_tail(buf, 0, state, tail)
         return 0, 0
     last_start = n - PACKET_SIZE
     n_rej = 0
-
-    e = state[_EXPECT_AT] - base  # the previous read's last packet ended here
-    if e >= 0 and e + 1 < n and buf[e] == HEADER and buf[e + 1] != VER_LEN:
-        state[_UNKNOWN] += 1
-    state[_EXPECT_AT] = -1
     pending = state[_PENDING]
     last_ts = state[_LAST_TS]
-    period_span = state[_PERIOD_SPAN]
-    period_speed = state[_PERIOD_SPEED]
-    n_crc = n_span = n_stamp = n_speed = n_gaps = n_lost = 0
-
     k = 0
     pos = 0
     while pos <= last_start:
@@ -277,65 +334,28 @@ def _scan(new, host_ns, max_speed, state, tail, fields, distance, intensity, rej
         crc = 0
         for j in range(PACKET_SIZE):
             crc ^= _CRC_AT[j, buf[pos + j]]
-        if crc != 0:
-            n_crc += 1
-            pending += 1
-            pos += 1
-            continue
         s = _u16(buf, pos + 4)
         t = _u16(buf, pos + 42)
         sp = _u16(buf, pos + 2)
         ts = _u16(buf, pos + 44)
-        span = t - s if t >= s else t - s + ANGLE_MODULUS_CDEG
-        span_deg = (t // 100 - s // 100) % 360
-        reason = 0
-        if s >= ANGLE_MODULUS_CDEG or t >= ANGLE_MODULUS_CDEG or span_deg * SPAN_PER_SPEED > sp:
-            reason = 1
-            n_span += 1
-        elif ts >= TIMESTAMP_MODULUS_MS:
-            reason = 2
-            n_stamp += 1
-        elif sp > max_speed:
-            reason = 3
-            n_speed += 1
-        if reason:
-            rejected[0, n_rej] = base + pos
-            rejected[1, n_rej] = reason
-            n_rej += 1
+        reason = 0 if crc != 0 else _reject_reason(s, t, sp, ts, max_speed)
+        if crc != 0 or reason:
+            state[_CRC_FAIL if crc != 0 else _SPAN_FAIL + reason - 1] += 1
+            if reason:
+                rejected[0, n_rej] = base + pos
+                rejected[1, n_rej] = reason
+                n_rej += 1
             pending += 1
             pos += 1
             continue
 
-        fields[_SPEED, k] = sp
-        fields[_START, k] = s
-        fields[_END, k] = t
-        fields[_STAMP, k] = ts
-        fields[_OFFSET, k] = base + pos
-        fields[_HOST_NS, k] = host_ns
-        pts = buf[pos + 6 : pos + 6 + 3 * POINTS_PER_PACKET]
-        row = POINTS_PER_PACKET * k
-        for i in range(POINTS_PER_PACKET):
-            distance[row + i] = np.uint16(pts[3 * i]) | (np.uint16(pts[3 * i + 1]) << np.uint16(8))
-            intensity[row + i] = pts[3 * i + 2]
+        for row, v in enumerate((sp, s, t, ts, base + pos, host_ns)):  # rows _SPEED.._HOST_NS
+            fields[row, k] = v
+        _points(buf, pos, POINTS_PER_PACKET * k, distance, intensity)
         fields[_FAILURES, k] = pending
         pending = 0
-
-        # device-timestamp gap after the previous packet, judged by the last known
-        # period (with none known yet, by this packet's; a packet reporting speed or
-        # span 0 has none and leaves the last one in place)
-        has_period = sp > 0 and span > 0
-        if period_speed == 0 and has_period:
-            period_span, period_speed = span, sp
-        missing = 0
-        if last_ts >= 0 and period_speed > 0:
-            gap = (ts - last_ts) % TIMESTAMP_MODULUS_MS
-            missing = _lost_in_gap(gap, period_span, period_speed)
-            if missing > 0:
-                n_gaps += 1
-                n_lost += missing
-        fields[_LOST_BEFORE, k] = missing
-        if has_period:
-            period_span, period_speed = span, sp
+        span = t - s if t >= s else t - s + ANGLE_MODULUS_CDEG
+        fields[_LOST_BEFORE, k] = _gap(state, ts, span, sp, last_ts)
         last_ts = ts
         k += 1
         pos += PACKET_SIZE
@@ -347,22 +367,11 @@ def _scan(new, host_ns, max_speed, state, tail, fields, distance, intensity, rej
         else:
             state[_EXPECT_AT] = base + pos
 
-    state[_CRC_FAIL] += n_crc
-    state[_SPAN_FAIL] += n_span
-    state[_STAMP_FAIL] += n_stamp
-    state[_SPEED_FAIL] += n_speed
-    state[_GAPS] += n_gaps
-    state[_LOST] += n_lost
     state[_PENDING] = pending
     state[_LAST_TS] = last_ts
-    state[_PERIOD_SPAN] = period_span
-    state[_PERIOD_SPEED] = period_speed
     state[_PACKETS] += k
     state[_BYTES_SKIPPED] += pos - PACKET_SIZE * k
-    rest = n - pos
-    tail[:rest] = buf[pos:]
-    state[_TAIL_LEN] = rest
-    state[_TAIL_AT] = base + pos
+    _keep_tail(buf, pos, state, tail)
     return k, n_rej
 
 
@@ -391,6 +400,11 @@ def _scan_entry() -> Callable[..., tuple[int, int]]:
     return _SCAN_ENTRY
 
 
+def _row(i: int, doc: str) -> Any:
+    """A property: row ``i`` of the packets' ``fields`` (int64, one value per packet)."""
+    return property(lambda self: self.fields[i], doc=doc)
+
+
 @dataclass
 class LD19Packets:
     """Decoded packets, ``k`` of them, in stream order.
@@ -409,47 +423,24 @@ class LD19Packets:
     distance_mm: np.ndarray
     intensity: np.ndarray
 
-    @property
-    def speed_deg_s(self) -> np.ndarray:
-        """Rotation speed reported by the device (deg/s; 3600 = 10 Hz)."""
-        return self.fields[_SPEED]
-
-    @property
-    def start_cdeg(self) -> np.ndarray:
-        """Start angle of each packet (0.01 deg, clockwise)."""
-        return self.fields[_START]
-
-    @property
-    def end_cdeg(self) -> np.ndarray:
-        """End angle of each packet (0.01 deg, clockwise)."""
-        return self.fields[_END]
-
-    @property
-    def timestamp_ms(self) -> np.ndarray:
-        """Device timestamp (ms, wraps at 30000)."""
-        return self.fields[_STAMP]
-
-    @property
-    def stream_offset(self) -> np.ndarray:
-        """Offset of each packet's first byte in the parser's input stream (bytes since
-        construction or the last :meth:`LD19Parser.reset`)."""
-        return self.fields[_OFFSET]
-
-    @property
-    def host_ns(self) -> np.ndarray:
-        """Host receive time of the read that completed each packet (ns)."""
-        return self.fields[_HOST_NS]
-
-    @property
-    def failures_before(self) -> np.ndarray:
-        """Candidate packets rejected (CRC or an impossible field) since the previous
-        accepted packet."""
-        return self.fields[_FAILURES]
-
-    @property
-    def lost_before(self) -> np.ndarray:
-        """Packets missing before this one, from the device-timestamp gap."""
-        return self.fields[_LOST_BEFORE]
+    speed_deg_s = _row(_SPEED, "Rotation speed reported by the device (deg/s; 3600 = 10 Hz).")
+    start_cdeg = _row(_START, "Start angle of each packet (0.01 deg, clockwise).")
+    end_cdeg = _row(_END, "End angle of each packet (0.01 deg, clockwise).")
+    timestamp_ms = _row(_STAMP, "Device timestamp (ms, wraps at 30000).")
+    stream_offset = _row(
+        _OFFSET,
+        "Offset of each packet's first byte in the parser's input stream (bytes since "
+        "construction or the last :meth:`LD19Parser.reset`).",
+    )
+    host_ns = _row(_HOST_NS, "Host receive time of the read that completed each packet (ns).")
+    failures_before = _row(
+        _FAILURES,
+        "Candidate packets rejected (CRC or an impossible field) since the previous "
+        "accepted packet.",
+    )
+    lost_before = _row(
+        _LOST_BEFORE, "Packets missing before this one, from the device-timestamp gap."
+    )
 
     def __len__(self) -> int:
         return int(self.distance_mm.shape[0])
@@ -461,32 +452,6 @@ class LD19Packets:
     def select(self, keep: np.ndarray) -> LD19Packets:
         """The packets where ``keep`` (bool or indices) selects."""
         return LD19Packets(self.fields[:, keep], self.distance_mm[keep], self.intensity[keep])
-
-    @classmethod
-    def from_fields(
-        cls,
-        *,
-        speed_deg_s: np.ndarray,
-        start_cdeg: np.ndarray,
-        end_cdeg: np.ndarray,
-        timestamp_ms: np.ndarray,
-        distance_mm: np.ndarray,
-        intensity: np.ndarray,
-        host_ns: np.ndarray,
-        stream_offset: np.ndarray,
-        failures_before: np.ndarray,
-        lost_before: np.ndarray,
-    ) -> LD19Packets:
-        """Packets from each field (e.g. made elsewhere than the parser)."""
-        rows = (
-            speed_deg_s, start_cdeg, end_cdeg, timestamp_ms, stream_offset, host_ns,
-            failures_before, lost_before,
-        )  # fmt: skip
-        return cls(
-            np.stack([np.asarray(r, dtype=np.int64) for r in rows]),
-            np.asarray(distance_mm, dtype=np.uint16).reshape(-1, POINTS_PER_PACKET),
-            np.asarray(intensity, dtype=np.uint8).reshape(-1, POINTS_PER_PACKET),
-        )
 
     @classmethod
     def empty(cls) -> LD19Packets:

@@ -141,43 +141,13 @@ class TurnAssembler:
         if not ok.all():
             self.packets_rejected += int(np.count_nonzero(~ok))
             pk = pk.select(ok)
-        k = len(pk)
-        if k == 0:
+        if len(pk) == 0:
             return LidarTurns.empty()
-        stamp_ns = self.clock.update(pk.host_ns, pk.timestamp_ms)
         span = np.mod(pk.end_cdeg.astype(np.float64) - pk.start_cdeg, ANGLE_MODULUS_CDEG)
         speed = pk.speed_deg_s.astype(np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            dt = np.where(
-                (speed > 0) & (span > 0),
-                span / 100.0 / (POINTS_PER_PACKET - 1) / speed,
-                NOMINAL_DT_S,
-            )
-        dev_ns = self._track(stamp_ns, dt, pk.lost_before)
-        offs = np.arange(POINTS_PER_PACKET) * dt[:, None]  # s after the packet's first point
-        dev_pt = dev_ns[:, None] + np.rint(offs * 1e9).astype(np.int64)
-        if self.host_times:
-            slope = self.clock.estimate().slope
-            lag = np.rint(slope * ((POINTS_PER_PACKET - 1) * dt + WIRE_S) * 1e9).astype(np.int64)
-            first = self.clock.to_host(dev_ns) - lag
-            t_pt = first[:, None] + np.rint(slope * offs * 1e9).astype(np.int64)
-            t_pt = self._no_step_back(t_pt.ravel(), dev_pt.ravel(), slope).reshape(t_pt.shape)
-        else:
-            t_pt = _strictly_increasing(dev_pt.ravel()).reshape(dev_pt.shape)
-        # A gap before a packet is a loss in the turn that packet belongs to, and also in
-        # the turn before it unless that turn had reached its last step before 360 deg.
+        t_pt, dev_pt = self._point_times(pk, span, speed)
         cw = pk.angles_cdeg()
-        loss = np.where(pk.lost_before > 0, int(TurnFlag.PACKET_LOSS), 0).astype(np.uint16)
-        pflag = np.zeros((k, POINTS_PER_PACKET), dtype=np.uint16)
-        pflag[:, 0] = loss | np.where(pk.failures_before > 0, int(TurnFlag.CRC_ERRORS), 0)
-        last = self._pending["cw"][-1] if self._pending is not None else np.inf
-        prev_cw = np.concatenate(([last], cw[:-1, -1]))
-        step = span / (POINTS_PER_PACKET - 1)
-        cut_short = prev_cw + step < ANGLE_MODULUS_CDEG - step / 2
-        prev_loss = np.where(cut_short, loss, 0).astype(np.uint16)
-        pflag[:-1, -1] |= prev_loss[1:]
-        if prev_loss[0] and self._pending is not None:
-            self._pending["flag"][-1] |= prev_loss[0]
+        pflag = self._point_flags(pk, cw, span)
         new = {
             "cw": cw.ravel(),
             "range": pk.distance_mm.ravel(),
@@ -227,6 +197,49 @@ class TurnAssembler:
         )
         self.turns_out += turns.n_turns
         return turns
+
+    def _point_times(
+        self, pk: LD19Packets, span: np.ndarray, speed: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(k, 12)`` point times (ns: host times, or device times without host times)
+        and device times (ns), from each packet's angular span (0.01 deg) and speed (deg/s)."""
+        stamp_ns = self.clock.update(pk.host_ns, pk.timestamp_ms)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dt = np.where(
+                (speed > 0) & (span > 0),
+                span / 100.0 / (POINTS_PER_PACKET - 1) / speed,
+                NOMINAL_DT_S,
+            )
+        dev_ns = self._track(stamp_ns, dt, pk.lost_before)
+        offs = np.arange(POINTS_PER_PACKET) * dt[:, None]  # s after the packet's first point
+        dev_pt = dev_ns[:, None] + np.rint(offs * 1e9).astype(np.int64)
+        if not self.host_times:
+            return _strictly_increasing(dev_pt.ravel()).reshape(dev_pt.shape), dev_pt
+        slope = self.clock.estimate().slope
+        lag = np.rint(slope * ((POINTS_PER_PACKET - 1) * dt + WIRE_S) * 1e9).astype(np.int64)
+        first = self.clock.to_host(dev_ns) - lag
+        t_pt = first[:, None] + np.rint(slope * offs * 1e9).astype(np.int64)
+        return self._no_step_back(t_pt.ravel(), dev_pt.ravel(), slope).reshape(t_pt.shape), dev_pt
+
+    def _point_flags(self, pk: LD19Packets, cw: np.ndarray, span: np.ndarray) -> np.ndarray:
+        """``(k, 12)`` turn flags carried by the points (CRC errors and packet loss); a loss
+        before the first packet may flag the last pending point.
+
+        A gap before a packet is a loss in the turn that packet belongs to, and also in
+        the turn before it unless that turn had reached its last step before 360 deg.
+        """
+        loss = np.where(pk.lost_before > 0, int(TurnFlag.PACKET_LOSS), 0).astype(np.uint16)
+        pflag = np.zeros((len(pk), POINTS_PER_PACKET), dtype=np.uint16)
+        pflag[:, 0] = loss | np.where(pk.failures_before > 0, int(TurnFlag.CRC_ERRORS), 0)
+        last = self._pending["cw"][-1] if self._pending is not None else np.inf
+        prev_cw = np.concatenate(([last], cw[:-1, -1]))
+        step = span / (POINTS_PER_PACKET - 1)
+        cut_short = prev_cw + step < ANGLE_MODULUS_CDEG - step / 2
+        prev_loss = np.where(cut_short, loss, 0).astype(np.uint16)
+        pflag[:-1, -1] |= prev_loss[1:]
+        if prev_loss[0] and self._pending is not None:
+            self._pending["flag"][-1] |= prev_loss[0]
+        return pflag
 
     def _track(self, stamp_ns: np.ndarray, dt_s: np.ndarray, lost: np.ndarray) -> np.ndarray:
         """Device ns of each packet's first point: the previous packet's first point plus

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, TextIO
 
 import serial
 
@@ -174,41 +175,13 @@ def record_raw(
     tmp_side = out.with_name(f".{side.name}.{os.getpid()}.part")
     stop = stop or threading.Event()
     ser = _open(port, baud, dtr)
-    total, reads, stopped_by, message = 0, 0, "duration", ""
     try:
         with open(tmp_bin, "wb") as fb, open(tmp_side, "w", encoding="utf-8") as fs:
             fs.write(format_sidecar_header(port, baud))
             if send:
                 ser.write(send)
                 ser.flush()
-            t0 = time.monotonic()
-            last_flush = t0
-            while True:
-                now = time.monotonic()
-                if now - t0 >= duration_s:
-                    break
-                if stop.is_set():
-                    stopped_by = "stop"
-                    break
-                try:
-                    data = ser.read(max(1, ser.in_waiting))
-                except (serial.SerialException, OSError) as err:
-                    stopped_by = "unplug"
-                    message = f"{port} went away after {total} bytes: {err}"
-                    break
-                if data:
-                    t_ns = time.monotonic_ns()
-                    fs.write(f"{total},{t_ns}\n")
-                    fb.write(data)
-                    total += len(data)
-                    reads += 1
-                if now - last_flush >= _FLUSH_S:
-                    fb.flush()
-                    fs.flush()
-                    last_flush = now
-                    if on_progress is not None:
-                        on_progress(now - t0, total)
-            elapsed = time.monotonic() - t0
+            result = _copy(ser, fb, fs, duration_s, stop, on_progress)
         replace_into(tmp_side, side)
         replace_into(tmp_bin, out)
     finally:
@@ -217,4 +190,46 @@ def record_raw(
         for p in (tmp_bin, tmp_side):
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
+    total, reads, elapsed, stopped_by, message = result
     return RawRecordResult(out, side, total, reads, elapsed, stopped_by, message)
+
+
+def _copy(
+    ser: serial.Serial,
+    fb: BinaryIO,
+    fs: TextIO,
+    duration_s: float,
+    stop: threading.Event,
+    on_progress: Callable[[float, int], None] | None,
+) -> tuple[int, int, float, str, str]:
+    """Copy ``ser``'s bytes into ``fb`` and each read's offset and host time (ns) into
+    ``fs`` until ``duration_s`` (s), ``stop`` or the port going away; returns (bytes,
+    reads, seconds, stopped_by, message)."""
+    total, reads, stopped_by, message = 0, 0, "duration", ""
+    t0 = time.monotonic()
+    last_flush = t0
+    while True:
+        now = time.monotonic()
+        if now - t0 >= duration_s:
+            break
+        if stop.is_set():
+            stopped_by = "stop"
+            break
+        try:
+            data = ser.read(max(1, ser.in_waiting))
+        except (serial.SerialException, OSError) as err:
+            stopped_by = "unplug"
+            message = f"{ser.port} went away after {total} bytes: {err}"
+            break
+        if data:
+            fs.write(f"{total},{time.monotonic_ns()}\n")
+            fb.write(data)
+            total += len(data)
+            reads += 1
+        if now - last_flush >= _FLUSH_S:
+            fb.flush()
+            fs.flush()
+            last_flush = now
+            if on_progress is not None:
+                on_progress(now - t0, total)
+    return total, reads, time.monotonic() - t0, stopped_by, message

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.drivers import pods_kind
+from sensorbench.drivers.device_kind import DeviceKind
 from sensorbench.drivers.device_kinds import get_kind, kind_names, option_keys
 from sensorbench.drivers.port_power import POWER_METHODS, PortPower
 from sensorbench.errors import ConfigError
@@ -404,13 +405,9 @@ class _Validator:
         except ConfigError as err:
             raise self.fail(path, f"{what}: {err}") from err
 
-    def device(
-        self, i: int, table: Any, gap_s: float, timeout_s: float, backend: str = "none"
-    ) -> DeviceConfig:
+    def device_kind(self, i: int, table: dict) -> tuple[str, str, DeviceKind]:
+        """Device ``i``'s name, how errors name it, and its kind; its keys all known."""
         path = ("devices", i)
-        line = self.where.find(*path)
-        if not isinstance(table, dict):
-            raise self.fail(path, "each [[devices]] entry must be a table")
         name = table.get("name")
         what = f"device {name!r}" if name else f"device #{i + 1}"
         if not isinstance(name, str) or not _NAME_RE.match(name):
@@ -437,7 +434,17 @@ class _Validator:
                 (*path, "kind"),
                 f"{what}: unknown kind {kind_name!r}; expected one of {', '.join(kind_names())}",
             )
-        kind = get_kind(kind_name)
+        return name, what, get_kind(kind_name)
+
+    def device(
+        self, i: int, table: Any, gap_s: float, timeout_s: float, backend: str = "none"
+    ) -> DeviceConfig:
+        path = ("devices", i)
+        line = self.where.find(*path)
+        if not isinstance(table, dict):
+            raise self.fail(path, "each [[devices]] entry must be a table")
+        name, what, kind = self.device_kind(i, table)
+        kind_name = kind.name
         taken = name_conflict("lidar" if kind.mounted else "encoder", name, [])
         if taken:
             raise self.fail((*path, "name"), f"{what}: {taken}")
@@ -601,18 +608,9 @@ class _Validator:
                     f"[{table}]: unknown key '{unknown[0]}' (known: {', '.join(sorted(keys))})",
                 )
 
-    def run(self) -> RobotConfig:
-        try:
-            doc = tomllib.loads(self.text)
-        except tomllib.TOMLDecodeError as exc:
-            m = re.search(r"line (\d+)", str(exc))
-            line = m.group(1) if m else 0
-            raise ConfigError(f"{self.source}:{line}: invalid TOML: {exc}") from exc
-        self.check_keys(doc)
-        robot = doc.get("robot", {})
-        powerup = doc.get("powerup", {})
-        if not isinstance(robot, dict) or not isinstance(powerup, dict):
-            raise self.fail(("robot",), "[robot] and [powerup] must be tables")
+    def devices(self, devices_raw: Any, powerup: dict) -> list[DeviceConfig]:
+        """The ``[[devices]]`` tables, with the ``[powerup]`` defaults; names and ports
+        (also through links and device numbers) unique."""
         gap_s = self.number(
             powerup, "gap_s", ("powerup",), minimum=0, maximum=MAX_WAIT_S, default=3.0
         )
@@ -625,7 +623,6 @@ class _Validator:
                 ("powerup", "backend"),
                 f"powerup.backend must be one of {', '.join(POWER_BACKENDS)}, got {backend!r}",
             )
-        devices_raw = doc.get("devices")
         if not isinstance(devices_raw, list) or not devices_raw:
             raise self.fail(("devices",), "no devices: add at least one [[devices]] table")
         devices: list[DeviceConfig] = []
@@ -651,16 +648,32 @@ class _Validator:
             if device_id is not None:
                 ports[device_id] = dev.name
             devices.append(dev)
-        order = powerup.get("order", [d.name for d in devices])
+        return devices
+
+    def run(self) -> RobotConfig:
+        try:
+            doc = tomllib.loads(self.text)
+        except tomllib.TOMLDecodeError as exc:
+            m = re.search(r"line (\d+)", str(exc))
+            line = m.group(1) if m else 0
+            raise ConfigError(f"{self.source}:{line}: invalid TOML: {exc}") from exc
+        self.check_keys(doc)
+        robot = doc.get("robot", {})
+        powerup = doc.get("powerup", {})
+        if not isinstance(robot, dict) or not isinstance(powerup, dict):
+            raise self.fail(("robot",), "[robot] and [powerup] must be tables")
+        devices = self.devices(doc.get("devices"), powerup)
+        names = [d.name for d in devices]
+        order = powerup.get("order", names)
         if (
             not isinstance(order, list)
-            or sorted(order) != sorted(seen)
+            or sorted(order) != sorted(names)
             or len(set(order)) != len(order)
         ):
             raise self.fail(
                 ("powerup", "order"),
                 "powerup.order must list every device exactly "
-                f"once; devices are {sorted(seen)}, got {order!r}",
+                f"once; devices are {sorted(names)}, got {order!r}",
             )
         pods = self.pods(doc["pods"]) if "pods" in doc else None
         for dev in devices:

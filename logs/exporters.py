@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from sensorbench.errors import SessionError
+
+if TYPE_CHECKING:
+    from sensorbench.logs import EncoderBatch, LidarTurns, PoseBatch
+    from sensorbench.logs.reader import Session
 
 FORMATS = ("tum", "csv")
 
@@ -59,87 +63,100 @@ def export_stream(
                 raise SessionError("events export to csv only (tum is for pose streams)")
             rows = ((e.t_ns, e.source, e.kind, e.message) for e in ev)
             return Exported(_write_csv(out, ["t_ns", "source", "kind", "message"], rows), 0)
-        kinds = [
-            kind
-            for kind, names in (
-                ("pose", s.pose_names()),
-                ("encoder", s.encoder_names()),
-                ("lidar", s.lidar_names()),
-            )
-            if name in names
-        ]
-        if not kinds:
-            streams = s.pose_names() + s.encoder_names() + s.lidar_names() + ["events"]
-            raise SessionError(f"{session}: no stream {name!r} (have: {', '.join(streams)})")
-        if len(kinds) > 1:
-            raise SessionError(
-                f"{session}: {' and '.join(kinds)} streams are both called {name!r} "
-                "(a file written before names were unique across kinds); export cannot tell "
-                "which one you mean"
-            )
-        if name in s.pose_names():
-            batch, skipped = exportable(
-                str(session), f"pose/{name}", s.pose(name).read(validate=False),
-                skip_invalid=skip_invalid,
-            )  # fmt: skip
-            if fmt == "tum":
-                keep = batch.valid
-                header = f"# exported by sensorbench from {Path(session).name}:{name}\n"
-                header += "# timestamp tx ty tz qx qy qz qw\n"
-                with open(out, "w") as fh:
-                    fh.write(header)
-                    values = np.hstack([batch.position[keep], batch.quat_xyzw[keep]])
-                    for t, row in zip(batch.t_ns[keep].tolist(), values.tolist(), strict=True):
-                        sec, ns = divmod(t, 1_000_000_000)
-                        # repr: the shortest text that reads back as the same float64, so
-                        # UTM-size (georeferenced) coordinates keep every digit
-                        fh.write(f"{sec}.{ns:09d} {' '.join(map(repr, row))}\n")
-                return Exported(int(keep.sum()), skipped)
-            cols = ["t_ns", "x", "y", "z", "qx", "qy", "qz", "qw", "valid", "flags"]
-            rows = zip(
-                batch.t_ns.tolist(),
-                *batch.position.T.tolist(),
-                *batch.quat_xyzw.T.tolist(),
-                batch.valid.astype(int).tolist(),
-                batch.flags.tolist(),
-                strict=True,
-            )
-            return Exported(_write_csv(out, cols, rows), skipped)
-        if fmt != "csv":
+        kind = _stream_kind(s, str(session), name)
+        if fmt == "tum" and kind != "pose":
             raise SessionError(f"stream {name!r} exports to csv only (tum is for pose streams)")
-        if name in s.encoder_names():
-            b, skipped = exportable(
-                str(session), f"encoders/{name}", s.encoder(name).read(validate=False),
-                skip_invalid=skip_invalid,
-            )  # fmt: skip
-            counters = [f"c{k}" for k in range(b.counts.shape[1])]
-            cols = ["host_ns", "device_ns", "seq", *counters, "yaw", "yaw_rate"]
-            rows = zip(
-                b.host_ns.tolist(),
-                b.device_ns.tolist(),
-                b.seq.tolist(),
-                *b.counts.T.tolist(),
-                b.yaw.tolist(),
-                b.yaw_rate.tolist(),
-                strict=True,
-            )
-            return Exported(_write_csv(out, cols, rows), skipped)
-        # the only kind left: lidar
-        t, skipped = exportable(
-            str(session), f"lidar/{name}", s.lidar(name).read(validate=False),
-            skip_invalid=skip_invalid,
-        )  # fmt: skip
-        turn = np.repeat(np.arange(t.n_turns), t.count)
-        cols = ["turn", "t_ns", "angle_rad", "range_m", "intensity"]
-        rows = zip(
-            turn.tolist(),
-            t.t_ns.tolist(),
-            t.angle.tolist(),
-            t.range.tolist(),
-            t.intensity.tolist(),
-            strict=True,
+        stream: Any = {"pose": s.pose, "encoder": s.encoder, "lidar": s.lidar}[kind](name)
+        group = "encoders" if kind == "encoder" else kind
+        batch, skipped = exportable(
+            str(session), f"{group}/{name}", stream.read(validate=False), skip_invalid=skip_invalid
         )
+        if fmt == "tum":
+            return Exported(_write_tum(out, f"{Path(session).name}:{name}", batch), skipped)
+        cols, rows = _TABLES[kind](batch)
         return Exported(_write_csv(out, cols, rows), skipped)
+
+
+def _stream_kind(s: Session, session: str, name: str) -> str:
+    """``pose``, ``encoder`` or ``lidar``: the kind of stream ``name``; SessionError when
+    there is none or more than one of that name."""
+    kinds = [
+        kind
+        for kind, names in (
+            ("pose", s.pose_names()),
+            ("encoder", s.encoder_names()),
+            ("lidar", s.lidar_names()),
+        )
+        if name in names
+    ]
+    if not kinds:
+        streams = s.pose_names() + s.encoder_names() + s.lidar_names() + ["events"]
+        raise SessionError(f"{session}: no stream {name!r} (have: {', '.join(streams)})")
+    if len(kinds) > 1:
+        raise SessionError(
+            f"{session}: {' and '.join(kinds)} streams are both called {name!r} "
+            "(a file written before names were unique across kinds); export cannot tell "
+            "which one you mean"
+        )
+    return kinds[0]
+
+
+def _write_tum(out: Path, source: str, batch: PoseBatch) -> int:
+    """The valid poses of ``batch`` as a TUM file (t in s exact to the ns, values as the
+    shortest decimals that read back as the same float64); returns the rows written."""
+    keep = batch.valid
+    with open(out, "w") as fh:
+        fh.write(f"# exported by sensorbench from {source}\n# timestamp tx ty tz qx qy qz qw\n")
+        values = np.hstack([batch.position[keep], batch.quat_xyzw[keep]])
+        for t, row in zip(batch.t_ns[keep].tolist(), values.tolist(), strict=True):
+            sec, ns = divmod(t, 1_000_000_000)
+            # repr: the shortest text that reads back as the same float64, so
+            # UTM-size (georeferenced) coordinates keep every digit
+            fh.write(f"{sec}.{ns:09d} {' '.join(map(repr, row))}\n")
+    return int(keep.sum())
+
+
+def _pose_table(b: PoseBatch) -> tuple[list[str], Iterable[Sequence[object]]]:
+    cols = ["t_ns", "x", "y", "z", "qx", "qy", "qz", "qw", "valid", "flags"]
+    return cols, zip(
+        b.t_ns.tolist(),
+        *b.position.T.tolist(),
+        *b.quat_xyzw.T.tolist(),
+        b.valid.astype(int).tolist(),
+        b.flags.tolist(),
+        strict=True,
+    )
+
+
+def _encoder_table(b: EncoderBatch) -> tuple[list[str], Iterable[Sequence[object]]]:
+    counters = [f"c{k}" for k in range(b.counts.shape[1])]
+    cols = ["host_ns", "device_ns", "seq", *counters, "yaw", "yaw_rate"]
+    return cols, zip(
+        b.host_ns.tolist(),
+        b.device_ns.tolist(),
+        b.seq.tolist(),
+        *b.counts.T.tolist(),
+        b.yaw.tolist(),
+        b.yaw_rate.tolist(),
+        strict=True,
+    )
+
+
+def _lidar_table(t: LidarTurns) -> tuple[list[str], Iterable[Sequence[object]]]:
+    turn = np.repeat(np.arange(t.n_turns), t.count)
+    cols = ["turn", "t_ns", "angle_rad", "range_m", "intensity"]
+    return cols, zip(
+        turn.tolist(), t.t_ns.tolist(), t.angle.tolist(), t.range.tolist(), t.intensity.tolist(),
+        strict=True,
+    )  # fmt: skip
+
+
+_TABLES: dict[str, Callable[[Any], tuple[list[str], Iterable[Sequence[object]]]]] = {
+    "pose": _pose_table,
+    "encoder": _encoder_table,
+    "lidar": _lidar_table,
+}
+"""Stream kind → its CSV columns and rows."""
 
 
 def _write_csv(out: Path, cols: list[str], rows: Iterable[Sequence[object]]) -> int:

@@ -251,34 +251,9 @@ def scan_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagS
     order = order_times(where, index, stamps, duplicates)
     keep = order.keep
     kept = [rows[k] for k in np.flatnonzero(keep)]
-    params = np.array([r[3:9] for r in kept], dtype=np.float64).reshape(-1, 6)
-    bad = np.argwhere(~np.isfinite(params))
-    if bad.size:
-        k, j = (int(v) for v in bad[0])
-        line = int(np.flatnonzero(keep)[k]) + 1
-        raise ImportFormatError(f"{where}:{line}: {_SCAN_FIELDS[j]} {params[k, j]} is not finite")
-    count = np.array([len(r[9]) for r in kept], dtype=np.int64)
-    flat = np.flatnonzero((params[:, 1] == 0) & (count > 1))
-    if flat.size:
-        k = int(flat[0])
-        raise ImportFormatError(
-            f"{where}:{int(np.flatnonzero(keep)[k]) + 1}: angle_increment is 0: all "
-            f"{count[k]} rays at one bearing"
-        )
+    params, count = _scan_params(where, kept, np.flatnonzero(keep) + 1)
     r = np.concatenate([r[9] for r in kept]).astype(np.float32) if kept else np.zeros(0, "f4")
-    varying = [0, 1, 2, 4, 5]  # the parameters that place points: all but scan_time
-    if kept and (count == count[0]).all() and (params[:, varying] == params[0, varying]).all():
-        # every scan alike (the usual case): one scan's angles and time offsets for all
-        i = np.arange(count[0])
-        a_min, a_inc, t_inc, r_min, r_max = params[0, varying]
-        angle = np.tile(np.mod(a_min + a_inc * i, _TWO_PI), len(kept))
-        offsets = np.rint(t_inc * 1e9 * i).astype(np.int64)
-        t_pt = (stamps[keep][:, None] + offsets[None, :]).ravel()
-    else:  # per point: its index in its scan, and its scan's parameters
-        i = np.arange(r.size) - np.repeat(np.cumsum(count) - count, count)
-        a_min, a_inc, t_inc, r_min, r_max = (np.repeat(params[:, j], count) for j in varying)
-        angle = np.mod(a_min + a_inc * i, _TWO_PI)
-        t_pt = np.repeat(stamps[keep], count) + np.rint(t_inc * 1e9 * i).astype(np.int64)
+    angle, t_pt, r_min, r_max = _scan_points(params, count, stamps[keep], r.size)
     # a clockwise sensor's scan (time_increment < 0: REP 103's rays run against the
     # sweep, ray 0 swept last): its points in sweep order, the turn from its earliest ray
     back = params[:, 2] < 0
@@ -328,6 +303,49 @@ def scan_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagS
         recv[keep] if differ else None,
         stamps_ns=stamps[keep] if back.any() else None,
     )
+
+
+def _scan_params(where: Path, kept: list, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The kept scans' six parameters (angle_min, angle_increment, time_increment,
+    scan_time, range_min, range_max; rad, s, m) and ray counts; ImportFormatError naming
+    the scan (``lines``: each kept scan's number) with a non-finite parameter or with
+    several rays at one bearing."""
+    params = np.array([r[3:9] for r in kept], dtype=np.float64).reshape(-1, 6)
+    bad = np.argwhere(~np.isfinite(params))
+    if bad.size:
+        k, j = (int(v) for v in bad[0])
+        raise ImportFormatError(
+            f"{where}:{lines[k]}: {_SCAN_FIELDS[j]} {params[k, j]} is not finite"
+        )
+    count = np.array([len(r[9]) for r in kept], dtype=np.int64)
+    flat = np.flatnonzero((params[:, 1] == 0) & (count > 1))
+    if flat.size:
+        k = int(flat[0])
+        raise ImportFormatError(
+            f"{where}:{lines[k]}: angle_increment is 0: all {count[k]} rays at one bearing"
+        )
+    return params, count
+
+
+def _scan_points(
+    params: np.ndarray, count: np.ndarray, stamps: np.ndarray, n: int
+) -> tuple[np.ndarray, ...]:
+    """Each of the ``n`` rays' angle (rad, [0, 2π)) and time (ns) in ray order, and its
+    scan's range_min and range_max (m), from the scans' parameters, ray counts and stamps."""
+    varying = [0, 1, 2, 4, 5]  # the parameters that place points: all but scan_time
+    alike = count.size and (count == count[0]).all()
+    if alike and (params[:, varying] == params[0, varying]).all():
+        # every scan alike (the usual case): one scan's angles and time offsets for all
+        i = np.arange(count[0])
+        a_min, a_inc, t_inc, r_min, r_max = params[0, varying]
+        angle = np.tile(np.mod(a_min + a_inc * i, _TWO_PI), count.size)
+        offsets = np.rint(t_inc * 1e9 * i).astype(np.int64)
+        return angle, (stamps[:, None] + offsets[None, :]).ravel(), r_min, r_max
+    # per point: its index in its scan, and its scan's parameters
+    i = np.arange(n) - np.repeat(np.cumsum(count) - count, count)
+    a_min, a_inc, t_inc, r_min, r_max = (np.repeat(params[:, j], count) for j in varying)
+    t_pt = np.repeat(stamps, count) + np.rint(t_inc * 1e9 * i).astype(np.int64)
+    return np.mod(a_min + a_inc * i, _TWO_PI), t_pt, r_min, r_max
 
 
 def count_extract(recv: int, m: Any) -> tuple:

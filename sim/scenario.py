@@ -557,6 +557,11 @@ def _deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
+def _table(key: str) -> Any:
+    """A property: the resolved ``[key]`` table (``lidars``: ``[lidars.<name>]`` by name)."""
+    return property(lambda self: self.params[key], doc=f"The resolved ``[{key}]`` table.")
+
+
 @dataclass
 class Scenario:
     """A validated scenario.
@@ -579,45 +584,14 @@ class Scenario:
     session: int | None = None
     n_sessions: int = 0
 
-    @property
-    def world(self) -> dict:
-        """The resolved ``[world]`` table."""
-        return self.params["world"]
-
-    @property
-    def robot(self) -> dict:
-        """The resolved ``[robot]`` table."""
-        return self.params["robot"]
-
-    @property
-    def trajectory(self) -> dict:
-        """The resolved ``[trajectory]`` table."""
-        return self.params["trajectory"]
-
-    @property
-    def pods(self) -> dict:
-        """The resolved ``[pods]`` table."""
-        return self.params["pods"]
-
-    @property
-    def imu(self) -> dict:
-        """The resolved ``[imu]`` table."""
-        return self.params["imu"]
-
-    @property
-    def mocap(self) -> dict:
-        """The resolved ``[mocap]`` table."""
-        return self.params["mocap"]
-
-    @property
-    def pose_sensor(self) -> dict:
-        """The resolved ``[pose_sensor]`` table."""
-        return self.params["pose_sensor"]
-
-    @property
-    def lidars(self) -> dict[str, dict]:
-        """Resolved ``[lidars.<name>]`` tables by name (disabled ones included)."""
-        return self.params["lidars"]
+    world = _table("world")
+    robot = _table("robot")
+    trajectory = _table("trajectory")
+    pods = _table("pods")
+    imu = _table("imu")
+    mocap = _table("mocap")
+    pose_sensor = _table("pose_sensor")
+    lidars = _table("lidars")  # by name, disabled ones included
 
     def faults(self, device: str) -> dict:
         """Fault knobs of ``device`` (``[faults.<device>]``), defaults if the file has none."""

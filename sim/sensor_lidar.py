@@ -116,6 +116,37 @@ def simulate_lidar(
     model = p["model"]
     spp = 12 if model == "ld19" else 1
     starts, periods, skipped = turn_schedule(p, duration_s, rng)
+    t, turn, angle_cw, speed = _sample_angles(p, spp, duration_s, starts, periods, skipped)
+    true_r = _true_ranges(p, traj, world, body, t, angle_cw)
+    range_m, intensity, kind = _measure(p, true_r, turn, rng)
+    return LidarSamples(
+        model=model,
+        t_s=t,
+        angle_deg_cw=angle_cw,
+        range_m=range_m,
+        intensity=intensity,
+        speed_deg_s=speed,
+        turn=turn,
+        kind=kind,
+        true_range_m=true_r,
+        samples_per_packet=spp,
+        turn_t_start_s=starts,
+        turn_period_s=periods,
+        turn_skipped=skipped,
+        params=dict(p),
+    )
+
+
+def _sample_angles(
+    p: dict,
+    spp: int,
+    duration_s: float,
+    starts: np.ndarray,
+    periods: np.ndarray,
+    skipped: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every sample's time (s), turn, clockwise angle (deg) and turn speed (deg/s) on the
+    turn schedule; packets of ``spp`` samples in skipped turns are left out."""
     fs = p["samples_per_s"]
     n_pk = int(np.floor(duration_s * fs / spp))
     t = (np.arange(n_pk * spp) / fs).reshape(n_pk, spp)
@@ -136,18 +167,32 @@ def simulate_lidar(
     speed = np.repeat(360.0 / periods[k_first[keep_pk]], spp)
     angle_cw = (phase - turn) * 360.0
     angle_cw[angle_cw >= 360.0] = 0.0
-    n = t.size
+    return t, turn, angle_cw, speed
 
+
+def _true_ranges(
+    p: dict, traj: Trajectory, world: World, body: World | None, t: np.ndarray, angle: np.ndarray
+) -> np.ndarray:
+    """True range (m, inf: nothing) at each sample's time and clockwise angle (deg): the
+    world seen from the mount, and the robot's own occluders if the lidar sees them."""
     x, y, yaw = traj.pose(t)
     mx, my = p["mount_xy_m"]
     c, s = np.cos(yaw), np.sin(yaw)
     origin = np.column_stack([x + c * mx - s * my, y + s * mx + c * my])
-    bearing = yaw + np.deg2rad(p["mount_yaw_deg"]) - np.deg2rad(angle_cw)
+    bearing = yaw + np.deg2rad(p["mount_yaw_deg"]) - np.deg2rad(angle)
     true_r = world.raycast_many(origin, bearing)
     if body is not None and p["sees_robot"] and (len(body.segments) or len(body.circles)):
-        own = np.deg2rad(p["mount_yaw_deg"]) - np.deg2rad(angle_cw)
+        own = np.deg2rad(p["mount_yaw_deg"]) - np.deg2rad(angle)
         true_r = np.minimum(true_r, body.raycast(np.asarray(p["mount_xy_m"], float), own))
+    return true_r
 
+
+def _measure(
+    p: dict, true_r: np.ndarray, turn: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Measured range (m, 0: no return), intensity and point kind of each sample: range
+    noise, mixed edge points, false points, resolution and the range limits."""
+    n = true_r.size
     z_noise = rng.standard_normal(n)
     u_edge = rng.random(n)
     u_mix = rng.random(n)
@@ -193,20 +238,4 @@ def simulate_lidar(
     level = np.where(kind == KIND_FALSE, 0.1 * p["intensity_at_1m"], level)
     inten = np.clip(np.round(level + p["intensity_noise"] * z_int), 1, p["intensity_max"])
     intensity = np.where(ret, inten, 0).astype(np.uint8)
-
-    return LidarSamples(
-        model=model,
-        t_s=t,
-        angle_deg_cw=angle_cw,
-        range_m=range_m,
-        intensity=intensity,
-        speed_deg_s=speed,
-        turn=turn,
-        kind=kind,
-        true_range_m=true_r,
-        samples_per_packet=spp,
-        turn_t_start_s=starts,
-        turn_period_s=periods,
-        turn_skipped=skipped,
-        params=dict(p),
-    )
+    return range_m, intensity, kind

@@ -18,7 +18,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -347,7 +347,7 @@ def simulate_to_session(
     Raises:
         SimError: invalid scenario or seed; SessionError if the file cannot be written.
     """
-    from sensorbench.logs import EncoderBatch, PoseBatch, SessionWriter
+    from sensorbench.logs import SessionWriter
 
     path = Path(path)
     if path.exists() and not overwrite:
@@ -376,93 +376,109 @@ def simulate_to_session(
         overwrite=overwrite,
     ) as w:
         _write_truth(w, sim, streams)
-        for name in sim.lidar_names():
-            p = scn.lidars[name]
-            w.add_lidar(
-                name,
-                attrs={
-                    "model": "LD19" if p["model"] == "ld19" else "A1",
-                    "port_path": f"sim:{name}",
-                    "serial": "",
-                    "frame": name,
-                    "mount_xy_yaw": list(sim.lidar_mount(name)),
-                    "simulated": True,
-                },
-            )
-        if "pods" in streams:
-            w.add_encoder(
-                "pods",
-                n_counts=3,
-                attrs={
-                    "counter_bits": scn.pods["counter_bits"],
-                    "imu": bool(scn.imu["enabled"]),
-                    "device_clock": "MCU microseconds (ns in device_ns)",
-                    "simulated": True,
-                },
-            )
-        if "mocap" in streams:
-            w.add_pose(
-                "mocap",
-                kind="mocap",
-                attrs={"rate_hz": scn.mocap["rate_hz"], "frame": "world", "simulated": True},
-            )
-        if "pose_sensor" in streams:
-            w.add_pose(
-                "pose_sensor",
-                kind="pose_sensor",
-                attrs={
-                    "rate_hz": scn.pose_sensor["rate_hz"],
-                    "frame": "sensor map",
-                    "simulated": True,
-                },
-            )
+        _declare_streams(w, sim, streams)
         w.event(SIM_T0_NS, "simulate", "start", f"scenario {scn.name} seed {sim.seed}")
-        for name in sim.lidar_names():
-            ls = streams[name]
-            keep = complete_turns_mask(ls, sim.duration_s)  # type: ignore[arg-type]
-            w.append_turns(name, lidar_turns(ls, keep))  # type: ignore[arg-type]
-        if "pods" in streams:
-            pods: PodSamples = streams["pods"]  # type: ignore[assignment]
-            n = pods.t_s.size
-            w.append_encoder(
-                "pods",
-                EncoderBatch(
-                    host_ns=_ns(pods.t_s),
-                    device_ns=pods.mcu_time_us * 1000,
-                    seq=np.arange(n, dtype=np.int64),
-                    counts=pods.counts,
-                    yaw=pods.yaw_rad,
-                    yaw_rate=pods.yaw_rate_rad_s,
-                ),
-            )
-        for name in ("mocap", "pose_sensor"):
-            if name in streams:
-                ps: PoseSamples = streams[name]  # type: ignore[assignment]
-                w.append_pose(
-                    name, PoseBatch(_ns(ps.t_s), ps.position, ps.quat_xyzw, ps.valid, ps.flags)
-                )
-        if "pose_sensor" in streams:
-            ps = streams["pose_sensor"]  # type: ignore[assignment]
-            for t, wrong in zip(ps.reloc_t_s, ps.reloc_wrong, strict=False):
-                w.event(
-                    int(_ns(t)),
-                    "pose_sensor",
-                    "relocalization",
-                    "wrong relocalization (gross offset)" if wrong else "relocalized",
-                )
+        _append_streams(w, sim, streams)
         w.event(int(_ns(sim.duration_s)), "simulate", "stop", "end of scenario")
     return path
 
 
+def _declare_streams(w: SessionWriter, sim: Simulation, streams: dict[str, object]) -> None:
+    """Declare the simulated lidar, pod, mocap and pose-sensor streams with their attributes."""
+    scn = sim.scenario
+    for name in sim.lidar_names():
+        w.add_lidar(
+            name,
+            attrs={
+                "model": "LD19" if scn.lidars[name]["model"] == "ld19" else "A1",
+                "port_path": f"sim:{name}",
+                "serial": "",
+                "frame": name,
+                "mount_xy_yaw": list(sim.lidar_mount(name)),
+                "simulated": True,
+            },
+        )
+    if "pods" in streams:
+        w.add_encoder(
+            "pods",
+            n_counts=3,
+            attrs={
+                "counter_bits": scn.pods["counter_bits"],
+                "imu": bool(scn.imu["enabled"]),
+                "device_clock": "MCU microseconds (ns in device_ns)",
+                "simulated": True,
+            },
+        )
+    frames = {"mocap": "world", "pose_sensor": "sensor map"}
+    for name, frame in frames.items():
+        if name in streams:
+            rate = getattr(scn, name)["rate_hz"]
+            w.add_pose(name, kind=name, attrs={"rate_hz": rate, "frame": frame, "simulated": True})
+
+
+def _append_streams(w: SessionWriter, sim: Simulation, streams: dict[str, object]) -> None:
+    """Write the simulated samples: complete lidar turns, pod frames, poses, and the pose
+    sensor's relocalizations as events."""
+    from sensorbench.logs import EncoderBatch, PoseBatch
+
+    for name in sim.lidar_names():
+        ls = streams[name]
+        keep = complete_turns_mask(ls, sim.duration_s)  # type: ignore[arg-type]
+        w.append_turns(name, lidar_turns(ls, keep))  # type: ignore[arg-type]
+    if "pods" in streams:
+        pods: PodSamples = streams["pods"]  # type: ignore[assignment]
+        w.append_encoder(
+            "pods",
+            EncoderBatch(
+                host_ns=_ns(pods.t_s),
+                device_ns=pods.mcu_time_us * 1000,
+                seq=np.arange(pods.t_s.size, dtype=np.int64),
+                counts=pods.counts,
+                yaw=pods.yaw_rad,
+                yaw_rate=pods.yaw_rate_rad_s,
+            ),
+        )
+    for name in ("mocap", "pose_sensor"):
+        if name in streams:
+            ps: PoseSamples = streams[name]  # type: ignore[assignment]
+            w.append_pose(
+                name, PoseBatch(_ns(ps.t_s), ps.position, ps.quat_xyzw, ps.valid, ps.flags)
+            )
+    if "pose_sensor" in streams:
+        ps = streams["pose_sensor"]  # type: ignore[assignment]
+        for t, wrong in zip(ps.reloc_t_s, ps.reloc_wrong, strict=False):
+            what = "wrong relocalization (gross offset)" if wrong else "relocalized"
+            w.event(int(_ns(t)), "pose_sensor", "relocalization", what)
+
+
 def write_common_truth(
-    w: SessionWriter, sim: Simulation, to_ns: Callable[[np.ndarray], np.ndarray]
+    w: SessionWriter,
+    sim: Simulation,
+    to_ns: Callable[[np.ndarray], np.ndarray],
+    t0_ns: int,
+    attrs: dict[str, Any],
 ) -> None:
     """The truth every simulated session carries, on the session's time base.
 
-    ``/truth/pose`` (the body pose at :data:`TRUTH_RATE_HZ`), the pods' geometry and
-    gyro bias, and the pose sensor's relocalizations (times, offsets, which were
-    wrong); ``to_ns`` maps simulated seconds to the session's int64 ns.
+    Its attributes (the scenario, seed, campaign session, duration in s, ``t0_ns``, the
+    software version, and ``attrs``), ``/truth/pose`` (the body pose at
+    :data:`TRUTH_RATE_HZ`), the pods' geometry and gyro bias, and the pose sensor's
+    relocalizations (times, offsets, which were wrong); ``to_ns`` maps simulated seconds
+    to the session's int64 ns.
     """
+    scn = sim.scenario
+    w.set_truth_attrs(
+        {
+            "scenario_name": scn.name,
+            "scenario_toml": scn.to_toml(),
+            "seed": sim.seed,
+            "campaign_session": -1 if scn.session is None else scn.session,
+            "duration_s": sim.duration_s,
+            "t0_ns": int(t0_ns),
+            "software_version": __version__,
+            **attrs,
+        }
+    )
     t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
     x, y, yaw = sim.truth_pose(t)
     w.set_truth("pose/t_ns", to_ns(t))
@@ -490,19 +506,7 @@ def write_common_truth(
 
 def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) -> None:
     scn = sim.scenario
-    w.set_truth_attrs(
-        {
-            "scenario_name": scn.name,
-            "scenario_toml": scn.to_toml(),
-            "scenario_source_text": scn.text,
-            "seed": sim.seed,
-            "campaign_session": -1 if scn.session is None else scn.session,
-            "duration_s": sim.duration_s,
-            "t0_ns": SIM_T0_NS,
-            "software_version": __version__,
-        }
-    )
-    write_common_truth(w, sim, _ns)
+    write_common_truth(w, sim, _ns, SIM_T0_NS, {"scenario_source_text": scn.text})
     t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
     w.set_truth(
         "pose/twist_body",
@@ -528,22 +532,7 @@ def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) 
         {"units": "m", "frame": "body"},
     )
     for name in sim.lidar_names():
-        ls: LidarSamples = streams[name]  # type: ignore[assignment]
-        g = f"lidar/{name}"
-        w.set_truth(f"{g}/turn_t_start_ns", _ns(ls.turn_t_start_s))
-        w.set_truth(f"{g}/turn_period_s", ls.turn_period_s)
-        w.set_truth(f"{g}/turn_skipped", ls.turn_skipped)
-        keep = complete_turns_mask(ls, sim.duration_s)
-        w.set_truth(
-            f"{g}/turn_index",
-            np.unique(ls.turn[keep]),
-            {"meaning": "turn index of each stored turn (into turn_* arrays)"},
-        )
-        w.set_truth(f"{g}/kind", ls.kind[keep], {"meaning": "0 normal/no return, 1 edge, 2 false"})
-        w.set_truth(f"{g}/true_range_m", ls.true_range_m[keep].astype(np.float32))
-        w.set_truth_attrs(
-            {"params_toml": dumps_toml(ls.params), "mount_xy_yaw": list(sim.lidar_mount(name))}, g
-        )
+        _write_lidar_truth(w, sim, name, streams[name])  # type: ignore[arg-type]
     if "pods" in streams:
         pods: PodSamples = streams["pods"]  # type: ignore[assignment]
         w.set_truth(
@@ -570,3 +559,23 @@ def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) 
             },
         )
         w.set_truth("pose_sensor/gm", ps.gm, {"columns": "x y z roll pitch yaw"})
+
+
+def _write_lidar_truth(w: SessionWriter, sim: Simulation, name: str, ls: LidarSamples) -> None:
+    """Lidar ``name``'s truth: its turn schedule (ns, s), which turns were stored, each
+    stored point's kind and true range (m), its parameters and mount."""
+    g = f"lidar/{name}"
+    w.set_truth(f"{g}/turn_t_start_ns", _ns(ls.turn_t_start_s))
+    w.set_truth(f"{g}/turn_period_s", ls.turn_period_s)
+    w.set_truth(f"{g}/turn_skipped", ls.turn_skipped)
+    keep = complete_turns_mask(ls, sim.duration_s)
+    w.set_truth(
+        f"{g}/turn_index",
+        np.unique(ls.turn[keep]),
+        {"meaning": "turn index of each stored turn (into turn_* arrays)"},
+    )
+    w.set_truth(f"{g}/kind", ls.kind[keep], {"meaning": "0 normal/no return, 1 edge, 2 false"})
+    w.set_truth(f"{g}/true_range_m", ls.true_range_m[keep].astype(np.float32))
+    w.set_truth_attrs(
+        {"params_toml": dumps_toml(ls.params), "mount_xy_yaw": list(sim.lidar_mount(name))}, g
+    )

@@ -21,7 +21,8 @@ import serial
 
 from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1_reader import A1Scanner
-from sensorbench.drivers.capture import CaptureOptions, format_status, run_capture
+from sensorbench.drivers.capture import CaptureOptions, run_capture
+from sensorbench.drivers.capture_display import format_status
 from sensorbench.drivers.robot_config import parse_robot_config
 from sensorbench.errors import ConfigError, DriverError
 from sensorbench.logs import Session

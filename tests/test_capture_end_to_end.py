@@ -10,7 +10,8 @@ import capture_util as cu
 import numpy as np
 import pytest
 
-from sensorbench.drivers.capture import CaptureOptions, format_status, run_capture
+from sensorbench.drivers.capture import CaptureOptions, run_capture
+from sensorbench.drivers.capture_display import format_status
 from sensorbench.logs import Session
 from sensorbench.logs.check import check_session
 from sensorbench.sim.emulated_robot import EmulatedRobot

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from sensorbench.drivers import capture as capture_mod
-from sensorbench.drivers.capture import CaptureOptions, format_status, run_capture
+from sensorbench.drivers.capture import CaptureOptions, run_capture
+from sensorbench.drivers.capture_display import format_status
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.logs import FileStatus, Session, SessionWriter
 from sensorbench.logs.check import check_session

@@ -13,25 +13,20 @@ import pkgutil
 import click
 
 from sensorbench import commands
-from sensorbench.cli import COMMANDS, _Group
+from sensorbench.cli import COMMANDS
 
 
 def _attached() -> dict[str, tuple[set[str], str]]:
-    """Register every command module on a fresh group: name → (modules, first line)."""
-    import sensorbench.cli as cli_module
+    """Load every command module (running the ``register`` of a module that keeps one):
+    name → (modules, first line)."""
+    from sensorbench.cli import cli
 
-    fresh = _Group(name="fresh")
-    saved = cli_module.cli
-    cli_module.cli = fresh  # subgroup() attaches shared groups to the module's cli
-    try:
-        for info in pkgutil.iter_modules(commands.__path__):
-            module = importlib.import_module(f"sensorbench.commands.{info.name}")
-            if hasattr(module, "register"):
-                module.register(fresh)
-    finally:
-        cli_module.cli = saved
+    for info in pkgutil.iter_modules(commands.__path__):
+        module = importlib.import_module(f"sensorbench.commands.{info.name}")
+        if hasattr(module, "register"):
+            module.register(cli)
     out: dict[str, tuple[set[str], str]] = {}
-    for name, cmd in fresh.commands.items():
+    for name, cmd in cli.commands.items():
         leaves = cmd.commands.values() if isinstance(cmd, click.Group) else [cmd]
         owners = {c.callback.__module__.rsplit(".", 1)[-1] for c in leaves if c.callback}
         out[name] = (owners, " ".join((cmd.help or "").split()))

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from shared_run_util import once_per_run
 
 SENSORBENCH = str(Path(sys.executable).with_name("sensorbench"))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -24,7 +25,11 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    out = tmp_path_factory.mktemp("demo") / "run"
+    return once_per_run(tmp_path_factory, "demo_end_to_end", _run_demo)
+
+
+def _run_demo(directory: Path) -> dict:
+    out = directory / "run"
     proc = subprocess.run(
         [SENSORBENCH, "demo", "--quick", "-o", str(out), "--json"],
         capture_output=True,

@@ -15,7 +15,8 @@ from ld19_util import REF_MAX_SPEED
 from timing_util import wait_until
 
 from sensorbench.cli import cli
-from sensorbench.drivers.capture import CaptureResult, DeviceSummary, format_status, format_summary
+from sensorbench.drivers.capture import CaptureResult, DeviceSummary
+from sensorbench.drivers.capture_display import format_status, format_summary
 from sensorbench.drivers.ld19_parser import LD19Packets, LD19Parser
 from sensorbench.drivers.ld19_reader import LD19Protocol
 from sensorbench.drivers.ld19_turns import TurnAssembler
@@ -86,17 +87,12 @@ def test_turn_assembly_drops_impossible_packets_before_the_clock():
     f, _ = _packets(400)
     f["timestamp"][100] = 40000  # what used to raise "counter values must lie in [0, 30000)"
     f["speed"][200] = 60000
-    pk = LD19Packets.from_fields(
-        speed_deg_s=f["speed"].astype(np.uint16),
-        start_cdeg=f["start"].astype(np.uint16),
-        end_cdeg=f["end"].astype(np.uint16),
-        timestamp_ms=f["timestamp"].astype(np.uint16),
-        distance_mm=f["distance_mm"].astype(np.uint16),
-        intensity=f["intensity"].astype(np.uint8),
-        host_ns=np.arange(400, dtype=np.int64) * 2_666_667,
-        stream_offset=np.arange(400, dtype=np.int64) * 47,
-        failures_before=np.zeros(400, np.int64),
-        lost_before=np.zeros(400, np.int64),
+    k = np.arange(400, dtype=np.int64)
+    fields = [f["speed"], f["start"], f["end"], f["timestamp"], k * 47, k * 2_666_667, 0 * k, 0 * k]
+    pk = LD19Packets(  # rows: speed, start, end, timestamp, offset, host_ns, failures, lost
+        np.stack([np.asarray(r, np.int64) for r in fields]),
+        f["distance_mm"].astype(np.uint16).reshape(-1, 12),
+        f["intensity"].astype(np.uint8).reshape(-1, 12),
     )
     asm = TurnAssembler()
     turns = asm.push(pk)

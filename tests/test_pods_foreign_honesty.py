@@ -7,8 +7,7 @@ Per seed (:data:`SEEDS`, 12): the pods and noise are fitted on that seed's fixed
 (forward, sideways, spin, square) and the held-out drives (arcs, crab, and the forward
 and sideways drives recorded again with fresh noise) are replayed against mocap, each in
 :data:`TAKES` realisations with fresh noise (the first also written with ``-o``). Each
-seed's figures are cached under pytest's cache dir (keyed by the world's and the
-package's source and :data:`RESULTS_VERSION`), computed by the chunk tests
+seed's figures are computed once (tests/shared_run_util.py) by the chunk tests
 (:data:`CHUNKS`, each < 300 s on 2 busy cores); the pooled tests read the cache and
 compute what is missing.
 
@@ -42,7 +41,6 @@ Targets the code misses are ``xfail(strict=True)`` with the measured figure (doc
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -52,13 +50,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from foreign.pods_world import FIT_DRIVES, TEST_DRIVES, draw_rig, write_drive
+from shared_run_util import computed_once, run_dir
 
 from sensorbench.cli import cli
 from sensorbench.fusion.filter_noise import load_noise_model
 from sensorbench.logs import Session
-
-# one xdist worker: the chunk and pooled tests share pytest's cache and its seed folders
-pytestmark = pytest.mark.xdist_group("test_pods_foreign_honesty")
 
 SEEDS = tuple(range(12))
 CHUNKS = (SEEDS[:4], SEEDS[4:8], SEEDS[8:])
@@ -70,27 +66,6 @@ PARAMS = (
     ("rolling_angle_rad", "sigma_rolling_angle", "angle"),
     ("lever_arm_m", "sigma_lever_arm", "lever"),
 )
-
-_HERE = Path(__file__).parent
-RESULTS_VERSION = 3
-"""Bump when :func:`run_seed` changes what it measures."""
-
-
-def _source_key() -> str:
-    """Hash of the foreign world and of the package's sources (not the tests): a cached
-    seed is reused only while neither changed."""
-    h = hashlib.sha256((_HERE / "foreign" / "pods_world.py").read_bytes())
-    root = _HERE.parent
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).parts
-        if rel[0] not in ("tests", ".venv", "build") and "site-packages" not in rel:
-            h.update(str(path.relative_to(root)).encode())
-            h.update(path.read_bytes())
-    return h.hexdigest()[:12]
-
-
-_KEY = _source_key()
-
 
 def _invoke(args: list[str], ok: tuple[int, ...] = (0,)) -> str:
     res = CliRunner().invoke(cli, args)
@@ -174,26 +149,26 @@ def run_seed(seed: int, tmp: Path) -> dict[str, Any]:
     return {"z": z, "replay": replays}
 
 
-def seed_result(cache: Any, seed: int) -> dict[str, Any]:
-    """The seed's figures from pytest's cache, computed when missing."""
-    key = f"pods_foreign/{_KEY}/v{RESULTS_VERSION}/{seed}"
-    hit = cache.get(key, None)
-    if hit is None:
-        hit = run_seed(seed, cache.mkdir(f"pods_foreign_{seed}"))
-        cache.set(key, hit)
-    return hit
+@pytest.fixture(scope="session")
+def root(tmp_path_factory) -> Path:
+    return run_dir(tmp_path_factory, "pods_foreign")
+
+
+def seed_result(root: Path, seed: int) -> dict[str, Any]:
+    """The seed's figures, computed once (tests/shared_run_util.py)."""
+    return computed_once(root, f"s{seed}", lambda: run_seed(seed, root / f"s{seed}"))
 
 
 @pytest.fixture
-def results(request) -> list[dict[str, Any]]:
-    return [seed_result(request.config.cache, s) for s in SEEDS]
+def results(root: Path) -> list[dict[str, Any]]:
+    return [seed_result(root, s) for s in SEEDS]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(len(CHUNKS)))
-def test_seed_chunk_runs_and_writes_estimates_with_variances(request, chunk: int) -> None:
+def test_seed_chunk_runs_and_writes_estimates_with_variances(root: Path, chunk: int) -> None:
     for seed in CHUNKS[chunk]:
-        r = seed_result(request.config.cache, seed)
+        r = seed_result(root, seed)
         for name in TEST_DRIVES:
             assert r["replay"][name][0]["variances_finite_positive"], (seed, name)
 

@@ -17,8 +17,7 @@ Fast: one fixed seed per world, the whole verdict. Slow: 20 seeds per world; the
 asks for the right outcome in ≥ 90 %, so ≥ 18 of 20 is asserted. The sweeps of worlds
 named by DRIFT, SCALE or FRAME judge part 1 without the Monte Carlo (those reasons do not
 depend on it; the fast tests run it on every world). The slow tests share nothing with
-the others (their own seeds), so each is an xdist group of its own rather than part of
-the module's (tests/conftest.py), and they run on different workers.
+the others (their own seeds).
 """
 
 from __future__ import annotations
@@ -114,12 +113,8 @@ def test_other_map_session_is_named_and_left_out():
     assert v.frames.own_alignment[names[OTHER]]["translation_m"] > 0.2
 
 
-def _own_group(name: str) -> pytest.MarkDecorator:
-    return pytest.mark.xdist_group(f"{__name__}.{name}")
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("world", [pytest.param(w, marks=_own_group(w)) for w in WORLDS])
+@pytest.mark.parametrize("world", list(WORLDS))
 def test_sweep_world_gets_its_named_reason_in_90_percent(world):
     monte_carlo = WORLDS[world][1] in (set(), {"MISFIT"})
     hits = [right(world, seed, monte_carlo) for seed in range(100, 100 + SWEEP)]
@@ -127,7 +122,6 @@ def test_sweep_world_gets_its_named_reason_in_90_percent(world):
 
 
 @pytest.mark.slow
-@_own_group("scale_interval")
 def test_scale_interval_is_calibrated():
     """(ŝ − 1/scale) / se over 40 correct and 2 % campaigns: mean 0, sd 1.
 

@@ -1,96 +1,59 @@
-"""The suite under pytest-xdist (``./dev test``): tests that share state stay on one worker.
+"""The statistical results are computed once and kept by content (tests/shared_run_util.py).
 
-A module's tests that share a module-scoped fixture or a module cache must run on the
-worker that built it (tests/conftest.py groups them for ``--dist loadgroup``); tests of
-no group spread over the workers. Checked by running a small suite in a child pytest
-with the project's conftest and two workers.
+Four processes asking for one case at once compute it once and all get its value; a
+later run reads it without computing; a change to the code that computes it (here the
+asking test module) computes it again.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-N_TESTS = 12  # per module: all on one worker by chance has probability 2 * 2**-12 at most
 
-RAN = '''
-def ran(module, i, value):
-    """Record which worker ran test ``i`` of ``module`` (and a value it saw)."""
-    path = os.path.join(os.environ["RAN_DIR"], f"{module}-{i}")
-    with open(path, "w") as f:
-        f.write(f"{os.environ['PYTEST_XDIST_WORKER']} {value}")
-'''
+ASK = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {here!r})
+import shared_run_util
 
-FIXTURE_MODULE = f"""
-import os, pytest
-{RAN}
+shared_run_util.RESULTS = Path(sys.argv[1])
 
-@pytest.fixture(scope="module")
-def built():
-    return os.getpid()
+def compute():
+    with open(Path(sys.argv[1]) / "computed", "a") as f:
+        f.write("x")
+    time.sleep(0.5)  # the others ask while it computes
+    return {{"value": 41 + 1}}
 
-@pytest.mark.parametrize("i", range({N_TESTS}))
-def test_uses_the_module_fixture(built, i):
-    ran("fixture", i, built)
-"""
-
-CACHE_MODULE = f"""
-import os, time
-from functools import cache
-
-import pytest
-{RAN}
-@cache
-def chunk(i):
-    return i
-
-@pytest.mark.parametrize("i", range({N_TESTS}))
-def test_fills_the_module_cache(i):
-    ran("cache", i, chunk(i))
-"""
-
-FREE_MODULE = f"""
-import os, time
-
-import pytest
-{RAN}
-@pytest.mark.parametrize("i", range({N_TESTS}))
-def test_shares_nothing(i):
-    time.sleep(0.2)
-    ran("free", i, i)
+print(shared_run_util.computed_once(Path("case_dir"), "c0", compute)["value"])
 """
 
 
-def test_xdist_keeps_stateful_modules_on_one_worker_and_spreads_the_rest(tmp_path):
-    shutil.copy(HERE / "conftest.py", tmp_path / "conftest.py")
-    (tmp_path / "test_fixture.py").write_text(FIXTURE_MODULE)
-    (tmp_path / "test_cache.py").write_text(CACHE_MODULE)
-    (tmp_path / "test_free.py").write_text(FREE_MODULE)
-    out = tmp_path / "ran"
-    out.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(HERE), "RAN_DIR": str(out)}
-    env.pop("PYTEST_XDIST_WORKER", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-q",
-         "-p", "no:cacheprovider", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    workers: dict[str, set[str]] = defaultdict(set)
-    pids: set[str] = set()
-    for path in out.iterdir():
-        module = path.name.split("-")[0]
-        worker, value = path.read_text().split()
-        workers[module].add(worker)
-        if module == "fixture":
-            pids.add(value)
-    assert len(list(out.iterdir())) == 3 * N_TESTS
-    assert len(workers["fixture"]) == 1 and len(pids) == 1, (workers, pids)
-    assert len(workers["cache"]) == 1, workers
-    # the free tests are handed out one by one: both workers take some
-    assert workers["free"] == {"gw0", "gw1"}, workers
+def _ask_at_once(script: Path, results: Path, n: int) -> list[str]:
+    procs = [
+        subprocess.Popen([sys.executable, str(script), str(results)], stdout=subprocess.PIPE,
+                         text=True, cwd=results)
+        for _ in range(n)
+    ]  # fmt: skip
+    outs = [p.communicate(timeout=60)[0].strip() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    return outs
+
+
+def test_a_case_is_computed_once_per_code_version(tmp_path: Path) -> None:
+    script = tmp_path / "test_ask.py"
+    script.write_text(ASK.format(here=str(HERE)))
+    results = tmp_path / "results"
+    results.mkdir()
+    assert _ask_at_once(script, results, 4) == ["42"] * 4
+    assert (results / "computed").read_text() == "x"
+    assert _ask_at_once(script, results, 1) == ["42"]  # a later run reads it
+    assert (results / "computed").read_text() == "x"
+    script.write_text(ASK.format(here=str(HERE)) + "# changed\n")
+    os.utime(script)
+    assert _ask_at_once(script, results, 1) == ["42"]
+    assert (results / "computed").read_text() == "xx"
+    assert len(list((results / "case_dir").glob("c0-*.pickle"))) == 1  # the stale one went

@@ -187,72 +187,34 @@ def range_noise(
     """
     n_str = int(stretch.max()) + 1
     n_bins = int(np.floor(TWO_PI / step_rad))
-    width = TWO_PI / n_bins
     tid_all = turn_index(turns.count)
     sel = (stretch[tid_all] >= 0) & ~np.isnan(turns.range)
     idx = np.flatnonzero(sel)
     r = turns.range[idx].astype(np.float64)
     ang = turns.angle[idx].astype(np.float64)
-    sid = stretch[tid_all[idx]]
-
-    bins = angle_bins(ang, n_bins)
-    r_c = _to_bin_centres(r, ang, sid * n_bins + bins, (n_str, n_bins), jump_abs_m, jump_rel)
-    ref_flat, cnt = grouped_median(sid * n_bins + bins, r_c, n_str * n_bins)
+    g = _grid(ang, stretch[tid_all[idx]], n_str, n_bins)
+    sid, b0, f, width = g.sid, g.b0, g.f, g.width
+    r_c = _to_bin_centres(r, ang, sid * n_bins + g.bins, (n_str, n_bins), jump_abs_m, jump_rel)
+    ref_flat, cnt = grouped_median(sid * n_bins + g.bins, r_c, n_str * n_bins)
     ref = ref_flat.reshape(n_str, n_bins)
     jump, steep = _discontinuities(ref, width, jump_abs_m, jump_rel)
-    nxt = np.roll(ref, -1, axis=1)
     zone = _dilate(jump | steep, edge_bins)
     steep |= np.roll(steep, 1, axis=1)
-
-    u = np.mod(ang, TWO_PI) / width
-    b0 = np.floor(u).astype(np.int64) % n_bins
-    f = u - np.floor(u)
-    b1 = (b0 + 1) % n_bins
-    ref_i = _interpolate(ref, sid, b0, b1, f, ref[sid, b0])
+    ref_i = _interpolate(ref, sid, b0, g.b1, f, ref[sid, b0])
     edge = zone[sid, b0]
-    finite_r = np.isfinite(r)
-
-    # noise residuals against a reference built from the other half of the turns
-    # (odd turns against even ones and back), so a point never shifts its own reference
-    half = tid_all[idx] % 2
-    cross_flat, _ = grouped_median((sid * 2 + half) * n_bins + bins, r_c, 2 * n_str * n_bins)
-    other = sid * 2 + 1 - half
-    cross_i = _interpolate(cross_flat.reshape(n_str * 2, n_bins), other, b0, b1, f, np.nan)
-    n_half = np.bincount(
-        (stretch * 2 + np.arange(stretch.size) % 2)[stretch >= 0], minlength=2 * n_str
-    )[other]
-    res_all = r - cross_i
-    quiet = ~edge & ~steep[sid, b0] & finite_r & np.isfinite(ref_i) & np.isfinite(cross_i)
-    bands = _band_sigmas(res_all, ref_i, quiet, sid * n_bins + b0, n_half, bands_m)
-    sigma_at = _sigma_lookup(bands, bands_m)
-    # second pass without bins at kinks (corners), where the interpolated
-    # reference is off by more than a fraction of the noise
-    curv = np.abs(nxt - 2 * ref + np.roll(ref, 1, axis=1))
-    with np.errstate(invalid="ignore"):
-        kink = curv > sigma_at(np.nan_to_num(ref, nan=0.0, posinf=0.0))
-    quiet &= ~kink[sid, b0] & ~kink[sid, b1]
-    bands = _band_sigmas(res_all, ref_i, quiet, sid * n_bins + b0, n_half, bands_m)
-    sigma_at = _sigma_lookup(bands, bands_m)
-    res = res_all[quiet]
-
+    bands, sigma_at, quiet, res = _noise_bands(
+        r, r_c, g, (tid_all[idx] % 2, stretch), (ref, ref_i), edge | steep[sid, b0], bands_m
+    )
     cand, edge_out, p_detect = _classify(
         r, f, sid, b0, edge, ref, ref_i, jump, edge_bins, outlier_k, sigma_at
     )
-
     clustered = _clustered(turns, idx, cand, tid_all, outlier_k * sigma_at(r[cand]))
     false_pt = cand & ~clustered
     missing = ~edge & np.isinf(r) & np.isfinite(ref_i)
 
-    labels = np.full(turns.n_points, LABEL_UNUSED, dtype=np.int8)
-    labels[idx] = np.select(
-        [missing, cand & clustered, false_pt, edge_out],
-        [LABEL_MISSING, LABEL_TRANSIENT, LABEL_FALSE, LABEL_EDGE],
-        LABEL_NORMAL,
-    )
     noise_band = np.full(turns.n_points, -1, dtype=np.int8)
     noise_band[idx[quiet]] = np.digitize(ref_i[quiet], bands_m) - 1
     n_turns = int(np.sum(stretch >= 0))
-    first = sid == 0
     bin_sigma, _ = grouped_median((sid[quiet] * n_bins + b0[quiet]), np.abs(res), n_str * n_bins)
     plot = {
         "ref_angle": np.arange(n_bins) * width,
@@ -260,8 +222,8 @@ def range_noise(
         "bin_range": ref_flat,
         "bin_sigma": MAD_TO_SIGMA * bin_sigma,
         "bin_count": cnt,
-        "edge_xy": _xy(r, ang, edge_out & first),
-        "false_xy": _xy(r, ang, false_pt & first),
+        "edge_xy": _xy(r, ang, edge_out & (sid == 0)),
+        "false_xy": _xy(r, ang, false_pt & (sid == 0)),
     }
     return NoiseReport(
         n_stretches=n_str,
@@ -276,10 +238,85 @@ def range_noise(
         transient_points=int((cand & clustered).sum()),
         missing_returns=int(missing.sum()),
         outlier_k=outlier_k,
-        labels=labels,
+        labels=_labels(turns.n_points, idx, (missing, cand & clustered, false_pt, edge_out)),
         noise_band=noise_band,
         plot=plot,
     )
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """Where each point of the static stretches falls on the bearing grid: its stretch
+    ``sid``, its bin ``bins``, the bins ``b0`` and ``b1`` around its bearing and its
+    fraction ``f`` of the way from ``b0``; ``n_bins`` bins of ``width`` rad."""
+
+    sid: np.ndarray
+    bins: np.ndarray
+    b0: np.ndarray
+    b1: np.ndarray
+    f: np.ndarray
+    n_str: int
+    n_bins: int
+    width: float
+
+
+def _grid(ang: np.ndarray, sid: np.ndarray, n_str: int, n_bins: int) -> _Grid:
+    """The grid places of points at angles ``ang`` (rad) in stretches ``sid``."""
+    width = TWO_PI / n_bins
+    u = np.mod(ang, TWO_PI) / width
+    b0 = np.floor(u).astype(np.int64) % n_bins
+    return _Grid(
+        sid, angle_bins(ang, n_bins), b0, (b0 + 1) % n_bins, u - np.floor(u), n_str, n_bins, width
+    )
+
+
+def _noise_bands(
+    r: np.ndarray,
+    r_c: np.ndarray,
+    g: _Grid,
+    halves: tuple[np.ndarray, np.ndarray],
+    refs: tuple[np.ndarray, np.ndarray],
+    excluded: np.ndarray,
+    bands_m: tuple[float, ...],
+) -> tuple[list[dict], Callable[[np.ndarray], np.ndarray], np.ndarray, np.ndarray]:
+    """Range noise per band from the residuals of the quiet points (not ``excluded``, away
+    from kinks) against the reference of the other half of the turns (``halves``: each
+    point's turn parity, and the stretch of every turn); ``refs``: the per-bin reference
+    (m) and each point's interpolated reference (m). Returns the bands, σ(range), the
+    quiet points and their residuals (m)."""
+    half, stretch = halves
+    ref, ref_i = refs
+    n_str, n_bins = g.n_str, g.n_bins
+    # noise residuals against a reference built from the other half of the turns
+    # (odd turns against even ones and back), so a point never shifts its own reference
+    cross_flat, _ = grouped_median((g.sid * 2 + half) * n_bins + g.bins, r_c, 2 * n_str * n_bins)
+    other = g.sid * 2 + 1 - half
+    cross_i = _interpolate(cross_flat.reshape(n_str * 2, n_bins), other, g.b0, g.b1, g.f, np.nan)
+    n_half = np.bincount(
+        (stretch * 2 + np.arange(stretch.size) % 2)[stretch >= 0], minlength=2 * n_str
+    )[other]
+    res_all = r - cross_i
+    quiet = ~excluded & np.isfinite(r) & np.isfinite(ref_i) & np.isfinite(cross_i)
+    flat0 = g.sid * n_bins + g.b0
+    bands = _band_sigmas(res_all, ref_i, quiet, flat0, n_half, bands_m)
+    sigma_at = _sigma_lookup(bands, bands_m)
+    # second pass without bins at kinks (corners), where the interpolated
+    # reference is off by more than a fraction of the noise
+    curv = np.abs(np.roll(ref, -1, axis=1) - 2 * ref + np.roll(ref, 1, axis=1))
+    with np.errstate(invalid="ignore"):
+        kink = curv > sigma_at(np.nan_to_num(ref, nan=0.0, posinf=0.0))
+    quiet &= ~kink[g.sid, g.b0] & ~kink[g.sid, g.b1]
+    bands = _band_sigmas(res_all, ref_i, quiet, flat0, n_half, bands_m)
+    return bands, _sigma_lookup(bands, bands_m), quiet, res_all[quiet]
+
+
+def _labels(n: int, idx: np.ndarray, masks: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Every point's label: the points ``idx`` by ``masks`` (missing, transient, false,
+    edge; the first that holds), normal otherwise; unused where not in ``idx``."""
+    labels = np.full(n, LABEL_UNUSED, dtype=np.int8)
+    kinds = [LABEL_MISSING, LABEL_TRANSIENT, LABEL_FALSE, LABEL_EDGE]
+    labels[idx] = np.select(list(masks), kinds, LABEL_NORMAL)
+    return labels
 
 
 def _clustered(

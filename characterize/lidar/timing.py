@@ -40,7 +40,7 @@ are instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -207,7 +207,6 @@ def timing_stats(
         time_base: what the stream's turn times are (its ``time_base`` attribute;
             empty: host receive times).
     """
-    events = list(events)
     if turns.n_turns < 3:
         raise FitError(
             f"only {turns.n_turns} lidar turns in the stream; record at least a few seconds"
@@ -220,17 +219,7 @@ def timing_stats(
     nominal = nominal_period(periods)
     k = np.rint(periods / nominal).astype(np.int64)
 
-    wanted = set(sources)
-    mine = [e for e in events if e.source in wanted and e.kind in DROP_KINDS]
-    overruns = sum(e.source in wanted and e.kind == "overrun" for e in events)
-    drop_ns = np.sort(np.array([e.t_ns for e in mine], dtype=np.int64))
-    host = turns.t_first_ns
-    dropoff = (turns.flags[1:] & TurnFlag.AFTER_RECONNECT) != 0
-    if drop_ns.size:
-        # an unplug, stale or reconnect event between two turns makes the gap a drop-off
-        dropoff |= np.searchsorted(drop_ns, host[1:], "right") > np.searchsorted(
-            drop_ns, host[:-1], "right"
-        )
+    mine, overruns, dropoff = _usb_events(turns, events, sources)
     counted = ~dropoff & (k >= 1)
     skipped = int(np.sum(k[counted & (k >= 2)] - 1))
     expected = int(np.sum(k[counted]))
@@ -238,15 +227,12 @@ def timing_stats(
     if single.size < 2:
         raise FitError("fewer than two single-turn periods; the turn times are too irregular")
 
-    pct = np.percentile(single, PERCENTILES)
     dev = np.abs(single - nominal)
     gap_i = int(np.argmax(periods))
     counts = turns.count.astype(np.float64)
     speed = turns.speed_hz[np.isfinite(turns.speed_hz)]
     if base == "host":
-        host_rate, host_ok, host_note = host_reliability(
-            turns, clock, nominal, dropoff, overruns
-        )
+        host_rate, host_ok, host_note = host_reliability(turns, clock, nominal, dropoff, overruns)
     else:  # there are no host receive times to judge
         host_rate, host_ok = float("nan"), False
         host_note = f"no host receive times: the stream's times are {time_base}"
@@ -260,12 +246,9 @@ def timing_stats(
         duration_s=float(t_s[-1]),
         rate_hz=expected / float(np.sum(periods[counted])) if expected else 1.0 / nominal,
         nominal_period_s=nominal,
-        period_percentiles_s={f"p{p}": float(v) for p, v in zip(PERCENTILES, pct, strict=True)},
+        period_percentiles_s=_percentiles(single, PERCENTILES),
         jitter_std_s=float(np.std(single, ddof=1)),
-        jitter_abs_percentiles_s={
-            f"p{p}": float(v)
-            for p, v in zip((50, 95, 99), np.percentile(dev, (50, 95, 99)), strict=True)
-        },
+        jitter_abs_percentiles_s=_percentiles(dev, (50, 95, 99)),
         n_single_periods=int(single.size),
         skipped_turns=skipped,
         skipped_pct=100.0 * skipped / expected if expected else 0.0,
@@ -274,8 +257,7 @@ def timing_stats(
         reported_speed_hz=float(np.median(speed)) if speed.size else float("nan"),
         points_per_turn={
             "median": float(np.median(counts)),
-            "p5": float(np.percentile(counts, 5)),
-            "p95": float(np.percentile(counts, 95)),
+            **_percentiles(counts, (5, 95)),
             "min": float(counts.min()),
             "max": float(counts.max()),
         },
@@ -285,3 +267,28 @@ def timing_stats(
         usb_stale=sum(e.kind == "stale" for e in mine),
         usb_dropoff_gaps=int(np.sum(dropoff)),
     )
+
+
+def _percentiles(x: np.ndarray, ps: Sequence[float]) -> dict[str, float]:
+    """``{"p50": ...}``: the ``ps`` percentiles of ``x``."""
+    return {f"p{p}": float(v) for p, v in zip(ps, np.percentile(x, ps), strict=True)}
+
+
+def _usb_events(
+    turns: LidarTurns, events: Iterable[Event], sources: Iterable[str]
+) -> tuple[list[Event], int, np.ndarray]:
+    """This lidar's drop-off events (unplug, stale, reconnect), its overrun count, and per
+    gap between consecutive turns whether it is a USB drop-off (the later turn came after a
+    reconnect, or a drop-off event falls in it)."""
+    wanted = set(sources)
+    events = list(events)
+    mine = [e for e in events if e.source in wanted and e.kind in DROP_KINDS]
+    overruns = sum(e.source in wanted and e.kind == "overrun" for e in events)
+    drop_ns = np.sort(np.array([e.t_ns for e in mine], dtype=np.int64))
+    host = turns.t_first_ns
+    dropoff = (turns.flags[1:] & TurnFlag.AFTER_RECONNECT) != 0
+    if drop_ns.size:
+        dropoff |= np.searchsorted(drop_ns, host[1:], "right") > np.searchsorted(
+            drop_ns, host[:-1], "right"
+        )
+    return mine, overruns, dropoff
