@@ -103,6 +103,27 @@ def _rate_cell(truth: float | None, speed: float, clock: str) -> str:
 
 
 def _lidar_stream(st: LidarStream) -> str:
+    t = st.timing
+    parts = [
+        table(
+            ["figure", "measured", "simulated truth"],
+            _lidar_rows(st),
+            f"{st.name} ({st.model}) datasheet; timing on the {t['clock']} clock "
+            f"({t['clock_source']})",
+        )
+    ]
+    if st.timing_only_because:
+        parts.append(
+            f"<p class='note'>{esc(st.name)}: timing only: {esc(st.timing_only_because)}</p>"
+        )
+    if st.noise is not None:
+        parts.append(_band_table(st, st.noise))
+    parts.extend(img(f) for f in st.figures)
+    return "".join(parts)
+
+
+def _lidar_rows(st: LidarStream) -> list[tuple]:
+    """The datasheet rows of one lidar stream: figure, measured, simulated truth."""
     t, n, tp = st.timing, st.noise, st.truth
     # figures on a host clock that fell behind say so where they are shown
     suspect = "" if t["clock"] == "device" or t["host_timing_reliable"] else " (!)"
@@ -153,49 +174,32 @@ def _lidar_stream(st: LidarStream) -> str:
                 "" if tp is None else num(100 * tp.get("false_point_prob", 0.0)),
             )
         )
-    parts = [
-        table(
-            ["figure", "measured", "simulated truth"],
-            rows,
-            f"{st.name} ({st.model}) datasheet; timing on the {t['clock']} clock "
-            f"({t['clock_source']})",
+    return rows
+
+
+def _band_table(st: LidarStream, n: dict) -> str:
+    """Range noise by band (static stretches) of one lidar stream, beside the truth."""
+    sig = disp.BAND_SIGMA
+
+    def sigma_cell(v: float | None) -> str:
+        return num(None if v is None else sig.value(v), sig.fmt)
+
+    brows = [
+        (
+            disp.band_label(b["lo_m"], b["hi_m"]),
+            sigma_cell(b["sigma_m"]),
+            sigma_cell(b["se_m"]),
+            b["n_points"],
+            sigma_cell(ts),
         )
+        for b, ts in zip(n["bands"], st.band_truth_sigma_m, strict=True)
     ]
-    if st.timing_only_because:
-        parts.append(
-            f"<p class='note'>{esc(st.name)}: timing only: {esc(st.timing_only_because)}</p>"
-        )
-    if n is not None:
-        sig = disp.BAND_SIGMA
-
-        def sigma_cell(v: float | None) -> str:
-            return num(None if v is None else sig.value(v), sig.fmt)
-
-        brows = [
-            (
-                disp.band_label(b["lo_m"], b["hi_m"]),
-                sigma_cell(b["sigma_m"]),
-                sigma_cell(b["se_m"]),
-                b["n_points"],
-                sigma_cell(ts),
-            )
-            for b, ts in zip(n["bands"], st.band_truth_sigma_m, strict=True)
-        ]
-        parts.append(
-            table(
-                [
-                    "range band",
-                    sig.heading(),
-                    f"±1{sig.heading()}",
-                    "points",
-                    f"simulated {sig.heading()}",
-                ],
-                brows,
-                f"{st.name} range noise by band (static stretches)",
-            )
-        )
-    parts.extend(img(f) for f in st.figures)
-    return "".join(parts)
+    head = ["range band", sig.heading(), f"±1{sig.heading()}", "points"]
+    return table(
+        [*head, f"simulated {sig.heading()}"],
+        brows,
+        f"{st.name} range noise by band (static stretches)",
+    )
 
 
 def render_lidar(section: LidarSection) -> str:
