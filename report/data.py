@@ -675,16 +675,8 @@ class PoseSection:
 
 def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     """The pose-error model (from ``pose_error.toml`` or fitted here) and its validation."""
-    from sensorbench.characterize.pose.allan import allan_cross_check
     from sensorbench.characterize.pose.error_model import FitOptions, PoseErrorModel, fit_pose_error
-    from sensorbench.characterize.pose.plots import (
-        plot_allan,
-        plot_error_bands,
-        plot_trajectory_overlay,
-    )
-    from sensorbench.characterize.pose.series import param_unit
     from sensorbench.characterize.pose.sessions import prepare_sessions
-    from sensorbench.characterize.pose.verdict import scale_inputs
 
     opts, say, figdir, models = inputs.options, inputs.say, inputs.figdir, inputs.models
     use, wrong = [], []
@@ -715,6 +707,31 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
         )
         source = "fitted for this report"
     truth, speed = _pose_truth(use)
+    out = _pose_params(model, truth)
+    figures = _pose_figures(prepared, model.params_array(), figdir)
+    section = PoseSection(
+        opts.sensor, opts.reference, source, out, None if truth is None else speed, figures
+    )
+    keys = ("name", "source", "n_samples", "alignment_used", "time_offset", "trajectory_error")
+    section.trajectories = [{k: v for k, v in ps.to_dict().items() if k in keys} for ps in prepared]
+    section.wrong = model.wrong_relocalizations
+    section.alignment = campaign.decision or campaign.align
+    if any(w is not None for w in wrong):
+        section.simulated_wrong = [x for p in use for x in simulated_wrong(p, opts.sensor)]
+    if len(series) >= 2:
+        section.validation = _validation(inputs, campaign, wrong)
+    from sensorbench.report.verdict import compute_pose_verdict
+
+    section.verdict = compute_pose_verdict(
+        campaign, model, None if section.validation is None else section.validation.report
+    )
+    return section
+
+
+def _pose_params(model: Any, truth: np.ndarray | None) -> list[PoseParam]:
+    """Every axis' fitted parameters with their 95 and 99.9 % intervals and the truth."""
+    from sensorbench.characterize.pose.series import param_unit
+
     params = model.params_array()
     out = []
     for i, a in enumerate(POSE_AXES):
@@ -734,7 +751,20 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
                     truth=None if truth is None else float(truth[i, j]),
                 )
             )
-    allan = allan_cross_check(series, params)
+    return out
+
+
+def _pose_figures(prepared: list, params: np.ndarray, figdir: Path) -> list[Figure]:
+    """The Allan plot, and per session its error in the model's bands and its path overlay."""
+    from sensorbench.characterize.pose.allan import allan_cross_check
+    from sensorbench.characterize.pose.plots import (
+        plot_allan,
+        plot_error_bands,
+        plot_trajectory_overlay,
+    )
+    from sensorbench.characterize.pose.verdict import scale_inputs
+
+    allan = allan_cross_check([ps.series for ps in prepared], params)
     figures = [
         Figure.read(plot_allan(allan, figdir / "allan.png"), "Allan deviation: data vs model")
     ]
@@ -754,23 +784,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
                     f"{name}: reference and aligned estimate, |error| colour-mapped",
                 )
             )
-    section = PoseSection(
-        opts.sensor, opts.reference, source, out, None if truth is None else speed, figures
-    )
-    keys = ("name", "source", "n_samples", "alignment_used", "time_offset", "trajectory_error")
-    section.trajectories = [{k: v for k, v in ps.to_dict().items() if k in keys} for ps in prepared]
-    section.wrong = model.wrong_relocalizations
-    section.alignment = campaign.decision or campaign.align
-    if any(w is not None for w in wrong):
-        section.simulated_wrong = [x for p in use for x in simulated_wrong(p, opts.sensor)]
-    if len(series) >= 2:
-        section.validation = _validation(inputs, campaign, wrong)
-    from sensorbench.report.verdict import compute_pose_verdict
-
-    section.verdict = compute_pose_verdict(
-        campaign, model, None if section.validation is None else section.validation.report
-    )
-    return section
+    return figures
 
 
 def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) -> ValidationSection:
