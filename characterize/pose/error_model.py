@@ -716,6 +716,18 @@ def _saddle_free(
     return free, vec, ev_abs, proj, decrement
 
 
+def _damped_step(
+    vec: np.ndarray, ev_abs: np.ndarray, proj: np.ndarray, free: np.ndarray, lam: np.ndarray
+) -> np.ndarray:
+    """The Levenberg-Marquardt step in the |H| eigenbasis (damping ``lam`` × its largest
+    eigenvalue), on the free parameters only, at most 2 (log units) in any one."""
+    scale = ev_abs.max(axis=1)
+    step = -np.einsum("pij,pj->pi", vec, proj / (ev_abs + (lam * scale)[:, None]))
+    step *= free
+    big = np.abs(step).max(axis=1)
+    return step * np.minimum(1.0, 2.0 / np.maximum(big, 1e-300))[:, None]
+
+
 _AT_BOUND = 1e-9
 """How close to a bound (log units) a parameter counts as held there."""
 
@@ -779,20 +791,11 @@ def minimize_batched(
         converged[active[done]] = True
         keep = ~done
         active, th, proj, vec, ev_abs, free = (
-            active[keep],
-            th[keep],
-            proj[keep],
-            vec[keep],
-            ev_abs[keep],
-            free[keep],
+            x[keep] for x in (active, th, proj, vec, ev_abs, free)
         )
         if active.size == 0:
             break
-        scale = ev_abs.max(axis=1)
-        step = -np.einsum("pij,pj->pi", vec, proj / (ev_abs + (lam[active] * scale)[:, None]))
-        step *= free
-        big = np.abs(step).max(axis=1)
-        step *= np.minimum(1.0, 2.0 / np.maximum(big, 1e-300))[:, None]
+        step = _damped_step(vec, ev_abs, proj, free, lam[active])
         trial = np.clip(th + step, lower[active], upper[active])
         f_t, g_t, h_t = evaluate(trial, active)
         iters[active] += 1
