@@ -155,6 +155,21 @@ def wrong_relocalizations(s: Session, sensor: str) -> int | None:
     return int(np.count_nonzero(s.truth(name)))
 
 
+def pauses(s: Session, sensor: str) -> tuple[int, float]:
+    """The sensor's pauses in a session (PAUSED-flagged runs, e.g. while covered): their
+    number and their summed length (s, from a run's first flagged sample to the next one
+    not flagged, or to the stream's end)."""
+    from sensorbench.logs.schema import PoseFlag
+
+    b = s.pose(sensor).read(validate=False)
+    paused = (np.asarray(b.flags) & PoseFlag.PAUSED).astype(bool)
+    edges = np.diff(np.concatenate([[0], paused.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    t = np.asarray(b.t_ns, np.int64)
+    t_end = t[np.minimum(ends, t.size - 1)]
+    return int(starts.size), float(np.sum(t_end - t[starts]) * 1e-9)
+
+
 def simulated_wrong(path: Path, sensor: str) -> list[dict[str, Any]]:
     """The simulator's wrong relocalizations of a session: session, t_s (s from the
     session start, the fit's time origin), jump (6: m, rad); empty if none or real."""
@@ -623,6 +638,8 @@ class PoseSection:
     """The model's wrong relocalizations (:meth:`error_model.WrongRelocs.to_dict`)."""
     simulated_wrong: list[dict[str, Any]] | None = None
     """The simulator's (:func:`simulated_wrong` of every session; None: real sessions)."""
+    pauses: tuple[int, float] = (0, 0.0)
+    """The sensor's pauses over all sessions: their number and summed length (s)."""
 
     def summary(self) -> str:
         """One line for the top of the report: the verdict, the key figures (x and yaw
@@ -650,6 +667,9 @@ class PoseSection:
         parts = [f"{self.sensor}: {state}", *figures]
         if v is not None and v.wrong:
             parts.append(v.wrong_line())
+        n, seconds = self.pauses
+        if n:
+            parts.append(f"pauses when covered ({n} pauses, {seconds:.3g} s in all)")
         if self.alignment:
             parts.append(f"frames: {self.alignment}")
         return "; ".join(parts)
@@ -679,13 +699,14 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     from sensorbench.characterize.pose.sessions import prepare_sessions
 
     opts, say, figdir, models = inputs.options, inputs.say, inputs.figdir, inputs.models
-    use, wrong = [], []
+    use, wrong, paused = [], [], []
     for path in inputs.sessions:
         with Session(path) as s:
             names = s.pose_names()
             if opts.sensor in names and opts.reference in names:
                 use.append(path)
                 wrong.append(wrong_relocalizations(s, opts.sensor))
+                paused.append(pauses(s, opts.sensor))
     if not use:
         return None
     say(f"aligning {len(use)} pose-sensor sessions with {opts.reference}")
@@ -715,6 +736,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     keys = ("name", "source", "n_samples", "alignment_used", "time_offset", "trajectory_error")
     section.trajectories = [{k: v for k, v in ps.to_dict().items() if k in keys} for ps in prepared]
     section.wrong = model.wrong_relocalizations
+    section.pauses = (sum(n for n, _ in paused), sum(t for _, t in paused))
     section.alignment = campaign.decision or campaign.align
     if any(w is not None for w in wrong):
         section.simulated_wrong = [x for p in use for x in simulated_wrong(p, opts.sensor)]

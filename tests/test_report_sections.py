@@ -96,3 +96,28 @@ def test_provenance_metadata_is_one_readable_row_per_key() -> None:
     rows = dict(_flat(meta))
     assert rows["geometry.mount_xy_m"] == "0.1, -0.25" and rows["geometry.yaw_rad"] == "3.14159"
     assert rows["model"] == "A1" and len(rows) == 23 and rows["k19"] == "x" * 50
+
+
+def test_pauses_are_counted_and_stated_in_the_summary(tmp_path: Path) -> None:
+    """Two PAUSED runs (0.5 s and one at the stream's end) are counted with their
+    length, and the pose summary line says the sensor pauses when covered."""
+    import numpy as np
+
+    from sensorbench.logs import PoseBatch, Session, SessionWriter
+    from sensorbench.logs.schema import PoseFlag
+    from sensorbench.report.data import PoseSection, pauses
+
+    t = np.arange(0, 300) * 10_000_000  # 100 Hz, 3 s
+    flags = np.zeros(t.size, np.uint8)
+    flags[100:150] = PoseFlag.PAUSED  # 1.00-1.50 s, the next sample at 1.50 s
+    flags[290:] = PoseFlag.PAUSED  # 2.90 s to the last sample, 2.99 s
+    pos, quat = np.zeros((t.size, 3)), np.tile([0.0, 0.0, 0.0, 1.0], (t.size, 1))
+    with SessionWriter(tmp_path / "p.h5", label="pauses", swmr=False) as w:
+        w.add_pose("cam", kind="pose_sensor")
+        w.append_pose("cam", PoseBatch(t, pos, quat, flags == 0, flags))
+    with Session(tmp_path / "p.h5") as s:
+        n, seconds = pauses(s, "cam")
+    assert n == 2 and abs(seconds - 0.59) < 1e-9
+    section = PoseSection("cam", "mocap", "", [], None, [], pauses=(n, seconds))
+    assert "pauses when covered (2 pauses, 0.59 s in all)" in section.summary()
+    assert "pauses" not in PoseSection("cam", "mocap", "", [], None, []).summary()
