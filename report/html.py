@@ -122,6 +122,22 @@ def _lidar_stream(st: LidarStream) -> str:
     return "".join(parts)
 
 
+def _host_meaning(t: dict[str, Any]) -> str:
+    """A host clock that fell behind: why, and what it means for the figures shown."""
+    if t["clock"] == "device":
+        what = (
+            "this row times the turns by their arrival; the rate above and the other "
+            "figures use the device clock and are not affected"
+        )
+    else:
+        what = (
+            "the figures marked (!) time the turns by their arrival, so they show the "
+            "host's delays (an emulation faster than real time on a busy host), not the "
+            "device's"
+        )
+    return f"{t['host_timing_note']}: {what}"
+
+
 def _lidar_rows(st: LidarStream) -> list[tuple]:
     """The datasheet rows of one lidar stream: figure, measured, simulated truth."""
     t, n, tp = st.timing, st.noise, st.truth
@@ -139,7 +155,7 @@ def _lidar_rows(st: LidarStream) -> list[tuple]:
             (
                 disp.RATE.heading(", host clock"),
                 num(t["host_rate_hz"])
-                + ("" if t["host_timing_reliable"] else f" (UNRELIABLE: {t['host_timing_note']})"),
+                + ("" if t["host_timing_reliable"] else f" (UNRELIABLE: {_host_meaning(t)})"),
                 _rate_cell(st.host_rate_truth_hz, st.speed, "host"),
             )
         )

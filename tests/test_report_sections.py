@@ -121,3 +121,27 @@ def test_pauses_are_counted_and_stated_in_the_summary(tmp_path: Path) -> None:
     section = PoseSection("cam", "mocap", "", [], None, [], pauses=(n, seconds))
     assert "pauses when covered (2 pauses, 0.59 s in all)" in section.summary()
     assert "pauses" not in PoseSection("cam", "mocap", "", [], None, []).summary()
+
+
+def test_a_host_clock_that_fell_behind_says_what_it_means_for_the_figures() -> None:
+    from sensorbench.report.data import LidarSession, LidarStream
+    from sensorbench.report.html import render_lidar
+
+    timing = {
+        "clock": "host",
+        "clock_source": "arrival",
+        "host_timing_reliable": False,
+        "host_timing_note": "host clock unreliable: the host fell behind (bursts)",
+        "rate_hz": 10.0,
+        "host_rate_hz": 10.0,
+        "period_percentiles_s": {"p50": 0.1},
+        "points_per_turn": {"median": 450},
+        "skipped_pct": 1.0,
+    }
+    stream = LidarStream("ld19", "", timing, None, "", None, 10.0, 0.01, None, None, [], [])
+    import html
+
+    page = html.unescape(render_lidar(LidarSection([LidarSession("s", "s.h5", [stream])])))
+    assert "10 ± 0.01 (!)" in page and "1 (!)" in page
+    assert "UNRELIABLE: host clock unreliable: the host fell behind (bursts): the figures " in page
+    assert "show the host's delays" in page and "not the device's" in page
