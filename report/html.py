@@ -39,6 +39,7 @@ th{background:#eee}td:first-child,th:first-child{text-align:left}
 caption{text-align:left;font-weight:bold;padding:.3em 0}
 figure{display:inline-block;vertical-align:top;margin:.5em}
 img{max-width:520px;border:1px solid #ddd}.figures{display:block}
+figure.wide{display:block}figure.wide img{max-width:100%}
 .pass{color:#060;font-weight:bold}.fail{color:#b00;font-weight:bold}.note{color:#555}
 """
 
@@ -77,11 +78,18 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = 
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+WIDE_PX = 800
+"""A figure wider than this (px, e.g. the Allan plot's six panels) gets the page's full
+width instead of the 520-px column the others share."""
+
+
 def img(fig: Figure) -> str:
-    """A figure with its PNG embedded and its caption."""
+    """A figure with its PNG embedded and its caption (full width when wide)."""
     data = base64.b64encode(fig.png).decode("ascii")
+    wide = fig.png[12:16] == b"IHDR" and int.from_bytes(fig.png[16:20], "big") > WIDE_PX
+    cls = " class='wide'" if wide else ""
     return (
-        f'<figure><img alt="{esc(fig.caption)}" src="data:image/png;base64,{data}">'
+        f'<figure{cls}><img alt="{esc(fig.caption)}" src="data:image/png;base64,{data}">'
         f"<figcaption>{esc(fig.caption)}</figcaption></figure>"
     )
 

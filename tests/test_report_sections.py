@@ -145,3 +145,44 @@ def test_a_host_clock_that_fell_behind_says_what_it_means_for_the_figures() -> N
     assert "10 ± 0.01 (!)" in page and "1 (!)" in page
     assert "UNRELIABLE: host clock unreliable: the host fell behind (bursts): the figures " in page
     assert "show the host's delays" in page and "not the device's" in page
+
+
+def test_a_wide_figure_is_shown_at_the_page_width(tmp_path: Path) -> None:
+    """Headless chromium (1200 px window): a 1080-px figure (the Allan plot's six panels)
+    spans the page's 1100-px column instead of the 520 px the others share."""
+    import io
+    import shutil
+    import subprocess
+
+    import numpy as np
+    from PIL import Image
+
+    from sensorbench.report.data import Figure
+    from sensorbench.report.html import img, render_page
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("no chromium to render the page")
+    colour = (200, 30, 160)
+    pngs = []
+    for width in (1080, 500):
+        buf = io.BytesIO()
+        Image.new("RGB", (width, 200), colour).save(buf, format="PNG")
+        pngs.append(Figure(buf.getvalue(), f"{width} px"))
+    page, shot = tmp_path / "p.html", tmp_path / "p.png"
+    page.write_text(render_page("<h2>Figures</h2>" + "".join(img(f) for f in pngs), 1))
+    args = ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,1000"]
+    subprocess.run(
+        [chromium, *args, f"--screenshot={shot}", page.as_uri()],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    shown = np.all(np.abs(np.asarray(Image.open(shot).convert("RGB")).astype(int) - colour) <= 8, 2)
+    edges = np.diff(shown.astype(int), axis=1, prepend=0, append=0)
+    widths = {
+        int(e) - int(b)
+        for row in edges
+        for b, e in zip(np.flatnonzero(row == 1), np.flatnonzero(row == -1), strict=True)
+    }
+    assert min(widths) == 500 and max(widths) > 900, widths  # each figure's own span
