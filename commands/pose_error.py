@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import numpy as np
 
 from sensorbench.commands.option_types import DRAWS, SEED, FiniteFloat
 from sensorbench.commands.progress import progress_bar
@@ -162,102 +161,6 @@ def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _fmt(v: float, unit: str) -> str:
-    from sensorbench.characterize.pose.series import DISPLAY_UNITS
-
-    k, shown, fmt = DISPLAY_UNITS[unit]
-    return f"{fmt.format(k * v)} {shown}"
-
-
-def _model_table(model) -> str:
-    from sensorbench.characterize.pose.error_model import PARAMS
-    from sensorbench.characterize.pose.series import POSE_AXES, param_unit
-
-    lines = ["axis   param        value            95 % interval"]
-    for a in POSE_AXES:
-        f = model.axes[a]
-        ci = f.ci()
-        for j, p in enumerate(PARAMS):
-            unit = param_unit(a, p)
-            if f.identified[j]:
-                interval = f"[{_fmt(ci[j, 0], unit).strip()}, {_fmt(ci[j, 1], unit).strip()}]"
-            else:
-                interval = "not identified (the likelihood is flat in it)"
-            lines.append(f"{a:6s} {p:8s} {_fmt(f.values[j], unit)}   {interval}")
-    return "\n".join(lines)
-
-
-def _ms(value_s: float, se_s: float) -> str:
-    """``+12.34 ± 0.56 ms`` (no ± without a standard error)."""
-    se = f" ± {1000 * se_s:.2f}" if np.isfinite(se_s) else ""
-    return f"{1000 * value_s:+.2f}{se} ms"
-
-
-def _offset_line(offset) -> str:
-    """The campaign's time offset, its standard error and how it was found."""
-    if offset.method == "given":
-        return f"time offset {1000 * offset.offset_s:+.2f} ms (given)"
-    own = ", ".join(f"{n} {_ms(v['offset_s'], v['se_s'])}" for n, v in offset.sessions.items())
-    if offset.pooled:
-        agree = (
-            f"consistency p = {offset.consistency_p:.2g}"
-            if np.isfinite(offset.consistency_p)
-            else "one session: no other to agree with"
-        )
-        return (
-            f"time offset {_ms(offset.offset_s, offset.se_s)} (one for the campaign, GLS "
-            f"with the frame; the sessions' own: {own}; {agree})"
-        )
-    return f"time offsets per session (they differ, p = {offset.consistency_p:.2g}): {own}"
-
-
-def _unstable_note(seg) -> str:
-    """`, k move with the time offset` when detections change with offset ± 2σ."""
-    k = seg.unstable_times_s.size
-    if k == 0:
-        return ""
-    times = ", ".join(f"{t:.2f}" for t in seg.unstable_times_s)
-    return (
-        f"; {k} detection(s) change when the time offset moves by ±2 x "
-        f"{1000 * seg.offset_sigma_s:.1f} ms: at {times} s"
-    )
-
-
-def trajectory_lines(ps) -> list[str]:
-    """ATE, RPE, time offset and alignment of a prepared session, as evo states them."""
-    al, te = ps.alignment, ps.trajectory
-    offset = _ms(al.offset_s, ps.offset_sigma_s)
-    lines = [f"time offset {offset} ({al.time_offset_method}); alignment {ps.alignment_used()}"]
-    if te is not None:
-        a = te.ate_m.scaled(1000.0)
-        r, d = te.rpe_m.scaled(1000.0), te.rpe_deg.scaled(1.0)
-        lines.append(
-            f"ATE (evo_ape, translation): RMSE {a['rmse']:.2f} mm, mean {a['mean']:.2f}, "
-            f"median {a['median']:.2f}, max {a['max']:.2f} mm over {te.ate_m.n} pairs"
-        )
-        lines.append(
-            f"RPE (evo_rpe, delta {te.rpe_delta_frames} frames = {te.rpe_delta_s:.2f} s): "
-            f"translation RMSE {r['rmse']:.2f} mm (mean {r['mean']:.2f}, median "
-            f"{r['median']:.2f}, max {r['max']:.2f}), rotation RMSE {d['rmse']:.3f} deg "
-            f"(max {d['max']:.3f}) over {te.rpe_m.n} pairs"
-        )
-    return lines
-
-
-def _stationarity_table(station: dict) -> str:
-    lines = [
-        "Stationarity: tau (and its 95 % upper bound) against the median relocalization "
-        "segment (limit = fraction x median)"
-    ]
-    for a, st in station.items():
-        hi = st.tau_ci95_s[1] if st.tau_identified else float("nan")
-        lines.append(
-            f"  {a:6s} tau {st.tau_s:8.3g} s  upper {hi:8.3g} s  limit {st.limit_s:8.3g} s  "
-            + ("stationary" if st.stationary else "DRIFT: not stationary here")
-        )
-    return "\n".join(lines)
-
-
 @click.command("pose-error")
 @_session_options
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the model (TOML).")
@@ -281,116 +184,41 @@ def fit_pose_error_cmd(
     and an Allan-deviation cross-check; -o writes the model file that filters and the
     simulator load.
     """
-    from sensorbench.characterize.pose.allan import allan_cross_check
-    from sensorbench.characterize.pose.drift import stationarity
-    from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES
+    from sensorbench.characterize.pose.display import FitSummary
     from sensorbench.characterize.pose.sessions import fit_prepared
 
     if output:
         check_output(output, force=force, inputs=selection.sessions)
     campaign = selection.prepare()
-    prepared, frames = campaign.prepared, campaign.frames
-    series = campaign.series
     with progress_bar("fitting the pose-error model", enabled=not as_json) as bar:
         model = fit_prepared(
-            prepared,
+            campaign.prepared,
             selection.sensor,
             selection.reference,
             time_offset=campaign.time_offset,
             progress=bar,
         )
-    station = stationarity(model, series)
-    allan = allan_cross_check(series, model.params_array())
+    summary = FitSummary.of(campaign, model)
     figures = []
     if plots:
         from sensorbench.characterize.pose.plots import plot_allan, plot_error_bands
 
+        params = model.params_array()
         with atomic_figures(plots, force=force, inputs=selection.sessions) as out:
-            for ps in prepared:
-                figures.append(
-                    plot_error_bands(
-                        ps.series, model.params_array(), out / f"{ps.series.name}_error.png"
-                    )
-                )
-            figures.append(plot_allan(allan, out / "allan.png"))
+            for s in campaign.series:
+                figures.append(plot_error_bands(s, params, out / f"{s.name}_error.png"))
+            figures.append(plot_allan(summary.allan, out / "allan.png"))
         figures = [str(Path(plots) / Path(f).name) for f in figures]
-    at_limit = [ps for ps in prepared if ps.alignment.offset_at_search_limit]
-    warnings = [
-        f"{ps.series.name}: time offset {1000 * ps.alignment.offset_s:+.1f} ms is at the "
-        f"search limit (±{1000 * ps.alignment.max_offset_s:.0f} ms): the true offset may lie "
-        "outside it; widen --max-offset or give --time-offset"
-        for ps in at_limit
-    ]
-    offset = campaign.time_offset
-    if offset.method == "gls" and not offset.pooled:
-        warnings.append(
-            "the sessions' time offsets differ (consistency p = "
-            f"{offset.consistency_p:.2g}): each session keeps its own, so validation "
-            "cannot hold a session's offset out"
-        )
-    for w in warnings:
+    for w in summary.warnings:
         click.echo(f"warning: {w}", err=True)
     if output:
         with atomic_output(output, force=force, inputs=selection.sessions) as tmp:
             model.save(tmp)
     if as_json:
-        doc = model.to_dict()
-        doc["warnings"] = warnings
-        doc["sessions"] = [ps.to_dict() for ps in prepared]
-        doc["rms"] = {
-            ps.series.name: dict(
-                zip(POSE_AXES, np.sqrt(np.mean(ps.series.error**2, axis=0)).tolist(), strict=True)
-            )
-            for ps in prepared
-        }
-        doc["allan"] = {
-            a: {k: v for k, v in allan[a].items() if "adev" not in k} for a in POSE_AXES
-        }
-        doc["figures"] = figures
-        doc["model_file"] = output
-        doc["stationarity"] = {a: v.to_dict() for a, v in station.items()}
-        doc["frames"] = None if frames is None else frames.to_dict()
-        doc["time_offset"] = offset.to_dict()
-        click.echo(to_json(doc))
+        click.echo(to_json(summary.to_dict(figures, output)))
         return
-    if frames is not None:
-        for name in frames.failed_sessions():
-            click.echo(f"FRAME: {frames.reason(name)}; left out of the fit")
-    if campaign.decision:
-        click.echo(f"frame alignment: {campaign.decision}")
-    click.echo(_offset_line(offset))
-    for ps in prepared:
-        rms = np.sqrt(np.mean(ps.series.error**2, axis=0))
-        click.echo(
-            f"{ps.series.name}: {ps.series.n} samples over {ps.series.duration_s:.1f} s, "
-            f"relocalizations: {ps.segmentation.method} ({ps.series.n_segments - 1})"
-            + _unstable_note(ps.segmentation)
-        )
-        click.echo(
-            "  RMS error: "
-            + ", ".join(
-                f"{a} {_fmt(r, AXIS_UNITS[a]).strip()}" for a, r in zip(POSE_AXES, rms, strict=True)
-            )
-        )
-        for line in trajectory_lines(ps):
-            click.echo(f"  {line}")
-    click.echo(_model_table(model))
-    from sensorbench.report.html import wrong_lines
-
-    for line in wrong_lines(model.wrong_relocalizations, None):
+    for line in summary.lines():
         click.echo(line)
-    click.echo(_stationarity_table(station))
-    click.echo(
-        "Allan cross-check (tau from the ADEV peak / 1.89 vs fitted tau; a peak only at an "
-        "interior maximum):"
-    )
-    for a in POSE_AXES:
-        c = allan[a]
-        peak = f"{c['tau_from_peak_s']:8.3f} s" if c["peak_found"] else "no interior peak"
-        click.echo(
-            f"  {a:6s} tau_peak {peak}  tau_fit {c['tau_fit_s']:8.3f} s  "
-            f"ADEV data/model in [{c['ratio_min']:.2f}, {c['ratio_max']:.2f}]"
-        )
     if output:
         click.echo(f"model written to {output}")
     for f in figures:
@@ -510,50 +338,43 @@ def validate_cmd(
     sessions. Exit 0 when the model holds and every requirement holds, 1 naming
     what failed or could not be told, and why.
     """
+    from sensorbench.characterize.pose.display import validation_document, validation_lines
     from sensorbench.characterize.pose.error_model import PoseErrorModel, fit_pose_error
-    from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES
     from sensorbench.characterize.pose.requirements import Requirement, judge_requirements
-    from sensorbench.characterize.pose.series import POSE_AXES
     from sensorbench.characterize.pose.validate import validate_sessions
     from sensorbench.characterize.pose.verdict import assess
 
     requirements = [Requirement.parse(r) for r in require]  # fail fast on a bad one
     model = PoseErrorModel.load(model_path) if model_path else None  # fail fast on a bad file
     campaign = selection.prepare()
-    prepared, frames = campaign.prepared, campaign.frames
     series = campaign.series
+    uncertain = not no_parameter_uncertainty
     with progress_bar("validating", enabled=not as_json) as bar:
         report = validate_sessions(
-            series,
-            n_draws=draws,
-            seed=seed,
-            model=model,
-            alpha=alpha,
-            parameter_uncertainty=not no_parameter_uncertainty,
-            folds=campaign.fold_pairs,
-            progress=bar,
+            series, draws, seed, model, alpha, uncertain, folds=campaign.fold_pairs, progress=bar
         )
     campaign_model = model or fit_pose_error(series)
+    judged = judge_requirements(
+        requirements,
+        campaign_model,
+        series,
+        horizon,
+        confidence,
+        verdict_confidence,
+        draws,
+        seed,
+        uncertain,
+        campaign.future_variance(),
+    )
     outcome = assess(
-        prepared,
+        campaign.prepared,
         campaign_model,
         report,
-        frames,
+        campaign.frames,
         campaign.align,
         selection.planar,
         scale_tolerance,
-        judge_requirements(
-            requirements,
-            campaign_model,
-            series,
-            horizon,
-            confidence,
-            verdict_confidence,
-            draws,
-            seed,
-            not no_parameter_uncertainty,
-            campaign.future_variance(),
-        ),
+        judged,
     )
     figures = []
     if plots:
@@ -567,57 +388,13 @@ def validate_cmd(
             figures.append(plot_rank_histogram(report, out / "rank_histogram.png"))
         figures = [str(Path(plots) / Path(f).name) for f in figures]
     if as_json:
-        from sensorbench.logs import Session
-        from sensorbench.report.data import validation_document, wrong_relocalizations
-
-        wrong = []
-        for ps in prepared:
-            with Session(ps.source) as s:
-                wrong.append(wrong_relocalizations(s, selection.sensor))
-        doc = validation_document(report, wrong)
-        doc["prepared"] = [ps.to_dict() for ps in prepared]
-        doc["figures"] = figures
-        doc["model_file"] = model_path
-        doc["verdict"] = outcome.to_dict()
+        doc = validation_document(report, campaign, selection.sensor)
+        doc.update(figures=figures, model_file=model_path, verdict=outcome.to_dict())
         click.echo(to_json(doc))
     else:
-        if campaign.decision:
-            click.echo(f"frame alignment: {campaign.decision}")
-        click.echo(
-            f"{report.mode}, {draws} draws, family-wise alpha {alpha} "
-            f"(per session {report.alpha_session:.4f})"
-        )
-        for chk, ps in zip(report.sessions, prepared, strict=True):
-            verdict = "PASS" if chk.passed else "FAIL"
-            seg = ps.segmentation
-            click.echo(
-                f"{chk.name}: {verdict} (joint p = {chk.p_joint:.4f}); {ps.series.n} samples, "
-                f"time offset {_ms(ps.alignment.offset_s, ps.alignment.offset_se_s)}, "
-                f"relocalizations: {seg.method} ({ps.series.n_segments - 1})" + _unstable_note(seg)
-            )
-            click.echo("  axis   " + " ".join(f"{s:>9s}" for s in STAT_NAMES))
-            for i, a in enumerate(POSE_AXES):
-                cells = []
-                for j in range(len(STAT_NAMES)):
-                    p = chk.percentile[i, j]
-                    mark = "*" if chk.failed[i, j] else " "
-                    cells.append(f"{100 * p:8.2f}{mark}" if np.isfinite(p) else f"{'n/a':>9s}")
-                click.echo(f"  {a:6s} " + " ".join(cells))
-        for f in report.failures():
-            click.echo(
-                f"FAILED: session {f['session']} axis {f['axis']} statistic {f['statistic']}: "
-                f"observed {f['observed']:.4g}, simulated 99.14 % band "
-                f"[{f['sim_band'][0]:.4g}, {f['sim_band'][1]:.4g}], percentile "
-                f"{100 * f['percentile']:.2f} %"
-            )
-        click.echo(
-            "percentiles in %; * = failed check. Monte Carlo "
-            + ("PASSED" if report.passed else "FAILED")
-        )
-        for line in outcome.lines():
+        lines = [*validation_lines(report, campaign), *outcome.lines()]
+        for line in [*lines, *(f"figure: {f}" for f in figures)]:
             click.echo(line)
-        for f in figures:
-            click.echo(f"figure: {f}")
     if not outcome.passed:
         ctx.exit(1)
 

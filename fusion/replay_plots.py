@@ -8,6 +8,9 @@ import numpy as np
 
 from sensorbench.fusion.odometry_replay import Replay
 
+MIN_SPAN_M = 0.2
+"""Smallest side of the path plot (m), as the pose overlay's."""
+
 
 def replay_plots(plots_dir: Path, rp: Replay) -> list[str]:
     """Path (estimate vs reference, m; degraded samples marked) and error over time
@@ -30,11 +33,19 @@ def replay_plots(plots_dir: Path, rp: Replay) -> list[str]:
     bad = rp.degraded
     if bad.any():
         ax.plot(r.pose[bad, 0], r.pose[bad, 1], "r.", ms=2, label="degraded (NIS monitor raised)")
+    xy = np.concatenate([r.pose[:, :2], *([] if rp.ref_pose is None else [rp.ref_pose[:, :2]])])
+    xy = xy[np.all(np.isfinite(xy), axis=1)]
+    if xy.size:  # square limits at least MIN_SPAN_M wide: a straight drive or a spin in
+        lo, hi = xy.min(axis=0), xy.max(axis=0)  # place stays a readable picture
+        centre, half = 0.5 * (lo + hi), 0.525 * max(float(np.max(hi - lo)), MIN_SPAN_M)
+        ax.set_xlim(centre[0] - half, centre[0] + half)
+        ax.set_ylim(centre[1] - half, centre[1] + half)
     ax.set_xlabel("x (m)")
     ax.set_ylabel("y (m)")
     ax.set_aspect("equal")
     ax.legend()
     ax.set_title("path")
+    fig.tight_layout()
     path = plots_dir / "replay_path.png"
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -155,6 +155,21 @@ def wrong_relocalizations(s: Session, sensor: str) -> int | None:
     return int(np.count_nonzero(s.truth(name)))
 
 
+def pauses(s: Session, sensor: str) -> tuple[int, float]:
+    """The sensor's pauses in a session (PAUSED-flagged runs, e.g. while covered): their
+    number and their summed length (s, from a run's first flagged sample to the next one
+    not flagged, or to the stream's end)."""
+    from sensorbench.logs.schema import PoseFlag
+
+    b = s.pose(sensor).read(validate=False)
+    paused = (np.asarray(b.flags) & PoseFlag.PAUSED).astype(bool)
+    edges = np.diff(np.concatenate([[0], paused.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    t = np.asarray(b.t_ns, np.int64)
+    t_end = t[np.minimum(ends, t.size - 1)]
+    return int(starts.size), float(np.sum(t_end - t[starts]) * 1e-9)
+
+
 def simulated_wrong(path: Path, sensor: str) -> list[dict[str, Any]]:
     """The simulator's wrong relocalizations of a session: session, t_s (s from the
     session start, the fit's time origin), jump (6: m, rad); empty if none or real."""
@@ -623,6 +638,8 @@ class PoseSection:
     """The model's wrong relocalizations (:meth:`error_model.WrongRelocs.to_dict`)."""
     simulated_wrong: list[dict[str, Any]] | None = None
     """The simulator's (:func:`simulated_wrong` of every session; None: real sessions)."""
+    pauses: tuple[int, float] = (0, 0.0)
+    """The sensor's pauses over all sessions: their number and summed length (s)."""
 
     def summary(self) -> str:
         """One line for the top of the report: the verdict, the key figures (x and yaw
@@ -650,6 +667,9 @@ class PoseSection:
         parts = [f"{self.sensor}: {state}", *figures]
         if v is not None and v.wrong:
             parts.append(v.wrong_line())
+        n, seconds = self.pauses
+        if n:
+            parts.append(f"pauses when covered ({n} pauses, {seconds:.3g} s in all)")
         if self.alignment:
             parts.append(f"frames: {self.alignment}")
         return "; ".join(parts)
@@ -675,25 +695,18 @@ class PoseSection:
 
 def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     """The pose-error model (from ``pose_error.toml`` or fitted here) and its validation."""
-    from sensorbench.characterize.pose.allan import allan_cross_check
     from sensorbench.characterize.pose.error_model import FitOptions, PoseErrorModel, fit_pose_error
-    from sensorbench.characterize.pose.plots import (
-        plot_allan,
-        plot_error_bands,
-        plot_trajectory_overlay,
-    )
-    from sensorbench.characterize.pose.series import param_unit
     from sensorbench.characterize.pose.sessions import prepare_sessions
-    from sensorbench.characterize.pose.verdict import scale_inputs
 
     opts, say, figdir, models = inputs.options, inputs.say, inputs.figdir, inputs.models
-    use, wrong = [], []
+    use, wrong, paused = [], [], []
     for path in inputs.sessions:
         with Session(path) as s:
             names = s.pose_names()
             if opts.sensor in names and opts.reference in names:
                 use.append(path)
                 wrong.append(wrong_relocalizations(s, opts.sensor))
+                paused.append(pauses(s, opts.sensor))
     if not use:
         return None
     say(f"aligning {len(use)} pose-sensor sessions with {opts.reference}")
@@ -715,6 +728,32 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
         )
         source = "fitted for this report"
     truth, speed = _pose_truth(use)
+    out = _pose_params(model, truth)
+    figures = _pose_figures(prepared, model.params_array(), figdir)
+    section = PoseSection(
+        opts.sensor, opts.reference, source, out, None if truth is None else speed, figures
+    )
+    keys = ("name", "source", "n_samples", "alignment_used", "time_offset", "trajectory_error")
+    section.trajectories = [{k: v for k, v in ps.to_dict().items() if k in keys} for ps in prepared]
+    section.wrong = model.wrong_relocalizations
+    section.pauses = (sum(n for n, _ in paused), sum(t for _, t in paused))
+    section.alignment = campaign.decision or campaign.align
+    if any(w is not None for w in wrong):
+        section.simulated_wrong = [x for p in use for x in simulated_wrong(p, opts.sensor)]
+    if len(series) >= 2:
+        section.validation = _validation(inputs, campaign, wrong)
+    from sensorbench.report.verdict import compute_pose_verdict
+
+    section.verdict = compute_pose_verdict(
+        campaign, model, None if section.validation is None else section.validation.report
+    )
+    return section
+
+
+def _pose_params(model: Any, truth: np.ndarray | None) -> list[PoseParam]:
+    """Every axis' fitted parameters with their 95 and 99.9 % intervals and the truth."""
+    from sensorbench.characterize.pose.series import param_unit
+
     params = model.params_array()
     out = []
     for i, a in enumerate(POSE_AXES):
@@ -734,7 +773,20 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
                     truth=None if truth is None else float(truth[i, j]),
                 )
             )
-    allan = allan_cross_check(series, params)
+    return out
+
+
+def _pose_figures(prepared: list, params: np.ndarray, figdir: Path) -> list[Figure]:
+    """The Allan plot, and per session its error in the model's bands and its path overlay."""
+    from sensorbench.characterize.pose.allan import allan_cross_check
+    from sensorbench.characterize.pose.plots import (
+        plot_allan,
+        plot_error_bands,
+        plot_trajectory_overlay,
+    )
+    from sensorbench.characterize.pose.verdict import scale_inputs
+
+    allan = allan_cross_check([ps.series for ps in prepared], params)
     figures = [
         Figure.read(plot_allan(allan, figdir / "allan.png"), "Allan deviation: data vs model")
     ]
@@ -754,23 +806,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
                     f"{name}: reference and aligned estimate, |error| colour-mapped",
                 )
             )
-    section = PoseSection(
-        opts.sensor, opts.reference, source, out, None if truth is None else speed, figures
-    )
-    keys = ("name", "source", "n_samples", "alignment_used", "time_offset", "trajectory_error")
-    section.trajectories = [{k: v for k, v in ps.to_dict().items() if k in keys} for ps in prepared]
-    section.wrong = model.wrong_relocalizations
-    section.alignment = campaign.decision or campaign.align
-    if any(w is not None for w in wrong):
-        section.simulated_wrong = [x for p in use for x in simulated_wrong(p, opts.sensor)]
-    if len(series) >= 2:
-        section.validation = _validation(inputs, campaign, wrong)
-    from sensorbench.report.verdict import compute_pose_verdict
-
-    section.verdict = compute_pose_verdict(
-        campaign, model, None if section.validation is None else section.validation.report
-    )
-    return section
+    return figures
 
 
 def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) -> ValidationSection:

@@ -39,6 +39,7 @@ th{background:#eee}td:first-child,th:first-child{text-align:left}
 caption{text-align:left;font-weight:bold;padding:.3em 0}
 figure{display:inline-block;vertical-align:top;margin:.5em}
 img{max-width:520px;border:1px solid #ddd}.figures{display:block}
+figure.wide{display:block}figure.wide img{max-width:100%}
 .pass{color:#060;font-weight:bold}.fail{color:#b00;font-weight:bold}.note{color:#555}
 """
 
@@ -77,11 +78,18 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = 
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+WIDE_PX = 800
+"""A figure wider than this (px, e.g. the Allan plot's six panels) gets the page's full
+width instead of the 520-px column the others share."""
+
+
 def img(fig: Figure) -> str:
-    """A figure with its PNG embedded and its caption."""
+    """A figure with its PNG embedded and its caption (full width when wide)."""
     data = base64.b64encode(fig.png).decode("ascii")
+    wide = fig.png[12:16] == b"IHDR" and int.from_bytes(fig.png[16:20], "big") > WIDE_PX
+    cls = " class='wide'" if wide else ""
     return (
-        f'<figure><img alt="{esc(fig.caption)}" src="data:image/png;base64,{data}">'
+        f'<figure{cls}><img alt="{esc(fig.caption)}" src="data:image/png;base64,{data}">'
         f"<figcaption>{esc(fig.caption)}</figcaption></figure>"
     )
 
@@ -103,6 +111,43 @@ def _rate_cell(truth: float | None, speed: float, clock: str) -> str:
 
 
 def _lidar_stream(st: LidarStream) -> str:
+    t = st.timing
+    parts = [
+        table(
+            ["figure", "measured", "simulated truth"],
+            _lidar_rows(st),
+            f"{st.name} ({st.model}) datasheet; timing on the {t['clock']} clock "
+            f"({t['clock_source']})",
+        )
+    ]
+    if st.timing_only_because:
+        parts.append(
+            f"<p class='note'>{esc(st.name)}: timing only: {esc(st.timing_only_because)}</p>"
+        )
+    if st.noise is not None:
+        parts.append(_band_table(st, st.noise))
+    parts.extend(img(f) for f in st.figures)
+    return "".join(parts)
+
+
+def _host_meaning(t: dict[str, Any]) -> str:
+    """A host clock that fell behind: why, and what it means for the figures shown."""
+    if t["clock"] == "device":
+        what = (
+            "this row times the turns by their arrival; the rate above and the other "
+            "figures use the device clock and are not affected"
+        )
+    else:
+        what = (
+            "the figures marked (!) time the turns by their arrival, so they show the "
+            "host's delays (an emulation faster than real time on a busy host), not the "
+            "device's"
+        )
+    return f"{t['host_timing_note']}: {what}"
+
+
+def _lidar_rows(st: LidarStream) -> list[tuple]:
+    """The datasheet rows of one lidar stream: figure, measured, simulated truth."""
     t, n, tp = st.timing, st.noise, st.truth
     # figures on a host clock that fell behind say so where they are shown
     suspect = "" if t["clock"] == "device" or t["host_timing_reliable"] else " (!)"
@@ -118,7 +163,7 @@ def _lidar_stream(st: LidarStream) -> str:
             (
                 disp.RATE.heading(", host clock"),
                 num(t["host_rate_hz"])
-                + ("" if t["host_timing_reliable"] else f" (UNRELIABLE: {t['host_timing_note']})"),
+                + ("" if t["host_timing_reliable"] else f" (UNRELIABLE: {_host_meaning(t)})"),
                 _rate_cell(st.host_rate_truth_hz, st.speed, "host"),
             )
         )
@@ -153,49 +198,32 @@ def _lidar_stream(st: LidarStream) -> str:
                 "" if tp is None else num(100 * tp.get("false_point_prob", 0.0)),
             )
         )
-    parts = [
-        table(
-            ["figure", "measured", "simulated truth"],
-            rows,
-            f"{st.name} ({st.model}) datasheet; timing on the {t['clock']} clock "
-            f"({t['clock_source']})",
+    return rows
+
+
+def _band_table(st: LidarStream, n: dict) -> str:
+    """Range noise by band (static stretches) of one lidar stream, beside the truth."""
+    sig = disp.BAND_SIGMA
+
+    def sigma_cell(v: float | None) -> str:
+        return num(None if v is None else sig.value(v), sig.fmt)
+
+    brows = [
+        (
+            disp.band_label(b["lo_m"], b["hi_m"]),
+            sigma_cell(b["sigma_m"]),
+            sigma_cell(b["se_m"]),
+            b["n_points"],
+            sigma_cell(ts),
         )
+        for b, ts in zip(n["bands"], st.band_truth_sigma_m, strict=True)
     ]
-    if st.timing_only_because:
-        parts.append(
-            f"<p class='note'>{esc(st.name)}: timing only: {esc(st.timing_only_because)}</p>"
-        )
-    if n is not None:
-        sig = disp.BAND_SIGMA
-
-        def sigma_cell(v: float | None) -> str:
-            return num(None if v is None else sig.value(v), sig.fmt)
-
-        brows = [
-            (
-                disp.band_label(b["lo_m"], b["hi_m"]),
-                sigma_cell(b["sigma_m"]),
-                sigma_cell(b["se_m"]),
-                b["n_points"],
-                sigma_cell(ts),
-            )
-            for b, ts in zip(n["bands"], st.band_truth_sigma_m, strict=True)
-        ]
-        parts.append(
-            table(
-                [
-                    "range band",
-                    sig.heading(),
-                    f"±1{sig.heading()}",
-                    "points",
-                    f"simulated {sig.heading()}",
-                ],
-                brows,
-                f"{st.name} range noise by band (static stretches)",
-            )
-        )
-    parts.extend(img(f) for f in st.figures)
-    return "".join(parts)
+    head = ["range band", sig.heading(), f"±1{sig.heading()}", "points"]
+    return table(
+        [*head, f"simulated {sig.heading()}"],
+        brows,
+        f"{st.name} range noise by band (static stretches)",
+    )
 
 
 def render_lidar(section: LidarSection) -> str:

@@ -60,23 +60,7 @@ def render_pose_verdict(v: Verdict) -> str:
     """HTML: part 1 (model: per-axis stationarity and trend, scale, frames, Monte Carlo,
     named reasons) and part 2 (requirements, or a note that none were given)."""
     e = html.escape
-    rows = []
-    for a in POSE_AXES:
-        st, tr = v.stationarity[a], v.trend[a]
-        lo, hi = st.tau_ci95_s
-        rows.append(
-            [
-                e(a),
-                f"{st.tau_s:.3g}",
-                f"[{lo:.3g}, {hi:.3g}]" if st.tau_identified else "not identified",
-                f"{st.median_segment_s:.3g}",
-                _verdict_span(st.stationary, "stationary", "DRIFT"),
-                f"{tr.slope:.3g} {e(AXIS_UNITS[a])}/s, p = {tr.p_value:.2g}"
-                if tr.testable
-                else "n/a",
-                _verdict_span(not tr.failed, "–", "DRIFT"),
-            ]
-        )
+    reasons = v.reasons()
     parts = [
         "<h2>Pose-sensor verdict</h2>",
         "<p>Part 1 asks whether the model describes the errors, part 2 whether they are "
@@ -84,20 +68,52 @@ def render_pose_verdict(v: Verdict) -> str:
         "relocalization segments the data has, or a consistent trend within them), SCALE "
         "(similarity scale beyond tolerance), FRAME (a session not in the campaign's map), "
         "MISFIT (the Monte Carlo validation).</p>",
-        _table(
-            [
-                "axis",
-                "τ (s)",
-                "95 % interval",
-                "median segment (s)",
-                "stationary",
-                "trend",
-                "trend verdict",
-            ],
-            rows,
-            "part 1: τ against the segment lengths, and per-segment trends",
-        ),
+        _axis_table(v),
+        _table(["check", "result", "verdict"], _check_rows(v), "part 1: model-independent checks"),
+        "<p>Model: "
+        + _verdict_span(v.model_ok, "HOLDS", "FAILED")
+        + "</p>"
+        + ("<ul>" + "".join(f"<li>{e(str(r))}</li>" for r in reasons) + "</ul>" if reasons else ""),
+        _requirements_table(v)
+        if v.requirements
+        else "<p>Part 2: no accuracy requirement given (<code>sensorbench validate --require"
+        "</code> states one and predicts whether it holds).</p>",
     ]
+    if v.wrong:
+        between = " The requirements are predicted between them." if v.requirements else ""
+        parts.append(f"<p>{e(v.wrong_line())}: the nav stack must handle them.{between}</p>")
+    return "".join(parts)
+
+
+def _axis_table(v: Verdict) -> str:
+    """Part 1 per axis: τ against the segment lengths, and the per-segment trend."""
+    rows = []
+    for a in POSE_AXES:
+        st, tr = v.stationarity[a], v.trend[a]
+        lo, hi = st.tau_ci95_s
+        rows.append(
+            [
+                html.escape(a),
+                f"{st.tau_s:.3g}",
+                f"[{lo:.3g}, {hi:.3g}]" if st.tau_identified else "not identified",
+                f"{st.median_segment_s:.3g}",
+                _verdict_span(st.stationary, "stationary", "DRIFT"),
+                f"{tr.slope:.3g} {html.escape(AXIS_UNITS[a])}/s, p = {tr.p_value:.2g}"
+                if tr.testable
+                else "n/a",
+                _verdict_span(not tr.failed, "–", "DRIFT"),
+            ]
+        )
+    head = ["axis", "τ (s)", "95 % interval", "median segment (s)", "stationary", "trend"]
+    return _table(
+        [*head, "trend verdict"],
+        rows,
+        "part 1: τ against the segment lengths, and per-segment trends",
+    )
+
+
+def _check_rows(v: Verdict) -> list[list[str]]:
+    """Part 1's campaign checks that ran: scale, frames, Monte Carlo."""
     checks = []
     if v.scale is not None:
         sc = v.scale
@@ -114,60 +130,36 @@ def render_pose_verdict(v: Verdict) -> str:
         checks.append(
             [
                 "frames",
-                e(", ".join(bad)) if bad else ("one map" if v.frames.testable else "not testable"),
+                html.escape(", ".join(bad))
+                if bad
+                else ("one map" if v.frames.testable else "not testable"),
                 _verdict_span(not bad, "ok", "FRAME"),
             ]
         )
     if v.validation is not None:
+        failed = f"{len(v.validation.failures())} failed checks"
         checks.append(
             [
                 "Monte Carlo",
-                e(v.validation.mode),
-                _verdict_span(
-                    v.validation.passed, "passed", f"{len(v.validation.failures())} failed checks"
-                ),
+                html.escape(v.validation.mode),
+                _verdict_span(v.validation.passed, "passed", failed),
             ]
         )
-    parts.append(_table(["check", "result", "verdict"], checks, "part 1: model-independent checks"))
-    reasons = v.reasons()
-    parts.append(
-        "<p>Model: "
-        + _verdict_span(v.model_ok, "HOLDS", "FAILED")
-        + "</p>"
-        + ("<ul>" + "".join(f"<li>{e(str(r))}</li>" for r in reasons) + "</ul>" if reasons else "")
-    )
-    if v.requirements:
-        rrows = [
-            [
-                e(r.requirement.text),
-                f"{r.horizon_s:g}",
-                f"{r.quantile_estimate:.4g}",
-                f"[{r.quantile_bounds[0]:.4g}, {r.quantile_bounds[1]:.4g}]",
-                f"{r.predicted_quantile:.4g}",
-                _verdict_span(r.holds, "holds", "FAILS" if r.verdict == "fails" else "cannot tell"),
-            ]
-            for r in v.requirements
+    return checks
+
+
+def _requirements_table(v: Verdict) -> str:
+    """Part 2: each requirement's quantile, its bounds, the prediction and the verdict."""
+    rows = [
+        [
+            html.escape(r.requirement.text),
+            f"{r.horizon_s:g}",
+            f"{r.quantile_estimate:.4g}",
+            f"[{r.quantile_bounds[0]:.4g}, {r.quantile_bounds[1]:.4g}]",
+            f"{r.predicted_quantile:.4g}",
+            _verdict_span(r.holds, "holds", "FAILS" if r.verdict == "fails" else "cannot tell"),
         ]
-        parts.append(
-            _table(
-                [
-                    "requirement",
-                    "horizon (s)",
-                    "quantile",
-                    "its bounds",
-                    "predicted for a new horizon",
-                    "verdict",
-                ],
-                rrows,
-                "part 2: requirements",
-            )
-        )
-    else:
-        parts.append(
-            "<p>Part 2: no accuracy requirement given (<code>sensorbench validate --require</code> "
-            "states one and predicts whether it holds).</p>"
-        )
-    if v.wrong:
-        between = " The requirements are predicted between them." if v.requirements else ""
-        parts.append(f"<p>{e(v.wrong_line())}: the nav stack must handle them.{between}</p>")
-    return "".join(parts)
+        for r in v.requirements
+    ]
+    head = ["requirement", "horizon (s)", "quantile", "its bounds"]
+    return _table([*head, "predicted for a new horizon", "verdict"], rows, "part 2: requirements")

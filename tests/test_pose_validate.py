@@ -18,6 +18,8 @@ named — in ≥ 18/20, the issue's 90 %.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pose_util
 import pytest
@@ -148,3 +150,72 @@ def test_sweep_wrong_worlds_fail_at_least_90_percent(world, tmp_path):
     """≥ 18 of 20 (the issue's 90 %); one noisy / one sigma-doubled session: it alone named."""
     hits = [_right(world, seed, tmp_path) for seed in range(100, 100 + SWEEP)]
     assert sum(hits) >= WRONG_MIN, (world, [100 + i for i, h in enumerate(hits) if not h])
+
+
+# The demo's world (sim/scenarios/reloc_campaign.toml as fitted on its full demo, time in
+# simulated s): few relocalization segments per session, whose offsets dominate the mean
+# and the growth statistics (their distributions are mixtures with heavy tails).
+DEMO_FIT = np.array(
+    [
+        [0.0427, 0.0230, 6.6, 0.0020],
+        [0.0427, 0.0197, 4.7, 0.0020],
+        [0.0187, 0.0118, 14.3, 0.0021],
+        [0.0052, 0.0032, 24.0, 0.0017],
+        [0.0035, 0.0030, 18.5, 0.0017],
+        [0.0175, 0.0044, 6.1, 0.0017],
+    ]
+)
+DEMO_RELOCS_S = (25.0, 43.0, 90.0, 102.0)  # reloc_3: two set, two after a cover
+
+
+@functools.cache
+def _demo_like_alarms(world: str, n: int, alpha_s: float) -> tuple[frozenset[str], ...]:
+    """Failed statistics of ``n`` sessions shaped like the demo's reloc_3 (120 s, 10 Hz),
+    each checked against the true model with 1000 draws at per-session level ``alpha_s``."""
+    from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES, simulate_errors
+    from sensorbench.characterize.pose.series import ErrorSeries
+    from sensorbench.characterize.pose.validate import check_session
+
+    rng = np.random.default_rng(38)
+    t = np.arange(0.0, 120.0, 0.1) + rng.uniform(-0.01, 0.01, 1200)
+    reloc = np.isin(np.arange(t.size), np.searchsorted(t, DEMO_RELOCS_S))
+    out = []
+    for _ in range(n):
+        if world == "random_walk":
+            e = pose_util.random_walk_errors(rng, t, reloc, DEMO_FIT)
+        else:
+            e = simulate_errors(DEMO_FIT, t, reloc, 1, rng)[0]
+        chk = check_session(ErrorSeries(t, e, reloc), DEMO_FIT, None, DRAWS, rng, alpha_s)
+        out.append(frozenset(STAT_NAMES[j] for j in np.nonzero(chk.failed)[1]))
+    return tuple(out)
+
+
+def test_right_demo_world_fails_at_the_nominal_rate():
+    """The max-|z| family of a session holds its level on the demo's world: 200 right
+    sessions at 10 %, 20 alarms expected, 99.9 % binomial bounds [7, 36] (18 measured)."""
+    failed = [a for a in _demo_like_alarms("right", 200, 0.10) if a]
+    assert 7 <= len(failed) <= 36, len(failed)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="growth is in 7 of the 18 alarms here (39 %; 50-60 % on the demo's own sessions "
+    "with the parameters drawn), its share of the 42 checks is 14 %: standardized by mean "
+    "and sd, its heavy tail dominates the max-|z|. Mapping every check onto the normal scale "
+    "through a fitted Student-t tail brings it to 11-35 %, but on the demo's own world then "
+    "moves the alarms to the innovation kurtosis (3.13 against 3 on the rotation axes: the "
+    "reference's interpolated noise): 6 of 17 campaigns failed instead of 3 of 18; not shipped",
+)
+def test_growth_takes_only_its_share_of_the_false_alarms():
+    """Growth in at most 35 % of the right world's alarms (14 % share: P(>= 35 % of 20) < 1 %)."""
+    failed = [a for a in _demo_like_alarms("right", 200, 0.10) if a]
+    assert sum("growth" in a for a in failed) <= 0.35 * len(failed), failed
+
+
+def test_a_random_walk_still_fails_in_the_demo_world():
+    """The same sessions with the GM replaced by a random walk restarted at each
+    relocalization (of the same mean variance) fail in ≥ 80 % of 20 at the demo's
+    per-session level (with five segments the innovations see it before growth does;
+    growth's own power is test_random_walk_world_fails_on_growth's)."""
+    alarms = _demo_like_alarms("random_walk", 20, 0.05 / 5)
+    assert sum(bool(a) for a in alarms) >= 16, alarms

@@ -44,6 +44,6 @@ def test_tum_report_states_evo_figures_in_mm(tmp_path: Path) -> None:
     assert not re.search(r"\de-0\d", pose_table)  # mm and deg, no 7.026e-06 m
     assert "<td>mm</td>" in pose_table and "<td>deg</td>" in pose_table
     assert "session fr1_xyz" in text and "session import" not in text
-    # the Allan figure alone on its row: nothing beside it
-    assert re.search(r"<div class='figures'><figure><img alt=\"Allan deviation[^>]*>"
+    # the Allan figure alone on its row, at the page's width: nothing beside it
+    assert re.search(r"<div class='figures'><figure class='wide'><img alt=\"Allan deviation[^>]*>"
                      r"<figcaption>[^<]*</figcaption></figure></div>", page)  # fmt: skip

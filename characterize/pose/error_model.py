@@ -696,6 +696,42 @@ class _OptResult:
     converged: np.ndarray  # (P,) bool
 
 
+def _saddle_free(
+    th: np.ndarray, g: np.ndarray, hs: np.ndarray, lower: np.ndarray, upper: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """The saddle-free Newton parts of problems at ``th`` (P, d) with gradient ``g`` and
+    Hessian ``hs``: the free parameters (not held at a bound the gradient pushes
+    against), the Hessian's eigenvectors and |eigenvalues| (floored), the gradient in
+    that basis and the Newton decrement ``g·|H|⁻¹g/2``."""
+    d = th.shape[1]
+    lo_hit = (th <= lower + _AT_BOUND) & (g > 0)
+    hi_hit = (th >= upper - _AT_BOUND) & (g < 0)
+    free = ~(lo_hit | hi_hit)
+    hm = hs * free[:, :, None] * free[:, None, :]
+    hm[:, np.arange(d), np.arange(d)] += ~free
+    ev, vec = np.linalg.eigh(hm)
+    ev_abs = np.maximum(np.abs(ev), 1e-8 * np.abs(ev).max(axis=1, keepdims=True) + 1e-12)
+    proj = np.einsum("pij,pi->pj", vec, g * free)
+    decrement = 0.5 * np.sum(proj**2 / ev_abs, axis=1)
+    return free, vec, ev_abs, proj, decrement
+
+
+def _damped_step(
+    vec: np.ndarray, ev_abs: np.ndarray, proj: np.ndarray, free: np.ndarray, lam: np.ndarray
+) -> np.ndarray:
+    """The Levenberg-Marquardt step in the |H| eigenbasis (damping ``lam`` × its largest
+    eigenvalue), on the free parameters only, at most 2 (log units) in any one."""
+    scale = ev_abs.max(axis=1)
+    step = -np.einsum("pij,pj->pi", vec, proj / (ev_abs + (lam * scale)[:, None]))
+    step *= free
+    big = np.abs(step).max(axis=1)
+    return step * np.minimum(1.0, 2.0 / np.maximum(big, 1e-300))[:, None]
+
+
+_AT_BOUND = 1e-9
+"""How close to a bound (log units) a parameter counts as held there."""
+
+
 def minimize_batched(
     fun: Callable[[np.ndarray, np.ndarray], np.ndarray],
     theta0: np.ndarray,
@@ -724,7 +760,6 @@ def minimize_batched(
     """
     p, d = theta0.shape
     offsets, pairs = _stencil(d, h)
-    tiny = 1e-9
 
     def evaluate(th: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, ...]:
         sets = np.clip(th[:, None, :] + offsets[None], lower[act, None, :], upper[act, None, :])
@@ -748,35 +783,19 @@ def minimize_batched(
             progress(it, max_iter)
         if active.size == 0:
             break
-        th, g, hs = theta[active], grad[active], hess[active]
-        lo_hit = (th <= lower[active] + tiny) & (g > 0)
-        hi_hit = (th >= upper[active] - tiny) & (g < 0)
-        free = ~(lo_hit | hi_hit)
-        hm = hs * free[:, :, None] * free[:, None, :]
-        hm[:, np.arange(d), np.arange(d)] += ~free
-        gm = g * free
-        ev, vec = np.linalg.eigh(hm)
-        ev_abs = np.maximum(np.abs(ev), 1e-8 * np.abs(ev).max(axis=1, keepdims=True) + 1e-12)
-        proj = np.einsum("pij,pi->pj", vec, gm)
-        decrement = 0.5 * np.sum(proj**2 / ev_abs, axis=1)
+        th = theta[active]
+        free, vec, ev_abs, proj, decrement = _saddle_free(
+            th, grad[active], hess[active], lower[active], upper[active]
+        )
         done = decrement < tol
         converged[active[done]] = True
         keep = ~done
         active, th, proj, vec, ev_abs, free = (
-            active[keep],
-            th[keep],
-            proj[keep],
-            vec[keep],
-            ev_abs[keep],
-            free[keep],
+            x[keep] for x in (active, th, proj, vec, ev_abs, free)
         )
         if active.size == 0:
             break
-        scale = ev_abs.max(axis=1)
-        step = -np.einsum("pij,pj->pi", vec, proj / (ev_abs + (lam[active] * scale)[:, None]))
-        step *= free
-        big = np.abs(step).max(axis=1)
-        step *= np.minimum(1.0, 2.0 / np.maximum(big, 1e-300))[:, None]
+        step = _damped_step(vec, ev_abs, proj, free, lam[active])
         trial = np.clip(th + step, lower[active], upper[active])
         f_t, g_t, h_t = evaluate(trial, active)
         iters[active] += 1

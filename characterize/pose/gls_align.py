@@ -222,6 +222,44 @@ def _apply(frame: Frame, step: np.ndarray, centre: np.ndarray) -> Frame:
     return Frame(rot, np.asarray(trans, dtype=float), body, frame.mode)
 
 
+def _normal_equations(
+    sessions: list[_Session],
+    offsets: np.ndarray,
+    frame: Frame,
+    centre: np.ndarray,
+    params: np.ndarray,
+    col: np.ndarray,
+    n_delta: int,
+    n_frame: int,
+    max_gap_s: float | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Whitened Gauss-Newton information ``(P, P)`` and gradient ``(P,)`` at the estimate.
+
+    ``col``: each session's offset column (−1: offsets kept); ``n_delta`` offset and
+    ``n_frame`` frame columns (P = their sum); ``params``: the weighting model (6, 4).
+    """
+    n_par = n_delta + n_frame
+    estimate_offset = n_delta > 0
+    info = np.zeros((n_par, n_par))
+    grad = np.zeros(n_par)
+    for i, s in enumerate(sessions):
+        t, e, jac = _design(s, float(offsets[i]), frame, centre, max_gap_s, estimate_offset)
+        full = np.zeros((t.size, 6, n_par))
+        if estimate_offset:
+            full[:, :, col[i]] = jac[:, :, 0]
+        if n_frame:
+            full[:, :, n_delta:] = jac[:, :, 1:]
+        reset = reset_mask(t, s.starts)
+        diffuse = wrong_mask(t, reset, s.wrong)
+        phi, kb, kg, isq = filter_gains(spacings(t), reset, params, diffuse)
+        for a in range(6):
+            cols = np.ascontiguousarray(np.column_stack([e[:, a], full[:, a, :]]))
+            w = whiten_columns(cols, reset, phi[:, a], kb[:, a], kg[:, a], isq[:, a])
+            info += w[:, 1:].T @ w[:, 1:]
+            grad += w[:, 1:].T @ w[:, 0]
+    return info, grad
+
+
 def refine(
     pairs: list[tuple[PoseTrack, PoseTrack]],
     offsets_s: list[float],
@@ -271,23 +309,9 @@ def refine(
     iterations = 0
     info = np.eye(n_par)
     for iterations in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
-        info = np.zeros((n_par, n_par))
-        grad = np.zeros(n_par)
-        for i, s in enumerate(sessions):
-            t, e, jac = _design(s, float(offsets[i]), frame, centre, max_gap_s, estimate_offset)
-            full = np.zeros((t.size, 6, n_par))
-            if estimate_offset:
-                full[:, :, col[i]] = jac[:, :, 0]
-            if n_frame:
-                full[:, :, n_delta:] = jac[:, :, 1:]
-            reset = reset_mask(t, s.starts)
-            diffuse = wrong_mask(t, reset, s.wrong)
-            phi, kb, kg, isq = filter_gains(spacings(t), reset, params, diffuse)
-            for a in range(6):
-                cols = np.ascontiguousarray(np.column_stack([e[:, a], full[:, a, :]]))
-                w = whiten_columns(cols, reset, phi[:, a], kb[:, a], kg[:, a], isq[:, a])
-                info += w[:, 1:].T @ w[:, 1:]
-                grad += w[:, 1:].T @ w[:, 0]
+        info, grad = _normal_equations(
+            sessions, offsets, frame, centre, params, col, n_delta, n_frame, max_gap_s
+        )
         try:
             step = -np.linalg.solve(info, grad)
         except np.linalg.LinAlgError as exc:

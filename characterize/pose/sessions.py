@@ -34,6 +34,7 @@ from sensorbench.characterize.pose.align import (
 )
 from sensorbench.characterize.pose.error_model import (
     FitOptions,
+    GroupFits,
     PoseErrorModel,
     Progress,
     fit_groups,
@@ -685,52 +686,26 @@ def prepare_campaign(
         for tr, al, n, src in zip(tracks, first, names, sources, strict=True)
     ]
     own_models = fit_groups([p.series for p in start], [[i] for i in range(len(tracks))])
-    alone, drifts, own_fits = [], [], []
-    for i, (tr, al, ps, fit) in enumerate(zip(tracks, first, start, own_models, strict=True)):
-        params = np.stack([fit[a].values for a in POSE_AXES])
-        starts = ps.series.reloc_times_s()
-        g = refine(
-            [tr],
-            [al.offset_s],
-            _frame_of(al, mode),
-            [starts],
-            params,
-            estimate_offset=estimate,
-            max_gap_s=max_gap_s,
-            wrong=[_wrong_times(ps.series, fit.wrong.masks[0])],
+    search = (max_offset_s, max_gap_s) if estimate else None
+    own = [
+        _own_alignment(tracks[i], start[i], own_models[i], mode, xcorr[i], search, max_gap_s, i)
+        for i in range(len(tracks))
+    ]
+    alone = [
+        _segmented(
+            *tr,
+            al,
+            names[i],
+            max_gap_s,
+            sources[i],
+            ps.segmentation,
+            ps.series.reloc_times_s(),
+            names[i],
+            (g, 0, f"own {i}"),
         )
-        se, drift = g.offset_se_s(0), None
-        if estimate:
-            drift = offset_pieces(tr, float(g.offsets_s[0]), g.frame, starts, params, max_gap_s)
-            se *= 1.0 if drift is None else drift.inflation
-        drifts.append(drift)
-        own = _with_frame(al, float(g.offsets_s[0]), g.frame, se)
-        if estimate:
-            own = replace(
-                own,
-                time_offset_method="GLS under the error model, from an angular-rate xcorr",
-                rate_correlation=xcorr[i][1],
-                offset_at_search_limit=offset_at_limit(xcorr[i][0], max_offset_s),
-                max_offset_s=max_offset_s,
-                rate_window_s=rate_window_s(*tr),
-            )
-            _mark_unstable(*tr, ps, se, max_gap_s)
-        own_fits.append(g)
-        alone.append(
-            _segmented(
-                *tr,
-                own,
-                names[i],
-                max_gap_s,
-                sources[i],
-                ps.segmentation,
-                starts,
-                names[i],
-                (g, 0, f"own {i}"),
-            )
-        )
-    offset = _campaign_offset(alone, xcorr, drifts, estimate)
-    offsets = [offset.offset_s if offset.pooled else a.alignment.offset_s for a in alone]
+        for i, (tr, ps, (al, _, g)) in enumerate(zip(tracks, start, own, strict=True))
+    ]
+    offset = _campaign_offset(alone, xcorr, [d for _, d, _ in own], estimate)
     kept, check = list(range(len(tracks))), None
     if align == "campaign" and len(tracks) >= 2:
         # the map check needs no error model: rate-correlated offsets, Umeyama frames
@@ -738,22 +713,109 @@ def prepare_campaign(
             tracks, names, [al.offset_s for al in first], start, mode, max_gap_s, frame_alpha
         )
     camp = PreparedCampaign(
-        [], check, offset, tracks, kept, alone, align, mode, max_gap_s, own_fits
+        [], check, offset, tracks, kept, alone, align, mode, max_gap_s, [g for *_, g in own]
     )
+    alignments = _kept_alignments(camp, estimate)
+    evo = _evo_alignments(tracks, kept, alignments, mode, align, max_gap_s)
+    joint_scope = align == "campaign" and len(kept) > 1
+    scope = "none" if align == "none" else ("campaign" if joint_scope else "session")
+    for j in kept:
+        a = alone[j]
+        ps = _segmented(
+            *tracks[j],
+            alignments[j],
+            names[j],
+            max_gap_s,
+            sources[j],
+            a.segmentation,
+            a.series.reloc_times_s(),
+            "campaign" if align == "campaign" else names[j],
+            camp._nuisance(camp.fit, kept, j, "campaign"),
+            trajectory=evo[j],
+        )
+        camp.prepared.append(
+            replace(
+                ps,
+                alignment_scope=scope,
+                campaign_sessions=len(kept) if joint_scope else 1,
+            )
+        )
+    if check is not None:
+        _own_alignment_shift(check, tracks, names, alone, camp.prepared[0].alignment)
+    return camp
+
+
+def _own_alignment(
+    tr: tuple[PoseTrack, PoseTrack],
+    ps: PreparedSession,
+    fit: GroupFits,
+    mode: str,
+    xcorr: tuple[float, float],
+    search: tuple[float, float | None] | None,
+    max_gap_s: float | None,
+    index: int,
+) -> tuple[Alignment, OffsetDrift | None, GroupFit]:
+    """Session ``index``'s own offset and frame by GLS, weighted by its own model ``fit``.
+
+    ``ps``: the session segmented under its first (rate-correlated, Umeyama) alignment;
+    ``search``: ``(max_offset_s, max_gap_s)`` when the offset is estimated, None when
+    given. Returns the alignment (its offset's se inflated by drift between pieces of
+    the session), that drift and the GLS fit.
+    """
+    al = ps.alignment
+    params = np.stack([fit[a].values for a in POSE_AXES])
+    starts = ps.series.reloc_times_s()
+    g = refine(
+        [tr],
+        [al.offset_s],
+        _frame_of(al, mode),
+        [starts],
+        params,
+        estimate_offset=search is not None,
+        max_gap_s=max_gap_s,
+        wrong=[_wrong_times(ps.series, fit.wrong.masks[0])],
+    )
+    se = g.offset_se_s(0)
+    own = _with_frame(al, float(g.offsets_s[0]), g.frame, se)
+    if search is None:
+        return own, None, g
+    max_offset_s, _ = search
+    drift = offset_pieces(tr, float(g.offsets_s[0]), g.frame, starts, params, max_gap_s)
+    se *= 1.0 if drift is None else drift.inflation
+    own = replace(
+        own,
+        offset_se_s=float(se),
+        time_offset_method="GLS under the error model, from an angular-rate xcorr",
+        rate_correlation=xcorr[1],
+        offset_at_search_limit=offset_at_limit(xcorr[0], max_offset_s),
+        max_offset_s=max_offset_s,
+        rate_window_s=rate_window_s(*tr),
+    )
+    _mark_unstable(*tr, ps, se, max_gap_s)
+    return own, drift, g
+
+
+def _kept_alignments(camp: PreparedCampaign, estimate: bool) -> dict[int, Alignment]:
+    """The kept sessions' alignments: one GLS frame (and pooled offset) for the campaign,
+    the pooled offset in each own frame, or each session's own; sets ``camp.fit``."""
+    alone, kept, offset = camp.alone, camp.kept, camp.time_offset
     alignments = {j: alone[j].alignment for j in kept}
-    if align == "campaign":
+    offsets = [offset.offset_s if offset.pooled else a.alignment.offset_s for a in alone]
+    if camp.align == "campaign":
         pooled = estimate and offset.pooled
-        pairs = [tracks[j] for j in kept]
+        pairs = [camp.tracks[j] for j in kept]
         weights = fit_groups([alone[j].series for j in kept], [list(range(len(kept)))])[0]
-        joint = align_sessions(pairs, mode, [offsets[j] for j in kept], max_gap_s=max_gap_s)
+        joint = align_sessions(
+            pairs, camp.mode, [offsets[j] for j in kept], max_gap_s=camp.max_gap_s
+        )
         g = refine(
             pairs,
             [offsets[j] for j in kept],
-            _frame_of(joint[0], mode),
+            _frame_of(joint[0], camp.mode),
             [alone[j].series.reloc_times_s() for j in kept],
             np.stack([weights[a].values for a in POSE_AXES]),
             estimate_offset=pooled,
-            max_gap_s=max_gap_s,
+            max_gap_s=camp.max_gap_s,
             wrong=[
                 _wrong_times(alone[j].series, m)
                 for j, m in zip(kept, weights.wrong.masks, strict=True)
@@ -774,39 +836,11 @@ def prepare_campaign(
     elif offset.pooled and estimate:
         for j in kept:
             own = alone[j].alignment
-            alignments[j] = _with_frame(own, offset.offset_s, _frame_of(own, mode), offset.se_s)
-        camp.fit = _offset_only(alignments[kept[0]])
-    evo = _evo_alignments(tracks, kept, alignments, mode, align, max_gap_s)
-    for j in kept:
-        a = alone[j]
-        camp.prepared.append(
-            _segmented(
-                *tracks[j],
-                alignments[j],
-                names[j],
-                max_gap_s,
-                sources[j],
-                a.segmentation,
-                a.series.reloc_times_s(),
-                "campaign" if align == "campaign" else names[j],
-                camp._nuisance(camp.fit, kept, j, "campaign"),
-                trajectory=evo[j],
+            alignments[j] = _with_frame(
+                own, offset.offset_s, _frame_of(own, camp.mode), offset.se_s
             )
-        )
-    joint_scope = align == "campaign" and len(kept) > 1
-    camp.prepared = [
-        replace(
-            p,
-            alignment_scope="none"
-            if align == "none"
-            else ("campaign" if joint_scope else "session"),
-            campaign_sessions=len(kept) if joint_scope else 1,
-        )
-        for p in camp.prepared
-    ]
-    if check is not None:
-        _own_alignment_shift(check, tracks, names, alone, camp.prepared[0].alignment)
-    return camp
+        camp.fit = _offset_only(alignments[kept[0]])
+    return alignments
 
 
 def _evo_alignments(

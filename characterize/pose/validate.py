@@ -22,7 +22,9 @@ Verdicts, family-wise: within a session, the 6 × 7 = 42 checks are combined by 
 max-|z| statistic whose null distribution comes from the same draws (Westfall-Young
 single step: each statistic is transformed — log for RMS, max |e|, growth, the mean
 square and the kurtosis, atanh for lag-1 — and standardised by the draws; the
-critical value c is the (1 - α_s) quantile of the draws' own max |z|). A check fails
+critical value c is the (1 - α_s) quantile of the draws' own max |z|). The family's
+level holds, but its false alarms fall mostly on the heavy-tailed checks: on a
+session of five segments growth takes ~60 % of them and the mean ~10-30 %. A check fails
 when its |z| > c; a session fails when any check fails; α_s = 1 - (1 - α)^(1/m) is
 Šidák over the m sessions under test, so a correct model passes the whole campaign
 with probability ≈ 1 - α.
@@ -369,39 +371,7 @@ def validate_sessions(
         raise FitError(f"need at least 100 draws for percentiles, got {n_draws}")
     n = len(series)
     if model is not None:
-        alpha_s = _sidak(alpha, n)
-        streams = np.random.default_rng(seed).spawn(n)
-        given = []
-        wr = model.wrong_relocalizations
-        n_relocs = int(wr.get("n_relocalizations", model.axes["x"].n_segments))
-        n_usual = n_relocs - int(wr.get("n_wrong", 0))
-        for i, s in enumerate(series):
-            marked, shift = held_out_wrong(s, model.axes, n_usual, n_relocs)
-            given.append(
-                check_session(
-                    marked,
-                    model.params_array(),
-                    model.cov_log_array() if parameter_uncertainty else None,
-                    n_draws,
-                    streams[i],
-                    alpha_s,
-                    model.sigma_b_quantiles(),
-                    shift=shift,
-                )
-            )
-            if progress is not None:
-                progress(i + 1, n)
-        named = [c.name for c in given if not c.passed]
-        return ValidationReport(
-            given,
-            n_draws,
-            seed,
-            alpha,
-            alpha_s,
-            "given model",
-            parameter_uncertainty,
-            named=named,
-        )
+        return _given_model(series, model, n_draws, seed, alpha, parameter_uncertainty, progress)
     if n < 2:
         raise FitError(
             "leave-one-session-out needs at least 2 sessions; pass a model file to "
@@ -450,6 +420,45 @@ def validate_sessions(
         "leave-one-session-out",
         parameter_uncertainty,
         named=named,
+    )
+
+
+def _given_model(
+    series: list[ErrorSeries],
+    model: PoseErrorModel,
+    n_draws: int,
+    seed: int,
+    alpha: float,
+    parameter_uncertainty: bool,
+    progress: Progress | None,
+) -> ValidationReport:
+    """Every session checked against ``model`` (no refit); every failing one named."""
+    n = len(series)
+    alpha_s = _sidak(alpha, n)
+    streams = np.random.default_rng(seed).spawn(n)
+    given = []
+    wr = model.wrong_relocalizations
+    n_relocs = int(wr.get("n_relocalizations", model.axes["x"].n_segments))
+    n_usual = n_relocs - int(wr.get("n_wrong", 0))
+    for i, s in enumerate(series):
+        marked, shift = held_out_wrong(s, model.axes, n_usual, n_relocs)
+        given.append(
+            check_session(
+                marked,
+                model.params_array(),
+                model.cov_log_array() if parameter_uncertainty else None,
+                n_draws,
+                streams[i],
+                alpha_s,
+                model.sigma_b_quantiles(),
+                shift=shift,
+            )
+        )
+        if progress is not None:
+            progress(i + 1, n)
+    named = [c.name for c in given if not c.passed]
+    return ValidationReport(
+        given, n_draws, seed, alpha, alpha_s, "given model", parameter_uncertainty, named=named
     )
 
 

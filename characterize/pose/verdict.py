@@ -193,71 +193,14 @@ class Verdict:
     def lines(self) -> list[str]:
         """The two-part verdict as text (the CLI prints it)."""
         out = ["Verdict, part 1 — does the model describe the errors?"]
-        out.append(
-            "  axis    tau (s) [95 %]            median segment (s)  stationary  trend p"
-            "   var-growth p"
-        )
-        for a in POSE_AXES:
-            st, tr = self.stationarity[a], self.trend[a]
-            lo, hi = st.tau_ci95_s
-            ci = f"[{lo:.3g}, {hi:.3g}]" if st.tau_identified else "(not identified)"
-            tp = f"{tr.p_value:.2g}" if tr.testable else "n/a"
-            tp += " DRIFT" if tr.failed else ""
-            g = self.growth.get(a)
-            gp = f"{g.p_value:.2g}" if g is not None and g.testable else "n/a"
-            gp += " DRIFT" if g is not None and g.failed else ""
-            flag = "yes" if st.stationary else "DRIFT"
-            out.append(
-                f"  {a:6s} {st.tau_s:8.3g} {ci:18s} {st.median_segment_s:12.3g}"
-                f"        {flag:10s}  {tp:9s} {gp}"
-            )
-        if self.scale is not None:
-            sc = self.scale
-            state = "SCALE" if sc.failed else ("ok" if sc.testable else "not testable")
-            out.append(
-                f"  scale ({'Sim(2)' if sc.planar else 'Sim(3)'}): {sc.scale:.4f} "
-                f"[{sc.ci95[0]:.4f}, {sc.ci95[1]:.4f}] (batch means, {sc.n_blocks} blocks), "
-                f"tolerance {100 * sc.tolerance:g} %: {state}"
-            )
-        if self.frames is not None:
-            fr = self.frames
-            bad = fr.failed_sessions()
-            if bad:
-                state = "not in the campaign's map: " + ", ".join(bad)
-            elif fr.testable:
-                state = "all sessions in one map"
-            else:
-                state = "not testable (too few relocalizations within sessions)"
-            out.append(f"  frames (--align {self.align}): {state}")
-        if self.validation is not None:
-            v = self.validation
-            out.append(
-                f"  Monte Carlo ({v.mode}): "
-                + ("passed" if v.passed else f"{len(v.failures())} failed checks")
-            )
+        out += self._axis_lines() + self._campaign_lines()
         out.append("  model: " + ("HOLDS" if self.model_ok else "FAILED"))
-        for r in self.reasons():
-            out.append(f"    {r}")
+        out += [f"    {r}" for r in self.reasons()]
         out.append("Verdict, part 2 — are the errors small enough?")
         if not self.requirements:
             out.append("  no requirement given (--require AXIS.STAT<=VALUE)")
-        words = {"holds": "holds", "fails": "FAILS", "undecided": "CANNOT TELL"}
         for req in self.requirements:
-            q = req.requirement
-            u = AXIS_UNITS[q.axis]
-            lo, hi = req.quantile_bounds
-            out.append(
-                f"  {q.text:20s} over {req.horizon_s:g} s, {100 * req.confidence:g} % quantile "
-                f"{req.quantile_estimate:.4g} {u}, {100 * req.verdict_confidence:g} % bounds "
-                f"[{lo:.4g}, {hi:.4g}]: {words[req.verdict]}"
-            )
-            out.append(
-                f"  {'':20s} a new horizon: median {req.predicted_median:.4g} {u}, "
-                f"{100 * req.confidence:g} % {req.predicted_quantile:.4g} {u} "
-                f"(P within {req.prob_within:.3f})"
-            )
-            if not req.holds:
-                out.append(f"    {req.reason()}")
+            out += _requirement_lines(req)
         if self.wrong:
             between = " (the requirements hold between them)" if self.requirements else ""
             out.append(f"  {self.wrong_line()}{between}")
@@ -272,6 +215,71 @@ class Verdict:
         else:
             out.append("VERDICT: FAILED")
         return out
+
+    def _axis_lines(self) -> list[str]:
+        """Per axis: τ, its interval, the median segment and the drift tests' p-values."""
+        out = [
+            "  axis    tau (s) [95 %]            median segment (s)  stationary  trend p"
+            "   var-growth p"
+        ]
+        for a in POSE_AXES:
+            st, tr, g = self.stationarity[a], self.trend[a], self.growth.get(a)
+            lo, hi = st.tau_ci95_s
+            ci = f"[{lo:.3g}, {hi:.3g}]" if st.tau_identified else "(not identified)"
+            tp = (f"{tr.p_value:.2g}" if tr.testable else "n/a") + (" DRIFT" if tr.failed else "")
+            gp = "n/a" if g is None or not g.testable else f"{g.p_value:.2g}"
+            gp += " DRIFT" if g is not None and g.failed else ""
+            flag = "yes" if st.stationary else "DRIFT"
+            out.append(
+                f"  {a:6s} {st.tau_s:8.3g} {ci:18s} {st.median_segment_s:12.3g}"
+                f"        {flag:10s}  {tp:9s} {gp}"
+            )
+        return out
+
+    def _campaign_lines(self) -> list[str]:
+        """Scale, frames and the Monte Carlo, one line each (those that ran)."""
+        out = []
+        if self.scale is not None:
+            sc = self.scale
+            state = "SCALE" if sc.failed else ("ok" if sc.testable else "not testable")
+            out.append(
+                f"  scale ({'Sim(2)' if sc.planar else 'Sim(3)'}): {sc.scale:.4f} "
+                f"[{sc.ci95[0]:.4f}, {sc.ci95[1]:.4f}] (batch means, {sc.n_blocks} blocks), "
+                f"tolerance {100 * sc.tolerance:g} %: {state}"
+            )
+        if self.frames is not None:
+            bad = self.frames.failed_sessions()
+            if bad:
+                state = "not in the campaign's map: " + ", ".join(bad)
+            elif self.frames.testable:
+                state = "all sessions in one map"
+            else:
+                state = "not testable (too few relocalizations within sessions)"
+            out.append(f"  frames (--align {self.align}): {state}")
+        if self.validation is not None:
+            v = self.validation
+            failed = f"{len(v.failures())} failed checks"
+            out.append(f"  Monte Carlo ({v.mode}): " + ("passed" if v.passed else failed))
+        return out
+
+
+def _requirement_lines(req: RequirementResult) -> list[str]:
+    """One requirement's verdict, its prediction for a new horizon, and why when not held."""
+    q = req.requirement
+    u = AXIS_UNITS[q.axis]
+    lo, hi = req.quantile_bounds
+    words = {"holds": "holds", "fails": "FAILS", "undecided": "CANNOT TELL"}
+    out = [
+        f"  {q.text:20s} over {req.horizon_s:g} s, {100 * req.confidence:g} % quantile "
+        f"{req.quantile_estimate:.4g} {u}, {100 * req.verdict_confidence:g} % bounds "
+        f"[{lo:.4g}, {hi:.4g}]: {words[req.verdict]}",
+        f"  {'':20s} a new horizon: median {req.predicted_median:.4g} {u}, "
+        f"{100 * req.confidence:g} % {req.predicted_quantile:.4g} {u} "
+        f"(P within {req.prob_within:.3f})",
+    ]
+    if not req.holds:
+        out.append(f"    {req.reason()}")
+    return out
 
 
 def scale_inputs(prepared: list) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:

@@ -1,0 +1,291 @@
+"""How ``fit pose-error`` and ``validate`` state their results: text lines and JSON.
+
+The commands stay thin: they run the fit or the validation, then print what
+:class:`FitSummary` and :func:`validation_lines` return. Lengths are shown in mm,
+angles in degrees, times in s or ms (:data:`series.DISPLAY_UNITS`); the JSON keeps
+SI units (m, rad, s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sensorbench.characterize.pose.allan import allan_cross_check
+from sensorbench.characterize.pose.drift import AxisStationarity, stationarity
+from sensorbench.characterize.pose.error_model import PARAMS, PoseErrorModel
+from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES
+from sensorbench.characterize.pose.series import (
+    AXIS_UNITS,
+    DISPLAY_UNITS,
+    POSE_AXES,
+    param_unit,
+)
+from sensorbench.characterize.pose.validate import ValidationReport
+
+
+def fmt(v: float, unit: str) -> str:
+    """``v`` (stored unit ``unit``: m, rad or s) in its display unit, with the unit."""
+    k, shown, form = DISPLAY_UNITS[unit]
+    return f"{form.format(k * v)} {shown}"
+
+
+def model_table(model: PoseErrorModel) -> list[str]:
+    """Every axis' parameters with their 95 % intervals (or why not identified)."""
+    lines = ["axis   param        value            95 % interval"]
+    for a in POSE_AXES:
+        f = model.axes[a]
+        ci = f.ci()
+        for j, p in enumerate(PARAMS):
+            unit = param_unit(a, p)
+            if f.identified[j]:
+                interval = f"[{fmt(ci[j, 0], unit).strip()}, {fmt(ci[j, 1], unit).strip()}]"
+            else:
+                interval = "not identified (the likelihood is flat in it)"
+            lines.append(f"{a:6s} {p:8s} {fmt(f.values[j], unit)}   {interval}")
+    return lines
+
+
+def ms(value_s: float, se_s: float) -> str:
+    """``+12.34 ± 0.56 ms`` from seconds (no ± without a standard error)."""
+    se = f" ± {1000 * se_s:.2f}" if np.isfinite(se_s) else ""
+    return f"{1000 * value_s:+.2f}{se} ms"
+
+
+def offset_line(offset: Any) -> str:
+    """The campaign's time offset (:class:`sessions.TimeOffset`), its se and how it was found."""
+    if offset.method == "given":
+        return f"time offset {1000 * offset.offset_s:+.2f} ms (given)"
+    own = ", ".join(f"{n} {ms(v['offset_s'], v['se_s'])}" for n, v in offset.sessions.items())
+    if offset.pooled:
+        agree = (
+            f"consistency p = {offset.consistency_p:.2g}"
+            if np.isfinite(offset.consistency_p)
+            else "one session: no other to agree with"
+        )
+        return (
+            f"time offset {ms(offset.offset_s, offset.se_s)} (one for the campaign, GLS "
+            f"with the frame; the sessions' own: {own}; {agree})"
+        )
+    return f"time offsets per session (they differ, p = {offset.consistency_p:.2g}): {own}"
+
+
+def unstable_note(seg: Any) -> str:
+    """``; k detection(s) change ...`` when detections move with the offset ± 2σ, else ``""``."""
+    k = seg.unstable_times_s.size
+    if k == 0:
+        return ""
+    times = ", ".join(f"{t:.2f}" for t in seg.unstable_times_s)
+    return (
+        f"; {k} detection(s) change when the time offset moves by ±2 x "
+        f"{1000 * seg.offset_sigma_s:.1f} ms: at {times} s"
+    )
+
+
+def trajectory_lines(ps: Any) -> list[str]:
+    """ATE, RPE, time offset and alignment of a prepared session, as evo states them."""
+    al, te = ps.alignment, ps.trajectory
+    offset = ms(al.offset_s, ps.offset_sigma_s)
+    lines = [f"time offset {offset} ({al.time_offset_method}); alignment {ps.alignment_used()}"]
+    if te is not None:
+        a = te.ate_m.scaled(1000.0)
+        r, d = te.rpe_m.scaled(1000.0), te.rpe_deg.scaled(1.0)
+        lines.append(
+            f"ATE (evo_ape, translation): RMSE {a['rmse']:.2f} mm, mean {a['mean']:.2f}, "
+            f"median {a['median']:.2f}, max {a['max']:.2f} mm over {te.ate_m.n} pairs"
+        )
+        lines.append(
+            f"RPE (evo_rpe, delta {te.rpe_delta_frames} frames = {te.rpe_delta_s:.2f} s): "
+            f"translation RMSE {r['rmse']:.2f} mm (mean {r['mean']:.2f}, median "
+            f"{r['median']:.2f}, max {r['max']:.2f}), rotation RMSE {d['rmse']:.3f} deg "
+            f"(max {d['max']:.3f}) over {te.rpe_m.n} pairs"
+        )
+    return lines
+
+
+def session_line(ps: Any) -> str:
+    """``name: N samples over T s, relocalizations: method (k)`` of a prepared session."""
+    s, seg = ps.series, ps.segmentation
+    return (
+        f"{s.name}: {s.n} samples over {s.duration_s:.1f} s, relocalizations: "
+        f"{seg.method} ({s.n_segments - 1})" + unstable_note(seg)
+    )
+
+
+@dataclass
+class FitSummary:
+    """What ``fit pose-error`` states about a fitted campaign.
+
+    Attributes:
+        campaign: the prepared campaign (:class:`sessions.PreparedCampaign`).
+        model: the model fitted on it.
+        station: τ against the segment lengths, per axis.
+        allan: the Allan cross-check per axis (:func:`allan.allan_cross_check`).
+        warnings: what the user must not overlook (offset at its search limit, ...).
+    """
+
+    campaign: Any
+    model: PoseErrorModel
+    station: dict[str, AxisStationarity]
+    allan: dict[str, dict[str, Any]]
+    warnings: list[str]
+
+    @classmethod
+    def of(cls, campaign: Any, model: PoseErrorModel) -> FitSummary:
+        """The cross-checks and warnings of ``model`` fitted on ``campaign``."""
+        series = campaign.series
+        warnings = [
+            f"{ps.series.name}: time offset {1000 * ps.alignment.offset_s:+.1f} ms is at the "
+            f"search limit (±{1000 * ps.alignment.max_offset_s:.0f} ms): the true offset may "
+            "lie outside it; widen --max-offset or give --time-offset"
+            for ps in campaign.prepared
+            if ps.alignment.offset_at_search_limit
+        ]
+        offset = campaign.time_offset
+        if offset.method == "gls" and not offset.pooled:
+            warnings.append(
+                "the sessions' time offsets differ (consistency p = "
+                f"{offset.consistency_p:.2g}): each session keeps its own, so validation "
+                "cannot hold a session's offset out"
+            )
+        return cls(
+            campaign,
+            model,
+            stationarity(model, series),
+            allan_cross_check(series, model.params_array()),
+            warnings,
+        )
+
+    def to_dict(self, figures: list[str], model_file: str | None) -> dict[str, Any]:
+        """The JSON document of ``fit pose-error --json``."""
+        prepared, frames = self.campaign.prepared, self.campaign.frames
+        doc = self.model.to_dict()
+        doc["warnings"] = self.warnings
+        doc["sessions"] = [ps.to_dict() for ps in prepared]
+        doc["rms"] = {
+            ps.series.name: dict(
+                zip(POSE_AXES, np.sqrt(np.mean(ps.series.error**2, axis=0)).tolist(), strict=True)
+            )
+            for ps in prepared
+        }
+        doc["allan"] = {
+            a: {k: v for k, v in self.allan[a].items() if "adev" not in k} for a in POSE_AXES
+        }
+        doc["figures"] = figures
+        doc["model_file"] = model_file
+        doc["stationarity"] = {a: v.to_dict() for a, v in self.station.items()}
+        doc["frames"] = None if frames is None else frames.to_dict()
+        doc["time_offset"] = self.campaign.time_offset.to_dict()
+        return doc
+
+    def lines(self) -> list[str]:
+        """The text ``fit pose-error`` prints (without warnings, model file and figures)."""
+        from sensorbench.report.html import wrong_lines
+
+        camp = self.campaign
+        out = []
+        if camp.frames is not None:
+            out += [
+                f"FRAME: {camp.frames.reason(n)}; left out of the fit"
+                for n in camp.frames.failed_sessions()
+            ]
+        if camp.decision:
+            out.append(f"frame alignment: {camp.decision}")
+        out.append(offset_line(camp.time_offset))
+        for ps in camp.prepared:
+            rms = np.sqrt(np.mean(ps.series.error**2, axis=0))
+            out.append(session_line(ps))
+            out.append(
+                "  RMS error: "
+                + ", ".join(
+                    f"{a} {fmt(r, AXIS_UNITS[a]).strip()}"
+                    for a, r in zip(POSE_AXES, rms, strict=True)
+                )
+            )
+            out += [f"  {line}" for line in trajectory_lines(ps)]
+        out += model_table(self.model)
+        out += wrong_lines(self.model.wrong_relocalizations, None)
+        out += self._stationarity_lines()
+        return out + self._allan_lines()
+
+    def _stationarity_lines(self) -> list[str]:
+        out = [
+            "Stationarity: tau (and its 95 % upper bound) against the median relocalization "
+            "segment (limit = fraction x median)"
+        ]
+        for a, st in self.station.items():
+            hi = st.tau_ci95_s[1] if st.tau_identified else float("nan")
+            out.append(
+                f"  {a:6s} tau {st.tau_s:8.3g} s  upper {hi:8.3g} s  limit {st.limit_s:8.3g} s  "
+                + ("stationary" if st.stationary else "DRIFT: not stationary here")
+            )
+        return out
+
+    def _allan_lines(self) -> list[str]:
+        out = [
+            "Allan cross-check (tau from the ADEV peak / 1.89 vs fitted tau; a peak only at "
+            "an interior maximum):"
+        ]
+        for a in POSE_AXES:
+            c = self.allan[a]
+            peak = f"{c['tau_from_peak_s']:8.3f} s" if c["peak_found"] else "no interior peak"
+            out.append(
+                f"  {a:6s} tau_peak {peak}  tau_fit {c['tau_fit_s']:8.3f} s  "
+                f"ADEV data/model in [{c['ratio_min']:.2f}, {c['ratio_max']:.2f}]"
+            )
+        return out
+
+
+def validation_lines(report: ValidationReport, campaign: Any) -> list[str]:
+    """The Monte Carlo validation as ``validate`` prints it: per session its percentiles."""
+    out = []
+    if campaign.decision:
+        out.append(f"frame alignment: {campaign.decision}")
+    out.append(
+        f"{report.mode}, {report.n_draws} draws, family-wise alpha {report.alpha} "
+        f"(per session {report.alpha_session:.4f})"
+    )
+    for chk, ps in zip(report.sessions, campaign.prepared, strict=True):
+        al = ps.alignment
+        out.append(
+            f"{chk.name}: {'PASS' if chk.passed else 'FAIL'} (joint p = {chk.p_joint:.4f}); "
+            f"{ps.series.n} samples, time offset {ms(al.offset_s, al.offset_se_s)}, "
+            f"relocalizations: {ps.segmentation.method} ({ps.series.n_segments - 1})"
+            + unstable_note(ps.segmentation)
+        )
+        out.append("  axis   " + " ".join(f"{s:>9s}" for s in STAT_NAMES))
+        for i, a in enumerate(POSE_AXES):
+            cells = [
+                f"{100 * p:8.2f}{'*' if bad else ' '}" if np.isfinite(p) else f"{'n/a':>9s}"
+                for p, bad in zip(chk.percentile[i], chk.failed[i], strict=True)
+            ]
+            out.append(f"  {a:6s} " + " ".join(cells))
+    for f in report.failures():
+        out.append(
+            f"FAILED: session {f['session']} axis {f['axis']} statistic {f['statistic']}: "
+            f"observed {f['observed']:.4g}, simulated 99.14 % band "
+            f"[{f['sim_band'][0]:.4g}, {f['sim_band'][1]:.4g}], percentile "
+            f"{100 * f['percentile']:.2f} %"
+        )
+    out.append(
+        "percentiles in %; * = failed check. Monte Carlo "
+        + ("PASSED" if report.passed else "FAILED")
+    )
+    return out
+
+
+def validation_document(report: ValidationReport, campaign: Any, sensor: str) -> dict[str, Any]:
+    """The JSON document of ``validate --json`` (without figures, model file and verdict)."""
+    from sensorbench.logs import Session
+    from sensorbench.report.data import validation_document as document
+    from sensorbench.report.data import wrong_relocalizations
+
+    wrong = []
+    for ps in campaign.prepared:
+        with Session(ps.source) as s:
+            wrong.append(wrong_relocalizations(s, sensor))
+    doc = document(report, wrong)
+    doc["prepared"] = [ps.to_dict() for ps in campaign.prepared]
+    return doc
