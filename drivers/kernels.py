@@ -53,8 +53,3 @@ def warm_up() -> float:
         A1Turns("express", sample_us=250).feed(0, capsule * 3)
         _done_s = time.perf_counter() - t0
         return _done_s
-
-
-def warm_up_seconds() -> float | None:
-    """Seconds the process's first :func:`warm_up` took (compile or cache load), or None."""
-    return _done_s

@@ -79,14 +79,6 @@ def build_crc8_table(poly: int = CRC_POLY) -> np.ndarray:
 CRC8_TABLE = build_crc8_table()
 
 
-def crc8(data: bytes | np.ndarray) -> int:
-    """CRC-8/LD19 (poly 0x4D, init 0, no reflection, no final XOR) of ``data``."""
-    crc = 0
-    for byte in np.frombuffer(bytes(data), dtype=np.uint8):
-        crc = int(CRC8_TABLE[crc ^ int(byte)])
-    return crc
-
-
 def _position_tables(table: np.ndarray, max_len: int) -> np.ndarray:
     """``T[d, v]``: CRC of byte ``v`` followed by ``d`` zero bytes (uint8[max_len, 256]).
 

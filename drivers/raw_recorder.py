@@ -102,14 +102,6 @@ def set_raw(fd: int, baud: int) -> None:
     termios.tcsetattr(fd, termios.TCSANOW, [iflag, oflag, cflag, lflag, speed, speed, cc])
 
 
-def is_raw(fd: int) -> bool:
-    """True if the tty ``fd`` has every mode :func:`set_raw` clears cleared."""
-    iflag, oflag, cflag, lflag, _, _, _ = termios.tcgetattr(fd)
-    return not (
-        iflag & _IFLAG_OFF or oflag & termios.OPOST or lflag & _LFLAG_OFF or cflag & termios.CRTSCTS
-    )
-
-
 def _open(port: str, baud: int, dtr: bool | None) -> serial.Serial:
     ser = serial.Serial()
     ser.port = port

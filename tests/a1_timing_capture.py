@@ -30,7 +30,7 @@ def main(out_dir: Path) -> None:
     capture_scenario(
         scenario, 1, path, out_dir / "run", list(LIDARS), (), speed=SPEED, bringup_budget_s=3.0
     )
-    doc = {"warm_up_s": kernels.warm_up_seconds(), "speed": SPEED, "a1": {}}
+    doc = {"warm_up_s": kernels._done_s, "speed": SPEED, "a1": {}}
     with Session(path) as s:
         names = [n for n in s.lidar_names() if s.lidar(n).attrs.get("model") == "A1"]
         params = {n: tomllib.loads(s.truth_attrs(f"lidar/{n}")["params_toml"]) for n in names}

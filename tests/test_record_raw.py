@@ -15,12 +15,20 @@ from click.testing import CliRunner
 
 from sensorbench.cli import cli
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.raw_recorder import is_raw
+from sensorbench.drivers.raw_recorder import _IFLAG_OFF, _LFLAG_OFF
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs import Session
 from sensorbench.logs.raw_file import read_raw_recording, sidecar_path
 from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit, encode_nodes
 from sensorbench.sim.emulator_ld19 import LD19Emulator, encode_packets
+
+
+def is_raw(fd: int) -> bool:
+    """True if the tty ``fd`` has every mode ``set_raw`` clears cleared."""
+    iflag, oflag, cflag, lflag, _, _, _ = termios.tcgetattr(fd)
+    return not (
+        iflag & _IFLAG_OFF or oflag & termios.OPOST or lflag & _LFLAG_OFF or cflag & termios.CRTSCTS
+    )
 
 
 def _make_cooked(path: str) -> None:

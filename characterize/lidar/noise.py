@@ -42,9 +42,7 @@ the band estimates, ``k = outlier_k``):
 * a return on no surface is an **edge outlier** (a mixed pixel) if it lies in an
   edge zone, between the nearest and the farthest surface of the zone, and
   otherwise a *false-point candidate* (this includes any return where every
-  nearby reference is ``inf``); otherwise, if its range lies between the nearest and
-  the farthest surface of the zone it is an **edge outlier** (a mixed pixel), and
-  if not it is a false-point candidate;
+  nearby reference is ``inf``);
 * a false-point candidate is an **isolated false point** unless the previous or
   next point of the same turn is also a candidate at a similar range
   (``max(k σ, 3 %)``): such clusters are transient objects, reported apart.
