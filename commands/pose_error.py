@@ -285,9 +285,11 @@ def fit_pose_error_cmd(
     from sensorbench.characterize.pose.drift import stationarity
     from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES
     from sensorbench.characterize.pose.sessions import fit_prepared
+    from sensorbench.logs.check import refuse_unclosed
 
     if output:
         check_output(output, force=force, inputs=selection.sessions)
+    refuse_unclosed(selection.sessions, "fit pose-error")
     campaign = selection.prepare()
     prepared, frames = campaign.prepared, campaign.frames
     series = campaign.series
@@ -516,8 +518,10 @@ def validate_cmd(
     from sensorbench.characterize.pose.series import POSE_AXES
     from sensorbench.characterize.pose.validate import validate_sessions
     from sensorbench.characterize.pose.verdict import assess
+    from sensorbench.logs.check import refuse_unclosed
 
     requirements = [Requirement.parse(r) for r in require]  # fail fast on a bad one
+    refuse_unclosed(selection.sessions, "validate")
     model = PoseErrorModel.load(model_path) if model_path else None  # fail fast on a bad file
     campaign = selection.prepare()
     prepared, frames = campaign.prepared, campaign.frames
