@@ -84,6 +84,7 @@ def lidar_cmd(
     """
     from sensorbench.characterize.lidar.display import datasheet
     from sensorbench.characterize.lidar.stats import StaticOptions, characterize_session
+    from sensorbench.logs.check import refuse_unclosed
 
     try:
         edges = tuple(float(v) for v in bands.split(","))
@@ -98,6 +99,7 @@ def lidar_cmd(
             param_hint="--bands",
         )
     opts = StaticOptions(min_static_s=min_static_s, bands_m=edges, outlier_k=outlier_k)
+    refuse_unclosed(session, "characterize lidar")
     from sensorbench.logs.time_window import window_ns
 
     window = window_ns(session, t_start, t_end)
@@ -175,9 +177,11 @@ def merge_cmd(
     directions nobody saw are inf. Stamped halfway between the two turns.
     """
     from sensorbench.fusion.scan_merge_session import merge_session
+    from sensorbench.logs.check import refuse_unclosed
 
     out = output or session.with_name(f"{session.stem}_merged.h5")
     check_output(out, force=force, inputs=[session, config_path])
+    refuse_unclosed(session, "merge")
     done = merge_session(
         session,
         front,

@@ -186,9 +186,11 @@ def fit_pose_error_cmd(
     """
     from sensorbench.characterize.pose.display import FitSummary
     from sensorbench.characterize.pose.sessions import fit_prepared
+    from sensorbench.logs.check import refuse_unclosed
 
     if output:
         check_output(output, force=force, inputs=selection.sessions)
+    refuse_unclosed(selection.sessions, "fit pose-error")
     campaign = selection.prepare()
     with progress_bar("fitting the pose-error model", enabled=not as_json) as bar:
         model = fit_prepared(
@@ -343,8 +345,10 @@ def validate_cmd(
     from sensorbench.characterize.pose.requirements import Requirement, judge_requirements
     from sensorbench.characterize.pose.validate import validate_sessions
     from sensorbench.characterize.pose.verdict import assess
+    from sensorbench.logs.check import refuse_unclosed
 
     requirements = [Requirement.parse(r) for r in require]  # fail fast on a bad one
+    refuse_unclosed(selection.sessions, "validate")
     model = PoseErrorModel.load(model_path) if model_path else None  # fail fast on a bad file
     campaign = selection.prepare()
     series = campaign.series

@@ -76,11 +76,13 @@ def report_cmd(
     Simulated sessions show the simulated truth beside the recovered values. Figures
     are embedded; the page needs nothing else.
     """
+    from sensorbench.logs.check import refuse_unclosed
     from sensorbench.report.build import ReportOptions, build_report
 
     page = out_dir / "report.html"
     if out_dir.is_dir():
         check_output(page, force=force, inputs=sessions)
+    refuse_unclosed(sessions, "report")
     with progress_bar("report", enabled=not as_json) as bar:
         rep = build_report(
             list(sessions),

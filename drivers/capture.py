@@ -538,7 +538,14 @@ def _new_writer(
 
 
 def _writer_error_text(writer: SessionWriter, exc: BaseException) -> str:
+    from sensorbench.logs.h5_output import NoRoomError
+
     cause = writer.error if writer.error is not None else exc
+    if isinstance(cause, NoRoomError):  # the writer stopped before HDF5 wrote any of a flush
+        return (
+            f"the disk is full ({cause.strerror}): capture stopped and {writer.path} closed "
+            "intact with everything up to the last flush; free space before the next capture"
+        )
     full = (isinstance(cause, OSError) and cause.errno == 28) or "No space" in str(cause)
     what = "the disk is full" if full else f"writing failed ({cause})"
     return (

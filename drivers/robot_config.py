@@ -723,8 +723,10 @@ def load_robot_config(
     path: str | os.PathLike[str], run_dir: str | os.PathLike[str] | None = None
 ) -> RobotConfig:
     """Read and validate a robot.toml file (see :func:`parse_robot_config`)."""
+    from sensorbench.logs.atomic_output import regular_input
+
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
+        text = regular_input(path, ConfigError).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the robot configuration: {exc}") from exc
     return parse_robot_config(text, os.fspath(path), run_dir)

@@ -35,7 +35,7 @@ from typing import Any
 
 import click
 
-from sensorbench.errors import OutputError
+from sensorbench.errors import OutputError, SensorbenchError, SessionError
 from sensorbench.logs.update_lock import DEFAULT_WAIT_S, UpdateLock, writer_of
 
 PathLike = str | os.PathLike[str]
@@ -84,6 +84,27 @@ _NOT_REGULAR = (
     (stat.S_ISSOCK, "a socket"),
     (stat.S_ISLNK, "a symbolic link"),
 )
+
+
+def regular_input(path: PathLike, error: type[SensorbenchError] = SessionError) -> Path:
+    """``path`` when it names a regular file to read (a link to one counts).
+
+    Raises:
+        error: no such file, or what it is instead: a directory, a device (``/dev/zero``
+            never ends), a FIFO (a read waits for a writer forever) or a socket.
+    """
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read it: {disk_error_text(exc)}") from None
+    if stat.S_ISREG(mode):
+        return path
+    kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+    kind = next((k for test, k in _NOT_REGULAR if test(mode)), kind)
+    raise error(f"{path} is {kind}, not a file to read")
 
 
 def refuse_replacing(path: Path, *, locked: bool = False) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -190,14 +191,20 @@ def _count_losses(events: h5py.Dataset) -> list[str]:
     ]
 
 
-def refuse_unclosed(path: str | os.PathLike[str], command: str) -> None:
-    """Refuse to let ``command`` read a session that is being written (it would see a
-    partial snapshot) or whose writer died (``check --recover`` first).
+def refuse_unclosed(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], command: str
+) -> None:
+    """Refuse to let ``command`` read a session (or any of ``paths``) that is being written
+    (it would see a partial snapshot) or whose writer died (``check --recover`` first).
 
     Raises:
         SessionError: naming the session and its writer, or the way to recover it.
     """
-    path = Path(path)
+    if not isinstance(paths, (str, os.PathLike)):
+        for one in paths:
+            refuse_unclosed(one, command)
+        return
+    path = Path(paths)
     writer = writer_of(path)
     if writer:
         raise SessionError(

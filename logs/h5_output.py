@@ -11,18 +11,22 @@ consistent) and nothing more reaches the disk. HDF5 closes the file normally; th
 writer then calls :meth:`GuardedFile.raise_if_failed` and discards the output.
 
 Only for files written start to finish by one process (simulation, import, decode,
-merge, split, recovery): a live SWMR recording needs HDF5's POSIX driver and stops
-while the disk still has room instead (``drivers/capture.py``). The file carries an
-exclusive ``flock`` while it is open, as HDF5 sets on files it writes, so ``check``
-sees it in use.
+merge, split, recovery): a live SWMR recording needs HDF5's POSIX driver, so before
+each flush its writer reserves on the disk the room the flush can take
+(:func:`reserve_room`); when the disk cannot give it, nothing more is written and the
+file is closed intact (:class:`NoRoomError`). The file carries an exclusive ``flock``
+while it is open, as HDF5 sets on files it writes, so ``check`` sees it in use.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import os
+import resource
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +35,50 @@ import h5py
 from sensorbench.errors import OutputError
 from sensorbench.logs.atomic_output import disk_error_text
 from sensorbench.logs.schema import LIBVER
+
+
+class NoRoomError(OSError):
+    """The disk (or the file-size limit) has no room for the next flush; nothing of it
+    was written, so the file stays consistent up to the last flush."""
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_LIBC.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+_FALLOC_FL_KEEP_SIZE = 1
+_FALLOC_FL_PUNCH_HOLE = 2
+
+
+def reserve_room(fd: int, path: str | os.PathLike[str], growth: int) -> int:
+    """Allocate on the disk ``growth`` bytes past the end of the file open as ``fd``,
+    without changing its size, so writes up to there cannot fail for lack of room;
+    returns that end (bytes). :func:`release_room` gives back what was not used.
+
+    Where the file system cannot preallocate, its free space is checked instead.
+
+    Raises:
+        NoRoomError: the file system has not that room (ENOSPC), or the end would pass
+            the process's file-size limit (EFBIG); the message names ``path``.
+    """
+    end = os.fstat(fd).st_size + max(int(growth), 0)
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and end > limit:
+        raise NoRoomError(errno.EFBIG, os.strerror(errno.EFBIG), str(path))
+    if _LIBC.fallocate(fd, _FALLOC_FL_KEEP_SIZE, 0, end) == 0:
+        return end
+    code = ctypes.get_errno()
+    if code in (errno.EOPNOTSUPP, errno.ENOSYS):
+        if shutil.disk_usage(Path(path).parent).free >= growth:
+            return end
+        code = errno.ENOSPC
+    raise NoRoomError(code, os.strerror(code), str(path))
+
+
+def release_room(fd: int, end: int) -> None:
+    """Free what :func:`reserve_room` allocated past the file's end, up to ``end`` (bytes;
+    best effort: a file system that cannot punch holes keeps it until the file goes)."""
+    size = os.fstat(fd).st_size
+    if end > size:
+        _LIBC.fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, size, end - size)
 
 
 class GuardedFile:

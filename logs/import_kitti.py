@@ -10,6 +10,7 @@ KITTI's camera frame is x right, y down, z forward; the poses are stored as give
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +20,10 @@ import numpy as np
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.importers import (
     MAX_ABS_POSITION_M,
-    Imported,
+    ImportStream,
     _check_positions,
-    _gather,
-    _pose_imported,
+    _pose_chunk,
+    _pose_stream,
     file_sha256,
 )
 from sensorbench.logs.text_table import Table, floats, tables, text_lines, times_ns
@@ -38,13 +39,14 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     return ((i, t) for i, t in text_lines(path) if t.strip(" \t\r\n\f\v"))
 
 
-def read_kitti(
+def stream_kitti(
     path: str | os.PathLike[str],
     times: str | os.PathLike[str] | None = None,
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
-) -> Imported:
-    """KITTI poses from ``path`` with their times from ``times`` (see the module docstring).
+) -> ImportStream:
+    """KITTI poses from ``path`` with their times from ``times`` (see the module
+    docstring), both read a chunk at a time.
 
     Args:
         times: the times file, one time (s) per line for each pose line.
@@ -56,33 +58,43 @@ def read_kitti(
             without 12 numbers, a non-number (``FILE:LINE:COLUMN``), a matrix that is
             not a rotation, a time out of range or stepping backwards.
     """
-    from scipy.spatial.transform import Rotation
-
     path = Path(path)
     if times is None:
         raise ImportFormatError(f"{path}: KITTI poses carry no times; give --times FILE")
     times = Path(times)
-    stamps = _gather(
-        {"t": times_ns(t, 0, "time", "s")}
-        for t in tables(times, _lines(times), None, 1, "expected one time (s), got {n} cells")
-    ).get("t", np.zeros(0, np.int64))
-
-    def convert(t: Table) -> dict[str, np.ndarray]:
-        m = np.stack([floats(t, j, n) for j, n in enumerate(_NAMES)], axis=1)
-        return {"lines": t.lines, "m": m}
-
+    stamps = tables(times, _lines(times), None, 1, "expected one time (s), got {n} cells")
     what = "expected 12 numbers (a 3x4 matrix [R|t], row-major), got {n}"
-    got = _gather(convert(t) for t in tables(path, _lines(path), None, 12, what))
-    n = len(got.get("lines", ()))
-    if n != len(stamps):
-        raise ImportFormatError(
-            f"{path} has {n} poses but {times} has {len(stamps)} times; "
-            "each pose line needs the time on the same line of the times file"
-        )
-    if not n:
-        raise ImportFormatError(f"{path}: no poses")
-    lines, t_ns = got["lines"], stamps
-    mat = got["m"].reshape(-1, 3, 4)
+    poses = tables(path, _lines(path), None, 12, what)
+
+    def chunks() -> Iterator[dict[str, np.ndarray]]:
+        counts = [0, 0]  # poses, times
+        for tp, tt in itertools.zip_longest(poses, stamps):
+            counts[0] += 0 if tp is None else len(tp.lines)
+            counts[1] += 0 if tt is None else len(tt.lines)
+            if tp is None or tt is None or counts[0] != counts[1]:  # both totals named
+                counts[0] += sum(len(t.lines) for t in poses)
+                counts[1] += sum(len(t.lines) for t in stamps)
+                raise ImportFormatError(
+                    f"{path} has {counts[0]} poses but {times} has {counts[1]} times; "
+                    "each pose line needs the time on the same line of the times file"
+                )
+            yield _kitti_chunk(tp, times_ns(tt, 0, "time", "s"), max_position_m)
+        attrs["times_sha256"] = file_sha256(times)  # once read: a bad file is refused first
+
+    attrs = {
+        "source_format": "kitti",
+        "time_base": "times file (s)",
+        "frame": "KITTI camera frame of the first pose (x right, y down, z forward), as given",
+        "times_file": times.name,
+    }
+    return _pose_stream(path, chunks(), attrs, duplicates)
+
+
+def _kitti_chunk(t: Table, t_ns: np.ndarray, max_position_m: float) -> dict[str, np.ndarray]:
+    """A chunk's poses: the 3x3 part must be a rotation (projected to the nearest one)."""
+    from scipy.spatial.transform import Rotation
+
+    mat = np.stack([floats(t, j, n) for j, n in enumerate(_NAMES)], axis=1).reshape(-1, 3, 4)
     rot, pos = mat[:, :, :3], mat[:, :, 3]
     ortho = np.abs(np.transpose(rot, (0, 2, 1)) @ rot - np.eye(3)).max(axis=(1, 2))
     det = np.linalg.det(rot)
@@ -90,17 +102,11 @@ def read_kitti(
     if bad.size:
         k = int(bad[0])
         raise ImportFormatError(
-            f"{path}:{lines[k]}: the 3x3 part is not a rotation (|R^T R - I| up to "
+            f"{t.path}:{t.lines[k]}: the 3x3 part is not a rotation (|R^T R - I| up to "
             f"{ortho[k]:.3g}, det {det[k]:.4f}; tolerance {ROTATION_TOLERANCE}; "
-            f"{bad.size} such line(s)); is this a KITTI pose file?"
+            f"{bad.size} such line(s) in lines {t.lines[0]}-{t.lines[-1]}); is this a KITTI "
+            "pose file?"
         )
-    _check_positions(path, lines, pos, [(4, "tx"), (8, "ty"), (12, "tz")], max_position_m)
+    _check_positions(t.path, t.lines, pos, [(4, "tx"), (8, "ty"), (12, "tz")], max_position_m)
     quat = Rotation.from_matrix(rot).as_quat()  # the nearest rotation: rounding removed
-    attrs = {
-        "source_format": "kitti",
-        "time_base": "times file (s)",
-        "frame": "KITTI camera frame of the first pose (x right, y down, z forward), as given",
-        "times_file": times.name,
-        "times_sha256": file_sha256(times),
-    }
-    return _pose_imported(path, lines, t_ns, pos, quat, np.ones(n, bool), duplicates, attrs)
+    return _pose_chunk(t.path, t.lines, t_ns, pos, quat, np.ones(len(pos), bool))

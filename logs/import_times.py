@@ -12,8 +12,9 @@ re-emits the pose at the same stamp — so they follow a policy:
 Every dropped line is reported. Under ``last``, a kept pose that differs from a
 pose it replaces by more than the file's own sample-to-sample noise allows is a
 correction, flagged ``RELOCALIZED``: the noise σ per axis (position, and rotation
-vector) is estimated from the file's second differences (robust, MAD-based,
-scaled for irregular sampling), and the difference d of a re-measured pose is
+vector) is estimated from the second differences of the chunk being imported (up
+to 65 536 samples, the whole of most files; robust, MAD-based, scaled for irregular
+sampling), and the difference d of a re-measured pose is
 noise-only with probability 1 − :data:`FALSE_FLAG_PROBABILITY` when
 Σ (d_a / (√2 σ_a))² stays below the χ²₃ quantile. σ is floored at
 :data:`NOISE_FLOOR` so a noise-free synthetic file does not flag rounding.

@@ -10,10 +10,11 @@ samples with ``nan`` pose, never zeros.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -26,6 +27,7 @@ from sensorbench.logs.import_times import flag_corrections, order_times
 from sensorbench.logs.model_file import file_sha256
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
 from sensorbench.logs.text_table import (
+    CHUNK_ROWS,
     Table,
     content_lines,
     flags01,
@@ -74,13 +76,39 @@ class Imported:
     """File lines of kept poses flagged RELOCALIZED because they corrected a repeat."""
 
 
-def _gather(chunks: Iterable[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """The columns of every chunk, concatenated (empty when there is none)."""
-    parts: dict[str, list[np.ndarray]] = {}
-    for chunk in chunks:
-        for key, value in chunk.items():
-            parts.setdefault(key, []).append(value)
-    return {key: np.concatenate(values) for key, values in parts.items()}
+class ImportStream(NamedTuple):
+    """A file read chunk by chunk: iterating :attr:`batches` parses it, memory bounded by
+    a chunk (:data:`~sensorbench.logs.text_table.CHUNK_ROWS` rows)."""
+
+    attrs: dict[str, Any]
+    """Stream attributes known from the header."""
+    batches: Iterator[Any]
+    """Checked, de-duplicated samples (:class:`PoseBatch` or :class:`EncoderBatch`), a
+    chunk at a time; raises :class:`ImportFormatError` at the first problem."""
+    duplicates: str
+    """The policy for repeated stamps."""
+    dropped_lines: list[int]
+    """File lines dropped for a repeated stamp, filled while :attr:`batches` runs."""
+    relocalized_lines: list[int]
+    """File lines of kept poses flagged RELOCALIZED, filled while :attr:`batches` runs."""
+    n_counts: int = 0
+    """Counters per frame (pods)."""
+
+    def whole(self) -> Imported:
+        """Every sample in one batch (the whole file in memory), with its attributes."""
+        parts = list(self.batches)
+        cols = [f.name for f in fields(parts[0]) if getattr(parts[0], f.name) is not None]
+        batch = type(parts[0])(**{c: np.concatenate([getattr(b, c) for b in parts]) for c in cols})
+        return Imported(batch, self.final_attrs(), self.dropped_lines, self.relocalized_lines)
+
+    def final_attrs(self) -> dict[str, Any]:
+        """:attr:`attrs` with what the policy dropped and flagged (once read)."""
+        return {
+            **self.attrs,
+            "duplicates_policy": self.duplicates,
+            "duplicate_lines_dropped": len(self.dropped_lines),
+            "duplicates_flagged_relocalized": len(self.relocalized_lines),
+        }
 
 
 def _where(path: Path, line: int, col: int) -> str:
@@ -98,9 +126,10 @@ def _check_positions(
         col, name = cols[k]
         raise ImportFormatError(
             f"{_where(path, int(lines[r]), col)}: column {name!r}: {pos[r, k]:g} m is beyond "
-            f"the position limit of {limit:g} m ({int(bad.sum())} such value(s) in the file); "
-            "check the units, or raise the limit with --max-position-m (georeferenced "
-            "coordinates such as UTM: --max-position-m 1e7; they are kept as float64)"
+            f"the position limit of {limit:g} m ({int(bad.sum())} such value(s) in lines "
+            f"{int(lines[0])}-{int(lines[-1])}); check the units, or raise the limit with "
+            "--max-position-m (georeferenced coordinates such as UTM: --max-position-m 1e7; "
+            "they are kept as float64)"
         )
 
 
@@ -118,6 +147,103 @@ def _check_quats(path: Path, lines: np.ndarray, q: np.ndarray, valid: np.ndarray
     return out
 
 
+def _pose_chunk(
+    path: Path,
+    lines: np.ndarray,
+    t_ns: np.ndarray,
+    pos: np.ndarray,
+    quat: np.ndarray,
+    valid: np.ndarray,
+    flags: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """A chunk's poses (ns, m, xyzw), quaternions checked and normalized, invalid ones nan."""
+    quat = _check_quats(path, lines, quat, valid)
+    return {
+        "lines": np.asarray(lines),
+        "t": np.asarray(t_ns, dtype=np.int64),
+        "pos": np.where(valid[:, None], pos, np.nan),
+        "quat": np.where(valid[:, None], quat, np.nan),
+        "valid": valid,
+        "flags": np.zeros(len(valid), np.uint8) if flags is None else flags.astype(np.uint8),
+    }
+
+
+def _rows(got: dict[str, np.ndarray], rows: slice) -> dict[str, np.ndarray]:
+    return {key: value[rows] for key, value in got.items()}
+
+
+def _joined(a: dict[str, np.ndarray] | None, b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return b if a is None else {key: np.concatenate([a[key], b[key]]) for key in b}
+
+
+def _whole_runs(
+    path: Path, chunks: Iterable[dict[str, np.ndarray]], key: str
+) -> Iterator[dict[str, np.ndarray]]:
+    """The rows of ``chunks`` regrouped so that no run of equal ``key`` stamps spans two
+    units: a run at a chunk's end is held back until it is whole.
+
+    Raises:
+        ImportFormatError: a run longer than a chunk (memory stays bounded).
+    """
+    held: dict[str, np.ndarray] | None = None
+    for got in chunks:
+        unit = _joined(held, got)
+        other = np.flatnonzero(unit[key] != unit[key][-1])
+        cut = int(other[-1]) + 1 if other.size else 0
+        held = _rows(unit, slice(cut, None))
+        if len(held[key]) > CHUNK_ROWS:
+            raise ImportFormatError(
+                f"{path}:{int(held['lines'][0])}: more than {CHUNK_ROWS} samples in a row "
+                "share one timestamp; not a time series"
+            )
+        if cut:
+            yield _rows(unit, slice(0, cut))
+    if held is not None:
+        yield held
+
+
+def _pose_batches(
+    path: Path,
+    chunks: Iterable[dict[str, np.ndarray]],
+    duplicates: str,
+    dropped: list[int],
+    relocalized: list[int],
+) -> Iterator[PoseBatch]:
+    """The poses of ``chunks`` (:func:`_pose_chunk`), checked and de-duplicated a unit of
+    whole runs at a time, each after the last pose kept before it (see
+    :mod:`sensorbench.logs.import_times`)."""
+    last: dict[str, np.ndarray] | None = None
+    for unit in _whole_runs(path, chunks, "t"):
+        ctx = _joined(last, unit)
+        t, flags = ctx["t"], ctx["flags"]
+        order = order_times(path, ctx["lines"], t, duplicates)
+        if not order.keep.all():  # a flag on any line of a run of equal stamps holds for the run
+            new_run = np.r_[True, np.diff(t) != 0]
+            flags = np.bitwise_or.reduceat(flags, np.flatnonzero(new_run))[np.cumsum(new_run) - 1]
+        if duplicates == "last":
+            corrected = flag_corrections(order, t, ctx["pos"], ctx["quat"], ctx["valid"])
+            flags = flags | np.where(corrected, np.uint8(PoseFlag.RELOCALIZED), np.uint8(0))
+            relocalized += [int(n) for n in ctx["lines"][corrected]]
+        dropped += order.dropped_lines
+        keep = order.keep.copy()
+        keep[0] &= last is None  # kept with the unit before
+        pos, quat, valid = ctx["pos"][keep], ctx["quat"][keep], ctx["valid"][keep]
+        yield PoseBatch.from_arrays(t[keep], pos, quat, valid, flags[keep])
+        end = int(np.flatnonzero(order.keep)[-1])
+        last = _rows(ctx, slice(end, end + 1))
+    if last is None:
+        raise ImportFormatError(f"{path}: no samples")
+
+
+def _pose_stream(
+    path: Path, chunks: Iterable[dict[str, np.ndarray]], attrs: dict[str, Any], duplicates: str
+) -> ImportStream:
+    dropped: list[int] = []
+    relocalized: list[int] = []
+    batches = _pose_batches(path, chunks, duplicates, dropped, relocalized)
+    return ImportStream(attrs, batches, duplicates, dropped, relocalized)
+
+
 def _pose_imported(
     path: Path,
     lines: np.ndarray,
@@ -129,58 +255,29 @@ def _pose_imported(
     attrs: dict[str, Any],
     flags: np.ndarray | None = None,
 ) -> Imported:
-    """Checked, de-duplicated pose samples (see :mod:`sensorbench.logs.import_times`)."""
-    if len(t_ns) == 0:
-        raise ImportFormatError(f"{path}: no samples")
-    lines = np.asarray(lines)
-    t_ns = np.asarray(t_ns, dtype=np.int64)
-    order = order_times(path, lines, t_ns, duplicates)
-    quat = _check_quats(path, lines, quat, valid)
-    pos = np.where(valid[:, None], pos, np.nan)
-    quat = np.where(valid[:, None], quat, np.nan)
-    flags = np.zeros(len(t_ns), np.uint8) if flags is None else flags.astype(np.uint8)
-    if not order.keep.all():  # a flag on any line of a run of equal stamps holds for the run
-        new_run = np.r_[True, np.diff(t_ns) != 0]
-        flags = np.bitwise_or.reduceat(flags, np.flatnonzero(new_run))[np.cumsum(new_run) - 1]
-    corrected = np.zeros(len(t_ns), bool)
-    if duplicates == "last":
-        corrected = flag_corrections(order, t_ns, pos, quat, valid)
-        flags = flags | np.where(corrected, np.uint8(PoseFlag.RELOCALIZED), np.uint8(0))
-    k = order.keep
-    batch = PoseBatch.from_arrays(t_ns[k], pos[k], quat[k], valid[k], flags[k])
-    return Imported(
-        batch,
-        {**attrs, **_duplicate_attrs(duplicates, len(order.dropped_lines), int(corrected.sum()))},
-        order.dropped_lines,
-        [int(n) for n in lines[corrected]],
-    )
-
-
-def _duplicate_attrs(duplicates: str, n_dropped: int, n_corrected: int) -> dict[str, Any]:
-    return {
-        "duplicates_policy": duplicates,
-        "duplicate_lines_dropped": n_dropped,
-        "duplicates_flagged_relocalized": n_corrected,
-    }
+    """Checked, de-duplicated pose samples given all at once (a ROS bag's)."""
+    chunk = _pose_chunk(path, np.asarray(lines), t_ns, pos, quat, valid, flags)
+    return _pose_stream(path, [chunk] if len(t_ns) else [], attrs, duplicates).whole()
 
 
 _TUM = ("timestamp", "tx", "ty", "tz", "qx", "qy", "qz", "qw")
 
 
-def _pose_columns(t: Table, time_col: int, cols: list[int], names: list[str]) -> dict[str, Any]:
-    """``lines``, ``t`` (ns, from a column in s) and ``v`` (the float ``cols``) of a chunk."""
-    return {
-        "lines": t.lines,
-        "t": times_ns(t, time_col, names[0], "s"),
-        "v": np.stack([floats(t, j, n) for j, n in zip(cols, names[1:], strict=True)], axis=1),
-    }
+def _xyz_quat_chunk(
+    t: Table, t_ns: np.ndarray, cols: list[int], names: list[str], limit: float
+) -> dict[str, np.ndarray]:
+    """A chunk's poses from its float columns ``cols`` (x, y, z, qx, qy, qz, qw)."""
+    v = np.stack([floats(t, j, n) for j, n in zip(cols, names, strict=True)], axis=1)
+    pos_cols = [(j + 1, n) for j, n in zip(cols[:3], names[:3], strict=True)]
+    _check_positions(t.path, t.lines, v[:, :3], pos_cols, limit)
+    return _pose_chunk(t.path, t.lines, t_ns, v[:, :3], v[:, 3:], np.ones(len(v), bool))
 
 
-def read_tum(
+def stream_tum(
     path: str | os.PathLike[str],
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
-) -> Imported:
+) -> ImportStream:
     """TUM trajectory: ``timestamp tx ty tz qx qy qz qw`` (s, m), ``#`` comments.
 
     Args:
@@ -191,22 +288,13 @@ def read_tum(
     path = Path(path)
     rows = ((i, text.replace(",", " ")) for i, text in content_lines(path))
     what = "expected 8 columns (timestamp tx ty tz qx qy qz qw), got {n}"
-    chunks = tables(path, rows, None, 8, what)
-    got = _gather(_pose_columns(t, 0, list(range(1, 8)), list(_TUM)) for t in chunks)
-    if not got:
-        raise ImportFormatError(f"{path}: no samples")
-    lines, data = got["lines"], got["v"]
-    _check_positions(path, lines, data[:, 0:3], [(2, "tx"), (3, "ty"), (4, "tz")], max_position_m)
-    return _pose_imported(
-        path,
-        lines,
-        got["t"],
-        data[:, 0:3],
-        data[:, 3:7],
-        np.ones(len(data), bool),
-        duplicates,
-        {"source_format": "tum", "time_base": "file timestamps (s)"},
+    cols, names = [*range(1, 8)], [*_TUM[1:]]
+    chunks = (
+        _xyz_quat_chunk(t, times_ns(t, 0, _TUM[0], "s"), cols, names, max_position_m)
+        for t in tables(path, rows, None, 8, what)
     )
+    attrs = {"source_format": "tum", "time_base": "file timestamps (s)"}
+    return _pose_stream(path, chunks, attrs, duplicates)
 
 
 def _header_then_rows(
@@ -224,11 +312,11 @@ def _header_then_rows(
     return first[0], None, itertools.chain([first], rest)
 
 
-def read_euroc(
+def stream_euroc(
     path: str | os.PathLike[str],
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
-) -> Imported:
+) -> ImportStream:
     """EuRoC CSV: ``#timestamp [ns]``, position x y z (m), quaternion **w x y z**.
 
     Args:
@@ -250,32 +338,16 @@ def read_euroc(
         header = [c.strip().lstrip("#").strip() for c in split(head)]
         cols = _euroc_columns(path, header)
     order = ["px", "py", "pz", "qx", "qy", "qz", "qw"]
-
-    def convert(t: Table) -> dict[str, np.ndarray]:
-        return {
-            "lines": t.lines,
-            "t": integers(t, cols["timestamp"], "timestamp"),
-            "v": np.stack([floats(t, cols[c], c) for c in order], axis=1),
-        }
-
     what = f"{{n}} cells, header has {len(header)}"
-    got = _gather(convert(t) for t in tables(path, rows, ",", len(header), what, at_least=True))
-    if not got:
-        raise ImportFormatError(f"{path}: no samples")
-    lines, data = got["lines"], got["v"]
-    _check_positions(
-        path, lines, data[:, 0:3], [(cols[c] + 1, c) for c in ("px", "py", "pz")], max_position_m
-    )
-    return _pose_imported(
-        path,
-        lines,
-        got["t"],
-        data[:, 0:3],
-        data[:, 3:7],
-        np.ones(len(data), bool),
-        duplicates,
-        {"source_format": "euroc", "time_base": "file timestamps (ns)"},
-    )
+    chunks = (
+        _xyz_quat_chunk(
+            t, integers(t, cols["timestamp"], "timestamp"), [cols[c] for c in order], order,
+            max_position_m,
+        )
+        for t in tables(path, rows, ",", len(header), what, at_least=True)
+    )  # fmt: skip
+    attrs = {"source_format": "euroc", "time_base": "file timestamps (ns)"}
+    return _pose_stream(path, chunks, attrs, duplicates)
 
 
 def _euroc_columns(path: Path, header: list[str]) -> dict[str, int]:
@@ -308,13 +380,16 @@ def _euroc_columns(path: Path, header: list[str]) -> dict[str, int]:
     return cols
 
 
-def read_motive(
+_MOTIVE_VALUES = [f"Rotation.{a}" for a in "XYZW"] + [f"Position.{a}" for a in "XYZ"]
+
+
+def stream_motive(
     path: str | os.PathLike[str],
     body: str | None = None,
     up: str = "y",
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
-) -> Imported:
+) -> ImportStream:
     """OptiTrack Motive CSV export (versions 1.21–1.25), one rigid body.
 
     The header is parsed by its row labels (Type, Name, ID, optional Parent, the
@@ -334,12 +409,61 @@ def read_motive(
     path = Path(path)
     if up not in ("y", "z"):
         raise ImportFormatError(f"{path}: up axis must be 'y' or 'z', got {up!r}")
-    split = splitter(",")
     lines = text_lines(path)
-    first = next(lines, None)
+    meta, scale = _motive_meta(path, next(lines, None))
+    head = _motive_header(path, lines)
+    body, (time_col, *cols) = _motive_body(path, head, body)
+    pos_cols = [(j + 1, n) for j, n in zip(cols[4:], _MOTIVE_VALUES[4:], strict=True)]
+
+    def convert(t: Table) -> dict[str, np.ndarray]:
+        named = zip(cols, _MOTIVE_VALUES, strict=True)
+        v = np.stack([floats(t, j, n, missing="blank") for j, n in named], axis=1)
+        valid = ~np.isnan(v).any(axis=1)
+        quat, pos = v[:, :4], v[:, 4:] * scale
+        seen = np.where(valid[:, None], pos, 0.0)
+        _check_positions(path, t.lines, seen, pos_cols, max_position_m)
+        if up == "y":
+            pos = _y_up_to_z_up(pos)
+            quat = np.column_stack([_y_up_to_z_up(quat[:, :3]), quat[:, 3]])
+        t_ns = times_ns(t, time_col, "Time (Seconds)", "s")
+        return _pose_chunk(path, t.lines, t_ns, pos, quat, valid)
+
+    # Motive writes every cell (blank ones too): a row with fewer was cut
+    what = f"{{n}} cells, the header has {head.width}; the row is truncated"
+    rows = ((i, text) for i, text in lines if text.strip(" \t\r,"))
+    frames = [0, 0]  # rows, valid rows
+
+    def chunks() -> Iterator[dict[str, np.ndarray]]:
+        for t in tables(path, rows, ",", head.width, what, at_least=True):
+            chunk = convert(t)
+            frames[0] += len(chunk["valid"])
+            frames[1] += int(chunk["valid"].sum())
+            yield chunk
+        if frames[0] and not frames[1]:
+            raise ImportFormatError(
+                f"{path}: rigid body {body!r} is blank (occluded) in all {frames[0]} frames; "
+                "nothing to import"
+            )
+
+    attrs = {
+        "source_format": "motive",
+        "time_base": "Motive take time (s since capture start)",
+        "frame": "Motive world, Z-up"
+        if up == "z"
+        else "Motive world and body axes converted Y-up -> Z-up: (x, -z, y), R' = C R C^T",
+        "rigid_body": body,
+        "motive_format_version": meta.get("Format Version", ""),
+        "capture_start_time": meta.get("Capture Start Time", ""),
+        "source_length_units": meta.get("Length Units", "Meters"),
+    }
+    return _pose_stream(path, chunks(), attrs, duplicates)
+
+
+def _motive_meta(path: Path, first: tuple[int, str] | None) -> tuple[dict[str, str], float]:
+    """The first row's keys and values, and the length unit (m)."""
     if first is None:
         raise ImportFormatError(f"{path}:1: empty file")
-    top = split(first[1])
+    top = splitter(",")(first[1])
     meta = {top[k]: top[k + 1] for k in range(0, len(top) - 1, 2)}
     if "Format Version" not in meta:
         raise ImportFormatError(f"{path}:1: not a Motive export (no 'Format Version' key)")
@@ -353,66 +477,7 @@ def read_motive(
     rot_type = meta.get("Rotation Type", "Quaternion")
     if rot_type.lower() != "quaternion":
         raise ImportFormatError(f"{path}:1: Rotation Type {rot_type!r}; export quaternions")
-    head = _motive_header(path, lines)
-    body, cols = _motive_body(path, head, body)
-    time_col = head.time_col
-    needed = [f"Rotation.{a}" for a in "XYZW"] + [f"Position.{a}" for a in "XYZ"]
-    missing = [k for k in needed if k not in cols]
-    if time_col is None:
-        missing.insert(0, "Time (Seconds)")
-    if missing or time_col is None:
-        raise ImportFormatError(
-            f"{path}:{head.data_line}: rigid body {body!r} lacks columns {', '.join(missing)}"
-        )
-
-    def convert(t: Table) -> dict[str, np.ndarray]:
-        return {
-            "lines": t.lines,
-            "t": times_ns(t, time_col, "Time (Seconds)", "s"),
-            "v": np.stack([floats(t, cols[k], k, missing="blank") for k in needed], axis=1),
-        }
-
-    # Motive writes every cell (blank ones too): a row with fewer was cut
-    what = f"{{n}} cells, the header has {head.width}; the row is truncated"
-    rows = ((i, text) for i, text in lines if text.strip(" \t\r,"))
-    got = _gather(convert(t) for t in tables(path, rows, ",", head.width, what, at_least=True))
-    if not got:
-        raise ImportFormatError(f"{path}: no samples")
-    line_a, values = got["lines"], got["v"]
-    valid_a = ~np.isnan(values).any(axis=1)
-    if not valid_a.any():
-        raise ImportFormatError(
-            f"{path}: rigid body {body!r} is blank (occluded) in all {len(line_a)} frames; "
-            "nothing to import"
-        )
-    quat_a = np.where(valid_a[:, None], values[:, :4], np.nan)
-    pos_a = np.where(valid_a[:, None], values[:, 4:] * scale, np.nan)
-    quat_a = _check_quats(path, line_a, quat_a, valid_a)
-    _check_positions(
-        path,
-        line_a,
-        np.where(valid_a[:, None], pos_a, 0.0),
-        [(cols[f"Position.{a}"] + 1, f"Position.{a}") for a in "XYZ"],
-        max_position_m,
-    )
-    frame = (
-        "Motive world, Z-up"
-        if up == "z"
-        else "Motive world and body axes converted Y-up -> Z-up: (x, -z, y), R' = C R C^T"
-    )
-    if up == "y":
-        pos_a = _y_up_to_z_up(pos_a)
-        quat_a = np.column_stack([_y_up_to_z_up(quat_a[:, :3]), quat_a[:, 3]])
-    attrs = {
-        "source_format": "motive",
-        "time_base": "Motive take time (s since capture start)",
-        "frame": frame,
-        "rigid_body": body,
-        "motive_format_version": meta.get("Format Version", ""),
-        "capture_start_time": meta.get("Capture Start Time", ""),
-        "source_length_units": units_name,
-    }
-    return _pose_imported(path, line_a, got["t"], pos_a, quat_a, valid_a, duplicates, attrs)
+    return meta, scale
 
 
 class _MotiveHeader(NamedTuple):
@@ -460,8 +525,8 @@ def _motive_header(path: Path, lines: Iterator[tuple[int, str]]) -> _MotiveHeade
     )
 
 
-def _motive_body(path: Path, head: _MotiveHeader, body: str | None) -> tuple[str, dict[str, int]]:
-    """The rigid body to read and its columns (``Rotation.X`` ... -> cell index)."""
+def _motive_body(path: Path, head: _MotiveHeader, body: str | None) -> tuple[str, list[int]]:
+    """The rigid body to read and its columns: the time's, then :data:`_MOTIVE_VALUES`'."""
     width = head.width
     bodies = sorted(
         {
@@ -489,7 +554,15 @@ def _motive_body(path: Path, head: _MotiveHeader, body: str | None) -> tuple[str
                     "in Motive"
                 )
             cols[key] = j
-    return body, cols
+    time_col = head.time_col
+    missing = [k for k in _MOTIVE_VALUES if k not in cols]
+    if time_col is None:
+        missing.insert(0, "Time (Seconds)")
+    if missing or time_col is None:
+        raise ImportFormatError(
+            f"{path}:{head.data_line}: rigid body {body!r} lacks columns {', '.join(missing)}"
+        )
+    return body, [time_col, *(cols[k] for k in _MOTIVE_VALUES)]
 
 
 POD_TIME_COLUMNS = {"t_s": "s", "t_ms": "ms", "t_us": "us", "t_ns": "ns", "host_ns": "ns"}
@@ -545,8 +618,9 @@ class PodTable(NamedTuple):
         return self.mapping.get(name, name)
 
 
-def _pod_columns(p: PodTable, t: Table) -> dict[str, np.ndarray]:
-    """host ns, device ns, seq, counts (n, pods), yaw (rad), yaw rate (rad/s) of a chunk."""
+def _pod_columns(p: PodTable, t: Table, first_row: int) -> dict[str, np.ndarray]:
+    """host ns, device ns, seq (without a column: the row number, from ``first_row``),
+    counts (n, pods), yaw (rad), yaw rate (rad/s) of a chunk."""
     n, col = len(t.lines), p.col
     unit = POD_TIME_COLUMNS[p.time_name]
     tc = col[p.time_name]
@@ -572,8 +646,9 @@ def _pod_columns(p: PodTable, t: Table) -> dict[str, np.ndarray]:
         "dev": dev,
         "counts": np.stack(counts, axis=1),
     }
-    if "seq" in col:
-        out["seq"] = integers(t, col["seq"], p.label("seq"))
+    out["seq"] = (
+        integers(t, col["seq"], p.label("seq")) if "seq" in col else first_row + np.arange(n)
+    )
     for name in ("yaw", "yaw_rate"):  # nan = no IMU value, as in the session (docs/FORMAT.md)
         out[name] = (
             floats(t, col[name], p.label(name), missing="nan")
@@ -614,27 +689,6 @@ def check_pod_columns(path: Path, got: dict[str, np.ndarray], p: PodTable) -> No
             )
 
 
-class PodStream(NamedTuple):
-    """A pod CSV read chunk by chunk: iterating :attr:`batches` parses it (bounded memory)."""
-
-    attrs: dict[str, Any]
-    """Stream attributes known from the header."""
-    n_counts: int
-    batches: Iterator[EncoderBatch]
-    """Checked, de-duplicated frames, a chunk at a time; raises :class:`ImportFormatError`
-    at the first problem."""
-    dropped_lines: list[int]
-    """File lines dropped for a repeated stamp, filled while :attr:`batches` runs."""
-
-
-def _rows(got: dict[str, np.ndarray], rows: slice) -> dict[str, np.ndarray]:
-    return {key: value[rows] for key, value in got.items()}
-
-
-def _joined(a: dict[str, np.ndarray] | None, b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return b if a is None else {key: np.concatenate([a[key], b[key]]) for key in b}
-
-
 def _pod_batches(
     path: Path,
     p: PodTable,
@@ -642,26 +696,15 @@ def _pod_batches(
     duplicates: str,
     dropped: list[int],
 ) -> Iterator[EncoderBatch]:
-    """The frames of ``chunks``, checked and de-duplicated a chunk at a time, each after
-    the last frame written before it (time order, counter steps); a run of equal stamps
-    at a chunk's end is held back until it is whole, so ``duplicates`` sees all of it."""
+    """The frames of ``chunks``, checked and de-duplicated a unit of whole runs at a time
+    (:func:`_whole_runs`: ``duplicates`` sees every run whole), each after the last frame
+    written before it (time order, counter steps)."""
     last: dict[str, np.ndarray] | None = None  # the last frame written
-    held: dict[str, np.ndarray] | None = None
-    rows = 0
-    for got in chunks:
-        n = len(got["lines"])
-        got.setdefault("seq", rows + np.arange(n, dtype=np.int64))  # no column: row number
-        rows += n
-        unit = _joined(held, got)
-        other = np.flatnonzero(unit["host"] != unit["host"][-1])
-        cut = int(other[-1]) + 1 if other.size else 0
-        held = _rows(unit, slice(cut, None))
-        if cut:
-            batch, last = _pod_unit(path, p, last, _rows(unit, slice(0, cut)), duplicates, dropped)
-            yield batch
-    if held is None:
+    for unit in _whole_runs(path, chunks, "host"):
+        batch, last = _pod_unit(path, p, last, unit, duplicates, dropped)
+        yield batch
+    if last is None:
         raise ImportFormatError(f"{path}: no samples")
-    yield _pod_unit(path, p, last, held, duplicates, dropped)[0]
 
 
 def _pod_unit(
@@ -690,7 +733,7 @@ def stream_pod_csv(
     path: str | os.PathLike[str],
     columns: dict[str, str] | None = None,
     duplicates: str = "last",
-) -> PodStream:
+) -> ImportStream:
     """Pod encoder CSV with a header row (any logger's: map its headers with ``columns``),
     its header read now and its rows as they are iterated (memory bounded by a chunk).
 
@@ -753,32 +796,19 @@ def stream_pod_csv(
         )
     table = PodTable(col, mapping, time_name, len(counters))
     what = f"{{n}} cells, header has {len(header)}"
-    chunks = (_pod_columns(table, t) for t in tables(path, rows, sep, len(header), what))
+    chunks = (
+        _pod_columns(table, t, k * CHUNK_ROWS)  # every chunk but the last is full
+        for k, t in enumerate(tables(path, rows, sep, len(header), what))
+    )
     attrs = {
         "source_format": "csv",
         "time_base": f"file timestamps ({time_name}: {POD_TIME_COLUMNS[time_name]})",
-        "duplicates_policy": duplicates,
     }
     if mapping:
         attrs["column_map"] = ",".join(f"{k}={v}" for k, v in mapping.items())
     dropped: list[int] = []
     batches = _pod_batches(path, table, chunks, duplicates, dropped)
-    return PodStream(attrs, len(counters), batches, dropped)
-
-
-def read_pod_csv(
-    path: str | os.PathLike[str],
-    columns: dict[str, str] | None = None,
-    duplicates: str = "last",
-) -> Imported:
-    """The whole pod CSV at once (:func:`stream_pod_csv`, whose docstring says what it reads)."""
-    stream = stream_pod_csv(path, columns, duplicates)
-    parts = list(stream.batches)
-    batch = EncoderBatch(
-        *(np.concatenate([getattr(b, f.name) for b in parts]) for f in fields(EncoderBatch))
-    )
-    attrs = {**stream.attrs, **_duplicate_attrs(duplicates, len(stream.dropped_lines), 0)}
-    return Imported(batch, attrs, stream.dropped_lines)
+    return ImportStream(attrs, batches, duplicates, dropped, [], len(counters))
 
 
 POSE_CSV_COLUMNS = (
@@ -821,12 +851,12 @@ def parse_column_map(text: str | None, what: str = "pose") -> dict[str, str]:
     return out
 
 
-def read_pose_csv(
+def stream_pose_csv(
     path: str | os.PathLike[str],
     columns: dict[str, str] | None = None,
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
-) -> Imported:
+) -> ImportStream:
     """Generic pose/mocap CSV: one header row naming the columns, one pose per line.
 
     Columns (by header name, any order, extra columns ignored): time ``t_s`` (s) or
@@ -849,9 +879,53 @@ def read_pose_csv(
         raise ImportFormatError(f"{path}: no header row (and no samples)")
     sep = sep_of(head)
     header = splitter(sep)(head)
+    col = _pose_csv_columns(path, head_line, header, mapping)
+    has_quat = all(q in col for q in ("qx", "qy", "qz", "qw"))
+    xyz = [k for k, c in enumerate("xyz") if c in col]
+    pos_cols = [(col["xyz"[k]] + 1, mapping.get("xyz"[k], "xyz"[k])) for k in xyz]
+
+    def convert(t: Table) -> dict[str, np.ndarray]:
+        def num(name: str, read: Any = floats) -> np.ndarray:
+            return read(t, col[name], mapping.get(name, name))
+
+        n = len(t.lines)
+        if "host_ns" in col:
+            t_ns = num("host_ns", integers)
+        else:
+            t_ns = times_ns(t, col["t_s"], mapping.get("t_s", "t_s"), "s")
+        pos = np.zeros((n, 3))
+        for k in xyz:
+            pos[:, k] = num("xyz"[k])
+        if has_quat:
+            quat = np.stack([num(q) for q in ("qx", "qy", "qz", "qw")], axis=1)
+        else:
+            half = num("yaw") / 2
+            quat = np.stack([0 * half, 0 * half, np.sin(half), np.cos(half)], axis=1)
+        flags = np.zeros(n, np.uint8)
+        for name, bit in (("relocalized", PoseFlag.RELOCALIZED), ("paused", PoseFlag.PAUSED)):
+            if name in col:
+                flags |= np.where(num(name, flags01), np.uint8(bit), np.uint8(0))
+        _check_positions(path, t.lines, pos[:, xyz], pos_cols, max_position_m)
+        return _pose_chunk(path, t.lines, t_ns, pos, quat, np.ones(n, bool), flags)
+
+    what = f"{{n}} cells, header has {len(header)}"
+    attrs = {
+        "source_format": "csv",
+        "time_base": "file timestamps (" + ("ns" if "host_ns" in col else "s") + ")",
+        "orientation": "quaternion" if has_quat else "planar yaw",
+    }
+    if mapping:
+        attrs["column_map"] = ",".join(f"{k}={v}" for k, v in mapping.items())
+    chunks = (convert(t) for t in tables(path, rows, sep, len(header), what))
+    return _pose_stream(path, chunks, attrs, duplicates)
+
+
+def _pose_csv_columns(
+    path: Path, head_line: int, header: list[str], mapping: dict[str, str]
+) -> dict[str, int]:
+    """The pose CSV's columns (name -> cell index); refuses a header that lacks any."""
     col = _resolve_columns(path, head_line, header, mapping, list(POSE_CSV_COLUMNS))
-    quat_names = ("qx", "qy", "qz", "qw")
-    has_quat = all(n in col for n in quat_names)
+    has_quat = all(q in col for q in ("qx", "qy", "qz", "qw"))
     missing = [n for n in ("x", "y") if n not in col]
     if "t_s" not in col and "host_ns" not in col:
         missing.insert(0, "t_s or host_ns")
@@ -864,72 +938,43 @@ def read_pose_csv(
             f"{path}:{head_line}: header lacks {'; '.join(missing)} (columns: "
             f"{', '.join(header)}); map other names with --columns NAME=HEADER,..."
         )
-
-    def label(name: str) -> str:
-        return mapping.get(name, name)
-
-    def convert(t: Table) -> dict[str, np.ndarray]:
-        n = len(t.lines)
-        if "host_ns" in col:
-            t_ns = integers(t, col["host_ns"], label("host_ns"))
-        else:
-            t_ns = times_ns(t, col["t_s"], label("t_s"), "s")
-        pos = np.zeros((n, 3))
-        for k, name in enumerate("xyz"):
-            if name in col:
-                pos[:, k] = floats(t, col[name], label(name))
-        if has_quat:
-            quat = np.stack([floats(t, col[q], label(q)) for q in quat_names], axis=1)
-        else:
-            yaw = floats(t, col["yaw"], label("yaw"))
-            zero = np.zeros(n)
-            quat = np.stack([zero, zero, np.sin(yaw / 2), np.cos(yaw / 2)], axis=1)
-        flags = np.zeros(n, np.uint8)
-        for name, bit in (("relocalized", PoseFlag.RELOCALIZED), ("paused", PoseFlag.PAUSED)):
-            if name in col:
-                flags |= np.where(flags01(t, col[name], label(name)), np.uint8(bit), np.uint8(0))
-        return {"lines": t.lines, "t": t_ns, "pos": pos, "quat": quat, "flags": flags}
-
-    what = f"{{n}} cells, header has {len(header)}"
-    got = _gather(convert(t) for t in tables(path, rows, sep, len(header), what))
-    if not got:
-        raise ImportFormatError(f"{path}: no samples")
-    lines, pos = got["lines"], got["pos"]
-    pos_cols = [(col[c] + 1, label(c)) for c in "xyz" if c in col]
-    _check_positions(
-        path, lines, pos[:, [k for k, c in enumerate("xyz") if c in col]], pos_cols, max_position_m
-    )
-    attrs = {
-        "source_format": "csv",
-        "time_base": "file timestamps (" + ("ns" if "host_ns" in col else "s") + ")",
-        "orientation": "quaternion" if has_quat else "planar yaw",
-    }
-    if mapping:
-        attrs["column_map"] = ",".join(f"{k}={v}" for k, v in mapping.items())
-    valid = np.ones(len(lines), bool)
-    return _pose_imported(
-        path, lines, got["t"], pos, got["quat"], valid, duplicates, attrs, got["flags"]
-    )
+    return col
 
 
-def _read_kitti(path: str | os.PathLike[str], **options: Any) -> Imported:
-    from sensorbench.logs.import_kitti import read_kitti  # it builds on this module
+def _stream_kitti(path: str | os.PathLike[str], **options: Any) -> ImportStream:
+    from sensorbench.logs.import_kitti import stream_kitti  # it builds on this module
 
-    return read_kitti(path, **options)
+    return stream_kitti(path, **options)
 
 
-READERS = {
-    ("mocap", "motive"): read_motive,
-    ("mocap", "tum"): read_tum,
-    ("mocap", "euroc"): read_euroc,
-    ("pose", "tum"): read_tum,
-    ("pose", "euroc"): read_euroc,
-    ("pose", "motive"): read_motive,
-    ("mocap", "csv"): read_pose_csv,
-    ("pose", "csv"): read_pose_csv,
-    ("pods", "csv"): read_pod_csv,
-    ("mocap", "kitti"): _read_kitti,
-    ("pose", "kitti"): _read_kitti,
+def _whole_file(stream: Callable[..., ImportStream]) -> Callable[..., Imported]:
+    """``read_X``: :func:`stream_X`'s samples all at once (the whole file in memory)."""
+
+    @functools.wraps(stream)
+    def read(*args: Any, **kwargs: Any) -> Imported:
+        return stream(*args, **kwargs).whole()
+
+    return read
+
+
+read_tum = _whole_file(stream_tum)
+read_euroc = _whole_file(stream_euroc)
+read_motive = _whole_file(stream_motive)
+read_pose_csv = _whole_file(stream_pose_csv)
+read_pod_csv = _whole_file(stream_pod_csv)
+
+READERS: dict[tuple[str, str], Callable[..., ImportStream]] = {
+    ("mocap", "motive"): stream_motive,
+    ("mocap", "tum"): stream_tum,
+    ("mocap", "euroc"): stream_euroc,
+    ("pose", "tum"): stream_tum,
+    ("pose", "euroc"): stream_euroc,
+    ("pose", "motive"): stream_motive,
+    ("mocap", "csv"): stream_pose_csv,
+    ("pose", "csv"): stream_pose_csv,
+    ("pods", "csv"): stream_pod_csv,
+    ("mocap", "kitti"): _stream_kitti,
+    ("pose", "kitti"): _stream_kitti,
 }
 """(what, format) -> parser."""
 
@@ -969,14 +1014,15 @@ def import_file(
     name: str | None = None,
     **options: Any,
 ) -> ImportResult:
-    """Parse ``source`` and add it to ``session`` (created if missing) as a new stream.
+    """Parse ``source`` and add it to ``session`` (created if missing) as a new stream,
+    a chunk at a time (memory bounded whatever the file's size).
 
     Args:
         what: ``mocap`` (pose stream of kind mocap), ``pose`` (pose_sensor) or ``pods``.
         fmt: ``motive``, ``tum``, ``euroc``, ``kitti`` or ``csv``.
         name: stream name (default: ``mocap``, ``pose_sensor`` or ``pods``).
         options: parser options (``body``, ``up`` for Motive; ``times`` for KITTI;
-            ``max_position_m``; ``duplicates``).
+            ``columns`` for CSV; ``max_position_m``; ``duplicates``).
     """
     parser = READERS.get((what, fmt))
     if parser is None:
@@ -984,28 +1030,23 @@ def import_file(
         raise ImportFormatError(f"cannot import {what} from format {fmt!r} (known: {known})")
     source = Path(source)
     name = name or {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}[what]
+    stream = parser(source, **options)
+    first = next(stream.batches)  # a bad file is named before the session is touched
     source_attrs = {"source_file": source.name, "source_sha256": file_sha256(source)}
-    if parser is read_pod_csv:  # streamed: written a chunk at a time, memory bounded
-        stream = stream_pod_csv(source, **options)
-        first = next(stream.batches)  # a bad file is named before the session is touched
-        with _writer_for(session, what) as writer:
-            writer.add_encoder(name, n_counts=stream.n_counts, attrs=stream.attrs)
-            n = 0
-            for batch in itertools.chain([first], stream.batches):
-                refuse_impossible(source, name, batch)
-                writer.append_encoder(name, batch)
-                n += len(batch)
-            dup = _duplicate_attrs(stream.attrs["duplicates_policy"], len(stream.dropped_lines), 0)
-            writer.update_stream_attrs("encoder", name, {**dup, **source_attrs})
-        return ImportResult(name, n, stream.dropped_lines, [])
-    imported = parser(source, **options)
-    refuse_impossible(source, name, imported.batch)
-    batch = imported.batch
+    kind = "encoder" if what == "pods" else "pose"
     with _writer_for(session, what) as writer:
-        kind = "mocap" if what == "mocap" else "pose_sensor"
-        writer.add_pose(name, kind=kind, attrs={**imported.attrs, **source_attrs})
-        writer.append_pose(name, batch)
-    return ImportResult(name, len(batch), imported.dropped_lines, imported.relocalized_lines)
+        if kind == "encoder":
+            writer.add_encoder(name, n_counts=stream.n_counts, attrs=stream.attrs)
+        else:
+            writer.add_pose(name, "mocap" if what == "mocap" else "pose_sensor", stream.attrs)
+        append = writer.append_encoder if kind == "encoder" else writer.append_pose
+        n = 0
+        for batch in itertools.chain([first], stream.batches):
+            refuse_impossible(source, name, batch)
+            append(name, batch)
+            n += len(batch)
+        writer.update_stream_attrs(kind, name, {**stream.final_attrs(), **source_attrs})
+    return ImportResult(name, n, stream.dropped_lines, stream.relocalized_lines)
 
 
 def _writer_for(session: str | os.PathLike[str], what: str) -> Any:

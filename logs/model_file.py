@@ -35,14 +35,19 @@ from typing import Any
 
 from sensorbench import __version__
 from sensorbench.errors import ModelFileError
+from sensorbench.logs.atomic_output import regular_input
 from sensorbench.logs.model_keys import unknown_key
 from sensorbench.logs.model_notes import NOTES, note
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
-    """Hex SHA-256 of a file's bytes (read in 1 MiB blocks)."""
+    """Hex SHA-256 of a file's bytes (read in 1 MiB blocks).
+
+    Raises:
+        SessionError: ``path`` is not a regular file (a FIFO or a device never ends).
+    """
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open(regular_input(path), "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -202,7 +207,7 @@ def load_document(path: str | os.PathLike[str]) -> dict[str, Any]:
     Raises:
         ModelFileError: the file cannot be read or is not TOML.
     """
-    path = Path(path)
+    path = regular_input(path, ModelFileError)
     try:
         return tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError as exc:

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from sensorbench.errors import ImportFormatError
+from sensorbench.logs.atomic_output import regular_input
 
 SIDECAR_SUFFIX = ".chunks"
 MAGIC = "# sensorbench record-raw chunks v1"
@@ -79,7 +80,7 @@ def read_raw_recording(path: str | os.PathLike[str]) -> RawRecording:
         ImportFormatError: the sidecar is malformed (``file:line: what``), or its
             offsets do not fit the byte file.
     """
-    raw = Path(path)
+    raw = regular_input(path, ImportFormatError)
     data = raw.read_bytes()
     side = sidecar_path(raw)
     if not side.is_file():

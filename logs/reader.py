@@ -23,6 +23,7 @@ import h5py
 import numpy as np
 
 from sensorbench.errors import SessionError
+from sensorbench.logs.atomic_output import regular_input
 from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
 from sensorbench.logs.schema import (
     ENCODER_FIELDS,
@@ -359,11 +360,7 @@ def open_h5(path: str | os.PathLike[str], *, check_layout: bool = True) -> h5py.
         check_layout: refuse a file whose layout departs from the format
             (:func:`layout_error`); ``check`` opens with False to report it instead.
     """
-    path = Path(path)
-    if not path.exists():
-        raise SessionError(f"{path}: no such file")
-    if path.is_dir():
-        raise SessionError(f"{path}: is a directory, not a session file")
+    path = regular_input(path)
     with open(path, "rb") as fh:
         head = fh.read(64)
     if head[:8] != b"\x89HDF\r\n\x1a\n":

@@ -186,10 +186,6 @@ def split_session(
     """
     src_path = Path(path)
     out_dir = Path(out_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise disk_error(exc, out_dir, "nothing was written") from exc
     temps: list[Path] = []
     try:
         return _split(src_path, out_dir, pieces, every_s, temps)
@@ -214,6 +210,10 @@ def _split(
         for n in names:
             if n.exists():
                 raise SessionError(f"{n} exists; choose another directory or remove it")
+        try:  # only once the session is known to be one
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise disk_error(exc, out_dir, "nothing was written") from exc
         digest = file_sha256(src_path)
         pose_sensor = [n for n, g in f["pose"].items() if g.attrs.get("kind") == "pose_sensor"]
         for k, ((b0, b1), dst_path) in enumerate(zip(bounds, names, strict=True)):

@@ -33,6 +33,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sensorbench.errors import ImportFormatError
+from sensorbench.logs.atomic_output import regular_input
 
 BLOCK_BYTES = 1 << 20
 """Bytes read from the file at a time."""
@@ -63,8 +64,7 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
         ImportFormatError: no such file; a NUL byte, undecodable UTF-8 or an over-long
             line (``file:line:column``).
     """
-    if not path.is_file():
-        raise ImportFormatError(f"{path}: no such file")
+    regular_input(path, ImportFormatError)
     line_no, tail = 0, b""
     with open(path, "rb") as fh:
         while block := fh.read(BLOCK_BYTES):

@@ -8,6 +8,7 @@ radians; ranges from mm / q2 mm.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -17,6 +18,24 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 EMULATED_CONFIG = REPO / "examples" / "robot-emulated.toml"
+
+
+def pods_only_config(tmp: Path, port: str) -> Path:
+    """The emulated robot's configuration with only its pod MCU, on ``port``."""
+    text = EMULATED_CONFIG.read_text()
+    dev = re.search(r"\[\[devices\]\]\nname = \"pods\".*?(?=\n\[)", text, re.S)
+    geometry = re.search(r"\n\[pods\].*?(?=\n\[emulation\])", text, re.S)
+    assert dev is not None and geometry is not None
+    path = tmp / "pods.toml"
+    path.write_text(
+        '[robot]\nname = "pods-only"\n'
+        "footprint_m = [[-0.2, -0.2], [0.2, -0.2], [0.2, 0.2], [-0.2, 0.2]]\n"
+        '[powerup]\norder = ["pods"]\ngap_s = 0.1\ntimeout_s = 5.0\n'
+        + dev.group(0).replace('"{run_dir}/pods"', f'"{port}"')
+        + geometry.group(0)
+        + "\n"
+    )
+    return path
 
 
 def unplug_a_while(robot, name: str, before_s: float = 1.0, off_s: float = 3.0) -> tuple[int, int]:
