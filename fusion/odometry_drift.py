@@ -62,8 +62,11 @@ class OdometryDrift:
         inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
         return rows_dot(np.abs(inc), self.coef)
 
-    def step_covariances(self, body_increments: np.ndarray) -> np.ndarray:
-        """Covariance (K, 3, 3) of each step's body error: the three axes independent."""
+    def step_covariances(
+        self, body_increments: np.ndarray, dt: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Covariance (K, 3, 3) of each step's body error: the three axes independent
+        (``dt`` is not used: the law has no excitation terms)."""
         v = self.step_variances(body_increments)
         return v[:, :, None] * np.eye(3)[None, :, :]
 
@@ -75,9 +78,12 @@ class OdometryDrift:
         of R·diag(Vx, Vy)·Rᵀ, m²), heading as is (rad²)."""
         return world_step_variances(self.step_covariances(body_increments), heading)
 
-    def step_covariance_parts(self, body_increments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def step_covariance_parts(
+        self, body_increments: np.ndarray, dt: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(rolling, dragging) parts of :meth:`step_covariances`: a body-axis model does not
-        tell them apart, so all of it is the first part."""
+        tell them apart, so all of it is the first part (``dt`` is not used: the law has
+        no excitation terms)."""
         whole = self.step_covariances(body_increments)
         return whole, np.zeros_like(whole)
 
@@ -246,69 +252,93 @@ def pod_distances(W: np.ndarray, body_increments: np.ndarray) -> tuple[np.ndarra
 
 @dataclass(frozen=True)
 class PodSlip:
-    """Slip per pod, the wheels' own law: over a step, pod i's rolled distance errs by a
-    variance ``roll_var·|d_i| + drag_var·|d⊥_i|`` (m²) with d_i the distance it rolled and
-    d⊥_i the distance its contact point was dragged across its rolling direction (m);
-    pods independent (each wheel slips on its own). Through the odometry ``u = Ŵ⁺·Δn``
-    the body step's covariance is ``Ŵ⁺·diag(var_i/c_i²)·Ŵ⁺ᵀ``, correlations included
-    (a slip of the left wheel moves both x and θ). The drag of a pod by rotation about a
-    point off its rolling line is left out: that arm (the pod's position along its rolling
-    direction) is not observable from the counts and is not in the geometry.
+    """Slip per pod, the wheels' own law: over a step of h seconds, pod i's rolled
+    distance errs by a variance ``roll_var·|d_i| + drag_var·|d⊥_i|`` (m²) with d_i the
+    distance it rolled and d⊥_i the distance its contact point was dragged across its
+    rolling direction (m), plus, per metre rolled, terms growing with the motion's
+    excitations: ``speed_var·|d_i|·v_i`` with v_i = |d_i|/h the wheel's speed (m/s) and
+    ``turn_var·|d_i|·v_i·|ω|`` with ω = Δθ/h the turn rate (rad/s), v_i·|ω| the wheel's
+    lateral acceleration (turning while translating loads it sideways); pods independent
+    (each wheel slips on its own). Through the odometry ``u = Ŵ⁺·Δn`` the body step's
+    covariance is ``Ŵ⁺·diag(var_i/c_i²)·Ŵ⁺ᵀ``, correlations included (a slip of the left
+    wheel moves both x and θ). The drag of a pod by rotation about a point off its rolling
+    line is left out: that arm (the pod's position along its rolling direction) is not
+    observable from the counts and is not in the geometry.
 
     Attributes:
         W: (N, 3) pod matrix (ticks per m, m, rad).
         roll_var: m² per m rolled.
         drag_var: m² per m dragged.
+        speed_var: m² per m rolled per m/s of the wheel's speed.
+        turn_var: m² per m rolled per m·rad/s² of its lateral acceleration.
     """
 
     W: np.ndarray
     roll_var: float
     drag_var: float
+    speed_var: float = 0.0
+    turn_var: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("roll_var", "drag_var"):
+        for name in ("roll_var", "drag_var", "speed_var", "turn_var"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise FusionError(f"pod slip {name} must be finite and >= 0, got {v}")
 
-    def step_covariances(self, body_increments: np.ndarray) -> np.ndarray:
-        """Covariance (K, 3, 3) of each step's body error (m², m·rad, rad²)."""
-        roll, drag = self.step_covariance_parts(body_increments)
+    def step_covariances(
+        self, body_increments: np.ndarray, dt: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Covariance (K, 3, 3) of each step's body error (m², m·rad, rad²); ``dt`` (K,)
+        the steps' durations (s), None: without the excitation terms."""
+        roll, drag = self.step_covariance_parts(body_increments, dt)
         return roll + drag
 
-    def step_covariance_parts(self, body_increments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The rolling and the dragging part (K, 3, 3 each) of :meth:`step_covariances`: the
-        filter noise fit scales them separately (each coefficient is known only to its
-        standard error, and the drives weigh the two differently)."""
-        roll, drag = self.pod_tick_variances(body_increments)
+    def step_covariance_parts(
+        self, body_increments: np.ndarray, dt: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The rolling (excitation terms included) and the dragging part (K, 3, 3 each) of
+        :meth:`step_covariances`: the filter noise fit scales them separately (each
+        coefficient is known only to its standard error, and the drives weigh the two
+        differently)."""
+        roll, drag = self.pod_tick_variances(body_increments, dt)
         w_inv = pinv_cached(self.W)
         return (
             np.einsum("ji,ki,li->kjl", w_inv, roll, w_inv),
             np.einsum("ji,ki,li->kjl", w_inv, drag, w_inv),
         )
 
-    def pod_tick_variances(self, body_increments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Rolling and dragging slip variance (K, N each) of each pod's travel over each
-        step, in tick²."""
+    def pod_tick_variances(
+        self, body_increments: np.ndarray, dt: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rolling (excitation terms included when ``dt`` (K,) s is given) and dragging
+        slip variance (K, N each) of each pod's travel over each step, in tick²."""
         rolled, dragged = pod_distances(self.W, body_increments)
         c2 = 1.0 / np.sum(np.asarray(self.W, dtype=float)[:, :2] ** 2, axis=1)
-        return self.roll_var * rolled / c2, self.drag_var * dragged / c2
+        per_m = np.full_like(rolled, self.roll_var)
+        if dt is not None and (self.speed_var > 0 or self.turn_var > 0):
+            h = np.maximum(np.asarray(dt, dtype=float), 1e-9)[:, None]
+            speed = rolled / h
+            turn = np.abs(np.nan_to_num(np.asarray(body_increments, dtype=float)[:, 2:])) / h
+            per_m = per_m + speed * (self.speed_var + self.turn_var * turn)
+        return per_m * rolled / c2, self.drag_var * dragged / c2
 
     def axis_step_variances(
-        self, body_increments: np.ndarray, heading: np.ndarray
+        self, body_increments: np.ndarray, heading: np.ndarray, dt: np.ndarray | None = None
     ) -> dict[str, np.ndarray]:
         """Per-step slip variance (K,) of each split-filter axis (m², m², rad²)."""
-        return world_step_variances(self.step_covariances(body_increments), heading)
+        return world_step_variances(self.step_covariances(body_increments, dt), heading)
 
 
 class SlipModel(Protocol):
     """What the filters need of a slip model: body-frame covariances of each step and the
     split filters' per-axis share of them, whole and as (rolling, dragging) parts."""
 
-    def step_covariances(self, body_increments: np.ndarray) -> np.ndarray: ...
+    def step_covariances(
+        self, body_increments: np.ndarray, dt: np.ndarray | None = None
+    ) -> np.ndarray: ...
 
     def step_covariance_parts(
-        self, body_increments: np.ndarray
+        self, body_increments: np.ndarray, dt: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]: ...
 
     def axis_step_variances(

@@ -33,8 +33,8 @@ from pods_cli_util import AXES, cached, fit, import_drive, replay, source_key
 
 pytestmark = pytest.mark.xdist_group("test_pods_family_honesty")
 
-SEEDS = tuple(range(8))
-CHUNKS = (SEEDS[:4], SEEDS[4:])
+SEEDS = tuple(range(12))
+CHUNKS = (SEEDS[:4], SEEDS[4:8], SEEDS[8:])
 SHRINK = 9.0
 """Variance factor of the overconfident model (its σ 3× too small)."""
 RESULTS_VERSION = 1
@@ -107,24 +107,37 @@ def coverage(results: list[dict[str, Any]], drive: str, axis: str) -> tuple[floa
     return float(c.mean()), float(c.std(ddof=1) / np.sqrt(c.size))
 
 
-# measured over seeds 0-7: the targets the code misses
+# measured over seeds 0-11 (docs/PODS.md, "A family of worlds"): the targets the code misses
 MISSED_COVERAGE: dict[tuple[str, str], str] = {}
+MISSED_COVERAGE_POINT: dict[tuple[str, str], str] = {}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    ("drive", "axis"),
-    [
-        pytest.param(d, a, marks=pytest.mark.xfail(strict=True, reason=MISSED_COVERAGE[(d, a)]))
-        if (d, a) in MISSED_COVERAGE
+def _cases(missed: dict[tuple[str, str], str]) -> list[Any]:
+    """(drive, axis) cases, the missed ones as strict xfails with the measured figure."""
+    return [
+        pytest.param(d, a, marks=pytest.mark.xfail(strict=True, reason=missed[(d, a)]))
+        if (d, a) in missed
         else pytest.param(d, a)
         for d in TEST_DRIVES
         for a in AXES
-    ],
-)
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("drive", "axis"), _cases(MISSED_COVERAGE))
 def test_truth_inside_the_stated_two_sigma(results, drive: str, axis: str) -> None:
     c, se = coverage(results, drive, axis)
     assert c + 1.96 * se >= 0.90 and c - 1.96 * se <= 0.98, (drive, axis, c, se)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("drive", "axis"), _cases(MISSED_COVERAGE_POINT))
+def test_pooled_coverage_is_inside_the_target_band(results, drive: str, axis: str) -> None:
+    """The issue's target read literally: the pooled figure itself inside 90-98 %. With
+    the pooled figure's s.e. of 2.5-8 % over 12 seeds an honest filter can miss this by
+    chance, so a miss here is reported as the measured figure, not excused."""
+    c, _ = coverage(results, drive, axis)
+    assert 0.90 <= c <= 0.98, (drive, axis, c)
 
 
 @pytest.mark.slow
