@@ -37,15 +37,15 @@ SEEDS = tuple(range(12))
 CHUNKS = (SEEDS[:4], SEEDS[4:8], SEEDS[8:])
 SHRINK = 9.0
 """Variance factor of the overconfident model (its σ 3× too small)."""
-RESULTS_VERSION = 1
+RESULTS_VERSION = 2
 _KEY = source_key("foreign/pods_family.py", "foreign/pods_world.py", "pods_cli_util.py")
 
 
 def _shrunk(src: Path, dst: Path) -> Path:
     """A copy of model file ``src`` with every variance-like number divided by SHRINK: the
-    noise file's q and stamp_var, the pod file's slip law and row covariance."""
+    noise file's q and stamp_var, the pod file's slip law (every term) and row covariance."""
     text = src.read_text()
-    keys = r"(q|stamp_var|roll_m2_per_m|drag_m2_per_m)"
+    keys = r"(q|stamp_var|\w+_m2_per_m\w*)"
     text = re.sub(
         rf"^({keys} = )([-+0-9.eE]+)$",
         lambda m: f"{m.group(1)}{float(m.group(3)) / SHRINK!r}",
