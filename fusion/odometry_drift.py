@@ -255,10 +255,9 @@ class PodSlip:
     """Slip per pod, the wheels' own law: over a step of h seconds, pod i's rolled
     distance errs by a variance ``roll_var·|d_i| + drag_var·|d⊥_i|`` (m²) with d_i the
     distance it rolled and d⊥_i the distance its contact point was dragged across its
-    rolling direction (m), plus, per metre rolled, terms growing with the motion's
-    excitations: ``speed_var·|d_i|·v_i`` with v_i = |d_i|/h the wheel's speed (m/s) and
-    ``turn_var·|d_i|·v_i·|ω|`` with ω = Δθ/h the turn rate (rad/s), v_i·|ω| the wheel's
-    lateral acceleration (turning while translating loads it sideways); pods independent
+    rolling direction (m), plus ``turn_var·|d_i|·v_i·|ω|``, growing with the wheel's
+    lateral acceleration v_i·|ω| (v_i = |d_i|/h its speed, m/s; ω = Δθ/h the turn rate,
+    rad/s: turning while translating loads it sideways); pods independent
     (each wheel slips on its own). Through the odometry ``u = Ŵ⁺·Δn`` the body step's
     covariance is ``Ŵ⁺·diag(var_i/c_i²)·Ŵ⁺ᵀ``, correlations included (a slip of the left
     wheel moves both x and θ). The drag of a pod by rotation about a point off its rolling
@@ -269,18 +268,16 @@ class PodSlip:
         W: (N, 3) pod matrix (ticks per m, m, rad).
         roll_var: m² per m rolled.
         drag_var: m² per m dragged.
-        speed_var: m² per m rolled per m/s of the wheel's speed.
         turn_var: m² per m rolled per m·rad/s² of its lateral acceleration.
     """
 
     W: np.ndarray
     roll_var: float
     drag_var: float
-    speed_var: float = 0.0
     turn_var: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("roll_var", "drag_var", "speed_var", "turn_var"):
+        for name in ("roll_var", "drag_var", "turn_var"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise FusionError(f"pod slip {name} must be finite and >= 0, got {v}")
@@ -289,14 +286,14 @@ class PodSlip:
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
     ) -> np.ndarray:
         """Covariance (K, 3, 3) of each step's body error (m², m·rad, rad²); ``dt`` (K,)
-        the steps' durations (s), None: without the excitation terms."""
+        the steps' durations (s), None: without the lateral-acceleration term."""
         roll, drag = self.step_covariance_parts(body_increments, dt)
         return roll + drag
 
     def step_covariance_parts(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The rolling (excitation terms included) and the dragging part (K, 3, 3 each) of
+        """The rolling (lateral-acceleration term included) and the dragging part (K, 3, 3 each) of
         :meth:`step_covariances`: the filter noise fit scales them separately (each
         coefficient is known only to its standard error, and the drives weigh the two
         differently)."""
@@ -310,16 +307,15 @@ class PodSlip:
     def pod_tick_variances(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Rolling (excitation terms included when ``dt`` (K,) s is given) and dragging
+        """Rolling (its lateral-acceleration term when ``dt`` (K,) s is given) and dragging
         slip variance (K, N each) of each pod's travel over each step, in tick²."""
         rolled, dragged = pod_distances(self.W, body_increments)
         c2 = 1.0 / np.sum(np.asarray(self.W, dtype=float)[:, :2] ** 2, axis=1)
         per_m = np.full_like(rolled, self.roll_var)
-        if dt is not None and (self.speed_var > 0 or self.turn_var > 0):
+        if dt is not None and self.turn_var > 0:
             h = np.maximum(np.asarray(dt, dtype=float), 1e-9)[:, None]
-            speed = rolled / h
             turn = np.abs(np.nan_to_num(np.asarray(body_increments, dtype=float)[:, 2:])) / h
-            per_m = per_m + speed * (self.speed_var + self.turn_var * turn)
+            per_m = per_m + self.turn_var * turn * rolled / h
         return per_m * rolled / c2, self.drag_var * dragged / c2
 
     def axis_step_variances(

@@ -58,8 +58,8 @@ class PodGeometry:
             ((ticks per m)², (ticks per m)·(ticks per rad), (ticks per rad)²), or None: the
             calibration's own uncertainty, a random constant of every path driven with it
             (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`).
-        slip: the wheels' slip law (m² per m rolled, m² per m dragged and, optionally, per
-            m rolled per m/s of speed and per m·rad/s² of lateral acceleration), or None
+        slip: the wheels' slip law (m² per m rolled, m² per m dragged and, optionally, m²
+            per m rolled per m·rad/s² of lateral acceleration), or None
             (:class:`~sensorbench.fusion.odometry_drift.PodSlip`).
     """
 
@@ -87,8 +87,8 @@ class PodGeometry:
                 raise FusionError(f"pod geometry: row covariance must be finite {3 * n}x{3 * n}")
             object.__setattr__(self, "row_cov", 0.5 * (cov + cov.T))
         if self.slip is not None:
-            if len(self.slip) not in (2, 4):
-                raise FusionError(f"pod slip law needs 2 or 4 terms, got {len(self.slip)}")
+            if len(self.slip) not in (2, 3):
+                raise FusionError(f"pod slip law needs 2 or 3 terms, got {len(self.slip)}")
             object.__setattr__(self, "slip", tuple(float(v) for v in self.slip))
             self.slip_model()  # validates
 
@@ -422,8 +422,8 @@ def geometry_to_tables(
     return tables
 
 
-SLIP_EXCITATION_KEYS = ("speed_m2_per_m_per_m_s", "turn_m2_per_m_per_m_rad_s2")
-"""The slip law's excitation terms in a model file's ``[slip]`` (0 when absent)."""
+SLIP_TURN_KEY = "turn_m2_per_m_per_m_rad_s2"
+"""The slip law's lateral-acceleration term in a model file's ``[slip]`` (0 when absent)."""
 
 
 def save_pod_model(
@@ -444,7 +444,7 @@ def save_pod_model(
         body["slip"] = {
             "roll_m2_per_m": geometry.slip[0],
             "drag_m2_per_m": geometry.slip[1],
-            **dict(zip(SLIP_EXCITATION_KEYS, geometry.slip[2:], strict=False)),
+            **dict(zip([SLIP_TURN_KEY], geometry.slip[2:], strict=False)),
             **(dict(slip_report) if slip_report else {}),
         }
     if geometry.row_cov is not None:
@@ -492,7 +492,7 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
         law = None
         if slip is not None:
             law = (slip["roll_m2_per_m"], slip["drag_m2_per_m"])
-            law += tuple(slip.get(k, 0.0) for k in SLIP_EXCITATION_KEYS)
+            law += (slip.get(SLIP_TURN_KEY, 0.0),)
     except (TypeError, KeyError) as exc:
         raise ModelFileError(f"{path}: [slip] table lacks {exc}") from exc
     try:

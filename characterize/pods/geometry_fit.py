@@ -244,7 +244,7 @@ class PodFit:
         if self.slip is None:
             return None
         law = self.slip.slip
-        return (law.roll_var, law.drag_var, law.speed_var, law.turn_var)
+        return (law.roll_var, law.drag_var, law.turn_var)
 
     def save(self, path: str | Path, prov: dict[str, Any]) -> Path:
         """Write the pod-geometry model file, with the per-pod uncertainty and status.
