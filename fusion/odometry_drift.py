@@ -62,8 +62,11 @@ class OdometryDrift:
         inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
         return rows_dot(np.abs(inc), self.coef)
 
-    def step_covariances(self, body_increments: np.ndarray) -> np.ndarray:
-        """Covariance (K, 3, 3) of each step's body error: the three axes independent."""
+    def step_covariances(
+        self, body_increments: np.ndarray, dt: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Covariance (K, 3, 3) of each step's body error: the three axes independent
+        (``dt`` is not used: the law has no excitation terms)."""
         v = self.step_variances(body_increments)
         return v[:, :, None] * np.eye(3)[None, :, :]
 
@@ -75,9 +78,12 @@ class OdometryDrift:
         of R·diag(Vx, Vy)·Rᵀ, m²), heading as is (rad²)."""
         return world_step_variances(self.step_covariances(body_increments), heading)
 
-    def step_covariance_parts(self, body_increments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def step_covariance_parts(
+        self, body_increments: np.ndarray, dt: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(rolling, dragging) parts of :meth:`step_covariances`: a body-axis model does not
-        tell them apart, so all of it is the first part."""
+        tell them apart, so all of it is the first part (``dt`` is not used: the law has
+        no excitation terms)."""
         whole = self.step_covariances(body_increments)
         return whole, np.zeros_like(whole)
 
@@ -268,14 +274,20 @@ def _pod_distances(w: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 @numba.njit(cache=True)
 def _tick_variances(
-    w: np.ndarray, roll_var: float, drag_var: float, inc: np.ndarray
+    w: np.ndarray, slip: np.ndarray, inc: np.ndarray, turn: np.ndarray, h: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:meth:`PodSlip.pod_tick_variances`."""
+    """:meth:`PodSlip.pod_tick_variances`; ``slip`` = (roll_var, drag_var, turn_var),
+    ``turn`` (K,) the turn rate |Δθ|/h (rad/s) and ``h`` (K,) the step durations (s), both
+    unused when turn_var is 0."""
     rolled, dragged = _pod_distances(w, inc)
+    roll_var, drag_var, turn_var = slip[0], slip[1], slip[2]
     for i in range(w.shape[0]):
         c2 = 1.0 / (w[i, 0] ** 2 + w[i, 1] ** 2)
         for k in range(inc.shape[0]):
-            rolled[k, i] = roll_var * rolled[k, i] / c2
+            per_m = roll_var
+            if turn_var > 0:
+                per_m = roll_var + turn_var * turn[k] * rolled[k, i] / h[k]
+            rolled[k, i] = per_m * rolled[k, i] / c2
             dragged[k, i] = drag_var * dragged[k, i] / c2
     return rolled, dragged
 
@@ -296,66 +308,85 @@ def _body_covariances(w_inv: np.ndarray, tick_var: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PodSlip:
-    """Slip per pod, the wheels' own law: over a step, pod i's rolled distance errs by a
-    variance ``roll_var·|d_i| + drag_var·|d⊥_i|`` (m²) with d_i the distance it rolled and
-    d⊥_i the distance its contact point was dragged across its rolling direction (m);
-    pods independent (each wheel slips on its own). Through the odometry ``u = Ŵ⁺·Δn``
-    the body step's covariance is ``Ŵ⁺·diag(var_i/c_i²)·Ŵ⁺ᵀ``, correlations included
-    (a slip of the left wheel moves both x and θ). The drag of a pod by rotation about a
-    point off its rolling line is left out: that arm (the pod's position along its rolling
-    direction) is not observable from the counts and is not in the geometry.
+    """Slip per pod, the wheels' own law: over a step of h seconds, pod i's rolled
+    distance errs by a variance ``roll_var·|d_i| + drag_var·|d⊥_i|`` (m²) with d_i the
+    distance it rolled and d⊥_i the distance its contact point was dragged across its
+    rolling direction (m), plus ``turn_var·|d_i|·v_i·|ω|``, growing with the wheel's
+    lateral acceleration v_i·|ω| (v_i = |d_i|/h its speed, m/s; ω = Δθ/h the turn rate,
+    rad/s: turning while translating loads it sideways); pods independent
+    (each wheel slips on its own). Through the odometry ``u = Ŵ⁺·Δn`` the body step's
+    covariance is ``Ŵ⁺·diag(var_i/c_i²)·Ŵ⁺ᵀ``, correlations included (a slip of the left
+    wheel moves both x and θ). The drag of a pod by rotation about a point off its rolling
+    line is left out: that arm (the pod's position along its rolling direction) is not
+    observable from the counts and is not in the geometry.
 
     Attributes:
         W: (N, 3) pod matrix (ticks per m, m, rad).
         roll_var: m² per m rolled.
         drag_var: m² per m dragged.
+        turn_var: m² per m rolled per m·rad/s² of its lateral acceleration.
     """
 
     W: np.ndarray
     roll_var: float
     drag_var: float
+    turn_var: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("roll_var", "drag_var"):
+        for name in ("roll_var", "drag_var", "turn_var"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise FusionError(f"pod slip {name} must be finite and >= 0, got {v}")
 
-    def step_covariances(self, body_increments: np.ndarray) -> np.ndarray:
-        """Covariance (K, 3, 3) of each step's body error (m², m·rad, rad²)."""
-        roll, drag = self.step_covariance_parts(body_increments)
+    def step_covariances(
+        self, body_increments: np.ndarray, dt: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Covariance (K, 3, 3) of each step's body error (m², m·rad, rad²); ``dt`` (K,)
+        the steps' durations (s), None: without the lateral-acceleration term."""
+        roll, drag = self.step_covariance_parts(body_increments, dt)
         return roll + drag
 
-    def step_covariance_parts(self, body_increments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The rolling and the dragging part (K, 3, 3 each) of :meth:`step_covariances`: the
-        filter noise fit scales them separately (each coefficient is known only to its
-        standard error, and the drives weigh the two differently)."""
-        roll, drag = self.pod_tick_variances(body_increments)
+    def step_covariance_parts(
+        self, body_increments: np.ndarray, dt: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The rolling (lateral-acceleration term included) and the dragging part (K, 3, 3 each) of
+        :meth:`step_covariances`: the filter noise fit scales them separately (each
+        coefficient is known only to its standard error, and the drives weigh the two
+        differently)."""
+        roll, drag = self.pod_tick_variances(body_increments, dt)
         w_inv = pinv_cached(self.W)
         return _body_covariances(w_inv, roll), _body_covariances(w_inv, drag)
 
-    def pod_tick_variances(self, body_increments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Rolling and dragging slip variance (K, N each) of each pod's travel over each
-        step, in tick²."""
+    def pod_tick_variances(
+        self, body_increments: np.ndarray, dt: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rolling (its lateral-acceleration term when ``dt`` (K,) s is given) and dragging
+        slip variance (K, N each) of each pod's travel over each step, in tick²."""
         w = np.ascontiguousarray(self.W, dtype=float)
         inc = np.ascontiguousarray(body_increments, dtype=float)
-        return _tick_variances(w, float(self.roll_var), float(self.drag_var), inc)
+        turn_var = float(self.turn_var) if dt is not None else 0.0
+        h = np.ones(len(inc)) if dt is None else np.maximum(np.asarray(dt, dtype=float), 1e-9)
+        turn = np.abs(np.nan_to_num(inc[:, 2])) / h if turn_var > 0 else h
+        slip = np.array([self.roll_var, self.drag_var, turn_var], dtype=float)
+        return _tick_variances(w, slip, inc, turn, h)
 
     def axis_step_variances(
-        self, body_increments: np.ndarray, heading: np.ndarray
+        self, body_increments: np.ndarray, heading: np.ndarray, dt: np.ndarray | None = None
     ) -> dict[str, np.ndarray]:
         """Per-step slip variance (K,) of each split-filter axis (m², m², rad²)."""
-        return world_step_variances(self.step_covariances(body_increments), heading)
+        return world_step_variances(self.step_covariances(body_increments, dt), heading)
 
 
 class SlipModel(Protocol):
     """What the filters need of a slip model: body-frame covariances of each step and the
     split filters' per-axis share of them, whole and as (rolling, dragging) parts."""
 
-    def step_covariances(self, body_increments: np.ndarray) -> np.ndarray: ...
+    def step_covariances(
+        self, body_increments: np.ndarray, dt: np.ndarray | None = None
+    ) -> np.ndarray: ...
 
     def step_covariance_parts(
-        self, body_increments: np.ndarray
+        self, body_increments: np.ndarray, dt: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]: ...
 
     def axis_step_variances(

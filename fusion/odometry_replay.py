@@ -93,7 +93,7 @@ def cross_check_variance(
     """
     g2 = np.linalg.pinv(np.asarray(W, dtype=float))[2] ** 2
     travel = averaged_counts(dn, t_s)
-    roll, drag = slip.pod_tick_variances(body_increments(W, travel))
+    roll, drag = slip.pod_tick_variances(body_increments(W, travel), np.diff(t_s))
     return (roll + drag + expected_frac_variance(travel, roll + drag)) @ g2
 
 
@@ -378,13 +378,14 @@ def _shared_errors(
     model they ran with (or their time-based drift), the start, the calibration."""
     model = state.model
     inc = np.asarray(inc, dtype=float)
-    step_cov = None if model.drift is None else model.drift.step_covariances(np.nan_to_num(inc))
+    dt = np.diff(odo.t_s)
+    step_cov = None if model.drift is None else model.drift.step_covariances(np.nan_to_num(inc), dt)
     return SharedErrors(
         increments=inc,
         heading=result.pose[:, 2],
         var0=model.var0,
         step_cov=step_cov,
-        drift_var=np.outer(np.diff(odo.t_s), filt.drift_q) if step_cov is None else None,
+        drift_var=np.outer(dt, filt.drift_q) if step_cov is None else None,
         calibration=model.calibration,
     )
 

@@ -58,7 +58,8 @@ class PodGeometry:
             ((ticks per m)², (ticks per m)·(ticks per rad), (ticks per rad)²), or None: the
             calibration's own uncertainty, a random constant of every path driven with it
             (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`).
-        slip: the wheels' slip law (m² per m rolled, m² per m dragged), or None
+        slip: the wheels' slip law (m² per m rolled, m² per m dragged and, optionally, m²
+            per m rolled per m·rad/s² of lateral acceleration), or None
             (:class:`~sensorbench.fusion.odometry_drift.PodSlip`).
     """
 
@@ -68,7 +69,7 @@ class PodGeometry:
     names: tuple[str, ...] = ("pod0", "pod1", "pod2")
     counts_per_rev: np.ndarray | None = field(default=None)
     row_cov: np.ndarray | None = field(default=None)
-    slip: tuple[float, float] | None = field(default=None)
+    slip: tuple[float, ...] | None = field(default=None)
 
     def __post_init__(self) -> None:
         for name in ("c", "phi", "lever"):
@@ -86,8 +87,9 @@ class PodGeometry:
                 raise FusionError(f"pod geometry: row covariance must be finite {3 * n}x{3 * n}")
             object.__setattr__(self, "row_cov", 0.5 * (cov + cov.T))
         if self.slip is not None:
-            roll, drag = (float(v) for v in self.slip)
-            object.__setattr__(self, "slip", (roll, drag))
+            if len(self.slip) not in (2, 3):
+                raise FusionError(f"pod slip law needs 2 or 3 terms, got {len(self.slip)}")
+            object.__setattr__(self, "slip", tuple(float(v) for v in self.slip))
             self.slip_model()  # validates
 
     def calibration_error(self) -> CalibrationError | None:
@@ -420,6 +422,10 @@ def geometry_to_tables(
     return tables
 
 
+SLIP_TURN_KEY = "turn_m2_per_m_per_m_rad_s2"
+"""The slip law's lateral-acceleration term in a model file's ``[slip]`` (0 when absent)."""
+
+
 def save_pod_model(
     path: str | os.PathLike[str],
     geometry: PodGeometry,
@@ -438,6 +444,7 @@ def save_pod_model(
         body["slip"] = {
             "roll_m2_per_m": geometry.slip[0],
             "drag_m2_per_m": geometry.slip[1],
+            **dict(zip([SLIP_TURN_KEY], geometry.slip[2:], strict=False)),
             **(dict(slip_report) if slip_report else {}),
         }
     if geometry.row_cov is not None:
@@ -482,7 +489,10 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
     except (TypeError, ValueError) as exc:
         raise ModelFileError(f"{path}: [calibration] row_covariance: {exc}") from exc
     try:
-        law = None if slip is None else (slip["roll_m2_per_m"], slip["drag_m2_per_m"])
+        law = None
+        if slip is not None:
+            law = (slip["roll_m2_per_m"], slip["drag_m2_per_m"])
+            law += (slip.get(SLIP_TURN_KEY, 0.0),)
     except (TypeError, KeyError) as exc:
         raise ModelFileError(f"{path}: [slip] table lacks {exc}") from exc
     try:

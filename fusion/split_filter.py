@@ -398,7 +398,7 @@ class SplitFilter:
         rest = np.all(inc == 0, axis=1)
         slip_var: dict[str, Any] = dict.fromkeys(AXES)
         drag_var: dict[str, Any] = dict.fromkeys(AXES)
-        parts = None if model.drift is None else model.drift.step_covariance_parts(inc)
+        parts = None if model.drift is None else model.drift.step_covariance_parts(inc, dt)
         step_cov = None if parts is None else parts[0] + parts[1]
         if parts is None or step_cov is None:
             dv = {a: q * dt for a, q in zip(AXES, self.drift_q, strict=True)}

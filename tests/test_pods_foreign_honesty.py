@@ -7,7 +7,7 @@ Per seed (:data:`SEEDS`, 12): the pods and noise are fitted on that seed's fixed
 (forward, sideways, spin, square) and the held-out drives (arcs, crab, and the forward
 and sideways drives recorded again with fresh noise) are replayed against mocap, each in
 :data:`TAKES` realisations with fresh noise (the first also written with ``-o``). Each
-seed's figures are computed once (tests/shared_run_util.py) by the chunk tests
+seed's figures are computed once and kept by content (tests/shared_run_util.py), by the chunk tests
 (:data:`CHUNKS`, each < 300 s on 2 busy cores); the pooled tests read the cache and
 compute what is missing.
 
@@ -41,86 +41,40 @@ Targets the code misses are ``xfail(strict=True)`` with the measured figure (doc
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from foreign.pods_world import FIT_DRIVES, TEST_DRIVES, draw_rig, write_drive
+from pods_cli_util import AXES, fit, import_drive, replay
 from shared_run_util import computed_once, run_dir
 
-from sensorbench.cli import cli
 from sensorbench.fusion.filter_noise import load_noise_model
-from sensorbench.logs import Session
 
 SEEDS = tuple(range(12))
 CHUNKS = (SEEDS[:4], SEEDS[4:8], SEEDS[8:])
 TAKES = 4
 """Realisations of each held-out drive per seed (fresh scrub, timing and mocap noise)."""
-AXES = ("x", "y", "theta")
 PARAMS = (
     ("distance_per_tick_m", "sigma_distance_per_tick", "distance_per_tick"),
     ("rolling_angle_rad", "sigma_rolling_angle", "angle"),
     ("lever_arm_m", "sigma_lever_arm", "lever"),
 )
 
-def _invoke(args: list[str], ok: tuple[int, ...] = (0,)) -> str:
-    res = CliRunner().invoke(cli, args)
-    crashed = res.exception is not None and not isinstance(res.exception, SystemExit)
-    assert res.exit_code in ok and not crashed, res.output
-    return res.output
 
 
 def _session(tmp: Path, name: str, seed: int, take: int = 0) -> Path:
     """Drive ``name`` (take ``take``) of ``seed`` brought in through ``sensorbench import``."""
-    files = write_drive(tmp, name, seed, take)
-    s = tmp / f"{name}_{take}.h5"
-    s.unlink(missing_ok=True)
-    _invoke(["import", "pods", "--format", "csv", str(files.pods_csv), "--into", str(s)])
-    _invoke(["import", "mocap", "--format", "tum", str(files.mocap_tum), "--into", str(s)])
-    return s
-
-
-def _replay(session: Path, pods: Path, noise: Path, est: Path | None) -> dict[str, Any]:
-    """``replay --json`` (and ``-o est``): per axis 2σ coverage, mean NEES and its band; with
-    ``est``, whether the estimate stream's variances are finite and positive."""
-    args = ["replay", str(session), "--pods", str(pods), "--noise", str(noise), "--json"]
-    doc = json.loads(_invoke([*args, *([] if est is None else ["-o", str(est)])]))
-    cons, nis = doc["consistency"], doc["nis"]
-    out: dict[str, Any] = {
-        a: {
-            "in2": cons[a]["coverage"]["2sigma"]["actual"],
-            "nees": cons[a]["mean_nees"],
-            "band": cons[a]["nees_band95"],
-            "updates": nis[a]["k"],
-            "rejected": nis[a]["rejected"],
-        }
-        for a in AXES
-    }
-    out["frames"] = doc["frames"]
-    out["degraded"] = doc["degraded_fraction"]
-    if est is not None:
-        with Session(est) as s:
-            batch = s.pose("estimate").read()
-        # the estimate stream's per-sample variances: covariance x, y and rotation about z
-        assert batch.covariance is not None
-        var = batch.covariance[:, [0, 1, 5], [0, 1, 5]]
-        out["variances_finite_positive"] = bool(np.all(np.isfinite(var)) and np.all(var > 0))
-    return out
+    return import_drive(write_drive(tmp, name, seed, take), tmp, f"{name}_{take}")
 
 
 def run_seed(seed: int, tmp: Path) -> dict[str, Any]:
     """One seed's pipeline through the CLI in a fresh ``tmp``; its figures (JSON-ready)."""
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    fit_args = [str(_session(tmp, name, seed)) for name in FIT_DRIVES]
-    pods, noise = tmp / "pods.toml", tmp / "noise.toml"
-    doc = json.loads(
-        _invoke(["fit", "pods", *fit_args, "--counts-per-rev", "2000", "-o", str(pods), "--json"])
-    )
+    pods, noise, doc = fit([_session(tmp, name, seed) for name in FIT_DRIVES], tmp, 2000)
     rig = draw_rig(seed)
     truth = {
         "distance_per_tick": rig.distance_per_tick,
@@ -131,12 +85,10 @@ def run_seed(seed: int, tmp: Path) -> dict[str, Any]:
         key: [(p[key] - truth[t][i]) / p[sig] for i, p in enumerate(doc["pods"])]
         for key, sig, t in PARAMS
     }
-    # exit 1: the NIS check's diagnosis; the model is still written
-    _invoke(["fit", "noise", *fit_args, "--pods", str(pods), "-o", str(noise)], ok=(0, 1))
     load_noise_model(noise)
     replays = {
         name: [
-            _replay(
+            replay(
                 _session(tmp, name, seed, take),
                 pods,
                 noise,

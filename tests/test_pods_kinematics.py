@@ -168,3 +168,28 @@ def test_any_wheel_layout_is_fitted_and_dead_reckoned(layout: str) -> None:
     end = truth["path"][np.searchsorted(truth["t"], truth["t_enc"][-1])]
     length = float(np.sum(np.hypot(*np.diff(truth["path"][:, :2], axis=0).T)))
     assert np.hypot(*(path[-1, :2] - end[:2])) < 0.02 * length
+
+
+def test_the_slip_law_grows_with_lateral_acceleration(tmp_path) -> None:
+    """Pod i's rolled-distance variance over a step of h s is ``(roll + turn·v_i·|ω|)·|d_i|``
+    with v_i = |d_i|/h (m/s) and ω = Δθ/h; the term survives the model file, and a file
+    written without it loads it as 0."""
+    base = ou.true_geometry()
+    law = (4e-7, 1e-6, 3e-6)
+    g = PodGeometry(base.c, base.phi, base.lever, slip=law)
+    inc = np.array([[0.004, 0.0, 0.0], [0.002, 0.001, 0.01]])  # m, m, rad
+    h = np.array([0.01, 0.005])
+    roll, _ = g.slip_model().pod_tick_variances(inc, h)
+    d = np.abs(inc @ g.W.T) * g.c  # rolled per pod (m)
+    v, w = d / h[:, None], np.abs(inc[:, 2:]) / h[:, None]
+    np.testing.assert_allclose(roll * g.c**2, (law[0] + law[2] * v * w) * d)
+    no_dt, _ = g.slip_model().pod_tick_variances(inc)
+    np.testing.assert_allclose(no_dt * g.c**2, law[0] * d)
+    prov = {"inputs": [], "fit_options": {}}
+    status = [{"status": dict.fromkeys(("distance_per_tick", "rolling_angle", "lever_arm"), "ok")}]
+    path = save_pod_model(tmp_path / "pods.toml", g, prov, status * 3)
+    assert load_pod_model(path).slip == law
+    key = "turn_m2_per_m_per_m_rad_s2"
+    text = "\n".join(ln for ln in path.read_text().splitlines() if not ln.startswith(key))
+    (tmp_path / "old.toml").write_text(text)
+    assert load_pod_model(tmp_path / "old.toml").slip == (*law[:2], 0.0)

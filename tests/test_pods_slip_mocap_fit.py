@@ -6,9 +6,12 @@ turning legs, every pod's rolled distance slipping by ``N(0, σ_roll²·|Δd|)``
 110 Hz mocap of the true path with 0.3 mm and 0.3 mrad of white noise. Over 6 seeds of two
 2-minute drives the fit must recover σ_roll² and σ_drag² within 3 of its own standard
 errors every time (a consistent estimate is outside with probability 0.3 % per value, 3 %
-over the 12), its standard errors must be informative (< 25 % of the value), and the
-spread of the estimates over the seeds must match the stated standard errors (their
-RMS z between 0.5 and 1.6: for 6 values the 1st-99th percentile of √(χ²₆/6)).
+over the 12), its standard errors must be informative (σ_drag² < 25 %, σ_roll² < 50 % of
+the value: the law's term growing with the wheels' lateral acceleration is fitted beside
+it and shares its evidence), and the spread of the
+estimates over the seeds must match the stated standard errors (their RMS z between 0.5
+and 1.6: for 6 values the 1st-99th percentile of √(χ²₆/6)); with that term in the
+world, the fit recovers it.
 """
 
 from __future__ import annotations
@@ -44,7 +47,14 @@ def _twist(t: np.ndarray, translate: bool) -> np.ndarray:
     return v
 
 
-def _drive(seed: int, duration_s: float = 120.0, translate: bool = True) -> Drive:
+def _drive(
+    seed: int,
+    duration_s: float = 120.0,
+    translate: bool = True,
+    turn: float = 0.0,
+) -> Drive:
+    """A drive of the legs of :func:`_twist`; ``turn`` the law's lateral-acceleration
+    term (m² per m rolled per m·rad/s²)."""
     rng = np.random.default_rng(seed)
     geo = pods_util.slip_geometry()
     n = int(duration_s * RATE)
@@ -53,7 +63,8 @@ def _drive(seed: int, duration_s: float = 120.0, translate: bool = True) -> Driv
     c = geo.c
     rolled = (u @ geo.W.T) * c
     perp = np.abs(-np.sin(geo.phi) * u[:, :1] + np.cos(geo.phi) * u[:, 1:2])
-    noise = np.sqrt(ROLL * np.abs(rolled)) * rng.standard_normal(rolled.shape)
+    per_m = ROLL + turn * np.abs(rolled) / h * np.abs(u[:, 2:]) / h
+    noise = np.sqrt(per_m * np.abs(rolled)) * rng.standard_normal(rolled.shape)
     noise += np.sqrt(DRAG * perp) * rng.standard_normal(rolled.shape)
     dist = np.vstack([np.zeros((1, 3)), np.cumsum(rolled + noise, axis=0)])[::SUB]
     counts = np.floor(dist / c).astype(np.int64)
@@ -80,7 +91,7 @@ def test_the_fit_recovers_the_slip_law_against_mocap() -> None:
             [_drive(2 * seed), _drive(2 * seed + 1)], pods_util.slip_geometry(), [0, 0]
         )
         assert fit.drag_identified
-        assert fit.roll_se < 0.25 * ROLL and fit.drag_se < 0.25 * DRAG, fit.as_dict()
+        assert fit.roll_se < 0.5 * ROLL and fit.drag_se < 0.25 * DRAG, fit.as_dict()
         z.append(
             ((fit.slip.roll_var - ROLL) / fit.roll_se, (fit.slip.drag_var - DRAG) / fit.drag_se)
         )
@@ -88,6 +99,23 @@ def test_the_fit_recovers_the_slip_law_against_mocap() -> None:
     assert np.all(np.abs(z_arr) <= 3.0), z_arr
     rms = np.sqrt(np.mean(z_arr**2, axis=0))
     assert np.all((rms > 0.5) & (rms < 1.6)), rms
+
+
+def test_the_fit_recovers_slip_growing_with_lateral_acceleration() -> None:
+    """A law whose slip per metre grows by its base value with every 0.05 m·rad/s² of
+    the wheel's lateral acceleration: every term within 3 of its standard errors on 4
+    seeds."""
+    turn = ROLL / 0.05
+    for seed in range(4):
+        drives = [_drive(40 + 2 * seed + k, turn=turn) for k in range(2)]
+        fit = fit_pod_slip_mocap(drives, pods_util.slip_geometry(), [0, 0])
+        assert fit.turn_se is not None
+        z = [
+            (fit.slip.roll_var - ROLL) / fit.roll_se,
+            (fit.slip.drag_var - DRAG) / fit.drag_se,
+            (fit.slip.turn_var - turn) / fit.turn_se,
+        ]
+        assert np.all(np.abs(z) <= 3.0), (z, fit.as_dict())
 
 
 def test_without_translation_nothing_is_dragged_and_the_drag_takes_the_roll() -> None:

@@ -240,8 +240,11 @@ class PodFit:
             self._slip_law(),
         )
 
-    def _slip_law(self) -> tuple[float, float] | None:
-        return None if self.slip is None else (self.slip.slip.roll_var, self.slip.slip.drag_var)
+    def _slip_law(self) -> tuple[float, ...] | None:
+        if self.slip is None:
+            return None
+        law = self.slip.slip
+        return (law.roll_var, law.drag_var, law.turn_var)
 
     def save(self, path: str | Path, prov: dict[str, Any]) -> Path:
         """Write the pod-geometry model file, with the per-pod uncertainty and status.

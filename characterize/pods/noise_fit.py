@@ -118,7 +118,7 @@ def axis_measurements(
         "theta": increments[:, 2],
     }
     if drift is not None:
-        roll_cov, drag_cov = drift.step_covariance_parts(increments)
+        roll_cov, drag_cov = drift.step_covariance_parts(increments, dt)
         slip = world_step_variances(roll_cov, path[:-1, 2])
         drag = world_step_variances(drag_cov, path[:-1, 2])
     rest = np.all(increments == 0, axis=1)

@@ -37,6 +37,7 @@ in its result.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +49,7 @@ from sensorbench.characterize.pods.drift_fit import gamma_nnls
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts, pod_distances
 from sensorbench.fusion.pod_drive import Drive
-from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces
+from sensorbench.fusion.pod_kinematics import SLIP_TURN_KEY, PodGeometry, repair_bounces
 from sensorbench.fusion.tick_rounding import expected_frac_variance
 
 WINDOW_S = 0.25
@@ -84,6 +85,8 @@ class SlipFit:
         window_s: window length (s).
         method: how it was fitted.
         timing_s: against mocap, the residual timing error per body axis (s); None.
+        turn_se: against mocap, the standard error of the law's lateral-acceleration
+            term (PodSlip's units); None: not fitted (0).
     """
 
     slip: PodSlip
@@ -101,6 +104,7 @@ class SlipFit:
         "the heading sees; intercept: the gyro's noise (rad²)"
     )
     timing_s: np.ndarray | None = None
+    turn_se: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (SI units)."""
@@ -118,7 +122,13 @@ class SlipFit:
             "window_s": self.window_s,
             "method": self.method,
             **({} if self.timing_s is None else {"timing_s": [float(v) for v in self.timing_s]}),
+            **({} if self.turn_se is None else self._turn()),
         }
+
+    def _turn(self) -> dict[str, float]:
+        """The law's lateral-acceleration term and its standard error (model-file keys)."""
+        key = SLIP_TURN_KEY
+        return {key: self.slip.turn_var, key.replace("_m2", "_se_m2", 1): self.turn_se or math.nan}
 
 
 def _windows(

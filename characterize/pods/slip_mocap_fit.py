@@ -10,14 +10,19 @@ ends, a residual timing error at its ends and the reference's own noise. With po
 D_i and dragged P_i over the interval (m, from the counts averaged over 0.1 s,
 :func:`~sensorbench.fusion.odometry_drift.averaged_counts`) the law gives δ the covariance
 
-    Σ = Ŵ⁺·diag((σ_roll²·D_i + σ_drag²·P_i)/c_i² + v_i)·Ŵ⁺ᵀ + diag(n_j + τ_j²·e_j)
+    Σ = Ŵ⁺·diag((σ_roll²·D_i + σ_drag²·P_i + σ_a²·A_i)/c_i² + v_i)·Ŵ⁺ᵀ + diag(n_j + τ_j²·e_j)
 
-with c_i pod i's distance per tick, v_i the rounding of its travel
+with A_i the interval's sum over frames of the rolled distance times the wheel's lateral
+acceleration (its speed × the turn rate: turning while translating loads a wheel
+sideways), c_i pod i's distance per tick, v_i the rounding of its travel
 (:func:`~sensorbench.fusion.tick_rounding.expected_frac_variance`, a known offset), n_j the
 reference noise per body axis and e_j the interval's endpoint speeds² (m²/s², rad²/s²).
-σ_roll², σ_drag², n and τ² are fitted by Gaussian maximum likelihood over all intervals of
-all drives (8 parameters; 7 when the drives dragged no pod sideways, σ_drag² then taking
-σ_roll²), their standard errors from the Fisher information; intervals whose δ lies
+σ_roll², σ_drag², σ_a², n and τ² are fitted by Gaussian maximum likelihood over all
+intervals of all drives (9 parameters; 8 when the drives dragged no pod sideways, σ_drag²
+then taking σ_roll²), their standard errors from the Fisher information. σ_a² is kept at
+its estimate even where the drives hardly tell it from σ_roll² (a likelihood-ratio test
+at 1 % admitted it in 0 of 5 family seeds, and the filters then stated the base rate on
+motions never driven; docs/PODS.md); intervals whose δ lies
 beyond the χ²₃ bound of :data:`TRIM_P` (a bounce) are dropped and the fit repeated until
 none changes side.
 
@@ -33,7 +38,7 @@ every pod is given the same law: an assumption of the fit, stated in its result.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.optimize import minimize
@@ -58,7 +63,8 @@ def _intervals(
     drives: Sequence[Drive], offsets: Sequence[float], w: np.ndarray, interval_s: float
 ) -> tuple[np.ndarray, ...]:
     """Per usable interval: δ (M, 3), signed reference motion (M, 3), rolled and dragged
-    distance (M, N, m), travel (M, N, ticks) and endpoint speeds² (M, 3)."""
+    distance (M, N, m), travel (M, N, ticks), endpoint speeds² (M, 3) and the rolled
+    distance weighted by the wheel's lateral acceleration (M, N, m²·rad/s²)."""
     w_inv = np.linalg.pinv(w)
     parts: list[tuple[np.ndarray, ...]] = []
     for d, offset in zip(drives, offsets, strict=True):
@@ -67,23 +73,19 @@ def _intervals(
             continue
         steps = averaged_counts(np.diff(d.counts, axis=0).astype(float), d.t_enc)
         rolled, dragged = pod_distances(w, steps @ w_inv.T)
+        h = np.maximum(np.diff(d.t_enc), 1e-9)[:, None]
+        by_turn = rolled**2 * np.abs(steps @ w_inv[2])[:, None] / h**2
         cum = [
             np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
-            for x in (rolled, dragged, steps)
+            for x in (rolled, dragged, steps, by_turn)
         ]
         lo, hi = bounds[:, 0], bounds[:, 1]
         v = speeds(d.counts.astype(float) @ w_inv.T, d.t_enc)
-        parts.append(
-            (
-                dn @ w_inv.T - xi,
-                xi,
-                *(c[hi] - c[lo] for c in cum),
-                v[lo] ** 2 + v[hi] ** 2,
-            )
-        )
+        sums = [c[hi] - c[lo] for c in cum]
+        parts.append((dn @ w_inv.T - xi, xi, *sums[:3], v[lo] ** 2 + v[hi] ** 2, *sums[3:]))
     if not parts:
-        return tuple(np.empty((0, 3)) for _ in range(6))
-    return tuple(np.concatenate([p[k] for p in parts]) for k in range(6))
+        return tuple(np.empty((0, 3)) for _ in range(7))
+    return tuple(np.concatenate([p[k] for p in parts]) for k in range(7))
 
 
 def fit_pod_slip_mocap(
@@ -106,7 +108,9 @@ def fit_pod_slip_mocap(
     w = geometry.W
     w_inv = np.linalg.pinv(w)
     c = 1.0 / np.hypot(w[:, 0], w[:, 1])
-    delta, signed, rolled, dragged, travel, ends = _intervals(drives, offsets, w, interval_s)
+    delta, signed, rolled, dragged, travel, ends, by_turn = _intervals(
+        drives, offsets, w, interval_s
+    )
     if delta.shape[0] < MIN_INTERVALS:
         raise FitError(f"only {delta.shape[0]} intervals to fit the slip law from")
     if rolled.sum() < 1.0:
@@ -114,7 +118,8 @@ def fit_pod_slip_mocap(
     beta, *_ = np.linalg.lstsq(signed, delta, rcond=None)
     resid = delta - signed @ beta
     drag_ok = float(dragged.sum()) >= MIN_DRAG_M
-    # Σ_k = Σ_p θ_p·basis[p]_k: the law's two terms, the noise's three, the timing's three
+    # Σ_k = Σ_p θ_p·basis[p]_k: the law's two terms, the noise's three, the timing's
+    # three, the law's lateral-acceleration term
     body = np.einsum("ji,li->jli", w_inv, w_inv)  # (3, 3, N): W⁺[j, i]·W⁺[l, i]
 
     def through_pods(per_pod: np.ndarray) -> np.ndarray:
@@ -124,27 +129,21 @@ def fit_pod_slip_mocap(
     basis = [through_pods(rolled / c**2), through_pods(dragged / c**2)]
     basis += [np.broadcast_to(np.outer(eye[j], eye[j]), (*resid.shape, 3)) for j in range(3)]
     basis += [ends[:, j, None, None] * np.outer(eye[j], eye[j]) for j in range(3)]
+    basis += [through_pods(by_turn / c**2)]
     if not drag_ok:
         basis = [basis[0] + basis[1], *basis[2:]]
-    basis_arr = np.stack(basis)  # (P, M, 3, 3)
-    keep = np.ones(resid.shape[0], dtype=bool)
-    theta = np.full(basis_arr.shape[0], np.nan)
-    law = np.zeros(2)
-    for _ in range(MAX_TRIM_PASSES):
-        s2 = (law[0] * rolled + law[1] * dragged) / c**2
-        rounding = through_pods(expected_frac_variance(travel, s2))
-        theta = _max_likelihood(resid[keep], basis_arr[:, keep], rounding[keep], theta)
-        law = np.array([theta[0], theta[1] if drag_ok else theta[0]])
-        cov = np.einsum("p,pmjl->mjl", theta, basis_arr) + rounding
-        q = np.einsum("mj,mj->m", resid, np.linalg.solve(cov, resid[:, :, None])[:, :, 0])
-        now = q <= chi2.isf(TRIM_P, 3)
-        if np.array_equal(now, keep):
-            break
-        keep = now
-    se = _standard_errors(theta, basis_arr[:, keep], rounding[keep])
+    full = np.stack(basis)  # (P, M, 3, 3)
+
+    def rounding_of(law: np.ndarray) -> np.ndarray:
+        per_m = law[0] * rolled + law[1] * dragged + law[2] * by_turn
+        return through_pods(expected_frac_variance(travel, per_m / c**2))
+
+    theta, keep, rounding = _trimmed_fit(resid, full, drag_ok, rounding_of)
+    law = np.array([theta[0], theta[1] if drag_ok else theta[0], theta[-1]])
+    se = _standard_errors(theta, full[:, keep], rounding[keep])
     n_law = 2 if drag_ok else 1
     return SlipFit(
-        PodSlip(w, float(law[0]), float(law[1])),
+        PodSlip(w, *(float(v) for v in law)),
         float(se[0]),
         float(se[1]) if drag_ok else float("nan"),
         np.asarray(theta[n_law : n_law + 3], dtype=float),
@@ -156,8 +155,38 @@ def fit_pod_slip_mocap(
         interval_s,
         method="odometry against mocap over intervals, every pod given one law; "
         "intercept: the reference noise per body axis (m², m², rad²)",
-        timing_s=np.sqrt(theta[n_law + 3 :]),
+        timing_s=np.sqrt(theta[n_law + 3 : n_law + 6]),
+        turn_se=float(se[-1]),
     )
+
+
+def _trimmed_fit(
+    resid: np.ndarray,
+    basis: np.ndarray,
+    drag_ok: bool,
+    rounding_of: Callable[[np.ndarray], np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """θ over ``basis`` (the law's roll and, when ``drag_ok``, drag term, the noise's
+    three, the timing's three, the law's lateral-acceleration term), refitted with the
+    intervals beyond the χ²₃ bound of :data:`TRIM_P` dropped until none changes side;
+    ``rounding_of(law)`` the rounding offset (M, 3, 3) under the law (roll, drag, turn).
+    Returns θ, the intervals kept and the rounding offset."""
+    n_law = 2 if drag_ok else 1
+    keep = np.ones(resid.shape[0], dtype=bool)
+    theta = np.full(basis.shape[0], np.nan)
+    law = np.zeros(3)
+    bound = chi2.isf(TRIM_P, 3)
+    for _ in range(MAX_TRIM_PASSES):
+        rounding = rounding_of(law)
+        theta = _max_likelihood(resid[keep], basis[:, keep], rounding[keep], theta)
+        law = np.array([theta[0], theta[n_law - 1], theta[-1]])
+        cov = np.einsum("p,pmjl->mjl", theta, basis) + rounding
+        q = np.einsum("mj,mj->m", resid, np.linalg.solve(cov, resid[:, :, None])[:, :, 0])
+        now = q <= bound
+        if np.array_equal(now, keep):
+            break
+        keep = now
+    return theta, keep, rounding
 
 
 def _max_likelihood(
