@@ -26,8 +26,10 @@ estimate recorded here is the one ``replay`` computes from the session:
   comes from the stream's ``rate_hz``.
 
 Each step publishes first (one datagram per frame and the step's last pose to the
-view, in one ``publish`` call), then appends its frames to the session's ``estimate``
-stream (:mod:`~sensorbench.fusion.estimate_stream`) and writes the monitor's events.
+view, in one ``publish`` call), then holds its frames for the session's ``estimate``
+stream (:mod:`~sensorbench.fusion.estimate_stream`), appended every :data:`RECORD_S`
+and at the end (one hand-off to the writer thread per ~20 frames, not one per frame),
+and writes the monitor's events.
 While no frame arrives for longer than ``coast_s`` the filters' prediction is published
 (flag ``PREDICTED``, variance growing as the model says) every ``coast_s``, and a
 ``note`` event marks the start and end of the coasting; nothing of it is recorded as
@@ -67,6 +69,8 @@ from sensorbench.logs import EncoderBatch, PoseBatch, PoseFlag, SessionWriter
 from sensorbench.logs.model_keys import AXES
 
 _STOP = object()
+RECORD_S = 0.1
+"""Longest time (s) a step's estimate is held before it is appended to the session."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,8 @@ class OdometryWorker:
         self._aid_seen_ns = 0  # host time of the latest pose batch
         self._last_frame_ns = 0  # host time of the last step
         self._last_pred_ns = 0
+        self._held: list[tuple[np.ndarray, ...]] = []  # estimate rows not yet recorded
+        self._recorded_ns = 0  # host time of the last append to the estimate stream
         self._thread: threading.Thread | None = None
 
     # -- producers ---------------------------------------------------------------------
@@ -237,6 +243,7 @@ class OdometryWorker:
                     self._pending.append(self.stream.flush())
                 self._step(final=stopping)
                 self._coast()
+                self._write_held(final=stopping)
             except Exception as exc:  # report, keep running: the recording goes on
                 self.counters.errors += 1
                 self.counters.last_error = f"live-odometry: {exc!r}"
@@ -344,8 +351,21 @@ class OdometryWorker:
     def _record(
         self, t_ns: np.ndarray, pose: np.ndarray, var: np.ndarray, flags: np.ndarray
     ) -> None:
+        """Hold estimate rows (times ns, poses m and rad, variances m² and rad², flags)."""
         if self.writer is not None:
-            self.writer.append_pose(ESTIMATE_STREAM, estimate_batch(t_ns, pose, var, flags))
+            self._held.append((t_ns, pose, var, flags))
+
+    def _write_held(self, final: bool) -> None:
+        """Append the held rows to the session when :data:`RECORD_S` passed, or at the end."""
+        now = time.monotonic_ns()
+        if self.writer is None or not self._held or (
+            not final and now - self._recorded_ns < RECORD_S * 1e9
+        ):
+            return
+        parts, self._held = self._held, []
+        self._recorded_ns = now
+        columns = (np.concatenate(c) for c in zip(*parts, strict=True))
+        self.writer.append_pose(ESTIMATE_STREAM, estimate_batch(*columns))
 
     def _publish(
         self,

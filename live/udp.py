@@ -37,7 +37,8 @@ from sensorbench.errors import LiveError
 MAGIC = b"SBLP"
 VERSION = 1
 FORMAT = "<4sBBHIqq3d3d6d"
-SIZE = struct.calcsize(FORMAT)
+_STRUCT = struct.Struct(FORMAT)
+SIZE = _STRUCT.size
 PREDICTED = 16
 """Flag of a datagram sent while no frame arrives: the pose is the filters' prediction."""
 
@@ -55,15 +56,14 @@ class PoseDatagram:
     velocity: tuple[float, float, float]
     covariance: tuple[float, float, float, float, float, float]
 
-    def pack(self) -> bytes:
-        """The datagram's bytes."""
-        return struct.pack(
-            FORMAT,
+    def pack(self, seq: int | None = None) -> bytes:
+        """The datagram's bytes, with sequence number ``seq`` in place of ``self.seq``."""
+        return _STRUCT.pack(
             MAGIC,
             VERSION,
             self.flags,
             self.frames,
-            self.seq & 0xFFFFFFFF,
+            (self.seq if seq is None else seq) & 0xFFFFFFFF,
             self.stamp_ns,
             self.wall_ns,
             *self.pose,
@@ -80,7 +80,7 @@ def unpack(data: bytes) -> PoseDatagram:
     """
     if len(data) != SIZE or data[:4] != MAGIC:
         raise LiveError(f"not a sensorbench live pose datagram ({len(data)} bytes)")
-    f = struct.unpack(FORMAT, data)
+    f = _STRUCT.unpack(data)
     if f[1] != VERSION:
         raise LiveError(f"live pose datagram version {f[1]}, this reader knows {VERSION}")
     return PoseDatagram(f[2], f[3], f[4], f[5], f[6], f[7:10], f[10:13], f[13:19])
@@ -134,16 +134,7 @@ class UdpPublisher:
 
     def send(self, datagram: PoseDatagram) -> None:
         """Send one datagram; its ``seq`` is replaced by the publisher's."""
-        data = PoseDatagram(
-            datagram.flags,
-            datagram.frames,
-            self.seq,
-            datagram.stamp_ns,
-            datagram.wall_ns,
-            datagram.pose,
-            datagram.velocity,
-            datagram.covariance,
-        ).pack()
+        data = datagram.pack(self.seq)
         self.seq = (self.seq + 1) & 0xFFFFFFFF
         try:
             self.sock.sendto(data, self.address)
