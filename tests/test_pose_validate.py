@@ -219,3 +219,35 @@ def test_a_random_walk_still_fails_in_the_demo_world():
     growth's own power is test_random_walk_world_fails_on_growth's)."""
     alarms = _demo_like_alarms("random_walk", 20, 0.05 / 5)
     assert sum(bool(a) for a in alarms) >= 16, alarms
+
+
+@pytest.mark.slow
+def test_demo_world_fit_is_calibrated_with_tau_5_s():
+    """60 campaigns of 5 sessions shaped like the demo's reloc_3, the demo's fit as truth
+    but x's τ = 5 s (a held-out campaign there was fitted 3.27 s [2.88, 3.71]): x's τ
+    inside its 95 % interval in ≥ 52/60 (3 binomial sd below 57); σ_b's intervals cover
+    90-98 % of 360 fits; mean σ̂_b²/σ_b² within 3 of its standard errors of 1."""
+    from sensorbench.characterize.pose.gm_montecarlo import simulate_errors
+    from sensorbench.characterize.pose.series import ErrorSeries
+
+    truth = DEMO_FIT.copy()
+    truth[0, 2] = 5.0
+    est, covered = [], []
+    for seed in range(60):
+        rng = np.random.default_rng([seed, 38])
+        series = []
+        for i in range(5):
+            t = np.arange(0.0, 120.0, 0.1) + rng.uniform(-0.01, 0.01, 1200)
+            reloc = np.isin(np.arange(t.size), np.searchsorted(t, DEMO_RELOCS_S))
+            reloc[0] = True
+            e = simulate_errors(truth, t, reloc, 1, rng)[0]
+            series.append(ErrorSeries(t, e, reloc, name=f"demo-{seed}-{i}"))
+        model = fit_pose_error(series)
+        ci = np.array([model.axes[a].ci() for a in model.axes])
+        est.append(model.params_array())
+        covered.append((truth >= ci[:, :, 0]) & (truth <= ci[:, :, 1]))
+    cov, ratio = np.array(covered), (np.array(est)[:, :, 0] / truth[:, 0]) ** 2
+    assert cov[:, 0, 2].sum() >= 52, cov[:, 0, 2].sum()
+    assert 0.90 <= cov[:, :, 0].mean() <= 0.98, cov[:, :, 0].mean()
+    se = ratio.std() / np.sqrt(ratio.size)
+    assert abs(ratio.mean() - 1.0) < 3.0 * se, (ratio.mean(), se)
