@@ -184,9 +184,9 @@ def fit_pose_error_cmd(
     and an Allan-deviation cross-check; -o writes the model file that filters and the
     simulator load.
     """
-    from sensorbench.characterize.pose.display import FitSummary
     from sensorbench.characterize.pose.sessions import fit_prepared
     from sensorbench.logs.check import refuse_unclosed
+    from sensorbench.report.pose_display import FitSummary
 
     if output:
         check_output(output, force=force, inputs=selection.sessions)
@@ -340,12 +340,12 @@ def validate_cmd(
     sessions. Exit 0 when the model holds and every requirement holds, 1 naming
     what failed or could not be told, and why.
     """
-    from sensorbench.characterize.pose.display import validation_document, validation_lines
     from sensorbench.characterize.pose.error_model import PoseErrorModel, fit_pose_error
     from sensorbench.characterize.pose.requirements import Requirement, judge_requirements
     from sensorbench.characterize.pose.validate import validate_sessions
     from sensorbench.characterize.pose.verdict import assess
     from sensorbench.logs.check import refuse_unclosed
+    from sensorbench.report.pose_display import validation_document, validation_lines
 
     requirements = [Requirement.parse(r) for r in require]  # fail fast on a bad one
     refuse_unclosed(selection.sessions, "validate")

@@ -24,6 +24,9 @@ from sensorbench.characterize.pose.series import (
     param_unit,
 )
 from sensorbench.characterize.pose.validate import ValidationReport
+from sensorbench.report.data import validation_document as document
+from sensorbench.report.data import wrong_relocalizations
+from sensorbench.report.html import wrong_lines
 
 
 def fmt(v: float, unit: str) -> str:
@@ -182,7 +185,6 @@ class FitSummary:
 
     def lines(self) -> list[str]:
         """The text ``fit pose-error`` prints (without warnings, model file and figures)."""
-        from sensorbench.report.html import wrong_lines
 
         camp = self.campaign
         out = []
@@ -279,8 +281,6 @@ def validation_lines(report: ValidationReport, campaign: Any) -> list[str]:
 def validation_document(report: ValidationReport, campaign: Any, sensor: str) -> dict[str, Any]:
     """The JSON document of ``validate --json`` (without figures, model file and verdict)."""
     from sensorbench.logs import Session
-    from sensorbench.report.data import validation_document as document
-    from sensorbench.report.data import wrong_relocalizations
 
     wrong = []
     for ps in campaign.prepared:
