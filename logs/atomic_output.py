@@ -86,8 +86,11 @@ _NOT_REGULAR = (
 )
 
 
-def regular_input(path: PathLike, error: type[SensorbenchError] = SessionError) -> Path:
-    """``path`` when it names a regular file to read (a link to one counts).
+def regular_input(
+    path: PathLike, error: type[SensorbenchError] = SessionError, what: str = "file"
+) -> Path:
+    """``path`` when it names a regular file to read (a link to one counts); ``what`` names
+    it in the messages ("model file").
 
     Raises:
         error: no such file, or what it is instead: a directory, a device (``/dev/zero``
@@ -97,14 +100,14 @@ def regular_input(path: PathLike, error: type[SensorbenchError] = SessionError) 
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        raise error(f"{path}: no such file") from None
+        raise error(f"{path}: cannot read {what}: no such file") from None
     except OSError as exc:
-        raise error(f"{path}: cannot read it: {disk_error_text(exc)}") from None
+        raise error(f"{path}: cannot read {what}: {disk_error_text(exc)}") from None
     if stat.S_ISREG(mode):
         return path
     kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
     kind = next((k for test, k in _NOT_REGULAR if test(mode)), kind)
-    raise error(f"{path} is {kind}, not a file to read")
+    raise error(f"{path} is {kind}, not a {what} to read")
 
 
 def refuse_replacing(path: Path, *, locked: bool = False) -> None:

@@ -207,11 +207,9 @@ def load_document(path: str | os.PathLike[str]) -> dict[str, Any]:
     Raises:
         ModelFileError: the file cannot be read or is not TOML.
     """
-    path = regular_input(path, ModelFileError)
+    path = regular_input(path, ModelFileError, "model file")
     try:
         return tomllib.loads(path.read_text(encoding="utf-8-sig"))
-    except FileNotFoundError as exc:
-        raise ModelFileError(f"{path}: cannot read model file: no such file") from exc
     except OSError as exc:
         raise ModelFileError(f"{path}: cannot read model file: {exc}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
