@@ -10,7 +10,6 @@ never got the pods' 115200 baud) and no session file exists.
 
 from __future__ import annotations
 
-import re
 import socket
 import subprocess
 import sys
@@ -28,23 +27,6 @@ from sensorbench.sim.pty import PtyPort
 MODELS = cu.REPO / "examples" / "models"
 PODS = MODELS / "pods-emulated.toml"
 
-
-def _config(tmp: Path, port: str) -> Path:
-    """The emulated robot's configuration with only its pod MCU, on ``port``."""
-    text = cu.EMULATED_CONFIG.read_text()
-    dev = re.search(r"\[\[devices\]\]\nname = \"pods\".*?(?=\n\[)", text, re.S)
-    geometry = re.search(r"\n\[pods\].*?(?=\n\[emulation\])", text, re.S)
-    assert dev is not None and geometry is not None
-    path = tmp / "pods.toml"
-    path.write_text(
-        '[robot]\nname = "pods-only"\n'
-        "footprint_m = [[-0.2, -0.2], [0.2, -0.2], [0.2, 0.2], [-0.2, 0.2]]\n"
-        '[powerup]\norder = ["pods"]\ngap_s = 0.1\ntimeout_s = 5.0\n'
-        + dev.group(0).replace('"{run_dir}/pods"', f'"{port}"')
-        + geometry.group(0)
-        + "\n"
-    )
-    return path
 
 
 def _live(config: Path, out: Path, *args: str, timeout_s: float = 120.0):
@@ -75,7 +57,7 @@ def _taken_port() -> socket.socket:
     "case", ["udp host", "foxglove port", "pose model", "missing port", "output exists"]
 )
 def test_bad_set_ups_are_refused_before_any_device_is_powered(tmp_path, pods, case) -> None:
-    config = _config(tmp_path, pods.port.name)
+    config = cu.pods_only_config(tmp_path, pods.port.name)
     out = tmp_path / "s.h5"
     taken = _taken_port()
     args = {
@@ -86,7 +68,7 @@ def test_bad_set_ups_are_refused_before_any_device_is_powered(tmp_path, pods, ca
         "output exists": [],
     }[case]
     if case == "missing port":
-        config = _config(tmp_path, str(tmp_path / "no-such-port"))
+        config = cu.pods_only_config(tmp_path, str(tmp_path / "no-such-port"))
     if case == "output exists":
         out.write_bytes(b"mine")
     done = _live(config, out, "--duration", "2", *args)
@@ -108,7 +90,8 @@ def test_a_file_system_without_room_is_refused_before_powering(tmp_path, pods) -
     if mounted.returncode != 0:
         pytest.skip("cannot mount a small tmpfs here")
     try:
-        done = _live(_config(tmp_path, pods.port.name), small / "s.h5", "--duration", "2")
+        config = cu.pods_only_config(tmp_path, pods.port.name)
+        done = _live(config, small / "s.h5", "--duration", "2")
         assert done.returncode == 2 and "MiB free" in done.stderr, done.stderr
         assert not (small / "s.h5").exists()
     finally:
@@ -117,7 +100,7 @@ def test_a_file_system_without_room_is_refused_before_powering(tmp_path, pods) -
 
 def test_pods_that_never_came_up_leave_a_closed_valid_session_and_exit_1(tmp_path) -> None:
     with PtyPort(link=tmp_path / "pods"):  # a port that is there, a device that says nothing
-        config = _config(tmp_path, str(tmp_path / "pods"))
+        config = cu.pods_only_config(tmp_path, str(tmp_path / "pods"))
         out = tmp_path / "s.h5"
         done = _live(config, out, "--duration", "2", "--allow-missing")
     assert done.returncode == 1, done.stderr
@@ -126,7 +109,7 @@ def test_pods_that_never_came_up_leave_a_closed_valid_session_and_exit_1(tmp_pat
 
 
 def test_a_device_lost_for_good_makes_live_exit_1(tmp_path, pods) -> None:
-    config = _config(tmp_path, pods.port.name)
+    config = cu.pods_only_config(tmp_path, pods.port.name)
     out = tmp_path / "s.h5"
     proc = subprocess.Popen(
         [sys.executable, "-c", "from sensorbench.cli import main; main()", "live",
