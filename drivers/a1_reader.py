@@ -31,6 +31,7 @@ from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1_protocol import A1Health, A1Info, A1SampleRate, describe_clock
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.drivers.device_protocol import DeviceProtocol
+from sensorbench.drivers.kernels import warm_up
 from sensorbench.drivers.serial_link import EventSink, LinkConfig, SerialLink
 from sensorbench.drivers.serial_port import GONE_ERRNOS, ModemSerial, open_serial
 from sensorbench.drivers.serial_reader import SerialReader
@@ -1010,7 +1011,11 @@ def a1_reader(
             scan is restarted (s).
         scan_mode: ``typical`` or a scan mode's name (a new scanner's; one taken over
             keeps its own).
+
+    The decoders are compiled (or loaded) first, so the first-turn deadline is the
+    link's, never numba's.
     """
+    warm_up()
     scanner = scanner or A1Scanner(
         str(port),
         read_timeout_s=read_timeout_s,

@@ -15,7 +15,6 @@ from timing_util import SLACK_S
 
 from sensorbench.cli import cli
 from sensorbench.drivers.a1_reader import a1_reader
-from sensorbench.drivers.kernels import warm_up
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.reader_base import DeviceReader
 from sensorbench.errors import DriverError
@@ -37,13 +36,6 @@ def check_turns(turns, ref, n):
         np.testing.assert_array_equal(t.intensity, q)
         np.testing.assert_array_equal(t.angle, u.ccw_rad(a).astype(np.float32))
         np.testing.assert_array_equal(t.range, u.range_m(d).astype(np.float32))
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _kernels_loaded():
-    """As capture and bring-up do: the 2 s first-turn deadlines below are the link's, not
-    numba's compile or cache load (seconds on a busy machine)."""
-    warm_up()
 
 
 @pytest.fixture(scope="module")
