@@ -21,32 +21,29 @@ def _symbols(nm: str, elf) -> dict[str, int]:
     return {w[2]: int(w[0], 16) for w in (line.split() for line in out.splitlines()) if len(w) == 3}
 
 
+def _make(build, *args: str) -> subprocess.CompletedProcess:
+    """``make -C firmware BUILD=build args...``, its output captured as text."""
+    return subprocess.run(
+        ["make", "-C", str(firmware_util.FIRMWARE), f"BUILD={build}", *args],
+        capture_output=True, text=True, timeout=MAKE_TIMEOUT_S,
+    )  # fmt: skip
+
+
 def test_make_skips_what_it_cannot_build_and_says_so(tmp_path) -> None:
     firmware_util.product("host")  # make and a host compiler are there
     build = tmp_path / "build"
-    done = subprocess.run(
-        ["make", "-C", str(firmware_util.FIRMWARE), f"BUILD={build}",
-         "AVR_CC=no-such-avr-gcc", "ARM_CC=no-such-arm-gcc", "host"],
-        capture_output=True, text=True, timeout=MAKE_TIMEOUT_S,
-    )  # fmt: skip
+    no_cross = ("AVR_CC=no-such-avr-gcc", "ARM_CC=no-such-arm-gcc")
+    done = _make(build, *no_cross, "host")
     assert done.returncode == 0, done.stderr
     assert (build / "host" / "libpodscore.so").exists()
-    everything = subprocess.run(
-        ["make", "-C", str(firmware_util.FIRMWARE), f"BUILD={build}",
-         "AVR_CC=no-such-avr-gcc", "ARM_CC=no-such-arm-gcc", "HOST_CC=no-such-cc"],
-        capture_output=True, text=True, timeout=MAKE_TIMEOUT_S,
-    )  # fmt: skip
+    everything = _make(build, *no_cross, "HOST_CC=no-such-cc")
     assert everything.returncode == 0, everything.stderr
     for target in ("avr", "stm32f4", "host", "harness"):
         assert f"firmware: skipped {target} (" in everything.stdout
     assert "apt-get install gcc-avr avr-libc" in everything.stdout
     assert not (build / "avr").exists() and not (build / "stm32f4").exists()
     # asked for by name, a target without its toolchain fails
-    one = subprocess.run(
-        ["make", "-C", str(firmware_util.FIRMWARE), f"BUILD={build}", "AVR_CC=no-such-avr-gcc",
-         "avr"], capture_output=True, text=True, timeout=MAKE_TIMEOUT_S,
-    )  # fmt: skip
-    assert one.returncode != 0
+    assert _make(build, "AVR_CC=no-such-avr-gcc", "avr").returncode != 0
 
 
 def test_the_avr_image_fits_beside_the_bootloader_and_hooks_its_interrupts() -> None:
