@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -97,31 +97,24 @@ class Case:
     """A file the disk holds before the command runs (copied from inputs), kept intact."""
 
 
+def _export(stream: str, fmt: str, out: str, *more: str) -> Case:
+    """``export`` of ``stream`` of the simulated session to ``out`` on the disk."""
+    return Case(
+        lambda i, d: ["export", str(i["sim"]), "--stream", stream, "--format", fmt,
+                      "-o", str(d / out), *more],
+        out,
+    )  # fmt: skip
+
+
 CASES = {
     "import into a new session": Case(
-        lambda i, d: [
-            "import",
-            "mocap",
-            str(i["tum"]),
-            "--format",
-            "tum",
-            "--into",
-            str(d / "new.h5"),
-        ],
+        lambda i, d: ["import", "mocap", str(i["tum"]), "--format", "tum",
+                      "--into", str(d / "new.h5")],
         "new.h5",
     ),
     "import into an existing session": Case(
-        lambda i, d: [
-            "import",
-            "mocap",
-            str(i["tum"]),
-            "--format",
-            "tum",
-            "--name",
-            "m2",
-            "--into",
-            str(d / "small.h5"),
-        ],
+        lambda i, d: ["import", "mocap", str(i["tum"]), "--format", "tum", "--name", "m2",
+                      "--into", str(d / "small.h5")],
         "small.h5",
         existing="session",
     ),
@@ -132,106 +125,32 @@ CASES = {
         lambda i, d: ["decode", "ld19", str(i["raw"]), "-o", str(d / "dec.h5")], "dec.h5"
     ),
     "merge": Case(
-        lambda i, d: [
-            "merge",
-            str(i["sim"]),
-            "--front",
-            "lidar_front",
-            "--rear",
-            "lidar_rear",
-            "-o",
-            str(d / "merged.h5"),
-        ],
+        lambda i, d: ["merge", str(i["sim"]), "--front", "lidar_front", "--rear", "lidar_rear",
+                      "-o", str(d / "merged.h5")],
         "merged.h5",
     ),
     "replay -o": Case(
-        lambda i, d: [
-            "replay",
-            str(i["sim"]),
-            "--pods",
-            str(PODS_MODEL),
-            "--t-end",
-            "6",
-            "-o",
-            str(d / "estimate.h5"),
-        ],
+        lambda i, d: ["replay", str(i["sim"]), "--pods", str(PODS_MODEL), "--t-end", "6",
+                      "-o", str(d / "estimate.h5")],
         "estimate.h5",
     ),
-    "export csv": Case(
-        lambda i, d: [
-            "export",
-            str(i["sim"]),
-            "--stream",
-            "pods",
-            "--format",
-            "csv",
-            "-o",
-            str(d / "pods.csv"),
-        ],
-        "pods.csv",
-    ),
-    "export tum": Case(
-        lambda i, d: [
-            "export",
-            str(i["sim"]),
-            "--stream",
-            "mocap",
-            "--format",
-            "tum",
-            "-o",
-            str(d / "mocap.tum"),
-        ],
-        "mocap.tum",
-    ),
-    "export mcap": Case(
-        lambda i, d: [
-            "export",
-            str(i["sim"]),
-            "--stream",
-            "pods",
-            "--format",
-            "mcap",
-            "-o",
-            str(d / "pods.mcap"),
-        ],
-        "pods.mcap",
-    ),
-    "export --force": Case(
-        lambda i, d: [
-            "export",
-            str(i["sim"]),
-            "--stream",
-            "mocap",
-            "--format",
-            "tum",
-            "-o",
-            str(d / "old.tum"),
-            "--force",
-        ],
-        "old.tum",
-        existing="tum",
-    ),
+    "export csv": _export("pods", "csv", "pods.csv"),
+    "export tum": _export("mocap", "tum", "mocap.tum"),
+    "export mcap": _export("pods", "mcap", "pods.mcap"),
+    "export --force": replace(_export("mocap", "tum", "old.tum", "--force"), existing="tum"),
     "split": Case(
         lambda i, d: ["split", str(i["sim"]), "--pieces", "3", "-o", str(d / "pieces")],
         "pieces",
     ),
     "characterize --plots": Case(
-        lambda i, d: [
-            "characterize",
-            "lidar",
-            str(i["sim"]),
-            "--device",
-            "ld19",
-            "--timing-only",
-            "--plots",
-            str(d / "plots"),
-        ],
+        lambda i, d: ["characterize", "lidar", str(i["sim"]), "--device", "ld19",
+                      "--timing-only", "--plots", str(d / "plots")],
         "plots",
     ),
     "fit pods -o": Case(
         lambda i, d: ["fit", "pods", str(i["sim"]), "-o", str(d / "pods.toml")], "pods.toml"
     ),
-}
+}  # fmt: skip
 
 EXISTING_NAMES = {"session": "small.h5", "tum": "old.tum"}
 
