@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -55,8 +56,8 @@ from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulator_base import (
     LidarSamples,
     PtyEmulator,
+    Records,
     check_sweep,
-    concat_records,
     room_ranges,
 )
 from sensorbench.sim.pty import Faults, PtyPort
@@ -205,7 +206,7 @@ class SyntheticLD19Samples:
 
 
 @dataclass
-class LD19Truth:
+class LD19Truth(Records):
     """Every packet the emulator encoded, in order (``k`` packets).
 
     Attributes:
@@ -238,9 +239,6 @@ class LD19Truth:
     point_t_s: np.ndarray
     impossible: np.ndarray
 
-    def __len__(self) -> int:
-        return int(self.t_s.size)
-
     def angles_cdeg(self) -> np.ndarray:
         """``(k, 12)`` point angles the packets encode (0.01 deg, clockwise)."""
         return point_angles_cdeg(self.start, self.end)
@@ -268,12 +266,8 @@ class LD19Truth:
             hit = (idx < bad.size) & (nxt < self.offset + PACKET_SIZE) & self.offered
         return hit
 
-    def select(self, mask: np.ndarray) -> LD19Truth:
-        """The packets where ``mask`` is True."""
-        return LD19Truth(**{f.name: getattr(self, f.name)[mask] for f in fields(self)})
-
     @classmethod
-    def concat(cls, parts: list[LD19Truth]) -> LD19Truth:
+    def concat(cls, parts: Sequence[LD19Truth]) -> LD19Truth:
         """Concatenate in order (an empty list gives an empty truth)."""
         if not parts:
             z = np.zeros(0)
@@ -284,7 +278,7 @@ class LD19Truth:
                 z.astype(np.int64), z.astype(bool), z.astype(np.int64),
                 np.zeros((0, POINTS_PER_PACKET)), z.astype(np.uint8),
             )  # fmt: skip
-        return concat_records(cls, parts)
+        return super().concat(parts)
 
 
 def encode_packets(
