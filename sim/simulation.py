@@ -18,7 +18,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 SIM_T0_NS = 1_000_000_000_000
 """Host time (ns) of simulated time 0 in sessions written by :func:`simulate_to_session`."""
 
+_T = TypeVar("_T")
 TRUTH_RATE_HZ = 500.0
 """Rate of the true pose and twist stored in ``/truth/pose`` (Hz)."""
 
@@ -153,24 +154,22 @@ class Simulation:
         p = self._lidar_params(name)
         return (p["mount_xy_m"][0], p["mount_xy_m"][1], float(np.deg2rad(p["mount_yaw_deg"])))
 
+    def _cached(self, key: str, make: Callable[..., _T], *args: Any, **kw: Any) -> _T:
+        """``make(*args, **kw)``, computed once per ``key``."""
+        if key not in self._cache:
+            self._cache[key] = make(*args, **kw)
+        return self._cache[key]  # type: ignore[return-value]
+
     def lidar(self, name: str, samples_per_s: float | None = None) -> LidarSamples:
         """Device-native samples of lidar ``name`` over the whole run; at
         ``samples_per_s`` (Hz) instead of the scenario's when given (an A1's express
         scan: the same turns and scene, sampled twice as often)."""
         key = f"lidar:{name}" if samples_per_s is None else f"lidar:{name}@{samples_per_s:g}"
-        if key not in self._cache:
-            p = self._lidar_params(name)
-            if samples_per_s is not None:
-                p = {**p, "samples_per_s": float(samples_per_s)}
-            self._cache[key] = simulate_lidar(
-                p,
-                self.trajectory,
-                self.world,
-                self.duration_s,
-                self.rng(f"lidar:{name}"),
-                body=self.body,
-            )
-        return self._cache[key]  # type: ignore[return-value]
+        p = self._lidar_params(name)
+        if samples_per_s is not None:
+            p = {**p, "samples_per_s": float(samples_per_s)}
+        args = (p, self.trajectory, self.world, self.duration_s, self.rng(f"lidar:{name}"))
+        return self._cached(key, simulate_lidar, *args, body=self.body)
 
     def enabled(self, sensor: str) -> bool:
         """Whether ``pods``, ``imu``, ``mocap`` or ``pose_sensor`` (or a lidar) is enabled."""
@@ -185,41 +184,21 @@ class Simulation:
     def pods(self) -> PodSamples:
         """The pod MCU's frames (with the IMU's yaw and yaw rate, nan if the IMU is off)."""
         self._require("pods")
-        if "pods" not in self._cache:
-            self._cache["pods"] = simulate_pods(
-                self.scenario.pods,
-                self.scenario.imu,
-                self.trajectory,
-                self.duration_s,
-                self.rng("pods"),
-                self.rng("imu"),
-            )
-        return self._cache["pods"]  # type: ignore[return-value]
+        sc, tr, dur = self.scenario, self.trajectory, self.duration_s
+        rngs = (self.rng("pods"), self.rng("imu"))
+        return self._cached("pods", simulate_pods, sc.pods, sc.imu, tr, dur, *rngs)
 
     def mocap(self) -> PoseSamples:
         """Motion capture samples (occlusion gaps have ``valid`` False and nan poses)."""
         self._require("mocap")
-        if "mocap" not in self._cache:
-            self._cache["mocap"] = simulate_mocap(
-                self.scenario.mocap,
-                self.trajectory,
-                self.world.in_mocap_volume,
-                self.duration_s,
-                self.rng("mocap"),
-            )
-        return self._cache["mocap"]  # type: ignore[return-value]
+        args = (self.trajectory, self.world.in_mocap_volume, self.duration_s, self.rng("mocap"))
+        return self._cached("mocap", simulate_mocap, self.scenario.mocap, *args)
 
     def pose_sensor(self) -> PoseSamples:
         """Pose sensor samples with their true error and relocalization times."""
         self._require("pose_sensor")
-        if "pose_sensor" not in self._cache:
-            self._cache["pose_sensor"] = simulate_pose_sensor(
-                self.scenario.pose_sensor,
-                self.trajectory,
-                self.duration_s,
-                self.rng("pose_sensor"),
-            )
-        return self._cache["pose_sensor"]  # type: ignore[return-value]
+        args = (self.trajectory, self.duration_s, self.rng("pose_sensor"))
+        return self._cached("pose_sensor", simulate_pose_sensor, self.scenario.pose_sensor, *args)
 
 
 def _ns(t_s: np.ndarray) -> np.ndarray:

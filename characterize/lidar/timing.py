@@ -41,7 +41,7 @@ are instead.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -86,10 +86,6 @@ class TimingStats:
     usb_reconnects: int
     usb_stale: int
     usb_dropoff_gaps: int
-
-    def as_dict(self) -> dict:
-        """JSON-ready dict."""
-        return asdict(self)
 
 
 def time_base_kind(time_base: str) -> str:

@@ -916,15 +916,7 @@ def _frame_loop(
             [tracks[i] for i in keep], mode, [offsets[i] for i in keep], max_gap_s=max_gap_s
         )
         series = [
-            _segmented(
-                *tracks[i],
-                al,
-                names[i],
-                max_gap_s,
-                "",
-                alone[i].segmentation,
-                alone[i].series.reloc_times_s(),
-            ).series
+            _resegmented(tracks, names, alone, i, al, max_gap_s)
             for i, al in zip(keep, joint, strict=True)
         ]
         check = frame_statistics(series, frame_alpha, len(tracks))
@@ -939,6 +931,21 @@ def _frame_loop(
         keep.pop(worst)
     check.excluded = excluded
     return keep, check
+
+
+def _resegmented(
+    tracks: list[tuple[PoseTrack, PoseTrack]],
+    names: list[str],
+    alone: list[PreparedSession],
+    i: int,
+    al: Alignment,
+    max_gap_s: float | None,
+) -> ErrorSeries:
+    """Session ``i``'s error series under alignment ``al``, with its own segmentation."""
+    ps = alone[i]
+    return _segmented(
+        *tracks[i], al, names[i], max_gap_s, "", ps.segmentation, ps.series.reloc_times_s()
+    ).series
 
 
 def _own_alignment_shift(
@@ -981,17 +988,7 @@ def _loo_check(
             [tracks[j] for j in rest], mode, [offsets[j] for j in rest], max_gap_s=max_gap_s
         )
         al_i = replace(joint[0], offset_s=offsets[i])
-        held.append(
-            _segmented(
-                *tracks[i],
-                al_i,
-                names[i],
-                max_gap_s,
-                "",
-                alone[i].segmentation,
-                alone[i].series.reloc_times_s(),
-            ).series
-        )
+        held.append(_resegmented(tracks, names, alone, i, al_i, max_gap_s))
         allowed.append(mean_variance(alone[i].series, params) * (1.0 + 1.0 / len(rest)))
     return loo_frame_statistics(held, np.array(allowed), frame_alpha, len(tracks))
 
