@@ -1,70 +1,14 @@
 """Pose-sensor error model: relocalization offsets + first-order Gauss-Markov + white noise.
 
-Per axis (x, y, z in m; roll, pitch, yaw in rad) the error of the sensor against the
-reference is ``e(t) = b_s + g(t) + v(t)``: ``b_s ~ N(0, sigma_b²)`` drawn at each
-relocalization s, ``g`` first-order Gauss-Markov with stationary std ``sigma`` and
-correlation time ``tau`` (s), ``v ~ N(0, sigma_v²)`` white (reference noise).
-
-The fit is joint maximum likelihood of ``(sigma_b, sigma, tau, sigma_v)`` per axis,
-with the exact likelihood of a 2-state Kalman filter (state (b, g),
-``F = diag(1, phi_k)``, ``phi_k = exp(-dt_k/tau)``, ``Q = diag(0, sigma²(1-phi_k²))``,
-``H = [1 1]``, ``R = sigma_v²``; b's variance is reset to ``sigma_b²`` and its mean to 0
-at every relocalization; g starts stationary at every session start). It is O(N),
-exact for irregular sampling and gaps. Parameters are optimised in log space.
-
-Uncertainty of sigma_b. sigma, tau and sigma_v are estimated from thousands of
-samples and their inverse-Hessian (log-space) uncertainty is calibrated; sigma_b is
-estimated from the k segment offsets only (~16 in a 5-minute session), where
-N(ln σ̂_b, se²) is skewed and leans low. Its stated uncertainty is instead the exact
-Q-profile confidence distribution (Viechtbauer 2007, *Stat. Med.* 26:37-52, the
-random-effects meta-analysis interval; here the offsets' mean is known to be 0, so
-k degrees of freedom). Given (sigma, tau, sigma_v) the generalised-least-squares
-offsets ``b̂ = A⁻¹ r`` (``A = BᵀV⁻¹B``, ``r = BᵀV⁻¹y``, B the segment indicators, V
-the covariance of g + v) are sufficient for sigma_b and ``b̂ ~ N(0, sigma_b² I + C)``
-with ``C = A⁻¹``, so ``Q(s) = b̂ᵀ(s² I + C)⁻¹ b̂`` (decreasing in s) is exactly χ²_k at
-the true sigma_b. The confidence distribution ``P(sigma_b ≤ s) = P(χ²_k ≥ Q(s))``
-puts the truth at a uniform rank; it has a point mass at 0 (the data cannot exclude
-"no offsets"). A and r come from whitening y and B with the scalar GM + white filter
-(O(N·w²), w = segments within a few tau). With ``C = U diag(λ) Uᵀ`` and
-``z = Uᵀb̂``, ``Q(s) = Σ z_j² / (s² + λ_j)``: (λ, z²) is all the model file needs.
-The other parameters' nuisance uncertainty is ignored (they are well determined).
-
-Speed: every evaluation runs *all* problems (axes, leave-one-out folds) and all
-finite-difference parameter sets as columns of one compiled ``(N, C)`` recursion
-(numba), so a damped Newton step with a central-difference Hessian costs one pass
-over time. The same Hessian (of the negative log-likelihood, in log-parameter
-space) gives the parameter uncertainties.
-
-Model file (TOML) written by :meth:`PoseErrorModel.save`, read by
-:meth:`PoseErrorModel.load`; keys (also in ``docs/POSE_ERROR.md``)::
-
-    [model]        kind = "pose_error_gm", format_version = 1, software
-                   ("sensorbench X.Y.Z"), created_utc (ISO 8601), sensor, reference,
-                   frame (what the error axes are expressed in), description
-    [provenance]   fit_options (table), sessions, alignment, segmentation,
-                   [[provenance.inputs]] path, sha256, n_samples
-    [units]        length = "m", angle = "rad", time = "s"
-    [axes.<axis>]  for axis in x, y, z, roll, pitch, yaw:
-                   unit ("m" or "rad"), sigma_b, sigma, sigma_v (in unit), tau_s (s),
-                   n_samples, n_segments, neg_log_likelihood
-    [axes.<axis>.se_log]  standard errors of ln(sigma_b), ln(sigma), ln(tau_s),
-                          ln(sigma_v) (nan when the estimate sits on its bound)
-    [axes.<axis>.identified]  per parameter: se_log finite and < 2 (else the Monte
-                              Carlo uses the point estimate); sigma_b: its Q-profile
-                              is present
-    [axes.<axis>.ci95]    [low, high] 95 % intervals exp(ln θ ± 1.96 se_log)
-                          (nan when not identified); sigma_b: Q-profile interval
-                          (low may be 0)
-    [axes.<axis>.cov_log] 4x4 covariance of the log-parameters (row-major list)
-    [axes.<axis>.sigma_b_qprofile]  seg_var (λ_j, unit²), seg_proj2 (z_j², unit²)
-                                    (optional)
-
-``sigma_b_qprofile`` is an optional addition to format 1: readers that do not know
-it (older sensorbench, the simulator's model import) ignore it, and files written
-before it load with sigma_b's uncertainty the log-normal exp(N(ln σ̂_b, se²)).
-The envelope is every model file's (:mod:`sensorbench.logs.model_file`); files written
-before it was shared kept ``software`` and ``created_utc`` in ``[provenance]`` and
-load unchanged.
+Per axis (x, y, z in m; roll, pitch, yaw in rad) ``e(t) = b_s + g(t) + v(t)``:
+``b_s ~ N(0, sigma_b²)`` drawn at each relocalization, ``g`` Gauss-Markov of stationary
+std ``sigma`` and correlation time ``tau`` (s), ``v ~ N(0, sigma_v²)`` white. The fit
+(exact 2-state Kalman likelihood, damped Newton in log-parameters over all problems as
+columns of one compiled recursion), sigma_b's Q-profile and the model file's keys are
+described in docs/POSE_ERROR.md ("The fit", "Model file"). Files written before the
+shared envelope (:mod:`sensorbench.logs.model_file`) kept ``software`` and
+``created_utc`` in ``[provenance]`` and load unchanged; without ``sigma_b_qprofile``
+sigma_b's uncertainty is the log-normal exp(N(ln σ̂_b, se²)).
 """
 
 from __future__ import annotations
