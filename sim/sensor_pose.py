@@ -141,7 +141,7 @@ def sensor_in_map(
 def simulate_pose_sensor(
     p: dict, traj: Trajectory, duration_s: float, rng: np.random.Generator
 ) -> PoseSamples:
-    """The relocalizing pose sensor over ``duration_s`` (s); see the module docstring."""
+    """The relocalizing pose sensor over ``duration_s`` (s); model: docs/SIMULATION.md."""
     t = pose_sample_times(p, duration_s, rng)
     n = t.size
     covered = np.zeros(n, dtype=bool)

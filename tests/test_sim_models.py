@@ -273,13 +273,7 @@ def test_mocap_latency_noise_and_occlusion_gaps() -> None:
 
 @pytest.mark.slow
 def test_mocap_occlusion_statistics_long_run() -> None:
-    sc = load_scenario("hold").with_overrides(
-        NO_LIDARS
-        | {
-            "trajectory": {"hold_s": 2000.0},
-            "mocap": {"occlusion_rate_hz": 1.0, "occlusion_mean_s": 0.2},
-        }
-    )
+    sc = _hold(2000.0, mocap={"occlusion_rate_hz": 1.0, "occlusion_mean_s": 0.2})
     mo = Simulation(sc, seed=9).mocap()
     occ = np.asarray(mo.params["occlusion_intervals_s"])
     lengths = occ[:, 1] - occ[:, 0]
@@ -291,21 +285,22 @@ def test_mocap_occlusion_statistics_long_run() -> None:
     assert abs((~mo.valid).mean() - (1 - np.exp(-0.2))) < 4 * 0.009
 
 
-def _gm_scenario(hold_s: float) -> object:
+def _hold(hold_s: float, **tables: dict) -> object:
+    """The ``hold`` scenario for ``hold_s`` s without lidars, ``tables`` overridden."""
     return load_scenario("hold").with_overrides(
-        NO_LIDARS
-        | {
-            "trajectory": {"hold_s": hold_s},
-            "pose_sensor": {
-                "rate_hz": 30.0,
-                "rate_jitter_s": 0.004,
-                "reloc_sigma": [0.0] * 6,
-                "white_sigma": [0.0] * 6,
-                "wrong_reloc_prob": 0.0,
-                "gm_sigma": [0.02, 0.03, 0.01, 0.004, 0.005, 0.006],
-                "gm_tau_s": [0.5, 1.0, 2.0, 0.5, 1.0, 2.0],
-            },
-        }
+        NO_LIDARS | {"trajectory": {"hold_s": hold_s}} | tables
+    )
+
+
+def _gm_scenario(hold_s: float, jitter_s: float = 0.004, **gm: list[float]) -> object:
+    """A pose sensor of Gauss-Markov error only at 30 Hz (``gm_sigma``, ``gm_tau_s``)."""
+    gm = gm or {
+        "gm_sigma": [0.02, 0.03, 0.01, 0.004, 0.005, 0.006],
+        "gm_tau_s": [0.5, 1.0, 2.0, 0.5, 1.0, 2.0],
+    }
+    only_gm = {"reloc_sigma": [0.0] * 6, "white_sigma": [0.0] * 6, "wrong_reloc_prob": 0.0}
+    return _hold(
+        hold_s, pose_sensor={"rate_hz": 30.0, "rate_jitter_s": jitter_s, **only_gm, **gm}
     )
 
 
@@ -422,21 +417,7 @@ def test_duration_overrides_the_trajectory_and_session_selection() -> None:
 def test_pose_sensor_gm_allan_deviation_matches_theory() -> None:
     # Independent check of the GM generator: overlapping Allan variance of a GM process
     # is (σ²τ²/T²)(2T/τ − 3 + 4e^{−T/τ} − e^{−2T/τ}) (peak ≈ 0.62 σ at T ≈ 1.89 τ).
-    sc = load_scenario("hold").with_overrides(
-        NO_LIDARS
-        | {
-            "trajectory": {"hold_s": 3000.0},
-            "pose_sensor": {
-                "rate_hz": 30.0,
-                "rate_jitter_s": 0.0,
-                "reloc_sigma": [0.0] * 6,
-                "white_sigma": [0.0] * 6,
-                "wrong_reloc_prob": 0.0,
-                "gm_sigma": [1.0] * 6,
-                "gm_tau_s": [1.0] * 6,
-            },
-        }
-    )
+    sc = _gm_scenario(3000.0, jitter_s=0.0, gm_sigma=[1.0] * 6, gm_tau_s=[1.0] * 6)
     ps = Simulation(sc, seed=14).pose_sensor()
     g = ps.error
     dt = 1 / 30.0

@@ -26,7 +26,12 @@ from scipy.stats import beta, chi2
 from scipy.stats import f as f_dist
 
 from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES, ErrorSeries
-from sensorbench.characterize.pose.whiten import DIFFUSE_SCALE, filter_gains, whiten_columns
+from sensorbench.characterize.pose.whiten import (
+    DIFFUSE_SCALE,
+    filter_gains,
+    spacings,
+    whiten_columns,
+)
 from sensorbench.errors import FitError, ModelFileError
 from sensorbench.logs.model_file import (
     check_envelope,
@@ -260,7 +265,7 @@ def _offset_normal_equations(
 def offset_qprofile(
     series: list[ErrorSeries], axis: int, sigma: float, tau_s: float, sigma_v: float
 ) -> QProfile:
-    """The sigma_b Q-profile of one axis over ``series`` (see module docstring).
+    """The sigma_b Q-profile of one axis over ``series`` (docs/POSE_ERROR.md, "The fit").
 
     One entry per segment (a wrong relocalization's left out: the marginal of the
     others, its offset a fixed effect); sessions are independent, so C is block-diagonal and each
@@ -272,11 +277,9 @@ def offset_qprofile(
     labels: dict[str, int] = {}
     for s in series:
         seg = s.segment_id
-        dt = np.empty(s.n)
-        dt[0] = np.inf
-        dt[1:] = np.diff(s.t_s)
+        y = np.ascontiguousarray(s.error[:, axis])
         a, r = _offset_normal_equations(
-            np.ascontiguousarray(s.error[:, axis]), dt, seg, s.n_segments, sigma, tau_s, sigma_v
+            y, spacings(s.t_s), seg, s.n_segments, sigma, tau_s, sigma_v
         )
         c = np.linalg.inv(a)
         b = c @ r
@@ -295,7 +298,7 @@ def offset_qprofile(
 
 @dataclass
 class QProfile:
-    """sigma_b's Q-profile: per segment j, λ_j and z_j (module docstring), and the mean.
+    """sigma_b's Q-profile: per segment j, λ_j and z_j (docs/POSE_ERROR.md), and the mean.
 
     Where an alignment absorbed the mean error of a group g of sessions (its
     translation, or its body rotation for the angles), the offsets' mean over g is
@@ -440,13 +443,11 @@ NAMING_ROUNDS = 3
 def segment_offsets(s: ErrorSeries, params: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every segment's offset estimate and its variance, ``(k, 6)`` each (unit, unit²).
 
-    The generalised-least-squares offsets ``b̂ = A⁻¹r`` of the module docstring under
+    The generalised-least-squares offsets ``b̂ = A⁻¹r`` (docs/POSE_ERROR.md) under
     ``params`` ``(6, 4)`` (sigma, tau, sigma_v used), each segment's offset a fixed
     effect, and the diagonal of ``A⁻¹``.
     """
-    dt = np.empty(s.n)
-    dt[0] = np.inf
-    dt[1:] = np.diff(s.t_s)
+    dt = spacings(s.t_s)
     b = np.empty((s.n_segments, len(POSE_AXES)))
     v = np.empty_like(b)
     for a in range(len(POSE_AXES)):
@@ -882,7 +883,7 @@ def _qprofile_from(
 
 @dataclass
 class PoseErrorModel:
-    """A fitted per-axis pose-error model with provenance (see module docstring)."""
+    """A fitted per-axis pose-error model with provenance (file keys: docs/POSE_ERROR.md)."""
 
     axes: dict[str, AxisFit]
     sensor: str = ""
@@ -1363,10 +1364,7 @@ def _nuisance_info(blocks: list, params: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _whitening_blocks(s: ErrorSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    dt = np.empty(s.n)
-    dt[0] = np.inf
-    dt[1:] = np.diff(s.t_s)
-    return dt, s.reloc, s.wrong, np.asarray(s.meta["nuisance_jacobian"], dtype=float)
+    return spacings(s.t_s), s.reloc, s.wrong, np.asarray(s.meta["nuisance_jacobian"], dtype=float)
 
 
 def fit_pose_error(
