@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
+import lidar_util
 import pytest
 import session_util as su
 
-from sensorbench.sim.emulator_ld19 import SyntheticLD19Samples, encode_packets
+from sensorbench.sim.emulator_ld19 import SyntheticLD19Samples
 
 HERE = Path(__file__).parent
 DISK_MB = 24
@@ -68,16 +68,7 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
     done = _run(["simulate", "--scenario", "square", "-o", str(sim)])
     assert done.returncode == 0, done.stderr
     samples = SyntheticLD19Samples.generate(duration_s=6.0, p_no_return=0.02, seed=3)
-    k = samples.t_s.size // 12
-    raw = encode_packets(
-        np.full(k, 3600),
-        (np.round(samples.angle_deg_cw[::12] * 100) % 36000).astype(int),
-        (np.round(samples.angle_deg_cw[11::12] * 100) % 36000).astype(int),
-        np.round(samples.range_m * 1000).astype(int).reshape(k, 12),
-        samples.intensity.reshape(k, 12),
-        np.floor(samples.t_s[::12] * 1000).astype(int) % 30000,
-    )
-    (d / "ld19.bin").write_bytes(raw)
+    (d / "ld19.bin").write_bytes(lidar_util.ld19_bytes(samples))
     return {
         "sim": sim,
         "tum": su.write_tum(d / "mocap.tum", 30000),
