@@ -16,6 +16,8 @@ break it in one way each:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from sensorbench.characterize.pose.gm_montecarlo import simulate_errors
@@ -249,18 +251,15 @@ MAP_TRANSLATION = np.array([1.5, -0.8, 0.2])
 
 def track_campaign(
     seed: int,
-    world: str = "correct",
-    n_sessions: int = 6,
-    duration_s: float = 120.0,
-    rate_hz: float = 5.0,
-    reloc_mean_s: float = 20.0,
     scale: float = 1.0,
     other_map: int | None = None,
     clock_offset_s: float = 0.0,
+    **kw: Any,
 ) -> tuple[list, list[str]]:
     """Pose tracks ``[(sensor, mocap), ...]`` and names of a simulated campaign.
 
-    The error series of :func:`campaign` (``world`` "correct" or "random_walk") is
+    The error series of :func:`campaign` (``kw``: its arguments; ``world`` "correct" or
+    "random_walk") is
     applied to a smooth motion (:func:`reference_motion`, a different stretch of it in
     every session) in mocap's frame; the sensor reports in its own map frame
     (:data:`MAP_ROTATION_RPY`, :data:`MAP_TRANSLATION`), its positions multiplied by
@@ -273,7 +272,7 @@ def track_campaign(
 
     from sensorbench.characterize.pose.align import PoseTrack
 
-    series = campaign(seed, world, n_sessions, duration_s, rate_hz, reloc_mean_s)
+    series = campaign(seed, **kw)
     r_map = Rotation.from_euler("xyz", MAP_ROTATION_RPY)
     tracks, names = [], []
     for i, s in enumerate(series):

@@ -664,14 +664,10 @@ def prepare_campaign(
     sources = sources or [""] * len(tracks)
     mode = "none" if align == "none" else ("planar" if planar else "se3")
     estimate = offset_s is None
+    step = XCORR_STEP_S
     xcorr = [
         estimate_time_offset(
-            sen,
-            ref,
-            max_offset_s,
-            coarse_step_s=XCORR_STEP_S,
-            fine_step_s=XCORR_STEP_S,
-            max_gap_s=max_gap_s,
+            sen, ref, max_offset_s, coarse_step_s=step, fine_step_s=step, max_gap_s=max_gap_s
         )
         if estimate
         else (float(offset_s or 0.0), float("nan"))
@@ -692,19 +688,10 @@ def prepare_campaign(
         for i in range(len(tracks))
     ]
     alone = [
-        _segmented(
-            *tr,
-            al,
-            names[i],
-            max_gap_s,
-            sources[i],
-            ps.segmentation,
-            ps.series.reloc_times_s(),
-            names[i],
-            (g, 0, f"own {i}"),
-        )
+        _segmented(*tr, al, names[i], max_gap_s, sources[i], ps.segmentation,
+                   ps.series.reloc_times_s(), names[i], (g, 0, f"own {i}"))
         for i, (tr, ps, (al, _, g)) in enumerate(zip(tracks, start, own, strict=True))
-    ]
+    ]  # fmt: skip
     offset = _campaign_offset(alone, xcorr, [d for _, d, _ in own], estimate)
     kept, check = list(range(len(tracks))), None
     if align == "campaign" and len(tracks) >= 2:
@@ -721,25 +708,14 @@ def prepare_campaign(
     scope = "none" if align == "none" else ("campaign" if joint_scope else "session")
     for j in kept:
         a = alone[j]
+        group = "campaign" if align == "campaign" else names[j]
         ps = _segmented(
-            *tracks[j],
-            alignments[j],
-            names[j],
-            max_gap_s,
-            sources[j],
-            a.segmentation,
-            a.series.reloc_times_s(),
-            "campaign" if align == "campaign" else names[j],
-            camp._nuisance(camp.fit, kept, j, "campaign"),
+            *tracks[j], alignments[j], names[j], max_gap_s, sources[j], a.segmentation,
+            a.series.reloc_times_s(), group, camp._nuisance(camp.fit, kept, j, "campaign"),
             trajectory=evo[j],
-        )
-        camp.prepared.append(
-            replace(
-                ps,
-                alignment_scope=scope,
-                campaign_sessions=len(kept) if joint_scope else 1,
-            )
-        )
+        )  # fmt: skip
+        n_joint = len(kept) if joint_scope else 1
+        camp.prepared.append(replace(ps, alignment_scope=scope, campaign_sessions=n_joint))
     if check is not None:
         _own_alignment_shift(check, tracks, names, alone, camp.prepared[0].alignment)
     return camp
