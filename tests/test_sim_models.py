@@ -6,6 +6,8 @@ Statistical tolerances are stated at each check (4 standard errors unless noted)
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -304,11 +306,15 @@ def _gm_scenario(hold_s: float, jitter_s: float = 0.004, **gm: list[float]) -> o
     )
 
 
+def _gm_run(hold_s: float, seed: int) -> tuple[Any, np.ndarray, np.ndarray]:
+    """The pose sensor of :func:`_gm_scenario` and its GM σ and τ (s) per axis."""
+    sc = _gm_scenario(hold_s)
+    p = sc.pose_sensor
+    return Simulation(sc, seed).pose_sensor(), np.array(p["gm_sigma"]), np.array(p["gm_tau_s"])
+
+
 def test_pose_sensor_gauss_markov_uses_the_exact_discretization() -> None:
-    sc = _gm_scenario(120.0)
-    ps = Simulation(sc, seed=12).pose_sensor()
-    sig = np.array(sc.pose_sensor["gm_sigma"])
-    tau = np.array(sc.pose_sensor["gm_tau_s"])
+    ps, sig, tau = _gm_run(120.0, seed=12)
     g = ps.error
     np.testing.assert_array_equal(g, ps.gm)
     dt = np.diff(ps.t_s)
@@ -325,10 +331,7 @@ def test_pose_sensor_gauss_markov_uses_the_exact_discretization() -> None:
 
 @pytest.mark.slow
 def test_pose_sensor_gauss_markov_sigma_and_tau_recovered_long_run() -> None:
-    sc = _gm_scenario(3000.0)
-    ps = Simulation(sc, seed=13).pose_sensor()
-    sig = np.array(sc.pose_sensor["gm_sigma"])
-    tau = np.array(sc.pose_sensor["gm_tau_s"])
+    ps, sig, tau = _gm_run(3000.0, seed=13)
     g = ps.error
     T = ps.t_s[-1]
     dt = np.diff(ps.t_s).mean()
