@@ -907,22 +907,13 @@ class PoseErrorModel:
 
     def with_params(self, params: np.ndarray, note: str) -> PoseErrorModel:
         """A copy with replaced ``(6, 4)`` parameters (uncertainty kept), noted in provenance."""
-        axes = {}
-        for i, a in enumerate(POSE_AXES):
-            src = self.axes[a]
-            axes[a] = AxisFit(
-                a,
-                *map(float, params[i]),
-                src.cov_log.copy(),
-                src.n_samples,
-                src.n_segments,
-                qprofile=src.qprofile,
-            )
-        prov = dict(self.provenance)
-        prov["modified"] = note
-        return PoseErrorModel(
-            axes, self.sensor, self.reference, self.frame, prov, self.wrong_relocalizations
-        )
+        axes = {
+            a: replace(self.axes[a], **dict(zip(PARAMS, map(float, params[i]), strict=True)),
+                       cov_log=self.axes[a].cov_log.copy(), neg_log_likelihood=float("nan"),
+                       converged=True)
+            for i, a in enumerate(POSE_AXES)
+        }  # fmt: skip
+        return replace(self, axes=axes, provenance={**self.provenance, "modified": note})
 
     # ---------------------------------------------------------------- file I/O
 
@@ -1007,30 +998,18 @@ class PoseErrorModel:
                         "(≥ 0) must be finite and of equal length; refit to rewrite it"
                     )
                 axes[a] = AxisFit(
-                    a,
-                    float(t["sigma_b"]),
-                    float(t["sigma"]),
-                    float(t["tau_s"]),
-                    float(t["sigma_v"]),
-                    cov,
-                    int(t.get("n_samples", 0)),
-                    int(t.get("n_segments", 0)),
-                    float(t.get("neg_log_likelihood", float("nan"))),
+                    a, *(float(t[k]) for k in PARAMS), cov, int(t.get("n_samples", 0)),
+                    int(t.get("n_segments", 0)), float(t.get("neg_log_likelihood", float("nan"))),
                     bool(t.get("converged", True)),
                     _qprofile_from(qp, lam, z2, f"{source}: axes.{a}.sigma_b_qprofile"),
-                )
+                )  # fmt: skip
                 if not np.all(axes[a].values > 0) or not np.all(np.isfinite(axes[a].values)):
                     raise ModelFileError(f"{source}: axes.{a}: parameters must be finite and > 0")
         except KeyError as exc:
             raise ModelFileError(f"{source}: missing key {exc} in pose-error model") from exc
-        return cls(
-            axes,
-            str(meta.get("sensor", "")),
-            str(meta.get("reference", "")),
-            str(meta.get("frame", "")),
-            dict(doc.get("provenance", {})),
-            dict(doc.get("wrong_relocalizations", {})),
-        )
+        sensor, reference, frame = (str(meta.get(k, "")) for k in ("sensor", "reference", "frame"))
+        prov, wrong = (dict(doc.get(k, {})) for k in ("provenance", "wrong_relocalizations"))
+        return cls(axes, sensor, reference, frame, prov, wrong)
 
     @classmethod
     def load(cls, path: str | Path) -> PoseErrorModel:
