@@ -487,29 +487,18 @@ def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) 
     scn = sim.scenario
     write_common_truth(w, sim, _ns, SIM_T0_NS, {"scenario_source_text": scn.text})
     t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
-    w.set_truth(
-        "pose/twist_body",
-        np.column_stack(sim.truth_twist_body(t)),
-        {"units": "m/s, m/s, rad/s", "frame": "body"},
-    )
-    w.set_truth("world/segments", sim.world.segments, {"units": "m", "columns": "x0 y0 x1 y1"})
-    w.set_truth("world/circles", sim.world.circles, {"units": "m", "columns": "cx cy r"})
+    seg, circ, body = {"columns": "x0 y0 x1 y1"}, {"columns": "cx cy r"}, {"frame": "body"}
+    for key, value, attrs in (
+        ("pose/twist_body", np.column_stack(sim.truth_twist_body(t)),
+         {"units": "m/s, m/s, rad/s", "frame": "body"}),
+        ("world/segments", sim.world.segments, {"units": "m", **seg}),
+        ("world/circles", sim.world.circles, {"units": "m", **circ}),
+        ("robot/occluder_segments", sim.body.segments, {"units": "m", **body, **seg}),
+        ("robot/occluder_circles", sim.body.circles, {"units": "m", **body, **circ}),
+        ("robot/footprint_m", np.asarray(scn.robot["footprint_m"], float), {"units": "m", **body}),
+    ):  # fmt: skip
+        w.set_truth(key, value, attrs)
     w.set_truth_attrs({"mocap_volume_m": list(sim.world.mocap_volume)}, "world")
-    w.set_truth(
-        "robot/occluder_segments",
-        sim.body.segments,
-        {"units": "m", "frame": "body", "columns": "x0 y0 x1 y1"},
-    )
-    w.set_truth(
-        "robot/occluder_circles",
-        sim.body.circles,
-        {"units": "m", "frame": "body", "columns": "cx cy r"},
-    )
-    w.set_truth(
-        "robot/footprint_m",
-        np.asarray(scn.robot["footprint_m"], float),
-        {"units": "m", "frame": "body"},
-    )
     for name in sim.lidar_names():
         _write_lidar_truth(w, sim, name, streams[name])  # type: ignore[arg-type]
     if "pods" in streams:
