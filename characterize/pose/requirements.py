@@ -315,18 +315,11 @@ def predict_requirements(
     for r, (c, _) in zip(requirements, _columns(requirements, h), strict=True):
         x = table[r.stat][:, c]
         q = np.quantile(x, [confidence, 0.5, 0.05, 0.95])
-        out.append(
-            RequirementPrediction(
-                r,
-                horizon_s,
-                confidence,
-                float(q[0]),
-                float(q[1]),
-                (float(q[2]), float(q[3])),
-                float(np.mean(x <= r.threshold)),
-                n_draws,
-            )
-        )
+        met = float(np.mean(x <= r.threshold))
+        band = (float(q[2]), float(q[3]))
+        out.append(RequirementPrediction(
+            r, horizon_s, confidence, float(q[0]), float(q[1]), band, met, n_draws
+        ))  # fmt: skip
     return out
 
 
@@ -349,17 +342,8 @@ def judge_requirements(
     """
     if not 0.5 < verdict_confidence < 1.0:
         raise FitError(f"--verdict-confidence must be in (0.5, 1), got {verdict_confidence}")
-    preds = predict_requirements(
-        requirements,
-        model,
-        series,
-        horizon_s,
-        confidence,
-        n_draws,
-        seed,
-        parameter_uncertainty,
-        inherited_variance,
-    )
+    args = (horizon_s, confidence, n_draws, seed, parameter_uncertainty, inherited_variance)
+    preds = predict_requirements(requirements, model, series, *args)
     if not preds:
         return []
     rng = np.random.default_rng([seed, 1])
