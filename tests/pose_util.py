@@ -16,12 +16,14 @@ break it in one way each:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from sensorbench.characterize.pose.error_model import PARAMS, PoseErrorModel
 from sensorbench.characterize.pose.gm_montecarlo import simulate_errors
-from sensorbench.characterize.pose.series import ErrorSeries
+from sensorbench.characterize.pose.series import POSE_AXES, ErrorSeries
 
 # (sigma_b, sigma, tau_s, sigma_v) per axis: x, y, z (m), roll, pitch, yaw (rad)
 TRUTH = np.array(
@@ -88,6 +90,18 @@ def heavy_tailed_errors(
     return b[seg] + g + white
 
 
+def with_params(model: PoseErrorModel, params: np.ndarray, note: str) -> PoseErrorModel:
+    """``model`` with its ``(6, 4)`` parameters replaced (uncertainty kept), the change
+    noted in its provenance."""
+    axes = {
+        a: replace(model.axes[a], **dict(zip(PARAMS, map(float, params[i]), strict=True)),
+                   cov_log=model.axes[a].cov_log.copy(), neg_log_likelihood=float("nan"),
+                   converged=True)
+        for i, a in enumerate(POSE_AXES)
+    }  # fmt: skip
+    return replace(model, axes=axes, provenance={**model.provenance, "modified": note})
+
+
 def campaign(
     seed: int,
     world: str = "correct",
@@ -152,7 +166,6 @@ def sbc_fits(
     """
     from sensorbench.characterize.pose.error_model import fit_groups
     from sensorbench.characterize.pose.gm_montecarlo import draw_params
-    from sensorbench.characterize.pose.series import POSE_AXES
 
     rng = np.random.default_rng(seed)
     truths, series = [], []

@@ -905,16 +905,6 @@ class PoseErrorModel:
         """Per axis (:data:`POSE_AXES` order) the quantile function of sigma_b's uncertainty."""
         return [self.axes[a].sigma_b_quantile for a in POSE_AXES]
 
-    def with_params(self, params: np.ndarray, note: str) -> PoseErrorModel:
-        """A copy with replaced ``(6, 4)`` parameters (uncertainty kept), noted in provenance."""
-        axes = {
-            a: replace(self.axes[a], **dict(zip(PARAMS, map(float, params[i]), strict=True)),
-                       cov_log=self.axes[a].cov_log.copy(), neg_log_likelihood=float("nan"),
-                       converged=True)
-            for i, a in enumerate(POSE_AXES)
-        }  # fmt: skip
-        return replace(self, axes=axes, provenance={**self.provenance, "modified": note})
-
     # ---------------------------------------------------------------- file I/O
 
     def to_dict(self) -> dict[str, Any]:
