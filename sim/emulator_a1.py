@@ -31,7 +31,7 @@ from sensorbench.drivers import a1_protocol as proto
 from sensorbench.errors import SimError
 from sensorbench.sim.a1_samples import REAL_EXPRESS_US, RoomSamples
 from sensorbench.sim.clock import SimClock
-from sensorbench.sim.emulator_base import LidarSamples, PtyEmulator, concat_records
+from sensorbench.sim.emulator_base import LidarSamples, PtyEmulator, Records
 from sensorbench.sim.modem_lines import ModemLineChannel
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults, PtyPort
@@ -55,7 +55,7 @@ class LidarSampleSource(LidarSamples, Protocol):
 
 
 @dataclass
-class A1Truth:
+class A1Truth(Records):
     """Every node the emulator put on the line, in order.
 
     Attributes:
@@ -77,9 +77,6 @@ class A1Truth:
     dist_q2: np.ndarray
     delivered: np.ndarray
     express: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.t_s.size)
 
 
 def encode_nodes(
@@ -471,7 +468,7 @@ class A1Emulator(PtyEmulator):
         if not chunks:
             kinds = (float, np.int64, bool, np.uint8, np.uint16, np.uint16, bool, bool)
             chunks = [A1Truth(*(np.empty(0, k) for k in kinds))]
-        return concat_records(A1Truth, chunks)
+        return A1Truth.concat(chunks)
 
     # -- the device ----------------------------------------------------------------
 

@@ -9,7 +9,7 @@
   ``stall``/``unplug``/``replug``, ``stop``, the context manager). The context
   manager only guarantees :meth:`PtyEmulator.stop`; whether and when the thread
   starts is each emulator's choice;
-- :func:`concat_records`: the emulators' truth records joined in order;
+- :class:`Records`: the emulators' truth records (equal-length arrays, a row each);
 - :func:`link_faults`, :func:`fault_schedule` and :func:`apply_fault`: a scenario's
   ``[faults.<device>]`` knobs as link faults and as timed stalls and unplugs.
 """
@@ -28,7 +28,7 @@ from sensorbench.errors import SimError
 from sensorbench.sim.pty import Faults, PtyPort
 
 _E = TypeVar("_E", bound="PtyEmulator")
-_R = TypeVar("_R")
+_R = TypeVar("_R", bound="Records")
 
 
 class LidarSamples(Protocol):
@@ -64,6 +64,26 @@ def room_ranges(
         tx = np.where(c > 0, (width - x) / c, np.where(c < 0, -x / c, np.inf))
         ty = np.where(s > 0, (depth - y) / s, np.where(s < 0, -y / s, np.inf))
     return np.minimum(tx, ty)
+
+
+class Records:
+    """Base of a dataclass of equal-length arrays, one row each (``t_s`` first, s)."""
+
+    t_s: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.t_s.size)
+
+    def select(self: _R, mask: np.ndarray) -> _R:
+        """The rows where ``mask`` is True."""
+        cols = {f.name: getattr(self, f.name)[mask] for f in fields(self)}
+        return type(self)(**cols)
+
+    @classmethod
+    def concat(cls: type[_R], parts: Sequence[_R]) -> _R:
+        """``parts`` (at least one) joined field by field, in order."""
+        names = [f.name for f in fields(cls)]
+        return cls(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in names})
 
 
 class PtyEmulator(abc.ABC):
@@ -130,11 +150,6 @@ class PtyEmulator(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def concat_records(cls: type[_R], parts: Sequence[_R]) -> _R:
-    """Join dataclass records of arrays (``cls`` instances, at least one) field by field."""
-    return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)})
 
 
 def link_faults(knobs: Mapping[str, Any]) -> Faults:

@@ -1,41 +1,23 @@
 """An LDROBOT LD19 on a pseudo-terminal: 47-byte packets, CRC-8, the 30000 ms wrap.
 
-The LD19 is a one-way device: after power-on it spins up, and about ``startup_s``
-(3 s on real units) later it streams packets at 230400 baud; it never reads
-anything. The emulator plays device-native samples (the shape of
-``Simulation.lidar(name)``: ``t_s``, ``angle_deg_cw``, ``range_m``, ``intensity``,
-``speed_deg_s``; 12 consecutive samples per packet), looped, on a
-:class:`~sensorbench.sim.pty.PtyPort`, paced by a :class:`~sensorbench.sim.clock.SimClock`
-(``speed`` times real time).
-
-Packet fields (``docs/LD19.md``, Protocol): speed = reported rotation speed rounded to
-deg/s; start/end = angles of the first/last sample rounded to 0.01 deg; 12 ×
-(distance mm, intensity); timestamp = milliseconds since power-on of the packet's
-first sample (floored, plus ``timestamp_start_ms``), mod 30000; CRC-8 (poly 0x4D).
-A packet is put on the line when its last byte would have left the UART: the time
-of its last sample plus 47 × 10 bits / 230400 baud.
-
-Faults: the link's knobs (:class:`~sensorbench.sim.pty.Faults`: corruption,
-dropped bytes), :meth:`LD19Emulator.stall`, :meth:`LD19Emulator.unplug` /
-:meth:`LD19Emulator.replug` (power-cycles the unit: silent for ``startup_s``, then
-timestamps restart), ``header_in_payload_rate`` (a point's distance forced to
-0x2C54 = 11348 mm, so ``54 2C`` appears inside the payload),
-``timestamp_start_ms`` (e.g. 29500 to wrap half a second in) and
-``impossible_rate`` (a packet with a good CRC and one impossible field: timestamp
->= 30000, speed above twice the datasheet's 13 Hz, an angle >= 360 deg or a span
-above 36 deg; which packets and fields is recorded in the truth's ``impossible``).
-
-Every packet encoded is recorded (:meth:`LD19Emulator.truth`): its fields, emission
-time, its offset in the link's offered-byte stream (the coordinates of
-``PtyPort.stats.corrupted_offsets``/``dropped_offsets``) and whether it was offered
-to the line at all (not while unplugged, stalled or starting up).
+A one-way device: ``startup_s`` (3 s on real units) after power-on it streams
+device-native samples (``Simulation.lidar(name)``: ``t_s``, ``angle_deg_cw``,
+``range_m``, ``intensity``, ``speed_deg_s``; 12 per packet), looped, at 230400 baud on
+a :class:`~sensorbench.sim.pty.PtyPort`, paced by a :class:`~sensorbench.sim.clock.SimClock`
+(``speed`` × real time). A packet (fields: docs/LD19.md, Protocol) leaves when its last
+byte would have left the UART: its last sample's time plus 47 × 10 bits / 230400 baud.
+Fault knobs (link faults, stall, unplug/replug, ``header_in_payload_rate``,
+``timestamp_start_ms``, ``impossible_rate``) and :meth:`LD19Emulator.truth` (every
+packet encoded, its offset in the link's offered-byte stream and whether it was
+offered): docs/LD19.md, Emulator.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -55,8 +37,8 @@ from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulator_base import (
     LidarSamples,
     PtyEmulator,
+    Records,
     check_sweep,
-    concat_records,
     room_ranges,
 )
 from sensorbench.sim.pty import Faults, PtyPort
@@ -205,7 +187,7 @@ class SyntheticLD19Samples:
 
 
 @dataclass
-class LD19Truth:
+class LD19Truth(Records):
     """Every packet the emulator encoded, in order (``k`` packets).
 
     Attributes:
@@ -238,9 +220,6 @@ class LD19Truth:
     point_t_s: np.ndarray
     impossible: np.ndarray
 
-    def __len__(self) -> int:
-        return int(self.t_s.size)
-
     def angles_cdeg(self) -> np.ndarray:
         """``(k, 12)`` point angles the packets encode (0.01 deg, clockwise)."""
         return point_angles_cdeg(self.start, self.end)
@@ -268,12 +247,8 @@ class LD19Truth:
             hit = (idx < bad.size) & (nxt < self.offset + PACKET_SIZE) & self.offered
         return hit
 
-    def select(self, mask: np.ndarray) -> LD19Truth:
-        """The packets where ``mask`` is True."""
-        return LD19Truth(**{f.name: getattr(self, f.name)[mask] for f in fields(self)})
-
     @classmethod
-    def concat(cls, parts: list[LD19Truth]) -> LD19Truth:
+    def concat(cls, parts: Sequence[LD19Truth]) -> LD19Truth:
         """Concatenate in order (an empty list gives an empty truth)."""
         if not parts:
             z = np.zeros(0)
@@ -284,7 +259,7 @@ class LD19Truth:
                 z.astype(np.int64), z.astype(bool), z.astype(np.int64),
                 np.zeros((0, POINTS_PER_PACKET)), z.astype(np.uint8),
             )  # fmt: skip
-        return concat_records(cls, parts)
+        return super().concat(parts)
 
 
 def encode_packets(

@@ -60,6 +60,11 @@ class EmulatorRequest:
     pods_firmware: str | None = None
 
 
+def _link(dev: DeviceConfig, req: EmulatorRequest) -> dict[str, Any]:
+    """The link arguments every emulator takes: its port, faults and their seed."""
+    return {"link": dev.port, "faults": req.faults, "seed": req.seed}
+
+
 def synthetic_ld19_samples(kind: DeviceKind, duration_s: float, seed: int) -> SyntheticLD19Samples:
     """A room seen by an LD19-protocol kind at its datasheet rate and sample rate."""
     d = kind.sim_defaults
@@ -75,14 +80,9 @@ def ld19_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> LD
         if req.sim is not None
         else synthetic_ld19_samples(kind, 60.0, req.seed)
     )
+    startup_s = req.ld19_startup_s
     return LD19Emulator(
-        samples,
-        link=dev.port,
-        speed=req.speed,
-        startup_s=req.ld19_startup_s,
-        faults=req.faults,
-        seed=req.seed,
-        autostart=False,
+        samples, speed=req.speed, startup_s=startup_s, autostart=False, **_link(dev, req)
     )
 
 
@@ -103,17 +103,11 @@ def a1_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> A1Em
         standard = req.sim.lidar(dev.name)
         rate = float(standard.params["samples_per_s"])
         express = req.sim.lidar(dev.name, samples_per_s=2.0 * rate)
+    unit = A1Unit(serial=dev.serial or f"{req.index:032x}")
     em = A1Emulator(
-        standard,
-        express_samples=express,
-        link=dev.port,
-        name=dev.name,
-        faults=req.faults,
-        seed=req.seed,
-        power=bus,
-        clock=req.clock,
-        unit=A1Unit(serial=dev.serial or f"{req.index:032x}"),
-    )
+        standard, express_samples=express, name=dev.name, power=bus, clock=req.clock,
+        unit=unit, **_link(dev, req),
+    )  # fmt: skip
     health = knobs.get("health", "good")
     if health != "good":
         if health not in _HEALTH:
@@ -147,14 +141,6 @@ def pods_family(
             loop=True,
         )
     return PodEmulator(
-        req.sim.pods(),
-        variant=dev.protocol,
-        counter_bits=dev.counter_bits,
-        imu=dev.imu,
-        link=dev.port,
-        clock=req.clock,
-        faults=req.faults,
-        seed=req.seed,
-        baud=dev.baud,
-        loop=True,
-    )
+        req.sim.pods(), variant=dev.protocol, counter_bits=dev.counter_bits, imu=dev.imu,
+        clock=req.clock, baud=dev.baud, loop=True, **_link(dev, req),
+    )  # fmt: skip

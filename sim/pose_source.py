@@ -1,25 +1,15 @@
 """An emulated network pose source: a simulation's mocap and pose-sensor samples, live.
 
-Real motion capture (and most relocalizing pose sensors) reach the robot over the
-network, not over a serial port, so there is no byte protocol to emulate on a pty.
-:class:`SimPoseSource` stands in for such a client inside ``capture`` (``sensorbench
-demo`` uses it): a thread releases each stream's samples when the emulation clock
-(:class:`~sensorbench.sim.clock.SimClock`, shared with the emulated serial devices)
-reaches their simulated arrival time, and appends them to the session as pose streams
-(``kind`` ``mocap`` / ``pose_sensor``), stamped on the host clock:
-
-    host_ns = t0_ns + t_s / speed · 1e9
-
-where ``t0_ns`` is the host monotonic time of simulated time 0 and ``t_s`` the
-sample's simulated arrival time (latency included by the simulator). A real network
-client would stamp each message with ``time.monotonic_ns()`` on receipt (or map the
-mocap system's own clock onto the host clock); the emulated source stamps with the
-time the sample was due instead of the time its thread woke, so its own wake-up
-period (``period_s``) adds no jitter. Relocalizations become ``relocalization``
-events, as in simulated sessions. Every stream attribute says ``emulated = True``.
-
-It implements :class:`~sensorbench.drivers.reader_base.DeviceReader`; pass it to
-:func:`~sensorbench.drivers.capture.run_capture` through ``extra_readers``.
+Mocap and most relocalizing pose sensors reach the robot over the network, so there is
+no byte protocol to emulate on a pty. :class:`SimPoseSource` (a
+:class:`~sensorbench.drivers.reader_base.DeviceReader`, passed to
+:func:`~sensorbench.drivers.capture.run_capture` through ``extra_readers``) releases each
+stream's samples when the shared :class:`~sensorbench.sim.clock.SimClock` reaches their
+simulated arrival time and appends them as pose streams (``kind`` ``mocap`` /
+``pose_sensor``, ``emulated = True``) stamped ``host_ns = t0_ns + t_s / speed · 1e9``
+(``t0_ns`` the host monotonic time of simulated time 0): the time each sample was
+due, so the thread's wake-up period (``period_s``) adds no jitter. Relocalizations
+become ``relocalization`` events. docs/DEMO.md, "Emulated mocap and pose sensor".
 """
 
 from __future__ import annotations

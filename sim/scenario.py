@@ -51,24 +51,15 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+@dataclass
 class F(_Spec):
     """A float in [lo, hi] (or [lo, hi) with ``hi_open``); ints are accepted."""
 
-    def __init__(
-        self,
-        default: float,
-        lo: float | None = None,
-        hi: float | None = None,
-        hi_open: bool = False,
-        lo_open: bool = False,
-    ) -> None:
-        self.default, self.lo, self.hi, self.hi_open, self.lo_open = (
-            default,
-            lo,
-            hi,
-            hi_open,
-            lo_open,
-        )
+    default: float
+    lo: float | None = None
+    hi: float | None = None
+    hi_open: bool = False
+    lo_open: bool = False
 
     def check(self, value: Any, key: str) -> float:
         if not _is_num(value) or math.isnan(value):
@@ -85,17 +76,14 @@ class F(_Spec):
         return v
 
 
+@dataclass
 class I(_Spec):  # noqa: E742 - short schema constructor names read like a table
     """An integer in [lo, hi], optionally from a set of ``choices``."""
 
-    def __init__(
-        self,
-        default: int,
-        lo: int | None = None,
-        hi: int | None = None,
-        choices: tuple[int, ...] | None = None,
-    ) -> None:
-        self.default, self.lo, self.hi, self.choices = default, lo, hi, choices
+    default: int
+    lo: int | None = None
+    hi: int | None = None
+    choices: tuple[int, ...] | None = None
 
     def check(self, value: Any, key: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -107,11 +95,11 @@ class I(_Spec):  # noqa: E742 - short schema constructor names read like a table
         return value
 
 
+@dataclass
 class B(_Spec):
     """A boolean."""
 
-    def __init__(self, default: bool) -> None:
-        self.default = default
+    default: bool
 
     def check(self, value: Any, key: str) -> bool:
         if not isinstance(value, bool):
@@ -119,11 +107,12 @@ class B(_Spec):
         return value
 
 
+@dataclass
 class S(_Spec):
     """A string, optionally one of ``choices``."""
 
-    def __init__(self, default: str, choices: tuple[str, ...] | None = None) -> None:
-        self.default, self.choices = default, choices
+    default: str
+    choices: tuple[str, ...] | None = None
 
     def check(self, value: Any, key: str) -> str:
         if not isinstance(value, str):
@@ -133,13 +122,14 @@ class S(_Spec):
         return value
 
 
+@dataclass
 class FL(_Spec):
-    """A list of floats (each >= lo if given), of length ``n`` if given."""
+    """A list of floats (each in [lo, hi] if given), of length ``n`` if given."""
 
-    def __init__(
-        self, default: list, n: int | None = None, lo: float | None = None, hi: float | None = None
-    ) -> None:
-        self.default, self.n, self.lo, self.hi = default, n, lo, hi
+    default: list
+    n: int | None = None
+    lo: float | None = None
+    hi: float | None = None
 
     def check(self, value: Any, key: str) -> list[float]:
         if not isinstance(value, list):
@@ -150,13 +140,14 @@ class FL(_Spec):
         return [item.check(v, f"{key}[{i}]") for i, v in enumerate(value)]
 
 
+@dataclass
 class FLL(_Spec):
     """A list of lists of ``inner`` floats (e.g. points ``[[x, y], ...]``), ``n`` rows if given."""
 
-    def __init__(
-        self, default: list, inner: int, n: int | None = None, lo: float | None = None
-    ) -> None:
-        self.default, self.inner, self.n, self.lo = default, inner, n, lo
+    default: list
+    inner: int
+    n: int | None = None
+    lo: float | None = None
 
     def check(self, value: Any, key: str) -> list[list[float]]:
         if not isinstance(value, list):
@@ -233,28 +224,14 @@ def _check_obstacle(value: Any, key: str) -> dict:
     return {k: v for k, v in out.items() if k in _OBSTACLE_KEYS[out["kind"]]}
 
 
-DEFAULT_OBSTACLES = [
-    {
-        "name": "cabinet",
-        "kind": "box",
-        "center_m": [3.4, 2.4],
-        "size_m": [1.0, 0.6],
-        "yaw_deg": 0.0,
-    },
-    {
-        "name": "table",
-        "kind": "box",
-        "center_m": [-2.9, 1.9],
-        "size_m": [1.2, 0.8],
-        "yaw_deg": 15.0,
-    },
-    {
-        "name": "crate",
-        "kind": "box",
-        "center_m": [2.7, -2.0],
-        "size_m": [0.5, 0.5],
-        "yaw_deg": 30.0,
-    },
+DEFAULT_OBSTACLES: list[dict[str, Any]] = [
+    {"name": name, "kind": "box", "center_m": centre, "size_m": size, "yaw_deg": yaw}
+    for name, centre, size, yaw in (
+        ("cabinet", [3.4, 2.4], [1.0, 0.6], 0.0),
+        ("table", [-2.9, 1.9], [1.2, 0.8], 15.0),
+        ("crate", [2.7, -2.0], [0.5, 0.5], 30.0),
+    )
+] + [
     {"name": "pillar_sw", "kind": "pillar", "center_m": [-2.6, -2.1], "radius_m": 0.15},
     {"name": "pillar_ne", "kind": "pillar", "center_m": [1.9, 2.3], "radius_m": 0.10},
 ]

@@ -1,25 +1,11 @@
 """Spinning 2D lidars (LD19, RPLIDAR A1) by ray casting from the mount pose.
 
-The head turns clockwise. Its turn schedule is drawn first: periods
-``1/rate_hz + N(0, period_jitter_s)``, each turn skipped (emits nothing) with
-probability ``skip_prob``; the rotation phase is linear in time within a turn.
-Samples are emitted at ``samples_per_s``; the LD19 sends them in packets of 12 whose
-angles are linear in time between the packet's first and last sample (what its
-start/end-angle encoding can express), the A1 one per node. Each sample is a ray
-cast from the sensor's pose **at that sample's own time** along its own bearing, against
-the world and (for lidars that ``sees_robot``) the robot's own occluders, which are
-fixed in the body frame.
-
-Measurement model, per sample with true range r (inf = no hit):
-- noise N(0, σ_band(r)) by distance band, then rounded to the device's resolution;
-- mixed pixels: where a neighbouring sample of the same turn differs by more than
-  ``edge_min_jump_m`` (a depth edge), with probability ``edge_outlier_prob`` the range
-  falls uniformly between the two surfaces (kind 1, lower intensity);
-- isolated false points with probability ``false_point_prob``: a return uniformly in
-  [range_min, r) (kind 2, low intensity);
-- no return (range 0, intensity 0) outside [range_min_m, range_max_m] or without a hit;
-- intensity ``intensity_at_1m − intensity_falloff_per_m·(r − 1) + N(0, intensity_noise)``,
-  clipped to [1, intensity_max] (LD19 intensity 0..255, A1 quality 0..63).
+The head turns clockwise on a drawn turn schedule (jittered periods, skipped turns);
+each sample is a ray cast from the sensor's pose at its own time against the world
+and, with ``sees_robot``, the robot's occluders. Range noise by distance band, mixed
+pixels at depth edges (kind 1), isolated false points (kind 2), resolution, range
+limits (0: no return) and intensity (LD19 0..255, A1 quality 0..63) are as
+docs/SIMULATION.md ("Sensor models") states.
 """
 
 from __future__ import annotations

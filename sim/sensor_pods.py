@@ -1,26 +1,9 @@
 """Dead-wheel odometry pods read by a microcontroller, with an optional IMU on the same MCU.
 
-Each pod i sits at (x_i, y_i) in the body frame and rolls along the direction φ_i.
-The distance its wheel rolls is the motion of its contact point along φ_i,
-integrated along the true path on a fine time grid:
-``d_i = ∫ (cos φ_i·vx + sin φ_i·vy + (x_i sin φ_i − y_i cos φ_i)·wz) dt``
-and the encoder counts are ``initial + floor(d_i / c_i)`` with ``c_i = 2π r_i / cpr_i``
-(metres per count), so ``c_i Δn_i = cos φ_i Δx + sin φ_i Δy + (x_i sin φ_i − y_i cos φ_i) Δθ``
-holds exactly for body increments when the noise is off.
-
-Noise on every integration sub-step of rolled distance Δd and perpendicular contact
-travel Δd⊥, both random walks independent of the step size: slip ``σ_slip·√|Δd|·N(0,1)``
-(σ_slip metres after one metre rolled) and scrub ``σ_scrub·√|Δd⊥|·N(0,1)`` (σ_scrub metres
-after one metre dragged sideways); and bounce: Poisson events (rate per pod)
-during which the wheel loses contact and rolls nothing for ``bounce_duration_s``.
-Scripted faults: ``lift_windows`` rows ``[pod, start_s, duration_s]`` (the wheel rolls
-nothing, as a lifted wheel) and ``slip_windows`` rows ``[pod, start_s, duration_s,
-fraction]`` (a continuously slipping wheel rolls only ``fraction`` of its distance).
-
-The MCU emits frames at ``rate_hz`` of its own clock, which runs fast by
-``mcu_clock_drift_ppm`` and starts at ``mcu_clock_offset_us``. The IMU yaw rate is
-``wz + b(t) + n`` (bias random walk, white noise) and its yaw is the MCU's integral
-of that rate since power-on, wrapped to (−π, π], plus optional white yaw noise.
+Pod i at (x_i, y_i) rolling along φ_i rolls its contact point's motion along φ_i
+(integrated on sub-steps of the true path) and counts ``initial + floor(d_i / c_i)``,
+``c_i = 2π r_i / cpr_i`` (m per count); slip, scrub, bounces, scripted lift and slip
+windows, the MCU clock and the IMU are as docs/SIMULATION.md ("Sensor models") states.
 """
 
 from __future__ import annotations

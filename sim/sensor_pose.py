@@ -1,22 +1,10 @@
 """Pose streams with known error: motion capture and a relocalizing pose sensor.
 
-Both report a 3D pose of the robot (position m, orientation as a unit quaternion
-x, y, z, w) stamped with the host time at which it arrives; the pose describes the
-robot ``latency_s`` earlier.
-
-Pose sensor error model (per axis x, y, z, roll, pitch, yaw), as in
-``docs/POSE_ERROR.md``: ``error(t) = b_s + g(t) + v``. ``b_s`` is a constant offset
-drawn at each relocalization s (N(0, reloc_sigma), or, with probability
-``wrong_reloc_prob``, a gross N(0, wrong_reloc_sigma) wrong relocalization); ``g`` is a
-first-order Gauss-Markov process (σ, τ) advanced with the exact discretization
-``g_{k+1} = φ_k g_k + w_k``, ``φ_k = exp(−Δt_k/τ)``, ``Var w_k = σ²(1 − φ_k²)`` over the
-irregular sample times; ``v`` is white (σ_v). The truth is the sensor's own pose
-(``mount_xy_m``, ``mount_yaw_deg`` on the body, height ``height_m``) in its map frame
-(origin ``map_xy_m``, ``map_yaw_deg`` in the world); positions: reported = truth +
-error (map axes); orientation: the reported Euler angles (ZYX: yaw, pitch, roll) are
-the truth's plus the error. While covered the sensor pauses: samples are flagged
-PAUSED, invalid, and hold the last reported pose; it relocalizes when uncovered
-(``reloc_after_cover``).
+Both report a 3D pose (position m, unit quaternion x, y, z, w) stamped with its host
+arrival time, describing the robot ``latency_s`` earlier. The pose sensor's error per
+axis is ``b_s + g(t) + v`` (relocalization offset, Gauss-Markov advanced exactly over
+the irregular Δt, white), in its map frame; covers pause it. The models, their keys
+and flags: docs/SIMULATION.md ("Sensor models").
 """
 
 from __future__ import annotations
@@ -153,7 +141,7 @@ def sensor_in_map(
 def simulate_pose_sensor(
     p: dict, traj: Trajectory, duration_s: float, rng: np.random.Generator
 ) -> PoseSamples:
-    """The relocalizing pose sensor over ``duration_s`` (s); see the module docstring."""
+    """The relocalizing pose sensor over ``duration_s`` (s); model: docs/SIMULATION.md."""
     t = pose_sample_times(p, duration_s, rng)
     n = t.size
     covered = np.zeros(n, dtype=bool)

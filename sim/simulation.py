@@ -18,7 +18,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 SIM_T0_NS = 1_000_000_000_000
 """Host time (ns) of simulated time 0 in sessions written by :func:`simulate_to_session`."""
 
+_T = TypeVar("_T")
 TRUTH_RATE_HZ = 500.0
 """Rate of the true pose and twist stored in ``/truth/pose`` (Hz)."""
 
@@ -153,24 +154,22 @@ class Simulation:
         p = self._lidar_params(name)
         return (p["mount_xy_m"][0], p["mount_xy_m"][1], float(np.deg2rad(p["mount_yaw_deg"])))
 
+    def _cached(self, key: str, make: Callable[..., _T], *args: Any, **kw: Any) -> _T:
+        """``make(*args, **kw)``, computed once per ``key``."""
+        if key not in self._cache:
+            self._cache[key] = make(*args, **kw)
+        return self._cache[key]  # type: ignore[return-value]
+
     def lidar(self, name: str, samples_per_s: float | None = None) -> LidarSamples:
         """Device-native samples of lidar ``name`` over the whole run; at
         ``samples_per_s`` (Hz) instead of the scenario's when given (an A1's express
         scan: the same turns and scene, sampled twice as often)."""
         key = f"lidar:{name}" if samples_per_s is None else f"lidar:{name}@{samples_per_s:g}"
-        if key not in self._cache:
-            p = self._lidar_params(name)
-            if samples_per_s is not None:
-                p = {**p, "samples_per_s": float(samples_per_s)}
-            self._cache[key] = simulate_lidar(
-                p,
-                self.trajectory,
-                self.world,
-                self.duration_s,
-                self.rng(f"lidar:{name}"),
-                body=self.body,
-            )
-        return self._cache[key]  # type: ignore[return-value]
+        p = self._lidar_params(name)
+        if samples_per_s is not None:
+            p = {**p, "samples_per_s": float(samples_per_s)}
+        args = (p, self.trajectory, self.world, self.duration_s, self.rng(f"lidar:{name}"))
+        return self._cached(key, simulate_lidar, *args, body=self.body)
 
     def enabled(self, sensor: str) -> bool:
         """Whether ``pods``, ``imu``, ``mocap`` or ``pose_sensor`` (or a lidar) is enabled."""
@@ -185,41 +184,21 @@ class Simulation:
     def pods(self) -> PodSamples:
         """The pod MCU's frames (with the IMU's yaw and yaw rate, nan if the IMU is off)."""
         self._require("pods")
-        if "pods" not in self._cache:
-            self._cache["pods"] = simulate_pods(
-                self.scenario.pods,
-                self.scenario.imu,
-                self.trajectory,
-                self.duration_s,
-                self.rng("pods"),
-                self.rng("imu"),
-            )
-        return self._cache["pods"]  # type: ignore[return-value]
+        sc, tr, dur = self.scenario, self.trajectory, self.duration_s
+        rngs = (self.rng("pods"), self.rng("imu"))
+        return self._cached("pods", simulate_pods, sc.pods, sc.imu, tr, dur, *rngs)
 
     def mocap(self) -> PoseSamples:
         """Motion capture samples (occlusion gaps have ``valid`` False and nan poses)."""
         self._require("mocap")
-        if "mocap" not in self._cache:
-            self._cache["mocap"] = simulate_mocap(
-                self.scenario.mocap,
-                self.trajectory,
-                self.world.in_mocap_volume,
-                self.duration_s,
-                self.rng("mocap"),
-            )
-        return self._cache["mocap"]  # type: ignore[return-value]
+        args = (self.trajectory, self.world.in_mocap_volume, self.duration_s, self.rng("mocap"))
+        return self._cached("mocap", simulate_mocap, self.scenario.mocap, *args)
 
     def pose_sensor(self) -> PoseSamples:
         """Pose sensor samples with their true error and relocalization times."""
         self._require("pose_sensor")
-        if "pose_sensor" not in self._cache:
-            self._cache["pose_sensor"] = simulate_pose_sensor(
-                self.scenario.pose_sensor,
-                self.trajectory,
-                self.duration_s,
-                self.rng("pose_sensor"),
-            )
-        return self._cache["pose_sensor"]  # type: ignore[return-value]
+        args = (self.trajectory, self.duration_s, self.rng("pose_sensor"))
+        return self._cached("pose_sensor", simulate_pose_sensor, self.scenario.pose_sensor, *args)
 
 
 def _ns(t_s: np.ndarray) -> np.ndarray:
@@ -508,29 +487,18 @@ def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) 
     scn = sim.scenario
     write_common_truth(w, sim, _ns, SIM_T0_NS, {"scenario_source_text": scn.text})
     t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
-    w.set_truth(
-        "pose/twist_body",
-        np.column_stack(sim.truth_twist_body(t)),
-        {"units": "m/s, m/s, rad/s", "frame": "body"},
-    )
-    w.set_truth("world/segments", sim.world.segments, {"units": "m", "columns": "x0 y0 x1 y1"})
-    w.set_truth("world/circles", sim.world.circles, {"units": "m", "columns": "cx cy r"})
+    seg, circ, body = {"columns": "x0 y0 x1 y1"}, {"columns": "cx cy r"}, {"frame": "body"}
+    for key, value, attrs in (
+        ("pose/twist_body", np.column_stack(sim.truth_twist_body(t)),
+         {"units": "m/s, m/s, rad/s", "frame": "body"}),
+        ("world/segments", sim.world.segments, {"units": "m", **seg}),
+        ("world/circles", sim.world.circles, {"units": "m", **circ}),
+        ("robot/occluder_segments", sim.body.segments, {"units": "m", **body, **seg}),
+        ("robot/occluder_circles", sim.body.circles, {"units": "m", **body, **circ}),
+        ("robot/footprint_m", np.asarray(scn.robot["footprint_m"], float), {"units": "m", **body}),
+    ):  # fmt: skip
+        w.set_truth(key, value, attrs)
     w.set_truth_attrs({"mocap_volume_m": list(sim.world.mocap_volume)}, "world")
-    w.set_truth(
-        "robot/occluder_segments",
-        sim.body.segments,
-        {"units": "m", "frame": "body", "columns": "x0 y0 x1 y1"},
-    )
-    w.set_truth(
-        "robot/occluder_circles",
-        sim.body.circles,
-        {"units": "m", "frame": "body", "columns": "cx cy r"},
-    )
-    w.set_truth(
-        "robot/footprint_m",
-        np.asarray(scn.robot["footprint_m"], float),
-        {"units": "m", "frame": "body"},
-    )
     for name in sim.lidar_names():
         _write_lidar_truth(w, sim, name, streams[name])  # type: ignore[arg-type]
     if "pods" in streams:

@@ -1,6 +1,6 @@
 """Helpers of the A1 tests: an independent decoder written from the protocol tables.
 
-Nothing here imports the driver's protocol module: these functions are the
+The decoders here use nothing of the driver's protocol module: they are the
 reference the emulator and the driver are both checked against.
 """
 
@@ -15,6 +15,20 @@ from typing import Any
 
 import numpy as np
 import serial
+
+from sensorbench.drivers.a1_reader import A1Scanner
+
+
+def started_scanner(path: str, events: list | None = None, **kw: Any) -> A1Scanner:
+    """An opened, scanning A1Scanner on ``path`` (``read_timeout_s`` 0.5 s unless given)
+    whose events are appended to ``events``."""
+    kw.setdefault("read_timeout_s", 0.5)
+    if events is not None:
+        kw["on_event"] = lambda *e: events.append(e)
+    sc = A1Scanner(path, **kw)
+    sc.open()
+    sc.start()
+    return sc
 
 
 def read_exact(ser: serial.Serial, n: int, timeout_s: float = 2.0) -> bytes:

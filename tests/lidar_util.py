@@ -14,9 +14,24 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sensorbench.logs import NO_DEVICE_TIME, LidarTurns
+from sensorbench.sim.emulator_ld19 import SyntheticLD19Samples, encode_packets
 from sensorbench.sim.world import Obstacle, World, box_vertices
 
 PoseFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def ld19_bytes(s: SyntheticLD19Samples, ts0_ms: int = 0) -> bytes:
+    """The LD19 packets of ``s`` (12 samples each, reported speed 3600 deg/s), stamped
+    ``ts0_ms`` plus the ms of their first sample (mod 30000)."""
+    k = s.t_s.size // 12
+    return encode_packets(
+        np.full(k, 3600),
+        (np.round(s.angle_deg_cw[::12] * 100) % 36000).astype(int),
+        (np.round(s.angle_deg_cw[11::12] * 100) % 36000).astype(int),
+        np.round(s.range_m * 1000).astype(int).reshape(k, 12),
+        s.intensity.reshape(k, 12),
+        (ts0_ms + np.floor(s.t_s[::12] * 1000).astype(int)) % 30000,
+    )
 
 
 def room(boxes: bool = True) -> World:

@@ -16,10 +16,14 @@ break it in one way each:
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import numpy as np
 
+from sensorbench.characterize.pose.error_model import PARAMS, PoseErrorModel
 from sensorbench.characterize.pose.gm_montecarlo import simulate_errors
-from sensorbench.characterize.pose.series import ErrorSeries
+from sensorbench.characterize.pose.series import POSE_AXES, ErrorSeries
 
 # (sigma_b, sigma, tau_s, sigma_v) per axis: x, y, z (m), roll, pitch, yaw (rad)
 TRUTH = np.array(
@@ -86,6 +90,18 @@ def heavy_tailed_errors(
     return b[seg] + g + white
 
 
+def with_params(model: PoseErrorModel, params: np.ndarray, note: str) -> PoseErrorModel:
+    """``model`` with its ``(6, 4)`` parameters replaced (uncertainty kept), the change
+    noted in its provenance."""
+    axes = {
+        a: replace(model.axes[a], **dict(zip(PARAMS, map(float, params[i]), strict=True)),
+                   cov_log=model.axes[a].cov_log.copy(), neg_log_likelihood=float("nan"),
+                   converged=True)
+        for i, a in enumerate(POSE_AXES)
+    }  # fmt: skip
+    return replace(model, axes=axes, provenance={**model.provenance, "modified": note})
+
+
 def campaign(
     seed: int,
     world: str = "correct",
@@ -150,7 +166,6 @@ def sbc_fits(
     """
     from sensorbench.characterize.pose.error_model import fit_groups
     from sensorbench.characterize.pose.gm_montecarlo import draw_params
-    from sensorbench.characterize.pose.series import POSE_AXES
 
     rng = np.random.default_rng(seed)
     truths, series = [], []
@@ -249,18 +264,15 @@ MAP_TRANSLATION = np.array([1.5, -0.8, 0.2])
 
 def track_campaign(
     seed: int,
-    world: str = "correct",
-    n_sessions: int = 6,
-    duration_s: float = 120.0,
-    rate_hz: float = 5.0,
-    reloc_mean_s: float = 20.0,
     scale: float = 1.0,
     other_map: int | None = None,
     clock_offset_s: float = 0.0,
+    **kw: Any,
 ) -> tuple[list, list[str]]:
     """Pose tracks ``[(sensor, mocap), ...]`` and names of a simulated campaign.
 
-    The error series of :func:`campaign` (``world`` "correct" or "random_walk") is
+    The error series of :func:`campaign` (``kw``: its arguments; ``world`` "correct" or
+    "random_walk") is
     applied to a smooth motion (:func:`reference_motion`, a different stretch of it in
     every session) in mocap's frame; the sensor reports in its own map frame
     (:data:`MAP_ROTATION_RPY`, :data:`MAP_TRANSLATION`), its positions multiplied by
@@ -273,7 +285,7 @@ def track_campaign(
 
     from sensorbench.characterize.pose.align import PoseTrack
 
-    series = campaign(seed, world, n_sessions, duration_s, rate_hz, reloc_mean_s)
+    series = campaign(seed, **kw)
     r_map = Rotation.from_euler("xyz", MAP_ROTATION_RPY)
     tracks, names = [], []
     for i, s in enumerate(series):

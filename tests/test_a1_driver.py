@@ -164,9 +164,7 @@ def test_unplug_mid_scan_reconnects_with_events_and_loses_no_turn(tmp_path):
     link = str(tmp_path / "lidar_rear")
     events = []
     with A1Emulator(speed=4.0, link=link) as emu:
-        sc = A1Scanner(link, read_timeout_s=0.5, on_event=lambda *e: events.append(e))
-        sc.open()
-        sc.start()
+        sc = u.started_scanner(link, events)
         before, raw_before = collect_raw(sc, 0.8)
         emu.unplug()
         truth_before = emu.truth()
@@ -219,15 +217,7 @@ def test_unplug_mid_scan_reconnects_with_events_and_loses_no_turn(tmp_path):
 def test_stall_gives_stale_event_then_resumes():
     events = []
     with A1Emulator(speed=4.0) as emu:
-        sc = A1Scanner(
-            emu.path,
-            read_timeout_s=0.5,
-            stale_after_s=0.2,
-            restart_after_s=5.0,
-            on_event=lambda *e: events.append(e),
-        )
-        sc.open()
-        sc.start()
+        sc = u.started_scanner(emu.path, events, stale_after_s=0.2, restart_after_s=5.0)
         collect(sc, 0.3)
         emu.stall(0.4)
         collect(sc, 0.3)
@@ -241,15 +231,9 @@ def test_stall_gives_stale_event_then_resumes():
 def test_long_silence_restarts_the_scan():
     events = []
     with A1Emulator(speed=4.0) as emu:
-        sc = A1Scanner(
-            emu.path,
-            read_timeout_s=0.3,
-            stale_after_s=0.1,
-            restart_after_s=0.3,
-            on_event=lambda *e: events.append(e),
+        sc = u.started_scanner(
+            emu.path, events, read_timeout_s=0.3, stale_after_s=0.1, restart_after_s=0.3
         )
-        sc.open()
-        sc.start()
         collect(sc, 0.2)
         emu.stall(0.5)
         collect(sc, 1.2)
@@ -269,9 +253,7 @@ def test_corruption_flags_turns_and_keeps_the_rest_exact():
     (At 2e-4 over 1.5 s the detectable hits were ~3: none in about 5 % of runs.)"""
     events = []
     with A1Emulator(speed=4.0, faults=Faults(corrupt_rate=1e-3), seed=5) as emu:
-        sc = A1Scanner(emu.path, read_timeout_s=0.5, on_event=lambda *e: events.append(e))
-        sc.open()
-        sc.start()
+        sc = u.started_scanner(emu.path, events)
         t0 = time.monotonic()
         out = []
         while emu.port.stats.bytes_offered < 60_000:
@@ -343,9 +325,7 @@ def test_simulated_a1_samples_come_out_as_ccw_turns_within_quantization():
 
     samples = Simulation("lidar_static", seed=1).lidar("lidar_front")
     with A1Emulator(samples, speed=4.0) as emu:
-        sc = A1Scanner(emu.path, read_timeout_s=0.5)
-        sc.open()
-        sc.start()
+        sc = u.started_scanner(emu.path)
         turns = collect(sc, 1.0)
         sc.close()
         truth = emu.truth()

@@ -11,7 +11,6 @@ import time
 import a1_util as u
 import pytest
 
-from sensorbench.drivers.a1_reader import A1Scanner
 from sensorbench.drivers.capture import CaptureOptions, run_capture
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.robot_config import parse_robot_config
@@ -94,9 +93,7 @@ def test_capture_keeps_each_a1_port_open_for_its_whole_run(tmp_path):
 
 def test_close_releases_a_spinning_motor_and_park_holds_it(tmp_path):
     with A1Emulator(speed=SPEED) as emu:
-        sc = A1Scanner(emu.path, read_timeout_s=0.5)
-        sc.open()
-        sc.start()
+        sc = u.started_scanner(emu.path)
         assert u.wait_until(lambda: emu.motor_on, 1.0)
         n = len(emu.motor_log)
         sc.close()  # docs: the scan stops, the port is released, the motor spins on
@@ -115,9 +112,7 @@ def test_reconnect_after_replug_never_stops_or_restarts_the_motor(tmp_path):
     link = str(tmp_path / "lidar")
     events = []
     with A1Emulator(speed=4.0, link=link) as emu:
-        sc = A1Scanner(link, read_timeout_s=0.5, on_event=lambda *e: events.append(e))
-        sc.open()
-        sc.start()
+        sc = u.started_scanner(link, events)
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:
             sc.poll(0.05)

@@ -36,25 +36,15 @@ def pair(tmp_path, bus: PowerBus | None = None, together: bool = False, **kw):
     second is powered after the first one's inrush (plugged in one after the other);
     together, the bus browns out at power-on, before any software runs.
     """
-    a = A1Emulator(
-        name="front",
-        link=str(tmp_path / "lidar_front"),
-        power=bus,
-        speed=SPEED,
-        **kw,
-        unit=A1Unit(serial=FRONT),
-    )
+    def one(name: str, serial: bytes) -> A1Emulator:
+        link = str(tmp_path / f"lidar_{name}")
+        return A1Emulator(name=name, link=link, power=bus, speed=SPEED, **kw,
+                          unit=A1Unit(serial=serial))  # fmt: skip
+
+    a = one("front", FRONT)
     if not together:
         time.sleep(1.6 / SPEED)
-    b = A1Emulator(
-        name="rear",
-        link=str(tmp_path / "lidar_rear"),
-        power=bus,
-        speed=SPEED,
-        **kw,
-        unit=A1Unit(serial=REAR),
-    )
-    return a, b
+    return a, one("rear", REAR)
 
 
 def specs(a, b, delay_s: float = 0.2, ready_s: float = 1.0) -> list[DeviceSpec]:

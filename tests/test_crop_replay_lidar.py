@@ -30,22 +30,24 @@ def square(tmp_path_factory):
     return d / "sq.h5", model
 
 
-def _inside(t: np.ndarray, start: int) -> np.ndarray:
+def _inside(t: np.ndarray, path) -> np.ndarray:
+    start = session_span_ns(path)[0]
     return (t >= start + round(T0 * 1e9)) & (t < start + round(T1 * 1e9))
+
+
+def _windowed_json(*args: str) -> dict:
+    """The JSON a command prints over [T0, T1)."""
+    r = CliRunner().invoke(cli, [*args, "--json", "--t-start", str(T0), "--t-end", str(T1)])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
 
 
 def test_replay_uses_only_the_window(square) -> None:
     path, model = square
-    start = session_span_ns(path)[0]
     with Session(path) as s:
         host = s.encoder("pods").read().host_ns
-    r = CliRunner().invoke(
-        cli, ["replay", str(path), "--pods", str(model), "--reference", "truth", "--json",
-              "--t-start", str(T0), "--t-end", str(T1)],
-    )  # fmt: skip
-    assert r.exit_code == 0, r.output
-    doc = json.loads(r.stdout)
-    inside = host[_inside(host, start)]
+    doc = _windowed_json("replay", str(path), "--pods", str(model), "--reference", "truth")
+    inside = host[_inside(host, path)]
     assert doc["frames"] == inside.size - 1
     # the filters' frame clock runs on the MCU clock and follows host_ns within the MCU's
     # drift times its 10 s loop (the simulated MCU is tens of ppm off: < 1 ms here)
@@ -55,19 +57,11 @@ def test_replay_uses_only_the_window(square) -> None:
 
 def test_characterize_lidar_uses_only_the_window(square) -> None:
     path, _ = square
-    start = session_span_ns(path)[0]
     with Session(path) as s:
         t_first = s.lidar("ld19").read().t_first_ns
-    r = CliRunner().invoke(
-        cli, ["characterize", "lidar", str(path), "--device", "ld19", "--timing-only", "--json",
-              "--t-start", str(T0), "--t-end", str(T1)],
-    )  # fmt: skip
-    assert r.exit_code == 0, r.output
-    timing = json.loads(r.stdout)["timing"]
-    assert timing["n_turns"] == int(_inside(t_first, start).sum())
+    cmd = ("characterize", "lidar", str(path), "--device", "ld19", "--timing-only")
+    timing = _windowed_json(*cmd)["timing"]
+    assert timing["n_turns"] == int(_inside(t_first, path).sum())
     assert timing["duration_s"] <= T1 - T0
-    r = CliRunner().invoke(
-        cli, ["characterize", "lidar", str(path), "--device", "ld19", "--timing-only",
-              "--t-start", "1e6"],
-    )  # fmt: skip
+    r = CliRunner().invoke(cli, [*cmd, "--t-start", "1e6"])
     assert r.exit_code == 2 and "holds no data" in r.output

@@ -16,45 +16,43 @@ import pytest
 MAKE_TIMEOUT_S = 240.0
 
 
-def _symbols(nm: str, elf) -> dict[str, int]:
+def _symbols(tool: str, elf) -> dict[str, int]:
+    """The symbols ``tool`` (an nm) lists in ``elf``, by name; skips without the tool."""
+    nm = shutil.which(tool)
+    if nm is None:
+        pytest.skip(f"no {tool}")
     out = subprocess.run([nm, str(elf)], capture_output=True, text=True, check=True).stdout
     return {w[2]: int(w[0], 16) for w in (line.split() for line in out.splitlines()) if len(w) == 3}
+
+
+def _make(build, *args: str) -> subprocess.CompletedProcess:
+    """``make -C firmware BUILD=build args...``, its output captured as text."""
+    return subprocess.run(
+        ["make", "-C", str(firmware_util.FIRMWARE), f"BUILD={build}", *args],
+        capture_output=True, text=True, timeout=MAKE_TIMEOUT_S,
+    )  # fmt: skip
 
 
 def test_make_skips_what_it_cannot_build_and_says_so(tmp_path) -> None:
     firmware_util.product("host")  # make and a host compiler are there
     build = tmp_path / "build"
-    done = subprocess.run(
-        ["make", "-C", str(firmware_util.FIRMWARE), f"BUILD={build}",
-         "AVR_CC=no-such-avr-gcc", "ARM_CC=no-such-arm-gcc", "host"],
-        capture_output=True, text=True, timeout=MAKE_TIMEOUT_S,
-    )  # fmt: skip
+    no_cross = ("AVR_CC=no-such-avr-gcc", "ARM_CC=no-such-arm-gcc")
+    done = _make(build, *no_cross, "host")
     assert done.returncode == 0, done.stderr
     assert (build / "host" / "libpodscore.so").exists()
-    everything = subprocess.run(
-        ["make", "-C", str(firmware_util.FIRMWARE), f"BUILD={build}",
-         "AVR_CC=no-such-avr-gcc", "ARM_CC=no-such-arm-gcc", "HOST_CC=no-such-cc"],
-        capture_output=True, text=True, timeout=MAKE_TIMEOUT_S,
-    )  # fmt: skip
+    everything = _make(build, *no_cross, "HOST_CC=no-such-cc")
     assert everything.returncode == 0, everything.stderr
     for target in ("avr", "stm32f4", "host", "harness"):
         assert f"firmware: skipped {target} (" in everything.stdout
     assert "apt-get install gcc-avr avr-libc" in everything.stdout
     assert not (build / "avr").exists() and not (build / "stm32f4").exists()
     # asked for by name, a target without its toolchain fails
-    one = subprocess.run(
-        ["make", "-C", str(firmware_util.FIRMWARE), f"BUILD={build}", "AVR_CC=no-such-avr-gcc",
-         "avr"], capture_output=True, text=True, timeout=MAKE_TIMEOUT_S,
-    )  # fmt: skip
-    assert one.returncode != 0
+    assert _make(build, "AVR_CC=no-such-avr-gcc", "avr").returncode != 0
 
 
 def test_the_avr_image_fits_beside_the_bootloader_and_hooks_its_interrupts() -> None:
     elf = firmware_util.product("avr")
-    nm = shutil.which("avr-nm")
-    if nm is None:
-        pytest.skip("no avr-nm")
-    sym = _symbols(nm, elf)
+    sym = _symbols("avr-nm", elf)
     # Uno/Nano: 32 KB flash of which optiboot takes the top 512 B; 2 KB RAM
     assert sym["__data_load_end"] <= 32 * 1024 - 512
     assert sym["_end"] - 0x800100 <= 512  # RAM in use; the rest is stack
@@ -65,10 +63,7 @@ def test_the_avr_image_fits_beside_the_bootloader_and_hooks_its_interrupts() -> 
 
 def test_the_stm32f4_image_has_its_vector_table_at_the_start_of_flash() -> None:
     elf = firmware_util.product("stm32f4")
-    nm = shutil.which("arm-none-eabi-nm")
-    if nm is None:
-        pytest.skip("no arm-none-eabi-nm")
-    sym = _symbols(nm, elf)
+    sym = _symbols("arm-none-eabi-nm", elf)
     image = elf.with_suffix(".bin").read_bytes()
     assert len(image) <= 128 * 1024  # the smallest F4 (F401CB)
     vectors = struct.unpack_from("<114I", image)

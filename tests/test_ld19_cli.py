@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import lidar_util
 import numpy as np
 import serial
 from click.testing import CliRunner
@@ -15,23 +16,14 @@ from click.testing import CliRunner
 from sensorbench.cli import cli
 from sensorbench.drivers.ld19_parser import LD19Parser
 from sensorbench.logs import Session, SessionWriter, TurnFlag
-from sensorbench.sim.emulator_ld19 import SyntheticLD19Samples, encode_packets
+from sensorbench.sim.emulator_ld19 import SyntheticLD19Samples
 
 
 def _capture_bytes(
     duration_s: float, seed: int = 0, ts0: int = 0
 ) -> tuple[bytes, SyntheticLD19Samples]:
     s = SyntheticLD19Samples.ideal(duration_s=duration_s, p_no_return=0.02, seed=seed)
-    k = s.t_s.size // 12
-    raw = encode_packets(
-        np.full(k, 3600),
-        (np.round(s.angle_deg_cw[::12] * 100) % 36000).astype(int),
-        (np.round(s.angle_deg_cw[11::12] * 100) % 36000).astype(int),
-        np.round(s.range_m * 1000).astype(int).reshape(k, 12),
-        s.intensity.reshape(k, 12),
-        (ts0 + np.floor(s.t_s[::12] * 1000).astype(int)) % 30000,
-    )
-    return raw, s
+    return lidar_util.ld19_bytes(s, ts0), s
 
 
 def test_decode_bare_capture(tmp_path):

@@ -247,6 +247,19 @@ def test_wrong_baud_rate_is_diagnosed():
     assert emu.port.stats.bytes_garbled_baud > 0
 
 
+def _start_error(reader: SerialReader, port: PtyPort, data: bytes) -> str:
+    """The message of the DriverError ``reader.start()`` raises when ``data`` arrives
+    0.3 s later (after the reader has opened the port: opening flushes what was waiting)."""
+    sender = threading.Timer(0.3, port.send, [data])
+    sender.start()
+    try:
+        with pytest.raises(DriverError) as exc:
+            reader.start()
+    finally:
+        sender.join(5)
+    return str(exc.value)
+
+
 def test_a_few_bytes_are_too_few_to_call_the_baud_rate_wrong():
     """A reader starved on a busy machine (or a device still starting) may get a few
     bytes and no header before its deadline: that is no evidence of a wrong baud rate,
@@ -258,15 +271,7 @@ def test_a_few_bytes_are_too_few_to_call_the_baud_rate_wrong():
     with PtyPort() as port:
         config = LinkConfig(first_valid_timeout_s=1.0)
         reader = SerialReader(SerialLink("ld19", port.path, LD19Protocol(), config=config))
-        # after the reader has opened the port (opening flushes what was waiting)
-        sender = threading.Timer(0.3, port.send, [packet[5:40]])  # mid-packet: no header
-        sender.start()
-        try:
-            with pytest.raises(DriverError) as exc:
-                reader.start()
-        finally:
-            sender.join(5)
-    msg = str(exc.value)
+        msg = _start_error(reader, port, packet[5:40])  # mid-packet: no header
     assert "35 bytes, 0 candidate headers, 0 valid" in msg, msg
     assert "wrong baud rate or not an LD19" not in msg
     assert "too few to tell" in msg and "busy" in msg
@@ -294,14 +299,7 @@ def test_headers_not_parsed_yet_at_the_deadline_are_not_a_wrong_baud_rate():
             return real_feed(data, t_ns)
 
         protocol.parser.feed = stalled_feed
-        sender = threading.Timer(0.3, port.send, [packets])
-        sender.start()
-        try:
-            with pytest.raises(DriverError) as exc:
-                reader.start()
-        finally:
-            sender.join(5)
-    msg = str(exc.value)
+        msg = _start_error(reader, port, packets)
     assert parsing.is_set() and "376 bytes, 8 candidate headers, 0 valid" in msg, msg
     assert "not parsed yet" in msg and "wrong baud rate or not an LD19" not in msg
 

@@ -61,11 +61,15 @@ def _bands(params):
     return StaticOptions(bands_m=tuple(params["noise_band_edges_m"]))
 
 
+def _characterized(path, sim, name):
+    """The simulated parameters of ``name``, its characterization and its truth."""
+    p = sim.lidar(name).params
+    return p, characterize_session(path, name, options=_bands(p)), _truth(path, name)
+
+
 @pytest.mark.parametrize("name", ["ld19", "lidar_front"])
 def test_timing_recovers_schedule(static_session, sim, name):
-    p = sim.lidar(name).params
-    res = characterize_session(static_session, name, options=_bands(p))
-    tr = _truth(static_session, name)
+    p, res, tr = _characterized(static_session, sim, name)
     t = res.timing
     seen = np.unique(tr["turn_index"])
     assert seen.size == t.n_turns
@@ -112,9 +116,7 @@ def test_timing_recovers_schedule(static_session, sim, name):
 
 @pytest.mark.parametrize("name", ["ld19", "lidar_front"])
 def test_range_noise_per_band(static_session, sim, name):
-    p = sim.lidar(name).params
-    res = characterize_session(static_session, name, options=_bands(p))
-    tr = _truth(static_session, name)
+    p, res, tr = _characterized(static_session, sim, name)
     noise = res.noise
     measured = 0
     for j, b in enumerate(noise.bands):
@@ -162,9 +164,7 @@ def _fan(sim, name, turns, idx, step_rad, n=21):
 
 @pytest.mark.parametrize("name", ["ld19", "lidar_rear"])
 def test_outlier_fractions(static_session, sim, name):
-    p = sim.lidar(name).params
-    res = characterize_session(static_session, name, options=_bands(p))
-    tr = _truth(static_session, name)
+    p, res, tr = _characterized(static_session, sim, name)
     noise, lab, kind = res.noise, res.noise.labels, tr["kind"]
     used = lab >= 0
     r = tr["turns"].range.astype(float)

@@ -43,28 +43,10 @@ def _view(turns: LidarTurns, half_width_deg: float) -> LidarTurns:
 
 
 def _pair_of_scans(world, pose, duration_s=3.0, sigma=SIGMA, rate_hz=5.5, sps=2000.0):
-    f = U.synth_scan(
-        world,
-        pose,
-        duration_s,
-        seed=1,
-        rate_hz=rate_hz,
-        samples_per_s=sps,
-        sigma_m=sigma,
-        mount=FRONT,
-        phase_rad=0.3,
-    )
+    common = dict(rate_hz=rate_hz, samples_per_s=sps, sigma_m=sigma)
+    f = U.synth_scan(world, pose, duration_s, seed=1, mount=FRONT, phase_rad=0.3, **common)
     r = U.synth_scan(
-        world,
-        pose,
-        duration_s,
-        seed=2,
-        rate_hz=rate_hz,
-        samples_per_s=sps,
-        sigma_m=sigma,
-        mount=REAR,
-        t0_s=0.04,
-        phase_rad=1.1,
+        world, pose, duration_s, seed=2, mount=REAR, t0_s=0.04, phase_rad=1.1, **common
     )
     return f.turns, r.turns
 

@@ -22,14 +22,14 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
+import lidar_util
 import pytest
 import session_util as su
 
-from sensorbench.sim.emulator_ld19 import SyntheticLD19Samples, encode_packets
+from sensorbench.sim.emulator_ld19 import SyntheticLD19Samples
 
 HERE = Path(__file__).parent
 DISK_MB = 24
@@ -68,16 +68,7 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
     done = _run(["simulate", "--scenario", "square", "-o", str(sim)])
     assert done.returncode == 0, done.stderr
     samples = SyntheticLD19Samples.generate(duration_s=6.0, p_no_return=0.02, seed=3)
-    k = samples.t_s.size // 12
-    raw = encode_packets(
-        np.full(k, 3600),
-        (np.round(samples.angle_deg_cw[::12] * 100) % 36000).astype(int),
-        (np.round(samples.angle_deg_cw[11::12] * 100) % 36000).astype(int),
-        np.round(samples.range_m * 1000).astype(int).reshape(k, 12),
-        samples.intensity.reshape(k, 12),
-        np.floor(samples.t_s[::12] * 1000).astype(int) % 30000,
-    )
-    (d / "ld19.bin").write_bytes(raw)
+    (d / "ld19.bin").write_bytes(lidar_util.ld19_bytes(samples))
     return {
         "sim": sim,
         "tum": su.write_tum(d / "mocap.tum", 30000),
@@ -97,31 +88,24 @@ class Case:
     """A file the disk holds before the command runs (copied from inputs), kept intact."""
 
 
+def _export(stream: str, fmt: str, out: str, *more: str) -> Case:
+    """``export`` of ``stream`` of the simulated session to ``out`` on the disk."""
+    return Case(
+        lambda i, d: ["export", str(i["sim"]), "--stream", stream, "--format", fmt,
+                      "-o", str(d / out), *more],
+        out,
+    )  # fmt: skip
+
+
 CASES = {
     "import into a new session": Case(
-        lambda i, d: [
-            "import",
-            "mocap",
-            str(i["tum"]),
-            "--format",
-            "tum",
-            "--into",
-            str(d / "new.h5"),
-        ],
+        lambda i, d: ["import", "mocap", str(i["tum"]), "--format", "tum",
+                      "--into", str(d / "new.h5")],
         "new.h5",
     ),
     "import into an existing session": Case(
-        lambda i, d: [
-            "import",
-            "mocap",
-            str(i["tum"]),
-            "--format",
-            "tum",
-            "--name",
-            "m2",
-            "--into",
-            str(d / "small.h5"),
-        ],
+        lambda i, d: ["import", "mocap", str(i["tum"]), "--format", "tum", "--name", "m2",
+                      "--into", str(d / "small.h5")],
         "small.h5",
         existing="session",
     ),
@@ -132,106 +116,32 @@ CASES = {
         lambda i, d: ["decode", "ld19", str(i["raw"]), "-o", str(d / "dec.h5")], "dec.h5"
     ),
     "merge": Case(
-        lambda i, d: [
-            "merge",
-            str(i["sim"]),
-            "--front",
-            "lidar_front",
-            "--rear",
-            "lidar_rear",
-            "-o",
-            str(d / "merged.h5"),
-        ],
+        lambda i, d: ["merge", str(i["sim"]), "--front", "lidar_front", "--rear", "lidar_rear",
+                      "-o", str(d / "merged.h5")],
         "merged.h5",
     ),
     "replay -o": Case(
-        lambda i, d: [
-            "replay",
-            str(i["sim"]),
-            "--pods",
-            str(PODS_MODEL),
-            "--t-end",
-            "6",
-            "-o",
-            str(d / "estimate.h5"),
-        ],
+        lambda i, d: ["replay", str(i["sim"]), "--pods", str(PODS_MODEL), "--t-end", "6",
+                      "-o", str(d / "estimate.h5")],
         "estimate.h5",
     ),
-    "export csv": Case(
-        lambda i, d: [
-            "export",
-            str(i["sim"]),
-            "--stream",
-            "pods",
-            "--format",
-            "csv",
-            "-o",
-            str(d / "pods.csv"),
-        ],
-        "pods.csv",
-    ),
-    "export tum": Case(
-        lambda i, d: [
-            "export",
-            str(i["sim"]),
-            "--stream",
-            "mocap",
-            "--format",
-            "tum",
-            "-o",
-            str(d / "mocap.tum"),
-        ],
-        "mocap.tum",
-    ),
-    "export mcap": Case(
-        lambda i, d: [
-            "export",
-            str(i["sim"]),
-            "--stream",
-            "pods",
-            "--format",
-            "mcap",
-            "-o",
-            str(d / "pods.mcap"),
-        ],
-        "pods.mcap",
-    ),
-    "export --force": Case(
-        lambda i, d: [
-            "export",
-            str(i["sim"]),
-            "--stream",
-            "mocap",
-            "--format",
-            "tum",
-            "-o",
-            str(d / "old.tum"),
-            "--force",
-        ],
-        "old.tum",
-        existing="tum",
-    ),
+    "export csv": _export("pods", "csv", "pods.csv"),
+    "export tum": _export("mocap", "tum", "mocap.tum"),
+    "export mcap": _export("pods", "mcap", "pods.mcap"),
+    "export --force": replace(_export("mocap", "tum", "old.tum", "--force"), existing="tum"),
     "split": Case(
         lambda i, d: ["split", str(i["sim"]), "--pieces", "3", "-o", str(d / "pieces")],
         "pieces",
     ),
     "characterize --plots": Case(
-        lambda i, d: [
-            "characterize",
-            "lidar",
-            str(i["sim"]),
-            "--device",
-            "ld19",
-            "--timing-only",
-            "--plots",
-            str(d / "plots"),
-        ],
+        lambda i, d: ["characterize", "lidar", str(i["sim"]), "--device", "ld19",
+                      "--timing-only", "--plots", str(d / "plots")],
         "plots",
     ),
     "fit pods -o": Case(
         lambda i, d: ["fit", "pods", str(i["sim"]), "-o", str(d / "pods.toml")], "pods.toml"
     ),
-}
+}  # fmt: skip
 
 EXISTING_NAMES = {"session": "small.h5", "tum": "old.tum"}
 

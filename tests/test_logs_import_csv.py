@@ -88,11 +88,9 @@ def test_planar_yaw_host_ns_and_column_map(tmp_path: Path) -> None:
     np.testing.assert_allclose(b.quat_xyzw * np.sign(b.quat_xyzw[:, 3:]), want, atol=1e-15)
     # the same through the CLI
     session = tmp_path / "s.h5"
-    r = CliRunner().invoke(
-        cli,
-        ["import", "pose", str(path), "--format", "csv", "--into", str(session),
-         "--columns", "host_ns=stamp, x=east,y=north,yaw=heading"],
-    )  # fmt: skip
+    columns = "host_ns=stamp, x=east,y=north,yaw=heading"
+    args = ["pose", str(path), "--format", "csv", "--into", str(session), "--columns", columns]
+    r = CliRunner().invoke(cli, ["import", *args])
     assert r.exit_code == 0, r.output
     with Session(session) as s:
         assert (

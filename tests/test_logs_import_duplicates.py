@@ -159,11 +159,8 @@ def test_repeated_stamps_error_names_every_line(tmp_path: Path) -> None:
     path = tmp_path / "gt.txt"
     path.write_text(text)
     session = tmp_path / "s.h5"
-    r = CliRunner().invoke(
-        cli,
-        ["import", "mocap", str(path), "--format", "tum", "--into", str(session),
-         "--duplicates", "error"],
-    )  # fmt: skip
+    args = ["mocap", str(path), "--format", "tum", "--into", str(session)]
+    r = CliRunner().invoke(cli, ["import", *args, "--duplicates", "error"])
     assert r.exit_code == 2
     lines = sorted(rep_line.values())
     assert f"{path}:{lines[0]}: {len(lines)} duplicate timestamp(s), at " in r.output

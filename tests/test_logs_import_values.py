@@ -24,42 +24,34 @@ from sensorbench.logs.importers import read_motive
 # ---------------------------------------------------------------- file builders
 
 
+def _table(header: str, rows: list[list[str]], sep: str, cells) -> str:
+    """``header`` then ``rows``; ``cells[(row, field)]`` (0-based row, 1-based field)
+    overrides a cell."""
+    for (r, f), text in (cells or {}).items():
+        rows[r][f - 1] = text
+    return "\n".join([header] + [sep.join(row) for row in rows]) + "\n"
+
+
 def _tum(cells: dict[tuple[int, int], str] | None = None, n: int = 6) -> str:
-    """TUM rows; ``cells[(row, field)]`` (0-based row, 1-based field) overrides a cell."""
-    lines = ["# timestamp tx ty tz qx qy qz qw"]
-    for k in range(n):
-        row = [f"{1.0 + 0.01 * k:.6f}", f"{0.1 * k}", "0.5", "0.2", "0", "0", "0", "1"]
-        for (r, f), text in (cells or {}).items():
-            if r == k:
-                row[f - 1] = text
-        lines.append(" ".join(row))
-    return "\n".join(lines) + "\n"
+    """TUM rows; ``cells`` as in ``_table``."""
+    rows = [[f"{1.0 + 0.01 * k:.6f}", f"{0.1 * k}", "0.5", "0.2", "0", "0", "0", "1"]
+            for k in range(n)]  # fmt: skip
+    return _table("# timestamp tx ty tz qx qy qz qw", rows, " ", cells)
 
 
 def _euroc(cells: dict[tuple[int, int], str] | None = None, n: int = 6) -> str:
-    lines = [
+    header = (
         "#timestamp [ns],p_RS_R_x [m],p_RS_R_y [m],p_RS_R_z [m],"
         "q_RS_w [],q_RS_x [],q_RS_y [],q_RS_z []"
-    ]
-    for k in range(n):
-        row = [str(1_403_636_579_758_555_392 + 5_000_000 * k), f"{0.1 * k}", "0.5", "0.2"]
-        row += ["1", "0", "0", "0"]
-        for (r, f), text in (cells or {}).items():
-            if r == k:
-                row[f - 1] = text
-        lines.append(",".join(row))
-    return "\n".join(lines) + "\n"
+    )
+    rows = [[str(1_403_636_579_758_555_392 + 5_000_000 * k), f"{0.1 * k}", "0.5", "0.2",
+             "1", "0", "0", "0"] for k in range(n)]  # fmt: skip
+    return _table(header, rows, ",", cells)
 
 
 def _pods(cells: dict[tuple[int, int], str] | None = None, n: int = 6) -> str:
-    lines = ["t_s,c0,c1,c2,yaw_rate"]
-    for k in range(n):
-        row = [f"{0.01 * k:.3f}", str(3 * k), str(-2 * k), str(k), "0.1"]
-        for (r, f), text in (cells or {}).items():
-            if r == k:
-                row[f - 1] = text
-        lines.append(",".join(row))
-    return "\n".join(lines) + "\n"
+    rows = [[f"{0.01 * k:.3f}", str(3 * k), str(-2 * k), str(k), "0.1"] for k in range(n)]
+    return _table("t_s,c0,c1,c2,yaw_rate", rows, ",", cells)
 
 
 MOTIVE_Y_TO_Z = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])

@@ -77,33 +77,23 @@ def test_pieces_concatenate_back_to_the_original(long_session, pieces) -> None:
         lidars, poses, encoders = s.lidar_names(), s.pose_names(), s.encoder_names()
         events = s.events()
     assert lidars and poses and encoders
-    for name in poses:
-
-        def read(s, name=name):
-            b = s.pose(name).read()
-            return {"t": b.t_ns, "p": b.position, "q": b.quat_xyzw, "v": b.valid, "f": b.flags}
-
-        got, want = _concat(pieces, read), _concat([long_session], read)
-        for k in want:
-            np.testing.assert_array_equal(got[k], want[k])
-    for name in encoders:
-
-        def read(s, name=name):
-            e = s.encoder(name).read()
-            return {"t": e.host_ns, "d": e.device_ns, "c": e.counts, "y": e.yaw_rate}
-
-        got, want = _concat(pieces, read), _concat([long_session], read)
-        for k in want:
-            np.testing.assert_array_equal(got[k], want[k])
-    for name in lidars:
-
-        def read(s, name=name):
-            t = s.lidar(name).read()
-            return {
-                "t0": t.t_first_ns, "n": t.count, "a": t.angle, "r": t.range,
-                "i": t.intensity, "t": t.t_ns, "fl": t.flags,
-            }  # fmt: skip
-
+    readers = [
+        lambda s, name=name: {
+            "t": (b := s.pose(name).read()).t_ns, "p": b.position, "q": b.quat_xyzw,
+            "v": b.valid, "f": b.flags,
+        } for name in poses
+    ] + [
+        lambda s, name=name: {
+            "t": (e := s.encoder(name).read()).host_ns, "d": e.device_ns, "c": e.counts,
+            "y": e.yaw_rate,
+        } for name in encoders
+    ] + [
+        lambda s, name=name: {
+            "t0": (t := s.lidar(name).read()).t_first_ns, "n": t.count, "a": t.angle,
+            "r": t.range, "i": t.intensity, "t": t.t_ns, "fl": t.flags,
+        } for name in lidars
+    ]  # fmt: skip
+    for read in readers:
         got, want = _concat(pieces, read), _concat([long_session], read)
         for k in want:
             np.testing.assert_array_equal(got[k], want[k])

@@ -130,28 +130,27 @@ def test_noise_model_refuses_impossible_values_and_a_format_1_file(tmp_path: Pat
         load_noise_model(tmp_path / "old.toml")
 
 
-def test_noise_model_with_a_student_t_dof_is_refused_naming_the_key(tmp_path: Path) -> None:
-    # the filters are Gaussian only: dof = inf (the Gaussian law) or no dof loads as it
-    # was; a finite dof was fitted for another innovation law and is refused, naming it
+@pytest.mark.parametrize(
+    ("kept", "refused", "message"),
+    [
+        # the filters are Gaussian only: dof = inf (the Gaussian law) or no dof loads as it
+        # was; a finite dof was fitted for another innovation law
+        ("dof = inf", "dof = 4.0", r"axes\.y\] has dof = 4\.0"),
+        # the filters always feed the observed acceleration forward: feedforward = true
+        # (what fits wrote while it was a flag) or no key loads as it was
+        ("feedforward = true", "feedforward = false", r"axes\.y\] has feedforward = False"),
+    ],
+    ids=["student_t_dof", "no_feedforward"],
+)
+def test_noise_model_key_of_another_filter_is_refused_naming_it(
+    tmp_path: Path, kept: str, refused: str, message: str
+) -> None:
     text = (OLD / "noise.toml").read_text(encoding="utf-8")
-    gaussian = text.replace("q = 0.002\n", "q = 0.002\ndof = inf\n")
-    (tmp_path / "inf.toml").write_text(gaussian, encoding="utf-8")
-    assert load_noise_model(tmp_path / "inf.toml") == load_noise_model(OLD / "noise.toml")
-    (tmp_path / "t.toml").write_text(gaussian.replace("dof = inf", "dof = 4.0"), "utf-8")
-    with pytest.raises(ModelFileError, match=r"axes\.y\] has dof = 4\.0"):
-        load_noise_model(tmp_path / "t.toml")
-
-
-def test_noise_model_without_feedforward_is_refused_naming_the_key(tmp_path: Path) -> None:
-    # the filters always feed the observed acceleration forward: feedforward = true (what
-    # fits wrote while it was a flag) or no key loads as it was; false is refused, naming it
-    text = (OLD / "noise.toml").read_text(encoding="utf-8")
-    on = text.replace("q = 0.002\n", "q = 0.002\nfeedforward = true\n")
+    on = text.replace("q = 0.002\n", f"q = 0.002\n{kept}\n")
     (tmp_path / "on.toml").write_text(on, encoding="utf-8")
     assert load_noise_model(tmp_path / "on.toml") == load_noise_model(OLD / "noise.toml")
-    off = on.replace("feedforward = true", "feedforward = false")
-    (tmp_path / "off.toml").write_text(off, "utf-8")
-    with pytest.raises(ModelFileError, match=r"axes\.y\] has feedforward = False"):
+    (tmp_path / "off.toml").write_text(on.replace(kept, refused), "utf-8")
+    with pytest.raises(ModelFileError, match=message):
         load_noise_model(tmp_path / "off.toml")
 
 

@@ -70,7 +70,8 @@ def test_validate_passes_and_optimistic_model_fails_naming_axis(sim_sessions, tm
     model = PoseErrorModel.load(fit)
     p = model.params_array()
     p[:, [0, 1, 3]] *= 0.25
-    optimistic = model.with_params(p, "noise scales / 4").save(tmp_path / "optimistic.toml")
+    optimistic = pose_util.with_params(model, p, "noise scales / 4")
+    optimistic = optimistic.save(tmp_path / "optimistic.toml")
     r = _invoke("validate", *sim_sessions, *common, "--model", optimistic)
     assert r.exit_code == 1, r.output
     assert "FAILED: session" in r.output and "axis" in r.output and "statistic" in r.output

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import foreign_pose
 import numpy as np
+import pose_util
 import pytest
 from click.testing import CliRunner
 from foreign import pose_world
@@ -147,7 +148,7 @@ def _compute_campaign(seed: int, directory: Path) -> dict:
     }
     true_q = predict_requirements(
         REQUIRE,
-        model.with_params(truth, "truth"),
+        pose_util.with_params(model, truth, "truth"),
         prep.series,
         HORIZON_S,
         n_draws=4000,

@@ -72,7 +72,7 @@ def _truth(asked, model, series, seed: int) -> np.ndarray:
     """The requirements' true quantiles: 4000 horizons under the true parameters."""
     truth = predict_requirements(
         asked,
-        model.with_params(pose_util.TRUTH, "truth"),
+        pose_util.with_params(model, pose_util.TRUTH, "truth"),
         series,
         n_draws=4000,
         seed=seed,

@@ -44,7 +44,7 @@ def _halved(seed: int, tmp_path):
     model = fit_pose_error(series)
     p = model.params_array()
     p[:, 1] *= 0.5
-    path = model.with_params(p, "sigma halved").save(tmp_path / f"halved{seed}.toml")
+    path = pose_util.with_params(model, p, "sigma halved").save(tmp_path / f"halved{seed}.toml")
     return validate_sessions(series, n_draws=DRAWS, seed=seed, model=PoseErrorModel.load(path))
 
 

@@ -59,7 +59,7 @@ def verdict(world: str, seed: int, monte_carlo: bool = True):
     if world == "halved":
         p = model.params_array()
         p[:, 1] *= 0.5
-        model = given = model.with_params(p, "sigma halved")
+        model = given = pose_util.with_params(model, p, "sigma halved")
     rep = None
     if monte_carlo:
         rep = validate_sessions(

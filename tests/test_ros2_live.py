@@ -124,16 +124,18 @@ def _offset(run) -> int:
         return int(s.attrs["wall_clock_anchor_ns"]) - int(s.attrs["monotonic_anchor_ns"])
 
 
-def _stamp_offset(run, stamps: np.ndarray, times: np.ndarray) -> int:
-    """The one offset (ns) that maps every stamp onto a session time (within 5 ms of the
-    session's own wall-clock anchor: both anchors are taken as the run starts)."""
+def _stamp_offset(run, msgs: list[dict], times: np.ndarray) -> tuple[int, dict[int, int]]:
+    """The one offset (ns) that maps every message's stamp onto a session time (within 5 ms
+    of the session's own wall-clock anchor: both anchors are taken as the run starts), and
+    the row of each session time."""
+    stamps = np.array([m["stamp"] for m in msgs], dtype=np.int64)
     d0 = _offset(run)
     k = np.clip(np.searchsorted(times, stamps - d0), 1, times.size - 1)
     near = np.where(np.abs(times[k - 1] - (stamps - d0)) < np.abs(times[k] - (stamps - d0)),
                     times[k - 1], times[k])  # fmt: skip
     residual = stamps - d0 - near
     assert abs(int(residual[0])) < 5_000_000
-    return d0 + int(residual[0])
+    return d0 + int(residual[0]), {int(t): i for i, t in enumerate(times)}
 
 
 def test_live_ran_and_published_every_topic(ros2_run) -> None:
@@ -167,9 +169,7 @@ def test_odom_is_the_live_estimate_with_covariance_and_twist(ros2_run) -> None:
     odom = ros2_run["got"]["/odom"]["samples"]
     with Session(ros2_run["out"]) as s:
         est = s.pose("estimate").read()
-    stamps = np.array([m["stamp"] for m in odom], dtype=np.int64)
-    d = _stamp_offset(ros2_run, stamps, est.t_ns)
-    index = {int(t): i for i, t in enumerate(est.t_ns)}
+    d, index = _stamp_offset(ros2_run, odom, est.t_ns)
     steps = [(m, index[m["stamp"] - d]) for m in odom if m["stamp"] - d in index]
     predicted = [m for m in odom if m["stamp"] - d not in index]
     assert len(steps) > 100 and predicted  # the stall's predictions
@@ -224,9 +224,7 @@ def test_scan_is_the_merged_stream(ros2_run) -> None:
     scans = ros2_run["got"]["/scan"]["samples"]
     with Session(ros2_run["out"]) as s:
         merged = s.lidar("merged").read()
-    stamps = np.array([m["stamp"] for m in scans], dtype=np.int64)
-    d = _stamp_offset(ros2_run, stamps, merged.t_first_ns)
-    index = {int(t): k for k, t in enumerate(merged.t_first_ns)}
+    d, index = _stamp_offset(ros2_run, scans, merged.t_first_ns)
     assert len(scans) > 20
     for m in scans:
         k = index[m["stamp"] - d]
@@ -246,8 +244,7 @@ def test_each_lidar_scan_is_counter_clockwise_with_its_turn_s_points(ros2_run) -
         scans = got[f"/{name}/scan"]["samples"]
         tr = turns[name]
         last = tr.t_ns[tr.offset + tr.count - 1]
-        d = _stamp_offset(ros2_run, np.array([m["stamp"] for m in scans], np.int64), last)
-        index = {int(t): k for k, t in enumerate(last)}
+        d, index = _stamp_offset(ros2_run, scans, last)
         assert len(scans) > 10
         for m in scans[-5:]:
             assert m["frame"] == name and m["increment"] > 0 and m["time_increment"] < 0

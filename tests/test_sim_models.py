@@ -6,6 +6,8 @@ Statistical tolerances are stated at each check (4 standard errors unless noted)
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -273,13 +275,7 @@ def test_mocap_latency_noise_and_occlusion_gaps() -> None:
 
 @pytest.mark.slow
 def test_mocap_occlusion_statistics_long_run() -> None:
-    sc = load_scenario("hold").with_overrides(
-        NO_LIDARS
-        | {
-            "trajectory": {"hold_s": 2000.0},
-            "mocap": {"occlusion_rate_hz": 1.0, "occlusion_mean_s": 0.2},
-        }
-    )
+    sc = _hold(2000.0, mocap={"occlusion_rate_hz": 1.0, "occlusion_mean_s": 0.2})
     mo = Simulation(sc, seed=9).mocap()
     occ = np.asarray(mo.params["occlusion_intervals_s"])
     lengths = occ[:, 1] - occ[:, 0]
@@ -291,29 +287,34 @@ def test_mocap_occlusion_statistics_long_run() -> None:
     assert abs((~mo.valid).mean() - (1 - np.exp(-0.2))) < 4 * 0.009
 
 
-def _gm_scenario(hold_s: float) -> object:
+def _hold(hold_s: float, **tables: dict) -> object:
+    """The ``hold`` scenario for ``hold_s`` s without lidars, ``tables`` overridden."""
     return load_scenario("hold").with_overrides(
-        NO_LIDARS
-        | {
-            "trajectory": {"hold_s": hold_s},
-            "pose_sensor": {
-                "rate_hz": 30.0,
-                "rate_jitter_s": 0.004,
-                "reloc_sigma": [0.0] * 6,
-                "white_sigma": [0.0] * 6,
-                "wrong_reloc_prob": 0.0,
-                "gm_sigma": [0.02, 0.03, 0.01, 0.004, 0.005, 0.006],
-                "gm_tau_s": [0.5, 1.0, 2.0, 0.5, 1.0, 2.0],
-            },
-        }
+        NO_LIDARS | {"trajectory": {"hold_s": hold_s}} | tables
     )
 
 
+def _gm_scenario(hold_s: float, jitter_s: float = 0.004, **gm: list[float]) -> object:
+    """A pose sensor of Gauss-Markov error only at 30 Hz (``gm_sigma``, ``gm_tau_s``)."""
+    gm = gm or {
+        "gm_sigma": [0.02, 0.03, 0.01, 0.004, 0.005, 0.006],
+        "gm_tau_s": [0.5, 1.0, 2.0, 0.5, 1.0, 2.0],
+    }
+    only_gm = {"reloc_sigma": [0.0] * 6, "white_sigma": [0.0] * 6, "wrong_reloc_prob": 0.0}
+    return _hold(
+        hold_s, pose_sensor={"rate_hz": 30.0, "rate_jitter_s": jitter_s, **only_gm, **gm}
+    )
+
+
+def _gm_run(hold_s: float, seed: int) -> tuple[Any, np.ndarray, np.ndarray]:
+    """The pose sensor of :func:`_gm_scenario` and its GM σ and τ (s) per axis."""
+    sc = _gm_scenario(hold_s)
+    p = sc.pose_sensor
+    return Simulation(sc, seed).pose_sensor(), np.array(p["gm_sigma"]), np.array(p["gm_tau_s"])
+
+
 def test_pose_sensor_gauss_markov_uses_the_exact_discretization() -> None:
-    sc = _gm_scenario(120.0)
-    ps = Simulation(sc, seed=12).pose_sensor()
-    sig = np.array(sc.pose_sensor["gm_sigma"])
-    tau = np.array(sc.pose_sensor["gm_tau_s"])
+    ps, sig, tau = _gm_run(120.0, seed=12)
     g = ps.error
     np.testing.assert_array_equal(g, ps.gm)
     dt = np.diff(ps.t_s)
@@ -330,10 +331,7 @@ def test_pose_sensor_gauss_markov_uses_the_exact_discretization() -> None:
 
 @pytest.mark.slow
 def test_pose_sensor_gauss_markov_sigma_and_tau_recovered_long_run() -> None:
-    sc = _gm_scenario(3000.0)
-    ps = Simulation(sc, seed=13).pose_sensor()
-    sig = np.array(sc.pose_sensor["gm_sigma"])
-    tau = np.array(sc.pose_sensor["gm_tau_s"])
+    ps, sig, tau = _gm_run(3000.0, seed=13)
     g = ps.error
     T = ps.t_s[-1]
     dt = np.diff(ps.t_s).mean()
@@ -422,21 +420,7 @@ def test_duration_overrides_the_trajectory_and_session_selection() -> None:
 def test_pose_sensor_gm_allan_deviation_matches_theory() -> None:
     # Independent check of the GM generator: overlapping Allan variance of a GM process
     # is (σ²τ²/T²)(2T/τ − 3 + 4e^{−T/τ} − e^{−2T/τ}) (peak ≈ 0.62 σ at T ≈ 1.89 τ).
-    sc = load_scenario("hold").with_overrides(
-        NO_LIDARS
-        | {
-            "trajectory": {"hold_s": 3000.0},
-            "pose_sensor": {
-                "rate_hz": 30.0,
-                "rate_jitter_s": 0.0,
-                "reloc_sigma": [0.0] * 6,
-                "white_sigma": [0.0] * 6,
-                "wrong_reloc_prob": 0.0,
-                "gm_sigma": [1.0] * 6,
-                "gm_tau_s": [1.0] * 6,
-            },
-        }
-    )
+    sc = _gm_scenario(3000.0, jitter_s=0.0, gm_sigma=[1.0] * 6, gm_tau_s=[1.0] * 6)
     ps = Simulation(sc, seed=14).pose_sensor()
     g = ps.error
     dt = 1 / 30.0

@@ -11,19 +11,8 @@ from sensorbench.errors import ModelFileError, SimError
 from sensorbench.logs.model_file import dumps_toml
 from sensorbench.sim.scenario import list_scenarios, load_scenario, parse_scenario
 
-SHIPPED = {
-    "forward",
-    "sideways",
-    "spin",
-    "square",
-    "figure8",
-    "hold",
-    "lidar_static",
-    "reloc_campaign",
-    "ld19_faults",
-    "a1_brownout",
-    "pods_faults",
-}
+MOTIONS = ("forward", "sideways", "spin", "square", "figure8", "hold")
+SHIPPED = {*MOTIONS, "lidar_static", "reloc_campaign", "ld19_faults", "a1_brownout", "pods_faults"}
 
 
 def test_every_required_scenario_ships_and_loads() -> None:
@@ -32,15 +21,7 @@ def test_every_required_scenario_ships_and_loads() -> None:
     for name in names:
         sc = load_scenario(name)
         assert sc.name == name
-        assert sc.trajectory["kind"] in (
-            "forward",
-            "sideways",
-            "spin",
-            "square",
-            "figure8",
-            "hold",
-            "waypoints",
-        )
+        assert sc.trajectory["kind"] in (*MOTIONS, "waypoints")
 
 
 def test_resolved_parameters_round_trip_through_toml() -> None:

@@ -199,34 +199,22 @@ def test_in_testbed_hotplug_remove_and_replug_reach_the_monitor(testbed):
         testbed.uevent(rear_tty, "remove")
         for record in _records("1-1.3"):
             testbed.remove_device("/sys" + record.splitlines()[0][3:])
+        rear_id = "pci-0000:00:14.0-usb-0:1.3:1.0"
         gone = monitor.wait_for(lambda e: e.action == "remove", 3.0)
         assert gone is not None
-        assert (gone.node, gone.port_path, gone.id_path) == (
-            "/dev/ttyUSB1",
-            "1-1.3",
-            "pci-0000:00:14.0-usb-0:1.3:1.0",
-        )
+        assert (gone.node, gone.port_path, gone.id_path) == ("/dev/ttyUSB1", "1-1.3", rear_id)
         assert [d.port_path for d in list_serial_devices(usb_only=True)] == ["1-1.2", "1-1.4"]
         # Replug in the same port: the kernel hands out a new node (ttyUSB3), the
         # port path and ID_PATH stay, so the udev name keeps pointing at it.
         replug = "\n\n".join(_records("1-1.3"))
-        for old, new in [
-            ("ttyUSB1", "ttyUSB3"),
-            ("MINOR=1", "MINOR=3"),
-            ("188:1", "188:3"),
-            ("001/004", "001/007"),
-            ("DEVNUM=004", "DEVNUM=007"),
-            ("devnum=4", "devnum=7"),
-        ]:
+        for old, new in [("ttyUSB1", "ttyUSB3"), ("MINOR=1", "MINOR=3"), ("188:1", "188:3"),
+                         ("001/004", "001/007"), ("DEVNUM=004", "DEVNUM=007"),
+                         ("devnum=4", "devnum=7")]:  # fmt: skip
             replug = replug.replace(old, new)
         testbed.add_from_string(replug)  # emits the "add" uevents
         back = monitor.wait_for(lambda e: e.action == "add", 3.0)
         assert back is not None
-        assert (back.node, back.port_path, back.id_path) == (
-            "/dev/ttyUSB3",
-            "1-1.3",
-            "pci-0000:00:14.0-usb-0:1.3:1.0",
-        )
+        assert (back.node, back.port_path, back.id_path) == ("/dev/ttyUSB3", "1-1.3", rear_id)
         assert back.t_ns > gone.t_ns
         devices = list_serial_devices(usb_only=True)
         assert [(d.node, d.port_path) for d in devices][1] == ("/dev/ttyUSB3", "1-1.3")

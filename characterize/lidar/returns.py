@@ -8,7 +8,7 @@ are of all points (no returns) or of the points with a return (intensity levels)
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,10 +37,6 @@ class ReturnStats:
     no_return_pct: float
     no_return_with_intensity_pct: float
     intensity_pct: dict[str, float]
-
-    def as_dict(self) -> dict:
-        """JSON-ready dict."""
-        return asdict(self)
 
     def top_levels(self, k: int = 6) -> str:
         """The ``k`` most frequent intensity levels, e.g. ``"15: 97.0 %, 6: 1.5 %"``."""

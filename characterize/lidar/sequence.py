@@ -18,7 +18,7 @@ these definitions:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -62,10 +62,6 @@ class SequenceStats:
     turns_under_360_pct: float
     n_turns: int
     first_point_deg: tuple[float, float]
-
-    def as_dict(self) -> dict:
-        """JSON-ready dict."""
-        return asdict(self)
 
 
 def sequence_stats(turns: LidarTurns) -> SequenceStats:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -87,9 +87,9 @@ class LidarCharacterization:
             "device": self.device,
             "model": self.model,
             "source": self.source,
-            "timing": self.timing.as_dict(),
-            "returns": None if self.returns is None else self.returns.as_dict(),
-            "sequence": None if self.sequence is None else self.sequence.as_dict(),
+            "timing": asdict(self.timing),
+            "returns": None if self.returns is None else asdict(self.returns),
+            "sequence": None if self.sequence is None else asdict(self.sequence),
             "static": static,
             "noise": None if self.noise is None else self.noise.as_dict(),
             "sdk_near_filter": self.near_filter,

@@ -1,47 +1,22 @@
 """Lidar timing figures: turn rate, period jitter, skipped turns, gaps, USB drop-offs.
 
-Turn periods are the differences of consecutive turn start times, on the device
-clock when every turn carries one (it does not see USB latency), else on the
-host clock. The nominal period is the median of the periods that span one turn;
-a period of about ``k`` nominal periods (``k = round(period / nominal)`` ≥ 2)
-means ``k − 1`` turns were skipped, unless the later turn is the first after a
-reconnect or an unplug, stale or reconnect event of this device falls inside the
-gap: then it is a USB drop-off, counted separately. The rate is turns (seen and
-skipped) per second over the intervals without a drop-off, which the device
-clock's millisecond steps do not bias as they do the median period. Jitter
-figures use single-turn periods only.
-
-Which clock. ``clock`` is ``device`` when every turn carries a device time, else
-what the stream's times are (its ``time_base`` attribute): ``host`` (host receive
-times), ``nominal`` (a bare capture timed at a nominal sample rate: invented times),
-``stamps`` (header stamps of an imported log); ``clock_source`` says how that clock
-was made (the stream's ``device_time`` attribute: the LD19's millisecond stamps, the
-A1's sample index × sample duration), so every figure names its clock.
-Host receive times are only as good as the host's reading: a host that falls
-behind (a stalled reader thread, a compile, a loaded machine, a bursty USB
-adapter) receives whole turns late and then several at once, and periods on its
-clock are then off by up to a turn. The host clock is marked unreliable
-(``host_timing_reliable`` False, the reason in ``host_timing_note``) when:
-
-- the device reported a host backlog (an ``overrun`` event of this device); or
-- with a device clock: some turn arrived more than half a turn period later than
-  the device clock places it, measured from the least-delayed turn (host time ≈
-  offset + slope × device time, the slope the median ratio of single-turn periods;
-  it is the emulation speed-up's inverse on an accelerated emulator); or
-- without one: at least 1 % of the host periods are under half the nominal period
-  (turns delivered in bursts).
-
-``host_rate_hz`` is the rate on the host clock, for comparison; with a device
-clock the figures above come from the device clock whatever the host did. A stream
-without host receive times (a bare capture, an imported log) has no host clock to
-judge: ``host_timing_reliable`` is False and ``host_timing_note`` says what its times
-are instead.
+Turn periods are the differences of consecutive turn starts on the device clock when
+every turn carries one, else on the stream's own times (``clock``: ``device``, or its
+``time_base``: ``host``, ``nominal``, ``stamps``; ``clock_source`` how it was made). A
+period of about ``k ≥ 2`` nominal (median single-turn) periods is ``k − 1`` skipped
+turns, unless a reconnect, unplug or stale event of the device falls in it: then it
+is a USB drop-off. The rate counts turns seen and skipped over the intervals without
+a drop-off; jitter uses single-turn periods only. The host clock is judged
+(``host_timing_reliable``, ``host_timing_note``): unreliable after an ``overrun``
+event, when a turn arrived more than half a period later than the device clock places
+it, or, without a device clock, when ≥ 1 % of host periods are under half the
+nominal. The figures and their definitions: docs/LIDAR.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -86,10 +61,6 @@ class TimingStats:
     usb_reconnects: int
     usb_stale: int
     usb_dropoff_gaps: int
-
-    def as_dict(self) -> dict:
-        """JSON-ready dict."""
-        return asdict(self)
 
 
 def time_base_kind(time_base: str) -> str:

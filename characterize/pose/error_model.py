@@ -1,70 +1,14 @@
 """Pose-sensor error model: relocalization offsets + first-order Gauss-Markov + white noise.
 
-Per axis (x, y, z in m; roll, pitch, yaw in rad) the error of the sensor against the
-reference is ``e(t) = b_s + g(t) + v(t)``: ``b_s ~ N(0, sigma_b²)`` drawn at each
-relocalization s, ``g`` first-order Gauss-Markov with stationary std ``sigma`` and
-correlation time ``tau`` (s), ``v ~ N(0, sigma_v²)`` white (reference noise).
-
-The fit is joint maximum likelihood of ``(sigma_b, sigma, tau, sigma_v)`` per axis,
-with the exact likelihood of a 2-state Kalman filter (state (b, g),
-``F = diag(1, phi_k)``, ``phi_k = exp(-dt_k/tau)``, ``Q = diag(0, sigma²(1-phi_k²))``,
-``H = [1 1]``, ``R = sigma_v²``; b's variance is reset to ``sigma_b²`` and its mean to 0
-at every relocalization; g starts stationary at every session start). It is O(N),
-exact for irregular sampling and gaps. Parameters are optimised in log space.
-
-Uncertainty of sigma_b. sigma, tau and sigma_v are estimated from thousands of
-samples and their inverse-Hessian (log-space) uncertainty is calibrated; sigma_b is
-estimated from the k segment offsets only (~16 in a 5-minute session), where
-N(ln σ̂_b, se²) is skewed and leans low. Its stated uncertainty is instead the exact
-Q-profile confidence distribution (Viechtbauer 2007, *Stat. Med.* 26:37-52, the
-random-effects meta-analysis interval; here the offsets' mean is known to be 0, so
-k degrees of freedom). Given (sigma, tau, sigma_v) the generalised-least-squares
-offsets ``b̂ = A⁻¹ r`` (``A = BᵀV⁻¹B``, ``r = BᵀV⁻¹y``, B the segment indicators, V
-the covariance of g + v) are sufficient for sigma_b and ``b̂ ~ N(0, sigma_b² I + C)``
-with ``C = A⁻¹``, so ``Q(s) = b̂ᵀ(s² I + C)⁻¹ b̂`` (decreasing in s) is exactly χ²_k at
-the true sigma_b. The confidence distribution ``P(sigma_b ≤ s) = P(χ²_k ≥ Q(s))``
-puts the truth at a uniform rank; it has a point mass at 0 (the data cannot exclude
-"no offsets"). A and r come from whitening y and B with the scalar GM + white filter
-(O(N·w²), w = segments within a few tau). With ``C = U diag(λ) Uᵀ`` and
-``z = Uᵀb̂``, ``Q(s) = Σ z_j² / (s² + λ_j)``: (λ, z²) is all the model file needs.
-The other parameters' nuisance uncertainty is ignored (they are well determined).
-
-Speed: every evaluation runs *all* problems (axes, leave-one-out folds) and all
-finite-difference parameter sets as columns of one compiled ``(N, C)`` recursion
-(numba), so a damped Newton step with a central-difference Hessian costs one pass
-over time. The same Hessian (of the negative log-likelihood, in log-parameter
-space) gives the parameter uncertainties.
-
-Model file (TOML) written by :meth:`PoseErrorModel.save`, read by
-:meth:`PoseErrorModel.load`; keys (also in ``docs/POSE_ERROR.md``)::
-
-    [model]        kind = "pose_error_gm", format_version = 1, software
-                   ("sensorbench X.Y.Z"), created_utc (ISO 8601), sensor, reference,
-                   frame (what the error axes are expressed in), description
-    [provenance]   fit_options (table), sessions, alignment, segmentation,
-                   [[provenance.inputs]] path, sha256, n_samples
-    [units]        length = "m", angle = "rad", time = "s"
-    [axes.<axis>]  for axis in x, y, z, roll, pitch, yaw:
-                   unit ("m" or "rad"), sigma_b, sigma, sigma_v (in unit), tau_s (s),
-                   n_samples, n_segments, neg_log_likelihood
-    [axes.<axis>.se_log]  standard errors of ln(sigma_b), ln(sigma), ln(tau_s),
-                          ln(sigma_v) (nan when the estimate sits on its bound)
-    [axes.<axis>.identified]  per parameter: se_log finite and < 2 (else the Monte
-                              Carlo uses the point estimate); sigma_b: its Q-profile
-                              is present
-    [axes.<axis>.ci95]    [low, high] 95 % intervals exp(ln θ ± 1.96 se_log)
-                          (nan when not identified); sigma_b: Q-profile interval
-                          (low may be 0)
-    [axes.<axis>.cov_log] 4x4 covariance of the log-parameters (row-major list)
-    [axes.<axis>.sigma_b_qprofile]  seg_var (λ_j, unit²), seg_proj2 (z_j², unit²)
-                                    (optional)
-
-``sigma_b_qprofile`` is an optional addition to format 1: readers that do not know
-it (older sensorbench, the simulator's model import) ignore it, and files written
-before it load with sigma_b's uncertainty the log-normal exp(N(ln σ̂_b, se²)).
-The envelope is every model file's (:mod:`sensorbench.logs.model_file`); files written
-before it was shared kept ``software`` and ``created_utc`` in ``[provenance]`` and
-load unchanged.
+Per axis (x, y, z in m; roll, pitch, yaw in rad) ``e(t) = b_s + g(t) + v(t)``:
+``b_s ~ N(0, sigma_b²)`` drawn at each relocalization, ``g`` Gauss-Markov of stationary
+std ``sigma`` and correlation time ``tau`` (s), ``v ~ N(0, sigma_v²)`` white. The fit
+(exact 2-state Kalman likelihood, damped Newton in log-parameters over all problems as
+columns of one compiled recursion), sigma_b's Q-profile and the model file's keys are
+described in docs/POSE_ERROR.md ("The fit", "Model file"). Files written before the
+shared envelope (:mod:`sensorbench.logs.model_file`) kept ``software`` and
+``created_utc`` in ``[provenance]`` and load unchanged; without ``sigma_b_qprofile``
+sigma_b's uncertainty is the log-normal exp(N(ln σ̂_b, se²)).
 """
 
 from __future__ import annotations
@@ -82,7 +26,12 @@ from scipy.stats import beta, chi2
 from scipy.stats import f as f_dist
 
 from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES, ErrorSeries
-from sensorbench.characterize.pose.whiten import DIFFUSE_SCALE, filter_gains, whiten_columns
+from sensorbench.characterize.pose.whiten import (
+    DIFFUSE_SCALE,
+    filter_gains,
+    spacings,
+    whiten_columns,
+)
 from sensorbench.errors import FitError, ModelFileError
 from sensorbench.logs.model_file import (
     check_envelope,
@@ -316,7 +265,7 @@ def _offset_normal_equations(
 def offset_qprofile(
     series: list[ErrorSeries], axis: int, sigma: float, tau_s: float, sigma_v: float
 ) -> QProfile:
-    """The sigma_b Q-profile of one axis over ``series`` (see module docstring).
+    """The sigma_b Q-profile of one axis over ``series`` (docs/POSE_ERROR.md, "The fit").
 
     One entry per segment (a wrong relocalization's left out: the marginal of the
     others, its offset a fixed effect); sessions are independent, so C is block-diagonal and each
@@ -328,11 +277,9 @@ def offset_qprofile(
     labels: dict[str, int] = {}
     for s in series:
         seg = s.segment_id
-        dt = np.empty(s.n)
-        dt[0] = np.inf
-        dt[1:] = np.diff(s.t_s)
+        y = np.ascontiguousarray(s.error[:, axis])
         a, r = _offset_normal_equations(
-            np.ascontiguousarray(s.error[:, axis]), dt, seg, s.n_segments, sigma, tau_s, sigma_v
+            y, spacings(s.t_s), seg, s.n_segments, sigma, tau_s, sigma_v
         )
         c = np.linalg.inv(a)
         b = c @ r
@@ -351,7 +298,7 @@ def offset_qprofile(
 
 @dataclass
 class QProfile:
-    """sigma_b's Q-profile: per segment j, λ_j and z_j (module docstring), and the mean.
+    """sigma_b's Q-profile: per segment j, λ_j and z_j (docs/POSE_ERROR.md), and the mean.
 
     Where an alignment absorbed the mean error of a group g of sessions (its
     translation, or its body rotation for the angles), the offsets' mean over g is
@@ -496,13 +443,11 @@ NAMING_ROUNDS = 3
 def segment_offsets(s: ErrorSeries, params: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every segment's offset estimate and its variance, ``(k, 6)`` each (unit, unit²).
 
-    The generalised-least-squares offsets ``b̂ = A⁻¹r`` of the module docstring under
+    The generalised-least-squares offsets ``b̂ = A⁻¹r`` (docs/POSE_ERROR.md) under
     ``params`` ``(6, 4)`` (sigma, tau, sigma_v used), each segment's offset a fixed
     effect, and the diagonal of ``A⁻¹``.
     """
-    dt = np.empty(s.n)
-    dt[0] = np.inf
-    dt[1:] = np.diff(s.t_s)
+    dt = spacings(s.t_s)
     b = np.empty((s.n_segments, len(POSE_AXES)))
     v = np.empty_like(b)
     for a in range(len(POSE_AXES)):
@@ -938,7 +883,7 @@ def _qprofile_from(
 
 @dataclass
 class PoseErrorModel:
-    """A fitted per-axis pose-error model with provenance (see module docstring)."""
+    """A fitted per-axis pose-error model with provenance (file keys: docs/POSE_ERROR.md)."""
 
     axes: dict[str, AxisFit]
     sensor: str = ""
@@ -959,25 +904,6 @@ class PoseErrorModel:
     def sigma_b_quantiles(self) -> list[Callable[[np.ndarray], np.ndarray]]:
         """Per axis (:data:`POSE_AXES` order) the quantile function of sigma_b's uncertainty."""
         return [self.axes[a].sigma_b_quantile for a in POSE_AXES]
-
-    def with_params(self, params: np.ndarray, note: str) -> PoseErrorModel:
-        """A copy with replaced ``(6, 4)`` parameters (uncertainty kept), noted in provenance."""
-        axes = {}
-        for i, a in enumerate(POSE_AXES):
-            src = self.axes[a]
-            axes[a] = AxisFit(
-                a,
-                *map(float, params[i]),
-                src.cov_log.copy(),
-                src.n_samples,
-                src.n_segments,
-                qprofile=src.qprofile,
-            )
-        prov = dict(self.provenance)
-        prov["modified"] = note
-        return PoseErrorModel(
-            axes, self.sensor, self.reference, self.frame, prov, self.wrong_relocalizations
-        )
 
     # ---------------------------------------------------------------- file I/O
 
@@ -1062,30 +988,18 @@ class PoseErrorModel:
                         "(≥ 0) must be finite and of equal length; refit to rewrite it"
                     )
                 axes[a] = AxisFit(
-                    a,
-                    float(t["sigma_b"]),
-                    float(t["sigma"]),
-                    float(t["tau_s"]),
-                    float(t["sigma_v"]),
-                    cov,
-                    int(t.get("n_samples", 0)),
-                    int(t.get("n_segments", 0)),
-                    float(t.get("neg_log_likelihood", float("nan"))),
+                    a, *(float(t[k]) for k in PARAMS), cov, int(t.get("n_samples", 0)),
+                    int(t.get("n_segments", 0)), float(t.get("neg_log_likelihood", float("nan"))),
                     bool(t.get("converged", True)),
                     _qprofile_from(qp, lam, z2, f"{source}: axes.{a}.sigma_b_qprofile"),
-                )
+                )  # fmt: skip
                 if not np.all(axes[a].values > 0) or not np.all(np.isfinite(axes[a].values)):
                     raise ModelFileError(f"{source}: axes.{a}: parameters must be finite and > 0")
         except KeyError as exc:
             raise ModelFileError(f"{source}: missing key {exc} in pose-error model") from exc
-        return cls(
-            axes,
-            str(meta.get("sensor", "")),
-            str(meta.get("reference", "")),
-            str(meta.get("frame", "")),
-            dict(doc.get("provenance", {})),
-            dict(doc.get("wrong_relocalizations", {})),
-        )
+        sensor, reference, frame = (str(meta.get(k, "")) for k in ("sensor", "reference", "frame"))
+        prov, wrong = (dict(doc.get(k, {})) for k in ("provenance", "wrong_relocalizations"))
+        return cls(axes, sensor, reference, frame, prov, wrong)
 
     @classmethod
     def load(cls, path: str | Path) -> PoseErrorModel:
@@ -1419,10 +1333,7 @@ def _nuisance_info(blocks: list, params: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _whitening_blocks(s: ErrorSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    dt = np.empty(s.n)
-    dt[0] = np.inf
-    dt[1:] = np.diff(s.t_s)
-    return dt, s.reloc, s.wrong, np.asarray(s.meta["nuisance_jacobian"], dtype=float)
+    return spacings(s.t_s), s.reloc, s.wrong, np.asarray(s.meta["nuisance_jacobian"], dtype=float)
 
 
 def fit_pose_error(

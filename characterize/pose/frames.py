@@ -1,36 +1,19 @@
-"""Are all sessions of a campaign in the same map? A session-level frame check.
+"""Are all sessions of a campaign in the same map? A session-level frame check (``FRAME``).
 
-With one alignment for the whole campaign (the right choice for a sensor that
-relocalizes into one map), a session recorded in another map shows a constant offset
-over all of its relocalization segments. σ_b would absorb it (metres of "offset
-spread"), so it is tested on its own (verdict ``FRAME``).
+A session recorded in another map shows a constant offset over all its segments,
+which σ_b would absorb, so it is tested on its own, without a fitted noise model: a
+session's mean error ``m_i = Σ_s w_s ē_s`` (``w_s`` the segment's share of its samples)
+has variance ``V c_i``, ``c_i = Σ_s w_s²``, V estimated per axis from the spread of
+segment means *within* sessions (``ν = Σ_i (k_i − 1)`` dof, where a session's frame shift
+cancels); ``X_i / 6 = Σ_axes m²/(V̂ c_i) / 6`` against F(6, ν), failing below α / S
+(:data:`FRAME_ALPHA`, Bonferroni over the S sessions). :func:`sessions.prepare_campaign`
+removes the worst failing session, re-aligns the rest and tests again.
 
-The test needs no fitted noise model. Under the model each relocalization segment's
-mean error ``ē_s`` is ``b_s`` plus the segment's noise mean, independent across
-segments; a session's mean error ``m_i = Σ_s w_s ē_s`` (``w_s`` = the segment's share
-of the session's samples) has variance ``V c_i`` with ``c_i = Σ_s w_s²``, where V, the
-variance of a segment mean, is estimated per axis from the spread of segment means
-*within* sessions (about each session's mean of segment means, ``ν = Σ_i (k_i − 1)``
-degrees of freedom) — a frame shift common to a session cancels there. Then
-``X_i = Σ_axes m_{i,a}² / (V̂_a c_i)``, and ``X_i / 6`` is compared with F(6, ν)
-(axes taken as independent). A session fails when its p-value is below α / S
-(Bonferroni over the S sessions; α = :data:`FRAME_ALPHA`).
-
-Because the shifted session also pulls the shared alignment (every other session then
-carries a share of its offset), :func:`sessions.prepare_campaign` removes the
-worst failing session, re-aligns the rest and tests again, until none fails.
-
-When ν < :data:`MIN_DOF` (too few relocalizations inside sessions to know how far
-offsets spread), a leave-one-out form is used with ≥ 3 sessions
-(:func:`loo_frame_statistics`): each session's mean error under the alignment fitted
-to the *other* sessions (so a shifted session meets an alignment it did not pull) is
-compared with the variance its mean has under the noise model fitted to the sessions
-each under its own alignment (:func:`mean_variance`: σ_b, Gauss-Markov and white
-parts), times ``1 + 1/(S − 1)`` for the error of the others' alignment; ``X_i``
-against χ²₆. Limitation: with one segment per session, own alignments absorb the
-offsets, σ_b comes out near 0, and an offset drawn at a session's start is then
-indistinguishable from a change of map — the check calls it one. With two sessions
-nothing can be said.
+When ν < :data:`MIN_DOF`, with ≥ 3 sessions, :func:`loo_frame_statistics` compares
+each session's mean error under the others' alignment with its variance under the
+noise model (:func:`mean_variance`) times ``1 + 1/(S − 1)``, against χ²₆. With one
+segment per session an offset drawn at a session's start cannot be told from a
+change of map (the check calls it one); with two sessions nothing can be said.
 """
 
 from __future__ import annotations

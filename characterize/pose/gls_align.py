@@ -1,33 +1,18 @@
 """Time offset and frame alignment by generalised least squares under the error model.
 
-The angular-rate cross-correlation (:func:`align.estimate_time_offset`) and the
-position-only Umeyama fit (:func:`align.umeyama`) bring a sensor near its reference,
-but neither is efficient: at 5 Hz the rates are coarse, and a frame tilt fitted to
-the positions of a robot on a floor (a few cm of z error over a few m of travel) is
-off by milliradians, which the error then shows as heading-dependent roll, pitch
-and z. Both are fixed by the same estimate: the errors ``e(φ)`` of all sessions,
-as a function of the nuisance parameters φ = (time offset δ, world rotation ε,
-translation t, body rotation β), are fitted by Gauss-Newton generalised least squares
-with the error model's covariance V(θ) (offsets, Gauss-Markov, white noise; per axis),
+The errors ``e(φ)`` of all sessions, as a function of φ = (time offset δ, world
+rotation ε, translation t, body rotation β), are fitted by Gauss-Newton GLS with the
+error model's covariance V(θ), every column whitened by the model's Kalman filter
+(:mod:`whiten`)::
 
-    φ̂ = argmin Σ_axes e_a(φ)ᵀ V_a(θ)⁻¹ e_a(φ),     Cov φ̂ = (Jᵀ V⁻¹ J)⁻¹,
+    φ̂ = argmin Σ_axes e_a(φ)ᵀ V_a(θ)⁻¹ e_a(φ),     Cov φ̂ = (Jᵀ V⁻¹ J)⁻¹
 
-whitening every column with the model's Kalman filter (:mod:`whiten`; O(N) per
-column). Linearised about the current φ (rotations as left/right increments):
-
-- δ: ``∂e/∂δ = −(v_ref, ω_ref)``, the reference's velocity (world frame) and angular
-  velocity (body frame) from differences of its samples (:meth:`Interpolator.rates`);
-- world rotation ``R ← exp([ε]) R`` (about the group's reference centroid c):
-  position rows ``−[p_ref − c]×``, rotation rows ``R_refᵀ``;
-- translation: position rows ``I``; body rotation ``B ← B exp([β])``: rotation
-  rows ``I``.
-
-``planar`` keeps ε and β about z only; ``none`` fits δ alone. The sessions of a
-group share the frame and either one δ (``pooled``: a rig's latency) or one δ
-each. The regressors come from the reference (noise-free for these purposes), so
-the estimating equation ``JᵀV⁻¹e(φ) = 0`` is unbiased even where the linearisation
-is approximate. θ (the error model's parameters) weights the fit; a rough θ costs
-efficiency, not consistency.
+with ``∂e/∂δ = −(v_ref, ω_ref)`` from the reference's differences
+(:meth:`Interpolator.rates`), ``R ← exp([ε]) R`` about the reference centroid and
+``B ← B exp([β])``. ``planar`` keeps ε and β about z; ``none`` fits δ alone; a group
+shares the frame and one δ (``pooled``) or one each. The regressors come from the
+reference, so the estimating equation is unbiased and a rough θ costs efficiency,
+not consistency. Why and how it is used: docs/POSE_ERROR.md ("Time offset and frame").
 """
 
 from __future__ import annotations

@@ -1,31 +1,20 @@
 """Monte Carlo of the pose-error model along real timestamps, all draws at once.
 
-Simulates ``e = b_s + g + v`` (see :mod:`error_model`) for B draws × A axes along given
-sample times ``t_s`` (s, any spacing, gaps allowed) and relocalization flags: b is
-drawn anew at every relocalization, g follows the exact discretization
-``g_k = phi_k g_{k-1} + sigma sqrt(1 - phi_k²) w_k`` with ``phi_k = exp(-dt_k/tau)``
-(stationary start), v is white. Sample spacings are taken to 1 ns, the resolution of
-stored times. The work is done by compiled kernels (:mod:`gm_kernel`) that draw,
-simulate and reduce to statistics in one pass over time, vectorised over draws × axes,
-without storing the (B, N, A) series unless asked to. Reproducible: the same seed,
-times and parameters give the same draws, whichever function is asked.
+Simulates ``e = b_s + g + v`` (:mod:`error_model`) for B draws × A axes along sample
+times ``t_s`` (s, any spacing, gaps allowed; spacings taken to 1 ns) and relocalization
+flags: b drawn anew at every relocalization, g by the exact discretization
+``g_k = phi_k g_{k-1} + sigma sqrt(1 - phi_k²) w_k``, ``phi_k = exp(-dt_k/tau)``
+(stationary start), v white. Compiled kernels (:mod:`gm_kernel`) draw, simulate and
+reduce to statistics in one pass, without storing the (B, N, A) series unless asked;
+the same seed, times and parameters give the same draws whichever function is asked.
 
 Statistics per draw and axis (the same kernel computes them on the real error):
-
-- ``rms``: root mean square (m or rad);
-- ``mean``: mean;
-- ``max_abs``: max |e|;
-- ``lag1``: lag-1 sample autocorrelation (mean removed over the session);
-- ``growth``: "does it grow?" — RMS over the last quarter (in time) of every
-  relocalization segment divided by the RMS over the first quarter, pooled over
-  segments, **without** removing the segment mean (segments with < 8 samples are
-  skipped; nan if none qualify);
-- ``nis``, ``kurtosis``: the mean square and the kurtosis (mean z⁴ over the squared
-  mean z²) of the series' standardized innovations under a given *whitening* model
-  (:mod:`whiten`; nan without one). Under that model they are 1 and 3; a noisier
-  series raises the first, heavy tails or an unflagged jump the second. Real and
-  simulated series are whitened by the same model (in validation: the point
-  estimate), so the draws give their distribution whatever the model's error.
+``rms``, ``mean``, ``max_abs`` (m or rad); ``lag1`` (autocorrelation, session mean
+removed); ``growth`` (RMS of the last over the first quarter of every segment, pooled,
+segment mean *not* removed; segments under 8 samples skipped, nan if none);
+``nis`` and ``kurtosis`` of the standardized innovations under a *whitening* model
+(:mod:`whiten`; 1 and 3 under it, nan without one), real and simulated series
+whitened by the same model.
 """
 
 from __future__ import annotations

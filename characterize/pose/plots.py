@@ -24,6 +24,14 @@ from sensorbench.characterize.pose.series import AXIS_UNITS, DISPLAY_UNITS, POSE
 from sensorbench.characterize.pose.validate import SIDAK_BAND, ValidationReport
 
 
+def _save(fig: plt.Figure, path: str | Path) -> Path:
+    """Lay out, write (PNG, 90 dpi) and close ``fig``; returns the path."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return Path(path)
+
+
 def _scale(axis: str) -> tuple[float, str]:
     k, unit, _ = DISPLAY_UNITS[AXIS_UNITS[axis]]
     return k, unit
@@ -56,11 +64,7 @@ def plot_error_bands(
         or f"{series.name}: error (black) in model bands 95 % / 99.14 % (blue), "
         "relocalizations (red)"
     )
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_rank_histogram(report: ValidationReport, path: str | Path, bins: int = 10) -> Path:
@@ -77,11 +81,7 @@ def plot_rank_histogram(report: ValidationReport, path: str | Path, bins: int = 
         ax.set_xlabel("percentile")
     axs[0].set_ylabel("sessions × axes")
     fig.suptitle("percentile of the real statistic among the draws (flat = calibrated)")
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_allan(check: dict, path: str | Path) -> Path:
@@ -103,11 +103,7 @@ def plot_allan(check: dict, path: str | Path) -> Path:
         ax.set_xlabel("averaging time T [s]")
         ax.set_ylabel(f"ADEV [{unit}]")
     axs[0, 0].legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 MIN_SPAN_M = 0.2
@@ -139,8 +135,4 @@ def plot_trajectory_overlay(
     ax.set_ylabel("y [m]")
     ax.set_title(f"{name}: reference and aligned estimate")
     ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(fig, path)

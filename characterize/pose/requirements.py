@@ -1,46 +1,13 @@
 """Accuracy requirements (``--require x.p95<=0.05``): predicted distribution and verdict.
 
-"The model describes the errors" and "the errors are small enough" are different
-questions. A requirement names an axis, a statistic of the absolute error ``|e|`` over
-a horizon of H seconds, and a threshold:
-
-- statistics: ``rms``, ``p50``, ``p95``, ``p99`` (percentiles of |e| over the
-  horizon's samples), ``max``;
-- threshold: a number in the axis' SI unit (m for x, y, z; rad for roll, pitch, yaw),
-  or with a unit: ``mm``, ``cm``, ``m`` for positions, ``rad``, ``mrad``, ``deg`` for
-  angles (a length on an angle axis, or the reverse, is refused).
-
-It asks that the statistic be within the threshold in a fraction ``confidence`` c of
-horizons (default 95 %): that ``q_c(θ)``, the statistic's c quantile under the
-sensor's true parameters θ, be ≤ the threshold.
-
-**Prediction** (:func:`predict_requirements`): the statistic of a new horizon is a
-random variable (a horizon sees a few relocalization offsets and a stretch of
-Gauss-Markov noise). Its distribution is simulated with the parameter uncertainty:
-every draw takes its parameters from the fit's stated uncertainty
-(:func:`gm_montecarlo.draw_params`, σ_b from its Q-profile) and one error series over
-a horizon sampled at the campaign's median period, with relocalizations placed by
-resampling the campaign's segment lengths (a renewal process, entered at a uniform
-point of its first segment), plus, for a session the alignment did not see, an
-offset constant over the horizon with the variance the alignment's own error gives
-it. Its c quantile is what a new horizon exceeds with probability 1 − c.
-
-**Verdict** (:func:`judge_requirements`): θ is estimated, so ``q_c(θ)`` is known only
-within bounds. ``q_c`` is simulated under the point estimate (:data:`CENTRE_HORIZONS`
-horizons) and under each of :data:`BOUND_DRAWS` parameter draws
-(:data:`HORIZONS_PER_DRAW` horizons, the same normals and relocalization patterns for
-every draw and for the point estimate, so the draws' quantiles differ by their
-parameters, not by Monte Carlo noise). The draws give the shape and spread of the
-uncertainty of ``q_c``; their median is put at the point estimate's ``q_c``, which is
-median-unbiased (measured on both test worlds, docs/POSE_ERROR.md), whereas the
-draws' own median lies 1–2 % above it (every variance component is drawn around its
-estimate, and the quantile grows with their sum). The ``1 − γ`` and ``γ`` quantiles
-of the draws so placed are the lower and upper γ-confidence bounds of ``q_c``
-(``verdict_confidence`` γ, default 95 %: a tolerance bound of content c at
-confidence γ). The requirement **holds** when the upper bound is within the
-threshold, **fails** when the lower bound exceeds it, and is **undecided** (cannot
-tell at γ) otherwise. Each definite verdict is wrong with probability about 1 − γ
-when the truth sits exactly at the threshold, and less the farther it is from it.
+A requirement names an axis, a statistic of ``|e|`` over a horizon of H s (``rms``,
+``p50``, ``p95``, ``p99``, ``max``) and a threshold in the axis' SI unit or with a unit
+(``mm``, ``cm``, ``m``; ``rad``, ``mrad``, ``deg``; a length on an angle axis, or the
+reverse, is refused). It asks that the statistic's ``confidence`` c quantile under the
+true parameters, ``q_c(θ)``, be within the threshold. :func:`predict_requirements`
+simulates a new horizon's statistic with the parameter uncertainty;
+:func:`judge_requirements` bounds ``q_c`` at ``verdict_confidence`` γ (holds, fails or
+undecided). Method and measured calibration: docs/POSE_ERROR.md ("The verdict").
 """
 
 from __future__ import annotations
@@ -348,18 +315,11 @@ def predict_requirements(
     for r, (c, _) in zip(requirements, _columns(requirements, h), strict=True):
         x = table[r.stat][:, c]
         q = np.quantile(x, [confidence, 0.5, 0.05, 0.95])
-        out.append(
-            RequirementPrediction(
-                r,
-                horizon_s,
-                confidence,
-                float(q[0]),
-                float(q[1]),
-                (float(q[2]), float(q[3])),
-                float(np.mean(x <= r.threshold)),
-                n_draws,
-            )
-        )
+        met = float(np.mean(x <= r.threshold))
+        band = (float(q[2]), float(q[3]))
+        out.append(RequirementPrediction(
+            r, horizon_s, confidence, float(q[0]), float(q[1]), band, met, n_draws
+        ))  # fmt: skip
     return out
 
 
@@ -382,17 +342,8 @@ def judge_requirements(
     """
     if not 0.5 < verdict_confidence < 1.0:
         raise FitError(f"--verdict-confidence must be in (0.5, 1), got {verdict_confidence}")
-    preds = predict_requirements(
-        requirements,
-        model,
-        series,
-        horizon_s,
-        confidence,
-        n_draws,
-        seed,
-        parameter_uncertainty,
-        inherited_variance,
-    )
+    args = (horizon_s, confidence, n_draws, seed, parameter_uncertainty, inherited_variance)
+    preds = predict_requirements(requirements, model, series, *args)
     if not preds:
         return []
     rng = np.random.default_rng([seed, 1])

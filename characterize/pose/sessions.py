@@ -664,14 +664,10 @@ def prepare_campaign(
     sources = sources or [""] * len(tracks)
     mode = "none" if align == "none" else ("planar" if planar else "se3")
     estimate = offset_s is None
+    step = XCORR_STEP_S
     xcorr = [
         estimate_time_offset(
-            sen,
-            ref,
-            max_offset_s,
-            coarse_step_s=XCORR_STEP_S,
-            fine_step_s=XCORR_STEP_S,
-            max_gap_s=max_gap_s,
+            sen, ref, max_offset_s, coarse_step_s=step, fine_step_s=step, max_gap_s=max_gap_s
         )
         if estimate
         else (float(offset_s or 0.0), float("nan"))
@@ -692,19 +688,10 @@ def prepare_campaign(
         for i in range(len(tracks))
     ]
     alone = [
-        _segmented(
-            *tr,
-            al,
-            names[i],
-            max_gap_s,
-            sources[i],
-            ps.segmentation,
-            ps.series.reloc_times_s(),
-            names[i],
-            (g, 0, f"own {i}"),
-        )
+        _segmented(*tr, al, names[i], max_gap_s, sources[i], ps.segmentation,
+                   ps.series.reloc_times_s(), names[i], (g, 0, f"own {i}"))
         for i, (tr, ps, (al, _, g)) in enumerate(zip(tracks, start, own, strict=True))
-    ]
+    ]  # fmt: skip
     offset = _campaign_offset(alone, xcorr, [d for _, d, _ in own], estimate)
     kept, check = list(range(len(tracks))), None
     if align == "campaign" and len(tracks) >= 2:
@@ -721,25 +708,14 @@ def prepare_campaign(
     scope = "none" if align == "none" else ("campaign" if joint_scope else "session")
     for j in kept:
         a = alone[j]
+        group = "campaign" if align == "campaign" else names[j]
         ps = _segmented(
-            *tracks[j],
-            alignments[j],
-            names[j],
-            max_gap_s,
-            sources[j],
-            a.segmentation,
-            a.series.reloc_times_s(),
-            "campaign" if align == "campaign" else names[j],
-            camp._nuisance(camp.fit, kept, j, "campaign"),
+            *tracks[j], alignments[j], names[j], max_gap_s, sources[j], a.segmentation,
+            a.series.reloc_times_s(), group, camp._nuisance(camp.fit, kept, j, "campaign"),
             trajectory=evo[j],
-        )
-        camp.prepared.append(
-            replace(
-                ps,
-                alignment_scope=scope,
-                campaign_sessions=len(kept) if joint_scope else 1,
-            )
-        )
+        )  # fmt: skip
+        n_joint = len(kept) if joint_scope else 1
+        camp.prepared.append(replace(ps, alignment_scope=scope, campaign_sessions=n_joint))
     if check is not None:
         _own_alignment_shift(check, tracks, names, alone, camp.prepared[0].alignment)
     return camp
@@ -916,15 +892,7 @@ def _frame_loop(
             [tracks[i] for i in keep], mode, [offsets[i] for i in keep], max_gap_s=max_gap_s
         )
         series = [
-            _segmented(
-                *tracks[i],
-                al,
-                names[i],
-                max_gap_s,
-                "",
-                alone[i].segmentation,
-                alone[i].series.reloc_times_s(),
-            ).series
+            _resegmented(tracks, names, alone, i, al, max_gap_s)
             for i, al in zip(keep, joint, strict=True)
         ]
         check = frame_statistics(series, frame_alpha, len(tracks))
@@ -939,6 +907,21 @@ def _frame_loop(
         keep.pop(worst)
     check.excluded = excluded
     return keep, check
+
+
+def _resegmented(
+    tracks: list[tuple[PoseTrack, PoseTrack]],
+    names: list[str],
+    alone: list[PreparedSession],
+    i: int,
+    al: Alignment,
+    max_gap_s: float | None,
+) -> ErrorSeries:
+    """Session ``i``'s error series under alignment ``al``, with its own segmentation."""
+    ps = alone[i]
+    return _segmented(
+        *tracks[i], al, names[i], max_gap_s, "", ps.segmentation, ps.series.reloc_times_s()
+    ).series
 
 
 def _own_alignment_shift(
@@ -981,17 +964,7 @@ def _loo_check(
             [tracks[j] for j in rest], mode, [offsets[j] for j in rest], max_gap_s=max_gap_s
         )
         al_i = replace(joint[0], offset_s=offsets[i])
-        held.append(
-            _segmented(
-                *tracks[i],
-                al_i,
-                names[i],
-                max_gap_s,
-                "",
-                alone[i].segmentation,
-                alone[i].series.reloc_times_s(),
-            ).series
-        )
+        held.append(_resegmented(tracks, names, alone, i, al_i, max_gap_s))
         allowed.append(mean_variance(alone[i].series, params) * (1.0 + 1.0 / len(rest)))
     return loo_frame_statistics(held, np.array(allowed), frame_alpha, len(tracks))
 

@@ -1,45 +1,15 @@
 """Leave-one-session-out Monte Carlo validation of the pose-error model.
 
-For every session: refit the model on the other sessions (or use a given model
-file), draw B error realizations along the held-out session's real timestamps and
-relocalization times, and place the real error's statistics (:data:`STAT_NAMES`:
-RMS, mean, max |e|, lag-1 autocorrelation, growth, and the mean square and kurtosis
-of the standardized innovations under the refitted model — per axis) among the
-simulated ones. By default every draw also draws its parameters from the fit's
-uncertainty (log-normal, the inverse Hessian; sigma_b from its Q-profile), so a refit
-from few sessions is not judged as if its parameters were exact.
-
-Leave-one-out means the held-out session informs nothing that judges it: with a
-fold source (:meth:`sessions.PreparedCampaign.folds`) its error is computed under
-the time offset and frame alignment of the other sessions, and the model is fitted
-to the other sessions' errors under that same alignment.
-
-Reported per (session, axis, statistic): the percentile
-``p = (1 + #{T_sim >= T_obs}) / (B + 1)`` (upper tail; 0.5 is central), and whether it
-lies in the Šidák band [0.43 %, 99.57 %] of six axes at 95 % (informational).
-
-Verdicts, family-wise: within a session, the 6 × 7 = 42 checks are combined by a
-max-|z| statistic whose null distribution comes from the same draws (Westfall-Young
-single step: each statistic is transformed — log for RMS, max |e|, growth, the mean
-square and the kurtosis, atanh for lag-1 — and standardised by the draws; the
-critical value c is the (1 - α_s) quantile of the draws' own max |z|). The family's
-level holds, but its false alarms fall mostly on the heavy-tailed checks: on a
-session of five segments growth takes ~60 % of them and the mean ~10-30 %. A check fails
-when its |z| > c; a session fails when any check fails; α_s = 1 - (1 - α)^(1/m) is
-Šidák over the m sessions under test, so a correct model passes the whole campaign
-with probability ≈ 1 - α.
-
-Wrong relocalizations (the mixture's gross component): each held-out session's are
-named under its fold's model (:func:`held_out_wrong`), and every draw is given their
-jumps over their segments instead of a usual offset; the whitening leaves those offsets
-free. The model is judged between wrong relocalizations; their rate by its interval.
-
-Naming, step-down: one bad session also spoils the models the others are judged by
-(each refit includes it). So when sessions fail, the worst (largest max |z|) is
-named and taken out of every training set, and the remaining sessions are judged
-again against refits without it, at the Šidák level of the sessions left; this
-repeats until none fails. Under a correct model the first round alone decides
-whether anything is named, so the family-wise level is that of the first round.
+For every session: refit on the other sessions (or use a given model file), draw B
+error realizations along the held-out session's timestamps and relocalizations (with
+parameters drawn from the fit's uncertainty by default), and place the real error's
+statistics (:data:`STAT_NAMES`, per axis) among the simulated ones: the percentile
+``p = (1 + #{T_sim >= T_obs}) / (B + 1)`` and, family-wise, a max-|z| statistic per
+session (Westfall-Young single step, Šidák over sessions). Wrong relocalizations are
+named under each fold's model (:func:`held_out_wrong`) and given to the draws; failing
+sessions are named by step-down. The held-out session informs nothing that judges it
+(:meth:`sessions.PreparedCampaign.folds`). Details and measured levels:
+docs/POSE_ERROR.md ("Validation").
 """
 
 from __future__ import annotations

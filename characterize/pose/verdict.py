@@ -1,25 +1,13 @@
 """The two-part verdict on a pose sensor: does the model describe its errors, are they small enough?
 
-Part 1, **model** — fails with a named reason:
-
-- ``DRIFT`` (axis): τ not inside the segments the data has, a consistent
-  per-segment trend, or a variance that outgrows the model's with segment length
-  (:mod:`drift`);
-- ``SCALE`` (campaign): the similarity alignment's scale excludes 1 by more than the
-  tolerance (:mod:`scale`);
-- ``FRAME`` (session): a session is not in the campaign's map (:mod:`frames`);
-- ``MISFIT`` (session, axis, statistic): the Monte Carlo validation rejects the model
-  (:mod:`validate`).
-
-Part 2, **requirements** — each ``--require`` with the predicted distribution of its
-statistic under the model and its verdict: holds, fails, or cannot tell at the
-verdict's confidence (:mod:`requirements`). Requirements are only meaningful for a
-model that holds; when part 1 fails they are still computed and shown, but the
-verdict says the prediction rests on a rejected model.
-
-``passed`` = the model holds and every requirement holds (``validate`` exits 0), else
-``validate`` exits 1 with the reasons: a failed check, or a requirement these
-sessions cannot tell (not shown to hold is not a pass).
+Part 1, the model, fails with a named reason: ``DRIFT`` (axis, :mod:`drift`), ``SCALE``
+(campaign, :mod:`scale`), ``FRAME`` (session, :mod:`frames`), ``MISFIT`` (session, axis,
+statistic, :mod:`validate`). Part 2: each ``--require`` with its predicted distribution
+and verdict, holds, fails or cannot tell (:mod:`requirements`); computed and shown
+even when part 1 fails, with the verdict saying the prediction rests on a rejected
+model. ``passed`` (``validate`` exits 0) = the model holds and every requirement holds;
+else exit 1 with the reasons (a requirement these sessions cannot tell is no pass).
+docs/POSE_ERROR.md, "The verdict".
 """
 
 from __future__ import annotations

@@ -117,23 +117,3 @@ def spacings(t_s: np.ndarray) -> np.ndarray:
     dt[0] = np.inf
     dt[1:] = np.diff(t_s)
     return dt
-
-
-def standardized_innovations(
-    t_s: np.ndarray, reset: np.ndarray, error: np.ndarray, params: np.ndarray
-) -> np.ndarray:
-    """``(N, A)`` standardized innovations of ``error`` ``(N, A)`` under ``params`` ``(A, 4)``."""
-    reset = np.asarray(reset, dtype=bool).copy()
-    reset[0] = True
-    phi, kb, kg, isq = filter_gains(spacings(t_s), reset, np.asarray(params, dtype=float))
-    out = np.empty(error.shape)
-    for a in range(error.shape[1]):
-        out[:, a] = whiten_columns(
-            np.ascontiguousarray(error[:, a : a + 1]),
-            reset,
-            phi[:, a],
-            kb[:, a],
-            kg[:, a],
-            isq[:, a],
-        )[:, 0]
-    return out
