@@ -7,61 +7,50 @@ from pathlib import Path
 import click
 
 from sensorbench.cli import subgroup
-from sensorbench.commands.emulate_options import (
+from sensorbench.commands.options import (
+    IN_FILE,
+    FiniteFloat,
     duration_option,
+    json_option,
     link_option,
+    number_option,
+    output_option,
     seed_option,
     speed_option,
 )
-from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.json_doc import to_json
-from sensorbench.logs.atomic_output import check_output, force_option
+from sensorbench.logs.atomic_output import check_output
 
 decode = subgroup("decode")
 emulate = subgroup("emulate")
 
 
 @decode.command("a1")
-@click.argument("raw", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Session file to create (.h5).",
-)
+@click.argument("raw", type=IN_FILE)
+@output_option("Session file to create (.h5).", required=True, force="OUTPUT")
 @click.option("--name", default="a1", show_default=True, help="Lidar stream name in the session.")
 @click.option(
-    "--stream",
-    default=None,
-    help="When RAW is a session: which raw stream to decode (default: the only one).",
+    "--stream", help="When RAW is a session: which raw stream to decode (default: the only one)."
 )
+@number_option(
+    "--sample-rate", "sample_rate_hz", FiniteFloat(min=1.0), None,
+    "Samples per second that time a bare byte file without the unit's GET_SAMPLERATE answer "
+    "(Hz) [default: the nominal 2000 standard, 4000 express]; a bare file with that answer is "
+    "timed by the unit's own sample duration, and a session's raw stream or a record-raw file "
+    "with its .chunks by host read times.",
+)  # fmt: skip
 @click.option(
-    "--sample-rate",
-    "sample_rate_hz",
-    type=FiniteFloat(min=1.0),
-    default=None,
-    help="Samples per second that time a bare byte file without the unit's GET_SAMPLERATE "
-    "answer (Hz) [default: the nominal 2000 standard, 4000 express]; a bare file with "
-    "that answer is timed by the unit's own sample duration, and a session's raw stream "
-    "or a record-raw file with its .chunks by host read times.",
-)
-@click.option(
-    "--no-descriptor",
-    is_flag=True,
+    "--no-descriptor", is_flag=True,
     help="RAW is a bare stream starting on a node (or capsule) boundary, without scan "
     "descriptor (A5 5A 05 00 00 40 81 standard, A5 5A 54 00 00 40 82 express).",
-)
+)  # fmt: skip
 @click.option(
-    "--scan-mode",
-    type=click.Choice(["standard", "express"]),
-    default="standard",
+    "--scan-mode", type=click.Choice(["standard", "express"]), default="standard",
     show_default=True,
     help="With --no-descriptor: the stream's scan mode (5-byte nodes or 84-byte capsules).",
-)
+)  # fmt: skip
 @click.option("--label", default="", help="Session label.")
-@force_option("OUTPUT")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
+@json_option("Print the summary as one JSON document.")
 def decode_a1_cmd(
     raw: Path,
     output: Path,
@@ -123,21 +112,17 @@ def decode_a1_cmd(
 @emulate.command("a1")
 @click.option(
     "--scenario",
-    default=None,
     help="Scenario (name or TOML path) whose A1 samples are served; default: a 6 x 8 m "
     "room seen from inside, no scenario needed.",
 )
-@click.option("--device", default=None, help="Which A1 of the scenario (default: its first A1).")
+@click.option("--device", help="Which A1 of the scenario (default: its first A1).")
 @seed_option()
 @speed_option()
 @link_option()
 @click.option(
-    "--serial",
-    "serial_hex",
-    default="000102030405060708090a0b0c0d0e0f",
-    show_default=True,
+    "--serial", "serial_hex", default="000102030405060708090a0b0c0d0e0f", show_default=True,
     help="The unit's 16-byte serial number, 32 hex digits (GET_INFO).",
-)
+)  # fmt: skip
 @duration_option()
 def emulate_a1_cmd(
     scenario: str | None,

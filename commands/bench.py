@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from sensorbench.cli import cli
+from sensorbench.commands.options import json_option
 
 BENCH_NAMES = (
     "a1", "capture", "filters", "ld19", "lidar", "live", "pose_error", "rosbag", "session", "sim"
@@ -35,7 +36,7 @@ def _benchmarks() -> ModuleType:
 
 
 @cli.command("bench")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@json_option()
 @click.option("--quick", is_flag=True, help="Smaller workloads (noisier figures).")
 @click.option(
     "--only",

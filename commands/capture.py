@@ -16,13 +16,18 @@ from typing import Any
 import click
 
 from sensorbench.cli import cli, subgroup
-from sensorbench.commands.emulate_options import (
+from sensorbench.commands.options import (
+    FiniteFloat,
+    config_option,
     duration_option,
+    json_option,
     link_option,
+    number_option,
+    run_dir_option,
     seed_option,
     speed_option,
+    stack,
 )
-from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.errors import SimError
 from sensorbench.json_doc import to_json
@@ -105,14 +110,11 @@ class _StatusPrinter:
 def recording_options(verb: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The device and session options ``capture`` and ``live`` share (``verb``: "Record" or
     "Run", for the help texts)."""
-    options = [
-        click.option(
-            "--config", "config_path", required=True, type=click.Path(dir_okay=False),
-            help=_CONFIG_HELP,
-        ),
-        click.option(
-            "--duration", "duration_s", type=FiniteFloat(min=0.0, min_open=True), default=None,
-            help=f"{verb} time after bring-up (s); default: until Ctrl-C or SIGTERM.",
+    return stack(
+        config_option(_CONFIG_HELP),
+        number_option(
+            "--duration", "duration_s", FiniteFloat(min=0.0, min_open=True), None,
+            f"{verb} time after bring-up (s); default: until Ctrl-C or SIGTERM.",
         ),
         click.option(
             "-o", "--output", required=True, type=click.Path(dir_okay=False),
@@ -120,21 +122,12 @@ def recording_options(verb: str) -> Callable[[Callable[..., Any]], Callable[...,
         ),
         click.option("--label", default="", help="What this session is (e.g. square, static)."),
         click.option("--note", default="", help="Free text stored with the session."),
-        click.option(
-            "--run-dir", type=click.Path(file_okay=False), default=None, help=_RUN_DIR_HELP
-        ),
+        run_dir_option(_RUN_DIR_HELP),
         click.option(
             "--allow-missing", is_flag=True,
             help=f"{verb} with the devices that came up when some did not.",
         ),
-    ]  # fmt: skip
-
-    def apply(f: Callable[..., Any]) -> Callable[..., Any]:
-        for option in reversed(options):
-            f = option(f)
-        return f
-
-    return apply
+    )  # fmt: skip
 
 
 def record(
@@ -169,9 +162,19 @@ def record(
     return result
 
 
+def capture_doc(result: Any) -> dict[str, Any]:
+    """A capture's result (:class:`~sensorbench.drivers.capture.CaptureResult`) as the
+    ``--json`` document of ``capture`` and ``live``."""
+    keys = ("recorded_s", "stopped_by", "error", "ok")
+    return {"path": str(result.path), **{k: getattr(result, k) for k in keys}} | {
+        "bringup": [vars(b) for b in result.bringup],
+        "devices": [vars(d) for d in result.devices],
+    }
+
+
 @cli.command("capture")
 @recording_options("Record")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
+@json_option("Print the summary as one JSON document.")
 @click.pass_context
 def capture_cmd(
     ctx: click.Context,
@@ -204,19 +207,7 @@ def capture_cmd(
     options = CaptureOptions(label=label, note=note, allow_missing=allow_missing)
     result = record(config, output, options, _StatusPrinter(duration), as_json)
     if as_json:
-        click.echo(
-            to_json(
-                {
-                    "path": str(result.path),
-                    "recorded_s": result.recorded_s,
-                    "stopped_by": result.stopped_by,
-                    "error": result.error,
-                    "ok": result.ok,
-                    "bringup": [vars(b) for b in result.bringup],
-                    "devices": [vars(d) for d in result.devices],
-                }
-            )
-        )
+        click.echo(to_json(capture_doc(result)))
     else:
         if result.stopped_by == "bringup":
             click.echo(format_bringup(result.bringup))
@@ -228,11 +219,9 @@ def capture_cmd(
 
 
 @cli.command("bringup")
-@click.option(
-    "--config", "config_path", required=True, type=click.Path(dir_okay=False), help=_CONFIG_HELP
-)
-@click.option("--run-dir", type=click.Path(file_okay=False), default=None, help=_RUN_DIR_HELP)
-@click.option("--json", "as_json", is_flag=True, help="Print the table as one JSON document.")
+@config_option(_CONFIG_HELP)
+@run_dir_option(_RUN_DIR_HELP)
+@json_option("Print the table as one JSON document.")
 @click.pass_context
 def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_json: bool) -> None:
     """Staggered power-up check of every configured device, then close them.
@@ -264,54 +253,37 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
 
 @emulate.command("pods")
 @click.option(
-    "--scenario",
-    default="square",
-    show_default=True,
+    "--scenario", default="square", show_default=True,
     help="Scenario name or TOML path whose pod samples are served.",
-)
+)  # fmt: skip
 @seed_option()
 @speed_option()
 @click.option(
-    "--protocol",
-    type=click.Choice(["binary", "csv"]),
-    default="binary",
-    show_default=True,
+    "--protocol", type=click.Choice(["binary", "csv"]), default="binary", show_default=True,
     help="Frame format (docs/PROTOCOLS.md).",
-)
+)  # fmt: skip
 @link_option()
 @duration_option()
 @click.option(
-    "--firmware",
-    "elf",
-    type=click.Path(dir_okay=False, exists=True),
-    default=None,
+    "--firmware", "elf", type=click.Path(dir_okay=False, exists=True),
     help="Run this ATmega328P image (make -C firmware: firmware/build/avr/"
     "pods-atmega328p.elf) under simavr instead of emulating the frames.",
 )
 @click.option(
-    "--trajectory",
-    type=click.Path(dir_okay=False, exists=True),
-    default=None,
+    "--trajectory", type=click.Path(dir_okay=False, exists=True),
     help="--firmware: the counts to drive onto the encoder pins, rows 't_us c0 c1 c2' "
     "(default: the scenario's pods).",
 )
 @click.option(
-    "--auto-reset/--no-auto-reset",
-    default=True,
-    show_default=True,
+    "--auto-reset/--no-auto-reset", default=True, show_default=True,
     help="--firmware: opening the port (DTR) resets the MCU, as on an Arduino Uno or Nano.",
 )
+@number_option(
+    "--boot-s", None, click.FloatRange(min=0.0), 1.0,
+    "--firmware: silence after a reset before the image restarts (s; optiboot waits 1 s).",
+)  # fmt: skip
 @click.option(
-    "--boot-s",
-    type=click.FloatRange(min=0.0),
-    default=1.0,
-    show_default=True,
-    help="--firmware: silence after a reset before the image restarts (s; optiboot waits 1 s).",
-)
-@click.option(
-    "--events",
-    type=click.Path(dir_okay=False),
-    default=None,
+    "--events", type=click.Path(dir_okay=False),
     help="--firmware: append the harness's events (boots, their counts, resets) to this file.",
 )
 def emulate_pods_cmd(
@@ -383,28 +355,14 @@ def emulate_pods_cmd(
 
 
 @emulate.command("robot")
-@click.option(
-    "--run-dir",
-    type=click.Path(file_okay=False),
-    required=True,
-    help="Directory for the device links ({run_dir} in the config).",
-)
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Emulated robot config (default: the shipped robot-emulated.toml).",
-)
+@run_dir_option("Directory for the device links ({run_dir} in the config).", required=True)
+@config_option("Emulated robot config (default: the shipped robot-emulated.toml).", False)
 @click.option("--scenario", default=None, help="Scenario (default: the config's [emulation]).")
 @seed_option(default=None)
 @speed_option()
 @duration_option()
 @click.option(
-    "--pods-firmware",
-    "pods_firmware",
-    type=click.Path(dir_okay=False, exists=True),
-    default=None,
+    "--pods-firmware", type=click.Path(dir_okay=False, exists=True),
     help="Run this ATmega328P image under simavr as the pod MCU (see emulate pods --firmware); "
     "its config entry must be binary, 3 pods, imu = false (the image sends no IMU fields).",
 )

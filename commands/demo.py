@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from sensorbench.cli import cli
-from sensorbench.commands.option_types import SEED, FiniteFloat
+from sensorbench.commands.options import FiniteFloat, json_option, number_option, seed_option
 from sensorbench.json_doc import to_json
 
 
@@ -30,61 +30,40 @@ def _next_free(out_dir: Path) -> Path:
 
 @cli.command("demo")
 @click.option(
-    "-o",
-    "--output",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("sensorbench-demo"),
-    show_default=True,
+    "-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+    default=Path("sensorbench-demo"), show_default=True,
     help="Directory for sessions/, models/ and report/ (created; must not hold a previous "
     "demo). Without -o, a previous demo in the default folder is kept and the next free "
     "sensorbench-demo-N is used.",
-)
+)  # fmt: skip
 @click.option(
-    "--quick",
-    is_flag=True,
+    "--quick", is_flag=True,
     help="One repeat of each drive, 3 one-loop campaign sessions, 200 draws (under a minute).",
-)
-@click.option(
-    "--speed",
-    type=FiniteFloat(min=1.0, max=10.0),
-    default=None,
-    help="Emulation speed of every session: simulated seconds per host second; above 10 "
+)  # fmt: skip
+@number_option(
+    "--speed", None, FiniteFloat(min=1.0, max=10.0), None,
+    "Emulation speed of every session: simulated seconds per host second; above 10 "
     "the readers fall behind on two cores [default: 10].",
-)
+)  # fmt: skip
+@seed_option(1, "Simulation and Monte Carlo seed.")
 @click.option(
-    "--seed", default=1, show_default=True, type=SEED, help="Simulation and Monte Carlo seed."
-)
-@click.option(
-    "--live",
-    is_flag=True,
+    "--live", is_flag=True,
     help="Run the emulated robot live instead (sensorbench live, the shipped models fitted on "
     "it): open the view in Foxglove; until Ctrl-C or --duration.",
-)
+)  # fmt: skip
 @click.option(
-    "--foxglove",
-    "foxglove_addr",
-    default="127.0.0.1:8765",
-    show_default=True,
-    metavar="[HOST:]PORT",
-    help="--live: where the Foxglove WebSocket server listens.",
-)
+    "--foxglove", "foxglove_addr", default="127.0.0.1:8765", show_default=True,
+    metavar="[HOST:]PORT", help="--live: where the Foxglove WebSocket server listens.",
+)  # fmt: skip
+@number_option(
+    "--duration", "duration_s", click.FloatRange(min=0.0, min_open=True), None,
+    "--live: run time after bring-up (s); default: until Ctrl-C.",
+)  # fmt: skip
 @click.option(
-    "--duration",
-    "duration_s",
-    type=click.FloatRange(min=0.0, min_open=True),
-    default=None,
-    help="--live: run time after bring-up (s); default: until Ctrl-C.",
-)
-@click.option(
-    "--pods-firmware",
-    "pods_firmware",
-    type=click.Path(dir_okay=False, exists=True),
-    default=None,
-    metavar="ELF",
+    "--pods-firmware", type=click.Path(dir_okay=False, exists=True), metavar="ELF",
     help="--live: run this ATmega328P image (make -C firmware) under simavr as the pod MCU.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON summary document.")
+)  # fmt: skip
+@json_option("Print one JSON summary document.")
 def demo_cmd(
     out_dir: Path,
     quick: bool,

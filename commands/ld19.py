@@ -8,43 +8,37 @@ from pathlib import Path
 import click
 
 from sensorbench.cli import subgroup
-from sensorbench.commands.emulate_options import (
+from sensorbench.commands.options import (
+    IN_FILE,
+    FiniteFloat,
     duration_option,
+    json_option,
     link_option,
+    number_option,
+    output_option,
     seed_option,
     speed_option,
 )
-from sensorbench.commands.option_types import FiniteFloat
 from sensorbench.json_doc import to_json
-from sensorbench.logs.atomic_output import check_output, force_option
+from sensorbench.logs.atomic_output import check_output
 
 decode = subgroup("decode")
 
 
 @decode.command("ld19")
-@click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Session file (.h5) to write.",
-)
+@click.argument("source", type=IN_FILE)
+@output_option("Session file (.h5) to write.", required=True, force="OUTPUT")
 @click.option(
     "--device",
-    default=None,
     help="Raw stream to decode when SOURCE is a session (default: its only LD19 raw stream).",
 )
-@click.option(
-    "--name", default=None, help="Lidar stream name in OUTPUT (default: the device or 'ld19')."
-)
+@click.option("--name", help="Lidar stream name in OUTPUT (default: the device or 'ld19').")
 @click.option(
     "--near-filter",
     is_flag=True,
     help="Mark points the official SDK's near filter rejects as nan (default: keep raw points).",
 )
-@force_option("OUTPUT")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@json_option()
 def decode_ld19_cmd(
     source: Path,
     output: Path,
@@ -76,17 +70,9 @@ def decode_ld19_cmd(
         return
     click.echo(f"{summary['output']}: {summary['turns']} turns, {summary['points']} points")
     for key in (
-        "bytes",
-        "packets",
-        "crc_failures",
-        "bytes_skipped",
-        "unknown_packets",
-        "span_failures",
-        "timestamp_failures",
-        "speed_failures",
-        "lost_packets",
-        "ranges_beyond_limit",
-    ):
+        "bytes", "packets", "crc_failures", "bytes_skipped", "unknown_packets", "span_failures",
+        "timestamp_failures", "speed_failures", "lost_packets", "ranges_beyond_limit",
+    ):  # fmt: skip
         click.echo(f"  {key:16s} {summary[key]}")
     bad = summary["impossible_offsets"]
     if bad:
@@ -103,34 +89,23 @@ def emulate_command(kind_name: str, model: str) -> click.Command:
 
     @click.command(kind_name)
     @click.option(
-        "--scenario",
-        default=None,
-        metavar="NAME|FILE",
+        "--scenario", metavar="NAME|FILE",
         help=f"Scenario whose lidar to play (default: a synthetic 6 x 8 m room seen at the "
         f"{model}'s datasheet rates).",
-    )
-    @click.option(
-        "--lidar",
-        default=None,
-        help="Lidar of the scenario (default: its first LD19-protocol one).",
-    )
+    )  # fmt: skip
+    @click.option("--lidar", help="Lidar of the scenario (default: its first LD19-protocol one).")
     @seed_option()
     @speed_option()
     @link_option()
+    @number_option(
+        "--startup", None, FiniteFloat(min=0.0), 3.0,
+        "Seconds (simulated) from power-on to the first packet; real units take ~3 s.",
+    )  # fmt: skip
     @click.option(
-        "--startup",
-        type=FiniteFloat(min=0.0),
-        default=3.0,
-        show_default=True,
-        help="Seconds (simulated) from power-on to the first packet; real units take ~3 s.",
-    )
-    @click.option(
-        "--faults/--no-faults",
-        default=True,
-        show_default=True,
+        "--faults/--no-faults", default=True, show_default=True,
         help="Apply the scenario's [faults.<lidar>] table: corruption, drops, slow start, "
         "stalls and unplug/replug at the given simulated times (s).",
-    )
+    )  # fmt: skip
     @duration_option()
     def emulate_cmd(
         scenario: str | None,

@@ -8,7 +8,16 @@ import click
 import numpy as np
 
 from sensorbench.cli import cli, subgroup
-from sensorbench.commands.option_types import FiniteFloat
+from sensorbench.commands.options import (
+    IN_FILE,
+    FiniteFloat,
+    json_option,
+    number_option,
+    output_option,
+    plots_option,
+    session_argument,
+    window_options,
+)
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import atomic_figures, check_output, force_option
 
@@ -16,49 +25,30 @@ characterize = subgroup("characterize")
 
 
 @characterize.command("lidar")
-@click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@session_argument()
 @click.option("--device", required=True, help="Lidar stream name in the session (e.g. ld19).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (SI units).")
-@click.option(
-    "--plots",
-    "plots_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Write PNG figures (polar turn, noise vs range, period histogram, outliers) here.",
-)
+@json_option("Print one JSON document (SI units).")
+@plots_option("Write PNG figures (polar turn, noise vs range, period histogram, outliers) here.")
 @click.option(
     "--timing-only",
     is_flag=True,
     help="Only rate, jitter, skips, gaps and drop-offs; no static scene needed.",
 )
+@number_option(
+    "--min-static", "min_static_s", FiniteFloat(min=0.5), 3.0,
+    "Shortest static stretch used for noise and outliers (s).",
+)  # fmt: skip
 @click.option(
-    "--min-static",
-    "min_static_s",
-    type=FiniteFloat(min=0.5),
-    default=3.0,
-    show_default=True,
-    help="Shortest static stretch used for noise and outliers (s).",
-)
-@click.option(
-    "--bands",
-    default="0.02,0.5,1,2,3,5,8,12",
-    show_default=True,
+    "--bands", default="0.02,0.5,1,2,3,5,8,12", show_default=True,
     help="Range band edges for the noise table (m, comma-separated, increasing).",
-)
-@click.option(
-    "--outlier-k",
-    type=FiniteFloat(min=2.0),
-    default=5.0,
-    show_default=True,
-    help="Outlier threshold, in range-noise σ.",
+)  # fmt: skip
+@number_option(
+    "--outlier-k", None, FiniteFloat(min=2.0), 5.0, "Outlier threshold, in range-noise σ."
 )
 @force_option("figures in --plots")
-@click.option(
-    "--t-start",
-    type=FiniteFloat(),
-    default=None,
-    help="Use turns from this time on (s from the session start).",
+@window_options(
+    "Use turns from this time on (s from the session start).", "Use turns before this time (s)."
 )
-@click.option("--t-end", type=FiniteFloat(), default=None, help="Use turns before this time (s).")
 def lidar_cmd(
     session: Path,
     device: str,
@@ -124,38 +114,29 @@ def lidar_cmd(
 
 
 @cli.command("merge")
-@click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@session_argument()
 @click.option("--front", required=True, help="Front lidar stream name.")
 @click.option("--rear", required=True, help="Rear lidar stream name.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="New session file with the lidar stream 'merged' [default: SESSION_merged.h5].",
+@output_option(
+    "New session file with the lidar stream 'merged' [default: SESSION_merged.h5].",
+    force="OUTPUT",
 )
+@number_option(
+    "--max-dt", "max_dt_s", FiniteFloat(min=0.0, min_open=True), 0.1,
+    "Largest time between the centres of two paired turns (s).",
+)  # fmt: skip
 @click.option(
-    "--max-dt",
-    "max_dt_s",
-    type=FiniteFloat(min=0.0, min_open=True),
-    default=0.1,
-    show_default=True,
-    help="Largest time between the centres of two paired turns (s).",
-)
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    "--config", "config_path", type=IN_FILE,
     help="robot.toml for mounts (if the streams carry no mount_xy_yaw) and the footprint "
     "[default: the one recorded in the session].",
-)
+)  # fmt: skip
 @click.option(
     "--pose",
     help="Pose stream of the session (odometry estimate, mocap...) to compensate the "
     "robot's motion point by point.",
 )
 @click.option("--no-footprint", is_flag=True, help="Keep returns on the robot's own footprint.")
-@force_option("OUTPUT")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@json_option()
 def merge_cmd(
     session: Path,
     front: str,

@@ -10,11 +10,10 @@ from typing import Any
 
 import click
 
-from sensorbench.commands.capture import _StatusPrinter, record, recording_options
+from sensorbench.commands.capture import _StatusPrinter, capture_doc, record, recording_options
+from sensorbench.commands.options import file_option, json_option
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.json_doc import to_json
-
-_MODEL = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 def register(cli: click.Group) -> None:
@@ -35,8 +34,8 @@ def load_models(pods_path: Path | None, noise_path: Path | None, imu: bool) -> A
 
 @click.command("live")
 @recording_options("Run")
-@click.option("--pods", "pods_path", type=_MODEL, help="Pod-geometry model: run the split filters.")
-@click.option("--noise", "noise_path", type=_MODEL, help="Filter-noise model; default: untuned.")
+@file_option("--pods", "pods_path", "Pod-geometry model: run the split filters.")
+@file_option("--noise", "noise_path", "Filter-noise model; default: untuned.")
 @click.option(
     "--foxglove",
     "foxglove_addr",
@@ -88,7 +87,7 @@ def load_models(pods_path: Path | None, noise_path: Path | None, imu: bool) -> A
     show_default=True,
     help="Merge: largest time between the paired turns' centres (s).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
+@json_option("Print the summary as one JSON document.")
 @click.pass_context
 def live_cmd(
     ctx: click.Context,
@@ -186,20 +185,7 @@ def live_cmd(
         runtime.close()
     summary = live_summary(runtime)
     if as_json:
-        click.echo(
-            to_json(
-                {
-                    "path": str(result.path),
-                    "recorded_s": result.recorded_s,
-                    "stopped_by": result.stopped_by,
-                    "error": result.error,
-                    "ok": result.ok,
-                    "bringup": [vars(b) for b in result.bringup],
-                    "devices": [vars(d) for d in result.devices],
-                    "live": summary,
-                }
-            )
-        )
+        click.echo(to_json(capture_doc(result) | {"live": summary}))
     else:
         if result.stopped_by == "bringup":
             click.echo(format_bringup(result.bringup))

@@ -3,60 +3,44 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 import numpy as np
 
-from sensorbench.commands.option_types import FiniteFloat
+from sensorbench.commands.options import (
+    FiniteFloat,
+    file_option,
+    json_option,
+    number_option,
+    output_option,
+    plots_option,
+    session_argument,
+    window_options,
+)
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import (
     atomic_figures,
     atomic_output,
     check_output,
-    force_option,
 )
 from sensorbench.logs.model_keys import AXES
 
-_SESSION = click.Path(exists=True, dir_okay=False, path_type=Path)
-
 # options shared by ``fit pods``, ``fit noise`` and ``replay``
-_SESSIONS_ARG = click.argument("sessions", nargs=-1, required=True, type=_SESSION)
-_JSON_OPT = click.option(
-    "--json", "as_json", is_flag=True, help="Print one JSON document (SI units)."
+_JSON_OPT = json_option("Print one JSON document (SI units).")
+_PODS_MODEL_OPT = file_option(
+    "--pods", "pods_path", "Pod-geometry model (from 'sensorbench fit pods').", required=True
 )
-_PODS_MODEL_OPT = click.option(
-    "--pods",
-    "pods_path",
-    required=True,
-    type=_SESSION,
-    help="Pod-geometry model (from 'sensorbench fit pods').",
-)
-_ALIGN_OPT = click.option(
-    "--align-interval",
-    "align_interval_s",
-    type=FiniteFloat(min=0.01),
-    default=None,
-    help="Interval (s) of the encoder/mocap time alignment [default: 0.5 s times the "
-    "encoder stream's recorded clock_nominal_slope, so 0.5/N for a session recorded at "
-    "N× real time].",
-)
-_GATE_OPT = click.option(
-    "--gate",
-    type=FiniteFloat(min=0.5),
-    default=6.63,
-    show_default=True,
-    help="NIS gate of the filters (6.63 = 99 %, 8.81 = 99.7 % for one dof).",
-)
-
-
-def _output_opt(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``-o/--output FILE`` (a file, not a directory) described by ``help_text``."""
-    return click.option(
-        "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help=help_text
-    )
+_ALIGN_OPT = number_option(
+    "--align-interval", "align_interval_s", FiniteFloat(min=0.01), None,
+    "Interval (s) of the encoder/mocap time alignment [default: 0.5 s times the encoder "
+    "stream's recorded clock_nominal_slope, so 0.5/N for a session recorded at N× real time].",
+)  # fmt: skip
+_GATE_OPT = number_option(
+    "--gate", None, FiniteFloat(min=0.5), 6.63,
+    "NIS gate of the filters (6.63 = 99 %, 8.81 = 99.7 % for one dof).",
+)  # fmt: skip
 
 
 def register(cli: click.Group) -> None:
@@ -74,23 +58,14 @@ def _echo_json(doc: dict) -> None:
 
 
 @click.command("pods")
-@_SESSIONS_ARG
-@_output_opt("Write the pod-geometry model (TOML, with provenance) here.")
-@force_option("OUTPUT")
+@session_argument("sessions", many=True)
+@output_option("Write the pod-geometry model (TOML, with provenance) here.", force="OUTPUT")
 @_JSON_OPT
-@click.option(
-    "--counts-per-rev",
-    type=FiniteFloat(min=1.0),
-    help="Encoder ticks per wheel revolution (default: the session's robot config).",
-)
-@click.option(
-    "--interval",
-    "interval_s",
-    type=FiniteFloat(min=0.02),
-    default=0.5,
-    show_default=True,
-    help="Fitting interval (s).",
-)
+@number_option(
+    "--counts-per-rev", None, FiniteFloat(min=1.0), None,
+    "Encoder ticks per wheel revolution (default: the session's robot config).",
+)  # fmt: skip
+@number_option("--interval", "interval_s", FiniteFloat(min=0.02), 0.5, "Fitting interval (s).")
 @click.option(
     "--heading",
     type=click.Choice(["auto", "mocap", "imu"]),
@@ -99,13 +74,10 @@ def _echo_json(doc: dict) -> None:
     help="Reference for the rotational part (Δθ): mocap, or the IMU's yaw (bias removed "
     "against mocap); auto = imu when every session has IMU yaw.",
 )
-@click.option(
-    "--min-excitation",
-    type=FiniteFloat(min=1.0),
-    default=100.0,
-    show_default=True,
-    help="Signal-to-reference-noise energy a motion direction needs to count as excited.",
-)
+@number_option(
+    "--min-excitation", None, FiniteFloat(min=1.0), 100.0,
+    "Signal-to-reference-noise energy a motion direction needs to count as excited.",
+)  # fmt: skip
 def fit_pods_cmd(
     sessions: tuple[Path, ...],
     output: Path | None,
@@ -210,21 +182,16 @@ def _print_pod_table(fit: Any) -> None:
 
 
 @click.command("noise")
-@_SESSIONS_ARG
+@session_argument("sessions", many=True)
 @_PODS_MODEL_OPT
-@_output_opt("Write the filter-noise model (TOML, with provenance) here.")
-@force_option("OUTPUT")
+@output_option("Write the filter-noise model (TOML, with provenance) here.", force="OUTPUT")
 @_JSON_OPT
 @_GATE_OPT
-@click.option(
-    "--drift-interval",
-    "drift_interval_s",
-    type=FiniteFloat(min=0.05),
-    default=2.0,
-    show_default=True,
-    help="Interval (s) of the odometry slip fit against mocap (sessions emulated at N× real "
+@number_option(
+    "--drift-interval", "drift_interval_s", FiniteFloat(min=0.05), 2.0,
+    "Interval (s) of the odometry slip fit against mocap (sessions emulated at N× real "
     "time: divide by N).",
-)
+)  # fmt: skip
 @_ALIGN_OPT
 @click.option(
     "--leave-one-out",
@@ -342,28 +309,20 @@ def fit_noise_cmd(
 
 
 @click.command("replay")
-@click.argument("session", type=_SESSION)
+@session_argument()
 @_PODS_MODEL_OPT
-@click.option(
-    "--noise",
-    "noise_path",
-    type=_SESSION,
-    help="Filter-noise model (from 'sensorbench fit noise'); default: untuned.",
+@file_option(
+    "--noise", "noise_path", "Filter-noise model (from 'sensorbench fit noise'); default: untuned."
 )
-@click.option(
-    "--pose-model",
-    "pose_model_path",
-    type=_SESSION,
-    help="Pose-error model (from 'sensorbench fit pose-error'): aid with pose_sensor.",
+@file_option(
+    "--pose-model", "pose_model_path",
+    "Pose-error model (from 'sensorbench fit pose-error'): aid with pose_sensor.",
+)  # fmt: skip
+@output_option(
+    "Write the estimate as a pose stream (kind 'estimate') to this session file.",
+    force="OUTPUT and figures",
 )
-@_output_opt("Write the estimate as a pose stream (kind 'estimate') to this session file.")
-@force_option("OUTPUT and figures")
-@click.option(
-    "--plots",
-    "plots_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Write PNG figures (path, error over time) here.",
-)
+@plots_option("Write PNG figures (path, error over time) here.")
 @click.option(
     "--reference",
     type=click.Choice(["mocap", "truth"]),
@@ -373,29 +332,19 @@ def fit_noise_cmd(
 )
 @_GATE_OPT
 @_ALIGN_OPT
-@click.option(
-    "--monitor-window",
-    type=click.IntRange(min=2),
-    default=50,
-    show_default=True,
-    help="Consistency monitor: updates per sliding NIS window.",
-)
-@click.option(
-    "--monitor-level",
-    type=FiniteFloat(min=0.5, max=1.0, max_open=True),
-    default=0.999,
-    show_default=True,
-    help="Consistency monitor: one-sided level of the degraded flag for a consistent "
+@number_option(
+    "--monitor-window", None, click.IntRange(min=2), 50,
+    "Consistency monitor: updates per sliding NIS window.",
+)  # fmt: skip
+@number_option(
+    "--monitor-level", None, FiniteFloat(min=0.5, max=1.0, max_open=True), 0.999,
+    "Consistency monitor: one-sided level of the degraded flag for a consistent "
     "filter (any of x, y, heading and the pods-against-IMU check; each channel takes "
     "level^(1/channels)).",
 )
-@click.option(
-    "--t-start",
-    type=FiniteFloat(),
-    default=None,
-    help="Replay from this time on (s from the session start).",
+@window_options(
+    "Replay from this time on (s from the session start).", "Replay up to this time (s)."
 )
-@click.option("--t-end", type=FiniteFloat(), default=None, help="Replay up to this time (s).")
 @click.option(
     "--repair/--no-repair",
     default=True,

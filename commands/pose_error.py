@@ -10,7 +10,16 @@ from typing import Any
 
 import click
 
-from sensorbench.commands.option_types import DRAWS, SEED, FiniteFloat
+from sensorbench.commands.options import (
+    DRAWS,
+    FiniteFloat,
+    json_option,
+    number_option,
+    output_option,
+    seed_option,
+    stack,
+    window_options,
+)
 from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import (
@@ -54,43 +63,28 @@ _SESSION_OPTS = [
         "named (FRAME: not in the same map) and left out. session: one transform each "
         "(absorbs each session's mean error). none: the sensor reports in the reference frame.",
     ),
-    click.option(
-        "--max-offset",
-        default=0.5,
-        show_default=True,
-        type=FiniteFloat(),
-        help="Largest time offset between sensor and reference clocks searched, s.",
+    number_option(
+        "--max-offset", None, FiniteFloat(), 0.5,
+        "Largest time offset between sensor and reference clocks searched, s.",
     ),
-    click.option(
-        "--time-offset",
-        type=FiniteFloat(),
-        default=None,
-        help="Known clock offset, s (reference time = sensor time + offset); "
+    number_option(
+        "--time-offset", None, FiniteFloat(), None,
+        "Known clock offset, s (reference time = sensor time + offset); "
         "default: estimated from angular rates.",
     ),
-    click.option(
-        "--max-gap",
-        type=click.FloatRange(min=0.0, min_open=True),
-        default=None,
-        help="Longest gap in a track interpolated across, s (default: 3 x each track's "
+    number_option(
+        "--max-gap", None, click.FloatRange(min=0.0, min_open=True), None,
+        "Longest gap in a track interpolated across, s (default: 3 x each track's "
         "median sample spacing, so a sensor at any rate from 1 Hz up is paired).",
     ),
-    click.option(
-        "--t-start",
-        type=FiniteFloat(),
-        default=None,
-        help="Use only samples from this time on (s from each session's start: its "
+    window_options(
+        "Use only samples from this time on (s from each session's start: its "
         "earliest sample of any stream, the origin of every time reported).",
+        "Use only samples before this time (s).",
     ),
+    json_option("One JSON document on stdout."),
     click.option(
-        "--t-end", type=FiniteFloat(), default=None, help="Use only samples before this time (s)."
-    ),
-    click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout."),
-    click.option(
-        "--plots",
-        type=click.Path(file_okay=False),
-        default=None,
-        help="Directory for PNG figures (created).",
+        "--plots", type=click.Path(file_okay=False), help="Directory for PNG figures (created)."
     ),
 ]
 
@@ -156,15 +150,12 @@ def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
             )
         return f(selection=selection, **kwargs)
 
-    for opt in reversed(_SESSION_OPTS):
-        command = opt(command)
-    return command
+    return stack(*_SESSION_OPTS)(command)
 
 
 @click.command("pose-error")
 @_session_options
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the model (TOML).")
-@force_option("OUTPUT and figures")
+@output_option("Write the model (TOML).", force="OUTPUT and figures")
 @click.pass_context
 def fit_pose_error_cmd(
     ctx: click.Context,
@@ -229,27 +220,18 @@ def fit_pose_error_cmd(
 
 @click.command("validate")
 @_session_options
-@click.option(
-    "--draws",
-    default=1000,
-    show_default=True,
-    type=DRAWS,
-    help="Monte Carlo draws per session.",
-)
-@click.option("--seed", default=0, show_default=True, type=SEED, help="Random seed.")
+@number_option("--draws", None, DRAWS, 1000, "Monte Carlo draws per session.")
+@seed_option(help="Random seed.")
 @click.option(
     "--model",
     "model_path",
     type=click.Path(exists=True, dir_okay=False),
     help="Validate this model file on every session instead of leave-one-session-out refits.",
 )
-@click.option(
-    "--alpha",
-    default=0.05,
-    show_default=True,
-    type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True),
-    help="Family-wise level over all sessions, axes and statistics.",
-)
+@number_option(
+    "--alpha", None, FiniteFloat(0.0, 1.0, min_open=True, max_open=True), 0.05,
+    "Family-wise level over all sessions, axes and statistics.",
+)  # fmt: skip
 @click.option(
     "--no-parameter-uncertainty",
     is_flag=True,
@@ -257,12 +239,9 @@ def fit_pose_error_cmd(
     "(default: draw parameters from the fit's uncertainty).",
 )
 @force_option("figures in --plots")
-@click.option(
-    "--scale-tolerance",
-    default=0.005,
-    show_default=True,
-    type=FiniteFloat(0.0, 1.0),
-    help="SCALE fails when the similarity scale's 95 % interval excludes 1 by more than "
+@number_option(
+    "--scale-tolerance", None, FiniteFloat(0.0, 1.0), 0.005,
+    "SCALE fails when the similarity scale's 95 % interval excludes 1 by more than "
     "this fraction.",
 )
 @click.option(
@@ -278,27 +257,18 @@ def fit_pose_error_cmd(
     "(the bounds straddle VALUE; more sessions narrow them). Exit 0 only when every "
     "requirement holds. Repeatable.",
 )
-@click.option(
-    "--horizon",
-    default=60.0,
-    show_default=True,
-    type=FiniteFloat(min=0.0, min_open=True),
-    help="Horizon of the required statistics, s.",
-)
-@click.option(
-    "--confidence",
-    default=0.95,
-    show_default=True,
-    type=FiniteFloat(0.5, 1.0, max_open=True),
-    help="Fraction of horizons whose statistic a requirement asks to be within VALUE "
+@number_option(
+    "--horizon", None, FiniteFloat(min=0.0, min_open=True), 60.0,
+    "Horizon of the required statistics, s.",
+)  # fmt: skip
+@number_option(
+    "--confidence", None, FiniteFloat(0.5, 1.0, max_open=True), 0.95,
+    "Fraction of horizons whose statistic a requirement asks to be within VALUE "
     "(the statistic's quantile that is judged).",
 )
-@click.option(
-    "--verdict-confidence",
-    default=0.95,
-    show_default=True,
-    type=FiniteFloat(0.5, 1.0, min_open=True, max_open=True),
-    help="Confidence of each bound of a requirement's verdict: a verdict 'holds' or "
+@number_option(
+    "--verdict-confidence", None, FiniteFloat(0.5, 1.0, min_open=True, max_open=True), 0.95,
+    "Confidence of each bound of a requirement's verdict: a verdict 'holds' or "
     "'fails' is wrong with probability at most about 1 - this when the truth sits at "
     "VALUE (less when it is farther).",
 )

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
 from sensorbench.cli import cli
-from sensorbench.commands.option_types import FiniteFloat
+from sensorbench.commands.options import FiniteFloat, json_option, output_option
+from sensorbench.json_doc import to_json
 
 
 def _hex(_ctx: click.Context, _param: click.Parameter, value: str | None) -> bytes:
@@ -24,25 +24,14 @@ def _hex(_ctx: click.Context, _param: click.Parameter, value: str | None) -> byt
 @cli.command("record-raw")
 @click.argument("port")
 @click.option(
-    "--baud",
-    type=click.IntRange(min=50),
-    required=True,
+    "--baud", type=click.IntRange(min=50), required=True,
     help="Line rate: 230400 for an LD19, 115200 for an A1.",
-)
+)  # fmt: skip
 @click.option(
-    "--duration",
-    "duration_s",
-    type=FiniteFloat(min=0.0, min_open=True),
-    required=True,
+    "--duration", "duration_s", type=FiniteFloat(min=0.0, min_open=True), required=True,
     help="Seconds to record.",
-)
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Byte file; the read times go to OUTPUT.chunks beside it.",
-)
+)  # fmt: skip
+@output_option("Byte file; the read times go to OUTPUT.chunks beside it.", required=True)
 @click.option("--force", is_flag=True, help="Replace an existing OUTPUT (and its .chunks).")
 @click.option(
     "--send",
@@ -58,7 +47,7 @@ def _hex(_ctx: click.Context, _param: click.Parameter, value: str | None) -> byt
     default=None,
     help="DTR level to open with (an A1's motor spins with DTR low) [default: pyserial's, high].",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@json_option()
 def record_raw_cmd(
     port: str,
     baud: int,
@@ -88,16 +77,9 @@ def record_raw_cmd(
 
     with stop_on_signals() as stop:
         res = record_raw(
-            port,
-            baud,
-            duration_s,
-            output,
-            force=force,
-            send=send,
-            dtr=None if dtr is None else dtr == "high",
-            stop=stop,
-            on_progress=progress,
-        )
+            port, baud, duration_s, output, force=force, send=send,
+            dtr=None if dtr is None else dtr == "high", stop=stop, on_progress=progress,
+        )  # fmt: skip
     if sys.stderr.isatty():
         click.echo("", err=True)
     doc = {
@@ -110,7 +92,7 @@ def record_raw_cmd(
         "message": res.message,
     }
     if as_json:
-        click.echo(json.dumps(doc, indent=2))
+        click.echo(to_json(doc))
         return
     click.echo(
         f"{res.path}: {res.bytes} bytes in {res.reads} reads over {res.duration_s:.1f} s "

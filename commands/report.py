@@ -7,54 +7,41 @@ from pathlib import Path
 import click
 
 from sensorbench.cli import cli
-from sensorbench.commands.option_types import DRAWS, SEED
+from sensorbench.commands.options import (
+    DRAWS,
+    json_option,
+    number_option,
+    output_option,
+    seed_option,
+    session_argument,
+)
 from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output, force_option
 
 
 @cli.command("report")
-@click.argument(
-    "sessions",
-    nargs=-1,
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@session_argument("sessions", many=True)
+@output_option(
+    "Directory for report.html (created).", required=True, directory=True, dest="out_dir"
 )
 @click.option(
-    "-o",
-    "--output",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Directory for report.html (created).",
-)
-@click.option(
-    "--models",
-    "models_dir",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    "--models", "models_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Directory with pods.toml, noise.toml, pose_error.toml (from the fit commands).",
-)
-@click.option(
-    "--draws",
-    default=1000,
-    show_default=True,
-    type=DRAWS,
-    help="Monte Carlo draws per session for the validation.",
-)
-@click.option("--seed", default=0, show_default=True, type=SEED, help="Monte Carlo seed.")
+)  # fmt: skip
+@number_option("--draws", None, DRAWS, 1000, "Monte Carlo draws per session for the validation.")
+@seed_option(help="Monte Carlo seed.")
 @click.option("--sensor", default="pose_sensor", show_default=True, help="Pose stream under test.")
 @click.option("--reference", default="mocap", show_default=True, help="Reference pose stream.")
 @click.option(
-    "--align",
-    type=click.Choice(["auto", "campaign", "session"]),
-    default="auto",
+    "--align", type=click.Choice(["auto", "campaign", "session"]), default="auto",
     show_default=True,
     help="Pose sessions' frame: auto (one transform when the FRAME check finds them in one "
     "map, else one per session, as evo_ape -a aligns each run), campaign (one transform "
     "for all; the FRAME check names a session that does not fit) or session.",
-)
+)  # fmt: skip
 @force_option("DIR/report.html")
-@click.option("--json", "as_json", is_flag=True, help="Print the report's content as JSON.")
+@json_option("Print the report's content as JSON.")
 def report_cmd(
     sessions: tuple[Path, ...],
     out_dir: Path,

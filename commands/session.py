@@ -9,11 +9,17 @@ from typing import Any
 import click
 
 from sensorbench.cli import cli, subgroup
-from sensorbench.commands.option_types import FiniteFloat
+from sensorbench.commands.options import (
+    FiniteFloat,
+    file_option,
+    json_option,
+    number_option,
+    output_option,
+)
 from sensorbench.commands.progress import progress_bar
 from sensorbench.errors import OutputError
 from sensorbench.json_doc import to_json
-from sensorbench.logs.atomic_output import atomic_output, force_option, same_file
+from sensorbench.logs.atomic_output import atomic_output, same_file
 from sensorbench.logs.exporters import FORMATS as EXPORT_FORMATS
 from sensorbench.logs.exporters import export_stream
 from sensorbench.logs.import_times import DUPLICATE_POLICIES
@@ -29,13 +35,36 @@ from sensorbench.logs.importers import (
 import_group = subgroup("import")
 
 
+def _into_option(help: str) -> Callable[[Any], Any]:
+    """``--into`` (parameter ``session``): the session file an import adds to."""
+    return click.option(
+        "--into", "session", type=click.Path(dir_okay=False, path_type=Path), required=True,
+        help=help,
+    )  # fmt: skip
+
+
+def _duplicates_option(help: str) -> Callable[[Any], Any]:
+    """``--duplicates``: what an import does with repeated stamps (default ``last``)."""
+    return click.option(
+        "--duplicates", type=click.Choice(DUPLICATE_POLICIES), default="last",
+        show_default=True, help=help,
+    )  # fmt: skip
+
+
+def _max_position_option(help: str) -> Callable[[Any], Any]:
+    """``--max-position-m``: the largest accepted position (m)."""
+    return number_option(
+        "--max-position-m", None, FiniteFloat(min=0, min_open=True), MAX_ABS_POSITION_M, help
+    )
+
+
 def _fmt_s(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
 @cli.command("info")
 @click.argument("session", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@json_option()
 def info_cmd(session: Path, as_json: bool) -> None:
     """Streams, counts, rates (Hz), time span (s), gaps and device metadata of SESSION.
 
@@ -97,19 +126,16 @@ def info_cmd(session: Path, as_json: bool) -> None:
 @cli.command("check")
 @click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
-    "--recover/--no-recover",
-    default=True,
-    show_default=True,
+    "--recover/--no-recover", default=True, show_default=True,
     help="Rebuild a file whose writer was killed (the original is kept as NAME.orig.h5, "
     "or NAME.orig-2.h5… if that exists).",
 )
 @click.option(
-    "--force",
-    is_flag=True,
+    "--force", is_flag=True,
     help="Recover a file whose writer ran on another host (check cannot see whether it "
     "still runs) once you know it has stopped.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+)  # fmt: skip
+@json_option()
 @click.pass_context
 def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_json: bool) -> None:
     """Validate SESSION against the format; recover it if its writer died.
@@ -203,21 +229,11 @@ def _import_command(what: str) -> click.Command:
     )
     @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
     @click.option("--format", "fmt", type=click.Choice(formats), required=True, help="File format.")
-    @click.option(
-        "--into",
-        "session",
-        type=click.Path(dir_okay=False, path_type=Path),
-        required=True,
-        help="Session file to add the stream to.",
-    )
+    @_into_option("Session file to add the stream to.")
     @click.option("--name", default=None, help=f"Stream name (default: {_DEFAULT_NAMES[what]}).")
-    @click.option(
-        "--duplicates",
-        type=click.Choice(DUPLICATE_POLICIES),
-        default="last",
-        show_default=True,
-        help="Lines repeating a timestamp: refuse the file (error), or keep the first or the "
-        "last of each run; dropped lines are listed.",
+    @_duplicates_option(
+        "Lines repeating a timestamp: refuse the file (error), or keep the first or the "
+        "last of each run; dropped lines are listed."
     )
     def cmd(
         file: Path, fmt: str, session: Path, name: str | None, duplicates: str, **extra: Any
@@ -288,9 +304,7 @@ def _format_option_decorators(what: str) -> list[Callable[[Any], Any]]:
         ]
     return [
         click.option(
-            "--times",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=None,
+            "--times", type=click.Path(dir_okay=False, path_type=Path),
             help="kitti: the times file, one time (s) per line for each pose line.",
         ),
         click.option(
@@ -300,18 +314,11 @@ def _format_option_decorators(what: str) -> list[Callable[[Any], Any]]:
             help="csv: the file's header for each column name it names otherwise, e.g. "
             "t_s=time,x=pos_x (names: " + ", ".join(POSE_CSV_COLUMNS) + ").",
         ),
-        click.option(
-            "--max-position-m",
-            type=FiniteFloat(min=0, min_open=True),
-            default=MAX_ABS_POSITION_M,
-            show_default=True,
-            help="Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error.",
+        _max_position_option(
+            "Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error."
         ),
         click.option(
-            "--up",
-            type=click.Choice(["y", "z"]),
-            default="y",
-            show_default=True,
+            "--up", type=click.Choice(["y", "z"]), default="y", show_default=True,
             help="Motive: the export's up axis (y is converted to z-up).",
         ),
         click.option(
@@ -342,55 +349,28 @@ def _bag_info(bag: Path, as_json: bool) -> None:
 @import_group.command("rosbag")
 @click.argument("bag", type=click.Path(exists=True, path_type=Path))
 @click.option(
-    "--topic",
-    "topics",
-    multiple=True,
-    metavar="TOPIC=NAME[:KIND]",
+    "--topic", "topics", multiple=True, metavar="TOPIC=NAME[:KIND]",
     help="A topic and the stream it becomes (repeat). Pose kinds: mocap, pose_sensor, "
     "estimate (default: mocap or estimate for names starting so, else pose_sensor). TF "
     "topics name their child frame: '/tf[base_link]=mocap'.",
 )
 @click.option(
-    "--tf",
-    "tfs",
-    multiple=True,
-    metavar="PARENT:CHILD=NAME[:KIND]",
+    "--tf", "tfs", multiple=True, metavar="PARENT:CHILD=NAME[:KIND]",
     help="The pose of frame CHILD in frame PARENT, composed from /tf and /tf_static as tf2 "
     "does, at every stamp of the chain's fastest link (repeat), e.g. map:camera_link=cam.",
 )
-@click.option(
-    "--into",
-    "session",
-    type=click.Path(dir_okay=False, path_type=Path),
-    required=True,
-    help="Session file to add the streams to.",
-)
+@_into_option("Session file to add the streams to.")
 @click.option(
     "--reloc-topic",
     default=None,
     help="Every message on this topic is a relocalization of the pose sensor at its stamp.",
 )
 @click.option(
-    "--events",
-    "events_topic",
-    default=None,
-    metavar="TOPIC",
+    "--events", "events_topic", metavar="TOPIC",
     help="Diagnostics (DiagnosticArray) or log messages on TOPIC become session events.",
 )
-@click.option(
-    "--duplicates",
-    type=click.Choice(DUPLICATE_POLICIES),
-    default="last",
-    show_default=True,
-    help="Messages repeating a header stamp: refuse, or keep the first or last.",
-)
-@click.option(
-    "--max-position-m",
-    type=FiniteFloat(min=0, min_open=True),
-    default=MAX_ABS_POSITION_M,
-    show_default=True,
-    help="Largest accepted |x|, |y|, |z| (m).",
-)
+@_duplicates_option("Messages repeating a header stamp: refuse, or keep the first or last.")
+@_max_position_option("Largest accepted |x|, |y|, |z| (m).")
 def import_rosbag_cmd(
     bag: Path,
     topics: tuple[str, ...],
@@ -468,38 +448,24 @@ def replayed_odometry(session: Path, pods_path: Path, noise_path: Path | None) -
 
 @cli.command("export")
 @click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--stream", "name", help="Stream name (or 'events'); mcap: default all.")
 @click.option(
-    "--stream", "name", default=None, help="Stream name (or 'events'); mcap: default all."
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice((*EXPORT_FORMATS, "mcap")),
-    required=True,
+    "--format", "fmt", type=click.Choice((*EXPORT_FORMATS, "mcap")), required=True,
     help="tum (pose streams), csv (any stream) or mcap (scans, poses, odometry, pod counts, "
     "transforms and events as ROS 2 messages, for ros2 bag and Foxglove).",
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@output_option(required=True, force="OUTPUT")
 @click.option(
-    "--skip-invalid",
-    is_flag=True,
+    "--skip-invalid", is_flag=True,
     help="Leave impossible samples out (non-finite or absurd values in valid samples, "
     "times stepping back or repeating, impossible stamps; lidar: their whole turn) and "
     "say how many, instead of refusing the stream.",
 )
-@click.option(
-    "--pods",
-    "pods_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="mcap: replay the filters on the pod stream (as `replay`) and write /odom and /tf.",
-)
-@click.option(
-    "--noise",
-    "noise_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="mcap with --pods: the filter-noise model; default: untuned.",
-)
-@force_option("OUTPUT")
+@file_option(
+    "--pods", "pods_path",
+    "mcap: replay the filters on the pod stream (as `replay`) and write /odom and /tf.",
+)  # fmt: skip
+@file_option("--noise", "noise_path", "mcap with --pods: the filter-noise model; default: untuned.")
 def export_cmd(
     session: Path,
     name: str | None,

@@ -8,54 +8,34 @@ from pathlib import Path
 import click
 
 from sensorbench.cli import cli
-from sensorbench.commands.option_types import SEED
+from sensorbench.commands.options import json_option, output_option, seed_option
 from sensorbench.json_doc import to_json
-from sensorbench.logs.atomic_output import check_output, force_option
+from sensorbench.logs.atomic_output import check_output
 
 
 @cli.command("simulate")
 @click.option(
-    "--scenario",
-    "scenario",
-    metavar="NAME|FILE",
+    "--scenario", metavar="NAME|FILE",
     help="Shipped scenario name (see --list) or a scenario .toml file.",
-)
+)  # fmt: skip
+@seed_option(help="Random seed; the same scenario and seed give an identical session.")
 @click.option(
-    "--seed",
-    type=SEED,
-    default=0,
-    show_default=True,
-    help="Random seed; the same scenario and seed give an identical session.",
-)
-@click.option(
-    "--session",
-    "session",
-    type=click.IntRange(min=0),
-    default=None,
+    "--session", type=click.IntRange(min=0),
     help="Campaign session index (default: seed modulo the number of sessions).",
-)
+)  # fmt: skip
+@output_option("Session file (.h5) to write.", force="OUTPUT")
 @click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Session file (.h5) to write.",
-)
-@click.option(
-    "--pose-model",
-    "pose_model",
-    type=click.Path(dir_okay=False, path_type=Path),
+    "--pose-model", type=click.Path(dir_okay=False, path_type=Path),
     help="Simulate the pose sensor with a fitted model (`fit pose-error -o FILE`): "
     "offset σ_b, GM σ and τ (s), white σ_v per axis (m, rad).",
-)
+)  # fmt: skip
 @click.option(
-    "--all-sessions",
-    is_flag=True,
+    "--all-sessions", is_flag=True,
     help="Campaigns: write every session into the directory OUTPUT as NAME_sII.h5 "
     "(same seed; each session draws its own noise).",
-)
-@force_option("OUTPUT")
+)  # fmt: skip
 @click.option("--list", "list_only", is_flag=True, help="List the shipped scenarios and exit.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@json_option()
 def simulate_cmd(
     scenario: str | None,
     seed: int,
