@@ -42,78 +42,22 @@ _PORT_PATH = re.compile(
 # What path_id produces for a USB device: "<controller>-usb-0:<ports>:<cfg>.<iface>".
 _ID_PATH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._+-]*-usb(?:v\d)?-\d+:\d+(?:\.\d+)*:\d+\.\d+$")
 _HEX4 = re.compile(r"^[0-9a-f]{4}$")
+_FIXED = ('GROUP="dialout"', 'MODE="0660"', 'ENV{ID_MM_DEVICE_IGNORE}="1"')
+"""What every rule sets: the group and mode, and ModemManager told to leave it alone."""
 
 # Names that already exist in /dev or that the kernel and udev create there;
 # a symlink over one of them would hide or break a system device.
 RESERVED_NAMES = frozenset(
     {
-        "autofs",
-        "block",
-        "bsg",
-        "btrfs-control",
-        "bus",
-        "char",
-        "console",
-        "core",
-        "cpu",
-        "cpu_dma_latency",
-        "cuse",
-        "disk",
-        "dma_heap",
-        "dri",
-        "fb0",
-        "fd",
-        "full",
-        "fuse",
-        "gpiochip0",
-        "hidraw0",
-        "hpet",
-        "hugepages",
-        "hwrng",
-        "i2c-0",
-        "initctl",
-        "input",
-        "kmsg",
-        "kvm",
-        "log",
-        "loop-control",
-        "mapper",
-        "mem",
-        "mqueue",
-        "net",
-        "null",
-        "nvram",
-        "port",
-        "ppp",
-        "ptmx",
-        "pts",
-        "random",
-        "rfkill",
-        "rtc",
-        "rtc0",
-        "serial",
-        "sg0",
-        "shm",
-        "snd",
-        "stderr",
-        "stdin",
-        "stdout",
-        "tty",
-        "uhid",
-        "uinput",
-        "urandom",
-        "usb",
-        "userfaultfd",
-        "vcs",
-        "vfio",
-        "vga_arbiter",
-        "vhost-net",
-        "vhost-vsock",
-        "watchdog",
-        "zero",
-        "zfs",
+        "autofs", "block", "bsg", "btrfs-control", "bus", "char", "console", "core", "cpu",
+        "cpu_dma_latency", "cuse", "disk", "dma_heap", "dri", "fb0", "fd", "full", "fuse",
+        "gpiochip0", "hidraw0", "hpet", "hugepages", "hwrng", "i2c-0", "initctl", "input", "kmsg",
+        "kvm", "log", "loop-control", "mapper", "mem", "mqueue", "net", "null", "nvram", "port",
+        "ppp", "ptmx", "pts", "random", "rfkill", "rtc", "rtc0", "serial", "sg0", "shm", "snd",
+        "stderr", "stdin", "stdout", "tty", "uhid", "uinput", "urandom", "usb", "userfaultfd",
+        "vcs", "vfio", "vga_arbiter", "vhost-net", "vhost-vsock", "watchdog", "zero", "zfs"
     }
-)
+)  # fmt: skip
 # Kernel node names (ttyUSB0, sda1, video2, ...): a name shaped like one could
 # collide with a node the kernel creates later.
 _RESERVED_PATTERN = re.compile(
@@ -164,13 +108,7 @@ class Rule:
             if self.vid is not None and self.pid is not None:
                 keys.append(f'ATTRS{{idVendor}}=="{self.vid}"')
                 keys.append(f'ATTRS{{idProduct}}=="{self.pid}"')
-        keys += [
-            f'SYMLINK+="{self.name}"',
-            'GROUP="dialout"',
-            'MODE="0660"',
-            'ENV{ID_MM_DEVICE_IGNORE}="1"',
-        ]
-        return ", ".join(keys)
+        return ", ".join([*keys, f'SYMLINK+="{self.name}"', *_FIXED])
 
 
 def validate_name(name: str) -> str:
@@ -433,20 +371,13 @@ def check_rules_text(text: str) -> list[str]:
         if symlinks[0] in names:
             raise UdevError(f"{where}: name {symlinks[0]!r} is used twice")
         names.append(symlinks[0])
-        allowed_fixed = {
-            f'SYMLINK+="{symlinks[0]}"',
-            'GROUP="dialout"',
-            'MODE="0660"',
-            'ENV{ID_MM_DEVICE_IGNORE}="1"',
-        }
+        allowed_fixed = {f'SYMLINK+="{symlinks[0]}"', *_FIXED}
         if not allowed_fixed.issubset(keys):
             raise UdevError(
                 f'{where}: rule must set GROUP="dialout", MODE="0660" and '
                 'ENV{ID_MM_DEVICE_IGNORE}="1"'
             )
-        for key in keys[1:]:
-            if key in allowed_fixed:
-                continue
+        for key in (k for k in keys[1:] if k not in allowed_fixed):
             _check_match_key(key, where)
         _check_same_parent(keys, where)
         rules_seen += 1
