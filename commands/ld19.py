@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -107,25 +108,14 @@ def emulate_command(kind_name: str, model: str) -> click.Command:
         "stalls and unplug/replug at the given simulated times (s).",
     )  # fmt: skip
     @duration_option()
-    def emulate_cmd(
-        scenario: str | None,
-        lidar: str | None,
-        seed: int,
-        speed: float,
-        link: str | None,
-        startup: float,
-        faults: bool,
-        duration_s: float | None,
-    ) -> None:
+    def emulate_cmd(**options: Any) -> None:
         """Serve an emulated lidar on a pseudo-terminal until Ctrl-C.
 
         Prints the tty path (and the link). Open it at 230400 baud, 8N1: the device
         streams 47-byte packets (12 points each, CRC-8) and ignores anything sent to it.
         The scenario's samples are replayed in a loop.
         """
-        _serve_ld19_protocol(
-            kind_name, scenario, lidar, seed, speed, link, startup, faults, duration_s
-        )
+        _serve_ld19_protocol(kind_name, **options)
 
     emulate_cmd.help = (emulate_cmd.help or "").replace("an emulated lidar", f"an emulated {model}")
     return emulate_cmd
@@ -142,6 +132,7 @@ def _serve_ld19_protocol(
     faults: bool,
     duration_s: float | None,
 ) -> None:
+    """Serve ``emulate KIND`` (the options as the command's; times in s)."""
     from sensorbench.drivers.device_kinds import get_kind
     from sensorbench.errors import SimError
     from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults

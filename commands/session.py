@@ -58,10 +58,6 @@ def _max_position_option(help: str) -> Callable[[Any], Any]:
     )
 
 
-def _fmt_s(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
 @cli.command("info")
 @click.argument("session", type=click.Path(path_type=Path))
 @json_option()
@@ -71,56 +67,17 @@ def info_cmd(session: Path, as_json: bool) -> None:
     Given a ROS bag instead (a rosbag2 directory, or a .bag, .mcap or .db3 file): its
     topics, message types and counts.
     """
-    if session.is_dir() or session.suffix in (".bag", ".mcap", ".db3"):
-        _bag_info(session, as_json)
-        return
-    from sensorbench.logs.info import session_info
+    from sensorbench.report import session_display as show
 
-    info = session_info(session)
-    if as_json:
-        click.echo(to_json(info))
-        return
-    click.echo(
-        f"{info['path']}  label={info['label']!r}  status={info['status']}  "
-        f"schema v{info['schema_version']}  written by sensorbench {info['software_version']}  "
-        f"created {info['created_utc']}"
-    )
-    click.echo(
-        f"{'kind':<8} {'name':<16} {'count':>10} {'span s':>9} {'rate Hz':>9} "
-        f"{'max gap s':>9} {'gaps>3x':>7}  details"
-    )
-    for st in info["streams"]:
-        count = {"lidar": "turns", "raw": "chunks"}.get(st["kind"], "count")
-        extra = {
-            "lidar": lambda s: f"{s['points']} points",
-            "raw": lambda s: f"{s['bytes']} bytes",
-            "encoder": lambda s: f"{s['counters']} counters{', IMU' if s['has_imu'] else ''}",
-            "pose": lambda s: (
-                f"{s['attrs'].get('kind')}, valid {s['valid_fraction']:.1%}, "
-                f"{s['relocalizations']} relocalizations"
-            ),
-        }[st["kind"]](st)
-        meta = {
-            k: v
-            for k, v in st["attrs"].items()
-            if k in ("model", "serial", "port_path", "firmware")
-        }
-        if meta:
-            extra += "  " + " ".join(f"{k}={v}" for k, v in meta.items())
-        click.echo(
-            f"{st['kind']:<8} {st['name']:<16} {st.get(count, 0):>10} "
-            f"{_fmt_s(st.get('span_s')):>9} "
-            f"{_fmt_s(st.get('rate_hz')):>9} {_fmt_s(st.get('max_gap_s')):>9} "
-            f"{st.get('gaps_over_3x_median', 0):>7}  {extra}"
-        )
-    if info["events"]:
-        click.echo("events: " + ", ".join(f"{k}={v}" for k, v in sorted(info["events"].items())))
-    if info["truth"]:
-        click.echo(f"truth: {len(info['truth'])} datasets (simulated session)")
-    for problem in info["problems"]:
-        click.echo(f"damaged: {problem} (spans and rates above include it)")
-    if info["problems"]:
-        click.echo(f"`sensorbench check {session}` lists every problem")
+    if session.is_dir() or session.suffix in (".bag", ".mcap", ".db3"):
+        from sensorbench.logs.import_rosbag import bag_info
+
+        info, lines = bag_info(session), show.bag_lines
+    else:
+        from sensorbench.logs.info import session_info
+
+        info, lines = session_info(session), show.info_lines
+    click.echo(to_json(info) if as_json else "\n".join(lines(info, session)))
 
 
 @cli.command("check")
@@ -146,6 +103,7 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_
     """
 
     from sensorbench.logs.check import check_session, recover_session
+    from sensorbench.report import session_display as show
 
     report = check_session(session)
     recovery = None
@@ -157,51 +115,10 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_
         recovery = recover_session(session, force=force)
         report = check_session(session)
     if as_json:
-        doc = {
-            "path": str(session),
-            "ok": report.ok,
-            "status": report.status.name.lower(),
-            "errors": report.errors,
-            "warnings": report.warnings,
-            "rows": report.consistent_rows,
-            "point_time_reversals": report.point_time_reversals,
-        }
-        if report.in_use:
-            doc["in_use"] = report.in_use
-        if report.writer_unknown:
-            doc["writer_unknown"] = report.writer_unknown
-        if recovery is not None:
-            doc["recovered"] = {
-                "backup": str(recovery.backup) if recovery.backup else None,
-                "kept_rows": recovery.kept_rows,
-                "dropped_rows": recovery.dropped_rows,
-            }
-        click.echo(to_json(doc))
+        click.echo(to_json(show.check_doc(session, report, recovery)))
     else:
-        if report.in_use:
-            click.echo(f"{session} is in use: {report.in_use}; not touched")
-        elif report.writer_unknown and recover and not force:
-            click.echo(
-                f"{session}: {report.writer_unknown}; not recovered (run check on that host, "
-                "or pass --force once you know it has stopped)"
-            )
-        if recovery is not None:
-            click.echo(
-                f"recovered {session}: its writer had died or failed; original kept as "
-                f"{recovery.backup}"
-            )
-            for key, n in recovery.kept_rows.items():
-                dropped = recovery.dropped_rows.get(key, 0)
-                note = f", dropped {dropped} partly written rows" if dropped else ""
-                click.echo(f"  {key}: kept {n} rows{note}")
-        for e in report.errors:
-            click.echo(f"error: {e}")
-        for w in report.warnings:
-            click.echo(f"warning: {w}")
-        if recovery is None and report.repairable and closed:
-            click.echo(f"`sensorbench check --recover {session}` keeps the consistent rows")
-        state = "in use" if report.in_use else report.status.name.lower()
-        click.echo(f"{session}: {'OK' if report.ok else 'NOT OK'} ({state})")
+        unrecovered = bool(report.writer_unknown) and recover and not force
+        click.echo("\n".join(show.check_lines(session, report, recovery, unrecovered)))
     if not report.ok:
         ctx.exit(1)
 
@@ -328,22 +245,6 @@ def _format_option_decorators(what: str) -> list[Callable[[Any], Any]]:
 
 
 _DEFAULT_NAMES = {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}
-
-
-def _bag_info(bag: Path, as_json: bool) -> None:
-    from sensorbench.logs.import_rosbag import bag_info
-
-    info = bag_info(bag)
-    if as_json:
-        click.echo(to_json(info))
-        return
-    click.echo(
-        f"{info['path']}  {info['format']}  {info['messages']} messages over "
-        f"{info['duration_s']:.3f} s"
-    )
-    click.echo(f"{'topic':<32} {'type':<44} {'count':>8}")
-    for topic, t in info["topics"].items():
-        click.echo(f"{topic:<32} {t['type']:<44} {t['count']:>8}")
 
 
 @import_group.command("rosbag")
