@@ -7,17 +7,7 @@ from pathlib import Path
 import click
 
 from sensorbench.cli import subgroup
-from sensorbench.commands.options import (
-    IN_FILE,
-    FiniteFloat,
-    duration_option,
-    json_option,
-    link_option,
-    number_option,
-    output_option,
-    seed_option,
-    speed_option,
-)
+from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output
 
@@ -26,14 +16,14 @@ emulate = subgroup("emulate")
 
 
 @decode.command("a1")
-@click.argument("raw", type=IN_FILE)
-@output_option("Session file to create (.h5).", required=True, force="OUTPUT")
+@click.argument("raw", type=opt.IN_FILE)
+@opt.output_option("Session file to create (.h5).", required=True, force="OUTPUT")
 @click.option("--name", default="a1", show_default=True, help="Lidar stream name in the session.")
 @click.option(
     "--stream", help="When RAW is a session: which raw stream to decode (default: the only one)."
 )
-@number_option(
-    "--sample-rate", "sample_rate_hz", FiniteFloat(min=1.0), None,
+@opt.number_option(
+    "--sample-rate", "sample_rate_hz", opt.FiniteFloat(min=1.0), None,
     "Samples per second that time a bare byte file without the unit's GET_SAMPLERATE answer "
     "(Hz) [default: the nominal 2000 standard, 4000 express]; a bare file with that answer is "
     "timed by the unit's own sample duration, and a session's raw stream or a record-raw file "
@@ -50,7 +40,7 @@ emulate = subgroup("emulate")
     help="With --no-descriptor: the stream's scan mode (5-byte nodes or 84-byte capsules).",
 )  # fmt: skip
 @click.option("--label", default="", help="Session label.")
-@json_option("Print the summary as one JSON document.")
+@opt.json_option("Print the summary as one JSON document.")
 def decode_a1_cmd(
     raw: Path,
     output: Path,
@@ -116,14 +106,14 @@ def decode_a1_cmd(
     "room seen from inside, no scenario needed.",
 )
 @click.option("--device", help="Which A1 of the scenario (default: its first A1).")
-@seed_option()
-@speed_option()
-@link_option()
+@opt.seed_option()
+@opt.speed_option()
+@opt.link_option()
 @click.option(
     "--serial", "serial_hex", default="000102030405060708090a0b0c0d0e0f", show_default=True,
     help="The unit's 16-byte serial number, 32 hex digits (GET_INFO).",
 )  # fmt: skip
-@duration_option()
+@opt.duration_option()
 def emulate_a1_cmd(
     scenario: str | None,
     device: str | None,

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from sensorbench.cli import cli
-from sensorbench.commands.options import json_option
+from sensorbench.commands import options as opt
 
 BENCH_NAMES = (
     "a1", "capture", "filters", "ld19", "lidar", "live", "pose_error", "rosbag", "session", "sim"
@@ -36,7 +36,7 @@ def _benchmarks() -> ModuleType:
 
 
 @cli.command("bench")
-@json_option()
+@opt.json_option()
 @click.option("--quick", is_flag=True, help="Smaller workloads (noisier figures).")
 @click.option(
     "--only",

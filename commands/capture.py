@@ -16,18 +16,7 @@ from typing import Any
 import click
 
 from sensorbench.cli import cli, subgroup
-from sensorbench.commands.options import (
-    FiniteFloat,
-    config_option,
-    duration_option,
-    json_option,
-    link_option,
-    number_option,
-    run_dir_option,
-    seed_option,
-    speed_option,
-    stack,
-)
+from sensorbench.commands import options as opt
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.errors import SimError
 from sensorbench.json_doc import to_json
@@ -110,10 +99,10 @@ class _StatusPrinter:
 def recording_options(verb: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The device and session options ``capture`` and ``live`` share (``verb``: "Record" or
     "Run", for the help texts)."""
-    return stack(
-        config_option(_CONFIG_HELP),
-        number_option(
-            "--duration", "duration_s", FiniteFloat(min=0.0, min_open=True), None,
+    return opt.stack(
+        opt.config_option(_CONFIG_HELP),
+        opt.number_option(
+            "--duration", "duration_s", opt.FiniteFloat(min=0.0, min_open=True), None,
             f"{verb} time after bring-up (s); default: until Ctrl-C or SIGTERM.",
         ),
         click.option(
@@ -122,7 +111,7 @@ def recording_options(verb: str) -> Callable[[Callable[..., Any]], Callable[...,
         ),
         click.option("--label", default="", help="What this session is (e.g. square, static)."),
         click.option("--note", default="", help="Free text stored with the session."),
-        run_dir_option(_RUN_DIR_HELP),
+        opt.run_dir_option(_RUN_DIR_HELP),
         click.option(
             "--allow-missing", is_flag=True,
             help=f"{verb} with the devices that came up when some did not.",
@@ -174,7 +163,7 @@ def capture_doc(result: Any) -> dict[str, Any]:
 
 @cli.command("capture")
 @recording_options("Record")
-@json_option("Print the summary as one JSON document.")
+@opt.json_option("Print the summary as one JSON document.")
 @click.pass_context
 def capture_cmd(
     ctx: click.Context,
@@ -219,9 +208,9 @@ def capture_cmd(
 
 
 @cli.command("bringup")
-@config_option(_CONFIG_HELP)
-@run_dir_option(_RUN_DIR_HELP)
-@json_option("Print the table as one JSON document.")
+@opt.config_option(_CONFIG_HELP)
+@opt.run_dir_option(_RUN_DIR_HELP)
+@opt.json_option("Print the table as one JSON document.")
 @click.pass_context
 def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_json: bool) -> None:
     """Staggered power-up check of every configured device, then close them.
@@ -256,14 +245,14 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
     "--scenario", default="square", show_default=True,
     help="Scenario name or TOML path whose pod samples are served.",
 )  # fmt: skip
-@seed_option()
-@speed_option()
+@opt.seed_option()
+@opt.speed_option()
 @click.option(
     "--protocol", type=click.Choice(["binary", "csv"]), default="binary", show_default=True,
     help="Frame format (docs/PROTOCOLS.md).",
 )  # fmt: skip
-@link_option()
-@duration_option()
+@opt.link_option()
+@opt.duration_option()
 @click.option(
     "--firmware", "elf", type=click.Path(dir_okay=False, exists=True),
     help="Run this ATmega328P image (make -C firmware: firmware/build/avr/"
@@ -278,7 +267,7 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
     "--auto-reset/--no-auto-reset", default=True, show_default=True,
     help="--firmware: opening the port (DTR) resets the MCU, as on an Arduino Uno or Nano.",
 )
-@number_option(
+@opt.number_option(
     "--boot-s", None, click.FloatRange(min=0.0), 1.0,
     "--firmware: silence after a reset before the image restarts (s; optiboot waits 1 s).",
 )  # fmt: skip
@@ -355,12 +344,12 @@ def emulate_pods_cmd(
 
 
 @emulate.command("robot")
-@run_dir_option("Directory for the device links ({run_dir} in the config).", required=True)
-@config_option("Emulated robot config (default: the shipped robot-emulated.toml).", False)
+@opt.run_dir_option("Directory for the device links ({run_dir} in the config).", required=True)
+@opt.config_option("Emulated robot config (default: the shipped robot-emulated.toml).", False)
 @click.option("--scenario", default=None, help="Scenario (default: the config's [emulation]).")
-@seed_option(default=None)
-@speed_option()
-@duration_option()
+@opt.seed_option(default=None)
+@opt.speed_option()
+@opt.duration_option()
 @click.option(
     "--pods-firmware", type=click.Path(dir_okay=False, exists=True),
     help="Run this ATmega328P image under simavr as the pod MCU (see emulate pods --firmware); "

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from sensorbench.cli import cli
-from sensorbench.commands.options import FiniteFloat, json_option, number_option, seed_option
+from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
 
 
@@ -40,12 +40,12 @@ def _next_free(out_dir: Path) -> Path:
     "--quick", is_flag=True,
     help="One repeat of each drive, 3 one-loop campaign sessions, 200 draws (under a minute).",
 )  # fmt: skip
-@number_option(
-    "--speed", None, FiniteFloat(min=1.0, max=10.0), None,
+@opt.number_option(
+    "--speed", None, opt.FiniteFloat(min=1.0, max=10.0), None,
     "Emulation speed of every session: simulated seconds per host second; above 10 "
     "the readers fall behind on two cores [default: 10].",
 )  # fmt: skip
-@seed_option(1, "Simulation and Monte Carlo seed.")
+@opt.seed_option(1, "Simulation and Monte Carlo seed.")
 @click.option(
     "--live", is_flag=True,
     help="Run the emulated robot live instead (sensorbench live, the shipped models fitted on "
@@ -55,7 +55,7 @@ def _next_free(out_dir: Path) -> Path:
     "--foxglove", "foxglove_addr", default="127.0.0.1:8765", show_default=True,
     metavar="[HOST:]PORT", help="--live: where the Foxglove WebSocket server listens.",
 )  # fmt: skip
-@number_option(
+@opt.number_option(
     "--duration", "duration_s", click.FloatRange(min=0.0, min_open=True), None,
     "--live: run time after bring-up (s); default: until Ctrl-C.",
 )  # fmt: skip
@@ -63,7 +63,7 @@ def _next_free(out_dir: Path) -> Path:
     "--pods-firmware", type=click.Path(dir_okay=False, exists=True), metavar="ELF",
     help="--live: run this ATmega328P image (make -C firmware) under simavr as the pod MCU.",
 )  # fmt: skip
-@json_option("Print one JSON summary document.")
+@opt.json_option("Print one JSON summary document.")
 def demo_cmd(
     out_dir: Path,
     quick: bool,

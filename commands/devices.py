@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from sensorbench.cli import cli
-from sensorbench.commands.options import FiniteFloat, json_option, number_option
+from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
 from sensorbench.udev.discovery import SerialDevice, list_serial_devices
 
@@ -30,12 +30,12 @@ def _kind(device: SerialDevice, probe: ProbeResult | None) -> str:
     "GET_INFO. Opening a port stops an A1's motor and closing it starts it again; do not "
     "probe during a capture.",
 )
-@number_option(
-    "--listen", "listen_s", FiniteFloat(0.05, 5.0), 0.35,
+@opt.number_option(
+    "--listen", "listen_s", opt.FiniteFloat(0.05, 5.0), 0.35,
     "Seconds each listen-only probe listens per device (s).",
 )  # fmt: skip
 @click.option("--all", "show_all", is_flag=True, help="Also list serial ports not on USB.")
-@json_option()
+@opt.json_option()
 def devices_cmd(probe: bool, listen_s: float, show_all: bool, as_json: bool) -> None:
     """List serial devices: node, USB port path, ID_PATH, VID:PID, serial, kind.
 

@@ -9,17 +9,7 @@ from typing import Any
 import click
 
 from sensorbench.cli import subgroup
-from sensorbench.commands.options import (
-    IN_FILE,
-    FiniteFloat,
-    duration_option,
-    json_option,
-    link_option,
-    number_option,
-    output_option,
-    seed_option,
-    speed_option,
-)
+from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output
 
@@ -27,8 +17,8 @@ decode = subgroup("decode")
 
 
 @decode.command("ld19")
-@click.argument("source", type=IN_FILE)
-@output_option("Session file (.h5) to write.", required=True, force="OUTPUT")
+@click.argument("source", type=opt.IN_FILE)
+@opt.output_option("Session file (.h5) to write.", required=True, force="OUTPUT")
 @click.option(
     "--device",
     help="Raw stream to decode when SOURCE is a session (default: its only LD19 raw stream).",
@@ -39,7 +29,7 @@ decode = subgroup("decode")
     is_flag=True,
     help="Mark points the official SDK's near filter rejects as nan (default: keep raw points).",
 )
-@json_option()
+@opt.json_option()
 def decode_ld19_cmd(
     source: Path,
     output: Path,
@@ -95,11 +85,11 @@ def emulate_command(kind_name: str, model: str) -> click.Command:
         f"{model}'s datasheet rates).",
     )  # fmt: skip
     @click.option("--lidar", help="Lidar of the scenario (default: its first LD19-protocol one).")
-    @seed_option()
-    @speed_option()
-    @link_option()
-    @number_option(
-        "--startup", None, FiniteFloat(min=0.0), 3.0,
+    @opt.seed_option()
+    @opt.speed_option()
+    @opt.link_option()
+    @opt.number_option(
+        "--startup", None, opt.FiniteFloat(min=0.0), 3.0,
         "Seconds (simulated) from power-on to the first packet; real units take ~3 s.",
     )  # fmt: skip
     @click.option(
@@ -107,7 +97,7 @@ def emulate_command(kind_name: str, model: str) -> click.Command:
         help="Apply the scenario's [faults.<lidar>] table: corruption, drops, slow start, "
         "stalls and unplug/replug at the given simulated times (s).",
     )  # fmt: skip
-    @duration_option()
+    @opt.duration_option()
     def emulate_cmd(**options: Any) -> None:
         """Serve an emulated lidar on a pseudo-terminal until Ctrl-C.
 

@@ -8,16 +8,7 @@ import click
 import numpy as np
 
 from sensorbench.cli import cli, subgroup
-from sensorbench.commands.options import (
-    IN_FILE,
-    FiniteFloat,
-    json_option,
-    number_option,
-    output_option,
-    plots_option,
-    session_argument,
-    window_options,
-)
+from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import atomic_figures, check_output, force_option
 
@@ -25,28 +16,30 @@ characterize = subgroup("characterize")
 
 
 @characterize.command("lidar")
-@session_argument()
+@opt.session_argument()
 @click.option("--device", required=True, help="Lidar stream name in the session (e.g. ld19).")
-@json_option("Print one JSON document (SI units).")
-@plots_option("Write PNG figures (polar turn, noise vs range, period histogram, outliers) here.")
+@opt.json_option("Print one JSON document (SI units).")
+@opt.plots_option(
+    "Write PNG figures (polar turn, noise vs range, period histogram, outliers) here."
+)
 @click.option(
     "--timing-only",
     is_flag=True,
     help="Only rate, jitter, skips, gaps and drop-offs; no static scene needed.",
 )
-@number_option(
-    "--min-static", "min_static_s", FiniteFloat(min=0.5), 3.0,
+@opt.number_option(
+    "--min-static", "min_static_s", opt.FiniteFloat(min=0.5), 3.0,
     "Shortest static stretch used for noise and outliers (s).",
 )  # fmt: skip
 @click.option(
     "--bands", default="0.02,0.5,1,2,3,5,8,12", show_default=True,
     help="Range band edges for the noise table (m, comma-separated, increasing).",
 )  # fmt: skip
-@number_option(
-    "--outlier-k", None, FiniteFloat(min=2.0), 5.0, "Outlier threshold, in range-noise σ."
+@opt.number_option(
+    "--outlier-k", None, opt.FiniteFloat(min=2.0), 5.0, "Outlier threshold, in range-noise σ."
 )
 @force_option("figures in --plots")
-@window_options(
+@opt.window_options(
     "Use turns from this time on (s from the session start).", "Use turns before this time (s)."
 )
 def lidar_cmd(
@@ -114,19 +107,19 @@ def lidar_cmd(
 
 
 @cli.command("merge")
-@session_argument()
+@opt.session_argument()
 @click.option("--front", required=True, help="Front lidar stream name.")
 @click.option("--rear", required=True, help="Rear lidar stream name.")
-@output_option(
+@opt.output_option(
     "New session file with the lidar stream 'merged' [default: SESSION_merged.h5].",
     force="OUTPUT",
 )
-@number_option(
-    "--max-dt", "max_dt_s", FiniteFloat(min=0.0, min_open=True), 0.1,
+@opt.number_option(
+    "--max-dt", "max_dt_s", opt.FiniteFloat(min=0.0, min_open=True), 0.1,
     "Largest time between the centres of two paired turns (s).",
 )  # fmt: skip
 @click.option(
-    "--config", "config_path", type=IN_FILE,
+    "--config", "config_path", type=opt.IN_FILE,
     help="robot.toml for mounts (if the streams carry no mount_xy_yaw) and the footprint "
     "[default: the one recorded in the session].",
 )  # fmt: skip
@@ -136,7 +129,7 @@ def lidar_cmd(
     "robot's motion point by point.",
 )
 @click.option("--no-footprint", is_flag=True, help="Keep returns on the robot's own footprint.")
-@json_option()
+@opt.json_option()
 def merge_cmd(
     session: Path,
     front: str,

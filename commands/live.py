@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
+from sensorbench.commands import options as opt
 from sensorbench.commands.capture import _StatusPrinter, capture_doc, record, recording_options
-from sensorbench.commands.options import file_option, json_option
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.json_doc import to_json
 
@@ -34,8 +34,8 @@ def load_models(pods_path: Path | None, noise_path: Path | None, imu: bool) -> A
 
 @click.command("live")
 @recording_options("Run")
-@file_option("--pods", "pods_path", "Pod-geometry model: run the split filters.")
-@file_option("--noise", "noise_path", "Filter-noise model; default: untuned.")
+@opt.file_option("--pods", "pods_path", "Pod-geometry model: run the split filters.")
+@opt.file_option("--noise", "noise_path", "Filter-noise model; default: untuned.")
 @click.option(
     "--foxglove",
     "foxglove_addr",
@@ -87,7 +87,7 @@ def load_models(pods_path: Path | None, noise_path: Path | None, imu: bool) -> A
     show_default=True,
     help="Merge: largest time between the paired turns' centres (s).",
 )
-@json_option("Print the summary as one JSON document.")
+@opt.json_option("Print the summary as one JSON document.")
 @click.pass_context
 def live_cmd(
     ctx: click.Context,

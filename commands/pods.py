@@ -9,16 +9,7 @@ from typing import Any
 import click
 import numpy as np
 
-from sensorbench.commands.options import (
-    FiniteFloat,
-    file_option,
-    json_option,
-    number_option,
-    output_option,
-    plots_option,
-    session_argument,
-    window_options,
-)
+from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import (
     atomic_figures,
@@ -28,17 +19,17 @@ from sensorbench.logs.atomic_output import (
 from sensorbench.logs.model_keys import AXES
 
 # options shared by ``fit pods``, ``fit noise`` and ``replay``
-_JSON_OPT = json_option("Print one JSON document (SI units).")
-_PODS_MODEL_OPT = file_option(
+_JSON_OPT = opt.json_option("Print one JSON document (SI units).")
+_PODS_MODEL_OPT = opt.file_option(
     "--pods", "pods_path", "Pod-geometry model (from 'sensorbench fit pods').", required=True
 )
-_ALIGN_OPT = number_option(
-    "--align-interval", "align_interval_s", FiniteFloat(min=0.01), None,
+_ALIGN_OPT = opt.number_option(
+    "--align-interval", "align_interval_s", opt.FiniteFloat(min=0.01), None,
     "Interval (s) of the encoder/mocap time alignment [default: 0.5 s times the encoder "
     "stream's recorded clock_nominal_slope, so 0.5/N for a session recorded at N× real time].",
 )  # fmt: skip
-_GATE_OPT = number_option(
-    "--gate", None, FiniteFloat(min=0.5), 6.63,
+_GATE_OPT = opt.number_option(
+    "--gate", None, opt.FiniteFloat(min=0.5), 6.63,
     "NIS gate of the filters (6.63 = 99 %, 8.81 = 99.7 % for one dof).",
 )  # fmt: skip
 
@@ -58,14 +49,16 @@ def _echo_json(doc: dict) -> None:
 
 
 @click.command("pods")
-@session_argument("sessions", many=True)
-@output_option("Write the pod-geometry model (TOML, with provenance) here.", force="OUTPUT")
+@opt.session_argument("sessions", many=True)
+@opt.output_option("Write the pod-geometry model (TOML, with provenance) here.", force="OUTPUT")
 @_JSON_OPT
-@number_option(
-    "--counts-per-rev", None, FiniteFloat(min=1.0), None,
+@opt.number_option(
+    "--counts-per-rev", None, opt.FiniteFloat(min=1.0), None,
     "Encoder ticks per wheel revolution (default: the session's robot config).",
 )  # fmt: skip
-@number_option("--interval", "interval_s", FiniteFloat(min=0.02), 0.5, "Fitting interval (s).")
+@opt.number_option(
+    "--interval", "interval_s", opt.FiniteFloat(min=0.02), 0.5, "Fitting interval (s)."
+)
 @click.option(
     "--heading",
     type=click.Choice(["auto", "mocap", "imu"]),
@@ -74,8 +67,8 @@ def _echo_json(doc: dict) -> None:
     help="Reference for the rotational part (Δθ): mocap, or the IMU's yaw (bias removed "
     "against mocap); auto = imu when every session has IMU yaw.",
 )
-@number_option(
-    "--min-excitation", None, FiniteFloat(min=1.0), 100.0,
+@opt.number_option(
+    "--min-excitation", None, opt.FiniteFloat(min=1.0), 100.0,
     "Signal-to-reference-noise energy a motion direction needs to count as excited.",
 )  # fmt: skip
 def fit_pods_cmd(
@@ -182,13 +175,13 @@ def _print_pod_table(fit: Any) -> None:
 
 
 @click.command("noise")
-@session_argument("sessions", many=True)
+@opt.session_argument("sessions", many=True)
 @_PODS_MODEL_OPT
-@output_option("Write the filter-noise model (TOML, with provenance) here.", force="OUTPUT")
+@opt.output_option("Write the filter-noise model (TOML, with provenance) here.", force="OUTPUT")
 @_JSON_OPT
 @_GATE_OPT
-@number_option(
-    "--drift-interval", "drift_interval_s", FiniteFloat(min=0.05), 2.0,
+@opt.number_option(
+    "--drift-interval", "drift_interval_s", opt.FiniteFloat(min=0.05), 2.0,
     "Interval (s) of the odometry slip fit against mocap (sessions emulated at N× real "
     "time: divide by N).",
 )  # fmt: skip
@@ -309,20 +302,20 @@ def fit_noise_cmd(
 
 
 @click.command("replay")
-@session_argument()
+@opt.session_argument()
 @_PODS_MODEL_OPT
-@file_option(
+@opt.file_option(
     "--noise", "noise_path", "Filter-noise model (from 'sensorbench fit noise'); default: untuned."
 )
-@file_option(
+@opt.file_option(
     "--pose-model", "pose_model_path",
     "Pose-error model (from 'sensorbench fit pose-error'): aid with pose_sensor.",
 )  # fmt: skip
-@output_option(
+@opt.output_option(
     "Write the estimate as a pose stream (kind 'estimate') to this session file.",
     force="OUTPUT and figures",
 )
-@plots_option("Write PNG figures (path, error over time) here.")
+@opt.plots_option("Write PNG figures (path, error over time) here.")
 @click.option(
     "--reference",
     type=click.Choice(["mocap", "truth"]),
@@ -332,17 +325,17 @@ def fit_noise_cmd(
 )
 @_GATE_OPT
 @_ALIGN_OPT
-@number_option(
+@opt.number_option(
     "--monitor-window", None, click.IntRange(min=2), 50,
     "Consistency monitor: updates per sliding NIS window.",
 )  # fmt: skip
-@number_option(
-    "--monitor-level", None, FiniteFloat(min=0.5, max=1.0, max_open=True), 0.999,
+@opt.number_option(
+    "--monitor-level", None, opt.FiniteFloat(min=0.5, max=1.0, max_open=True), 0.999,
     "Consistency monitor: one-sided level of the degraded flag for a consistent "
     "filter (any of x, y, heading and the pods-against-IMU check; each channel takes "
     "level^(1/channels)).",
 )
-@window_options(
+@opt.window_options(
     "Replay from this time on (s from the session start).", "Replay up to this time (s)."
 )
 @click.option(

@@ -10,16 +10,7 @@ from typing import Any
 
 import click
 
-from sensorbench.commands.options import (
-    DRAWS,
-    FiniteFloat,
-    json_option,
-    number_option,
-    output_option,
-    seed_option,
-    stack,
-    window_options,
-)
+from sensorbench.commands import options as opt
 from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import (
@@ -63,26 +54,26 @@ _SESSION_OPTS = [
         "named (FRAME: not in the same map) and left out. session: one transform each "
         "(absorbs each session's mean error). none: the sensor reports in the reference frame.",
     ),
-    number_option(
-        "--max-offset", None, FiniteFloat(), 0.5,
+    opt.number_option(
+        "--max-offset", None, opt.FiniteFloat(), 0.5,
         "Largest time offset between sensor and reference clocks searched, s.",
     ),
-    number_option(
-        "--time-offset", None, FiniteFloat(), None,
+    opt.number_option(
+        "--time-offset", None, opt.FiniteFloat(), None,
         "Known clock offset, s (reference time = sensor time + offset); "
         "default: estimated from angular rates.",
     ),
-    number_option(
+    opt.number_option(
         "--max-gap", None, click.FloatRange(min=0.0, min_open=True), None,
         "Longest gap in a track interpolated across, s (default: 3 x each track's "
         "median sample spacing, so a sensor at any rate from 1 Hz up is paired).",
     ),
-    window_options(
+    opt.window_options(
         "Use only samples from this time on (s from each session's start: its "
         "earliest sample of any stream, the origin of every time reported).",
         "Use only samples before this time (s).",
     ),
-    json_option("One JSON document on stdout."),
+    opt.json_option("One JSON document on stdout."),
     click.option(
         "--plots", type=click.Path(file_okay=False), help="Directory for PNG figures (created)."
     ),
@@ -150,12 +141,12 @@ def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
             )
         return f(selection=selection, **kwargs)
 
-    return stack(*_SESSION_OPTS)(command)
+    return opt.stack(*_SESSION_OPTS)(command)
 
 
 @click.command("pose-error")
 @_session_options
-@output_option("Write the model (TOML).", force="OUTPUT and figures")
+@opt.output_option("Write the model (TOML).", force="OUTPUT and figures")
 @click.pass_context
 def fit_pose_error_cmd(
     ctx: click.Context,
@@ -220,16 +211,16 @@ def fit_pose_error_cmd(
 
 @click.command("validate")
 @_session_options
-@number_option("--draws", None, DRAWS, 1000, "Monte Carlo draws per session.")
-@seed_option(help="Random seed.")
+@opt.number_option("--draws", None, opt.DRAWS, 1000, "Monte Carlo draws per session.")
+@opt.seed_option(help="Random seed.")
 @click.option(
     "--model",
     "model_path",
     type=click.Path(exists=True, dir_okay=False),
     help="Validate this model file on every session instead of leave-one-session-out refits.",
 )
-@number_option(
-    "--alpha", None, FiniteFloat(0.0, 1.0, min_open=True, max_open=True), 0.05,
+@opt.number_option(
+    "--alpha", None, opt.FiniteFloat(0.0, 1.0, min_open=True, max_open=True), 0.05,
     "Family-wise level over all sessions, axes and statistics.",
 )  # fmt: skip
 @click.option(
@@ -239,8 +230,8 @@ def fit_pose_error_cmd(
     "(default: draw parameters from the fit's uncertainty).",
 )
 @force_option("figures in --plots")
-@number_option(
-    "--scale-tolerance", None, FiniteFloat(0.0, 1.0), 0.005,
+@opt.number_option(
+    "--scale-tolerance", None, opt.FiniteFloat(0.0, 1.0), 0.005,
     "SCALE fails when the similarity scale's 95 % interval excludes 1 by more than "
     "this fraction.",
 )
@@ -257,17 +248,17 @@ def fit_pose_error_cmd(
     "(the bounds straddle VALUE; more sessions narrow them). Exit 0 only when every "
     "requirement holds. Repeatable.",
 )
-@number_option(
-    "--horizon", None, FiniteFloat(min=0.0, min_open=True), 60.0,
+@opt.number_option(
+    "--horizon", None, opt.FiniteFloat(min=0.0, min_open=True), 60.0,
     "Horizon of the required statistics, s.",
 )  # fmt: skip
-@number_option(
-    "--confidence", None, FiniteFloat(0.5, 1.0, max_open=True), 0.95,
+@opt.number_option(
+    "--confidence", None, opt.FiniteFloat(0.5, 1.0, max_open=True), 0.95,
     "Fraction of horizons whose statistic a requirement asks to be within VALUE "
     "(the statistic's quantile that is judged).",
 )
-@number_option(
-    "--verdict-confidence", None, FiniteFloat(0.5, 1.0, min_open=True, max_open=True), 0.95,
+@opt.number_option(
+    "--verdict-confidence", None, opt.FiniteFloat(0.5, 1.0, min_open=True, max_open=True), 0.95,
     "Confidence of each bound of a requirement's verdict: a verdict 'holds' or "
     "'fails' is wrong with probability at most about 1 - this when the truth sits at "
     "VALUE (less when it is farther).",
@@ -292,7 +283,7 @@ def validate_cmd(
 ) -> None:
     """Leave-one-session-out Monte Carlo validation of the pose-error model.
 
-    For every session: refit on the others (or use --model), simulate DRAWS error
+    For every session: refit on the others (or use --model), simulate opt.DRAWS error
     series along its real timestamps and relocalizations, and place the real RMS,
     mean, max |e|, lag-1 autocorrelation and growth (last- over first-quarter RMS
     of each relocalization segment) of every axis among them. Percentile

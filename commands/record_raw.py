@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from sensorbench.cli import cli
-from sensorbench.commands.options import FiniteFloat, json_option, output_option
+from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
 
 
@@ -28,10 +28,10 @@ def _hex(_ctx: click.Context, _param: click.Parameter, value: str | None) -> byt
     help="Line rate: 230400 for an LD19, 115200 for an A1.",
 )  # fmt: skip
 @click.option(
-    "--duration", "duration_s", type=FiniteFloat(min=0.0, min_open=True), required=True,
+    "--duration", "duration_s", type=opt.FiniteFloat(min=0.0, min_open=True), required=True,
     help="Seconds to record.",
 )  # fmt: skip
-@output_option("Byte file; the read times go to OUTPUT.chunks beside it.", required=True)
+@opt.output_option("Byte file; the read times go to OUTPUT.chunks beside it.", required=True)
 @click.option("--force", is_flag=True, help="Replace an existing OUTPUT (and its .chunks).")
 @click.option(
     "--send",
@@ -47,7 +47,7 @@ def _hex(_ctx: click.Context, _param: click.Parameter, value: str | None) -> byt
     default=None,
     help="DTR level to open with (an A1's motor spins with DTR low) [default: pyserial's, high].",
 )
-@json_option()
+@opt.json_option()
 def record_raw_cmd(
     port: str,
     baud: int,

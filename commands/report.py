@@ -7,30 +7,25 @@ from pathlib import Path
 import click
 
 from sensorbench.cli import cli
-from sensorbench.commands.options import (
-    DRAWS,
-    json_option,
-    number_option,
-    output_option,
-    seed_option,
-    session_argument,
-)
+from sensorbench.commands import options as opt
 from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output, force_option
 
 
 @cli.command("report")
-@session_argument("sessions", many=True)
-@output_option(
+@opt.session_argument("sessions", many=True)
+@opt.output_option(
     "Directory for report.html (created).", required=True, directory=True, dest="out_dir"
 )
 @click.option(
     "--models", "models_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Directory with pods.toml, noise.toml, pose_error.toml (from the fit commands).",
 )  # fmt: skip
-@number_option("--draws", None, DRAWS, 1000, "Monte Carlo draws per session for the validation.")
-@seed_option(help="Monte Carlo seed.")
+@opt.number_option(
+    "--draws", None, opt.DRAWS, 1000, "Monte Carlo draws per session for the validation."
+)
+@opt.seed_option(help="Monte Carlo seed.")
 @click.option("--sensor", default="pose_sensor", show_default=True, help="Pose stream under test.")
 @click.option("--reference", default="mocap", show_default=True, help="Reference pose stream.")
 @click.option(
@@ -41,7 +36,7 @@ from sensorbench.logs.atomic_output import check_output, force_option
     "for all; the FRAME check names a session that does not fit) or session.",
 )  # fmt: skip
 @force_option("DIR/report.html")
-@json_option("Print the report's content as JSON.")
+@opt.json_option("Print the report's content as JSON.")
 def report_cmd(
     sessions: tuple[Path, ...],
     out_dir: Path,

@@ -9,13 +9,7 @@ from typing import Any
 import click
 
 from sensorbench.cli import cli, subgroup
-from sensorbench.commands.options import (
-    FiniteFloat,
-    file_option,
-    json_option,
-    number_option,
-    output_option,
-)
+from sensorbench.commands import options as opt
 from sensorbench.commands.progress import progress_bar
 from sensorbench.errors import OutputError
 from sensorbench.json_doc import to_json
@@ -53,14 +47,14 @@ def _duplicates_option(help: str) -> Callable[[Any], Any]:
 
 def _max_position_option(help: str) -> Callable[[Any], Any]:
     """``--max-position-m``: the largest accepted position (m)."""
-    return number_option(
-        "--max-position-m", None, FiniteFloat(min=0, min_open=True), MAX_ABS_POSITION_M, help
+    return opt.number_option(
+        "--max-position-m", None, opt.FiniteFloat(min=0, min_open=True), MAX_ABS_POSITION_M, help
     )
 
 
 @cli.command("info")
 @click.argument("session", type=click.Path(path_type=Path))
-@json_option()
+@opt.json_option()
 def info_cmd(session: Path, as_json: bool) -> None:
     """Streams, counts, rates (Hz), time span (s), gaps and device metadata of SESSION.
 
@@ -92,7 +86,7 @@ def info_cmd(session: Path, as_json: bool) -> None:
     help="Recover a file whose writer ran on another host (check cannot see whether it "
     "still runs) once you know it has stopped.",
 )  # fmt: skip
-@json_option()
+@opt.json_option()
 @click.pass_context
 def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_json: bool) -> None:
     """Validate SESSION against the format; recover it if its writer died.
@@ -355,18 +349,20 @@ def replayed_odometry(session: Path, pods_path: Path, noise_path: Path | None) -
     help="tum (pose streams), csv (any stream) or mcap (scans, poses, odometry, pod counts, "
     "transforms and events as ROS 2 messages, for ros2 bag and Foxglove).",
 )
-@output_option(required=True, force="OUTPUT")
+@opt.output_option(required=True, force="OUTPUT")
 @click.option(
     "--skip-invalid", is_flag=True,
     help="Leave impossible samples out (non-finite or absurd values in valid samples, "
     "times stepping back or repeating, impossible stamps; lidar: their whole turn) and "
     "say how many, instead of refusing the stream.",
 )
-@file_option(
+@opt.file_option(
     "--pods", "pods_path",
     "mcap: replay the filters on the pod stream (as `replay`) and write /odom and /tf.",
 )  # fmt: skip
-@file_option("--noise", "noise_path", "mcap with --pods: the filter-noise model; default: untuned.")
+@opt.file_option(
+    "--noise", "noise_path", "mcap with --pods: the filter-noise model; default: untuned."
+)
 def export_cmd(
     session: Path,
     name: str | None,

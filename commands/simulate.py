@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from sensorbench.cli import cli
-from sensorbench.commands.options import json_option, output_option, seed_option
+from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output
 
@@ -18,12 +18,12 @@ from sensorbench.logs.atomic_output import check_output
     "--scenario", metavar="NAME|FILE",
     help="Shipped scenario name (see --list) or a scenario .toml file.",
 )  # fmt: skip
-@seed_option(help="Random seed; the same scenario and seed give an identical session.")
+@opt.seed_option(help="Random seed; the same scenario and seed give an identical session.")
 @click.option(
     "--session", type=click.IntRange(min=0),
     help="Campaign session index (default: seed modulo the number of sessions).",
 )  # fmt: skip
-@output_option("Session file (.h5) to write.", force="OUTPUT")
+@opt.output_option("Session file (.h5) to write.", force="OUTPUT")
 @click.option(
     "--pose-model", type=click.Path(dir_okay=False, path_type=Path),
     help="Simulate the pose sensor with a fitted model (`fit pose-error -o FILE`): "
@@ -35,7 +35,7 @@ from sensorbench.logs.atomic_output import check_output
     "(same seed; each session draws its own noise).",
 )  # fmt: skip
 @click.option("--list", "list_only", is_flag=True, help="List the shipped scenarios and exit.")
-@json_option()
+@opt.json_option()
 def simulate_cmd(
     scenario: str | None,
     seed: int,

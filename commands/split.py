@@ -7,17 +7,17 @@ from pathlib import Path
 import click
 
 from sensorbench.cli import cli
-from sensorbench.commands.options import FiniteFloat, output_option, session_argument
+from sensorbench.commands import options as opt
 
 
 @cli.command("split")
-@session_argument()
+@opt.session_argument()
 @click.option("--pieces", type=click.IntRange(min=1), default=None, help="N pieces of equal span.")
 @click.option(
-    "--every", "every_s", type=FiniteFloat(min=0, min_open=True),
+    "--every", "every_s", type=opt.FiniteFloat(min=0, min_open=True),
     help="Pieces of S seconds (the last one shorter).",
 )  # fmt: skip
-@output_option(
+@opt.output_option(
     "Directory for the pieces (STEM_pieceK.h5).", required=True, directory=True, dest="out_dir"
 )
 def split_cmd(session: Path, pieces: int | None, every_s: float | None, out_dir: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from sensorbench.cli import subgroup
-from sensorbench.commands.options import IN_FILE, output_option
+from sensorbench.commands import options as opt
 from sensorbench.errors import UdevError
 from sensorbench.logs.atomic_output import atomic_output, check_output
 from sensorbench.udev.discovery import list_serial_devices
@@ -37,7 +37,9 @@ udev = subgroup("udev")
     "plugged in, or give its ID_PATH) or on KERNELS (port path plus the adapter's "
     "vendor/product; works for absent devices but bakes in the bus number).",
 )
-@output_option(f"Write the rules here (e.g. {DEFAULT_FILENAME}) instead of stdout.", force="OUTPUT")
+@opt.output_option(
+    f"Write the rules here (e.g. {DEFAULT_FILENAME}) instead of stdout.", force="OUTPUT"
+)
 def rules_cmd(names: tuple[str, ...], by: str, output: Path | None, force: bool) -> None:
     """Generate udev rules naming each device by the USB port it is plugged into.
 
@@ -72,7 +74,7 @@ def rules_cmd(names: tuple[str, ...], by: str, output: Path | None, force: bool)
 
 
 @udev.command("install")
-@click.argument("file", type=IN_FILE)
+@click.argument("file", type=opt.IN_FILE)
 @click.option(
     "--rules-dir", type=click.Path(file_okay=False, path_type=Path), default=RULES_DIR,
     show_default=True,

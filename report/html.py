@@ -563,19 +563,19 @@ def render_provenance(section: ProvenanceSection) -> str:
     """Model files, then per session its file facts and streams."""
     parts = ["<h2>Provenance</h2>"]
     if section.models:
-        rows = [
+        mrows = [
             (m.name, m.kind, m.software, m.created_utc, m.sha256,
              f"{m.n_inputs} ({m.n_inputs_here} in this report, matched by SHA-256)")
             for m in section.models
         ]  # fmt: skip
         head = ["model file", "kind", "software", "created (UTC)", "SHA-256", "inputs"]
-        parts.append(table(head, rows, "model files"))
+        parts.append(table(head, mrows, "model files"))
     for s in section.sessions:
         info = s.info
         keys = ("label", "software_version", "created_utc", "schema_version", "size_bytes",
                 "status")
         shown = {"created_utc": "created (UTC)", "size_bytes": "size (bytes)"}
-        rows = [("file", s.path.name), ("SHA-256", s.sha256)] + [
+        rows: list[tuple[str, Any]] = [("file", s.path.name), ("SHA-256", s.sha256)] + [
             (shown.get(k, k.replace("_", " ")), info.get(k)) for k in keys
         ]  # fmt: skip
         if s.emulation_speed is not None:

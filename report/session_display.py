@@ -62,8 +62,9 @@ def info_lines(info: dict[str, Any], session: Path) -> list[str]:
     return out
 
 
-def bag_lines(info: dict[str, Any], _bag: Path) -> list[str]:
-    """``info BAG``: its format, message count, span (s) and a row per topic."""
+def bag_lines(info: dict[str, Any], session: Path) -> list[str]:
+    """``info BAG``: its format, message count, span (s) and a row per topic (``session``,
+    the bag, is named by ``info["path"]``)."""
     head = f"{info['path']}  {info['format']}  {info['messages']} messages over "
     return [
         head + f"{info['duration_s']:.3f} s",
