@@ -70,16 +70,9 @@ def decode_a1_cmd(
 
     check_output(output, force=force, inputs=[raw])
     summary = decode_a1(
-        raw,
-        output,
-        name=name,
-        stream=stream,
-        sample_rate_hz=sample_rate_hz,
-        require_descriptor=not no_descriptor,
-        mode=scan_mode,
-        label=label,
-        overwrite=force,
-    )
+        raw, output, name=name, stream=stream, sample_rate_hz=sample_rate_hz,
+        require_descriptor=not no_descriptor, mode=scan_mode, label=label, overwrite=force,
+    )  # fmt: skip
     if as_json:
         click.echo(to_json(summary))
         return
@@ -166,15 +159,9 @@ def emulate_a1_cmd(
             health = (levels[knobs["health"]], int(knobs.get("health_error_code", 0)))
     with stop_on_signals() as stop:  # before the pty exists: a Ctrl-C from then on stops cleanly
         em = A1Emulator(
-            samples,
-            express_samples=express,
-            link=link,
-            speed=speed,
-            faults=faults,
-            seed=seed,
-            record_truth=False,
-            unit=A1Unit(serial=serial, health=health),
-        )
+            samples, express_samples=express, link=link, speed=speed, faults=faults, seed=seed,
+            record_truth=False, unit=A1Unit(serial=serial, health=health),
+        )  # fmt: skip
         try:
             click.echo(em.link)
             serve_until_stopped(stop, duration_s)

@@ -319,15 +319,9 @@ def emulate_pods_cmd(
             else PodTrajectory.from_samples(Simulation(scenario, seed=seed).pods())
         )
         em = firmware = FirmwarePodEmulator(
-            elf,
-            path,
-            link=link,
-            speed=speed,
-            loop=True,
-            auto_reset=auto_reset,
-            boot_s=boot_s,
+            elf, path, link=link, speed=speed, loop=True, auto_reset=auto_reset, boot_s=boot_s,
             events=events,
-        )
+        )  # fmt: skip
     click.echo(em.name)
     sys.stdout.flush()
     em.start()
@@ -372,13 +366,9 @@ def emulate_robot_cmd(
     from sensorbench.sim.emulated_robot import EmulatedRobot
 
     robot = EmulatedRobot(
-        Path(run_dir),
-        config_path,
-        scenario=scenario,
-        seed=seed,
-        speed=speed,
+        Path(run_dir), config_path, scenario=scenario, seed=seed, speed=speed,
         pods_firmware=pods_firmware,
-    )
+    )  # fmt: skip
     robot.start()
     try:
         for name in robot.devices:

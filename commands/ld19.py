@@ -112,16 +112,9 @@ def emulate_command(kind_name: str, model: str) -> click.Command:
 
 
 def _serve_ld19_protocol(
-    kind_name: str,
-    scenario: str | None,
-    lidar: str | None,
-    seed: int,
-    speed: float,
-    link: str | None,
-    startup: float,
-    faults: bool,
-    duration_s: float | None,
-) -> None:
+    kind_name: str, scenario: str | None, lidar: str | None, seed: int, speed: float,
+    link: str | None, startup: float, faults: bool, duration_s: float | None,
+) -> None:  # fmt: skip
     """Serve ``emulate KIND`` (the options as the command's; times in s)."""
     from sensorbench.drivers.device_kinds import get_kind
     from sensorbench.errors import SimError
@@ -161,14 +154,9 @@ def _serve_ld19_protocol(
             schedule = fault_schedule(knobs)
     with stop_on_signals() as stop:
         emu = LD19Emulator(
-            samples,
-            link=link,
-            speed=speed,
-            startup_s=startup,
-            faults=faults_on_link,
-            seed=seed,
+            samples, link=link, speed=speed, startup_s=startup, faults=faults_on_link, seed=seed,
             record_truth=False,
-        )
+        )  # fmt: skip
 
         def on_fault(t: float, action: str, arg: float) -> None:
             click.echo(f"t = {t:g} s: {action}", err=True)

@@ -157,16 +157,9 @@ def merge_cmd(
     check_output(out, force=force, inputs=[session, config_path])
     refuse_unclosed(session, "merge")
     done = merge_session(
-        session,
-        front,
-        rear,
-        out,
-        max_dt_s=max_dt_s,
-        config_path=config_path,
-        pose=pose,
-        use_footprint=not no_footprint,
-        overwrite=force,
-    )
+        session, front, rear, out, max_dt_s=max_dt_s, config_path=config_path, pose=pose,
+        use_footprint=not no_footprint, overwrite=force,
+    )  # fmt: skip
     doc = done.as_dict()
     if as_json:
         click.echo(to_json(doc))

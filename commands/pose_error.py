@@ -112,14 +112,9 @@ class _Selection:
         paths = list(self.sessions)
         return prepare_campaign(
             [load_tracks(p, self.sensor, self.reference, self.t_start, self.t_end) for p in paths],
-            session_names(paths),
-            paths,
-            self.align_mode,
-            self.planar,
-            self.time_offset,
-            self.max_offset,
-            self.max_gap,
-        )
+            session_names(paths), paths, self.align_mode, self.planar, self.time_offset,
+            self.max_offset, self.max_gap,
+        )  # fmt: skip
 
 
 def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -176,12 +171,9 @@ def fit_pose_error_cmd(
     campaign = selection.prepare()
     with progress_bar("fitting the pose-error model", enabled=not as_json) as bar:
         model = fit_prepared(
-            campaign.prepared,
-            selection.sensor,
-            selection.reference,
-            time_offset=campaign.time_offset,
-            progress=bar,
-        )
+            campaign.prepared, selection.sensor, selection.reference,
+            time_offset=campaign.time_offset, progress=bar,
+        )  # fmt: skip
     summary = FitSummary.of(campaign, model)
     figures = []
     if plots:
@@ -320,27 +312,13 @@ def validate_cmd(
         )
     campaign_model = model or fit_pose_error(series)
     judged = judge_requirements(
-        requirements,
-        campaign_model,
-        series,
-        horizon,
-        confidence,
-        verdict_confidence,
-        draws,
-        seed,
-        uncertain,
-        campaign.future_variance(),
-    )
+        requirements, campaign_model, series, horizon, confidence, verdict_confidence, draws,
+        seed, uncertain, campaign.future_variance(),
+    )  # fmt: skip
     outcome = assess(
-        campaign.prepared,
-        campaign_model,
-        report,
-        campaign.frames,
-        campaign.align,
-        selection.planar,
-        scale_tolerance,
-        judged,
-    )
+        campaign.prepared, campaign_model, report, campaign.frames, campaign.align,
+        selection.planar, scale_tolerance, judged,
+    )  # fmt: skip
     figures = []
     if plots:
         from sensorbench.characterize.pose.plots import plot_error_bands, plot_rank_histogram

@@ -66,17 +66,13 @@ def report_cmd(
         check_output(page, force=force, inputs=sessions)
     refuse_unclosed(sessions, "report")
     with progress_bar("report", enabled=not as_json) as bar:
-        rep = build_report(
-            list(sessions),
-            out_dir,
-            models_dir=models_dir,
-            options=ReportOptions(
-                draws=draws, seed=seed, sensor=sensor, reference=reference, align=align
-            ),
-            progress=None if bar is None else bar.say,
-            force=force,
-            steps=bar,
+        options = ReportOptions(
+            draws=draws, seed=seed, sensor=sensor, reference=reference, align=align
         )
+        rep = build_report(
+            list(sessions), out_dir, models_dir=models_dir, options=options,
+            progress=None if bar is None else bar.say, force=force, steps=bar,
+        )  # fmt: skip
     if as_json:
         click.echo(to_json({"report": rep.path, **rep.data}))
     else:
