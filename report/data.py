@@ -6,12 +6,8 @@ the inputs hold nothing for it) and a render function in
 lists the pairs in page order. Each section's :meth:`as_dict` gives its keys of
 :attr:`Report.data <sensorbench.report.build.Report>` (plain values, SI units).
 Figures are plotted into ``inputs.figdir`` while computing and kept as PNG bytes, so
-the dataclasses hold the whole report and rendering reads no file.
-
-Simulated sessions (a ``/truth`` group) carry the simulated truth beside each
-recovered value. Sessions captured from the emulated robot run ``emulation_speed``
-times faster than simulated time (``/truth`` attribute); truth values with time in
-their unit are put on the file's time base (τ ÷ speed, rate × speed).
+the dataclasses hold the whole report and rendering reads no file. Simulated truth
+sits beside each recovered value, on the file's time base (:mod:`~sensorbench.report.build`).
 """
 
 from __future__ import annotations
