@@ -29,11 +29,11 @@ emulate = subgroup("emulate")
     "timed by the unit's own sample duration, and a session's raw stream or a record-raw file "
     "with its .chunks by host read times.",
 )  # fmt: skip
-@click.option(
-    "--no-descriptor", is_flag=True,
-    help="RAW is a bare stream starting on a node (or capsule) boundary, without scan "
+@opt.flag_option(
+    "--no-descriptor",
+    "RAW is a bare stream starting on a node (or capsule) boundary, without scan "
     "descriptor (A5 5A 05 00 00 40 81 standard, A5 5A 54 00 00 40 82 express).",
-)  # fmt: skip
+)
 @click.option(
     "--scan-mode", type=click.Choice(["standard", "express"]), default="standard",
     show_default=True,

@@ -37,7 +37,7 @@ def _benchmarks() -> ModuleType:
 
 @cli.command("bench")
 @opt.json_option()
-@click.option("--quick", is_flag=True, help="Smaller workloads (noisier figures).")
+@opt.flag_option("--quick", "Smaller workloads (noisier figures).")
 @click.option(
     "--only",
     multiple=True,

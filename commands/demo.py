@@ -36,21 +36,21 @@ def _next_free(out_dir: Path) -> Path:
     "demo). Without -o, a previous demo in the default folder is kept and the next free "
     "sensorbench-demo-N is used.",
 )  # fmt: skip
-@click.option(
-    "--quick", is_flag=True,
-    help="One repeat of each drive, 3 one-loop campaign sessions, 200 draws (under a minute).",
-)  # fmt: skip
+@opt.flag_option(
+    "--quick",
+    "One repeat of each drive, 3 one-loop campaign sessions, 200 draws (under a minute).",
+)
 @opt.number_option(
     "--speed", None, opt.FiniteFloat(min=1.0, max=10.0), None,
     "Emulation speed of every session: simulated seconds per host second; above 10 "
     "the readers fall behind on two cores [default: 10].",
 )  # fmt: skip
 @opt.seed_option(1, "Simulation and Monte Carlo seed.")
-@click.option(
-    "--live", is_flag=True,
-    help="Run the emulated robot live instead (sensorbench live, the shipped models fitted on "
+@opt.flag_option(
+    "--live",
+    "Run the emulated robot live instead (sensorbench live, the shipped models fitted on "
     "it): open the view in Foxglove; until Ctrl-C or --duration.",
-)  # fmt: skip
+)
 @click.option(
     "--foxglove", "foxglove_addr", default="127.0.0.1:8765", show_default=True,
     metavar="[HOST:]PORT", help="--live: where the Foxglove WebSocket server listens.",

@@ -22,10 +22,9 @@ def _kind(device: SerialDevice, probe: ProbeResult | None) -> str:
 
 
 @cli.command("devices")
-@click.option(
+@opt.flag_option(
     "--probe",
-    is_flag=True,
-    help="Open each listed device and find out what answers: listen for an LD19-protocol "
+    "Open each listed device and find out what answers: listen for an LD19-protocol "
     "lidar (LD19 or LD06, 230400 baud) and the pod MCU (115200), then ask for an A1's "
     "GET_INFO. Opening a port stops an A1's motor and closing it starts it again; do not "
     "probe during a capture.",
@@ -34,7 +33,7 @@ def _kind(device: SerialDevice, probe: ProbeResult | None) -> str:
     "--listen", "listen_s", opt.FiniteFloat(0.05, 5.0), 0.35,
     "Seconds each listen-only probe listens per device (s).",
 )  # fmt: skip
-@click.option("--all", "show_all", is_flag=True, help="Also list serial ports not on USB.")
+@opt.flag_option("--all", "Also list serial ports not on USB.", "show_all")
 @opt.json_option()
 def devices_cmd(probe: bool, listen_s: float, show_all: bool, as_json: bool) -> None:
     """List serial devices: node, USB port path, ID_PATH, VID:PID, serial, kind.

@@ -24,10 +24,9 @@ decode = subgroup("decode")
     help="Raw stream to decode when SOURCE is a session (default: its only LD19 raw stream).",
 )
 @click.option("--name", help="Lidar stream name in OUTPUT (default: the device or 'ld19').")
-@click.option(
+@opt.flag_option(
     "--near-filter",
-    is_flag=True,
-    help="Mark points the official SDK's near filter rejects as nan (default: keep raw points).",
+    "Mark points the official SDK's near filter rejects as nan (default: keep raw points).",
 )
 @opt.json_option()
 def decode_ld19_cmd(

@@ -22,10 +22,9 @@ characterize = subgroup("characterize")
 @opt.plots_option(
     "Write PNG figures (polar turn, noise vs range, period histogram, outliers) here."
 )
-@click.option(
+@opt.flag_option(
     "--timing-only",
-    is_flag=True,
-    help="Only rate, jitter, skips, gaps and drop-offs; no static scene needed.",
+    "Only rate, jitter, skips, gaps and drop-offs; no static scene needed.",
 )
 @opt.number_option(
     "--min-static", "min_static_s", opt.FiniteFloat(min=0.5), 3.0,
@@ -128,7 +127,7 @@ def lidar_cmd(
     help="Pose stream of the session (odometry estimate, mocap...) to compensate the "
     "robot's motion point by point.",
 )
-@click.option("--no-footprint", is_flag=True, help="Keep returns on the robot's own footprint.")
+@opt.flag_option("--no-footprint", "Keep returns on the robot's own footprint.")
 @opt.json_option()
 def merge_cmd(
     session: Path,

@@ -58,9 +58,14 @@ def stack(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
     return apply
 
 
+def flag_option(flag: str, help: str, dest: str | None = None) -> Decorator:
+    """An on/off ``flag`` (off unless given; parameter ``dest`` if named)."""
+    return click.option(flag, *([dest] if dest else []), is_flag=True, help=help)
+
+
 def json_option(help: str = "Print one JSON document.") -> Decorator:
     """``--json`` (parameter ``as_json``)."""
-    return click.option("--json", "as_json", is_flag=True, help=help)
+    return flag_option("--json", help, "as_json")
 
 
 def session_argument(name: str = "session", many: bool = False) -> Decorator:

@@ -28,17 +28,15 @@ _SESSION_OPTS = [
     click.option(
         "--reference", default="mocap", show_default=True, help="Pose stream of the reference."
     ),
-    click.option(
+    opt.flag_option(
         "--planar",
-        is_flag=True,
-        help="Align frames by yaw + translation only (planar robot) instead of SE(3). "
+        "Align frames by yaw + translation only (planar robot) instead of SE(3). "
         "One transform is fitted to all SESSIONS together (the sensor's map is the same "
         "in each), so only the campaign's mean error is absorbed, not each session's.",
     ),
-    click.option(
+    opt.flag_option(
         "--no-align",
-        is_flag=True,
-        help="The sensor already reports in the reference frame: no spatial alignment "
+        "The sensor already reports in the reference frame: no spatial alignment "
         "(the same as --align none).",
     ),
     click.option(
@@ -215,10 +213,9 @@ def fit_pose_error_cmd(
     "--alpha", None, opt.FiniteFloat(0.0, 1.0, min_open=True, max_open=True), 0.05,
     "Family-wise level over all sessions, axes and statistics.",
 )  # fmt: skip
-@click.option(
+@opt.flag_option(
     "--no-parameter-uncertainty",
-    is_flag=True,
-    help="Simulate with the point estimates only "
+    "Simulate with the point estimates only "
     "(default: draw parameters from the fit's uncertainty).",
 )
 @force_option("figures in --plots")

@@ -32,7 +32,7 @@ def _hex(_ctx: click.Context, _param: click.Parameter, value: str | None) -> byt
     help="Seconds to record.",
 )  # fmt: skip
 @opt.output_option("Byte file; the read times go to OUTPUT.chunks beside it.", required=True)
-@click.option("--force", is_flag=True, help="Replace an existing OUTPUT (and its .chunks).")
+@opt.flag_option("--force", "Replace an existing OUTPUT (and its .chunks).")
 @click.option(
     "--send",
     callback=_hex,

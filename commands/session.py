@@ -81,11 +81,11 @@ def info_cmd(session: Path, as_json: bool) -> None:
     help="Rebuild a file whose writer was killed (the original is kept as NAME.orig.h5, "
     "or NAME.orig-2.h5… if that exists).",
 )
-@click.option(
-    "--force", is_flag=True,
-    help="Recover a file whose writer ran on another host (check cannot see whether it "
+@opt.flag_option(
+    "--force",
+    "Recover a file whose writer ran on another host (check cannot see whether it "
     "still runs) once you know it has stopped.",
-)  # fmt: skip
+)
 @opt.json_option()
 @click.pass_context
 def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_json: bool) -> None:
@@ -350,9 +350,9 @@ def replayed_odometry(session: Path, pods_path: Path, noise_path: Path | None) -
     "transforms and events as ROS 2 messages, for ros2 bag and Foxglove).",
 )
 @opt.output_option(required=True, force="OUTPUT")
-@click.option(
-    "--skip-invalid", is_flag=True,
-    help="Leave impossible samples out (non-finite or absurd values in valid samples, "
+@opt.flag_option(
+    "--skip-invalid",
+    "Leave impossible samples out (non-finite or absurd values in valid samples, "
     "times stepping back or repeating, impossible stamps; lidar: their whole turn) and "
     "say how many, instead of refusing the stream.",
 )

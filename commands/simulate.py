@@ -29,12 +29,12 @@ from sensorbench.logs.atomic_output import check_output
     help="Simulate the pose sensor with a fitted model (`fit pose-error -o FILE`): "
     "offset σ_b, GM σ and τ (s), white σ_v per axis (m, rad).",
 )  # fmt: skip
-@click.option(
-    "--all-sessions", is_flag=True,
-    help="Campaigns: write every session into the directory OUTPUT as NAME_sII.h5 "
+@opt.flag_option(
+    "--all-sessions",
+    "Campaigns: write every session into the directory OUTPUT as NAME_sII.h5 "
     "(same seed; each session draws its own noise).",
-)  # fmt: skip
-@click.option("--list", "list_only", is_flag=True, help="List the shipped scenarios and exit.")
+)
+@opt.flag_option("--list", "List the shipped scenarios and exit.", "list_only")
 @opt.json_option()
 def simulate_cmd(
     scenario: str | None,

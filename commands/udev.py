@@ -84,10 +84,9 @@ def rules_cmd(names: tuple[str, ...], by: str, output: Path | None, force: bool)
     "--filename", default=DEFAULT_FILENAME, show_default=True,
     help="Installed file name; must sort after 60-serial.rules (which sets ID_PATH).",
 )
-@click.option(
+@opt.flag_option(
     "--no-reload",
-    is_flag=True,
-    help="Only copy the file; do not run udevadm (e.g. when preparing an image).",
+    "Only copy the file; do not run udevadm (e.g. when preparing an image).",
 )
 def install_cmd(file: Path, rules_dir: Path, filename: str, no_reload: bool) -> None:
     """Check FILE, install it into the udev rules directory, reload udev, re-trigger ttys.
