@@ -25,6 +25,7 @@ from sensorbench.logs.importers import (
     import_file,
     parse_column_map,
 )
+from sensorbench.report import session_display as show
 
 import_group = subgroup("import")
 
@@ -61,8 +62,6 @@ def info_cmd(session: Path, as_json: bool) -> None:
     Given a ROS bag instead (a rosbag2 directory, or a .bag, .mcap or .db3 file): its
     topics, message types and counts.
     """
-    from sensorbench.report import session_display as show
-
     if session.is_dir() or session.suffix in (".bag", ".mcap", ".db3"):
         from sensorbench.logs.import_rosbag import bag_info
 
@@ -97,7 +96,6 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_
     """
 
     from sensorbench.logs.check import check_session, recover_session
-    from sensorbench.report import session_display as show
 
     report = check_session(session)
     recovery = None
@@ -153,21 +151,7 @@ def _import_command(what: str) -> click.Command:
             raise OutputError(f"{file} is both the file to import and the session; nothing done")
         options = _format_options(what, fmt, **extra)
         res = import_file(what, file, fmt, session, name=name, duplicates=duplicates, **options)
-        click.echo(
-            f"imported {res.samples} samples from {file} into {session} as stream {res.name!r}"
-        )
-        if res.dropped_lines:
-            click.echo(
-                f"dropped {len(res.dropped_lines)} line(s) repeating a timestamp "
-                f"(--duplicates {duplicates}): "
-                + ", ".join(f"{file}:{n}" for n in res.dropped_lines)
-            )
-        if res.relocalized_lines:
-            click.echo(
-                f"flagged RELOCALIZED {len(res.relocalized_lines)} pose(s) that replaced a "
-                "different pose at the same stamp: "
-                + ", ".join(f"{file}:{n}" for n in res.relocalized_lines)
-            )
+        click.echo("\n".join(show.import_lines(res, file, session, duplicates)))
 
     for option in _format_option_decorators(what):
         cmd = option(cmd)
@@ -295,29 +279,8 @@ def import_rosbag_cmd(
             bag, specs, session, reloc_topic, max_position_m, duplicates,
             tfs=chains, events_topic=events_topic, progress=progress,
         )  # fmt: skip
-    for b in parsed.streams:
-        imp = b.imported
-        n_turns = getattr(imp.batch, "n_turns", None)
-        what = f"{n_turns} scans" if n_turns is not None else f"{len(imp.batch)} samples"
-        click.echo(f"imported {what} from {b.spec.topic} into {session} as stream {b.spec.name!r}")
-        if imp.attrs.get("ros_tf_chain"):
-            skipped = imp.attrs["ros_tf_stamps_skipped"]
-            click.echo(
-                f"  chain {imp.attrs['ros_tf_chain']}, at the stamps of "
-                f"{imp.attrs['ros_tf_stamps_from']}"
-                + (f" ({skipped} outside another link's samples skipped)" if skipped else "")
-            )
-        if imp.dropped_lines:
-            click.echo(
-                f"  dropped {len(imp.dropped_lines)} message(s) repeating a stamp "
-                f"(--duplicates {duplicates}): "
-                + ", ".join(f"{bag}:{b.spec.topic}:{n}" for n in imp.dropped_lines)
-            )
-    if reloc_topic:
-        click.echo(f"{len(parsed.reloc_ns)} relocalization(s) from {reloc_topic}")
-    if events_topic:
-        n_events = len(parsed.events) - len(parsed.reloc_ns)
-        click.echo(f"{n_events} event(s) from {events_topic}")
+    lines = show.rosbag_lines(parsed, bag, session, duplicates, reloc_topic, events_topic)
+    click.echo("\n".join(lines))
 
 
 def replayed_odometry(session: Path, pods_path: Path, noise_path: Path | None) -> Any:
@@ -397,28 +360,7 @@ def export_cmd(
                 session, tmp, None if name is None else [name], progress,
                 skip_invalid=skip_invalid, odometry=odometry,
             )  # fmt: skip
-        counts = done.messages
-        click.echo(
-            f"wrote {sum(counts.values())} messages to {output}: "
-            + ", ".join(f"{t} {n}" for t, n in sorted(counts.items()))
-        )
-        for lidar, bins in done.bins.items():
-            dropped = done.points_dropped[lidar]
-            click.echo(
-                f"  {lidar}: {bins} rays per turn"
-                + (
-                    f", {dropped} point(s) sharing a ray with a nearer one not written"
-                    if dropped
-                    else ""
-                )
-            )
-        if done.time_offset_ns:
-            click.echo(
-                f"  stamps: session times + {done.time_offset_ns} ns (the session's clock anchor)"
-            )
-        for key, n in done.skipped.items():
-            click.echo(f"skipped {n} invalid {'turns' if key.startswith('lidar') else 'samples'} "
-                       f"of /{key} (--skip-invalid)")  # fmt: skip
+        click.echo("\n".join(show.mcap_lines(done, output)))
         return
     if name is None:
         raise click.UsageError(f"--stream is required for --format {fmt}")

@@ -1,5 +1,6 @@
-"""How the session-file commands show their results (``info``, ``check``): text lines and
-JSON documents built from the library's results; the commands print them.
+"""How the session-file commands show their results (``info``, ``check``, ``import``,
+``export``): text lines and JSON documents built from the library's results; the commands
+print them.
 
 Units: spans, rates' periods and gaps in s, rates in Hz; counts as they are.
 """
@@ -119,4 +120,75 @@ def check_lines(session: Path, report: Any, recovery: Any, unrecovered: bool) ->
         out.append(f"`sensorbench check --recover {session}` keeps the consistent rows")
     state = "in use" if report.in_use else report.status.name.lower()
     out.append(f"{session}: {'OK' if report.ok else 'NOT OK'} ({state})")
+    return out
+
+
+def _listed(n: int, what: str, places: list[str]) -> str:
+    return f"{n} {what}: " + ", ".join(places)
+
+
+def import_lines(res: Any, file: Path, session: Path, duplicates: str) -> list[str]:
+    """``import mocap|pose|pods``: what was imported, the lines dropped for a repeated
+    stamp and the poses flagged RELOCALIZED (each as ``FILE:LINE``)."""
+    out = [f"imported {res.samples} samples from {file} into {session} as stream {res.name!r}"]
+    if res.dropped_lines:
+        what = f"line(s) repeating a timestamp (--duplicates {duplicates})"
+        places = [f"{file}:{n}" for n in res.dropped_lines]
+        out.append("dropped " + _listed(len(res.dropped_lines), what, places))
+    if res.relocalized_lines:
+        what = "pose(s) that replaced a different pose at the same stamp"
+        places = [f"{file}:{n}" for n in res.relocalized_lines]
+        out.append("flagged RELOCALIZED " + _listed(len(res.relocalized_lines), what, places))
+    return out
+
+
+def rosbag_lines(
+    parsed: Any, bag: Path, session: Path, duplicates: str, reloc: str | None, events: str | None
+) -> list[str]:
+    """``import rosbag``: per stream what was imported (scans or samples), its TF chain
+    and the messages dropped for a repeated stamp; then the relocalizations and events."""
+    out = []
+    for b in parsed.streams:
+        imp, topic = b.imported, b.spec.topic
+        n_turns = getattr(imp.batch, "n_turns", None)
+        what = f"{n_turns} scans" if n_turns is not None else f"{len(imp.batch)} samples"
+        out.append(f"imported {what} from {topic} into {session} as stream {b.spec.name!r}")
+        if imp.attrs.get("ros_tf_chain"):
+            skipped = imp.attrs["ros_tf_stamps_skipped"]
+            out.append(
+                f"  chain {imp.attrs['ros_tf_chain']}, at the stamps of "
+                f"{imp.attrs['ros_tf_stamps_from']}"
+                + (f" ({skipped} outside another link's samples skipped)" if skipped else "")
+            )
+        if imp.dropped_lines:
+            what = f"message(s) repeating a stamp (--duplicates {duplicates})"
+            places = [f"{bag}:{topic}:{n}" for n in imp.dropped_lines]
+            out.append("  dropped " + _listed(len(imp.dropped_lines), what, places))
+    if reloc:
+        out.append(f"{len(parsed.reloc_ns)} relocalization(s) from {reloc}")
+    if events:
+        out.append(f"{len(parsed.events) - len(parsed.reloc_ns)} event(s) from {events}")
+    return out
+
+
+def mcap_lines(done: Any, output: Path) -> list[str]:
+    """``export --format mcap``: messages per topic, rays per lidar turn (and points left
+    out), the stamps' offset (ns) and the invalid samples skipped."""
+    counts = done.messages
+    out = [
+        f"wrote {sum(counts.values())} messages to {output}: "
+        + ", ".join(f"{t} {n}" for t, n in sorted(counts.items()))
+    ]
+    for lidar, bins in done.bins.items():
+        dropped = done.points_dropped[lidar]
+        note = f", {dropped} point(s) sharing a ray with a nearer one not written"
+        out.append(f"  {lidar}: {bins} rays per turn{note if dropped else ''}")
+    if done.time_offset_ns:
+        anchor = f"session times + {done.time_offset_ns} ns (the session's clock anchor)"
+        out.append(f"  stamps: {anchor}")
+    out += [
+        f"skipped {n} invalid {'turns' if key.startswith('lidar') else 'samples'} of /{key} "
+        "(--skip-invalid)"
+        for key, n in done.skipped.items()
+    ]
     return out
