@@ -38,6 +38,11 @@ from sensorbench.logs import LidarTurns, Session, SessionWriter, TurnFlag
 _START_CAP = 4096
 
 
+def _counter(slot: int, doc: str) -> Any:
+    """A read-only count: the totals of earlier scans plus the current scan's."""
+    return property(lambda self: int(self._totals[slot] + self._st[slot]), doc=doc)
+
+
 class A1Turns:
     """Bytes of one scan in, complete turns out; all state per instance.
 
@@ -85,44 +90,17 @@ class A1Turns:
 
     # -- counters -------------------------------------------------------------------
 
-    def _count(self, slot: int) -> int:
-        return int(self._totals[slot] + self._st[slot])
-
-    @property
-    def nodes_total(self) -> int:
-        """Nodes framed (standard) or decoded from capsules (express)."""
-        return self._count(k.NODES)
-
-    @property
-    def bytes_skipped(self) -> int:
-        """Bytes discarded re-aligning (corruption or loss on the link)."""
-        return self._count(k.SKIPPED)
-
-    @property
-    def nodes_dropped(self) -> int:
-        """Nodes dropped for an impossible angle (q6 ≥ 23040)."""
-        return self._count(k.DROPPED)
-
-    @property
-    def ranges_beyond_limit(self) -> int:
-        """Distances beyond 12 m (stored as ``nan``)."""
-        return self._count(k.BEYOND)
-
-    @property
-    def leading_nodes_skipped(self) -> int:
-        """Nodes before the first start flag of each scan (no turn)."""
-        return self._count(k.LEADING)
-
-    @property
-    def samples_estimated_lost(self) -> int:
-        """Samples estimated lost from the bytes skipped (and express capsules that
-        could not be decoded)."""
-        return self._count(k.LOST)
-
-    @property
-    def capsules(self) -> int:
-        """Express capsules accepted."""
-        return self._count(k.CAPSULES)
+    nodes_total = _counter(k.NODES, "Nodes framed (standard) or decoded from capsules (express).")
+    bytes_skipped = _counter(k.SKIPPED, "Bytes discarded re-aligning (corruption or link loss).")
+    nodes_dropped = _counter(k.DROPPED, "Nodes dropped for an impossible angle (q6 ≥ 23040).")
+    ranges_beyond_limit = _counter(k.BEYOND, "Distances beyond 12 m (stored as ``nan``).")
+    leading_nodes_skipped = _counter(
+        k.LEADING, "Nodes before the first start flag of each scan (no turn)."
+    )
+    samples_estimated_lost = _counter(
+        k.LOST, "Samples estimated lost from the bytes skipped (and undecodable express capsules)."
+    )
+    capsules = _counter(k.CAPSULES, "Express capsules accepted.")
 
     @property
     def pending_bytes(self) -> int:
