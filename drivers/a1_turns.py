@@ -102,11 +102,6 @@ class A1Turns:
     )
     capsules = _counter(k.CAPSULES, "Express capsules accepted.")
 
-    @property
-    def pending_bytes(self) -> int:
-        """Bytes kept from earlier reads that may still start a node or capsule."""
-        return len(self._tail)
-
     # -- the stream -------------------------------------------------------------------
 
     def mark(self, flag: TurnFlag) -> None:
