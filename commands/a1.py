@@ -19,9 +19,8 @@ emulate = subgroup("emulate")
 @click.argument("raw", type=opt.IN_FILE)
 @opt.output_option("Session file to create (.h5).", required=True, force="OUTPUT")
 @click.option("--name", default="a1", show_default=True, help="Lidar stream name in the session.")
-@click.option(
-    "--stream", help="When RAW is a session: which raw stream to decode (default: the only one)."
-)
+@click.option("--stream",
+    help="When RAW is a session: which raw stream to decode (default: the only one).")
 @opt.number_option(
     "--sample-rate", "sample_rate_hz", opt.FiniteFloat(min=1.0), None,
     "Samples per second that time a bare byte file without the unit's GET_SAMPLERATE answer "
@@ -34,11 +33,9 @@ emulate = subgroup("emulate")
     "RAW is a bare stream starting on a node (or capsule) boundary, without scan "
     "descriptor (A5 5A 05 00 00 40 81 standard, A5 5A 54 00 00 40 82 express).",
 )
-@click.option(
-    "--scan-mode", type=click.Choice(["standard", "express"]), default="standard",
+@click.option("--scan-mode", type=click.Choice(["standard", "express"]), default="standard",
     show_default=True,
-    help="With --no-descriptor: the stream's scan mode (5-byte nodes or 84-byte capsules).",
-)  # fmt: skip
+    help="With --no-descriptor: the stream's scan mode (5-byte nodes or 84-byte capsules).")
 @click.option("--label", default="", help="Session label.")
 @opt.json_option("Print the summary as one JSON document.")
 def decode_a1_cmd(
@@ -93,19 +90,15 @@ def decode_a1_cmd(
 
 
 @emulate.command("a1")
-@click.option(
-    "--scenario",
+@click.option("--scenario",
     help="Scenario (name or TOML path) whose A1 samples are served; default: a 6 x 8 m "
-    "room seen from inside, no scenario needed.",
-)
+    "room seen from inside, no scenario needed.")
 @click.option("--device", help="Which A1 of the scenario (default: its first A1).")
 @opt.seed_option()
 @opt.speed_option()
 @opt.link_option()
-@click.option(
-    "--serial", "serial_hex", default="000102030405060708090a0b0c0d0e0f", show_default=True,
-    help="The unit's 16-byte serial number, 32 hex digits (GET_INFO).",
-)  # fmt: skip
+@click.option("--serial", "serial_hex", default="000102030405060708090a0b0c0d0e0f",
+    show_default=True, help="The unit's 16-byte serial number, 32 hex digits (GET_INFO).")
 @opt.duration_option()
 def emulate_a1_cmd(
     scenario: str | None,

@@ -38,12 +38,8 @@ def _benchmarks() -> ModuleType:
 @cli.command("bench")
 @opt.json_option()
 @opt.flag_option("--quick", "Smaller workloads (noisier figures).")
-@click.option(
-    "--only",
-    multiple=True,
-    type=click.Choice(BENCH_NAMES),
-    help="Run only this benchmark module (repeatable).",
-)
+@click.option("--only", multiple=True, type=click.Choice(BENCH_NAMES),
+    help="Run only this benchmark module (repeatable).")
 def bench_cmd(as_json: bool, quick: bool, only: tuple[str, ...]) -> None:
     """Measure throughput and cost as ratios and rates, each from several rounds.
 

@@ -241,40 +241,28 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
 
 
 @emulate.command("pods")
-@click.option(
-    "--scenario", default="square", show_default=True,
-    help="Scenario name or TOML path whose pod samples are served.",
-)  # fmt: skip
+@click.option("--scenario", default="square", show_default=True,
+    help="Scenario name or TOML path whose pod samples are served.")
 @opt.seed_option()
 @opt.speed_option()
-@click.option(
-    "--protocol", type=click.Choice(["binary", "csv"]), default="binary", show_default=True,
-    help="Frame format (docs/PROTOCOLS.md).",
-)  # fmt: skip
+@click.option("--protocol", type=click.Choice(["binary", "csv"]), default="binary",
+    show_default=True, help="Frame format (docs/PROTOCOLS.md).")
 @opt.link_option()
 @opt.duration_option()
-@click.option(
-    "--firmware", "elf", type=click.Path(dir_okay=False, exists=True),
+@click.option("--firmware", "elf", type=click.Path(dir_okay=False, exists=True),
     help="Run this ATmega328P image (make -C firmware: firmware/build/avr/"
-    "pods-atmega328p.elf) under simavr instead of emulating the frames.",
-)
-@click.option(
-    "--trajectory", type=click.Path(dir_okay=False, exists=True),
+    "pods-atmega328p.elf) under simavr instead of emulating the frames.")
+@click.option("--trajectory", type=click.Path(dir_okay=False, exists=True),
     help="--firmware: the counts to drive onto the encoder pins, rows 't_us c0 c1 c2' "
-    "(default: the scenario's pods).",
-)
-@click.option(
-    "--auto-reset/--no-auto-reset", default=True, show_default=True,
-    help="--firmware: opening the port (DTR) resets the MCU, as on an Arduino Uno or Nano.",
-)
+    "(default: the scenario's pods).")
+@click.option("--auto-reset/--no-auto-reset", default=True, show_default=True,
+    help="--firmware: opening the port (DTR) resets the MCU, as on an Arduino Uno or Nano.")
 @opt.number_option(
     "--boot-s", None, click.FloatRange(min=0.0), 1.0,
     "--firmware: silence after a reset before the image restarts (s; optiboot waits 1 s).",
 )  # fmt: skip
-@click.option(
-    "--events", type=click.Path(dir_okay=False),
-    help="--firmware: append the harness's events (boots, their counts, resets) to this file.",
-)
+@click.option("--events", type=click.Path(dir_okay=False),
+    help="--firmware: append the harness's events (boots, their counts, resets) to this file.")
 def emulate_pods_cmd(
     scenario: str,
     seed: int,
@@ -344,11 +332,9 @@ def emulate_pods_cmd(
 @opt.seed_option(default=None)
 @opt.speed_option()
 @opt.duration_option()
-@click.option(
-    "--pods-firmware", type=click.Path(dir_okay=False, exists=True),
+@click.option("--pods-firmware", type=click.Path(dir_okay=False, exists=True),
     help="Run this ATmega328P image under simavr as the pod MCU (see emulate pods --firmware); "
-    "its config entry must be binary, 3 pods, imu = false (the image sends no IMU fields).",
-)
+    "its config entry must be binary, 3 pods, imu = false (the image sends no IMU fields).")
 def emulate_robot_cmd(
     run_dir: str,
     config_path: str | None,

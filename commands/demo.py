@@ -29,13 +29,11 @@ def _next_free(out_dir: Path) -> Path:
 
 
 @cli.command("demo")
-@click.option(
-    "-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path),
     default=Path("sensorbench-demo"), show_default=True,
     help="Directory for sessions/, models/ and report/ (created; must not hold a previous "
     "demo). Without -o, a previous demo in the default folder is kept and the next free "
-    "sensorbench-demo-N is used.",
-)  # fmt: skip
+    "sensorbench-demo-N is used.")
 @opt.flag_option(
     "--quick",
     "One repeat of each drive, 3 one-loop campaign sessions, 200 draws (under a minute).",
@@ -51,18 +49,14 @@ def _next_free(out_dir: Path) -> Path:
     "Run the emulated robot live instead (sensorbench live, the shipped models fitted on "
     "it): open the view in Foxglove; until Ctrl-C or --duration.",
 )
-@click.option(
-    "--foxglove", "foxglove_addr", default="127.0.0.1:8765", show_default=True,
-    metavar="[HOST:]PORT", help="--live: where the Foxglove WebSocket server listens.",
-)  # fmt: skip
+@click.option("--foxglove", "foxglove_addr", default="127.0.0.1:8765", show_default=True,
+    metavar="[HOST:]PORT", help="--live: where the Foxglove WebSocket server listens.")
 @opt.number_option(
     "--duration", "duration_s", click.FloatRange(min=0.0, min_open=True), None,
     "--live: run time after bring-up (s); default: until Ctrl-C.",
 )  # fmt: skip
-@click.option(
-    "--pods-firmware", type=click.Path(dir_okay=False, exists=True), metavar="ELF",
-    help="--live: run this ATmega328P image (make -C firmware) under simavr as the pod MCU.",
-)  # fmt: skip
+@click.option("--pods-firmware", type=click.Path(dir_okay=False, exists=True), metavar="ELF",
+    help="--live: run this ATmega328P image (make -C firmware) under simavr as the pod MCU.")
 @opt.json_option("Print one JSON summary document.")
 def demo_cmd(
     out_dir: Path,

@@ -19,10 +19,8 @@ decode = subgroup("decode")
 @decode.command("ld19")
 @click.argument("source", type=opt.IN_FILE)
 @opt.output_option("Session file (.h5) to write.", required=True, force="OUTPUT")
-@click.option(
-    "--device",
-    help="Raw stream to decode when SOURCE is a session (default: its only LD19 raw stream).",
-)
+@click.option("--device",
+    help="Raw stream to decode when SOURCE is a session (default: its only LD19 raw stream).")
 @click.option("--name", help="Lidar stream name in OUTPUT (default: the device or 'ld19').")
 @opt.flag_option(
     "--near-filter",
@@ -78,11 +76,9 @@ def emulate_command(kind_name: str, model: str) -> click.Command:
     """``emulate KIND``: serve an emulated LD19-protocol lidar of the registered kind."""
 
     @click.command(kind_name)
-    @click.option(
-        "--scenario", metavar="NAME|FILE",
+    @click.option("--scenario", metavar="NAME|FILE",
         help=f"Scenario whose lidar to play (default: a synthetic 6 x 8 m room seen at the "
-        f"{model}'s datasheet rates).",
-    )  # fmt: skip
+        f"{model}'s datasheet rates).")
     @click.option("--lidar", help="Lidar of the scenario (default: its first LD19-protocol one).")
     @opt.seed_option()
     @opt.speed_option()
@@ -91,11 +87,9 @@ def emulate_command(kind_name: str, model: str) -> click.Command:
         "--startup", None, opt.FiniteFloat(min=0.0), 3.0,
         "Seconds (simulated) from power-on to the first packet; real units take ~3 s.",
     )  # fmt: skip
-    @click.option(
-        "--faults/--no-faults", default=True, show_default=True,
+    @click.option("--faults/--no-faults", default=True, show_default=True,
         help="Apply the scenario's [faults.<lidar>] table: corruption, drops, slow start, "
-        "stalls and unplug/replug at the given simulated times (s).",
-    )  # fmt: skip
+        "stalls and unplug/replug at the given simulated times (s).")
     @opt.duration_option()
     def emulate_cmd(**options: Any) -> None:
         """Serve an emulated lidar on a pseudo-terminal until Ctrl-C.

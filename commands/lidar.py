@@ -30,10 +30,8 @@ characterize = subgroup("characterize")
     "--min-static", "min_static_s", opt.FiniteFloat(min=0.5), 3.0,
     "Shortest static stretch used for noise and outliers (s).",
 )  # fmt: skip
-@click.option(
-    "--bands", default="0.02,0.5,1,2,3,5,8,12", show_default=True,
-    help="Range band edges for the noise table (m, comma-separated, increasing).",
-)  # fmt: skip
+@click.option("--bands", default="0.02,0.5,1,2,3,5,8,12", show_default=True,
+    help="Range band edges for the noise table (m, comma-separated, increasing).")
 @opt.number_option(
     "--outlier-k", None, opt.FiniteFloat(min=2.0), 5.0, "Outlier threshold, in range-noise σ."
 )
@@ -117,16 +115,12 @@ def lidar_cmd(
     "--max-dt", "max_dt_s", opt.FiniteFloat(min=0.0, min_open=True), 0.1,
     "Largest time between the centres of two paired turns (s).",
 )  # fmt: skip
-@click.option(
-    "--config", "config_path", type=opt.IN_FILE,
+@click.option("--config", "config_path", type=opt.IN_FILE,
     help="robot.toml for mounts (if the streams carry no mount_xy_yaw) and the footprint "
-    "[default: the one recorded in the session].",
-)  # fmt: skip
-@click.option(
-    "--pose",
+    "[default: the one recorded in the session].")
+@click.option("--pose",
     help="Pose stream of the session (odometry estimate, mocap...) to compensate the "
-    "robot's motion point by point.",
-)
+    "robot's motion point by point.")
 @opt.flag_option("--no-footprint", "Keep returns on the robot's own footprint.")
 @opt.json_option()
 def merge_cmd(

@@ -36,57 +36,26 @@ def load_models(pods_path: Path | None, noise_path: Path | None, imu: bool) -> A
 @recording_options("Run")
 @opt.file_option("--pods", "pods_path", "Pod-geometry model: run the split filters.")
 @opt.file_option("--noise", "noise_path", "Filter-noise model; default: untuned.")
-@click.option(
-    "--foxglove",
-    "foxglove_addr",
-    default=None,
-    metavar="[HOST:]PORT",
+@click.option("--foxglove", "foxglove_addr", default=None, metavar="[HOST:]PORT",
     help="Serve the live view (Foxglove WebSocket) here; HOST defaults to 127.0.0.1, "
-    "0.0.0.0 serves every interface, port 0 any free port.",
-)
-@click.option(
-    "--udp",
-    "udp_addr",
-    default=None,
-    metavar="HOST:PORT",
-    help="Send one pose datagram per pod frame here (docs/FORMAT.md, 'Live pose datagrams').",
-)
-@click.option(
-    "--ros2",
-    "ros2",
-    is_flag=True,
+    "0.0.0.0 serves every interface, port 0 any free port.")
+@click.option("--udp", "udp_addr", default=None, metavar="HOST:PORT",
+    help="Send one pose datagram per pod frame here (docs/FORMAT.md, 'Live pose datagrams').")
+@click.option("--ros2", "ros2", is_flag=True,
     help="Publish /odom, /tf, /tf_static, /scan, /<lidar>/scan and /diagnostics as a ROS 2 "
-    "node (Cyclone DDS; docs/LIVE.md, 'ROS 2').",
-)
-@click.option(
-    "--ros2-domain",
-    type=click.IntRange(0, 232),
-    default=None,
-    envvar="ROS_DOMAIN_ID",
-    show_envvar=True,
-    help="ROS 2 domain id [default: $ROS_DOMAIN_ID, else 0].",
-)
+    "node (Cyclone DDS; docs/LIVE.md, 'ROS 2').")
+@click.option("--ros2-domain", type=click.IntRange(0, 232), default=None, envvar="ROS_DOMAIN_ID",
+    show_envvar=True, help="ROS 2 domain id [default: $ROS_DOMAIN_ID, else 0].")
 @click.option("--ros2-odom-frame", default="odom", show_default=True, help="ROS 2 odometry frame.")
 @click.option("--ros2-base-frame", default="base_link", show_default=True, help="ROS 2 body frame.")
-@click.option(
-    "--ros2-scan-frame", default=None, help="Frame of the merged /scan [default: the body frame]."
-)
-@click.option(
-    "--ros2-tf/--no-ros2-tf",
-    default=True,
-    show_default=True,
-    help="Publish odom -> body on /tf (off when e.g. robot_localization publishes it).",
-)
+@click.option("--ros2-scan-frame", default=None,
+    help="Frame of the merged /scan [default: the body frame].")
+@click.option("--ros2-tf/--no-ros2-tf", default=True, show_default=True,
+    help="Publish odom -> body on /tf (off when e.g. robot_localization publishes it).")
 @click.option("--front", default=None, help="Merge: the front lidar (default: the first A1).")
 @click.option("--rear", default=None, help="Merge: the rear lidar (default: the second A1).")
-@click.option(
-    "--max-dt",
-    "max_dt_s",
-    type=click.FloatRange(min=0.0, min_open=True),
-    default=0.1,
-    show_default=True,
-    help="Merge: largest time between the paired turns' centres (s).",
-)
+@click.option("--max-dt", "max_dt_s", type=click.FloatRange(min=0.0, min_open=True), default=0.1,
+    show_default=True, help="Merge: largest time between the paired turns' centres (s).")
 @opt.json_option("Print the summary as one JSON document.")
 @click.pass_context
 def live_cmd(

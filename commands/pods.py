@@ -59,14 +59,10 @@ def _echo_json(doc: dict) -> None:
 @opt.number_option(
     "--interval", "interval_s", opt.FiniteFloat(min=0.02), 0.5, "Fitting interval (s)."
 )
-@click.option(
-    "--heading",
-    type=click.Choice(["auto", "mocap", "imu"]),
-    default="auto",
+@click.option("--heading", type=click.Choice(["auto", "mocap", "imu"]), default="auto",
     show_default=True,
     help="Reference for the rotational part (Δθ): mocap, or the IMU's yaw (bias removed "
-    "against mocap); auto = imu when every session has IMU yaw.",
-)
+    "against mocap); auto = imu when every session has IMU yaw.")
 @opt.number_option(
     "--min-excitation", None, opt.FiniteFloat(min=1.0), 100.0,
     "Signal-to-reference-noise energy a motion direction needs to count as excited.",
@@ -186,13 +182,9 @@ def _print_pod_table(fit: Any) -> None:
     "time: divide by N).",
 )  # fmt: skip
 @_ALIGN_OPT
-@click.option(
-    "--leave-one-out",
-    "holdout",
-    is_flag=True,
+@click.option("--leave-one-out", "holdout", is_flag=True,
     help="Also fit without each session in turn and replay it against its mocap: the "
-    "coverage each drive gets from a model that did not see it (one fit per session).",
-)
+    "coverage each drive gets from a model that did not see it (one fit per session).")
 def fit_noise_cmd(
     sessions: tuple[Path, ...],
     pods_path: Path,
@@ -316,13 +308,8 @@ def fit_noise_cmd(
     force="OUTPUT and figures",
 )
 @opt.plots_option("Write PNG figures (path, error over time) here.")
-@click.option(
-    "--reference",
-    type=click.Choice(["mocap", "truth"]),
-    default="mocap",
-    show_default=True,
-    help="Score against mocap or a simulated session's truth.",
-)
+@click.option("--reference", type=click.Choice(["mocap", "truth"]), default="mocap",
+    show_default=True, help="Score against mocap or a simulated session's truth.")
 @_GATE_OPT
 @_ALIGN_OPT
 @opt.number_option(
@@ -338,14 +325,10 @@ def fit_noise_cmd(
 @opt.window_options(
     "Replay from this time on (s from the session start).", "Replay up to this time (s)."
 )
-@click.option(
-    "--repair/--no-repair",
-    default=True,
-    show_default=True,
+@click.option("--repair/--no-repair", default=True, show_default=True,
     help="Rebuild frames where a parallel pod bounced from the other pods and the IMU yaw "
     "(judged against the whole session: `live` runs without it, so `--no-repair` "
-    "reproduces a live estimate).",
-)
+    "reproduces a live estimate).")
 @_JSON_OPT
 def replay_cmd(
     session: Path,

@@ -203,12 +203,8 @@ def fit_pose_error_cmd(
 @_session_options
 @opt.number_option("--draws", None, opt.DRAWS, 1000, "Monte Carlo draws per session.")
 @opt.seed_option(help="Random seed.")
-@click.option(
-    "--model",
-    "model_path",
-    type=click.Path(exists=True, dir_okay=False),
-    help="Validate this model file on every session instead of leave-one-session-out refits.",
-)
+@click.option("--model", "model_path", type=click.Path(exists=True, dir_okay=False),
+    help="Validate this model file on every session instead of leave-one-session-out refits.")
 @opt.number_option(
     "--alpha", None, opt.FiniteFloat(0.0, 1.0, min_open=True, max_open=True), 0.05,
     "Family-wise level over all sessions, axes and statistics.",
@@ -224,19 +220,14 @@ def fit_pose_error_cmd(
     "SCALE fails when the similarity scale's 95 % interval excludes 1 by more than "
     "this fraction.",
 )
-@click.option(
-    "--require",
-    "require",
-    multiple=True,
-    metavar="AXIS.STAT<=VALUE[UNIT]",
+@click.option("--require", "require", multiple=True, metavar="AXIS.STAT<=VALUE[UNIT]",
     help="Accuracy requirement: STAT of |error| over --horizon within VALUE in a fraction "
     "--confidence of horizons, e.g. x.p95<=5cm or yaw.p99<=1deg; STAT in rms, p50, p95, "
     "p99, max; VALUE in m or rad unless a unit (mm, cm, m, rad, mrad, deg) is given. "
     "Verdict per requirement at --verdict-confidence: holds (the upper bound of that "
     "quantile is within VALUE), fails (its lower bound is above VALUE) or cannot tell "
     "(the bounds straddle VALUE; more sessions narrow them). Exit 0 only when every "
-    "requirement holds. Repeatable.",
-)
+    "requirement holds. Repeatable.")
 @opt.number_option(
     "--horizon", None, opt.FiniteFloat(min=0.0, min_open=True), 60.0,
     "Horizon of the required statistics, s.",

@@ -23,30 +23,18 @@ def _hex(_ctx: click.Context, _param: click.Parameter, value: str | None) -> byt
 
 @cli.command("record-raw")
 @click.argument("port")
-@click.option(
-    "--baud", type=click.IntRange(min=50), required=True,
-    help="Line rate: 230400 for an LD19, 115200 for an A1.",
-)  # fmt: skip
-@click.option(
-    "--duration", "duration_s", type=opt.FiniteFloat(min=0.0, min_open=True), required=True,
-    help="Seconds to record.",
-)  # fmt: skip
+@click.option("--baud", type=click.IntRange(min=50), required=True,
+    help="Line rate: 230400 for an LD19, 115200 for an A1.")
+@click.option("--duration", "duration_s", type=opt.FiniteFloat(min=0.0, min_open=True),
+    required=True, help="Seconds to record.")
 @opt.output_option("Byte file; the read times go to OUTPUT.chunks beside it.", required=True)
 @opt.flag_option("--force", "Replace an existing OUTPUT (and its .chunks).")
-@click.option(
-    "--send",
-    callback=_hex,
-    default=None,
+@click.option("--send", callback=_hex, default=None,
     help="Hex bytes written once after opening: an A1 streams only after a scan request, "
     "'a5 20' (standard) or 'a5 59 a5 82 05 00 00 00 00 00 22' (its sample durations, then "
-    "express; decode a1 then times it on the device clock).",
-)
-@click.option(
-    "--dtr",
-    type=click.Choice(["low", "high"]),
-    default=None,
-    help="DTR level to open with (an A1's motor spins with DTR low) [default: pyserial's, high].",
-)
+    "express; decode a1 then times it on the device clock).")
+@click.option("--dtr", type=click.Choice(["low", "high"]), default=None,
+    help="DTR level to open with (an A1's motor spins with DTR low) [default: pyserial's, high].")
 @opt.json_option()
 def record_raw_cmd(
     port: str,

@@ -18,23 +18,20 @@ from sensorbench.logs.atomic_output import check_output, force_option
 @opt.output_option(
     "Directory for report.html (created).", required=True, directory=True, dest="out_dir"
 )
-@click.option(
-    "--models", "models_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Directory with pods.toml, noise.toml, pose_error.toml (from the fit commands).",
-)  # fmt: skip
+@click.option("--models", "models_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Directory with pods.toml, noise.toml, pose_error.toml (from the fit commands).")
 @opt.number_option(
     "--draws", None, opt.DRAWS, 1000, "Monte Carlo draws per session for the validation."
 )
 @opt.seed_option(help="Monte Carlo seed.")
 @click.option("--sensor", default="pose_sensor", show_default=True, help="Pose stream under test.")
 @click.option("--reference", default="mocap", show_default=True, help="Reference pose stream.")
-@click.option(
-    "--align", type=click.Choice(["auto", "campaign", "session"]), default="auto",
+@click.option("--align", type=click.Choice(["auto", "campaign", "session"]), default="auto",
     show_default=True,
     help="Pose sessions' frame: auto (one transform when the FRAME check finds them in one "
     "map, else one per session, as evo_ape -a aligns each run), campaign (one transform "
-    "for all; the FRAME check names a session that does not fit) or session.",
-)  # fmt: skip
+    "for all; the FRAME check names a session that does not fit) or session.")
 @force_option("DIR/report.html")
 @opt.json_option("Print the report's content as JSON.")
 def report_cmd(

@@ -75,11 +75,9 @@ def info_cmd(session: Path, as_json: bool) -> None:
 
 @cli.command("check")
 @click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--recover/--no-recover", default=True, show_default=True,
+@click.option("--recover/--no-recover", default=True, show_default=True,
     help="Rebuild a file whose writer was killed (the original is kept as NAME.orig.h5, "
-    "or NAME.orig-2.h5… if that exists).",
-)
+    "or NAME.orig-2.h5… if that exists).")
 @opt.flag_option(
     "--force",
     "Recover a file whose writer ran on another host (check cannot see whether it "
@@ -227,27 +225,18 @@ _DEFAULT_NAMES = {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}
 
 @import_group.command("rosbag")
 @click.argument("bag", type=click.Path(exists=True, path_type=Path))
-@click.option(
-    "--topic", "topics", multiple=True, metavar="TOPIC=NAME[:KIND]",
+@click.option("--topic", "topics", multiple=True, metavar="TOPIC=NAME[:KIND]",
     help="A topic and the stream it becomes (repeat). Pose kinds: mocap, pose_sensor, "
     "estimate (default: mocap or estimate for names starting so, else pose_sensor). TF "
-    "topics name their child frame: '/tf[base_link]=mocap'.",
-)
-@click.option(
-    "--tf", "tfs", multiple=True, metavar="PARENT:CHILD=NAME[:KIND]",
+    "topics name their child frame: '/tf[base_link]=mocap'.")
+@click.option("--tf", "tfs", multiple=True, metavar="PARENT:CHILD=NAME[:KIND]",
     help="The pose of frame CHILD in frame PARENT, composed from /tf and /tf_static as tf2 "
-    "does, at every stamp of the chain's fastest link (repeat), e.g. map:camera_link=cam.",
-)
+    "does, at every stamp of the chain's fastest link (repeat), e.g. map:camera_link=cam.")
 @_into_option("Session file to add the streams to.")
-@click.option(
-    "--reloc-topic",
-    default=None,
-    help="Every message on this topic is a relocalization of the pose sensor at its stamp.",
-)
-@click.option(
-    "--events", "events_topic", metavar="TOPIC",
-    help="Diagnostics (DiagnosticArray) or log messages on TOPIC become session events.",
-)
+@click.option("--reloc-topic", default=None,
+    help="Every message on this topic is a relocalization of the pose sensor at its stamp.")
+@click.option("--events", "events_topic", metavar="TOPIC",
+    help="Diagnostics (DiagnosticArray) or log messages on TOPIC become session events.")
 @_duplicates_option("Messages repeating a header stamp: refuse, or keep the first or last.")
 @_max_position_option("Largest accepted |x|, |y|, |z| (m).")
 def import_rosbag_cmd(
@@ -307,11 +296,9 @@ def replayed_odometry(session: Path, pods_path: Path, noise_path: Path | None) -
 @cli.command("export")
 @click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--stream", "name", help="Stream name (or 'events'); mcap: default all.")
-@click.option(
-    "--format", "fmt", type=click.Choice((*EXPORT_FORMATS, "mcap")), required=True,
+@click.option("--format", "fmt", type=click.Choice((*EXPORT_FORMATS, "mcap")), required=True,
     help="tum (pose streams), csv (any stream) or mcap (scans, poses, odometry, pod counts, "
-    "transforms and events as ROS 2 messages, for ros2 bag and Foxglove).",
-)
+    "transforms and events as ROS 2 messages, for ros2 bag and Foxglove).")
 @opt.output_option(required=True, force="OUTPUT")
 @opt.flag_option(
     "--skip-invalid",

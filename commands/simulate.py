@@ -14,21 +14,15 @@ from sensorbench.logs.atomic_output import check_output
 
 
 @cli.command("simulate")
-@click.option(
-    "--scenario", metavar="NAME|FILE",
-    help="Shipped scenario name (see --list) or a scenario .toml file.",
-)  # fmt: skip
+@click.option("--scenario", metavar="NAME|FILE",
+    help="Shipped scenario name (see --list) or a scenario .toml file.")
 @opt.seed_option(help="Random seed; the same scenario and seed give an identical session.")
-@click.option(
-    "--session", type=click.IntRange(min=0),
-    help="Campaign session index (default: seed modulo the number of sessions).",
-)  # fmt: skip
+@click.option("--session", type=click.IntRange(min=0),
+    help="Campaign session index (default: seed modulo the number of sessions).")
 @opt.output_option("Session file (.h5) to write.", force="OUTPUT")
-@click.option(
-    "--pose-model", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--pose-model", type=click.Path(dir_okay=False, path_type=Path),
     help="Simulate the pose sensor with a fitted model (`fit pose-error -o FILE`): "
-    "offset σ_b, GM σ and τ (s), white σ_v per axis (m, rad).",
-)  # fmt: skip
+    "offset σ_b, GM σ and τ (s), white σ_v per axis (m, rad).")
 @opt.flag_option(
     "--all-sessions",
     "Campaigns: write every session into the directory OUTPUT as NAME_sII.h5 "

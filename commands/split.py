@@ -13,10 +13,8 @@ from sensorbench.commands import options as opt
 @cli.command("split")
 @opt.session_argument()
 @click.option("--pieces", type=click.IntRange(min=1), default=None, help="N pieces of equal span.")
-@click.option(
-    "--every", "every_s", type=opt.FiniteFloat(min=0, min_open=True),
-    help="Pieces of S seconds (the last one shorter).",
-)  # fmt: skip
+@click.option("--every", "every_s", type=opt.FiniteFloat(min=0, min_open=True),
+    help="Pieces of S seconds (the last one shorter).")
 @opt.output_option(
     "Directory for the pieces (STEM_pieceK.h5).", required=True, directory=True, dest="out_dir"
 )

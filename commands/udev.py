@@ -25,18 +25,14 @@ udev = subgroup("udev")
 
 
 @udev.command("rules")
-@click.option(
-    "--name", "names", multiple=True, required=True, metavar="NAME=PORTPATH",
+@click.option("--name", "names", multiple=True, required=True, metavar="NAME=PORTPATH",
     help="Create /dev/NAME for the device at USB port path PORTPATH (e.g. "
     "lidar_front=1-1.2, or 1-1.2:1.0 for one interface); repeatable. PORTPATH may also be "
-    "a full ID_PATH. NAME: lowercase letters, digits, '_' and '-'.",
-)
-@click.option(
-    "--by", type=click.Choice(BY_CHOICES), default="id-path", show_default=True,
+    "a full ID_PATH. NAME: lowercase letters, digits, '_' and '-'.")
+@click.option("--by", type=click.Choice(BY_CHOICES), default="id-path", show_default=True,
     help="Match on udev's ID_PATH (stable across bus renumbering; the device must be "
     "plugged in, or give its ID_PATH) or on KERNELS (port path plus the adapter's "
-    "vendor/product; works for absent devices but bakes in the bus number).",
-)
+    "vendor/product; works for absent devices but bakes in the bus number).")
 @opt.output_option(
     f"Write the rules here (e.g. {DEFAULT_FILENAME}) instead of stdout.", force="OUTPUT"
 )
@@ -75,15 +71,11 @@ def rules_cmd(names: tuple[str, ...], by: str, output: Path | None, force: bool)
 
 @udev.command("install")
 @click.argument("file", type=opt.IN_FILE)
-@click.option(
-    "--rules-dir", type=click.Path(file_okay=False, path_type=Path), default=RULES_DIR,
+@click.option("--rules-dir", type=click.Path(file_okay=False, path_type=Path), default=RULES_DIR,
     show_default=True,
-    help="Where udev reads local rules (e.g. a mounted image's etc/udev/rules.d).",
-)
-@click.option(
-    "--filename", default=DEFAULT_FILENAME, show_default=True,
-    help="Installed file name; must sort after 60-serial.rules (which sets ID_PATH).",
-)
+    help="Where udev reads local rules (e.g. a mounted image's etc/udev/rules.d).")
+@click.option("--filename", default=DEFAULT_FILENAME, show_default=True,
+    help="Installed file name; must sort after 60-serial.rules (which sets ID_PATH).")
 @opt.flag_option(
     "--no-reload",
     "Only copy the file; do not run udevadm (e.g. when preparing an image).",
