@@ -28,11 +28,9 @@ emulate = subgroup("emulate")
     "timed by the unit's own sample duration, and a session's raw stream or a record-raw file "
     "with its .chunks by host read times.",
 )  # fmt: skip
-@opt.flag_option(
-    "--no-descriptor",
+@opt.flag_option("--no-descriptor",
     "RAW is a bare stream starting on a node (or capsule) boundary, without scan "
-    "descriptor (A5 5A 05 00 00 40 81 standard, A5 5A 54 00 00 40 82 express).",
-)
+    "descriptor (A5 5A 05 00 00 40 81 standard, A5 5A 54 00 00 40 82 express).")
 @click.option("--scan-mode", type=click.Choice(["standard", "express"]), default="standard",
     show_default=True,
     help="With --no-descriptor: the stream's scan mode (5-byte nodes or 84-byte capsules).")
@@ -76,8 +74,7 @@ def decode_a1_cmd(
     click.echo(
         f"{output}: {summary['turns']} turns, {summary['points']} points from "
         f"{summary['bytes']} bytes ({summary['scans']} scan starts, "
-        f"{summary['bytes_skipped']} bytes skipped); times: {summary['time_base']}"
-    )
+        f"{summary['bytes_skipped']} bytes skipped); times: {summary['time_base']}")
     dropped = summary["nodes_dropped_offsets"]
     if dropped or summary["ranges_beyond_limit"]:
         shown = ", ".join(str(o) for o in dropped[:20])

@@ -30,8 +30,7 @@ def _benchmarks() -> ModuleType:
     except ImportError:
         raise click.ClickException(
             "the benchmarks are not installed with the package: run them from a source "
-            "checkout with `./dev bench` (an editable install)"
-        ) from None
+            "checkout with `./dev bench` (an editable install)") from None
     return benchmarks
 
 

@@ -112,10 +112,8 @@ def recording_options(verb: str) -> Callable[[Callable[..., Any]], Callable[...,
         click.option("--label", default="", help="What this session is (e.g. square, static)."),
         click.option("--note", default="", help="Free text stored with the session."),
         opt.run_dir_option(_RUN_DIR_HELP),
-        opt.flag_option(
-            "--allow-missing",
-            f"{verb} with the devices that came up when some did not.",
-        ),
+        opt.flag_option("--allow-missing",
+            f"{verb} with the devices that came up when some did not."),
     )  # fmt: skip
 
 

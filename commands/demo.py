@@ -34,21 +34,17 @@ def _next_free(out_dir: Path) -> Path:
     help="Directory for sessions/, models/ and report/ (created; must not hold a previous "
     "demo). Without -o, a previous demo in the default folder is kept and the next free "
     "sensorbench-demo-N is used.")
-@opt.flag_option(
-    "--quick",
-    "One repeat of each drive, 3 one-loop campaign sessions, 200 draws (under a minute).",
-)
+@opt.flag_option("--quick",
+    "One repeat of each drive, 3 one-loop campaign sessions, 200 draws (under a minute).")
 @opt.number_option(
     "--speed", None, opt.FiniteFloat(min=1.0, max=10.0), None,
     "Emulation speed of every session: simulated seconds per host second; above 10 "
     "the readers fall behind on two cores [default: 10].",
 )  # fmt: skip
 @opt.seed_option(1, "Simulation and Monte Carlo seed.")
-@opt.flag_option(
-    "--live",
+@opt.flag_option("--live",
     "Run the emulated robot live instead (sensorbench live, the shipped models fitted on "
-    "it): open the view in Foxglove; until Ctrl-C or --duration.",
-)
+    "it): open the view in Foxglove; until Ctrl-C or --duration.")
 @click.option("--foxglove", "foxglove_addr", default="127.0.0.1:8765", show_default=True,
     metavar="[HOST:]PORT", help="--live: where the Foxglove WebSocket server listens.")
 @opt.number_option(
@@ -91,8 +87,7 @@ def demo_cmd(
             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
                 option = {"foxglove_addr": "--foxglove", "duration_s": "--duration"}
                 raise click.UsageError(
-                    f"{option.get(name, '--pods-firmware')} applies to --live only"
-                )
+                    f"{option.get(name, '--pods-firmware')} applies to --live only")
     else:
         _live_demo(out_dir, foxglove_addr, duration_s, pods_firmware, as_json)
         return
@@ -101,8 +96,7 @@ def demo_cmd(
             click.core.ParameterSource.DEFAULT
         ):
             raise click.UsageError(
-                f"{out_dir} holds a previous demo; choose another -o or remove it"
-            )
+                f"{out_dir} holds a previous demo; choose another -o or remove it")
         previous, out_dir = out_dir, _next_free(out_dir)
         if not as_json:
             click.echo(f"{previous} holds a previous demo, kept; writing to {out_dir}", err=True)
@@ -169,9 +163,7 @@ def _live_demo(
         click.echo(
             f"live demo: the emulated robot at real rate; open ws://{address[0]}:{address[1]} "
             "in Foxglove (Open connection, Foxglove WebSocket), a 3D panel with display frame "
-            "odom; Ctrl-C stops",
-            err=True,
-        )
+            "odom; Ctrl-C stops", err=True)
     with stop_on_signals() as stop:
         run = run_live_demo(
             out_dir, address, duration, stop,
@@ -187,7 +179,6 @@ def _live_demo(
         click.echo(format_live_summary(summary))
         click.echo(
             f"replay it: sensorbench replay {run.session} --pods {MODELS / 'pods-emulated.toml'} "
-            f"--noise {MODELS / 'noise-emulated.toml'} --no-repair"
-        )
+            f"--noise {MODELS / 'noise-emulated.toml'} --no-repair")
     if not run.result.ok:
         click.get_current_context().exit(1)

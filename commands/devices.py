@@ -14,13 +14,11 @@ from sensorbench.udev.display import devices_doc, devices_lines
 
 
 @cli.command("devices")
-@opt.flag_option(
-    "--probe",
+@opt.flag_option("--probe",
     "Open each listed device and find out what answers: listen for an LD19-protocol "
     "lidar (LD19 or LD06, 230400 baud) and the pod MCU (115200), then ask for an A1's "
     "GET_INFO. Opening a port stops an A1's motor and closing it starts it again; do not "
-    "probe during a capture.",
-)
+    "probe during a capture.")
 @opt.number_option(
     "--listen", "listen_s", opt.FiniteFloat(0.05, 5.0), 0.35,
     "Seconds each listen-only probe listens per device (s).",

@@ -22,10 +22,8 @@ decode = subgroup("decode")
 @click.option("--device",
     help="Raw stream to decode when SOURCE is a session (default: its only LD19 raw stream).")
 @click.option("--name", help="Lidar stream name in OUTPUT (default: the device or 'ld19').")
-@opt.flag_option(
-    "--near-filter",
-    "Mark points the official SDK's near filter rejects as nan (default: keep raw points).",
-)
+@opt.flag_option("--near-filter",
+    "Mark points the official SDK's near filter rejects as nan (default: keep raw points).")
 @opt.json_option()
 def decode_ld19_cmd(
     source: Path,
@@ -161,8 +159,7 @@ def _serve_ld19_protocol(
                 click.echo(f"link: {link}", err=True)
             click.echo(
                 f"{kind.model} emulator ({source}) at {kind.baud} baud, {speed:g}x; Ctrl-C to stop",
-                err=True,
-            )
+                err=True)
             serve_until_stopped(
                 stop, duration_s, clock=emu.clock, schedule=schedule, on_fault=on_fault
             )

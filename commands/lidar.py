@@ -20,12 +20,9 @@ characterize = subgroup("characterize")
 @click.option("--device", required=True, help="Lidar stream name in the session (e.g. ld19).")
 @opt.json_option("Print one JSON document (SI units).")
 @opt.plots_option(
-    "Write PNG figures (polar turn, noise vs range, period histogram, outliers) here."
-)
-@opt.flag_option(
-    "--timing-only",
-    "Only rate, jitter, skips, gaps and drop-offs; no static scene needed.",
-)
+    "Write PNG figures (polar turn, noise vs range, period histogram, outliers) here.")
+@opt.flag_option("--timing-only",
+    "Only rate, jitter, skips, gaps and drop-offs; no static scene needed.")
 @opt.number_option(
     "--min-static", "min_static_s", opt.FiniteFloat(min=0.5), 3.0,
     "Shortest static stretch used for noise and outliers (s).",
@@ -76,8 +73,7 @@ def lidar_cmd(
     if not finite or np.any(np.diff(edges) <= 0) or edges[0] < 0:
         raise click.BadParameter(
             f"need >= 2 finite, increasing, non-negative edges (m), got {bands!r}",
-            param_hint="--bands",
-        )
+            param_hint="--bands")
     opts = StaticOptions(min_static_s=min_static_s, bands_m=edges, outlier_k=outlier_k)
     refuse_unclosed(session, "characterize lidar")
     from sensorbench.logs.time_window import window_ns
@@ -109,8 +105,7 @@ def lidar_cmd(
 @click.option("--rear", required=True, help="Rear lidar stream name.")
 @opt.output_option(
     "New session file with the lidar stream 'merged' [default: SESSION_merged.h5].",
-    force="OUTPUT",
-)
+    force="OUTPUT")
 @opt.number_option(
     "--max-dt", "max_dt_s", opt.FiniteFloat(min=0.0, min_open=True), 0.1,
     "Largest time between the centres of two paired turns (s).",
@@ -162,5 +157,4 @@ def merge_cmd(
         f"{doc['points_per_scan']} bearings, {doc['step_deg']:.3f}° apart); unpaired: "
         f"{doc['unpaired_front']} front, {doc['unpaired_rear']} rear; "
         f"outside the pose stream: {doc['outside_pose']}; mounts from {doc['mounts_from']}; "
-        f"footprint {'removed' if doc['footprint'] else 'kept'}"
-    )
+        f"footprint {'removed' if doc['footprint'] else 'kept'}")

@@ -185,8 +185,7 @@ def preflight(config: Any, output: str, allow_missing: bool) -> None:
     if missing and not allow_missing:
         raise LiveError(
             f"no such port: {', '.join(missing)}; nothing was powered (--allow-missing runs "
-            "without them)"
-        )
+            "without them)")
     out = Path(output)
     if out.exists() or out.is_symlink():
         raise LiveError(f"{output} exists; choose another name or remove it first")
@@ -198,5 +197,4 @@ def preflight(config: Any, output: str, allow_missing: bool) -> None:
     if free < need:
         raise LiveError(
             f"{parent} has {free / 2**20:.1f} MiB free, live needs {need / 2**20:.0f} MiB "
-            "(capture stops at that reserve): free space first"
-        )
+            "(capture stops at that reserve): free space first")

@@ -106,10 +106,8 @@ def plots_option(help: str) -> Decorator:
 
 def window_options(start_help: str, end_help: str) -> Decorator:
     """``--t-start`` and ``--t-end`` (s from the session start)."""
-    return stack(
-        click.option("--t-start", type=FiniteFloat(), default=None, help=start_help),
-        click.option("--t-end", type=FiniteFloat(), default=None, help=end_help),
-    )
+    return stack(click.option("--t-start", type=FiniteFloat(), default=None, help=start_help),
+        click.option("--t-end", type=FiniteFloat(), default=None, help=end_help))
 
 
 def number_option(flag: str, dest: str | None, kind: Any, default: Any, help: str) -> Decorator:

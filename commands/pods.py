@@ -101,13 +101,8 @@ def fit_pods_cmd(
         check_output(output, force=force, inputs=sessions)
     refuse_unclosed(sessions, "fit pods")
     drives = [load_drive(p) for p in sessions]
-    fit = fit_pods(
-        drives,
-        interval_s=interval_s,
-        heading=heading,
-        min_excitation=min_excitation,
-        counts_per_rev=counts_per_rev,
-    )
+    fit = fit_pods(drives, interval_s=interval_s, heading=heading, min_excitation=min_excitation,
+        counts_per_rev=counts_per_rev)
     doc = fit.as_dict()
     if fit.complete:
         doc["condition_number"] = condition_number(fit.geometry().W)
@@ -131,8 +126,7 @@ def _print_pod_table(fit: Any) -> None:
     radius, sr = fit.radius, fit.sigma_radius
     click.echo(
         f"{'pod':<8} {'m/tick':>12} {'±1σ':>9} {'radius mm':>10} {'±1σ':>7} "
-        f"{'angle °':>9} {'±1σ':>7} {'lever mm':>9} {'±1σ':>7}"
-    )
+        f"{'angle °':>9} {'±1σ':>7} {'lever mm':>9} {'±1σ':>7}")
     for i, name in enumerate(fit.names):
         r = (
             f"{radius[i] * 1e3:10.4f} {sr[i] * 1e3:7.4f}"
@@ -142,8 +136,7 @@ def _print_pod_table(fit: Any) -> None:
         click.echo(
             f"{name:<8} {fit.c[i]:12.5e} {fit.sigma_c[i]:9.2e} {r} "
             f"{math.degrees(fit.phi[i]):9.4f} {math.degrees(fit.sigma_phi[i]):7.4f} "
-            f"{fit.lever[i] * 1e3:9.3f} {fit.sigma_lever[i] * 1e3:7.3f}"
-        )
+            f"{fit.lever[i] * 1e3:9.3f} {fit.sigma_lever[i] * 1e3:7.3f}")
     ex = ", ".join(
         f"{k}: {v:.0f}{'' if fit.excited[k] else ' (not excited)'}"
         for k, v in fit.excitation.items()
@@ -163,8 +156,7 @@ def _print_pod_table(fit: Any) -> None:
         against = "pods against the IMU" if sl.timing_s is None else "odometry against mocap"
         click.echo(
             f"wheel slip ({against}, {sl.n_windows} windows): rolled "
-            f"{math.sqrt(sl.slip.roll_var) * 1e3:.3f} mm/√m, dragged {drag}"
-        )
+            f"{math.sqrt(sl.slip.roll_var) * 1e3:.3f} mm/√m, dragged {drag}")
     else:
         click.echo(fit.slip_note)
     click.echo("not observable: each pod's position along its own rolling axis")
@@ -230,13 +222,8 @@ def fit_noise_cmd(
         check_output(output, force=force, inputs=inputs)
     refuse_unclosed(sessions, "fit noise")
     geometry = load_pod_model(pods_path)
-    fit = fit_noise(
-        list(sessions),
-        geometry,
-        gate=gate,
-        align_interval_s=align_interval_s,
-        drift_interval_s=drift_interval_s,
-    )
+    fit = fit_noise(list(sessions), geometry, gate=gate, align_interval_s=align_interval_s,
+        drift_interval_s=drift_interval_s)
     doc = fit.as_dict()
     if holdout:
         doc["leave_one_out"] = leave_one_out(list(sessions), geometry, gate, align_interval_s)
@@ -251,8 +238,7 @@ def fit_noise_cmd(
         click.echo(
             f"{'axis':<6} {'q':>10} {'q_jerk':>9} {'r':>10} {'slip':>5} {'drag':>5} "
             f"{'NIS':>7} {'95 % band':>17} {'K':>7} {'K_eff':>7} {'rejected':>8} "
-            f"{'max|ρ|':>7} {'bound':>6}"
-        )
+            f"{'max|ρ|':>7} {'bound':>6}")
         for a, f in fit.axes.items():
             n = f.nis
             flag = "" if n.mean_ok else "  NIS outside"
@@ -262,12 +248,10 @@ def fit_noise_cmd(
                 f"{a:<6} {f.q:10.3e} {f.noise.q_jerk:9.2e} {f.r:10.3e} "
                 f"{f.noise.slip_scale:5.2f} {drag:5.2f} {n.mean:7.3f} "
                 f"[{n.band[0]:.3f}, {n.band[1]:.3f}] {n.k:7d} {n.k_eff:7.0f} "
-                f"{n.rejection_rate:7.2%} {np.nanmax(np.abs(f.rho)):7.3f} {f.rho_bound:6.3f}{flag}"
-            )
+                f"{n.rejection_rate:7.2%} {np.nanmax(np.abs(f.rho)):7.3f} {f.rho_bound:6.3f}{flag}")
         click.echo(
             "units: q m²/s³ (heading rad²/s³), q_jerk s³, r m² (heading rad²); slip, drag: "
-            "shares of the wheels' slip law; NIS: mean clipped to the gate"
-        )
+            "shares of the wheels' slip law; NIS: mean clipped to the gate")
         verdict = "consistent" if all(f.nis_ok for f in fit.axes.values()) else "NOT consistent"
         click.echo(f"filters under the fitted model: {verdict} on these sessions")
         _print_drift(fit)
@@ -283,8 +267,7 @@ def fit_noise_cmd(
             over = ", ".join(held["overconfident"]) or "none"
             click.echo(
                 f"held out {name}: truth in 2σ x / y / θ {cov}, mean NEES {nees}, "
-                f"overconfident: {over}"
-            )
+                f"overconfident: {over}")
             for why in held["outside_reach"]:
                 click.echo(f"  outside the other drives' reach: {why}")
         if output is not None:
@@ -303,10 +286,8 @@ def fit_noise_cmd(
     "--pose-model", "pose_model_path",
     "Pose-error model (from 'sensorbench fit pose-error'): aid with pose_sensor.",
 )  # fmt: skip
-@opt.output_option(
-    "Write the estimate as a pose stream (kind 'estimate') to this session file.",
-    force="OUTPUT and figures",
-)
+@opt.output_option("Write the estimate as a pose stream (kind 'estimate') to this session file.",
+    force="OUTPUT and figures")
 @opt.plots_option("Write PNG figures (path, error over time) here.")
 @click.option("--reference", type=click.Choice(["mocap", "truth"]), default="mocap",
     show_default=True, help="Score against mocap or a simulated session's truth.")
@@ -379,19 +360,9 @@ def replay_cmd(
     from sensorbench.logs.time_window import window_ns
 
     window = window_ns(session, t_start, t_end)
-    rp = replay_session(
-        session,
-        geometry,
-        noise,
-        aid_model=aid,
-        gate=gate,
-        reference=reference,
-        window_ns=window,
-        repair=repair,
-        align_interval_s=align_interval_s,
-        monitor_window=monitor_window,
-        monitor_level=monitor_level,
-    )
+    rp = replay_session(session, geometry, noise, aid_model=aid, gate=gate, reference=reference,
+        window_ns=window, repair=repair, align_interval_s=align_interval_s,
+        monitor_window=monitor_window, monitor_level=monitor_level)
     doc = rp.summary()
     doc["noise"] = "fitted" if noise_path else "untuned defaults"
     if plots_dir is not None:
@@ -411,13 +382,11 @@ def replay_cmd(
     else:
         click.echo(
             f"position error vs {rp.reference}: RMS {err['rms_m'] * 100:.2f} cm, "
-            f"max {err['max_m'] * 100:.2f} cm, final {err['final_m'] * 100:.2f} cm"
-        )
+            f"max {err['max_m'] * 100:.2f} cm, final {err['final_m'] * 100:.2f} cm")
         click.echo(
             f"heading error: RMS {math.degrees(err['heading_rms_rad']):.3f}°, "
             f"max {math.degrees(err['heading_max_rad']):.3f}°, "
-            f"final {math.degrees(err['heading_final_rad']):+.3f}°"
-        )
+            f"final {math.degrees(err['heading_final_rad']):+.3f}°")
     click.echo(f"rejected by the gate: {doc['rejected_updates']}")
     for why in doc["outside_reach"]:
         click.echo(f"WARNING, outside the noise fit's drives: {why}")
@@ -449,8 +418,7 @@ def _print_consistency(doc: dict[str, Any]) -> None:
     cons = doc["consistency"]
     click.echo(
         f"{'axis':<6} {'rejected':>9} {'nominal':>8} {'NEES':>6} {'95% band':>13} "
-        f"{'in 1σ':>6} {'in 2σ':>6} {'in 3σ':>6} {'degraded':>9}"
-    )
+        f"{'in 1σ':>6} {'in 2σ':>6} {'in 3σ':>6} {'degraded':>9}")
     for a, actual in rates["actual"].items():
         row = f"{a:<6} {actual:9.2%} {rates['nominal']:8.2%}"
         c = None if cons is None else cons.get(a)
@@ -482,8 +450,7 @@ def _print_consistency(doc: dict[str, Any]) -> None:
         click.echo(f"pods against IMU yaw: degraded {cross['degraded_fraction']:.1%}")
     click.echo(
         "expected: in 1σ 68.3 %, in 2σ 95.4 %, in 3σ 99.7 %; NEES and NIS (calibrated to χ²₁) "
-        "inside their bands"
-    )
+        "inside their bands")
 
 
 def _write_estimate(

@@ -28,30 +28,22 @@ _SESSION_OPTS = [
     click.option(
         "--reference", default="mocap", show_default=True, help="Pose stream of the reference."
     ),
-    opt.flag_option(
-        "--planar",
+    opt.flag_option("--planar",
         "Align frames by yaw + translation only (planar robot) instead of SE(3). "
         "One transform is fitted to all SESSIONS together (the sensor's map is the same "
-        "in each), so only the campaign's mean error is absorbed, not each session's.",
-    ),
-    opt.flag_option(
-        "--no-align",
+        "in each), so only the campaign's mean error is absorbed, not each session's."),
+    opt.flag_option("--no-align",
         "The sensor already reports in the reference frame: no spatial alignment "
-        "(the same as --align none).",
-    ),
-    click.option(
-        "--align",
-        type=click.Choice(["auto", "campaign", "session", "none"]),
-        default="auto",
-        show_default=True,
+        "(the same as --align none)."),
+    click.option("--align", type=click.Choice(["auto", "campaign", "session", "none"]),
+        default="auto", show_default=True,
         help="auto: campaign when the FRAME check finds all SESSIONS in one map, else "
         "session (separate SLAM runs, each in its own map; evo_ape -a aligns each run so); "
         "the output says which. campaign: one frame transform for all SESSIONS (a sensor "
         "relocalizing into one map); a session whose mean error the within-session offsets "
         "cannot explain is "
         "named (FRAME: not in the same map) and left out. session: one transform each "
-        "(absorbs each session's mean error). none: the sensor reports in the reference frame.",
-    ),
+        "(absorbs each session's mean error). none: the sensor reports in the reference frame."),
     opt.number_option(
         "--max-offset", None, opt.FiniteFloat(), 0.5,
         "Largest time offset between sensor and reference clocks searched, s.",
@@ -69,8 +61,7 @@ _SESSION_OPTS = [
     opt.window_options(
         "Use only samples from this time on (s from each session's start: its "
         "earliest sample of any stream, the origin of every time reported).",
-        "Use only samples before this time (s).",
-    ),
+        "Use only samples before this time (s)."),
     opt.json_option("One JSON document on stdout."),
     click.option(
         "--plots", type=click.Path(file_okay=False), help="Directory for PNG figures (created)."
@@ -129,9 +120,7 @@ def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
         if selection.sensor == selection.reference:  # the error would be zero by construction
             raise click.BadParameter(
                 f"the sensor and the reference are both stream {selection.sensor!r}; "
-                "compare two different pose streams",
-                param_hint="'--sensor' / '--reference'",
-            )
+                "compare two different pose streams", param_hint="'--sensor' / '--reference'")
         return f(selection=selection, **kwargs)
 
     return opt.stack(*_SESSION_OPTS)(command)
@@ -209,11 +198,9 @@ def fit_pose_error_cmd(
     "--alpha", None, opt.FiniteFloat(0.0, 1.0, min_open=True, max_open=True), 0.05,
     "Family-wise level over all sessions, axes and statistics.",
 )  # fmt: skip
-@opt.flag_option(
-    "--no-parameter-uncertainty",
+@opt.flag_option("--no-parameter-uncertainty",
     "Simulate with the point estimates only "
-    "(default: draw parameters from the fit's uncertainty).",
-)
+    "(default: draw parameters from the fit's uncertainty).")
 @force_option("figures in --plots")
 @opt.number_option(
     "--scale-tolerance", None, opt.FiniteFloat(0.0, 1.0), 0.005,
@@ -314,8 +301,7 @@ def validate_cmd(
         with atomic_figures(plots, force=force, inputs=selection.sessions) as out:
             for s, chk in zip(series, report.sessions, strict=True):
                 figures.append(
-                    plot_error_bands(s, chk.params, out / f"{s.name}_validate.png", seed=seed)
-                )
+                    plot_error_bands(s, chk.params, out / f"{s.name}_validate.png", seed=seed))
             figures.append(plot_rank_histogram(report, out / "rank_histogram.png"))
         figures = [str(Path(plots) / Path(f).name) for f in figures]
     if as_json:

@@ -84,7 +84,6 @@ def record_raw_cmd(
         return
     click.echo(
         f"{res.path}: {res.bytes} bytes in {res.reads} reads over {res.duration_s:.1f} s "
-        f"(stopped by {res.stopped_by}); read times in {res.sidecar}"
-    )
+        f"(stopped by {res.stopped_by}); read times in {res.sidecar}")
     if res.message:
         click.echo(res.message)

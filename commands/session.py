@@ -78,11 +78,9 @@ def info_cmd(session: Path, as_json: bool) -> None:
 @click.option("--recover/--no-recover", default=True, show_default=True,
     help="Rebuild a file whose writer was killed (the original is kept as NAME.orig.h5, "
     "or NAME.orig-2.h5… if that exists).")
-@opt.flag_option(
-    "--force",
+@opt.flag_option("--force",
     "Recover a file whose writer ran on another host (check cannot see whether it "
-    "still runs) once you know it has stopped.",
-)
+    "still runs) once you know it has stopped.")
 @opt.json_option()
 @click.pass_context
 def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_json: bool) -> None:
@@ -128,20 +126,17 @@ def _import_command(what: str) -> click.Command:
         "converted to m."
     )
 
-    @click.command(
-        what,
+    @click.command(what,
         help=f"Import FILE, {kind_help}, into a session (created if missing).\n\n{checks} "
         "The session changes all at once: a failed or killed import leaves it exactly as "
-        "it was.",
-    )
+        "it was.")
     @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
     @click.option("--format", "fmt", type=click.Choice(formats), required=True, help="File format.")
     @_into_option("Session file to add the stream to.")
     @click.option("--name", default=None, help=f"Stream name (default: {_DEFAULT_NAMES[what]}).")
     @_duplicates_option(
         "Lines repeating a timestamp: refuse the file (error), or keep the first or the "
-        "last of each run; dropped lines are listed."
-    )
+        "last of each run; dropped lines are listed.")
     def cmd(
         file: Path, fmt: str, session: Path, name: str | None, duplicates: str, **extra: Any
     ) -> None:
@@ -208,8 +203,7 @@ def _format_option_decorators(what: str) -> list[Callable[[Any], Any]]:
             "t_s=time,x=pos_x (names: " + ", ".join(POSE_CSV_COLUMNS) + ").",
         ),
         _max_position_option(
-            "Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error."
-        ),
+            "Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error."),
         click.option(
             "--up", type=click.Choice(["y", "z"]), default="y", show_default=True,
             help="Motive: the export's up axis (y is converted to z-up).",
@@ -300,12 +294,10 @@ def replayed_odometry(session: Path, pods_path: Path, noise_path: Path | None) -
     help="tum (pose streams), csv (any stream) or mcap (scans, poses, odometry, pod counts, "
     "transforms and events as ROS 2 messages, for ros2 bag and Foxglove).")
 @opt.output_option(required=True, force="OUTPUT")
-@opt.flag_option(
-    "--skip-invalid",
+@opt.flag_option("--skip-invalid",
     "Leave impossible samples out (non-finite or absurd values in valid samples, "
     "times stepping back or repeating, impossible stamps; lidar: their whole turn) and "
-    "say how many, instead of refusing the stream.",
-)
+    "say how many, instead of refusing the stream.")
 @opt.file_option(
     "--pods", "pods_path",
     "mcap: replay the filters on the pod stream (as `replay`) and write /odom and /tf.",

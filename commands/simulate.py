@@ -23,11 +23,9 @@ from sensorbench.logs.atomic_output import check_output
 @click.option("--pose-model", type=click.Path(dir_okay=False, path_type=Path),
     help="Simulate the pose sensor with a fitted model (`fit pose-error -o FILE`): "
     "offset σ_b, GM σ and τ (s), white σ_v per axis (m, rad).")
-@opt.flag_option(
-    "--all-sessions",
+@opt.flag_option("--all-sessions",
     "Campaigns: write every session into the directory OUTPUT as NAME_sII.h5 "
-    "(same seed; each session draws its own noise).",
-)
+    "(same seed; each session draws its own noise).")
 @opt.flag_option("--list", "List the shipped scenarios and exit.", "list_only")
 @opt.json_option()
 def simulate_cmd(
@@ -98,8 +96,7 @@ def _simulate(
     if output.exists() and not output.is_dir():
         raise click.UsageError(
             f"--all-sessions writes one file per session into the directory -o; "
-            f"{output} is a file"
-        )
+            f"{output} is a file")
     output.mkdir(parents=True, exist_ok=True)
     targets = [output / f"{sc.name}_s{i:02d}.h5" for i in range(sc.n_sessions)]
     for target in targets:

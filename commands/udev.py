@@ -65,8 +65,7 @@ def rules_cmd(names: tuple[str, ...], by: str, output: Path | None, force: bool)
     except OSError as exc:
         raise UdevError(f"cannot write {output}: {exc}") from exc
     click.echo(
-        f"wrote {output}; install it with: sensorbench udev install {shlex.quote(str(output))}"
-    )
+        f"wrote {output}; install it with: sensorbench udev install {shlex.quote(str(output))}")
 
 
 @udev.command("install")
@@ -76,10 +75,8 @@ def rules_cmd(names: tuple[str, ...], by: str, output: Path | None, force: bool)
     help="Where udev reads local rules (e.g. a mounted image's etc/udev/rules.d).")
 @click.option("--filename", default=DEFAULT_FILENAME, show_default=True,
     help="Installed file name; must sort after 60-serial.rules (which sets ID_PATH).")
-@opt.flag_option(
-    "--no-reload",
-    "Only copy the file; do not run udevadm (e.g. when preparing an image).",
-)
+@opt.flag_option("--no-reload",
+    "Only copy the file; do not run udevadm (e.g. when preparing an image).")
 def install_cmd(file: Path, rules_dir: Path, filename: str, no_reload: bool) -> None:
     """Check FILE, install it into the udev rules directory, reload udev, re-trigger ttys.
 
@@ -91,7 +88,5 @@ def install_cmd(file: Path, rules_dir: Path, filename: str, no_reload: bool) -> 
     for command in result.commands:
         click.echo(f"ran: {command}")
     if no_reload:
-        click.echo(
-            "udev not reloaded (--no-reload); the names appear after a reload or replug",
-            err=True,
-        )
+        click.echo("udev not reloaded (--no-reload); the names appear after a reload or replug",
+            err=True)

@@ -303,8 +303,7 @@ def decode_capture(
             raise DriverError(
                 f"no A1 scan descriptor ({proto.SCAN_DESCRIPTOR.hex(' ')} standard, "
                 f"{proto.EXPRESS_DESCRIPTOR.hex(' ')} express) in {len(data)} bytes: not an "
-                "A1 scan capture (for a bare node stream, decode without descriptor)"
-            )
+                "A1 scan capture (for a bare node stream, decode without descriptor)")
         segments = [(0, len(data), mode)]
     bare = chunk_times_ns is None
     offsets, times = (np.zeros(1), np.array([t0_ns])) if bare else chunk_times_ns  # type: ignore[misc]
@@ -319,18 +318,9 @@ def decode_capture(
         for c in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
             out.append(dec.feed(int(times[c]), data[bounds[c] : bounds[c + 1]]))
         out.append(dec.flush())
-    return CaptureDecode(
-        LidarTurns.concat(out),
-        scans,
-        [m for _, _, m in segments],
-        dec.nodes_total,
-        dec.bytes_skipped,
-        outside,
-        dec.leading_nodes_skipped,
-        dec.dropped_offsets,
-        dec.ranges_beyond_limit,
-        rate,
-    )
+    return CaptureDecode(LidarTurns.concat(out), scans, [m for _, _, m in segments],
+        dec.nodes_total, dec.bytes_skipped, outside, dec.leading_nodes_skipped,
+        dec.dropped_offsets, dec.ranges_beyond_limit, rate)
 
 
 _NOMINAL_HZ = {"standard": proto.NOMINAL_SAMPLES_PER_S, "express": proto.NOMINAL_EXPRESS_PER_S}

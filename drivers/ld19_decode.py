@@ -99,18 +99,8 @@ def decode_ld19(
         slope = None
     name = name or device or "ld19"
     # the writer is atomic: on DriverError nothing is written and an old output is kept
-    return _write(
-        src,
-        output,
-        chunks,
-        reconnects,
-        raw_attrs,
-        name,
-        near_filter,
-        overwrite,
-        is_session,
-        None if slope is None else float(slope),
-    )
+    return _write(src, output, chunks, reconnects, raw_attrs, name, near_filter, overwrite,
+        is_session, None if slope is None else float(slope))
 
 
 def _write(
@@ -133,13 +123,8 @@ def _write(
     parser = LD19Parser()
     assembler = TurnAssembler(clock=ld19_clock(clock_slope), host_times=is_session)
     time_base = TIME_BASE_HOST if is_session else TIME_BASE_DEVICE
-    with SessionWriter(
-        output,
-        label=f"decoded {src.name}",
-        swmr=False,
-        overwrite=overwrite,
-        attrs={"decoded_from": str(src)},
-    ) as w:
+    with SessionWriter(output, label=f"decoded {src.name}", swmr=False, overwrite=overwrite,
+        attrs={"decoded_from": str(src)}) as w:
         w.add_raw(name, attrs={**raw_attrs, "protocol": "ld19", "baud": BAUD})
         w.add_lidar(
             name,
@@ -157,8 +142,7 @@ def _write(
         if c.packets == 0:
             raise DriverError(
                 f"no valid LD19 packet in {src}: {c.bytes} bytes, {candidates} candidate "
-                f"headers, 0 valid: not an LD19 capture, or captured at the wrong baud rate?"
-            )
+                f"headers, 0 valid: not an LD19 capture, or captured at the wrong baud rate?")
         summary = {
             "source": str(src),
             "output": str(output),

@@ -133,14 +133,5 @@ def near_filter_turns(turns: LidarTurns) -> LidarTurns:
             turns.angle[sl], turns.range[sl], turns.intensity[sl], float(turns.speed_hz[i])
         )
         rng[sl][bad & np.isfinite(rng[sl])] = np.nan
-    return LidarTurns(
-        turns.t_first_ns,
-        turns.device_ns,
-        turns.speed_hz,
-        turns.count,
-        turns.flags,
-        turns.angle,
-        rng,
-        turns.intensity,
-        turns.t_ns,
-    )
+    return LidarTurns(turns.t_first_ns, turns.device_ns, turns.speed_hz, turns.count, turns.flags,
+        turns.angle, rng, turns.intensity, turns.t_ns)

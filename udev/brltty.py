@@ -32,8 +32,7 @@ RULES_DIRS = (
     Path("/lib/udev/rules.d"),
 )
 KERNEL_PATTERN = re.compile(
-    r"usbfs: interface \d+ claimed by (?P<driver>\S+) while 'brltty' sets config"
-)
+    r"usbfs: interface \d+ claimed by (?P<driver>\S+) while 'brltty' sets config")
 _CP2102 = re.compile(r"10c4/ea60", re.IGNORECASE)  # ENV{PRODUCT}=="10c4/ea60/*"
 _LOG_TIMEOUT_S = 3.0
 
@@ -80,8 +79,7 @@ class BrlttyFinding:
         if self.kernel_lines:
             seen.append(
                 f"the kernel log shows it took {len(self.kernel_lines)} interface(s): "
-                f"{self.kernel_lines[-1].strip()!r}"
-            )
+                f"{self.kernel_lines[-1].strip()!r}")
         return "; ".join(seen) + ". " + FIX
 
     def as_dict(self) -> dict:
@@ -188,9 +186,5 @@ def check_brltty(
     if kernel_log is None:
         kernel_log, source = read_kernel_log()
     lines = [ln for ln in (kernel_log or "").splitlines() if KERNEL_PATTERN.search(ln)]
-    return BrlttyFinding(
-        brltty_pids(PROC if proc is None else proc),
-        brltty_rules(RULES_DIRS if rules_dirs is None else rules_dirs),
-        lines,
-        source,
-    )
+    return BrlttyFinding(brltty_pids(PROC if proc is None else proc),
+        brltty_rules(RULES_DIRS if rules_dirs is None else rules_dirs), lines, source)

@@ -160,21 +160,11 @@ def describe(device: pyudev.Device) -> SerialDevice:
     elif parent is not None:
         driver = _driver(parent)
     links = tuple(sorted(props.get("DEVLINKS", "").split()))
-    return SerialDevice(
-        node=device.device_node or f"/dev/{device.sys_name}",
+    return SerialDevice(node=device.device_node or f"/dev/{device.sys_name}",
         sys_path=device.sys_path,
         subsystem_parent=parent.subsystem if parent is not None else None,
-        id_path=props.get("ID_PATH"),
-        port_path=port_path,
-        interface=interface,
-        vid=vid,
-        pid=pid,
-        serial=serial,
-        vendor=vendor,
-        model=model,
-        driver=driver,
-        devlinks=links,
-    )
+        id_path=props.get("ID_PATH"), port_path=port_path, interface=interface, vid=vid, pid=pid,
+        serial=serial, vendor=vendor, model=model, driver=driver, devlinks=links)
 
 
 def _hardware_parent(device: pyudev.Device) -> pyudev.Device | None:

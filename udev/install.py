@@ -44,8 +44,7 @@ class NeedsRootError(UdevError):
 
     def __init__(self, command: str) -> None:
         super().__init__(
-            f"installing udev rules needs root; nothing was changed. Run:\n  {command}"
-        )
+            f"installing udev rules needs root; nothing was changed. Run:\n  {command}")
         self.command = command
 
 
@@ -88,8 +87,7 @@ def validate_filename(filename: str) -> str:
     if not _FILENAME.fullmatch(filename) or filename <= _MUST_SORT_AFTER:
         raise UdevError(
             f"rules file name {filename!r} must look like NN-name.rules and sort after "
-            f"{_MUST_SORT_AFTER} (which sets ID_PATH), e.g. {DEFAULT_FILENAME}"
-        )
+            f"{_MUST_SORT_AFTER} (which sets ID_PATH), e.g. {DEFAULT_FILENAME}")
     return filename
 
 
@@ -156,8 +154,7 @@ def install_rules(
             rest = " && ".join(" ".join(cmd) for cmd in RELOAD_COMMANDS)
             raise UdevError(
                 f"installed {target}, but `{' '.join(argv)}` failed (exit {code}: "
-                f"{output or 'no output'}); run `{rest}` as root, or replug the devices"
-            )
+                f"{output or 'no output'}); run `{rest}` as root, or replug the devices")
     return result
 
 
