@@ -59,6 +59,7 @@ stopped), and its result says so (``PowerUpResult.warning``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
@@ -283,20 +284,15 @@ class StreamSteps:
     def idle(self) -> None:
         """Discard what arrived."""
         if self.handle is not None:
-            try:
+            with contextlib.suppress(serial.SerialException, OSError):
                 self.handle.reset_input_buffer()
-            except (serial.SerialException, OSError):
-                return
 
     def close(self) -> None:
         """Close the port."""
-        if self.handle is not None:
-            try:
-                self.handle.close()
-            except (serial.SerialException, OSError):
-                return
-            finally:
-                self.handle = None
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            with contextlib.suppress(serial.SerialException, OSError):
+                handle.close()
 
 
 def _wait_ready(
