@@ -36,18 +36,9 @@ emulate = subgroup("emulate")
     help="With --no-descriptor: the stream's scan mode (5-byte nodes or 84-byte capsules).")
 @click.option("--label", default="", help="Session label.")
 @opt.json_option("Print the summary as one JSON document.")
-def decode_a1_cmd(
-    raw: Path,
-    output: Path,
-    name: str,
-    stream: str | None,
-    sample_rate_hz: float | None,
-    no_descriptor: bool,
-    scan_mode: str,
-    label: str,
-    force: bool,
-    as_json: bool,
-) -> None:
+def decode_a1_cmd(raw: Path, output: Path, name: str, stream: str | None,
+        sample_rate_hz: float | None, no_descriptor: bool, scan_mode: str, label: str, force: bool,
+        as_json: bool) -> None:
     """Decode an RPLIDAR A1 raw capture (standard nodes or express capsules) into a session.
 
     RAW is a file of received bytes (with host read times when `record-raw` wrote
@@ -97,15 +88,8 @@ def decode_a1_cmd(
 @click.option("--serial", "serial_hex", default="000102030405060708090a0b0c0d0e0f",
     show_default=True, help="The unit's 16-byte serial number, 32 hex digits (GET_INFO).")
 @opt.duration_option()
-def emulate_a1_cmd(
-    scenario: str | None,
-    device: str | None,
-    seed: int,
-    speed: float,
-    link: str | None,
-    serial_hex: str,
-    duration_s: float | None,
-) -> None:
+def emulate_a1_cmd(scenario: str | None, device: str | None, seed: int, speed: float,
+        link: str | None, serial_hex: str, duration_s: float | None) -> None:
     """Serve an emulated RPLIDAR A1 (115200 baud) on a pty and print its path.
 
     It answers GET_INFO, GET_HEALTH, GET_SAMPLERATE, SCAN/FORCE_SCAN (5-byte nodes,

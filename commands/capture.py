@@ -117,14 +117,8 @@ def recording_options(verb: str) -> Callable[[Callable[..., Any]], Callable[...,
     )  # fmt: skip
 
 
-def record(
-    config: Any,
-    output: str,
-    options: Any,
-    printer: _StatusPrinter,
-    as_json: bool,
-    consumer: Any = None,
-) -> Any:
+def record(config: Any, output: str, options: Any, printer: _StatusPrinter, as_json: bool,
+        consumer: Any = None) -> Any:
     """``run_capture`` as ``capture`` and ``live`` run it: until ``printer.duration_s`` or
     Ctrl-C/SIGTERM, bring-up rows on stderr (not with ``as_json``), the status line from
     ``printer``; returns the capture's result."""
@@ -163,17 +157,8 @@ def capture_doc(result: Any) -> dict[str, Any]:
 @recording_options("Record")
 @opt.json_option("Print the summary as one JSON document.")
 @click.pass_context
-def capture_cmd(
-    ctx: click.Context,
-    config_path: str,
-    duration_s: float | None,
-    output: str,
-    label: str,
-    note: str,
-    run_dir: str | None,
-    allow_missing: bool,
-    as_json: bool,
-) -> None:
+def capture_cmd(ctx: click.Context, config_path: str, duration_s: float | None, output: str,
+        label: str, note: str, run_dir: str | None, allow_missing: bool, as_json: bool) -> None:
     """Record every configured device into one session file.
 
     Validates the configuration before opening any device, brings the devices up
@@ -261,19 +246,9 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
 )  # fmt: skip
 @click.option("--events", type=click.Path(dir_okay=False),
     help="--firmware: append the harness's events (boots, their counts, resets) to this file.")
-def emulate_pods_cmd(
-    scenario: str,
-    seed: int,
-    speed: float,
-    protocol: str,
-    link: str | None,
-    duration_s: float | None,
-    elf: str | None,
-    trajectory: str | None,
-    auto_reset: bool,
-    boot_s: float,
-    events: str | None,
-) -> None:
+def emulate_pods_cmd(scenario: str, seed: int, speed: float, protocol: str, link: str | None,
+        duration_s: float | None, elf: str | None, trajectory: str | None, auto_reset: bool,
+        boot_s: float, events: str | None) -> None:
     """Serve the pod MCU (115200 baud) on a pty; print its path.
 
     Emulated frames (3 counters + IMU) loop over the scenario, with time, sequence
@@ -333,14 +308,8 @@ def emulate_pods_cmd(
 @click.option("--pods-firmware", type=click.Path(dir_okay=False, exists=True),
     help="Run this ATmega328P image under simavr as the pod MCU (see emulate pods --firmware); "
     "its config entry must be binary, 3 pods, imu = false (the image sends no IMU fields).")
-def emulate_robot_cmd(
-    run_dir: str,
-    config_path: str | None,
-    scenario: str | None,
-    seed: int | None,
-    speed: float,
-    duration_s: float | None,
-    pods_firmware: str | None,
+def emulate_robot_cmd(run_dir: str, config_path: str | None, scenario: str | None,
+        seed: int | None, speed: float, duration_s: float | None, pods_firmware: str | None
 ) -> None:
     """Serve every device of an emulated robot (LD19, two A1s, pods) on ptys.
 

@@ -54,16 +54,8 @@ def _next_free(out_dir: Path) -> Path:
 @click.option("--pods-firmware", type=click.Path(dir_okay=False, exists=True), metavar="ELF",
     help="--live: run this ATmega328P image (make -C firmware) under simavr as the pod MCU.")
 @opt.json_option("Print one JSON summary document.")
-def demo_cmd(
-    out_dir: Path,
-    quick: bool,
-    speed: float | None,
-    seed: int,
-    live: bool,
-    foxglove_addr: str,
-    duration_s: float | None,
-    pods_firmware: str | None,
-    as_json: bool,
+def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, live: bool,
+        foxglove_addr: str, duration_s: float | None, pods_firmware: str | None, as_json: bool
 ) -> None:
     """Bring up the emulated robot, capture a campaign, fit, validate and report.
 
@@ -130,13 +122,8 @@ def demo_cmd(
         click.echo("\n".join(demo_lines(res, total)))
 
 
-def _live_demo(
-    out_dir: Path,
-    foxglove_addr: str,
-    duration_s: float | None,
-    pods_firmware: str | None,
-    as_json: bool,
-) -> None:
+def _live_demo(out_dir: Path, foxglove_addr: str, duration_s: float | None,
+        pods_firmware: str | None, as_json: bool) -> None:
     """``demo --live``: the emulated robot live, the view on ``foxglove_addr``; the pod MCU
     the ``pods_firmware`` image under simavr when given."""
     from sensorbench.commands.capture import _StatusPrinter

@@ -25,15 +25,8 @@ decode = subgroup("decode")
 @opt.flag_option("--near-filter",
     "Mark points the official SDK's near filter rejects as nan (default: keep raw points).")
 @opt.json_option()
-def decode_ld19_cmd(
-    source: Path,
-    output: Path,
-    device: str | None,
-    name: str | None,
-    near_filter: bool,
-    force: bool,
-    as_json: bool,
-) -> None:
+def decode_ld19_cmd(source: Path, output: Path, device: str | None, name: str | None,
+        near_filter: bool, force: bool, as_json: bool) -> None:
     """Decode LD19 bytes from SOURCE into a session of complete turns.
 
     SOURCE is a bare byte capture (``sensorbench record-raw PORT --baud 230400

@@ -36,19 +36,9 @@ characterize = subgroup("characterize")
 @opt.window_options(
     "Use turns from this time on (s from the session start).", "Use turns before this time (s)."
 )
-def lidar_cmd(
-    session: Path,
-    device: str,
-    as_json: bool,
-    plots_dir: Path | None,
-    timing_only: bool,
-    min_static_s: float,
-    bands: str,
-    outlier_k: float,
-    force: bool,
-    t_start: float | None,
-    t_end: float | None,
-) -> None:
+def lidar_cmd(session: Path, device: str, as_json: bool, plots_dir: Path | None, timing_only: bool,
+        min_static_s: float, bands: str, outlier_k: float, force: bool, t_start: float | None,
+        t_end: float | None) -> None:
     """Datasheet of one lidar from a session (captured, decoded or simulated).
 
     Timing from every turn: scan rate (Hz), turn-period percentiles and jitter
@@ -118,17 +108,8 @@ def lidar_cmd(
     "robot's motion point by point.")
 @opt.flag_option("--no-footprint", "Keep returns on the robot's own footprint.")
 @opt.json_option()
-def merge_cmd(
-    session: Path,
-    front: str,
-    rear: str,
-    output: Path | None,
-    max_dt_s: float,
-    config_path: Path | None,
-    pose: str | None,
-    no_footprint: bool,
-    force: bool,
-    as_json: bool,
+def merge_cmd(session: Path, front: str, rear: str, output: Path | None, max_dt_s: float,
+        config_path: Path | None, pose: str | None, no_footprint: bool, force: bool, as_json: bool
 ) -> None:
     """Merge a front and a rear lidar into one 360° scan per turn pair.
 

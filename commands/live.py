@@ -58,30 +58,12 @@ def load_models(pods_path: Path | None, noise_path: Path | None, imu: bool) -> A
     show_default=True, help="Merge: largest time between the paired turns' centres (s).")
 @opt.json_option("Print the summary as one JSON document.")
 @click.pass_context
-def live_cmd(
-    ctx: click.Context,
-    config_path: str,
-    duration_s: float | None,
-    output: str,
-    label: str,
-    note: str,
-    run_dir: str | None,
-    allow_missing: bool,
-    pods_path: Path | None,
-    noise_path: Path | None,
-    foxglove_addr: str | None,
-    udp_addr: str | None,
-    ros2: bool,
-    ros2_domain: int | None,
-    ros2_odom_frame: str,
-    ros2_base_frame: str,
-    ros2_scan_frame: str | None,
-    ros2_tf: bool,
-    front: str | None,
-    rear: str | None,
-    max_dt_s: float,
-    as_json: bool,
-) -> None:
+def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, output: str,
+        label: str, note: str, run_dir: str | None, allow_missing: bool, pods_path: Path | None,
+        noise_path: Path | None, foxglove_addr: str | None, udp_addr: str | None, ros2: bool,
+        ros2_domain: int | None, ros2_odom_frame: str, ros2_base_frame: str,
+        ros2_scan_frame: str | None, ros2_tf: bool, front: str | None, rear: str | None,
+        max_dt_s: float, as_json: bool) -> None:
     """Capture every configured device and run the filters, the merge and the view live.
 
     Everything `capture` does (staggered bring-up, raw and decoded recording, the status

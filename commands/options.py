@@ -75,14 +75,8 @@ def session_argument(name: str = "session", many: bool = False) -> Decorator:
     return click.argument(name, type=IN_FILE)
 
 
-def output_option(
-    help: str | None = None,
-    *,
-    required: bool = False,
-    directory: bool = False,
-    dest: str = "output",
-    force: str | None = None,
-) -> Decorator:
+def output_option(help: str | None = None, *, required: bool = False, directory: bool = False,
+        dest: str = "output", force: str | None = None) -> Decorator:
     """``-o/--output`` (a file, or a directory with ``directory``); with ``force``, also
     :func:`force_option` saying what ``--force`` replaces."""
     kind = click.Path(file_okay=False, path_type=Path) if directory else click.Path(

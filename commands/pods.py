@@ -67,15 +67,8 @@ def _echo_json(doc: dict) -> None:
     "--min-excitation", None, opt.FiniteFloat(min=1.0), 100.0,
     "Signal-to-reference-noise energy a motion direction needs to count as excited.",
 )  # fmt: skip
-def fit_pods_cmd(
-    sessions: tuple[Path, ...],
-    output: Path | None,
-    force: bool,
-    as_json: bool,
-    counts_per_rev: float | None,
-    interval_s: float,
-    heading: str,
-    min_excitation: float,
+def fit_pods_cmd(sessions: tuple[Path, ...], output: Path | None, force: bool, as_json: bool,
+        counts_per_rev: float | None, interval_s: float, heading: str, min_excitation: float
 ) -> None:
     """Fit each pod's distance per tick (so wheel radius), rolling angle and lever arm.
 
@@ -177,17 +170,9 @@ def _print_pod_table(fit: Any) -> None:
 @click.option("--leave-one-out", "holdout", is_flag=True,
     help="Also fit without each session in turn and replay it against its mocap: the "
     "coverage each drive gets from a model that did not see it (one fit per session).")
-def fit_noise_cmd(
-    sessions: tuple[Path, ...],
-    pods_path: Path,
-    output: Path | None,
-    force: bool,
-    as_json: bool,
-    gate: float,
-    drift_interval_s: float,
-    align_interval_s: float | None,
-    holdout: bool,
-) -> None:
+def fit_noise_cmd(sessions: tuple[Path, ...], pods_path: Path, output: Path | None, force: bool,
+        as_json: bool, gate: float, drift_interval_s: float, align_interval_s: float | None,
+        holdout: bool) -> None:
     """Fit the split filters' noise per axis from replayed sessions.
 
     Per axis (x, y in m; heading in rad): q, the velocity random walk at constant
@@ -311,24 +296,11 @@ def fit_noise_cmd(
     "(judged against the whole session: `live` runs without it, so `--no-repair` "
     "reproduces a live estimate).")
 @_JSON_OPT
-def replay_cmd(
-    session: Path,
-    pods_path: Path,
-    noise_path: Path | None,
-    pose_model_path: Path | None,
-    output: Path | None,
-    force: bool,
-    plots_dir: Path | None,
-    reference: str,
-    gate: float,
-    align_interval_s: float | None,
-    monitor_window: int,
-    monitor_level: float,
-    t_start: float | None,
-    t_end: float | None,
-    repair: bool,
-    as_json: bool,
-) -> None:
+def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
+        pose_model_path: Path | None, output: Path | None, force: bool, plots_dir: Path | None,
+        reference: str, gate: float, align_interval_s: float | None, monitor_window: int,
+        monitor_level: float, t_start: float | None, t_end: float | None, repair: bool,
+        as_json: bool) -> None:
     """Replay a session's pods through the split x/y/heading filters.
 
     Prints the error against the reference: RMS, max and final position error

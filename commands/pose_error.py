@@ -130,14 +130,8 @@ def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
 @_session_options
 @opt.output_option("Write the model (TOML).", force="OUTPUT and figures")
 @click.pass_context
-def fit_pose_error_cmd(
-    ctx: click.Context,
-    selection: _Selection,
-    as_json: bool,
-    plots: str | None,
-    output: str | None,
-    force: bool,
-) -> None:
+def fit_pose_error_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots: str | None,
+        output: str | None, force: bool) -> None:
     """Fit the pose-error model of SENSOR against REFERENCE over SESSIONS (HDF5).
 
     Per axis (x, y, z in m in the reference world frame; roll, pitch, yaw in rad about
@@ -231,22 +225,10 @@ def fit_pose_error_cmd(
     "VALUE (less when it is farther).",
 )
 @click.pass_context
-def validate_cmd(
-    ctx: click.Context,
-    selection: _Selection,
-    as_json: bool,
-    plots: str | None,
-    draws: int,
-    seed: int,
-    model_path: str | None,
-    alpha: float,
-    no_parameter_uncertainty: bool,
-    force: bool,
-    scale_tolerance: float,
-    require: tuple[str, ...],
-    horizon: float,
-    confidence: float,
-    verdict_confidence: float,
+def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots: str | None,
+        draws: int, seed: int, model_path: str | None, alpha: float,
+        no_parameter_uncertainty: bool, force: bool, scale_tolerance: float,
+        require: tuple[str, ...], horizon: float, confidence: float, verdict_confidence: float
 ) -> None:
     """Leave-one-session-out Monte Carlo validation of the pose-error model.
 

@@ -36,16 +36,8 @@ def _hex(_ctx: click.Context, _param: click.Parameter, value: str | None) -> byt
 @click.option("--dtr", type=click.Choice(["low", "high"]), default=None,
     help="DTR level to open with (an A1's motor spins with DTR low) [default: pyserial's, high].")
 @opt.json_option()
-def record_raw_cmd(
-    port: str,
-    baud: int,
-    duration_s: float,
-    output: Path,
-    force: bool,
-    send: bytes,
-    dtr: str | None,
-    as_json: bool,
-) -> None:
+def record_raw_cmd(port: str, baud: int, duration_s: float, output: Path, force: bool, send: bytes,
+        dtr: str | None, as_json: bool) -> None:
     """Record PORT's bytes for --duration seconds into OUTPUT, exactly as received.
 
     The port is set raw (no canonical mode, no echo, no CR/LF translation, no

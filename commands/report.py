@@ -34,18 +34,8 @@ from sensorbench.logs.atomic_output import check_output, force_option
     "for all; the FRAME check names a session that does not fit) or session.")
 @force_option("DIR/report.html")
 @opt.json_option("Print the report's content as JSON.")
-def report_cmd(
-    sessions: tuple[Path, ...],
-    out_dir: Path,
-    models_dir: Path | None,
-    draws: int,
-    seed: int,
-    sensor: str,
-    reference: str,
-    align: str,
-    force: bool,
-    as_json: bool,
-) -> None:
+def report_cmd(sessions: tuple[Path, ...], out_dir: Path, models_dir: Path | None, draws: int,
+        seed: int, sensor: str, reference: str, align: str, force: bool, as_json: bool) -> None:
     """Write DIR/report.html: every table and figure for SESSIONS (HDF5).
 
     Lidar datasheets (rate Hz, period and jitter ms, range noise σ by band mm, outlier

@@ -151,14 +151,8 @@ def _import_command(what: str) -> click.Command:
     return cmd
 
 
-def _format_options(
-    what: str,
-    fmt: str,
-    body: str | None = None,
-    up: str = "y",
-    max_position_m: float | None = None,
-    columns: str | None = None,
-    times: Path | None = None,
+def _format_options(what: str, fmt: str, body: str | None = None, up: str = "y",
+        max_position_m: float | None = None, columns: str | None = None, times: Path | None = None
 ) -> dict[str, Any]:
     """The reader's keyword options from the format-specific command options."""
     options: dict[str, Any] = {"body": body, "up": up} if fmt == "motive" else {}
@@ -233,15 +227,8 @@ _DEFAULT_NAMES = {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}
     help="Diagnostics (DiagnosticArray) or log messages on TOPIC become session events.")
 @_duplicates_option("Messages repeating a header stamp: refuse, or keep the first or last.")
 @_max_position_option("Largest accepted |x|, |y|, |z| (m).")
-def import_rosbag_cmd(
-    bag: Path,
-    topics: tuple[str, ...],
-    tfs: tuple[str, ...],
-    session: Path,
-    reloc_topic: str | None,
-    events_topic: str | None,
-    duplicates: str,
-    max_position_m: float,
+def import_rosbag_cmd(bag: Path, topics: tuple[str, ...], tfs: tuple[str, ...], session: Path,
+        reloc_topic: str | None, events_topic: str | None, duplicates: str, max_position_m: float
 ) -> None:
     """Import topics of a ROS bag (rosbag2 sqlite3 or MCAP, ROS 1 .bag) into a session.
 
@@ -305,16 +292,8 @@ def replayed_odometry(session: Path, pods_path: Path, noise_path: Path | None) -
 @opt.file_option(
     "--noise", "noise_path", "mcap with --pods: the filter-noise model; default: untuned."
 )
-def export_cmd(
-    session: Path,
-    name: str | None,
-    fmt: str,
-    output: Path,
-    skip_invalid: bool,
-    pods_path: Path | None,
-    noise_path: Path | None,
-    force: bool,
-) -> None:
+def export_cmd(session: Path, name: str | None, fmt: str, output: Path, skip_invalid: bool,
+        pods_path: Path | None, noise_path: Path | None, force: bool) -> None:
     """Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times),
     or its streams to an MCAP file (docs/FORMAT.md); with --pods also the filters'
     odometry replayed on the pod stream, as /odom and /tf.

@@ -28,16 +28,8 @@ from sensorbench.logs.atomic_output import check_output
     "(same seed; each session draws its own noise).")
 @opt.flag_option("--list", "List the shipped scenarios and exit.", "list_only")
 @opt.json_option()
-def simulate_cmd(
-    scenario: str | None,
-    seed: int,
-    session: int | None,
-    output: Path | None,
-    pose_model: Path | None,
-    all_sessions: bool,
-    force: bool,
-    list_only: bool,
-    as_json: bool,
+def simulate_cmd(scenario: str | None, seed: int, session: int | None, output: Path | None,
+        pose_model: Path | None, all_sessions: bool, force: bool, list_only: bool, as_json: bool
 ) -> None:
     """Simulate a scenario and write a session with every sensor stream and its truth.
 
@@ -67,15 +59,8 @@ def simulate_cmd(
     click.echo(to_json(doc) if as_json else "\n".join(lines))
 
 
-def _simulate(
-    scenario: str,
-    seed: int,
-    session: int | None,
-    output: Path,
-    pose_model: Path | None,
-    all_sessions: bool,
-    force: bool,
-) -> list[Path]:
+def _simulate(scenario: str, seed: int, session: int | None, output: Path, pose_model: Path | None,
+        all_sessions: bool, force: bool) -> list[Path]:
     """Write the session (or, with ``all_sessions``, every session of the campaign into
     the directory ``output``); returns the files written."""
     from sensorbench.sim.scenario import load_scenario, pose_model_overrides

@@ -65,14 +65,8 @@ class A1Lidar:
         DeviceUnavailable: the port cannot be opened (the message says why and what to do).
     """
 
-    def __init__(
-        self,
-        port: str,
-        read_timeout_s: float = 1.0,
-        baudrate: int = proto.BAUD,
-        on_event: EventSink | None = None,
-        logger: logging.Logger | None = None,
-    ) -> None:
+    def __init__(self, port: str, read_timeout_s: float = 1.0, baudrate: int = proto.BAUD,
+            on_event: EventSink | None = None, logger: logging.Logger | None = None) -> None:
         self.read_timeout_s = float(read_timeout_s)
         self.on_event = on_event
         self.has_modem_lines: bool | None = None
@@ -500,18 +494,10 @@ class A1Scanner(DeviceProtocol):
     valid_item = "complete turn"
     backlog_limit = 3000  # bytes (rplidar-roboticia's max_buf_meas); counted, never flushed
 
-    def __init__(
-        self,
-        port: str,
-        read_timeout_s: float = 1.0,
-        stale_after_s: float = 0.5,
-        restart_after_s: float = 3.0,
-        reconnect_backoff_s: float = 0.05,
-        reconnect_probe_s: float = 0.25,
-        on_event: EventSink | None = None,
-        name: str = "a1",
-        scan_mode: str = "standard",
-    ) -> None:
+    def __init__(self, port: str, read_timeout_s: float = 1.0, stale_after_s: float = 0.5,
+            restart_after_s: float = 3.0, reconnect_backoff_s: float = 0.05,
+            reconnect_probe_s: float = 0.25, on_event: EventSink | None = None, name: str = "a1",
+            scan_mode: str = "standard") -> None:
         self.scan_mode = scan_mode
         self.scan_mode_used = "standard"
         self.mode: proto.ScanMode | None = None
@@ -956,17 +942,10 @@ READER_POLL_S = 0.05
 """Longest wait of one step of the reader thread (s)."""
 
 
-def a1_reader(
-    name: str,
-    port: str,
-    writer: SessionWriter | None = None,
-    attrs: dict[str, Any] | None = None,
-    scanner: A1Scanner | None = None,
-    read_timeout_s: float = 1.0,
-    first_turn_timeout_s: float | None = 5.0,
-    stale_after_s: float = 0.5,
-    restart_after_s: float = 3.0,
-    scan_mode: str = "standard",
+def a1_reader(name: str, port: str, writer: SessionWriter | None = None,
+        attrs: dict[str, Any] | None = None, scanner: A1Scanner | None = None,
+        read_timeout_s: float = 1.0, first_turn_timeout_s: float | None = 5.0,
+        stale_after_s: float = 0.5, restart_after_s: float = 3.0, scan_mode: str = "standard"
 ) -> SerialReader:
     """The reader of one A1 in a capture session (its protocol: ``reader.protocol``).
 

@@ -62,13 +62,8 @@ class A1Turns:
     re-aligning flag the turn they fall in ``CRC_ERRORS``.
     """
 
-    def __init__(
-        self,
-        mode: str = "standard",
-        sample_us: float | None = None,
-        max_node_ns: int = 1_000_000,
-        nominal_us: float = 0.0,
-    ) -> None:
+    def __init__(self, mode: str = "standard", sample_us: float | None = None,
+            max_node_ns: int = 1_000_000, nominal_us: float = 0.0) -> None:
         self._check(mode)
         self.mode = mode
         self._cfg = (
@@ -108,13 +103,8 @@ class A1Turns:
         """Set ``flag`` on the turn being assembled."""
         self._st[k.FLAGS] |= int(flag)
 
-    def reset(
-        self,
-        offset: int | None = None,
-        mode: str | None = None,
-        sample_us: float | None = None,
-        nominal_us: float | None = None,
-    ) -> None:
+    def reset(self, offset: int | None = None, mode: str | None = None,
+            sample_us: float | None = None, nominal_us: float | None = None) -> None:
         """A new scan (start, restart, reconnect): no tail, no turn, no clock anchor.
 
         ``offset`` is the stream offset of the next byte (default: past the tail);
@@ -269,14 +259,9 @@ def scan_segments(data: bytes) -> list[tuple[int, int, str]]:
     ]
 
 
-def decode_capture(
-    data: bytes,
-    chunk_times_ns: tuple[np.ndarray, np.ndarray] | None = None,
-    t0_ns: int = 0,
-    sample_rate_hz: float | None = None,
-    require_descriptor: bool = True,
-    mode: str = "standard",
-) -> CaptureDecode:
+def decode_capture(data: bytes, chunk_times_ns: tuple[np.ndarray, np.ndarray] | None = None,
+        t0_ns: int = 0, sample_rate_hz: float | None = None, require_descriptor: bool = True,
+        mode: str = "standard") -> CaptureDecode:
     """Decode a raw A1 byte capture (scan descriptors + nodes or capsules) into turns.
 
     Each scan descriptor starts a new scan in its mode (a restart cuts the turn in
@@ -409,18 +394,10 @@ def as_captured(turns: LidarTurns, live_first_ns: np.ndarray | None) -> LidarTur
     )
 
 
-def decode_a1(
-    raw: str | os.PathLike[str],
-    output: str | os.PathLike[str],
-    *,
-    name: str = "a1",
-    stream: str | None = None,
-    sample_rate_hz: float | None = None,
-    require_descriptor: bool = True,
-    mode: str = "standard",
-    label: str = "",
-    overwrite: bool = False,
-) -> dict[str, Any]:
+def decode_a1(raw: str | os.PathLike[str], output: str | os.PathLike[str], *, name: str = "a1",
+        stream: str | None = None, sample_rate_hz: float | None = None,
+        require_descriptor: bool = True, mode: str = "standard", label: str = "",
+        overwrite: bool = False) -> dict[str, Any]:
     """Decode ``raw`` (bare capture or session) into a new session ``output``.
 
     Args:

@@ -156,16 +156,9 @@ class DeviceClock:
             None: the fit is free (a caller that does not know the rate).
     """
 
-    def __init__(
-        self,
-        modulus: int | None,
-        tick_ns: int,
-        window_s: float = 1.0,
-        max_windows: int = 120,
-        nominal_slope: float | None = 1.0,
-        max_backstep: int = 0,
-        max_drift: float | None = None,
-    ) -> None:
+    def __init__(self, modulus: int | None, tick_ns: int, window_s: float = 1.0,
+            max_windows: int = 120, nominal_slope: float | None = 1.0, max_backstep: int = 0,
+            max_drift: float | None = None) -> None:
         if tick_ns <= 0 or window_s <= 0 or max_windows < 2:
             raise DriverError("tick_ns, window_s > 0 and max_windows >= 2 required")
         if nominal_slope is not None and not nominal_slope > 0:

@@ -46,14 +46,9 @@ def _pick_raw(session: Session, device: str | None, path: Path) -> str:
     raise SessionError(f"{path} has raw streams {names}: say which one is the LD19 with --device")
 
 
-def decode_ld19(
-    source: str | os.PathLike[str],
-    output: str | os.PathLike[str],
-    device: str | None = None,
-    name: str | None = None,
-    near_filter: bool = False,
-    overwrite: bool = False,
-) -> dict[str, Any]:
+def decode_ld19(source: str | os.PathLike[str], output: str | os.PathLike[str],
+        device: str | None = None, name: str | None = None, near_filter: bool = False,
+        overwrite: bool = False) -> dict[str, Any]:
     """Decode ``source`` (bare capture or session) into a new session ``output``.
 
     Args:
@@ -103,18 +98,9 @@ def decode_ld19(
         is_session, None if slope is None else float(slope))
 
 
-def _write(
-    src: Path,
-    output: str | os.PathLike[str],
-    chunks: list[tuple[int, bytes]],
-    reconnects: list[int],
-    raw_attrs: dict[str, Any],
-    name: str,
-    near_filter: bool,
-    overwrite: bool,
-    is_session: bool,
-    clock_slope: float | None,
-) -> dict[str, Any]:
+def _write(src: Path, output: str | os.PathLike[str], chunks: list[tuple[int, bytes]],
+        reconnects: list[int], raw_attrs: dict[str, Any], name: str, near_filter: bool,
+        overwrite: bool, is_session: bool, clock_slope: float | None) -> dict[str, Any]:
     """Parse the chunks in order and write raw bytes and turns; the summary.
 
     ``clock_slope`` None: unknown (e.g. a session from an accelerated emulator that
@@ -166,14 +152,8 @@ def _write(
     return summary
 
 
-def _decode(
-    w: SessionWriter,
-    name: str,
-    chunks: list[tuple[int, bytes]],
-    reconnects: list[int],
-    decoders: tuple[LD19Parser, TurnAssembler],
-    near_filter: bool,
-) -> tuple[int, int, int]:
+def _decode(w: SessionWriter, name: str, chunks: list[tuple[int, bytes]], reconnects: list[int],
+        decoders: tuple[LD19Parser, TurnAssembler], near_filter: bool) -> tuple[int, int, int]:
     """Feed the chunks (host ns, bytes) in order, resyncing at each reconnect (host ns),
     and write the raw bytes and the turns; returns (turns, points, candidate headers)."""
     parser, assembler = decoders

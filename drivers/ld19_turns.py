@@ -96,12 +96,8 @@ class TurnAssembler:
             between consecutive points starts a new turn.
     """
 
-    def __init__(
-        self,
-        clock: DeviceClock | None = None,
-        host_times: bool = True,
-        wrap_drop_cdeg: float = 18000.0,
-    ) -> None:
+    def __init__(self, clock: DeviceClock | None = None, host_times: bool = True,
+            wrap_drop_cdeg: float = 18000.0) -> None:
         self.clock = clock if clock is not None else ld19_clock()
         self.host_times = host_times
         self.wrap_drop_cdeg = float(wrap_drop_cdeg)

@@ -70,12 +70,8 @@ class PortPower:
             / "disable"
         )
 
-    def switch(
-        self,
-        on: bool,
-        runner: Callable[..., Any] = subprocess.run,
-        sysfs_root: str | os.PathLike[str] = "/sys",
-    ) -> None:
+    def switch(self, on: bool, runner: Callable[..., Any] = subprocess.run,
+            sysfs_root: str | os.PathLike[str] = "/sys") -> None:
         """Switch the port on or off.
 
         Raises:

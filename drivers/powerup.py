@@ -306,8 +306,7 @@ def _wait_ready(
         outcome[spec.name] = str(err)
 
 
-def _still_present(
-    switched: list[tuple[DeviceSpec, PortPower]],
+def _still_present(switched: list[tuple[DeviceSpec, PortPower]]
 ) -> list[tuple[DeviceSpec, PortPower]]:
     """The devices switched off whose tty is still there after their ``settle_s``."""
     if not switched:
@@ -339,14 +338,9 @@ class PowerUpSequencer:
         runner, sysfs_root: how port power is switched (injectable for tests).
     """
 
-    def __init__(
-        self,
-        specs: list[DeviceSpec],
-        retries: int = 2,
-        backoff_s: float = 0.5,
-        runner: Callable[..., Any] = subprocess.run,
-        sysfs_root: str | os.PathLike[str] = "/sys",
-    ) -> None:
+    def __init__(self, specs: list[DeviceSpec], retries: int = 2, backoff_s: float = 0.5,
+            runner: Callable[..., Any] = subprocess.run,
+            sysfs_root: str | os.PathLike[str] = "/sys") -> None:
         names = [s.name for s in specs]
         if len(set(names)) != len(names):
             raise ConfigError(f"device names must be unique, got {names}")

@@ -286,16 +286,8 @@ class _Validator:
         line = self.where.find(*path)
         return ConfigError(f"{self.source}:{line}: {message}")
 
-    def number(
-        self,
-        table: dict,
-        key: str,
-        path: tuple,
-        *,
-        minimum: float | None = None,
-        maximum: float | None = None,
-        default: float | None = None,
-    ) -> float:
+    def number(self, table: dict, key: str, path: tuple, *, minimum: float | None = None,
+            maximum: float | None = None, default: float | None = None) -> float:
         if key not in table:
             if default is None:
                 raise self.fail(path, f"missing '{key}'")

@@ -169,11 +169,8 @@ def read_kernel_log() -> tuple[str | None, str]:
     return None, "kernel log unreadable (" + "; ".join(why) + ")"
 
 
-def check_brltty(
-    proc: Path | None = None,
-    rules_dirs: tuple[Path, ...] | None = None,
-    kernel_log: str | None = None,
-) -> BrlttyFinding:
+def check_brltty(proc: Path | None = None, rules_dirs: tuple[Path, ...] | None = None,
+        kernel_log: str | None = None) -> BrlttyFinding:
     """Look for brltty's process, its CP2102 udev rule and its kernel log trace.
 
     Args:

@@ -99,15 +99,9 @@ def manual_command(source: Path, target: Path, reload: bool = True) -> str:
     return " && ".join(parts)
 
 
-def install_rules(
-    source: str | os.PathLike,
-    rules_dir: str | os.PathLike = RULES_DIR,
-    filename: str = DEFAULT_FILENAME,
-    reload: bool = True,
-    runner: Runner = subprocess_runner,
-    is_root: bool | None = None,
-    timeout_s: float = COMMAND_TIMEOUT_S,
-) -> InstallResult:
+def install_rules(source: str | os.PathLike, rules_dir: str | os.PathLike = RULES_DIR,
+        filename: str = DEFAULT_FILENAME, reload: bool = True, runner: Runner = subprocess_runner,
+        is_root: bool | None = None, timeout_s: float = COMMAND_TIMEOUT_S) -> InstallResult:
     """Check ``source``, write it to ``rules_dir/filename``, reload udev and re-trigger ttys.
 
     Args:
