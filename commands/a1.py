@@ -7,73 +7,38 @@ from pathlib import Path
 import click
 
 from sensorbench.cli import subgroup
-from sensorbench.commands.emulate_options import (
-    duration_option,
-    link_option,
-    seed_option,
-    speed_option,
-)
-from sensorbench.commands.option_types import FiniteFloat
+from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
-from sensorbench.logs.atomic_output import check_output, force_option
+from sensorbench.logs.atomic_output import check_output
 
 decode = subgroup("decode")
 emulate = subgroup("emulate")
 
 
 @decode.command("a1")
-@click.argument("raw", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Session file to create (.h5).",
-)
+@click.argument("raw", type=opt.IN_FILE)
+@opt.output_option("Session file to create (.h5).", required=True, force="OUTPUT")
 @click.option("--name", default="a1", show_default=True, help="Lidar stream name in the session.")
-@click.option(
-    "--stream",
-    default=None,
-    help="When RAW is a session: which raw stream to decode (default: the only one).",
-)
-@click.option(
-    "--sample-rate",
-    "sample_rate_hz",
-    type=FiniteFloat(min=1.0),
-    default=None,
-    help="Samples per second that time a bare byte file without the unit's GET_SAMPLERATE "
-    "answer (Hz) [default: the nominal 2000 standard, 4000 express]; a bare file with "
-    "that answer is timed by the unit's own sample duration, and a session's raw stream "
-    "or a record-raw file with its .chunks by host read times.",
-)
-@click.option(
-    "--no-descriptor",
-    is_flag=True,
-    help="RAW is a bare stream starting on a node (or capsule) boundary, without scan "
-    "descriptor (A5 5A 05 00 00 40 81 standard, A5 5A 54 00 00 40 82 express).",
-)
-@click.option(
-    "--scan-mode",
-    type=click.Choice(["standard", "express"]),
-    default="standard",
+@click.option("--stream",
+    help="When RAW is a session: which raw stream to decode (default: the only one).")
+@opt.number_option(
+    "--sample-rate", "sample_rate_hz", opt.FiniteFloat(min=1.0), None,
+    "Samples per second that time a bare byte file without the unit's GET_SAMPLERATE answer "
+    "(Hz) [default: the nominal 2000 standard, 4000 express]; a bare file with that answer is "
+    "timed by the unit's own sample duration, and a session's raw stream or a record-raw file "
+    "with its .chunks by host read times.",
+)  # fmt: skip
+@opt.flag_option("--no-descriptor",
+    "RAW is a bare stream starting on a node (or capsule) boundary, without scan "
+    "descriptor (A5 5A 05 00 00 40 81 standard, A5 5A 54 00 00 40 82 express).")
+@click.option("--scan-mode", type=click.Choice(["standard", "express"]), default="standard",
     show_default=True,
-    help="With --no-descriptor: the stream's scan mode (5-byte nodes or 84-byte capsules).",
-)
+    help="With --no-descriptor: the stream's scan mode (5-byte nodes or 84-byte capsules).")
 @click.option("--label", default="", help="Session label.")
-@force_option("OUTPUT")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
-def decode_a1_cmd(
-    raw: Path,
-    output: Path,
-    name: str,
-    stream: str | None,
-    sample_rate_hz: float | None,
-    no_descriptor: bool,
-    scan_mode: str,
-    label: str,
-    force: bool,
-    as_json: bool,
-) -> None:
+@opt.json_option("Print the summary as one JSON document.")
+def decode_a1_cmd(raw: Path, output: Path, name: str, stream: str | None,
+        sample_rate_hz: float | None, no_descriptor: bool, scan_mode: str, label: str, force: bool,
+        as_json: bool) -> None:
     """Decode an RPLIDAR A1 raw capture (standard nodes or express capsules) into a session.
 
     RAW is a file of received bytes (with host read times when `record-raw` wrote
@@ -91,24 +56,16 @@ def decode_a1_cmd(
 
     check_output(output, force=force, inputs=[raw])
     summary = decode_a1(
-        raw,
-        output,
-        name=name,
-        stream=stream,
-        sample_rate_hz=sample_rate_hz,
-        require_descriptor=not no_descriptor,
-        mode=scan_mode,
-        label=label,
-        overwrite=force,
-    )
+        raw, output, name=name, stream=stream, sample_rate_hz=sample_rate_hz,
+        require_descriptor=not no_descriptor, mode=scan_mode, label=label, overwrite=force,
+    )  # fmt: skip
     if as_json:
         click.echo(to_json(summary))
         return
     click.echo(
         f"{output}: {summary['turns']} turns, {summary['points']} points from "
         f"{summary['bytes']} bytes ({summary['scans']} scan starts, "
-        f"{summary['bytes_skipped']} bytes skipped); times: {summary['time_base']}"
-    )
+        f"{summary['bytes_skipped']} bytes skipped); times: {summary['time_base']}")
     dropped = summary["nodes_dropped_offsets"]
     if dropped or summary["ranges_beyond_limit"]:
         shown = ", ".join(str(o) for o in dropped[:20])
@@ -121,33 +78,18 @@ def decode_a1_cmd(
 
 
 @emulate.command("a1")
-@click.option(
-    "--scenario",
-    default=None,
+@click.option("--scenario",
     help="Scenario (name or TOML path) whose A1 samples are served; default: a 6 x 8 m "
-    "room seen from inside, no scenario needed.",
-)
-@click.option("--device", default=None, help="Which A1 of the scenario (default: its first A1).")
-@seed_option()
-@speed_option()
-@link_option()
-@click.option(
-    "--serial",
-    "serial_hex",
-    default="000102030405060708090a0b0c0d0e0f",
-    show_default=True,
-    help="The unit's 16-byte serial number, 32 hex digits (GET_INFO).",
-)
-@duration_option()
-def emulate_a1_cmd(
-    scenario: str | None,
-    device: str | None,
-    seed: int,
-    speed: float,
-    link: str | None,
-    serial_hex: str,
-    duration_s: float | None,
-) -> None:
+    "room seen from inside, no scenario needed.")
+@click.option("--device", help="Which A1 of the scenario (default: its first A1).")
+@opt.seed_option()
+@opt.speed_option()
+@opt.link_option()
+@click.option("--serial", "serial_hex", default="000102030405060708090a0b0c0d0e0f",
+    show_default=True, help="The unit's 16-byte serial number, 32 hex digits (GET_INFO).")
+@opt.duration_option()
+def emulate_a1_cmd(scenario: str | None, device: str | None, seed: int, speed: float,
+        link: str | None, serial_hex: str, duration_s: float | None) -> None:
     """Serve an emulated RPLIDAR A1 (115200 baud) on a pty and print its path.
 
     It answers GET_INFO, GET_HEALTH, GET_SAMPLERATE, SCAN/FORCE_SCAN (5-byte nodes,
@@ -191,15 +133,9 @@ def emulate_a1_cmd(
             health = (levels[knobs["health"]], int(knobs.get("health_error_code", 0)))
     with stop_on_signals() as stop:  # before the pty exists: a Ctrl-C from then on stops cleanly
         em = A1Emulator(
-            samples,
-            express_samples=express,
-            link=link,
-            speed=speed,
-            faults=faults,
-            seed=seed,
-            record_truth=False,
-            unit=A1Unit(serial=serial, health=health),
-        )
+            samples, express_samples=express, link=link, speed=speed, faults=faults, seed=seed,
+            record_truth=False, unit=A1Unit(serial=serial, health=health),
+        )  # fmt: skip
         try:
             click.echo(em.link)
             serve_until_stopped(stop, duration_s)

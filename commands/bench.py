@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from sensorbench.cli import cli
+from sensorbench.commands import options as opt
 
 BENCH_NAMES = (
     "a1", "capture", "filters", "ld19", "lidar", "live", "pose_error", "rosbag", "session", "sim"
@@ -29,20 +30,15 @@ def _benchmarks() -> ModuleType:
     except ImportError:
         raise click.ClickException(
             "the benchmarks are not installed with the package: run them from a source "
-            "checkout with `./dev bench` (an editable install)"
-        ) from None
+            "checkout with `./dev bench` (an editable install)") from None
     return benchmarks
 
 
 @cli.command("bench")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-@click.option("--quick", is_flag=True, help="Smaller workloads (noisier figures).")
-@click.option(
-    "--only",
-    multiple=True,
-    type=click.Choice(BENCH_NAMES),
-    help="Run only this benchmark module (repeatable).",
-)
+@opt.json_option()
+@opt.flag_option("--quick", "Smaller workloads (noisier figures).")
+@click.option("--only", multiple=True, type=click.Choice(BENCH_NAMES),
+    help="Run only this benchmark module (repeatable).")
 def bench_cmd(as_json: bool, quick: bool, only: tuple[str, ...]) -> None:
     """Measure throughput and cost as ratios and rates, each from several rounds.
 

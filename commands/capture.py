@@ -16,13 +16,7 @@ from typing import Any
 import click
 
 from sensorbench.cli import cli, subgroup
-from sensorbench.commands.emulate_options import (
-    duration_option,
-    link_option,
-    seed_option,
-    speed_option,
-)
-from sensorbench.commands.option_types import FiniteFloat
+from sensorbench.commands import options as opt
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.errors import SimError
 from sensorbench.json_doc import to_json
@@ -105,14 +99,11 @@ class _StatusPrinter:
 def recording_options(verb: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The device and session options ``capture`` and ``live`` share (``verb``: "Record" or
     "Run", for the help texts)."""
-    options = [
-        click.option(
-            "--config", "config_path", required=True, type=click.Path(dir_okay=False),
-            help=_CONFIG_HELP,
-        ),
-        click.option(
-            "--duration", "duration_s", type=FiniteFloat(min=0.0, min_open=True), default=None,
-            help=f"{verb} time after bring-up (s); default: until Ctrl-C or SIGTERM.",
+    return opt.stack(
+        opt.config_option(_CONFIG_HELP),
+        opt.number_option(
+            "--duration", "duration_s", opt.FiniteFloat(min=0.0, min_open=True), None,
+            f"{verb} time after bring-up (s); default: until Ctrl-C or SIGTERM.",
         ),
         click.option(
             "-o", "--output", required=True, type=click.Path(dir_okay=False),
@@ -120,31 +111,14 @@ def recording_options(verb: str) -> Callable[[Callable[..., Any]], Callable[...,
         ),
         click.option("--label", default="", help="What this session is (e.g. square, static)."),
         click.option("--note", default="", help="Free text stored with the session."),
-        click.option(
-            "--run-dir", type=click.Path(file_okay=False), default=None, help=_RUN_DIR_HELP
-        ),
-        click.option(
-            "--allow-missing", is_flag=True,
-            help=f"{verb} with the devices that came up when some did not.",
-        ),
-    ]  # fmt: skip
-
-    def apply(f: Callable[..., Any]) -> Callable[..., Any]:
-        for option in reversed(options):
-            f = option(f)
-        return f
-
-    return apply
+        opt.run_dir_option(_RUN_DIR_HELP),
+        opt.flag_option("--allow-missing",
+            f"{verb} with the devices that came up when some did not."),
+    )  # fmt: skip
 
 
-def record(
-    config: Any,
-    output: str,
-    options: Any,
-    printer: _StatusPrinter,
-    as_json: bool,
-    consumer: Any = None,
-) -> Any:
+def record(config: Any, output: str, options: Any, printer: _StatusPrinter, as_json: bool,
+        consumer: Any = None) -> Any:
     """``run_capture`` as ``capture`` and ``live`` run it: until ``printer.duration_s`` or
     Ctrl-C/SIGTERM, bring-up rows on stderr (not with ``as_json``), the status line from
     ``printer``; returns the capture's result."""
@@ -169,21 +143,22 @@ def record(
     return result
 
 
+def capture_doc(result: Any) -> dict[str, Any]:
+    """A capture's result (:class:`~sensorbench.drivers.capture.CaptureResult`) as the
+    ``--json`` document of ``capture`` and ``live``."""
+    keys = ("recorded_s", "stopped_by", "error", "ok")
+    return {"path": str(result.path), **{k: getattr(result, k) for k in keys}} | {
+        "bringup": [vars(b) for b in result.bringup],
+        "devices": [vars(d) for d in result.devices],
+    }
+
+
 @cli.command("capture")
 @recording_options("Record")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
+@opt.json_option("Print the summary as one JSON document.")
 @click.pass_context
-def capture_cmd(
-    ctx: click.Context,
-    config_path: str,
-    duration_s: float | None,
-    output: str,
-    label: str,
-    note: str,
-    run_dir: str | None,
-    allow_missing: bool,
-    as_json: bool,
-) -> None:
+def capture_cmd(ctx: click.Context, config_path: str, duration_s: float | None, output: str,
+        label: str, note: str, run_dir: str | None, allow_missing: bool, as_json: bool) -> None:
     """Record every configured device into one session file.
 
     Validates the configuration before opening any device, brings the devices up
@@ -204,19 +179,7 @@ def capture_cmd(
     options = CaptureOptions(label=label, note=note, allow_missing=allow_missing)
     result = record(config, output, options, _StatusPrinter(duration), as_json)
     if as_json:
-        click.echo(
-            to_json(
-                {
-                    "path": str(result.path),
-                    "recorded_s": result.recorded_s,
-                    "stopped_by": result.stopped_by,
-                    "error": result.error,
-                    "ok": result.ok,
-                    "bringup": [vars(b) for b in result.bringup],
-                    "devices": [vars(d) for d in result.devices],
-                }
-            )
-        )
+        click.echo(to_json(capture_doc(result)))
     else:
         if result.stopped_by == "bringup":
             click.echo(format_bringup(result.bringup))
@@ -228,11 +191,9 @@ def capture_cmd(
 
 
 @cli.command("bringup")
-@click.option(
-    "--config", "config_path", required=True, type=click.Path(dir_okay=False), help=_CONFIG_HELP
-)
-@click.option("--run-dir", type=click.Path(file_okay=False), default=None, help=_RUN_DIR_HELP)
-@click.option("--json", "as_json", is_flag=True, help="Print the table as one JSON document.")
+@opt.config_option(_CONFIG_HELP)
+@opt.run_dir_option(_RUN_DIR_HELP)
+@opt.json_option("Print the table as one JSON document.")
 @click.pass_context
 def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_json: bool) -> None:
     """Staggered power-up check of every configured device, then close them.
@@ -263,70 +224,31 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
 
 
 @emulate.command("pods")
-@click.option(
-    "--scenario",
-    default="square",
-    show_default=True,
-    help="Scenario name or TOML path whose pod samples are served.",
-)
-@seed_option()
-@speed_option()
-@click.option(
-    "--protocol",
-    type=click.Choice(["binary", "csv"]),
-    default="binary",
-    show_default=True,
-    help="Frame format (docs/PROTOCOLS.md).",
-)
-@link_option()
-@duration_option()
-@click.option(
-    "--firmware",
-    "elf",
-    type=click.Path(dir_okay=False, exists=True),
-    default=None,
+@click.option("--scenario", default="square", show_default=True,
+    help="Scenario name or TOML path whose pod samples are served.")
+@opt.seed_option()
+@opt.speed_option()
+@click.option("--protocol", type=click.Choice(["binary", "csv"]), default="binary",
+    show_default=True, help="Frame format (docs/PROTOCOLS.md).")
+@opt.link_option()
+@opt.duration_option()
+@click.option("--firmware", "elf", type=click.Path(dir_okay=False, exists=True),
     help="Run this ATmega328P image (make -C firmware: firmware/build/avr/"
-    "pods-atmega328p.elf) under simavr instead of emulating the frames.",
-)
-@click.option(
-    "--trajectory",
-    type=click.Path(dir_okay=False, exists=True),
-    default=None,
+    "pods-atmega328p.elf) under simavr instead of emulating the frames.")
+@click.option("--trajectory", type=click.Path(dir_okay=False, exists=True),
     help="--firmware: the counts to drive onto the encoder pins, rows 't_us c0 c1 c2' "
-    "(default: the scenario's pods).",
-)
-@click.option(
-    "--auto-reset/--no-auto-reset",
-    default=True,
-    show_default=True,
-    help="--firmware: opening the port (DTR) resets the MCU, as on an Arduino Uno or Nano.",
-)
-@click.option(
-    "--boot-s",
-    type=click.FloatRange(min=0.0),
-    default=1.0,
-    show_default=True,
-    help="--firmware: silence after a reset before the image restarts (s; optiboot waits 1 s).",
-)
-@click.option(
-    "--events",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="--firmware: append the harness's events (boots, their counts, resets) to this file.",
-)
-def emulate_pods_cmd(
-    scenario: str,
-    seed: int,
-    speed: float,
-    protocol: str,
-    link: str | None,
-    duration_s: float | None,
-    elf: str | None,
-    trajectory: str | None,
-    auto_reset: bool,
-    boot_s: float,
-    events: str | None,
-) -> None:
+    "(default: the scenario's pods).")
+@click.option("--auto-reset/--no-auto-reset", default=True, show_default=True,
+    help="--firmware: opening the port (DTR) resets the MCU, as on an Arduino Uno or Nano.")
+@opt.number_option(
+    "--boot-s", None, click.FloatRange(min=0.0), 1.0,
+    "--firmware: silence after a reset before the image restarts (s; optiboot waits 1 s).",
+)  # fmt: skip
+@click.option("--events", type=click.Path(dir_okay=False),
+    help="--firmware: append the harness's events (boots, their counts, resets) to this file.")
+def emulate_pods_cmd(scenario: str, seed: int, speed: float, protocol: str, link: str | None,
+        duration_s: float | None, elf: str | None, trajectory: str | None, auto_reset: bool,
+        boot_s: float, events: str | None) -> None:
     """Serve the pod MCU (115200 baud) on a pty; print its path.
 
     Emulated frames (3 counters + IMU) loop over the scenario, with time, sequence
@@ -358,15 +280,9 @@ def emulate_pods_cmd(
             else PodTrajectory.from_samples(Simulation(scenario, seed=seed).pods())
         )
         em = firmware = FirmwarePodEmulator(
-            elf,
-            path,
-            link=link,
-            speed=speed,
-            loop=True,
-            auto_reset=auto_reset,
-            boot_s=boot_s,
+            elf, path, link=link, speed=speed, loop=True, auto_reset=auto_reset, boot_s=boot_s,
             events=events,
-        )
+        )  # fmt: skip
     click.echo(em.name)
     sys.stdout.flush()
     em.start()
@@ -383,39 +299,17 @@ def emulate_pods_cmd(
 
 
 @emulate.command("robot")
-@click.option(
-    "--run-dir",
-    type=click.Path(file_okay=False),
-    required=True,
-    help="Directory for the device links ({run_dir} in the config).",
-)
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Emulated robot config (default: the shipped robot-emulated.toml).",
-)
+@opt.run_dir_option("Directory for the device links ({run_dir} in the config).", required=True)
+@opt.config_option("Emulated robot config (default: the shipped robot-emulated.toml).", False)
 @click.option("--scenario", default=None, help="Scenario (default: the config's [emulation]).")
-@seed_option(default=None)
-@speed_option()
-@duration_option()
-@click.option(
-    "--pods-firmware",
-    "pods_firmware",
-    type=click.Path(dir_okay=False, exists=True),
-    default=None,
+@opt.seed_option(default=None)
+@opt.speed_option()
+@opt.duration_option()
+@click.option("--pods-firmware", type=click.Path(dir_okay=False, exists=True),
     help="Run this ATmega328P image under simavr as the pod MCU (see emulate pods --firmware); "
-    "its config entry must be binary, 3 pods, imu = false (the image sends no IMU fields).",
-)
-def emulate_robot_cmd(
-    run_dir: str,
-    config_path: str | None,
-    scenario: str | None,
-    seed: int | None,
-    speed: float,
-    duration_s: float | None,
-    pods_firmware: str | None,
+    "its config entry must be binary, 3 pods, imu = false (the image sends no IMU fields).")
+def emulate_robot_cmd(run_dir: str, config_path: str | None, scenario: str | None,
+        seed: int | None, speed: float, duration_s: float | None, pods_firmware: str | None
 ) -> None:
     """Serve every device of an emulated robot (LD19, two A1s, pods) on ptys.
 
@@ -425,13 +319,9 @@ def emulate_robot_cmd(
     from sensorbench.sim.emulated_robot import EmulatedRobot
 
     robot = EmulatedRobot(
-        Path(run_dir),
-        config_path,
-        scenario=scenario,
-        seed=seed,
-        speed=speed,
+        Path(run_dir), config_path, scenario=scenario, seed=seed, speed=speed,
         pods_firmware=pods_firmware,
-    )
+    )  # fmt: skip
     robot.start()
     try:
         for name in robot.devices:

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from sensorbench.cli import cli
-from sensorbench.commands.option_types import SEED, FiniteFloat
+from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
 
 
@@ -29,72 +29,33 @@ def _next_free(out_dir: Path) -> Path:
 
 
 @cli.command("demo")
-@click.option(
-    "-o",
-    "--output",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("sensorbench-demo"),
-    show_default=True,
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+    default=Path("sensorbench-demo"), show_default=True,
     help="Directory for sessions/, models/ and report/ (created; must not hold a previous "
     "demo). Without -o, a previous demo in the default folder is kept and the next free "
-    "sensorbench-demo-N is used.",
-)
-@click.option(
-    "--quick",
-    is_flag=True,
-    help="One repeat of each drive, 3 one-loop campaign sessions, 200 draws (under a minute).",
-)
-@click.option(
-    "--speed",
-    type=FiniteFloat(min=1.0, max=10.0),
-    default=None,
-    help="Emulation speed of every session: simulated seconds per host second; above 10 "
+    "sensorbench-demo-N is used.")
+@opt.flag_option("--quick",
+    "One repeat of each drive, 3 one-loop campaign sessions, 200 draws (under a minute).")
+@opt.number_option(
+    "--speed", None, opt.FiniteFloat(min=1.0, max=10.0), None,
+    "Emulation speed of every session: simulated seconds per host second; above 10 "
     "the readers fall behind on two cores [default: 10].",
-)
-@click.option(
-    "--seed", default=1, show_default=True, type=SEED, help="Simulation and Monte Carlo seed."
-)
-@click.option(
-    "--live",
-    is_flag=True,
-    help="Run the emulated robot live instead (sensorbench live, the shipped models fitted on "
-    "it): open the view in Foxglove; until Ctrl-C or --duration.",
-)
-@click.option(
-    "--foxglove",
-    "foxglove_addr",
-    default="127.0.0.1:8765",
-    show_default=True,
-    metavar="[HOST:]PORT",
-    help="--live: where the Foxglove WebSocket server listens.",
-)
-@click.option(
-    "--duration",
-    "duration_s",
-    type=click.FloatRange(min=0.0, min_open=True),
-    default=None,
-    help="--live: run time after bring-up (s); default: until Ctrl-C.",
-)
-@click.option(
-    "--pods-firmware",
-    "pods_firmware",
-    type=click.Path(dir_okay=False, exists=True),
-    default=None,
-    metavar="ELF",
-    help="--live: run this ATmega328P image (make -C firmware) under simavr as the pod MCU.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON summary document.")
-def demo_cmd(
-    out_dir: Path,
-    quick: bool,
-    speed: float | None,
-    seed: int,
-    live: bool,
-    foxglove_addr: str,
-    duration_s: float | None,
-    pods_firmware: str | None,
-    as_json: bool,
+)  # fmt: skip
+@opt.seed_option(1, "Simulation and Monte Carlo seed.")
+@opt.flag_option("--live",
+    "Run the emulated robot live instead (sensorbench live, the shipped models fitted on "
+    "it): open the view in Foxglove; until Ctrl-C or --duration.")
+@click.option("--foxglove", "foxglove_addr", default="127.0.0.1:8765", show_default=True,
+    metavar="[HOST:]PORT", help="--live: where the Foxglove WebSocket server listens.")
+@opt.number_option(
+    "--duration", "duration_s", click.FloatRange(min=0.0, min_open=True), None,
+    "--live: run time after bring-up (s); default: until Ctrl-C.",
+)  # fmt: skip
+@click.option("--pods-firmware", type=click.Path(dir_okay=False, exists=True), metavar="ELF",
+    help="--live: run this ATmega328P image (make -C firmware) under simavr as the pod MCU.")
+@opt.json_option("Print one JSON summary document.")
+def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, live: bool,
+        foxglove_addr: str, duration_s: float | None, pods_firmware: str | None, as_json: bool
 ) -> None:
     """Bring up the emulated robot, capture a campaign, fit, validate and report.
 
@@ -118,8 +79,7 @@ def demo_cmd(
             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
                 option = {"foxglove_addr": "--foxglove", "duration_s": "--duration"}
                 raise click.UsageError(
-                    f"{option.get(name, '--pods-firmware')} applies to --live only"
-                )
+                    f"{option.get(name, '--pods-firmware')} applies to --live only")
     else:
         _live_demo(out_dir, foxglove_addr, duration_s, pods_firmware, as_json)
         return
@@ -128,8 +88,7 @@ def demo_cmd(
             click.core.ParameterSource.DEFAULT
         ):
             raise click.UsageError(
-                f"{out_dir} holds a previous demo; choose another -o or remove it"
-            )
+                f"{out_dir} holds a previous demo; choose another -o or remove it")
         previous, out_dir = out_dir, _next_free(out_dir)
         if not as_json:
             click.echo(f"{previous} holds a previous demo, kept; writing to {out_dir}", err=True)
@@ -163,13 +122,8 @@ def demo_cmd(
         click.echo("\n".join(demo_lines(res, total)))
 
 
-def _live_demo(
-    out_dir: Path,
-    foxglove_addr: str,
-    duration_s: float | None,
-    pods_firmware: str | None,
-    as_json: bool,
-) -> None:
+def _live_demo(out_dir: Path, foxglove_addr: str, duration_s: float | None,
+        pods_firmware: str | None, as_json: bool) -> None:
     """``demo --live``: the emulated robot live, the view on ``foxglove_addr``; the pod MCU
     the ``pods_firmware`` image under simavr when given."""
     from sensorbench.commands.capture import _StatusPrinter
@@ -196,9 +150,7 @@ def _live_demo(
         click.echo(
             f"live demo: the emulated robot at real rate; open ws://{address[0]}:{address[1]} "
             "in Foxglove (Open connection, Foxglove WebSocket), a 3D panel with display frame "
-            "odom; Ctrl-C stops",
-            err=True,
-        )
+            "odom; Ctrl-C stops", err=True)
     with stop_on_signals() as stop:
         run = run_live_demo(
             out_dir, address, duration, stop,
@@ -214,7 +166,6 @@ def _live_demo(
         click.echo(format_live_summary(summary))
         click.echo(
             f"replay it: sensorbench replay {run.session} --pods {MODELS / 'pods-emulated.toml'} "
-            f"--noise {MODELS / 'noise-emulated.toml'} --no-repair"
-        )
+            f"--noise {MODELS / 'noise-emulated.toml'} --no-repair")
     if not run.result.ok:
         click.get_current_context().exit(1)

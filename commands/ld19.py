@@ -4,56 +4,29 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from sensorbench.cli import subgroup
-from sensorbench.commands.emulate_options import (
-    duration_option,
-    link_option,
-    seed_option,
-    speed_option,
-)
-from sensorbench.commands.option_types import FiniteFloat
+from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
-from sensorbench.logs.atomic_output import check_output, force_option
+from sensorbench.logs.atomic_output import check_output
 
 decode = subgroup("decode")
 
 
 @decode.command("ld19")
-@click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Session file (.h5) to write.",
-)
-@click.option(
-    "--device",
-    default=None,
-    help="Raw stream to decode when SOURCE is a session (default: its only LD19 raw stream).",
-)
-@click.option(
-    "--name", default=None, help="Lidar stream name in OUTPUT (default: the device or 'ld19')."
-)
-@click.option(
-    "--near-filter",
-    is_flag=True,
-    help="Mark points the official SDK's near filter rejects as nan (default: keep raw points).",
-)
-@force_option("OUTPUT")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def decode_ld19_cmd(
-    source: Path,
-    output: Path,
-    device: str | None,
-    name: str | None,
-    near_filter: bool,
-    force: bool,
-    as_json: bool,
-) -> None:
+@click.argument("source", type=opt.IN_FILE)
+@opt.output_option("Session file (.h5) to write.", required=True, force="OUTPUT")
+@click.option("--device",
+    help="Raw stream to decode when SOURCE is a session (default: its only LD19 raw stream).")
+@click.option("--name", help="Lidar stream name in OUTPUT (default: the device or 'ld19').")
+@opt.flag_option("--near-filter",
+    "Mark points the official SDK's near filter rejects as nan (default: keep raw points).")
+@opt.json_option()
+def decode_ld19_cmd(source: Path, output: Path, device: str | None, name: str | None,
+        near_filter: bool, force: bool, as_json: bool) -> None:
     """Decode LD19 bytes from SOURCE into a session of complete turns.
 
     SOURCE is a bare byte capture (``sensorbench record-raw PORT --baud 230400
@@ -76,17 +49,9 @@ def decode_ld19_cmd(
         return
     click.echo(f"{summary['output']}: {summary['turns']} turns, {summary['points']} points")
     for key in (
-        "bytes",
-        "packets",
-        "crc_failures",
-        "bytes_skipped",
-        "unknown_packets",
-        "span_failures",
-        "timestamp_failures",
-        "speed_failures",
-        "lost_packets",
-        "ranges_beyond_limit",
-    ):
+        "bytes", "packets", "crc_failures", "bytes_skipped", "unknown_packets", "span_failures",
+        "timestamp_failures", "speed_failures", "lost_packets", "ranges_beyond_limit",
+    ):  # fmt: skip
         click.echo(f"  {key:16s} {summary[key]}")
     bad = summary["impossible_offsets"]
     if bad:
@@ -102,71 +67,39 @@ def emulate_command(kind_name: str, model: str) -> click.Command:
     """``emulate KIND``: serve an emulated LD19-protocol lidar of the registered kind."""
 
     @click.command(kind_name)
-    @click.option(
-        "--scenario",
-        default=None,
-        metavar="NAME|FILE",
+    @click.option("--scenario", metavar="NAME|FILE",
         help=f"Scenario whose lidar to play (default: a synthetic 6 x 8 m room seen at the "
-        f"{model}'s datasheet rates).",
-    )
-    @click.option(
-        "--lidar",
-        default=None,
-        help="Lidar of the scenario (default: its first LD19-protocol one).",
-    )
-    @seed_option()
-    @speed_option()
-    @link_option()
-    @click.option(
-        "--startup",
-        type=FiniteFloat(min=0.0),
-        default=3.0,
-        show_default=True,
-        help="Seconds (simulated) from power-on to the first packet; real units take ~3 s.",
-    )
-    @click.option(
-        "--faults/--no-faults",
-        default=True,
-        show_default=True,
+        f"{model}'s datasheet rates).")
+    @click.option("--lidar", help="Lidar of the scenario (default: its first LD19-protocol one).")
+    @opt.seed_option()
+    @opt.speed_option()
+    @opt.link_option()
+    @opt.number_option(
+        "--startup", None, opt.FiniteFloat(min=0.0), 3.0,
+        "Seconds (simulated) from power-on to the first packet; real units take ~3 s.",
+    )  # fmt: skip
+    @click.option("--faults/--no-faults", default=True, show_default=True,
         help="Apply the scenario's [faults.<lidar>] table: corruption, drops, slow start, "
-        "stalls and unplug/replug at the given simulated times (s).",
-    )
-    @duration_option()
-    def emulate_cmd(
-        scenario: str | None,
-        lidar: str | None,
-        seed: int,
-        speed: float,
-        link: str | None,
-        startup: float,
-        faults: bool,
-        duration_s: float | None,
-    ) -> None:
+        "stalls and unplug/replug at the given simulated times (s).")
+    @opt.duration_option()
+    def emulate_cmd(**options: Any) -> None:
         """Serve an emulated lidar on a pseudo-terminal until Ctrl-C.
 
         Prints the tty path (and the link). Open it at 230400 baud, 8N1: the device
         streams 47-byte packets (12 points each, CRC-8) and ignores anything sent to it.
         The scenario's samples are replayed in a loop.
         """
-        _serve_ld19_protocol(
-            kind_name, scenario, lidar, seed, speed, link, startup, faults, duration_s
-        )
+        _serve_ld19_protocol(kind_name, **options)
 
     emulate_cmd.help = (emulate_cmd.help or "").replace("an emulated lidar", f"an emulated {model}")
     return emulate_cmd
 
 
 def _serve_ld19_protocol(
-    kind_name: str,
-    scenario: str | None,
-    lidar: str | None,
-    seed: int,
-    speed: float,
-    link: str | None,
-    startup: float,
-    faults: bool,
-    duration_s: float | None,
-) -> None:
+    kind_name: str, scenario: str | None, lidar: str | None, seed: int, speed: float,
+    link: str | None, startup: float, faults: bool, duration_s: float | None,
+) -> None:  # fmt: skip
+    """Serve ``emulate KIND`` (the options as the command's; times in s)."""
     from sensorbench.drivers.device_kinds import get_kind
     from sensorbench.errors import SimError
     from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults
@@ -205,14 +138,9 @@ def _serve_ld19_protocol(
             schedule = fault_schedule(knobs)
     with stop_on_signals() as stop:
         emu = LD19Emulator(
-            samples,
-            link=link,
-            speed=speed,
-            startup_s=startup,
-            faults=faults_on_link,
-            seed=seed,
+            samples, link=link, speed=speed, startup_s=startup, faults=faults_on_link, seed=seed,
             record_truth=False,
-        )
+        )  # fmt: skip
 
         def on_fault(t: float, action: str, arg: float) -> None:
             click.echo(f"t = {t:g} s: {action}", err=True)
@@ -224,8 +152,7 @@ def _serve_ld19_protocol(
                 click.echo(f"link: {link}", err=True)
             click.echo(
                 f"{kind.model} emulator ({source}) at {kind.baud} baud, {speed:g}x; Ctrl-C to stop",
-                err=True,
-            )
+                err=True)
             serve_until_stopped(
                 stop, duration_s, clock=emu.clock, schedule=schedule, on_fault=on_fault
             )

@@ -8,7 +8,7 @@ import click
 import numpy as np
 
 from sensorbench.cli import cli, subgroup
-from sensorbench.commands.option_types import FiniteFloat
+from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import atomic_figures, check_output, force_option
 
@@ -16,62 +16,29 @@ characterize = subgroup("characterize")
 
 
 @characterize.command("lidar")
-@click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@opt.session_argument()
 @click.option("--device", required=True, help="Lidar stream name in the session (e.g. ld19).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (SI units).")
-@click.option(
-    "--plots",
-    "plots_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Write PNG figures (polar turn, noise vs range, period histogram, outliers) here.",
-)
-@click.option(
-    "--timing-only",
-    is_flag=True,
-    help="Only rate, jitter, skips, gaps and drop-offs; no static scene needed.",
-)
-@click.option(
-    "--min-static",
-    "min_static_s",
-    type=FiniteFloat(min=0.5),
-    default=3.0,
-    show_default=True,
-    help="Shortest static stretch used for noise and outliers (s).",
-)
-@click.option(
-    "--bands",
-    default="0.02,0.5,1,2,3,5,8,12",
-    show_default=True,
-    help="Range band edges for the noise table (m, comma-separated, increasing).",
-)
-@click.option(
-    "--outlier-k",
-    type=FiniteFloat(min=2.0),
-    default=5.0,
-    show_default=True,
-    help="Outlier threshold, in range-noise σ.",
+@opt.json_option("Print one JSON document (SI units).")
+@opt.plots_option(
+    "Write PNG figures (polar turn, noise vs range, period histogram, outliers) here.")
+@opt.flag_option("--timing-only",
+    "Only rate, jitter, skips, gaps and drop-offs; no static scene needed.")
+@opt.number_option(
+    "--min-static", "min_static_s", opt.FiniteFloat(min=0.5), 3.0,
+    "Shortest static stretch used for noise and outliers (s).",
+)  # fmt: skip
+@click.option("--bands", default="0.02,0.5,1,2,3,5,8,12", show_default=True,
+    help="Range band edges for the noise table (m, comma-separated, increasing).")
+@opt.number_option(
+    "--outlier-k", None, opt.FiniteFloat(min=2.0), 5.0, "Outlier threshold, in range-noise σ."
 )
 @force_option("figures in --plots")
-@click.option(
-    "--t-start",
-    type=FiniteFloat(),
-    default=None,
-    help="Use turns from this time on (s from the session start).",
+@opt.window_options(
+    "Use turns from this time on (s from the session start).", "Use turns before this time (s)."
 )
-@click.option("--t-end", type=FiniteFloat(), default=None, help="Use turns before this time (s).")
-def lidar_cmd(
-    session: Path,
-    device: str,
-    as_json: bool,
-    plots_dir: Path | None,
-    timing_only: bool,
-    min_static_s: float,
-    bands: str,
-    outlier_k: float,
-    force: bool,
-    t_start: float | None,
-    t_end: float | None,
-) -> None:
+def lidar_cmd(session: Path, device: str, as_json: bool, plots_dir: Path | None, timing_only: bool,
+        min_static_s: float, bands: str, outlier_k: float, force: bool, t_start: float | None,
+        t_end: float | None) -> None:
     """Datasheet of one lidar from a session (captured, decoded or simulated).
 
     Timing from every turn: scan rate (Hz), turn-period percentiles and jitter
@@ -96,8 +63,7 @@ def lidar_cmd(
     if not finite or np.any(np.diff(edges) <= 0) or edges[0] < 0:
         raise click.BadParameter(
             f"need >= 2 finite, increasing, non-negative edges (m), got {bands!r}",
-            param_hint="--bands",
-        )
+            param_hint="--bands")
     opts = StaticOptions(min_static_s=min_static_s, bands_m=edges, outlier_k=outlier_k)
     refuse_unclosed(session, "characterize lidar")
     from sensorbench.logs.time_window import window_ns
@@ -124,49 +90,26 @@ def lidar_cmd(
 
 
 @cli.command("merge")
-@click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@opt.session_argument()
 @click.option("--front", required=True, help="Front lidar stream name.")
 @click.option("--rear", required=True, help="Rear lidar stream name.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="New session file with the lidar stream 'merged' [default: SESSION_merged.h5].",
-)
-@click.option(
-    "--max-dt",
-    "max_dt_s",
-    type=FiniteFloat(min=0.0, min_open=True),
-    default=0.1,
-    show_default=True,
-    help="Largest time between the centres of two paired turns (s).",
-)
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@opt.output_option(
+    "New session file with the lidar stream 'merged' [default: SESSION_merged.h5].",
+    force="OUTPUT")
+@opt.number_option(
+    "--max-dt", "max_dt_s", opt.FiniteFloat(min=0.0, min_open=True), 0.1,
+    "Largest time between the centres of two paired turns (s).",
+)  # fmt: skip
+@click.option("--config", "config_path", type=opt.IN_FILE,
     help="robot.toml for mounts (if the streams carry no mount_xy_yaw) and the footprint "
-    "[default: the one recorded in the session].",
-)
-@click.option(
-    "--pose",
+    "[default: the one recorded in the session].")
+@click.option("--pose",
     help="Pose stream of the session (odometry estimate, mocap...) to compensate the "
-    "robot's motion point by point.",
-)
-@click.option("--no-footprint", is_flag=True, help="Keep returns on the robot's own footprint.")
-@force_option("OUTPUT")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def merge_cmd(
-    session: Path,
-    front: str,
-    rear: str,
-    output: Path | None,
-    max_dt_s: float,
-    config_path: Path | None,
-    pose: str | None,
-    no_footprint: bool,
-    force: bool,
-    as_json: bool,
+    "robot's motion point by point.")
+@opt.flag_option("--no-footprint", "Keep returns on the robot's own footprint.")
+@opt.json_option()
+def merge_cmd(session: Path, front: str, rear: str, output: Path | None, max_dt_s: float,
+        config_path: Path | None, pose: str | None, no_footprint: bool, force: bool, as_json: bool
 ) -> None:
     """Merge a front and a rear lidar into one 360° scan per turn pair.
 
@@ -183,16 +126,9 @@ def merge_cmd(
     check_output(out, force=force, inputs=[session, config_path])
     refuse_unclosed(session, "merge")
     done = merge_session(
-        session,
-        front,
-        rear,
-        out,
-        max_dt_s=max_dt_s,
-        config_path=config_path,
-        pose=pose,
-        use_footprint=not no_footprint,
-        overwrite=force,
-    )
+        session, front, rear, out, max_dt_s=max_dt_s, config_path=config_path, pose=pose,
+        use_footprint=not no_footprint, overwrite=force,
+    )  # fmt: skip
     doc = done.as_dict()
     if as_json:
         click.echo(to_json(doc))
@@ -202,5 +138,4 @@ def merge_cmd(
         f"{doc['points_per_scan']} bearings, {doc['step_deg']:.3f}° apart); unpaired: "
         f"{doc['unpaired_front']} front, {doc['unpaired_rear']} rear; "
         f"outside the pose stream: {doc['outside_pose']}; mounts from {doc['mounts_from']}; "
-        f"footprint {'removed' if doc['footprint'] else 'kept'}"
-    )
+        f"footprint {'removed' if doc['footprint'] else 'kept'}")

@@ -10,11 +10,10 @@ from typing import Any
 
 import click
 
-from sensorbench.commands.capture import _StatusPrinter, record, recording_options
+from sensorbench.commands import options as opt
+from sensorbench.commands.capture import _StatusPrinter, capture_doc, record, recording_options
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.json_doc import to_json
-
-_MODEL = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 def register(cli: click.Group) -> None:
@@ -35,85 +34,36 @@ def load_models(pods_path: Path | None, noise_path: Path | None, imu: bool) -> A
 
 @click.command("live")
 @recording_options("Run")
-@click.option("--pods", "pods_path", type=_MODEL, help="Pod-geometry model: run the split filters.")
-@click.option("--noise", "noise_path", type=_MODEL, help="Filter-noise model; default: untuned.")
-@click.option(
-    "--foxglove",
-    "foxglove_addr",
-    default=None,
-    metavar="[HOST:]PORT",
+@opt.file_option("--pods", "pods_path", "Pod-geometry model: run the split filters.")
+@opt.file_option("--noise", "noise_path", "Filter-noise model; default: untuned.")
+@click.option("--foxglove", "foxglove_addr", default=None, metavar="[HOST:]PORT",
     help="Serve the live view (Foxglove WebSocket) here; HOST defaults to 127.0.0.1, "
-    "0.0.0.0 serves every interface, port 0 any free port.",
-)
-@click.option(
-    "--udp",
-    "udp_addr",
-    default=None,
-    metavar="HOST:PORT",
-    help="Send one pose datagram per pod frame here (docs/FORMAT.md, 'Live pose datagrams').",
-)
-@click.option(
-    "--ros2",
-    "ros2",
-    is_flag=True,
+    "0.0.0.0 serves every interface, port 0 any free port.")
+@click.option("--udp", "udp_addr", default=None, metavar="HOST:PORT",
+    help="Send one pose datagram per pod frame here (docs/FORMAT.md, 'Live pose datagrams').")
+@click.option("--ros2", "ros2", is_flag=True,
     help="Publish /odom, /tf, /tf_static, /scan, /<lidar>/scan and /diagnostics as a ROS 2 "
-    "node (Cyclone DDS; docs/LIVE.md, 'ROS 2').",
-)
-@click.option(
-    "--ros2-domain",
-    type=click.IntRange(0, 232),
-    default=None,
-    envvar="ROS_DOMAIN_ID",
-    show_envvar=True,
-    help="ROS 2 domain id [default: $ROS_DOMAIN_ID, else 0].",
-)
+    "node (Cyclone DDS; docs/LIVE.md, 'ROS 2').")
+@click.option("--ros2-domain", type=click.IntRange(0, 232), default=None, envvar="ROS_DOMAIN_ID",
+    show_envvar=True, help="ROS 2 domain id [default: $ROS_DOMAIN_ID, else 0].")
 @click.option("--ros2-odom-frame", default="odom", show_default=True, help="ROS 2 odometry frame.")
 @click.option("--ros2-base-frame", default="base_link", show_default=True, help="ROS 2 body frame.")
-@click.option(
-    "--ros2-scan-frame", default=None, help="Frame of the merged /scan [default: the body frame]."
-)
-@click.option(
-    "--ros2-tf/--no-ros2-tf",
-    default=True,
-    show_default=True,
-    help="Publish odom -> body on /tf (off when e.g. robot_localization publishes it).",
-)
+@click.option("--ros2-scan-frame", default=None,
+    help="Frame of the merged /scan [default: the body frame].")
+@click.option("--ros2-tf/--no-ros2-tf", default=True, show_default=True,
+    help="Publish odom -> body on /tf (off when e.g. robot_localization publishes it).")
 @click.option("--front", default=None, help="Merge: the front lidar (default: the first A1).")
 @click.option("--rear", default=None, help="Merge: the rear lidar (default: the second A1).")
-@click.option(
-    "--max-dt",
-    "max_dt_s",
-    type=click.FloatRange(min=0.0, min_open=True),
-    default=0.1,
-    show_default=True,
-    help="Merge: largest time between the paired turns' centres (s).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
+@click.option("--max-dt", "max_dt_s", type=click.FloatRange(min=0.0, min_open=True), default=0.1,
+    show_default=True, help="Merge: largest time between the paired turns' centres (s).")
+@opt.json_option("Print the summary as one JSON document.")
 @click.pass_context
-def live_cmd(
-    ctx: click.Context,
-    config_path: str,
-    duration_s: float | None,
-    output: str,
-    label: str,
-    note: str,
-    run_dir: str | None,
-    allow_missing: bool,
-    pods_path: Path | None,
-    noise_path: Path | None,
-    foxglove_addr: str | None,
-    udp_addr: str | None,
-    ros2: bool,
-    ros2_domain: int | None,
-    ros2_odom_frame: str,
-    ros2_base_frame: str,
-    ros2_scan_frame: str | None,
-    ros2_tf: bool,
-    front: str | None,
-    rear: str | None,
-    max_dt_s: float,
-    as_json: bool,
-) -> None:
+def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, output: str,
+        label: str, note: str, run_dir: str | None, allow_missing: bool, pods_path: Path | None,
+        noise_path: Path | None, foxglove_addr: str | None, udp_addr: str | None, ros2: bool,
+        ros2_domain: int | None, ros2_odom_frame: str, ros2_base_frame: str,
+        ros2_scan_frame: str | None, ros2_tf: bool, front: str | None, rear: str | None,
+        max_dt_s: float, as_json: bool) -> None:
     """Capture every configured device and run the filters, the merge and the view live.
 
     Everything `capture` does (staggered bring-up, raw and decoded recording, the status
@@ -186,20 +136,7 @@ def live_cmd(
         runtime.close()
     summary = live_summary(runtime)
     if as_json:
-        click.echo(
-            to_json(
-                {
-                    "path": str(result.path),
-                    "recorded_s": result.recorded_s,
-                    "stopped_by": result.stopped_by,
-                    "error": result.error,
-                    "ok": result.ok,
-                    "bringup": [vars(b) for b in result.bringup],
-                    "devices": [vars(d) for d in result.devices],
-                    "live": summary,
-                }
-            )
-        )
+        click.echo(to_json(capture_doc(result) | {"live": summary}))
     else:
         if result.stopped_by == "bringup":
             click.echo(format_bringup(result.bringup))
@@ -230,8 +167,7 @@ def preflight(config: Any, output: str, allow_missing: bool) -> None:
     if missing and not allow_missing:
         raise LiveError(
             f"no such port: {', '.join(missing)}; nothing was powered (--allow-missing runs "
-            "without them)"
-        )
+            "without them)")
     out = Path(output)
     if out.exists() or out.is_symlink():
         raise LiveError(f"{output} exists; choose another name or remove it first")
@@ -243,5 +179,4 @@ def preflight(config: Any, output: str, allow_missing: bool) -> None:
     if free < need:
         raise LiveError(
             f"{parent} has {free / 2**20:.1f} MiB free, live needs {need / 2**20:.0f} MiB "
-            "(capture stops at that reserve): free space first"
-        )
+            "(capture stops at that reserve): free space first")

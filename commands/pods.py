@@ -3,60 +3,35 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 import numpy as np
 
-from sensorbench.commands.option_types import FiniteFloat
+from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import (
     atomic_figures,
     atomic_output,
     check_output,
-    force_option,
 )
 from sensorbench.logs.model_keys import AXES
 
-_SESSION = click.Path(exists=True, dir_okay=False, path_type=Path)
-
 # options shared by ``fit pods``, ``fit noise`` and ``replay``
-_SESSIONS_ARG = click.argument("sessions", nargs=-1, required=True, type=_SESSION)
-_JSON_OPT = click.option(
-    "--json", "as_json", is_flag=True, help="Print one JSON document (SI units)."
+_JSON_OPT = opt.json_option("Print one JSON document (SI units).")
+_PODS_MODEL_OPT = opt.file_option(
+    "--pods", "pods_path", "Pod-geometry model (from 'sensorbench fit pods').", required=True
 )
-_PODS_MODEL_OPT = click.option(
-    "--pods",
-    "pods_path",
-    required=True,
-    type=_SESSION,
-    help="Pod-geometry model (from 'sensorbench fit pods').",
-)
-_ALIGN_OPT = click.option(
-    "--align-interval",
-    "align_interval_s",
-    type=FiniteFloat(min=0.01),
-    default=None,
-    help="Interval (s) of the encoder/mocap time alignment [default: 0.5 s times the "
-    "encoder stream's recorded clock_nominal_slope, so 0.5/N for a session recorded at "
-    "N× real time].",
-)
-_GATE_OPT = click.option(
-    "--gate",
-    type=FiniteFloat(min=0.5),
-    default=6.63,
-    show_default=True,
-    help="NIS gate of the filters (6.63 = 99 %, 8.81 = 99.7 % for one dof).",
-)
-
-
-def _output_opt(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``-o/--output FILE`` (a file, not a directory) described by ``help_text``."""
-    return click.option(
-        "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help=help_text
-    )
+_ALIGN_OPT = opt.number_option(
+    "--align-interval", "align_interval_s", opt.FiniteFloat(min=0.01), None,
+    "Interval (s) of the encoder/mocap time alignment [default: 0.5 s times the encoder "
+    "stream's recorded clock_nominal_slope, so 0.5/N for a session recorded at N× real time].",
+)  # fmt: skip
+_GATE_OPT = opt.number_option(
+    "--gate", None, opt.FiniteFloat(min=0.5), 6.63,
+    "NIS gate of the filters (6.63 = 99 %, 8.81 = 99.7 % for one dof).",
+)  # fmt: skip
 
 
 def register(cli: click.Group) -> None:
@@ -74,47 +49,26 @@ def _echo_json(doc: dict) -> None:
 
 
 @click.command("pods")
-@_SESSIONS_ARG
-@_output_opt("Write the pod-geometry model (TOML, with provenance) here.")
-@force_option("OUTPUT")
+@opt.session_argument("sessions", many=True)
+@opt.output_option("Write the pod-geometry model (TOML, with provenance) here.", force="OUTPUT")
 @_JSON_OPT
-@click.option(
-    "--counts-per-rev",
-    type=FiniteFloat(min=1.0),
-    help="Encoder ticks per wheel revolution (default: the session's robot config).",
+@opt.number_option(
+    "--counts-per-rev", None, opt.FiniteFloat(min=1.0), None,
+    "Encoder ticks per wheel revolution (default: the session's robot config).",
+)  # fmt: skip
+@opt.number_option(
+    "--interval", "interval_s", opt.FiniteFloat(min=0.02), 0.5, "Fitting interval (s)."
 )
-@click.option(
-    "--interval",
-    "interval_s",
-    type=FiniteFloat(min=0.02),
-    default=0.5,
-    show_default=True,
-    help="Fitting interval (s).",
-)
-@click.option(
-    "--heading",
-    type=click.Choice(["auto", "mocap", "imu"]),
-    default="auto",
+@click.option("--heading", type=click.Choice(["auto", "mocap", "imu"]), default="auto",
     show_default=True,
     help="Reference for the rotational part (Δθ): mocap, or the IMU's yaw (bias removed "
-    "against mocap); auto = imu when every session has IMU yaw.",
-)
-@click.option(
-    "--min-excitation",
-    type=FiniteFloat(min=1.0),
-    default=100.0,
-    show_default=True,
-    help="Signal-to-reference-noise energy a motion direction needs to count as excited.",
-)
-def fit_pods_cmd(
-    sessions: tuple[Path, ...],
-    output: Path | None,
-    force: bool,
-    as_json: bool,
-    counts_per_rev: float | None,
-    interval_s: float,
-    heading: str,
-    min_excitation: float,
+    "against mocap); auto = imu when every session has IMU yaw.")
+@opt.number_option(
+    "--min-excitation", None, opt.FiniteFloat(min=1.0), 100.0,
+    "Signal-to-reference-noise energy a motion direction needs to count as excited.",
+)  # fmt: skip
+def fit_pods_cmd(sessions: tuple[Path, ...], output: Path | None, force: bool, as_json: bool,
+        counts_per_rev: float | None, interval_s: float, heading: str, min_excitation: float
 ) -> None:
     """Fit each pod's distance per tick (so wheel radius), rolling angle and lever arm.
 
@@ -140,13 +94,8 @@ def fit_pods_cmd(
         check_output(output, force=force, inputs=sessions)
     refuse_unclosed(sessions, "fit pods")
     drives = [load_drive(p) for p in sessions]
-    fit = fit_pods(
-        drives,
-        interval_s=interval_s,
-        heading=heading,
-        min_excitation=min_excitation,
-        counts_per_rev=counts_per_rev,
-    )
+    fit = fit_pods(drives, interval_s=interval_s, heading=heading, min_excitation=min_excitation,
+        counts_per_rev=counts_per_rev)
     doc = fit.as_dict()
     if fit.complete:
         doc["condition_number"] = condition_number(fit.geometry().W)
@@ -170,8 +119,7 @@ def _print_pod_table(fit: Any) -> None:
     radius, sr = fit.radius, fit.sigma_radius
     click.echo(
         f"{'pod':<8} {'m/tick':>12} {'±1σ':>9} {'radius mm':>10} {'±1σ':>7} "
-        f"{'angle °':>9} {'±1σ':>7} {'lever mm':>9} {'±1σ':>7}"
-    )
+        f"{'angle °':>9} {'±1σ':>7} {'lever mm':>9} {'±1σ':>7}")
     for i, name in enumerate(fit.names):
         r = (
             f"{radius[i] * 1e3:10.4f} {sr[i] * 1e3:7.4f}"
@@ -181,8 +129,7 @@ def _print_pod_table(fit: Any) -> None:
         click.echo(
             f"{name:<8} {fit.c[i]:12.5e} {fit.sigma_c[i]:9.2e} {r} "
             f"{math.degrees(fit.phi[i]):9.4f} {math.degrees(fit.sigma_phi[i]):7.4f} "
-            f"{fit.lever[i] * 1e3:9.3f} {fit.sigma_lever[i] * 1e3:7.3f}"
-        )
+            f"{fit.lever[i] * 1e3:9.3f} {fit.sigma_lever[i] * 1e3:7.3f}")
     ex = ", ".join(
         f"{k}: {v:.0f}{'' if fit.excited[k] else ' (not excited)'}"
         for k, v in fit.excitation.items()
@@ -202,48 +149,30 @@ def _print_pod_table(fit: Any) -> None:
         against = "pods against the IMU" if sl.timing_s is None else "odometry against mocap"
         click.echo(
             f"wheel slip ({against}, {sl.n_windows} windows): rolled "
-            f"{math.sqrt(sl.slip.roll_var) * 1e3:.3f} mm/√m, dragged {drag}"
-        )
+            f"{math.sqrt(sl.slip.roll_var) * 1e3:.3f} mm/√m, dragged {drag}")
     else:
         click.echo(fit.slip_note)
     click.echo("not observable: each pod's position along its own rolling axis")
 
 
 @click.command("noise")
-@_SESSIONS_ARG
+@opt.session_argument("sessions", many=True)
 @_PODS_MODEL_OPT
-@_output_opt("Write the filter-noise model (TOML, with provenance) here.")
-@force_option("OUTPUT")
+@opt.output_option("Write the filter-noise model (TOML, with provenance) here.", force="OUTPUT")
 @_JSON_OPT
 @_GATE_OPT
-@click.option(
-    "--drift-interval",
-    "drift_interval_s",
-    type=FiniteFloat(min=0.05),
-    default=2.0,
-    show_default=True,
-    help="Interval (s) of the odometry slip fit against mocap (sessions emulated at N× real "
+@opt.number_option(
+    "--drift-interval", "drift_interval_s", opt.FiniteFloat(min=0.05), 2.0,
+    "Interval (s) of the odometry slip fit against mocap (sessions emulated at N× real "
     "time: divide by N).",
-)
+)  # fmt: skip
 @_ALIGN_OPT
-@click.option(
-    "--leave-one-out",
-    "holdout",
-    is_flag=True,
+@click.option("--leave-one-out", "holdout", is_flag=True,
     help="Also fit without each session in turn and replay it against its mocap: the "
-    "coverage each drive gets from a model that did not see it (one fit per session).",
-)
-def fit_noise_cmd(
-    sessions: tuple[Path, ...],
-    pods_path: Path,
-    output: Path | None,
-    force: bool,
-    as_json: bool,
-    gate: float,
-    drift_interval_s: float,
-    align_interval_s: float | None,
-    holdout: bool,
-) -> None:
+    "coverage each drive gets from a model that did not see it (one fit per session).")
+def fit_noise_cmd(sessions: tuple[Path, ...], pods_path: Path, output: Path | None, force: bool,
+        as_json: bool, gate: float, drift_interval_s: float, align_interval_s: float | None,
+        holdout: bool) -> None:
     """Fit the split filters' noise per axis from replayed sessions.
 
     Per axis (x, y in m; heading in rad): q, the velocity random walk at constant
@@ -278,13 +207,8 @@ def fit_noise_cmd(
         check_output(output, force=force, inputs=inputs)
     refuse_unclosed(sessions, "fit noise")
     geometry = load_pod_model(pods_path)
-    fit = fit_noise(
-        list(sessions),
-        geometry,
-        gate=gate,
-        align_interval_s=align_interval_s,
-        drift_interval_s=drift_interval_s,
-    )
+    fit = fit_noise(list(sessions), geometry, gate=gate, align_interval_s=align_interval_s,
+        drift_interval_s=drift_interval_s)
     doc = fit.as_dict()
     if holdout:
         doc["leave_one_out"] = leave_one_out(list(sessions), geometry, gate, align_interval_s)
@@ -299,8 +223,7 @@ def fit_noise_cmd(
         click.echo(
             f"{'axis':<6} {'q':>10} {'q_jerk':>9} {'r':>10} {'slip':>5} {'drag':>5} "
             f"{'NIS':>7} {'95 % band':>17} {'K':>7} {'K_eff':>7} {'rejected':>8} "
-            f"{'max|ρ|':>7} {'bound':>6}"
-        )
+            f"{'max|ρ|':>7} {'bound':>6}")
         for a, f in fit.axes.items():
             n = f.nis
             flag = "" if n.mean_ok else "  NIS outside"
@@ -310,12 +233,10 @@ def fit_noise_cmd(
                 f"{a:<6} {f.q:10.3e} {f.noise.q_jerk:9.2e} {f.r:10.3e} "
                 f"{f.noise.slip_scale:5.2f} {drag:5.2f} {n.mean:7.3f} "
                 f"[{n.band[0]:.3f}, {n.band[1]:.3f}] {n.k:7d} {n.k_eff:7.0f} "
-                f"{n.rejection_rate:7.2%} {np.nanmax(np.abs(f.rho)):7.3f} {f.rho_bound:6.3f}{flag}"
-            )
+                f"{n.rejection_rate:7.2%} {np.nanmax(np.abs(f.rho)):7.3f} {f.rho_bound:6.3f}{flag}")
         click.echo(
             "units: q m²/s³ (heading rad²/s³), q_jerk s³, r m² (heading rad²); slip, drag: "
-            "shares of the wheels' slip law; NIS: mean clipped to the gate"
-        )
+            "shares of the wheels' slip law; NIS: mean clipped to the gate")
         verdict = "consistent" if all(f.nis_ok for f in fit.axes.values()) else "NOT consistent"
         click.echo(f"filters under the fitted model: {verdict} on these sessions")
         _print_drift(fit)
@@ -331,8 +252,7 @@ def fit_noise_cmd(
             over = ", ".join(held["overconfident"]) or "none"
             click.echo(
                 f"held out {name}: truth in 2σ x / y / θ {cov}, mean NEES {nees}, "
-                f"overconfident: {over}"
-            )
+                f"overconfident: {over}")
             for why in held["outside_reach"]:
                 click.echo(f"  outside the other drives' reach: {why}")
         if output is not None:
@@ -342,87 +262,45 @@ def fit_noise_cmd(
 
 
 @click.command("replay")
-@click.argument("session", type=_SESSION)
+@opt.session_argument()
 @_PODS_MODEL_OPT
-@click.option(
-    "--noise",
-    "noise_path",
-    type=_SESSION,
-    help="Filter-noise model (from 'sensorbench fit noise'); default: untuned.",
+@opt.file_option(
+    "--noise", "noise_path", "Filter-noise model (from 'sensorbench fit noise'); default: untuned."
 )
-@click.option(
-    "--pose-model",
-    "pose_model_path",
-    type=_SESSION,
-    help="Pose-error model (from 'sensorbench fit pose-error'): aid with pose_sensor.",
-)
-@_output_opt("Write the estimate as a pose stream (kind 'estimate') to this session file.")
-@force_option("OUTPUT and figures")
-@click.option(
-    "--plots",
-    "plots_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Write PNG figures (path, error over time) here.",
-)
-@click.option(
-    "--reference",
-    type=click.Choice(["mocap", "truth"]),
-    default="mocap",
-    show_default=True,
-    help="Score against mocap or a simulated session's truth.",
-)
+@opt.file_option(
+    "--pose-model", "pose_model_path",
+    "Pose-error model (from 'sensorbench fit pose-error'): aid with pose_sensor.",
+)  # fmt: skip
+@opt.output_option("Write the estimate as a pose stream (kind 'estimate') to this session file.",
+    force="OUTPUT and figures")
+@opt.plots_option("Write PNG figures (path, error over time) here.")
+@click.option("--reference", type=click.Choice(["mocap", "truth"]), default="mocap",
+    show_default=True, help="Score against mocap or a simulated session's truth.")
 @_GATE_OPT
 @_ALIGN_OPT
-@click.option(
-    "--monitor-window",
-    type=click.IntRange(min=2),
-    default=50,
-    show_default=True,
-    help="Consistency monitor: updates per sliding NIS window.",
-)
-@click.option(
-    "--monitor-level",
-    type=FiniteFloat(min=0.5, max=1.0, max_open=True),
-    default=0.999,
-    show_default=True,
-    help="Consistency monitor: one-sided level of the degraded flag for a consistent "
+@opt.number_option(
+    "--monitor-window", None, click.IntRange(min=2), 50,
+    "Consistency monitor: updates per sliding NIS window.",
+)  # fmt: skip
+@opt.number_option(
+    "--monitor-level", None, opt.FiniteFloat(min=0.5, max=1.0, max_open=True), 0.999,
+    "Consistency monitor: one-sided level of the degraded flag for a consistent "
     "filter (any of x, y, heading and the pods-against-IMU check; each channel takes "
     "level^(1/channels)).",
 )
-@click.option(
-    "--t-start",
-    type=FiniteFloat(),
-    default=None,
-    help="Replay from this time on (s from the session start).",
+@opt.window_options(
+    "Replay from this time on (s from the session start).", "Replay up to this time (s)."
 )
-@click.option("--t-end", type=FiniteFloat(), default=None, help="Replay up to this time (s).")
-@click.option(
-    "--repair/--no-repair",
-    default=True,
-    show_default=True,
+@click.option("--repair/--no-repair", default=True, show_default=True,
     help="Rebuild frames where a parallel pod bounced from the other pods and the IMU yaw "
     "(judged against the whole session: `live` runs without it, so `--no-repair` "
-    "reproduces a live estimate).",
-)
+    "reproduces a live estimate).")
 @_JSON_OPT
-def replay_cmd(
-    session: Path,
-    pods_path: Path,
-    noise_path: Path | None,
-    pose_model_path: Path | None,
-    output: Path | None,
-    force: bool,
-    plots_dir: Path | None,
-    reference: str,
-    gate: float,
-    align_interval_s: float | None,
-    monitor_window: int,
-    monitor_level: float,
-    t_start: float | None,
-    t_end: float | None,
-    repair: bool,
-    as_json: bool,
-) -> None:
+def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
+        pose_model_path: Path | None, output: Path | None, force: bool, plots_dir: Path | None,
+        reference: str, gate: float, align_interval_s: float | None, monitor_window: int,
+        monitor_level: float, t_start: float | None, t_end: float | None, repair: bool,
+        as_json: bool) -> None:
     """Replay a session's pods through the split x/y/heading filters.
 
     Prints the error against the reference: RMS, max and final position error
@@ -454,19 +332,9 @@ def replay_cmd(
     from sensorbench.logs.time_window import window_ns
 
     window = window_ns(session, t_start, t_end)
-    rp = replay_session(
-        session,
-        geometry,
-        noise,
-        aid_model=aid,
-        gate=gate,
-        reference=reference,
-        window_ns=window,
-        repair=repair,
-        align_interval_s=align_interval_s,
-        monitor_window=monitor_window,
-        monitor_level=monitor_level,
-    )
+    rp = replay_session(session, geometry, noise, aid_model=aid, gate=gate, reference=reference,
+        window_ns=window, repair=repair, align_interval_s=align_interval_s,
+        monitor_window=monitor_window, monitor_level=monitor_level)
     doc = rp.summary()
     doc["noise"] = "fitted" if noise_path else "untuned defaults"
     if plots_dir is not None:
@@ -486,13 +354,11 @@ def replay_cmd(
     else:
         click.echo(
             f"position error vs {rp.reference}: RMS {err['rms_m'] * 100:.2f} cm, "
-            f"max {err['max_m'] * 100:.2f} cm, final {err['final_m'] * 100:.2f} cm"
-        )
+            f"max {err['max_m'] * 100:.2f} cm, final {err['final_m'] * 100:.2f} cm")
         click.echo(
             f"heading error: RMS {math.degrees(err['heading_rms_rad']):.3f}°, "
             f"max {math.degrees(err['heading_max_rad']):.3f}°, "
-            f"final {math.degrees(err['heading_final_rad']):+.3f}°"
-        )
+            f"final {math.degrees(err['heading_final_rad']):+.3f}°")
     click.echo(f"rejected by the gate: {doc['rejected_updates']}")
     for why in doc["outside_reach"]:
         click.echo(f"WARNING, outside the noise fit's drives: {why}")
@@ -524,8 +390,7 @@ def _print_consistency(doc: dict[str, Any]) -> None:
     cons = doc["consistency"]
     click.echo(
         f"{'axis':<6} {'rejected':>9} {'nominal':>8} {'NEES':>6} {'95% band':>13} "
-        f"{'in 1σ':>6} {'in 2σ':>6} {'in 3σ':>6} {'degraded':>9}"
-    )
+        f"{'in 1σ':>6} {'in 2σ':>6} {'in 3σ':>6} {'degraded':>9}")
     for a, actual in rates["actual"].items():
         row = f"{a:<6} {actual:9.2%} {rates['nominal']:8.2%}"
         c = None if cons is None else cons.get(a)
@@ -557,8 +422,7 @@ def _print_consistency(doc: dict[str, Any]) -> None:
         click.echo(f"pods against IMU yaw: degraded {cross['degraded_fraction']:.1%}")
     click.echo(
         "expected: in 1σ 68.3 %, in 2σ 95.4 %, in 3σ 99.7 %; NEES and NIS (calibrated to χ²₁) "
-        "inside their bands"
-    )
+        "inside their bands")
 
 
 def _write_estimate(

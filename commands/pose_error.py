@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from sensorbench.commands.option_types import DRAWS, SEED, FiniteFloat
+from sensorbench.commands import options as opt
 from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import (
@@ -28,69 +28,43 @@ _SESSION_OPTS = [
     click.option(
         "--reference", default="mocap", show_default=True, help="Pose stream of the reference."
     ),
-    click.option(
-        "--planar",
-        is_flag=True,
-        help="Align frames by yaw + translation only (planar robot) instead of SE(3). "
+    opt.flag_option("--planar",
+        "Align frames by yaw + translation only (planar robot) instead of SE(3). "
         "One transform is fitted to all SESSIONS together (the sensor's map is the same "
-        "in each), so only the campaign's mean error is absorbed, not each session's.",
-    ),
-    click.option(
-        "--no-align",
-        is_flag=True,
-        help="The sensor already reports in the reference frame: no spatial alignment "
-        "(the same as --align none).",
-    ),
-    click.option(
-        "--align",
-        type=click.Choice(["auto", "campaign", "session", "none"]),
-        default="auto",
-        show_default=True,
+        "in each), so only the campaign's mean error is absorbed, not each session's."),
+    opt.flag_option("--no-align",
+        "The sensor already reports in the reference frame: no spatial alignment "
+        "(the same as --align none)."),
+    click.option("--align", type=click.Choice(["auto", "campaign", "session", "none"]),
+        default="auto", show_default=True,
         help="auto: campaign when the FRAME check finds all SESSIONS in one map, else "
         "session (separate SLAM runs, each in its own map; evo_ape -a aligns each run so); "
         "the output says which. campaign: one frame transform for all SESSIONS (a sensor "
         "relocalizing into one map); a session whose mean error the within-session offsets "
         "cannot explain is "
         "named (FRAME: not in the same map) and left out. session: one transform each "
-        "(absorbs each session's mean error). none: the sensor reports in the reference frame.",
+        "(absorbs each session's mean error). none: the sensor reports in the reference frame."),
+    opt.number_option(
+        "--max-offset", None, opt.FiniteFloat(), 0.5,
+        "Largest time offset between sensor and reference clocks searched, s.",
     ),
-    click.option(
-        "--max-offset",
-        default=0.5,
-        show_default=True,
-        type=FiniteFloat(),
-        help="Largest time offset between sensor and reference clocks searched, s.",
-    ),
-    click.option(
-        "--time-offset",
-        type=FiniteFloat(),
-        default=None,
-        help="Known clock offset, s (reference time = sensor time + offset); "
+    opt.number_option(
+        "--time-offset", None, opt.FiniteFloat(), None,
+        "Known clock offset, s (reference time = sensor time + offset); "
         "default: estimated from angular rates.",
     ),
-    click.option(
-        "--max-gap",
-        type=click.FloatRange(min=0.0, min_open=True),
-        default=None,
-        help="Longest gap in a track interpolated across, s (default: 3 x each track's "
+    opt.number_option(
+        "--max-gap", None, click.FloatRange(min=0.0, min_open=True), None,
+        "Longest gap in a track interpolated across, s (default: 3 x each track's "
         "median sample spacing, so a sensor at any rate from 1 Hz up is paired).",
     ),
-    click.option(
-        "--t-start",
-        type=FiniteFloat(),
-        default=None,
-        help="Use only samples from this time on (s from each session's start: its "
+    opt.window_options(
+        "Use only samples from this time on (s from each session's start: its "
         "earliest sample of any stream, the origin of every time reported).",
-    ),
+        "Use only samples before this time (s)."),
+    opt.json_option("One JSON document on stdout."),
     click.option(
-        "--t-end", type=FiniteFloat(), default=None, help="Use only samples before this time (s)."
-    ),
-    click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout."),
-    click.option(
-        "--plots",
-        type=click.Path(file_okay=False),
-        default=None,
-        help="Directory for PNG figures (created).",
+        "--plots", type=click.Path(file_okay=False), help="Directory for PNG figures (created)."
     ),
 ]
 
@@ -127,14 +101,9 @@ class _Selection:
         paths = list(self.sessions)
         return prepare_campaign(
             [load_tracks(p, self.sensor, self.reference, self.t_start, self.t_end) for p in paths],
-            session_names(paths),
-            paths,
-            self.align_mode,
-            self.planar,
-            self.time_offset,
-            self.max_offset,
-            self.max_gap,
-        )
+            session_names(paths), paths, self.align_mode, self.planar, self.time_offset,
+            self.max_offset, self.max_gap,
+        )  # fmt: skip
 
 
 def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -151,29 +120,18 @@ def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
         if selection.sensor == selection.reference:  # the error would be zero by construction
             raise click.BadParameter(
                 f"the sensor and the reference are both stream {selection.sensor!r}; "
-                "compare two different pose streams",
-                param_hint="'--sensor' / '--reference'",
-            )
+                "compare two different pose streams", param_hint="'--sensor' / '--reference'")
         return f(selection=selection, **kwargs)
 
-    for opt in reversed(_SESSION_OPTS):
-        command = opt(command)
-    return command
+    return opt.stack(*_SESSION_OPTS)(command)
 
 
 @click.command("pose-error")
 @_session_options
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the model (TOML).")
-@force_option("OUTPUT and figures")
+@opt.output_option("Write the model (TOML).", force="OUTPUT and figures")
 @click.pass_context
-def fit_pose_error_cmd(
-    ctx: click.Context,
-    selection: _Selection,
-    as_json: bool,
-    plots: str | None,
-    output: str | None,
-    force: bool,
-) -> None:
+def fit_pose_error_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots: str | None,
+        output: str | None, force: bool) -> None:
     """Fit the pose-error model of SENSOR against REFERENCE over SESSIONS (HDF5).
 
     Per axis (x, y, z in m in the reference world frame; roll, pitch, yaw in rad about
@@ -194,12 +152,9 @@ def fit_pose_error_cmd(
     campaign = selection.prepare()
     with progress_bar("fitting the pose-error model", enabled=not as_json) as bar:
         model = fit_prepared(
-            campaign.prepared,
-            selection.sensor,
-            selection.reference,
-            time_offset=campaign.time_offset,
-            progress=bar,
-        )
+            campaign.prepared, selection.sensor, selection.reference,
+            time_offset=campaign.time_offset, progress=bar,
+        )  # fmt: skip
     summary = FitSummary.of(campaign, model)
     figures = []
     if plots:
@@ -229,100 +184,55 @@ def fit_pose_error_cmd(
 
 @click.command("validate")
 @_session_options
-@click.option(
-    "--draws",
-    default=1000,
-    show_default=True,
-    type=DRAWS,
-    help="Monte Carlo draws per session.",
-)
-@click.option("--seed", default=0, show_default=True, type=SEED, help="Random seed.")
-@click.option(
-    "--model",
-    "model_path",
-    type=click.Path(exists=True, dir_okay=False),
-    help="Validate this model file on every session instead of leave-one-session-out refits.",
-)
-@click.option(
-    "--alpha",
-    default=0.05,
-    show_default=True,
-    type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True),
-    help="Family-wise level over all sessions, axes and statistics.",
-)
-@click.option(
-    "--no-parameter-uncertainty",
-    is_flag=True,
-    help="Simulate with the point estimates only "
-    "(default: draw parameters from the fit's uncertainty).",
-)
+@opt.number_option("--draws", None, opt.DRAWS, 1000, "Monte Carlo draws per session.")
+@opt.seed_option(help="Random seed.")
+@click.option("--model", "model_path", type=click.Path(exists=True, dir_okay=False),
+    help="Validate this model file on every session instead of leave-one-session-out refits.")
+@opt.number_option(
+    "--alpha", None, opt.FiniteFloat(0.0, 1.0, min_open=True, max_open=True), 0.05,
+    "Family-wise level over all sessions, axes and statistics.",
+)  # fmt: skip
+@opt.flag_option("--no-parameter-uncertainty",
+    "Simulate with the point estimates only "
+    "(default: draw parameters from the fit's uncertainty).")
 @force_option("figures in --plots")
-@click.option(
-    "--scale-tolerance",
-    default=0.005,
-    show_default=True,
-    type=FiniteFloat(0.0, 1.0),
-    help="SCALE fails when the similarity scale's 95 % interval excludes 1 by more than "
+@opt.number_option(
+    "--scale-tolerance", None, opt.FiniteFloat(0.0, 1.0), 0.005,
+    "SCALE fails when the similarity scale's 95 % interval excludes 1 by more than "
     "this fraction.",
 )
-@click.option(
-    "--require",
-    "require",
-    multiple=True,
-    metavar="AXIS.STAT<=VALUE[UNIT]",
+@click.option("--require", "require", multiple=True, metavar="AXIS.STAT<=VALUE[UNIT]",
     help="Accuracy requirement: STAT of |error| over --horizon within VALUE in a fraction "
     "--confidence of horizons, e.g. x.p95<=5cm or yaw.p99<=1deg; STAT in rms, p50, p95, "
     "p99, max; VALUE in m or rad unless a unit (mm, cm, m, rad, mrad, deg) is given. "
     "Verdict per requirement at --verdict-confidence: holds (the upper bound of that "
     "quantile is within VALUE), fails (its lower bound is above VALUE) or cannot tell "
     "(the bounds straddle VALUE; more sessions narrow them). Exit 0 only when every "
-    "requirement holds. Repeatable.",
-)
-@click.option(
-    "--horizon",
-    default=60.0,
-    show_default=True,
-    type=FiniteFloat(min=0.0, min_open=True),
-    help="Horizon of the required statistics, s.",
-)
-@click.option(
-    "--confidence",
-    default=0.95,
-    show_default=True,
-    type=FiniteFloat(0.5, 1.0, max_open=True),
-    help="Fraction of horizons whose statistic a requirement asks to be within VALUE "
+    "requirement holds. Repeatable.")
+@opt.number_option(
+    "--horizon", None, opt.FiniteFloat(min=0.0, min_open=True), 60.0,
+    "Horizon of the required statistics, s.",
+)  # fmt: skip
+@opt.number_option(
+    "--confidence", None, opt.FiniteFloat(0.5, 1.0, max_open=True), 0.95,
+    "Fraction of horizons whose statistic a requirement asks to be within VALUE "
     "(the statistic's quantile that is judged).",
 )
-@click.option(
-    "--verdict-confidence",
-    default=0.95,
-    show_default=True,
-    type=FiniteFloat(0.5, 1.0, min_open=True, max_open=True),
-    help="Confidence of each bound of a requirement's verdict: a verdict 'holds' or "
+@opt.number_option(
+    "--verdict-confidence", None, opt.FiniteFloat(0.5, 1.0, min_open=True, max_open=True), 0.95,
+    "Confidence of each bound of a requirement's verdict: a verdict 'holds' or "
     "'fails' is wrong with probability at most about 1 - this when the truth sits at "
     "VALUE (less when it is farther).",
 )
 @click.pass_context
-def validate_cmd(
-    ctx: click.Context,
-    selection: _Selection,
-    as_json: bool,
-    plots: str | None,
-    draws: int,
-    seed: int,
-    model_path: str | None,
-    alpha: float,
-    no_parameter_uncertainty: bool,
-    force: bool,
-    scale_tolerance: float,
-    require: tuple[str, ...],
-    horizon: float,
-    confidence: float,
-    verdict_confidence: float,
+def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots: str | None,
+        draws: int, seed: int, model_path: str | None, alpha: float,
+        no_parameter_uncertainty: bool, force: bool, scale_tolerance: float,
+        require: tuple[str, ...], horizon: float, confidence: float, verdict_confidence: float
 ) -> None:
     """Leave-one-session-out Monte Carlo validation of the pose-error model.
 
-    For every session: refit on the others (or use --model), simulate DRAWS error
+    For every session: refit on the others (or use --model), simulate opt.DRAWS error
     series along its real timestamps and relocalizations, and place the real RMS,
     mean, max |e|, lag-1 autocorrelation and growth (last- over first-quarter RMS
     of each relocalization segment) of every axis among them. Percentile
@@ -359,27 +269,13 @@ def validate_cmd(
         )
     campaign_model = model or fit_pose_error(series)
     judged = judge_requirements(
-        requirements,
-        campaign_model,
-        series,
-        horizon,
-        confidence,
-        verdict_confidence,
-        draws,
-        seed,
-        uncertain,
-        campaign.future_variance(),
-    )
+        requirements, campaign_model, series, horizon, confidence, verdict_confidence, draws,
+        seed, uncertain, campaign.future_variance(),
+    )  # fmt: skip
     outcome = assess(
-        campaign.prepared,
-        campaign_model,
-        report,
-        campaign.frames,
-        campaign.align,
-        selection.planar,
-        scale_tolerance,
-        judged,
-    )
+        campaign.prepared, campaign_model, report, campaign.frames, campaign.align,
+        selection.planar, scale_tolerance, judged,
+    )  # fmt: skip
     figures = []
     if plots:
         from sensorbench.characterize.pose.plots import plot_error_bands, plot_rank_histogram
@@ -387,8 +283,7 @@ def validate_cmd(
         with atomic_figures(plots, force=force, inputs=selection.sessions) as out:
             for s, chk in zip(series, report.sessions, strict=True):
                 figures.append(
-                    plot_error_bands(s, chk.params, out / f"{s.name}_validate.png", seed=seed)
-                )
+                    plot_error_bands(s, chk.params, out / f"{s.name}_validate.png", seed=seed))
             figures.append(plot_rank_histogram(report, out / "rank_histogram.png"))
         figures = [str(Path(plots) / Path(f).name) for f in figures]
     if as_json:

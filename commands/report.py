@@ -7,66 +7,35 @@ from pathlib import Path
 import click
 
 from sensorbench.cli import cli
-from sensorbench.commands.option_types import DRAWS, SEED
+from sensorbench.commands import options as opt
 from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output, force_option
 
 
 @cli.command("report")
-@click.argument(
-    "sessions",
-    nargs=-1,
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@opt.session_argument("sessions", many=True)
+@opt.output_option(
+    "Directory for report.html (created).", required=True, directory=True, dest="out_dir"
 )
-@click.option(
-    "-o",
-    "--output",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Directory for report.html (created).",
-)
-@click.option(
-    "--models",
-    "models_dir",
+@click.option("--models", "models_dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Directory with pods.toml, noise.toml, pose_error.toml (from the fit commands).",
+    help="Directory with pods.toml, noise.toml, pose_error.toml (from the fit commands).")
+@opt.number_option(
+    "--draws", None, opt.DRAWS, 1000, "Monte Carlo draws per session for the validation."
 )
-@click.option(
-    "--draws",
-    default=1000,
-    show_default=True,
-    type=DRAWS,
-    help="Monte Carlo draws per session for the validation.",
-)
-@click.option("--seed", default=0, show_default=True, type=SEED, help="Monte Carlo seed.")
+@opt.seed_option(help="Monte Carlo seed.")
 @click.option("--sensor", default="pose_sensor", show_default=True, help="Pose stream under test.")
 @click.option("--reference", default="mocap", show_default=True, help="Reference pose stream.")
-@click.option(
-    "--align",
-    type=click.Choice(["auto", "campaign", "session"]),
-    default="auto",
+@click.option("--align", type=click.Choice(["auto", "campaign", "session"]), default="auto",
     show_default=True,
     help="Pose sessions' frame: auto (one transform when the FRAME check finds them in one "
     "map, else one per session, as evo_ape -a aligns each run), campaign (one transform "
-    "for all; the FRAME check names a session that does not fit) or session.",
-)
+    "for all; the FRAME check names a session that does not fit) or session.")
 @force_option("DIR/report.html")
-@click.option("--json", "as_json", is_flag=True, help="Print the report's content as JSON.")
-def report_cmd(
-    sessions: tuple[Path, ...],
-    out_dir: Path,
-    models_dir: Path | None,
-    draws: int,
-    seed: int,
-    sensor: str,
-    reference: str,
-    align: str,
-    force: bool,
-    as_json: bool,
-) -> None:
+@opt.json_option("Print the report's content as JSON.")
+def report_cmd(sessions: tuple[Path, ...], out_dir: Path, models_dir: Path | None, draws: int,
+        seed: int, sensor: str, reference: str, align: str, force: bool, as_json: bool) -> None:
     """Write DIR/report.html: every table and figure for SESSIONS (HDF5).
 
     Lidar datasheets (rate Hz, period and jitter ms, range noise σ by band mm, outlier
@@ -84,17 +53,13 @@ def report_cmd(
         check_output(page, force=force, inputs=sessions)
     refuse_unclosed(sessions, "report")
     with progress_bar("report", enabled=not as_json) as bar:
-        rep = build_report(
-            list(sessions),
-            out_dir,
-            models_dir=models_dir,
-            options=ReportOptions(
-                draws=draws, seed=seed, sensor=sensor, reference=reference, align=align
-            ),
-            progress=None if bar is None else bar.say,
-            force=force,
-            steps=bar,
+        options = ReportOptions(
+            draws=draws, seed=seed, sensor=sensor, reference=reference, align=align
         )
+        rep = build_report(
+            list(sessions), out_dir, models_dir=models_dir, options=options,
+            progress=None if bar is None else bar.say, force=force, steps=bar,
+        )  # fmt: skip
     if as_json:
         click.echo(to_json({"report": rep.path, **rep.data}))
     else:

@@ -9,11 +9,11 @@ from typing import Any
 import click
 
 from sensorbench.cli import cli, subgroup
-from sensorbench.commands.option_types import FiniteFloat
+from sensorbench.commands import options as opt
 from sensorbench.commands.progress import progress_bar
 from sensorbench.errors import OutputError
 from sensorbench.json_doc import to_json
-from sensorbench.logs.atomic_output import atomic_output, force_option, same_file
+from sensorbench.logs.atomic_output import atomic_output, same_file
 from sensorbench.logs.exporters import FORMATS as EXPORT_FORMATS
 from sensorbench.logs.exporters import export_stream
 from sensorbench.logs.import_times import DUPLICATE_POLICIES
@@ -25,17 +25,37 @@ from sensorbench.logs.importers import (
     import_file,
     parse_column_map,
 )
+from sensorbench.report import session_display as show
 
 import_group = subgroup("import")
 
 
-def _fmt_s(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
+def _into_option(help: str) -> Callable[[Any], Any]:
+    """``--into`` (parameter ``session``): the session file an import adds to."""
+    return click.option(
+        "--into", "session", type=click.Path(dir_okay=False, path_type=Path), required=True,
+        help=help,
+    )  # fmt: skip
+
+
+def _duplicates_option(help: str) -> Callable[[Any], Any]:
+    """``--duplicates``: what an import does with repeated stamps (default ``last``)."""
+    return click.option(
+        "--duplicates", type=click.Choice(DUPLICATE_POLICIES), default="last",
+        show_default=True, help=help,
+    )  # fmt: skip
+
+
+def _max_position_option(help: str) -> Callable[[Any], Any]:
+    """``--max-position-m``: the largest accepted position (m)."""
+    return opt.number_option(
+        "--max-position-m", None, opt.FiniteFloat(min=0, min_open=True), MAX_ABS_POSITION_M, help
+    )
 
 
 @cli.command("info")
 @click.argument("session", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@opt.json_option()
 def info_cmd(session: Path, as_json: bool) -> None:
     """Streams, counts, rates (Hz), time span (s), gaps and device metadata of SESSION.
 
@@ -43,73 +63,25 @@ def info_cmd(session: Path, as_json: bool) -> None:
     topics, message types and counts.
     """
     if session.is_dir() or session.suffix in (".bag", ".mcap", ".db3"):
-        _bag_info(session, as_json)
-        return
-    from sensorbench.logs.info import session_info
+        from sensorbench.logs.import_rosbag import bag_info
 
-    info = session_info(session)
-    if as_json:
-        click.echo(to_json(info))
-        return
-    click.echo(
-        f"{info['path']}  label={info['label']!r}  status={info['status']}  "
-        f"schema v{info['schema_version']}  written by sensorbench {info['software_version']}  "
-        f"created {info['created_utc']}"
-    )
-    click.echo(
-        f"{'kind':<8} {'name':<16} {'count':>10} {'span s':>9} {'rate Hz':>9} "
-        f"{'max gap s':>9} {'gaps>3x':>7}  details"
-    )
-    for st in info["streams"]:
-        count = {"lidar": "turns", "raw": "chunks"}.get(st["kind"], "count")
-        extra = {
-            "lidar": lambda s: f"{s['points']} points",
-            "raw": lambda s: f"{s['bytes']} bytes",
-            "encoder": lambda s: f"{s['counters']} counters{', IMU' if s['has_imu'] else ''}",
-            "pose": lambda s: (
-                f"{s['attrs'].get('kind')}, valid {s['valid_fraction']:.1%}, "
-                f"{s['relocalizations']} relocalizations"
-            ),
-        }[st["kind"]](st)
-        meta = {
-            k: v
-            for k, v in st["attrs"].items()
-            if k in ("model", "serial", "port_path", "firmware")
-        }
-        if meta:
-            extra += "  " + " ".join(f"{k}={v}" for k, v in meta.items())
-        click.echo(
-            f"{st['kind']:<8} {st['name']:<16} {st.get(count, 0):>10} "
-            f"{_fmt_s(st.get('span_s')):>9} "
-            f"{_fmt_s(st.get('rate_hz')):>9} {_fmt_s(st.get('max_gap_s')):>9} "
-            f"{st.get('gaps_over_3x_median', 0):>7}  {extra}"
-        )
-    if info["events"]:
-        click.echo("events: " + ", ".join(f"{k}={v}" for k, v in sorted(info["events"].items())))
-    if info["truth"]:
-        click.echo(f"truth: {len(info['truth'])} datasets (simulated session)")
-    for problem in info["problems"]:
-        click.echo(f"damaged: {problem} (spans and rates above include it)")
-    if info["problems"]:
-        click.echo(f"`sensorbench check {session}` lists every problem")
+        info, lines = bag_info(session), show.bag_lines
+    else:
+        from sensorbench.logs.info import session_info
+
+        info, lines = session_info(session), show.info_lines
+    click.echo(to_json(info) if as_json else "\n".join(lines(info, session)))
 
 
 @cli.command("check")
 @click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--recover/--no-recover",
-    default=True,
-    show_default=True,
+@click.option("--recover/--no-recover", default=True, show_default=True,
     help="Rebuild a file whose writer was killed (the original is kept as NAME.orig.h5, "
-    "or NAME.orig-2.h5… if that exists).",
-)
-@click.option(
-    "--force",
-    is_flag=True,
-    help="Recover a file whose writer ran on another host (check cannot see whether it "
-    "still runs) once you know it has stopped.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+    "or NAME.orig-2.h5… if that exists).")
+@opt.flag_option("--force",
+    "Recover a file whose writer ran on another host (check cannot see whether it "
+    "still runs) once you know it has stopped.")
+@opt.json_option()
 @click.pass_context
 def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_json: bool) -> None:
     """Validate SESSION against the format; recover it if its writer died.
@@ -131,51 +103,10 @@ def check_cmd(ctx: click.Context, session: Path, recover: bool, force: bool, as_
         recovery = recover_session(session, force=force)
         report = check_session(session)
     if as_json:
-        doc = {
-            "path": str(session),
-            "ok": report.ok,
-            "status": report.status.name.lower(),
-            "errors": report.errors,
-            "warnings": report.warnings,
-            "rows": report.consistent_rows,
-            "point_time_reversals": report.point_time_reversals,
-        }
-        if report.in_use:
-            doc["in_use"] = report.in_use
-        if report.writer_unknown:
-            doc["writer_unknown"] = report.writer_unknown
-        if recovery is not None:
-            doc["recovered"] = {
-                "backup": str(recovery.backup) if recovery.backup else None,
-                "kept_rows": recovery.kept_rows,
-                "dropped_rows": recovery.dropped_rows,
-            }
-        click.echo(to_json(doc))
+        click.echo(to_json(show.check_doc(session, report, recovery)))
     else:
-        if report.in_use:
-            click.echo(f"{session} is in use: {report.in_use}; not touched")
-        elif report.writer_unknown and recover and not force:
-            click.echo(
-                f"{session}: {report.writer_unknown}; not recovered (run check on that host, "
-                "or pass --force once you know it has stopped)"
-            )
-        if recovery is not None:
-            click.echo(
-                f"recovered {session}: its writer had died or failed; original kept as "
-                f"{recovery.backup}"
-            )
-            for key, n in recovery.kept_rows.items():
-                dropped = recovery.dropped_rows.get(key, 0)
-                note = f", dropped {dropped} partly written rows" if dropped else ""
-                click.echo(f"  {key}: kept {n} rows{note}")
-        for e in report.errors:
-            click.echo(f"error: {e}")
-        for w in report.warnings:
-            click.echo(f"warning: {w}")
-        if recovery is None and report.repairable and closed:
-            click.echo(f"`sensorbench check --recover {session}` keeps the consistent rows")
-        state = "in use" if report.in_use else report.status.name.lower()
-        click.echo(f"{session}: {'OK' if report.ok else 'NOT OK'} ({state})")
+        unrecovered = bool(report.writer_unknown) and recover and not force
+        click.echo("\n".join(show.check_lines(session, report, recovery, unrecovered)))
     if not report.ok:
         ctx.exit(1)
 
@@ -195,30 +126,17 @@ def _import_command(what: str) -> click.Command:
         "converted to m."
     )
 
-    @click.command(
-        what,
+    @click.command(what,
         help=f"Import FILE, {kind_help}, into a session (created if missing).\n\n{checks} "
         "The session changes all at once: a failed or killed import leaves it exactly as "
-        "it was.",
-    )
+        "it was.")
     @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
     @click.option("--format", "fmt", type=click.Choice(formats), required=True, help="File format.")
-    @click.option(
-        "--into",
-        "session",
-        type=click.Path(dir_okay=False, path_type=Path),
-        required=True,
-        help="Session file to add the stream to.",
-    )
+    @_into_option("Session file to add the stream to.")
     @click.option("--name", default=None, help=f"Stream name (default: {_DEFAULT_NAMES[what]}).")
-    @click.option(
-        "--duplicates",
-        type=click.Choice(DUPLICATE_POLICIES),
-        default="last",
-        show_default=True,
-        help="Lines repeating a timestamp: refuse the file (error), or keep the first or the "
-        "last of each run; dropped lines are listed.",
-    )
+    @_duplicates_option(
+        "Lines repeating a timestamp: refuse the file (error), or keep the first or the "
+        "last of each run; dropped lines are listed.")
     def cmd(
         file: Path, fmt: str, session: Path, name: str | None, duplicates: str, **extra: Any
     ) -> None:
@@ -226,35 +144,15 @@ def _import_command(what: str) -> click.Command:
             raise OutputError(f"{file} is both the file to import and the session; nothing done")
         options = _format_options(what, fmt, **extra)
         res = import_file(what, file, fmt, session, name=name, duplicates=duplicates, **options)
-        click.echo(
-            f"imported {res.samples} samples from {file} into {session} as stream {res.name!r}"
-        )
-        if res.dropped_lines:
-            click.echo(
-                f"dropped {len(res.dropped_lines)} line(s) repeating a timestamp "
-                f"(--duplicates {duplicates}): "
-                + ", ".join(f"{file}:{n}" for n in res.dropped_lines)
-            )
-        if res.relocalized_lines:
-            click.echo(
-                f"flagged RELOCALIZED {len(res.relocalized_lines)} pose(s) that replaced a "
-                "different pose at the same stamp: "
-                + ", ".join(f"{file}:{n}" for n in res.relocalized_lines)
-            )
+        click.echo("\n".join(show.import_lines(res, file, session, duplicates)))
 
     for option in _format_option_decorators(what):
         cmd = option(cmd)
     return cmd
 
 
-def _format_options(
-    what: str,
-    fmt: str,
-    body: str | None = None,
-    up: str = "y",
-    max_position_m: float | None = None,
-    columns: str | None = None,
-    times: Path | None = None,
+def _format_options(what: str, fmt: str, body: str | None = None, up: str = "y",
+        max_position_m: float | None = None, columns: str | None = None, times: Path | None = None
 ) -> dict[str, Any]:
     """The reader's keyword options from the format-specific command options."""
     options: dict[str, Any] = {"body": body, "up": up} if fmt == "motive" else {}
@@ -288,9 +186,7 @@ def _format_option_decorators(what: str) -> list[Callable[[Any], Any]]:
         ]
     return [
         click.option(
-            "--times",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=None,
+            "--times", type=click.Path(dir_okay=False, path_type=Path),
             help="kitti: the times file, one time (s) per line for each pose line.",
         ),
         click.option(
@@ -300,18 +196,10 @@ def _format_option_decorators(what: str) -> list[Callable[[Any], Any]]:
             help="csv: the file's header for each column name it names otherwise, e.g. "
             "t_s=time,x=pos_x (names: " + ", ".join(POSE_CSV_COLUMNS) + ").",
         ),
+        _max_position_option(
+            "Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error."),
         click.option(
-            "--max-position-m",
-            type=FiniteFloat(min=0, min_open=True),
-            default=MAX_ABS_POSITION_M,
-            show_default=True,
-            help="Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error.",
-        ),
-        click.option(
-            "--up",
-            type=click.Choice(["y", "z"]),
-            default="y",
-            show_default=True,
+            "--up", type=click.Choice(["y", "z"]), default="y", show_default=True,
             help="Motive: the export's up axis (y is converted to z-up).",
         ),
         click.option(
@@ -323,83 +211,24 @@ def _format_option_decorators(what: str) -> list[Callable[[Any], Any]]:
 _DEFAULT_NAMES = {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}
 
 
-def _bag_info(bag: Path, as_json: bool) -> None:
-    from sensorbench.logs.import_rosbag import bag_info
-
-    info = bag_info(bag)
-    if as_json:
-        click.echo(to_json(info))
-        return
-    click.echo(
-        f"{info['path']}  {info['format']}  {info['messages']} messages over "
-        f"{info['duration_s']:.3f} s"
-    )
-    click.echo(f"{'topic':<32} {'type':<44} {'count':>8}")
-    for topic, t in info["topics"].items():
-        click.echo(f"{topic:<32} {t['type']:<44} {t['count']:>8}")
-
-
 @import_group.command("rosbag")
 @click.argument("bag", type=click.Path(exists=True, path_type=Path))
-@click.option(
-    "--topic",
-    "topics",
-    multiple=True,
-    metavar="TOPIC=NAME[:KIND]",
+@click.option("--topic", "topics", multiple=True, metavar="TOPIC=NAME[:KIND]",
     help="A topic and the stream it becomes (repeat). Pose kinds: mocap, pose_sensor, "
     "estimate (default: mocap or estimate for names starting so, else pose_sensor). TF "
-    "topics name their child frame: '/tf[base_link]=mocap'.",
-)
-@click.option(
-    "--tf",
-    "tfs",
-    multiple=True,
-    metavar="PARENT:CHILD=NAME[:KIND]",
+    "topics name their child frame: '/tf[base_link]=mocap'.")
+@click.option("--tf", "tfs", multiple=True, metavar="PARENT:CHILD=NAME[:KIND]",
     help="The pose of frame CHILD in frame PARENT, composed from /tf and /tf_static as tf2 "
-    "does, at every stamp of the chain's fastest link (repeat), e.g. map:camera_link=cam.",
-)
-@click.option(
-    "--into",
-    "session",
-    type=click.Path(dir_okay=False, path_type=Path),
-    required=True,
-    help="Session file to add the streams to.",
-)
-@click.option(
-    "--reloc-topic",
-    default=None,
-    help="Every message on this topic is a relocalization of the pose sensor at its stamp.",
-)
-@click.option(
-    "--events",
-    "events_topic",
-    default=None,
-    metavar="TOPIC",
-    help="Diagnostics (DiagnosticArray) or log messages on TOPIC become session events.",
-)
-@click.option(
-    "--duplicates",
-    type=click.Choice(DUPLICATE_POLICIES),
-    default="last",
-    show_default=True,
-    help="Messages repeating a header stamp: refuse, or keep the first or last.",
-)
-@click.option(
-    "--max-position-m",
-    type=FiniteFloat(min=0, min_open=True),
-    default=MAX_ABS_POSITION_M,
-    show_default=True,
-    help="Largest accepted |x|, |y|, |z| (m).",
-)
-def import_rosbag_cmd(
-    bag: Path,
-    topics: tuple[str, ...],
-    tfs: tuple[str, ...],
-    session: Path,
-    reloc_topic: str | None,
-    events_topic: str | None,
-    duplicates: str,
-    max_position_m: float,
+    "does, at every stamp of the chain's fastest link (repeat), e.g. map:camera_link=cam.")
+@_into_option("Session file to add the streams to.")
+@click.option("--reloc-topic", default=None,
+    help="Every message on this topic is a relocalization of the pose sensor at its stamp.")
+@click.option("--events", "events_topic", metavar="TOPIC",
+    help="Diagnostics (DiagnosticArray) or log messages on TOPIC become session events.")
+@_duplicates_option("Messages repeating a header stamp: refuse, or keep the first or last.")
+@_max_position_option("Largest accepted |x|, |y|, |z| (m).")
+def import_rosbag_cmd(bag: Path, topics: tuple[str, ...], tfs: tuple[str, ...], session: Path,
+        reloc_topic: str | None, events_topic: str | None, duplicates: str, max_position_m: float
 ) -> None:
     """Import topics of a ROS bag (rosbag2 sqlite3 or MCAP, ROS 1 .bag) into a session.
 
@@ -420,29 +249,8 @@ def import_rosbag_cmd(
             bag, specs, session, reloc_topic, max_position_m, duplicates,
             tfs=chains, events_topic=events_topic, progress=progress,
         )  # fmt: skip
-    for b in parsed.streams:
-        imp = b.imported
-        n_turns = getattr(imp.batch, "n_turns", None)
-        what = f"{n_turns} scans" if n_turns is not None else f"{len(imp.batch)} samples"
-        click.echo(f"imported {what} from {b.spec.topic} into {session} as stream {b.spec.name!r}")
-        if imp.attrs.get("ros_tf_chain"):
-            skipped = imp.attrs["ros_tf_stamps_skipped"]
-            click.echo(
-                f"  chain {imp.attrs['ros_tf_chain']}, at the stamps of "
-                f"{imp.attrs['ros_tf_stamps_from']}"
-                + (f" ({skipped} outside another link's samples skipped)" if skipped else "")
-            )
-        if imp.dropped_lines:
-            click.echo(
-                f"  dropped {len(imp.dropped_lines)} message(s) repeating a stamp "
-                f"(--duplicates {duplicates}): "
-                + ", ".join(f"{bag}:{b.spec.topic}:{n}" for n in imp.dropped_lines)
-            )
-    if reloc_topic:
-        click.echo(f"{len(parsed.reloc_ns)} relocalization(s) from {reloc_topic}")
-    if events_topic:
-        n_events = len(parsed.events) - len(parsed.reloc_ns)
-        click.echo(f"{n_events} event(s) from {events_topic}")
+    lines = show.rosbag_lines(parsed, bag, session, duplicates, reloc_topic, events_topic)
+    click.echo("\n".join(lines))
 
 
 def replayed_odometry(session: Path, pods_path: Path, noise_path: Path | None) -> Any:
@@ -468,48 +276,24 @@ def replayed_odometry(session: Path, pods_path: Path, noise_path: Path | None) -
 
 @cli.command("export")
 @click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--stream", "name", default=None, help="Stream name (or 'events'); mcap: default all."
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice((*EXPORT_FORMATS, "mcap")),
-    required=True,
+@click.option("--stream", "name", help="Stream name (or 'events'); mcap: default all.")
+@click.option("--format", "fmt", type=click.Choice((*EXPORT_FORMATS, "mcap")), required=True,
     help="tum (pose streams), csv (any stream) or mcap (scans, poses, odometry, pod counts, "
-    "transforms and events as ROS 2 messages, for ros2 bag and Foxglove).",
-)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
-@click.option(
-    "--skip-invalid",
-    is_flag=True,
-    help="Leave impossible samples out (non-finite or absurd values in valid samples, "
+    "transforms and events as ROS 2 messages, for ros2 bag and Foxglove).")
+@opt.output_option(required=True, force="OUTPUT")
+@opt.flag_option("--skip-invalid",
+    "Leave impossible samples out (non-finite or absurd values in valid samples, "
     "times stepping back or repeating, impossible stamps; lidar: their whole turn) and "
-    "say how many, instead of refusing the stream.",
+    "say how many, instead of refusing the stream.")
+@opt.file_option(
+    "--pods", "pods_path",
+    "mcap: replay the filters on the pod stream (as `replay`) and write /odom and /tf.",
+)  # fmt: skip
+@opt.file_option(
+    "--noise", "noise_path", "mcap with --pods: the filter-noise model; default: untuned."
 )
-@click.option(
-    "--pods",
-    "pods_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="mcap: replay the filters on the pod stream (as `replay`) and write /odom and /tf.",
-)
-@click.option(
-    "--noise",
-    "noise_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="mcap with --pods: the filter-noise model; default: untuned.",
-)
-@force_option("OUTPUT")
-def export_cmd(
-    session: Path,
-    name: str | None,
-    fmt: str,
-    output: Path,
-    skip_invalid: bool,
-    pods_path: Path | None,
-    noise_path: Path | None,
-    force: bool,
-) -> None:
+def export_cmd(session: Path, name: str | None, fmt: str, output: Path, skip_invalid: bool,
+        pods_path: Path | None, noise_path: Path | None, force: bool) -> None:
     """Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times),
     or its streams to an MCAP file (docs/FORMAT.md); with --pods also the filters'
     odometry replayed on the pod stream, as /odom and /tf.
@@ -534,28 +318,7 @@ def export_cmd(
                 session, tmp, None if name is None else [name], progress,
                 skip_invalid=skip_invalid, odometry=odometry,
             )  # fmt: skip
-        counts = done.messages
-        click.echo(
-            f"wrote {sum(counts.values())} messages to {output}: "
-            + ", ".join(f"{t} {n}" for t, n in sorted(counts.items()))
-        )
-        for lidar, bins in done.bins.items():
-            dropped = done.points_dropped[lidar]
-            click.echo(
-                f"  {lidar}: {bins} rays per turn"
-                + (
-                    f", {dropped} point(s) sharing a ray with a nearer one not written"
-                    if dropped
-                    else ""
-                )
-            )
-        if done.time_offset_ns:
-            click.echo(
-                f"  stamps: session times + {done.time_offset_ns} ns (the session's clock anchor)"
-            )
-        for key, n in done.skipped.items():
-            click.echo(f"skipped {n} invalid {'turns' if key.startswith('lidar') else 'samples'} "
-                       f"of /{key} (--skip-invalid)")  # fmt: skip
+        click.echo("\n".join(show.mcap_lines(done, output)))
         return
     if name is None:
         raise click.UsageError(f"--stream is required for --format {fmt}")

@@ -8,64 +8,28 @@ from pathlib import Path
 import click
 
 from sensorbench.cli import cli
-from sensorbench.commands.option_types import SEED
+from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
-from sensorbench.logs.atomic_output import check_output, force_option
+from sensorbench.logs.atomic_output import check_output
 
 
 @cli.command("simulate")
-@click.option(
-    "--scenario",
-    "scenario",
-    metavar="NAME|FILE",
-    help="Shipped scenario name (see --list) or a scenario .toml file.",
-)
-@click.option(
-    "--seed",
-    type=SEED,
-    default=0,
-    show_default=True,
-    help="Random seed; the same scenario and seed give an identical session.",
-)
-@click.option(
-    "--session",
-    "session",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Campaign session index (default: seed modulo the number of sessions).",
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Session file (.h5) to write.",
-)
-@click.option(
-    "--pose-model",
-    "pose_model",
-    type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--scenario", metavar="NAME|FILE",
+    help="Shipped scenario name (see --list) or a scenario .toml file.")
+@opt.seed_option(help="Random seed; the same scenario and seed give an identical session.")
+@click.option("--session", type=click.IntRange(min=0),
+    help="Campaign session index (default: seed modulo the number of sessions).")
+@opt.output_option("Session file (.h5) to write.", force="OUTPUT")
+@click.option("--pose-model", type=click.Path(dir_okay=False, path_type=Path),
     help="Simulate the pose sensor with a fitted model (`fit pose-error -o FILE`): "
-    "offset σ_b, GM σ and τ (s), white σ_v per axis (m, rad).",
-)
-@click.option(
-    "--all-sessions",
-    is_flag=True,
-    help="Campaigns: write every session into the directory OUTPUT as NAME_sII.h5 "
-    "(same seed; each session draws its own noise).",
-)
-@force_option("OUTPUT")
-@click.option("--list", "list_only", is_flag=True, help="List the shipped scenarios and exit.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def simulate_cmd(
-    scenario: str | None,
-    seed: int,
-    session: int | None,
-    output: Path | None,
-    pose_model: Path | None,
-    all_sessions: bool,
-    force: bool,
-    list_only: bool,
-    as_json: bool,
+    "offset σ_b, GM σ and τ (s), white σ_v per axis (m, rad).")
+@opt.flag_option("--all-sessions",
+    "Campaigns: write every session into the directory OUTPUT as NAME_sII.h5 "
+    "(same seed; each session draws its own noise).")
+@opt.flag_option("--list", "List the shipped scenarios and exit.", "list_only")
+@opt.json_option()
+def simulate_cmd(scenario: str | None, seed: int, session: int | None, output: Path | None,
+        pose_model: Path | None, all_sessions: bool, force: bool, list_only: bool, as_json: bool
 ) -> None:
     """Simulate a scenario and write a session with every sensor stream and its truth.
 
@@ -95,15 +59,8 @@ def simulate_cmd(
     click.echo(to_json(doc) if as_json else "\n".join(lines))
 
 
-def _simulate(
-    scenario: str,
-    seed: int,
-    session: int | None,
-    output: Path,
-    pose_model: Path | None,
-    all_sessions: bool,
-    force: bool,
-) -> list[Path]:
+def _simulate(scenario: str, seed: int, session: int | None, output: Path, pose_model: Path | None,
+        all_sessions: bool, force: bool) -> list[Path]:
     """Write the session (or, with ``all_sessions``, every session of the campaign into
     the directory ``output``); returns the files written."""
     from sensorbench.sim.scenario import load_scenario, pose_model_overrides
@@ -124,8 +81,7 @@ def _simulate(
     if output.exists() and not output.is_dir():
         raise click.UsageError(
             f"--all-sessions writes one file per session into the directory -o; "
-            f"{output} is a file"
-        )
+            f"{output} is a file")
     output.mkdir(parents=True, exist_ok=True)
     targets = [output / f"{sc.name}_s{i:02d}.h5" for i in range(sc.n_sessions)]
     for target in targets:

@@ -7,26 +7,16 @@ from pathlib import Path
 import click
 
 from sensorbench.cli import cli
-from sensorbench.commands.option_types import FiniteFloat
+from sensorbench.commands import options as opt
 
 
 @cli.command("split")
-@click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@opt.session_argument()
 @click.option("--pieces", type=click.IntRange(min=1), default=None, help="N pieces of equal span.")
-@click.option(
-    "--every",
-    "every_s",
-    type=FiniteFloat(min=0, min_open=True),
-    default=None,
-    help="Pieces of S seconds (the last one shorter).",
-)
-@click.option(
-    "-o",
-    "--output",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    required=True,
-    help="Directory for the pieces (STEM_pieceK.h5).",
+@click.option("--every", "every_s", type=opt.FiniteFloat(min=0, min_open=True),
+    help="Pieces of S seconds (the last one shorter).")
+@opt.output_option(
+    "Directory for the pieces (STEM_pieceK.h5).", required=True, directory=True, dest="out_dir"
 )
 def split_cmd(session: Path, pieces: int | None, every_s: float | None, out_dir: Path) -> None:
     """Split SESSION into consecutive pieces by time (--pieces N or --every S).

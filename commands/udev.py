@@ -8,8 +8,9 @@ from pathlib import Path
 import click
 
 from sensorbench.cli import subgroup
+from sensorbench.commands import options as opt
 from sensorbench.errors import UdevError
-from sensorbench.logs.atomic_output import atomic_output, check_output, force_option
+from sensorbench.logs.atomic_output import atomic_output, check_output
 from sensorbench.udev.discovery import list_serial_devices
 from sensorbench.udev.install import RULES_DIR, install_rules
 from sensorbench.udev.rules import (
@@ -24,32 +25,17 @@ udev = subgroup("udev")
 
 
 @udev.command("rules")
-@click.option(
-    "--name",
-    "names",
-    multiple=True,
-    required=True,
-    metavar="NAME=PORTPATH",
+@click.option("--name", "names", multiple=True, required=True, metavar="NAME=PORTPATH",
     help="Create /dev/NAME for the device at USB port path PORTPATH (e.g. "
     "lidar_front=1-1.2, or 1-1.2:1.0 for one interface); repeatable. PORTPATH may also be "
-    "a full ID_PATH. NAME: lowercase letters, digits, '_' and '-'.",
-)
-@click.option(
-    "--by",
-    type=click.Choice(BY_CHOICES),
-    default="id-path",
-    show_default=True,
+    "a full ID_PATH. NAME: lowercase letters, digits, '_' and '-'.")
+@click.option("--by", type=click.Choice(BY_CHOICES), default="id-path", show_default=True,
     help="Match on udev's ID_PATH (stable across bus renumbering; the device must be "
     "plugged in, or give its ID_PATH) or on KERNELS (port path plus the adapter's "
-    "vendor/product; works for absent devices but bakes in the bus number).",
+    "vendor/product; works for absent devices but bakes in the bus number).")
+@opt.output_option(
+    f"Write the rules here (e.g. {DEFAULT_FILENAME}) instead of stdout.", force="OUTPUT"
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help=f"Write the rules here (e.g. {DEFAULT_FILENAME}) instead of stdout.",
-)
-@force_option("OUTPUT")
 def rules_cmd(names: tuple[str, ...], by: str, output: Path | None, force: bool) -> None:
     """Generate udev rules naming each device by the USB port it is plugged into.
 
@@ -79,30 +65,18 @@ def rules_cmd(names: tuple[str, ...], by: str, output: Path | None, force: bool)
     except OSError as exc:
         raise UdevError(f"cannot write {output}: {exc}") from exc
     click.echo(
-        f"wrote {output}; install it with: sensorbench udev install {shlex.quote(str(output))}"
-    )
+        f"wrote {output}; install it with: sensorbench udev install {shlex.quote(str(output))}")
 
 
 @udev.command("install")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--rules-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=RULES_DIR,
+@click.argument("file", type=opt.IN_FILE)
+@click.option("--rules-dir", type=click.Path(file_okay=False, path_type=Path), default=RULES_DIR,
     show_default=True,
-    help="Where udev reads local rules (e.g. a mounted image's etc/udev/rules.d).",
-)
-@click.option(
-    "--filename",
-    default=DEFAULT_FILENAME,
-    show_default=True,
-    help="Installed file name; must sort after 60-serial.rules (which sets ID_PATH).",
-)
-@click.option(
-    "--no-reload",
-    is_flag=True,
-    help="Only copy the file; do not run udevadm (e.g. when preparing an image).",
-)
+    help="Where udev reads local rules (e.g. a mounted image's etc/udev/rules.d).")
+@click.option("--filename", default=DEFAULT_FILENAME, show_default=True,
+    help="Installed file name; must sort after 60-serial.rules (which sets ID_PATH).")
+@opt.flag_option("--no-reload",
+    "Only copy the file; do not run udevadm (e.g. when preparing an image).")
 def install_cmd(file: Path, rules_dir: Path, filename: str, no_reload: bool) -> None:
     """Check FILE, install it into the udev rules directory, reload udev, re-trigger ttys.
 
@@ -114,7 +88,5 @@ def install_cmd(file: Path, rules_dir: Path, filename: str, no_reload: bool) -> 
     for command in result.commands:
         click.echo(f"ran: {command}")
     if no_reload:
-        click.echo(
-            "udev not reloaded (--no-reload); the names appear after a reload or replug",
-            err=True,
-        )
+        click.echo("udev not reloaded (--no-reload); the names appear after a reload or replug",
+            err=True)

@@ -81,24 +81,17 @@ def summary_rows(res: DemoResult) -> list[dict[str, Any]]:
     """Key recovered values next to the simulated truth, from the report's content.
 
     Each row: ``name``, ``value``, ``sigma`` (1σ; for the pose-error model the 95 %
-    interval's width / 3.92, and the intervals themselves as ``ci95`` and
-    ``ci99.9``), ``truth``, ``unit``
-    (SI; τ on the files' time base).
+    interval's width / 3.92, and the intervals themselves as ``ci95`` and ``ci99.9``),
+    ``truth``, ``unit`` (SI; τ on the files' time base).
     """
     data = res.report_data or {}
     rows: list[dict[str, Any]] = []
     units = {"distance_per_tick": "m", "rolling_angle": "rad", "lever_arm": "m"}
     for p in data.get("pods", []):
         if p["param"] in units and p["truth"] is not None:
-            rows.append(
-                {
-                    "name": f"pod{p['pod']} {p['param']} ({units[p['param']]})",
-                    "value": p["value"],
-                    "sigma": p["sigma"],
-                    "truth": p["truth"],
-                    "unit": units[p["param"]],
-                }
-            )
+            unit = units[p["param"]]
+            name = f"pod{p['pod']} {p['param']} ({unit})"
+            rows.append(_row(name, p["value"], p["sigma"], p["truth"], unit))
     pose = (data.get("pose_error") or {}).get("params", [])
     for p in pose:
         if p["axis"] in ("x", "y", "yaw") and p["param"] in ("sigma_b", "sigma", "tau_s"):
@@ -106,45 +99,32 @@ def summary_rows(res: DemoResult) -> list[dict[str, Any]]:
                 continue
             unit = "s" if p["param"] == "tau_s" else ("rad" if p["axis"] == "yaw" else "m")
             lo, hi = p["ci95"]
-            rows.append(
-                {
-                    "name": f"pose {p['axis']} {p['param']} ({unit})",
-                    "value": p["value"],
-                    "sigma": (hi - lo) / 3.92 if np.isfinite(hi - lo) else float("nan"),
-                    "truth": p["truth"],
-                    "unit": unit,
-                    "ci95": [lo, hi],
-                    "ci99.9": p["ci99.9"],
-                }
-            )
+            sigma = (hi - lo) / 3.92 if np.isfinite(hi - lo) else float("nan")
+            name = f"pose {p['axis']} {p['param']} ({unit})"
+            rows.append(_row(name, p["value"], sigma, p["truth"], unit, ci95=[lo, hi]))
+            rows[-1]["ci99.9"] = p["ci99.9"]
     for label, devices in (data.get("lidar") or {}).items():
         if label != "lidar_static":
             continue
         for name, entry in devices.items():
             if entry["rate_truth_hz"] is not None:
-                rows.append(
-                    {
-                        "name": f"{name} scan rate (Hz, {entry['timing']['clock']} clock)",
-                        "value": entry["rate_hz"],
-                        "sigma": entry["rate_se_hz"],
-                        "truth": entry["rate_truth_hz"],
-                        "unit": "Hz",
-                        "clock_note": entry["timing"]["host_timing_note"],
-                    }
-                )
+                t = entry["timing"]
+                rows.append(_row(
+                    f"{name} scan rate (Hz, {t['clock']} clock)", entry["rate_hz"],
+                    entry["rate_se_hz"], entry["rate_truth_hz"], "Hz",
+                    clock_note=t["host_timing_note"],
+                ))  # fmt: skip
             for b in entry["noise_bands"]:
                 if b["truth_sigma_m"] is None or b["sigma_m"] is None:
                     continue
-                rows.append(
-                    {
-                        "name": f"{name} σ {b['lo_m']:g}-{b['hi_m']:g} m (m)",
-                        "value": b["sigma_m"],
-                        "sigma": b["se_m"],
-                        "truth": b["truth_sigma_m"],
-                        "unit": "m",
-                    }
-                )
+                band = f"{name} σ {b['lo_m']:g}-{b['hi_m']:g} m (m)"
+                rows.append(_row(band, b["sigma_m"], b["se_m"], b["truth_sigma_m"], "m"))
     return rows
+
+
+def _row(name: str, value: float, sigma: float, truth: float, unit: str, **extra: Any) -> dict:
+    """A row of :func:`summary_rows` (value, 1σ and truth in ``unit``)."""
+    return {"name": name, "value": value, "sigma": sigma, "truth": truth, "unit": unit, **extra}
 
 
 def _honesty_rows(replay: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -157,9 +137,7 @@ def _honesty_rows(replay: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "mean_nees": c["mean_nees"],
             "nees_band95": c["nees_band95"],
             "nees_inside_band": c["nees_band95"][0] <= c["mean_nees"] <= c["nees_band95"][1],
-            "in_1sigma": c["coverage"]["1sigma"]["actual"],
-            "in_2sigma": c["coverage"]["2sigma"]["actual"],
-            "in_3sigma": c["coverage"]["3sigma"]["actual"],
+            **{f"in_{k}": c["coverage"][k]["actual"] for k in ("1sigma", "2sigma", "3sigma")},
             "rejected": r["rejection_rate"]["actual"][axis],
             "rejected_nominal": r["rejection_rate"]["nominal"],
             "degraded_fraction": r["monitor"][axis]["degraded_fraction"],

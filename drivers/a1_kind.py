@@ -33,18 +33,14 @@ def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
     if serial_no is not None and (
         not isinstance(serial_no, str) or not re.fullmatch(r"[0-9A-Fa-f]{32}", serial_no)
     ):
-        raise v.fail(
-            (*path, "serial"),
+        raise v.fail((*path, "serial"),
             f"{what}: 'serial' applies to a1 devices only and is 32 hex digits "
-            "(the 16-byte serial GET_INFO reports)",
-        )
+            "(the 16-byte serial GET_INFO reports)")
     mode = table.get("scan_mode", DEFAULT_SCAN_MODE)
     if not isinstance(mode, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,31}", mode):
-        raise v.fail(
-            (*path, "scan_mode"),
+        raise v.fail((*path, "scan_mode"),
             f"{what}: scan_mode is 'typical' or a scan mode's name as the unit reports it "
-            f"('Standard', 'Express', ...; the bring-up lists the unit's), got {mode!r}",
-        )
+            f"('Standard', 'Express', ...; the bring-up lists the unit's), got {mode!r}")
     return {"serial": serial_no, "options": {"scan_mode": mode}}
 
 
@@ -62,14 +58,8 @@ def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> Seri
     attrs = dict(ctx.attrs)
     if dev.serial:
         attrs["expected_serial"] = dev.serial.upper()
-    return a1_reader(
-        dev.name,
-        dev.port,
-        attrs=attrs,
-        scanner=ctx.handle,
-        first_turn_timeout_s=dev.timeout_s,
-        scan_mode=scan_mode(dev),
-    )
+    return a1_reader(dev.name, dev.port, attrs=attrs, scanner=ctx.handle,
+        first_turn_timeout_s=dev.timeout_s, scan_mode=scan_mode(dev))
 
 
 def make_steps(kind: DeviceKind, spec: DeviceSpec) -> A1Steps:

@@ -66,14 +66,8 @@ class A1Lidar:
         DeviceUnavailable: the port cannot be opened (the message says why and what to do).
     """
 
-    def __init__(
-        self,
-        port: str,
-        read_timeout_s: float = 1.0,
-        baudrate: int = proto.BAUD,
-        on_event: EventSink | None = None,
-        logger: logging.Logger | None = None,
-    ) -> None:
+    def __init__(self, port: str, read_timeout_s: float = 1.0, baudrate: int = proto.BAUD,
+            on_event: EventSink | None = None, logger: logging.Logger | None = None) -> None:
         self.read_timeout_s = float(read_timeout_s)
         self.on_event = on_event
         self.has_modem_lines: bool | None = None
@@ -102,13 +96,8 @@ class A1Lidar:
             DeviceUnavailable: with a hint (missing, permission, busy).
         """
         self.disconnect()
-        self._serial = open_serial(
-            self.port,
-            self.baudrate,
-            timeout_s=POLL_S,
-            write_timeout_s=self.read_timeout_s,
-            dtr=not self.motor_running,
-        )
+        self._serial = open_serial(self.port, self.baudrate, timeout_s=POLL_S,
+            write_timeout_s=self.read_timeout_s, dtr=not self.motor_running)
 
     def disconnect(self) -> None:
         """Close the port; never raises (an unplugged port may fail to close).
@@ -144,8 +133,7 @@ class A1Lidar:
         except serial.SerialTimeoutException as err:
             raise DeviceSilent(
                 f"A1 {self.port}: the port blocked for {self.read_timeout_s:.2f} s while "
-                f"{what} (hardware flow control on? another program holding it?)"
-            ) from err
+                f"{what} (hardware flow control on? another program holding it?)") from err
         except OSError as err:  # serial.SerialException is one, without an errno
             lib = isinstance(err, serial.SerialException)
             if not lib and err.errno not in GONE_ERRNOS:
@@ -153,8 +141,7 @@ class A1Lidar:
             cause = err if lib else f"errno {err.errno}: {err.strerror}"
             raise DeviceUnplugged(
                 f"A1 {self.port} went away while {what} ({cause}); check the USB cable, "
-                "then reconnect"
-            ) from err
+                "then reconnect") from err
 
     def _write(self, request: bytes, what: str) -> None:
         self._io(lambda s: s.write(request), f"sending {what}")
@@ -204,8 +191,7 @@ class A1Lidar:
                     f"A1 {self.port} sent {len(buf)} of {size} bytes of {what} within "
                     f"{self.read_timeout_s:.2f} s. Is it powered, on this port and at "
                     f"{self.baudrate} baud? A device that is still booting answers after "
-                    "about 1 s."
-                )
+                    "about 1 s.")
         return bytes(buf)
 
     # -- requests: reads with deadlines, real exceptions ------------------------------
@@ -235,8 +221,7 @@ class A1Lidar:
                     raise DeviceProtocolError(
                         f"A1 {self.port} answered {raw.hex(' ')} instead of a descriptor "
                         "(A5 5A ...): stale scan bytes, a boot banner, or not an RPLIDAR at "
-                        "this baud rate; recover() stops, clears and reconnects"
-                    ) from err
+                        "this baud rate; recover() stops, clears and reconnects") from err
                 got_single = mode == proto.MODE_SINGLE
                 if (got_single, got_type) != (single, dtype) or not (
                     got_len == length or (length is None and got_len <= MAX_ANSWER_LEN)
@@ -245,8 +230,7 @@ class A1Lidar:
                         f"A1 {self.port} answered {what} with length {got_len}, "
                         f"{'single' if got_single else 'multi'} mode, type 0x{got_type:02x} "
                         f"(expected {length or 'any'}, {'single' if single else 'multi'}, "
-                        f"0x{dtype:02x}): is this an RPLIDAR?"
-                    )
+                        f"0x{dtype:02x}): is this an RPLIDAR?")
                 return got_len
             except DeviceProtocolError as err:
                 if attempt == 2:
@@ -321,13 +305,10 @@ class A1Lidar:
             return int.from_bytes(value[:4], "little")
 
         name = self.get_conf(proto.CONF_SCAN_MODE_NAME, mode_id).split(b"\0")[0]
-        return proto.ScanMode(
-            mode_id,
-            name.decode("ascii"),
+        return proto.ScanMode(mode_id, name.decode("ascii"),
             u32(proto.CONF_SCAN_MODE_US_PER_SAMPLE) / 256.0,
             float(u32(proto.CONF_SCAN_MODE_MAX_DISTANCE) >> 8),
-            self.get_conf(proto.CONF_SCAN_MODE_ANS_TYPE, mode_id)[:1][0],
-        )
+            self.get_conf(proto.CONF_SCAN_MODE_ANS_TYPE, mode_id)[:1][0])
 
     def scan_modes(self) -> tuple[list[proto.ScanMode], int]:
         """Every scan mode and the typical one's id, asked as the SDK does
@@ -437,8 +418,7 @@ class A1Lidar:
                 raise DriverError(
                     f"A1 {self.port} reports a hardware error (code 0x{health.error_code:04x}) "
                     "even after a reset: power-cycle it; if it persists, the unit is faulty "
-                    "or its supply too weak (start lidars one after another)"
-                )
+                    "or its supply too weak (start lidars one after another)")
         elif health.status == "warning":
             self._emit("note", f"health warning code 0x{health.error_code:04x}")
         return health
@@ -515,18 +495,10 @@ class A1Scanner(DeviceProtocol):
     valid_item = "complete turn"
     backlog_limit = 3000  # bytes (rplidar-roboticia's max_buf_meas); counted, never flushed
 
-    def __init__(
-        self,
-        port: str,
-        read_timeout_s: float = 1.0,
-        stale_after_s: float = 0.5,
-        restart_after_s: float = 3.0,
-        reconnect_backoff_s: float = 0.05,
-        reconnect_probe_s: float = 0.25,
-        on_event: EventSink | None = None,
-        name: str = "a1",
-        scan_mode: str = "standard",
-    ) -> None:
+    def __init__(self, port: str, read_timeout_s: float = 1.0, stale_after_s: float = 0.5,
+            restart_after_s: float = 3.0, reconnect_backoff_s: float = 0.05,
+            reconnect_probe_s: float = 0.25, on_event: EventSink | None = None, name: str = "a1",
+            scan_mode: str = "standard") -> None:
         self.scan_mode = scan_mode
         self.scan_mode_used = "standard"
         self.mode: proto.ScanMode | None = None
@@ -556,14 +528,9 @@ class A1Scanner(DeviceProtocol):
             name,
             port,
             self,
-            config=LinkConfig(
-                read_timeout_s=POLL_S,
-                first_valid_timeout_s=5.0,
-                stale_after_s=stale_after_s,
-                backoff_s=reconnect_backoff_s,
-                backoff_max_s=1.0,
-                restart_after_s=restart_after_s,
-            ),
+            config=LinkConfig(read_timeout_s=POLL_S, first_valid_timeout_s=5.0,
+                stale_after_s=stale_after_s, backoff_s=reconnect_backoff_s, backoff_max_s=1.0,
+                restart_after_s=restart_after_s),
             on_event=on_event,
         )
 
@@ -699,12 +666,9 @@ class A1Scanner(DeviceProtocol):
         done = self._emit_turns(asm.feed(t_ns, data[len(data) - n :])) if n else 0
         unreported = asm.bytes_skipped - self._skipped_reported
         if unreported and t_ns - self._skip_reported_ns >= 1_000_000_000:
-            self.link.event(
-                t_ns,
-                "crc_burst",
+            self.link.event(t_ns, "crc_burst",
                 f"{unreported} bytes skipped re-aligning {self._unit()} (corruption or "
-                f"loss on the link) since the last report; {asm.bytes_skipped} in all",
-            )
+                f"loss on the link) since the last report; {asm.bytes_skipped} in all")
             self._skipped_reported = asm.bytes_skipped
             self._skip_reported_ns = t_ns
         return done
@@ -866,11 +830,8 @@ class A1Scanner(DeviceProtocol):
         except DeviceUnplugged:
             raise
         except DriverError as err:
-            self.link.event(
-                time.monotonic_ns(),
-                "note",
-                f"no sample duration ({err}); turn times from the host clock",
-            )
+            self.link.event(time.monotonic_ns(), "note",
+                f"no sample duration ({err}); turn times from the host clock")
 
     def _start_scan(self) -> None:
         """The scan from a clean state (no tail, no turn, no clock anchor) in the mode
@@ -917,8 +878,7 @@ class A1Scanner(DeviceProtocol):
             if not self._has_conf():
                 self._note(
                     f"firmware {firmware[0]}.{firmware[1]:02d} has no configuration commands "
-                    "(GET_LIDAR_CONF, firmware >= 1.24): scanning Standard"
-                )
+                    "(GET_LIDAR_CONF, firmware >= 1.24): scanning Standard")
         else:
             chosen = next((m for m in self.modes if m.name.lower() == want), None)
         if chosen is None or chosen.format is None:
@@ -927,8 +887,7 @@ class A1Scanner(DeviceProtocol):
             raise DriverError(
                 f"A1 {self.link.port}: scan mode {self.scan_mode!r} {why} (firmware "
                 f"{firmware[0]}.{firmware[1]:02d}; modes: {offered}); set scan_mode to "
-                "'typical' or to a Standard or Express mode's name"
-            )
+                "'typical' or to a Standard or Express mode's name")
         return chosen
 
     def _note(self, text: str) -> None:
@@ -984,17 +943,10 @@ READER_POLL_S = 0.05
 """Longest wait of one step of the reader thread (s)."""
 
 
-def a1_reader(
-    name: str,
-    port: str,
-    writer: SessionWriter | None = None,
-    attrs: dict[str, Any] | None = None,
-    scanner: A1Scanner | None = None,
-    read_timeout_s: float = 1.0,
-    first_turn_timeout_s: float | None = 5.0,
-    stale_after_s: float = 0.5,
-    restart_after_s: float = 3.0,
-    scan_mode: str = "standard",
+def a1_reader(name: str, port: str, writer: SessionWriter | None = None,
+        attrs: dict[str, Any] | None = None, scanner: A1Scanner | None = None,
+        read_timeout_s: float = 1.0, first_turn_timeout_s: float | None = 5.0,
+        stale_after_s: float = 0.5, restart_after_s: float = 3.0, scan_mode: str = "standard"
 ) -> SerialReader:
     """The reader of one A1 in a capture session (its protocol: ``reader.protocol``).
 
@@ -1016,13 +968,8 @@ def a1_reader(
     link's, never numba's.
     """
     warm_up()
-    scanner = scanner or A1Scanner(
-        str(port),
-        read_timeout_s=read_timeout_s,
-        stale_after_s=stale_after_s,
-        restart_after_s=restart_after_s,
-        scan_mode=scan_mode,
-    )
+    scanner = scanner or A1Scanner(str(port), read_timeout_s=read_timeout_s,
+        stale_after_s=stale_after_s, restart_after_s=restart_after_s, scan_mode=scan_mode)
     link = scanner.link
     link.name = name
     link.writer = writer

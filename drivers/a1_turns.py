@@ -38,6 +38,11 @@ from sensorbench.logs import LidarTurns, Session, SessionWriter, TurnFlag
 _START_CAP = 4096
 
 
+def _counter(slot: int, doc: str) -> Any:
+    """A read-only count: the totals of earlier scans plus the current scan's."""
+    return property(lambda self: int(self._totals[slot] + self._st[slot]), doc=doc)
+
+
 class A1Turns:
     """Bytes of one scan in, complete turns out; all state per instance.
 
@@ -57,13 +62,8 @@ class A1Turns:
     re-aligning flag the turn they fall in ``CRC_ERRORS``.
     """
 
-    def __init__(
-        self,
-        mode: str = "standard",
-        sample_us: float | None = None,
-        max_node_ns: int = 1_000_000,
-        nominal_us: float = 0.0,
-    ) -> None:
+    def __init__(self, mode: str = "standard", sample_us: float | None = None,
+            max_node_ns: int = 1_000_000, nominal_us: float = 0.0) -> None:
         self._check(mode)
         self.mode = mode
         self._cfg = (
@@ -85,49 +85,17 @@ class A1Turns:
 
     # -- counters -------------------------------------------------------------------
 
-    def _count(self, slot: int) -> int:
-        return int(self._totals[slot] + self._st[slot])
-
-    @property
-    def nodes_total(self) -> int:
-        """Nodes framed (standard) or decoded from capsules (express)."""
-        return self._count(k.NODES)
-
-    @property
-    def bytes_skipped(self) -> int:
-        """Bytes discarded re-aligning (corruption or loss on the link)."""
-        return self._count(k.SKIPPED)
-
-    @property
-    def nodes_dropped(self) -> int:
-        """Nodes dropped for an impossible angle (q6 ≥ 23040)."""
-        return self._count(k.DROPPED)
-
-    @property
-    def ranges_beyond_limit(self) -> int:
-        """Distances beyond 12 m (stored as ``nan``)."""
-        return self._count(k.BEYOND)
-
-    @property
-    def leading_nodes_skipped(self) -> int:
-        """Nodes before the first start flag of each scan (no turn)."""
-        return self._count(k.LEADING)
-
-    @property
-    def samples_estimated_lost(self) -> int:
-        """Samples estimated lost from the bytes skipped (and express capsules that
-        could not be decoded)."""
-        return self._count(k.LOST)
-
-    @property
-    def capsules(self) -> int:
-        """Express capsules accepted."""
-        return self._count(k.CAPSULES)
-
-    @property
-    def pending_bytes(self) -> int:
-        """Bytes kept from earlier reads that may still start a node or capsule."""
-        return len(self._tail)
+    nodes_total = _counter(k.NODES, "Nodes framed (standard) or decoded from capsules (express).")
+    bytes_skipped = _counter(k.SKIPPED, "Bytes discarded re-aligning (corruption or link loss).")
+    nodes_dropped = _counter(k.DROPPED, "Nodes dropped for an impossible angle (q6 ≥ 23040).")
+    ranges_beyond_limit = _counter(k.BEYOND, "Distances beyond 12 m (stored as ``nan``).")
+    leading_nodes_skipped = _counter(
+        k.LEADING, "Nodes before the first start flag of each scan (no turn)."
+    )
+    samples_estimated_lost = _counter(
+        k.LOST, "Samples estimated lost from the bytes skipped (and undecodable express capsules)."
+    )
+    capsules = _counter(k.CAPSULES, "Express capsules accepted.")
 
     # -- the stream -------------------------------------------------------------------
 
@@ -135,13 +103,8 @@ class A1Turns:
         """Set ``flag`` on the turn being assembled."""
         self._st[k.FLAGS] |= int(flag)
 
-    def reset(
-        self,
-        offset: int | None = None,
-        mode: str | None = None,
-        sample_us: float | None = None,
-        nominal_us: float | None = None,
-    ) -> None:
+    def reset(self, offset: int | None = None, mode: str | None = None,
+            sample_us: float | None = None, nominal_us: float | None = None) -> None:
         """A new scan (start, restart, reconnect): no tail, no turn, no clock anchor.
 
         ``offset`` is the stream offset of the next byte (default: past the tail);
@@ -296,14 +259,9 @@ def scan_segments(data: bytes) -> list[tuple[int, int, str]]:
     ]
 
 
-def decode_capture(
-    data: bytes,
-    chunk_times_ns: tuple[np.ndarray, np.ndarray] | None = None,
-    t0_ns: int = 0,
-    sample_rate_hz: float | None = None,
-    require_descriptor: bool = True,
-    mode: str = "standard",
-) -> CaptureDecode:
+def decode_capture(data: bytes, chunk_times_ns: tuple[np.ndarray, np.ndarray] | None = None,
+        t0_ns: int = 0, sample_rate_hz: float | None = None, require_descriptor: bool = True,
+        mode: str = "standard") -> CaptureDecode:
     """Decode a raw A1 byte capture (scan descriptors + nodes or capsules) into turns.
 
     Each scan descriptor starts a new scan in its mode (a restart cuts the turn in
@@ -330,8 +288,7 @@ def decode_capture(
             raise DriverError(
                 f"no A1 scan descriptor ({proto.SCAN_DESCRIPTOR.hex(' ')} standard, "
                 f"{proto.EXPRESS_DESCRIPTOR.hex(' ')} express) in {len(data)} bytes: not an "
-                "A1 scan capture (for a bare node stream, decode without descriptor)"
-            )
+                "A1 scan capture (for a bare node stream, decode without descriptor)")
         segments = [(0, len(data), mode)]
     bare = chunk_times_ns is None
     offsets, times = (np.zeros(1), np.array([t0_ns])) if bare else chunk_times_ns  # type: ignore[misc]
@@ -346,18 +303,9 @@ def decode_capture(
         for c in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
             out.append(dec.feed(int(times[c]), data[bounds[c] : bounds[c + 1]]))
         out.append(dec.flush())
-    return CaptureDecode(
-        LidarTurns.concat(out),
-        scans,
-        [m for _, _, m in segments],
-        dec.nodes_total,
-        dec.bytes_skipped,
-        outside,
-        dec.leading_nodes_skipped,
-        dec.dropped_offsets,
-        dec.ranges_beyond_limit,
-        rate,
-    )
+    return CaptureDecode(LidarTurns.concat(out), scans, [m for _, _, m in segments],
+        dec.nodes_total, dec.bytes_skipped, outside, dec.leading_nodes_skipped,
+        dec.dropped_offsets, dec.ranges_beyond_limit, rate)
 
 
 _NOMINAL_HZ = {"standard": proto.NOMINAL_SAMPLES_PER_S, "express": proto.NOMINAL_EXPRESS_PER_S}
@@ -446,18 +394,10 @@ def as_captured(turns: LidarTurns, live_first_ns: np.ndarray | None) -> LidarTur
     )
 
 
-def decode_a1(
-    raw: str | os.PathLike[str],
-    output: str | os.PathLike[str],
-    *,
-    name: str = "a1",
-    stream: str | None = None,
-    sample_rate_hz: float | None = None,
-    require_descriptor: bool = True,
-    mode: str = "standard",
-    label: str = "",
-    overwrite: bool = False,
-) -> dict[str, Any]:
+def decode_a1(raw: str | os.PathLike[str], output: str | os.PathLike[str], *, name: str = "a1",
+        stream: str | None = None, sample_rate_hz: float | None = None,
+        require_descriptor: bool = True, mode: str = "standard", label: str = "",
+        overwrite: bool = False) -> dict[str, Any]:
     """Decode ``raw`` (bare capture or session) into a new session ``output``.
 
     Args:

@@ -98,8 +98,7 @@ class CounterUnwrapper:
             if np.any((raw < 0) | (raw >= m)):
                 raise DriverError(f"counter values must lie in [0, {m})")
             prev = np.concatenate(
-                ([raw[0] if self._last_raw is None else self._last_raw], raw[:-1])
-            )
+                ([raw[0] if self._last_raw is None else self._last_raw], raw[:-1]))
             step = np.mod(raw - prev, m)
             if self.max_backstep:
                 step = np.where(step >= m - self.max_backstep, step - m, step)
@@ -157,16 +156,9 @@ class DeviceClock:
             None: the fit is free (a caller that does not know the rate).
     """
 
-    def __init__(
-        self,
-        modulus: int | None,
-        tick_ns: int,
-        window_s: float = 1.0,
-        max_windows: int = 120,
-        nominal_slope: float | None = 1.0,
-        max_backstep: int = 0,
-        max_drift: float | None = None,
-    ) -> None:
+    def __init__(self, modulus: int | None, tick_ns: int, window_s: float = 1.0,
+            max_windows: int = 120, nominal_slope: float | None = 1.0, max_backstep: int = 0,
+            max_drift: float | None = None) -> None:
         if tick_ns <= 0 or window_s <= 0 or max_windows < 2:
             raise DriverError("tick_ns, window_s > 0 and max_windows >= 2 required")
         if nominal_slope is not None and not nominal_slope > 0:
@@ -186,8 +178,7 @@ class DeviceClock:
         self.unwrapper.reset()
         self._ref: tuple[int, int] | None = None  # (device ns, host ns) of the first point
         self._windows: collections.deque[tuple[float, float]] = collections.deque(
-            maxlen=self.max_windows
-        )
+            maxlen=self.max_windows)
         self._open_id: int | None = None
         self._open_pt: tuple[float, float] | None = None
         self._slope = 1.0 if self.nominal_slope is None else self.nominal_slope
@@ -342,12 +333,7 @@ class DeviceClock:
         if self._ref is None:
             raise DriverError("the device clock has no observations yet")
         icpt, slope = self._line()
-        return ClockEstimate(
-            ref_device_ns=self._ref[0],
-            offset_ns=self._ref[1] + round(icpt * 1e9),
-            slope=slope,
-            drift_ppm=(slope - 1.0) * 1e6,
-            uncertainty_ns=float(self.uncertainty_ns()),
-            windows=len(self._windows),
-            points=self.points,
-        )
+        return ClockEstimate(ref_device_ns=self._ref[0],
+            offset_ns=self._ref[1] + round(icpt * 1e9), slope=slope,
+            drift_ppm=(slope - 1.0) * 1e6, uncertainty_ns=float(self.uncertainty_ns()),
+            windows=len(self._windows), points=self.points)

@@ -113,8 +113,7 @@ class DeviceKind:
         needs = [f for f in ("make_reader", "make_steps", "probe") if getattr(self, f) is None]
         if self.make_protocol is None and needs:
             raise ConfigError(
-                f"device kind {self.name!r}: give make_protocol, or {', '.join(needs)} too"
-            )
+                f"device kind {self.name!r}: give make_protocol, or {', '.join(needs)} too")
 
     def reader(self, dev: DeviceConfig, ctx: ReaderContext) -> DeviceReader:
         """The capture reader of ``dev``: by default the kind's protocol on a link at
@@ -127,8 +126,7 @@ class DeviceKind:
         config = LinkConfig(first_valid_timeout_s=dev.timeout_s, read_timeout_s=ctx.read_timeout_s)
         protocol = self._protocol(dev, ctx)
         return SerialReader(
-            SerialLink(dev.name, dev.port, protocol, baud=dev.baud, kind=self.name, config=config)
-        )
+            SerialLink(dev.name, dev.port, protocol, baud=dev.baud, kind=self.name, config=config))
 
     def steps(self, spec: DeviceSpec) -> DeviceSteps:
         """Bring-up of the device in ``spec`` (its configuration in

@@ -75,73 +75,37 @@ def option_keys() -> frozenset[str]:
 # The family modules import their parsers, protocols and the sequencer only when a
 # factory runs, so this module stays cheap to import.
 
-LD19 = register(
-    DeviceKind(
-        name="ld19",
-        model="LD19",
-        protocol="ld19",
-        baud=230400,
-        mounted=True,
-        emulator="sensorbench.sim.kind_emulators:ld19_family",
-        make_protocol=ld19_kind.make_protocol,
-        probe=ld19_kind.probe,
-        sim_defaults={  # samples_per_s: real LD06 captures (docs/LD19.md); datasheet 4500
-            "rate_hz": 10.0,
-            "samples_per_s": 4545.0,
-            "range_min_m": 0.02,
-            "range_max_m": 12.0,
-        },
-        datasheet="docs/LD19.md (LDROBOT LD19 development manual)",
-    )
-)
+LD19 = register(DeviceKind(
+    name="ld19", model="LD19", protocol="ld19", baud=230400, mounted=True,
+    emulator="sensorbench.sim.kind_emulators:ld19_family",
+    make_protocol=ld19_kind.make_protocol, probe=ld19_kind.probe,
+    # samples_per_s: real LD06 captures (docs/LD19.md); datasheet 4500
+    sim_defaults={"rate_hz": 10.0, "samples_per_s": 4545.0, "range_min_m": 0.02,
+                  "range_max_m": 12.0},
+    datasheet="docs/LD19.md (LDROBOT LD19 development manual)",
+))  # fmt: skip
 # The LD06: the LD19's protocol, bytes and emulation defaults (the samples_per_s above
 # are its real captures'); its own name and datasheet figures
 # (LDROBOT LD06 development manual v1.0: 230400 baud, 4500 samples/s, 5-13 Hz scan,
 # 10 Hz by default, 0.02-12 m; docs/LD19.md, section LD06).
-register(
-    replace(
-        LD19,
-        name="ld06",
-        model="LD06",
-        datasheet="docs/LD19.md, section LD06 (LDROBOT LD06 development manual v1.0)",
-    )
-)
-register(
-    DeviceKind(
-        name="a1",
-        model="A1",
-        protocol="rplidar",
-        baud=115200,
-        mounted=True,
-        emulator="sensorbench.sim.kind_emulators:a1_family",
-        make_reader=a1_kind.make_reader,
-        make_steps=a1_kind.make_steps,
-        probe=a1_kind.probe,
-        option_keys=frozenset({"serial", "scan_mode"}),
-        parse_options=a1_kind.parse_options,
-        keeps_bringup_handle=True,
-        probe_writes=True,
-        sim_defaults={
-            "rate_hz": 5.5,
-            "samples_per_s": 2000.0,
-            "range_min_m": 0.15,
-            "range_max_m": 12.0,
-        },
-        datasheet="docs/A1.md",
-    )
-)
-register(
-    DeviceKind(
-        name="pods",
-        model="pods",
-        protocol="pods",
-        baud=115200,
-        mounted=False,
-        emulator="sensorbench.sim.kind_emulators:pods_family",
-        make_protocol=pods_kind.make_protocol,
-        probe=pods_kind.probe,
-        option_keys=frozenset({"protocol", "counter_bits", "n_pods", "imu"}),
-        parse_options=pods_kind.parse_options,
-        datasheet="docs/PODS.md, docs/PROTOCOLS.md",
-    )
-)
+register(replace(
+    LD19, name="ld06", model="LD06",
+    datasheet="docs/LD19.md, section LD06 (LDROBOT LD06 development manual v1.0)",
+))  # fmt: skip
+register(DeviceKind(
+    name="a1", model="A1", protocol="rplidar", baud=115200, mounted=True,
+    emulator="sensorbench.sim.kind_emulators:a1_family",
+    make_reader=a1_kind.make_reader, make_steps=a1_kind.make_steps, probe=a1_kind.probe,
+    option_keys=frozenset({"serial", "scan_mode"}), parse_options=a1_kind.parse_options,
+    keeps_bringup_handle=True, probe_writes=True,
+    sim_defaults={"rate_hz": 5.5, "samples_per_s": 2000.0, "range_min_m": 0.15,
+                  "range_max_m": 12.0},
+    datasheet="docs/A1.md",
+))  # fmt: skip
+register(DeviceKind(
+    name="pods", model="pods", protocol="pods", baud=115200, mounted=False,
+    emulator="sensorbench.sim.kind_emulators:pods_family",
+    make_protocol=pods_kind.make_protocol, probe=pods_kind.probe,
+    option_keys=frozenset({"protocol", "counter_bits", "n_pods", "imu"}),
+    parse_options=pods_kind.parse_options, datasheet="docs/PODS.md, docs/PROTOCOLS.md",
+))  # fmt: skip

@@ -46,14 +46,9 @@ def _pick_raw(session: Session, device: str | None, path: Path) -> str:
     raise SessionError(f"{path} has raw streams {names}: say which one is the LD19 with --device")
 
 
-def decode_ld19(
-    source: str | os.PathLike[str],
-    output: str | os.PathLike[str],
-    device: str | None = None,
-    name: str | None = None,
-    near_filter: bool = False,
-    overwrite: bool = False,
-) -> dict[str, Any]:
+def decode_ld19(source: str | os.PathLike[str], output: str | os.PathLike[str],
+        device: str | None = None, name: str | None = None, near_filter: bool = False,
+        overwrite: bool = False) -> dict[str, Any]:
     """Decode ``source`` (bare capture or session) into a new session ``output``.
 
     Args:
@@ -99,32 +94,13 @@ def decode_ld19(
         slope = None
     name = name or device or "ld19"
     # the writer is atomic: on DriverError nothing is written and an old output is kept
-    return _write(
-        src,
-        output,
-        chunks,
-        reconnects,
-        raw_attrs,
-        name,
-        near_filter,
-        overwrite,
-        is_session,
-        None if slope is None else float(slope),
-    )
+    return _write(src, output, chunks, reconnects, raw_attrs, name, near_filter, overwrite,
+        is_session, None if slope is None else float(slope))
 
 
-def _write(
-    src: Path,
-    output: str | os.PathLike[str],
-    chunks: list[tuple[int, bytes]],
-    reconnects: list[int],
-    raw_attrs: dict[str, Any],
-    name: str,
-    near_filter: bool,
-    overwrite: bool,
-    is_session: bool,
-    clock_slope: float | None,
-) -> dict[str, Any]:
+def _write(src: Path, output: str | os.PathLike[str], chunks: list[tuple[int, bytes]],
+        reconnects: list[int], raw_attrs: dict[str, Any], name: str, near_filter: bool,
+        overwrite: bool, is_session: bool, clock_slope: float | None) -> dict[str, Any]:
     """Parse the chunks in order and write raw bytes and turns; the summary.
 
     ``clock_slope`` None: unknown (e.g. a session from an accelerated emulator that
@@ -133,13 +109,8 @@ def _write(
     parser = LD19Parser()
     assembler = TurnAssembler(clock=ld19_clock(clock_slope), host_times=is_session)
     time_base = TIME_BASE_HOST if is_session else TIME_BASE_DEVICE
-    with SessionWriter(
-        output,
-        label=f"decoded {src.name}",
-        swmr=False,
-        overwrite=overwrite,
-        attrs={"decoded_from": str(src)},
-    ) as w:
+    with SessionWriter(output, label=f"decoded {src.name}", swmr=False, overwrite=overwrite,
+        attrs={"decoded_from": str(src)}) as w:
         w.add_raw(name, attrs={**raw_attrs, "protocol": "ld19", "baud": BAUD})
         w.add_lidar(
             name,
@@ -157,8 +128,7 @@ def _write(
         if c.packets == 0:
             raise DriverError(
                 f"no valid LD19 packet in {src}: {c.bytes} bytes, {candidates} candidate "
-                f"headers, 0 valid: not an LD19 capture, or captured at the wrong baud rate?"
-            )
+                f"headers, 0 valid: not an LD19 capture, or captured at the wrong baud rate?")
         summary = {
             "source": str(src),
             "output": str(output),
@@ -182,14 +152,8 @@ def _write(
     return summary
 
 
-def _decode(
-    w: SessionWriter,
-    name: str,
-    chunks: list[tuple[int, bytes]],
-    reconnects: list[int],
-    decoders: tuple[LD19Parser, TurnAssembler],
-    near_filter: bool,
-) -> tuple[int, int, int]:
+def _decode(w: SessionWriter, name: str, chunks: list[tuple[int, bytes]], reconnects: list[int],
+        decoders: tuple[LD19Parser, TurnAssembler], near_filter: bool) -> tuple[int, int, int]:
     """Feed the chunks (host ns, bytes) in order, resyncing at each reconnect (host ns),
     and write the raw bytes and the turns; returns (turns, points, candidate headers)."""
     parser, assembler = decoders

@@ -57,12 +57,8 @@ SMALL_CLUSTER = 3  # clusters smaller than this need INTENSITY_SINGLE
 LARGE_CLUSTER = 15  # clusters larger than this are always kept
 
 
-def vendor_mask(
-    angle_deg_cw: np.ndarray,
-    distance_mm: np.ndarray,
-    intensity: np.ndarray,
-    speed_deg_s: float,
-) -> np.ndarray:
+def vendor_mask(angle_deg_cw: np.ndarray, distance_mm: np.ndarray, intensity: np.ndarray,
+        speed_deg_s: float) -> np.ndarray:
     """Points of one turn the SDK's ``NearFilter`` drops (bool), in its own units.
 
     Args:
@@ -133,14 +129,5 @@ def near_filter_turns(turns: LidarTurns) -> LidarTurns:
             turns.angle[sl], turns.range[sl], turns.intensity[sl], float(turns.speed_hz[i])
         )
         rng[sl][bad & np.isfinite(rng[sl])] = np.nan
-    return LidarTurns(
-        turns.t_first_ns,
-        turns.device_ns,
-        turns.speed_hz,
-        turns.count,
-        turns.flags,
-        turns.angle,
-        rng,
-        turns.intensity,
-        turns.t_ns,
-    )
+    return LidarTurns(turns.t_first_ns, turns.device_ns, turns.speed_hz, turns.count, turns.flags,
+        turns.angle, rng, turns.intensity, turns.t_ns)

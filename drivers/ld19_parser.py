@@ -419,17 +419,13 @@ class LD19Packets:
     start_cdeg = _row(_START, "Start angle of each packet (0.01 deg, clockwise).")
     end_cdeg = _row(_END, "End angle of each packet (0.01 deg, clockwise).")
     timestamp_ms = _row(_STAMP, "Device timestamp (ms, wraps at 30000).")
-    stream_offset = _row(
-        _OFFSET,
+    stream_offset = _row(_OFFSET,
         "Offset of each packet's first byte in the parser's input stream (bytes since "
-        "construction or the last :meth:`LD19Parser.reset`).",
-    )
+        "construction or the last :meth:`LD19Parser.reset`).")
     host_ns = _row(_HOST_NS, "Host receive time of the read that completed each packet (ns).")
-    failures_before = _row(
-        _FAILURES,
+    failures_before = _row(_FAILURES,
         "Candidate packets rejected (CRC or an impossible field) since the previous "
-        "accepted packet.",
-    )
+        "accepted packet.")
     lost_before = _row(
         _LOST_BEFORE, "Packets missing before this one, from the device-timestamp gap."
     )
@@ -448,22 +444,17 @@ class LD19Packets:
     @classmethod
     def empty(cls) -> LD19Packets:
         """No packets."""
-        return cls(
-            np.zeros((_ROWS, 0), np.int64),
-            np.zeros((0, POINTS_PER_PACKET), np.uint16),
-            np.zeros((0, POINTS_PER_PACKET), np.uint8),
-        )
+        return cls(np.zeros((_ROWS, 0), np.int64), np.zeros((0, POINTS_PER_PACKET), np.uint16),
+            np.zeros((0, POINTS_PER_PACKET), np.uint8))
 
     @classmethod
     def concat(cls, parts: list[LD19Packets]) -> LD19Packets:
         """Concatenate batches in order."""
         if not parts:
             return cls.empty()
-        return cls(
-            np.concatenate([p.fields for p in parts], axis=1),
+        return cls(np.concatenate([p.fields for p in parts], axis=1),
             np.concatenate([p.distance_mm for p in parts]),
-            np.concatenate([p.intensity for p in parts]),
-        )
+            np.concatenate([p.intensity for p in parts]))
 
 
 _EMPTY = LD19Packets.empty()
@@ -588,11 +579,8 @@ class LD19Parser:
         if k == 0:
             return _EMPTY
         m = POINTS_PER_PACKET * k
-        return LD19Packets(
-            fields[:, :k],
-            distance[:m].reshape(k, POINTS_PER_PACKET),
-            intensity[:m].reshape(k, POINTS_PER_PACKET),
-        )
+        return LD19Packets(fields[:, :k], distance[:m].reshape(k, POINTS_PER_PACKET),
+            intensity[:m].reshape(k, POINTS_PER_PACKET))
 
     def _reserve(self, n: int) -> None:
         """The rejection buffer for a read of ``n`` bytes (plus the tail)."""

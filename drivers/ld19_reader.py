@@ -56,14 +56,8 @@ class LD19Protocol(DeviceProtocol):
     wire = "ld19"
     baud = BAUD
 
-    def __init__(
-        self,
-        *,
-        attrs: dict[str, Any] | None = None,
-        near_filter: bool = False,
-        keep_turns: bool = False,
-        clock_slope: float = 1.0,
-    ) -> None:
+    def __init__(self, *, attrs: dict[str, Any] | None = None, near_filter: bool = False,
+            keep_turns: bool = False, clock_slope: float = 1.0) -> None:
         self.attrs = dict(attrs or {})
         self.near_filter = near_filter
         self.clock_slope = float(clock_slope)

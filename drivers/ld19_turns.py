@@ -66,13 +66,8 @@ def ld19_clock(nominal_slope: float | None = 1.0) -> DeviceClock:
         nominal_slope: host s per device s until the fit exists: 1.0 for hardware,
             1/N for an N× emulator, None if unknown (see :class:`DeviceClock`).
     """
-    return DeviceClock(
-        modulus=TIMESTAMP_MODULUS_MS,
-        tick_ns=1_000_000,
-        window_s=0.5,
-        max_windows=240,
-        nominal_slope=nominal_slope,
-    )
+    return DeviceClock(modulus=TIMESTAMP_MODULUS_MS, tick_ns=1_000_000, window_s=0.5,
+        max_windows=240, nominal_slope=nominal_slope)
 
 
 def cw_cdeg_to_ccw_rad(cw_cdeg: np.ndarray) -> np.ndarray:
@@ -101,12 +96,8 @@ class TurnAssembler:
             between consecutive points starts a new turn.
     """
 
-    def __init__(
-        self,
-        clock: DeviceClock | None = None,
-        host_times: bool = True,
-        wrap_drop_cdeg: float = 18000.0,
-    ) -> None:
+    def __init__(self, clock: DeviceClock | None = None, host_times: bool = True,
+            wrap_drop_cdeg: float = 18000.0) -> None:
         self.clock = clock if clock is not None else ld19_clock()
         self.host_times = host_times
         self.wrap_drop_cdeg = float(wrap_drop_cdeg)
@@ -184,17 +175,10 @@ class TurnAssembler:
         beyond = done["range"] > MAX_RANGE_MM
         rng[beyond] = np.nan
         self.ranges_beyond_limit += int(np.count_nonzero(beyond))
-        turns = LidarTurns(
-            t_first_ns=done["t"][rel],
-            device_ns=done["dev"][rel],
-            speed_hz=np.add.reduceat(done["speed"], rel) / count / 360.0,
-            count=count,
-            flags=flags,
-            angle=cw_cdeg_to_ccw_rad(done["cw"]),
-            range=rng,
-            intensity=done["intensity"],
-            t_ns=done["t"],
-        )
+        turns = LidarTurns(t_first_ns=done["t"][rel], device_ns=done["dev"][rel],
+            speed_hz=np.add.reduceat(done["speed"], rel) / count / 360.0, count=count,
+            flags=flags, angle=cw_cdeg_to_ccw_rad(done["cw"]), range=rng,
+            intensity=done["intensity"], t_ns=done["t"])
         self.turns_out += turns.n_turns
         return turns
 
@@ -205,11 +189,8 @@ class TurnAssembler:
         and device times (ns), from each packet's angular span (0.01 deg) and speed (deg/s)."""
         stamp_ns = self.clock.update(pk.host_ns, pk.timestamp_ms)
         with np.errstate(divide="ignore", invalid="ignore"):
-            dt = np.where(
-                (speed > 0) & (span > 0),
-                span / 100.0 / (POINTS_PER_PACKET - 1) / speed,
-                NOMINAL_DT_S,
-            )
+            dt = np.where((speed > 0) & (span > 0),
+                span / 100.0 / (POINTS_PER_PACKET - 1) / speed, NOMINAL_DT_S)
         dev_ns = self._track(stamp_ns, dt, pk.lost_before)
         offs = np.arange(POINTS_PER_PACKET) * dt[:, None]  # s after the packet's first point
         dev_pt = dev_ns[:, None] + np.rint(offs * 1e9).astype(np.int64)

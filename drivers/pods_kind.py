@@ -57,13 +57,8 @@ def make_protocol(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> Po
             "wheels": [vars(w) for w in ctx.pods.wheels],
             "units": "x_m, y_m in the body frame (m); angle_rad CCW from body x (rad)",
         }
-    return PodProtocol(
-        n_pods=dev.n_pods,
-        counter_bits=dev.counter_bits,
-        protocol=dev.protocol,
-        attrs=attrs,
-        clock_slope=1.0 / ctx.speed,
-    )
+    return PodProtocol(n_pods=dev.n_pods, counter_bits=dev.counter_bits, protocol=dev.protocol,
+        attrs=attrs, clock_slope=1.0 / ctx.speed)
 
 
 def check_frames(data: bytes) -> dict | None:

@@ -60,9 +60,7 @@ def crc16_rows(rows: np.ndarray) -> np.ndarray:
     data = rows.reshape(-1).data
     return np.fromiter(
         (binascii.crc_hqx(data[i : i + width], CRC16_INIT) for i in range(0, k * width, width)),
-        dtype=np.uint16,
-        count=k,
-    )
+        dtype=np.uint16, count=k)
 
 
 def payload_length(n_pods: int, counter_bits: int, imu: bool, errors: bool = False) -> int:

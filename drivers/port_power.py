@@ -70,12 +70,8 @@ class PortPower:
             / "disable"
         )
 
-    def switch(
-        self,
-        on: bool,
-        runner: Callable[..., Any] = subprocess.run,
-        sysfs_root: str | os.PathLike[str] = "/sys",
-    ) -> None:
+    def switch(self, on: bool, runner: Callable[..., Any] = subprocess.run,
+            sysfs_root: str | os.PathLike[str] = "/sys") -> None:
         """Switch the port on or off.
 
         Raises:
@@ -92,8 +88,7 @@ class PortPower:
             if done.returncode != 0:
                 raise DriverError(
                     f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()}; "
-                    "does the hub support per-port power, and are you root?"
-                )
+                    "does the hub support per-port power, and are you root?")
             return
         for path in self.sysfs_disable_paths(sysfs_root):
             try:
@@ -101,8 +96,7 @@ class PortPower:
             except OSError as err:
                 raise DriverError(
                     f"cannot write {path}: {err}; needs Linux >= 6.0, a hub with per-port "
-                    "power switching, and root"
-                ) from err
+                    "power switching, and root") from err
 
     def sysfs_disable_paths(self, sysfs_root: str | os.PathLike[str] = "/sys") -> list[Path]:
         """The ``disable`` files that switch this port: its own and, on a USB 3 hub, its

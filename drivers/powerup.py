@@ -59,6 +59,7 @@ stopped), and its result says so (``PowerUpResult.warning``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
@@ -211,8 +212,7 @@ class A1Steps:
             f"no complete valid turn within {timeout_s:.1f} s of the scan start "
             f"({sc.link.bytes_total} bytes, {sc.nodes_total} nodes, "
             f"{sc.link.unplugs} unplugs{state}): "
-            "motor not spinning, or the supply browned out (start the lidars further apart)"
-        )
+            "motor not spinning, or the supply browned out (start the lidars further apart)")
 
     def idle(self) -> None:
         """Read what arrived, so the buffer does not overflow while others start."""
@@ -275,8 +275,7 @@ class StreamSteps:
                 return
         raise DriverError(
             f"{valid} valid packets ({self.bytes_seen} bytes) within {timeout_s:.1f} s at "
-            f"{self.baud} baud: silent, wrong baud rate or wrong device"
-        )
+            f"{self.baud} baud: silent, wrong baud rate or wrong device")
 
     def park(self) -> bool:
         """Nothing to hold: a streaming device is not opened ahead of its turn."""
@@ -285,20 +284,15 @@ class StreamSteps:
     def idle(self) -> None:
         """Discard what arrived."""
         if self.handle is not None:
-            try:
+            with contextlib.suppress(serial.SerialException, OSError):
                 self.handle.reset_input_buffer()
-            except (serial.SerialException, OSError):
-                return
 
     def close(self) -> None:
         """Close the port."""
-        if self.handle is not None:
-            try:
-                self.handle.close()
-            except (serial.SerialException, OSError):
-                return
-            finally:
-                self.handle = None
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            with contextlib.suppress(serial.SerialException, OSError):
+                handle.close()
 
 
 def _wait_ready(
@@ -312,8 +306,7 @@ def _wait_ready(
         outcome[spec.name] = str(err)
 
 
-def _still_present(
-    switched: list[tuple[DeviceSpec, PortPower]],
+def _still_present(switched: list[tuple[DeviceSpec, PortPower]]
 ) -> list[tuple[DeviceSpec, PortPower]]:
     """The devices switched off whose tty is still there after their ``settle_s``."""
     if not switched:
@@ -345,14 +338,9 @@ class PowerUpSequencer:
         runner, sysfs_root: how port power is switched (injectable for tests).
     """
 
-    def __init__(
-        self,
-        specs: list[DeviceSpec],
-        retries: int = 2,
-        backoff_s: float = 0.5,
-        runner: Callable[..., Any] = subprocess.run,
-        sysfs_root: str | os.PathLike[str] = "/sys",
-    ) -> None:
+    def __init__(self, specs: list[DeviceSpec], retries: int = 2, backoff_s: float = 0.5,
+            runner: Callable[..., Any] = subprocess.run,
+            sysfs_root: str | os.PathLike[str] = "/sys") -> None:
         names = [s.name for s in specs]
         if len(set(names)) != len(names):
             raise ConfigError(f"device names must be unique, got {names}")
@@ -438,11 +426,9 @@ class PowerUpSequencer:
                 else:
                     switched.append((spec, spec.power))
         for spec, power in _still_present(switched):
-            self._no_port_power(
-                spec,
+            self._no_port_power(spec,
                 f"{spec.port} was still there {power.settle_s:.1f} s after switching it off: "
-                "the hub keeps the port powered (no per-port switching, or ganged)",
-            )
+                "the hub keeps the port powered (no per-port switching, or ganged)")
         for spec in self.specs:
             if (spec.power is not None and spec.name not in self._warnings) or (
                 spec.name in self._parked
@@ -505,8 +491,7 @@ class PowerUpSequencer:
         if not _wait_for_path(spec.port, spec.power.settle_s):
             raise DriverError(
                 f"{spec.port} did not appear within {spec.power.settle_s:.1f} s of powering "
-                f"port {spec.power.port} of hub {spec.power.hub}"
-            )
+                f"port {spec.power.port} of hub {spec.power.hub}")
 
     def _open_and_check(self, spec: DeviceSpec) -> tuple[DeviceSteps, str]:
         steps = self._parked.pop(spec.name, None) or self._factory(spec)(spec)
@@ -531,18 +516,8 @@ class PowerUpSequencer:
         self, spec: DeviceSpec, serial_no: str, ready: bool, why: str, ttf: float, attempts: int
     ) -> PowerUpResult:
         tty = os.path.realpath(spec.port) if os.path.exists(spec.port) else ""
-        return PowerUpResult(
-            spec.name,
-            spec.kind,
-            spec.port,
-            tty,
-            serial_no,
-            ready,
-            why,
-            ttf,
-            attempts,
-            self._warnings.get(spec.name, ""),
-        )
+        return PowerUpResult(spec.name, spec.kind, spec.port, tty, serial_no, ready, why, ttf,
+            attempts, self._warnings.get(spec.name, ""))
 
     def _bring_up(self, spec: DeviceSpec) -> PowerUpResult:
         why = ""
@@ -613,13 +588,7 @@ class PowerUpSequencer:
                     self._hold_or_close(spec, steps)
         return [
             done.get(s.name)
-            or self._result(
-                s,
-                serials.get(s.name, ""),
-                False,
-                whys.get(s.name, ""),
-                float("nan"),
-                self.retries + 1,
-            )
+            or self._result(s, serials.get(s.name, ""), False, whys.get(s.name, ""), float("nan"),
+                self.retries + 1)
             for s in self.specs
         ]

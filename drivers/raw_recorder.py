@@ -124,18 +124,10 @@ def _open(port: str, baud: int, dtr: bool | None) -> serial.Serial:
     return ser
 
 
-def record_raw(
-    port: str,
-    baud: int,
-    duration_s: float,
-    output: str | os.PathLike[str],
-    *,
-    force: bool = False,
-    send: bytes = b"",
-    dtr: bool | None = None,
-    stop: threading.Event | None = None,
-    on_progress: Callable[[float, int], None] | None = None,
-) -> RawRecordResult:
+def record_raw(port: str, baud: int, duration_s: float, output: str | os.PathLike[str], *,
+        force: bool = False, send: bytes = b"", dtr: bool | None = None,
+        stop: threading.Event | None = None,
+        on_progress: Callable[[float, int], None] | None = None) -> RawRecordResult:
     """Record ``port`` at ``baud`` for ``duration_s`` s into ``output`` and its sidecar.
 
     Args:
@@ -186,14 +178,8 @@ def record_raw(
     return RawRecordResult(out, side, total, reads, elapsed, stopped_by, message)
 
 
-def _copy(
-    ser: serial.Serial,
-    fb: BinaryIO,
-    fs: TextIO,
-    duration_s: float,
-    stop: threading.Event,
-    on_progress: Callable[[float, int], None] | None,
-) -> tuple[int, int, float, str, str]:
+def _copy(ser: serial.Serial, fb: BinaryIO, fs: TextIO, duration_s: float, stop: threading.Event,
+        on_progress: Callable[[float, int], None] | None) -> tuple[int, int, float, str, str]:
     """Copy ``ser``'s bytes into ``fb`` and each read's offset and host time (ns) into
     ``fs`` until ``duration_s`` (s), ``stop`` or the port going away; returns (bytes,
     reads, seconds, stopped_by, message)."""

@@ -286,16 +286,8 @@ class _Validator:
         line = self.where.find(*path)
         return ConfigError(f"{self.source}:{line}: {message}")
 
-    def number(
-        self,
-        table: dict,
-        key: str,
-        path: tuple,
-        *,
-        minimum: float | None = None,
-        maximum: float | None = None,
-        default: float | None = None,
-    ) -> float:
+    def number(self, table: dict, key: str, path: tuple, *, minimum: float | None = None,
+            maximum: float | None = None, default: float | None = None) -> float:
         if key not in table:
             if default is None:
                 raise self.fail(path, f"missing '{key}'")
@@ -315,20 +307,16 @@ class _Validator:
 
     def mount(self, table: Any, path: tuple, what: str) -> Mount:
         if not isinstance(table, dict):
-            raise self.fail(
-                path,
-                f"{what}: 'mount' must be a table like {{x_m = 0.1, y_m = 0.0, yaw_deg = 180}}",
-            )
+            raise self.fail(path,
+                f"{what}: 'mount' must be a table like {{x_m = 0.1, y_m = 0.0, yaw_deg = 180}}")
         unknown = set(table) - {"x_m", "y_m", "yaw_deg", "yaw_rad"}
         missing = [k for k in ("x_m", "y_m") if k not in table]
         yaws = [k for k in ("yaw_deg", "yaw_rad") if k in table]
         if unknown or missing or len(yaws) != 1:
             bad = sorted(unknown) or missing or ["yaw"]
-            raise self.fail(
-                (*path, bad[0]) if unknown else path,
+            raise self.fail((*path, bad[0]) if unknown else path,
                 f"{what}: mount keys must carry units: x_m, y_m (metres) and exactly one of "
-                f"yaw_deg or yaw_rad; got {sorted(table)}",
-            )
+                f"yaw_deg or yaw_rad; got {sorted(table)}")
         x = self.number(table, "x_m", path, minimum=-MAX_MOUNT_M, maximum=MAX_MOUNT_M)
         y = self.number(table, "y_m", path, minimum=-MAX_MOUNT_M, maximum=MAX_MOUNT_M)
         turn = 360.0 if yaws[0] == "yaw_deg" else 2 * math.pi
@@ -340,17 +328,13 @@ class _Validator:
             raise self.fail(path, f"{what}: 'port' must be a non-empty path string")
         if "{run_dir}" in value:
             if self.run_dir is None:
-                raise self.fail(
-                    path,
+                raise self.fail(path,
                     f"{what}: port {value!r} uses {{run_dir}}: this "
-                    "configuration is for emulated devices; give a run directory",
-                )
+                    "configuration is for emulated devices; give a run directory")
             value = value.replace("{run_dir}", self.run_dir)
         if "{" in value or "}" in value:
-            raise self.fail(
-                path,
-                f"{what}: unknown placeholder in port {value!r} (only {{run_dir}} is supported)",
-            )
+            raise self.fail(path,
+                f"{what}: unknown placeholder in port {value!r} (only {{run_dir}} is supported)")
         return value
 
     def port_identity(self, dev: DeviceConfig, path: tuple) -> tuple[str, int | None]:
@@ -371,21 +355,17 @@ class _Validator:
                 path, f"device {dev.name!r}: port {dev.port} is {what}, not a serial port"
             )
         if not is_serial_tty(st.st_rdev):
-            raise self.fail(
-                path,
+            raise self.fail(path,
                 f"device {dev.name!r}: port {dev.port} is a character device "
                 f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)} that is not a tty, not a "
-                "serial port (/proc/tty/drivers lists the serial ones)",
-            )
+                "serial port (/proc/tty/drivers lists the serial ones)")
         return real, st.st_rdev
 
     def power(self, value: Any, path: tuple, what: str, backend: str) -> PortPower:
         if backend == "none":
-            raise self.fail(
-                path,
+            raise self.fail(path,
                 f"{what}: 'power' needs a switching backend: "
-                '[powerup] backend = "uhubctl" (or "sysfs")',
-            )
+                '[powerup] backend = "uhubctl" (or "sysfs")')
         if (
             not isinstance(value, dict)
             or set(value) - {"hub", "port", "settle_s"}
@@ -393,12 +373,10 @@ class _Validator:
             or isinstance(value.get("port"), bool)
             or not isinstance(value.get("port"), int)
         ):
-            raise self.fail(
-                path,
+            raise self.fail(path,
                 f"{what}: 'power' must be a table like {{hub = \"1-1.4\", port = 2}} "
                 "(the hub's USB name as uhubctl -l takes it, the port number; optional "
-                "settle_s, the wait for the tty after switching on)",
-            )
+                "settle_s, the wait for the tty after switching on)")
         settle = self.number(value, "settle_s", path, minimum=0.1, maximum=MAX_WAIT_S, default=3.0)
         try:
             return PortPower(value["hub"], value["port"], method=backend, settle_s=settle)
@@ -411,29 +389,21 @@ class _Validator:
         name = table.get("name")
         what = f"device {name!r}" if name else f"device #{i + 1}"
         if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise self.fail(
-                (*path, "name"),
-                f"{what}: 'name' must be letters, digits, _ or - starting with a letter",
-            )
+            raise self.fail((*path, "name"),
+                f"{what}: 'name' must be letters, digits, _ or - starting with a letter")
         if len(name) > MAX_NAME_LEN:
-            raise self.fail(
-                (*path, "name"),
+            raise self.fail((*path, "name"),
                 f"device {name[:40]!r}...: 'name' must be at most {MAX_NAME_LEN} characters "
-                f"(it is the event source in the session), got {len(name)}",
-            )
+                f"(it is the event source in the session), got {len(name)}")
         known = _COMMON_KEYS | option_keys()
         unknown = sorted(set(table) - known)
         if unknown:
-            raise self.fail(
-                (*path, unknown[0]),
-                f"{what}: unknown key '{unknown[0]}' (known: {', '.join(sorted(known))})",
-            )
+            raise self.fail((*path, unknown[0]),
+                f"{what}: unknown key '{unknown[0]}' (known: {', '.join(sorted(known))})")
         kind_name = table.get("kind")
         if kind_name not in kind_names():
-            raise self.fail(
-                (*path, "kind"),
-                f"{what}: unknown kind {kind_name!r}; expected one of {', '.join(kind_names())}",
-            )
+            raise self.fail((*path, "kind"),
+                f"{what}: unknown kind {kind_name!r}; expected one of {', '.join(kind_names())}")
         return name, what, get_kind(kind_name)
 
     def device(
@@ -449,11 +419,9 @@ class _Validator:
         if taken:
             raise self.fail((*path, "name"), f"{what}: {taken}")
         if "port" not in table:
-            raise self.fail(
-                path,
+            raise self.fail(path,
                 f"{what}: missing 'port' (the device's stable path, e.g. /dev/{name} "
-                "from `sensorbench udev rules`)",
-            )
+                "from `sensorbench udev rules`)")
         port = self.port(table["port"], (*path, "port"), what)
         baud = table.get("baud", kind.baud)
         if isinstance(baud, bool) or not isinstance(baud, int) or baud not in STANDARD_BAUDS:
@@ -466,17 +434,13 @@ class _Validator:
         if not kind.mounted:
             mount = None
             if "mount" in table:
-                raise self.fail(
-                    (*path, "mount"),
-                    f"{what}: {kind.name} has no mount; its geometry is the [{kind.name}] table",
-                )
+                raise self.fail((*path, "mount"),
+                    f"{what}: {kind.name} has no mount; its geometry is the [{kind.name}] table")
         else:
             if "mount" not in table:
-                raise self.fail(
-                    path,
+                raise self.fail(path,
                     f"{what}: missing 'mount' "
-                    "(e.g. mount = {x_m = 0.1, y_m = 0.0, yaw_deg = 180})",
-                )
+                    "(e.g. mount = {x_m = 0.1, y_m = 0.0, yaw_deg = 180})")
             mount = self.mount(table["mount"], (*path, "mount"), what)
         for key in sorted(set(table) - _COMMON_KEYS - kind.option_keys):
             owners = [k for k in kind_names() if key in get_kind(k).option_keys]
@@ -510,10 +474,8 @@ class _Validator:
             )
         wheels = table.get("wheels")
         if not isinstance(wheels, list) or not wheels:
-            raise self.fail(
-                (*path, "wheels"),
-                "[pods] wheels must be a list of {x_m = ..., y_m = ..., angle_deg = ...}",
-            )
+            raise self.fail((*path, "wheels"),
+                "[pods] wheels must be a list of {x_m = ..., y_m = ..., angle_deg = ...}")
         out = []
         for k, w in enumerate(wheels):
             wpath = (*path, "wheels")
@@ -522,27 +484,21 @@ class _Validator:
                 or set(w) - {"x_m", "y_m", "angle_deg", "angle_rad"}
                 or (("angle_deg" in w) == ("angle_rad" in w))
             ):
-                raise self.fail(
-                    wpath,
+                raise self.fail(wpath,
                     f"[pods] wheel {k}: keys must carry units: x_m, y_m and "
-                    "exactly one of angle_deg or angle_rad",
-                )
+                    "exactly one of angle_deg or angle_rad")
             angle_key = "angle_deg" if "angle_deg" in w else "angle_rad"
             angle = self.number(w, angle_key, wpath)
             out.append(
-                PodWheel(
-                    self.number(w, "x_m", wpath, minimum=-MAX_MOUNT_M, maximum=MAX_MOUNT_M),
+                PodWheel(self.number(w, "x_m", wpath, minimum=-MAX_MOUNT_M, maximum=MAX_MOUNT_M),
                     self.number(w, "y_m", wpath, minimum=-MAX_MOUNT_M, maximum=MAX_MOUNT_M),
-                    math.radians(angle) if angle_key == "angle_deg" else angle,
-                )
+                    math.radians(angle) if angle_key == "angle_deg" else angle)
             )
         board = table.get("board", "other")
         if board not in pods_kind.BOARDS:
-            raise self.fail(
-                (*path, "board"),
+            raise self.fail((*path, "board"),
                 f"[pods] board must be one of {', '.join(map(repr, pods_kind.BOARDS))}, "
-                f"got {board!r}",
-            )
+                f"got {board!r}")
         top = (
             self.number(table, "top_speed_m_s", path, minimum=1e-3, maximum=100.0)
             if "top_speed_m_s" in table
@@ -565,11 +521,9 @@ class _Validator:
             or arr.shape[0] < 3
             or not (np.abs(arr) <= MAX_MOUNT_M).all()
         ):
-            raise self.fail(
-                path,
+            raise self.fail(path,
                 f"footprint_m must be a list of at least 3 [x, y] points within "
-                f"{MAX_MOUNT_M:g} m of the body origin",
-            )
+                f"{MAX_MOUNT_M:g} m of the body origin")
         return arr
 
     def emulation(self, table: dict) -> None:
@@ -577,16 +531,12 @@ class _Validator:
         the scenarios), ``seed`` an int64 seed."""
         scenario = table.get("scenario", "square")
         if not isinstance(scenario, str) or not scenario.strip():
-            raise self.fail(
-                ("emulation", "scenario"),
-                f"[emulation] scenario must be a scenario name or .toml path, got {scenario!r}",
-            )
+            raise self.fail(("emulation", "scenario"),
+                f"[emulation] scenario must be a scenario name or .toml path, got {scenario!r}")
         seed = table.get("seed", 0)
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-            raise self.fail(
-                ("emulation", "seed"),
-                f"[emulation] seed must be an integer in [0, 2**63 - 1], got {seed!r}",
-            )
+            raise self.fail(("emulation", "seed"),
+                f"[emulation] seed must be an integer in [0, 2**63 - 1], got {seed!r}")
 
     def check_keys(self, doc: dict) -> None:
         """Refuse unknown tables and unknown keys in every single table."""
@@ -603,10 +553,8 @@ class _Validator:
                 raise self.fail((table,), f"[{table}] must be a table")
             unknown = sorted(set(value) - keys)
             if unknown:
-                raise self.fail(
-                    (table, unknown[0]),
-                    f"[{table}]: unknown key '{unknown[0]}' (known: {', '.join(sorted(keys))})",
-                )
+                raise self.fail((table, unknown[0]),
+                    f"[{table}]: unknown key '{unknown[0]}' (known: {', '.join(sorted(keys))})")
 
     def devices(self, devices_raw: Any, powerup: dict) -> list[DeviceConfig]:
         """The ``[[devices]]`` tables, with the ``[powerup]`` defaults; names and ports
@@ -619,10 +567,8 @@ class _Validator:
         )
         backend = powerup.get("backend", "none")
         if backend not in POWER_BACKENDS:
-            raise self.fail(
-                ("powerup", "backend"),
-                f"powerup.backend must be one of {', '.join(POWER_BACKENDS)}, got {backend!r}",
-            )
+            raise self.fail(("powerup", "backend"),
+                f"powerup.backend must be one of {', '.join(POWER_BACKENDS)}, got {backend!r}")
         if not isinstance(devices_raw, list) or not devices_raw:
             raise self.fail(("devices",), "no devices: add at least one [[devices]] table")
         devices: list[DeviceConfig] = []
@@ -631,18 +577,14 @@ class _Validator:
         for i, table in enumerate(devices_raw):
             dev = self.device(i, table, gap_s, timeout_s, backend)
             if dev.name in seen:
-                raise self.fail(
-                    ("devices", i, "name"),
-                    f"duplicate device name {dev.name!r} (first defined at line {seen[dev.name]})",
-                )
+                raise self.fail(("devices", i, "name"),
+                    f"duplicate device name {dev.name!r} (first defined at line {seen[dev.name]})")
             real, device_id = self.port_identity(dev, ("devices", i, "port"))
             other = ports.get(real) or (ports.get(device_id) if device_id is not None else None)
             if other is not None:
                 alias = "" if real == dev.port else f" (that is {real})"
-                raise self.fail(
-                    ("devices", i, "port"),
-                    f"device {dev.name!r}: port {dev.port}{alias} is already used by {other!r}",
-                )
+                raise self.fail(("devices", i, "port"),
+                    f"device {dev.name!r}: port {dev.port}{alias} is already used by {other!r}")
             seen[dev.name] = self.where.find("devices", i, "name")
             ports[real] = dev.name
             if device_id is not None:
@@ -670,19 +612,15 @@ class _Validator:
             or sorted(order) != sorted(names)
             or len(set(order)) != len(order)
         ):
-            raise self.fail(
-                ("powerup", "order"),
+            raise self.fail(("powerup", "order"),
                 "powerup.order must list every device exactly "
-                f"once; devices are {sorted(names)}, got {order!r}",
-            )
+                f"once; devices are {sorted(names)}, got {order!r}")
         pods = self.pods(doc["pods"]) if "pods" in doc else None
         for dev in devices:
             if dev.kind == "pods" and pods is not None and len(pods.wheels) != dev.n_pods:
-                raise self.fail(
-                    ("pods", "wheels"),
+                raise self.fail(("pods", "wheels"),
                     f"[pods] lists {len(pods.wheels)} wheels "
-                    f"but device {dev.name!r} has n_pods = {dev.n_pods}",
-                )
+                    f"but device {dev.name!r} has n_pods = {dev.n_pods}")
         name = robot.get("name", Path(self.source).stem)
         if not isinstance(name, str):
             raise self.fail(("robot", "name"), "robot.name must be a string")

@@ -6,12 +6,8 @@ the inputs hold nothing for it) and a render function in
 lists the pairs in page order. Each section's :meth:`as_dict` gives its keys of
 :attr:`Report.data <sensorbench.report.build.Report>` (plain values, SI units).
 Figures are plotted into ``inputs.figdir`` while computing and kept as PNG bytes, so
-the dataclasses hold the whole report and rendering reads no file.
-
-Simulated sessions (a ``/truth`` group) carry the simulated truth beside each
-recovered value. Sessions captured from the emulated robot run ``emulation_speed``
-times faster than simulated time (``/truth`` attribute); truth values with time in
-their unit are put on the file's time base (τ ÷ speed, rate × speed).
+the dataclasses hold the whole report and rendering reads no file. Simulated truth
+sits beside each recovered value, on the file's time base (:mod:`~sensorbench.report.build`).
 """
 
 from __future__ import annotations
@@ -245,17 +241,8 @@ def _pose_truth(sessions: list[Path]) -> tuple[np.ndarray | None, float]:
         ps, mo = doc["pose_sensor"], doc.get("mocap", {})
         mocap_white = [mo.get("noise_m", 0.0)] * 3 + [mo.get("noise_rad", 0.0)] * 3
         white = np.hypot(np.asarray(ps["white_sigma"], float), mocap_white)
-        return (
-            np.column_stack(
-                [
-                    ps["reloc_sigma"],
-                    ps["gm_sigma"],
-                    np.asarray(ps["gm_tau_s"], float) / speed,
-                    white,
-                ]
-            ),
-            speed,
-        )
+        tau = np.asarray(ps["gm_tau_s"], float) / speed
+        return np.column_stack([ps["reloc_sigma"], ps["gm_sigma"], tau, white]), speed
     return None, 1.0
 
 
@@ -406,13 +393,7 @@ class PodParam:
 
     def as_dict(self) -> dict[str, Any]:
         """An entry of ``data["pods"]``."""
-        return {
-            "pod": self.pod,
-            "param": self.param,
-            "value": self.value,
-            "sigma": self.sigma,
-            "truth": self.truth,
-        }
+        return {k: getattr(self, k) for k in ("pod", "param", "value", "sigma", "truth")}
 
 
 @dataclass
@@ -476,12 +457,9 @@ def compute_pods(inputs: ReportInputs) -> PodsSection | None:
             x, y, phi, radius, _, mpc = truth[i]
             t_c, t_phi, t_r = mpc, phi, radius
             t_lever = x * math.sin(phi) - y * math.cos(phi)
-        for key, tv in (
-            ("distance_per_tick", t_c),
-            ("wheel_radius", t_r),
-            ("rolling_angle", t_phi),
-            ("lever_arm", t_lever),
-        ):
+        truths = (("distance_per_tick", t_c), ("wheel_radius", t_r), ("rolling_angle", t_phi),
+                  ("lever_arm", t_lever))  # fmt: skip
+        for key, tv in truths:
             if key in p:
                 params.append(
                     PodParam(i, p.get("name", f"pod{i}"), key, p[key], p.get(f"sigma_{key}"), tv)
@@ -511,21 +489,15 @@ def _replay(inputs: ReportInputs, geometry: Any, noise: FilterNoise | None) -> l
             path, geometry, noise or FilterNoise.default(), align_interval_s=0.5 / speed
         )
         summary = rp.summary()
-        rows.append(
-            ReplayRow(
-                label=label,
-                errors=dict(summary["errors"] or {}),
-                rejected=dict(rp.result.rejected),
-                frames=rp.result.t_s.size - 1,
-                figures=[
-                    Figure.read(p, f"{label}: {Path(p).stem.replace('_', ' ')}")
-                    for p in replay_plots(inputs.figdir / f"replay_{path.stem}", rp)
-                ],
-                honesty={
-                    k: summary.get(k) for k in ("consistency", "rejection_rate", "monitor", "nis")
-                },
-            )
-        )
+        figures = [
+            Figure.read(p, f"{label}: {Path(p).stem.replace('_', ' ')}")
+            for p in replay_plots(inputs.figdir / f"replay_{path.stem}", rp)
+        ]
+        honesty = {k: summary.get(k) for k in ("consistency", "rejection_rate", "monitor", "nis")}
+        rows.append(ReplayRow(
+            label, dict(summary["errors"] or {}), dict(rp.result.rejected),
+            rp.result.t_s.size - 1, figures, honesty,
+        ))  # fmt: skip
     return rows
 
 
@@ -556,15 +528,9 @@ class PoseParam:
 
     def as_dict(self) -> dict[str, Any]:
         """An entry of ``data["pose_error"]["params"]``."""
-        return {
-            "axis": self.axis,
-            "param": self.param,
-            "value": self.value,
-            "ci95": list(self.ci95),
-            "ci99.9": list(self.ci999),
-            "identified": self.identified,
-            "truth": self.truth,
-        }
+        return {"axis": self.axis, "param": self.param, "value": self.value,
+                "ci95": list(self.ci95), "ci99.9": list(self.ci999),
+                "identified": self.identified, "truth": self.truth}  # fmt: skip
 
 
 @dataclass
@@ -761,18 +727,13 @@ def _pose_params(model: Any, truth: np.ndarray | None) -> list[PoseParam]:
         ci = f.ci()
         ci999 = f.ci(Z_999)
         for j, p in enumerate(POSE_PARAMS):
-            out.append(
-                PoseParam(
-                    axis=a,
-                    param=p,
-                    unit=param_unit(a, p),
-                    value=float(params[i, j]),
-                    ci95=(float(ci[j, 0]), float(ci[j, 1])),
-                    ci999=(float(ci999[j, 0]), float(ci999[j, 1])),
-                    identified=bool(f.identified[j]),
-                    truth=None if truth is None else float(truth[i, j]),
-                )
-            )
+            out.append(PoseParam(
+                a, p, param_unit(a, p), float(params[i, j]),
+                ci95=(float(ci[j, 0]), float(ci[j, 1])),
+                ci999=(float(ci999[j, 0]), float(ci999[j, 1])),
+                identified=bool(f.identified[j]),
+                truth=None if truth is None else float(truth[i, j]),
+            ))  # fmt: skip
     return out
 
 
@@ -821,13 +782,9 @@ def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) ->
         inputs.within(0.5 + 0.5 * done / total)
 
     rep = validate_sessions(
-        series,
-        n_draws=opts.draws,
-        seed=opts.seed,
-        alpha=opts.alpha,
-        folds=campaign.fold_pairs,
-        progress=validating,
-    )
+        series, n_draws=opts.draws, seed=opts.seed, alpha=opts.alpha,
+        folds=campaign.fold_pairs, progress=validating,
+    )  # fmt: skip
     sessions = [
         ValidationSession(chk, ps.series.n, ps.series.n_segments - 1, w, ps.segmentation.method)
         for chk, ps, w in zip(rep.sessions, prepared, wrong, strict=True)
@@ -914,17 +871,13 @@ def _model_files(models: Path | None, hashes: dict[str, str]) -> list[ModelFileR
         doc = load_document(path)
         model, prov = doc.get("model", {}), doc.get("provenance", {})
         inputs = prov.get("inputs", [])
-        rows.append(
-            ModelFileRow(
-                name=path.name,
-                kind=model.get("kind", "?"),
-                software=model.get("software") or prov.get("software", "?"),
-                created_utc=model.get("created_utc") or prov.get("created_utc", "?"),
-                sha256=file_sha256(path),
-                n_inputs=len(inputs),
-                n_inputs_here=sum(1 for i in inputs if i.get("sha256") in hashes),
-            )
-        )
+        rows.append(ModelFileRow(
+            path.name, model.get("kind", "?"),
+            software=model.get("software") or prov.get("software", "?"),
+            created_utc=model.get("created_utc") or prov.get("created_utc", "?"),
+            sha256=file_sha256(path), n_inputs=len(inputs),
+            n_inputs_here=sum(1 for i in inputs if i.get("sha256") in hashes),
+        ))  # fmt: skip
     return rows
 
 
@@ -937,13 +890,9 @@ def compute_provenance(inputs: ReportInputs) -> ProvenanceSection:
     sessions = []
     for path in inputs.sessions:
         truth, speed = truth_doc(path)
+        sha = next(h for h, p in hashes.items() if p == str(path))
         sessions.append(
-            SessionProvenance(
-                path=path,
-                sha256=next(h for h, p in hashes.items() if p == str(path)),
-                info=session_info(path),
-                emulation_speed=None if truth is None else speed,
-            )
+            SessionProvenance(path, sha, session_info(path), None if truth is None else speed)
         )
     return ProvenanceSection(_model_files(inputs.models, hashes), sessions)
 

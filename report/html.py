@@ -168,36 +168,22 @@ def _lidar_rows(st: LidarStream) -> list[tuple]:
             )
         )
     rows += [
-        (
-            disp.PERIOD.heading(" p50"),
-            num(disp.PERIOD.value(t["period_percentiles_s"]["p50"])),
-            "",
-        ),
+        (disp.PERIOD.heading(" p50"), num(disp.PERIOD.value(t["period_percentiles_s"]["p50"])), ""),
         (disp.JITTER.heading(" σ"), num(disp.JITTER.value(t.get("jitter_std_s", 0))), ""),
         (disp.POINTS.heading(" (median)"), num(t["points_per_turn"]["median"]), ""),
         (disp.ANGULAR_STEP.heading(), num(t.get("angular_step_deg")), ""),
-        (
-            disp.SKIPPED.heading(),
-            num(t.get("skipped_pct")) + suspect,
-            "" if tp is None else num(100 * tp.get("skip_prob", 0.0)),
-        ),
+        (disp.SKIPPED.heading(), num(t.get("skipped_pct")) + suspect,
+         "" if tp is None else num(100 * tp.get("skip_prob", 0.0))),
         (disp.LONGEST_GAP.heading(), num(disp.LONGEST_GAP.value(t.get("longest_gap_s", 0))), ""),
     ]
     if n is not None:
-        rows.append(
-            (
-                disp.EDGE_OUTLIERS.heading(),
-                f"{num(n['edge_outlier_pct'])} ± {num(n['edge_outlier_pct_se'])}",
-                "",
-            )
-        )
-        rows.append(
-            (
-                disp.FALSE_POINTS.heading(),
-                f"{num(n['false_point_pct'])} ± {num(n['false_point_pct_se'])}",
-                "" if tp is None else num(100 * tp.get("false_point_prob", 0.0)),
-            )
-        )
+        rows += [
+            (disp.EDGE_OUTLIERS.heading(),
+             f"{num(n['edge_outlier_pct'])} ± {num(n['edge_outlier_pct_se'])}", ""),
+            (disp.FALSE_POINTS.heading(),
+             f"{num(n['false_point_pct'])} ± {num(n['false_point_pct_se'])}",
+             "" if tp is None else num(100 * tp.get("false_point_prob", 0.0))),
+        ]
     return rows
 
 
@@ -256,16 +242,12 @@ def render_pods(section: PodsSection) -> str:
     for p in section.params:
         unit, scale = _POD_UNITS[p.param]
         sig, tv = p.sigma, p.truth
-        rows.append(
-            (
-                p.name,
-                f"{p.param.replace('_', ' ')} ({unit})",
-                num(p.value * scale, "{:.5g}"),
-                num(None if sig is None else sig * scale, "{:.2g}"),
-                num(None if tv is None else tv * scale, "{:.5g}"),
-                num(None if tv is None or not sig else (p.value - tv) / sig, "{:+.2f}"),
-            )
-        )
+        rows.append((
+            p.name, f"{p.param.replace('_', ' ')} ({unit})", num(p.value * scale, "{:.5g}"),
+            num(None if sig is None else sig * scale, "{:.2g}"),
+            num(None if tv is None else tv * scale, "{:.5g}"),
+            num(None if tv is None or not sig else (p.value - tv) / sig, "{:+.2f}"),
+        ))  # fmt: skip
     parts = [
         "<h2>Pods</h2>",
         table(
@@ -286,35 +268,25 @@ def render_pods(section: PodsSection) -> str:
     return "".join(parts)
 
 
+_REPLAY_M = ("rms_m", "max_m", "final_m")
+"""The replay's position errors (m) shown in cm."""
+
+
 def _render_replay(replay: list[ReplayRow]) -> str:
     if not replay:
         return ""
     rows = [
-        (
-            r.label,
-            num(r.errors.get("rms_m", math.nan) * 100, "{:.2f}"),
-            num(r.errors.get("max_m", math.nan) * 100, "{:.2f}"),
-            num(r.errors.get("final_m", math.nan) * 100, "{:.2f}"),
-            num(math.degrees(r.errors.get("heading_rms_rad", math.nan)), "{:.3f}"),
-            ", ".join(f"{k} {v}" for k, v in r.rejected.items()),
-            r.frames,
-        )
+        (r.label, *(num(r.errors.get(k, math.nan) * 100, "{:.2f}") for k in _REPLAY_M),
+         num(math.degrees(r.errors.get("heading_rms_rad", math.nan)), "{:.3f}"),
+         ", ".join(f"{k} {v}" for k, v in r.rejected.items()), r.frames)
         for r in replay
-    ]
+    ]  # fmt: skip
     return (
         "<h3>Replay through the split filters</h3>"
         + table(
-            [
-                "session",
-                "RMS (cm)",
-                "max (cm)",
-                "final (cm)",
-                "heading RMS (°)",
-                "gate rejections",
-                "frames",
-            ],
-            rows,
-            "position and heading error against mocap",
+            ["session", "RMS (cm)", "max (cm)", "final (cm)", "heading RMS (°)",
+             "gate rejections", "frames"],
+            rows, "position and heading error against mocap",
         )
         + _render_honesty(replay)
         + "".join(img(f) for r in replay for f in r.figures)
@@ -333,17 +305,13 @@ def _render_honesty(replay: list[ReplayRow]) -> str:
             cov = [c["coverage"][k]["actual"] * 100 for k in ("1sigma", "2sigma", "3sigma")]
             lo, hi = c["nees_band95"]
             n = nis.get(axis)
-            rows.append(
-                (
-                    r.label,
-                    axis,
-                    _in_band(c["mean_nees"], [lo, hi]),
-                    *(num(v, "{:.1f}") for v in cov),
-                    "–" if n is None else _in_band(n["mean"], n["band95"]),
-                    num(rates["actual"].get(axis, math.nan) * 100, "{:.2f}"),
-                    num(monitor[axis]["degraded_fraction"] * 100, "{:.1f}"),
-                )
-            )
+            rows.append((
+                r.label, axis, _in_band(c["mean_nees"], [lo, hi]),
+                *(num(v, "{:.1f}") for v in cov),
+                "–" if n is None else _in_band(n["mean"], n["band95"]),
+                num(rates["actual"].get(axis, math.nan) * 100, "{:.2f}"),
+                num(monitor[axis]["degraded_fraction"] * 100, "{:.1f}"),
+            ))  # fmt: skip
         if "pods_vs_imu" in monitor:
             frac = monitor["pods_vs_imu"]["degraded_fraction"] * 100
             rows.append((r.label, "pods vs IMU", "", "", "", "", "", "", num(frac, "{:.1f}")))
@@ -351,17 +319,8 @@ def _render_honesty(replay: list[ReplayRow]) -> str:
         return ""
     nominal = r.honesty.get("rejection_rate", {}).get("nominal", math.nan) * 100
     return table(
-        [
-            "session",
-            "axis",
-            "mean NEES [95 % band]",
-            "in 1σ (%)",
-            "in 2σ (%)",
-            "in 3σ (%)",
-            "NIS [95 % band]",
-            "rejected (%)",
-            "degraded (%)",
-        ],
+        ["session", "axis", "mean NEES [95 % band]", "in 1σ (%)", "in 2σ (%)", "in 3σ (%)",
+         "NIS [95 % band]", "rejected (%)", "degraded (%)"],
         rows,
         "is the filters' stated uncertainty honest? Truth inside the stated bounds should be "
         f"68.3 / 95.4 / 99.7 %, the mean NEES and the mean NIS (calibrated to χ²₁ through the "
@@ -369,7 +328,7 @@ def _render_honesty(replay: list[ReplayRow]) -> str:
         "gate's nominal rate), and the consistency monitor quiet; 'pods vs IMU' is the "
         "heading cross-check that sees a lifted or slipping wheel. A session the monitor "
         "flags for long is one the fitted model does not describe (e.g. bouncing wheels)",
-    )
+    )  # fmt: skip
 
 
 def _in_band(value: float, band: list[float]) -> Raw:
@@ -604,35 +563,21 @@ def render_provenance(section: ProvenanceSection) -> str:
     """Model files, then per session its file facts and streams."""
     parts = ["<h2>Provenance</h2>"]
     if section.models:
-        parts.append(
-            table(
-                ["model file", "kind", "software", "created (UTC)", "SHA-256", "inputs"],
-                [
-                    (
-                        m.name,
-                        m.kind,
-                        m.software,
-                        m.created_utc,
-                        m.sha256,
-                        f"{m.n_inputs} ({m.n_inputs_here} in this report, matched by SHA-256)",
-                    )
-                    for m in section.models
-                ],
-                "model files",
-            )
-        )
+        mrows = [
+            (m.name, m.kind, m.software, m.created_utc, m.sha256,
+             f"{m.n_inputs} ({m.n_inputs_here} in this report, matched by SHA-256)")
+            for m in section.models
+        ]  # fmt: skip
+        head = ["model file", "kind", "software", "created (UTC)", "SHA-256", "inputs"]
+        parts.append(table(head, mrows, "model files"))
     for s in section.sessions:
         info = s.info
-        rows = [
-            ("file", s.path.name),
-            ("SHA-256", s.sha256),
-            ("label", info.get("label")),
-            ("software version", info.get("software_version")),
-            ("created (UTC)", info.get("created_utc")),
-            ("schema version", info.get("schema_version")),
-            ("size (bytes)", info.get("size_bytes")),
-            ("status", info.get("status")),
-        ]
+        keys = ("label", "software_version", "created_utc", "schema_version", "size_bytes",
+                "status")
+        shown = {"created_utc": "created (UTC)", "size_bytes": "size (bytes)"}
+        rows: list[tuple[str, Any]] = [("file", s.path.name), ("SHA-256", s.sha256)] + [
+            (shown.get(k, k.replace("_", " ")), info.get(k)) for k in keys
+        ]  # fmt: skip
         if s.emulation_speed is not None:
             rows.append(("simulated", f"yes; emulation speed {s.emulation_speed:g}×"))
         srows = []

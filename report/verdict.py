@@ -20,6 +20,7 @@ from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES
 from sensorbench.characterize.pose.sessions import PreparedCampaign
 from sensorbench.characterize.pose.validate import ValidationReport
 from sensorbench.characterize.pose.verdict import Verdict, assess
+from sensorbench.report.html import Raw, table
 
 
 def compute_pose_verdict(
@@ -39,21 +40,8 @@ def compute_pose_verdict(
     return assess(prepared, model, validation, frames, campaign.align)
 
 
-def _cells(row: list[str]) -> str:
-    return "<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>"
-
-
-def _table(head: list[str], rows: list[list[str]], caption: str) -> str:
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = "".join(_cells(r) for r in rows)
-    return (
-        f"<table><caption>{html.escape(caption)}</caption><thead><tr>{th}</tr></thead>"
-        f"<tbody>{body}</tbody></table>"
-    )
-
-
-def _verdict_span(ok: bool, yes: str, no: str) -> str:
-    return f"<span class='pass'>{yes}</span>" if ok else f"<span class='fail'>{no}</span>"
+def _verdict_span(ok: bool, yes: str, no: str) -> Raw:
+    return Raw(f"<span class='pass'>{yes}</span>" if ok else f"<span class='fail'>{no}</span>")
 
 
 def render_pose_verdict(v: Verdict) -> str:
@@ -69,7 +57,7 @@ def render_pose_verdict(v: Verdict) -> str:
         "(similarity scale beyond tolerance), FRAME (a session not in the campaign's map), "
         "MISFIT (the Monte Carlo validation).</p>",
         _axis_table(v),
-        _table(["check", "result", "verdict"], _check_rows(v), "part 1: model-independent checks"),
+        table(["check", "result", "verdict"], _check_rows(v), "part 1: model-independent checks"),
         "<p>Model: "
         + _verdict_span(v.model_ok, "HOLDS", "FAILED")
         + "</p>"
@@ -91,75 +79,46 @@ def _axis_table(v: Verdict) -> str:
     for a in POSE_AXES:
         st, tr = v.stationarity[a], v.trend[a]
         lo, hi = st.tau_ci95_s
-        rows.append(
-            [
-                html.escape(a),
-                f"{st.tau_s:.3g}",
-                f"[{lo:.3g}, {hi:.3g}]" if st.tau_identified else "not identified",
-                f"{st.median_segment_s:.3g}",
-                _verdict_span(st.stationary, "stationary", "DRIFT"),
-                f"{tr.slope:.3g} {html.escape(AXIS_UNITS[a])}/s, p = {tr.p_value:.2g}"
-                if tr.testable
-                else "n/a",
-                _verdict_span(not tr.failed, "–", "DRIFT"),
-            ]
-        )
+        trend = f"{tr.slope:.3g} {AXIS_UNITS[a]}/s, p = {tr.p_value:.2g}" if tr.testable else "n/a"
+        ci = f"[{lo:.3g}, {hi:.3g}]" if st.tau_identified else "not identified"
+        rows.append([
+            a, f"{st.tau_s:.3g}", ci,
+            f"{st.median_segment_s:.3g}", _verdict_span(st.stationary, "stationary", "DRIFT"),
+            trend, _verdict_span(not tr.failed, "–", "DRIFT"),
+        ])  # fmt: skip
     head = ["axis", "τ (s)", "95 % interval", "median segment (s)", "stationary", "trend"]
-    return _table(
-        [*head, "trend verdict"],
-        rows,
-        "part 1: τ against the segment lengths, and per-segment trends",
-    )
+    caption = "part 1: τ against the segment lengths, and per-segment trends"
+    return table([*head, "trend verdict"], rows, caption)
 
 
 def _check_rows(v: Verdict) -> list[list[str]]:
     """Part 1's campaign checks that ran: scale, frames, Monte Carlo."""
     checks = []
-    if v.scale is not None:
-        sc = v.scale
-        checks.append(
-            [
-                "scale (" + ("Sim(2)" if sc.planar else "Sim(3)") + ")",
-                f"{sc.scale:.4f} [{sc.ci95[0]:.4f}, {sc.ci95[1]:.4f}], batch means over "
-                f"{sc.n_blocks} blocks, tolerance {100 * sc.tolerance:g} %",
-                _verdict_span(not sc.failed, "ok" if sc.testable else "not testable", "SCALE"),
-            ]
-        )
+    if (sc := v.scale) is not None:
+        checks.append([
+            "scale (" + ("Sim(2)" if sc.planar else "Sim(3)") + ")",
+            f"{sc.scale:.4f} [{sc.ci95[0]:.4f}, {sc.ci95[1]:.4f}], batch means over "
+            f"{sc.n_blocks} blocks, tolerance {100 * sc.tolerance:g} %",
+            _verdict_span(not sc.failed, "ok" if sc.testable else "not testable", "SCALE"),
+        ])  # fmt: skip
     if v.frames is not None:
         bad = v.frames.failed_sessions()
-        checks.append(
-            [
-                "frames",
-                html.escape(", ".join(bad))
-                if bad
-                else ("one map" if v.frames.testable else "not testable"),
-                _verdict_span(not bad, "ok", "FRAME"),
-            ]
-        )
+        shown = ", ".join(bad) if bad else ("one map" if v.frames.testable else "not testable")
+        checks.append(["frames", shown, _verdict_span(not bad, "ok", "FRAME")])
     if v.validation is not None:
         failed = f"{len(v.validation.failures())} failed checks"
-        checks.append(
-            [
-                "Monte Carlo",
-                html.escape(v.validation.mode),
-                _verdict_span(v.validation.passed, "passed", failed),
-            ]
-        )
+        passed = _verdict_span(v.validation.passed, "passed", failed)
+        checks.append(["Monte Carlo", v.validation.mode, passed])
     return checks
 
 
 def _requirements_table(v: Verdict) -> str:
     """Part 2: each requirement's quantile, its bounds, the prediction and the verdict."""
     rows = [
-        [
-            html.escape(r.requirement.text),
-            f"{r.horizon_s:g}",
-            f"{r.quantile_estimate:.4g}",
-            f"[{r.quantile_bounds[0]:.4g}, {r.quantile_bounds[1]:.4g}]",
-            f"{r.predicted_quantile:.4g}",
-            _verdict_span(r.holds, "holds", "FAILS" if r.verdict == "fails" else "cannot tell"),
-        ]
+        [r.requirement.text, f"{r.horizon_s:g}", f"{r.quantile_estimate:.4g}",
+         f"[{r.quantile_bounds[0]:.4g}, {r.quantile_bounds[1]:.4g}]", f"{r.predicted_quantile:.4g}",
+         _verdict_span(r.holds, "holds", "FAILS" if r.verdict == "fails" else "cannot tell")]
         for r in v.requirements
-    ]
+    ]  # fmt: skip
     head = ["requirement", "horizon (s)", "quantile", "its bounds"]
-    return _table([*head, "predicted for a new horizon", "verdict"], rows, "part 2: requirements")
+    return table([*head, "predicted for a new horizon", "verdict"], rows, "part 2: requirements")

@@ -6,7 +6,7 @@ call :func:`serve_until_stopped`, which also plays a fault schedule
 (:func:`~sensorbench.sim.emulator_base.fault_schedule`) against the emulation clock.
 
 The options those commands share are click decorators in
-:mod:`sensorbench.commands.emulate_options`.
+:mod:`sensorbench.commands.options`.
 """
 
 from __future__ import annotations

@@ -16,167 +16,72 @@ names them for DDS.
 
 import json
 import math
+import re
 import sys
 import threading
 import time
-from dataclasses import dataclass
 
-import cyclonedds.idl.annotations as annotate
 from cyclonedds.core import Listener, Policy, Qos
 from cyclonedds.domain import DomainParticipant
-from cyclonedds.idl import IdlStruct
+from cyclonedds.idl import make_idl_struct
 from cyclonedds.idl.types import array, byte, float32, float64, int32, sequence, uint32
 from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
-
-# builtin_interfaces/msg/Time: int32 sec, uint32 nanosec
-@dataclass
-@annotate.final
-class Time_(IdlStruct, typename="builtin_interfaces::msg::dds_::Time_"):
-    sec: int32
-    nanosec: uint32
-
-
-# std_msgs/msg/Header: builtin_interfaces/Time stamp, string frame_id
-@dataclass
-@annotate.final
-class Header_(IdlStruct, typename="std_msgs::msg::dds_::Header_"):
-    stamp: Time_
-    frame_id: str
-
-
-@dataclass
-@annotate.final
-class Point_(IdlStruct, typename="geometry_msgs::msg::dds_::Point_"):
-    x: float64
-    y: float64
-    z: float64
-
-
-@dataclass
-@annotate.final
-class Vector3_(IdlStruct, typename="geometry_msgs::msg::dds_::Vector3_"):
-    x: float64
-    y: float64
-    z: float64
+# Each message as its .msg file declares it: `T[]` an unbounded sequence, `T[N]` a fixed
+# array; a type must be declared before a message uses it.
+MSGS = """
+builtin_interfaces/Time: int32 sec, uint32 nanosec
+std_msgs/Header: builtin_interfaces/Time stamp, string frame_id
+geometry_msgs/Point: float64 x, float64 y, float64 z
+geometry_msgs/Vector3: float64 x, float64 y, float64 z
+geometry_msgs/Quaternion: float64 x, float64 y, float64 z, float64 w
+geometry_msgs/Pose: geometry_msgs/Point position, geometry_msgs/Quaternion orientation
+geometry_msgs/PoseWithCovariance: geometry_msgs/Pose pose, float64[36] covariance
+geometry_msgs/Twist: geometry_msgs/Vector3 linear, geometry_msgs/Vector3 angular
+geometry_msgs/TwistWithCovariance: geometry_msgs/Twist twist, float64[36] covariance
+nav_msgs/Odometry: std_msgs/Header header, string child_frame_id,
+  geometry_msgs/PoseWithCovariance pose, geometry_msgs/TwistWithCovariance twist
+geometry_msgs/Transform: geometry_msgs/Vector3 translation, geometry_msgs/Quaternion rotation
+geometry_msgs/TransformStamped: std_msgs/Header header, string child_frame_id,
+  geometry_msgs/Transform transform
+tf2_msgs/TFMessage: geometry_msgs/TransformStamped[] transforms
+sensor_msgs/LaserScan: std_msgs/Header header, float32 angle_min, float32 angle_max,
+  float32 angle_increment, float32 time_increment, float32 scan_time, float32 range_min,
+  float32 range_max, float32[] ranges, float32[] intensities
+diagnostic_msgs/KeyValue: string key, string value
+diagnostic_msgs/DiagnosticStatus: byte level, string name, string message,
+  string hardware_id, diagnostic_msgs/KeyValue[] values
+diagnostic_msgs/DiagnosticArray: std_msgs/Header header,
+  diagnostic_msgs/DiagnosticStatus[] status
+"""
 
 
-@dataclass
-@annotate.final
-class Quaternion_(IdlStruct, typename="geometry_msgs::msg::dds_::Quaternion_"):
-    x: float64
-    y: float64
-    z: float64
-    w: float64
+def _types(table: str) -> dict:
+    """Final (non-extensible) IDL structs named as rosidl names them for DDS."""
+    types: dict = {"int32": int32, "uint32": uint32, "float32": float32,
+                   "float64": float64, "byte": byte, "string": str}  # fmt: skip
+    for decl in re.split(r"\n(?=\S)", table.strip()):
+        name, body = decl.split(":", 1)
+        fields = {}
+        for field in body.split(","):
+            kind, fname = field.split()
+            base, _, size = kind.partition("[")
+            t = types[base]
+            fields[fname] = (sequence[t] if size == "]" else
+                             array[t, int(size[:-1])] if size else t)  # fmt: skip
+        pkg, msg = name.split("/")
+        types[name] = make_idl_struct(f"{msg}_", f"{pkg}::msg::dds_::{msg}_", fields)
+    return types
 
 
-@dataclass
-@annotate.final
-class Pose_(IdlStruct, typename="geometry_msgs::msg::dds_::Pose_"):
-    position: Point_
-    orientation: Quaternion_
+T = _types(MSGS)
+Odometry_, TFMessage_ = T["nav_msgs/Odometry"], T["tf2_msgs/TFMessage"]
+LaserScan_, DiagnosticArray_ = T["sensor_msgs/LaserScan"], T["diagnostic_msgs/DiagnosticArray"]
 
 
-# geometry_msgs/msg/PoseWithCovariance: Pose pose, float64[36] covariance
-@dataclass
-@annotate.final
-class PoseWithCovariance_(IdlStruct, typename="geometry_msgs::msg::dds_::PoseWithCovariance_"):
-    pose: Pose_
-    covariance: array[float64, 36]
-
-
-@dataclass
-@annotate.final
-class Twist_(IdlStruct, typename="geometry_msgs::msg::dds_::Twist_"):
-    linear: Vector3_
-    angular: Vector3_
-
-
-@dataclass
-@annotate.final
-class TwistWithCovariance_(IdlStruct, typename="geometry_msgs::msg::dds_::TwistWithCovariance_"):
-    twist: Twist_
-    covariance: array[float64, 36]
-
-
-# nav_msgs/msg/Odometry: Header header, string child_frame_id,
-# PoseWithCovariance pose, TwistWithCovariance twist
-@dataclass
-@annotate.final
-class Odometry_(IdlStruct, typename="nav_msgs::msg::dds_::Odometry_"):
-    header: Header_
-    child_frame_id: str
-    pose: PoseWithCovariance_
-    twist: TwistWithCovariance_
-
-
-@dataclass
-@annotate.final
-class Transform_(IdlStruct, typename="geometry_msgs::msg::dds_::Transform_"):
-    translation: Vector3_
-    rotation: Quaternion_
-
-
-@dataclass
-@annotate.final
-class TransformStamped_(IdlStruct, typename="geometry_msgs::msg::dds_::TransformStamped_"):
-    header: Header_
-    child_frame_id: str
-    transform: Transform_
-
-
-# tf2_msgs/msg/TFMessage: geometry_msgs/TransformStamped[] transforms
-@dataclass
-@annotate.final
-class TFMessage_(IdlStruct, typename="tf2_msgs::msg::dds_::TFMessage_"):
-    transforms: sequence[TransformStamped_]
-
-
-# sensor_msgs/msg/LaserScan
-@dataclass
-@annotate.final
-class LaserScan_(IdlStruct, typename="sensor_msgs::msg::dds_::LaserScan_"):
-    header: Header_
-    angle_min: float32
-    angle_max: float32
-    angle_increment: float32
-    time_increment: float32
-    scan_time: float32
-    range_min: float32
-    range_max: float32
-    ranges: sequence[float32]
-    intensities: sequence[float32]
-
-
-@dataclass
-@annotate.final
-class KeyValue_(IdlStruct, typename="diagnostic_msgs::msg::dds_::KeyValue_"):
-    key: str
-    value: str
-
-
-# diagnostic_msgs/msg/DiagnosticStatus: byte level, string name, message, hardware_id,
-# KeyValue[] values
-@dataclass
-@annotate.final
-class DiagnosticStatus_(IdlStruct, typename="diagnostic_msgs::msg::dds_::DiagnosticStatus_"):
-    level: byte
-    name: str
-    message: str
-    hardware_id: str
-    values: sequence[KeyValue_]
-
-
-@dataclass
-@annotate.final
-class DiagnosticArray_(IdlStruct, typename="diagnostic_msgs::msg::dds_::DiagnosticArray_"):
-    header: Header_
-    status: sequence[DiagnosticStatus_]
-
-
-def _ns(stamp: Time_) -> int:
+def _ns(stamp) -> int:
     return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
@@ -184,7 +89,7 @@ def _f(v: float) -> float | str:
     return v if math.isfinite(v) else repr(v)
 
 
-def _odom(m: Odometry_) -> dict:
+def _odom(m) -> dict:
     p, t = m.pose.pose, m.twist.twist
     return {
         "stamp": _ns(m.header.stamp), "frame": m.header.frame_id, "child": m.child_frame_id,
@@ -196,7 +101,7 @@ def _odom(m: Odometry_) -> dict:
     }  # fmt: skip
 
 
-def _tf(m: TFMessage_) -> dict:
+def _tf(m) -> dict:
     return {"transforms": [
         {"stamp": _ns(t.header.stamp), "parent": t.header.frame_id, "child": t.child_frame_id,
          "t": [t.transform.translation.x, t.transform.translation.y, t.transform.translation.z],
@@ -205,7 +110,7 @@ def _tf(m: TFMessage_) -> dict:
         for t in m.transforms]}  # fmt: skip
 
 
-def _scan(m: LaserScan_) -> dict:
+def _scan(m) -> dict:
     return {
         "stamp": _ns(m.header.stamp), "frame": m.header.frame_id,
         "angle_min": m.angle_min, "angle_max": m.angle_max, "increment": m.angle_increment,
@@ -215,7 +120,7 @@ def _scan(m: LaserScan_) -> dict:
     }  # fmt: skip
 
 
-def _diag(m: DiagnosticArray_) -> dict:
+def _diag(m) -> dict:
     return {"stamp": _ns(m.header.stamp), "status": [
         {"level": s.level, "name": s.name, "message": s.message, "hardware_id": s.hardware_id,
          "values": {kv.key: kv.value for kv in s.values}} for s in m.status]}  # fmt: skip

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from udev_monitor import device_for_node
 
 from sensorbench.cli import cli
 from sensorbench.errors import UdevError
 from sensorbench.sim.pty import PtyPort
 from sensorbench.udev import install as install_mod
-from sensorbench.udev.discovery import SerialDevice, device_for_node, port_path_from_sys_path
+from sensorbench.udev.discovery import SerialDevice, port_path_from_sys_path
 from sensorbench.udev.install import NeedsRootError, install_rules, validate_filename
 from sensorbench.udev.rules import (
     NameSpec,

@@ -38,10 +38,10 @@ from click.testing import CliRunner
 from ld19_util import MANUAL_PACKET_10HZ
 from serial.tools import list_ports
 from timing_util import SLACK_S
+from udev_monitor import HotplugMonitor, device_for_node
 
 from sensorbench.drivers import a1_protocol
-from sensorbench.udev.discovery import device_for_node, list_serial_devices
-from sensorbench.udev.monitor import HotplugMonitor
+from sensorbench.udev.discovery import list_serial_devices
 from sensorbench.udev.rules import generate, parse_name_spec
 
 pytestmark = pytest.mark.umockdev

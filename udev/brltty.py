@@ -32,8 +32,7 @@ RULES_DIRS = (
     Path("/lib/udev/rules.d"),
 )
 KERNEL_PATTERN = re.compile(
-    r"usbfs: interface \d+ claimed by (?P<driver>\S+) while 'brltty' sets config"
-)
+    r"usbfs: interface \d+ claimed by (?P<driver>\S+) while 'brltty' sets config")
 _CP2102 = re.compile(r"10c4/ea60", re.IGNORECASE)  # ENV{PRODUCT}=="10c4/ea60/*"
 _LOG_TIMEOUT_S = 3.0
 
@@ -80,8 +79,7 @@ class BrlttyFinding:
         if self.kernel_lines:
             seen.append(
                 f"the kernel log shows it took {len(self.kernel_lines)} interface(s): "
-                f"{self.kernel_lines[-1].strip()!r}"
-            )
+                f"{self.kernel_lines[-1].strip()!r}")
         return "; ".join(seen) + ". " + FIX
 
     def as_dict(self) -> dict:
@@ -171,11 +169,8 @@ def read_kernel_log() -> tuple[str | None, str]:
     return None, "kernel log unreadable (" + "; ".join(why) + ")"
 
 
-def check_brltty(
-    proc: Path | None = None,
-    rules_dirs: tuple[Path, ...] | None = None,
-    kernel_log: str | None = None,
-) -> BrlttyFinding:
+def check_brltty(proc: Path | None = None, rules_dirs: tuple[Path, ...] | None = None,
+        kernel_log: str | None = None) -> BrlttyFinding:
     """Look for brltty's process, its CP2102 udev rule and its kernel log trace.
 
     Args:
@@ -188,9 +183,5 @@ def check_brltty(
     if kernel_log is None:
         kernel_log, source = read_kernel_log()
     lines = [ln for ln in (kernel_log or "").splitlines() if KERNEL_PATTERN.search(ln)]
-    return BrlttyFinding(
-        brltty_pids(PROC if proc is None else proc),
-        brltty_rules(RULES_DIRS if rules_dirs is None else rules_dirs),
-        lines,
-        source,
-    )
+    return BrlttyFinding(brltty_pids(PROC if proc is None else proc),
+        brltty_rules(RULES_DIRS if rules_dirs is None else rules_dirs), lines, source)

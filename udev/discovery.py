@@ -13,7 +13,6 @@ Works unchanged under umockdev (its preload library diverts ``/sys`` and
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -161,21 +160,11 @@ def describe(device: pyudev.Device) -> SerialDevice:
     elif parent is not None:
         driver = _driver(parent)
     links = tuple(sorted(props.get("DEVLINKS", "").split()))
-    return SerialDevice(
-        node=device.device_node or f"/dev/{device.sys_name}",
+    return SerialDevice(node=device.device_node or f"/dev/{device.sys_name}",
         sys_path=device.sys_path,
         subsystem_parent=parent.subsystem if parent is not None else None,
-        id_path=props.get("ID_PATH"),
-        port_path=port_path,
-        interface=interface,
-        vid=vid,
-        pid=pid,
-        serial=serial,
-        vendor=vendor,
-        model=model,
-        driver=driver,
-        devlinks=links,
-    )
+        id_path=props.get("ID_PATH"), port_path=port_path, interface=interface, vid=vid, pid=pid,
+        serial=serial, vendor=vendor, model=model, driver=driver, devlinks=links)
 
 
 def _hardware_parent(device: pyudev.Device) -> pyudev.Device | None:
@@ -248,24 +237,3 @@ def find_by_port(devices: Iterable[SerialDevice], port_path: str) -> list[Serial
     return [
         d for d in devices if d.port_path == port and (not interface or d.interface == interface)
     ]
-
-
-def device_for_node(path: str, context: pyudev.Context | None = None) -> SerialDevice | None:
-    """Describe the hardware tty behind a node or udev symlink (e.g. ``/dev/lidar_front``).
-
-    Returns None when ``path`` is not a hardware tty (e.g. an emulator's pty).
-
-    Raises:
-        UdevError: ``path`` does not exist.
-    """
-    real = os.path.realpath(path)
-    if not os.path.exists(real):
-        raise UdevError(f"{path} does not exist; is the device plugged in?")
-    try:
-        ctx = context if context is not None else pyudev.Context()
-        device = pyudev.Devices.from_device_file(ctx, real)
-    except (pyudev.DeviceNotFoundError, ValueError, OSError):
-        return None
-    if device.subsystem != "tty" or not _is_hardware(device):
-        return None
-    return describe(device)

@@ -44,8 +44,7 @@ class NeedsRootError(UdevError):
 
     def __init__(self, command: str) -> None:
         super().__init__(
-            f"installing udev rules needs root; nothing was changed. Run:\n  {command}"
-        )
+            f"installing udev rules needs root; nothing was changed. Run:\n  {command}")
         self.command = command
 
 
@@ -88,8 +87,7 @@ def validate_filename(filename: str) -> str:
     if not _FILENAME.fullmatch(filename) or filename <= _MUST_SORT_AFTER:
         raise UdevError(
             f"rules file name {filename!r} must look like NN-name.rules and sort after "
-            f"{_MUST_SORT_AFTER} (which sets ID_PATH), e.g. {DEFAULT_FILENAME}"
-        )
+            f"{_MUST_SORT_AFTER} (which sets ID_PATH), e.g. {DEFAULT_FILENAME}")
     return filename
 
 
@@ -101,15 +99,9 @@ def manual_command(source: Path, target: Path, reload: bool = True) -> str:
     return " && ".join(parts)
 
 
-def install_rules(
-    source: str | os.PathLike,
-    rules_dir: str | os.PathLike = RULES_DIR,
-    filename: str = DEFAULT_FILENAME,
-    reload: bool = True,
-    runner: Runner = subprocess_runner,
-    is_root: bool | None = None,
-    timeout_s: float = COMMAND_TIMEOUT_S,
-) -> InstallResult:
+def install_rules(source: str | os.PathLike, rules_dir: str | os.PathLike = RULES_DIR,
+        filename: str = DEFAULT_FILENAME, reload: bool = True, runner: Runner = subprocess_runner,
+        is_root: bool | None = None, timeout_s: float = COMMAND_TIMEOUT_S) -> InstallResult:
     """Check ``source``, write it to ``rules_dir/filename``, reload udev and re-trigger ttys.
 
     Args:
@@ -156,8 +148,7 @@ def install_rules(
             rest = " && ".join(" ".join(cmd) for cmd in RELOAD_COMMANDS)
             raise UdevError(
                 f"installed {target}, but `{' '.join(argv)}` failed (exit {code}: "
-                f"{output or 'no output'}); run `{rest}` as root, or replug the devices"
-            )
+                f"{output or 'no output'}); run `{rest}` as root, or replug the devices")
     return result
 
 

@@ -78,12 +78,8 @@ class ProbeResult:
         }
 
 
-def probe_port(
-    node: str,
-    kinds: tuple[str, ...] = KINDS,
-    listen_s: float = 0.35,
-    a1_timeout_s: float = 0.5,
-) -> ProbeResult:
+def probe_port(node: str, kinds: tuple[str, ...] = KINDS, listen_s: float = 0.35,
+        a1_timeout_s: float = 0.5) -> ProbeResult:
     """Find out which device answers on ``node``; never takes much longer than the deadlines.
 
     Args:

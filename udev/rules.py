@@ -37,83 +37,26 @@ _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 # "<bus>-<port>[.<port>...]" with an optional ":<config>.<interface>".
 _PORT_PATH = re.compile(
     r"^(?P<bus>\d{1,3})-(?P<ports>\d{1,3}(?:\.\d{1,3}){0,6})"
-    r"(?::(?P<cfg>\d{1,2})\.(?P<iface>\d{1,2}))?$"
-)
+    r"(?::(?P<cfg>\d{1,2})\.(?P<iface>\d{1,2}))?$")
 # What path_id produces for a USB device: "<controller>-usb-0:<ports>:<cfg>.<iface>".
 _ID_PATH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._+-]*-usb(?:v\d)?-\d+:\d+(?:\.\d+)*:\d+\.\d+$")
 _HEX4 = re.compile(r"^[0-9a-f]{4}$")
+_FIXED = ('GROUP="dialout"', 'MODE="0660"', 'ENV{ID_MM_DEVICE_IGNORE}="1"')
+"""What every rule sets: the group and mode, and ModemManager told to leave it alone."""
 
 # Names that already exist in /dev or that the kernel and udev create there;
 # a symlink over one of them would hide or break a system device.
 RESERVED_NAMES = frozenset(
     {
-        "autofs",
-        "block",
-        "bsg",
-        "btrfs-control",
-        "bus",
-        "char",
-        "console",
-        "core",
-        "cpu",
-        "cpu_dma_latency",
-        "cuse",
-        "disk",
-        "dma_heap",
-        "dri",
-        "fb0",
-        "fd",
-        "full",
-        "fuse",
-        "gpiochip0",
-        "hidraw0",
-        "hpet",
-        "hugepages",
-        "hwrng",
-        "i2c-0",
-        "initctl",
-        "input",
-        "kmsg",
-        "kvm",
-        "log",
-        "loop-control",
-        "mapper",
-        "mem",
-        "mqueue",
-        "net",
-        "null",
-        "nvram",
-        "port",
-        "ppp",
-        "ptmx",
-        "pts",
-        "random",
-        "rfkill",
-        "rtc",
-        "rtc0",
-        "serial",
-        "sg0",
-        "shm",
-        "snd",
-        "stderr",
-        "stdin",
-        "stdout",
-        "tty",
-        "uhid",
-        "uinput",
-        "urandom",
-        "usb",
-        "userfaultfd",
-        "vcs",
-        "vfio",
-        "vga_arbiter",
-        "vhost-net",
-        "vhost-vsock",
-        "watchdog",
-        "zero",
-        "zfs",
+        "autofs", "block", "bsg", "btrfs-control", "bus", "char", "console", "core", "cpu",
+        "cpu_dma_latency", "cuse", "disk", "dma_heap", "dri", "fb0", "fd", "full", "fuse",
+        "gpiochip0", "hidraw0", "hpet", "hugepages", "hwrng", "i2c-0", "initctl", "input", "kmsg",
+        "kvm", "log", "loop-control", "mapper", "mem", "mqueue", "net", "null", "nvram", "port",
+        "ppp", "ptmx", "pts", "random", "rfkill", "rtc", "rtc0", "serial", "sg0", "shm", "snd",
+        "stderr", "stdin", "stdout", "tty", "uhid", "uinput", "urandom", "usb", "userfaultfd",
+        "vcs", "vfio", "vga_arbiter", "vhost-net", "vhost-vsock", "watchdog", "zero", "zfs"
     }
-)
+)  # fmt: skip
 # Kernel node names (ttyUSB0, sda1, video2, ...): a name shaped like one could
 # collide with a node the kernel creates later.
 _RESERVED_PATTERN = re.compile(
@@ -121,8 +64,7 @@ _RESERVED_PATTERN = re.compile(
     r"|(?:pts|sr|nvme|mmcblk|loop|ram|md|dm-|nbd|zram|sg|st|nst|video|media|dvb|fb|card"
     r"|hidraw|event|js|mouse|i2c-|spidev|gpiochip|rtc|watchdog|vcs|vcsa|vcsu|lp|parport"
     r"|usbmon|rfcomm|ircomm|cu)\d.*"
-    r"|(?:sd|hd|vd|xvd)[a-z]{1,3}\d*)$"
-)
+    r"|(?:sd|hd|vd|xvd)[a-z]{1,3}\d*)$")
 
 
 @dataclass(frozen=True)
@@ -164,13 +106,7 @@ class Rule:
             if self.vid is not None and self.pid is not None:
                 keys.append(f'ATTRS{{idVendor}}=="{self.vid}"')
                 keys.append(f'ATTRS{{idProduct}}=="{self.pid}"')
-        keys += [
-            f'SYMLINK+="{self.name}"',
-            'GROUP="dialout"',
-            'MODE="0660"',
-            'ENV{ID_MM_DEVICE_IGNORE}="1"',
-        ]
-        return ", ".join(keys)
+        return ", ".join([*keys, f'SYMLINK+="{self.name}"', *_FIXED])
 
 
 def validate_name(name: str) -> str:
@@ -183,15 +119,13 @@ def validate_name(name: str) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise UdevError(
             f"invalid device name {name!r}: use lowercase letters, digits, '_' and '-', "
-            "starting with a letter (e.g. lidar_front)"
-        )
+            "starting with a letter (e.g. lidar_front)")
     if len(name) > MAX_NAME_LEN:
         raise UdevError(f"device name {name!r} is longer than {MAX_NAME_LEN} characters")
     if name in RESERVED_NAMES or _RESERVED_PATTERN.fullmatch(name):
         raise UdevError(
             f"device name {name!r} is reserved: /dev/{name} is (or may become) a system "
-            "device; choose another, e.g. lidar_front"
-        )
+            "device; choose another, e.g. lidar_front")
     return name
 
 
@@ -206,8 +140,7 @@ def parse_port_path(text: str) -> tuple[str, str | None]:
     if match is None:
         raise UdevError(
             f"invalid USB port path {text!r}: expected e.g. 1-1.2 (bus 1, port 1, hub port 2) "
-            "or 1-1.2:1.0 for one interface; see `sensorbench devices`"
-        )
+            "or 1-1.2:1.0 for one interface; see `sensorbench devices`")
     numbers = [int(match["bus"]), *(int(p) for p in match["ports"].split("."))]
     if min(numbers) < 1 or max(numbers) > 255:
         raise UdevError(f"invalid USB port path {text!r}: bus and port numbers are 1..255")
@@ -227,8 +160,7 @@ def validate_id_path(text: str) -> str:
     if not isinstance(text, str) or len(text) > 200 or not _ID_PATH.fullmatch(text):
         raise UdevError(
             f"invalid ID_PATH {text!r}: expected e.g. pci-0000:00:14.0-usb-0:1.2:1.0 "
-            "(see `sensorbench devices`)"
-        )
+            "(see `sensorbench devices`)")
     return text
 
 
@@ -288,8 +220,7 @@ def build_rule(spec: NameSpec, devices: Sequence[SerialDevice] = (), by: str = "
         if by != "id-path":
             raise UdevError(
                 f"{name}: an ID_PATH ({id_path}) was given but rules by kernels need a port "
-                "path (e.g. 1-1.2)"
-            )
+                "path (e.g. 1-1.2)")
         match = [d for d in devices if d.id_path == id_path]
         device = match[0] if len(match) == 1 else None
         return Rule(name, by, id_path, None, None, None, None, _note(name, device, id_path))
@@ -298,20 +229,17 @@ def build_rule(spec: NameSpec, devices: Sequence[SerialDevice] = (), by: str = "
     if len(match) > 1:
         interfaces = ", ".join(f"{port}:{d.interface}" for d in match)
         raise UdevError(
-            f"{name}: {port} has {len(match)} serial interfaces ({interfaces}); name one of them"
-        )
+            f"{name}: {port} has {len(match)} serial interfaces ({interfaces}); name one of them")
     device = match[0] if match else None
     if by == "id-path":
         if device is None:
             raise UdevError(
                 f"{name}: no serial device is plugged into {port}; plug it in, give its "
-                "ID_PATH instead, or use --by kernels"
-            )
+                "ID_PATH instead, or use --by kernels")
         if device.id_path is None:
             raise UdevError(
                 f"{name}: udev set no ID_PATH on {device.node} (is 60-serial.rules "
-                "installed?); use --by kernels"
-            )
+                "installed?); use --by kernels")
         id_path = validate_id_path(device.id_path)
         return Rule(name, by, id_path, port, interface, None, None, _note(name, device, port))
     vid = _clean_hex(device.vid) if device is not None else None
@@ -348,8 +276,7 @@ def build_rules(
         if where in seen_where:
             raise UdevError(
                 f"{rule.name} and {seen_where[where]} name the same device ({where}); "
-                "give each port one name"
-            )
+                "give each port one name")
         seen_names.add(rule.name)
         seen_where[where] = rule.name
         rules.append(rule)
@@ -433,20 +360,12 @@ def check_rules_text(text: str) -> list[str]:
         if symlinks[0] in names:
             raise UdevError(f"{where}: name {symlinks[0]!r} is used twice")
         names.append(symlinks[0])
-        allowed_fixed = {
-            f'SYMLINK+="{symlinks[0]}"',
-            'GROUP="dialout"',
-            'MODE="0660"',
-            'ENV{ID_MM_DEVICE_IGNORE}="1"',
-        }
+        allowed_fixed = {f'SYMLINK+="{symlinks[0]}"', *_FIXED}
         if not allowed_fixed.issubset(keys):
             raise UdevError(
                 f'{where}: rule must set GROUP="dialout", MODE="0660" and '
-                'ENV{ID_MM_DEVICE_IGNORE}="1"'
-            )
-        for key in keys[1:]:
-            if key in allowed_fixed:
-                continue
+                'ENV{ID_MM_DEVICE_IGNORE}="1"')
+        for key in (k for k in keys[1:] if k not in allowed_fixed):
             _check_match_key(key, where)
         _check_same_parent(keys, where)
         rules_seen += 1
@@ -473,8 +392,7 @@ def _split_keys(line: str, where: str) -> list[str]:
 
 
 _MATCH_KEY = re.compile(
-    r'^(?P<key>ENV\{ID_PATH\}|KERNELS|ATTRS\{idVendor\}|ATTRS\{idProduct\})=="(?P<value>[^"]*)"$'
-)
+    r'^(?P<key>ENV\{ID_PATH\}|KERNELS|ATTRS\{idVendor\}|ATTRS\{idProduct\})=="(?P<value>[^"]*)"$')
 
 
 def _check_match_key(key: str, where: str) -> None:
@@ -482,8 +400,7 @@ def _check_match_key(key: str, where: str) -> None:
     if match is None:
         raise UdevError(
             f"{where}: {key!r} is not allowed (only ENV{{ID_PATH}}, KERNELS, "
-            "ATTRS{idVendor}/{idProduct} matches and the fixed assignments)"
-        )
+            "ATTRS{idVendor}/{idProduct} matches and the fixed assignments)")
     value = match["value"]
     if match["key"] == "ENV{ID_PATH}":
         validate_id_path(value)
@@ -501,7 +418,6 @@ def _check_same_parent(keys: list[str], where: str) -> None:
         raise UdevError(
             f"{where}: {kernels[0]} names a USB interface but {attrs[0]} lives on its parent "
             "usb_device; udev needs every parent key of a rule to match the same parent, so "
-            "this rule never matches (drop the interface or the ATTRS)"
-        )
+            "this rule never matches (drop the interface or the ATTRS)")
     if len(kernels) > 1:
         raise UdevError(f"{where}: more than one KERNELS key")

@@ -1,15 +1,17 @@
-"""Hotplug: learn when a serial device is unplugged or plugged back in.
+"""Test-side udev helpers: which hardware tty is behind a node, and hotplug events.
 
-:class:`HotplugMonitor` listens to udev's netlink events for the ``tty``
-subsystem in a background thread and turns each into a :class:`HotplugEvent`
-carrying the USB port path and device node, so capture can mark an unplug and
-reopen the same port when it comes back. The thread polls with a short timeout,
-so :meth:`HotplugMonitor.stop` returns within about one poll interval.
+:class:`HotplugMonitor` listens to udev's netlink events for the ``tty`` subsystem in a
+background thread and turns each into a :class:`HotplugEvent` carrying the USB port
+path and device node; the tests use it to show that a replug keeps the port path (and
+so the udev name that capture and live reopen). The thread polls with a short timeout,
+so :meth:`HotplugMonitor.stop` returns within about one poll interval. Nothing in the
+package needs these: capture and live notice a replug by reopening the udev name.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import threading
 import time
@@ -19,7 +21,12 @@ from dataclasses import dataclass
 import pyudev
 
 from sensorbench.errors import UdevError
-from sensorbench.udev.discovery import port_path_from_sys_path
+from sensorbench.udev.discovery import (
+    SerialDevice,
+    _is_hardware,
+    describe,
+    port_path_from_sys_path,
+)
 
 
 @dataclass(frozen=True)
@@ -202,3 +209,24 @@ class HotplugMonitor:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def device_for_node(path: str, context: pyudev.Context | None = None) -> SerialDevice | None:
+    """Describe the hardware tty behind a node or udev symlink (e.g. ``/dev/lidar_front``).
+
+    Returns None when ``path`` is not a hardware tty (e.g. an emulator's pty).
+
+    Raises:
+        UdevError: ``path`` does not exist.
+    """
+    real = os.path.realpath(path)
+    if not os.path.exists(real):
+        raise UdevError(f"{path} does not exist; is the device plugged in?")
+    try:
+        ctx = context if context is not None else pyudev.Context()
+        device = pyudev.Devices.from_device_file(ctx, real)
+    except (pyudev.DeviceNotFoundError, ValueError, OSError):
+        return None
+    if device.subsystem != "tty" or not _is_hardware(device):
+        return None
+    return describe(device)
