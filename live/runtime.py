@@ -8,15 +8,15 @@ reaches the runtime right after the writer took it. The runtime
 - declares two streams of its own in the session: ``estimate`` (the split filters,
   with covariance and flags; :mod:`~sensorbench.fusion.estimate_stream`) and
   ``merged`` (the front/rear A1 merge);
-- routes the pod stream (and a ``pose_sensor`` stream when aiding) to the
-  ``live-odometry`` thread (:mod:`~sensorbench.live.odometry`), the two merge lidars'
-  turns to ``live-merge`` (:mod:`~sensorbench.live.merge`), every lidar turn, pose
-  and event to the viewer (:mod:`~sensorbench.live.foxglove_view`), each filtered
-  frame's pose to UDP (:mod:`~sensorbench.live.udp`), the pose first, and poses, turns,
-  merged scans and the readers' status to ROS 2 (:mod:`~sensorbench.live.ros2`);
-- never blocks a reader: ``consume`` only puts on queues, the filters' and the merge's
-  unbounded (nothing may be lost: they keep up with several times the data rate),
-  the viewer's bounded (a slow viewer loses view messages, counted, never data);
+- steps the split filters on each pod frame on the pod reader's own thread and sends
+  its pose (UDP, ROS 2, the view) before the reader goes back to its port
+  (:mod:`~sensorbench.live.odometry`; a ``pose_sensor`` stream when aiding); routes the
+  two merge lidars' turns to ``live-merge`` (:mod:`~sensorbench.live.merge`), every
+  lidar turn, pose and event to the viewer (:mod:`~sensorbench.live.foxglove_view`),
+  and turns, merged scans and the readers' status to ROS 2 (:mod:`~sensorbench.live.ros2`);
+- never blocks a reader: besides the filters' step ``consume`` only puts on queues,
+  the merge's unbounded (nothing may be lost: it keeps up with several times the data
+  rate), the viewer's bounded (a slow viewer loses view messages, counted, never data);
 - keeps a device that drops out from stopping the others: each worker waits on its own
   queue; without pod frames the filters coast (predictions published, ``note``
   events); an unplugged lidar leaves its turns unpaired;
