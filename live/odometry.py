@@ -170,7 +170,8 @@ class OdometryWorker:
         self.aid_period_s = aid_period_s
         self.coast_s = coast_s
         self.aid_wait_s = aid_wait_s
-        self.stream = OdometryStream.for_stream(stream_attrs, models.geometry.W.shape[0])
+        self._w = models.geometry.W  # a property computed on each read: once here
+        self.stream = OdometryStream.for_stream(stream_attrs, self._w.shape[0])
         self.filter = SplitFilter(models.noise, gate=models.gate, aid_model=models.aid_model)
         channels = len(AXES) + (1 if models.imu else 0)
         level = models.monitor_level ** (1.0 / channels)
@@ -282,7 +283,7 @@ class OdometryWorker:
             frames = self._hold_for_aiding(frames)
         if len(frames) == 0:
             return
-        inc = body_increments(self.models.geometry.W, frames.dn)
+        inc = body_increments(self._w, frames.dn)
         state, result = self.filter.step(state, FrameChunk(frames.t_s, inc, self._aiding()))
         self._state = state
         self.counters.aid_late = state.aid.late if state.aid is not None else 0
