@@ -56,6 +56,9 @@ from sensorbench.logs import LidarTurns, SessionWriter
 
 AID_STREAM = "pose_sensor"
 """The pose stream that aids the filters (as ``replay``)."""
+VIEW_POSE_NS = 20_000_000
+"""The view's ``/pose`` and ``/tf`` at most once per this much data time (ns): 50 a
+second is smooth on screen and spares the view a wake-up per 200 Hz pod frame."""
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,7 @@ class LiveRuntime:
         self.merge: MergeWorker | None = None
         self._own = {ESTIMATE_STREAM, MERGED_STREAM}
         self._rate = (time.monotonic(), 0)
+        self._view_pose_ns = -VIEW_POSE_NS  # data time of the last pose sent to the view
         self._lock = threading.Lock()
         self.setup_error: str | None = None  # why a worker could not be set up
 
@@ -381,7 +385,8 @@ class LiveRuntime:
             if self.odometry is not None and arrivals:
                 now = time.monotonic_ns()
                 self.odometry.counters.latencies_ns.extend(now - a for a in arrivals)
-        if self.view is not None:
+        if self.view is not None and sample.t_ns - self._view_pose_ns >= VIEW_POSE_NS:
+            self._view_pose_ns = sample.t_ns
             self.view.pose(sample, arrivals)
         if self.ros2 is not None:
             for datagram, velocity_var in zip(datagrams, velocity_vars, strict=True):
