@@ -20,8 +20,11 @@ stamping each as it is read. The program under test runs in a process of its own
 alternating), so a load change hits both. Per round: p50 and p99 over the frames after
 the first 2 s of datagrams (the frame clock's warm-up), the datagrams per frame, and
 the target ratios of issue 36 (live p50 / (2 × ref p50 + 0.5 ms) and live p99 /
-(1.5 × ref p99 + 1 ms), each ≤ 1). CPU is the live process's user + system time
-(``/proc/PID/stat``) over the same window, in % of one core.
+(1.5 × ref p99 + 1 ms), each ≤ 1). CPU is counted apart for the two phases of a run:
+steady, the live process's user + system time (``/proc/PID/stat``) over the same window
+as the latencies, in % of one core, with each thread's share
+(``/proc/PID/task/*/stat``); start-up, its CPU seconds from the spawn to that window
+(imports, the numba cache, bring-up, the frame clock's warm-up).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -117,22 +120,43 @@ class Run:
         latency_ms: per matched frame, written → datagram received (ms).
         per_frame: datagrams per frame written over the counted window.
         cpu_pct: the program's CPU over the counted window (% of one core).
+        startup_cpu_s: its CPU (s) from the spawn to the counted window.
+        threads_pct: per thread name, its CPU over the counted window (% of one core).
         error: why the run failed, or None.
     """
 
     latency_ms: np.ndarray
     per_frame: float
     cpu_pct: float
+    startup_cpu_s: float = float("nan")
+    threads_pct: dict[str, float] = field(default_factory=dict)
     error: str | None = None
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid``; nan once it is gone."""
+Cpu = tuple[float, dict[str, float]]
+"""(process CPU s, {thread "name/tid": CPU s}): user + system, from ``/proc``."""
+
+
+def _stat_cpu(path: Path) -> tuple[str, float]:
+    """(comm, user + system CPU s) of a ``/proc/.../stat`` file."""
+    text = path.read_text()
+    fields = text.rsplit(")", 1)[1].split()
+    comm = text[text.index("(") + 1 : text.rindex(")")]
+    return comm, (int(fields[11]) + int(fields[12])) * TICK_S
+
+
+def _cpu(pid: int) -> Cpu:
+    """The CPU of process ``pid`` and of each of its threads now; nan once it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total = _stat_cpu(Path(f"/proc/{pid}/stat"))[1]
     except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) * TICK_S
+        return float("nan"), {}
+    threads: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            comm, s = _stat_cpu(task / "stat")
+            threads[f"{comm}/{task.name}"] = s
+    return total, threads
 
 
 def _frame(k: int) -> bytes:
@@ -145,11 +169,11 @@ def _frame(k: int) -> bytes:
 def _feed(proc: subprocess.Popen, pty: PtyPort, rx: socket.socket, seconds: float) -> tuple:
     """Write a frame every 5 ms and receive datagrams until ``proc`` ends or ``seconds``.
 
-    Returns (write times ns, [(receive ns, datagram)], [(t ns, CPU s of proc)]).
+    Returns (write times ns, [(receive ns, datagram)], [(t ns, :data:`Cpu` of proc)]).
     """
     writes: list[int] = []
     got: list[tuple[int, bytes]] = []
-    cpu: list[tuple[int, float]] = []
+    cpu: list[tuple[int, Cpu]] = []
     start = time.monotonic_ns()
     due, sample, end = start, start, start + int(seconds * 1e9)
     while proc.poll() is None and time.monotonic_ns() < end:
@@ -165,20 +189,25 @@ def _feed(proc: subprocess.Popen, pty: PtyPort, rx: socket.socket, seconds: floa
             pty.send(_frame(len(writes) - 1))
             due += PERIOD_NS
         if now >= sample:
-            cpu.append((now, _cpu_s(proc.pid)))
+            cpu.append((now, _cpu(proc.pid)))
             sample = now + 500_000_000
     return np.array(writes, np.int64), got, cpu
 
 
-def _window(got: list[tuple[int, bytes]], cpu: list[tuple[int, float]]) -> tuple[int, int, float]:
-    """(first, last receive ns) of the counted datagrams, and the CPU % over them."""
+def _window(got: list[tuple[int, bytes]], cpu: list[tuple[int, Cpu]]) -> tuple[int, int, Run]:
+    """(first, last receive ns) of the counted datagrams, and a :class:`Run` with the
+    CPU over them (steady; per thread) and before them (start-up), no latencies yet."""
     t0 = got[0][0] + int(WARMUP_S * 1e9)
     t1 = got[-1][0]
-    inside = [(t, c) for t, c in cpu if t0 <= t <= t1 and np.isfinite(c)]
+    inside = [(t, c) for t, c in cpu if t0 <= t <= t1 and np.isfinite(c[0])]
     if len(inside) < 2:
-        return t0, t1, float("nan")
-    (a, ca), (b, cb) = inside[0], inside[-1]
-    return t0, t1, 100.0 * (cb - ca) / ((b - a) / 1e9)
+        return t0, t1, Run(np.zeros(0), float("nan"), float("nan"))
+    (a, (ca, ta)), (b, (cb, tb)) = inside[0], inside[-1]
+    pct = 100.0 / ((b - a) / 1e9)
+    threads = {k.split("/")[0]: 0.0 for k in tb}
+    for k, v in tb.items():  # threads of one name summed (the A1 readers...)
+        threads[k.split("/")[0]] += pct * (v - ta.get(k, 0.0))
+    return t0, t1, Run(np.zeros(0), float("nan"), pct * (cb - ca), ca, threads)
 
 
 def _live(config: Path, run_dir: Path | None, seconds: float, tmp: Path, pty: PtyPort) -> Run:
@@ -205,13 +234,14 @@ def _live(config: Path, run_dir: Path | None, seconds: float, tmp: Path, pty: Pt
     poses = [(t, unpack(d)) for t, d in got if len(d) == SIZE]
     poses = [(t, d) for t, d in poses if not d.flags & PREDICTED]
     if proc.returncode != 0 or len(poses) < 200:
-        return Run(np.zeros(0), float("nan"), float("nan"), f"live exit {proc.returncode}: "
+        return Run(np.zeros(0), float("nan"), float("nan"), error=f"live exit {proc.returncode}: "
                    f"{len(poses)} datagrams; {err[-400:]}")  # fmt: skip
-    t0, t1, cpu_pct = _window([(t, b"") for t, _ in poses], cpu)
+    t0, t1, out = _window([(t, b"") for t, _ in poses], cpu)
     recv = np.array([t for t, _ in poses if t0 <= t <= t1], np.int64)
     stamp = np.array([d.stamp_ns for t, d in poses if t0 <= t <= t1], np.int64)
     k = _frame_index(stamp, writes)
-    return Run((recv - writes[k]) / 1e6, len(k) / (k[-1] - k[0] + 1), cpu_pct)
+    out.latency_ms, out.per_frame = (recv - writes[k]) / 1e6, len(k) / (k[-1] - k[0] + 1)
+    return out
 
 
 def _frame_index(stamp: np.ndarray, writes: np.ndarray) -> np.ndarray:
@@ -240,8 +270,9 @@ def _reference(seconds: float, pty: PtyPort, w: np.ndarray) -> Run:
         proc.kill()
         proc.wait(10)
     if len(got) < 200:
-        return Run(np.zeros(0), float("nan"), float("nan"), f"reference: {len(got)} datagrams")
-    t0, t1, cpu_pct = _window(got, cpu)
+        return Run(np.zeros(0), float("nan"), float("nan"),
+                   error=f"reference: {len(got)} datagrams")  # fmt: skip
+    t0, t1, out = _window(got, cpu)
     inside = [(t, d) for t, d in got if t0 <= t <= t1]
     seq = np.array([int.from_bytes(d[:4], "little") for _, d in inside], np.int64)
     recv = np.array([t for t, _ in inside], np.int64)
@@ -249,7 +280,8 @@ def _reference(seconds: float, pty: PtyPort, w: np.ndarray) -> Run:
     first = int(np.searchsorted(writes, recv[0] - 10**9))
     k = first + ((seq - first) & 0xFFFF)
     k = np.clip(k, 0, writes.size - 1)
-    return Run((recv - writes[k]) / 1e6, len(k) / (k[-1] - k[0] + 1), cpu_pct)
+    out.latency_ms, out.per_frame = (recv - writes[k]) / 1e6, len(k) / (k[-1] - k[0] + 1)
+    return out
 
 
 def _receiver() -> socket.socket:
@@ -343,8 +375,14 @@ def run(quick: bool) -> list[BenchResult]:
                     float(np.percentile(robot.latency_ms, 50)), "ms", None, False,
                     f"p99 {np.percentile(robot.latency_ms, 99):.2f} ms over "
                     f"{robot.latency_ms.size} frames (LD19, two A1s, this feed as the pods)"),
-        BenchResult("live", "whole emulated robot: live CPU", robot.cpu_pct, "% of one core",
-                    15.0, False, "the live process, user + system, over the counted window"),
+        BenchResult("live", "whole emulated robot: live CPU, steady", robot.cpu_pct,
+                    "% of one core", 15.0, False,
+                    "the live process, user + system, over the latencies' window; threads: "
+                    + ", ".join(f"{k} {v:.1f}" for k, v in sorted(robot.threads_pct.items(),
+                                key=lambda kv: -kv[1]) if v >= 0.05)),
+        BenchResult("live", "whole emulated robot: live start-up CPU", robot.startup_cpu_s,
+                    "s", None, False, "spawn → the counted window: imports, numba cache, "
+                    f"bring-up, {WARMUP_S:g} s of datagrams after the first"),
     ]  # fmt: skip
 
 

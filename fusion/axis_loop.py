@@ -149,23 +149,6 @@ def start_state(p0: float, var_p0: float, var_v0: float) -> AxisLoopState:
 
 
 @numba.njit(cache=True)
-def outputs(k_n: int, m_n: int) -> AxisOutputs:
-    """Preallocated outputs for K frames and M absolute fixes."""
-    return AxisOutputs(
-        np.empty(k_n),
-        np.empty(k_n),
-        np.empty(k_n),
-        np.empty(k_n),
-        np.full(k_n, np.nan),
-        np.full(k_n, np.nan),
-        np.full(k_n, np.nan),
-        np.ones(k_n, dtype=np.bool_),
-        np.full(m_n, np.nan),
-        np.ones(m_n, dtype=np.bool_),
-    )
-
-
-@numba.njit(cache=True)
 def log_two_tail(x: float) -> float:
     """log P(|Z| > x) for a standard normal Z (its asymptotic series far out, where erfc
     underflows)."""

@@ -13,6 +13,7 @@ of one run over all of it, to the last bit.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,6 @@ from sensorbench.fusion.axis_loop import (
     AxisOutputs,
     AxisSteps,
     axis_loop,
-    outputs,
     start_state,
 )
 from sensorbench.fusion.odometry_motion import MOTION_HISTORY, motion_inputs
@@ -227,7 +227,7 @@ def step_axis(
     opt = AxisOptions() if options is None else options
     aid = inp.aid
     loop = state.loop
-    carry, *track_out, history = _axis_chunk(
+    floats, flags, history = _axis_chunk(
         state.history.steps,
         _array(inp.dt),
         _array(inp.z),
@@ -235,22 +235,20 @@ def step_axis(
         _array(inp.drag),
         _array(inp.r_profile),
         _array(inp.drift),
-        np.empty(0, np.int64) if aid is None else _array(aid.index, np.int64),
+        _NO_INDEX if aid is None else _array(aid.index, np.int64),
         _array(None if aid is None else aid.z),
         _array(None if aid is None else aid.r),
-        np.array(
-            (noise.q, noise.r, noise.q_jerk, noise.stamp_var, noise.slip_scale, noise.drag_share,
-             opt.gate, opt.gate, opt.var_v0, opt.max_rejects, opt.max_carried),
-            dtype=float,
-        ),
+        _constants(noise, opt),
         np.array(loop, dtype=float),
     )
-    c = carry.tolist()
+    n = np.size(inp.dt) + 1
+    p, v, var_p, var_v, nis, innovation, s_var = (floats[j * n : (j + 1) * n] for j in range(7))
+    nis = nis[1:]
+    c = floats[-14:].tolist()
     new = AxisLoopState(
         c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
         int(c[8]), int(c[9]), c[10], c[11], int(c[12]), c[13],
     )  # fmt: skip
-    p, v, var_p, var_v, nis, innovation, s_var, accepted, aid_nis, aid_accepted = track_out
     p[0], v[0], var_p[0], var_v[0] = state.position, loop.v, state.variance, loop.pvv
     track = AxisTrack(
         p=p,
@@ -258,20 +256,34 @@ def step_axis(
         var_p=var_p,
         var_v=var_v,
         nis=nis,
-        accepted=accepted,
-        aid_nis=aid_nis,
-        aid_accepted=aid_accepted,
-        innovation=innovation,
-        s=s_var,
+        accepted=flags[1:n],
+        aid_nis=floats[7 * n : -14],
+        aid_accepted=flags[n:],
+        innovation=innovation[1:],
+        s=s_var[1:],
         nis_chi2=nis if inp.rest is None else np.where(np.asarray(inp.rest, bool), np.nan, nis),
         resets=new.resets - loop.resets,
     )
     return AxisState(new, MotionHistory(history)), track
 
 
+_NONE = np.empty(0)
+_NO_INDEX = np.empty(0, np.int64)
+
+
 def _array(v: np.ndarray | None, dtype: type = float) -> np.ndarray:
     """``v`` as a contiguous array of ``dtype`` (empty for None: the kernel's "none")."""
-    return np.empty(0, dtype) if v is None else np.ascontiguousarray(v, dtype=dtype)
+    return _NONE if v is None else np.ascontiguousarray(v, dtype=dtype)
+
+
+@functools.lru_cache(maxsize=32)
+def _constants(noise: AxisNoise, opt: AxisOptions) -> np.ndarray:
+    """The kernel's ``consts`` of a noise and options (the last 32 pairs kept; never written)."""
+    return np.array(
+        (noise.q, noise.r, noise.q_jerk, noise.stamp_var, noise.slip_scale, noise.drag_share,
+         opt.gate, opt.gate, opt.var_v0, opt.max_rejects, opt.max_carried),
+        dtype=float,
+    )  # fmt: skip
 
 
 @numba.njit(cache=True)
@@ -294,10 +306,11 @@ def _axis_chunk(
     (index, z, r), ``consts`` = the noise's q, r, q_jerk, stamp_var, slip_scale,
     drag_share and the :class:`~sensorbench.fusion.axis_loop.AxisGates` fields, ``carry``
     the loop's :class:`~sensorbench.fusion.axis_loop.AxisLoopState` as floats. Returns the
-    state after the chunk (floats), the outputs over K+1 frames
-    (position, velocity, var_p, var_v, then nis, innovation, s, accepted without index 0;
-    index 0 of the first four left for the caller), the fixes' NIS and acceptance, and
-    the motion history after the chunk."""
+    outputs in one float block: position, velocity, var_p, var_v, nis, innovation, s over
+    K+1 frames each (index 0 left for the caller; nan for the last three), the M fixes'
+    NIS, then the state after the chunk (14 floats); the acceptance of the K updates (after
+    an unused index 0) and the M fixes in one bool block; and the motion history after
+    the chunk."""
     q, r, q_jerk, stamp_var, slip_scale, drag_share = consts[:6]
     gates = AxisGates(consts[6], consts[7], consts[8], int(consts[9]), int(consts[10]))
     state = AxisLoopState(
@@ -321,21 +334,21 @@ def _axis_chunk(
         dt, z, u, q_steps, sv_h[h:], rk_h[h:], drift if drift.size else np.zeros(k_n),
         np.zeros(k_n, dtype=np.bool_), np.full(k_n, np.inf), aid_k, aid_z, aid_r,
     )  # fmt: skip
-    out = outputs(k_n + 1, aid_k.size)
+    # two blocks, not ten arrays: boxing each returned array costs about a microsecond
+    n, m_n = k_n + 1, aid_k.size
+    floats = np.full(7 * n + m_n + 14, np.nan)
+    flags = np.ones(n + m_n, dtype=np.bool_)
     tail = AxisOutputs(
-        out.position[1:], out.velocity[1:], out.var_p[1:], out.var_v[1:], out.nis[1:],
-        out.innovation[1:], out.s[1:], out.accepted[1:], out.aid_nis, out.aid_accepted,
+        floats[1:n], floats[n + 1 : 2 * n], floats[2 * n + 1 : 3 * n], floats[3 * n + 1 : 4 * n],
+        floats[4 * n + 1 : 5 * n], floats[5 * n + 1 : 6 * n], floats[6 * n + 1 : 7 * n],
+        flags[1:n], floats[7 * n : 7 * n + m_n], flags[n:],
     )  # fmt: skip
     end = axis_loop(steps, gates, state, tail)
-    new = np.array([
+    floats[7 * n + m_n :] = (
         end.p, end.v, end.ppp, end.ppv, end.pvv, end.b, end.pbb, end.odo, float(end.streak),
         float(end.carried), end.anchor, end.raw, float(end.resets), end.nll,
-    ])  # fmt: skip
-    return (
-        new, out.position, out.velocity, out.var_p, out.var_v, tail.nis, tail.innovation,
-        tail.s, tail.accepted, out.aid_nis, out.aid_accepted,
-        series[:, max(h + k_n - MOTION_HISTORY, 0):].copy(),
     )  # fmt: skip
+    return floats, flags, series[:, max(h + k_n - MOTION_HISTORY, 0):].copy()
 
 
 def run_axis(

@@ -12,6 +12,8 @@ session's) and has no stream.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from sensorbench.errors import FusionError
@@ -52,6 +54,8 @@ class NisMonitorStream:
             fell; frames counted from the first pushed, 0).
         """
         x = np.asarray(nis, dtype=float)
+        if x.size == 1:
+            return self._push_one(float(x[0]))
         has = np.isfinite(x)
         vals = np.minimum(x[has], self.gate)
         n0 = self._n_updates
@@ -88,3 +92,26 @@ class NisMonitorStream:
         self._sums = all_sums[-(self.window + 1) :]
         self.frames += x.size
         return out, onsets, clears
+
+    def _push_one(self, nis: float) -> tuple[np.ndarray, list[int], list[int]]:
+        """:meth:`push` of one frame (live, a step per frame) in scalar arithmetic: the
+        same sums, in the same order, as the vectorised path."""
+        if math.isfinite(nis):
+            sums = self._sums
+            total = float(sums[-1]) + min(nis, self.gate)
+            full = self._n_updates >= self.window - 1
+            lo = max(sums.size - self.window, 0)  # the window's start in sums + [total]
+            self._flag = full and (total - float(sums[lo])) / self.window > self.threshold
+            self._age = 0
+            self._n_updates += 1
+            self._sums = np.append(sums[-self.window :], total)
+        elif self._age >= 0:
+            self._age += 1
+        now = self._age >= 0 and self._flag and self._age < self.window
+        onsets: list[int] = []
+        clears: list[int] = []
+        if now != self.degraded:
+            (onsets if now else clears).append(self.frames)
+            self.degraded = now
+        self.frames += 1
+        return np.array([now]), onsets, clears

@@ -18,6 +18,7 @@ with their units and provenance; :func:`load_pod_model` checks both.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -335,6 +336,17 @@ def se2_exp(increments: np.ndarray) -> np.ndarray:
     dx = s * inc[:, 0] - c * inc[:, 1]
     dy = c * inc[:, 0] + s * inc[:, 1]
     return np.column_stack([dx, dy, inc[:, 2]])
+
+
+def se2_exp_row(dx: float, dy: float, dtheta: float) -> tuple[float, float, float]:
+    """:func:`se2_exp` of one body twist (m, m, rad) in scalar arithmetic (one call of
+    numpy costs more than the row): the same operations in the same order, so the same
+    bits."""
+    if abs(dtheta) < 1e-6:
+        s, c = 1.0 - dtheta**2 / 6.0, dtheta / 2.0 - dtheta**3 / 24.0
+    else:
+        s, c = math.sin(dtheta) / dtheta, (1.0 - math.cos(dtheta)) / dtheta
+    return s * dx - c * dy, c * dx + s * dy, dtheta
 
 
 def se2_log(relative: np.ndarray) -> np.ndarray:

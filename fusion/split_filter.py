@@ -78,6 +78,7 @@ coasts on odometry, Var b growing.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,7 +104,7 @@ from sensorbench.fusion.odometry_drift import (
     SlipModel,
     world_step_variances,
 )
-from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp
+from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp, se2_exp_row
 from sensorbench.logs.model_keys import AXES
 
 
@@ -129,10 +130,48 @@ def frame_steps(
     inc = np.asarray(body_increments, dtype=float)
     if inc.ndim != 2 or inc.shape[1] != 3 or t.size != inc.shape[0] + 1:
         raise FusionError(f"need K+1 times and (K, 3) increments, got {t.shape} and {inc.shape}")
-    dt = np.diff(t)
-    if np.any(~(dt > 0)):
+    dt = t[1:] - t[:-1]
+    if not (dt > 0).all():
         raise FusionError("frame times must be strictly increasing")
     return t, inc, dt
+
+
+def world_arcs(inc: np.ndarray, heading: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """World-frame x and y (m) of each step's constant-twist arc (:func:`se2_exp` of the
+    body increments ``inc`` (K, 3)) rotated by ``heading`` (K,) rad at its start; nan where a
+    row has nan. One row (a live frame) in scalar arithmetic, the same bits."""
+    if inc.shape[0] == 1:
+        dx, dy, dth = (float(v) for v in inc[0])
+        if math.isnan(dx) or math.isnan(dy) or math.isnan(dth):
+            return np.array([np.nan]), np.array([np.nan])
+        rx, ry, _ = se2_exp_row(dx, dy, dth)
+        c, s = math.cos(float(heading[0])), math.sin(float(heading[0]))
+        return np.array([c * rx - s * ry]), np.array([s * rx + c * ry])
+    missing = np.isnan(inc)
+    rel = se2_exp(np.where(missing, 0.0, inc))
+    c, s = np.cos(heading), np.sin(heading)
+    missing = missing.any(axis=1)
+    return (
+        np.where(missing, np.nan, c * rel[:, 0] - s * rel[:, 1]),
+        np.where(missing, np.nan, s * rel[:, 0] + c * rel[:, 1]),
+    )
+
+
+def _steps_from(first: np.ndarray | float, series: np.ndarray) -> np.ndarray:
+    """``series[k] − series[k−1]`` along axis 0, with ``first`` before ``series[0]``."""
+    out = np.array(series, dtype=float)
+    out[1:] -= series[:-1]
+    if out.shape[0]:
+        out[0] -= first
+    return out
+
+
+def _columns(*cols: np.ndarray) -> np.ndarray:
+    """The 1-D arrays ``cols`` side by side (K, len(cols))."""
+    out = np.empty((cols[0].size, len(cols)))
+    for j, col in enumerate(cols):
+        out[:, j] = col
+    return out
 
 
 @dataclass
@@ -390,12 +429,12 @@ class SplitFilter:
                 out of time order.
         """
         model = state.model
-        t = np.concatenate([[state.t_s], np.asarray(chunk.t_s, dtype=float)])
+        t = np.concatenate(([state.t_s], np.asarray(chunk.t_s, dtype=float)))
         t, inc, dt = frame_steps(t, chunk.body_increments)
         k_n = dt.size
         odo = None if state.odometry is None else integrate_path(np.nan_to_num(inc), state.odometry)
         aid, queue = self._aid(state, chunk.aiding, t, odo)
-        rest = np.all(inc == 0, axis=1)
+        rest = (inc == 0).all(axis=1)
         slip_var: dict[str, Any] = dict.fromkeys(AXES)
         drag_var: dict[str, Any] = dict.fromkeys(AXES)
         parts = None if model.drift is None else model.drift.step_covariance_parts(inc, dt)
@@ -411,7 +450,7 @@ class SplitFilter:
         if model.calibration is not None and sens is not None:
             # the heading's own (along any heading): from the sensitivities at heading 0
             sens_t, var_t = model.calibration.step(sens[1], inc, np.zeros(k_n + 1))
-            dv["theta"] = dv["theta"] + np.diff(np.concatenate([[cal_var[2]], var_t[:, 2]]))
+            dv["theta"] = dv["theta"] + _steps_from(cal_var[2], var_t[:, 2])
         theta_state, th = step_axis(
             state.theta,
             AxisInput(
@@ -431,14 +470,14 @@ class SplitFilter:
             # x and y drift with the heading error, along the path the heading filter gives
             start = pose_error.variances
             pose_error, world = pose_error.step(inc, th.p, step_cov)
-            world = np.diff(np.vstack([start, world]), axis=0)
+            world = _steps_from(start, world)
             dv["x"], dv["y"] = world[:, 0], world[:, 1]
             roll, drag = (world_step_variances(c, th.p[:-1]) for c in parts)
             slip_var["x"], slip_var["y"] = roll["x"], roll["y"]
             drag_var["x"], drag_var["y"] = drag["x"], drag["y"]
         if model.calibration is not None and sens is not None:
             sens_xy, var_xy = model.calibration.step(sens[0], inc, th.p)
-            cal = np.diff(np.vstack([cal_var[:2], var_xy[:, :2]]), axis=0)
+            cal = _steps_from(cal_var[:2], var_xy[:, :2])
             dv["x"], dv["y"] = dv["x"] + cal[:, 0], dv["y"] + cal[:, 1]
             sens = (sens_xy, sens_t)
             cal_var = np.concatenate([var_xy[-1, :2], var_t[-1, 2:]]) if k_n else cal_var
@@ -446,17 +485,9 @@ class SplitFilter:
         if model.rounding is not None:
             # PodGeometry.rounding_profile at the step's heading, its constants kept
             cov, floor = model.rounding
-            rounding = world_step_variances(np.broadcast_to(cov, (k_n, 3, 3)), th.p[:-1])
+            rounding = world_step_variances(cov[None].repeat(k_n, axis=0), th.p[:-1])
             profile = {a: rounding[a] / floor[a] for a in AXES}
-        # world-frame arc of each step, rotated by the heading estimate at its start
-        missing = np.isnan(inc)
-        rel = se2_exp(np.where(missing, 0.0, inc))
-        c, s = np.cos(th.p[:-1]), np.sin(th.p[:-1])
-        missing = missing.any(axis=1)
-        z = {
-            "x": np.where(missing, np.nan, c * rel[:, 0] - s * rel[:, 1]),
-            "y": np.where(missing, np.nan, s * rel[:, 0] + c * rel[:, 1]),
-        }
+        z = dict(zip(("x", "y"), world_arcs(inc, th.p[:-1]), strict=True))
         xy = {
             a: step_axis(
                 state.axis(a),
@@ -491,9 +522,9 @@ class SplitFilter:
         )
         result = SplitResult(
             t_s=t,
-            pose=np.column_stack([tx.p, ty.p, th.p]),
-            velocity=np.column_stack([tx.v, ty.v, th.v]),
-            var=np.column_stack([tx.var_p, ty.var_p, th.var_p]),
+            pose=_columns(tx.p, ty.p, th.p),
+            velocity=_columns(tx.v, ty.v, th.v),
+            var=_columns(tx.var_p, ty.var_p, th.var_p),
             tracks={"x": tx, "y": ty, "theta": th},
             coasting=dt > self.stale_s,
             options={"gate": self.gate, "stale_s": self.stale_s},

@@ -1,15 +1,14 @@
-"""The split filters on the pod stream as it arrives: one thread, ``live-odometry``.
+"""The split filters on the pod stream as it arrives, stepped on the pod reader's thread.
 
-Every encoder batch the pod reader decodes is queued here (unbounded: no frame may be
-lost, and the filters keep up with several times the frame rate). The thread drains
-the queue, feeds the batches to the same :class:`~sensorbench.fusion.odometry_stream.
-OdometryStream` ``replay`` reads a session through, and runs one
-:meth:`~sensorbench.fusion.split_filter.SplitFilter.step` over the frames that came
-out, so each step covers what arrived since the previous one (one frame when the
-thread keeps up: the pod reader hands over each frame as its bytes arrive; more after
-a stall). Any split of the frames gives
-the numbers of one run (docs/PODS.md, "One step code, whole or in chunks"), so the
-estimate recorded here is the one ``replay`` computes from the session:
+Every encoder batch the pod reader decodes is fed, on that thread and under a lock, to
+the same :class:`~sensorbench.fusion.odometry_stream.OdometryStream` ``replay`` reads a
+session through, and one :meth:`~sensorbench.fusion.split_filter.SplitFilter.step` runs
+over the frames that came out and is published before the reader goes back to its
+port: one wake-up per frame, no queue between a frame and its pose. A thread of its own,
+``live-odometry``, only coasts, records held estimate rows and ends the stream. Any
+split of the frames gives the numbers of one run (docs/PODS.md, "One step code, whole or
+in chunks"), so the estimate recorded here is the one ``replay`` computes from the
+session:
 
 - the filters start at the first frame, at the origin with zero variance (``replay``
   does the same on a session without mocap);
@@ -21,8 +20,9 @@ estimate recorded here is the one ``replay`` computes from the session:
   has: three, four with an IMU); the pods-against-IMU check is not causal and is not
   run, so ``DEGRADED`` here is the axes' flag;
 - pose aiding (a ``pose_sensor`` stream and a pose-error model): frames wait until the
-  pose stream has delivered up to their time (at most ``aid_wait_s`` of silence), so a
-  sample reaches the filters before its frame, as in a replay; the sensor's period
+  pose stream has delivered up to their time (at most ``aid_wait_s`` of silence; the
+  pose reader's thread steps them when its samples arrive), so a sample reaches the
+  filters before its frame, as in a replay; the sensor's period
   comes from the stream's ``rate_hz``.
 
 Each step publishes first (one datagram per frame and the step's last pose to the
@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import math
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -171,7 +170,8 @@ class OdometryWorker:
         self.aid_period_s = aid_period_s
         self.coast_s = coast_s
         self.aid_wait_s = aid_wait_s
-        self.stream = OdometryStream.for_stream(stream_attrs, models.geometry.W.shape[0])
+        self._w = models.geometry.W  # a property computed on each read: once here
+        self.stream = OdometryStream.for_stream(stream_attrs, self._w.shape[0])
         self.filter = SplitFilter(models.noise, gate=models.gate, aid_model=models.aid_model)
         channels = len(AXES) + (1 if models.imu else 0)
         level = models.monitor_level ** (1.0 / channels)
@@ -180,7 +180,9 @@ class OdometryWorker:
         }
         self.counters = OdometryCounters()
         self.writer: SessionWriter | None = None
-        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._ended = False
         self._state: FilterState | None = None
         self._pending: list[OdometryFrames] = []
         self._arrivals: list[int] = []
@@ -193,17 +195,18 @@ class OdometryWorker:
         self._recorded_ns = 0  # host time of the last append to the estimate stream
         self._thread: threading.Thread | None = None
 
-    # -- producers ---------------------------------------------------------------------
+    # -- producers: each steps the filters on its own thread ---------------------------
 
     def frames(self, batch: EncoderBatch) -> None:
-        """Encoder frames as the driver decoded them (any thread)."""
-        self._inbox.put(("encoder", batch, time.monotonic_ns()))
+        """Encoder frames as the driver decoded them: stepped and published at once, on
+        the calling thread (the pod reader's: no hand-off between a frame and its pose)."""
+        self._locked(("encoder", batch, time.monotonic_ns()))
 
     def poses(self, batch: PoseBatch) -> None:
-        """Pose-sensor samples (any thread)."""
-        self._inbox.put(("pose", batch, time.monotonic_ns()))
+        """Pose-sensor samples (any thread): frames held for them are stepped at once."""
+        self._locked(("pose", batch, time.monotonic_ns()))
 
-    # -- the thread --------------------------------------------------------------------
+    # -- the thread: coasting, recording, the end ------------------------------------------
 
     def start(self, writer: SessionWriter) -> None:
         """Start the thread; estimates go to ``writer``."""
@@ -213,37 +216,34 @@ class OdometryWorker:
         self._thread.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Filter everything queued and held (the end of the stream), then stop."""
-        self._inbox.put(_STOP)
+        """Filter everything held (the end of the stream), record it, then stop."""
+        self._stopping.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
             if self._thread.is_alive():
                 self.counters.last_error = f"live-odometry did not stop within {timeout_s:g} s"
 
     def _run(self) -> None:
-        stopping = False
-        while not stopping:
+        while not self._stopping.wait(self.coast_s / 2):
+            self._locked(None)
+        self._locked(_STOP)
+
+    def _locked(self, item: Any) -> None:
+        """Under the lock: take ``item`` (None: nothing; ``_STOP``: the end), step over
+        what waits, coast, record. Never raises: a failure is an ``error`` event."""
+        with self._lock:
+            if self._ended:
+                return
             try:
-                item = self._inbox.get(timeout=self.coast_s / 2)
-            except queue.Empty:
-                item = None
-            items = [] if item is None else [item]
-            while True:  # everything that is waiting: one step over it
-                try:
-                    items.append(self._inbox.get_nowait())
-                except queue.Empty:
-                    break
-            try:
-                for it in items:
-                    if it is _STOP:
-                        stopping = True
-                    else:
-                        self._take(*it)
-                if stopping:
+                final = item is _STOP
+                if final:
+                    self._ended = True
                     self._pending.append(self.stream.flush())
-                self._step(final=stopping)
+                elif item is not None:
+                    self._take(*item)
+                self._step(final=final)
                 self._coast()
-                self._write_held(final=stopping)
+                self._write_held(final=final)
             except Exception as exc:  # report, keep running: the recording goes on
                 self.counters.errors += 1
                 self.counters.last_error = f"live-odometry: {exc!r}"
@@ -283,7 +283,7 @@ class OdometryWorker:
             frames = self._hold_for_aiding(frames)
         if len(frames) == 0:
             return
-        inc = body_increments(self.models.geometry.W, frames.dn)
+        inc = body_increments(self._w, frames.dn)
         state, result = self.filter.step(state, FrameChunk(frames.t_s, inc, self._aiding()))
         self._state = state
         self.counters.aid_late = state.aid.late if state.aid is not None else 0

@@ -8,15 +8,15 @@ reaches the runtime right after the writer took it. The runtime
 - declares two streams of its own in the session: ``estimate`` (the split filters,
   with covariance and flags; :mod:`~sensorbench.fusion.estimate_stream`) and
   ``merged`` (the front/rear A1 merge);
-- routes the pod stream (and a ``pose_sensor`` stream when aiding) to the
-  ``live-odometry`` thread (:mod:`~sensorbench.live.odometry`), the two merge lidars'
-  turns to ``live-merge`` (:mod:`~sensorbench.live.merge`), every lidar turn, pose
-  and event to the viewer (:mod:`~sensorbench.live.foxglove_view`), each filtered
-  frame's pose to UDP (:mod:`~sensorbench.live.udp`), the pose first, and poses, turns,
-  merged scans and the readers' status to ROS 2 (:mod:`~sensorbench.live.ros2`);
-- never blocks a reader: ``consume`` only puts on queues, the filters' and the merge's
-  unbounded (nothing may be lost: they keep up with several times the data rate),
-  the viewer's bounded (a slow viewer loses view messages, counted, never data);
+- steps the split filters on each pod frame on the pod reader's own thread and sends
+  its pose (UDP, ROS 2, the view) before the reader goes back to its port
+  (:mod:`~sensorbench.live.odometry`; a ``pose_sensor`` stream when aiding); routes the
+  two merge lidars' turns to ``live-merge`` (:mod:`~sensorbench.live.merge`), every
+  lidar turn, pose and event to the viewer (:mod:`~sensorbench.live.foxglove_view`),
+  and turns, merged scans and the readers' status to ROS 2 (:mod:`~sensorbench.live.ros2`);
+- never blocks a reader: besides the filters' step ``consume`` only puts on queues,
+  the merge's unbounded (nothing may be lost: it keeps up with several times the data
+  rate), the viewer's bounded (a slow viewer loses view messages, counted, never data);
 - keeps a device that drops out from stopping the others: each worker waits on its own
   queue; without pod frames the filters coast (predictions published, ``note``
   events); an unplugged lidar leaves its turns unpaired;
@@ -56,6 +56,9 @@ from sensorbench.logs import LidarTurns, SessionWriter
 
 AID_STREAM = "pose_sensor"
 """The pose stream that aids the filters (as ``replay``)."""
+VIEW_POSE_NS = 20_000_000
+"""The view's ``/pose`` and ``/tf`` at most once per this much data time (ns): 50 a
+second is smooth on screen and spares the view a wake-up per 200 Hz pod frame."""
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,7 @@ class LiveRuntime:
         self.merge: MergeWorker | None = None
         self._own = {ESTIMATE_STREAM, MERGED_STREAM}
         self._rate = (time.monotonic(), 0)
+        self._view_pose_ns = -VIEW_POSE_NS  # data time of the last pose sent to the view
         self._lock = threading.Lock()
         self.setup_error: str | None = None  # why a worker could not be set up
 
@@ -381,7 +385,8 @@ class LiveRuntime:
             if self.odometry is not None and arrivals:
                 now = time.monotonic_ns()
                 self.odometry.counters.latencies_ns.extend(now - a for a in arrivals)
-        if self.view is not None:
+        if self.view is not None and sample.t_ns - self._view_pose_ns >= VIEW_POSE_NS:
+            self._view_pose_ns = sample.t_ns
             self.view.pose(sample, arrivals)
         if self.ros2 is not None:
             for datagram, velocity_var in zip(datagrams, velocity_vars, strict=True):

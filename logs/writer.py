@@ -1,8 +1,9 @@
 """The session writer: many producer threads, one HDF5 file, nothing lost on a crash.
 
 Producers (driver threads) call the ``append_*`` methods; they only validate and
-enqueue. One writer thread stages what arrives and, every ``flush_interval_s``,
-extends each dataset once and flushes the file. The file is opened with
+enqueue, waking no one (a hand-off is a queue append). One writer thread wakes every
+``flush_interval_s`` (or to stop), stages what arrived, extends each dataset once and
+flushes the file. The file is opened with
 ``libver=('v110', 'v110')`` and switched to SWMR mode once every stream is declared,
 so a process killed at any moment leaves a file that holds everything up to the
 last flush (see ``docs/FORMAT.md``, "Why this layout"). Datasets are uncompressed: rewriting a
@@ -171,6 +172,7 @@ class SessionWriter:
         self._streams: dict[tuple[str, str], _Stream] = {}
         self._pending_events: list[tuple[int, str, str, str]] = []
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._stopping = threading.Event()  # wakes the writer thread before its flush time
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -266,6 +268,7 @@ class SessionWriter:
         self._file.require_group("truth")
         self._pending_events = []
         self._queue = queue.SimpleQueue()
+        self._stopping = threading.Event()
         self._thread = None
         self._lock = threading.Lock()
         self._closed = False
@@ -483,9 +486,9 @@ class SessionWriter:
         stop = False
         try:
             while not stop:
-                timeout = max(0.0, next_flush - time.monotonic())
+                self._stopping.wait(max(0.0, next_flush - time.monotonic()))
                 with contextlib.suppress(queue.Empty):
-                    item = self._queue.get(timeout=timeout)
+                    item = self._queue.get_nowait()
                     while True:
                         if item is _STOP:
                             stop = True
@@ -612,6 +615,7 @@ class SessionWriter:
         with self._lock:
             self._closed = True
         self._queue.put(_STOP)
+        self._stopping.set()
         self._thread.join(timeout_s)
         if self._thread.is_alive():
             if self._pending is not None:
@@ -668,6 +672,7 @@ class SessionWriter:
                 self._closed = True
             if self._thread is not None:
                 self._queue.put(_STOP)
+                self._stopping.set()
                 self._thread.join(30.0)
             else:
                 self._close_file()

@@ -65,7 +65,7 @@ async def _collect(url: str, seconds: float, until: Any, subprotocols: list[str]
         while time.monotonic() < deadline:
             try:
                 raw = await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic()))
-            except TimeoutError:
+            except (TimeoutError, websockets.ConnectionClosed):  # the server went away
                 break
             if isinstance(raw, str):
                 msg = json.loads(raw)
@@ -105,7 +105,7 @@ def collect(
     url: str, seconds: float, until: Any = None, subprotocols: list[str] = SUBPROTOCOLS
 ) -> Received:
     """Connect to ``url`` offering ``subprotocols``, subscribe to everything, decode for at
-    most ``seconds`` (s) or until ``until(received)`` is true."""
+    most ``seconds`` (s), until ``until(received)`` is true or until the server closes."""
     return asyncio.run(_collect(url, seconds, until, subprotocols))
 
 

@@ -6,7 +6,10 @@ the link) and the expected values from the emulator's truth record.
 
 from __future__ import annotations
 
+import binascii
+import struct
 import time
+from dataclasses import fields
 
 import numpy as np
 import pods_util
@@ -15,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sensorbench.drivers.pods_parser import PodFrames, PodStreamParser
+from sensorbench.drivers.pods_protocol import SYNC, make_flags
 from sensorbench.errors import DriverError
 from sensorbench.sim.emulator_pods import PodEmulator, encode_binary, encode_csv
 from sensorbench.sim.pty import Faults
@@ -199,6 +203,48 @@ def test_duplicates_and_layout_mismatch() -> None:
     wide, _ = encode_binary(RAW["seq"][:5], RAW["t_us"][:5], RAW["counts_raw"][:5], 32)
     p = PodStreamParser(3, 16)
     assert len(p.feed(wide)) == 0 and p.stats.layout_mismatch == 5 and p.stats.crc_errors == 0
+
+
+def _frame(seq: int, t_us: int, counts: list[int], imu: tuple | None, errors: list[int] | None,
+           bits: int = 16) -> bytes:
+    """One binary frame as the MCU writes it (the error block too, which the emulator's
+    encoder does not write)."""
+    payload = struct.pack(f"<BHI{len(counts)}{'H' if bits == 16 else 'I'}",
+                          make_flags(len(counts), bits, imu is not None, errors is not None),
+                          seq % 2**16, t_us % 2**32, *(c % 2**bits for c in counts))
+    payload += struct.pack("<ff", *imu) if imu is not None else b""
+    payload += struct.pack(f"<{len(errors)}H", *errors) if errors is not None else b""
+    body = bytes([len(payload)]) + payload
+    return SYNC + body + struct.pack("<H", binascii.crc_hqx(body, 0xFFFF))  # fmt: skip
+
+
+def test_frames_read_one_at_a_time_decode_as_the_whole_stream() -> None:
+    """The one-frame path gives the vectorised path's frames and counters, across wraps,
+    gaps, a repeat, an MCU reset, error blocks (wrapping), non-finite IMU values, a frame
+    of another layout and a damaged one."""
+    frames = [STREAM[i * FLEN : (i + 1) * FLEN] for i in range(300)]
+    frames += [frames[-1]]  # a repeat
+    c = [int(x) for x in SAMPLES.counts[299]]
+    for k in range(300, 340):  # error blocks, their 16-bit counts wrapping; a gap at 320
+        if k != 320:
+            errs = [(65530 + k) % 2**16, k % 7, 3, (k * 1000) % 2**16]
+            frames.append(_frame(k, 2**32 - 100_000 + 5000 * k, [x + 40 * k for x in c],
+                                 (0.5, 1.0) if k % 2 else None, errs))  # fmt: skip
+    frames += [_frame(340, 1, c, (float("nan"), 1.0), None), _frame(341, 2, c, None, None, 32)]
+    frames += [_frame(342, 50_000, c, None, None)]  # the clock went back: a reset
+    bad = bytearray(_frame(343, 55_000, c, None, None))
+    bad[8] ^= 1
+    frames += [bytes(bad), _frame(344, 60_000, [x + 3 for x in c], None, [1, 1, 1, 1])]
+    whole, one = PodStreamParser(3, 16), PodStreamParser(3, 16)
+    a = whole.feed(b"".join(frames))
+    b = concat([one.feed(f) for f in frames])
+    for f in fields(PodFrames):
+        np.testing.assert_array_equal(getattr(b, f.name), getattr(a, f.name), err_msg=f.name)
+    assert one.stats == whole.stats
+    assert whole.stats.duplicates == 1 and whole.stats.resets == 1 and whole.stats.crc_errors == 1
+    # lost: 320 and the damaged 343 (340 and 341, dropped, sit before the reset)
+    assert whole.stats.lost_frames == 2 and whole.stats.overruns > 65536
+    assert whole.stats.non_finite == 1 and whole.stats.layout_mismatch == 1
 
 
 def test_bad_parser_configuration_is_refused() -> None:
