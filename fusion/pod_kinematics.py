@@ -18,7 +18,6 @@ with their units and provenance; :func:`load_pod_model` checks both.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -341,11 +340,11 @@ def se2_exp(increments: np.ndarray) -> np.ndarray:
 def se2_exp_row(dx: float, dy: float, dtheta: float) -> tuple[float, float, float]:
     """:func:`se2_exp` of one body twist (m, m, rad) in scalar arithmetic (one call of
     numpy costs more than the row): the same operations in the same order, so the same
-    bits."""
+    bits. sin and cos are numpy's (its SIMD loops may differ from libm in the last bit)."""
     if abs(dtheta) < 1e-6:
         s, c = 1.0 - dtheta**2 / 6.0, dtheta / 2.0 - dtheta**3 / 24.0
     else:
-        s, c = math.sin(dtheta) / dtheta, (1.0 - math.cos(dtheta)) / dtheta
+        s, c = float(np.sin(dtheta)) / dtheta, (1.0 - float(np.cos(dtheta))) / dtheta
     return s * dx - c * dy, c * dx + s * dy, dtheta
 
 

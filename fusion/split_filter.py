@@ -145,7 +145,7 @@ def world_arcs(inc: np.ndarray, heading: np.ndarray) -> tuple[np.ndarray, np.nda
         if math.isnan(dx) or math.isnan(dy) or math.isnan(dth):
             return np.array([np.nan]), np.array([np.nan])
         rx, ry, _ = se2_exp_row(dx, dy, dth)
-        c, s = math.cos(float(heading[0])), math.sin(float(heading[0]))
+        c, s = float(np.cos(heading[0])), float(np.sin(heading[0]))  # numpy's, as below
         return np.array([c * rx - s * ry]), np.array([s * rx + c * ry])
     missing = np.isnan(inc)
     rel = se2_exp(np.where(missing, 0.0, inc))
