@@ -124,3 +124,33 @@ def test_the_variance_in_steps_equals_the_variance_in_one() -> None:
         parts.append(var)
     np.testing.assert_array_equal(np.vstack(parts), whole)
     assert whole.shape == (1001, 3) and np.all(whole[0] == 0)
+
+
+def test_creep_variance_matches_monte_carlo_and_grows_with_distance_squared() -> None:
+    # truth: each pod counts its travel short by κ_v·(v_i − v̄) + κ_t·(v_i·|ω| − ā) of it
+    # (κ drawn once per path), dead-reckoned exactly with the true W
+    rng = np.random.default_rng(11)
+    geo = _geometry()
+    w, dt = geo.W, 0.005
+    u = _path_increments(dt=dt)
+    dn = u @ w.T
+    speed = np.abs(dn) * geo.c / dt
+    accel = speed * np.abs(u[:, 2:]) / dt
+    creep = (1e-4, 4e-4, 0.2, 0.1)  # var κ_v (s²/m²), var κ_t, v̄ (m/s), ā (m·rad/s²)
+    truth = integrate_path(u)
+    cal = CalibrationError(w, np.zeros((9, 9)), creep)
+    pred = cal.variance(u, truth[:, 2], np.full(u.shape[0], dt))
+    kv, kt = rng.normal(size=(2, DRAWS)) * np.sqrt(creep[:2])[:, None]
+    errs = np.empty((DRAWS, u.shape[0] + 1, 3))
+    w_inv = np.linalg.inv(w)
+    for j in range(DRAWS):
+        short = kv[j] * (speed - creep[2]) + kt[j] * (accel - creep[3])
+        errs[j] = integrate_path((dn * (1 - short)) @ w_inv.T) - truth
+    var = errs.var(axis=0)
+    tol = 5 * math.sqrt(2 / DRAWS)  # as for the rows: 5 sd of a sample variance
+    for k in (500, 1500, 3000):
+        np.testing.assert_allclose(var[k], pred[k], rtol=tol)
+    # a constant scale: twice the same straight leg, four times the variance
+    leg = np.tile([[0.002, 0.0, 0.0]], (400, 1))
+    straight = cal.variance(leg, np.zeros(401), np.full(400, dt))
+    assert straight[400, 0] == pytest.approx(4 * straight[200, 0], rel=1e-9)
