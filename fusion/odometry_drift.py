@@ -274,19 +274,21 @@ def _pod_distances(w: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 @numba.njit(cache=True)
 def _tick_variances(
-    w: np.ndarray, slip: np.ndarray, inc: np.ndarray, turn: np.ndarray, h: np.ndarray
+    w: np.ndarray, slip: np.ndarray, inc: np.ndarray, h: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:meth:`PodSlip.pod_tick_variances`; ``slip`` = (roll_var, drag_var, turn_var),
-    ``turn`` (K,) the turn rate |Δθ|/h (rad/s) and ``h`` (K,) the step durations (s), both
-    unused when turn_var is 0."""
+    """:meth:`PodSlip.pod_tick_variances`; ``slip`` = (roll_var, drag_var, turn_var) and
+    ``h`` (K,) the step durations (s), empty: without the turn term."""
     rolled, dragged = _pod_distances(w, inc)
     roll_var, drag_var, turn_var = slip[0], slip[1], slip[2]
+    turning = turn_var > 0 and h.size == inc.shape[0]
     for i in range(w.shape[0]):
         c2 = 1.0 / (w[i, 0] ** 2 + w[i, 1] ** 2)
         for k in range(inc.shape[0]):
             per_m = roll_var
-            if turn_var > 0:
-                per_m = roll_var + turn_var * turn[k] * rolled[k, i] / h[k]
+            if turning:
+                hk = max(h[k], 1e-9)
+                turn = abs(inc[k, 2]) / hk if np.isfinite(inc[k, 2]) else 0.0
+                per_m = roll_var + turn_var * turn * rolled[k, i] / hk
             rolled[k, i] = per_m * rolled[k, i] / c2
             dragged[k, i] = drag_var * dragged[k, i] / c2
     return rolled, dragged
@@ -362,19 +364,29 @@ class PodSlip:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Rolling (its lateral-acceleration term when ``dt`` (K,) s is given) and dragging
         slip variance (K, N each) of each pod's travel over each step, in tick²."""
-        w = np.ascontiguousarray(self.W, dtype=float)
         inc = np.ascontiguousarray(body_increments, dtype=float)
-        turn_var = float(self.turn_var) if dt is not None else 0.0
-        h = np.ones(len(inc)) if dt is None else np.maximum(np.asarray(dt, dtype=float), 1e-9)
-        turn = np.abs(np.nan_to_num(inc[:, 2])) / h if turn_var > 0 else h
-        slip = np.array([self.roll_var, self.drag_var, turn_var], dtype=float)
-        return _tick_variances(w, slip, inc, turn, h)
+        h = _NO_STEPS if dt is None else np.asarray(dt, dtype=float)
+        return _tick_variances(self._arrays[0], self._arrays[1], inc, h)
+
+    @property
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """W and (roll_var, drag_var, turn_var) as the kernel takes them, built once."""
+        got = self.__dict__.get("_kernel_arrays")
+        if got is None:
+            slip = np.array([self.roll_var, self.drag_var, self.turn_var], dtype=float)
+            got = (np.ascontiguousarray(self.W, dtype=float), slip)
+            object.__setattr__(self, "_kernel_arrays", got)
+        return got
 
     def axis_step_variances(
         self, body_increments: np.ndarray, heading: np.ndarray, dt: np.ndarray | None = None
     ) -> dict[str, np.ndarray]:
         """Per-step slip variance (K,) of each split-filter axis (m², m², rad²)."""
         return world_step_variances(self.step_covariances(body_increments, dt), heading)
+
+
+_NO_STEPS = np.empty(0)
+"""Step durations of a call without them (:meth:`PodSlip.pod_tick_variances`)."""
 
 
 class SlipModel(Protocol):

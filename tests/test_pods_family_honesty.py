@@ -43,9 +43,10 @@ SHRINK = 9.0
 
 def _shrunk(src: Path, dst: Path) -> Path:
     """A copy of model file ``src`` with every variance-like number divided by SHRINK: the
-    noise file's q and stamp_var, the pod file's slip law (every term) and row covariance."""
+    noise file's q and stamp_var, the pod file's slip law (every term), creep variances
+    and row covariance."""
     text = src.read_text()
-    keys = r"(q|stamp_var|\w+_m2_per_m\w*)"
+    keys = r"(q|stamp_var|\w+_m2_per_m\w*|creep_\w+_var\w*)"
     text = re.sub(
         rf"^({keys} = )([-+0-9.eE]+)$",
         lambda m: f"{m.group(1)}{float(m.group(3)) / SHRINK!r}",

@@ -146,12 +146,13 @@ def fit_pod_slip_mocap(
     law = np.array([theta[0], theta[1] if drag_ok else theta[0], theta[-1]])
     se = _standard_errors(theta, full[:, keep], rounding[keep])
     cov = np.einsum("p,pmjl->mjl", theta, full[:, keep]) + rounding[keep]
-    # the creep against the fitted geometry (the share of it the geometry took is not
-    # there): the body error of the counts' share −κ·Δn·v, under the law's covariance
-    design = np.stack([-(x @ w_inv.T) for x in creep], axis=2)
+    # the creep against the fitted geometry: the body error of the counts' share
+    # −κ·Δn·(v − v̄) (about the drives' mean: a constant scale is the geometry's), under
+    # the law's covariance
+    ref = [float(x.sum() / rolled.sum()) for x in (by_speed, by_turn)]
+    design = np.stack([-((x - r * travel) @ w_inv.T) for x, r in zip(creep, ref, strict=True)], 2)
     coef, coef_cov = _gls(design[keep], delta[keep], np.linalg.inv(cov))
     kappa, kappa_se = coef[-2:], np.sqrt(np.diag(coef_cov)[-2:])
-    moved = float(rolled[keep].sum())
     n_law = 2 if drag_ok else 1
     return SlipFit(
         PodSlip(w, *(float(v) for v in law)),
@@ -173,8 +174,8 @@ def fit_pod_slip_mocap(
             "speed_se_s_per_m": float(kappa_se[0]),
             "turn_s2_per_m_rad": float(kappa[1]),
             "turn_se_s2_per_m_rad": float(kappa_se[1]),
-            "speed_ref_m_per_s": float(by_speed[keep].sum()) / moved,
-            "turn_ref_m_rad_per_s2": float(by_turn[keep].sum()) / moved,
+            "speed_ref_m_per_s": ref[0],
+            "turn_ref_m_rad_per_s2": ref[1],
         },
     )
 
