@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pods_honesty_util as honesty
 import pytest
 from foreign.pods_family import FIT_DRIVES, TEST_DRIVES, draw_robot, write_drive
 from pods_cli_util import AXES, fit, import_drive, replay
-from shared_run_util import computed_once, run_dir
 
 SEEDS = tuple(range(12))
 CHUNKS = (SEEDS[:4], SEEDS[4:8], SEEDS[8:])
@@ -84,14 +84,12 @@ def run_seed(seed: int, tmp: Path) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture(scope="session")
-def root(tmp_path_factory) -> Path:
-    return run_dir(tmp_path_factory, "pods_family")
+root = honesty.shared_root("pods_family")
 
 
 def seed_result(root: Path, seed: int) -> dict[str, Any]:
-    """The seed's figures, computed once (tests/shared_run_util.py)."""
-    return computed_once(root, f"s{seed}", lambda: run_seed(seed, root / f"s{seed}"))
+    """The seed's figures, computed once (tests/pods_honesty_util.py)."""
+    return honesty.seed_result(root, seed, run_seed, __file__)
 
 
 @pytest.fixture
@@ -123,26 +121,15 @@ MISSED_COVERAGE_POINT: dict[tuple[str, str], str] = {
 }
 
 
-def _cases(missed: dict[tuple[str, str], str]) -> list[Any]:
-    """(drive, axis) cases, the missed ones as strict xfails with the measured figure."""
-    return [
-        pytest.param(d, a, marks=pytest.mark.xfail(strict=True, reason=missed[(d, a)]))
-        if (d, a) in missed
-        else pytest.param(d, a)
-        for d in TEST_DRIVES
-        for a in AXES
-    ]
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(("drive", "axis"), _cases(MISSED_COVERAGE))
+@pytest.mark.parametrize(("drive", "axis"), honesty.cases(TEST_DRIVES, MISSED_COVERAGE))
 def test_truth_inside_the_stated_two_sigma(results, drive: str, axis: str) -> None:
     c, se = coverage(results, drive, axis)
     assert c + 1.96 * se >= 0.90 and c - 1.96 * se <= 0.98, (drive, axis, c, se)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("drive", "axis"), _cases(MISSED_COVERAGE_POINT))
+@pytest.mark.parametrize(("drive", "axis"), honesty.cases(TEST_DRIVES, MISSED_COVERAGE_POINT))
 def test_pooled_coverage_is_inside_the_target_band(results, drive: str, axis: str) -> None:
     """The issue's target read literally: the pooled figure itself inside 90-98 %. With
     the pooled figure's s.e. of 2.5-8 % over 12 seeds an honest filter can miss this by
