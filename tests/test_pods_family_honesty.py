@@ -113,11 +113,16 @@ def coverage(results: list[dict[str, Any]], drive: str, axis: str) -> tuple[floa
 
 
 # measured over seeds 0-11 (docs/PODS.md, "A family of worlds"): the targets the code misses
-MISSED_COVERAGE: dict[tuple[str, str], str] = {}
+# (arcs above 98 %: the creep's variance, fitted on calibration drives that hardly vary
+# speed or turn while translating, is larger than the family's creep there)
+MISSED_COVERAGE: dict[tuple[str, str], str] = {
+    ("arcs", "theta"): "arcs theta: 99.5 ± 0.2 % over seeds 0-11",
+}
 MISSED_COVERAGE_POINT: dict[tuple[str, str], str] = {
-    ("strafe_turn", "theta"): "strafe_turn theta: 89.2 ± 7.1 % over seeds 0-11",
-    ("fast_ramps", "x"): "fast_ramps x: 83.7 ± 7.1 % over seeds 0-11",
-    ("fast_spin", "theta"): "fast_spin theta: 78.9 ± 7.1 % over seeds 0-11",
+    ("strafe_turn", "theta"): "strafe_turn theta: 89.5 ± 7.0 % over seeds 0-11",
+    ("arcs", "x"): "arcs x: 98.2 ± 0.5 % over seeds 0-11",
+    ("arcs", "y"): "arcs y: 98.8 ± 0.5 % over seeds 0-11",
+    ("arcs", "theta"): "arcs theta: 99.5 ± 0.2 % over seeds 0-11",
 }
 
 
