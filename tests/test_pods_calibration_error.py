@@ -15,7 +15,7 @@ import pytest
 from pods_sim_util import DRIVES, simulate
 
 from sensorbench.characterize.pods.geometry_fit import fit_pods
-from sensorbench.errors import ModelFileError
+from sensorbench.errors import FusionError, ModelFileError
 from sensorbench.fusion.odometry_drift import CalibrationError
 from sensorbench.fusion.pod_drive import load_drive
 from sensorbench.fusion.pod_kinematics import (
@@ -154,3 +154,20 @@ def test_creep_variance_matches_monte_carlo_and_grows_with_distance_squared() ->
     leg = np.tile([[0.002, 0.0, 0.0]], (400, 1))
     straight = cal.variance(leg, np.zeros(401), np.full(400, dt))
     assert straight[400, 0] == pytest.approx(4 * straight[200, 0], rel=1e-9)
+
+
+def test_creep_reaches_the_model_file_and_back_and_a_bad_one_is_refused(tmp_path) -> None:
+    geo = _geometry()
+    creep = (1e-4, 4e-4, 0.2, 0.1)
+    g = PodGeometry(geo.c, geo.phi, geo.lever, row_cov=np.eye(9), slip=(1e-7, 2e-7), creep=creep)
+    back = load_pod_model(save_pod_model(tmp_path / "pods.toml", g, {}))
+    assert back.creep == creep
+    cal = back.calibration_error()
+    assert cal is not None and cal.cov.shape == (11, 11) and cal.start().shape == (3, 11)
+    np.testing.assert_array_equal(np.diag(cal.cov)[-2:], creep[:2])
+    path = tmp_path / "pods.toml"
+    path.write_text(path.read_text().replace("creep_turn_var_s4_per_m2_rad2 = ", "x = ", 1))
+    with pytest.raises(ModelFileError, match="creep_turn_var"):
+        load_pod_model(path)
+    with pytest.raises(FusionError, match="creep"):
+        PodGeometry(geo.c, geo.phi, geo.lever, creep=(-1.0, 0.0, 0.0, 0.0))
