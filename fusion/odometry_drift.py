@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 
 import numba
@@ -368,15 +369,11 @@ class PodSlip:
         h = _NO_STEPS if dt is None else np.asarray(dt, dtype=float)
         return _tick_variances(self._arrays[0], self._arrays[1], inc, h)
 
-    @property
+    @cached_property
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """W and (roll_var, drag_var, turn_var) as the kernel takes them, built once."""
-        got = self.__dict__.get("_kernel_arrays")
-        if got is None:
-            slip = np.array([self.roll_var, self.drag_var, self.turn_var], dtype=float)
-            got = (np.ascontiguousarray(self.W, dtype=float), slip)
-            object.__setattr__(self, "_kernel_arrays", got)
-        return got
+        slip = np.array([self.roll_var, self.drag_var, self.turn_var], dtype=float)
+        return np.ascontiguousarray(self.W, dtype=float), slip
 
     def axis_step_variances(
         self, body_increments: np.ndarray, heading: np.ndarray, dt: np.ndarray | None = None
@@ -440,11 +437,11 @@ class CalibrationError:
     row_cov: np.ndarray
     creep: tuple[float, float, float, float] | None = None
 
-    @property
+    @cached_property
     def cov(self) -> np.ndarray:
         """Covariance (P, P) of every uncertain parameter: the rows', then κ_v's and
         κ_t's when creep is carried (P = 3N or 3N + 2)."""
-        rows = np.asarray(self.row_cov, dtype=float)
+        rows = np.ascontiguousarray(self.row_cov, dtype=float)
         if self.creep is None:
             return rows
         out = np.zeros((rows.shape[0] + 2, rows.shape[0] + 2))
@@ -527,13 +524,15 @@ class CalibrationError:
         inc = np.ascontiguousarray(path[0], dtype=float)
         th = np.ascontiguousarray(path[1], dtype=float)
         h = np.ones(inc.shape[0]) if path[2] is None else np.asarray(path[2], dtype=float)
-        ref = np.zeros(2) if self.creep is None else np.array(self.creep[2:], dtype=float)
-        w = np.ascontiguousarray(self.W, dtype=float)
-        sig = np.ascontiguousarray(self.cov, dtype=float)
         out = np.empty((0, *at.shape)) if out is None else out
-        _carry_sensitivities(
-            at, (inc, th, np.maximum(h, 1e-9)), (w, pinv_cached(self.W), ref), sig, want, var, out
-        )
+        path_arrays = (inc, th, np.maximum(h, 1e-9))
+        _carry_sensitivities(at, path_arrays, self._pods, self.cov, want, var, out)
+
+    @cached_property
+    def _pods(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """W, W⁺ and the creep references (v̄, ā) as the kernel takes them, built once."""
+        ref = np.zeros(2) if self.creep is None else np.array(self.creep[2:], dtype=float)
+        return np.ascontiguousarray(self.W, dtype=float), pinv_cached(self.W), ref
 
 
 @numba.njit(cache=True)
