@@ -56,6 +56,7 @@ class SharedErrors:
             None for the time-based drift ``drift_var``.
         drift_var: (K, 3) per-axis variance each step adds without a slip model.
         calibration: the geometry's fitted uncertainty, or None.
+        dt: (K,) step durations (s) its creep terms need (None: 1 s).
     """
 
     increments: np.ndarray
@@ -64,6 +65,7 @@ class SharedErrors:
     step_cov: np.ndarray | None = None
     drift_var: np.ndarray | None = None
     calibration: CalibrationError | None = None
+    dt: np.ndarray | None = None
 
     def covariances(self, frames: np.ndarray) -> np.ndarray:
         """(3, n, n) covariance of the x, y, θ errors at frame indices ``frames``
@@ -71,8 +73,8 @@ class SharedErrors:
         f = np.asarray(frames, dtype=np.int64)
         out = self._walk(f)
         if self.calibration is not None:
-            j = self.calibration.sensitivities_at(self.increments, self.heading, f)
-            sig = np.asarray(self.calibration.row_cov, dtype=float)
+            j = self.calibration.sensitivities_at(self.increments, self.heading, f, self.dt)
+            sig = self.calibration.cov
             for a in range(3):
                 out[a] += (j[:, a] @ sig) @ j[:, a].T
         return out

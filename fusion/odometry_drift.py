@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 
 import numba
@@ -274,19 +275,21 @@ def _pod_distances(w: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 @numba.njit(cache=True)
 def _tick_variances(
-    w: np.ndarray, slip: np.ndarray, inc: np.ndarray, turn: np.ndarray, h: np.ndarray
+    w: np.ndarray, slip: np.ndarray, inc: np.ndarray, h: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:meth:`PodSlip.pod_tick_variances`; ``slip`` = (roll_var, drag_var, turn_var),
-    ``turn`` (K,) the turn rate |Δθ|/h (rad/s) and ``h`` (K,) the step durations (s), both
-    unused when turn_var is 0."""
+    """:meth:`PodSlip.pod_tick_variances`; ``slip`` = (roll_var, drag_var, turn_var) and
+    ``h`` (K,) the step durations (s), empty: without the turn term."""
     rolled, dragged = _pod_distances(w, inc)
     roll_var, drag_var, turn_var = slip[0], slip[1], slip[2]
+    turning = turn_var > 0 and h.size == inc.shape[0]
     for i in range(w.shape[0]):
         c2 = 1.0 / (w[i, 0] ** 2 + w[i, 1] ** 2)
         for k in range(inc.shape[0]):
             per_m = roll_var
-            if turn_var > 0:
-                per_m = roll_var + turn_var * turn[k] * rolled[k, i] / h[k]
+            if turning:
+                hk = max(h[k], 1e-9)
+                turn = abs(inc[k, 2]) / hk if np.isfinite(inc[k, 2]) else 0.0
+                per_m = roll_var + turn_var * turn * rolled[k, i] / hk
             rolled[k, i] = per_m * rolled[k, i] / c2
             dragged[k, i] = drag_var * dragged[k, i] / c2
     return rolled, dragged
@@ -362,19 +365,25 @@ class PodSlip:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Rolling (its lateral-acceleration term when ``dt`` (K,) s is given) and dragging
         slip variance (K, N each) of each pod's travel over each step, in tick²."""
-        w = np.ascontiguousarray(self.W, dtype=float)
         inc = np.ascontiguousarray(body_increments, dtype=float)
-        turn_var = float(self.turn_var) if dt is not None else 0.0
-        h = np.ones(len(inc)) if dt is None else np.maximum(np.asarray(dt, dtype=float), 1e-9)
-        turn = np.abs(np.nan_to_num(inc[:, 2])) / h if turn_var > 0 else h
-        slip = np.array([self.roll_var, self.drag_var, turn_var], dtype=float)
-        return _tick_variances(w, slip, inc, turn, h)
+        h = _NO_STEPS if dt is None else np.asarray(dt, dtype=float)
+        return _tick_variances(self._arrays[0], self._arrays[1], inc, h)
+
+    @cached_property
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """W and (roll_var, drag_var, turn_var) as the kernel takes them, built once."""
+        slip = np.array([self.roll_var, self.drag_var, self.turn_var], dtype=float)
+        return np.ascontiguousarray(self.W, dtype=float), slip
 
     def axis_step_variances(
         self, body_increments: np.ndarray, heading: np.ndarray, dt: np.ndarray | None = None
     ) -> dict[str, np.ndarray]:
         """Per-step slip variance (K,) of each split-filter axis (m², m², rad²)."""
         return world_step_variances(self.step_covariances(body_increments, dt), heading)
+
+
+_NO_STEPS = np.empty(0)
+"""Step durations of a call without them (:meth:`PodSlip.pod_tick_variances`)."""
 
 
 class SlipModel(Protocol):
@@ -407,15 +416,42 @@ class CalibrationError:
     ``J_k·Σ·J_kᵀ`` with Σ the fit's covariance of the rows: unlike slip it does not grow
     as a random walk but with the signed motion (a scale error cancels on the way back).
 
+    **Creep** is carried the same way: a wheel that rolls faster, or is loaded sideways
+    while the robot turns and translates, counts short by a fraction of its travel
+    that grows with its speed v_i and lateral acceleration a_i = v_i·|ω| (m/s, m·rad/s²).
+    Over one drive that fraction is ``κ_v·(v_i − v̄) + κ_t·(a_i − ā)``, a constant scale
+    error of unknown size, not noise: its pose error grows ∝ distance and its variance ∝
+    distance², which no random walk per metre states. v̄, ā are the calibration drives'
+    own (their share is already in the fitted W); κ_v (s/m) and κ_t (s²/(m·rad)) enter
+    as two more uncertain parameters beside the rows, with variances fitted on the
+    calibration drives (:mod:`~sensorbench.characterize.pods.slip_mocap_fit`): each step's
+    body error gains ``−Ŵ⁺·(Δn ⊙ (v − v̄))·κ_v − Ŵ⁺·(Δn ⊙ (a − ā))·κ_t``.
+
     Attributes:
         W: (N, 3) fitted pod matrix (ticks per m, m, rad).
         row_cov: (3N, 3N) covariance of its stacked rows.
+        creep: (var κ_v (s²/m²), var κ_t (s⁴/(m·rad)²), v̄ (m/s), ā (m·rad/s²)), or None.
     """
 
     W: np.ndarray
     row_cov: np.ndarray
+    creep: tuple[float, float, float, float] | None = None
 
-    def variance(self, body_increments: np.ndarray, heading: np.ndarray) -> np.ndarray:
+    @cached_property
+    def cov(self) -> np.ndarray:
+        """Covariance (P, P) of every uncertain parameter: the rows', then κ_v's and
+        κ_t's when creep is carried (P = 3N or 3N + 2)."""
+        rows = np.ascontiguousarray(self.row_cov, dtype=float)
+        if self.creep is None:
+            return rows
+        out = np.zeros((rows.shape[0] + 2, rows.shape[0] + 2))
+        out[:-2, :-2] = rows
+        out[-2, -2], out[-1, -1] = self.creep[0], self.creep[1]
+        return out
+
+    def variance(
+        self, body_increments: np.ndarray, heading: np.ndarray, dt: np.ndarray | None = None
+    ) -> np.ndarray:
         """Variance (K+1, 3) of the world pose error (x, y m²; θ rad²) the calibration's
         uncertainty causes along a path, 0 at the start (:meth:`step` from
         :meth:`start`).
@@ -424,83 +460,106 @@ class CalibrationError:
             body_increments: (K, 3) odometry body increments (m, m, rad); nan rows add
                 nothing.
             heading: (K+1,) heading at each frame (rad) that rotates the increments.
+            dt: (K,) step durations (s) for the creep terms (None: 1 s).
         """
-        return np.vstack([np.zeros((1, 3)), self.step(self.start(), body_increments, heading)[1]])
+        first = self.step(self.start(), body_increments, heading, dt)[1]
+        return np.vstack([np.zeros((1, 3)), first])
 
     def start(self) -> np.ndarray:
-        """The sensitivities (3, 3N) of x, y, θ to the stacked row errors at the start of a
-        path: none."""
-        return np.zeros((3, 3 * np.asarray(self.W).shape[0]))
+        """The sensitivities (3, P) of x, y, θ to the parameters of :attr:`cov` at the start
+        of a path: none."""
+        return np.zeros((3, self.cov.shape[0]))
 
     def step(
-        self, sensitivities: np.ndarray, body_increments: np.ndarray, heading: np.ndarray
+        self,
+        sensitivities: np.ndarray,
+        body_increments: np.ndarray,
+        heading: np.ndarray,
+        dt: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Carry the sensitivities over K steps: those after the last step and the variance
         (K, 3) of the world pose error after each.
 
         Args:
-            sensitivities: (3, 3N) J of x, y, θ at the frame the steps start from.
+            sensitivities: (3, P) J of x, y, θ at the frame the steps start from.
             body_increments: (K, 3) odometry body increments (m, m, rad); nan rows add
                 nothing.
             heading: (K+1,) heading at each frame (rad), from that frame on.
+            dt: (K,) step durations (s) for the creep terms (None: 1 s).
 
         The sensitivities are carried step after step (compiled), so neither memory nor a
         number depends on how the steps are split into calls.
         """
         at = np.array(sensitivities, dtype=float)
         var = np.empty((np.shape(body_increments)[0], 3))
-        self._carry(at, body_increments, heading, np.empty(0, np.int64), var, np.empty((0, 3, 0)))
+        self._carry(at, (body_increments, heading, dt), np.empty(0, np.int64), var, None)
         return at, var
 
     def sensitivities_at(
-        self, body_increments: np.ndarray, heading: np.ndarray, frames: np.ndarray
+        self,
+        body_increments: np.ndarray,
+        heading: np.ndarray,
+        frames: np.ndarray,
+        dt: np.ndarray | None = None,
     ) -> np.ndarray:
-        """The sensitivities J (len(frames), 3, 3N) of x, y, θ to the stacked row errors
-        at the given frame indices (0 = the start of the path, K = after the last of the
-        K steps of ``body_increments``), from :meth:`start`."""
+        """The sensitivities J (len(frames), 3, P) of x, y, θ to the parameters of
+        :attr:`cov` at the given frame indices (0 = the start of the path, K = after the
+        last of the K steps of ``body_increments``; ``dt`` as for :meth:`step`), from
+        :meth:`start`."""
         want = np.asarray(frames, dtype=np.int64)
         at = self.start()
         out = np.zeros((want.size, *at.shape))
         var = np.empty((np.shape(body_increments)[0], 3))
-        self._carry(at, body_increments, heading, want, var, out)
+        self._carry(at, (body_increments, heading, dt), want, var, out)
         return out
 
     def _carry(
         self,
         at: np.ndarray,
-        body_increments: np.ndarray,
-        heading: np.ndarray,
+        path: tuple[np.ndarray, np.ndarray, np.ndarray | None],
         want: np.ndarray,
         var: np.ndarray,
-        out: np.ndarray,
+        out: np.ndarray | None,
     ) -> None:
-        inc = np.ascontiguousarray(body_increments, dtype=float)
-        th = np.ascontiguousarray(heading, dtype=float)
-        sig = np.ascontiguousarray(self.row_cov, dtype=float)
-        _carry_sensitivities(at, inc, th, pinv_cached(self.W), sig, want, var, out)
+        inc = np.ascontiguousarray(path[0], dtype=float)
+        th = np.ascontiguousarray(path[1], dtype=float)
+        h = np.ones(inc.shape[0]) if path[2] is None else np.asarray(path[2], dtype=float)
+        out = np.empty((0, *at.shape)) if out is None else out
+        path_arrays = (inc, th, np.maximum(h, 1e-9))
+        _carry_sensitivities(at, path_arrays, self._pods, self.cov, want, var, out)
+
+    @cached_property
+    def _pods(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """W, W⁺ and the creep references (v̄, ā) as the kernel takes them, built once."""
+        ref = np.zeros(2) if self.creep is None else np.array(self.creep[2:], dtype=float)
+        return np.ascontiguousarray(self.W, dtype=float), pinv_cached(self.W), ref
 
 
 @numba.njit(cache=True)
 def _carry_sensitivities(
     at: np.ndarray,
-    inc: np.ndarray,
-    heading: np.ndarray,
-    w_inv: np.ndarray,
+    path: tuple[np.ndarray, np.ndarray, np.ndarray],
+    pods: tuple[np.ndarray, np.ndarray, np.ndarray],
     sig: np.ndarray,
     want: np.ndarray,
     var: np.ndarray,
     out: np.ndarray,
 ) -> None:
-    """:meth:`CalibrationError.step` in place: carries ``at`` (3, 3N) over the steps of
-    ``inc`` (K, 3; nan rows as none) along ``heading`` (K+1,), fills ``var`` (K, 3) with
-    ``J·Σ·Jᵀ``'s diagonal (each row's terms in a fixed order) and, for each frame of
-    ``want`` (0..K), ``out[i]`` with the sensitivities there.
+    """:meth:`CalibrationError.step` in place: carries ``at`` (3, P) over the steps of
+    ``path`` = (increments (K, 3; nan rows as none), heading (K+1,), durations (K,) s),
+    ``pods`` = (W, W⁺, creep references (v̄, ā)); fills ``var`` (K, 3) with ``J·Σ·Jᵀ``'s
+    diagonal (each row's terms in a fixed order) and, for each frame of ``want`` (0..K),
+    ``out[i]`` with the sensitivities there.
 
-    Per step k, ``B[j, 3i + m] = −W⁻¹[j, i]·u_k[m]`` is the body error j per row error (pod
-    i, column m); θ's row sums B's, x's and y's its rotation by the heading plus the
-    dead-reckoning shear of θ's."""
+    Per step k, ``B[j, 3i + m] = −W⁺[j, i]·u_k[m]`` is the body error j per row error (pod
+    i, column m) and, with P = 3N + 2, ``B[j, 3N] = −Σ_i W⁺[j, i]·Δn_i·(v_i − v̄)``,
+    ``B[j, 3N + 1] = −Σ_i W⁺[j, i]·Δn_i·(v_i·|ω| − ā)`` per creep coefficient; θ's row
+    sums B's, x's and y's its rotation by the heading plus the dead-reckoning shear of θ's."""
+    inc, heading, h = path
+    w, w_inv, ref = pods
+    n_pods = w_inv.shape[1]
     n3 = at.shape[1]
-    b = np.empty((3, n3))
+    b = np.zeros((3, n3))
     for i in range(want.size):
         if want[i] == 0:
             out[i] = at
@@ -508,9 +567,11 @@ def _carry_sensitivities(
         u = np.nan_to_num(inc[k])
         c, s = np.cos(heading[k]), np.sin(heading[k])
         for j in range(3):
-            for i in range(w_inv.shape[1]):
+            for i in range(n_pods):
                 for m in range(3):
                     b[j, 3 * i + m] = -(w_inv[j, i] * u[m])
+        if n3 > 3 * n_pods:
+            _creep_columns(b, u, h[k], w, w_inv, ref)
         dxw = c * u[0] - s * u[1]
         dyw = s * u[0] + c * u[1]
         for col in range(n3):
@@ -529,3 +590,22 @@ def _carry_sensitivities(
         for i in range(want.size):
             if want[i] == k + 1:
                 out[i] = at
+
+
+@numba.njit(cache=True)
+def _creep_columns(
+    b: np.ndarray, u: np.ndarray, h: float, w: np.ndarray, w_inv: np.ndarray, ref: np.ndarray
+) -> None:
+    """The two creep columns (the last two) of :func:`_carry_sensitivities`' B for one step
+    ``u`` (m, m, rad) of ``h`` s."""
+    n3 = b.shape[1]
+    for j in range(3):
+        b[j, n3 - 2], b[j, n3 - 1] = 0.0, 0.0
+    turn = abs(u[2]) / h
+    for i in range(w.shape[0]):
+        dn = w[i, 0] * u[0] + w[i, 1] * u[1] + w[i, 2] * u[2]
+        speed = abs(dn) / (np.hypot(w[i, 0], w[i, 1]) * h)
+        by_speed, by_turn = dn * (speed - ref[0]), dn * (speed * turn - ref[1])
+        for j in range(3):
+            b[j, n3 - 2] -= w_inv[j, i] * by_speed
+            b[j, n3 - 1] -= w_inv[j, i] * by_turn

@@ -387,6 +387,7 @@ def _shared_errors(
         step_cov=step_cov,
         drift_var=np.outer(dt, filt.drift_q) if step_cov is None else None,
         calibration=model.calibration,
+        dt=dt,
     )
 
 

@@ -18,6 +18,7 @@ with their units and provenance; :func:`load_pod_model` checks both.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +62,10 @@ class PodGeometry:
         slip: the wheels' slip law (m² per m rolled, m² per m dragged and, optionally, m²
             per m rolled per m·rad/s² of lateral acceleration), or None
             (:class:`~sensorbench.fusion.odometry_drift.PodSlip`).
+        creep: the wheels' creep (variances of κ_v, κ_t and the calibration drives' mean
+            wheel speed and lateral acceleration, :data:`CREEP_KEYS`), or None; carried
+            with the calibration
+            (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`).
     """
 
     c: np.ndarray
@@ -70,6 +75,7 @@ class PodGeometry:
     counts_per_rev: np.ndarray | None = field(default=None)
     row_cov: np.ndarray | None = field(default=None)
     slip: tuple[float, ...] | None = field(default=None)
+    creep: tuple[float, float, float, float] | None = field(default=None)
 
     def __post_init__(self) -> None:
         for name in ("c", "phi", "lever"):
@@ -91,10 +97,17 @@ class PodGeometry:
                 raise FusionError(f"pod slip law needs 2 or 3 terms, got {len(self.slip)}")
             object.__setattr__(self, "slip", tuple(float(v) for v in self.slip))
             self.slip_model()  # validates
+        if self.creep is not None:
+            creep = tuple(float(v) for v in self.creep)
+            if len(creep) != 4 or not all(math.isfinite(v) and v >= 0 for v in creep):
+                raise FusionError(f"pod creep needs 4 finite terms >= 0, got {self.creep}")
+            object.__setattr__(self, "creep", creep)
 
     def calibration_error(self) -> CalibrationError | None:
         """The fitted geometry's uncertainty along a path, None without a covariance."""
-        return None if self.row_cov is None else CalibrationError(self.W, self.row_cov)
+        if self.row_cov is None:
+            return None
+        return CalibrationError(self.W, self.row_cov, self.creep)
 
     def slip_model(self) -> PodSlip | None:
         """The wheels' slip law bound to this geometry, None without one."""
@@ -435,6 +448,13 @@ def geometry_to_tables(
 
 SLIP_TURN_KEY = "turn_m2_per_m_per_m_rad_s2"
 """The slip law's lateral-acceleration term in a model file's ``[slip]`` (0 when absent)."""
+CREEP_KEYS = (
+    "creep_speed_var_s2_per_m2",
+    "creep_turn_var_s4_per_m2_rad2",
+    "creep_speed_ref_m_per_s",
+    "creep_turn_ref_m_rad_per_s2",
+)
+"""The creep terms in a model file's ``[slip]`` (:attr:`PodGeometry.creep`; none when absent)."""
 
 
 def save_pod_model(
@@ -456,6 +476,7 @@ def save_pod_model(
             "roll_m2_per_m": geometry.slip[0],
             "drag_m2_per_m": geometry.slip[1],
             **dict(zip([SLIP_TURN_KEY], geometry.slip[2:], strict=False)),
+            **dict(zip(CREEP_KEYS, geometry.creep or (), strict=False)),
             **(dict(slip_report) if slip_report else {}),
         }
     if geometry.row_cov is not None:
@@ -504,6 +525,9 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
         if slip is not None:
             law = (slip["roll_m2_per_m"], slip["drag_m2_per_m"])
             law += (slip.get(SLIP_TURN_KEY, 0.0),)
+        creep = None
+        if slip is not None and CREEP_KEYS[0] in slip:
+            creep = tuple(slip[k] for k in CREEP_KEYS)
     except (TypeError, KeyError) as exc:
         raise ModelFileError(f"{path}: [slip] table lacks {exc}") from exc
     try:
@@ -515,6 +539,7 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
             counts_per_rev=None if any(v is None for v in cpr) else cpr,
             row_cov=row_cov,
             slip=law,
+            creep=creep,
         )
     except (TypeError, ValueError, FusionError) as exc:
         raise ModelFileError(f"{path}: {exc}") from exc

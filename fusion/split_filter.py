@@ -449,7 +449,7 @@ class SplitFilter:
         sens = state.calibration
         if model.calibration is not None and sens is not None:
             # the heading's own (along any heading): from the sensitivities at heading 0
-            sens_t, var_t = model.calibration.step(sens[1], inc, np.zeros(k_n + 1))
+            sens_t, var_t = model.calibration.step(sens[1], inc, np.zeros(k_n + 1), dt)
             dv["theta"] = dv["theta"] + _steps_from(cal_var[2], var_t[:, 2])
         theta_state, th = step_axis(
             state.theta,
@@ -476,7 +476,7 @@ class SplitFilter:
             slip_var["x"], slip_var["y"] = roll["x"], roll["y"]
             drag_var["x"], drag_var["y"] = drag["x"], drag["y"]
         if model.calibration is not None and sens is not None:
-            sens_xy, var_xy = model.calibration.step(sens[0], inc, th.p)
+            sens_xy, var_xy = model.calibration.step(sens[0], inc, th.p, dt)
             cal = _steps_from(cal_var[:2], var_xy[:, :2])
             dv["x"], dv["y"] = dv["x"] + cal[:, 0], dv["y"] + cal[:, 1]
             sens = (sens_xy, sens_t)

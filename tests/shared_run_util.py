@@ -61,12 +61,17 @@ def _code_hash(test_module: str) -> str:
     return h.hexdigest()[:16]
 
 
-def computed_once(directory: Path, key: str, compute: Callable[[], T]) -> T:
+def computed_once(
+    directory: Path, key: str, compute: Callable[[], T], module: str | None = None
+) -> T:
     """``compute()``'s result for ``key`` (unique within ``directory``'s name), computed
-    once while the code that computes it is unchanged, whichever worker or run asks."""
+    once while the code that computes it is unchanged, whichever worker or run asks:
+    the package, the tests' helpers and ``module`` (the test module whose code
+    ``compute`` runs; None: the file ``compute`` is defined in)."""
     folder = directory if RESULTS is None else RESULTS / directory.name
     folder.mkdir(parents=True, exist_ok=True)
-    result = folder / f"{key}-{_code_hash(compute.__code__.co_filename)}.pickle"
+    test_module = module or compute.__code__.co_filename
+    result = folder / f"{key}-{_code_hash(test_module)}.pickle"
     return _once(folder, key, result, compute)
 
 

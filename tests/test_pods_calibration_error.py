@@ -15,7 +15,7 @@ import pytest
 from pods_sim_util import DRIVES, simulate
 
 from sensorbench.characterize.pods.geometry_fit import fit_pods
-from sensorbench.errors import ModelFileError
+from sensorbench.errors import FusionError, ModelFileError
 from sensorbench.fusion.odometry_drift import CalibrationError
 from sensorbench.fusion.pod_drive import load_drive
 from sensorbench.fusion.pod_kinematics import (
@@ -124,3 +124,50 @@ def test_the_variance_in_steps_equals_the_variance_in_one() -> None:
         parts.append(var)
     np.testing.assert_array_equal(np.vstack(parts), whole)
     assert whole.shape == (1001, 3) and np.all(whole[0] == 0)
+
+
+def test_creep_variance_matches_monte_carlo_and_grows_with_distance_squared() -> None:
+    # truth: each pod counts its travel short by κ_v·(v_i − v̄) + κ_t·(v_i·|ω| − ā) of it
+    # (κ drawn once per path), dead-reckoned exactly with the true W
+    rng = np.random.default_rng(11)
+    geo = _geometry()
+    w, dt = geo.W, 0.005
+    u = _path_increments(dt=dt)
+    dn = u @ w.T
+    speed = np.abs(dn) * geo.c / dt
+    accel = speed * np.abs(u[:, 2:]) / dt
+    creep = (1e-4, 4e-4, 0.2, 0.1)  # var κ_v (s²/m²), var κ_t, v̄ (m/s), ā (m·rad/s²)
+    truth = integrate_path(u)
+    cal = CalibrationError(w, np.zeros((9, 9)), creep)
+    pred = cal.variance(u, truth[:, 2], np.full(u.shape[0], dt))
+    kv, kt = rng.normal(size=(2, DRAWS)) * np.sqrt(creep[:2])[:, None]
+    errs = np.empty((DRAWS, u.shape[0] + 1, 3))
+    w_inv = np.linalg.inv(w)
+    for j in range(DRAWS):
+        short = kv[j] * (speed - creep[2]) + kt[j] * (accel - creep[3])
+        errs[j] = integrate_path((dn * (1 - short)) @ w_inv.T) - truth
+    var = errs.var(axis=0)
+    tol = 5 * math.sqrt(2 / DRAWS)  # as for the rows: 5 sd of a sample variance
+    for k in (500, 1500, 3000):
+        np.testing.assert_allclose(var[k], pred[k], rtol=tol)
+    # a constant scale: twice the same straight leg, four times the variance
+    leg = np.tile([[0.002, 0.0, 0.0]], (400, 1))
+    straight = cal.variance(leg, np.zeros(401), np.full(400, dt))
+    assert straight[400, 0] == pytest.approx(4 * straight[200, 0], rel=1e-9)
+
+
+def test_creep_reaches_the_model_file_and_back_and_a_bad_one_is_refused(tmp_path) -> None:
+    geo = _geometry()
+    creep = (1e-4, 4e-4, 0.2, 0.1)
+    g = PodGeometry(geo.c, geo.phi, geo.lever, row_cov=np.eye(9), slip=(1e-7, 2e-7), creep=creep)
+    back = load_pod_model(save_pod_model(tmp_path / "pods.toml", g, {}))
+    assert back.creep == creep
+    cal = back.calibration_error()
+    assert cal is not None and cal.cov.shape == (11, 11) and cal.start().shape == (3, 11)
+    np.testing.assert_array_equal(np.diag(cal.cov)[-2:], creep[:2])
+    path = tmp_path / "pods.toml"
+    path.write_text(path.read_text().replace("creep_turn_var_s4_per_m2_rad2 = ", "x = ", 1))
+    with pytest.raises(ModelFileError, match="creep_turn_var"):
+        load_pod_model(path)
+    with pytest.raises(FusionError, match="creep"):
+        PodGeometry(geo.c, geo.phi, geo.lever, creep=(-1.0, 0.0, 0.0, 0.0))

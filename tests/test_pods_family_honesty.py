@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pods_honesty_util as honesty
 import pytest
 from foreign.pods_family import FIT_DRIVES, TEST_DRIVES, draw_robot, write_drive
 from pods_cli_util import AXES, fit, import_drive, replay
-from shared_run_util import computed_once, run_dir
 
 SEEDS = tuple(range(12))
 CHUNKS = (SEEDS[:4], SEEDS[4:8], SEEDS[8:])
@@ -43,9 +43,10 @@ SHRINK = 9.0
 
 def _shrunk(src: Path, dst: Path) -> Path:
     """A copy of model file ``src`` with every variance-like number divided by SHRINK: the
-    noise file's q and stamp_var, the pod file's slip law (every term) and row covariance."""
+    noise file's q and stamp_var, the pod file's slip law (every term), creep variances
+    and row covariance."""
     text = src.read_text()
-    keys = r"(q|stamp_var|\w+_m2_per_m\w*)"
+    keys = r"(q|stamp_var|\w+_m2_per_m\w*|creep_\w+_var\w*)"
     text = re.sub(
         rf"^({keys} = )([-+0-9.eE]+)$",
         lambda m: f"{m.group(1)}{float(m.group(3)) / SHRINK!r}",
@@ -83,14 +84,12 @@ def run_seed(seed: int, tmp: Path) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture(scope="session")
-def root(tmp_path_factory) -> Path:
-    return run_dir(tmp_path_factory, "pods_family")
+root = honesty.shared_root("pods_family")
 
 
 def seed_result(root: Path, seed: int) -> dict[str, Any]:
-    """The seed's figures, computed once (tests/shared_run_util.py)."""
-    return computed_once(root, f"s{seed}", lambda: run_seed(seed, root / f"s{seed}"))
+    """The seed's figures, computed once (tests/pods_honesty_util.py)."""
+    return honesty.seed_result(root, seed, run_seed, __file__)
 
 
 @pytest.fixture
@@ -114,34 +113,28 @@ def coverage(results: list[dict[str, Any]], drive: str, axis: str) -> tuple[floa
 
 
 # measured over seeds 0-11 (docs/PODS.md, "A family of worlds"): the targets the code misses
-MISSED_COVERAGE: dict[tuple[str, str], str] = {}
+# (arcs above 98 %: the creep's variance, fitted on calibration drives that hardly vary
+# speed or turn while translating, is larger than the family's creep there)
+MISSED_COVERAGE: dict[tuple[str, str], str] = {
+    ("arcs", "theta"): "arcs theta: 99.5 ± 0.2 % over seeds 0-11",
+}
 MISSED_COVERAGE_POINT: dict[tuple[str, str], str] = {
-    ("strafe_turn", "theta"): "strafe_turn theta: 89.2 ± 7.1 % over seeds 0-11",
-    ("fast_ramps", "x"): "fast_ramps x: 83.7 ± 7.1 % over seeds 0-11",
-    ("fast_spin", "theta"): "fast_spin theta: 78.9 ± 7.1 % over seeds 0-11",
+    ("strafe_turn", "theta"): "strafe_turn theta: 89.5 ± 7.0 % over seeds 0-11",
+    ("arcs", "x"): "arcs x: 98.2 ± 0.5 % over seeds 0-11",
+    ("arcs", "y"): "arcs y: 98.8 ± 0.5 % over seeds 0-11",
+    ("arcs", "theta"): "arcs theta: 99.5 ± 0.2 % over seeds 0-11",
 }
 
 
-def _cases(missed: dict[tuple[str, str], str]) -> list[Any]:
-    """(drive, axis) cases, the missed ones as strict xfails with the measured figure."""
-    return [
-        pytest.param(d, a, marks=pytest.mark.xfail(strict=True, reason=missed[(d, a)]))
-        if (d, a) in missed
-        else pytest.param(d, a)
-        for d in TEST_DRIVES
-        for a in AXES
-    ]
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(("drive", "axis"), _cases(MISSED_COVERAGE))
+@pytest.mark.parametrize(("drive", "axis"), honesty.cases(TEST_DRIVES, MISSED_COVERAGE))
 def test_truth_inside_the_stated_two_sigma(results, drive: str, axis: str) -> None:
     c, se = coverage(results, drive, axis)
     assert c + 1.96 * se >= 0.90 and c - 1.96 * se <= 0.98, (drive, axis, c, se)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("drive", "axis"), _cases(MISSED_COVERAGE_POINT))
+@pytest.mark.parametrize(("drive", "axis"), honesty.cases(TEST_DRIVES, MISSED_COVERAGE_POINT))
 def test_pooled_coverage_is_inside_the_target_band(results, drive: str, axis: str) -> None:
     """The issue's target read literally: the pooled figure itself inside 90-98 %. With
     the pooled figure's s.e. of 2.5-8 % over 12 seeds an honest filter can miss this by

@@ -46,10 +46,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pods_honesty_util as honesty
 import pytest
 from foreign.pods_world import FIT_DRIVES, TEST_DRIVES, draw_rig, write_drive
 from pods_cli_util import AXES, fit, import_drive, replay
-from shared_run_util import computed_once, run_dir
 
 from sensorbench.fusion.filter_noise import load_noise_model
 
@@ -104,14 +104,12 @@ def run_seed(seed: int, tmp: Path) -> dict[str, Any]:
     return {"z": z, "replay": replays}
 
 
-@pytest.fixture(scope="session")
-def root(tmp_path_factory) -> Path:
-    return run_dir(tmp_path_factory, "pods_foreign")
+root = honesty.shared_root("pods_foreign")
 
 
 def seed_result(root: Path, seed: int) -> dict[str, Any]:
-    """The seed's figures, computed once (tests/shared_run_util.py)."""
-    return computed_once(root, f"s{seed}", lambda: run_seed(seed, root / f"s{seed}"))
+    """The seed's figures, computed once (tests/pods_honesty_util.py)."""
+    return honesty.seed_result(root, seed, run_seed, __file__)
 
 
 @pytest.fixture
@@ -166,30 +164,24 @@ def pooled_alarms(results: list[dict[str, Any]]) -> dict[str, tuple[float, float
 
 # measured over seeds 0-11: the targets the code misses
 MISSED_COVERAGE: dict[tuple[str, str], str] = {}
-MISSED_COVERAGE_POINT: dict[tuple[str, str], str] = {}
+MISSED_COVERAGE_POINT: dict[tuple[str, str], str] = {
+    # the creep's variance (fitted wide: drives at one speed each hardly tell it) on a
+    # world without creep
+    ("arcs", "y"): "arcs y: 98.7 ± 0.5 % over seeds 0-11",
+    ("arcs", "theta"): "arcs theta: 98.8 ± 0.5 % over seeds 0-11",
+}
 MISSED_NEES: dict[tuple[str, str], str] = {}
 
 
-def _cases(missed: dict[tuple[str, str], str]) -> list[Any]:
-    """(drive, axis) cases, the missed ones as strict xfails with the measured figure."""
-    return [
-        pytest.param(d, a, marks=pytest.mark.xfail(strict=True, reason=missed[(d, a)]))
-        if (d, a) in missed
-        else pytest.param(d, a)
-        for d in TEST_DRIVES
-        for a in AXES
-    ]
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(("drive", "axis"), _cases(MISSED_COVERAGE))
+@pytest.mark.parametrize(("drive", "axis"), honesty.cases(TEST_DRIVES, MISSED_COVERAGE))
 def test_truth_inside_the_stated_two_sigma(results, drive: str, axis: str) -> None:
     c, se = coverage(results, drive, axis)
     assert c + 1.96 * se >= 0.90 and c - 1.96 * se <= 0.98, (drive, axis, c, se)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("drive", "axis"), _cases(MISSED_COVERAGE_POINT))
+@pytest.mark.parametrize(("drive", "axis"), honesty.cases(TEST_DRIVES, MISSED_COVERAGE_POINT))
 def test_pooled_coverage_is_inside_the_target_band(results, drive: str, axis: str) -> None:
     """The issue's target read literally: the pooled figure itself inside 90-98 %. Unlike
     the interval test above, a consistent filter fails this by chance in some of the 12
@@ -200,7 +192,7 @@ def test_pooled_coverage_is_inside_the_target_band(results, drive: str, axis: st
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("drive", "axis"), _cases(MISSED_NEES))
+@pytest.mark.parametrize(("drive", "axis"), honesty.cases(TEST_DRIVES, MISSED_NEES))
 def test_mean_nees_inside_its_band(results, drive: str, axis: str) -> None:
     assert nees_outside(results, drive, axis) <= 3
 

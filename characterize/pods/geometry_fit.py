@@ -238,6 +238,7 @@ class PodFit:
             self.counts_per_rev,
             self.joint_row_cov,
             self._slip_law(),
+            None if self.slip is None else self.slip.carried_creep(),
         )
 
     def _slip_law(self) -> tuple[float, ...] | None:
@@ -260,6 +261,7 @@ class PodFit:
             self.counts_per_rev,
             self.joint_row_cov if self.complete else None,
             self._slip_law(),
+            None if self.slip is None else self.slip.carried_creep(),
         )
         summary = {
             "complete": self.complete,

@@ -87,6 +87,9 @@ class SlipFit:
         timing_s: against mocap, the residual timing error per body axis (s); None.
         turn_se: against mocap, the standard error of the law's lateral-acceleration
             term (PodSlip's units); None: not fitted (0).
+        creep: against mocap, the creep coefficients κ_v (s/m), κ_t (s²/(m·rad)) as
+            estimated, their standard errors, and the drives' mean wheel speed (m/s) and
+            lateral acceleration (m·rad/s²); None: not fitted.
     """
 
     slip: PodSlip
@@ -105,6 +108,21 @@ class SlipFit:
     )
     timing_s: np.ndarray | None = None
     turn_se: float | None = None
+    creep: dict[str, float] | None = None
+
+    def carried_creep(self) -> tuple[float, float, float, float] | None:
+        """The creep the filters carry (:attr:`PodGeometry.creep`): each coefficient's
+        variance taken as its estimate² + its standard error² (the size of a constant
+        of one robot, known from one realisation), then the references."""
+        if self.creep is None:
+            return None
+        c = self.creep
+        return (
+            c["speed_s_per_m"] ** 2 + c["speed_se_s_per_m"] ** 2,
+            c["turn_s2_per_m_rad"] ** 2 + c["turn_se_s2_per_m_rad"] ** 2,
+            c["speed_ref_m_per_s"],
+            c["turn_ref_m_rad_per_s2"],
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (SI units)."""
@@ -123,6 +141,7 @@ class SlipFit:
             "method": self.method,
             **({} if self.timing_s is None else {"timing_s": [float(v) for v in self.timing_s]}),
             **({} if self.turn_se is None else self._turn()),
+            **({} if self.creep is None else {f"creep_{k}": v for k, v in self.creep.items()}),
         }
 
     def _turn(self) -> dict[str, float]:

@@ -63,8 +63,10 @@ def _intervals(
     drives: Sequence[Drive], offsets: Sequence[float], w: np.ndarray, interval_s: float
 ) -> tuple[np.ndarray, ...]:
     """Per usable interval: δ (M, 3), signed reference motion (M, 3), rolled and dragged
-    distance (M, N, m), travel (M, N, ticks), endpoint speeds² (M, 3) and the rolled
-    distance weighted by the wheel's lateral acceleration (M, N, m²·rad/s²)."""
+    distance (M, N, m), travel (M, N, ticks), endpoint speeds² (M, 3), the rolled
+    distance weighted by the wheel's lateral acceleration (M, N, m²·rad/s²), by its speed
+    (M, N, m²/s) and the signed travel weighted by its speed and by its lateral
+    acceleration (M, N each, ticks·m/s, ticks·m·rad/s²: the creep's regressors)."""
     w_inv = np.linalg.pinv(w)
     parts: list[tuple[np.ndarray, ...]] = []
     for d, offset in zip(drives, offsets, strict=True):
@@ -74,18 +76,20 @@ def _intervals(
         steps = averaged_counts(np.diff(d.counts, axis=0).astype(float), d.t_enc)
         rolled, dragged = pod_distances(w, steps @ w_inv.T)
         h = np.maximum(np.diff(d.t_enc), 1e-9)[:, None]
-        by_turn = rolled**2 * np.abs(steps @ w_inv[2])[:, None] / h**2
+        speed, turn = rolled / h, np.abs(steps @ w_inv[2])[:, None] / h
+        by_turn = rolled * speed * turn
+        creep = (rolled * speed, steps * speed, steps * speed * turn)
         cum = [
             np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
-            for x in (rolled, dragged, steps, by_turn)
+            for x in (rolled, dragged, steps, by_turn, *creep)
         ]
         lo, hi = bounds[:, 0], bounds[:, 1]
         v = speeds(d.counts.astype(float) @ w_inv.T, d.t_enc)
         sums = [c[hi] - c[lo] for c in cum]
         parts.append((dn @ w_inv.T - xi, xi, *sums[:3], v[lo] ** 2 + v[hi] ** 2, *sums[3:]))
     if not parts:
-        return tuple(np.empty((0, 3)) for _ in range(7))
-    return tuple(np.concatenate([p[k] for p in parts]) for k in range(7))
+        return tuple(np.empty((0, 3)) for _ in range(10))
+    return tuple(np.concatenate([p[k] for p in parts]) for k in range(10))
 
 
 def fit_pod_slip_mocap(
@@ -108,7 +112,7 @@ def fit_pod_slip_mocap(
     w = geometry.W
     w_inv = np.linalg.pinv(w)
     c = 1.0 / np.hypot(w[:, 0], w[:, 1])
-    delta, signed, rolled, dragged, travel, ends, by_turn = _intervals(
+    delta, signed, rolled, dragged, travel, ends, by_turn, by_speed, *creep = _intervals(
         drives, offsets, w, interval_s
     )
     if delta.shape[0] < MIN_INTERVALS:
@@ -141,6 +145,14 @@ def fit_pod_slip_mocap(
     theta, keep, rounding = _trimmed_fit(resid, full, drag_ok, rounding_of)
     law = np.array([theta[0], theta[1] if drag_ok else theta[0], theta[-1]])
     se = _standard_errors(theta, full[:, keep], rounding[keep])
+    cov = np.einsum("p,pmjl->mjl", theta, full[:, keep]) + rounding[keep]
+    # the creep against the fitted geometry: the body error of the counts' share
+    # −κ·Δn·(v − v̄) (about the drives' mean: a constant scale is the geometry's), under
+    # the law's covariance
+    ref = [float(x.sum() / rolled.sum()) for x in (by_speed, by_turn)]
+    design = np.stack([-((x - r * travel) @ w_inv.T) for x, r in zip(creep, ref, strict=True)], 2)
+    coef, coef_cov = _gls(design[keep], delta[keep], np.linalg.inv(cov))
+    kappa, kappa_se = coef[-2:], np.sqrt(np.diag(coef_cov)[-2:])
     n_law = 2 if drag_ok else 1
     return SlipFit(
         PodSlip(w, *(float(v) for v in law)),
@@ -157,7 +169,24 @@ def fit_pod_slip_mocap(
         "intercept: the reference noise per body axis (m², m², rad²)",
         timing_s=np.sqrt(theta[n_law + 3 : n_law + 6]),
         turn_se=float(se[-1]),
+        creep={
+            "speed_s_per_m": float(kappa[0]),
+            "speed_se_s_per_m": float(kappa_se[0]),
+            "turn_s2_per_m_rad": float(kappa[1]),
+            "turn_se_s2_per_m_rad": float(kappa_se[1]),
+            "speed_ref_m_per_s": ref[0],
+            "turn_ref_m_rad_per_s2": ref[1],
+        },
     )
+
+
+def _gls(design: np.ndarray, y: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Generalised least squares of ``y`` (M, 3) on ``design`` (M, 3, P) with per-row
+    weights (M, 3, 3) = the inverse covariance: the coefficients and their covariance."""
+    xtw = np.einsum("mjp,mjl->mpl", design, weight)
+    info = np.einsum("mpl,mlq->pq", xtw, design)
+    cov = np.linalg.pinv(info)
+    return cov @ np.einsum("mpl,ml->p", xtw, y), cov
 
 
 def _trimmed_fit(
