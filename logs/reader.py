@@ -385,7 +385,9 @@ def open_h5(path: str | os.PathLike[str], *, check_layout: bool = True) -> h5py.
         version = _decode(f.attrs.get("schema_version", -1))
         if fmt != FORMAT_NAME:
             raise SessionError(f"{path}: an HDF5 file, but not a sensorbench session")
-        if not isinstance(version, int) or version > SCHEMA_VERSION:
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise SessionError(f"{path}: schema_version {version!r} is not an integer")
+        if version > SCHEMA_VERSION:
             raise SessionError(
                 f"{path}: session schema version {version} is newer than this software "
                 f"understands ({SCHEMA_VERSION}); upgrade sensorbench"
