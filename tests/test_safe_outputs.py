@@ -3,7 +3,9 @@ directory (``chattr +i``: even root gets EPERM) and an immutable file given with
 ``--force``. Every writing command exits 2 naming the output, writes nothing and leaves
 the old file as it was (an EPERM used to escape as a PermissionError traceback).
 
-Root only (``chattr``); skipped elsewhere, saying so. Read-only and full file systems are
+Those cases need root (``chattr``) and skip elsewhere, saying so. An output in a directory
+that does not exist is refused (a file) or made (a directory). Read-only and full file
+systems are
 tests/test_logs_full_disk.py's; outputs that are inputs, devices, links or sessions being
 written are tests/test_logs_outputs.py's and tests/test_atomic_force.py's.
 """
@@ -103,3 +105,19 @@ def test_force_over_an_immutable_file_is_refused_and_keeps_it(tmp_path, drive, c
     assert code == 2 and str(old) in output and "Operation not permitted" in output, output
     assert old.read_text() == "precious\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old", "s.h5", "t.tum"]
+
+
+DIRECTORY_OUTPUTS = {"split", "report"}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_output_in_a_directory_that_does_not_exist(tmp_path, drive, command) -> None:
+    """A file output there is refused naming the directory; a directory output (split's
+    pieces, the report) is made with its parents, as ``mkdir -p`` would."""
+    out = tmp_path / "no" / "such" / "out"
+    code, output = _run(command, _inputs(tmp_path, drive), out)
+    if command in DIRECTORY_OUTPUTS:
+        assert code == 0 and any(out.iterdir()), output
+    else:
+        assert code == 2 and f"directory {out.parent} does not exist" in output, output
+        assert not (tmp_path / "no").exists()
