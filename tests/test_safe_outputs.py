@@ -5,9 +5,8 @@ the old file as it was (an EPERM used to escape as a PermissionError traceback).
 
 Those cases need root (``chattr``) and skip elsewhere, saying so. An output in a directory
 that does not exist is refused (a file) or made (a directory). Read-only and full file
-systems are
-tests/test_logs_full_disk.py's; outputs that are inputs, devices, links or sessions being
-written are tests/test_logs_outputs.py's and tests/test_atomic_force.py's.
+systems are tests/test_logs_full_disk.py's; outputs that are inputs, devices, links or
+sessions being written are tests/test_logs_outputs.py's and tests/test_atomic_force.py's.
 """
 
 from __future__ import annotations
