@@ -162,18 +162,23 @@ def unknown_key(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str =
 
 def wrong_value(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "") -> str | None:
     """``'name' = value is not what it must be`` for the first value of ``doc`` that
-    breaks its rule in ``schema`` (a tuple leaf), or None."""
+    breaks its rule in ``schema`` (a tuple leaf), or is no table (array of tables) where
+    the schema has one; None when every value keeps its rule."""
     for key, value in doc.items():
         name, sub = f"{prefix}{key}", schema.get(key)
-        items: list[tuple[str, Any, Any]] = []
         if isinstance(sub, tuple) and not sub[0](value):
             return f"{name!r} = {value!r} is not {sub[1]}"
-        if isinstance(sub, Mapping) and isinstance(value, Mapping):
-            items = [(f"{name}.", value, sub)]
-        elif isinstance(sub, list) and isinstance(value, list):
-            items = [(f"{name}[{i}].", v, sub[0]) for i, v in enumerate(value)]
+        items: list[tuple[str, Any, Any]] = []
+        if isinstance(sub, Mapping):
+            items = [(name, value, sub)]
+        elif isinstance(sub, list):
+            if not isinstance(value, list):
+                return f"{name!r} = {value!r} is not an array of tables ([[{key}]])"
+            items = [(f"{name}[{i}]", v, sub[0]) for i, v in enumerate(value)]
         for where, table, rules in items:
-            found = wrong_value(table, rules, where) if isinstance(table, Mapping) else None
+            if not isinstance(table, Mapping):
+                return f"{where!r} = {table!r} is not a table"
+            found = wrong_value(table, rules, f"{where}.")
             if found:
                 return found
     return None
