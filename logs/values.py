@@ -36,6 +36,7 @@ from sensorbench.logs.schema import (
     NO_DEVICE_TIME,
     OPTIONAL_COLUMNS,
     STREAM_COLUMNS,
+    FileStatus,
 )
 
 if TYPE_CHECKING:  # h5py loads with the first file checked: the CLI starts without it
@@ -352,6 +353,9 @@ def structure_problems(f: h5py.File) -> list[Problem]:
         status = f["_status"]
         if not isinstance(status, h5py.Dataset) or status.shape != (1,) or status.dtype != "u1":
             problems.append(Problem("_status", "not one uint8 status value"))
+        elif (value := int(status[0])) not in set(FileStatus):
+            states = "0 writing, 1 closed, 2 recovered"
+            problems.append(Problem("_status", f"{value} is no status ({states})"))
     problems += _attr_problems("", f.attrs, _ROOT_ATTRS)
     for kind, group_name in GROUPS.items():
         if group_name not in root:

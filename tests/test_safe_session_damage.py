@@ -103,3 +103,36 @@ def test_a_dataset_declaring_absurd_dimensions_is_refused(tmp_path, dataset, com
     code, out = _run(command, session, tmp_path / "out")
     _refused(command, code, out, session, f"/{dataset}", "never written")
     assert not list(tmp_path.glob("out*"))
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("value", [3, 255])
+def test_a_status_that_is_no_status_is_refused(tmp_path, value, command) -> None:
+    session = su.write_small_session(tmp_path / "s.h5")
+    with h5py.File(session, "r+") as f:
+        f["_status"][0] = value
+    code, out = _run(command, session, tmp_path / "out")
+    _refused(command, code, out, session, "/_status", f"{value} is no status")
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != "check"])
+@pytest.mark.parametrize("field", ["offset", "length"])
+def test_a_closed_file_with_rows_past_its_consistent_data_is_refused_until_recovered(
+    tmp_path, field, command
+) -> None:
+    """A raw chunk index pointing past the stored bytes (a damaged index, or a write
+    that failed) in a file marked closed: readers took the consistent prefix without a
+    word; now they refuse, and ``check --recover`` keeps the consistent rows."""
+    session = su.write_small_session(tmp_path / "s.h5")
+    with h5py.File(session, "r+") as f:
+        chunks = f["raw/front/chunks"][()]
+        chunks[field][0] = 2**31 - 1
+        f["raw/front/chunks"][...] = chunks
+    code, out = _run(command, session, tmp_path / "out")
+    _refused(command, code, out, session, "/raw/front", "check --recover")
+    assert not list(tmp_path.glob("out*"))
+    done = CliRunner().invoke(cli, ["check", "--recover", str(session)])
+    assert done.exit_code == 0 and "OK (recovered)" in done.output, done.output
+    if command == "info":
+        code, out = _run(command, session, tmp_path / "out")
+        assert code == 0, out
