@@ -115,21 +115,29 @@ def test_a_status_that_is_no_status_is_refused(tmp_path, value, command) -> None
     _refused(command, code, out, session, "/_status", f"{value} is no status")
 
 
+INDEX = {"raw chunk offset": ("raw/front/chunks", "offset"),
+         "raw chunk length": ("raw/front/chunks", "length"),
+         "turn offset": ("lidar/front/turns", "offset"),
+         "turn count": ("lidar/front/turns", "count")}  # fmt: skip
+
+
 @pytest.mark.parametrize("command", [c for c in COMMANDS if c != "check"])
-@pytest.mark.parametrize("field", ["offset", "length"])
+@pytest.mark.parametrize("damage", INDEX)
 def test_a_closed_file_with_rows_past_its_consistent_data_is_refused_until_recovered(
-    tmp_path, field, command
+    tmp_path, damage, command
 ) -> None:
-    """A raw chunk index pointing past the stored bytes (a damaged index, or a write
-    that failed) in a file marked closed: readers took the consistent prefix without a
-    word; now they refuse, and ``check --recover`` keeps the consistent rows."""
+    """An index row pointing past the stored points or bytes, or not where the row
+    before it ends (a damaged index, or a write that failed), in a file marked closed:
+    readers took a prefix (or the wrong points) without a word; now they refuse, and
+    ``check --recover`` keeps the consistent rows."""
+    table, field = INDEX[damage]
     session = su.write_small_session(tmp_path / "s.h5")
     with h5py.File(session, "r+") as f:
-        chunks = f["raw/front/chunks"][()]
-        chunks[field][0] = 2**31 - 1
-        f["raw/front/chunks"][...] = chunks
+        rows = f[table][()]
+        rows[field][-1] = 2**31 - 1
+        f[table][...] = rows
     code, out = _run(command, session, tmp_path / "out")
-    _refused(command, code, out, session, "/raw/front", "check --recover")
+    _refused(command, code, out, session, "/" + table.rsplit("/", 1)[0], "check --recover")
     assert not list(tmp_path.glob("out*"))
     done = CliRunner().invoke(cli, ["check", "--recover", str(session)])
     assert done.exit_code == 0 and "OK (recovered)" in done.output, done.output
