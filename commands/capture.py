@@ -168,8 +168,8 @@ def capture_cmd(ctx: click.Context, config_path: str, duration_s: float | None, 
     since the last data) is shown on stderr. Ctrl-C or SIGTERM stops cleanly. An
     unplugged device is reopened when it returns; the gap is an event in the file.
     Exit 0 when recorded, 1 when a device failed to come up, a reader thread failed
-    (it is restarted, but data were lost) or writing failed (disk full: the file
-    keeps everything up to the last flush), 2 on bad input.
+    (it is restarted, but data were lost) or writing failed, 2 on bad input or a full
+    disk (the file is closed intact with everything up to the last flush).
     """
     from sensorbench.drivers.capture import CaptureOptions
     from sensorbench.drivers.capture_display import format_bringup, format_summary
@@ -187,7 +187,7 @@ def capture_cmd(ctx: click.Context, config_path: str, duration_s: float | None, 
     if result.error:
         click.echo(f"error: {result.error}", err=True)
     if not result.ok:
-        ctx.exit(1)
+        ctx.exit(result.exit_code)
 
 
 @cli.command("bringup")

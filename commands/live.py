@@ -78,7 +78,7 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
     --noise N --no-repair` and `merge SESSION --front F --rear R` reproduce them. Exit 0
     when recorded with every reader intact, 1 as for capture (a device did not come up,
     data lost, writing failed) or when a device was lost and never came back, 2 on bad
-    input.
+    input or a full disk (the file closed intact).
     """
     from sensorbench.drivers.capture import CaptureOptions
     from sensorbench.drivers.capture_display import format_bringup, format_summary
@@ -150,7 +150,7 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
     if runtime.setup_error is not None:
         click.echo(f"error: {runtime.setup_error}", err=True)
     if not result.ok or lost or runtime.setup_error is not None:
-        ctx.exit(1)
+        ctx.exit(result.exit_code or 1)  # 2: a full disk
 
 
 def preflight(config: Any, output: str, allow_missing: bool) -> None:

@@ -422,10 +422,14 @@ def decode_a1(raw: str | os.PathLike[str], output: str | os.PathLike[str], *, na
     Raises:
         SessionError: the source session has no such raw stream (or several and no
             ``stream``), or the output cannot be written.
+        DriverError: ``raw`` holds no scan descriptor while ``require_descriptor``.
     """
     raw, output = Path(raw), Path(output)
     data, chunks, source, live = _read_input(raw, stream)
-    res = decode_capture(data, chunks, 0, sample_rate_hz, require_descriptor, mode)
+    try:
+        res = decode_capture(data, chunks, 0, sample_rate_hz, require_descriptor, mode)
+    except DriverError as exc:
+        raise DriverError(f"{raw}: {exc}") from None
     res.turns = as_captured(res.turns, live)
     time_base, device_time = _time_bases(res, chunks is not None, sample_rate_hz)
     turns = res.turns

@@ -189,8 +189,9 @@ class CaptureResult:
         path: the session file.
         recorded_s: time from the end of bring-up to the stop (s).
         stopped_by: ``"duration"``, ``"stop"`` (signal), ``"bringup"`` (a device failed
-            to come up) or ``"error"`` (the writer failed, e.g. disk full).
-        error: the error message when ``stopped_by`` is ``"error"``.
+            to come up), ``"disk"`` (the disk is full or nearly so) or ``"error"`` (the
+            writer failed otherwise).
+        error: the error message when ``stopped_by`` is ``"disk"`` or ``"error"``.
         bringup: per-device bring-up results, in power-up order.
         devices: per-device summary of the file's contents.
     """
@@ -211,6 +212,12 @@ class CaptureResult:
             and all(b.ok for b in self.bringup)
             and not any(d.data_lost for d in self.devices)
         )
+
+    @property
+    def exit_code(self) -> int:
+        """The command's exit code: 0 when :attr:`ok`, 2 when a full disk stopped the
+        recording (the file is closed and valid), otherwise 1."""
+        return 0 if self.ok else 2 if self.stopped_by == "disk" else 1
 
 
 def make_reader(
@@ -444,7 +451,7 @@ def run_capture(
             writer.event(time.monotonic_ns(), "capture", "stop", f"stopped by {result.stopped_by}")
         writer.close()
     except SessionError as exc:
-        result.stopped_by, result.error = "error", _writer_error_text(writer, exc)
+        result.stopped_by, result.error = _writer_stop(writer, exc)
     result.devices = summarize(Path(output), config, statuses)
     return result
 
@@ -537,18 +544,19 @@ def _new_writer(
     )
 
 
-def _writer_error_text(writer: SessionWriter, exc: BaseException) -> str:
+def _writer_stop(writer: SessionWriter, exc: BaseException) -> tuple[str, str]:
+    """(stopped_by, message) of a writer that failed: ``"disk"`` when the disk is full."""
     from sensorbench.logs.h5_output import NoRoomError
 
     cause = writer.error if writer.error is not None else exc
     if isinstance(cause, NoRoomError):  # the writer stopped before HDF5 wrote any of a flush
-        return (
+        return "disk", (
             f"the disk is full ({cause.strerror}): capture stopped and {writer.path} closed "
             "intact with everything up to the last flush; free space before the next capture"
         )
     full = (isinstance(cause, OSError) and cause.errno == 28) or "No space" in str(cause)
     what = "the disk is full" if full else f"writing failed ({cause})"
-    return (
+    return "disk" if full else "error", (
         f"{what}: capture stopped. {writer.path} holds everything up to the last flush "
         f"(≤ {writer.flush_interval_s:g} s before the failure); free space, then run "
         f"`sensorbench check --recover {writer.path}`"
@@ -611,10 +619,10 @@ def _record(
         if loop.stop.wait(min(loop.opts.status_interval_s, remaining)):
             return "stop", None
         if writer.error is not None:
-            return "error", _writer_error_text(writer, writer.error)
+            return _writer_stop(writer, writer.error)
         low = guard.check()
         if low is not None:
-            return "error", low
+            return "disk", low
         statuses = [r.status() for r in readers]
         for reader, st in zip(readers, statuses, strict=True):
             if st.connected and not connected[reader.name]:

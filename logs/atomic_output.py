@@ -41,8 +41,11 @@ from sensorbench.logs.update_lock import DEFAULT_WAIT_S, UpdateLock, writer_of
 PathLike = str | os.PathLike[str]
 
 
-WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
-"""Errors that mean "this disk cannot take the output": reported as bad input (exit 2)."""
+WRITE_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM}
+)
+"""Errors that mean "this disk or directory cannot take the output" (full, read-only,
+failing, not writable, immutable): reported as bad input (exit 2)."""
 
 
 def disk_error_text(exc: OSError) -> str:
@@ -54,7 +57,8 @@ def disk_error_text(exc: OSError) -> str:
 
 def disk_error(exc: BaseException, path: Path, consequence: str) -> BaseException:
     """``exc`` as an :class:`OutputError` naming ``path`` when it is a failed write
-    (full, read-only or failing disk, :data:`WRITE_ERRNOS`); any other ``exc`` as is."""
+    (full, read-only or failing disk, a directory not writable, :data:`WRITE_ERRNOS`); any
+    other ``exc`` as is."""
     if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
         return OutputError(f"cannot write {path}: {disk_error_text(exc)}; {consequence}")
     return exc

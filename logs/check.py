@@ -106,21 +106,27 @@ class CheckReport:
         return bool(self.dangling_rows) and len(self.errors) == len(self.dangling_rows)
 
 
-def _stream_rows(kind: str, g: h5py.Group) -> tuple[int, int]:
+def _spans(offset: np.ndarray, length: np.ndarray, available: int) -> tuple[int, int]:
+    """(leading index rows whose spans follow each other from 0 within ``available``
+    items, the items they use): a damaged offset ends the consistent rows."""
+    length = length.astype(np.int64)
+    ends = np.cumsum(length)
+    ok = (offset == ends - length) & (length >= 0) & (ends <= available)
+    n = int(ok.size if ok.all() else np.argmin(ok))
+    return n, int(ends[n - 1]) if n else 0
+
+
+def stream_rows(kind: str, g: h5py.Group) -> tuple[int, int]:
     """(consistent rows, rows present in the longest column) of one stream."""
     if kind == "lidar":
-        n_pts = min(g[c].shape[0] for c in LIDAR_POINT_FIELDS)
         idx = g["turns"][:]
-        ends = idx["offset"] + idx["count"].astype(np.int64)
-        n = int(np.searchsorted(ends, n_pts, "right")) if len(idx) else 0
-        used = int(ends[n - 1]) if n else 0
+        n_pts = min(g[c].shape[0] for c in LIDAR_POINT_FIELDS)
+        n, used = _spans(idx["offset"], idx["count"], n_pts)
         longest = max(g[c].shape[0] for c in LIDAR_POINT_FIELDS)
         return n, len(idx) - n + (longest - used)
     if kind == "raw":
         chunks = g["chunks"][:]
-        ends = chunks["offset"] + chunks["length"]
-        n = int(np.searchsorted(ends, g["data"].shape[0], "right")) if len(chunks) else 0
-        used = int(ends[n - 1]) if n else 0
+        n, used = _spans(chunks["offset"], chunks["length"], g["data"].shape[0])
         return n, len(chunks) - n + (g["data"].shape[0] - used)
     lengths = [g[c].shape[0] for c in _columns(kind, g)]
     return min(lengths), max(lengths) - min(lengths)
@@ -237,7 +243,7 @@ def _judge_writer(report: CheckReport, status_attrs: h5py.AttributeManager) -> N
 
 def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> None:
     """Rows, dangling rows and every value of one stream whose layout is sound."""
-    n, dangling = _stream_rows(kind, g)
+    n, dangling = stream_rows(kind, g)
     report.consistent_rows[key] = n
     closed = report.status != FileStatus.WRITING
     if dangling:
@@ -367,7 +373,7 @@ def _recover_locked(path: Path, backup: bool, force: bool) -> RecoveryReport:
     tmp = temp_name(path)
     kept: dict[str, int] = {}
     try:
-        with open_h5(path) as src, guarded_h5(tmp, shown=path) as dst:
+        with open_h5(path, dangling_ok=True) as src, guarded_h5(tmp, shown=path) as dst:
             for key, value in src.attrs.items():
                 dst.attrs[key] = value
             dst.attrs["recovered_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -383,7 +389,7 @@ def _recover_locked(path: Path, backup: bool, force: bool) -> RecoveryReport:
             for kind, group_name in GROUPS.items():
                 out_group = dst.create_group(group_name)
                 for name, g in src.get(group_name, {}).items():
-                    n, _ = _stream_rows(kind, g)
+                    n, _ = stream_rows(kind, g)
                     kept[f"{group_name}/{name}"] = n
                     _copy_prefix(kind, g, out_group.create_group(name), n)
         bak = _keep_original(path) if backup else None

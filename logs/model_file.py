@@ -36,7 +36,7 @@ from typing import Any
 from sensorbench import __version__
 from sensorbench.errors import ModelFileError
 from sensorbench.logs.atomic_output import regular_input
-from sensorbench.logs.model_keys import unknown_key
+from sensorbench.logs.model_keys import unknown_key, wrong_value
 from sensorbench.logs.model_notes import NOTES, note
 
 
@@ -280,7 +280,7 @@ def read_model(
     Raises:
         ModelFileError: missing or unparsable file, another kind of model, a newer
             format version than this software reads, a unit that differs from
-            ``units``, or an unknown key (named, with the file).
+            ``units``, an unknown key or a value of the wrong type (named, with the file).
     """
     doc = load_document(path)
     check_envelope(doc, str(path), kind, format_version, units, what)
@@ -288,4 +288,6 @@ def read_model(
         bad = unknown_key(doc, keys)
         if bad:
             raise ModelFileError(f"{path}: unknown key {bad!r} in a {kind!r} model file")
+        if wrong := wrong_value(doc, keys):
+            raise ModelFileError(f"{path}: {wrong}")
     return doc

@@ -353,12 +353,34 @@ def _refuse(group: h5py.Group, problems: list[Problem]) -> None:
         )
 
 
-def open_h5(path: str | os.PathLike[str], *, check_layout: bool = True) -> h5py.File:
+def _refuse_dangling(path: Path, f: h5py.File) -> None:
+    """Refuse a file marked closed with rows past its consistent data (a damaged index
+    or a write that failed): a reader would take the prefix without a word."""
+    from sensorbench.logs.check import stream_rows
+
+    if "_status" not in f or int(f["_status"][0]) == FileStatus.WRITING:
+        return
+    for kind, group in GROUPS.items():
+        for name in f[group]:
+            _, dangling = stream_rows(kind, f[f"{group}/{name}"])
+            if dangling:
+                raise SessionError(
+                    f"{path}: /{group}/{name}: {dangling} rows beyond the consistent data of "
+                    f"a closed file; `sensorbench check --recover {path}` keeps the consistent "
+                    "ones"
+                )
+
+
+def open_h5(
+    path: str | os.PathLike[str], *, check_layout: bool = True, dangling_ok: bool = False
+) -> h5py.File:
     """Open a session read-only (SWMR-safe), with clear errors for foreign or broken files.
 
     Args:
         check_layout: refuse a file whose layout departs from the format
             (:func:`layout_error`); ``check`` opens with False to report it instead.
+        dangling_ok: open a file marked closed with rows beyond its consistent data
+            (the recovery does, to keep the consistent ones); refused otherwise.
     """
     path = regular_input(path)
     with open(path, "rb") as fh:
@@ -385,7 +407,9 @@ def open_h5(path: str | os.PathLike[str], *, check_layout: bool = True) -> h5py.
         version = _decode(f.attrs.get("schema_version", -1))
         if fmt != FORMAT_NAME:
             raise SessionError(f"{path}: an HDF5 file, but not a sensorbench session")
-        if not isinstance(version, int) or version > SCHEMA_VERSION:
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise SessionError(f"{path}: schema_version {version!r} is not an integer")
+        if version > SCHEMA_VERSION:
             raise SessionError(
                 f"{path}: session schema version {version} is newer than this software "
                 f"understands ({SCHEMA_VERSION}); upgrade sensorbench"
@@ -393,6 +417,8 @@ def open_h5(path: str | os.PathLike[str], *, check_layout: bool = True) -> h5py.
         error = layout_error(path, f) if check_layout else None
         if error is not None:
             raise error
+        if check_layout and not dangling_ok:
+            _refuse_dangling(path, f)
     except BaseException:
         f.close()
         raise

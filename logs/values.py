@@ -36,6 +36,7 @@ from sensorbench.logs.schema import (
     NO_DEVICE_TIME,
     OPTIONAL_COLUMNS,
     STREAM_COLUMNS,
+    FileStatus,
 )
 
 if TYPE_CHECKING:  # h5py loads with the first file checked: the CLI starts without it
@@ -328,8 +329,9 @@ def _links(group: h5py.Group, prefix: str) -> tuple[list[str], list[Problem]]:
 
 def structure_problems(f: h5py.File) -> list[Problem]:
     """Every departure of ``f``'s layout from the format (``docs/FORMAT.md``): a dataset
-    missing, not a dataset, of the wrong dtype or shape; a stream that is not a group or
-    is a link. Values are not read."""
+    missing, not a dataset, of the wrong dtype or shape, or declaring more rows than the
+    file holds; a stream that is not a group or is a link; an attribute a reader uses of
+    the wrong type or value. Column values are not read."""
     import h5py
 
     problems: list[Problem] = []
@@ -351,6 +353,10 @@ def structure_problems(f: h5py.File) -> list[Problem]:
         status = f["_status"]
         if not isinstance(status, h5py.Dataset) or status.shape != (1,) or status.dtype != "u1":
             problems.append(Problem("_status", "not one uint8 status value"))
+        elif (value := int(status[0])) not in set(FileStatus):
+            states = "0 writing, 1 closed, 2 recovered"
+            problems.append(Problem("_status", f"{value} is no status ({states})"))
+    problems += _attr_problems("", f.attrs, _ROOT_ATTRS)
     for kind, group_name in GROUPS.items():
         if group_name not in root:
             problems.append(Problem(group_name, "missing (every session has the group)"))
@@ -363,6 +369,85 @@ def structure_problems(f: h5py.File) -> list[Problem]:
         problems += links
         for name in names:
             problems += _stream_structure(kind, f"{group_name}/{name}", group[name])
+    return problems + _oversized(f)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float | np.integer | np.floating) and bool(np.isfinite(v))
+
+
+def _is_json(v: Any) -> bool:
+    import json
+
+    try:
+        json.loads(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _is_mount(v: Any) -> bool:
+    a = np.asarray(v)
+    return a.shape == (3,) and a.dtype.kind in "iuf" and bool(np.isfinite(a).all())
+
+
+_TEXT = (lambda v: isinstance(v, str | bytes), "text")
+_INT = (_is_int, "an integer")
+_ROOT_ATTRS = {
+    **dict.fromkeys(
+        ("format", "software_version", "label", "config_text", "created_utc", "scenario"), _TEXT
+    ),
+    **dict.fromkeys(("wall_clock_anchor_ns", "monotonic_anchor_ns", "seed", "sim_t0_ns"), _INT),
+    "duration_s": (lambda v: _finite(v) and v >= 0, "a finite duration ≥ 0 s"),
+    "requested_duration_s": (lambda v: _finite(v) and (v > 0 or v == -1), "> 0 s or -1"),
+    "devices_json": (_is_json, "JSON text"),
+    "bringup_json": (_is_json, "JSON text"),
+}
+"""Root attributes a reader uses: name → (test, what it must be)."""
+
+_STREAM_ATTRS = {
+    "n_counts": (lambda v: _is_int(v) and v >= 1, "an integer ≥ 1"),
+    "kind": _TEXT,
+    "mount_xy_yaw": (_is_mount, "three finite numbers (m, m, rad)"),
+    "counter_bits": (lambda v: _is_int(v) and 1 <= v <= 64, "an integer 1..64"),
+    "clock_nominal_slope": (lambda v: _finite(v) and v > 0, "a finite number > 0"),
+    "rate_hz": (lambda v: _finite(v) and v > 0, "a finite rate > 0 Hz"),
+}
+"""Stream attributes a reader uses: name → (test, what it must be)."""
+
+
+def _attr_problems(key: str, attrs: Any, spec: dict[str, tuple[Any, str]]) -> list[Problem]:
+    """A problem for each attribute of ``spec`` present in ``attrs`` that fails its test."""
+    problems = []
+    for name, (test, what) in spec.items():
+        if name in attrs and not test(value := attrs[name]):
+            plain = value.tolist() if isinstance(value, np.ndarray | np.generic) else value
+            shown = repr(plain)[:60]
+            problems.append(Problem(key, f"attribute {name!r} is {shown}, not {what}"))
+    return problems
+
+
+_SLACK_BYTES = 2**20
+
+
+def _oversized(f: h5py.File) -> list[Problem]:
+    """Datasets declaring more bytes than the whole file holds (nothing is compressed):
+    rows never written, which a read would allocate (a 2**40-row shape in a 1 MB file)."""
+    import h5py
+
+    size = f.id.get_filesize()
+    problems: list[Problem] = []
+
+    def visit(name: str, obj: h5py.HLObject) -> None:
+        if isinstance(obj, h5py.Dataset) and obj.nbytes > size + _SLACK_BYTES:
+            text = f"shape {obj.shape} declares {obj.nbytes} bytes, the whole file holds {size}"
+            problems.append(Problem(name, f"{text}: rows that were never written"))
+
+    f.visititems(visit)
     return problems
 
 
@@ -390,6 +475,7 @@ def _stream_structure(kind: str, key: str, g: h5py.HLObject) -> list[Problem]:
             problems.append(Problem(where, "a scalar, expected one row per sample"))
         elif text := _column_shape(kind, col, ds, g.attrs.get("n_counts")):
             problems.append(Problem(where, text))
+    problems += _attr_problems(key, g.attrs, _STREAM_ATTRS)
     for col, dtype in OPTIONAL_COLUMNS.get(kind, {}).items():
         if col not in cols:
             continue

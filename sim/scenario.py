@@ -26,7 +26,7 @@ from typing import Any
 
 from sensorbench.errors import ModelFileError, SimError
 from sensorbench.logs.model_file import check_envelope, dumps_toml, load_document
-from sensorbench.logs.model_keys import POSE_AXES, POSE_ERROR_KEYS, unknown_key
+from sensorbench.logs.model_keys import POSE_AXES, POSE_ERROR_KEYS, unknown_key, wrong_value
 
 SCENARIO_DIR = Path(str(resources.files("sensorbench.sim") / "scenarios"))
 
@@ -682,6 +682,8 @@ def pose_model_overrides(path: str | Path) -> dict:
     bad = unknown_key(doc, POSE_ERROR_KEYS)
     if bad:
         raise ModelFileError(f"{p}: unknown key {bad!r} in a pose-error model file")
+    if wrong := wrong_value(doc, POSE_ERROR_KEYS):
+        raise ModelFileError(f"{p}: {wrong}")
     keys = {
         "sigma_b": "reloc_sigma",
         "sigma": "gm_sigma",

@@ -104,10 +104,7 @@ def _raise_hang(*_: object) -> None:
 
 @pytest.mark.parametrize("bad", INPUTS)
 @pytest.mark.parametrize("command", COMMANDS)
-def test_a_wrong_kind_of_file_is_refused_naming_it(request, files, tmp_path, command, bad) -> None:
-    if command == "decode a1" and bad in ("empty", "garbage"):
-        why = "decode a1 refuses bytes without a scan descriptor naming no file"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=why))
+def test_a_wrong_kind_of_file_is_refused_naming_it(files, tmp_path, command, bad) -> None:
     path = bad if bad.startswith("/dev/") else str(files["good"].parent / bad)
     args = _args(command, path, files, tmp_path / "out")
     old = signal.signal(signal.SIGALRM, _raise_hang)

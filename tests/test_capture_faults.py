@@ -131,7 +131,7 @@ def test_nearly_full_disk_stops_with_a_clear_message_and_a_closed_file(tmp_path)
                 robot.config, out, 60.0, CaptureOptions(speed=3.0, min_free_bytes=256 * 1024)
             )
             took = time.monotonic() - t0
-        assert result.stopped_by == "error" and not result.ok, (result, took)
+        assert result.stopped_by == "disk" and result.exit_code == 2, (result, took)
         assert "disk is nearly full" in result.error and "closed intact" in result.error
         assert took < 40  # stopped by the disk, long before 60 s
         errors, status, frames, turns, raw_bytes = _inspect_in_new_process(out)
@@ -164,7 +164,7 @@ def test_enospc_in_the_writer_stops_with_a_clear_message(tmp_path, monkeypatch) 
         t0 = time.monotonic()
         result = run_capture(robot.config, out, 60.0, CaptureOptions(speed=3.0))
         took = time.monotonic() - t0
-    assert result.stopped_by == "error" and not result.ok, (result, took)
+    assert result.stopped_by == "disk" and result.exit_code == 2, (result, took)
     assert "disk is full" in result.error and "check --recover" in result.error
     assert took < 30
     errors, status, frames, turns, raw_bytes = _inspect_in_new_process(out)

@@ -39,7 +39,7 @@ from sensorbench.logs.model_file import (
     model_document,
     write_document,
 )
-from sensorbench.logs.model_keys import POSE_ERROR_KEYS, unknown_key
+from sensorbench.logs.model_keys import POSE_ERROR_KEYS, unknown_key, wrong_value
 
 PARAMS: tuple[str, ...] = ("sigma_b", "sigma", "tau_s", "sigma_v")
 """Parameter names, in the column order of every parameter array."""
@@ -973,6 +973,8 @@ class PoseErrorModel:
         bad = unknown_key(doc, POSE_ERROR_KEYS)
         if bad:
             raise ModelFileError(f"{source}: unknown key {bad!r} in a pose-error model file")
+        if wrong := wrong_value(doc, POSE_ERROR_KEYS):
+            raise ModelFileError(f"{source}: {wrong}")
         meta = doc["model"]
         try:
             axes = {}
