@@ -973,8 +973,8 @@ class PoseErrorModel:
         bad = unknown_key(doc, POSE_ERROR_KEYS)
         if bad:
             raise ModelFileError(f"{source}: unknown key {bad!r} in a pose-error model file")
-        if wrong := wrong_value(doc, POSE_ERROR_KEYS):
-            raise ModelFileError(f"{source}: {wrong}")
+        if mistyped := wrong_value(doc, POSE_ERROR_KEYS):
+            raise ModelFileError(f"{source}: {mistyped}")
         meta = doc["model"]
         try:
             axes = {}
