@@ -43,6 +43,9 @@ SEEDS = tuple(range(30, 40))
 REPLAY_SEED = 5000
 """Offset of the replayed sessions' seeds from the fitted ones'."""
 AXES = ("x", "y", "theta")
+# the first test computes the module's fixture (10 seeds: fits and 12 replays each), about
+# 2 min alone; beside a second copy of the suite on 2 cores that passed the suite's 300 s
+pytestmark = pytest.mark.timeout(1200)
 
 
 def seed_rows(tmp: Path, seed: int) -> list[dict]:
