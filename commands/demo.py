@@ -129,7 +129,12 @@ def _live_demo(out_dir: Path, foxglove_addr: str, duration_s: float | None,
     from sensorbench.commands.capture import _StatusPrinter
     from sensorbench.demo.live import MODELS, run_live_demo
     from sensorbench.drivers.capture_display import format_summary
-    from sensorbench.live.runtime import format_live_status, format_live_summary, live_summary
+    from sensorbench.live.runtime import (
+        format_live_status,
+        format_live_summary,
+        live_failures,
+        live_summary,
+    )
     from sensorbench.live.udp import parse_address
     from sensorbench.sim.serve import stop_on_signals
 
@@ -159,7 +164,8 @@ def _live_demo(out_dir: Path, foxglove_addr: str, duration_s: float | None,
     for p in printers:
         p.done()
     summary = live_summary(run.runtime)
-    ok = run.result.ok and not summary["errors"]  # e.g. the filters never ran
+    code, why = live_failures(run.result, run.runtime)
+    ok = code == 0
     if as_json:
         click.echo(to_json({"session": str(run.session), "ok": ok, "live": summary}))
     else:
@@ -168,5 +174,7 @@ def _live_demo(out_dir: Path, foxglove_addr: str, duration_s: float | None,
         click.echo(
             f"replay it: sensorbench replay {run.session} --pods {MODELS / 'pods-emulated.toml'} "
             f"--noise {MODELS / 'noise-emulated.toml'} --no-repair")
+    for line in why:
+        click.echo(f"error: {line}", err=True)
     if not ok:
-        click.get_current_context().exit(1)
+        click.get_current_context().exit(code)

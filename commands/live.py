@@ -88,6 +88,7 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
         LiveRuntime,
         format_live_status,
         format_live_summary,
+        live_failures,
         live_summary,
         pods_device,
     )
@@ -142,15 +143,11 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
             click.echo(format_bringup(result.bringup))
         click.echo(format_summary(result))
         click.echo(format_live_summary(summary))
-    if result.error:
-        click.echo(f"error: {result.error}", err=True)
-    lost = [d.name for d in result.devices if d.unplugs > d.reconnects]
-    if lost:
-        click.echo(f"error: lost and never back: {', '.join(lost)}", err=True)
-    if runtime.setup_error is not None:
-        click.echo(f"error: {runtime.setup_error}", err=True)
-    if not result.ok or lost or runtime.setup_error is not None:
-        ctx.exit(result.exit_code or 1)  # 2: a full disk
+    code, why = live_failures(result, runtime)
+    for line in why:
+        click.echo(f"error: {line}", err=True)
+    if code:
+        ctx.exit(code)  # 2: a full disk
 
 
 def preflight(config: Any, output: str, allow_missing: bool) -> None:

@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -53,6 +53,9 @@ from sensorbench.live.ros2 import Ros2Options, Ros2Publisher
 from sensorbench.live.threads import name_os_threads
 from sensorbench.live.udp import PoseDatagram, UdpPublisher
 from sensorbench.logs import LidarTurns, SessionWriter
+
+if TYPE_CHECKING:
+    from sensorbench.drivers.capture import CaptureResult
 
 AID_STREAM = "pose_sensor"
 """The pose stream that aids the filters (as ``replay``)."""
@@ -522,3 +525,14 @@ def format_live_status(st: LiveStatus) -> list[str]:
     if st.errors:
         parts.append(f"LIVE ERROR {st.errors[-1][:60]}")
     return parts
+
+
+def live_failures(result: CaptureResult, runtime: LiveRuntime) -> tuple[int, list[str]]:
+    """A live run's exit code (0, 1, or 2 for a full disk) and why it failed: the
+    capture's error, devices lost and never back, filters that could not run."""
+    why = [result.error] if result.error else []
+    lost = [d.name for d in result.devices if d.unplugs > d.reconnects]
+    why += [f"lost and never back: {', '.join(lost)}"] if lost else []
+    why += [runtime.setup_error] if runtime.setup_error is not None else []
+    code = result.exit_code or (1 if why else 0)
+    return code, why
