@@ -96,6 +96,7 @@ def run_live_demo(
         out_dir / "run", config, speed=1.0, ld19_startup_s=0.5, pods_firmware=pods_firmware
     ) as robot:
         runtime = live_runtime(robot, foxglove)
+        runtime.open()  # the filters compiled, the view listening: before the devices start
 
         def status(elapsed_s: float, statuses: list[ReaderStatus]) -> None:
             if on_status is not None:

@@ -200,14 +200,19 @@ class LiveRuntime:
         self._view_pose_ns = -VIEW_POSE_NS  # data time of the last pose sent to the view
         self._lock = threading.Lock()
         self.setup_error: str | None = None  # why a worker could not be set up
+        self._warm = False  # the filters' kernels compiled (open)
 
     def open(self) -> None:
-        """Resolve the UDP address and start the Foxglove server: before any device is
-        powered (``start`` does it if it was not done).
+        """Compile the filters' kernels (:meth:`OdometryModels.warm_up`), resolve the UDP
+        address and start the Foxglove server: before any device is powered (``start``
+        does it if it was not done).
 
         Raises:
             LiveError: the UDP host does not resolve, the server cannot listen there.
         """
+        if self.models is not None and not self._warm:
+            self.models.warm_up()
+            self._warm = True
         if self.options.udp is not None and self.udp is None:
             self.udp = UdpPublisher(*self.options.udp)
         if self.options.foxglove is not None and self.view is None:
