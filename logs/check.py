@@ -33,7 +33,6 @@ from sensorbench.logs.h5_output import guarded_h5
 from sensorbench.logs.reader import (
     SUPERBLOCK_SWMR_WRITE,
     SUPERBLOCK_WRITE_ACCESS,
-    locked_by_writer,
     open_h5,
     superblock_flags,
 )
@@ -44,7 +43,7 @@ from sensorbench.logs.schema import (
     STREAM_COLUMNS,
     FileStatus,
 )
-from sensorbench.logs.update_lock import UpdateLock, writer_of
+from sensorbench.logs.update_lock import UpdateLock, locked_by_writer, writer_of
 from sensorbench.logs.values import (
     encoder_problems,
     lidar_problems,
