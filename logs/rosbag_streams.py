@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import ImportFormatError
-from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
+from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
 from sensorbench.logs.import_times import order_times
 from sensorbench.logs.importers import Imported, _check_positions, _pose_imported
 from sensorbench.logs.rosbag_read import Extract
@@ -61,16 +61,6 @@ class BagStream:
         if isinstance(batch, LidarTurns):
             return "lidar"
         return "encoder" if isinstance(batch, EncoderBatch) else "pose"
-
-
-@dataclass
-class BagEvent:
-    """One event read from the bag (``--events`` or ``--reloc-topic``)."""
-
-    t_ns: int
-    source: str
-    kind: str
-    message: str
 
 
 def stamp_ns(msg: Any) -> int:
@@ -487,11 +477,11 @@ def _message_time(recv: int, m: Any) -> int:
 def events_extract(topic: str, msgtype: str) -> Extract:
     """Session events of one message: diagnostics (one per status) or a log message."""
 
-    def extract(recv: int, m: Any) -> list[BagEvent]:
+    def extract(recv: int, m: Any) -> list[Event]:
         t = _message_time(recv, m)
         if msgtype == DIAGNOSTICS_TYPE:
             return [
-                BagEvent(
+                Event(
                     t,
                     s.name or topic,
                     _status_values(s).get("kind") or _DIAG_KIND.get(int(s.level), "note"),
@@ -500,7 +490,7 @@ def events_extract(topic: str, msgtype: str) -> Extract:
                 for s in m.status
             ]
         kind = "error" if int(m.level) in _LOG_ERROR_LEVELS else "note"
-        return [BagEvent(t, m.name or topic, kind, m.msg)]
+        return [Event(t, m.name or topic, kind, m.msg)]
 
     return extract
 

@@ -170,17 +170,21 @@ class SessionWriter:
             self._let_go()
             raise SessionError(f"cannot create {self.path}: {disk_error_text(exc)}") from exc
         self._streams: dict[tuple[str, str], _Stream] = {}
+        self._idle()
+        try:
+            self._lay_out(label, config_text, attrs)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _idle(self) -> None:
+        """The writer thread's state before :meth:`start`."""
         self._pending_events: list[tuple[int, str, str, str]] = []
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stopping = threading.Event()  # wakes the writer thread before its flush time
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
-        try:
-            self._lay_out(label, config_text, attrs)
-        except BaseException:
-            self.abort()
-            raise
 
     def _lay_out(self, label: str, config_text: str, attrs: dict[str, Any] | None) -> None:
         """Root attributes, ``_status`` with the writer record, ``events`` and the groups."""
@@ -266,12 +270,7 @@ class SessionWriter:
                     stream.written_bytes = group["data"].shape[0]
                 self._streams[(kind, name)] = stream
         self._file.require_group("truth")
-        self._pending_events = []
-        self._queue = queue.SimpleQueue()
-        self._stopping = threading.Event()
-        self._thread = None
-        self._lock = threading.Lock()
-        self._closed = False
+        self._idle()
         return self
 
     # -- declaration -------------------------------------------------------------
