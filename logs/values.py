@@ -10,8 +10,8 @@ Every place that lets data into or out of a session asks this module, so they ag
 * ``sensorbench check`` reports every problem as a format error (exit 1);
 * the **exporters** refuse a stream with impossible samples, or drop them and count
   them when asked (``--skip-invalid``);
-* the **importers** parse numbers with :func:`parse_float` / :func:`parse_int`
-  (strict ASCII decimal) and check the batch they built before writing it.
+* the **importers** parse numbers in strict ASCII decimal
+  (:mod:`~sensorbench.logs.text_table`) and check the batch they built before writing it.
 
 A sample is impossible when a *valid* one holds a non-finite or absurd value, when
 times step backwards (or repeat, where they must increase), or when a stamp lies
@@ -23,7 +23,6 @@ lidar times stepping back within a packet (a warning of ``check``).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -487,32 +486,6 @@ def _stream_structure(kind: str, key: str, g: h5py.HLObject) -> list[Problem]:
         elif ds.ndim != 3 or ds.shape[1:] != (6, 6):
             problems.append(Problem(where, f"shape {ds.shape}, expected (n, 6, 6)"))
     return problems
-
-
-# ---------------------------------------------------------------- strict numbers
-
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
-_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_SPECIAL = re.compile(r"[+-]?(?:nan|inf|infinity)", re.ASCII | re.IGNORECASE)
-
-
-def parse_float(text: str) -> float | None:
-    """A number written in ASCII decimal (``-1.5e3``), or ``nan``/``inf``; None otherwise.
-
-    Python's ``float`` also takes ``1_0`` (10.0), full-width and other Unicode digits,
-    and strips Unicode spaces such as NBSP; a file holding those is not what it seems.
-    Surrounding ASCII spaces and tabs are allowed.
-    """
-    cell = text.strip(" \t")
-    if _DECIMAL.fullmatch(cell) or _SPECIAL.fullmatch(cell):
-        return float(cell)
-    return None
-
-
-def parse_int(text: str) -> int | None:
-    """An integer written in ASCII decimal digits (optional sign); None otherwise."""
-    cell = text.strip(" \t")
-    return int(cell) if _INTEGER.fullmatch(cell) else None
 
 
 # ---------------------------------------------------------------- exporting
