@@ -207,9 +207,7 @@ class SessionWriter:
         self._status = f.create_dataset("_status", data=np.array([FileStatus.WRITING], "u1"))
         for key, value in writer_record().items():
             self._status.attrs[key] = value
-        self._events = f.create_dataset(
-            "events", shape=(0,), maxshape=(None,), dtype=EVENT_DTYPE, chunks=(256,)
-        )
+        self._events = self._column(f, "events", EVENT_DTYPE, 256)
         for group in (*GROUPS.values(), "truth"):
             f.create_group(group)
 
@@ -293,11 +291,11 @@ class SessionWriter:
         return group
 
     @staticmethod
-    def _column(group: h5py.Group, name: str, dtype: str, chunk: int, width: int = 0) -> None:
-        shape, maxshape, chunks = (0,), (None,), (chunk,)
-        if width:
-            shape, maxshape, chunks = (0, width), (None, width), (chunk, width)
-        group.create_dataset(name, shape=shape, maxshape=maxshape, dtype=dtype, chunks=chunks)
+    def _column(group: h5py.Group, name: str, dtype: Any, chunk: int, *row: int) -> h5py.Dataset:
+        """An empty resizable dataset of rows shaped ``row``, ``chunk`` rows to a chunk."""
+        return group.create_dataset(
+            name, shape=(0, *row), maxshape=(None, *row), dtype=dtype, chunks=(chunk, *row)
+        )
 
     def add_lidar(self, name: str, attrs: dict[str, Any] | None = None) -> None:
         """Declare a lidar stream (attrs: model, port_path, serial, firmware, mount_xy_yaw...)."""
@@ -306,17 +304,13 @@ class SessionWriter:
         )
         for col, dtype in LIDAR_POINT_FIELDS.items():
             self._column(group, col, dtype, _POINT_CHUNK)
-        group.create_dataset(
-            "turns", shape=(0,), maxshape=(None,), dtype=TURN_DTYPE, chunks=(1024,)
-        )
+        self._column(group, "turns", TURN_DTYPE, 1024)
 
     def add_raw(self, name: str, attrs: dict[str, Any] | None = None) -> None:
         """Declare a raw byte stream (everything received from one serial device)."""
         group = self._declare("raw", name, attrs)
         self._column(group, "data", "u1", _RAW_CHUNK)
-        group.create_dataset(
-            "chunks", shape=(0,), maxshape=(None,), dtype=RAW_CHUNK_DTYPE, chunks=(1024,)
-        )
+        self._column(group, "chunks", RAW_CHUNK_DTYPE, 1024)
 
     def add_encoder(
         self, name: str, n_counts: int = 3, attrs: dict[str, Any] | None = None
@@ -331,7 +325,7 @@ class SessionWriter:
         self._streams[("encoder", name)].n_counts = n_counts
         for col, dtype in ENCODER_FIELDS.items():
             self._column(group, col, dtype, _ROW_CHUNK)
-        self._column(group, "counts", "<i8", _ROW_CHUNK, width=n_counts)
+        self._column(group, "counts", "<i8", _ROW_CHUNK, n_counts)
 
     def add_pose(
         self,
@@ -352,17 +346,11 @@ class SessionWriter:
         )
         for col, dtype in POSE_FIELDS.items():
             self._column(group, col, dtype, _ROW_CHUNK)
-        self._column(group, "position", "<f8", _ROW_CHUNK, width=3)
-        self._column(group, "quat_xyzw", "<f8", _ROW_CHUNK, width=4)
+        self._column(group, "position", "<f8", _ROW_CHUNK, 3)
+        self._column(group, "quat_xyzw", "<f8", _ROW_CHUNK, 4)
         self._streams[("pose", name)].covariance = covariance
         if covariance:
-            group.create_dataset(
-                "covariance",
-                shape=(0, 6, 6),
-                maxshape=(None, 6, 6),
-                dtype="<f8",
-                chunks=(_ROW_CHUNK // 8, 6, 6),
-            )
+            self._column(group, "covariance", "<f8", _ROW_CHUNK // 8, 6, 6)
 
     def stream_attrs(self, kind: str, name: str) -> dict[str, Any]:
         """The attributes of a declared stream, as stored (``kind``: lidar, raw, encoder,
