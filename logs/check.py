@@ -360,12 +360,10 @@ def _recover_locked(path: Path, backup: bool, force: bool) -> RecoveryReport:
     kept: dict[str, int] = {}
     try:
         with open_h5(path, dangling_ok=True) as src, guarded_h5(tmp, shown=path) as dst:
-            for key, value in src.attrs.items():
-                dst.attrs[key] = value
+            dst.attrs.update(src.attrs)
             dst.attrs["recovered_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             status = dst.create_dataset("_status", data=np.array([FileStatus.RECOVERED], "u1"))
-            for key, value in src["_status"].attrs.items():
-                status.attrs[key] = value
+            status.attrs.update(src["_status"].attrs)
             events = src["events"][:]
             dst.create_dataset("events", data=events, maxshape=(None,), chunks=(256,))
             if "truth" in src:
@@ -401,8 +399,7 @@ def _keep_original(path: Path) -> Path:
 
 
 def _copy_prefix(kind: str, g: h5py.Group, out: h5py.Group, n: int) -> None:
-    for key, value in g.attrs.items():
-        out.attrs[key] = value
+    out.attrs.update(g.attrs)
     rows = {c: n for c in _columns(kind, g)}
     if kind == "lidar":
         idx = g["turns"][:n]

@@ -81,8 +81,7 @@ def _dataset(dst: h5py.Group, name: str, src: h5py.Dataset, data: np.ndarray) ->
 
 
 def _copy_attrs(src: h5py.HLObject, dst: h5py.HLObject) -> None:
-    for key, value in src.attrs.items():
-        dst.attrs[key] = value
+    dst.attrs.update(src.attrs)
 
 
 def _by_rows(src: h5py.Group, dst: h5py.Group, keep: np.ndarray) -> None:

@@ -67,13 +67,11 @@ header blocks HDF5 adds (bytes; at most 6.4 KiB a flush measured over 179 flushe
 five streams)."""
 
 
-def _attr_value(value: Any) -> Any:
-    """HDF5-storable form of an attribute value (dicts and None become text)."""
-    if value is None:
-        return ""
-    if isinstance(value, dict):
-        return json.dumps(value, sort_keys=True)
-    return value
+def _set_attrs(obj: h5py.HLObject, attrs: dict[str, Any] | None) -> None:
+    """Store ``attrs`` on ``obj``, dicts as JSON text and None as ""."""
+    for key, value in (attrs or {}).items():
+        text = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
+        obj.attrs[key] = "" if value is None else text
 
 
 def _new_chunk_bytes(ds: h5py.Dataset, rows: int) -> int:
@@ -202,11 +200,9 @@ class SessionWriter:
             "config_text": config_text,
         }
         root.update(attrs or {})
-        for key, value in root.items():
-            f.attrs[key] = _attr_value(value)
+        _set_attrs(f, root)
         self._status = f.create_dataset("_status", data=np.array([FileStatus.WRITING], "u1"))
-        for key, value in writer_record().items():
-            self._status.attrs[key] = value
+        self._status.attrs.update(writer_record())
         self._events = self._column(f, "events", EVENT_DTYPE, 256)
         for group in (*GROUPS.values(), "truth"):
             f.create_group(group)
@@ -285,8 +281,7 @@ class SessionWriter:
         if problem:
             raise SessionError(f"{self.path}: {problem}")
         group = self._file[GROUPS[kind]].create_group(name)
-        for key, value in (attrs or {}).items():
-            group.attrs[key] = _attr_value(value)
+        _set_attrs(group, attrs)
         self._streams[(kind, name)] = _Stream(kind, name, group)
         return group
 
@@ -375,22 +370,17 @@ class SessionWriter:
             raise SessionError("a live session's stream attributes are fixed at declaration")
         self.stream_attrs(kind, name)  # refuses an undeclared stream
         with self._lock:
-            for key, value in attrs.items():
-                self._streams[(kind, name)].group.attrs[key] = _attr_value(value)
+            _set_attrs(self._streams[(kind, name)].group, attrs)
 
     def set_truth(self, path: str, data: np.ndarray, attrs: dict[str, Any] | None = None) -> None:
         """Store a truth array at ``/truth/<path>`` (simulated sessions only)."""
         self._check_layout_open("truth")
-        ds = self._file["truth"].create_dataset(path, data=np.asarray(data))
-        for key, value in (attrs or {}).items():
-            ds.attrs[key] = _attr_value(value)
+        _set_attrs(self._file["truth"].create_dataset(path, data=np.asarray(data)), attrs)
 
     def set_truth_attrs(self, attrs: dict[str, Any], path: str = "") -> None:
         """Set attributes on ``/truth`` (or on a truth dataset/group at ``path``)."""
         self._check_layout_open("truth attributes")
-        target = self._file["truth"] if not path else self._file["truth"][path]
-        for key, value in attrs.items():
-            target.attrs[key] = _attr_value(value)
+        _set_attrs(self._file["truth"] if not path else self._file["truth"][path], attrs)
 
     def _check_layout_open(self, what: str) -> None:
         if self._thread is not None and self.swmr:
