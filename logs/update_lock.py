@@ -150,11 +150,6 @@ class UpdateLock:
         os.close(self._fd)
         self._fd = None
 
-    @property
-    def held(self) -> bool:
-        """True while this object holds the lock."""
-        return self._fd is not None
-
     def __enter__(self) -> UpdateLock:
         return self.acquire()
 
