@@ -73,7 +73,7 @@ MIN_STEP_S = 0.005
 200 Hz, so a step of up to MAX_COUNTS_PER_S × 5 ms = 50 000 counts is always possible."""
 
 _TWO_PI = 2.0 * np.pi
-_WIDTH = {"position": 3, "quat_xyzw": 4}
+_ROW_SHAPE = {"position": (3,), "quat_xyzw": (4,), "covariance": (6, 6)}
 
 
 @dataclass(frozen=True)
@@ -297,10 +297,10 @@ def batch_problems(key: str, batch: PoseBatch | EncoderBatch | LidarTurns) -> li
 
 def _column_shape(kind: str, col: str, ds: h5py.Dataset, n_counts: object) -> str:
     """Why ``ds`` has the wrong shape for column ``col`` ("" when it is right)."""
-    if col in _WIDTH:
-        if ds.ndim != 2 or ds.shape[1] != _WIDTH[col]:
-            return f"shape {ds.shape}, expected (n, {_WIDTH[col]})"
-        return ""
+    if col in _ROW_SHAPE:
+        row = _ROW_SHAPE[col]
+        ok = ds.shape[1:] == row
+        return "" if ok else f"shape {ds.shape}, expected (n, {', '.join(map(str, row))})"
     if kind == "encoder" and col == "counts":
         if ds.ndim != 2:
             return f"shape {ds.shape}, expected (n, counters)"
@@ -459,10 +459,10 @@ def _stream_structure(kind: str, key: str, g: h5py.HLObject) -> list[Problem]:
     cols, links = _links(g, f"{key}/")
     columns = STREAM_COLUMNS[kind]
     problems += [p for p in links if p.dataset.rsplit("/", 1)[-1] in columns]
-    for col, dtype in columns.items():
+    for col, dtype in {**columns, **OPTIONAL_COLUMNS.get(kind, {})}.items():
         where = f"{key}/{col}"
         if col not in cols:
-            if not any(p.dataset == where for p in problems):
+            if col in columns and not any(p.dataset == where for p in problems):
                 problems.append(Problem(where, "missing"))
             continue
         ds = g[col]
@@ -474,18 +474,7 @@ def _stream_structure(kind: str, key: str, g: h5py.HLObject) -> list[Problem]:
             problems.append(Problem(where, "a scalar, expected one row per sample"))
         elif text := _column_shape(kind, col, ds, g.attrs.get("n_counts")):
             problems.append(Problem(where, text))
-    problems += _attr_problems(key, g.attrs, _STREAM_ATTRS)
-    for col, dtype in OPTIONAL_COLUMNS.get(kind, {}).items():
-        if col not in cols:
-            continue
-        where, ds = f"{key}/{col}", g[col]
-        if not isinstance(ds, h5py.Dataset):
-            problems.append(Problem(where, "not a dataset"))
-        elif ds.dtype != np.dtype(dtype):
-            problems.append(Problem(where, f"dtype {ds.dtype}, expected {np.dtype(dtype)}"))
-        elif ds.ndim != 3 or ds.shape[1:] != (6, 6):
-            problems.append(Problem(where, f"shape {ds.shape}, expected (n, 6, 6)"))
-    return problems
+    return problems + _attr_problems(key, g.attrs, _STREAM_ATTRS)
 
 
 # ---------------------------------------------------------------- exporting
