@@ -44,10 +44,6 @@ def register(cli: click.Group) -> None:
     cli.add_command(replay_cmd)
 
 
-def _echo_json(doc: dict) -> None:
-    click.echo(to_json(doc))
-
-
 @click.command("pods")
 @opt.session_argument("sessions", many=True)
 @opt.output_option("Write the pod-geometry model (TOML, with provenance) here.", force="OUTPUT")
@@ -104,7 +100,7 @@ def fit_pods_cmd(sessions: tuple[Path, ...], output: Path | None, force: bool, a
             fit.save(tmp, provenance(sessions, fit.options))
         doc["model_file"] = str(output)
     if as_json:
-        _echo_json(doc)
+        click.echo(to_json(doc))
     else:
         _print_pod_table(fit)
         if output is not None:
@@ -218,7 +214,7 @@ def fit_noise_cmd(sessions: tuple[Path, ...], pods_path: Path, output: Path | No
             save_noise_model(tmp, fit.noise, prov, fit.model_report())
         doc["model_file"] = str(output)
     if as_json:
-        _echo_json(doc)
+        click.echo(to_json(doc))
     else:
         click.echo(
             f"{'axis':<6} {'q':>10} {'q_jerk':>9} {'r':>10} {'slip':>5} {'drag':>5} "
@@ -345,7 +341,7 @@ def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
         _write_estimate(output, force, rp, session, pods_path, noise_path)
         doc["estimate_file"] = str(output)
     if as_json:
-        _echo_json(doc)
+        click.echo(to_json(doc))
         return
     click.echo(f"{session}: {doc['frames']} frames over {doc['duration_s']:.1f} s")
     err = doc["errors"]

@@ -15,11 +15,22 @@ from sensorbench.errors import SessionError
 from sensorbench.logs.schema import NO_DEVICE_TIME
 
 
-def _as(value: object, dtype: str, name: str, ndim: int = 1) -> np.ndarray:
-    arr = np.ascontiguousarray(value, dtype=dtype)
-    if arr.ndim != ndim:
-        raise SessionError(f"{name} must be {ndim}-D, got shape {arr.shape}")
-    return arr
+def _columns(batch: object, spec: dict[str, tuple[str, tuple[str | int, ...]]]) -> None:
+    """Convert each column of ``batch`` (None stays None) to its dtype in ``spec`` and check
+    its shape: an axis named in ``spec`` (``turns``, ``points``, ``rows``) has one length
+    in every column, -1 any length."""
+    sizes: dict[str | int, int] = {}
+    for name, (dtype, shape) in spec.items():
+        if (value := getattr(batch, name)) is None:
+            continue
+        arr = np.ascontiguousarray(value, dtype=dtype)
+        if arr.ndim != len(shape) or any(
+            want != -1 and sizes.setdefault(want, got if isinstance(want, str) else want) != got
+            for want, got in zip(shape, arr.shape, strict=False)
+        ):
+            want = ", ".join(str(sizes.get(w, w)) for w in shape)
+            raise SessionError(f"{type(batch).__name__}.{name} must be ({want}), got {arr.shape}")
+        setattr(batch, name, arr)
 
 
 @dataclass
@@ -50,27 +61,13 @@ class LidarTurns:
     t_ns: np.ndarray
 
     def __post_init__(self) -> None:
-        self.t_first_ns = _as(self.t_first_ns, "<i8", "t_first_ns")
-        self.device_ns = _as(self.device_ns, "<i8", "device_ns")
-        self.speed_hz = _as(self.speed_hz, "<f4", "speed_hz")
-        self.count = _as(self.count, "<i4", "count")
-        self.flags = _as(self.flags, "<u2", "flags")
-        self.angle = _as(self.angle, "<f4", "angle")
-        self.range = _as(self.range, "<f4", "range")
-        self.intensity = _as(self.intensity, "<u2", "intensity")
-        self.t_ns = _as(self.t_ns, "<i8", "t_ns")
-        n = self.t_first_ns.size
-        for name in ("device_ns", "speed_hz", "count", "flags"):
-            if getattr(self, name).size != n:
-                raise SessionError(
-                    f"LidarTurns.{name} has {getattr(self, name).size} turns, not {n}"
-                )
+        turn, point = ("turns",), ("points",)
+        _columns(self, {
+            "t_first_ns": ("<i8", turn), "device_ns": ("<i8", turn), "speed_hz": ("<f4", turn),
+            "count": ("<i4", turn), "flags": ("<u2", turn), "angle": ("<f4", point),
+            "range": ("<f4", point), "intensity": ("<u2", point), "t_ns": ("<i8", point),
+        })  # fmt: skip
         p = self.angle.size
-        for name in ("range", "intensity", "t_ns"):
-            if getattr(self, name).size != p:
-                raise SessionError(
-                    f"LidarTurns.{name} has {getattr(self, name).size} points, not {p}"
-                )
         if np.any(self.count < 0) or int(self.count.sum()) != p:
             raise SessionError(
                 f"LidarTurns counts sum to {int(self.count.sum())}, but {p} points given"
@@ -177,20 +174,11 @@ class EncoderBatch:
     yaw_rate: np.ndarray
 
     def __post_init__(self) -> None:
-        self.host_ns = _as(self.host_ns, "<i8", "host_ns")
-        n = self.host_ns.size
-        self.device_ns = _as(self.device_ns, "<i8", "device_ns")
-        self.seq = _as(self.seq, "<i8", "seq")
-        self.counts = _as(self.counts, "<i8", "counts", ndim=2)
-        self.yaw = _as(self.yaw, "<f8", "yaw")
-        self.yaw_rate = _as(self.yaw_rate, "<f8", "yaw_rate")
-        for name in ("device_ns", "seq", "yaw", "yaw_rate"):
-            if getattr(self, name).size != n:
-                raise SessionError(
-                    f"EncoderBatch.{name} has {getattr(self, name).size} rows, not {n}"
-                )
-        if self.counts.shape[0] != n:
-            raise SessionError(f"EncoderBatch.counts has {self.counts.shape[0]} rows, not {n}")
+        rows = ("rows",)
+        _columns(self, {
+            "host_ns": ("<i8", rows), "device_ns": ("<i8", rows), "seq": ("<i8", rows),
+            "counts": ("<i8", ("rows", -1)), "yaw": ("<f8", rows), "yaw_rate": ("<f8", rows),
+        })  # fmt: skip
 
     def __len__(self) -> int:
         return int(self.host_ns.size)
@@ -242,25 +230,12 @@ class PoseBatch:
     covariance: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        self.t_ns = _as(self.t_ns, "<i8", "t_ns")
-        n = self.t_ns.size
-        self.position = _as(self.position, "<f8", "position", ndim=2)
-        self.quat_xyzw = _as(self.quat_xyzw, "<f8", "quat_xyzw", ndim=2)
-        self.valid = _as(self.valid, "bool", "valid")
-        self.flags = _as(self.flags, "u1", "flags")
-        if self.position.shape != (n, 3):
-            raise SessionError(f"PoseBatch.position must be ({n}, 3), got {self.position.shape}")
-        if self.quat_xyzw.shape != (n, 4):
-            raise SessionError(f"PoseBatch.quat_xyzw must be ({n}, 4), got {self.quat_xyzw.shape}")
-        for name in ("valid", "flags"):
-            if getattr(self, name).size != n:
-                raise SessionError(f"PoseBatch.{name} has {getattr(self, name).size} rows, not {n}")
-        if self.covariance is not None:
-            self.covariance = _as(self.covariance, "<f8", "covariance", ndim=3)
-            if self.covariance.shape != (n, 6, 6):
-                raise SessionError(
-                    f"PoseBatch.covariance must be ({n}, 6, 6), got {self.covariance.shape}"
-                )
+        rows = ("rows",)
+        _columns(self, {
+            "t_ns": ("<i8", rows), "position": ("<f8", ("rows", 3)),
+            "quat_xyzw": ("<f8", ("rows", 4)), "valid": ("bool", rows), "flags": ("u1", rows),
+            "covariance": ("<f8", ("rows", 6, 6)),
+        })  # fmt: skip
 
     def __len__(self) -> int:
         return int(self.t_ns.size)

@@ -17,6 +17,7 @@ The file's modification time is not used: a silent device does not change it.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 from collections.abc import Sequence
@@ -33,7 +34,6 @@ from sensorbench.logs.h5_output import guarded_h5
 from sensorbench.logs.reader import (
     SUPERBLOCK_SWMR_WRITE,
     SUPERBLOCK_WRITE_ACCESS,
-    locked_by_writer,
     open_h5,
     superblock_flags,
 )
@@ -44,7 +44,7 @@ from sensorbench.logs.schema import (
     STREAM_COLUMNS,
     FileStatus,
 )
-from sensorbench.logs.update_lock import UpdateLock, writer_of
+from sensorbench.logs.update_lock import UpdateLock, locked_by_writer, writer_of
 from sensorbench.logs.values import (
     encoder_problems,
     lidar_problems,
@@ -258,12 +258,9 @@ def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> No
     if kind == "lidar":
         _check_lidar(report, key, g, n)
     elif kind == "raw":
-        chunks = g["chunks"][:n]
-        expected = np.concatenate(([0], np.cumsum(chunks["length"].astype(np.int64))[:-1]))
-        if len(chunks) and not np.array_equal(chunks["offset"], expected):
-            report.errors.append(f"{key}/chunks: offsets are not contiguous")
-        problems, bad = stamp_problems(f"{key}/chunks.t_ns", chunks["t_ns"])
-        problems += order_problems(f"{key}/chunks.t_ns", chunks["t_ns"], strict=False, skip=bad)[0]
+        t_ns = g["chunks"][:n]["t_ns"]  # offsets contiguous up to n (stream_rows)
+        problems, bad = stamp_problems(f"{key}/chunks.t_ns", t_ns)
+        problems += order_problems(f"{key}/chunks.t_ns", t_ns, strict=False, skip=bad)[0]
         report.errors += [str(p) for p in problems]
     elif kind == "encoder":
         batch = EncoderBatch(**{c: g[c][:n] for c in _COLUMNS[kind]})
@@ -284,20 +281,13 @@ def _lengths(kind: str, g: h5py.Group) -> str:
 
 
 def _check_lidar(report: CheckReport, key: str, g: h5py.Group, n: int) -> None:
-    idx = g["turns"][:n]
-    counts = idx["count"].astype(np.int64)
-    if np.any(counts < 0):
-        report.errors.append(f"{key}/turns: negative point counts")
-    expected = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    if len(idx) and not np.array_equal(idx["offset"], expected):
-        report.errors.append(f"{key}/turns: offsets are not contiguous")
-    end = int(expected[-1] + counts[-1]) if len(idx) else 0
-    if counts.min(initial=0) >= 0 and np.array_equal(idx["offset"], expected):
-        turns = LidarTurns(
-            idx["t_first_ns"], idx["device_ns"], idx["speed_hz"], idx["count"], idx["flags"],
-            *(g[c][:end] for c in LIDAR_POINT_FIELDS),
-        )  # fmt: skip
-        report.errors += [str(p) for p in lidar_problems(key, turns)[0]]
+    idx = g["turns"][:n]  # counts ≥ 0 and offsets contiguous from 0 up to n (stream_rows)
+    end = int(idx["count"].astype(np.int64).sum())
+    turns = LidarTurns(
+        idx["t_first_ns"], idx["device_ns"], idx["speed_hz"], idx["count"], idx["flags"],
+        *(g[c][:end] for c in LIDAR_POINT_FIELDS),
+    )  # fmt: skip
+    report.errors += [str(p) for p in lidar_problems(key, turns)[0]]
     t = g["t_ns"][:end]
     step = np.diff(t)
     back = step < 0
@@ -324,13 +314,9 @@ class RecoveryReport:
 
 def backup_name(path: Path) -> Path:
     """The first free name of ``NAME.orig.h5``, ``NAME.orig-2.h5``, ``NAME.orig-3.h5``…"""
-    k = 1
-    while True:
-        tag = ".orig" if k == 1 else f".orig-{k}"
-        candidate = path.with_name(path.stem + tag + path.suffix)
-        if not candidate.exists():
-            return candidate
-        k += 1
+    tags = itertools.chain([".orig"], (f".orig-{k}" for k in itertools.count(2)))
+    names = (path.with_name(path.stem + tag + path.suffix) for tag in tags)
+    return next(name for name in names if not name.exists())
 
 
 def recover_session(
@@ -374,12 +360,10 @@ def _recover_locked(path: Path, backup: bool, force: bool) -> RecoveryReport:
     kept: dict[str, int] = {}
     try:
         with open_h5(path, dangling_ok=True) as src, guarded_h5(tmp, shown=path) as dst:
-            for key, value in src.attrs.items():
-                dst.attrs[key] = value
+            dst.attrs.update(src.attrs)
             dst.attrs["recovered_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             status = dst.create_dataset("_status", data=np.array([FileStatus.RECOVERED], "u1"))
-            for key, value in src["_status"].attrs.items():
-                status.attrs[key] = value
+            status.attrs.update(src["_status"].attrs)
             events = src["events"][:]
             dst.create_dataset("events", data=events, maxshape=(None,), chunks=(256,))
             if "truth" in src:
@@ -415,8 +399,7 @@ def _keep_original(path: Path) -> Path:
 
 
 def _copy_prefix(kind: str, g: h5py.Group, out: h5py.Group, n: int) -> None:
-    for key, value in g.attrs.items():
-        out.attrs[key] = value
+    out.attrs.update(g.attrs)
     rows = {c: n for c in _columns(kind, g)}
     if kind == "lidar":
         idx = g["turns"][:n]

@@ -131,20 +131,11 @@ def wall_clock_offset_ns(session: Session, first: int | None = -1) -> int:
 
 
 def _first_time(s: Session) -> int | None:
-    firsts = []
-    for n in s.lidar_names():
-        index = s.lidar(n).read_index()
-        if index.size:
-            firsts.append(int(index["t_first_ns"][0]))
-    for n in s.pose_names():
-        t = s.pose(n).read(validate=False).t_ns
-        if t.size:
-            firsts.append(int(t[0]))
-    for n in s.encoder_names():
-        t = s.encoder(n).read(validate=False).host_ns
-        if t.size:
-            firsts.append(int(t[0]))
-    return min(firsts) if firsts else None
+    starts = [s.lidar(n).read_index()["t_first_ns"][:1] for n in s.lidar_names()]
+    starts += [s.pose(n).read(validate=False).t_ns[:1] for n in s.pose_names()]
+    starts += [s.encoder(n).read(validate=False).host_ns[:1] for n in s.encoder_names()]
+    firsts = np.concatenate([np.zeros(0, np.int64), *starts])
+    return int(firsts.min()) if firsts.size else None
 
 
 def _frame(attrs: dict[str, Any], key: str, default: str) -> str:
@@ -176,11 +167,6 @@ class _Builder:
         self.skipped[key] = n
         return kept, ~invalid_rows(key, batch)
 
-    def time(self, ns: int) -> Any:
-        if ns < 0:
-            raise SessionError(f"{self.where}: time {ns} ns is before 1970; a ROS stamp cannot be")
-        return self.T["builtin_interfaces/msg/Time"](sec=int(ns // 10**9), nanosec=int(ns % 10**9))
-
     def stamp(self, t_ns: int) -> int:
         """A session time's stamp (ns since 1970)."""
         if t_ns + self.offset < 0:
@@ -190,7 +176,9 @@ class _Builder:
         return t_ns + self.offset
 
     def header(self, t_ns: int, frame: str) -> Any:
-        return self.T["std_msgs/msg/Header"](stamp=self.time(t_ns + self.offset), frame_id=frame)
+        ns = self.stamp(t_ns)
+        stamp = self.T["builtin_interfaces/msg/Time"](sec=int(ns // 10**9), nanosec=int(ns % 10**9))
+        return self.T["std_msgs/msg/Header"](stamp=stamp, frame_id=frame)
 
     def diagnostics(self, t_ns: int, level: int, name: str, message: str, values: dict) -> Any:
         T = self.T

@@ -171,11 +171,6 @@ class GuardedFile:
         if self.error is None:
             self.error = exc
 
-    @property
-    def failed(self) -> bool:
-        """True once a read or write of the disk failed."""
-        return self.error is not None
-
     def raise_if_failed(self) -> None:
         """Raise the first disk error as :class:`OSError` with this file's name."""
         if self.error is not None:

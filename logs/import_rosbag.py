@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from sensorbench.errors import ImportFormatError
-from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
+from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
 from sensorbench.logs.importers import MAX_ABS_POSITION_M, file_sha256, refuse_impossible
 from sensorbench.logs.rosbag_read import (
     Extract,
@@ -61,7 +61,6 @@ from sensorbench.logs.rosbag_specs import (
     TopicSpec,
 )
 from sensorbench.logs.rosbag_streams import (
-    BagEvent,
     BagStream,
     apply_flags,
     apply_time_reference,
@@ -81,7 +80,6 @@ from sensorbench.logs.schema import PoseFlag
 from sensorbench.logs.tf_tree import TfCollector, TfTree
 
 __all__ = [
-    "BagEvent",
     "BagImport",
     "BagStream",
     "TfSpec",
@@ -98,7 +96,7 @@ class BagImport:
 
     streams: list[BagStream] = field(default_factory=list)
     reloc_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    events: list[BagEvent] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
 
 
 def _companions(types: dict[str, str], spec: TopicSpec) -> dict[str, str]:
@@ -271,7 +269,7 @@ def _read_rosbag(
         out.reloc_ns = np.array(rows[reloc], dtype=np.int64)
         _flag_relocalizations(bag, reloc_topic, out)
         out.events += [
-            BagEvent(int(t), reloc_topic, "relocalization", f"{reloc_topic} message")
+            Event(int(t), reloc_topic, "relocalization", f"{reloc_topic} message")
             for t in out.reloc_ns.tolist()
         ]
     return out

@@ -33,13 +33,14 @@ from sensorbench.logs.text_table import (
     flags01,
     floats,
     integers,
+    parse_float,
     sep_of,
     splitter,
     tables,
     text_lines,
     times_ns,
 )
-from sensorbench.logs.values import batch_problems, count_steps, parse_float
+from sensorbench.logs.values import batch_problems, count_steps
 
 QUAT_NORM_TOLERANCE = 0.01
 """Largest accepted deviation of a quaternion's norm from 1 before normalization."""

@@ -53,42 +53,35 @@ def session_info(path: str | os.PathLike[str]) -> dict[str, Any]:
             "created_utc": root.get("created_utc"),
             "streams": [],
         }
+        def add(kind: str, name: str, st: Any, t_ns: np.ndarray, rows: str, **extra: Any) -> None:
+            """A stream's entry: its timing, ``rows`` its count of stamps, then ``extra``."""
+            entry = {"kind": kind, "name": name, **_timing(t_ns)}
+            entry[rows] = entry.pop("count")
+            info["streams"].append({**entry, **extra, "attrs": st.attrs})
+
         for name in s.lidar_names():
             st = s.lidar(name)
             index = st.read_index()
             problems += lidar_problems(f"lidar/{name}", st.read(validate=False))[0]
-            entry = {"kind": "lidar", "name": name, **_timing(index["t_first_ns"])}
-            entry["turns"] = entry.pop("count")
-            entry["points"] = st.n_points
-            if len(index):
-                entry["points_per_turn_median"] = float(np.median(index["count"]))
-            entry["attrs"] = st.attrs
-            info["streams"].append(entry)
+            per_turn = {"points_per_turn_median": float(np.median(index["count"]))}
+            add("lidar", name, st, index["t_first_ns"], "turns", points=st.n_points,
+                **(per_turn if len(index) else {}))  # fmt: skip
         for name in s.raw_names():
             st = s.raw(name)
-            entry = {"kind": "raw", "name": name, **_timing(st.chunk_times_ns)}
-            entry["chunks"] = entry.pop("count")
-            entry["bytes"] = st.n_bytes
-            entry["attrs"] = st.attrs
-            info["streams"].append(entry)
+            add("raw", name, st, st.chunk_times_ns, "chunks", bytes=st.n_bytes)
         for name in s.encoder_names():
             st = s.encoder(name)
             batch = st.read(validate=False)
             problems += encoder_problems(f"encoders/{name}", batch)[0]
-            entry = {"kind": "encoder", "name": name, **_timing(batch.host_ns)}
-            entry["counters"] = st.n_counts
-            entry["has_imu"] = bool(np.isfinite(batch.yaw_rate).any())
-            entry["attrs"] = st.attrs
-            info["streams"].append(entry)
+            add("encoder", name, st, batch.host_ns, "count", counters=st.n_counts,
+                has_imu=bool(np.isfinite(batch.yaw_rate).any()))  # fmt: skip
         for name in s.pose_names():
             st = s.pose(name)
             batch = st.read(validate=False)
             problems += pose_problems(f"pose/{name}", batch)[0]
-            entry = {"kind": "pose", "name": name, **_timing(batch.t_ns)}
-            entry["valid_fraction"] = float(batch.valid.mean()) if len(batch) else 0.0
-            entry["relocalizations"] = int(np.count_nonzero(batch.flags & 1))
-            entry["attrs"] = st.attrs
-            info["streams"].append(entry)
+            valid = float(batch.valid.mean()) if len(batch) else 0.0
+            relocs = int(np.count_nonzero(batch.flags & 1))
+            add("pose", name, st, batch.t_ns, "count", valid_fraction=valid, relocalizations=relocs)
         events = s.events()
         info["events"] = dict(Counter(e.kind for e in events))
         info["truth"] = s.truth_names()

@@ -9,8 +9,6 @@ the longer column are not returned (``sensorbench check`` rebuilds such a file).
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import json
 import os
 import time
@@ -34,6 +32,7 @@ from sensorbench.logs.schema import (
     SCHEMA_VERSION,
     FileStatus,
 )
+from sensorbench.logs.update_lock import locked_by_writer
 from sensorbench.logs.values import (
     Problem,
     encoder_problems,
@@ -290,25 +289,6 @@ def superblock_flags(head: bytes) -> int | None:
     if len(head) < 12 or head[8] not in (2, 3):
         return None
     return head[11]
-
-
-def locked_by_writer(path: str | os.PathLike[str]) -> bool:
-    """True when another process holds HDF5's exclusive lock on ``path``.
-
-    HDF5 locks a file it opens for writing (``flock``) and releases the lock when
-    it switches the file to SWMR mode, so this sees non-SWMR writers only.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as exc:
-        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
-    finally:
-        os.close(fd)
-    return False
 
 
 def _unopenable(path: Path, head: bytes, exc: OSError) -> str:

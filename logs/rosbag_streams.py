@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import ImportFormatError
-from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
+from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
 from sensorbench.logs.import_times import order_times
 from sensorbench.logs.importers import Imported, _check_positions, _pose_imported
 from sensorbench.logs.rosbag_read import Extract
@@ -35,6 +35,12 @@ from sensorbench.logs.tf_tree import TfTree
 _COUNTER = re.compile(r"c(\d+)")
 _TWO_PI = 2.0 * math.pi
 TIME_BASE = "ROS header stamps (ns since the Unix epoch)"
+_POSITION_COLUMNS = [(1, "position.x"), (2, "position.y"), (3, "position.z")]
+
+
+def _attrs(topic: str, **more: Any) -> dict[str, Any]:
+    """A bag stream's attributes: its format, topic and time base, then ``more``."""
+    return {"source_format": "rosbag", "ros_topic": topic, "time_base": TIME_BASE, **more}
 
 
 @dataclass
@@ -61,16 +67,6 @@ class BagStream:
         if isinstance(batch, LidarTurns):
             return "lidar"
         return "encoder" if isinstance(batch, EncoderBatch) else "pose"
-
-
-@dataclass
-class BagEvent:
-    """One event read from the bag (``--events`` or ``--reloc-topic``)."""
-
-    t_ns: int
-    source: str
-    kind: str
-    message: str
 
 
 def stamp_ns(msg: Any) -> int:
@@ -164,14 +160,8 @@ def pose_stream(
     index = np.arange(1, len(rows) + 1)
     _finite(str(where), "position", pos)
     _finite(str(where), "orientation", quat)
-    axes = [(1, "position.x"), (2, "position.y"), (3, "position.z")]
-    _check_positions(where, index, pos, axes, max_position_m)
-    attrs: dict[str, Any] = {
-        "source_format": "rosbag",
-        "ros_topic": spec.topic,
-        "time_base": TIME_BASE,
-        "ros_frame_id": _frames_attr([r[9] for r in rows]),
-    }
+    _check_positions(where, index, pos, _POSITION_COLUMNS, max_position_m)
+    attrs = _attrs(spec.topic, ros_frame_id=_frames_attr([r[9] for r in rows]))
     children = [r[10] for r in rows if r[10]]
     if children:
         attrs["ros_child_frame_id"] = _frames_attr(children)
@@ -206,22 +196,19 @@ def tf_stream(bag: Path, spec: TfSpec, tree: TfTree, max_position_m: float) -> B
             f"chain has samples around it (links: {', '.join(str(k) for k, _ in chain.links)})"
         )
     index = np.arange(1, chain.t_ns.size + 1)
-    axes = [(1, "position.x"), (2, "position.y"), (3, "position.z")]
-    _check_positions(where, index, chain.position, axes, max_position_m)
+    _check_positions(where, index, chain.position, _POSITION_COLUMNS, max_position_m)
     frames = [spec.parent] + [link.parent if inv else link.child for link, inv in chain.links]
-    attrs = {
-        "source_format": "rosbag",
-        "ros_topic": "/tf, /tf_static",
-        "time_base": TIME_BASE,
-        "ros_frame_id": spec.parent,
-        "ros_child_frame_id": spec.child,
-        "ros_tf_chain": " -> ".join(frames),
-        "ros_tf_links": ", ".join(str(k) for k, _ in chain.links),
-        "ros_tf_stamps_from": f"{chain.stamps_from.parent}->{chain.stamps_from.child}",
-        "ros_tf_stamps_skipped": chain.skipped,
-        "ros_tf_interpolation": "tf2: linear translation, slerp rotation between the two "
+    attrs = _attrs(
+        "/tf, /tf_static",
+        ros_frame_id=spec.parent,
+        ros_child_frame_id=spec.child,
+        ros_tf_chain=" -> ".join(frames),
+        ros_tf_links=", ".join(str(k) for k, _ in chain.links),
+        ros_tf_stamps_from=f"{chain.stamps_from.parent}->{chain.stamps_from.child}",
+        ros_tf_stamps_skipped=chain.skipped,
+        ros_tf_interpolation="tf2: linear translation, slerp rotation between the two "
         "nearest samples of each link; no extrapolation",
-    }
+    )
     valid = np.ones(chain.t_ns.size, bool)
     imported = _pose_imported(
         where, index, chain.t_ns, chain.position, chain.quat_xyzw, valid, "error", attrs
@@ -285,17 +272,15 @@ def scan_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagS
         t_pt,
     )
     first = rows[0]
-    attrs = {
-        "source_format": "rosbag",
-        "ros_topic": spec.topic,
-        "model": "ROS LaserScan",
-        "frame": first[2],
-        "ros_frame_id": _frames_attr([r[2] for r in rows]),
-        "units": "angle rad CCW from sensor forward in [0, 2pi), range m, time ns",
-        "ros_range_min_m": float(first[7]),
-        "ros_range_max_m": float(first[8]),
-        "time_base": TIME_BASE,
-    }
+    attrs = _attrs(
+        spec.topic,
+        model="ROS LaserScan",
+        frame=first[2],
+        ros_frame_id=_frames_attr([r[2] for r in rows]),
+        units="angle rad CCW from sensor forward in [0, 2pi), range m, time ns",
+        ros_range_min_m=float(first[7]),
+        ros_range_max_m=float(first[8]),
+    )
     differ = bool(np.any(recv[keep] != stamps[keep]))
     return BagStream(
         spec,
@@ -401,12 +386,7 @@ def count_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> Bag
         stamps[keep], np.full(int(keep.sum()), NO_DEVICE_TIME), seq[keep],
         counts[keep].astype(np.int64), yaw[keep], rate[keep],
     )  # fmt: skip
-    attrs = {
-        "source_format": "rosbag",
-        "ros_topic": spec.topic,
-        "time_base": TIME_BASE,
-        "ros_joint_names": ", ".join(names[j] for j in cols),
-    }
+    attrs = _attrs(spec.topic, ros_joint_names=", ".join(names[j] for j in cols))
     return BagStream(spec, Imported(batch, attrs, order.dropped_lines))
 
 
@@ -487,11 +467,11 @@ def _message_time(recv: int, m: Any) -> int:
 def events_extract(topic: str, msgtype: str) -> Extract:
     """Session events of one message: diagnostics (one per status) or a log message."""
 
-    def extract(recv: int, m: Any) -> list[BagEvent]:
+    def extract(recv: int, m: Any) -> list[Event]:
         t = _message_time(recv, m)
         if msgtype == DIAGNOSTICS_TYPE:
             return [
-                BagEvent(
+                Event(
                     t,
                     s.name or topic,
                     _status_values(s).get("kind") or _DIAG_KIND.get(int(s.level), "note"),
@@ -500,7 +480,7 @@ def events_extract(topic: str, msgtype: str) -> Extract:
                 for s in m.status
             ]
         kind = "error" if int(m.level) in _LOG_ERROR_LEVELS else "note"
-        return [BagEvent(t, m.name or topic, kind, m.msg)]
+        return [Event(t, m.name or topic, kind, m.msg)]
 
     return extract
 

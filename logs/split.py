@@ -77,14 +77,11 @@ def _dataset(dst: h5py.Group, name: str, src: h5py.Dataset, data: np.ndarray) ->
     kwargs = {}
     if src.chunks is not None:
         kwargs = {"chunks": src.chunks, "maxshape": (None, *src.shape[1:])}
-    out = dst.create_dataset(name, data=np.asarray(data, dtype=src.dtype), **kwargs)
-    for key, value in src.attrs.items():
-        out.attrs[key] = value
+    _copy_attrs(src, dst.create_dataset(name, data=np.asarray(data, dtype=src.dtype), **kwargs))
 
 
 def _copy_attrs(src: h5py.HLObject, dst: h5py.HLObject) -> None:
-    for key, value in src.attrs.items():
-        dst.attrs[key] = value
+    dst.attrs.update(src.attrs)
 
 
 def _by_rows(src: h5py.Group, dst: h5py.Group, keep: np.ndarray) -> None:
@@ -93,14 +90,23 @@ def _by_rows(src: h5py.Group, dst: h5py.Group, keep: np.ndarray) -> None:
         _dataset(dst, name, ds, ds[:][keep])
 
 
+def _renumbered(
+    index: np.ndarray, keep: np.ndarray, length: str, n_items: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The kept rows of a span index (``offset`` and ``length``) with their offsets
+    renumbered from 0, and the mask of the ``n_items`` items (points, bytes) they span."""
+    items = np.zeros(n_items, bool)
+    for off, n in zip(index["offset"][keep], index[length][keep], strict=True):
+        items[int(off) : int(off) + int(n)] = True
+    new = index[keep].copy()
+    new["offset"] = np.concatenate([[0], np.cumsum(new[length][:-1], dtype=np.int64)])[: new.size]
+    return new, items
+
+
 def _lidar(src: h5py.Group, dst: h5py.Group, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
     turns = src["turns"][:]
     keep = (turns["t_first_ns"] >= t0) & (turns["t_first_ns"] < t1)
-    points = np.zeros(src["t_ns"].shape[0], bool)
-    for off, n in zip(turns["offset"][keep], turns["count"][keep], strict=True):
-        points[int(off) : int(off) + int(n)] = True
-    new = turns[keep].copy()
-    new["offset"] = np.concatenate([[0], np.cumsum(new["count"][:-1], dtype=np.int64)])[: new.size]
+    new, points = _renumbered(turns, keep, "count", src["t_ns"].shape[0])
     for name, ds in src.items():
         if name == "turns":
             _dataset(dst, name, ds, new)
@@ -112,14 +118,8 @@ def _lidar(src: h5py.Group, dst: h5py.Group, t0: int, t1: int) -> tuple[np.ndarr
 def _raw(src: h5py.Group, dst: h5py.Group, t0: int, t1: int) -> None:
     chunks = src["chunks"][:]
     keep = (chunks["t_ns"] >= t0) & (chunks["t_ns"] < t1)
-    data = src["data"][:]
-    parts = [
-        data[int(o) : int(o) + int(n)]
-        for o, n in zip(chunks["offset"][keep], chunks["length"][keep], strict=True)
-    ]
-    new = chunks[keep].copy()
-    new["offset"] = np.concatenate([[0], np.cumsum(new["length"][:-1], dtype=np.int64)])[: new.size]
-    _dataset(dst, "data", src["data"], np.concatenate(parts) if parts else np.zeros(0, np.uint8))
+    new, kept = _renumbered(chunks, keep, "length", src["data"].shape[0])
+    _dataset(dst, "data", src["data"], src["data"][:][kept])
     _dataset(dst, "chunks", src["chunks"], new)
     for name, ds in src.items():
         if name not in ("data", "chunks"):
@@ -246,10 +246,8 @@ def _split(
                         _copy_attrs(s, d)
                         if group == "lidar":
                             turns, points = _lidar(s, d, t0, t1)
-                            masks[f"lidar/{name}/turns"], masks[f"lidar/{name}/points"] = (
-                                turns,
-                                points,
-                            )
+                            masks[f"lidar/{name}/turns"] = turns
+                            masks[f"lidar/{name}/points"] = points
                         elif group == "raw":
                             _raw(s, d, t0, t1)
                         else:

@@ -10,9 +10,8 @@ through this module, in one way:
 2. :func:`tables` splits the lines into cells and groups up to :data:`CHUNK_ROWS` rows
    into a :class:`Table`; a row with the wrong number of cells is refused.
 3. The converters (:func:`floats`, :func:`integers`, :func:`times_ns`, :func:`flags01`)
-   check a whole column against the strict ASCII grammar of
-   :func:`~sensorbench.logs.values.parse_float` (one regular-expression match over the
-   column) and convert it with numpy; the first bad cell is named
+   check a whole column against the strict ASCII grammar of :func:`parse_float` (one
+   regular-expression match over the column) and convert it with numpy; the first bad cell is named
    ``file:line:column: column 'name': 'cell' is not ...`` (the column is the field's
    number in its row, 1-based). ``1_0``, full-width digits and a no-break space, which
    Python's ``float`` would take, are not numbers.
@@ -239,6 +238,19 @@ _NUMBERS = _grammar(f"{_DECIMAL}|{_SPECIAL}")
 _NUMBERS_OR_BLANK = _grammar(f"{_DECIMAL}|{_SPECIAL}|")
 _INTS = _grammar(_INTEGER)
 _FLAGS = _grammar("[01]")
+
+
+def parse_float(text: str) -> float | None:
+    """One cell as :func:`floats` reads it: a number in ASCII decimal (``-1.5e3``), or
+    ``nan``/``inf``; None otherwise. Python's ``float`` also takes ``1_0`` (10.0),
+    full-width and other Unicode digits, and strips Unicode spaces such as NBSP; a file
+    holding those is not what it seems. Surrounding ASCII spaces and tabs are allowed."""
+    return float(text.strip(" \t")) if _NUMBERS.cell.fullmatch(text) else None
+
+
+def parse_int(text: str) -> int | None:
+    """An integer written in ASCII decimal digits (optional sign); None otherwise."""
+    return int(text.strip(" \t")) if _INTS.cell.fullmatch(text) else None
 
 
 def floats(t: Table, j: int, name: str, *, missing: str = "") -> np.ndarray:

@@ -39,8 +39,10 @@ def lock_path(path: str | os.PathLike[str]) -> Path:
     return p.with_name(f".{p.name}.lock")
 
 
-def _flock_held(path: Path) -> bool:
-    """True when another open file holds an exclusive ``flock`` on ``path``."""
+def locked_by_writer(path: str | os.PathLike[str]) -> bool:
+    """True when another open file holds an exclusive ``flock`` on ``path``: an
+    :class:`UpdateLock`'s holder, or HDF5 writing the file (it releases that lock when it
+    switches to SWMR mode, so this sees non-SWMR writers only)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
@@ -62,9 +64,9 @@ def writer_of(path: str | os.PathLike[str], *, sidecar: bool = True) -> str:
     write lock on the file itself.
     """
     p = Path(path)
-    if sidecar and _flock_held(lock_path(p)):
+    if sidecar and locked_by_writer(lock_path(p)):
         return f"{UpdateLock(p).holder()} writes it (lock file {lock_path(p)})"
-    if _flock_held(p):
+    if locked_by_writer(p):
         return "another process has it open for writing (HDF5 file lock)"
     return ""
 
@@ -147,11 +149,6 @@ class UpdateLock:
             os.unlink(self.lock_file)
         os.close(self._fd)
         self._fd = None
-
-    @property
-    def held(self) -> bool:
-        """True while this object holds the lock."""
-        return self._fd is not None
 
     def __enter__(self) -> UpdateLock:
         return self.acquire()

@@ -10,8 +10,8 @@ Every place that lets data into or out of a session asks this module, so they ag
 * ``sensorbench check`` reports every problem as a format error (exit 1);
 * the **exporters** refuse a stream with impossible samples, or drop them and count
   them when asked (``--skip-invalid``);
-* the **importers** parse numbers with :func:`parse_float` / :func:`parse_int`
-  (strict ASCII decimal) and check the batch they built before writing it.
+* the **importers** parse numbers in strict ASCII decimal
+  (:mod:`~sensorbench.logs.text_table`) and check the batch they built before writing it.
 
 A sample is impossible when a *valid* one holds a non-finite or absurd value, when
 times step backwards (or repeat, where they must increase), or when a stamp lies
@@ -23,7 +23,6 @@ lidar times stepping back within a packet (a warning of ``check``).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -74,7 +73,7 @@ MIN_STEP_S = 0.005
 200 Hz, so a step of up to MAX_COUNTS_PER_S × 5 ms = 50 000 counts is always possible."""
 
 _TWO_PI = 2.0 * np.pi
-_WIDTH = {"position": 3, "quat_xyzw": 4}
+_ROW_SHAPE = {"position": (3,), "quat_xyzw": (4,), "covariance": (6, 6)}
 
 
 @dataclass(frozen=True)
@@ -298,10 +297,10 @@ def batch_problems(key: str, batch: PoseBatch | EncoderBatch | LidarTurns) -> li
 
 def _column_shape(kind: str, col: str, ds: h5py.Dataset, n_counts: object) -> str:
     """Why ``ds`` has the wrong shape for column ``col`` ("" when it is right)."""
-    if col in _WIDTH:
-        if ds.ndim != 2 or ds.shape[1] != _WIDTH[col]:
-            return f"shape {ds.shape}, expected (n, {_WIDTH[col]})"
-        return ""
+    if col in _ROW_SHAPE:
+        row = _ROW_SHAPE[col]
+        ok = ds.shape[1:] == row
+        return "" if ok else f"shape {ds.shape}, expected (n, {', '.join(map(str, row))})"
     if kind == "encoder" and col == "counts":
         if ds.ndim != 2:
             return f"shape {ds.shape}, expected (n, counters)"
@@ -460,10 +459,10 @@ def _stream_structure(kind: str, key: str, g: h5py.HLObject) -> list[Problem]:
     cols, links = _links(g, f"{key}/")
     columns = STREAM_COLUMNS[kind]
     problems += [p for p in links if p.dataset.rsplit("/", 1)[-1] in columns]
-    for col, dtype in columns.items():
+    for col, dtype in {**columns, **OPTIONAL_COLUMNS.get(kind, {})}.items():
         where = f"{key}/{col}"
         if col not in cols:
-            if not any(p.dataset == where for p in problems):
+            if col in columns and not any(p.dataset == where for p in problems):
                 problems.append(Problem(where, "missing"))
             continue
         ds = g[col]
@@ -475,44 +474,7 @@ def _stream_structure(kind: str, key: str, g: h5py.HLObject) -> list[Problem]:
             problems.append(Problem(where, "a scalar, expected one row per sample"))
         elif text := _column_shape(kind, col, ds, g.attrs.get("n_counts")):
             problems.append(Problem(where, text))
-    problems += _attr_problems(key, g.attrs, _STREAM_ATTRS)
-    for col, dtype in OPTIONAL_COLUMNS.get(kind, {}).items():
-        if col not in cols:
-            continue
-        where, ds = f"{key}/{col}", g[col]
-        if not isinstance(ds, h5py.Dataset):
-            problems.append(Problem(where, "not a dataset"))
-        elif ds.dtype != np.dtype(dtype):
-            problems.append(Problem(where, f"dtype {ds.dtype}, expected {np.dtype(dtype)}"))
-        elif ds.ndim != 3 or ds.shape[1:] != (6, 6):
-            problems.append(Problem(where, f"shape {ds.shape}, expected (n, 6, 6)"))
-    return problems
-
-
-# ---------------------------------------------------------------- strict numbers
-
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
-_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_SPECIAL = re.compile(r"[+-]?(?:nan|inf|infinity)", re.ASCII | re.IGNORECASE)
-
-
-def parse_float(text: str) -> float | None:
-    """A number written in ASCII decimal (``-1.5e3``), or ``nan``/``inf``; None otherwise.
-
-    Python's ``float`` also takes ``1_0`` (10.0), full-width and other Unicode digits,
-    and strips Unicode spaces such as NBSP; a file holding those is not what it seems.
-    Surrounding ASCII spaces and tabs are allowed.
-    """
-    cell = text.strip(" \t")
-    if _DECIMAL.fullmatch(cell) or _SPECIAL.fullmatch(cell):
-        return float(cell)
-    return None
-
-
-def parse_int(text: str) -> int | None:
-    """An integer written in ASCII decimal digits (optional sign); None otherwise."""
-    cell = text.strip(" \t")
-    return int(cell) if _INTEGER.fullmatch(cell) else None
+    return problems + _attr_problems(key, g.attrs, _STREAM_ATTRS)
 
 
 # ---------------------------------------------------------------- exporting

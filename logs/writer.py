@@ -67,13 +67,11 @@ header blocks HDF5 adds (bytes; at most 6.4 KiB a flush measured over 179 flushe
 five streams)."""
 
 
-def _attr_value(value: Any) -> Any:
-    """HDF5-storable form of an attribute value (dicts and None become text)."""
-    if value is None:
-        return ""
-    if isinstance(value, dict):
-        return json.dumps(value, sort_keys=True)
-    return value
+def _set_attrs(obj: h5py.HLObject, attrs: dict[str, Any] | None) -> None:
+    """Store ``attrs`` on ``obj``, dicts as JSON text and None as ""."""
+    for key, value in (attrs or {}).items():
+        text = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
+        obj.attrs[key] = "" if value is None else text
 
 
 def _new_chunk_bytes(ds: h5py.Dataset, rows: int) -> int:
@@ -170,17 +168,21 @@ class SessionWriter:
             self._let_go()
             raise SessionError(f"cannot create {self.path}: {disk_error_text(exc)}") from exc
         self._streams: dict[tuple[str, str], _Stream] = {}
+        self._idle()
+        try:
+            self._lay_out(label, config_text, attrs)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _idle(self) -> None:
+        """The writer thread's state before :meth:`start`."""
         self._pending_events: list[tuple[int, str, str, str]] = []
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stopping = threading.Event()  # wakes the writer thread before its flush time
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
-        try:
-            self._lay_out(label, config_text, attrs)
-        except BaseException:
-            self.abort()
-            raise
 
     def _lay_out(self, label: str, config_text: str, attrs: dict[str, Any] | None) -> None:
         """Root attributes, ``_status`` with the writer record, ``events`` and the groups."""
@@ -198,14 +200,10 @@ class SessionWriter:
             "config_text": config_text,
         }
         root.update(attrs or {})
-        for key, value in root.items():
-            f.attrs[key] = _attr_value(value)
+        _set_attrs(f, root)
         self._status = f.create_dataset("_status", data=np.array([FileStatus.WRITING], "u1"))
-        for key, value in writer_record().items():
-            self._status.attrs[key] = value
-        self._events = f.create_dataset(
-            "events", shape=(0,), maxshape=(None,), dtype=EVENT_DTYPE, chunks=(256,)
-        )
+        self._status.attrs.update(writer_record())
+        self._events = self._column(f, "events", EVENT_DTYPE, 256)
         for group in (*GROUPS.values(), "truth"):
             f.create_group(group)
 
@@ -266,12 +264,7 @@ class SessionWriter:
                     stream.written_bytes = group["data"].shape[0]
                 self._streams[(kind, name)] = stream
         self._file.require_group("truth")
-        self._pending_events = []
-        self._queue = queue.SimpleQueue()
-        self._stopping = threading.Event()
-        self._thread = None
-        self._lock = threading.Lock()
-        self._closed = False
+        self._idle()
         return self
 
     # -- declaration -------------------------------------------------------------
@@ -288,17 +281,16 @@ class SessionWriter:
         if problem:
             raise SessionError(f"{self.path}: {problem}")
         group = self._file[GROUPS[kind]].create_group(name)
-        for key, value in (attrs or {}).items():
-            group.attrs[key] = _attr_value(value)
+        _set_attrs(group, attrs)
         self._streams[(kind, name)] = _Stream(kind, name, group)
         return group
 
     @staticmethod
-    def _column(group: h5py.Group, name: str, dtype: str, chunk: int, width: int = 0) -> None:
-        shape, maxshape, chunks = (0,), (None,), (chunk,)
-        if width:
-            shape, maxshape, chunks = (0, width), (None, width), (chunk, width)
-        group.create_dataset(name, shape=shape, maxshape=maxshape, dtype=dtype, chunks=chunks)
+    def _column(group: h5py.Group, name: str, dtype: Any, chunk: int, *row: int) -> h5py.Dataset:
+        """An empty resizable dataset of rows shaped ``row``, ``chunk`` rows to a chunk."""
+        return group.create_dataset(
+            name, shape=(0, *row), maxshape=(None, *row), dtype=dtype, chunks=(chunk, *row)
+        )
 
     def add_lidar(self, name: str, attrs: dict[str, Any] | None = None) -> None:
         """Declare a lidar stream (attrs: model, port_path, serial, firmware, mount_xy_yaw...)."""
@@ -307,17 +299,13 @@ class SessionWriter:
         )
         for col, dtype in LIDAR_POINT_FIELDS.items():
             self._column(group, col, dtype, _POINT_CHUNK)
-        group.create_dataset(
-            "turns", shape=(0,), maxshape=(None,), dtype=TURN_DTYPE, chunks=(1024,)
-        )
+        self._column(group, "turns", TURN_DTYPE, 1024)
 
     def add_raw(self, name: str, attrs: dict[str, Any] | None = None) -> None:
         """Declare a raw byte stream (everything received from one serial device)."""
         group = self._declare("raw", name, attrs)
         self._column(group, "data", "u1", _RAW_CHUNK)
-        group.create_dataset(
-            "chunks", shape=(0,), maxshape=(None,), dtype=RAW_CHUNK_DTYPE, chunks=(1024,)
-        )
+        self._column(group, "chunks", RAW_CHUNK_DTYPE, 1024)
 
     def add_encoder(
         self, name: str, n_counts: int = 3, attrs: dict[str, Any] | None = None
@@ -332,7 +320,7 @@ class SessionWriter:
         self._streams[("encoder", name)].n_counts = n_counts
         for col, dtype in ENCODER_FIELDS.items():
             self._column(group, col, dtype, _ROW_CHUNK)
-        self._column(group, "counts", "<i8", _ROW_CHUNK, width=n_counts)
+        self._column(group, "counts", "<i8", _ROW_CHUNK, n_counts)
 
     def add_pose(
         self,
@@ -353,17 +341,11 @@ class SessionWriter:
         )
         for col, dtype in POSE_FIELDS.items():
             self._column(group, col, dtype, _ROW_CHUNK)
-        self._column(group, "position", "<f8", _ROW_CHUNK, width=3)
-        self._column(group, "quat_xyzw", "<f8", _ROW_CHUNK, width=4)
+        self._column(group, "position", "<f8", _ROW_CHUNK, 3)
+        self._column(group, "quat_xyzw", "<f8", _ROW_CHUNK, 4)
         self._streams[("pose", name)].covariance = covariance
         if covariance:
-            group.create_dataset(
-                "covariance",
-                shape=(0, 6, 6),
-                maxshape=(None, 6, 6),
-                dtype="<f8",
-                chunks=(_ROW_CHUNK // 8, 6, 6),
-            )
+            self._column(group, "covariance", "<f8", _ROW_CHUNK // 8, 6, 6)
 
     def stream_attrs(self, kind: str, name: str) -> dict[str, Any]:
         """The attributes of a declared stream, as stored (``kind``: lidar, raw, encoder,
@@ -388,22 +370,17 @@ class SessionWriter:
             raise SessionError("a live session's stream attributes are fixed at declaration")
         self.stream_attrs(kind, name)  # refuses an undeclared stream
         with self._lock:
-            for key, value in attrs.items():
-                self._streams[(kind, name)].group.attrs[key] = _attr_value(value)
+            _set_attrs(self._streams[(kind, name)].group, attrs)
 
     def set_truth(self, path: str, data: np.ndarray, attrs: dict[str, Any] | None = None) -> None:
         """Store a truth array at ``/truth/<path>`` (simulated sessions only)."""
         self._check_layout_open("truth")
-        ds = self._file["truth"].create_dataset(path, data=np.asarray(data))
-        for key, value in (attrs or {}).items():
-            ds.attrs[key] = _attr_value(value)
+        _set_attrs(self._file["truth"].create_dataset(path, data=np.asarray(data)), attrs)
 
     def set_truth_attrs(self, attrs: dict[str, Any], path: str = "") -> None:
         """Set attributes on ``/truth`` (or on a truth dataset/group at ``path``)."""
         self._check_layout_open("truth attributes")
-        target = self._file["truth"] if not path else self._file["truth"][path]
-        for key, value in attrs.items():
-            target.attrs[key] = _attr_value(value)
+        _set_attrs(self._file["truth"] if not path else self._file["truth"][path], attrs)
 
     def _check_layout_open(self, what: str) -> None:
         if self._thread is not None and self.swmr:

@@ -860,7 +860,7 @@ class ProvenanceSection:
         }
 
 
-def _model_files(models: Path | None, hashes: dict[str, str]) -> list[ModelFileRow]:
+def _model_files(models: Path | None, hashes: set[str]) -> list[ModelFileRow]:
     """One row per model file: kind, software, date, its inputs and whether they are here."""
     if models is None:
         return []
@@ -886,15 +886,14 @@ def compute_provenance(inputs: ReportInputs) -> ProvenanceSection:
     from sensorbench.logs.info import session_info
     from sensorbench.logs.model_file import file_sha256
 
-    hashes = {file_sha256(p): str(p) for p in inputs.sessions}
+    hashes = [file_sha256(p) for p in inputs.sessions]
     sessions = []
-    for path in inputs.sessions:
+    for path, sha in zip(inputs.sessions, hashes, strict=True):
         truth, speed = truth_doc(path)
-        sha = next(h for h, p in hashes.items() if p == str(path))
         sessions.append(
             SessionProvenance(path, sha, session_info(path), None if truth is None else speed)
         )
-    return ProvenanceSection(_model_files(inputs.models, hashes), sessions)
+    return ProvenanceSection(_model_files(inputs.models, set(hashes)), sessions)
 
 
 @dataclass

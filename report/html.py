@@ -94,9 +94,9 @@ def img(fig: Figure) -> str:
     )
 
 
-def _verdict(passed: bool, word: str) -> Raw:
-    cls = "pass" if passed else "fail"
-    return Raw(f"<span class='{cls}'>{word if passed else word.replace('PASS', 'FAIL')}</span>")
+def verdict_span(ok: bool, yes: str, no: str) -> Raw:
+    """``yes`` marked passed (class ``pass``) when ``ok``, else ``no`` marked failed."""
+    return Raw(f"<span class='pass'>{yes}</span>" if ok else f"<span class='fail'>{no}</span>")
 
 
 # ------------------------------------------------------------------ lidars
@@ -502,7 +502,7 @@ def render_validation(v: ValidationSection) -> str:
         failed = ", ".join(f"{f['axis']} {f['statistic']}" for f in chk.failures()) or "–"
         row = (
             chk.name,
-            _verdict(chk.passed, "PASS"),
+            verdict_span(chk.passed, "PASS", "FAIL"),
             num(chk.p_joint),
             s.n_samples,
             f"{s.n_relocalizations} detected breaks"
@@ -510,7 +510,7 @@ def render_validation(v: ValidationSection) -> str:
             else s.n_relocalizations,
         )
         vrows.append((*row, *(["–" if w is None else w] if simulated else []), failed))
-    overall = _verdict(v.report.passed, "PASSED")
+    overall = verdict_span(v.report.passed, "PASSED", "FAILED")
     parts = [
         f"<h2>Leave-one-session-out validation</h2><p>{esc(v.report.mode)}, {v.draws} draws, "
         f"family-wise α {v.alpha}: {overall}</p>"

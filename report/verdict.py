@@ -20,7 +20,7 @@ from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES
 from sensorbench.characterize.pose.sessions import PreparedCampaign
 from sensorbench.characterize.pose.validate import ValidationReport
 from sensorbench.characterize.pose.verdict import Verdict, assess
-from sensorbench.report.html import Raw, table
+from sensorbench.report.html import table, verdict_span
 
 
 def compute_pose_verdict(
@@ -40,10 +40,6 @@ def compute_pose_verdict(
     return assess(prepared, model, validation, frames, campaign.align)
 
 
-def _verdict_span(ok: bool, yes: str, no: str) -> Raw:
-    return Raw(f"<span class='pass'>{yes}</span>" if ok else f"<span class='fail'>{no}</span>")
-
-
 def render_pose_verdict(v: Verdict) -> str:
     """HTML: part 1 (model: per-axis stationarity and trend, scale, frames, Monte Carlo,
     named reasons) and part 2 (requirements, or a note that none were given)."""
@@ -59,7 +55,7 @@ def render_pose_verdict(v: Verdict) -> str:
         _axis_table(v),
         table(["check", "result", "verdict"], _check_rows(v), "part 1: model-independent checks"),
         "<p>Model: "
-        + _verdict_span(v.model_ok, "HOLDS", "FAILED")
+        + verdict_span(v.model_ok, "HOLDS", "FAILED")
         + "</p>"
         + ("<ul>" + "".join(f"<li>{e(str(r))}</li>" for r in reasons) + "</ul>" if reasons else ""),
         _requirements_table(v)
@@ -83,8 +79,8 @@ def _axis_table(v: Verdict) -> str:
         ci = f"[{lo:.3g}, {hi:.3g}]" if st.tau_identified else "not identified"
         rows.append([
             a, f"{st.tau_s:.3g}", ci,
-            f"{st.median_segment_s:.3g}", _verdict_span(st.stationary, "stationary", "DRIFT"),
-            trend, _verdict_span(not tr.failed, "–", "DRIFT"),
+            f"{st.median_segment_s:.3g}", verdict_span(st.stationary, "stationary", "DRIFT"),
+            trend, verdict_span(not tr.failed, "–", "DRIFT"),
         ])  # fmt: skip
     head = ["axis", "τ (s)", "95 % interval", "median segment (s)", "stationary", "trend"]
     caption = "part 1: τ against the segment lengths, and per-segment trends"
@@ -99,15 +95,15 @@ def _check_rows(v: Verdict) -> list[list[str]]:
             "scale (" + ("Sim(2)" if sc.planar else "Sim(3)") + ")",
             f"{sc.scale:.4f} [{sc.ci95[0]:.4f}, {sc.ci95[1]:.4f}], batch means over "
             f"{sc.n_blocks} blocks, tolerance {100 * sc.tolerance:g} %",
-            _verdict_span(not sc.failed, "ok" if sc.testable else "not testable", "SCALE"),
+            verdict_span(not sc.failed, "ok" if sc.testable else "not testable", "SCALE"),
         ])  # fmt: skip
     if v.frames is not None:
         bad = v.frames.failed_sessions()
         shown = ", ".join(bad) if bad else ("one map" if v.frames.testable else "not testable")
-        checks.append(["frames", shown, _verdict_span(not bad, "ok", "FRAME")])
+        checks.append(["frames", shown, verdict_span(not bad, "ok", "FRAME")])
     if v.validation is not None:
         failed = f"{len(v.validation.failures())} failed checks"
-        passed = _verdict_span(v.validation.passed, "passed", failed)
+        passed = verdict_span(v.validation.passed, "passed", failed)
         checks.append(["Monte Carlo", v.validation.mode, passed])
     return checks
 
@@ -117,7 +113,7 @@ def _requirements_table(v: Verdict) -> str:
     rows = [
         [r.requirement.text, f"{r.horizon_s:g}", f"{r.quantile_estimate:.4g}",
          f"[{r.quantile_bounds[0]:.4g}, {r.quantile_bounds[1]:.4g}]", f"{r.predicted_quantile:.4g}",
-         _verdict_span(r.holds, "holds", "FAILS" if r.verdict == "fails" else "cannot tell")]
+         verdict_span(r.holds, "holds", "FAILS" if r.verdict == "fails" else "cannot tell")]
         for r in v.requirements
     ]  # fmt: skip
     head = ["requirement", "horizon (s)", "quantile", "its bounds"]

@@ -21,10 +21,11 @@ from sensorbench.logs.text_table import (
     Table,
     floats,
     integers,
+    parse_float,
+    parse_int,
     text_lines,
     times_ns,
 )
-from sensorbench.logs.values import parse_float, parse_int
 
 DIGITS = st.text("0123456789", min_size=1, max_size=12)
 

@@ -18,12 +18,11 @@ from click.testing import CliRunner
 from sensorbench.cli import cli
 from sensorbench.logs import EncoderBatch, LidarTurns, PoseBatch, Session
 from sensorbench.logs.schema import NO_DEVICE_TIME
+from sensorbench.logs.text_table import parse_float, parse_int
 from sensorbench.logs.values import (
     MAX_ABS_STAMP_NS,
     encoder_problems,
     lidar_problems,
-    parse_float,
-    parse_int,
     pose_problems,
 )
 
