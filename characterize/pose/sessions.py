@@ -2,13 +2,12 @@
 
 ``load_tracks(path, sensor, reference)`` reads two pose streams of a session through
 :class:`sensorbench.logs.Session` (times converted from int64 ns to s relative to the
-reference's first sample; flags kept). ``error_series(sensor, reference, ...)``
-runs time/frame alignment (:mod:`align`), computes the per-axis error and
-segments it at relocalizations (:mod:`reloc_segments`); a RELOCALIZED flag on a
-sample dropped by the association moves to the next kept sample.
-``prepare_campaign(tracks, ...)`` does the same for a campaign (one time offset and
-one frame transform for all of its sessions, estimated with the error model, and
-the leave-one-out folds); ``prepare_sessions(paths, ...)`` from session files;
+reference's first sample; flags kept). ``prepare_campaign(tracks, ...)`` aligns a
+campaign's sessions in time and frame (:mod:`align`; one time offset and one frame
+transform for all of them, estimated with the error model, and the leave-one-out
+folds), computes the per-axis error and segments it at relocalizations
+(:mod:`reloc_segments`; a RELOCALIZED flag on a sample dropped by the association
+moves to the next kept sample); ``prepare_sessions(paths, ...)`` from session files;
 ``fit_prepared`` fits the error model and records where every input came from.
 """
 
@@ -128,21 +127,6 @@ class PreparedSession:
             "error_frame": ERROR_FRAME,
             "time_origin": TIME_ORIGIN,
         }
-
-
-def error_series(
-    sensor: PoseTrack,
-    reference: PoseTrack,
-    name: str = "session",
-    mode: str = "se3",
-    offset_s: float | None = None,
-    max_offset_s: float = 0.5,
-    max_gap_s: float | None = None,
-    source: str = "",
-) -> PreparedSession:
-    """Align ``sensor`` to ``reference``, compute the error and segment it."""
-    al = align_sessions([(sensor, reference)], mode, offset_s, max_offset_s, max_gap_s)[0]
-    return _segmented(sensor, reference, al, name, max_gap_s, source, trajectory=al)
 
 
 def _segmented(
