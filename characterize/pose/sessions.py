@@ -13,7 +13,7 @@ moves to the next kept sample); ``prepare_sessions(paths, ...)`` from session fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -337,14 +337,7 @@ class TimeOffset:
 
     def to_dict(self) -> dict:
         """JSON/TOML-ready."""
-        return {
-            "method": self.method,
-            "offset_s": self.offset_s,
-            "se_s": self.se_s,
-            "pooled": self.pooled,
-            "consistency_p": self.consistency_p,
-            "sessions": self.sessions,
-        }
+        return asdict(self)
 
 
 @dataclass
