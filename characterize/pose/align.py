@@ -44,7 +44,7 @@ session and few relocalizations the fitted offset spread is biased low. Prefer
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -436,7 +436,7 @@ def estimate_time_offset(
 def align_sessions(
     pairs: list[tuple[PoseTrack, PoseTrack]],
     mode: str = "se3",
-    offset_s: float | list[float | None] | None = None,
+    offset_s: float | Sequence[float | None] | None = None,
     max_offset_s: float = 0.5,
     max_gap_s: float | None = None,
 ) -> list[Alignment]:
