@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -964,7 +964,7 @@ class FitOptions:
 
     def as_dict(self) -> dict[str, Any]:
         """For provenance."""
-        return {"max_iter": self.max_iter, "fd_step_log": self.fd_step_log, "tol": self.tol}
+        return asdict(self)
 
 
 def _initial_guess(
@@ -1036,12 +1036,8 @@ def _fit_problems(
 
     def fun(theta: np.ndarray, active: np.ndarray) -> np.ndarray:
         n_sets = theta.shape[1]
-        cols, owner = [], []
-        for i, p in enumerate(active):
-            cols.append(prob_cols[p])
-            owner.append(np.full(prob_cols[p].size, i))
-        cols_a = np.concatenate(cols)
-        owner_a = np.concatenate(owner)
+        cols_a = np.concatenate([prob_cols[p] for p in active])
+        owner_a = np.repeat(np.arange(active.size), [prob_cols[p].size for p in active])
         # columns: (data column, set) pairs
         data_col = np.repeat(cols_a, n_sets)
         owner_c = np.repeat(owner_a, n_sets)
@@ -1087,7 +1083,9 @@ def _stage(progress: Progress | None, stage: int, stages: int) -> Progress | Non
 class GroupFits(dict[str, AxisFit]):
     """``{axis: AxisFit}`` of one group of sessions, with the wrong relocalizations named."""
 
-    wrong: WrongRelocs
+    def __init__(self, fits: dict[str, AxisFit], wrong: WrongRelocs) -> None:
+        super().__init__(fits)
+        self.wrong = wrong
 
 
 def fit_groups(
@@ -1125,12 +1123,7 @@ def fit_groups(
             copies += [replace(series[i], wrong=m) for i, m in marks]
         for gi, f in zip(todo, _fit_groups(copies, refit_groups, options), strict=True):
             fits[gi] = f
-    out = []
-    for f, w in zip(fits, wrong, strict=True):
-        g = GroupFits(f)
-        g.wrong = w
-        out.append(g)
-    return out
+    return [GroupFits(f, w) for f, w in zip(fits, wrong, strict=True)]
 
 
 def _fit_groups(
