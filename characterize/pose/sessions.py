@@ -796,20 +796,14 @@ def _evo_alignments(
     align: str,
     max_gap_s: float | None,
 ) -> dict[int, Alignment]:
-    """The position-only (Umeyama) fits at the offsets used: what evo aligns the ATE with."""
-    if align == "campaign":
-        pairs = [tracks[j] for j in kept]
-        fit = align_sessions(
-            pairs, mode, [alignments[j].offset_s for j in kept], max_gap_s=max_gap_s
-        )
-        return {
-            j: replace(alignments[j], rotation=f.rotation, translation=f.translation)
-            for j, f in zip(kept, fit, strict=True)
-        }
+    """The position-only (Umeyama) fits at the offsets used: what evo aligns the ATE with
+    (one for the campaign, else one per session)."""
     out = {}
-    for j in kept:
-        f = align_sessions([tracks[j]], mode, alignments[j].offset_s, max_gap_s=max_gap_s)[0]
-        out[j] = replace(alignments[j], rotation=f.rotation, translation=f.translation)
+    for group in [kept] if align == "campaign" else [[j] for j in kept]:
+        offsets = [alignments[j].offset_s for j in group]
+        fit = align_sessions([tracks[j] for j in group], mode, offsets, max_gap_s=max_gap_s)
+        for j, f in zip(group, fit, strict=True):
+            out[j] = replace(alignments[j], rotation=f.rotation, translation=f.translation)
     return out
 
 
