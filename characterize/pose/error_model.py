@@ -13,6 +13,7 @@ sigma_b's uncertainty is the log-normal exp(N(ln σ̂_b, se²)).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -537,23 +538,16 @@ def name_wrong(
 
 
 def _stencil(d: int, h: float) -> tuple[np.ndarray, list[tuple[int, int, int, int]]]:
-    """Offsets of the central-difference gradient/Hessian stencil (1 + 2d + d(d-1) sets)."""
-    rows = [np.zeros(d)]
-    for i in range(d):
-        for sgn in (1.0, -1.0):
-            e = np.zeros(d)
-            e[i] = sgn * h
-            rows.append(e)
-    pairs = []
-    for i in range(d):
-        for j in range(i + 1, d):
-            e = np.zeros(d)
-            e[i] = e[j] = h
-            rows.append(e)
-            e2 = -e
-            rows.append(e2)
-            pairs.append((i, j, len(rows) - 2, len(rows) - 1))
-    return np.array(rows), pairs
+    """Offsets of the central-difference gradient/Hessian stencil (1 + 2d + d(d-1) sets):
+    the centre, ±h along each axis, then ±h along both axes of each pair (with their
+    columns in the stencil)."""
+    eye = h * np.eye(d)
+    ij = list(itertools.combinations(range(d), 2))
+    both = np.array([eye[i] + eye[j] for i, j in ij]).reshape(-1, d)
+    signed = [np.stack([x, -x], axis=1).reshape(-1, d) for x in (eye, both)]
+    first = 1 + 2 * d
+    pairs = [(i, j, first + 2 * k, first + 2 * k + 1) for k, (i, j) in enumerate(ij)]
+    return np.concatenate([np.zeros((1, d)), *signed]), pairs
 
 
 def _grad_hess(f: np.ndarray, d: int, h: float, pairs: list) -> tuple[np.ndarray, np.ndarray]:
