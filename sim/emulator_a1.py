@@ -127,11 +127,6 @@ class PacketStream:
     dist_q2: np.ndarray
     express: bool
 
-    @property
-    def capsules(self) -> np.ndarray:
-        """The packets of an express stream."""
-        return self.packets
-
     def __len__(self) -> int:
         return int(self.t_end_s.size)
 

@@ -52,7 +52,6 @@ from sensorbench.sim.pty import PtyPort
 FIRMWARE_DIR = Path(__file__).resolve().parent.parent / "firmware"
 HARNESS_ENV = "SENSORBENCH_POD_HARNESS"
 DEFAULT_HARNESS = FIRMWARE_DIR / "build" / "sim" / "pods_harness"
-DEFAULT_ELF = FIRMWARE_DIR / "build" / "avr" / "pods-atmega328p.elf"
 OPTIBOOT_WAIT_S = 1.0  # optiboot's watchdog timeout after an external reset (s)
 PERIOD_US = 5000  # the default build's latch period (200 Hz), µs
 _STOP_TIMEOUT_S = 5.0

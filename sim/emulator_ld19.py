@@ -237,16 +237,6 @@ class LD19Truth(Records):
             "packet": np.repeat(np.arange(k), POINTS_PER_PACKET),
         }
 
-    def damaged(self, corrupted: list[int], dropped: list[int]) -> np.ndarray:
-        """Packets touched by any corrupted or dropped byte (offsets from ``PtyPort.stats``)."""
-        hit = np.zeros(len(self), dtype=bool)
-        bad = np.unique(np.asarray(list(corrupted) + list(dropped), dtype=np.int64))
-        if bad.size and len(self):
-            idx = np.searchsorted(bad, self.offset)
-            nxt = bad[np.minimum(idx, bad.size - 1)]
-            hit = (idx < bad.size) & (nxt < self.offset + PACKET_SIZE) & self.offered
-        return hit
-
     @classmethod
     def concat(cls, parts: Sequence[LD19Truth]) -> LD19Truth:
         """Concatenate in order (an empty list gives an empty truth)."""

@@ -65,13 +65,6 @@ class PodTruth:
     length: np.ndarray
     delivered: np.ndarray
 
-    def damaged(self, byte_offsets: list[int] | np.ndarray) -> np.ndarray:
-        """Mask of delivered frames containing any of ``byte_offsets`` (e.g. corrupted)."""
-        offs = np.sort(np.asarray(byte_offsets, dtype=np.int64))
-        lo = np.searchsorted(offs, self.offset, side="left")
-        hi = np.searchsorted(offs, self.offset + self.length, side="left")
-        return self.delivered & (hi > lo)
-
 
 def encode_binary(
     seq: np.ndarray,

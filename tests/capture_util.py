@@ -60,6 +60,14 @@ class Points:
     turn_start: np.ndarray  # bool
 
 
+def damaged(offset: np.ndarray, length, sent: np.ndarray, byte_offsets) -> np.ndarray:
+    """Frames ``[offset, offset + length)`` of an emulator's truth that were sent and hold
+    any of ``byte_offsets`` (corrupted or dropped bytes, ``PtyPort.stats``)."""
+    offs = np.sort(np.asarray(byte_offsets, dtype=np.int64))
+    lo, hi = np.searchsorted(offs, offset), np.searchsorted(offs, offset + length)
+    return sent & (hi > lo)
+
+
 def ld19_points(truth) -> Points:
     t = truth.select(truth.offered)
     start = t.start.astype(np.float64)

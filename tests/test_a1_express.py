@@ -102,7 +102,7 @@ def test_rplidar_roboticia_reads_the_emulators_express_stream_at_3900_per_second
     # which capsules these were, and their start angles and offsets
     c0 = int(np.flatnonzero(np.isclose(stream.t_s[:, 0], np.mod(t_s[0], stream.period_s)))[0])
     caps = [
-        u.capsule_fields(stream.capsules[(c0 + c) % len(stream)].tobytes())
+        u.capsule_fields(stream.packets[(c0 + c) % len(stream)].tobytes())
         for c in range(n // 32 + 2)
     ]
     step = np.repeat([(b[0] - a[0]) % 23040 / 2048 for a, b in itertools.pairwise(caps)], 32)

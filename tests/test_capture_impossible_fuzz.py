@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+from capture_util import damaged
 from ld19_util import ref_decode
 
 from sensorbench.drivers.capture import CaptureOptions, run_capture
@@ -117,7 +118,8 @@ def test_capture_survives_impossible_packets_and_corruption(tmp_path):
     # the counts match the injected faults: every impossible packet the emulator
     # offered whose 47 bytes arrived intact and in the recorded raw stream ...
     bad = truth.select((truth.impossible > 0) & truth.offered)
-    intact = ~bad.damaged(stats.corrupted_offsets, stats.dropped_offsets)
+    lost = stats.corrupted_offsets + stats.dropped_offsets
+    intact = ~damaged(bad.offset, PACKET_SIZE, bad.offered, lost)
     wire = encode_packets(
         bad.speed, bad.start, bad.end, bad.distance_mm, bad.intensity, bad.timestamp
     )

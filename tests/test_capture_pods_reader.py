@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pods_util
 import pytest
+from capture_util import damaged as damaged_frames
 
 from sensorbench.drivers.pods_reader import PodProtocol
 from sensorbench.drivers.serial_link import LinkConfig, SerialLink
@@ -164,7 +165,8 @@ def test_scenario_fault_schedule_through_capture(tmp_path) -> None:
         b = s.encoder("pods").read()
         kinds = [e.kind for e in s.events() if e.source == "pods"]
     assert "unplug" in kinds and "reconnect" in kinds
-    damaged = truth.damaged(stats.corrupted_offsets + stats.dropped_offsets)
+    lost = stats.corrupted_offsets + stats.dropped_offsets
+    damaged = damaged_frames(truth.offset, truth.length, truth.delivered, lost)
     i = np.searchsorted(truth.index, b.seq)
     hit = i[np.flatnonzero(damaged[i])]
     # A dropped byte is invisible when the bytes after it repeat it up to the frame's end

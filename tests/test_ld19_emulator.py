@@ -9,9 +9,10 @@ import time
 import numpy as np
 import pytest
 import serial
+from capture_util import damaged as damaged_frames
 from ld19_util import MANUAL_PACKET, capture, packet_rows, ref_decode, ref_rows
 
-from sensorbench.drivers.ld19_parser import LD19Parser
+from sensorbench.drivers.ld19_parser import PACKET_SIZE, LD19Parser
 from sensorbench.errors import SimError
 from sensorbench.sim.emulator_ld19 import REAL_SAMPLES_PER_S, LD19Emulator, SyntheticLD19Samples
 from sensorbench.sim.pty import Faults
@@ -98,7 +99,9 @@ def test_stream_with_faults_decodes_exactly_and_counters_match_injection():
     st = emu.port.stats
     truth = emu.truth()
     assert st.bytes_corrupted > 500 and st.bytes_dropped > 100
-    damaged = truth.damaged(st.corrupted_offsets, st.dropped_offsets)
+    damaged = damaged_frames(
+        truth.offset, PACKET_SIZE, truth.offered, st.corrupted_offsets + st.dropped_offsets
+    )
     assert len(data) == st.bytes_delivered
 
     p = LD19Parser()
@@ -137,7 +140,7 @@ def test_crc_failures_equal_damaged_packets_with_an_intact_header():
     data, emu = _run(samples, faults=Faults(corrupt_rate=0.005), seed=2)
     st = emu.port.stats
     truth = emu.truth()
-    damaged = truth.damaged(st.corrupted_offsets, [])
+    damaged = damaged_frames(truth.offset, PACKET_SIZE, truth.offered, st.corrupted_offsets)
     hit = np.asarray(st.corrupted_offsets)
     header_hit = np.isin(truth.offset, hit) | np.isin(truth.offset + 1, hit)
     p = LD19Parser()

@@ -14,6 +14,7 @@ from dataclasses import fields
 import numpy as np
 import pods_util
 import pytest
+from capture_util import damaged as damaged_frames
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,7 +108,7 @@ def _run_faulty_link(faults: Faults, variant: str = "binary", seed: int = 11):
 def test_link_faults_lose_exactly_the_damaged_frames(faults: Faults) -> None:
     s, truth, stats, stream = _run_faulty_link(faults)
     offsets = stats.corrupted_offsets or stats.dropped_offsets
-    damaged = truth.damaged(offsets)
+    damaged = damaged_frames(truth.offset, truth.length, truth.delivered, offsets)
     assert 50 < damaged.sum() < 400  # ~2400 frames × 26 B × 2e-3 ≈ 125 hit frames
     p = PodStreamParser(3, 16)
     f = feed_chunks(p, stream, [97, 4096, 13])
@@ -127,7 +128,7 @@ def test_link_faults_lose_exactly_the_damaged_frames(faults: Faults) -> None:
         stray = cand[~((j >= 0) & (cand < ends[np.maximum(j, 0)]))]
         assert int((stray < len(stream) - 300).sum()) <= p.stats.crc_errors <= stray.size
         # a hit frame whose first 4 bytes (sync, len, flags) are intact fails its CRC
-        body_hit = truth.damaged(offsets) & ~_damaged_after(truth, offsets, 4)
+        body_hit = damaged & ~_damaged_after(truth, offsets, 4)
         early = truth.offset < len(stream) - 300
         assert p.stats.crc_errors >= int((body_hit & early).sum())
 

@@ -8,8 +8,8 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from sensorbench.characterize.pose.align import (
+    Alignment,
     PoseTrack,
-    align,
     align_sessions,
     interpolate,
     pose_errors,
@@ -22,6 +22,11 @@ OFFSET = 0.037  # s: reference time = sensor time + OFFSET
 R_WORLD = Rotation.from_euler("xyz", [4.0, -3.0, 30.0], degrees=True)
 T_WORLD = np.array([0.5, -1.2, 0.3])
 BODY = Rotation.from_euler("xyz", [2.0, 1.0, -5.0], degrees=True)
+
+
+def align(sensor: PoseTrack, ref: PoseTrack, mode: str = "se3", **kw) -> Alignment:
+    """One session aligned on its own."""
+    return align_sessions([(sensor, ref)], mode, **kw)[0]
 
 
 def _tracks(rng, err: np.ndarray | None = None, planar: bool = False):

@@ -14,7 +14,6 @@ import pose_util
 from sensorbench.characterize.pose.allan import (
     allan_cross_check,
     allan_deviation,
-    allan_deviation_edf,
     model_allan_deviation,
 )
 from sensorbench.characterize.pose.series import POSE_AXES, ErrorSeries
@@ -77,7 +76,7 @@ def test_monotone_rising_curve_has_no_peak():
 def test_edf_counts_non_overlapping_terms():
     params = pose_util.TRUTH * [0, 1, 1, 1]
     series = _series(params, 3, duration_s=100.0, n=1)  # 1000 samples at 0.1 s
-    t, _, cnt, edf = allan_deviation_edf(series)
+    t, _, cnt, edf = allan_deviation(series)
     m = np.round(t / 0.1).astype(int)
     np.testing.assert_array_equal(edf, np.maximum(1000 // m - 1, 1))
     assert np.all(edf <= cnt)
@@ -114,7 +113,7 @@ def test_pooled_adev_equals_allantools_per_piece():
     reloc = np.zeros(t.size, bool)
     reloc[1200] = True  # two pieces of 1200 and 800 samples
     e = pose_util.simulate_errors(params, t, reloc, 1, rng)[0]
-    got_t, got, cnt = allan_deviation([ErrorSeries(t, e, reloc, name="two pieces")])
+    got_t, got, cnt, _ = allan_deviation([ErrorSeries(t, e, reloc, name="two pieces")])
     m = np.round(got_t / 0.1).astype(int)
     assert m[0] == 1 and m.size >= 20
     for i in range(6):

@@ -13,12 +13,11 @@ from scipy.stats import chi2, kstest, multivariate_normal
 from sensorbench.characterize.pose.error_model import (
     PARAMS,
     PoseErrorModel,
+    QProfile,
+    _nll_columns,
     _offset_normal_equations,
     fit_pose_error,
-    kalman_nll_columns,
     offset_qprofile,
-    qprofile_cdf,
-    qprofile_quantile,
 )
 from sensorbench.characterize.pose.gm_montecarlo import draw_params, simulate_errors
 from sensorbench.characterize.pose.series import POSE_AXES, ErrorSeries
@@ -45,7 +44,9 @@ def test_kalman_likelihood_equals_dense_gaussian():
     params = np.array([[0.02, 0.03, 0.7, 0.004], [0.001, 0.05, 3.0, 0.02]])
     y = rng.standard_normal((t.size, 2)) * 0.03
     dt = np.diff(t, prepend=-np.inf)[:, None].repeat(2, axis=1)
-    got = kalman_nll_columns(y, dt, reloc[:, None].repeat(2, axis=1), np.ones_like(y), params)
+    reset = reloc[:, None].repeat(2, axis=1)
+    w, cols = np.ones_like(y), np.arange(2)
+    got = _nll_columns(y, dt, reset, np.zeros_like(reset), w, cols, params, t.size)
     for c in range(2):
         cov = _dense_cov(t, reloc, *params[c])
         want = -multivariate_normal(np.zeros(t.size), cov).logpdf(y[:, c])
@@ -87,7 +88,8 @@ def test_qprofile_is_exactly_chi2_at_the_truth():
         qp = offset_qprofile([s], 0, *truth[0, 1:])
         assert qp.lam.size == s.n_segments and qp.dof == s.n_segments
         u.append(float(qp.cdf(truth[0, 0])))
-        np.testing.assert_allclose(qp.cdf(truth[0, 0]), qprofile_cdf(truth[0, 0], qp.lam, qp.z2))
+        known = chi2.sf(np.sum(qp.z2 / (truth[0, 0] ** 2 + qp.lam)), qp.lam.size)
+        np.testing.assert_allclose(qp.cdf(truth[0, 0]), known)
     assert kstest(u, "uniform").pvalue > 0.01
 
 
@@ -112,7 +114,7 @@ def test_qprofile_with_the_mean_absorbed_is_chi2_with_one_dof_less():
         qp = offset_qprofile(ss, 0, *truth[0, 1:])
         assert qp.dof == qp.lam.size - 1
         u.append(float(qp.cdf(truth[0, 0])))
-        u_known.append(float(qprofile_cdf(truth[0, 0], qp.lam, qp.z2)))
+        u_known.append(float(QProfile(qp.lam, qp.z2).cdf(truth[0, 0])))
         q = qp.quantile(np.array([0.3, 0.7]))
         np.testing.assert_allclose(qp.cdf(q[q > 0]), np.array([0.3, 0.7])[q > 0], rtol=1e-6)
     assert kstest(u, "uniform").pvalue > 0.01
@@ -135,14 +137,15 @@ def test_qprofile_quantile_inverts_cdf_with_mass_at_zero():
     rng = np.random.default_rng(3)
     lam = rng.uniform(0.2, 2.0, 12) * 1e-4
     z2 = rng.chisquare(1, 12) * (lam + 0.5e-4)
-    p0 = float(qprofile_cdf(0.0, lam, z2))
+    qp = QProfile(lam, z2)
+    p0 = float(qp.cdf(0.0))
     assert p0 == pytest.approx(chi2.sf(np.sum(z2 / lam), 12))
     u = np.linspace(0.001, 0.999, 300)
-    s = qprofile_quantile(u, lam, z2)
+    s = qp.quantile(u)
     assert np.all(np.diff(s) >= 0)
     np.testing.assert_array_equal(s[u <= p0], 0.0)
-    np.testing.assert_allclose(qprofile_cdf(s[u > p0], lam, z2), u[u > p0], rtol=1e-9)
-    assert qprofile_quantile(np.array(1.0), lam, z2) == np.inf
+    np.testing.assert_allclose(qp.cdf(s[u > p0]), u[u > p0], rtol=1e-9)
+    assert qp.quantile(np.array(1.0)) == np.inf
 
 
 def test_draws_use_sigma_b_quantile_and_keep_the_rest():
@@ -152,10 +155,11 @@ def test_draws_use_sigma_b_quantile_and_keep_the_rest():
     z2 = np.full(10, 2e-4)
     params = np.array([[0.01, 0.02, 2.0, 0.003]])
     cov = np.diag([0.04, 0.01, 0.09, 0.0])[None]
-    p = draw_params(params, cov, 20_000, rng, [lambda u: qprofile_quantile(u, lam, z2)])
+    qp = QProfile(lam, z2)
+    p = draw_params(params, cov, 20_000, rng, [qp.quantile])
     # the draws' cdf values are uniform above the mass at 0, whose share is P(0)
-    c = qprofile_cdf(p[:, 0, 0], lam, z2)
-    p0 = float(qprofile_cdf(0.0, lam, z2))
+    c = qp.cdf(p[:, 0, 0])
+    p0 = float(qp.cdf(0.0))
     assert np.mean(p[:, 0, 0] == 0.0) == pytest.approx(p0, abs=4 * math.sqrt(p0 / 20_000))
     assert kstest(c[p[:, 0, 0] > 0], "uniform", args=(p0, 1 - p0)).pvalue > 0.01
     # 4 standard errors of a log-sd estimate from n = 20 000 draws (se = sd/√(2n))

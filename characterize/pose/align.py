@@ -44,7 +44,7 @@ session and few relocalizations the fitted offset spread is biased low. Prefer
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -216,11 +216,7 @@ def rate_window_s(sensor: PoseTrack, ref: PoseTrack) -> float:
 def interpolate(
     ref: PoseTrack, t_s: np.ndarray, max_gap_s: float | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Reference pose at times ``t_s``: (position (M,3), quat_xyzw (M,4), inside (M,)).
-
-    ``inside`` is False outside the reference and in its gaps longer than
-    :func:`gap_limit_s` (``max_gap_s`` when given).
-    """
+    """Reference pose at times ``t_s`` (:meth:`Interpolator.__call__`)."""
     return ref.interpolator()(t_s, max_gap_s)
 
 
@@ -283,13 +279,6 @@ class Alignment:
         )
         d["rotation_rpy_deg"] = Rotation.from_matrix(self.rotation).as_euler("xyz", True).tolist()
         return d
-
-
-def _pairs(
-    sensor: PoseTrack, ref: PoseTrack, offset_s: float, max_gap_s: float | None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    pos, quat, inside = interpolate(ref, sensor.t_s + offset_s, max_gap_s)
-    return pos, quat, inside
 
 
 def _fit_frame(src: np.ndarray, dst: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
@@ -444,22 +433,10 @@ def estimate_time_offset(
     return _peak(fine * fine_step_s, corr_at(fine))
 
 
-def align(
-    sensor: PoseTrack,
-    ref: PoseTrack,
-    mode: str = "se3",
-    offset_s: float | None = None,
-    max_offset_s: float = 0.5,
-    max_gap_s: float | None = None,
-) -> Alignment:
-    """Estimate the time offset (unless given) and the frame transform of one session."""
-    return align_sessions([(sensor, ref)], mode, offset_s, max_offset_s, max_gap_s)[0]
-
-
 def align_sessions(
     pairs: list[tuple[PoseTrack, PoseTrack]],
     mode: str = "se3",
-    offset_s: float | list[float | None] | None = None,
+    offset_s: float | Sequence[float | None] | None = None,
     max_offset_s: float = 0.5,
     max_gap_s: float | None = None,
 ) -> list[Alignment]:
@@ -488,7 +465,7 @@ def align_sessions(
             method = "angular-rate xcorr (windowed rates, relocalizations masked)"
         else:
             offset, corr, method = float(given), float("nan"), "given"
-        pos, quat, inside = _pairs(sensor, ref, offset, max_gap_s)
+        pos, quat, inside = interpolate(ref, sensor.t_s + offset, max_gap_s)
         if inside.sum() < 3:
             raise FitError(
                 f"{sensor.name or 'sensor'}: {int(inside.sum())} of its {inside.size} poses "
@@ -544,7 +521,7 @@ def pose_errors(
     times are the sensor's.
     """
     sensor = sensor.only_valid()
-    pos, quat, inside = _pairs(sensor, ref, alignment.offset_s, max_gap_s)
+    pos, quat, inside = interpolate(ref, sensor.t_s + alignment.offset_s, max_gap_s)
     idx = np.flatnonzero(inside)
     e = frame_errors(
         sensor.position[idx],

@@ -68,16 +68,9 @@ def _phases(series: ErrorSeries) -> list[np.ndarray]:
 
 def allan_deviation(
     series: list[ErrorSeries], n_taus: int = 30
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pooled overlapping ADEV of every axis: (T (K,) s, adev (K, 6), n_terms (K,))."""
-    t, adev, cnt, _ = allan_deviation_edf(series, n_taus)
-    return t, adev, cnt
-
-
-def allan_deviation_edf(
-    series: list[ErrorSeries], n_taus: int = 30
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """As :func:`allan_deviation`, plus the equivalent degrees of freedom (K,)."""
+    """Pooled overlapping ADEV of every axis: (T (K,) s, adev (K, 6), n_terms (K,),
+    equivalent degrees of freedom (K,))."""
     dt0 = float(np.median(np.concatenate([np.diff(s.t_s) for s in series])))
     phases = [c for s in series for c in _phases(s)]
     longest = max(c.shape[1] - 1 for c in phases)
@@ -162,7 +155,7 @@ def allan_cross_check(series: list[ErrorSeries], params: np.ndarray) -> dict:
     and σ it implies (T/1.89, ADEV/0.62), the fitted τ and σ, and the range of the
     ratio empirical/model; only averaging times with at least 30 terms count.
     """
-    t, adev, n_terms, edf = allan_deviation_edf(series)
+    t, adev, n_terms, edf = allan_deviation(series)
     dt0 = float(np.median(np.concatenate([np.diff(s.t_s) for s in series])))
     ci = adev_interval(adev, edf)
     out: dict = {"T_s": t.tolist(), "n_terms": n_terms.tolist(), "edf": edf.tolist()}

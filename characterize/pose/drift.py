@@ -186,19 +186,22 @@ def segment_slopes(series: list[ErrorSeries]) -> tuple[np.ndarray, np.ndarray]:
     """``(slopes (K, 6) unit/s, lengths (K,) s)`` of every segment with ≥ 8 samples."""
     slopes, lengths = [], []
     for s in series:
-        seg = s.segment_id
-        k = int(seg[-1]) + 1
-        n = np.bincount(seg, minlength=k).astype(float)
-        tm = np.bincount(seg, s.t_s, k) / n
-        dt = s.t_s - tm[seg]
-        sxx = np.bincount(seg, dt * dt, k)
-        sxy = np.stack([np.bincount(seg, dt * s.error[:, i], k) for i in range(6)], axis=1)
+        starts, n, span = _segments(s)
+        dt = s.t_s - (np.add.reduceat(s.t_s, starts) / n)[s.segment_id]
+        sxx = np.add.reduceat(dt * dt, starts)
+        sxy = np.add.reduceat(dt[:, None] * s.error, starts, axis=0)
         ok = (n >= _MIN_TREND_SAMPLES) & (sxx > 0)
         slopes.append(sxy[ok] / sxx[ok, None])
-        t0 = np.minimum.reduceat(s.t_s, np.flatnonzero(s.reloc))
-        t1 = np.maximum.reduceat(s.t_s, np.flatnonzero(s.reloc))
-        lengths.append((t1 - t0)[ok])
+        lengths.append(span[ok])
     return np.concatenate(slopes), np.concatenate(lengths)
+
+
+def _segments(s: ErrorSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per segment of ``s``: its first sample's index, its sample count and the time
+    from its first to its last sample (s)."""
+    starts = np.flatnonzero(s.reloc)
+    n = np.diff(starts, append=s.n).astype(float)
+    return starts, n, np.maximum.reduceat(s.t_s, starts) - np.minimum.reduceat(s.t_s, starts)
 
 
 def trend_test(series: list[ErrorSeries], alpha: float = TREND_ALPHA) -> dict[str, AxisTrend]:
@@ -248,18 +251,12 @@ def variance_growth(
     """Per axis: does the segment variance outgrow the model's with segment length?"""
     var, lengths = [], []
     for s in series:
-        seg = s.segment_id
-        k = int(seg[-1]) + 1
-        n = np.bincount(seg, minlength=k).astype(float)
-        mean = np.stack([np.bincount(seg, s.error[:, i], k) for i in range(6)], axis=1) / n[:, None]
-        dev2 = np.stack(
-            [np.bincount(seg, (s.error[:, i] - mean[seg, i]) ** 2, k) for i in range(6)], axis=1
-        )
-        t0 = np.minimum.reduceat(s.t_s, np.flatnonzero(s.reloc))
-        t1 = np.maximum.reduceat(s.t_s, np.flatnonzero(s.reloc))
-        ok = (n >= _MIN_TREND_SAMPLES) & (t1 > t0)
+        starts, n, span = _segments(s)
+        mean = np.add.reduceat(s.error, starts, axis=0) / n[:, None]
+        dev2 = np.add.reduceat((s.error - mean[s.segment_id]) ** 2, starts, axis=0)
+        ok = (n >= _MIN_TREND_SAMPLES) & (span > 0)
         var.append(dev2[ok] / (n[ok, None] - 1.0))
-        lengths.append((t1 - t0)[ok])
+        lengths.append(span[ok])
     v, length = np.concatenate(var), np.concatenate(lengths)
     k = length.size
     level = alpha / len(POSE_AXES)

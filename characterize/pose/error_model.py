@@ -13,9 +13,10 @@ sigma_b's uncertainty is the log-normal exp(N(ln σ̂_b, se²)).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,28 +97,6 @@ def _pack(series: list[ErrorSeries], axes: list[int]) -> _Packed:
     return _Packed(y, dt, reset, diffuse, w, session, axis)
 
 
-def kalman_nll_columns(
-    y: np.ndarray,
-    dt: np.ndarray,
-    reset: np.ndarray,
-    w: np.ndarray,
-    params: np.ndarray,
-    diffuse: np.ndarray | None = None,
-) -> np.ndarray:
-    """Negative log-likelihood of every column under its own parameters.
-
-    ``y``, ``dt`` (s; inf = start stationary), ``reset`` (bool: b reset here) and ``w``
-    (1 for a sample, 0 for trailing padding after a column's last sample) are
-    ``(N, C)``; ``params`` is ``(C, 4)`` in :data:`PARAMS` order (linear units).
-    ``diffuse`` ``(N, C)`` bool: resets of wrong relocalizations, whose offset is an
-    unknown (diffuse prior, its first sample's constant term removed: the
-    likelihood of the rest given that offset). Returns ``(C,)``.
-    """
-    cols = np.arange(y.shape[1])
-    d = np.zeros(y.shape, bool) if diffuse is None else np.asarray(diffuse, bool)
-    return _nll_columns(y, dt, reset, d, w, cols, np.ascontiguousarray(params), y.shape[0])
-
-
 def _nll_columns(
     y: np.ndarray,
     dt: np.ndarray,
@@ -157,12 +136,15 @@ def _nll_kernel(
     source: np.ndarray,
     first: np.ndarray,
 ) -> np.ndarray:
-    """The filter of :func:`kalman_nll_columns` on data columns ``col`` of ``(N, D)`` arrays.
+    """Negative log-likelihood of data columns ``col`` of ``(N, D)`` arrays, ``(C,)``.
 
-    Column c of the result runs on data column ``col[c]`` with parameters
-    ``params[c]``, over the first ``n_used`` rows (a column stops at its padding).
-    Its transition factor is that of column ``first[source[c]]``, which has the same
-    data column and tau (:func:`_nll_columns`).
+    ``y``, ``dt`` (s; inf = start stationary), ``reset`` (b reset here), ``diffuse``
+    (resets of wrong relocalizations, whose offset is an unknown: diffuse prior, its
+    first sample's constant term removed) and ``w`` (1 for a sample, 0 for padding
+    after a column's last sample). Column c of the result runs on data column
+    ``col[c]`` with parameters ``params[c]`` (:data:`PARAMS` order, linear units),
+    over the first ``n_used`` rows. Its transition factor is that of column
+    ``first[source[c]]``, which has the same data column and tau (:func:`_nll_columns`).
     """
     n_c = col.size
     phis = np.empty(first.size)
@@ -276,13 +258,7 @@ def offset_qprofile(
     lam, z, ones, group = [], [], [], []
     labels: dict[str, int] = {}
     for s in series:
-        seg = s.segment_id
-        y = np.ascontiguousarray(s.error[:, axis])
-        a, r = _offset_normal_equations(
-            y, spacings(s.t_s), seg, s.n_segments, sigma, tau_s, sigma_v
-        )
-        c = np.linalg.inv(a)
-        b = c @ r
+        b, c = _gls_offsets(s, axis, sigma, tau_s, sigma_v)
         usual = ~s.wrong_segments  # a wrong relocalization's offset is no draw of sigma_b
         c = c[np.ix_(usual, usual)]
         ev, vec = np.linalg.eigh(0.5 * (c + c.T))
@@ -354,8 +330,6 @@ class QProfile:
 
     def quantile(self, u: np.ndarray) -> np.ndarray:
         """Inverse of :meth:`cdf`: sigma_b at probabilities ``u`` (0 below the mass at 0)."""
-        if not self._groups:
-            return qprofile_quantile(u, self.lam, self.z2)
         u = np.asarray(u, dtype=float)
         with np.errstate(divide="ignore"):
             target = chi2.isf(u, self.dof)
@@ -396,40 +370,6 @@ class QProfile:
         return np.sum(we2, axis=-1), -np.sum(w * we2, axis=-1)
 
 
-def _qprofile_q(s2: np.ndarray, lam: np.ndarray, z2: np.ndarray) -> np.ndarray:
-    """``Q = Σ z²/(s² + λ)`` for every s² (any shape): the mean known to be 0."""
-    s2 = np.asarray(s2, dtype=float)
-    return np.sum(z2 / (s2[..., None] + lam), axis=-1)
-
-
-def qprofile_cdf(s: np.ndarray, lam: np.ndarray, z2: np.ndarray) -> np.ndarray:
-    """``P(sigma_b ≤ s) = P(χ²_k ≥ Q(s))`` (k = len(λ), mean known); s in the axis unit, ≥ 0."""
-    return chi2.sf(_qprofile_q(np.asarray(s, dtype=float) ** 2, lam, z2), lam.size)
-
-
-def qprofile_quantile(u: np.ndarray, lam: np.ndarray, z2: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`qprofile_cdf`: sigma_b at probabilities ``u`` (0 below the mass at 0).
-
-    Solves ``Q(s²) = χ²_k.isf(u)`` by Newton on ``1/Q``, which is increasing and concave
-    in s² (so the iteration from s² = 0 approaches the root from below, monotonically).
-    """
-    u = np.asarray(u, dtype=float)
-    with np.errstate(divide="ignore"):
-        target = 1.0 / chi2.isf(u, lam.size)
-    x = np.zeros(u.shape)
-    for _ in range(100):
-        w = z2 / (x[..., None] + lam)
-        q = np.sum(w, axis=-1)
-        dq = np.sum(w / (x[..., None] + lam), axis=-1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            step = np.where(q > 0, (target - 1.0 / q) * q * q / dq, 0.0)
-        step = np.where(np.isfinite(step), np.maximum(step, 0.0), 0.0)
-        x += step
-        if np.all(step <= 1e-12 * x):
-            break
-    return np.where(target == np.inf, np.inf, np.sqrt(x))
-
-
 # --------------------------------------------------------------------------- wrong relocalizations
 
 
@@ -447,16 +387,19 @@ def segment_offsets(s: ErrorSeries, params: np.ndarray) -> tuple[np.ndarray, np.
     ``params`` ``(6, 4)`` (sigma, tau, sigma_v used), each segment's offset a fixed
     effect, and the diagonal of ``A⁻¹``.
     """
-    dt = spacings(s.t_s)
-    b = np.empty((s.n_segments, len(POSE_AXES)))
-    v = np.empty_like(b)
-    for a in range(len(POSE_AXES)):
-        an, r = _offset_normal_equations(
-            np.ascontiguousarray(s.error[:, a]), dt, s.segment_id, s.n_segments, *params[a, 1:]
-        )
-        c = np.linalg.inv(an)
-        b[:, a], v[:, a] = c @ r, np.diag(c)
-    return b, v
+    fits = [_gls_offsets(s, a, *params[a, 1:]) for a in range(len(POSE_AXES))]
+    return np.stack([b for b, _ in fits], 1), np.stack([np.diag(c) for _, c in fits], 1)
+
+
+def _gls_offsets(
+    s: ErrorSeries, axis: int, sigma: float, tau_s: float, sigma_v: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """One axis' segment offsets ``b̂ = A⁻¹r`` (k,) unit and their covariance ``A⁻¹`` unit²."""
+    y = np.ascontiguousarray(s.error[:, axis])
+    dt, seg = spacings(s.t_s), s.segment_id
+    a, r = _offset_normal_equations(y, dt, seg, s.n_segments, sigma, tau_s, sigma_v)
+    c = np.linalg.inv(a)
+    return c @ r, c
 
 
 def _gross_pvalue(b: np.ndarray, v: np.ndarray, sb2: np.ndarray, dof: int) -> np.ndarray:
@@ -595,23 +538,16 @@ def name_wrong(
 
 
 def _stencil(d: int, h: float) -> tuple[np.ndarray, list[tuple[int, int, int, int]]]:
-    """Offsets of the central-difference gradient/Hessian stencil (1 + 2d + d(d-1) sets)."""
-    rows = [np.zeros(d)]
-    for i in range(d):
-        for sgn in (1.0, -1.0):
-            e = np.zeros(d)
-            e[i] = sgn * h
-            rows.append(e)
-    pairs = []
-    for i in range(d):
-        for j in range(i + 1, d):
-            e = np.zeros(d)
-            e[i] = e[j] = h
-            rows.append(e)
-            e2 = -e
-            rows.append(e2)
-            pairs.append((i, j, len(rows) - 2, len(rows) - 1))
-    return np.array(rows), pairs
+    """Offsets of the central-difference gradient/Hessian stencil (1 + 2d + d(d-1) sets):
+    the centre, ±h along each axis, then ±h along both axes of each pair (with their
+    columns in the stencil)."""
+    eye = h * np.eye(d)
+    ij = list(itertools.combinations(range(d), 2))
+    both = np.array([eye[i] + eye[j] for i, j in ij]).reshape(-1, d)
+    signed = [np.stack([x, -x], axis=1).reshape(-1, d) for x in (eye, both)]
+    first = 1 + 2 * d
+    pairs = [(i, j, first + 2 * k, first + 2 * k + 1) for k, (i, j) in enumerate(ij)]
+    return np.concatenate([np.zeros((1, d)), *signed]), pairs
 
 
 def _grad_hess(f: np.ndarray, d: int, h: float, pairs: list) -> tuple[np.ndarray, np.ndarray]:
@@ -1022,7 +958,7 @@ class FitOptions:
 
     def as_dict(self) -> dict[str, Any]:
         """For provenance."""
-        return {"max_iter": self.max_iter, "fd_step_log": self.fd_step_log, "tol": self.tol}
+        return asdict(self)
 
 
 def _initial_guess(
@@ -1094,12 +1030,8 @@ def _fit_problems(
 
     def fun(theta: np.ndarray, active: np.ndarray) -> np.ndarray:
         n_sets = theta.shape[1]
-        cols, owner = [], []
-        for i, p in enumerate(active):
-            cols.append(prob_cols[p])
-            owner.append(np.full(prob_cols[p].size, i))
-        cols_a = np.concatenate(cols)
-        owner_a = np.concatenate(owner)
+        cols_a = np.concatenate([prob_cols[p] for p in active])
+        owner_a = np.repeat(np.arange(active.size), [prob_cols[p].size for p in active])
         # columns: (data column, set) pairs
         data_col = np.repeat(cols_a, n_sets)
         owner_c = np.repeat(owner_a, n_sets)
@@ -1145,7 +1077,9 @@ def _stage(progress: Progress | None, stage: int, stages: int) -> Progress | Non
 class GroupFits(dict[str, AxisFit]):
     """``{axis: AxisFit}`` of one group of sessions, with the wrong relocalizations named."""
 
-    wrong: WrongRelocs
+    def __init__(self, fits: dict[str, AxisFit], wrong: WrongRelocs) -> None:
+        super().__init__(fits)
+        self.wrong = wrong
 
 
 def fit_groups(
@@ -1183,12 +1117,7 @@ def fit_groups(
             copies += [replace(series[i], wrong=m) for i, m in marks]
         for gi, f in zip(todo, _fit_groups(copies, refit_groups, options), strict=True):
             fits[gi] = f
-    out = []
-    for f, w in zip(fits, wrong, strict=True):
-        g = GroupFits(f)
-        g.wrong = w
-        out.append(g)
-    return out
+    return [GroupFits(f, w) for f, w in zip(fits, wrong, strict=True)]
 
 
 def _fit_groups(

@@ -104,17 +104,14 @@ def frame_statistics(
     """
     sess_means, c, dev2, dof = [], [], np.zeros(6), 0
     for s in series:
-        seg = s.segment_id
-        k = int(seg[-1]) + 1
-        n = np.bincount(seg, minlength=k).astype(float)
-        means = (
-            np.stack([np.bincount(seg, s.error[:, i], k) for i in range(6)], axis=1) / n[:, None]
-        )
+        starts = np.flatnonzero(s.reloc)
+        n = np.diff(starts, append=s.n).astype(float)
+        means = np.add.reduceat(s.error, starts, axis=0) / n[:, None]
         w = n / n.sum()
         sess_means.append(w @ means)
         c.append(float(np.sum(w * w)))
         dev2 += np.sum((means - means.mean(axis=0)) ** 2, axis=0)
-        dof += k - 1
+        dof += n.size - 1
     m = np.array(sess_means)
     c_arr = np.array(c)
     v = dev2 / dof if dof > 0 else np.full(6, np.nan)

@@ -2,19 +2,18 @@
 
 ``load_tracks(path, sensor, reference)`` reads two pose streams of a session through
 :class:`sensorbench.logs.Session` (times converted from int64 ns to s relative to the
-reference's first sample; flags kept). ``error_series(sensor, reference, ...)``
-runs time/frame alignment (:mod:`align`), computes the per-axis error and
-segments it at relocalizations (:mod:`reloc_segments`); a RELOCALIZED flag on a
-sample dropped by the association moves to the next kept sample.
-``prepare_campaign(tracks, ...)`` does the same for a campaign (one time offset and
-one frame transform for all of its sessions, estimated with the error model, and
-the leave-one-out folds); ``prepare_sessions(paths, ...)`` from session files;
+reference's first sample; flags kept). ``prepare_campaign(tracks, ...)`` aligns a
+campaign's sessions in time and frame (:mod:`align`; one time offset and one frame
+transform for all of them, estimated with the error model, and the leave-one-out
+folds), computes the per-axis error and segments it at relocalizations
+(:mod:`reloc_segments`; a RELOCALIZED flag on a sample dropped by the association
+moves to the next kept sample); ``prepare_sessions(paths, ...)`` from session files;
 ``fit_prepared`` fits the error model and records where every input came from.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -128,21 +127,6 @@ class PreparedSession:
             "error_frame": ERROR_FRAME,
             "time_origin": TIME_ORIGIN,
         }
-
-
-def error_series(
-    sensor: PoseTrack,
-    reference: PoseTrack,
-    name: str = "session",
-    mode: str = "se3",
-    offset_s: float | None = None,
-    max_offset_s: float = 0.5,
-    max_gap_s: float | None = None,
-    source: str = "",
-) -> PreparedSession:
-    """Align ``sensor`` to ``reference``, compute the error and segment it."""
-    al = align_sessions([(sensor, reference)], mode, offset_s, max_offset_s, max_gap_s)[0]
-    return _segmented(sensor, reference, al, name, max_gap_s, source, trajectory=al)
 
 
 def _segmented(
@@ -353,14 +337,7 @@ class TimeOffset:
 
     def to_dict(self) -> dict:
         """JSON/TOML-ready."""
-        return {
-            "method": self.method,
-            "offset_s": self.offset_s,
-            "se_s": self.se_s,
-            "pooled": self.pooled,
-            "consistency_p": self.consistency_p,
-            "sessions": self.sessions,
-        }
+        return asdict(self)
 
 
 @dataclass
@@ -426,10 +403,7 @@ class PreparedCampaign:
         out = []
         for i, train, w in zip(targets, trains, weights, strict=True):
             held = self.kept[i]
-            values = np.stack([w[a].values for a in POSE_AXES])
-            marks = zip(train, w.wrong.masks, strict=True)
-            wrong = [_wrong_times(self.alone[j].series, m) for j, m in marks]
-            aligned, g = self._fold_alignments(train, held, values, wrong)
+            aligned, g = self._fold_alignments(train, held, w)
             inherited = (
                 np.zeros(len(POSE_AXES))
                 if g is None
@@ -469,10 +443,10 @@ class PreparedCampaign:
         ]
 
     def _fold_alignments(
-        self, train: list[int], held: int, params: np.ndarray, wrong: list[np.ndarray]
+        self, train: list[int], held: int, weights: GroupFits
     ) -> tuple[dict[int, Alignment], GroupFit | None]:
         """Alignments of ``train`` and ``held`` from the offsets and frame of ``train``
-        (``wrong``: per training session, its wrong relocalizations' times, s).
+        (``weights``: the model fitted to ``train`` that weights the GLS).
 
         Also the estimate whose error the held-out session inherits (None when nothing
         of its alignment came from the others).
@@ -489,22 +463,31 @@ class PreparedCampaign:
                 j: _with_frame(own[j], off[j], _frame_of(own[j], self.mode), se[j]) for j in own
             }
             return aligned, (_offset_only(aligned[held]) if pooled else None)
-        pairs = [self.tracks[j] for j in train]
-        start = align_sessions(pairs, self.mode, [off[j] for j in train], max_gap_s=self.max_gap_s)
-        g = refine(
-            pairs,
-            [off[j] for j in train],
-            _frame_of(start[0], self.mode),
-            [self.alone[j].series.reloc_times_s() for j in train],
-            params,
-            estimate_offset=pooled,
-            max_gap_s=self.max_gap_s,
-            wrong=wrong,
-        )
+        g = self._group_gls(train, [off[j] for j in train], weights, pooled)
         if pooled:
             off = dict.fromkeys(own, float(g.offsets_s[0]))
             se = dict.fromkeys(own, g.offset_se_s(0))
         return {j: _with_frame(own[j], off[j], g.frame, se[j]) for j in own}, g
+
+    def _group_gls(
+        self, members: list[int], offsets: list[float], weights: GroupFits, estimate_offset: bool
+    ) -> GroupFit:
+        """One GLS frame (and offset, when estimated) for sessions ``members`` at
+        ``offsets`` (s), started from their Umeyama frame, weighted by the model ``weights``
+        fitted to them (its wrong relocalizations' offsets left free)."""
+        pairs = [self.tracks[j] for j in members]
+        start = align_sessions(pairs, self.mode, offsets, max_gap_s=self.max_gap_s)
+        series = [self.alone[j].series for j in members]
+        return refine(
+            pairs,
+            offsets,
+            _frame_of(start[0], self.mode),
+            [s.reloc_times_s() for s in series],
+            np.stack([weights[a].values for a in POSE_AXES]),
+            estimate_offset=estimate_offset,
+            max_gap_s=self.max_gap_s,
+            wrong=[_wrong_times(s, m) for s, m in zip(series, weights.wrong.masks, strict=True)],
+        )
 
     def future_variance(self) -> np.ndarray:
         """``(6,)`` variance (units²) a new session's error inherits from this campaign's
@@ -527,17 +510,24 @@ class PreparedCampaign:
         nuisance: tuple[GroupFit, int, str] | None = None,
     ) -> ErrorSeries:
         a = self.alone[j]
-        return _segmented(
-            *self.tracks[j],
-            al,
-            a.series.name,
-            self.max_gap_s,
-            a.source,
-            a.segmentation,
-            a.series.reloc_times_s(),
-            a.series.name if self.align == "session" else group,
-            nuisance,
-        ).series
+        group = a.series.name if self.align == "session" else group
+        return _carried(self.tracks[j], a, al, self.max_gap_s, group, nuisance).series
+
+
+def _carried(
+    tr: tuple[PoseTrack, PoseTrack],
+    ps: PreparedSession,
+    al: Alignment,
+    max_gap_s: float | None,
+    mean_group: str | None = None,
+    nuisance: tuple[GroupFit, int, str] | None = None,
+    trajectory: Alignment | None = None,
+) -> PreparedSession:
+    """Session ``ps`` under alignment ``al``, its segmentation carried over (:func:`_segmented`)."""
+    return _segmented(
+        *tr, al, ps.series.name, max_gap_s, ps.source, ps.segmentation,
+        ps.series.reloc_times_s(), mean_group, nuisance, trajectory,
+    )  # fmt: skip
 
 
 def _auto_alignment(
@@ -688,10 +678,9 @@ def prepare_campaign(
         for i in range(len(tracks))
     ]
     alone = [
-        _segmented(*tr, al, names[i], max_gap_s, sources[i], ps.segmentation,
-                   ps.series.reloc_times_s(), names[i], (g, 0, f"own {i}"))
+        _carried(tr, ps, al, max_gap_s, names[i], (g, 0, f"own {i}"))
         for i, (tr, ps, (al, _, g)) in enumerate(zip(tracks, start, own, strict=True))
-    ]  # fmt: skip
+    ]
     offset = _campaign_offset(alone, xcorr, [d for _, d, _ in own], estimate)
     kept, check = list(range(len(tracks))), None
     if align == "campaign" and len(tracks) >= 2:
@@ -707,13 +696,9 @@ def prepare_campaign(
     joint_scope = align == "campaign" and len(kept) > 1
     scope = "none" if align == "none" else ("campaign" if joint_scope else "session")
     for j in kept:
-        a = alone[j]
         group = "campaign" if align == "campaign" else names[j]
-        ps = _segmented(
-            *tracks[j], alignments[j], names[j], max_gap_s, sources[j], a.segmentation,
-            a.series.reloc_times_s(), group, camp._nuisance(camp.fit, kept, j, "campaign"),
-            trajectory=evo[j],
-        )  # fmt: skip
+        nuisance = camp._nuisance(camp.fit, kept, j, "campaign")
+        ps = _carried(tracks[j], alone[j], alignments[j], max_gap_s, group, nuisance, evo[j])
         n_joint = len(kept) if joint_scope else 1
         camp.prepared.append(replace(ps, alignment_scope=scope, campaign_sessions=n_joint))
     if check is not None:
@@ -779,24 +764,8 @@ def _kept_alignments(camp: PreparedCampaign, estimate: bool) -> dict[int, Alignm
     offsets = [offset.offset_s if offset.pooled else a.alignment.offset_s for a in alone]
     if camp.align == "campaign":
         pooled = estimate and offset.pooled
-        pairs = [camp.tracks[j] for j in kept]
         weights = fit_groups([alone[j].series for j in kept], [list(range(len(kept)))])[0]
-        joint = align_sessions(
-            pairs, camp.mode, [offsets[j] for j in kept], max_gap_s=camp.max_gap_s
-        )
-        g = refine(
-            pairs,
-            [offsets[j] for j in kept],
-            _frame_of(joint[0], camp.mode),
-            [alone[j].series.reloc_times_s() for j in kept],
-            np.stack([weights[a].values for a in POSE_AXES]),
-            estimate_offset=pooled,
-            max_gap_s=camp.max_gap_s,
-            wrong=[
-                _wrong_times(alone[j].series, m)
-                for j, m in zip(kept, weights.wrong.masks, strict=True)
-            ],
-        )
+        g = camp._group_gls(kept, [offsets[j] for j in kept], weights, pooled)
         camp.fit = g
         if pooled:
             # the joint GLS's se, or the own offsets' pooled se when drift inflated them
@@ -827,20 +796,14 @@ def _evo_alignments(
     align: str,
     max_gap_s: float | None,
 ) -> dict[int, Alignment]:
-    """The position-only (Umeyama) fits at the offsets used: what evo aligns the ATE with."""
-    if align == "campaign":
-        pairs = [tracks[j] for j in kept]
-        fit = align_sessions(
-            pairs, mode, [alignments[j].offset_s for j in kept], max_gap_s=max_gap_s
-        )
-        return {
-            j: replace(alignments[j], rotation=f.rotation, translation=f.translation)
-            for j, f in zip(kept, fit, strict=True)
-        }
+    """The position-only (Umeyama) fits at the offsets used: what evo aligns the ATE with
+    (one for the campaign, else one per session)."""
     out = {}
-    for j in kept:
-        f = align_sessions([tracks[j]], mode, alignments[j].offset_s, max_gap_s=max_gap_s)[0]
-        out[j] = replace(alignments[j], rotation=f.rotation, translation=f.translation)
+    for group in [kept] if align == "campaign" else [[j] for j in kept]:
+        offsets = [alignments[j].offset_s for j in group]
+        fit = align_sessions([tracks[j] for j in group], mode, offsets, max_gap_s=max_gap_s)
+        for j, f in zip(group, fit, strict=True):
+            out[j] = replace(alignments[j], rotation=f.rotation, translation=f.translation)
     return out
 
 
@@ -892,12 +855,12 @@ def _frame_loop(
             [tracks[i] for i in keep], mode, [offsets[i] for i in keep], max_gap_s=max_gap_s
         )
         series = [
-            _resegmented(tracks, names, alone, i, al, max_gap_s)
+            _carried(tracks[i], alone[i], al, max_gap_s).series
             for i, al in zip(keep, joint, strict=True)
         ]
         check = frame_statistics(series, frame_alpha, len(tracks))
         if not check.testable and len(keep) >= 3:
-            check = _loo_check(tracks, keep, offsets, alone, names, mode, max_gap_s, frame_alpha)
+            check = _loo_check(tracks, keep, offsets, alone, mode, max_gap_s, frame_alpha)
         if not check.testable or len(keep) <= 2:
             break
         worst = int(np.nanargmax(check.statistic))  # p-values underflow to 0 for gross shifts
@@ -907,21 +870,6 @@ def _frame_loop(
         keep.pop(worst)
     check.excluded = excluded
     return keep, check
-
-
-def _resegmented(
-    tracks: list[tuple[PoseTrack, PoseTrack]],
-    names: list[str],
-    alone: list[PreparedSession],
-    i: int,
-    al: Alignment,
-    max_gap_s: float | None,
-) -> ErrorSeries:
-    """Session ``i``'s error series under alignment ``al``, with its own segmentation."""
-    ps = alone[i]
-    return _segmented(
-        *tracks[i], al, names[i], max_gap_s, "", ps.segmentation, ps.series.reloc_times_s()
-    ).series
 
 
 def _own_alignment_shift(
@@ -950,7 +898,6 @@ def _loo_check(
     keep: list[int],
     offsets: list[float],
     alone: list[PreparedSession],
-    names: list[str],
     mode: str,
     max_gap_s: float | None,
     frame_alpha: float,
@@ -964,7 +911,7 @@ def _loo_check(
             [tracks[j] for j in rest], mode, [offsets[j] for j in rest], max_gap_s=max_gap_s
         )
         al_i = replace(joint[0], offset_s=offsets[i])
-        held.append(_resegmented(tracks, names, alone, i, al_i, max_gap_s))
+        held.append(_carried(tracks[i], alone[i], al_i, max_gap_s).series)
         allowed.append(mean_variance(alone[i].series, params) * (1.0 + 1.0 / len(rest)))
     return loo_frame_statistics(held, np.array(allowed), frame_alpha, len(tracks))
 

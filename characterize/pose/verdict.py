@@ -12,7 +12,7 @@ docs/POSE_ERROR.md, "The verdict".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -44,7 +44,7 @@ class Reason:
 
     def to_dict(self) -> dict:
         """JSON-ready."""
-        return {"code": self.code, "subject": self.subject, "message": self.message}
+        return asdict(self)
 
     def __str__(self) -> str:
         return f"{self.code} {self.subject}: {self.message}"
