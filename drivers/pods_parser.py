@@ -194,12 +194,13 @@ class PodStreamParser:
     def feed(self, data: bytes) -> PodFrames:
         """Decode ``data`` (plus the tail kept from the last call); return complete frames."""
         self.stats.bytes_in += len(data)
-        if self.variant == "binary":
-            one = self._feed_one(data)
-            if one is not None:
-                return one
-        raw = self._decode_binary(data) if self.variant == "binary" else self._decode_csv(data)
-        return self._unwrap(raw)
+        if self.variant != "binary":
+            return self._unwrap(self._decode_csv(data))
+        scalar, used = self._feed_scalar(data)
+        if used == len(data):
+            return scalar
+        rest = self._unwrap(self._decode_binary(data[used:]))
+        return rest if not len(scalar) else PodFrames.concat([scalar, rest])
 
     def reset_tail(self) -> None:
         """Forget a partial frame (after a reconnect the stream restarts mid-frame)."""
@@ -213,59 +214,76 @@ class PodStreamParser:
 
     # -- binary ------------------------------------------------------------------
 
-    def _feed_one(self, data: bytes) -> PodFrames | None:
-        """``data`` when it is exactly one valid frame of the configured layout with
-        finite IMU values, after a frame without a reset or a repeat: decoded and
-        unwrapped as the vectorised path does; None (nothing changed) otherwise."""
-        if self._tail or self._prev_seq is None or len(data) < 6 or data[:2] != proto.SYNC:
-            return None
-        flags = data[3]
-        layout = self._layouts.get(flags)
-        if layout is None or len(data) != layout[0] or data[2] != layout[0] - 5:
-            return None
-        if binascii.crc_hqx(data[2:-2], proto.CRC16_INIT) != int.from_bytes(data[-2:], "little"):
-            return None
-        n = self.n_pods
-        values = layout[1].unpack_from(data, 4)
-        seq, t_us, raw = values[0], values[1], values[2 : 2 + n]
-        yaw_rate, yaw = values[2 + n : 4 + n] if flags & proto.FLAG_IMU else (math.nan, math.nan)
-        if flags & proto.FLAG_IMU and not (math.isfinite(yaw_rate) and math.isfinite(yaw)):
-            return None
-        d_seq = (seq - self._prev_seq) % (1 << proto.SEQ_BITS)
-        d_t = (t_us - self._prev_t) % (1 << proto.TIME_BITS)
-        if d_seq == 0 or d_t >= 1 << (proto.TIME_BITS - 1):  # a repeat or an MCU reset
-            return None
-        c_mod = 1 << self.counter_bits
-        prev = self._prev_counts
-        assert prev is not None
-        d_c = (np.array(raw, np.int64) - prev) % c_mod
-        d_c[d_c >= c_mod // 2] -= c_mod
-        self.stats.lost_frames += d_seq - 1
-        self.stats.frames += 1
-        self._prev_seq, self._prev_t = seq, t_us
-        self._prev_counts = np.array(raw, np.int64)
-        self._t_unwrapped += d_t
-        self._seq_unwrapped += d_seq
-        self._cum = self._cum + d_c
-        if flags & proto.FLAG_ERRORS:
-            vals = np.array(values[-(n + 1) :], np.int64)
-            before = self._prev_errors
-            self._cum_errors = self._cum_errors + (
-                vals if before is None else (vals - before) % (1 << 16)
-            )
-            self._prev_errors = vals
-            self.stats.quad_errors = int(self._cum_errors[:-1].sum())
-            self.stats.overruns = int(self._cum_errors[-1])
-        return PodFrames(
-            np.array([self._seq_unwrapped], np.int64),
-            np.array([self._t_unwrapped * 1000], np.int64),
-            self._cum[None, :].copy(),
-            np.array([yaw_rate], np.float64),
-            np.array([yaw], np.float64),
-            np.zeros(1, bool),
-            self._cum_errors[None, :-1].copy(),
-            self._cum_errors[-1:].copy(),
+    def _feed_scalar(self, data: bytes) -> tuple[PodFrames, int]:
+        """The whole valid frames ``data`` starts with, decoded and unwrapped one by one in
+        scalar arithmetic as the vectorised path does (a read holds a few frames: numpy's
+        per-call cost would dominate), up to the first that is not a frame of the
+        configured layout with finite IMU values following a frame without a reset or a
+        repeat; and the bytes they took (the rest goes the vectorised way)."""
+        if self._tail or self._prev_seq is None or self._prev_counts is None:
+            return PodFrames.empty(self.n_pods), 0
+        n, c_mod, off, end = self.n_pods, 1 << self.counter_bits, 0, len(data)
+        seq_mod, t_mod = 1 << proto.SEQ_BITS, 1 << proto.TIME_BITS
+        prev_seq, prev_t = self._prev_seq, self._prev_t or 0
+        prev_c, cum = self._prev_counts.tolist(), self._cum.tolist()
+        prev_e = None if self._prev_errors is None else self._prev_errors.tolist()
+        cum_e = self._cum_errors.tolist()
+        rows: list[tuple[int, int, list[int], float, float, list[int]]] = []
+        while end - off >= 6 and data[off : off + 2] == proto.SYNC:
+            flags = data[off + 3]
+            layout = self._layouts.get(flags)
+            if layout is None or end - off < layout[0] or data[off + 2] != layout[0] - 5:
+                break
+            stop = off + layout[0]
+            crc = int.from_bytes(data[stop - 2 : stop], "little")
+            if binascii.crc_hqx(data[off + 2 : stop - 2], proto.CRC16_INIT) != crc:
+                break
+            values = layout[1].unpack_from(data, off + 4)
+            seq, t_us, raw = values[0], values[1], values[2 : 2 + n]
+            imu = flags & proto.FLAG_IMU
+            yaw_rate, yaw = values[2 + n : 4 + n] if imu else (math.nan, math.nan)
+            if imu and not (math.isfinite(yaw_rate) and math.isfinite(yaw)):
+                break
+            d_seq, d_t = (seq - prev_seq) % seq_mod, (t_us - prev_t) % t_mod
+            if d_seq == 0 or d_t >= t_mod // 2:  # a repeat or an MCU reset
+                break
+            for j in range(n):
+                d = (raw[j] - prev_c[j]) % c_mod
+                cum[j] += d - c_mod if d >= c_mod // 2 else d
+            if flags & proto.FLAG_ERRORS:
+                vals = values[-(n + 1) :]
+                for j in range(n + 1):
+                    cum_e[j] += vals[j] if prev_e is None else (vals[j] - prev_e[j]) % (1 << 16)
+                prev_e = list(vals)
+            self.stats.lost_frames += d_seq - 1
+            self._t_unwrapped += d_t
+            self._seq_unwrapped += d_seq
+            prev_seq, prev_t, prev_c = seq, t_us, list(raw)
+            rows.append((self._seq_unwrapped, self._t_unwrapped * 1000, list(cum), yaw_rate,
+                         yaw, list(cum_e)))  # fmt: skip
+            off = stop
+        if not rows:
+            return PodFrames.empty(n), 0
+        self.stats.frames += len(rows)
+        self._prev_seq, self._prev_t = prev_seq, prev_t
+        self._prev_counts, self._cum = np.array(prev_c, np.int64), np.array(cum, np.int64)
+        self._cum_errors = np.array(cum_e, np.int64)
+        if prev_e is not None:
+            self._prev_errors = np.array(prev_e, np.int64)
+            self.stats.quad_errors, self.stats.overruns = sum(cum_e[:-1]), cum_e[-1]
+        seq_un, t_ns, counts, yaw_rates, yaws, errors = zip(*rows, strict=True)
+        err = np.array(errors, np.int64)
+        frames = PodFrames(
+            np.array(seq_un, np.int64),
+            np.array(t_ns, np.int64),
+            np.array(counts, np.int64),
+            np.array(yaw_rates, np.float64),
+            np.array(yaws, np.float64),
+            np.zeros(len(rows), bool),
+            err[:, :-1],
+            err[:, -1],
         )
+        return frames, off
 
     def _decode_binary(self, data: bytes) -> _Raw:
         stream = self._tail + data

@@ -171,6 +171,9 @@ class PodProtocol(DeviceProtocol):
 
     def _report_losses(self, frames: PodFrames, host: np.ndarray) -> None:
         """One ``count_loss`` event for the losses the MCU reported in these frames."""
+        last = [*frames.quad_errors[-1].tolist(), int(frames.overruns[-1])]
+        if last == self._lost.tolist():  # cumulative, never decreasing: no new loss
+            return
         lost = np.concatenate([frames.quad_errors, frames.overruns[:, None]], axis=1)
         step = np.diff(lost, axis=0, prepend=self._lost[None, :])
         self._lost = lost[-1].copy()

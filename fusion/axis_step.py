@@ -92,11 +92,12 @@ class AxisInput:
     aid: AxisAid | None = None
 
     def __post_init__(self) -> None:
-        k_n = np.size(self.dt)
-        for name in ("z", "slip", "drag", "rest", "r_profile", "drift"):
-            val = getattr(self, name)
-            if val is not None and np.size(val) != k_n:
-                raise FusionError(f"axis input {name} has {np.size(val)} steps, dt has {k_n}")
+        k_n = len(self.dt)
+        named = (("z", self.z), ("slip", self.slip), ("drag", self.drag), ("rest", self.rest),
+                 ("r_profile", self.r_profile), ("drift", self.drift))  # fmt: skip
+        for name, val in named:
+            if val is not None and len(val) != k_n:
+                raise FusionError(f"axis input {name} has {len(val)} steps, dt has {k_n}")
 
 
 @dataclass(frozen=True)
@@ -144,20 +145,31 @@ class MotionHistory:
 
 @dataclass(frozen=True)
 class AxisState:
-    """One axis filter between two chunks: the loop's state and the motion history."""
+    """One axis filter between two chunks: the loop's state, as the 14 floats of an
+    :class:`~sensorbench.fusion.axis_loop.AxisLoopState` the compiled step takes and
+    gives (never written), and the motion history."""
 
-    loop: AxisLoopState
+    carry: np.ndarray
     history: MotionHistory = field(default_factory=MotionHistory)
+
+    @property
+    def loop(self) -> AxisLoopState:
+        """The loop's state."""
+        c = self.carry.tolist()
+        return AxisLoopState(
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
+            int(c[8]), int(c[9]), c[10], c[11], int(c[12]), c[13],
+        )  # fmt: skip
 
     @property
     def position(self) -> float:
         """The estimate in the world (odometry frame plus its offset; m or rad)."""
-        return self.loop.p + self.loop.b
+        return float(self.carry[0]) + float(self.carry[5])
 
     @property
     def variance(self) -> float:
         """Its variance (Var p + Var b)."""
-        return self.loop.ppp + self.loop.pbb
+        return float(self.carry[2]) + float(self.carry[6])
 
 
 @dataclass
@@ -205,7 +217,7 @@ class AxisTrack:
 def start_axis(p0: float = 0.0, var_p0: float = 0.0, var_v0: float = 1.0) -> AxisState:
     """An axis at rest at ``p0`` (m or rad) with variance ``var_p0`` (carried by the
     odometry frame's offset) and velocity variance ``var_v0``, before its first frame."""
-    return AxisState(start_state(p0, var_p0, var_v0))
+    return AxisState(np.array(start_state(p0, var_p0, var_v0), dtype=float))
 
 
 def step_axis(
@@ -226,7 +238,6 @@ def step_axis(
     """
     opt = AxisOptions() if options is None else options
     aid = inp.aid
-    loop = state.loop
     floats, flags, history = _axis_chunk(
         state.history.steps,
         _array(inp.dt),
@@ -239,17 +250,14 @@ def step_axis(
         _array(None if aid is None else aid.z),
         _array(None if aid is None else aid.r),
         _constants(noise, opt),
-        np.array(loop, dtype=float),
+        state.carry,
     )
-    n = np.size(inp.dt) + 1
+    n = len(inp.dt) + 1
     p, v, var_p, var_v, nis, innovation, s_var = (floats[j * n : (j + 1) * n] for j in range(7))
     nis = nis[1:]
-    c = floats[-14:].tolist()
-    new = AxisLoopState(
-        c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
-        int(c[8]), int(c[9]), c[10], c[11], int(c[12]), c[13],
-    )  # fmt: skip
-    p[0], v[0], var_p[0], var_v[0] = state.position, loop.v, state.variance, loop.pvv
+    carry = floats[-14:].copy()
+    c0 = state.carry.tolist()
+    p[0], v[0], var_p[0], var_v[0] = c0[0] + c0[5], c0[1], c0[2] + c0[6], c0[4]
     track = AxisTrack(
         p=p,
         v=v,
@@ -262,9 +270,9 @@ def step_axis(
         innovation=innovation[1:],
         s=s_var[1:],
         nis_chi2=nis if inp.rest is None else np.where(np.asarray(inp.rest, bool), np.nan, nis),
-        resets=new.resets - loop.resets,
+        resets=int(carry[12] - c0[12]),
     )
-    return AxisState(new, MotionHistory(history)), track
+    return AxisState(carry, MotionHistory(history)), track
 
 
 _NONE = np.empty(0)

@@ -19,6 +19,9 @@ import numpy as np
 from sensorbench.errors import FusionError
 from sensorbench.fusion.consistency import window_threshold
 
+SCALAR_MAX = 8
+"""Pushes of at most this many frames take the scalar path."""
+
 
 class NisMonitorStream:
     """One axis's monitor over chunks of frames (module docstring).
@@ -54,8 +57,11 @@ class NisMonitorStream:
             fell; frames counted from the first pushed, 0).
         """
         x = np.asarray(nis, dtype=float)
-        if x.size == 1:
-            return self._push_one(float(x[0]))
+        onsets: list[int] = []
+        clears: list[int] = []
+        if x.size <= SCALAR_MAX:
+            flags_ = [self._push_one(v, onsets, clears) for v in x.tolist()]
+            return np.array(flags_, dtype=bool), onsets, clears
         has = np.isfinite(x)
         vals = np.minimum(x[has], self.gate)
         n0 = self._n_updates
@@ -73,8 +79,6 @@ class NisMonitorStream:
         wmean[full] = (all_sums[hi[full]] - all_sums[lo[full]]) / self.window
         flags = wmean > self.threshold
         out = np.zeros(x.size, dtype=bool)
-        onsets: list[int] = []
-        clears: list[int] = []
         u = 0
         for f in range(x.size):
             if has[f]:
@@ -93,9 +97,10 @@ class NisMonitorStream:
         self.frames += x.size
         return out, onsets, clears
 
-    def _push_one(self, nis: float) -> tuple[np.ndarray, list[int], list[int]]:
-        """:meth:`push` of one frame (live, a step per frame) in scalar arithmetic: the
-        same sums, in the same order, as the vectorised path."""
+    def _push_one(self, nis: float, onsets: list[int], clears: list[int]) -> bool:
+        """:meth:`push` of one frame in scalar arithmetic (a live step holds one frame or a
+        few: numpy's per-call cost would dominate): the same sums, in the same order, as
+        the vectorised path; the frame's flag, its rise or fall appended."""
         if math.isfinite(nis):
             sums = self._sums
             total = float(sums[-1]) + min(nis, self.gate)
@@ -108,10 +113,8 @@ class NisMonitorStream:
         elif self._age >= 0:
             self._age += 1
         now = self._age >= 0 and self._flag and self._age < self.window
-        onsets: list[int] = []
-        clears: list[int] = []
         if now != self.degraded:
             (onsets if now else clears).append(self.frames)
             self.degraded = now
         self.frames += 1
-        return np.array([now]), onsets, clears
+        return now

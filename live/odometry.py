@@ -296,8 +296,8 @@ class OdometryWorker:
         state, odo = self._state, self.stream
         if state is None or odo.t0_ns is None:
             return
-        frames = OdometryFrames.concat(self._pending, odo.n_counts)
-        self._pending = []
+        pending, self._pending = self._pending, []
+        frames = pending[0] if len(pending) == 1 else OdometryFrames.concat(pending, odo.n_counts)
         if self.models.aid_model is not None and not final:
             frames = self._hold_for_aiding(frames)
         if len(frames) == 0:

@@ -7,6 +7,7 @@ the link) and the expected values from the emulator's truth record.
 from __future__ import annotations
 
 import binascii
+import itertools
 import struct
 import time
 from dataclasses import fields
@@ -220,7 +221,8 @@ def _frame(seq: int, t_us: int, counts: list[int], imu: tuple | None, errors: li
 
 
 def test_frames_read_one_at_a_time_decode_as_the_whole_stream() -> None:
-    """The one-frame path gives the vectorised path's frames and counters, across wraps,
+    """The scalar path (reads of one or a few whole frames, or frames then a partial one)
+    gives the vectorised path's frames and counters, across wraps,
     gaps, a repeat, an MCU reset, error blocks (wrapping), non-finite IMU values, a frame
     of another layout and a damaged one."""
     frames = [STREAM[i * FLEN : (i + 1) * FLEN] for i in range(300)]
@@ -236,12 +238,18 @@ def test_frames_read_one_at_a_time_decode_as_the_whole_stream() -> None:
     bad = bytearray(_frame(343, 55_000, c, None, None))
     bad[8] ^= 1
     frames += [bytes(bad), _frame(344, 60_000, [x + 3 for x in c], None, [1, 1, 1, 1])]
-    whole, one = PodStreamParser(3, 16), PodStreamParser(3, 16)
+    whole, one, few, cut = (PodStreamParser(3, 16) for _ in range(4))
     a = whole.feed(b"".join(frames))
     b = concat([one.feed(f) for f in frames])
-    for f in fields(PodFrames):
-        np.testing.assert_array_equal(getattr(b, f.name), getattr(a, f.name), err_msg=f.name)
-    assert one.stats == whole.stats
+    sizes = [1, 2, 3, 5, 4]  # reads of a few whole frames, as a loaded reader gets them
+    starts = np.cumsum([0] + [sizes[i % len(sizes)] for i in range(len(frames))])
+    c = concat([few.feed(b"".join(frames[i:j])) for i, j in itertools.pairwise(starts)
+                if i < len(frames)])  # fmt: skip
+    d = feed_chunks(cut, b"".join(frames), [2 * FLEN + 7, FLEN - 7, 3 * FLEN + 1, 11])
+    for other in (b, c, d):
+        for f in fields(PodFrames):
+            np.testing.assert_array_equal(getattr(other, f.name), getattr(a, f.name), f.name)
+    assert one.stats == whole.stats == few.stats == cut.stats
     assert whole.stats.duplicates == 1 and whole.stats.resets == 1 and whole.stats.crc_errors == 1
     # lost: 320 and the damaged 343 (340 and 341, dropped, sit before the reset)
     assert whole.stats.lost_frames == 2 and whole.stats.overruns > 65536
