@@ -36,7 +36,6 @@ with SIGKILL loses at most that much; ``sensorbench check --recover`` rebuilds i
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import math
@@ -305,43 +304,34 @@ def bring_up(
     return results, handles
 
 
+def _on_each(
+    readers: Sequence[DeviceReader], call: Callable[[DeviceReader], None], join_s: float
+) -> dict[str, str]:
+    """Call ``call`` on every reader concurrently, waiting at most ``join_s`` (s) for
+    each; returns the error message of each that raised a driver or session error."""
+    errors: dict[str, str] = {}
+
+    def run(reader: DeviceReader) -> None:
+        try:
+            call(reader)
+        except SensorbenchError as exc:
+            errors[reader.name] = str(exc)
+
+    threads = [threading.Thread(target=run, args=(r,), name=r.name, daemon=True) for r in readers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(join_s)
+    return errors
+
+
 def _stop_all(readers: Sequence[DeviceReader], timeout_s: float = 3.0) -> None:
     """Stop every reader concurrently (each within ``timeout_s``).
 
     A reader's final ``stop`` event cannot be written once the writer has failed;
     its port is closed before that, so the error is dropped here.
     """
-
-    def stop(reader: DeviceReader) -> None:
-        with contextlib.suppress(SensorbenchError):
-            reader.stop(timeout_s)
-
-    threads = [
-        threading.Thread(target=stop, args=(r,), name=f"stop-{r.name}", daemon=True)
-        for r in readers
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout_s + 1.0)
-
-
-def _start_all(readers: Sequence[DeviceReader]) -> dict[str, str]:
-    """Start every reader concurrently; returns the error message of each that failed."""
-    errors: dict[str, str] = {}
-
-    def start(reader: DeviceReader) -> None:
-        try:
-            reader.start()
-        except SensorbenchError as exc:
-            errors[reader.name] = str(exc)
-
-    threads = [threading.Thread(target=start, args=(r,), daemon=True) for r in readers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60.0)
-    return errors
+    _on_each(readers, lambda r: r.stop(timeout_s), timeout_s + 1.0)
 
 
 def run_bringup(config: RobotConfig) -> list[BringupResult]:
@@ -506,7 +496,7 @@ def _record_readers(
     in its bring-up. Returns the monotonic time (s) the recording started."""
     if consumer is not None:
         consumer.start(writer)
-    for name, message in _start_all(readers).items():
+    for name, message in _on_each(readers, lambda r: r.start(), 60.0).items():
         writer.event(time.monotonic_ns(), name, "error", f"reader failed to start: {message}")
         result.bringup = [
             BringupResult(b.name, b.kind, b.port, False, b.seconds, message)

@@ -309,19 +309,16 @@ def _wait_ready(
 def _still_present(switched: list[tuple[DeviceSpec, PortPower]]
 ) -> list[tuple[DeviceSpec, PortPower]]:
     """The devices switched off whose tty is still there after their ``settle_s``."""
-    if not switched:
-        return []
-    deadline = time.monotonic() + max(power.settle_s for _, power in switched)
-    while True:
-        present = [(s, p) for s, p in switched if os.path.exists(s.port)]
-        if not present or time.monotonic() >= deadline:
-            return present
-        time.sleep(0.05)
+    if switched:
+        settle_s = max(power.settle_s for _, power in switched)
+        _poll_until(lambda: not any(os.path.exists(s.port) for s, _ in switched), settle_s)
+    return [(s, p) for s, p in switched if os.path.exists(s.port)]
 
 
-def _wait_for_path(path: str, timeout_s: float) -> bool:
+def _poll_until(done: Callable[[], bool], timeout_s: float) -> bool:
+    """Ask ``done`` every 50 ms until it holds or ``timeout_s`` (s) passed; whether it held."""
     deadline = time.monotonic() + timeout_s
-    while not os.path.exists(path):
+    while not done():
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
@@ -488,7 +485,7 @@ class PowerUpSequencer:
             spec.power.switch(True, runner=self.runner, sysfs_root=self.sysfs_root)
         except DriverError as err:  # it may be powered anyway: its tty says
             self._no_port_power(spec, f"switching it on failed: {err}")
-        if not _wait_for_path(spec.port, spec.power.settle_s):
+        if not _poll_until(lambda: os.path.exists(spec.port), spec.power.settle_s):
             raise DriverError(
                 f"{spec.port} did not appear within {spec.power.settle_s:.1f} s of powering "
                 f"port {spec.power.port} of hub {spec.power.hub}")

@@ -29,7 +29,8 @@ from typing import BinaryIO, TextIO
 
 import serial
 
-from sensorbench.errors import DriverError, SessionError
+from sensorbench.drivers.serial_port import open_hint
+from sensorbench.errors import DeviceUnavailable, DriverError, SessionError
 from sensorbench.logs.atomic_output import check_output, replace_into
 from sensorbench.logs.raw_file import format_sidecar_header, sidecar_path
 
@@ -113,13 +114,7 @@ def _open(port: str, baud: int, dtr: bool | None) -> serial.Serial:
     try:
         ser.open()
     except (serial.SerialException, OSError) as err:
-        if not os.path.exists(port):
-            hint = "it does not exist (plugged in? brltty? see `sensorbench devices --probe`)"
-        elif "Permission denied" in str(err):
-            hint = "permission denied: join the 'dialout' group or install the udev rules"
-        else:
-            hint = f"{err} (is another program using it?)"
-        raise DriverError(f"cannot open {port}: {hint}") from err
+        raise DeviceUnavailable(f"cannot open {open_hint(port, err)}") from err
     set_raw(ser.fileno(), baud)
     return ser
 

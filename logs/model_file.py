@@ -36,8 +36,7 @@ from typing import Any
 from sensorbench import __version__
 from sensorbench.errors import ModelFileError
 from sensorbench.logs.atomic_output import regular_input
-from sensorbench.logs.model_keys import unknown_key, wrong_value
-from sensorbench.logs.model_notes import NOTES, note
+from sensorbench.logs.model_keys import SCHEMAS, note, unknown_key, wrong_value
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -99,7 +98,7 @@ def _is_table_list(value: Any) -> bool:
 
 
 def dumps_toml(
-    data: Mapping[str, Any], prefix: str = "", notes: Mapping[str, str] | None = None
+    data: Mapping[str, Any], prefix: str = "", notes: Mapping[str, Any] | None = None
 ) -> str:
     """TOML text of nested mappings (tables), lists of mappings (arrays of tables),
     numbers, strings, bools and lists; numpy scalars and arrays as their values.
@@ -107,8 +106,8 @@ def dumps_toml(
     Scalars come first, then every table in the mapping's order, each after a blank
     line (so text that starts with a table starts with a newline). A key whose value is
     None ("not available") is left out: TOML has no null, and a missing key reads back
-    as None with ``.get``. With ``notes`` (dotted path → text,
-    :mod:`~sensorbench.logs.model_notes`), each key and table with a note gets it as a
+    as None with ``.get``. With ``notes`` (a model kind's schema,
+    :mod:`~sensorbench.logs.model_keys`), each key and table with a note gets it as a
     comment on the lines above.
 
     Raises:
@@ -137,7 +136,7 @@ def dumps_toml(
     return out
 
 
-def _comment(notes: Mapping[str, str] | None, path: str) -> list[str]:
+def _comment(notes: Mapping[str, Any] | None, path: str) -> list[str]:
     """The comment lines of the note of ``path`` (none without one)."""
     text = note(notes, path) if notes else None
     return [f"# {line}" for line in textwrap.wrap(text, 86)] if text else []
@@ -192,11 +191,11 @@ def write_model(
 
 def write_document(path: str | os.PathLike[str], doc: Mapping[str, Any]) -> Path:
     """Write a model document built by :func:`model_document` as TOML, each key under a
-    comment saying what it means (:mod:`~sensorbench.logs.model_notes`); returns the path."""
+    comment saying what it means (:mod:`~sensorbench.logs.model_keys`); returns the path."""
     path = Path(path)
     kind = doc.get("model", {}).get("kind", "")
     head = f"# sensorbench {kind} model. Units are SI unless [units] says otherwise.\n"
-    text = dumps_toml(doc, notes=NOTES.get(kind, {})).lstrip("\n")
+    text = dumps_toml(doc, notes=SCHEMAS.get(kind, {})).lstrip("\n")
     path.write_text(head + text, encoding="utf-8")
     return path
 

@@ -1,22 +1,32 @@
-"""The keys each kind of model file may hold, and the check that refuses any other.
+"""The keys each kind of model file may hold, what each means, and the checks that
+refuse any other key or a value of the wrong type.
 
 A misspelt key in a TOML file is otherwise silently ignored (the loader takes its
 default); every loader of a model file checks the whole document against its
 schema here and names the first unknown key with the file. ``[provenance]``,
 ``[fit]`` and ``[report]`` are free-form records nothing reads back.
 
-A schema maps each known key to ``None`` (any value: a free-form table or a
-scalar), to a value rule (``(test, what it must be)``: a value of the wrong type,
-such as ``q = "0.001"`` or ``distance_per_tick = true``, is refused by
-:func:`wrong_value`), to a nested schema (a table whose keys are checked in turn) or
-to a one-element list holding the schema of each table of an array of tables
-(``[[pod]]``). Ranges are the loaders' own checks (``q`` > 0, ``tau_s`` > 0, ...).
+A schema maps each known key to a :class:`Key` (its note and value rule), to a
+nested schema (a table whose keys are checked in turn; its own note under ``""``,
+and the rule of any key it does not name under ``"*"``) or to a one-element list
+holding the schema of each table of an array of tables (``[[pod]]``). A value rule is
+``(test, what it must be)``: a value of the wrong type, such as ``q = "0.001"`` or
+``distance_per_tick = true``, is refused by :func:`wrong_value`. Ranges are the
+loaders' own checks (``q`` > 0, ``tau_s`` > 0, ...).
+
+Every model file sensorbench writes explains itself, as robot_localization's parameter
+file does: :func:`~sensorbench.logs.model_file.write_document` puts the note of each key
+(and of each table) on the line above it. A table marked as a report (``report``,
+``provenance``) is what the fit measured or used, written for the reader and never read
+back; its keys are explained in docs/PODS.md and docs/POSE_ERROR.md.
+``tests/test_model_notes.py`` checks that every key a reader accepts has a note or lies
+in such a table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 AXES: tuple[str, ...] = ("x", "y", "theta")
 """The filters' axes in the robot frame, in column order everywhere (x forward m,
@@ -33,119 +43,293 @@ def _is_real(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-REAL = (_is_real, "a number")
-SIGMA = (lambda v: _is_real(v) and not v < 0, "a number ≥ 0 (or nan: not identified)")
-COUNT = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer ≥ 0")
-FLAG = (lambda v: isinstance(v, bool), "true or false")
-TEXT = (lambda v: isinstance(v, str), "text")
-REALS = (lambda v: isinstance(v, list) and all(map(_is_real, v)), "a list of numbers")
+Rule = tuple[Callable[[Any], bool], str]
+REAL: Rule = (_is_real, "a number")
+SIGMA: Rule = (lambda v: _is_real(v) and not v < 0, "a number ≥ 0 (or nan: not identified)")
+COUNT: Rule = (
+    lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "an integer ≥ 0",
+)
+FLAG: Rule = (lambda v: isinstance(v, bool), "true or false")
+TEXT: Rule = (lambda v: isinstance(v, str), "text")
+REALS: Rule = (lambda v: isinstance(v, list) and all(map(_is_real, v)), "a list of numbers")
 
-_ENVELOPE: dict[str, Any] = {
-    "model": dict.fromkeys(("kind", "format_version", "software", "created_utc")),
-    "units": None,
-    "provenance": None,
+
+class Key(NamedTuple):
+    """One key or table of a model file: its note (written as a comment above it; ""
+    none), its value rule (None: any value) and whether it is a report table."""
+
+    note: str = ""
+    rule: Rule | None = None
+    report: bool = False
+
+
+_MODEL: dict[str, Any] = {
+    "": Key("what this file is"),
+    "kind": Key("the kind of model (pod_geometry, filter_noise, pose_error_gm)"),
+    "format_version": Key("layout version of this kind; a newer one is refused"),
+    "software": Key("the sensorbench version that wrote the file"),
+    "created_utc": Key("when the file was written (ISO 8601, UTC)"),
 }
+_PROVENANCE = Key(
+    "where the model came from: each input's path and SHA-256, the fit's options "
+    "(report: not read back)",
+    report=True,
+)
 
-def _units(*quantities: str) -> dict[str, Any]:
-    """A ``[units]`` table of these quantities: a misspelt one is an unknown key."""
-    return {"units": dict.fromkeys(quantities, TEXT)}
+
+def _envelope(*quantities: str) -> dict[str, Any]:
+    """``[model]``, ``[provenance]`` and a ``[units]`` table of these quantities (a
+    misspelt one is an unknown key)."""
+    units = Key("the unit of this quantity", TEXT)
+    return {
+        "model": _MODEL,
+        "units": {
+            "": Key("the unit of each quantity in this file; a reader expecting others refuses it"),
+            **dict.fromkeys(quantities, units),
+        },
+        "provenance": _PROVENANCE,
+    }
 
 
 POD_GEOMETRY_KEYS: dict[str, Any] = {
-    **_ENVELOPE,
-    **_units("distance_per_tick", "rolling_angle", "lever_arm", "wheel_radius", "time_offset"),
-    "fit": None,
+    **_envelope("distance_per_tick", "rolling_angle", "lever_arm", "wheel_radius", "time_offset"),
+    "fit": Key("how the geometry fit went (report: not read back)", report=True),
     "pod": [
         {
-            "name": TEXT,
-            **dict.fromkeys(
-                ("distance_per_tick", "rolling_angle", "lever_arm", "counts_per_rev"), REAL
+            "": Key(
+                "one table per pod, in counter order. Body frame x forward, y left, θ "
+                "counter-clockwise; a pod's ticks Δn = (cos φ Δx + sin φ Δy + L Δθ) / c"
             ),
-            "wheel_radius": REAL,
-            **dict.fromkeys(
-                (
-                    "sigma_distance_per_tick",
-                    "sigma_rolling_angle",
-                    "sigma_lever_arm",
-                    "sigma_wheel_radius",
-                    "residual_sigma_ticks",
-                ),
-                SIGMA,
+            "name": Key("the pod's name (its counter in the encoder stream)", TEXT),
+            "distance_per_tick": Key("c: travel of the wheel's contact per encoder tick (m)", REAL),
+            "rolling_angle": Key(
+                "φ: the direction the wheel rolls in the body frame (rad, from x)", REAL
             ),
-            "outlier_intervals": COUNT,
-            "status": None,
+            "lever_arm": Key(
+                "L = x sin φ − y cos φ: ticks per radian of the body's rotation times c (m); "
+                "the pod's position along its own rolling axis is not observable",
+                REAL,
+            ),
+            "counts_per_rev": Key("encoder counts per wheel revolution (from robot.toml)", REAL),
+            "wheel_radius": Key("c · counts_per_rev / 2π (m)", REAL),
+            "sigma_distance_per_tick": Key("1σ standard error of distance_per_tick (m)", SIGMA),
+            "sigma_rolling_angle": Key("1σ standard error of rolling_angle (rad)", SIGMA),
+            "sigma_lever_arm": Key("1σ standard error of lever_arm (m)", SIGMA),
+            "sigma_wheel_radius": Key("1σ standard error of wheel_radius (m)", SIGMA),
+            "residual_sigma_ticks": Key(
+                "robust σ of the fit's residuals (ticks per interval)", SIGMA
+            ),
+            "outlier_intervals": Key("fit intervals left out as outliers (count)", COUNT),
+            "status": {
+                "": Key("per parameter: ok, or why the drives could not identify it"),
+                "*": Key("ok, or why the drives could not identify this parameter"),
+            },
         }
     ],
-    "calibration": dict.fromkeys(("units", "row_covariance")),
-    "slip": None,
+    "calibration": {
+        "": Key(
+            "the fit's joint covariance of the stacked rows (cos φ, sin φ, L)/c of every "
+            "pod, in ticks per m and per rad; the filters add its effect to their stated "
+            "variance"
+        ),
+        "units": Key("the unit of row_covariance's entries"),
+        "row_covariance": Key("3·pods × 3·pods covariance of the stacked rows"),
+    },
+    "slip": {
+        "": Key(
+            "the wheels' slip law: variance of a pod's travel error per metre rolled "
+            "(roll) and dragged sideways (drag), m²/m; the filters' odometry noise"
+        ),
+        "*": Key("a further figure of the slip fit, written for the reader"),
+        "roll_m2_per_m": Key("variance of a pod's travel error per metre it rolls (m²/m)"),
+        "drag_m2_per_m": Key("variance of a pod's travel error per metre dragged sideways (m²/m)"),
+        "turn_m2_per_m_per_m_rad_s2": Key(
+            "variance per metre rolled per m·rad/s² of lateral acceleration (0 when absent)"
+        ),
+        "creep_speed_var_s2_per_m2": Key("variance of the creep κ_v (s²/m²)"),
+        "creep_turn_var_s4_per_m2_rad2": Key("variance of the creep κ_t (s⁴/(m²·rad²))"),
+        "creep_speed_ref_m_per_s": Key("the calibration drives' mean wheel speed (m/s)"),
+        "creep_turn_ref_m_rad_per_s2": Key(
+            "the calibration drives' mean lateral acceleration (m·rad/s²)"
+        ),
+        "roll_se_m2_per_m": Key("standard error of roll_m2_per_m (m²/m)"),
+        "drag_se_m2_per_m": Key("standard error of drag_m2_per_m (m²/m)"),
+        "intercept": Key(
+            "variance not growing with motion: against the IMU the gyro's noise (rad²); "
+            "against mocap the reference's noise per body axis (m², m², rad²)"
+        ),
+        "intercept_rad2": Key("older name of intercept, against the IMU (rad²)"),
+        "n_windows": Key("windows the slip law was fitted over"),
+        "trimmed_windows": Key("windows dropped as faults"),
+        "drag_identified": Key("false when the drives hardly dragged a pod sideways"),
+        "rolled_m": Key("distance rolled by the pods the fit sees (m)"),
+        "dragged_m": Key("distance dragged sideways by the pods the fit sees (m)"),
+        "window_s": Key("window length (s)"),
+        "method": Key("how the law was fitted"),
+        "timing_s": Key("against mocap, the residual timing error per body axis (s)"),
+    },
 }
 """``pod_geometry`` files (``fit pods -o``)."""
 
+_NOISE_AXIS: dict[str, Any] = {
+    "": Key("this axis's filter noise"),
+    "q": Key("velocity random walk at rest (unit²/s³)", REAL),
+    "r": Key("variance of the odometry position's measurement (unit²)", REAL),
+    "dof": Key("innovation tails: inf = Gaussian (the only law a fit produces)", REAL),
+    "q_acc": Key("format 1 only: refused", REAL),
+    "q_jerk": Key("extra velocity random walk per squared observed jerk (s³); 0 = none", REAL),
+    "slip_scale": Key(
+        "scale of the pods' rolling-slip variance in this axis (1 = as fitted)", REAL
+    ),
+    "drag_scale": Key("scale of the pods' dragging-slip variance in this axis", REAL),
+    "nis_se": Key("the fit's own level error of the clipped mean NIS (widens its band)", REAL),
+    "stamp_var": Key("variance of a frame's time stamp (s²), times the squared velocity", REAL),
+    "feedforward": Key("the observed acceleration is fed forward (always true)", FLAG),
+}
+_DRIFT_AXIS: dict[str, Any] = {
+    "": Key("this axis's drift"),
+    "per_m_x": Key("variance per metre travelled along body x (m² or rad² per m)", REAL),
+    "per_m_y": Key("variance per metre travelled along body y (m² or rad² per m)", REAL),
+    "per_rad": Key("variance per radian turned (m² or rad² per rad)", REAL),
+}
+
 FILTER_NOISE_KEYS: dict[str, Any] = {
-    **_ENVELOPE,
-    **_units("q_xy", "q_theta", "r_xy", "r_theta"),
+    **_envelope("q_xy", "q_theta", "r_xy", "r_theta"),
     "axes": {
-        a: {
-            **dict.fromkeys(
-                ("q", "r", "dof", "q_acc", "q_jerk", "slip_scale", "drag_scale", "nis_se"), REAL
-            ),
-            "stamp_var": REAL,
-            "feedforward": FLAG,
-        }
-        for a in AXES
+        "": Key(
+            "one table per filter axis (x, y in the world frame: m; theta: rad); each axis "
+            "filter has state (position, velocity) and measures the odometry position"
+        ),
+        **dict.fromkeys(AXES, _NOISE_AXIS),
     },
     "drift": {
-        "units": None,
-        **{a: dict.fromkeys(("per_m_x", "per_m_y", "per_rad"), REAL) for a in AXES},
+        "": Key(
+            "how far the odometry frame drifts from the world per metre travelled and per "
+            "radian turned, per body axis"
+        ),
+        "units": Key("the unit of the drift coefficients"),
+        **dict.fromkeys(AXES, _DRIFT_AXIS),
     },
-    "filter": None,
-    "reach": dict.fromkeys(("units", "speed", "strafe", "turn", "speed_turn")),
-    "report": None,
+    "filter": Key(
+        "what the filters' state and measurement are (report: not read back)", report=True
+    ),
+    "reach": {
+        "": Key(
+            "how far the fit's drives went (99th percentiles over short windows); replay "
+            "warns when a session goes beyond 1.5× of it"
+        ),
+        "units": Key("the unit of each reach figure"),
+        "speed": Key("99th percentile of speed over the drives' windows (m/s)"),
+        "strafe": Key("99th percentile of sideways speed (m/s)"),
+        "turn": Key("99th percentile of turn rate (rad/s)"),
+        "speed_turn": Key("99th percentile of speed × turn rate (m·rad/s²)"),
+    },
+    "report": Key("the fit's figures per axis: likelihood, NIS and its band (report)", report=True),
 }
 """``filter_noise`` files (``fit noise -o``)."""
 
-_POSE_AXIS = {
-    "unit": TEXT,
-    **dict.fromkeys(("sigma_b", "sigma", "tau_s", "sigma_v", "neg_log_likelihood"), REAL),
-    **dict.fromkeys(("n_samples", "n_segments"), COUNT),
-    "converged": FLAG,
-    **dict.fromkeys(("se_log", "identified", "ci95")),
-    "cov_log": REALS,
-    "sigma_b_qprofile": dict.fromkeys(
-        ("seg_var", "seg_proj2", "seg_proj", "seg_ones", "seg_group")
-    ),
+_POSE_AXIS: dict[str, Any] = {
+    "": Key("this axis's error model"),
+    "unit": Key("the axis's unit", TEXT),
+    "sigma_b": Key("standard deviation of the offset drawn at each relocalization (unit)", REAL),
+    "sigma": Key("stationary standard deviation of the Gauss-Markov noise (unit)", REAL),
+    "tau_s": Key("correlation time of the Gauss-Markov noise (s)", REAL),
+    "sigma_v": Key("white measurement noise beside the Gauss-Markov (unit); 0 = none", REAL),
+    "neg_log_likelihood": Key("the fit's negative log-likelihood", REAL),
+    "n_samples": Key("error samples the fit used", COUNT),
+    "n_segments": Key("segments between relocalizations", COUNT),
+    "converged": Key("whether the optimizer converged", FLAG),
+    "se_log": Key("standard errors of log(sigma_b, sigma, tau_s[, sigma_v])"),
+    "identified": Key("which parameters the data identify"),
+    "ci95": Key("95 % intervals of the parameters (unit, unit, s[, unit])"),
+    "cov_log": Key("covariance of the log-parameters (for validation's draws)", REALS),
+    "sigma_b_qprofile": {
+        "": Key("what sigma_b's profile interval is computed from (report)", report=True),
+        **dict.fromkeys(("seg_var", "seg_proj2", "seg_proj", "seg_ones", "seg_group"), Key()),
+    },
 }
 POSE_ERROR_KEYS: dict[str, Any] = {
-    **_ENVELOPE,
-    **_units("length", "angle", "time"),
-    "model": dict.fromkeys(
-        (
-            "kind",
-            "format_version",
-            "software",
-            "created_utc",
-            "sensor",
-            "reference",
-            "frame",
-            "description",
-        )
-    ),
-    "axes": {a: _POSE_AXIS for a in POSE_AXES},
-    "wrong_relocalizations": dict.fromkeys(
-        ("n_relocalizations", "n_wrong", "rate", "rate_ci95", "median_jump_m")
-    )
-    | {"named": [dict.fromkeys(("session", "t_s", "jump"))]},
+    **_envelope("length", "angle", "time"),
+    "model": {
+        **_MODEL,
+        "sensor": Key("the pose sensor's stream name"),
+        "reference": Key("the reference stream (motion capture) it was judged against"),
+        "frame": Key("the frame the errors are expressed in"),
+        "description": Key("the model in one sentence"),
+    },
+    "axes": {
+        "": Key(
+            "one table per pose axis (x, y, z in m; roll, pitch, yaw in rad): error = an "
+            "offset drawn at each relocalization + first-order Gauss-Markov noise"
+        ),
+        **dict.fromkeys(POSE_AXES, _POSE_AXIS),
+    },
+    "wrong_relocalizations": {
+        "": Key(
+            "relocalizations whose offset is far outside N(0, sigma_b²): named one at a "
+            "time, their offsets left free in the fit"
+        ),
+        "n_relocalizations": Key("relocalizations the fit saw"),
+        "n_wrong": Key("those named wrong"),
+        "rate": Key("n_wrong / n_relocalizations"),
+        "rate_ci95": Key("95 % interval of the rate (Clopper-Pearson)"),
+        "median_jump_m": Key("median horizontal size |(x, y)| of the named jumps (m)"),
+        "named": [
+            {
+                "": Key("one table per named wrong relocalization"),
+                "session": Key("the session it is in"),
+                "t_s": Key("its time from the session start (s)"),
+                "jump": Key("its offset per axis (m, m, m, rad, rad, rad)"),
+            }
+        ],
+    },
 }
 """``pose_error_gm`` files (``fit pose-error -o``)."""
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "pod_geometry": POD_GEOMETRY_KEYS,
+    "filter_noise": FILTER_NOISE_KEYS,
+    "pose_error_gm": POSE_ERROR_KEYS,
+}
+"""Schema per model kind."""
+
+
+def _entry(schema: Mapping[str, Any], key: str) -> Any:
+    """What ``schema`` says of ``key`` (its ``"*"`` rule if it does not name it; None: unknown)."""
+    return schema.get(key, schema.get("*"))
+
+
+def _chain(schema: Mapping[str, Any], path: str) -> list[Key | None]:
+    """The :class:`Key` of each level of dotted ``path`` (None where the schema has none)."""
+    node: Any = schema
+    out: list[Key | None] = []
+    for part in path.split("."):
+        node = node[0] if isinstance(node, list) else node
+        node = _entry(node, part) if isinstance(node, Mapping) else None
+        own = node[0] if isinstance(node, list) else node
+        out.append(own.get("") if isinstance(own, Mapping) else own)
+    return out
+
+
+def note(schema: Mapping[str, Any], path: str) -> str | None:
+    """The note of the key or table at dotted ``path`` (None: none)."""
+    key = _chain(schema, path)[-1]
+    return key.note if key is not None and key.note else None
+
+
+def in_report(schema: Mapping[str, Any], path: str) -> bool:
+    """Whether ``path`` lies inside a report table (its keys need no note)."""
+    return any(k is not None and k.report for k in _chain(schema, path)[:-1])
 
 
 def unknown_key(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "") -> str | None:
     """The dotted name of the first key of ``doc`` that ``schema`` does not know, or None."""
     for key, value in doc.items():
         name = f"{prefix}{key}"
-        if key not in schema:
+        sub = _entry(schema, key)
+        if sub is None:
             return name
-        sub = schema[key]
         found = None
         if isinstance(sub, Mapping) and isinstance(value, Mapping):
             found = unknown_key(value, sub, f"{name}.")
@@ -162,12 +346,14 @@ def unknown_key(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str =
 
 def wrong_value(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "") -> str | None:
     """``'name' = value is not what it must be`` for the first value of ``doc`` that
-    breaks its rule in ``schema`` (a tuple leaf), or is no table (array of tables) where
-    the schema has one; None when every value keeps its rule."""
+    breaks its rule in ``schema``, or is no table (array of tables) where the schema has
+    one; None when every value keeps its rule."""
     for key, value in doc.items():
-        name, sub = f"{prefix}{key}", schema.get(key)
-        if isinstance(sub, tuple) and not sub[0](value):
-            return f"{name!r} = {value!r} is not {sub[1]}"
+        name, sub = f"{prefix}{key}", _entry(schema, key)
+        if isinstance(sub, Key):
+            if sub.rule is not None and not sub.rule[0](value):
+                return f"{name!r} = {value!r} is not {sub.rule[1]}"
+            continue
         items: list[tuple[str, Any, Any]] = []
         if isinstance(sub, Mapping):
             items = [(name, value, sub)]
