@@ -135,6 +135,19 @@ class OdometryCounters:
     latencies_ns: list[int] = field(default_factory=list)
 
 
+def warm_filters(models: OdometryModels) -> None:
+    """Compile the filters' kernels (or load them from numba's cache): one step over two
+    made-up frames, with a pose sample when they aid. ``live`` does it before any device
+    is powered; else the first step of a run compiles them on the pod reader's thread,
+    the port unread meanwhile (20 s and more on a busy machine)."""
+    aid = 1 / 30 if models.aid_model is not None else None
+    f = SplitFilter(models.noise, gate=models.gate, aid_model=models.aid_model)
+    state = f.start(0.0, pods=models.geometry, aid_interval_s=aid)
+    one = np.ones(1, bool)
+    aiding = None if aid is None else Aiding(np.array([0.01]), np.zeros((1, 3)), one, ~one)
+    f.step(state, FrameChunk(np.array([0.01, 0.02]), np.zeros((2, 3)), aiding))
+
+
 Publisher = Callable[
     [list[PoseDatagram], list[tuple[float, ...]], PoseSample, tuple[int, ...]], None
 ]

@@ -48,7 +48,7 @@ from sensorbench.fusion.scan_merge import MergeSetup, Mount
 from sensorbench.fusion.scan_merge_session import MERGED_STREAM
 from sensorbench.live.foxglove_view import FoxgloveView, PoseSample
 from sensorbench.live.merge import MergeWorker, merged_stream_attrs, unpaired
-from sensorbench.live.odometry import OdometryModels, OdometryWorker
+from sensorbench.live.odometry import OdometryModels, OdometryWorker, warm_filters
 from sensorbench.live.ros2 import Ros2Options, Ros2Publisher
 from sensorbench.live.threads import name_os_threads
 from sensorbench.live.udp import PoseDatagram, UdpPublisher
@@ -202,12 +202,14 @@ class LiveRuntime:
         self.setup_error: str | None = None  # why a worker could not be set up
 
     def open(self) -> None:
-        """Resolve the UDP address and start the Foxglove server: before any device is
-        powered (``start`` does it if it was not done).
+        """Compile the filters, resolve the UDP address and start the Foxglove server:
+        before any device is powered (``start`` does it if it was not done).
 
         Raises:
             LiveError: the UDP host does not resolve, the server cannot listen there.
         """
+        if self.models is not None:
+            warm_filters(self.models)
         if self.options.udp is not None and self.udp is None:
             self.udp = UdpPublisher(*self.options.udp)
         if self.options.foxglove is not None and self.view is None:
