@@ -22,8 +22,9 @@ session:
 - pose aiding (a ``pose_sensor`` stream and a pose-error model): frames wait until the
   pose stream has delivered up to their time (at most ``aid_wait_s`` of silence; the
   pose reader's thread steps them when its samples arrive), so a sample reaches the
-  filters before its frame, as in a replay; the sensor's period
-  comes from the stream's ``rate_hz``.
+  filters before its frame, as in a replay; one that comes later (the pose stream
+  stalled longer) is not applied, counted (``aid_late``) and reported in a ``note``
+  event at its time; the sensor's period comes from the stream's ``rate_hz``.
 
 Each step publishes first (one datagram per frame and the step's last pose to the
 view, in one ``publish`` call), then holds its frames for the session's ``estimate``
@@ -303,9 +304,12 @@ class OdometryWorker:
         if len(frames) == 0:
             return
         inc = body_increments(self._w, frames.dn)
-        state, result = self.filter.step(state, FrameChunk(frames.t_s, inc, self._aiding()))
+        aiding, filtered_s = self._aiding(), state.t_s
+        state, result = self.filter.step(state, FrameChunk(frames.t_s, inc, aiding))
         self._state = state
-        self.counters.aid_late = state.aid.late if state.aid is not None else 0
+        late = (state.aid.late if state.aid is not None else 0) - self.counters.aid_late
+        if late > 0 and aiding is not None:
+            self._late(late, aiding.t_s[aiding.t_s <= filtered_s], odo.t0_ns)
         degraded = np.zeros(len(frames), bool)
         events: list[tuple[int, str, str]] = []
         base = self.counters.frames  # frames before this step (the start frame is not one)
@@ -349,6 +353,14 @@ class OdometryWorker:
                 OdometryFrames(frames.t_s[n:], frames.dn[n:], frames.imu_dtheta[n:], frames.yaw[n:])
             ]
         return OdometryFrames(frames.t_s[:n], frames.dn[:n], frames.imu_dtheta[:n], frames.yaw[:n])
+
+    def _late(self, n: int, t_s: np.ndarray, t0_ns: int) -> None:
+        """Count ``n`` pose samples that came after their frame was filtered and report
+        them, the event at the first one's time (times ``t_s``, s)."""
+        self.counters.aid_late += n
+        t_ns = int(estimate_times_ns(t0_ns, t_s[:1])[0]) if t_s.size else time.monotonic_ns()
+        self._event("note", f"{n} pose sample(s) came after their frames were filtered "
+                    "(the pose stream stalled): not applied live; replay applies them", t_ns)
 
     def _aiding(self) -> Aiding | None:
         """The pose samples received since the last step, on the filters' time base."""
@@ -440,9 +452,11 @@ class OdometryWorker:
         t_pred = np.array([t_ns + int(horizon * 1e9)])
         self._publish(t_pred, pose, vel, var, np.array([PREDICTED]), (), vvar, frames=0)
 
-    def _event(self, kind: str, message: str) -> None:
+    def _event(self, kind: str, message: str, t_ns: int | None = None) -> None:
+        """Write an event at ``t_ns`` (session ns; None: now)."""
         if self.writer is not None and self.writer.error is None:
+            t_ns = time.monotonic_ns() if t_ns is None else t_ns
             try:
-                self.writer.event(time.monotonic_ns(), "live", kind, message)
+                self.writer.event(t_ns, "live", kind, message)
             except Exception as exc:  # the writer failed meanwhile: capture stops
                 self.counters.last_error = repr(exc)

@@ -1,7 +1,9 @@
 """Time order of imported samples: backwards steps, repeated stamps and what they mean.
 
 A file's timestamps must not step backwards: every such line is an error (the
-first :data:`MAX_LISTED` are named). Repeated stamps are common in real logs —
+first :data:`MAX_LISTED` are named); nor forwards by more than :data:`MAX_STEP_S`
+(a stamp in another epoch or unit: one recording has no day-long hole).
+Repeated stamps are common in real logs —
 mocap exporters write a frame twice, and an estimator that corrects itself
 re-emits the pose at the same stamp — so they follow a policy:
 
@@ -41,6 +43,9 @@ FALSE_FLAG_PROBABILITY = 1e-3
 NOISE_FLOOR = 1e-6
 """Smallest noise σ assumed per axis (m, rad): below any real sensor's noise."""
 
+MAX_STEP_S = 86_400.0
+"""Longest forward step between two samples of one file (s)."""
+
 _MIN_TRIPLES = 10
 
 
@@ -71,7 +76,8 @@ def order_times(path: Path, lines: np.ndarray, t_ns: np.ndarray, policy: str) ->
 
     Raises:
         ImportFormatError: a backwards step (every offending line named, up to
-            :data:`MAX_LISTED`), or a repeated stamp under policy ``error``.
+            :data:`MAX_LISTED`), a forward step over :data:`MAX_STEP_S`, or a repeated
+            stamp under policy ``error``.
     """
     if policy not in DUPLICATE_POLICIES:
         raise ImportFormatError(
@@ -88,6 +94,15 @@ def order_times(path: Path, lines: np.ndarray, t_ns: np.ndarray, policy: str) ->
         raise ImportFormatError(
             f"{path}:{int(lines[back[0]])}: {back.size} backwards timestamp step(s), at "
             f"{_listed(path, lines[back])} ({detail}); timestamps must not decrease"
+        )
+    jump = np.flatnonzero(dt > MAX_STEP_S * 1e9) + 1
+    if jump.size:
+        k = int(jump[0])
+        raise ImportFormatError(
+            f"{path}:{int(lines[k])}: the timestamp jumps {dt[k - 1] / 86_400e9:.6g} days "
+            f"forward from line {int(lines[k - 1])} ({jump.size} such step(s)); one "
+            f"recording steps at most {MAX_STEP_S / 86_400:g} day (a stamp in another epoch "
+            "or unit?)"
         )
     repeat = np.flatnonzero(dt == 0) + 1
     if repeat.size and policy == "error":

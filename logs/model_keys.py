@@ -346,8 +346,9 @@ def unknown_key(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str =
 
 def wrong_value(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "") -> str | None:
     """``'name' = value is not what it must be`` for the first value of ``doc`` that
-    breaks its rule in ``schema``, or is no table (array of tables) where the schema has
-    one; None when every value keeps its rule."""
+    breaks its rule in ``schema`` (a :class:`Key`'s), or is no table (array of tables) where
+    the schema has one, or repeats a ``name`` in an array of tables; None when every
+    value keeps its rule."""
     for key, value in doc.items():
         name, sub = f"{prefix}{key}", _entry(schema, key)
         if isinstance(sub, Key):
@@ -361,6 +362,9 @@ def wrong_value(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str =
             if not isinstance(value, list):
                 return f"{name!r} = {value!r} is not an array of tables ([[{key}]])"
             items = [(f"{name}[{i}]", v, sub[0]) for i, v in enumerate(value)]
+            names = [repr(v["name"]) for v in value if isinstance(v, Mapping) and "name" in v]
+            if dup := next((n for i, n in enumerate(names) if n in names[:i]), None):
+                return f"two [[{key}]] tables are named {dup} (names must be unique)"
         for where, table, rules in items:
             if not isinstance(table, Mapping):
                 return f"{where!r} = {table!r} is not a table"

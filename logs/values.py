@@ -394,13 +394,44 @@ def _is_mount(v: Any) -> bool:
     return a.shape == (3,) and a.dtype.kind in "iuf" and bool(np.isfinite(a).all())
 
 
-_TEXT = (lambda v: isinstance(v, str | bytes), "text")
+def _is_text(v: Any) -> bool:
+    """UTF-8 text (h5py hands undecodable bytes over as lone surrogates)."""
+    if not isinstance(v, str | bytes):
+        return False
+    try:
+        v.decode("utf-8") if isinstance(v, bytes) else v.encode("utf-8")
+    except UnicodeError:
+        return False
+    return True
+
+
+def _is_count(v: Any) -> bool:
+    return _is_int(v) and v >= 0
+
+
+def _is_names(v: Any) -> bool:
+    return isinstance(v, np.ndarray) and v.ndim == 1 and all(_is_text(x) for x in v.tolist())
+
+
+def _is_polygon(v: Any) -> bool:
+    a = np.asarray(v)
+    return a.size == 0 or (a.ndim == 2 and a.shape[1] == 2 and a.dtype.kind in "iuf"
+                           and bool(np.isfinite(a).all()))  # fmt: skip
+
+
+_TEXT = (_is_text, "UTF-8 text")
 _INT = (_is_int, "an integer")
 _ROOT_ATTRS = {
     **dict.fromkeys(
-        ("format", "software_version", "label", "config_text", "created_utc", "scenario"), _TEXT
+        ("format", "software_version", "label", "config_text", "created_utc", "scenario",
+         "hostname", "note", "robot", "recorded_by", "recovered_utc"),
+        _TEXT,
     ),
-    **dict.fromkeys(("wall_clock_anchor_ns", "monotonic_anchor_ns", "seed", "sim_t0_ns"), _INT),
+    **dict.fromkeys(("wall_clock_anchor_ns", "monotonic_anchor_ns", "sim_t0_ns"), _INT),
+    **dict.fromkeys(("seed", "campaign_session"), (_is_count, "an integer ≥ 0")),
+    "simulated": (lambda v: isinstance(v, bool | np.bool_), "a boolean"),
+    "powerup_order": (_is_names, "a list of device names"),
+    "footprint_m": (_is_polygon, "(x, y) vertices in m"),
     "duration_s": (lambda v: _finite(v) and v >= 0, "a finite duration ≥ 0 s"),
     "requested_duration_s": (lambda v: _finite(v) and (v > 0 or v == -1), "> 0 s or -1"),
     "devices_json": (_is_json, "JSON text"),

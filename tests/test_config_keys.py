@@ -7,6 +7,8 @@ Windows editors put at the start of a file, is accepted everywhere.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import odometry_util as ou
 import pytest
@@ -153,3 +155,14 @@ def test_model_files_refuse_unknown_keys_and_accept_a_bom(tmp_path, kind) -> Non
     path.write_text(text + "\n[extras]\nnote = 1\n", encoding="utf-8")
     with pytest.raises(error, match="unknown key 'extras'"):
         load(path)
+
+
+def test_pod_model_with_two_pods_of_one_name_is_refused(tmp_path) -> None:
+    path = _pod_model(tmp_path)
+    text = path.read_text(encoding="utf-8")
+    names = re.findall(r'^name = "(\w+)"', text, re.M)
+    assert len(names) == 3
+    path.write_text(text.replace(f'name = "{names[1]}"', f'name = "{names[0]}"'), "utf-8")
+    with pytest.raises(FusionError, match=rf"two \[\[pod\]\] tables are named '{names[0]}'") as err:
+        load_pod_model(path)
+    assert str(path) in str(err.value)

@@ -58,6 +58,13 @@ def _estimating(out) -> bool:
         return len(s.pose("estimate")) > 10
 
 
+def _wait_for_estimates(out, thread) -> None:
+    """Until the run's estimate has rows, or the run ended without: its bring-up and
+    recording have their own deadlines (bring-up alone took 55 s on a loaded machine)."""
+    _wait_for(lambda: _estimating(out) or not thread.is_alive(), 300, "neither estimates nor end")
+    assert _estimating(out), "the run ended without estimating"
+
+
 def _assert_replay_matches(out) -> np.ndarray:
     """The session's estimate is what replay computes from its pod stream (prefix when
     the run was killed); returns the estimate's flags."""
@@ -108,7 +115,7 @@ def test_an_unplugged_a1_leaves_the_filters_and_the_other_devices_going(tmp_path
     try:
         with EmulatedRobot(tmp_path / "run", speed=1.0, ld19_startup_s=0.2) as robot:
             runtime, thread, box = _live_in_thread(robot, out, 8.0, udp)
-            _wait_for(lambda: _estimating(out), 30, "no estimate")
+            _wait_for_estimates(out, thread)
             t_unplug, t_replug = cu.unplug_a_while(robot, "lidar_rear")
             thread.join(60)
     finally:
@@ -143,7 +150,7 @@ def test_stalled_pods_make_the_filters_coast_and_say_so(tmp_path) -> None:
     try:
         with EmulatedRobot(tmp_path / "run", speed=1.0, ld19_startup_s=0.2) as robot:
             runtime, thread, box = _live_in_thread(robot, out, 7.0, udp)
-            _wait_for(lambda: _estimating(out), 30, "no estimate")
+            _wait_for_estimates(out, thread)
             time.sleep(1.0)
             t_stall = time.monotonic_ns()
             robot["pods"].stall(1.5)
@@ -166,7 +173,10 @@ def test_stalled_pods_make_the_filters_coast_and_say_so(tmp_path) -> None:
     k = max(after, key=lambda i: len(runs[i]))
     stall = runs[k]
     span_s = (runs[k + 1][0][0] - runs[k - 1][-1][0]) / 1e9
-    assert span_s > 1.4, (span_s, t_stall)
+    # no frame is sent for 1.5 s from t_stall on; frames sent before it and published
+    # after it (a reader behind on a busy machine) shorten the silence by that lag
+    lag_s = max(0.0, (runs[k - 1][-1][0] - t_stall) / 1e9)
+    assert span_s >= 1.5 - lag_s, (span_s, lag_s)
     assert span_s / 0.1 / 2 <= len(stall) <= span_s / 0.1, (len(stall), span_s)
     var = [d.covariance[0] for _, d in stall]
     assert all(b > a for a, b in itertools.pairwise(var))

@@ -22,7 +22,7 @@ from scipy.spatial.transform import Rotation
 from sensorbench.cli import cli
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs import Session
-from sensorbench.logs.import_times import MAX_LISTED
+from sensorbench.logs.import_times import MAX_LISTED, MAX_STEP_S
 from sensorbench.logs.importers import read_pod_csv, read_tum
 from sensorbench.logs.schema import PoseFlag
 
@@ -184,6 +184,23 @@ def test_backwards_steps_name_every_line_up_to_the_limit(tmp_path: Path) -> None
     assert ", ".join(f"{path}:{n}" for n in back_lines[:MAX_LISTED]) in msg
     assert f"and {len(pairs) - MAX_LISTED} more" in msg
     assert f"{path}:{back_lines[MAX_LISTED]}" not in msg
+
+
+@pytest.mark.parametrize("jump_s, refused", [(1e9, True), (MAX_STEP_S - 1.0, False)])
+def test_a_stamp_that_jumps_over_a_day_is_refused(tmp_path: Path, jump_s, refused) -> None:
+    """~31 years forward mid-file (a stamp in another epoch) is refused at its line; a
+    pause of just under a day (the longest step one recording may have) is kept."""
+    data, v = _rows("tum_fr1_xyz_groundtruth.txt")
+    k = len(data) // 2
+    v[k:, 0] += jump_s
+    path = tmp_path / "gt.txt"
+    path.write_text("\n".join(" ".join(f"{x:.4f}" for x in row) for row in v) + "\n")
+    if not refused:
+        assert len(read_tum(path).batch) == len(data)
+        return
+    with pytest.raises(ImportFormatError) as err:
+        read_tum(path)
+    assert str(err.value).startswith(f"{path}:{k + 1}: the timestamp jumps 11574.1 days forward")
 
 
 def test_pod_csv_repeated_stamps(tmp_path: Path) -> None:
