@@ -285,12 +285,13 @@ def _tick_variances(
     for i in range(w.shape[0]):
         c2 = 1.0 / (w[i, 0] ** 2 + w[i, 1] ** 2)
         for k in range(inc.shape[0]):
-            per_m = roll_var
+            var = roll_var * rolled[k, i]
             if turning:
                 hk = max(h[k], 1e-9)
                 turn = abs(inc[k, 2]) / hk if np.isfinite(inc[k, 2]) else 0.0
-                per_m = roll_var + turn_var * turn * rolled[k, i] / hk
-            rolled[k, i] = per_m * rolled[k, i] / c2
+                # per metre the contact travels (rolled and dragged) × its speed × |ω|
+                var += turn_var * turn * (rolled[k, i] ** 2 + dragged[k, i] ** 2) / hk
+            rolled[k, i] = var / c2
             dragged[k, i] = drag_var * dragged[k, i] / c2
     return rolled, dragged
 
@@ -314,9 +315,10 @@ class PodSlip:
     """Slip per pod, the wheels' own law: over a step of h seconds, pod i's rolled
     distance errs by a variance ``roll_var·|d_i| + drag_var·|d⊥_i|`` (m²) with d_i the
     distance it rolled and d⊥_i the distance its contact point was dragged across its
-    rolling direction (m), plus ``turn_var·|d_i|·v_i·|ω|``, growing with the wheel's
-    lateral acceleration v_i·|ω| (v_i = |d_i|/h its speed, m/s; ω = Δθ/h the turn rate,
-    rad/s: turning while translating loads it sideways); pods independent
+    rolling direction (m), plus ``turn_var·s_i·v_i·|ω|``, growing with the wheel's
+    lateral acceleration v_i·|ω| (s_i = √(d_i² + d⊥_i²) the distance its contact travels
+    over the floor, v_i = s_i/h its speed, m/s; ω = Δθ/h the turn rate, rad/s: turning
+    while translating loads it sideways, whether it rolls or is dragged); pods independent
     (each wheel slips on its own). Through the odometry ``u = Ŵ⁺·Δn`` the body step's
     covariance is ``Ŵ⁺·diag(var_i/c_i²)·Ŵ⁺ᵀ``, correlations included (a slip of the left
     wheel moves both x and θ). The drag of a pod by rotation about a point off its rolling
@@ -327,7 +329,7 @@ class PodSlip:
         W: (N, 3) pod matrix (ticks per m, m, rad).
         roll_var: m² per m rolled.
         drag_var: m² per m dragged.
-        turn_var: m² per m rolled per m·rad/s² of its lateral acceleration.
+        turn_var: m² per m its contact travels per m·rad/s² of its lateral acceleration.
     """
 
     W: np.ndarray
@@ -418,7 +420,9 @@ class CalibrationError:
 
     **Creep** is carried the same way: a wheel that rolls faster, or is loaded sideways
     while the robot turns and translates, counts short by a fraction of its travel
-    that grows with its speed v_i and lateral acceleration a_i = v_i·|ω| (m/s, m·rad/s²).
+    that grows with its speed v_i and lateral acceleration a_i = v_i·|ω| (m/s, m·rad/s²;
+    v_i its contact's speed over the floor, rolled and dragged: a wheel dragged sideways
+    grips less along its rolling direction too).
     Over one drive that fraction is ``κ_v·(v_i − v̄) + κ_t·(a_i − ā)``, a constant scale
     error of unknown size, not noise: its pose error grows ∝ distance and its variance ∝
     distance², which no random walk per metre states. v̄, ā are the calibration drives'
@@ -604,7 +608,9 @@ def _creep_columns(
     turn = abs(u[2]) / h
     for i in range(w.shape[0]):
         dn = w[i, 0] * u[0] + w[i, 1] * u[1] + w[i, 2] * u[2]
-        speed = abs(dn) / (np.hypot(w[i, 0], w[i, 1]) * h)
+        # the contact's speed over the floor: rolled and dragged (m/s)
+        drag = -w[i, 1] * u[0] + w[i, 0] * u[1]
+        speed = np.hypot(dn, drag) / (np.hypot(w[i, 0], w[i, 1]) * h)
         by_speed, by_turn = dn * (speed - ref[0]), dn * (speed * turn - ref[1])
         for j in range(3):
             b[j, n3 - 2] -= w_inv[j, i] * by_speed

@@ -128,13 +128,15 @@ def test_the_variance_in_steps_equals_the_variance_in_one() -> None:
 
 def test_creep_variance_matches_monte_carlo_and_grows_with_distance_squared() -> None:
     # truth: each pod counts its travel short by κ_v·(v_i − v̄) + κ_t·(v_i·|ω| − ā) of it
-    # (κ drawn once per path), dead-reckoned exactly with the true W
+    # (κ drawn once per path; v_i its contact's speed over the floor, rolled and dragged),
+    # dead-reckoned exactly with the true W
     rng = np.random.default_rng(11)
     geo = _geometry()
     w, dt = geo.W, 0.005
     u = _path_increments(dt=dt)
     dn = u @ w.T
-    speed = np.abs(dn) * geo.c / dt
+    drag = np.outer(u[:, 0], -np.sin(geo.phi)) + np.outer(u[:, 1], np.cos(geo.phi))
+    speed = np.hypot(dn * geo.c, drag) / dt
     accel = speed * np.abs(u[:, 2:]) / dt
     creep = (1e-4, 4e-4, 0.2, 0.1)  # var κ_v (s²/m²), var κ_t, v̄ (m/s), ā (m·rad/s²)
     truth = integrate_path(u)

@@ -12,11 +12,12 @@ D_i and dragged P_i over the interval (m, from the counts averaged over 0.1 s,
 
     Σ = Ŵ⁺·diag((σ_roll²·D_i + σ_drag²·P_i + σ_a²·A_i)/c_i² + v_i)·Ŵ⁺ᵀ + diag(n_j + τ_j²·e_j)
 
-with A_i the interval's sum over frames of the rolled distance times the wheel's lateral
-acceleration (its speed × the turn rate: turning while translating loads a wheel
-sideways), c_i pod i's distance per tick, v_i the rounding of its travel
-(:func:`~sensorbench.fusion.tick_rounding.expected_frac_variance`, a known offset), n_j the
-reference noise per body axis and e_j the interval's endpoint speeds² (m²/s², rad²/s²).
+with A_i the interval's sum over frames of the distance the wheel's contact travels
+(rolled and dragged) times its lateral acceleration (the contact's speed × the turn rate:
+turning while translating loads a wheel sideways), c_i pod i's distance per tick, v_i
+the rounding of its travel (:func:`~sensorbench.fusion.tick_rounding.
+expected_frac_variance`, a known offset), n_j the reference noise per body axis and e_j
+the interval's endpoint speeds² (m²/s², rad²/s²).
 σ_roll², σ_drag², σ_a², n and τ² are fitted by Gaussian maximum likelihood over all
 intervals of all drives (9 parameters; 8 when the drives dragged no pod sideways, σ_drag²
 then taking σ_roll²), their standard errors from the Fisher information. σ_a² is kept at
@@ -63,10 +64,11 @@ def _intervals(
     drives: Sequence[Drive], offsets: Sequence[float], w: np.ndarray, interval_s: float
 ) -> tuple[np.ndarray, ...]:
     """Per usable interval: δ (M, 3), signed reference motion (M, 3), rolled and dragged
-    distance (M, N, m), travel (M, N, ticks), endpoint speeds² (M, 3), the rolled
-    distance weighted by the wheel's lateral acceleration (M, N, m²·rad/s²), by its speed
-    (M, N, m²/s) and the signed travel weighted by its speed and by its lateral
-    acceleration (M, N each, ticks·m/s, ticks·m·rad/s²: the creep's regressors)."""
+    distance (M, N, m), travel (M, N, ticks), endpoint speeds² (M, 3), the contact's
+    distance weighted by the wheel's lateral acceleration (M, N, m²·rad/s²), the rolled
+    distance by its speed (M, N, m²/s) and the signed travel weighted by its speed and by
+    its lateral acceleration (M, N each, ticks·m/s, ticks·m·rad/s²: the creep's
+    regressors); a wheel's speed is its contact's over the floor, rolled and dragged."""
     w_inv = np.linalg.pinv(w)
     parts: list[tuple[np.ndarray, ...]] = []
     for d, offset in zip(drives, offsets, strict=True):
@@ -76,8 +78,10 @@ def _intervals(
         steps = averaged_counts(np.diff(d.counts, axis=0).astype(float), d.t_enc)
         rolled, dragged = pod_distances(w, steps @ w_inv.T)
         h = np.maximum(np.diff(d.t_enc), 1e-9)[:, None]
-        speed, turn = rolled / h, np.abs(steps @ w_inv[2])[:, None] / h
-        by_turn = rolled * speed * turn
+        # the contact's speed over the floor (rolled and dragged) and its distance
+        contact = np.hypot(rolled, dragged)
+        speed, turn = contact / h, np.abs(steps @ w_inv[2])[:, None] / h
+        by_turn = contact * speed * turn
         creep = (rolled * speed, steps * speed, steps * speed * turn)
         cum = [
             np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
