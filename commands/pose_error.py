@@ -265,7 +265,7 @@ def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots
     uncertain = not no_parameter_uncertainty
     with progress_bar("validating", enabled=not as_json) as bar:
         report = validate_sessions(
-            series, draws, seed, model, alpha, uncertain, folds=campaign.fold_pairs, progress=bar
+            series, draws, seed, model, alpha, uncertain, folds=campaign.folds, progress=bar
         )
     campaign_model = model or fit_pose_error(series)
     judged = judge_requirements(

@@ -590,29 +590,6 @@ def heading_cross_check(
     return out
 
 
-def nis_bounds(
-    k: int, dof: int = 1, level: float = 0.95, gate: float = math.inf
-) -> tuple[float, float]:
-    """Two-sided ``level`` bounds of the average NIS over k independent dof-D innovations.
-
-    Without a gate: the exact χ²(k·dof)/k quantiles. With a gate, the average
-    over the *applied* innovations only (NIS ≤ gate) of a correct model follows
-    a truncated χ²: mean F_{dof+2}(g)/F_dof(g), second moment
-    dof·(dof+2)·F_{dof+4}(g)/F_dof(g); the bounds are its normal approximation.
-    """
-    from scipy.stats import chi2, norm
-
-    if not math.isfinite(gate):
-        lo = chi2.ppf((1 - level) / 2, k * dof) / k
-        hi = chi2.ppf(1 - (1 - level) / 2, k * dof) / k
-        return float(lo), float(hi)
-    f0 = chi2.cdf(gate, dof)
-    mean = chi2.cdf(gate, dof + 2) * dof / f0
-    second = dof * (dof + 2) * chi2.cdf(gate, dof + 4) / f0
-    half = norm.ppf(1 - (1 - level) / 2) * math.sqrt((second - mean**2) / k)
-    return float(mean - half), float(mean + half)
-
-
 def whiteness(innovations: np.ndarray, max_lag: int = 10) -> tuple[np.ndarray, float]:
     """Normalised autocorrelation ρ_1..ρ_max_lag of a series and the bound 1.96/√K."""
     x = np.asarray(innovations, dtype=float)

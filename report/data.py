@@ -783,7 +783,7 @@ def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) ->
 
     rep = validate_sessions(
         series, n_draws=opts.draws, seed=opts.seed, alpha=opts.alpha,
-        folds=campaign.fold_pairs, progress=validating,
+        folds=campaign.folds, progress=validating,
     )  # fmt: skip
     sessions = [
         ValidationSession(chk, ps.series.n, ps.series.n_segments - 1, w, ps.segmentation.method)

@@ -10,6 +10,7 @@ Everything is known, so fits can be checked against truth.
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import chi2
 
 from sensorbench.fusion.pod_drive import Drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path
@@ -128,3 +129,10 @@ def make_drive(
     )
     truth = {"t": t, "path": path, "t_enc": t_enc, "geometry": g}
     return drive, truth
+
+
+def nis_bounds(k: int, dof: int = 1, level: float = 0.95) -> tuple[float, float]:
+    """Two-sided ``level`` bounds of the average NIS over k independent dof-D
+    innovations: the exact χ²(k·dof)/k quantiles."""
+    lo, hi = chi2.ppf([(1 - level) / 2, 1 - (1 - level) / 2], k * dof) / k
+    return float(lo), float(hi)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from odometry_util import nis_bounds
 
 from sensorbench.benchmarks.joint_filter import JointFilter, chord_measurement
-from sensorbench.fusion.consistency import nis_bounds
 from sensorbench.fusion.filter_noise import AxisNoise, FilterNoise
 from sensorbench.fusion.odometry_motion import FEEDFORWARD_FRAMES
 from sensorbench.fusion.pod_kinematics import integrate_path, relative_poses, se2_log

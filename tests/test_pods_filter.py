@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from odometry_util import nis_bounds
 
 from sensorbench.benchmarks.joint_filter import JointFilter
 from sensorbench.characterize.pods.noise_fit import AxisSeries, fit_axis
@@ -14,7 +15,6 @@ from sensorbench.fusion.aid_queue import Aiding, PoseAidModel
 from sensorbench.fusion.axis_step import AxisInput, AxisOptions, run_axis
 from sensorbench.fusion.consistency import (
     clipped_chi2_moments,
-    nis_bounds,
     nis_consistency,
     whiteness,
 )

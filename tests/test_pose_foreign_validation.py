@@ -80,7 +80,7 @@ def _compute_power_hit(world: str, seed: int, directory: Path) -> bool:
     camp = pose_world.campaign(seed, world)
     tracks, names = foreign_pose.tracks(camp, directory)
     prep = prepare_campaign(tracks, names)
-    rep = validate_sessions(prep.series, n_draws=1000, seed=seed, folds=prep.fold_pairs)
+    rep = validate_sessions(prep.series, n_draws=1000, seed=seed, folds=prep.folds)
     if world == "right":
         return rep.passed
     if world == "heavy_tails":

@@ -63,7 +63,7 @@ def verdict(world: str, seed: int, monte_carlo: bool = True):
     rep = None
     if monte_carlo:
         rep = validate_sessions(
-            camp.series, n_draws=DRAWS, seed=seed, model=given, folds=camp.fold_pairs
+            camp.series, n_draws=DRAWS, seed=seed, model=given, folds=camp.folds
         )
     return assess(camp.prepared, model, rep, camp.frames), names
 

@@ -160,7 +160,7 @@ def _validation_case(seed: int, root: Path) -> dict:
     def compute() -> dict:
         rate = _rate(1000 + seed)
         camp, prep = _prepared(1000 + seed, rate, root / f"v{seed}")
-        rep = validate_sessions(prep.series, n_draws=DRAWS, seed=seed, folds=prep.fold_pairs)
+        rep = validate_sessions(prep.series, n_draws=DRAWS, seed=seed, folds=prep.folds)
         return {"passed": rep.passed, "n_true": sum(int(s.wrong.sum()) for s in camp.sessions)}
 
     return computed_once(root, f"val{seed}", compute)

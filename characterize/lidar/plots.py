@@ -16,6 +16,7 @@ import numpy as np
 
 from sensorbench.characterize.lidar import display as disp
 from sensorbench.characterize.lidar.stats import LidarCharacterization
+from sensorbench.figures import save_png
 
 
 def write_plots(result: LidarCharacterization, out_dir: str | Path) -> list[Path]:
@@ -33,13 +34,6 @@ def write_plots(result: LidarCharacterization, out_dir: str | Path) -> list[Path
     return paths
 
 
-def _save(fig: plt.Figure, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def _polar_turn(result: LidarCharacterization, path: Path) -> Path:
     turns = result.turns
     i = turns.n_turns // 2
@@ -51,7 +45,7 @@ def _polar_turn(result: LidarCharacterization, path: Path) -> Path:
     ok = np.isfinite(one.range)
     ax.scatter(one.angle[ok], one.range[ok], s=2, c=one.intensity[ok], cmap="viridis")
     ax.set_title(f"{result.device}: turn {i}, {one.n_points} points ({ok.sum()} returns), m")
-    return _save(fig, path)
+    return save_png(fig, path, 110)
 
 
 def _period_hist(result: LidarCharacterization, path: Path) -> Path:
@@ -68,7 +62,7 @@ def _period_hist(result: LidarCharacterization, path: Path) -> Path:
         f"σ {disp.JITTER.with_unit(t.jitter_std_s)}, "
         f"{t.skipped_turns} skipped ({disp.SKIPPED.with_unit(t.skipped_pct)})"
     )
-    return _save(fig, path)
+    return save_png(fig, path, 110)
 
 
 def _noise_vs_range(result: LidarCharacterization, path: Path) -> Path:
@@ -97,7 +91,7 @@ def _noise_vs_range(result: LidarCharacterization, path: Path) -> Path:
     ax.set_ylabel(f"{sig.label} range ({sig.unit}, 1.4826·MAD)")
     ax.set_title(f"{result.device}: range noise, {noise.static_s:.0f} s static")
     ax.legend()
-    return _save(fig, path)
+    return save_png(fig, path, 110)
 
 
 def _outliers(result: LidarCharacterization, path: Path) -> Path:
@@ -114,4 +108,4 @@ def _outliers(result: LidarCharacterization, path: Path) -> Path:
     ax.set_ylabel("y, sensor frame (m)")
     ax.set_title(f"{result.device}: outliers of the first static stretch")
     ax.legend(loc="upper right", fontsize=8)
-    return _save(fig, path)
+    return save_png(fig, path, 110)

@@ -22,14 +22,7 @@ import numpy as np
 from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES, simulate_errors
 from sensorbench.characterize.pose.series import AXIS_UNITS, DISPLAY_UNITS, POSE_AXES, ErrorSeries
 from sensorbench.characterize.pose.validate import SIDAK_BAND, ValidationReport
-
-
-def _save(fig: plt.Figure, path: str | Path) -> Path:
-    """Lay out, write (PNG, 90 dpi) and close ``fig``; returns the path."""
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return Path(path)
+from sensorbench.figures import save_png, square_limits
 
 
 def _scale(axis: str) -> tuple[float, str]:
@@ -64,7 +57,7 @@ def plot_error_bands(
         or f"{series.name}: error (black) in model bands 95 % / 99.14 % (blue), "
         "relocalizations (red)"
     )
-    return _save(fig, path)
+    return save_png(fig, path, 90)
 
 
 def plot_rank_histogram(report: ValidationReport, path: str | Path, bins: int = 10) -> Path:
@@ -81,7 +74,7 @@ def plot_rank_histogram(report: ValidationReport, path: str | Path, bins: int = 
         ax.set_xlabel("percentile")
     axs[0].set_ylabel("sessions × axes")
     fig.suptitle("percentile of the real statistic among the draws (flat = calibrated)")
-    return _save(fig, path)
+    return save_png(fig, path, 90)
 
 
 def plot_allan(check: dict, path: str | Path) -> Path:
@@ -103,18 +96,15 @@ def plot_allan(check: dict, path: str | Path) -> Path:
         ax.set_xlabel("averaging time T [s]")
         ax.set_ylabel(f"ADEV [{unit}]")
     axs[0, 0].legend(fontsize=8)
-    return _save(fig, path)
-
-
-MIN_SPAN_M = 0.2
-"""Smallest side of a trajectory overlay (m): a spin in place stays a readable picture."""
+    return save_png(fig, path, 90)
 
 
 def plot_trajectory_overlay(
     name: str, reference_xy: np.ndarray, error_xy: np.ndarray, path: str | Path
 ) -> Path:
     """evo-style overlay: the reference path (grey) and the aligned estimate coloured by
-    its horizontal error |e_xy| (mm), equal axes at least :data:`MIN_SPAN_M` wide.
+    its horizontal error |e_xy| (mm), equal axes at least
+    :data:`sensorbench.figures.MIN_SPAN_M` wide.
 
     ``reference_xy`` and ``error_xy`` are ``(N, 2)`` in the reference frame (m); the
     estimate is their sum. Returns the PNG path.
@@ -125,14 +115,10 @@ def plot_trajectory_overlay(
     ax.plot(reference_xy[:, 0], reference_xy[:, 1], color="0.6", lw=1.2, label="reference")
     pts = ax.scatter(est[:, 0], est[:, 1], c=err_mm, s=4, cmap="viridis", label="aligned estimate")
     fig.colorbar(pts, ax=ax, label="|error| x-y [mm]")
-    lo = np.minimum(reference_xy.min(axis=0), est.min(axis=0))
-    hi = np.maximum(reference_xy.max(axis=0), est.max(axis=0))
-    centre, half = 0.5 * (lo + hi), 0.5 * max(float(np.max(hi - lo)), MIN_SPAN_M) * 1.05
-    ax.set_xlim(centre[0] - half, centre[0] + half)
-    ax.set_ylim(centre[1] - half, centre[1] + half)
+    square_limits(ax, np.concatenate([reference_xy, est]))
     ax.set_aspect("equal")
     ax.set_xlabel("x [m]")
     ax.set_ylabel("y [m]")
     ax.set_title(f"{name}: reference and aligned estimate")
     ax.legend(loc="upper right", fontsize=8)
-    return _save(fig, path)
+    return save_png(fig, path, 90)

@@ -63,6 +63,7 @@ from sensorbench.characterize.pose.reloc_segments import (
 )
 from sensorbench.characterize.pose.series import POSE_AXES, ErrorSeries
 from sensorbench.characterize.pose.trajectory_error import TrajectoryError, trajectory_error
+from sensorbench.characterize.pose.validate import Fold
 from sensorbench.errors import FitError, SessionError
 from sensorbench.logs.model_file import file_sha256
 
@@ -341,21 +342,6 @@ class TimeOffset:
 
 
 @dataclass
-class Fold:
-    """One session held out: its error under what the other sessions alone determined.
-
-    ``inherited_variance`` (6,) units²: the variance of the error the held-out session
-    inherits from the others' offset and frame estimate (their own estimation error,
-    :meth:`gls_align.GroupFit.induced_variance`), which its simulations carry too.
-    """
-
-    held_out: ErrorSeries
-    training: list[ErrorSeries]
-    alignment: Alignment
-    inherited_variance: np.ndarray
-
-
-@dataclass
 class PreparedCampaign:
     """A campaign aligned and segmented, and what its leave-one-out folds need.
 
@@ -414,14 +400,7 @@ class PreparedCampaign:
                 self._series(j, aligned[j], label, self._nuisance(g, train, j, label))
                 for j in train
             ]
-            out.append(
-                Fold(
-                    self._series(held, aligned[held], "held out"),
-                    training,
-                    aligned[held],
-                    inherited,
-                )
-            )
+            out.append(Fold(self._series(held, aligned[held], "held out"), training, inherited))
         return out
 
     def _nuisance(
@@ -433,14 +412,6 @@ class PreparedCampaign:
         if self.align == "session":
             return self.own_fits[j], 0, f"own {j}"
         return None
-
-    def fold_pairs(
-        self, targets: list[int], excluded: frozenset[int] = frozenset()
-    ) -> list[tuple[ErrorSeries, list[ErrorSeries], np.ndarray]]:
-        """:meth:`folds` as (held-out, training, inherited variance): a ``validate.FoldSource``."""
-        return [
-            (f.held_out, f.training, f.inherited_variance) for f in self.folds(targets, excluded)
-        ]
 
     def _fold_alignments(
         self, train: list[int], held: int, weights: GroupFits

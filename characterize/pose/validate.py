@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,9 +42,15 @@ SIDAK_BAND = (0.0043, 0.9957)
 """Per-axis two-sided band of one statistic for a 95 % family of six axes."""
 
 
-Fold = tuple[ErrorSeries, list[ErrorSeries], np.ndarray | None]
-"""A held-out session's error, its training sessions' errors, and the variance (6,)
-units² its error inherits from the others' alignment (None: nothing)."""
+class Fold(NamedTuple):
+    """A held-out session's error, its training sessions' errors, and the variance (6,)
+    units² its error inherits from the others' alignment (None: nothing)."""
+
+    held_out: ErrorSeries
+    training: list[ErrorSeries]
+    inherited_variance: np.ndarray | None
+
+
 FoldSource = Callable[[list[int], frozenset[int]], list[Fold]]
 """``(targets, excluded) -> [Fold, ...]``: one per target, trained without ``excluded``."""
 
@@ -350,7 +356,7 @@ def validate_sessions(
 
     def fixed(targets: list[int], excluded: frozenset[int]) -> list[Fold]:
         return [
-            (series[i], [series[j] for j in range(n) if j != i and j not in excluded], None)
+            Fold(series[i], [series[j] for j in range(n) if j != i and j not in excluded], None)
             for i in targets
         ]
 
