@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sensorbench.figures import plt, save_png, square_limits
+from sensorbench.fusion.figures import plt, save_png, square_limits
 from sensorbench.fusion.odometry_replay import Replay
 
 

@@ -171,9 +171,10 @@ def test_any_wheel_layout_is_fitted_and_dead_reckoned(layout: str) -> None:
 
 
 def test_the_slip_law_grows_with_lateral_acceleration(tmp_path) -> None:
-    """Pod i's rolled-distance variance over a step of h s is ``(roll + turn·v_i·|ω|)·|d_i|``
-    with v_i = |d_i|/h (m/s) and ω = Δθ/h; the term survives the model file, and a file
-    written without it loads it as 0."""
+    """Pod i's rolled-distance variance over a step of h s is ``roll·|d_i| + turn·s_i·v_i·|ω|``
+    with s_i = √(d_i² + d⊥_i²) the distance its contact travels over the floor (rolled
+    and dragged across its rolling direction, m), v_i = s_i/h (m/s) and ω = Δθ/h; the
+    term survives the model file, and a file written without it loads it as 0."""
     base = ou.true_geometry()
     law = (4e-7, 1e-6, 3e-6)
     g = PodGeometry(base.c, base.phi, base.lever, slip=law)
@@ -181,8 +182,9 @@ def test_the_slip_law_grows_with_lateral_acceleration(tmp_path) -> None:
     h = np.array([0.01, 0.005])
     roll, _ = g.slip_model().pod_tick_variances(inc, h)
     d = np.abs(inc @ g.W.T) * g.c  # rolled per pod (m)
-    v, w = d / h[:, None], np.abs(inc[:, 2:]) / h[:, None]
-    np.testing.assert_allclose(roll * g.c**2, (law[0] + law[2] * v * w) * d)
+    across = np.abs(-np.sin(g.phi) * inc[:, :1] + np.cos(g.phi) * inc[:, 1:2])  # dragged (m)
+    s2, w = d**2 + across**2, np.abs(inc[:, 2:]) / h[:, None]
+    np.testing.assert_allclose(roll * g.c**2, law[0] * d + law[2] * s2 / h[:, None] * w)
     no_dt, _ = g.slip_model().pod_tick_variances(inc)
     np.testing.assert_allclose(no_dt * g.c**2, law[0] * d)
     prov = {"inputs": [], "fit_options": {}}

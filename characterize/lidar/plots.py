@@ -16,7 +16,7 @@ import numpy as np
 
 from sensorbench.characterize.lidar import display as disp
 from sensorbench.characterize.lidar.stats import LidarCharacterization
-from sensorbench.figures import save_png
+from sensorbench.fusion.figures import save_png
 
 
 def write_plots(result: LidarCharacterization, out_dir: str | Path) -> list[Path]:

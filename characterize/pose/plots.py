@@ -22,7 +22,7 @@ import numpy as np
 from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES, simulate_errors
 from sensorbench.characterize.pose.series import AXIS_UNITS, DISPLAY_UNITS, POSE_AXES, ErrorSeries
 from sensorbench.characterize.pose.validate import SIDAK_BAND, ValidationReport
-from sensorbench.figures import save_png, square_limits
+from sensorbench.fusion.figures import save_png, square_limits
 
 
 def _scale(axis: str) -> tuple[float, str]:
@@ -104,7 +104,7 @@ def plot_trajectory_overlay(
 ) -> Path:
     """evo-style overlay: the reference path (grey) and the aligned estimate coloured by
     its horizontal error |e_xy| (mm), equal axes at least
-    :data:`sensorbench.figures.MIN_SPAN_M` wide.
+    :data:`sensorbench.fusion.figures.MIN_SPAN_M` wide.
 
     ``reference_xy`` and ``error_xy`` are ``(N, 2)`` in the reference frame (m); the
     estimate is their sum. Returns the PNG path.
