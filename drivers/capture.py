@@ -1,37 +1,12 @@
 """Capture orchestration: bring every configured device up, record them all into one file.
 
-:func:`run_capture` is what ``sensorbench capture`` runs (and ``demo``):
-
-1. the robot configuration has been validated (:mod:`~sensorbench.drivers.robot_config`)
-   before anything here opens a device;
-2. one :class:`~sensorbench.logs.SessionWriter` is created with the label, the
-   configuration text and the note as root attributes (bring-up failures and the
-   bring-up table are events in it); every reader declares its streams (decoded + raw
-   bytes) before the writer starts (SWMR freezes the layout);
-3. the staggered bring-up (:func:`bring_up`, on the
-   :class:`~sensorbench.drivers.powerup.PowerUpSequencer`) brings the devices up one
-   after another in the configured power-up order, each within its deadline, waiting
-   ``gap_s`` after each (two A1s spinning up together brown out a weak hub); an A1
-   whose GET_INFO serial differs from the configured one fails (front and rear
-   swapped); the spinning A1s are handed to their readers, whose stream attributes
-   then carry the serial and firmware;
-4. every reader is started concurrently and records on its own thread; a status callback gets every
-   reader's :class:`~sensorbench.drivers.reader_base.ReaderStatus` about twice a
-   second. An unplugged device is reported by its reader (``unplug`` event), reopened
-   when its stable path returns (``reconnect`` event); the others keep recording;
-5. the capture ends at the duration, when ``stop`` is set (Ctrl-C/SIGTERM in the
-   command), or when the writer fails (disk full): readers stop, the writer flushes
-   and closes, and a :class:`CaptureResult` summarizes what the file holds.
-
-A :class:`CaptureConsumer` (``sensorbench live``'s runtime) works on the data as they
-are recorded: it declares its own streams with the devices', is started before the
-readers and stopped after them, and gets every decoded item (lidar turns, encoder
-frames, poses) and every event right after the writer has taken it, on the thread
-that produced it. A consumer that raises is reported once as an ``error`` event and
-ignored from then on: it never costs the recording anything.
-
-The writer flushes at least every ``flush_interval_s`` (0.5 s), so a capture killed
-with SIGKILL loses at most that much; ``sensorbench check --recover`` rebuilds it.
+:func:`run_capture` (``sensorbench capture``, ``demo``) creates one
+:class:`~sensorbench.logs.SessionWriter`, lets every reader declare its streams, runs
+the staggered bring-up (:func:`bring_up`), starts every reader on its own thread and
+stops at the duration, on ``stop`` or when the writer fails, returning a
+:class:`CaptureResult`. A :class:`CaptureConsumer` (``sensorbench live``) gets every
+decoded item and event as written; one that raises is reported once and ignored.
+Times in seconds. What capture does, step by step: docs/CAPTURE.md.
 """
 
 from __future__ import annotations

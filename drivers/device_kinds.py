@@ -1,30 +1,12 @@
 """The device-kind registry: one record per kind of device a robot configuration may list.
 
-A kind (``kind = "ld19"`` in robot.toml) is everything sensorbench needs to know about
-one model of device, in one place, and the only registry of kinds (configuration,
-capture, the power-up sequencer, the probe and the emulated robot all look kinds up
-here):
-
-- its **configuration schema**: default baud rate, whether it has a mount, the extra
-  keys it accepts and how they are validated (:attr:`DeviceKind.parse_options`);
-- its **protocol object** on the shared serial link
-  (:attr:`DeviceKind.make_protocol`, a
-  :class:`~sensorbench.drivers.device_protocol.DeviceProtocol`); from it alone the
-  registry derives what a device that only streams needs: the capture reader
-  (:meth:`DeviceKind.reader`), the bring-up steps (:meth:`DeviceKind.steps`: open,
-  wait for valid items) and the probe of ``sensorbench devices --probe``
-  (:meth:`DeviceKind.run_probe`: listen, count valid items). A kind replaces any of
-  them where it needs more (``make_reader``, ``make_steps``, ``probe``: the A1's
-  request/response start-up, the LD19's and the pods' richer probes);
-- its **emulator** (a ``module:function`` name in ``sensorbench.sim``, resolved only
-  when an emulated robot or ``sensorbench emulate`` needs it, so drivers never import
-  the simulator) and the **simulator defaults** of the synthetic samples it serves.
-
-Kinds that speak the same protocol share the family functions (``ld19_kind``,
-``a1_kind``, ``pods_kind``); a new model of an existing protocol is one
-:func:`register` call below (the LD06 is one: LD19 protocol, its own name and
-datasheet defaults, ``docs/LD19.md``). A new protocol brings its protocol object and
-its emulator, and one :func:`register` call (README, "Characterizing a new sensor").
+A kind (``kind = "ld19"`` in robot.toml) names its configuration schema, its protocol
+object (from which the capture reader, bring-up steps and probe are derived unless the
+kind brings its own) and its emulator (``module:function`` in ``sensorbench.sim``,
+resolved only when needed). Configuration, capture, power-up, probe and the emulated
+robot look kinds up here only. A new model of an existing protocol is one
+:func:`register` call below (the LD06); a new protocol: README, "Characterizing a new
+sensor", and docs/ARCHITECTURE.md, Device kinds.
 """
 
 from __future__ import annotations

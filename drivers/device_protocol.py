@@ -1,49 +1,12 @@
 """The protocol object of one serial device: what a device kind adds to the shared link.
 
-As pyserial's ``threaded.Protocol`` sits on its ``ReaderThread``, a
-:class:`DeviceProtocol` sits on a :class:`~sensorbench.drivers.serial_link.SerialLink`
-(the link sets :attr:`DeviceProtocol.link`), which a
-:class:`~sensorbench.drivers.serial_reader.SerialReader` runs on its thread. The link
-does the port, the deadlines, the raw stream, stale/unplug/reconnect/overrun events
-and the status; the protocol decodes. A device that only streams (the LD19, the pod
-MCU) overrides the first hooks below, of which only ``consume`` and
-``declare_streams`` are required::
-
-    class LinePose(DeviceProtocol):
-        kind = "linepose"            # the robot.toml kind: ReaderStatus.kind, raw attrs
-        wire = "linepose-ascii"      # the raw stream's ``protocol`` attribute
-        baud = 115200                # default line speed
-        valid_item = "valid line"    # what consume counts, for the no-data error
-
-        def declare_streams(self, writer):   # the decoded stream(s); raw is the link's
-            writer.add_pose(self.link.name, "pose_sensor", attrs={...})
-
-        def consume(self, t_ns, data):       # parse; append to self.link.writer;
-            ...                              # return how many valid items completed
-            return n_valid
-
-Hooks, and which device overrides which:
-
-==================  ==========================================  ==================
-hook                called                                      overridden by
-==================  ==========================================  ==================
-declare_streams     before the session writer starts            every device
-consume             with every chunk received (after raw)       every device
-reset               before each reopen; after a failed step     LD19, pods, A1
-diagnose            in the no-valid-data error                  LD19, pods, A1
-counters            in every status snapshot                    LD19, pods, A1
-final_note          at stop (a ``note`` event)                  LD19, A1
-open_port           each (re)open; a start-up exchange here     A1
-restart             after ``restart_after_s`` of silence        A1
-on_lost             after an unplug closed the port             A1
-start_note          the ``start`` event's message               A1
-reopen_note         the ``reconnect`` event's message           A1
-take_preamble       before the first chunk stored in a session  A1
-==================  ==========================================  ==================
-
-Hooks run on the thread that polls the link and must not block longer than one
-request; ``counters`` and ``diagnose`` may be called from other threads and should
-only read plain attributes.
+A :class:`DeviceProtocol` sits on a :class:`~sensorbench.drivers.serial_link.SerialLink`
+(the link sets :attr:`DeviceProtocol.link`) as pyserial's ``threaded.Protocol`` sits on
+its ``ReaderThread``: the link does port, deadlines, raw stream, events and status; the
+protocol decodes. Only ``consume`` and ``declare_streams`` are required; the hooks and
+which device overrides which: docs/ARCHITECTURE.md. Hooks run on the polling thread and
+must not block longer than one request; ``counters`` and ``diagnose`` may be called from
+other threads and only read plain attributes.
 """
 
 from __future__ import annotations

@@ -1,45 +1,12 @@
 """The LD06/LD19 vendor SDK's near filter (``Tofbf::NearFilter``), reimplemented with numpy.
 
-Source: LDROBOT's ``ldlidar_stl_sdk`` (``src/tofbf.cpp``, ``tofbf.h``, MIT licence;
-the same code runs in its ROS drivers ``ldlidar_stl_ros``/``ldlidar_stl_ros2``, where
-it is on by default), called by ``LiPkg::AssemblePacket`` on every assembled turn,
-whose points are (angle ° clockwise, distance mm, intensity) as the device sent
-them, no-returns (distance 0) included. What it does with one turn:
-
-1. every point with distance < 5000 mm is *pending* — **no-returns too (0 < 5000)**;
-   the others are kept as they are;
-2. pending points are sorted by angle and cut into clusters: a new cluster starts
-   where the angle steps by more than ``2 × speed / 4500`` ° (two samples at the
-   turn's speed, deg/s) or the distance changes by more than 3 % of the previous
-   point's distance. A no-return (0) after a return is always a cut (|0 − d| > 0.03 d),
-   a return after a no-return too (|d − 0| > 0), consecutive no-returns are not
-   (0 > 0 is false): each run of no-returns is a cluster of its own and **splits the
-   returns around it**;
-3. if the first and the last cluster meet across 0°/360° (angle gap under the limit
-   and distance change under 3 % of the last point's), the last is moved in front of
-   the first. When the whole turn is one cluster this merges the cluster into itself
-   and erases it: the SDK then drops every pending point of the turn; reproduced here;
-4. clusters of more than 15 points are kept; clusters of 1–2 points are dropped unless
-   their mean intensity (integer division) is at least 220; the others are dropped
-   unless their mean intensity is above 15.
-
-The SDK zeroes the points it rejects (distance and intensity set to 0, the point kept:
-``ldlidar_stl_sdk`` v3.0.3, ``ldlidar_driver/src/filter/tofbf.cpp``; its ROS 2 driver
-publishes them as NaN; early versions removed them). :func:`near_filter_mask` says
-which points it rejects (no-returns included); :func:`near_filter_turns` marks
-rejected *returns* ``nan`` (invalid) and leaves no-returns ``inf``, so the stored evidence
-still tells a filtered point from a beam that saw nothing. Because no-returns take
-part, a dropout pattern decides the fate of the returns around it: on a sector where
-every third beam has no return, every pair of returns between two dropouts is a
-2-point cluster and is dropped (see ``tests/test_ld19_near_filter.py``). Storage
-keeps raw points by default; this filter is an analysis choice (and what ROS users
-of the vendor driver see).
-
-Angles: the SDK computes them in float32 degrees with the packet's step truncated
-to whole 0.01° (see docs/LD19.md); here the stored angles (float, exact step) are
-turned back into clockwise degrees. The two differ by under 0.1°, which can only
-matter for a gap within rounding of exactly two steps (a single point ≥ 5 m between
-two near ones); on such a tie the SDK's result depends on float rounding.
+Source: LDROBOT's ``ldlidar_stl_sdk`` (``src/tofbf.cpp``, MIT). Points under 5000 mm,
+no-returns included, are clustered by angle step and distance change; small or dim
+clusters are rejected (the rules: docs/LD19.md, Near filter).
+:func:`near_filter_mask` says which points the SDK rejects; :func:`near_filter_turns`
+marks rejected returns ``nan`` and leaves no-returns ``inf``. The SDK's angles use a step
+truncated to whole 0.01° (clockwise degrees); ours are exact, which only matters on a
+gap within rounding of exactly two steps.
 """
 
 from __future__ import annotations

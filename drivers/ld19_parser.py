@@ -1,27 +1,12 @@
 """LD19 packet parser: one compiled pass over each read.
 
-The LD19 streams 47-byte packets (see ``docs/LD19.md``, Protocol)::
-
-    0  0x54 header            6   12 x (distance uint16 mm, intensity uint8)
-    1  0x2C type|count        42  end angle uint16, 0.01 deg
-    2  speed uint16 deg/s     44  timestamp uint16 ms, wraps at 30000
-    4  start angle 0.01 deg   46  CRC-8 (poly 0x4D) of bytes 0..45
-
-Each :meth:`LD19Parser.feed` call appends the new bytes to the unconsumed tail of
-the previous call and runs one compiled pass (numba, :func:`_scan`) over them that
-is a byte-by-byte parser: at the current position, a header ``0x54 0x2C`` whose
-CRC-8 is good and whose fields are possible (angles below 360 deg and a span the
-vendor SDK accepts at the packet's speed, a timestamp below 30000 ms, a speed within
-:data:`MAX_SPEED_DEG_S`) is a packet (its fields go straight into the output arrays,
-the position moves on by 47); after a failure the position moves on by one byte
-(never by 47). A packet with a good CRC but an impossible field is counted and its offset kept
-(:attr:`LD19Parser.rejected`), never passed on. The CRC of a candidate is the XOR
-of 47 independent lookups in per-position tables (the CRC is linear over GF(2)),
-not a chain of 47 dependent ones. The same pass counts the failures, unknown packet
-types where the next packet was expected and device-timestamp gaps. The state
-carried between reads (tail, stream position, failures not yet attributed to a
-packet, last timestamp and period) lives in the instance, so any number of lidars
-can be parsed in one process; the pass releases the GIL.
+The LD19 streams 47-byte packets (docs/LD19.md, Protocol; parser rules there).
+:meth:`LD19Parser.feed` appends new bytes to the previous call's tail and runs one numba
+pass (:func:`_scan`, GIL released) that parses byte by byte: a ``54 2C`` header whose
+CRC-8 is good and whose fields are possible is a packet (position += 47), anything else
+moves on by one byte. Good-CRC packets with an impossible field are counted and their
+offsets kept (:attr:`LD19Parser.rejected`), never passed on. State between reads lives
+in the instance, so any number of lidars can be parsed in one process.
 """
 
 from __future__ import annotations

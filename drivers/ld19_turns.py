@@ -1,34 +1,12 @@
 """Assemble LD19 packets into complete turns in storage units (rad CCW, m, ns).
 
-A turn ends where the native clockwise angle wraps (drops by more than 180°, e.g.
-a point under 20° after one over 340°). The first turn after construction or a
-:meth:`TurnAssembler.reset` is partial (the reader opened mid-turn) and dropped.
-
-Conversions, done once here:
-
-- angle: native clockwise 0.01° → radians counter-clockwise, 0 = sensor forward,
-  ``(2π - cw) mod 2π`` in ``[0, 2π)``;
-- range: mm → m, ``0`` (no return) → ``inf``, beyond the datasheet's 12 m
-  (:data:`~sensorbench.drivers.ld19_parser.MAX_RANGE_MM`) → ``nan`` (invalid,
-  counted in :attr:`TurnAssembler.ranges_beyond_limit`);
-- time: each packet's timestamp (ms, wraps at 30000) is unwrapped by a
-  :class:`~sensorbench.drivers.device_clock.DeviceClock`. The stamp is whole
-  milliseconds (floored) while a packet lasts 12 samples of ``dt = step / speed``
-  (2.67 ms at 4500 samples/s), so the device time of a packet's first point is
-  tracked: the previous packet's first point plus its ``12 * dt`` (times the packets
-  lost in between), kept within the millisecond its own stamp allows
-  (``[stamp, stamp + 1 ms)``). Point ``i`` is ``i * dt`` after that. Host times come
-  from the clock's fit of the lower envelope of host receive times, minus the known
-  part of the delay: the rest of the packet (``11 * dt``) and its time on the wire
-  (47 bytes × 10 bits / 230400 baud). When the fit moves back between two reads,
-  the stored times do not step back: they run at half speed until they meet the
-  fit again (:data:`CATCH_UP_RATE`), so ``t_ns`` increases strictly within the
-  stream. With ``host_times=False`` (a bare byte capture without receive times)
-  ``t_ns`` is the tracked device time.
-
-Packets with an impossible field (:func:`~sensorbench.drivers.ld19_parser.possible_packets`;
-the parser never passes one on) are dropped and counted in
-:attr:`TurnAssembler.packets_rejected` before they reach the clock.
+A turn ends where the native clockwise angle wraps (drops by more than 180°); the first
+turn after construction or :meth:`TurnAssembler.reset` is partial and dropped. Angles:
+clockwise 0.01° → ``(2π - cw) mod 2π`` rad CCW; ranges: mm → m, 0 → ``inf``, beyond
+12 m → ``nan`` (counted). Device time unwraps the 30000 ms stamp and tracks each
+packet's first point within its whole-millisecond stamp; host times come from the
+clock's lower-envelope fit and never step back (:data:`CATCH_UP_RATE`), so ``t_ns``
+increases strictly (docs/LD19.md, Time). Impossible packets are dropped and counted.
 """
 
 from __future__ import annotations

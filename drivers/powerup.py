@@ -1,60 +1,10 @@
 """Staggered power-up of a robot's serial devices, one after another, with a verdict table.
 
-Two RPLIDAR A1s spinning up at once draw close to 2 A and brown out a weak hub
-(timeouts, health errors). The sequencer brings devices up in a configured order:
-for each, (optionally) switch its USB port on, open it, check its health (an A1 is
-reset once on error), start it, wait for its first complete valid turn (or valid
-packets) within a deadline, then wait the configured delay before the next.
-Failures are retried with exponential backoff. The result is one row per device.
-
-An A1's motor spins whenever its port is not held (DTR released; ``docs/A1.md``,
-Motor). So the staggered mode first opens every A1 port and stops every motor
-(:meth:`DeviceSteps.park`), switches every device on a switched port off, and only
-then brings them up one by one; a unit that fails stays parked for its retry, and
-parked units are released one at a time at the end.
-
-API (for ``sensorbench bringup`` and capture)::
-
-    from sensorbench.drivers.powerup import DeviceSpec, PortPower, PowerUpSequencer
-
-    specs = [
-        DeviceSpec("lidar_front", kind="a1", port="/dev/lidar_front", delay_after_s=2.0,
-                   ready_timeout_s=5.0, power=PortPower(hub="1-1", port=2)),
-        DeviceSpec("lidar_rear", kind="a1", port="/dev/lidar_rear"),
-    ]
-    seq = PowerUpSequencer(specs, retries=2, backoff_s=0.5)
-    results = seq.run()                 # list[PowerUpResult], in order
-    for r in results: r.as_dict()       # device, kind, port, tty, serial, ready, why,
-                                        # time_to_first_turn_s, attempts
-    seq.handles["lidar_front"]          # the started device (an A1Scanner for "a1"),
-                                        # e.g. a1_reader(name, port, scanner=...) takes it over
-    seq.close()                         # stop and close everything still open
-
-``run(keep=False)`` (the default) closes every device at the end (a bring-up check);
-``run(keep=True)`` leaves the ready ones running for capture, which must then call
-:meth:`PowerUpSequencer.close` or hand each handle to its reader. While the
-sequencer waits, ready devices are drained through :meth:`DeviceSteps.idle` so their
-buffers do not overflow. ``run(mode="together")`` starts every device at once (to
-show a brown-out, or on a strong supply) and waits for all of them in parallel.
-
-A spec's ``kind`` is looked up in the one device-kind registry
-(:mod:`~sensorbench.drivers.device_kinds`), whose
-:meth:`~sensorbench.drivers.device_kind.DeviceKind.steps` gives the device's
-:class:`DeviceSteps`: :class:`A1Steps` for the A1; for a device that only streams
-(the LD19, the pods: no commands, just wait for valid packets) :class:`StreamSteps`,
-given its baud rate and a counter ``(bytes) -> int`` of the valid items in each new
-chunk (it keeps its own framing state; by default the kind's protocol object). A
-spec may also bring its own steps factory (``steps``).
-
-Per-port power (:class:`~sensorbench.drivers.port_power.PortPower`) uses
-``uhubctl -l HUB -p N -a on|off`` or, on Linux >= 6.0, the sysfs file
-``/sys/bus/usb/devices/HUB/HUB:1.0/HUB-portN/disable`` (and its USB 3 peer's); both
-need a hub with per-port power switching (and usually root). Most hubs have none
-(uhubctl exits 1, "No compatible devices detected"), and some report a port off while
-they keep it powered. Neither fails a bring-up: a device whose port cannot be
-switched off, or whose tty is still there ``settle_s`` after it was switched off, is
-staggered by DTR like a device without ``power`` (an A1: parked with its motor
-stopped), and its result says so (``PowerUpResult.warning``).
+Two A1s spinning up at once brown out a weak hub, so :class:`PowerUpSequencer` parks
+every A1 (port open, motor stopped), switches switched ports off, then brings devices
+up one by one in the configured order (open, health, start, first valid turn or packets
+within a deadline, then the configured gap), retrying with exponential backoff. Times
+in seconds. The API, the DTR stagger and per-port power: docs/A1.md, Power-up.
 """
 
 from __future__ import annotations

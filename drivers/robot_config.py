@@ -1,47 +1,11 @@
 """The robot description (``robot.toml``): devices, mounts, power-up, pods, footprint.
 
 Everything is validated here, before any device is opened; a bad file raises
-:class:`~sensorbench.errors.ConfigError` whose message starts with ``FILE:LINE:``
-(the line of the offending key, found in the text because ``tomllib`` does not
-report positions of valid TOML). The format, with units in every key name::
-
-    [robot]
-    name = "bench-bot"
-    footprint_m = [[0.30, 0.22], [-0.30, 0.22], [-0.30, -0.22], [0.30, -0.22]]
-
-    [powerup]
-    order = ["lidar_front", "lidar_rear", "ld19", "pods"]   # default: device order
-    gap_s = 3.0            # wait between starting two devices (s)
-    timeout_s = 10.0       # a device not delivering within this has failed (s)
-    backend = "uhubctl"    # optional: switch each device's USB port power (or "sysfs")
-
-    [[devices]]
-    name = "lidar_front"                       # stream name in the session
-    kind = "a1"                                # a registered kind: ld19 | ld06 | a1 | pods
-    port = "/dev/lidar_front"                  # stable udev name; "{run_dir}/..." allowed
-    baud = 115200                              # optional: the kind's default
-    mount = {x_m = 0.25, y_m = 0.0, yaw_deg = 0.0}   # or yaw_rad
-    gap_s = 4.0                                # optional: overrides powerup.gap_s after it
-    power = {hub = "1-1", port = 2}            # optional, with a backend: its hub port
-
-    [[devices]]
-    name = "pods"
-    kind = "pods"
-    port = "/dev/pods"
-    protocol = "binary"                        # or "csv"
-    counter_bits = 16
-    n_pods = 3
-
-    [pods]                                     # nominal pod geometry (fit refines it)
-    wheel_radius_m = 0.024
-    counts_per_rev = 2000                      # quadrature counts per wheel turn
-    board = "atmega328p"                       # or "stm32f4", "other" (the default)
-    top_speed_m_s = 1.5                        # optional: the drive's top speed (m/s)
-    wheels = [{x_m = 0.0, y_m = 0.15, angle_deg = 0.0}, ...]
-
-Mounts are the sensor pose in the body frame: x forward, y left (m), yaw CCW from
-body forward to sensor forward. Ports may contain ``{run_dir}``, replaced by the
-run directory given at load time (emulated robots).
+:class:`~sensorbench.errors.ConfigError` whose message starts with ``FILE:LINE:`` (the
+line of the offending key, found in the text because ``tomllib`` reports no positions
+of valid TOML). Every key and its unit: docs/CAPTURE.md. Mounts are the sensor pose in
+the body frame (x forward, y left, m; yaw CCW from body forward). Ports may contain
+``{run_dir}``, replaced by the run directory given at load time (emulated robots).
 """
 
 from __future__ import annotations

@@ -1,47 +1,12 @@
 """The serial transport of every device: one port, one step of reading, the protocol on top.
 
-As pyserial's ``threaded.ReaderThread`` / ``threaded.Protocol`` pair, transport and
-protocol are apart: :class:`SerialLink` is the transport half without the thread
-(that is :class:`~sensorbench.drivers.serial_reader.SerialReader`), and each device
-kind is a protocol object
-(:class:`~sensorbench.drivers.device_protocol.DeviceProtocol`) the link calls. The
-link is never subclassed; it owns everything that is not protocol-specific, once for
-the LD19, the pods, the A1 and any new kind:
-
-- opening the port with a deadline (``open_timeout_s``), through the protocol's
-  :meth:`~sensorbench.drivers.device_protocol.DeviceProtocol.open_port` (by default
-  :meth:`SerialLink.standard_port`: the one port-opening function
-  :func:`~sensorbench.drivers.serial_port.open_serial`; :class:`DeviceUnavailable`
-  if it cannot be opened), then a ``start`` event;
-- :meth:`SerialLink.poll`, one step: read what arrived (the wait bounded by the
-  caller), stamp it with the host receive time (``time.monotonic_ns()``), hand the
-  raw bytes to the session writer (``append_raw``) and then to the protocol's
-  ``consume``; or, while the port is gone, one reopen attempt;
-- health: a ``stale`` event after ``stale_after_s`` without bytes, a ``note`` when data
-  resumes, and (with ``restart_after_s``) the protocol's ``restart`` after a longer
-  silence; an ``overrun`` event when more than the protocol's ``backlog_limit``
-  bytes wait in the port (counted in :attr:`SerialLink.overruns`, nothing
-  discarded); a deadline (``first_valid_timeout_s``) for the first valid item after
-  a reopen (an ``error`` event and ``last_error``);
-- unplug (``SerialException`` / ``OSError`` such as EIO, or
-  :class:`~sensorbench.errors.DeviceUnplugged` from a protocol's request): an
-  ``unplug`` event, the port is closed, the protocol's ``on_lost`` is called, and
-  the link retries opening the same path with exponential backoff (``backoff_s`` up
-  to ``backoff_max_s``) once the path exists again; each attempt resets the
-  protocol (``reset``) and opens the port through it (a request/response start-up
-  may fail there: then the attempt failed and is retried later), then a
-  ``reconnect`` event. Silence and backoff are decided by the one reconnect machine,
-  :class:`~sensorbench.drivers.link_watch.LinkWatch`;
-- the raw stream's attributes (port, baud, kind, the protocol's ``wire`` name),
-  events (kept in :attr:`SerialLink.events`, the most recent 1000, written to the
-  session and passed to ``on_event``) and status snapshots (:class:`ReaderStatus`).
-
-The link reads through a :class:`Port`: :class:`SerialPort` (waits on the port's
-descriptor and takes everything that arrived) for every device that only streams; a
-request/response device (the A1) supplies its own from ``open_port``. Protocol hooks
-run on the thread that calls :meth:`SerialLink.poll` and must not block longer than
-one request; ``counters`` and ``diagnose`` may be called from other threads and should
-only read plain attributes.
+:class:`SerialLink` (never subclassed) opens the port with a deadline through the
+protocol's ``open_port``, and :meth:`SerialLink.poll` reads what arrived, stamps it with
+the host receive time (``time.monotonic_ns()``, ns), hands it to the raw stream and then
+to the protocol's ``consume``. It owns stale/restart/overrun/unplug events, the reopen
+with backoff (:class:`~sensorbench.drivers.link_watch.LinkWatch`), the first-valid
+deadline after a reopen, the raw stream's attributes and the status snapshots
+(docs/ARCHITECTURE.md, docs/LD19.md "Reader health"). Times in seconds unless ``_ns``.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """The serial transport: the one function that opens a device's port, and its modem lines.
 
 Every driver, the bring-up, the probe and the readers open their port with
-:func:`open_serial` (same flags, same errors, same hints); protocols sit on top of
-the open :class:`ModemSerial` (pyserial's ``Serial``), as pyserial's own
-``threaded.Protocol`` sits on a ``ReaderThread``.
-
-**Modem lines.** Opening a port asserts DTR and RTS (the kernel does it on open and
-pyserial again right after); closing it drops them (``HUPCL``), and so does a process
-that dies holding it. The A1's motor hangs on DTR (``docs/A1.md``): asserted = motor
-stopped, cleared (and a closed port) = motor spinning. A pseudo-terminal has no modem
-lines at all (``TIOCMBIS`` fails with ``ENOTTY``), so an emulator behind a pty cannot
-see DTR through it. The emulators therefore publish a **modem-line channel**: a Unix
-stream socket at :func:`modem_channel_path` of their pty. When the tty refuses the
-ioctl and that socket exists, :class:`ModemSerial` connects to it on open and sends
-each DTR change as ``b"D1"`` (asserted) or ``b"D0"`` (cleared); closing the port (or the
-process dying) closes the socket, which the emulator reads as the lines dropping, as
-the kernel would do on a real tty. The emulator acknowledges each change with one byte
-once it has applied it, and :class:`ModemSerial` waits for it (up to 1 s): setting DTR
-returns when the device has seen the new level, as with the ioctl on a real tty. On a
-real adapter the channel is never looked for.
+:func:`open_serial` (same flags, errors and hints). The A1's motor hangs on DTR
+(asserted = stopped). A pty has no modem lines (``TIOCMBIS`` fails with ``ENOTTY``), so
+an emulator publishes a Unix socket at :func:`modem_channel_path` of its pty;
+:class:`ModemSerial` connects to it when the ioctl is refused, sends ``D1``/``D0`` per
+DTR change and waits up to 1 s for the one-byte acknowledgement (docs/A1.md, Emulator).
 """
 
 from __future__ import annotations

@@ -1,36 +1,12 @@
 """The one reader of every serial device: a link run on a thread of its own.
 
-:class:`SerialReader` is the thread half of pyserial's ``threaded.ReaderThread`` /
-``threaded.Protocol`` pair: it runs :meth:`SerialLink.poll
-<sensorbench.drivers.serial_link.SerialLink.poll>` of one link in a loop until
-stopped, for the LD19, the pods, the A1 and any new kind alike, and is the
-:class:`~sensorbench.drivers.reader_base.DeviceReader` capture drives. The link
-(:mod:`~sensorbench.drivers.serial_link`) owns the port, the stamping, the raw
-stream, stale/unplug/reconnect/overrun events and the status; the device's protocol
-object (:mod:`~sensorbench.drivers.device_protocol`) decodes; the thread owns:
-
-- :meth:`SerialReader.start`: open the link if it is not open yet (a link already
-  started, e.g. an A1 the power-up sequencer left spinning, is taken over as it is),
-  start the thread, and wait for the first valid item within the link's
-  ``first_valid_timeout_s``; past it :meth:`start` raises :class:`DeviceSilent` (no
-  byte since opening) or :class:`DeviceProtocolError` (bytes, none valid), with the
-  protocol's ``diagnose`` in the message;
-- a hook that raises (a decoding bug, an impossible value that got through) does not
-  end the thread: an ``error`` event names the exception, ``reader_failures`` counts
-  it, the protocol state is dropped (``reset``) and reading resumes after a short
-  backoff; only a failed session writer ends the thread (nothing could be recorded
-  any more), and a thread that ended is ``reader_down`` in the status;
-- :meth:`SerialReader.stop`: stop within a deadline (a thread stuck in a driver call
-  is reported in ``last_error``), close the link, record the final note and ``stop``.
-
-A reader of a streaming device::
-
-    link = SerialLink("ld19", "/dev/lidar_ld19", LD19Protocol(), writer)
-    with SerialReader(link):
-        ...
-
-Without a writer (``writer=None``) raw bytes are not stored and events are kept only
-in the link's ``events`` (the most recent 1000).
+:class:`SerialReader` is the thread half of pyserial's ``threaded.ReaderThread``: it
+runs :meth:`SerialLink.poll <sensorbench.drivers.serial_link.SerialLink.poll>` until
+stopped and is the :class:`~sensorbench.drivers.reader_base.DeviceReader` capture drives.
+``start`` waits for the first valid item (``DeviceSilent`` / ``DeviceProtocolError``
+past the link's deadline); a raising hook is an ``error`` event, the protocol is reset
+and reading resumes after a backoff; only a failed session writer ends the thread;
+``stop`` has a deadline. Without a writer raw bytes are not stored.
 """
 
 from __future__ import annotations
