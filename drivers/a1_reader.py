@@ -1,18 +1,12 @@
 """The live RPLIDAR A1: the request/response client, the scan on the shared serial link, the reader.
 
-Three layers, each on the one below (``docs/A1.md``, Shape):
-
-- :class:`A1Lidar`: one unit on a serial port (request/response with a deadline on
-  every read, typed errors, the motor through DTR, STOP/RESET, scan start); the wire
-  format is :mod:`~sensorbench.drivers.a1_protocol`'s.
-- :class:`A1Scanner`: the A1's protocol object on the shared
-  :class:`~sensorbench.drivers.serial_link.SerialLink` (as the LD19's): start-up and
-  scan-mode negotiation on each (re)open, restart after a stall, and the scan bytes
-  into turns by :class:`~sensorbench.drivers.a1_turns.A1Turns`.
-- :func:`a1_reader`: the shared :class:`~sensorbench.drivers.serial_reader.SerialReader`
-  thread over a scanner's link, the capture reader (streams ``lidar/<name>`` and
-  ``raw/<name>``, every received byte). A scanner the power-up sequencer left
-  spinning is taken over with ``scanner=`` (no second scan request).
+:class:`A1Lidar` is one unit on a port (a deadline on every read, typed errors, motor
+through DTR, STOP/RESET, scan start); :class:`A1Scanner` its protocol object on the
+shared :class:`~sensorbench.drivers.serial_link.SerialLink` (start-up and scan-mode
+negotiation on each (re)open, restart after a stall, bytes into turns by
+:class:`~sensorbench.drivers.a1_turns.A1Turns`); :func:`a1_reader` the capture reader
+over a scanner's link, which takes over a scanner the sequencer left spinning
+(docs/A1.md, Shape).
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Compile (or load from numba's cache) every compiled kernel the device readers use.
 
-The LD19 parser's pass and the A1 decoder's passes (standard nodes, express
-capsules, turn arrays) are numba kernels.
-
-numba compiles a kernel on its first call, or loads it from its on-disk cache
-(``__pycache__`` next to the module, or ``NUMBA_CACHE_DIR``); compiling the LD19
-parser's kernel takes seconds and holds the interpreter lock meanwhile. Inside a
-capture, that first call is the LD19 reader's first read: every other reader
-thread (and, in the demo, the emulators on their ptys) stalls for those seconds,
-bytes pile up in the tty buffers and then arrive in one burst. Host receive times
-are meaningless for that stretch (an A1 capture read 128 Hz and 57 % skipped turns
-against a truth of 55 Hz and none). :func:`warm_up` makes that first call before
-any device starts; capture, bring-up and the demo call it first.
+Compiling the LD19 parser's kernel takes seconds and holds the interpreter lock; done
+on a reader's first read, it stalls every other reader and emulator and makes host
+receive times meaningless (docs/A1.md, Device-side turn timing). :func:`warm_up` makes
+the first calls before any device starts; capture, bring-up and the demo call it first.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """The live LD19 protocol: serial bytes → complete turns in the session.
 
-:class:`LD19Protocol` is the LD19's protocol object on the shared serial link
-(:class:`~sensorbench.drivers.serial_link.SerialLink`: open deadline, short reads,
-raw stream, stale/unplug/reconnect events), run by the one
-:class:`~sensorbench.drivers.serial_reader.SerialReader`. Per received chunk: the raw
-bytes go to the session's raw stream (the link), the
-:class:`~sensorbench.drivers.ld19_parser.LD19Parser` decodes the packets it completes, the
-:class:`~sensorbench.drivers.ld19_turns.TurnAssembler` turns them into complete
-turns (host times from the device clock), which are appended to the lidar stream.
-After an unplug the parser tail, the turn in progress and the device clock are
-dropped (the unit power-cycled: its timestamp restarted); the first complete turn
-after the reconnect is flagged ``AFTER_RECONNECT``.
-
-The official SDK's near filter (:mod:`~sensorbench.drivers.ld19_near_filter`) can be
-applied before storage with ``near_filter=True``; it is off by default because the
-raw points are the evidence and filtering is an analysis choice.
+:class:`LD19Protocol` is the LD19's protocol object on the shared serial link: per
+chunk, :class:`~sensorbench.drivers.ld19_parser.LD19Parser` decodes the packets and
+:class:`~sensorbench.drivers.ld19_turns.TurnAssembler` makes turns, appended to the
+lidar stream. After an unplug parser tail, turn and device clock are dropped and the
+first turn after the reconnect is flagged ``AFTER_RECONNECT``. The SDK's near filter
+applies before storage only with ``near_filter=True`` (raw points are the evidence).
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """The one reconnect machine: silence detection and reopen backoff of a serial link.
 
-Every live link (:class:`~sensorbench.drivers.serial_link.SerialLink`, under the
-LD19, pod and A1 readers alike) drives a :class:`LinkWatch` with what happens on it
-and asks it what to do next; the policy lives here once:
-
-- **silence**: no byte for ``stale_after_s`` → one ``stale`` verdict (the link
-  reports it once per silence); data again → ``resumed``; silence for
-  ``restart_after_s`` (when set) → a ``restart`` verdict, and the silence clock
-  starts over so a restart is asked for at most once per ``restart_after_s``;
-- **loss**: the port failed (unplug) → a reopen is due at once; each failed attempt
-  doubles the wait, from ``backoff_s`` up to ``backoff_max_s``; a reopen resets it.
-
-- **backlog**: more than a limit of bytes waiting in the port → one overrun per
-  episode (:class:`Backlog`; the episode ends below half the limit).
-
-Times are host ``time.monotonic_ns()`` values passed in by the caller, so the
-machine has no clock or thread of its own and is tested with plain numbers.
+Every :class:`~sensorbench.drivers.serial_link.SerialLink` drives a :class:`LinkWatch`
+and asks it what to do next: ``stale`` once per silence of ``stale_after_s``, then
+``resumed``; ``restart`` at most once per ``restart_after_s``; after a loss a reopen at
+once, each failure doubling the wait from ``backoff_s`` to ``backoff_max_s``; one overrun
+per backlog episode (:class:`Backlog`). Times are host ``time.monotonic_ns()`` values
+passed in by the caller, so the machine has no clock or thread of its own.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """The pod-MCU wire protocol: constants, frame layout and CRC-16/CCITT-FALSE.
 
-The protocol is specified in ``docs/PROTOCOLS.md``; this module is its single
-source of numbers for the parser (:mod:`sensorbench.drivers.pods_parser`) and the
-emulator (:mod:`sensorbench.sim.emulator_pods`). Two variants share the same fields:
-
-* ``binary``: ``AA 55 | len | flags | seq u16 | t_us u32 | N counts (u16 or u32) |
-  [yaw_rate f32, yaw f32] | [N quadrature errors u16, overruns u16] | crc16``
-  little-endian, CRC-16/CCITT-FALSE over ``len`` .. last payload byte; the error
-  block (flag ``FLAG_ERRORS``) holds, per pod, the edges lost because both lines
-  changed between two looks, and the latches the MCU could not queue, each
-  cumulative since the MCU started (wrapping at 2**16);
-* ``csv``: ``seq,t_us,c0,...,cN-1[,yaw_rate[,yaw]]\\n`` in decimal.
-
-Wrap widths: ``seq`` wraps at 2**16, ``t_us`` (MCU microseconds) at 2**32, each
-counter at 2**counter_bits (16 or 32).
+The single source of numbers for the parser (:mod:`sensorbench.drivers.pods_parser`)
+and the emulator (:mod:`sensorbench.sim.emulator_pods`); the two variants (binary,
+little-endian with a CRC-16/CCITT-FALSE over ``len`` .. payload; CSV lines) are
+specified in docs/PROTOCOLS.md. ``seq`` wraps at 2**16, ``t_us`` (MCU µs) at 2**32,
+each counter at 2**counter_bits (16 or 32).
 """
 
 from __future__ import annotations

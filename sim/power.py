@@ -1,20 +1,11 @@
 """A shared USB power bus that browns out when two lidar motors spin up together.
 
-A spinning-up RPLIDAR A1 draws close to 1 A for about a second; two at once on a
-weak hub sag the 5 V rail. The real symptom is either a health error (the unit's
-protection stop) or a unit that reboots and stops answering for a while. This
-model reproduces both, deterministically, so the power-up sequencer can be tested:
-
-* every emulator on the bus reports its motor starts (:meth:`PowerBus.motor_started`);
-* if a motor starts while another unit on the bus is still inside its inrush
-  window (``inrush_s`` simulated seconds after its own start) and still spinning,
-  every unit involved browns out;
-* ``mode="error"``: the units stop scanning and report health ``error`` with
-  ``error_code`` until a RESET; ``mode="silent"``: they reboot, answer nothing for
-  ``outage_s`` and come back idle (motor stopped).
-
-Time is simulated seconds on the bus's own :class:`~sensorbench.sim.clock.SimClock`;
-emulators attached to a bus use that clock so all of them agree on "together".
+Emulators report motor starts (:meth:`PowerBus.motor_started`); a start while another
+unit on the bus is within its inrush window (``inrush_s``) and spinning browns out every
+unit involved: ``mode="error"`` reports health ``error`` until a RESET,
+``mode="silent"`` answers nothing for ``outage_s`` and comes back idle. Time is
+simulated seconds on the bus's own :class:`~sensorbench.sim.clock.SimClock`, which the
+attached emulators share.
 """
 
 from __future__ import annotations
