@@ -271,19 +271,7 @@ class PodEmulator(PtyEmulator):
         """Everything sent so far (call after :meth:`stop` for a complete record)."""
         parts = list(self._truth)
         if not parts:
-            n_pods = self.n_pods
-            empty_i = np.zeros(0, np.int64)
-            return PodTruth(
-                empty_i,
-                empty_i,
-                empty_i,
-                empty_i,
-                np.zeros((0, n_pods), np.int64),
-                np.zeros((0, n_pods), np.int64),
-                np.zeros(0),
-                np.zeros(0),
-                empty_i,
-                empty_i,
-                np.zeros(0, bool),
-            )
+            e = np.zeros(0, np.int64)
+            c = np.zeros((0, self.n_pods), np.int64)
+            return PodTruth(e, e, e, e, c, c, np.zeros(0), np.zeros(0), e, e, np.zeros(0, bool))
         return PodTruth(**{k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
