@@ -80,11 +80,8 @@ class A1Lidar:
     # -- connection -----------------------------------------------------------------
 
     def connect(self) -> None:
-        """Open the port (closing a previous one) with DTR at the motor's state.
-
-        The first open asserts DTR: the motor stops from the open on. A reopen keeps
-        it spinning if the driver had started it (the kernel pulses DTR for the
-        instant of the open; the motor's inertia rides it out).
+        """Open the port (closing a previous one) with DTR at the motor's state: a first
+        open stops the motor, a reopen keeps a started one spinning (docs/A1.md, Motor).
 
         Raises:
             DeviceUnavailable: with a hint (missing, permission, busy).
@@ -94,11 +91,7 @@ class A1Lidar:
             write_timeout_s=self.read_timeout_s, dtr=not self.motor_running)
 
     def disconnect(self) -> None:
-        """Close the port; never raises (an unplugged port may fail to close).
-
-        Closing releases DTR: the motor spins from then on (until the port is opened
-        again or the unit loses power), whatever it did before.
-        """
+        """Close the port; never raises. Closing releases DTR: the motor spins from then on."""
         ser, self._serial = self._serial, None
         self.scanning = False
         if ser is not None:
@@ -374,12 +367,9 @@ class A1Lidar:
         return banner
 
     def start(self, express_mode: int | None = None) -> None:
-        """Start a standard scan, or with ``express_mode`` (a scan mode's id) an express one.
-
-        Express (firmware >= 1.17) sends EXPRESS_SCAN with the mode id (0, ``A5 82 05 00
-        00 00 00 00 22``, is the legacy form) and expects 84-byte capsules (descriptor
-        ``A5 5A 54 00 00 40 82``). Unlike the library, no health check is hidden here
-        (see :meth:`ensure_healthy`).
+        """Start a standard scan, or with ``express_mode`` (a scan mode's id) an express one
+        (84-byte capsules, firmware >= 1.17). No health check is hidden here
+        (:meth:`ensure_healthy`).
 
         Raises:
             DeviceSilent: no descriptor within the deadline (for express: a unit
@@ -450,13 +440,10 @@ PREAMBLE_MAX_BYTES = 1 << 20
 class A1Scanner(DeviceProtocol):
     """A scan on one A1, as complete turns: the A1's protocol object on its serial link.
 
-    The link (:attr:`link`, made here) reads, stamps, records raw bytes and handles
-    silence, overruns, unplug and reconnect as for every device; the hooks here open
-    the port through :class:`A1Lidar` (DTR at the motor's state), identify, check
-    health and start the scan on each (re)open (``open_port``), stop, clear, reconnect
-    and restart after a long silence (``restart``) and decode the scan bytes into
-    turns (``consume``). :class:`A1Lidar` may reopen its port by itself (``recover``),
-    so the link goes through the lidar's current port (:class:`_LidarPort`).
+    The hooks open the port through :class:`A1Lidar`, identify, check health and start
+    the scan on each (re)open, restart after a long silence and decode the scan bytes
+    into turns; the link (:attr:`link`, made here) reads through the lidar's current
+    port (:class:`_LidarPort`), since :meth:`A1Lidar.recover` may reopen it.
 
     Args:
         port: device path; a stable name (udev symlink, emulator link) survives replugs.
@@ -469,18 +456,11 @@ class A1Scanner(DeviceProtocol):
             still booting is retried after it.
         on_event: ``sink(t_ns, kind, message)`` for unplug/reconnect/stale/overrun/error.
         name: device name (event source, stream names); the reader sets it.
-        scan_mode: ``typical`` (robot.toml's default, as the SDK's: the mode the unit
-            calls typical) or a mode's name as the unit gives it (``Standard``,
-            ``Express``; case does not matter; default ``standard``). Firmware >= 1.24
-            is asked its modes (GET_LIDAR_CONF) and the express request carries the
-            chosen mode's id; older firmware has Standard and, from 1.17, Express by the
-            legacy request; ``typical`` on it is Standard, with a ``note`` (docs/A1.md,
-            Scan modes). :attr:`mode` is the mode that runs, :attr:`scan_mode_used` its
-            format (``standard`` nodes, ``express`` capsules).
+        scan_mode: ``typical`` (the mode the unit calls typical) or a mode's name as
+            the unit gives it, any case; default ``standard`` (docs/A1.md, Scan modes).
+            :attr:`mode` is the mode that runs, :attr:`scan_mode_used` its format.
 
-    Use :meth:`open` (connect, identify, health), :meth:`start`, then call :meth:`poll`
-    in a loop; it returns within ``max_wait_s`` while data flows, and within the
-    request deadlines of one restart or reconnect attempt otherwise.
+    Use :meth:`open`, :meth:`start`, then :meth:`poll` in a loop.
     """
 
     kind = "a1"
@@ -545,10 +525,8 @@ class A1Scanner(DeviceProtocol):
             self.link.attach(self._connect())
 
     def park(self) -> None:
-        """Hold the unit still with its port open: scan stopped, motor stopped (DTR set).
-
-        The only way to keep an A1's motor stopped: releasing the port (:meth:`close`)
-        starts it.
+        """Hold the unit still with its port open: scan and motor stopped (DTR set); the only
+        way to keep an A1's motor stopped, as releasing the port (:meth:`close`) starts it.
 
         Raises:
             DriverError: the port cannot be opened, or went away.
@@ -608,12 +586,8 @@ class A1Scanner(DeviceProtocol):
         return t_ns, data, turns
 
     def close(self) -> None:
-        """Stop the scan (best effort) and release the port.
-
-        Releasing the port releases DTR, so the motor spins from then on (docs/A1.md,
-        Motor): the motor is not stopped first, which would only make the release
-        start it again. To keep a motor stopped, keep its port: :meth:`park`.
-        """
+        """Stop the scan (best effort) and release the port: the motor spins from then on
+        (docs/A1.md, Motor); to keep it stopped, keep the port (:meth:`park`)."""
         if self.lidar is None:
             return
         self.link.close()
@@ -623,12 +597,9 @@ class A1Scanner(DeviceProtocol):
     # -- protocol hooks ---------------------------------------------------------------
 
     def open_port(self, reopen: bool) -> _LidarPort:
-        """Open the port through :class:`A1Lidar` (DTR at the motor's state), identify the
-        unit, check its health and start the scan.
-
-        After a reopen the identification has a short deadline (a unit still booting
-        is retried later) and the next turn is ``AFTER_RECONNECT``.
-        """
+        """Open the port through :class:`A1Lidar`, identify the unit, check its health and
+        start the scan; after a reopen with a short deadline, the next turn flagged
+        ``AFTER_RECONNECT``."""
         port = self._connect()
         try:
             if reopen:
@@ -957,9 +928,6 @@ def a1_reader(name: str, port: str, writer: SessionWriter | None = None,
             scan is restarted (s).
         scan_mode: ``typical`` or a scan mode's name (a new scanner's; one taken over
             keeps its own).
-
-    The decoders are compiled (or loaded) first, so the first-turn deadline is the
-    link's, never numba's.
     """
     warm_up()
     scanner = scanner or A1Scanner(str(port), read_timeout_s=read_timeout_s,

@@ -264,15 +264,11 @@ def decode_capture(data: bytes, chunk_times_ns: tuple[np.ndarray, np.ndarray] | 
         mode: str = "standard") -> CaptureDecode:
     """Decode a raw A1 byte capture (scan descriptors + nodes or capsules) into turns.
 
-    Each scan descriptor starts a new scan in its mode (a restart cuts the turn in
-    progress). With ``chunk_times_ns`` = ``(offsets, t_ns)`` (the byte offset where
-    each received chunk starts and its host time, as a session's raw stream and a
-    ``record-raw`` sidecar store them) every chunk is fed as it was received, so the
-    turns are the live scanner's, host and device times included (device times where
-    the capture holds the unit's GET_SAMPLERATE answer). Without it (a bare file) the
-    capture is one chunk at ``t0_ns`` and times are sample index × the sample duration:
-    the unit's own (GET_SAMPLERATE) when the capture holds it, else one over
-    ``sample_rate_hz`` (default the nominal 2000/s standard, 4000/s express).
+    Each scan descriptor starts a new scan in its mode. With ``chunk_times_ns`` =
+    ``(offsets, t_ns)`` (each received chunk's byte offset and host time) every chunk is
+    fed as received, so the turns are the live scanner's; without it the capture is one
+    chunk at ``t0_ns`` timed by sample index × the unit's GET_SAMPLERATE duration if the
+    capture holds it, else 1 / ``sample_rate_hz`` (default nominal 2000/s or 4000/s).
 
     Raises:
         DriverError: no scan descriptor while ``require_descriptor`` (not an A1 scan

@@ -338,13 +338,8 @@ class PowerUpSequencer:
         return results
 
     def close(self) -> None:
-        """Stop and close every device still open, in power-up order.
-
-        A ready device's motor is already turning: closing it starts nothing. A
-        parked one (an A1 whose motor the sequencer holds stopped) starts spinning
-        when its port is released, so those are released one at a time, ``delay_after_s``
-        apart, as they would have been started.
-        """
+        """Stop and close every device still open, in power-up order; parked A1s (which
+        spin up when released) one at a time, ``delay_after_s`` apart."""
         ready, self._steps = self._steps, {}
         self.handles.clear()
         for steps in ready.values():
@@ -354,15 +349,9 @@ class PowerUpSequencer:
     # -- internals ----------------------------------------------------------------
 
     def _park_all(self) -> None:
-        """Open every device that holds a motor and stop it, before any starts.
-
-        The A1's motor spins whenever its port is not held (from USB enumeration on):
-        holding every port with DTR asserted stops them all, so from here on the
-        sequencer alone decides which motor spins up and when. A device on a
-        switched port (``power``) is switched off here, so that it enumerates (and an
-        A1's motor spins up) only at its turn. Where the switch fails or the hub keeps
-        the port powered (its tty stays), the device is parked by DTR instead.
-        """
+        """Before any device starts: switch off every switched port, and park (port held,
+        DTR asserted, motor stopped) every device that holds a motor, including those
+        whose port could not be switched off or stayed powered."""
         switched: list[tuple[DeviceSpec, PortPower]] = []
         for spec in self.specs:
             if spec.power is not None and spec.name not in self._warnings:

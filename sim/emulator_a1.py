@@ -154,15 +154,10 @@ def node_stream(src: LidarSampleSource) -> PacketStream:
 
 def express_stream(t_s: np.ndarray, angle_deg_cw: np.ndarray, range_m: np.ndarray) -> PacketStream:
     """Express capsules of the samples (times s, angles ° clockwise, ranges m with 0 for
-    no return), truncated to whole capsules; the last capsule's successor is the first
-    (the stream loops).
-
-    The SDK (``handler_capsules.cpp``) places sample ``j`` at the start angle plus
-    ``j / 32`` of the way to the *next* capsule's start angle, less its 6-bit offset
-    (1/8 °), in fixed point. Each start angle is a line fit through the capsule's
-    readings placed mid-range above them, each offset the nearest representable one;
-    what the capsules decode to is computed here from the SDK's formula, in numpy,
-    independently of the driver's compiled decoder (the emulator's truth).
+    no return), truncated to whole capsules; the stream loops. Each start angle is a line
+    fit through the capsule's readings, each offset the nearest representable one; what
+    they decode to is computed with the SDK's fixed point in numpy, independently of the
+    driver's compiled decoder (docs/A1.md, Protocol).
     """
     n_per = proto.NODES_PER_CAPSULE
     m = t_s.size // n_per
