@@ -393,32 +393,3 @@ def decode_nodes(data: bytes | bytearray | memoryview) -> tuple[Nodes, int, int]
         pos=o.copy(),
     )
     return nodes, int(used), int(skipped)
-
-
-def decode_capsules(data: bytes | bytearray | memoryview) -> tuple[Nodes, int, int]:
-    """Frame and decode the express capsules of ``data``: the samples of every capsule
-    followed by another (the last one's need the next start angle), start flags where
-    the vendor SDK sets its sync bit, quality :data:`EXPRESS_QUALITY` on a return.
-
-    Returns ``(nodes, consumed, skipped)`` like :func:`decode_nodes`, except that
-    ``pos`` is each sample's index in the scan (32 per capsule, lost capsules counted):
-    a sample has no byte offset of its own.
-    """
-    buf = np.frombuffer(bytes(data), dtype=np.uint8)
-    most = (buf.size // CAPSULE_LEN + 1) * NODES_PER_CAPSULE
-    st = new_state(0, 0, 1)
-    st[STARTED] = 1  # every sample, not only those after the first sync bit
-    tb = np.empty((5, most), np.int64)
-    ob = np.empty((3, most), np.int64)
-    used = express_pass(buf, 0, 0, st, np.zeros(CAPSULE_LEN, np.uint8), tb, ob)
-    f = st[FILL]
-    start = np.zeros(f, bool)
-    start[ob[0, : st[N_CUTS]]] = True
-    nodes = Nodes(
-        start=start,
-        quality=tb[Q, :f].astype(np.uint8),
-        angle_q6=tb[A, :f].astype(np.uint16),
-        dist_q2=tb[D, :f].astype(np.uint16),
-        pos=tb[T, :f].copy(),  # nominal 1 ns per sample from 0: the sample index
-    )
-    return nodes, int(used), int(st[SKIPPED])

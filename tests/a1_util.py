@@ -1,7 +1,8 @@
 """Helpers of the A1 tests: an independent decoder written from the protocol tables.
 
-The decoders here use nothing of the driver's protocol module: they are the
-reference the emulator and the driver are both checked against.
+The ``ref_*`` decoders use nothing of the driver's protocol module: they are the
+reference the emulator and the driver are both checked against; ``decode_capsules``
+runs the driver's own compiled pass over one block.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 import numpy as np
 import serial
 
+from sensorbench.drivers import a1_decode as dec
+from sensorbench.drivers.a1_protocol import Nodes
 from sensorbench.drivers.a1_reader import A1Scanner
 
 
@@ -214,3 +217,28 @@ def capsule_fields(capsule: bytes) -> tuple[int, list[int], list[int]]:
         dist += [w1 >> 2, w2 >> 2]
         offs += [(cab[4] & 0xF) | (w1 & 3) << 4, (cab[4] >> 4) | (w2 & 3) << 4]
     return start, dist, offs
+
+
+def decode_capsules(data: bytes) -> tuple[Nodes, int, int]:
+    """The driver's compiled express pass over one block (not a reference decoder): the
+    samples of every capsule followed by another, start flags where the SDK sets its sync
+    bit. Returns ``(nodes, consumed, skipped)`` like ``decode_nodes``; ``pos`` is each
+    sample's index in the scan (32 per capsule, lost capsules counted)."""
+    buf = np.frombuffer(bytes(data), dtype=np.uint8)
+    most = (buf.size // dec.CAPSULE_LEN + 1) * dec.NODES_PER_CAPSULE
+    st = dec.new_state(0, 0, 1)
+    st[dec.STARTED] = 1  # every sample, not only those after the first sync bit
+    tb = np.empty((5, most), np.int64)
+    ob = np.empty((3, most), np.int64)
+    used = dec.express_pass(buf, 0, 0, st, np.zeros(dec.CAPSULE_LEN, np.uint8), tb, ob)
+    f = st[dec.FILL]
+    start = np.zeros(f, bool)
+    start[ob[0, : st[dec.N_CUTS]]] = True
+    nodes = Nodes(
+        start=start,
+        quality=tb[dec.Q, :f].astype(np.uint8),
+        angle_q6=tb[dec.A, :f].astype(np.uint16),
+        dist_q2=tb[dec.D, :f].astype(np.uint16),
+        pos=tb[dec.T, :f].copy(),  # nominal 1 ns per sample from 0: the sample index
+    )
+    return nodes, int(used), int(st[dec.SKIPPED])

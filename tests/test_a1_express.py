@@ -20,7 +20,6 @@ import serial
 from click.testing import CliRunner
 
 from sensorbench.cli import cli
-from sensorbench.drivers.a1_decode import decode_capsules
 from sensorbench.drivers.a1_reader import A1Scanner
 from sensorbench.drivers.a1_turns import decode_capture
 from sensorbench.drivers.capture import CaptureOptions, run_capture
@@ -66,7 +65,7 @@ def test_capsules_decode_as_the_sdk_says_and_as_the_emulator_sent():
     caps = [data[i : i + 84] for i in range(0, len(data), 84)]
     assert caps[0][3] & 0x80 and not any(c[3] & 0x80 for c in caps[1:])  # S: first only
     ref = u.ref_express_decode(caps)
-    nodes, used, skipped = decode_capsules(data)
+    nodes, used, skipped = u.decode_capsules(data)
     assert (used, skipped) == (len(data), 0) and len(nodes) == 199 * 32
     for field in ("angle_q6", "dist_q2", "quality"):
         np.testing.assert_array_equal(getattr(nodes, field), getattr(ref, field))

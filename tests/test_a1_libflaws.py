@@ -17,7 +17,7 @@ import rplidar
 import serial
 from timing_util import SLACK_S
 
-from sensorbench.drivers.a1_decode import decode_capsules, decode_nodes
+from sensorbench.drivers.a1_decode import decode_nodes
 from sensorbench.drivers.a1_protocol import A1Health, A1Info
 from sensorbench.drivers.a1_reader import A1Lidar, A1Scanner
 from sensorbench.errors import DeviceSilent, DeviceUnplugged, DriverError
@@ -260,7 +260,7 @@ def test_express_scan_angles_are_one_node_late_in_the_library_and_right_here():
     assert np.allclose(lib_angles, [a + (start2 - start1) / 32 for a in spec])  # one node late
     assert {m[1] for m in lib} == {None}  # and no quality
 
-    nodes, used, skipped = decode_capsules(c1 + c2)
+    nodes, used, skipped = u.decode_capsules(c1 + c2)
     assert (used, skipped) == (2 * 84, 0)
     np.testing.assert_array_equal(nodes.angle_q6, np.round(np.array(spec) * 64))
     np.testing.assert_array_equal(nodes.dist_q2, np.array(d) * 4)
