@@ -122,6 +122,27 @@ def test_a_known_rate_holds_the_slope_against_starved_windows():
         DeviceClock(modulus=None, tick_ns=1, nominal_slope=None, max_drift=0.01)
 
 
+@pytest.mark.parametrize(("nominal", "max_drift"), [(1.0, 0.01), (0.1, None), (None, None)])
+def test_one_observation_in_scalars_is_update_then_to_host_bit_for_bit(nominal, max_drift):
+    """A pod frame a read: 20 s of 200 Hz µs stamps at ``nominal`` host s per device s
+    (1 + 80 ppm drift), received 0.1–5 ms late (exponential, a starved stretch 40 ms
+    late): ``update_one`` gives what ``update`` + ``to_host`` give, every sample, before
+    and after the fit, and leaves the same fit."""
+    rng = np.random.default_rng(7)
+    dev_us = 1_000_000 + np.arange(4000) * 5_000 + rng.integers(0, 3, 4000)
+    late_ns = 100_000 + rng.exponential(1e6, 4000) + np.where(np.arange(4000) // 500 == 3, 4e7, 0)
+    host = (7e11 + dev_us * 1e3 * (nominal or 0.5) * (1 + 80e-6) + late_ns).astype(np.int64)
+    one = DeviceClock(modulus=None, tick_ns=1000, nominal_slope=nominal, max_drift=max_drift)
+    vec = DeviceClock(modulus=None, tick_ns=1000, nominal_slope=nominal, max_drift=max_drift)
+    got = [one.update_one(int(h), int(d)) for h, d in zip(host, dev_us, strict=True)]
+    want = [int(vec.to_host(vec.update(host[i : i + 1], dev_us[i : i + 1]))[0])
+            for i in range(host.size)]  # fmt: skip
+    assert one.fitted and one.estimate().windows == 19
+    assert got == want
+    assert one.estimate() == vec.estimate()
+    assert one.uncertainty_ns() == vec.uncertainty_ns()
+
+
 def test_clock_before_any_data_and_reset():
     clock = DeviceClock(modulus=None, tick_ns=1000)
     with pytest.raises(DriverError):
