@@ -221,19 +221,23 @@ class DeviceClock:
         self._add_to_windows(x, y)
         return dev
 
-    def update_one(self, host_ns: int, raw_tick: int) -> int:
-        """:meth:`update` then :meth:`to_host` of one observation (receive time ns,
-        counter ticks): its host time (ns), bit for bit theirs; in scalars once the fit
-        exists, for a counter that does not wrap (a pod frame a read costs no arrays)."""
+    def update_few(self, host_ns: int, raw_ticks: list[int]) -> list[int]:
+        """:meth:`update` then :meth:`to_host` of observations received together at
+        ``host_ns`` (ns; counter ticks ``raw_ticks``, at least one): their host times
+        (ns), bit for bit theirs; in scalars once the fit exists, for a counter that
+        does not wrap (a pod read of a few frames costs no arrays)."""
         if self.unwrapper.modulus is not None or self._ref is None or not self.fitted:
-            dev = self.update(np.array([host_ns], np.int64), np.array([raw_tick], np.int64))
-            return int(self.to_host(dev)[0])
-        self.unwrapper._last_raw = self.unwrapper._last = raw_tick
-        x = (raw_tick * self.tick_ns - self._ref[0]) / 1e9
-        self.points += 1
-        self._last_x, self._last_host = x, host_ns
-        self._add_min(math.floor(x / self.window_s), (x, (host_ns - self._ref[1]) / 1e9))
-        return self._ref[1] + round((self._icpt + self._slope * x) * 1e9)
+            host = np.full(len(raw_ticks), host_ns, np.int64)
+            return self.to_host(self.update(host, np.array(raw_ticks, np.int64))).tolist()
+        ref_dev, ref_host = self._ref
+        xs = [(r * self.tick_ns - ref_dev) / 1e9 for r in raw_ticks]
+        y = (host_ns - ref_host) / 1e9
+        for x in xs:  # a window's least-delayed point, as update's per window
+            self._add_min(math.floor(x / self.window_s), (x, y))
+        self.unwrapper._last_raw = self.unwrapper._last = raw_ticks[-1]
+        self.points += len(xs)
+        self._last_x, self._last_host = xs[-1], host_ns
+        return [ref_host + round((self._icpt + self._slope * x) * 1e9) for x in xs]
 
     def _expected_steps(self, host: np.ndarray) -> np.ndarray | None:
         """Device ticks expected between observations from the host time between them."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -123,20 +125,23 @@ def test_a_known_rate_holds_the_slope_against_starved_windows():
 
 
 @pytest.mark.parametrize(("nominal", "max_drift"), [(1.0, 0.01), (0.1, None), (None, None)])
-def test_one_observation_in_scalars_is_update_then_to_host_bit_for_bit(nominal, max_drift):
-    """A pod frame a read: 20 s of 200 Hz µs stamps at ``nominal`` host s per device s
-    (1 + 80 ppm drift), received 0.1–5 ms late (exponential, a starved stretch 40 ms
-    late): ``update_one`` gives what ``update`` + ``to_host`` give, every sample, before
-    and after the fit, and leaves the same fit."""
+def test_a_few_observations_in_scalars_are_update_then_to_host_bit_for_bit(nominal, max_drift):
+    """A pod read of one to four frames: 20 s of 200 Hz µs stamps at ``nominal`` host s
+    per device s (1 + 80 ppm drift), each read's frames received together 0.1–5 ms after
+    its last (exponential; a starved stretch 40 ms late): ``update_few`` gives what
+    ``update`` + ``to_host`` give, every frame, before and after the fit (windows closing
+    inside a read), and leaves the same fit."""
     rng = np.random.default_rng(7)
     dev_us = 1_000_000 + np.arange(4000) * 5_000 + rng.integers(0, 3, 4000)
     late_ns = 100_000 + rng.exponential(1e6, 4000) + np.where(np.arange(4000) // 500 == 3, 4e7, 0)
     host = (7e11 + dev_us * 1e3 * (nominal or 0.5) * (1 + 80e-6) + late_ns).astype(np.int64)
     one = DeviceClock(modulus=None, tick_ns=1000, nominal_slope=nominal, max_drift=max_drift)
     vec = DeviceClock(modulus=None, tick_ns=1000, nominal_slope=nominal, max_drift=max_drift)
-    got = [one.update_one(int(h), int(d)) for h, d in zip(host, dev_us, strict=True)]
-    want = [int(vec.to_host(vec.update(host[i : i + 1], dev_us[i : i + 1]))[0])
-            for i in range(host.size)]  # fmt: skip
+    cuts = np.cumsum(rng.integers(1, 5, 2000))
+    got, want = [], []
+    for a, b in itertools.pairwise([0, *cuts[cuts < 4000].tolist(), 4000]):
+        got += one.update_few(int(host[b - 1]), dev_us[a:b].tolist())
+        want += vec.to_host(vec.update(np.full(b - a, host[b - 1]), dev_us[a:b])).tolist()
     assert one.fitted and one.estimate().windows == 19
     assert got == want
     assert one.estimate() == vec.estimate()
