@@ -156,7 +156,7 @@ class OdometryStream:
         self._counts, self._yaw = self._counts[used:], self._yaw[used:]
         self._base += used
         if t.size <= 8 and self._last_counts is not None and self.wrap_bits is None:
-            return self._few(t, counts, yaw)
+            return self._few(t, counts, yaw, self._last_counts)
         # strictly after the previous kept frame (times are sequential: a running max)
         prev = np.maximum.accumulate(np.concatenate([[self._last_t], t]))[:-1]
         keep = t > prev
@@ -183,9 +183,12 @@ class OdometryStream:
         self._last_counts, self._last_yaw, self._last_raw = counts[-1], float(yaw[-1]), raw[-1]
         return OdometryFrames(t, dn, imu, yaw)
 
-    def _few(self, t: np.ndarray, counts: np.ndarray, yaw: np.ndarray) -> OdometryFrames:
+    def _few(
+        self, t: np.ndarray, counts: np.ndarray, yaw: np.ndarray, last_counts: np.ndarray
+    ) -> OdometryFrames:
         """:meth:`_take` of a few timed frames after the first (a live read), the same bits
-        without most of its array work (times ``t`` s, ``counts`` (k, N), ``yaw`` rad)."""
+        without most of its array work (times ``t`` s, ``counts`` (k, N) after
+        ``last_counts``, ``yaw`` rad)."""
         keep: list[int] = []
         imu: list[float] = []
         last_t, last_yaw = self._last_t, self._last_yaw
@@ -203,7 +206,7 @@ class OdometryStream:
         if len(keep) < t.size:
             self.dropped += t.size - len(keep)
             t, counts, yaw = t[keep], counts[keep], yaw[keep]
-        dn = (counts - np.concatenate((self._last_counts[None, :], counts[:-1]))).astype(float)
+        dn = (counts - np.concatenate((last_counts[None, :], counts[:-1]))).astype(float)
         self._last_t, self._last_yaw = last_t, last_yaw
         self._last_counts = self._last_raw = counts[-1]
         return OdometryFrames(t, dn, np.array(imu), yaw)
