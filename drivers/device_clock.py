@@ -39,6 +39,7 @@ Usage (any counter)::
 from __future__ import annotations
 
 import collections
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -220,6 +221,24 @@ class DeviceClock:
         self._add_to_windows(x, y)
         return dev
 
+    def update_few(self, host_ns: int, raw_ticks: list[int]) -> list[int]:
+        """:meth:`update` then :meth:`to_host` of observations received together at
+        ``host_ns`` (ns; counter ticks ``raw_ticks``, at least one): their host times
+        (ns), bit for bit theirs; in scalars once the fit exists, for a counter that
+        does not wrap (a pod read of a few frames costs no arrays)."""
+        if self.unwrapper.modulus is not None or self._ref is None or not self.fitted:
+            host = np.full(len(raw_ticks), host_ns, np.int64)
+            return self.to_host(self.update(host, np.array(raw_ticks, np.int64))).tolist()
+        ref_dev, ref_host = self._ref
+        xs = [(r * self.tick_ns - ref_dev) / 1e9 for r in raw_ticks]
+        y = (host_ns - ref_host) / 1e9
+        for x in xs:  # a window's least-delayed point, as update's per window
+            self._add_min(math.floor(x / self.window_s), (x, y))
+        self.unwrapper._last_raw = self.unwrapper._last = raw_ticks[-1]
+        self.points += len(xs)
+        self._last_x, self._last_host = xs[-1], host_ns
+        return [ref_host + round((self._icpt + self._slope * x) * 1e9) for x in xs]
+
     def _expected_steps(self, host: np.ndarray) -> np.ndarray | None:
         """Device ticks expected between observations from the host time between them."""
         if self._last_host is None:
@@ -250,16 +269,19 @@ class DeviceClock:
             w = int(wid[part[0]])
             lag = y[part] - self._slope * x[part]
             j = part[int(np.argmin(lag))]
-            pt = (float(x[j]), float(y[j]))
-            if self._open_id is None or w > self._open_id:
-                if self._open_pt is not None:
-                    self._windows.append(self._open_pt)
-                    self._fit()
-                self._open_id, self._open_pt = w, pt
-            elif self._open_pt is None or pt[1] - self._slope * pt[0] < (
-                self._open_pt[1] - self._slope * self._open_pt[0]
-            ):
-                self._open_pt = pt
+            self._add_min(w, (float(x[j]), float(y[j])))
+
+    def _add_min(self, w: int, pt: tuple[float, float]) -> None:
+        """Offer the least-delayed point ``pt`` (device s, host s) of window ``w``."""
+        if self._open_id is None or w > self._open_id:
+            if self._open_pt is not None:
+                self._windows.append(self._open_pt)
+                self._fit()
+            self._open_id, self._open_pt = w, pt
+        elif self._open_pt is None or pt[1] - self._slope * pt[0] < (
+            self._open_pt[1] - self._slope * self._open_pt[0]
+        ):
+            self._open_pt = pt
 
     def _fit(self) -> None:
         pts = np.asarray(self._windows)

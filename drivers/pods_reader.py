@@ -194,6 +194,12 @@ class PodProtocol(DeviceProtocol):
 
     def _host_times(self, t_ns: int, frames: PodFrames) -> np.ndarray:
         """Device-clock host times, capped at the receive time, non-decreasing."""
+        if len(frames) <= 8 and not frames.new_epoch.any():  # a few frames a read: no arrays
+            host = []
+            for h in self.clock.update_few(t_ns, frames.device_ns.tolist()):
+                self._last_host_ns = max(min(h, t_ns), self._last_host_ns)
+                host.append(self._last_host_ns)
+            return np.array(host, np.int64)
         out = np.empty(len(frames), np.int64)
         bounds = [0, *np.flatnonzero(frames.new_epoch).tolist(), len(frames)]
         for a, b in itertools.pairwise(bounds):

@@ -240,43 +240,38 @@ def step_axis(
     aid = inp.aid
     floats, flags, history = _axis_chunk(
         state.history.steps,
-        _array(inp.dt),
-        _array(inp.z),
-        _array(inp.slip),
-        _array(inp.drag),
-        _array(inp.r_profile),
-        _array(inp.drift),
+        (_array(inp.dt), _array(inp.z), _array(inp.slip), _array(inp.drag),
+         _array(inp.r_profile), _array(inp.drift)),
+        _NO_REST if inp.rest is None else _array(inp.rest, np.bool_),
         _NO_INDEX if aid is None else _array(aid.index, np.int64),
         _array(None if aid is None else aid.z),
         _array(None if aid is None else aid.r),
         _constants(noise, opt),
         state.carry,
-    )
+    )  # fmt: skip
     n = len(inp.dt) + 1
-    p, v, var_p, var_v, nis, innovation, s_var = (floats[j * n : (j + 1) * n] for j in range(7))
-    nis = nis[1:]
+    p, v, var_p, var_v, nis, innovation, s_var, nis_chi2 = floats[: 8 * n].reshape(8, n)
     carry = floats[-14:].copy()
-    c0 = state.carry.tolist()
-    p[0], v[0], var_p[0], var_v[0] = c0[0] + c0[5], c0[1], c0[2] + c0[6], c0[4]
     track = AxisTrack(
         p=p,
         v=v,
         var_p=var_p,
         var_v=var_v,
-        nis=nis,
+        nis=nis[1:],
         accepted=flags[1:n],
-        aid_nis=floats[7 * n : -14],
+        aid_nis=floats[8 * n : -14],
         aid_accepted=flags[n:],
         innovation=innovation[1:],
         s=s_var[1:],
-        nis_chi2=nis if inp.rest is None else np.where(np.asarray(inp.rest, bool), np.nan, nis),
-        resets=int(carry[12] - c0[12]),
+        nis_chi2=nis_chi2[1:],
+        resets=int(carry[12] - state.carry[12]),
     )
     return AxisState(carry, MotionHistory(history)), track
 
 
 _NONE = np.empty(0)
 _NO_INDEX = np.empty(0, np.int64)
+_NO_REST = np.empty(0, np.bool_)
 
 
 def _array(v: np.ndarray | None, dtype: type = float) -> np.ndarray:
@@ -297,12 +292,8 @@ def _constants(noise: AxisNoise, opt: AxisOptions) -> np.ndarray:
 @numba.njit(cache=True)
 def _axis_chunk(
     history: np.ndarray,
-    dt: np.ndarray,
-    z: np.ndarray,
-    slip: np.ndarray,
-    drag: np.ndarray,
-    profile: np.ndarray,
-    drift: np.ndarray,
+    steps_in: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    rest: np.ndarray,
     aid_k: np.ndarray,
     aid_z: np.ndarray,
     aid_r: np.ndarray,
@@ -310,15 +301,17 @@ def _axis_chunk(
     carry: np.ndarray,
 ) -> tuple[np.ndarray, ...]:
     """:func:`step_axis` compiled, on flat arguments (a call costs microseconds): the
-    (4, H) motion history, the (K,) arrays of :class:`AxisInput` (empty = None), the fixes
-    (index, z, r), ``consts`` = the noise's q, r, q_jerk, stamp_var, slip_scale,
-    drag_share and the :class:`~sensorbench.fusion.axis_loop.AxisGates` fields, ``carry``
-    the loop's :class:`~sensorbench.fusion.axis_loop.AxisLoopState` as floats. Returns the
-    outputs in one float block: position, velocity, var_p, var_v, nis, innovation, s over
-    K+1 frames each (index 0 left for the caller; nan for the last three), the M fixes'
-    NIS, then the state after the chunk (14 floats); the acceptance of the K updates (after
-    an unused index 0) and the M fixes in one bool block; and the motion history after
-    the chunk."""
+    (4, H) motion history, the (K,) arrays of :class:`AxisInput` (dt, z, slip, drag,
+    r_profile, drift; empty = None) and its ``rest`` (empty = None), the fixes (index, z,
+    r), ``consts`` = the noise's q, r, q_jerk, stamp_var, slip_scale, drag_share and the
+    :class:`~sensorbench.fusion.axis_loop.AxisGates` fields, ``carry`` the loop's
+    :class:`~sensorbench.fusion.axis_loop.AxisLoopState` as floats. Returns the outputs in
+    one float block: position, velocity, var_p, var_v, nis, innovation, s, nis_chi2 over
+    K+1 frames each (index 0: the estimate ``carry`` holds; nan for the last four), the M
+    fixes' NIS, then the state after the chunk (14 floats); the acceptance of the K
+    updates (after an unused index 0) and the M fixes in one bool block; and the motion
+    history after the chunk."""
+    dt, z, slip, drag, profile, drift = steps_in
     q, r, q_jerk, stamp_var, slip_scale, drag_share = consts[:6]
     gates = AxisGates(consts[6], consts[7], consts[8], int(consts[9]), int(consts[10]))
     state = AxisLoopState(
@@ -344,15 +337,19 @@ def _axis_chunk(
     )  # fmt: skip
     # two blocks, not ten arrays: boxing each returned array costs about a microsecond
     n, m_n = k_n + 1, aid_k.size
-    floats = np.full(7 * n + m_n + 14, np.nan)
+    floats = np.full(8 * n + m_n + 14, np.nan)
     flags = np.ones(n + m_n, dtype=np.bool_)
     tail = AxisOutputs(
         floats[1:n], floats[n + 1 : 2 * n], floats[2 * n + 1 : 3 * n], floats[3 * n + 1 : 4 * n],
         floats[4 * n + 1 : 5 * n], floats[5 * n + 1 : 6 * n], floats[6 * n + 1 : 7 * n],
-        flags[1:n], floats[7 * n : 7 * n + m_n], flags[n:],
+        flags[1:n], floats[8 * n : 8 * n + m_n], flags[n:],
     )  # fmt: skip
     end = axis_loop(steps, gates, state, tail)
-    floats[7 * n + m_n :] = (
+    floats[0], floats[n] = carry[0] + carry[5], carry[1]
+    floats[2 * n], floats[3 * n] = carry[2] + carry[6], carry[4]
+    for k in range(k_n):  # the frames at rest test nothing
+        floats[7 * n + 1 + k] = np.nan if rest.size and rest[k] else floats[4 * n + 1 + k]
+    floats[8 * n + m_n :] = (
         end.p, end.v, end.ppp, end.ppv, end.pvv, end.b, end.pbb, end.odo, float(end.streak),
         float(end.carried), end.anchor, end.raw, float(end.resets), end.nll,
     )  # fmt: skip

@@ -17,6 +17,7 @@ same numbers to the last bit (``tests/test_fusion_frame_clock.py``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -154,6 +155,8 @@ class OdometryStream:
         used = int(local[-1]) + 1
         self._counts, self._yaw = self._counts[used:], self._yaw[used:]
         self._base += used
+        if t.size <= 8 and self._last_counts is not None and self.wrap_bits is None:
+            return self._few(t, counts, yaw, self._last_counts)
         # strictly after the previous kept frame (times are sequential: a running max)
         prev = np.maximum.accumulate(np.concatenate([[self._last_t], t]))[:-1]
         keep = t > prev
@@ -179,6 +182,34 @@ class OdometryStream:
         imu = np.where(both, wrapped_difference(yaw, prev_yaw), np.nan)
         self._last_counts, self._last_yaw, self._last_raw = counts[-1], float(yaw[-1]), raw[-1]
         return OdometryFrames(t, dn, imu, yaw)
+
+    def _few(
+        self, t: np.ndarray, counts: np.ndarray, yaw: np.ndarray, last_counts: np.ndarray
+    ) -> OdometryFrames:
+        """:meth:`_take` of a few timed frames after the first (a live read), the same bits
+        without most of its array work (times ``t`` s, ``counts`` (k, N) after
+        ``last_counts``, ``yaw`` rad)."""
+        keep: list[int] = []
+        imu: list[float] = []
+        last_t, last_yaw = self._last_t, self._last_yaw
+        for i, (t_s, y) in enumerate(zip(t.tolist(), yaw.tolist(), strict=True)):
+            if not t_s > last_t:
+                continue
+            both = math.isfinite(y) and math.isfinite(last_yaw)
+            imu.append(float(wrapped_difference(np.array([y]), np.array([last_yaw]))[0])
+                       if both else math.nan)  # fmt: skip
+            keep.append(i)
+            last_t, last_yaw = t_s, y
+        if not keep:
+            self.dropped += t.size
+            return OdometryFrames.empty(self.n_counts)
+        if len(keep) < t.size:
+            self.dropped += t.size - len(keep)
+            t, counts, yaw = t[keep], counts[keep], yaw[keep]
+        dn = (counts - np.concatenate((last_counts[None, :], counts[:-1]))).astype(float)
+        self._last_t, self._last_yaw = last_t, last_yaw
+        self._last_counts = self._last_raw = counts[-1]
+        return OdometryFrames(t, dn, np.array(imu), yaw)
 
     def _unwrap(self, raw: np.ndarray) -> np.ndarray:
         """Cumulative counts from wrapping counters, continuing from the last frame."""
