@@ -1,24 +1,9 @@
 """Safe output files: no silent overwrite, never over an input, visible only when complete.
 
-Every command that writes a file goes through this module:
-
-* :func:`check_output` refuses an output that exists (unless ``force``), that is one of
-  the command's own inputs (even with ``force``: same resolved path or same inode), a
-  directory, or a path whose directory does not exist; ``force`` replaces only a regular
-  file, never a device node, FIFO, socket or symbolic link, nor a session some process
-  has open for writing (:func:`~sensorbench.logs.update_lock.writer_of`). Commands call
-  it before any long computation, so a refusal costs nothing.
-* :class:`PendingOutput` / :func:`atomic_output` write into a temporary file in the
-  output's directory and rename it into place only when it is complete (after an
-  ``fsync``). A failed or killed write leaves the old file untouched; without
-  ``force`` the final step is a no-clobber hard link, so a file that appeared in
-  the meantime is not replaced either; with ``force`` the output is checked again
-  under its update lock just before the rename.
-* :func:`atomic_update` modifies an existing file through a complete copy that
-  replaces the original in one rename (used by ``import --into``), holding the
-  file's update lock (:mod:`~sensorbench.logs.update_lock`) from the copy to the
-  rename, so two updates at once never lose one.
-* :func:`atomic_figures` does the same for a directory of figures (``--plots``).
+Every command that writes a file goes through this module (docs/FORMAT.md, "Writing
+safely"): :func:`check_output` refuses before any long computation; :func:`atomic_output`,
+:func:`atomic_update` and :func:`atomic_figures` write beside the output and rename into
+place only when complete, so a failed or killed write leaves the old file untouched.
 """
 
 from __future__ import annotations

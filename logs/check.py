@@ -1,17 +1,9 @@
 """Integrity checks and recovery of sessions whose writer died.
 
-:func:`check_session` validates the layout against schema version 1 and the
-internal consistency of every stream. :func:`recover_session` rebuilds a file
-whose writer was killed: it copies the self-consistent prefix of every stream
-(everything up to the writer's last flush) into a fresh file marked RECOVERED,
-keeps the original beside it under a new name, and reports what it kept and
-what it dropped.
-
-A file is never touched while another process writes it: a non-SWMR writer holds
-HDF5's file lock; a live SWMR recording (which HDF5 does not lock) is recognised
-by its superblock's SWMR-write flag together with the writer record in the
-``/_status`` attributes (pid, host, process start time) naming a running process.
-The file's modification time is not used: a silent device does not change it.
+:func:`check_session` validates the layout against schema version 1 and every stream's
+consistency; :func:`recover_session` copies each stream's self-consistent prefix into a
+fresh file marked RECOVERED and keeps the original beside it. A file another process
+writes (HDF5's lock, or a live SWMR writer named in ``/_status``) is never touched.
 """
 
 from __future__ import annotations

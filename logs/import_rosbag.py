@@ -1,30 +1,10 @@
 """Import ROS bags (rosbag2 sqlite3 or MCAP, ROS 1 ``.bag``) into sessions, via ``rosbags``.
 
-Each ``--topic TOPIC=NAME`` becomes one stream:
-
-- ``nav_msgs/msg/Odometry``, ``geometry_msgs/msg/PoseStamped``,
-  ``geometry_msgs/msg/PoseWithCovarianceStamped``, ``geometry_msgs/msg/TransformStamped``
-  and ``tf2_msgs/msg/TFMessage`` (give the child frame: ``/tf[base_link]=mocap``) →
-  a pose stream, with the message's frame ids, (Odometry,
-  PoseWithCovarianceStamped) its pose covariance and (Odometry) its twist and twist
-  covariance (datasets ``covariance``, ``twist``, ``twist_covariance`` of the pose group);
-- ``sensor_msgs/msg/LaserScan`` → a lidar stream, one turn per scan;
-- ``sensor_msgs/msg/JointState`` of integer positions → an encoder stream (counts).
-
-Each ``--tf PARENT:CHILD=NAME`` becomes a pose stream of CHILD in PARENT composed
-from ``/tf`` and ``/tf_static`` (:mod:`sensorbench.logs.tf_tree`).
-
-Header stamps are the sample times. Where the bag's receive time of a message
-differs from its header stamp, the receive times are kept as a second column
-(``receive_ns`` in the pose group, ``turn_receive_ns`` in the lidar group).
-Every value goes through the same checks as the file importers (finite numbers,
-position limit, unit quaternions, time order and ``--duplicates``); an error names
-``BAG:TOPIC:N``, the N-th (1-based) message of the topic. ``--reloc-topic`` marks
-a relocalization of every pose-sensor stream at the stamp of each message on it;
-``--events`` takes diagnostics or log messages as session events. Beside a topic
-``/PREFIX/LEAF``, the topics ``/PREFIX/time_reference`` (``sensor_msgs/msg/TimeReference``:
-device times) and ``/PREFIX/flags`` (``diagnostic_msgs/msg/DiagnosticArray``: sample
-flags), which ``export --format mcap`` writes, are read into the same stream.
+Each ``--topic TOPIC=NAME`` becomes one pose, lidar or encoder stream, each ``--tf
+PARENT:CHILD=NAME`` a pose stream composed from ``/tf`` and ``/tf_static``
+(:mod:`sensorbench.logs.tf_tree`); docs/FORMAT.md lists the message types. Header stamps
+are the sample times (ns); every value passes the file importers' checks, and an error
+names ``BAG:TOPIC:N``, the N-th (1-based) message of the topic.
 """
 
 from __future__ import annotations

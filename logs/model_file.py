@@ -1,23 +1,11 @@
 """Model files (TOML): the one writer, hash, envelope, provenance and reader.
 
-Every model file sensorbench writes (pod geometry, filter noise, pose error) has
-the same envelope::
-
-    [model]       kind, format_version, software ("sensorbench X.Y.Z"),
-                  created_utc (ISO 8601), and descriptors of the kind (e.g. sensor)
-    [units]       one entry per quantity, e.g. position = "m"
-    [provenance]  inputs = [{path, sha256, ...}], fit_options = {...}, ...
-    ...           the model's own tables
-
-:func:`read_model` (and :func:`check_envelope` for a document already parsed)
-refuses a missing or unparsable file, a file of another kind, a newer format
-version or different units with :class:`~sensorbench.errors.ModelFileError`, so a
-fit or filter is never fed numbers it would misread. Pose-error files written
-before the envelope was shared kept ``software`` and ``created_utc`` in
-``[provenance]``; they load unchanged (the reader never needs those two keys).
-
-:func:`dumps_toml` is also the TOML writer of scenarios and robot configurations; its
-output for them is unchanged from the simulator's former writer byte for byte.
+Every model file has the envelope ``[model]`` (kind, format_version, software,
+created_utc), ``[units]`` and ``[provenance]`` before its own tables. :func:`read_model`
+(:func:`check_envelope` for a parsed document) refuses a missing or unparsable file,
+another kind, a newer format version or other units (:class:`ModelFileError`), so a fit
+or filter is never fed numbers it would misread. :func:`dumps_toml` also writes
+scenarios and robot configurations.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Install a generated rules file into ``/etc/udev/rules.d``, reload udev and re-trigger ttys.
 
-The file is checked first (:func:`sensorbench.udev.rules.check_rules_text`: only
-rules this package writes, safe names), written atomically with mode 0644, then
-udev is told to reload its rules and replay ``add`` events for every tty so the
-symlinks appear without a replug. Without root nothing is touched and
-:class:`NeedsRootError` carries the exact shell command to run instead.
-
-The rules directory and the command runner are parameters so tests never touch
-the real ``/etc/udev`` or run ``udevadm``.
+The file is checked (:func:`sensorbench.udev.rules.check_rules_text`), written
+atomically with mode 0644, and udev reloaded; without root :class:`NeedsRootError`
+carries the command to run. The directory and command runner are parameters for tests.
 """
 
 from __future__ import annotations
