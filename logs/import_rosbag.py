@@ -151,6 +151,7 @@ def _mount_from_tf(tree: TfTree, stream: BagStream) -> None:
     stream.imported.attrs["mount_units"] = f"m, m, rad (CCW), from /tf_static {BODY_FRAME}->{frame}"
 
 
+@collector_paused()  # the messages are held until the streams are built
 def read_rosbag(
     path: str | os.PathLike[str],
     topics: list[TopicSpec],
@@ -172,23 +173,7 @@ def read_rosbag(
             has), an unsupported message type, a TF topic without the child frame, or
             a bad value (naming ``BAG:TOPIC:N``).
     """
-    with collector_paused():  # the messages are held until the streams are built
-        return _read_rosbag(
-            Path(path), topics, reloc_topic, max_position_m, duplicates, tfs or [],
-            events_topic, progress,
-        )  # fmt: skip
-
-
-def _read_rosbag(
-    bag: Path,
-    topics: list[TopicSpec],
-    reloc_topic: str | None,
-    max_position_m: float,
-    duplicates: str,
-    tfs: list[TfSpec],
-    events_topic: str | None,
-    progress: Progress | None,
-) -> BagImport:
+    bag, tfs = Path(path), tfs or []
     uses: list[tuple[str, Extract]] = []
 
     def use(topic: str, extract: Extract) -> int:
