@@ -281,15 +281,9 @@ def atomic_output(
 class PendingUpdate(PendingOutput):
     """A complete copy of an existing file, modified at :attr:`tmp`, swapped in at commit.
 
-    The file's :class:`~sensorbench.logs.update_lock.UpdateLock` is taken before the
-    copy and held until the swap (or the discard), so a second update of the same file
-    waits for this one (up to ``wait_s``) and then starts from its result: no update is
-    ever lost. The commit still refuses if the original changed since the copy was
-    taken (a writer that does not take the lock).
-
-    Args:
-        path: the file to update.
-        wait_s: longest wait for another update of ``path`` to finish (s).
+    The file's :class:`~sensorbench.logs.update_lock.UpdateLock` is held from the copy to
+    the swap (or discard), so a second update waits (up to ``wait_s``, s) and starts from
+    this one's result; the commit still refuses if the original changed meanwhile.
     """
 
     def __init__(self, path: PathLike, *, wait_s: float = DEFAULT_WAIT_S) -> None:
@@ -352,11 +346,9 @@ def atomic_figures(
 ) -> Iterator[Path]:
     """Yield a fresh hidden directory inside ``directory`` to write figures into.
 
-    When the block succeeds, every file written there moves into ``directory`` by
-    one rename each; if any of them exists already and ``force`` is False, or is one
-    of ``inputs``, nothing moves (exit 2, listing them) and the directory is as it
-    was. The hidden directory is removed in every case. Paths returned by the block
-    map to their final place with ``directory / path.name``.
+    When the block succeeds each file moves into ``directory`` by one rename; if any would
+    replace an existing file (without ``force``) or one of ``inputs``, none moves. The hidden
+    directory is removed in every case; a figure's final place is ``directory / path.name``.
 
     Raises:
         OutputError: a figure would replace an existing file (without ``force``) or an input.

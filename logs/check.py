@@ -314,20 +314,12 @@ def backup_name(path: Path) -> Path:
 def recover_session(
     path: str | os.PathLike[str], backup: bool = True, force: bool = False
 ) -> RecoveryReport:
-    """Rebuild a session whose writer died (or that was marked closed with rows beyond
-    its consistent data, as a write failing on a full disk can leave it), keeping every
-    consistent row.
+    """Rebuild a session whose writer died (or that was marked closed with rows beyond its
+    consistent data, as a full disk can leave it), keeping every consistent row.
 
-    The rebuilt file is written under a temporary name and then takes the
-    original's name; the original keeps its bytes under a new name
-    (``NAME.orig.h5``, or ``NAME.orig-2.h5``… when that exists: nothing is ever
-    overwritten). The session's update lock is held throughout, so a concurrent
-    import or recovery waits.
-
-    Args:
-        path: the session file.
-        backup: keep the original beside it (nothing is lost).
-        force: recover although the writer ran on another host and may still run.
+    The rebuilt file takes the original's name; with ``backup`` the original keeps its
+    bytes as ``NAME.orig.h5`` (``NAME.orig-2.h5``… when that exists). The session's update
+    lock is held throughout. ``force``: recover although the writer ran on another host.
 
     Raises:
         SessionError: the file is closed and consistent, or its writer still runs (or may).

@@ -358,15 +358,10 @@ def export_mcap(
     skip_invalid: bool = False,
     odometry: OdometryTrack | None = None,
 ) -> McapExport:
-    """Write the streams of ``session`` (or only ``names``), its mounts and events to ``out``.
-
-    A stream with impossible samples (:func:`~sensorbench.logs.values.exportable`) is
-    refused, or with ``skip_invalid`` written without them, their count per stream in
-    :attr:`McapExport.skipped`.
-
-    Args:
-        progress: called with (messages written, messages to write) now and then.
-        odometry: also write it as ``/odom`` and ``/tf`` (module docstring).
+    """Write the streams of ``session`` (or only ``names``), its mounts and events to ``out``;
+    with ``odometry`` also ``/odom`` and ``/tf``. ``progress`` is called with (messages
+    written, messages to write). Impossible samples are refused, or with ``skip_invalid``
+    left out and counted in :attr:`McapExport.skipped`.
 
     Raises:
         SessionError: a stream the session lacks, a stamp before 1970, or impossible

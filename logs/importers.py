@@ -391,21 +391,13 @@ def stream_motive(
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
 ) -> ImportStream:
-    """OptiTrack Motive CSV export (versions 1.21–1.25), one rigid body.
+    """OptiTrack Motive CSV export (versions 1.21–1.25), one rigid body (``body``: may be
+    omitted when the file has one), its header parsed by row labels, never by positions.
 
-    The header is parsed by its row labels (Type, Name, ID, optional Parent, the
-    category row and the ``Frame, Time`` row), never by fixed column numbers.
-    A frame whose rigid-body cells are blank or ``nan`` is occluded: an invalid
-    sample. Infinite values and positions beyond ``max_position_m`` are errors.
-
-    Args:
-        body: rigid-body name; may be omitted when the file has exactly one.
-        up: ``y`` (Motive's default: converted to Z-up by C, a +90° rotation about X,
-            so (x, y, z) → (x, −z, y); both the world and the body's own axes are
-            converted, so the orientation becomes C·R·Cᵀ and a body at identity in
-            Motive stays at identity) or ``z`` (kept as is).
-        max_position_m: largest accepted |coordinate| after unit conversion (m).
-        duplicates: repeated stamps: ``error``, ``first`` or ``last``.
+    Blank or ``nan`` rigid-body cells are an occluded, invalid sample; infinite values and
+    positions beyond ``max_position_m`` (m, after unit conversion) are errors. ``up``:
+    ``y`` (Motive's default: world and body axes converted to Z-up, :func:`_y_up_to_z_up`,
+    so a body at identity stays at identity) or ``z`` (kept as is).
     """
     path = Path(path)
     if up not in ("y", "z"):
@@ -735,15 +727,9 @@ def stream_pod_csv(
     columns: dict[str, str] | None = None,
     duplicates: str = "last",
 ) -> ImportStream:
-    """Pod encoder CSV with a header row (any logger's: map its headers with ``columns``),
-    its header read now and its rows as they are iterated (memory bounded by a chunk).
-
-    Columns (by header name, any order, extra columns ignored): one time column,
-    ``t_s`` (s), ``t_ms`` (ms), ``t_us`` (µs), ``t_ns`` or ``host_ns`` (ns), decimal
-    and exact; counters ``c0, c1, ...`` (cumulative counts, integers, any number from
-    ``c0`` on without gaps); optional ``device_ns`` or ``device_us`` (MCU time, ns or
-    µs), ``seq``, ``yaw`` (rad), ``yaw_rate`` (rad/s). Cells are separated by commas,
-    semicolons or whitespace (whichever the header uses); ``#`` lines are comments.
+    """Pod encoder CSV with a header row, its header read now and its rows as they are
+    iterated (memory bounded by a chunk); the columns, by header name, are
+    :data:`POD_CSV_COLUMNS` (docs/FORMAT.md: one time column, counters ``c0, c1, ...``).
 
     Args:
         columns: column name -> header in the file, e.g. ``{"t_s": "t", "c0":
@@ -860,17 +846,10 @@ def stream_pose_csv(
 ) -> ImportStream:
     """Generic pose/mocap CSV: one header row naming the columns, one pose per line.
 
-    Columns (by header name, any order, extra columns ignored): time ``t_s`` (s) or
-    ``host_ns`` (ns); position ``x``, ``y``, ``z`` (m; ``z`` may be left out with
-    ``yaw``: 0); orientation ``qx, qy, qz, qw`` or planar ``yaw`` (rad about z);
-    optional ``relocalized`` and ``paused`` (0/1) that become the RELOCALIZED and
-    PAUSED flags. Cells are separated by commas, semicolons or whitespace (whichever
-    the header uses); lines starting with ``#`` are comments.
-
-    Args:
-        columns: column name -> header in the file, for headers named otherwise.
-        max_position_m: largest accepted |coordinate| (m).
-        duplicates: repeated stamps: ``error``, ``first`` or ``last``.
+    Columns by header name (docs/FORMAT.md): ``t_s`` (s) or ``host_ns`` (ns); ``x, y, z``
+    (m; ``z`` may be left out with ``yaw``); ``qx, qy, qz, qw`` or ``yaw`` (rad about z);
+    optional ``relocalized``, ``paused`` (0/1 flags). ``columns`` maps a column name to
+    the file's header; ``max_position_m`` is the largest accepted |coordinate| (m).
     """
     path = Path(path)
     mapping = dict(columns or {})

@@ -173,11 +173,8 @@ class TfTree:
         return pos, np.asarray(Rotation.from_matrix(rot).as_quat())
 
     def compose(self, parent: str, child: str) -> Composed:
-        """Pose of ``child`` in ``parent`` at every stamp of the chain's fastest dynamic link.
-
-        The fastest link is the one with the most samples within the time span every
-        dynamic link of the chain covers; its stamps there are the samples, and the
-        other links are interpolated at them (tf2's rule, see the module docstring).
+        """Pose of ``child`` in ``parent`` at the stamps of the chain's fastest dynamic link (most
+        samples where every dynamic link has samples around them), the others interpolated.
 
         Raises:
             ImportFormatError: see :meth:`chain`; a chain of static links only (no

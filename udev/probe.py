@@ -65,15 +65,10 @@ def probe_port(node: str, kinds: tuple[str, ...] = KINDS, listen_s: float = 0.35
         a1_timeout_s: float = 0.5) -> ProbeResult:
     """Find out which device answers on ``node``; never takes much longer than the deadlines.
 
-    Args:
-        node: the tty to probe (``/dev/ttyUSB0`` or a udev symlink).
-        kinds: which probes to run, in order (subset of ``ld19``, ``pods``, ``a1``).
-        listen_s: how long each listen-only probe listens (s).
-        a1_timeout_s: how long to wait for the A1's GET_INFO answer (s).
-
-    Returns:
-        A :class:`ProbeResult`; ``kind`` is ``unknown`` when nothing answered,
-        ``busy`` or ``error`` when the port could not be used.
+    ``kinds``: the probes to run, in order (of ``ld19``, ``pods``, ``a1``); ``listen_s``:
+    each listen-only probe's listening time (s); ``a1_timeout_s``: the wait for the A1's
+    GET_INFO answer (s). The result's ``kind`` is ``unknown``, ``busy`` or ``error`` when
+    nothing answered or the port could not be used.
 
     Raises:
         UdevError: an unknown probe kind.
