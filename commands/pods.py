@@ -216,41 +216,7 @@ def fit_noise_cmd(sessions: tuple[Path, ...], pods_path: Path, output: Path | No
     if as_json:
         click.echo(to_json(doc))
     else:
-        click.echo(
-            f"{'axis':<6} {'q':>10} {'q_jerk':>9} {'r':>10} {'slip':>5} {'drag':>5} "
-            f"{'NIS':>7} {'95 % band':>17} {'K':>7} {'K_eff':>7} {'rejected':>8} "
-            f"{'max|ρ|':>7} {'bound':>6}")
-        for a, f in fit.axes.items():
-            n = f.nis
-            flag = "" if n.mean_ok else "  NIS outside"
-            flag += "" if n.rejections_ok else "  rejections > 2x nominal"
-            drag = f.noise.drag_share
-            click.echo(
-                f"{a:<6} {f.q:10.3e} {f.noise.q_jerk:9.2e} {f.r:10.3e} "
-                f"{f.noise.slip_scale:5.2f} {drag:5.2f} {n.mean:7.3f} "
-                f"[{n.band[0]:.3f}, {n.band[1]:.3f}] {n.k:7d} {n.k_eff:7.0f} "
-                f"{n.rejection_rate:7.2%} {np.nanmax(np.abs(f.rho)):7.3f} {f.rho_bound:6.3f}{flag}")
-        click.echo(
-            "units: q m²/s³ (heading rad²/s³), q_jerk s³, r m² (heading rad²); slip, drag: "
-            "shares of the wheels' slip law; NIS: mean clipped to the gate")
-        verdict = "consistent" if all(f.nis_ok for f in fit.axes.values()) else "NOT consistent"
-        click.echo(f"filters under the fitted model: {verdict} on these sessions")
-        _print_drift(fit)
-        if fit.reach is not None:
-            click.echo(
-                "reach of these drives (99th percentile over 0.25 s): "
-                + ", ".join(f"{k} {v:.3g}" for k, v in fit.reach.values.items())
-                + " (speed, strafe m/s; turn rad/s; speed_turn m·rad/s²)"
-            )
-        for name, held in doc.get("leave_one_out", {}).items():
-            cov = " / ".join(f"{v:.1%}" for v in held["in_2sigma"].values())
-            nees = " / ".join(f"{v:.2f}" for v in held["mean_nees"].values())
-            over = ", ".join(held["overconfident"]) or "none"
-            click.echo(
-                f"held out {name}: truth in 2σ x / y / θ {cov}, mean NEES {nees}, "
-                f"overconfident: {over}")
-            for why in held["outside_reach"]:
-                click.echo(f"  outside the other drives' reach: {why}")
+        _print_noise(fit, doc)
         if output is not None:
             click.echo(f"model written to {output}")
     if not all(f.nis_ok for f in fit.axes.values()):
@@ -362,6 +328,46 @@ def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
     for key in ("estimate_file", "plots"):
         if key in doc:
             click.echo(f"{key.replace('_', ' ')}: {doc[key]}")
+
+
+def _print_noise(fit: Any, doc: dict[str, Any]) -> None:
+    """The fitted noise per axis with its consistency check, the slip model, the drives' reach
+    and the leave-one-out coverage."""
+    click.echo(
+        f"{'axis':<6} {'q':>10} {'q_jerk':>9} {'r':>10} {'slip':>5} {'drag':>5} "
+        f"{'NIS':>7} {'95 % band':>17} {'K':>7} {'K_eff':>7} {'rejected':>8} "
+        f"{'max|ρ|':>7} {'bound':>6}")
+    for a, f in fit.axes.items():
+        n = f.nis
+        flag = "" if n.mean_ok else "  NIS outside"
+        flag += "" if n.rejections_ok else "  rejections > 2x nominal"
+        drag = f.noise.drag_share
+        click.echo(
+            f"{a:<6} {f.q:10.3e} {f.noise.q_jerk:9.2e} {f.r:10.3e} "
+            f"{f.noise.slip_scale:5.2f} {drag:5.2f} {n.mean:7.3f} "
+            f"[{n.band[0]:.3f}, {n.band[1]:.3f}] {n.k:7d} {n.k_eff:7.0f} "
+            f"{n.rejection_rate:7.2%} {np.nanmax(np.abs(f.rho)):7.3f} {f.rho_bound:6.3f}{flag}")
+    click.echo(
+        "units: q m²/s³ (heading rad²/s³), q_jerk s³, r m² (heading rad²); slip, drag: "
+        "shares of the wheels' slip law; NIS: mean clipped to the gate")
+    verdict = "consistent" if all(f.nis_ok for f in fit.axes.values()) else "NOT consistent"
+    click.echo(f"filters under the fitted model: {verdict} on these sessions")
+    _print_drift(fit)
+    if fit.reach is not None:
+        click.echo(
+            "reach of these drives (99th percentile over 0.25 s): "
+            + ", ".join(f"{k} {v:.3g}" for k, v in fit.reach.values.items())
+            + " (speed, strafe m/s; turn rad/s; speed_turn m·rad/s²)"
+        )
+    for name, held in doc.get("leave_one_out", {}).items():
+        cov = " / ".join(f"{v:.1%}" for v in held["in_2sigma"].values())
+        nees = " / ".join(f"{v:.2f}" for v in held["mean_nees"].values())
+        over = ", ".join(held["overconfident"]) or "none"
+        click.echo(
+            f"held out {name}: truth in 2σ x / y / θ {cov}, mean NEES {nees}, "
+            f"overconfident: {over}")
+        for why in held["outside_reach"]:
+            click.echo(f"  outside the other drives' reach: {why}")
 
 
 def _print_drift(fit: Any) -> None:

@@ -210,16 +210,7 @@ def read_rosbag(
     tree = collector.tree(str(bag))
     out = BagImport()
     for s, k, extra in zip(topics, main, beside, strict=True):
-        msgtype = types[s.topic]
-        if not rows[k]:
-            raise ImportFormatError(f"{bag}: topic {s.topic!r} has no messages")
-        if msgtype == SCAN_TYPE:
-            stream = scan_stream(bag, s, rows[k], duplicates)
-            _mount_from_tf(tree, stream)
-        elif msgtype == COUNTS_TYPE:
-            stream = count_stream(bag, s, rows[k], duplicates)
-        else:
-            stream = pose_stream(bag, s, rows[k], max_position_m, duplicates)
+        stream = _topic_stream(bag, s, types[s.topic], rows[k], tree, max_position_m, duplicates)
         if stream.kind != "pose" and "time_reference" in extra:
             topic = uses[extra["time_reference"]][0]
             apply_time_reference(bag, topic, rows[extra["time_reference"]], stream)
@@ -238,6 +229,22 @@ def read_rosbag(
             for t in out.reloc_ns.tolist()
         ]
     return out
+
+
+def _topic_stream(
+    bag: Path, spec: TopicSpec, msgtype: str, rows: list, tree: TfTree, max_position_m: float,
+    duplicates: str,
+) -> BagStream:  # fmt: skip
+    """The stream of one ``--topic`` from the rows its extract gave (one per message)."""
+    if not rows:
+        raise ImportFormatError(f"{bag}: topic {spec.topic!r} has no messages")
+    if msgtype == SCAN_TYPE:
+        stream = scan_stream(bag, spec, rows, duplicates)
+        _mount_from_tf(tree, stream)
+        return stream
+    if msgtype == COUNTS_TYPE:
+        return count_stream(bag, spec, rows, duplicates)
+    return pose_stream(bag, spec, rows, max_position_m, duplicates)
 
 
 _COMPANION_EXTRACT: dict[str, Extract] = {
