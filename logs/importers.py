@@ -5,7 +5,9 @@ Every parser reads its file in bounded chunks, one column at a time, through
 ``file:line:column: what is wrong`` (:class:`~sensorbench.errors.ImportFormatError`):
 missing columns, non-numeric cells, non-monotonic or duplicate timestamps, quaternions
 far from unit norm, unknown units. Motive's blank cells (occlusion) become invalid
-samples with ``nan`` pose, never zeros.
+samples with ``nan`` pose, never zeros. Every ``stream_*`` reader takes ``max_position_m``
+(largest accepted |coordinate|, m) and ``duplicates`` (repeated stamps: ``error``,
+``first`` or ``last``, :mod:`~sensorbench.logs.import_times`).
 """
 
 from __future__ import annotations
@@ -279,13 +281,7 @@ def stream_tum(
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
 ) -> ImportStream:
-    """TUM trajectory: ``timestamp tx ty tz qx qy qz qw`` (s, m), ``#`` comments.
-
-    Args:
-        max_position_m: largest accepted |coordinate| (m); beyond it is an error.
-        duplicates: repeated stamps: ``error``, ``first`` or ``last`` (see
-            :mod:`sensorbench.logs.import_times`).
-    """
+    """TUM trajectory: ``timestamp tx ty tz qx qy qz qw`` (s, m), ``#`` comments."""
     path = Path(path)
     rows = ((i, text.replace(",", " ")) for i, text in content_lines(path))
     what = "expected 8 columns (timestamp tx ty tz qx qy qz qw), got {n}"
@@ -318,13 +314,7 @@ def stream_euroc(
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
 ) -> ImportStream:
-    """EuRoC CSV: ``#timestamp [ns]``, position x y z (m), quaternion **w x y z**.
-
-    Args:
-        max_position_m: largest accepted |coordinate| (m); beyond it is an error.
-        duplicates: repeated stamps: ``error``, ``first`` or ``last`` (see
-            :mod:`sensorbench.logs.import_times`).
-    """
+    """EuRoC CSV: ``#timestamp [ns]``, position x y z (m), quaternion **w x y z**."""
     path = Path(path)
     split = splitter(",")
 
@@ -734,7 +724,6 @@ def stream_pod_csv(
     Args:
         columns: column name -> header in the file, e.g. ``{"t_s": "t", "c0":
             "count0"}`` for a ``t,count0,...`` file.
-        duplicates: repeated stamps: ``error``, ``first`` or ``last``.
     """
     path = Path(path)
     mapping = dict(columns or {})
