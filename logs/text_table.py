@@ -4,8 +4,7 @@ Every text importer reads its file here: :func:`text_lines` in blocks (NUL bytes
 UTF-8 and over-long lines refused), :func:`tables` in chunks of :data:`CHUNK_ROWS` rows,
 and the converters (:func:`floats`, :func:`integers`, :func:`times_ns`, :func:`flags01`)
 check a whole column against the strict ASCII grammar of :func:`parse_float`, naming
-the first bad cell ``file:line:column``. Fixed-point decimal times become integer ns
-exactly, without float64.
+the first bad cell ``file:line:column``.
 """
 
 from __future__ import annotations
@@ -317,7 +316,9 @@ def flags01(t: Table, j: int, name: str) -> np.ndarray:
 
 
 def times_ns(t: Table, j: int, name: str, unit: str) -> np.ndarray:
-    """Exact int64 nanoseconds of a column of decimal times in ``unit`` (s, ms, us, ns).
+    """Exact int64 nanoseconds of a column of decimal times in ``unit`` (s, ms, us, ns):
+    fixed-point text rounded half away from zero at the first dropped digit, a time with an
+    exponent (``1.5e+09``) through float64.
 
     Raises:
         ImportFormatError: the first cell that is not a number, or whose time does not
