@@ -280,33 +280,15 @@ def _flag_relocalizations(bag: Path, topic: str, out: BagImport) -> None:
         b.imported.attrs["ros_reloc_topic"] = topic
 
 
-def import_rosbag(
-    path: str | os.PathLike[str],
-    topics: list[TopicSpec],
-    session: str | os.PathLike[str],
-    reloc_topic: str | None = None,
-    max_position_m: float = MAX_ABS_POSITION_M,
-    duplicates: str = "last",
-    *,
-    tfs: list[TfSpec] | None = None,
-    events_topic: str | None = None,
-    progress: Progress | None = None,
-) -> BagImport:
-    """Parse the bag's topics and add one stream each to ``session`` (created if missing).
-
-    Relocalization and ``--events`` messages become session events. Nothing is
-    written unless every topic parses, and the session changes all at once (a copy
-    swapped in).
+def import_rosbag(bag: Path, parsed: BagImport, session: str | os.PathLike[str]) -> None:
+    """Add the streams and events :func:`read_rosbag` parsed from ``bag`` to ``session``
+    (created if missing), all at once: a copy swapped in (the session's update lock held)
+    or a new file, so a kill or a full disk leaves an existing session as it was.
     """
     from sensorbench.logs.atomic_output import atomic_output, atomic_update
     from sensorbench.logs.h5_output import guarded_h5
     from sensorbench.logs.writer import SessionWriter
 
-    bag = Path(path)
-    parsed = read_rosbag(
-        bag, topics, reloc_topic, max_position_m, duplicates,
-        tfs=tfs, events_topic=events_topic, progress=progress,
-    )  # fmt: skip
     for b in parsed.streams:
         refuse_impossible(Path(f"{bag}:{b.spec.topic}"), b.spec.name, b.imported.batch)
     source = {"source_file": bag.name}
@@ -316,8 +298,6 @@ def import_rosbag(
     existed = session.exists()
     extra = [b for b in parsed.streams if b.receive_ns is not None or b.covariance is not None
              or b.twist is not None]  # fmt: skip
-    # one swap for the streams and their extra columns: a kill or a full disk at any
-    # moment leaves an existing session exactly as it was
     with atomic_update(session) if existed else atomic_output(session) as tmp:
         if existed:
             writer = SessionWriter.add_to(tmp)
@@ -354,4 +334,3 @@ def import_rosbag(
                     if b.twist is not None:
                         group.create_dataset("twist", data=b.twist[0])
                         group.create_dataset("twist_covariance", data=b.twist[1])
-    return parsed
