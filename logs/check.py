@@ -298,7 +298,7 @@ class RecoveryReport:
     """What :func:`recover_session` kept and dropped."""
 
     path: Path
-    backup: Path | None
+    backup: Path
     kept_rows: dict[str, int]
     dropped_rows: dict[str, int]
     events: int
@@ -311,14 +311,12 @@ def backup_name(path: Path) -> Path:
     return next(name for name in names if not name.exists())
 
 
-def recover_session(
-    path: str | os.PathLike[str], backup: bool = True, force: bool = False
-) -> RecoveryReport:
+def recover_session(path: str | os.PathLike[str], force: bool = False) -> RecoveryReport:
     """Rebuild a session whose writer died (or that was marked closed with rows beyond its
     consistent data, as a full disk can leave it), keeping every consistent row.
 
-    The rebuilt file takes the original's name; with ``backup`` the original keeps its
-    bytes as ``NAME.orig.h5`` (``NAME.orig-2.h5``… when that exists). The session's update
+    The rebuilt file takes the original's name; the original keeps its bytes as
+    ``NAME.orig.h5`` (``NAME.orig-2.h5``… when that exists). The session's update
     lock is held throughout. ``force``: recover although the writer ran on another host.
 
     Raises:
@@ -326,10 +324,10 @@ def recover_session(
     """
     path = Path(path)
     with UpdateLock(path):
-        return _recover_locked(path, backup, force)
+        return _recover_locked(path, force)
 
 
-def _recover_locked(path: Path, backup: bool, force: bool) -> RecoveryReport:
+def _recover_locked(path: Path, force: bool) -> RecoveryReport:
     report = check_session(path)
     if report.in_use:
         raise SessionError(f"{path} is in use: {report.in_use}; it was not touched")
@@ -360,7 +358,7 @@ def _recover_locked(path: Path, backup: bool, force: bool) -> RecoveryReport:
                     n, _ = stream_rows(kind, g)
                     kept[f"{group_name}/{name}"] = n
                     _copy_prefix(kind, g, out_group.create_group(name), n)
-        bak = _keep_original(path) if backup else None
+        bak = _keep_original(path)
         os.replace(tmp, path)
     except OSError as exc:
         raise disk_error(exc, path, "it is unchanged") from exc

@@ -90,11 +90,11 @@ def _decode(path: Path, before: int, raw: bytes) -> str:
     raise ImportFormatError(f"{path}:{line}:{col}: {why}")
 
 
-def content_lines(path: Path, comment: str = "#") -> Iterator[tuple[int, str]]:
-    """The lines of :func:`text_lines` that are neither blank nor comments."""
+def content_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The lines of :func:`text_lines` that are neither blank nor ``#`` comments."""
     for i, text in text_lines(path):
         stripped = text.strip(ASCII_SPACE)
-        if stripped and not stripped.startswith(comment):
+        if stripped and not stripped.startswith("#"):
             yield i, text
 
 
