@@ -175,7 +175,7 @@ def run(quick: bool) -> list[BenchResult]:
     """Import speed as a fraction of rosbags' own one-topic-at-a-time reading speed;
     export speed per message against mcap + rosbags' CDR."""
     from sensorbench.logs.export_mcap import export_mcap
-    from sensorbench.logs.import_rosbag import TfSpec, TopicSpec, import_rosbag
+    from sensorbench.logs.import_rosbag import TfSpec, TopicSpec, import_rosbag, read_rosbag
 
     seconds = 30 if quick else 120
     specs = [TopicSpec.parse(t) for t in TOPICS]
@@ -188,7 +188,7 @@ def run(quick: bool) -> list[BenchResult]:
 
         def ours() -> None:
             session.unlink(missing_ok=True)
-            import_rosbag(bag, specs, session, tfs=chains)
+            import_rosbag(bag, read_rosbag(bag, specs, tfs=chains), session)
 
         timing = interleave(ours, lambda: _rosbags_one_at_a_time(bag, read), rounds=5)
         size_mb = bag.stat().st_size / 1e6

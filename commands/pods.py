@@ -171,26 +171,15 @@ def fit_noise_cmd(sessions: tuple[Path, ...], pods_path: Path, output: Path | No
         holdout: bool) -> None:
     """Fit the split filters' noise per axis from replayed sessions.
 
-    Per axis (x, y in m; heading in rad): q, the velocity random walk at constant
-    acceleration (m²/s³, rad²/s³), q_jerk, its growth with the odometry's observed
-    squared jerk (s³; the observed acceleration is fed forward), r, the tick rounding of
-    the odometry position (m², rad²), and the shares of the wheels' rolling and dragging
-    slip law (from the pod model) the odometry position takes per step. The model's shape
-    comes from a Gaussian likelihood with gross innovations censored; its level and its
-    balance across the sessions from the mean NIS clipped to the gate, with the gate
-    applied as the filters run. Reports that mean with its 95 % band over the effective
-    number of updates, the gate's rejection rate, and the innovation autocorrelation
-    ρ_1..ρ_10 against ±1.96/√K. The check runs on the fitted sessions, whose clipped NIS
-    set the level, so it shows the balance between drives; `sensorbench replay` on other
-    sessions is the test. Exit 1 when the filters are not consistent on some axis (mean
-    outside its band, or rejections above twice the gate's nominal rate); the model is
-    still written: the check is a diagnosis, not a refusal.
-
-    When every session has mocap, also the odometry's slip model: the variance each
-    body axis's error gains per metre driven along x and y and per radian turned
-    (m² or rad² per m or rad), fitted against mocap with bounces, calibration error and
-    time misalignment separated out; the filters then grow their stated uncertainty
-    with the motion (and carry the heading's into x and y) instead of with time.
+    Per axis (x, y in m; heading in rad): q, the velocity random walk (m²/s³, rad²/s³),
+    q_jerk, its growth with the odometry's observed squared jerk (s³), r, the tick rounding
+    (m², rad²), and the shares of the wheels' slip law the odometry takes per step; when
+    every session has mocap, also the odometry's slip model (variance gained per m driven
+    along x and y and per rad turned). Reports the mean NIS clipped to the gate with its
+    95 % band, the gate's rejection rate and the innovation autocorrelation ρ_1..ρ_10
+    (docs/PODS.md explains the fit) on the fitted sessions (`replay` on others is the test).
+    Exit 1 when the filters are not consistent on some axis; the model is still written:
+    the check is a diagnosis, not a refusal.
     """
     from sensorbench.characterize.pods.noise_fit import fit_noise, leave_one_out
     from sensorbench.fusion.filter_noise import save_noise_model
@@ -216,41 +205,7 @@ def fit_noise_cmd(sessions: tuple[Path, ...], pods_path: Path, output: Path | No
     if as_json:
         click.echo(to_json(doc))
     else:
-        click.echo(
-            f"{'axis':<6} {'q':>10} {'q_jerk':>9} {'r':>10} {'slip':>5} {'drag':>5} "
-            f"{'NIS':>7} {'95 % band':>17} {'K':>7} {'K_eff':>7} {'rejected':>8} "
-            f"{'max|ρ|':>7} {'bound':>6}")
-        for a, f in fit.axes.items():
-            n = f.nis
-            flag = "" if n.mean_ok else "  NIS outside"
-            flag += "" if n.rejections_ok else "  rejections > 2x nominal"
-            drag = f.noise.drag_share
-            click.echo(
-                f"{a:<6} {f.q:10.3e} {f.noise.q_jerk:9.2e} {f.r:10.3e} "
-                f"{f.noise.slip_scale:5.2f} {drag:5.2f} {n.mean:7.3f} "
-                f"[{n.band[0]:.3f}, {n.band[1]:.3f}] {n.k:7d} {n.k_eff:7.0f} "
-                f"{n.rejection_rate:7.2%} {np.nanmax(np.abs(f.rho)):7.3f} {f.rho_bound:6.3f}{flag}")
-        click.echo(
-            "units: q m²/s³ (heading rad²/s³), q_jerk s³, r m² (heading rad²); slip, drag: "
-            "shares of the wheels' slip law; NIS: mean clipped to the gate")
-        verdict = "consistent" if all(f.nis_ok for f in fit.axes.values()) else "NOT consistent"
-        click.echo(f"filters under the fitted model: {verdict} on these sessions")
-        _print_drift(fit)
-        if fit.reach is not None:
-            click.echo(
-                "reach of these drives (99th percentile over 0.25 s): "
-                + ", ".join(f"{k} {v:.3g}" for k, v in fit.reach.values.items())
-                + " (speed, strafe m/s; turn rad/s; speed_turn m·rad/s²)"
-            )
-        for name, held in doc.get("leave_one_out", {}).items():
-            cov = " / ".join(f"{v:.1%}" for v in held["in_2sigma"].values())
-            nees = " / ".join(f"{v:.2f}" for v in held["mean_nees"].values())
-            over = ", ".join(held["overconfident"]) or "none"
-            click.echo(
-                f"held out {name}: truth in 2σ x / y / θ {cov}, mean NEES {nees}, "
-                f"overconfident: {over}")
-            for why in held["outside_reach"]:
-                click.echo(f"  outside the other drives' reach: {why}")
+        _print_noise(fit, doc)
         if output is not None:
             click.echo(f"model written to {output}")
     if not all(f.nis_ok for f in fit.axes.values()):
@@ -299,18 +254,12 @@ def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
         as_json: bool) -> None:
     """Replay a session's pods through the split x/y/heading filters.
 
-    Prints the error against the reference: RMS, max and final position error
-    (m) and heading error (rad, degrees in the table), the time offset found
-    between encoder and mocap, and how many updates the NIS gate rejected. With
-    IMU yaw in the encoder stream, frames where a parallel pod bounced are
-    rebuilt from the other two pods and the gyro first.
-
-    Honest uncertainty: against the reference, per axis the mean NEES with its 95 %
-    band (effective sample size, errors are correlated) and the fraction of samples
-    with the truth inside the stated 1σ/2σ/3σ (expected 68.3/95.4/99.7 %); the
-    gate's rejections against its nominal rate; a sliding-window NIS monitor whose
-    degraded spans are flagged (PoseFlag.DEGRADED) in the estimate and written as
-    events.
+    Prints the error against the reference (RMS, max and final position error in m,
+    heading error in rad, degrees in the table), the encoder/mocap time offset and the
+    gate's rejections; per axis the mean NEES with its 95 % band and the fraction of
+    samples with the truth inside the stated 1σ/2σ/3σ (expected 68.3/95.4/99.7 %); a
+    sliding-window NIS monitor's degraded spans are flagged (PoseFlag.DEGRADED) in the
+    estimate and written as events (docs/PODS.md).
     """
     from sensorbench.characterize.pose.aid import load_pose_aid_model
     from sensorbench.fusion.filter_noise import FilterNoise, load_noise_model
@@ -362,6 +311,46 @@ def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
     for key in ("estimate_file", "plots"):
         if key in doc:
             click.echo(f"{key.replace('_', ' ')}: {doc[key]}")
+
+
+def _print_noise(fit: Any, doc: dict[str, Any]) -> None:
+    """The fitted noise per axis with its consistency check, the slip model, the drives' reach
+    and the leave-one-out coverage."""
+    click.echo(
+        f"{'axis':<6} {'q':>10} {'q_jerk':>9} {'r':>10} {'slip':>5} {'drag':>5} "
+        f"{'NIS':>7} {'95 % band':>17} {'K':>7} {'K_eff':>7} {'rejected':>8} "
+        f"{'max|ρ|':>7} {'bound':>6}")
+    for a, f in fit.axes.items():
+        n = f.nis
+        flag = "" if n.mean_ok else "  NIS outside"
+        flag += "" if n.rejections_ok else "  rejections > 2x nominal"
+        drag = f.noise.drag_share
+        click.echo(
+            f"{a:<6} {f.q:10.3e} {f.noise.q_jerk:9.2e} {f.r:10.3e} "
+            f"{f.noise.slip_scale:5.2f} {drag:5.2f} {n.mean:7.3f} "
+            f"[{n.band[0]:.3f}, {n.band[1]:.3f}] {n.k:7d} {n.k_eff:7.0f} "
+            f"{n.rejection_rate:7.2%} {np.nanmax(np.abs(f.rho)):7.3f} {f.rho_bound:6.3f}{flag}")
+    click.echo(
+        "units: q m²/s³ (heading rad²/s³), q_jerk s³, r m² (heading rad²); slip, drag: "
+        "shares of the wheels' slip law; NIS: mean clipped to the gate")
+    verdict = "consistent" if all(f.nis_ok for f in fit.axes.values()) else "NOT consistent"
+    click.echo(f"filters under the fitted model: {verdict} on these sessions")
+    _print_drift(fit)
+    if fit.reach is not None:
+        click.echo(
+            "reach of these drives (99th percentile over 0.25 s): "
+            + ", ".join(f"{k} {v:.3g}" for k, v in fit.reach.values.items())
+            + " (speed, strafe m/s; turn rad/s; speed_turn m·rad/s²)"
+        )
+    for name, held in doc.get("leave_one_out", {}).items():
+        cov = " / ".join(f"{v:.1%}" for v in held["in_2sigma"].values())
+        nees = " / ".join(f"{v:.2f}" for v in held["mean_nees"].values())
+        over = ", ".join(held["overconfident"]) or "none"
+        click.echo(
+            f"held out {name}: truth in 2σ x / y / θ {cov}, mean NEES {nees}, "
+            f"overconfident: {over}")
+        for why in held["outside_reach"]:
+            click.echo(f"  outside the other drives' reach: {why}")
 
 
 def _print_drift(fit: Any) -> None:

@@ -232,23 +232,13 @@ def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots
 ) -> None:
     """Leave-one-session-out Monte Carlo validation of the pose-error model.
 
-    For every session: refit on the others (or use --model), simulate opt.DRAWS error
-    series along its real timestamps and relocalizations, and place the real RMS,
-    mean, max |e|, lag-1 autocorrelation and growth (last- over first-quarter RMS
-    of each relocalization segment) of every axis among them. Percentile
-    p = (1 + #{sim >= real}) / (draws + 1). Verdict at family-wise level ALPHA
-    (max-|z| over the session's checks, null from the same draws; Šidák over
-    sessions).
-
-    Then the two-part verdict. Model: DRIFT (tau not inside the relocalization
-    segments the data has, or a consistent per-segment trend), SCALE (Sim(3)/Sim(2)
-    scale), FRAME (a session not in the campaign's map), MISFIT (the Monte Carlo
-    checks above). Requirements (--require): the predicted distribution of each
-    statistic over --horizon under the model, with its parameter uncertainty, and
-    bounds at --verdict-confidence of its --confidence quantile under the sensor's
-    true parameters: the requirement holds, fails or cannot be told from these
-    sessions. Exit 0 when the model holds and every requirement holds, 1 naming
-    what failed or could not be told, and why.
+    For every session: refit on the others (or use --model), simulate error series along
+    its real timestamps and relocalizations, and place the real RMS, mean, max |e|, lag-1
+    autocorrelation and growth of every axis among them, at family-wise level ALPHA. Then
+    the verdict: the model (DRIFT, SCALE, FRAME or MISFIT) and each --require over
+    --horizon (holds, fails or cannot be told from these sessions); docs/POSE_ERROR.md
+    explains both. Exit 0 when the model and every requirement hold, 1 naming what failed
+    or could not be told, and why.
     """
     from sensorbench.characterize.pose.error_model import PoseErrorModel, fit_pose_error
     from sensorbench.characterize.pose.requirements import Requirement, judge_requirements

@@ -238,17 +238,18 @@ def import_rosbag_cmd(bag: Path, topics: tuple[str, ...], tfs: tuple[str, ...], 
     stream (angles CCW from the sensor's forward, in [0, 2pi)); JointState of
     integer positions an encoder stream. Header stamps are the sample times.
     """
-    from sensorbench.logs.import_rosbag import TfSpec, TopicSpec, import_rosbag
+    from sensorbench.logs.import_rosbag import TfSpec, TopicSpec, import_rosbag, read_rosbag
 
     if not topics and not tfs:
         raise click.UsageError("name at least one --topic TOPIC=NAME or --tf PARENT:CHILD=NAME")
     specs = [TopicSpec.parse(t) for t in topics]
     chains = [TfSpec.parse(t) for t in tfs]
     with progress_bar(f"reading {bag.name}") as progress:
-        parsed = import_rosbag(
-            bag, specs, session, reloc_topic, max_position_m, duplicates,
+        parsed = read_rosbag(
+            bag, specs, reloc_topic, max_position_m, duplicates,
             tfs=chains, events_topic=events_topic, progress=progress,
         )  # fmt: skip
+        import_rosbag(bag, parsed, session)
     lines = show.rosbag_lines(parsed, bag, session, duplicates, reloc_topic, events_topic)
     click.echo("\n".join(lines))
 

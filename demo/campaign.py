@@ -1,27 +1,10 @@
 """``sensorbench demo``: capture a whole campaign from the emulated robot, fit, validate, report.
 
-:func:`run_demo` does, in order (each step is the library code behind the command
-named in brackets, on the files the previous steps wrote):
-
-1. captures, through the real capture path (staggered bring-up, real drivers on
-   pseudo-terminals, :mod:`~sensorbench.demo.capture`), the fixed drives
-   ``forward``, ``sideways``, ``spin`` and ``square`` (pods + mocap), a static lidar
-   session (``lidar_static``: LD19 + both A1s) and a
-   relocalization campaign (``reloc_campaign`` sessions: pods, mocap, pose sensor);
-2. fits the pod geometry on the four drives (``fit pods``) and the filter noise on
-   the square and the spin (``fit noise``);
-3. fits the pose-error model on the campaign (``fit pose-error``);
-4. merges the static session's front and rear A1 scans (``merge``);
-5. writes the report (``report``), which replays the drives, validates the pose-error
-   model leave-one-session-out and characterizes the lidars.
-
-Any step that fails raises (nothing is skipped silently). Progress goes to the
-``progress`` callback; nothing is printed.
-
-Time base: the emulation runs ``speed`` times faster than the wall and the files are
-stamped on the host clock, so every time-like option of the fits (pod-fit interval,
-lidar static-stretch lengths) is divided by ``speed`` to cover the same simulated
-span as at real time; the report puts time-like truth values on the file's time base.
+:func:`run_demo` runs, on the files each step before it wrote, the library code behind
+capture (the fixed drives, a static lidar session, a relocalization campaign), ``fit
+pods``, ``fit noise``, ``fit pose-error``, ``merge`` and ``report`` (docs/DEMO.md). Any
+failing step raises; progress goes to the ``progress`` callback. Time-like fit options
+are divided by ``speed`` (files are stamped on the host clock, ``speed``× faster).
 """
 
 from __future__ import annotations

@@ -1,35 +1,10 @@
 """Capture one simulated scenario through the real capture path, with its truth.
 
-:func:`capture_scenario` is one session of ``sensorbench demo``: the emulated robot
-(:class:`~sensorbench.sim.emulated_robot.EmulatedRobot`) serves the chosen devices on
-pseudo-terminals under stable names, :func:`~sensorbench.drivers.capture.run_capture`
-brings them up one after another and records them through the real drivers, and the
-emulated network pose source
-(:class:`~sensorbench.sim.pose_source.SimPoseSource`) adds the simulation's
-mocap and pose-sensor samples. Afterwards the simulation's truth is added to the file
-(``/truth``, layout below) so reports can print it beside what was recovered.
-
-Timing. The emulation runs ``speed`` times faster than the wall and every stream is
-stamped on the host clock, so inside the file time runs ``speed`` times faster than
-in the simulation: a simulated 5 s correlation time shows as 5/speed s. The truth
-attributes carry ``emulation_speed`` so time-like truth values can be put on the
-file's time base. The scenario gets a lead-in hold long enough to cover the
-bring-up (``bringup_budget_s`` host seconds), so the motion starts after every
-device records; the capture stops just before the scenario ends (the pod MCU would
-otherwise loop back to the start).
-
-``/truth`` of a captured demo session (a subset of ``simulate_to_session``'s):
-
-* attributes: ``scenario_name``, ``scenario_toml`` (the resolved scenario, simulated
-  units), ``seed``, ``campaign_session`` (-1 if none), ``duration_s`` (simulated s),
-  ``t0_ns`` (host monotonic ns of simulated time 0), ``emulation_speed``,
-  ``software_version``, ``time_base``;
-* ``pose/t_ns`` (host ns), ``pose/x_y_yaw`` (m, m, rad unwrapped, world);
-* ``pods/geometry`` (columns x_m y_m angle_rad radius_m counts_per_rev m_per_count),
-  ``pods/gyro_bias_rad_s`` (per simulated second);
-* ``pose_sensor/reloc_t_ns`` (host ns), ``pose_sensor/reloc_offset``,
-  ``pose_sensor/reloc_wrong``;
-* ``lidar/<name>`` attributes ``params_toml`` and ``mount_xy_yaw``.
+:func:`capture_scenario` serves the chosen emulated devices on pseudo-terminals,
+records them through :func:`~sensorbench.drivers.capture.run_capture` with the
+emulated network pose source beside them, then adds the simulation's ``/truth``
+(docs/SIMULATION.md; ``emulation_speed`` and ``t0_ns`` put simulated times on the
+file's host-clock time base, where time runs ``speed``× faster).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The HDF5 session format: writer, reader, replay, recovery, import and export.
+"""The HDF5 session format: writer, reader, recovery, import and export.
 
 See ``docs/FORMAT.md`` for the layout, field by field.
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
-    from sensorbench.logs.reader import ReplayItem, Session
+    from sensorbench.logs.reader import Session
     from sensorbench.logs.schema import (
         NO_DEVICE_TIME,
         SCHEMA_VERSION,
@@ -29,7 +29,6 @@ _HOME = {
     "Event": "batches",
     "LidarTurns": "batches",
     "PoseBatch": "batches",
-    "ReplayItem": "reader",
     "Session": "reader",
     "NO_DEVICE_TIME": "schema",
     "SCHEMA_VERSION": "schema",
@@ -48,7 +47,6 @@ __all__ = [
     "LidarTurns",
     "PoseBatch",
     "PoseFlag",
-    "ReplayItem",
     "Session",
     "SessionWriter",
     "TurnFlag",

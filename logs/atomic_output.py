@@ -1,24 +1,9 @@
 """Safe output files: no silent overwrite, never over an input, visible only when complete.
 
-Every command that writes a file goes through this module:
-
-* :func:`check_output` refuses an output that exists (unless ``force``), that is one of
-  the command's own inputs (even with ``force``: same resolved path or same inode), a
-  directory, or a path whose directory does not exist; ``force`` replaces only a regular
-  file, never a device node, FIFO, socket or symbolic link, nor a session some process
-  has open for writing (:func:`~sensorbench.logs.update_lock.writer_of`). Commands call
-  it before any long computation, so a refusal costs nothing.
-* :class:`PendingOutput` / :func:`atomic_output` write into a temporary file in the
-  output's directory and rename it into place only when it is complete (after an
-  ``fsync``). A failed or killed write leaves the old file untouched; without
-  ``force`` the final step is a no-clobber hard link, so a file that appeared in
-  the meantime is not replaced either; with ``force`` the output is checked again
-  under its update lock just before the rename.
-* :func:`atomic_update` modifies an existing file through a complete copy that
-  replaces the original in one rename (used by ``import --into``), holding the
-  file's update lock (:mod:`~sensorbench.logs.update_lock`) from the copy to the
-  rename, so two updates at once never lose one.
-* :func:`atomic_figures` does the same for a directory of figures (``--plots``).
+Every command that writes a file goes through this module (docs/FORMAT.md, "Writing
+safely"): :func:`check_output` refuses before any long computation; :func:`atomic_output`,
+:func:`atomic_update` and :func:`atomic_figures` write beside the output and rename into
+place only when complete, so a failed or killed write leaves the old file untouched.
 """
 
 from __future__ import annotations
@@ -296,15 +281,9 @@ def atomic_output(
 class PendingUpdate(PendingOutput):
     """A complete copy of an existing file, modified at :attr:`tmp`, swapped in at commit.
 
-    The file's :class:`~sensorbench.logs.update_lock.UpdateLock` is taken before the
-    copy and held until the swap (or the discard), so a second update of the same file
-    waits for this one (up to ``wait_s``) and then starts from its result: no update is
-    ever lost. The commit still refuses if the original changed since the copy was
-    taken (a writer that does not take the lock).
-
-    Args:
-        path: the file to update.
-        wait_s: longest wait for another update of ``path`` to finish (s).
+    The file's :class:`~sensorbench.logs.update_lock.UpdateLock` is held from the copy to
+    the swap (or discard), so a second update waits (up to ``wait_s``, s) and starts from
+    this one's result; the commit still refuses if the original changed meanwhile.
     """
 
     def __init__(self, path: PathLike, *, wait_s: float = DEFAULT_WAIT_S) -> None:
@@ -367,11 +346,9 @@ def atomic_figures(
 ) -> Iterator[Path]:
     """Yield a fresh hidden directory inside ``directory`` to write figures into.
 
-    When the block succeeds, every file written there moves into ``directory`` by
-    one rename each; if any of them exists already and ``force`` is False, or is one
-    of ``inputs``, nothing moves (exit 2, listing them) and the directory is as it
-    was. The hidden directory is removed in every case. Paths returned by the block
-    map to their final place with ``directory / path.name``.
+    When the block succeeds each file moves into ``directory`` by one rename; if any would
+    replace an existing file (without ``force``) or one of ``inputs``, none moves. The hidden
+    directory is removed in every case; a figure's final place is ``directory / path.name``.
 
     Raises:
         OutputError: a figure would replace an existing file (without ``force``) or an input.

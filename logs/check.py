@@ -1,17 +1,9 @@
 """Integrity checks and recovery of sessions whose writer died.
 
-:func:`check_session` validates the layout against schema version 1 and the
-internal consistency of every stream. :func:`recover_session` rebuilds a file
-whose writer was killed: it copies the self-consistent prefix of every stream
-(everything up to the writer's last flush) into a fresh file marked RECOVERED,
-keeps the original beside it under a new name, and reports what it kept and
-what it dropped.
-
-A file is never touched while another process writes it: a non-SWMR writer holds
-HDF5's file lock; a live SWMR recording (which HDF5 does not lock) is recognised
-by its superblock's SWMR-write flag together with the writer record in the
-``/_status`` attributes (pid, host, process start time) naming a running process.
-The file's modification time is not used: a silent device does not change it.
+:func:`check_session` validates the layout against schema version 1 and every stream's
+consistency; :func:`recover_session` copies each stream's self-consistent prefix into a
+fresh file marked RECOVERED and keeps the original beside it. A file another process
+writes (HDF5's lock, or a live SWMR writer named in ``/_status``) is never touched.
 """
 
 from __future__ import annotations
@@ -306,7 +298,7 @@ class RecoveryReport:
     """What :func:`recover_session` kept and dropped."""
 
     path: Path
-    backup: Path | None
+    backup: Path
     kept_rows: dict[str, int]
     dropped_rows: dict[str, int]
     events: int
@@ -319,33 +311,23 @@ def backup_name(path: Path) -> Path:
     return next(name for name in names if not name.exists())
 
 
-def recover_session(
-    path: str | os.PathLike[str], backup: bool = True, force: bool = False
-) -> RecoveryReport:
-    """Rebuild a session whose writer died (or that was marked closed with rows beyond
-    its consistent data, as a write failing on a full disk can leave it), keeping every
-    consistent row.
+def recover_session(path: str | os.PathLike[str], force: bool = False) -> RecoveryReport:
+    """Rebuild a session whose writer died (or that was marked closed with rows beyond its
+    consistent data, as a full disk can leave it), keeping every consistent row.
 
-    The rebuilt file is written under a temporary name and then takes the
-    original's name; the original keeps its bytes under a new name
-    (``NAME.orig.h5``, or ``NAME.orig-2.h5``… when that exists: nothing is ever
-    overwritten). The session's update lock is held throughout, so a concurrent
-    import or recovery waits.
-
-    Args:
-        path: the session file.
-        backup: keep the original beside it (nothing is lost).
-        force: recover although the writer ran on another host and may still run.
+    The rebuilt file takes the original's name; the original keeps its bytes as
+    ``NAME.orig.h5`` (``NAME.orig-2.h5``… when that exists). The session's update
+    lock is held throughout. ``force``: recover although the writer ran on another host.
 
     Raises:
         SessionError: the file is closed and consistent, or its writer still runs (or may).
     """
     path = Path(path)
     with UpdateLock(path):
-        return _recover_locked(path, backup, force)
+        return _recover_locked(path, force)
 
 
-def _recover_locked(path: Path, backup: bool, force: bool) -> RecoveryReport:
+def _recover_locked(path: Path, force: bool) -> RecoveryReport:
     report = check_session(path)
     if report.in_use:
         raise SessionError(f"{path} is in use: {report.in_use}; it was not touched")
@@ -376,7 +358,7 @@ def _recover_locked(path: Path, backup: bool, force: bool) -> RecoveryReport:
                     n, _ = stream_rows(kind, g)
                     kept[f"{group_name}/{name}"] = n
                     _copy_prefix(kind, g, out_group.create_group(name), n)
-        bak = _keep_original(path) if backup else None
+        bak = _keep_original(path)
         os.replace(tmp, path)
     except OSError as exc:
         raise disk_error(exc, path, "it is unchanged") from exc

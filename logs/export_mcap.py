@@ -1,28 +1,10 @@
 """Export a session to one MCAP file of ROS 2 messages (CDR), for ROS 2 tools and Foxglove.
 
-Topics (``NAME`` is the stream name; docs/FORMAT.md has the table):
-
-- lidar: ``/NAME/scan`` ``sensor_msgs/msg/LaserScan`` per turn, every point in the ray
-  bin of its own angle, counter-clockwise (REP 103; :mod:`sensorbench.logs.scan_bins`);
-- pose: ``/NAME/pose`` ``geometry_msgs/msg/PoseStamped`` per valid sample and one
-  ``nav_msgs/msg/Path`` of them all (``/NAME/path``); an estimate also as
-  ``nav_msgs/msg/Odometry`` (``/NAME/odom``, with its covariance when the stream has
-  one) and on ``/tf``;
-- encoder: ``/NAME/counts`` ``sensor_msgs/msg/JointState`` (counts, sequence, IMU yaw);
-- device times: ``/NAME/time_reference`` ``sensor_msgs/msg/TimeReference``;
-- flags of pose samples and lidar turns: ``/NAME/flags``
-  ``diagnostic_msgs/msg/DiagnosticArray``;
-- the lidars' mounts: ``/tf_static`` (``base_link`` → each lidar's frame);
-- events: ``/events`` ``diagnostic_msgs/msg/DiagnosticArray``;
-- given an :class:`OdometryTrack` (``export --pods P --noise N``: the filters replayed
-  on the pod stream, as ``replay``): ``/odom`` ``nav_msgs/msg/Odometry`` per frame, pose
-  and twist with covariance, and ``/tf`` ``odom`` → ``base_link``, so a plain capture
-  gives a SLAM node its odometry.
-
-Stamps and log times are wall-clock time: session times plus the session's anchor
-(:func:`wall_clock_offset_ns`). The file is the MCAP storage file of a rosbag2
-recording (ROS 2 Humble message definitions embedded), so ``ros2 bag``, ``rosbags``,
-the ``mcap`` tools and Foxglove read it as it is; ``import rosbag`` reads it back.
+One topic per stream and kind of value (docs/FORMAT.md has the table), ``/tf_static`` for
+the lidars' mounts, ``/events``, and given an :class:`OdometryTrack` the replayed filters'
+``/odom`` and ``/tf``. Stamps are wall-clock ns (session time plus
+:func:`wall_clock_offset_ns`); the file is a rosbag2 MCAP storage file that ``import
+rosbag`` reads back.
 """
 
 from __future__ import annotations
@@ -376,15 +358,10 @@ def export_mcap(
     skip_invalid: bool = False,
     odometry: OdometryTrack | None = None,
 ) -> McapExport:
-    """Write the streams of ``session`` (or only ``names``), its mounts and events to ``out``.
-
-    A stream with impossible samples (:func:`~sensorbench.logs.values.exportable`) is
-    refused, or with ``skip_invalid`` written without them, their count per stream in
-    :attr:`McapExport.skipped`.
-
-    Args:
-        progress: called with (messages written, messages to write) now and then.
-        odometry: also write it as ``/odom`` and ``/tf`` (module docstring).
+    """Write the streams of ``session`` (or only ``names``), its mounts and events to ``out``;
+    with ``odometry`` also ``/odom`` and ``/tf``. ``progress`` is called with (messages
+    written, messages to write). Impossible samples are refused, or with ``skip_invalid``
+    left out and counted in :attr:`McapExport.skipped`.
 
     Raises:
         SessionError: a stream the session lacks, a stamp before 1970, or impossible

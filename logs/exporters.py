@@ -36,19 +36,13 @@ def export_stream(
     *,
     skip_invalid: bool = False,
 ) -> Exported:
-    """Write stream ``name`` of ``session`` to ``out``.
-
-    Pose streams export to ``tum`` (``t x y z qx qy qz qw``, t in s exact to the ns, values
-    as the shortest decimals that read back as the same float64, invalid samples skipped)
-    or ``csv`` (every sample with ``valid`` and ``flags``); encoder streams, lidar streams
-    (one row per point) and ``events`` export to ``csv``. A stream with
-    impossible samples (:mod:`sensorbench.logs.values`: non-finite values in valid
-    samples, times stepping back, impossible stamps) is refused, or with
-    ``skip_invalid`` exported without them.
+    """Write stream ``name`` of ``session`` to ``out``: a pose stream as ``tum`` (valid
+    samples; t in s exact to the ns, values as the shortest decimals that read back as the
+    same float64) or ``csv``; encoder, lidar (one row per point) and ``events`` as ``csv``.
 
     Raises:
         SessionError: no such stream, a format the stream cannot take, or impossible
-            samples (without ``skip_invalid``).
+            samples (without ``skip_invalid``, which leaves them out and counts them).
     """
     from sensorbench.logs.reader import Session  # h5py: loaded when a command runs
     from sensorbench.logs.values import exportable

@@ -1,21 +1,10 @@
 """HDF5 output that survives a full or failing disk: HDF5 never sees the I/O error.
 
-When a write of HDF5's own file driver fails (ENOSPC, EFBIG, EIO), the library is
-left with metadata it cannot flush: closing the file fails, its objects fail to close
-when they are freed, and the interpreter crashed with SIGSEGV at exit disposing of
-it (h5py 3.16 with HDF5 2.0, issue 30). Offline writers therefore hand HDF5 a
-:class:`GuardedFile` instead of a path (h5py's file-object driver): every write goes
-to the disk through ``os.pwrite``; the first one that fails is recorded, and from
-then on writes are kept in memory (so HDF5 reads back what it wrote and stays
-consistent) and nothing more reaches the disk. HDF5 closes the file normally; the
-writer then calls :meth:`GuardedFile.raise_if_failed` and discards the output.
-
-Only for files written start to finish by one process (simulation, import, decode,
-merge, split, recovery): a live SWMR recording needs HDF5's POSIX driver, so before
-each flush its writer reserves on the disk the room the flush can take
-(:func:`reserve_room`); when the disk cannot give it, nothing more is written and the
-file is closed intact (:class:`NoRoomError`). The file carries an exclusive ``flock``
-while it is open, as HDF5 sets on files it writes, so ``check`` sees it in use.
+Offline writers hand HDF5 a :class:`GuardedFile` (h5py's file-object driver): writes go
+to the disk with ``os.pwrite`` until the first one fails, then stay in memory, so HDF5
+closes normally and the writer discards the output (:meth:`GuardedFile.raise_if_failed`).
+A live SWMR recording reserves room before each flush instead (:func:`reserve_room`,
+:class:`NoRoomError`). docs/FORMAT.md, "A full or read-only disk", says why.
 """
 
 from __future__ import annotations

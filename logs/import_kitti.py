@@ -45,13 +45,8 @@ def stream_kitti(
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
 ) -> ImportStream:
-    """KITTI poses from ``path`` with their times from ``times`` (see the module
-    docstring), both read a chunk at a time.
-
-    Args:
-        times: the times file, one time (s) per line for each pose line.
-        max_position_m: largest accepted |coordinate| (m).
-        duplicates: repeated stamps: ``error``, ``first`` or ``last``.
+    """KITTI poses from ``path`` with their times, one (s) per pose line, from ``times``;
+    both read a chunk at a time. ``max_position_m``: largest accepted |coordinate| (m).
 
     Raises:
         ImportFormatError: no times file, a count mismatch (both counts named), a row

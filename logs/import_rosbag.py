@@ -1,30 +1,10 @@
 """Import ROS bags (rosbag2 sqlite3 or MCAP, ROS 1 ``.bag``) into sessions, via ``rosbags``.
 
-Each ``--topic TOPIC=NAME`` becomes one stream:
-
-- ``nav_msgs/msg/Odometry``, ``geometry_msgs/msg/PoseStamped``,
-  ``geometry_msgs/msg/PoseWithCovarianceStamped``, ``geometry_msgs/msg/TransformStamped``
-  and ``tf2_msgs/msg/TFMessage`` (give the child frame: ``/tf[base_link]=mocap``) →
-  a pose stream, with the message's frame ids, (Odometry,
-  PoseWithCovarianceStamped) its pose covariance and (Odometry) its twist and twist
-  covariance (datasets ``covariance``, ``twist``, ``twist_covariance`` of the pose group);
-- ``sensor_msgs/msg/LaserScan`` → a lidar stream, one turn per scan;
-- ``sensor_msgs/msg/JointState`` of integer positions → an encoder stream (counts).
-
-Each ``--tf PARENT:CHILD=NAME`` becomes a pose stream of CHILD in PARENT composed
-from ``/tf`` and ``/tf_static`` (:mod:`sensorbench.logs.tf_tree`).
-
-Header stamps are the sample times. Where the bag's receive time of a message
-differs from its header stamp, the receive times are kept as a second column
-(``receive_ns`` in the pose group, ``turn_receive_ns`` in the lidar group).
-Every value goes through the same checks as the file importers (finite numbers,
-position limit, unit quaternions, time order and ``--duplicates``); an error names
-``BAG:TOPIC:N``, the N-th (1-based) message of the topic. ``--reloc-topic`` marks
-a relocalization of every pose-sensor stream at the stamp of each message on it;
-``--events`` takes diagnostics or log messages as session events. Beside a topic
-``/PREFIX/LEAF``, the topics ``/PREFIX/time_reference`` (``sensor_msgs/msg/TimeReference``:
-device times) and ``/PREFIX/flags`` (``diagnostic_msgs/msg/DiagnosticArray``: sample
-flags), which ``export --format mcap`` writes, are read into the same stream.
+Each ``--topic TOPIC=NAME`` becomes one pose, lidar or encoder stream, each ``--tf
+PARENT:CHILD=NAME`` a pose stream composed from ``/tf`` and ``/tf_static``
+(:mod:`sensorbench.logs.tf_tree`); docs/FORMAT.md lists the message types. Header stamps
+are the sample times (ns); every value passes the file importers' checks, and an error
+names ``BAG:TOPIC:N``, the N-th (1-based) message of the topic.
 """
 
 from __future__ import annotations
@@ -171,6 +151,7 @@ def _mount_from_tf(tree: TfTree, stream: BagStream) -> None:
     stream.imported.attrs["mount_units"] = f"m, m, rad (CCW), from /tf_static {BODY_FRAME}->{frame}"
 
 
+@collector_paused()  # the messages are held until the streams are built
 def read_rosbag(
     path: str | os.PathLike[str],
     topics: list[TopicSpec],
@@ -192,23 +173,7 @@ def read_rosbag(
             has), an unsupported message type, a TF topic without the child frame, or
             a bad value (naming ``BAG:TOPIC:N``).
     """
-    with collector_paused():  # the messages are held until the streams are built
-        return _read_rosbag(
-            Path(path), topics, reloc_topic, max_position_m, duplicates, tfs or [],
-            events_topic, progress,
-        )  # fmt: skip
-
-
-def _read_rosbag(
-    bag: Path,
-    topics: list[TopicSpec],
-    reloc_topic: str | None,
-    max_position_m: float,
-    duplicates: str,
-    tfs: list[TfSpec],
-    events_topic: str | None,
-    progress: Progress | None,
-) -> BagImport:
+    bag, tfs = Path(path), tfs or []
     uses: list[tuple[str, Extract]] = []
 
     def use(topic: str, extract: Extract) -> int:
@@ -245,16 +210,7 @@ def _read_rosbag(
     tree = collector.tree(str(bag))
     out = BagImport()
     for s, k, extra in zip(topics, main, beside, strict=True):
-        msgtype = types[s.topic]
-        if not rows[k]:
-            raise ImportFormatError(f"{bag}: topic {s.topic!r} has no messages")
-        if msgtype == SCAN_TYPE:
-            stream = scan_stream(bag, s, rows[k], duplicates)
-            _mount_from_tf(tree, stream)
-        elif msgtype == COUNTS_TYPE:
-            stream = count_stream(bag, s, rows[k], duplicates)
-        else:
-            stream = pose_stream(bag, s, rows[k], max_position_m, duplicates)
+        stream = _topic_stream(bag, s, types[s.topic], rows[k], tree, max_position_m, duplicates)
         if stream.kind != "pose" and "time_reference" in extra:
             topic = uses[extra["time_reference"]][0]
             apply_time_reference(bag, topic, rows[extra["time_reference"]], stream)
@@ -273,6 +229,22 @@ def _read_rosbag(
             for t in out.reloc_ns.tolist()
         ]
     return out
+
+
+def _topic_stream(
+    bag: Path, spec: TopicSpec, msgtype: str, rows: list, tree: TfTree, max_position_m: float,
+    duplicates: str,
+) -> BagStream:  # fmt: skip
+    """The stream of one ``--topic`` from the rows its extract gave (one per message)."""
+    if not rows:
+        raise ImportFormatError(f"{bag}: topic {spec.topic!r} has no messages")
+    if msgtype == SCAN_TYPE:
+        stream = scan_stream(bag, spec, rows, duplicates)
+        _mount_from_tf(tree, stream)
+        return stream
+    if msgtype == COUNTS_TYPE:
+        return count_stream(bag, spec, rows, duplicates)
+    return pose_stream(bag, spec, rows, max_position_m, duplicates)
 
 
 _COMPANION_EXTRACT: dict[str, Extract] = {
@@ -308,33 +280,15 @@ def _flag_relocalizations(bag: Path, topic: str, out: BagImport) -> None:
         b.imported.attrs["ros_reloc_topic"] = topic
 
 
-def import_rosbag(
-    path: str | os.PathLike[str],
-    topics: list[TopicSpec],
-    session: str | os.PathLike[str],
-    reloc_topic: str | None = None,
-    max_position_m: float = MAX_ABS_POSITION_M,
-    duplicates: str = "last",
-    *,
-    tfs: list[TfSpec] | None = None,
-    events_topic: str | None = None,
-    progress: Progress | None = None,
-) -> BagImport:
-    """Parse the bag's topics and add one stream each to ``session`` (created if missing).
-
-    Relocalization and ``--events`` messages become session events. Nothing is
-    written unless every topic parses, and the session changes all at once (a copy
-    swapped in).
+def import_rosbag(bag: Path, parsed: BagImport, session: str | os.PathLike[str]) -> None:
+    """Add the streams and events :func:`read_rosbag` parsed from ``bag`` to ``session``
+    (created if missing), all at once: a copy swapped in (the session's update lock held)
+    or a new file, so a kill or a full disk leaves an existing session as it was.
     """
     from sensorbench.logs.atomic_output import atomic_output, atomic_update
     from sensorbench.logs.h5_output import guarded_h5
     from sensorbench.logs.writer import SessionWriter
 
-    bag = Path(path)
-    parsed = read_rosbag(
-        bag, topics, reloc_topic, max_position_m, duplicates,
-        tfs=tfs, events_topic=events_topic, progress=progress,
-    )  # fmt: skip
     for b in parsed.streams:
         refuse_impossible(Path(f"{bag}:{b.spec.topic}"), b.spec.name, b.imported.batch)
     source = {"source_file": bag.name}
@@ -344,8 +298,6 @@ def import_rosbag(
     existed = session.exists()
     extra = [b for b in parsed.streams if b.receive_ns is not None or b.covariance is not None
              or b.twist is not None]  # fmt: skip
-    # one swap for the streams and their extra columns: a kill or a full disk at any
-    # moment leaves an existing session exactly as it was
     with atomic_update(session) if existed else atomic_output(session) as tmp:
         if existed:
             writer = SessionWriter.add_to(tmp)
@@ -382,4 +334,3 @@ def import_rosbag(
                     if b.twist is not None:
                         group.create_dataset("twist", data=b.twist[0])
                         group.create_dataset("twist_covariance", data=b.twist[1])
-    return parsed

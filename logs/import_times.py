@@ -1,25 +1,11 @@
 """Time order of imported samples: backwards steps, repeated stamps and what they mean.
 
-A file's timestamps must not step backwards: every such line is an error (the
-first :data:`MAX_LISTED` are named); nor forwards by more than :data:`MAX_STEP_S`
-(a stamp in another epoch or unit: one recording has no day-long hole).
-Repeated stamps are common in real logs —
-mocap exporters write a frame twice, and an estimator that corrects itself
-re-emits the pose at the same stamp — so they follow a policy:
-
-- ``error``: refuse the file, naming every repeated line;
-- ``first``: keep the first sample of each run of equal stamps;
-- ``last`` (default): keep the last one, the estimator's latest word.
-
-Every dropped line is reported. Under ``last``, a kept pose that differs from a
-pose it replaces by more than the file's own sample-to-sample noise allows is a
-correction, flagged ``RELOCALIZED``: the noise σ per axis (position, and rotation
-vector) is estimated from the second differences of the chunk being imported (up
-to 65 536 samples, the whole of most files; robust, MAD-based, scaled for irregular
-sampling), and the difference d of a re-measured pose is
-noise-only with probability 1 − :data:`FALSE_FLAG_PROBABILITY` when
-Σ (d_a / (√2 σ_a))² stays below the χ²₃ quantile. σ is floored at
-:data:`NOISE_FLOOR` so a noise-free synthetic file does not flag rounding.
+Stamps must not step backwards, nor forwards by more than :data:`MAX_STEP_S`. Repeated
+stamps follow a policy: ``error`` (refuse), ``first`` or ``last`` (default) sample of each
+run; every dropped line is reported. Under ``last`` a kept pose that differs from the one
+it replaces by more than the file's own noise allows (χ²₃ test at
+:data:`FALSE_FLAG_PROBABILITY`, σ floored at :data:`NOISE_FLOOR`) is flagged
+``RELOCALIZED`` (docs/FORMAT.md, "Repeated timestamps").
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ Every parser reads its file in bounded chunks, one column at a time, through
 ``file:line:column: what is wrong`` (:class:`~sensorbench.errors.ImportFormatError`):
 missing columns, non-numeric cells, non-monotonic or duplicate timestamps, quaternions
 far from unit norm, unknown units. Motive's blank cells (occlusion) become invalid
-samples with ``nan`` pose, never zeros.
+samples with ``nan`` pose, never zeros. Every ``stream_*`` reader takes ``max_position_m``
+(largest accepted |coordinate|, m) and ``duplicates`` (repeated stamps: ``error``,
+``first`` or ``last``, :mod:`~sensorbench.logs.import_times`).
 """
 
 from __future__ import annotations
@@ -279,13 +281,7 @@ def stream_tum(
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
 ) -> ImportStream:
-    """TUM trajectory: ``timestamp tx ty tz qx qy qz qw`` (s, m), ``#`` comments.
-
-    Args:
-        max_position_m: largest accepted |coordinate| (m); beyond it is an error.
-        duplicates: repeated stamps: ``error``, ``first`` or ``last`` (see
-            :mod:`sensorbench.logs.import_times`).
-    """
+    """TUM trajectory: ``timestamp tx ty tz qx qy qz qw`` (s, m), ``#`` comments."""
     path = Path(path)
     rows = ((i, text.replace(",", " ")) for i, text in content_lines(path))
     what = "expected 8 columns (timestamp tx ty tz qx qy qz qw), got {n}"
@@ -318,13 +314,7 @@ def stream_euroc(
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
 ) -> ImportStream:
-    """EuRoC CSV: ``#timestamp [ns]``, position x y z (m), quaternion **w x y z**.
-
-    Args:
-        max_position_m: largest accepted |coordinate| (m); beyond it is an error.
-        duplicates: repeated stamps: ``error``, ``first`` or ``last`` (see
-            :mod:`sensorbench.logs.import_times`).
-    """
+    """EuRoC CSV: ``#timestamp [ns]``, position x y z (m), quaternion **w x y z**."""
     path = Path(path)
     split = splitter(",")
 
@@ -391,21 +381,13 @@ def stream_motive(
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
 ) -> ImportStream:
-    """OptiTrack Motive CSV export (versions 1.21–1.25), one rigid body.
+    """OptiTrack Motive CSV export (versions 1.21–1.25), one rigid body (``body``: may be
+    omitted when the file has one), its header parsed by row labels, never by positions.
 
-    The header is parsed by its row labels (Type, Name, ID, optional Parent, the
-    category row and the ``Frame, Time`` row), never by fixed column numbers.
-    A frame whose rigid-body cells are blank or ``nan`` is occluded: an invalid
-    sample. Infinite values and positions beyond ``max_position_m`` are errors.
-
-    Args:
-        body: rigid-body name; may be omitted when the file has exactly one.
-        up: ``y`` (Motive's default: converted to Z-up by C, a +90° rotation about X,
-            so (x, y, z) → (x, −z, y); both the world and the body's own axes are
-            converted, so the orientation becomes C·R·Cᵀ and a body at identity in
-            Motive stays at identity) or ``z`` (kept as is).
-        max_position_m: largest accepted |coordinate| after unit conversion (m).
-        duplicates: repeated stamps: ``error``, ``first`` or ``last``.
+    Blank or ``nan`` rigid-body cells are an occluded, invalid sample; infinite values and
+    positions beyond ``max_position_m`` (m, after unit conversion) are errors. ``up``:
+    ``y`` (Motive's default: world and body axes converted to Z-up, :func:`_y_up_to_z_up`,
+    so a body at identity stays at identity) or ``z`` (kept as is).
     """
     path = Path(path)
     if up not in ("y", "z"):
@@ -735,20 +717,13 @@ def stream_pod_csv(
     columns: dict[str, str] | None = None,
     duplicates: str = "last",
 ) -> ImportStream:
-    """Pod encoder CSV with a header row (any logger's: map its headers with ``columns``),
-    its header read now and its rows as they are iterated (memory bounded by a chunk).
-
-    Columns (by header name, any order, extra columns ignored): one time column,
-    ``t_s`` (s), ``t_ms`` (ms), ``t_us`` (µs), ``t_ns`` or ``host_ns`` (ns), decimal
-    and exact; counters ``c0, c1, ...`` (cumulative counts, integers, any number from
-    ``c0`` on without gaps); optional ``device_ns`` or ``device_us`` (MCU time, ns or
-    µs), ``seq``, ``yaw`` (rad), ``yaw_rate`` (rad/s). Cells are separated by commas,
-    semicolons or whitespace (whichever the header uses); ``#`` lines are comments.
+    """Pod encoder CSV with a header row, its header read now and its rows as they are
+    iterated (memory bounded by a chunk); the columns, by header name, are
+    :data:`POD_CSV_COLUMNS` (docs/FORMAT.md: one time column, counters ``c0, c1, ...``).
 
     Args:
         columns: column name -> header in the file, e.g. ``{"t_s": "t", "c0":
             "count0"}`` for a ``t,count0,...`` file.
-        duplicates: repeated stamps: ``error``, ``first`` or ``last``.
     """
     path = Path(path)
     mapping = dict(columns or {})
@@ -860,17 +835,10 @@ def stream_pose_csv(
 ) -> ImportStream:
     """Generic pose/mocap CSV: one header row naming the columns, one pose per line.
 
-    Columns (by header name, any order, extra columns ignored): time ``t_s`` (s) or
-    ``host_ns`` (ns); position ``x``, ``y``, ``z`` (m; ``z`` may be left out with
-    ``yaw``: 0); orientation ``qx, qy, qz, qw`` or planar ``yaw`` (rad about z);
-    optional ``relocalized`` and ``paused`` (0/1) that become the RELOCALIZED and
-    PAUSED flags. Cells are separated by commas, semicolons or whitespace (whichever
-    the header uses); lines starting with ``#`` are comments.
-
-    Args:
-        columns: column name -> header in the file, for headers named otherwise.
-        max_position_m: largest accepted |coordinate| (m).
-        duplicates: repeated stamps: ``error``, ``first`` or ``last``.
+    Columns by header name (docs/FORMAT.md): ``t_s`` (s) or ``host_ns`` (ns); ``x, y, z``
+    (m; ``z`` may be left out with ``yaw``); ``qx, qy, qz, qw`` or ``yaw`` (rad about z);
+    optional ``relocalized``, ``paused`` (0/1 flags). ``columns`` maps a column name to
+    the file's header; ``max_position_m`` is the largest accepted |coordinate| (m).
     """
     path = Path(path)
     mapping = dict(columns or {})

@@ -1,23 +1,11 @@
 """Model files (TOML): the one writer, hash, envelope, provenance and reader.
 
-Every model file sensorbench writes (pod geometry, filter noise, pose error) has
-the same envelope::
-
-    [model]       kind, format_version, software ("sensorbench X.Y.Z"),
-                  created_utc (ISO 8601), and descriptors of the kind (e.g. sensor)
-    [units]       one entry per quantity, e.g. position = "m"
-    [provenance]  inputs = [{path, sha256, ...}], fit_options = {...}, ...
-    ...           the model's own tables
-
-:func:`read_model` (and :func:`check_envelope` for a document already parsed)
-refuses a missing or unparsable file, a file of another kind, a newer format
-version or different units with :class:`~sensorbench.errors.ModelFileError`, so a
-fit or filter is never fed numbers it would misread. Pose-error files written
-before the envelope was shared kept ``software`` and ``created_utc`` in
-``[provenance]``; they load unchanged (the reader never needs those two keys).
-
-:func:`dumps_toml` is also the TOML writer of scenarios and robot configurations; its
-output for them is unchanged from the simulator's former writer byte for byte.
+Every model file has the envelope ``[model]`` (kind, format_version, software,
+created_utc), ``[units]`` and ``[provenance]`` before its own tables. :func:`read_model`
+(:func:`check_envelope` for a parsed document) refuses a missing or unparsable file,
+another kind, a newer format version or other units (:class:`ModelFileError`), so a fit
+or filter is never fed numbers it would misread. :func:`dumps_toml` also writes
+scenarios and robot configurations.
 """
 
 from __future__ import annotations
@@ -100,15 +88,10 @@ def _is_table_list(value: Any) -> bool:
 def dumps_toml(
     data: Mapping[str, Any], prefix: str = "", notes: Mapping[str, Any] | None = None
 ) -> str:
-    """TOML text of nested mappings (tables), lists of mappings (arrays of tables),
-    numbers, strings, bools and lists; numpy scalars and arrays as their values.
-
-    Scalars come first, then every table in the mapping's order, each after a blank
-    line (so text that starts with a table starts with a newline). A key whose value is
-    None ("not available") is left out: TOML has no null, and a missing key reads back
-    as None with ``.get``. With ``notes`` (a model kind's schema,
-    :mod:`~sensorbench.logs.model_keys`), each key and table with a note gets it as a
-    comment on the lines above.
+    """TOML text of nested mappings, lists of mappings (arrays of tables), numbers, strings,
+    bools and lists (numpy values as their values): scalars first, then each table after
+    a blank line. A None value is left out (TOML has no null). With ``notes`` (a kind's
+    schema, :mod:`~sensorbench.logs.model_keys`) each key's note goes on the lines above it.
 
     Raises:
         TypeError: a value TOML cannot hold (a programming error).
@@ -150,15 +133,9 @@ def model_document(
     body: Mapping[str, Any],
     **descriptors: Any,
 ) -> dict[str, Any]:
-    """The whole model document: the envelope (stamped now) plus ``body``.
-
-    Args:
-        kind: model kind, e.g. ``pod_geometry``.
-        format_version: version of the kind's layout this software writes.
-        units: quantity → unit of the numbers in ``body``.
-        prov: the ``[provenance]`` table (see :func:`provenance`).
-        body: the model's own tables.
-        descriptors: further ``[model]`` keys (e.g. ``sensor``, ``description``).
+    """The whole model document: the envelope (``[model]`` with ``kind``, ``format_version``
+    and ``descriptors``, stamped now; ``units``: quantity → unit; ``prov``: see
+    :func:`provenance`) plus ``body``, the model's own tables.
     """
     return {
         "model": {
@@ -223,15 +200,8 @@ def check_envelope(
     units: Mapping[str, str],
     what: str | None = None,
 ) -> None:
-    """Check a parsed model document's kind, format version and units.
-
-    Args:
-        doc: the parsed document.
-        source: file name (or description) for the messages.
-        kind: the expected ``[model] kind``.
-        format_version: the newest version this software reads.
-        units: quantity → unit every file of the kind must use.
-        what: the kind in words for the messages (default: ``kind``).
+    """Check a parsed model document's kind, format version (``format_version``: the newest
+    this software reads) and units; ``source`` and ``what`` name it in the messages.
 
     Raises:
         ModelFileError: another kind, a newer or non-integer format version, or a unit
@@ -270,16 +240,12 @@ def read_model(
     what: str | None = None,
     keys: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Read a model file and check its envelope (:func:`check_envelope`) and keys.
-
-    Args:
-        keys: the file's key schema (:mod:`sensorbench.logs.model_keys`): every key
-            of the file must be known.
+    """Read a model file and check its envelope (:func:`check_envelope`) and every key
+    against ``keys`` (:mod:`sensorbench.logs.model_keys`).
 
     Raises:
-        ModelFileError: missing or unparsable file, another kind of model, a newer
-            format version than this software reads, a unit that differs from
-            ``units``, an unknown key or a value of the wrong type (named, with the file).
+        ModelFileError: missing or unparsable file, or as :func:`check_envelope`, or an
+            unknown key or a value of the wrong type (named, with the file).
     """
     doc = load_document(path)
     check_envelope(doc, str(path), kind, format_version, units, what)

@@ -1,26 +1,12 @@
 """The keys each kind of model file may hold, what each means, and the checks that
 refuse any other key or a value of the wrong type.
 
-A misspelt key in a TOML file is otherwise silently ignored (the loader takes its
-default); every loader of a model file checks the whole document against its
-schema here and names the first unknown key with the file. ``[provenance]``,
-``[fit]`` and ``[report]`` are free-form records nothing reads back.
-
-A schema maps each known key to a :class:`Key` (its note and value rule), to a
-nested schema (a table whose keys are checked in turn; its own note under ``""``,
-and the rule of any key it does not name under ``"*"``) or to a one-element list
-holding the schema of each table of an array of tables (``[[pod]]``). A value rule is
-``(test, what it must be)``: a value of the wrong type, such as ``q = "0.001"`` or
-``distance_per_tick = true``, is refused by :func:`wrong_value`. Ranges are the
-loaders' own checks (``q`` > 0, ``tau_s`` > 0, ...).
-
-Every model file sensorbench writes explains itself, as robot_localization's parameter
-file does: :func:`~sensorbench.logs.model_file.write_document` puts the note of each key
-(and of each table) on the line above it. A table marked as a report (``report``,
-``provenance``) is what the fit measured or used, written for the reader and never read
-back; its keys are explained in docs/PODS.md and docs/POSE_ERROR.md.
-``tests/test_model_notes.py`` checks that every key a reader accepts has a note or lies
-in such a table.
+A schema maps each known key to a :class:`Key` (its note and value rule ``(test, what it
+must be)``), to a nested schema (its own note under ``""``, the rule of unnamed keys
+under ``"*"``) or to a one-element list for an array of tables (``[[pod]]``). Every
+loader checks the whole document and names the first unknown key with the file; the
+writer puts each key's note on the line above it. Tables marked as a report
+(``provenance``, ``fit``, ``report``) are free-form and never read back.
 """
 
 from __future__ import annotations

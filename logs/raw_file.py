@@ -1,19 +1,9 @@
 """Bare raw byte captures and their chunk-time sidecar (``sensorbench record-raw``).
 
-A recording is two files:
-
-- ``RAW.bin``: every byte received, in order, nothing added or translated;
-- ``RAW.bin.chunks``: UTF-8 text, the host time of each read. Lines starting with
-  ``#`` are comments (the first says ``sensorbench record-raw chunks v1`` and the
-  port, baud rate and clock); then the header ``offset,t_ns`` and one row per read:
-  the byte offset in ``RAW.bin`` where that read's bytes start (0 first, strictly
-  increasing, below the file size) and the host ``time.monotonic_ns()`` (int64 ns,
-  non-decreasing) at which the read returned.
-
-Those are the same (offset, time) pairs a session's raw stream stores per chunk,
-so ``decode`` gives a recording the same host-timed turns a live capture would.
-A ``RAW.bin`` without a sidecar (e.g. from another tool) decodes without host
-times.
+``RAW.bin`` holds every byte received, in order; ``RAW.bin.chunks`` (docs/CAPTURE.md)
+the byte offset and host ``time.monotonic_ns()`` (int64 ns) of each read, the same pairs
+a session's raw stream stores, so ``decode`` gives a recording the host-timed turns a
+live capture would. A ``RAW.bin`` without a sidecar decodes without host times.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reading sessions: lazy, time-sliced access per stream, and a time-ordered replay.
+"""Reading sessions: lazy, time-sliced access per stream.
 
 A session is opened read-only and SWMR-safe, so a file whose writer is still
 running, or was killed, can be read. Every read returns a self-consistent prefix:
@@ -11,9 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -251,16 +249,6 @@ class PoseStream(_Stream):
         if validate:
             _refuse(self._g, pose_problems(self._g.name.lstrip("/"), batch)[0])
         return batch
-
-
-@dataclass(frozen=True)
-class ReplayItem:
-    """One record of a replay: a lidar turn, an encoder frame, a pose sample or an event."""
-
-    t_ns: int
-    kind: str
-    name: str
-    data: Any
 
 
 def _superblock_eof(head: bytes) -> int | None:
@@ -548,78 +536,3 @@ class Session:
         if obj is None:
             raise SessionError(f"{self.path}: no truth entry {path!r}")
         return attrs_dict(obj)
-
-    def replay(
-        self,
-        names: list[str] | None = None,
-        t0_ns: int | None = None,
-        t1_ns: int | None = None,
-        realtime: bool = False,
-        speed: float = 1.0,
-    ) -> Iterator[ReplayItem]:
-        """Every turn, frame, pose sample and event in time order, merged across streams.
-
-        Args:
-            names: streams to include (default all; ``events`` names the event table).
-            t0_ns, t1_ns: time window ``[t0_ns, t1_ns)``.
-            realtime: pace the iteration at ``speed`` × the recorded rate.
-        """
-        times: list[np.ndarray] = []
-        sources: list[tuple[str, str, Any]] = []
-
-        def want(name: str) -> bool:
-            return names is None or name in names
-
-        for name in self.lidar_names():
-            if want(name):
-                turns = self.lidar(name).read(t0_ns, t1_ns)
-                times.append(turns.t_first_ns)
-                sources.append(("lidar", name, turns))
-        for name in self.encoder_names():
-            if want(name):
-                batch = self.encoder(name).read(t0_ns, t1_ns)
-                times.append(batch.host_ns)
-                sources.append(("encoder", name, batch))
-        for name in self.pose_names():
-            if want(name):
-                batch = self.pose(name).read(t0_ns, t1_ns)
-                times.append(batch.t_ns)
-                sources.append(("pose", name, batch))
-        if want("events"):
-            events = [
-                e
-                for e in self.events()
-                if (t0_ns is None or e.t_ns >= t0_ns) and (t1_ns is None or e.t_ns < t1_ns)
-            ]
-            times.append(np.array([e.t_ns for e in events], dtype=np.int64))
-            sources.append(("event", "events", events))
-        if not times:
-            return
-        all_t = np.concatenate(times)
-        which = np.concatenate([np.full(len(t), i) for i, t in enumerate(times)])
-        row = np.concatenate([np.arange(len(t)) for t in times])
-        order = np.lexsort((row, which, all_t))
-        start_wall = time.monotonic()
-        first_t = int(all_t[order[0]]) if len(order) else 0
-        for k in order:
-            t, i, r = int(all_t[k]), int(which[k]), int(row[k])
-            kind, name, data = sources[i]
-            if realtime:
-                delay = (t - first_t) / 1e9 / speed - (time.monotonic() - start_wall)
-                if delay > 0:
-                    time.sleep(delay)
-            yield ReplayItem(t, kind, name, _row(kind, data, r))
-
-
-def _row(kind: str, data: Any, r: int) -> Any:
-    if kind == "lidar":
-        return data.turn(r)
-    if kind == "encoder":
-        return EncoderBatch(**{f: getattr(data, f)[r : r + 1] for f in (*ENCODER_FIELDS, "counts")})
-    if kind == "pose":
-        cov = None if data.covariance is None else data.covariance[r : r + 1]
-        return PoseBatch(
-            **{f: getattr(data, f)[r : r + 1] for f in (*POSE_FIELDS, "position", "quat_xyzw")},
-            covariance=cov,
-        )
-    return data[r]

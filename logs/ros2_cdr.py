@@ -1,15 +1,9 @@
 """ROS 2 messages as CDR bytes, straight from numbers: the encoder ``live --ros2`` and
 ``export --format mcap`` share.
 
-Plain CDR (XCDR1), little-endian, as ``rmw_cyclonedds``, Fast DDS and rosbag2 write
-it: a 4-byte encapsulation header (``00 01 00 00``), then each field aligned to its
-size counted from after the header; a string is its byte length + 1, the bytes and a
-NUL; a sequence its element count and the elements. Messages follow the ROS 2
-``.msg`` definitions (Humble and later). Building bytes directly, arrays with one
-``tobytes``, costs a few µs a message where a generic serializer walks every field.
-
-Times are ns since 1970 (``builtin_interfaces/Time``); angles rad; lengths m. Also
-the planar filters' state in ROS's conventions (:func:`planar_odometry`).
+Plain CDR (XCDR1), little-endian, as rosbag2 writes it: the header ``00 01 00 00``, then
+each field aligned to its size counted from after the header; messages follow the ROS 2
+Humble ``.msg`` definitions. Times are ns since 1970; angles rad; lengths m.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Reading ROS bags with ``rosbags``: open, list, and read topics connection by connection.
 
-rosbags' ``messages(connections=[...])`` over several connections of a ROS 1 bag
-merges their indexes by time and re-reads (and decompresses) a chunk whenever the
-next message lies in another one, which on a bag whose chunks do not interleave the
-topics costs a decompression per message; one connection at a time reads each chunk
-once. So every topic is read on its own and its connections (a topic recorded from
-several publishers has several) merged by receive time afterwards.
-
-Each message is reduced to the plain values its stream needs as soon as it is
-deserialized (holding the message objects cost more than reading them), and Python's
-cyclic garbage collector is paused while those values pile up: they hold no cycles,
-and a collection pass over all of them every few hundred allocations cost about as
-much as the reading.
+Each connection is read on its own (rosbags merging several re-decompresses a ROS 1
+chunk per message) and a topic's connections are merged by receive time afterwards.
+Messages are reduced to plain values at once, with the cyclic garbage collector paused
+while they pile up (they hold no cycles).
 """
 
 from __future__ import annotations

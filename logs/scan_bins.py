@@ -1,27 +1,9 @@
 """Lidar points binned by angle: one module for every binning the package does.
 
-Two uses: (1) a turn as a ROS LaserScan, each point in the ray bin of its own angle
-(:class:`ScanGrid`, :func:`bin_turn`; used by the MCAP export and the live view);
-(2) statistics over angle bins for the dual-scan merge and the lidar
-characterization (:func:`angle_bins`, :func:`grouped_median`, :func:`turn_index`,
-:func:`angular_step_rad`).
-
-LaserScan holds evenly spaced rays: ray i at ``angle_min + i·angle_increment``, taken
-at ``stamp + i·time_increment``. A real turn's points are not evenly spaced (packets
-are lost, a packet's points are interpolated between its own start and end angles),
-so spreading a turn over an even grid from its mean spacing puts rays up to a lost
-packet's width away from their points. Here every stream gets one fixed grid of
-``n_bins`` bins per revolution, fine enough that each point is within half a bin of a
-bin's centre, and each point goes into the bin nearest its own angle; bins nothing
-came into hold NaN (as the vendors' ROS drivers leave them). The rays run
-counter-clockwise (REP 103: ``angle_increment`` positive) whichever way the sensor
-sweeps, and ray 0 is the bin of the point swept first in that order: a
-counter-clockwise sensor's first point (``time_increment`` positive), a clockwise
-sensor's last point (``time_increment`` negative: ray i, counter-clockwise from the
-last point, was swept i bins earlier). Either way ``stamp + i·time_increment`` is ray
-i's time, with ``stamp`` = :attr:`BinnedScan.stamp_ns`. Two points in one bin (only
-where points are closer than a bin) keep the one nearer the bin's centre; the other is
-counted as dropped.
+A turn as a ROS LaserScan (:class:`ScanGrid`, :func:`bin_turn`: one fixed grid of
+``n_bins`` per revolution, each point in the bin nearest its own angle, empty bins NaN,
+rays counter-clockwise with ``stamp + i·time_increment`` ray i's time; docs/FORMAT.md),
+and statistics over angle bins for the dual-scan merge and the lidar characterization.
 
 Angles rad, counter-clockwise (REP 103), times ns.
 """

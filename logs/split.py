@@ -1,17 +1,9 @@
 """Split one session into consecutive pieces (for leave-one-piece-out validation).
 
-The session's span runs from the earliest to the latest sample of any stream (its
-*start* is the time origin of ``--t-start``/``--every``). Each piece holds the
-samples whose time lies in ``[t_start, t_end)`` (the last piece also its end): pose
-and encoder samples by their time, lidar turns whole by their first point's time
-(points follow their turn), raw chunks by receive time, events by time (events and
-truth before the first or after the last sample go to the first or last piece). Truth of
-simulated sessions is sliced the same way (time series by their time, per-sample
-truth with its stream's samples, per-point lidar truth with its points); constant
-truth (world, robot, pod geometry) is copied. Every attribute is kept; the piece's
-root records where it came from (``split_source``, ``split_source_sha256``,
-``split_piece``, ``split_pieces``, ``split_t_start_ns``, ``split_t_end_ns``).
-Concatenating the pieces' streams in order gives the original streams back.
+Each piece holds the samples whose time lies in ``[t_start, t_end)`` (lidar turns whole,
+by their first point's time), with the matching truth and every attribute, plus its
+``split_*`` provenance (docs/FORMAT.md). Concatenating the pieces' streams in order
+gives the original streams back.
 """
 
 from __future__ import annotations

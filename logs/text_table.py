@@ -1,24 +1,10 @@
 """Text tables read in bounded chunks, each column converted at once and checked.
 
-Every text importer (TUM, EuRoC, KITTI, Motive, pose and pod CSV) reads its file
-through this module, in one way:
-
-1. :func:`text_lines` reads the file in blocks of :data:`BLOCK_BYTES`, so memory stays
-   bounded whatever the file's size; a NUL byte (a binary or sparse file), bytes that
-   are not UTF-8 and lines longer than :data:`MAX_LINE_BYTES` are refused where they
-   occur (``file:line:column``).
-2. :func:`tables` splits the lines into cells and groups up to :data:`CHUNK_ROWS` rows
-   into a :class:`Table`; a row with the wrong number of cells is refused.
-3. The converters (:func:`floats`, :func:`integers`, :func:`times_ns`, :func:`flags01`)
-   check a whole column against the strict ASCII grammar of :func:`parse_float` (one
-   regular-expression match over the column) and convert it with numpy; the first bad cell is named
-   ``file:line:column: column 'name': 'cell' is not ...`` (the column is the field's
-   number in its row, 1-based). ``1_0``, full-width digits and a no-break space, which
-   Python's ``float`` would take, are not numbers.
-
-Times are exact: a fixed-point decimal time becomes integer nanoseconds without passing
-through float64 (rounded half away from zero at the first dropped digit); a time with an
-exponent (``1.5e+09``) is converted through float64.
+Every text importer reads its file here: :func:`text_lines` in blocks (NUL bytes, bad
+UTF-8 and over-long lines refused), :func:`tables` in chunks of :data:`CHUNK_ROWS` rows,
+and the converters (:func:`floats`, :func:`integers`, :func:`times_ns`, :func:`flags01`)
+check a whole column against the strict ASCII grammar of :func:`parse_float`, naming
+the first bad cell ``file:line:column``.
 """
 
 from __future__ import annotations
@@ -104,11 +90,11 @@ def _decode(path: Path, before: int, raw: bytes) -> str:
     raise ImportFormatError(f"{path}:{line}:{col}: {why}")
 
 
-def content_lines(path: Path, comment: str = "#") -> Iterator[tuple[int, str]]:
-    """The lines of :func:`text_lines` that are neither blank nor comments."""
+def content_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The lines of :func:`text_lines` that are neither blank nor ``#`` comments."""
     for i, text in text_lines(path):
         stripped = text.strip(ASCII_SPACE)
-        if stripped and not stripped.startswith(comment):
+        if stripped and not stripped.startswith("#"):
             yield i, text
 
 
@@ -330,7 +316,9 @@ def flags01(t: Table, j: int, name: str) -> np.ndarray:
 
 
 def times_ns(t: Table, j: int, name: str, unit: str) -> np.ndarray:
-    """Exact int64 nanoseconds of a column of decimal times in ``unit`` (s, ms, us, ns).
+    """Exact int64 nanoseconds of a column of decimal times in ``unit`` (s, ms, us, ns):
+    fixed-point text rounded half away from zero at the first dropped digit, a time with an
+    exponent (``1.5e+09``) through float64.
 
     Raises:
         ImportFormatError: the first cell that is not a number, or whose time does not

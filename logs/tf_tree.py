@@ -1,16 +1,9 @@
 """A transform tree from ROS ``/tf`` and ``/tf_static`` messages, composed as tf2 does.
 
-Each link is one (parent, child) pair of frames. A dynamic link (``/tf``) holds its
-samples in time order; a static link (``/tf_static``) holds one transform valid at
-every time (the last one published for that pair, as tf2 keeps it). The pose of a
-frame CHILD in a frame PARENT (tf2's ``lookupTransform(PARENT, CHILD, t)``) is the
-product of the links from PARENT up to their common ancestor (inverted) and down to
-CHILD. At a time t, a dynamic link is interpolated as tf2's ``TimeCache`` does it:
-between its two samples nearest around t, translation linearly and rotation by
-slerp along the shorter arc; t outside the link's first..last sample is an
-extrapolation tf2 refuses, and so does :meth:`TfTree.compose` (those times are
-skipped and counted). Frame ids are compared without a leading ``/`` (ROS 1's
-``/base_link`` is ``base_link``).
+A frame's pose in another is the product of the links up to their common ancestor
+(inverted) and down; a dynamic link is interpolated as tf2's ``TimeCache`` does (linear,
+slerp), and times outside its samples are skipped and counted, as tf2 refuses them.
+Frame ids are compared without a leading ``/``.
 
 Units: translations m, quaternions x y z w, times int64 ns.
 """
@@ -180,11 +173,8 @@ class TfTree:
         return pos, np.asarray(Rotation.from_matrix(rot).as_quat())
 
     def compose(self, parent: str, child: str) -> Composed:
-        """Pose of ``child`` in ``parent`` at every stamp of the chain's fastest dynamic link.
-
-        The fastest link is the one with the most samples within the time span every
-        dynamic link of the chain covers; its stamps there are the samples, and the
-        other links are interpolated at them (tf2's rule, see the module docstring).
+        """Pose of ``child`` in ``parent`` at the stamps of the chain's fastest dynamic link (most
+        samples where every dynamic link has samples around them), the others interpolated.
 
         Raises:
             ImportFormatError: see :meth:`chain`; a chain of static links only (no

@@ -1,18 +1,9 @@
 """One writer at a time for every read-modify-swap of a session.
 
-Adding to a session (``import --into``, ``replay -o`` into a session, ``check``'s
-recovery) copies the file, changes the copy and renames it over the original. Two
-such updates at once would both start from the same original and the second rename
-would drop the first one's change, so each takes :class:`UpdateLock` first and holds
-it until its rename is done (or its copy discarded).
-
-The lock is an advisory ``flock`` on a sidecar file ``.NAME.lock`` beside the session
-(not on the session itself: HDF5 takes its own ``flock`` on the files it opens, and the
-session's inode changes at every swap). The holder writes its pid into it and deletes
-it on release; a waiter that got the lock on a file deleted meanwhile retries on the
-new one. The kernel drops the lock of a killed process, so a sidecar left behind by
-SIGKILL blocks nobody. A second writer polls for the lock up to its deadline and is
-then refused (:class:`~sensorbench.errors.OutputError`, exit 2), naming the holder.
+An update (``import --into``, ``replay -o``, ``check``'s recovery) copies the file,
+changes the copy and renames it over the original, holding :class:`UpdateLock` (an
+advisory ``flock`` on the sidecar ``.NAME.lock``) throughout, so no update is lost. A
+second writer polls up to its deadline and is then refused (:class:`OutputError`).
 """
 
 from __future__ import annotations

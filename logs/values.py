@@ -1,24 +1,9 @@
 """One value checker for sessions: what a sample may hold, and what a file may look like.
 
-Every place that lets data into or out of a session asks this module, so they agree:
-
-* the **reader** (:class:`~sensorbench.logs.reader.Session`) refuses a file whose
-  layout is not the format's (:func:`structure_problems`: a dataset missing, of the
-  wrong dtype or shape, a table that is not compound, a link where a stream should be)
-  and a stream read whose samples are impossible (below) — every analysis command
-  exits 2 naming the file, the dataset and the first bad index;
-* ``sensorbench check`` reports every problem as a format error (exit 1);
-* the **exporters** refuse a stream with impossible samples, or drop them and count
-  them when asked (``--skip-invalid``);
-* the **importers** parse numbers in strict ASCII decimal
-  (:mod:`~sensorbench.logs.text_table`) and check the batch they built before writing it.
-
-A sample is impossible when a *valid* one holds a non-finite or absurd value, when
-times step backwards (or repeat, where they must increase), or when a stamp lies
-outside ±:data:`MAX_ABS_STAMP_NS`. What the format allows is not a problem: ``nan``
-positions of an invalid pose, ``nan`` (invalid) or ``inf`` (no return) ranges, ``nan``
-IMU values (no IMU), ``INT64_MIN`` device times (the device sends none), per-point
-lidar times stepping back within a packet (a warning of ``check``).
+The reader, ``check``, the exporters and the importers all ask this module, so they
+agree (docs/FORMAT.md, "Consistency and recovery"): :func:`structure_problems` for the layout,
+and the sample checks for a *valid* sample with a non-finite or absurd value, times
+stepping backwards, or a stamp outside ±:data:`MAX_ABS_STAMP_NS`.
 """
 
 from __future__ import annotations

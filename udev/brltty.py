@@ -1,19 +1,9 @@
 """Detect brltty, the Braille display daemon that takes CP2102 adapters away.
 
-Ubuntu 22.04 (desktop) installs brltty by default. Its udev rule
-(``85-brltty.rules``) matches USB ``10c4:ea60`` — the CP2102 in front of both A1s
-and most LD19s, because a Braille display (Seika) uses the same bridge — and starts
-brltty on it, which claims the USB interface: ``cp210x`` is unbound and the
-``/dev/ttyUSB*`` node disappears right after it appeared. ``sensorbench devices``
-then lists nothing and a capture finds no port, with nothing saying why. The
-kernel log shows it::
-
-    usb 1-1.2: usbfs: interface 0 claimed by cp210x while 'brltty' sets config #1
-
-:func:`check_brltty` looks for the three traces (a running brltty process, an
-active udev rule of brltty that matches ``10c4:ea60``, that kernel log line) and
-:meth:`BrlttyFinding.message` says how to fix it. Paths and the kernel log are
-parameters so tests use a fake ``/proc`` and fake log text.
+:func:`check_brltty` looks for its three traces (a running brltty, an active udev rule
+of brltty matching ``10c4:ea60``, the kernel's "claimed by cp210x while 'brltty' sets
+config" line) and :meth:`BrlttyFinding.message` says how to fix it (docs/UDEV.md).
+Paths and the kernel log are parameters so tests use a fake ``/proc``.
 """
 
 from __future__ import annotations

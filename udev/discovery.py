@@ -1,14 +1,8 @@
 """Find every serial (tty) device with pyudev and describe where it is plugged in.
 
-Identical USB-UART bridges (three CP2102s, ``10c4:ea60``, all with serial
-``0001``) can only be told apart by *where* they are plugged: the USB port path
-(``1-1.2``: bus 1, root port 1, hub port 2) and udev's ``ID_PATH``
-(``pci-0000:00:14.0-usb-0:1.2:1.0``), which is stable across bus renumbering.
-:func:`list_serial_devices` reports both for every tty that sits on real
-hardware, with the USB identity strings and the symlinks udev already made.
-
-Works unchanged under umockdev (its preload library diverts ``/sys`` and
-``/dev``), which is how the tests run it.
+Identical bridges are told apart only by their USB port path (``1-1.2``) and udev's
+``ID_PATH``; :func:`list_serial_devices` reports both for every tty on real hardware.
+Works unchanged under umockdev, which is how the tests run it.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Install a generated rules file into ``/etc/udev/rules.d``, reload udev and re-trigger ttys.
 
-The file is checked first (:func:`sensorbench.udev.rules.check_rules_text`: only
-rules this package writes, safe names), written atomically with mode 0644, then
-udev is told to reload its rules and replay ``add`` events for every tty so the
-symlinks appear without a replug. Without root nothing is touched and
-:class:`NeedsRootError` carries the exact shell command to run instead.
-
-The rules directory and the command runner are parameters so tests never touch
-the real ``/etc/udev`` or run ``udevadm``.
+The file is checked (:func:`sensorbench.udev.rules.check_rules_text`), written
+atomically with mode 0644, and udev reloaded; without root :class:`NeedsRootError`
+carries the command to run. The directory and command runner are parameters for tests.
 """
 
 from __future__ import annotations
@@ -102,16 +97,9 @@ def manual_command(source: Path, target: Path, reload: bool = True) -> str:
 def install_rules(source: str | os.PathLike, rules_dir: str | os.PathLike = RULES_DIR,
         filename: str = DEFAULT_FILENAME, reload: bool = True, runner: Runner = subprocess_runner,
         is_root: bool | None = None, timeout_s: float = COMMAND_TIMEOUT_S) -> InstallResult:
-    """Check ``source``, write it to ``rules_dir/filename``, reload udev and re-trigger ttys.
-
-    Args:
-        source: the rules file to install (from ``sensorbench udev rules``).
-        rules_dir: where udev reads local rules (``/etc/udev/rules.d``).
-        filename: ``NN-name.rules``, sorting after ``60-serial.rules``.
-        reload: run ``udevadm control --reload-rules`` and ``udevadm trigger``.
-        runner: runs one command with a timeout (s); injectable for tests.
-        is_root: whether we may write; None asks ``os.geteuid()``.
-        timeout_s: deadline of each udevadm command (s).
+    """Check ``source``, write it to ``rules_dir/filename`` (``NN-name.rules``, sorting after
+    ``60-serial.rules``), and with ``reload`` reload udev and re-trigger ttys, each command
+    through ``runner`` within ``timeout_s`` (s). ``is_root`` None asks ``os.geteuid()``.
 
     Raises:
         NeedsRootError: not root; nothing changed; the message has the command.

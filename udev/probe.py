@@ -1,26 +1,9 @@
 """Active probing: tell the registered device kinds apart behind identical bridges.
 
-All of them sit behind the same kind of USB-UART bridge, so only their bytes tell
-them apart. :func:`probe_port` runs each protocol's probe from the device-kind
-registry (:mod:`sensorbench.drivers.device_kinds`), one per protocol, each with its
-own deadline; listen-only probes first, then those that write:
-
-1. **LD19 protocol** (LD19, LD06; listen only, 230400 baud): the unit streams from
-   power-on; CRC-8-valid 47-byte packets identify it. Both models send the same bytes:
-   the result names the protocol's first kind (``ld19``) and ``info["kinds"]`` lists
-   every kind that speaks it.
-2. **pod MCU** (listen only, 115200 baud): CRC-16-valid ``AA 55`` frames or
-   consecutive CSV lines ``seq,t_us,c0,...`` identify it.
-3. **A1** (115200 baud, the only probe that writes): STOP ``A5 25``, then
-   GET_INFO ``A5 50``; an answer with the info descriptor ``A5 5A 14 00 00 00 04``
-   and 20 bytes identifies it (model, firmware, hardware, serial).
-
-Listening first means a probe never writes to a device that might act on the
-bytes, and the A1's requests are harmless to the one-way devices. Opening a port
-asserts DTR, which stops an A1's motor, and closing it releases DTR, which starts
-the motor again (``docs/A1.md``): do not probe a device that is being recorded (the
-port is opened exclusively, so a capture that holds it makes the probe report
-``busy``), and expect a probed A1 to be spinning afterwards.
+:func:`probe_port` runs each protocol's probe from the device-kind registry, each with
+its own deadline: listen-only probes first (LD19 protocol, pod MCU), then the A1's
+(the only one that writes, STOP then GET_INFO). Opening a port stops an A1's motor
+(DTR): never probe a device being recorded (the probe reports ``busy``). docs/UDEV.md.
 """
 
 from __future__ import annotations
@@ -82,15 +65,10 @@ def probe_port(node: str, kinds: tuple[str, ...] = KINDS, listen_s: float = 0.35
         a1_timeout_s: float = 0.5) -> ProbeResult:
     """Find out which device answers on ``node``; never takes much longer than the deadlines.
 
-    Args:
-        node: the tty to probe (``/dev/ttyUSB0`` or a udev symlink).
-        kinds: which probes to run, in order (subset of ``ld19``, ``pods``, ``a1``).
-        listen_s: how long each listen-only probe listens (s).
-        a1_timeout_s: how long to wait for the A1's GET_INFO answer (s).
-
-    Returns:
-        A :class:`ProbeResult`; ``kind`` is ``unknown`` when nothing answered,
-        ``busy`` or ``error`` when the port could not be used.
+    ``kinds``: the probes to run, in order (of ``ld19``, ``pods``, ``a1``); ``listen_s``:
+    each listen-only probe's listening time (s); ``a1_timeout_s``: the wait for the A1's
+    GET_INFO answer (s). The result's ``kind`` is ``unknown``, ``busy`` or ``error`` when
+    nothing answered or the port could not be used.
 
     Raises:
         UdevError: an unknown probe kind.

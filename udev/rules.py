@@ -1,23 +1,10 @@
 """Generate udev rules that name serial devices by the USB port they are plugged into.
 
-Two RPLIDAR A1s and an LD19 behind identical CP2102 bridges (``10c4:ea60``,
-serial ``0001``) cannot be told apart by ID, only by port. A rule per device
-adds a stable symlink ``/dev/<name>``:
-
-- ``by="id-path"`` (default) matches ``ENV{ID_PATH}``, e.g.
-  ``pci-0000:00:14.0-usb-0:1.2:1.0``: stable across bus renumbering. ``ID_PATH``
-  is set by ``60-serial.rules``, so the file must sort after it: the default
-  file name is ``70-sensorbench.rules``.
-- ``by="kernels"`` matches ``KERNELS=="1-1.2"`` plus the vendor and product of
-  that same usb_device (every parent-matching key of a rule must match the same
-  parent: ``KERNELS=="1-1.2:1.0", ATTRS{idVendor}==...`` never matches, since the
-  vendor lives on ``1-1.2``, not on the interface). Bakes in the bus number.
-
-Every rule sets ``GROUP="dialout", MODE="0660"`` (not ``TAG+="uaccess"``, which
-only works before ``73-seat-late.rules`` and needs a logged-in seat, useless on a
-headless robot) and ``ENV{ID_MM_DEVICE_IGNORE}="1"`` so ModemManager does not
-probe the lidars. Every value written into the file is validated against a
-strict pattern first; nothing is interpolated raw.
+A rule per device adds a stable symlink ``/dev/<name>``, matched by ``ENV{ID_PATH}``
+(default; the file sorts after ``60-serial.rules``) or by ``KERNELS`` plus the vendor
+and product of that same usb_device; every rule sets ``GROUP="dialout", MODE="0660"``
+and ``ENV{ID_MM_DEVICE_IGNORE}="1"`` (docs/UDEV.md). Every value written is validated
+against a strict pattern first; nothing is interpolated raw.
 """
 
 from __future__ import annotations
