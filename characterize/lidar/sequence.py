@@ -1,19 +1,9 @@
 """How a lidar's points follow one another: no-return runs, bearing steps, turn spans.
 
-These are the statistics an emulator is easy on and a real A1 is not (docs/A1.md, "What
-real units send"): no-returns come in runs; the step between consecutive returns
-spreads; some steps go backwards; turns do not span exactly 360°. All are computed on
-stored turns (angles rad CCW), in the device's native sense (degrees clockwise), with
-these definitions:
-
-- **no-return run**: a maximal run of consecutive points without a return (``inf``)
-  in the stream order (turn boundaries included);
-- **step**: the clockwise angle from one point to the next *within a turn*, wrapped to
-  (−180°, 180°]; a **return step** joins two returns; a step is **backward** when it is
-  negative, and **at a no-return change** when a no-return is followed by a return;
-- **turn span**: the unwrapped clockwise angle from a turn's first point (the
-  start-flag node) to its last point, over complete turns;
-- **no-returns with a quality**: no-return points whose intensity is not 0.
+The statistics an emulator is easy on and a real A1 is not (docs/A1.md). Computed on
+stored turns (angles rad CCW) in the device's native sense (degrees clockwise); the
+definitions (no-return run, step, backward step, turn span) are in docs/LIDAR.md,
+"Point sequence".
 """
 
 from __future__ import annotations

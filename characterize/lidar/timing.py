@@ -1,16 +1,9 @@
 """Lidar timing figures: turn rate, period jitter, skipped turns, gaps, USB drop-offs.
 
-Turn periods are the differences of consecutive turn starts on the device clock when
-every turn carries one, else on the stream's own times (``clock``: ``device``, or its
-``time_base``: ``host``, ``nominal``, ``stamps``; ``clock_source`` how it was made). A
-period of about ``k ≥ 2`` nominal (median single-turn) periods is ``k − 1`` skipped
-turns, unless a reconnect, unplug or stale event of the device falls in it: then it
-is a USB drop-off. The rate counts turns seen and skipped over the intervals without
-a drop-off; jitter uses single-turn periods only. The host clock is judged
-(``host_timing_reliable``, ``host_timing_note``): unreliable after an ``overrun``
-event, when a turn arrived more than half a period later than the device clock places
-it, or, without a device clock, when ≥ 1 % of host periods are under half the
-nominal. The figures and their definitions: docs/LIDAR.md.
+Periods (s) are differences of turn starts on the device clock when every turn has
+one, else on the stream's own times (``clock``); a period of ≈ k ≥ 2 nominal periods
+is k − 1 skipped turns unless a device event makes it a USB drop-off. The figures,
+their definitions and when the host clock is judged unreliable: docs/LIDAR.md.
 """
 
 from __future__ import annotations
