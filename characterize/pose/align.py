@@ -1,44 +1,12 @@
 """Associate a pose sensor with its reference (mocap) in time and space; per-axis error.
 
-Conventions:
-
-- A :class:`PoseTrack` holds times ``t_s`` (s), positions (m) and unit quaternions
-  ``quat_xyzw`` of a body in some world frame.
-- Time offset ``offset_s``: reference time = sensor time + ``offset_s``. It is found by
-  cross-correlating the angular-rate magnitudes of both tracks (clock- and
-  frame-independent) on a common uniform grid, each rate taken across a 0.2 s window
-  (differencing consecutive mocap samples would amplify their noise by the sample
-  rate) with the sensor's flagged relocalizations left out, coarse then fine, and a
-  parabola through the peak. The position residual is not used: with correlated
-  sensor noise its minimum wanders by tens of ms.
-- Spatial alignment maps the sensor's world frame into the reference's world frame:
-  ``p_ref ≈ R p_sensor + t`` (Umeyama least squares, SE(3); or yaw about z plus a
-  translation for planar robots; or none when the sensor already reports in the
-  reference frame).
-- The sensor's body frame may be mounted rotated against the mocap rigid body's: a
-  constant body rotation ``B`` (mean of ``(R R_sensor)⁻¹ R_ref``; yaw only when
-  planar; identity for ``mode="none"``) is estimated with the frames, the rotational
-  counterpart of ``t`` (which likewise absorbs the mean position error).
-- Error (the "stated frame"): x, y, z = ``R p_sensor + t - p_ref`` in metres in the
-  reference (mocap) world frame; roll, pitch, yaw = components of the rotation vector
-  of ``R_ref⁻¹ · R · R_sensor · B`` in radians, i.e. small rotations about the
-  reference body's x, y and z axes.
-- The reference is interpolated at the sensor's times: linearly for position,
-  by spherical linear interpolation (as :class:`scipy.spatial.transform.Slerp`) for
-  rotation; sensor samples outside the reference, inside a reference gap longer
-  than the gap limit, or invalid, are dropped (and counted).
-- The gap limit follows each track's own sampling: a gap longer than
-  :data:`GAP_SPACINGS` of the track's median sample spacing is a dropout, across
-  which nothing is interpolated (``max_gap_s`` overrides it for every track). The
-  rate window of the time-offset search spans at least two samples of the slower
-  track (:func:`rate_window_s`), so a sensor at any rate from 1 Hz up is aligned.
-
-Note: aligning on the same data that is then evaluated absorbs the mean error into
-``t`` (and part of slow error into ``R``). :func:`align_sessions` therefore fits one
-transform to all sessions of a campaign (the sensor's map is the same in each), so
-only the campaign's mean offset is absorbed, not each session's; with a single
-session and few relocalizations the fitted offset spread is biased low. Prefer
-``mode="none"`` when the sensor's map is registered to the mocap frame by other means.
+A :class:`PoseTrack` holds times ``t_s`` (s), positions (m) and unit quaternions
+``quat_xyzw``. Reference time = sensor time + ``offset_s`` (from cross-correlated
+angular-rate magnitudes); the frame maps the sensor's world into the reference's,
+``p_ref ≈ R p_sensor + t``, with a body rotation ``B``. Error: x, y, z =
+``R p_sensor + t − p_ref`` (m, reference world frame); roll, pitch, yaw = the rotation
+vector of ``R_ref⁻¹ · R · R_sensor · B`` (rad, about the reference body's axes).
+Conventions and why: docs/POSE_ERROR.md ("Time offset and frame").
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Pose-sensor error model: relocalization offsets + first-order Gauss-Markov + white noise.
 
-Per axis (x, y, z in m; roll, pitch, yaw in rad) ``e(t) = b_s + g(t) + v(t)``:
-``b_s ~ N(0, sigma_b²)`` drawn at each relocalization, ``g`` Gauss-Markov of stationary
-std ``sigma`` and correlation time ``tau`` (s), ``v ~ N(0, sigma_v²)`` white. The fit
-(exact 2-state Kalman likelihood, damped Newton in log-parameters over all problems as
-columns of one compiled recursion), sigma_b's Q-profile and the model file's keys are
-described in docs/POSE_ERROR.md ("The fit", "Model file"). Files written before the
-shared envelope (:mod:`sensorbench.logs.model_file`) kept ``software`` and
-``created_utc`` in ``[provenance]`` and load unchanged; without ``sigma_b_qprofile``
-sigma_b's uncertainty is the log-normal exp(N(ln σ̂_b, se²)).
+Per axis (x, y, z in m; roll, pitch, yaw in rad) ``e(t) = b_s + g(t) + v(t)`` with
+parameters sigma_b, sigma, tau_s (s), sigma_v, fitted by the exact 2-state Kalman
+likelihood. The fit, sigma_b's Q-profile, wrong relocalizations and the model file:
+docs/POSE_ERROR.md ("The fit", "Model file"). Files written before the shared envelope
+keep ``software`` and ``created_utc`` in ``[provenance]`` and load unchanged.
 """
 
 from __future__ import annotations

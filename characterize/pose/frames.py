@@ -1,19 +1,10 @@
 """Are all sessions of a campaign in the same map? A session-level frame check (``FRAME``).
 
-A session recorded in another map shows a constant offset over all its segments,
-which σ_b would absorb, so it is tested on its own, without a fitted noise model: a
-session's mean error ``m_i = Σ_s w_s ē_s`` (``w_s`` the segment's share of its samples)
-has variance ``V c_i``, ``c_i = Σ_s w_s²``, V estimated per axis from the spread of
-segment means *within* sessions (``ν = Σ_i (k_i − 1)`` dof, where a session's frame shift
-cancels); ``X_i / 6 = Σ_axes m²/(V̂ c_i) / 6`` against F(6, ν), failing below α / S
-(:data:`FRAME_ALPHA`, Bonferroni over the S sessions). :func:`sessions.prepare_campaign`
-removes the worst failing session, re-aligns the rest and tests again.
-
-When ν < :data:`MIN_DOF`, with ≥ 3 sessions, :func:`loo_frame_statistics` compares
-each session's mean error under the others' alignment with its variance under the
-noise model (:func:`mean_variance`) times ``1 + 1/(S − 1)``, against χ²₆. With one
-segment per session an offset drawn at a session's start cannot be told from a
-change of map (the check calls it one); with two sessions nothing can be said.
+A session's mean error is tested against the spread of segment means *within* sessions
+(F(6, ν), level :data:`FRAME_ALPHA` / S) without a fitted noise model; with too few
+dof (ν < :data:`MIN_DOF`) and ≥ 3 sessions, :func:`loo_frame_statistics` tests each
+session under the others' alignment and the noise model (χ²₆). Errors in
+:data:`series.AXIS_UNITS`. docs/POSE_ERROR.md ("The verdict").
 """
 
 from __future__ import annotations
@@ -97,7 +88,7 @@ class FrameCheck:
 def frame_statistics(
     series: list[ErrorSeries], alpha: float = FRAME_ALPHA, n_total: int | None = None
 ) -> FrameCheck:
-    """Frame check of sessions aligned with one shared transform (see module docstring).
+    """Frame check of sessions aligned with one shared transform (docs/POSE_ERROR.md, FRAME).
 
     ``n_total``: number of sessions in the campaign for the Bonferroni level (default:
     ``len(series)``; sessions already excluded still count).
@@ -152,7 +143,7 @@ def loo_frame_statistics(
     alpha: float = FRAME_ALPHA,
     n_total: int | None = None,
 ) -> FrameCheck:
-    """Leave-one-out frame check (see module docstring).
+    """Leave-one-out frame check (docs/POSE_ERROR.md, FRAME).
 
     ``held_out[i]``: session i under the alignment fitted to the others;
     ``allowed_var``: ``(S, 6)`` the variance its mean may have (:func:`mean_variance`

@@ -1,18 +1,11 @@
 """Time offset and frame alignment by generalised least squares under the error model.
 
-The errors ``e(φ)`` of all sessions, as a function of φ = (time offset δ, world
-rotation ε, translation t, body rotation β), are fitted by Gauss-Newton GLS with the
-error model's covariance V(θ), every column whitened by the model's Kalman filter
-(:mod:`whiten`)::
-
-    φ̂ = argmin Σ_axes e_a(φ)ᵀ V_a(θ)⁻¹ e_a(φ),     Cov φ̂ = (Jᵀ V⁻¹ J)⁻¹
-
-with ``∂e/∂δ = −(v_ref, ω_ref)`` from the reference's differences
-(:meth:`Interpolator.rates`), ``R ← exp([ε]) R`` about the reference centroid and
-``B ← B exp([β])``. ``planar`` keeps ε and β about z; ``none`` fits δ alone; a group
+φ = (time offset δ (s), world rotation ε, translation t (m), body rotation β (rad))
+is fitted by Gauss-Newton GLS, every column whitened by the model's Kalman filter
+(:mod:`whiten`); ``planar`` keeps ε and β about z, ``none`` fits δ alone; a group
 shares the frame and one δ (``pooled``) or one each. The regressors come from the
-reference, so the estimating equation is unbiased and a rough θ costs efficiency,
-not consistency. Why and how it is used: docs/POSE_ERROR.md ("Time offset and frame").
+reference, so a rough θ costs efficiency, not consistency. docs/POSE_ERROR.md
+("Time offset and frame").
 """
 
 from __future__ import annotations

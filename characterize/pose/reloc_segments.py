@@ -1,21 +1,10 @@
 """Relocalization segmentation of a pose-error series: from flags, or detected jumps.
 
-A relocalization starts a new offset b. When the sensor stream carries flags
-(``PoseFlag.RELOCALIZED = 1`` on the first sample after a relocalization), those are
-used. Otherwise jumps are detected in the error's first differences: each axis'
-differences are scaled robustly (median, 1.4826·MAD; a step across a gap longer than
-the median sample period is further divided by √(gap / median period), so a
-pause is not a jump), and a sample is a jump when the sum of squared scaled
-differences over the six axes exceeds the χ²₆ quantile at ``alpha / N`` (a
-Bonferroni level over the N steps) and the level persists: the change between the
-median of a 0.5-s window ending 0.5 s before it and that of a 0.5-s window starting
-0.5 s after it (so an excursion reverting within 0.5 s is not seen) carries, along the jump's
-direction, between half and twice the jump (a step, not a spike, a reverting
-excursion or a ramp whose one-sample steps are small against its level change; see
-:func:`detect_jumps`). Detections closer than ``min_separation`` samples are merged
-(the largest one kept).
-
-Both results are reported (:class:`Segmentation`) with the method that was used.
+A relocalization starts a new offset b. ``PoseFlag.RELOCALIZED`` flags are used when
+the stream has them; otherwise jumps are detected in the error's robustly scaled first
+differences (χ²₆ at a Bonferroni level) and kept only when the level persists (a step,
+not a spike or a ramp; :func:`detect_jumps`). :class:`Segmentation` says which method
+was used. docs/POSE_ERROR.md ("Relocalization segments").
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """From session files (or two pose tracks) to aligned, segmented pose-error series.
 
-``load_tracks(path, sensor, reference)`` reads two pose streams of a session through
-:class:`sensorbench.logs.Session` (times converted from int64 ns to s relative to the
-reference's first sample; flags kept). ``prepare_campaign(tracks, ...)`` aligns a
-campaign's sessions in time and frame (:mod:`align`; one time offset and one frame
-transform for all of them, estimated with the error model, and the leave-one-out
-folds), computes the per-axis error and segments it at relocalizations
-(:mod:`reloc_segments`; a RELOCALIZED flag on a sample dropped by the association
-moves to the next kept sample); ``prepare_sessions(paths, ...)`` from session files;
-``fit_prepared`` fits the error model and records where every input came from.
+:func:`load_tracks` reads two pose streams (times in s from the reference's first
+sample); :func:`prepare_campaign` aligns a campaign's sessions in time and frame with
+the error model, builds the leave-one-out folds and segments each error at its
+relocalizations; :func:`prepare_sessions` does it from files; :func:`fit_prepared` fits
+the error model and records the inputs. docs/POSE_ERROR.md ("Time offset and frame").
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Leave-one-session-out Monte Carlo validation of the pose-error model.
 
-For every session: refit on the other sessions (or use a given model file), draw B
-error realizations along the held-out session's timestamps and relocalizations (with
-parameters drawn from the fit's uncertainty by default), and place the real error's
-statistics (:data:`STAT_NAMES`, per axis) among the simulated ones: the percentile
-``p = (1 + #{T_sim >= T_obs}) / (B + 1)`` and, family-wise, a max-|z| statistic per
-session (Westfall-Young single step, Šidák over sessions). Wrong relocalizations are
-named under each fold's model (:func:`held_out_wrong`) and given to the draws; failing
-sessions are named by step-down. The held-out session informs nothing that judges it
-(:meth:`sessions.PreparedCampaign.folds`). Details and measured levels:
-docs/POSE_ERROR.md ("Validation").
+Per held-out session: refit on the others (or use a given model), draw B error
+realizations along its timestamps and relocalizations, and place the real statistics
+(:data:`STAT_NAMES`) among the simulated ones (percentile, max-|z| per session,
+Šidák over sessions); failing sessions are named by step-down. Invariant: the held-out
+session informs nothing that judges it. docs/POSE_ERROR.md ("Validation").
 """
 
 from __future__ import annotations

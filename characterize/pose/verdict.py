@@ -1,13 +1,9 @@
 """The two-part verdict on a pose sensor: does the model describe its errors, are they small enough?
 
-Part 1, the model, fails with a named reason: ``DRIFT`` (axis, :mod:`drift`), ``SCALE``
-(campaign, :mod:`scale`), ``FRAME`` (session, :mod:`frames`), ``MISFIT`` (session, axis,
-statistic, :mod:`validate`). Part 2: each ``--require`` with its predicted distribution
-and verdict, holds, fails or cannot tell (:mod:`requirements`); computed and shown
-even when part 1 fails, with the verdict saying the prediction rests on a rejected
-model. ``passed`` (``validate`` exits 0) = the model holds and every requirement holds;
-else exit 1 with the reasons (a requirement these sessions cannot tell is no pass).
-docs/POSE_ERROR.md, "The verdict".
+Part 1 fails with a named reason: ``DRIFT`` (:mod:`drift`), ``SCALE`` (:mod:`scale`),
+``FRAME`` (:mod:`frames`), ``MISFIT`` (:mod:`validate`). Part 2: each ``--require``
+holds, fails or cannot tell (:mod:`requirements`), shown even when part 1 fails.
+``passed`` (exit 0) = the model holds and every requirement holds. docs/POSE_ERROR.md.
 """
 
 from __future__ import annotations
