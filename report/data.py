@@ -1,13 +1,9 @@
 """The report's content, computed: one dataclass per section, no HTML.
 
-A section is a compute function ``compute_x(inputs) -> XSection | None`` (``None``:
-the inputs hold nothing for it) and a render function in
-:mod:`~sensorbench.report.html`; :data:`sensorbench.report.build.SECTIONS`
-lists the pairs in page order. Each section's :meth:`as_dict` gives its keys of
-:attr:`Report.data <sensorbench.report.build.Report>` (plain values, SI units).
-Figures are plotted into ``inputs.figdir`` while computing and kept as PNG bytes, so
-the dataclasses hold the whole report and rendering reads no file. Simulated truth
-sits beside each recovered value, on the file's time base (:mod:`~sensorbench.report.build`).
+``compute_x(inputs) -> XSection | None`` (None: nothing for it in the inputs); each
+section's :meth:`as_dict` gives its keys of ``Report.data`` (plain values, SI units).
+Figures are kept as PNG bytes, so rendering reads no file. Simulated truth sits beside
+each recovered value, on the file's time base (τ ÷ emulation speed, rate × speed).
 """
 
 from __future__ import annotations

@@ -2,11 +2,7 @@
 
 :func:`compute_pose_verdict` runs the model-independent checks of
 :mod:`~sensorbench.characterize.pose.verdict` on the sessions the report already
-prepared (one shared alignment; the frame check uses within-session segment means,
-without re-aligning) and returns the :class:`Verdict`; :func:`render_pose_verdict`
-turns it into the HTML section with the two-part verdict table and the named reasons.
-The report's pose section (``report.data.PoseSection``) holds it; its JSON form is
-``data["pose_verdict"]``.
+prepared (without re-aligning); :func:`render_pose_verdict` renders the two-part table.
 """
 
 from __future__ import annotations
