@@ -411,12 +411,9 @@ def align_sessions(
     """Align several sessions of one sensor: a time offset each, one frame transform.
 
     ``offset_s``: None (estimate each), one known offset for all, or one per session.
-
-    The sensor relocalizes into the same map in every session, so one transform
-    ``p_ref ≈ R p + t`` (and one body rotation) is fitted to the poses of all
-    sessions together. Aligning each session on its own would absorb that
-    session's mean error into ``t``; with one or two relocalizations per session
-    that removes most of the offsets the model is meant to measure.
+    One transform ``p_ref ≈ R p + t`` (and one body rotation) is fitted to all sessions
+    together: they share the sensor's map, and aligning each alone would absorb its mean
+    error (docs/POSE_ERROR.md, "Time offset and frame").
     """
     if not pairs:
         raise FitError("no sessions to align")

@@ -66,21 +66,12 @@ def detect_jumps(
     """Bool mask (N,): True at the first sample after each detected step.
 
     A candidate is a one-sample change J (six axes, scaled robustly) beyond the χ²₆
-    quantile at ``alpha / N``. It is a step when the level change L between the mean
-    of the ``window_s`` that ends ``revert_s`` before it and the mean of the
-    ``window_s`` that starts ``revert_s`` after it (so neither the start nor the end of
-    an excursion that reverts within ``revert_s`` is seen as a change of level)
-
-    - carries, along J's direction, between half and twice J:
-      ``0.5 ≤ <L, J> / <J, J> ≤ 2`` in J's scaled units. Below: it did not persist (a
-      spike or a reverting excursion); above: the level moved mostly by other samples
-      (a ramp, whose one-sample steps are small against its level change);
-    - and is large against the level changes of the series at every other sample
-      (scaled by their median and 1.4826·MAD, beyond the χ²₆ quantile at
-      :data:`LEVEL_ALPHA`): slow noise wanders, and a jump that coincides with its
-      wander is not a step.
-
-    Near either end of the series, where a window is empty, L is the jump itself.
+    quantile at ``alpha / N``. It is a step when the level change L between the
+    ``window_s`` ending ``revert_s`` before it and the ``window_s`` starting ``revert_s``
+    after it satisfies ``0.5 ≤ <L, J> / <J, J> ≤ 2`` (below: a spike or a reverting
+    excursion; above: a ramp) and is beyond the χ²₆ quantile at :data:`LEVEL_ALPHA` of the
+    series' robustly scaled level changes (slow noise wanders). Near either end, where a
+    window is empty, L is the jump itself.
     """
     t_s = np.asarray(t_s, dtype=np.float64)
     e = np.asarray(error, dtype=np.float64)

@@ -314,14 +314,9 @@ OFFSET_CONSISTENCY_ALPHA = 0.01
 class TimeOffset:
     """The campaign's time offset (reference time = sensor time + offset, s).
 
-    The offset is a property of the rig (the sensor's latency against mocap's), so it
-    is estimated once for the campaign, jointly with the frame (:mod:`gls_align`).
-    Each session's own estimate (under its own alignment, weighted by a model fitted
-    to that session alone) is kept too; when they disagree (χ² of the own offsets
-    about their weighted mean, S − 1 degrees of freedom, p below
-    :data:`OFFSET_CONSISTENCY_ALPHA`) the clocks differ between sessions and every
-    session keeps its own offset (``pooled`` False; a held-out session's offset is
-    then its own, which validation reports).
+    Estimated once for the rig, jointly with the frame (:mod:`gls_align`); each session's
+    own estimate is kept too, and when they disagree (χ², p below
+    :data:`OFFSET_CONSISTENCY_ALPHA`) every session keeps its own (``pooled`` False).
     """
 
     method: str  # "given" or "gls"
@@ -370,12 +365,9 @@ class PreparedCampaign:
     def folds(self, targets: list[int], excluded: frozenset[int] = frozenset()) -> list[Fold]:
         """Folds holding out ``targets`` (indices into :attr:`prepared`), without ``excluded``.
 
-        For held-out session i the training sessions are the other prepared ones not in
-        ``excluded``. From them alone come the weights of the GLS (a model fitted to
-        their own-aligned errors), the pooled time offset and, with
-        ``align="campaign"``, the frame; session i's error is computed under that
-        offset and frame (``"session"``: under its own frame; offsets that were not
-        pooled stay each session's own).
+        Held-out session i's GLS weights, pooled offset and (``"campaign"``) frame come from
+        the other prepared sessions not in ``excluded`` alone; its error is computed under
+        them (docs/POSE_ERROR.md, "Validation").
         """
         n = len(self.prepared)
         trains = [[self.kept[j] for j in range(n) if j != i and j not in excluded] for i in targets]
@@ -590,28 +582,12 @@ def prepare_campaign(
 ) -> PreparedCampaign:
     """Align, compute and segment the error of every session; check their frames.
 
-    ``align``: ``"campaign"`` (one transform for all sessions; sessions in another map
-    are found by :func:`frames.frame_statistics`, removed one at a time, worst first,
-    and the rest re-aligned without them), ``"session"`` (one transform each) or
-    ``"none"``. Steps:
-
-    1. each session's offset by angular-rate cross-correlation (unless ``offset_s``
-       is given) and its own Umeyama alignment; relocalizations from flags or
-       detected steps on that error;
-    2. each session's own offset and frame by GLS (:mod:`gls_align`) weighted by a
-       model fitted to that session alone, with the offset's standard error; the
-       segmentation again at that offset (relocalizations are found on each
-       session's own alignment: a session in another map must not move the
-       others' steps);
-    3. the campaign's offset: the own offsets pooled when they agree (:class:`TimeOffset`);
-    4. with ``"campaign"``: the frame check (on the errors of step 1: it needs no
-       error model), then the frame and the pooled offset by one GLS over the
-       sessions kept, weighted by a model fitted to their own-aligned errors.
-
-    ``"auto"``: ``"campaign"`` when the frame check finds every session in one map,
-    else ``"session"`` (each recording in its own map, as separate SLAM runs are, or
-    one map that cannot be checked), with :attr:`PreparedCampaign.decision` saying
-    which and why (and, when one transform, the check in :attr:`PreparedCampaign.frames`).
+    ``align``: ``"campaign"`` (one transform; sessions in another map are removed one at a
+    time, worst first, and the rest re-aligned), ``"session"`` (one transform each),
+    ``"none"``, or ``"auto"`` (``"campaign"`` when the frame check finds every session in
+    one map, else ``"session"``; :attr:`PreparedCampaign.decision` says which and why).
+    The steps (rate cross-correlation, each session's own GLS, pooled offset, campaign
+    GLS): docs/POSE_ERROR.md, "Time offset and frame".
     """
     if align not in ALIGN_MODES:
         raise FitError(f"unknown --align {align!r} (auto, campaign, session or none)")

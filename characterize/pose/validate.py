@@ -328,13 +328,11 @@ def validate_sessions(
 ) -> ValidationReport:
     """Validate the model on every session (leave-one-session-out unless ``model``).
 
-    With ``model`` None, each session is checked against a model refitted on the
-    others (needs ≥ 2 sessions), named failures by the step-down of the module
-    docstring; ``folds`` gives each held-out session's error and its training
-    sessions' errors (default: ``series`` as they are, e.g. when the alignment did
-    not use the data). With a model, every session is checked against it and every
-    failing session is named. ``progress(done, total)``: the first round's refits
-    count as one session's share, then each session's Monte Carlo check one more.
+    With ``model`` None each session is checked against a model refitted on the others
+    (≥ 2 sessions), failures named by step-down; ``folds`` gives each held-out session's
+    error and its training errors (default: ``series`` as they are). With a model, every
+    session is checked against it. ``progress(done, total)``: the first round's refits
+    count as one session's share, then each session's check one more.
     """
     if not series:
         raise FitError("no sessions to validate")
