@@ -9,7 +9,9 @@ the error model and records the inputs. docs/POSE_ERROR.md ("Time offset and fra
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -489,24 +491,10 @@ def _carried(
     )  # fmt: skip
 
 
-def _auto_alignment(
-    tracks: list[tuple[PoseTrack, PoseTrack]],
-    names: list[str],
-    sources: list[str] | None,
-    planar: bool,
-    offset_s: float | None,
-    max_offset_s: float,
-    max_gap_s: float | None,
-    frame_alpha: float,
-) -> PreparedCampaign:
-    """:func:`prepare_campaign` with ``align="auto"`` (see there)."""
-
-    def prepare(align: str) -> PreparedCampaign:
-        return prepare_campaign(
-            tracks, names, sources, align, planar, offset_s, max_offset_s, max_gap_s, frame_alpha
-        )
-
-    if len(tracks) < 2:
+def _auto_alignment(prepare: Callable[[str], PreparedCampaign], n: int) -> PreparedCampaign:
+    """:func:`prepare_campaign` of ``n`` sessions with ``align="auto"``, ``prepare(align)``
+    preparing them with one alignment."""
+    if n < 2:
         camp = prepare("session")
         camp.decision = "its own transform (one session)"
         return camp
@@ -514,7 +502,7 @@ def _auto_alignment(
     check = joint.frames
     if check is not None and check.testable and not check.excluded:
         joint.decision = (
-            f"one transform for all {len(tracks)} sessions: the FRAME check finds them in one map"
+            f"one transform for all {n} sessions: the FRAME check finds them in one map"
         )
         return joint
     own = prepare("session")
@@ -592,8 +580,11 @@ def prepare_campaign(
     if align not in ALIGN_MODES:
         raise FitError(f"unknown --align {align!r} (auto, campaign, session or none)")
     if align == "auto":
-        args = (tracks, names, sources, planar, offset_s, max_offset_s, max_gap_s)
-        return _auto_alignment(*args, frame_alpha=frame_alpha or FRAME_ALPHA)
+        prepare = partial(
+            prepare_campaign, tracks, names, sources, planar=planar, offset_s=offset_s,
+            max_offset_s=max_offset_s, max_gap_s=max_gap_s, frame_alpha=frame_alpha or FRAME_ALPHA,
+        )  # fmt: skip
+        return _auto_alignment(prepare, len(tracks))
     sources = sources or [""] * len(tracks)
     mode = "none" if align == "none" else ("planar" if planar else "se3")
     estimate = offset_s is None
