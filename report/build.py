@@ -63,12 +63,8 @@ def _within(steps: StepFn, k: int, n: int) -> Callable[[float], None]:
 
 @dataclass
 class Report:
-    """The written page and its content.
-
-    Attributes:
-        path: the HTML file.
-        data: the content as plain dicts (SI units), :meth:`ReportContent.as_dict`.
-        content: the computed sections (dataclasses).
+    """The written page (``path``), its computed sections (``content``) and their plain-dict
+    form (``data``, SI units, :meth:`ReportContent.as_dict`).
     """
 
     path: Path

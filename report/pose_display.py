@@ -119,14 +119,8 @@ def session_line(ps: Any) -> str:
 
 @dataclass
 class FitSummary:
-    """What ``fit pose-error`` states about a fitted campaign.
-
-    Attributes:
-        campaign: the prepared campaign (:class:`sessions.PreparedCampaign`).
-        model: the model fitted on it.
-        station: τ against the segment lengths, per axis.
-        allan: the Allan cross-check per axis (:func:`allan.allan_cross_check`).
-        warnings: what the user must not overlook (offset at its search limit, ...).
+    """What ``fit pose-error`` states about a fitted campaign: τ against the segment lengths
+    and the Allan cross-check per axis, and the warnings a user must not overlook.
     """
 
     campaign: Any
