@@ -404,28 +404,14 @@ def wrong_lines(found: dict[str, Any], simulated: list[dict[str, Any]] | None) -
 
 
 def _wrong_table(found: dict[str, Any], simulated: list[dict[str, Any]] | None) -> str:
-    """The wrong relocalizations the fit named (rate, interval) beside the simulator's."""
-    lines = wrong_lines(found, simulated)
-    rows = [
-        (kind, w["session"], f"{w['t_s']:.2f}", *(f"{1000 * w['jump'][k]:+.0f}" for k in (0, 1)),
-         f"{math.degrees(w['jump'][5]):+.1f}")
-        for kind, ws in (("named", found["named"]), ("simulated", simulated or []))
-        for w in ws
-    ]  # fmt: skip
-    note = (
-        "<p class='note'>A wrong relocalization puts the sensor in the wrong place of its map: "
-        "its offset is no draw of N(0, σ_b²). The fit names each one whose offset the usual "
-        "spread cannot explain and leaves its offset free; σ_b, τ and σ come from the "
-        "others, the validation gives every draw the named jumps, and the requirements hold "
-        "between them.</p>"
-    )
-    if not rows:
-        return f"<p>{esc(lines[0])}.</p>{note}"
+    """The wrong relocalizations the fit named beside the simulator's (:func:`wrong_lines`)."""
+    text = esc("\n".join(wrong_lines(found, simulated)))
     return (
-        table(
-            ["", "session", "t (s)", "x jump (mm)", "y jump (mm)", "yaw jump (deg)"], rows, lines[0]
-        )
-        + note
+        f"<pre>{text}</pre><p class='note'>A wrong relocalization puts the sensor in the "
+        "wrong place of its map: its offset is no draw of N(0, σ_b²). The fit names each one "
+        "whose offset the usual spread cannot explain and leaves its offset free; σ_b, τ and "
+        "σ come from the others, the validation gives every draw the named jumps, and the "
+        "requirements hold between them.</p>"
     )
 
 

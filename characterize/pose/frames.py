@@ -114,11 +114,6 @@ def frame_statistics(
     return FrameCheck([s.name for s in series], x, np.asarray(p, float), m, allowed, dof, level)
 
 
-def session_mean(series: ErrorSeries) -> np.ndarray:
-    """``(6,)`` mean error of a session over its samples."""
-    return series.error.mean(axis=0)
-
-
 def mean_variance(series: ErrorSeries, params: np.ndarray) -> np.ndarray:
     """``(6,)`` variance of a session's mean error under the model ``params`` (6, 4).
 
@@ -150,7 +145,7 @@ def loo_frame_statistics(
     inflated for the others' alignment error).
     """
     n = len(held_out)
-    m = np.array([session_mean(s) for s in held_out])
+    m = np.array([s.error.mean(axis=0) for s in held_out])  # (S, 6) session means
     with np.errstate(divide="ignore", invalid="ignore"):
         x = np.sum(m**2 / allowed_var, axis=1)
     return FrameCheck(

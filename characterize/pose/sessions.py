@@ -447,7 +447,7 @@ class PreparedCampaign:
             np.stack([weights[a].values for a in POSE_AXES]),
             estimate_offset=estimate_offset,
             max_gap_s=self.max_gap_s,
-            wrong=[_wrong_times(s, m) for s, m in zip(series, weights.wrong.masks, strict=True)],
+            wrong=[s.t_s[m] for s, m in zip(series, weights.wrong.masks, strict=True)],
         )
 
     def future_variance(self) -> np.ndarray:
@@ -512,11 +512,6 @@ def _auto_alignment(prepare: Callable[[str], PreparedCampaign], n: int) -> Prepa
         else "whether they share one map cannot be checked (too few relocalizations)"
     )
     return own
-
-
-def _wrong_times(s: ErrorSeries, mask: np.ndarray) -> np.ndarray:
-    """First-sample times (s) of the wrong relocalizations ``mask`` marks in ``s``."""
-    return s.t_s[mask]
 
 
 def _offset_only(al: Alignment) -> GroupFit:
@@ -668,7 +663,7 @@ def _own_alignment(
         params,
         estimate_offset=search is not None,
         max_gap_s=max_gap_s,
-        wrong=[_wrong_times(ps.series, fit.wrong.masks[0])],
+        wrong=[ps.series.t_s[fit.wrong.masks[0]]],
     )
     se = g.offset_se_s(0)
     own = _with_frame(al, float(g.offsets_s[0]), g.frame, se)
