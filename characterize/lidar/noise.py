@@ -126,15 +126,11 @@ def range_noise(
 ) -> NoiseReport:
     """Range noise per band and outlier counts over the static stretches.
 
-    Args:
-        turns: the stream.
-        stretch: per turn, static-stretch number or -1 (see ``detect_static``).
-        step_rad: the lidar's angular step (rad).
-        period_s: nominal turn period (s), for the reported static time.
-        bands_m: band edges (m).
-        jump_abs_m, jump_rel: depth-discontinuity threshold (m, fraction of range).
-        edge_bins: half-width (bins) of an edge zone.
-        outlier_k: outlier threshold in σ.
+    ``stretch``: per turn, static-stretch number or -1 (:func:`detect_static`);
+    ``step_rad``: the angular step (rad); ``period_s``: nominal turn period (s), for the
+    reported static time; ``bands_m``: band edges (m); ``jump_abs_m`` (m) and ``jump_rel``
+    (fraction of range): the discontinuity threshold; ``edge_bins``: half-width of an edge
+    zone (bins); ``outlier_k``: outlier threshold (σ).
     """
     n_str = int(stretch.max()) + 1
     n_bins = int(np.floor(TWO_PI / step_rad))

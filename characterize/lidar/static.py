@@ -76,13 +76,9 @@ def detect_static(
 ) -> StaticDetection:
     """Label the static stretches of ``turns`` (see the module docstring).
 
-    Args:
-        turns: the stream.
-        period_s: nominal turn period (s).
-        lag_s: time lag (s) over which motion must show.
-        bin_deg: angle bin width (degrees) of the per-turn medians.
-        factor: static threshold as a multiple of the lag-1 noise floor.
-        min_static_s: shortest stretch (s) that counts.
+    ``period_s``: nominal turn period (s); ``lag_s``: lag (s) over which motion must
+    show; ``bin_deg``: bin width (°) of the per-turn medians; ``factor``: threshold as a
+    multiple of the lag-1 noise floor; ``min_static_s``: shortest stretch (s) that counts.
     """
     n_bins = max(8, round(360.0 / bin_deg))
     grid = binned_turns(turns, n_bins)

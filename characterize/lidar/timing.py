@@ -160,16 +160,11 @@ def timing_stats(
 ) -> TimingStats:
     """Compute :class:`TimingStats` of a stream.
 
-    Args:
-        turns: every turn of the stream.
-        events: session events; those whose ``source`` is in ``sources`` and whose
-            kind is unplug/reconnect/stale count as USB drop-offs of this lidar, and
-            ``overrun`` events mark its host clock unreliable.
-        sources: names this device appears under in the events (stream name, port).
-        clock_source: how the stream's device time was made (its ``device_time``
-            attribute); used when the device clock is.
-        time_base: what the stream's turn times are (its ``time_base`` attribute;
-            empty: host receive times).
+    ``events``: session events; those whose ``source`` is in ``sources`` (the device's
+    stream name, port) and whose kind is unplug/reconnect/stale count as USB drop-offs,
+    ``overrun`` marks the host clock unreliable. ``clock_source``: how the device time
+    was made (its ``device_time`` attribute); ``time_base``: what the turn times are (its
+    ``time_base`` attribute; empty: host receive times).
     """
     if turns.n_turns < 3:
         raise FitError(
