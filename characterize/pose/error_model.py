@@ -847,30 +847,19 @@ class PoseErrorModel:
             }
             qp = f.qprofile
             if qp is not None:
-                axes[a]["sigma_b_qprofile"] = {
-                    "seg_var": [float(v) for v in qp.lam],
-                    "seg_proj2": [float(v) for v in qp.z2],
-                    **(
-                        {}
-                        if qp.z is None or qp.ones is None or qp.group is None
-                        else {
-                            "seg_proj": [float(v) for v in qp.z],
-                            "seg_ones": [float(v) for v in qp.ones],
-                            "seg_group": [int(v) for v in qp.group],
-                        }
-                    ),
-                }
+                table = {"seg_var": qp.lam, "seg_proj2": qp.z2}
+                if qp.z is not None and qp.ones is not None and qp.group is not None:
+                    table |= {"seg_proj": qp.z, "seg_ones": qp.ones, "seg_group": qp.group}
+                axes[a]["sigma_b_qprofile"] = {k: np.asarray(v).tolist() for k, v in table.items()}
+        body: dict[str, Any] = {"axes": axes}
+        if self.wrong_relocalizations:
+            body["wrong_relocalizations"] = self.wrong_relocalizations
         return model_document(
             MODEL_KIND,
             FORMAT_VERSION,
             MODEL_UNITS,
             self.provenance,
-            {"axes": axes}
-            | (
-                {"wrong_relocalizations": self.wrong_relocalizations}
-                if self.wrong_relocalizations
-                else {}
-            ),
+            body,
             sensor=self.sensor,
             reference=self.reference,
             frame=self.frame,
