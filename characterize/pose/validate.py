@@ -179,13 +179,7 @@ class ValidationReport:
                     "critical_z": s.critical_z,
                     "p_joint": s.p_joint,
                     "model_params": {
-                        a: dict(
-                            zip(
-                                PARAMS,
-                                map(_f, s.params[i]),
-                                strict=True,
-                            )
-                        )
+                        a: dict(zip(PARAMS, map(_f, s.params[i]), strict=True))
                         for i, a in enumerate(POSE_AXES)
                     },
                     "axes": per_axis,
