@@ -165,9 +165,7 @@ MIN_RATE_WINDOW_S = 0.2
 
 def sample_spacing_s(track: PoseTrack) -> float:
     """Median spacing of a track's valid samples (s)."""
-    return float(
-        track._memo("_spacing", lambda: np.median(np.diff(track.only_valid().t_s)))
-    )
+    return float(track._memo("_spacing", lambda: np.median(np.diff(track.only_valid().t_s))))
 
 
 def gap_limit_s(track: PoseTrack, max_gap_s: float | None = None) -> float:

@@ -1247,10 +1247,7 @@ def fit_pose_error(
     """
     options = options or FitOptions()
     fits = fit_groups(series, [list(range(len(series)))], options, progress)[0]
-    prov: dict[str, Any] = {
-        "fit_options": options.as_dict(),
-        "sessions": [s.name for s in series],
-    }
+    prov: dict[str, Any] = {"fit_options": options.as_dict(), "sessions": [s.name for s in series]}
     if extra_provenance:
         prov.update(extra_provenance)
     if inputs:

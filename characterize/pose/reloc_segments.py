@@ -127,10 +127,7 @@ def _level_changes(t_s: np.ndarray, e: np.ndarray, revert_s: float, window_s: fl
 
 
 def segment(
-    t_s: np.ndarray,
-    error: np.ndarray,
-    flags: np.ndarray | None = None,
-    alpha: float = JUMP_ALPHA,
+    t_s: np.ndarray, error: np.ndarray, flags: np.ndarray | None = None, alpha: float = JUMP_ALPHA
 ) -> Segmentation:
     """Segment by the stream's RELOCALIZED flags when present, else by detected jumps."""
     t_s = np.asarray(t_s, dtype=np.float64)

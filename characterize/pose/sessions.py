@@ -464,11 +464,7 @@ class PreparedCampaign:
         )
 
     def _series(
-        self,
-        j: int,
-        al: Alignment,
-        group: str,
-        nuisance: tuple[GroupFit, int, str] | None = None,
+        self, j: int, al: Alignment, group: str, nuisance: tuple[GroupFit, int, str] | None = None
     ) -> ErrorSeries:
         a = self.alone[j]
         group = a.series.name if self.align == "session" else group
