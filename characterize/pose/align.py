@@ -337,16 +337,14 @@ def estimate_time_offset(
 ) -> tuple[float, float]:
     """(offset_s, peak normalised correlation) from angular-rate magnitudes.
 
-    Both tracks' rates are taken across a ``window_s`` window (default
-    :func:`rate_window_s`) on a common grid; the sensor's windows that contain a
-    flagged relocalization (a rotation step looks like a rate spike) are left out.
-    The correlation is searched over lags up to ``max_offset_s`` every
-    ``coarse_step_s``, then within two coarse steps of the best lag every
-    ``fine_step_s``, and a parabola through the peak gives the offset.
+    Rates across ``window_s`` (default :func:`rate_window_s`) on a common grid, the
+    sensor's windows holding a flagged relocalization left out; lags up to
+    ``max_offset_s`` every ``coarse_step_s``, then every ``fine_step_s`` near the best,
+    and a parabola through the peak.
 
     Raises:
-        FitError: naming the cause: the tracks do not overlap, a track's rates cannot
-            be taken (its samples too sparse for the gap limit), or they never turn.
+        FitError: naming the cause: no overlap, rates that cannot be taken (samples too
+            sparse for the gap limit), or tracks that never turn.
     """
     sensor, ref = sensor.only_valid(), ref.only_valid()
     window_s = rate_window_s(sensor, ref) if window_s is None else window_s
