@@ -561,12 +561,10 @@ def prepare_campaign(
 ) -> PreparedCampaign:
     """Align, compute and segment the error of every session; check their frames.
 
-    ``align``: ``"campaign"`` (one transform; sessions in another map are removed one at a
-    time, worst first, and the rest re-aligned), ``"session"`` (one transform each),
-    ``"none"``, or ``"auto"`` (``"campaign"`` when the frame check finds every session in
-    one map, else ``"session"``; :attr:`PreparedCampaign.decision` says which and why).
-    The steps (rate cross-correlation, each session's own GLS, pooled offset, campaign
-    GLS): docs/POSE_ERROR.md, "Time offset and frame".
+    ``align``: ``"campaign"`` (one transform; sessions in another map removed worst first,
+    the rest re-aligned), ``"session"`` (one each), ``"none"``, or ``"auto"`` (campaign when
+    the frame check finds one map, else session; :attr:`PreparedCampaign.decision` says
+    why). The steps: docs/POSE_ERROR.md, "Time offset and frame".
     """
     if align not in ALIGN_MODES:
         raise FitError(f"unknown --align {align!r} (auto, campaign, session or none)")
