@@ -83,9 +83,8 @@ def build_report(
 ) -> Report:
     """Analyse ``sessions`` (with the models in ``models_dir``) and write ``report.html``.
 
-    The page is written to a temporary file and renamed into place when complete;
-    an existing ``report.html`` is replaced only with ``force``. ``progress(message)``
-    says what is being done, ``steps(done, total)`` how far the sections are.
+    The page is renamed into place when complete; an existing one is replaced only with
+    ``force``. ``progress(message)`` says what is done, ``steps(done, total)`` how far.
 
     Raises:
         SensorbenchError: an unreadable session or model, or an analysis that failed.

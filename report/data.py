@@ -36,17 +36,11 @@ Z_999 = 3.2905267314919255
 
 @dataclass(frozen=True)
 class ReportOptions:
-    """Knobs of the analyses the report runs.
-
-    Attributes:
-        draws: Monte Carlo draws per session of the validation.
-        seed: Monte Carlo seed.
-        alpha: family-wise level of the validation.
-        sensor, reference: pose streams of the pose-error sections.
-        static_s: shortest static lidar stretch, in simulated-equivalent seconds
-            (divided by the session's emulation speed) (s).
-        align: the pose sessions' frame alignment, ``auto`` (one transform when the
-            FRAME check finds them in one map, else one each), ``campaign`` or ``session``.
+    """Knobs of the analyses the report runs: the validation's Monte Carlo ``draws`` per
+    session, ``seed`` and family-wise ``alpha``; the pose streams compared; ``static_s``,
+    the shortest static lidar stretch in simulated-equivalent s (divided by the session's
+    emulation speed); ``align``, the pose sessions' frame alignment (``auto``,
+    ``campaign`` or ``session``, docs/POSE_ERROR.md).
     """
 
     draws: int = 1000
@@ -60,16 +54,10 @@ class ReportOptions:
 
 @dataclass(frozen=True)
 class ReportInputs:
-    """What every section's compute function gets.
-
-    Attributes:
-        sessions: session files, in the order given.
-        models: directory of model files (``pods.toml``, ``noise.toml``,
-            ``pose_error.toml``), or None.
-        options: the analyses' knobs.
-        figdir: directory for the figures (PNG) of this report.
-        say: progress callback (one line per step).
-        within: how far the current section is, a fraction in [0, 1].
+    """What every section's compute function gets: the session files in the order given,
+    the models directory (``pods.toml``, ``noise.toml``, ``pose_error.toml``) or None, the
+    options, the directory for this report's PNG figures, ``say`` (one progress line per
+    step) and ``within`` (how far the current section is, a fraction in [0, 1]).
     """
 
     sessions: list[Path]

@@ -727,11 +727,8 @@ class AxisFit:
 
     @property
     def identified(self) -> np.ndarray:
-        """``(4,)`` bool: the data pin the parameter down (finite se_log below 2).
-
-        A parameter the likelihood is flat in (e.g. a reference noise far below the
-        sensor's) has a huge or undefined se_log; the Monte Carlo then uses its point
-        estimate instead of drawing it.
+        """``(4,)`` bool: the data pin the parameter down (finite se_log below 2); the Monte
+        Carlo draws only those, and uses the point estimate of the others.
         """
         ok = self._log_identified()
         ok[0] = (ok[0] or self.has_qprofile) and self.sigma_b_free

@@ -143,16 +143,12 @@ def _segmented(
 ) -> PreparedSession:
     """The session's error under ``al``, segmented.
 
-    ``seg`` with ``starts`` (its segment start times after the first sample, s): that
-    segmentation carried over to the samples kept under ``al``; ``seg`` alone: reused
-    when the samples are the same; else segmented anew (flags, or detected steps).
-    ``mean_group``: the sessions whose alignment ``al`` is (it absorbed their mean
-    error on the axes its mode fits; the sigma_b Q-profile needs to know,
-    :class:`error_model.QProfile`). ``nuisance``: (the offset-and-frame fit ``al`` came
-    from, this session's index in it, a label shared by the sessions of that fit):
-    its Jacobian goes with the series for the fit's restricted likelihood.
-    ``trajectory``: also the ATE and RPE (:mod:`trajectory_error`) under this alignment
-    (the position-only Umeyama fit at the same offset, as ``evo_ape --align`` makes).
+    ``seg`` with ``starts`` (segment start times after the first sample, s): carried over
+    to the samples kept under ``al``; ``seg`` alone: reused when the samples are the same;
+    else segmented anew. ``mean_group``: the sessions sharing ``al`` (it absorbed their
+    mean error; the Q-profile needs to know). ``nuisance``: (the offset-and-frame fit,
+    this session's index in it, the fit's label), for the restricted likelihood.
+    ``trajectory``: also ATE and RPE under this (position-only Umeyama) alignment.
     """
     t, e, idx = pose_errors(sensor, reference, al, max_gap_s)
     if t.size < 10:
