@@ -381,30 +381,10 @@ def _trajectory_table(sessions: list[dict[str, Any]]) -> str:
     )  # fmt: skip
 
 
-def wrong_lines(found: dict[str, Any], simulated: list[dict[str, Any]] | None) -> list[str]:
-    """The wrong relocalizations the fit named (rate, interval, each one) beside the
-    simulator's (None: not simulated), one per line."""
-    if not found:
-        return []
-    lo, hi = found["rate_ci95"]
-    head = (
-        f"wrong relocalizations: {found['n_wrong']} of {found['n_relocalizations']} named, "
-        f"{found['rate'] * 100:.1f} %/reloc [{lo * 100:.1f}, {hi * 100:.1f}] % (95 %)"
-    )
-    if found["n_wrong"]:
-        head += f", median jump {found['median_jump_m']:.2f} m"
-    if simulated is not None:
-        head += f"; simulated: {len(simulated)}"
-    rows = [("named", w) for w in found["named"]] + [("simulated", w) for w in simulated or []]
-    return [head] + [
-        f"  {kind:<9} {w['session']} t {w['t_s']:8.2f} s: x {w['jump'][0]:+.3f} m, "
-        f"y {w['jump'][1]:+.3f} m, yaw {math.degrees(w['jump'][5]):+.1f}°"
-        for kind, w in sorted(rows, key=lambda r: (r[1]["session"], r[1]["t_s"]))
-    ]
-
-
 def _wrong_table(found: dict[str, Any], simulated: list[dict[str, Any]] | None) -> str:
     """The wrong relocalizations the fit named beside the simulator's (:func:`wrong_lines`)."""
+    from sensorbench.characterize.pose.verdict import wrong_lines
+
     text = esc("\n".join(wrong_lines(found, simulated)))
     return (
         f"<pre>{text}</pre><p class='note'>A wrong relocalization puts the sensor in the "

@@ -24,9 +24,9 @@ from sensorbench.characterize.pose.series import (
     param_unit,
 )
 from sensorbench.characterize.pose.validate import ValidationReport
+from sensorbench.characterize.pose.verdict import wrong_lines
 from sensorbench.report.data import validation_document as document
 from sensorbench.report.data import wrong_relocalizations
-from sensorbench.report.html import wrong_lines
 
 
 def fmt(v: float, unit: str) -> str:
