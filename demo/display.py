@@ -37,7 +37,7 @@ def demo_doc(res: DemoResult, warnings: list[str], total_s: float) -> dict[str, 
 
 def demo_lines(res: DemoResult, total_s: float) -> list[str]:
     """The demo's summary as text lines."""
-    from sensorbench.report.html import wrong_lines
+    from sensorbench.characterize.pose.verdict import wrong_lines
 
     out = [f"{'quantity':<40} {'recovered':>12} {'±1σ':>10} {'truth':>12}"]
     for r in summary_rows(res):

@@ -1,34 +1,10 @@
 """``sensorbench report``: one self-contained HTML page with every table and figure.
 
-:func:`build_report` reads session files (and, optionally, the model files of a
-models directory: ``pods.toml``, ``noise.toml``, ``pose_error.toml``) and writes
-``report.html`` into the output directory, figures embedded as base64 PNG (matplotlib
-Agg), no external assets. Sections, each present when the inputs allow it:
-
-* **Lidars** – a datasheet per lidar stream of each session (rate, period, jitter,
-  points per turn, skipped turns, gaps; range noise by band and outlier fractions
-  from static stretches), with the figures of :mod:`~sensorbench.characterize.lidar.plots`;
-* **Pods** – the fitted geometry with 1σ uncertainties (``pods.toml``), the
-  filter noise (``noise.toml``), and each session with pods and mocap replayed through
-  the split filters (error table and plots);
-* **Pose-error model** – the fitted parameters with 95 % intervals (``pose_error.toml``,
-  or fitted here from the sessions holding ``pose_sensor`` and ``mocap``) and the Allan
-  plot; the leave-one-session-out validation: verdicts, percentile tables, error-in-band
-  plots and the rank histogram (:mod:`~sensorbench.characterize.pose.plots`);
-* **Provenance** – per session: software version, SHA-256, label, streams and the
-  device metadata of every stream.
-
-Simulated sessions (a ``/truth`` group) get the simulated truth beside each recovered
-value. Sessions captured from the emulated robot run ``emulation_speed`` times faster
-than simulated time (``/truth`` attribute); truth values with time in their unit are
-put on the file's time base (τ ÷ speed, rate × speed) and say so.
-
-Each section is computed into a dataclass (:mod:`~sensorbench.report.data`)
-and rendered from it (:mod:`~sensorbench.report.html`); :data:`SECTIONS`
-lists the (compute, render) pairs in page order, so a new section is one compute
-function returning its dataclass, one render function and one line there. The
-library returns the computed sections and their plain-dict form (:class:`Report`
-``.data``, SI units) for callers such as ``sensorbench demo``; it never prints.
+:func:`build_report` reads session files (and optionally a models directory) and
+writes ``report.html``, figures embedded as base64 PNG. :data:`SECTIONS` lists the
+(compute, render) pairs in page order: a new section is one compute function in
+:mod:`~sensorbench.report.data`, one render function in :mod:`~sensorbench.report.html`
+and one line there. The sections and the simulated truth beside them: docs/DEMO.md.
 """
 
 from __future__ import annotations
@@ -87,12 +63,8 @@ def _within(steps: StepFn, k: int, n: int) -> Callable[[float], None]:
 
 @dataclass
 class Report:
-    """The written page and its content.
-
-    Attributes:
-        path: the HTML file.
-        data: the content as plain dicts (SI units), :meth:`ReportContent.as_dict`.
-        content: the computed sections (dataclasses).
+    """The written page (``path``), its computed sections (``content``) and their plain-dict
+    form (``data``, SI units, :meth:`ReportContent.as_dict`).
     """
 
     path: Path
@@ -111,9 +83,8 @@ def build_report(
 ) -> Report:
     """Analyse ``sessions`` (with the models in ``models_dir``) and write ``report.html``.
 
-    The page is written to a temporary file and renamed into place when complete;
-    an existing ``report.html`` is replaced only with ``force``. ``progress(message)``
-    says what is being done, ``steps(done, total)`` how far the sections are.
+    The page is renamed into place when complete; an existing one is replaced only with
+    ``force``. ``progress(message)`` says what is done, ``steps(done, total)`` how far.
 
     Raises:
         SensorbenchError: an unreadable session or model, or an analysis that failed.

@@ -1,13 +1,9 @@
 """The report's content, computed: one dataclass per section, no HTML.
 
-A section is a compute function ``compute_x(inputs) -> XSection | None`` (``None``:
-the inputs hold nothing for it) and a render function in
-:mod:`~sensorbench.report.html`; :data:`sensorbench.report.build.SECTIONS`
-lists the pairs in page order. Each section's :meth:`as_dict` gives its keys of
-:attr:`Report.data <sensorbench.report.build.Report>` (plain values, SI units).
-Figures are plotted into ``inputs.figdir`` while computing and kept as PNG bytes, so
-the dataclasses hold the whole report and rendering reads no file. Simulated truth
-sits beside each recovered value, on the file's time base (:mod:`~sensorbench.report.build`).
+``compute_x(inputs) -> XSection | None`` (None: nothing for it in the inputs); each
+section's :meth:`as_dict` gives its keys of ``Report.data`` (plain values, SI units).
+Figures are kept as PNG bytes, so rendering reads no file. Simulated truth sits beside
+each recovered value, on the file's time base (τ ÷ emulation speed, rate × speed).
 """
 
 from __future__ import annotations
@@ -40,17 +36,11 @@ Z_999 = 3.2905267314919255
 
 @dataclass(frozen=True)
 class ReportOptions:
-    """Knobs of the analyses the report runs.
-
-    Attributes:
-        draws: Monte Carlo draws per session of the validation.
-        seed: Monte Carlo seed.
-        alpha: family-wise level of the validation.
-        sensor, reference: pose streams of the pose-error sections.
-        static_s: shortest static lidar stretch, in simulated-equivalent seconds
-            (divided by the session's emulation speed) (s).
-        align: the pose sessions' frame alignment, ``auto`` (one transform when the
-            FRAME check finds them in one map, else one each), ``campaign`` or ``session``.
+    """Knobs of the analyses the report runs: the validation's Monte Carlo ``draws`` per
+    session, ``seed`` and family-wise ``alpha``; the pose streams compared; ``static_s``,
+    the shortest static lidar stretch in simulated-equivalent s (divided by the session's
+    emulation speed); ``align``, the pose sessions' frame alignment (``auto``,
+    ``campaign`` or ``session``, docs/POSE_ERROR.md).
     """
 
     draws: int = 1000
@@ -64,16 +54,10 @@ class ReportOptions:
 
 @dataclass(frozen=True)
 class ReportInputs:
-    """What every section's compute function gets.
-
-    Attributes:
-        sessions: session files, in the order given.
-        models: directory of model files (``pods.toml``, ``noise.toml``,
-            ``pose_error.toml``), or None.
-        options: the analyses' knobs.
-        figdir: directory for the figures (PNG) of this report.
-        say: progress callback (one line per step).
-        within: how far the current section is, a fraction in [0, 1].
+    """What every section's compute function gets: the session files in the order given,
+    the models directory (``pods.toml``, ``noise.toml``, ``pose_error.toml``) or None, the
+    options, the directory for this report's PNG figures, ``say`` (one progress line per
+    step) and ``within`` (how far the current section is, a fraction in [0, 1]).
     """
 
     sessions: list[Path]
@@ -180,7 +164,7 @@ def simulated_wrong(path: Path, sensor: str) -> list[dict[str, Any]]:
         jump = np.asarray(s.truth(f"{sensor}/reloc_offset"), float)
     origin = session_span_ns(path)[0]
     return [
-        {"session": _session_label(path), "t_s": (int(t) - origin) * 1e-9, "jump": list(j)}
+        {"session": path.stem, "t_s": (int(t) - origin) * 1e-9, "jump": list(j)}
         for t, j in zip(t_ns[wrong], jump[wrong], strict=True)
     ]
 
@@ -196,11 +180,6 @@ def validation_document(report: ValidationReport, wrong: Sequence[int | None]) -
     for s, w in zip(doc["sessions"], wrong, strict=True):
         s["simulated_wrong_relocalizations"] = w
     return doc
-
-
-def _session_label(path: Path) -> str:
-    """A session's name in the report: its file's stem (its label says how it was made)."""
-    return path.stem
 
 
 def _rate_truth(tp: dict | None, speed: float, clock: str) -> float | None:
@@ -253,18 +232,12 @@ def _pose_truth(sessions: list[Path]) -> tuple[np.ndarray | None, float]:
 class LidarStream:
     """One lidar stream's datasheet.
 
-    Attributes:
-        name, model: stream name and lidar model.
-        timing: the timing statistics (``TimingStats.as_dict``, SI units).
-        noise: the range-noise statistics (``as_dict``), None when timing only.
-        timing_only_because: why there is no noise analysis ("" when there is).
-        truth: the simulated lidar's parameters, None for a real one.
-        speed: emulation speed of the session (1 at real time).
-        rate_se_hz: standard error of the scan rate (Hz).
-        rate_truth_hz: simulated rate on the turn times' time base (Hz) or None.
-        host_rate_truth_hz: simulated rate on the host clock's time base (Hz) or None.
-        band_truth_sigma_m: simulated σ (m) per noise band, None where not one band.
-        figures: the stream's plots.
+    ``timing`` and ``noise`` are the statistics' ``as_dict`` (SI units; ``noise`` None when
+    timing only, ``timing_only_because`` says why); ``truth`` the simulated lidar's
+    parameters (None for a real one) and ``speed`` the session's emulation speed;
+    ``rate_se_hz`` the scan rate's standard error; the simulated rate (Hz) on the turn
+    times' and on the host clock's time base, and the simulated σ (m) per noise band
+    (None where the band is not inside one simulated band).
     """
 
     name: str
@@ -337,7 +310,7 @@ def compute_lidar(inputs: ReportInputs) -> LidarSection:
         if not names:
             continue
         truth, speed = truth_doc(path)
-        label = _session_label(path)
+        label = path.stem
         streams = []
         for name in names:
             say(f"characterizing lidar {name} of {label}")
@@ -400,14 +373,10 @@ class PodParam:
 class ReplayRow:
     """One session replayed through the split filters against mocap.
 
-    Attributes:
-        label: session label.
-        errors: position (m) and heading (rad) errors (``ReplayResult.summary``).
-        rejected: gate rejections per axis.
-        frames: encoder frames replayed.
-        figures: the replay's plots.
-        honesty: claimed against actual uncertainty per axis (``replay --json``'s
-            ``consistency``, ``rejection_rate`` and ``monitor``).
+    ``errors``: position (m) and heading (rad) errors (``ReplayResult.summary``);
+    ``rejected``: gate rejections per axis; ``frames``: encoder frames replayed;
+    ``honesty``: claimed against actual uncertainty per axis (``replay --json``'s
+    ``consistency``, ``rejection_rate``, ``monitor`` and ``nis``).
     """
 
     label: str
@@ -480,7 +449,7 @@ def _replay(inputs: ReportInputs, geometry: Any, noise: FilterNoise | None) -> l
             has = bool(s.encoder_names()) and any(
                 s.pose(n).attrs.get("kind") == "mocap" for n in s.pose_names()
             )
-        label = _session_label(path)
+        label = path.stem
         if not has:
             continue
         inputs.say(f"replaying {label} through the split filters")
@@ -506,15 +475,9 @@ def _replay(inputs: ReportInputs, geometry: Any, noise: FilterNoise | None) -> l
 
 @dataclass(frozen=True)
 class PoseParam:
-    """One pose-error parameter with its intervals and the simulated truth.
-
-    Attributes:
-        axis, param: e.g. ``yaw``, ``tau_s``.
-        unit: ``m``, ``rad`` or ``s``.
-        value: fitted value (in unit).
-        ci95, ci999: central 95 % and 99.9 % intervals (in unit).
-        identified: whether the data determine it (else the intervals are not shown).
-        truth: simulated value on the file's time base, None for real data.
+    """One pose-error parameter (e.g. ``yaw``, ``tau_s``) in its ``unit`` (m, rad or s), with
+    its central 95 % and 99.9 % intervals, whether the data identify it (else no interval
+    is shown), and the simulated truth on the file's time base (None for real data).
     """
 
     axis: str
@@ -535,16 +498,10 @@ class PoseParam:
 
 @dataclass
 class ValidationSession:
-    """One held-out session's verdict.
-
-    Attributes:
-        check: its checks (percentiles, verdicts) from the validation.
-        n_samples: error samples.
-        n_relocalizations: relocalizations found in it.
-        segmentation: how they were found: ``flags`` (the sensor's), ``detected``
-            (steps in the error: breaks, not known relocalizations) or ``none``.
-        wrong_relocalizations: gross wrong relocalizations the simulator put in it
-            (None: not simulated).
+    """One held-out session's checks, with its error samples and relocalizations found:
+    ``segmentation`` ``flags`` (the sensor's), ``detected`` (steps in the error: breaks,
+    not known relocalizations) or ``none``; the simulator's wrong relocalizations (None:
+    not simulated).
     """
 
     check: SessionCheck
@@ -577,14 +534,10 @@ class ValidationSection:
 class PoseSection:
     """The pose-error model of the sessions with both pose streams, and its validation.
 
-    Attributes:
-        sensor, reference: the pose streams compared.
-        source: where the model came from (its file name, or fitted for the report).
-        params: every axis's parameters.
-        truth_speed: emulation speed when the sessions are simulated, else None.
-        figures: Allan plot and each session's error in the model's bands.
-        validation: None with fewer than two sessions.
-        verdict: the two-part verdict (model / named failures: DRIFT, SCALE, FRAME, MISFIT).
+    ``source``: the model's file name, or fitted for the report; ``truth_speed``: the
+    emulation speed of simulated sessions, else None; ``figures``: the Allan plot, then
+    each session's error in the model's bands; ``validation`` None under two sessions;
+    ``verdict``: model (DRIFT, SCALE, FRAME, MISFIT) and requirements.
     """
 
     sensor: str
@@ -807,14 +760,9 @@ def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) ->
 
 @dataclass(frozen=True)
 class ModelFileRow:
-    """One model file of the models directory.
-
-    Attributes:
-        name: file name.
-        kind, software, created_utc: from its envelope ("?" when absent).
-        sha256: hash of the file.
-        n_inputs: input files it records.
-        n_inputs_here: how many of them are sessions of this report (by SHA-256).
+    """One model file of the models directory: kind, software, created_utc from its envelope
+    ("?" when absent), its SHA-256, the inputs it records and how many of them are
+    sessions of this report (``n_inputs_here``, matched by SHA-256).
     """
 
     name: str
@@ -828,13 +776,8 @@ class ModelFileRow:
 
 @dataclass
 class SessionProvenance:
-    """One session's file facts (``session_info``) and hash.
-
-    Attributes:
-        path: the session file.
-        sha256: its hash.
-        info: ``logs.info.session_info`` of it.
-        emulation_speed: speed of a simulated session, None for a real one.
+    """One session's file facts (``logs.info.session_info``), its SHA-256, and the
+    emulation speed of a simulated session (None for a real one).
     """
 
     path: Path

@@ -381,51 +381,17 @@ def _trajectory_table(sessions: list[dict[str, Any]]) -> str:
     )  # fmt: skip
 
 
-def wrong_lines(found: dict[str, Any], simulated: list[dict[str, Any]] | None) -> list[str]:
-    """The wrong relocalizations the fit named (rate, interval, each one) beside the
-    simulator's (None: not simulated), one per line."""
-    if not found:
-        return []
-    lo, hi = found["rate_ci95"]
-    head = (
-        f"wrong relocalizations: {found['n_wrong']} of {found['n_relocalizations']} named, "
-        f"{found['rate'] * 100:.1f} %/reloc [{lo * 100:.1f}, {hi * 100:.1f}] % (95 %)"
-    )
-    if found["n_wrong"]:
-        head += f", median jump {found['median_jump_m']:.2f} m"
-    if simulated is not None:
-        head += f"; simulated: {len(simulated)}"
-    rows = [("named", w) for w in found["named"]] + [("simulated", w) for w in simulated or []]
-    return [head] + [
-        f"  {kind:<9} {w['session']} t {w['t_s']:8.2f} s: x {w['jump'][0]:+.3f} m, "
-        f"y {w['jump'][1]:+.3f} m, yaw {math.degrees(w['jump'][5]):+.1f}°"
-        for kind, w in sorted(rows, key=lambda r: (r[1]["session"], r[1]["t_s"]))
-    ]
-
-
 def _wrong_table(found: dict[str, Any], simulated: list[dict[str, Any]] | None) -> str:
-    """The wrong relocalizations the fit named (rate, interval) beside the simulator's."""
-    lines = wrong_lines(found, simulated)
-    rows = [
-        (kind, w["session"], f"{w['t_s']:.2f}", *(f"{1000 * w['jump'][k]:+.0f}" for k in (0, 1)),
-         f"{math.degrees(w['jump'][5]):+.1f}")
-        for kind, ws in (("named", found["named"]), ("simulated", simulated or []))
-        for w in ws
-    ]  # fmt: skip
-    note = (
-        "<p class='note'>A wrong relocalization puts the sensor in the wrong place of its map: "
-        "its offset is no draw of N(0, σ_b²). The fit names each one whose offset the usual "
-        "spread cannot explain and leaves its offset free; σ_b, τ and σ come from the "
-        "others, the validation gives every draw the named jumps, and the requirements hold "
-        "between them.</p>"
-    )
-    if not rows:
-        return f"<p>{esc(lines[0])}.</p>{note}"
+    """The wrong relocalizations the fit named beside the simulator's (:func:`wrong_lines`)."""
+    from sensorbench.characterize.pose.verdict import wrong_lines
+
+    text = esc("\n".join(wrong_lines(found, simulated)))
     return (
-        table(
-            ["", "session", "t (s)", "x jump (mm)", "y jump (mm)", "yaw jump (deg)"], rows, lines[0]
-        )
-        + note
+        f"<pre>{text}</pre><p class='note'>A wrong relocalization puts the sensor in the "
+        "wrong place of its map: its offset is no draw of N(0, σ_b²). The fit names each one "
+        "whose offset the usual spread cannot explain and leaves its offset free; σ_b, τ and "
+        "σ come from the others, the validation gives every draw the named jumps, and the "
+        "requirements hold between them.</p>"
     )
 
 

@@ -24,9 +24,9 @@ from sensorbench.characterize.pose.series import (
     param_unit,
 )
 from sensorbench.characterize.pose.validate import ValidationReport
+from sensorbench.characterize.pose.verdict import wrong_lines
 from sensorbench.report.data import validation_document as document
 from sensorbench.report.data import wrong_relocalizations
-from sensorbench.report.html import wrong_lines
 
 
 def fmt(v: float, unit: str) -> str:
@@ -119,14 +119,8 @@ def session_line(ps: Any) -> str:
 
 @dataclass
 class FitSummary:
-    """What ``fit pose-error`` states about a fitted campaign.
-
-    Attributes:
-        campaign: the prepared campaign (:class:`sessions.PreparedCampaign`).
-        model: the model fitted on it.
-        station: τ against the segment lengths, per axis.
-        allan: the Allan cross-check per axis (:func:`allan.allan_cross_check`).
-        warnings: what the user must not overlook (offset at its search limit, ...).
+    """What ``fit pose-error`` states about a fitted campaign: τ against the segment lengths
+    and the Allan cross-check per axis, and the warnings a user must not overlook.
     """
 
     campaign: Any

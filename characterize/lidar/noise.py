@@ -1,59 +1,12 @@
 """Range noise by distance band and the outlier classifier, from static stretches.
 
-Reference scan: within each static stretch, the median range per bearing bin
-(bin width = the lidar's angular step, rounded so that a whole number of bins
-fill the circle; ``inf`` counts, so a bearing that mostly sees nothing has an
-``inf`` reference), taken twice: the second time after moving every sample
-along its bin's slope (from the first pass, central differences within a
-surface) to the bin centre, so that where in the bin the samples fell does not
-shift the median on oblique surfaces. A point's reference is the linear interpolation of the two
-bins around its bearing, which removes the range gradient of oblique surfaces.
-
-Depth discontinuities: between neighbouring bins whose references differ by more
-than ``tol = max(jump_abs_m, jump_rel × nearer range)`` (a *steep* pair) and
-neither bin's reference is predicted within ``tol`` by the straight line through
-the two bins beyond it (that would be one oblique surface seen near grazing) or
-the step is steeper than a surface at 85° incidence (``|Δr| > tan 85° · r ·
-bin width``), or where one reference is ``inf`` and the other is not. Points
-within ``edge_bins`` bins of a discontinuity or a steep pair are in an *edge
-zone* (near grazing, neighbouring samples are as far apart in range as at an
-edge, and mix alike).
-
-Range noise: residual of each finite point against the reference built from the
-*other* half of the stretch's turns (odd against even and back), so that a point
-never pulls its own reference; only points outside edge zones, away from steep
-pairs (grazing incidence) and, in a second pass, away from kinks (corners, where
-the reference's second difference exceeds the first-pass σ). Banded by the
-reference range; per band σ = 1.4826 × MAD of the pooled residuals (robust to
-outliers), divided by ``sqrt(1 + π / (3 n))`` for the noise of a median
-reference over ``n`` turns interpolated between two bins (variance π σ² / 2n at
-a bin centre, 2/3 of that on average). Standard error 1.166 σ / √N.
-
-Classifier, for every finite return in a static stretch (``σ(r)`` interpolates
-the band estimates, ``k = outlier_k``):
-
-* a return within ``k σ`` of a surface is on it, where the surfaces are the
-  references of the bins within ``edge_bins`` of its bearing (except bins split
-  from both neighbours by discontinuities, whose median may mix two surfaces), the interpolation
-  between the two bins around it, and the straight-line extrapolations from the
-  first and second pairs of bins on either side (corners, oblique surfaces right
-  at an edge), each of the last five only where its two bins are not split by a
-  discontinuity;
-* a return on no surface is an **edge outlier** (a mixed pixel) if it lies in an
-  edge zone, between the nearest and the farthest surface of the zone, and
-  otherwise a *false-point candidate* (this includes any return where every
-  nearby reference is ``inf``);
-* a false-point candidate is an **isolated false point** unless the previous or
-  next point of the same turn is also a candidate at a similar range
-  (``max(k σ, 3 %)``): such clusters are transient objects, reported apart.
-
-An edge outlier within ``k σ`` of either surface cannot be told from a surface
-return. The reported edge-outlier fraction weighs each detected one by
-``1 / p``, ``p = 1 − k (σ(below) + σ(above)) / (above − below)`` (at least 0.2),
-where ``below`` and ``above`` are the zone's surfaces that bracket it: the chance
-that a mixed pixel falling uniformly between them is seen (Horvitz-Thompson).
-The raw detected count is reported too; the correction is as good as that
-uniform-mixing model (within a few % on the simulator's mixed pixels).
+Per static stretch a reference scan (median range per bearing bin, slope-corrected to
+the bin centres) gives every point's residual against the *other* half of the turns;
+σ per band is 1.4826 × MAD of the pooled residuals (m), corrected for the reference's
+own noise. Every finite return is then labelled (``LABEL_*``): on a surface, edge
+outlier (mixed pixel, Horvitz-Thompson weighted), isolated false point or transient.
+Key invariant: a point never enters its own reference. Method and formulas:
+docs/LIDAR.md ("Noise and the outlier classifier").
 """
 
 from __future__ import annotations
@@ -88,7 +41,7 @@ class NoiseReport:
     ``labels``: per point of the stream, one of the ``LABEL_*`` codes;
     ``noise_band``: per point, the band whose noise it entered (-1: none).
     ``edge_outliers`` counts detected edge outliers, ``edge_outliers_est``
-    their Horvitz-Thompson total (see the module docstring).
+    their Horvitz-Thompson total (docs/LIDAR.md).
     ``bands``: one dict per band with ``lo_m``, ``hi_m``, ``sigma_m`` (nan when
     fewer than 30 points), ``se_m``, ``n_points``, ``n_bins``. Fractions are of
     all non-invalid samples (returns and no-returns) in the static stretches.
@@ -173,15 +126,11 @@ def range_noise(
 ) -> NoiseReport:
     """Range noise per band and outlier counts over the static stretches.
 
-    Args:
-        turns: the stream.
-        stretch: per turn, static-stretch number or -1 (see ``detect_static``).
-        step_rad: the lidar's angular step (rad).
-        period_s: nominal turn period (s), for the reported static time.
-        bands_m: band edges (m).
-        jump_abs_m, jump_rel: depth-discontinuity threshold (m, fraction of range).
-        edge_bins: half-width (bins) of an edge zone.
-        outlier_k: outlier threshold in σ.
+    ``stretch``: per turn, static-stretch number or -1 (:func:`detect_static`);
+    ``step_rad``: the angular step (rad); ``period_s``: nominal turn period (s), for the
+    reported static time; ``bands_m``: band edges (m); ``jump_abs_m`` (m) and ``jump_rel``
+    (fraction of range): the discontinuity threshold; ``edge_bins``: half-width of an edge
+    zone (bins); ``outlier_k``: outlier threshold (σ).
     """
     n_str = int(stretch.max()) + 1
     n_bins = int(np.floor(TWO_PI / step_rad))

@@ -1,19 +1,9 @@
 """How a lidar's points follow one another: no-return runs, bearing steps, turn spans.
 
-These are the statistics an emulator is easy on and a real A1 is not (docs/A1.md, "What
-real units send"): no-returns come in runs; the step between consecutive returns
-spreads; some steps go backwards; turns do not span exactly 360°. All are computed on
-stored turns (angles rad CCW), in the device's native sense (degrees clockwise), with
-these definitions:
-
-- **no-return run**: a maximal run of consecutive points without a return (``inf``)
-  in the stream order (turn boundaries included);
-- **step**: the clockwise angle from one point to the next *within a turn*, wrapped to
-  (−180°, 180°]; a **return step** joins two returns; a step is **backward** when it is
-  negative, and **at a no-return change** when a no-return is followed by a return;
-- **turn span**: the unwrapped clockwise angle from a turn's first point (the
-  start-flag node) to its last point, over complete turns;
-- **no-returns with a quality**: no-return points whose intensity is not 0.
+The statistics an emulator is easy on and a real A1 is not (docs/A1.md). Computed on
+stored turns (angles rad CCW) in the device's native sense (degrees clockwise); the
+definitions (no-return run, step, backward step, turn span) are in docs/LIDAR.md,
+"Point sequence".
 """
 
 from __future__ import annotations
@@ -27,24 +17,15 @@ from sensorbench.logs import LidarTurns, TurnFlag
 
 @dataclass(frozen=True)
 class SequenceStats:
-    """Node-sequence statistics of one stream (degrees, % where so named).
+    """Node-sequence statistics of one stream (definitions: docs/LIDAR.md, "Point sequence").
 
-    Attributes:
-        n_points: points (invalid ``nan`` ranges included: they have a bearing).
-        no_return_run_mean: mean length of the no-return runs (points).
-        no_return_run_median: median length of the no-return runs (points).
-        return_step_p1_deg, return_step_p50_deg, return_step_p99_deg: percentiles of
-            the return steps (°).
-        backward_step_pct: backward steps, % of the steps.
-        backward_not_at_change_pct: backward steps not at a no-return change, % of the
-            backward steps (nan without any).
-        resume_step_back_deg: mean size of the backward steps where returns resume
-            (at a no-return change; °, positive; nan without any).
-        no_return_with_quality_pct: no-returns with a quality, % of the no-returns.
-        turn_span_min_deg, turn_span_max_deg: smallest and largest turn span (°).
-        turns_under_360_pct: complete turns spanning less than 360°, %.
-        n_turns: complete turns (no ``PACKET_LOSS`` or ``CRC_ERRORS`` flag) measured.
-        first_point_deg: (smallest, largest) clockwise reading of a turn's first point.
+    Angles in degrees; ``*_pct`` in % of the points, steps, no-returns or turns they
+    name (``backward_not_at_change_pct`` of the backward steps); ``nan`` where there is
+    nothing to count. ``n_points`` includes invalid ``nan`` ranges (they have a bearing);
+    ``n_turns`` counts complete turns (no ``PACKET_LOSS`` or ``CRC_ERRORS`` flag);
+    ``resume_step_back_deg``: mean size (positive) of the backward steps where returns
+    resume; ``first_point_deg``: (smallest, largest) clockwise reading of a turn's first
+    point.
     """
 
     n_points: int

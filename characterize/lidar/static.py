@@ -1,20 +1,10 @@
 """Find the stretches of a lidar stream where the scene and the sensor stood still.
 
-Each turn is reduced to per-bearing medians in coarse angle bins (2° by
-default). The change between turn ``i`` and turn ``i − L`` (``L`` turns ≈
-``lag_s``) is the upper quartile over the bins both turns see of ``|Δrange|``
-(m): a quantile, so that up to a quarter of the bins (depth edges, outliers) do
-not matter, and not the median, because moving along a corridor changes the
-range to fewer than half of the bearings. With the sensor still, that change is
-pure range noise, the same at lag 1 and lag ``L``; with the sensor moving it
-grows with the lag. The noise floor is the
-lower quartile of the lag-1 change over the whole stream; a turn is static when
-its change to the turn ``L`` before and to the turn ``L`` after (where they
-exist) both stay under ``factor`` × that floor (and at least 1 mm). Runs of
-static turns at least ``min_static_s`` long are the static stretches.
-
-Motion slower than about (``factor`` × noise) per ``lag_s`` is not detected; at
-LD19 noise (≈ 5–10 mm) and the defaults that is about 2 cm/s.
+A turn is static when the upper quartile of its per-bearing (2° bins) range change
+(m) to the turn ``lag_s`` before and after stays under ``factor`` × the noise floor
+(the lower quartile of the lag-1 change, at least 1 mm); runs of at least
+``min_static_s`` are the stretches. Motion slower than about ``factor`` × noise per
+``lag_s`` (≈ 2 cm/s at LD19 noise) is not detected. docs/LIDAR.md, "Static stretches".
 """
 
 from __future__ import annotations
@@ -86,13 +76,9 @@ def detect_static(
 ) -> StaticDetection:
     """Label the static stretches of ``turns`` (see the module docstring).
 
-    Args:
-        turns: the stream.
-        period_s: nominal turn period (s).
-        lag_s: time lag (s) over which motion must show.
-        bin_deg: angle bin width (degrees) of the per-turn medians.
-        factor: static threshold as a multiple of the lag-1 noise floor.
-        min_static_s: shortest stretch (s) that counts.
+    ``period_s``: nominal turn period (s); ``lag_s``: lag (s) over which motion must
+    show; ``bin_deg``: bin width (°) of the per-turn medians; ``factor``: threshold as a
+    multiple of the lag-1 noise floor; ``min_static_s``: shortest stretch (s) that counts.
     """
     n_bins = max(8, round(360.0 / bin_deg))
     grid = binned_turns(turns, n_bins)

@@ -1,14 +1,10 @@
 """Characterize one lidar stream of a session: a datasheet from measured data.
 
-Timing (rate, jitter, points per turn, skipped turns, gaps, USB drop-offs) comes
-from every turn (:mod:`.timing`), as do the no-return fraction and the
-intensity (A1 quality) levels (:mod:`.returns`) and the point sequence (no-return
-runs, bearing steps, turn spans: :mod:`.sequence`). Range noise by distance band and the
-outlier fractions need a static scene: :mod:`.static` finds the static
-stretches and :mod:`.noise` measures them. Without a static stretch the
-characterization refuses (``FitError``) unless only timing is asked for. For an
-LD19 the datasheet also says what the vendor SDK's near filter would zero, as a
-fraction of the samples and of each class found here (a cross-check of both).
+Timing, returns and point sequence come from every turn (:mod:`.timing`,
+:mod:`.returns`, :mod:`.sequence`); range noise and outliers from the static stretches
+(:mod:`.static`, :mod:`.noise`). Without a static stretch the characterization refuses
+(``FitError``) unless only timing is asked for. For an LD19 it also says what the
+vendor SDK's near filter would zero. Units: SI (s, Hz, m), fractions in %.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Lidar timing figures: turn rate, period jitter, skipped turns, gaps, USB drop-offs.
 
-Turn periods are the differences of consecutive turn starts on the device clock when
-every turn carries one, else on the stream's own times (``clock``: ``device``, or its
-``time_base``: ``host``, ``nominal``, ``stamps``; ``clock_source`` how it was made). A
-period of about ``k ≥ 2`` nominal (median single-turn) periods is ``k − 1`` skipped
-turns, unless a reconnect, unplug or stale event of the device falls in it: then it
-is a USB drop-off. The rate counts turns seen and skipped over the intervals without
-a drop-off; jitter uses single-turn periods only. The host clock is judged
-(``host_timing_reliable``, ``host_timing_note``): unreliable after an ``overrun``
-event, when a turn arrived more than half a period later than the device clock places
-it, or, without a device clock, when ≥ 1 % of host periods are under half the
-nominal. The figures and their definitions: docs/LIDAR.md.
+Periods (s) are differences of turn starts on the device clock when every turn has
+one, else on the stream's own times (``clock``); a period of ≈ k ≥ 2 nominal periods
+is k − 1 skipped turns unless a device event makes it a USB drop-off. The figures,
+their definitions and when the host clock is judged unreliable: docs/LIDAR.md.
 """
 
 from __future__ import annotations
@@ -107,11 +100,7 @@ def _rate(periods: np.ndarray, nominal: float, counted: np.ndarray) -> float:
 
 
 def host_reliability(
-    turns: LidarTurns,
-    clock: str,
-    nominal_s: float,
-    dropoff: np.ndarray,
-    overruns: int,
+    turns: LidarTurns, clock: str, nominal_s: float, dropoff: np.ndarray, overruns: int
 ) -> tuple[float, bool, str]:
     """``(host_rate_hz, reliable, note)`` of the stream's host receive times (see module)."""
     host_s = (turns.t_first_ns - turns.t_first_ns[0]).astype(np.float64) * 1e-9
@@ -167,16 +156,11 @@ def timing_stats(
 ) -> TimingStats:
     """Compute :class:`TimingStats` of a stream.
 
-    Args:
-        turns: every turn of the stream.
-        events: session events; those whose ``source`` is in ``sources`` and whose
-            kind is unplug/reconnect/stale count as USB drop-offs of this lidar, and
-            ``overrun`` events mark its host clock unreliable.
-        sources: names this device appears under in the events (stream name, port).
-        clock_source: how the stream's device time was made (its ``device_time``
-            attribute); used when the device clock is.
-        time_base: what the stream's turn times are (its ``time_base`` attribute;
-            empty: host receive times).
+    ``events``: session events; those whose ``source`` is in ``sources`` (the device's
+    stream name, port) and whose kind is unplug/reconnect/stale count as USB drop-offs,
+    ``overrun`` marks the host clock unreliable. ``clock_source``: how the device time
+    was made (its ``device_time`` attribute); ``time_base``: what the turn times are (its
+    ``time_base`` attribute; empty: host receive times).
     """
     if turns.n_turns < 3:
         raise FitError(

@@ -1,44 +1,12 @@
 """Associate a pose sensor with its reference (mocap) in time and space; per-axis error.
 
-Conventions:
-
-- A :class:`PoseTrack` holds times ``t_s`` (s), positions (m) and unit quaternions
-  ``quat_xyzw`` of a body in some world frame.
-- Time offset ``offset_s``: reference time = sensor time + ``offset_s``. It is found by
-  cross-correlating the angular-rate magnitudes of both tracks (clock- and
-  frame-independent) on a common uniform grid, each rate taken across a 0.2 s window
-  (differencing consecutive mocap samples would amplify their noise by the sample
-  rate) with the sensor's flagged relocalizations left out, coarse then fine, and a
-  parabola through the peak. The position residual is not used: with correlated
-  sensor noise its minimum wanders by tens of ms.
-- Spatial alignment maps the sensor's world frame into the reference's world frame:
-  ``p_ref ≈ R p_sensor + t`` (Umeyama least squares, SE(3); or yaw about z plus a
-  translation for planar robots; or none when the sensor already reports in the
-  reference frame).
-- The sensor's body frame may be mounted rotated against the mocap rigid body's: a
-  constant body rotation ``B`` (mean of ``(R R_sensor)⁻¹ R_ref``; yaw only when
-  planar; identity for ``mode="none"``) is estimated with the frames, the rotational
-  counterpart of ``t`` (which likewise absorbs the mean position error).
-- Error (the "stated frame"): x, y, z = ``R p_sensor + t - p_ref`` in metres in the
-  reference (mocap) world frame; roll, pitch, yaw = components of the rotation vector
-  of ``R_ref⁻¹ · R · R_sensor · B`` in radians, i.e. small rotations about the
-  reference body's x, y and z axes.
-- The reference is interpolated at the sensor's times: linearly for position,
-  by spherical linear interpolation (as :class:`scipy.spatial.transform.Slerp`) for
-  rotation; sensor samples outside the reference, inside a reference gap longer
-  than the gap limit, or invalid, are dropped (and counted).
-- The gap limit follows each track's own sampling: a gap longer than
-  :data:`GAP_SPACINGS` of the track's median sample spacing is a dropout, across
-  which nothing is interpolated (``max_gap_s`` overrides it for every track). The
-  rate window of the time-offset search spans at least two samples of the slower
-  track (:func:`rate_window_s`), so a sensor at any rate from 1 Hz up is aligned.
-
-Note: aligning on the same data that is then evaluated absorbs the mean error into
-``t`` (and part of slow error into ``R``). :func:`align_sessions` therefore fits one
-transform to all sessions of a campaign (the sensor's map is the same in each), so
-only the campaign's mean offset is absorbed, not each session's; with a single
-session and few relocalizations the fitted offset spread is biased low. Prefer
-``mode="none"`` when the sensor's map is registered to the mocap frame by other means.
+A :class:`PoseTrack` holds times ``t_s`` (s), positions (m) and unit quaternions
+``quat_xyzw``. Reference time = sensor time + ``offset_s`` (from cross-correlated
+angular-rate magnitudes); the frame maps the sensor's world into the reference's,
+``p_ref ≈ R p_sensor + t``, with a body rotation ``B``. Error: x, y, z =
+``R p_sensor + t − p_ref`` (m, reference world frame); roll, pitch, yaw = the rotation
+vector of ``R_ref⁻¹ · R · R_sensor · B`` (rad, about the reference body's axes).
+Conventions and why: docs/POSE_ERROR.md ("Time offset and frame").
 """
 
 from __future__ import annotations
@@ -197,9 +165,7 @@ MIN_RATE_WINDOW_S = 0.2
 
 def sample_spacing_s(track: PoseTrack) -> float:
     """Median spacing of a track's valid samples (s)."""
-    return float(
-        track._memo("_spacing", lambda: np.median(np.diff(track.only_valid().t_s)))
-    )
+    return float(track._memo("_spacing", lambda: np.median(np.diff(track.only_valid().t_s))))
 
 
 def gap_limit_s(track: PoseTrack, max_gap_s: float | None = None) -> float:
@@ -371,16 +337,14 @@ def estimate_time_offset(
 ) -> tuple[float, float]:
     """(offset_s, peak normalised correlation) from angular-rate magnitudes.
 
-    Both tracks' rates are taken across a ``window_s`` window (default
-    :func:`rate_window_s`) on a common grid; the sensor's windows that contain a
-    flagged relocalization (a rotation step looks like a rate spike) are left out.
-    The correlation is searched over lags up to ``max_offset_s`` every
-    ``coarse_step_s``, then within two coarse steps of the best lag every
-    ``fine_step_s``, and a parabola through the peak gives the offset.
+    Rates across ``window_s`` (default :func:`rate_window_s`) on a common grid, the
+    sensor's windows holding a flagged relocalization left out; lags up to
+    ``max_offset_s`` every ``coarse_step_s``, then every ``fine_step_s`` near the best,
+    and a parabola through the peak.
 
     Raises:
-        FitError: naming the cause: the tracks do not overlap, a track's rates cannot
-            be taken (its samples too sparse for the gap limit), or they never turn.
+        FitError: naming the cause: no overlap, rates that cannot be taken (samples too
+            sparse for the gap limit), or tracks that never turn.
     """
     sensor, ref = sensor.only_valid(), ref.only_valid()
     window_s = rate_window_s(sensor, ref) if window_s is None else window_s
@@ -443,12 +407,9 @@ def align_sessions(
     """Align several sessions of one sensor: a time offset each, one frame transform.
 
     ``offset_s``: None (estimate each), one known offset for all, or one per session.
-
-    The sensor relocalizes into the same map in every session, so one transform
-    ``p_ref ≈ R p + t`` (and one body rotation) is fitted to the poses of all
-    sessions together. Aligning each session on its own would absorb that
-    session's mean error into ``t``; with one or two relocalizations per session
-    that removes most of the offsets the model is meant to measure.
+    One transform ``p_ref ≈ R p + t`` (and one body rotation) is fitted to all sessions
+    together: they share the sensor's map, and aligning each alone would absorb its mean
+    error (docs/POSE_ERROR.md, "Time offset and frame").
     """
     if not pairs:
         raise FitError("no sessions to align")

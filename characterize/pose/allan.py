@@ -1,31 +1,10 @@
 """Allan deviation of pose-error series: a cross-check of the Gauss-Markov fit.
 
-The overlapping Allan variance is computed inside each relocalization segment (so
-offsets b, constant within a segment, do not enter) after splitting at gaps longer
-than 5 median sample periods and resampling each piece linearly onto a uniform grid
-at the median period; pieces are pooled by summing squared differences and counts.
-Each piece's value is allantools' ``oadev`` of the axis taken as frequency data (the
-running sum is the phase; tests/test_pose_allan.py checks it against allantools), at
-1.2× its speed with the resampling included (``sensorbench bench --only pose_error``).
-
-For the model ``g + v`` (first-order Gauss-Markov σ, τ plus white σ_v sampled at
-``dt``), with x = T/τ::
-
-    AVAR(T) = σ² (2/x) [1 - (3 - 4 e^{-x} + e^{-2x}) / (2x)] + σ_v² dt / T
-
-whose GM part peaks at T ≈ 1.89 τ with ADEV ≈ 0.62 σ (slopes +½ below, -½ above).
-Units: T in s; ADEV in the error's unit (m or rad).
-
-Confidence intervals: AVAR·edf/χ²_edf is taken as χ²-distributed with ``edf``
-equivalent degrees of freedom, here the number of *non-overlapping* Allan terms
-(Σ over pieces of ⌊n/m⌋ − 1 at averaging factor m), a conservative choice: the
-overlapping estimator used for the curve has more (by a factor that depends on the
-noise type, Riley, *Handbook of Frequency Stability Analysis*, NIST SP 1065, 2008,
-§5.3), so the stated 95 % intervals are, if anything, too wide.
-
-A peak is reported only at an interior maximum of the curve (over averaging times with
-at least 30 terms): a maximum at either end of the range means the curve still rises
-(or only falls) there, and T/1.89 is then no estimate of τ.
+Overlapping ADEV (allantools' ``oadev`` of the error taken as frequency data) inside
+each relocalization segment, pooled over gap-free, uniformly resampled pieces, against
+the model's AVAR; 95 % intervals from the non-overlapping terms' dof (conservative).
+T in s, ADEV in the error's unit (m or rad). Formula and peak rule: docs/POSE_ERROR.md
+("The fit").
 """
 
 from __future__ import annotations

@@ -1,34 +1,10 @@
 """Is the pose error stationary over the segments the data holds? τ against segment lengths, trends.
 
-Two checks that a Gauss-Markov fit cannot pass by absorbing drift:
-
-- **τ against the segment lengths** (:func:`stationarity`). Within a window T a
-  first-order Gauss-Markov process with τ ≫ T is a random walk (its variance grows
-  ∝ t), so a fitted τ that is not well inside the relocalization segments the data
-  actually has is not an identified correlation time but drift the fit absorbed. An
-  axis is *not stationary here* (verdict ``DRIFT``) when its τ estimate, or the upper
-  end of its 95 % interval, exceeds :data:`TAU_SEGMENT_FRACTION` × the median segment
-  length (a τ that is not identified counts by its estimate alone).
-- **Per-segment linear trend** (:func:`trend_test`), independent of the noise model:
-  in every relocalization segment the least-squares slope of the error against time
-  (m/s or rad/s); their weighted mean (weights L³, the precision of a slope over a
-  segment of length L under short-correlated noise) is tested against 0 with a
-  variance taken from the slopes' own scatter across segments (a sandwich estimate,
-  so the error's correlation within a segment is accounted for; Student t with the
-  effective number of segments − 1 degrees of freedom). A consistent slope (a ramp,
-  a velocity bias) fails with ``DRIFT`` at level α / 6 per axis (Bonferroni over the
-  axes).
-
-- **Variance against segment length** (:func:`variance_growth`): a Gauss-Markov σ
-  that grows with the segment length is drift too. In every segment the error's
-  variance about the segment mean is divided by what the model expects for a segment
-  of that length, ``E[S²] = σ² (1 − 2(x − 1 + e^{−x})/x²) + σ_v²``, x = L/τ (the
-  variance of g minus its own average over L); under the model the ratio has mean 1
-  whatever L. Its weighted (∝ L) regression slope on ln L is tested one-sided (> 0)
-  with a scatter-based variance (Student t, effective segments − 2 degrees of
-  freedom), level α / 6 per axis; needs ≥ 5 segments.
-
-Times are seconds; errors in the units of :data:`series.AXIS_UNITS`.
+Three checks a Gauss-Markov fit cannot pass by absorbing drift (verdict ``DRIFT``):
+:func:`stationarity` (τ against :data:`TAU_SEGMENT_FRACTION` × the median segment),
+:func:`trend_test` (per-segment slopes, m/s or rad/s) and :func:`variance_growth`
+(segment variance against length). Times in s; errors in :data:`series.AXIS_UNITS`.
+Method: docs/POSE_ERROR.md ("The verdict").
 """
 
 from __future__ import annotations

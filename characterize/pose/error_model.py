@@ -1,14 +1,10 @@
 """Pose-sensor error model: relocalization offsets + first-order Gauss-Markov + white noise.
 
-Per axis (x, y, z in m; roll, pitch, yaw in rad) ``e(t) = b_s + g(t) + v(t)``:
-``b_s ~ N(0, sigma_b²)`` drawn at each relocalization, ``g`` Gauss-Markov of stationary
-std ``sigma`` and correlation time ``tau`` (s), ``v ~ N(0, sigma_v²)`` white. The fit
-(exact 2-state Kalman likelihood, damped Newton in log-parameters over all problems as
-columns of one compiled recursion), sigma_b's Q-profile and the model file's keys are
-described in docs/POSE_ERROR.md ("The fit", "Model file"). Files written before the
-shared envelope (:mod:`sensorbench.logs.model_file`) kept ``software`` and
-``created_utc`` in ``[provenance]`` and load unchanged; without ``sigma_b_qprofile``
-sigma_b's uncertainty is the log-normal exp(N(ln σ̂_b, se²)).
+Per axis (x, y, z in m; roll, pitch, yaw in rad) ``e(t) = b_s + g(t) + v(t)`` with
+parameters sigma_b, sigma, tau_s (s), sigma_v, fitted by the exact 2-state Kalman
+likelihood. The fit, sigma_b's Q-profile, wrong relocalizations and the model file:
+docs/POSE_ERROR.md ("The fit", "Model file"). Files written before the shared envelope
+keep ``software`` and ``created_utc`` in ``[provenance]`` and load unchanged.
 """
 
 from __future__ import annotations
@@ -274,18 +270,12 @@ def offset_qprofile(
 
 @dataclass
 class QProfile:
-    """sigma_b's Q-profile: per segment j, λ_j and z_j (docs/POSE_ERROR.md), and the mean.
+    """sigma_b's Q-profile: per segment j, λ_j and z_j (docs/POSE_ERROR.md, "The fit").
 
-    Where an alignment absorbed the mean error of a group g of sessions (its
-    translation, or its body rotation for the angles), the offsets' mean over g is
-    estimated, not known to be 0: the profile is then the generalised Q of a
-    meta-regression on the group indicators (in the eigenbasis, covariate
-    ``ones_j`` = (Uᵀ1)_j),
-    ``Q(s) = Σ w z² − Σ_g (Σ_{j∈g} w u z)² / Σ_{j∈g} w u²``, ``w = 1/(s² + λ)``, which is
-    exactly χ² with k − (number of groups) degrees of freedom at the true sigma_b and
-    decreasing in s (its derivative is −Σ w² e² by the envelope theorem; Viechtbauer
-    2007). Files written before the signs and groups were kept hold z² only: known
-    mean, k degrees of freedom.
+    With groups whose mean an alignment absorbed (``ones`` = Uᵀ1, ``group``), Q is the
+    generalised Q of a meta-regression on the group indicators: χ² with k − groups dof
+    at the true sigma_b, decreasing in s. Files written before the signs and groups were
+    kept hold z² only: known mean, k dof.
     """
 
     lam: np.ndarray  # (k,) unit²
@@ -418,12 +408,9 @@ def _gross_pvalue(b: np.ndarray, v: np.ndarray, sb2: np.ndarray, dof: int) -> np
 class WrongRelocs:
     """The relocalizations a fit names wrong: a gross offset, no draw of N(0, sigma_b²).
 
-    The offset drawn at a relocalization is a mixture: the usual N(0, sigma_b²) with
-    probability 1 − p, else a gross one. A segment is named wrong when its offset
-    (:func:`segment_offsets`) is out of the usual component's reach at the
-    family-wise level :data:`WRONG_ALPHA` (:func:`name_wrong`); gross offsets within
-    the usual spread are not told apart and count as usual. ``p`` is estimated by
-    the share named, with its Clopper-Pearson interval.
+    Named by :func:`name_wrong` at the family-wise level :data:`WRONG_ALPHA`; gross
+    offsets within the usual spread count as usual. ``p`` is the share named, with its
+    Clopper-Pearson interval (docs/POSE_ERROR.md, "Wrong relocalizations").
     """
 
     n_relocalizations: int
@@ -625,19 +612,13 @@ def minimize_batched(
 ) -> _OptResult:
     """Minimise P independent smooth functions of d bounded parameters at once.
 
-    ``progress(iteration, max_iter)`` is called after every iteration (and with
-    ``max_iter`` when done: the problems may converge sooner).
-
-    ``fun(theta, active)`` takes ``theta`` (P_active, n_sets, d) and the indices of the
-    active problems and returns (P_active, n_sets). Damped (Levenberg-Marquardt)
-    saddle-free Newton steps with a central-difference gradient and Hessian of step
-    ``h``: every iteration evaluates the stencil *at the trial point* (one pass for
-    all problems), accepts it where the function decreased and otherwise raises the
-    damping. A problem stops when its Newton decrement ``g·H⁻¹g/2`` is below ``tol``
-    (units of the function), or a step is rejected while the decrement is below
-    ``100 tol`` (the finite-difference gradient's truncation error, of order
-    h²·f'''/6, then dominates), or its step underflows. Returns the Hessian at the
-    optimum for the uncertainties.
+    ``fun(theta, active)`` takes ``theta`` (P_active, n_sets, d) and the active problems'
+    indices and returns (P_active, n_sets). Damped saddle-free Newton steps with a
+    central-difference gradient and Hessian of step ``h``, the stencil evaluated at the
+    trial point; a problem stops when its Newton decrement ``g·H⁻¹g/2`` is below ``tol``,
+    or a step is rejected while it is below ``100 tol`` (the gradient's truncation error
+    dominates), or its step underflows. ``progress(iteration, max_iter)`` after every
+    iteration. Returns the Hessian at the optimum for the uncertainties.
     """
     p, d = theta0.shape
     offsets, pairs = _stencil(d, h)
@@ -746,11 +727,8 @@ class AxisFit:
 
     @property
     def identified(self) -> np.ndarray:
-        """``(4,)`` bool: the data pin the parameter down (finite se_log below 2).
-
-        A parameter the likelihood is flat in (e.g. a reference noise far below the
-        sensor's) has a huge or undefined se_log; the Monte Carlo then uses its point
-        estimate instead of drawing it.
+        """``(4,)`` bool: the data pin the parameter down (finite se_log below 2); the Monte
+        Carlo draws only those, and uses the point estimate of the others.
         """
         ok = self._log_identified()
         ok[0] = (ok[0] or self.has_qprofile) and self.sigma_b_free
@@ -866,30 +844,19 @@ class PoseErrorModel:
             }
             qp = f.qprofile
             if qp is not None:
-                axes[a]["sigma_b_qprofile"] = {
-                    "seg_var": [float(v) for v in qp.lam],
-                    "seg_proj2": [float(v) for v in qp.z2],
-                    **(
-                        {}
-                        if qp.z is None or qp.ones is None or qp.group is None
-                        else {
-                            "seg_proj": [float(v) for v in qp.z],
-                            "seg_ones": [float(v) for v in qp.ones],
-                            "seg_group": [int(v) for v in qp.group],
-                        }
-                    ),
-                }
+                table = {"seg_var": qp.lam, "seg_proj2": qp.z2}
+                if qp.z is not None and qp.ones is not None and qp.group is not None:
+                    table |= {"seg_proj": qp.z, "seg_ones": qp.ones, "seg_group": qp.group}
+                axes[a]["sigma_b_qprofile"] = {k: np.asarray(v).tolist() for k, v in table.items()}
+        body: dict[str, Any] = {"axes": axes}
+        if self.wrong_relocalizations:
+            body["wrong_relocalizations"] = self.wrong_relocalizations
         return model_document(
             MODEL_KIND,
             FORMAT_VERSION,
             MODEL_UNITS,
             self.provenance,
-            {"axes": axes}
-            | (
-                {"wrong_relocalizations": self.wrong_relocalizations}
-                if self.wrong_relocalizations
-                else {}
-            ),
+            body,
             sensor=self.sensor,
             reference=self.reference,
             frame=self.frame,
@@ -1204,18 +1171,12 @@ def _restricted_step(
 ) -> np.ndarray:
     """θ ``(6, 4)`` (log) moved one Newton step towards the restricted (REML) likelihood.
 
-    When the errors are residuals of nuisance parameters φ fitted to them (the time
-    offset and frame, :mod:`gls_align`; ``meta["nuisance_jacobian"]`` ``(N, 6, P)``
-    and ``meta["nuisance_group"]`` on each series, sessions of a group sharing φ),
-    the maximum likelihood of θ takes too little variance: φ absorbed some. The
-    restricted likelihood adds ``½ log det(JᵀV(θ)⁻¹J)`` to the negative
-    log-likelihood (Harville 1977, *JASA* 72:320-338). Its gradient at the ML
-    estimate comes from whitening J's columns under θ ± h (one axis at a time, the
-    others at θ̂, since φ is shared by all axes) and one Newton step with the ML
-    Hessian takes it: for sigma, tau and sigma_v the correction is of order P/N, so
-    one step is enough (it is capped at :data:`MAX_RESTRICTED_STEP` standard errors).
-    sigma_b is left as fitted: it rests on the few segment offsets, and its restricted
-    form is the Q-profile (:class:`QProfile`).
+    The errors are residuals of the offset and frame φ fitted to them
+    (``meta["nuisance_jacobian"]`` ``(N, 6, P)``, ``meta["nuisance_group"]``: sessions
+    sharing φ); REML adds ``½ log det(JᵀV(θ)⁻¹J)`` (Harville 1977). Its gradient comes
+    from whitening J under θ ± h, one axis at a time; the step is capped at
+    :data:`MAX_RESTRICTED_STEP` standard errors. sigma_b is left as fitted: its restricted
+    form is the Q-profile.
     """
     members: dict[str, list[int]] = {}
     for i in group:
@@ -1283,10 +1244,7 @@ def fit_pose_error(
     """
     options = options or FitOptions()
     fits = fit_groups(series, [list(range(len(series)))], options, progress)[0]
-    prov: dict[str, Any] = {
-        "fit_options": options.as_dict(),
-        "sessions": [s.name for s in series],
-    }
+    prov: dict[str, Any] = {"fit_options": options.as_dict(), "sessions": [s.name for s in series]}
     if extra_provenance:
         prov.update(extra_provenance)
     if inputs:

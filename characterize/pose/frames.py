@@ -1,19 +1,10 @@
 """Are all sessions of a campaign in the same map? A session-level frame check (``FRAME``).
 
-A session recorded in another map shows a constant offset over all its segments,
-which σ_b would absorb, so it is tested on its own, without a fitted noise model: a
-session's mean error ``m_i = Σ_s w_s ē_s`` (``w_s`` the segment's share of its samples)
-has variance ``V c_i``, ``c_i = Σ_s w_s²``, V estimated per axis from the spread of
-segment means *within* sessions (``ν = Σ_i (k_i − 1)`` dof, where a session's frame shift
-cancels); ``X_i / 6 = Σ_axes m²/(V̂ c_i) / 6`` against F(6, ν), failing below α / S
-(:data:`FRAME_ALPHA`, Bonferroni over the S sessions). :func:`sessions.prepare_campaign`
-removes the worst failing session, re-aligns the rest and tests again.
-
-When ν < :data:`MIN_DOF`, with ≥ 3 sessions, :func:`loo_frame_statistics` compares
-each session's mean error under the others' alignment with its variance under the
-noise model (:func:`mean_variance`) times ``1 + 1/(S − 1)``, against χ²₆. With one
-segment per session an offset drawn at a session's start cannot be told from a
-change of map (the check calls it one); with two sessions nothing can be said.
+A session's mean error is tested against the spread of segment means *within* sessions
+(F(6, ν), level :data:`FRAME_ALPHA` / S) without a fitted noise model; with too few
+dof (ν < :data:`MIN_DOF`) and ≥ 3 sessions, :func:`loo_frame_statistics` tests each
+session under the others' alignment and the noise model (χ²₆). Errors in
+:data:`series.AXIS_UNITS`. docs/POSE_ERROR.md ("The verdict").
 """
 
 from __future__ import annotations
@@ -97,7 +88,7 @@ class FrameCheck:
 def frame_statistics(
     series: list[ErrorSeries], alpha: float = FRAME_ALPHA, n_total: int | None = None
 ) -> FrameCheck:
-    """Frame check of sessions aligned with one shared transform (see module docstring).
+    """Frame check of sessions aligned with one shared transform (docs/POSE_ERROR.md, FRAME).
 
     ``n_total``: number of sessions in the campaign for the Bonferroni level (default:
     ``len(series)``; sessions already excluded still count).
@@ -121,11 +112,6 @@ def frame_statistics(
     p = f_dist.sf(x / 6.0, 6, max(dof, 1)) if dof > 0 else np.full(len(series), np.nan)
     level = alpha / (n_total or len(series))
     return FrameCheck([s.name for s in series], x, np.asarray(p, float), m, allowed, dof, level)
-
-
-def session_mean(series: ErrorSeries) -> np.ndarray:
-    """``(6,)`` mean error of a session over its samples."""
-    return series.error.mean(axis=0)
 
 
 def mean_variance(series: ErrorSeries, params: np.ndarray) -> np.ndarray:
@@ -152,14 +138,14 @@ def loo_frame_statistics(
     alpha: float = FRAME_ALPHA,
     n_total: int | None = None,
 ) -> FrameCheck:
-    """Leave-one-out frame check (see module docstring).
+    """Leave-one-out frame check (docs/POSE_ERROR.md, FRAME).
 
     ``held_out[i]``: session i under the alignment fitted to the others;
     ``allowed_var``: ``(S, 6)`` the variance its mean may have (:func:`mean_variance`
     inflated for the others' alignment error).
     """
     n = len(held_out)
-    m = np.array([session_mean(s) for s in held_out])
+    m = np.array([s.error.mean(axis=0) for s in held_out])  # (S, 6) session means
     with np.errstate(divide="ignore", invalid="ignore"):
         x = np.sum(m**2 / allowed_var, axis=1)
     return FrameCheck(

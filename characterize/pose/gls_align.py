@@ -1,18 +1,11 @@
 """Time offset and frame alignment by generalised least squares under the error model.
 
-The errors ``e(φ)`` of all sessions, as a function of φ = (time offset δ, world
-rotation ε, translation t, body rotation β), are fitted by Gauss-Newton GLS with the
-error model's covariance V(θ), every column whitened by the model's Kalman filter
-(:mod:`whiten`)::
-
-    φ̂ = argmin Σ_axes e_a(φ)ᵀ V_a(θ)⁻¹ e_a(φ),     Cov φ̂ = (Jᵀ V⁻¹ J)⁻¹
-
-with ``∂e/∂δ = −(v_ref, ω_ref)`` from the reference's differences
-(:meth:`Interpolator.rates`), ``R ← exp([ε]) R`` about the reference centroid and
-``B ← B exp([β])``. ``planar`` keeps ε and β about z; ``none`` fits δ alone; a group
+φ = (time offset δ (s), world rotation ε, translation t (m), body rotation β (rad))
+is fitted by Gauss-Newton GLS, every column whitened by the model's Kalman filter
+(:mod:`whiten`); ``planar`` keeps ε and β about z, ``none`` fits δ alone; a group
 shares the frame and one δ (``pooled``) or one each. The regressors come from the
-reference, so the estimating equation is unbiased and a rough θ costs efficiency,
-not consistency. Why and how it is used: docs/POSE_ERROR.md ("Time offset and frame").
+reference, so a rough θ costs efficiency, not consistency. docs/POSE_ERROR.md
+("Time offset and frame").
 """
 
 from __future__ import annotations
@@ -86,13 +79,10 @@ class GroupFit:
     def induced_variance(
         self, pair: tuple[PoseTrack, PoseTrack], offset_s: float, max_gap_s: float | None = None
     ) -> np.ndarray:
-        """``(6,)`` variance of the error this estimate's own error causes in another session.
+        """``(6,)`` variance (m² or rad²) this estimate's own error causes in another session.
 
-        A session the fit did not see, aligned with this offset (when it was pooled,
-        column 0; ``offset_s`` is then that offset) and frame, carries ``J Δφ`` on top
-        of its own error, Δφ ~ N(0, cov) and J the session's Jacobian
-        (:func:`_design`). Returned: ``diag(J cov Jᵀ)`` per axis, averaged over the
-        session's samples (units², m² or rad²).
+        A session aligned with this offset (column 0 when pooled) and frame carries ``J Δφ``,
+        Δφ ~ N(0, cov): ``diag(J cov Jᵀ)`` per axis, averaged over its samples.
         """
         s = _Session(pair[0].only_valid(), pair[1].interpolator(), np.zeros(0), np.zeros(0))
         _, _, jac = _design(s, offset_s, self.frame, self.centre, max_gap_s, True)
@@ -260,15 +250,13 @@ def refine(
 ) -> GroupFit:
     """Gauss-Newton GLS of the time offsets and the shared frame of a group of sessions.
 
-    ``pairs``: (sensor, reference) tracks; ``offsets_s``: starting (or given) offsets;
+    ``pairs``: (sensor, reference) tracks; ``offsets_s``: starting (or given) offsets (s);
     ``frame``: the starting frame (its ``mode`` says what is fitted); ``starts``: each
-    session's relocalization times after its first sample (s, sensor clock);
-    ``params``: (6, 4) error-model parameters that weight the fit. ``estimate_offset``
-    False keeps the offsets; ``pooled`` fits one offset for all sessions (they must
-    start equal) instead of one each; ``fit_frame`` False keeps the frame; ``wrong``:
-    per session, the first-sample times of its wrong relocalizations' segments
-    (:class:`error_model.WrongRelocs`), whose offsets the fit leaves free. Returns the
-    estimate and its covariance.
+    session's relocalization times after its first sample (s, sensor clock); ``params``:
+    (6, 4) error-model parameters weighting the fit; ``pooled``: one offset for all
+    (starting equal); ``wrong``: per session, the first-sample times of its wrong
+    relocalizations' segments, whose offsets stay free. Returns the estimate and its
+    covariance.
     """
     wrong = wrong or [np.zeros(0)] * len(pairs)
     sessions = [

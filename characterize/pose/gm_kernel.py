@@ -1,26 +1,11 @@
 """Compiled kernels of the pose-error Monte Carlo (numba): draws, recursion, statistics.
 
-The validation needs, for B draws × A axes along a session of N samples, seven
-statistics of every simulated series (:mod:`gm_montecarlo`). Storing the series is
-out of the question at scale (10 000 × 6 × 60 000 samples are 29 GB), and numpy's own
-normal generator alone runs at ~100 M/s here, a third of what 3.6·10⁹ samples in 10 s
-need. These kernels therefore draw, simulate and reduce in one pass, vectorised over
-*lanes* (one lane = one draw of one axis, each with its own parameters) in blocks that
-stay in the L1 cache, looping over time outside.
-
-Random numbers: each lane runs its own SplitMix64 stream (Weyl sequence ``s += γ``
-through the SplitMix64 output mix; passes BigCrush), seeded from numpy's generator.
-Lanes start at independent uniform 64-bit states, so two lanes share a stretch of
-their streams with probability below ``lanes² · N / 2⁶⁴`` (~10⁻⁵ at full scale).
-One 64-bit output gives a pair of standard normals by Box–Muller in float32: the high
-32 bits ``u ∈ (0, 1)`` give the radius ``√(−2 ln u)`` (so |z| ≤ 6.8: the normal's mass
-beyond is 10⁻¹¹), the low 32 bits the angle. ``ln`` and ``sin``/``cos`` are evaluated
-with series written here (``ln`` from the float's exponent plus the ``atanh`` series of
-the mantissa; Taylor polynomials on a quarter turn), accurate to float32 rounding and,
-unlike libm calls, vectorisable by the compiler (16 lanes per AVX-512 instruction);
-tests compare them with numpy's and test the draws against the normal distribution.
-The recursion and the statistics run in float64. ``error_model="numpy"`` lets the
-compiler vectorise divisions (no ZeroDivisionError checks).
+The kernels draw, simulate and reduce in one pass, vectorised over *lanes* (one lane
+= one draw of one axis with its own parameters) in L1-sized blocks, never storing the
+series. Each lane runs its own SplitMix64 stream; normals by Box–Muller in float32
+with series ``ln`` and ``sin``/``cos`` written here (vectorisable, unlike libm); the
+recursion and the statistics run in float64. Why and the accuracy of each part:
+docs/POSE_ERROR.md ("Monte Carlo").
 """
 
 from __future__ import annotations

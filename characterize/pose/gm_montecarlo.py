@@ -1,20 +1,11 @@
 """Monte Carlo of the pose-error model along real timestamps, all draws at once.
 
 Simulates ``e = b_s + g + v`` (:mod:`error_model`) for B draws × A axes along sample
-times ``t_s`` (s, any spacing, gaps allowed; spacings taken to 1 ns) and relocalization
-flags: b drawn anew at every relocalization, g by the exact discretization
-``g_k = phi_k g_{k-1} + sigma sqrt(1 - phi_k²) w_k``, ``phi_k = exp(-dt_k/tau)``
-(stationary start), v white. Compiled kernels (:mod:`gm_kernel`) draw, simulate and
-reduce to statistics in one pass, without storing the (B, N, A) series unless asked;
-the same seed, times and parameters give the same draws whichever function is asked.
-
-Statistics per draw and axis (the same kernel computes them on the real error):
-``rms``, ``mean``, ``max_abs`` (m or rad); ``lag1`` (autocorrelation, session mean
-removed); ``growth`` (RMS of the last over the first quarter of every segment, pooled,
-segment mean *not* removed; segments under 8 samples skipped, nan if none);
-``nis`` and ``kurtosis`` of the standardized innovations under a *whitening* model
-(:mod:`whiten`; 1 and 3 under it, nan without one), real and simulated series
-whitened by the same model.
+times ``t_s`` (s, any spacing; spacings taken to 1 ns) and relocalization flags, with
+the exact discretization of g (stationary start), reduced by :mod:`gm_kernel` to the
+statistics :data:`STAT_NAMES` (the same kernel computes them on the real error).
+The same seed, times and parameters give the same draws whichever function is asked.
+Statistics: docs/POSE_ERROR.md ("Monte Carlo").
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Figures of the pose-error fit and validation (matplotlib, Agg backend, PNG files).
 
-- :func:`plot_error_bands`: the real error per axis over time inside the model's
-  predicted bands (pointwise quantiles of Monte Carlo draws along the same times and
-  relocalizations: central 95 % and the Šidák 99.14 % band), relocalizations marked.
-- :func:`plot_rank_histogram`: percentiles of the real statistics among the draws,
-  over sessions × axes, one panel per statistic (flat = calibrated).
-- :func:`plot_allan`: empirical Allan deviation per axis against the fitted model's.
-- :func:`plot_trajectory_overlay`: reference path and aligned estimate, |error| colour-mapped.
+Error inside the model's Monte Carlo bands, rank histogram, Allan deviation against
+the model's, and the evo-style trajectory overlay.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Relocalization segmentation of a pose-error series: from flags, or detected jumps.
 
-A relocalization starts a new offset b. When the sensor stream carries flags
-(``PoseFlag.RELOCALIZED = 1`` on the first sample after a relocalization), those are
-used. Otherwise jumps are detected in the error's first differences: each axis'
-differences are scaled robustly (median, 1.4826·MAD; a step across a gap longer than
-the median sample period is further divided by √(gap / median period), so a
-pause is not a jump), and a sample is a jump when the sum of squared scaled
-differences over the six axes exceeds the χ²₆ quantile at ``alpha / N`` (a
-Bonferroni level over the N steps) and the level persists: the change between the
-median of a 0.5-s window ending 0.5 s before it and that of a 0.5-s window starting
-0.5 s after it (so an excursion reverting within 0.5 s is not seen) carries, along the jump's
-direction, between half and twice the jump (a step, not a spike, a reverting
-excursion or a ramp whose one-sample steps are small against its level change; see
-:func:`detect_jumps`). Detections closer than ``min_separation`` samples are merged
-(the largest one kept).
-
-Both results are reported (:class:`Segmentation`) with the method that was used.
+A relocalization starts a new offset b. ``PoseFlag.RELOCALIZED`` flags are used when
+the stream has them; otherwise jumps are detected in the error's robustly scaled first
+differences (χ²₆ at a Bonferroni level) and kept only when the level persists (a step,
+not a spike or a ramp; :func:`detect_jumps`). :class:`Segmentation` says which method
+was used. docs/POSE_ERROR.md ("Relocalization segments").
 """
 
 from __future__ import annotations
@@ -77,21 +66,12 @@ def detect_jumps(
     """Bool mask (N,): True at the first sample after each detected step.
 
     A candidate is a one-sample change J (six axes, scaled robustly) beyond the χ²₆
-    quantile at ``alpha / N``. It is a step when the level change L between the mean
-    of the ``window_s`` that ends ``revert_s`` before it and the mean of the
-    ``window_s`` that starts ``revert_s`` after it (so neither the start nor the end of
-    an excursion that reverts within ``revert_s`` is seen as a change of level)
-
-    - carries, along J's direction, between half and twice J:
-      ``0.5 ≤ <L, J> / <J, J> ≤ 2`` in J's scaled units. Below: it did not persist (a
-      spike or a reverting excursion); above: the level moved mostly by other samples
-      (a ramp, whose one-sample steps are small against its level change);
-    - and is large against the level changes of the series at every other sample
-      (scaled by their median and 1.4826·MAD, beyond the χ²₆ quantile at
-      :data:`LEVEL_ALPHA`): slow noise wanders, and a jump that coincides with its
-      wander is not a step.
-
-    Near either end of the series, where a window is empty, L is the jump itself.
+    quantile at ``alpha / N``. It is a step when the level change L between the
+    ``window_s`` ending ``revert_s`` before it and the ``window_s`` starting ``revert_s``
+    after it satisfies ``0.5 ≤ <L, J> / <J, J> ≤ 2`` (below: a spike or a reverting
+    excursion; above: a ramp) and is beyond the χ²₆ quantile at :data:`LEVEL_ALPHA` of the
+    series' robustly scaled level changes (slow noise wanders). Near either end, where a
+    window is empty, L is the jump itself.
     """
     t_s = np.asarray(t_s, dtype=np.float64)
     e = np.asarray(error, dtype=np.float64)
@@ -147,10 +127,7 @@ def _level_changes(t_s: np.ndarray, e: np.ndarray, revert_s: float, window_s: fl
 
 
 def segment(
-    t_s: np.ndarray,
-    error: np.ndarray,
-    flags: np.ndarray | None = None,
-    alpha: float = JUMP_ALPHA,
+    t_s: np.ndarray, error: np.ndarray, flags: np.ndarray | None = None, alpha: float = JUMP_ALPHA
 ) -> Segmentation:
     """Segment by the stream's RELOCALIZED flags when present, else by detected jumps."""
     t_s = np.asarray(t_s, dtype=np.float64)

@@ -1,13 +1,10 @@
 """Accuracy requirements (``--require x.p95<=0.05``): predicted distribution and verdict.
 
-A requirement names an axis, a statistic of ``|e|`` over a horizon of H s (``rms``,
-``p50``, ``p95``, ``p99``, ``max``) and a threshold in the axis' SI unit or with a unit
-(``mm``, ``cm``, ``m``; ``rad``, ``mrad``, ``deg``; a length on an angle axis, or the
-reverse, is refused). It asks that the statistic's ``confidence`` c quantile under the
-true parameters, ``q_c(θ)``, be within the threshold. :func:`predict_requirements`
-simulates a new horizon's statistic with the parameter uncertainty;
-:func:`judge_requirements` bounds ``q_c`` at ``verdict_confidence`` γ (holds, fails or
-undecided). Method and measured calibration: docs/POSE_ERROR.md ("The verdict").
+A requirement asks that the ``confidence`` quantile of a statistic of ``|e|`` over a
+horizon (s) be within a threshold (SI, or with a unit; a length on an angle axis is
+refused). :func:`predict_requirements` simulates a new horizon with the parameter
+uncertainty; :func:`judge_requirements` bounds the quantile (holds, fails, cannot
+tell). docs/POSE_ERROR.md ("The verdict").
 """
 
 from __future__ import annotations
@@ -213,7 +210,7 @@ class _Horizons:
         return cls(t, segment_lengths(series), axes)
 
     def pattern(self, rng: np.random.Generator) -> np.ndarray:
-        """Relocalization flags of one horizon (module doc)."""
+        """Relocalization flags of one horizon (docs/POSE_ERROR.md)."""
         reloc = np.zeros(self.t.size, dtype=bool)
         first = rng.choice(self.lengths)
         edges = [first * rng.uniform()]
@@ -287,7 +284,7 @@ def predict_requirements(
     parameter_uncertainty: bool = True,
     inherited_variance: np.ndarray | None = None,
 ) -> list[RequirementPrediction]:
-    """Predicted distribution of every required statistic over ``horizon_s`` (module doc).
+    """Predicted distribution of every required statistic over ``horizon_s`` (docs/POSE_ERROR.md).
 
     ``inherited_variance`` (6,) units²: a new session's error also carries the
     alignment's own error (constant over the horizon; from
@@ -335,7 +332,7 @@ def judge_requirements(
     parameter_uncertainty: bool = True,
     inherited_variance: np.ndarray | None = None,
 ) -> list[RequirementResult]:
-    """:func:`predict_requirements` and the verdict of every requirement (module doc).
+    """:func:`predict_requirements` and the verdict of every requirement (docs/POSE_ERROR.md).
 
     ``verdict_confidence`` in (0.5, 1): the one-sided confidence of each bound.
     ``parameter_uncertainty=False``: both bounds are the point estimate's quantile.

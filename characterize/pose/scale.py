@@ -1,30 +1,10 @@
 """Scale of a pose sensor's positions against the reference, independent of the noise model.
 
-A scale error is an error that grows with the distance from the alignment's centre;
-an SE(3) alignment cannot take it out and a Gauss-Markov fit absorbs it as slow
-noise. Here a similarity transform ``p_ref ≈ s R p + t`` (Umeyama 1991, *IEEE PAMI*
-13(4):376-380: Sim(3); planar: Sim(2) — yaw about z, scale in x-y, translation) is
-fitted beside the SE(3) one, on the same associated positions (m).
-
-The scale is estimated from the regression of the sensor's positions on the
-reference's, not the reverse: Umeyama's ``s = Σ <R a_i, b_i> / Σ |a_i|²`` (a the
-sensor's, b the reference's centred positions) regresses on the noisy variable and is
-attenuated by var(error)/var(position) (0.3 % low on the simulated campaigns of the
-tests, as much as its interval's half-width), while the reference (mocap) is nearly
-noise-free: ``s = Σ |b_i|² / Σ <R a_i, b_i>`` (R the Umeyama rotation).
-
-Confidence interval of s: the errors are strongly correlated in time, so an i.i.d.
-standard error would be far too small. With R fixed at its estimate,
-``s − s₀ ≈ Σ u_i`` with ``u_i = (|b_i|² − s <R a_i, b_i>) / Σ <R a, b>``. The variance of
-Σ u_i is estimated by **batch means**: each session is cut into contiguous blocks of
-about the same duration (:data:`N_BLOCKS` blocks over the campaign), the influence
-sums of the blocks are treated as independent, ``var = K/(K−1) Σ_k U_k²``, and the
-interval is ``s ± t_{K−1, 0.975} se`` (Student t with K − 1 degrees of freedom). This
-is valid when the error's correlation time is short against a block (a block is
-≥ :data:`MIN_BLOCK_S`); it does not use the fitted noise model.
-
-Verdict ``SCALE`` when the 95 % interval excludes 1 by more than the tolerance
-(default 0.5 %): ``low > 1 + tol`` or ``high < 1 − tol``.
+A similarity transform ``p_ref ≈ s R p + t`` (Sim(3); planar: Sim(2)) is fitted beside
+the SE(3) one on the same associated positions (m); s regresses the reference's
+positions on the sensor's (mocap is nearly noise-free), and its 95 % interval comes
+from batch means over blocks of ≥ :data:`MIN_BLOCK_S`. Verdict ``SCALE`` when the
+interval excludes 1 by more than the tolerance. docs/POSE_ERROR.md ("The verdict").
 """
 
 from __future__ import annotations
@@ -54,7 +34,7 @@ def similarity_fit(
 
     R is Umeyama's (the SVD of the cross-covariance; yaw only when planar); s is the
     regression of ``src`` on ``dst`` (``Σ|b|² / Σ<R a, b>``, centred, x-y only when
-    planar; see the module docstring); ``t = μ_dst − s R μ_src``.
+    planar; docs/POSE_ERROR.md, SCALE); ``t = μ_dst − s R μ_src``.
     """
     mu_s, mu_d = src.mean(axis=0), dst.mean(axis=0)
     a, b = src - mu_s, dst - mu_d

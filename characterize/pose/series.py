@@ -1,17 +1,8 @@
 """The per-axis pose-error series that the fit, the Monte Carlo and the validation share.
 
-An :class:`ErrorSeries` is one session's error of a pose sensor against its reference
-(mocap), already time-associated and frame-aligned (:mod:`align`), with the
-relocalization segmentation (:mod:`reloc_segments`):
-
-- ``t_s``: sample times, seconds, strictly increasing (any origin);
-- ``error``: ``(N, 6)`` error per axis in :data:`POSE_AXES` order — x, y, z in metres,
-  roll, pitch, yaw in radians;
-- ``reloc``: ``(N,)`` bool, True at the first sample of every relocalization segment
-  (always True at sample 0): a new offset b is drawn there;
-- ``wrong``: ``(N,)`` bool, True at the first sample of every segment named a wrong
-  (gross) relocalization (:func:`error_model.name_wrong`): its offset is not a draw
-  of N(0, sigma_b²) and every fit treats it as unknown (a diffuse prior).
+:class:`ErrorSeries`: one session's error against its reference, time-associated and
+frame-aligned (:mod:`align`), with its relocalization segments (:mod:`reloc_segments`).
+Axes in :data:`POSE_AXES` order: x, y, z in m, roll, pitch, yaw in rad; times in s.
 """
 
 from __future__ import annotations
@@ -48,7 +39,16 @@ def param_unit(axis: str, param: str) -> str:
 
 @dataclass
 class ErrorSeries:
-    """One session's aligned pose error (see module docstring for units)."""
+    """One session's aligned pose error.
+
+    Attributes:
+        t_s: sample times (s), strictly increasing (any origin).
+        error: (N, 6) error per axis in :data:`POSE_AXES` order (m, rad).
+        reloc: (N,) True at the first sample of every relocalization segment (always at
+            sample 0): a new offset b is drawn there.
+        wrong: (N,) True at the first sample of every segment named a wrong relocalization
+            (:func:`error_model.name_wrong`): its offset is unknown to every fit.
+    """
 
     t_s: np.ndarray
     error: np.ndarray

@@ -1,19 +1,17 @@
 """From session files (or two pose tracks) to aligned, segmented pose-error series.
 
-``load_tracks(path, sensor, reference)`` reads two pose streams of a session through
-:class:`sensorbench.logs.Session` (times converted from int64 ns to s relative to the
-reference's first sample; flags kept). ``prepare_campaign(tracks, ...)`` aligns a
-campaign's sessions in time and frame (:mod:`align`; one time offset and one frame
-transform for all of them, estimated with the error model, and the leave-one-out
-folds), computes the per-axis error and segments it at relocalizations
-(:mod:`reloc_segments`; a RELOCALIZED flag on a sample dropped by the association
-moves to the next kept sample); ``prepare_sessions(paths, ...)`` from session files;
-``fit_prepared`` fits the error model and records where every input came from.
+:func:`load_tracks` reads two pose streams (times in s from the reference's first
+sample); :func:`prepare_campaign` aligns a campaign's sessions in time and frame with
+the error model, builds the leave-one-out folds and segments each error at its
+relocalizations; :func:`prepare_sessions` does it from files; :func:`fit_prepared` fits
+the error model and records the inputs. docs/POSE_ERROR.md ("Time offset and frame").
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -145,16 +143,12 @@ def _segmented(
 ) -> PreparedSession:
     """The session's error under ``al``, segmented.
 
-    ``seg`` with ``starts`` (its segment start times after the first sample, s): that
-    segmentation carried over to the samples kept under ``al``; ``seg`` alone: reused
-    when the samples are the same; else segmented anew (flags, or detected steps).
-    ``mean_group``: the sessions whose alignment ``al`` is (it absorbed their mean
-    error on the axes its mode fits; the sigma_b Q-profile needs to know,
-    :class:`error_model.QProfile`). ``nuisance``: (the offset-and-frame fit ``al`` came
-    from, this session's index in it, a label shared by the sessions of that fit):
-    its Jacobian goes with the series for the fit's restricted likelihood.
-    ``trajectory``: also the ATE and RPE (:mod:`trajectory_error`) under this alignment
-    (the position-only Umeyama fit at the same offset, as ``evo_ape --align`` makes).
+    ``seg`` with ``starts`` (segment start times after the first sample, s): carried over
+    to the samples kept under ``al``; ``seg`` alone: reused when the samples are the same;
+    else segmented anew. ``mean_group``: the sessions sharing ``al`` (it absorbed their
+    mean error; the Q-profile needs to know). ``nuisance``: (the offset-and-frame fit,
+    this session's index in it, the fit's label), for the restricted likelihood.
+    ``trajectory``: also ATE and RPE under this (position-only Umeyama) alignment.
     """
     t, e, idx = pose_errors(sensor, reference, al, max_gap_s)
     if t.size < 10:
@@ -318,14 +312,9 @@ OFFSET_CONSISTENCY_ALPHA = 0.01
 class TimeOffset:
     """The campaign's time offset (reference time = sensor time + offset, s).
 
-    The offset is a property of the rig (the sensor's latency against mocap's), so it
-    is estimated once for the campaign, jointly with the frame (:mod:`gls_align`).
-    Each session's own estimate (under its own alignment, weighted by a model fitted
-    to that session alone) is kept too; when they disagree (χ² of the own offsets
-    about their weighted mean, S − 1 degrees of freedom, p below
-    :data:`OFFSET_CONSISTENCY_ALPHA`) the clocks differ between sessions and every
-    session keeps its own offset (``pooled`` False; a held-out session's offset is
-    then its own, which validation reports).
+    Estimated once for the rig, jointly with the frame (:mod:`gls_align`); each session's
+    own estimate is kept too, and when they disagree (χ², p below
+    :data:`OFFSET_CONSISTENCY_ALPHA`) every session keeps its own (``pooled`` False).
     """
 
     method: str  # "given" or "gls"
@@ -374,12 +363,9 @@ class PreparedCampaign:
     def folds(self, targets: list[int], excluded: frozenset[int] = frozenset()) -> list[Fold]:
         """Folds holding out ``targets`` (indices into :attr:`prepared`), without ``excluded``.
 
-        For held-out session i the training sessions are the other prepared ones not in
-        ``excluded``. From them alone come the weights of the GLS (a model fitted to
-        their own-aligned errors), the pooled time offset and, with
-        ``align="campaign"``, the frame; session i's error is computed under that
-        offset and frame (``"session"``: under its own frame; offsets that were not
-        pooled stay each session's own).
+        Held-out session i's GLS weights, pooled offset and (``"campaign"``) frame come from
+        the other prepared sessions not in ``excluded`` alone; its error is computed under
+        them (docs/POSE_ERROR.md, "Validation").
         """
         n = len(self.prepared)
         trains = [[self.kept[j] for j in range(n) if j != i and j not in excluded] for i in targets]
@@ -457,7 +443,7 @@ class PreparedCampaign:
             np.stack([weights[a].values for a in POSE_AXES]),
             estimate_offset=estimate_offset,
             max_gap_s=self.max_gap_s,
-            wrong=[_wrong_times(s, m) for s, m in zip(series, weights.wrong.masks, strict=True)],
+            wrong=[s.t_s[m] for s, m in zip(series, weights.wrong.masks, strict=True)],
         )
 
     def future_variance(self) -> np.ndarray:
@@ -474,11 +460,7 @@ class PreparedCampaign:
         )
 
     def _series(
-        self,
-        j: int,
-        al: Alignment,
-        group: str,
-        nuisance: tuple[GroupFit, int, str] | None = None,
+        self, j: int, al: Alignment, group: str, nuisance: tuple[GroupFit, int, str] | None = None
     ) -> ErrorSeries:
         a = self.alone[j]
         group = a.series.name if self.align == "session" else group
@@ -501,24 +483,10 @@ def _carried(
     )  # fmt: skip
 
 
-def _auto_alignment(
-    tracks: list[tuple[PoseTrack, PoseTrack]],
-    names: list[str],
-    sources: list[str] | None,
-    planar: bool,
-    offset_s: float | None,
-    max_offset_s: float,
-    max_gap_s: float | None,
-    frame_alpha: float,
-) -> PreparedCampaign:
-    """:func:`prepare_campaign` with ``align="auto"`` (see there)."""
-
-    def prepare(align: str) -> PreparedCampaign:
-        return prepare_campaign(
-            tracks, names, sources, align, planar, offset_s, max_offset_s, max_gap_s, frame_alpha
-        )
-
-    if len(tracks) < 2:
+def _auto_alignment(prepare: Callable[[str], PreparedCampaign], n: int) -> PreparedCampaign:
+    """:func:`prepare_campaign` of ``n`` sessions with ``align="auto"``, ``prepare(align)``
+    preparing them with one alignment."""
+    if n < 2:
         camp = prepare("session")
         camp.decision = "its own transform (one session)"
         return camp
@@ -526,7 +494,7 @@ def _auto_alignment(
     check = joint.frames
     if check is not None and check.testable and not check.excluded:
         joint.decision = (
-            f"one transform for all {len(tracks)} sessions: the FRAME check finds them in one map"
+            f"one transform for all {n} sessions: the FRAME check finds them in one map"
         )
         return joint
     own = prepare("session")
@@ -536,11 +504,6 @@ def _auto_alignment(
         else "whether they share one map cannot be checked (too few relocalizations)"
     )
     return own
-
-
-def _wrong_times(s: ErrorSeries, mask: np.ndarray) -> np.ndarray:
-    """First-sample times (s) of the wrong relocalizations ``mask`` marks in ``s``."""
-    return s.t_s[mask]
 
 
 def _offset_only(al: Alignment) -> GroupFit:
@@ -594,34 +557,19 @@ def prepare_campaign(
 ) -> PreparedCampaign:
     """Align, compute and segment the error of every session; check their frames.
 
-    ``align``: ``"campaign"`` (one transform for all sessions; sessions in another map
-    are found by :func:`frames.frame_statistics`, removed one at a time, worst first,
-    and the rest re-aligned without them), ``"session"`` (one transform each) or
-    ``"none"``. Steps:
-
-    1. each session's offset by angular-rate cross-correlation (unless ``offset_s``
-       is given) and its own Umeyama alignment; relocalizations from flags or
-       detected steps on that error;
-    2. each session's own offset and frame by GLS (:mod:`gls_align`) weighted by a
-       model fitted to that session alone, with the offset's standard error; the
-       segmentation again at that offset (relocalizations are found on each
-       session's own alignment: a session in another map must not move the
-       others' steps);
-    3. the campaign's offset: the own offsets pooled when they agree (:class:`TimeOffset`);
-    4. with ``"campaign"``: the frame check (on the errors of step 1: it needs no
-       error model), then the frame and the pooled offset by one GLS over the
-       sessions kept, weighted by a model fitted to their own-aligned errors.
-
-    ``"auto"``: ``"campaign"`` when the frame check finds every session in one map,
-    else ``"session"`` (each recording in its own map, as separate SLAM runs are, or
-    one map that cannot be checked), with :attr:`PreparedCampaign.decision` saying
-    which and why (and, when one transform, the check in :attr:`PreparedCampaign.frames`).
+    ``align``: ``"campaign"`` (one transform; sessions in another map removed worst first,
+    the rest re-aligned), ``"session"`` (one each), ``"none"``, or ``"auto"`` (campaign when
+    the frame check finds one map, else session; :attr:`PreparedCampaign.decision` says
+    why). The steps: docs/POSE_ERROR.md, "Time offset and frame".
     """
     if align not in ALIGN_MODES:
         raise FitError(f"unknown --align {align!r} (auto, campaign, session or none)")
     if align == "auto":
-        args = (tracks, names, sources, planar, offset_s, max_offset_s, max_gap_s)
-        return _auto_alignment(*args, frame_alpha=frame_alpha or FRAME_ALPHA)
+        prepare = partial(
+            prepare_campaign, tracks, names, sources, planar=planar, offset_s=offset_s,
+            max_offset_s=max_offset_s, max_gap_s=max_gap_s, frame_alpha=frame_alpha or FRAME_ALPHA,
+        )  # fmt: skip
+        return _auto_alignment(prepare, len(tracks))
     sources = sources or [""] * len(tracks)
     mode = "none" if align == "none" else ("planar" if planar else "se3")
     estimate = offset_s is None
@@ -705,7 +653,7 @@ def _own_alignment(
         params,
         estimate_offset=search is not None,
         max_gap_s=max_gap_s,
-        wrong=[_wrong_times(ps.series, fit.wrong.masks[0])],
+        wrong=[ps.series.t_s[fit.wrong.masks[0]]],
     )
     se = g.offset_se_s(0)
     own = _with_frame(al, float(g.offsets_s[0]), g.frame, se)

@@ -1,21 +1,10 @@
 """ATE and RPE of an aligned pose sensor, computed as evo computes them.
 
-On the pairs of the alignment (each valid sensor sample with the reference
-interpolated at its time + the offset, gaps left out; :mod:`align`):
-
-- **ATE** (``evo_ape``, translation part): |R·p_sensor + t − p_ref| per pair (m), with
-  the alignment's R, t (for an SE(3) alignment of one session, the Umeyama fit
-  ``evo_ape --align`` makes);
-- **RPE** (``evo_rpe``, delta in frames): for the pairs (0, Δ), (Δ, 2Δ), ... (evo_rpe's
-  default; not ``--all_pairs``), the error of the sensor's relative pose against the
-  reference's, E = (Q_i⁻¹ Q_j)⁻¹ (P_i⁻¹ P_j), its
-  translation norm (m) and rotation angle (deg). As in evo, the sensor's own body
-  frame is used: the alignment's body rotation B (a mount turned against the mocap
-  body) is not applied, and the rigid world alignment does not change relative
-  poses. Δ is the number of frames closest to :data:`RPE_DELTA_S` at the pairs'
-  median spacing, stated with the result.
-
-Statistics of each: RMSE, mean, median, standard deviation, min and max, as evo's.
+On the alignment's pairs: ATE = |R·p_sensor + t − p_ref| per pair (m); RPE (delta in
+frames, pairs (0, Δ), (Δ, 2Δ), …) = the error of the sensor's relative pose,
+translation (m) and angle (deg), in the sensor's own body frame (B not applied), Δ the
+frames closest to :data:`RPE_DELTA_S`. Each with RMSE, mean, median, sd, min and max.
+docs/POSE_ERROR.md ("ATE and RPE").
 """
 
 from __future__ import annotations
@@ -68,7 +57,7 @@ class ErrorStats:
 
 @dataclass(frozen=True)
 class TrajectoryError:
-    """ATE and RPE of one session (see the module docstring)."""
+    """ATE and RPE of one session (docs/POSE_ERROR.md)."""
 
     ate_m: ErrorStats
     rpe_m: ErrorStats

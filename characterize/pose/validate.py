@@ -1,15 +1,10 @@
 """Leave-one-session-out Monte Carlo validation of the pose-error model.
 
-For every session: refit on the other sessions (or use a given model file), draw B
-error realizations along the held-out session's timestamps and relocalizations (with
-parameters drawn from the fit's uncertainty by default), and place the real error's
-statistics (:data:`STAT_NAMES`, per axis) among the simulated ones: the percentile
-``p = (1 + #{T_sim >= T_obs}) / (B + 1)`` and, family-wise, a max-|z| statistic per
-session (Westfall-Young single step, Šidák over sessions). Wrong relocalizations are
-named under each fold's model (:func:`held_out_wrong`) and given to the draws; failing
-sessions are named by step-down. The held-out session informs nothing that judges it
-(:meth:`sessions.PreparedCampaign.folds`). Details and measured levels:
-docs/POSE_ERROR.md ("Validation").
+Per held-out session: refit on the others (or use a given model), draw B error
+realizations along its timestamps and relocalizations, and place the real statistics
+(:data:`STAT_NAMES`) among the simulated ones (percentile, max-|z| per session,
+Šidák over sessions); failing sessions are named by step-down. Invariant: the held-out
+session informs nothing that judges it. docs/POSE_ERROR.md ("Validation").
 """
 
 from __future__ import annotations
@@ -184,13 +179,7 @@ class ValidationReport:
                     "critical_z": s.critical_z,
                     "p_joint": s.p_joint,
                     "model_params": {
-                        a: dict(
-                            zip(
-                                PARAMS,
-                                map(_f, s.params[i]),
-                                strict=True,
-                            )
-                        )
+                        a: dict(zip(PARAMS, map(_f, s.params[i]), strict=True))
                         for i, a in enumerate(POSE_AXES)
                     },
                     "axes": per_axis,
@@ -333,13 +322,11 @@ def validate_sessions(
 ) -> ValidationReport:
     """Validate the model on every session (leave-one-session-out unless ``model``).
 
-    With ``model`` None, each session is checked against a model refitted on the
-    others (needs ≥ 2 sessions), named failures by the step-down of the module
-    docstring; ``folds`` gives each held-out session's error and its training
-    sessions' errors (default: ``series`` as they are, e.g. when the alignment did
-    not use the data). With a model, every session is checked against it and every
-    failing session is named. ``progress(done, total)``: the first round's refits
-    count as one session's share, then each session's Monte Carlo check one more.
+    With ``model`` None each session is checked against a model refitted on the others
+    (≥ 2 sessions), failures named by step-down; ``folds`` gives each held-out session's
+    error and its training errors (default: ``series`` as they are). With a model, every
+    session is checked against it. ``progress(done, total)``: the first round's refits
+    count as one session's share, then each session's check one more.
     """
     if not series:
         raise FitError("no sessions to validate")

@@ -1,18 +1,16 @@
 """The two-part verdict on a pose sensor: does the model describe its errors, are they small enough?
 
-Part 1, the model, fails with a named reason: ``DRIFT`` (axis, :mod:`drift`), ``SCALE``
-(campaign, :mod:`scale`), ``FRAME`` (session, :mod:`frames`), ``MISFIT`` (session, axis,
-statistic, :mod:`validate`). Part 2: each ``--require`` with its predicted distribution
-and verdict, holds, fails or cannot tell (:mod:`requirements`); computed and shown
-even when part 1 fails, with the verdict saying the prediction rests on a rejected
-model. ``passed`` (``validate`` exits 0) = the model holds and every requirement holds;
-else exit 1 with the reasons (a requirement these sessions cannot tell is no pass).
-docs/POSE_ERROR.md, "The verdict".
+Part 1 fails with a named reason: ``DRIFT`` (:mod:`drift`), ``SCALE`` (:mod:`scale`),
+``FRAME`` (:mod:`frames`), ``MISFIT`` (:mod:`validate`). Part 2: each ``--require``
+holds, fails or cannot tell (:mod:`requirements`), shown even when part 1 fails.
+``passed`` (exit 0) = the model holds and every requirement holds. docs/POSE_ERROR.md.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -68,16 +66,7 @@ class Verdict:
 
     def wrong_line(self) -> str:
         """The wrong relocalizations in one line (empty when the model does not say)."""
-        w = self.wrong
-        if not w:
-            return ""
-        lo, hi = w["rate_ci95"]
-        size = f", median jump {w['median_jump_m']:.2g} m" if w["n_wrong"] else ""
-        return (
-            f"wrong relocalizations at {100 * w['rate']:.1f} %/reloc "
-            f"[{100 * lo:.1f}, {100 * hi:.1f}] % ({w['n_wrong']} of "
-            f"{w['n_relocalizations']}){size}"
-        )
+        return wrong_lines(self.wrong, None)[0] if self.wrong else ""
 
     def reasons(self) -> list[Reason]:
         """Every named failure of the model part, DRIFT, SCALE, FRAME, then MISFIT."""
@@ -268,6 +257,28 @@ def _requirement_lines(req: RequirementResult) -> list[str]:
     if not req.holds:
         out.append(f"    {req.reason()}")
     return out
+
+
+def wrong_lines(found: dict[str, Any], simulated: list[dict[str, Any]] | None) -> list[str]:
+    """The wrong relocalizations the fit named (rate, interval, each one) beside the
+    simulator's (None: not simulated), one per line."""
+    if not found:
+        return []
+    lo, hi = found["rate_ci95"]
+    head = (
+        f"wrong relocalizations: {found['n_wrong']} of {found['n_relocalizations']} named, "
+        f"{found['rate'] * 100:.1f} %/reloc [{lo * 100:.1f}, {hi * 100:.1f}] % (95 %)"
+    )
+    if found["n_wrong"]:
+        head += f", median jump {found['median_jump_m']:.2f} m"
+    if simulated is not None:
+        head += f"; simulated: {len(simulated)}"
+    rows = [("named", w) for w in found["named"]] + [("simulated", w) for w in simulated or []]
+    return [head] + [
+        f"  {kind:<9} {w['session']} t {w['t_s']:8.2f} s: x {w['jump'][0]:+.3f} m, "
+        f"y {w['jump'][1]:+.3f} m, yaw {math.degrees(w['jump'][5]):+.1f}°"
+        for kind, w in sorted(rows, key=lambda r: (r[1]["session"], r[1]["t_s"]))
+    ]
 
 
 def scale_inputs(prepared: list) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:

@@ -1,13 +1,10 @@
 """The error model's whitening filter: standardized innovations of a series.
 
-Under the model ``e = b_s + g + v`` (:mod:`error_model`) of one axis, the 2-state
-Kalman filter (state (b, g), b reset to N(0, sigma_b²) at every relocalization, g
-stationary at the first sample) turns a series into its one-step innovations
-``nu_k`` with variances ``S_k``; ``nu_k / sqrt(S_k)`` are independent N(0, 1) when
-the series follows the model. The filter's gains depend on the parameters and the
-sample times only, so the same pass whitens any number of columns (an error and
-its regressors for generalised least squares, :mod:`gls_align`) and, precomputed
-once, the Monte Carlo's draws (:func:`filter_gains`, used by :mod:`gm_kernel`).
+The model's 2-state Kalman filter of one axis turns a series into innovations
+``nu_k`` with variances ``S_k``; ``nu_k / sqrt(S_k)`` are independent N(0, 1) under
+the model. The gains depend only on the parameters and the times, so one pass whitens
+any number of columns (GLS regressors, :mod:`gls_align`) and, precomputed once, the
+Monte Carlo's draws (:func:`filter_gains`).
 """
 
 from __future__ import annotations
