@@ -7,6 +7,7 @@ exactly, so they are read back with ``validate=False`` (the value checks of
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 import threading
 import time
@@ -281,5 +282,5 @@ def test_a_slow_flush_is_not_added_to_the_next_wait(tmp_path: Path) -> None:
     assert len(spans) >= 4
     # due at the later of (previous start + interval, previous end), give or take the
     # scheduler (0.15 s, well under the interval the old schedule added)
-    late = [b[0] - max(a[0] + interval, a[1]) for a, b in zip(spans, spans[1:], strict=False)]
+    late = [b[0] - max(a[0] + interval, a[1]) for a, b in itertools.pairwise(spans)]
     assert max(late) < 0.15, late
