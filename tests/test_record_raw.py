@@ -208,6 +208,22 @@ def test_missing_port_is_a_clear_error(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(("port", "what"), [("file", "a regular file"), ("/dev/null", "not a tty"),
+                                            ("fifo", "not a tty")])  # fmt: skip
+def test_a_port_that_is_no_tty_is_named_so(tmp_path, port, what):
+    """A regular file, a FIFO or a character device without tty settings: the message
+    says what it is (it said 'Inappropriate ioctl ... Is another program using it?')."""
+    if port == "file":
+        (tmp_path / port).write_bytes(b"x")
+    elif port == "fifo":
+        os.mkfifo(tmp_path / port)
+    path = port if port.startswith("/") else str(tmp_path / port)
+    res = CliRunner().invoke(cli, ["record-raw", path, "--baud", "230400", "--duration", "1",
+                                   "-o", str(tmp_path / "r.bin")])  # fmt: skip
+    assert res.exit_code == 2 and f"{path}: {what}, not a serial port" in res.output
+    assert not (tmp_path / "r.bin").exists()
+
+
 @pytest.mark.parametrize(
     ("rows", "what"),
     [
