@@ -185,7 +185,9 @@ def test_stalled_pods_make_the_filters_coast_and_say_so(tmp_path) -> None:
         assert all(b > a for a, b in itertools.pairwise(var))
     assert all(d.frames == 0 for _, d in predicted)
     groups = itertools.groupby(got, key=lambda td: bool(td[1].flags & PREDICTED))
-    n_runs = sum(1 for predicting, _ in groups if predicting)
+    # a run ended by a frame (one still predicting when the readers stopped, on a busy
+    # machine, has no frame to flag)
+    n_runs = sum(1 for predicting, _ in groups if predicting) - bool(got[-1][1].flags & PREDICTED)
     with Session(out) as s:
         notes = [e.message for e in s.events() if e.source == "live"]
         stale = [e for e in s.events() if e.source == "pods" and e.kind == "stale"]
