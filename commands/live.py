@@ -117,7 +117,6 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
         else None,
     )
     runtime = LiveRuntime(config, models, options)
-    preflight(config, output, allow_missing)
     duration = math.inf if duration_s is None else duration_s
     announced: list[str] = []
 
@@ -130,8 +129,9 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
 
     recording = CaptureOptions(label=label, note=note, allow_missing=allow_missing)
     printer = _StatusPrinter(duration, extra=live_parts)
-    runtime.open()  # the UDP host resolves, the Foxglove port is free: before any power
-    try:
+    try:  # closed on every path: it may have joined a ROS 2 domain, a socket may be open
+        preflight(config, output, allow_missing)
+        runtime.open()  # the UDP host resolves, the Foxglove port is free: before any power
         result = record(config, output, recording, printer, as_json, consumer=runtime)
     finally:
         runtime.close()

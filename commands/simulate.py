@@ -10,7 +10,7 @@ import click
 from sensorbench.cli import cli
 from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
-from sensorbench.logs.atomic_output import check_output
+from sensorbench.logs.atomic_output import check_output, make_dir
 
 
 @cli.command("simulate")
@@ -82,7 +82,7 @@ def _simulate(scenario: str, seed: int, session: int | None, output: Path, pose_
         raise click.UsageError(
             f"--all-sessions writes one file per session into the directory -o; "
             f"{output} is a file")
-    output.mkdir(parents=True, exist_ok=True)
+    make_dir(output, "nothing was written")
     targets = [output / f"{sc.name}_s{i:02d}.h5" for i in range(sc.n_sessions)]
     for target in targets:
         check_output(target, force=force, inputs=inputs)

@@ -96,19 +96,22 @@ def run_live_demo(
         out_dir / "run", config, speed=1.0, ld19_startup_s=0.5, pods_firmware=pods_firmware
     ) as robot:
         runtime = live_runtime(robot, foxglove)
-        runtime.open()  # the filters compiled, the view listening: before the devices start
+        try:  # closed on every path: a capture that fails early leaves no server listening
+            runtime.open()  # the filters compiled, the view listening: before the devices start
 
-        def status(elapsed_s: float, statuses: list[ReaderStatus]) -> None:
-            if on_status is not None:
-                on_status(elapsed_s, statuses, runtime)
+            def status(elapsed_s: float, statuses: list[ReaderStatus]) -> None:
+                if on_status is not None:
+                    on_status(elapsed_s, statuses, runtime)
 
-        result = run_capture(
-            robot.config,
-            session,
-            duration_s,
-            CaptureOptions(label="live demo", note="sensorbench demo --live"),
-            on_status=status,
-            stop=stop,
-            consumer=runtime,
-        )
+            result = run_capture(
+                robot.config,
+                session,
+                duration_s,
+                CaptureOptions(label="live demo", note="sensorbench demo --live"),
+                on_status=status,
+                stop=stop,
+                consumer=runtime,
+            )
+        finally:
+            runtime.close()
     return LiveDemo(result, runtime, session)

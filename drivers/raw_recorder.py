@@ -29,13 +29,15 @@ from typing import BinaryIO, TextIO
 
 import serial
 
-from sensorbench.drivers.serial_port import open_hint
-from sensorbench.errors import DeviceUnavailable, DriverError, SessionError
+from sensorbench.drivers.robot_config import DeviceConfig, RobotConfig
+from sensorbench.drivers.serial_port import open_serial
+from sensorbench.errors import ConfigError, DriverError, SessionError
 from sensorbench.logs.atomic_output import check_output, replace_into
 from sensorbench.logs.raw_file import format_sidecar_header, sidecar_path
 
 _POLL_S = 0.05  # longest single read (s); the duration is checked between reads
 _FLUSH_S = 1.0  # longest time between flushes of both files (s)
+_OPEN_DTR = {"a1": False}  # kinds whose DTR must be low to stream: an A1's motor stops on high
 
 _IFLAG_OFF = (
     termios.IGNBRK
@@ -103,24 +105,28 @@ def set_raw(fd: int, baud: int) -> None:
     termios.tcsetattr(fd, termios.TCSANOW, [iflag, oflag, cflag, lflag, speed, speed, cc])
 
 
-def _open(port: str, baud: int, dtr: bool | None) -> serial.Serial:
-    ser = serial.Serial()
-    ser.port = port
-    ser.baudrate = baud
-    ser.timeout = _POLL_S
-    ser.xonxoff = ser.rtscts = ser.dsrdtr = False
-    if dtr is not None:
-        ser.dtr = dtr  # applied by open(): the line never takes the other level
-    try:
-        ser.open()
-    except (serial.SerialException, OSError) as err:
-        raise DeviceUnavailable(f"cannot open {open_hint(port, err)}") from err
-    set_raw(ser.fileno(), baud)
-    return ser
+def configured_device(config: RobotConfig, port: str) -> DeviceConfig:
+    """The device of ``config`` named ``port``, or whose port is the same file.
+
+    Raises:
+        ConfigError: no device of ``config`` is ``port``.
+    """
+    for dev in config.devices:
+        if port == dev.name or os.path.realpath(port) == os.path.realpath(dev.port):
+            return dev
+    names = ", ".join(f"{d.name} ({d.port})" for d in config.devices)
+    raise ConfigError(f"{config.source}: no device is {port!r}; its devices: {names}")
+
+
+def open_dtr(kind: str) -> bool:
+    """The DTR level ``record_raw`` opens a device of ``kind`` with: low for an A1 (its
+    USB adapter stops the motor while DTR is asserted), high (as every open leaves
+    it) for the others."""
+    return _OPEN_DTR.get(kind, True)
 
 
 def record_raw(port: str, baud: int, duration_s: float, output: str | os.PathLike[str], *,
-        force: bool = False, send: bytes = b"", dtr: bool | None = None,
+        force: bool = False, send: bytes = b"", dtr: bool = True,
         stop: threading.Event | None = None,
         on_progress: Callable[[float, int], None] | None = None) -> RawRecordResult:
     """Record ``port`` at ``baud`` for ``duration_s`` s into ``output`` and its sidecar.
@@ -132,7 +138,8 @@ def record_raw(port: str, baud: int, duration_s: float, output: str | os.PathLik
         output: the byte file; the sidecar is ``output + ".chunks"``.
         force: replace an existing output (and sidecar).
         send: bytes written once after opening (e.g. ``A5 20``, an A1's scan request).
-        dtr: DTR level to open with (False spins an A1's motor); None: pyserial's default.
+        dtr: DTR level set right after the open (False spins an A1's motor:
+            :func:`open_dtr`); an emulator sees it through its modem-line channel.
         stop: set it to end the recording early (kept, stopped_by ``stop``).
         on_progress: called about once a second with (seconds, bytes) so far.
 
@@ -153,8 +160,9 @@ def record_raw(port: str, baud: int, duration_s: float, output: str | os.PathLik
     tmp_bin = out.with_name(f".{out.name}.{os.getpid()}.part")
     tmp_side = out.with_name(f".{side.name}.{os.getpid()}.part")
     stop = stop or threading.Event()
-    ser = _open(port, baud, dtr)
+    ser = open_serial(port, baud, timeout_s=_POLL_S, dtr=dtr, flush_input=False)
     try:
+        set_raw(ser.fileno(), baud)
         with open(tmp_bin, "wb") as fb, open(tmp_side, "w", encoding="utf-8") as fs:
             fs.write(format_sidecar_header(port, baud))
             if send:

@@ -14,6 +14,7 @@ import contextlib
 import errno
 import os
 import socket
+import stat
 import time
 from pathlib import Path
 
@@ -115,6 +116,10 @@ def open_hint(port: str, err: BaseException) -> str:
         )
     if "exclusively" in text or "Resource temporarily unavailable" in text:
         return f"{port} is held by another program (a capture, a probe, a terminal?)"
+    mode = os.stat(port).st_mode
+    if not stat.S_ISCHR(mode) or "Inappropriate ioctl" in text:  # a file, a FIFO, /dev/null
+        what = "a regular file" if stat.S_ISREG(mode) else "not a tty"
+        return f"{port}: {what}, not a serial port"
     return f"{port}: {err}. Is another program using it?"
 
 

@@ -223,11 +223,14 @@ class LiveRuntime:
             self.view = view
 
     def close(self) -> None:
-        """Stop the view and close the UDP socket (their counters stay readable)."""
+        """Stop the view, close the UDP socket and leave the ROS 2 domain (their counters
+        stay readable); safe to call on every path, more than once."""
         if self.view is not None:
             self.view.stop()
         if self.udp is not None:
             self.udp.close()
+        if self.ros2 is not None:
+            self.ros2.stop()
 
     # -- CaptureConsumer -----------------------------------------------------------------
 
@@ -303,14 +306,12 @@ class LiveRuntime:
             self.view.event(payload[0], name, payload[1], payload[2])
 
     def stop(self) -> None:
-        """Filter and merge everything left, then stop the view and the socket."""
+        """Filter and merge everything left, then :meth:`close`."""
         if self.odometry is not None:
             self.odometry.stop()
         if self.merge is not None:
             self.merge.stop()
         self.close()
-        if self.ros2 is not None:
-            self.ros2.stop()
 
     # -- status ------------------------------------------------------------------------
 

@@ -49,6 +49,19 @@ def disk_error(exc: BaseException, path: Path, consequence: str) -> BaseExceptio
     return exc
 
 
+def make_dir(path: Path, consequence: str) -> None:
+    """``mkdir -p path`` for an output directory.
+
+    Raises:
+        OutputError: it cannot be made (a file in the path, a read-only or special file
+            system, no room), naming ``path`` and ``consequence``.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {disk_error_text(exc)}; {consequence}") from exc
+
+
 def _unchanged(pending: PendingOutput) -> str:
     if pending.force and pending.path.exists():
         return "the existing file is unchanged"
@@ -357,8 +370,8 @@ def atomic_figures(
     if target.exists() and not target.is_dir():
         raise OutputError(f"{target} is a file; give a directory for the figures")
     work = target / f".figures.{os.getpid()}-{secrets.token_hex(4)}.partial"
+    make_dir(target, "no figure was written")
     try:
-        target.mkdir(parents=True, exist_ok=True)
         work.mkdir()
     except OSError as exc:
         raise disk_error(exc, target, "no figure was written") from exc

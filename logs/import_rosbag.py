@@ -124,6 +124,12 @@ def _check_request(
                 f"--topic '{s.topic}[CHILD_FRAME]={s.name}', or compose a chain with "
                 "--tf PARENT:CHILD=NAME"
             )
+        if s.kind is not None and types[s.topic] in (SCAN_TYPE, COUNTS_TYPE):
+            raise ImportFormatError(
+                f"{bag}: --topic {s.topic}={s.name}:{s.kind}: {s.topic!r} has type "
+                f"{types[s.topic]!r}, not a pose: it becomes a lidar or encoder stream, "
+                "which has no pose kind (drop ':KIND')"
+            )
     if events_topic and types[events_topic] not in (DIAGNOSTICS_TYPE, *LOG_TYPES):
         raise ImportFormatError(
             f"{bag}: --events topic {events_topic!r} has type {types[events_topic]!r} "

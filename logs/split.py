@@ -17,7 +17,7 @@ import h5py
 import numpy as np
 
 from sensorbench.errors import SessionError
-from sensorbench.logs.atomic_output import disk_error, link_no_clobber, temp_name
+from sensorbench.logs.atomic_output import disk_error, link_no_clobber, make_dir, temp_name
 from sensorbench.logs.h5_output import guarded_h5
 from sensorbench.logs.importers import file_sha256
 from sensorbench.logs.reader import open_h5
@@ -202,10 +202,7 @@ def _split(
         for n in names:
             if n.exists():
                 raise SessionError(f"{n} exists; choose another directory or remove it")
-        try:  # only once the session is known to be one
-            out_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise disk_error(exc, out_dir, "nothing was written") from exc
+        make_dir(out_dir, "nothing was written")  # once the session is known to be one
         digest = file_sha256(src_path)
         pose_sensor = [n for n, g in f["pose"].items() if g.attrs.get("kind") == "pose_sensor"]
         for k, ((b0, b1), dst_path) in enumerate(zip(bounds, names, strict=True)):

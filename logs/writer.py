@@ -459,11 +459,15 @@ class SessionWriter:
     # -- the writer thread ---------------------------------------------------------
 
     def _run(self) -> None:
+        # each flush is due flush_interval_s after the previous one took what had arrived
+        # (not after it ended): a slow flush or a late wake-up under load is not added
+        # to the next data's wait for the disk
         next_flush = time.monotonic() + self.flush_interval_s
         stop = False
         try:
             while not stop:
                 self._stopping.wait(max(0.0, next_flush - time.monotonic()))
+                taken = time.monotonic()  # what arrived after this waits for the next flush
                 with contextlib.suppress(queue.Empty):
                     item = self._queue.get_nowait()
                     while True:
@@ -472,11 +476,11 @@ class SessionWriter:
                             break
                         self._stage(item)
                         item = self._queue.get_nowait()
-                if stop or time.monotonic() >= next_flush:
+                if stop or taken >= next_flush:
                     self._write_pending()
                     self._file.flush()
                     self._raise_disk_error()
-                    next_flush = time.monotonic() + self.flush_interval_s
+                    next_flush = taken + self.flush_interval_s
             self._status[0] = self._final_status
             self._file.flush()
             self._raise_disk_error()

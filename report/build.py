@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sensorbench.errors import FitError, SensorbenchError
-from sensorbench.logs.atomic_output import atomic_output, check_output
+from sensorbench.logs.atomic_output import atomic_output, check_output, make_dir
 from sensorbench.report.data import (
     PoseSection,
     ProgressFn,
@@ -102,7 +102,7 @@ def build_report(
     if models is not None and not models.is_dir():
         raise FitError(f"{models}: not a directory of model files")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out, "nothing was written")
     check_output(out / "report.html", force=force, inputs=paths)
     content = ReportContent(paths)
     with tempfile.TemporaryDirectory(prefix="sensorbench-report-") as tmp:

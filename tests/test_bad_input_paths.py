@@ -134,3 +134,22 @@ def test_a_real_process_ends_on_a_fifo_and_a_device(files, command) -> None:
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "not a file to read" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("where", ["under a file", "in /proc"])
+@pytest.mark.parametrize(
+    "command",
+    [["split", "{G}", "--pieces", "2", "-o", "{D}"], ["report", "{G}", "-o", "{D}"],
+     ["simulate", "--scenario", "reloc_campaign", "--all-sessions", "-o", "{D}"]],
+)  # fmt: skip
+def test_an_output_directory_that_cannot_be_made_is_refused_naming_it(
+    files, tmp_path, command, where
+) -> None:
+    """A directory output below a regular file (ENOTDIR) or where no directory can be
+    made (/proc: ENOENT) ended in a mkdir traceback."""
+    (tmp_path / "plain").write_bytes(b"x")
+    out = str(tmp_path / "plain" / "d") if where == "under a file" else "/proc/sensorbench-out"
+    args = [a.replace("{G}", str(files["good"])).replace("{D}", out) for a in command]
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code == 2 and f"cannot write {out}" in done.output, done.output
+    assert [p.name for p in tmp_path.iterdir()] == ["plain"]

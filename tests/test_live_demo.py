@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import threading
 
 import firmware_util
 import numpy as np
+import pytest
 
-from sensorbench.demo.live import MODELS
+from sensorbench.demo.live import MODELS, run_live_demo
+from sensorbench.errors import SessionError
 from sensorbench.logs import Session
 
 
@@ -76,3 +80,16 @@ def test_live_options_need_live() -> None:
         done = subprocess.run(_cli("demo", *option), capture_output=True, text=True,
                               timeout=60)  # fmt: skip
         assert done.returncode == 2 and f"{option[0]} applies to --live only" in done.stderr
+
+
+def test_demo_live_closes_the_view_when_the_capture_fails_early(tmp_path) -> None:
+    """The runtime opens (the view listening) before ``run_capture``; a capture that
+    refuses at once (a zero duration) must leave no server listening on the port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(SessionError, match="duration"):
+        run_live_demo(tmp_path, ("127.0.0.1", port), 0.0, threading.Event())
+    with socket.socket() as client, pytest.raises(ConnectionRefusedError):
+        client.settimeout(5.0)
+        client.connect(("127.0.0.1", port))

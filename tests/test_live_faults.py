@@ -184,17 +184,20 @@ def test_stalled_pods_make_the_filters_coast_and_say_so(tmp_path) -> None:
         var = [d.covariance[0] for _, d in run]
         assert all(b > a for a, b in itertools.pairwise(var))
     assert all(d.frames == 0 for _, d in predicted)
-    # every run of predictions a frame ends (not one the run's end leaves open)
-    kinds = [k for k, _ in itertools.groupby(bool(d.flags & PREDICTED) for _, d in got)]
-    n_runs = sum(1 for a, b in itertools.pairwise(kinds) if a and not b)
     with Session(out) as s:
         notes = [e.message for e in s.events() if e.source == "live"]
         stale = [e for e in s.events() if e.source == "pods" and e.kind == "stale"]
+        t_ns = s.pose("estimate").read().t_ns
     assert any("publishing the prediction" in m for m in notes)
     assert any("pod frames again" in m for m in notes) and stale
-    # the frame that ends the gap is flagged, in the live estimate and in replay alike
-    flags = _assert_replay_matches(out)
-    assert np.count_nonzero(flags & int(PoseFlag.COASTING)) == n_runs
+    # COASTING marks each frame that ends a gap of the frames' own times longer than the
+    # filters' stale_s (0.1 s), in the live estimate and in replay alike: the stall's end
+    # among them. (Not one per prediction run: on a busy machine a reader behind also
+    # leaves the worker without frames, with no gap in their times, and it predicts.)
+    coasting = (_assert_replay_matches(out) & int(PoseFlag.COASTING)).astype(bool)
+    gaps_s = np.diff(t_ns) / 1e9
+    np.testing.assert_array_equal(coasting[1:], gaps_s > 0.1)
+    assert gaps_s.max() >= 1.0 and coasting[1:][np.argmax(gaps_s)]  # the 1.5-s stall
     assert live_summary(runtime)["predictions"] == len(predicted)
 
 

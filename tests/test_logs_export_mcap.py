@@ -294,6 +294,23 @@ def test_round_trip_keeps_flags_events_device_times_and_counts(
     assert [t for t, _ in msgs["/cam/pose"]] == (POSE_T[VALID] + offset).tolist()
 
 
+@pytest.mark.parametrize(
+    "topic", ["/lidar_front/scan=lidar_front:mocap", "/pods/counts=pods:estimate"]
+)
+def test_a_pose_kind_on_a_scan_or_count_topic_is_refused(
+    session: Path, tmp_path: Path, topic: str
+) -> None:
+    """A pose kind names what a pose stream measures; a LaserScan or JointState topic
+    given one was imported as a lidar or encoder stream with the kind dropped."""
+    out = tmp_path / "s.mcap"
+    _export(session, out)
+    into = tmp_path / "again.h5"
+    r = CliRunner().invoke(cli, ["import", "rosbag", str(out), "--topic", topic, "--into",
+                                 str(into)])  # fmt: skip
+    assert r.exit_code == 2 and f"--topic {topic}" in r.output and "no pose kind" in r.output
+    assert str(out) in r.output and not into.exists()
+
+
 def test_one_stream_only(session: Path, tmp_path: Path) -> None:
     r = _export(session, tmp_path / "cam.mcap", "--stream", "cam")
     assert "/cam/pose 28" in r.output

@@ -7,8 +7,10 @@ exactly, so they are read back with ``validate=False`` (the value checks of
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -253,3 +255,29 @@ def test_a_georeferenced_tum_file_round_trips_exactly(tmp_path: Path) -> None:
     assert np.abs(again.position - np.column_stack([east, north, up])).max() < 1e-3
     assert again.position.tobytes() == first.position.tobytes()  # not a bit lost
     assert again.quat_xyzw.tobytes() == first.quat_xyzw.tobytes()
+
+
+def test_a_slow_flush_is_not_added_to_the_next_wait(tmp_path: Path) -> None:
+    """Flushes are due ``flush_interval_s`` after the previous one took the queue, not
+    after it ended: with a flush that takes longer than the interval (a slow disk, a
+    starved thread) the next starts as soon as it ends, so data wait at most the
+    interval plus one flush for the disk (the SIGKILL loss docs/CAPTURE.md states)."""
+    interval, slow = 0.4, 0.6
+    w = SessionWriter(tmp_path / "s.h5", flush_interval_s=interval)
+    w.start()
+    h5_flush, spans = w._file.flush, []
+
+    def slow_flush() -> None:
+        t0 = time.monotonic()
+        time.sleep(slow)
+        h5_flush()
+        spans.append((t0, time.monotonic()))
+
+    w._file.flush = slow_flush
+    time.sleep(3.0)
+    w.close()
+    assert len(spans) >= 4
+    # due at the later of (previous start + interval, previous end), give or take the
+    # scheduler (0.15 s, well under the interval the old schedule added)
+    late = [b[0] - max(a[0] + interval, a[1]) for a, b in itertools.pairwise(spans)]
+    assert max(late) < 0.15, late

@@ -19,6 +19,7 @@ from sensorbench.drivers.raw_recorder import _IFLAG_OFF, _LFLAG_OFF
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs import Session
 from sensorbench.logs.raw_file import read_raw_recording, sidecar_path
+from sensorbench.sim.emulated_robot import DEFAULT_CONFIG
 from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit, encode_nodes
 from sensorbench.sim.emulator_ld19 import LD19Emulator, encode_packets
 
@@ -114,12 +115,14 @@ def test_ld19_bytes_recorded_exactly_and_decoded_with_read_times(tmp_path):
 
 
 def test_a1_scan_recorded_with_the_scan_request_and_decoded_exactly(tmp_path):
+    """The A1 named by its robot configuration: 115200 baud and DTR low (its motor spins)
+    by default, as a real A1's USB adapter needs (docs/CAPTURE.md)."""
     out = tmp_path / "a1.bin"
     with A1Emulator(speed=1.0, seed=2, unit=A1Unit(spinup_s=0.1)) as emu:
         _make_cooked(emu.path)
-        doc = _record(
-            [emu.path, "--baud", "115200", "--duration", "1.5", "--send", "a5 20", "-o", str(out)]
-        )
+        (tmp_path / "lidar_front").symlink_to(emu.path)
+        doc = _record(["lidar_front", "--config", str(DEFAULT_CONFIG), "--run-dir", str(tmp_path),
+                       "--duration", "1.5", "--send", "a5 20", "-o", str(out)])  # fmt: skip
         emu.stop()
         truth = emu.truth()
     data = out.read_bytes()
@@ -146,6 +149,29 @@ def test_a1_scan_recorded_with_the_scan_request_and_decoded_exactly(tmp_path):
     got = turns.range.astype(np.float64)
     want = np.where(q2 == 0, np.inf, q2 / 4000.0)
     np.testing.assert_allclose(got, want.astype(np.float32), rtol=0, atol=0)
+
+
+def test_a1_opened_with_dtr_high_records_no_scan(tmp_path):
+    """``--dtr high`` reaches the emulated A1 (its modem-line channel): the motor stays
+    stopped for the whole recording and the scan request gets no node."""
+    out = tmp_path / "a1.bin"
+    with A1Emulator(speed=1.0, seed=2, unit=A1Unit(spinup_s=0.1)) as emu:
+        doc = _record([emu.path, "--baud", "115200", "--dtr", "high", "--duration", "1.0",
+                       "--send", "a5 20", "-o", str(out)])  # fmt: skip
+        emu.stop()
+        log = emu.motor_log
+    # spinning from power-on, stopped by the open, spinning again after the close
+    assert [on for _, on in log] == [True, False, True]
+    assert log[2][0] - log[1][0] > 0.9  # stopped for the whole second
+    assert doc["bytes"] == len(out.read_bytes()) <= len(proto.SCAN_DESCRIPTOR)  # no node
+
+
+def test_port_not_in_the_config_names_its_devices(tmp_path):
+    res = CliRunner().invoke(cli, ["record-raw", "lidar_side", "--config", str(DEFAULT_CONFIG),
+                                   "--run-dir", str(tmp_path), "--duration", "1", "-o",
+                                   str(tmp_path / "x.bin")])  # fmt: skip
+    assert res.exit_code == 2 and "no device is 'lidar_side'" in res.output
+    assert "lidar_front" in res.output and not (tmp_path / "x.bin").exists()
 
 
 def test_existing_output_is_refused_without_force(tmp_path):
@@ -182,6 +208,22 @@ def test_missing_port_is_a_clear_error(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(("port", "what"), [("file", "a regular file"), ("/dev/null", "not a tty"),
+                                            ("fifo", "not a tty")])  # fmt: skip
+def test_a_port_that_is_no_tty_is_named_so(tmp_path, port, what):
+    """A regular file, a FIFO or a character device without tty settings: the message
+    says what it is (it said 'Inappropriate ioctl ... Is another program using it?')."""
+    if port == "file":
+        (tmp_path / port).write_bytes(b"x")
+    elif port == "fifo":
+        os.mkfifo(tmp_path / port)
+    path = port if port.startswith("/") else str(tmp_path / port)
+    res = CliRunner().invoke(cli, ["record-raw", path, "--baud", "230400", "--duration", "1",
+                                   "-o", str(tmp_path / "r.bin")])  # fmt: skip
+    assert res.exit_code == 2 and f"{path}: {what}, not a serial port" in res.output
+    assert not (tmp_path / "r.bin").exists()
+
+
 @pytest.mark.parametrize(
     ("rows", "what"),
     [
@@ -215,7 +257,8 @@ def test_a1_express_recorded_with_its_sample_rate_and_decoded_at_4000_per_second
     out = tmp_path / "a1x.bin"
     send = "a5 59 a5 82 05 00 00 00 00 00 22"
     with A1Emulator(speed=1.0, seed=2, unit=A1Unit(spinup_s=0.1)) as emu:
-        _record([emu.path, "--baud", "115200", "--duration", "1.5", "--send", send, "-o", str(out)])
+        _record([emu.path, "--baud", "115200", "--dtr", "low", "--duration", "1.5", "--send", send,
+                 "-o", str(out)])  # fmt: skip
         emu.stop()
         truth = emu.truth()
     assert emu.requests == [0x59, 0x82]
