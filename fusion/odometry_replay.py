@@ -31,7 +31,6 @@ from sensorbench.fusion.nees_samples import SharedErrors, model_effective_sample
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
 from sensorbench.fusion.pod_drive import (
-    Drive,
     align_drive,
     align_interval_for,
     load_drive,
@@ -372,21 +371,60 @@ def _shared_errors(
     )
 
 
-def _mocap_reference(
-    path: str | os.PathLike[str], odo: OdometryInput
-) -> tuple[Drive | None, str | None]:
-    """The session's mocap drive on the filters' frame times (relative to ``odo.t0_ns``)."""
+def _reference(
+    path: str | os.PathLike[str],
+    odo: OdometryInput,
+    reference: str,
+    align_interval_s: float | None,
+) -> tuple[np.ndarray | None, np.ndarray | None, float, str | None, np.ndarray | None]:
+    """The reference path on the filters' frame times (s, relative to ``odo.t0_ns``): its
+    times, poses (m, m, rad), the encoder-to-reference offset (s), its name and its white
+    noise variance (3,) (None for truth); Nones when the session has no mocap."""
+    if reference == "truth":
+        with Session(path) as s:
+            if "pose/x_y_yaw" not in s.truth_names():
+                raise FusionError(f"{path}: no simulator truth; use reference='mocap'")
+            ref_t = (s.truth("pose/t_ns") - odo.t0_ns) * 1e-9
+            return ref_t, s.truth("pose/x_y_yaw"), 0.0, "truth", None
+    if reference != "mocap":
+        raise FusionError(f"reference must be 'mocap' or 'truth', not {reference!r}")
     try:
         drive = load_drive(path)
     except FitError:
-        return None, None
+        return None, None, 0.0, None, None
     drive.t_ref = drive.t_ref - odo.t0_ns * 1e-9
     # aligned on the frames and times the filters run on, not on the pod fit's clock line
     drive.t_enc = odo.t_s
     drive.counts = np.vstack([np.zeros((1, odo.dn.shape[1])), np.cumsum(odo.dn, axis=0)])
     drive.counts = drive.counts.astype(np.int64)
     drive.imu_yaw = None
-    return drive, "mocap"
+    if align_interval_s is None:
+        align_interval_s = align_interval_for(path)
+    offset = align_drive(drive, align_interval_s)
+    ref_t = drive.t_ref - offset
+    return ref_t, drive.ref, offset, "mocap", reference_noise(ref_t, drive.ref)
+
+
+def _imu_check(
+    geometry: PodGeometry, odo: OdometryInput, gate: float, window: int, level: float
+) -> tuple[MonitorResult | None, str | None]:
+    """The monitor of the pods against the IMU's yaw, the only redundancy a lifted wheel
+    shows in, and what standardises it (None, None without an IMU)."""
+    if odo.imu_dtheta is None:
+        return None, None
+    raw = body_increments(geometry.W, odo.dn)[:, 2]
+    slip = geometry.slip_model()
+    if slip is not None:
+        rest = np.all(odo.dn == 0, axis=1)
+        var = cross_check_variance(geometry.W, slip, odo.dn, odo.t_s)
+        chi = heading_cross_check_model(raw, odo.imu_dtheta, var, rest, gate)
+    else:
+        # a frame's Δθ holds the rounding of its two ends
+        floor = float(np.sqrt(2.0 * geometry.rounding_covariance()[2, 2]))
+        travel = np.abs(odo.dn) @ geometry.c
+        chi = heading_cross_check(raw, odo.imu_dtheta, floor, travel)
+    spread_by = "travel bins" if slip is None else "slip law"
+    return nis_monitor(chi, gate, window, level), spread_by
 
 
 def replay_session(
@@ -433,24 +471,7 @@ def replay_session(
     n_repaired = 0
     if repair and odo.imu_dtheta is not None:
         n_repaired = int(np.count_nonzero(repair_bounces(geometry.W, odo.dn, odo.imu_dtheta)[1]))
-    ref_t, ref_pose, offset, ref_name, ref_var = None, None, 0.0, None, None
-    if reference == "truth":
-        with Session(path) as s:
-            if "pose/x_y_yaw" not in s.truth_names():
-                raise FusionError(f"{path}: no simulator truth; use reference='mocap'")
-            ref_t = (s.truth("pose/t_ns") - odo.t0_ns) * 1e-9
-            ref_pose = s.truth("pose/x_y_yaw")
-        ref_name = "truth"
-    elif reference == "mocap":
-        drive, ref_name = _mocap_reference(path, odo)
-        if drive is not None:
-            if align_interval_s is None:
-                align_interval_s = align_interval_for(path)
-            offset = align_drive(drive, align_interval_s)
-            ref_t, ref_pose = drive.t_ref - offset, drive.ref
-            ref_var = reference_noise(ref_t, ref_pose)
-    else:
-        raise FusionError(f"reference must be 'mocap' or 'truth', not {reference!r}")
+    ref_t, ref_pose, offset, ref_name, ref_var = _reference(path, odo, reference, align_interval_s)
     pose0 = (0.0, 0.0, 0.0)
     # the start taken from a noisy reference is known only to the reference's noise
     var0 = (0.0, 0.0, 0.0) if ref_var is None else tuple(float(v) for v in ref_var)
@@ -482,22 +503,9 @@ def replay_session(
         )
         for a, t in result.tracks.items()
     }
-    spread_by = None
-    if odo.imu_dtheta is not None:
-        # the pods against the IMU's yaw: the only redundancy a lifted wheel shows in
-        raw = body_increments(geometry.W, odo.dn)[:, 2]
-        slip = geometry.slip_model()
-        spread_by = "travel bins" if slip is None else "slip law"
-        if slip is not None:
-            rest = np.all(odo.dn == 0, axis=1)
-            var = cross_check_variance(geometry.W, slip, odo.dn, odo.t_s)
-            chi = heading_cross_check_model(raw, odo.imu_dtheta, var, rest, gate)
-        else:
-            # a frame's Δθ holds the rounding of its two ends
-            floor = float(np.sqrt(2.0 * geometry.rounding_covariance()[2, 2]))
-            travel = np.abs(odo.dn) @ geometry.c
-            chi = heading_cross_check(raw, odo.imu_dtheta, floor, travel)
-        monitor[CROSS_CHECK] = nis_monitor(chi, gate, monitor_window, level)
+    imu_monitor, spread_by = _imu_check(geometry, odo, gate, monitor_window, level)
+    if imu_monitor is not None:
+        monitor[CROSS_CHECK] = imu_monitor
     return Replay(
         result,
         odo.t0_ns,
