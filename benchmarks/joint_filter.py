@@ -53,17 +53,57 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.stats import chi2
 
 from sensorbench.fusion.filter_noise import FilterNoise
-from sensorbench.fusion.kalman_kernels import RejectStreak, clip_to_gate
 from sensorbench.fusion.odometry_motion import jerk_sq, observed_accel
 from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
 from sensorbench.fusion.split_filter import frame_steps
 
 NIS_GATE_3D_99 = 11.34
+
+
+def clip_to_gate(nu: Any, s: Any, gate: float) -> Any:
+    """The innovation limited to the gate's bound ±√(gate·s) (scalar or elementwise)."""
+    bound = np.sqrt(gate * s) if isinstance(s, np.ndarray) else math.sqrt(gate * s)
+    return np.clip(nu, -bound, bound) if isinstance(nu, np.ndarray) else max(-bound, min(nu, bound))
+
+
+class RejectStreak:
+    """Consecutive rejected measurements and the odometry they replaced.
+
+    ``anchor`` is the odometry (a float or an array) before the streak's first rejection;
+    ``raw`` the sum of the raw odometry steps the streak did not apply.
+    """
+
+    def __init__(self, max_rejects: int) -> None:
+        self.max_rejects = int(max_rejects)
+        self.count = 0
+        self.anchor: Any = 0.0
+        self.raw: Any = 0.0
+
+    @property
+    def forced(self) -> bool:
+        """True when the next measurement must be applied whatever its NIS."""
+        return self.count >= self.max_rejects
+
+    def reject(self, odometry: Any, raw_step: Any) -> None:
+        """Record a rejected step taken from ``odometry`` with raw increment ``raw_step``."""
+        if self.count == 0:
+            self.anchor, self.raw = odometry, 0.0 * raw_step
+        self.count += 1
+        self.raw = self.raw + raw_step
+
+    def restored(self) -> Any:
+        """The odometry as if the streak's steps had been applied."""
+        return self.anchor + self.raw
+
+    def accept(self) -> None:
+        """A measurement was applied: the streak ends."""
+        self.count = 0
 
 
 def chord_measurement(

@@ -20,7 +20,7 @@ emulate = subgroup("emulate")
 @opt.output_option("Session file to create (.h5).", required=True, force="OUTPUT")
 @click.option("--name", default="a1", show_default=True, help="Lidar stream name in the session.")
 @click.option("--stream",
-    help="When RAW is a session: which raw stream to decode (default: the only one).")
+    help="When RAW is a session: which raw stream to decode (default: its only rplidar one).")
 @opt.number_option(
     "--sample-rate", "sample_rate_hz", opt.FiniteFloat(min=1.0), None,
     "Samples per second that time a bare byte file without the unit's GET_SAMPLERATE answer "

@@ -32,7 +32,8 @@ from sensorbench.drivers.a1_protocol import (
     A1SampleRate,
     describe_clock,
 )
-from sensorbench.errors import DriverError, SessionError
+from sensorbench.drivers.device_protocol import pick_raw_stream
+from sensorbench.errors import DriverError
 from sensorbench.logs import LidarTurns, Session, SessionWriter, TurnFlag
 
 _START_CAP = 4096
@@ -358,13 +359,7 @@ def _read_input(raw: Path, stream: str | None) -> tuple[bytes, Any, str, np.ndar
         where = f"raw byte file {raw.name}, read times from {sidecar_path(raw).name}"
         return rec.data, (rec.offsets, rec.t_ns), where, None
     with Session(raw) as s:
-        names = s.raw_names()
-        if stream is None:
-            if len(names) != 1:
-                raise SessionError(f"{raw}: raw streams {names}; choose one with --stream")
-            stream = names[0]
-        if stream not in names:
-            raise SessionError(f"{raw}: no raw stream {stream!r}; it has {names}")
+        stream = pick_raw_stream(s, stream, "rplidar", "--stream")
         chunks = list(s.raw(stream).iter_chunks())
         live = s.lidar(stream).read().t_first_ns if stream in s.lidar_names() else None
     data = b"".join(c for _, c in chunks)
@@ -401,7 +396,7 @@ def decode_a1(raw: str | os.PathLike[str], output: str | os.PathLike[str], *, na
             its ``.chunks`` sidecar), or a session whose raw stream is decoded again.
         output: session file to write.
         name: lidar stream name in the output.
-        stream: raw stream of a source session (default: its only one).
+        stream: raw stream of a source session (default: its only rplidar one, else its only one).
         sample_rate_hz: samples per second that time a bare file without the unit's
             GET_SAMPLERATE answer (Hz; default the nominal 2000 standard, 4000 express).
         require_descriptor: the capture holds scan descriptors; False for a bare

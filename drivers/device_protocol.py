@@ -13,9 +13,34 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sensorbench.errors import SessionError
+
 if TYPE_CHECKING:
     from sensorbench.drivers.serial_link import Port, SerialLink
-    from sensorbench.logs import SessionWriter
+    from sensorbench.logs import Session, SessionWriter
+
+
+def pick_raw_stream(session: Session, name: str | None, wire: str, option: str) -> str:
+    """The raw stream of ``session`` to decode offline: ``name``; else the only one whose
+    ``protocol`` (or ``kind``) attribute is ``wire``; else the session's only raw stream.
+
+    Raises:
+        SessionError: no raw stream ``name``, or no single candidate (naming ``option``).
+    """
+    names = session.raw_names()
+    if name is not None:
+        if name not in names:
+            raise SessionError(f"{session.path} has no raw stream {name!r} (it has {names})")
+        return name
+    attrs = [session.raw(n).attrs for n in names]
+    own = [n for n, a in zip(names, attrs, strict=True) if a.get("protocol", a.get("kind")) == wire]
+    if len(own) == 1:
+        return own[0]
+    if len(names) == 1:
+        return names[0]
+    raise SessionError(
+        f"{session.path} has raw streams {names}: say which one is the {wire} with {option}"
+    )
 
 
 class DeviceProtocol:

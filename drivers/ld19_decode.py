@@ -16,34 +16,17 @@ from typing import Any
 
 import h5py
 
+from sensorbench.drivers.device_protocol import pick_raw_stream
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
 from sensorbench.drivers.ld19_parser import BAUD, LD19Parser
 from sensorbench.drivers.ld19_turns import TurnAssembler, ld19_clock
-from sensorbench.errors import DriverError, SessionError
+from sensorbench.errors import DriverError
 from sensorbench.logs import LidarTurns, Session, SessionWriter
 from sensorbench.logs.raw_file import read_raw_recording
 
 CHUNK = 1 << 16  # bytes per parse step of a bare capture
 TIME_BASE_HOST = "host monotonic_ns via device clock (lower envelope of receive times)"
 TIME_BASE_DEVICE = "device: unwrapped LD19 ms timestamps (bare capture, no receive times)"
-
-
-def _pick_raw(session: Session, device: str | None, path: Path) -> str:
-    names = session.raw_names()
-    if device is not None:
-        if device not in names:
-            raise SessionError(f"{path} has no raw stream {device!r} (it has {names})")
-        return device
-    ld19 = [
-        n
-        for n in names
-        if str(session.raw(n).attrs.get("protocol", session.raw(n).attrs.get("kind", ""))) == "ld19"
-    ]
-    if len(ld19) == 1:
-        return ld19[0]
-    if len(names) == 1:
-        return names[0]
-    raise SessionError(f"{path} has raw streams {names}: say which one is the LD19 with --device")
 
 
 def decode_ld19(source: str | os.PathLike[str], output: str | os.PathLike[str],
@@ -72,7 +55,7 @@ def decode_ld19(source: str | os.PathLike[str], output: str | os.PathLike[str],
     is_session = h5py.is_hdf5(src)
     if is_session:
         with Session(src) as s:
-            device = _pick_raw(s, device, src)
+            device = pick_raw_stream(s, device, "ld19", "--device")
             chunks = list(s.raw(device).iter_chunks())
             raw_attrs = dict(s.raw(device).attrs)
             reconnects = sorted(

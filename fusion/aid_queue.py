@@ -1,15 +1,11 @@
 """Pose-sensor fixes waiting for the encoder frame the split filters apply them at.
 
-A pose sample at time t is applied after the first encoder frame at or after t (the
-first frame after the start when t is the start), shifted by the odometry's motion from
-t to that frame (the odometry path interpolated linearly at t). Its variance follows the
-pose-error model (:mod:`~sensorbench.fusion.split_filter`, "Optional absolute pose
-aiding") with m, the updates since the last relocalization, counted as samples arrive.
-
-:class:`AidQueue` holds the samples whose frame has not been filtered yet, so samples and
-frames may arrive in any chunks: a sample is applied at the same frame, with the same
-shift and variance, as in one run over the whole session — provided it arrives before
-that frame is filtered. A sample that arrives later is dropped and counted (``late``).
+A pose sample at time t (s) is applied after the first encoder frame at or after t,
+shifted by the odometry's motion from t to that frame; its variance follows the
+pose-error model with m, the updates since the last relocalization, counted as samples
+arrive. Invariant: :class:`AidQueue` applies a sample at the same frame, with the same
+shift and variance, whatever chunks samples and frames arrive in, provided it arrives
+before that frame is filtered; a later one is dropped and counted (``late``).
 """
 
 from __future__ import annotations

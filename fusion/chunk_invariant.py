@@ -1,20 +1,12 @@
-"""Array arithmetic whose result for a row does not depend on the other rows.
+"""Array arithmetic whose result for a row does not depend on the other rows, so a
+session filtered in one go (replay) or chunk by chunk (live) gives the same numbers to
+the last bit.
 
-The filters run a session in one go (replay) or chunk by chunk as frames arrive (live),
-and both must give the same numbers to the last bit. Elementwise ufuncs and sequential
-``np.cumsum`` do; two common idioms do not:
-
-- a matrix product of many rows (``x @ M.T``, ``np.linalg.solve``, ``np.einsum`` with
-  ``optimize=True``) goes to BLAS/LAPACK, whose kernels round a single row differently
-  from the same row inside a block of many (measured: one-row chunks differ in the last
-  bit);
-- a windowed sum taken as a difference of running sums (``c[k] − c[k−m]``) depends on
-  where the running sum started.
-
-These helpers are the replacements: products summed term by term in a fixed order, and
-windowed sums added up each on its own (a fixed tree of partial sums); compiled carries
-(the calibration's sensitivities, the observed motion) sum the same way, row after row,
-without fast-math reassociation.
+Elementwise ufuncs and sequential ``np.cumsum`` are such; a BLAS/LAPACK matrix product of
+many rows (``x @ M.T``, ``np.linalg.solve``) rounds one row differently from the same row
+in a block, and a windowed sum taken as ``c[k] − c[k−m]`` depends on where the running sum
+started. These helpers replace them: products summed term by term in a fixed order, and
+windowed sums added up each on its own (a fixed tree of partial sums).
 """
 
 from __future__ import annotations

@@ -1,40 +1,10 @@
-"""Is a filter's stated uncertainty honest? NEES and coverage against a reference, and a
-sliding-window NIS monitor.
+"""Is a filter's stated uncertainty honest? NEES and coverage against a reference, the
+NIS against its clipped χ²₁ law, and a sliding-window NIS monitor.
 
-**NEES and coverage.** With a reference path (mocap, or a simulator's truth) the error of
-each axis at the reference times, normalised by the filter's own standard deviation,
-``z = (estimate − reference)/σ``, should be standard normal when the filter is
-consistent: the mean NEES ``mean(z²)`` near 1, and the truth inside the stated
-1σ/2σ/3σ bounds 68.27/95.45/99.73 % of the time. Samples of ``z`` along one path are
-strongly correlated (an odometry error is a random walk), so the band of the mean NEES
-uses an effective sample size: for Gaussian z, ``Cov(z_i², z_j²) = 2·ρ_ij²``, hence
-
-    N_eff = N / (1 + 2·Σ_{l≥1} ρ_l²)
-
-with ρ_l the autocorrelation of z about zero, the sum truncated by Geyer's initial
-monotone sequence (:func:`effective_samples`); the band is the χ²(N_eff)/N_eff
-quantiles (Bar-Shalom, Li & Kirubarajan, *Estimation with Applications to Tracking and
-Navigation*, §5.4, with the correlation correction of Bartlett's formula). That estimate
-assumes the correlation depends on the lag alone; an odometry replay's error is mostly a
-calibration draw and a random walk shared by the whole path, which one path cannot show,
-so an unaided replay takes N_eff from the filters' own error model instead
-(:mod:`~sensorbench.fusion.nees_samples`: 2–4 on the foreign world's drives, where this
-estimate said 3–10). Coverage fractions need no such correction, but their scatter
-from one replay to the next is that of a few samples.
-
-**The monitor.** A filter that stops matching its data (a wheel lifts, a pod slips
-continuously, an aiding sensor relocalizes wrongly) shows it in its innovations before
-anything else. Per axis the monitor averages ``min(NIS, g)`` (g the gate) over a sliding
-window of ``window`` updates. For a consistent filter each term is a χ²₁ variable clipped
-at g, whose mean and variance are known exactly, so the window mean is compared with its
-own ``level`` quantile under that null, computed exactly (the distribution of a sum of
-``window`` clipped χ²₁ terms by convolution, :func:`window_mean_quantile`; the normal
-approximation put the threshold 0.075 low at 50 updates and 99.9 %, where the skewed sum
-exceeds it 3× as often as stated): above it, the axis is *degraded*. Clipping makes a
-single bounce (one huge NIS, already rejected by the gate) cost at most g, so isolated
-outliers do not raise the flag; a burst of
-rejections or a persistent NIS level above one does. Onsets and clears are returned as
-events (time, axis, state) for the session's events table.
+Errors are in m or rad, variances in m² or rad², times in s. Invariant: every statistic
+is judged against its exact law under a consistent filter (χ² quantiles over an
+effective sample size, the clipped χ²₁ window mean by convolution), so a consistent
+filter trips each verdict at its stated level. docs/PODS.md states the figures.
 """
 
 from __future__ import annotations
@@ -59,25 +29,12 @@ def expected_coverage(k: float) -> float:
 
 def effective_samples(z: np.ndarray) -> float:
     """Effective number of independent samples of ``z²`` for a correlated Gaussian series z:
-    the N whose χ²(N)/N has the variance the mean of z² has.
+    the N whose χ²(N)/N has the variance the mean of z² has, between 1 and N.
 
-    ``N / τ``, τ = 1 + 2 Σ_l ρ_l(z²), the integrated autocorrelation of the squares. For a
-    Gaussian series the autocorrelation of the squares is exactly ρ_l², ρ_l that of z about
-    0 (its mean under a consistent filter; centring the squares on their sample mean would
-    hide the slow wander of a random-walk error, and centring them on the null's 1 would
-    read a wrong scale as correlation and widen the very band that should catch it). The sum
-    runs over the lags where z's own autocorrelation is still positive by Geyer's initial
-    positive sequence (Geyer 1992, Statist. Sci. 7: pairs ρ_{2m} + ρ_{2m+1} taken while
-    positive). Geyer's rule applied to the squares would never stop (ρ² is never
-    negative), and its monotone minimum then cut the sum at the first dip of the noisy
-    ρ̂²: a weak slow component (10 % of the variance, φ = 0.999, n = 4000) gave 1308
-    against a true 361; within z's window the sum gives 724. Between 1 and N. Against the
-    Monte Carlo truth (``tests/test_fusion_consistency.py``, 1000 samples): white noise
-    0.99·N, AR(1) φ = 0.9 and 0.99 within 5 %, a random walk 3.5 against 2.3 (one path of
-    a random walk holds about two independent squares, and one path cannot show more
-    than that). A factor shared by the whole path whose effect changes sign along it (a
-    calibration error on a turning path) does not show in one path's autocorrelation at
-    all: replays take N_eff from their error model
+    ``N / τ``, τ = 1 + 2 Σ_l ρ_l², ρ_l the autocorrelation of z about 0 (for Gaussian z
+    that of the squares is ρ_l²), summed over the lags where Geyer's initial positive
+    sequence of z's own ρ is still positive. A factor shared by the whole path whose effect
+    changes sign along it does not show here: replays take N_eff from their error model
     (:mod:`~sensorbench.fusion.nees_samples`).
     """
     x = np.asarray(z, dtype=float)
@@ -112,11 +69,8 @@ def _initial_monotone_tau(rho: np.ndarray) -> float:
 
 
 NEES_MIN_SAMPLES = 2.0
-"""The fewest effective samples the overconfidence verdict takes (:func:`nees_limit`).
-With 2 its 95 % limit is 3.00, so a replay whose mean NEES is 3 or more is always called
-overconfident. Where the error model says fewer (a drive whose error is one calibration
-draw), a consistent filter is then called overconfident more often than 5 %, at most
-P(χ²₁ > 3) = 8.3 % (one effective sample)."""
+"""The fewest effective samples the overconfidence verdict takes (:func:`nees_limit`):
+with 2 its 95 % limit is 3.00 (a consistent filter flagged at most 8.3 % of the time)."""
 
 
 def nees_limit(n_eff: float, level: float = 0.95) -> float:
@@ -170,9 +124,7 @@ class AxisConsistency:
     @property
     def overconfident(self) -> bool:
         """Mean NEES above its one-sided 95 % limit (:func:`nees_limit`): the errors are
-        larger than the stated variance says. The harmful direction, tested alone: a
-        consistent filter is flagged 5 % of the time (8.3 % at most, below 2 effective
-        samples), and any replay with a mean NEES of 3 or more is flagged."""
+        larger than the stated variance says."""
         return self.mean_nees > nees_limit(self.n_eff)
 
     def summary(self) -> dict[str, Any]:
@@ -383,25 +335,14 @@ def nis_monitor(
 
 @dataclass
 class NisConsistency:
-    """Is the NIS of one axis χ²₁? The mean of the gated NIS with an
-    effective-sample-size band, and the gate's rejection rate against its nominal rate.
-
-    The mean is taken of ``min(NIS, gate)`` over every update: under the model each term
-    is a χ²₁ clipped at the gate, with known mean and variance
-    (:func:`clipped_chi2_moments`; mean 0.976 at the 99 % gate). A rejected update then
-    counts as the gate, not as its own size: one bounce of a wheel (an innovation of
-    10⁴ σ²) would otherwise move the mean of 8 000 updates by more than 1 and decide the
-    test alone. How often the gate is exceeded is the second, separate test.
+    """Is the NIS of one axis χ²₁? The mean of ``min(NIS, gate)`` (so one bounce costs at
+    most the gate) with an effective-sample-size band, and the gate's rejection rate
+    against its nominal rate.
 
     Attributes:
         k: updates judged (rejected ones included).
         k_eff: their effective number, ``k/τ`` with τ the clipped NIS's own integrated
-            autocorrelation time (:func:`geyer_tau`, 1.3–2.4 on the simulator's clean
-            drives; its band then matches the scatter of batch means). Not the Gaussian
-            ``ρ²`` of :func:`effective_samples`: how well the stated variance fits changes
-            with the motion (rounding, slip, jerk), so the squares are correlated (lag 1
-            up to 0.11) where the innovations hardly are (ρ² ≤ 0.014), and ``ρ²`` put
-            k_eff at 0.83–0.99·k, the band 1.1–1.5× too narrow.
+            autocorrelation time (:func:`geyer_tau`).
         mean: mean of ``min(NIS, gate)``.
         expected: its value under the model.
         band: its two-sided 95 % band over ``k_eff`` (and the fit's own level error).
@@ -504,16 +445,11 @@ def heading_cross_check_model(
     """Squared standardised disagreement of the pods' and the IMU's yaw increments (K,),
     each frame against its own predicted variance.
 
-    ``model_var`` (K,, rad²) is what the wheels' slip law and the tick rounding of the
-    frame's two ends put into the pods' Δθ; the gyro's white noise is added from the frames
-    at ``rest`` (counts unchanged: the disagreement is the gyro's alone; robust spread,
-    1.4826·MAD). The centred residual r (the median removes the gyro bias) gives
-    ``u² = r²/(s·(model_var + gyro))`` with one scale s for the whole session, the one that
-    makes the moving frames' mean of u² below the gate χ²₁'s below it (a trimmed mean:
-    frames beyond the gate do not move s): the model sets the shape from frame to frame
-    (dragged or rolling, fast or creeping), the data its level. On the simulator's
-    clean drives s is 0.88-1.09. nan where either increment is missing, and everywhere
-    when fewer than 50 frames move.
+    ``model_var`` (K,, rad²) is the slip law's and the end rounding's variance of the pods'
+    Δθ; the gyro's white noise (1.4826·MAD at ``rest``) is added. ``u² = r²/(s·(model_var
+    + gyro))``, r the residual less its median (the gyro bias), with one scale s per session
+    making the moving frames' mean of u² below the gate χ²₁'s below it. nan where either
+    increment is missing, and everywhere when fewer than 50 frames move.
     """
     from scipy.stats import chi2
 
@@ -556,19 +492,11 @@ def heading_cross_check(
 ) -> np.ndarray:
     """Squared standardised disagreement of the pods' and the IMU's yaw increments (K,).
 
-    Three pods leave the odometry no redundancy, so a lifted or continuously slipping
-    wheel is a consistent (wrong) odometry that the filters' own innovations cannot see;
-    an IMU's yaw adds the one redundant equation (the parallel pods' difference). Per
-    frame ``u = (Δθ_pods − Δθ_imu − median)/σ_k``; the median removes the gyro bias. The
-    spread grows with the wheels' travel in the frame (slip ∝ distance rolled, fresh
-    rounding errors; at rest the counts do not change and only the gyro's noise is
-    left), so σ_k is the robust spread (1.4826·MAD, at least ``sigma_floor``, the tick
-    quantization's) of the frames in the same quantile bin of ``travel`` (K,), m
-    (:data:`CROSS_CHECK_BINS` bins over the moving frames; frames at rest use the
-    floor). For a working odometry u² is then about χ²₁, so the clipped-χ²₁ window
-    monitor applies (:func:`nis_monitor`). A fault that spans more than half of a bin's
-    frames widens that bin's σ and hides itself: the check is for faults shorter than
-    about half of the moving time. nan where either increment is missing.
+    ``u = (Δθ_pods − Δθ_imu − median)/σ_k``, σ_k the robust spread (1.4826·MAD, at least
+    ``sigma_floor``, rad) of the frames in the same quantile bin of ``travel`` (K,, m;
+    :data:`CROSS_CHECK_BINS` bins over the moving frames, the floor at rest), so u² is
+    about χ²₁ for a working odometry. A fault longer than half a bin's frames widens its σ
+    and hides itself. nan where either increment is missing.
     """
     resid = np.asarray(pods_dtheta, float) - np.asarray(imu_dtheta, float)
     trav = np.asarray(travel, float)

@@ -1,17 +1,9 @@
-"""The split filters' estimate as a pose stream: one writer for ``replay -o`` and ``live``.
-
-Each filtered frame becomes one pose sample (kind ``estimate``): time
-``t0_ns + round(t_s · 1e9)`` (the frame's time on the frame clock), position x, y
-(z = 0), the heading as a quaternion about z, the filters' variances of x, y and yaw
-on the diagonal of the 6×6 ROS-ordered covariance (the three filters are independent;
-z, roll and pitch are zero for a planar robot), and the flags: ``DEGRADED`` where a
-consistency monitor is raised, ``COASTING`` on a frame that ends a gap of the pod
-stream longer than the filters' ``stale_s``. A monitor's onsets and clears are events
-of source ``estimate`` (kinds ``degraded`` / ``consistent``) at their frames' times.
-``replay -o`` writes a whole replay with :func:`write_estimate_session`; ``live``
-declares the stream in its session (:func:`declare_estimate`) and appends each step's
-frames (:func:`estimate_batch`), so both files hold the same samples for the same
-frames (docs/FORMAT.md, "Pose stream").
+"""The split filters' estimate as a pose stream (kind ``estimate``): one writer for
+``replay -o`` (:func:`write_estimate_session`) and ``live`` (:func:`declare_estimate`,
+then :func:`estimate_batch` per step), so both files hold the same samples for the same
+frames. One sample per filtered frame at ``t0_ns + round(t_s · 1e9)``; its layout,
+covariance and flags are docs/FORMAT.md's "Pose stream"; a monitor's onsets and clears
+are events of source ``estimate`` (kinds ``degraded`` / ``consistent``).
 """
 
 from __future__ import annotations

@@ -41,39 +41,22 @@ class AxisNoise:
             part: tick quantization).
         q_jerk: growth of the velocity random walk with the odometry's observed squared
             jerk (s³): the step's q is ``q + q_jerk·ĵ²``
-            (:func:`~sensorbench.fusion.odometry_motion.jerk_sq`). The prediction takes
-            the odometry's observed acceleration
-            (:func:`~sensorbench.fusion.odometry_motion.observed_accel`) as a known input,
-            ``v ← v + â·h``, ``p ← p + v·h + ½·â·h²`` (a robot turning while it drives
-            accelerates for seconds on end in the world x and y, which a velocity random
-            walk follows only with a lag no fixed q states), so what it misses is how fast
-            the acceleration changes; 0 = fixed q.
-        slip_scale: the share of the odometry slip model's per-step variance
-            (:meth:`~sensorbench.fusion.odometry_drift.OdometryDrift.axis_step_variances`)
-            that shows in the step's own increment (a position random walk of the
-            odometry; dimensionless): of the rolling part, and of the whole when the slip
-            model does not split it. Used only with a slip model.
-        drag_scale: the same for the dragging part of a wheel slip law
-            (:meth:`~sensorbench.fusion.odometry_drift.PodSlip.step_covariance_parts`);
-            None = ``slip_scale``. The two laws' coefficients are each known to their
-            standard error (≈ 10 % from a few minutes of drives) and the axes and drives
-            weigh them differently (a straight drive's lateral axis sees only drag), so
-            the noise fit scales them apart.
-        nis_se: how well the fit knows the level it states: the standard error (RMS over
-            the fitted sessions) of the clipped mean NIS each session was matched to
-            (dimensionless; 0 = an exact model). The noise fit balances the noise across
-            drives on those sessions' own means, so its stated variance carries their
-            noise into every later session; a replay's NIS band adds it
-            (:func:`~sensorbench.fusion.consistency.nis_consistency`). The filters do not
-            use it.
+            (:func:`~sensorbench.fusion.odometry_motion.jerk_sq`; the observed acceleration
+            is fed forward, so q states how fast it changes); 0 = fixed q.
+        slip_scale: the share (dimensionless) of the odometry slip model's per-step
+            variance that shows in the step's own increment: of the rolling part, and of
+            the whole when the slip model does not split it. Used only with a slip model.
+        drag_scale: the same for the dragging part of a wheel slip law; None =
+            ``slip_scale``.
+        nis_se: the standard error (dimensionless, RMS over the fitted sessions) of the
+            clipped mean NIS each session was matched to; a replay's NIS band adds it
+            (:func:`~sensorbench.fusion.consistency.nis_consistency`), the filters do not
+            use it. 0 = an exact model.
         stamp_var: variance (s²) of the frame times' error against the instants their
-            counts were sampled (a host clock's receive jitter, when the frames carry no
-            device time): the odometry position of a frame then errs by ``v·ε``, white
-            from frame to frame like the rounding, so each update's r gains
-            ``stamp_var·v̂²`` with v̂ the axis's velocity over the last
-            :data:`~sensorbench.fusion.odometry_motion.FEEDFORWARD_FRAMES` steps
+            counts were sampled (receive jitter without device time): each update's r
+            gains ``stamp_var·v̂²``, v̂ the axis's recent velocity
             (:func:`~sensorbench.fusion.odometry_motion.observed_speed_sq`). 0 = exact
-            frame times (a device clock).
+            frame times.
     """
 
     q: float
@@ -238,8 +221,7 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
             "filters now feed that acceleration forward and grow q with the jerk instead, "
             "so the fitted values do not carry over: refit with `sensorbench fit noise`"
         )
-    _refuse_student_t(path, doc.get("axes", {}))
-    _refuse_no_feedforward(path, doc.get("axes", {}))
+    _refuse_retired_laws(path, doc.get("axes", {}))
     try:
         axes = doc["axes"]
         x, y, theta = (
@@ -272,13 +254,16 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     return FilterNoise(x, y, theta, drift=drift, reach=reach)
 
 
-def _refuse_student_t(path: str | os.PathLike[str], axes: Any) -> None:
-    """A finite ``dof`` (a Student-t innovation law, from older fits) is refused: the
-    filters are Gaussian only; ``dof = inf`` is the Gaussian law and loads."""
+def _refuse_retired_laws(path: str | os.PathLike[str], axes: Any) -> None:
+    """Refuse the laws no fit produces any more, naming the key: a finite ``dof`` (a
+    Student-t innovation law; ``dof = inf`` loads) and ``feedforward = false`` (``true``
+    loads): the filters are Gaussian and always feed the observed acceleration forward."""
     if not isinstance(axes, Mapping):
         return
     for a, t in axes.items():
-        dof = t.get("dof", math.inf) if isinstance(t, Mapping) else math.inf
+        if not isinstance(t, Mapping):
+            continue
+        dof = t.get("dof", math.inf)
         try:
             finite = math.isfinite(float(dof))
         except (TypeError, ValueError):
@@ -289,16 +274,7 @@ def _refuse_student_t(path: str | os.PathLike[str], axes: Any) -> None:
                 "filters are Gaussian only (dof = inf or no dof key): refit with "
                 "`sensorbench fit noise`"
             )
-
-
-def _refuse_no_feedforward(path: str | os.PathLike[str], axes: Any) -> None:
-    """The filters always feed the observed acceleration forward; a file that says
-    ``feedforward = false`` (a prediction without it, which no fit produces) is refused
-    naming the key, ``true`` (what fits wrote while it was a flag) loads."""
-    if not isinstance(axes, Mapping):
-        return
-    for a, t in axes.items():
-        value = t.get("feedforward", True) if isinstance(t, Mapping) else True
+        value = t.get("feedforward", True)
         if value is not True:
             raise ModelFileError(
                 f"{path}: [axes.{a}] has feedforward = {value!r}; the filters always feed "

@@ -1,33 +1,13 @@
 """Encoder frame times for the filters, computed causally: the same live and in replay.
 
-The split filters need each encoder frame's time on the host clock. The stream stores
-two clocks per frame (``docs/FORMAT.md``): ``host_ns``, the driver's mapping of the
-device clock onto the host clock (a lower envelope of receive times, refitted as data
-arrive, so it steps by up to a millisecond when the fit moves and is several
-milliseconds late while it settles), and ``device_ns``, the MCU's own clock, whose
-intervals are exact to the crystal's tolerance. Filtering on ``host_ns`` puts its
-steps into every Δt (0.18 ms σ on a 5 ms frame at 1×, measured on the emulated
-robot); a straight line fitted through a whole session (what the pod *fit* uses,
-:func:`~sensorbench.fusion.pod_drive.encoder_host_seconds`) needs frames that have not
-arrived yet. :class:`FrameClock` is the causal rule both ``replay`` and ``live`` use,
-so a replay of a live session gets the very frame times the live filters had:
-
-1. **Warm-up**: the first :data:`WARMUP_S` (host seconds of device time, i.e. device
-   seconds × the nominal slope) of an epoch are held; then the epoch's anchor is the
-   smallest ``host − slope·device`` among them (the least delayed frame: the frames
-   queued in the port before it was opened arrive in a burst and are all late) and
-   every held frame is timed ``anchor + slope·device``.
-2. **Then** each frame is timed ``anchor + slope·device + c``, where the correction c
-   follows ``host_ns`` with a first-order loop of time constant :data:`TAU_S` whose
-   rate is capped at :data:`MAX_SLEW` (a slew, as NTP does, never a step): Δt stays
-   within ±0.05 % of the device interval (2.5 µs on a 5 ms frame) and a crystal's
-   drift (≤ 100 ppm) is followed.
-3. **A new epoch** (a new warm-up) starts when the device clock does not advance (the
-   MCU restarted), when a frame has no device time (such frames take their
-   ``host_ns``), or when the clock is more than :data:`REANCHOR_S` from ``host_ns``.
-
-The arithmetic is scalar and sequential, so any split of the frames into pushes gives
-the same times to the last bit (``tests/test_fusion_frame_clock.py``).
+:class:`FrameClock` times each frame ``anchor + slope·device + c`` (s): the anchor the
+least delayed frame (smallest ``host − slope·device``) of an epoch's first
+:data:`WARMUP_S`, whose frames are held until then; c follows ``host_ns`` with a
+first-order loop of time constant :data:`TAU_S`, its rate capped at :data:`MAX_SLEW` (a
+slew, never a step). A new epoch starts when the device clock does not advance, a frame
+has no device time (it takes its ``host_ns``), or the clock is more than
+:data:`REANCHOR_S` from ``host_ns``. Invariant: the arithmetic is scalar and sequential,
+so any split of the frames into pushes gives the same times to the last bit.
 """
 
 from __future__ import annotations

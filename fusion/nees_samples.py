@@ -1,35 +1,13 @@
 """How many independent samples a replay's mean NEES holds, from the filters' own error
-model.
+model: ``N_eff = N²/Σ_ij ρ_ij²``, ρ_ij the correlation of the errors at samples i and j
+across realisations (docs/PODS.md).
 
-Along one replay the error of an axis is mostly shared: the fitted geometry's error δ is
-one draw for the whole path (its effect ``J_k·δ`` turns with the robot), the odometry's
-slip a random walk through the dead-reckoning shear, and the start one draw. The mean of
-``z² = e²/v`` then varies as ``(2/N²)·Σ_ij ρ_ij²`` with ρ_ij the correlation of the errors
-at samples i and j *across realisations*, and the NEES band's effective size is
-``N_eff = N²/Σ_ij ρ_ij²``. A stationary estimate from the one path
-(:func:`~sensorbench.fusion.consistency.effective_samples`) cannot see a factor shared by
-the whole path when its effect changes sign along it: on the foreign world's held-out
-drives it gave 3–10 where the scatter of the mean NEES over 12 seeds says 1–4, and the
-mean NEES fell outside its band in 4–5 of 12 seeds on x and y.
-
-Here ρ comes from the model the filters state (unaided replays; aiding corrects the
-offset and breaks this structure):
-
-- calibration: ``Cov = J_i·Σ·J_jᵀ`` (:meth:`~sensorbench.fusion.odometry_drift.
-  CalibrationError.sensitivities_at`);
-- slip and the start: independent world-frame errors w_k per step (the slip model's body
-  covariance rotated, the start's variances as a step before the first), carried by the
-  shear of :class:`~sensorbench.fusion.odometry_drift.PoseErrorCarry`: the x error at j
-  gains ``w_k,x − (Y_j − Y_{k+1})·w_k,θ`` (Y the odometry's world y), so
-  ``Cov(x_i, x_j) = A₀ − (Y_i + Y_j)·A₁ + Y_i·Y_j·A₂`` with prefix sums A up to the
-  earlier sample (y alike with +X; θ the plain sum); without a slip model the time-based
-  drift, independent per axis;
-- the rest of the stated variance (the filter's own short-term variance, the reference's
-  noise): white.
-
-The double sum runs over at most :data:`MAX_SAMPLES` reference samples, evenly spaced, and
-is scaled to all N (the shared parts are smooth along the path); the white part's
-diagonal is summed over all N.
+ρ comes from the model an unaided replay's filters state: the calibration, ``J_i·Σ·J_jᵀ``;
+slip and the start, independent world-frame steps carried by the dead-reckoning shear
+(``Cov(x_i, x_j) = A₀ − (Y_i + Y_j)·A₁ + Y_i·Y_j·A₂``, prefix sums A up to the earlier
+sample, Y the odometry's world y; y alike with +X, θ the plain sum); the rest of the
+stated variance white. The double sum runs over at most :data:`MAX_SAMPLES` evenly spaced
+reference samples, scaled to all N; the white diagonal is summed over all N.
 """
 
 from __future__ import annotations

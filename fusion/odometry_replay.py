@@ -1,13 +1,7 @@
-"""Replay a session's pods through the split filters and score the estimate.
-
-Reads the encoder stream (cumulative counts; counters are unwrapped again if
-the stream says they wrap), turns tick increments into body increments with the
-pod geometry, runs :class:`~sensorbench.fusion.split_filter.SplitFilter` (with
-optional pose aiding from a ``pose_sensor`` stream) and compares the estimate
-with a reference path (mocap, or the simulator's truth): RMS, max and final
-position error (m), heading error (rad); and whether the filters' stated uncertainty is
-honest: NEES and 1σ/2σ/3σ coverage against the reference, rejection rates against the
-gate's nominal rate, and the sliding-window NIS monitor's degraded spans.
+"""Replay a session's pods through the split filters (optionally aided by its
+``pose_sensor`` stream) and score the estimate against a reference path (mocap, or the
+simulator's truth): position (m) and heading (rad) errors, NEES and coverage, rejection
+rates and the NIS monitor's degraded spans.
 """
 
 from __future__ import annotations
@@ -37,7 +31,6 @@ from sensorbench.fusion.nees_samples import SharedErrors, model_effective_sample
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
 from sensorbench.fusion.pod_drive import (
-    Drive,
     align_drive,
     align_interval_for,
     load_drive,
@@ -85,11 +78,9 @@ def cross_check_variance(
     W: np.ndarray, slip: PodSlip, dn: np.ndarray, t_s: np.ndarray
 ) -> np.ndarray:
     """Predicted variance (K,, rad²) of each frame's pods-minus-IMU heading increment
-    without the gyro's noise: the wheels' slip over the frame (rolling and dragging, from
-    the slip law) and the rounding of its two ends, ``E[f(1 − f)]`` of each pod's travel
-    (ticks, from :func:`~sensorbench.fusion.odometry_drift.averaged_counts`, blurred by its
-    slip),
-    each weighted by the pod's share g_i² of the heading (g the heading row of ``W⁺``).
+    without the gyro's noise: each pod's slip (slip law) and end rounding (``E[f(1 − f)]``
+    of its travel in ticks), weighted by its share g_i² of the heading (g the heading row
+    of ``W⁺``).
     """
     g2 = np.linalg.pinv(np.asarray(W, dtype=float))[2] ** 2
     travel = averaged_counts(dn, t_s)
@@ -102,12 +93,9 @@ def read_odometry(
     encoder: str | None = None,
     window_ns: tuple[int | None, int | None] = (None, None),
 ) -> OdometryInput:
-    """Read the encoder stream of a session as filter input (frames in ``[t0, t1)`` ns).
-
-    The frames are timed, kept and differenced by
-    :class:`~sensorbench.fusion.odometry_stream.OdometryStream`, the causal rule
-    ``live`` applies as frames arrive, so a replay reproduces a live estimate. The IMU
-    yaw is used when more than half the kept frames carry one.
+    """Read the encoder stream of a session as filter input (frames in ``[t0, t1)`` ns),
+    through :class:`~sensorbench.fusion.odometry_stream.OdometryStream` as ``live`` does.
+    The IMU yaw is used when more than half the kept frames carry one.
 
     Raises:
         FusionError: no encoder stream, fewer than 2 frames, or fewer than 3 counters.
@@ -294,13 +282,9 @@ def gate_rejection_rate(gate: float) -> float:
 
 
 def reference_noise(t_s: np.ndarray, pose: np.ndarray) -> np.ndarray:
-    """White-noise variance (3,) of a reference path's samples (m², m², rad²), from its
-    second differences.
-
-    Along smooth motion the second difference of consecutive samples is the noise's
-    ``e_{k+1} − 2e_k + e_{k−1}`` (variance 6σ²) plus the acceleration times the period²
-    (at 120 Hz and 0.5 m/s², 35 µm): σ² = (1.4826·MAD)²/6 over the triples whose two
-    periods agree within 10 % (gaps left out). Heading unwrapped first.
+    """White-noise variance (3,) of a reference path's samples (m², m², rad²):
+    (1.4826·MAD)²/6 of their second differences (noise variance 6σ²) over the triples
+    whose two periods agree within 10 %, heading unwrapped; zeros with fewer than 10.
     """
     t = np.asarray(t_s, dtype=float)
     p = np.asarray(pose, dtype=float).copy()
@@ -331,19 +315,15 @@ def reference_consistency(
         t_s: estimate times (K+1,), s; pose (K+1, 3) x, y (m), heading (rad); var their
             stated variances (K+1, 3) — the split filters' or the joint filter's diagonal.
         ref_t, ref_pose: the reference path on the same time base.
-        ref_var: the reference's own white-noise variance per axis (3,), added to the
-            stated variance: the error measured against a noisy reference holds that
-            noise too (:func:`reference_noise`; mocap 0.5 mm and 2 mrad is as large as
-            the filter's σ early in a drive). None = a noise-free reference (truth).
-        shared: the parts of the stated error shared along the path (an unaided replay
-            of ``t_s``'s frames): the NEES band's effective size then comes from them
+        ref_var: the reference's own white-noise variance per axis (3,)
+            (:func:`reference_noise`), added to the stated variance; None = truth.
+        shared: the parts of the stated error shared along an unaided replay's path: the
+            NEES band's effective size then comes from them
             (:func:`~sensorbench.fusion.nees_samples.model_effective_samples`); None:
             from each axis's errors alone.
 
-    The estimate and its variance are interpolated linearly at the reference times inside
-    the replay (heading errors wrapped to (−π, π]). An axis whose variance is 0 somewhere
-    (a start known exactly against a noise-free reference) is judged from where it is
-    positive.
+    The estimate is interpolated linearly at the reference times inside the replay
+    (heading errors wrapped to (−π, π]); an axis is judged where its variance is > 0.
     """
     inside = (ref_t >= t_s[0]) & (ref_t <= t_s[-1]) & np.all(np.isfinite(ref_pose), axis=1)
     if np.count_nonzero(inside) < 2:
@@ -391,21 +371,60 @@ def _shared_errors(
     )
 
 
-def _mocap_reference(
-    path: str | os.PathLike[str], odo: OdometryInput
-) -> tuple[Drive | None, str | None]:
-    """The session's mocap drive on the filters' frame times (relative to ``odo.t0_ns``)."""
+def _reference(
+    path: str | os.PathLike[str],
+    odo: OdometryInput,
+    reference: str,
+    align_interval_s: float | None,
+) -> tuple[np.ndarray | None, np.ndarray | None, float, str | None, np.ndarray | None]:
+    """The reference path on the filters' frame times (s, relative to ``odo.t0_ns``): its
+    times, poses (m, m, rad), the encoder-to-reference offset (s), its name and its white
+    noise variance (3,) (None for truth); Nones when the session has no mocap."""
+    if reference == "truth":
+        with Session(path) as s:
+            if "pose/x_y_yaw" not in s.truth_names():
+                raise FusionError(f"{path}: no simulator truth; use reference='mocap'")
+            ref_t = (s.truth("pose/t_ns") - odo.t0_ns) * 1e-9
+            return ref_t, s.truth("pose/x_y_yaw"), 0.0, "truth", None
+    if reference != "mocap":
+        raise FusionError(f"reference must be 'mocap' or 'truth', not {reference!r}")
     try:
         drive = load_drive(path)
     except FitError:
-        return None, None
+        return None, None, 0.0, None, None
     drive.t_ref = drive.t_ref - odo.t0_ns * 1e-9
     # aligned on the frames and times the filters run on, not on the pod fit's clock line
     drive.t_enc = odo.t_s
     drive.counts = np.vstack([np.zeros((1, odo.dn.shape[1])), np.cumsum(odo.dn, axis=0)])
     drive.counts = drive.counts.astype(np.int64)
     drive.imu_yaw = None
-    return drive, "mocap"
+    if align_interval_s is None:
+        align_interval_s = align_interval_for(path)
+    offset = align_drive(drive, align_interval_s)
+    ref_t = drive.t_ref - offset
+    return ref_t, drive.ref, offset, "mocap", reference_noise(ref_t, drive.ref)
+
+
+def _imu_check(
+    geometry: PodGeometry, odo: OdometryInput, gate: float, window: int, level: float
+) -> tuple[MonitorResult | None, str | None]:
+    """The monitor of the pods against the IMU's yaw, the only redundancy a lifted wheel
+    shows in, and what standardises it (None, None without an IMU)."""
+    if odo.imu_dtheta is None:
+        return None, None
+    raw = body_increments(geometry.W, odo.dn)[:, 2]
+    slip = geometry.slip_model()
+    if slip is not None:
+        rest = np.all(odo.dn == 0, axis=1)
+        var = cross_check_variance(geometry.W, slip, odo.dn, odo.t_s)
+        chi = heading_cross_check_model(raw, odo.imu_dtheta, var, rest, gate)
+    else:
+        # a frame's Δθ holds the rounding of its two ends
+        floor = float(np.sqrt(2.0 * geometry.rounding_covariance()[2, 2]))
+        travel = np.abs(odo.dn) @ geometry.c
+        chi = heading_cross_check(raw, odo.imu_dtheta, floor, travel)
+    spread_by = "travel bins" if slip is None else "slip law"
+    return nis_monitor(chi, gate, window, level), spread_by
 
 
 def replay_session(
@@ -434,19 +453,13 @@ def replay_session(
             to the encoder) or ``"truth"`` (a simulated session's truth).
         repair: rebuild bounce frames from the other pods and the IMU yaw
             (when the encoder stream carries one).
-        align_interval_s: interval of the encoder/mocap time alignment (s); an
-            emulated session captured at N× real time needs 0.5/N. None:
-            :func:`~sensorbench.fusion.pod_drive.align_interval_for` (0.5 s times the
-            encoder stream's recorded ``clock_nominal_slope``).
+        align_interval_s: interval (s) of the encoder/mocap time alignment; None:
+            :func:`~sensorbench.fusion.pod_drive.align_interval_for`.
         monitor_window, monitor_level: the consistency monitor's window (updates) and
-            one-sided level of the ``degraded`` flag, which is raised when any of its m
-            channels (x, y, heading, and the pods-against-IMU check when there is an IMU)
-            is: each channel takes ``monitor_level ** (1/m)`` (Šidák), so a consistent
-            filter raises the flag with the stated level, not m times as often
-            (:func:`~sensorbench.fusion.consistency.nis_monitor`).
+            one-sided level of the ``degraded`` flag; each of its m channels (x, y,
+            heading, and pods against IMU) takes ``monitor_level ** (1/m)`` (Šidák).
         monitor_tau: the axis monitors' NIS autocorrelation time; None: each axis's
-            Geyer estimate (:func:`~sensorbench.fusion.consistency.geyer_tau`); 1.0 gives
-            the live runtime's monitor, which has no whole-series estimate.
+            :func:`~sensorbench.fusion.consistency.geyer_tau`; 1.0: the live monitor's.
         window_ns: replay only the frames (and aiding samples) in ``[t0, t1)`` (ns,
             None: open); the errors are scored over the same span.
 
@@ -458,24 +471,7 @@ def replay_session(
     n_repaired = 0
     if repair and odo.imu_dtheta is not None:
         n_repaired = int(np.count_nonzero(repair_bounces(geometry.W, odo.dn, odo.imu_dtheta)[1]))
-    ref_t, ref_pose, offset, ref_name, ref_var = None, None, 0.0, None, None
-    if reference == "truth":
-        with Session(path) as s:
-            if "pose/x_y_yaw" not in s.truth_names():
-                raise FusionError(f"{path}: no simulator truth; use reference='mocap'")
-            ref_t = (s.truth("pose/t_ns") - odo.t0_ns) * 1e-9
-            ref_pose = s.truth("pose/x_y_yaw")
-        ref_name = "truth"
-    elif reference == "mocap":
-        drive, ref_name = _mocap_reference(path, odo)
-        if drive is not None:
-            if align_interval_s is None:
-                align_interval_s = align_interval_for(path)
-            offset = align_drive(drive, align_interval_s)
-            ref_t, ref_pose = drive.t_ref - offset, drive.ref
-            ref_var = reference_noise(ref_t, ref_pose)
-    else:
-        raise FusionError(f"reference must be 'mocap' or 'truth', not {reference!r}")
+    ref_t, ref_pose, offset, ref_name, ref_var = _reference(path, odo, reference, align_interval_s)
     pose0 = (0.0, 0.0, 0.0)
     # the start taken from a noisy reference is known only to the reference's noise
     var0 = (0.0, 0.0, 0.0) if ref_var is None else tuple(float(v) for v in ref_var)
@@ -507,22 +503,9 @@ def replay_session(
         )
         for a, t in result.tracks.items()
     }
-    spread_by = None
-    if odo.imu_dtheta is not None:
-        # the pods against the IMU's yaw: the only redundancy a lifted wheel shows in
-        raw = body_increments(geometry.W, odo.dn)[:, 2]
-        slip = geometry.slip_model()
-        spread_by = "travel bins" if slip is None else "slip law"
-        if slip is not None:
-            rest = np.all(odo.dn == 0, axis=1)
-            var = cross_check_variance(geometry.W, slip, odo.dn, odo.t_s)
-            chi = heading_cross_check_model(raw, odo.imu_dtheta, var, rest, gate)
-        else:
-            # a frame's Δθ holds the rounding of its two ends
-            floor = float(np.sqrt(2.0 * geometry.rounding_covariance()[2, 2]))
-            travel = np.abs(odo.dn) @ geometry.c
-            chi = heading_cross_check(raw, odo.imu_dtheta, floor, travel)
-        monitor[CROSS_CHECK] = nis_monitor(chi, gate, monitor_window, level)
+    imu_monitor, spread_by = _imu_check(geometry, odo, gate, monitor_window, level)
+    if imu_monitor is not None:
+        monitor[CROSS_CHECK] = imu_monitor
     return Replay(
         result,
         odo.t0_ns,

@@ -3,14 +3,9 @@
 :func:`load_drive` reads one session's encoder stream and mocap reference into a
 :class:`Drive`; :func:`drive_intervals` cuts it into intervals of tick and reference
 body increments (m, m, rad); :func:`align_drive` finds the constant time offset (s)
-between encoder and reference. Used by the pod fit
-(:mod:`sensorbench.characterize.pods.geometry_fit`) and the odometry replay.
-
-The reference increment of an interval is the sum of SE(2) logarithms between the
-reference poses interpolated at every encoder frame inside it, so turning while
-moving fits exactly, and the reference noise telescopes instead of piling up.
-The encoder frames are put on the host clock through the device clock when the MCU
-sends one, which removes serial jitter.
+between encoder and reference. Used by the pod fit and the odometry replay. An interval's
+reference increment is the sum of SE(2) logarithms between the reference poses at its
+encoder frames (docs/PODS.md, Geometry fit).
 """
 
 from __future__ import annotations
@@ -29,26 +24,18 @@ from sensorbench.fusion.pod_kinematics import relative_poses, se2_log
 from sensorbench.logs import NO_DEVICE_TIME, Session
 
 MCU_CLOCK_TOLERANCE_PPM = 100.0
-"""Prior 1σ of a pod MCU clock's rate about its nominal (ppm): a crystal-clocked MCU
-is within ±20-50 ppm at 25 °C, plus temperature and ageing (a ceramic resonator,
-±0.5 %, is outside it and is caught by the conflict test of
-:func:`encoder_host_seconds`)."""
+"""Prior 1σ of a pod MCU clock's rate about its nominal (ppm): a crystal's ±20-50 ppm plus
+temperature and ageing."""
 RATE_BLOCKS = 8
 """Blocks of equal device time whose mean host times give the data's clock slope."""
 RATE_CONFLICT_SIGMA = 10.0
 """Data slope this many combined σ from the nominal: the clock is off nominal, trust the
-data. The block means of a wander lasting seconds are correlated, so their standard
-error understates it: host times 10 ms late from a third of a 10x drive on (2.2 host s)
-put the data's slope 0.45 % and 3.3 such σ from the nominal. 10 leaves a margin of 3
-over that and still trusts a resonator clock 0.3 % off over a 20 s drive (≥ 25σ)."""
+data (a wander of the host times put a 10x drive's slope 3.3 such σ off; a resonator 0.3 %
+off over a 20 s drive is ≥ 25σ)."""
 GYRO_DRIFT_WINDOW_S = 4.0
 """Window (s) of the local quadratic (Savitzky-Golay) that follows the IMU-minus-reference
-heading: the gyro's bias wanders, and a straight line through a whole session leaves the
-wander in every interval's Δθ as an error shared by the session, which no interval-level
-covariance can see (in the simulator, with a 1e-4 rad/s/√s bias walk, the fitted heading
-drift per metre was 2.4× its stated σ). Cubic splines with knots 2 or 4 s apart removed it
-as well as this window does, knots 10 s apart left about 40 % of the excess, and 1 s let
-the reference's own heading noise through."""
+heading, the gyro's wandering bias: long enough to keep the reference's heading noise out,
+short enough that no wander stays shared by a session's intervals."""
 
 
 @dataclass
@@ -95,24 +82,13 @@ def encoder_host_seconds(
 ) -> np.ndarray:
     """Encoder frame times on the host clock (s).
 
-    With a device clock the frames are timed by it: host time is modelled as a
-    straight line of the device time, which removes the receive jitter. The line's
-    slope (host s per device s) comes from the stored host times only as far as
-    they can tell it: they carry the host's scheduling (a reader that fell behind
-    for a while stores a whole stretch late), and over a short session that
-    wander moves a least-squares slope by (wander / span), 0.1-0.5 % over the
-    2 host s of a 10x emulated drive, which scales every time interval and so
-    the fitted distance per tick by as much. Given the clock's ``nominal_slope``
-    (the encoder stream's ``clock_nominal_slope`` attribute: 1.0 for hardware,
-    1/N for an N× emulator), the slope is the precision-weighted mean of that
-    nominal (±``tolerance_ppm``) and the data's slope, whose standard error is
-    taken from :data:`RATE_BLOCKS` block means (so a wander lasting seconds
-    counts as what it is, not as thousands of independent points). Where the
-    data contradict the nominal by more than :data:`RATE_CONFLICT_SIGMA`
-    combined σ (a clock outside its tolerance), the data's slope is used. The
-    offset stays the least-squares one (the pod fit searches the encoder/reference
-    offset anyway). Without a nominal slope the least-squares line is used as is;
-    without a device clock, the host receive times.
+    With a device clock, host time is a straight line of device time (no receive jitter).
+    Given the clock's ``nominal_slope`` (host s per device s, the stream's
+    ``clock_nominal_slope``) the line's slope is the precision-weighted mean of that
+    nominal (±``tolerance_ppm``) and the data's slope over :data:`RATE_BLOCKS` block means,
+    or the data's alone where they differ by more than :data:`RATE_CONFLICT_SIGMA`
+    combined σ; the offset stays the least-squares one. Without a nominal slope the
+    least-squares line; without a device clock, the host receive times.
     """
     host = np.asarray(host_ns, dtype=np.int64)
     dev = np.asarray(device_ns, dtype=np.int64)
@@ -277,16 +253,9 @@ def gyro_drift(t: np.ndarray, imu_rel: np.ndarray, ok: np.ndarray) -> np.ndarray
 
 def _raw_intervals(
     drive: Drive, offset_s: float, interval_s: float, heading: str
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All intervals' tick and reference increments, and which are usable."""
-    dn, xi, keep, _ = _raw_intervals_at(drive, offset_s, interval_s, heading)
-    return dn, xi, keep
-
-
-def _raw_intervals_at(
-    drive: Drive, offset_s: float, interval_s: float, heading: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_raw_intervals` plus each interval's first and last frame index (M, 2)."""
+    """All intervals' tick and reference increments, which are usable, and each one's first
+    and last frame index (M, 2)."""
     t = drive.t_enc + offset_s
     pose, ok = _reference_at(drive, t)
     step = se2_log(relative_poses(pose))
@@ -322,17 +291,14 @@ def drive_intervals(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Tick and reference increments over consecutive intervals of about ``interval_s``.
 
-    The reference is evaluated at ``t_enc + offset_s`` and integrated over each
-    interval as the sum of SE(2) logarithms between consecutive encoder frames.
-    Consecutive intervals are separated by about two reference periods, so they
-    share no reference sample and their errors are independent. Intervals
-    touching a reference gap are dropped. With ``heading="imu"`` the Δθ
-    column comes from the IMU yaw recorded with the encoder frames.
+    The reference is taken at ``t_enc + offset_s``; intervals are about two reference
+    periods apart (no shared reference sample), those touching a reference gap dropped.
+    With ``heading="imu"`` the Δθ column comes from the IMU yaw.
 
     Returns:
         ``(dn, xi)``: ticks (M, 3) and reference body increments (M, 3) (m, m, rad).
     """
-    dn, xi, keep = _raw_intervals(drive, offset_s, interval_s, heading)
+    dn, xi, keep, _ = _raw_intervals(drive, offset_s, interval_s, heading)
     return dn[keep], xi[keep]
 
 
@@ -341,7 +307,7 @@ def drive_interval_frames(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`drive_intervals` (mocap heading) plus each usable interval's first and
     last encoder frame index (M, 2)."""
-    dn, xi, keep, bounds = _raw_intervals_at(drive, offset_s, interval_s, "mocap")
+    dn, xi, keep, bounds = _raw_intervals(drive, offset_s, interval_s, "mocap")
     return dn[keep], xi[keep], bounds[keep]
 
 
@@ -349,9 +315,9 @@ def intervals_with_rate(
     drive: Drive, offset_s: float, interval_s: float, heading: str, h: float = 1e-3
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Usable intervals plus ∂ξ/∂offset (central difference over ±h seconds)."""
-    dn, xi, keep = _raw_intervals(drive, offset_s, interval_s, heading)
-    _, xp, kp = _raw_intervals(drive, offset_s + h, interval_s, heading)
-    _, xm, km = _raw_intervals(drive, offset_s - h, interval_s, heading)
+    dn, xi, keep, _ = _raw_intervals(drive, offset_s, interval_s, heading)
+    _, xp, kp, _ = _raw_intervals(drive, offset_s + h, interval_s, heading)
+    _, xm, km, _ = _raw_intervals(drive, offset_s - h, interval_s, heading)
     keep = keep & kp & km
     return dn[keep], xi[keep], ((xp - xm) / (2 * h))[keep]
 

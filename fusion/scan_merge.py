@@ -1,38 +1,12 @@
 """Merge two lidar scans (front and rear) into one 360° scan in the robot frame.
 
-Pairing: every turn has a centre time (midway between its first and last point).
-A front and a rear turn are paired when each is the other's nearest in centre
-time and they are at most ``max_dt_s`` apart (0.1 s by default); each turn is
-used once, unpaired turns are counted.
-
-Geometry: every point of a pair is moved into the robot (body) frame at the
-pair's stamp, halfway between the two centre times. Without odometry that is the
-fixed mount pose ``(x, y, yaw)`` of its lidar. With a pose source (a callable
-``t_ns -> (x, y, yaw)`` in any fixed odometry frame, or a pose stream made into
-one by :func:`pose_interpolator`) each point is first placed in the odometry
-frame by the robot pose at **its own time**, then brought back into the body
-frame of the stamp, which removes the smear of a moving robot.
-
-Resampling: both scans go onto one angle grid whose step is the finer of the
-two lidars' angular steps, measured on each stream's first :data:`STEP_TURNS` turns
-with points (so a live merge knows it as soon as they are in; bins centred on
-``k · step``). Each scan is resampled
-by linear interpolation between consecutive points of the same surface (at most
-2.5 of its own steps apart in bearing, and within ``max(0.05 m, 3 %)`` in range
-or on the line through the points beyond them, as on an oblique wall);
-a grid bearing between two such neighbours on different surfaces (a depth edge)
-takes the one nearer in bearing, and elsewhere a point within half a grid step.
-The merged range of a bearing is the nearer of the two scans' ranges (the first
-obstacle along it), ``inf`` where neither scan saw anything. Returns that fall
-on the robot's own footprint polygon (body frame) are dropped before resampling.
-A pose stream of a point other than the body origin (a mocap marker set) still
-compensates rotation exactly; its lever arm adds an error of about arm × Δyaw
-over the ≤ 0.1 s between a point and the stamp.
-
-Output: a :class:`~sensorbench.logs.LidarTurns` with one turn per pair, every
-point stamped with the pair's stamp, angles in the body frame (rad CCW, [0, 2π)),
-``device_ns = NO_DEVICE_TIME``, ``speed_hz = nan`` and the OR of both turns'
-flags.
+Pairs mutually nearest turns (by centre time, at most ``max_dt_s`` apart), moves every
+point into the body frame at the pair's stamp (by its mount, or by a pose source at the
+point's own time), resamples both onto the finer angular step along surfaces and keeps
+the nearer return per bearing (docs/LIDAR.md). Output: a
+:class:`~sensorbench.logs.LidarTurns` with one turn per pair, every point stamped with
+the pair's stamp, angles in the body frame (rad CCW, [0, 2π)), ``device_ns =
+NO_DEVICE_TIME``, ``speed_hz = nan`` and the OR of both turns' flags.
 """
 
 from __future__ import annotations
@@ -351,23 +325,20 @@ class MergeSetup:
         if self.step_rad is not None and not 0 < self.step_rad < 0.5:
             raise FusionError(f"the grid step must be in (0, 0.5) rad, got {self.step_rad}")
 
-    def grid_step(self, front: LidarTurns, rear: LidarTurns) -> float:
-        """The grid step (rad): ``step_rad`` or the finer angular step measured on each
-        stream's first :data:`STEP_TURNS` turns with points."""
-        if self.step_rad is not None:
-            return self.step_rad
-        measured = (angular_step_rad(first_turns(front)), angular_step_rad(first_turns(rear)))
-        steps = [s for s in measured if np.isfinite(s)]
-        if not steps:
-            raise FusionError("cannot tell the angular step: both streams have < 2 points per turn")
-        return min(steps)
-
-    @staticmethod
-    def own_steps(front: LidarTurns, rear: LidarTurns, grid_step: float) -> tuple[float, float]:
-        """Each lidar's angular step (rad) on its first :data:`STEP_TURNS` turns with points;
-        the grid step where it cannot be told."""
+    def steps(self, front: LidarTurns, rear: LidarTurns) -> tuple[float, float, float]:
+        """The grid step, then the front and rear lidars' own angular steps (rad), measured on
+        each stream's first :data:`STEP_TURNS` turns with points: the grid's is
+        ``step_rad`` or the finer of the two; an own step that cannot be told is the grid's."""
         f, r = angular_step_rad(first_turns(front)), angular_step_rad(first_turns(rear))
-        return (f if np.isfinite(f) else grid_step, r if np.isfinite(r) else grid_step)
+        grid = self.step_rad
+        if grid is None:
+            measured = [s for s in (f, r) if np.isfinite(s)]
+            if not measured:
+                raise FusionError(
+                    "cannot tell the angular step: both streams have < 2 points per turn"
+                )
+            grid = min(measured)
+        return grid, (f if np.isfinite(f) else grid), (r if np.isfinite(r) else grid)
 
 
 def merge_pairs(
@@ -376,18 +347,17 @@ def merge_pairs(
     i_f: np.ndarray,
     i_r: np.ndarray,
     setup: MergeSetup,
-    step_rad: float,
-    own_steps: tuple[float, float],
+    steps: tuple[float, float, float],
 ) -> tuple[LidarTurns, np.ndarray]:
     """Merge the given pairs of turns; returns the merged turns and a per-pair kept mask.
 
-    ``step_rad`` is the grid step and ``own_steps`` the front and rear lidars'
-    angular steps (rad), which bound the bearing gap interpolated over.
+    ``steps`` is :meth:`MergeSetup.steps`: the grid step and the lidars' own angular steps
+    (rad), which bound the bearing gap interpolated over.
 
     Pairs the pose source does not cover (first point, last point and stamp) are
     left out (mask False).
     """
-    n_bins = max(8, round(TWO_PI / step_rad))
+    n_bins = max(8, round(TWO_PI / steps[0]))
     tc_f, tc_r = turn_centres_ns(front)[i_f], turn_centres_ns(rear)[i_r]
     stamp = tc_f // 2 + tc_r // 2 + (tc_f % 2 + tc_r % 2) // 2
     kept = np.ones(stamp.size, dtype=bool)
@@ -406,8 +376,8 @@ def merge_pairs(
     merged_r = np.full((n_pairs, n_bins), np.inf)
     merged_i = np.zeros((n_pairs, n_bins), dtype=np.uint16)
     sides = (
-        (front, i_f, setup.front_mount, own_steps[0]),
-        (rear, i_r, setup.rear_mount, own_steps[1]),
+        (front, i_f, setup.front_mount, steps[1]),
+        (rear, i_r, setup.rear_mount, steps[2]),
     )
     for turns, idx, mount, own in sides:
         pts, pair = _pair_points(turns, idx)
@@ -448,13 +418,10 @@ def merge_scans(front: LidarTurns, rear: LidarTurns, setup: MergeSetup) -> Merge
     Raises:
         FusionError: no angular step can be measured.
     """
-    step = setup.grid_step(front, rear)
-    own = setup.own_steps(front, rear, step)
+    steps = setup.steps(front, rear)
     i_f, i_r = pair_nonempty(front, rear, setup.max_dt_s)
     parts = [
-        merge_pairs(
-            front, rear, i_f[k : k + CHUNK_PAIRS], i_r[k : k + CHUNK_PAIRS], setup, step, own
-        )
+        merge_pairs(front, rear, i_f[k : k + CHUNK_PAIRS], i_r[k : k + CHUNK_PAIRS], setup, steps)
         for k in range(0, max(i_f.size, 1), CHUNK_PAIRS)
     ]
     merged = LidarTurns.concat([p[0] for p in parts])
@@ -467,7 +434,7 @@ def merge_scans(front: LidarTurns, rear: LidarTurns, setup: MergeSetup) -> Merge
         unpaired_front=int(front.n_turns - i_f.size),
         unpaired_rear=int(rear.n_turns - i_r.size),
         outside_pose=outside,
-        step_rad=TWO_PI / max(8, round(TWO_PI / step)),
+        step_rad=TWO_PI / max(8, round(TWO_PI / steps[0])),
     )
 
 
@@ -487,8 +454,7 @@ class StreamingMerger:
         self.setup = setup
         self._buf = {"front": LidarTurns.empty(), "rear": LidarTurns.empty()}
         self._done_ns = np.iinfo(np.int64).min
-        self._step: float | None = None
-        self._own = (0.0, 0.0)
+        self._steps: tuple[float, float, float] | None = None
         self.unpaired = {"front": 0, "rear": 0}
 
     def push(self, which: str, turns: LidarTurns) -> LidarTurns:
@@ -499,7 +465,7 @@ class StreamingMerger:
         front, rear = self._buf["front"], self._buf["rear"]
         if front.n_turns == 0 or rear.n_turns == 0:
             return LidarTurns.empty()
-        waiting = self._step is None and self.setup.step_rad is None
+        waiting = self._steps is None and self.setup.step_rad is None
         if waiting and not (has_step_turns(front) and has_step_turns(rear)):
             return LidarTurns.empty()
         horizon = min(turn_centres_ns(front)[-1], turn_centres_ns(rear)[-1])
@@ -513,14 +479,13 @@ class StreamingMerger:
         front, rear = self._buf["front"], self._buf["rear"]
         if front.n_turns == 0 or rear.n_turns == 0:
             return LidarTurns.empty()
-        if self._step is None:
-            self._step = self.setup.grid_step(front, rear)
-            self._own = self.setup.own_steps(front, rear, self._step)
+        if self._steps is None:
+            self._steps = self.setup.steps(front, rear)
         tc_f, tc_r = turn_centres_ns(front), turn_centres_ns(rear)
         i_f, i_r = pair_nonempty(front, rear, self.setup.max_dt_s)
         latest = np.maximum(tc_f[i_f], tc_r[i_r])
         new = (latest <= horizon_ns) & (latest > self._done_ns)
-        merged, _ = merge_pairs(front, rear, i_f[new], i_r[new], self.setup, self._step, self._own)
+        merged, _ = merge_pairs(front, rear, i_f[new], i_r[new], self.setup, self._steps)
         for name, tc, used in (("front", tc_f, i_f), ("rear", tc_r, i_r)):
             decided = (tc <= horizon_ns) & (tc > self._done_ns)
             decided[used] = False

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from sensorbench.drivers.robot_config import RobotConfig, load_robot_config, parse_robot_config
-from sensorbench.errors import ConfigError, FusionError, SessionError
+from sensorbench.errors import ConfigError, FusionError
 from sensorbench.fusion.scan_merge import (
     MergeResult,
     MergeSetup,
@@ -92,13 +92,6 @@ def _mount(s: Session, name: str, cfg: RobotConfig | None) -> tuple[Mount, str]:
     )
 
 
-def _need(path: str | os.PathLike[str], kind: str, name: str, names: list[str]) -> None:
-    if name not in names:
-        raise SessionError(
-            f"{path}: no {kind} stream {name!r}; streams: {', '.join(names) or 'none'}"
-        )
-
-
 def merge_session(
     path: str | os.PathLike[str],
     front: str,
@@ -118,8 +111,7 @@ def merge_session(
         FusionError: no mount known, bad pose stream, nothing to merge.
     """
     with Session(path) as s:
-        for n in (front, rear):
-            _need(path, "lidar", n, s.lidar_names())
+        front_stream, rear_stream = s.lidar(front), s.lidar(rear)
         if front == rear:
             raise FusionError("--front and --rear name the same stream")
         cfg = _config(s, config_path)
@@ -127,11 +119,10 @@ def merge_session(
         rm, src_r = _mount(s, rear, cfg)
         pose_at = None
         if pose is not None:
-            _need(path, "pose", pose, s.pose_names())
             pose_at = pose_interpolator(s.pose(pose).read())
         footprint = cfg.footprint_m if (use_footprint and cfg is not None) else None
         setup = MergeSetup(fm, rm, footprint=footprint, pose_at=pose_at, max_dt_s=max_dt_s)
-        result = merge_scans(s.lidar(front).read(), s.lidar(rear).read(), setup)
+        result = merge_scans(front_stream.read(), rear_stream.read(), setup)
         label, config_text = s.label, s.config_text
     if result.turns.n_turns == 0:
         raise FusionError(

@@ -1,14 +1,9 @@
 """How much rounding an encoder frame's count increment carries (tick²).
 
-A pod's cumulative count is its travel floored to whole ticks. Between two frames the
-wheel turns δ ticks (not a whole number); the count moves by ⌊u + δ⌋ with u the sub-tick
-phase the frame started at, so the increment's rounding error ``δ − Δn`` has mean 0 and,
-with u uniform, variance ``f·(1 − f)`` where f is the fractional part of δ (tick²).
-Averaged over f that is 1/6 — the white-rounding model (1/12 at each end of the
-increment) — but a wheel turning a steady 16.5 ticks per frame has 1/4 (1.5×), one turning
-a whole number of ticks or standing still has none. With δ known only as a Gaussian
-N(μ, σ²) (its slip, and how well the recent frames predict it), the Fourier series of
-``f·(1 − f) = 1/6 − Σₙ cos(2πnδ)/(π²n²)`` gives its expectation in closed form:
+The count moves by ⌊u + δ⌋ for a wheel turning δ ticks from sub-tick phase u, so with u
+uniform the increment's rounding error has mean 0 and variance ``f·(1 − f)``, f the
+fractional part of δ (1/6 on average, 0 for a still wheel). For δ ~ N(μ, σ²) the Fourier
+series of ``f·(1 − f)`` gives its expectation in closed form:
 
     E[f·(1 − f)] = 1/6 − Σₙ cos(2πnμ)·exp(−2π²n²σ²)/(π²n²)
 """

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from sensorbench.benchmarks.joint_filter import RejectStreak, clip_to_gate
 from sensorbench.characterize.pods.drift_fit import fit_drift
 from sensorbench.fusion.consistency import (
     axis_consistency,
@@ -18,12 +19,7 @@ from sensorbench.fusion.consistency import (
     nis_monitor,
 )
 from sensorbench.fusion.filter_noise import AxisNoise
-from sensorbench.fusion.kalman_kernels import (
-    RejectStreak,
-    clip_to_gate,
-    predict_pv,
-    update_p,
-)
+from sensorbench.fusion.kalman_kernels import predict_pv, update_p
 from sensorbench.fusion.odometry_drift import OdometryDrift, propagate_drift
 from sensorbench.fusion.pod_drive import Drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path

@@ -14,6 +14,7 @@ import serial
 from click.testing import CliRunner
 
 from sensorbench.cli import cli
+from sensorbench.drivers.device_protocol import pick_raw_stream
 from sensorbench.drivers.ld19_parser import LD19Parser
 from sensorbench.logs import Session, SessionWriter, TurnFlag
 from sensorbench.sim.emulator_ld19 import SyntheticLD19Samples
@@ -125,3 +126,27 @@ def test_emulate_prints_a_tty_that_streams_ld19(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
+
+
+def test_decode_picks_the_raw_stream_of_its_protocol_or_says_which_option_names_one(tmp_path):
+    src = tmp_path / "two.h5"
+    with SessionWriter(src, swmr=False) as w:
+        w.add_raw("front", attrs={"protocol": "ld19"})
+        w.add_raw("rear", attrs={"protocol": "ld19"})
+        w.add_raw("pods", attrs={"protocol": "pods-binary"})
+    with Session(src) as s:
+        assert pick_raw_stream(s, None, "pods-binary", "--device") == "pods"
+        assert pick_raw_stream(s, "rear", "ld19", "--device") == "rear"
+    runs = {
+        "ld19": ["decode", "ld19", str(src), "-o", str(tmp_path / "a.h5")],
+        "a1": ["decode", "a1", str(src), "-o", str(tmp_path / "b.h5")],
+        "missing": ["decode", "ld19", str(src), "-o", str(tmp_path / "c.h5"), "--device", "x"],
+    }
+    out = {k: CliRunner().invoke(cli, args) for k, args in runs.items()}
+    assert all(r.exit_code == 2 for r in out.values()), {k: r.output for k, r in out.items()}
+    names = "['front', 'pods', 'rear']"
+    ambiguous = f"has raw streams {names}: say which one is the"
+    assert f"{ambiguous} ld19 with --device" in out["ld19"].output
+    assert f"{ambiguous} rplidar with --stream" in out["a1"].output
+    assert f"has no raw stream 'x' (it has {names})" in out["missing"].output
+    assert not any((tmp_path / f).exists() for f in ("a.h5", "b.h5", "c.h5"))
