@@ -60,7 +60,11 @@ from sensorbench.fusion.filter_noise import FilterNoise
 from sensorbench.fusion.monitor_stream import NisMonitorStream
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
 from sensorbench.fusion.pod_drive import yaw_from_quat
-from sensorbench.fusion.pod_kinematics import PodGeometry, body_increments
+from sensorbench.fusion.pod_kinematics import (
+    PodGeometry,
+    body_increments_few,
+    increments_inverse,
+)
 from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, predict_axis
 from sensorbench.live.foxglove_view import PoseSample
 from sensorbench.live.udp import PREDICTED, PoseDatagram, wrap_yaw
@@ -203,8 +207,9 @@ class OdometryWorker:
         self.aid_period_s = aid_period_s
         self.coast_s = coast_s
         self.aid_wait_s = aid_wait_s
-        self._w = models.geometry.W  # a property computed on each read: once here
-        self.stream = OdometryStream.for_stream(stream_attrs, self._w.shape[0])
+        w = models.geometry.W  # a property computed on each read: once here
+        self._inverse = increments_inverse(w).tolist()
+        self.stream = OdometryStream.for_stream(stream_attrs, w.shape[0])
         self.filter = SplitFilter(models.noise, gate=models.gate, aid_model=models.aid_model)
         channels = len(AXES) + (1 if models.imu else 0)
         level = models.monitor_level ** (1.0 / channels)
@@ -316,7 +321,7 @@ class OdometryWorker:
             frames = self._hold_for_aiding(frames)
         if len(frames) == 0:
             return
-        inc = body_increments(self._w, frames.dn)
+        inc = np.array(body_increments_few(self._inverse, frames.dn.tolist()))
         aiding, filtered_s = self._aiding(), state.t_s
         state, result = self.filter.step(state, FrameChunk(frames.t_s, inc, aiding))
         self._state = state
