@@ -1,40 +1,13 @@
 """The split filters on the pod stream as it arrives, stepped on the pod reader's thread.
 
-Every encoder batch the pod reader decodes is fed, on that thread and under a lock, to
-the same :class:`~sensorbench.fusion.odometry_stream.OdometryStream` ``replay`` reads a
-session through, and one :meth:`~sensorbench.fusion.split_filter.SplitFilter.step` runs
-over the frames that came out and is published before the reader goes back to its
-port: one wake-up per frame, no queue between a frame and its pose. A thread of its own,
-``live-odometry``, only coasts, records held estimate rows and ends the stream. Any
-split of the frames gives the numbers of one run (docs/PODS.md, "One step code, whole or
-in chunks"), so the estimate recorded here is the one ``replay`` computes from the
-session:
-
-- the filters start at the first frame, at the origin with zero variance (``replay``
-  does the same on a session without mocap);
-- bounce repair is off: :func:`~sensorbench.fusion.pod_kinematics.repair_bounces`
-  judges each frame against the whole session's median and spread, which a live run
-  does not have (``replay --no-repair`` is the matching replay);
-- the consistency monitor runs per axis (:class:`~sensorbench.fusion.monitor_stream.
-  NisMonitorStream`, each channel at ``level^(1/m)`` with m the channels ``replay``
-  has: three, four with an IMU); the pods-against-IMU check is not causal and is not
-  run, so ``DEGRADED`` here is the axes' flag;
-- pose aiding (a ``pose_sensor`` stream and a pose-error model): frames wait until the
-  pose stream has delivered up to their time (at most ``aid_wait_s`` of silence; the
-  pose reader's thread steps them when its samples arrive), so a sample reaches the
-  filters before its frame, as in a replay; one that comes later (the pose stream
-  stalled longer) is not applied, counted (``aid_late``) and reported in a ``note``
-  event at its time; the sensor's period comes from the stream's ``rate_hz``.
-
-Each step publishes first (one datagram per frame and the step's last pose to the
-view, in one ``publish`` call), then holds its frames for the session's ``estimate``
-stream (:mod:`~sensorbench.fusion.estimate_stream`), appended every :data:`RECORD_S`
-and at the end (one hand-off to the writer thread per ~20 frames, not one per frame),
-and writes the monitor's events.
-While no frame arrives for longer than ``coast_s`` the filters' prediction is published
-(flag ``PREDICTED``, variance growing as the model says) every ``coast_s``, and a
-``note`` event marks the start and end of the coasting; nothing of it is recorded as
-an estimate (it is no filter step).
+Every encoder batch the pod reader decodes is fed, under a lock, to the
+:class:`~sensorbench.fusion.odometry_stream.OdometryStream` ``replay`` reads a session
+through, and one :meth:`~sensorbench.fusion.split_filter.SplitFilter.step` over the
+frames that came out is published before the reader goes back to its port; the estimate
+rows are held and appended every :data:`RECORD_S`. ``live-odometry`` only coasts,
+records and ends the stream. What a live run does differently from ``replay`` (no
+bounce repair, the axes' monitors only, aiding's wait) and in what order a step
+publishes: docs/LIVE.md.
 """
 
 from __future__ import annotations
