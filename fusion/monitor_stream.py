@@ -12,6 +12,7 @@ session's) and has no stream.
 
 from __future__ import annotations
 
+import collections
 import math
 
 import numpy as np
@@ -41,7 +42,7 @@ class NisMonitorStream:
         self.threshold = window_threshold(self.gate, self.window, float(level), tau)
         self.frames = 0
         self.degraded = False
-        self._sums = [0.0]  # the running sum's last `window` + 1 values
+        self._sums = collections.deque([0.0], self.window + 1)  # the running sum's last values
         self._n_updates = 0
         self._flag = False  # the latest update's window above the threshold
         self._age = -1  # frames since the latest update (−1: none yet)
@@ -55,27 +56,23 @@ class NisMonitorStream:
         """
         onsets: list[int] = []
         clears: list[int] = []
-        flags = [self._push_one(v, onsets, clears) for v in np.asarray(nis, dtype=float).tolist()]
+        flags = []
+        sums = self._sums
+        for v in np.asarray(nis, dtype=float).tolist():
+            if math.isfinite(v):
+                total = sums[-1] + min(v, self.gate)
+                full = self._n_updates >= self.window - 1
+                lo = max(len(sums) - self.window, 0)  # the window's start in sums + [total]
+                self._flag = full and (total - sums[lo]) / self.window > self.threshold
+                self._age = 0
+                self._n_updates += 1
+                sums.append(total)
+            elif self._age >= 0:
+                self._age += 1
+            now = self._age >= 0 and self._flag and self._age < self.window
+            if now != self.degraded:
+                (onsets if now else clears).append(self.frames)
+                self.degraded = now
+            self.frames += 1
+            flags.append(now)
         return flags, onsets, clears
-
-    def _push_one(self, nis: float, onsets: list[int], clears: list[int]) -> bool:
-        """:meth:`push` of one frame: its flag, its rise or fall appended."""
-        if math.isfinite(nis):
-            sums = self._sums
-            total = sums[-1] + min(nis, self.gate)
-            full = self._n_updates >= self.window - 1
-            lo = max(len(sums) - self.window, 0)  # the window's start in sums + [total]
-            self._flag = full and (total - sums[lo]) / self.window > self.threshold
-            self._age = 0
-            self._n_updates += 1
-            sums.append(total)
-            if len(sums) > self.window + 1:
-                del sums[0]
-        elif self._age >= 0:
-            self._age += 1
-        now = self._age >= 0 and self._flag and self._age < self.window
-        if now != self.degraded:
-            (onsets if now else clears).append(self.frames)
-            self.degraded = now
-        self.frames += 1
-        return now
