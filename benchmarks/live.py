@@ -1,30 +1,8 @@
 """Live end to end: from a pod frame's bytes written to the pty to its pose datagram
-received, every frame, against a minimal reference on the same feed; and the CPU of a
-live run of the whole emulated robot.
-
-This process is the pod MCU and the navigation stack at once, on one thread: it
-writes a binary pod frame (3 pods, 16-bit counters, IMU) to a pty every 5 ms, stamping
-``CLOCK_MONOTONIC`` just before the write, and receives the UDP datagrams on loopback,
-stamping each as it is read. The program under test runs in a process of its own:
-
-- ``sensorbench live`` (the pods only, or the whole emulated robot: ``emulate robot``'s
-  LD19 and two A1s beside this feed as the pod MCU) with the shipped models and
-  ``--udp``. Its datagram's stamp is the frame's time on the host clock from the pod
-  clock (device time, 5 ms a frame), so the stamps' differences count frames and the
-  run of them is anchored where the stamps sit closest to the write times;
-- the reference: pyserial, ``select`` then a read of what is waiting, frames found by
-  sync, length and CRC, the same 2×2 (position, velocity) Kalman step per axis in plain
-  Python, one datagram per frame carrying the frame's sequence number.
-
-``live`` and the reference take turns on the feed in interleaved rounds (the order
-alternating), so a load change hits both. Per round: p50 and p99 over the frames after
-the first 2 s of datagrams (the frame clock's warm-up), the datagrams per frame, and
-the target ratios of issue 36 (live p50 / (2 × ref p50 + 0.5 ms) and live p99 /
-(1.5 × ref p99 + 1 ms), each ≤ 1). CPU is counted apart for the two phases of a run:
-steady, the live process's user + system time (``/proc/PID/stat``) over the same window
-as the latencies, in % of one core, with each thread's share
-(``/proc/PID/task/*/stat``); start-up, its CPU seconds from the spawn to that window
-(imports, the numba cache, bring-up, the frame clock's warm-up).
+received, every frame, against a minimal reference (pyserial, the same 2×2 Kalman step
+per axis in plain Python) on the same feed, in interleaved rounds; and the CPU of a
+live run of the whole emulated robot. The method and what each figure means:
+docs/LIVE.md, "Cost".
 """
 
 from __future__ import annotations

@@ -225,7 +225,7 @@ class DeviceClock:
         """:meth:`update` then :meth:`to_host` of observations received together at
         ``host_ns`` (ns; counter ticks ``raw_ticks``, at least one): their host times
         (ns), bit for bit theirs; in scalars once the fit exists, for a counter that
-        does not wrap (a pod read of a few frames costs no arrays)."""
+        does not wrap (a pod read costs no arrays)."""
         if self.unwrapper.modulus is not None or self._ref is None or not self.fitted:
             host = np.full(len(raw_ticks), host_ns, np.int64)
             return self.to_host(self.update(host, np.array(raw_ticks, np.int64))).tolist()

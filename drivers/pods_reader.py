@@ -194,26 +194,18 @@ class PodProtocol(DeviceProtocol):
 
     def _host_times(self, t_ns: int, frames: PodFrames) -> np.ndarray:
         """Device-clock host times, capped at the receive time, non-decreasing."""
-        if len(frames) <= 8 and not frames.new_epoch.any():  # a few frames a read: no arrays
-            host = []
-            for h in self.clock.update_few(t_ns, frames.device_ns.tolist()):
-                self._last_host_ns = max(min(h, t_ns), self._last_host_ns)
-                host.append(self._last_host_ns)
-            return np.array(host, np.int64)
-        out = np.empty(len(frames), np.int64)
-        bounds = [0, *np.flatnonzero(frames.new_epoch).tolist(), len(frames)]
+        host = []
+        dev = frames.device_ns.tolist()
+        bounds = [0, *np.flatnonzero(frames.new_epoch).tolist(), len(dev)]
         for a, b in itertools.pairwise(bounds):
             if a == b:
                 continue
             if frames.new_epoch[a]:
                 self.clock.reset()
-            dev = frames.device_ns[a:b]
-            self.clock.update(np.full(b - a, t_ns, np.int64), dev)
-            out[a:b] = self.clock.to_host(dev)
-        out = np.minimum(out, t_ns)
-        out = np.maximum.accumulate(np.maximum(out, self._last_host_ns))
-        self._last_host_ns = int(out[-1])
-        return out
+            for h in self.clock.update_few(t_ns, dev[a:b]):
+                self._last_host_ns = max(min(h, t_ns), self._last_host_ns)
+                host.append(self._last_host_ns)
+        return np.array(host, np.int64)
 
     def collected(self) -> EncoderBatch:
         """Every frame kept so far (``keep_frames=True``), as one batch."""

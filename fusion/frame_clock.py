@@ -50,7 +50,7 @@ class FrameClock:
     _last_d: int = 0
     _next: int = 0  # index of the next frame pushed
 
-    def push(self, host_ns: np.ndarray, device_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def push(self, host_ns: np.ndarray, device_ns: np.ndarray) -> tuple[list[int], list[float]]:
         """Add frames (host and device ns, int64); return the frames now timed.
 
         Returns:
@@ -64,14 +64,14 @@ class FrameClock:
         ):
             self._frame(self._next, (h_ns - self.ref_ns) * 1e-9, d_ns, idx, out)
             self._next += 1
-        return np.asarray(idx, dtype=np.int64), np.asarray(out, dtype=float)
+        return idx, out
 
-    def flush(self) -> tuple[np.ndarray, np.ndarray]:
+    def flush(self) -> tuple[list[int], list[float]]:
         """Time the frames still held in a warm-up (the end of the stream)."""
         idx: list[int] = []
         out: list[float] = []
         self._settle(idx, out)
-        return np.asarray(idx, dtype=np.int64), np.asarray(out, dtype=float)
+        return idx, out
 
     def _frame(self, i: int, h: float, d: int, idx: list[int], out: list[float]) -> None:
         if d == NO_DEVICE_TIME:

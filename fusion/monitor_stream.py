@@ -12,15 +12,13 @@ session's) and has no stream.
 
 from __future__ import annotations
 
+import collections
 import math
 
 import numpy as np
 
 from sensorbench.errors import FusionError
 from sensorbench.fusion.consistency import window_threshold
-
-SCALAR_MAX = 8
-"""Pushes of at most this many frames take the scalar path."""
 
 
 class NisMonitorStream:
@@ -44,77 +42,37 @@ class NisMonitorStream:
         self.threshold = window_threshold(self.gate, self.window, float(level), tau)
         self.frames = 0
         self.degraded = False
-        self._sums = np.zeros(1)  # the running sum's last `window` + 1 values
+        self._sums = collections.deque([0.0], self.window + 1)  # the running sum's last values
         self._n_updates = 0
         self._flag = False  # the latest update's window above the threshold
         self._age = -1  # frames since the latest update (−1: none yet)
 
-    def push(self, nis: np.ndarray) -> tuple[np.ndarray, list[int], list[int]]:
+    def push(self, nis: np.ndarray) -> tuple[list[bool], list[int], list[int]]:
         """The NIS of the next frames (nan: no update at that frame).
 
         Returns:
             (the frames' degraded flags, frame indices where the flag rose, where it
             fell; frames counted from the first pushed, 0).
         """
-        x = np.asarray(nis, dtype=float)
         onsets: list[int] = []
         clears: list[int] = []
-        if x.size <= SCALAR_MAX:
-            flags_ = [self._push_one(v, onsets, clears) for v in x.tolist()]
-            return np.array(flags_, dtype=bool), onsets, clears
-        has = np.isfinite(x)
-        vals = np.minimum(x[has], self.gate)
-        n0 = self._n_updates
-        n1 = n0 + vals.size
-        # update j (0-based, overall) completes a window when j >= window - 1: its mean is
-        # (c[j + 1] - c[j + 1 - window]) / window, c the running sum with c[0] = 0
-        first_sum = n0 - self._sums.size + 1  # index in c of self._sums[0]
-        sums = np.cumsum(np.concatenate([self._sums[-1:], vals]))[1:]
-        all_sums = np.concatenate([self._sums, sums])
-        j = np.arange(n0, n1)
-        full = j >= self.window - 1
-        hi = j + 1 - first_sum
-        lo = np.clip(j + 1 - self.window - first_sum, 0, None)
-        wmean = np.full(vals.size, np.nan)
-        wmean[full] = (all_sums[hi[full]] - all_sums[lo[full]]) / self.window
-        flags = wmean > self.threshold
-        out = np.zeros(x.size, dtype=bool)
-        u = 0
-        for f in range(x.size):
-            if has[f]:
-                self._flag = bool(flags[u])
+        flags = []
+        sums = self._sums
+        for v in np.asarray(nis, dtype=float).tolist():
+            if math.isfinite(v):
+                total = sums[-1] + min(v, self.gate)
+                full = self._n_updates >= self.window - 1
+                lo = max(len(sums) - self.window, 0)  # the window's start in sums + [total]
+                self._flag = full and (total - sums[lo]) / self.window > self.threshold
                 self._age = 0
-                u += 1
+                self._n_updates += 1
+                sums.append(total)
             elif self._age >= 0:
                 self._age += 1
             now = self._age >= 0 and self._flag and self._age < self.window
             if now != self.degraded:
-                (onsets if now else clears).append(self.frames + f)
+                (onsets if now else clears).append(self.frames)
                 self.degraded = now
-            out[f] = now
-        self._n_updates = n1
-        self._sums = all_sums[-(self.window + 1) :]
-        self.frames += x.size
-        return out, onsets, clears
-
-    def _push_one(self, nis: float, onsets: list[int], clears: list[int]) -> bool:
-        """:meth:`push` of one frame in scalar arithmetic (a live step holds one frame or a
-        few: numpy's per-call cost would dominate): the same sums, in the same order, as
-        the vectorised path; the frame's flag, its rise or fall appended."""
-        if math.isfinite(nis):
-            sums = self._sums
-            total = float(sums[-1]) + min(nis, self.gate)
-            full = self._n_updates >= self.window - 1
-            lo = max(sums.size - self.window, 0)  # the window's start in sums + [total]
-            self._flag = full and (total - float(sums[lo])) / self.window > self.threshold
-            self._age = 0
-            self._n_updates += 1
-            self._sums = np.append(sums[-self.window :], total)
-        elif self._age >= 0:
-            self._age += 1
-        now = self._age >= 0 and self._flag and self._age < self.window
-        if now != self.degraded:
-            (onsets if now else clears).append(self.frames)
-            self.degraded = now
-        self.frames += 1
-        return now
+            self.frames += 1
+            flags.append(now)
+        return flags, onsets, clears

@@ -136,15 +136,22 @@ class OdometryStream:
         if self._clock is None:
             self.t0_ns = int(batch.host_ns[0])
             self._clock = FrameClock(self.t0_ns, self.slope)
+        idx, t = self._clock.push(batch.host_ns, batch.device_ns)
+        few = len(idx) == len(batch) <= 8 and self._counts.shape[0] == 0
+        if few and self._last_counts is not None and self.wrap_bits is None:
+            # nothing held and every frame timed at once (a live read): no buffers
+            self._base += len(idx)
+            return self._few(t, batch.counts, batch.yaw, self._last_counts)
         self._counts = np.vstack([self._counts, batch.counts])
         self._yaw = np.concatenate([self._yaw, batch.yaw])
-        return self._take(*self._clock.push(batch.host_ns, batch.device_ns))
+        return self._take(np.asarray(idx, dtype=np.int64), np.asarray(t, dtype=float))
 
     def flush(self) -> OdometryFrames:
         """The frames still held (the end of the stream)."""
         if self._clock is None:
             return OdometryFrames.empty(self.n_counts)
-        return self._take(*self._clock.flush())
+        idx, t = self._clock.flush()
+        return self._take(np.asarray(idx, dtype=np.int64), np.asarray(t, dtype=float))
 
     def _take(self, idx: np.ndarray, t: np.ndarray) -> OdometryFrames:
         """Keep, unwrap and difference the timed frames ``idx`` (times ``t``, s)."""
@@ -155,8 +162,6 @@ class OdometryStream:
         used = int(local[-1]) + 1
         self._counts, self._yaw = self._counts[used:], self._yaw[used:]
         self._base += used
-        if t.size <= 8 and self._last_counts is not None and self.wrap_bits is None:
-            return self._few(t, counts, yaw, self._last_counts)
         # strictly after the previous kept frame (times are sequential: a running max)
         prev = np.maximum.accumulate(np.concatenate([[self._last_t], t]))[:-1]
         keep = t > prev
@@ -184,32 +189,31 @@ class OdometryStream:
         return OdometryFrames(t, dn, imu, yaw)
 
     def _few(
-        self, t: np.ndarray, counts: np.ndarray, yaw: np.ndarray, last_counts: np.ndarray
+        self, t: list[float], counts: np.ndarray, yaw: np.ndarray, last_counts: np.ndarray
     ) -> OdometryFrames:
-        """:meth:`_take` of a few timed frames after the first (a live read), the same bits
-        without most of its array work (times ``t`` s, ``counts`` (k, N) after
-        ``last_counts``, ``yaw`` rad)."""
-        keep: list[int] = []
+        """:meth:`_take` of a few timed frames after the first (a live read) in scalars, the
+        same bits (times ``t`` s, ``counts`` (k, N) after ``last_counts``, ``yaw`` rad)."""
+        ts: list[float] = []
+        dn: list[list[float]] = []
         imu: list[float] = []
-        last_t, last_yaw = self._last_t, self._last_yaw
-        for i, (t_s, y) in enumerate(zip(t.tolist(), yaw.tolist(), strict=True)):
+        keep: list[int] = []
+        last_t, last_yaw, last = self._last_t, self._last_yaw, last_counts.tolist()
+        for i, (t_s, y, c) in enumerate(zip(t, yaw.tolist(), counts.tolist(), strict=True)):
             if not t_s > last_t:
                 continue
-            both = math.isfinite(y) and math.isfinite(last_yaw)
-            imu.append(float(wrapped_difference(np.array([y]), np.array([last_yaw]))[0])
-                       if both else math.nan)  # fmt: skip
+            d = y - last_yaw  # wrapped_difference, or nan without both yaws
+            w = (d + math.pi) % (2.0 * math.pi) - math.pi if math.isfinite(d) else math.nan
+            imu.append(math.pi if w == -math.pi and d > 0 else w)
+            dn.append([float(a - b) for a, b in zip(c, last, strict=True)])
+            ts.append(t_s)
             keep.append(i)
-            last_t, last_yaw = t_s, y
+            last_t, last_yaw, last = t_s, y, c
+        self.dropped += len(t) - len(keep)
         if not keep:
-            self.dropped += t.size
             return OdometryFrames.empty(self.n_counts)
-        if len(keep) < t.size:
-            self.dropped += t.size - len(keep)
-            t, counts, yaw = t[keep], counts[keep], yaw[keep]
-        dn = (counts - np.concatenate((last_counts[None, :], counts[:-1]))).astype(float)
         self._last_t, self._last_yaw = last_t, last_yaw
-        self._last_counts = self._last_raw = counts[-1]
-        return OdometryFrames(t, dn, np.array(imu), yaw)
+        self._last_counts = self._last_raw = counts[keep[-1]]
+        return OdometryFrames(np.array(ts), np.array(dn), np.array(imu), yaw[keep])
 
     def _unwrap(self, raw: np.ndarray) -> np.ndarray:
         """Cumulative counts from wrapping counters, continuing from the last frame."""

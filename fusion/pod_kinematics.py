@@ -213,11 +213,34 @@ def body_increments(W: np.ndarray, dn: np.ndarray) -> np.ndarray:
     Raises:
         FusionError: W is not (N, 3) with N >= 3 and rank 3.
     """
+    return rows_dot(np.asarray(dn, dtype=float), increments_inverse(W))
+
+
+def increments_inverse(W: np.ndarray) -> np.ndarray:
+    """W⁻¹ (W⁺ with more than three wheels), (3, N): ticks to (Δx, Δy, Δθ) (m, m, rad).
+
+    Raises:
+        FusionError: W is not (N, 3) with N >= 3 and rank 3.
+    """
     W = np.asarray(W, dtype=float)
     if W.ndim != 2 or W.shape[1] != 3 or W.shape[0] < 3:
         raise FusionError(f"W must be N×3 with N >= 3 wheels for odometry, got {W.shape}")
-    dn = np.asarray(dn, dtype=float)
-    return rows_dot(dn, _checked_inverse(W.tobytes(), W.shape[0]))
+    return _checked_inverse(W.tobytes(), W.shape[0])
+
+
+def body_increments_few(inverse: list[list[float]], dn: list[list[float]]) -> list[list[float]]:
+    """:func:`body_increments` of a few frames in scalars, bit for bit: each row's products
+    summed in the same order (``inverse``: :func:`increments_inverse` as lists)."""
+    out = []
+    for row in dn:
+        inc = []
+        for m in inverse:
+            acc = row[0] * m[0]
+            for x, w in zip(row[1:], m[1:], strict=True):
+                acc = acc + x * w
+            inc.append(acc)
+        out.append(inc)
+    return out
 
 
 @lru_cache(maxsize=16)

@@ -1,40 +1,13 @@
 """The split filters on the pod stream as it arrives, stepped on the pod reader's thread.
 
-Every encoder batch the pod reader decodes is fed, on that thread and under a lock, to
-the same :class:`~sensorbench.fusion.odometry_stream.OdometryStream` ``replay`` reads a
-session through, and one :meth:`~sensorbench.fusion.split_filter.SplitFilter.step` runs
-over the frames that came out and is published before the reader goes back to its
-port: one wake-up per frame, no queue between a frame and its pose. A thread of its own,
-``live-odometry``, only coasts, records held estimate rows and ends the stream. Any
-split of the frames gives the numbers of one run (docs/PODS.md, "One step code, whole or
-in chunks"), so the estimate recorded here is the one ``replay`` computes from the
-session:
-
-- the filters start at the first frame, at the origin with zero variance (``replay``
-  does the same on a session without mocap);
-- bounce repair is off: :func:`~sensorbench.fusion.pod_kinematics.repair_bounces`
-  judges each frame against the whole session's median and spread, which a live run
-  does not have (``replay --no-repair`` is the matching replay);
-- the consistency monitor runs per axis (:class:`~sensorbench.fusion.monitor_stream.
-  NisMonitorStream`, each channel at ``level^(1/m)`` with m the channels ``replay``
-  has: three, four with an IMU); the pods-against-IMU check is not causal and is not
-  run, so ``DEGRADED`` here is the axes' flag;
-- pose aiding (a ``pose_sensor`` stream and a pose-error model): frames wait until the
-  pose stream has delivered up to their time (at most ``aid_wait_s`` of silence; the
-  pose reader's thread steps them when its samples arrive), so a sample reaches the
-  filters before its frame, as in a replay; one that comes later (the pose stream
-  stalled longer) is not applied, counted (``aid_late``) and reported in a ``note``
-  event at its time; the sensor's period comes from the stream's ``rate_hz``.
-
-Each step publishes first (one datagram per frame and the step's last pose to the
-view, in one ``publish`` call), then holds its frames for the session's ``estimate``
-stream (:mod:`~sensorbench.fusion.estimate_stream`), appended every :data:`RECORD_S`
-and at the end (one hand-off to the writer thread per ~20 frames, not one per frame),
-and writes the monitor's events.
-While no frame arrives for longer than ``coast_s`` the filters' prediction is published
-(flag ``PREDICTED``, variance growing as the model says) every ``coast_s``, and a
-``note`` event marks the start and end of the coasting; nothing of it is recorded as
-an estimate (it is no filter step).
+Every encoder batch the pod reader decodes is fed, under a lock, to the
+:class:`~sensorbench.fusion.odometry_stream.OdometryStream` ``replay`` reads a session
+through, and one :meth:`~sensorbench.fusion.split_filter.SplitFilter.step` over the
+frames that came out is published before the reader goes back to its port; the estimate
+rows are held and appended every :data:`RECORD_S`. ``live-odometry`` only coasts,
+records and ends the stream. What a live run does differently from ``replay`` (no
+bounce repair, the axes' monitors only, aiding's wait) and in what order a step
+publishes: docs/LIVE.md.
 """
 
 from __future__ import annotations
@@ -53,7 +26,6 @@ from sensorbench.fusion.aid_queue import Aiding, PoseAidModel
 from sensorbench.fusion.estimate_stream import (
     ESTIMATE_STREAM,
     estimate_batch,
-    estimate_flags,
     estimate_times_ns,
     write_monitor_events,
 )
@@ -61,16 +33,34 @@ from sensorbench.fusion.filter_noise import FilterNoise
 from sensorbench.fusion.monitor_stream import NisMonitorStream
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
 from sensorbench.fusion.pod_drive import yaw_from_quat
-from sensorbench.fusion.pod_kinematics import PodGeometry, body_increments
+from sensorbench.fusion.pod_kinematics import (
+    PodGeometry,
+    body_increments_few,
+    increments_inverse,
+)
 from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, predict_axis
 from sensorbench.live.foxglove_view import PoseSample
 from sensorbench.live.udp import PREDICTED, PoseDatagram, wrap_yaw
 from sensorbench.logs import EncoderBatch, PoseBatch, PoseFlag, SessionWriter
 from sensorbench.logs.model_keys import AXES
 
+DEGRADED, COASTING = int(PoseFlag.DEGRADED), int(PoseFlag.COASTING)
+NOT_COASTING = np.zeros(1, bool)
+
 _STOP = object()
 RECORD_S = 0.1
 """Longest time (s) a step's estimate is held before it is appended to the session."""
+
+
+def estimate_rows(
+    t0_ns: int, t_s: np.ndarray, degraded: list[bool], coasting: np.ndarray
+) -> tuple[list[int], list[int]]:
+    """:func:`~sensorbench.fusion.estimate_stream.estimate_times_ns` (ns) and
+    :func:`~sensorbench.fusion.estimate_stream.estimate_flags` of a step's frames (times
+    ``t_s``, s) in scalars, bit for bit: a live step holds a frame or a few."""
+    t_ns = [t0_ns + round(t * 1e9) for t in t_s.tolist()]
+    bits = zip(degraded, coasting.tolist(), strict=True)
+    return t_ns, [DEGRADED * d | COASTING * c for d, c in bits]
 
 
 @dataclass(frozen=True)
@@ -190,8 +180,9 @@ class OdometryWorker:
         self.aid_period_s = aid_period_s
         self.coast_s = coast_s
         self.aid_wait_s = aid_wait_s
-        self._w = models.geometry.W  # a property computed on each read: once here
-        self.stream = OdometryStream.for_stream(stream_attrs, self._w.shape[0])
+        w = models.geometry.W  # a property computed on each read: once here
+        self._inverse = increments_inverse(w).tolist()
+        self.stream = OdometryStream.for_stream(stream_attrs, w.shape[0])
         self.filter = SplitFilter(models.noise, gate=models.gate, aid_model=models.aid_model)
         channels = len(AXES) + (1 if models.imu else 0)
         level = models.monitor_level ** (1.0 / channels)
@@ -211,7 +202,7 @@ class OdometryWorker:
         self._aid_seen_ns = 0  # host time of the latest pose batch
         self._last_frame_ns = 0  # host time of the last step
         self._last_pred_ns = 0
-        self._held: list[tuple[np.ndarray, ...]] = []  # estimate rows not yet recorded
+        self._held: list[tuple[Any, ...]] = []  # estimate rows not yet recorded
         self._recorded_ns = 0  # host time of the last append to the estimate stream
         self._thread: threading.Thread | None = None
 
@@ -288,8 +279,8 @@ class OdometryWorker:
         self._state = self.filter.start(
             odo.start_t_s, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), self.models.geometry, aid
         )
-        t_ns = estimate_times_ns(odo.t0_ns, np.array([odo.start_t_s]))
-        self._record(t_ns, np.zeros((1, 3)), np.zeros((1, 3)), np.zeros(1, np.uint8))
+        t_ns, flags = estimate_rows(odo.t0_ns, np.array([odo.start_t_s]), [False], NOT_COASTING)
+        self._record(t_ns, np.zeros((1, 3)), np.zeros((1, 3)), flags)
 
     def _step(self, final: bool) -> None:
         if self._state is None:
@@ -303,29 +294,28 @@ class OdometryWorker:
             frames = self._hold_for_aiding(frames)
         if len(frames) == 0:
             return
-        inc = body_increments(self._w, frames.dn)
+        inc = np.array(body_increments_few(self._inverse, frames.dn.tolist()))
         aiding, filtered_s = self._aiding(), state.t_s
         state, result = self.filter.step(state, FrameChunk(frames.t_s, inc, aiding))
         self._state = state
         late = (state.aid.late if state.aid is not None else 0) - self.counters.aid_late
         if late > 0 and aiding is not None:
             self._late(late, aiding.t_s[aiding.t_s <= filtered_s], odo.t0_ns)
-        degraded = np.zeros(len(frames), bool)
-        events: list[tuple[int, str, str]] = []
-        base = self.counters.frames  # frames before this step (the start frame is not one)
+        found: list[tuple[int, str, str]] = []
+        ds = []
         for a, mon in self.monitors.items():
             d, onsets, clears = mon.push(result.tracks[a].nis_chi2)
-            degraded |= d
-            for kind, idx in (("degraded", onsets), ("consistent", clears)):
-                events += [(int(estimate_times_ns(odo.t0_ns, frames.t_s[[i - base]])[0]), a, kind)
-                           for i in idx]  # fmt: skip
-        t_ns = estimate_times_ns(odo.t0_ns, frames.t_s)
-        flags = estimate_flags(degraded, result.coasting)
+            ds.append(d)
+            found += [(i, a, "degraded") for i in onsets] + [(i, a, "consistent") for i in clears]
+        degraded = [any(r) for r in zip(*ds, strict=True)]
+        t_ns, flags = estimate_rows(odo.t0_ns, frames.t_s, degraded, result.coasting)
+        base = self.counters.frames  # frames before this step (the start frame is not one)
+        events = [(t_ns[i - base], a, kind) for i, a, kind in found]
         # the first step holds the frame clock's warm-up (a second of frames): its frames
         # did not wait on the filters, so they count in no latency
         arrivals = tuple(self._arrivals) if self.counters.steps > 0 else ()
         self._arrivals = []
-        vvar = np.stack([result.tracks[a].var_v[1:] for a in AXES], axis=1)
+        vvar = list(zip(*(result.tracks[a].var_v[1:].tolist() for a in AXES), strict=True))
         self._publish(t_ns, result.pose[1:], result.velocity[1:], result.var[1:], flags,
                       arrivals, vvar)  # fmt: skip
         self._record(t_ns, result.pose[1:], result.var[1:], flags)
@@ -379,9 +369,7 @@ class OdometryWorker:
             relocalized=(pb.flags & int(PoseFlag.RELOCALIZED)) != 0,
         )
 
-    def _record(
-        self, t_ns: np.ndarray, pose: np.ndarray, var: np.ndarray, flags: np.ndarray
-    ) -> None:
+    def _record(self, t_ns: list[int], pose: np.ndarray, var: np.ndarray, flags: list[int]) -> None:
         """Hold estimate rows (times ns, poses m and rad, variances m² and rad², flags)."""
         if self.writer is not None:
             self._held.append((t_ns, pose, var, flags))
@@ -395,26 +383,26 @@ class OdometryWorker:
             return
         parts, self._held = self._held, []
         self._recorded_ns = now
-        columns = (np.concatenate(c) for c in zip(*parts, strict=True))
-        self.writer.append_pose(ESTIMATE_STREAM, estimate_batch(*columns))
+        t_ns, pose, var, flags = (np.concatenate(c) for c in zip(*parts, strict=True))
+        batch = estimate_batch(t_ns.astype(np.int64), pose, var, flags.astype(np.uint8))
+        self.writer.append_pose(ESTIMATE_STREAM, batch)
 
     def _publish(
         self,
-        t_ns: np.ndarray,
+        t_ns: list[int],
         pose: np.ndarray,
         velocity: np.ndarray,
         var: np.ndarray,
-        flags: np.ndarray,
+        flags: list[int],
         arrivals: tuple[int, ...],
-        velocity_var: np.ndarray,
+        velocity_var: list[tuple[float, ...]],
         frames: int = 1,
     ) -> None:
         """One datagram per row (times ns; poses m, rad; velocities m/s, rad/s; variances
         m², rad², velocity variances m²/s², rad²/s²; ``frames`` filtered per row), the
         last row to the view: one call."""
         wall = time.time_ns() - time.monotonic_ns()
-        rows = zip(t_ns.tolist(), pose.tolist(), velocity.tolist(), var.tolist(),
-                   flags.tolist(), strict=True)  # fmt: skip
+        rows = zip(t_ns, pose.tolist(), velocity.tolist(), var.tolist(), flags, strict=True)
         datagrams = [
             PoseDatagram(f, frames, 0, t, wall + t, (x, y, wrap_yaw(yaw)), (vx, vy, wz),
                          (sx, 0.0, 0.0, sy, 0.0, syaw))
@@ -423,8 +411,7 @@ class OdometryWorker:
         last = datagrams[-1]
         sample = PoseSample(last.stamp_ns, tuple(pose[-1].tolist()), tuple(var[-1].tolist()),
                             last.flags)  # fmt: skip
-        vvars = [tuple(row) for row in velocity_var.tolist()]
-        self.publish(datagrams, vvars, sample, arrivals)
+        self.publish(datagrams, velocity_var, sample, arrivals)
 
     def _coast(self) -> None:
         """While the pods are silent: publish the prediction every ``coast_s``."""
@@ -446,11 +433,12 @@ class OdometryWorker:
             q = self.models.noise.axis(a).q
             pred.append(predict_axis(loop.p + loop.b, loop.v, loop.ppp + loop.pbb, loop.ppv,
                                      loop.pvv, q, horizon))  # fmt: skip
-        pose, vel, var, vvar = (np.array([[float(p[i]) for p in pred]]) for i in range(4))
-        t_ns = int(estimate_times_ns(self.stream.t0_ns, np.array([state.t_s]))[0])
+        pose, vel, var = (np.array([[float(p[i]) for p in pred]]) for i in range(3))
+        (t_ns,), _ = estimate_rows(self.stream.t0_ns, np.array([state.t_s]), [False], NOT_COASTING)
         self.counters.predictions += 1
-        t_pred = np.array([t_ns + int(horizon * 1e9)])
-        self._publish(t_pred, pose, vel, var, np.array([PREDICTED]), (), vvar, frames=0)
+        vvar = [tuple(float(p[3]) for p in pred)]
+        t_pred = [t_ns + int(horizon * 1e9)]
+        self._publish(t_pred, pose, vel, var, [PREDICTED], (), vvar, frames=0)
 
     def _event(self, kind: str, message: str, t_ns: int | None = None) -> None:
         """Write an event at ``t_ns`` (session ns; None: now)."""

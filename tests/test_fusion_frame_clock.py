@@ -72,9 +72,9 @@ def test_a_restart_and_frames_without_device_time_start_new_epochs() -> None:
     # a restart's epoch holds its frames for the warm-up: pushed before it ends, none out
     held = FrameClock(T0)
     i, _ = held.push(host[:1000], dev[:1000])
-    assert i.size == 1000
+    assert len(i) == 1000
     i, _ = held.push(host[1000:1100], dev[1000:1100])
-    assert i.size == 0 and (dev[1099] - dev[1000]) * 1e-9 < WARMUP_S
+    assert len(i) == 0 and (dev[1099] - dev[1000]) * 1e-9 < WARMUP_S
 
 
 @settings(max_examples=40, deadline=None)
@@ -148,18 +148,20 @@ def test_frames_whose_time_does_not_advance_are_dropped_and_their_counts_carried
 @pytest.mark.parametrize("max_read", [1, 4])
 def test_a_few_frames_a_push_are_the_whole_push_bit_for_bit(max_read: int) -> None:
     """A live read of a few frames takes the stream's scalar path: 1300 frames pushed 1 to
-    ``max_read`` at a time (yaw wrapping across ±π, three without yaw, a restart late in
-    the stream, and three frames repeating their predecessor's device time, whose times
-    do not advance) give the whole push's frames, bits and drops."""
+    ``max_read`` at a time (yaw wrapping across ±π, steps of exactly ±π, three without
+    yaw, a restart late in the stream, and three frames repeating their predecessor's
+    device time, whose times do not advance) give the whole push's frames, bits and drops."""
     batch, _ = _batches(1300, seed=6)
     dev = batch.device_ns.copy()
     dev[1250:] -= dev[1250] - dev[0]
     dev[700:703] = dev[699]
+    batch.yaw[500:503] = (0.0, np.pi, 0.0)  # steps of exactly +π and −π
     b = EncoderBatch(batch.host_ns, dev, batch.seq, batch.counts, batch.yaw, batch.yaw_rate)
     whole_odo, whole = _stream(b, [0, 1300])
     cuts = np.cumsum(np.random.default_rng(1).integers(1, max_read + 1, 1300))
     few_odo, few = _stream(b, [0, *cuts[cuts < 1300].tolist(), 1300])
     assert few_odo.dropped == whole_odo.dropped > 0
     assert np.isnan(few.imu_dtheta).sum() == 4 and np.ptp(few.yaw[np.isfinite(few.yaw)]) > 6
+    assert whole.imu_dtheta[500:502].tolist() == [np.pi, -np.pi]
     for f in ("t_s", "dn", "imu_dtheta", "yaw"):
         assert getattr(few, f).tobytes() == getattr(whole, f).tobytes(), f

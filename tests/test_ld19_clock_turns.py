@@ -124,20 +124,21 @@ def test_a_known_rate_holds_the_slope_against_starved_windows():
         DeviceClock(modulus=None, tick_ns=1, nominal_slope=None, max_drift=0.01)
 
 
+@pytest.mark.parametrize("max_read", [4, 400])
 @pytest.mark.parametrize(("nominal", "max_drift"), [(1.0, 0.01), (0.1, None), (None, None)])
-def test_a_few_observations_in_scalars_are_update_then_to_host_bit_for_bit(nominal, max_drift):
-    """A pod read of one to four frames: 20 s of 200 Hz µs stamps at ``nominal`` host s
+def test_observations_in_scalars_are_update_then_to_host_bit_for_bit(nominal, max_drift, max_read):
+    """Pod reads of one to ``max_read`` frames: 20 s of 200 Hz µs stamps at ``nominal`` host s
     per device s (1 + 80 ppm drift), each read's frames received together 0.1–5 ms after
     its last (exponential; a starved stretch 40 ms late): ``update_few`` gives what
     ``update`` + ``to_host`` give, every frame, before and after the fit (windows closing
-    inside a read), and leaves the same fit."""
+    inside a read, several in a long one), and leaves the same fit."""
     rng = np.random.default_rng(7)
     dev_us = 1_000_000 + np.arange(4000) * 5_000 + rng.integers(0, 3, 4000)
     late_ns = 100_000 + rng.exponential(1e6, 4000) + np.where(np.arange(4000) // 500 == 3, 4e7, 0)
     host = (7e11 + dev_us * 1e3 * (nominal or 0.5) * (1 + 80e-6) + late_ns).astype(np.int64)
     one = DeviceClock(modulus=None, tick_ns=1000, nominal_slope=nominal, max_drift=max_drift)
     vec = DeviceClock(modulus=None, tick_ns=1000, nominal_slope=nominal, max_drift=max_drift)
-    cuts = np.cumsum(rng.integers(1, 5, 2000))
+    cuts = np.cumsum(rng.integers(1, max_read + 1, 4000))
     got, want = [], []
     for a, b in itertools.pairwise([0, *cuts[cuts < 4000].tolist(), 4000]):
         got += one.update_few(int(host[b - 1]), dev_us[a:b].tolist())

@@ -21,8 +21,10 @@ import pytest
 from foxglove_client import collect, stamp_ns
 
 from sensorbench.errors import LiveError
+from sensorbench.fusion.estimate_stream import estimate_flags, estimate_times_ns
 from sensorbench.fusion.scan_merge import Mount
 from sensorbench.live.foxglove_view import FoxgloveView, PoseSample
+from sensorbench.live.odometry import estimate_rows
 from sensorbench.live.threads import DropQueue, name_os_threads, os_thread_name
 from sensorbench.live.udp import FORMAT, SIZE, PoseDatagram, UdpPublisher, parse_address, unpack
 from sensorbench.logs import LidarTurns
@@ -232,3 +234,18 @@ def test_a_viewer_that_stops_reading_never_holds_the_producers() -> None:
     finally:
         view.stop()
     assert view.dropped > 0
+
+
+def test_a_steps_estimate_rows_in_scalars_are_the_vectorised_ones_bit_for_bit() -> None:
+    """The live step's sample times and flags equal estimate_times_ns and estimate_flags
+    on many frames: halves of a nanosecond (ties to even), negative times, long sessions."""
+    rng = np.random.default_rng(3)
+    n = 20_000
+    t_s = np.concatenate([rng.uniform(-1.0, 1e5, n), (np.arange(-500, 500) + 0.5) * 1e-9,
+                          np.arange(n) * 0.005])  # fmt: skip
+    degraded, coasting = rng.random(t_s.size) < 0.3, rng.random(t_s.size) < 0.3
+    t0_ns = 1_234_567_890_123_456
+    t_ns, flags = estimate_rows(t0_ns, t_s, degraded.tolist(), coasting)
+    assert t_ns == estimate_times_ns(t0_ns, t_s).tolist()
+    assert flags == estimate_flags(degraded, coasting).tolist()
+    assert set(flags) == {0, 4, 8, 4 | 8}
