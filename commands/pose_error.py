@@ -241,7 +241,11 @@ def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots
     or could not be told, and why.
     """
     from sensorbench.characterize.pose.error_model import PoseErrorModel, fit_pose_error
-    from sensorbench.characterize.pose.requirements import Requirement, judge_requirements
+    from sensorbench.characterize.pose.requirements import (
+        Projection,
+        Requirement,
+        judge_requirements,
+    )
     from sensorbench.characterize.pose.validate import validate_sessions
     from sensorbench.characterize.pose.verdict import assess
     from sensorbench.logs.check import refuse_unclosed
@@ -258,10 +262,10 @@ def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots
             series, draws, seed, model, alpha, uncertain, folds=campaign.folds, progress=bar
         )
     campaign_model = model or fit_pose_error(series)
-    judged = judge_requirements(
-        requirements, campaign_model, series, horizon, confidence, verdict_confidence, draws,
-        seed, uncertain, campaign.future_variance(),
-    )  # fmt: skip
+    how = Projection(
+        horizon, confidence, draws, seed, uncertain, campaign.future_variance(), verdict_confidence
+    )
+    judged = judge_requirements(requirements, campaign_model, series, how)
     outcome = assess(
         campaign.prepared, campaign_model, report, campaign.frames, campaign.align,
         selection.planar, scale_tolerance, judged,

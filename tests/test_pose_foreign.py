@@ -46,6 +46,7 @@ from sensorbench.characterize.pose.align import Alignment, pose_errors
 from sensorbench.characterize.pose.error_model import PARAMS, fit_pose_error
 from sensorbench.characterize.pose.gm_montecarlo import draw_params
 from sensorbench.characterize.pose.requirements import (
+    Projection,
     Requirement,
     judge_requirements,
     predict_requirements,
@@ -150,18 +151,13 @@ def _compute_campaign(seed: int, directory: Path) -> dict:
         REQUIRE,
         pose_util.with_params(model, truth, "truth"),
         prep.series,
-        HORIZON_S,
-        n_draws=4000,
-        seed=seed + 1,
-        parameter_uncertainty=False,
+        Projection(HORIZON_S, n_draws=4000, seed=seed + 1, parameter_uncertainty=False),
     )
     judged = judge_requirements(
         REQUIRE,
         model,
         prep.series,
-        HORIZON_S,
-        seed=seed + 2,
-        inherited_variance=prep.future_variance(),
+        Projection(HORIZON_S, seed=seed + 2, inherited_variance=prep.future_variance()),
     )
     out["true_quantile"] = np.array([t.predicted_quantile for t in true_q])
     out["truth"] = truth
@@ -173,9 +169,7 @@ def _compute_campaign(seed: int, directory: Path) -> dict:
             REQUIRE,
             fitted,
             fold.training,
-            HORIZON_S,
-            seed=100 * seed + k,
-            inherited_variance=fold.inherited_variance,
+            Projection(HORIZON_S, seed=100 * seed + k, inherited_variance=fold.inherited_variance),
         )
         s = fold.held_out
         for start in WINDOWS_S:

@@ -23,6 +23,7 @@ from shared_run_util import computed_once, run_dir
 
 from sensorbench.characterize.pose.error_model import fit_pose_error
 from sensorbench.characterize.pose.requirements import (
+    Projection,
     Requirement,
     judge_requirements,
     predict_requirements,
@@ -74,9 +75,7 @@ def _truth(asked, model, series, seed: int) -> np.ndarray:
         asked,
         pose_util.with_params(model, pose_util.TRUTH, "truth"),
         series,
-        n_draws=4000,
-        seed=seed,
-        parameter_uncertainty=False,
+        Projection(n_draws=4000, seed=seed, parameter_uncertainty=False),
     )
     return np.array([t.predicted_quantile for t in truth])
 
@@ -96,7 +95,7 @@ def test_verdict_holds_fails_or_cannot_tell():
     model = fit_pose_error(series)
     asked = [Requirement.parse(r) for r in ASKED]
     truth = _truth(asked, model, series, 99)
-    got = judge_requirements(asked, model, series, n_draws=300, seed=1)
+    got = judge_requirements(asked, model, series, Projection(n_draws=300, seed=1))
     for g, q in zip(got, truth, strict=True):
         lo, hi = g.quantile_bounds
         assert lo < g.quantile_estimate < hi and lo < q < hi, g.to_dict()
@@ -105,13 +104,12 @@ def test_verdict_holds_fails_or_cannot_tell():
         assert _at(g, 0.7 * q).verdict == "fails" and "fails" in _at(g, 0.7 * q).reason()
         est = _at(g, g.quantile_estimate)
         assert est.verdict == "undecided" and not est.holds and "cannot tell" in est.reason()
-    point = judge_requirements(
-        asked, model, series, n_draws=300, seed=1, parameter_uncertainty=False
-    )
+    how = Projection(n_draws=300, seed=1, parameter_uncertainty=False)
+    point = judge_requirements(asked, model, series, how)
     for g in point:
         assert g.quantile_bounds[0] == g.quantile_bounds[1] == g.quantile_estimate
     with pytest.raises(FitError, match="verdict-confidence"):
-        judge_requirements(asked, model, series, verdict_confidence=0.5)
+        judge_requirements(asked, model, series, Projection(verdict_confidence=0.5))
 
 
 ASKED = ("x.p95<=1", "yaw.p99<=1", "z.max<=1", "roll.rms<=1")
@@ -135,7 +133,7 @@ def _compute_verdict_case(seed: int) -> tuple[np.ndarray, np.ndarray, list]:
     series = pose_util.campaign(1000 + seed, "correct")
     model = fit_pose_error(series)
     asked = [Requirement.parse(r) for r in ASKED]
-    got = judge_requirements(asked, model, series, seed=seed)
+    got = judge_requirements(asked, model, series, Projection(seed=seed))
     est = np.array([g.quantile_estimate for g in got])
     return _truth(asked, model, series, 5000 + seed), est, got
 
@@ -213,7 +211,8 @@ def _held_out_exceedances(seed: int) -> np.ndarray:
     out = []
     for i, fits in enumerate(fit_groups(series, groups)):
         train = [series[j] for j in groups[i]]
-        q = predict_requirements(asked, PoseErrorModel(fits), train, HORIZON_S, seed=seed * n + i)
+        how = Projection(HORIZON_S, seed=seed * n + i)
+        q = predict_requirements(asked, PoseErrorModel(fits), train, how)
         s = series[i]
         for start in WINDOWS_S:
             inside = (s.t_s - s.t_s[0] >= start) & (s.t_s - s.t_s[0] < start + HORIZON_S)

@@ -370,17 +370,6 @@ NAMING_ROUNDS = 3
 """Fit → name → refit rounds at most (the names settle in one or two)."""
 
 
-def segment_offsets(s: ErrorSeries, params: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every segment's offset estimate and its variance, ``(k, 6)`` each (unit, unit²).
-
-    The generalised-least-squares offsets ``b̂ = A⁻¹r`` (docs/POSE_ERROR.md) under
-    ``params`` ``(6, 4)`` (sigma, tau, sigma_v used), each segment's offset a fixed
-    effect, and the diagonal of ``A⁻¹``.
-    """
-    fits = [_gls_offsets(s, a, *params[a, 1:]) for a in range(len(POSE_AXES))]
-    return np.stack([b for b, _ in fits], 1), np.stack([np.diag(c) for _, c in fits], 1)
-
-
 def _gls_offsets(
     s: ErrorSeries, axis: int, sigma: float, tau_s: float, sigma_v: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -488,9 +477,9 @@ def name_wrong(
     segment is tested against it at ``WRONG_ALPHA / n_family`` (default K).
     """
     params = np.stack([fits[a].values for a in POSE_AXES])
-    est = [segment_offsets(s, params) for s in series]
-    b = np.concatenate([e[0] for e in est])
-    v = np.concatenate([e[1] for e in est])
+    est = [[_gls_offsets(s, a, *params[a, 1:]) for a in range(len(POSE_AXES))] for s in series]
+    b = np.concatenate([np.stack([o for o, _ in e], 1) for e in est])  # (K, 6) unit
+    v = np.concatenate([np.stack([np.diag(c) for _, c in e], 1) for e in est])  # (K, 6) unit²
     k_all = b.shape[0]
     level = WRONG_ALPHA / max(n_family or k_all, 1)
     usual = np.ones(k_all, bool)

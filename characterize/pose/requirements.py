@@ -193,6 +193,24 @@ def horizon_statistics(
 
 
 @dataclass(frozen=True)
+class Projection:
+    """How requirements are projected: over ``horizon_s`` (s), at quantile ``confidence``,
+    from ``n_draws`` horizons of seed ``seed``, drawing the parameters when
+    ``parameter_uncertainty``; ``inherited_variance`` (6,) units² is the alignment's own
+    error a new session also carries (constant over a horizon, drawn anew for each:
+    :meth:`sessions.PreparedCampaign.future_variance`); ``verdict_confidence`` in (0.5, 1)
+    is the one-sided confidence of each verdict bound."""
+
+    horizon_s: float = 60.0
+    confidence: float = 0.95
+    n_draws: int = 1000
+    seed: int = 0
+    parameter_uncertainty: bool = True
+    inherited_variance: np.ndarray | None = None
+    verdict_confidence: float = VERDICT_CONFIDENCE
+
+
+@dataclass(frozen=True)
 class _Horizons:
     """Where horizons are simulated: the grid (s), the segment lengths (s), the axes."""
 
@@ -277,26 +295,15 @@ def predict_requirements(
     requirements: list[Requirement],
     model: PoseErrorModel,
     series: list[ErrorSeries],
-    horizon_s: float = 60.0,
-    confidence: float = 0.95,
-    n_draws: int = 1000,
-    seed: int = 0,
-    parameter_uncertainty: bool = True,
-    inherited_variance: np.ndarray | None = None,
+    how: Projection = Projection(),
 ) -> list[RequirementPrediction]:
-    """Predicted distribution of every required statistic over ``horizon_s`` (docs/POSE_ERROR.md).
-
-    ``inherited_variance`` (6,) units²: a new session's error also carries the
-    alignment's own error (constant over the horizon; from
-    :meth:`sessions.PreparedCampaign.future_variance`), drawn anew for every horizon.
-    """
+    """Predicted distribution of every required statistic over a horizon (docs/POSE_ERROR.md)."""
     if not requirements:
         return []
-    rng = np.random.default_rng(seed)
-    h = _Horizons.of(series, horizon_s, sorted({POSE_AXES.index(r.axis) for r in requirements}))
-    params, cov, quant = _uncertainty(model, h.axes)
-    sd = _inherited_sd(inherited_variance, h.axes)
-    if parameter_uncertainty:
+    rng = np.random.default_rng(how.seed)
+    n_draws = how.n_draws
+    h, params, cov, quant, sd = _setup(requirements, model, series, how)
+    if how.parameter_uncertainty:
         drawn = draw_params(params, cov, n_draws, rng, quant)
     else:
         drawn = np.broadcast_to(params, (n_draws, *params.shape)).copy()
@@ -311,11 +318,11 @@ def predict_requirements(
     out = []
     for r, (c, _) in zip(requirements, _columns(requirements, h), strict=True):
         x = table[r.stat][:, c]
-        q = np.quantile(x, [confidence, 0.5, 0.05, 0.95])
+        q = np.quantile(x, [how.confidence, 0.5, 0.05, 0.95])
         met = float(np.mean(x <= r.threshold))
         band = (float(q[2]), float(q[3]))
         out.append(RequirementPrediction(
-            r, horizon_s, confidence, float(q[0]), float(q[1]), band, met, n_draws
+            r, how.horizon_s, how.confidence, float(q[0]), float(q[1]), band, met, n_draws
         ))  # fmt: skip
     return out
 
@@ -324,35 +331,26 @@ def judge_requirements(
     requirements: list[Requirement],
     model: PoseErrorModel,
     series: list[ErrorSeries],
-    horizon_s: float = 60.0,
-    confidence: float = 0.95,
-    verdict_confidence: float = VERDICT_CONFIDENCE,
-    n_draws: int = 1000,
-    seed: int = 0,
-    parameter_uncertainty: bool = True,
-    inherited_variance: np.ndarray | None = None,
+    how: Projection = Projection(),
 ) -> list[RequirementResult]:
     """:func:`predict_requirements` and the verdict of every requirement (docs/POSE_ERROR.md).
 
-    ``verdict_confidence`` in (0.5, 1): the one-sided confidence of each bound.
-    ``parameter_uncertainty=False``: both bounds are the point estimate's quantile.
+    ``how.parameter_uncertainty=False``: both bounds are the point estimate's quantile.
     """
+    verdict_confidence = how.verdict_confidence
     if not 0.5 < verdict_confidence < 1.0:
         raise FitError(f"--verdict-confidence must be in (0.5, 1), got {verdict_confidence}")
-    args = (horizon_s, confidence, n_draws, seed, parameter_uncertainty, inherited_variance)
-    preds = predict_requirements(requirements, model, series, *args)
+    preds = predict_requirements(requirements, model, series, how)
     if not preds:
         return []
-    rng = np.random.default_rng([seed, 1])
-    h = _Horizons.of(series, horizon_s, sorted({POSE_AXES.index(r.axis) for r in requirements}))
-    params, cov, quant = _uncertainty(model, h.axes)
-    sd = _inherited_sd(inherited_variance, h.axes)
+    rng = np.random.default_rng([how.seed, 1])
+    h, params, cov, quant, sd = _setup(requirements, model, series, how)
     cols = _columns(requirements, h)
-    centre = _quantile_per_set(h, params[None], cols, confidence, CENTRE_HORIZONS, rng, sd)[0]
+    centre = _quantile_per_set(h, params[None], cols, how.confidence, CENTRE_HORIZONS, rng, sd)[0]
     ratio = np.ones((1, len(requirements)))
-    if parameter_uncertainty:
+    if how.parameter_uncertainty:
         sets = np.concatenate([params[None], draw_params(params, cov, BOUND_DRAWS, rng, quant)])
-        q = _quantile_per_set(h, sets, cols, confidence, HORIZONS_PER_DRAW, rng, sd)
+        q = _quantile_per_set(h, sets, cols, how.confidence, HORIZONS_PER_DRAW, rng, sd)
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio = np.where(q[0] > 0, q[1:] / q[0], 1.0)
         med = np.median(ratio, axis=0)
@@ -373,12 +371,18 @@ def judge_requirements(
     return out
 
 
-def _uncertainty(model: PoseErrorModel, axes: list[int]) -> tuple[np.ndarray, np.ndarray, list]:
-    """Point estimates ``(A, 4)``, log covariances ``(A, 4, 4)``, sigma_b quantile functions."""
-    params = model.params_array()[axes]
-    cov = np.stack([model.axes[POSE_AXES[i]].cov_log_usable() for i in axes])
-    return params, cov, [model.axes[POSE_AXES[i]].sigma_b_quantile for i in axes]
-
-
-def _inherited_sd(variance: np.ndarray | None, axes: list[int]) -> np.ndarray | None:
-    return None if variance is None else np.sqrt(np.asarray(variance)[axes])
+def _setup(
+    requirements: list[Requirement],
+    model: PoseErrorModel,
+    series: list[ErrorSeries],
+    how: Projection,
+) -> tuple[_Horizons, np.ndarray, np.ndarray, list, np.ndarray | None]:
+    """The horizons; point estimates ``(A, 4)``, log covariances ``(A, 4, 4)``, sigma_b
+    quantile functions and inherited standard deviations (units) of the required axes."""
+    h = _Horizons.of(series, how.horizon_s, sorted({POSE_AXES.index(r.axis) for r in requirements}))
+    fits = [model.axes[POSE_AXES[i]] for i in h.axes]
+    params = model.params_array()[h.axes]
+    cov = np.stack([f.cov_log_usable() for f in fits])
+    v = how.inherited_variance
+    sd = None if v is None else np.sqrt(np.asarray(v)[h.axes])
+    return h, params, cov, [f.sigma_b_quantile for f in fits], sd
