@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import session_util as su
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -207,8 +208,8 @@ def test_time_sliced_reads(tmp_path: Path) -> None:
         w.add_encoder("pods", 1)
         for k in range(10):
             t = k * 100
-            w.append_turns("l", LidarTurns.single([0.1, 0.2], [1.0, np.inf], [5, 6], [t, t + 5]))
-            w.append_encoder("pods", EncoderBatch.from_counts([t + 50], [[k]]))
+            w.append_turns("l", su.one_turn([0.1, 0.2], [1.0, np.inf], [5, 6], [t, t + 5]))
+            w.append_encoder("pods", su.encoder_batch([t + 50], [[k]]))
     with Session(path) as s:
         part = s.lidar("l").read(200, 500)
         assert part.t_first_ns.tolist() == [200, 300, 400]
