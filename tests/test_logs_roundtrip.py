@@ -221,9 +221,9 @@ def test_a_georeferenced_tum_file_round_trips_exactly(tmp_path: Path) -> None:
     import -> export -> import gives the same bits (the requirement is 1 mm; the export used
     to keep 9 significant digits and lose up to 5 mm)."""
     from click.testing import CliRunner
+    from importers_util import read_tum
 
     from sensorbench.cli import cli
-    from sensorbench.logs.importers import read_tum
 
     rng = np.random.default_rng(37)
     n = 200
