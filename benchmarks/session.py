@@ -31,8 +31,9 @@ def _payload() -> tuple[dict, dict, EncoderBatch, bytes]:
     turns = {}
     for name, (rate, hz, _) in LIDARS.items():
         n = int(rate / hz)
+        t0, dev, speed, count, flags = (np.array([x]) for x in (0, NO_DEVICE_TIME, hz, n, 0))
         turns[name] = LidarTurns(
-            [0], [NO_DEVICE_TIME], [hz], [n], [0],
+            t0, dev, speed, count, flags,
             np.linspace(0, 6.28, n, dtype=np.float32),
             rng.uniform(0.1, 12, n).astype(np.float32),
             rng.integers(0, 255, n),
