@@ -1,27 +1,9 @@
 """The whole robot emulated: every device of a robot config on its own pty.
 
-:class:`EmulatedRobot` reads a robot configuration whose ports live under a run
-directory (``examples/robot-emulated.toml``: ``port = "{run_dir}/lidar_front"``),
-builds one :class:`~sensorbench.sim.simulation.Simulation` and starts one emulator
-per configured device, each behind its stable symlink, the way udev names real
-devices. The emulator is the device kind's (the registry,
-:mod:`sensorbench.drivers.device_kinds`; builders in :mod:`~sensorbench.sim.kind_emulators`):
-
-* ``ld19``, ``ld06`` → :class:`~sensorbench.sim.emulator_ld19.LD19Emulator` fed
-  ``sim.lidar(name)`` (the LD06 speaks the LD19 protocol);
-* ``a1`` → :class:`~sensorbench.sim.emulator_a1.A1Emulator` fed ``sim.lidar(name)``,
-  with the configured ``serial`` (two units, same USB IDs, different serials);
-* ``pods`` → :class:`~sensorbench.sim.emulator_pods.PodEmulator` fed ``sim.pods()``,
-  looped so a capture may outlast the scenario, or with ``pods_firmware`` the real
-  image under simavr (:class:`~sensorbench.sim.emulator_firmware.FirmwarePodEmulator`)
-  with its encoder pins following ``sim.pods()``.
-
-The emulated device names must be lidar names of the scenario (``ld19``,
-``lidar_front``, ``lidar_rear`` in the shipped ones). The scenario's
-``[faults.<device>]`` tables apply: corruption, dropped bytes and slow start on
-the link; ``stall_at_s``/``stall_s`` and ``unplug_at_s``/``replug_after_s``
-(simulated seconds since :meth:`EmulatedRobot.start`) by a scheduler thread; an A1
-power bus with brown-outs when an A1 asks for ``brownout``.
+One :class:`~sensorbench.sim.simulation.Simulation` feeds one emulator per configured
+device (its kind's, :mod:`~sensorbench.sim.kind_emulators`), each behind the stable
+symlink udev would give the real device; the scenario's ``[faults.<device>]`` tables
+apply, timed in simulated seconds since :meth:`EmulatedRobot.start`.
 """
 
 from __future__ import annotations

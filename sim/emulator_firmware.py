@@ -1,34 +1,12 @@
 """The pod MCU running the real firmware image under simavr, served on a pty.
 
-:class:`FirmwarePodEmulator` starts the harness (``firmware/sim/pods_harness.c``,
-built by ``make -C firmware``) on a :class:`~sensorbench.sim.pty.PtyPort`: simavr
-loads the ATmega328P ELF, the harness drives the encoder pins from a
-:class:`~sensorbench.sim.pod_trajectory.PodTrajectory` and writes every byte the
-simulated UART sends to the pty master, which it shares with the port. The host opens
-``link`` (or ``path``) with pyserial like a USB adapter.
-
-Time: the trajectory starts when the firmware starts its clock (its ``t_us`` = 0).
-Simulated time is paced to the wall clock × ``speed``; when the harness cannot keep up,
-or the host does not read and the pty is full, simulated time waits (it runs slower
-than the wall clock, never skips), so nothing the firmware sends is lost and the
-counts never depend on the machine's load. ``t_us`` is simulated MCU time: it lags
-the wall clock by however long the simulation waited.
-
-Resets: with ``auto_reset`` (an Arduino Uno or Nano: DTR is wired to RESET through a
-capacitor) asserting DTR, as every open of the port does, resets the MCU; it is held
-for ``boot_s`` (the bootloader's wait for an upload, ~1 s with optiboot) and then
-restarts: ``seq`` and ``t_us`` start over, the counters restart at 0 (a reset during
-the hold starts it over). DTR reaches the
-emulator through the pty's modem-line channel
-(:class:`~sensorbench.sim.modem_lines.ModemLineChannel`). Every restart is aligned so
-its latch instants fall on the first boot's grid (``align_us``, the firmware's
-period), which keeps the truth exact.
-
-Truth: the harness reports each boot's start (cycle, trajectory time) and the counts
-the pins showed when the firmware read its initial encoder state (``base``); the
-firmware's counters at a frame are the trajectory's counts at the latch minus that
-base (:meth:`FirmwarePodEmulator.expected_counts`). The link has no faults: stall,
-unplug and replug are refused.
+The harness (``firmware/sim/pods_harness.c``) drives the encoder pins from a
+:class:`~sensorbench.sim.pod_trajectory.PodTrajectory` and copies the simulated UART
+to the pty. Simulated time (the firmware's ``t_us``, µs) is paced to the wall clock and
+waits rather than skips when the host falls behind, so no count is lost. Key invariant:
+every reset restarts on the first boot's latch grid, so the firmware's counters at a
+frame are the trajectory's counts at its latch minus the boot's base
+(:meth:`FirmwarePodEmulator.expected_counts`).
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """The pod microcontroller, emulated byte-exactly on a pseudo-terminal.
 
-The MCU reads three (N) quadrature counters and optionally an IMU, and prints one
-frame per sample: a framed binary record or a CSV line (``docs/PROTOCOLS.md``).
-It is one-way (the host sends nothing); it streams from power-on.
-
-:class:`PodEmulator` serves frames from :meth:`Simulation.pods` (or arrays passed
-by a test) at their simulated times, paced by a :class:`SimClock` (``speed`` ×
-real time). Counters are wrapped to the configured width, ``seq`` to 16 bit,
-``t_us`` to 32 bit. Every frame handed to the link is recorded in
-:meth:`PodEmulator.truth` with its byte offset on the link, so tests can tell
-which frames the link's fault knobs damaged. A stall or unplug of the link loses
-the frames of that interval (the MCU keeps counting, the sequence number keeps
-running), exactly as a USB-serial cable pulled from a self-powered MCU.
-Its context manager only stops it: the host opens the tty first, then calls
-:meth:`PodEmulator.start`.
+:class:`PodEmulator` serves one frame per sample (binary or CSV, docs/PROTOCOLS.md) at
+its simulated time, paced by a :class:`SimClock`; counters wrap to the configured width,
+``seq`` to 16 bit, ``t_us`` to 32 bit. Every frame handed to the link is recorded in
+:meth:`PodEmulator.truth` with its byte offset, so tests tell which frames the link's
+faults damaged; a stall or unplug loses that interval's frames (``seq`` runs on).
+The host opens the tty first, then calls :meth:`PodEmulator.start`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The emulator's end of a pty's modem-line channel: the DTR level the host set.
 
-A pseudo-terminal carries no modem lines (``TIOCMBIS``/``TIOCMGET`` fail with
-``ENOTTY`` on both ends), so an emulated device cannot read DTR through its pty. The
-host's transport (:class:`~sensorbench.drivers.serial_port.ModemSerial`) sends each
-DTR change over a Unix stream socket at
-:func:`~sensorbench.drivers.serial_port.modem_channel_path` of the pty instead, and
-closes it with the port. :class:`ModemLineChannel` serves that socket on its own
-thread and turns what arrives into the level a real line would have: the last level
-set while a host holds the port open, and *released* (DTR cleared) when no host holds
-it (never opened, closed, or the process died), as the kernel drops DTR on the last
-close. Each change is applied (``on_change``) before it is acknowledged with one byte
-``b"A"``, and the host waits for that byte: as with the ioctl on a real tty, when
-setting DTR returns the device has seen it.
+A pty carries no modem lines, so the host's transport sends each DTR change over a
+Unix socket (:func:`~sensorbench.drivers.serial_port.modem_channel_path`; docs/A1.md).
+:class:`ModemLineChannel` serves it on its own thread. Key invariant: a change is
+applied (``on_change``) before its one-byte acknowledgement ``b"A"``, and DTR reads
+released whenever no host holds the port, as the kernel drops it on the last close.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """A shared USB power bus that browns out when two lidar motors spin up together.
 
-A spinning-up RPLIDAR A1 draws close to 1 A for about a second; two at once on a
-weak hub sag the 5 V rail. The real symptom is either a health error (the unit's
-protection stop) or a unit that reboots and stops answering for a while. This
-model reproduces both, deterministically, so the power-up sequencer can be tested:
-
-* every emulator on the bus reports its motor starts (:meth:`PowerBus.motor_started`);
-* if a motor starts while another unit on the bus is still inside its inrush
-  window (``inrush_s`` simulated seconds after its own start) and still spinning,
-  every unit involved browns out;
-* ``mode="error"``: the units stop scanning and report health ``error`` with
-  ``error_code`` until a RESET; ``mode="silent"``: they reboot, answer nothing for
-  ``outage_s`` and come back idle (motor stopped).
-
-Time is simulated seconds on the bus's own :class:`~sensorbench.sim.clock.SimClock`;
-emulators attached to a bus use that clock so all of them agree on "together".
+A motor start within ``inrush_s`` of another still-spinning motor's start on the bus
+browns every unit involved out: ``mode="error"`` (health ``error`` until a RESET) or
+``mode="silent"`` (a reboot answering nothing for ``outage_s``; docs/A1.md). Time is
+simulated seconds on the bus's :class:`~sensorbench.sim.clock.SimClock`, which every
+emulator on the bus shares so they agree on "together".
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """A serial device on a real pseudo-terminal, with a stable name and fault knobs.
 
-An emulator owns one :class:`PtyPort`. The host side (the driver under test) opens
-``port.link`` (a symlink such as ``<dir>/lidar_front``, the way udev names real
-devices) or ``port.path`` (``/dev/pts/N``) with pyserial, exactly as it would open
-a USB adapter. The emulator writes the device's bytes with :meth:`PtyPort.send`
-and reads the host's requests with :meth:`PtyPort.recv`.
-
-Faults are injected at the byte level, where real links fail: random corruption,
-dropped bytes, a stall (silence), an unplug (the pty disappears; a replug brings a
-new pty behind the same link), a slow start, and a baud-rate mismatch (when the
-host configured a different speed than the device's, it reads garbage).
-Every injected fault is counted in :attr:`PtyPort.stats` so tests can compare
-driver counters with what was injected.
+The host opens ``port.link`` (a symlink, as udev names real devices) or ``port.path``
+with pyserial, as it would a USB adapter; the emulator writes with :meth:`PtyPort.send`
+and reads with :meth:`PtyPort.recv`. Faults are injected at the byte level (corruption,
+drops, stall, unplug/replug, slow start, baud mismatch) and each is counted in
+:attr:`PtyPort.stats`, so tests compare driver counters with what was injected.
 """
 
 from __future__ import annotations
