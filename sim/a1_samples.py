@@ -1,16 +1,6 @@
 """Synthetic RPLIDAR A1 samples: a room seen from inside, and how real units depart from an
-ideal sweep (:class:`A1Realism`; the figures and their sources are in docs/A1.md,
-"What real units send").
-
-The model (every part a knob of :class:`A1Realism`, :data:`IDEAL_A1` switches all off):
-nodes are taken at a fixed sample duration while the head turns at a constant rate; a
-start flag is raised on the first node of each turn of the head. A node's reading is
-the head angle less a per-unit zero offset, less (on a return only) the
-triangulation lag ``lag + atan(base / range)``, less the lag the encoder
-interpolation builds up between two of its teeth (it snaps back at each tooth),
-plus Gaussian noise; its range is the room's along that reading. No-returns come
-from dark sectors fixed in the sensor frame (a static room: the same bearings every
-turn) with a small per-node flicker, and some carry a quality.
+ideal sweep (:class:`A1Realism`; :data:`IDEAL_A1` switches every departure off). The
+model and its figures with their sources: docs/A1.md, "What real units send".
 """
 
 from __future__ import annotations
@@ -24,7 +14,7 @@ from sensorbench.sim.emulator_base import check_sweep, room_ranges
 
 @dataclass(frozen=True)
 class A1Realism:
-    """How a real A1's node stream departs from an ideal sweep (see the module).
+    """How a real A1's node stream departs from an ideal sweep.
 
     Defaults reproduce the statistics of three real A1M8 captures (docs/A1.md, "What
     real units send", which lists each figure with its source).

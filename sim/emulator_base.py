@@ -1,17 +1,8 @@
-"""What the pty emulators (LD19, A1, pod MCU) share.
-
-- :class:`LidarSamples`: the device-native lidar sample fields every lidar emulator
-  plays (each emulator's own protocol adds its device-specific field);
-- :func:`room_ranges` and :func:`check_sweep`: the rectangular room the synthetic
-  sample generators see;
-- :class:`PtyEmulator`: the lifecycle of one device served on one
-  :class:`~sensorbench.sim.pty.PtyPort` by one thread (``path``/``link``,
-  ``stall``/``unplug``/``replug``, ``stop``, the context manager). The context
-  manager only guarantees :meth:`PtyEmulator.stop`; whether and when the thread
-  starts is each emulator's choice;
-- :class:`Records`: the emulators' truth records (equal-length arrays, a row each);
-- :func:`link_faults`, :func:`fault_schedule` and :func:`apply_fault`: a scenario's
-  ``[faults.<device>]`` knobs as link faults and as timed stalls and unplugs.
+"""What the pty emulators (LD19, A1, pod MCU) share: the lidar sample fields, the
+synthetic room, the lifecycle of one device served on one pty by one thread
+(:class:`PtyEmulator`; its context manager only guarantees :meth:`PtyEmulator.stop`),
+truth records, and a scenario's ``[faults.<device>]`` knobs as link faults and timed
+stalls and unplugs.
 """
 
 from __future__ import annotations
