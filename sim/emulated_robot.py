@@ -17,7 +17,7 @@ from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.robot_config import RobotConfig, load_robot_config
 from sensorbench.errors import ConfigError, SimError
 from sensorbench.sim.clock import SimClock
-from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults
+from sensorbench.sim.emulator_base import apply_fault, fault_schedule
 from sensorbench.sim.kind_emulators import EmulatorRequest
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.scenario import Scenario
@@ -105,8 +105,6 @@ class EmulatedRobot:
             request = EmulatorRequest(
                 self.sim,
                 self.clock,
-                self.speed,
-                faults=link_faults(knobs),
                 knobs=knobs,
                 seed=self.sim.seed * 100 + i,
                 index=i,
