@@ -1,16 +1,10 @@
 """An RPLIDAR A1 on a pseudo-terminal: the Slamtec request/response protocol, byte-exact.
 
 One unit on a :class:`~sensorbench.sim.pty.PtyPort` at 115200 baud, paced by a
-:class:`~sensorbench.sim.clock.SimClock`. It plays device-native samples (the shape of
-``Simulation.lidar(name)``) as standard-scan nodes, and a second set at the express
-rate as express capsules (:func:`express_stream`), and answers GET_INFO, GET_HEALTH,
-GET_SAMPLERATE, GET_LIDAR_CONF (firmware >= 1.24: a real A1M8 1.29's mode table),
-SCAN/FORCE_SCAN, EXPRESS_SCAN (modes 0 and 1), STOP and RESET (a banner after
-``reset_silence_s``); SET_PWM and, while scanning, anything but STOP, RESET and the
-scan requests are ignored. The motor follows DTR (from the modem-line channel), not
-the commands: it spins whenever no host holds DTR set, and nodes flow only
-``spinup_s`` after it started. Every sample put on the line is recorded
-(:meth:`A1Emulator.truth`). The bytes and behaviour, with their sources: docs/A1.md,
+:class:`~sensorbench.sim.clock.SimClock`, playing device-native samples as standard-scan
+nodes and, at the express rate, express capsules (:func:`express_stream`). The motor
+follows DTR, not the commands. Every sample put on the line is recorded
+(:meth:`A1Emulator.truth`). The requests it answers, with their sources: docs/A1.md,
 Emulator.
 """
 
