@@ -22,7 +22,7 @@ class A1Realism:
     Attributes:
         quality_levels: ``(quality, probability)`` of a node with a return; real units
             send 15 almost always and rarely 6-14 (the split among 6-14 is assumed).
-            Empty: the old synthetic ``60 - 3·range`` quality.
+            Empty: quality ``60 - 3·range``.
         zero_offset_deg: range of the unit's zero offset (°), one draw per generated
             unit: readings trail the head by it, so the start-flag node reads
             351-359° rather than 0°.
@@ -38,7 +38,7 @@ class A1Realism:
             per interval and turn: readings fall behind linearly and snap back at the
             next tooth (the long steps between consecutive returns).
         dark_sector_deg: mean width of a sector without returns (°); 0: no-returns
-            independent per node (the old model).
+            independent per node.
         bursts_per_turn, burst_mean_nodes: short runs of no-returns at random bearings
             (dark or grazing spots), their number per turn and mean length (geometric,
             in standard-scan nodes): most real runs are 2-3 nodes, a few long.
