@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from sensorbench.benchmarks import BenchResult, interleave
-from sensorbench.logs import EncoderBatch, LidarTurns, Session, SessionWriter
+from sensorbench.logs import NO_DEVICE_TIME, EncoderBatch, LidarTurns, Session, SessionWriter
 
 AREA = "session"
 LIDARS = {"ld19": (4500, 10.0, 375 * 47), "front": (2000, 5.5, 10_000), "rear": (2000, 5.5, 10_000)}
@@ -31,16 +31,19 @@ def _payload() -> tuple[dict, dict, EncoderBatch, bytes]:
     turns = {}
     for name, (rate, hz, _) in LIDARS.items():
         n = int(rate / hz)
-        turns[name] = LidarTurns.single(
+        t0, dev, speed, count, flags = (np.array([x]) for x in (0, NO_DEVICE_TIME, hz, n, 0))
+        turns[name] = LidarTurns(
+            t0, dev, speed, count, flags,
             np.linspace(0, 6.28, n, dtype=np.float32),
             rng.uniform(0.1, 12, n).astype(np.float32),
             rng.integers(0, 255, n),
             np.arange(n, dtype=np.int64) * 200_000,
         )
     raw = {name: rng.bytes(nbytes // 10) for name, (_, _, nbytes) in LIDARS.items()}
-    pods = EncoderBatch.from_counts(
-        np.arange(POD_HZ // 10, dtype=np.int64), rng.integers(0, 10_000, (POD_HZ // 10, 3))
-    )
+    frames = np.arange(POD_HZ // 10, dtype=np.int64)
+    none = np.full(frames.size, np.nan)
+    counts = rng.integers(0, 10_000, (frames.size, 3))
+    pods = EncoderBatch(frames, frames * 0 + NO_DEVICE_TIME, frames, counts, none, none)
     return turns, raw, pods, rng.bytes(POD_HZ // 10 * POD_FRAME_BYTES)
 
 

@@ -42,11 +42,6 @@ def format_status_parts(
     return parts
 
 
-def format_status(elapsed_s: float, duration_s: float, statuses: list[ReaderStatus]) -> str:
-    """The status as one line (see :func:`format_status_parts`)."""
-    return " | ".join(format_status_parts(elapsed_s, duration_s, statuses))
-
-
 def format_bringup(results: list[BringupResult]) -> str:
     """The bring-up table."""
     rows = [("device", "kind", "port", "result", "time", "detail")]

@@ -99,11 +99,6 @@ class TurnAssembler:
         self._seen_wrap = False
         self._next_flags = int(TurnFlag.AFTER_RECONNECT) if after_reconnect else 0
 
-    @property
-    def pending_points(self) -> int:
-        """Points of the turn in progress."""
-        return 0 if self._pending is None else int(self._pending["cw"].size)
-
     def push(self, pk: LD19Packets) -> LidarTurns:
         """Add packets (stream order); return the turns they complete."""
         ok = possible_packets(pk)

@@ -12,7 +12,6 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from sensorbench.errors import SessionError
-from sensorbench.logs.schema import NO_DEVICE_TIME
 
 
 def _columns(batch: object, spec: dict[str, tuple[str, tuple[str | int, ...]]]) -> None:
@@ -119,33 +118,6 @@ class LidarTurns:
         return cls(*([np.empty(0)] * 9))
 
     @classmethod
-    def single(
-        cls,
-        angle: np.ndarray,
-        range_m: np.ndarray,
-        intensity: np.ndarray,
-        t_ns: np.ndarray,
-        device_ns: int = NO_DEVICE_TIME,
-        speed_hz: float = float("nan"),
-        flags: int = 0,
-    ) -> LidarTurns:
-        """One turn from its point arrays; ``t_first_ns`` is ``t_ns[0]``."""
-        t_ns = np.asarray(t_ns, dtype=np.int64)
-        if t_ns.size == 0:
-            raise SessionError("a turn needs at least one point")
-        return cls(
-            [t_ns[0]],
-            [device_ns],
-            [speed_hz],
-            [t_ns.size],
-            [flags],
-            angle,
-            range_m,
-            intensity,
-            t_ns,
-        )
-
-    @classmethod
     def concat(cls, batches: list[LidarTurns]) -> LidarTurns:
         """Join batches turn after turn."""
         if not batches:
@@ -182,29 +154,6 @@ class EncoderBatch:
 
     def __len__(self) -> int:
         return int(self.host_ns.size)
-
-    @classmethod
-    def from_counts(
-        cls,
-        host_ns: np.ndarray,
-        counts: np.ndarray,
-        device_ns: np.ndarray | None = None,
-        seq: np.ndarray | None = None,
-        yaw: np.ndarray | None = None,
-        yaw_rate: np.ndarray | None = None,
-    ) -> EncoderBatch:
-        """Build a batch filling absent columns with their "none" values."""
-        host_ns = np.asarray(host_ns, dtype=np.int64)
-        n = host_ns.size
-        nan = np.full(n, np.nan)
-        return cls(
-            host_ns,
-            np.full(n, NO_DEVICE_TIME, dtype=np.int64) if device_ns is None else device_ns,
-            np.arange(n, dtype=np.int64) if seq is None else seq,
-            counts,
-            nan if yaw is None else yaw,
-            nan if yaw_rate is None else yaw_rate,
-        )
 
 
 @dataclass

@@ -12,7 +12,6 @@ samples with ``nan`` pose, never zeros. Every ``stream_*`` reader takes ``max_po
 
 from __future__ import annotations
 
-import functools
 import itertools
 import os
 import re
@@ -588,7 +587,7 @@ def _resolve_columns(
 
 
 class PodTable(NamedTuple):
-    """What :func:`read_pod_csv` learnt from a pod CSV's header."""
+    """What :func:`stream_pod_csv` learnt from a pod CSV's header."""
 
     col: dict[str, int]
     """Column name -> cell index."""
@@ -915,22 +914,6 @@ def _stream_kitti(path: str | os.PathLike[str], **options: Any) -> ImportStream:
 
     return stream_kitti(path, **options)
 
-
-def _whole_file(stream: Callable[..., ImportStream]) -> Callable[..., Imported]:
-    """``read_X``: :func:`stream_X`'s samples all at once (the whole file in memory)."""
-
-    @functools.wraps(stream)
-    def read(*args: Any, **kwargs: Any) -> Imported:
-        return stream(*args, **kwargs).whole()
-
-    return read
-
-
-read_tum = _whole_file(stream_tum)
-read_euroc = _whole_file(stream_euroc)
-read_motive = _whole_file(stream_motive)
-read_pose_csv = _whole_file(stream_pose_csv)
-read_pod_csv = _whole_file(stream_pod_csv)
 
 READERS: dict[tuple[str, str], Callable[..., ImportStream]] = {
     ("mocap", "motive"): stream_motive,

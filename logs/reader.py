@@ -11,9 +11,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import h5py
 import numpy as np
@@ -31,13 +32,9 @@ from sensorbench.logs.schema import (
     FileStatus,
 )
 from sensorbench.logs.update_lock import locked_by_writer
-from sensorbench.logs.values import (
-    Problem,
-    encoder_problems,
-    lidar_problems,
-    pose_problems,
-    structure_problems,
-)
+from sensorbench.logs.values import Problem, batch_problems, structure_problems
+
+B = TypeVar("B", LidarTurns, EncoderBatch, PoseBatch)
 
 
 def _decode(value: Any) -> Any:
@@ -88,13 +85,47 @@ class _Stream:
         return min(self._g[c].shape[0] for c in columns)
 
 
-class LidarStream(_Stream):
+class _Rows(_Stream, ABC, Generic[B]):
+    """A stream read by time window into a batch of type ``B``."""
+
+    _time = ""  # the column a window selects on (ns)
+    _batch: type[B]
+
+    @abstractmethod
+    def _columns(self) -> list[str]:
+        """The columns of a batch."""
+
+    def read(
+        self, t0_ns: int | None = None, t1_ns: int | None = None, *, validate: bool = True
+    ) -> B:
+        """The rows whose time lies in ``[t0_ns, t1_ns)`` (ns; all by default): a lidar's
+        turns by their first point's host time, encoder frames by host time, pose samples
+        by their time (with their covariance if stored).
+
+        Raises:
+            SessionError: ``validate`` and a row read is impossible
+                (:func:`~sensorbench.logs.values.batch_problems`).
+        """
+        batch = self._read(t0_ns, t1_ns)
+        if validate:
+            _refuse(self._g, batch_problems(self._g.name.lstrip("/"), batch))
+        return batch
+
+    def _read(self, t0_ns: int | None, t1_ns: int | None) -> B:
+        sel = _window(self._g[self._time], self._n(self._columns()), t0_ns, t1_ns)
+        return self._batch(**{c: self._g[c][sel] for c in self._columns()})
+
+
+class LidarStream(_Rows[LidarTurns]):
     """One lidar's turns in a session."""
 
     kind = "lidar"
 
+    def _columns(self) -> list[str]:
+        return list(LIDAR_POINT_FIELDS)
+
     def _consistent(self) -> tuple[int, int]:
-        n_points = self._n(list(LIDAR_POINT_FIELDS))
+        n_points = self._n(self._columns())
         index = self._g["turns"]
         ends = index["offset"] + index["count"].astype(np.int64) if index.shape[0] else np.empty(0)
         n_turns = int(np.searchsorted(ends, n_points, "right")) if len(ends) else 0
@@ -119,20 +150,6 @@ class LidarStream(_Stream):
         n_turns, _ = self._consistent()
         return self._g["turns"][:n_turns]
 
-    def read(
-        self, t0_ns: int | None = None, t1_ns: int | None = None, *, validate: bool = True
-    ) -> LidarTurns:
-        """Turns whose first point's host time lies in ``[t0_ns, t1_ns)`` (all by default).
-
-        Raises:
-            SessionError: ``validate`` and a turn read is impossible
-                (:func:`~sensorbench.logs.values.lidar_problems`).
-        """
-        turns = self._read(t0_ns, t1_ns)
-        if validate:
-            _refuse(self._g, lidar_problems(self._g.name.lstrip("/"), turns)[0])
-        return turns
-
     def _read(self, t0_ns: int | None, t1_ns: int | None) -> LidarTurns:
         index = self.read_index()
         sel = _window(index["t_first_ns"], len(index), t0_ns, t1_ns)
@@ -141,7 +158,7 @@ class LidarStream(_Stream):
             return LidarTurns.empty()
         start = int(index["offset"][0])
         stop = int(index["offset"][-1] + index["count"][-1])
-        cols = {c: self._g[c][start:stop] for c in LIDAR_POINT_FIELDS}
+        cols = {c: self._g[c][start:stop] for c in self._columns()}
         return LidarTurns(
             index["t_first_ns"],
             index["device_ns"],
@@ -189,39 +206,32 @@ class RawStream(_Stream):
             yield int(t), data[off : off + length].tobytes()
 
 
-class EncoderStream(_Stream):
+class EncoderStream(_Rows[EncoderBatch]):
     """Encoder frames (pods, optional IMU yaw)."""
 
     kind = "encoder"
+    _time = "host_ns"
+    _batch = EncoderBatch
+
+    def _columns(self) -> list[str]:
+        return [*ENCODER_FIELDS, "counts"]
 
     def __len__(self) -> int:
-        return self._n([*ENCODER_FIELDS, "counts"])
+        return self._n(self._columns())
 
     @property
     def n_counts(self) -> int:
         """Counters per frame."""
         return int(self._g["counts"].shape[1])
 
-    def read(
-        self, t0_ns: int | None = None, t1_ns: int | None = None, *, validate: bool = True
-    ) -> EncoderBatch:
-        """Frames whose host time lies in ``[t0_ns, t1_ns)``.
-
-        Raises:
-            SessionError: ``validate`` and a frame read is impossible
-                (:func:`~sensorbench.logs.values.encoder_problems`).
-        """
-        sel = _window(self._g["host_ns"], len(self), t0_ns, t1_ns)
-        batch = EncoderBatch(**{c: self._g[c][sel] for c in (*ENCODER_FIELDS, "counts")})
-        if validate:
-            _refuse(self._g, encoder_problems(self._g.name.lstrip("/"), batch)[0])
-        return batch
 
 
-class PoseStream(_Stream):
+class PoseStream(_Rows[PoseBatch]):
     """Pose samples (mocap, pose sensor, estimate)."""
 
     kind = "pose"
+    _time = "t_ns"
+    _batch = PoseBatch
 
     def _columns(self) -> list[str]:
         cols = [*POSE_FIELDS, "position", "quat_xyzw"]
@@ -234,21 +244,6 @@ class PoseStream(_Stream):
     def has_covariance(self) -> bool:
         """True when the stream stores each sample's pose covariance (6×6, ROS order)."""
         return "covariance" in self._g
-
-    def read(
-        self, t0_ns: int | None = None, t1_ns: int | None = None, *, validate: bool = True
-    ) -> PoseBatch:
-        """Samples whose time lies in ``[t0_ns, t1_ns)`` (with their covariance if stored).
-
-        Raises:
-            SessionError: ``validate`` and a sample read is impossible
-                (:func:`~sensorbench.logs.values.pose_problems`).
-        """
-        sel = _window(self._g["t_ns"], len(self), t0_ns, t1_ns)
-        batch = PoseBatch(**{c: self._g[c][sel] for c in self._columns()})
-        if validate:
-            _refuse(self._g, pose_problems(self._g.name.lstrip("/"), batch)[0])
-        return batch
 
 
 def _superblock_eof(head: bytes) -> int | None:

@@ -1,16 +1,6 @@
 """Synthetic RPLIDAR A1 samples: a room seen from inside, and how real units depart from an
-ideal sweep (:class:`A1Realism`; the figures and their sources are in docs/A1.md,
-"What real units send").
-
-The model (every part a knob of :class:`A1Realism`, :data:`IDEAL_A1` switches all off):
-nodes are taken at a fixed sample duration while the head turns at a constant rate; a
-start flag is raised on the first node of each turn of the head. A node's reading is
-the head angle less a per-unit zero offset, less (on a return only) the
-triangulation lag ``lag + atan(base / range)``, less the lag the encoder
-interpolation builds up between two of its teeth (it snaps back at each tooth),
-plus Gaussian noise; its range is the room's along that reading. No-returns come
-from dark sectors fixed in the sensor frame (a static room: the same bearings every
-turn) with a small per-node flicker, and some carry a quality.
+ideal sweep (:class:`A1Realism`; :data:`IDEAL_A1` switches every departure off). The
+model and its figures with their sources: docs/A1.md, "What real units send".
 """
 
 from __future__ import annotations
@@ -24,7 +14,7 @@ from sensorbench.sim.emulator_base import check_sweep, room_ranges
 
 @dataclass(frozen=True)
 class A1Realism:
-    """How a real A1's node stream departs from an ideal sweep (see the module).
+    """How a real A1's node stream departs from an ideal sweep.
 
     Defaults reproduce the statistics of three real A1M8 captures (docs/A1.md, "What
     real units send", which lists each figure with its source).
@@ -32,7 +22,7 @@ class A1Realism:
     Attributes:
         quality_levels: ``(quality, probability)`` of a node with a return; real units
             send 15 almost always and rarely 6-14 (the split among 6-14 is assumed).
-            Empty: the old synthetic ``60 - 3·range`` quality.
+            Empty: quality ``60 - 3·range``.
         zero_offset_deg: range of the unit's zero offset (°), one draw per generated
             unit: readings trail the head by it, so the start-flag node reads
             351-359° rather than 0°.
@@ -48,7 +38,7 @@ class A1Realism:
             per interval and turn: readings fall behind linearly and snap back at the
             next tooth (the long steps between consecutive returns).
         dark_sector_deg: mean width of a sector without returns (°); 0: no-returns
-            independent per node (the old model).
+            independent per node.
         bursts_per_turn, burst_mean_nodes: short runs of no-returns at random bearings
             (dark or grazing spots), their number per turn and mean length (geometric,
             in standard-scan nodes): most real runs are 2-3 nodes, a few long.

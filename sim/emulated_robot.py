@@ -1,12 +1,9 @@
 """The whole robot emulated: every device of a robot config on its own pty.
 
-:class:`EmulatedRobot` reads a robot configuration whose ports live under a run
-directory (``examples/robot-emulated.toml``), builds one
-:class:`~sensorbench.sim.simulation.Simulation` and starts the device kind's emulator
-(:mod:`~sensorbench.sim.kind_emulators`) per device behind its stable symlink. Device
-names must be lidar names of the scenario; its ``[faults.<device>]`` tables apply
-(link faults; stall and unplug at simulated seconds since :meth:`EmulatedRobot.start`;
-an A1 power bus with brown-outs).
+One :class:`~sensorbench.sim.simulation.Simulation` feeds one emulator per configured
+device (its kind's, :mod:`~sensorbench.sim.kind_emulators`), each behind the stable
+symlink udev would give the real device; the scenario's ``[faults.<device>]`` tables
+apply, timed in simulated seconds since :meth:`EmulatedRobot.start`.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.robot_config import RobotConfig, load_robot_config
 from sensorbench.errors import ConfigError, SimError
 from sensorbench.sim.clock import SimClock
-from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults
+from sensorbench.sim.emulator_base import apply_fault, fault_schedule
 from sensorbench.sim.kind_emulators import EmulatorRequest
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.scenario import Scenario
@@ -108,8 +105,6 @@ class EmulatedRobot:
             request = EmulatorRequest(
                 self.sim,
                 self.clock,
-                self.speed,
-                faults=link_faults(knobs),
                 knobs=knobs,
                 seed=self.sim.seed * 100 + i,
                 index=i,

@@ -371,11 +371,6 @@ class A1Emulator(PtyEmulator):
         return self._lines.dtr
 
     @property
-    def host_opens(self) -> int:
-        """How many times a host opened the current pty (through the transport)."""
-        return self._lines.opens
-
-    @property
     def express(self) -> PacketStream | None:
         """The express capsules this unit plays (looped), or None without express."""
         return self._express

@@ -1,10 +1,8 @@
-"""What the pty emulators (LD19, A1, pod MCU) share.
-
-The lidar sample fields (:class:`LidarSamples`), the synthetic room
-(:func:`room_ranges`, :func:`check_sweep`), the lifecycle of one device served on one
-:class:`~sensorbench.sim.pty.PtyPort` by one thread (:class:`PtyEmulator`; its context
-manager only guarantees :meth:`PtyEmulator.stop`), truth records (:class:`Records`)
-and a scenario's ``[faults.<device>]`` knobs as link faults and timed stalls/unplugs.
+"""What the pty emulators (LD19, A1, pod MCU) share: the lidar sample fields, the
+synthetic room, the lifecycle of one device served on one pty by one thread
+(:class:`PtyEmulator`; its context manager only guarantees :meth:`PtyEmulator.stop`),
+truth records, and a scenario's ``[faults.<device>]`` knobs as link faults and timed
+stalls and unplugs.
 """
 
 from __future__ import annotations

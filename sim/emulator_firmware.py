@@ -1,14 +1,12 @@
 """The pod MCU running the real firmware image under simavr, served on a pty.
 
-:class:`FirmwarePodEmulator` runs ``firmware/sim/pods_harness.c`` (``make -C firmware``):
-simavr loads the ATmega328P ELF, the harness drives the encoder pins from a
-:class:`~sensorbench.sim.pod_trajectory.PodTrajectory` and copies the simulated UART to
-the pty. Simulated time (``t_us``, µs) is paced to the wall clock × ``speed`` and waits,
-never skips, when the machine or the host lags, so nothing is lost. With ``auto_reset``
-(an Uno: DTR drives RESET) every DTR assertion resets the MCU for ``boot_s`` seconds,
-each restart aligned to the first boot's latch grid; the firmware's counters are the
-trajectory's counts at the latch minus the boot's ``base``
-(:meth:`FirmwarePodEmulator.expected_counts`). The link has no faults.
+The harness (``firmware/sim/pods_harness.c``) drives the encoder pins from a
+:class:`~sensorbench.sim.pod_trajectory.PodTrajectory` and copies the simulated UART
+to the pty. Simulated time (the firmware's ``t_us``, µs) is paced to the wall clock and
+waits rather than skips when the host falls behind, so no count is lost. Key invariant:
+every reset restarts on the first boot's latch grid, so the firmware's counters at a
+frame are the trajectory's counts at its latch minus the boot's base
+(:meth:`FirmwarePodEmulator.expected_counts`).
 """
 
 from __future__ import annotations

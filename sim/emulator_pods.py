@@ -1,12 +1,11 @@
 """The pod microcontroller, emulated byte-exactly on a pseudo-terminal.
 
-:class:`PodEmulator` serves frames (binary or CSV, docs/PROTOCOLS.md) from
-:meth:`Simulation.pods` or a test's arrays at their simulated times, paced by a
-:class:`SimClock` (``speed`` × real time), one-way from power-on. Counters wrap to the
-configured width, ``seq`` at 2**16, ``t_us`` (µs) at 2**32. Every frame handed to the
-link is in :meth:`PodEmulator.truth` with its byte offset; a stall or unplug loses that
-interval's frames while the MCU keeps counting. The host opens the tty, then calls
-:meth:`PodEmulator.start`.
+:class:`PodEmulator` serves one frame per sample (binary or CSV, docs/PROTOCOLS.md) at
+its simulated time, paced by a :class:`SimClock`; counters wrap to the configured width,
+``seq`` to 16 bit, ``t_us`` to 32 bit. Every frame handed to the link is recorded in
+:meth:`PodEmulator.truth` with its byte offset, so tests tell which frames the link's
+faults damaged; a stall or unplug loses that interval's frames (``seq`` runs on).
+The host opens the tty first, then calls :meth:`PodEmulator.start`.
 """
 
 from __future__ import annotations

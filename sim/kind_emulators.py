@@ -36,10 +36,9 @@ class EmulatorRequest:
 
     Attributes:
         sim: the robot's simulation (None: serve the kind's synthetic samples).
-        clock: the emulation clock shared by the robot's devices.
-        speed: simulated seconds per host second.
-        faults: byte-level link faults of this device.
-        knobs: the scenario's ``[faults.<device>]`` table.
+        clock: the emulation clock shared by the robot's devices (its ``speed``:
+            simulated seconds per host second).
+        knobs: the scenario's ``[faults.<device>]`` table (link faults and timed ones).
         seed: seed of the link fault stream.
         index: the device's position in the configuration.
         ld19_startup_s: LD19-protocol power-on to first packet (simulated s).
@@ -50,8 +49,6 @@ class EmulatorRequest:
 
     sim: Simulation | None
     clock: SimClock
-    speed: float
-    faults: Faults | None = None
     knobs: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     index: int = 0
@@ -62,7 +59,7 @@ class EmulatorRequest:
 
 def _link(dev: DeviceConfig, req: EmulatorRequest) -> dict[str, Any]:
     """The link arguments every emulator takes: its port, faults and their seed."""
-    return {"link": dev.port, "faults": req.faults, "seed": req.seed}
+    return {"link": dev.port, "faults": link_faults(req.knobs), "seed": req.seed}
 
 
 def synthetic_ld19_samples(kind: DeviceKind, duration_s: float, seed: int) -> SyntheticLD19Samples:
@@ -82,7 +79,7 @@ def ld19_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> LD
     )
     startup_s = req.ld19_startup_s
     return LD19Emulator(
-        samples, speed=req.speed, startup_s=startup_s, autostart=False, **_link(dev, req)
+        samples, speed=req.clock.speed, startup_s=startup_s, autostart=False, **_link(dev, req)
     )
 
 
@@ -137,7 +134,7 @@ def pods_family(
             req.pods_firmware,
             PodTrajectory.from_samples(req.sim.pods()),
             link=dev.port,
-            speed=req.speed,
+            speed=req.clock.speed,
             loop=True,
         )
     return PodEmulator(

@@ -1,11 +1,10 @@
 """The emulator's end of a pty's modem-line channel: the DTR level the host set.
 
-A pty carries no modem lines, so the host's
-:class:`~sensorbench.drivers.serial_port.ModemSerial` sends each DTR change over a Unix
-socket at :func:`~sensorbench.drivers.serial_port.modem_channel_path`.
-:class:`ModemLineChannel` serves it on its own thread: the last level set while a host
-holds the port, *released* (DTR cleared) when none does, as the kernel drops DTR on the
-last close. Each change is applied (``on_change``) before it is acknowledged (``b"A"``).
+A pty carries no modem lines, so the host's transport sends each DTR change over a
+Unix socket (:func:`~sensorbench.drivers.serial_port.modem_channel_path`; docs/A1.md).
+:class:`ModemLineChannel` serves it on its own thread. Key invariant: a change is
+applied (``on_change``) before its one-byte acknowledgement ``b"A"``, and DTR reads
+released whenever no host holds the port, as the kernel drops it on the last close.
 """
 
 from __future__ import annotations

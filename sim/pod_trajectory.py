@@ -55,11 +55,6 @@ class PodTrajectory:
         """Pods (columns of counts)."""
         return int(self.counts.shape[1])
 
-    @property
-    def span_us(self) -> int:
-        """Last row's time minus the first's (µs): one repetition when looped."""
-        return int(self.t_us[-1] - self.t_us[0])
-
     @classmethod
     def from_samples(cls, samples: Any) -> PodTrajectory:
         """The counts of MCU samples (``Simulation.pods()``) against their MCU time

@@ -1,15 +1,10 @@
 """An emulated network pose source: a simulation's mocap and pose-sensor samples, live.
 
-Mocap and most relocalizing pose sensors reach the robot over the network, so there is
-no byte protocol to emulate on a pty. :class:`SimPoseSource` (a
-:class:`~sensorbench.drivers.reader_base.DeviceReader`, passed to
-:func:`~sensorbench.drivers.capture.run_capture` through ``extra_readers``) releases each
-stream's samples when the shared :class:`~sensorbench.sim.clock.SimClock` reaches their
-simulated arrival time and appends them as pose streams (``kind`` ``mocap`` /
-``pose_sensor``, ``emulated = True``) stamped ``host_ns = t0_ns + t_s / speed · 1e9``
-(``t0_ns`` the host monotonic time of simulated time 0): the time each sample was
-due, so the thread's wake-up period (``period_s``) adds no jitter. Relocalizations
-become ``relocalization`` events. docs/DEMO.md, "Emulated mocap and pose sensor".
+:class:`SimPoseSource` releases each sample when the shared
+:class:`~sensorbench.sim.clock.SimClock` reaches its simulated arrival time, stamped
+``host_ns = t0_ns + t_s / speed · 1e9`` (ns): the time it was due, so the thread's
+wake-up period adds no jitter (docs/DEMO.md, "Emulated mocap and pose sensor").
+Relocalizations become ``relocalization`` events.
 """
 
 from __future__ import annotations

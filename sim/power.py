@@ -1,11 +1,10 @@
 """A shared USB power bus that browns out when two lidar motors spin up together.
 
-Emulators report motor starts (:meth:`PowerBus.motor_started`); a start while another
-unit on the bus is within its inrush window (``inrush_s``) and spinning browns out every
-unit involved: ``mode="error"`` reports health ``error`` until a RESET,
-``mode="silent"`` answers nothing for ``outage_s`` and comes back idle. Time is
-simulated seconds on the bus's own :class:`~sensorbench.sim.clock.SimClock`, which the
-attached emulators share.
+A motor start within ``inrush_s`` of another still-spinning motor's start on the bus
+browns every unit involved out: ``mode="error"`` (health ``error`` until a RESET) or
+``mode="silent"`` (a reboot answering nothing for ``outage_s``; docs/A1.md). Time is
+simulated seconds on the bus's :class:`~sensorbench.sim.clock.SimClock`, which every
+emulator on the bus shares so they agree on "together".
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """A simulated run: world, trajectory and every sensor model, deterministic per seed.
 
-:class:`Simulation` computes each sensor's whole stream on first request (vectorised)
-and caches it. Every sensor draws from its own random stream
-``default_rng([seed, crc32(scenario), crc32(sensor)])``, so disabling a sensor, or
-changing what one sensor sees, leaves every other sensor's noise identical at the
-same seed, while two scenarios run at one seed (the drives of a campaign) draw
-independent noise.
-
-:func:`simulate_to_session` writes a session file with every enabled stream, in the
-stored conventions (lidar angles rad CCW in [0, 2π), ranges m with ``inf`` for no
-return, host times int64 ns), plus the ``/truth`` group documented in
-``docs/SIMULATION.md``.
+:class:`Simulation` computes each sensor's whole stream on first request and caches it;
+each sensor draws from its own random stream (docs/SIMULATION.md, "Determinism and
+random streams"). :func:`simulate_to_session` writes a session file with every enabled
+stream and the ``/truth`` group (docs/SIMULATION.md).
 """
 
 from __future__ import annotations

@@ -264,11 +264,6 @@ class Trajectory:
         x, y, yaw, *_ = self._eval(t_s)
         return x, y, yaw
 
-    def twist_world(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """World-frame velocity ``(vx, vy)`` (m/s) and yaw rate ``wz`` (rad/s) at ``t_s`` (s)."""
-        *_, vx, vy, wz = self._eval(t_s)
-        return vx, vy, wz
-
     def twist_body(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Body-frame twist ``(vx, vy, wz)`` (m/s, m/s, rad/s) at times ``t_s`` (s)."""
         _, _, yaw, vx, vy, wz = self._eval(t_s)

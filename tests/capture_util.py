@@ -16,8 +16,16 @@ from pathlib import Path
 
 import numpy as np
 
+from sensorbench.drivers.capture_display import format_status_parts
+from sensorbench.drivers.reader_base import ReaderStatus
+
 REPO = Path(__file__).resolve().parent.parent
 EMULATED_CONFIG = REPO / "examples" / "robot-emulated.toml"
+
+
+def status_line(elapsed_s: float, duration_s: float, statuses: list[ReaderStatus]) -> str:
+    """capture's status line (s, s): :func:`format_status_parts` joined as it prints them."""
+    return " | ".join(format_status_parts(elapsed_s, duration_s, statuses))
 
 
 def pods_only_config(tmp: Path, port: str) -> Path:

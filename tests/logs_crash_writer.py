@@ -13,8 +13,9 @@ import sys
 import time
 
 import numpy as np
+import session_util as su
 
-from sensorbench.logs import EncoderBatch, LidarTurns, SessionWriter
+from sensorbench.logs import LidarTurns, SessionWriter
 
 LIDARS = {"ld19": (4500, 10.0), "front": (2000, 5.5), "rear": (2000, 5.5)}
 STEP_S = 0.02
@@ -67,7 +68,7 @@ def main(path: str) -> None:
         s = np.arange(seq["pods"], seq["pods"] + n)
         w.append_encoder(
             "pods",
-            EncoderBatch.from_counts(now + s - s[0], np.stack([s, 2 * s, -s], axis=1), seq=s),
+            su.encoder_batch(now + s - s[0], np.stack([s, 2 * s, -s], axis=1), seq=s),
         )
         out.write(f"pods {seq['pods']} {n} {now}\n")
         seq["pods"] += n

@@ -8,11 +8,36 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from sensorbench.logs import EncoderBatch, LidarTurns, PoseBatch, SessionWriter
+from sensorbench.logs import NO_DEVICE_TIME, EncoderBatch, LidarTurns, PoseBatch, SessionWriter
 
 T0 = 1_000_000_000_000
 TURNS, POINTS = 4, 12  # turns and points per turn of the lidar stream
 FRAMES = 50  # pod frames and mocap samples
+
+
+def one_turn(
+    angle: np.ndarray,
+    range_m: np.ndarray,
+    intensity: np.ndarray,
+    t_ns: np.ndarray,
+    device_ns: int = NO_DEVICE_TIME,
+    speed_hz: float = float("nan"),
+) -> LidarTurns:
+    """One turn from its point arrays (rad, m, -, host ns); ``t_first_ns`` is ``t_ns[0]``."""
+    t_ns = np.asarray(t_ns, dtype=np.int64)
+    head = ([t_ns[0]], [device_ns], [speed_hz], [t_ns.size], [0])
+    return LidarTurns(*head, angle, range_m, intensity, t_ns)
+
+
+def encoder_batch(
+    host_ns: np.ndarray, counts: np.ndarray, seq: np.ndarray | None = None
+) -> EncoderBatch:
+    """Frames at ``host_ns`` (ns) with ``counts``: no device time or yaw, seq 0, 1, ..."""
+    host_ns = np.asarray(host_ns, dtype=np.int64)
+    n = host_ns.size
+    seq = np.arange(n, dtype=np.int64) if seq is None else seq
+    nan = np.full(n, np.nan)
+    return EncoderBatch(host_ns, np.full(n, NO_DEVICE_TIME, np.int64), seq, counts, nan, nan)
 
 
 def lidar_turns(n_turns: int = TURNS, n_points: int = POINTS) -> LidarTurns:
@@ -53,7 +78,7 @@ def write_small_session(path: Path, *, lidar: LidarTurns | None = None) -> Path:
         w.append_raw("front", T0, bytes(range(200)))
         w.append_encoder(
             "pods",
-            EncoderBatch.from_counts(T0 + s * 10_000_000, np.stack([s, 2 * s, -s], axis=1), seq=s),
+            encoder_batch(T0 + s * 10_000_000, np.stack([s, 2 * s, -s], axis=1), seq=s),
         )
         w.append_pose("mocap", pose_batch())
         w.event(T0, "front", "note", "hello")

@@ -80,7 +80,7 @@ def test_capture_keeps_each_a1_port_open_for_its_whole_run(tmp_path):
         result = run_capture(robot.config, tmp_path / "s.h5", 1.5, CaptureOptions(speed=4.0))
         time.sleep(0.05)
         logs = {n: _after(e.motor_log, t0) for n, e in a1s.items()}
-        opens = {n: e.host_opens for n, e in a1s.items()}
+        opens = {n: e._lines.opens for n, e in a1s.items()}
     assert result.ok, result
     for name in a1s:
         # opened once (bring-up), handed to the reader, released at the end: the motor
@@ -127,7 +127,7 @@ def test_reconnect_after_replug_never_stops_or_restarts_the_motor(tmp_path):
         while time.monotonic() < deadline:
             turns += sc.poll(0.05)[2].n_turns
         after = _after(emu.motor_log, t_replug)
-        attempts = emu.host_opens
+        attempts = emu._lines.opens
         sc.close()
     assert sc.link.reconnects == 1 and turns > 0
     assert attempts >= 2  # the probe failed on the booting unit at least once

@@ -77,7 +77,7 @@ def test_a_hub_with_per_port_power_staggers_them_at_enumeration(tmp_path, monkey
     t = [ts for ts, _ in hub.calls]
     assert t[3] - t[2] >= results[0].seconds + GAP_S
     # each unit was powered (and its motor spun up) at its own turn: the enumeration
-    assert front.host_opens >= 1 and rear.host_opens >= 1
+    assert front._lines.opens >= 1 and rear._lines.opens >= 1
     assert _first_start_after(rear.motor_log, t0) > _first_start_after(front.motor_log, t0)
 
 

@@ -18,11 +18,11 @@ import a1_util as u
 import numpy as np
 import pytest
 import serial
+from capture_util import status_line
 
 from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1_reader import A1Scanner
 from sensorbench.drivers.capture import CaptureOptions, run_capture
-from sensorbench.drivers.capture_display import format_status
 from sensorbench.drivers.robot_config import parse_robot_config
 from sensorbench.errors import ConfigError, DriverError
 from sensorbench.logs import Session
@@ -122,7 +122,7 @@ def three_units(tmp_path_factory):
                 run / "s.h5",
                 2.0,
                 CaptureOptions(speed=2.0, status_interval_s=0.2),
-                on_status=lambda t, st: statuses.append(format_status(t, 2.0, st)),
+                on_status=lambda t, st: statuses.append(status_line(t, 2.0, st)),
             )
             requests = {"new": list(new.requests), "mid": list(mid.requests)}
     finally:

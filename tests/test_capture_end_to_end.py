@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from sensorbench.drivers.capture import CaptureOptions, run_capture
-from sensorbench.drivers.capture_display import format_status
 from sensorbench.logs import Session
 from sensorbench.logs.check import check_session
 from sensorbench.sim.emulated_robot import EmulatedRobot
@@ -62,7 +61,7 @@ def test_capture_ran_and_file_is_clean(captured) -> None:
     last = statuses[-1][1]
     assert {st.name for st in last} == {"lidar_front", "lidar_rear", "ld19", "pods"}
     assert all(st.connected and st.items_per_s > 0 for st in last)
-    line = format_status(statuses[-1][0], DURATION_S, last)
+    line = cu.status_line(statuses[-1][0], DURATION_S, last)
     assert "pods" in line and "fr/s" in line and "crc 0" in line
 
 

@@ -18,7 +18,6 @@ import pytest
 
 from sensorbench.drivers import capture as capture_mod
 from sensorbench.drivers.capture import CaptureOptions, run_capture
-from sensorbench.drivers.capture_display import format_status
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.logs import FileStatus, Session, SessionWriter
 from sensorbench.logs.check import check_session
@@ -55,7 +54,7 @@ def test_a1_unplugged_for_3_s_is_a_gap_and_an_event_others_keep_recording(tmp_pa
     result = box["result"]
     assert result.ok and result.stopped_by == "duration"
     # the status line said so while it was unplugged
-    assert any("lidar_rear UNPLUGGED" in format_status(0, 7, s) for s in statuses)
+    assert any("lidar_rear UNPLUGGED" in cu.status_line(0, 7, s) for s in statuses)
     with Session(out) as s:
         events = [e for e in s.events() if e.source == "lidar_rear"]
         kinds = [e.kind for e in events]

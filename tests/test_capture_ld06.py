@@ -41,7 +41,7 @@ mount = {x_m = 0.05, y_m = 0.0, yaw_deg = 90}
 def _emulated_ld06(config):
     dev = config.device("top")
     kind = get_kind(dev.kind)
-    request = EmulatorRequest(None, SimClock(SPEED), SPEED, seed=3, ld19_startup_s=0.2)
+    request = EmulatorRequest(None, SimClock(SPEED), seed=3, ld19_startup_s=0.2)
     return kind.emulator_factory()(kind, dev, request)
 
 

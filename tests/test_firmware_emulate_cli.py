@@ -116,11 +116,12 @@ def test_a_capture_through_the_firmware_stores_exactly_the_driven_counts(elf, tm
         sel = segment == k
         start = boots[first_boot + k]
         assert start % PERIOD_US == 0  # restarts land on the trajectory's rows
-        traj_us = (start + t_us[sel]) % traj.span_us  # looped
+        span_us = traj.t_us[-1] - traj.t_us[0]
+        traj_us = (start + t_us[sel]) % span_us  # looped
         firmware = (
-            traj.counts[traj_us // PERIOD_US] - traj.counts[start % traj.span_us // PERIOD_US]
+            traj.counts[traj_us // PERIOD_US] - traj.counts[start % span_us // PERIOD_US]
         )
-        loops = (start + t_us[sel]) // traj.span_us - start // traj.span_us
+        loops = (start + t_us[sel]) // span_us - start // span_us
         firmware = firmware + loops[:, None] * (traj.counts[-1] - traj.counts[0])
         stored = b.counts[sel]
         if k == 0:  # the first frame's 16-bit counters, read as signed

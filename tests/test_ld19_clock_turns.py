@@ -196,7 +196,7 @@ def test_turns_split_at_the_wrap_and_drop_the_first_partial_turn():
     # turn 0 is dropped (a reader cannot know it saw a turn from its start); turn 3 is
     # still in progress
     assert out.n_turns == 2 and out.count.tolist() == [450, 450]
-    assert asm.pending_points == 18 and asm.partial_dropped == 1
+    assert asm._pending["cw"].size == 18 and asm.partial_dropped == 1
     sl = slice(450, 1350)
     assert np.array_equal(out.intensity, s.intensity[sl])
     assert np.allclose(out.range, np.round(s.range_m[sl] * 1000) / 1000, rtol=0, atol=1e-6)

@@ -10,13 +10,14 @@ import time
 
 import numpy as np
 import pytest
+from capture_util import status_line
 from click.testing import CliRunner
 from ld19_util import REF_MAX_SPEED
 from timing_util import wait_until
 
 from sensorbench.cli import cli
 from sensorbench.drivers.capture import CaptureResult, DeviceSummary
-from sensorbench.drivers.capture_display import format_status, format_summary
+from sensorbench.drivers.capture_display import format_summary
 from sensorbench.drivers.ld19_parser import LD19Packets, LD19Parser
 from sensorbench.drivers.ld19_reader import LD19Protocol
 from sensorbench.drivers.ld19_turns import TurnAssembler
@@ -142,7 +143,7 @@ def test_point_time_is_strictly_increasing_and_tracks_the_emission_time():
     # 2.44 ms: 3 us). The floored stamp alone is off by 0.5 ms on average, up to 1 ms.
     # The stored points are consecutive samples (n / 4.5 ms) after the first turn.
     dev_ms = np.concatenate([d.t_ns for d in d_parts]) / 1e6
-    n0 = 12 * k - dev_ms.size - dev.pending_points
+    n0 = 12 * k - dev_ms.size - (0 if dev._pending is None else dev._pending["cw"].size)
     err = dev_ms - (n0 + np.arange(dev_ms.size)) / 4.5
     assert np.all((err >= -1.0 / 3 - 0.003) & (err <= 0.003)), (err.min(), err.max())
     assert np.abs(err).mean() < 0.1
@@ -208,7 +209,7 @@ def test_a_reader_that_raises_is_restarted_and_the_capture_says_data_were_lost(t
             reader.stop()
             writer.close()
     assert status.reader_failures == 1 and status.data_lost and not status.reader_down
-    assert "READER FAILED 1" in format_status(1.0, 10.0, [status])
+    assert "READER FAILED 1" in status_line(1.0, 10.0, [status])
     with Session(session) as s:
         errors = [e.message for e in s.events() if e.kind == "error"]
         t = s.lidar("ld19").read().t_ns

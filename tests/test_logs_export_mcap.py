@@ -17,6 +17,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+import session_util as su
 from click.testing import CliRunner
 from real_data import LD06_EXAMPLE2, need
 from scipy.spatial.transform import Rotation
@@ -334,7 +335,7 @@ def test_real_ld06_capture_every_ray_within_0p2_degrees(tmp_path: Path) -> None:
         if k % 3 == 0:
             keep[120:132] = False
         parts.append(
-            LidarTurns.single(turn.angle[keep], turn.range[keep], turn.intensity[keep],
+            su.one_turn(turn.angle[keep], turn.range[keep], turn.intensity[keep],
                               turn.t_ns[keep], int(turn.device_ns[0]), float(turn.speed_hz[0]))
         )  # fmt: skip
     turns = LidarTurns(*(np.concatenate([getattr(p, f) for p in parts]) for f in (

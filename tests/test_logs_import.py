@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import session_util as su
 from click.testing import CliRunner
+from importers_util import read_euroc, read_motive, read_pod_csv, read_tum
 from real_data import TUM_GROUNDTRUTH, TUM_RGBDSLAM, need
 from scipy.spatial.transform import Rotation
 
 from sensorbench.cli import cli
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs import Session, SessionWriter
-from sensorbench.logs.importers import read_euroc, read_motive, read_pod_csv, read_tum
 
 GT = TUM_GROUNDTRUTH.path
 SLAM = TUM_RGBDSLAM.path

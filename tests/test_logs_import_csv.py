@@ -11,13 +11,13 @@ import numpy as np
 import pose_util
 import pytest
 from click.testing import CliRunner
+from importers_util import read_pose_csv
 from scipy.spatial.transform import Rotation
 
 from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.cli import cli
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs import Session
-from sensorbench.logs.importers import read_pose_csv
 from sensorbench.logs.schema import PoseFlag
 
 RNG = np.random.default_rng(11)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from importers_util import read_pod_csv, read_tum
 from real_data import TUM_GROUNDTRUTH, TUM_RGBDSLAM, need, real_dir
 from scipy.spatial.transform import Rotation
 
@@ -23,7 +24,6 @@ from sensorbench.cli import cli
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs import Session
 from sensorbench.logs.import_times import MAX_LISTED, MAX_STEP_S
-from sensorbench.logs.importers import read_pod_csv, read_tum
 from sensorbench.logs.schema import PoseFlag
 
 REAL = real_dir()

@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from importers_util import read_pod_csv
 
 from sensorbench.cli import cli
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs import Session
-from sensorbench.logs.importers import parse_column_map, read_pod_csv
+from sensorbench.logs.importers import parse_column_map
 
 HELD_OUT_STYLE = "t,count0,count1,count2\n0.000,0,0,0\n0.005,12,-3,7\n0.010,25,-7,15\n"
 

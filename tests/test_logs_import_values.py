@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from importers_util import read_motive
 from scipy.spatial.transform import Rotation
 
 from sensorbench.cli import cli
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs import Session
-from sensorbench.logs.importers import read_motive
 
 # ---------------------------------------------------------------- file builders
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import session_util as su
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -209,8 +210,8 @@ def test_time_sliced_reads(tmp_path: Path) -> None:
         w.add_encoder("pods", 1)
         for k in range(10):
             t = k * 100
-            w.append_turns("l", LidarTurns.single([0.1, 0.2], [1.0, np.inf], [5, 6], [t, t + 5]))
-            w.append_encoder("pods", EncoderBatch.from_counts([t + 50], [[k]]))
+            w.append_turns("l", su.one_turn([0.1, 0.2], [1.0, np.inf], [5, 6], [t, t + 5]))
+            w.append_encoder("pods", su.encoder_batch([t + 50], [[k]]))
     with Session(path) as s:
         part = s.lidar("l").read(200, 500)
         assert part.t_first_ns.tolist() == [200, 300, 400]
@@ -222,9 +223,9 @@ def test_a_georeferenced_tum_file_round_trips_exactly(tmp_path: Path) -> None:
     import -> export -> import gives the same bits (the requirement is 1 mm; the export used
     to keep 9 significant digits and lose up to 5 mm)."""
     from click.testing import CliRunner
+    from importers_util import read_tum
 
     from sensorbench.cli import cli
-    from sensorbench.logs.importers import read_tum
 
     rng = np.random.default_rng(37)
     n = 200

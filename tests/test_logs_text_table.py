@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from importers_util import read_pod_csv, read_tum
 
 from sensorbench.errors import ImportFormatError
-from sensorbench.logs.importers import read_pod_csv, read_tum
 from sensorbench.logs.text_table import (
     INT64_MAX,
     NS_PER_UNIT,

@@ -16,7 +16,7 @@ import session_util as su
 from click.testing import CliRunner
 
 from sensorbench.cli import cli
-from sensorbench.logs import EncoderBatch, LidarTurns, PoseBatch, Session
+from sensorbench.logs import LidarTurns, PoseBatch, Session
 from sensorbench.logs.schema import NO_DEVICE_TIME
 from sensorbench.logs.text_table import parse_float, parse_int
 from sensorbench.logs.values import (
@@ -62,7 +62,7 @@ def test_what_the_format_allows_is_no_problem() -> None:
     p.position[2] = np.nan
     p.quat_xyzw[2] = np.nan
     assert pose_problems("pose/m", p)[0] == []
-    e = EncoderBatch.from_counts(np.array([5, 5, 6, 9]) * 10**6, np.zeros((4, 3)))
+    e = su.encoder_batch(np.array([5, 5, 6, 9]) * 10**6, np.zeros((4, 3)))
     assert e.device_ns[0] == NO_DEVICE_TIME and np.isnan(e.yaw).all()
     assert encoder_problems("encoders/p", e)[0] == []  # a shared stamp: one read
     t = su.lidar_turns()
@@ -85,7 +85,7 @@ def test_each_impossible_sample_is_named_at_its_first_index_and_counted() -> Non
 
 
 def test_one_stamp_stepping_back_drops_only_what_the_order_cannot_keep() -> None:
-    e = EncoderBatch.from_counts(np.array([1, 5, 2, 3, 6], np.int64) * 10**6, np.zeros((5, 3)))
+    e = su.encoder_batch(np.array([1, 5, 2, 3, 6], np.int64) * 10**6, np.zeros((5, 3)))
     problems, bad = encoder_problems("encoders/p", e)
     assert [str(x) for x in problems] == [
         "/encoders/p/host_ns[2]: time goes backwards 2 times (largest 0.003000 s)"

@@ -26,7 +26,7 @@ def test_twist_is_the_time_derivative_of_pose(name: str) -> None:
     t = np.linspace(0.0, tr.duration_s, 4001)
     h = 1e-5
     p1, p0 = np.array(tr.pose(t + h)), np.array(tr.pose(t - h))
-    vx, vy, wz = tr.twist_world(t)
+    vx, vy, wz = tr._eval(t)[3:]
     # Central differences err by h²/6 · jerk (jerk ≤ π·a_max/t_ramp, a few per s³ here),
     # far below the tolerance; rounding of (p(t+h) - p(t-h)) / 2h is ~1e-11 / 1e-5.
     np.testing.assert_allclose((p1 - p0) / (2 * h), [vx, vy, wz], atol=5e-5)
@@ -42,11 +42,11 @@ def test_speed_and_acceleration_limits_hold(name: str) -> None:
     sc, tr, _ = _traj(name)
     lim = sc.trajectory
     t = np.linspace(0.0, tr.duration_s, 20001)
-    vx, vy, wz = tr.twist_world(t)
+    vx, vy, wz = tr._eval(t)[3:]
     assert np.hypot(vx, vy).max() <= lim["max_speed_m_s"] * (1 + 1e-9)
     assert np.abs(wz).max() <= np.deg2rad(lim["max_yaw_rate_deg_s"]) * (1 + 1e-9)
     h = 1e-6
-    a = (np.array(tr.twist_world(t + h)) - np.array(tr.twist_world(t - h))) / (2 * h)
+    a = (np.array(tr._eval(t + h)[3:]) - np.array(tr._eval(t - h)[3:])) / (2 * h)
     # Finite differences straddling an acceleration step see at most the step's mean.
     assert np.hypot(a[0], a[1]).max() <= lim["max_accel_m_s2"] * (1 + 1e-3)
     assert np.abs(a[2]).max() <= np.deg2rad(lim["max_yaw_accel_deg_s2"]) * (1 + 1e-3)
@@ -60,7 +60,7 @@ def test_acceleration_is_continuous(name: str) -> None:
     _, tr, _ = _traj(name)
     t = np.arange(0.0, tr.duration_s, 1e-4)
     h = 1e-6
-    a = (np.array(tr.twist_world(t + h)) - np.array(tr.twist_world(t - h))) / (2 * h)
+    a = (np.array(tr._eval(t + h)[3:]) - np.array(tr._eval(t - h)[3:])) / (2 * h)
     assert np.abs(np.diff(a, axis=1)).max() < 5e-3
 
 
@@ -97,7 +97,7 @@ def test_figure8_yaw_is_continuous_and_tangent() -> None:
     _, tr, _ = _traj("figure8")
     t = np.linspace(0.0, tr.duration_s, 200001)
     _, _, yaw = tr.pose(t)
-    vx, vy, _ = tr.twist_world(t)
+    vx, vy, _ = tr._eval(t)[3:]
     assert np.abs(np.diff(yaw)).max() < 1e-3
     moving = np.hypot(vx, vy) > 0.05
     heading = np.arctan2(vy, vx)
