@@ -427,20 +427,19 @@ class CalibrationError:
     error of unknown size, not noise: its pose error grows ∝ distance and its variance ∝
     distance², which no random walk per metre states. v̄, ā are the calibration drives'
     own (their share is already in the fitted W); κ_v (s/m) and κ_t (s²/(m·rad)) enter
-    as two more uncertain parameters beside the rows, with (co)variances fitted on the
+    as two more uncertain parameters beside the rows, with variances fitted on the
     calibration drives (:mod:`~sensorbench.characterize.pods.slip_mocap_fit`): each step's
     body error gains ``−Ŵ⁺·(Δn ⊙ (v − v̄))·κ_v − Ŵ⁺·(Δn ⊙ (a − ā))·κ_t``.
 
     Attributes:
         W: (N, 3) fitted pod matrix (ticks per m, m, rad).
         row_cov: (3N, 3N) covariance of its stacked rows.
-        creep: (var κ_v (s²/m²), var κ_t (s⁴/(m·rad)²), v̄ (m/s), ā (m·rad/s²), cov κ_v κ_t
-            (s³/(m²·rad))), or None.
+        creep: (var κ_v (s²/m²), var κ_t (s⁴/(m·rad)²), v̄ (m/s), ā (m·rad/s²)), or None.
     """
 
     W: np.ndarray
     row_cov: np.ndarray
-    creep: tuple[float, float, float, float, float] | None = None
+    creep: tuple[float, float, float, float] | None = None
 
     @cached_property
     def cov(self) -> np.ndarray:
@@ -452,7 +451,6 @@ class CalibrationError:
         out = np.zeros((rows.shape[0] + 2, rows.shape[0] + 2))
         out[:-2, :-2] = rows
         out[-2, -2], out[-1, -1] = self.creep[0], self.creep[1]
-        out[-2, -1] = out[-1, -2] = self.creep[4]
         return out
 
     def variance(
@@ -537,7 +535,7 @@ class CalibrationError:
     @cached_property
     def _pods(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """W, W⁺ and the creep references (v̄, ā) as the kernel takes them, built once."""
-        ref = np.zeros(2) if self.creep is None else np.array(self.creep[2:4], dtype=float)
+        ref = np.zeros(2) if self.creep is None else np.array(self.creep[2:], dtype=float)
         return np.ascontiguousarray(self.W, dtype=float), pinv_cached(self.W), ref
 
 

@@ -62,9 +62,8 @@ class PodGeometry:
         slip: the wheels' slip law (m² per m rolled, m² per m dragged and, optionally, m²
             per m rolled per m·rad/s² of lateral acceleration), or None
             (:class:`~sensorbench.fusion.odometry_drift.PodSlip`).
-        creep: the wheels' creep (variances of κ_v, κ_t, the calibration drives' mean
-            wheel speed and lateral acceleration, the covariance of κ_v and κ_t,
-            :data:`CREEP_KEYS`), or None; carried
+        creep: the wheels' creep (variances of κ_v, κ_t and the calibration drives' mean
+            wheel speed and lateral acceleration, :data:`CREEP_KEYS`), or None; carried
             with the calibration
             (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`).
     """
@@ -76,7 +75,7 @@ class PodGeometry:
     counts_per_rev: np.ndarray | None = field(default=None)
     row_cov: np.ndarray | None = field(default=None)
     slip: tuple[float, ...] | None = field(default=None)
-    creep: tuple[float, float, float, float, float] | None = field(default=None)
+    creep: tuple[float, float, float, float] | None = field(default=None)
 
     def __post_init__(self) -> None:
         for name in ("c", "phi", "lever"):
@@ -100,12 +99,8 @@ class PodGeometry:
             self.slip_model()  # validates
         if self.creep is not None:
             creep = tuple(float(v) for v in self.creep)
-            var_ok = len(creep) == 5 and all(math.isfinite(v) and v >= 0 for v in creep[:4])
-            if not var_ok or not abs(creep[4]) <= math.sqrt(creep[0] * creep[1]) * (1 + 1e-9):
-                raise FusionError(
-                    "pod creep needs 4 finite terms >= 0 and a covariance within their "
-                    f"variances' bound, got {self.creep}"
-                )
+            if len(creep) != 4 or not all(math.isfinite(v) and v >= 0 for v in creep):
+                raise FusionError(f"pod creep needs 4 finite terms >= 0, got {self.creep}")
             object.__setattr__(self, "creep", creep)
 
     def calibration_error(self) -> CalibrationError | None:
@@ -458,10 +453,8 @@ CREEP_KEYS = (
     "creep_turn_var_s4_per_m2_rad2",
     "creep_speed_ref_m_per_s",
     "creep_turn_ref_m_rad_per_s2",
-    "creep_cross_var_s3_per_m2_rad",
 )
-"""The creep terms in a model file's ``[slip]`` (:attr:`PodGeometry.creep`; none when absent;
-the covariance 0 when absent)."""
+"""The creep terms in a model file's ``[slip]`` (:attr:`PodGeometry.creep`; none when absent)."""
 
 
 def save_pod_model(
@@ -534,7 +527,7 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
             law += (slip.get(SLIP_TURN_KEY, 0.0),)
         creep = None
         if slip is not None and CREEP_KEYS[0] in slip:
-            creep = (*(slip[k] for k in CREEP_KEYS[:4]), slip.get(CREEP_KEYS[4], 0.0))
+            creep = tuple(slip[k] for k in CREEP_KEYS)
     except (TypeError, KeyError) as exc:
         raise ModelFileError(f"{path}: [slip] table lacks {exc}") from exc
     try:

@@ -88,9 +88,8 @@ class SlipFit:
         turn_se: against mocap, the standard error of the law's lateral-acceleration
             term (PodSlip's units); None: not fitted (0).
         creep: against mocap, the creep coefficients κ_v (s/m), κ_t (s²/(m·rad)) as
-            estimated, their standard errors and the covariance of the estimates
-            (s³/(m²·rad)), and the drives' mean wheel speed (m/s) and lateral acceleration
-            (m·rad/s²); None: not fitted.
+            estimated, their standard errors, and the drives' mean wheel speed (m/s) and
+            lateral acceleration (m·rad/s²); None: not fitted.
     """
 
     slip: PodSlip
@@ -111,11 +110,10 @@ class SlipFit:
     turn_se: float | None = None
     creep: dict[str, float] | None = None
 
-    def carried_creep(self) -> tuple[float, float, float, float, float] | None:
-        """The creep the filters carry (:attr:`PodGeometry.creep`): the coefficients'
-        second moment κ̂·κ̂ᵀ + Cov(κ̂) (the size of a constant of one robot, known from one
-        realisation): the variances, the references, then the covariance (the two
-        estimates share the drives that excite them: correlated 0.3–0.9 on the family)."""
+    def carried_creep(self) -> tuple[float, float, float, float] | None:
+        """The creep the filters carry (:attr:`PodGeometry.creep`): each coefficient's
+        variance taken as its estimate² + its standard error² (the size of a constant
+        of one robot, known from one realisation), then the references."""
         if self.creep is None:
             return None
         c = self.creep
@@ -124,7 +122,6 @@ class SlipFit:
             c["turn_s2_per_m_rad"] ** 2 + c["turn_se_s2_per_m_rad"] ** 2,
             c["speed_ref_m_per_s"],
             c["turn_ref_m_rad_per_s2"],
-            c["speed_s_per_m"] * c["turn_s2_per_m_rad"] + c.get("cov_s3_per_m2_rad", 0.0),
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -178,7 +178,6 @@ def fit_pod_slip_mocap(
             "speed_se_s_per_m": float(kappa_se[0]),
             "turn_s2_per_m_rad": float(kappa[1]),
             "turn_se_s2_per_m_rad": float(kappa_se[1]),
-            "cov_s3_per_m2_rad": float(coef_cov[-2, -1]),
             "speed_ref_m_per_s": ref[0],
             "turn_ref_m_rad_per_s2": ref[1],
         },
