@@ -373,17 +373,6 @@ def se2_exp(increments: np.ndarray) -> np.ndarray:
     return np.column_stack([dx, dy, inc[:, 2]])
 
 
-def se2_exp_row(dx: float, dy: float, dtheta: float) -> tuple[float, float, float]:
-    """:func:`se2_exp` of one body twist (m, m, rad) in scalar arithmetic (one call of
-    numpy costs more than the row): the same operations in the same order, so the same
-    bits. sin and cos are numpy's (its SIMD loops may differ from libm in the last bit)."""
-    if abs(dtheta) < 1e-6:
-        s, c = 1.0 - dtheta**2 / 6.0, dtheta / 2.0 - dtheta**3 / 24.0
-    else:
-        s, c = float(np.sin(dtheta)) / dtheta, (1.0 - float(np.cos(dtheta))) / dtheta
-    return s * dx - c * dy, c * dx + s * dy, dtheta
-
-
 def se2_log(relative: np.ndarray) -> np.ndarray:
     """Inverse of :func:`se2_exp`: the constant twist that reaches each relative pose."""
     rel = np.asarray(relative, dtype=float)

@@ -78,10 +78,10 @@ coasts on odometry, Var b growing.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numba
 import numpy as np
 
 from sensorbench.errors import FusionError
@@ -104,7 +104,7 @@ from sensorbench.fusion.odometry_drift import (
     SlipModel,
     world_step_variances,
 )
-from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_exp, se2_exp_row
+from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path
 from sensorbench.logs.model_keys import AXES
 
 
@@ -136,25 +136,28 @@ def frame_steps(
     return t, inc, dt
 
 
+@numba.njit(cache=True)
 def world_arcs(inc: np.ndarray, heading: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """World-frame x and y (m) of each step's constant-twist arc (:func:`se2_exp` of the
-    body increments ``inc`` (K, 3)) rotated by ``heading`` (K,) rad at its start; nan where a
-    row has nan. One row (a live frame) in scalar arithmetic, the same bits."""
-    if inc.shape[0] == 1:
-        dx, dy, dth = (float(v) for v in inc[0])
-        if math.isnan(dx) or math.isnan(dy) or math.isnan(dth):
-            return np.array([np.nan]), np.array([np.nan])
-        rx, ry, _ = se2_exp_row(dx, dy, dth)
-        c, s = float(np.cos(heading[0])), float(np.sin(heading[0]))  # numpy's, as below
-        return np.array([c * rx - s * ry]), np.array([s * rx + c * ry])
-    missing = np.isnan(inc)
-    rel = se2_exp(np.where(missing, 0.0, inc))
-    c, s = np.cos(heading), np.sin(heading)
-    missing = missing.any(axis=1)
-    return (
-        np.where(missing, np.nan, c * rel[:, 0] - s * rel[:, 1]),
-        np.where(missing, np.nan, s * rel[:, 0] + c * rel[:, 1]),
-    )
+    """World-frame x and y (m) of each step's constant-twist arc (the SE(2) exponential of
+    the body increments ``inc`` (K, 3), as :func:`~sensorbench.fusion.pod_kinematics.se2_exp`)
+    rotated by ``heading`` (K,) rad at its start; nan where a row has nan. Compiled, so a
+    live frame and a replay's K rows take the same sin and cos (libm's, where se2_exp's
+    numpy loops may differ in the last bit): the same bits by construction."""
+    n = inc.shape[0]
+    x, y = np.empty(n), np.empty(n)
+    for k in range(n):
+        dx, dy, dth = inc[k, 0], inc[k, 1], inc[k, 2]
+        if np.isnan(dx) or np.isnan(dy) or np.isnan(dth):
+            x[k] = y[k] = np.nan
+            continue
+        if abs(dth) < 1e-6:
+            s, c = 1.0 - dth**2 / 6.0, dth / 2.0 - dth**3 / 24.0
+        else:
+            s, c = np.sin(dth) / dth, (1.0 - np.cos(dth)) / dth
+        rx, ry = s * dx - c * dy, c * dx + s * dy
+        ch, sh = np.cos(heading[k]), np.sin(heading[k])
+        x[k], y[k] = ch * rx - sh * ry, sh * rx + ch * ry
+    return x, y
 
 
 def _steps_from(first: np.ndarray | float, series: np.ndarray) -> np.ndarray:
@@ -487,7 +490,7 @@ class SplitFilter:
             cov, floor = model.rounding
             rounding = world_step_variances(cov[None].repeat(k_n, axis=0), th.p[:-1])
             profile = {a: rounding[a] / floor[a] for a in AXES}
-        z = dict(zip(("x", "y"), world_arcs(inc, th.p[:-1]), strict=True))
+        z = dict(zip(("x", "y"), world_arcs(np.ascontiguousarray(inc), th.p[:-1]), strict=True))
         xy = {
             a: step_axis(
                 state.axis(a),
