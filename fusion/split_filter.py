@@ -104,7 +104,7 @@ from sensorbench.fusion.odometry_drift import (
     SlipModel,
     world_step_variances,
 )
-from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path
+from sensorbench.fusion.pod_kinematics import PodGeometry
 from sensorbench.logs.model_keys import AXES
 
 
@@ -137,6 +137,18 @@ def frame_steps(
 
 
 @numba.njit(cache=True)
+def _arc(dx: float, dy: float, dth: float, heading: float) -> tuple[float, float]:
+    """World x and y (m) of one constant-twist arc (dx, dy m, dth rad) from ``heading``."""
+    if abs(dth) < 1e-6:
+        s, c = 1.0 - dth**2 / 6.0, dth / 2.0 - dth**3 / 24.0
+    else:
+        s, c = np.sin(dth) / dth, (1.0 - np.cos(dth)) / dth
+    rx, ry = s * dx - c * dy, c * dx + s * dy
+    ch, sh = np.cos(heading), np.sin(heading)
+    return ch * rx - sh * ry, sh * rx + ch * ry
+
+
+@numba.njit(cache=True)
 def world_arcs(inc: np.ndarray, heading: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """World-frame x and y (m) of each step's constant-twist arc (the SE(2) exponential of
     the body increments ``inc`` (K, 3), as :func:`~sensorbench.fusion.pod_kinematics.se2_exp`)
@@ -149,15 +161,27 @@ def world_arcs(inc: np.ndarray, heading: np.ndarray) -> tuple[np.ndarray, np.nda
         dx, dy, dth = inc[k, 0], inc[k, 1], inc[k, 2]
         if np.isnan(dx) or np.isnan(dy) or np.isnan(dth):
             x[k] = y[k] = np.nan
-            continue
-        if abs(dth) < 1e-6:
-            s, c = 1.0 - dth**2 / 6.0, dth / 2.0 - dth**3 / 24.0
         else:
-            s, c = np.sin(dth) / dth, (1.0 - np.cos(dth)) / dth
-        rx, ry = s * dx - c * dy, c * dx + s * dy
-        ch, sh = np.cos(heading[k]), np.sin(heading[k])
-        x[k], y[k] = ch * rx - sh * ry, sh * rx + ch * ry
+            x[k], y[k] = _arc(dx, dy, dth, heading[k])
     return x, y
+
+
+@numba.njit(cache=True)
+def dead_reckon(inc: np.ndarray, pose0: np.ndarray) -> np.ndarray:
+    """The odometry path (K+1, 3) (m, m, rad unwrapped) from ``pose0`` (3,) over the body
+    increments ``inc`` (K, 3), a nan component taken as 0: the arcs of :func:`world_arcs`,
+    summed step after step (so a path continued from its last pose gives the whole path's
+    bits, and those of :func:`~sensorbench.fusion.pod_kinematics.integrate_path` where
+    numpy's sin and cos are libm's)."""
+    n = inc.shape[0]
+    out = np.empty((n + 1, 3))
+    out[0] = pose0
+    for k in range(n):
+        d = np.where(np.isnan(inc[k]), 0.0, inc[k])
+        wx, wy = _arc(d[0], d[1], d[2], out[k, 2])
+        out[k + 1, 0], out[k + 1, 1] = out[k, 0] + wx, out[k, 1] + wy
+        out[k + 1, 2] = out[k, 2] + d[2]
+    return out
 
 
 def _steps_from(first: np.ndarray | float, series: np.ndarray) -> np.ndarray:
@@ -434,8 +458,9 @@ class SplitFilter:
         model = state.model
         t = np.concatenate(([state.t_s], np.asarray(chunk.t_s, dtype=float)))
         t, inc, dt = frame_steps(t, chunk.body_increments)
+        inc = np.ascontiguousarray(inc)  # one compiled signature for the kernels below
         k_n = dt.size
-        odo = None if state.odometry is None else integrate_path(np.nan_to_num(inc), state.odometry)
+        odo = None if state.odometry is None else dead_reckon(inc, state.odometry)
         aid, queue = self._aid(state, chunk.aiding, t, odo)
         rest = (inc == 0).all(axis=1)
         slip_var: dict[str, Any] = dict.fromkeys(AXES)
@@ -490,7 +515,7 @@ class SplitFilter:
             cov, floor = model.rounding
             rounding = world_step_variances(cov[None].repeat(k_n, axis=0), th.p[:-1])
             profile = {a: rounding[a] / floor[a] for a in AXES}
-        z = dict(zip(("x", "y"), world_arcs(np.ascontiguousarray(inc), th.p[:-1]), strict=True))
+        z = dict(zip(("x", "y"), world_arcs(inc, th.p[:-1]), strict=True))
         xy = {
             a: step_axis(
                 state.axis(a),
