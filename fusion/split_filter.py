@@ -102,7 +102,7 @@ from sensorbench.fusion.odometry_drift import (
     PodSlip,
     PoseErrorCarry,
     SlipModel,
-    world_step_variances,
+    _world,
 )
 from sensorbench.fusion.pod_kinematics import PodGeometry
 from sensorbench.logs.model_keys import AXES
@@ -181,6 +181,30 @@ def dead_reckon(inc: np.ndarray, pose0: np.ndarray) -> np.ndarray:
         wx, wy = _arc(d[0], d[1], d[2], out[k, 2])
         out[k + 1, 0], out[k + 1, 1] = out[k, 0] + wx, out[k, 1] + wy
         out[k + 1, 2] = out[k, 2] + d[2]
+    return out
+
+
+_NO_STEPS, _NO_ROUNDING = np.empty((0, 3, 3)), np.empty((0, 3))
+
+
+@numba.njit(cache=True)
+def _xy_inputs(
+    inc: np.ndarray, heading: np.ndarray, roll: np.ndarray, drag: np.ndarray, rounding: np.ndarray
+) -> np.ndarray:
+    """What the x and y filters take from the heading filter's ``heading`` (K,) rad, (8, K):
+    the :func:`world_arcs` of ``inc`` (K, 3) (m), then x and y of ``R(θ)·C·R(θ)ᵀ``
+    (:func:`~sensorbench.fusion.odometry_drift.world_step_variances`, m²) for the rolling and
+    dragging slip step covariances ``roll`` and ``drag`` (K, 3, 3) and the tick rounding
+    covariance ``rounding`` (3, 3); rows left nan for an empty (0, ...) one."""
+    out = np.full((8, inc.shape[0]), np.nan)
+    out[0], out[1] = world_arcs(inc, heading)
+    for k in range(inc.shape[0]):
+        c, s = np.cos(heading[k]), np.sin(heading[k])
+        if roll.shape[0]:
+            out[2, k], out[3, k] = _world(c, s, roll[k])
+            out[4, k], out[5, k] = _world(c, s, drag[k])
+        if rounding.shape[0]:
+            out[6, k], out[7, k] = _world(c, s, rounding)
     return out
 
 
@@ -500,22 +524,22 @@ class SplitFilter:
             pose_error, world = pose_error.step(inc, th.p, step_cov)
             world = _steps_from(start, world)
             dv["x"], dv["y"] = world[:, 0], world[:, 1]
-            roll, drag = (world_step_variances(c, th.p[:-1]) for c in parts)
-            slip_var["x"], slip_var["y"] = roll["x"], roll["y"]
-            drag_var["x"], drag_var["y"] = drag["x"], drag["y"]
         if model.calibration is not None and sens is not None:
             sens_xy, var_xy = model.calibration.step(sens[0], inc, th.p, dt)
             cal = _steps_from(cal_var[:2], var_xy[:, :2])
             dv["x"], dv["y"] = dv["x"] + cal[:, 0], dv["y"] + cal[:, 1]
             sens = (sens_xy, sens_t)
             cal_var = np.concatenate([var_xy[-1, :2], var_t[-1, 2:]]) if k_n else cal_var
+        roll, drag = (_NO_STEPS, _NO_STEPS) if parts is None else map(np.ascontiguousarray, parts)
+        rounding = _NO_ROUNDING if model.rounding is None else model.rounding[0]
+        w = _xy_inputs(inc, th.p[:-1], roll, drag, rounding)
+        z = {"x": w[0], "y": w[1]}
+        if parts is not None:
+            slip_var["x"], slip_var["y"], drag_var["x"], drag_var["y"] = w[2], w[3], w[4], w[5]
         profile: dict[str, Any] = dict.fromkeys(AXES)
         if model.rounding is not None:
             # PodGeometry.rounding_profile at the step's heading, its constants kept
-            cov, floor = model.rounding
-            rounding = world_step_variances(cov[None].repeat(k_n, axis=0), th.p[:-1])
-            profile = {a: rounding[a] / floor[a] for a in AXES}
-        z = dict(zip(("x", "y"), world_arcs(inc, th.p[:-1]), strict=True))
+            profile = {"x": w[6] / model.rounding[1]["x"], "y": w[7] / model.rounding[1]["y"]}
         xy = {
             a: step_axis(
                 state.axis(a),
