@@ -152,9 +152,8 @@ def _arc(dx: float, dy: float, dth: float, heading: float) -> tuple[float, float
 def world_arcs(inc: np.ndarray, heading: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """World-frame x and y (m) of each step's constant-twist arc (the SE(2) exponential of
     the body increments ``inc`` (K, 3), as :func:`~sensorbench.fusion.pod_kinematics.se2_exp`)
-    rotated by ``heading`` (K,) rad at its start; nan where a row has nan. Compiled, so a
-    live frame and a replay's K rows take the same sin and cos (libm's, where se2_exp's
-    numpy loops may differ in the last bit): the same bits by construction."""
+    rotated by ``heading`` (K,) rad at its start; nan where a row has nan. Compiled: a live
+    frame and a replay's K rows take the same sin and cos (docs/LIVE.md, Cost)."""
     n = inc.shape[0]
     x, y = np.empty(n), np.empty(n)
     for k in range(n):
@@ -169,10 +168,8 @@ def world_arcs(inc: np.ndarray, heading: np.ndarray) -> tuple[np.ndarray, np.nda
 @numba.njit(cache=True)
 def dead_reckon(inc: np.ndarray, pose0: np.ndarray) -> np.ndarray:
     """The odometry path (K+1, 3) (m, m, rad unwrapped) from ``pose0`` (3,) over the body
-    increments ``inc`` (K, 3), a nan component taken as 0: the arcs of :func:`world_arcs`,
-    summed step after step (so a path continued from its last pose gives the whole path's
-    bits, and those of :func:`~sensorbench.fusion.pod_kinematics.integrate_path` where
-    numpy's sin and cos are libm's)."""
+    increments ``inc`` (K, 3), a nan component taken as 0: :func:`world_arcs` summed step
+    after step, as :func:`~sensorbench.fusion.pod_kinematics.integrate_path`."""
     n = inc.shape[0]
     out = np.empty((n + 1, 3))
     out[0] = pose0
