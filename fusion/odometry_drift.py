@@ -1,29 +1,12 @@
-"""How far odometry drifts from the world: a per-distance slip model and its propagation.
+"""How far odometry drifts from the world: per-distance slip models and their propagation.
 
-Dead-wheel odometry does not drift with time but with motion: a wheel slips a little on
-every millimetre it rolls, so the error of a body increment ``(Δx, Δy, Δθ)`` (body frame)
-has a variance that grows with the motion itself (the simulator's and the literature's
-slip model: σ² ∝ distance rolled). Per body axis j,
-
-    Var(δ_j) = a_jx·|Δx| + a_jy·|Δy| + a_jθ·|Δθ|      (m² or rad², per m or per rad)
-
-with non-negative coefficients, the three body errors independent. Quantization and the
-reference's own noise do not accumulate (the counts are cumulative) and are not part of
-this model; they are the filters' r and the fit's intercept.
-
-The odometry pose error then propagates as the standard dead-reckoning linearisation:
-``e_{k+1} = F_k e_k + G_k δ_k`` with ``F_k = [[1, 0, −Δy_w], [0, 1, Δx_w], [0, 0, 1]]``
-(world-frame increment Δ_w) and ``G_k`` the rotation of the body frame at step k. The
-heading error thus enters x and y coherently: driving L metres straight with a heading
-variance growing as k·s gives a lateral variance k·L³/3, not the k·L²-free growth a
-per-second drift would state. Because F_k is a shear, the recursion is linear in the
-covariance and is evaluated with cumulative sums (no per-step loop):
-
-    P_θθ,k+1 = P_θθ,k + Q_θθ,k
-    P_xθ,k+1 = P_xθ,k − Δy_k·P_θθ,k                 (P_yθ likewise with +Δx_k)
-    P_xx,k+1 = P_xx,k − 2Δy_k·P_xθ,k + Δy_k²·P_θθ,k + Q_xx,k
-
-The split filters take the diagonal as the variance of their odometry-frame offset b.
+Per body axis ``Var(δ_j) = a_jx·|Δx| + a_jy·|Δy| + a_jθ·|Δθ|`` (:class:`OdometryDrift`),
+or the wheels' law :class:`PodSlip`, with the calibration's own error
+(:class:`CalibrationError`). The pose error propagates as ``e_{k+1} = F_k e_k + G_k δ_k``
+(F_k the dead-reckoning shear, G_k the body rotation), linear in the covariance and so
+evaluated with cumulative sums; the heading error enters x and y coherently (a lateral
+variance k·L³/3 after L metres straight). Quantization and reference noise do not
+accumulate and are not part of these models. Details: docs/PODS.md, Wheel slip.
 """
 
 from __future__ import annotations

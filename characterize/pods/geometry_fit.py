@@ -1,45 +1,12 @@
 """Fit dead-wheel pod geometry from fixed drives against a reference (mocap, IMU heading).
 
-Model (``docs/PODS.md``, Kinematics): over an interval in which the reference moves the
-body by the twist increment ξ = (Δx, Δy, Δθ) (m, m, rad), pod i counts
-
-    Δn_i = a_i·Δx + b_i·Δy + d_i·Δθ,    (a_i, b_i, d_i) = (cos φ_i, sin φ_i, L_i)/c_i,
-
-a linear model in the pod's row. Each row is fitted by robust (Huber, iteratively
-reweighted) least squares over intervals of ``interval_s`` seconds; from the row
-follow c_i = 1/√(a²+b²) (m per tick; radius r = c·counts_per_rev/2π), φ_i =
-atan2(b, a) and the lever arm L_i = d_i·c_i = x_i sin φ_i − y_i cos φ_i, with the
-row's covariance propagated through the Jacobian. The covariance is a sandwich
-(Huber) estimator over all pods and the per-session time offsets jointly (the
-offsets are estimated from the same data, so their uncertainty must reach the
-rows), and the intervals are separated by a short gap so they share no reference
-sample and their errors are independent.
-
-The reference increment of an interval is the sum of SE(2) logarithms between the
-reference poses interpolated at every encoder frame inside it, so turning while
-moving (a square's corners, a figure-8) fits exactly, and the reference noise
-telescopes instead of piling up.
-
-Identifiability: the pod's position **along** its rolling axis never enters Δn
-and is not observable from any drive; it is not reported. For each regressor
-(Δx, Δy, Δθ) the fit measures how much the drives excite it beyond the reference
-noise: the conditional signal energy (Schur complement of the design's Gram
-matrix, the other regressors projected out) divided by the energy reference
-noise alone would produce. A regressor below ``min_excitation`` is dropped from
-the design and every parameter that needs it is refused with a reason (no spin ⇒
-no lever arm; no sideways drive ⇒ no scale for a pod rolling sideways, and no
-angle for any pod).
-
-Wheel bounce: a bouncing wheel rolls nothing for a moment, so it only ever
-loses ticks. Gross cases are rejected by the robust loss; where the session has
-IMU yaw, a second pass drops every interval holding a frame whose pods' Δθ
-disagrees with the IMU's (see :func:`repair_bounces`), which removes the
-one-sided bias the smaller bounces would leave in c.
-
-Time alignment: the encoder frames are put on the host clock (through the
-device clock when the MCU sends one, which removes serial jitter), then a
-constant offset between encoder and reference is found by minimising the
-residual of the linear fit over the offset (a grid, then a bounded 1-D search).
+Each pod's row (a, b, d) = (cos φ, sin φ, L)/c of ``Δn = W·ξ`` is fitted by robust
+(Huber) least squares over intervals whose reference increment ξ (m, m, rad) is the sum
+of SE(2) logarithms between the frames inside it; c (m per tick), φ and L follow with the
+covariance propagated from a sandwich over all pods and the per-session time offsets
+jointly. Unexcited regressors are refused with a reason, IMU-flagged bounces dropped in a
+second pass (:func:`repair_bounces`), and the encoder→reference offset found per session
+by a grid, then a bounded 1-D search. Model and figures: docs/PODS.md, Geometry fit.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """Fit the split filters' noise per axis from replayed sessions.
 
-Per axis the filter (see :mod:`sensorbench.fusion.split_filter`) measures the
-odometry position y_k = p_k + e_k of a velocity random walk fed the odometry's observed
-acceleration, whose intensity grows with the observed squared jerk (q + q_jerk·ĵ²,
-unit²/s³; :mod:`~sensorbench.fusion.odometry_motion`); the position also takes a slip
-random walk (slip_scale and drag_scale × the wheels' rolling and dragging slip of each
-step, when a slip law is fitted) and e is the tick rounding (r × its profile over the
-heading). The fit
-(:func:`fit_axis`) finds the model's shape by a censored Gaussian likelihood
-(:mod:`~sensorbench.characterize.pods.noise_likelihood`), then its level and its balance
-across drives by the clipped NIS the filters are judged by.
-
-The fitted noise is then checked: the NIS of every update while moving,
-its mean against the 95 % band over the effective number of updates, rejections
-against twice the gate's nominal rate
-(:class:`~sensorbench.fusion.consistency.NisConsistency`), and the innovation
-autocorrelation ρ_1..ρ_10 against ±1.96/√K. The fitted sessions' clipped-mean standard
-error is kept with the noise (``AxisNoise.nis_se``): the balance across drives is matched
-to those means, noise and all, and a replay's NIS band adds it.
-
-Measurements: heading z = Δθ of ``W⁻¹·Δn``; x and y the world-frame
-displacement of the step's constant-twist arc, rotated by the dead-reckoned
-heading (the heading filter's estimate differs from it only by the few frames it
-rejects).
+Per axis (:mod:`sensorbench.fusion.split_filter`) the model's shape (velocity random walk
+q + q_jerk·ĵ², slip and drag scales, tick rounding r) is found by a censored Gaussian
+likelihood (:mod:`~sensorbench.characterize.pods.noise_likelihood`), its level and balance
+across drives by the clipped NIS the filters are judged by (:func:`fit_axis`). The fitted
+noise is then checked: NIS while moving against its 95 % band and twice the gate's
+nominal rate (:class:`~sensorbench.fusion.consistency.NisConsistency`), innovation
+autocorrelation ρ_1..ρ_10 against ±1.96/√K. Measurements and figures: docs/PODS.md, Noise fit.
 """
 
 from __future__ import annotations
