@@ -295,18 +295,12 @@ def _body_covariances(w_inv: np.ndarray, tick_var: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PodSlip:
-    """Slip per pod, the wheels' own law: over a step of h seconds, pod i's rolled
-    distance errs by a variance ``roll_var·|d_i| + drag_var·|d⊥_i|`` (m²) with d_i the
-    distance it rolled and d⊥_i the distance its contact point was dragged across its
-    rolling direction (m), plus ``turn_var·s_i·v_i·|ω|``, growing with the wheel's
-    lateral acceleration v_i·|ω| (s_i = √(d_i² + d⊥_i²) the distance its contact travels
-    over the floor, v_i = s_i/h its speed, m/s; ω = Δθ/h the turn rate, rad/s: turning
-    while translating loads it sideways, whether it rolls or is dragged); pods independent
-    (each wheel slips on its own). Through the odometry ``u = Ŵ⁺·Δn`` the body step's
-    covariance is ``Ŵ⁺·diag(var_i/c_i²)·Ŵ⁺ᵀ``, correlations included (a slip of the left
-    wheel moves both x and θ). The drag of a pod by rotation about a point off its rolling
-    line is left out: that arm (the pod's position along its rolling direction) is not
-    observable from the counts and is not in the geometry.
+    """Slip per pod, the wheels' own law (docs/PODS.md, Wheel slip): over a step of h
+    seconds pod i's rolled distance errs by ``roll_var·|d_i| + drag_var·|d⊥_i| +
+    turn_var·s_i·v_i·|ω|`` (m²; d_i rolled, d⊥_i dragged, s_i its contact's travel, m;
+    v_i = s_i/h, ω = Δθ/h), pods independent; the body step's covariance is
+    ``Ŵ⁺·diag(var_i/c_i²)·Ŵ⁺ᵀ``. The drag by rotation about a point off a pod's rolling
+    line is left out: that arm is not observable from the counts.
 
     Attributes:
         W: (N, 3) pod matrix (ticks per m, m, rad).
@@ -401,18 +395,11 @@ class CalibrationError:
     ``J_k·Σ·J_kᵀ`` with Σ the fit's covariance of the rows: unlike slip it does not grow
     as a random walk but with the signed motion (a scale error cancels on the way back).
 
-    **Creep** is carried the same way: a wheel that rolls faster, or is loaded sideways
-    while the robot turns and translates, counts short by a fraction of its travel
-    that grows with its speed v_i and lateral acceleration a_i = v_i·|ω| (m/s, m·rad/s²;
-    v_i its contact's speed over the floor, rolled and dragged: a wheel dragged sideways
-    grips less along its rolling direction too).
-    Over one drive that fraction is ``κ_v·(v_i − v̄) + κ_t·(a_i − ā)``, a constant scale
-    error of unknown size, not noise: its pose error grows ∝ distance and its variance ∝
-    distance², which no random walk per metre states. v̄, ā are the calibration drives'
-    own (their share is already in the fitted W); κ_v (s/m) and κ_t (s²/(m·rad)) enter
-    as two more uncertain parameters beside the rows, with variances fitted on the
-    calibration drives (:mod:`~sensorbench.characterize.pods.slip_mocap_fit`): each step's
-    body error gains ``−Ŵ⁺·(Δn ⊙ (v − v̄))·κ_v − Ŵ⁺·(Δn ⊙ (a − ā))·κ_t``.
+    **Creep** (docs/PODS.md) is carried the same way: a wheel counts short by
+    ``κ_v·(v_i − v̄) + κ_t·(a_i − ā)`` of its travel (v_i its contact's speed, m/s;
+    a_i = v_i·|ω|, m·rad/s²), κ_v (s/m) and κ_t (s²/(m·rad)) two more uncertain parameters
+    beside the rows: each step's body error gains
+    ``−Ŵ⁺·(Δn ⊙ (v − v̄))·κ_v − Ŵ⁺·(Δn ⊙ (a − ā))·κ_t``.
 
     Attributes:
         W: (N, 3) fitted pod matrix (ticks per m, m, rad).

@@ -212,35 +212,14 @@ def fit_axis(
     stamp_var: float = 0.0,
 ) -> AxisNoiseFit:
     """Fit q, q_jerk, slip_scale and drag_scale (with a slip model; the second when it
-    splits rolling from dragging slip) and r (≥ ``r_min``, the quantization floor) of one
-    axis, the prediction feeding the observed acceleration forward, in three stages:
-
-    1. **Shape, by maximum likelihood** (:func:`~sensorbench.characterize.
-       noise_likelihood.zoom_search`) on the first ``max_frames`` frames of each session
-       (cost), Gaussian innovations, first plainly (the pilot), then with every innovation
-       beyond the pilot's gate bound censored: the rounding of a wheel turning a steady
-       fraction of a tick per frame jumps by whole ticks now and then, and a wheel's
-       bounce loses ticks; scored whole, a Gaussian stretches every variance to cover
-       them (a Student-t law, tried before, shrank the bulk instead: its clipped NIS came
-       out 7–18 % low).
-    2. **Level, by the gated statistic** (:func:`_gated_scale`): every variance times
-       the λ at which the mean NIS clipped to the gate, over every frame of every session
-       with the gate applied, equals its expectation.
-    3. **Balance across drives** (:func:`_moment_match`): the slip, drag and jerk shares
-       adjusted so that each session's clipped mean NIS is as near its expectation as the
-       three allow — the likelihood weighs a straight drive's rolling slip and a sideways
-       drive's dragging slip by how well they explain the innovations' shape, not by
-       whether the stated variance is honest on each.
-
-    ``stamp_var`` (s², the frame times' error, :func:`~sensorbench.fusion.frame_clock.
-    stamp_variance` of the sessions) is not searched: it is measured, and scaled with the
-    rest in stage 2.
-
-    r is parametrised as r_min + e^ρ: without the floor the likelihood is unbounded
-    (perfectly quantized zero increments at rest would drive r to 0). The gate is not
-    applied in stage 1 (rejecting 1 % of good innovations and clipping the odometry
-    distorts the innovations that follow) but is in stages 2 and 3, which judge the
-    filter as it runs: gating moves a session's clipped mean NIS by up to 6 %.
+    splits rolling from dragging slip) and r (≥ ``r_min``, the quantization floor, as
+    r_min + e^ρ) of one axis, in the three stages of docs/PODS.md, Noise fit: shape by
+    censored maximum likelihood (:func:`~sensorbench.characterize.pods.noise_likelihood.
+    zoom_search`) on the first ``max_frames`` frames of each session, no gate; level by the
+    clipped NIS with the gate applied (:func:`_gated_scale`); balance across drives
+    (:func:`_moment_match`). ``stamp_var`` (s², the frame times' error,
+    :func:`~sensorbench.fusion.frame_clock.stamp_variance`) is measured, not searched, and
+    scaled with the rest.
     """
     data = [s.head(max_frames) for s in series]
     has_slip = all(s.slip is not None for s in data)
