@@ -141,9 +141,9 @@ def propagate_drift(
 
 @dataclass(frozen=True)
 class PoseErrorCarry:
-    """The odometry pose error's covariance at one frame, as the recursion of this module's
-    docstring carries it: the variances (x, y m²; θ rad²) and the x–θ, y–θ covariances
-    (m·rad)."""
+    """The odometry pose error's covariance at one frame, as the shear recursion
+    (docs/PODS.md, Body-axis fallback) carries it: the variances (x, y m²; θ rad²) and
+    the x–θ, y–θ covariances (m·rad)."""
 
     xx: float
     yy: float
@@ -190,7 +190,7 @@ def _carry_pose_error(
     carry: np.ndarray, inc: np.ndarray, heading: np.ndarray, q: np.ndarray
 ) -> np.ndarray:
     """:meth:`PoseErrorCarry.step` in place on ``carry`` = (xx, yy, θθ, xθ, yθ): the
-    recursion of this module's docstring, step after step; returns the variances (K, 3)."""
+    shear recursion (docs/PODS.md), step after step; returns the variances (K, 3)."""
     xx, yy, tt, xt, yt = carry[0], carry[1], carry[2], carry[3], carry[4]
     out = np.empty((inc.shape[0], 3))
     for k in range(inc.shape[0]):
