@@ -84,13 +84,9 @@ def joint_sandwich(
     interval m is ``x_m·β_p`` with ``∂/∂δ_s = ẋ_m·β_p`` (ẋ = ∂ξ/∂offset), so the
     offsets' uncertainty feeds into every row. The pods' residuals on one
     interval share the reference's noise, so scores are summed per interval.
-    Neighbouring intervals of one session are correlated even though they share no
-    reference sample (the reference's Gauss-Markov error, slip that follows the motion,
-    a slowly varying creep, along a motion that is itself smooth), so the score products
-    with up to ``hac_lags`` neighbours within a session are added with Newey–West's
-    Bartlett weights ``1 − l/(L + 1)`` (a positive semi-definite estimate; Newey & West
-    1987); None: ``L = ⌊4·(M/100)^(2/9)⌋`` with M the median intervals per session
-    (their 1994 rule; 3–4 for drives of 30–120 intervals), 0: independent intervals.
+    Score products with up to ``hac_lags`` neighbours within a session enter with
+    Newey–West's Bartlett weights ``1 − l/(L + 1)`` (docs/PODS.md, Geometry fit; None:
+    ``L = ⌊4·(M/100)^(2/9)⌋``, M the median intervals per session; 0: independent).
     Sandwich A⁻¹BA⁻¹ with A = Σ ψ'(r) j jᵀ (Huber) and the residuals scaled by
     1/(1 − h) with h each row's leverage (HC3), which keeps the interval honest
     when a parameter is informed by few rows.
@@ -171,9 +167,8 @@ class PodFit:
     @property
     def sigma_radius(self) -> np.ndarray | None:
         """1σ of the wheel radius (m)."""
-        if self.counts_per_rev is None:
-            return None
-        return self.sigma_c * self.counts_per_rev / (2 * np.pi)
+        cpr = self.counts_per_rev
+        return None if cpr is None else self.sigma_c * cpr / (2 * np.pi)
 
     @property
     def complete(self) -> bool:
@@ -493,9 +488,7 @@ def fit_pods(
             n_bounce = 0  # a first-pass W that cannot be inverted: keep the robust fit
         else:
             core = _fit_core(drives, offsets, interval_s, heading, min_excitation, hac_lags)
-    rows, cov, excited = core["rows"], core["cov"], core["excited"]
-    snr, sv, outliers, rsig = core["snr"], core["sv"], core["outliers"], core["rsig"]
-    offset_sigma, n_intervals = core["offset_sigma"], core["n_intervals"]
+    rows, cov, excited, snr = core["rows"], core["cov"], core["excited"], core["snr"]
     n_pods = rows.shape[0]
     why = {
         a: f"no {DRIVE_FOR[a]} in the data (excitation {snr[j]:.3g}× the reference noise's "
@@ -503,10 +496,9 @@ def fit_pods(
         for j, a in enumerate(AXES)
     }
     c, sc, phi, sphi, lev, slev, status = _derive(rows, cov, excited, why)
-    cpr = None if counts_per_rev is None else np.broadcast_to(counts_per_rev, n_pods).copy()
-    if cpr is None:
-        cprs = [d.counts_per_rev for d in drives if d.counts_per_rev is not None]
-        cpr = cprs[0] if cprs else None
+    cpr = next((d.counts_per_rev for d in drives if d.counts_per_rev is not None), None)
+    if counts_per_rev is not None:
+        cpr = np.broadcast_to(counts_per_rev, n_pods).copy()
     pod_names = names or next((d.names for d in drives if d.names), None)
     pod_names = tuple(pod_names) if pod_names else tuple(f"pod{i}" for i in range(n_pods))
     fit = PodFit(
@@ -524,13 +516,13 @@ def fit_pods(
         joint_row_cov=core["joint_rows"],
         excitation={k: float(v) for k, v in zip(AXES, snr, strict=True)},
         excited={k: bool(v) for k, v in zip(AXES, excited, strict=True)},
-        singular_values=sv,
+        singular_values=core["sv"],
         time_offsets_s=offsets,
-        sigma_time_offsets_s=[float(v) for v in offset_sigma],
+        sigma_time_offsets_s=[float(v) for v in core["offset_sigma"]],
         labels=[d.label for d in drives],
-        n_intervals=n_intervals,
-        outliers=outliers,
-        residual_sigma=rsig,
+        n_intervals=core["n_intervals"],
+        outliers=core["outliers"],
+        residual_sigma=core["rsig"],
         options={
             "interval_s": interval_s,
             "max_offset_s": max_offset_s,
