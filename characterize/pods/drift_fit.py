@@ -149,6 +149,12 @@ def gamma_nnls(
     return beta, se
 
 
+def near_bounces(W: np.ndarray, dn: np.ndarray, imu_dtheta: np.ndarray) -> np.ndarray:
+    """(K,) True within ±5 frames of a bounce the IMU yaw shows (:func:`~sensorbench.
+    fusion.pod_kinematics.repair_bounces`; a bounce's edge frames lose too little to flag)."""
+    return np.convolve(repair_bounces(W, dn, imu_dtheta)[1], np.ones(11), mode="same") > 0
+
+
 def fit_drift(
     drives: Sequence[Drive],
     geometry: PodGeometry,
@@ -170,10 +176,8 @@ def fit_drift(
     w_inv = np.linalg.pinv(geometry.W)
     for d in drives:
         if d.imu_yaw is not None and d.bounce is None:
-            # a parallel pod's bounce disagrees with the gyro: drop the intervals holding
-            # one (±5 frames: a bounce's edge frames lose too little to flag)
-            flag = repair_bounces(geometry.W, np.diff(d.counts, axis=0), np.diff(d.imu_yaw))[1]
-            d.bounce = np.convolve(flag, np.ones(11), mode="same") > 0
+            # a parallel pod's bounce disagrees with the gyro: drop the intervals holding one
+            d.bounce = near_bounces(geometry.W, np.diff(d.counts, axis=0), np.diff(d.imu_yaw))
     offsets = [align_drive(d, align_interval_s) for d in drives]
     delta, signed, path, ends = _intervals(drives, offsets, w_inv, interval_s)
     if delta.shape[0] < 10:

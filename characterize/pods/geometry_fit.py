@@ -5,7 +5,7 @@ Each pod's row (a, b, d) = (cos φ, sin φ, L)/c of ``Δn = W·ξ`` is fitted by
 of SE(2) logarithms between the frames inside it; c (m per tick), φ and L follow with the
 covariance propagated from a sandwich over all pods and the per-session time offsets
 jointly. Unexcited regressors are refused with a reason, IMU-flagged bounces dropped in a
-second pass (:func:`repair_bounces`), and the encoder→reference offset found per session
+second pass (:func:`~.drift_fit.near_bounces`), and the encoder→reference offset found per session
 by a grid, then a bounded 1-D search. Model and figures: docs/PODS.md, Geometry fit.
 """
 
@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from sensorbench.characterize.pods.drift_fit import near_bounces
 from sensorbench.characterize.pods.slip_fit import WINDOW_S as SLIP_WINDOW_S
 from sensorbench.characterize.pods.slip_fit import SlipFit, fit_pod_slip
 from sensorbench.characterize.pods.slip_mocap_fit import fit_pod_slip_mocap
 from sensorbench.errors import FitError, FusionError
 from sensorbench.fusion.odometry_replay import reference_noise
 from sensorbench.fusion.pod_drive import Drive, align_drive, intervals_with_rate
-from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces, save_pod_model
+from sensorbench.fusion.pod_kinematics import PodGeometry, save_pod_model
 from sensorbench.logs.model_keys import AXES
 
 DRIVE_FOR = {"x": "forward drive", "y": "sideways drive", "theta": "spin"}
@@ -480,9 +481,7 @@ def fit_pods(
         try:
             for d in drives:
                 if d.imu_yaw is not None:
-                    flag = repair_bounces(W, np.diff(d.counts, axis=0), np.diff(d.imu_yaw))[1]
-                    # widen by ±5 frames: a bounce's edge frames lose too little to flag
-                    d.bounce = np.convolve(flag, np.ones(11), mode="same") > 0
+                    d.bounce = near_bounces(W, np.diff(d.counts, axis=0), np.diff(d.imu_yaw))
                     n_bounce += int(np.count_nonzero(d.bounce))
         except FusionError:
             n_bounce = 0  # a first-pass W that cannot be inverted: keep the robust fit

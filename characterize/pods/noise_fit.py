@@ -55,31 +55,14 @@ class AxisSeries:
 
     def run(self, noise: AxisNoise, gate: float) -> AxisTrack:
         """This series through :func:`~sensorbench.fusion.axis_step.run_axis`."""
-        inp = AxisInput(
-            self.dt,
-            self.z,
-            slip=self.slip,
-            drag=self.drag,
-            rest=self.rest,
-            r_profile=self.r_profile,
-        )
+        inp = AxisInput(self.dt, self.z, slip=self.slip, drag=self.drag, rest=self.rest,
+            r_profile=self.r_profile)
         return run_axis(inp, noise, AxisOptions(gate=gate))
 
     def head(self, n: int) -> AxisSeries:
         """The first ``n`` steps."""
-
-        def cut(a: np.ndarray | None) -> np.ndarray | None:
-            return None if a is None else a[:n]
-
-        return AxisSeries(
-            self.dt[:n],
-            self.z[:n],
-            cut(self.slip),
-            cut(self.rest),
-            cut(self.r_profile),
-            cut(self.drag),
-        )
-
+        rest = (self.slip, self.rest, self.r_profile, self.drag)
+        return AxisSeries(self.dt[:n], self.z[:n], *(None if a is None else a[:n] for a in rest))
 
 def axis_measurements(
     dt: np.ndarray,

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 from scipy.ndimage import median_filter
 
-from sensorbench.characterize.pods.drift_fit import gamma_nnls
+from sensorbench.characterize.pods.drift_fit import gamma_nnls, near_bounces
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts, pod_distances
 from sensorbench.fusion.pod_drive import Drive
-from sensorbench.fusion.pod_kinematics import SLIP_TURN_KEY, PodGeometry, repair_bounces
+from sensorbench.fusion.pod_kinematics import SLIP_TURN_KEY, PodGeometry
 from sensorbench.fusion.tick_rounding import expected_frac_variance
 
 WINDOW_S = 0.25
@@ -137,8 +137,7 @@ def _windows(
     imu = np.diff(drive.imu_yaw)
     w_inv = np.linalg.pinv(w)
     g = w_inv[2]
-    _, bounced, _ = repair_bounces(w, dn, imu)
-    near = np.convolve(bounced.astype(float), np.ones(11), mode="same") > 0
+    near = near_bounces(w, dn, imu)
     frame = float(np.median(np.diff(drive.t_enc)))
     smooth = averaged_counts(dn, drive.t_enc)
     rolled, dragged = pod_distances(w, smooth @ w_inv.T)
