@@ -54,14 +54,6 @@ class OdometryDrift:
         v = self.step_variances(body_increments)
         return v[:, :, None] * np.eye(3)[None, :, :]
 
-    def axis_step_variances(
-        self, body_increments: np.ndarray, heading: np.ndarray
-    ) -> dict[str, np.ndarray]:
-        """Per-step slip variance (K,) of each split-filter axis: the body x/y variances
-        rotated into world x and y by the heading at the start of each step (the diagonal
-        of R·diag(Vx, Vy)·Rᵀ, m²), heading as is (rad²)."""
-        return world_step_variances(self.step_covariances(body_increments), heading)
-
     def step_covariance_parts(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -354,20 +346,14 @@ class PodSlip:
         slip = np.array([self.roll_var, self.drag_var, self.turn_var], dtype=float)
         return np.ascontiguousarray(self.W, dtype=float), slip
 
-    def axis_step_variances(
-        self, body_increments: np.ndarray, heading: np.ndarray, dt: np.ndarray | None = None
-    ) -> dict[str, np.ndarray]:
-        """Per-step slip variance (K,) of each split-filter axis (m², m², rad²)."""
-        return world_step_variances(self.step_covariances(body_increments, dt), heading)
-
 
 _NO_STEPS = np.empty(0)
 """Step durations of a call without them (:meth:`PodSlip.pod_tick_variances`)."""
 
 
 class SlipModel(Protocol):
-    """What the filters need of a slip model: body-frame covariances of each step and the
-    split filters' per-axis share of them, whole and as (rolling, dragging) parts."""
+    """What the filters need of a slip model: body-frame covariances of each step, whole
+    and as (rolling, dragging) parts."""
 
     def step_covariances(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
@@ -376,10 +362,6 @@ class SlipModel(Protocol):
     def step_covariance_parts(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]: ...
-
-    def axis_step_variances(
-        self, body_increments: np.ndarray, heading: np.ndarray
-    ) -> dict[str, np.ndarray]: ...
 
 
 @dataclass(frozen=True)
