@@ -386,20 +386,16 @@ def fit_noise(
         align_interval_s = min(align_interval_for(p) for p in sessions)
     drift, note = _fit_drift_if_referenced(sessions, geometry, align_interval_s, drift_interval_s)
     per_axis: dict[str, list[AxisSeries]] = {a: [] for a in AXES}
-    n = 0
-    stamps = []
-    times, increments = [], []
+    stamps, times, increments = [], [], []
+    slip_model = geometry.slip_model() or (None if drift is None else drift.drift)
     for path in sessions:
         odo = read_odometry(path)
         stamps.append(stamp_variance(odo.t_s))
-        inc = odo.increments(geometry)
         times.append(odo.t_s)
-        increments.append(inc)
-        slip_model = geometry.slip_model() or (None if drift is None else drift.drift)
+        increments.append(inc := odo.increments(geometry))
         for a, s in axis_measurements(np.diff(odo.t_s), inc, slip_model, geometry).items():
             per_axis[a].append(s)
-        n += inc.shape[0]
-    if n < 50:
+    if (n := sum(i.shape[0] for i in increments)) < 50:
         raise FitError(f"only {n} encoder frames in all; record longer sessions")
     floor = geometry.rounding_floor()
     stamp = float(np.median(stamps))
