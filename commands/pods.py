@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import click
 import numpy as np
 
+from sensorbench.characterize.pods.display import noise_table, pod_table, replay_text
 from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import (
@@ -16,7 +16,6 @@ from sensorbench.logs.atomic_output import (
     atomic_output,
     check_output,
 )
-from sensorbench.logs.model_keys import AXES
 
 # options shared by ``fit pods``, ``fit noise`` and ``replay``
 _JSON_OPT = opt.json_option("Print one JSON document (SI units).")
@@ -102,53 +101,13 @@ def fit_pods_cmd(sessions: tuple[Path, ...], output: Path | None, force: bool, a
     if as_json:
         click.echo(to_json(doc))
     else:
-        _print_pod_table(fit)
+        click.echo(pod_table(fit))
         if output is not None:
             click.echo(f"model written to {output}")
     if not fit.complete:
         for msg in fit.refusals():
             click.echo(f"refused: {msg}", err=True)
         click.get_current_context().exit(1)
-
-
-def _print_pod_table(fit: Any) -> None:
-    radius, sr = fit.radius, fit.sigma_radius
-    click.echo(
-        f"{'pod':<8} {'m/tick':>12} {'±1σ':>9} {'radius mm':>10} {'±1σ':>7} "
-        f"{'angle °':>9} {'±1σ':>7} {'lever mm':>9} {'±1σ':>7}")
-    for i, name in enumerate(fit.names):
-        r = (
-            f"{radius[i] * 1e3:10.4f} {sr[i] * 1e3:7.4f}"
-            if radius is not None
-            else f"{'-':>10} {'-':>7}"
-        )
-        click.echo(
-            f"{name:<8} {fit.c[i]:12.5e} {fit.sigma_c[i]:9.2e} {r} "
-            f"{math.degrees(fit.phi[i]):9.4f} {math.degrees(fit.sigma_phi[i]):7.4f} "
-            f"{fit.lever[i] * 1e3:9.3f} {fit.sigma_lever[i] * 1e3:7.3f}")
-    ex = ", ".join(
-        f"{k}: {v:.0f}{'' if fit.excited[k] else ' (not excited)'}"
-        for k, v in fit.excitation.items()
-    )
-    click.echo(f"excitation (signal/noise energy): {ex}")
-    offsets = ", ".join(
-        f"{lab} {o * 1e3:+.1f} ms" for lab, o in zip(fit.labels, fit.time_offsets_s, strict=True)
-    )
-    click.echo(f"encoder→mocap time offsets: {offsets}")
-    if fit.slip is not None:
-        sl = fit.slip
-        drag = (
-            f"{math.sqrt(sl.slip.drag_var) * 1e3:.3f} mm/√m"
-            if sl.drag_identified
-            else "not identified (no sideways motion): taken as rolled"
-        )
-        against = "pods against the IMU" if sl.timing_s is None else "odometry against mocap"
-        click.echo(
-            f"wheel slip ({against}, {sl.n_windows} windows): rolled "
-            f"{math.sqrt(sl.slip.roll_var) * 1e3:.3f} mm/√m, dragged {drag}")
-    else:
-        click.echo(fit.slip_note)
-    click.echo("not observable: each pod's position along its own rolling axis")
 
 
 @click.command("noise")
@@ -205,7 +164,7 @@ def fit_noise_cmd(sessions: tuple[Path, ...], pods_path: Path, output: Path | No
     if as_json:
         click.echo(to_json(doc))
     else:
-        _print_noise(fit, doc)
+        click.echo(noise_table(fit, doc))
         if output is not None:
             click.echo(f"model written to {output}")
     if not all(f.nis_ok for f in fit.axes.values()):
@@ -289,125 +248,7 @@ def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
     if output is not None:
         _write_estimate(output, force, rp, session, pods_path, noise_path)
         doc["estimate_file"] = str(output)
-    if as_json:
-        click.echo(to_json(doc))
-        return
-    click.echo(f"{session}: {doc['frames']} frames over {doc['duration_s']:.1f} s")
-    err = doc["errors"]
-    if err is None:
-        click.echo("no reference in the session: no errors computed")
-    else:
-        click.echo(
-            f"position error vs {rp.reference}: RMS {err['rms_m'] * 100:.2f} cm, "
-            f"max {err['max_m'] * 100:.2f} cm, final {err['final_m'] * 100:.2f} cm")
-        click.echo(
-            f"heading error: RMS {math.degrees(err['heading_rms_rad']):.3f}°, "
-            f"max {math.degrees(err['heading_max_rad']):.3f}°, "
-            f"final {math.degrees(err['heading_final_rad']):+.3f}°")
-    click.echo(f"rejected by the gate: {doc['rejected_updates']}")
-    for why in doc["outside_reach"]:
-        click.echo(f"WARNING, outside the noise fit's drives: {why}")
-    _print_consistency(doc)
-    for key in ("estimate_file", "plots"):
-        if key in doc:
-            click.echo(f"{key.replace('_', ' ')}: {doc[key]}")
-
-
-def _print_noise(fit: Any, doc: dict[str, Any]) -> None:
-    """The fitted noise per axis with its consistency check, the slip model, the drives' reach
-    and the leave-one-out coverage."""
-    click.echo(
-        f"{'axis':<6} {'q':>10} {'q_jerk':>9} {'r':>10} {'slip':>5} {'drag':>5} "
-        f"{'NIS':>7} {'95 % band':>17} {'K':>7} {'K_eff':>7} {'rejected':>8} "
-        f"{'max|ρ|':>7} {'bound':>6}")
-    for a, f in fit.axes.items():
-        n = f.nis
-        flag = "" if n.mean_ok else "  NIS outside"
-        flag += "" if n.rejections_ok else "  rejections > 2x nominal"
-        drag = f.noise.drag_share
-        click.echo(
-            f"{a:<6} {f.q:10.3e} {f.noise.q_jerk:9.2e} {f.r:10.3e} "
-            f"{f.noise.slip_scale:5.2f} {drag:5.2f} {n.mean:7.3f} "
-            f"[{n.band[0]:.3f}, {n.band[1]:.3f}] {n.k:7d} {n.k_eff:7.0f} "
-            f"{n.rejection_rate:7.2%} {np.nanmax(np.abs(f.rho)):7.3f} {f.rho_bound:6.3f}{flag}")
-    click.echo(
-        "units: q m²/s³ (heading rad²/s³), q_jerk s³, r m² (heading rad²); slip, drag: "
-        "shares of the wheels' slip law; NIS: mean clipped to the gate")
-    verdict = "consistent" if all(f.nis_ok for f in fit.axes.values()) else "NOT consistent"
-    click.echo(f"filters under the fitted model: {verdict} on these sessions")
-    _print_drift(fit)
-    if fit.reach is not None:
-        click.echo(
-            "reach of these drives (99th percentile over 0.25 s): "
-            + ", ".join(f"{k} {v:.3g}" for k, v in fit.reach.values.items())
-            + " (speed, strafe m/s; turn rad/s; speed_turn m·rad/s²)"
-        )
-    for name, held in doc.get("leave_one_out", {}).items():
-        cov = " / ".join(f"{v:.1%}" for v in held["in_2sigma"].values())
-        nees = " / ".join(f"{v:.2f}" for v in held["mean_nees"].values())
-        over = ", ".join(held["overconfident"]) or "none"
-        click.echo(
-            f"held out {name}: truth in 2σ x / y / θ {cov}, mean NEES {nees}, "
-            f"overconfident: {over}")
-        for why in held["outside_reach"]:
-            click.echo(f"  outside the other drives' reach: {why}")
-
-
-def _print_drift(fit: Any) -> None:
-    """The slip model's coefficients with their standard errors, or why there is none."""
-    if fit.drift is None:
-        click.echo(fit.drift_note)
-        return
-    d = fit.drift
-    click.echo("odometry slip (variance gained per m along x, per m along y, per rad turned):")
-    for j, axis in enumerate(AXES):
-        cells = []
-        for k in range(3):
-            mark = "" if d.identified[j, k] else " (not excited)"
-            cells.append(f"{d.drift.coef[j, k]:9.2e} ± {d.coef_se[j, k]:8.1e}{mark}")
-        click.echo(f"  {axis:<6} " + "   ".join(cells))
-    click.echo("units: m² per m or rad (heading: rad² per m or rad)")
-
-
-def _print_consistency(doc: dict[str, Any]) -> None:
-    """The claimed-vs-actual table of a replay summary, and the monitor's spans."""
-    rates = doc["rejection_rate"]
-    cons = doc["consistency"]
-    click.echo(
-        f"{'axis':<6} {'rejected':>9} {'nominal':>8} {'NEES':>6} {'95% band':>13} "
-        f"{'in 1σ':>6} {'in 2σ':>6} {'in 3σ':>6} {'degraded':>9}")
-    for a, actual in rates["actual"].items():
-        row = f"{a:<6} {actual:9.2%} {rates['nominal']:8.2%}"
-        c = None if cons is None else cons.get(a)
-        if c is None:
-            row += f" {'-':>6} {'-':>13} {'-':>6} {'-':>6} {'-':>6}"
-        else:
-            lo, hi = c["nees_band95"]
-            cov = [c["coverage"][k]["actual"] for k in ("1sigma", "2sigma", "3sigma")]
-            row += f" {c['mean_nees']:6.2f} [{lo:5.2f},{hi:5.2f}]" + "".join(
-                f" {v:6.1%}" for v in cov
-            )
-        row += f" {doc['monitor'][a]['degraded_fraction']:9.1%}"
-        n = doc.get("nis", {}).get(a)
-        if n is not None:
-            row += f"  NIS {n['mean']:.2f} [{n['band95'][0]:.2f},{n['band95'][1]:.2f}]"
-        click.echo(row)
-    over = {a: c for a, c in (cons or {}).items() if c["overconfident"]}
-    if over:
-        click.echo(
-            "INCONSISTENT, stated uncertainty too small: "
-            + "; ".join(
-                f"{a} mean NEES {c['mean_nees']:.2f} > {c['nees_limit95']:.2f} "
-                f"(one-sided 95 % over {c['n_eff']:.1f} effective samples)"
-                for a, c in over.items()
-            )
-        )
-    cross = doc["monitor"].get("pods_vs_imu")
-    if cross is not None:
-        click.echo(f"pods against IMU yaw: degraded {cross['degraded_fraction']:.1%}")
-    click.echo(
-        "expected: in 1σ 68.3 %, in 2σ 95.4 %, in 3σ 99.7 %; NEES and NIS (calibrated to χ²₁) "
-        "inside their bands")
+    click.echo(to_json(doc) if as_json else replay_text(doc, str(session), rp.reference))
 
 
 def _write_estimate(

@@ -1,29 +1,12 @@
-"""How far odometry drifts from the world: a per-distance slip model and its propagation.
+"""How far odometry drifts from the world: per-distance slip models and their propagation.
 
-Dead-wheel odometry does not drift with time but with motion: a wheel slips a little on
-every millimetre it rolls, so the error of a body increment ``(Δx, Δy, Δθ)`` (body frame)
-has a variance that grows with the motion itself (the simulator's and the literature's
-slip model: σ² ∝ distance rolled). Per body axis j,
-
-    Var(δ_j) = a_jx·|Δx| + a_jy·|Δy| + a_jθ·|Δθ|      (m² or rad², per m or per rad)
-
-with non-negative coefficients, the three body errors independent. Quantization and the
-reference's own noise do not accumulate (the counts are cumulative) and are not part of
-this model; they are the filters' r and the fit's intercept.
-
-The odometry pose error then propagates as the standard dead-reckoning linearisation:
-``e_{k+1} = F_k e_k + G_k δ_k`` with ``F_k = [[1, 0, −Δy_w], [0, 1, Δx_w], [0, 0, 1]]``
-(world-frame increment Δ_w) and ``G_k`` the rotation of the body frame at step k. The
-heading error thus enters x and y coherently: driving L metres straight with a heading
-variance growing as k·s gives a lateral variance k·L³/3, not the k·L²-free growth a
-per-second drift would state. Because F_k is a shear, the recursion is linear in the
-covariance and is evaluated with cumulative sums (no per-step loop):
-
-    P_θθ,k+1 = P_θθ,k + Q_θθ,k
-    P_xθ,k+1 = P_xθ,k − Δy_k·P_θθ,k                 (P_yθ likewise with +Δx_k)
-    P_xx,k+1 = P_xx,k − 2Δy_k·P_xθ,k + Δy_k²·P_θθ,k + Q_xx,k
-
-The split filters take the diagonal as the variance of their odometry-frame offset b.
+Per body axis ``Var(δ_j) = a_jx·|Δx| + a_jy·|Δy| + a_jθ·|Δθ|`` (:class:`OdometryDrift`),
+or the wheels' law :class:`PodSlip`, with the calibration's own error
+(:class:`CalibrationError`). The pose error propagates as ``e_{k+1} = F_k e_k + G_k δ_k``
+(F_k the dead-reckoning shear, G_k the body rotation), linear in the covariance and so
+evaluated with cumulative sums; the heading error enters x and y coherently (a lateral
+variance k·L³/3 after L metres straight). Quantization and reference noise do not
+accumulate and are not part of these models. Details: docs/PODS.md, Wheel slip.
 """
 
 from __future__ import annotations
@@ -70,14 +53,6 @@ class OdometryDrift:
         (``dt`` is not used: the law has no excitation terms)."""
         v = self.step_variances(body_increments)
         return v[:, :, None] * np.eye(3)[None, :, :]
-
-    def axis_step_variances(
-        self, body_increments: np.ndarray, heading: np.ndarray
-    ) -> dict[str, np.ndarray]:
-        """Per-step slip variance (K,) of each split-filter axis: the body x/y variances
-        rotated into world x and y by the heading at the start of each step (the diagonal
-        of R·diag(Vx, Vy)·Rᵀ, m²), heading as is (rad²)."""
-        return world_step_variances(self.step_covariances(body_increments), heading)
 
     def step_covariance_parts(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
@@ -158,9 +133,9 @@ def propagate_drift(
 
 @dataclass(frozen=True)
 class PoseErrorCarry:
-    """The odometry pose error's covariance at one frame, as the recursion of this module's
-    docstring carries it: the variances (x, y m²; θ rad²) and the x–θ, y–θ covariances
-    (m·rad)."""
+    """The odometry pose error's covariance at one frame, as the shear recursion
+    (docs/PODS.md, Body-axis fallback) carries it: the variances (x, y m²; θ rad²) and
+    the x–θ, y–θ covariances (m·rad)."""
 
     xx: float
     yy: float
@@ -207,7 +182,7 @@ def _carry_pose_error(
     carry: np.ndarray, inc: np.ndarray, heading: np.ndarray, q: np.ndarray
 ) -> np.ndarray:
     """:meth:`PoseErrorCarry.step` in place on ``carry`` = (xx, yy, θθ, xθ, yθ): the
-    recursion of this module's docstring, step after step; returns the variances (K, 3)."""
+    shear recursion (docs/PODS.md), step after step; returns the variances (K, 3)."""
     xx, yy, tt, xt, yt = carry[0], carry[1], carry[2], carry[3], carry[4]
     out = np.empty((inc.shape[0], 3))
     for k in range(inc.shape[0]):
@@ -312,18 +287,12 @@ def _body_covariances(w_inv: np.ndarray, tick_var: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PodSlip:
-    """Slip per pod, the wheels' own law: over a step of h seconds, pod i's rolled
-    distance errs by a variance ``roll_var·|d_i| + drag_var·|d⊥_i|`` (m²) with d_i the
-    distance it rolled and d⊥_i the distance its contact point was dragged across its
-    rolling direction (m), plus ``turn_var·s_i·v_i·|ω|``, growing with the wheel's
-    lateral acceleration v_i·|ω| (s_i = √(d_i² + d⊥_i²) the distance its contact travels
-    over the floor, v_i = s_i/h its speed, m/s; ω = Δθ/h the turn rate, rad/s: turning
-    while translating loads it sideways, whether it rolls or is dragged); pods independent
-    (each wheel slips on its own). Through the odometry ``u = Ŵ⁺·Δn`` the body step's
-    covariance is ``Ŵ⁺·diag(var_i/c_i²)·Ŵ⁺ᵀ``, correlations included (a slip of the left
-    wheel moves both x and θ). The drag of a pod by rotation about a point off its rolling
-    line is left out: that arm (the pod's position along its rolling direction) is not
-    observable from the counts and is not in the geometry.
+    """Slip per pod, the wheels' own law (docs/PODS.md, Wheel slip): over a step of h
+    seconds pod i's rolled distance errs by ``roll_var·|d_i| + drag_var·|d⊥_i| +
+    turn_var·s_i·v_i·|ω|`` (m²; d_i rolled, d⊥_i dragged, s_i its contact's travel, m;
+    v_i = s_i/h, ω = Δθ/h), pods independent; the body step's covariance is
+    ``Ŵ⁺·diag(var_i/c_i²)·Ŵ⁺ᵀ``. The drag by rotation about a point off a pod's rolling
+    line is left out: that arm is not observable from the counts.
 
     Attributes:
         W: (N, 3) pod matrix (ticks per m, m, rad).
@@ -377,20 +346,14 @@ class PodSlip:
         slip = np.array([self.roll_var, self.drag_var, self.turn_var], dtype=float)
         return np.ascontiguousarray(self.W, dtype=float), slip
 
-    def axis_step_variances(
-        self, body_increments: np.ndarray, heading: np.ndarray, dt: np.ndarray | None = None
-    ) -> dict[str, np.ndarray]:
-        """Per-step slip variance (K,) of each split-filter axis (m², m², rad²)."""
-        return world_step_variances(self.step_covariances(body_increments, dt), heading)
-
 
 _NO_STEPS = np.empty(0)
 """Step durations of a call without them (:meth:`PodSlip.pod_tick_variances`)."""
 
 
 class SlipModel(Protocol):
-    """What the filters need of a slip model: body-frame covariances of each step and the
-    split filters' per-axis share of them, whole and as (rolling, dragging) parts."""
+    """What the filters need of a slip model: body-frame covariances of each step, whole
+    and as (rolling, dragging) parts."""
 
     def step_covariances(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
@@ -399,10 +362,6 @@ class SlipModel(Protocol):
     def step_covariance_parts(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]: ...
-
-    def axis_step_variances(
-        self, body_increments: np.ndarray, heading: np.ndarray
-    ) -> dict[str, np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -418,18 +377,11 @@ class CalibrationError:
     ``J_k·Σ·J_kᵀ`` with Σ the fit's covariance of the rows: unlike slip it does not grow
     as a random walk but with the signed motion (a scale error cancels on the way back).
 
-    **Creep** is carried the same way: a wheel that rolls faster, or is loaded sideways
-    while the robot turns and translates, counts short by a fraction of its travel
-    that grows with its speed v_i and lateral acceleration a_i = v_i·|ω| (m/s, m·rad/s²;
-    v_i its contact's speed over the floor, rolled and dragged: a wheel dragged sideways
-    grips less along its rolling direction too).
-    Over one drive that fraction is ``κ_v·(v_i − v̄) + κ_t·(a_i − ā)``, a constant scale
-    error of unknown size, not noise: its pose error grows ∝ distance and its variance ∝
-    distance², which no random walk per metre states. v̄, ā are the calibration drives'
-    own (their share is already in the fitted W); κ_v (s/m) and κ_t (s²/(m·rad)) enter
-    as two more uncertain parameters beside the rows, with variances fitted on the
-    calibration drives (:mod:`~sensorbench.characterize.pods.slip_mocap_fit`): each step's
-    body error gains ``−Ŵ⁺·(Δn ⊙ (v − v̄))·κ_v − Ŵ⁺·(Δn ⊙ (a − ā))·κ_t``.
+    **Creep** (docs/PODS.md) is carried the same way: a wheel counts short by
+    ``κ_v·(v_i − v̄) + κ_t·(a_i − ā)`` of its travel (v_i its contact's speed, m/s;
+    a_i = v_i·|ω|, m·rad/s²), κ_v (s/m) and κ_t (s²/(m·rad)) two more uncertain parameters
+    beside the rows: each step's body error gains
+    ``−Ŵ⁺·(Δn ⊙ (v − v̄))·κ_v − Ŵ⁺·(Δn ⊙ (a − ā))·κ_t``.
 
     Attributes:
         W: (N, 3) fitted pod matrix (ticks per m, m, rad).

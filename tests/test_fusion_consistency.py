@@ -20,7 +20,7 @@ from sensorbench.fusion.consistency import (
 )
 from sensorbench.fusion.filter_noise import AxisNoise
 from sensorbench.fusion.kalman_kernels import predict_pv, update_p
-from sensorbench.fusion.odometry_drift import OdometryDrift, propagate_drift
+from sensorbench.fusion.odometry_drift import OdometryDrift, propagate_drift, world_step_variances
 from sensorbench.fusion.pod_drive import Drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path
 from sensorbench.sim.simulation import Simulation
@@ -287,7 +287,7 @@ def test_observed_acceleration_and_jerk_of_known_motions_and_slip_variances_rota
     np.testing.assert_allclose(j[30:], 2.0, rtol=1e-9)
     drift = OdometryDrift(np.diag([1e-6, 4e-6, 1e-5]))
     inc = np.array([[0.01, 0.0, 0.0], [0.0, 0.01, 0.02]])
-    v = drift.axis_step_variances(inc, np.array([0.0, np.pi / 2]))
+    v = world_step_variances(drift.step_covariances(inc), np.array([0.0, np.pi / 2]))
     np.testing.assert_allclose(v["x"], [1e-8, 4e-8], atol=1e-20)
     np.testing.assert_allclose(v["y"], [0.0, 0.0], atol=1e-20)
     np.testing.assert_allclose(v["theta"], [0.0, 2e-7])

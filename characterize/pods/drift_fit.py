@@ -1,31 +1,12 @@
-"""Fit the odometry slip model (:class:`~sensorbench.fusion.odometry_drift.OdometryDrift`)
+"""Fit the body-axis slip model (:class:`~sensorbench.fusion.odometry_drift.OdometryDrift`)
 from drives recorded against a reference (mocap).
 
-Over an interval the odometry's body increment ``W⁻¹·Δn`` differs from the reference's
-(sum of SE(2) logarithms between encoder frames, :func:`~sensorbench.fusion.pod_drive.
-drive_intervals`) by δ: the slip accumulated in it, the residual calibration error of the
-fitted geometry (linear in the signed motion ξ), a residual encoder/reference time
-misalignment τ (δ ≈ τ·(v_end − v_start)) and non-accumulating noise (the reference's own,
-tick rounding at both ends). The fit removes the calibration part by least squares of δ on
-ξ and models the rest per body axis j as
-
-    E[δ_j²] = a_jx·s_x + a_jy·s_y + a_jθ·s_θ + τ_j²·(v_j,start² + v_j,end²) + c_j
-
-with s the interval's path length per body axis (Σ|Δx|, Σ|Δy| in m, Σ|Δθ| in rad over its
-encoder frames, speeds over 0.1 s spans), fitted by non-negative least squares weighted as
-a gamma GLM (δ Gaussian ⇒ Var δ² = 2·E[δ²]², two reweighting passes) over non-overlapping
-intervals (2 s by default), so the intervals' errors are independent and the GLM's
-standard errors hold. Intervals whose δ² exceeds 25 times its fitted expectation (a
-bounce; p < 1e-6 for a Gaussian δ) are dropped and the fit repeated until none changes
-side; with an IMU, intervals holding a bounce the gyro sees are dropped first, as in the
-pod fit. Only the slip
-coefficients a enter the filters; τ and c are reported.
-
-A coefficient whose motion the drives did not excite (e.g. no sideways drive: nothing
-moved along body y) cannot be fitted; it is reported as not identified. An unexcited
-translation column takes the other translation column's coefficient of the same error axis
-(a stand-in in the same unit, stated in the result); an unexcited rotation column (no
-spin) stays 0 and the result says so.
+Over non-overlapping intervals (2 s) the odometry-minus-reference body increment δ, its
+calibration part removed by least squares on ξ, is modelled per body axis j as
+``E[δ_j²] = a_jx·s_x + a_jy·s_y + a_jθ·s_θ + τ_j²·(v_j,start² + v_j,end²) + c_j`` (s the
+path length per axis, m or rad) and fitted by gamma-weighted NNLS; intervals beyond 25×
+their fit (a bounce) are dropped until none changes side. Only a enters the filters; an
+unexcited translation column takes the other's coefficient, an unexcited spin stays 0.
 """
 
 from __future__ import annotations
@@ -168,6 +149,12 @@ def gamma_nnls(
     return beta, se
 
 
+def near_bounces(W: np.ndarray, dn: np.ndarray, imu_dtheta: np.ndarray) -> np.ndarray:
+    """(K,) True within ±5 frames of a bounce the IMU yaw shows (:func:`~sensorbench.
+    fusion.pod_kinematics.repair_bounces`; a bounce's edge frames lose too little to flag)."""
+    return np.convolve(repair_bounces(W, dn, imu_dtheta)[1], np.ones(11), mode="same") > 0
+
+
 def fit_drift(
     drives: Sequence[Drive],
     geometry: PodGeometry,
@@ -189,10 +176,8 @@ def fit_drift(
     w_inv = np.linalg.pinv(geometry.W)
     for d in drives:
         if d.imu_yaw is not None and d.bounce is None:
-            # a parallel pod's bounce disagrees with the gyro: drop the intervals holding
-            # one (±5 frames: a bounce's edge frames lose too little to flag)
-            flag = repair_bounces(geometry.W, np.diff(d.counts, axis=0), np.diff(d.imu_yaw))[1]
-            d.bounce = np.convolve(flag, np.ones(11), mode="same") > 0
+            # a parallel pod's bounce disagrees with the gyro: drop the intervals holding one
+            d.bounce = near_bounces(geometry.W, np.diff(d.counts, axis=0), np.diff(d.imu_yaw))
     offsets = [align_drive(d, align_interval_s) for d in drives]
     delta, signed, path, ends = _intervals(drives, offsets, w_inv, interval_s)
     if delta.shape[0] < 10:

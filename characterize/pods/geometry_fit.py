@@ -1,45 +1,12 @@
 """Fit dead-wheel pod geometry from fixed drives against a reference (mocap, IMU heading).
 
-Model (``docs/PODS.md``, Kinematics): over an interval in which the reference moves the
-body by the twist increment ξ = (Δx, Δy, Δθ) (m, m, rad), pod i counts
-
-    Δn_i = a_i·Δx + b_i·Δy + d_i·Δθ,    (a_i, b_i, d_i) = (cos φ_i, sin φ_i, L_i)/c_i,
-
-a linear model in the pod's row. Each row is fitted by robust (Huber, iteratively
-reweighted) least squares over intervals of ``interval_s`` seconds; from the row
-follow c_i = 1/√(a²+b²) (m per tick; radius r = c·counts_per_rev/2π), φ_i =
-atan2(b, a) and the lever arm L_i = d_i·c_i = x_i sin φ_i − y_i cos φ_i, with the
-row's covariance propagated through the Jacobian. The covariance is a sandwich
-(Huber) estimator over all pods and the per-session time offsets jointly (the
-offsets are estimated from the same data, so their uncertainty must reach the
-rows), and the intervals are separated by a short gap so they share no reference
-sample and their errors are independent.
-
-The reference increment of an interval is the sum of SE(2) logarithms between the
-reference poses interpolated at every encoder frame inside it, so turning while
-moving (a square's corners, a figure-8) fits exactly, and the reference noise
-telescopes instead of piling up.
-
-Identifiability: the pod's position **along** its rolling axis never enters Δn
-and is not observable from any drive; it is not reported. For each regressor
-(Δx, Δy, Δθ) the fit measures how much the drives excite it beyond the reference
-noise: the conditional signal energy (Schur complement of the design's Gram
-matrix, the other regressors projected out) divided by the energy reference
-noise alone would produce. A regressor below ``min_excitation`` is dropped from
-the design and every parameter that needs it is refused with a reason (no spin ⇒
-no lever arm; no sideways drive ⇒ no scale for a pod rolling sideways, and no
-angle for any pod).
-
-Wheel bounce: a bouncing wheel rolls nothing for a moment, so it only ever
-loses ticks. Gross cases are rejected by the robust loss; where the session has
-IMU yaw, a second pass drops every interval holding a frame whose pods' Δθ
-disagrees with the IMU's (see :func:`repair_bounces`), which removes the
-one-sided bias the smaller bounces would leave in c.
-
-Time alignment: the encoder frames are put on the host clock (through the
-device clock when the MCU sends one, which removes serial jitter), then a
-constant offset between encoder and reference is found by minimising the
-residual of the linear fit over the offset (a grid, then a bounded 1-D search).
+Each pod's row (a, b, d) = (cos φ, sin φ, L)/c of ``Δn = W·ξ`` is fitted by robust
+(Huber) least squares over intervals whose reference increment ξ (m, m, rad) is the sum
+of SE(2) logarithms between the frames inside it; c (m per tick), φ and L follow with the
+covariance propagated from a sandwich over all pods and the per-session time offsets
+jointly. Unexcited regressors are refused with a reason, IMU-flagged bounces dropped in a
+second pass (:func:`~.drift_fit.near_bounces`), and the encoder→reference offset found per session
+by a grid, then a bounded 1-D search. Model and figures: docs/PODS.md, Geometry fit.
 """
 
 from __future__ import annotations
@@ -51,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from sensorbench.characterize.pods.drift_fit import near_bounces
 from sensorbench.characterize.pods.slip_fit import WINDOW_S as SLIP_WINDOW_S
 from sensorbench.characterize.pods.slip_fit import SlipFit, fit_pod_slip
 from sensorbench.characterize.pods.slip_mocap_fit import fit_pod_slip_mocap
 from sensorbench.errors import FitError, FusionError
 from sensorbench.fusion.odometry_replay import reference_noise
 from sensorbench.fusion.pod_drive import Drive, align_drive, intervals_with_rate
-from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces, save_pod_model
+from sensorbench.fusion.pod_kinematics import PodGeometry, save_pod_model
 from sensorbench.logs.model_keys import AXES
 
 DRIVE_FOR = {"x": "forward drive", "y": "sideways drive", "theta": "spin"}
@@ -117,13 +85,9 @@ def joint_sandwich(
     interval m is ``x_m·β_p`` with ``∂/∂δ_s = ẋ_m·β_p`` (ẋ = ∂ξ/∂offset), so the
     offsets' uncertainty feeds into every row. The pods' residuals on one
     interval share the reference's noise, so scores are summed per interval.
-    Neighbouring intervals of one session are correlated even though they share no
-    reference sample (the reference's Gauss-Markov error, slip that follows the motion,
-    a slowly varying creep, along a motion that is itself smooth), so the score products
-    with up to ``hac_lags`` neighbours within a session are added with Newey–West's
-    Bartlett weights ``1 − l/(L + 1)`` (a positive semi-definite estimate; Newey & West
-    1987); None: ``L = ⌊4·(M/100)^(2/9)⌋`` with M the median intervals per session
-    (their 1994 rule; 3–4 for drives of 30–120 intervals), 0: independent intervals.
+    Score products with up to ``hac_lags`` neighbours within a session enter with
+    Newey–West's Bartlett weights ``1 − l/(L + 1)`` (docs/PODS.md, Geometry fit; None:
+    ``L = ⌊4·(M/100)^(2/9)⌋``, M the median intervals per session; 0: independent).
     Sandwich A⁻¹BA⁻¹ with A = Σ ψ'(r) j jᵀ (Huber) and the residuals scaled by
     1/(1 − h) with h each row's leverage (HC3), which keeps the interval honest
     when a parameter is informed by few rows.
@@ -204,9 +168,8 @@ class PodFit:
     @property
     def sigma_radius(self) -> np.ndarray | None:
         """1σ of the wheel radius (m)."""
-        if self.counts_per_rev is None:
-            return None
-        return self.sigma_c * self.counts_per_rev / (2 * np.pi)
+        cpr = self.counts_per_rev
+        return None if cpr is None else self.sigma_c * cpr / (2 * np.pi)
 
     @property
     def complete(self) -> bool:
@@ -518,17 +481,13 @@ def fit_pods(
         try:
             for d in drives:
                 if d.imu_yaw is not None:
-                    flag = repair_bounces(W, np.diff(d.counts, axis=0), np.diff(d.imu_yaw))[1]
-                    # widen by ±5 frames: a bounce's edge frames lose too little to flag
-                    d.bounce = np.convolve(flag, np.ones(11), mode="same") > 0
+                    d.bounce = near_bounces(W, np.diff(d.counts, axis=0), np.diff(d.imu_yaw))
                     n_bounce += int(np.count_nonzero(d.bounce))
         except FusionError:
             n_bounce = 0  # a first-pass W that cannot be inverted: keep the robust fit
         else:
             core = _fit_core(drives, offsets, interval_s, heading, min_excitation, hac_lags)
-    rows, cov, excited = core["rows"], core["cov"], core["excited"]
-    snr, sv, outliers, rsig = core["snr"], core["sv"], core["outliers"], core["rsig"]
-    offset_sigma, n_intervals = core["offset_sigma"], core["n_intervals"]
+    rows, cov, excited, snr = core["rows"], core["cov"], core["excited"], core["snr"]
     n_pods = rows.shape[0]
     why = {
         a: f"no {DRIVE_FOR[a]} in the data (excitation {snr[j]:.3g}× the reference noise's "
@@ -536,10 +495,9 @@ def fit_pods(
         for j, a in enumerate(AXES)
     }
     c, sc, phi, sphi, lev, slev, status = _derive(rows, cov, excited, why)
-    cpr = None if counts_per_rev is None else np.broadcast_to(counts_per_rev, n_pods).copy()
-    if cpr is None:
-        cprs = [d.counts_per_rev for d in drives if d.counts_per_rev is not None]
-        cpr = cprs[0] if cprs else None
+    cpr = next((d.counts_per_rev for d in drives if d.counts_per_rev is not None), None)
+    if counts_per_rev is not None:
+        cpr = np.broadcast_to(counts_per_rev, n_pods).copy()
     pod_names = names or next((d.names for d in drives if d.names), None)
     pod_names = tuple(pod_names) if pod_names else tuple(f"pod{i}" for i in range(n_pods))
     fit = PodFit(
@@ -557,13 +515,13 @@ def fit_pods(
         joint_row_cov=core["joint_rows"],
         excitation={k: float(v) for k, v in zip(AXES, snr, strict=True)},
         excited={k: bool(v) for k, v in zip(AXES, excited, strict=True)},
-        singular_values=sv,
+        singular_values=core["sv"],
         time_offsets_s=offsets,
-        sigma_time_offsets_s=[float(v) for v in offset_sigma],
+        sigma_time_offsets_s=[float(v) for v in core["offset_sigma"]],
         labels=[d.label for d in drives],
-        n_intervals=n_intervals,
-        outliers=outliers,
-        residual_sigma=rsig,
+        n_intervals=core["n_intervals"],
+        outliers=core["outliers"],
+        residual_sigma=core["rsig"],
         options={
             "interval_s": interval_s,
             "max_offset_s": max_offset_s,

@@ -1,28 +1,12 @@
 """Fit the split filters' noise per axis from replayed sessions.
 
-Per axis the filter (see :mod:`sensorbench.fusion.split_filter`) measures the
-odometry position y_k = p_k + e_k of a velocity random walk fed the odometry's observed
-acceleration, whose intensity grows with the observed squared jerk (q + q_jerk·ĵ²,
-unit²/s³; :mod:`~sensorbench.fusion.odometry_motion`); the position also takes a slip
-random walk (slip_scale and drag_scale × the wheels' rolling and dragging slip of each
-step, when a slip law is fitted) and e is the tick rounding (r × its profile over the
-heading). The fit
-(:func:`fit_axis`) finds the model's shape by a censored Gaussian likelihood
-(:mod:`~sensorbench.characterize.pods.noise_likelihood`), then its level and its balance
-across drives by the clipped NIS the filters are judged by.
-
-The fitted noise is then checked: the NIS of every update while moving,
-its mean against the 95 % band over the effective number of updates, rejections
-against twice the gate's nominal rate
-(:class:`~sensorbench.fusion.consistency.NisConsistency`), and the innovation
-autocorrelation ρ_1..ρ_10 against ±1.96/√K. The fitted sessions' clipped-mean standard
-error is kept with the noise (``AxisNoise.nis_se``): the balance across drives is matched
-to those means, noise and all, and a replay's NIS band adds it.
-
-Measurements: heading z = Δθ of ``W⁻¹·Δn``; x and y the world-frame
-displacement of the step's constant-twist arc, rotated by the dead-reckoned
-heading (the heading filter's estimate differs from it only by the few frames it
-rejects).
+Per axis (:mod:`sensorbench.fusion.split_filter`) the model's shape (velocity random walk
+q + q_jerk·ĵ², slip and drag scales, tick rounding r) is found by a censored Gaussian
+likelihood (:mod:`~sensorbench.characterize.pods.noise_likelihood`), its level and balance
+across drives by the clipped NIS the filters are judged by (:func:`fit_axis`). The fitted
+noise is then checked: NIS while moving against its 95 % band and twice the gate's
+nominal rate (:class:`~sensorbench.fusion.consistency.NisConsistency`), innovation
+autocorrelation ρ_1..ρ_10 against ±1.96/√K. Measurements and figures: docs/PODS.md, Noise fit.
 """
 
 from __future__ import annotations
@@ -71,31 +55,14 @@ class AxisSeries:
 
     def run(self, noise: AxisNoise, gate: float) -> AxisTrack:
         """This series through :func:`~sensorbench.fusion.axis_step.run_axis`."""
-        inp = AxisInput(
-            self.dt,
-            self.z,
-            slip=self.slip,
-            drag=self.drag,
-            rest=self.rest,
-            r_profile=self.r_profile,
-        )
+        inp = AxisInput(self.dt, self.z, slip=self.slip, drag=self.drag, rest=self.rest,
+            r_profile=self.r_profile)
         return run_axis(inp, noise, AxisOptions(gate=gate))
 
     def head(self, n: int) -> AxisSeries:
         """The first ``n`` steps."""
-
-        def cut(a: np.ndarray | None) -> np.ndarray | None:
-            return None if a is None else a[:n]
-
-        return AxisSeries(
-            self.dt[:n],
-            self.z[:n],
-            cut(self.slip),
-            cut(self.rest),
-            cut(self.r_profile),
-            cut(self.drag),
-        )
-
+        rest = (self.slip, self.rest, self.r_profile, self.drag)
+        return AxisSeries(self.dt[:n], self.z[:n], *(None if a is None else a[:n] for a in rest))
 
 def axis_measurements(
     dt: np.ndarray,
@@ -228,35 +195,14 @@ def fit_axis(
     stamp_var: float = 0.0,
 ) -> AxisNoiseFit:
     """Fit q, q_jerk, slip_scale and drag_scale (with a slip model; the second when it
-    splits rolling from dragging slip) and r (≥ ``r_min``, the quantization floor) of one
-    axis, the prediction feeding the observed acceleration forward, in three stages:
-
-    1. **Shape, by maximum likelihood** (:func:`~sensorbench.characterize.
-       noise_likelihood.zoom_search`) on the first ``max_frames`` frames of each session
-       (cost), Gaussian innovations, first plainly (the pilot), then with every innovation
-       beyond the pilot's gate bound censored: the rounding of a wheel turning a steady
-       fraction of a tick per frame jumps by whole ticks now and then, and a wheel's
-       bounce loses ticks; scored whole, a Gaussian stretches every variance to cover
-       them (a Student-t law, tried before, shrank the bulk instead: its clipped NIS came
-       out 7–18 % low).
-    2. **Level, by the gated statistic** (:func:`_gated_scale`): every variance times
-       the λ at which the mean NIS clipped to the gate, over every frame of every session
-       with the gate applied, equals its expectation.
-    3. **Balance across drives** (:func:`_moment_match`): the slip, drag and jerk shares
-       adjusted so that each session's clipped mean NIS is as near its expectation as the
-       three allow — the likelihood weighs a straight drive's rolling slip and a sideways
-       drive's dragging slip by how well they explain the innovations' shape, not by
-       whether the stated variance is honest on each.
-
-    ``stamp_var`` (s², the frame times' error, :func:`~sensorbench.fusion.frame_clock.
-    stamp_variance` of the sessions) is not searched: it is measured, and scaled with the
-    rest in stage 2.
-
-    r is parametrised as r_min + e^ρ: without the floor the likelihood is unbounded
-    (perfectly quantized zero increments at rest would drive r to 0). The gate is not
-    applied in stage 1 (rejecting 1 % of good innovations and clipping the odometry
-    distorts the innovations that follow) but is in stages 2 and 3, which judge the
-    filter as it runs: gating moves a session's clipped mean NIS by up to 6 %.
+    splits rolling from dragging slip) and r (≥ ``r_min``, the quantization floor, as
+    r_min + e^ρ) of one axis, in the three stages of docs/PODS.md, Noise fit: shape by
+    censored maximum likelihood (:func:`~sensorbench.characterize.pods.noise_likelihood.
+    zoom_search`) on the first ``max_frames`` frames of each session, no gate; level by the
+    clipped NIS with the gate applied (:func:`_gated_scale`); balance across drives
+    (:func:`_moment_match`). ``stamp_var`` (s², the frame times' error,
+    :func:`~sensorbench.fusion.frame_clock.stamp_variance`) is measured, not searched, and
+    scaled with the rest.
     """
     data = [s.head(max_frames) for s in series]
     has_slip = all(s.slip is not None for s in data)
@@ -440,20 +386,16 @@ def fit_noise(
         align_interval_s = min(align_interval_for(p) for p in sessions)
     drift, note = _fit_drift_if_referenced(sessions, geometry, align_interval_s, drift_interval_s)
     per_axis: dict[str, list[AxisSeries]] = {a: [] for a in AXES}
-    n = 0
-    stamps = []
-    times, increments = [], []
+    stamps, times, increments = [], [], []
+    slip_model = geometry.slip_model() or (None if drift is None else drift.drift)
     for path in sessions:
         odo = read_odometry(path)
         stamps.append(stamp_variance(odo.t_s))
-        inc = odo.increments(geometry)
         times.append(odo.t_s)
-        increments.append(inc)
-        slip_model = geometry.slip_model() or (None if drift is None else drift.drift)
+        increments.append(inc := odo.increments(geometry))
         for a, s in axis_measurements(np.diff(odo.t_s), inc, slip_model, geometry).items():
             per_axis[a].append(s)
-        n += inc.shape[0]
-    if n < 50:
+    if (n := sum(i.shape[0] for i in increments)) < 50:
         raise FitError(f"only {n} encoder frames in all; record longer sessions")
     floor = geometry.rounding_floor()
     stamp = float(np.median(stamps))

@@ -1,38 +1,13 @@
 """Fit the wheels' slip law (:class:`~sensorbench.fusion.odometry_drift.PodSlip`) from the
 pods against the IMU, without a reference path.
 
-Three pods measure three degrees of freedom: the odometry alone has no redundancy, and a
-motion-capture reference is too noisy to see slip directly (0.5 mm of noise at each end
-of an interval against 0.35 mm of slip per metre). An IMU's yaw adds the one redundant
-equation: the heading increment the pods give, ``g·Δn`` with ``g`` the heading row of
-``Ŵ⁺``, against the gyro's. Over a window of a quarter second the difference
-
-    U = Σ (g·Δn − Δθ_imu) − b·T
-
-(gyro bias b removed by a running median over ±:data:`BIAS_WINDOWS` windows) carries the
-slip of every pod that enters the heading (for a differential layout the two parallel
-wheels) and little else: the tick rounding of the window's two ends and the gyro's white
-noise. With each pod's rolled distance D_i and dragged distance P_i over the window (m,
-from the counts averaged over 0.1 s,
-:func:`~sensorbench.fusion.odometry_drift.averaged_counts`), the slip law gives
-
-    E[U²] = σ_roll²·Σ_i g_i²·D_i/c_i² + σ_drag²·Σ_i g_i²·P_i/c_i² + Σ_i g_i²·v_i + c
-
-with v_i = E[f(1 − f)] the variance of the two ends' rounding difference for a travel of
-δ_i ticks (f its fractional part; δ_i from the averaged counts, blurred by the slip the
-law gives it: :func:`~sensorbench.fusion.tick_rounding.expected_frac_variance`), a known
-offset: none for a still wheel, 1/6 tick² for one that rolls many ticks. Left to the
-intercept c instead, the rounding of moving windows went into σ_roll² (+29 % on forward
-drives and spins alone). c is the gyro's white noise. Fitted by non-negative least squares
-weighted as a gamma GLM (:func:`~sensorbench.characterize.pods.drift_fit.gamma_nnls`; U
-Gaussian ⇒ Var U² = 2·E[U²]²) over non-overlapping windows. Windows holding a bounce the
-gyro sees (±5 frames) are dropped, and windows whose U² exceeds :data:`TRIM` times its fit,
-until none changes side.
-
-The law is taken to be the same for every pod (identical wheels and pods): the pods that
-do not enter the heading (a pod rolling sideways through the centre) are not seen by this
-check and are given the law of those that are. This is an assumption of the fit, stated
-in its result.
+Over quarter-second windows ``U = Σ (g·Δn − Δθ_imu) − b·T`` (g the heading row of ``Ŵ⁺``,
+gyro bias b a running median over ±:data:`BIAS_WINDOWS` windows) has
+``E[U²] = σ_roll²·Σ g_i²·D_i/c_i² + σ_drag²·Σ g_i²·P_i/c_i² + Σ g_i²·v_i + c`` with D, P
+the rolled and dragged distances (m), v_i the known end rounding
+(:func:`~sensorbench.fusion.tick_rounding.expected_frac_variance`) and c the gyro's white
+noise; fitted by gamma-weighted NNLS, bounce windows and those beyond :data:`TRIM` times
+their fit dropped. Every pod gets the same law (stated). Figures: docs/PODS.md, Wheel slip.
 """
 
 from __future__ import annotations
@@ -45,11 +20,11 @@ from typing import Any
 import numpy as np
 from scipy.ndimage import median_filter
 
-from sensorbench.characterize.pods.drift_fit import gamma_nnls
+from sensorbench.characterize.pods.drift_fit import gamma_nnls, near_bounces
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts, pod_distances
 from sensorbench.fusion.pod_drive import Drive
-from sensorbench.fusion.pod_kinematics import SLIP_TURN_KEY, PodGeometry, repair_bounces
+from sensorbench.fusion.pod_kinematics import SLIP_TURN_KEY, PodGeometry
 from sensorbench.fusion.tick_rounding import expected_frac_variance
 
 WINDOW_S = 0.25
@@ -162,8 +137,7 @@ def _windows(
     imu = np.diff(drive.imu_yaw)
     w_inv = np.linalg.pinv(w)
     g = w_inv[2]
-    _, bounced, _ = repair_bounces(w, dn, imu)
-    near = np.convolve(bounced.astype(float), np.ones(11), mode="same") > 0
+    near = near_bounces(w, dn, imu)
     frame = float(np.median(np.diff(drive.t_enc)))
     smooth = averaged_counts(dn, drive.t_enc)
     rolled, dragged = pod_distances(w, smooth @ w_inv.T)

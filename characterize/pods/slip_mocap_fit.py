@@ -1,40 +1,13 @@
 """Fit the wheels' slip law (:class:`~sensorbench.fusion.odometry_drift.PodSlip`) from the
 pods against motion capture, for drives without an IMU.
 
-Over an interval (the pod fit's, 0.5 s, non-overlapping) the odometry's body increment
-``Ŵ⁺·Δn`` differs from the reference's (:func:`~sensorbench.fusion.pod_drive.
-drive_interval_frames`) by δ (3,): the slip of every wheel in it, the residual calibration
-error of the fitted geometry (linear in the signed motion, removed by least squares as in
-:mod:`~sensorbench.characterize.pods.drift_fit`), the rounding of the counts at its two
-ends, a residual timing error at its ends and the reference's own noise. With pod i rolled
-D_i and dragged P_i over the interval (m, from the counts averaged over 0.1 s,
-:func:`~sensorbench.fusion.odometry_drift.averaged_counts`) the law gives δ the covariance
-
-    Σ = Ŵ⁺·diag((σ_roll²·D_i + σ_drag²·P_i + σ_a²·A_i)/c_i² + v_i)·Ŵ⁺ᵀ + diag(n_j + τ_j²·e_j)
-
-with A_i the interval's sum over frames of the distance the wheel's contact travels
-(rolled and dragged) times its lateral acceleration (the contact's speed × the turn rate:
-turning while translating loads a wheel sideways), c_i pod i's distance per tick, v_i
-the rounding of its travel (:func:`~sensorbench.fusion.tick_rounding.
-expected_frac_variance`, a known offset), n_j the reference noise per body axis and e_j
-the interval's endpoint speeds² (m²/s², rad²/s²).
-σ_roll², σ_drag², σ_a², n and τ² are fitted by Gaussian maximum likelihood over all
-intervals of all drives (9 parameters; 8 when the drives dragged no pod sideways, σ_drag²
-then taking σ_roll²), their standard errors from the Fisher information. σ_a² is kept at
-its estimate even where the drives hardly tell it from σ_roll² (a likelihood-ratio test
-at 1 % admitted it in 0 of 5 family seeds, and the filters then stated the base rate on
-motions never driven; docs/PODS.md); intervals whose δ lies
-beyond the χ²₃ bound of :data:`TRIM_P` (a bounce) are dropped and the fit repeated until
-none changes side.
-
-Why the wheels' law and not a body-axis drift per direction
-(:class:`~sensorbench.fusion.odometry_drift.OdometryDrift`): slip along the track of a
-straight drive is a few tenths of a millimetre per interval against a reference noise of
-the same size, so a body-axis coefficient for it rests on a few dozen intervals of one
-drive and came out 0 in 5 of 12 foreign seeds; the same wheels' slip turns the heading,
-which mocap sees at 50× the noise, and one law for identical wheels carries that into
-the along-track axis. As for the IMU fit (:mod:`~sensorbench.characterize.pods.slip_fit`),
-every pod is given the same law: an assumption of the fit, stated in its result.
+Over the pod fit's 0.5 s intervals the odometry-minus-reference body increment δ (3,),
+calibration part removed by least squares, has the covariance
+``Ŵ⁺·diag((σ_roll²·D_i + σ_drag²·P_i + σ_a²·A_i)/c_i² + v_i)·Ŵ⁺ᵀ + diag(n_j + τ_j²·e_j)``
+(D, P rolled and dragged m, A distance × lateral acceleration, v the rounding, n the
+reference noise, e the endpoint speeds²); σ_roll², σ_drag², σ_a², n and τ² are fitted by
+Gaussian maximum likelihood over all drives, intervals beyond the χ²₃ bound of
+:data:`TRIM_P` dropped until none changes side. Why and figures: docs/PODS.md, Wheel slip.
 """
 
 from __future__ import annotations
