@@ -79,6 +79,10 @@ class CounterUnwrapper:
         """The last unwrapped value, or None before any."""
         return None if self._last_raw is None else self._last
 
+    def take_last(self, raw: int) -> None:
+        """Record ``raw`` as the last value of a counter without a modulus (its own count)."""
+        self._last_raw = self._last = raw
+
     def unwrap(self, raw: np.ndarray, expected_step: np.ndarray | None = None) -> np.ndarray:
         """Unwrapped counts of ``raw`` (int64), continuing from the previous call.
 
@@ -234,7 +238,7 @@ class DeviceClock:
         y = (host_ns - ref_host) / 1e9
         for x in xs:  # a window's least-delayed point, as update's per window
             self._add_min(math.floor(x / self.window_s), (x, y))
-        self.unwrapper._last_raw = self.unwrapper._last = raw_ticks[-1]
+        self.unwrapper.take_last(raw_ticks[-1])
         self.points += len(xs)
         self._last_x, self._last_host = xs[-1], host_ns
         return [ref_host + round((self._icpt + self._slope * x) * 1e9) for x in xs]
