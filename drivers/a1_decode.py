@@ -29,7 +29,6 @@ from sensorbench.drivers.a1_protocol import (
     NODE_LEN,
     NODES_PER_CAPSULE,
     RESYNC_RUN,
-    Nodes,
 )
 from sensorbench.logs import NO_DEVICE_TIME, TurnFlag
 
@@ -370,26 +369,3 @@ def turn_arrays(tb, ends):  # type: ignore[no-untyped-def]
         quality[i] = tb[Q, i]
         t[i] = tb[T, i]
     return t_first, dev, count, angle, rng, quality, t
-
-
-def decode_nodes(data: bytes | bytearray | memoryview) -> tuple[Nodes, int, int]:
-    """Frame and decode as many whole standard-scan nodes as possible from ``data``.
-
-    Returns ``(nodes, consumed, skipped)``: ``consumed`` bytes were used (keep
-    ``data[consumed:]`` for the next call), of which ``skipped`` were discarded while
-    re-aligning after invalid nodes (corruption or lost bytes).
-    """
-    buf = np.frombuffer(bytes(data), dtype=np.uint8)
-    offs = np.empty(buf.size // NODE_LEN + 1, np.int64)
-    k, used, skipped = frame_nodes(buf, offs)
-    o = offs[:k]
-    b0 = buf[o]
-    b1 = buf[o + 1].astype(np.uint16)
-    nodes = Nodes(
-        start=(b0 & 1).astype(bool),
-        quality=(b0 >> 2).astype(np.uint8),
-        angle_q6=(b1 >> 1) | (buf[o + 2].astype(np.uint16) << 7),
-        dist_q2=buf[o + 3].astype(np.uint16) | (buf[o + 4].astype(np.uint16) << 8),
-        pos=o.copy(),
-    )
-    return nodes, int(used), int(skipped)

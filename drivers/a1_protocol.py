@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 SYNC = 0xA5
 SYNC2 = 0x5A
 CMD_STOP = 0x25
@@ -237,28 +235,6 @@ class A1SampleRate:
         if std == 0:
             raise ValueError("standard sample duration 0 µs")
         return cls(std, exp)
-
-
-@dataclass
-class Nodes:
-    """Decoded standard-scan nodes, device-native units.
-
-    Attributes:
-        start: True on the first node of a turn.
-        quality: 0..63.
-        angle_q6: clockwise angle in 1/64 degree.
-        dist_q2: distance in 1/4 mm; 0 = no return.
-        pos: byte offset of each node in the buffer that was decoded.
-    """
-
-    start: np.ndarray
-    quality: np.ndarray
-    angle_q6: np.ndarray
-    dist_q2: np.ndarray
-    pos: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.start.size)
 
 
 # -- device clock -------------------------------------------------------------------

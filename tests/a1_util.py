@@ -18,8 +18,53 @@ import numpy as np
 import serial
 
 from sensorbench.drivers import a1_decode as dec
-from sensorbench.drivers.a1_protocol import Nodes
+from sensorbench.drivers.a1_protocol import NODE_LEN
 from sensorbench.drivers.a1_reader import A1Scanner
+
+
+@dataclass
+class Nodes:
+    """Decoded standard-scan nodes, device-native units.
+
+    Attributes:
+        start: True on the first node of a turn.
+        quality: 0..63.
+        angle_q6: clockwise angle in 1/64 degree.
+        dist_q2: distance in 1/4 mm; 0 = no return.
+        pos: byte offset of each node in the buffer that was decoded.
+    """
+
+    start: np.ndarray
+    quality: np.ndarray
+    angle_q6: np.ndarray
+    dist_q2: np.ndarray
+    pos: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.start.size)
+
+
+def decode_nodes(data: bytes | bytearray | memoryview) -> tuple[Nodes, int, int]:
+    """Frame and decode as many whole standard-scan nodes as possible from ``data``.
+
+    Returns ``(nodes, consumed, skipped)``: ``consumed`` bytes were used (keep
+    ``data[consumed:]`` for the next call), of which ``skipped`` were discarded while
+    re-aligning after invalid nodes (corruption or lost bytes).
+    """
+    buf = np.frombuffer(bytes(data), dtype=np.uint8)
+    offs = np.empty(buf.size // NODE_LEN + 1, np.int64)
+    k, used, skipped = dec.frame_nodes(buf, offs)
+    o = offs[:k]
+    b0 = buf[o]
+    b1 = buf[o + 1].astype(np.uint16)
+    nodes = Nodes(
+        start=(b0 & 1).astype(bool),
+        quality=(b0 >> 2).astype(np.uint8),
+        angle_q6=(b1 >> 1) | (buf[o + 2].astype(np.uint16) << 7),
+        dist_q2=buf[o + 3].astype(np.uint16) | (buf[o + 4].astype(np.uint16) << 8),
+        pos=o.copy(),
+    )
+    return nodes, int(used), int(skipped)
 
 
 def started_scanner(path: str, events: list | None = None, **kw: Any) -> A1Scanner:

@@ -9,11 +9,11 @@ import a1_util as u
 import numpy as np
 import pytest
 import rplidar
+from a1_util import decode_nodes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from timing_util import SLACK_S
 
-from sensorbench.drivers.a1_decode import decode_nodes
 from sensorbench.drivers.a1_reader import A1Lidar, A1Scanner
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.errors import DriverError

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import rplidar
 import serial
+from a1_util import decode_nodes
 from timing_util import SLACK_S
 
-from sensorbench.drivers.a1_decode import decode_nodes
 from sensorbench.drivers.a1_protocol import A1Health, A1Info
 from sensorbench.drivers.a1_reader import A1Lidar, A1Scanner
 from sensorbench.errors import DeviceSilent, DeviceUnplugged, DriverError

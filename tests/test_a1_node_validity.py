@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from a1_util import decode_nodes
 from click.testing import CliRunner
 
 from sensorbench.cli import cli
 from sensorbench.drivers import a1_protocol as proto
-from sensorbench.drivers.a1_decode import decode_nodes
 from sensorbench.drivers.a1_turns import A1Turns, decode_capture
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.logs import TurnFlag
