@@ -1,16 +1,9 @@
 """Compiled A1 decoding (numba): a read's bytes to stamped samples cut into turns.
 
-One pass per read (:func:`standard_pass` for 5-byte nodes, :func:`express_pass` for
-84-byte capsules, sharing their framing bookkeeping and the turn buffer) frames with
-byte-wise re-alignment, drops impossible angles (a start flag they carry moves to the
-next node kept), counts ranges beyond 12 m, stamps host and device times and records
-where turns end; :class:`~sensorbench.drivers.a1_turns.A1Turns` holds the state and
-buffers. State: an ``int64`` array (slots below) carried between reads; turn buffer
+State: an ``int64`` array (slots below) carried between reads; turn buffer
 ``int64[5, cap]`` (rows :data:`Q`, :data:`A` q6 clockwise, :data:`D` q2, :data:`T`
 host ns, :data:`DV` device ns); out buffer ``int64[3, cap]`` (turn ends, their flags,
-offsets of dropped nodes), sized by the caller for the read. The passes never raise
-and release the GIL. Express angles follow the vendor SDK's fixed point exactly
-(``handler_capsules.cpp``; docs/A1.md, Protocol).
+offsets of dropped nodes). The passes never raise and release the GIL (docs/A1.md, Protocol).
 """
 
 

@@ -1,14 +1,6 @@
-"""RPLIDAR A1 wire format: requests, descriptors, payloads, scan modes, node layout.
+"""RPLIDAR A1 wire format: requests, descriptors, payloads, scan modes (no I/O).
 
-Pure (no I/O): the live client (:mod:`~sensorbench.drivers.a1_reader`), the compiled
-decoder (:mod:`~sensorbench.drivers.a1_decode`), the offline ``decode a1``
-(:mod:`~sensorbench.drivers.a1_turns`) and the emulator share it. The layouts (Slamtec's
-protocol document and ``rplidar_sdk``: a 5-byte standard node, an 84-byte express
-capsule of 32 samples, GET_LIDAR_CONF's entries) are tabled in docs/A1.md, Protocol
-and Scan modes. A node that passes its checks but reads q6 >= 23040 (360.00 deg or
-more; real units send it now and then) is dropped and counted by the decoder, not
-taken for misalignment; a distance beyond the datasheet's 12 m
-(:data:`MAX_RANGE_Q2`) is stored as ``nan`` and counted.
+Layouts and limits: docs/A1.md, Protocol and Scan modes.
 """
 
 

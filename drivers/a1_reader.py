@@ -1,12 +1,5 @@
-"""The live RPLIDAR A1: the request/response client, the scan on the shared serial link, the reader.
-
-:class:`A1Lidar` is one unit on a port (a deadline on every read, typed errors, motor
-through DTR, STOP/RESET, scan start); :class:`A1Scanner` its protocol object on the
-shared :class:`~sensorbench.drivers.serial_link.SerialLink` (start-up and scan-mode
-negotiation on each (re)open, restart after a stall, bytes into turns by
-:class:`~sensorbench.drivers.a1_turns.A1Turns`); :func:`a1_reader` the capture reader
-over a scanner's link, which takes over a scanner the sequencer left spinning
-(docs/A1.md, Shape).
+"""The live RPLIDAR A1: the request/response client (:class:`A1Lidar`), its protocol
+object on the shared serial link (:class:`A1Scanner`) and the capture reader (docs/A1.md, Shape).
 """
 
 from __future__ import annotations

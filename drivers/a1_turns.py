@@ -1,15 +1,8 @@
 """A1 turns: a scan's bytes, read by read or from a capture, cut into complete turns.
 
-:class:`A1Turns` is what the live scanner
-(:class:`~sensorbench.drivers.a1_reader.A1Scanner`) and the offline decoder
-(:func:`decode_capture`, :func:`decode_a1`: ``sensorbench decode a1``) share, so
-decoding a session's raw bytes again gives the live turns exactly. Each
-:meth:`A1Turns.feed` is one compiled pass (:mod:`~sensorbench.drivers.a1_decode`)
-over the read and the unconsumed tail of the previous one. Host times: the nodes of a
-read spread over the interval since the previous read that brought nodes (at most
-``max_node_ns`` each); device times: sample index × the mode's sample duration from
-the scan's first read (docs/A1.md, Device-side turn timing); a bare capture is timed
-``nominal`` (``t0 + index × sample duration``).
+The live scanner and ``sensorbench decode a1`` share :class:`A1Turns`, so decoding a
+session's raw bytes again gives the live turns exactly (timing: docs/A1.md, Device-side
+turn timing).
 """
 
 

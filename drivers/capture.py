@@ -1,12 +1,5 @@
-"""Capture orchestration: bring every configured device up, record them all into one file.
-
-:func:`run_capture` (``sensorbench capture``, ``demo``) creates one
-:class:`~sensorbench.logs.SessionWriter`, lets every reader declare its streams, runs
-the staggered bring-up (:func:`bring_up`), starts every reader on its own thread and
-stops at the duration, on ``stop`` or when the writer fails, returning a
-:class:`CaptureResult`. A :class:`CaptureConsumer` (``sensorbench live``) gets every
-decoded item and event as written; one that raises is reported once and ignored.
-Times in seconds. What capture does, step by step: docs/CAPTURE.md.
+"""Capture orchestration: bring every configured device up, record them all into one
+file (docs/CAPTURE.md). Times in seconds.
 """
 
 from __future__ import annotations

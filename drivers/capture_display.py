@@ -1,7 +1,5 @@
-"""How a capture is shown on the command line: the live status line, the bring-up table
-and the end-of-capture summary (pure functions returning text; the commands print).
-
-Units: times in s, rates per second, sizes in bytes (kB/s in the status line).
+"""How a capture is shown on the command line: status line, bring-up table, summary
+(text only; the commands print). Times in s, rates per second, sizes in bytes.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""What one kind of device is: :class:`DeviceKind`, the record the registry
-(:mod:`sensorbench.drivers.device_kinds`) holds, and :class:`ReaderContext`, what
-capture hands a kind's reader factory.
-
-A kind (``kind = "ld19"`` in robot.toml) is everything sensorbench needs to know about
-one model of device: its configuration schema, its protocol object on the shared
-serial link, the reader, bring-up steps and probe derived from it (or the kind's own),
-its emulator and the simulator defaults of its synthetic samples. This module imports
-no kind family, so the families (``ld19_kind``, ``a1_kind``, ``pods_kind``) and the
-registry both import it without a circle.
+"""What one kind of device is (:class:`DeviceKind`) and what capture hands a kind's
+reader factory (:class:`ReaderContext`); imports no kind family (docs/ARCHITECTURE.md,
+Device kinds).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""The device-kind registry: one record per kind of device a robot configuration may list.
+"""The device-kind registry: one record per kind a robot configuration may list.
 
-A kind (``kind = "ld19"`` in robot.toml) names its configuration schema, its protocol
-object (from which the capture reader, bring-up steps and probe are derived unless the
-kind brings its own) and its emulator (``module:function`` in ``sensorbench.sim``,
-resolved only when needed). Configuration, capture, power-up, probe and the emulated
-robot look kinds up here only. A new model of an existing protocol is one
-:func:`register` call below (the LD06); a new protocol: README, "Characterizing a new
-sensor", and docs/ARCHITECTURE.md, Device kinds.
+A new model of an existing protocol is one :func:`register` call below (the LD06); a
+new protocol: README, "Characterizing a new sensor", and docs/ARCHITECTURE.md, Device kinds.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The protocol object of one serial device: what a device kind adds to the shared link.
 
-A :class:`DeviceProtocol` sits on a :class:`~sensorbench.drivers.serial_link.SerialLink`
-(the link sets :attr:`DeviceProtocol.link`) as pyserial's ``threaded.Protocol`` sits on
-its ``ReaderThread``: the link does port, deadlines, raw stream, events and status; the
-protocol decodes. Only ``consume`` and ``declare_streams`` are required; the hooks and
-which device overrides which: docs/ARCHITECTURE.md. Hooks run on the polling thread and
-must not block longer than one request; ``counters`` and ``diagnose`` may be called from
-other threads and only read plain attributes.
+The link does port, deadlines, raw stream, events and status; the protocol decodes
+(hooks: docs/ARCHITECTURE.md). Hooks run on the polling thread; ``counters`` and
+``diagnose`` may be called from other threads and only read plain attributes.
 """
 
 from __future__ import annotations

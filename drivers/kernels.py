@@ -1,9 +1,5 @@
-"""Compile (or load from numba's cache) every compiled kernel the device readers use.
-
-Compiling the LD19 parser's kernel takes seconds and holds the interpreter lock; done
-on a reader's first read, it stalls every other reader and emulator and makes host
-receive times meaningless (docs/A1.md, Device-side turn timing). :func:`warm_up` makes
-the first calls before any device starts; capture, bring-up and the demo call it first.
+"""Compile (or load from numba's cache) every kernel the device readers use, before
+any device starts: a compile on a first read would stall every other reader.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Offline decoding of LD19 byte captures (bare files or raw streams of sessions).
-
-The same parser, turn assembly and device clock as the live reader, fed from a
-file: a session's raw stream, and a ``record-raw`` file with its chunk sidecar
-(:mod:`sensorbench.logs.raw_file`), carry host receive times per chunk, so turn times
-are on the host clock exactly as in a live capture; a bare capture has none, so
-turn times are the unwrapped device time (said so in the ``time_base`` attribute).
+"""Offline decoding of LD19 byte captures (bare files or raw streams of sessions) with
+the live reader's parser, turn assembly and device clock (docs/LD19.md).
 """
 
 from __future__ import annotations

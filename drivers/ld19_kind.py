@@ -1,10 +1,4 @@
-"""The LD19-protocol family (LD19, LD06): protocol object and probe of a registered kind.
-
-Every kind whose :attr:`~sensorbench.drivers.device_kind.DeviceKind.protocol` is
-``ld19`` uses these: the same 47-byte CRC-8 packets at 230400 baud, one-way (the unit
-streams from power-on, nothing is sent to it). The kind only changes the model name
-stored in the session, the status tag and its datasheet defaults.
-"""
+"""The LD19-protocol family (LD19, LD06): protocol object and probe of a registered kind."""
 
 from __future__ import annotations
 

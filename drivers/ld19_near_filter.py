@@ -1,12 +1,5 @@
-"""The LD06/LD19 vendor SDK's near filter (``Tofbf::NearFilter``), reimplemented with numpy.
-
-Source: LDROBOT's ``ldlidar_stl_sdk`` (``src/tofbf.cpp``, MIT). Points under 5000 mm,
-no-returns included, are clustered by angle step and distance change; small or dim
-clusters are rejected (the rules: docs/LD19.md, Near filter).
-:func:`near_filter_mask` says which points the SDK rejects; :func:`near_filter_turns`
-marks rejected returns ``nan`` and leaves no-returns ``inf``. The SDK's angles use a step
-truncated to whole 0.01° (clockwise degrees); ours are exact, which only matters on a
-gap within rounding of exactly two steps.
+"""The LD06/LD19 vendor SDK's near filter (``Tofbf::NearFilter``), reimplemented with
+numpy (source and rules: docs/LD19.md, Near filter).
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""LD19 packet parser: one compiled pass over each read.
+"""LD19 packet parser: one compiled pass over each read (rules: docs/LD19.md, Protocol).
 
-The LD19 streams 47-byte packets (docs/LD19.md, Protocol; parser rules there).
-:meth:`LD19Parser.feed` appends new bytes to the previous call's tail and runs one numba
-pass (:func:`_scan`, GIL released) that parses byte by byte: a ``54 2C`` header whose
-CRC-8 is good and whose fields are possible is a packet (position += 47), anything else
-moves on by one byte. Good-CRC packets with an impossible field are counted and their
-offsets kept (:attr:`LD19Parser.rejected`), never passed on. State between reads lives
-in the instance, so any number of lidars can be parsed in one process.
+State between reads lives in the instance, so any number of lidars parse in one process.
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""The live LD19 protocol: serial bytes → complete turns in the session.
-
-:class:`LD19Protocol` is the LD19's protocol object on the shared serial link: per
-chunk, :class:`~sensorbench.drivers.ld19_parser.LD19Parser` decodes the packets and
-:class:`~sensorbench.drivers.ld19_turns.TurnAssembler` makes turns, appended to the
-lidar stream. After an unplug parser tail, turn and device clock are dropped and the
-first turn after the reconnect is flagged ``AFTER_RECONNECT``. The SDK's near filter
-applies before storage only with ``near_filter=True`` (raw points are the evidence).
-"""
+"""The live LD19 protocol: serial bytes → complete turns in the session (docs/LD19.md)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """Assemble LD19 packets into complete turns in storage units (rad CCW, m, ns).
 
-A turn ends where the native clockwise angle wraps (drops by more than 180°); the first
-turn after construction or :meth:`TurnAssembler.reset` is partial and dropped. Angles:
-clockwise 0.01° → ``(2π - cw) mod 2π`` rad CCW; ranges: mm → m, 0 → ``inf``, beyond
-12 m → ``nan`` (counted). Device time unwraps the 30000 ms stamp and tracks each
-packet's first point within its whole-millisecond stamp; host times come from the
-clock's lower-envelope fit and never step back (:data:`CATCH_UP_RATE`), so ``t_ns``
-increases strictly (docs/LD19.md, Time). Impossible packets are dropped and counted.
+``t_ns`` increases strictly (docs/LD19.md, Time).
 """
 
 from __future__ import annotations

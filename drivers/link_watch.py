@@ -1,11 +1,6 @@
 """The one reconnect machine: silence detection and reopen backoff of a serial link.
 
-Every :class:`~sensorbench.drivers.serial_link.SerialLink` drives a :class:`LinkWatch`
-and asks it what to do next: ``stale`` once per silence of ``stale_after_s``, then
-``resumed``; ``restart`` at most once per ``restart_after_s``; after a loss a reopen at
-once, each failure doubling the wait from ``backoff_s`` to ``backoff_max_s``; one overrun
-per backlog episode (:class:`Backlog`). Times are host ``time.monotonic_ns()`` values
-passed in by the caller, so the machine has no clock or thread of its own.
+Times are host ``time.monotonic_ns()`` values passed in: no clock or thread of its own.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The pod-MCU wire protocol: constants, frame layout and CRC-16/CCITT-FALSE.
-
-The single source of numbers for the parser (:mod:`sensorbench.drivers.pods_parser`)
-and the emulator (:mod:`sensorbench.sim.emulator_pods`); the two variants (binary,
-little-endian with a CRC-16/CCITT-FALSE over ``len`` .. payload; CSV lines) are
-specified in docs/PROTOCOLS.md. ``seq`` wraps at 2**16, ``t_us`` (MCU µs) at 2**32,
-each counter at 2**counter_bits (16 or 32).
+"""The pod-MCU wire protocol: constants, frame layout and CRC-16/CCITT-FALSE
+(docs/PROTOCOLS.md), shared by the parser and the emulator.
 """
 
 from __future__ import annotations

@@ -1,34 +1,5 @@
-"""The live pod-MCU protocol: serial bytes → encoder frames in the session.
-
-:class:`PodProtocol` is the pod MCU's protocol object on the shared serial link
-(:class:`~sensorbench.drivers.serial_link.SerialLink`: open deadline, short reads,
-raw stream, stale/unplug/reconnect events), run by the one
-:class:`~sensorbench.drivers.serial_reader.SerialReader`. Per received chunk the raw
-bytes go to the session's raw stream (the link),
-:class:`~sensorbench.drivers.pods_parser.PodStreamParser` decodes the frames it
-completes (binary or CSV, ``docs/PROTOCOLS.md``), and they are appended as one
-:class:`~sensorbench.logs.EncoderBatch`:
-
-* ``device_ns``: the MCU's microsecond clock, unwrapped, in ns (what the device sent);
-  the stream attribute ``clock_nominal_slope`` is its nominal rate (host s per device
-  s: 1.0, or 1/speed for an emulator), which the analysis times the frames by
-  (:func:`~sensorbench.fusion.pod_drive.encoder_host_seconds`);
-* ``host_ns``: the frame's time on the host clock from a
-  :class:`~sensorbench.drivers.device_clock.DeviceClock` fitted to the lower envelope
-  of receive times (as for the LD19), never later than the frame's receive time and
-  never decreasing, so USB and scheduling delays do not jitter the pod samples;
-* ``seq``: unwrapped sequence number; gaps are lost frames (counted in ``drops``);
-* ``counts``: cumulative int64 counts, unwrapped from the counter width.
-
-Counts the MCU lost (its frames' error block: edges lost because both lines changed,
-latches it could not queue) are one ``count_loss`` event per read that brought any,
-at the host time of the first frame carrying them (the loss lies between it and the
-frame before), and are counted in the status line's drops.
-
-An unplug drops the partial frame; the MCU is assumed to keep counting (the
-sequence gap then shows how many frames the unplug cost). If it restarted instead
-(its clock went backwards) the parser starts a new epoch, the device clock is
-refitted, and a ``note`` event says so.
+"""The live pod-MCU protocol: serial bytes → encoder frames in the session
+(fields, count losses, restarts: docs/PROTOCOLS.md; clocks: docs/PODS.md).
 """
 
 from __future__ import annotations

@@ -1,14 +1,5 @@
-"""Per-port USB power (VBUS) switching: ``uhubctl`` or the kernel's sysfs ``disable`` files.
-
-A hub with per-port power switching can keep a device unpowered until its turn, so a
-staggered power-up covers USB enumeration too (an A1's motor spins from the moment it
-is powered, before any software holds its port: ``docs/A1.md``). Configured per device
-in robot.toml (``[powerup] backend = "uhubctl"``, ``power = {hub = "1-1", port = 2}``).
-On a USB 3 hub (a USB 2 and a USB 3 half sharing VBUS) both halves are switched:
-uhubctl finds the other half itself; the sysfs backend writes the port's ``peer`` too.
-A hub without per-port switching makes uhubctl exit 1 ("No compatible devices
-detected"): :meth:`PortPower.switch` raises, and the power-up sequencer staggers that
-device by DTR instead (:mod:`~sensorbench.drivers.powerup`).
+"""Per-port USB power (VBUS) switching: ``uhubctl`` or the kernel's sysfs ``disable``
+files (docs/A1.md, Power-up).
 """
 
 from __future__ import annotations

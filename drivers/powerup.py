@@ -1,10 +1,5 @@
-"""Staggered power-up of a robot's serial devices, one after another, with a verdict table.
-
-Two A1s spinning up at once brown out a weak hub, so :class:`PowerUpSequencer` parks
-every A1 (port open, motor stopped), switches switched ports off, then brings devices
-up one by one in the configured order (open, health, start, first valid turn or packets
-within a deadline, then the configured gap), retrying with exponential backoff. Times
-in seconds. The API, the DTR stagger and per-port power: docs/A1.md, Power-up.
+"""Staggered power-up of a robot's serial devices, one after another, with a verdict
+table. Times in seconds (docs/A1.md, Power-up).
 """
 
 from __future__ import annotations

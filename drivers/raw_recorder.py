@@ -1,18 +1,5 @@
-"""Record a serial port's bytes exactly as received, with host receive times.
-
-``cat /dev/ttyUSB0 > RAW.bin`` is not a raw capture: a tty keeps whatever mode it
-was left in, by default 9600 baud, canonical (line-buffered, erase/kill
-characters edited out), ``ICRNL`` (CR becomes LF) and ``IXON`` (0x11/0x13 taken
-as flow control); in a test here it kept 5 875 of 70 500 bytes of an LD19 stream.
-:func:`record_raw` opens the port with pyserial and then sets it raw explicitly
-(termios): no canonical mode, no echo or signals, no input or output translation,
-no software or hardware flow control, 8N1 at the requested baud rate, reads that
-return what is there. Bytes go to ``RAW.bin`` untouched and each read's offset and
-host time to the sidecar (layout: :mod:`sensorbench.logs.raw_file`).
-
-Both files are written under temporary names in the output's directory and
-renamed into place when the recording ends (duration, stop, or the device going
-away), so an existing recording is never half-overwritten.
+"""Record a serial port's bytes exactly as received (port set raw), with host receive
+times; both files are renamed into place at the end (docs/CAPTURE.md, Raw recordings).
 """
 
 from __future__ import annotations

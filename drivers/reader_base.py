@@ -1,15 +1,4 @@
-"""What every live device reader shares with the capture loop: status and the protocol.
-
-A reader owns one serial device. Capture builds readers from the robot
-configuration, lets each declare its streams on the session writer before the
-writer starts (SWMR freezes the layout), starts them, polls :meth:`status` about
-twice a second for the status line, and stops them on exit.
-
-Helpers every reader uses for its status and events: :class:`RateMeter` (rates of
-cumulative counters between status calls), :func:`seconds_since` and
-:func:`record_event` (an event that survives a failed session writer) and
-:func:`join_thread` (a stop that reports a reader thread that would not end).
-"""
+"""What every live device reader shares with the capture loop: status and the protocol."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""The robot description (``robot.toml``): devices, mounts, power-up, pods, footprint.
+"""The robot description (``robot.toml``), validated before any device is opened.
 
-Everything is validated here, before any device is opened; a bad file raises
-:class:`~sensorbench.errors.ConfigError` whose message starts with ``FILE:LINE:`` (the
-line of the offending key, found in the text because ``tomllib`` reports no positions
-of valid TOML). Every key and its unit: docs/CAPTURE.md. Mounts are the sensor pose in
-the body frame (x forward, y left, m; yaw CCW from body forward). Ports may contain
-``{run_dir}``, replaced by the run directory given at load time (emulated robots).
+A bad file raises :class:`~sensorbench.errors.ConfigError` starting ``FILE:LINE:``.
+Every key and its unit: docs/CAPTURE.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""The serial transport of every device: one port, one step of reading, the protocol on top.
-
-:class:`SerialLink` (never subclassed) opens the port with a deadline through the
-protocol's ``open_port``, and :meth:`SerialLink.poll` reads what arrived, stamps it with
-the host receive time (``time.monotonic_ns()``, ns), hands it to the raw stream and then
-to the protocol's ``consume``. It owns stale/restart/overrun/unplug events, the reopen
-with backoff (:class:`~sensorbench.drivers.link_watch.LinkWatch`), the first-valid
-deadline after a reopen, the raw stream's attributes and the status snapshots
-(docs/ARCHITECTURE.md, docs/LD19.md "Reader health"). Times in seconds unless ``_ns``.
+"""The serial transport of every device: one port, one step of reading, the protocol on
+top (docs/ARCHITECTURE.md). Times in seconds unless ``_ns``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""The serial transport: the one function that opens a device's port, and its modem lines.
-
-Every driver, the bring-up, the probe and the readers open their port with
-:func:`open_serial` (same flags, errors and hints). The A1's motor hangs on DTR
-(asserted = stopped). A pty has no modem lines (``TIOCMBIS`` fails with ``ENOTTY``), so
-an emulator publishes a Unix socket at :func:`modem_channel_path` of its pty;
-:class:`ModemSerial` connects to it when the ioctl is refused, sends ``D1``/``D0`` per
-DTR change and waits up to 1 s for the one-byte acknowledgement (docs/A1.md, Emulator).
+"""The serial transport: the one function that opens a device's port, and its modem
+lines (a pty's DTR through an emulator's channel: docs/A1.md, Emulator).
 """
 
 from __future__ import annotations

@@ -1,13 +1,4 @@
-"""The one reader of every serial device: a link run on a thread of its own.
-
-:class:`SerialReader` is the thread half of pyserial's ``threaded.ReaderThread``: it
-runs :meth:`SerialLink.poll <sensorbench.drivers.serial_link.SerialLink.poll>` until
-stopped and is the :class:`~sensorbench.drivers.reader_base.DeviceReader` capture drives.
-``start`` waits for the first valid item (``DeviceSilent`` / ``DeviceProtocolError``
-past the link's deadline); a raising hook is an ``error`` event, the protocol is reset
-and reading resumes after a backoff; only a failed session writer ends the thread;
-``stop`` has a deadline. Without a writer raw bytes are not stored.
-"""
+"""The one reader of every serial device: a link run on a thread of its own."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Detect brltty, the Braille display daemon that takes CP2102 adapters away.
-
-:func:`check_brltty` looks for its three traces (a running brltty, an active udev rule
-of brltty matching ``10c4:ea60``, the kernel's "claimed by cp210x while 'brltty' sets
-config" line) and :meth:`BrlttyFinding.message` says how to fix it (docs/UDEV.md).
-Paths and the kernel log are parameters so tests use a fake ``/proc``.
-"""
+"""Detect brltty, the Braille display daemon that takes CP2102 adapters away (docs/UDEV.md)."""
 
 from __future__ import annotations
 

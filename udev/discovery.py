@@ -1,9 +1,4 @@
-"""Find every serial (tty) device with pyudev and describe where it is plugged in.
-
-Identical bridges are told apart only by their USB port path (``1-1.2``) and udev's
-``ID_PATH``; :func:`list_serial_devices` reports both for every tty on real hardware.
-Works unchanged under umockdev, which is how the tests run it.
-"""
+"""Find every serial (tty) device with pyudev and describe where it is plugged in."""
 
 from __future__ import annotations
 

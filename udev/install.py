@@ -1,9 +1,4 @@
-"""Install a generated rules file into ``/etc/udev/rules.d``, reload udev and re-trigger ttys.
-
-The file is checked (:func:`sensorbench.udev.rules.check_rules_text`), written
-atomically with mode 0644, and udev reloaded; without root :class:`NeedsRootError`
-carries the command to run. The directory and command runner are parameters for tests.
-"""
+"""Install a generated rules file into ``/etc/udev/rules.d``, reload udev, re-trigger ttys."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Active probing: tell the registered device kinds apart behind identical bridges.
-
-:func:`probe_port` runs each protocol's probe from the device-kind registry, each with
-its own deadline: listen-only probes first (LD19 protocol, pod MCU), then the A1's
-(the only one that writes, STOP then GET_INFO). Opening a port stops an A1's motor
-(DTR): never probe a device being recorded (the probe reports ``busy``). docs/UDEV.md.
+"""Active probing: tell the registered device kinds apart behind identical bridges
+(docs/UDEV.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Generate udev rules that name serial devices by the USB port they are plugged into.
-
-A rule per device adds a stable symlink ``/dev/<name>``, matched by ``ENV{ID_PATH}``
-(default; the file sorts after ``60-serial.rules``) or by ``KERNELS`` plus the vendor
-and product of that same usb_device; every rule sets ``GROUP="dialout", MODE="0660"``
-and ``ENV{ID_MM_DEVICE_IGNORE}="1"`` (docs/UDEV.md). Every value written is validated
-against a strict pattern first; nothing is interpolated raw.
+"""Generate udev rules that name serial devices by the USB port they are plugged into
+(docs/UDEV.md). Every value written is validated first; nothing is interpolated raw.
 """
 
 from __future__ import annotations
