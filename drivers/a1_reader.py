@@ -43,10 +43,10 @@ class A1Lidar:
     """One RPLIDAR A1 on a serial port, with deadlines and real exceptions (opened here).
 
     Args:
-        port: device path (``/dev/ttyUSB0``, a udev name, or an emulator's pty/link).
+        port: device path.
         read_timeout_s: deadline of every read that waits for an answer (s).
-        baudrate: 115200 for the A1.
-        on_event: optional sink for ``(t_ns, kind, message)`` events (``note``, ``error``).
+        baudrate: line speed (baud).
+        on_event: optional sink for ``(t_ns, kind, message)`` events.
         logger: logger (``sensorbench.a1`` by default).
 
     Raises:
@@ -177,12 +177,10 @@ class A1Lidar:
     # -- requests: reads with deadlines, real exceptions ------------------------------
 
     def _ask(self, request: bytes, what: str, length: int | None, single: bool, dtype: int) -> int:
-        """Send ``request`` (stale bytes cleared first) and read its answer's descriptor;
-        returns the answer's length. The descriptor must say ``single`` (or a scan's
-        multiple) answer mode, type ``dtype`` and ``length`` bytes (None: up to
-        :data:`MAX_ANSWER_LEN`). A scan request spins the motor first and, on a wrong
-        descriptor, recovers (:meth:`recover`) before its second attempt; a request
-        with one answer simply asks again (stale bytes that looked like a descriptor).
+        """Send ``request`` (stale bytes cleared first) and read its answer's descriptor,
+        which must say answer mode ``single``, type ``dtype`` and ``length`` bytes (None:
+        up to :data:`MAX_ANSWER_LEN`); returns that length. A wrong descriptor is asked
+        again once (a scan request after :meth:`recover`).
 
         Raises:
             DeviceSilent: no descriptor within the deadline.
@@ -431,12 +429,9 @@ PREAMBLE_MAX_BYTES = 1 << 20
 
 
 class A1Scanner(DeviceProtocol):
-    """A scan on one A1, as complete turns: the A1's protocol object on its serial link.
-
-    The hooks open the port through :class:`A1Lidar`, identify, check health and start
-    the scan on each (re)open, restart after a long silence and decode the scan bytes
-    into turns; the link (:attr:`link`, made here) reads through the lidar's current
-    port (:class:`_LidarPort`), since :meth:`A1Lidar.recover` may reopen it.
+    """A scan on one A1, as complete turns: the A1's protocol object on its serial link
+    (made here), which reads through the lidar's current port (:meth:`A1Lidar.recover`
+    may reopen it).
 
     Args:
         port: device path; a stable name (udev symlink, emulator link) survives replugs.
@@ -449,9 +444,8 @@ class A1Scanner(DeviceProtocol):
             still booting is retried after it.
         on_event: ``sink(t_ns, kind, message)`` for unplug/reconnect/stale/overrun/error.
         name: device name (event source, stream names); the reader sets it.
-        scan_mode: ``typical`` (the mode the unit calls typical) or a mode's name as
-            the unit gives it, any case; default ``standard`` (docs/A1.md, Scan modes).
-            :attr:`mode` is the mode that runs, :attr:`scan_mode_used` its format.
+        scan_mode: ``typical`` or a mode's name as the unit gives it, any case
+            (docs/A1.md, Scan modes); :attr:`mode` is the mode that runs.
 
     Use :meth:`open`, :meth:`start`, then :meth:`poll` in a loop.
     """
@@ -642,9 +636,8 @@ class A1Scanner(DeviceProtocol):
         return self.assembler.bytes_skipped
 
     def take_preamble(self) -> list[tuple[int, bytes]]:
-        """The chunks read before a session's writer was attached (the bring-up's
-        identification, scan request and first turns), so that the session's raw stream
-        starts with the scan's descriptor and ``decode a1`` reproduces its turns."""
+        """The chunks read before a session's writer was attached, so that the session's
+        raw stream starts with the scan's descriptor and ``decode a1`` reproduces its turns."""
         out, self._preamble = self._preamble, []
         self._preamble_bytes = PREAMBLE_MAX_BYTES
         return out
@@ -767,10 +760,8 @@ class A1Scanner(DeviceProtocol):
         lidar.disconnect()
 
     def _identify(self, check_health: bool) -> A1Info:
-        """Reset what a previous host left (STOP, drain until quiet, clear input: a
-        program killed while scanning leaves the unit scanning, and with DTR set at this
-        open the head stops, so no byte says so while every request is ignored), then
-        GET_INFO, the sample duration where the firmware has it and (optionally) health."""
+        """STOP and drain what a previous host left scanning (no byte says so while the
+        head stands), then GET_INFO, the sample duration and (optionally) health."""
         self._lidar().stop()
         info = self._lidar().get_info()
         self.info = info
@@ -874,8 +865,7 @@ class A1Scanner(DeviceProtocol):
 
 
 class _LidarPort:
-    """The link's port of an A1: read, asked and closed through the lidar's current
-    serial port, which the lidar may have reopened by itself (``recover``)."""
+    """The link's port of an A1: through the lidar's current serial port."""
 
     def __init__(self, scanner: A1Scanner) -> None:
         self._scanner = scanner

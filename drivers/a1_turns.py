@@ -42,18 +42,13 @@ class A1Turns:
 
     Args:
         mode: ``standard`` (5-byte nodes) or ``express`` (84-byte capsules).
-        sample_us: the mode's sample duration (µs) for device times; 0 or None: no
-            device time (and, with ``nominal_us``, host times of a bare capture).
+        sample_us: the mode's sample duration (µs) for device times; 0 or None: none.
         max_node_ns: host-time spreading: at most this much per node (ns).
         nominal_us: > 0 for a capture without receive times: every time is the
             first read's ``t_ns`` + sample index × this (µs, may be fractional).
 
-    Nodes before the first start flag of a scan are counted in
-    :attr:`leading_nodes_skipped`, not stored. A turn ends at the next start flag (or
-    :meth:`flush`, flagged ``PACKET_LOSS``). Nodes reading an impossible angle (q6 ≥
-    23040) are dropped and counted (a start flag they carry passes to the next node
-    kept); distances beyond 12 m are stored as ``nan`` and counted. Bytes skipped
-    re-aligning flag the turn they fall in ``CRC_ERRORS``.
+    A turn runs from a start flag to the next (or :meth:`flush`, flagged
+    ``PACKET_LOSS``); the rules for dropped and skipped nodes: docs/A1.md, Turns.
     """
 
     def __init__(self, mode: str = "standard", sample_us: float | None = None,
@@ -204,22 +199,10 @@ _EMPTY = _frozen_empty()
 
 @dataclass
 class CaptureDecode:
-    """Result of :func:`decode_capture`.
-
-    Attributes:
-        turns: complete turns (and, flagged ``PACKET_LOSS``, the turn cut by each
-            scan restart or the end of the capture).
-        scans: scan descriptors found (scan starts), standard and express.
-        modes: the scan mode of each scan (``standard`` or ``express``).
-        nodes: nodes decoded.
-        bytes_skipped: bytes dropped while re-aligning (corruption, loss).
-        bytes_outside_scans: bytes before the first scan descriptor (other answers).
-        leading_nodes: nodes before the first start flag of each scan (no turn).
-        dropped_offsets: byte offsets in the capture of the nodes dropped for an
-            impossible angle (q6 >= 23040).
-        ranges_beyond_limit: distances beyond 12 m, stored as ``nan``.
-        sample_rate: the unit's GET_SAMPLERATE answer found in the capture, or None.
-    """
+    """Result of :func:`decode_capture`: the turns (the one cut by each scan restart or
+    the end flagged ``PACKET_LOSS``), the scans' modes and :class:`A1Turns`'s counters
+    (``bytes_outside_scans``: before the first scan descriptor; ``dropped_offsets``:
+    byte offsets of the nodes dropped for an impossible angle)."""
 
     turns: LidarTurns
     scans: int
@@ -385,23 +368,19 @@ def decode_a1(raw: str | os.PathLike[str], output: str | os.PathLike[str], *, na
     """Decode ``raw`` (bare capture or session) into a new session ``output``.
 
     Args:
-        raw: a file of received bytes (with host read times when ``record-raw`` wrote
-            its ``.chunks`` sidecar), or a session whose raw stream is decoded again.
+        raw: a file of received bytes (with a ``record-raw`` ``.chunks`` sidecar: host
+            read times), or a session whose raw stream is decoded again.
         output: session file to write.
         name: lidar stream name in the output.
-        stream: raw stream of a source session (default: its only rplidar one, else its only one).
+        stream: raw stream of a source session (default: its only rplidar one).
         sample_rate_hz: samples per second that time a bare file without the unit's
             GET_SAMPLERATE answer (Hz; default the nominal 2000 standard, 4000 express).
-        require_descriptor: the capture holds scan descriptors; False for a bare
-            stream of ``mode`` starting on a node or capsule boundary.
-        mode: ``standard`` or ``express``: the scan mode of a stream without descriptor.
+        require_descriptor, mode: as for :func:`decode_capture`.
         label: session label.
         overwrite: replace ``output`` if it exists.
 
     Returns:
-        A summary: scans and their modes, turns, points, nodes, bytes, bytes skipped,
-        the nodes dropped for an impossible angle (with their byte offsets), ranges
-        beyond the limit and the time base.
+        A summary: the counters of :class:`CaptureDecode` and the time base.
 
     Raises:
         SessionError: the source session has no such raw stream (or several and no
