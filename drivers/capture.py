@@ -194,17 +194,9 @@ def make_reader(
     pods: PodGeometry | None = None,
     read_s: float = STREAM_READ_S,
 ) -> DeviceReader:
-    """The reader for one configured device (not started), from its registered kind.
-
-    Args:
-        dev: the device's configuration.
-        speed: emulation speed-up of the device's clock (1.0 for hardware); lets the
-            LD19 and pod readers' device clocks start from the right slope.
-        handle: a device the sequencer brought up and left running (an A1 scanner),
-            for the reader to take over.
-        pods: the nominal pod geometry, stored with the pod stream.
-        read_s: longest wait of one read of a streaming device (s).
-    """
+    """The reader for one configured device (not started), from its registered kind;
+    the arguments are :class:`~sensorbench.drivers.device_kind.ReaderContext`'s
+    (``read_s``: its ``read_timeout_s``, s)."""
     attrs: dict[str, Any] = {"port_path": dev.port, "config_line": dev.line}
     if dev.mount is not None:
         attrs["mount_xy_yaw"] = dev.mount.as_list()
@@ -228,17 +220,9 @@ def device_specs(config: RobotConfig) -> list[DeviceSpec]:
 def bring_up(
     config: RobotConfig, keep: bool = False, retries: int = 1
 ) -> tuple[list[BringupResult], dict[str, Any]]:
-    """Staggered power-up of every configured device (see the module docstring).
-
-    Args:
-        config: validated configuration.
-        keep: hand back the ready devices whose kind keeps its bring-up handle (the
-            A1 scanners, spinning) for capture; everything else is closed.
-        retries: extra attempts per device after a failure.
-
-    Returns:
-        (one result per device in power-up order, the kept handles by name).
-    """
+    """Staggered power-up of every configured device, ``retries`` extra attempts each;
+    returns one result per device in power-up order and, with ``keep``, the handles of
+    the ready devices whose kind keeps them (the A1 scanners, spinning) by name."""
     warm_up_kernels()  # compile or load numba kernels now, never on a device's first read
     seq = PowerUpSequencer(device_specs(config), retries=retries)
     rows = seq.run(keep=keep)
@@ -359,10 +343,8 @@ def run_capture(
         stop: set it to end the capture cleanly (signal handlers do); the bring-up
             itself is not interrupted (each step has its own deadline).
         extra_readers: sources that are not serial devices of the configuration (the
-            emulated network pose source of ``sensorbench demo``,
-            :class:`~sensorbench.sim.pose_source.SimPoseSource`): declared,
-            started, polled and stopped with the device readers, but not brought up
-            and not in the device summary.
+            demo's pose source): run with the device readers, but not brought up and
+            not in the device summary.
         consumer: works on the data as they are recorded (:class:`CaptureConsumer`).
 
     Raises:

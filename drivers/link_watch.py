@@ -17,7 +17,8 @@ class Silence(Enum):
 
 
 class LinkWatch:
-    """Silence and reopen bookkeeping of one link (see the module docstring).
+    """Silence and reopen bookkeeping of one link: ``stale`` once per silence, then
+    ``resumed``; ``restart`` at most once per ``restart_after_s``; reopen waits doubling.
 
     Args:
         stale_after_s: silence before the link is stale (s).

@@ -175,14 +175,8 @@ class A1Steps:
 
 
 class StreamSteps:
-    """Bring-up of a device that only streams (LD19, pod MCU): open, wait for valid packets.
-
-    Args:
-        spec: the device.
-        baud: line speed (baud).
-        count_valid: ``(chunk) -> int`` valid packets in each new chunk (stateful).
-        min_packets: valid packets needed to call the device ready.
-    """
+    """Bring-up of a device that only streams (LD19, pod MCU): open at ``baud``, wait
+    for ``min_packets`` valid packets (``count_valid(chunk)``: those in each new chunk)."""
 
     def __init__(
         self, spec: DeviceSpec, baud: int, count_valid: Callable[[bytes], int], min_packets: int = 5
@@ -271,7 +265,7 @@ def _poll_until(done: Callable[[], bool], timeout_s: float) -> bool:
 
 
 class PowerUpSequencer:
-    """Brings devices up in order (see the module docstring).
+    """Brings devices up in order.
 
     Args:
         specs: devices in power-up order.

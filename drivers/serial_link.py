@@ -50,18 +50,9 @@ class Port(Protocol):
 
 
 class SerialPort:
-    """The standard :class:`Port`: waits on the port's descriptor, takes what arrived.
-
-    A read waits (``select``) until bytes are there or ``max_wait_s`` passed, then
-    reads everything waiting, however much (a reader that fell behind catches up in
-    one step). The port is gone only when it errors (EIO...) or reports end of file
-    with its tty hung up or its path gone or replaced; a spurious wake-up without data
-    on a present port is nothing.
-
-    Args:
-        ser: the open port.
-        path: the path it was opened by (checked when a read finds nothing).
-    """
+    """The standard :class:`Port` on the open ``ser``: a read takes everything waiting
+    (a reader that fell behind catches up in one step). It is gone only when it errors
+    or reports end of file with its tty hung up or ``path`` gone or replaced."""
 
     def __init__(self, ser: serial.Serial, path: str) -> None:
         self.ser = ser
@@ -136,16 +127,14 @@ class LinkConfig:
 
 
 class SerialLink:
-    """One device's port and its protocol object (see the module docstring).
+    """One device's port and its protocol object (which it sets ``link`` of).
 
     Args:
         name: device name (session stream names, event source).
         port: path to open, preferably the stable name (udev symlink or emulator link).
-        protocol: the device kind's protocol object; the link sets its ``link``.
+        protocol: the device kind's protocol object.
         writer: session writer receiving raw bytes, events and decoded data, or None.
-        baud: line speed (baud); the protocol's ``baud`` by default.
-        kind: the device kind (``ReaderStatus.kind``, the raw stream's ``kind``); the
-            protocol's ``kind`` by default.
+        baud, kind: line speed (baud) and device kind; the protocol's by default.
         config: deadlines and backoff.
         on_event: optional ``sink(t_ns, kind, message)`` called with every event.
     """

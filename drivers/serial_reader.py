@@ -18,12 +18,11 @@ if TYPE_CHECKING:
 
 
 class SerialReader:
-    """Runs ``link.poll`` on a thread of its own (see the module docstring).
+    """Runs ``link.poll`` on a thread of its own, ``poll_s`` (s; the link's
+    ``read_timeout_s`` by default) at most per step, bounding how fast :meth:`stop` is seen.
 
-    Args:
-        link: the device's link (port and protocol).
-        poll_s: longest wait of one step (s), bounding how fast :meth:`stop` is seen;
-            the link's ``read_timeout_s`` by default.
+    A raising hook is an ``error`` event, the protocol is reset and reading resumes
+    after a backoff; only a failed session writer ends the thread.
     """
 
     def __init__(self, link: SerialLink, poll_s: float | None = None) -> None:
