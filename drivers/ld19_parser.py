@@ -350,14 +350,9 @@ _SCAN_ENTRY: Callable[..., tuple[int, int]] | None = None
 
 
 def _scan_entry() -> Callable[..., tuple[int, int]]:
-    """:func:`_scan`'s compiled entry point, without the dispatcher.
-
-    :meth:`LD19Parser.feed` always passes the one signature :func:`_scan` is compiled
-    for (the input read-only uint8, the parser's own int64/uint16/uint8 buffers), so the
-    dispatcher's per-call type resolution of its ten arguments (about a third of a 1 KiB
-    read's cost) buys nothing; the entry point still unboxes and checks each argument's
-    kind. The first call compiles or loads the kernel through the dispatcher.
-    """
+    """:func:`_scan`'s compiled entry point, without the dispatcher (its per-call type
+    resolution was a third of a 1 KiB read's cost; :meth:`LD19Parser.feed` always passes
+    the one signature). The first call compiles or loads the kernel."""
     global _SCAN_ENTRY
     if _SCAN_ENTRY is None:
         ro = np.zeros(PACKET_SIZE, np.uint8)

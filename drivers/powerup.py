@@ -8,7 +8,6 @@ import contextlib
 import logging
 import os
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -234,17 +233,6 @@ class StreamSteps:
                 handle.close()
 
 
-def _wait_ready(
-    spec: DeviceSpec, steps: DeviceSteps, t_start: float, outcome: dict[str, float | str]
-) -> None:
-    """Thread body of ``together`` mode: seconds to ready, or why not."""
-    try:
-        steps.wait_ready(spec.ready_timeout_s)
-        outcome[spec.name] = time.monotonic() - t_start
-    except DriverError as err:
-        outcome[spec.name] = str(err)
-
-
 def _still_present(switched: list[tuple[DeviceSpec, PortPower]]
 ) -> list[tuple[DeviceSpec, PortPower]]:
     """The devices switched off whose tty is still there after their ``settle_s``."""
@@ -298,32 +286,27 @@ class PowerUpSequencer:
         self._parked: dict[str, DeviceSteps] = {}
         self._warnings: dict[str, str] = {}  # devices staggered by DTR: why their power was not
 
-    def run(self, mode: str = "staggered", keep: bool = False) -> list[PowerUpResult]:
-        """Bring every device up; one result per device, in order.
-
-        Args:
-            mode: ``staggered`` (one after another) or ``together`` (all at once).
-            keep: leave ready devices running (see :attr:`handles`); else close all.
-        """
-        if mode not in ("staggered", "together"):
-            raise ConfigError(f"mode must be 'staggered' or 'together', got {mode!r}")
+    def run(self, keep: bool = False) -> list[PowerUpResult]:
+        """Bring every device up, one after another; one result per device, in order.
+        With ``keep`` ready devices stay running (see :attr:`handles`); else all close."""
         warm_up()  # compile or load the decoders now, never on a device's first read
         try:
-            if mode == "staggered":
-                self._park_all()
-                results = []
-                for i, spec in enumerate(self.specs):
-                    result = self._bring_up(spec)
-                    results.append(result)
-                    if result.ready and i + 1 < len(self.specs):
-                        self._wait(spec.delay_after_s)
-            else:
-                results = self._together()
+            results = self._bring_all()
         finally:
             if keep:
                 self._release(self._parked)
             else:
                 self.close()
+        return results
+
+    def _bring_all(self) -> list[PowerUpResult]:
+        """Park every device, then bring each up, the configured gap after the last."""
+        self._park_all()
+        results = []
+        for i, spec in enumerate(self.specs):
+            results.append(self._bring_up(spec))
+            if results[-1].ready and i + 1 < len(self.specs):
+                self._wait(spec.delay_after_s)
         return results
 
     def close(self) -> None:
@@ -467,53 +450,3 @@ class PowerUpSequencer:
             self.handles[spec.name] = steps.handle
             return self._result(spec, serial_no, True, "", ttf, attempt)
         return self._result(spec, serial_no, False, why, float("nan"), self.retries + 1)
-
-    def _together(self) -> list[PowerUpResult]:
-        done: dict[str, PowerUpResult] = {}
-        serials: dict[str, str] = {}
-        whys: dict[str, str] = {}
-        for attempt in range(1, self.retries + 2):
-            pending = [s for s in self.specs if s.name not in done]
-            if not pending:
-                break
-            if attempt > 1:
-                self._wait(self.backoff_s * 2 ** (attempt - 2))
-            opened: list[tuple[DeviceSpec, DeviceSteps]] = []
-            for spec in pending:
-                try:
-                    steps, serials[spec.name] = self._open_and_check(spec)
-                except DriverError as err:
-                    whys[spec.name] = str(err)
-                    continue
-                opened.append((spec, steps))
-            started: list[tuple[DeviceSpec, DeviceSteps, float]] = []
-            for spec, steps in opened:  # back to back: the motors start together
-                try:
-                    started.append((spec, steps, self._start(spec, steps)))
-                except DriverError as err:
-                    whys[spec.name] = str(err)
-            outcome: dict[str, float | str] = {}
-
-            threads = [
-                threading.Thread(target=_wait_ready, args=(*item, outcome), daemon=True)
-                for item in started
-            ]
-            for t in threads:
-                t.start()
-            for t, (spec, _, _) in zip(threads, started, strict=True):
-                t.join(spec.ready_timeout_s + 3 * spec.read_timeout_s + 2.0)
-            for spec, steps, _ in started:
-                got = outcome.get(spec.name, "did not finish waiting")
-                if isinstance(got, float):
-                    self._steps[spec.name] = steps
-                    self.handles[spec.name] = steps.handle
-                    done[spec.name] = self._result(spec, serials[spec.name], True, "", got, attempt)
-                else:
-                    whys[spec.name] = got
-                    self._hold_or_close(spec, steps)
-        return [
-            done.get(s.name)
-            or self._result(s, serials.get(s.name, ""), False, whys.get(s.name, ""), float("nan"),
-                self.retries + 1)
-            for s in self.specs
-        ]

@@ -14,7 +14,9 @@ from timing_util import SLACK_S
 
 from sensorbench.drivers.powerup import (
     DeviceSpec,
+    DeviceSteps,
     PortPower,
+    PowerUpResult,
     PowerUpSequencer,
     StreamSteps,
 )
@@ -23,6 +25,73 @@ from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults, PtyPort
+
+
+def _wait_ready(
+    spec: DeviceSpec, steps: DeviceSteps, t_start: float, outcome: dict[str, float | str]
+) -> None:
+    """Thread body of the together run: seconds to ready, or why not."""
+    try:
+        steps.wait_ready(spec.ready_timeout_s)
+        outcome[spec.name] = time.monotonic() - t_start
+    except DriverError as err:
+        outcome[spec.name] = str(err)
+
+
+class TogetherSequencer(PowerUpSequencer):
+    """The control experiment the stagger is measured against: every device opened,
+    started back to back and waited for at once, with the sequencer's retries."""
+
+    def _bring_all(self) -> list[PowerUpResult]:
+        done: dict[str, PowerUpResult] = {}
+        serials: dict[str, str] = {}
+        whys: dict[str, str] = {}
+        for attempt in range(1, self.retries + 2):
+            pending = [s for s in self.specs if s.name not in done]
+            if not pending:
+                break
+            if attempt > 1:
+                self._wait(self.backoff_s * 2 ** (attempt - 2))
+            opened: list[tuple[DeviceSpec, DeviceSteps]] = []
+            for spec in pending:
+                try:
+                    steps, serials[spec.name] = self._open_and_check(spec)
+                except DriverError as err:
+                    whys[spec.name] = str(err)
+                    continue
+                opened.append((spec, steps))
+            started: list[tuple[DeviceSpec, DeviceSteps, float]] = []
+            for spec, steps in opened:  # back to back: the motors start together
+                try:
+                    started.append((spec, steps, self._start(spec, steps)))
+                except DriverError as err:
+                    whys[spec.name] = str(err)
+            outcome: dict[str, float | str] = {}
+
+            threads = [
+                threading.Thread(target=_wait_ready, args=(*item, outcome), daemon=True)
+                for item in started
+            ]
+            for t in threads:
+                t.start()
+            for t, (spec, _, _) in zip(threads, started, strict=True):
+                t.join(spec.ready_timeout_s + 3 * spec.read_timeout_s + 2.0)
+            for spec, steps, _ in started:
+                got = outcome.get(spec.name, "did not finish waiting")
+                if isinstance(got, float):
+                    self._steps[spec.name] = steps
+                    self.handles[spec.name] = steps.handle
+                    done[spec.name] = self._result(spec, serials[spec.name], True, "", got, attempt)
+                else:
+                    whys[spec.name] = got
+                    self._hold_or_close(spec, steps)
+        return [
+            done.get(s.name)
+            or self._result(s, serials.get(s.name, ""), False, whys.get(s.name, ""), float("nan"),
+                self.retries + 1)
+            for s in self.specs
+        ]
+
 
 SPEED = 10.0
 FRONT = bytes.fromhex("00112233445566778899aabbccddeeff")
@@ -114,10 +183,10 @@ def test_started_together_they_brown_out_and_fail(tmp_path):
     with a, b:
         t_begin = bus.clock.now()
         t0 = time.monotonic()
-        sequencer = PowerUpSequencer(
+        sequencer = TogetherSequencer(
             specs(a, b, TOGETHER_DELAY_S, ready_s=0.5), retries=1, backoff_s=0.05
         )
-        results = sequencer.run(mode="together")
+        results = sequencer.run()
         elapsed = time.monotonic() - t0
     starts = [t for t, _ in bus.motor_starts if t >= t_begin]
     assert starts[1] - starts[0] < bus.inrush_s, ("the starts were not together", starts)
@@ -144,7 +213,7 @@ def test_staggered_under_the_same_brownout_model_succeeds(tmp_path):
     bus = brownout_bus()
     a, b = pair(tmp_path, bus)
     with a, b:
-        results = PowerUpSequencer(specs(a, b, delay_s=0.2), retries=0).run(mode="staggered")
+        results = PowerUpSequencer(specs(a, b, delay_s=0.2), retries=0).run()
     assert [r.ready for r in results] == [True, True]
     assert bus.brownouts == []
 
@@ -153,8 +222,8 @@ def test_silent_brownout_mode_fails_together_too(tmp_path):
     bus = PowerBus(TOGETHER_INRUSH_S, mode="silent", outage_s=20.0, clock=SimClock(SPEED))
     a, b = pair(tmp_path, bus)
     with a, b:
-        sequencer = PowerUpSequencer(specs(a, b, TOGETHER_DELAY_S, ready_s=0.5), retries=0)
-        results = sequencer.run(mode="together")
+        sequencer = TogetherSequencer(specs(a, b, TOGETHER_DELAY_S, ready_s=0.5), retries=0)
+        results = sequencer.run()
     assert [r.ready for r in results] == [False, False]
     front, rear = results  # both rebooted: silent for 20 simulated s
     assert "no complete valid turn" in front.why and "no health answer" in front.why
@@ -346,8 +415,6 @@ def test_bad_configuration_is_refused():
         PowerUpSequencer([DeviceSpec("a", "a1", "/x"), DeviceSpec("a", "a1", "/y")])
     with pytest.raises(ConfigError, match="known"):
         PowerUpSequencer([DeviceSpec("a", "lidar9000", "/x")])
-    with pytest.raises(ConfigError, match="mode"):
-        PowerUpSequencer([]).run(mode="sideways")
 
 
 KILLED_SCANNER = """

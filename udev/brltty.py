@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -68,14 +68,8 @@ class BrlttyFinding:
 
     def as_dict(self) -> dict:
         """JSON-ready dict (with the message)."""
-        return {
-            "found": self.found,
-            "pids": self.pids,
-            "rules": [str(p) for p in self.rules],
-            "kernel_lines": self.kernel_lines,
-            "kernel_log": self.kernel_log,
-            "message": self.message(),
-        }
+        rules = [str(p) for p in self.rules]
+        return {"found": self.found, **asdict(self), "rules": rules, "message": self.message()}
 
 
 def brltty_pids(proc: Path) -> list[int]:

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from sensorbench.drivers.device_kind import DeviceKind
 from sensorbench.drivers.device_kinds import all_kinds
@@ -48,13 +48,7 @@ class ProbeResult:
 
     def as_dict(self) -> dict:
         """A JSON-ready dict."""
-        return {
-            "node": self.node,
-            "kind": self.kind,
-            "detail": self.detail,
-            "elapsed_s": round(self.elapsed_s, 4),
-            "info": self.info,
-        }
+        return {**asdict(self), "elapsed_s": round(self.elapsed_s, 4)}
 
 
 def probe_port(node: str, kinds: tuple[str, ...] = KINDS, listen_s: float = 0.35,
