@@ -19,7 +19,7 @@ import serial
 from sensorbench.drivers.robot_config import DeviceConfig, RobotConfig
 from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import ConfigError, DriverError, SessionError
-from sensorbench.logs.atomic_output import check_output, replace_into
+from sensorbench.logs.atomic_output import atomic_output, check_output
 from sensorbench.logs.raw_file import format_sidecar_header, sidecar_path
 
 _POLL_S = 0.05  # longest single read (s); the duration is checked between reads
@@ -144,26 +144,24 @@ def record_raw(port: str, baud: int, duration_s: float, output: str | os.PathLik
         check_output(p, force=force)
     if not out.resolve().parent.is_dir() or not os.access(out.resolve().parent, os.W_OK):
         raise SessionError(f"cannot write {out}: its directory is not writable")
-    tmp_bin = out.with_name(f".{out.name}.{os.getpid()}.part")
-    tmp_side = out.with_name(f".{side.name}.{os.getpid()}.part")
     stop = stop or threading.Event()
     ser = open_serial(port, baud, timeout_s=_POLL_S, dtr=dtr, flush_input=False)
     try:
         set_raw(ser.fileno(), baud)
-        with open(tmp_bin, "wb") as fb, open(tmp_side, "w", encoding="utf-8") as fs:
+        with (  # the sidecar is renamed into place first
+            atomic_output(out, force=force) as tmp_bin,
+            atomic_output(side, force=force) as tmp_side,
+            open(tmp_bin, "wb") as fb,
+            open(tmp_side, "w", encoding="utf-8") as fs,
+        ):
             fs.write(format_sidecar_header(port, baud))
             if send:
                 ser.write(send)
                 ser.flush()
             result = _copy(ser, fb, fs, duration_s, stop, on_progress)
-        replace_into(tmp_side, side)
-        replace_into(tmp_bin, out)
     finally:
         with contextlib.suppress(serial.SerialException, OSError):
             ser.close()
-        for p in (tmp_bin, tmp_side):
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
     total, reads, elapsed, stopped_by, message = result
     return RawRecordResult(out, side, total, reads, elapsed, stopped_by, message)
 
