@@ -900,17 +900,12 @@ def a1_reader(name: str, port: str, writer: SessionWriter | None = None,
 
     Args:
         name: device name (stream names and event source).
-        port: device path, preferably the stable udev name.
         writer: session writer (or set by ``declare``); None keeps events only.
         attrs: extra lidar stream attributes (``frame``, ``mount_xy_yaw``...).
-        scanner: an already started scanner to take over (from the sequencer).
-        read_timeout_s: deadline of each request to the device (s).
+        scanner: an already started scanner to take over (from the sequencer); else
+            one is made from ``port`` and the deadlines, as :class:`A1Scanner` takes them.
         first_turn_timeout_s: deadline for the first complete turn in ``start`` (s);
             None to skip the check.
-        stale_after_s, restart_after_s: silence before a ``stale`` event, and before the
-            scan is restarted (s).
-        scan_mode: ``typical`` or a scan mode's name (a new scanner's; one taken over
-            keeps its own).
     """
     warm_up()
     scanner = scanner or A1Scanner(str(port), read_timeout_s=read_timeout_s,

@@ -30,17 +30,15 @@ def decode_ld19(source: str | os.PathLike[str], output: str | os.PathLike[str],
     """Decode ``source`` (bare capture or session) into a new session ``output``.
 
     Args:
-        source: a bare byte capture or an HDF5 session with the LD19's raw stream.
-        output: session file to write.
-        device: raw stream name in a source session (default: its only LD19 stream).
+        source: a bare byte capture (host-timed with its ``.chunks`` sidecar) or an HDF5
+            session with the LD19's raw stream (default ``device``: its only LD19 one).
         name: lidar stream name in the output (default: ``device`` or ``ld19``).
         near_filter: mark points the SDK near filter rejects as nan.
         overwrite: replace ``output`` if it exists.
 
     Returns:
-        A summary: parser counters, turns and points written, time base; packets
-        with a good CRC and an impossible field are skipped and listed with their
-        byte offsets in the input stream (``impossible_offsets``, the first 10000).
+        A summary: parser counters, turns and points written, time base, and the
+        byte offsets of the packets with an impossible field (``impossible_offsets``).
 
     Raises:
         DriverError: no valid LD19 packet in the input.
