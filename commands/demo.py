@@ -48,7 +48,7 @@ def _next_free(out_dir: Path) -> Path:
 @click.option("--foxglove", "foxglove_addr", default="127.0.0.1:8765", show_default=True,
     metavar="[HOST:]PORT", help="--live: where the Foxglove WebSocket server listens.")
 @opt.number_option(
-    "--duration", "duration_s", click.FloatRange(min=0.0, min_open=True), None,
+    "--duration", "duration_s", opt.FiniteFloat(min=0.0, min_open=True), None,
     "--live: run time after bring-up (s); default: until Ctrl-C.",
 )  # fmt: skip
 @click.option("--pods-firmware", type=click.Path(dir_okay=False, exists=True), metavar="ELF",

@@ -134,9 +134,10 @@ def link_option() -> Decorator:
 
 
 def duration_option() -> Decorator:
-    """``--duration`` (parameter ``duration_s``): serve for this long (s), else until Ctrl-C."""
+    """``--duration`` (parameter ``duration_s``): serve for this long (s, > 0), else until
+    Ctrl-C."""
     return number_option(
-        "--duration", "duration_s", FiniteFloat(min=0.0), None,
+        "--duration", "duration_s", FiniteFloat(min=0.0, min_open=True), None,
         "Serve for this many wall seconds; default until Ctrl-C.",
     )  # fmt: skip
 

@@ -68,7 +68,7 @@ def decode_ld19(source: str | os.PathLike[str], output: str | os.PathLike[str],
             raw_attrs = {"source_file": str(src), "chunk_times": "unknown (bare capture)"}
         reconnects = []
         slope = None
-    name = name or device or "ld19"
+    name = (device or "ld19") if name is None else name
     # the writer is atomic: on DriverError nothing is written and an old output is kept
     return _write(src, output, chunks, reconnects, raw_attrs, name, near_filter, overwrite,
         is_session, None if slope is None else float(slope))

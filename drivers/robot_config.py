@@ -284,8 +284,9 @@ class _Validator:
         return Mount(x, y, math.radians(yaw) if yaws[0] == "yaw_deg" else yaw)
 
     def port(self, value: Any, path: tuple, what: str) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise self.fail(path, f"{what}: 'port' must be a non-empty path string")
+        if not isinstance(value, str) or not value.strip() or not value.isprintable():
+            raise self.fail(path, f"{what}: 'port' must be a non-empty path string without "
+                f"control characters, got {value!r}")
         if "{run_dir}" in value:
             if self.run_dir is None:
                 raise self.fail(path,
@@ -582,8 +583,9 @@ class _Validator:
                     f"[pods] lists {len(pods.wheels)} wheels "
                     f"but device {dev.name!r} has n_pods = {dev.n_pods}")
         name = robot.get("name", Path(self.source).stem)
-        if not isinstance(name, str):
-            raise self.fail(("robot", "name"), "robot.name must be a string")
+        if not isinstance(name, str) or not name.isprintable():
+            raise self.fail(("robot", "name"), "robot.name must be a string without control "
+                f"characters, got {name!r}")
         emulation = doc.get("emulation", {})
         self.emulation(emulation)
         return RobotConfig(

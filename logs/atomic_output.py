@@ -152,7 +152,8 @@ def check_output(path: PathLike, *, force: bool = False, inputs: Iterable[PathLi
         raise OutputError(f"{path} is a directory; give a file name")
     parent = path.parent
     if not parent.is_dir():
-        raise OutputError(f"cannot write {path}: directory {parent} does not exist")
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise OutputError(f"cannot write {path}: directory {parent} {what}")
     if force:
         refuse_replacing(path)
     elif os.path.lexists(path):

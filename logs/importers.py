@@ -981,7 +981,7 @@ def import_file(
         known = ", ".join(f"{w} --format {f}" for w, f in READERS)
         raise ImportFormatError(f"cannot import {what} from format {fmt!r} (known: {known})")
     source = Path(source)
-    name = name or {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}[what]
+    name = {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}[what] if name is None else name
     stream = parser(source, **options)
     first = next(stream.batches)  # a bad file is named before the session is touched
     source_attrs = {"source_file": source.name, "source_sha256": file_sha256(source)}

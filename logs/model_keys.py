@@ -11,8 +11,12 @@ writer puts each key's note on the line above it. Tables marked as a report
 
 from __future__ import annotations
 
+import math
+import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
+
+import numpy as np
 
 AXES: tuple[str, ...] = ("x", "y", "theta")
 """The filters' axes in the robot frame, in column order everywhere (x forward m,
@@ -38,7 +42,54 @@ COUNT: Rule = (
 )
 FLAG: Rule = (lambda v: isinstance(v, bool), "true or false")
 TEXT: Rule = (lambda v: isinstance(v, str), "text")
-REALS: Rule = (lambda v: isinstance(v, list) and all(map(_is_real, v)), "a list of numbers")
+POSITIVE: Rule = (lambda v: _is_real(v) and math.isfinite(v) and v > 0, "a finite number > 0")
+
+
+def _nonneg(v: Any) -> bool:
+    return _is_real(v) and math.isfinite(v) and v >= 0
+
+
+NONNEG: Rule = (_nonneg, "a finite number ≥ 0")
+NONNEGS: Rule = (
+    lambda v: _nonneg(v) or (isinstance(v, list) and len(v) > 0 and all(map(_nonneg, v))),
+    "a finite number ≥ 0 or a list of them",
+)
+FINITES: Rule = (
+    lambda v: isinstance(v, list) and all(_is_real(x) and math.isfinite(x) for x in v),
+    "a list of finite numbers",
+)
+
+
+def _is_covariance(v: Any, nan_rows: bool) -> bool:
+    """Whether ``v`` (rows, or n² numbers row by row) is a symmetric positive
+    semi-definite matrix, to round-off (1e-9 of its largest entry); with ``nan_rows`` a
+    parameter not identified may have a row and column of nan."""
+    rows = v if isinstance(v, list) and v and all(isinstance(r, list) for r in v) else None
+    flat = [x for r in rows for x in r] if rows else v
+    if not isinstance(flat, list) or not flat or not all(map(_is_real, flat)):
+        return False
+    n = len(rows) if rows else math.isqrt(len(flat))
+    if n * n != len(flat) or (rows and any(len(r) != n for r in rows)):
+        return False
+    m = np.array(flat, dtype=float).reshape(n, n)
+    bad = np.isnan(np.diag(m)) if nan_rows else np.zeros(n, bool)
+    m = m[~bad][:, ~bad]
+    if m.size == 0:
+        return True
+    if not np.all(np.isfinite(m)):
+        return False
+    tol = 1e-9 * float(np.abs(m).max())
+    return bool(np.all(np.abs(m - m.T) <= tol) and np.linalg.eigvalsh(m).min() >= -tol)
+
+
+COVARIANCE: Rule = (
+    lambda v: _is_covariance(v, False),
+    "a symmetric positive semi-definite square matrix of finite numbers",
+)
+COVARIANCE_NAN: Rule = (
+    lambda v: _is_covariance(v, True),
+    "a symmetric positive semi-definite matrix of n² numbers (nan rows: not identified)",
+)
 
 
 class Key(NamedTuple):
@@ -80,7 +131,11 @@ def _envelope(*quantities: str) -> dict[str, Any]:
 
 POD_GEOMETRY_KEYS: dict[str, Any] = {
     **_envelope("distance_per_tick", "rolling_angle", "lever_arm", "wheel_radius", "time_offset"),
-    "fit": Key("how the geometry fit went (report: not read back)", report=True),
+    "fit": {
+        "": Key("how the geometry fit went (report: not read back)", report=True),
+        "*": Key(),
+        "time_offsets_s": Key("each pod's clock offset from the reference (s)", FINITES),
+    },
     "pod": [
         {
             "": Key(
@@ -97,8 +152,10 @@ POD_GEOMETRY_KEYS: dict[str, Any] = {
                 "the pod's position along its own rolling axis is not observable",
                 REAL,
             ),
-            "counts_per_rev": Key("encoder counts per wheel revolution (from robot.toml)", REAL),
-            "wheel_radius": Key("c · counts_per_rev / 2π (m)", REAL),
+            "counts_per_rev": Key(
+                "encoder counts per wheel revolution (from robot.toml)", POSITIVE
+            ),
+            "wheel_radius": Key("c · counts_per_rev / 2π (m)", POSITIVE),
             "sigma_distance_per_tick": Key("1σ standard error of distance_per_tick (m)", SIGMA),
             "sigma_rolling_angle": Key("1σ standard error of rolling_angle (rad)", SIGMA),
             "sigma_lever_arm": Key("1σ standard error of lever_arm (m)", SIGMA),
@@ -120,7 +177,7 @@ POD_GEOMETRY_KEYS: dict[str, Any] = {
             "variance"
         ),
         "units": Key("the unit of row_covariance's entries"),
-        "row_covariance": Key("3·pods × 3·pods covariance of the stacked rows"),
+        "row_covariance": Key("3·pods × 3·pods covariance of the stacked rows", COVARIANCE),
     },
     "slip": {
         "": Key(
@@ -128,24 +185,28 @@ POD_GEOMETRY_KEYS: dict[str, Any] = {
             "(roll) and dragged sideways (drag), m²/m; the filters' odometry noise"
         ),
         "*": Key("a further figure of the slip fit, written for the reader"),
-        "roll_m2_per_m": Key("variance of a pod's travel error per metre it rolls (m²/m)"),
-        "drag_m2_per_m": Key("variance of a pod's travel error per metre dragged sideways (m²/m)"),
+        "roll_m2_per_m": Key("variance of a pod's travel error per metre it rolls (m²/m)", NONNEG),
+        "drag_m2_per_m": Key(
+            "variance of a pod's travel error per metre dragged sideways (m²/m)", NONNEG
+        ),
         "turn_m2_per_m_per_m_rad_s2": Key(
-            "variance per metre rolled per m·rad/s² of lateral acceleration (0 when absent)"
+            "variance per metre rolled per m·rad/s² of lateral acceleration (0 when absent)",
+            NONNEG,
         ),
-        "creep_speed_var_s2_per_m2": Key("variance of the creep κ_v (s²/m²)"),
-        "creep_turn_var_s4_per_m2_rad2": Key("variance of the creep κ_t (s⁴/(m²·rad²))"),
-        "creep_speed_ref_m_per_s": Key("the calibration drives' mean wheel speed (m/s)"),
+        "creep_speed_var_s2_per_m2": Key("variance of the creep κ_v (s²/m²)", NONNEG),
+        "creep_turn_var_s4_per_m2_rad2": Key("variance of the creep κ_t (s⁴/(m²·rad²))", NONNEG),
+        "creep_speed_ref_m_per_s": Key("the calibration drives' mean wheel speed (m/s)", NONNEG),
         "creep_turn_ref_m_rad_per_s2": Key(
-            "the calibration drives' mean lateral acceleration (m·rad/s²)"
+            "the calibration drives' mean lateral acceleration (m·rad/s²)", NONNEG
         ),
-        "roll_se_m2_per_m": Key("standard error of roll_m2_per_m (m²/m)"),
-        "drag_se_m2_per_m": Key("standard error of drag_m2_per_m (m²/m)"),
+        "roll_se_m2_per_m": Key("standard error of roll_m2_per_m (m²/m)", SIGMA),
+        "drag_se_m2_per_m": Key("standard error of drag_m2_per_m (m²/m)", SIGMA),
         "intercept": Key(
             "variance not growing with motion: against the IMU the gyro's noise (rad²); "
-            "against mocap the reference's noise per body axis (m², m², rad²)"
+            "against mocap the reference's noise per body axis (m², m², rad²)",
+            NONNEGS,
         ),
-        "intercept_rad2": Key("older name of intercept, against the IMU (rad²)"),
+        "intercept_rad2": Key("older name of intercept, against the IMU (rad²)", NONNEG),
         "n_windows": Key("windows the slip law was fitted over"),
         "trimmed_windows": Key("windows dropped as faults"),
         "drag_identified": Key("false when the drives hardly dragged a pod sideways"),
@@ -206,10 +267,10 @@ FILTER_NOISE_KEYS: dict[str, Any] = {
             "warns when a session goes beyond 1.5× of it"
         ),
         "units": Key("the unit of each reach figure"),
-        "speed": Key("99th percentile of speed over the drives' windows (m/s)"),
-        "strafe": Key("99th percentile of sideways speed (m/s)"),
-        "turn": Key("99th percentile of turn rate (rad/s)"),
-        "speed_turn": Key("99th percentile of speed × turn rate (m·rad/s²)"),
+        "speed": Key("99th percentile of speed over the drives' windows (m/s)", NONNEG),
+        "strafe": Key("99th percentile of sideways speed (m/s)", NONNEG),
+        "turn": Key("99th percentile of turn rate (rad/s)", NONNEG),
+        "speed_turn": Key("99th percentile of speed × turn rate (m·rad/s²)", NONNEG),
     },
     "report": Key("the fit's figures per axis: likelihood, NIS and its band (report)", report=True),
 }
@@ -229,7 +290,7 @@ _POSE_AXIS: dict[str, Any] = {
     "se_log": Key("standard errors of log(sigma_b, sigma, tau_s[, sigma_v])"),
     "identified": Key("which parameters the data identify"),
     "ci95": Key("95 % intervals of the parameters (unit, unit, s[, unit])"),
-    "cov_log": Key("covariance of the log-parameters (for validation's draws)", REALS),
+    "cov_log": Key("covariance of the log-parameters (for validation's draws)", COVARIANCE_NAN),
     "sigma_b_qprofile": {
         "": Key("what sigma_b's profile interval is computed from (report)", report=True),
         **dict.fromkeys(("seg_var", "seg_proj2", "seg_proj", "seg_ones", "seg_group"), Key()),
@@ -339,7 +400,7 @@ def wrong_value(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str =
         name, sub = f"{prefix}{key}", _entry(schema, key)
         if isinstance(sub, Key):
             if sub.rule is not None and not sub.rule[0](value):
-                return f"{name!r} = {value!r} is not {sub.rule[1]}"
+                return f"{name!r} = {reprlib.repr(value)} is not {sub.rule[1]}"
             continue
         items: list[tuple[str, Any, Any]] = []
         if isinstance(sub, Mapping):

@@ -37,6 +37,11 @@ def open_bag(bag: Path) -> Any:
 
     if not bag.exists():
         raise ImportFormatError(f"{bag}: no such bag")
+    if bag.is_dir() and not (bag / "metadata.yaml").is_file():
+        raise ImportFormatError(
+            f"{bag} is a directory without metadata.yaml: neither a session file nor a "
+            "rosbag2 bag"
+        )
     try:
         reader = AnyReader([bag])
         reader.open()

@@ -53,7 +53,7 @@ def _is_num(v: Any) -> bool:
 
 @dataclass
 class F(_Spec):
-    """A float in [lo, hi] (or [lo, hi) with ``hi_open``); ints are accepted."""
+    """A finite float in [lo, hi] (or [lo, hi) with ``hi_open``); ints are accepted."""
 
     default: float
     lo: float | None = None
@@ -62,8 +62,8 @@ class F(_Spec):
     lo_open: bool = False
 
     def check(self, value: Any, key: str) -> float:
-        if not _is_num(value) or math.isnan(value):
-            raise _fail(key, f"must be a number, got {value!r}")
+        if not _is_num(value) or not math.isfinite(value):
+            raise _fail(key, f"must be a number (finite), got {value!r}")
         v = float(value)
         lo_bad = self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo)
         hi_bad = self.hi is not None and (v >= self.hi if self.hi_open else v > self.hi)

@@ -316,5 +316,5 @@ def test_emulate_command_serves_the_given_serial_and_scenario_faults(tmp_path):
 
 def test_emulate_command_rejects_bad_input():
     for args, msg in ((["--serial", "xyz"], "32 hex digits"), (["--serial", "00"], "16 bytes")):
-        res = CliRunner().invoke(cli, ["emulate", "a1", "--duration", "0", *args])
+        res = CliRunner().invoke(cli, ["emulate", "a1", "--duration", "1", *args])
         assert res.exit_code == 2 and msg in res.output, res.output

@@ -2,9 +2,10 @@
 
 The inputs are what a path can name besides a readable file of the right kind: a
 character device that is empty (``/dev/null``) or never ends (``/dev/zero``), a FIFO (a
-read waits for a writer forever), a directory, a truncated session, an HDF5 file that is
-no session, an empty file and random bytes. Each command is called in-process (click's
-runner) with a deadline (SIGALRM), so a hang fails its case; two run as real processes.
+read waits for a writer forever), a directory (one named like a session too), a truncated
+session, an HDF5 file that is no session, an empty file and random bytes. Each command
+is called in-process (click's runner) with a deadline (SIGALRM), so a hang fails its
+case; two run as real processes.
 A case passes with exit 2, no traceback, and the message naming the path.
 """
 
@@ -27,7 +28,8 @@ from sensorbench.cli import cli
 PODS = str(Path(__file__).parent / "data" / "old_model_files" / "pods.toml")
 DEADLINE_S = 60
 
-INPUTS = ["/dev/null", "/dev/zero", "fifo", "directory", "truncated", "foreign", "empty", "garbage"]
+INPUTS = ["/dev/null", "/dev/zero", "fifo", "directory", "dir.h5", "truncated", "foreign", "empty",
+          "garbage"]
 
 COMMANDS = {
     "check": ["check", "{B}"],
@@ -75,6 +77,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
     out["kitti"].write_text("1 0 0 0 0 1 0 0 0 0 1 0\n")
     os.mkfifo(d / "fifo")
     (d / "directory").mkdir()
+    (d / "dir.h5").mkdir()  # named like a session: the message must still say "directory"
     (d / "truncated").write_bytes(data[: len(data) // 2])
     with h5py.File(d / "foreign", "w") as f:
         f["x"] = np.arange(10)
@@ -117,11 +120,12 @@ def test_a_wrong_kind_of_file_is_refused_naming_it(files, tmp_path, command, bad
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     assert done.exception is None or isinstance(done.exception, SystemExit), done.exc_info
-    if (command, bad) == ("report --models", "directory"):  # an empty models directory
+    if command == "report --models" and bad in ("directory", "dir.h5"):  # empty models dir
         assert done.exit_code == 0, done.output  # is one: the report has no model sections
         return
     assert done.exit_code == 2, done.output
     assert path in done.output or Path(path).name in done.output, done.output
+    assert "directory" in done.output or bad != "dir.h5", done.output
     assert not any(p.name.startswith("out") for p in tmp_path.iterdir())  # nothing written
 
 

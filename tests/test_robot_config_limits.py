@@ -201,3 +201,13 @@ def test_the_cli_refuses_at_load_with_file_and_line(tmp_path) -> None:
     result = CliRunner().invoke(cli, ["bringup", "--config", str(path)])
     assert result.exit_code == 2
     assert f"{path}:{_line(text, 'timeout_s')}:" in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [(_config(front_port="/dev/sensor\\nbench"), "port ="),
+     (_config().replace('name = "t"', 'name = "t\\tu"'), 'name = "t')],
+)  # fmt: skip
+def test_a_control_character_in_the_robot_name_or_a_port_is_refused(text, needle) -> None:
+    """A newline or tab in either loaded: the name went into the session, the port to open()."""
+    _refused(text, needle, "without control characters")

@@ -4,7 +4,8 @@ directory (``chattr +i``: even root gets EPERM) and an immutable file given with
 the old file as it was (an EPERM used to escape as a PermissionError traceback).
 
 Those cases need root (``chattr``) and skip elsewhere, saying so. An output in a directory
-that does not exist is refused (a file) or made (a directory). Read-only and full file
+that does not exist is refused (a file) or made (a directory); one below a regular file is
+refused saying so. Read-only and full file
 systems are tests/test_logs_full_disk.py's; outputs that are inputs, devices, links or
 sessions being written are tests/test_logs_outputs.py's and tests/test_atomic_force.py's.
 """
@@ -120,3 +121,12 @@ def test_an_output_in_a_directory_that_does_not_exist(tmp_path, drive, command) 
     else:
         assert code == 2 and f"directory {out.parent} does not exist" in output, output
         assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("command", sorted(set(COMMANDS) - DIRECTORY_OUTPUTS))
+def test_an_output_below_a_file_is_refused_naming_the_file(tmp_path, drive, command) -> None:
+    """Its "directory" is a regular file: said so, not that it does not exist."""
+    (tmp_path / "plain").write_text("precious\n")
+    code, output = _run(command, _inputs(tmp_path, drive), tmp_path / "plain" / "out")
+    assert code == 2 and f"directory {tmp_path / 'plain'} is not a directory" in output, output
+    assert (tmp_path / "plain").read_text() == "precious\n"

@@ -8,6 +8,9 @@ the dotted key); never a traceback or a silent acceptance.
   byte-order mark read the same samples as the plain file;
 * TUM timestamps repeating (the documented ``--duplicates last``: the last kept, its line
   named) or decreasing (refused at the line);
+* stream names and paths: a name given empty (it became the default name), ``..``, with
+  a ``/`` or a newline is refused; unicode, an inner space or a leading ``-`` in a name,
+  and a path with a space, unicode and a newline, round-trip through import and export;
 * model files: a value of the wrong type (text, bool, array for a number; text for a
   flag), a negative σ, a misspelt key or unit quantity is refused naming the key; a
   negative or NaN variance by the loader's own range check.
@@ -82,6 +85,26 @@ def test_crlf_and_a_byte_order_mark_read_the_same_pod_samples(tmp_path, variant)
     assert np.array_equal(_counts(plain), _counts(other))
     with Session(plain) as a, Session(other) as b:
         assert np.array_equal(a.encoder("pods").read().host_ns, b.encoder("pods").read().host_ns)
+
+
+@pytest.mark.parametrize("name", ["", "..", "a/b", "a\nb", " a"])
+@pytest.mark.parametrize("what", ["pose", "mocap"])
+def test_an_impossible_stream_name_is_refused(tmp_path, what, name) -> None:
+    code, out, into = _import(tmp_path, what, "tum", TUM.encode(), "--name", name)
+    assert code == 2 and f"invalid stream name {name!r}" in out, out
+    assert not into.exists()
+
+
+@pytest.mark.parametrize("name", ["ü🙂", "a b", "-x"])
+def test_a_unicode_spaced_stream_name_and_path_round_trip(tmp_path, name) -> None:
+    src, into, csv = tmp_path / "in.tum", tmp_path / "ü b\nc.h5", tmp_path / "ü b\nc.csv"
+    src.write_text(TUM)
+    code, out = _invoke(["import", "pose", "--format", "tum", src, "--into", into, "--name", name])
+    assert code == 0, out
+    with Session(into) as s:
+        assert s.pose_names() == [name] and s.pose(name).read().t_ns.size == 20
+    code, out = _invoke(["export", into, "--format", "csv", "--stream", name, "-o", csv])
+    assert code == 0 and len(csv.read_text().splitlines()) == 21, out
 
 
 def test_a_repeated_tum_stamp_keeps_the_last_pose_and_names_its_line(tmp_path) -> None:
