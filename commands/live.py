@@ -10,15 +10,11 @@ from typing import Any
 
 import click
 
+from sensorbench.cli import cli
 from sensorbench.commands import options as opt
 from sensorbench.commands.capture import _StatusPrinter, capture_doc, record, recording_options
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.json_doc import to_json
-
-
-def register(cli: click.Group) -> None:
-    """Attach ``live``."""
-    cli.add_command(live_cmd)
 
 
 def load_models(pods_path: Path | None, noise_path: Path | None, imu: bool) -> Any:
@@ -32,7 +28,7 @@ def load_models(pods_path: Path | None, noise_path: Path | None, imu: bool) -> A
     return OdometryModels.from_files(pods_path, noise_path, imu=imu)
 
 
-@click.command("live")
+@cli.command("live")
 @recording_options("Run")
 @opt.file_option("--pods", "pods_path", "Pod-geometry model: run the split filters.")
 @opt.file_option("--noise", "noise_path", "Filter-noise model; default: untuned.")
