@@ -186,13 +186,17 @@ class Table(_Spec):
 
 
 class Tables(_Spec):
-    """An array of tables, each checked by ``item(value, key)``."""
+    """An array of tables (``named``: a table of named tables), each checked by
+    ``item(value, key)``."""
 
-    def __init__(self, item: Any) -> None:
-        self.item = item
-        self.default = []
+    def __init__(self, item: Any, default: Any = None, named: bool = False) -> None:
+        self.item, self.default, self.named = item, [] if default is None else default, named
 
-    def check(self, value: Any, key: str) -> list[dict]:
+    def check(self, value: Any, key: str) -> Any:
+        if self.named:
+            if not isinstance(value, dict):
+                raise _fail(key, f"must be a table of named entries, got {value!r}")
+            return {name: self.item(v, f"{key}.{name}") for name, v in value.items()}
         if not isinstance(value, list):
             raise _fail(key, f"must be an array of tables ([[{key}]]), got {value!r}")
         return [self.item(v, f"{key}[{i}]") for i, v in enumerate(value)]
@@ -237,14 +241,11 @@ DEFAULT_OBSTACLES: list[dict[str, Any]] = [
 ]
 """The lab's furniture when a scenario lists no ``[[world.obstacles]]``."""
 
-_OBSTACLES = Tables(_check_obstacle)
-_OBSTACLES.default = DEFAULT_OBSTACLES
-
 WORLD = Table(
     {
         "size_m": FL([8.0, 6.0], n=2, lo=0.5),
         "mocap_volume_m": FL([-3.0, -2.2, 3.0, 2.2], n=4),
-        "obstacles": _OBSTACLES,
+        "obstacles": Tables(_check_obstacle, DEFAULT_OBSTACLES),
     }
 )
 
@@ -458,23 +459,6 @@ FAULTS = Table(
 )
 
 
-def _named(check: Any) -> Any:
-    def run(value: Any, key: str) -> dict:
-        if not isinstance(value, dict):
-            raise _fail(key, f"must be a table of named entries, got {value!r}")
-        return {name: check(v, f"{key}.{name}") for name, v in value.items()}
-
-    return run
-
-
-class _Custom(_Spec):
-    def __init__(self, fn: Any, default: Any) -> None:
-        self.fn, self.default = fn, default
-
-    def check(self, value: Any, key: str) -> Any:
-        return self.fn(value, key)
-
-
 DEFAULT_LIDARS = {
     "ld19": {"model": "ld19", "mount_xy_m": [0.10, 0.0], "mount_yaw_deg": 0.0},
     "lidar_front": {"model": "a1", "mount_xy_m": [0.20, 0.0], "mount_yaw_deg": 0.0},
@@ -492,8 +476,8 @@ _TOP_FIELDS: dict[str, _Spec] = {
     "imu": IMU,
     "mocap": MOCAP,
     "pose_sensor": POSE_SENSOR,
-    "lidars": _Custom(_named(_check_lidar), None),
-    "faults": _Custom(_named(lambda v, k: FAULTS.check(v, k)), {}),
+    "lidars": Tables(_check_lidar, {}, named=True),
+    "faults": Tables(FAULTS.check, {}, named=True),
 }
 _TOP = Table(_TOP_FIELDS)
 
@@ -507,7 +491,6 @@ def _resolve(raw: dict, source: str) -> dict:
         raw["lidars"] = _deep_merge(DEFAULT_LIDARS, lidars)
     try:
         out = _TOP.check(raw, "")
-        out["faults"] = out["faults"] or {}
         for dev in out["faults"]:
             if dev not in out["lidars"] and dev != "pods":
                 raise _fail(f"faults.{dev}", "names no device: use a lidar name or 'pods'")
