@@ -103,8 +103,9 @@ def emulate_a1_cmd(scenario: str | None, device: str | None, seed: int, speed: f
     link knobs apply. Runs until Ctrl-C (or --duration).
     """
     from sensorbench.errors import SimError
-    from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
+    from sensorbench.sim.emulator_a1 import A1Emulator
     from sensorbench.sim.emulator_base import link_faults
+    from sensorbench.sim.kind_emulators import a1_unit
     from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
 
     try:
@@ -113,28 +114,20 @@ def emulate_a1_cmd(scenario: str | None, device: str | None, seed: int, speed: f
         raise SimError(f"--serial must be 32 hex digits, got {serial_hex!r}") from err
     samples = express = None
     faults = None
-    health = (0, 0)
+    knobs: dict = {}
     if scenario is not None:
         from sensorbench.sim.simulation import Simulation
 
         sim = Simulation(scenario, seed=seed)
-        a1s = [n for n in sim.lidar_names() if sim.lidar(n).model == "a1"]
-        if not a1s:
-            raise SimError(f"scenario {scenario!r} has no enabled A1 lidar")
-        name = device or a1s[0]
-        if name not in a1s:
-            raise SimError(f"no A1 {name!r} in scenario {scenario!r}; A1s: {', '.join(a1s)}")
+        name = sim.pick_lidar(("a1",), device)
         samples = sim.lidar(name)
         express = sim.lidar(name, samples_per_s=2.0 * float(samples.params["samples_per_s"]))
         knobs = sim.scenario.faults(name)
         faults = link_faults(knobs)
-        levels = {"good": 0, "warning": 1, "error": 2}
-        if knobs.get("health", "good") != "good":
-            health = (levels[knobs["health"]], int(knobs.get("health_error_code", 0)))
     with stop_on_signals() as stop:  # before the pty exists: a Ctrl-C from then on stops cleanly
         em = A1Emulator(
             samples, express_samples=express, link=link, speed=speed, faults=faults, seed=seed,
-            record_truth=False, unit=A1Unit(serial=serial, health=health),
+            record_truth=False, unit=a1_unit(serial, knobs),
         )  # fmt: skip
         try:
             click.echo(em.link)

@@ -100,17 +100,17 @@ def a1_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> A1Em
         standard = req.sim.lidar(dev.name)
         rate = float(standard.params["samples_per_s"])
         express = req.sim.lidar(dev.name, samples_per_s=2.0 * rate)
-    unit = A1Unit(serial=dev.serial or f"{req.index:032x}")
-    em = A1Emulator(
+    return A1Emulator(
         standard, express_samples=express, name=dev.name, power=bus, clock=req.clock,
-        unit=unit, **_link(dev, req),
+        unit=a1_unit(dev.serial or f"{req.index:032x}", knobs), **_link(dev, req),
     )  # fmt: skip
-    health = knobs.get("health", "good")
-    if health != "good":
-        if health not in _HEALTH:
-            raise SimError(f"{dev.name}: health must be one of {sorted(_HEALTH)}, got {health!r}")
-        em.set_health(_HEALTH[health], knobs.get("health_error_code", 0))
-    return em
+
+
+def a1_unit(serial: bytes | str, knobs: dict[str, Any]) -> A1Unit:
+    """An A1 of this serial in the health its ``[faults.<device>]`` ``knobs`` set."""
+    health = _HEALTH[knobs.get("health", "good")]
+    code = int(knobs.get("health_error_code", 0)) if health else 0
+    return A1Unit(serial=serial, health=(health, code))
 
 
 def pods_family(

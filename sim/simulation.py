@@ -131,6 +131,17 @@ class Simulation:
         """Names of the enabled lidars, in scenario order."""
         return [n for n, p in self.scenario.lidars.items() if p["enabled"]]
 
+    def pick_lidar(self, models: tuple[str, ...], wanted: str | None) -> str:
+        """The enabled lidar ``wanted`` (default: the first) of one of ``models``."""
+        names = [n for n in self.lidar_names() if self.scenario.lidars[n]["model"] in models]
+        name = wanted or (names[0] if names else "")
+        if name not in names:
+            raise SimError(
+                f"scenario {self.scenario.name!r} has no enabled {'/'.join(models)} lidar "
+                f"{name!r}; it has {', '.join(names) or 'none'}"
+            )
+        return name
+
     def _lidar_params(self, name: str) -> dict:
         if name not in self.scenario.lidars:
             raise SimError(
