@@ -1,11 +1,6 @@
-"""A serial device on a real pseudo-terminal, with a stable name and fault knobs.
-
-An emulator owns one :class:`PtyPort`; the host opens ``port.link`` (a stable symlink)
-or ``port.path`` (``/dev/pts/N``) with pyserial as it would a USB adapter. The emulator
-writes with :meth:`PtyPort.send` and reads requests with :meth:`PtyPort.recv`. Faults
-are injected at the byte level (corruption, dropped bytes, stall, unplug/replug, slow
-start, baud mismatch) and counted in :attr:`PtyPort.stats`.
-"""
+"""A serial device on a real pseudo-terminal with a stable symlink, and byte-level faults
+(corruption, drops, stall, unplug/replug, slow start, baud mismatch) counted in
+:attr:`PtyPort.stats`."""
 
 from __future__ import annotations
 

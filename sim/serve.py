@@ -1,13 +1,5 @@
-"""Serving emulators from the command line: until Ctrl-C or a deadline, with timed faults.
-
-The ``emulate`` commands create their emulators inside :func:`stop_on_signals`
-(so a Ctrl-C from the moment the pty exists stops cleanly and removes it), then
-call :func:`serve_until_stopped`, which also plays a fault schedule
-(:func:`~sensorbench.sim.emulator_base.fault_schedule`) against the emulation clock.
-
-The options those commands share are click decorators in
-:mod:`sensorbench.commands.options`.
-"""
+"""Serving emulators from the command line: until Ctrl-C or a deadline, with timed faults
+(emulators are created inside :func:`stop_on_signals`, so a Ctrl-C stops them cleanly)."""
 
 from __future__ import annotations
 

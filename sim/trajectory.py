@@ -1,14 +1,7 @@
-"""Omnidirectional base trajectories with acceleration limits, evaluated at any times.
-
-A trajectory is a sequence of segments, each rest-to-rest (moves, holds) or a
-closed curve (the figure-8). Every moving segment follows a time scaling with
-constant-rate cruise and smooth ramps (acceleration ``A sin²(π t / t_ramp)``) that
-respects the base's speed and acceleration limits for translation and rotation at
-once, so the pose is C², the twist C¹ and the jerk bounded. Poses are in the
-world frame: ``x, y`` in metres and ``yaw`` in radians, **unwrapped** (continuous,
-not folded into (−π, π]). The body twist ``(vx, vy, wz)`` is the velocity of the
-body origin expressed in the body frame (m/s, m/s) and the yaw rate (rad/s).
-"""
+"""Omnidirectional base trajectories within speed and acceleration limits (pose C², twist
+C¹), evaluated at any times. Poses: world ``x, y`` (m) and ``yaw`` (rad, **unwrapped**);
+body twist ``(vx, vy, wz)``: the body origin's velocity in the body frame (m/s), yaw rate
+(rad/s)."""
 
 from __future__ import annotations
 
