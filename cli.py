@@ -1,14 +1,5 @@
-"""The ``sensorbench`` command line: a thin click group that imports a command's module
-only when that command runs.
-
-Commands live in :mod:`sensorbench.commands`, one module per area; a module attaches
-its commands when it is imported (``@cli.command``, or ``@subgroup("fit").command``
-for a sub-command of a shared group). :data:`COMMANDS` names, for every top-level command, the modules that attach it and
-its one-line help, so ``sensorbench --help`` imports none of them
-(``tests/test_cli_lazy.py`` checks the table against the modules). This file also maps
-library errors to exit codes: 0 success, 1 a check or validation that ran and failed,
-2 bad usage or bad input.
-"""
+"""The ``sensorbench`` command line: a click group that imports a command's modules
+(:data:`COMMANDS`) only when that command runs, and maps library errors to exit code 2."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""``sensorbench demo``: capture a whole campaign from the emulated robot, fit, validate, report.
-
-:func:`run_demo` runs, on the files each step before it wrote, the library code behind
-capture (the fixed drives, a static lidar session, a relocalization campaign), ``fit
-pods``, ``fit noise``, ``fit pose-error``, ``merge`` and ``report`` (docs/DEMO.md). Any
-failing step raises; progress goes to the ``progress`` callback. Time-like fit options
-are divided by ``speed`` (files are stamped on the host clock, ``speed``× faster).
-"""
+"""``sensorbench demo``: capture a whole campaign from the emulated robot, fit, validate,
+report (docs/DEMO.md); time-like fit options are divided by the emulation ``speed``."""
 
 from __future__ import annotations
 
@@ -28,14 +22,9 @@ LIDARS = ("lidar_front", "lidar_rear", "ld19")
 DRIVES = ("forward", "sideways", "spin", "square")
 """The fixed drives the pods and the filter noise are fitted on."""
 MAX_SPEED = 10.0
-"""Fastest emulation the demo accepts. Above it, on two busy cores, the A1 readers fall
-behind the emulated line rate (captured turn periods drift from the truth), and the
-pod reader, which maps the MCU clock onto the host clock from receive times read every
-50 host ms, is left with a ~0.1 % slope error over a drive's few host seconds (which
-the pod fit no longer inherits: it times the frames by the MCU clock at its nominal
-rate, ``fusion/pod_drive.encoder_host_seconds``). All sessions run at one
-speed: time-like model parameters (filter q, pose-error τ) are on the files' time base
-and a model fitted on one speed does not fit files of another."""
+"""Fastest emulation the demo accepts: above it, on two busy cores, the A1 readers fall
+behind the line rate. All sessions run at one speed: time-like model parameters are on
+the files' time base."""
 POD_INTERVAL_SIM_S = 0.5
 """Pod-fit interval in simulated seconds (the ``fit pods`` default at real time) (s)."""
 

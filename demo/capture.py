@@ -1,11 +1,5 @@
-"""Capture one simulated scenario through the real capture path, with its truth.
-
-:func:`capture_scenario` serves the chosen emulated devices on pseudo-terminals,
-records them through :func:`~sensorbench.drivers.capture.run_capture` with the
-emulated network pose source beside them, then adds the simulation's ``/truth``
-(docs/SIMULATION.md; ``emulation_speed`` and ``t0_ns`` put simulated times on the
-file's host-clock time base, where time runs ``speed``× faster).
-"""
+"""Capture one simulated scenario through the real capture path, then add its ``/truth``
+on the file's host-clock time base (``emulation_speed``, ``t0_ns``)."""
 
 from __future__ import annotations
 
@@ -83,15 +77,10 @@ def capture_scenario(
     """Emulate ``devices`` driven by ``scenario`` and capture them into ``output``.
 
     Args:
-        scenario: the scenario (a campaign session already selected).
-        seed: simulation seed.
-        output: session file to create.
-        run_dir: directory for the ptys' stable links.
         devices: device names of the robot configuration to emulate and record.
         pose_streams: ``mocap`` and/or ``pose_sensor`` from the emulated pose source.
         speed: simulated seconds per host second.
         bringup_budget_s: host seconds of lead-in hold added before the motion (s).
-        label: session label (default the scenario name).
         config: robot configuration (default ``examples/robot-emulated.toml``).
 
     Raises:

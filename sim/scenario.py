@@ -1,16 +1,6 @@
-"""Scenario files: TOML descriptions of a simulated run, validated against a schema.
-
-A scenario names every parameter of the world, the robot, its trajectory and each
-sensor model; anything a file leaves out takes the documented default (see
-``docs/SIMULATION.md``), and the fully resolved parameter set is what a session
-records. Unknown keys, wrong types and out-of-range values raise :class:`SimError`
-with the file and the dotted key, e.g. ``square.toml: lidars.ld19.skip_prob: must be
-in [0, 1), got 1.5``.
-
-A relocalization campaign lists ``[[campaign.sessions]]`` tables that override parts
-of the scenario (trajectory, relocalization times, covered intervals...); the
-session index picks one (by default ``seed % number of sessions``).
-"""
+"""Scenario files: TOML descriptions of a simulated run, validated against a schema
+(defaults and campaigns: docs/SIMULATION.md); a bad value raises :class:`SimError`
+naming the file and the dotted key."""
 
 from __future__ import annotations
 
