@@ -41,12 +41,8 @@ SENSOR_STREAMS = ("pods", "imu", "mocap", "pose_sensor")
 def sensor_rng(
     seed: int, scenario: str, name: str, session: int | None = None
 ) -> np.random.Generator:
-    """The independent random stream of sensor ``name`` in ``scenario`` at ``seed``.
-
-    The scenario's name is part of the key, so the drives of one campaign simulated at
-    one seed (forward, sideways, spins...) do not share their noise; campaign sessions
-    mix their index in too.
-    """
+    """The independent random stream of sensor ``name`` in ``scenario`` (and campaign
+    ``session``) at ``seed``: scenarios simulated at one seed do not share their noise."""
     key = [int(seed), zlib.crc32(scenario.encode("utf-8")), zlib.crc32(name.encode("utf-8"))]
     return np.random.default_rng(key if session is None else [*key, int(session)])
 
@@ -210,11 +206,8 @@ def _ns(t_s: np.ndarray) -> np.ndarray:
 
 
 def complete_turns_mask(samples: LidarSamples, duration_s: float) -> np.ndarray:
-    """Samples of turns that started at or after 0 and ended by ``duration_s`` (s).
-
-    A reader cannot know that the turn in progress when it started, or the one cut
-    off at the end, is whole; sessions store only complete turns, as drivers do.
-    """
+    """Samples of turns that started at or after 0 and ended by ``duration_s`` (s):
+    sessions store only complete turns, as drivers do."""
     k = samples.turn
     start = samples.turn_t_start_s[k]
     end = start + samples.turn_period_s[k]
@@ -423,14 +416,9 @@ def write_common_truth(
     t0_ns: int,
     attrs: dict[str, Any],
 ) -> None:
-    """The truth every simulated session carries, on the session's time base.
-
-    Its attributes (the scenario, seed, campaign session, duration in s, ``t0_ns``, the
-    software version, and ``attrs``), ``/truth/pose`` (the body pose at
-    :data:`TRUTH_RATE_HZ`), the pods' geometry and gyro bias, and the pose sensor's
-    relocalizations (times, offsets, which were wrong); ``to_ns`` maps simulated seconds
-    to the session's int64 ns.
-    """
+    """The truth every simulated session carries (docs/SIMULATION.md): its attributes
+    plus ``attrs``, the body pose, the pods' geometry and gyro bias, the relocalizations;
+    ``to_ns`` maps simulated seconds to the session's int64 ns."""
     scn = sim.scenario
     w.set_truth_attrs(
         {
