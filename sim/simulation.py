@@ -115,14 +115,6 @@ class Simulation:
         """A fresh copy of sensor ``name``'s random stream."""
         return sensor_rng(self.seed, self.scenario.name, name, self.scenario.session)
 
-    def truth_pose(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """True body pose in the world (x m, y m, yaw rad unwrapped) at times ``t_s`` (s)."""
-        return self.trajectory.pose(t_s)
-
-    def truth_twist_body(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """True body-frame twist (vx m/s, vy m/s, wz rad/s) at times ``t_s`` (s)."""
-        return self.trajectory.twist_body(t_s)
-
     def lidar_names(self) -> list[str]:
         """Names of the enabled lidars, in scenario order."""
         return [n for n, p in self.scenario.lidars.items() if p["enabled"]]
@@ -433,7 +425,7 @@ def write_common_truth(
         }
     )
     t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
-    x, y, yaw = sim.truth_pose(t)
+    x, y, yaw = sim.trajectory.pose(t)
     w.set_truth("pose/t_ns", to_ns(t))
     w.set_truth(
         "pose/x_y_yaw",
@@ -463,7 +455,7 @@ def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) 
     t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
     seg, circ, body = {"columns": "x0 y0 x1 y1"}, {"columns": "cx cy r"}, {"frame": "body"}
     for key, value, attrs in (
-        ("pose/twist_body", np.column_stack(sim.truth_twist_body(t)),
+        ("pose/twist_body", np.column_stack(sim.trajectory.twist_body(t)),
          {"units": "m/s, m/s, rad/s", "frame": "body"}),
         ("world/segments", sim.world.segments, {"units": "m", **seg}),
         ("world/circles", sim.world.circles, {"units": "m", **circ}),
