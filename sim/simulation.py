@@ -389,8 +389,8 @@ def _write_streams(w: SessionWriter, sim: Simulation, streams: dict[str, object]
     for name, frame in (("mocap", "world"), ("pose_sensor", "sensor map")):
         if name in streams:
             ps: PoseSamples = streams[name]  # type: ignore[assignment]
-            attrs = {"rate_hz": getattr(scn, name)["rate_hz"], "frame": frame, "simulated": True}
-            w.add_pose(name, kind=name, attrs=attrs)
+            rate = getattr(scn, name)["rate_hz"]
+            w.add_pose(name, kind=name, attrs={"rate_hz": rate, "frame": frame, "simulated": True})
             w.append_pose(
                 name, PoseBatch(_ns(ps.t_s), ps.position, ps.quat_xyzw, ps.valid, ps.flags)
             )
