@@ -92,15 +92,11 @@ def emulate_a1_cmd(scenario: str | None, device: str | None, seed: int, speed: f
         link: str | None, serial_hex: str, duration_s: float | None) -> None:
     """Serve an emulated RPLIDAR A1 (115200 baud) on a pty and print its path.
 
-    It answers GET_INFO, GET_HEALTH, GET_SAMPLERATE, SCAN/FORCE_SCAN (5-byte nodes,
-    about 2000/s), EXPRESS_SCAN (84-byte capsules of 32 samples, about 4000/s), STOP
-    and RESET. Its motor follows DTR as on the real adapter: it spins while no program
-    holds DTR set (sensorbench's drivers reach the emulator's DTR through a side
-    channel; a plain program opening the pty leaves it spinning), and nodes flow once
-    a scan is requested. Without --scenario it is a 6 x 8 m room with the real-capture
-    defaults (docs/A1.md); with --scenario the nodes are the scenario's ray-cast A1
-    samples (twice as many per second in express), looped, and its [faults.<device>]
-    link knobs apply. Runs until Ctrl-C (or --duration).
+    It answers the requests a real A1M8 answers (standard and express scans); its motor
+    follows DTR as on the real adapter (docs/A1.md, Emulator). Without --scenario it is a
+    6 x 8 m room with the real-capture defaults; with --scenario the nodes are the
+    scenario's A1 samples, looped, under its [faults.<device>] link knobs. Runs until
+    Ctrl-C (or --duration).
     """
     from sensorbench.errors import SimError
     from sensorbench.sim.emulator_a1 import A1Emulator

@@ -62,19 +62,12 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
         max_dt_s: float, as_json: bool) -> None:
     """Capture every configured device and run the filters, the merge and the view live.
 
-    Everything `capture` does (staggered bring-up, raw and decoded recording, the status
-    line, reconnects, a clean stop on Ctrl-C or SIGTERM, the file recoverable after a
-    kill), and as data arrive: the split x/y/heading filters on the pod stream (with
-    --pods; --noise as for `replay`), the front/rear lidar merge (as
-    `merge`), the Foxglove view (--foxglove: every lidar, the merged scan, the
-    transforms odom → base_link → each lidar, the pose and its path, events and
-    rates; open ws://HOST:PORT in Foxglove), one UDP datagram per pod frame (--udp)
-    and the ROS 2 topics Nav2 and slam_toolbox take (--ros2). The session also holds the
-    streams 'estimate' (with covariance and flags) and 'merged'; `replay SESSION --pods P
-    --noise N --no-repair` and `merge SESSION --front F --rear R` reproduce them. Exit 0
-    when recorded with every reader intact, 1 as for capture (a device did not come up,
-    data lost, writing failed) or when a device was lost and never came back, 2 on bad
-    input or a full disk (the file closed intact).
+    Everything `capture` does, and as data arrive: the split x/y/heading filters on the
+    pod stream (--pods, --noise), the front/rear lidar merge, the Foxglove view
+    (--foxglove), one UDP datagram per pod frame (--udp) and the ROS 2 topics (--ros2);
+    the session also holds the streams 'estimate' and 'merged' (docs/LIVE.md). Exit 0
+    when recorded with every reader intact, 1 as for capture or when a device was lost
+    for good, 2 on bad input or a full disk (the file closed intact).
     """
     from sensorbench.drivers.capture import CaptureOptions
     from sensorbench.drivers.capture_display import format_bringup, format_summary
