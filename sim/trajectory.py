@@ -302,19 +302,13 @@ def build_trajectory(spec: dict, start: tuple[float, float, float]) -> Trajector
     if spec["lead_in_s"] > 0:
         segs.append(_Hold(p0, spec["lead_in_s"]))
     last = p0
-    if kind in ("forward", "sideways"):
-        d = spec["distance_m"]
-        far = rel(d, 0.0) if kind == "forward" else rel(0.0, d)
+    if kind in ("forward", "sideways", "spin"):
+        d, ang = spec["distance_m"], np.deg2rad(spec["angle_deg"])
+        far = {"forward": rel(d, 0.0), "sideways": rel(0.0, d), "spin": rel(0, 0, ang)}[kind]
+        step = np.array([0, 0, ang]) if kind == "spin" else far - p0
         poses = [p0]
         for _ in range(reps):
-            poses += [far, p0] if spec["return"] else [poses[-1] + (far - p0)]
-        segs += _through(poses, lim, pause)
-        last = poses[-1]
-    elif kind == "spin":
-        ang = np.deg2rad(spec["angle_deg"])
-        poses = [p0]
-        for _ in range(reps):
-            poses += [rel(0, 0, ang), p0] if spec["return"] else [poses[-1] + np.array([0, 0, ang])]
+            poses += [far, p0] if spec["return"] else [poses[-1] + step]
         segs += _through(poses, lim, pause)
         last = poses[-1]
     elif kind == "square":
