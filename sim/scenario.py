@@ -517,12 +517,9 @@ class Scenario:
     """A validated scenario.
 
     Attributes:
-        name: scenario name (the file stem unless the file sets ``name``).
-        source: where it came from (file path).
-        text: the file's original TOML text.
-        params: every parameter, defaults filled in (the dict written to sessions).
-        raw: the parsed file (without defaults).
-        session: campaign session index this scenario is resolved for (None if no campaign).
+        name: the file stem unless the file sets ``name``.
+        text, raw, params: the file's TOML text, parsed, and with every default filled in.
+        session: campaign session index it is resolved for (None if no campaign).
         n_sessions: number of campaign sessions (0 if no campaign).
     """
 
@@ -640,14 +637,9 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
 def pose_model_overrides(path: str | Path) -> dict:
     """``[pose_sensor]`` overrides from a fitted pose-error model file (``fit pose-error -o``).
 
-    Per axis the model's ``sigma_b`` becomes ``reloc_sigma``, ``sigma`` ``gm_sigma``,
-    ``tau_s`` ``gm_tau_s`` and ``sigma_v`` ``white_sigma`` (m for x, y, z; rad for roll,
-    pitch, yaw). The fitted σ_v also holds the reference's own noise, so a simulation
-    from it is, if anything, slightly noisier than the sensor.
-
-    Raises:
-        ModelFileError: unreadable file, not a ``pose_error_gm`` model of format 1, or a
-            missing or invalid value.
+    Per axis ``sigma_b``, ``sigma``, ``tau_s`` and ``sigma_v`` become ``reloc_sigma``,
+    ``gm_sigma``, ``gm_tau_s`` and ``white_sigma`` (m for x, y, z; rad for the angles).
+    Raises ModelFileError for anything but a valid ``pose_error_gm`` model of format 1.
     """
     p = Path(path)
     doc = load_document(p)

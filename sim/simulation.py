@@ -1,10 +1,5 @@
-"""A simulated run: world, trajectory and every sensor model, deterministic per seed.
-
-:class:`Simulation` computes each sensor's whole stream on first request and caches it;
-each sensor draws from its own random stream (docs/SIMULATION.md, "Determinism and
-random streams"). :func:`simulate_to_session` writes a session file with every enabled
-stream and the ``/truth`` group (docs/SIMULATION.md).
-"""
+"""A simulated run: world, trajectory and every sensor model, deterministic per seed, each
+sensor on its own random stream, written to a session with its ``/truth`` (docs/SIMULATION.md)."""
 
 from __future__ import annotations
 
