@@ -1,7 +1,4 @@
-"""``sensorbench capture``, ``sensorbench bringup`` and ``sensorbench emulate pods|robot``.
-
-Device code is imported inside the commands, so other commands start fast.
-"""
+"""``sensorbench capture``, ``sensorbench bringup`` and ``sensorbench emulate pods|robot``."""
 
 from __future__ import annotations
 
@@ -32,12 +29,8 @@ _RUN_DIR_HELP = "Directory substituted for {run_dir} in ports (emulated robots).
 
 
 class _StatusPrinter:
-    """Live status on stderr.
-
-    On a terminal: one line refreshed in place, or, when it does not fit the width,
-    a block of one line per device redrawn in place (ANSI cursor-up). Otherwise a
-    line every 5 s.
-    """
+    """Live status on stderr: on a terminal one line (or one per device when it does not
+    fit) redrawn in place, otherwise a line every 5 s."""
 
     def __init__(
         self, duration_s: float, extra: Callable[[float, list], list[str]] | None = None

@@ -32,9 +32,7 @@ class CapturedSession:
     """One captured demo session.
 
     Attributes:
-        path: the session file.
-        label: its label (scenario name, ``#i`` for campaign sessions).
-        capture: the capture's result (bring-up rows, per-device summary).
+        label: the scenario name, ``#i`` for campaign sessions.
         sim_bringup_s: simulated time at which recording started (s); below the
             lead-in, the motion was recorded whole.
         lead_in_s: the lead-in hold added to the scenario (simulated s).
