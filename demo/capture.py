@@ -155,7 +155,7 @@ def _record(
 
 
 def _add_truth(path: Path, sim: Simulation, speed: float, t0_ns: int) -> None:
-    """Add the simulation's truth (layout in the module docstring) to a closed session."""
+    """Add the simulation's truth (docs/SIMULATION.md) to a closed session."""
     scn = sim.scenario
 
     def host_ns(t_s: np.ndarray) -> np.ndarray:
