@@ -146,6 +146,15 @@ def capture_doc(result: Any) -> dict[str, Any]:
     }
 
 
+def echo_result(result: Any) -> None:
+    """A capture's summary on stdout, after its bring-up table if it stopped there."""
+    from sensorbench.drivers.capture_display import format_bringup, format_summary
+
+    if result.stopped_by == "bringup":
+        click.echo(format_bringup(result.bringup))
+    click.echo(format_summary(result))
+
+
 @cli.command("capture")
 @recording_options("Record")
 @opt.json_option("Print the summary as one JSON document.")
@@ -165,7 +174,6 @@ def capture_cmd(ctx: click.Context, config_path: str, duration_s: float | None, 
     disk (the file is closed intact with everything up to the last flush).
     """
     from sensorbench.drivers.capture import CaptureOptions
-    from sensorbench.drivers.capture_display import format_bringup, format_summary
 
     config = load_robot_config(config_path, run_dir=run_dir)
     duration = math.inf if duration_s is None else duration_s
@@ -174,9 +182,7 @@ def capture_cmd(ctx: click.Context, config_path: str, duration_s: float | None, 
     if as_json:
         click.echo(to_json(capture_doc(result)))
     else:
-        if result.stopped_by == "bringup":
-            click.echo(format_bringup(result.bringup))
-        click.echo(format_summary(result))
+        echo_result(result)
     if result.error:
         click.echo(f"error: {result.error}", err=True)
     if not result.ok:

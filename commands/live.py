@@ -11,25 +11,29 @@ from typing import Any
 import click
 
 from sensorbench.cli import cli
+from sensorbench.commands import capture as cap
 from sensorbench.commands import options as opt
-from sensorbench.commands.capture import _StatusPrinter, capture_doc, record, recording_options
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.json_doc import to_json
 
 
-def load_models(pods_path: Path | None, noise_path: Path | None, imu: bool) -> Any:
-    """The filters' models from their files (None without ``--pods``)."""
+def load_models(config: Any, pods_path: Path | None, noise_path: Path | None) -> Any:
+    """The filters' models from their files (None without ``--pods``), the pods' IMU use
+    from ``config``."""
     if pods_path is None:
         if noise_path is not None:
             raise click.UsageError("--noise needs --pods (the pod geometry)")
         return None
     from sensorbench.live.odometry import OdometryModels
+    from sensorbench.live.runtime import pods_device
 
+    pods_name = pods_device(config)
+    imu = pods_name is not None and bool(config.device(pods_name).imu)
     return OdometryModels.from_files(pods_path, noise_path, imu=imu)
 
 
 @cli.command("live")
-@recording_options("Run")
+@cap.recording_options("Run")
 @opt.file_option("--pods", "pods_path", "Pod-geometry model: run the split filters.")
 @opt.file_option("--noise", "noise_path", "Filter-noise model; default: untuned.")
 @click.option("--foxglove", "foxglove_addr", default=None, metavar="[HOST:]PORT",
@@ -70,7 +74,6 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
     for good, 2 on bad input or a full disk (the file closed intact).
     """
     from sensorbench.drivers.capture import CaptureOptions
-    from sensorbench.drivers.capture_display import format_bringup, format_summary
     from sensorbench.live.ros2 import Ros2Options
     from sensorbench.live.runtime import (
         LiveOptions,
@@ -79,14 +82,11 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
         format_live_summary,
         live_failures,
         live_summary,
-        pods_device,
     )
     from sensorbench.live.udp import parse_address
 
     config = load_robot_config(config_path, run_dir=run_dir)
-    pods_name = pods_device(config)
-    imu = pods_name is not None and bool(config.device(pods_name).imu)
-    models = load_models(pods_path, noise_path, imu)
+    models = load_models(config, pods_path, noise_path)
     attrs = {
         "pods_model": str(pods_path) if pods_path else "",
         "noise_model": str(noise_path) if noise_path else "untuned defaults",
@@ -117,20 +117,18 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
         return format_live_status(st)
 
     recording = CaptureOptions(label=label, note=note, allow_missing=allow_missing)
-    printer = _StatusPrinter(duration, extra=live_parts)
+    printer = cap._StatusPrinter(duration, extra=live_parts)
     try:  # closed on every path: it may have joined a ROS 2 domain, a socket may be open
         preflight(config, output, allow_missing)
         runtime.open()  # the UDP host resolves, the Foxglove port is free: before any power
-        result = record(config, output, recording, printer, as_json, consumer=runtime)
+        result = cap.record(config, output, recording, printer, as_json, consumer=runtime)
     finally:
         runtime.close()
     summary = live_summary(runtime)
     if as_json:
-        click.echo(to_json(capture_doc(result) | {"live": summary}))
+        click.echo(to_json(cap.capture_doc(result) | {"live": summary}))
     else:
-        if result.stopped_by == "bringup":
-            click.echo(format_bringup(result.bringup))
-        click.echo(format_summary(result))
+        cap.echo_result(result)
         click.echo(format_live_summary(summary))
     code, why = live_failures(result, runtime)
     for line in why:

@@ -339,27 +339,29 @@ def simulate_to_session(
         overwrite=overwrite,
     ) as w:
         _write_truth(w, sim, streams)
+        _declare_streams(w, sim, streams)  # all before the first append starts the writer
         w.event(SIM_T0_NS, "simulate", "start", f"scenario {scn.name} seed {sim.seed}")
-        _write_streams(w, sim, streams)
+        _append_streams(w, sim, streams)
         w.event(int(_ns(sim.duration_s)), "simulate", "stop", "end of scenario")
     return path
 
 
-def _write_streams(w: SessionWriter, sim: Simulation, streams: dict[str, object]) -> None:
-    """Declare and write the simulated streams: complete lidar turns, pod frames, poses,
-    and the pose sensor's relocalizations as events."""
-    from sensorbench.logs import EncoderBatch, PoseBatch
-
+def _declare_streams(w: SessionWriter, sim: Simulation, streams: dict[str, object]) -> None:
+    """Declare the simulated lidar, pod, mocap and pose-sensor streams with their attributes."""
     scn = sim.scenario
     for name in sim.lidar_names():
-        model = "LD19" if scn.lidars[name]["model"] == "ld19" else "A1"
-        mount = list(sim.lidar_mount(name))
-        attrs = {"model": model, "port_path": f"sim:{name}", "serial": "", "frame": name}
-        w.add_lidar(name, attrs={**attrs, "mount_xy_yaw": mount, "simulated": True})
-        ls: LidarSamples = streams[name]  # type: ignore[assignment]
-        w.append_turns(name, lidar_turns(ls, complete_turns_mask(ls, sim.duration_s)))
+        w.add_lidar(
+            name,
+            attrs={
+                "model": "LD19" if scn.lidars[name]["model"] == "ld19" else "A1",
+                "port_path": f"sim:{name}",
+                "serial": "",
+                "frame": name,
+                "mount_xy_yaw": list(sim.lidar_mount(name)),
+                "simulated": True,
+            },
+        )
     if "pods" in streams:
-        pods: PodSamples = streams["pods"]  # type: ignore[assignment]
         w.add_encoder(
             "pods",
             n_counts=3,
@@ -370,6 +372,24 @@ def _write_streams(w: SessionWriter, sim: Simulation, streams: dict[str, object]
                 "simulated": True,
             },
         )
+    frames = {"mocap": "world", "pose_sensor": "sensor map"}
+    for name, frame in frames.items():
+        if name in streams:
+            rate = getattr(scn, name)["rate_hz"]
+            w.add_pose(name, kind=name, attrs={"rate_hz": rate, "frame": frame, "simulated": True})
+
+
+def _append_streams(w: SessionWriter, sim: Simulation, streams: dict[str, object]) -> None:
+    """Write the simulated samples: complete lidar turns, pod frames, poses, and the pose
+    sensor's relocalizations as events."""
+    from sensorbench.logs import EncoderBatch, PoseBatch
+
+    for name in sim.lidar_names():
+        ls = streams[name]
+        keep = complete_turns_mask(ls, sim.duration_s)  # type: ignore[arg-type]
+        w.append_turns(name, lidar_turns(ls, keep))  # type: ignore[arg-type]
+    if "pods" in streams:
+        pods: PodSamples = streams["pods"]  # type: ignore[assignment]
         w.append_encoder(
             "pods",
             EncoderBatch(
@@ -381,11 +401,9 @@ def _write_streams(w: SessionWriter, sim: Simulation, streams: dict[str, object]
                 yaw_rate=pods.yaw_rate_rad_s,
             ),
         )
-    for name, frame in (("mocap", "world"), ("pose_sensor", "sensor map")):
+    for name in ("mocap", "pose_sensor"):
         if name in streams:
             ps: PoseSamples = streams[name]  # type: ignore[assignment]
-            rate = getattr(scn, name)["rate_hz"]
-            w.add_pose(name, kind=name, attrs={"rate_hz": rate, "frame": frame, "simulated": True})
             w.append_pose(
                 name, PoseBatch(_ns(ps.t_s), ps.position, ps.quat_xyzw, ps.valid, ps.flags)
             )
