@@ -169,11 +169,8 @@ class PodEmulator(PtyEmulator):
     # -- lifecycle ---------------------------------------------------------------
 
     def start(self) -> PodEmulator:
-        """Start serving in a thread (the MCU powers on); returns self.
-
-        The context manager only guarantees :meth:`stop`: a host that wants every
-        frame opens the tty before calling this (pyserial flushes input on open).
-        """
+        """Start serving in a thread (the MCU powers on); returns self. A host that wants
+        every frame opens the tty first (pyserial flushes input on open)."""
         self._start_thread("pod-emulator")
         return self
 

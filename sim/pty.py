@@ -73,10 +73,8 @@ class PtyPort:
     Args:
         link: stable path to maintain as a symlink to the current pty (optional).
         baud: the device's baud rate; if the host configures another, it reads garbage.
-        faults: byte-level fault knobs.
-        seed: seed of the fault random stream (independent of any sensor noise).
-        write_timeout_s: how long :meth:`send` waits for room in the pty buffer
-            before counting the bytes as an overrun (a real UART drops them too).
+        write_timeout_s: how long :meth:`send` waits for room in the pty buffer before
+            counting the bytes as an overrun (s).
     """
 
     def __init__(
