@@ -1,15 +1,5 @@
-"""The ``sensorbench`` command line: a thin click group that imports a command's module
-only when that command runs.
-
-Commands live in :mod:`sensorbench.commands`, one module per area; a module attaches
-its commands when it is imported (``@cli.command``, or ``@subgroup("fit").command``
-for a sub-command of a shared group; a module may instead expose ``register(cli)``).
-:data:`COMMANDS` names, for every top-level command, the modules that attach it and
-its one-line help, so ``sensorbench --help`` imports none of them
-(``tests/test_cli_lazy.py`` checks the table against the modules). This file also maps
-library errors to exit codes: 0 success, 1 a check or validation that ran and failed,
-2 bad usage or bad input.
-"""
+"""The ``sensorbench`` command line: a click group that imports a command's modules
+(:data:`COMMANDS`) only when that command runs, and maps library errors to exit code 2."""
 
 from __future__ import annotations
 
@@ -89,9 +79,7 @@ class _LazyGroup(_Group):
         for module in COMMANDS.get(cmd_name, ((), ""))[0]:
             if module not in _REGISTERED:
                 _REGISTERED.add(module)
-                loaded = import_module(f"sensorbench.commands.{module}")
-                if hasattr(loaded, "register"):
-                    loaded.register(self)
+                import_module(f"sensorbench.commands.{module}")
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -119,13 +107,13 @@ def cli() -> None:
     """
 
 
-def subgroup(name: str, help_text: str | None = None) -> click.Group:
-    """Return the shared sub-group ``name`` (e.g. ``fit``), creating it once; its help is
-    the table's (:data:`COMMANDS`) unless given."""
+def subgroup(name: str) -> click.Group:
+    """Return the shared sub-group ``name`` (e.g. ``fit``), creating it once, its help
+    from :data:`COMMANDS`."""
     existing = cli.commands.get(name)
     if isinstance(existing, click.Group):
         return existing
-    group = _Group(name=name, help=help_text or COMMANDS[name][1])
+    group = _Group(name=name, help=COMMANDS[name][1])
     cli.add_command(group)
     return group
 

@@ -1,6 +1,2 @@
-"""CLI command modules, one per area. Each exposes ``register(cli: click.Group)``
-(a module without it is a helper, e.g. :mod:`~sensorbench.commands.options`).
-
-Shared groups (``fit``, ``decode``, ``emulate``, ``import``, ``udev``) are obtained
-with :func:`sensorbench.cli.subgroup` so several modules can add to one group.
-"""
+"""CLI command modules, one per area, attaching their commands when imported (shared
+groups such as ``fit`` come from :func:`sensorbench.cli.subgroup`)."""

@@ -92,19 +92,16 @@ def emulate_a1_cmd(scenario: str | None, device: str | None, seed: int, speed: f
         link: str | None, serial_hex: str, duration_s: float | None) -> None:
     """Serve an emulated RPLIDAR A1 (115200 baud) on a pty and print its path.
 
-    It answers GET_INFO, GET_HEALTH, GET_SAMPLERATE, SCAN/FORCE_SCAN (5-byte nodes,
-    about 2000/s), EXPRESS_SCAN (84-byte capsules of 32 samples, about 4000/s), STOP
-    and RESET. Its motor follows DTR as on the real adapter: it spins while no program
-    holds DTR set (sensorbench's drivers reach the emulator's DTR through a side
-    channel; a plain program opening the pty leaves it spinning), and nodes flow once
-    a scan is requested. Without --scenario it is a 6 x 8 m room with the real-capture
-    defaults (docs/A1.md); with --scenario the nodes are the scenario's ray-cast A1
-    samples (twice as many per second in express), looped, and its [faults.<device>]
-    link knobs apply. Runs until Ctrl-C (or --duration).
+    It answers the requests a real A1M8 answers (standard and express scans); its motor
+    follows DTR as on the real adapter (docs/A1.md, Emulator). Without --scenario it is a
+    6 x 8 m room with the real-capture defaults; with --scenario the nodes are the
+    scenario's A1 samples, looped, under its [faults.<device>] link knobs. Runs until
+    Ctrl-C (or --duration).
     """
     from sensorbench.errors import SimError
-    from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
+    from sensorbench.sim.emulator_a1 import A1Emulator
     from sensorbench.sim.emulator_base import link_faults
+    from sensorbench.sim.kind_emulators import a1_unit
     from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
 
     try:
@@ -113,28 +110,20 @@ def emulate_a1_cmd(scenario: str | None, device: str | None, seed: int, speed: f
         raise SimError(f"--serial must be 32 hex digits, got {serial_hex!r}") from err
     samples = express = None
     faults = None
-    health = (0, 0)
+    knobs: dict = {}
     if scenario is not None:
         from sensorbench.sim.simulation import Simulation
 
         sim = Simulation(scenario, seed=seed)
-        a1s = [n for n in sim.lidar_names() if sim.lidar(n).model == "a1"]
-        if not a1s:
-            raise SimError(f"scenario {scenario!r} has no enabled A1 lidar")
-        name = device or a1s[0]
-        if name not in a1s:
-            raise SimError(f"no A1 {name!r} in scenario {scenario!r}; A1s: {', '.join(a1s)}")
+        name = sim.pick_lidar(("a1",), device)
         samples = sim.lidar(name)
         express = sim.lidar(name, samples_per_s=2.0 * float(samples.params["samples_per_s"]))
         knobs = sim.scenario.faults(name)
         faults = link_faults(knobs)
-        levels = {"good": 0, "warning": 1, "error": 2}
-        if knobs.get("health", "good") != "good":
-            health = (levels[knobs["health"]], int(knobs.get("health_error_code", 0)))
     with stop_on_signals() as stop:  # before the pty exists: a Ctrl-C from then on stops cleanly
         em = A1Emulator(
             samples, express_samples=express, link=link, speed=speed, faults=faults, seed=seed,
-            record_truth=False, unit=A1Unit(serial=serial, health=health),
+            record_truth=False, unit=a1_unit(serial, knobs),
         )  # fmt: skip
         try:
             click.echo(em.link)

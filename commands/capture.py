@@ -1,7 +1,4 @@
-"""``sensorbench capture``, ``sensorbench bringup`` and ``sensorbench emulate pods|robot``.
-
-Device code is imported inside the commands, so other commands start fast.
-"""
+"""``sensorbench capture``, ``sensorbench bringup`` and ``sensorbench emulate pods|robot``."""
 
 from __future__ import annotations
 
@@ -32,12 +29,8 @@ _RUN_DIR_HELP = "Directory substituted for {run_dir} in ports (emulated robots).
 
 
 class _StatusPrinter:
-    """Live status on stderr.
-
-    On a terminal: one line refreshed in place, or, when it does not fit the width,
-    a block of one line per device redrawn in place (ANSI cursor-up). Otherwise a
-    line every 5 s.
-    """
+    """Live status on stderr: on a terminal one line (or one per device when it does not
+    fit) redrawn in place, otherwise a line every 5 s."""
 
     def __init__(
         self, duration_s: float, extra: Callable[[float, list], list[str]] | None = None
@@ -153,6 +146,15 @@ def capture_doc(result: Any) -> dict[str, Any]:
     }
 
 
+def echo_result(result: Any) -> None:
+    """A capture's summary on stdout, after its bring-up table if it stopped there."""
+    from sensorbench.drivers.capture_display import format_bringup, format_summary
+
+    if result.stopped_by == "bringup":
+        click.echo(format_bringup(result.bringup))
+    click.echo(format_summary(result))
+
+
 @cli.command("capture")
 @recording_options("Record")
 @opt.json_option("Print the summary as one JSON document.")
@@ -172,7 +174,6 @@ def capture_cmd(ctx: click.Context, config_path: str, duration_s: float | None, 
     disk (the file is closed intact with everything up to the last flush).
     """
     from sensorbench.drivers.capture import CaptureOptions
-    from sensorbench.drivers.capture_display import format_bringup, format_summary
 
     config = load_robot_config(config_path, run_dir=run_dir)
     duration = math.inf if duration_s is None else duration_s
@@ -181,9 +182,7 @@ def capture_cmd(ctx: click.Context, config_path: str, duration_s: float | None, 
     if as_json:
         click.echo(to_json(capture_doc(result)))
     else:
-        if result.stopped_by == "bringup":
-            click.echo(format_bringup(result.bringup))
-        click.echo(format_summary(result))
+        echo_result(result)
     if result.error:
         click.echo(f"error: {result.error}", err=True)
     if not result.ok:

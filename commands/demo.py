@@ -59,16 +59,11 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, live: b
 ) -> None:
     """Bring up the emulated robot, capture a campaign, fit, validate and report.
 
-    The LD19, both A1s and the pod MCU are emulated byte-exactly on pseudo-terminals
-    with stable names, brought up one after another and recorded by the real capture
-    path at SPEED× real time; mocap and the pose sensor come from an emulated network
-    source. Fixed drives (forward, sideways, spin, square), a static lidar session and
-    a relocalization campaign are captured; then pod fit, noise fit, replay, pose-error
-    fit, leave-one-session-out validation, lidar characterization and scan merge, and
-    the HTML report. Prints the key recovered values next to the simulated truth (SI
-    units; τ on the files' time base, i.e. simulated τ ÷ SPEED) and the report's path.
-    Exit 0 when every step ran (the validation verdict is printed and in the report),
-    2 when a step failed.
+    The emulated devices are recorded by the real capture path at SPEED× real time; then
+    every fit, the validation, the lidar characterization, the scan merge and the HTML
+    report (docs/DEMO.md). Prints the key recovered values next to the simulated truth
+    (SI units; τ on the files' time base, simulated τ ÷ SPEED) and the report's path.
+    Exit 0 when every step ran (whatever the verdict), 2 when a step failed.
     """
     from sensorbench.demo.campaign import demo_plan, run_demo
     from sensorbench.demo.display import demo_doc, demo_lines

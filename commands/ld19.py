@@ -100,8 +100,7 @@ def _serve_ld19_protocol(
     link: str | None, startup: float, faults: bool, duration_s: float | None,
 ) -> None:  # fmt: skip
     """Serve ``emulate KIND`` (the options as the command's; times in s)."""
-    from sensorbench.drivers.device_kinds import get_kind
-    from sensorbench.errors import SimError
+    from sensorbench.drivers.device_kinds import all_kinds, get_kind
     from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults
     from sensorbench.sim.emulator_ld19 import LD19Emulator
     from sensorbench.sim.kind_emulators import synthetic_ld19_samples
@@ -117,19 +116,8 @@ def _serve_ld19_protocol(
         from sensorbench.sim.simulation import Simulation
 
         sim = Simulation(scenario, seed=seed)
-        ld19s = [
-            n
-            for n in sim.lidar_names()
-            if get_kind(sim.scenario.lidars[n]["model"]).protocol == kind.protocol
-        ]
-        if lidar is None:
-            if not ld19s:
-                raise SimError(f"scenario {scenario!r} has no LD19-protocol lidar")
-            lidar = ld19s[0]
-        elif lidar not in ld19s:
-            raise SimError(
-                f"{lidar!r} is not an LD19-protocol lidar of scenario {scenario!r} (it has {ld19s})"
-            )
+        models = tuple(k.name for k in all_kinds() if k.protocol == kind.protocol)
+        lidar = sim.pick_lidar(models, lidar)
         samples = sim.lidar(lidar)
         source = f"scenario {sim.scenario.name!r}, lidar {lidar!r}, seed {seed}"
         if faults:

@@ -10,30 +10,30 @@ from typing import Any
 
 import click
 
+from sensorbench.cli import cli
+from sensorbench.commands import capture as cap
 from sensorbench.commands import options as opt
-from sensorbench.commands.capture import _StatusPrinter, capture_doc, record, recording_options
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.json_doc import to_json
 
 
-def register(cli: click.Group) -> None:
-    """Attach ``live``."""
-    cli.add_command(live_cmd)
-
-
-def load_models(pods_path: Path | None, noise_path: Path | None, imu: bool) -> Any:
-    """The filters' models from their files (None without ``--pods``)."""
+def load_models(config: Any, pods_path: Path | None, noise_path: Path | None) -> Any:
+    """The filters' models from their files (None without ``--pods``), the pods' IMU use
+    from ``config``."""
     if pods_path is None:
         if noise_path is not None:
             raise click.UsageError("--noise needs --pods (the pod geometry)")
         return None
     from sensorbench.live.odometry import OdometryModels
+    from sensorbench.live.runtime import pods_device
 
+    pods_name = pods_device(config)
+    imu = pods_name is not None and bool(config.device(pods_name).imu)
     return OdometryModels.from_files(pods_path, noise_path, imu=imu)
 
 
-@click.command("live")
-@recording_options("Run")
+@cli.command("live")
+@cap.recording_options("Run")
 @opt.file_option("--pods", "pods_path", "Pod-geometry model: run the split filters.")
 @opt.file_option("--noise", "noise_path", "Filter-noise model; default: untuned.")
 @click.option("--foxglove", "foxglove_addr", default=None, metavar="[HOST:]PORT",
@@ -66,22 +66,14 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
         max_dt_s: float, as_json: bool) -> None:
     """Capture every configured device and run the filters, the merge and the view live.
 
-    Everything `capture` does (staggered bring-up, raw and decoded recording, the status
-    line, reconnects, a clean stop on Ctrl-C or SIGTERM, the file recoverable after a
-    kill), and as data arrive: the split x/y/heading filters on the pod stream (with
-    --pods; --noise as for `replay`), the front/rear lidar merge (as
-    `merge`), the Foxglove view (--foxglove: every lidar, the merged scan, the
-    transforms odom → base_link → each lidar, the pose and its path, events and
-    rates; open ws://HOST:PORT in Foxglove), one UDP datagram per pod frame (--udp)
-    and the ROS 2 topics Nav2 and slam_toolbox take (--ros2). The session also holds the
-    streams 'estimate' (with covariance and flags) and 'merged'; `replay SESSION --pods P
-    --noise N --no-repair` and `merge SESSION --front F --rear R` reproduce them. Exit 0
-    when recorded with every reader intact, 1 as for capture (a device did not come up,
-    data lost, writing failed) or when a device was lost and never came back, 2 on bad
-    input or a full disk (the file closed intact).
+    Everything `capture` does, and as data arrive: the split x/y/heading filters on the
+    pod stream (--pods, --noise), the front/rear lidar merge, the Foxglove view
+    (--foxglove), one UDP datagram per pod frame (--udp) and the ROS 2 topics (--ros2);
+    the session also holds the streams 'estimate' and 'merged' (docs/LIVE.md). Exit 0
+    when recorded with every reader intact, 1 as for capture or when a device was lost
+    for good, 2 on bad input or a full disk (the file closed intact).
     """
     from sensorbench.drivers.capture import CaptureOptions
-    from sensorbench.drivers.capture_display import format_bringup, format_summary
     from sensorbench.live.ros2 import Ros2Options
     from sensorbench.live.runtime import (
         LiveOptions,
@@ -90,14 +82,11 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
         format_live_summary,
         live_failures,
         live_summary,
-        pods_device,
     )
     from sensorbench.live.udp import parse_address
 
     config = load_robot_config(config_path, run_dir=run_dir)
-    pods_name = pods_device(config)
-    imu = pods_name is not None and bool(config.device(pods_name).imu)
-    models = load_models(pods_path, noise_path, imu)
+    models = load_models(config, pods_path, noise_path)
     attrs = {
         "pods_model": str(pods_path) if pods_path else "",
         "noise_model": str(noise_path) if noise_path else "untuned defaults",
@@ -128,20 +117,18 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
         return format_live_status(st)
 
     recording = CaptureOptions(label=label, note=note, allow_missing=allow_missing)
-    printer = _StatusPrinter(duration, extra=live_parts)
+    printer = cap._StatusPrinter(duration, extra=live_parts)
     try:  # closed on every path: it may have joined a ROS 2 domain, a socket may be open
         preflight(config, output, allow_missing)
         runtime.open()  # the UDP host resolves, the Foxglove port is free: before any power
-        result = record(config, output, recording, printer, as_json, consumer=runtime)
+        result = cap.record(config, output, recording, printer, as_json, consumer=runtime)
     finally:
         runtime.close()
     summary = live_summary(runtime)
     if as_json:
-        click.echo(to_json(capture_doc(result) | {"live": summary}))
+        click.echo(to_json(cap.capture_doc(result) | {"live": summary}))
     else:
-        if result.stopped_by == "bringup":
-            click.echo(format_bringup(result.bringup))
-        click.echo(format_summary(result))
+        cap.echo_result(result)
         click.echo(format_live_summary(summary))
     code, why = live_failures(result, runtime)
     for line in why:

@@ -1,10 +1,4 @@
-"""The options and option types commands share, each defined once (a helper module: it
-registers no command).
-
-click's ``FloatRange`` lets ``nan`` through every bound and ``inf`` through an open-ended
-one, and ``int`` takes any size: :class:`FiniteFloat` refuses both (exit 2 naming the
-option); :data:`SEED` is the range every seed takes.
-"""
+"""The options and option types commands share, each defined once (it registers no command)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ import click
 import numpy as np
 
 from sensorbench.characterize.pods.display import noise_table, pod_table, replay_text
+from sensorbench.cli import cli, subgroup
 from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import (
@@ -33,17 +34,7 @@ _GATE_OPT = opt.number_option(
 )  # fmt: skip
 
 
-def register(cli: click.Group) -> None:
-    """Attach ``fit pods``, ``fit noise`` (shared ``fit`` group) and ``replay``."""
-    from sensorbench.cli import subgroup
-
-    fit = subgroup("fit", "Fit models from sessions.")
-    fit.add_command(fit_pods_cmd)
-    fit.add_command(fit_noise_cmd)
-    cli.add_command(replay_cmd)
-
-
-@click.command("pods")
+@subgroup("fit").command("pods")
 @opt.session_argument("sessions", many=True)
 @opt.output_option("Write the pod-geometry model (TOML, with provenance) here.", force="OUTPUT")
 @_JSON_OPT
@@ -110,7 +101,7 @@ def fit_pods_cmd(sessions: tuple[Path, ...], output: Path | None, force: bool, a
         click.get_current_context().exit(1)
 
 
-@click.command("noise")
+@subgroup("fit").command("noise")
 @opt.session_argument("sessions", many=True)
 @_PODS_MODEL_OPT
 @opt.output_option("Write the filter-noise model (TOML, with provenance) here.", force="OUTPUT")
@@ -171,7 +162,7 @@ def fit_noise_cmd(sessions: tuple[Path, ...], pods_path: Path, output: Path | No
         click.get_current_context().exit(1)
 
 
-@click.command("replay")
+@cli.command("replay")
 @opt.session_argument()
 @_PODS_MODEL_OPT
 @opt.file_option(

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from sensorbench.cli import cli, subgroup
 from sensorbench.commands import options as opt
 from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
@@ -126,7 +127,7 @@ def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return opt.stack(*_SESSION_OPTS)(command)
 
 
-@click.command("pose-error")
+@subgroup("fit").command("pose-error")
 @_session_options
 @opt.output_option("Write the model (TOML).", force="OUTPUT and figures")
 @click.pass_context
@@ -182,7 +183,7 @@ def fit_pose_error_cmd(ctx: click.Context, selection: _Selection, as_json: bool,
         click.echo(f"figure: {f}")
 
 
-@click.command("validate")
+@cli.command("validate")
 @_session_options
 @opt.number_option("--draws", None, opt.DRAWS, 1000, "Monte Carlo draws per session.")
 @opt.seed_option(help="Random seed.")
@@ -290,11 +291,3 @@ def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots
             click.echo(line)
     if not outcome.passed:
         ctx.exit(1)
-
-
-def register(cli: click.Group) -> None:
-    """Attach ``fit pose-error`` and ``validate``."""
-    from sensorbench.cli import subgroup
-
-    subgroup("fit", "Fit models from sessions.").add_command(fit_pose_error_cmd)
-    cli.add_command(validate_cmd)

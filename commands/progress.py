@@ -1,12 +1,6 @@
-"""Progress bars on stderr for long commands, only when stderr is a terminal.
-
-Library code reports progress through a callback ``progress(done, total)`` (and, for
-the report, what it is doing as a message) and never prints; a command opens
-:func:`progress_bar` and hands what it yields (None when there is nothing to draw:
-stderr is not a terminal, or ``--json`` was asked) to the library. The bar is
-click's own (``click.progressbar``), drawn on stderr, so stdout stays exactly what
-the command prints.
-"""
+"""Progress bars on stderr for long commands, only when stderr is a terminal: a command
+opens :func:`progress_bar` and hands what it yields to the library as its
+``progress(done, total)`` callback."""
 
 from __future__ import annotations
 
@@ -47,12 +41,8 @@ class Bar:
 
 @contextmanager
 def progress_bar(label: str, enabled: bool = True) -> Iterator[Bar | None]:
-    """A :class:`Bar` drawing on stderr, or None (not a terminal, or not ``enabled``).
-
-    Args:
-        label: what is being done, shown before the bar.
-        enabled: False (e.g. under ``--json``) draws nothing.
-    """
+    """A :class:`Bar` labelled ``label`` drawing on stderr, or None (not a terminal, or
+    not ``enabled``, e.g. under ``--json``)."""
     if not enabled or not sys.stderr.isatty():
         yield None
         return

@@ -1,11 +1,5 @@
-"""``sensorbench demo``: capture a whole campaign from the emulated robot, fit, validate, report.
-
-:func:`run_demo` runs, on the files each step before it wrote, the library code behind
-capture (the fixed drives, a static lidar session, a relocalization campaign), ``fit
-pods``, ``fit noise``, ``fit pose-error``, ``merge`` and ``report`` (docs/DEMO.md). Any
-failing step raises; progress goes to the ``progress`` callback. Time-like fit options
-are divided by ``speed`` (files are stamped on the host clock, ``speed``× faster).
-"""
+"""``sensorbench demo``: capture a whole campaign from the emulated robot, fit, validate,
+report (docs/DEMO.md); time-like fit options are divided by the emulation ``speed``."""
 
 from __future__ import annotations
 
@@ -28,14 +22,9 @@ LIDARS = ("lidar_front", "lidar_rear", "ld19")
 DRIVES = ("forward", "sideways", "spin", "square")
 """The fixed drives the pods and the filter noise are fitted on."""
 MAX_SPEED = 10.0
-"""Fastest emulation the demo accepts. Above it, on two busy cores, the A1 readers fall
-behind the emulated line rate (captured turn periods drift from the truth), and the
-pod reader, which maps the MCU clock onto the host clock from receive times read every
-50 host ms, is left with a ~0.1 % slope error over a drive's few host seconds (which
-the pod fit no longer inherits: it times the frames by the MCU clock at its nominal
-rate, ``fusion/pod_drive.encoder_host_seconds``). All sessions run at one
-speed: time-like model parameters (filter q, pose-error τ) are on the files' time base
-and a model fitted on one speed does not fit files of another."""
+"""Fastest emulation the demo accepts: above it, on two busy cores, the A1 readers fall
+behind the line rate. All sessions run at one speed: time-like model parameters are on
+the files' time base."""
 POD_INTERVAL_SIM_S = 0.5
 """Pod-fit interval in simulated seconds (the ``fit pods`` default at real time) (s)."""
 
@@ -45,14 +34,12 @@ class DemoPlan:
     """What the demo captures and how hard it works.
 
     Attributes:
-        quick: the short variant (CI).
         speed: emulation speed (simulated s per host s).
-        drive_repeats: repeats of each fixed drive (None: the scenario's).
+        drive_repeats, reloc_repeats: loops per drive and campaign session (None: the
+            scenario's).
         reloc_sessions: campaign session indices of ``reloc_campaign``.
-        reloc_repeats: loops per campaign session (None: the scenario's).
         static_hold_s: length of the static lidar session (simulated s).
         draws: Monte Carlo draws per session of the validation.
-        seed: simulation and Monte Carlo seed.
     """
 
     quick: bool
@@ -82,17 +69,9 @@ def demo_plan(quick: bool = False, speed: float | None = None, seed: int = 1) ->
 
 @dataclass
 class DemoResult:
-    """Everything the demo produced.
-
-    Attributes:
-        out_dir: the output directory.
-        sessions: captured sessions by label.
-        models: model files by kind (``pods``, ``noise``, ``pose_error``).
-        merged: the merged-scan session.
-        report: the HTML report.
-        report_data: the report's content (recovered values beside the truth).
-        timings_s: host seconds per stage.
-    """
+    """Everything the demo produced: sessions by label, model files by kind (``pods``,
+    ``noise``, ``pose_error``), the merged-scan session, the report and its content, and
+    the host seconds per stage."""
 
     out_dir: Path
     sessions: dict[str, CapturedSession] = field(default_factory=dict)
@@ -242,10 +221,8 @@ def _merge_and_report(run: _Run) -> None:
 
 
 def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Path:
-    """Fit the pod geometry on ``sessions`` (``fit pods``) and write the model file.
-
-    The interval (and the slip fit's window) is :data:`POD_INTERVAL_SIM_S` divided by
-    ``speed``, the emulation speed of the sessions.
+    """Fit the pod geometry on ``sessions`` (``fit pods``, its interval and slip window
+    divided by the emulation ``speed``) and write the model file.
 
     Raises:
         FitError: the fit failed or could not identify every parameter.
@@ -266,10 +243,8 @@ def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Pa
 
 
 def fit_noise_model(sessions: list[Path], pods_model: Path, output: Path, speed: float) -> Path:
-    """Fit the split filters' noise and slip model (``fit noise``) and write the model file.
-
-    The drift fit's alignment and regression intervals are divided by ``speed``, as the
-    pod fit's interval is."""
+    """Fit the split filters' noise and slip model (``fit noise``, its intervals divided by
+    ``speed``) and write the model file."""
     from sensorbench.characterize.pods.drift_fit import INTERVAL_S
     from sensorbench.characterize.pods.noise_fit import fit_noise
     from sensorbench.fusion.filter_noise import save_noise_model

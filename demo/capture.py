@@ -1,11 +1,5 @@
-"""Capture one simulated scenario through the real capture path, with its truth.
-
-:func:`capture_scenario` serves the chosen emulated devices on pseudo-terminals,
-records them through :func:`~sensorbench.drivers.capture.run_capture` with the
-emulated network pose source beside them, then adds the simulation's ``/truth``
-(docs/SIMULATION.md; ``emulation_speed`` and ``t0_ns`` put simulated times on the
-file's host-clock time base, where time runs ``speed``× faster).
-"""
+"""Capture one simulated scenario through the real capture path, then add its ``/truth``
+on the file's host-clock time base (``emulation_speed``, ``t0_ns``)."""
 
 from __future__ import annotations
 
@@ -38,9 +32,7 @@ class CapturedSession:
     """One captured demo session.
 
     Attributes:
-        path: the session file.
-        label: its label (scenario name, ``#i`` for campaign sessions).
-        capture: the capture's result (bring-up rows, per-device summary).
+        label: the scenario name, ``#i`` for campaign sessions.
         sim_bringup_s: simulated time at which recording started (s); below the
             lead-in, the motion was recorded whole.
         lead_in_s: the lead-in hold added to the scenario (simulated s).
@@ -83,15 +75,10 @@ def capture_scenario(
     """Emulate ``devices`` driven by ``scenario`` and capture them into ``output``.
 
     Args:
-        scenario: the scenario (a campaign session already selected).
-        seed: simulation seed.
-        output: session file to create.
-        run_dir: directory for the ptys' stable links.
         devices: device names of the robot configuration to emulate and record.
         pose_streams: ``mocap`` and/or ``pose_sensor`` from the emulated pose source.
         speed: simulated seconds per host second.
         bringup_budget_s: host seconds of lead-in hold added before the motion (s).
-        label: session label (default the scenario name).
         config: robot configuration (default ``examples/robot-emulated.toml``).
 
     Raises:
@@ -168,7 +155,7 @@ def _record(
 
 
 def _add_truth(path: Path, sim: Simulation, speed: float, t0_ns: int) -> None:
-    """Add the simulation's truth (layout in the module docstring) to a closed session."""
+    """Add the simulation's truth (docs/SIMULATION.md) to a closed session."""
     scn = sim.scenario
 
     def host_ns(t_s: np.ndarray) -> np.ndarray:

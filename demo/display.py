@@ -1,10 +1,6 @@
-"""How a demo's outcome is shown: the recovered values next to the simulated truth, the
-split filters' honesty, the validation verdict and the named wrong relocalizations, as
-text lines or as one JSON document (pure functions; ``sensorbench demo`` prints).
-
-Units are SI (m, rad, s, Hz); τ on the files' time base; coverages as fractions in the
-document and percent in the text.
-"""
+"""How a demo's outcome is shown, as text lines or one JSON document: the recovered values
+beside the truth, the filters' honesty, the verdict (SI units; coverages as fractions in
+the document, percent in the text)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
-"""``sensorbench demo --live``: the emulated robot, live, with the view in Foxglove.
-
-The emulated robot (:class:`~sensorbench.sim.emulated_robot.EmulatedRobot`: LD19, two
-A1s and the pod MCU on pseudo-terminals, the shipped ``robot-emulated.toml`` and its
-square scenario, looped) runs in this process at real rate, and ``sensorbench
-live``'s runtime (:class:`~sensorbench.live.runtime.LiveRuntime`) captures it through
-the real drivers with the models shipped for it (``examples/models/pods-emulated.toml``
-and ``noise-emulated.toml``: fitted by ``sensorbench demo --quick --speed 1`` on this
-emulated robot, so no fit has to run first). The session goes to ``OUT/live.h5`` (or
-``live-2.h5``, ... when that exists: nothing is overwritten). With ``pods_firmware`` the
-pod MCU is the ATmega328P image running under simavr (its pods entry then says
-``imu = false``: the image sends no IMU fields).
-"""
+"""``sensorbench demo --live``: the shipped emulated robot at real rate, captured by
+``sensorbench live``'s runtime with the models shipped for it (docs/DEMO.md)."""
 
 from __future__ import annotations
 

@@ -14,41 +14,14 @@ from sensorbench.sim.emulator_base import check_sweep, room_ranges
 
 @dataclass(frozen=True)
 class A1Realism:
-    """How a real A1's node stream departs from an ideal sweep.
+    """How a real A1's node stream departs from an ideal sweep; the defaults reproduce
+    three real A1M8 captures (each effect and figure: docs/A1.md, "What real units send").
 
-    Defaults reproduce the statistics of three real A1M8 captures (docs/A1.md, "What
-    real units send", which lists each figure with its source).
-
-    Attributes:
-        quality_levels: ``(quality, probability)`` of a node with a return; real units
-            send 15 almost always and rarely 6-14 (the split among 6-14 is assumed).
-            Empty: quality ``60 - 3·range``.
-        zero_offset_deg: range of the unit's zero offset (°), one draw per generated
-            unit: readings trail the head by it, so the start-flag node reads
-            351-359° rather than 0°.
-        return_lag_deg: how far a return's reading trails the head (°) besides the
-            range term; no-returns have none, so a run of them reads ahead of the
-            returns around it and the angle steps back where returns resume.
-        return_lag_base_m: the range term's baseline: a return also trails by
-            ``atan(base / range)`` (m; larger up close, as a triangulation lidar's).
-        jitter_deg: σ of the Gaussian noise of every reading (°).
-        teeth: encoder teeth per turn, at fixed head angles (half a tooth off the
-            turn's start); 0: no encoder lag.
-        tooth_lag_deg: range of the lag (°) built up over one tooth interval, one draw
-            per interval and turn: readings fall behind linearly and snap back at the
-            next tooth (the long steps between consecutive returns).
-        dark_sector_deg: mean width of a sector without returns (°); 0: no-returns
-            independent per node.
-        bursts_per_turn, burst_mean_nodes: short runs of no-returns at random bearings
-            (dark or grazing spots), their number per turn and mean length (geometric,
-            in standard-scan nodes): most real runs are 2-3 nodes, a few long.
-        flicker: probability that a node's return state is the other one than its
-            sector's (edges and grazing beams).
-        back_step_prob, back_step_deg: probability that a node reads behind the head
-            by a uniform amount in ``back_step_deg`` (°) besides the effects above.
-        zero_quality_prob: probability that a node without a return carries a quality
-            (drawn from ``quality_levels``) instead of 0.
-        range_sigma_m: σ of the Gaussian noise of every range (m).
+    Angles in °, ranges in m: ``quality_levels`` are ``(quality, probability)`` of a
+    return (empty: ``60 - 3·range``); ``zero_offset_deg``, ``tooth_lag_deg`` and
+    ``back_step_deg`` are uniform ranges; ``teeth = 0`` switches the encoder lag off and
+    ``dark_sector_deg = 0`` makes no-returns independent per node; ``burst_mean_nodes``
+    counts standard-scan nodes; ``*_prob`` and ``flicker`` are per-node probabilities.
     """
 
     quality_levels: tuple[tuple[int, float], ...] = ((15, 0.97), (10, 0.015), (6, 0.015))
@@ -107,15 +80,9 @@ def _dark_sectors(rng: np.random.Generator, p_dark: float, mean_deg: float) -> n
 
 @dataclass
 class RoomSamples:
-    """A1 samples of a rectangular room around the sensor, for scenario-free emulation.
-
-    The sensor sits at ``(x, y)`` in a ``width`` × ``depth`` m room (walls at 0 and
-    width/depth), facing ``yaw_deg`` (° CCW from the room's x axis); ranges get
-    Gaussian noise of ``realism.range_sigma_m``; beams beyond ``max_range_m`` return 0, and a
-    fraction ``p_no_return`` of the others. The node
-    stream follows ``realism`` (real-capture defaults; :data:`IDEAL_A1` for an ideal
-    sweep).
-    """
+    """A1 samples of a rectangular room, for scenario-free emulation: the sensor at
+    ``(x, y)`` in a ``width`` × ``depth`` m room facing ``yaw_deg`` (° CCW); beams beyond
+    ``max_range_m`` and a fraction ``p_no_return`` of the others return 0."""
 
     t_s: np.ndarray
     angle_deg_cw: np.ndarray
@@ -139,14 +106,8 @@ class RoomSamples:
         seed: int = 0,
         realism: A1Realism | None = None,
     ) -> RoomSamples:
-        """Samples for ``duration_s`` s.
-
-        ``samples_per_s`` defaults to one per :data:`REAL_SAMPLE_US` (standard scan;
-        ``1e6 / REAL_EXPRESS_US`` for express), ``rate_hz`` to
-        :data:`REAL_NODES_PER_TURN` standard nodes per turn. The same ``seed`` gives
-        the same unit and room at any sample rate (zero offset, dark sectors, tooth
-        lags), so a standard and an express stream of one unit agree. An ideal sweep is
-        ``generate(rate_hz=5.5, samples_per_s=2000, p_no_return=0.02, realism=IDEAL_A1)``.
+        """Samples for ``duration_s`` s (default rates: a real A1M8's standard scan); one
+        ``seed`` gives the same unit and room at any sample rate (standard and express agree).
         """
         rl = A1Realism() if realism is None else realism
         fs = 1e6 / REAL_SAMPLE_US if samples_per_s is None else float(samples_per_s)

@@ -1,10 +1,5 @@
-"""The whole robot emulated: every device of a robot config on its own pty.
-
-One :class:`~sensorbench.sim.simulation.Simulation` feeds one emulator per configured
-device (its kind's, :mod:`~sensorbench.sim.kind_emulators`), each behind the stable
-symlink udev would give the real device; the scenario's ``[faults.<device>]`` tables
-apply, timed in simulated seconds since :meth:`EmulatedRobot.start`.
-"""
+"""The whole robot emulated: every device of a robot config on its own pty, fed by one
+:class:`~sensorbench.sim.simulation.Simulation`."""
 
 from __future__ import annotations
 
@@ -30,17 +25,12 @@ class EmulatedRobot:
     """Every device of ``config`` emulated on ptys in ``run_dir``, driven by one simulation.
 
     Args:
-        run_dir: directory for the stable device links (created if missing).
         config: robot configuration path (default: the shipped ``robot-emulated.toml``).
-        scenario: a Scenario, a scenario name or a path; default the config's
-            ``[emulation] scenario``.
-        seed: simulation seed; default the config's ``[emulation] seed`` or 0.
+        scenario, seed: default the config's ``[emulation]`` ones (seed 0 without).
         speed: simulated seconds per host second for every device.
-        ld19_startup_s: LD19 power-on to first packet (simulated s; 3 s on real units).
-        faults: apply the scenario's ``[faults.*]`` tables (default True).
-        pods_firmware: run this ATmega328P image under simavr as the pod MCU instead of
-            emulating its frames (its encoder pins follow ``sim.pods()``; it starts
-            counting when it boots, not at the robot's time zero).
+        ld19_startup_s: LD19 power-on to first packet (simulated s).
+        faults: apply the scenario's ``[faults.*]`` tables, timed from :meth:`start`.
+        pods_firmware: an ATmega328P image run under simavr as the pod MCU.
     """
 
     def __init__(

@@ -1,13 +1,5 @@
-"""An RPLIDAR A1 on a pseudo-terminal: the Slamtec request/response protocol, byte-exact.
-
-One unit on a :class:`~sensorbench.sim.pty.PtyPort` at 115200 baud, paced by a
-:class:`~sensorbench.sim.clock.SimClock`, playing device-native samples as standard
-nodes or express capsules (:func:`express_stream`) and answering the requests a real
-A1M8 answers. The motor follows DTR (the modem-line channel), not the commands; nodes
-flow ``spinup_s`` after it started. Every sample put on the line is recorded
-(:meth:`A1Emulator.truth`). Bytes, behaviour and sources: docs/A1.md, Emulator.
-"""
-
+"""An RPLIDAR A1 on a pseudo-terminal: the Slamtec request/response protocol, byte-exact
+(bytes, behaviour and sources: docs/A1.md, Emulator)."""
 
 from __future__ import annotations
 
@@ -39,28 +31,17 @@ _MAX_MM = 0x3FFF  # express: 14-bit distance field
 
 
 class LidarSampleSource(LidarSamples, Protocol):
-    """Device-native A1 samples (the fields of ``Simulation.lidar(name)`` used here).
-
-    Adds to :class:`~sensorbench.sim.emulator_base.LidarSamples` the turn index of
-    each sample, ``turn`` (a change marks the start of a turn).
-    """
+    """Device-native A1 samples plus each sample's turn index ``turn`` (a change starts a turn)."""
 
     turn: np.ndarray
 
 
 @dataclass
 class A1Truth(Records):
-    """Every node the emulator put on the line, in order.
-
-    Attributes:
-        t_s: emission time (simulated s).
-        host_ns: host ``time.monotonic_ns()`` when the chunk was sent.
-        start: start-of-turn flag.
-        quality, angle_q6, dist_q2: the encoded node fields (express: what the
-            capsules decode to, the SDK's quality for a return).
-        delivered: False if the link dropped the node (unplugged, silent, overrun; for
-            express: its capsule or the next one).
-        express: True for an express sample.
+    """Every node the emulator put on the line, in order: emission time ``t_s`` (simulated
+    s), ``host_ns`` of its chunk (``time.monotonic_ns()``), the encoded ``start``,
+    ``quality``, ``angle_q6``, ``dist_q2`` (express: what the capsules decode to),
+    ``delivered`` (False if the link dropped it or, express, the next capsule) and ``express``.
     """
 
     t_s: np.ndarray
@@ -92,22 +73,11 @@ def encode_nodes(
 
 @dataclass(frozen=True)
 class PacketStream:
-    """A looped sample stream as the packets a scan sends: standard-scan nodes (one
-    sample, 5 bytes each) or express capsules (32 samples, 84 bytes; Slamtec
-    ``rplidar_sdk``, ``sl_lidar_cmd.h``), and what a correct decoder outputs.
-
-    Attributes:
-        packets: ``(m, 5)`` node or ``(m, 84)`` capsule bytes (capsules with the S flag
-            clear: the emulator sets it on the first capsule after EXPRESS_SCAN).
-        t_end_s: emission time of each packet: its last sample's time (s).
-        period_s: length of one loop of the stream (s).
-        sample_us: median sample spacing (µs), the GET_SAMPLERATE answer.
-        t_s: ``(m, n)`` sample times (s).
-        start: ``(m, n)`` start flag (express: the SDK's sync bit).
-        quality: ``(m, n)`` quality (express: the SDK's 0x2F for a return, 0 for none).
-        angle_q6: ``(m, n)`` decoded angle, q6 degrees clockwise.
-        dist_q2: ``(m, n)`` decoded distance, q2 mm.
-        express: capsules, whose samples decode only once the next one is sent.
+    """A looped sample stream as a scan's packets, ``(m, 5)`` standard nodes or ``(m, 84)``
+    express capsules (S flag clear), and what a correct decoder outputs per ``(m, n)``
+    sample: ``t_s`` (s), ``start`` (express: the SDK's sync bit), ``quality``,
+    ``angle_q6`` (q6 ° clockwise), ``dist_q2`` (q2 mm). ``t_end_s``: each packet's
+    emission time (s); ``period_s``: one loop (s); ``sample_us``: median spacing (µs).
     """
 
     packets: np.ndarray
@@ -224,18 +194,10 @@ def banner(model: int, firmware: tuple[int, int], hardware: int) -> bytes:
 
 @dataclass(frozen=True)
 class A1Unit:
-    """One emulated A1's identity and timing.
-
-    Attributes:
-        serial: the unit's 16-byte serial number (bytes or 32 hex digits).
-        model, firmware, hardware: GET_INFO fields (A1M8 firmware 1.29, hardware 7).
-        spinup_s: simulated seconds from a motor start to the first node.
-        reset_silence_s: simulated seconds of silence after RESET before the banner.
-        health: initial GET_HEALTH answer (status 0/1/2, error code), see
-            :meth:`A1Emulator.set_health`.
-        sample_us: standard sample duration answered to GET_SAMPLERATE (µs; default
-            the samples' median spacing, rounded); express: the express samples'
-            spacing, or half the standard one without them.
+    """One emulated A1's identity and timing: 16-byte ``serial`` (bytes or 32 hex digits),
+    GET_INFO fields, simulated seconds from motor start to the first node (``spinup_s``)
+    and of silence after RESET, the initial (status, code) health, and the standard
+    sample duration (µs) GET_SAMPLERATE answers (None: the samples' median spacing).
     """
 
     serial: bytes | str = bytes(range(16))
@@ -252,23 +214,12 @@ class A1Emulator(PtyEmulator):
     """One emulated RPLIDAR A1 serving the Slamtec protocol on a pty.
 
     Args:
-        samples: what the head sees in standard scan (``Simulation.lidar(name)`` or
-            :class:`RoomSamples`); played in emulation time and looped. Default: the
-            built-in room (real-capture defaults), for both scan modes.
-        express_samples: what the head sees in express scan (the same scene at twice
-            the sample rate), as express capsules; None with ``samples`` given: the
-            unit has no express scan (it ignores EXPRESS_SCAN, as firmware < 1.17).
-        link: stable symlink to the pty (like a udev name), optional.
-        unit: the unit's identity and timing (:class:`A1Unit`; default an A1M8 at
-            firmware 1.29).
+        samples: what the head sees in standard scan, looped (default: the built-in
+            room, both scan modes).
+        express_samples: the same scene at twice the sample rate for express scan; None
+            with ``samples`` given: the unit ignores EXPRESS_SCAN (firmware < 1.17).
         speed: emulation speed-up (ignored when ``clock`` or ``power`` gives a clock).
-        name: the unit's name on a power bus.
-        faults: byte-level link faults (corruption, drops, slow start).
-        power: a shared :class:`~sensorbench.sim.power.PowerBus` (brown-out model).
-        clock: the emulation clock (default: the power bus's, else a new one at ``speed``).
-        seed: seed of the link fault stream.
-        record_truth: keep every sent node for :meth:`truth` (about 23 bytes per node,
-            160 MB per hour at real time: turn off for long-running servers).
+        record_truth: keep every sent node for :meth:`truth` (~23 bytes per node).
     """
 
     def __init__(
@@ -342,9 +293,8 @@ class A1Emulator(PtyEmulator):
         self._start_thread(f"a1-emulator-{name}")
 
     def _mode_table(self) -> tuple[list[tuple[str, float, int]], int]:
-        """GET_LIDAR_CONF's scan modes ``(name, µs per sample, answer type)`` (id = index)
-        and the typical one's id: a real A1M8 1.29's (508, 254, 127, 127, 201 µs; typical
-        3, docs/A1.md) scaled to this unit's spacings; Standard only without express."""
+        """GET_LIDAR_CONF's scan modes ``(name, µs per sample, answer type)`` and the
+        typical one's id: a real A1M8 1.29's (docs/A1.md) scaled to this unit's spacings."""
         modes = [("Standard", float(self.sample_us), proto.TYPE_SCAN)]
         if self._express is None:
             return modes, 0
@@ -396,9 +346,7 @@ class A1Emulator(PtyEmulator):
         self._on_thread(lambda: self._do_replug(boot_s))
 
     def _on_thread(self, action: Callable[[], None]) -> None:
-        # pty fds are closed and reopened only between two recv() calls of the emulator
-        # thread: a new pty reusing the old fd numbers must not be read by a recv()
-        # that started on the old one.
+        # between two recv() calls only: a new pty reusing the old fds must not be read
         if self._thread is None or not self._thread.is_alive():
             action()
             return
@@ -431,8 +379,7 @@ class A1Emulator(PtyEmulator):
         self._lines.close()
 
     def brown_out(self, mode: str, error_code: int, outage_s: float) -> None:
-        """Called by the power bus: the scan stops, then error state or reboot with
-        silence (the motor line is DTR's, not the core's: it is not touched)."""
+        """Called by the power bus: the scan stops, then error state or reboot (``outage_s``)."""
         with self._lock:
             self._scan = None
             if mode == "error":
@@ -554,8 +501,7 @@ class A1Emulator(PtyEmulator):
         self._rx = rx
 
     def _answer_conf(self, payload: bytes) -> None:
-        """GET_LIDAR_CONF: the type asked, then its value (nothing for an unknown type or
-        mode, as the driver's deadline then says)."""
+        """GET_LIDAR_CONF: the type asked, then its value (nothing for an unknown one)."""
         if len(payload) < 4:
             return
         kind = int.from_bytes(payload[:4], "little")
@@ -585,10 +531,8 @@ class A1Emulator(PtyEmulator):
         self._last_sent = None
 
     def _pump(self, now: float) -> None:
-        """Send every node (or capsule) whose emission time has come (the head turns only
-        with the motor, and reaches its speed ``spinup_s`` after the motor started), and
-        record what it decodes to: a node at once, a capsule's samples once the next
-        capsule is sent (they decode with its start angle)."""
+        """Send every packet whose emission time has come (from ``spinup_s`` after the
+        motor started) and record what it decodes to (a capsule once the next is sent)."""
         if not self._motor:
             self._emit_from = now
             return
@@ -639,8 +583,7 @@ class A1Emulator(PtyEmulator):
 
 @functools.cache
 def _default_room() -> tuple[PacketStream, PacketStream]:
-    """The built-in room at both scan rates (one unit, seed 0), made once per process: an
-    emulator starts in milliseconds, as two units plugged in together do."""
+    """The built-in room at both scan rates (one unit, seed 0), made once per process."""
     express = RoomSamples.generate(samples_per_s=1e6 / REAL_EXPRESS_US)
     return node_stream(RoomSamples.generate()), express_stream(
         express.t_s, express.angle_deg_cw, express.range_m

@@ -86,21 +86,13 @@ class FirmwarePodEmulator(PtyEmulator):
     """The AVR pod firmware under simavr, its UART on a pty.
 
     Args:
-        elf: the ATmega328P image (``firmware/build/avr/pods-atmega328p.elf``).
-        trajectory: the counts the encoder pins follow.
-        link: stable path for the pty symlink.
         speed: simulated seconds per wall second; 0 runs as fast as the host allows.
         loop: repeat the trajectory (counts and time continue) instead of stopping.
         auto_reset: DTR asserted (the host opening the port) resets the MCU.
         boot_s: how long a reset holds the MCU before its image restarts (s).
-        inject: resets, double edges and the quadrature phase (:class:`Injected`).
-        harness: the harness executable (default: :func:`harness_path`).
-        events: a file to append the harness's event lines to, as they come
-            (``firmware/README.md``: boots, their base counts, resets).
-        tail_us: without ``loop``, how long the MCU keeps running after the last row
-            (µs) so the last frames are sent; then the emulator has ``finished``.
-        period_us: the image's latch period (µs; 1e6 / ``PODS_RATE_HZ`` of its build):
-            the grid resets are aligned to and ``boot_s`` is rounded to.
+        events: a file the harness's event lines are appended to (firmware/README.md).
+        tail_us: without ``loop``, how long the MCU runs after the last row (µs).
+        period_us: the image's latch period (µs): resets align to it, ``boot_s`` rounds to it.
     """
 
     def __init__(

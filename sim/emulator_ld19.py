@@ -1,16 +1,5 @@
-"""An LDROBOT LD19 on a pseudo-terminal: 47-byte packets, CRC-8, the 30000 ms wrap.
-
-A one-way device: ``startup_s`` (3 s on real units) after power-on it streams
-device-native samples (``Simulation.lidar(name)``: ``t_s``, ``angle_deg_cw``,
-``range_m``, ``intensity``, ``speed_deg_s``; 12 per packet), looped, at 230400 baud on
-a :class:`~sensorbench.sim.pty.PtyPort`, paced by a :class:`~sensorbench.sim.clock.SimClock`
-(``speed`` × real time). A packet (fields: docs/LD19.md, Protocol) leaves when its last
-byte would have left the UART: its last sample's time plus 47 × 10 bits / 230400 baud.
-Fault knobs (link faults, stall, unplug/replug, ``header_in_payload_rate``,
-``timestamp_start_ms``, ``impossible_rate``) and :meth:`LD19Emulator.truth` (every
-packet encoded, its offset in the link's offered-byte stream and whether it was
-offered): docs/LD19.md, Emulator.
-"""
+"""An LDROBOT LD19 on a pseudo-terminal: 47-byte packets, CRC-8, the 30000 ms wrap; a
+packet leaves when its last byte would have left the UART (docs/LD19.md, Emulator)."""
 
 from __future__ import annotations
 
@@ -53,11 +42,7 @@ _MAX_SLEEP_S = 0.05  # longest host sleep between pumps (stop latency)
 
 
 class LD19SampleSource(LidarSamples, Protocol):
-    """Device-native LD19 samples (fields of ``Simulation.lidar(name)`` used here).
-
-    Adds to :class:`~sensorbench.sim.emulator_base.LidarSamples` the rotation speed
-    the head reports, ``speed_deg_s`` (deg/s).
-    """
+    """Device-native LD19 samples plus the speed the head reports, ``speed_deg_s`` (°/s)."""
 
     speed_deg_s: np.ndarray
 
@@ -69,20 +54,11 @@ their stamps say 4547): 454-455 points per 10 Hz turn (the datasheet's 4500 give
 
 @dataclass(frozen=True)
 class LD19Realism:
-    """How a real LD19/LD06's stream departs from an ideal sweep (the real LD06
-    captures, docs/LD19.md, "A real capture").
-
-    Attributes:
-        range_step_m: ranges are rounded to it (m; whole millimetres; 0: not rounded).
-        p_no_return_intensity: fraction of the no-returns carrying a high intensity
-            (uniform 150-255) instead of 0, as real units sometimes send.
-        speed_sd_deg_s, speed_corr_turns: the head's speed wanders around the rate: a
-            new value each turn, at a packet boundary, an AR(1) process of this σ
-            (deg/s; 0: constant) whose correlation falls to 1/e in so many turns.
-        intensity_at_0m, intensity_per_m, intensity_sd: a return's intensity is
-            ``at_0m + per_m × range`` plus Gaussian noise of ``sd``.
-        p_dim: fraction of the returns dimmer (uniform 100-208): 93-95 % of them are
-            208-239 in a room, as in the captures.
+    """How a real LD19/LD06's stream departs from an ideal sweep (docs/LD19.md, "A real
+    capture"): ranges rounded to ``range_step_m`` (m; 0: not), a fraction of no-returns
+    with intensity 150-255, the head speed an AR(1) of σ ``speed_sd_deg_s`` (°/s) new each
+    turn with 1/e correlation after ``speed_corr_turns``, return intensity ``at_0m +
+    per_m × range`` ± ``intensity_sd``, and a fraction ``p_dim`` of returns at 100-208.
     """
 
     range_step_m: float = 0.001
@@ -97,13 +73,9 @@ class LD19Realism:
 
 @dataclass
 class SyntheticLD19Samples:
-    """LD19 samples of a rectangular room, for emulation without a scenario.
-
-    The head turns at ``rate_hz`` (its speed wandering as ``realism`` says; the packets
-    report it, and the turn periods follow it), at ``samples_per_s``. The sensor sits
-    at ``(x, y)`` in a ``width`` × ``depth`` m room; ranges get Gaussian noise
-    ``sigma_m``; a fraction ``p_no_return`` of beams returns 0; the rest is
-    :class:`LD19Realism` (defaults: the real LD06 captures).
+    """LD19 samples of a rectangular room, for emulation without a scenario: the sensor at
+    ``(x, y)`` in a ``width`` × ``depth`` m room, ranges with Gaussian noise ``sigma_m``
+    (m), a fraction ``p_no_return`` of beams returning 0, the rest :class:`LD19Realism`.
     """
 
     t_s: np.ndarray
@@ -127,13 +99,7 @@ class SyntheticLD19Samples:
         seed: int = 0,
         realism: LD19Realism | None = None,
     ) -> SyntheticLD19Samples:
-        """Samples for ``duration_s`` s (rounded down to whole packets).
-
-        ``LD19Realism(speed_sd_deg_s=0)`` gives a constant speed,
-        ``p_no_return_intensity=0`` intensity 0 on every no-return,
-        ``range_step_m=0.008`` the 8-mm steps once assumed from 36 ranges;
-        ``samples_per_s=4500`` is the datasheet's rate.
-        """
+        """Samples for ``duration_s`` s (rounded down to whole packets)."""
         rl = LD19Realism() if realism is None else realism
         check_sweep(duration_s, rate_hz, samples_per_s)
         rng = np.random.default_rng(seed)
@@ -148,8 +114,7 @@ class SyntheticLD19Samples:
         shocks = rng.normal(0.0, rl.speed_sd_deg_s * np.sqrt(1.0 - rho**2), k)
         for i in range(1, k):
             wander[i] = rho * wander[i - 1] + shocks[i]
-        # the speed changes once per turn, at a packet boundary (a packet's 12 points are
-        # evenly spaced by the protocol's definition)
+        # the speed changes once per turn, at a packet boundary
         n_pk = n // POINTS_PER_PACKET
         pk_turn = np.floor(np.arange(n_pk) * POINTS_PER_PACKET * rate_hz / samples_per_s)
         speed_pk = rate_hz * 360.0 + wander[pk_turn.astype(np.int64)]
@@ -191,18 +156,13 @@ class LD19Truth(Records):
     """Every packet the emulator encoded, in order (``k`` packets).
 
     Attributes:
-        t_s: emission time of the packet's first sample (simulated s, with loops).
-        sent_t_s: simulated time the packet was put on the line (s).
+        t_s, sent_t_s: first sample's emission time, time put on the line (simulated s).
         host_ns: host ``time.monotonic_ns()`` when its chunk was sent.
-        speed, start, end, timestamp: the encoded fields (deg/s, 0.01 deg, 0.01 deg, ms).
-        distance_mm, intensity: ``(k, 12)`` encoded points.
-        offset: offset of the packet's first byte in the link's offered stream
-            (``PtyPort.stats`` coordinates), -1 if never offered.
-        offered: True if the packet was handed to the link (plugged, not silent).
-        power_cycle: how many replugs preceded the packet (0 before the first).
-        point_t_s: ``(k, 12)`` emission time of each point (simulated s, with loops).
-        impossible: 0, or the code (:data:`IMPOSSIBLE_FIELDS`) of the field made
-            impossible in this packet (its CRC is good).
+        speed, start, end, timestamp: the encoded fields (°/s, 0.01 °, 0.01 °, ms).
+        distance_mm, intensity, point_t_s: ``(k, 12)`` encoded points, their times (s).
+        offset: first byte's offset in the link's offered stream, -1 if never offered.
+        offered: True if handed to the link; power_cycle: replugs before it.
+        impossible: 0, or the :data:`IMPOSSIBLE_FIELDS` code of its impossible field.
     """
 
     t_s: np.ndarray
@@ -260,15 +220,9 @@ def encode_packets(
     intensity: np.ndarray,
     timestamp: np.ndarray,
 ) -> bytes:
-    """The exact bytes of ``k`` packets (vectorised), CRC included.
-
-    Args:
-        speed: rotation speed (deg/s), uint16.
-        start, end: start and end angle (0.01 deg, clockwise), < 36000.
-        distance_mm: ``(k, 12)`` distances (mm; 0 = no return).
-        intensity: ``(k, 12)`` intensities 0..255.
-        timestamp: device time (ms), < 30000.
-    """
+    """The exact bytes of ``k`` packets, CRC included: ``speed`` (°/s), ``start``, ``end``
+    (0.01 ° clockwise), ``(k, 12)`` ``distance_mm`` (0: no return) and ``intensity``, and
+    device ``timestamp`` (ms)."""
     speed = np.atleast_1d(np.asarray(speed))
     k = speed.size
     rec = np.zeros(k, dtype=PACKET_DTYPE)
@@ -318,23 +272,14 @@ class LD19Emulator(PtyEmulator):
     """One emulated LD19 streaming on a pty; a thread paced by a :class:`SimClock`.
 
     Args:
-        samples: what the head sees (``Simulation.lidar(name)`` or
-            :class:`SyntheticLD19Samples`); a multiple of 12 samples, time-ordered.
-        link: stable symlink to the pty (like a udev name), optional.
+        samples: what the head sees: a multiple of 12 samples, time-ordered, looped.
         speed: emulation speed-up (simulated seconds per host second).
-        startup_s: simulated seconds from power-on to the first packet (3 s on real units).
-        faults: byte-level link faults (corruption, drops).
-        header_in_payload_rate: probability per packet that one point's distance
-            becomes 0x2C54 mm (bytes ``54 2C`` in the payload).
-        timestamp_start_ms: device time (ms) at power-on; 29500 wraps after 0.5 s.
-        impossible_rate: probability per packet that one field (drawn evenly among
-            timestamp, speed, angle, span) gets an impossible value, the CRC computed
-            over it (a packet a driver must skip and count).
-        loop: replay the samples forever; if False, stop sending after the last packet.
-        seed: seed of the link faults and of the payload-header choice.
-        autostart: start the thread now; else call :meth:`start`.
-        record_truth: keep every encoded packet for :meth:`truth` (about 100 bytes per
-            packet, 135 MB an hour at real time); off for long interactive runs.
+        startup_s: simulated seconds from power-on to the first packet.
+        header_in_payload_rate: per packet, probability that one distance is 0x2C54 mm.
+        timestamp_start_ms: device time (ms) at power-on.
+        impossible_rate: per packet, probability that one field is impossible (good CRC).
+        loop: replay forever; if False, stop after the last packet.
+        record_truth: keep every encoded packet for :meth:`truth` (~100 bytes each).
     """
 
     def __init__(
@@ -394,13 +339,11 @@ class LD19Emulator(PtyEmulator):
         self.packets_sent = 0
         self.host_bytes_ignored = 0
         super().__init__(PtyPort(link=link, baud=BAUD, faults=faults, seed=seed))
-        # which packets carry 54 2C in their payload, and where: drawn once per packet
-        # of the pass, so the choice does not depend on how sends are batched
+        # payload headers and impossible fields are drawn once per packet of the pass,
+        # so they do not depend on how sends are batched
         rng = np.random.default_rng([seed, 0x1D19])
         self._payload_hit = rng.random(k) < self.header_in_payload_rate
         self._payload_pt = rng.integers(0, POINTS_PER_PACKET, k)
-        # which packets get an impossible field, which field and its value (per packet of
-        # the pass, drawn once, so they do not depend on how sends are batched)
         bad = np.random.default_rng([seed, 0xBAD])
         hit = bad.random(k) < float(impossible_rate)
         self._impossible = np.where(hit, bad.integers(1, 5, k), 0).astype(np.uint8)

@@ -1,12 +1,6 @@
-"""The pod microcontroller, emulated byte-exactly on a pseudo-terminal.
-
-:class:`PodEmulator` serves one frame per sample (binary or CSV, docs/PROTOCOLS.md) at
-its simulated time, paced by a :class:`SimClock`; counters wrap to the configured width,
-``seq`` to 16 bit, ``t_us`` to 32 bit. Every frame handed to the link is recorded in
-:meth:`PodEmulator.truth` with its byte offset, so tests tell which frames the link's
-faults damaged; a stall or unplug loses that interval's frames (``seq`` runs on).
-The host opens the tty first, then calls :meth:`PodEmulator.start`.
-"""
+"""The pod microcontroller, emulated byte-exactly on a pseudo-terminal: one frame per
+sample (binary or CSV, docs/PROTOCOLS.md) at its simulated time; a stall or unplug loses
+that interval's frames (``seq`` runs on)."""
 
 from __future__ import annotations
 
@@ -32,17 +26,11 @@ class PodTruth:
 
     Attributes:
         index: frame index into the sample arrays (= unwrapped sequence number).
-        seq: 16-bit sequence number sent.
-        t_us: 32-bit MCU time sent (µs).
-        mcu_time_us: unwrapped MCU time (µs).
-        counts_raw: counters as sent, modulo 2**counter_bits.
-        counts: cumulative counts, unwrapped (ticks).
-        yaw_rate: yaw rate as encoded (rad/s; float32-rounded or as printed), nan if none.
-        yaw: yaw as encoded (rad), nan if none.
-        offset: offset of the frame's first byte among the bytes the link accepted
-            (``PtyPort.stats.bytes_offered`` numbering), -1 if the link discarded it.
-        length: bytes in the frame.
-        delivered: False when the link discarded the frame (unplugged or silent).
+        seq, t_us, counts_raw: the 16-bit sequence, 32-bit MCU time (µs) and counters sent.
+        mcu_time_us, counts: unwrapped MCU time (µs) and cumulative counts (ticks).
+        yaw_rate, yaw: as encoded (rad/s, rad), nan if none.
+        offset: first byte's offset among the bytes the link accepted, -1 if discarded.
+        length: bytes in the frame; delivered: False when the link discarded it.
     """
 
     index: np.ndarray
@@ -125,21 +113,12 @@ class PodEmulator(PtyEmulator):
     """Serve the pod MCU's frames on a pty, paced by simulated time.
 
     Args:
-        samples: an object with ``t_s`` (s), ``mcu_time_us`` (µs, unwrapped),
-            ``counts`` (int64[n, N], cumulative) and optionally ``yaw_rad``,
-            ``yaw_rate_rad_s`` and ``counter_bits`` (e.g. ``Simulation.pods()``).
-        variant: ``"binary"`` or ``"csv"``.
-        counter_bits: counter width (16 or 32); default ``samples.counter_bits`` or 16.
+        samples: ``t_s`` (s), ``mcu_time_us`` (µs, unwrapped), ``counts`` (int64[n, N],
+            cumulative), optionally ``yaw_rad``, ``yaw_rate_rad_s``, ``counter_bits``.
+        counter_bits: 16 or 32; default ``samples.counter_bits`` or 16.
         imu: send the IMU fields; default: when the samples carry finite yaw.
-        link: stable path for the pty symlink (e.g. ``<run>/pods``).
         speed: simulated seconds per host second (ignored if ``clock`` is given).
-        clock: a shared :class:`SimClock` (so several emulators keep one time line).
-        faults: byte-level fault knobs of the link.
-        seed: seed of the link's fault stream.
-        baud: the MCU's UART speed (the host must configure the same).
-        loop: after the last sample start over, continuing time, sequence and counts
-            (pass k adds k × the run's span to ``t_s``/``mcu_time_us`` and k × the
-            net count change to the counters), so a capture may outlast the run.
+        loop: after the last sample start over, continuing time, sequence and counts.
     """
 
     def __init__(
@@ -190,11 +169,8 @@ class PodEmulator(PtyEmulator):
     # -- lifecycle ---------------------------------------------------------------
 
     def start(self) -> PodEmulator:
-        """Start serving in a thread (the MCU powers on); returns self.
-
-        The context manager only guarantees :meth:`stop`: a host that wants every
-        frame opens the tty before calling this (pyserial flushes input on open).
-        """
+        """Start serving in a thread (the MCU powers on); returns self. A host that wants
+        every frame opens the tty first (pyserial flushes input on open)."""
         self._start_thread("pod-emulator")
         return self
 

@@ -1,10 +1,5 @@
-"""Emulator builders of the registered device kinds (named by ``DeviceKind.emulator``).
-
-:class:`~sensorbench.sim.emulated_robot.EmulatedRobot` builds one emulator per
-configured device by calling its kind's builder with an :class:`EmulatorRequest`;
-a kind of an existing protocol reuses its family's builder (the LD06 serves the
-LD19 protocol with the LD19 emulator, under its own model name).
-"""
+"""Emulator builders of the registered device kinds (named by ``DeviceKind.emulator``); a
+kind of an existing protocol reuses its family's builder (the LD06 the LD19's)."""
 
 from __future__ import annotations
 
@@ -36,15 +31,11 @@ class EmulatorRequest:
 
     Attributes:
         sim: the robot's simulation (None: serve the kind's synthetic samples).
-        clock: the emulation clock shared by the robot's devices (its ``speed``:
-            simulated seconds per host second).
-        knobs: the scenario's ``[faults.<device>]`` table (link faults and timed ones).
-        seed: seed of the link fault stream.
+        knobs: the scenario's ``[faults.<device>]`` table.
         index: the device's position in the configuration.
         ld19_startup_s: LD19-protocol power-on to first packet (simulated s).
         shared: state shared by the robot's builders (the A1s' power bus).
-        pods_firmware: an ATmega328P image to run under simavr as the pod MCU
-            (:class:`~sensorbench.sim.emulator_firmware.FirmwarePodEmulator`), or None.
+        pods_firmware: an ATmega328P image to run under simavr as the pod MCU, or None.
     """
 
     sim: Simulation | None
@@ -84,10 +75,8 @@ def ld19_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> LD
 
 
 def a1_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> A1Emulator:
-    """An A1 with the configured serial, on the robot's shared power bus when the scenario
-    asks for brown-outs (``brownout = true`` in its ``[faults.<device>]``); it answers
-    both scans: the scenario lidar at its sample rate (standard) and at twice it
-    (express)."""
+    """An A1 with the configured serial, on the robot's shared power bus when its faults ask
+    for brown-outs; express scans play the scenario lidar at twice its sample rate."""
     knobs = req.knobs
     bus = None
     if knobs.get("brownout"):
@@ -100,17 +89,17 @@ def a1_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> A1Em
         standard = req.sim.lidar(dev.name)
         rate = float(standard.params["samples_per_s"])
         express = req.sim.lidar(dev.name, samples_per_s=2.0 * rate)
-    unit = A1Unit(serial=dev.serial or f"{req.index:032x}")
-    em = A1Emulator(
+    return A1Emulator(
         standard, express_samples=express, name=dev.name, power=bus, clock=req.clock,
-        unit=unit, **_link(dev, req),
+        unit=a1_unit(dev.serial or f"{req.index:032x}", knobs), **_link(dev, req),
     )  # fmt: skip
-    health = knobs.get("health", "good")
-    if health != "good":
-        if health not in _HEALTH:
-            raise SimError(f"{dev.name}: health must be one of {sorted(_HEALTH)}, got {health!r}")
-        em.set_health(_HEALTH[health], knobs.get("health_error_code", 0))
-    return em
+
+
+def a1_unit(serial: bytes | str, knobs: dict[str, Any]) -> A1Unit:
+    """An A1 of this serial in the health its ``[faults.<device>]`` ``knobs`` set."""
+    health = _HEALTH[knobs.get("health", "good")]
+    code = int(knobs.get("health_error_code", 0)) if health else 0
+    return A1Unit(serial=serial, health=(health, code))
 
 
 def pods_family(

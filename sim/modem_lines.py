@@ -93,11 +93,8 @@ class ModemLineChannel:
         self._clients[conn] = buf[usable:]
 
     def close(self) -> None:
-        """Drop every connection and remove the socket (the pty is going away).
-
-        Does not wait for the serving thread (it may be waiting for the emulator's
-        lock held by the caller); it ends within 50 ms and applies nothing more.
-        """
+        """Drop every connection and remove the socket, not waiting for the serving thread
+        (it may wait for the caller's lock); it ends within 50 ms, applying nothing more."""
         self._closed.set()
         for conn in list(self._clients):
             with contextlib.suppress(OSError):

@@ -1,11 +1,5 @@
-"""An emulated network pose source: a simulation's mocap and pose-sensor samples, live.
-
-:class:`SimPoseSource` releases each sample when the shared
-:class:`~sensorbench.sim.clock.SimClock` reaches its simulated arrival time, stamped
-``host_ns = t0_ns + t_s / speed · 1e9`` (ns): the time it was due, so the thread's
-wake-up period adds no jitter (docs/DEMO.md, "Emulated mocap and pose sensor").
-Relocalizations become ``relocalization`` events.
-"""
+"""An emulated network pose source: a simulation's mocap and pose-sensor samples, live,
+each stamped with the host time it was due (docs/DEMO.md, "Emulated mocap and pose sensor")."""
 
 from __future__ import annotations
 

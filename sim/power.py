@@ -1,11 +1,5 @@
-"""A shared USB power bus that browns out when two lidar motors spin up together.
-
-A motor start within ``inrush_s`` of another still-spinning motor's start on the bus
-browns every unit involved out: ``mode="error"`` (health ``error`` until a RESET) or
-``mode="silent"`` (a reboot answering nothing for ``outage_s``; docs/A1.md). Time is
-simulated seconds on the bus's :class:`~sensorbench.sim.clock.SimClock`, which every
-emulator on the bus shares so they agree on "together".
-"""
+"""A shared USB power bus that browns out when two lidar motors spin up together: a motor
+start within ``inrush_s`` (simulated s) of another's browns every unit involved out."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""A serial device on a real pseudo-terminal, with a stable name and fault knobs.
-
-An emulator owns one :class:`PtyPort`; the host opens ``port.link`` (a stable symlink)
-or ``port.path`` (``/dev/pts/N``) with pyserial as it would a USB adapter. The emulator
-writes with :meth:`PtyPort.send` and reads requests with :meth:`PtyPort.recv`. Faults
-are injected at the byte level (corruption, dropped bytes, stall, unplug/replug, slow
-start, baud mismatch) and counted in :attr:`PtyPort.stats`.
-"""
+"""A serial device on a real pseudo-terminal with a stable symlink, and byte-level faults
+(corruption, drops, stall, unplug/replug, slow start, baud mismatch) counted in
+:attr:`PtyPort.stats`."""
 
 from __future__ import annotations
 
@@ -78,10 +73,8 @@ class PtyPort:
     Args:
         link: stable path to maintain as a symlink to the current pty (optional).
         baud: the device's baud rate; if the host configures another, it reads garbage.
-        faults: byte-level fault knobs.
-        seed: seed of the fault random stream (independent of any sensor noise).
-        write_timeout_s: how long :meth:`send` waits for room in the pty buffer
-            before counting the bytes as an overrun (a real UART drops them too).
+        write_timeout_s: how long :meth:`send` waits for room in the pty buffer before
+            counting the bytes as an overrun (s).
     """
 
     def __init__(

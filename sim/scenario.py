@@ -1,16 +1,6 @@
-"""Scenario files: TOML descriptions of a simulated run, validated against a schema.
-
-A scenario names every parameter of the world, the robot, its trajectory and each
-sensor model; anything a file leaves out takes the documented default (see
-``docs/SIMULATION.md``), and the fully resolved parameter set is what a session
-records. Unknown keys, wrong types and out-of-range values raise :class:`SimError`
-with the file and the dotted key, e.g. ``square.toml: lidars.ld19.skip_prob: must be
-in [0, 1), got 1.5``.
-
-A relocalization campaign lists ``[[campaign.sessions]]`` tables that override parts
-of the scenario (trajectory, relocalization times, covered intervals...); the
-session index picks one (by default ``seed % number of sessions``).
-"""
+"""Scenario files: TOML descriptions of a simulated run, validated against a schema
+(defaults and campaigns: docs/SIMULATION.md); a bad value raises :class:`SimError`
+naming the file and the dotted key."""
 
 from __future__ import annotations
 
@@ -186,13 +176,17 @@ class Table(_Spec):
 
 
 class Tables(_Spec):
-    """An array of tables, each checked by ``item(value, key)``."""
+    """An array of tables (``named``: a table of named tables), each checked by
+    ``item(value, key)``."""
 
-    def __init__(self, item: Any) -> None:
-        self.item = item
-        self.default = []
+    def __init__(self, item: Any, default: Any = None, named: bool = False) -> None:
+        self.item, self.default, self.named = item, [] if default is None else default, named
 
-    def check(self, value: Any, key: str) -> list[dict]:
+    def check(self, value: Any, key: str) -> Any:
+        if self.named:
+            if not isinstance(value, dict):
+                raise _fail(key, f"must be a table of named entries, got {value!r}")
+            return {name: self.item(v, f"{key}.{name}") for name, v in value.items()}
         if not isinstance(value, list):
             raise _fail(key, f"must be an array of tables ([[{key}]]), got {value!r}")
         return [self.item(v, f"{key}[{i}]") for i, v in enumerate(value)]
@@ -237,14 +231,11 @@ DEFAULT_OBSTACLES: list[dict[str, Any]] = [
 ]
 """The lab's furniture when a scenario lists no ``[[world.obstacles]]``."""
 
-_OBSTACLES = Tables(_check_obstacle)
-_OBSTACLES.default = DEFAULT_OBSTACLES
-
 WORLD = Table(
     {
         "size_m": FL([8.0, 6.0], n=2, lo=0.5),
         "mocap_volume_m": FL([-3.0, -2.2, 3.0, 2.2], n=4),
-        "obstacles": _OBSTACLES,
+        "obstacles": Tables(_check_obstacle, DEFAULT_OBSTACLES),
     }
 )
 
@@ -458,23 +449,6 @@ FAULTS = Table(
 )
 
 
-def _named(check: Any) -> Any:
-    def run(value: Any, key: str) -> dict:
-        if not isinstance(value, dict):
-            raise _fail(key, f"must be a table of named entries, got {value!r}")
-        return {name: check(v, f"{key}.{name}") for name, v in value.items()}
-
-    return run
-
-
-class _Custom(_Spec):
-    def __init__(self, fn: Any, default: Any) -> None:
-        self.fn, self.default = fn, default
-
-    def check(self, value: Any, key: str) -> Any:
-        return self.fn(value, key)
-
-
 DEFAULT_LIDARS = {
     "ld19": {"model": "ld19", "mount_xy_m": [0.10, 0.0], "mount_yaw_deg": 0.0},
     "lidar_front": {"model": "a1", "mount_xy_m": [0.20, 0.0], "mount_yaw_deg": 0.0},
@@ -492,8 +466,8 @@ _TOP_FIELDS: dict[str, _Spec] = {
     "imu": IMU,
     "mocap": MOCAP,
     "pose_sensor": POSE_SENSOR,
-    "lidars": _Custom(_named(_check_lidar), None),
-    "faults": _Custom(_named(lambda v, k: FAULTS.check(v, k)), {}),
+    "lidars": Tables(_check_lidar, {}, named=True),
+    "faults": Tables(FAULTS.check, {}, named=True),
 }
 _TOP = Table(_TOP_FIELDS)
 
@@ -507,7 +481,6 @@ def _resolve(raw: dict, source: str) -> dict:
         raw["lidars"] = _deep_merge(DEFAULT_LIDARS, lidars)
     try:
         out = _TOP.check(raw, "")
-        out["faults"] = out["faults"] or {}
         for dev in out["faults"]:
             if dev not in out["lidars"] and dev != "pods":
                 raise _fail(f"faults.{dev}", "names no device: use a lidar name or 'pods'")
@@ -544,12 +517,9 @@ class Scenario:
     """A validated scenario.
 
     Attributes:
-        name: scenario name (the file stem unless the file sets ``name``).
-        source: where it came from (file path).
-        text: the file's original TOML text.
-        params: every parameter, defaults filled in (the dict written to sessions).
-        raw: the parsed file (without defaults).
-        session: campaign session index this scenario is resolved for (None if no campaign).
+        name: the file stem unless the file sets ``name``.
+        text, raw, params: the file's TOML text, parsed, and with every default filled in.
+        session: campaign session index it is resolved for (None if no campaign).
         n_sessions: number of campaign sessions (0 if no campaign).
     """
 
@@ -667,14 +637,9 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
 def pose_model_overrides(path: str | Path) -> dict:
     """``[pose_sensor]`` overrides from a fitted pose-error model file (``fit pose-error -o``).
 
-    Per axis the model's ``sigma_b`` becomes ``reloc_sigma``, ``sigma`` ``gm_sigma``,
-    ``tau_s`` ``gm_tau_s`` and ``sigma_v`` ``white_sigma`` (m for x, y, z; rad for roll,
-    pitch, yaw). The fitted σ_v also holds the reference's own noise, so a simulation
-    from it is, if anything, slightly noisier than the sensor.
-
-    Raises:
-        ModelFileError: unreadable file, not a ``pose_error_gm`` model of format 1, or a
-            missing or invalid value.
+    Per axis ``sigma_b``, ``sigma``, ``tau_s`` and ``sigma_v`` become ``reloc_sigma``,
+    ``gm_sigma``, ``gm_tau_s`` and ``white_sigma`` (m for x, y, z; rad for the angles).
+    Raises ModelFileError for anything but a valid ``pose_error_gm`` model of format 1.
     """
     p = Path(path)
     doc = load_document(p)

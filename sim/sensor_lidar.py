@@ -1,12 +1,5 @@
-"""Spinning 2D lidars (LD19, RPLIDAR A1) by ray casting from the mount pose.
-
-The head turns clockwise on a drawn turn schedule (jittered periods, skipped turns);
-each sample is a ray cast from the sensor's pose at its own time against the world
-and, with ``sees_robot``, the robot's occluders. Range noise by distance band, mixed
-pixels at depth edges (kind 1), isolated false points (kind 2), resolution, range
-limits (0: no return) and intensity (LD19 0..255, A1 quality 0..63) are as
-docs/SIMULATION.md ("Sensor models") states.
-"""
+"""Spinning 2D lidars (LD19, RPLIDAR A1) by ray casting from the mount pose at each
+sample's time; the noise models are docs/SIMULATION.md's ("Sensor models")."""
 
 from __future__ import annotations
 
@@ -63,11 +56,8 @@ class LidarSamples:
 def turn_schedule(
     p: dict, duration_s: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Turn start times (s), periods (s) and skipped flags covering [0, duration_s].
-
-    The first turn starts a uniform fraction of a period before 0, so the first turn
-    seen is partial, as on real units.
-    """
+    """Turn start times (s), periods (s) and skipped flags covering [0, duration_s]; the
+    first turn starts a uniform fraction of a period before 0 (it is seen partial)."""
     T = 1.0 / p["rate_hz"]
     n = int(np.ceil(duration_s / (0.25 * T))) + 8  # enough even if every period is minimal
     periods = np.maximum(T + p["period_jitter_s"] * rng.standard_normal(n), 0.25 * T)
@@ -94,11 +84,8 @@ def simulate_lidar(
     rng: np.random.Generator,
     body: World | None = None,
 ) -> LidarSamples:
-    """All samples of one lidar (validated ``[lidars.<name>]`` table ``p``) over the run.
-
-    ``body`` holds the robot's own occluders in the body frame (``[[robot.occluders]]``);
-    a lidar with ``sees_robot`` gets returns from them, which move with it.
-    """
+    """All samples of one lidar (validated ``[lidars.<name>]`` table ``p``) over the run;
+    with ``sees_robot`` also returns from ``body``, the robot's occluders (body frame)."""
     model = p["model"]
     spp = 12 if model == "ld19" else 1
     starts, periods, skipped = turn_schedule(p, duration_s, rng)

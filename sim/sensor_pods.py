@@ -121,11 +121,8 @@ def simulate_pods(
     rng: np.random.Generator,
     rng_imu: np.random.Generator,
 ) -> PodSamples:
-    """Simulate the pod MCU's frames over ``duration_s`` (s) along ``traj``.
-
-    ``rng`` drives the pods' noise, ``rng_imu`` the IMU's, so either can be switched off
-    without changing the other.
-    """
+    """Simulate the pod MCU's frames over ``duration_s`` (s) along ``traj``; ``rng`` draws
+    the pods' noise, ``rng_imu`` the IMU's, so either can change without the other."""
     geo = PodGeometry.from_params(p)
     t, mcu_us = frame_times(p, duration_s)
     m = p["substeps"]

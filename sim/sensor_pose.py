@@ -1,11 +1,6 @@
-"""Pose streams with known error: motion capture and a relocalizing pose sensor.
-
-Both report a 3D pose (position m, unit quaternion x, y, z, w) stamped with its host
-arrival time, describing the robot ``latency_s`` earlier. The pose sensor's error per
-axis is ``b_s + g(t) + v`` (relocalization offset, Gauss-Markov advanced exactly over
-the irregular Δt, white), in its map frame; covers pause it. The models, their keys
-and flags: docs/SIMULATION.md ("Sensor models").
-"""
+"""Pose streams with known error: motion capture and a relocalizing pose sensor, each a
+3D pose (m, unit quaternion x, y, z, w) stamped with its host arrival time
+(models: docs/SIMULATION.md, "Sensor models")."""
 
 from __future__ import annotations
 
@@ -82,12 +77,8 @@ def gauss_markov(
 def simulate_mocap(
     p: dict, traj: Trajectory, in_volume: object, duration_s: float, rng: np.random.Generator
 ) -> PoseSamples:
-    """Motion capture at ``rate_hz`` with noise, latency and occlusion gaps.
-
-    Occlusions start as a Poisson process (``occlusion_rate_hz``) and last an exponential
-    time (mean ``occlusion_mean_s``); samples whose marker is outside the capture volume
-    (``in_volume(x, y) -> bool[]``) are invalid too. Invalid samples hold nan.
-    """
+    """Motion capture at ``rate_hz`` with noise, latency and occlusion gaps; samples
+    occluded or outside the capture volume (``in_volume(x, y) -> bool[]``) hold nan."""
     t = np.arange(0.0, duration_s, 1.0 / p["rate_hz"])
     n = t.size
     x, y, yaw = traj.pose(t - p["latency_s"])
@@ -122,12 +113,8 @@ def pose_sample_times(p: dict, duration_s: float, rng: np.random.Generator) -> n
 def sensor_in_map(
     p: dict, x: np.ndarray, y: np.ndarray, yaw: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """True planar pose of the pose sensor in its own map frame, from the body pose in the world.
-
-    The sensor sits at ``mount_xy_m`` / ``mount_yaw_deg`` on the body; its map's origin
-    is at ``map_xy_m`` / ``map_yaw_deg`` in the world (mocap) frame. Returns x, y (m) and
-    yaw (rad) of the sensor in the map.
-    """
+    """True planar pose x, y (m), yaw (rad) of the pose sensor (at its ``mount_*`` on the
+    body) in its map (at ``map_*`` in the world), from the body pose in the world."""
     mx, my = p["mount_xy_m"]
     c, s = np.cos(yaw), np.sin(yaw)
     sx = x + c * mx - s * my - p["map_xy_m"][0]

@@ -1,13 +1,5 @@
-"""Serving emulators from the command line: until Ctrl-C or a deadline, with timed faults.
-
-The ``emulate`` commands create their emulators inside :func:`stop_on_signals`
-(so a Ctrl-C from the moment the pty exists stops cleanly and removes it), then
-call :func:`serve_until_stopped`, which also plays a fault schedule
-(:func:`~sensorbench.sim.emulator_base.fault_schedule`) against the emulation clock.
-
-The options those commands share are click decorators in
-:mod:`sensorbench.commands.options`.
-"""
+"""Serving emulators from the command line: until Ctrl-C or a deadline, with timed faults
+(emulators are created inside :func:`stop_on_signals`, so a Ctrl-C stops them cleanly)."""
 
 from __future__ import annotations
 
@@ -28,11 +20,8 @@ POLL_S = 0.05  # host seconds between checks of the stop event, deadline and sch
 
 @contextmanager
 def stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by SIGINT/SIGTERM while the block runs (main thread only).
-
-    The previous handlers are restored on exit. Off the main thread (where Python
-    cannot install handlers) the event is only set by the caller.
-    """
+    """An event set by SIGINT/SIGTERM while the block runs (off the main thread: only by
+    the caller); the previous handlers are restored on exit."""
     stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield stop
@@ -57,13 +46,8 @@ def serve_until_stopped(
     until: threading.Event | None = None,
 ) -> None:
     """Block until ``stop`` (or ``until``: the emulator ended) is set or ``duration_s``
-    host seconds (s) have passed.
-
-    Meanwhile each ``(t_s, action, arg)`` row of ``schedule`` (time-ordered) is
-    handed to ``on_fault`` once ``clock.now()`` (simulated s) reaches ``t_s``;
-    ``clock`` and ``on_fault`` are required with a non-empty schedule. Checks
-    every ``POLL_S`` host seconds.
-    """
+    host seconds (s) have passed, handing each ``(t_s, action, arg)`` row of ``schedule``
+    to ``on_fault`` once ``clock.now()`` (simulated s) reaches ``t_s``."""
     pending = list(schedule)
     if pending and (clock is None or on_fault is None):
         raise SimError("serve_until_stopped: a fault schedule needs a clock and on_fault")

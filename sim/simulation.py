@@ -1,10 +1,5 @@
-"""A simulated run: world, trajectory and every sensor model, deterministic per seed.
-
-:class:`Simulation` computes each sensor's whole stream on first request and caches it;
-each sensor draws from its own random stream (docs/SIMULATION.md, "Determinism and
-random streams"). :func:`simulate_to_session` writes a session file with every enabled
-stream and the ``/truth`` group (docs/SIMULATION.md).
-"""
+"""A simulated run: world, trajectory and every sensor model, deterministic per seed, each
+sensor on its own random stream, written to a session with its ``/truth`` (docs/SIMULATION.md)."""
 
 from __future__ import annotations
 
@@ -41,12 +36,8 @@ SENSOR_STREAMS = ("pods", "imu", "mocap", "pose_sensor")
 def sensor_rng(
     seed: int, scenario: str, name: str, session: int | None = None
 ) -> np.random.Generator:
-    """The independent random stream of sensor ``name`` in ``scenario`` at ``seed``.
-
-    The scenario's name is part of the key, so the drives of one campaign simulated at
-    one seed (forward, sideways, spins...) do not share their noise; campaign sessions
-    mix their index in too.
-    """
+    """The independent random stream of sensor ``name`` in ``scenario`` (and campaign
+    ``session``) at ``seed``: scenarios simulated at one seed do not share their noise."""
     key = [int(seed), zlib.crc32(scenario.encode("utf-8")), zlib.crc32(name.encode("utf-8"))]
     return np.random.default_rng(key if session is None else [*key, int(session)])
 
@@ -119,17 +110,20 @@ class Simulation:
         """A fresh copy of sensor ``name``'s random stream."""
         return sensor_rng(self.seed, self.scenario.name, name, self.scenario.session)
 
-    def truth_pose(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """True body pose in the world (x m, y m, yaw rad unwrapped) at times ``t_s`` (s)."""
-        return self.trajectory.pose(t_s)
-
-    def truth_twist_body(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """True body-frame twist (vx m/s, vy m/s, wz rad/s) at times ``t_s`` (s)."""
-        return self.trajectory.twist_body(t_s)
-
     def lidar_names(self) -> list[str]:
         """Names of the enabled lidars, in scenario order."""
         return [n for n, p in self.scenario.lidars.items() if p["enabled"]]
+
+    def pick_lidar(self, models: tuple[str, ...], wanted: str | None) -> str:
+        """The enabled lidar ``wanted`` (default: the first) of one of ``models``."""
+        names = [n for n in self.lidar_names() if self.scenario.lidars[n]["model"] in models]
+        name = wanted or (names[0] if names else "")
+        if name not in names:
+            raise SimError(
+                f"scenario {self.scenario.name!r} has no enabled {'/'.join(models)} lidar "
+                f"{name!r}; it has {', '.join(names) or 'none'}"
+            )
+        return name
 
     def _lidar_params(self, name: str) -> dict:
         if name not in self.scenario.lidars:
@@ -199,11 +193,8 @@ def _ns(t_s: np.ndarray) -> np.ndarray:
 
 
 def complete_turns_mask(samples: LidarSamples, duration_s: float) -> np.ndarray:
-    """Samples of turns that started at or after 0 and ended by ``duration_s`` (s).
-
-    A reader cannot know that the turn in progress when it started, or the one cut
-    off at the end, is whole; sessions store only complete turns, as drivers do.
-    """
+    """Samples of turns that started at or after 0 and ended by ``duration_s`` (s):
+    sessions store only complete turns, as drivers do."""
     k = samples.turn
     start = samples.turn_t_start_s[k]
     end = start + samples.turn_period_s[k]
@@ -348,7 +339,7 @@ def simulate_to_session(
         overwrite=overwrite,
     ) as w:
         _write_truth(w, sim, streams)
-        _declare_streams(w, sim, streams)
+        _declare_streams(w, sim, streams)  # all before the first append starts the writer
         w.event(SIM_T0_NS, "simulate", "start", f"scenario {scn.name} seed {sim.seed}")
         _append_streams(w, sim, streams)
         w.event(int(_ns(sim.duration_s)), "simulate", "stop", "end of scenario")
@@ -430,14 +421,9 @@ def write_common_truth(
     t0_ns: int,
     attrs: dict[str, Any],
 ) -> None:
-    """The truth every simulated session carries, on the session's time base.
-
-    Its attributes (the scenario, seed, campaign session, duration in s, ``t0_ns``, the
-    software version, and ``attrs``), ``/truth/pose`` (the body pose at
-    :data:`TRUTH_RATE_HZ`), the pods' geometry and gyro bias, and the pose sensor's
-    relocalizations (times, offsets, which were wrong); ``to_ns`` maps simulated seconds
-    to the session's int64 ns.
-    """
+    """The truth every simulated session carries (docs/SIMULATION.md): its attributes
+    plus ``attrs``, the body pose, the pods' geometry and gyro bias, the relocalizations;
+    ``to_ns`` maps simulated seconds to the session's int64 ns."""
     scn = sim.scenario
     w.set_truth_attrs(
         {
@@ -452,7 +438,7 @@ def write_common_truth(
         }
     )
     t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
-    x, y, yaw = sim.truth_pose(t)
+    x, y, yaw = sim.trajectory.pose(t)
     w.set_truth("pose/t_ns", to_ns(t))
     w.set_truth(
         "pose/x_y_yaw",
@@ -482,7 +468,7 @@ def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) 
     t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
     seg, circ, body = {"columns": "x0 y0 x1 y1"}, {"columns": "cx cy r"}, {"frame": "body"}
     for key, value, attrs in (
-        ("pose/twist_body", np.column_stack(sim.truth_twist_body(t)),
+        ("pose/twist_body", np.column_stack(sim.trajectory.twist_body(t)),
          {"units": "m/s, m/s, rad/s", "frame": "body"}),
         ("world/segments", sim.world.segments, {"units": "m", **seg}),
         ("world/circles", sim.world.circles, {"units": "m", **circ}),

@@ -1,14 +1,7 @@
-"""Omnidirectional base trajectories with acceleration limits, evaluated at any times.
-
-A trajectory is a sequence of segments, each rest-to-rest (moves, holds) or a
-closed curve (the figure-8). Every moving segment follows a time scaling with
-constant-rate cruise and smooth ramps (acceleration ``A sin²(π t / t_ramp)``) that
-respects the base's speed and acceleration limits for translation and rotation at
-once, so the pose is C², the twist C¹ and the jerk bounded. Poses are in the
-world frame: ``x, y`` in metres and ``yaw`` in radians, **unwrapped** (continuous,
-not folded into (−π, π]). The body twist ``(vx, vy, wz)`` is the velocity of the
-body origin expressed in the body frame (m/s, m/s) and the yaw rate (rad/s).
-"""
+"""Omnidirectional base trajectories within speed and acceleration limits (pose C², twist
+C¹), evaluated at any times. Poses: world ``x, y`` (m) and ``yaw`` (rad, **unwrapped**);
+body twist ``(vx, vy, wz)``: the body origin's velocity in the body frame (m/s), yaw rate
+(rad/s)."""
 
 from __future__ import annotations
 
@@ -309,19 +302,13 @@ def build_trajectory(spec: dict, start: tuple[float, float, float]) -> Trajector
     if spec["lead_in_s"] > 0:
         segs.append(_Hold(p0, spec["lead_in_s"]))
     last = p0
-    if kind in ("forward", "sideways"):
-        d = spec["distance_m"]
-        far = rel(d, 0.0) if kind == "forward" else rel(0.0, d)
+    if kind in ("forward", "sideways", "spin"):
+        d, ang = spec["distance_m"], np.deg2rad(spec["angle_deg"])
+        far = {"forward": rel(d, 0.0), "sideways": rel(0.0, d), "spin": rel(0, 0, ang)}[kind]
+        step = np.array([0, 0, ang]) if kind == "spin" else far - p0
         poses = [p0]
         for _ in range(reps):
-            poses += [far, p0] if spec["return"] else [poses[-1] + (far - p0)]
-        segs += _through(poses, lim, pause)
-        last = poses[-1]
-    elif kind == "spin":
-        ang = np.deg2rad(spec["angle_deg"])
-        poses = [p0]
-        for _ in range(reps):
-            poses += [rel(0, 0, ang), p0] if spec["return"] else [poses[-1] + np.array([0, 0, ang])]
+            poses += [far, p0] if spec["return"] else [poses[-1] + step]
         segs += _through(poses, lim, pause)
         last = poses[-1]
     elif kind == "square":

@@ -1,13 +1,5 @@
-"""A 2D world of polygons and circles, with vectorised ray casting.
-
-The world is the floor plan of a lab: walls, boxes and pillars. Polygons are
-stored as their edge segments; pillars are circles (exact geometry, cheap to
-intersect). :meth:`World.raycast` casts many rays against every segment and
-circle at once with numpy broadcasting, in chunks that bound memory.
-
-Coordinates are metres in the world frame; angles are radians, counter-clockwise
-from the world x axis.
-"""
+"""A 2D world of polygons (stored as edge segments) and circles, with vectorised ray
+casting; metres in the world frame, radians counter-clockwise from its x axis."""
 
 from __future__ import annotations
 
@@ -202,12 +194,8 @@ def build_obstacles(specs: list[dict]) -> list[Obstacle]:
 
 
 def build_world(spec: dict) -> World:
-    """Build a :class:`World` from a validated ``[world]`` scenario table.
-
-    The lab is a rectangle ``size_m = [width_x, depth_y]`` centred at the origin, with
-    wall thickness ignored (walls are the inner faces), plus the obstacles of
-    ``[[world.obstacles]]`` (see :func:`build_obstacles`).
-    """
+    """Build a :class:`World` from a validated ``[world]`` scenario table: the lab's
+    inner walls, a ``size_m`` rectangle centred at the origin, plus its obstacles."""
     w, d = spec["size_m"]
     walls = Obstacle(
         "walls",

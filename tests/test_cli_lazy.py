@@ -17,14 +17,11 @@ from sensorbench.cli import COMMANDS
 
 
 def _attached() -> dict[str, tuple[set[str], str]]:
-    """Load every command module (running the ``register`` of a module that keeps one):
-    name → (modules, first line)."""
+    """Load every command module: name → (modules, first line)."""
     from sensorbench.cli import cli
 
     for info in pkgutil.iter_modules(commands.__path__):
-        module = importlib.import_module(f"sensorbench.commands.{info.name}")
-        if hasattr(module, "register"):
-            module.register(cli)
+        importlib.import_module(f"sensorbench.commands.{info.name}")
     out: dict[str, tuple[set[str], str]] = {}
     for name, cmd in cli.commands.items():
         leaves = cmd.commands.values() if isinstance(cmd, click.Group) else [cmd]

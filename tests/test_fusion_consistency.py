@@ -104,7 +104,7 @@ def _truth_drive(name: str, seed: int, slip: float, scrub: float) -> tuple[Drive
     sim = Simulation(sc, seed)
     pods = sim.pods()
     t_ref = np.arange(0.0, sim.duration_s, 1 / 200)
-    ref = np.column_stack(sim.truth_pose(t_ref))
+    ref = np.column_stack(sim.trajectory.pose(t_ref))
     return Drive(name, pods.t_s, pods.counts, None, t_ref, ref, max_gap_s=0.05), pods.geometry
 
 

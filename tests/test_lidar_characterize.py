@@ -148,7 +148,7 @@ def _mixture_mad(sig: np.ndarray) -> float:
 
 def _fan(sim, name, turns, idx, step_rad, n=21):
     """True ranges (len(idx), n) over ±1 angular step around each sample's bearing."""
-    x, y, yaw = sim.truth_pose(np.array([0.0]))
+    x, y, yaw = sim.trajectory.pose(np.array([0.0]))
     mx, my, myaw = sim.lidar_mount(name)
     c, s = np.cos(yaw[0]), np.sin(yaw[0])
     origin = np.array([x[0] + c * mx - s * my, y[0] + s * mx + c * my])

@@ -262,7 +262,7 @@ def test_merge_command_on_simulated_session(tmp_path):
         merged = s.lidar("merged").read()
         assert merged.n_turns == doc["pairs"] >= src.lidar("lidar_front").n_turns - 2
     sim = Simulation("lidar_static", 2)
-    x, y, yaw = sim.truth_pose(np.zeros(1))
+    x, y, yaw = sim.trajectory.pose(np.zeros(1))
     p = sim.lidar("lidar_front").params
     good = total = 0
     for i in range(0, merged.n_turns, 10):
@@ -311,7 +311,7 @@ occlusion_rate_hz = 0.0
 def _world_distance(sim, turns: LidarTurns) -> np.ndarray:
     """Distance (m) of every finite merged point, placed by the true pose, to the world."""
     fin = np.isfinite(turns.range)
-    x, y, yaw = sim.truth_pose((turns.t_ns[fin] - SIM_T0_NS) * 1e-9)
+    x, y, yaw = sim.trajectory.pose((turns.t_ns[fin] - SIM_T0_NS) * 1e-9)
     a = yaw + turns.angle[fin].astype(float)
     px, py = x + turns.range[fin] * np.cos(a), y + turns.range[fin] * np.sin(a)
     seg = sim.world.segments

@@ -187,7 +187,7 @@ def test_rays_start_at_the_mount_and_follow_the_robot() -> None:
         6,
     )
     ls = sim.lidar("lidar_rear")
-    x, y, yaw = sim.truth_pose(ls.t_s)
+    x, y, yaw = sim.trajectory.pose(ls.t_s)
     mx, my, myaw = sim.lidar_mount("lidar_rear")
     ox = x + np.cos(yaw) * mx - np.sin(yaw) * my
     oy = y + np.sin(yaw) * mx + np.cos(yaw) * my

@@ -102,7 +102,7 @@ def test_pod_counts_follow_the_exact_kinematics_when_noise_is_off(name: str) -> 
     sim = Simulation(sc, seed=1)
     pods = sim.pods()
     geo = pods.geometry
-    x, y, yaw = sim.truth_pose(pods.t_s)
+    x, y, yaw = sim.trajectory.pose(pods.t_s)
     # Straight drives and spins in place have closed forms from the true pose alone:
     # body increments are (dx, dy, 0) at constant yaw, or (0, 0, dθ) at a fixed point.
     c0, s0 = np.cos(yaw[0]), np.sin(yaw[0])
@@ -130,7 +130,7 @@ def test_pod_counts_along_a_curved_path_match_fine_integration() -> None:
     geo = pods.geometry
     # Independent integral: Simpson on a 20 kHz grid of the contact points' rolling speed.
     tf = np.linspace(0.0, pods.t_s[-1], 20 * 1000 * int(np.ceil(pods.t_s[-1])) + 1)
-    vx, vy, wz = sim.truth_twist_body(tf)
+    vx, vy, wz = sim.trajectory.twist_body(tf)
     along = (
         np.cos(geo.angle_rad) * vx[:, None]
         + np.sin(geo.angle_rad) * vy[:, None]
@@ -252,7 +252,7 @@ def test_mocap_latency_noise_and_occlusion_gaps() -> None:
     )
     sim = Simulation(sc, seed=8)
     mo = sim.mocap()
-    x, y, _ = sim.truth_pose(mo.t_s - 0.02)
+    x, y, _ = sim.trajectory.pose(mo.t_s - 0.02)
     v = mo.valid
     err = mo.position[v, 0] - x[v]
     n = err.size
@@ -382,7 +382,7 @@ def test_pose_sensor_relocalizations_pauses_and_wrong_relocs() -> None:
     np.testing.assert_array_equal(ps.position[covered], np.broadcast_to(held, (covered.sum(), 3)))
     # Outside pauses the reported pose is truth(t - latency) + error, exactly.
     ok = ~covered
-    x, y, yaw = sim.truth_pose(ps.t_s[ok] - 0.03)
+    x, y, yaw = sim.trajectory.pose(ps.t_s[ok] - 0.03)
     np.testing.assert_allclose(ps.position[ok, 0] - x, ps.error[ok, 0], atol=1e-12)
     np.testing.assert_allclose(ps.position[ok, 1] - y, ps.error[ok, 1], atol=1e-12)
     # Orientation: ZYX Euler angles of the reported quaternion minus the truth's.
@@ -406,9 +406,9 @@ def test_duration_overrides_the_trajectory_and_session_selection() -> None:
     assert short.mocap().t_s[-1] < 10.0 <= short.mocap().t_s[-1] + 1 / 120 + 1e-9
     # Past the trajectory's end the robot holds its last pose.
     t = np.array([base.duration_s, 59.0])
-    x, y, _ = long.truth_pose(t)
+    x, y, _ = long.trajectory.pose(t)
     assert x[0] == x[1] and y[0] == y[1]
-    np.testing.assert_array_equal(np.array(long.truth_twist_body(t))[:, 1], 0.0)
+    np.testing.assert_array_equal(np.array(long.trajectory.twist_body(t))[:, 1], 0.0)
     with pytest.raises(SimError, match="not a campaign"):
         Simulation("forward", 0, session=1)
     camp = Simulation("reloc_campaign", seed=7, session=1)
@@ -463,7 +463,7 @@ def test_pose_sensor_reports_its_own_pose_in_its_map_frame() -> None:
     )
     sim = Simulation(sc, 1)
     ps = sim.pose_sensor()
-    x, y, yaw = sim.truth_pose(ps.t_s - 0.02)
+    x, y, yaw = sim.trajectory.pose(ps.t_s - 0.02)
     T_wm_inv = np.linalg.inv(_se2(1.0, -0.5, np.deg2rad(40.0)))
     T_bs = _se2(0.1, 0.05, np.deg2rad(30.0))
     from scipy.spatial.transform import Rotation

@@ -27,7 +27,7 @@ def test_odometry_from_noise_free_counts_tracks_truth(name: str) -> None:
     sim = Simulation(sc, seed=0)
     pods = sim.pods()
     W = pods.geometry.kinematic_matrix()
-    x, y, yaw = sim.truth_pose(pods.t_s)
+    x, y, yaw = sim.trajectory.pose(pods.t_s)
     inc = body_increments(W, np.diff(pods.counts, axis=0))
     path = integrate_path(inc, (x[0], y[0], yaw[0]))
     # Counts are floors of the exact rolled distance, so each pod is at most one count
