@@ -1,45 +1,11 @@
 """The live view in Foxglove: the official ``foxglove-sdk`` WebSocket server.
 
-Channels (protobuf with the SDK's schemas unless noted; docs/LIVE.md):
-
-=====================  =========================  =========================================
-topic                  schema                     what
-=====================  =========================  =========================================
-``/lidar/<device>``    ``foxglove.LaserScan``     each lidar turn in the lidar's own frame
-                                                  ``<device>``: every point in the ray bin
-                                                  of its own angle (the grid of
-                                                  :mod:`sensorbench.logs.scan_bins`), NaN
-                                                  where no point came
-``/lidar/merged``      ``foxglove.LaserScan``     the front/rear merge in ``base_link``
-``/tf``                ``foxglove.FrameTransforms``  ``odom`` → ``base_link`` (the filters)
-                                                  and ``base_link`` → each lidar (its
-                                                  mount), with every pose
-``/pose``              ``foxglove.PoseInFrame``   the filters' pose in ``odom``
-``/path``              ``foxglove.PosesInFrame``  the path so far (one pose per 0.1 s,
-                                                  the last 2000), twice a second
-``/events``            ``foxglove.Log``           the session's events (unplug, reconnect,
-                                                  stale, errors, monitor): warnings for
-                                                  faults, errors for ``error``; a viewer
-                                                  that subscribes gets the last
-                                                  :data:`EVENT_HISTORY` again first (a
-                                                  viewer already there sees them twice)
-``/status``            JSON ``sensorbench.LiveStatus``  per device: connected, points or
-                                                  frames per s, turns per s, kB/s, s since
-                                                  data; the filters' step rate, dropped
-                                                  view messages and UDP datagrams; once a s
-=====================  =========================  =========================================
-
-The SDK's server listens on loopback behind :class:`~sensorbench.live.ws_gate.
-SubprotocolGate`, which serves it where asked and accepts clients offering the
-protocol's published name ``foxglove.websocket.v1`` as well as ``foxglove.sdk.v1``.
-
-Message times are the data's (host monotonic clock mapped to the wall clock by the
-session's anchor). Producers only put work on a bounded queue (:class:`~sensorbench.
-live.threads.DropQueue`); one thread (``live-view``) builds and logs the messages, so
-a slow viewer, or the SDK's encoding, never stalls a reader or the filters: when the
-queue is full the oldest item is dropped and counted (:attr:`FoxgloveView.dropped`,
-in the status line). The SDK keeps its own bounded backlog per client and drops for a
-client that does not read.
+Its channels are docs/LIVE.md, "Opening the view in Foxglove". The SDK's server
+listens on loopback behind :class:`~sensorbench.live.ws_gate.SubprotocolGate`, which
+serves it where asked under both protocol names. Producers only put work on a bounded
+:class:`~sensorbench.live.threads.DropQueue` (full: the oldest item is dropped and
+counted in :attr:`FoxgloveView.dropped`); one thread (``live-view``) builds and logs
+the messages, so a slow viewer never stalls a reader or the filters.
 """
 
 from __future__ import annotations
