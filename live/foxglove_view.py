@@ -26,6 +26,7 @@ from sensorbench.fusion.scan_merge import Mount
 from sensorbench.live.threads import DropQueue
 from sensorbench.live.ws_gate import SubprotocolGate
 from sensorbench.logs import LidarTurns
+from sensorbench.logs.ros2_cdr import yaw_quat
 from sensorbench.logs.scan_bins import ScanGrid, binned_turns
 
 ODOM = "odom"
@@ -254,35 +255,20 @@ class FoxgloveView:
             Pose,
             PoseInFrame,
             PosesInFrame,
-            Quaternion,
-            Vector3,
         )
 
         stamp = self._stamp(sample.t_ns)
-        x, y, yaw = sample.pose
-        position = Vector3(x=x, y=y, z=0.0)
-        orientation = Quaternion(x=0.0, y=0.0, z=math.sin(yaw / 2), w=math.cos(yaw / 2))
-        pose = Pose(position=position, orientation=orientation)
-        transforms = [
-            FrameTransform(
-                timestamp=stamp,
-                parent_frame_id=ODOM,
-                child_frame_id=BASE,
-                translation=position,
-                rotation=orientation,
-            )
-        ]
-        for name, m in self.mounts.items():
-            transforms.append(
-                FrameTransform(
-                    timestamp=stamp,
-                    parent_frame_id=BASE,
-                    child_frame_id=name,
-                    translation=Vector3(x=m.x, y=m.y, z=0.0),
-                    rotation=Quaternion(x=0.0, y=0.0, z=math.sin(m.yaw / 2), w=math.cos(m.yaw / 2)),
-                )
-            )
+        frames = [(ODOM, BASE, sample.pose)]
+        frames += [(BASE, name, (m.x, m.y, m.yaw)) for name, m in self.mounts.items()]
+        transforms = []
+        for parent, child, xy_yaw in frames:
+            t, r = _planar(*xy_yaw)
+            tf = FrameTransform(timestamp=stamp, parent_frame_id=parent, child_frame_id=child,
+                                translation=t, rotation=r)  # fmt: skip
+            transforms.append(tf)
         self._ch["/tf"].log(FrameTransforms(transforms=transforms))
+        position, orientation = _planar(*sample.pose)
+        pose = Pose(position=position, orientation=orientation)
         self._ch["/pose"].log(PoseInFrame(timestamp=stamp, frame_id=ODOM, pose=pose))
         now = time.monotonic_ns()
         self.latencies_ns.extend(now - a for a in arrivals)
@@ -293,15 +279,10 @@ class FoxgloveView:
             del self._path[:-PATH_POSES]
             self._last_path_ns = sample.t_ns
             if len(self._path) % 5 == 1:
-                poses = [
-                    Pose(
-                        position=Vector3(x=p.pose[0], y=p.pose[1], z=0.0),
-                        orientation=Quaternion(
-                            x=0.0, y=0.0, z=math.sin(p.pose[2] / 2), w=math.cos(p.pose[2] / 2)
-                        ),
-                    )
-                    for p in self._path
-                ]
+                poses = []
+                for p in self._path:
+                    position, orientation = _planar(*p.pose)
+                    poses.append(Pose(position=position, orientation=orientation))
                 self._ch["/path"].log(PosesInFrame(timestamp=stamp, frame_id=ODOM, poses=poses))
                 self._count("/path")
 
@@ -333,6 +314,14 @@ class FoxgloveView:
     def _status(self, _: str, doc: dict[str, Any], __: Any) -> None:
         self._ch["/status"].log(json.loads(json.dumps(doc, default=float)))
         self._count("/status")
+
+
+def _planar(x: float, y: float, yaw: float) -> tuple[Any, Any]:
+    """Foxglove's Vector3 and Quaternion of a planar pose: x, y (m), yaw (rad, CCW)."""
+    from foxglove.messages import Quaternion, Vector3
+
+    qx, qy, qz, qw = yaw_quat(yaw)
+    return Vector3(x=x, y=y, z=0.0), Quaternion(x=qx, y=qy, z=qz, w=qw)
 
 
 class _Listener(ServerListener):
