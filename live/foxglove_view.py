@@ -140,13 +140,10 @@ class FoxgloveView:
             self._server = None
             raise
         self._port = self._gate.port
-        for name in self.mounts:
-            self._ch[f"/lidar/{name}"] = LaserScanChannel(f"/lidar/{name}", context=ctx)
-        self._ch["/lidar/merged"] = LaserScanChannel("/lidar/merged", context=ctx)
-        self._ch["/tf"] = FrameTransformsChannel("/tf", context=ctx)
-        self._ch["/pose"] = PoseInFrameChannel("/pose", context=ctx)
-        self._ch["/path"] = PosesInFrameChannel("/path", context=ctx)
-        self._ch["/events"] = LogChannel("/events", context=ctx)
+        kinds: dict[str, Any] = {f"/lidar/{n}": LaserScanChannel for n in [*self.mounts, "merged"]}
+        kinds.update({"/tf": FrameTransformsChannel, "/pose": PoseInFrameChannel,
+                      "/path": PosesInFrameChannel, "/events": LogChannel})  # fmt: skip
+        self._ch = {topic: kind(topic, context=ctx) for topic, kind in kinds.items()}
         self._ch["/status"] = foxglove.Channel("/status", schema=STATUS_SCHEMA, context=ctx)
         self._thread = threading.Thread(target=self._run, name="live-view", daemon=True)
         self._thread.start()
