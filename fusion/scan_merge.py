@@ -42,11 +42,6 @@ def first_turns(turns: LidarTurns, n: int = STEP_TURNS) -> LidarTurns:
     return turns.select(slice(0, last + 1), 0, int(turns.offset[last] + turns.count[last]))
 
 
-def has_step_turns(turns: LidarTurns, n: int = STEP_TURNS) -> bool:
-    """True when ``turns`` holds the ``n`` turns with points its step is measured on."""
-    return int(np.count_nonzero(turns.count > 0)) >= n
-
-
 @dataclass(frozen=True)
 class Mount:
     """A lidar's pose in the robot body frame: ``x``, ``y`` (m), ``yaw`` (rad, CCW)."""
@@ -466,7 +461,7 @@ class StreamingMerger:
         if front.n_turns == 0 or rear.n_turns == 0:
             return LidarTurns.empty()
         waiting = self._steps is None and self.setup.step_rad is None
-        if waiting and not (has_step_turns(front) and has_step_turns(rear)):
+        if waiting and min(np.count_nonzero(t.count > 0) for t in (front, rear)) < STEP_TURNS:
             return LidarTurns.empty()
         horizon = min(turn_centres_ns(front)[-1], turn_centres_ns(rear)[-1])
         return self._emit(horizon - 2 * round(self.setup.max_dt_s * 1e9))

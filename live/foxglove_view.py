@@ -1,45 +1,11 @@
 """The live view in Foxglove: the official ``foxglove-sdk`` WebSocket server.
 
-Channels (protobuf with the SDK's schemas unless noted; docs/LIVE.md):
-
-=====================  =========================  =========================================
-topic                  schema                     what
-=====================  =========================  =========================================
-``/lidar/<device>``    ``foxglove.LaserScan``     each lidar turn in the lidar's own frame
-                                                  ``<device>``: every point in the ray bin
-                                                  of its own angle (the grid of
-                                                  :mod:`sensorbench.logs.scan_bins`), NaN
-                                                  where no point came
-``/lidar/merged``      ``foxglove.LaserScan``     the front/rear merge in ``base_link``
-``/tf``                ``foxglove.FrameTransforms``  ``odom`` → ``base_link`` (the filters)
-                                                  and ``base_link`` → each lidar (its
-                                                  mount), with every pose
-``/pose``              ``foxglove.PoseInFrame``   the filters' pose in ``odom``
-``/path``              ``foxglove.PosesInFrame``  the path so far (one pose per 0.1 s,
-                                                  the last 2000), twice a second
-``/events``            ``foxglove.Log``           the session's events (unplug, reconnect,
-                                                  stale, errors, monitor): warnings for
-                                                  faults, errors for ``error``; a viewer
-                                                  that subscribes gets the last
-                                                  :data:`EVENT_HISTORY` again first (a
-                                                  viewer already there sees them twice)
-``/status``            JSON ``sensorbench.LiveStatus``  per device: connected, points or
-                                                  frames per s, turns per s, kB/s, s since
-                                                  data; the filters' step rate, dropped
-                                                  view messages and UDP datagrams; once a s
-=====================  =========================  =========================================
-
-The SDK's server listens on loopback behind :class:`~sensorbench.live.ws_gate.
-SubprotocolGate`, which serves it where asked and accepts clients offering the
-protocol's published name ``foxglove.websocket.v1`` as well as ``foxglove.sdk.v1``.
-
-Message times are the data's (host monotonic clock mapped to the wall clock by the
-session's anchor). Producers only put work on a bounded queue (:class:`~sensorbench.
-live.threads.DropQueue`); one thread (``live-view``) builds and logs the messages, so
-a slow viewer, or the SDK's encoding, never stalls a reader or the filters: when the
-queue is full the oldest item is dropped and counted (:attr:`FoxgloveView.dropped`,
-in the status line). The SDK keeps its own bounded backlog per client and drops for a
-client that does not read.
+Its channels are docs/LIVE.md, "Opening the view in Foxglove". The SDK's server
+listens on loopback behind :class:`~sensorbench.live.ws_gate.SubprotocolGate`, which
+serves it where asked under both protocol names. Producers only put work on a bounded
+:class:`~sensorbench.live.threads.DropQueue` (full: the oldest item is dropped and
+counted in :attr:`FoxgloveView.dropped`); one thread (``live-view``) builds and logs
+the messages, so a slow viewer never stalls a reader or the filters.
 """
 
 from __future__ import annotations
@@ -60,6 +26,7 @@ from sensorbench.fusion.scan_merge import Mount
 from sensorbench.live.threads import DropQueue
 from sensorbench.live.ws_gate import SubprotocolGate
 from sensorbench.logs import LidarTurns
+from sensorbench.logs.ros2_cdr import yaw_quat
 from sensorbench.logs.scan_bins import ScanGrid, binned_turns
 
 ODOM = "odom"
@@ -173,13 +140,10 @@ class FoxgloveView:
             self._server = None
             raise
         self._port = self._gate.port
-        for name in self.mounts:
-            self._ch[f"/lidar/{name}"] = LaserScanChannel(f"/lidar/{name}", context=ctx)
-        self._ch["/lidar/merged"] = LaserScanChannel("/lidar/merged", context=ctx)
-        self._ch["/tf"] = FrameTransformsChannel("/tf", context=ctx)
-        self._ch["/pose"] = PoseInFrameChannel("/pose", context=ctx)
-        self._ch["/path"] = PosesInFrameChannel("/path", context=ctx)
-        self._ch["/events"] = LogChannel("/events", context=ctx)
+        kinds: dict[str, Any] = {f"/lidar/{n}": LaserScanChannel for n in [*self.mounts, "merged"]}
+        kinds.update({"/tf": FrameTransformsChannel, "/pose": PoseInFrameChannel,
+                      "/path": PosesInFrameChannel, "/events": LogChannel})  # fmt: skip
+        self._ch = {topic: kind(topic, context=ctx) for topic, kind in kinds.items()}
         self._ch["/status"] = foxglove.Channel("/status", schema=STATUS_SCHEMA, context=ctx)
         self._thread = threading.Thread(target=self._run, name="live-view", daemon=True)
         self._thread.start()
@@ -288,35 +252,20 @@ class FoxgloveView:
             Pose,
             PoseInFrame,
             PosesInFrame,
-            Quaternion,
-            Vector3,
         )
 
         stamp = self._stamp(sample.t_ns)
-        x, y, yaw = sample.pose
-        position = Vector3(x=x, y=y, z=0.0)
-        orientation = Quaternion(x=0.0, y=0.0, z=math.sin(yaw / 2), w=math.cos(yaw / 2))
-        pose = Pose(position=position, orientation=orientation)
-        transforms = [
-            FrameTransform(
-                timestamp=stamp,
-                parent_frame_id=ODOM,
-                child_frame_id=BASE,
-                translation=position,
-                rotation=orientation,
-            )
-        ]
-        for name, m in self.mounts.items():
-            transforms.append(
-                FrameTransform(
-                    timestamp=stamp,
-                    parent_frame_id=BASE,
-                    child_frame_id=name,
-                    translation=Vector3(x=m.x, y=m.y, z=0.0),
-                    rotation=Quaternion(x=0.0, y=0.0, z=math.sin(m.yaw / 2), w=math.cos(m.yaw / 2)),
-                )
-            )
+        frames = [(ODOM, BASE, sample.pose)]
+        frames += [(BASE, name, (m.x, m.y, m.yaw)) for name, m in self.mounts.items()]
+        transforms = []
+        for parent, child, xy_yaw in frames:
+            t, r = _planar(*xy_yaw)
+            tf = FrameTransform(timestamp=stamp, parent_frame_id=parent, child_frame_id=child,
+                                translation=t, rotation=r)  # fmt: skip
+            transforms.append(tf)
         self._ch["/tf"].log(FrameTransforms(transforms=transforms))
+        position, orientation = _planar(*sample.pose)
+        pose = Pose(position=position, orientation=orientation)
         self._ch["/pose"].log(PoseInFrame(timestamp=stamp, frame_id=ODOM, pose=pose))
         now = time.monotonic_ns()
         self.latencies_ns.extend(now - a for a in arrivals)
@@ -327,15 +276,10 @@ class FoxgloveView:
             del self._path[:-PATH_POSES]
             self._last_path_ns = sample.t_ns
             if len(self._path) % 5 == 1:
-                poses = [
-                    Pose(
-                        position=Vector3(x=p.pose[0], y=p.pose[1], z=0.0),
-                        orientation=Quaternion(
-                            x=0.0, y=0.0, z=math.sin(p.pose[2] / 2), w=math.cos(p.pose[2] / 2)
-                        ),
-                    )
-                    for p in self._path
-                ]
+                poses = []
+                for p in self._path:
+                    position, orientation = _planar(*p.pose)
+                    poses.append(Pose(position=position, orientation=orientation))
                 self._ch["/path"].log(PosesInFrame(timestamp=stamp, frame_id=ODOM, poses=poses))
                 self._count("/path")
 
@@ -367,6 +311,14 @@ class FoxgloveView:
     def _status(self, _: str, doc: dict[str, Any], __: Any) -> None:
         self._ch["/status"].log(json.loads(json.dumps(doc, default=float)))
         self._count("/status")
+
+
+def _planar(x: float, y: float, yaw: float) -> tuple[Any, Any]:
+    """Foxglove's Vector3 and Quaternion of a planar pose: x, y (m), yaw (rad, CCW)."""
+    from foxglove.messages import Quaternion, Vector3
+
+    qx, qy, qz, qw = yaw_quat(yaw)
+    return Vector3(x=x, y=y, z=0.0), Quaternion(x=qx, y=qy, z=qz, w=qw)
 
 
 class _Listener(ServerListener):

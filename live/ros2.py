@@ -1,52 +1,12 @@
 """``live --ros2``: the live odometry, scans, transforms and health as a ROS 2 node's topics.
 
-Published over DDS by Eclipse Cyclone DDS (``cyclonedds``), with ROS 2's topic names
-(``rt/`` + the ROS name), type names (:mod:`~sensorbench.live.ros2_msgs`) and the
-QoS the consumers subscribe with, so Nav2, slam_toolbox and robot_localization on the
-same domain take them as from any ROS 2 node (docs/LIVE.md, "ROS 2"):
-
-==================  ==========================  ==================  =====================
-topic               type                        QoS                 what
-==================  ==========================  ==================  =====================
-``/odom``           nav_msgs/Odometry           reliable, last 100  every pod frame the
-                                                                    filters step on, and
-                                                                    every prediction while
-                                                                    the pods are silent
-``/tf``             tf2_msgs/TFMessage          reliable, last 100  odom → base_link, every
-                                                                    filter step
-``/tf_static``      tf2_msgs/TFMessage          reliable,           base_link → each lidar
-                                                transient local,    (its mount), once
-                                                last 1
-``/scan``           sensor_msgs/LaserScan       sensor data (best   the merged 360° scan
-                                                effort, last 5)
-``/<lidar>/scan``   sensor_msgs/LaserScan       sensor data         each lidar's turns
-``/diagnostics``    diagnostic_msgs/            reliable, last 10   each device, the
-                    DiagnosticArray                                 filters, the merge; 1 Hz
-                                                                    and at once on a change
-==================  ==========================  ==================  =====================
-
-Stamps are the data's times (host monotonic ns) on the wall clock through one anchor
-(as the Foxglove view and ``export --format mcap``). Odometry: pose in ``odom`` with
-the filters' covariance (x, y, yaw; the rest 0, as the session's ``estimate``), twist
-in ``base_link`` (the world-frame velocity rotated by the yaw) with its covariance
-rotated alike. A prediction (no pod frame for 0.1 s) is published on ``/odom`` with its
-grown covariance but not on ``/tf``: a transform that stops ages in tf2 and Nav2
-stops on it, where an extrapolated one would look healthy.
-
-Scans follow REP 103 (:mod:`~sensorbench.logs.scan_bins`): counter-clockwise, positive
-``angle_increment``; ``stamp + i·time_increment`` is ray i's time. The merged scan is
-the ``merged`` stream's turn as recorded: ray i at ``i·2π/n`` in ``base_link`` (or the
-configured frame), +inf where nothing returned.
-
-Health (``/diagnostics`` once a second, and at once when something becomes or stops
-being STALE): a device is STALE when its port is gone or no byte came for ``stale_s``,
-WARN when CRC errors or drops came in the last status interval; the filters STALE when
-no step for ``stale_s`` (the pods silent: predictions go on, their variance growing),
-WARN when a step since the last message was COASTING or DEGRADED; the merge STALE when
-no merged scan for ``stale_s``. Nothing blocks the readers or the filters: odometry and transforms
-are written from the filters' thread (a reliable keep-last writer never waits), scans
-and diagnostics from the ``live-ros2`` thread through a bounded queue that drops the
-oldest (counted).
+Published over DDS by Eclipse Cyclone DDS (``cyclonedds``) with ROS 2's topic names
+(``rt/`` + the ROS name), type names (:mod:`~sensorbench.live.ros2_msgs`) and the QoS
+the consumers subscribe with; the topics, their QoS, stamps and health levels are
+docs/LIVE.md, "ROS 2". Nothing blocks the readers or the filters: odometry and
+transforms are written from the filters' thread (a reliable keep-last writer never
+waits), scans and diagnostics from the ``live-ros2`` thread through a bounded queue
+that drops the oldest (counted).
 """
 
 from __future__ import annotations
