@@ -83,11 +83,6 @@ class PreparedSession:
     campaign_sessions: int = 1
     """Sessions the transform was fitted to."""
 
-    @property
-    def offset_sigma_s(self) -> float:
-        """The time offset's standard error (s) where it was estimated, else nan."""
-        return float(self.alignment.offset_se_s)
-
     def alignment_used(self) -> str:
         """The alignment in words, e.g. ``se3, one transform for 3 sessions (campaign)``."""
         al = self.alignment
@@ -111,7 +106,7 @@ class PreparedSession:
             "alignment_used": self.alignment_used(),
             "time_offset": {
                 "offset_s": al.offset_s,
-                "sigma_s": self.offset_sigma_s,
+                "sigma_s": float(al.offset_se_s),
                 "method": al.time_offset_method,
                 "rate_window_s": al.rate_window_s,
                 "reference_max_gap_s": al.max_gap_s,
