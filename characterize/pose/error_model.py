@@ -91,17 +91,8 @@ def _pack(series: list[ErrorSeries], axes: list[int]) -> _Packed:
     return _Packed(y, dt, reset, diffuse, w, session, axis)
 
 
-def _nll_columns(
-    y: np.ndarray,
-    dt: np.ndarray,
-    reset: np.ndarray,
-    diffuse: np.ndarray,
-    w: np.ndarray,
-    col: np.ndarray,
-    params: np.ndarray,
-    n_used: int,
-) -> np.ndarray:
-    """:func:`_nll_kernel` with ``phi = exp(-dt/tau)`` computed once per (column, tau)."""
+def _nll_columns(p: _Packed, col: np.ndarray, params: np.ndarray, n_used: int) -> np.ndarray:
+    """:func:`_nll_kernel` on ``p`` with ``phi = exp(-dt/tau)`` once per (column, tau)."""
     tau = params[:, 2]
     order = np.lexsort((tau, col))
     c, t = col[order], tau[order]
@@ -109,7 +100,9 @@ def _nll_columns(
     first[1:] = (c[1:] != c[:-1]) | (t[1:] != t[:-1])
     source = np.empty(order.size, dtype=np.int64)
     source[order] = np.cumsum(first) - 1
-    return _nll_kernel(y, dt, reset, diffuse, w, col, params, n_used, source, order[first])
+    return _nll_kernel(
+        p.y, p.dt, p.reset, p.diffuse, p.w, col, params, n_used, source, order[first]
+    )
 
 
 @numba.njit(cache=True)
@@ -946,9 +939,7 @@ def _fit_problems(
         params = np.exp(theta[owner_c, set_c])
         # rows past the longest active session are padding for every column: skip them
         n_used = int(max(series[s].n for p in active for s in problems[p].sessions))
-        nll = _nll_columns(
-            packed.y, packed.dt, packed.reset, packed.diffuse, packed.w, data_col, params, n_used
-        )
+        nll = _nll_columns(packed, data_col, params, n_used)
         out = np.zeros((active.size, n_sets))
         np.add.at(out, (owner_c, set_c), nll)
         return out
