@@ -222,10 +222,10 @@ def check_session(
 ) -> SessionCheck:
     """Place one session's real statistics among ``n_draws`` simulations of the model.
 
-    With ``cov_log`` every draw has its own parameters (:func:`draw_params`);
-    ``inherited_variance`` (6,) units²: an offset constant over the session added to
-    every draw; ``shift`` (N, 6): the named wrong relocalizations' jumps, given to every
-    draw. Innovation statistics are whitened by ``params``.
+    With ``cov_log`` every draw has its own parameters (:func:`draw_params`, sigma_b from
+    ``sigma_b_quantile`` per axis); ``inherited_variance`` (6,) units²: an offset constant
+    over the session added to every draw; ``shift`` (N, 6): the named wrong
+    relocalizations' jumps, given to every draw. Innovations are whitened by ``params``.
     """
     sim_params = (
         params if cov_log is None else draw_params(params, cov_log, n_draws, rng, sigma_b_quantile)
