@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import tomllib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,6 +22,8 @@ from sensorbench.logs import Session
 from sensorbench.logs.model_keys import POSE_AXES
 
 if TYPE_CHECKING:
+    from sensorbench.characterize.pose.error_model import PoseErrorModel
+    from sensorbench.characterize.pose.sessions import PreparedCampaign
     from sensorbench.characterize.pose.validate import SessionCheck, ValidationReport
     from sensorbench.characterize.pose.verdict import Verdict
     from sensorbench.fusion.filter_noise import FilterNoise
@@ -36,12 +38,9 @@ Z_999 = 3.2905267314919255
 
 @dataclass(frozen=True)
 class ReportOptions:
-    """Knobs of the analyses the report runs: the validation's Monte Carlo ``draws`` per
-    session, ``seed`` and family-wise ``alpha``; the pose streams compared; ``static_s``,
-    the shortest static lidar stretch in simulated-equivalent s (divided by the session's
-    emulation speed); ``align``, the pose sessions' frame alignment (``auto``,
-    ``campaign`` or ``session``, docs/POSE_ERROR.md).
-    """
+    """Knobs of the report's analyses: the validation's Monte Carlo ``draws`` per session,
+    ``seed`` and family-wise ``alpha``; ``static_s``, the shortest static lidar stretch (s of
+    simulated time); ``align``, the pose frame alignment (docs/POSE_ERROR.md)."""
 
     draws: int = 1000
     seed: int = 0
@@ -54,11 +53,9 @@ class ReportOptions:
 
 @dataclass(frozen=True)
 class ReportInputs:
-    """What every section's compute function gets: the session files in the order given,
-    the models directory (``pods.toml``, ``noise.toml``, ``pose_error.toml``) or None, the
-    options, the directory for this report's PNG figures, ``say`` (one progress line per
-    step) and ``within`` (how far the current section is, a fraction in [0, 1]).
-    """
+    """What every section's compute function gets; ``models`` is the directory of
+    ``pods.toml``, ``noise.toml``, ``pose_error.toml`` or None, ``within`` how far the
+    current section is (a fraction in [0, 1])."""
 
     sessions: list[Path]
     models: Path | None
@@ -170,12 +167,8 @@ def simulated_wrong(path: Path, sensor: str) -> list[dict[str, Any]]:
 
 
 def validation_document(report: ValidationReport, wrong: Sequence[int | None]) -> dict[str, Any]:
-    """The one JSON schema of a validation (``validate``, ``report`` and ``demo --json``).
-
-    ``report.to_dict()`` (verdicts, percentiles, z, failures, rank histogram; see
-    ``docs/POSE_ERROR.md``) with each session's ``simulated_wrong_relocalizations``
-    (from ``wrong``, in session order; None for a real session).
-    """
+    """The one JSON schema of a validation (``validate``, ``report`` and ``demo --json``):
+    ``report.to_dict()`` with each session's ``simulated_wrong_relocalizations`` (None: real)."""
     doc = report.to_dict()
     for s, w in zip(doc["sessions"], wrong, strict=True):
         s["simulated_wrong_relocalizations"] = w
@@ -230,15 +223,9 @@ def _pose_truth(sessions: list[Path]) -> tuple[np.ndarray | None, float]:
 
 @dataclass
 class LidarStream:
-    """One lidar stream's datasheet.
-
-    ``timing`` and ``noise`` are the statistics' ``as_dict`` (SI units; ``noise`` None when
-    timing only, ``timing_only_because`` says why); ``truth`` the simulated lidar's
-    parameters (None for a real one) and ``speed`` the session's emulation speed;
-    ``rate_se_hz`` the scan rate's standard error; the simulated rate (Hz) on the turn
-    times' and on the host clock's time base, and the simulated σ (m) per noise band
-    (None where the band is not inside one simulated band).
-    """
+    """One lidar stream's datasheet: the statistics' ``as_dict`` (SI units; ``noise`` None
+    when timing only) and the simulated truth (None for a real lidar): rates in Hz on the
+    turn times' and the host clock's time base, σ (m) per noise band."""
 
     name: str
     model: str
@@ -371,13 +358,9 @@ class PodParam:
 
 @dataclass
 class ReplayRow:
-    """One session replayed through the split filters against mocap.
-
-    ``errors``: position (m) and heading (rad) errors (``ReplayResult.summary``);
-    ``rejected``: gate rejections per axis; ``frames``: encoder frames replayed;
-    ``honesty``: claimed against actual uncertainty per axis (``replay --json``'s
-    ``consistency``, ``rejection_rate``, ``monitor`` and ``nis``).
-    """
+    """One session replayed through the split filters against mocap: position (m) and
+    heading (rad) ``errors``, gate rejections per axis, and ``honesty`` (``replay --json``'s
+    ``consistency``, ``rejection_rate``, ``monitor`` and ``nis``)."""
 
     label: str
     errors: dict[str, Any]
@@ -475,10 +458,8 @@ def _replay(inputs: ReportInputs, geometry: Any, noise: FilterNoise | None) -> l
 
 @dataclass(frozen=True)
 class PoseParam:
-    """One pose-error parameter (e.g. ``yaw``, ``tau_s``) in its ``unit`` (m, rad or s), with
-    its central 95 % and 99.9 % intervals, whether the data identify it (else no interval
-    is shown), and the simulated truth on the file's time base (None for real data).
-    """
+    """One pose-error parameter in its ``unit`` (m, rad or s) with its 95 % and 99.9 %
+    intervals and the simulated truth on the file's time base (None for real data)."""
 
     axis: str
     param: str
@@ -498,11 +479,8 @@ class PoseParam:
 
 @dataclass
 class ValidationSession:
-    """One held-out session's checks, with its error samples and relocalizations found:
-    ``segmentation`` ``flags`` (the sensor's), ``detected`` (steps in the error: breaks,
-    not known relocalizations) or ``none``; the simulator's wrong relocalizations (None:
-    not simulated).
-    """
+    """One held-out session's checks; ``segmentation``: ``flags``, ``detected`` or ``none``;
+    the simulator's wrong relocalizations (None: not simulated)."""
 
     check: SessionCheck
     n_samples: int
@@ -534,10 +512,8 @@ class ValidationSection:
 class PoseSection:
     """The pose-error model of the sessions with both pose streams, and its validation.
 
-    ``source``: the model's file name, or fitted for the report; ``truth_speed``: the
-    emulation speed of simulated sessions, else None; ``figures``: the Allan plot, then
-    each session's error in the model's bands; ``validation`` None under two sessions;
-    ``verdict``: model (DRIFT, SCALE, FRAME, MISFIT) and requirements.
+    ``truth_speed``: the emulation speed of simulated sessions, else None; ``figures``:
+    the Allan plot, then each session's band plots; ``validation`` None under two sessions.
     """
 
     sensor: str
@@ -561,8 +537,8 @@ class PoseSection:
     """The sensor's pauses over all sessions: their number and summed length (s)."""
 
     def summary(self) -> str:
-        """One line for the top of the report: the verdict, the key figures (x and yaw
-        offset spread with their 95 % intervals) and what the nav stack must handle."""
+        """One line for the top of the report: the verdict, x and yaw sigma_b with their
+        95 % intervals, and what the nav stack must handle."""
         v = self.verdict
         if v is None:
             state = "no verdict"
@@ -661,12 +637,30 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
         section.simulated_wrong = [x for p in use for x in simulated_wrong(p, opts.sensor)]
     if len(series) >= 2:
         section.validation = _validation(inputs, campaign, wrong)
-    from sensorbench.report.verdict import compute_pose_verdict
-
     section.verdict = compute_pose_verdict(
         campaign, model, None if section.validation is None else section.validation.report
     )
     return section
+
+
+def compute_pose_verdict(
+    campaign: PreparedCampaign, model: PoseErrorModel, validation: ValidationReport | None
+) -> Verdict:
+    """The two-part verdict (no requirements) on the report's prepared sessions.
+
+    Sessions aligned each on its own get no frame check (every session's mean error is
+    absorbed); under one transform, the campaign's check at :data:`FRAME_ALPHA` (the
+    report keeps every session, so it judges them here).
+    """
+    from sensorbench.characterize.pose.frames import FRAME_ALPHA, frame_statistics
+    from sensorbench.characterize.pose.verdict import assess
+
+    prepared = campaign.prepared
+    frames = None
+    if campaign.align == "campaign" and len(prepared) >= 2:
+        check = campaign.frames or frame_statistics([p.series for p in prepared])
+        frames = replace(check, level=FRAME_ALPHA / len(prepared))
+    return assess(prepared, model, validation, frames, campaign.align)
 
 
 def _pose_params(model: Any, truth: np.ndarray | None) -> list[PoseParam]:
@@ -760,10 +754,8 @@ def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) ->
 
 @dataclass(frozen=True)
 class ModelFileRow:
-    """One model file of the models directory: kind, software, created_utc from its envelope
-    ("?" when absent), its SHA-256, the inputs it records and how many of them are
-    sessions of this report (``n_inputs_here``, matched by SHA-256).
-    """
+    """One model file: its envelope ("?" when absent), SHA-256, and how many of its inputs
+    are sessions of this report (``n_inputs_here``, matched by SHA-256)."""
 
     name: str
     kind: str
@@ -776,9 +768,7 @@ class ModelFileRow:
 
 @dataclass
 class SessionProvenance:
-    """One session's file facts (``logs.info.session_info``), its SHA-256, and the
-    emulation speed of a simulated session (None for a real one).
-    """
+    """One session's ``session_info``, SHA-256 and emulation speed (None: real)."""
 
     path: Path
     sha256: str

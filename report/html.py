@@ -13,7 +13,7 @@ import html
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sensorbench import __version__
 from sensorbench.characterize.lidar import display as disp
@@ -28,6 +28,9 @@ from sensorbench.report.data import (
     ReplayRow,
     ValidationSection,
 )
+
+if TYPE_CHECKING:
+    from sensorbench.characterize.pose.verdict import Verdict
 
 _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
@@ -451,8 +454,6 @@ def render_pose(section: PoseSection) -> str:
     if section.validation is not None:
         parts.append(render_validation(section.validation))
     if section.verdict is not None:
-        from sensorbench.report.verdict import render_pose_verdict
-
         parts.append(render_pose_verdict(section.verdict))
     return "".join(parts)
 
@@ -504,6 +505,21 @@ def render_validation(v: ValidationSection) -> str:
         )
     parts.extend(img(f) for f in v.figures)
     return "".join(parts)
+
+
+def render_pose_verdict(v: Verdict) -> str:
+    """HTML: the two-part verdict as ``validate`` prints it (:meth:`Verdict.lines`)."""
+    text = html.escape("\n".join(v.lines()))
+    return (
+        "<h2>Pose-sensor verdict</h2>"
+        "<p>Part 1 asks whether the model describes the errors, Part 2 whether they are "
+        "small enough. Part 1 fails with a named reason: DRIFT (τ not inside the "
+        "relocalization segments the data has, or a consistent trend within them), SCALE "
+        "(similarity scale beyond tolerance), FRAME (a session not in the campaign's map), "
+        "MISFIT (the Monte Carlo validation). Part 2 needs a requirement "
+        "(<code>sensorbench validate --require</code>).</p>"
+        f"<pre>{text}</pre>"
+    )
 
 
 # ------------------------------------------------------------------ provenance

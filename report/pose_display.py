@@ -90,7 +90,7 @@ def unstable_note(seg: Any) -> str:
 def trajectory_lines(ps: Any) -> list[str]:
     """ATE, RPE, time offset and alignment of a prepared session, as evo states them."""
     al, te = ps.alignment, ps.trajectory
-    offset = ms(al.offset_s, ps.offset_sigma_s)
+    offset = ms(al.offset_s, al.offset_se_s)
     lines = [f"time offset {offset} ({al.time_offset_method}); alignment {ps.alignment_used()}"]
     if te is not None:
         a = te.ate_m.scaled(1000.0)

@@ -16,6 +16,7 @@ from sensorbench.characterize.pose.error_model import (
     QProfile,
     _nll_columns,
     _offset_normal_equations,
+    _Packed,
     fit_pose_error,
     offset_qprofile,
 )
@@ -46,7 +47,8 @@ def test_kalman_likelihood_equals_dense_gaussian():
     dt = np.diff(t, prepend=-np.inf)[:, None].repeat(2, axis=1)
     reset = reloc[:, None].repeat(2, axis=1)
     w, cols = np.ones_like(y), np.arange(2)
-    got = _nll_columns(y, dt, reset, np.zeros_like(reset), w, cols, params, t.size)
+    packed = _Packed(y, dt, reset, np.zeros_like(reset), w, np.zeros(2), cols)
+    got = _nll_columns(packed, cols, params, t.size)
     for c in range(2):
         cov = _dense_cov(t, reloc, *params[c])
         want = -multivariate_normal(np.zeros(t.size), cov).logpdf(y[:, c])

@@ -146,7 +146,8 @@ def test_report_section_shows_both_parts_and_the_named_reason():
     into one transform (every session kept, as ``report --align campaign``), FRAME names
     the session in the other map; by default (``auto``) every session gets its own
     transform, the decision names that session and FRAME is not a failure."""
-    from sensorbench.report.verdict import compute_pose_verdict, render_pose_verdict
+    from sensorbench.report.data import compute_pose_verdict
+    from sensorbench.report.html import render_pose_verdict
 
     tracks, names = pose_util.track_campaign(5, other_map=OTHER)
     camp = prepare_campaign(tracks, names, align="campaign", offset_s=0.0, frame_alpha=0.0)

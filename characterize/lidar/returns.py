@@ -1,9 +1,7 @@
 """What a lidar's points carry: no-return fraction and intensity (A1 quality) levels.
 
-Needs no static scene. Real units differ from an idealised emulator here first: a
-real A1 sends quality 15 on almost every return and 0 on the 35-54 % of nodes with
-no return; an LD19 can send a high intensity on a point with no return. Fractions
-are of all points (no returns) or of the points with a return (intensity levels).
+Needs no static scene (what real units send: docs/A1.md, docs/LD19.md). Fractions are of
+all points (no returns) or of the points with a return (intensity levels).
 """
 
 from __future__ import annotations

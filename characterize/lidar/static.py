@@ -1,10 +1,5 @@
-"""Find the stretches of a lidar stream where the scene and the sensor stood still.
-
-A turn is static when the upper quartile of its per-bearing (2° bins) range change
-(m) to the turn ``lag_s`` before and after stays under ``factor`` × the noise floor
-(the lower quartile of the lag-1 change, at least 1 mm); runs of at least
-``min_static_s`` are the stretches. Motion slower than about ``factor`` × noise per
-``lag_s`` (≈ 2 cm/s at LD19 noise) is not detected. docs/LIDAR.md, "Static stretches".
+"""Find the stretches of a lidar stream where the scene and the sensor stood still
+(method and limits: docs/LIDAR.md, "Static stretches").
 """
 
 from __future__ import annotations
@@ -74,11 +69,9 @@ def detect_static(
     factor: float = 2.5,
     min_static_s: float = 3.0,
 ) -> StaticDetection:
-    """Label the static stretches of ``turns`` (see the module docstring).
-
-    ``period_s``: nominal turn period (s); ``lag_s``: lag (s) over which motion must
-    show; ``bin_deg``: bin width (°) of the per-turn medians; ``factor``: threshold as a
-    multiple of the lag-1 noise floor; ``min_static_s``: shortest stretch (s) that counts.
+    """Label the static stretches of ``turns``: a turn whose upper-quartile per-bearing
+    (``bin_deg`` bins) range change to the turns ``lag_s`` (s) before and after stays under
+    ``factor`` × the lag-1 noise floor, in runs of at least ``min_static_s`` (s).
     """
     n_bins = max(8, round(360.0 / bin_deg))
     grid = binned_turns(turns, n_bins)

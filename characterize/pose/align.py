@@ -260,12 +260,9 @@ def _fit_frame(src: np.ndarray, dst: np.ndarray, mode: str) -> tuple[np.ndarray,
 def windowed_rate(
     track: PoseTrack, grid: np.ndarray, window_s: float, max_gap_s: float | None = None
 ) -> np.ndarray:
-    """|ω| (rad/s) at ``grid`` times, from the rotation across a ``window_s`` window.
-
-    Differencing consecutive samples amplifies orientation noise by the sample rate
-    (mocap at 240 Hz turns 1 mrad of noise into 0.3 rad/s); the rotation across a
-    window of ``window_s`` seconds does not. ``nan`` where the window leaves the track
-    or an end of it falls in a gap longer than :func:`gap_limit_s`.
+    """|ω| (rad/s) at ``grid`` times from the rotation across ``window_s`` (s), which does
+    not amplify orientation noise by the sample rate as differencing samples does; ``nan``
+    where the window leaves the track or an end falls in a gap (:func:`gap_limit_s`).
     """
     interp = track.interpolator()
     t = interp.ref.t_s
@@ -404,12 +401,8 @@ def align_sessions(
     max_offset_s: float = 0.5,
     max_gap_s: float | None = None,
 ) -> list[Alignment]:
-    """Align several sessions of one sensor: a time offset each, one frame transform.
-
-    ``offset_s``: None (estimate each), one known offset for all, or one per session.
-    One transform ``p_ref ≈ R p + t`` (and one body rotation) is fitted to all sessions
-    together: they share the sensor's map, and aligning each alone would absorb its mean
-    error (docs/POSE_ERROR.md, "Time offset and frame").
+    """Align several sessions of one sensor: a time offset each, one frame transform
+    fitted to all together. ``offset_s``: None (estimate each), one for all, or one each.
     """
     if not pairs:
         raise FitError("no sessions to align")
@@ -476,11 +469,8 @@ def align_sessions(
 def pose_errors(
     sensor: PoseTrack, ref: PoseTrack, alignment: Alignment, max_gap_s: float | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(t_s (M,), error (M, 6), index into the sensor's valid samples (M,)).
-
-    Errors per axis as stated in the module docstring (see :data:`ERROR_FRAME`);
-    times are the sensor's.
-    """
+    """(sensor t_s (M,), error (M, 6) as in :data:`ERROR_FRAME`, index into the sensor's
+    valid samples (M,))."""
     sensor = sensor.only_valid()
     pos, quat, inside = interpolate(ref, sensor.t_s + alignment.offset_s, max_gap_s)
     idx = np.flatnonzero(inside)
@@ -505,11 +495,8 @@ def frame_errors(
     translation: np.ndarray,
     body_rotation: np.ndarray,
 ) -> np.ndarray:
-    """``(N, 6)`` error of sensor poses against reference poses at the same instants.
-
-    x, y, z = ``R p + t - p_ref`` (m), roll, pitch, yaw = rotation vector of
-    ``R_ref⁻¹ R R_sensor B`` (rad), as in the module docstring.
-    """
+    """``(N, 6)`` error (m, rad; module docstring) of sensor against reference poses at
+    the same instants."""
     e_pos = position @ rotation.T + translation - ref_position
     r_s = quat.mul(quat.mul(quat.from_matrix(rotation), quat_xyzw), quat.from_matrix(body_rotation))
     e_rot = quat.as_rotvec(quat.mul(quat.inv(ref_quat_xyzw), quat.normalize(r_s)))

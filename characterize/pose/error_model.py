@@ -2,9 +2,7 @@
 
 Per axis (x, y, z in m; roll, pitch, yaw in rad) ``e(t) = b_s + g(t) + v(t)`` with
 parameters sigma_b, sigma, tau_s (s), sigma_v, fitted by the exact 2-state Kalman
-likelihood. The fit, sigma_b's Q-profile, wrong relocalizations and the model file:
-docs/POSE_ERROR.md ("The fit", "Model file"). Files written before the shared envelope
-keep ``software`` and ``created_utc`` in ``[provenance]`` and load unchanged.
+likelihood (docs/POSE_ERROR.md, "The fit", "Model file").
 """
 
 from __future__ import annotations
@@ -93,22 +91,8 @@ def _pack(series: list[ErrorSeries], axes: list[int]) -> _Packed:
     return _Packed(y, dt, reset, diffuse, w, session, axis)
 
 
-def _nll_columns(
-    y: np.ndarray,
-    dt: np.ndarray,
-    reset: np.ndarray,
-    diffuse: np.ndarray,
-    w: np.ndarray,
-    col: np.ndarray,
-    params: np.ndarray,
-    n_used: int,
-) -> np.ndarray:
-    """:func:`_nll_kernel` with each transition factor computed once per (column, tau).
-
-    The columns of a finite-difference stencil share their data column and mostly
-    their tau (3 distinct values among 21 sets): ``phi = exp(-dt/tau)`` of the
-    columns with equal ``(col, tau)`` is the same number, computed once per step.
-    """
+def _nll_columns(p: _Packed, col: np.ndarray, params: np.ndarray, n_used: int) -> np.ndarray:
+    """:func:`_nll_kernel` on ``p`` with ``phi = exp(-dt/tau)`` once per (column, tau)."""
     tau = params[:, 2]
     order = np.lexsort((tau, col))
     c, t = col[order], tau[order]
@@ -116,7 +100,9 @@ def _nll_columns(
     first[1:] = (c[1:] != c[:-1]) | (t[1:] != t[:-1])
     source = np.empty(order.size, dtype=np.int64)
     source[order] = np.cumsum(first) - 1
-    return _nll_kernel(y, dt, reset, diffuse, w, col, params, n_used, source, order[first])
+    return _nll_kernel(
+        p.y, p.dt, p.reset, p.diffuse, p.w, col, params, n_used, source, order[first]
+    )
 
 
 @numba.njit(cache=True)
@@ -132,15 +118,11 @@ def _nll_kernel(
     source: np.ndarray,
     first: np.ndarray,
 ) -> np.ndarray:
-    """Negative log-likelihood of data columns ``col`` of ``(N, D)`` arrays, ``(C,)``.
+    """Negative log-likelihood ``(C,)`` of data columns ``col`` of the :class:`_Packed` arrays.
 
-    ``y``, ``dt`` (s; inf = start stationary), ``reset`` (b reset here), ``diffuse``
-    (resets of wrong relocalizations, whose offset is an unknown: diffuse prior, its
-    first sample's constant term removed) and ``w`` (1 for a sample, 0 for padding
-    after a column's last sample). Column c of the result runs on data column
-    ``col[c]`` with parameters ``params[c]`` (:data:`PARAMS` order, linear units),
-    over the first ``n_used`` rows. Its transition factor is that of column
-    ``first[source[c]]``, which has the same data column and tau (:func:`_nll_columns`).
+    Column c runs on data column ``col[c]`` with ``params[c]`` (:data:`PARAMS` order,
+    linear units) over the first ``n_used`` rows, with the transition factor of column
+    ``first[source[c]]``. A diffuse reset's first-sample constant term is removed.
     """
     n_c = col.size
     phis = np.empty(first.size)
@@ -245,11 +227,9 @@ def offset_qprofile(
 ) -> QProfile:
     """The sigma_b Q-profile of one axis over ``series`` (docs/POSE_ERROR.md, "The fit").
 
-    One entry per segment (a wrong relocalization's left out: the marginal of the
-    others, its offset a fixed effect); sessions are independent, so C is block-diagonal and each
-    session's block is decomposed on its own. A session whose mean error an alignment
-    absorbed on this axis (``series.meta["mean_group"]``, ``meta["mean_axes"]``) puts
-    its segments in that group: sessions sharing an alignment share one group.
+    One entry per usual segment, each session's block of C decomposed on its own; a
+    session whose mean an alignment absorbed on this axis (``meta["mean_group"]``,
+    ``meta["mean_axes"]``) puts its segments in that group.
     """
     lam, z, ones, group = [], [], [], []
     labels: dict[str, int] = {}
@@ -272,10 +252,8 @@ def offset_qprofile(
 class QProfile:
     """sigma_b's Q-profile: per segment j, λ_j and z_j (docs/POSE_ERROR.md, "The fit").
 
-    With groups whose mean an alignment absorbed (``ones`` = Uᵀ1, ``group``), Q is the
-    generalised Q of a meta-regression on the group indicators: χ² with k − groups dof
-    at the true sigma_b, decreasing in s. Files written before the signs and groups were
-    kept hold z² only: known mean, k dof.
+    χ² with k − groups dof at the true sigma_b (``ones`` = Uᵀ1, ``group``: the absorbed
+    means); without them (z² only) k dof.
     """
 
     lam: np.ndarray  # (k,) unit²
@@ -323,9 +301,8 @@ class QProfile:
         u = np.asarray(u, dtype=float)
         with np.errstate(divide="ignore"):
             target = chi2.isf(u, self.dof)
-        # Q decreases from Q(0); Q(s²) ≤ Σ z²/s², so the root is below Σ z²/target.
-        # The bracket [lo, hi] and the start from Q on a log grid of s² below the
-        # largest such bound, then Newton in s² (bisection when it leaves the bracket)
+        # Q decreases and Q(s²) ≤ Σ z²/s²: bracket on a log grid of s² below Σ z²/target,
+        # then Newton in s² (bisection when it leaves the bracket)
         with np.errstate(divide="ignore"):
             bound = np.where(target > 0, np.sum(self.z2) / target, 0.0)
         top = float(np.max(bound, initial=0.0, where=np.isfinite(bound)))
@@ -382,12 +359,8 @@ def _gls_offsets(
 
 
 def _gross_pvalue(b: np.ndarray, v: np.ndarray, sb2: np.ndarray, dof: int) -> np.ndarray:
-    """``(k,)`` p-values of offsets ``b`` ``(k, 6)`` (variances ``v``) under N(0, sb2 + v).
-
-    Each axis' ``b²/(sb2 + v)`` is F(1, dof) when sb2 is a moment estimate from
-    ``dof`` other offsets; its tail probability is mapped to the χ²₁ deviate of the
-    same probability and the six are summed (χ²₆ under the usual component).
-    """
+    """``(k,)`` p-values of offsets ``b`` ``(k, 6)`` (variances ``v``) under N(0, sb2 + v):
+    each axis' F(1, dof) ratio as its χ²₁ deviate, the six summed (χ²₆)."""
     ratio = b**2 / np.maximum(sb2 + v, 1e-300)
     z2 = chi2.isf(f_dist.sf(ratio, 1, max(dof, 1)), 1)
     return chi2.sf(np.sum(z2, axis=1), len(POSE_AXES))
@@ -395,12 +368,8 @@ def _gross_pvalue(b: np.ndarray, v: np.ndarray, sb2: np.ndarray, dof: int) -> np
 
 @dataclass
 class WrongRelocs:
-    """The relocalizations a fit names wrong: a gross offset, no draw of N(0, sigma_b²).
-
-    Named by :func:`name_wrong` at the family-wise level :data:`WRONG_ALPHA`; gross
-    offsets within the usual spread count as usual. ``p`` is the share named, with its
-    Clopper-Pearson interval (docs/POSE_ERROR.md, "Wrong relocalizations").
-    """
+    """The relocalizations a fit names wrong (:func:`name_wrong`; docs/POSE_ERROR.md,
+    "Wrong relocalizations")."""
 
     n_relocalizations: int
     sessions: list[str]
@@ -469,12 +438,9 @@ def name_wrong(
 ) -> WrongRelocs:
     """Name the wrong relocalizations among ``series`` under ``fits``' sigma, tau, sigma_v.
 
-    Without ``sigma_b2``: one at a time, the segment whose offset is least likely
-    under N(0, sigma_b² + var) is named while its p-value is below
-    ``WRONG_ALPHA / K`` (K relocalizations), sigma_b² the moment estimate of the
-    other usual segments (so a gross offset does not hide itself by widening it).
-    With ``sigma_b2`` ``(6,)`` (a model fitted elsewhere, from ``dof`` offsets), each
-    segment is tested against it at ``WRONG_ALPHA / n_family`` (default K).
+    Without ``sigma_b2``: one at a time at ``WRONG_ALPHA / K`` (docs/POSE_ERROR.md). With
+    ``sigma_b2`` ``(6,)`` (a model fitted elsewhere, from ``dof`` offsets), each segment
+    is tested against it at ``WRONG_ALPHA / n_family`` (default K).
     """
     params = np.stack([fits[a].values for a in POSE_AXES])
     est = [[_gls_offsets(s, a, *params[a, 1:]) for a in range(len(POSE_AXES))] for s in series]
@@ -514,9 +480,8 @@ def name_wrong(
 
 
 def _stencil(d: int, h: float) -> tuple[np.ndarray, list[tuple[int, int, int, int]]]:
-    """Offsets of the central-difference gradient/Hessian stencil (1 + 2d + d(d-1) sets):
-    the centre, ±h along each axis, then ±h along both axes of each pair (with their
-    columns in the stencil)."""
+    """Offsets of the central-difference stencil (1 + 2d + d(d-1) sets) and each pair's
+    ``(i, j, +column, -column)``."""
     eye = h * np.eye(d)
     ij = list(itertools.combinations(range(d), 2))
     both = np.array([eye[i] + eye[j] for i, j in ij]).reshape(-1, d)
@@ -556,10 +521,8 @@ class _OptResult:
 def _saddle_free(
     th: np.ndarray, g: np.ndarray, hs: np.ndarray, lower: np.ndarray, upper: np.ndarray
 ) -> tuple[np.ndarray, ...]:
-    """The saddle-free Newton parts of problems at ``th`` (P, d) with gradient ``g`` and
-    Hessian ``hs``: the free parameters (not held at a bound the gradient pushes
-    against), the Hessian's eigenvectors and |eigenvalues| (floored), the gradient in
-    that basis and the Newton decrement ``g·|H|⁻¹g/2``."""
+    """Saddle-free Newton parts at ``th`` (P, d): free mask (not held at a bound), |H|'s
+    eigenvectors and floored |eigenvalues|, the gradient in that basis, the decrement."""
     d = th.shape[1]
     lo_hit = (th <= lower + _AT_BOUND) & (g > 0)
     hi_hit = (th >= upper - _AT_BOUND) & (g < 0)
@@ -576,8 +539,7 @@ def _saddle_free(
 def _damped_step(
     vec: np.ndarray, ev_abs: np.ndarray, proj: np.ndarray, free: np.ndarray, lam: np.ndarray
 ) -> np.ndarray:
-    """The Levenberg-Marquardt step in the |H| eigenbasis (damping ``lam`` × its largest
-    eigenvalue), on the free parameters only, at most 2 (log units) in any one."""
+    """The Levenberg-Marquardt step in the |H| eigenbasis, free parameters only, ≤ 2 (log)."""
     scale = ev_abs.max(axis=1)
     step = -np.einsum("pij,pj->pi", vec, proj / (ev_abs + (lam * scale)[:, None]))
     step *= free
@@ -601,13 +563,9 @@ def minimize_batched(
 ) -> _OptResult:
     """Minimise P independent smooth functions of d bounded parameters at once.
 
-    ``fun(theta, active)`` takes ``theta`` (P_active, n_sets, d) and the active problems'
-    indices and returns (P_active, n_sets). Damped saddle-free Newton steps with a
-    central-difference gradient and Hessian of step ``h``, the stencil evaluated at the
-    trial point; a problem stops when its Newton decrement ``g·H⁻¹g/2`` is below ``tol``,
-    or a step is rejected while it is below ``100 tol`` (the gradient's truncation error
-    dominates), or its step underflows. ``progress(iteration, max_iter)`` after every
-    iteration. Returns the Hessian at the optimum for the uncertainties.
+    ``fun(theta (P_active, n_sets, d), active indices) -> (P_active, n_sets)``. Damped
+    saddle-free Newton on a central-difference stencil of step ``h``; a problem stops at
+    a Newton decrement below ``tol`` (or a rejected step below ``100 tol``).
     """
     p, d = theta0.shape
     offsets, pairs = _stencil(d, h)
@@ -689,14 +647,12 @@ class AxisFit:
 
     @property
     def has_qprofile(self) -> bool:
-        """True when sigma_b's uncertainty is its Q-profile (fits, and files holding it),
-        which needs at least one degree of freedom: more segments than absorbed means."""
+        """True when sigma_b's uncertainty is its Q-profile (≥ 1 degree of freedom)."""
         return self.qprofile is not None and self.qprofile.dof >= 1
 
     @property
     def sigma_b_free(self) -> bool:
-        """False when every segment offset's mean was absorbed by an alignment and none is
-        left to tell sigma_b (e.g. one segment): sigma_b is then not identified."""
+        """False when alignments absorbed every segment offset: sigma_b not identified."""
         return self.qprofile is None or self.qprofile.dof >= 1
 
     @property
@@ -716,9 +672,7 @@ class AxisFit:
 
     @property
     def identified(self) -> np.ndarray:
-        """``(4,)`` bool: the data pin the parameter down (finite se_log below 2); the Monte
-        Carlo draws only those, and uses the point estimate of the others.
-        """
+        """``(4,)`` bool: finite se_log below :data:`MAX_SE_LOG` (the Monte Carlo draws these)."""
         ok = self._log_identified()
         ok[0] = (ok[0] or self.has_qprofile) and self.sigma_b_free
         return ok
@@ -734,9 +688,7 @@ class AxisFit:
         return np.where(ok[:, None] & ok[None, :], np.nan_to_num(self.cov_log), 0.0)
 
     def sigma_b_quantile(self, u: np.ndarray) -> np.ndarray:
-        """sigma_b (axis unit) at probabilities ``u`` of its stated uncertainty.
-
-        The Q-profile confidence distribution when present, else the log-normal
+        """sigma_b (axis unit) at probabilities ``u``: its Q-profile, else the log-normal
         ``exp(N(ln σ̂_b, se²))`` (the point estimate if se_log is not usable).
         """
         u = np.asarray(u, dtype=float)
@@ -747,11 +699,7 @@ class AxisFit:
             return self.sigma_b * np.exp(se * ndtri(u))
 
     def ci(self, z: float = 1.959963984540054) -> np.ndarray:
-        """``(4, 2)`` central intervals of probability ``2Φ(z) − 1`` (nan if unidentified).
-
-        ``exp(ln θ ± z se)`` for sigma, tau and sigma_v; for sigma_b the quantiles
-        ``Φ(∓z)`` of its Q-profile (the lower end may be 0), else as the others.
-        """
+        """``(4, 2)`` central intervals of probability ``2Φ(z) − 1`` (nan if unidentified)."""
         lv = np.log(self.values)
         se = np.where(self.identified, self.se_log, np.nan)
         with np.errstate(over="ignore"):
@@ -912,10 +860,6 @@ class FitOptions:
     fd_step_log: float = 3e-3
     tol: float = 1e-5
 
-    def as_dict(self) -> dict[str, Any]:
-        """For provenance."""
-        return asdict(self)
-
 
 def _initial_guess(
     series: list[ErrorSeries], axis: int
@@ -995,9 +939,7 @@ def _fit_problems(
         params = np.exp(theta[owner_c, set_c])
         # rows past the longest active session are padding for every column: skip them
         n_used = int(max(series[s].n for p in active for s in problems[p].sessions))
-        nll = _nll_columns(
-            packed.y, packed.dt, packed.reset, packed.diffuse, packed.w, data_col, params, n_used
-        )
+        nll = _nll_columns(packed, data_col, params, n_used)
         out = np.zeros((active.size, n_sets))
         np.add.at(out, (owner_c, set_c), nll)
         return out
@@ -1046,12 +988,8 @@ def fit_groups(
 ) -> list[GroupFits]:
     """Fit every axis on each group of session indices, all groups in one batch.
 
-    Used for the full fit (one group: all sessions) and for leave-one-session-out
-    (one group per held-out session). Returns one ``{axis: AxisFit}`` per group,
-    with ``.wrong`` the relocalizations it names wrong: the groups are fitted, their
-    wrong relocalizations named (:func:`name_wrong`), and the groups that named any
-    refitted with those offsets unknown, until the names stop changing
-    (:data:`NAMING_ROUNDS` at most). ``progress(done, total)`` follows the first fit.
+    Each group is refitted with its named wrong relocalizations' offsets unknown until
+    the names settle (:data:`NAMING_ROUNDS` at most); ``progress`` follows the first fit.
     """
     options = options or FitOptions()
     if not series:
@@ -1160,12 +1098,9 @@ def _restricted_step(
 ) -> np.ndarray:
     """θ ``(6, 4)`` (log) moved one Newton step towards the restricted (REML) likelihood.
 
-    The errors are residuals of the offset and frame φ fitted to them
-    (``meta["nuisance_jacobian"]`` ``(N, 6, P)``, ``meta["nuisance_group"]``: sessions
-    sharing φ); REML adds ``½ log det(JᵀV(θ)⁻¹J)`` (Harville 1977). Its gradient comes
-    from whitening J under θ ± h, one axis at a time; the step is capped at
-    :data:`MAX_RESTRICTED_STEP` standard errors. sigma_b is left as fitted: its restricted
-    form is the Q-profile.
+    REML adds ``½ log det(JᵀV(θ)⁻¹J)``, J = ``meta["nuisance_jacobian"]`` ``(N, 6, P)``
+    shared within ``meta["nuisance_group"]``; the step is capped at
+    :data:`MAX_RESTRICTED_STEP` standard errors; sigma_b is left as fitted.
     """
     members: dict[str, list[int]] = {}
     for i in group:
@@ -1227,13 +1162,10 @@ def fit_pose_error(
     extra_provenance: dict[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> PoseErrorModel:
-    """Joint ML fit of (sigma_b, sigma, tau, sigma_v) per axis over all sessions.
-
-    ``progress(done, total)`` follows the optimiser (:func:`fit_groups`).
-    """
+    """Joint ML fit of (sigma_b, sigma, tau, sigma_v) per axis over all sessions."""
     options = options or FitOptions()
     fits = fit_groups(series, [list(range(len(series)))], options, progress)[0]
-    prov: dict[str, Any] = {"fit_options": options.as_dict(), "sessions": [s.name for s in series]}
+    prov: dict[str, Any] = {"fit_options": asdict(options), "sessions": [s.name for s in series]}
     if extra_provenance:
         prov.update(extra_provenance)
     if inputs:

@@ -58,19 +58,11 @@ class GroupFit:
     def jacobian(
         self, i: int, pair: tuple[PoseTrack, PoseTrack], max_gap_s: float | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(times (M,), ``∂e/∂φ`` (M, 6, P)) of session ``i`` of this fit at its estimate.
-
-        Columns as in :attr:`cov`: the offsets fitted, then the frame's. The fit of the
-        error model uses it for the degrees of freedom φ took from the errors
-        (:func:`error_model.fit_groups`).
-        """
-        s = _Session(pair[0].only_valid(), pair[1].interpolator(), np.zeros(0), np.zeros(0))
-        fit_delta = bool(self.offset_column[i] >= 0)
-        t, _, jac = _design(s, float(self.offsets_s[i]), self.frame, self.centre, max_gap_s, True)
-        n_frame = jac.shape[2] - 1 if self.fit_frame else 0
-        n_delta = self.cov.shape[0] - n_frame
+        """(times (M,), ``∂e/∂φ`` (M, 6, P)) of session ``i`` of this fit at its estimate,
+        columns as in :attr:`cov` (the offsets fitted, then the frame's)."""
+        t, jac, n_frame, n_delta = self._design_at(pair, float(self.offsets_s[i]), max_gap_s)
         full = np.zeros((t.size, 6, self.cov.shape[0]))
-        if fit_delta:
+        if self.offset_column[i] >= 0:
             full[:, :, self.offset_column[i]] = jac[:, :, 0]
         if n_frame:
             full[:, :, n_delta:] = jac[:, :, 1:]
@@ -84,16 +76,22 @@ class GroupFit:
         A session aligned with this offset (column 0 when pooled) and frame carries ``J Δφ``,
         Δφ ~ N(0, cov): ``diag(J cov Jᵀ)`` per axis, averaged over its samples.
         """
-        s = _Session(pair[0].only_valid(), pair[1].interpolator(), np.zeros(0), np.zeros(0))
-        _, _, jac = _design(s, offset_s, self.frame, self.centre, max_gap_s, True)
-        n_frame = jac.shape[2] - 1 if self.fit_frame else 0
-        n_delta = self.cov.shape[0] - n_frame
+        _, jac, n_frame, n_delta = self._design_at(pair, offset_s, max_gap_s)
         jac_cols, cov_idx = list(range(1, 1 + n_frame)), list(range(n_delta, n_delta + n_frame))
         if n_delta == 1 and np.all(self.offset_column == 0):  # the pooled offset
             jac_cols, cov_idx = [0, *jac_cols], [0, *cov_idx]
         j = jac[:, :, jac_cols]
         c = self.cov[np.ix_(cov_idx, cov_idx)]
         return np.einsum("kap,pq,kaq->a", j, c, j) / j.shape[0]
+
+    def _design_at(
+        self, pair: tuple[PoseTrack, PoseTrack], offset_s: float, max_gap_s: float | None
+    ) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """(times, Jacobian (M, 6, 1 + frame columns), frame columns, offset columns)."""
+        s = _Session(pair[0].only_valid(), pair[1].interpolator(), np.zeros(0), np.zeros(0))
+        t, _, jac = _design(s, offset_s, self.frame, self.centre, max_gap_s, True)
+        n_frame = jac.shape[2] - 1 if self.fit_frame else 0
+        return t, jac, n_frame, self.cov.shape[0] - n_frame
 
 
 @dataclass

@@ -167,14 +167,10 @@ def simulate_errors(
 ) -> np.ndarray:
     """``(B, N, A)`` simulated error series (materialised; use for small B·N).
 
-    ``params`` is ``(A, 4)`` (the same model for every draw) or ``(B, A, 4)`` (one
-    parameter set per draw, e.g. from :func:`draw_params`), columns
-    ``sigma_b, sigma, tau_s, sigma_v`` (m or rad, s). ``session_sd`` ``(A,)``: the sd
-    of an offset constant over the whole series, added to every draw (the error of
-    an alignment fitted without this session, :func:`gls_align.GroupFit.induced_variance`).
-    ``streams`` ``(B, A)`` uint64: the random stream of every draw and axis instead of
-    ones drawn from ``seed``; draws given equal streams see the same normals, whatever
-    their parameters (common random numbers).
+    ``params``: ``(A, 4)`` or ``(B, A, 4)`` (one set per draw), columns sigma_b, sigma,
+    tau_s, sigma_v (m or rad, s); ``session_sd`` ``(A,)``: sd of an offset constant over
+    the series; ``streams`` ``(B, A)`` uint64: each lane's random stream instead of
+    ``seed``'s (equal streams, equal normals).
     """
     _, series, a = _simulate(
         params, t_s, reloc, n_draws, seed, True, session_sd=session_sd, streams=streams
@@ -261,12 +257,8 @@ def simulate_statistics(
     wrong: np.ndarray | None = None,
     shift: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """``{stat: (B, A)}`` of B simulated draws (see :func:`simulate_errors`), unstored.
-
-    ``whiten``: ``(A, 4)`` model for ``nis`` and ``kurtosis`` (see :func:`error_statistics`).
-    ``wrong`` (N,) bool and ``shift`` (N, A): the named wrong relocalizations and
-    their jumps, given over their segments instead of drawn (the mixture's gross
-    component, conditioned on what was named).
+    """``{stat: (B, A)}`` of B simulated draws (:func:`simulate_errors`), unstored;
+    ``wrong`` (N,) and ``shift`` (N, A): named wrong relocalizations' jumps, given, not drawn.
     """
     stats, _, a = _simulate(
         params, t_s, reloc, n_draws, seed, False, whiten, session_sd, None, wrong, shift

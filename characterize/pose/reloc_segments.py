@@ -65,13 +65,10 @@ def detect_jumps(
 ) -> np.ndarray:
     """Bool mask (N,): True at the first sample after each detected step.
 
-    A candidate is a one-sample change J (six axes, scaled robustly) beyond the χ²₆
-    quantile at ``alpha / N``. It is a step when the level change L between the
-    ``window_s`` ending ``revert_s`` before it and the ``window_s`` starting ``revert_s``
-    after it satisfies ``0.5 ≤ <L, J> / <J, J> ≤ 2`` (below: a spike or a reverting
-    excursion; above: a ramp) and is beyond the χ²₆ quantile at :data:`LEVEL_ALPHA` of the
-    series' robustly scaled level changes (slow noise wanders). Near either end, where a
-    window is empty, L is the jump itself.
+    A one-sample change J beyond the χ²₆ quantile at ``alpha / N`` is a step when the
+    level change L across ``revert_s``/``window_s`` (s) has ``0.5 ≤ <L, J> / <J, J> ≤ 2``
+    and is beyond the χ²₆ quantile at :data:`LEVEL_ALPHA` (docs/POSE_ERROR.md).
+    Near either end, where a window is empty, L is the jump itself.
     """
     t_s = np.asarray(t_s, dtype=np.float64)
     e = np.asarray(error, dtype=np.float64)

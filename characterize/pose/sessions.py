@@ -1,10 +1,5 @@
-"""From session files (or two pose tracks) to aligned, segmented pose-error series.
-
-:func:`load_tracks` reads two pose streams (times in s from the reference's first
-sample); :func:`prepare_campaign` aligns a campaign's sessions in time and frame with
-the error model, builds the leave-one-out folds and segments each error at its
-relocalizations; :func:`prepare_sessions` does it from files; :func:`fit_prepared` fits
-the error model and records the inputs. docs/POSE_ERROR.md ("Time offset and frame").
+"""From session files (or two pose tracks) to aligned, segmented pose-error series
+(docs/POSE_ERROR.md, "Time offset and frame").
 """
 
 from __future__ import annotations
@@ -88,11 +83,6 @@ class PreparedSession:
     campaign_sessions: int = 1
     """Sessions the transform was fitted to."""
 
-    @property
-    def offset_sigma_s(self) -> float:
-        """The time offset's standard error (s) where it was estimated, else nan."""
-        return float(self.alignment.offset_se_s)
-
     def alignment_used(self) -> str:
         """The alignment in words, e.g. ``se3, one transform for 3 sessions (campaign)``."""
         al = self.alignment
@@ -116,7 +106,7 @@ class PreparedSession:
             "alignment_used": self.alignment_used(),
             "time_offset": {
                 "offset_s": al.offset_s,
-                "sigma_s": self.offset_sigma_s,
+                "sigma_s": float(al.offset_se_s),
                 "method": al.time_offset_method,
                 "rate_window_s": al.rate_window_s,
                 "reference_max_gap_s": al.max_gap_s,
@@ -143,12 +133,10 @@ def _segmented(
 ) -> PreparedSession:
     """The session's error under ``al``, segmented.
 
-    ``seg`` with ``starts`` (segment start times after the first sample, s): carried over
-    to the samples kept under ``al``; ``seg`` alone: reused when the samples are the same;
-    else segmented anew. ``mean_group``: the sessions sharing ``al`` (it absorbed their
-    mean error; the Q-profile needs to know). ``nuisance``: (the offset-and-frame fit,
-    this session's index in it, the fit's label), for the restricted likelihood.
-    ``trajectory``: also ATE and RPE under this (position-only Umeyama) alignment.
+    ``seg`` with ``starts`` (segment start times, s): carried over to the samples kept;
+    ``seg`` alone: reused when the samples are the same; else segmented anew.
+    ``mean_group``: the sessions sharing ``al``; ``nuisance``: (offset-and-frame fit, this
+    session's index in it, its label); ``trajectory``: also ATE and RPE under it.
     """
     t, e, idx = pose_errors(sensor, reference, al, max_gap_s)
     if t.size < 10:
@@ -189,12 +177,8 @@ def load_tracks(
     t_start_s: float | None = None,
     t_end_s: float | None = None,
 ) -> tuple[PoseTrack, PoseTrack]:
-    """Read the sensor and reference pose streams of a session file.
-
-    Track times are in s from the session start (its earliest sample of any stream,
-    :mod:`sensorbench.logs.time_window`), the one origin of every output; only
-    samples inside ``[t_start_s, t_end_s)`` (s from that start; None: open) are read.
-    """
+    """Read the sensor and reference pose streams of a session file, times in s from the
+    session start, only samples inside ``[t_start_s, t_end_s)`` (None: open)."""
     from sensorbench.logs import Session
     from sensorbench.logs.time_window import session_span_ns, window_ns
 
@@ -235,12 +219,8 @@ def prepare_sessions(
 ) -> PreparedCampaign:
     """Prepare the campaign of session files (:func:`prepare_campaign`), every session kept.
 
-    ``align``: ``"auto"`` (one frame transform when the frame check finds the sessions
-    in one map, else one each), ``"campaign"`` (one frame transform for all, no session
-    left out: the caller's frame check names those in another map) or ``"session"``
-    (``mode`` "none": no alignment). Session names are the file stems, made unique
-    with ``#i`` where two collide; only the samples in ``[t_start_s, t_end_s)`` of each
-    session (s from its start) are used.
+    ``align="campaign"`` leaves no session out (the caller's frame check names those in
+    another map); ``mode="none"``: no alignment. Names: :func:`session_names`.
     """
     tracks = [load_tracks(p, sensor, reference, t_start_s, t_end_s) for p in paths]
     return prepare_campaign(
@@ -270,12 +250,8 @@ def fit_prepared(
     time_offset: TimeOffset | None = None,
     progress: Progress | None = None,
 ) -> PoseErrorModel:
-    """Fit the pose-error model over prepared sessions (:func:`fit_pose_error`).
-
-    The model's provenance records every input file (resolved path, SHA-256, samples
-    used), each session's alignment and segmentation, and the campaign's time offset
-    with its standard error (``time_offset``, when given).
-    """
+    """Fit the pose-error model over prepared sessions (:func:`fit_pose_error`), recording
+    every input file, alignment, segmentation and ``time_offset`` in its provenance."""
     return fit_pose_error(
         [ps.series for ps in prepared],
         options or FitOptions(),
@@ -310,12 +286,9 @@ OFFSET_CONSISTENCY_ALPHA = 0.01
 
 @dataclass
 class TimeOffset:
-    """The campaign's time offset (reference time = sensor time + offset, s).
-
-    Estimated once for the rig, jointly with the frame (:mod:`gls_align`); each session's
-    own estimate is kept too, and when they disagree (χ², p below
-    :data:`OFFSET_CONSISTENCY_ALPHA`) every session keeps its own (``pooled`` False).
-    """
+    """The campaign's time offset (reference time = sensor time + offset, s); when the
+    sessions' own offsets disagree (χ² p < :data:`OFFSET_CONSISTENCY_ALPHA`) each keeps
+    its own (``pooled`` False)."""
 
     method: str  # "given" or "gls"
     offset_s: float  # the campaign's offset (nan when every session keeps its own)
@@ -334,11 +307,8 @@ class TimeOffset:
 class PreparedCampaign:
     """A campaign aligned and segmented, and what its leave-one-out folds need.
 
-    ``prepared``: the sessions in the campaign's map (input order) under the
-    campaign's offset and frame; ``frames``: the frame check (None unless
-    ``align="campaign"`` with ≥ 2 sessions); ``time_offset``: the offset and its
-    standard error. :meth:`folds` redoes offset and frame without the held-out
-    session (the caller refits the model on :attr:`Fold.training`).
+    ``prepared``: the sessions in the campaign's map (input order) under its offset and
+    frame; ``frames``: the frame check (None unless ``align="campaign"`` with ≥ 2 sessions).
     """
 
     prepared: list[PreparedSession]
@@ -361,12 +331,8 @@ class PreparedCampaign:
         return [p.series for p in self.prepared]
 
     def folds(self, targets: list[int], excluded: frozenset[int] = frozenset()) -> list[Fold]:
-        """Folds holding out ``targets`` (indices into :attr:`prepared`), without ``excluded``.
-
-        Held-out session i's GLS weights, pooled offset and (``"campaign"``) frame come from
-        the other prepared sessions not in ``excluded`` alone; its error is computed under
-        them (docs/POSE_ERROR.md, "Validation").
-        """
+        """Folds holding out ``targets`` (indices into :attr:`prepared`): offset, frame and
+        GLS weights from the others not in ``excluded`` (docs/POSE_ERROR.md, "Validation")."""
         n = len(self.prepared)
         trains = [[self.kept[j] for j in range(n) if j != i and j not in excluded] for i in targets]
         if any(not t for t in trains):
@@ -402,12 +368,8 @@ class PreparedCampaign:
     def _fold_alignments(
         self, train: list[int], held: int, weights: GroupFits
     ) -> tuple[dict[int, Alignment], GroupFit | None]:
-        """Alignments of ``train`` and ``held`` from the offsets and frame of ``train``
-        (``weights``: the model fitted to ``train`` that weights the GLS).
-
-        Also the estimate whose error the held-out session inherits (None when nothing
-        of its alignment came from the others).
-        """
+        """Alignments of ``train`` and ``held`` from ``train``'s offsets and frame (GLS weighted
+        by ``weights``), and the estimate whose error ``held`` inherits (None: none)."""
         own = {j: self.alone[j].alignment for j in [*train, held]}
         pooled = self.time_offset.method == "gls" and self.time_offset.pooled
         off = {j: own[j].offset_s for j in own}
@@ -429,9 +391,8 @@ class PreparedCampaign:
     def _group_gls(
         self, members: list[int], offsets: list[float], weights: GroupFits, estimate_offset: bool
     ) -> GroupFit:
-        """One GLS frame (and offset, when estimated) for sessions ``members`` at
-        ``offsets`` (s), started from their Umeyama frame, weighted by the model ``weights``
-        fitted to them (its wrong relocalizations' offsets left free)."""
+        """One GLS frame (and offset, when estimated) for sessions ``members`` at ``offsets``
+        (s), from their Umeyama frame, weighted by the model ``weights`` fitted to them."""
         pairs = [self.tracks[j] for j in members]
         start = align_sessions(pairs, self.mode, offsets, max_gap_s=self.max_gap_s)
         series = [self.alone[j].series for j in members]
@@ -557,10 +518,7 @@ def prepare_campaign(
 ) -> PreparedCampaign:
     """Align, compute and segment the error of every session; check their frames.
 
-    ``align``: ``"campaign"`` (one transform; sessions in another map removed worst first,
-    the rest re-aligned), ``"session"`` (one each), ``"none"``, or ``"auto"`` (campaign when
-    the frame check finds one map, else session; :attr:`PreparedCampaign.decision` says
-    why). The steps: docs/POSE_ERROR.md, "Time offset and frame".
+    ``align``: :data:`ALIGN_MODES` (docs/POSE_ERROR.md, "Time offset and frame").
     """
     if align not in ALIGN_MODES:
         raise FitError(f"unknown --align {align!r} (auto, campaign, session or none)")
@@ -637,10 +595,8 @@ def _own_alignment(
 ) -> tuple[Alignment, OffsetDrift | None, GroupFit]:
     """Session ``index``'s own offset and frame by GLS, weighted by its own model ``fit``.
 
-    ``ps``: the session segmented under its first (rate-correlated, Umeyama) alignment;
     ``search``: ``(max_offset_s, max_gap_s)`` when the offset is estimated, None when
-    given. Returns the alignment (its offset's se inflated by drift between pieces of
-    the session), that drift and the GLS fit.
+    given. Returns the alignment (se inflated by drift), that drift and the GLS fit.
     """
     al = ps.alignment
     params = np.stack([fit[a].values for a in POSE_AXES])
@@ -842,10 +798,8 @@ def _mark_unstable(
     sigma: float,
     max_gap_s: float | None,
 ) -> None:
-    """Record in ``ps.segmentation`` the detections that move when the offset moves by ±2σ.
-
-    ``sigma``: the offset's standard error (s); ``ps``: the session as it was segmented.
-    """
+    """Record in ``ps.segmentation`` the detections that move when the offset (standard
+    error ``sigma``, s) moves by ±2σ."""
     seg = ps.segmentation
     if seg.method == "flags":
         return

@@ -222,13 +222,10 @@ def check_session(
 ) -> SessionCheck:
     """Place one session's real statistics among ``n_draws`` simulations of the model.
 
-    With ``cov_log``, every draw has its own parameters (:func:`draw_params`;
-    ``sigma_b_quantile``: per axis, sigma_b's stated uncertainty as a quantile function).
-    ``inherited_variance`` (6,): every draw also carries an offset constant over the
-    session of that variance (the error of an alignment fitted without it). Real and
-    simulated series are whitened by ``params`` (the point estimate) for the
-    innovation statistics. ``shift`` (N, 6): the jumps of the session's named wrong
-    relocalizations (``series.wrong``) over their segments, given to every draw.
+    With ``cov_log`` every draw has its own parameters (:func:`draw_params`, sigma_b from
+    ``sigma_b_quantile`` per axis); ``inherited_variance`` (6,) units²: an offset constant
+    over the session added to every draw; ``shift`` (N, 6): the named wrong
+    relocalizations' jumps, given to every draw. Innovations are whitened by ``params``.
     """
     sim_params = (
         params if cov_log is None else draw_params(params, cov_log, n_draws, rng, sigma_b_quantile)
@@ -288,13 +285,9 @@ def check_session(
 def held_out_wrong(
     held: ErrorSeries, fits: dict[str, AxisFit], n_usual: int, n_relocs: int
 ) -> tuple[ErrorSeries, np.ndarray]:
-    """``held`` with its wrong relocalizations named under a model fitted elsewhere.
-
-    ``fits``: that model (its sigma_b from ``n_usual`` usual offsets, out of
-    ``n_relocs`` relocalizations). Each segment of ``held`` is tested against it
-    (:func:`error_model.name_wrong`, Bonferroni over ``n_relocs`` and ``held``'s).
-    Returns the marked series and ``(N, 6)`` the named jumps over their segments
-    (m, rad), which the validation gives every draw instead of a usual offset.
+    """``held`` with its wrong relocalizations named under ``fits`` (sigma_b from ``n_usual``
+    of ``n_relocs`` offsets; Bonferroni over ``n_relocs`` and ``held``'s), and ``(N, 6)``
+    the named jumps over their segments (m, rad).
     """
     sb2 = np.array([fits[a].sigma_b for a in POSE_AXES]) ** 2
     found = name_wrong([held], fits, sb2, max(n_usual - 1, 1), n_relocs + held.n_segments)
@@ -322,11 +315,9 @@ def validate_sessions(
 ) -> ValidationReport:
     """Validate the model on every session (leave-one-session-out unless ``model``).
 
-    With ``model`` None each session is checked against a model refitted on the others
+    Without ``model`` each session is checked against a model refitted on the others
     (≥ 2 sessions), failures named by step-down; ``folds`` gives each held-out session's
-    error and its training errors (default: ``series`` as they are). With a model, every
-    session is checked against it. ``progress(done, total)``: the first round's refits
-    count as one session's share, then each session's check one more.
+    error and its training errors (default: ``series`` as they are).
     """
     if not series:
         raise FitError("no sessions to validate")
@@ -434,10 +425,7 @@ def _round(
     parameter_uncertainty: bool,
     progress: Progress | None = None,
 ) -> list[SessionCheck]:
-    """Fit every fold's training sessions (one batch) and check its held-out session.
-
-    ``progress(done, total)``: the refits as one session's share, then one per check.
-    """
+    """Fit every fold's training sessions (one batch) and check its held-out session."""
     train = [s for _, tr, _ in folds for s in tr]
     groups, k = [], 0
     for _, tr, _ in folds:
