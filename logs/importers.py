@@ -683,32 +683,18 @@ def _pod_batches(
     written before it (time order, counter steps)."""
     last: dict[str, np.ndarray] | None = None  # the last frame written
     for unit in _whole_runs(path, chunks, "host"):
-        batch, last = _pod_unit(path, p, last, unit, duplicates, dropped)
-        yield batch
+        ctx = _joined(last, unit)
+        check_pod_columns(path, ctx, p)
+        order = order_times(path, ctx["lines"], ctx["host"], duplicates)
+        dropped += order.dropped_lines
+        keep = order.keep.copy()
+        keep[0] &= last is None  # written with the chunk before
+        end = int(np.flatnonzero(order.keep)[-1])
+        yield EncoderBatch(ctx["host"][keep], ctx["dev"][keep], ctx["seq"][keep],
+                           ctx["counts"][keep], ctx["yaw"][keep], ctx["yaw_rate"][keep])  # fmt: skip
+        last = _rows(ctx, slice(end, end + 1))
     if last is None:
         raise ImportFormatError(f"{path}: no samples")
-
-
-def _pod_unit(
-    path: Path,
-    p: PodTable,
-    last: dict[str, np.ndarray] | None,
-    unit: dict[str, np.ndarray],
-    duplicates: str,
-    dropped: list[int],
-) -> tuple[EncoderBatch, dict[str, np.ndarray]]:
-    """The frames of ``unit`` to write, checked after ``last`` (the last frame written),
-    and the last of them."""
-    ctx = _joined(last, unit)
-    check_pod_columns(path, ctx, p)
-    order = order_times(path, ctx["lines"], ctx["host"], duplicates)
-    dropped += order.dropped_lines
-    keep = order.keep.copy()
-    keep[0] &= last is None  # written with the chunk before
-    end = int(np.flatnonzero(order.keep)[-1])
-    batch = EncoderBatch(ctx["host"][keep], ctx["dev"][keep], ctx["seq"][keep],
-                         ctx["counts"][keep], ctx["yaw"][keep], ctx["yaw_rate"][keep])  # fmt: skip
-    return batch, _rows(ctx, slice(end, end + 1))
 
 
 def stream_pod_csv(
@@ -725,13 +711,7 @@ def stream_pod_csv(
             "count0"}`` for a ``t,count0,...`` file.
     """
     path = Path(path)
-    mapping = dict(columns or {})
-    for name in mapping:
-        if not _is_pod_column(name):
-            raise ImportFormatError(
-                f"--columns {name}={mapping[name]}: unknown column name {name!r} "
-                f"(known: {', '.join(POD_CSV_COLUMNS)})"
-            )
+    mapping = dict(columns or {})  # names checked by parse_column_map
     rows = content_lines(path)
     head_line, head = next(rows, (1, None))
     if head is None:

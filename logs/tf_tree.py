@@ -18,9 +18,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import ImportFormatError
-
-QUAT_NORM_TOLERANCE = 0.01
-"""Largest accepted deviation of a link quaternion's norm from 1 (as the importers)."""
+from sensorbench.logs.importers import QUAT_NORM_TOLERANCE
 
 
 def frame_id(name: str) -> str:
