@@ -690,8 +690,8 @@ def _pod_batches(
         keep = order.keep.copy()
         keep[0] &= last is None  # written with the chunk before
         end = int(np.flatnonzero(order.keep)[-1])
-        yield EncoderBatch(ctx["host"][keep], ctx["dev"][keep], ctx["seq"][keep],
-                           ctx["counts"][keep], ctx["yaw"][keep], ctx["yaw_rate"][keep])  # fmt: skip
+        cols = ("host", "dev", "seq", "counts", "yaw", "yaw_rate")
+        yield EncoderBatch(*(ctx[c][keep] for c in cols))
         last = _rows(ctx, slice(end, end + 1))
     if last is None:
         raise ImportFormatError(f"{path}: no samples")
@@ -966,7 +966,7 @@ def import_file(
     first = next(stream.batches)  # a bad file is named before the session is touched
     source_attrs = {"source_file": source.name, "source_sha256": file_sha256(source)}
     kind = "encoder" if what == "pods" else "pose"
-    with _writer_for(session, what) as writer:
+    with session_writer(session, f"import {what}") as writer:
         if kind == "encoder":
             writer.add_encoder(name, n_counts=stream.n_counts, attrs=stream.attrs)
         else:
@@ -981,11 +981,12 @@ def import_file(
     return ImportResult(name, n, stream.dropped_lines, stream.relocalized_lines)
 
 
-def _writer_for(session: str | os.PathLike[str], what: str) -> Any:
-    """An offline writer adding to ``session``, or creating it (atomic either way)."""
+def session_writer(session: str | os.PathLike[str], label: str) -> Any:
+    """An offline writer adding to ``session``, or creating it (atomic either way: a copy
+    swapped in under the session's update lock, or a new file)."""
     from sensorbench.logs.writer import SessionWriter
 
     session = Path(session)
     if session.exists():
         return SessionWriter.add_to(session)
-    return SessionWriter(session, label=f"import {what}", swmr=False)
+    return SessionWriter(session, label=label, swmr=False)

@@ -60,6 +60,15 @@ class BagStream:
     sensor's scan, stamped at ray 0 = its last point): what time references and flags
     of the scan are stamped with."""
 
+    def columns(self) -> dict[str, np.ndarray]:
+        """The optional datasets stored beside the samples (docs/FORMAT.md)."""
+        if self.kind == "lidar":
+            return {} if self.receive_ns is None else {"turn_receive_ns": self.receive_ns}
+        cols = {"receive_ns": self.receive_ns, "covariance": self.covariance}
+        if self.twist is not None:
+            cols.update(twist=self.twist[0], twist_covariance=self.twist[1])
+        return {k: v for k, v in cols.items() if v is not None}
+
     @property
     def kind(self) -> str:
         """``pose``, ``lidar`` or ``encoder``."""

@@ -372,6 +372,12 @@ class SessionWriter:
         with self._lock:
             _set_attrs(self._streams[(kind, name)].group, attrs)
 
+    def add_columns(self, kind: str, name: str, columns: dict[str, np.ndarray]) -> None:
+        """Store whole optional columns of a declared stream at once (an import's)."""
+        self._check_layout_open(f"columns of {kind} stream {name!r}")
+        for col, data in columns.items():
+            self._streams[(kind, name)].group.create_dataset(col, data=data)
+
     def set_truth(self, path: str, data: np.ndarray, attrs: dict[str, Any] | None = None) -> None:
         """Store a truth array at ``/truth/<path>`` (simulated sessions only)."""
         self._check_layout_open("truth")
