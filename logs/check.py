@@ -56,7 +56,6 @@ _REQUIRED_ROOT_ATTRS = (
     "label",
     "config_text",
 )
-_COLUMNS = STREAM_COLUMNS
 
 
 @dataclass
@@ -126,7 +125,7 @@ def stream_rows(kind: str, g: h5py.Group) -> tuple[int, int]:
 
 def _columns(kind: str, g: h5py.Group) -> list[str]:
     """The stream's own datasets and the optional ones it has."""
-    own = [str(c) for c in _COLUMNS[kind]]
+    own = [str(c) for c in STREAM_COLUMNS[kind]]
     return own + [c for c in OPTIONAL_COLUMNS.get(kind, {}) if c in g]
 
 
@@ -255,7 +254,7 @@ def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> No
         problems += order_problems(f"{key}/chunks.t_ns", t_ns, strict=False, skip=bad)[0]
         report.errors += [str(p) for p in problems]
     elif kind == "encoder":
-        batch = EncoderBatch(**{c: g[c][:n] for c in _COLUMNS[kind]})
+        batch = EncoderBatch(**{c: g[c][:n] for c in STREAM_COLUMNS[kind]})
         report.errors += [str(p) for p in encoder_problems(key, batch)[0]]
     elif kind == "pose":
         if "kind" not in g.attrs:

@@ -207,10 +207,10 @@ def close_guarded(f: h5py.File, guard: GuardedFile) -> None:
 
 @contextlib.contextmanager
 def guarded_h5(
-    path: str | os.PathLike[str], mode: str = "w", *, shown: str | os.PathLike[str] | None = None
+    path: str | os.PathLike[str], *, shown: str | os.PathLike[str] | None = None
 ) -> Iterator[h5py.File]:
-    """``with guarded_h5(path) as f:`` — an HDF5 file that is fsynced and closed at the
-    end of the block.
+    """``with guarded_h5(path) as f:`` — a new HDF5 file, fsynced and closed at the end of
+    the block.
 
     Args:
         shown: the name errors give (the final output when ``path`` is its temporary).
@@ -220,7 +220,7 @@ def guarded_h5(
             ``shown``. The caller discards the file.
     """
     try:
-        f, guard = open_guarded(path, mode)
+        f, guard = open_guarded(path)
     except OSError as exc:
         raise OutputError(f"cannot write {shown or path}: {disk_error_text(exc)}") from exc
     try:

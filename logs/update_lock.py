@@ -14,7 +14,6 @@ import fcntl
 import os
 import time
 from pathlib import Path
-from types import TracebackType
 
 from sensorbench.errors import OutputError
 
@@ -144,10 +143,5 @@ class UpdateLock:
     def __enter__(self) -> UpdateLock:
         return self.acquire()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()

@@ -17,6 +17,7 @@ from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
 from sensorbench.logs.schema import (
     EVENT_DTYPE,
     GROUPS,
+    LIDAR_POINT_FIELDS,
     NO_DEVICE_TIME,
     OPTIONAL_COLUMNS,
     STREAM_COLUMNS,
@@ -504,7 +505,7 @@ def _keep(batch: Batch, keep: np.ndarray) -> Batch:
     rows = {f.name: keep for f in fields(batch)}
     if isinstance(batch, LidarTurns):  # per-point columns follow their turns
         points = np.repeat(keep, batch.count)
-        rows.update(dict.fromkeys(("angle", "range", "intensity", "t_ns"), points))
+        rows.update(dict.fromkeys(LIDAR_POINT_FIELDS, points))
     kept: dict[str, Any] = {}
     for name, k in rows.items():
         column = getattr(batch, name)
