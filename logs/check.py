@@ -1,10 +1,5 @@
-"""Integrity checks and recovery of sessions whose writer died.
-
-:func:`check_session` validates the layout against schema version 1 and every stream's
-consistency; :func:`recover_session` copies each stream's self-consistent prefix into a
-fresh file marked RECOVERED and keeps the original beside it. A file another process
-writes (HDF5's lock, or a live SWMR writer named in ``/_status``) is never touched.
-"""
+"""Integrity checks and recovery of sessions whose writer died (docs/FORMAT.md,
+"Consistency and recovery"); a file another process writes is never touched."""
 
 from __future__ import annotations
 
@@ -130,11 +125,8 @@ def _columns(kind: str, g: h5py.Group) -> list[str]:
 
 
 def check_session(path: str | os.PathLike[str]) -> CheckReport:
-    """Validate a session file against the schema; never modifies it.
-
-    A file another process holds open for writing (HDF5's lock) is not even
-    opened: the report only says it is in use.
-    """
+    """Validate a session file against the schema; never modifies it (a file another
+    process holds open for writing is not even opened: the report says it is in use)."""
     path = Path(path)
     if path.is_file() and locked_by_writer(path):
         report = CheckReport(path, FileStatus.WRITING)
@@ -311,12 +303,9 @@ def backup_name(path: Path) -> Path:
 
 
 def recover_session(path: str | os.PathLike[str], force: bool = False) -> RecoveryReport:
-    """Rebuild a session whose writer died (or that was marked closed with rows beyond its
-    consistent data, as a full disk can leave it), keeping every consistent row.
-
-    The rebuilt file takes the original's name; the original keeps its bytes as
-    ``NAME.orig.h5`` (``NAME.orig-2.h5``… when that exists). The session's update
-    lock is held throughout. ``force``: recover although the writer ran on another host.
+    """Rebuild a session whose writer died (or closed with rows beyond its consistent
+    data) under its name, keeping every consistent row; the original becomes
+    :func:`backup_name`. ``force``: recover although the writer ran on another host.
 
     Raises:
         SessionError: the file is closed and consistent, or its writer still runs (or may).

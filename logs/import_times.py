@@ -10,7 +10,7 @@ it replaces by more than the file's own noise allows (χ²₃ test at
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,10 +41,8 @@ class TimeOrder:
 
     keep: np.ndarray
     """bool mask of the samples kept."""
-    dropped_lines: list[int] = field(default_factory=list)
+    dropped_lines: list[int]
     """File lines of the samples dropped because their stamp repeats."""
-    relocalized: np.ndarray | None = None
-    """bool mask (over all rows) of kept poses that replaced a different pose."""
 
 
 def _listed(path: Path, lines: np.ndarray) -> str:

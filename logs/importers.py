@@ -1,13 +1,9 @@
 """Import foreign files into sessions: mocap and pose logs (TUM, EuRoC, Motive CSV), pod CSV.
 
-Every parser reads its file in bounded chunks, one column at a time, through
-:mod:`~sensorbench.logs.text_table` (the one checked parse), and fails with
-``file:line:column: what is wrong`` (:class:`~sensorbench.errors.ImportFormatError`):
-missing columns, non-numeric cells, non-monotonic or duplicate timestamps, quaternions
-far from unit norm, unknown units. Motive's blank cells (occlusion) become invalid
-samples with ``nan`` pose, never zeros. Every ``stream_*`` reader takes ``max_position_m``
-(largest accepted |coordinate|, m) and ``duplicates`` (repeated stamps: ``error``,
-``first`` or ``last``, :mod:`~sensorbench.logs.import_times`).
+Every parser reads its file in bounded chunks, a column at a time, through
+:mod:`~sensorbench.logs.text_table`, and fails with ``file:line:column: what is wrong``
+(docs/FORMAT.md, "Import formats"). Every ``stream_*`` reader takes ``max_position_m``
+(largest accepted |coordinate|, m) and ``duplicates`` (:mod:`~sensorbench.logs.import_times`).
 """
 
 from __future__ import annotations
@@ -47,12 +43,8 @@ QUAT_NORM_TOLERANCE = 0.01
 """Largest accepted deviation of a quaternion's norm from 1 before normalization."""
 
 MAX_ABS_POSITION_M = 1e4
-"""Default largest accepted |coordinate| of an imported position (m).
-
-No indoor or campus-scale mocap or pose log reaches 10 km from its origin; a larger
-value is a unit or parsing error (one 1e6 cell gave a 25 km alignment residual).
-Every reader takes ``max_position_m``; the CLI's ``--max-position-m`` sets it.
-"""
+"""Default largest accepted |coordinate| of an imported position (m): no indoor or
+campus-scale log reaches 10 km, a larger value is a unit or parsing error."""
 
 _INT64_MAX = int(np.iinfo(np.int64).max)
 

@@ -1,9 +1,6 @@
-"""Reading sessions: lazy, time-sliced access per stream.
+"""Reading sessions: lazy, time-sliced access per stream, read-only and SWMR-safe.
 
-A session is opened read-only and SWMR-safe, so a file whose writer is still
-running, or was killed, can be read. Every read returns a self-consistent prefix:
-if the writer died between extending two columns of a stream, the extra rows of
-the longer column are not returned (``sensorbench check`` rebuilds such a file).
+Every read returns a self-consistent prefix (docs/FORMAT.md, "Consistency and recovery").
 """
 
 from __future__ import annotations

@@ -194,17 +194,11 @@ def _read_connection(
     try:
         while True:  # batches of _TICK messages, a progress report after each
             before = len(recv)
-            if len(fns) == 1:  # the common case, without the inner loop
-                fn, append, mark = fns[0], rows[0].append, recv.append
-                for _, t, raw in islice(messages, _TICK):
-                    mark(t)
-                    append(fn(t, deserialize(raw)))
-            else:
-                for _, t, raw in islice(messages, _TICK):
-                    recv.append(t)
-                    msg = deserialize(raw)
-                    for fn, r in zip(fns, rows, strict=True):
-                        r.append(fn(t, msg))
+            for _, t, raw in islice(messages, _TICK):
+                recv.append(t)
+                msg = deserialize(raw)
+                for fn, r in zip(fns, rows, strict=True):
+                    r.append(fn(t, msg))
             if len(recv) == before:
                 break
             if tick is not None:

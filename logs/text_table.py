@@ -196,11 +196,6 @@ def _split_chunk(
     return Table(path, np.array(lines, np.int64), cells)
 
 
-def _refuse(t: Table, j: int, name: str, k: int, why: str) -> ImportFormatError:
-    cell = str(t.cells[k, j]).strip(" \t")
-    return ImportFormatError(f"{t.path}:{int(t.lines[k])}:{j + 1}: column {name!r}: {cell!r} {why}")
-
-
 class _Grammar(NamedTuple):
     column: re.Pattern[str]
     """Matches a whole column, its cells joined by newlines."""
@@ -262,7 +257,9 @@ def floats(t: Table, j: int, name: str, *, missing: str = "") -> np.ndarray:
 
 
 def _fail(t: Table, j: int, name: str, k: int, why: str) -> np.ndarray:
-    raise _refuse(t, j, name, k, why)
+    """Refuse cell ``k`` of column ``j``, naming ``file:line:column``."""
+    cell = str(t.cells[k, j]).strip(" \t")
+    raise ImportFormatError(f"{t.path}:{int(t.lines[k])}:{j + 1}: column {name!r}: {cell!r} {why}")
 
 
 def integers(t: Table, j: int, name: str) -> np.ndarray:
