@@ -1,11 +1,6 @@
-"""Import ROS bags (rosbag2 sqlite3 or MCAP, ROS 1 ``.bag``) into sessions, via ``rosbags``.
-
-Each ``--topic TOPIC=NAME`` becomes one pose, lidar or encoder stream, each ``--tf
-PARENT:CHILD=NAME`` a pose stream composed from ``/tf`` and ``/tf_static``
-(:mod:`sensorbench.logs.tf_tree`); docs/FORMAT.md lists the message types. Header stamps
-are the sample times (ns); every value passes the file importers' checks, and an error
-names ``BAG:TOPIC:N``, the N-th (1-based) message of the topic.
-"""
+"""Import ROS bags (rosbag2 sqlite3 or MCAP, ROS 1 ``.bag``) into sessions, via ``rosbags``:
+each ``--topic`` one stream, each ``--tf`` a pose stream composed from ``/tf`` and
+``/tf_static`` (docs/FORMAT.md, "ROS bags"); errors name ``BAG:TOPIC:N`` (1-based)."""
 
 from __future__ import annotations
 

@@ -52,11 +52,8 @@ def _listed(path: Path, lines: np.ndarray) -> str:
 
 
 def order_times(path: Path, lines: np.ndarray, t_ns: np.ndarray, policy: str) -> TimeOrder:
-    """Check time order and resolve repeated stamps by ``policy`` (see module docstring).
-
-    Args:
-        lines: the file line of each sample.
-        t_ns: the samples' times (ns), in file order.
+    """Check time order of ``t_ns`` (ns, file order; ``lines``: each sample's file line)
+    and resolve repeated stamps by ``policy`` (see module docstring).
 
     Raises:
         ImportFormatError: a backwards step (every offending line named, up to

@@ -61,10 +61,8 @@ def topic_types(bag: Path, reader: Any) -> dict[str, str]:
 
 
 def bag_info(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Topics (type, message count), time span (s) and format of a bag.
-
-    Every message is read and decoded, so a damaged bag is reported here as the import
-    would report it.
+    """Topics (type, message count), time span (s) and format of a bag; every message is
+    decoded, so a damaged bag is reported as the import would report it.
 
     Raises:
         ImportFormatError: not a bag, or a damaged record or message (named).
@@ -112,9 +110,7 @@ def read_topics(
     progress: Progress | None = None,
 ) -> list[list[Any]]:
     """For each use ``(topic, extract)``, ``extract(receive ns, message)`` of every message
-    of the topic, in receive order.
-
-    Each message is deserialized once, handed to every use of its topic and dropped.
+    of the topic, in receive order (each message deserialized once).
 
     Raises:
         ImportFormatError: a message rosbags cannot deserialize (naming ``BAG:TOPIC:N``).

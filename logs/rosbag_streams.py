@@ -1,11 +1,5 @@
-"""ROS messages of one topic → one stream's samples, checked (for ``import rosbag``).
-
-Poses (Odometry, PoseStamped, PoseWithCovarianceStamped, TransformStamped, TF with a
-child frame), LaserScan turns, JointState counts, and what companion topics add to
-them: device times (TimeReference), sample flags (DiagnosticArray); diagnostics
-and log messages as session events. Every error names ``BAG:TOPIC:N``, the N-th
-(1-based) message of the topic.
-"""
+"""ROS messages of one topic → one stream's samples, checked (for ``import rosbag``; the
+message types are docs/FORMAT.md's). Every error names ``BAG:TOPIC:N`` (1-based)."""
 
 from __future__ import annotations
 

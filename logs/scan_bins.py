@@ -1,12 +1,6 @@
-"""Lidar points binned by angle: one module for every binning the package does.
-
-A turn as a ROS LaserScan (:class:`ScanGrid`, :func:`bin_turn`: one fixed grid of
-``n_bins`` per revolution, each point in the bin nearest its own angle, empty bins NaN,
-rays counter-clockwise with ``stamp + i·time_increment`` ray i's time; docs/FORMAT.md),
-and statistics over angle bins for the dual-scan merge and the lidar characterization.
-
-Angles rad, counter-clockwise (REP 103), times ns.
-"""
+"""Lidar points binned by angle, every binning the package does: a turn as a ROS LaserScan
+(:class:`ScanGrid`, :func:`bin_turn`; docs/FORMAT.md) and statistics over angle bins.
+Angles rad, counter-clockwise (REP 103), times ns."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Split one session into consecutive pieces (for leave-one-piece-out validation).
-
-Each piece holds the samples whose time lies in ``[t_start, t_end)`` (lidar turns whole,
-by their first point's time), with the matching truth and every attribute, plus its
-``split_*`` provenance (docs/FORMAT.md). Concatenating the pieces' streams in order
-gives the original streams back.
-"""
+"""Split one session into consecutive pieces ``[t_start, t_end)`` (docs/FORMAT.md, "Pieces
+of a session"): concatenating the pieces' streams gives the original streams back."""
 
 from __future__ import annotations
 
@@ -156,10 +151,8 @@ def split_session(
     pieces: int | None = None,
     every_s: float | None = None,
 ) -> list[Path]:
-    """Write the pieces of session ``path`` into ``out_dir`` as ``STEM_pieceK.h5``.
-
-    Every piece is written under a temporary name and the pieces take their names only
-    when all of them are complete: a failure (a full disk) leaves no piece behind.
+    """Write the pieces of session ``path`` into ``out_dir`` as ``STEM_pieceK.h5``, all of
+    them or (a full disk) none.
 
     Raises:
         SessionError: the session is still being written (check it first), an output

@@ -1,10 +1,6 @@
-"""One value checker for sessions: what a sample may hold, and what a file may look like.
-
-The reader, ``check``, the exporters and the importers all ask this module, so they
-agree (docs/FORMAT.md, "Consistency and recovery"): :func:`structure_problems` for the layout,
-and the sample checks for a *valid* sample with a non-finite or absurd value, times
-stepping backwards, or a stamp outside ±:data:`MAX_ABS_STAMP_NS`.
-"""
+"""One value checker for sessions, asked by the reader, ``check``, the exporters and the
+importers alike (docs/FORMAT.md, "Consistency and recovery"): :func:`structure_problems`
+for the layout, the ``*_problems`` functions for the samples."""
 
 from __future__ import annotations
 
@@ -516,13 +512,9 @@ def _keep(batch: Batch, keep: np.ndarray) -> Batch:
 def exportable(
     source: str, key: str, batch: Batch, *, skip_invalid: bool = False
 ) -> tuple[Batch, int]:
-    """``batch`` if all its samples are possible; else refused, or (``skip_invalid``)
-    without the impossible rows (lidar: whole turns) and how many were dropped.
-
-    Raises:
-        SessionError: impossible samples and not ``skip_invalid``; names ``source``
-            (the session), the datasets and the first bad indices.
-    """
+    """``batch`` if all its samples are possible; else refused (SessionError naming
+    ``source``, the datasets and the first bad indices), or with ``skip_invalid`` without
+    the impossible rows (lidar: whole turns) and how many were dropped."""
     from sensorbench.errors import SessionError
 
     problems, bad = _problems(key, batch)
