@@ -33,10 +33,8 @@ from sensorbench.logs.schema import (
 )
 from sensorbench.logs.update_lock import UpdateLock, locked_by_writer, writer_of
 from sensorbench.logs.values import (
-    encoder_problems,
-    lidar_problems,
+    batch_problems,
     order_problems,
-    pose_problems,
     stamp_problems,
     structure_problems,
 )
@@ -245,14 +243,12 @@ def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> No
         problems, bad = stamp_problems(f"{key}/chunks.t_ns", t_ns)
         problems += order_problems(f"{key}/chunks.t_ns", t_ns, strict=False, skip=bad)[0]
         report.errors += [str(p) for p in problems]
-    elif kind == "encoder":
-        batch = EncoderBatch(**{c: g[c][:n] for c in STREAM_COLUMNS[kind]})
-        report.errors += [str(p) for p in encoder_problems(key, batch)[0]]
-    elif kind == "pose":
-        if "kind" not in g.attrs:
+    else:
+        if kind == "pose" and "kind" not in g.attrs:
             report.errors.append(f"{key}: attribute 'kind' missing")
-        poses = PoseBatch(**{c: g[c][:n] for c in _columns(kind, g)})
-        report.errors += [str(p) for p in pose_problems(key, poses)[0]]
+        rows = {c: g[c][:n] for c in _columns(kind, g)}
+        batch = EncoderBatch(**rows) if kind == "encoder" else PoseBatch(**rows)
+        report.errors += [str(p) for p in batch_problems(key, batch)]
 
 
 def _lengths(kind: str, g: h5py.Group) -> str:
@@ -270,7 +266,7 @@ def _check_lidar(report: CheckReport, key: str, g: h5py.Group, n: int) -> None:
         idx["t_first_ns"], idx["device_ns"], idx["speed_hz"], idx["count"], idx["flags"],
         *(g[c][:end] for c in LIDAR_POINT_FIELDS),
     )  # fmt: skip
-    report.errors += [str(p) for p in lidar_problems(key, turns)[0]]
+    report.errors += [str(p) for p in batch_problems(key, turns)]
     t = g["t_ns"][:end]
     step = np.diff(t)
     back = step < 0

@@ -155,18 +155,8 @@ class LidarStream(_Rows[LidarTurns]):
             return LidarTurns.empty()
         start = int(index["offset"][0])
         stop = int(index["offset"][-1] + index["count"][-1])
-        cols = {c: self._g[c][start:stop] for c in self._columns()}
-        return LidarTurns(
-            index["t_first_ns"],
-            index["device_ns"],
-            index["speed_hz"],
-            index["count"],
-            index["flags"],
-            cols["angle"],
-            cols["range"],
-            cols["intensity"],
-            cols["t_ns"],
-        )
+        turns = {c: index[c] for c in ("t_first_ns", "device_ns", "speed_hz", "count", "flags")}
+        return LidarTurns(**turns, **{c: self._g[c][start:stop] for c in self._columns()})
 
 
 class RawStream(_Stream):
