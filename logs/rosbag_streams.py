@@ -91,6 +91,12 @@ def _frames_attr(values: list[str]) -> str:
     return ", ".join(dict.fromkeys(values))
 
 
+def _pose_row(header: Any, recv: int, p: Any, q: Any, child: str, *more: Any) -> tuple:
+    """One row of :func:`pose_extract` (``more``: covariance, twist, or nothing)."""
+    return (stamp_ns(header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w, header.frame_id,
+            child, *(more or (None, None)))  # fmt: skip
+
+
 def pose_extract(msgtype: str, child: str | None) -> Extract:
     """Rows ``(stamp, recv, x, y, z, qx, qy, qz, qw, frame, child frame, covariance|None,
     (twist, twist covariance)|None)`` of one message: a list, since a TF message may
@@ -99,39 +105,25 @@ def pose_extract(msgtype: str, child: str | None) -> Extract:
         odom = msgtype == "nav_msgs/msg/Odometry"
 
         def covariant(recv: int, m: Any) -> list:
-            p, q = m.pose.pose.position, m.pose.pose.orientation
-            child_id = m.child_frame_id if odom else ""
-            twist = None
+            pose, twist = m.pose.pose, None
             if odom:
                 v, w = m.twist.twist.linear, m.twist.twist.angular
                 twist = ((v.x, v.y, v.z, w.x, w.y, w.z), m.twist.covariance)
-            return [
-                (stamp_ns(m.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
-                 m.header.frame_id, child_id, m.pose.covariance, twist)
-            ]  # fmt: skip
+            child_id = m.child_frame_id if odom else ""
+            return [_pose_row(m.header, recv, pose.position, pose.orientation, child_id,
+                              m.pose.covariance, twist)]  # fmt: skip
 
         return covariant
     if msgtype == "geometry_msgs/msg/PoseStamped":
-
-        def stamped(recv: int, m: Any) -> list:
-            p, q = m.pose.position, m.pose.orientation
-            return [
-                (stamp_ns(m.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
-                 m.header.frame_id, "", None, None)
-            ]  # fmt: skip
-
-        return stamped
+        return lambda recv, m: [_pose_row(m.header, recv, m.pose.position, m.pose.orientation, "")]
 
     def transforms(recv: int, m: Any) -> list:
-        out = []
-        for t in [m] if msgtype == "geometry_msgs/msg/TransformStamped" else m.transforms:
-            if child is None or t.child_frame_id == child:
-                p, q = t.transform.translation, t.transform.rotation
-                out.append(
-                    (stamp_ns(t.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
-                     t.header.frame_id, t.child_frame_id, None, None)
-                )  # fmt: skip
-        return out
+        return [
+            _pose_row(t.header, recv, t.transform.translation, t.transform.rotation,
+                      t.child_frame_id)
+            for t in ([m] if msgtype == "geometry_msgs/msg/TransformStamped" else m.transforms)
+            if child is None or t.child_frame_id == child
+        ]
 
     return transforms
 

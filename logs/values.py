@@ -90,11 +90,10 @@ def stamp_problems(
     bad = (t > MAX_ABS_STAMP_NS) | (t < -MAX_ABS_STAMP_NS)
     if sentinel:
         bad &= t != NO_DEVICE_TIME
-    problems = []
-    if bad.any():
-        k = int(np.flatnonzero(bad)[0])
-        problems = _first(dataset, bad, f"{int(t[k])} ns is not a possible time (|t| <= 2**62 ns)")
-    return problems, bad
+    if not bad.any():
+        return [], bad
+    k = int(np.argmax(bad))
+    return _first(dataset, bad, f"{int(t[k])} ns is not a possible time (|t| <= 2**62 ns)"), bad
 
 
 def order_problems(
@@ -205,14 +204,8 @@ def count_steps(
     if fast.any():
         r, k = (int(v) for v in np.argwhere(fast)[0])
         jump = int(c[r, k]) - int(c[r - 1, k])
-        wrap = next(
-            (
-                f" (a {b}-bit counter wrapping?)"
-                for b in (16, 32)
-                if abs(abs(jump) - 2**b) < 2**b // 16
-            ),
-            "",
-        )
+        bits = [b for b in (16, 32) if abs(abs(jump) - 2**b) < 2**b // 16]
+        wrap = f" (a {bits[0]}-bit counter wrapping?)" if bits else ""
         problems += _first(
             f"{key}/counts",
             fast,
