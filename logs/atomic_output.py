@@ -53,7 +53,10 @@ def make_dir(path: Path, consequence: str) -> None:
         raise OutputError(f"cannot write {path}: {disk_error_text(exc)}; {consequence}") from exc
 
 
-def _unchanged(pending: PendingOutput) -> str:
+def unchanged(pending: PendingOutput) -> str:
+    """What a failed ``pending`` left as it was, in words."""
+    if isinstance(pending, PendingUpdate):
+        return "it is unchanged"
     if pending.force and pending.path.exists():
         return "the existing file is unchanged"
     return "nothing was written"
@@ -262,7 +265,7 @@ def atomic_output(
         pending.commit()
     except BaseException as exc:
         pending.discard()
-        raise disk_error(exc, pending.path, _unchanged(pending)) from exc
+        raise disk_error(exc, pending.path, unchanged(pending)) from exc
 
 
 class PendingUpdate(PendingOutput):

@@ -23,7 +23,7 @@ import numpy as np
 
 from sensorbench import __version__
 from sensorbench.errors import OutputError, SessionError
-from sensorbench.logs.atomic_output import PendingOutput, PendingUpdate, check_output
+from sensorbench.logs.atomic_output import PendingOutput, PendingUpdate, check_output, unchanged
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
 from sensorbench.logs.h5_output import (
     GuardedFile,
@@ -590,7 +590,7 @@ class SessionWriter:
             if self._pending is not None:
                 self._pending.discard()
                 raise SessionError(
-                    f"writing {self.path} failed: {self._error_text()}; {self._untouched()}"
+                    f"writing {self.path} failed: {self._error_text()}; {unchanged(self._pending)}"
                 ) from self.error
             if isinstance(self.error, NoRoomError):
                 raise SessionError(
@@ -607,20 +607,13 @@ class SessionWriter:
             except (OSError, OutputError) as exc:
                 text = disk_error_text(exc) if isinstance(exc, OSError) else str(exc)
                 raise SessionError(
-                    f"writing {self.path} failed: {text}; {self._untouched()}"
+                    f"writing {self.path} failed: {text}; {unchanged(self._pending)}"
                 ) from exc
 
     def _error_text(self) -> str:
         if isinstance(self.error, OSError):
             return disk_error_text(self.error)
         return str(self.error)
-
-    def _untouched(self) -> str:
-        if isinstance(self._pending, PendingUpdate):
-            return "the session is unchanged"
-        if self._pending is not None and self._pending.force and self.path.exists():
-            return "the existing file is unchanged"
-        return "nothing was written"
 
     def abort(self) -> None:
         """Discard everything this offline writer wrote (the output stays as it was); a
