@@ -21,14 +21,14 @@ from sensorbench.logs.h5_output import guarded_h5
 from sensorbench.logs.reader import (
     SUPERBLOCK_SWMR_WRITE,
     SUPERBLOCK_WRITE_ACCESS,
+    columns_of,
     open_h5,
+    stream_rows,
     superblock_flags,
 )
 from sensorbench.logs.schema import (
     GROUPS,
     LIDAR_POINT_FIELDS,
-    OPTIONAL_COLUMNS,
-    STREAM_COLUMNS,
     FileStatus,
 )
 from sensorbench.logs.update_lock import UpdateLock, locked_by_writer, writer_of
@@ -88,38 +88,6 @@ class CheckReport:
         if self.status == FileStatus.WRITING:
             return not self.errors
         return bool(self.dangling_rows) and len(self.errors) == len(self.dangling_rows)
-
-
-def _spans(offset: np.ndarray, length: np.ndarray, available: int) -> tuple[int, int]:
-    """(leading index rows whose spans follow each other from 0 within ``available``
-    items, the items they use): a damaged offset ends the consistent rows."""
-    length = length.astype(np.int64)
-    ends = np.cumsum(length)
-    ok = (offset == ends - length) & (length >= 0) & (ends <= available)
-    n = int(ok.size if ok.all() else np.argmin(ok))
-    return n, int(ends[n - 1]) if n else 0
-
-
-def stream_rows(kind: str, g: h5py.Group) -> tuple[int, int]:
-    """(consistent rows, rows present in the longest column) of one stream."""
-    if kind == "lidar":
-        idx = g["turns"][:]
-        n_pts = min(g[c].shape[0] for c in LIDAR_POINT_FIELDS)
-        n, used = _spans(idx["offset"], idx["count"], n_pts)
-        longest = max(g[c].shape[0] for c in LIDAR_POINT_FIELDS)
-        return n, len(idx) - n + (longest - used)
-    if kind == "raw":
-        chunks = g["chunks"][:]
-        n, used = _spans(chunks["offset"], chunks["length"], g["data"].shape[0])
-        return n, len(chunks) - n + (g["data"].shape[0] - used)
-    lengths = [g[c].shape[0] for c in _columns(kind, g)]
-    return min(lengths), max(lengths) - min(lengths)
-
-
-def _columns(kind: str, g: h5py.Group) -> list[str]:
-    """The stream's own datasets and the optional ones it has."""
-    own = [str(c) for c in STREAM_COLUMNS[kind]]
-    return own + [c for c in OPTIONAL_COLUMNS.get(kind, {}) if c in g]
 
 
 def check_session(path: str | os.PathLike[str]) -> CheckReport:
@@ -246,13 +214,13 @@ def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> No
     else:
         if kind == "pose" and "kind" not in g.attrs:
             report.errors.append(f"{key}: attribute 'kind' missing")
-        rows = {c: g[c][:n] for c in _columns(kind, g)}
+        rows = {c: g[c][:n] for c in columns_of(kind, g)}
         batch = EncoderBatch(**rows) if kind == "encoder" else PoseBatch(**rows)
         report.errors += [str(p) for p in batch_problems(key, batch)]
 
 
 def _lengths(kind: str, g: h5py.Group) -> str:
-    text = ", ".join(f"{c} {g[c].shape[0]}" for c in _columns(kind, g))
+    text = ", ".join(f"{c} {g[c].shape[0]}" for c in columns_of(kind, g))
     if kind == "lidar" and g["turns"].shape[0]:
         last = g["turns"][-1]
         text += f"; the turns end at point {int(last['offset']) + int(last['count'])}"
@@ -366,7 +334,7 @@ def _keep_original(path: Path) -> Path:
 
 def _copy_prefix(kind: str, g: h5py.Group, out: h5py.Group, n: int) -> None:
     out.attrs.update(g.attrs)
-    rows = {c: n for c in _columns(kind, g)}
+    rows = {c: n for c in columns_of(kind, g)}
     if kind == "lidar":
         idx = g["turns"][:n]
         points = int(idx["offset"][-1] + idx["count"][-1]) if n else 0

@@ -24,8 +24,10 @@ from sensorbench.logs.schema import (
     FORMAT_NAME,
     GROUPS,
     LIDAR_POINT_FIELDS,
+    OPTIONAL_COLUMNS,
     POSE_FIELDS,
     SCHEMA_VERSION,
+    STREAM_COLUMNS,
     FileStatus,
 )
 from sensorbench.logs.update_lock import locked_by_writer
@@ -233,6 +235,38 @@ class PoseStream(_Rows[PoseBatch]):
         return "covariance" in self._g
 
 
+def _spans(offset: np.ndarray, length: np.ndarray, available: int) -> tuple[int, int]:
+    """(leading index rows whose spans follow each other from 0 within ``available``
+    items, the items they use): a damaged offset ends the consistent rows."""
+    length = length.astype(np.int64)
+    ends = np.cumsum(length)
+    ok = (offset == ends - length) & (length >= 0) & (ends <= available)
+    n = int(ok.size if ok.all() else np.argmin(ok))
+    return n, int(ends[n - 1]) if n else 0
+
+
+def stream_rows(kind: str, g: h5py.Group) -> tuple[int, int]:
+    """(consistent rows, rows present in the longest column) of one stream."""
+    if kind == "lidar":
+        idx = g["turns"][:]
+        n_pts = min(g[c].shape[0] for c in LIDAR_POINT_FIELDS)
+        n, used = _spans(idx["offset"], idx["count"], n_pts)
+        longest = max(g[c].shape[0] for c in LIDAR_POINT_FIELDS)
+        return n, len(idx) - n + (longest - used)
+    if kind == "raw":
+        chunks = g["chunks"][:]
+        n, used = _spans(chunks["offset"], chunks["length"], g["data"].shape[0])
+        return n, len(chunks) - n + (g["data"].shape[0] - used)
+    lengths = [g[c].shape[0] for c in columns_of(kind, g)]
+    return min(lengths), max(lengths) - min(lengths)
+
+
+def columns_of(kind: str, g: h5py.Group) -> list[str]:
+    """The stream's own datasets and the optional ones it has."""
+    own = [str(c) for c in STREAM_COLUMNS[kind]]
+    return own + [c for c in OPTIONAL_COLUMNS.get(kind, {}) if c in g]
+
+
 def _superblock_eof(head: bytes) -> int | None:
     """End-of-file address recorded in an HDF5 superblock at offset 0 (bytes), or None."""
     version = head[8]
@@ -306,8 +340,6 @@ def _refuse(group: h5py.Group, problems: list[Problem]) -> None:
 def _refuse_dangling(path: Path, f: h5py.File) -> None:
     """Refuse a file marked closed with rows past its consistent data (a damaged index
     or a write that failed): a reader would take the prefix without a word."""
-    from sensorbench.logs.check import stream_rows
-
     if "_status" not in f or int(f["_status"][0]) == FileStatus.WRITING:
         return
     for kind, group in GROUPS.items():
