@@ -123,31 +123,20 @@ class LidarStream(_Rows[LidarTurns]):
     def _columns(self) -> list[str]:
         return list(LIDAR_POINT_FIELDS)
 
-    def _consistent(self) -> tuple[int, int]:
-        n_points = self._n(self._columns())
-        index = self._g["turns"]
-        ends = index["offset"] + index["count"].astype(np.int64) if index.shape[0] else np.empty(0)
-        n_turns = int(np.searchsorted(ends, n_points, "right")) if len(ends) else 0
-        return n_turns, n_points
-
     @property
     def n_turns(self) -> int:
         """Number of complete turns stored."""
-        return self._consistent()[0]
+        return stream_rows("lidar", self._g)[0]
 
     @property
     def n_points(self) -> int:
         """Number of points belonging to stored turns."""
-        n_turns, _ = self._consistent()
-        if n_turns == 0:
-            return 0
-        last = self._g["turns"][n_turns - 1]
-        return int(last["offset"] + last["count"])
+        index = self.read_index()
+        return int(index["offset"][-1] + index["count"][-1]) if len(index) else 0
 
     def read_index(self) -> np.ndarray:
         """The per-turn index: offset, count, t_first_ns, device_ns, speed_hz, flags."""
-        n_turns, _ = self._consistent()
-        return self._g["turns"][:n_turns]
+        return self._g["turns"][: self.n_turns]
 
     def _read(self, t0_ns: int | None, t1_ns: int | None) -> LidarTurns:
         index = self.read_index()
@@ -167,10 +156,7 @@ class RawStream(_Stream):
     kind = "raw"
 
     def _chunks(self) -> np.ndarray:
-        n_bytes = self._g["data"].shape[0]
-        chunks = self._g["chunks"][:]
-        ends = chunks["offset"] + chunks["length"]
-        return chunks[: int(np.searchsorted(ends, n_bytes, "right"))]
+        return self._g["chunks"][: stream_rows("raw", self._g)[0]]
 
     @property
     def chunk_times_ns(self) -> np.ndarray:
