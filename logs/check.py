@@ -149,12 +149,8 @@ def _count_losses(events: h5py.Dataset) -> list[str]:
 def refuse_unclosed(
     paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], command: str
 ) -> None:
-    """Refuse to let ``command`` read a session (or any of ``paths``) that is being written
-    (it would see a partial snapshot) or whose writer died (``check --recover`` first).
-
-    Raises:
-        SessionError: naming the session and its writer, or the way to recover it.
-    """
+    """Refuse (SessionError) to let ``command`` read a session (or any of ``paths``) that
+    is being written or whose writer died (``check --recover`` first)."""
     if not isinstance(paths, (str, os.PathLike)):
         for one in paths:
             refuse_unclosed(one, command)

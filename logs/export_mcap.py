@@ -349,10 +349,9 @@ def export_mcap(
     skip_invalid: bool = False,
     odometry: OdometryTrack | None = None,
 ) -> McapExport:
-    """Write the streams of ``session`` (or only ``names``), its mounts and events to ``out``;
-    with ``odometry`` also ``/odom`` and ``/tf``. ``progress`` is called with (messages
-    written, messages to write). Impossible samples are refused, or with ``skip_invalid``
-    left out and counted in :attr:`McapExport.skipped`.
+    """Write the streams of ``session`` (or only ``names``), its mounts and events, and
+    ``odometry`` as ``/odom`` and ``/tf``, to ``out``; ``progress(written, to write)``.
+    ``skip_invalid`` leaves impossible samples out (:attr:`McapExport.skipped`).
 
     Raises:
         SessionError: a stream the session lacks, a stamp before 1970, or impossible

@@ -64,12 +64,8 @@ def release_room(fd: int, end: int) -> None:
 
 
 class GuardedFile:
-    """A file for h5py's file-object driver that records, never raises, I/O errors.
-
-    Args:
-        path: the file.
-        create: create it (it must not exist) instead of opening an existing one.
-    """
+    """A file for h5py's file-object driver that records, never raises, I/O errors
+    (``create``: a new file, which must not exist)."""
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool) -> None:
         self.path = Path(path)

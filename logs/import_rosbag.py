@@ -169,15 +169,12 @@ def read_rosbag(
     events_topic: str | None = None,
     progress: Progress | None = None,
 ) -> BagImport:
-    """Parse the named topics and TF chains of a bag (see the module docstring).
-
-    Args:
-        progress: called with (messages read, messages to read) while reading.
+    """Parse the named topics and TF chains of a bag; ``progress`` is called with (messages
+    read, messages to read).
 
     Raises:
-        ImportFormatError: a missing topic or frame (the message lists what the bag
-            has), an unsupported message type, a TF topic without the child frame, or
-            a bad value (naming ``BAG:TOPIC:N``).
+        ImportFormatError: a missing topic or frame (listing what the bag has), an
+            unsupported message type, a TF topic without the child frame, or a bad value.
     """
     bag, tfs = Path(path), tfs or []
     uses: list[tuple[str, Extract]] = []

@@ -372,13 +372,9 @@ def stream_motive(
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
 ) -> ImportStream:
-    """OptiTrack Motive CSV export (versions 1.21–1.25), one rigid body (``body``: may be
-    omitted when the file has one), its header parsed by row labels, never by positions.
-
-    Blank or ``nan`` rigid-body cells are an occluded, invalid sample; infinite values and
-    positions beyond ``max_position_m`` (m, after unit conversion) are errors. ``up``:
-    ``y`` (Motive's default: world and body axes converted to Z-up, :func:`_y_up_to_z_up`,
-    so a body at identity stays at identity) or ``z`` (kept as is).
+    """OptiTrack Motive CSV export (docs/FORMAT.md), one rigid body (``body``: may be
+    omitted when the file has one); ``up``: ``y`` (Motive's default: world and body axes
+    converted to Z-up, :func:`_y_up_to_z_up`) or ``z`` (kept as is).
     """
     path = Path(path)
     if up not in ("y", "z"):
@@ -694,13 +690,8 @@ def stream_pod_csv(
     columns: dict[str, str] | None = None,
     duplicates: str = "last",
 ) -> ImportStream:
-    """Pod encoder CSV with a header row, its header read now and its rows as they are
-    iterated (memory bounded by a chunk); the columns, by header name, are
-    :data:`POD_CSV_COLUMNS` (docs/FORMAT.md: one time column, counters ``c0, c1, ...``).
-
-    Args:
-        columns: column name -> header in the file, e.g. ``{"t_s": "t", "c0":
-            "count0"}`` for a ``t,count0,...`` file.
+    """Pod encoder CSV with a header row naming :data:`POD_CSV_COLUMNS` (docs/FORMAT.md);
+    ``columns``: column name -> header in the file, e.g. ``{"t_s": "t", "c0": "count0"}``.
     """
     path = Path(path)
     mapping = dict(columns or {})  # names checked by parse_column_map
@@ -804,12 +795,9 @@ def stream_pose_csv(
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
 ) -> ImportStream:
-    """Generic pose/mocap CSV: one header row naming the columns, one pose per line.
-
-    Columns by header name (docs/FORMAT.md): ``t_s`` (s) or ``host_ns`` (ns); ``x, y, z``
-    (m; ``z`` may be left out with ``yaw``); ``qx, qy, qz, qw`` or ``yaw`` (rad about z);
-    optional ``relocalized``, ``paused`` (0/1 flags). ``columns`` maps a column name to
-    the file's header; ``max_position_m`` is the largest accepted |coordinate| (m).
+    """Generic pose/mocap CSV, one header row naming :data:`POSE_CSV_COLUMNS`
+    (docs/FORMAT.md: ``t_s`` s or ``host_ns`` ns, ``x, y, z`` m, ``qx..qw`` or ``yaw`` rad);
+    ``columns`` maps a column name to the file's header.
     """
     path = Path(path)
     mapping = dict(columns or {})
@@ -906,12 +894,8 @@ READERS: dict[tuple[str, str], Callable[..., ImportStream]] = {
 def refuse_impossible(
     source: Path, name: str, batch: PoseBatch | EncoderBatch | LidarTurns
 ) -> None:
-    """The last check before a parsed batch is written: the session's own value checks
-    (:mod:`sensorbench.logs.values`), so an import never stores what ``check`` refuses.
-
-    Raises:
-        ImportFormatError: naming ``source`` and the first impossible sample.
-    """
+    """Refuse (ImportFormatError naming ``source``) a parsed batch the session's own value
+    checks refuse, so an import never stores what ``check`` refuses."""
     problems = batch_problems(name, batch)
     if problems:
         raise ImportFormatError(f"{source}: " + "; ".join(str(p) for p in problems[:3]))
