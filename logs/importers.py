@@ -25,6 +25,7 @@ from sensorbench.logs.model_file import file_sha256
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
 from sensorbench.logs.text_table import (
     CHUNK_ROWS,
+    INT64_MAX,
     Table,
     content_lines,
     flags01,
@@ -45,8 +46,6 @@ QUAT_NORM_TOLERANCE = 0.01
 MAX_ABS_POSITION_M = 1e4
 """Default largest accepted |coordinate| of an imported position (m): no indoor or
 campus-scale log reaches 10 km, a larger value is a unit or parsing error."""
-
-_INT64_MAX = int(np.iinfo(np.int64).max)
 
 _MOTIVE_UNITS = {"meters": 1.0, "centimeters": 0.01, "millimeters": 0.001}
 
@@ -601,7 +600,7 @@ def _pod_columns(p: PodTable, t: Table, first_row: int) -> dict[str, np.ndarray]
         dev = integers(t, col["device_ns"], p.label("device_ns"))
     elif "device_us" in col:
         us = integers(t, col["device_us"], p.label("device_us"))
-        big = np.abs(us) > _INT64_MAX // 1000
+        big = np.abs(us) > INT64_MAX // 1000
         if big.any():
             k = int(np.argmax(big))
             raise ImportFormatError(
