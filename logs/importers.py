@@ -284,19 +284,17 @@ def stream_tum(
     return _pose_stream(path, chunks, attrs, duplicates)
 
 
-def _header_then_rows(
-    path: Path, is_header: Any
-) -> tuple[int, str | None, Iterator[tuple[int, str]]]:
-    """The first non-blank line (its number and text, when ``is_header(text)``) and the
-    remaining non-blank, non-``#`` lines."""
+def _header_then_rows(path: Path, is_header: Any) -> tuple[str | None, Iterator[tuple[int, str]]]:
+    """The first non-blank line (when ``is_header(text)``) and the remaining non-blank,
+    non-``#`` lines."""
     lines = ((i, t) for i, t in text_lines(path) if t.strip(" \t\r\n\f\v"))
     first = next(lines, None)
     if first is None:
-        return 1, None, iter(())
+        return None, iter(())
     rest = ((i, t) for i, t in lines if not t.lstrip().startswith("#"))
     if is_header(first[1]):
-        return first[0], first[1], rest
-    return first[0], None, itertools.chain([first], rest)
+        return first[1], rest
+    return None, itertools.chain([first], rest)
 
 
 def stream_euroc(
@@ -311,7 +309,7 @@ def stream_euroc(
     def is_header(text: str) -> bool:
         return text.lstrip().startswith("#") or parse_float(split(text)[0]) is None
 
-    _, head, rows = _header_then_rows(path, is_header)
+    head, rows = _header_then_rows(path, is_header)
     if head is None:
         header = ["timestamp", "px", "py", "pz", "qw", "qx", "qy", "qz"]
         cols = dict(zip(header, range(8), strict=True))
