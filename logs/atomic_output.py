@@ -1,10 +1,5 @@
-"""Safe output files: no silent overwrite, never over an input, visible only when complete.
-
-Every command that writes a file goes through this module (docs/FORMAT.md, "Writing
-safely"): :func:`check_output` refuses before any long computation; :func:`atomic_output`,
-:func:`atomic_update` and :func:`atomic_figures` write beside the output and rename into
-place only when complete, so a failed or killed write leaves the old file untouched.
-"""
+"""Safe output files: no silent overwrite, never over an input, visible only when complete
+(docs/FORMAT.md, "Writing safely"); every command that writes a file goes through here."""
 
 from __future__ import annotations
 
@@ -50,19 +45,18 @@ def disk_error(exc: BaseException, path: Path, consequence: str) -> BaseExceptio
 
 
 def make_dir(path: Path, consequence: str) -> None:
-    """``mkdir -p path`` for an output directory.
-
-    Raises:
-        OutputError: it cannot be made (a file in the path, a read-only or special file
-            system, no room), naming ``path`` and ``consequence``.
-    """
+    """``mkdir -p path`` for an output directory; OutputError naming ``path`` and
+    ``consequence`` when it cannot be made."""
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {disk_error_text(exc)}; {consequence}") from exc
 
 
-def _unchanged(pending: PendingOutput) -> str:
+def unchanged(pending: PendingOutput) -> str:
+    """What a failed ``pending`` left as it was, in words."""
+    if isinstance(pending, PendingUpdate):
+        return "it is unchanged"
     if pending.force and pending.path.exists():
         return "the existing file is unchanged"
     return "nothing was written"
@@ -200,14 +194,8 @@ def temp_name(path: Path) -> Path:
 
 
 def link_no_clobber(src: Path, dst: Path) -> None:
-    """Give ``src``'s file the name ``dst`` too, failing if ``dst`` exists.
-
-    On a file system without hard links the file is renamed instead (``src`` is
-    then gone), after a last existence check.
-
-    Raises:
-        OutputError: ``dst`` exists.
-    """
+    """Give ``src``'s file the name ``dst`` too; OutputError if ``dst`` exists. Without
+    hard links the file is renamed instead (``src`` is then gone)."""
     try:
         os.link(src, dst)
     except FileExistsError:
@@ -224,13 +212,8 @@ def link_no_clobber(src: Path, dst: Path) -> None:
 
 
 class PendingOutput:
-    """A file being written at :attr:`tmp` that becomes :attr:`path` on :meth:`commit`.
-
-    Args:
-        path: the final output.
-        force: replace an existing ``path`` at commit (otherwise refused).
-        inputs: the command's inputs; ``path`` may never be one of them.
-    """
+    """A file being written at :attr:`tmp` that becomes :attr:`path` on :meth:`commit`
+    (``force``: replacing an existing one; never one of ``inputs``)."""
 
     def __init__(
         self, path: PathLike, *, force: bool = False, inputs: Iterable[PathLike] = ()
@@ -241,11 +224,8 @@ class PendingOutput:
         self.done = False
 
     def commit(self) -> Path:
-        """Flush the temporary file to disk and rename it into place; returns the path.
-
-        Raises:
-            OutputError: the output appeared meanwhile (without ``force``).
-        """
+        """Flush the temporary file to disk and rename it into place; returns the path
+        (OutputError if the output appeared meanwhile, without ``force``)."""
         if self.done:
             return self.path
         try:
@@ -276,11 +256,8 @@ class PendingOutput:
 def atomic_output(
     path: PathLike, *, force: bool = False, inputs: Iterable[PathLike] = ()
 ) -> Iterator[Path]:
-    """Yield a temporary path to write; it becomes ``path`` only if the block succeeds.
-
-    Raises:
-        OutputError: as :func:`check_output`, or if the output appeared meanwhile.
-    """
+    """Yield a temporary path to write; it becomes ``path`` only if the block succeeds
+    (OutputError as :func:`check_output`, or if the output appeared meanwhile)."""
     pending = PendingOutput(path, force=force, inputs=inputs)
     try:
         yield pending.tmp
@@ -289,7 +266,7 @@ def atomic_output(
         pending.commit()
     except BaseException as exc:
         pending.discard()
-        raise disk_error(exc, pending.path, _unchanged(pending)) from exc
+        raise disk_error(exc, pending.path, unchanged(pending)) from exc
 
 
 class PendingUpdate(PendingOutput):
@@ -358,15 +335,9 @@ def atomic_update(path: PathLike) -> Iterator[Path]:
 def atomic_figures(
     directory: PathLike, *, force: bool = False, inputs: Iterable[PathLike] = ()
 ) -> Iterator[Path]:
-    """Yield a fresh hidden directory inside ``directory`` to write figures into.
-
-    When the block succeeds each file moves into ``directory`` by one rename; if any would
-    replace an existing file (without ``force``) or one of ``inputs``, none moves. The hidden
-    directory is removed in every case; a figure's final place is ``directory / path.name``.
-
-    Raises:
-        OutputError: a figure would replace an existing file (without ``force``) or an input.
-    """
+    """Yield a fresh hidden directory inside ``directory`` to write figures into; when the
+    block succeeds each moves to ``directory / path.name`` by one rename, or none does
+    (OutputError) if any would replace an existing file (without ``force``) or an input."""
     target = Path(directory)
     if target.exists() and not target.is_dir():
         raise OutputError(f"{target} is a file; give a directory for the figures")

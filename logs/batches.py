@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from sensorbench.errors import SessionError
+from sensorbench.logs.schema import LIDAR_POINT_FIELDS
 
 
 def _columns(batch: object, spec: dict[str, tuple[str, tuple[str | int, ...]]]) -> None:
@@ -100,17 +101,9 @@ class LidarTurns:
 
     def select(self, turns: slice, start: int, stop: int) -> LidarTurns:
         """A contiguous run of turns whose points are ``[start, stop)``."""
-        return LidarTurns(
-            self.t_first_ns[turns],
-            self.device_ns[turns],
-            self.speed_hz[turns],
-            self.count[turns],
-            self.flags[turns],
-            self.angle[start:stop],
-            self.range[start:stop],
-            self.intensity[start:stop],
-            self.t_ns[start:stop],
-        )
+        rows = {f.name: slice(start, stop) if f.name in LIDAR_POINT_FIELDS else turns
+                for f in fields(self)}  # fmt: skip
+        return LidarTurns(**{name: getattr(self, name)[k] for name, k in rows.items()})
 
     @classmethod
     def empty(cls) -> LidarTurns:

@@ -1,10 +1,5 @@
-"""Integrity checks and recovery of sessions whose writer died.
-
-:func:`check_session` validates the layout against schema version 1 and every stream's
-consistency; :func:`recover_session` copies each stream's self-consistent prefix into a
-fresh file marked RECOVERED and keeps the original beside it. A file another process
-writes (HDF5's lock, or a live SWMR writer named in ``/_status``) is never touched.
-"""
+"""Integrity checks and recovery of sessions whose writer died (docs/FORMAT.md,
+"Consistency and recovery"); a file another process writes is never touched."""
 
 from __future__ import annotations
 
@@ -26,22 +21,20 @@ from sensorbench.logs.h5_output import guarded_h5
 from sensorbench.logs.reader import (
     SUPERBLOCK_SWMR_WRITE,
     SUPERBLOCK_WRITE_ACCESS,
+    columns_of,
     open_h5,
+    stream_rows,
     superblock_flags,
 )
 from sensorbench.logs.schema import (
     GROUPS,
     LIDAR_POINT_FIELDS,
-    OPTIONAL_COLUMNS,
-    STREAM_COLUMNS,
     FileStatus,
 )
 from sensorbench.logs.update_lock import UpdateLock, locked_by_writer, writer_of
 from sensorbench.logs.values import (
-    encoder_problems,
-    lidar_problems,
+    batch_problems,
     order_problems,
-    pose_problems,
     stamp_problems,
     structure_problems,
 )
@@ -56,7 +49,6 @@ _REQUIRED_ROOT_ATTRS = (
     "label",
     "config_text",
 )
-_COLUMNS = STREAM_COLUMNS
 
 
 @dataclass
@@ -98,44 +90,9 @@ class CheckReport:
         return bool(self.dangling_rows) and len(self.errors) == len(self.dangling_rows)
 
 
-def _spans(offset: np.ndarray, length: np.ndarray, available: int) -> tuple[int, int]:
-    """(leading index rows whose spans follow each other from 0 within ``available``
-    items, the items they use): a damaged offset ends the consistent rows."""
-    length = length.astype(np.int64)
-    ends = np.cumsum(length)
-    ok = (offset == ends - length) & (length >= 0) & (ends <= available)
-    n = int(ok.size if ok.all() else np.argmin(ok))
-    return n, int(ends[n - 1]) if n else 0
-
-
-def stream_rows(kind: str, g: h5py.Group) -> tuple[int, int]:
-    """(consistent rows, rows present in the longest column) of one stream."""
-    if kind == "lidar":
-        idx = g["turns"][:]
-        n_pts = min(g[c].shape[0] for c in LIDAR_POINT_FIELDS)
-        n, used = _spans(idx["offset"], idx["count"], n_pts)
-        longest = max(g[c].shape[0] for c in LIDAR_POINT_FIELDS)
-        return n, len(idx) - n + (longest - used)
-    if kind == "raw":
-        chunks = g["chunks"][:]
-        n, used = _spans(chunks["offset"], chunks["length"], g["data"].shape[0])
-        return n, len(chunks) - n + (g["data"].shape[0] - used)
-    lengths = [g[c].shape[0] for c in _columns(kind, g)]
-    return min(lengths), max(lengths) - min(lengths)
-
-
-def _columns(kind: str, g: h5py.Group) -> list[str]:
-    """The stream's own datasets and the optional ones it has."""
-    own = [str(c) for c in _COLUMNS[kind]]
-    return own + [c for c in OPTIONAL_COLUMNS.get(kind, {}) if c in g]
-
-
 def check_session(path: str | os.PathLike[str]) -> CheckReport:
-    """Validate a session file against the schema; never modifies it.
-
-    A file another process holds open for writing (HDF5's lock) is not even
-    opened: the report only says it is in use.
-    """
+    """Validate a session file against the schema; never modifies it (a file another
+    process holds open for writing is not even opened: the report says it is in use)."""
     path = Path(path)
     if path.is_file() and locked_by_writer(path):
         report = CheckReport(path, FileStatus.WRITING)
@@ -192,12 +149,8 @@ def _count_losses(events: h5py.Dataset) -> list[str]:
 def refuse_unclosed(
     paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], command: str
 ) -> None:
-    """Refuse to let ``command`` read a session (or any of ``paths``) that is being written
-    (it would see a partial snapshot) or whose writer died (``check --recover`` first).
-
-    Raises:
-        SessionError: naming the session and its writer, or the way to recover it.
-    """
+    """Refuse (SessionError) to let ``command`` read a session (or any of ``paths``) that
+    is being written or whose writer died (``check --recover`` first)."""
     if not isinstance(paths, (str, os.PathLike)):
         for one in paths:
             refuse_unclosed(one, command)
@@ -254,18 +207,16 @@ def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> No
         problems, bad = stamp_problems(f"{key}/chunks.t_ns", t_ns)
         problems += order_problems(f"{key}/chunks.t_ns", t_ns, strict=False, skip=bad)[0]
         report.errors += [str(p) for p in problems]
-    elif kind == "encoder":
-        batch = EncoderBatch(**{c: g[c][:n] for c in _COLUMNS[kind]})
-        report.errors += [str(p) for p in encoder_problems(key, batch)[0]]
-    elif kind == "pose":
-        if "kind" not in g.attrs:
+    else:
+        if kind == "pose" and "kind" not in g.attrs:
             report.errors.append(f"{key}: attribute 'kind' missing")
-        poses = PoseBatch(**{c: g[c][:n] for c in _columns(kind, g)})
-        report.errors += [str(p) for p in pose_problems(key, poses)[0]]
+        rows = {c: g[c][:n] for c in columns_of(kind, g)}
+        batch = EncoderBatch(**rows) if kind == "encoder" else PoseBatch(**rows)
+        report.errors += [str(p) for p in batch_problems(key, batch)]
 
 
 def _lengths(kind: str, g: h5py.Group) -> str:
-    text = ", ".join(f"{c} {g[c].shape[0]}" for c in _columns(kind, g))
+    text = ", ".join(f"{c} {g[c].shape[0]}" for c in columns_of(kind, g))
     if kind == "lidar" and g["turns"].shape[0]:
         last = g["turns"][-1]
         text += f"; the turns end at point {int(last['offset']) + int(last['count'])}"
@@ -279,7 +230,7 @@ def _check_lidar(report: CheckReport, key: str, g: h5py.Group, n: int) -> None:
         idx["t_first_ns"], idx["device_ns"], idx["speed_hz"], idx["count"], idx["flags"],
         *(g[c][:end] for c in LIDAR_POINT_FIELDS),
     )  # fmt: skip
-    report.errors += [str(p) for p in lidar_problems(key, turns)[0]]
+    report.errors += [str(p) for p in batch_problems(key, turns)]
     t = g["t_ns"][:end]
     step = np.diff(t)
     back = step < 0
@@ -312,12 +263,9 @@ def backup_name(path: Path) -> Path:
 
 
 def recover_session(path: str | os.PathLike[str], force: bool = False) -> RecoveryReport:
-    """Rebuild a session whose writer died (or that was marked closed with rows beyond its
-    consistent data, as a full disk can leave it), keeping every consistent row.
-
-    The rebuilt file takes the original's name; the original keeps its bytes as
-    ``NAME.orig.h5`` (``NAME.orig-2.h5``… when that exists). The session's update
-    lock is held throughout. ``force``: recover although the writer ran on another host.
+    """Rebuild a session whose writer died (or closed with rows beyond its consistent
+    data) under its name, keeping every consistent row; the original becomes
+    :func:`backup_name`. ``force``: recover although the writer ran on another host.
 
     Raises:
         SessionError: the file is closed and consistent, or its writer still runs (or may).
@@ -382,7 +330,7 @@ def _keep_original(path: Path) -> Path:
 
 def _copy_prefix(kind: str, g: h5py.Group, out: h5py.Group, n: int) -> None:
     out.attrs.update(g.attrs)
-    rows = {c: n for c in _columns(kind, g)}
+    rows = {c: n for c in columns_of(kind, g)}
     if kind == "lidar":
         idx = g["turns"][:n]
         points = int(idx["offset"][-1] + idx["count"][-1]) if n else 0

@@ -1,11 +1,6 @@
-"""Export a session to one MCAP file of ROS 2 messages (CDR), for ROS 2 tools and Foxglove.
-
-One topic per stream and kind of value (docs/FORMAT.md has the table), ``/tf_static`` for
-the lidars' mounts, ``/events``, and given an :class:`OdometryTrack` the replayed filters'
-``/odom`` and ``/tf``. Stamps are wall-clock ns (session time plus
-:func:`wall_clock_offset_ns`); the file is a rosbag2 MCAP storage file that ``import
-rosbag`` reads back.
-"""
+"""Export a session to one rosbag2 MCAP file of ROS 2 messages (CDR), topics as
+docs/FORMAT.md ("Export to MCAP") lists them, stamped in wall-clock ns
+(:func:`wall_clock_offset_ns`)."""
 
 from __future__ import annotations
 
@@ -97,12 +92,8 @@ class OdometryTrack:
 
 
 def wall_clock_offset_ns(session: Session, first: int | None = -1) -> int:
-    """ns to add to the session's times for Unix time (0 when they already are).
-
-    Host-clock sessions anchor ``time.monotonic_ns()`` to ``time.time_ns()`` in their
-    root attributes (docs/FORMAT.md): wall = t − monotonic_anchor + wall_anchor.
-    ``first``: the session's first time when known (None: it has none).
-    """
+    """ns to add to the session's times for Unix time (0 when they already are): wall = t −
+    monotonic_anchor + wall_anchor. ``first``: the session's first time (None: none)."""
     first = _first_time(session) if first == -1 else first
     attrs = session.attrs
     if first is None or first >= UNIX_TIME_FROM_NS:
@@ -358,10 +349,9 @@ def export_mcap(
     skip_invalid: bool = False,
     odometry: OdometryTrack | None = None,
 ) -> McapExport:
-    """Write the streams of ``session`` (or only ``names``), its mounts and events to ``out``;
-    with ``odometry`` also ``/odom`` and ``/tf``. ``progress`` is called with (messages
-    written, messages to write). Impossible samples are refused, or with ``skip_invalid``
-    left out and counted in :attr:`McapExport.skipped`.
+    """Write the streams of ``session`` (or only ``names``), its mounts and events, and
+    ``odometry`` as ``/odom`` and ``/tf``, to ``out``; ``progress(written, to write)``.
+    ``skip_invalid`` leaves impossible samples out (:attr:`McapExport.skipped`).
 
     Raises:
         SessionError: a stream the session lacks, a stamp before 1970, or impossible

@@ -74,17 +74,10 @@ def export_stream(
 def _stream_kind(s: Session, session: str, name: str) -> str:
     """``pose``, ``encoder`` or ``lidar``: the kind of stream ``name``; SessionError when
     there is none or more than one of that name."""
-    kinds = [
-        kind
-        for kind, names in (
-            ("pose", s.pose_names()),
-            ("encoder", s.encoder_names()),
-            ("lidar", s.lidar_names()),
-        )
-        if name in names
-    ]
+    names = {"pose": s.pose_names(), "encoder": s.encoder_names(), "lidar": s.lidar_names()}
+    kinds = [kind for kind, have in names.items() if name in have]
     if not kinds:
-        streams = s.pose_names() + s.encoder_names() + s.lidar_names() + ["events"]
+        streams = [n for have in names.values() for n in have] + ["events"]
         raise SessionError(f"{session}: no stream {name!r} (have: {', '.join(streams)})")
     if len(kinds) > 1:
         raise SessionError(
@@ -96,8 +89,7 @@ def _stream_kind(s: Session, session: str, name: str) -> str:
 
 
 def _write_tum(out: Path, source: str, batch: PoseBatch) -> int:
-    """The valid poses of ``batch`` as a TUM file (t in s exact to the ns, values as the
-    shortest decimals that read back as the same float64); returns the rows written."""
+    """The valid poses of ``batch`` as a TUM file; returns the rows written."""
     keep = batch.valid
     with open(out, "w") as fh:
         fh.write(f"# exported by sensorbench from {source}\n# timestamp tx ty tz qx qy qz qw\n")

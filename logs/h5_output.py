@@ -1,11 +1,6 @@
-"""HDF5 output that survives a full or failing disk: HDF5 never sees the I/O error.
-
-Offline writers hand HDF5 a :class:`GuardedFile` (h5py's file-object driver): writes go
-to the disk with ``os.pwrite`` until the first one fails, then stay in memory, so HDF5
-closes normally and the writer discards the output (:meth:`GuardedFile.raise_if_failed`).
-A live SWMR recording reserves room before each flush instead (:func:`reserve_room`,
-:class:`NoRoomError`). docs/FORMAT.md, "A full or read-only disk", says why.
-"""
+"""HDF5 output that survives a full or failing disk (docs/FORMAT.md, "A full or read-only
+disk"): offline writers write through a :class:`GuardedFile`, a live recording reserves
+room before each flush (:func:`reserve_room`)."""
 
 from __future__ import annotations
 
@@ -38,11 +33,9 @@ _FALLOC_FL_PUNCH_HOLE = 2
 
 
 def reserve_room(fd: int, path: str | os.PathLike[str], growth: int) -> int:
-    """Allocate on the disk ``growth`` bytes past the end of the file open as ``fd``,
-    without changing its size, so writes up to there cannot fail for lack of room;
-    returns that end (bytes). :func:`release_room` gives back what was not used.
-
-    Where the file system cannot preallocate, its free space is checked instead.
+    """Allocate ``growth`` bytes past the end of the file open as ``fd`` (its size
+    unchanged; where the file system cannot, its free space is checked instead); returns
+    that end (bytes). :func:`release_room` gives back what was not used.
 
     Raises:
         NoRoomError: the file system has not that room (ENOSPC), or the end would pass
@@ -71,12 +64,8 @@ def release_room(fd: int, end: int) -> None:
 
 
 class GuardedFile:
-    """A file for h5py's file-object driver that records, never raises, I/O errors.
-
-    Args:
-        path: the file.
-        create: create it (it must not exist) instead of opening an existing one.
-    """
+    """A file for h5py's file-object driver that records, never raises, I/O errors
+    (``create``: a new file, which must not exist)."""
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool) -> None:
         self.path = Path(path)
@@ -207,20 +196,12 @@ def close_guarded(f: h5py.File, guard: GuardedFile) -> None:
 
 @contextlib.contextmanager
 def guarded_h5(
-    path: str | os.PathLike[str], mode: str = "w", *, shown: str | os.PathLike[str] | None = None
+    path: str | os.PathLike[str], *, shown: str | os.PathLike[str] | None = None
 ) -> Iterator[h5py.File]:
-    """``with guarded_h5(path) as f:`` — an HDF5 file that is fsynced and closed at the
-    end of the block.
-
-    Args:
-        shown: the name errors give (the final output when ``path`` is its temporary).
-
-    Raises:
-        OutputError: a write failed (disk full, read-only, I/O error); the message names
-            ``shown``. The caller discards the file.
-    """
+    """``with guarded_h5(path) as f:`` — a new HDF5 file, fsynced and closed at the end of
+    the block; OutputError naming ``shown`` (default ``path``) when a write failed."""
     try:
-        f, guard = open_guarded(path, mode)
+        f, guard = open_guarded(path)
     except OSError as exc:
         raise OutputError(f"cannot write {shown or path}: {disk_error_text(exc)}") from exc
     try:

@@ -1,12 +1,6 @@
-"""KITTI odometry poses: one 3×4 matrix ``[R | t]`` per line, row-major, times from a file.
-
-The KITTI odometry benchmark's pose files (``poses/NN.txt``) hold 12 numbers per
-line, ``r11 r12 r13 tx r21 r22 r23 ty r31 r32 r33 tz``: the pose of the camera at
-frame k in the frame of the first camera (m). They carry no times: the sequence's
-``times.txt`` holds one per line (s, as ``0.000000e+00``), frame k's time on line k.
-KITTI's camera frame is x right, y down, z forward; the poses are stored as given
-(no axis change), which the stream's ``frame`` attribute says.
-"""
+"""KITTI odometry poses: one 3×4 matrix ``[R | t]`` (m) per line, row-major, frame k's time
+(s) on line k of the sequence's ``times.txt``; stored in KITTI's camera axes as given
+(docs/FORMAT.md, "KITTI odometry poses")."""
 
 from __future__ import annotations
 

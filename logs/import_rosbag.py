@@ -1,11 +1,6 @@
-"""Import ROS bags (rosbag2 sqlite3 or MCAP, ROS 1 ``.bag``) into sessions, via ``rosbags``.
-
-Each ``--topic TOPIC=NAME`` becomes one pose, lidar or encoder stream, each ``--tf
-PARENT:CHILD=NAME`` a pose stream composed from ``/tf`` and ``/tf_static``
-(:mod:`sensorbench.logs.tf_tree`); docs/FORMAT.md lists the message types. Header stamps
-are the sample times (ns); every value passes the file importers' checks, and an error
-names ``BAG:TOPIC:N``, the N-th (1-based) message of the topic.
-"""
+"""Import ROS bags (rosbag2 sqlite3 or MCAP, ROS 1 ``.bag``) into sessions, via ``rosbags``:
+each ``--topic`` one stream, each ``--tf`` a pose stream composed from ``/tf`` and
+``/tf_static`` (docs/FORMAT.md, "ROS bags"); errors name ``BAG:TOPIC:N`` (1-based)."""
 
 from __future__ import annotations
 
@@ -17,7 +12,12 @@ import numpy as np
 
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
-from sensorbench.logs.importers import MAX_ABS_POSITION_M, file_sha256, refuse_impossible
+from sensorbench.logs.importers import (
+    MAX_ABS_POSITION_M,
+    file_sha256,
+    refuse_impossible,
+    session_writer,
+)
 from sensorbench.logs.rosbag_read import (
     Extract,
     Progress,
@@ -169,15 +169,12 @@ def read_rosbag(
     events_topic: str | None = None,
     progress: Progress | None = None,
 ) -> BagImport:
-    """Parse the named topics and TF chains of a bag (see the module docstring).
-
-    Args:
-        progress: called with (messages read, messages to read) while reading.
+    """Parse the named topics and TF chains of a bag; ``progress`` is called with (messages
+    read, messages to read).
 
     Raises:
-        ImportFormatError: a missing topic or frame (the message lists what the bag
-            has), an unsupported message type, a TF topic without the child frame, or
-            a bad value (naming ``BAG:TOPIC:N``).
+        ImportFormatError: a missing topic or frame (listing what the bag has), an
+            unsupported message type, a TF topic without the child frame, or a bad value.
     """
     bag, tfs = Path(path), tfs or []
     uses: list[tuple[str, Extract]] = []
@@ -288,55 +285,25 @@ def _flag_relocalizations(bag: Path, topic: str, out: BagImport) -> None:
 
 def import_rosbag(bag: Path, parsed: BagImport, session: str | os.PathLike[str]) -> None:
     """Add the streams and events :func:`read_rosbag` parsed from ``bag`` to ``session``
-    (created if missing), all at once: a copy swapped in (the session's update lock held)
-    or a new file, so a kill or a full disk leaves an existing session as it was.
-    """
-    from sensorbench.logs.atomic_output import atomic_output, atomic_update
-    from sensorbench.logs.h5_output import guarded_h5
-    from sensorbench.logs.writer import SessionWriter
-
+    (created if missing), all at once (:func:`~sensorbench.logs.importers.session_writer`)."""
     for b in parsed.streams:
         refuse_impossible(Path(f"{bag}:{b.spec.topic}"), b.spec.name, b.imported.batch)
     source = {"source_file": bag.name}
     if bag.is_file():
         source["source_sha256"] = file_sha256(bag)
-    session = Path(session)
-    existed = session.exists()
-    extra = [b for b in parsed.streams if b.receive_ns is not None or b.covariance is not None
-             or b.twist is not None]  # fmt: skip
-    with atomic_update(session) if existed else atomic_output(session) as tmp:
-        if existed:
-            writer = SessionWriter.add_to(tmp)
-        else:
-            writer = SessionWriter(tmp, label="import rosbag", swmr=False)
-        with writer:
-            for b in parsed.streams:
-                attrs = {**b.imported.attrs, **source}
-                batch = b.imported.batch
-                if isinstance(batch, LidarTurns):
-                    writer.add_lidar(b.spec.name, attrs=attrs)
-                    writer.append_turns(b.spec.name, batch)
-                elif isinstance(batch, EncoderBatch):
-                    writer.add_encoder(b.spec.name, n_counts=batch.counts.shape[1], attrs=attrs)
-                    writer.append_encoder(b.spec.name, batch)
-                else:
-                    writer.add_pose(b.spec.name, kind=b.spec.pose_kind(), attrs=attrs)
-                    writer.append_pose(b.spec.name, batch)
-            for e in parsed.events:
-                writer.event(e.t_ns, e.source, e.kind, e.message)
-        if extra:
-            with guarded_h5(tmp, "r+", shown=session) as f:
-                for b in extra:
-                    if b.kind == "lidar":
-                        f[f"lidar/{b.spec.name}"].create_dataset(
-                            "turn_receive_ns", data=b.receive_ns
-                        )
-                        continue
-                    group = f[f"pose/{b.spec.name}"]
-                    if b.receive_ns is not None:
-                        group.create_dataset("receive_ns", data=b.receive_ns)
-                    if b.covariance is not None:
-                        group.create_dataset("covariance", data=b.covariance)
-                    if b.twist is not None:
-                        group.create_dataset("twist", data=b.twist[0])
-                        group.create_dataset("twist_covariance", data=b.twist[1])
+    with session_writer(session, "import rosbag") as writer:
+        for b in parsed.streams:
+            attrs = {**b.imported.attrs, **source}
+            batch = b.imported.batch
+            if isinstance(batch, LidarTurns):
+                writer.add_lidar(b.spec.name, attrs=attrs)
+                writer.append_turns(b.spec.name, batch)
+            elif isinstance(batch, EncoderBatch):
+                writer.add_encoder(b.spec.name, n_counts=batch.counts.shape[1], attrs=attrs)
+                writer.append_encoder(b.spec.name, batch)
+            else:
+                writer.add_pose(b.spec.name, kind=b.spec.pose_kind(), attrs=attrs)
+                writer.append_pose(b.spec.name, batch)
+            writer.add_columns(b.kind, b.spec.name, b.columns())
+        for e in parsed.events:
+            writer.event(e.t_ns, e.source, e.kind, e.message)

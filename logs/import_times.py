@@ -10,7 +10,7 @@ it replaces by more than the file's own noise allows (χ²₃ test at
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,10 +41,8 @@ class TimeOrder:
 
     keep: np.ndarray
     """bool mask of the samples kept."""
-    dropped_lines: list[int] = field(default_factory=list)
+    dropped_lines: list[int]
     """File lines of the samples dropped because their stamp repeats."""
-    relocalized: np.ndarray | None = None
-    """bool mask (over all rows) of kept poses that replaced a different pose."""
 
 
 def _listed(path: Path, lines: np.ndarray) -> str:
@@ -54,11 +52,8 @@ def _listed(path: Path, lines: np.ndarray) -> str:
 
 
 def order_times(path: Path, lines: np.ndarray, t_ns: np.ndarray, policy: str) -> TimeOrder:
-    """Check time order and resolve repeated stamps by ``policy`` (see module docstring).
-
-    Args:
-        lines: the file line of each sample.
-        t_ns: the samples' times (ns), in file order.
+    """Check time order of ``t_ns`` (ns, file order; ``lines``: each sample's file line)
+    and resolve repeated stamps by ``policy`` (see module docstring).
 
     Raises:
         ImportFormatError: a backwards step (every offending line named, up to

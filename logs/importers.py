@@ -1,13 +1,9 @@
 """Import foreign files into sessions: mocap and pose logs (TUM, EuRoC, Motive CSV), pod CSV.
 
-Every parser reads its file in bounded chunks, one column at a time, through
-:mod:`~sensorbench.logs.text_table` (the one checked parse), and fails with
-``file:line:column: what is wrong`` (:class:`~sensorbench.errors.ImportFormatError`):
-missing columns, non-numeric cells, non-monotonic or duplicate timestamps, quaternions
-far from unit norm, unknown units. Motive's blank cells (occlusion) become invalid
-samples with ``nan`` pose, never zeros. Every ``stream_*`` reader takes ``max_position_m``
-(largest accepted |coordinate|, m) and ``duplicates`` (repeated stamps: ``error``,
-``first`` or ``last``, :mod:`~sensorbench.logs.import_times`).
+Every parser reads its file in bounded chunks, a column at a time, through
+:mod:`~sensorbench.logs.text_table`, and fails with ``file:line:column: what is wrong``
+(docs/FORMAT.md, "Import formats"). Every ``stream_*`` reader takes ``max_position_m``
+(largest accepted |coordinate|, m) and ``duplicates`` (:mod:`~sensorbench.logs.import_times`).
 """
 
 from __future__ import annotations
@@ -29,6 +25,7 @@ from sensorbench.logs.model_file import file_sha256
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
 from sensorbench.logs.text_table import (
     CHUNK_ROWS,
+    INT64_MAX,
     Table,
     content_lines,
     flags01,
@@ -47,14 +44,8 @@ QUAT_NORM_TOLERANCE = 0.01
 """Largest accepted deviation of a quaternion's norm from 1 before normalization."""
 
 MAX_ABS_POSITION_M = 1e4
-"""Default largest accepted |coordinate| of an imported position (m).
-
-No indoor or campus-scale mocap or pose log reaches 10 km from its origin; a larger
-value is a unit or parsing error (one 1e6 cell gave a 25 km alignment residual).
-Every reader takes ``max_position_m``; the CLI's ``--max-position-m`` sets it.
-"""
-
-_INT64_MAX = int(np.iinfo(np.int64).max)
+"""Default largest accepted |coordinate| of an imported position (m): no indoor or
+campus-scale log reaches 10 km, a larger value is a unit or parsing error."""
 
 _MOTIVE_UNITS = {"meters": 1.0, "centimeters": 0.01, "millimeters": 0.001}
 
@@ -293,19 +284,17 @@ def stream_tum(
     return _pose_stream(path, chunks, attrs, duplicates)
 
 
-def _header_then_rows(
-    path: Path, is_header: Any
-) -> tuple[int, str | None, Iterator[tuple[int, str]]]:
-    """The first non-blank line (its number and text, when ``is_header(text)``) and the
-    remaining non-blank, non-``#`` lines."""
+def _header_then_rows(path: Path, is_header: Any) -> tuple[str | None, Iterator[tuple[int, str]]]:
+    """The first non-blank line (when ``is_header(text)``) and the remaining non-blank,
+    non-``#`` lines."""
     lines = ((i, t) for i, t in text_lines(path) if t.strip(" \t\r\n\f\v"))
     first = next(lines, None)
     if first is None:
-        return 1, None, iter(())
+        return None, iter(())
     rest = ((i, t) for i, t in lines if not t.lstrip().startswith("#"))
     if is_header(first[1]):
-        return first[0], first[1], rest
-    return first[0], None, itertools.chain([first], rest)
+        return first[1], rest
+    return None, itertools.chain([first], rest)
 
 
 def stream_euroc(
@@ -320,7 +309,7 @@ def stream_euroc(
     def is_header(text: str) -> bool:
         return text.lstrip().startswith("#") or parse_float(split(text)[0]) is None
 
-    _, head, rows = _header_then_rows(path, is_header)
+    head, rows = _header_then_rows(path, is_header)
     if head is None:
         header = ["timestamp", "px", "py", "pz", "qw", "qx", "qy", "qz"]
         cols = dict(zip(header, range(8), strict=True))
@@ -380,13 +369,9 @@ def stream_motive(
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
 ) -> ImportStream:
-    """OptiTrack Motive CSV export (versions 1.21–1.25), one rigid body (``body``: may be
-    omitted when the file has one), its header parsed by row labels, never by positions.
-
-    Blank or ``nan`` rigid-body cells are an occluded, invalid sample; infinite values and
-    positions beyond ``max_position_m`` (m, after unit conversion) are errors. ``up``:
-    ``y`` (Motive's default: world and body axes converted to Z-up, :func:`_y_up_to_z_up`,
-    so a body at identity stays at identity) or ``z`` (kept as is).
+    """OptiTrack Motive CSV export (docs/FORMAT.md), one rigid body (``body``: may be
+    omitted when the file has one); ``up``: ``y`` (Motive's default: world and body axes
+    converted to Z-up, :func:`_y_up_to_z_up`) or ``z`` (kept as is).
     """
     path = Path(path)
     if up not in ("y", "z"):
@@ -613,7 +598,7 @@ def _pod_columns(p: PodTable, t: Table, first_row: int) -> dict[str, np.ndarray]
         dev = integers(t, col["device_ns"], p.label("device_ns"))
     elif "device_us" in col:
         us = integers(t, col["device_us"], p.label("device_us"))
-        big = np.abs(us) > _INT64_MAX // 1000
+        big = np.abs(us) > INT64_MAX // 1000
         if big.any():
             k = int(np.argmax(big))
             raise ImportFormatError(
@@ -683,32 +668,18 @@ def _pod_batches(
     written before it (time order, counter steps)."""
     last: dict[str, np.ndarray] | None = None  # the last frame written
     for unit in _whole_runs(path, chunks, "host"):
-        batch, last = _pod_unit(path, p, last, unit, duplicates, dropped)
-        yield batch
+        ctx = _joined(last, unit)
+        check_pod_columns(path, ctx, p)
+        order = order_times(path, ctx["lines"], ctx["host"], duplicates)
+        dropped += order.dropped_lines
+        keep = order.keep.copy()
+        keep[0] &= last is None  # written with the chunk before
+        end = int(np.flatnonzero(order.keep)[-1])
+        cols = ("host", "dev", "seq", "counts", "yaw", "yaw_rate")
+        yield EncoderBatch(*(ctx[c][keep] for c in cols))
+        last = _rows(ctx, slice(end, end + 1))
     if last is None:
         raise ImportFormatError(f"{path}: no samples")
-
-
-def _pod_unit(
-    path: Path,
-    p: PodTable,
-    last: dict[str, np.ndarray] | None,
-    unit: dict[str, np.ndarray],
-    duplicates: str,
-    dropped: list[int],
-) -> tuple[EncoderBatch, dict[str, np.ndarray]]:
-    """The frames of ``unit`` to write, checked after ``last`` (the last frame written),
-    and the last of them."""
-    ctx = _joined(last, unit)
-    check_pod_columns(path, ctx, p)
-    order = order_times(path, ctx["lines"], ctx["host"], duplicates)
-    dropped += order.dropped_lines
-    keep = order.keep.copy()
-    keep[0] &= last is None  # written with the chunk before
-    end = int(np.flatnonzero(order.keep)[-1])
-    batch = EncoderBatch(ctx["host"][keep], ctx["dev"][keep], ctx["seq"][keep],
-                         ctx["counts"][keep], ctx["yaw"][keep], ctx["yaw_rate"][keep])  # fmt: skip
-    return batch, _rows(ctx, slice(end, end + 1))
 
 
 def stream_pod_csv(
@@ -716,22 +687,11 @@ def stream_pod_csv(
     columns: dict[str, str] | None = None,
     duplicates: str = "last",
 ) -> ImportStream:
-    """Pod encoder CSV with a header row, its header read now and its rows as they are
-    iterated (memory bounded by a chunk); the columns, by header name, are
-    :data:`POD_CSV_COLUMNS` (docs/FORMAT.md: one time column, counters ``c0, c1, ...``).
-
-    Args:
-        columns: column name -> header in the file, e.g. ``{"t_s": "t", "c0":
-            "count0"}`` for a ``t,count0,...`` file.
+    """Pod encoder CSV with a header row naming :data:`POD_CSV_COLUMNS` (docs/FORMAT.md);
+    ``columns``: column name -> header in the file, e.g. ``{"t_s": "t", "c0": "count0"}``.
     """
     path = Path(path)
-    mapping = dict(columns or {})
-    for name in mapping:
-        if not _is_pod_column(name):
-            raise ImportFormatError(
-                f"--columns {name}={mapping[name]}: unknown column name {name!r} "
-                f"(known: {', '.join(POD_CSV_COLUMNS)})"
-            )
+    mapping = dict(columns or {})  # names checked by parse_column_map
     rows = content_lines(path)
     head_line, head = next(rows, (1, None))
     if head is None:
@@ -832,12 +792,9 @@ def stream_pose_csv(
     max_position_m: float = MAX_ABS_POSITION_M,
     duplicates: str = "last",
 ) -> ImportStream:
-    """Generic pose/mocap CSV: one header row naming the columns, one pose per line.
-
-    Columns by header name (docs/FORMAT.md): ``t_s`` (s) or ``host_ns`` (ns); ``x, y, z``
-    (m; ``z`` may be left out with ``yaw``); ``qx, qy, qz, qw`` or ``yaw`` (rad about z);
-    optional ``relocalized``, ``paused`` (0/1 flags). ``columns`` maps a column name to
-    the file's header; ``max_position_m`` is the largest accepted |coordinate| (m).
+    """Generic pose/mocap CSV, one header row naming :data:`POSE_CSV_COLUMNS`
+    (docs/FORMAT.md: ``t_s`` s or ``host_ns`` ns, ``x, y, z`` m, ``qx..qw`` or ``yaw`` rad);
+    ``columns`` maps a column name to the file's header.
     """
     path = Path(path)
     mapping = dict(columns or {})
@@ -934,12 +891,8 @@ READERS: dict[tuple[str, str], Callable[..., ImportStream]] = {
 def refuse_impossible(
     source: Path, name: str, batch: PoseBatch | EncoderBatch | LidarTurns
 ) -> None:
-    """The last check before a parsed batch is written: the session's own value checks
-    (:mod:`sensorbench.logs.values`), so an import never stores what ``check`` refuses.
-
-    Raises:
-        ImportFormatError: naming ``source`` and the first impossible sample.
-    """
+    """Refuse (ImportFormatError naming ``source``) a parsed batch the session's own value
+    checks refuse, so an import never stores what ``check`` refuses."""
     problems = batch_problems(name, batch)
     if problems:
         raise ImportFormatError(f"{source}: " + "; ".join(str(p) for p in problems[:3]))
@@ -986,7 +939,7 @@ def import_file(
     first = next(stream.batches)  # a bad file is named before the session is touched
     source_attrs = {"source_file": source.name, "source_sha256": file_sha256(source)}
     kind = "encoder" if what == "pods" else "pose"
-    with _writer_for(session, what) as writer:
+    with session_writer(session, f"import {what}") as writer:
         if kind == "encoder":
             writer.add_encoder(name, n_counts=stream.n_counts, attrs=stream.attrs)
         else:
@@ -1001,11 +954,12 @@ def import_file(
     return ImportResult(name, n, stream.dropped_lines, stream.relocalized_lines)
 
 
-def _writer_for(session: str | os.PathLike[str], what: str) -> Any:
-    """An offline writer adding to ``session``, or creating it (atomic either way)."""
+def session_writer(session: str | os.PathLike[str], label: str) -> Any:
+    """An offline writer adding to ``session``, or creating it (atomic either way: a copy
+    swapped in under the session's update lock, or a new file)."""
     from sensorbench.logs.writer import SessionWriter
 
     session = Path(session)
     if session.exists():
         return SessionWriter.add_to(session)
-    return SessionWriter(session, label=f"import {what}", swmr=False)
+    return SessionWriter(session, label=label, swmr=False)

@@ -30,11 +30,8 @@ def _timing(t_ns: np.ndarray) -> dict[str, Any]:
 
 
 def session_info(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Everything ``sensorbench info`` shows, as a JSON-ready dict.
-
-    ``problems`` lists the impossible samples of every stream
-    (:mod:`sensorbench.logs.values`; ``check`` reports them as errors), so a span or rate
-    computed from a bad stamp is never shown without saying so.
+    """Everything ``sensorbench info`` shows, as a JSON-ready dict; ``problems`` lists the
+    impossible samples of every stream, so a span or rate from a bad stamp is flagged.
 
     Raises:
         SessionError: not a session, or its layout is damaged (the file and datasets named).

@@ -1,10 +1,5 @@
-"""Bare raw byte captures and their chunk-time sidecar (``sensorbench record-raw``).
-
-``RAW.bin`` holds every byte received, in order; ``RAW.bin.chunks`` (docs/CAPTURE.md)
-the byte offset and host ``time.monotonic_ns()`` (int64 ns) of each read, the same pairs
-a session's raw stream stores, so ``decode`` gives a recording the host-timed turns a
-live capture would. A ``RAW.bin`` without a sidecar decodes without host times.
-"""
+"""Bare raw byte captures ``RAW.bin`` and their chunk-time sidecar ``RAW.bin.chunks``
+(``sensorbench record-raw``, docs/CAPTURE.md): byte offset and host ns of each read."""
 
 from __future__ import annotations
 

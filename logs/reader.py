@@ -1,9 +1,6 @@
-"""Reading sessions: lazy, time-sliced access per stream.
+"""Reading sessions: lazy, time-sliced access per stream, read-only and SWMR-safe.
 
-A session is opened read-only and SWMR-safe, so a file whose writer is still
-running, or was killed, can be read. Every read returns a self-consistent prefix:
-if the writer died between extending two columns of a stream, the extra rows of
-the longer column are not returned (``sensorbench check`` rebuilds such a file).
+Every read returns a self-consistent prefix (docs/FORMAT.md, "Consistency and recovery").
 """
 
 from __future__ import annotations
@@ -27,8 +24,10 @@ from sensorbench.logs.schema import (
     FORMAT_NAME,
     GROUPS,
     LIDAR_POINT_FIELDS,
+    OPTIONAL_COLUMNS,
     POSE_FIELDS,
     SCHEMA_VERSION,
+    STREAM_COLUMNS,
     FileStatus,
 )
 from sensorbench.logs.update_lock import locked_by_writer
@@ -124,31 +123,20 @@ class LidarStream(_Rows[LidarTurns]):
     def _columns(self) -> list[str]:
         return list(LIDAR_POINT_FIELDS)
 
-    def _consistent(self) -> tuple[int, int]:
-        n_points = self._n(self._columns())
-        index = self._g["turns"]
-        ends = index["offset"] + index["count"].astype(np.int64) if index.shape[0] else np.empty(0)
-        n_turns = int(np.searchsorted(ends, n_points, "right")) if len(ends) else 0
-        return n_turns, n_points
-
     @property
     def n_turns(self) -> int:
         """Number of complete turns stored."""
-        return self._consistent()[0]
+        return stream_rows("lidar", self._g)[0]
 
     @property
     def n_points(self) -> int:
         """Number of points belonging to stored turns."""
-        n_turns, _ = self._consistent()
-        if n_turns == 0:
-            return 0
-        last = self._g["turns"][n_turns - 1]
-        return int(last["offset"] + last["count"])
+        index = self.read_index()
+        return int(index["offset"][-1] + index["count"][-1]) if len(index) else 0
 
     def read_index(self) -> np.ndarray:
         """The per-turn index: offset, count, t_first_ns, device_ns, speed_hz, flags."""
-        n_turns, _ = self._consistent()
-        return self._g["turns"][:n_turns]
+        return self._g["turns"][: self.n_turns]
 
     def _read(self, t0_ns: int | None, t1_ns: int | None) -> LidarTurns:
         index = self.read_index()
@@ -158,18 +146,8 @@ class LidarStream(_Rows[LidarTurns]):
             return LidarTurns.empty()
         start = int(index["offset"][0])
         stop = int(index["offset"][-1] + index["count"][-1])
-        cols = {c: self._g[c][start:stop] for c in self._columns()}
-        return LidarTurns(
-            index["t_first_ns"],
-            index["device_ns"],
-            index["speed_hz"],
-            index["count"],
-            index["flags"],
-            cols["angle"],
-            cols["range"],
-            cols["intensity"],
-            cols["t_ns"],
-        )
+        turns = {c: index[c] for c in ("t_first_ns", "device_ns", "speed_hz", "count", "flags")}
+        return LidarTurns(**turns, **{c: self._g[c][start:stop] for c in self._columns()})
 
 
 class RawStream(_Stream):
@@ -178,10 +156,7 @@ class RawStream(_Stream):
     kind = "raw"
 
     def _chunks(self) -> np.ndarray:
-        n_bytes = self._g["data"].shape[0]
-        chunks = self._g["chunks"][:]
-        ends = chunks["offset"] + chunks["length"]
-        return chunks[: int(np.searchsorted(ends, n_bytes, "right"))]
+        return self._g["chunks"][: stream_rows("raw", self._g)[0]]
 
     @property
     def chunk_times_ns(self) -> np.ndarray:
@@ -244,6 +219,38 @@ class PoseStream(_Rows[PoseBatch]):
     def has_covariance(self) -> bool:
         """True when the stream stores each sample's pose covariance (6×6, ROS order)."""
         return "covariance" in self._g
+
+
+def _spans(offset: np.ndarray, length: np.ndarray, available: int) -> tuple[int, int]:
+    """(leading index rows whose spans follow each other from 0 within ``available``
+    items, the items they use): a damaged offset ends the consistent rows."""
+    length = length.astype(np.int64)
+    ends = np.cumsum(length)
+    ok = (offset == ends - length) & (length >= 0) & (ends <= available)
+    n = int(ok.size if ok.all() else np.argmin(ok))
+    return n, int(ends[n - 1]) if n else 0
+
+
+def stream_rows(kind: str, g: h5py.Group) -> tuple[int, int]:
+    """(consistent rows, rows present in the longest column) of one stream."""
+    if kind == "lidar":
+        idx = g["turns"][:]
+        n_pts = min(g[c].shape[0] for c in LIDAR_POINT_FIELDS)
+        n, used = _spans(idx["offset"], idx["count"], n_pts)
+        longest = max(g[c].shape[0] for c in LIDAR_POINT_FIELDS)
+        return n, len(idx) - n + (longest - used)
+    if kind == "raw":
+        chunks = g["chunks"][:]
+        n, used = _spans(chunks["offset"], chunks["length"], g["data"].shape[0])
+        return n, len(chunks) - n + (g["data"].shape[0] - used)
+    lengths = [g[c].shape[0] for c in columns_of(kind, g)]
+    return min(lengths), max(lengths) - min(lengths)
+
+
+def columns_of(kind: str, g: h5py.Group) -> list[str]:
+    """The stream's own datasets and the optional ones it has."""
+    own = [str(c) for c in STREAM_COLUMNS[kind]]
+    return own + [c for c in OPTIONAL_COLUMNS.get(kind, {}) if c in g]
 
 
 def _superblock_eof(head: bytes) -> int | None:
@@ -319,8 +326,6 @@ def _refuse(group: h5py.Group, problems: list[Problem]) -> None:
 def _refuse_dangling(path: Path, f: h5py.File) -> None:
     """Refuse a file marked closed with rows past its consistent data (a damaged index
     or a write that failed): a reader would take the prefix without a word."""
-    from sensorbench.logs.check import stream_rows
-
     if "_status" not in f or int(f["_status"][0]) == FileStatus.WRITING:
         return
     for kind, group in GROUPS.items():

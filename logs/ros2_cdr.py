@@ -51,11 +51,6 @@ class CdrBuffer:
         self.align(4)
         self.buf += _string(text)
 
-    def time(self, t_ns: int) -> None:
-        """A ``builtin_interfaces/Time`` (``t_ns`` ≥ 0)."""
-        self.align(4)
-        self.buf += _TIME.pack(*divmod(int(t_ns), 1_000_000_000))
-
     def header(self, t_ns: int, frame: str) -> None:
         """A ``std_msgs/Header``."""
         self.align(4)
@@ -91,11 +86,8 @@ def odometry(
 ) -> bytes:
     """``nav_msgs/Odometry``: ``pose`` (x, y, z, qx, qy, qz, qw) in ``frame``, ``twist``
     (vx, vy, vz, wx, wy, wz) in ``child``, each with its 6×6 covariance (36 values)."""
-    b = CdrBuffer()
-    b.header(t_ns, frame)
-    b.string(child)
-    b.f64(np.concatenate([np.ravel(v) for v in (pose, pose_cov, twist, twist_cov)]))
-    return b.data()
+    values = np.concatenate([np.ravel(v) for v in (pose, pose_cov, twist, twist_cov)])
+    return odometry_rows(np.array([t_ns]), (frame, child), values[None, :])[0]
 
 
 def transform(b: CdrBuffer, t_ns: int, parent: str, child: str, xyz_quat: np.ndarray) -> None:
@@ -129,11 +121,7 @@ def path(t_ns: int, frame: str, stamps: np.ndarray, poses: np.ndarray) -> bytes:
 
 def time_reference(t_ns: int, device_ns: int, source: str) -> bytes:
     """``sensor_msgs/TimeReference``: header stamp ``t_ns`` (no frame), ``time_ref``."""
-    b = CdrBuffer()
-    b.header(t_ns, "")
-    b.time(device_ns)
-    b.string(source)
-    return b.data()
+    return time_reference_rows(np.array([t_ns]), np.array([device_ns]), source)[0]
 
 
 def laser_scan(

@@ -66,10 +66,8 @@ def topic_types(bag: Path, reader: Any) -> dict[str, str]:
 
 
 def bag_info(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Topics (type, message count), time span (s) and format of a bag.
-
-    Every message is read and decoded, so a damaged bag is reported here as the import
-    would report it.
+    """Topics (type, message count), time span (s) and format of a bag; every message is
+    decoded, so a damaged bag is reported as the import would report it.
 
     Raises:
         ImportFormatError: not a bag, or a damaged record or message (named).
@@ -117,9 +115,7 @@ def read_topics(
     progress: Progress | None = None,
 ) -> list[list[Any]]:
     """For each use ``(topic, extract)``, ``extract(receive ns, message)`` of every message
-    of the topic, in receive order.
-
-    Each message is deserialized once, handed to every use of its topic and dropped.
+    of the topic, in receive order (each message deserialized once).
 
     Raises:
         ImportFormatError: a message rosbags cannot deserialize (naming ``BAG:TOPIC:N``).
@@ -199,17 +195,11 @@ def _read_connection(
     try:
         while True:  # batches of _TICK messages, a progress report after each
             before = len(recv)
-            if len(fns) == 1:  # the common case, without the inner loop
-                fn, append, mark = fns[0], rows[0].append, recv.append
-                for _, t, raw in islice(messages, _TICK):
-                    mark(t)
-                    append(fn(t, deserialize(raw)))
-            else:
-                for _, t, raw in islice(messages, _TICK):
-                    recv.append(t)
-                    msg = deserialize(raw)
-                    for fn, r in zip(fns, rows, strict=True):
-                        r.append(fn(t, msg))
+            for _, t, raw in islice(messages, _TICK):
+                recv.append(t)
+                msg = deserialize(raw)
+                for fn, r in zip(fns, rows, strict=True):
+                    r.append(fn(t, msg))
             if len(recv) == before:
                 break
             if tick is not None:

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from sensorbench.errors import ImportFormatError
+from sensorbench.logs.schema import POSE_KINDS
 
 POSE_TYPES = (
     "nav_msgs/msg/Odometry",
@@ -26,7 +27,6 @@ LOG_TYPES = ("rcl_interfaces/msg/Log", "rosgraph_msgs/msg/Log")
 TF_TYPES = ("tf2_msgs/msg/TFMessage", "tf/msg/tfMessage")
 TF_TOPICS = ("/tf", "/tf_static")
 IMPORTABLE = (*POSE_TYPES, SCAN_TYPE, COUNTS_TYPE)
-POSE_KINDS = ("mocap", "pose_sensor", "estimate")
 SEQ_JOINT = "seq"
 """JointState entry holding an encoder stream's frame sequence numbers (our export's)."""
 YAW_JOINT = "imu_yaw"

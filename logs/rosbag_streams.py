@@ -1,11 +1,5 @@
-"""ROS messages of one topic → one stream's samples, checked (for ``import rosbag``).
-
-Poses (Odometry, PoseStamped, PoseWithCovarianceStamped, TransformStamped, TF with a
-child frame), LaserScan turns, JointState counts, and what companion topics add to
-them: device times (TimeReference), sample flags (DiagnosticArray); diagnostics
-and log messages as session events. Every error names ``BAG:TOPIC:N``, the N-th
-(1-based) message of the topic.
-"""
+"""ROS messages of one topic → one stream's samples, checked (for ``import rosbag``; the
+message types are docs/FORMAT.md's). Every error names ``BAG:TOPIC:N`` (1-based)."""
 
 from __future__ import annotations
 
@@ -60,6 +54,15 @@ class BagStream:
     sensor's scan, stamped at ray 0 = its last point): what time references and flags
     of the scan are stamped with."""
 
+    def columns(self) -> dict[str, np.ndarray]:
+        """The optional datasets stored beside the samples (docs/FORMAT.md)."""
+        if self.kind == "lidar":
+            return {} if self.receive_ns is None else {"turn_receive_ns": self.receive_ns}
+        cols = {"receive_ns": self.receive_ns, "covariance": self.covariance}
+        if self.twist is not None:
+            cols.update(twist=self.twist[0], twist_covariance=self.twist[1])
+        return {k: v for k, v in cols.items() if v is not None}
+
     @property
     def kind(self) -> str:
         """``pose``, ``lidar`` or ``encoder``."""
@@ -88,6 +91,12 @@ def _frames_attr(values: list[str]) -> str:
     return ", ".join(dict.fromkeys(values))
 
 
+def _pose_row(header: Any, recv: int, p: Any, q: Any, child: str, *more: Any) -> tuple:
+    """One row of :func:`pose_extract` (``more``: covariance, twist, or nothing)."""
+    return (stamp_ns(header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w, header.frame_id,
+            child, *(more or (None, None)))  # fmt: skip
+
+
 def pose_extract(msgtype: str, child: str | None) -> Extract:
     """Rows ``(stamp, recv, x, y, z, qx, qy, qz, qw, frame, child frame, covariance|None,
     (twist, twist covariance)|None)`` of one message: a list, since a TF message may
@@ -96,39 +105,25 @@ def pose_extract(msgtype: str, child: str | None) -> Extract:
         odom = msgtype == "nav_msgs/msg/Odometry"
 
         def covariant(recv: int, m: Any) -> list:
-            p, q = m.pose.pose.position, m.pose.pose.orientation
-            child_id = m.child_frame_id if odom else ""
-            twist = None
+            pose, twist = m.pose.pose, None
             if odom:
                 v, w = m.twist.twist.linear, m.twist.twist.angular
                 twist = ((v.x, v.y, v.z, w.x, w.y, w.z), m.twist.covariance)
-            return [
-                (stamp_ns(m.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
-                 m.header.frame_id, child_id, m.pose.covariance, twist)
-            ]  # fmt: skip
+            child_id = m.child_frame_id if odom else ""
+            return [_pose_row(m.header, recv, pose.position, pose.orientation, child_id,
+                              m.pose.covariance, twist)]  # fmt: skip
 
         return covariant
     if msgtype == "geometry_msgs/msg/PoseStamped":
-
-        def stamped(recv: int, m: Any) -> list:
-            p, q = m.pose.position, m.pose.orientation
-            return [
-                (stamp_ns(m.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
-                 m.header.frame_id, "", None, None)
-            ]  # fmt: skip
-
-        return stamped
+        return lambda recv, m: [_pose_row(m.header, recv, m.pose.position, m.pose.orientation, "")]
 
     def transforms(recv: int, m: Any) -> list:
-        out = []
-        for t in [m] if msgtype == "geometry_msgs/msg/TransformStamped" else m.transforms:
-            if child is None or t.child_frame_id == child:
-                p, q = t.transform.translation, t.transform.rotation
-                out.append(
-                    (stamp_ns(t.header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w,
-                     t.header.frame_id, t.child_frame_id, None, None)
-                )  # fmt: skip
-        return out
+        return [
+            _pose_row(t.header, recv, t.transform.translation, t.transform.rotation,
+                      t.child_frame_id)
+            for t in ([m] if msgtype == "geometry_msgs/msg/TransformStamped" else m.transforms)
+            if child is None or t.child_frame_id == child
+        ]
 
     return transforms
 

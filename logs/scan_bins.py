@@ -1,12 +1,6 @@
-"""Lidar points binned by angle: one module for every binning the package does.
-
-A turn as a ROS LaserScan (:class:`ScanGrid`, :func:`bin_turn`: one fixed grid of
-``n_bins`` per revolution, each point in the bin nearest its own angle, empty bins NaN,
-rays counter-clockwise with ``stamp + i·time_increment`` ray i's time; docs/FORMAT.md),
-and statistics over angle bins for the dual-scan merge and the lidar characterization.
-
-Angles rad, counter-clockwise (REP 103), times ns.
-"""
+"""Lidar points binned by angle, every binning the package does: a turn as a ROS LaserScan
+(:class:`ScanGrid`, :func:`bin_turn`; docs/FORMAT.md) and statistics over angle bins.
+Angles rad, counter-clockwise (REP 103), times ns."""
 
 from __future__ import annotations
 
@@ -164,8 +158,7 @@ def grouped_median(
     """
     keys = np.asarray(keys, dtype=np.int64)
     values = np.asarray(values, dtype=np.float64)
-    order = _order_by_key_then_value(keys, values, n_groups)
-    v = values[order]
+    v = values[np.lexsort((values, keys))]
     counts = np.bincount(keys, minlength=n_groups)[:n_groups]
     starts = np.zeros(n_groups, dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
@@ -176,24 +169,6 @@ def grouped_median(
     with np.errstate(invalid="ignore"):
         med[has] = np.where(v[lo] == v[hi], v[lo], 0.5 * (v[lo] + v[hi]))
     return med, counts
-
-
-def _order_by_key_then_value(keys: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
-    """Permutation sorting by key, then value: one float64 argsort when the pair fits.
-
-    The combined key is ``key · W + min(value, W′)`` with ``W`` a power of two above
-    every finite value (``inf`` sorts last within its group); ties within 2⁻²⁰ m are
-    ordered arbitrarily, which cannot change a median by more than that.
-    """
-    finite = values[np.isfinite(values)]
-    if finite.size and (finite.min() < 0 or n_groups == 0):
-        return np.lexsort((values, keys))
-    top = float(finite.max()) if finite.size else 0.0
-    width = 2.0 ** np.ceil(np.log2(top + 2.0))
-    if n_groups * width > 2.0**32:
-        return np.lexsort((values, keys))
-    combined = keys * width + np.minimum(values, width - 1.0)
-    return np.argsort(combined)
 
 
 def turn_index(count: np.ndarray) -> np.ndarray:

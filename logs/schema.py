@@ -115,14 +115,8 @@ KIND_NAMES = {
 
 
 def name_conflict(kind: str, name: str, existing: list[tuple[str, str]]) -> str:
-    """Why a new ``kind`` stream may not be called ``name`` ("" when it may).
-
-    Stream names are unique across kinds, so a name always means one stream; the
-    only sharing allowed is a serial device's raw bytes (kind ``raw``) under the
-    name of its decoded lidar, encoder or pose stream. ``existing`` lists (kind, name).
-    A name is a printable word: not ``.`` or ``..`` (path parts in HDF5, shells and
-    the MCAP topics it becomes), no ``/``, no control character, no blank at either end.
-    """
+    """Why a new ``kind`` stream may not be called ``name`` ("" when it may), ``existing``
+    being (kind, name) pairs: docs/FORMAT.md, "Stream names"."""
     odd = [c for c in name if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")]
     if name in ("", ".", "..") or "/" in name or odd or name != name.strip():
         return (

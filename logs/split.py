@@ -1,10 +1,5 @@
-"""Split one session into consecutive pieces (for leave-one-piece-out validation).
-
-Each piece holds the samples whose time lies in ``[t_start, t_end)`` (lidar turns whole,
-by their first point's time), with the matching truth and every attribute, plus its
-``split_*`` provenance (docs/FORMAT.md). Concatenating the pieces' streams in order
-gives the original streams back.
-"""
+"""Split one session into consecutive pieces ``[t_start, t_end)`` (docs/FORMAT.md, "Pieces
+of a session"): concatenating the pieces' streams gives the original streams back."""
 
 from __future__ import annotations
 
@@ -21,10 +16,9 @@ from sensorbench.logs.atomic_output import disk_error, link_no_clobber, make_dir
 from sensorbench.logs.h5_output import guarded_h5
 from sensorbench.logs.importers import file_sha256
 from sensorbench.logs.reader import open_h5
-from sensorbench.logs.schema import FileStatus
+from sensorbench.logs.schema import GROUPS, FileStatus
 from sensorbench.logs.time_window import span_of
 
-_STREAM_GROUPS = ("lidar", "raw", "encoders", "pose")
 _LIDAR_PER_TURN = ("turns", "turn_receive_ns")
 """Lidar datasets with one row per turn; every other one has a row per point."""
 
@@ -69,17 +63,8 @@ def _dataset(dst: h5py.Group, name: str, src: h5py.Dataset, data: np.ndarray) ->
     kwargs = {}
     if src.chunks is not None:
         kwargs = {"chunks": src.chunks, "maxshape": (None, *src.shape[1:])}
-    _copy_attrs(src, dst.create_dataset(name, data=np.asarray(data, dtype=src.dtype), **kwargs))
-
-
-def _copy_attrs(src: h5py.HLObject, dst: h5py.HLObject) -> None:
-    dst.attrs.update(src.attrs)
-
-
-def _by_rows(src: h5py.Group, dst: h5py.Group, keep: np.ndarray) -> None:
-    """Every dataset of a row stream, its rows selected by ``keep``."""
-    for name, ds in src.items():
-        _dataset(dst, name, ds, ds[:][keep])
+    out = dst.create_dataset(name, data=np.asarray(data, dtype=src.dtype), **kwargs)
+    out.attrs.update(src.attrs)
 
 
 def _renumbered(
@@ -125,7 +110,7 @@ def _truth(
 
     def walk(name: str, obj: h5py.HLObject) -> None:
         if isinstance(obj, h5py.Group):
-            _copy_attrs(obj, dst.require_group(name))
+            dst.require_group(name).attrs.update(obj.attrs)
             return
         data = obj[()]
         parent, _, leaf = name.rpartition("/")
@@ -166,10 +151,8 @@ def split_session(
     pieces: int | None = None,
     every_s: float | None = None,
 ) -> list[Path]:
-    """Write the pieces of session ``path`` into ``out_dir`` as ``STEM_pieceK.h5``.
-
-    Every piece is written under a temporary name and the pieces take their names only
-    when all of them are complete: a failure (a full disk) leaves no piece behind.
+    """Write the pieces of session ``path`` into ``out_dir`` as ``STEM_pieceK.h5``, all of
+    them or (a full disk) none.
 
     Raises:
         SessionError: the session is still being written (check it first), an output
@@ -212,7 +195,7 @@ def _split(
             t1 = b1 if k < len(bounds) - 1 else int(np.iinfo(np.int64).max)
             temps.append(temp_name(dst_path))
             with guarded_h5(temps[-1], shown=dst_path) as g:
-                _copy_attrs(f, g)
+                g.attrs.update(f.attrs)
                 g.attrs.update(
                     {
                         "split_source": src_path.name,
@@ -227,12 +210,12 @@ def _split(
                 ev = f["events"][:]
                 _dataset(g, "events", f["events"], ev[(ev["t_ns"] >= t0) & (ev["t_ns"] < t1)])
                 masks: dict[str, np.ndarray] = {}
-                for group in _STREAM_GROUPS:
+                for group in GROUPS.values():
                     out = g.create_group(group)
-                    _copy_attrs(f[group], out)
+                    out.attrs.update(f[group].attrs)
                     for name, s in f[group].items():
                         d = out.create_group(name)
-                        _copy_attrs(s, d)
+                        d.attrs.update(s.attrs)
                         if group == "lidar":
                             turns, points = _lidar(s, d, t0, t1)
                             masks[f"lidar/{name}/turns"] = turns
@@ -242,12 +225,13 @@ def _split(
                         else:
                             t = s["host_ns" if group == "encoders" else "t_ns"][:]
                             keep = (t >= t0) & (t < t1)
-                            _by_rows(s, d, keep)
+                            for col, ds in s.items():
+                                _dataset(d, col, ds, ds[:][keep])
                             masks[f"{group}/{name}"] = keep
                             if name in pose_sensor[:1]:
                                 masks["pose_sensor"] = keep
                 truth = g.create_group("truth")
-                _copy_attrs(f["truth"], truth)
+                truth.attrs.update(f["truth"].attrs)
                 _truth(f["truth"], truth, t0, t1, masks)
     written: list[Path] = []
     try:

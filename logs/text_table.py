@@ -1,11 +1,6 @@
-"""Text tables read in bounded chunks, each column converted at once and checked.
-
-Every text importer reads its file here: :func:`text_lines` in blocks (NUL bytes, bad
-UTF-8 and over-long lines refused), :func:`tables` in chunks of :data:`CHUNK_ROWS` rows,
-and the converters (:func:`floats`, :func:`integers`, :func:`times_ns`, :func:`flags01`)
-check a whole column against the strict ASCII grammar of :func:`parse_float`, naming
-the first bad cell ``file:line:column``.
-"""
+"""Text tables read in bounded chunks (:func:`text_lines`, :func:`tables`), each column
+converted at once and checked against the strict ASCII grammar of :func:`parse_float`,
+naming the first bad cell ``file:line:column``; every text importer reads here."""
 
 from __future__ import annotations
 
@@ -196,11 +191,6 @@ def _split_chunk(
     return Table(path, np.array(lines, np.int64), cells)
 
 
-def _refuse(t: Table, j: int, name: str, k: int, why: str) -> ImportFormatError:
-    cell = str(t.cells[k, j]).strip(" \t")
-    return ImportFormatError(f"{t.path}:{int(t.lines[k])}:{j + 1}: column {name!r}: {cell!r} {why}")
-
-
 class _Grammar(NamedTuple):
     column: re.Pattern[str]
     """Matches a whole column, its cells joined by newlines."""
@@ -262,7 +252,9 @@ def floats(t: Table, j: int, name: str, *, missing: str = "") -> np.ndarray:
 
 
 def _fail(t: Table, j: int, name: str, k: int, why: str) -> np.ndarray:
-    raise _refuse(t, j, name, k, why)
+    """Refuse cell ``k`` of column ``j``, naming ``file:line:column``."""
+    cell = str(t.cells[k, j]).strip(" \t")
+    raise ImportFormatError(f"{t.path}:{int(t.lines[k])}:{j + 1}: column {name!r}: {cell!r} {why}")
 
 
 def integers(t: Table, j: int, name: str) -> np.ndarray:
@@ -303,11 +295,7 @@ def integers(t: Table, j: int, name: str) -> np.ndarray:
 
 
 def flags01(t: Table, j: int, name: str) -> np.ndarray:
-    """bool values of a 0/1 column.
-
-    Raises:
-        ImportFormatError: the first cell that is not 0 or 1, named.
-    """
+    """bool values of a 0/1 column (ImportFormatError naming the first other cell)."""
     cells = t.column(j)
     k = _first_mismatch(cells, _FLAGS)
     if k is not None:

@@ -1,11 +1,6 @@
-"""A transform tree from ROS ``/tf`` and ``/tf_static`` messages, composed as tf2 does.
-
-A frame's pose in another is the product of the links up to their common ancestor
-(inverted) and down; a dynamic link is interpolated as tf2's ``TimeCache`` does (linear,
-slerp), and times outside its samples are skipped and counted, as tf2 refuses them.
-Frame ids are compared without a leading ``/``.
-
-Units: translations m, quaternions x y z w, times int64 ns.
+"""A transform tree from ROS ``/tf`` and ``/tf_static`` messages, composed as tf2 does:
+links up to the common ancestor (inverted) and down, dynamic ones interpolated as tf2's
+``TimeCache`` (linear, slerp), never extrapolated. Translations m, quaternions xyzw, ns.
 """
 
 from __future__ import annotations
@@ -18,9 +13,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import ImportFormatError
-
-QUAT_NORM_TOLERANCE = 0.01
-"""Largest accepted deviation of a link quaternion's norm from 1 (as the importers)."""
+from sensorbench.logs.importers import QUAT_NORM_TOLERANCE
 
 
 def frame_id(name: str) -> str:

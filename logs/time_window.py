@@ -1,10 +1,5 @@
-"""A session's time origin and the ``--t-start/--t-end`` windows measured from it.
-
-The origin of a session is its **start**: the earliest sample time of any of its
-streams (lidar points, raw chunks, encoder frames, pose samples). Crop windows
-(``--t-start``/``--t-end``, s) and ``split``'s pieces are measured from it, and
-analyses report times in seconds from it.
-"""
+"""A session's time origin, its **start** (the earliest sample time of any stream), and the
+``--t-start/--t-end`` windows (s) measured from it."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""One writer at a time for every read-modify-swap of a session.
-
-An update (``import --into``, ``replay -o``, ``check``'s recovery) copies the file,
-changes the copy and renames it over the original, holding :class:`UpdateLock` (an
-advisory ``flock`` on the sidecar ``.NAME.lock``) throughout, so no update is lost. A
-second writer polls up to its deadline and is then refused (:class:`OutputError`).
-"""
+"""One writer at a time for every read-modify-swap of a session: :class:`UpdateLock`, an
+advisory ``flock`` on the sidecar ``.NAME.lock`` (docs/FORMAT.md, "Writing safely")."""
 
 from __future__ import annotations
 
@@ -14,7 +9,6 @@ import fcntl
 import os
 import time
 from pathlib import Path
-from types import TracebackType
 
 from sensorbench.errors import OutputError
 
@@ -144,10 +138,5 @@ class UpdateLock:
     def __enter__(self) -> UpdateLock:
         return self.acquire()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()

@@ -1,10 +1,6 @@
-"""One value checker for sessions: what a sample may hold, and what a file may look like.
-
-The reader, ``check``, the exporters and the importers all ask this module, so they
-agree (docs/FORMAT.md, "Consistency and recovery"): :func:`structure_problems` for the layout,
-and the sample checks for a *valid* sample with a non-finite or absurd value, times
-stepping backwards, or a stamp outside ±:data:`MAX_ABS_STAMP_NS`.
-"""
+"""One value checker for sessions, asked by the reader, ``check``, the exporters and the
+importers alike (docs/FORMAT.md, "Consistency and recovery"): :func:`structure_problems`
+for the layout, the ``*_problems`` functions for the samples."""
 
 from __future__ import annotations
 
@@ -17,6 +13,7 @@ from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
 from sensorbench.logs.schema import (
     EVENT_DTYPE,
     GROUPS,
+    LIDAR_POINT_FIELDS,
     NO_DEVICE_TIME,
     OPTIONAL_COLUMNS,
     STREAM_COLUMNS,
@@ -93,11 +90,10 @@ def stamp_problems(
     bad = (t > MAX_ABS_STAMP_NS) | (t < -MAX_ABS_STAMP_NS)
     if sentinel:
         bad &= t != NO_DEVICE_TIME
-    problems = []
-    if bad.any():
-        k = int(np.flatnonzero(bad)[0])
-        problems = _first(dataset, bad, f"{int(t[k])} ns is not a possible time (|t| <= 2**62 ns)")
-    return problems, bad
+    if not bad.any():
+        return [], bad
+    k = int(np.argmax(bad))
+    return _first(dataset, bad, f"{int(t[k])} ns is not a possible time (|t| <= 2**62 ns)"), bad
 
 
 def order_problems(
@@ -208,14 +204,8 @@ def count_steps(
     if fast.any():
         r, k = (int(v) for v in np.argwhere(fast)[0])
         jump = int(c[r, k]) - int(c[r - 1, k])
-        wrap = next(
-            (
-                f" (a {b}-bit counter wrapping?)"
-                for b in (16, 32)
-                if abs(abs(jump) - 2**b) < 2**b // 16
-            ),
-            "",
-        )
+        bits = [b for b in (16, 32) if abs(abs(jump) - 2**b) < 2**b // 16]
+        wrap = f" (a {bits[0]}-bit counter wrapping?)" if bits else ""
         problems += _first(
             f"{key}/counts",
             fast,
@@ -504,7 +494,7 @@ def _keep(batch: Batch, keep: np.ndarray) -> Batch:
     rows = {f.name: keep for f in fields(batch)}
     if isinstance(batch, LidarTurns):  # per-point columns follow their turns
         points = np.repeat(keep, batch.count)
-        rows.update(dict.fromkeys(("angle", "range", "intensity", "t_ns"), points))
+        rows.update(dict.fromkeys(LIDAR_POINT_FIELDS, points))
     kept: dict[str, Any] = {}
     for name, k in rows.items():
         column = getattr(batch, name)
@@ -515,13 +505,9 @@ def _keep(batch: Batch, keep: np.ndarray) -> Batch:
 def exportable(
     source: str, key: str, batch: Batch, *, skip_invalid: bool = False
 ) -> tuple[Batch, int]:
-    """``batch`` if all its samples are possible; else refused, or (``skip_invalid``)
-    without the impossible rows (lidar: whole turns) and how many were dropped.
-
-    Raises:
-        SessionError: impossible samples and not ``skip_invalid``; names ``source``
-            (the session), the datasets and the first bad indices.
-    """
+    """``batch`` if all its samples are possible; else refused (SessionError naming
+    ``source``, the datasets and the first bad indices), or with ``skip_invalid`` without
+    the impossible rows (lidar: whole turns) and how many were dropped."""
     from sensorbench.errors import SessionError
 
     problems, bad = _problems(key, batch)

@@ -1,13 +1,8 @@
 """The session writer: many producer threads, one HDF5 file, nothing lost on a crash.
 
-Producers (driver threads) call the ``append_*`` methods; they only validate and
-enqueue, waking no one (a hand-off is a queue append). One writer thread wakes every
-``flush_interval_s`` (or to stop), stages what arrived, extends each dataset once and
-flushes the file. The file is opened with
-``libver=('v110', 'v110')`` and switched to SWMR mode once every stream is declared,
-so a process killed at any moment leaves a file that holds everything up to the
-last flush (see ``docs/FORMAT.md``, "Why this layout"). Datasets are uncompressed: rewriting a
-partly filled compressed chunk at each flush inflates the file.
+Producers call the ``append_*`` methods, which only validate and enqueue; one writer
+thread wakes every ``flush_interval_s``, extends each dataset once and flushes
+(docs/FORMAT.md, "Why this layout": SWMR, libver, no compression).
 """
 
 from __future__ import annotations
@@ -28,7 +23,7 @@ import numpy as np
 
 from sensorbench import __version__
 from sensorbench.errors import OutputError, SessionError
-from sensorbench.logs.atomic_output import PendingOutput, PendingUpdate, check_output
+from sensorbench.logs.atomic_output import PendingOutput, PendingUpdate, check_output, unchanged
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
 from sensorbench.logs.h5_output import (
     GuardedFile,
@@ -116,13 +111,10 @@ class SessionWriter:
             allows :meth:`set_truth` at any time.
         flush_interval_s: longest time between flushes to disk (s).
         attrs: extra root attributes (str, numbers, arrays, or dicts stored as JSON).
-        overwrite: replace an existing file instead of refusing (offline writers only:
-            a live SWMR recording never replaces a file).
+        overwrite: replace an existing file instead of refusing (offline writers only).
 
-    An offline writer (``swmr=False``) writes into a temporary file beside ``path``
-    that becomes ``path`` only when :meth:`close` succeeds; leaving a ``with`` block
-    by an exception, or a failed write, discards it and leaves any old file as it was.
-    A live writer writes ``path`` in place, so a killed recording can be recovered.
+    An offline writer writes a temporary file that becomes ``path`` only when
+    :meth:`close` succeeds; a live writer writes ``path`` in place (recoverable).
     """
 
     def __init__(
@@ -209,14 +201,8 @@ class SessionWriter:
 
     @classmethod
     def add_to(cls, path: str | os.PathLike[str]) -> SessionWriter:
-        """Open a closed session to add new streams offline (import, simulation truth).
-
-        Existing streams are left untouched; new ones are declared and appended as
-        usual, without SWMR. The file must have been closed cleanly (or recovered).
-        The change is atomic: everything is written into a copy of the file in the
-        same directory, which replaces the original only when :meth:`close` succeeds;
-        a kill, a full disk or an error at any moment leaves the original unchanged.
-        """
+        """Open a closed (or recovered) session to add new streams offline, atomically:
+        a copy beside it replaces the original only when :meth:`close` succeeds."""
         from sensorbench.logs.reader import open_h5
 
         path = Path(path)
@@ -348,29 +334,27 @@ class SessionWriter:
             self._column(group, "covariance", "<f8", _ROW_CHUNK // 8, 6, 6)
 
     def stream_attrs(self, kind: str, name: str) -> dict[str, Any]:
-        """The attributes of a declared stream, as stored (``kind``: lidar, raw, encoder,
-        pose).
-
-        Raises:
-            SessionError: no such stream was declared.
-        """
+        """The attributes of a declared stream (``kind``: lidar, raw, encoder, pose);
+        SessionError for an undeclared one."""
         stream = self._streams.get((kind, name))
         if stream is None:
             raise SessionError(f"{kind} stream {name!r} was not declared in {self.path}")
         return dict(stream.group.attrs)
 
     def update_stream_attrs(self, kind: str, name: str, attrs: dict[str, Any]) -> None:
-        """Add or change attributes of a declared stream (offline writers only: an import
-        records what it dropped once it has read the whole file).
-
-        Raises:
-            SessionError: a live (SWMR) writer, or no such stream.
-        """
+        """Add or change attributes of a declared stream (offline writers only; an import
+        records what it dropped once it has read the whole file)."""
         if self.swmr:
             raise SessionError("a live session's stream attributes are fixed at declaration")
         self.stream_attrs(kind, name)  # refuses an undeclared stream
         with self._lock:
             _set_attrs(self._streams[(kind, name)].group, attrs)
+
+    def add_columns(self, kind: str, name: str, columns: dict[str, np.ndarray]) -> None:
+        """Store whole optional columns of a declared stream at once (an import's)."""
+        self._check_layout_open(f"columns of {kind} stream {name!r}")
+        for col, data in columns.items():
+            self._streams[(kind, name)].group.create_dataset(col, data=data)
 
     def set_truth(self, path: str, data: np.ndarray, attrs: dict[str, Any] | None = None) -> None:
         """Store a truth array at ``/truth/<path>`` (simulated sessions only)."""
@@ -606,7 +590,7 @@ class SessionWriter:
             if self._pending is not None:
                 self._pending.discard()
                 raise SessionError(
-                    f"writing {self.path} failed: {self._error_text()}; {self._untouched()}"
+                    f"writing {self.path} failed: {self._error_text()}; {unchanged(self._pending)}"
                 ) from self.error
             if isinstance(self.error, NoRoomError):
                 raise SessionError(
@@ -623,7 +607,7 @@ class SessionWriter:
             except (OSError, OutputError) as exc:
                 text = disk_error_text(exc) if isinstance(exc, OSError) else str(exc)
                 raise SessionError(
-                    f"writing {self.path} failed: {text}; {self._untouched()}"
+                    f"writing {self.path} failed: {text}; {unchanged(self._pending)}"
                 ) from exc
 
     def _error_text(self) -> str:
@@ -631,20 +615,9 @@ class SessionWriter:
             return disk_error_text(self.error)
         return str(self.error)
 
-    def _untouched(self) -> str:
-        if isinstance(self._pending, PendingUpdate):
-            return "the session is unchanged"
-        if self._pending is not None and self._pending.force and self.path.exists():
-            return "the existing file is unchanged"
-        return "nothing was written"
-
     def abort(self) -> None:
-        """Stop without keeping anything written by this writer (offline writers only).
-
-        The temporary file is deleted, so the output (or the session being added to)
-        stays exactly as it was. A live (SWMR) writer is closed normally instead: its
-        data up to now are kept.
-        """
+        """Discard everything this offline writer wrote (the output stays as it was); a
+        live (SWMR) writer is closed normally instead, keeping its data."""
         if self._pending is None:
             self.close()
             return

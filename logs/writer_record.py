@@ -1,12 +1,6 @@
-"""Who is writing a session: the writer record kept in the ``/_status`` attributes.
-
-A live recording is an SWMR file, which HDF5 does not lock, so ``sensorbench check``
-cannot tell from the file alone whether its writer is still running. The writer
-stores its process id, host name, boot id and process start time when it creates
-the file; :func:`writer_alive` tells whether that very process still runs. The
-start time (``/proc/PID/stat``, clock ticks since boot) guards against a recycled
-pid, the boot id against a reboot.
-"""
+"""Who is writing a session: the writer record in the ``/_status`` attributes (pid, host,
+boot id, process start ticks: a recycled pid or a reboot is told apart), read by
+:func:`writer_alive` (docs/FORMAT.md, "A file in use is never touched")."""
 
 from __future__ import annotations
 
