@@ -349,6 +349,13 @@ def _split_chunk(
     return (f_t, fl_t, hi_t), out[0], out[1], dt, carry, sens_xy, sens_t, cal_var
 
 
+def _columns(x: np.ndarray, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """The (K+1,) series of x, y and θ side by side (K+1, 3)."""
+    out = np.empty((x.size, 3))
+    out[:, 0], out[:, 1], out[:, 2] = x, y, theta
+    return out
+
+
 @dataclass
 class SplitResult:
     """Replay of the split filters over K frames.
@@ -654,9 +661,9 @@ class SplitFilter:
         )
         result = SplitResult(
             t_s=t,
-            pose=np.column_stack((tx.p, ty.p, th.p)),
-            velocity=np.column_stack((tx.v, ty.v, th.v)),
-            var=np.column_stack((tx.var_p, ty.var_p, th.var_p)),
+            pose=_columns(tx.p, ty.p, th.p),
+            velocity=_columns(tx.v, ty.v, th.v),
+            var=_columns(tx.var_p, ty.var_p, th.var_p),
             tracks={"x": tx, "y": ty, "theta": th},
             coasting=dt > self.stale_s,
             options={"gate": self.gate, "stale_s": self.stale_s},
