@@ -94,14 +94,16 @@ class CounterUnwrapper:
                 (a long silence), the whole periods it implies are added; shorter
                 steps are taken from the counter alone.
         """
-        raw = np.asarray(raw, dtype=np.int64)
+        raw = np.ascontiguousarray(raw, dtype=np.int64)
         if raw.size == 0:
             return raw.copy()
         if self.modulus is None:
             out = raw.copy()
         else:
             m = self.modulus
-            e = _NO_STEPS if expected_step is None else np.asarray(expected_step, np.float64)
+            e = _NO_STEPS
+            if expected_step is not None:
+                e = np.ascontiguousarray(expected_step, np.float64)
             out = _unwrap(raw, m, self.max_backstep, self._last_raw, self._last, e)
             if out.size == 0:
                 raise DriverError(f"counter values must lie in [0, {m})")
