@@ -277,8 +277,9 @@ def _split_chunk(
     fixes (index, z, r).
 
     Returns per axis (θ, x, y) :func:`~sensorbench.fusion.axis_step._axis_chunk`'s
-    outputs, the steps (K,) s, and the new pose error carry, sensitivities and
-    calibration variances."""
+    outputs, the steps (K,) s, the new pose error carry, sensitivities and
+    calibration variances, and the (K+1, 3) pose, velocity and variance of x, y, θ
+    (3, K+1, 3)."""
     k_n = inc.shape[0]
     dt = t[1:] - t[:-1]
     for k in range(k_n):
@@ -346,14 +347,12 @@ def _split_chunk(
             histories[1 + j], (dt, w[j].copy(), slip, drag_var, profile, dv), rest,
             fixes[1 + j][0], fixes[1 + j][1], fixes[1 + j][2], consts[1 + j], carries[1 + j],
         ))  # fmt: skip
-    return (f_t, fl_t, hi_t), out[0], out[1], dt, carry, sens_xy, sens_t, cal_var
-
-
-def _columns(x: np.ndarray, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    """The (K+1,) series of x, y and θ side by side (K+1, 3)."""
-    out = np.empty((x.size, 3))
-    out[:, 0], out[:, 1], out[:, 2] = x, y, theta
-    return out
+    n = k_n + 1
+    rows = np.empty((3, n, 3))  # pose, velocity, var: x, y, θ side by side
+    for i in range(3):
+        for j, f in enumerate((out[0][0], out[1][0], f_t)):
+            rows[i, :, j] = f[i * n : (i + 1) * n]
+    return (f_t, fl_t, hi_t), out[0], out[1], dt, carry, sens_xy, sens_t, cal_var, rows
 
 
 @dataclass
@@ -642,7 +641,7 @@ class SplitFilter:
             )  # fmt: skip
         except ValueError as exc:  # the only one the kernel raises
             raise FusionError(str(exc)) from exc
-        ends, (dt, carry, sens_xy, sens_t, cal_var) = out[:3], out[3:]
+        ends, (dt, carry, sens_xy, sens_t, cal_var, rows) = out[:3], out[3:]
         (theta, th), (x, tx), (y, ty) = (
             axis_result(a, *o) for a, o in zip(axes, ends, strict=True)
         )
@@ -661,9 +660,9 @@ class SplitFilter:
         )
         result = SplitResult(
             t_s=t,
-            pose=_columns(tx.p, ty.p, th.p),
-            velocity=_columns(tx.v, ty.v, th.v),
-            var=_columns(tx.var_p, ty.var_p, th.var_p),
+            pose=rows[0],
+            velocity=rows[1],
+            var=rows[2],
             tracks={"x": tx, "y": ty, "theta": th},
             coasting=dt > self.stale_s,
             options={"gate": self.gate, "stale_s": self.stale_s},
