@@ -685,5 +685,7 @@ class SplitFilter:
             queue = queue.add(aiding, state.t_s)
         if queue is None or odo is None or self.aid_model is None or queue.t_s.size == 0:
             return dict.fromkeys(AXES), queue
+        if queue.t_s[0] > t[-1]:  # none due by these frames (most live steps): nothing to take
+            return dict.fromkeys(AXES), queue
         queue, fixes = queue.take(t, odo, self.aid_model)
         return {a: fixes[a] for a in AXES}, queue
