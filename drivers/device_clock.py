@@ -42,6 +42,7 @@ import collections
 import math
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from sensorbench.errors import DriverError
@@ -93,30 +94,57 @@ class CounterUnwrapper:
                 (a long silence), the whole periods it implies are added; shorter
                 steps are taken from the counter alone.
         """
-        raw = np.asarray(raw, dtype=np.int64)
+        raw = np.ascontiguousarray(raw, dtype=np.int64)
         if raw.size == 0:
             return raw.copy()
         if self.modulus is None:
             out = raw.copy()
         else:
             m = self.modulus
-            if np.any((raw < 0) | (raw >= m)):
-                raise DriverError(f"counter values must lie in [0, {m})")
-            prev = np.concatenate(
-                ([raw[0] if self._last_raw is None else self._last_raw], raw[:-1]))
-            step = np.mod(raw - prev, m)
-            if self.max_backstep:
-                step = np.where(step >= m - self.max_backstep, step - m, step)
+            e = _NO_STEPS
             if expected_step is not None:
-                e = np.asarray(expected_step, dtype=np.float64)
-                wraps = np.where(e > m / 2, np.maximum(np.rint((e - step) / m), 0), 0)
-                step = step + wraps.astype(np.int64) * m
-            first = raw[0] if self._last_raw is None else self._last + step[0]
-            step[0] = 0
-            out = first + np.cumsum(step)
+                e = np.ascontiguousarray(expected_step, np.float64)
+            out = _unwrap(raw, m, self.max_backstep, self._last_raw, self._last, e)
+            if out.size == 0:
+                raise DriverError(f"counter values must lie in [0, {m})")
         self._last_raw = int(raw[-1])
         self._last = int(out[-1])
         return out
+
+
+_NO_STEPS = np.empty(0)
+
+
+@numba.njit(cache=True)
+def _unwrap(
+    raw: np.ndarray, m: int, max_backstep: int, last_raw: int | None, last: int, e: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    """:meth:`CounterUnwrapper.unwrap` of ``raw`` (int64) for modulus ``m`` after
+    (``last_raw``, ``last``), ``e`` the expected steps (empty: none); empty if a value
+    lies outside [0, m). Compiled: an LD19 read holds a few packets."""
+    out = np.empty(raw.size, np.int64)
+    acc = 0
+    for k in range(raw.size):
+        r = raw[k]
+        if r < 0 or r >= m:
+            return np.empty(0, np.int64)
+        if k > 0:
+            prev = raw[k - 1]
+        elif last_raw is None:
+            prev = r
+        else:
+            prev = last_raw
+        step = (r - prev) % m
+        if max_backstep and step >= m - max_backstep:
+            step -= m
+        if e.size and e[k] > m / 2:
+            step += np.int64(max(np.rint((e[k] - step) / m), 0.0)) * m
+        if k == 0:
+            acc = r if last_raw is None else last + step
+        else:
+            acc += step
+        out[k] = acc
+    return out
 
 
 @dataclass(frozen=True)
@@ -269,6 +297,10 @@ class DeviceClock:
     def _add_to_windows(self, x: np.ndarray, y: np.ndarray) -> None:
         wid = np.floor(x / self.window_s).astype(np.int64)
         bounds = np.flatnonzero(np.diff(wid)) + 1
+        if bounds.size == 0:  # one window, as most reads: no split, no index arrays
+            j = int(np.argmin(y - self._slope * x))
+            self._add_min(int(wid[0]), (float(x[j]), float(y[j])))
+            return
         for part in np.split(np.arange(x.size), bounds):
             w = int(wid[part[0]])
             lag = y[part] - self._slope * x[part]

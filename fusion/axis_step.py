@@ -249,7 +249,14 @@ def step_axis(
         _constants(noise, opt),
         state.carry,
     )  # fmt: skip
-    n = len(inp.dt) + 1
+    return axis_result(state, floats, flags, history)
+
+
+def axis_result(
+    state: AxisState, floats: np.ndarray, flags: np.ndarray, history: np.ndarray
+) -> tuple[AxisState, AxisTrack]:
+    """The state and track of :func:`_axis_chunk`'s outputs from ``state``."""
+    n = (len(floats) - len(flags) - 14) // 7  # 8n + M + 14 floats, n + M flags
     p, v, var_p, var_v, nis, innovation, s_var, nis_chi2 = floats[: 8 * n].reshape(8, n)
     carry = floats[-14:].copy()
     track = AxisTrack(

@@ -153,6 +153,11 @@ class PoseErrorCarry:
         """(3,) x, y, θ variances."""
         return np.array([self.xx, self.yy, self.tt])
 
+    @property
+    def carry(self) -> np.ndarray:
+        """(5,) (xx, yy, θθ, xθ, yθ) as :func:`_carry_pose_error` takes it."""
+        return np.array([self.xx, self.yy, self.tt, self.xt, self.yt])
+
     def step(
         self, body_increments: np.ndarray, heading: np.ndarray, q: np.ndarray
     ) -> tuple[PoseErrorCarry, np.ndarray]:
@@ -167,7 +172,7 @@ class PoseErrorCarry:
         Each sum runs step after step from the carried value, so K steps in one call
         give the same numbers as the same steps over several.
         """
-        carry = np.array([self.xx, self.yy, self.tt, self.xt, self.yt])
+        carry = self.carry
         var = _carry_pose_error(
             carry,
             np.ascontiguousarray(body_increments, dtype=float),
@@ -328,7 +333,7 @@ class PodSlip:
         coefficient is known only to its standard error, and the drives weigh the two
         differently)."""
         roll, drag = self.pod_tick_variances(body_increments, dt)
-        w_inv = pinv_cached(self.W)
+        w_inv = self.kernel_arrays[2]
         return _body_covariances(w_inv, roll), _body_covariances(w_inv, drag)
 
     def pod_tick_variances(
@@ -338,13 +343,14 @@ class PodSlip:
         slip variance (K, N each) of each pod's travel over each step, in tick²."""
         inc = np.ascontiguousarray(body_increments, dtype=float)
         h = _NO_STEPS if dt is None else np.asarray(dt, dtype=float)
-        return _tick_variances(self._arrays[0], self._arrays[1], inc, h)
+        w, slip, _ = self.kernel_arrays
+        return _tick_variances(w, slip, inc, h)
 
     @cached_property
-    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """W and (roll_var, drag_var, turn_var) as the kernel takes them, built once."""
+    def kernel_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """W, (roll_var, drag_var, turn_var) and W⁺ as the kernels take them, built once."""
         slip = np.array([self.roll_var, self.drag_var, self.turn_var], dtype=float)
-        return np.ascontiguousarray(self.W, dtype=float), slip
+        return np.ascontiguousarray(self.W, dtype=float), slip, pinv_cached(self.W)
 
 
 _NO_STEPS = np.empty(0)
@@ -482,13 +488,15 @@ class CalibrationError:
         h = np.ones(inc.shape[0]) if path[2] is None else np.asarray(path[2], dtype=float)
         out = np.empty((0, *at.shape)) if out is None else out
         path_arrays = (inc, th, np.maximum(h, 1e-9))
-        _carry_sensitivities(at, path_arrays, self._pods, self.cov, want, var, out)
+        w, w_inv, ref, cov = self.kernel_arrays
+        _carry_sensitivities(at, path_arrays, (w, w_inv, ref), cov, want, var, out)
 
     @cached_property
-    def _pods(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """W, W⁺ and the creep references (v̄, ā) as the kernel takes them, built once."""
+    def kernel_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """W, W⁺, the creep references (v̄, ā) and :attr:`cov` as the kernels take them,
+        built once."""
         ref = np.zeros(2) if self.creep is None else np.array(self.creep[2:], dtype=float)
-        return np.ascontiguousarray(self.W, dtype=float), pinv_cached(self.W), ref
+        return np.ascontiguousarray(self.W, dtype=float), pinv_cached(self.W), ref, self.cov
 
 
 @numba.njit(cache=True)

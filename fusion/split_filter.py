@@ -89,12 +89,13 @@ from sensorbench.fusion.aid_queue import Aiding, AidQueue, PoseAidModel, aid_int
 from sensorbench.fusion.axis_step import (
     NIS_GATE_99,
     AxisAid,
-    AxisInput,
     AxisOptions,
     AxisState,
     AxisTrack,
+    _axis_chunk,
+    _constants,
+    axis_result,
     start_axis,
-    step_axis,
 )
 from sensorbench.fusion.filter_noise import FilterNoise
 from sensorbench.fusion.odometry_drift import (
@@ -102,6 +103,10 @@ from sensorbench.fusion.odometry_drift import (
     PodSlip,
     PoseErrorCarry,
     SlipModel,
+    _body_covariances,
+    _carry_pose_error,
+    _carry_sensitivities,
+    _tick_variances,
     _world,
 )
 from sensorbench.fusion.pod_kinematics import PodGeometry
@@ -126,14 +131,23 @@ def frame_steps(
     Raises:
         FusionError: not K+1 times for (K, 3) increments, or times not strictly increasing.
     """
-    t = np.asarray(t_s, dtype=float)
-    inc = np.asarray(body_increments, dtype=float)
-    if inc.ndim != 2 or inc.shape[1] != 3 or t.size != inc.shape[0] + 1:
-        raise FusionError(f"need K+1 times and (K, 3) increments, got {t.shape} and {inc.shape}")
+    t, inc = _shaped(np.asarray(t_s, dtype=float), body_increments)
     dt = t[1:] - t[:-1]
     if not (dt > 0).all():
         raise FusionError("frame times must be strictly increasing")
     return t, inc, dt
+
+
+def _shaped(t: np.ndarray, body_increments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``t`` (K+1,) and the increments as a contiguous (K, 3) float array.
+
+    Raises:
+        FusionError: not K+1 times for (K, 3) increments.
+    """
+    inc = np.ascontiguousarray(body_increments, dtype=float)
+    if inc.ndim != 2 or inc.shape[1] != 3 or t.shape != (inc.shape[0] + 1,):
+        raise FusionError(f"need K+1 times and (K, 3) increments, got {t.shape} and {inc.shape}")
+    return t, inc
 
 
 @numba.njit(cache=True)
@@ -182,6 +196,28 @@ def dead_reckon(inc: np.ndarray, pose0: np.ndarray) -> np.ndarray:
 
 
 _NO_STEPS, _NO_ROUNDING = np.empty((0, 3, 3)), np.empty((0, 3))
+_NO_LAW = (np.empty((0, 3)), np.zeros(3), np.empty((3, 0)))
+_NO_CAL = (np.empty((3, 0)), np.empty((3, 0)), np.zeros(3), np.empty((0, 3)),
+           np.empty((3, 0)), np.zeros(2), np.empty((0, 0)))  # fmt: skip
+_NO_FIXES = (np.empty(0, np.int64), np.empty(0), np.empty(0))
+
+
+def _rounding(pods: PodGeometry) -> tuple[np.ndarray, np.ndarray]:
+    """:attr:`SessionModel.rounding` of ``pods``."""
+    floor = pods.rounding_floor()
+    return np.ascontiguousarray(pods.rounding_covariance(), dtype=float), np.array(
+        [floor["x"], floor["y"]]
+    )
+
+_NO_CARRY, _NO_FLOOR = np.zeros(5), np.ones(2)
+_ORDER = ("theta", "x", "y")
+"""The axes in the order the heading filter's output feeds the other two."""
+
+
+def _fixes(aid: AxisAid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An axis's fixes as :func:`_split_chunk` takes them: (index, z, r) arrays."""
+    return (np.ascontiguousarray(aid.index, np.int64), np.ascontiguousarray(aid.z, float),
+            np.ascontiguousarray(aid.r, float))  # fmt: skip
 
 
 @numba.njit(cache=True)
@@ -205,21 +241,118 @@ def _xy_inputs(
     return out
 
 
-def _steps_from(first: np.ndarray | float, series: np.ndarray) -> np.ndarray:
+@numba.njit(cache=True)
+def _steps_from(first: np.ndarray, series: np.ndarray) -> np.ndarray:
     """``series[k] − series[k−1]`` along axis 0, with ``first`` before ``series[0]``."""
-    out = np.array(series, dtype=float)
+    out = series.copy()
     out[1:] -= series[:-1]
     if out.shape[0]:
         out[0] -= first
     return out
 
 
-def _columns(*cols: np.ndarray) -> np.ndarray:
-    """The 1-D arrays ``cols`` side by side (K, len(cols))."""
-    out = np.empty((cols[0].size, len(cols)))
-    for j, col in enumerate(cols):
-        out[:, j] = col
-    return out
+@numba.njit(cache=True)
+def _split_chunk(
+    t: np.ndarray,
+    inc: np.ndarray,
+    drift: tuple[int, np.ndarray, tuple[np.ndarray, np.ndarray],
+                 tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
+    cal: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+               np.ndarray],
+    rounding: tuple[np.ndarray, np.ndarray],
+    axes: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]],
+    histories: tuple[np.ndarray, np.ndarray, np.ndarray],
+    fixes: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...],
+) -> tuple[Any, ...]:  # pragma: no cover - compiled
+    """:meth:`SplitFilter.step` compiled, one call per chunk (live: per frame).
+
+    Arguments: the frame times (K+1,) s (index 0 the state's), the increments (K, 3);
+    ``drift`` = (kind: 0 none, 1 given parts, 2 the pods' slip law; ``drift_q`` (3,) per s;
+    the given (rolling, dragging) parts (K, 3, 3); the law's W, (roll, drag, turn) and
+    W⁺; the pose error carry (xx, yy, θθ, xθ, yθ)); ``cal`` = the calibration's
+    sensitivities along the heading and along 0 (3, P each, P = 0: none), its variances
+    (3,), W, W⁺, creep references and parameter covariance; ``rounding`` = the rounding
+    covariance (3, 3, or (0, 3): none) and its x and y floors (2,); per axis (θ, x, y) the
+    kernel constants (11,) and carry (14,) (``axes``), the motion history and the
+    fixes (index, z, r).
+
+    Returns per axis (θ, x, y) :func:`~sensorbench.fusion.axis_step._axis_chunk`'s
+    outputs, the steps (K,) s, the new pose error carry, sensitivities and
+    calibration variances, and the (K+1, 3) pose, velocity and variance of x, y, θ
+    (3, K+1, 3)."""
+    k_n = inc.shape[0]
+    dt = t[1:] - t[:-1]
+    for k in range(k_n):
+        if not dt[k] > 0:
+            raise ValueError("frame times must be strictly increasing")
+    rest = np.empty(k_n, dtype=np.bool_)
+    for k in range(k_n):
+        rest[k] = inc[k, 0] == 0 and inc[k, 1] == 0 and inc[k, 2] == 0
+    kind, drift_q, given, law, carry0 = drift
+    consts, carries = axes
+    if kind == 2:
+        roll_t, drag_t = _tick_variances(law[0], law[1], inc, dt)
+        roll, drag = _body_covariances(law[2], roll_t), _body_covariances(law[2], drag_t)
+    elif kind == 1:
+        roll, drag = given
+    else:
+        roll = drag = np.empty((0, 3, 3))
+    none, want = np.empty(0), np.empty(0, np.int64)
+    if kind:
+        step_cov = roll + drag
+        # the heading's share does not depend on the heading
+        dv_t = step_cov[:, 2, 2].copy()
+        slip_t, drag_var_t = roll[:, 2, 2].copy(), drag[:, 2, 2].copy()
+    else:
+        step_cov = roll
+        dv_t, slip_t, drag_var_t = drift_q[2] * dt, none, none
+    sens_xy, sens_t, cal_var = cal[0].copy(), cal[1].copy(), cal[2].copy()
+    pods, cov = (cal[3], cal[4], cal[5]), cal[6]
+    h = np.maximum(dt, 1e-9)
+    var_t = np.empty((k_n, 3))
+    if sens_t.shape[1]:
+        # the heading's own (along any heading): from the sensitivities at heading 0
+        _carry_sensitivities(sens_t, (inc, np.zeros(k_n + 1), h), pods, cov, want, var_t,
+                             np.empty((0, 3, cov.shape[0])))  # fmt: skip
+        dv_t = dv_t + _steps_from(cal_var[2], var_t[:, 2])
+    f_t, fl_t, hi_t = _axis_chunk(
+        histories[0], (dt, inc[:, 2].copy(), slip_t, drag_var_t, none, dv_t), rest,
+        fixes[0][0], fixes[0][1], fixes[0][2], consts[0], carries[0],
+    )  # fmt: skip
+    heading = f_t[: k_n + 1]
+    carry = carry0.copy()
+    if kind:
+        # x and y drift with the heading error, along the path the heading filter gives
+        world = _steps_from(carry0[:3], _carry_pose_error(carry, inc, heading, step_cov))
+        dv_x, dv_y = world[:, 0].copy(), world[:, 1].copy()
+    else:
+        dv_x, dv_y = drift_q[0] * dt, drift_q[1] * dt
+    if sens_xy.shape[1]:
+        var_xy = np.empty((k_n, 3))
+        _carry_sensitivities(sens_xy, (inc, heading, h), pods, cov, want, var_xy,
+                             np.empty((0, 3, cov.shape[0])))  # fmt: skip
+        c = _steps_from(cal_var[:2], var_xy[:, :2])
+        dv_x, dv_y = dv_x + c[:, 0], dv_y + c[:, 1]
+        if k_n:
+            cal_var[0], cal_var[1], cal_var[2] = var_xy[-1, 0], var_xy[-1, 1], var_t[-1, 2]
+    w = _xy_inputs(inc, heading[:-1].copy(), roll, drag, rounding[0])
+    out = []
+    for j in range(2):
+        slip = w[2 + j].copy() if kind else none
+        drag_var = w[4 + j].copy() if kind else none
+        # PodGeometry.rounding_profile at the step's heading, its constants kept
+        profile = w[6 + j] / rounding[1][j] if rounding[0].shape[0] else none
+        dv = dv_x if j == 0 else dv_y
+        out.append(_axis_chunk(
+            histories[1 + j], (dt, w[j].copy(), slip, drag_var, profile, dv), rest,
+            fixes[1 + j][0], fixes[1 + j][1], fixes[1 + j][2], consts[1 + j], carries[1 + j],
+        ))  # fmt: skip
+    n = k_n + 1
+    rows = np.empty((3, n, 3))  # pose, velocity, var: x, y, θ side by side
+    for i in range(3):
+        for j, f in enumerate((out[0][0], out[1][0], f_t)):
+            rows[i, :, j] = f[i * n : (i + 1) * n]
+    return (f_t, fl_t, hi_t), out[0], out[1], dt, carry, sens_xy, sens_t, cal_var, rows
 
 
 @dataclass
@@ -283,8 +416,9 @@ class SessionModel:
         calibration: the pod geometry's uncertainty (None without one).
         aid_interval_s: the pose sensor's period Δt_aid (s) in the aiding variance.
         rounding: the pods' tick rounding covariance (3, 3) and its heading-averaged floor
-            per axis (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`'s
-            constants, computed once); None without pods: the rounding is white.
+            of x and y (2,) (the constants of
+            :meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`, computed
+            once); None without pods: the rounding is white.
     """
 
     t0_s: float
@@ -293,7 +427,7 @@ class SessionModel:
     pod_slip: PodSlip | None
     calibration: CalibrationError | None
     aid_interval_s: float | None
-    rounding: tuple[np.ndarray, dict[str, float]] | None
+    rounding: tuple[np.ndarray, np.ndarray] | None
 
 
 @dataclass(frozen=True)
@@ -379,6 +513,8 @@ class SplitFilter:
         self.aid_model = aid_model
         self.drift_q = tuple(float(d) for d in drift_q)
         self.options = AxisOptions(gate=self.gate)
+        self._drift_q = np.array(self.drift_q)
+        self._consts = tuple(_constants(noise.axis(a), self.options) for a in _ORDER)
 
     def run(
         self,
@@ -445,7 +581,7 @@ class SplitFilter:
             pod_slip=pod_slip,
             calibration=calibration,
             aid_interval_s=None if aid_interval_s is None else float(aid_interval_s),
-            rounding=None if pods is None else (pods.rounding_covariance(), pods.rounding_floor()),
+            rounding=None if pods is None else _rounding(pods),
         )
         axes = [start_axis(pose0[j], var0[j], self.options.var_v0) for j in range(3)]
         return FilterState(
@@ -478,102 +614,55 @@ class SplitFilter:
         """
         model = state.model
         t = np.concatenate(([state.t_s], np.asarray(chunk.t_s, dtype=float)))
-        t, inc, dt = frame_steps(t, chunk.body_increments)
-        inc = np.ascontiguousarray(inc)  # one compiled signature for the kernels below
-        k_n = dt.size
+        t, inc = _shaped(t, chunk.body_increments)
         odo = None if state.odometry is None else dead_reckon(inc, state.odometry)
         aid, queue = self._aid(state, chunk.aiding, t, odo)
-        rest = (inc == 0).all(axis=1)
-        slip_var: dict[str, Any] = dict.fromkeys(AXES)
-        drag_var: dict[str, Any] = dict.fromkeys(AXES)
-        parts = None if model.drift is None else model.drift.step_covariance_parts(inc, dt)
-        step_cov = None if parts is None else parts[0] + parts[1]
-        if parts is None or step_cov is None:
-            dv = {a: q * dt for a, q in zip(AXES, self.drift_q, strict=True)}
+        fixes = tuple(_NO_FIXES if f is None else _fixes(f) for f in map(aid.get, _ORDER))
+        drift, pose_error = model.drift, state.pose_error
+        if isinstance(drift, PodSlip):
+            kind, given, law = 2, (_NO_STEPS, _NO_STEPS), drift.kernel_arrays
+        elif drift is not None:
+            parts = drift.step_covariance_parts(inc, t[1:] - t[:-1])
+            given = (np.ascontiguousarray(parts[0]), np.ascontiguousarray(parts[1]))
+            kind, law = 1, _NO_LAW
         else:
-            # the heading's share does not depend on the heading
-            dv = {"theta": step_cov[:, 2, 2]}
-            slip_var["theta"], drag_var["theta"] = parts[0][:, 2, 2], parts[1][:, 2, 2]
-        cal_var = state.calibration_var
-        sens = state.calibration
-        if model.calibration is not None and sens is not None:
-            # the heading's own (along any heading): from the sensitivities at heading 0
-            sens_t, var_t = model.calibration.step(sens[1], inc, np.zeros(k_n + 1), dt)
-            dv["theta"] = dv["theta"] + _steps_from(cal_var[2], var_t[:, 2])
-        theta_state, th = step_axis(
-            state.theta,
-            AxisInput(
-                dt,
-                inc[:, 2],
-                slip=slip_var["theta"],
-                drag=drag_var["theta"],
-                rest=rest,
-                drift=dv["theta"],
-                aid=aid["theta"],
-            ),
-            self.noise.theta,
-            self.options,
+            kind, given, law = 0, (_NO_STEPS, _NO_STEPS), _NO_LAW
+        carry = _NO_CARRY if pose_error is None else pose_error.carry
+        cal = _NO_CAL
+        if model.calibration is not None and state.calibration is not None:
+            cal = (*state.calibration, state.calibration_var, *model.calibration.kernel_arrays)
+        rounding = (_NO_ROUNDING, _NO_FLOOR) if model.rounding is None else model.rounding
+        axes = (state.theta, state.x, state.y)
+        try:
+            out = _split_chunk(
+                t, inc, (kind, self._drift_q, given, law, carry), cal, rounding,
+                (self._consts, tuple(a.carry for a in axes)),
+                tuple(a.history.steps for a in axes), fixes,
+            )  # fmt: skip
+        except ValueError as exc:  # the only one the kernel raises
+            raise FusionError(str(exc)) from exc
+        ends, (dt, carry, sens_xy, sens_t, cal_var, rows) = out[:3], out[3:]
+        (theta, th), (x, tx), (y, ty) = (
+            axis_result(a, *o) for a, o in zip(axes, ends, strict=True)
         )
-        pose_error = state.pose_error
-        if parts is not None and step_cov is not None and pose_error is not None:
-            # x and y drift with the heading error, along the path the heading filter gives
-            start = pose_error.variances
-            pose_error, world = pose_error.step(inc, th.p, step_cov)
-            world = _steps_from(start, world)
-            dv["x"], dv["y"] = world[:, 0], world[:, 1]
-        if model.calibration is not None and sens is not None:
-            sens_xy, var_xy = model.calibration.step(sens[0], inc, th.p, dt)
-            cal = _steps_from(cal_var[:2], var_xy[:, :2])
-            dv["x"], dv["y"] = dv["x"] + cal[:, 0], dv["y"] + cal[:, 1]
-            sens = (sens_xy, sens_t)
-            cal_var = np.concatenate([var_xy[-1, :2], var_t[-1, 2:]]) if k_n else cal_var
-        roll, drag = (_NO_STEPS, _NO_STEPS) if parts is None else map(np.ascontiguousarray, parts)
-        rounding = _NO_ROUNDING if model.rounding is None else model.rounding[0]
-        w = _xy_inputs(inc, th.p[:-1], roll, drag, rounding)
-        z = {"x": w[0], "y": w[1]}
-        if parts is not None:
-            slip_var["x"], slip_var["y"], drag_var["x"], drag_var["y"] = w[2], w[3], w[4], w[5]
-        profile: dict[str, Any] = dict.fromkeys(AXES)
-        if model.rounding is not None:
-            # PodGeometry.rounding_profile at the step's heading, its constants kept
-            profile = {"x": w[6] / model.rounding[1]["x"], "y": w[7] / model.rounding[1]["y"]}
-        xy = {
-            a: step_axis(
-                state.axis(a),
-                AxisInput(
-                    dt,
-                    z[a],
-                    slip=slip_var[a],
-                    drag=drag_var[a],
-                    rest=rest,
-                    r_profile=profile[a],
-                    drift=dv[a],
-                    aid=aid[a],
-                ),
-                self.noise.axis(a),
-                self.options,
-            )
-            for a in ("x", "y")
-        }
-        tx, ty = xy["x"][1], xy["y"][1]
         new = FilterState(
             model=model,
             t_s=float(t[-1]),
-            frames=state.frames + k_n,
-            x=xy["x"][0],
-            y=xy["y"][0],
-            theta=theta_state,
+            frames=state.frames + dt.size,
+            x=x,
+            y=y,
+            theta=theta,
             odometry=None if odo is None else odo[-1].copy(),
-            pose_error=pose_error,
-            calibration=sens,
+            pose_error=None if pose_error is None else PoseErrorCarry(*carry.tolist()),
+            calibration=None if cal is _NO_CAL else (sens_xy, sens_t),
             calibration_var=cal_var,
             aid=queue,
         )
         result = SplitResult(
             t_s=t,
-            pose=_columns(tx.p, ty.p, th.p),
-            velocity=_columns(tx.v, ty.v, th.v),
-            var=_columns(tx.var_p, ty.var_p, th.var_p),
+            pose=rows[0],
+            velocity=rows[1],
+            var=rows[2],
             tracks={"x": tx, "y": ty, "theta": th},
             coasting=dt > self.stale_s,
             options={"gate": self.gate, "stale_s": self.stale_s},
@@ -595,6 +684,8 @@ class SplitFilter:
                 )
             queue = queue.add(aiding, state.t_s)
         if queue is None or odo is None or self.aid_model is None or queue.t_s.size == 0:
+            return dict.fromkeys(AXES), queue
+        if queue.t_s[0] > t[-1]:  # none due by these frames (most live steps): nothing to take
             return dict.fromkeys(AXES), queue
         queue, fixes = queue.take(t, odo, self.aid_model)
         return {a: fixes[a] for a in AXES}, queue

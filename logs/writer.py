@@ -69,12 +69,17 @@ def _set_attrs(obj: h5py.HLObject, attrs: dict[str, Any] | None) -> None:
         obj.attrs[key] = "" if value is None else text
 
 
-def _new_chunk_bytes(ds: h5py.Dataset, rows: int) -> int:
-    """Bytes of the chunks HDF5 allocates when ``rows`` rows are added to ``ds``."""
-    per_chunk = ds.chunks[0]
+def _new_chunk_bytes(ds: h5py.Dataset, rows: int, geometry: dict[int, tuple[int, int]]) -> int:
+    """Bytes of the chunks HDF5 allocates when ``rows`` rows are added to ``ds``;
+    ``geometry`` keeps each dataset's rows and bytes per chunk by ``id`` (h5py asks HDF5
+    on every read; the writer holds its datasets, so an id stays theirs)."""
+    got = geometry.get(id(ds))
+    if got is None:
+        got = geometry[id(ds)] = (ds.chunks[0], int(np.prod(ds.chunks)) * ds.dtype.itemsize)
+    per_chunk, chunk_bytes = got
     n = ds.shape[0]
     new = -(-(n + rows) // per_chunk) + (n // -per_chunk)
-    return new * int(np.prod(ds.chunks)) * ds.dtype.itemsize
+    return new * chunk_bytes
 
 
 def _extend(ds: h5py.Dataset, data: np.ndarray) -> None:
@@ -97,6 +102,15 @@ class _Stream:
     """Counters per frame of an encoder stream."""
     covariance: bool = False
     """A pose stream with a covariance column."""
+    datasets: dict[str, h5py.Dataset] = field(default_factory=dict)
+    """The group's datasets by name, looked up once (h5py builds a new object each time)."""
+
+    def ds(self, name: str) -> h5py.Dataset:
+        """The group's dataset ``name``."""
+        got = self.datasets.get(name)
+        if got is None:
+            got = self.datasets[name] = self.group[name]
+        return got
 
 
 class SessionWriter:
@@ -160,6 +174,7 @@ class SessionWriter:
             self._let_go()
             raise SessionError(f"cannot create {self.path}: {disk_error_text(exc)}") from exc
         self._streams: dict[tuple[str, str], _Stream] = {}
+        self._geometry: dict[int, tuple[int, int]] = {}
         self._idle()
         try:
             self._lay_out(label, config_text, attrs)
@@ -240,6 +255,7 @@ class SessionWriter:
         self._status[0] = FileStatus.WRITING
         self._events = self._file["events"]
         self._streams = {}
+        self._geometry = {}
         for kind, group_name in GROUPS.items():
             for name, group in self._file.require_group(group_name).items():
                 stream = _Stream(kind, name, group, n_counts=int(group.attrs.get("n_counts", 0)))
@@ -526,7 +542,9 @@ class SessionWriter:
             plan.append((self._events, rows))
             self._pending_events.clear()
         if self._guard is None:
-            growth = _ROOM_MARGIN + sum(_new_chunk_bytes(ds, len(data)) for ds, data in plan)
+            growth = _ROOM_MARGIN + sum(
+                _new_chunk_bytes(ds, len(data), self._geometry) for ds, data in plan
+            )
             fd = self._file.id.get_vfd_handle()
             self._reserved_end = reserve_room(fd, self.path, growth)
         for ds, data in plan:
@@ -534,13 +552,13 @@ class SessionWriter:
 
     def _rows_lidar(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
         batch = LidarTurns.concat(stream.pending)
-        g = stream.group
         index = np.empty(batch.n_turns, dtype=TURN_DTYPE)
         index["offset"] = batch.offset + stream.written_points
         for col in ("count", "t_first_ns", "device_ns", "speed_hz", "flags"):
             index[col] = getattr(batch, col)
         stream.written_points += batch.n_points
-        return [(g[col], getattr(batch, col)) for col in LIDAR_POINT_FIELDS] + [(g["turns"], index)]
+        cols = [(stream.ds(c), getattr(batch, c)) for c in LIDAR_POINT_FIELDS]
+        return [*cols, (stream.ds("turns"), index)]
 
     def _rows_raw(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
         lengths = np.array([len(d) for _, d in stream.pending], dtype=np.int64)
@@ -550,19 +568,19 @@ class SessionWriter:
         chunks["offset"] = stream.written_bytes + np.concatenate(([0], np.cumsum(lengths)[:-1]))
         data = np.frombuffer(b"".join(d for _, d in stream.pending), dtype=np.uint8)
         stream.written_bytes += int(lengths.sum())
-        return [(stream.group["data"], data), (stream.group["chunks"], chunks)]
+        return [(stream.ds("data"), data), (stream.ds("chunks"), chunks)]
 
     def _rows_encoder(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
-        g = stream.group
         cols = (*ENCODER_FIELDS, "counts")
-        return [(g[c], np.concatenate([getattr(b, c) for b in stream.pending])) for c in cols]
+        return [(stream.ds(c), np.concatenate([getattr(b, c) for b in stream.pending]))
+                for c in cols]  # fmt: skip
 
     def _rows_pose(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
-        g = stream.group
         cols = (*POSE_FIELDS, "position", "quat_xyzw")
         return [
-            (g[c], np.concatenate([getattr(b, c) for b in stream.pending]).astype(g[c].dtype))
+            (d, np.concatenate([getattr(b, c) for b in stream.pending]).astype(d.dtype))
             for c in ((*cols, "covariance") if stream.covariance else cols)
+            for d in (stream.ds(c),)
         ]
 
     # -- closing -----------------------------------------------------------------
