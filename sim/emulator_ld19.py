@@ -11,6 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
+from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.ld19_parser import (
     ANGLE_MODULUS_CDEG,
     MAX_SPEED_DEG_S,
@@ -47,7 +48,7 @@ class LD19SampleSource(LidarSamples, Protocol):
     speed_deg_s: np.ndarray
 
 
-REAL_SAMPLES_PER_S = 4545.0
+REAL_SAMPLES_PER_S = get_kind("ld19").sim_defaults["samples_per_s"]
 """Samples per second of the real LD06 captures (packet span over reported speed;
 their stamps say 4547): 454-455 points per 10 Hz turn (the datasheet's 4500 gives 450)."""
 
