@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -180,6 +179,9 @@ class LD19Truth(Records):
     power_cycle: np.ndarray
     point_t_s: np.ndarray
     impossible: np.ndarray
+    DTYPES = (float, float, np.int64, *[np.uint16] * 5, np.uint8, np.int64, bool, np.int64,
+              float, np.uint8)  # fmt: skip
+    WIDE = frozenset({"distance_mm", "intensity", "point_t_s"})
 
     def angles_cdeg(self) -> np.ndarray:
         """``(k, 12)`` point angles the packets encode (0.01 deg, clockwise)."""
@@ -197,20 +199,6 @@ class LD19Truth(Records):
             "intensity": self.intensity.ravel(),
             "packet": np.repeat(np.arange(k), POINTS_PER_PACKET),
         }
-
-    @classmethod
-    def concat(cls, parts: Sequence[LD19Truth]) -> LD19Truth:
-        """Concatenate in order (an empty list gives an empty truth)."""
-        if not parts:
-            z = np.zeros(0)
-            return cls(
-                z, z, z.astype(np.int64), *(z.astype(np.uint16) for _ in range(4)),
-                np.zeros((0, POINTS_PER_PACKET), np.uint16),
-                np.zeros((0, POINTS_PER_PACKET), np.uint8),
-                z.astype(np.int64), z.astype(bool), z.astype(np.int64),
-                np.zeros((0, POINTS_PER_PACKET)), z.astype(np.uint8),
-            )  # fmt: skip
-        return super().concat(parts)
 
 
 def encode_packets(
@@ -393,7 +381,7 @@ class LD19Emulator(PtyEmulator):
     def truth(self) -> LD19Truth:
         """Every packet encoded so far (a snapshot)."""
         with self._lock:
-            return LD19Truth.concat(list(self._truth))
+            return LD19Truth.concat(list(self._truth), POINTS_PER_PACKET)
 
     # -- the device ------------------------------------------------------------------
 

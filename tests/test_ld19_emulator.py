@@ -14,7 +14,14 @@ from ld19_util import MANUAL_PACKET, capture, packet_rows, ref_decode, ref_rows
 
 from sensorbench.drivers.ld19_parser import PACKET_SIZE, LD19Parser
 from sensorbench.errors import SimError
-from sensorbench.sim.emulator_ld19 import REAL_SAMPLES_PER_S, LD19Emulator, SyntheticLD19Samples
+from sensorbench.sim.emulator_a1 import A1Truth
+from sensorbench.sim.emulator_ld19 import (
+    REAL_SAMPLES_PER_S,
+    LD19Emulator,
+    LD19Truth,
+    SyntheticLD19Samples,
+)
+from sensorbench.sim.emulator_pods import PodTruth
 from sensorbench.sim.pty import Faults
 
 SPEED = 20.0  # emulation speed-up: 6 s of LD19 stream in 0.3 s
@@ -205,3 +212,12 @@ def test_the_device_ignores_what_the_host_sends():
         emu.stop()
     assert emu.host_bytes_ignored == 2000 and emu.port.stats.bytes_overrun == 0
     assert np.array_equal(packet_rows(LD19Parser().feed(data)), packet_rows(emu.truth()))
+
+
+def test_empty_truths_have_zero_rows_of_each_emulators_columns() -> None:
+    """Before the first packet/node/frame a truth has zero rows, the 2-D columns their width."""
+    ld19, a1, pods = LD19Truth.concat([], 12), A1Truth.concat([]), PodTruth.concat([], 3)
+    assert len(ld19) == len(a1) == len(pods) == 0
+    assert ld19.distance_mm.shape == (0, 12) and ld19.intensity.dtype == np.uint8
+    assert a1.angle_q6.dtype == np.uint16 and pods.counts.shape == (0, 3)
+    assert LD19Truth.concat([ld19, ld19], 12).point_t_s.shape == (0, 12)
