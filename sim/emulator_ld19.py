@@ -257,6 +257,25 @@ def _make_impossible(
     return speed, start, end, ts
 
 
+@dataclass(frozen=True)
+class LD19Quirks:
+    """Protocol oddities the emulator injects: per packet, the probability that one
+    distance is 0x2C54 mm (``header_in_payload_rate``) or one field impossible with a good
+    CRC (``impossible_rate``); ``timestamp_start_ms``, the device time (ms) at power-on."""
+
+    header_in_payload_rate: float = 0.0
+    impossible_rate: float = 0.0
+    timestamp_start_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.header_in_payload_rate <= 1.0:
+            raise SimError("header_in_payload_rate must be in [0, 1]")
+        if not 0.0 <= self.impossible_rate <= 1.0:
+            raise SimError("impossible_rate must be in [0, 1]")
+        if not 0 <= self.timestamp_start_ms < TIMESTAMP_MODULUS_MS:
+            raise SimError("timestamp_start_ms must be in [0, 30000)")
+
+
 class LD19Emulator(PtyEmulator):
     """One emulated LD19 streaming on a pty; a thread paced by a :class:`SimClock`.
 
@@ -264,9 +283,7 @@ class LD19Emulator(PtyEmulator):
         samples: what the head sees: a multiple of 12 samples, time-ordered, looped.
         speed: emulation speed-up (simulated seconds per host second).
         startup_s: simulated seconds from power-on to the first packet.
-        header_in_payload_rate: per packet, probability that one distance is 0x2C54 mm.
-        timestamp_start_ms: device time (ms) at power-on.
-        impossible_rate: per packet, probability that one field is impossible (good CRC).
+        quirks: protocol oddities to inject (none by default).
         loop: replay forever; if False, stop after the last packet.
         record_truth: keep every encoded packet for :meth:`truth` (~100 bytes each).
     """
@@ -278,9 +295,7 @@ class LD19Emulator(PtyEmulator):
         speed: float = 1.0,
         startup_s: float = 3.0,
         faults: Faults | None = None,
-        header_in_payload_rate: float = 0.0,
-        timestamp_start_ms: int = 0,
-        impossible_rate: float = 0.0,
+        quirks: LD19Quirks = LD19Quirks(),
         loop: bool = True,
         seed: int = 0,
         autostart: bool = True,
@@ -291,12 +306,6 @@ class LD19Emulator(PtyEmulator):
         n = t.size
         if n < POINTS_PER_PACKET or n % POINTS_PER_PACKET or np.any(np.diff(t) < 0):
             raise SimError(f"LD19 samples: need a positive multiple of 12 in time order, got {n}")
-        if not 0.0 <= header_in_payload_rate <= 1.0:
-            raise SimError("header_in_payload_rate must be in [0, 1]")
-        if not 0.0 <= impossible_rate <= 1.0:
-            raise SimError("impossible_rate must be in [0, 1]")
-        if not 0 <= timestamp_start_ms < TIMESTAMP_MODULUS_MS:
-            raise SimError("timestamp_start_ms must be in [0, 30000)")
         if startup_s < 0:
             raise SimError("startup_s must be >= 0")
         k = n // POINTS_PER_PACKET
@@ -321,8 +330,7 @@ class LD19Emulator(PtyEmulator):
         self.speed = float(speed)
         self.clock = SimClock(speed)
         self.startup_s = float(startup_s)
-        self.header_in_payload_rate = float(header_in_payload_rate)
-        self.timestamp_start_ms = int(timestamp_start_ms)
+        self.quirks = quirks
         self.loop = loop
         self.record_truth = record_truth
         self.packets_sent = 0
@@ -331,10 +339,10 @@ class LD19Emulator(PtyEmulator):
         # payload headers and impossible fields are drawn once per packet of the pass,
         # so they do not depend on how sends are batched
         rng = np.random.default_rng([seed, 0x1D19])
-        self._payload_hit = rng.random(k) < self.header_in_payload_rate
+        self._payload_hit = rng.random(k) < quirks.header_in_payload_rate
         self._payload_pt = rng.integers(0, POINTS_PER_PACKET, k)
         bad = np.random.default_rng([seed, 0xBAD])
-        hit = bad.random(k) < float(impossible_rate)
+        hit = bad.random(k) < quirks.impossible_rate
         self._impossible = np.where(hit, bad.integers(1, 5, k), 0).astype(np.uint8)
         self._impossible_u = bad.random(k)  # where in its impossible range the value lies
         self._lock = threading.RLock()
@@ -456,7 +464,7 @@ class LD19Emulator(PtyEmulator):
         hit = np.flatnonzero(self._payload_hit[j])
         dist[hit, self._payload_pt[j[hit]]] = PAYLOAD_HEADER_MM
         ms = np.floor((t_first - self._power_on_s) * 1000.0).astype(np.int64)
-        ts = ((ms + self.timestamp_start_ms) % TIMESTAMP_MODULUS_MS).astype(np.uint16)
+        ts = ((ms + self.quirks.timestamp_start_ms) % TIMESTAMP_MODULUS_MS).astype(np.uint16)
         speed, start, end = self._speed[j], self._start[j], self._end[j]
         code = self._impossible[j]
         if code.any():

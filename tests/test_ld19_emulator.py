@@ -18,6 +18,7 @@ from sensorbench.sim.emulator_a1 import A1Truth
 from sensorbench.sim.emulator_ld19 import (
     REAL_SAMPLES_PER_S,
     LD19Emulator,
+    LD19Quirks,
     LD19Truth,
     SyntheticLD19Samples,
 )
@@ -53,7 +54,7 @@ class _Manual:
 
 
 def test_emulator_puts_the_manual_packet_on_the_tty_byte_for_byte():
-    data, emu = _run(_Manual(), timestamp_start_ms=6714)
+    data, emu = _run(_Manual(), quirks=LD19Quirks(timestamp_start_ms=6714))
     assert data == MANUAL_PACKET
     assert emu.port.stats.bytes_delivered == 47
 
@@ -101,7 +102,10 @@ def test_stream_with_faults_decodes_exactly_and_counters_match_injection():
     samples = SyntheticLD19Samples.generate(duration_s=6.0, seed=5)
     faults = Faults(corrupt_rate=0.01, drop_rate=0.002)
     data, emu = _run(
-        samples, faults=faults, header_in_payload_rate=0.3, timestamp_start_ms=28000, seed=11
+        samples,
+        faults=faults,
+        quirks=LD19Quirks(header_in_payload_rate=0.3, timestamp_start_ms=28000),
+        seed=11,
     )
     st = emu.port.stats
     truth = emu.truth()
