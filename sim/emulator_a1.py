@@ -52,6 +52,7 @@ class A1Truth(Records):
     dist_q2: np.ndarray
     delivered: np.ndarray
     express: np.ndarray
+    DTYPES = (float, np.int64, bool, np.uint8, np.uint16, np.uint16, bool, bool)
 
 
 def encode_nodes(
@@ -390,11 +391,7 @@ class A1Emulator(PtyEmulator):
     def truth(self) -> A1Truth:
         """Every node sent so far (a snapshot)."""
         with self._lock:
-            chunks = list(self._truth)
-        if not chunks:
-            kinds = (float, np.int64, bool, np.uint8, np.uint16, np.uint16, bool, bool)
-            chunks = [A1Truth(*(np.empty(0, k) for k in kinds))]
-        return A1Truth.concat(chunks)
+            return A1Truth.concat(list(self._truth))
 
     # -- the device ----------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import abc
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
@@ -58,12 +58,14 @@ def room_ranges(
 
 
 class Records:
-    """Base of a dataclass of equal-length arrays, one row each (``t_s`` first, s)."""
+    """Base of a dataclass of equal-length arrays, one row each; ``DTYPES`` gives each
+    field's dtype, in order, and ``WIDE`` the fields that are ``(rows, width)``."""
 
-    t_s: np.ndarray
+    DTYPES: ClassVar[tuple[type, ...]] = ()
+    WIDE: ClassVar[frozenset[str]] = frozenset()
 
     def __len__(self) -> int:
-        return int(self.t_s.size)
+        return int(getattr(self, fields(self)[0].name).shape[0])
 
     def select(self: _R, mask: np.ndarray) -> _R:
         """The rows where ``mask`` is True."""
@@ -71,9 +73,13 @@ class Records:
         return type(self)(**cols)
 
     @classmethod
-    def concat(cls: type[_R], parts: Sequence[_R]) -> _R:
-        """``parts`` (at least one) joined field by field, in order."""
+    def concat(cls: type[_R], parts: Sequence[_R], width: int = 0) -> _R:
+        """``parts`` joined field by field, in order; none gives zero rows (``width``
+        columns in the ``WIDE`` fields)."""
         names = [f.name for f in fields(cls)]
+        if not parts:
+            dts = zip(names, cls.DTYPES, strict=True)
+            return cls(*(np.zeros((0, width) if k in cls.WIDE else 0, dt) for k, dt in dts))
         return cls(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in names})
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
+from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.ld19_parser import (
     ANGLE_MODULUS_CDEG,
     MAX_SPEED_DEG_S,
@@ -47,7 +47,7 @@ class LD19SampleSource(LidarSamples, Protocol):
     speed_deg_s: np.ndarray
 
 
-REAL_SAMPLES_PER_S = 4545.0
+REAL_SAMPLES_PER_S = get_kind("ld19").sim_defaults["samples_per_s"]
 """Samples per second of the real LD06 captures (packet span over reported speed;
 their stamps say 4547): 454-455 points per 10 Hz turn (the datasheet's 4500 gives 450)."""
 
@@ -179,6 +179,9 @@ class LD19Truth(Records):
     power_cycle: np.ndarray
     point_t_s: np.ndarray
     impossible: np.ndarray
+    DTYPES = (float, float, np.int64, *[np.uint16] * 5, np.uint8, np.int64, bool, np.int64,
+              float, np.uint8)  # fmt: skip
+    WIDE = frozenset({"distance_mm", "intensity", "point_t_s"})
 
     def angles_cdeg(self) -> np.ndarray:
         """``(k, 12)`` point angles the packets encode (0.01 deg, clockwise)."""
@@ -196,20 +199,6 @@ class LD19Truth(Records):
             "intensity": self.intensity.ravel(),
             "packet": np.repeat(np.arange(k), POINTS_PER_PACKET),
         }
-
-    @classmethod
-    def concat(cls, parts: Sequence[LD19Truth]) -> LD19Truth:
-        """Concatenate in order (an empty list gives an empty truth)."""
-        if not parts:
-            z = np.zeros(0)
-            return cls(
-                z, z, z.astype(np.int64), *(z.astype(np.uint16) for _ in range(4)),
-                np.zeros((0, POINTS_PER_PACKET), np.uint16),
-                np.zeros((0, POINTS_PER_PACKET), np.uint8),
-                z.astype(np.int64), z.astype(bool), z.astype(np.int64),
-                np.zeros((0, POINTS_PER_PACKET)), z.astype(np.uint8),
-            )  # fmt: skip
-        return super().concat(parts)
 
 
 def encode_packets(
@@ -268,6 +257,25 @@ def _make_impossible(
     return speed, start, end, ts
 
 
+@dataclass(frozen=True)
+class LD19Quirks:
+    """Protocol oddities the emulator injects: per packet, the probability that one
+    distance is 0x2C54 mm (``header_in_payload_rate``) or one field impossible with a good
+    CRC (``impossible_rate``); ``timestamp_start_ms``, the device time (ms) at power-on."""
+
+    header_in_payload_rate: float = 0.0
+    impossible_rate: float = 0.0
+    timestamp_start_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.header_in_payload_rate <= 1.0:
+            raise SimError("header_in_payload_rate must be in [0, 1]")
+        if not 0.0 <= self.impossible_rate <= 1.0:
+            raise SimError("impossible_rate must be in [0, 1]")
+        if not 0 <= self.timestamp_start_ms < TIMESTAMP_MODULUS_MS:
+            raise SimError("timestamp_start_ms must be in [0, 30000)")
+
+
 class LD19Emulator(PtyEmulator):
     """One emulated LD19 streaming on a pty; a thread paced by a :class:`SimClock`.
 
@@ -275,9 +283,7 @@ class LD19Emulator(PtyEmulator):
         samples: what the head sees: a multiple of 12 samples, time-ordered, looped.
         speed: emulation speed-up (simulated seconds per host second).
         startup_s: simulated seconds from power-on to the first packet.
-        header_in_payload_rate: per packet, probability that one distance is 0x2C54 mm.
-        timestamp_start_ms: device time (ms) at power-on.
-        impossible_rate: per packet, probability that one field is impossible (good CRC).
+        quirks: protocol oddities to inject (none by default).
         loop: replay forever; if False, stop after the last packet.
         record_truth: keep every encoded packet for :meth:`truth` (~100 bytes each).
     """
@@ -289,9 +295,7 @@ class LD19Emulator(PtyEmulator):
         speed: float = 1.0,
         startup_s: float = 3.0,
         faults: Faults | None = None,
-        header_in_payload_rate: float = 0.0,
-        timestamp_start_ms: int = 0,
-        impossible_rate: float = 0.0,
+        quirks: LD19Quirks = LD19Quirks(),
         loop: bool = True,
         seed: int = 0,
         autostart: bool = True,
@@ -302,12 +306,6 @@ class LD19Emulator(PtyEmulator):
         n = t.size
         if n < POINTS_PER_PACKET or n % POINTS_PER_PACKET or np.any(np.diff(t) < 0):
             raise SimError(f"LD19 samples: need a positive multiple of 12 in time order, got {n}")
-        if not 0.0 <= header_in_payload_rate <= 1.0:
-            raise SimError("header_in_payload_rate must be in [0, 1]")
-        if not 0.0 <= impossible_rate <= 1.0:
-            raise SimError("impossible_rate must be in [0, 1]")
-        if not 0 <= timestamp_start_ms < TIMESTAMP_MODULUS_MS:
-            raise SimError("timestamp_start_ms must be in [0, 30000)")
         if startup_s < 0:
             raise SimError("startup_s must be >= 0")
         k = n // POINTS_PER_PACKET
@@ -332,8 +330,7 @@ class LD19Emulator(PtyEmulator):
         self.speed = float(speed)
         self.clock = SimClock(speed)
         self.startup_s = float(startup_s)
-        self.header_in_payload_rate = float(header_in_payload_rate)
-        self.timestamp_start_ms = int(timestamp_start_ms)
+        self.quirks = quirks
         self.loop = loop
         self.record_truth = record_truth
         self.packets_sent = 0
@@ -342,10 +339,10 @@ class LD19Emulator(PtyEmulator):
         # payload headers and impossible fields are drawn once per packet of the pass,
         # so they do not depend on how sends are batched
         rng = np.random.default_rng([seed, 0x1D19])
-        self._payload_hit = rng.random(k) < self.header_in_payload_rate
+        self._payload_hit = rng.random(k) < quirks.header_in_payload_rate
         self._payload_pt = rng.integers(0, POINTS_PER_PACKET, k)
         bad = np.random.default_rng([seed, 0xBAD])
-        hit = bad.random(k) < float(impossible_rate)
+        hit = bad.random(k) < quirks.impossible_rate
         self._impossible = np.where(hit, bad.integers(1, 5, k), 0).astype(np.uint8)
         self._impossible_u = bad.random(k)  # where in its impossible range the value lies
         self._lock = threading.RLock()
@@ -392,7 +389,7 @@ class LD19Emulator(PtyEmulator):
     def truth(self) -> LD19Truth:
         """Every packet encoded so far (a snapshot)."""
         with self._lock:
-            return LD19Truth.concat(list(self._truth))
+            return LD19Truth.concat(list(self._truth), POINTS_PER_PACKET)
 
     # -- the device ------------------------------------------------------------------
 
@@ -467,7 +464,7 @@ class LD19Emulator(PtyEmulator):
         hit = np.flatnonzero(self._payload_hit[j])
         dist[hit, self._payload_pt[j[hit]]] = PAYLOAD_HEADER_MM
         ms = np.floor((t_first - self._power_on_s) * 1000.0).astype(np.int64)
-        ts = ((ms + self.timestamp_start_ms) % TIMESTAMP_MODULUS_MS).astype(np.uint16)
+        ts = ((ms + self.quirks.timestamp_start_ms) % TIMESTAMP_MODULUS_MS).astype(np.uint16)
         speed, start, end = self._speed[j], self._start[j], self._end[j]
         code = self._impossible[j]
         if code.any():

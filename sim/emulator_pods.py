@@ -13,7 +13,7 @@ import numpy as np
 from sensorbench.drivers import pods_protocol as proto
 from sensorbench.errors import SimError
 from sensorbench.sim.clock import SimClock
-from sensorbench.sim.emulator_base import PtyEmulator
+from sensorbench.sim.emulator_base import PtyEmulator, Records
 from sensorbench.sim.pty import Faults, PtyPort
 
 MAX_FRAMES_PER_WRITE = 512
@@ -21,7 +21,7 @@ TICK_S = 0.01  # host s: frames due within one tick go out in one write (a USB f
 
 
 @dataclass
-class PodTruth:
+class PodTruth(Records):
     """Every frame the emulator handed to the link, in order.
 
     Attributes:
@@ -44,6 +44,8 @@ class PodTruth:
     offset: np.ndarray
     length: np.ndarray
     delivered: np.ndarray
+    DTYPES = (*[np.int64] * 6, float, float, np.int64, np.int64, bool)
+    WIDE = frozenset({"counts_raw", "counts"})
 
 
 def encode_binary(
@@ -162,7 +164,7 @@ class PodEmulator(PtyEmulator):
         self._span_counts = self._counts[-1] - self._counts[0]
         self.clock = clock or SimClock(speed)
         super().__init__(PtyPort(link=link, baud=baud, faults=faults, seed=seed))
-        self._truth: list[dict[str, np.ndarray]] = []
+        self._truth: list[PodTruth] = []
         self._next = 0
         self.finished = threading.Event()
 
@@ -226,27 +228,22 @@ class PodEmulator(PtyEmulator):
         offsets = before + np.concatenate(([0], np.cumsum(lengths)[:-1]))
         nan = np.full(idx.size, np.nan)
         self._truth.append(
-            {
-                "index": idx,
-                "seq": seq,
-                "t_us": t_us,
-                "mcu_time_us": mcu_us,
-                "counts_raw": raw,
-                "counts": counts,
-                "yaw_rate": nan if rate is None else np.asarray(rate, np.float64),
-                "yaw": nan if yaw is None else np.asarray(yaw, np.float64),
-                "offset": offsets if delivered else np.full(idx.size, -1, np.int64),
-                "length": lengths,
-                "delivered": np.full(idx.size, delivered),
-            }
+            PodTruth(
+                index=idx,
+                seq=seq,
+                t_us=t_us,
+                mcu_time_us=mcu_us,
+                counts_raw=raw,
+                counts=counts,
+                yaw_rate=nan if rate is None else np.asarray(rate, np.float64),
+                yaw=nan if yaw is None else np.asarray(yaw, np.float64),
+                offset=offsets if delivered else np.full(idx.size, -1, np.int64),
+                length=lengths,
+                delivered=np.full(idx.size, delivered),
+            )
         )
         self._next = j
 
     def truth(self) -> PodTruth:
         """Everything sent so far (call after :meth:`stop` for a complete record)."""
-        parts = list(self._truth)
-        if not parts:
-            e = np.zeros(0, np.int64)
-            c = np.zeros((0, self.n_pods), np.int64)
-            return PodTruth(e, e, e, e, c, c, np.zeros(0), np.zeros(0), e, e, np.zeros(0, bool))
-        return PodTruth(**{k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
+        return PodTruth.concat(list(self._truth), self.n_pods)

@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.errors import ModelFileError, SimError
 from sensorbench.logs.model_file import check_envelope, dumps_toml, load_document
 from sensorbench.logs.model_keys import POSE_AXES, POSE_ERROR_KEYS, unknown_key, wrong_value
@@ -342,14 +343,12 @@ POSE_SENSOR = Table(
     }
 )
 
+# rate, sample rate and range limits: the device kind's emulator defaults (one source)
 LIDAR_DEFAULTS: dict[str, dict[str, Any]] = {
     "ld19": {
-        "rate_hz": 10.0,
-        "samples_per_s": 4500.0,
+        **get_kind("ld19").sim_defaults,
         "period_jitter_s": 0.004,
         "skip_prob": 0.015,
-        "range_min_m": 0.02,
-        "range_max_m": 12.0,
         "range_resolution_m": 0.001,
         "noise_band_edges_m": [0.0, 1.0, 2.0, 3.0, 5.0, 12.0],
         "noise_band_sigma_m": [0.004, 0.0045, 0.0085, 0.015, 0.02],
@@ -362,12 +361,9 @@ LIDAR_DEFAULTS: dict[str, dict[str, Any]] = {
         "intensity_max": 255,
     },
     "a1": {
-        "rate_hz": 5.5,
-        "samples_per_s": 2000.0,
+        **get_kind("a1").sim_defaults,
         "period_jitter_s": 0.002,
         "skip_prob": 0.0,
-        "range_min_m": 0.15,
-        "range_max_m": 12.0,
         "range_resolution_m": 0.00025,
         "noise_band_edges_m": [0.0, 1.0, 3.0, 5.0, 12.0],
         "noise_band_sigma_m": [0.005, 0.01, 0.02, 0.03],

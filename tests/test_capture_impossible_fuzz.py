@@ -29,6 +29,7 @@ from sensorbench.logs import Session
 from sensorbench.sim.emulator_ld19 import (
     IMPOSSIBLE_FIELDS,
     LD19Emulator,
+    LD19Quirks,
     SyntheticLD19Samples,
     encode_packets,
 )
@@ -82,7 +83,7 @@ def test_capture_survives_impossible_packets_and_corruption(tmp_path):
         speed=SPEED,
         startup_s=0.2,
         faults=faults,
-        impossible_rate=0.01,
+        quirks=LD19Quirks(impossible_rate=0.01),
         seed=7,
     ) as emu:
         result = run_capture(config, out, RECORD_S, CaptureOptions(speed=SPEED))

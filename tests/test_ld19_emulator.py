@@ -14,7 +14,15 @@ from ld19_util import MANUAL_PACKET, capture, packet_rows, ref_decode, ref_rows
 
 from sensorbench.drivers.ld19_parser import PACKET_SIZE, LD19Parser
 from sensorbench.errors import SimError
-from sensorbench.sim.emulator_ld19 import REAL_SAMPLES_PER_S, LD19Emulator, SyntheticLD19Samples
+from sensorbench.sim.emulator_a1 import A1Truth
+from sensorbench.sim.emulator_ld19 import (
+    REAL_SAMPLES_PER_S,
+    LD19Emulator,
+    LD19Quirks,
+    LD19Truth,
+    SyntheticLD19Samples,
+)
+from sensorbench.sim.emulator_pods import PodTruth
 from sensorbench.sim.pty import Faults
 
 SPEED = 20.0  # emulation speed-up: 6 s of LD19 stream in 0.3 s
@@ -46,7 +54,7 @@ class _Manual:
 
 
 def test_emulator_puts_the_manual_packet_on_the_tty_byte_for_byte():
-    data, emu = _run(_Manual(), timestamp_start_ms=6714)
+    data, emu = _run(_Manual(), quirks=LD19Quirks(timestamp_start_ms=6714))
     assert data == MANUAL_PACKET
     assert emu.port.stats.bytes_delivered == 47
 
@@ -94,7 +102,10 @@ def test_stream_with_faults_decodes_exactly_and_counters_match_injection():
     samples = SyntheticLD19Samples.generate(duration_s=6.0, seed=5)
     faults = Faults(corrupt_rate=0.01, drop_rate=0.002)
     data, emu = _run(
-        samples, faults=faults, header_in_payload_rate=0.3, timestamp_start_ms=28000, seed=11
+        samples,
+        faults=faults,
+        quirks=LD19Quirks(header_in_payload_rate=0.3, timestamp_start_ms=28000),
+        seed=11,
     )
     st = emu.port.stats
     truth = emu.truth()
@@ -205,3 +216,12 @@ def test_the_device_ignores_what_the_host_sends():
         emu.stop()
     assert emu.host_bytes_ignored == 2000 and emu.port.stats.bytes_overrun == 0
     assert np.array_equal(packet_rows(LD19Parser().feed(data)), packet_rows(emu.truth()))
+
+
+def test_empty_truths_have_zero_rows_of_each_emulators_columns() -> None:
+    """Before the first packet/node/frame a truth has zero rows, the 2-D columns their width."""
+    ld19, a1, pods = LD19Truth.concat([], 12), A1Truth.concat([]), PodTruth.concat([], 3)
+    assert len(ld19) == len(a1) == len(pods) == 0
+    assert ld19.distance_mm.shape == (0, 12) and ld19.intensity.dtype == np.uint8
+    assert a1.angle_q6.dtype == np.uint16 and pods.counts.shape == (0, 3)
+    assert LD19Truth.concat([ld19, ld19], 12).point_t_s.shape == (0, 12)

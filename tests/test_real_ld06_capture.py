@@ -29,7 +29,12 @@ from sensorbench.cli import cli
 from sensorbench.drivers.ld19_parser import LD19Parser, point_angles_cdeg
 from sensorbench.drivers.ld19_turns import TurnAssembler
 from sensorbench.logs import TurnFlag
-from sensorbench.sim.emulator_ld19 import LD19Emulator, LD19Realism, SyntheticLD19Samples
+from sensorbench.sim.emulator_ld19 import (
+    LD19Emulator,
+    LD19Quirks,
+    LD19Realism,
+    SyntheticLD19Samples,
+)
 
 EX3 = LD06_EXAMPLE3.path
 EX2 = LD06_EXAMPLE2.path
@@ -158,8 +163,9 @@ def _share_divisible(mm: np.ndarray, q: int) -> float:
 def _emulated(seconds_sim: float, speed: float = 16.0) -> bytes:
     """What an emulated LD19 with its defaults puts on its pty over ``seconds_sim``."""
     samples = SyntheticLD19Samples.generate(duration_s=60.0, seed=5)
+    quirks = LD19Quirks(timestamp_start_ms=25000)
     with (
-        LD19Emulator(samples, speed=speed, startup_s=0.0, timestamp_start_ms=25000) as emu,
+        LD19Emulator(samples, speed=speed, startup_s=0.0, quirks=quirks) as emu,
         serial.Serial(emu.path, 230400, timeout=0.05) as ser,
     ):
         emu.port.write_timeout_s = 30.0  # a starved reader gets every byte late

@@ -63,7 +63,7 @@ def test_ld19_stream_shape_and_conventions() -> None:
     assert np.all(np.diff(ls.t_s) > 0)
     per_turn = np.bincount(ls.turn - ls.turn.min())
     full = per_turn[1:-1][per_turn[1:-1] > 0]
-    assert abs(np.median(full) - 450) <= 25  # 4500 samples/s at 10 Hz
+    assert abs(np.median(full) - 454.5) <= 25  # 4545 samples/s at 10 Hz
     ret = ls.range_m > 0
     assert np.all(ls.intensity[~ret] == 0) and np.all(ls.intensity[ret] >= 1)
     assert np.all((ls.range_m[ret] >= 0.02) & (ls.range_m[ret] <= 12.0))
@@ -76,7 +76,7 @@ def test_ld19_skip_rate_and_period_jitter_match_the_scenario() -> None:
     p_skip, jitter = 0.1, 0.004
     sim = _static(2, skip_prob=p_skip, period_jitter_s=jitter)
     ls = sim.lidar("ld19")
-    skipped, periods, n = _skips_and_periods(ls, 10.0, 4500.0)
+    skipped, periods, n = _skips_and_periods(ls, 10.0, 4545.0)
     # Skips are Bernoulli(p) per turn: SE √(n p (1-p)) ≈ 7.3 turns of 60 expected.
     assert abs(skipped - n * p_skip) < 4 * np.sqrt(n * p_skip * (1 - p_skip))
     # And it agrees with the schedule (a skip at the very start or end leaves no gap).
