@@ -118,7 +118,7 @@ def propagate_drift(
 ) -> np.ndarray:
     """Variance (K+1, 3) of the odometry pose error in the world (x, y m²; θ rad²) under
     the slip model ``drift``: its step covariances through the dead-reckoning shear
-    (:meth:`PoseErrorCarry.step` from ``var0``).
+    (:func:`_carry_pose_error` from ``var0``).
 
     Args:
         body_increments: (K, 3) body increments (m, m, rad); nan rows add nothing.
@@ -126,9 +126,11 @@ def propagate_drift(
         drift: the slip model (its per-step body covariances, cross terms included).
         var0: initial variances (x, y, θ), uncorrelated.
     """
-    inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
-    start = PoseErrorCarry.start(var0)
-    return np.vstack([start.variances, start.step(inc, heading, drift.step_covariances(inc))[1]])
+    inc = np.ascontiguousarray(np.nan_to_num(np.asarray(body_increments, dtype=float)))
+    q = np.ascontiguousarray(drift.step_covariances(inc), dtype=float)
+    carry = PoseErrorCarry.start(var0).carry
+    var = _carry_pose_error(carry, inc, np.ascontiguousarray(heading, dtype=float), q)
+    return np.vstack([np.asarray(var0, dtype=float), var])
 
 
 @dataclass(frozen=True)
@@ -149,45 +151,20 @@ class PoseErrorCarry:
         return cls(float(var0[0]), float(var0[1]), float(var0[2]), 0.0, 0.0)
 
     @property
-    def variances(self) -> np.ndarray:
-        """(3,) x, y, θ variances."""
-        return np.array([self.xx, self.yy, self.tt])
-
-    @property
     def carry(self) -> np.ndarray:
         """(5,) (xx, yy, θθ, xθ, yθ) as :func:`_carry_pose_error` takes it."""
         return np.array([self.xx, self.yy, self.tt, self.xt, self.yt])
-
-    def step(
-        self, body_increments: np.ndarray, heading: np.ndarray, q: np.ndarray
-    ) -> tuple[PoseErrorCarry, np.ndarray]:
-        """Carry the covariance over K steps: the carry after the last and the variances
-        (K, 3) after each.
-
-        Args:
-            body_increments: (K, 3) body increments (m, m, rad); nan rows add nothing.
-            heading: (K+1,) heading at each frame (rad), from this carry's frame on.
-            q: (K, 3, 3) body covariance of each step's error.
-
-        Each sum runs step after step from the carried value, so K steps in one call
-        give the same numbers as the same steps over several.
-        """
-        carry = self.carry
-        var = _carry_pose_error(
-            carry,
-            np.ascontiguousarray(body_increments, dtype=float),
-            np.ascontiguousarray(heading, dtype=float),
-            np.ascontiguousarray(q, dtype=float),
-        )
-        return PoseErrorCarry(*(float(v) for v in carry)), var
 
 
 @numba.njit(cache=True)
 def _carry_pose_error(
     carry: np.ndarray, inc: np.ndarray, heading: np.ndarray, q: np.ndarray
 ) -> np.ndarray:
-    """:meth:`PoseErrorCarry.step` in place on ``carry`` = (xx, yy, θθ, xθ, yθ): the
-    shear recursion (docs/PODS.md), step after step; returns the variances (K, 3)."""
+    """Carry the pose error covariance ``carry`` = (xx, yy, θθ, xθ, yθ) in place over the
+    K steps of body increments ``inc`` (K, 3) (m, m, rad) with body covariances ``q``
+    (K, 3, 3), rotated by ``heading`` (K+1,) rad: the shear recursion (docs/PODS.md), step
+    after step, so K steps in one call give the numbers of the same steps over several;
+    returns the variances (K, 3) after each."""
     xx, yy, tt, xt, yt = carry[0], carry[1], carry[2], carry[3], carry[4]
     out = np.empty((inc.shape[0], 3))
     for k in range(inc.shape[0]):

@@ -81,7 +81,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numba
 import numpy as np
 
 from sensorbench.errors import FusionError
@@ -92,7 +91,6 @@ from sensorbench.fusion.axis_step import (
     AxisOptions,
     AxisState,
     AxisTrack,
-    _axis_chunk,
     _constants,
     axis_result,
     start_axis,
@@ -103,13 +101,9 @@ from sensorbench.fusion.odometry_drift import (
     PodSlip,
     PoseErrorCarry,
     SlipModel,
-    _body_covariances,
-    _carry_pose_error,
-    _carry_sensitivities,
-    _tick_variances,
-    _world,
 )
 from sensorbench.fusion.pod_kinematics import PodGeometry
+from sensorbench.fusion.split_step import _split_chunk, dead_reckon
 from sensorbench.logs.model_keys import AXES
 
 
@@ -150,51 +144,6 @@ def _shaped(t: np.ndarray, body_increments: np.ndarray) -> tuple[np.ndarray, np.
     return t, inc
 
 
-@numba.njit(cache=True)
-def _arc(dx: float, dy: float, dth: float, heading: float) -> tuple[float, float]:
-    """World x and y (m) of one constant-twist arc (dx, dy m, dth rad) from ``heading``."""
-    if abs(dth) < 1e-6:
-        s, c = 1.0 - dth**2 / 6.0, dth / 2.0 - dth**3 / 24.0
-    else:
-        s, c = np.sin(dth) / dth, (1.0 - np.cos(dth)) / dth
-    rx, ry = s * dx - c * dy, c * dx + s * dy
-    ch, sh = np.cos(heading), np.sin(heading)
-    return ch * rx - sh * ry, sh * rx + ch * ry
-
-
-@numba.njit(cache=True)
-def world_arcs(inc: np.ndarray, heading: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """World-frame x and y (m) of each step's constant-twist arc (the SE(2) exponential of
-    the body increments ``inc`` (K, 3), as :func:`~sensorbench.fusion.pod_kinematics.se2_exp`)
-    rotated by ``heading`` (K,) rad at its start; nan where a row has nan. Compiled: a live
-    frame and a replay's K rows take the same sin and cos (docs/LIVE.md, Cost)."""
-    n = inc.shape[0]
-    x, y = np.empty(n), np.empty(n)
-    for k in range(n):
-        dx, dy, dth = inc[k, 0], inc[k, 1], inc[k, 2]
-        if np.isnan(dx) or np.isnan(dy) or np.isnan(dth):
-            x[k] = y[k] = np.nan
-        else:
-            x[k], y[k] = _arc(dx, dy, dth, heading[k])
-    return x, y
-
-
-@numba.njit(cache=True)
-def dead_reckon(inc: np.ndarray, pose0: np.ndarray) -> np.ndarray:
-    """The odometry path (K+1, 3) (m, m, rad unwrapped) from ``pose0`` (3,) over the body
-    increments ``inc`` (K, 3), a nan component taken as 0: :func:`world_arcs` summed step
-    after step, as :func:`~sensorbench.fusion.pod_kinematics.integrate_path`."""
-    n = inc.shape[0]
-    out = np.empty((n + 1, 3))
-    out[0] = pose0
-    for k in range(n):
-        d = np.where(np.isnan(inc[k]), 0.0, inc[k])
-        wx, wy = _arc(d[0], d[1], d[2], out[k, 2])
-        out[k + 1, 0], out[k + 1, 1] = out[k, 0] + wx, out[k, 1] + wy
-        out[k + 1, 2] = out[k, 2] + d[2]
-    return out
-
-
 _NO_STEPS, _NO_ROUNDING = np.empty((0, 3, 3)), np.empty((0, 3))
 _NO_LAW = (np.empty((0, 3)), np.zeros(3), np.empty((3, 0)))
 _NO_CAL = (np.empty((3, 0)), np.empty((3, 0)), np.zeros(3), np.empty((0, 3)),
@@ -218,141 +167,6 @@ def _fixes(aid: AxisAid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """An axis's fixes as :func:`_split_chunk` takes them: (index, z, r) arrays."""
     return (np.ascontiguousarray(aid.index, np.int64), np.ascontiguousarray(aid.z, float),
             np.ascontiguousarray(aid.r, float))  # fmt: skip
-
-
-@numba.njit(cache=True)
-def _xy_inputs(
-    inc: np.ndarray, heading: np.ndarray, roll: np.ndarray, drag: np.ndarray, rounding: np.ndarray
-) -> np.ndarray:
-    """What the x and y filters take from the heading filter's ``heading`` (K,) rad, (8, K):
-    the :func:`world_arcs` of ``inc`` (K, 3) (m), then x and y of ``R(θ)·C·R(θ)ᵀ``
-    (:func:`~sensorbench.fusion.odometry_drift.world_step_variances`, m²) for the rolling and
-    dragging slip step covariances ``roll`` and ``drag`` (K, 3, 3) and the tick rounding
-    covariance ``rounding`` (3, 3); rows left nan for an empty (0, ...) one."""
-    out = np.full((8, inc.shape[0]), np.nan)
-    out[0], out[1] = world_arcs(inc, heading)
-    for k in range(inc.shape[0]):
-        c, s = np.cos(heading[k]), np.sin(heading[k])
-        if roll.shape[0]:
-            out[2, k], out[3, k] = _world(c, s, roll[k])
-            out[4, k], out[5, k] = _world(c, s, drag[k])
-        if rounding.shape[0]:
-            out[6, k], out[7, k] = _world(c, s, rounding)
-    return out
-
-
-@numba.njit(cache=True)
-def _steps_from(first: np.ndarray, series: np.ndarray) -> np.ndarray:
-    """``series[k] − series[k−1]`` along axis 0, with ``first`` before ``series[0]``."""
-    out = series.copy()
-    out[1:] -= series[:-1]
-    if out.shape[0]:
-        out[0] -= first
-    return out
-
-
-@numba.njit(cache=True)
-def _split_chunk(
-    t: np.ndarray,
-    inc: np.ndarray,
-    drift: tuple[int, np.ndarray, tuple[np.ndarray, np.ndarray],
-                 tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
-    cal: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-               np.ndarray],
-    rounding: tuple[np.ndarray, np.ndarray],
-    axes: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]],
-    histories: tuple[np.ndarray, np.ndarray, np.ndarray],
-    fixes: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...],
-) -> tuple[Any, ...]:  # pragma: no cover - compiled
-    """:meth:`SplitFilter.step` compiled, one call per chunk (live: per frame).
-
-    Arguments: the frame times (K+1,) s (index 0 the state's), the increments (K, 3);
-    ``drift`` = (kind: 0 none, 1 given parts, 2 the pods' slip law; ``drift_q`` (3,) per s;
-    the given (rolling, dragging) parts (K, 3, 3); the law's W, (roll, drag, turn) and
-    W⁺; the pose error carry (xx, yy, θθ, xθ, yθ)); ``cal`` = the calibration's
-    sensitivities along the heading and along 0 (3, P each, P = 0: none), its variances
-    (3,), W, W⁺, creep references and parameter covariance; ``rounding`` = the rounding
-    covariance (3, 3, or (0, 3): none) and its x and y floors (2,); per axis (θ, x, y) the
-    kernel constants (11,) and carry (14,) (``axes``), the motion history and the
-    fixes (index, z, r).
-
-    Returns per axis (θ, x, y) :func:`~sensorbench.fusion.axis_step._axis_chunk`'s
-    outputs, the steps (K,) s, the new pose error carry, sensitivities and
-    calibration variances, and the (K+1, 3) pose, velocity and variance of x, y, θ
-    (3, K+1, 3)."""
-    k_n = inc.shape[0]
-    dt = t[1:] - t[:-1]
-    for k in range(k_n):
-        if not dt[k] > 0:
-            raise ValueError("frame times must be strictly increasing")
-    rest = np.empty(k_n, dtype=np.bool_)
-    for k in range(k_n):
-        rest[k] = inc[k, 0] == 0 and inc[k, 1] == 0 and inc[k, 2] == 0
-    kind, drift_q, given, law, carry0 = drift
-    consts, carries = axes
-    if kind == 2:
-        roll_t, drag_t = _tick_variances(law[0], law[1], inc, dt)
-        roll, drag = _body_covariances(law[2], roll_t), _body_covariances(law[2], drag_t)
-    elif kind == 1:
-        roll, drag = given
-    else:
-        roll = drag = np.empty((0, 3, 3))
-    none, want = np.empty(0), np.empty(0, np.int64)
-    if kind:
-        step_cov = roll + drag
-        # the heading's share does not depend on the heading
-        dv_t = step_cov[:, 2, 2].copy()
-        slip_t, drag_var_t = roll[:, 2, 2].copy(), drag[:, 2, 2].copy()
-    else:
-        step_cov = roll
-        dv_t, slip_t, drag_var_t = drift_q[2] * dt, none, none
-    sens_xy, sens_t, cal_var = cal[0].copy(), cal[1].copy(), cal[2].copy()
-    pods, cov = (cal[3], cal[4], cal[5]), cal[6]
-    h = np.maximum(dt, 1e-9)
-    var_t = np.empty((k_n, 3))
-    if sens_t.shape[1]:
-        # the heading's own (along any heading): from the sensitivities at heading 0
-        _carry_sensitivities(sens_t, (inc, np.zeros(k_n + 1), h), pods, cov, want, var_t,
-                             np.empty((0, 3, cov.shape[0])))  # fmt: skip
-        dv_t = dv_t + _steps_from(cal_var[2], var_t[:, 2])
-    f_t, fl_t, hi_t = _axis_chunk(
-        histories[0], (dt, inc[:, 2].copy(), slip_t, drag_var_t, none, dv_t), rest,
-        fixes[0][0], fixes[0][1], fixes[0][2], consts[0], carries[0],
-    )  # fmt: skip
-    heading = f_t[: k_n + 1]
-    carry = carry0.copy()
-    if kind:
-        # x and y drift with the heading error, along the path the heading filter gives
-        world = _steps_from(carry0[:3], _carry_pose_error(carry, inc, heading, step_cov))
-        dv_x, dv_y = world[:, 0].copy(), world[:, 1].copy()
-    else:
-        dv_x, dv_y = drift_q[0] * dt, drift_q[1] * dt
-    if sens_xy.shape[1]:
-        var_xy = np.empty((k_n, 3))
-        _carry_sensitivities(sens_xy, (inc, heading, h), pods, cov, want, var_xy,
-                             np.empty((0, 3, cov.shape[0])))  # fmt: skip
-        c = _steps_from(cal_var[:2], var_xy[:, :2])
-        dv_x, dv_y = dv_x + c[:, 0], dv_y + c[:, 1]
-        if k_n:
-            cal_var[0], cal_var[1], cal_var[2] = var_xy[-1, 0], var_xy[-1, 1], var_t[-1, 2]
-    w = _xy_inputs(inc, heading[:-1].copy(), roll, drag, rounding[0])
-    out = []
-    for j in range(2):
-        slip = w[2 + j].copy() if kind else none
-        drag_var = w[4 + j].copy() if kind else none
-        # PodGeometry.rounding_profile at the step's heading, its constants kept
-        profile = w[6 + j] / rounding[1][j] if rounding[0].shape[0] else none
-        dv = dv_x if j == 0 else dv_y
-        out.append(_axis_chunk(
-            histories[1 + j], (dt, w[j].copy(), slip, drag_var, profile, dv), rest,
-            fixes[1 + j][0], fixes[1 + j][1], fixes[1 + j][2], consts[1 + j], carries[1 + j],
-        ))  # fmt: skip
-    n = k_n + 1
-    rows = np.empty((3, n, 3))  # pose, velocity, var: x, y, θ side by side
-    for i in range(3):
-        for j, f in enumerate((out[0][0], out[1][0], f_t)):
-            rows[i, :, j] = f[i * n : (i + 1) * n]
-    return (f_t, fl_t, hi_t), out[0], out[1], dt, carry, sens_xy, sens_t, cal_var, rows
 
 
 @dataclass

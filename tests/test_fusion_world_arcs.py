@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
-from sensorbench.fusion.split_filter import dead_reckon, world_arcs
+from sensorbench.fusion.split_step import dead_reckon, world_arcs
 
 
 def _rows(n: int = 20_000, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
