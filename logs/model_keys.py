@@ -281,7 +281,7 @@ _POSE_AXIS: dict[str, Any] = {
     "unit": Key("the axis's unit", TEXT),
     # The four parameters are fitted and stated in log space (se_log, cov_log, ci95):
     # each is > 0; a sensor without white noise fits a sigma_v at its lower bound.
-    "sigma_b": Key("standard deviation of the offset drawn at each relocalization (unit)", POSITIVE),
+    "sigma_b": Key("std of the offset drawn at each relocalization (unit)", POSITIVE),
     "sigma": Key("stationary standard deviation of the Gauss-Markov noise (unit)", POSITIVE),
     "tau_s": Key("correlation time of the Gauss-Markov noise (s)", POSITIVE),
     "sigma_v": Key("white measurement noise beside the Gauss-Markov (unit)", POSITIVE),
