@@ -156,6 +156,11 @@ def _serve_ld19_protocol(
             serve_until_stopped(
                 stop, duration_s, clock=emu.clock, schedule=schedule, on_fault=on_fault
             )
+            achieved = emu.clock.achieved_speed(emu.served_s)
+            if achieved < 0.9 * speed:
+                click.echo(
+                    f"warning: ran at {achieved:.3g}x, not the asked {speed:g}x: the emulator "
+                    "served as fast as it could", err=True)  # fmt: skip
         finally:
             emu.stop()
     st = emu.port.stats
