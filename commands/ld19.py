@@ -105,7 +105,7 @@ def _serve_ld19_protocol(
     from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults
     from sensorbench.sim.emulator_ld19 import LD19Emulator
     from sensorbench.sim.kind_emulators import synthetic_ld19_samples
-    from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
+    from sensorbench.sim.serve import serve_until_stopped, speed_shortfall, stop_on_signals
 
     kind = get_kind(kind_name)
     faults_on_link = None
@@ -156,11 +156,8 @@ def _serve_ld19_protocol(
             serve_until_stopped(
                 stop, duration_s, clock=emu.clock, schedule=schedule, on_fault=on_fault
             )
-            achieved = emu.clock.achieved_speed(emu.served_s)
-            if achieved < 0.9 * speed:
-                click.echo(
-                    f"warning: ran at {achieved:.3g}x, not the asked {speed:g}x: the emulator "
-                    "served as fast as it could", err=True)  # fmt: skip
+            if shortfall := speed_shortfall(emu.clock, emu.served_s):
+                click.echo(shortfall, err=True)
         finally:
             emu.stop()
     st = emu.port.stats
