@@ -17,7 +17,7 @@ from sensorbench.commands import options as opt
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.errors import SimError
 from sensorbench.json_doc import to_json
-from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
+from sensorbench.sim.serve import serve_until_stopped, speed_shortfall, stop_on_signals
 
 emulate = subgroup("emulate")
 
@@ -291,6 +291,8 @@ def emulate_pods_cmd(scenario: str, seed: int, speed: float, protocol: str, link
             serve_until_stopped(
                 stop, duration_s, until=firmware.finished if firmware is not None else None
             )
+            if firmware is None and (shortfall := speed_shortfall(em.clock, em.served_s)):
+                click.echo(shortfall, err=True)
     finally:
         em.stop()
     if firmware is not None and firmware.errors:

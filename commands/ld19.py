@@ -104,7 +104,7 @@ def _serve_ld19_protocol(
     from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults
     from sensorbench.sim.emulator_ld19 import LD19Emulator
     from sensorbench.sim.kind_emulators import synthetic_ld19_samples
-    from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
+    from sensorbench.sim.serve import serve_until_stopped, speed_shortfall, stop_on_signals
 
     kind = get_kind(kind_name)
     faults_on_link = None
@@ -144,6 +144,8 @@ def _serve_ld19_protocol(
             serve_until_stopped(
                 stop, duration_s, clock=emu.clock, schedule=schedule, on_fault=on_fault
             )
+            if shortfall := speed_shortfall(emu.clock, emu.served_s):
+                click.echo(shortfall, err=True)
         finally:
             emu.stop()
     st = emu.port.stats

@@ -91,7 +91,16 @@ class PodGeometry:
             cov = np.asarray(self.row_cov, dtype=float)
             if cov.shape != (3 * n, 3 * n) or not np.all(np.isfinite(cov)):
                 raise FusionError(f"pod geometry: row covariance must be finite {3 * n}x{3 * n}")
-            object.__setattr__(self, "row_cov", 0.5 * (cov + cov.T))
+            tol = 1e-9 * float(np.abs(cov).max())  # the model file's round-off tolerance
+            if np.abs(cov - cov.T).max() > tol:
+                raise FusionError(
+                    "pod geometry: row covariance is not symmetric (|C - Cᵀ| up to "
+                    f"{np.abs(cov - cov.T).max():.3g}, more than 1e-9 of its largest entry)"
+                )
+            cov = 0.5 * (cov + cov.T)  # round-off only
+            if np.linalg.eigvalsh(cov).min() < -tol:
+                raise FusionError("pod geometry: row covariance must be positive semi-definite")
+            object.__setattr__(self, "row_cov", cov)
         if self.slip is not None:
             if len(self.slip) not in (2, 3):
                 raise FusionError(f"pod slip law needs 2 or 3 terms, got {len(self.slip)}")

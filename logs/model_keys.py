@@ -279,10 +279,12 @@ FILTER_NOISE_KEYS: dict[str, Any] = {
 _POSE_AXIS: dict[str, Any] = {
     "": Key("this axis's error model"),
     "unit": Key("the axis's unit", TEXT),
-    "sigma_b": Key("standard deviation of the offset drawn at each relocalization (unit)", REAL),
-    "sigma": Key("stationary standard deviation of the Gauss-Markov noise (unit)", REAL),
-    "tau_s": Key("correlation time of the Gauss-Markov noise (s)", REAL),
-    "sigma_v": Key("white measurement noise beside the Gauss-Markov (unit); 0 = none", REAL),
+    # The four parameters are fitted and stated in log space (se_log, cov_log, ci95):
+    # each is > 0; a sensor without white noise fits a sigma_v at its lower bound.
+    "sigma_b": Key("std of the offset drawn at each relocalization (unit)", POSITIVE),
+    "sigma": Key("stationary standard deviation of the Gauss-Markov noise (unit)", POSITIVE),
+    "tau_s": Key("correlation time of the Gauss-Markov noise (s)", POSITIVE),
+    "sigma_v": Key("white measurement noise beside the Gauss-Markov (unit)", POSITIVE),
     "neg_log_likelihood": Key("the fit's negative log-likelihood", REAL),
     "n_samples": Key("error samples the fit used", COUNT),
     "n_segments": Key("segments between relocalizations", COUNT),

@@ -30,8 +30,10 @@ from sensorbench.report.data import (
     compute_pods,
     compute_pose,
     compute_provenance,
+    pose_left_out,
 )
 from sensorbench.report.html import (
+    esc,
     render_lidar,
     render_page,
     render_pods,
@@ -117,6 +119,8 @@ def build_report(
             content.sections.append(section)
             if section is not None:
                 body.append(render(section))
+            elif compute is compute_pose and (why := pose_left_out(here)):
+                body.append(f"<h2>Pose sensor</h2><p class='note'>{esc(why)}</p>")
     if steps is not None:
         steps(len(SECTIONS) * _STEP, len(SECTIONS) * _STEP)
     summaries = [

@@ -588,6 +588,22 @@ class PoseSection:
         return out
 
 
+def pose_left_out(inputs: ReportInputs) -> str:
+    """Why there is no pose section though a session holds the pose sensor ("" if none)."""
+    lacking = []
+    for path in inputs.sessions:
+        with Session(path) as s:
+            names = s.pose_names()
+        if inputs.options.sensor in names and inputs.options.reference not in names:
+            lacking.append(path.name)
+    if not lacking:
+        return ""
+    return (
+        f"{', '.join(lacking)} holds {inputs.options.sensor!r} but no reference pose stream "
+        f"{inputs.options.reference!r}: the pose sensor is not assessed"
+    )
+
+
 def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     """The pose-error model (from ``pose_error.toml`` or fitted here) and its validation."""
     from sensorbench.characterize.pose.error_model import FitOptions, PoseErrorModel, fit_pose_error

@@ -30,6 +30,12 @@ class SimClock:
         """Simulated seconds since the clock was created (s)."""
         return (time.monotonic_ns() - self._t0_ns) * 1e-9 * self.speed
 
+    def achieved_speed(self, served_s: float) -> float:
+        """Simulated seconds served (up to ``served_s``, s) per host second since the
+        clock started: ``speed`` when the server kept up, less when it fell behind."""
+        host_s = (time.monotonic_ns() - self._t0_ns) * 1e-9
+        return min(served_s, self.now()) / host_s if host_s > 0 else self.speed
+
     def sleep_until(self, sim_t: float, stop: object | None = None) -> None:
         """Sleep until simulated time ``sim_t`` (s); returns early if ``stop.is_set()``."""
         while True:

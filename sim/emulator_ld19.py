@@ -367,6 +367,12 @@ class LD19Emulator(PtyEmulator):
         return self
 
     @property
+    def served_s(self) -> float:
+        """Simulated time (s) up to which every packet has been sent."""
+        with self._lock:
+            return float(self._send_time(self._cursor))
+
+    @property
     def n_packets(self) -> int:
         """Packets in one pass over the samples."""
         return int(self._t_first.size)

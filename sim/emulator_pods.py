@@ -181,6 +181,11 @@ class PodEmulator(PtyEmulator):
         """The stable link, or the tty node (the same as :attr:`link`)."""
         return self.link
 
+    @property
+    def served_s(self) -> float:
+        """Simulated time (s) up to which every frame has been sent."""
+        return self._time_of(self._next)
+
     # -- serving -----------------------------------------------------------------
 
     def _time_of(self, i: int) -> float:

@@ -107,6 +107,27 @@ def test_a_malformed_row_covariance_is_refused(tmp_path) -> None:
         load_pod_model(path)
 
 
+def test_an_asymmetric_row_covariance_is_refused_not_averaged() -> None:
+    # A covariance is symmetric: an asymmetric one is a caller's error, not something to
+    # average away. Round-off of a computed one (C = A B Aᵀ in floating point) stays
+    # within 1e-9 of its largest entry, the model file's own tolerance, and is symmetrized.
+    geo = _geometry()
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((9, 9))
+    computed = a @ np.diag(rng.uniform(1, 10, 9)) @ a.T
+    computed[0, 1] *= 1 + 1e-14  # round-off of the order a product leaves
+    g = PodGeometry(geo.c, geo.phi, geo.lever, row_cov=computed)
+    assert np.array_equal(g.row_cov, g.row_cov.T)
+    np.testing.assert_allclose(g.row_cov, computed, rtol=1e-12)
+    bad = np.eye(9)
+    bad[0, 1] = 0.5  # one off-diagonal term without its mirror
+    with pytest.raises(FusionError, match="row covariance is not symmetric"):
+        PodGeometry(geo.c, geo.phi, geo.lever, row_cov=bad)
+    bad = -np.eye(9)  # symmetric, but a variance < 0
+    with pytest.raises(FusionError, match="positive semi-definite"):
+        PodGeometry(geo.c, geo.phi, geo.lever, row_cov=bad)
+
+
 def test_the_variance_in_steps_equals_the_variance_in_one() -> None:
     # live carries the sensitivities from step to step; the seams (here every 7 frames,
     # a nan row among them) must not show

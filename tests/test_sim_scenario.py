@@ -190,3 +190,24 @@ def test_pose_model_file_drives_the_pose_sensor(tmp_path: Path) -> None:
 def test_square_is_the_reference_file_naming_every_key() -> None:
     sc = load_scenario("square")
     assert sc.raw == sc.params  # nothing left to defaults: every key is in the file
+
+
+@pytest.mark.parametrize("key", ["sigma_b", "sigma", "tau_s", "sigma_v"])
+def test_pose_model_readers_agree_a_zero_parameter_is_not_a_fit(tmp_path: Path, key: str) -> None:
+    # Every parameter is fitted and stated in log space (se_log, cov_log, ci95), so 0 has
+    # no place in a model file: the simulator, the filter and validation all refuse it.
+    from sensorbench.characterize.pose.aid import load_pose_aid_model
+    from sensorbench.characterize.pose.error_model import PoseErrorModel
+    from sensorbench.sim.scenario import pose_model_overrides
+
+    f = tmp_path / "model.toml"
+    units = '\n[units]\nlength = "m"\nangle = "rad"\ntime = "s"\n'
+    f.write_text(_model_text() + units)
+    PoseErrorModel.load(f)  # the unchanged file loads everywhere
+    text = (_model_text() + units).splitlines()
+    at = text.index("[axes.pitch]") + 1 + ["sigma_b", "sigma", "tau_s", "sigma_v"].index(key)
+    text[at] = f"{key} = 0.0"
+    f.write_text("\n".join(text))
+    for reader in (pose_model_overrides, PoseErrorModel.load, load_pose_aid_model):
+        with pytest.raises(ModelFileError, match=rf"axes\.pitch\.{key}.*> 0"):
+            reader(f)

@@ -835,8 +835,6 @@ class PoseErrorModel:
                     bool(t.get("converged", True)),
                     _qprofile_from(qp, lam, z2, f"{source}: axes.{a}.sigma_b_qprofile"),
                 )  # fmt: skip
-                if not np.all(axes[a].values > 0) or not np.all(np.isfinite(axes[a].values)):
-                    raise ModelFileError(f"{source}: axes.{a}: parameters must be finite and > 0")
         except KeyError as exc:
             raise ModelFileError(f"{source}: missing key {exc} in pose-error model") from exc
         sensor, reference, frame = (str(meta.get(k, "")) for k in ("sensor", "reference", "frame"))
