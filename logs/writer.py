@@ -284,7 +284,8 @@ class SessionWriter:
             raise SessionError(f"{self.path}: {problem}")
         group = self._file[GROUPS[kind]].create_group(name)
         _set_attrs(group, attrs)
-        self._streams[(kind, name)] = _Stream(kind, name, group)
+        with self._lock:  # an offline writer's thread may be flushing the other streams
+            self._streams[(kind, name)] = _Stream(kind, name, group)
         return group
 
     @staticmethod
@@ -531,7 +532,9 @@ class SessionWriter:
             NoRoomError: the disk has not the room (nothing was written).
         """
         plan: list[tuple[h5py.Dataset, np.ndarray]] = []
-        for stream in self._streams.values():
+        with self._lock:  # a stream declared meanwhile has nothing staged yet
+            streams = list(self._streams.values())
+        for stream in streams:
             if stream.pending:
                 plan += getattr(self, f"_rows_{stream.kind}")(stream)
                 stream.pending.clear()

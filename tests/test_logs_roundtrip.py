@@ -12,6 +12,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -180,6 +181,30 @@ def test_declaring_after_start_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SessionError, match="declare every stream before"):
         w.add_lidar("b")
     w.close()
+
+
+def test_offline_writer_takes_a_stream_declared_while_it_flushes(tmp_path: Path) -> None:
+    """An import declares its next stream while the writer thread writes the previous
+    one's rows: the flush must not trip over the new stream, and both read back whole."""
+    w = SessionWriter(tmp_path / "s.h5", swmr=False, flush_interval_s=0.01)
+    w.add_raw("a")
+    flushing, declared = threading.Event(), threading.Event()
+    rows_raw = w._rows_raw
+
+    def held_flush(stream: Any) -> Any:  # hold the flush inside the stream loop
+        flushing.set()
+        declared.wait(5.0)
+        return rows_raw(stream)
+
+    w._rows_raw = held_flush  # type: ignore[method-assign]
+    w.append_raw("a", 1, b"first")
+    assert flushing.wait(10.0), "the writer thread never flushed"
+    w.add_raw("b")
+    declared.set()
+    w.append_raw("b", 2, b"second")
+    w.close()
+    with Session(tmp_path / "s.h5") as s:
+        assert s.raw("a").read_bytes() == b"first" and s.raw("b").read_bytes() == b"second"
 
 
 def test_append_to_undeclared_stream_is_refused(tmp_path: Path) -> None:
