@@ -9,7 +9,7 @@ import numpy as np
 from sensorbench.logs import LidarTurns
 
 NEAR_LIMIT_MM = 5000
-SAMPLES_PER_S = 4500.0
+SDK_SAMPLES_PER_S = 4500.0  # the SDK's kScanFrequency (tofbf.h), reproduced: not the device's
 RANGE_JUMP = 0.03
 INTENSITY_SINGLE = 220
 INTENSITY_LOW = 15
@@ -34,7 +34,7 @@ def vendor_mask(angle_deg_cw: np.ndarray, distance_mm: np.ndarray, intensity: np
     pending = np.flatnonzero(d_all < NEAR_LIMIT_MM)
     if pending.size == 0:
         return drop
-    limit = speed_deg_s / SAMPLES_PER_S * 2
+    limit = speed_deg_s / SDK_SAMPLES_PER_S * 2
     idx = pending[np.argsort(a_all[pending], kind="stable")]
     a, d = a_all[idx], d_all[idx]
     cut = (np.abs(np.diff(a)) > limit) | (np.abs(np.diff(d)) > d[:-1] * RANGE_JUMP)

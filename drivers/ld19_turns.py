@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from sensorbench.drivers.device_clock import DeviceClock
+from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.ld19_parser import (
     ANGLE_MODULUS_CDEG,
     BAUD,
@@ -21,7 +22,8 @@ from sensorbench.drivers.ld19_parser import (
 from sensorbench.logs import LidarTurns, TurnFlag
 
 WIRE_S = PACKET_SIZE * 10 / BAUD  # one packet on the line (s)
-NOMINAL_DT_S = 1.0 / 4500.0  # sample period used when a packet reports speed 0 (s)
+# sample period used when a packet reports speed or span 0 (s): the device's real rate
+NOMINAL_DT_S = 1.0 / get_kind("ld19").sim_defaults["samples_per_s"]
 _TWO_PI32 = np.float32(2 * np.pi)
 _STAMP_NS = 1_000_000  # one timestamp tick (ns)
 CATCH_UP_RATE = 0.5

@@ -324,7 +324,7 @@ class LD19Emulator(PtyEmulator):
             np.uint16
         )
         self._inten = np.clip(np.asarray(src.intensity).reshape(shape), 0, 255).astype(np.uint8)
-        dt = float(np.median(np.diff(t))) if n > 1 else 1.0 / 4500
+        dt = float(np.median(np.diff(t))) if n > 1 else 1.0 / REAL_SAMPLES_PER_S
         self._period = float(t[-1] - t[0]) + dt
 
         self.speed = float(speed)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.logs import NO_DEVICE_TIME, LidarTurns
 from sensorbench.sim.emulator_ld19 import SyntheticLD19Samples, encode_packets
 from sensorbench.sim.world import Obstacle, World, box_vertices
@@ -91,7 +92,7 @@ def synth_scan(
     duration_s: float,
     seed: int = 0,
     rate_hz: float = 10.0,
-    samples_per_s: float = 4500.0,
+    samples_per_s: float = get_kind("ld19").sim_defaults["samples_per_s"],
     jitter_s: float = 0.0,
     skip_prob: float = 0.0,
     sigma_m: Callable[[np.ndarray], np.ndarray] | float = 0.0,

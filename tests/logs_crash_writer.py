@@ -1,7 +1,7 @@
 """A writer process for the crash test: the full robot's data rate, deterministic content.
 
-Run as ``python logs_crash_writer.py SESSION``. Streams: one LD19 (4500 points/s),
-two A1s (2000 points/s each), pods at 1 kHz, raw bytes of all four devices.
+Run as ``python logs_crash_writer.py SESSION``. Streams: one LD19 and two A1s at the
+rates and turn rates of their device kinds, pods at 1 kHz, raw bytes of all four devices.
 Every append is announced on stdout (``stream first_seq count t_ns``) *after* the
 append call returns, so the parent knows exactly what was handed to the writer,
 and when, even after a SIGKILL.
@@ -15,9 +15,13 @@ import time
 import numpy as np
 import session_util as su
 
+from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.logs import LidarTurns, SessionWriter
 
-LIDARS = {"ld19": (4500, 10.0), "front": (2000, 5.5), "rear": (2000, 5.5)}
+LIDARS = {  # points/s, turns/s
+    name: (get_kind(kind).sim_defaults["samples_per_s"], get_kind(kind).sim_defaults["rate_hz"])
+    for name, kind in (("ld19", "ld19"), ("front", "a1"), ("rear", "a1"))
+}
 STEP_S = 0.02
 
 
@@ -53,7 +57,7 @@ def main(path: str) -> None:
         time.sleep(max(0.0, t0 + k * STEP_S - time.monotonic()))
         now = time.monotonic_ns()
         for name, (rate, hz) in LIDARS.items():
-            n = int(rate * STEP_S)
+            n = int(rate * k * STEP_S) - seq[name]  # fractional points carry over
             s = np.arange(seq[name], seq[name] + n)
             a, r, i = point_values(s)
             t = now + np.arange(n, dtype=np.int64)

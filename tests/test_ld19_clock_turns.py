@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from sensorbench.drivers.device_clock import CounterUnwrapper, DeviceClock
+from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.ld19_near_filter import near_filter_mask
 from sensorbench.drivers.ld19_parser import LD19Parser
 from sensorbench.drivers.ld19_turns import TurnAssembler, cw_cdeg_to_ccw_rad
@@ -207,6 +208,19 @@ def test_turns_split_at_the_wrap_and_drop_the_first_partial_turn():
     assert out.device_ns[0] != NO_DEVICE_TIME and abs(int(out.device_ns[0]) - 100_000_000) < 1e6
     assert np.allclose(np.diff(out.t_ns[6:18]), 1e9 / 4500, atol=2)  # one packet
     assert out.speed_hz.tolist() == [10.0, 10.0] and not out.flags.any()
+
+
+def test_a_packet_without_speed_is_timed_at_the_devices_sample_rate():
+    """A packet reporting speed 0 carries no period: its points are spaced at the
+    LD19's real rate (docs/LD19.md: 4545/s, not the datasheet's 4500)."""
+    _, f = _stream(duration_s=0.305)
+    f["speed"][40] = 0  # points 480..491, the 31st to 42nd of the first turn kept
+    f["end"][40] = f["start"][40]  # the SDK's span rule at 0 deg/s
+    asm = TurnAssembler(host_times=False)
+    out = asm.push(LD19Parser().feed(encode_packets(**f)))
+    rate = get_kind("ld19").sim_defaults["samples_per_s"]
+    assert rate == 4545.0
+    assert np.allclose(np.diff(out.t_ns[30:42]), 1e9 / rate, atol=1)
 
 
 def test_no_return_is_inf():
