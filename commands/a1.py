@@ -102,7 +102,7 @@ def emulate_a1_cmd(scenario: str | None, device: str | None, seed: int, speed: f
     from sensorbench.sim.emulator_a1 import A1Emulator
     from sensorbench.sim.emulator_base import link_faults
     from sensorbench.sim.kind_emulators import a1_unit
-    from sensorbench.sim.serve import serve_until_stopped, stop_on_signals
+    from sensorbench.sim.serve import serve_until_stopped, speed_shortfall, stop_on_signals
 
     try:
         serial = bytes.fromhex(serial_hex)
@@ -128,5 +128,7 @@ def emulate_a1_cmd(scenario: str | None, device: str | None, seed: int, speed: f
         try:
             click.echo(em.link)
             serve_until_stopped(stop, duration_s)
+            if shortfall := speed_shortfall(speed, em.achieved_speed):  # counted while scanned
+                click.echo(shortfall, err=True)
         finally:
             em.stop()

@@ -281,6 +281,8 @@ class A1Emulator(PtyEmulator):
         # the last packet sent in this scan: (index, delivered, its loop's start s)
         self._last_sent: tuple[int, bool, float] | None = None
         self._emit_from = 0.0  # simulated time of the next node to emit
+        self._scan_from = self._pumped_to = 0.0  # simulated start and last pump of a scan
+        self._scanned = (0.0, 0.0)  # simulated s served and asked for by the scans before
         self._quiet_until = 0.0  # simulated time until which the unit is rebooting
         self._banner_due = False
         self._truth: list[A1Truth] = []
@@ -522,14 +524,29 @@ class A1Emulator(PtyEmulator):
             desc = proto.descriptor(len(body), proto.MODE_SINGLE, proto.TYPE_GET_LIDAR_CONF)
             self.port.send(desc + body)
 
+    @property
+    def achieved_speed(self) -> float:
+        """Simulated seconds served per host second while a host scanned (the unit is
+        silent otherwise): ``clock.speed`` when the pump kept up, less when it fell behind."""
+        with self._lock:
+            served, asked = self._scanned
+            served += self._emit_from - self._scan_from
+            asked += self._pumped_to - self._scan_from
+        return self.clock.speed * served / asked if asked > 0 else self.clock.speed
+
     def _start_scan(self, now: float, stream: PacketStream) -> None:
-        self._emit_from = now
+        served, asked = self._scanned  # close the previous scan's account
+        self._scanned = (
+            served + self._emit_from - self._scan_from, asked + self._pumped_to - self._scan_from
+        )
+        self._emit_from = self._scan_from = self._pumped_to = now
         self._scan = stream
         self._last_sent = None
 
     def _pump(self, now: float) -> None:
         """Send every packet whose emission time has come (from ``spinup_s`` after the
         motor started) and record what it decodes to (a capsule once the next is sent)."""
+        self._pumped_to = now
         if not self._motor:
             self._emit_from = now
             return

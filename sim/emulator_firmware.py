@@ -148,6 +148,9 @@ class FirmwarePodEmulator(PtyEmulator):
         self.doubles: list[tuple[int, int]] = []  # (pod, trajectory µs) of double edges
         self.finished = threading.Event()
         self.errors: list[str] = []
+        # simulated s per wall s the harness ran (its pacing waits, never skips, when the
+        # host falls behind): known once it exited
+        self.achieved_speed: float | None = None
         self._bases: dict[int, np.ndarray] = {}
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
@@ -219,6 +222,8 @@ class FirmwarePodEmulator(PtyEmulator):
             self.doubles.append((int(words[1]), int(words[5])))
         elif kind == "end":
             self.finished.set()
+        elif kind == "ran":
+            self.achieved_speed = int(words[2]) / max(int(words[4]), 1)
 
     def reset(self) -> None:
         """Pulse RESET (what DTR does on an Uno): takes effect on the next latch grid point."""

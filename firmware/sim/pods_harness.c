@@ -40,6 +40,8 @@
  *   end traj_us T bytes N                      trajectory over (without --loop, after
  *                                              --tail-us more): the MCU stops, the
  *                                              pty stays until "quit"
+ *   ran sim_us S wall_us W                     on exit: S simulated us run in W wall
+ *                                              us (less than speed x W: held back)
  * stdin: "reset", "quit" (or end of file). Bytes the host writes to the pty are read
  * and dropped (the image does not listen).
  * Exit status: 0 ok, 2 bad usage or input, 3 the simulated MCU crashed or stopped.
@@ -690,6 +692,7 @@ int main(int argc, char **argv)
     int64_t pace_cycles = PACE_US * H.cycles_per_us;
     int64_t next_pace = pace_cycles;
     int64_t anchor_cycle = 0, anchor_ns = now_ns();
+    int64_t run_cycle = (int64_t)H.avr->cycle, run_ns = anchor_ns, ran_ns = 0;
     int next_reset = 0;
     while (!H.quit && !got_signal) {
         avr_t *avr = H.avr;
@@ -717,6 +720,7 @@ int main(int argc, char **argv)
             }
             if (trajectory_over(cycle) && H.hold_until < 0) {
                 flush_output();
+                ran_ns = now_ns(); /* simulated time stops here */
                 event("end traj_us %lld bytes %llu", (long long)traj_us_of(cycle),
                       (unsigned long long)H.bytes_total);
                 while (!H.quit && !got_signal) /* keep the pty until told to go */
@@ -744,5 +748,9 @@ int main(int argc, char **argv)
                 (unsigned long long)avr->cycle);
     }
     flush_output();
+    /* what pacing achieved: the host may have held simulated time back (never skipped) */
+    event("ran sim_us %lld wall_us %lld",
+          (long long)(((int64_t)H.avr->cycle - run_cycle) / H.cycles_per_us),
+          (long long)(((ran_ns ? ran_ns : now_ns()) - run_ns) / 1000));
     return 0;
 }
