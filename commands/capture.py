@@ -291,7 +291,7 @@ def emulate_pods_cmd(scenario: str, seed: int, speed: float, protocol: str, link
             serve_until_stopped(
                 stop, duration_s, until=firmware.finished if firmware is not None else None
             )
-            achieved = em.clock.achieved_speed(em.served_s) if firmware is None else None
+            achieved = em.achieved_speed if firmware is None else None
     finally:
         em.stop()
     if firmware is not None:
@@ -335,3 +335,6 @@ def emulate_robot_cmd(run_dir: str, config_path: str | None, scenario: str | Non
             serve_until_stopped(stop, duration_s)
     finally:
         robot.stop()
+    for name, achieved in robot.achieved_speeds.items():
+        if achieved is not None and (shortfall := speed_shortfall(speed, achieved)):
+            click.echo(f"{name}: {shortfall}", err=True)

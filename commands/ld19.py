@@ -144,7 +144,7 @@ def _serve_ld19_protocol(
             serve_until_stopped(
                 stop, duration_s, clock=emu.clock, schedule=schedule, on_fault=on_fault
             )
-            if shortfall := speed_shortfall(speed, emu.clock.achieved_speed(emu.served_s)):
+            if shortfall := speed_shortfall(speed, emu.achieved_speed):
                 click.echo(shortfall, err=True)
         finally:
             emu.stop()

@@ -123,12 +123,21 @@ class EmulatedRobot:
         return self
 
     def stop(self) -> None:
-        """Stop every emulator and remove the links."""
+        """Stop every emulator and remove the links; :attr:`achieved_speeds` then holds
+        each device's simulated s per host s (None: not measured, e.g. an emulator that
+        has no ``achieved_speed``, or a firmware harness that did not say)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(2.0)
+        # the emulators' clocks run on while the others stop: measure them first, the
+        # firmware harness once it exited (it reports on exit)
+        before = {name: getattr(em, "achieved_speed", None) for name, em in self.devices.items()}
         for em in self.devices.values():
             em.stop()
+        self.achieved_speeds: dict[str, float | None] = {
+            name: getattr(em, "achieved_speed", None) if before[name] is None else before[name]
+            for name, em in self.devices.items()
+        }
 
     def __enter__(self) -> EmulatedRobot:
         return self.start()

@@ -373,6 +373,11 @@ class LD19Emulator(PtyEmulator):
             return float(self._send_time(self._cursor))
 
     @property
+    def achieved_speed(self) -> float:
+        """Simulated seconds served per host second since power-on (``speed`` if it kept up)."""
+        return self.clock.achieved_speed(self.served_s)
+
+    @property
     def n_packets(self) -> int:
         """Packets in one pass over the samples."""
         return int(self._t_first.size)

@@ -186,6 +186,12 @@ class PodEmulator(PtyEmulator):
         """Simulated time (s) up to which every frame has been sent."""
         return self._time_of(self._next)
 
+    @property
+    def achieved_speed(self) -> float:
+        """Simulated seconds served per host second since the clock started (``speed`` if
+        it kept up)."""
+        return self.clock.achieved_speed(self.served_s)
+
     # -- serving -----------------------------------------------------------------
 
     def _time_of(self, i: int) -> float:

@@ -7,6 +7,9 @@ scenario the firmware cannot serve is refused before anything runs.
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import time
 
 import firmware_util
@@ -93,3 +96,23 @@ def test_what_the_firmware_cannot_serve_is_refused(
     with pytest.raises(SimError, match=message):
         EmulatedRobot(tmp_path / "run", config, pods_firmware=elf)
     assert not (tmp_path / "run" / "pods").exists()
+
+
+@pytest.mark.parametrize(("speed", "warned"), [("1e9", True), ("0.25", False)])
+def test_the_robot_says_when_the_firmware_served_slower_than_asked(
+    elf, tmp_path, speed: str, warned: bool
+) -> None:
+    # simavr runs the MCU a few times faster than real time at most (the harness reports
+    # its simulated and wall time on exit); a quarter of real time it keeps up with, and
+    # 2 s of frames at 0.25x fit in the pty's buffer with nobody reading
+    run = subprocess.run(
+        [sys.executable, "-c", "from sensorbench.cli import main; main()", "emulate", "robot",
+         "--run-dir", str(tmp_path / "run"), "--config", str(_config(tmp_path)),
+         "--pods-firmware", str(elf), "--speed", speed, "--duration", "2"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    found = re.search(r"pods: warning: ran at ([0-9.e+]+)x, not the asked", run.stderr)
+    assert bool(found) == warned, run.stderr
+    if found:
+        assert 0 < float(found.group(1)) < 1000
