@@ -29,6 +29,9 @@ MAX_HELD = 64
 CATCH_UP_RATE = 0.5
 """After the clock fit moved back, stored host times advance at ``1 - CATCH_UP_RATE``
 of the fit's rate until they meet it again (a jump ``J`` is absorbed over ``2 J``)."""
+_NO_TURNS = LidarTurns.empty()
+for _a in vars(_NO_TURNS).values():
+    _a.flags.writeable = False  # shared by every push that completes no turn
 
 
 def ld19_clock(nominal_slope: float | None = 1.0) -> DeviceClock:
@@ -108,7 +111,7 @@ class TurnAssembler:
         the device clock's fit, which maps a turn's times when the turn is assembled.
         """
         if len(pk) == 0:
-            return LidarTurns.empty()
+            return _NO_TURNS
         start, end = pk.start_cdeg, pk.end_cdeg
         back = start[0] < self._held_end or bool(
             (end < start).any() or (start[1:] < end[:-1]).any())
@@ -116,7 +119,7 @@ class TurnAssembler:
         self._held_n += len(pk)
         self._held_end = int(end[-1])
         if not back and self._held_n < MAX_HELD:
-            return LidarTurns.empty()
+            return _NO_TURNS
         pk = self._held[0] if len(self._held) == 1 else LD19Packets.concat(self._held)
         self._held, self._held_n = [], 0
         return self._assemble(pk)
@@ -128,7 +131,7 @@ class TurnAssembler:
             self.packets_rejected += int(np.count_nonzero(~ok))
             pk = pk.select(ok)
         if len(pk) == 0:
-            return LidarTurns.empty()
+            return _NO_TURNS
         span = np.mod(pk.end_cdeg.astype(np.float64) - pk.start_cdeg, ANGLE_MODULUS_CDEG)
         speed = pk.speed_deg_s.astype(np.float64)
         t_pt, dev_pt = self._point_times(pk, span, speed)
@@ -148,7 +151,7 @@ class TurnAssembler:
         starts = np.flatnonzero(np.diff(new["cw"]) < -self.wrap_drop_cdeg) + 1
         if starts.size == 0:
             self._pending = {key: v.copy() for key, v in new.items()}
-            return LidarTurns.empty()
+            return _NO_TURNS
         cut = int(starts[-1])
         self._pending = {key: v[cut:].copy() for key, v in new.items()}
         bounds = np.concatenate(([0], starts))
@@ -157,7 +160,7 @@ class TurnAssembler:
             self.partial_dropped += 1
             bounds = bounds[1:]
         if bounds.size < 2:
-            return LidarTurns.empty()
+            return _NO_TURNS
         lo = int(bounds[0])
         done = {key: v[lo:cut] for key, v in new.items()}
         rel = bounds[:-1] - lo
