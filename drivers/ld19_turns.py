@@ -112,12 +112,12 @@ class TurnAssembler:
         """
         if len(pk) == 0:
             return _NO_TURNS
-        start, end = pk.start_cdeg, pk.end_cdeg
-        back = start[0] < self._held_end or bool(
-            (end < start).any() or (start[1:] < end[:-1]).any())
+        start, end = pk.start_cdeg.tolist(), pk.end_cdeg.tolist()  # a read: a few packets
+        back = start[0] < self._held_end or any(
+            b < a for a, b in zip([*start, *end[:-1]], [*end, *start[1:]], strict=True))
         self._held.append(pk)
         self._held_n += len(pk)
-        self._held_end = int(end[-1])
+        self._held_end = end[-1]
         if not back and self._held_n < MAX_HELD:
             return _NO_TURNS
         pk = self._held[0] if len(self._held) == 1 else LD19Packets.concat(self._held)
