@@ -26,9 +26,14 @@ WIRE_S = PACKET_SIZE * 10 / BAUD  # one packet on the line (s)
 NOMINAL_DT_S = 1.0 / get_kind("ld19").sim_defaults["samples_per_s"]
 _TWO_PI32 = np.float32(2 * np.pi)
 _STAMP_NS = 1_000_000  # one timestamp tick (ns)
+MAX_HELD = 64
+"""Packets held at most before they are assembled even without a turn's end among them."""
 CATCH_UP_RATE = 0.5
 """After the clock fit moved back, stored host times advance at ``1 - CATCH_UP_RATE``
 of the fit's rate until they meet it again (a jump ``J`` is absorbed over ``2 J``)."""
+_NO_TURNS = LidarTurns.empty()
+for _a in vars(_NO_TURNS).values():
+    _a.flags.writeable = False  # shared by every push that completes no turn
 
 
 def ld19_clock(nominal_slope: float | None = 1.0) -> DeviceClock:
@@ -94,15 +99,41 @@ class TurnAssembler:
         self._pending: dict[str, np.ndarray] | None = None
         self._seen_wrap = False
         self._next_flags = int(TurnFlag.AFTER_RECONNECT) if after_reconnect else 0
+        self._held: list[LD19Packets] = []
+        self._held_n = 0
+        self._held_end = -1  # end angle of the last held packet (0.01 deg; -1: none)
 
     def push(self, pk: LD19Packets) -> LidarTurns:
-        """Add packets (stream order); return the turns they complete."""
+        """Add packets (stream order); return the turns they complete.
+
+        Packets that cannot end a turn (their angles never step back) are held and
+        assembled with the first read that can, up to :data:`MAX_HELD`: one pass per
+        turn instead of one per read (a 3-packet read costs as much as a 40-packet one).
+        The turns and their times are those of the same packets in any chunking, but for
+        the device clock's fit, which maps a turn's times when the turn is assembled.
+        """
+        if len(pk) == 0:
+            return _NO_TURNS
+        start, end = pk.start_cdeg.tolist(), pk.end_cdeg.tolist()  # a read: a few packets
+        back = start[0] < self._held_end or any(
+            b < a for a, b in zip([*start, *end[:-1]], [*end, *start[1:]], strict=True))
+        self._held.append(pk)
+        self._held_n += len(pk)
+        self._held_end = end[-1]
+        if not back and self._held_n < MAX_HELD:
+            return _NO_TURNS
+        pk = self._held[0] if len(self._held) == 1 else LD19Packets.concat(self._held)
+        self._held, self._held_n = [], 0
+        return self._assemble(pk)
+
+    def _assemble(self, pk: LD19Packets) -> LidarTurns:
+        """Packets (stream order) into the turns they complete."""
         ok = possible_packets(pk)
         if not ok.all():
             self.packets_rejected += int(np.count_nonzero(~ok))
             pk = pk.select(ok)
         if len(pk) == 0:
-            return LidarTurns.empty()
+            return _NO_TURNS
         span = np.mod(pk.end_cdeg.astype(np.float64) - pk.start_cdeg, ANGLE_MODULUS_CDEG)
         speed = pk.speed_deg_s.astype(np.float64)
         t_pt, dev_pt = self._point_times(pk, span, speed)
@@ -122,7 +153,7 @@ class TurnAssembler:
         starts = np.flatnonzero(np.diff(new["cw"]) < -self.wrap_drop_cdeg) + 1
         if starts.size == 0:
             self._pending = {key: v.copy() for key, v in new.items()}
-            return LidarTurns.empty()
+            return _NO_TURNS
         cut = int(starts[-1])
         self._pending = {key: v[cut:].copy() for key, v in new.items()}
         bounds = np.concatenate(([0], starts))
@@ -131,7 +162,7 @@ class TurnAssembler:
             self.partial_dropped += 1
             bounds = bounds[1:]
         if bounds.size < 2:
-            return LidarTurns.empty()
+            return _NO_TURNS
         lo = int(bounds[0])
         done = {key: v[lo:cut] for key, v in new.items()}
         rel = bounds[:-1] - lo

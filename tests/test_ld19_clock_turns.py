@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from sensorbench.drivers import ld19_turns
 from sensorbench.drivers.device_clock import CounterUnwrapper, DeviceClock
 from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.ld19_near_filter import near_filter_mask
@@ -221,6 +222,28 @@ def test_a_packet_without_speed_is_timed_at_the_devices_sample_rate():
     rate = get_kind("ld19").sim_defaults["samples_per_s"]
     assert rate == 4545.0
     assert np.allclose(np.diff(out.t_ns[30:42]), 1e9 / rate, atol=1)
+
+
+def test_held_packets_give_each_turn_on_the_read_that_ends_it(monkeypatch):
+    # 3-packet reads (the emulator's bursts) of 1.2 s: the assembler holds packets that
+    # cannot end a turn; a reference forced to assemble every read (MAX_HELD = 1) gives
+    # the same turns, on the same reads, in device times (the clock fit aside)
+    _, f = _stream(duration_s=1.2, seed=4)
+    raw = encode_packets(**f)
+    reads = [raw[i : i + 3 * 47] for i in range(0, len(raw), 3 * 47)]
+
+    def per_read() -> list[LidarTurns]:
+        parser, asm = LD19Parser(), TurnAssembler(host_times=False)
+        return [asm.push(parser.feed(r)) for r in reads]
+
+    held = per_read()
+    monkeypatch.setattr(ld19_turns, "MAX_HELD", 1)
+    every = per_read()
+    assert [t.n_turns for t in held] == [t.n_turns for t in every]
+    assert sum(t.n_turns for t in held) == 10  # 12 turns begun, the first and last partial
+    a, b = LidarTurns.concat(held), LidarTurns.concat(every)
+    for name in ("t_first_ns", "device_ns", "count", "flags", "angle", "range", "t_ns"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
 
 
 def test_no_return_is_inf():
