@@ -31,7 +31,7 @@ import numpy as np
 from sensorbench.errors import FusionError, ModelFileError
 from sensorbench.fusion.chunk_invariant import pinv_cached, rows_dot
 from sensorbench.fusion.odometry_drift import CalibrationError, PodSlip, world_step_variances
-from sensorbench.logs.model_file import read_model, write_model
+from sensorbench.logs.model_file import model_document, read_model, write_document
 from sensorbench.logs.model_keys import AXES, POD_GEOMETRY_KEYS
 
 POD_MODEL_KIND = "pod_geometry"
@@ -505,7 +505,9 @@ def save_pod_model(
             "units": "stacked W rows (ticks per m, ticks per m, ticks per rad) per pod",
             "row_covariance": [[float(v) for v in row] for row in geometry.row_cov],
         }
-    return write_model(path, POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS, prov, body)
+    return write_document(
+        path, model_document(POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS, prov, body)
+    )
 
 
 def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
