@@ -209,7 +209,7 @@ def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
     sliding-window NIS monitor's degraded spans are flagged (PoseFlag.DEGRADED) in the
     estimate and written as events (docs/PODS.md).
     """
-    from sensorbench.characterize.pose.aid import load_pose_aid_model
+    from sensorbench.characterize.pose.error_model import PoseErrorModel
     from sensorbench.fusion.filter_noise import FilterNoise, load_noise_model
     from sensorbench.fusion.odometry_replay import replay_session
     from sensorbench.fusion.pod_kinematics import load_pod_model
@@ -221,7 +221,7 @@ def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
     refuse_unclosed(session, "replay")
     geometry = load_pod_model(pods_path)
     noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
-    aid = load_pose_aid_model(pose_model_path) if pose_model_path else None
+    aid = PoseErrorModel.load(pose_model_path).aid_model() if pose_model_path else None
     from sensorbench.logs.time_window import window_ns
 
     window = window_ns(session, t_start, t_end)

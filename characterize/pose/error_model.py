@@ -28,6 +28,7 @@ from sensorbench.characterize.pose.whiten import (
     whiten_columns,
 )
 from sensorbench.errors import FitError, ModelFileError
+from sensorbench.fusion.aid_queue import PoseAidModel
 from sensorbench.logs.model_file import (
     check_envelope,
     load_document,
@@ -755,6 +756,15 @@ class PoseErrorModel:
     def sigma_b_quantiles(self) -> list[Callable[[np.ndarray], np.ndarray]]:
         """Per axis (:data:`POSE_AXES` order) the quantile function of sigma_b's uncertainty."""
         return [self.axes[a].sigma_b_quantile for a in POSE_AXES]
+
+    def aid_model(self) -> PoseAidModel:
+        """The model as the split filter's aiding model (its x, y and yaw axes)."""
+        return PoseAidModel.from_dict(
+            {
+                a: {p: getattr(self.axes[src], p) for p in ("sigma_b", "sigma", "tau_s", "sigma_v")}
+                for a, src in (("x", "x"), ("y", "y"), ("theta", "yaw"))
+            }
+        )
 
     # ---------------------------------------------------------------- file I/O
 
