@@ -235,9 +235,9 @@ def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
             made = replay_plots(tmp_dir, rp)
         doc["plots"] = [str(plots_dir / Path(p).name) for p in made]
     if output is not None:
-        noise = str(noise_path) if noise_path else "untuned defaults"
-        rp.write_estimate(output, session, {"pods_model": str(pods_path), "noise_model": noise},
-            overwrite=force)  # fmt: skip
+        noise_name = str(noise_path) if noise_path else "untuned defaults"
+        models = {"pods_model": str(pods_path), "noise_model": noise_name}
+        rp.write_estimate(output, session, models, overwrite=force)
         doc["estimate_file"] = str(output)
     click.echo(to_json(doc) if as_json else replay_text(doc, str(session), rp.reference))
 

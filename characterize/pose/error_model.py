@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -852,7 +853,7 @@ class PoseErrorModel:
         return cls(axes, sensor, reference, frame, prov, wrong)
 
     @classmethod
-    def load(cls, path: str | Path) -> PoseErrorModel:
+    def load(cls, path: str | os.PathLike[str]) -> PoseErrorModel:
         """Read a model file written by :meth:`save` (checks kind, version and units)."""
         return cls.from_dict(load_document(path), str(path))
 
