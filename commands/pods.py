@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
-import numpy as np
 
 from sensorbench.characterize.pods.display import noise_table, pod_table, replay_text
 from sensorbench.cli import cli, subgroup
@@ -211,7 +209,7 @@ def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
     sliding-window NIS monitor's degraded spans are flagged (PoseFlag.DEGRADED) in the
     estimate and written as events (docs/PODS.md).
     """
-    from sensorbench.characterize.pose.aid import load_pose_aid_model
+    from sensorbench.characterize.pose.error_model import PoseErrorModel
     from sensorbench.fusion.filter_noise import FilterNoise, load_noise_model
     from sensorbench.fusion.odometry_replay import replay_session
     from sensorbench.fusion.pod_kinematics import load_pod_model
@@ -223,7 +221,7 @@ def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
     refuse_unclosed(session, "replay")
     geometry = load_pod_model(pods_path)
     noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
-    aid = load_pose_aid_model(pose_model_path) if pose_model_path else None
+    aid = PoseErrorModel.load(pose_model_path).aid_model() if pose_model_path else None
     from sensorbench.logs.time_window import window_ns
 
     window = window_ns(session, t_start, t_end)
@@ -237,37 +235,10 @@ def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
             made = replay_plots(tmp_dir, rp)
         doc["plots"] = [str(plots_dir / Path(p).name) for p in made]
     if output is not None:
-        _write_estimate(output, force, rp, session, pods_path, noise_path)
+        noise_name = str(noise_path) if noise_path else "untuned defaults"
+        models = {"pods_model": str(pods_path), "noise_model": noise_name}
+        rp.write_estimate(output, session, models, overwrite=force)
         doc["estimate_file"] = str(output)
     click.echo(to_json(doc) if as_json else replay_text(doc, str(session), rp.reference))
 
 
-def _write_estimate(
-    output: Path, force: bool, rp: Any, session: Path, pods_path: Path, noise_path: Path | None
-) -> None:
-    from sensorbench.fusion.estimate_stream import (
-        estimate_batch,
-        estimate_flags,
-        estimate_times_ns,
-        write_estimate_session,
-    )
-    from sensorbench.logs.model_file import file_sha256
-
-    r = rp.result
-    coasting = np.concatenate([[False], r.coasting])
-    batch = estimate_batch(
-        estimate_times_ns(rp.t0_ns, r.t_s), r.pose, r.var, estimate_flags(rp.degraded, coasting)
-    )
-    events = [
-        (int(estimate_times_ns(rp.t0_ns, np.array([t]))[0]), axis, kind)
-        for t, axis, kind in rp.monitor_events()
-    ]
-    attrs = {
-        "source_session": str(session),
-        "source_sha256": file_sha256(session),
-        "pods_model": str(pods_path),
-        "noise_model": str(noise_path) if noise_path else "untuned defaults",
-        "filter": "split x/y/heading, (position, velocity) each",
-        "frame": "world (mocap) when the session has mocap, else start pose",
-    }
-    write_estimate_session(output, batch, events, attrs, overwrite=force)

@@ -254,27 +254,6 @@ def import_rosbag_cmd(bag: Path, topics: tuple[str, ...], tfs: tuple[str, ...], 
     click.echo("\n".join(lines))
 
 
-def replayed_odometry(session: Path, pods_path: Path, noise_path: Path | None) -> Any:
-    """The filters replayed on the session's pod stream (as ``replay``), as the
-    :class:`~sensorbench.logs.export_mcap.OdometryTrack` the MCAP export writes."""
-    import numpy as np
-
-    from sensorbench.fusion.estimate_stream import estimate_times_ns
-    from sensorbench.fusion.filter_noise import FilterNoise, load_noise_model
-    from sensorbench.fusion.odometry_replay import replay_session
-    from sensorbench.fusion.pod_kinematics import load_pod_model
-    from sensorbench.logs.export_mcap import OdometryTrack
-    from sensorbench.logs.model_keys import AXES
-
-    noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
-    rp = replay_session(session, load_pod_model(pods_path), noise)
-    r = rp.result
-    return OdometryTrack(
-        estimate_times_ns(rp.t0_ns, r.t_s), r.pose, r.var, r.velocity,
-        np.column_stack([r.tracks[a].var_v for a in AXES]),
-    )  # fmt: skip
-
-
 @cli.command("export")
 @click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--stream", "name", help="Stream name (or 'events'); mcap: default all.")
@@ -310,7 +289,14 @@ def export_cmd(session: Path, name: str | None, fmt: str, output: Path, skip_inv
     if fmt == "mcap":
         from sensorbench.logs.export_mcap import export_mcap
 
-        odometry = None if pods_path is None else replayed_odometry(session, pods_path, noise_path)
+        odometry = None
+        if pods_path is not None:
+            from sensorbench.fusion.filter_noise import FilterNoise, load_noise_model
+            from sensorbench.fusion.odometry_replay import replay_session
+            from sensorbench.fusion.pod_kinematics import load_pod_model
+
+            noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
+            odometry = replay_session(session, load_pod_model(pods_path), noise).odometry_track()
         with (
             atomic_output(output, force=force, inputs=[session]) as tmp,
             progress_bar(f"writing {output.name}") as progress,

@@ -14,7 +14,7 @@ of one run over all of it, to the last bit.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numba
@@ -98,6 +98,13 @@ class AxisInput:
         for name, val in named:
             if val is not None and len(val) != k_n:
                 raise FusionError(f"axis input {name} has {len(val)} steps, dt has {k_n}")
+
+    def head(self, n: int) -> AxisInput:
+        """The first ``n`` steps (of an input without fixes)."""
+        if self.aid is not None:
+            raise FusionError("the head of an axis input with fixes is not defined")
+        steps = ("dt", "z", "slip", "drag", "rest", "r_profile", "drift")
+        return replace(self, **{f: v[:n] for f in steps if (v := getattr(self, f)) is not None})
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import numpy as np
 
 from sensorbench.errors import FusionError, ModelFileError
 from sensorbench.fusion.odometry_drift import OdometryDrift
-from sensorbench.logs.model_file import read_model, write_model
+from sensorbench.logs.model_file import model_document, read_model, write_document
 from sensorbench.logs.model_keys import AXES, FILTER_NOISE_KEYS
 
 NOISE_MODEL_KIND = "filter_noise"
@@ -191,7 +191,9 @@ def save_noise_model(
         }
     if report:
         body["report"] = dict(report)
-    write_model(path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, prov, body)
+    write_document(
+        path, model_document(NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, prov, body)
+    )
 
 
 def _axis_table(n: AxisNoise) -> dict[str, float | bool]:

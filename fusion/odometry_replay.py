@@ -25,7 +25,13 @@ from sensorbench.fusion.consistency import (
     nis_consistency,
     nis_monitor,
 )
-from sensorbench.fusion.estimate_stream import CROSS_CHECK
+from sensorbench.fusion.estimate_stream import (
+    CROSS_CHECK,
+    estimate_batch,
+    estimate_flags,
+    estimate_times_ns,
+    write_estimate_session,
+)
 from sensorbench.fusion.filter_noise import FilterNoise, MotionReach
 from sensorbench.fusion.nees_samples import SharedErrors, model_effective_samples
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts
@@ -44,6 +50,8 @@ from sensorbench.fusion.pod_kinematics import (
 from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, SplitResult
 from sensorbench.fusion.tick_rounding import expected_frac_variance
 from sensorbench.logs import PoseFlag, Session
+from sensorbench.logs.export_mcap import OdometryTrack
+from sensorbench.logs.model_file import file_sha256
 from sensorbench.logs.model_keys import AXES
 
 
@@ -227,6 +235,42 @@ class Replay:
             for i in idx
         ]
         return sorted(ev)
+
+    def odometry_track(self) -> OdometryTrack:
+        """The estimate per frame as the MCAP export's ``/odom`` and ``/tf`` track."""
+        r = self.result
+        return OdometryTrack(
+            estimate_times_ns(self.t0_ns, r.t_s), r.pose, r.var, r.velocity,
+            np.column_stack([r.tracks[a].var_v for a in AXES]),
+        )  # fmt: skip
+
+    def write_estimate(
+        self,
+        output: str | os.PathLike[str],
+        session: str | os.PathLike[str],
+        models: dict[str, str],
+        *,
+        overwrite: bool = False,
+    ) -> None:
+        """Write the estimate to the session file ``output``: poses flagged degraded or
+        coasting, the monitor's onsets and clears as events; provenance: the replayed
+        ``session`` (path, SHA-256) and ``models`` (``pods_model``, ``noise_model``)."""
+        r = self.result
+        coasting = np.concatenate([[False], r.coasting])
+        times = estimate_times_ns(self.t0_ns, r.t_s)
+        batch = estimate_batch(times, r.pose, r.var, estimate_flags(self.degraded, coasting))
+        events = [
+            (int(estimate_times_ns(self.t0_ns, np.array([t]))[0]), axis, kind)
+            for t, axis, kind in self.monitor_events()
+        ]
+        attrs = {
+            "source_session": str(session),
+            "source_sha256": file_sha256(session),
+            **models,
+            "filter": "split x/y/heading, (position, velocity) each",
+            "frame": "world (mocap) when the session has mocap, else start pose",
+        }
+        write_estimate_session(output, batch, events, attrs, overwrite=overwrite)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready summary (no per-sample series)."""

@@ -31,7 +31,7 @@ import numpy as np
 from sensorbench.errors import FusionError, ModelFileError
 from sensorbench.fusion.chunk_invariant import pinv_cached, rows_dot
 from sensorbench.fusion.odometry_drift import CalibrationError, PodSlip, world_step_variances
-from sensorbench.logs.model_file import read_model, write_model
+from sensorbench.logs.model_file import model_document, read_model, write_document
 from sensorbench.logs.model_keys import AXES, POD_GEOMETRY_KEYS
 
 POD_MODEL_KIND = "pod_geometry"
@@ -428,23 +428,6 @@ def integrate_path(
     return np.column_stack([x, y, theta])
 
 
-def unwrap_counts(raw: np.ndarray, bits: int) -> np.ndarray:
-    """Cumulative int64 counts from counters that wrap at ``2**bits``.
-
-    Each step is taken as the signed difference modulo ``2**bits`` (so a step
-    must stay below half the range per frame: at 16 bits, 32767 ticks). The
-    first sample is kept as read (interpreted as two's complement).
-    """
-    raw = np.asarray(raw, dtype=np.int64)
-    if bits < 2 or bits > 63:
-        raise FusionError(f"counter width must be 2..63 bits, got {bits}")
-    modulus = np.int64(1) << np.int64(bits)
-    half = modulus >> np.int64(1)
-    first = ((raw[:1] + half) % modulus) - half
-    steps = ((np.diff(raw, axis=0) + half) % modulus) - half
-    return np.concatenate([first, first + np.cumsum(steps, axis=0)], axis=0)
-
-
 def geometry_to_tables(
     geometry: PodGeometry, extra: Sequence[Mapping[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
@@ -505,7 +488,9 @@ def save_pod_model(
             "units": "stacked W rows (ticks per m, ticks per m, ticks per rad) per pod",
             "row_covariance": [[float(v) for v in row] for row in geometry.row_cov],
         }
-    return write_model(path, POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS, prov, body)
+    return write_document(
+        path, model_document(POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS, prov, body)
+    )
 
 
 def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:

@@ -98,14 +98,14 @@ class OdometryModels:
         Raises:
             ModelFileError: a file of another kind, version or units, or malformed.
         """
-        from sensorbench.characterize.pose.aid import load_pose_aid_model
+        from sensorbench.characterize.pose.error_model import PoseErrorModel
         from sensorbench.fusion.filter_noise import load_noise_model
         from sensorbench.fusion.pod_kinematics import load_pod_model
 
         return cls(
             load_pod_model(pods),
             load_noise_model(noise) if noise is not None else FilterNoise.default(),
-            load_pose_aid_model(pose_model) if pose_model is not None else None,
+            PoseErrorModel.load(pose_model).aid_model() if pose_model is not None else None,
             imu=imu,
         )
 

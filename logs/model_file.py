@@ -151,21 +151,6 @@ def model_document(
     }
 
 
-def write_model(
-    path: str | os.PathLike[str],
-    kind: str,
-    format_version: int,
-    units: Mapping[str, str],
-    prov: Mapping[str, Any],
-    body: Mapping[str, Any],
-    **descriptors: Any,
-) -> Path:
-    """Write a model file (:func:`model_document`); returns its path."""
-    return write_document(
-        path, model_document(kind, format_version, units, prov, body, **descriptors)
-    )
-
-
 def write_document(path: str | os.PathLike[str], doc: Mapping[str, Any]) -> Path:
     """Write a model document built by :func:`model_document` as TOML, each key under a
     comment saying what it means (:mod:`~sensorbench.logs.model_keys`); returns the path."""

@@ -11,6 +11,7 @@ import numpy as np
 
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.atomic_output import regular_input
+from sensorbench.logs.text_table import ASCII_SPACE, integers, tables, text_lines
 
 SIDECAR_SUFFIX = ".chunks"
 MAGIC = "# sensorbench record-raw chunks v1"
@@ -59,10 +60,11 @@ def format_sidecar_header(port: str, baud: int) -> str:
 
 
 def read_raw_recording(path: str | os.PathLike[str]) -> RawRecording:
-    """Read ``path`` and, if present, its sidecar (validated).
+    """Read ``path`` and, if present, its sidecar (validated column-wise,
+    :mod:`sensorbench.logs.text_table`).
 
     Raises:
-        ImportFormatError: the sidecar is malformed (``file:line: what``), or its
+        ImportFormatError: the sidecar is malformed (``file:line:column: what``), or its
             offsets do not fit the byte file.
     """
     raw = regular_input(path, ImportFormatError)
@@ -70,45 +72,28 @@ def read_raw_recording(path: str | os.PathLike[str]) -> RawRecording:
     side = sidecar_path(raw)
     if not side.is_file():
         return RawRecording(data, None, None, [])
-    comments: list[str] = []
-    offsets: list[int] = []
-    times: list[int] = []
-    seen_header = False
-    for i, line in enumerate(side.read_text(encoding="utf-8").splitlines(), start=1):
-        text = line.strip()
-        if not text:
-            continue
-        if text.startswith("#"):
-            comments.append(text[1:].strip())
-            continue
-        if not seen_header:
-            if text != HEADER:
-                raise ImportFormatError(f"{side}:{i}: expected the header {HEADER!r}, got {text!r}")
-            seen_header = True
-            continue
-        cells = text.split(",")
-        if len(cells) != 2:
-            raise ImportFormatError(f"{side}:{i}: expected 'offset,t_ns', got {text!r}")
-        try:
-            off, t = int(cells[0]), int(cells[1])
-        except ValueError:
-            raise ImportFormatError(
-                f"{side}:{i}: offset and t_ns must be integers: {text!r}"
-            ) from None
-        if offsets and off <= offsets[-1]:
-            raise ImportFormatError(f"{side}:{i}: offset {off} not above the previous one")
-        if not offsets and off != 0:
-            raise ImportFormatError(f"{side}:{i}: the first offset must be 0, got {off}")
-        if off >= len(data):
-            raise ImportFormatError(f"{side}:{i}: offset {off} beyond {raw.name} ({len(data)} B)")
-        if times and t < times[-1]:
-            raise ImportFormatError(f"{side}:{i}: t_ns {t} before the previous row's")
-        offsets.append(off)
-        times.append(t)
-    if not offsets:
+    lines = [(i, t.strip(ASCII_SPACE)) for i, t in text_lines(side)]
+    comments = [t[1:].strip() for _, t in lines if t.startswith("#")]
+    rows = ((i, t) for i, t in lines if t and not t.startswith("#"))
+    head_line, head = next(rows, (0, HEADER))
+    if head != HEADER:
+        raise ImportFormatError(f"{side}:{head_line}: expected the header {HEADER!r}, got {head!r}")
+    chunks = list(tables(side, rows, ",", 2, "expected 'offset,t_ns', got {n} cells"))
+    if not chunks:
         if data:
             raise ImportFormatError(f"{side}: no rows, but {raw.name} holds {len(data)} bytes")
         return RawRecording(data, None, None, comments)
-    return RawRecording(
-        data, np.array(offsets, dtype=np.int64), np.array(times, dtype=np.int64), comments
-    )
+    line = np.concatenate([t.lines for t in chunks])
+    offsets = np.concatenate([integers(t, 0, "offset") for t in chunks])
+    t_ns = np.concatenate([integers(t, 1, "t_ns") for t in chunks])
+
+    def refuse(bad: np.ndarray, col: int, why: str) -> None:
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise ImportFormatError(f"{side}:{line[k]}:{col}: " + why.format(offsets[k], t_ns[k]))
+
+    refuse(np.r_[offsets[0] != 0], 1, "the first offset must be 0, got {0}")
+    refuse(np.diff(offsets, prepend=-1) <= 0, 1, "offset {0} not above the previous one")
+    refuse(offsets >= len(data), 1, f"offset {{0}} beyond {raw.name} ({len(data)} B)")
+    refuse(np.diff(t_ns, prepend=t_ns[0]) < 0, 2, "t_ns {1} before the previous row's")
+    return RawRecording(data, offsets, t_ns, comments)

@@ -124,14 +124,6 @@ def truth_doc(path: Path) -> tuple[dict | None, float]:
     return doc, speed
 
 
-def wrong_relocalizations(s: Session, sensor: str) -> int | None:
-    """Gross wrong relocalizations the simulator put in a session (None: not simulated)."""
-    name = f"{sensor}/reloc_wrong"
-    if name not in s.truth_names():
-        return None
-    return int(np.count_nonzero(s.truth(name)))
-
-
 def pauses(s: Session, sensor: str) -> tuple[int, float]:
     """The sensor's pauses in a session (PAUSED-flagged runs, e.g. while covered): their
     number and their summed length (s, from a run's first flagged sample to the next one
@@ -147,15 +139,15 @@ def pauses(s: Session, sensor: str) -> tuple[int, float]:
     return int(starts.size), float(np.sum(t_end - t[starts]) * 1e-9)
 
 
-def simulated_wrong(path: Path, sensor: str) -> list[dict[str, Any]]:
-    """The simulator's wrong relocalizations of a session: session, t_s (s from the
-    session start, the fit's time origin), jump (6: m, rad); empty if none or real."""
+def simulated_wrong(path: Path, sensor: str) -> list[dict[str, Any]] | None:
+    """The gross wrong relocalizations the simulator put in a session: session, t_s (s
+    from the session start, the fit's time origin), jump (6: m, rad); None: not simulated."""
     from sensorbench.logs.time_window import session_span_ns
 
     with Session(path) as s:
         names = s.truth_names()
         if f"{sensor}/reloc_wrong" not in names:
-            return []
+            return None
         wrong = np.asarray(s.truth(f"{sensor}/reloc_wrong"), bool)
         t_ns = np.asarray(s.truth(f"{sensor}/reloc_t_ns"), np.int64)
         jump = np.asarray(s.truth(f"{sensor}/reloc_offset"), float)
@@ -610,14 +602,16 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     from sensorbench.characterize.pose.sessions import prepare_sessions
 
     opts, say, figdir, models = inputs.options, inputs.say, inputs.figdir, inputs.models
-    use, wrong, paused = [], [], []
+    use, found, paused = [], [], []
     for path in inputs.sessions:
         with Session(path) as s:
             names = s.pose_names()
-            if opts.sensor in names and opts.reference in names:
-                use.append(path)
-                wrong.append(wrong_relocalizations(s, opts.sensor))
-                paused.append(pauses(s, opts.sensor))
+            if opts.sensor not in names or opts.reference not in names:
+                continue
+            paused.append(pauses(s, opts.sensor))
+        use.append(path)
+        found.append(simulated_wrong(path, opts.sensor))
+    wrong = [None if f is None else len(f) for f in found]
     if not use:
         return None
     say(f"aligning {len(use)} pose-sensor sessions with {opts.reference}")
@@ -650,7 +644,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     section.pauses = (sum(n for n, _ in paused), sum(t for _, t in paused))
     section.alignment = campaign.decision or campaign.align
     if any(w is not None for w in wrong):
-        section.simulated_wrong = [x for p in use for x in simulated_wrong(p, opts.sensor)]
+        section.simulated_wrong = [x for f in found for x in f or []]
     if len(series) >= 2:
         section.validation = _validation(inputs, campaign, wrong)
     section.verdict = compute_pose_verdict(

@@ -9,6 +9,7 @@ SI units (m, rad, s).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,8 +26,8 @@ from sensorbench.characterize.pose.series import (
 )
 from sensorbench.characterize.pose.validate import ValidationReport
 from sensorbench.characterize.pose.verdict import wrong_lines
+from sensorbench.report.data import simulated_wrong
 from sensorbench.report.data import validation_document as document
-from sensorbench.report.data import wrong_relocalizations
 
 
 def fmt(v: float, unit: str) -> str:
@@ -274,12 +275,7 @@ def validation_lines(report: ValidationReport, campaign: Any) -> list[str]:
 
 def validation_document(report: ValidationReport, campaign: Any, sensor: str) -> dict[str, Any]:
     """The JSON document of ``validate --json`` (without figures, model file and verdict)."""
-    from sensorbench.logs import Session
-
-    wrong = []
-    for ps in campaign.prepared:
-        with Session(ps.source) as s:
-            wrong.append(wrong_relocalizations(s, sensor))
-    doc = document(report, wrong)
+    found = [simulated_wrong(Path(ps.source), sensor) for ps in campaign.prepared]
+    doc = document(report, [None if f is None else len(f) for f in found])
     doc["prepared"] = [ps.to_dict() for ps in campaign.prepared]
     return doc

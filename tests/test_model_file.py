@@ -17,7 +17,6 @@ import odometry_util as ou
 import pose_util
 import pytest
 
-from sensorbench.characterize.pose.aid import load_pose_aid_model
 from sensorbench.characterize.pose.error_model import (
     PARAMS,
     POSE_AXES,
@@ -174,7 +173,7 @@ def test_files_written_before_the_shared_envelope_still_load() -> None:
         for j, p in enumerate(PARAMS):
             assert model.params_array()[i, j] == doc["axes"][a][p]
     assert model.provenance["software"] == doc["provenance"]["software"]
-    aid = load_pose_aid_model(OLD / "pose_error.toml")
+    aid = model.aid_model()
     assert aid.theta.tau_s == doc["axes"]["yaw"]["tau_s"]
     g = load_pod_model(OLD / "pods.toml")
     pods = tomllib.loads((OLD / "pods.toml").read_text(encoding="utf-8"))["pod"]

@@ -9,7 +9,7 @@ import pytest
 from odometry_util import nis_bounds
 
 from sensorbench.benchmarks.joint_filter import JointFilter
-from sensorbench.characterize.pods.noise_fit import AxisSeries, fit_axis
+from sensorbench.characterize.pods.noise_fit import fit_axis
 from sensorbench.errors import FusionError
 from sensorbench.fusion.aid_queue import Aiding, PoseAidModel
 from sensorbench.fusion.axis_step import AxisInput, AxisOptions, run_axis
@@ -197,7 +197,7 @@ def test_pose_aiding_corrects_a_wrong_start_and_gates_a_wrong_relocalization() -
 
 
 def test_noise_fit_recovers_q_and_r_on_model_data() -> None:
-    series = [AxisSeries(*model_series(20 + s)[:2]) for s in range(3)]
+    series = [AxisInput(*model_series(20 + s)[:2]) for s in range(3)]
     fit = fit_axis("x", series, r_min=1e-12, max_frames=3000)
     # 9000 frames: the ML standard errors are a few % (q) and ~2 % (r), the grid's
     # final step 5 %; ±25 % is several standard errors wide

@@ -20,7 +20,6 @@ from sensorbench.fusion.pod_kinematics import (
     save_pod_model,
     se2_exp,
     se2_log,
-    unwrap_counts,
 )
 
 
@@ -91,18 +90,6 @@ def test_two_pods_plus_imu_matches_three_pods() -> None:
     np.testing.assert_allclose(out, inc, atol=1e-12)
     with pytest.raises(FusionError, match="parallel"):
         body_increments_two_pods_imu(g.W, dn, inc[:, 2], pods=(0, 1))
-
-
-@pytest.mark.parametrize("bits", [16, 32])
-def test_counter_wrap_is_undone(bits: int) -> None:
-    rng = np.random.default_rng(5)
-    true = np.cumsum(rng.integers(-3000, 3000, size=(5000, 3)), axis=0) + 60_000
-    raw = true % (1 << bits)
-    first = true[0] if bits == 32 or true[0, 0] < (1 << 15) else None
-    got = unwrap_counts(raw, bits)
-    np.testing.assert_array_equal(np.diff(got, axis=0), np.diff(true, axis=0))
-    if first is not None:
-        np.testing.assert_array_equal(got[0], true[0])
 
 
 def test_model_file_round_trip_and_checks(tmp_path) -> None:

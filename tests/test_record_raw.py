@@ -227,12 +227,13 @@ def test_a_port_that_is_no_tty_is_named_so(tmp_path, port, what):
 @pytest.mark.parametrize(
     ("rows", "what"),
     [
-        ("offset,t_ns\n0,5\n3,4\n", ":5: t_ns 4 before"),
-        ("offset,t_ns\n1,5\n", ":4: the first offset must be 0"),
-        ("offset,t_ns\n0,5\n0,6\n", ":5: offset 0 not above"),
-        ("offset,t_ns\n0,5\n99,6\n", ":5: offset 99 beyond"),
+        ("offset,t_ns\n0,5\n3,4\n", ":5:2: t_ns 4 before"),
+        ("offset,t_ns\n1,5\n", ":4:1: the first offset must be 0"),
+        ("offset,t_ns\n0,5\n0,6\n", ":5:1: offset 0 not above"),
+        ("offset,t_ns\n0,5\n99,6\n", ":5:1: offset 99 beyond"),
         ("offset;t_ns\n", ":3: expected the header"),
-        ("offset,t_ns\n0,x\n", ":4: offset and t_ns must be integers"),
+        ("offset,t_ns\n0,x\n", ":4:2: column 't_ns': 'x' is not an integer"),
+        ("offset,t_ns\n0,5,6\n", ":4: expected 'offset,t_ns', got 3 cells"),
     ],
 )
 def test_sidecar_errors_name_file_and_line(tmp_path, rows, what):

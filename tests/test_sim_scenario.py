@@ -196,7 +196,6 @@ def test_square_is_the_reference_file_naming_every_key() -> None:
 def test_pose_model_readers_agree_a_zero_parameter_is_not_a_fit(tmp_path: Path, key: str) -> None:
     # Every parameter is fitted and stated in log space (se_log, cov_log, ci95), so 0 has
     # no place in a model file: the simulator, the filter and validation all refuse it.
-    from sensorbench.characterize.pose.aid import load_pose_aid_model
     from sensorbench.characterize.pose.error_model import PoseErrorModel
     from sensorbench.sim.scenario import pose_model_overrides
 
@@ -208,6 +207,7 @@ def test_pose_model_readers_agree_a_zero_parameter_is_not_a_fit(tmp_path: Path, 
     at = text.index("[axes.pitch]") + 1 + ["sigma_b", "sigma", "tau_s", "sigma_v"].index(key)
     text[at] = f"{key} = 0.0"
     f.write_text("\n".join(text))
-    for reader in (pose_model_overrides, PoseErrorModel.load, load_pose_aid_model):
+    aid = lambda p: PoseErrorModel.load(p).aid_model()  # noqa: E731
+    for reader in (pose_model_overrides, PoseErrorModel.load, aid):
         with pytest.raises(ModelFileError, match=rf"axes\.pitch\.{key}.*> 0"):
             reader(f)

@@ -23,7 +23,7 @@ from sensorbench.characterize.pods.drift_fit import INTERVAL_S as DRIFT_INTERVAL
 from sensorbench.characterize.pods.drift_fit import DriftFit, fit_drift
 from sensorbench.characterize.pods.noise_likelihood import ZOOM_ROUNDS, zoom_search
 from sensorbench.errors import FitError, SessionError
-from sensorbench.fusion.axis_step import NIS_GATE_99, AxisInput, AxisOptions, AxisTrack, run_axis
+from sensorbench.fusion.axis_step import NIS_GATE_99, AxisInput, AxisOptions, run_axis
 from sensorbench.fusion.consistency import (
     NisConsistency,
     clipped_chi2_moments,
@@ -39,37 +39,12 @@ from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path, se2_e
 from sensorbench.logs.model_keys import AXES
 
 
-@dataclass
-class AxisSeries:
-    """Measurements of one axis over one session: step durations (s), increments, the
-    slip variance each step adds to the odometry position (unit², None = no slip model;
-    with ``drag``, its rolling part and ``drag`` its dragging part), frames at rest and the
-    rounding profile (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`)."""
-
-    dt: np.ndarray
-    z: np.ndarray
-    slip: np.ndarray | None = None
-    rest: np.ndarray | None = None
-    r_profile: np.ndarray | None = None
-    drag: np.ndarray | None = None
-
-    def run(self, noise: AxisNoise, gate: float) -> AxisTrack:
-        """This series through :func:`~sensorbench.fusion.axis_step.run_axis`."""
-        inp = AxisInput(self.dt, self.z, slip=self.slip, drag=self.drag, rest=self.rest,
-            r_profile=self.r_profile)
-        return run_axis(inp, noise, AxisOptions(gate=gate))
-
-    def head(self, n: int) -> AxisSeries:
-        """The first ``n`` steps."""
-        rest = (self.slip, self.rest, self.r_profile, self.drag)
-        return AxisSeries(self.dt[:n], self.z[:n], *(None if a is None else a[:n] for a in rest))
-
 def axis_measurements(
     dt: np.ndarray,
     increments: np.ndarray,
     drift: SlipModel | None = None,
     pods: PodGeometry | None = None,
-) -> dict[str, AxisSeries]:
+) -> dict[str, AxisInput]:
     """The per-axis filter measurements of one session's body increments (K, 3), with the
     per-step rolling and dragging slip variances of ``drift`` and, for the geometry
     ``pods``, the rounding's profile over the heading
@@ -92,7 +67,7 @@ def axis_measurements(
     profile: dict[str, Any] = dict.fromkeys(AXES)
     if pods is not None:
         profile = pods.rounding_profile(path[:-1, 2])
-    return {a: AxisSeries(dt, z[a], slip[a], rest, profile[a], drag[a]) for a in AXES}
+    return {a: AxisInput(dt, z[a], slip[a], drag[a], rest, profile[a]) for a in AXES}
 
 
 @dataclass
@@ -158,7 +133,7 @@ class AxisNoiseFit:
 
 
 def check_axis(
-    series: Sequence[AxisSeries], noise: AxisNoise, gate: float = NIS_GATE_99, max_lag: int = 10
+    series: Sequence[AxisInput], noise: AxisNoise, gate: float = NIS_GATE_99, max_lag: int = 10
 ) -> tuple[NisConsistency, np.ndarray, float, float]:
     """Calibrated-NIS consistency over all sessions, innovation autocorrelation and its
     bound, and the RMS over the sessions of each one's clipped-mean standard error
@@ -166,7 +141,7 @@ def check_axis(
     nis, nu_n, se2 = [], [], []
     var = clipped_chi2_moments(gate)[1]
     for s in series:
-        tr = s.run(noise, gate)
+        tr = run_axis(s, noise, AxisOptions(gate=gate))
         has = np.isfinite(tr.nis_chi2)
         nis.append(tr.nis_chi2[has])
         if np.count_nonzero(has) >= 2:
@@ -188,7 +163,7 @@ SLIP_SCALE_RANGE = (1e-3, 3.0)
 
 def fit_axis(
     axis: str,
-    series: Sequence[AxisSeries],
+    series: Sequence[AxisInput],
     r_min: float,
     gate: float = NIS_GATE_99,
     max_frames: int = 3000,
@@ -228,7 +203,8 @@ def fit_axis(
         )
 
     pilot = zoom_search(data, lo, hi, free, r_min, stamp_var=stamp_var)
-    censor = [gate * d.run(noise_at(pilot.centre), math.inf).s for d in data]
+    pilot_noise = noise_at(pilot.centre)
+    censor = [gate * run_axis(d, pilot_noise, AxisOptions(gate=math.inf)).s for d in data]
     # the censored optimum lies a few grid steps away: restart from the pilot's grid,
     # widened to the step of its round ZOOM_ROUNDS − CENSORED_ROUNDS
     pilot.half *= 2.0 ** (ZOOM_ROUNDS - CENSORED_ROUNDS)
@@ -238,9 +214,9 @@ def fit_axis(
     return AxisNoiseFit(axis, replace(noise, nis_se=se), best.best, nis, rho, rho_bound)
 
 
-def _clipped_mean(d: AxisSeries, noise: AxisNoise, gate: float) -> tuple[float, int]:
+def _clipped_mean(d: AxisInput, noise: AxisNoise, gate: float) -> tuple[float, int]:
     """Mean of the calibrated NIS clipped to the gate over one series, and its count."""
-    v = d.run(noise, gate).nis_chi2
+    v = run_axis(d, noise, AxisOptions(gate=gate)).nis_chi2
     v = v[np.isfinite(v)]
     return float(np.mean(np.minimum(v, gate))) if v.size else math.nan, int(v.size)
 
@@ -249,7 +225,7 @@ SCALE_RANGE = (0.25, 4.0)
 """Range of the variance scale :func:`_gated_scale` solves for."""
 
 
-def _gated_scale(data: Sequence[AxisSeries], noise: AxisNoise, gate: float) -> AxisNoise:
+def _gated_scale(data: Sequence[AxisInput], noise: AxisNoise, gate: float) -> AxisNoise:
     """``noise`` with every variance (q, q_jerk, r and the slip shares) multiplied by the
     λ at which the mean of the NIS clipped to the gate over ``data`` equals its
     clipped-χ²₁ expectation: Huber's "Proposal 2" scale (Huber, *Robust Statistics*, 1981,
@@ -286,7 +262,7 @@ def _gated_scale(data: Sequence[AxisSeries], noise: AxisNoise, gate: float) -> A
     return scaled(math.exp(brentq(excess, lo, hi, xtol=1e-3)))
 
 
-def _moment_match(series: Sequence[AxisSeries], noise: AxisNoise, gate: float) -> AxisNoise:
+def _moment_match(series: Sequence[AxisInput], noise: AxisNoise, gate: float) -> AxisNoise:
     """``noise`` with slip_scale, drag_scale and q_jerk multiplied by the factors (within
     e^±2) that bring each session's clipped mean NIS nearest its expectation, in units
     of its standard error (least squares; a session is a drive, and the drives weigh the
@@ -385,7 +361,7 @@ def fit_noise(
     if align_interval_s is None:
         align_interval_s = min(align_interval_for(p) for p in sessions)
     drift, note = _fit_drift_if_referenced(sessions, geometry, align_interval_s, drift_interval_s)
-    per_axis: dict[str, list[AxisSeries]] = {a: [] for a in AXES}
+    per_axis: dict[str, list[AxisInput]] = {a: [] for a in AXES}
     stamps, times, increments = [], [], []
     slip_model = geometry.slip_model() or (None if drift is None else drift.drift)
     for path in sessions:

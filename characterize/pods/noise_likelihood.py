@@ -30,11 +30,11 @@ from sensorbench.fusion.odometry_motion import (
 )
 
 if TYPE_CHECKING:
-    from sensorbench.characterize.pods.noise_fit import AxisSeries
+    from sensorbench.fusion.axis_step import AxisInput
 
 
 def batch_nll(
-    series: AxisSeries,
+    series: AxisInput,
     q: np.ndarray,
     r: np.ndarray,
     gate: float = math.inf,
@@ -124,7 +124,7 @@ class Search:
 
 
 def zoom_search(
-    data: Sequence[AxisSeries],
+    data: Sequence[AxisInput],
     lo: np.ndarray,
     hi: np.ndarray,
     free: Sequence[bool],

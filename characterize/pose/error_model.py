@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -28,6 +29,7 @@ from sensorbench.characterize.pose.whiten import (
     whiten_columns,
 )
 from sensorbench.errors import FitError, ModelFileError
+from sensorbench.fusion.aid_queue import PoseAidModel
 from sensorbench.logs.model_file import (
     check_envelope,
     load_document,
@@ -756,6 +758,15 @@ class PoseErrorModel:
         """Per axis (:data:`POSE_AXES` order) the quantile function of sigma_b's uncertainty."""
         return [self.axes[a].sigma_b_quantile for a in POSE_AXES]
 
+    def aid_model(self) -> PoseAidModel:
+        """The model as the split filter's aiding model (its x, y and yaw axes)."""
+        return PoseAidModel.from_dict(
+            {
+                a: {p: getattr(self.axes[src], p) for p in ("sigma_b", "sigma", "tau_s", "sigma_v")}
+                for a, src in (("x", "x"), ("y", "y"), ("theta", "yaw"))
+            }
+        )
+
     # ---------------------------------------------------------------- file I/O
 
     def to_dict(self) -> dict[str, Any]:
@@ -842,7 +853,7 @@ class PoseErrorModel:
         return cls(axes, sensor, reference, frame, prov, wrong)
 
     @classmethod
-    def load(cls, path: str | Path) -> PoseErrorModel:
+    def load(cls, path: str | os.PathLike[str]) -> PoseErrorModel:
         """Read a model file written by :meth:`save` (checks kind, version and units)."""
         return cls.from_dict(load_document(path), str(path))
 
