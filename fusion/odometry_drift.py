@@ -364,17 +364,20 @@ class CalibrationError:
     ``κ_v·(v_i − v̄) + κ_t·(a_i − ā)`` of its travel (v_i its contact's speed, m/s;
     a_i = v_i·|ω|, m·rad/s²), κ_v (s/m) and κ_t (s²/(m·rad)) two more uncertain parameters
     beside the rows: each step's body error gains
-    ``−Ŵ⁺·(Δn ⊙ (v − v̄))·κ_v − Ŵ⁺·(Δn ⊙ (a − ā))·κ_t``.
+    ``−Ŵ⁺·(Δn ⊙ (v − v̄))·κ_v − Ŵ⁺·(Δn ⊙ (a − ā))·κ_t``. With estimates κ̂ the filters'
+    step corrects the increments by them (:func:`correct_creep`), and κ stands for the
+    error κ − κ̂ the correction leaves.
 
     Attributes:
         W: (N, 3) fitted pod matrix (ticks per m, m, rad).
         row_cov: (3N, 3N) covariance of its stacked rows.
-        creep: (var κ_v (s²/m²), var κ_t (s⁴/(m·rad)²), v̄ (m/s), ā (m·rad/s²)), or None.
+        creep: (var κ_v (s²/m²), var κ_t (s⁴/(m·rad)²), v̄ (m/s), ā (m·rad/s²) and
+            optionally the estimates κ̂_v (s/m), κ̂_t (s²/(m·rad))), or None.
     """
 
     W: np.ndarray
     row_cov: np.ndarray
-    creep: tuple[float, float, float, float] | None = None
+    creep: tuple[float, ...] | None = None
 
     @cached_property
     def cov(self) -> np.ndarray:
@@ -470,9 +473,11 @@ class CalibrationError:
 
     @cached_property
     def kernel_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """W, W⁺, the creep references (v̄, ā) and :attr:`cov` as the kernels take them,
-        built once."""
-        ref = np.zeros(2) if self.creep is None else np.array(self.creep[2:], dtype=float)
+        """W, W⁺, the creep references and estimates (v̄, ā, κ̂_v, κ̂_t; estimates 0 when
+        not given) and :attr:`cov` as the kernels take them, built once."""
+        ref = np.zeros(4)
+        if self.creep is not None:
+            ref[: len(self.creep) - 2] = self.creep[2:]
         return np.ascontiguousarray(self.W, dtype=float), pinv_cached(self.W), ref, self.cov
 
 
@@ -488,7 +493,7 @@ def _carry_sensitivities(
 ) -> None:
     """:meth:`CalibrationError.step` in place: carries ``at`` (3, P) over the steps of
     ``path`` = (increments (K, 3; nan rows as none), heading (K+1,), durations (K,) s),
-    ``pods`` = (W, W⁺, creep references (v̄, ā)); fills ``var`` (K, 3) with ``J·Σ·Jᵀ``'s
+    ``pods`` = (W, W⁺, creep references (v̄, ā, …)); fills ``var`` (K, 3) with ``J·Σ·Jᵀ``'s
     diagonal (each row's terms in a fixed order) and, for each frame of ``want`` (0..K),
     ``out[i]`` with the sensitivities there.
 
@@ -552,3 +557,21 @@ def _creep_columns(
         for j in range(3):
             b[j, n3 - 2] -= w_inv[j, i] * by_speed
             b[j, n3 - 1] -= w_inv[j, i] * by_turn
+
+
+@numba.njit(cache=True)
+def correct_creep(
+    inc: np.ndarray, h: np.ndarray, pods: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> np.ndarray:
+    """The body increments ``inc`` (K, 3) (m, m, rad) of steps of ``h`` (K,) s corrected
+    by the creep estimates: ``û − B_creep(û)·κ̂`` with :func:`_creep_columns`' columns and
+    ``pods`` = (W, W⁺, (v̄, ā, κ̂_v, κ̂_t)) (:attr:`CalibrationError.kernel_arrays`); nan
+    components stay nan."""
+    w, w_inv, ref = pods
+    out = inc.copy()
+    b = np.zeros((3, 2))
+    for k in range(inc.shape[0]):
+        _creep_columns(b, np.nan_to_num(inc[k]), h[k], w, w_inv, ref)
+        for j in range(3):
+            out[k, j] -= b[j, 0] * ref[2] + b[j, 1] * ref[3]
+    return out

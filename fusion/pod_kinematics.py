@@ -62,9 +62,10 @@ class PodGeometry:
         slip: the wheels' slip law (m² per m rolled, m² per m dragged and, optionally, m²
             per m rolled per m·rad/s² of lateral acceleration), or None
             (:class:`~sensorbench.fusion.odometry_drift.PodSlip`).
-        creep: the wheels' creep (variances of κ_v, κ_t and the calibration drives' mean
-            wheel speed and lateral acceleration, :data:`CREEP_KEYS`), or None; carried
-            with the calibration
+        creep: the wheels' creep (variances of κ_v, κ_t, the calibration drives' mean
+            wheel speed and lateral acceleration and, optionally, the estimates κ̂_v, κ̂_t
+            the odometry is corrected by, :data:`CREEP_KEYS`), or None; carried with the
+            calibration
             (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`).
     """
 
@@ -75,7 +76,7 @@ class PodGeometry:
     counts_per_rev: np.ndarray | None = field(default=None)
     row_cov: np.ndarray | None = field(default=None)
     slip: tuple[float, ...] | None = field(default=None)
-    creep: tuple[float, float, float, float] | None = field(default=None)
+    creep: tuple[float, ...] | None = field(default=None)
 
     def __post_init__(self) -> None:
         for name in ("c", "phi", "lever"):
@@ -108,8 +109,12 @@ class PodGeometry:
             self.slip_model()  # validates
         if self.creep is not None:
             creep = tuple(float(v) for v in self.creep)
-            if len(creep) != 4 or not all(math.isfinite(v) and v >= 0 for v in creep):
-                raise FusionError(f"pod creep needs 4 finite terms >= 0, got {self.creep}")
+            ok = all(math.isfinite(v) for v in creep) and all(v >= 0 for v in creep[:4])
+            if len(creep) not in (4, 6) or not ok:
+                raise FusionError(
+                    f"pod creep needs 4 finite terms >= 0 and optionally 2 finite "
+                    f"estimates, got {self.creep}"
+                )
             object.__setattr__(self, "creep", creep)
 
     def calibration_error(self) -> CalibrationError | None:
@@ -457,8 +462,11 @@ CREEP_KEYS = (
     "creep_turn_var_s4_per_m2_rad2",
     "creep_speed_ref_m_per_s",
     "creep_turn_ref_m_rad_per_s2",
+    "creep_speed_s_per_m",
+    "creep_turn_s2_per_m_rad",
 )
-"""The creep terms in a model file's ``[slip]`` (:attr:`PodGeometry.creep`; none when absent)."""
+"""The creep terms in a model file's ``[slip]`` (:attr:`PodGeometry.creep`; none when absent;
+without the last two, the estimates, the odometry is not corrected)."""
 
 
 def save_pod_model(
@@ -533,7 +541,8 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
             law += (slip.get(SLIP_TURN_KEY, 0.0),)
         creep = None
         if slip is not None and CREEP_KEYS[0] in slip:
-            creep = tuple(slip[k] for k in CREEP_KEYS)
+            creep = tuple(slip[k] for k in CREEP_KEYS[:4])
+            creep += tuple(slip[k] for k in CREEP_KEYS[4:] if k in slip)
     except (TypeError, KeyError) as exc:
         raise ModelFileError(f"{path}: [slip] table lacks {exc}") from exc
     try:

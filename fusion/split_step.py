@@ -21,6 +21,7 @@ from sensorbench.fusion.odometry_drift import (
     _carry_sensitivities,
     _tick_variances,
     _world,
+    correct_creep,
 )
 
 
@@ -121,7 +122,9 @@ def _split_chunk(
     the given (rolling, dragging) parts (K, 3, 3); the law's W, (roll, drag, turn) and
     W⁺; the pose error carry (xx, yy, θθ, xθ, yθ)); ``cal`` = the calibration's
     sensitivities along the heading and along 0 (3, P each, P = 0: none), its variances
-    (3,), W, W⁺, creep references and parameter covariance; ``rounding`` = the rounding
+    (3,), W, W⁺, creep references and estimates (the increments are corrected by
+    them, :func:`~sensorbench.fusion.odometry_drift.correct_creep`) and parameter
+    covariance; ``rounding`` = the rounding
     covariance (3, 3, or (0, 3): none) and its x and y floors (2,); per axis (θ, x, y) the
     kernel constants (11,) and carry (14,) (``axes``), the motion history and the
     fixes (index, z, r).
@@ -135,6 +138,8 @@ def _split_chunk(
     for k in range(k_n):
         if not dt[k] > 0:
             raise ValueError("frame times must be strictly increasing")
+    if cal[6].shape[0] > 3 * cal[3].shape[0]:
+        inc = correct_creep(inc, np.maximum(dt, 1e-9), (cal[3], cal[4], cal[5]))
     rest = np.empty(k_n, dtype=np.bool_)
     for k in range(k_n):
         rest[k] = inc[k, 0] == 0 and inc[k, 1] == 0 and inc[k, 2] == 0

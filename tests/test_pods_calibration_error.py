@@ -16,7 +16,7 @@ from pods_sim_util import DRIVES, simulate
 
 from sensorbench.characterize.pods.geometry_fit import fit_pods
 from sensorbench.errors import FusionError, ModelFileError
-from sensorbench.fusion.odometry_drift import CalibrationError
+from sensorbench.fusion.odometry_drift import CalibrationError, correct_creep
 from sensorbench.fusion.pod_drive import load_drive
 from sensorbench.fusion.pod_kinematics import (
     PodGeometry,
@@ -179,9 +179,39 @@ def test_creep_variance_matches_monte_carlo_and_grows_with_distance_squared() ->
     assert straight[400, 0] == pytest.approx(4 * straight[200, 0], rel=1e-9)
 
 
+def test_correcting_by_the_true_creep_leaves_only_its_second_order() -> None:
+    # the same world with one κ: the counts short by f_i = κ_v·(v_i − v̄) + κ_t·(a_i − ā);
+    # corrected by κ̂ = κ through the measured counts' own speeds, what is left is of
+    # order f² (the speeds are read off counts f short): halving κ halves the error
+    # before the correction and quarters the one after it
+    geo = _geometry()
+    w, dt = geo.W, 0.005
+    u = _path_increments(dt=dt)
+    dn = u @ w.T
+    drag = np.outer(u[:, 0], -np.sin(geo.phi)) + np.outer(u[:, 1], np.cos(geo.phi))
+    speed = np.hypot(dn * geo.c, drag) / dt
+    accel = speed * np.abs(u[:, 2:]) / dt
+    ref, truth, h = (0.2, 0.1), integrate_path(u), np.full(u.shape[0], dt)
+    errors = []
+    for kappa in ((0.02, 0.03), (0.01, 0.015)):
+        short = kappa[0] * (speed - ref[0]) + kappa[1] * (accel - ref[1])
+        measured = (dn * (1 - short)) @ np.linalg.inv(w).T
+        cal = CalibrationError(w, np.zeros((9, 9)), (1e-4, 4e-4, *ref, *kappa))
+        fixed = correct_creep(measured, h, cal.kernel_arrays[:3])
+        errors.append([np.abs(integrate_path(p) - truth).max(axis=0) for p in (measured, fixed)])
+    (before, after), (before_half, after_half) = errors
+    assert np.all(before > 0.01 * np.abs(truth).max(axis=0))  # the creep is visible
+    assert np.all(after < 0.1 * before), (before, after)
+    np.testing.assert_allclose(before / before_half, 2, rtol=0.05)
+    np.testing.assert_allclose(after / after_half, 4, rtol=0.15)
+    # without estimates (4 terms) nothing is corrected
+    plain = CalibrationError(w, np.zeros((9, 9)), (1e-4, 4e-4, *ref))
+    np.testing.assert_array_equal(correct_creep(measured, h, plain.kernel_arrays[:3]), measured)
+
+
 def test_creep_reaches_the_model_file_and_back_and_a_bad_one_is_refused(tmp_path) -> None:
     geo = _geometry()
-    creep = (1e-4, 4e-4, 0.2, 0.1)
+    creep = (1e-4, 4e-4, 0.2, 0.1, -0.003, 0.002)  # variances, references, estimates
     g = PodGeometry(geo.c, geo.phi, geo.lever, row_cov=np.eye(9), slip=(1e-7, 2e-7), creep=creep)
     back = load_pod_model(save_pod_model(tmp_path / "pods.toml", g, {}))
     assert back.creep == creep

@@ -113,17 +113,15 @@ def coverage(results: list[dict[str, Any]], drive: str, axis: str) -> tuple[floa
 
 
 # measured over seeds 0-11 (docs/PODS.md, "A family of worlds"): the targets the code misses
-# (arcs above 98 %: the creep's variance, fitted on calibration drives that hardly vary
-# speed or turn while translating, is larger than the family's creep there; its standard
-# error, not its estimate², is what makes it wide: docs/PODS.md, "Where the misses come from")
+# (arcs y and θ above 98 %: the creep's standard error, what the correction by its estimate
+# leaves, is larger than the family's creep there: the calibration drives hardly vary speed
+# or turn while translating; docs/PODS.md, "Where the misses come from")
 MISSED_COVERAGE: dict[tuple[str, str], str] = {
-    ("arcs", "y"): "arcs y: 99.2 ± 0.3 % over seeds 0-11",
-    ("arcs", "theta"): "arcs theta: 99.5 ± 0.2 % over seeds 0-11",
+    ("arcs", "theta"): "arcs theta: 99.3 ± 0.4 % over seeds 0-11",
 }
 MISSED_COVERAGE_POINT: dict[tuple[str, str], str] = {
-    ("arcs", "x"): "arcs x: 98.5 ± 0.4 % over seeds 0-11",
-    ("arcs", "y"): "arcs y: 99.2 ± 0.3 % over seeds 0-11",
-    ("arcs", "theta"): "arcs theta: 99.5 ± 0.2 % over seeds 0-11",
+    ("arcs", "y"): "arcs y: 98.7 ± 0.6 % over seeds 0-11",
+    ("arcs", "theta"): "arcs theta: 99.3 ± 0.4 % over seeds 0-11",
 }
 
 

@@ -85,18 +85,20 @@ class SlipFit:
     turn_se: float | None = None
     creep: dict[str, float] | None = None
 
-    def carried_creep(self) -> tuple[float, float, float, float] | None:
-        """The creep the filters carry (:attr:`PodGeometry.creep`): each coefficient's
-        variance taken as its estimate² + its standard error² (the size of a constant
-        of one robot, known from one realisation), then the references."""
+    def carried_creep(self) -> tuple[float, ...] | None:
+        """The creep the filters correct and carry (:attr:`PodGeometry.creep`): each
+        coefficient's variance its standard error² (the error the correction by the
+        estimate leaves), the references, then the estimates."""
         if self.creep is None:
             return None
         c = self.creep
         return (
-            c["speed_s_per_m"] ** 2 + c["speed_se_s_per_m"] ** 2,
-            c["turn_s2_per_m_rad"] ** 2 + c["turn_se_s2_per_m_rad"] ** 2,
+            c["speed_se_s_per_m"] ** 2,
+            c["turn_se_s2_per_m_rad"] ** 2,
             c["speed_ref_m_per_s"],
             c["turn_ref_m_rad_per_s2"],
+            c["speed_s_per_m"],
+            c["turn_s2_per_m_rad"],
         )
 
     def as_dict(self) -> dict[str, Any]:
