@@ -67,3 +67,25 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 if in_ci():
                     pytest.fail(missing_reason(f) + "; CI=true, so this fails instead of skipping")
                 pytest.skip(missing_reason(f))
+
+
+@pytest.fixture(scope="session")
+def warm_kernels() -> None:
+    """Compile (or load from this worker's numba cache) the reader kernels and the
+    emulated robot's filters before a test starts a robot whose clock is already running.
+
+    From an empty cache the compile takes over a minute under load (the filters' one
+    compiled step alone ~50 s), longer than a short scenario's pose samples last or a
+    fixture waits for a first estimate; a ``live`` subprocess shares the cache
+    (``NUMBA_CACHE_DIR`` is inherited) and then starts in about a second, as on a robot
+    after its first run.
+    """
+    from sensorbench.drivers import kernels
+    from sensorbench.live.odometry import OdometryModels
+    from sensorbench.sim.emulated_robot import DEFAULT_CONFIG
+
+    kernels.warm_up()
+    models = DEFAULT_CONFIG.parent / "models"
+    for imu in (False, True):
+        files = (models / "pods-emulated.toml", models / "noise-emulated.toml")
+        OdometryModels.from_files(*files, imu=imu).warm_up()

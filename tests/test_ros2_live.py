@@ -80,7 +80,7 @@ def _estimating(out: Path) -> bool:
 
 
 @pytest.fixture(scope="module")
-def ros2_run(tmp_path_factory):
+def ros2_run(tmp_path_factory, warm_kernels):
     tmp = tmp_path_factory.mktemp("ros2")
     (tmp / "cyclonedds.xml").write_text(CONFIG.format(dir=tmp))
     env = {**os.environ, "CYCLONEDDS_URI": f"file://{tmp / 'cyclonedds.xml'}"}
