@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from timing_util import SLACK_S
 
+from sensorbench.drivers import kernels
 from sensorbench.drivers.powerup import (
     DeviceSpec,
     DeviceSteps,
@@ -94,6 +95,16 @@ class TogetherSequencer(PowerUpSequencer):
 
 
 SPEED = 10.0
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _kernels_compiled() -> None:
+    """The decoders compiled (or loaded from numba's cache) before any timed bring-up, as
+    `bring_up` does before powering devices: a cold compile (~25 s) inside a sequencer's
+    run is not its deadline."""
+    kernels.warm_up()
+
+
 FRONT = bytes.fromhex("00112233445566778899aabbccddeeff")
 REAR = bytes.fromhex("ffeeddccbbaa99887766554433221100")
 
