@@ -147,18 +147,24 @@ def test_the_variance_in_steps_equals_the_variance_in_one() -> None:
     assert whole.shape == (1001, 3) and np.all(whole[0] == 0)
 
 
-def test_creep_variance_matches_monte_carlo_and_grows_with_distance_squared() -> None:
-    # truth: each pod counts its travel short by κ_v·(v_i − v̄) + κ_t·(v_i·|ω| − ā) of it
-    # (κ drawn once per path; v_i its contact's speed over the floor, rolled and dragged),
-    # dead-reckoned exactly with the true W
-    rng = np.random.default_rng(11)
+def _creep_world() -> tuple[np.ndarray, float, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """W, the frame period (s), the path's body increments, the true counts, each contact's
+    speed over the floor (m/s, rolled and dragged) and v_i·|ω| (m·rad/s²) per step."""
     geo = _geometry()
     w, dt = geo.W, 0.005
     u = _path_increments(dt=dt)
     dn = u @ w.T
     drag = np.outer(u[:, 0], -np.sin(geo.phi)) + np.outer(u[:, 1], np.cos(geo.phi))
     speed = np.hypot(dn * geo.c, drag) / dt
-    accel = speed * np.abs(u[:, 2:]) / dt
+    return w, dt, u, dn, speed, speed * np.abs(u[:, 2:]) / dt
+
+
+def test_creep_variance_matches_monte_carlo_and_grows_with_distance_squared() -> None:
+    # truth: each pod counts its travel short by κ_v·(v_i − v̄) + κ_t·(v_i·|ω| − ā) of it
+    # (κ drawn once per path; v_i its contact's speed over the floor, rolled and dragged),
+    # dead-reckoned exactly with the true W
+    rng = np.random.default_rng(11)
+    w, dt, u, dn, speed, accel = _creep_world()
     creep = (1e-4, 4e-4, 0.2, 0.1)  # var κ_v (s²/m²), var κ_t, v̄ (m/s), ā (m·rad/s²)
     truth = integrate_path(u)
     cal = CalibrationError(w, np.zeros((9, 9)), creep)
@@ -184,13 +190,7 @@ def test_correcting_by_the_true_creep_leaves_only_its_second_order() -> None:
     # corrected by κ̂ = κ through the measured counts' own speeds, what is left is of
     # order f² (the speeds are read off counts f short): halving κ halves the error
     # before the correction and quarters the one after it
-    geo = _geometry()
-    w, dt = geo.W, 0.005
-    u = _path_increments(dt=dt)
-    dn = u @ w.T
-    drag = np.outer(u[:, 0], -np.sin(geo.phi)) + np.outer(u[:, 1], np.cos(geo.phi))
-    speed = np.hypot(dn * geo.c, drag) / dt
-    accel = speed * np.abs(u[:, 2:]) / dt
+    w, dt, u, dn, speed, accel = _creep_world()
     ref, truth, h = (0.2, 0.1), integrate_path(u), np.full(u.shape[0], dt)
     errors = []
     for kappa in ((0.02, 0.03), (0.01, 0.015)):
