@@ -70,7 +70,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture(scope="session")
-def warm_kernels() -> None:
+def warm_readers() -> None:
+    """Compile (or load from this worker's numba cache) the reader kernels before a test
+    gives a ``capture`` subprocess a deadline to start recording: from an empty cache
+    their compile takes ~22 s idle and over 30 s under load; the subprocess shares the
+    cache (``NUMBA_CACHE_DIR`` is inherited)."""
+    from sensorbench.drivers import kernels
+
+    kernels.warm_up()
+
+
+@pytest.fixture(scope="session")
+def warm_kernels(warm_readers: None) -> None:
     """Compile (or load from this worker's numba cache) the reader kernels and the
     emulated robot's filters before a test starts a robot whose clock is already running.
 
@@ -80,11 +91,9 @@ def warm_kernels() -> None:
     (``NUMBA_CACHE_DIR`` is inherited) and then starts in about a second, as on a robot
     after its first run.
     """
-    from sensorbench.drivers import kernels
     from sensorbench.live.odometry import OdometryModels
     from sensorbench.sim.emulated_robot import DEFAULT_CONFIG
 
-    kernels.warm_up()
     models = DEFAULT_CONFIG.parent / "models"
     for imu in (False, True):
         files = (models / "pods-emulated.toml", models / "noise-emulated.toml")

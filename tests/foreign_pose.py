@@ -24,6 +24,7 @@ def session_files(camp: pose_world.Campaign, directory: Path) -> list[Path]:
     out = []
     for (mocap, sensor), s in zip(camp.write(directory), camp.sessions, strict=True):
         h5 = directory / f"{s.name}.h5"
+        h5.unlink(missing_ok=True)  # left by a computation that was interrupted
         import_file("mocap", mocap, "tum", h5)
         import_file("pose", sensor, "csv", h5, name=SENSOR)
         out.append(h5)

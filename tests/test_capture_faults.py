@@ -23,6 +23,9 @@ from sensorbench.logs import FileStatus, Session, SessionWriter
 from sensorbench.logs.check import check_session
 from sensorbench.sim.emulated_robot import EmulatedRobot
 
+# the capture subprocess's start-up deadline assumes compiled reader kernels
+pytestmark = pytest.mark.usefixtures("warm_readers")
+
 
 def _wait_recording(path, deadline_s: float = 20.0) -> None:
     """Until the session's pods stream has rows (bring-up done, recording)."""

@@ -23,6 +23,9 @@ from sensorbench.errors import SimError
 from sensorbench.sim.emulated_robot import EmulatedRobot
 from sensorbench.sim.emulator_firmware import FirmwarePodEmulator
 
+# the capture subprocess's start-up deadline assumes compiled reader kernels
+pytestmark = pytest.mark.usefixtures("warm_readers")
+
 CONFIG = """
 [robot]
 name = "pods-only"

@@ -35,6 +35,9 @@ from sensorbench.live.udp import PREDICTED, unpack
 from sensorbench.logs import PoseFlag, Session
 from sensorbench.sim.emulated_robot import EmulatedRobot
 
+# the live subprocess's start-up deadlines assume compiled reader kernels and filters
+pytestmark = pytest.mark.usefixtures("warm_kernels")
+
 MODELS = cu.REPO / "examples" / "models"
 PODS, NOISE = MODELS / "pods-emulated.toml", MODELS / "noise-emulated.toml"
 
