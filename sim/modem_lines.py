@@ -22,13 +22,8 @@ _POLL_S = 0.05  # how often the serving thread looks at its stop flag (s)
 
 
 class ModemLineChannel:
-    """The channel of one pty, served on a thread.
-
-    Args:
-        pty_path: the pty's ``/dev/pts/N`` path.
-        on_change: called with the new DTR level (True = asserted) on every change,
-            from the channel's thread, before the host's request is acknowledged.
-    """
+    """The channel of the pty ``pty_path`` (``/dev/pts/N``), served on a thread that calls
+    ``on_change`` with the new DTR level (True: asserted) on every change."""
 
     def __init__(self, pty_path: str, on_change: Callable[[bool], None]) -> None:
         self.path = modem_channel_path(pty_path)

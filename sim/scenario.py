@@ -38,10 +38,6 @@ def _fail(key: str, msg: str) -> SimError:
     return SimError(f"{key}: {msg}")
 
 
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 @dataclass
 class F(_Spec):
     """A finite float in [lo, hi] (or [lo, hi) with ``hi_open``); ints are accepted."""
@@ -53,7 +49,8 @@ class F(_Spec):
     lo_open: bool = False
 
     def check(self, value: Any, key: str) -> float:
-        if not _is_num(value) or not math.isfinite(value):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not math.isfinite(value):
             raise _fail(key, f"must be a number (finite), got {value!r}")
         v = float(value)
         lo_bad = self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo)
@@ -133,7 +130,7 @@ class FL(_Spec):
 
 @dataclass
 class FLL(_Spec):
-    """A list of lists of ``inner`` floats (e.g. points ``[[x, y], ...]``), ``n`` rows if given."""
+    """A list of ``n`` (if given) rows of ``inner`` floats (e.g. points ``[[x, y], ...]``)."""
 
     default: list
     inner: int
@@ -451,7 +448,7 @@ DEFAULT_LIDARS = {
     "lidar_rear": {"model": "a1", "mount_xy_m": [-0.20, 0.0], "mount_yaw_deg": 180.0},
 }
 
-_TOP_FIELDS: dict[str, _Spec] = {
+_TOP = Table({
     "name": S(""),
     "description": S(""),
     "duration_s": F(0.0, lo=0.0),
@@ -464,8 +461,7 @@ _TOP_FIELDS: dict[str, _Spec] = {
     "pose_sensor": POSE_SENSOR,
     "lidars": Tables(_check_lidar, {}, named=True),
     "faults": Tables(FAULTS.check, {}, named=True),
-}
-_TOP = Table(_TOP_FIELDS)
+})  # fmt: skip
 
 
 def _resolve(raw: dict, source: str) -> dict:
@@ -586,14 +582,11 @@ def _from_raw(raw: dict, text: str, source: str, name: str) -> Scenario:
         if not isinstance(campaign, dict) or set(campaign) - {"sessions"}:
             raise SimError(f"{source}: campaign: only [[campaign.sessions]] tables are allowed")
         sessions = campaign.get("sessions")
-        if (
-            not isinstance(sessions, list)
-            or not sessions
-            or not all(isinstance(s, dict) for s in sessions)
+        if not sessions or not isinstance(sessions, list) or not all(
+            isinstance(s, dict) for s in sessions
         ):
             raise SimError(
-                f"{source}: campaign.sessions: must be one or more [[campaign.sessions]]"
-            )
+                f"{source}: campaign.sessions: must be one or more [[campaign.sessions]]")
         n_sessions = len(sessions)
     params = _resolve(raw, source)
     name = params["name"] or name
@@ -629,7 +622,6 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     return parse_scenario(text, str(p), p.stem)
 
 
-
 def pose_model_overrides(path: str | Path) -> dict:
     """``[pose_sensor]`` overrides from a fitted pose-error model file (``fit pose-error -o``).
 
@@ -645,12 +637,8 @@ def pose_model_overrides(path: str | Path) -> dict:
         raise ModelFileError(f"{p}: unknown key {bad!r} in a pose-error model file")
     if wrong := wrong_value(doc, POSE_ERROR_KEYS):
         raise ModelFileError(f"{p}: {wrong}")
-    keys = {
-        "sigma_b": "reloc_sigma",
-        "sigma": "gm_sigma",
-        "tau_s": "gm_tau_s",
-        "sigma_v": "white_sigma",
-    }
+    keys = {"sigma_b": "reloc_sigma", "sigma": "gm_sigma", "tau_s": "gm_tau_s",
+            "sigma_v": "white_sigma"}  # fmt: skip
     out: dict[str, list[float]] = {v: [] for v in keys.values()}
     for axis in POSE_AXES:
         table = doc.get("axes", {}).get(axis)

@@ -111,14 +111,7 @@ class _Move(_Segment):
     def world(self, tau: np.ndarray) -> tuple[np.ndarray, ...]:
         s, sd, _ = self.scale.eval(tau)
         d = self.b - self.a
-        return (
-            self.a[0] + s * d[0],
-            self.a[1] + s * d[1],
-            self.a[2] + s * d[2],
-            sd * d[0],
-            sd * d[1],
-            sd * d[2],
-        )
+        return (*(self.a + s[:, None] * d).T, *(sd[:, None] * d).T)
 
 
 class _Hold(_Segment):
@@ -130,7 +123,7 @@ class _Hold(_Segment):
 
     def world(self, tau: np.ndarray) -> tuple[np.ndarray, ...]:
         z = np.zeros_like(tau)
-        return (z + self.pose[0], z + self.pose[1], z + self.pose[2], z, z, z)
+        return (*(z[:, None] + self.pose).T, z, z, z)
 
 
 class _Figure8(_Segment):
@@ -142,15 +135,9 @@ class _Figure8(_Segment):
     """
 
     def __init__(
-        self,
-        center: np.ndarray,
-        a: float,
-        rot: float,
-        laps: int,
-        tangent: bool,
-        yaw_offset: float,
-        lim: Limits,
-    ) -> None:
+        self, center: np.ndarray, a: float, rot: float, laps: int, tangent: bool,
+        yaw_offset: float, lim: Limits,
+    ) -> None:  # fmt: skip
         self.center = np.asarray(center, float)
         self.a = float(a)
         self.rot = float(rot)
@@ -194,10 +181,8 @@ class _Figure8(_Segment):
         lx, ly = self.a * np.sin(u), self.a * np.sin(u) * np.cos(u)
         xd, yd = self._dp(u)
         vx, vy = xd * ud, yd * ud
-        x = self.center[0] + c * lx - s * ly
-        y = self.center[1] + s * lx + c * ly
-        vxw = c * vx - s * vy
-        vyw = s * vx + c * vy
+        x, y = self.center[0] + c * lx - s * ly, self.center[1] + s * lx + c * ly
+        vxw, vyw = c * vx - s * vy, s * vx + c * vy
         if self.tangent:
             yaw = self.rot + self.yaw_offset + _tangent_angle(u)
             wz = self._dpsi(u) * ud
@@ -208,13 +193,9 @@ class _Figure8(_Segment):
 
 
 def _tangent_angle(u: np.ndarray) -> np.ndarray:
-    """Continuous tangent angle (rad) of the Gerono lemniscate at any ``u``.
-
-    The tangent ``(cos u, cos 2u)`` never vanishes and its continuous angle stays in
-    [−5π/4, π/4] (the figure-8 has turning number 0); ``atan2`` values above π/2 never
-    occur on that branch except as its images shifted by 2π, so they are folded back.
-    This gives the same branch at scattered evaluation times, with no ``unwrap``.
-    """
+    """Continuous tangent angle (rad) of the Gerono lemniscate at any ``u``, with no
+    ``unwrap``: the tangent ``(cos u, cos 2u)`` never vanishes and its angle stays in
+    [−5π/4, π/4] (turning number 0), so ``atan2`` values above π/2 are folded back by 2π."""
     ang = np.arctan2(np.cos(2 * u), np.cos(u))
     return np.where(ang > np.pi / 2, ang - 2 * np.pi, ang)
 
@@ -264,15 +245,6 @@ class Trajectory:
         return c * vx + s * vy, -s * vx + c * vy, wz
 
 
-def _limits(spec: dict) -> Limits:
-    return Limits(
-        speed=spec["max_speed_m_s"],
-        accel=spec["max_accel_m_s2"],
-        yaw_rate=np.deg2rad(spec["max_yaw_rate_deg_s"]),
-        yaw_accel=np.deg2rad(spec["max_yaw_accel_deg_s2"]),
-    )
-
-
 def _through(poses: list[np.ndarray], lim: Limits, pause_s: float) -> list[_Segment]:
     segs: list[_Segment] = []
     for a, b in itertools.pairwise(poses):
@@ -288,7 +260,8 @@ def build_trajectory(spec: dict, start: tuple[float, float, float]) -> Trajector
     ``start`` is the robot's initial world pose (m, m, rad). Relative kinds (forward,
     sideways, spin, square, figure8) are laid out in the start pose's frame.
     """
-    lim = _limits(spec)
+    lim = Limits(spec["max_speed_m_s"], spec["max_accel_m_s2"],
+        np.deg2rad(spec["max_yaw_rate_deg_s"]), np.deg2rad(spec["max_yaw_accel_deg_s2"]))
     p0 = np.asarray(start, float)
     c, s = np.cos(p0[2]), np.sin(p0[2])
 
