@@ -79,9 +79,7 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, live: b
         _live_demo(out_dir, foxglove_addr, duration_s, pods_firmware, as_json)
         return
     if _holds_demo(out_dir):
-        if click.get_current_context().get_parameter_source("out_dir") is not (
-            click.core.ParameterSource.DEFAULT
-        ):
+        if ctx.get_parameter_source("out_dir") is not click.core.ParameterSource.DEFAULT:
             raise click.UsageError(
                 f"{out_dir} holds a previous demo; choose another -o or remove it")
         previous, out_dir = out_dir, _next_free(out_dir)
