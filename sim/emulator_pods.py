@@ -89,16 +89,12 @@ def encode_csv(
 
 
 class PodEmulator(PtyEmulator):
-    """Serve the pod MCU's frames on a pty, paced by simulated time.
-
-    Args:
-        samples: ``t_s`` (s), ``mcu_time_us`` (µs, unwrapped), ``counts`` (int64[n, N],
-            cumulative), optionally ``yaw_rad``, ``yaw_rate_rad_s``, ``counter_bits``.
-        counter_bits: 16 or 32; default ``samples.counter_bits`` or 16.
-        imu: send the IMU fields; default: when the samples carry finite yaw.
-        speed: simulated seconds per host second (ignored if ``clock`` is given).
-        loop: after the last sample start over, continuing time, sequence and counts.
-    """
+    """Serve the pod MCU's frames on a pty, paced by simulated time (``speed`` unless a
+    ``clock`` is given): ``samples`` with ``t_s`` (s), ``mcu_time_us`` (µs, unwrapped),
+    cumulative ``counts`` (int64[n, N]) and optionally ``yaw_rad``, ``yaw_rate_rad_s``,
+    ``counter_bits`` (16 or 32, the default for ``counter_bits``; else 16); ``imu``: send
+    the IMU fields (default: when the samples carry finite yaw); ``loop``: after the last
+    sample start over, continuing time, sequence and counts."""
 
     def __init__(
         self,
