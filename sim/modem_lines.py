@@ -37,7 +37,6 @@ class ModemLineChannel:
         self._clients: dict[socket.socket, bytes] = {}
         self._closed = threading.Event()
         self.dtr = False
-        self.messages = 0
         self.opens = 0  # host opens of the port (connections) so far
         self._thread = threading.Thread(target=self._serve, name="modem-lines", daemon=True)
         self._thread.start()
@@ -81,7 +80,6 @@ class ModemLineChannel:
         usable = len(buf) - len(buf) % 2
         for i in range(0, usable, 2):
             if buf[i : i + 1] == b"D":
-                self.messages += 1
                 self._set(buf[i + 1 : i + 2] == b"1")
                 with contextlib.suppress(OSError):
                     conn.sendall(b"A")

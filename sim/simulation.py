@@ -33,15 +33,6 @@ TRUTH_RATE_HZ = 500.0
 SENSOR_STREAMS = ("pods", "imu", "mocap", "pose_sensor")
 
 
-def sensor_rng(
-    seed: int, scenario: str, name: str, session: int | None = None
-) -> np.random.Generator:
-    """The independent random stream of sensor ``name`` in ``scenario`` (and campaign
-    ``session``) at ``seed``: scenarios simulated at one seed do not share their noise."""
-    key = [int(seed), zlib.crc32(scenario.encode("utf-8")), zlib.crc32(name.encode("utf-8"))]
-    return np.random.default_rng(key if session is None else [*key, int(session)])
-
-
 class Simulation:
     """One simulated run of a scenario (a :class:`Scenario`, a shipped name or a path) at
     ``seed`` (same scenario and seed: identical streams) and campaign ``session`` (default
@@ -100,8 +91,11 @@ class Simulation:
             )
 
     def rng(self, name: str) -> np.random.Generator:
-        """A fresh copy of sensor ``name``'s random stream."""
-        return sensor_rng(self.seed, self.scenario.name, name, self.scenario.session)
+        """A fresh copy of sensor ``name``'s own random stream (seed, scenario, campaign
+        session): scenarios simulated at one seed do not share their noise."""
+        sc = self.scenario
+        key = [self.seed, zlib.crc32(sc.name.encode("utf-8")), zlib.crc32(name.encode("utf-8"))]
+        return np.random.default_rng(key if sc.session is None else [*key, int(sc.session)])
 
     def lidar_names(self) -> list[str]:
         """Names of the enabled lidars, in scenario order."""

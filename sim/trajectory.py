@@ -268,34 +268,23 @@ def build_trajectory(spec: dict, start: tuple[float, float, float]) -> Trajector
     def rel(dx: float, dy: float, dyaw: float = 0.0) -> np.ndarray:
         return p0 + np.array([c * dx - s * dy, s * dx + c * dy, dyaw])
 
-    kind = spec["kind"]
-    pause = spec["pause_s"]
-    reps = spec["repeats"]
-    segs: list[_Segment] = []
-    if spec["lead_in_s"] > 0:
-        segs.append(_Hold(p0, spec["lead_in_s"]))
-    last = p0
+    kind, reps = spec["kind"], spec["repeats"]
+    segs: list[_Segment] = [_Hold(p0, spec["lead_in_s"])] if spec["lead_in_s"] > 0 else []
+    poses, last = [p0], None  # poses driven through (rest to rest); last: where it ends
     if kind in ("forward", "sideways", "spin"):
         d, ang = spec["distance_m"], np.deg2rad(spec["angle_deg"])
         far = {"forward": rel(d, 0.0), "sideways": rel(0.0, d), "spin": rel(0, 0, ang)}[kind]
         step = np.array([0, 0, ang]) if kind == "spin" else far - p0
-        poses = [p0]
         for _ in range(reps):
             poses += [far, p0] if spec["return"] else [poses[-1] + step]
-        segs += _through(poses, lim, pause)
-        last = poses[-1]
     elif kind == "square":
         side = spec["side_m"]
-        corners = [(side, 0.0), (side, side), (0.0, side), (0.0, 0.0)]
-        poses = [p0]
         for _ in range(reps):
-            for dx, dy in corners:
+            for dx, dy in [(side, 0.0), (side, side), (0.0, side), (0.0, 0.0)]:
                 corner = rel(dx, dy)
                 poses.append(np.array([corner[0], corner[1], poses[-1][2]]))
                 if spec["turn_at_corners"]:
                     poses.append(poses[-1] + np.array([0.0, 0.0, np.pi / 2]))
-        segs += _through(poses, lim, pause)
-        last = poses[-1]
     elif kind == "figure8":
         a = spec["size_m"] / 2.0
         tangent = spec["heading"] == "tangent"
@@ -306,19 +295,14 @@ def build_trajectory(spec: dict, start: tuple[float, float, float]) -> Trajector
         elif not tangent:
             fig = _Figure8(p0[:2], a, p0[2], reps, False, p0[2], lim)
         segs.append(fig)
-        end = fig.world(np.array([fig.T]))
-        last = np.array([end[0][0], end[1][0], end[2][0]])
+        last = np.array([v[0] for v in fig.world(np.array([fig.T]))[:3]])
     elif kind == "hold":
         segs.append(_Hold(p0, spec["hold_s"]))
     elif kind == "waypoints":
-        pts = [np.array([w[0], w[1], np.deg2rad(w[2])]) for w in spec["waypoints"]]
-        poses = [p0]
-        for _ in range(reps):
-            poses += pts
-        segs += _through(poses, lim, pause)
-        last = poses[-1]
+        poses += [np.array([w[0], w[1], np.deg2rad(w[2])]) for w in spec["waypoints"]] * reps
     else:
         raise SimError(f"trajectory.kind: unknown kind {kind!r}")
+    segs += _through(poses, lim, spec["pause_s"])
     if spec["lead_out_s"] > 0:
-        segs.append(_Hold(last, spec["lead_out_s"]))
+        segs.append(_Hold(poses[-1] if last is None else last, spec["lead_out_s"]))
     return Trajectory(segs)
