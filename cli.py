@@ -21,7 +21,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "check": (("session",), "Validate SESSION against the format; recover it if its writer died."),
     "decode": (("a1", "ld19"), "Decode raw byte captures into sessions."),
     "demo": (("demo",), "Bring up the emulated robot, capture a campaign, fit, validate and report."),
-    "devices": (("devices",), "List serial devices: node, USB port path, ID_PATH, VID:PID, serial, kind."),
+    "devices": (("udev",), "List serial devices: node, USB port path, ID_PATH, VID:PID, serial, kind."),
     "emulate": (_EMULATE, "Serve emulated devices on pseudo-terminals."),
     "export": (("session",), "Export one stream of SESSION to a TUM trajectory or a CSV table (SI units, ns times), or its streams to an MCAP file (docs/FORMAT.md)"),
     "fit": (("pods", "pose_error"), "Fit models from sessions."),
@@ -33,7 +33,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "replay": (("pods",), "Replay a session's pods through the split x/y/heading filters."),
     "report": (("report",), "Write DIR/report.html: every table and figure for SESSIONS (HDF5)."),
     "simulate": (("simulate",), "Simulate a scenario and write a session with every sensor stream and its truth."),
-    "split": (("split",), "Split SESSION into consecutive pieces by time (--pieces N or --every S)."),
+    "split": (("session",), "Split SESSION into consecutive pieces by time (--pieces N or --every S)."),
     "udev": (("udev",), "Name serial devices by USB port path with udev rules."),
     "validate": (("pose_error",), "Leave-one-session-out Monte Carlo validation of the pose-error model."),
 }  # fmt: skip

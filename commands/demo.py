@@ -69,19 +69,16 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, live: b
     from sensorbench.demo.display import demo_doc, demo_lines
 
     ctx = click.get_current_context()
-    if not live:
-        for name in ("foxglove_addr", "duration_s", "pods_firmware"):
-            if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
-                option = {"foxglove_addr": "--foxglove", "duration_s": "--duration"}
-                raise click.UsageError(
-                    f"{option.get(name, '--pods-firmware')} applies to --live only")
-    else:
+    if live:
         _live_demo(out_dir, foxglove_addr, duration_s, pods_firmware, as_json)
         return
+    flags = {"foxglove_addr": "--foxglove", "duration_s": "--duration",
+        "pods_firmware": "--pods-firmware"}  # fmt: skip
+    for name, flag in flags.items():
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+            raise click.UsageError(f"{flag} applies to --live only")
     if _holds_demo(out_dir):
-        if click.get_current_context().get_parameter_source("out_dir") is not (
-            click.core.ParameterSource.DEFAULT
-        ):
+        if ctx.get_parameter_source("out_dir") is not click.core.ParameterSource.DEFAULT:
             raise click.UsageError(
                 f"{out_dir} holds a previous demo; choose another -o or remove it")
         previous, out_dir = out_dir, _next_free(out_dir)

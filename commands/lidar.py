@@ -56,9 +56,8 @@ def lidar_cmd(session: Path, device: str, as_json: bool, plots_dir: Path | None,
     try:
         edges = tuple(float(v) for v in bands.split(","))
     except ValueError:
-        raise click.BadParameter(
-            f"not a list of numbers: {bands!r}", param_hint="--bands"
-        ) from None
+        raise click.BadParameter(f"not a list of numbers: {bands!r}", param_hint="--bands"
+            ) from None
     finite = len(edges) >= 2 and bool(np.all(np.isfinite(edges)))
     if not finite or np.any(np.diff(edges) <= 0) or edges[0] < 0:
         raise click.BadParameter(
@@ -69,9 +68,8 @@ def lidar_cmd(session: Path, device: str, as_json: bool, plots_dir: Path | None,
     from sensorbench.logs.time_window import window_ns
 
     window = window_ns(session, t_start, t_end)
-    result = characterize_session(
-        session, device, timing_only=timing_only, options=opts, window_ns=window
-    )
+    result = characterize_session(session, device, timing_only=timing_only, options=opts,
+        window_ns=window)
     written = []
     if plots_dir is not None:
         from sensorbench.characterize.lidar.plots import write_plots

@@ -92,19 +92,11 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
         "noise_model": str(noise_path) if noise_path else "untuned defaults",
         "pose_model": "",
     }
-    options = LiveOptions(
-        foxglove=None if foxglove_addr is None else parse_address(foxglove_addr),
-        udp=None if udp_addr is None else parse_address(udp_addr),
-        front=front,
-        rear=rear,
-        max_dt_s=max_dt_s,
-        estimate_attrs=attrs,
-        ros2=Ros2Options(
-            ros2_domain or 0, ros2_odom_frame, ros2_base_frame, ros2_scan_frame, tf=ros2_tf
-        )
-        if ros2
-        else None,
-    )
+    fox, udp = (None if a is None else parse_address(a) for a in (foxglove_addr, udp_addr))
+    frames = (ros2_odom_frame, ros2_base_frame, ros2_scan_frame)
+    ros = Ros2Options(ros2_domain or 0, *frames, tf=ros2_tf) if ros2 else None
+    options = LiveOptions(foxglove=fox, udp=udp, front=front, rear=rear, max_dt_s=max_dt_s,
+        estimate_attrs=attrs, ros2=ros)
     runtime = LiveRuntime(config, models, options)
     duration = math.inf if duration_s is None else duration_s
     announced: list[str] = []
@@ -138,12 +130,9 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
 
 
 def preflight(config: Any, output: str, allow_missing: bool) -> None:
-    """What can be checked before any device is powered: every device's port exists
-    (unless ``--allow-missing``), the output is new and its file system has room.
-
-    Raises:
-        LiveError: what is wrong (nothing was powered).
-    """
+    """What can be checked before any device is powered (LiveError if not): every
+    device's port exists (unless ``--allow-missing``), the output is new and its file
+    system has room."""
     from sensorbench.drivers.capture import CaptureOptions
     from sensorbench.errors import LiveError
 

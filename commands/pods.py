@@ -10,11 +10,7 @@ from sensorbench.characterize.pods.display import noise_table, pod_table, replay
 from sensorbench.cli import cli, subgroup
 from sensorbench.commands import options as opt
 from sensorbench.json_doc import to_json
-from sensorbench.logs.atomic_output import (
-    atomic_figures,
-    atomic_output,
-    check_output,
-)
+from sensorbench.logs.atomic_output import atomic_figures, atomic_output, check_output
 
 # options shared by ``fit pods``, ``fit noise`` and ``replay``
 _JSON_OPT = opt.json_option("Print one JSON document (SI units).")

@@ -14,12 +14,7 @@ from sensorbench.cli import cli, subgroup
 from sensorbench.commands import options as opt
 from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
-from sensorbench.logs.atomic_output import (
-    atomic_figures,
-    atomic_output,
-    check_output,
-    force_option,
-)
+from sensorbench.logs.atomic_output import atomic_figures, atomic_output, check_output, force_option
 
 _SESSION_OPTS = [
     click.argument(

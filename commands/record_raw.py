@@ -77,15 +77,8 @@ def record_raw_cmd(port: str, baud: int | None, config_path: str | None, run_dir
         )  # fmt: skip
     if sys.stderr.isatty():
         click.echo("", err=True)
-    doc = {
-        "output": str(res.path),
-        "chunks": str(res.sidecar),
-        "bytes": res.bytes,
-        "reads": res.reads,
-        "duration_s": res.duration_s,
-        "stopped_by": res.stopped_by,
-        "message": res.message,
-    }
+    keys = ("bytes", "reads", "duration_s", "stopped_by", "message")
+    doc = {"output": str(res.path), "chunks": str(res.sidecar)} | {k: getattr(res, k) for k in keys}
     if as_json:
         click.echo(to_json(doc))
         return

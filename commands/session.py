@@ -1,4 +1,4 @@
-"""Session-file commands: ``info``, ``check``, ``import``, ``export``."""
+"""Session-file commands: ``info``, ``check``, ``import``, ``export``, ``split``."""
 
 from __future__ import annotations
 
@@ -172,30 +172,19 @@ def _format_options(what: str, fmt: str, body: str | None = None, up: str = "y",
 def _format_option_decorators(what: str) -> list[Callable[[Any], Any]]:
     """The format-specific options of ``import WHAT``, innermost first."""
     if what == "pods":
-        return [
-            click.option(
-                "--columns",
-                default=None,
-                metavar="NAME=HEADER,...",
-                help="The file's header for each column name it names otherwise, e.g. "
-                "t_s=t,c0=count0,c1=count1,c2=count2 (names: one time column t_s [s], t_ms "
-                "[ms], t_us [µs], t_ns or host_ns [ns]; counters c0, c1, ...; optional "
-                + ", ".join(POD_OPTIONAL_COLUMNS)
-                + ").",
-            )
-        ]
+        return [click.option("--columns", default=None, metavar="NAME=HEADER,...",
+            help="The file's header for each column name it names otherwise, e.g. "
+            "t_s=t,c0=count0,c1=count1,c2=count2 (names: one time column t_s [s], t_ms "
+            "[ms], t_us [µs], t_ns or host_ns [ns]; counters c0, c1, ...; optional "
+            + ", ".join(POD_OPTIONAL_COLUMNS) + ").")]
     return [
         click.option(
             "--times", type=click.Path(dir_okay=False, path_type=Path),
             help="kitti: the times file, one time (s) per line for each pose line.",
         ),
-        click.option(
-            "--columns",
-            default=None,
-            metavar="NAME=HEADER,...",
+        click.option("--columns", default=None, metavar="NAME=HEADER,...",
             help="csv: the file's header for each column name it names otherwise, e.g. "
-            "t_s=time,x=pos_x (names: " + ", ".join(POSE_CSV_COLUMNS) + ").",
-        ),
+            "t_s=time,x=pos_x (names: " + ", ".join(POSE_CSV_COLUMNS) + ")."),
         _max_position_option(
             "Largest accepted |x|, |y|, |z| (m); a larger value is refused as an error."),
         click.option(
@@ -314,6 +303,27 @@ def export_cmd(session: Path, name: str | None, fmt: str, output: Path, skip_inv
     click.echo(f"wrote {table.rows} rows to {output}")
     if table.skipped:
         click.echo(f"skipped {table.skipped} invalid samples of {name!r} (--skip-invalid)")
+
+
+@cli.command("split")
+@opt.session_argument()
+@click.option("--pieces", type=click.IntRange(min=1), default=None, help="N pieces of equal span.")
+@click.option("--every", "every_s", type=opt.FiniteFloat(min=0, min_open=True),
+    help="Pieces of S seconds (the last one shorter).")
+@opt.output_option(
+    "Directory for the pieces (STEM_pieceK.h5).", required=True, directory=True, dest="out_dir"
+)
+def split_cmd(session: Path, pieces: int | None, every_s: float | None, out_dir: Path) -> None:
+    """Split SESSION into consecutive pieces by time (--pieces N or --every S).
+
+    Streams, events and the truth of simulated sessions are sliced consistently; each
+    piece records where it came from. `validate` on the pieces refits leaving one
+    piece out at a time.
+    """
+    from sensorbench.logs.split import split_session
+
+    for path in split_session(session, out_dir, pieces, every_s):
+        click.echo(f"wrote {path}")
 
 
 for _what in ("mocap", "pose", "pods"):

@@ -1,17 +1,21 @@
-"""``sensorbench udev rules`` and ``sensorbench udev install``: name devices by USB port."""
+"""``sensorbench devices``: list serial devices (and probe them); ``sensorbench udev rules``
+and ``sensorbench udev install``: name them by USB port."""
 
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any
 
 import click
 
-from sensorbench.cli import subgroup
+from sensorbench.cli import cli, subgroup
 from sensorbench.commands import options as opt
 from sensorbench.errors import UdevError
+from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import atomic_output, check_output
 from sensorbench.udev.discovery import list_serial_devices
+from sensorbench.udev.display import devices_doc, devices_lines
 from sensorbench.udev.install import RULES_DIR, install_rules
 from sensorbench.udev.rules import (
     BY_CHOICES,
@@ -90,3 +94,47 @@ def install_cmd(file: Path, rules_dir: Path, filename: str, no_reload: bool) -> 
     if no_reload:
         click.echo("udev not reloaded (--no-reload); the names appear after a reload or replug",
             err=True)
+
+
+@cli.command("devices")
+@opt.flag_option("--probe",
+    "Open each listed device and find out what answers: listen for an LD19-protocol "
+    "lidar (LD19 or LD06, 230400 baud) and the pod MCU (115200), then ask for an A1's "
+    "GET_INFO. Opening a port stops an A1's motor and closing it starts it again; do not "
+    "probe during a capture.")
+@opt.number_option(
+    "--listen", "listen_s", opt.FiniteFloat(0.05, 5.0), 0.35,
+    "Seconds each listen-only probe listens per device (s).",
+)  # fmt: skip
+@opt.flag_option("--all", "Also list serial ports not on USB.", "show_all")
+@opt.json_option()
+def devices_cmd(probe: bool, listen_s: float, show_all: bool, as_json: bool) -> None:
+    """List serial devices: node, USB port path, ID_PATH, VID:PID, serial, kind.
+
+    Identical adapters (two A1s and an LD19 behind CP2102s, all 10c4:ea60 with
+    serial 0001) differ only in their USB port path (e.g. 1-1.2 = bus 1, root
+    port 1, hub port 2): name them with `sensorbench udev rules --name
+    NAME=PORTPATH`. Without --probe the kind is only the bridge guessed from
+    VID:PID (e.g. "cp210x?"). With --probe it is ld19, a1, pods, unknown, busy
+    or error. With --probe, or when nothing is found, brltty (which takes CP2102
+    adapters away on Ubuntu) is looked for: its process, its udev rule and its
+    kernel log line; a warning gives the fix (JSON: "brltty").
+    """
+    devices = list_serial_devices(usb_only=not show_all)
+    probes: dict[str, Any] = {}
+    brltty = None
+    if probe or not devices:  # brltty takes CP2102 nodes away: say so when it may have
+        from sensorbench.udev.brltty import check_brltty
+
+        brltty = check_brltty()
+    if probe:
+        from sensorbench.udev.probe import KINDS, probe_port  # numba kernels: only to probe
+
+        for device in devices:
+            probes[device.node] = probe_port(device.node, KINDS, listen_s=listen_s)
+    if brltty is not None and brltty.found and not as_json:
+        click.echo(f"warning: {brltty.message()}", err=True)
+    if as_json:
+        click.echo(to_json(devices_doc(devices, probes, brltty)))
+    else:
+        click.echo("\n".join(devices_lines(devices, probes, show_all)))

@@ -31,16 +31,9 @@ POD_INTERVAL_SIM_S = 0.5
 
 @dataclass(frozen=True)
 class DemoPlan:
-    """What the demo captures and how hard it works.
-
-    Attributes:
-        speed: emulation speed (simulated s per host s).
-        drive_repeats, reloc_repeats: loops per drive and campaign session (None: the
-            scenario's).
-        reloc_sessions: campaign session indices of ``reloc_campaign``.
-        static_hold_s: length of the static lidar session (simulated s).
-        draws: Monte Carlo draws per session of the validation.
-    """
+    """What the demo captures at emulation ``speed`` (simulated s per host s): loops per
+    drive and campaign session (None: the scenario's), the ``reloc_campaign`` sessions,
+    the static lidar session's length (simulated s) and the validation's draws."""
 
     quick: bool
     speed: float
@@ -53,11 +46,8 @@ class DemoPlan:
 
 
 def demo_plan(quick: bool = False, speed: float | None = None, seed: int = 1) -> DemoPlan:
-    """The shipped plans: full (about 12 simulated minutes) or quick (about 4).
-
-    Raises:
-        SimError: ``speed`` outside (0, :data:`MAX_SPEED`].
-    """
+    """The shipped plans: full (about 12 simulated minutes) or quick (about 4); SimError
+    for a ``speed`` outside (0, :data:`MAX_SPEED`]."""
     if quick:
         plan = DemoPlan(True, speed or MAX_SPEED, 1, (0, 1, 2), 1, 20.0, 200, seed)
     else:
@@ -83,15 +73,10 @@ class DemoResult:
 
 
 def run_demo(
-    out_dir: str | os.PathLike[str],
-    plan: DemoPlan,
-    progress: ProgressFn | None = None,
+    out_dir: str | os.PathLike[str], plan: DemoPlan, progress: ProgressFn | None = None
 ) -> DemoResult:
-    """Run the whole demo into ``out_dir`` (created; existing session files are refused).
-
-    Raises:
-        SensorbenchError: any capture, fit or report step failed.
-    """
+    """Run the whole demo into ``out_dir`` (created; existing session files are refused);
+    a SensorbenchError when any capture, fit or report step failed."""
     out = Path(out_dir)
     for d in ("sessions", "models", "run"):
         (out / d).mkdir(parents=True, exist_ok=True)
@@ -145,9 +130,11 @@ def _capture_all(run: _Run) -> list[Path]:
     """Capture the drives, the static lidar session and the campaign; returns the
     campaign's sessions."""
     plan = run.plan
-    drive_over = (
-        {} if plan.drive_repeats is None else {"trajectory": {"repeats": plan.drive_repeats}}
-    )
+
+    def repeats(n: int | None) -> dict:
+        return {} if n is None else {"trajectory": {"repeats": n}}
+
+    drive_over = repeats(plan.drive_repeats)
     # the drives record the pods without the lidars: with three lidars at 10x on two
     # loaded cores the pod reader's host-time mapping drifted by hundreds of ms
     for name in DRIVES:
@@ -156,9 +143,7 @@ def _capture_all(run: _Run) -> list[Path]:
         {"trajectory": {"hold_s": plan.static_hold_s}}
     )
     run.capture(static, "lidar_static", list(LIDARS), ())
-    reloc_over = (
-        {} if plan.reloc_repeats is None else {"trajectory": {"repeats": plan.reloc_repeats}}
-    )
+    reloc_over = repeats(plan.reloc_repeats)
     campaign = load_scenario("reloc_campaign")
     return [
         run.capture(
@@ -175,18 +160,14 @@ def _fit_models(run: _Run, reloc: list[Path]) -> None:
     res, speed, model_dir = run.res, run.plan.speed, run.res.out_dir / "models"
     drives = [res.sessions[n].path for n in DRIVES]
     run.say(f"fitting pod geometry ({', '.join(DRIVES)})")
-    res.models["pods"] = run.timed(
-        "fit pods", lambda: fit_pods_model(drives, model_dir / "pods.toml", speed)
-    )
+    pods = res.models["pods"] = run.timed(
+        "fit pods", lambda: fit_pods_model(drives, model_dir / "pods.toml", speed))
     run.say(f"fitting filter noise ({', '.join(DRIVES)})")
     res.models["noise"] = run.timed(
-        "fit noise",
-        lambda: fit_noise_model(drives, res.models["pods"], model_dir / "noise.toml", speed),
-    )
+        "fit noise", lambda: fit_noise_model(drives, pods, model_dir / "noise.toml", speed))
     run.say(f"fitting the pose-error model ({len(reloc)} campaign sessions)")
     res.models["pose_error"] = run.timed(
-        "fit pose-error", lambda: fit_pose_model(reloc, model_dir / "pose_error.toml")
-    )
+        "fit pose-error", lambda: fit_pose_model(reloc, model_dir / "pose_error.toml"))
 
 
 def _merge_and_report(run: _Run) -> None:
@@ -200,18 +181,12 @@ def _merge_and_report(run: _Run) -> None:
     merged = res.merged = out / "sessions" / "lidar_static_merged.h5"
     static = res.sessions["lidar_static"].path
     run.timed(
-        "merge",
-        lambda: merge_session(static, "lidar_front", "lidar_rear", merged, overwrite=True),
-    )
+        "merge", lambda: merge_session(static, "lidar_front", "lidar_rear", merged, overwrite=True))
     run.say(f"writing the report (replay, validation with {plan.draws} draws, lidar datasheets)")
     opts = ReportOptions(draws=plan.draws, seed=plan.seed)
     sessions = [*(c.path for c in res.sessions.values()), merged]
-    report = run.timed(
-        "report",
-        lambda: build_report(
-            sessions, out / "report", models_dir=out / "models", options=opts, progress=run.say
-        ),
-    )
+    report = run.timed("report", lambda: build_report(
+        sessions, out / "report", models_dir=out / "models", options=opts, progress=run.say))
     res.report, res.report_data = report.path, report.data
     static_lidars = report.data.get("lidar", {}).get("lidar_static", {})
     for name in LIDARS:
@@ -222,21 +197,15 @@ def _merge_and_report(run: _Run) -> None:
 
 def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Path:
     """Fit the pod geometry on ``sessions`` (``fit pods``, its interval and slip window
-    divided by the emulation ``speed``) and write the model file.
-
-    Raises:
-        FitError: the fit failed or could not identify every parameter.
-    """
+    divided by the emulation ``speed``) and write the model file; FitError when the fit
+    failed or could not identify every parameter."""
     from sensorbench.characterize.pods.geometry_fit import fit_pods
     from sensorbench.characterize.pods.slip_fit import WINDOW_S
     from sensorbench.fusion.pod_drive import load_drive
     from sensorbench.logs.model_file import provenance
 
-    fit = fit_pods(
-        [load_drive(p) for p in sessions],
-        interval_s=POD_INTERVAL_SIM_S / speed,
-        slip_window_s=WINDOW_S / speed,
-    )
+    drives = [load_drive(p) for p in sessions]
+    fit = fit_pods(drives, interval_s=POD_INTERVAL_SIM_S / speed, slip_window_s=WINDOW_S / speed)
     if not fit.complete:
         raise FitError("pod fit incomplete: " + "; ".join(fit.refusals()))
     return fit.save(output, provenance(sessions, {**fit.options, "emulation_speed": speed}))
@@ -251,12 +220,9 @@ def fit_noise_model(sessions: list[Path], pods_model: Path, output: Path, speed:
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.logs.model_file import provenance
 
-    fit = fit_noise(
-        list(sessions),
-        load_pod_model(pods_model),
-        align_interval_s=0.5 / speed,
-        drift_interval_s=INTERVAL_S / speed,
-    )
+    geometry = load_pod_model(pods_model)
+    fit = fit_noise(list(sessions), geometry, align_interval_s=0.5 / speed,
+        drift_interval_s=INTERVAL_S / speed)
     prov = provenance([*sessions, pods_model], {"pods_model": str(pods_model)})
     save_noise_model(output, fit.noise, prov, fit.model_report())
     return output
@@ -266,10 +232,8 @@ def fit_pose_model(sessions: list[Path], output: Path) -> Path:
     """Fit the pose-error model of ``pose_sensor`` against ``mocap`` and write it."""
     from sensorbench.characterize.pose.sessions import fit_prepared, prepare_sessions
 
-    campaign = prepare_sessions(list(sessions), "pose_sensor", "mocap")
-    model = fit_prepared(
-        campaign.prepared, "pose_sensor", "mocap", time_offset=campaign.time_offset
-    )
+    c = prepare_sessions(list(sessions), "pose_sensor", "mocap")
+    model = fit_prepared(c.prepared, "pose_sensor", "mocap", time_offset=c.time_offset)
     model.save(output)
     if not np.all(np.isfinite(model.params_array())):
         raise FitError(f"pose-error fit gave non-finite parameters; see {output}")

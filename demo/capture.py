@@ -29,15 +29,10 @@ END_MARGIN_S = 0.5
 
 @dataclass(frozen=True)
 class CapturedSession:
-    """One captured demo session.
-
-    Attributes:
-        label: the scenario name, ``#i`` for campaign sessions.
-        sim_bringup_s: simulated time at which recording started (s); below the
-            lead-in, the motion was recorded whole.
-        lead_in_s: the lead-in hold added to the scenario (simulated s).
-        host_s: host seconds the capture took, bring-up included (s).
-    """
+    """One captured demo session: ``label`` the scenario name (``#i`` for campaign
+    sessions), ``sim_bringup_s`` the simulated time recording started (s; below the
+    lead-in ``lead_in_s`` added to the scenario, the motion was recorded whole), ``host_s``
+    the host seconds the capture took, bring-up included."""
 
     path: Path
     label: str
@@ -72,18 +67,11 @@ def capture_scenario(
     label: str | None = None,
     config: str | os.PathLike[str] | None = None,
 ) -> CapturedSession:
-    """Emulate ``devices`` driven by ``scenario`` and capture them into ``output``.
-
-    Args:
-        devices: device names of the robot configuration to emulate and record.
-        pose_streams: ``mocap`` and/or ``pose_sensor`` from the emulated pose source.
-        speed: simulated seconds per host second.
-        bringup_budget_s: host seconds of lead-in hold added before the motion (s).
-        config: robot configuration (default ``examples/robot-emulated.toml``).
-
-    Raises:
-        SimError: unknown devices or streams, or the capture failed (bring-up, writer).
-    """
+    """Emulate ``devices`` of the robot ``config`` (default
+    ``examples/robot-emulated.toml``) driven by ``scenario`` at ``speed`` (simulated s per
+    host s), with ``pose_streams`` (``mocap``, ``pose_sensor``) from the emulated pose
+    source, and capture them into ``output`` after a lead-in hold of ``bringup_budget_s``
+    host seconds. SimError: unknown devices or streams, or the capture failed."""
     t_start = time.monotonic()
     warm_up_kernels()  # before the emulators and readers start: a compile stalls them all
     run_dir = Path(run_dir)
@@ -92,10 +80,8 @@ def capture_scenario(
     label = label or scenario.name
     cfg_path = run_dir / f"robot-{''.join(c if c.isalnum() else '_' for c in label)}.toml"
     cfg_path.write_text(subset_config_text(base.read_text(), devices))
-    lead_in = bringup_budget_s * speed
-    sc = scenario.with_overrides(
-        {"trajectory": {"lead_in_s": scenario.trajectory["lead_in_s"] + lead_in}}
-    )
+    lead_in, sc_lead_in = bringup_budget_s * speed, scenario.trajectory["lead_in_s"]
+    sc = scenario.with_overrides({"trajectory": {"lead_in_s": sc_lead_in + lead_in}})
     robot = EmulatedRobot(
         run_dir, config=cfg_path, scenario=sc, seed=seed, speed=speed, ld19_startup_s=0.3,
         faults=False,
@@ -107,9 +93,8 @@ def capture_scenario(
             f"capture of {label} failed (stopped by {result.stopped_by}): {result.error or failed}"
         )
     _add_truth(Path(output), robot.sim, speed, robot.clock.t0_ns)
-    return CapturedSession(
-        Path(output), label, result, bringup_at, lead_in, time.monotonic() - t_start
-    )
+    host_s = time.monotonic() - t_start
+    return CapturedSession(Path(output), label, result, bringup_at, lead_in, host_s)
 
 
 def _record(
@@ -139,15 +124,9 @@ def _record(
         source = [SimPoseSource(streams, robot.clock, attrs=attrs, t0_ns=t0_ns)] if streams else []
         threading.Thread(target=stop_at_end, name="demo-end", daemon=True).start()
         note = f"sensorbench demo: scenario {sim.scenario.name}, emulated at {speed:g}x"
-        result = run_capture(
-            robot.config,
-            output,
-            duration_s=end_s / speed + 30.0,
-            options=CaptureOptions(label=label, note=note, speed=speed),
-            on_bringup=on_bringup,
-            stop=stop,
-            extra_readers=source,
-        )
+        options = CaptureOptions(label=label, note=note, speed=speed)
+        result = run_capture(robot.config, output, end_s / speed + 30.0, options,
+            on_bringup=on_bringup, stop=stop, extra_readers=source)
     finally:
         stop.set()
         robot.stop()
@@ -162,13 +141,9 @@ def _add_truth(path: Path, sim: Simulation, speed: float, t0_ns: int) -> None:
         return t0_ns + np.round(np.asarray(t_s, float) / speed * 1e9).astype(np.int64)
 
     with SessionWriter.add_to(path) as w:
-        attrs = {
-            "emulation_speed": float(speed),
-            "time_base": (
-                "host monotonic ns; simulated seconds run emulation_speed times faster "
-                "than host seconds (host_ns = t0_ns + t_sim / emulation_speed * 1e9)"
-            ),
-        }
+        time_base = ("host monotonic ns; simulated seconds run emulation_speed times faster "
+            "than host seconds (host_ns = t0_ns + t_sim / emulation_speed * 1e9)")
+        attrs = {"emulation_speed": float(speed), "time_base": time_base}
         write_common_truth(w, sim, host_ns, t0_ns, attrs)
         for name in sim.lidar_names():
             g = f"lidar/{name}"

@@ -74,12 +74,10 @@ def demo_lines(res: DemoResult, total_s: float) -> list[str]:
 
 
 def summary_rows(res: DemoResult) -> list[dict[str, Any]]:
-    """Key recovered values next to the simulated truth, from the report's content.
-
-    Each row: ``name``, ``value``, ``sigma`` (1σ; for the pose-error model the 95 %
-    interval's width / 3.92, and the intervals themselves as ``ci95`` and ``ci99.9``),
-    ``truth``, ``unit`` (SI; τ on the files' time base).
-    """
+    """Key recovered values next to the simulated truth, from the report's content: rows
+    of ``name``, ``value``, ``sigma`` (1σ; pose-error model: the 95 % interval's width /
+    3.92, the intervals as ``ci95``, ``ci99.9``), ``truth``, ``unit`` (SI; τ on the files'
+    time base)."""
     data = res.report_data or {}
     rows: list[dict[str, Any]] = []
     units = {"distance_per_tick": "m", "rolling_angle": "rad", "lever_arm": "m"}
@@ -90,29 +88,23 @@ def summary_rows(res: DemoResult) -> list[dict[str, Any]]:
             rows.append(_row(name, p["value"], p["sigma"], p["truth"], unit))
     pose = (data.get("pose_error") or {}).get("params", [])
     for p in pose:
-        if p["axis"] in ("x", "y", "yaw") and p["param"] in ("sigma_b", "sigma", "tau_s"):
-            if p["truth"] is None:
-                continue
+        wanted = p["axis"] in ("x", "y", "yaw") and p["param"] in ("sigma_b", "sigma", "tau_s")
+        if wanted and p["truth"] is not None:
             unit = "s" if p["param"] == "tau_s" else ("rad" if p["axis"] == "yaw" else "m")
             lo, hi = p["ci95"]
             sigma = (hi - lo) / 3.92 if np.isfinite(hi - lo) else float("nan")
             name = f"pose {p['axis']} {p['param']} ({unit})"
             rows.append(_row(name, p["value"], sigma, p["truth"], unit, ci95=[lo, hi]))
             rows[-1]["ci99.9"] = p["ci99.9"]
-    for label, devices in (data.get("lidar") or {}).items():
-        if label != "lidar_static":
-            continue
-        for name, entry in devices.items():
-            if entry["rate_truth_hz"] is not None:
-                t = entry["timing"]
-                rows.append(_row(
-                    f"{name} scan rate (Hz, {t['clock']} clock)", entry["rate_hz"],
-                    entry["rate_se_hz"], entry["rate_truth_hz"], "Hz",
-                    clock_note=t["host_timing_note"],
-                ))  # fmt: skip
-            for b in entry["noise_bands"]:
-                if b["truth_sigma_m"] is None or b["sigma_m"] is None:
-                    continue
+    for name, entry in (data.get("lidar") or {}).get("lidar_static", {}).items():
+        if entry["rate_truth_hz"] is not None:
+            t = entry["timing"]
+            rows.append(_row(
+                f"{name} scan rate (Hz, {t['clock']} clock)", entry["rate_hz"],
+                entry["rate_se_hz"], entry["rate_truth_hz"], "Hz", clock_note=t["host_timing_note"],
+            ))  # fmt: skip
+        for b in entry["noise_bands"]:
+            if b["truth_sigma_m"] is not None and b["sigma_m"] is not None:
                 band = f"{name} σ {b['lo_m']:g}-{b['hi_m']:g} m (m)"
                 rows.append(_row(band, b["sigma_m"], b["se_m"], b["truth_sigma_m"], "m"))
     return rows

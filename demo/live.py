@@ -34,20 +34,16 @@ class LiveDemo:
 def live_runtime(robot: EmulatedRobot, foxglove: tuple[str, int] | None) -> LiveRuntime:
     """The live runtime for the emulated robot with the shipped models."""
     imu = any(d.imu for d in robot.config.devices if d.kind == "pods")
-    models = OdometryModels.from_files(
-        MODELS / "pods-emulated.toml", MODELS / "noise-emulated.toml", imu=imu
-    )
+    pods, noise = MODELS / "pods-emulated.toml", MODELS / "noise-emulated.toml"
+    models = OdometryModels.from_files(pods, noise, imu=imu)
     attrs = {"pods_model": "pods-emulated.toml (shipped)", "noise_model": "noise-emulated.toml"}
     return LiveRuntime(robot.config, models, LiveOptions(foxglove=foxglove, estimate_attrs=attrs))
 
 
 def firmware_config(out_dir: Path) -> Path:
     """The shipped emulated robot's configuration with its pods entry as the firmware
-    image serves it (``imu = false``), written to ``out_dir/robot-firmware.toml``.
-
-    Raises:
-        SimError: the shipped configuration has no single pods entry with ``imu = true``.
-    """
+    image serves it (``imu = false``), written to ``out_dir/robot-firmware.toml``; SimError
+    when the shipped configuration has no single pods entry with ``imu = true``."""
     text = DEFAULT_CONFIG.read_text(encoding="utf-8")
     entry = re.compile(r'(name = "pods"\n(?:[^\[\n].*\n|\n)*?)imu = true')
     changed, n = entry.subn(r"\1imu = false", text)
@@ -69,12 +65,8 @@ def run_live_demo(
 ) -> LiveDemo:
     """Serve the emulated robot and run it live until ``duration_s`` (s) or ``stop``;
     ``on_status`` gets capture's status ticks and the runtime (its counters);
-    ``pods_firmware``: an ATmega328P image to run under simavr as the pod MCU.
-
-    Raises:
-        LiveError: the view cannot listen on ``foxglove``.
-        SimError: the firmware cannot be run (simavr harness missing, bad image).
-    """
+    ``pods_firmware``: an ATmega328P image to run under simavr as the pod MCU. LiveError
+    when the view cannot listen on ``foxglove``, SimError when the firmware cannot run."""
     out_dir.mkdir(parents=True, exist_ok=True)
     session = out_dir / "live.h5"
     n = 2
@@ -92,15 +84,9 @@ def run_live_demo(
                 if on_status is not None:
                     on_status(elapsed_s, statuses, runtime)
 
-            result = run_capture(
-                robot.config,
-                session,
-                duration_s,
-                CaptureOptions(label="live demo", note="sensorbench demo --live"),
-                on_status=status,
-                stop=stop,
-                consumer=runtime,
-            )
+            options = CaptureOptions(label="live demo", note="sensorbench demo --live")
+            result = run_capture(robot.config, session, duration_s, options, on_status=status,
+                stop=stop, consumer=runtime)
         finally:
             runtime.close()
     return LiveDemo(result, runtime, session)

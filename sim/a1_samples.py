@@ -42,18 +42,10 @@ class A1Realism:
 
 
 IDEAL_A1 = A1Realism(
-    quality_levels=(),
-    zero_offset_deg=(0.0, 0.0),
-    return_lag_deg=0.0,
-    return_lag_base_m=0.0,
-    jitter_deg=0.0,
-    teeth=0,
-    dark_sector_deg=0.0,
-    bursts_per_turn=0.0,
-    flicker=0.0,
-    back_step_prob=0.0,
-    zero_quality_prob=0.0,
-)
+    quality_levels=(), zero_offset_deg=(0.0, 0.0), return_lag_deg=0.0, return_lag_base_m=0.0,
+    jitter_deg=0.0, teeth=0, dark_sector_deg=0.0, bursts_per_turn=0.0, flicker=0.0,
+    back_step_prob=0.0, zero_quality_prob=0.0,
+)  # fmt: skip
 """An ideal sweep: evenly spaced readings from 0°, independent no-returns of quality 0."""
 
 REAL_SAMPLE_US = 508
@@ -70,8 +62,7 @@ def _dark_sectors(rng: np.random.Generator, p_dark: float, mean_deg: float) -> n
     """Edges (°, increasing from 0) of alternating bright/dark sectors over one turn whose
     dark ones cover ``p_dark`` of it, ``mean_deg`` wide on average."""
     k = max(1, round(360.0 * p_dark / mean_deg))
-    bright = rng.exponential(1.0, k)
-    dark = rng.exponential(1.0, k)
+    bright, dark = rng.exponential(1.0, k), rng.exponential(1.0, k)
     widths = np.empty(2 * k)
     widths[0::2] = bright * 360.0 * (1.0 - p_dark) / bright.sum()
     widths[1::2] = dark * 360.0 * p_dark / dark.sum()
@@ -92,20 +83,12 @@ class RoomSamples:
 
     @classmethod
     def generate(
-        cls,
-        duration_s: float = 20.0,
-        rate_hz: float | None = None,
-        samples_per_s: float | None = None,
-        width: float = 6.0,
-        depth: float = 8.0,
-        x: float = 2.5,
-        y: float = 3.0,
-        yaw_deg: float = 0.0,
-        p_no_return: float = REAL_ZERO_FRACTION,
-        max_range_m: float = 12.0,
-        seed: int = 0,
+        cls, duration_s: float = 20.0, rate_hz: float | None = None,
+        samples_per_s: float | None = None, width: float = 6.0, depth: float = 8.0,
+        x: float = 2.5, y: float = 3.0, yaw_deg: float = 0.0,
+        p_no_return: float = REAL_ZERO_FRACTION, max_range_m: float = 12.0, seed: int = 0,
         realism: A1Realism | None = None,
-    ) -> RoomSamples:
+    ) -> RoomSamples:  # fmt: skip
         """Samples for ``duration_s`` s (default rates: a real A1M8's standard scan); one
         ``seed`` gives the same unit and room at any sample rate (standard and express agree).
         """

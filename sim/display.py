@@ -16,14 +16,8 @@ def scenario_table() -> list[dict[str, Any]]:
     rows = []
     for name in list_scenarios():
         sc = load_scenario(name)
-        rows.append(
-            {
-                "name": name,
-                "description": sc.params["description"],
-                "sessions": sc.n_sessions,
-                "path": sc.source,
-            }
-        )
+        rows.append({"name": name, "description": sc.params["description"],
+            "sessions": sc.n_sessions, "path": sc.source})
     return rows
 
 
@@ -47,8 +41,7 @@ def session_summary(path: Path) -> dict[str, Any]:
             "path": str(path),
             "scenario": attrs.get("scenario"),
             "seed": int(attrs["seed"]),
-            "campaign_session": int(attrs["campaign_session"])
-            if "campaign_session" in attrs
+            "campaign_session": int(attrs["campaign_session"]) if "campaign_session" in attrs
             else None,
             "duration_s": float(attrs["duration_s"]),
             "lidars": {n: s.lidar(n).n_turns for n in s.lidar_names()},

@@ -14,7 +14,6 @@ from sensorbench.errors import ConfigError, SimError
 from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulator_base import apply_fault, fault_schedule
 from sensorbench.sim.kind_emulators import EmulatorRequest
-from sensorbench.sim.power import PowerBus
 from sensorbench.sim.scenario import Scenario
 from sensorbench.sim.simulation import Simulation
 
@@ -22,15 +21,11 @@ DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "robot-em
 
 
 class EmulatedRobot:
-    """Every device of ``config`` emulated on ptys in ``run_dir``, driven by one simulation.
-
-    Args:
-        config: robot configuration path (default: the shipped ``robot-emulated.toml``).
-        scenario, seed: default the config's ``[emulation]`` ones (seed 0 without).
-        speed: simulated seconds per host second for every device.
-        ld19_startup_s: LD19 power-on to first packet (simulated s).
-        faults: apply the scenario's ``[faults.*]`` tables, timed from :meth:`start`.
-        pods_firmware: an ATmega328P image run under simavr as the pod MCU.
+    """Every device of ``config`` (default: the shipped ``robot-emulated.toml``) emulated
+    on ptys in ``run_dir`` at ``speed`` (simulated s per host s), driven by one simulation
+    of ``scenario`` and ``seed`` (default: the config's ``[emulation]`` ones, seed 0
+    without); ``faults``: apply the scenario's ``[faults.*]`` tables, timed from
+    :meth:`start`; ``pods_firmware``: an ATmega328P image run under simavr as the pod MCU.
     """
 
     def __init__(
@@ -50,10 +45,8 @@ class EmulatedRobot:
         self.config: RobotConfig = load_robot_config(self.config_path, run_dir=self.run_dir)
         emu = self.config.extra.get("emulation", {})
         try:
-            self.sim = Simulation(
-                scenario or emu.get("scenario", "square"),
-                seed=emu.get("seed", 0) if seed is None else seed,
-            )
+            seed = emu.get("seed", 0) if seed is None else seed
+            self.sim = Simulation(scenario or emu.get("scenario", "square"), seed=seed)
         except SimError as exc:
             if scenario is not None or "scenario" not in emu:
                 raise
@@ -81,27 +74,16 @@ class EmulatedRobot:
             knobs = self.sim.scenario.faults(dev.name) if faults else {}
             if kind.mounted and dev.name not in lidars:
                 self.stop()
-                raise SimError(
-                    f"{self.config_path}: device {dev.name!r} is not a lidar of scenario "
-                    f"{self.sim.scenario.name!r} (it has {sorted(lidars)})"
-                )
+                raise SimError(f"{self.config_path}: device {dev.name!r} is not a lidar of "
+                    f"scenario {self.sim.scenario.name!r} (it has {sorted(lidars)})")
             model = self.sim.scenario.lidars[dev.name]["model"] if kind.mounted else kind.name
             if get_kind(model).protocol != kind.protocol:
                 self.stop()
-                raise SimError(
-                    f"{self.config_path}: device {dev.name!r} is a {kind.name} but scenario "
-                    f"{self.sim.scenario.name!r} simulates it as a {model}"
-                )
-            request = EmulatorRequest(
-                self.sim,
-                self.clock,
-                knobs=knobs,
-                seed=self.sim.seed * 100 + i,
-                index=i,
-                ld19_startup_s=ld19_startup_s,
-                shared=shared,
-                pods_firmware=None if pods_firmware is None else os.fspath(pods_firmware),
-            )
+                raise SimError(f"{self.config_path}: device {dev.name!r} is a {kind.name} but "
+                    f"scenario {self.sim.scenario.name!r} simulates it as a {model}")
+            firmware = None if pods_firmware is None else os.fspath(pods_firmware)
+            request = EmulatorRequest(self.sim, self.clock, knobs, self.sim.seed * 100 + i, i,
+                ld19_startup_s, shared, firmware)  # fmt: skip
             try:
                 self.devices[dev.name] = kind.emulator_factory()(kind, dev, request)
             except SimError:
@@ -109,7 +91,6 @@ class EmulatedRobot:
                 raise
             self._schedule += [(t, dev.name, a, arg) for t, a, arg in fault_schedule(knobs)]
         self._schedule.sort()
-        self.power_bus: PowerBus | None = shared.get("power_bus")
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -153,11 +134,6 @@ class EmulatedRobot:
             apply_fault(self.devices[name], action, arg, self.speed)
 
     # -- access ----------------------------------------------------------------------
-
-    @property
-    def config_text(self) -> str:
-        """The robot configuration text (for the session's root attrs)."""
-        return self.config.text
 
     def link(self, name: str) -> str:
         """Stable path of device ``name``."""

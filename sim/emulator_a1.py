@@ -59,16 +59,11 @@ def encode_nodes(
     start: np.ndarray, quality: np.ndarray, angle_q6: np.ndarray, dist_q2: np.ndarray
 ) -> bytes:
     """Standard-scan node bytes for the given fields (vectorised)."""
-    k = start.size
-    out = np.empty((k, 5), dtype=np.uint8)
-    s = start.astype(np.uint8)
+    out = np.empty((start.size, 5), dtype=np.uint8)
+    s, a, d = start.astype(np.uint8), angle_q6.astype(np.uint16), dist_q2.astype(np.uint16)
     out[:, 0] = (quality.astype(np.uint8) << 2) | ((1 - s) << 1) | s
-    a = angle_q6.astype(np.uint16)
     out[:, 1] = ((a & 0x7F) << 1) | 1
-    out[:, 2] = a >> 7
-    d = dist_q2.astype(np.uint16)
-    out[:, 3] = d & 0xFF
-    out[:, 4] = d >> 8
+    out[:, 2], out[:, 3], out[:, 4] = a >> 7, d & 0xFF, d >> 8
     return out.tobytes()
 
 
@@ -212,16 +207,12 @@ class A1Unit:
 
 
 class A1Emulator(PtyEmulator):
-    """One emulated RPLIDAR A1 serving the Slamtec protocol on a pty.
-
-    Args:
-        samples: what the head sees in standard scan, looped (default: the built-in
-            room, both scan modes).
-        express_samples: the same scene at twice the sample rate for express scan; None
-            with ``samples`` given: the unit ignores EXPRESS_SCAN (firmware < 1.17).
-        speed: emulation speed-up (ignored when ``clock`` or ``power`` gives a clock).
-        record_truth: keep every sent node for :meth:`truth` (~23 bytes per node).
-    """
+    """One emulated RPLIDAR A1 serving the Slamtec protocol on a pty: ``samples`` (what
+    the head sees in standard scan, looped; default: the built-in room, both scan modes)
+    and ``express_samples`` (the same scene at twice the sample rate; None with
+    ``samples``: the unit ignores EXPRESS_SCAN, as firmware < 1.17), at ``speed`` unless
+    ``clock`` or ``power`` gives a clock; ``record_truth`` keeps every sent node for
+    :meth:`truth` (~23 bytes per node)."""
 
     def __init__(
         self,
@@ -241,34 +232,28 @@ class A1Emulator(PtyEmulator):
         serial = bytes.fromhex(u.serial) if isinstance(u.serial, str) else bytes(u.serial)
         if len(serial) != 16:
             raise SimError(f"an A1 serial number is 16 bytes, got {len(serial)}")
-        self._express: PacketStream | None = None
+        self.express: PacketStream | None = None  # capsules played, looped
         if samples is None:
-            self.standard, self._express = _default_room()
+            self.standard, self.express = _default_room()
         else:
             self.standard = node_stream(samples)
         if express_samples is not None:
-            self._express = express_stream(
-                np.asarray(express_samples.t_s),
-                np.asarray(express_samples.angle_deg_cw),
-                np.asarray(express_samples.range_m),
-            )
+            es = express_samples
+            self.express = express_stream(
+                np.asarray(es.t_s), np.asarray(es.angle_deg_cw), np.asarray(es.range_m))
         self.sample_us = self.standard.sample_us if u.sample_us is None else int(u.sample_us)
         if not 0 < self.sample_us <= 0xFFFF:
             raise SimError(f"sample duration must be 1..65535 us, got {self.sample_us}")
-        ex = self._express
-        self.express_us = ex.sample_us if ex is not None else max(1, self.sample_us // 2)
+        ex = self.express
+        self.express_us = max(1, self.sample_us // 2) if ex is None else ex.sample_us
         self.scan_modes, self.typical_mode = self._mode_table()
-        self.name = name
-        self.serial = serial
+        self.name, self.serial, self.power = name, serial, power
         self.model, self.firmware, self.hardware = u.model, u.firmware, u.hardware
-        self.spinup_s = u.spinup_s
-        self.reset_silence_s = u.reset_silence_s
-        self.power = power
+        self.spinup_s, self.reset_silence_s = u.spinup_s, u.reset_silence_s
         self.clock = clock or (power.clock if power is not None else SimClock(speed))
         super().__init__(PtyPort(link=link, baud=proto.BAUD, faults=faults, seed=seed))
 
-        self.health_status = 0
-        self.health_code = 0
+        self.health_status = self.health_code = 0
         self.requests: list[int] = []  # every command byte received, in order
         self._lock = threading.RLock()
         self._rx = b""
@@ -299,7 +284,7 @@ class A1Emulator(PtyEmulator):
         """GET_LIDAR_CONF's scan modes ``(name, µs per sample, answer type)`` and the
         typical one's id: a real A1M8 1.29's (docs/A1.md) scaled to this unit's spacings."""
         modes = [("Standard", float(self.sample_us), proto.TYPE_SCAN)]
-        if self._express is None:
+        if self.express is None:
             return modes, 0
         ex = float(self.express_us)
         ultra = 0x84  # the ultra capsules of Boost, Sensitivity, Stability: listed, not served
@@ -322,11 +307,6 @@ class A1Emulator(PtyEmulator):
     def dtr(self) -> bool:
         """True while a host holds the port open with DTR asserted."""
         return self._lines.dtr
-
-    @property
-    def express(self) -> PacketStream | None:
-        """The express capsules this unit plays (looped), or None without express."""
-        return self._express
 
     @property
     def scanning(self) -> bool:
@@ -459,8 +439,8 @@ class A1Emulator(PtyEmulator):
                 payload, rx = rx[3 : 3 + size], rx[4 + size :]
                 self.requests.append(cmd)
                 express_mode = cmd == proto.CMD_EXPRESS_SCAN and size >= 1 and payload[0] in (0, 1)
-                if express_mode and self._express is not None and self.health_status != 2:
-                    self._start_scan(now, self._express)
+                if express_mode and self.express is not None and self.health_status != 2:
+                    self._start_scan(now, self.express)
                     self.port.send(proto.EXPRESS_DESCRIPTOR)
                 elif (
                     cmd == proto.CMD_GET_LIDAR_CONF

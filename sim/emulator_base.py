@@ -1,9 +1,6 @@
 """What the pty emulators (LD19, A1, pod MCU) share: the lidar sample fields, the
-synthetic room, the lifecycle of one device served on one pty by one thread
-(:class:`PtyEmulator`; its context manager only guarantees :meth:`PtyEmulator.stop`),
-truth records, and a scenario's ``[faults.<device>]`` knobs as link faults and timed
-stalls and unplugs.
-"""
+synthetic room, one device served on one pty by one thread (:class:`PtyEmulator`), truth
+records, and a scenario's ``[faults.<device>]`` knobs as link faults and timed faults."""
 
 from __future__ import annotations
 
@@ -23,11 +20,8 @@ _R = TypeVar("_R", bound="Records")
 
 
 class LidarSamples(Protocol):
-    """Device-native lidar samples (fields of ``Simulation.lidar(name)``).
-
-    ``t_s`` emission times (s), ``angle_deg_cw`` head angle (deg, clockwise),
-    ``range_m`` range (m; 0 or inf for no return), ``intensity`` (device units).
-    """
+    """Device-native lidar samples: emission times ``t_s`` (s), head angle ``angle_deg_cw``
+    (deg, clockwise), ``range_m`` (m; 0 or inf: no return), ``intensity`` (device units)."""
 
     t_s: np.ndarray
     angle_deg_cw: np.ndarray
@@ -44,11 +38,8 @@ def check_sweep(duration_s: float, rate_hz: float, samples_per_s: float) -> None
 def room_ranges(
     angle_deg_cw: np.ndarray, width: float, depth: float, x: float, y: float
 ) -> np.ndarray:
-    """Noise-free range (m) to the walls of a ``width`` × ``depth`` m room.
-
-    The sensor sits at ``(x, y)`` (walls at 0 and ``width``/``depth``, m), facing +x;
-    ``angle_deg_cw`` are beam angles (deg, clockwise from forward).
-    """
+    """Noise-free range (m) to the walls (at 0 and ``width``/``depth``, m) of a room from a
+    sensor at ``(x, y)`` facing +x, along beam angles ``angle_deg_cw`` (deg, clockwise)."""
     ccw = np.deg2rad(-np.asarray(angle_deg_cw, dtype=np.float64))
     c, s = np.cos(ccw), np.sin(ccw)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -84,13 +75,9 @@ class Records:
 
 
 class PtyEmulator(abc.ABC):
-    """One emulated device on a pty, served by one thread (:meth:`_run`).
-
-    Subclasses create their :class:`PtyPort` and pass it to ``__init__``, start the
-    thread with :meth:`_start_thread` when the device powers on (:meth:`start`, or
-    their construction for a device that waits for requests), and override
-    :meth:`unplug`/:meth:`replug` where the device reacts to losing power.
-    """
+    """One emulated device on a pty, served by one thread (:meth:`_run`), started by
+    :meth:`_start_thread` at power-on (:meth:`start`, or construction for a device that
+    waits for requests); the context manager only guarantees :meth:`stop`."""
 
     def __init__(self, port: PtyPort) -> None:
         self.port = port
@@ -102,9 +89,7 @@ class PtyEmulator(abc.ABC):
         """The device: serve the port until ``self._stop`` is set."""
 
     def start(self: _E) -> _E:
-        """Power on; returns self. A device that streams from power-on starts its
-        thread here (:meth:`_start_thread`); by default nothing more happens (a device
-        that waits for requests serves them from its construction on)."""
+        """Power on (a streaming device starts its thread here); returns self."""
         return self
 
     def _start_thread(self, name: str) -> None:
@@ -159,18 +144,13 @@ def link_faults(knobs: Mapping[str, Any]) -> Faults:
 
 
 def fault_schedule(knobs: Mapping[str, Any]) -> list[tuple[float, str, float]]:
-    """Timed faults of a scenario's ``[faults.<device>]`` knobs, in time order.
-
-    Returns ``(t_s, action, arg)`` rows: ``t_s`` simulated seconds; ``action`` one
-    of ``stall`` (``arg`` = its length, simulated s), ``unplug`` and ``replug``
-    (``replug_after_s`` after each unplug; ``arg`` unused, 0).
-    """
+    """Timed faults of ``[faults.<device>]`` knobs as ``(t_s, action, arg)`` rows in time
+    order (simulated s): ``stall`` (``arg``: its length, s), ``unplug``, ``replug``
+    (``replug_after_s`` after each unplug; ``arg`` 0)."""
     schedule = [(t, "stall", knobs.get("stall_s", 0.0)) for t in knobs.get("stall_at_s", [])]
     for t in knobs.get("unplug_at_s", []):
-        schedule.append((t, "unplug", 0.0))
-        schedule.append((t + knobs.get("replug_after_s", 1.0), "replug", 0.0))
-    schedule.sort()
-    return schedule
+        schedule += [(t, "unplug", 0.0), (t + knobs.get("replug_after_s", 1.0), "replug", 0.0)]
+    return sorted(schedule)
 
 
 def apply_fault(emulator: Any, action: str, arg: float, speed: float) -> None:

@@ -49,15 +49,10 @@ def harness_path(path: str | os.PathLike[str] | None = None) -> Path:
 
 @dataclass(frozen=True)
 class Boot:
-    """One start of the firmware.
-
-    Attributes:
-        index: 0 at power-on, +1 per reset.
-        cycle: simulated CPU cycle at which the firmware started its clock (t_us = 0).
-        traj_us: trajectory time of that instant (µs).
-        base: the counts the pins showed when the firmware read its initial state
-            (int64[N]); its counters are the trajectory's counts minus these.
-    """
+    """One start of the firmware (``index`` 0 at power-on, +1 per reset): the simulated CPU
+    ``cycle`` and trajectory time ``traj_us`` (µs) at which its clock started (t_us = 0),
+    and the counts the pins showed when it read its initial state, ``base`` (int64[N]):
+    its counters are the trajectory's counts minus these."""
 
     index: int
     cycle: int
@@ -67,15 +62,11 @@ class Boot:
 
 @dataclass(frozen=True)
 class Injected:
-    """How the harness drives the MCU's pins and reset line besides the trajectory.
-
-    Attributes:
-        reset_at_us: resets at these trajectory times (µs), besides DTR's.
-        double_edges: ``(pod, t_us)``: that pod's first edge at or after ``t_us`` (µs)
-            moves both its lines at once (the firmware must count one lost edge pair).
-        phase_deg: quadrature phase between an A edge and the next B edge (90: ideal;
-            45 < phase < 135).
-    """
+    """How the harness drives the MCU's pins and reset line besides the trajectory: resets
+    at trajectory times ``reset_at_us`` (µs) besides DTR's; ``double_edges`` ``(pod,
+    t_us)``: that pod's first edge at or after ``t_us`` moves both its lines at once (the
+    firmware must count one lost edge pair); ``phase_deg``, the quadrature phase between
+    an A edge and the next B edge (90: ideal; 45 < phase < 135)."""
 
     reset_at_us: tuple[int, ...] = ()
     double_edges: tuple[tuple[int, int], ...] = ()
@@ -85,14 +76,12 @@ class Injected:
 class FirmwarePodEmulator(PtyEmulator):
     """The AVR pod firmware under simavr, its UART on a pty.
 
-    Args:
-        speed: simulated seconds per wall second; 0 runs as fast as the host allows.
-        loop: repeat the trajectory (counts and time continue) instead of stopping.
-        auto_reset: DTR asserted (the host opening the port) resets the MCU.
-        boot_s: how long a reset holds the MCU before its image restarts (s).
-        events: a file the harness's event lines are appended to (firmware/README.md).
-        tail_us: without ``loop``, how long the MCU runs after the last row (µs).
-        period_us: the image's latch period (µs): resets align to it, ``boot_s`` rounds to it.
+    ``speed``: simulated seconds per wall second (0: as fast as the host allows);
+    ``loop``: repeat the trajectory (counts and time continue); ``auto_reset``: DTR
+    asserted resets the MCU, which restarts its image ``boot_s`` later (s); ``events``: a
+    file the harness's event lines are appended to (firmware/README.md); ``tail_us``:
+    without ``loop``, how long the MCU runs after the last row (µs); ``period_us``: the
+    image's latch period (µs): resets align to it, ``boot_s`` rounds to it.
     """
 
     def __init__(
@@ -167,17 +156,9 @@ class FirmwarePodEmulator(PtyEmulator):
                 return self
             master = self.port.master_fd
             self._proc = subprocess.Popen(
-                [
-                    os.fspath(self.harness),
-                    "--elf", os.fspath(self.elf),
-                    "--trajectory", os.fspath(self._traj_file),
-                    "--fd", str(master),
-                    *self._args,
-                ],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
+                [os.fspath(self.harness), "--elf", os.fspath(self.elf),
+                 "--trajectory", os.fspath(self._traj_file), "--fd", str(master), *self._args],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                 pass_fds=(master,),
             )  # fmt: skip
         threading.Thread(target=self._read_stderr, name="pod-firmware-stderr", daemon=True).start()
@@ -264,15 +245,13 @@ class FirmwarePodEmulator(PtyEmulator):
         self._dir.cleanup()
 
     def stall(self, seconds: float) -> None:
-        """Refused: the firmware's link has no faults."""
+        """Refused (as :meth:`unplug` and :meth:`replug`): the firmware's link has no faults."""
         raise SimError("the firmware emulator has no link faults (stall)")
 
     def unplug(self) -> None:
-        """Refused: the firmware's link has no faults."""
         raise SimError("the firmware emulator has no link faults (unplug)")
 
     def replug(self) -> None:
-        """Refused: the firmware's link has no faults."""
         raise SimError("the firmware emulator has no link faults (replug)")
 
     @property

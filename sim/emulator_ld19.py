@@ -86,19 +86,11 @@ class SyntheticLD19Samples:
 
     @classmethod
     def generate(
-        cls,
-        duration_s: float = 10.0,
-        rate_hz: float = 10.0,
-        samples_per_s: float = REAL_SAMPLES_PER_S,
-        width: float = 6.0,
-        depth: float = 8.0,
-        x: float = 2.5,
-        y: float = 3.0,
-        sigma_m: float = 0.005,
-        p_no_return: float = 0.01,
-        seed: int = 0,
-        realism: LD19Realism | None = None,
-    ) -> SyntheticLD19Samples:
+        cls, duration_s: float = 10.0, rate_hz: float = 10.0,
+        samples_per_s: float = REAL_SAMPLES_PER_S, width: float = 6.0, depth: float = 8.0,
+        x: float = 2.5, y: float = 3.0, sigma_m: float = 0.005, p_no_return: float = 0.01,
+        seed: int = 0, realism: LD19Realism | None = None,
+    ) -> SyntheticLD19Samples:  # fmt: skip
         """Samples for ``duration_s`` s (rounded down to whole packets)."""
         rl = LD19Realism() if realism is None else realism
         check_sweep(duration_s, rate_hz, samples_per_s)
@@ -142,28 +134,20 @@ class SyntheticLD19Samples:
     ) -> SyntheticLD19Samples:
         """An idealised sweep of the same room: the datasheet's 4500 samples/s at a
         constant 10 Hz (exactly 450 points per turn)."""
-        return cls.generate(
-            duration_s=duration_s,
-            seed=seed,
-            p_no_return=p_no_return,
-            samples_per_s=4500.0,
-            realism=LD19Realism(speed_sd_deg_s=0.0),
-        )
+        return cls.generate(duration_s, seed=seed, p_no_return=p_no_return, samples_per_s=4500.0,
+            realism=LD19Realism(speed_sd_deg_s=0.0))
 
 
 @dataclass
 class LD19Truth(Records):
-    """Every packet the emulator encoded, in order (``k`` packets).
-
-    Attributes:
-        t_s, sent_t_s: first sample's emission time, time put on the line (simulated s).
-        host_ns: host ``time.monotonic_ns()`` when its chunk was sent.
-        speed, start, end, timestamp: the encoded fields (°/s, 0.01 °, 0.01 °, ms).
-        distance_mm, intensity, point_t_s: ``(k, 12)`` encoded points, their times (s).
-        offset: first byte's offset in the link's offered stream, -1 if never offered.
-        offered: True if handed to the link; power_cycle: replugs before it.
-        impossible: 0, or the :data:`IMPOSSIBLE_FIELDS` code of its impossible field.
-    """
+    """Every packet the emulator encoded, in order (``k`` packets): its first sample's
+    emission time ``t_s`` and the time it was put on the line ``sent_t_s`` (simulated s),
+    ``host_ns`` (``time.monotonic_ns()``) of its chunk, the encoded ``speed``, ``start``,
+    ``end``, ``timestamp`` (°/s, 0.01 °, 0.01 °, ms) and ``(k, 12)`` ``distance_mm``,
+    ``intensity`` with the points' times ``point_t_s`` (s), its first byte's ``offset`` in
+    the link's offered stream (-1 and not ``offered`` if never offered), the replugs
+    before it (``power_cycle``), and ``impossible``: 0 or its :data:`IMPOSSIBLE_FIELDS`
+    code."""
 
     t_s: np.ndarray
     sent_t_s: np.ndarray
@@ -202,24 +186,17 @@ class LD19Truth(Records):
 
 
 def encode_packets(
-    speed: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    distance_mm: np.ndarray,
-    intensity: np.ndarray,
-    timestamp: np.ndarray,
-) -> bytes:
+    speed: np.ndarray, start: np.ndarray, end: np.ndarray, distance_mm: np.ndarray,
+    intensity: np.ndarray, timestamp: np.ndarray,
+) -> bytes:  # fmt: skip
     """The exact bytes of ``k`` packets, CRC included: ``speed`` (°/s), ``start``, ``end``
     (0.01 ° clockwise), ``(k, 12)`` ``distance_mm`` (0: no return) and ``intensity``, and
     device ``timestamp`` (ms)."""
     speed = np.atleast_1d(np.asarray(speed))
     k = speed.size
     rec = np.zeros(k, dtype=PACKET_DTYPE)
-    rec["header"] = 0x54
-    rec["ver_len"] = 0x2C
-    rec["speed"] = speed
-    rec["start"] = np.atleast_1d(start)
-    rec["end"] = np.atleast_1d(end)
+    rec["header"], rec["ver_len"], rec["speed"] = 0x54, 0x2C, speed
+    rec["start"], rec["end"] = np.atleast_1d(start), np.atleast_1d(end)
     rec["points"]["distance"] = np.asarray(distance_mm).reshape(k, POINTS_PER_PACKET)
     rec["points"]["intensity"] = np.asarray(intensity).reshape(k, POINTS_PER_PACKET)
     rec["timestamp"] = np.atleast_1d(timestamp)
@@ -229,13 +206,9 @@ def encode_packets(
 
 
 def _make_impossible(
-    code: np.ndarray,
-    u: np.ndarray,
-    speed: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
+    code: np.ndarray, u: np.ndarray, speed: np.ndarray, start: np.ndarray, end: np.ndarray,
     ts: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """Copies of the fields with the field ``code`` names made impossible, at fraction
     ``u`` of its impossible range: timestamp in [30000, 65535], speed in
     [MAX_SPEED_DEG_S + 1, 65535] deg/s, start angle in [36000, 65535] (0.01 deg), or
@@ -277,16 +250,10 @@ class LD19Quirks:
 
 
 class LD19Emulator(PtyEmulator):
-    """One emulated LD19 streaming on a pty; a thread paced by a :class:`SimClock`.
-
-    Args:
-        samples: what the head sees: a multiple of 12 samples, time-ordered, looped.
-        speed: emulation speed-up (simulated seconds per host second).
-        startup_s: simulated seconds from power-on to the first packet.
-        quirks: protocol oddities to inject (none by default).
-        loop: replay forever; if False, stop after the last packet.
-        record_truth: keep every encoded packet for :meth:`truth` (~100 bytes each).
-    """
+    """One emulated LD19 streaming on a pty, a thread paced by a :class:`SimClock` at
+    ``speed`` (simulated s per host s): ``samples`` (a multiple of 12, time-ordered) looped
+    (``loop``) or once, the first packet ``startup_s`` (simulated s) after power-on, with
+    ``quirks``; ``record_truth`` keeps every packet for :meth:`truth` (~100 bytes each)."""
 
     def __init__(
         self,
@@ -320,9 +287,8 @@ class LD19Emulator(PtyEmulator):
         ).astype(np.uint16)
         self._start = (np.round(ang[:, 0] * 100).astype(np.int64) % 36000).astype(np.uint16)
         self._end = (np.round(ang[:, -1] * 100).astype(np.int64) % 36000).astype(np.uint16)
-        self._dist = np.clip(np.round(np.nan_to_num(rng_m, posinf=0.0) * 1000), 0, 65535).astype(
-            np.uint16
-        )
+        metres = np.nan_to_num(rng_m, posinf=0.0)
+        self._dist = np.clip(np.round(metres * 1000), 0, 65535).astype(np.uint16)
         self._inten = np.clip(np.asarray(src.intensity).reshape(shape), 0, 255).astype(np.uint8)
         dt = float(np.median(np.diff(t))) if n > 1 else 1.0 / REAL_SAMPLES_PER_S
         self._period = float(t[-1] - t[0]) + dt
@@ -488,21 +454,9 @@ class LD19Emulator(PtyEmulator):
         self.packets_sent += int(np.count_nonzero(offset >= 0))
         if not self.record_truth:
             return
-        self._truth.append(
-            LD19Truth(
-                t_s=t_first,
-                sent_t_s=self._send_time(due),
-                host_ns=np.full(due.size, host_ns, dtype=np.int64),
-                speed=speed,
-                start=start,
-                end=end,
-                timestamp=ts,
-                distance_mm=dist,
-                intensity=self._inten[j],
-                offset=offset,
-                offered=offset >= 0,
-                power_cycle=np.full(due.size, self._power_cycle, dtype=np.int64),
-                point_t_s=self._t_points[j] + (loops * self._period - self._t_first[0])[:, None],
-                impossible=code,
-            )
-        )
+        point_t = self._t_points[j] + (loops * self._period - self._t_first[0])[:, None]
+        cycle = np.full(due.size, self._power_cycle, dtype=np.int64)
+        self._truth.append(LD19Truth(
+            t_first, self._send_time(due), np.full(due.size, host_ns, dtype=np.int64), speed,
+            start, end, ts, dist, self._inten[j], offset, offset >= 0, cycle, point_t, code,
+        ))  # fmt: skip

@@ -22,16 +22,12 @@ TICK_S = 0.01  # host s: frames due within one tick go out in one write (a USB f
 
 @dataclass
 class PodTruth(Records):
-    """Every frame the emulator handed to the link, in order.
-
-    Attributes:
-        index: frame index into the sample arrays (= unwrapped sequence number).
-        seq, t_us, counts_raw: the 16-bit sequence, 32-bit MCU time (µs) and counters sent.
-        mcu_time_us, counts: unwrapped MCU time (µs) and cumulative counts (ticks).
-        yaw_rate, yaw: as encoded (rad/s, rad), nan if none.
-        offset: first byte's offset among the bytes the link accepted, -1 if discarded.
-        length: bytes in the frame; delivered: False when the link discarded it.
-    """
+    """Every frame the emulator handed to the link, in order: ``index`` into the sample
+    arrays (the unwrapped sequence number); the 16-bit ``seq``, 32-bit MCU time ``t_us``
+    (µs) and ``counts_raw`` sent; unwrapped ``mcu_time_us`` (µs) and cumulative ``counts``
+    (ticks); ``yaw_rate``, ``yaw`` as encoded (rad/s, rad; nan if none); the first byte's
+    ``offset`` among the bytes the link accepted (-1 and not ``delivered`` if discarded)
+    and the frame's ``length`` (bytes)."""
 
     index: np.ndarray
     seq: np.ndarray
@@ -49,28 +45,16 @@ class PodTruth(Records):
 
 
 def encode_binary(
-    seq: np.ndarray,
-    t_us: np.ndarray,
-    counts_raw: np.ndarray,
-    counter_bits: int,
-    yaw_rate: np.ndarray | None = None,
-    yaw: np.ndarray | None = None,
-) -> tuple[bytes, int]:
-    """Binary frames for k samples at once; returns (bytes, frame length).
-
-    ``seq``/``t_us``/``counts_raw`` must already be reduced to their widths.
-    """
+    seq: np.ndarray, t_us: np.ndarray, counts_raw: np.ndarray, counter_bits: int,
+    yaw_rate: np.ndarray | None = None, yaw: np.ndarray | None = None,
+) -> tuple[bytes, int]:  # fmt: skip
+    """Binary frames for k samples at once (``seq``, ``t_us``, ``counts_raw`` reduced to
+    their widths); returns (bytes, frame length)."""
     k, n_pods = counts_raw.shape
     imu = yaw_rate is not None
     width = counter_bits // 8
-    fields: list[tuple] = [
-        ("sync", "u1", (2,)),
-        ("len", "u1"),
-        ("flags", "u1"),
-        ("seq", "<u2"),
-        ("t_us", "<u4"),
-        ("counts", f"<u{width}", (n_pods,)),
-    ]
+    fields: list[tuple] = [("sync", "u1", (2,)), ("len", "u1"), ("flags", "u1"), ("seq", "<u2"),
+        ("t_us", "<u4"), ("counts", f"<u{width}", (n_pods,))]  # fmt: skip
     if imu:
         fields += [("yaw_rate", "<f4"), ("yaw", "<f4")]
     fields.append(("crc", "<u2"))
@@ -78,12 +62,9 @@ def encode_binary(
     rec["sync"] = (proto.SYNC0, proto.SYNC1)
     rec["len"] = proto.payload_length(n_pods, counter_bits, imu)
     rec["flags"] = proto.make_flags(n_pods, counter_bits, imu)
-    rec["seq"] = seq
-    rec["t_us"] = t_us
-    rec["counts"] = counts_raw
+    rec["seq"], rec["t_us"], rec["counts"] = seq, t_us, counts_raw
     if imu:
-        rec["yaw_rate"] = yaw_rate
-        rec["yaw"] = yaw
+        rec["yaw_rate"], rec["yaw"] = yaw_rate, yaw
     length = rec.dtype.itemsize
     rows = rec.view(np.uint8).reshape(k, length)
     rec["crc"] = proto.crc16_rows(rows[:, 2 : length - 2])
@@ -91,13 +72,9 @@ def encode_binary(
 
 
 def encode_csv(
-    seq: np.ndarray,
-    t_us: np.ndarray,
-    counts_raw: np.ndarray,
-    counter_bits: int,
-    yaw_rate: np.ndarray | None = None,
-    yaw: np.ndarray | None = None,
-) -> list[bytes]:
+    seq: np.ndarray, t_us: np.ndarray, counts_raw: np.ndarray, counter_bits: int,
+    yaw_rate: np.ndarray | None = None, yaw: np.ndarray | None = None,
+) -> list[bytes]:  # fmt: skip
     """CSV lines for k samples (counters printed as signed integers of their width)."""
     half, mod = 1 << (counter_bits - 1), 1 << counter_bits
     signed = np.where(counts_raw >= half, counts_raw - mod, counts_raw)
@@ -112,16 +89,12 @@ def encode_csv(
 
 
 class PodEmulator(PtyEmulator):
-    """Serve the pod MCU's frames on a pty, paced by simulated time.
-
-    Args:
-        samples: ``t_s`` (s), ``mcu_time_us`` (µs, unwrapped), ``counts`` (int64[n, N],
-            cumulative), optionally ``yaw_rad``, ``yaw_rate_rad_s``, ``counter_bits``.
-        counter_bits: 16 or 32; default ``samples.counter_bits`` or 16.
-        imu: send the IMU fields; default: when the samples carry finite yaw.
-        speed: simulated seconds per host second (ignored if ``clock`` is given).
-        loop: after the last sample start over, continuing time, sequence and counts.
-    """
+    """Serve the pod MCU's frames on a pty, paced by simulated time (``speed`` unless a
+    ``clock`` is given): ``samples`` with ``t_s`` (s), ``mcu_time_us`` (µs, unwrapped),
+    cumulative ``counts`` (int64[n, N]) and optionally ``yaw_rad``, ``yaw_rate_rad_s``,
+    ``counter_bits`` (16 or 32, the default for ``counter_bits``; else 16); ``imu``: send
+    the IMU fields (default: when the samples carry finite yaw); ``loop``: after the last
+    sample start over, continuing time, sequence and counts."""
 
     def __init__(
         self,
@@ -238,21 +211,10 @@ class PodEmulator(PtyEmulator):
         delivered = self.port.stats.bytes_offered > before
         offsets = before + np.concatenate(([0], np.cumsum(lengths)[:-1]))
         nan = np.full(idx.size, np.nan)
-        self._truth.append(
-            PodTruth(
-                index=idx,
-                seq=seq,
-                t_us=t_us,
-                mcu_time_us=mcu_us,
-                counts_raw=raw,
-                counts=counts,
-                yaw_rate=nan if rate is None else np.asarray(rate, np.float64),
-                yaw=nan if yaw is None else np.asarray(yaw, np.float64),
-                offset=offsets if delivered else np.full(idx.size, -1, np.int64),
-                length=lengths,
-                delivered=np.full(idx.size, delivered),
-            )
-        )
+        rate, yaw = (nan if v is None else np.asarray(v, np.float64) for v in (rate, yaw))
+        offset = offsets if delivered else np.full(idx.size, -1, np.int64)
+        self._truth.append(PodTruth(idx, seq, t_us, mcu_us, raw, counts, rate, yaw, offset,
+            lengths, np.full(idx.size, delivered)))  # fmt: skip
         self._next = j
 
     def truth(self) -> PodTruth:

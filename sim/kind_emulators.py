@@ -27,16 +27,11 @@ _HEALTH = {"good": 0, "warning": 1, "error": 2}
 
 @dataclass
 class EmulatorRequest:
-    """What a builder gets besides the kind and the device's configuration.
-
-    Attributes:
-        sim: the robot's simulation (None: serve the kind's synthetic samples).
-        knobs: the scenario's ``[faults.<device>]`` table.
-        index: the device's position in the configuration.
-        ld19_startup_s: LD19-protocol power-on to first packet (simulated s).
-        shared: state shared by the robot's builders (the A1s' power bus).
-        pods_firmware: an ATmega328P image to run under simavr as the pod MCU, or None.
-    """
+    """What a builder gets besides the kind and the device's configuration: the robot's
+    simulation (None: the kind's synthetic samples), the scenario's ``[faults.<device>]``
+    ``knobs``, the device's ``index`` in the configuration, the LD19-protocol power-on
+    to first packet (simulated s), state ``shared`` by the robot's builders (the A1s'
+    power bus) and an ATmega328P image to run under simavr as the pod MCU."""
 
     sim: Simulation | None
     clock: SimClock
@@ -63,15 +58,10 @@ def synthetic_ld19_samples(kind: DeviceKind, duration_s: float, seed: int) -> Sy
 
 def ld19_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> LD19Emulator:
     """An LD19-protocol lidar (LD19, LD06) playing the scenario lidar of the device's name."""
-    samples = (
-        req.sim.lidar(dev.name)
-        if req.sim is not None
-        else synthetic_ld19_samples(kind, 60.0, req.seed)
-    )
-    startup_s = req.ld19_startup_s
-    return LD19Emulator(
-        samples, speed=req.clock.speed, startup_s=startup_s, autostart=False, **_link(dev, req)
-    )
+    sim, seed = req.sim, req.seed
+    samples = sim.lidar(dev.name) if sim is not None else synthetic_ld19_samples(kind, 60.0, seed)
+    return LD19Emulator(samples, speed=req.clock.speed, startup_s=req.ld19_startup_s,
+        autostart=False, **_link(dev, req))  # fmt: skip
 
 
 def a1_family(kind: DeviceKind, dev: DeviceConfig, req: EmulatorRequest) -> A1Emulator:
@@ -111,21 +101,15 @@ def pods_family(
         raise SimError(f"{dev.name}: the pod emulator needs a scenario")
     if req.pods_firmware is not None:
         if dev.protocol != "binary" or dev.n_pods != 3 or dev.imu:
-            raise SimError(
-                f"{dev.name}: the firmware sends binary frames of 3 counters without IMU "
-                f"fields; the config has protocol {dev.protocol!r}, {dev.n_pods} pods and "
-                f"imu = {str(dev.imu).lower()}"
-            )
+            raise SimError(f"{dev.name}: the firmware sends binary frames of 3 counters "
+                f"without IMU fields; the config has protocol {dev.protocol!r}, {dev.n_pods} "
+                f"pods and imu = {str(dev.imu).lower()}")
         if fault_schedule(req.knobs) or link_faults(req.knobs) != Faults():
             raise SimError(f"{dev.name}: the firmware emulator has no link faults; the "
                            "scenario asks for some")  # fmt: skip
+        path = PodTrajectory.from_samples(req.sim.pods())
         return FirmwarePodEmulator(
-            req.pods_firmware,
-            PodTrajectory.from_samples(req.sim.pods()),
-            link=dev.port,
-            speed=req.clock.speed,
-            loop=True,
-        )
+            req.pods_firmware, path, link=dev.port, speed=req.clock.speed, loop=True)
     return PodEmulator(
         req.sim.pods(), variant=dev.protocol, counter_bits=dev.counter_bits, imu=dev.imu,
         clock=req.clock, baud=dev.baud, loop=True, **_link(dev, req),

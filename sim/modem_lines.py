@@ -22,13 +22,8 @@ _POLL_S = 0.05  # how often the serving thread looks at its stop flag (s)
 
 
 class ModemLineChannel:
-    """The channel of one pty, served on a thread.
-
-    Args:
-        pty_path: the pty's ``/dev/pts/N`` path.
-        on_change: called with the new DTR level (True = asserted) on every change,
-            from the channel's thread, before the host's request is acknowledged.
-    """
+    """The channel of the pty ``pty_path`` (``/dev/pts/N``), served on a thread that calls
+    ``on_change`` with the new DTR level (True: asserted) on every change."""
 
     def __init__(self, pty_path: str, on_change: Callable[[bool], None]) -> None:
         self.path = modem_channel_path(pty_path)
@@ -42,7 +37,6 @@ class ModemLineChannel:
         self._clients: dict[socket.socket, bytes] = {}
         self._closed = threading.Event()
         self.dtr = False
-        self.messages = 0
         self.opens = 0  # host opens of the port (connections) so far
         self._thread = threading.Thread(target=self._serve, name="modem-lines", daemon=True)
         self._thread.start()
@@ -86,7 +80,6 @@ class ModemLineChannel:
         usable = len(buf) - len(buf) % 2
         for i in range(0, usable, 2):
             if buf[i : i + 1] == b"D":
-                self.messages += 1
                 self._set(buf[i + 1 : i + 2] == b"1")
                 with contextlib.suppress(OSError):
                     conn.sendall(b"A")

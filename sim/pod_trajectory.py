@@ -30,12 +30,8 @@ CYCLES_PER_US = 16  # the 16 MHz ATmega328P
 
 @dataclass(frozen=True)
 class PodTrajectory:
-    """Rows of trajectory time (µs) and cumulative counts (ticks).
-
-    Attributes:
-        t_us: row times (int64[n], strictly increasing, µs).
-        counts: counts at those times (int64[n, N], 1 ≤ N ≤ 3).
-    """
+    """Rows of trajectory time ``t_us`` (int64[n], strictly increasing, µs) and the
+    cumulative ``counts`` (int64[n, N], 1 ≤ N ≤ 3; ticks) at those times."""
 
     t_us: np.ndarray
     counts: np.ndarray
@@ -80,10 +76,8 @@ class PodTrajectory:
             except ValueError:
                 raise SimError(f"{path}:{number}: expected integers 't_us c0 [c1 [c2]]'") from None
             if not 2 <= len(values) <= 1 + MAX_PODS or (rows and len(values) != len(rows[0])):
-                raise SimError(
-                    f"{path}:{number}: {len(values) - 1} counts; every row needs the same "
-                    f"1 to {MAX_PODS}"
-                )
+                raise SimError(f"{path}:{number}: {len(values) - 1} counts; every row needs "
+                    f"the same 1 to {MAX_PODS}")
             if rows and values[0] <= rows[-1][0]:
                 raise SimError(f"{path}:{number}: t_us {values[0]} does not increase")
             rows.append(values)
@@ -94,20 +88,15 @@ class PodTrajectory:
 
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write the harness's text format."""
-        table = np.column_stack([self.t_us, self.counts])
-        np.savetxt(
-            path, table, fmt="%d", header="t_us " + " ".join(f"c{k}" for k in range(self.n_pods))
-        )
+        header = "t_us " + " ".join(f"c{k}" for k in range(self.n_pods))
+        np.savetxt(path, np.column_stack([self.t_us, self.counts]), fmt="%d", header=header)
 
     def counts_at(
         self, traj_us: np.ndarray, loop: bool = False, cycles_per_us: int = CYCLES_PER_US
     ) -> np.ndarray:
         """The counts the pins show at trajectory times ``traj_us`` (µs, relative to the
-        first row; int64[k] -> int64[k, N]): the edges strictly before that cycle.
-
-        Before the first row: the first row's counts; after the last (not looped): the
-        last row's.
-        """
+        first row; int64[k] -> int64[k, N]): the edges strictly before that cycle; the
+        first row's counts before it, the last row's after it (not looped)."""
         q = np.asarray(traj_us, dtype=np.int64) * cycles_per_us
         times = (self.t_us - self.t_us[0]) * cycles_per_us
         span = int(times[-1])

@@ -23,16 +23,10 @@ POSE_KINDS = ("mocap", "pose_sensor")
 
 
 class SimPoseSource:
-    """Streams pose samples of a simulation into a session at the emulation speed.
-
-    Args:
-        streams: stream name → (kind, samples); kind is ``mocap`` or ``pose_sensor``.
-        clock: the emulation clock shared with the emulated devices.
-        name: reader name (events' source, status line).
-        attrs: extra attributes for every pose stream.
-        period_s: host seconds between releases (s).
-        t0_ns: host monotonic time (ns) of simulated time 0; default from ``clock`` now.
-    """
+    """Streams pose samples of a simulation (``streams``: name → (kind ``mocap`` or
+    ``pose_sensor``, samples)) into a session on the emulation ``clock``, every
+    ``period_s`` host s, each stamped ``t0_ns`` (host monotonic ns of simulated 0; default
+    the clock's) plus its simulated time; ``attrs`` go on every pose stream."""
 
     kind = "pose"
 
@@ -55,10 +49,7 @@ class SimPoseSource:
         self.clock = clock
         self.attrs = dict(attrs or {})
         self.period_s = float(period_s)
-        if t0_ns is None:
-            t0_ns = clock.t0_ns
-        self.t0_ns = int(t0_ns)
-        """Host monotonic time (ns) of simulated time 0."""
+        self.t0_ns = int(clock.t0_ns if t0_ns is None else t0_ns)
         self._next = dict.fromkeys(self.streams, 0)
         self._reloc_next = dict.fromkeys(self.streams, 0)
         self._writer: SessionWriter | None = None
@@ -73,26 +64,21 @@ class SimPoseSource:
 
     def host_ns(self, t_s: np.ndarray) -> np.ndarray:
         """Host monotonic time (int64 ns) of simulated times ``t_s`` (s)."""
-        return self.t0_ns + np.round(np.asarray(t_s, float) / self.clock.speed * 1e9).astype(
-            np.int64
-        )
+        host_s = np.asarray(t_s, float) / self.clock.speed
+        return self.t0_ns + np.round(host_s * 1e9).astype(np.int64)
 
     def declare(self, writer: SessionWriter) -> None:
         """Add one pose stream per configured stream."""
         self._writer = writer
         for stream, (kind, samples) in self.streams.items():
-            writer.add_pose(
-                stream,
-                kind=kind,
-                attrs={
-                    **self.attrs,
-                    "rate_hz": float(samples.params.get("rate_hz", float("nan"))),
-                    "frame": "world" if kind == "mocap" else "sensor map",
-                    "emulated": True,
-                    "source": "sensorbench emulated network pose source (simulation samples)",
-                    "emulation_speed": self.clock.speed,
-                },
-            )
+            writer.add_pose(stream, kind=kind, attrs={
+                **self.attrs,
+                "rate_hz": float(samples.params.get("rate_hz", float("nan"))),
+                "frame": "world" if kind == "mocap" else "sensor map",
+                "emulated": True,
+                "source": "sensorbench emulated network pose source (simulation samples)",
+                "emulation_speed": self.clock.speed,
+            })  # fmt: skip
 
     def start(self) -> None:
         """Start releasing samples (those already due are released at once)."""
@@ -116,20 +102,10 @@ class SimPoseSource:
             sent, dt = self._sent - self._last_sent, max(now - self._last_status_t, 1e-6)
             self._last_sent, self._last_status_t = self._sent, now
             since = float("inf") if self._last_data_t is None else now - self._last_data_t
-        return ReaderStatus(
-            name=self.name,
-            kind=self.kind,
-            port="emulated network source",
-            connected=self._thread is not None and self._error is None,
-            bytes_per_s=0.0,
-            items_per_s=sent / dt,
-            turns_per_s=0.0,
-            crc_errors=0,
-            drops=0,
-            since_last_data_s=since,
-            reconnects=0,
-            last_error=self._error,
-        )
+        connected = self._thread is not None and self._error is None
+        return ReaderStatus(self.name, self.kind, "emulated network source", connected,
+            bytes_per_s=0.0, items_per_s=sent / dt, turns_per_s=0.0, crc_errors=0, drops=0,
+            since_last_data_s=since, reconnects=0, last_error=self._error)
 
     def _run(self) -> None:
         while True:
@@ -148,16 +124,10 @@ class SimPoseSource:
             j = int(np.searchsorted(s.t_s, now_s, side="right"))
             if j <= i:
                 continue
-            self._writer.append_pose(
-                stream,
-                PoseBatch(
-                    self.host_ns(s.t_s[i:j]),
-                    s.position[i:j],
-                    s.quat_xyzw[i:j],
-                    s.valid[i:j],
-                    s.flags[i:j] if s.flags.size else np.zeros(j - i, np.uint8),
-                ),
-            )
+            flags = s.flags[i:j] if s.flags.size else np.zeros(j - i, np.uint8)
+            batch = PoseBatch(self.host_ns(s.t_s[i:j]), s.position[i:j], s.quat_xyzw[i:j],
+                s.valid[i:j], flags)  # fmt: skip
+            self._writer.append_pose(stream, batch)
             self._next[stream] = j
             with self._lock:
                 self._sent += j - i

@@ -3,6 +3,7 @@ start within ``inrush_s`` (simulated s) of another's browns every unit involved 
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from typing import Protocol
@@ -35,17 +36,10 @@ class BrownOut:
 
 
 class PowerBus:
-    """A hub's 5 V rail shared by several emulated lidars.
-
-    Args:
-        inrush_s: how long after a motor start the motor draws its spin-up current
-            (simulated s); a second start inside it browns out the bus.
-        mode: ``"error"`` (health error until RESET) or ``"silent"`` (reboot, no answer
-            for ``outage_s``).
-        error_code: health error code reported in ``"error"`` mode.
-        outage_s: silence after a brown-out in ``"silent"`` mode (simulated s).
-        clock: the shared emulation clock (a new real-time clock if None).
-    """
+    """A hub's 5 V rail shared by several emulated lidars: a motor start within
+    ``inrush_s`` of another's browns the bus out, into ``mode`` ``"error"`` (health
+    ``error_code`` until RESET) or ``"silent"`` (reboot, no answer for ``outage_s``);
+    simulated s on ``clock`` (a new real-time clock if None)."""
 
     def __init__(
         self,
@@ -83,14 +77,8 @@ class PowerBus:
         """Record a motor start now; True if it browned the bus out."""
         now = self.clock.now()
         with self._lock:
-            hit = [
-                other
-                for name, other in self._devices.items()
-                if name != device.name
-                and other.motor_on
-                and name in self._starts
-                and now - self._starts[name] < self.inrush_s
-            ]
+            hit = [other for name, other in self._devices.items() if name != device.name
+                and other.motor_on and now - self._starts.get(name, -math.inf) < self.inrush_s]
             self._starts[device.name] = now
             self.motor_starts.append((now, device.name))
             if not hit:

@@ -28,14 +28,9 @@ _BAUD_CONSTANTS = {
 
 @dataclass
 class Faults:
-    """Byte-level fault knobs of one emulated link.
-
-    Attributes:
-        corrupt_rate: probability that a sent byte is replaced by a random other value.
-        drop_rate: probability that a sent byte is lost.
-        slow_start_s: seconds after power-on (construction or replug) during which
-            the device neither sends nor answers (s).
-    """
+    """Byte-level fault knobs of one emulated link: the probability that a sent byte is
+    replaced by a random other value (``corrupt_rate``) or lost (``drop_rate``), and the
+    seconds after power-on (construction or replug) the device neither sends nor answers."""
 
     corrupt_rate: float = 0.0
     drop_rate: float = 0.0
@@ -59,7 +54,6 @@ class LinkStats:
     bytes_corrupted: int = 0
     bytes_dropped: int = 0
     bytes_overrun: int = 0
-    bytes_discarded_unplugged: int = 0
     bytes_garbled_baud: int = 0
     corrupted_offsets: list[int] = field(default_factory=list)
     dropped_offsets: list[int] = field(default_factory=list)
@@ -68,14 +62,9 @@ class LinkStats:
 
 
 class PtyPort:
-    """One end of an emulated serial link on a pseudo-terminal.
-
-    Args:
-        link: stable path to maintain as a symlink to the current pty (optional).
-        baud: the device's baud rate; if the host configures another, it reads garbage.
-        write_timeout_s: how long :meth:`send` waits for room in the pty buffer before
-            counting the bytes as an overrun (s).
-    """
+    """One end of an emulated serial link on a pseudo-terminal, with an optional stable
+    symlink ``link`` to it; a host that configures another ``baud`` than the device's reads
+    garbage; :meth:`send` waits ``write_timeout_s`` (s) for room before an overrun."""
 
     def __init__(
         self,
@@ -209,25 +198,20 @@ class PtyPort:
                 self.stats.corrupted_offsets.extend((hit + base).tolist())
         if f.drop_rate > 0:
             drop = self._rng.random(buf.size) < f.drop_rate
-            if drop.any():
-                idx = np.flatnonzero(drop)
+            idx = np.flatnonzero(drop)
+            if idx.size:
                 self.stats.bytes_dropped += int(idx.size)
                 self.stats.dropped_offsets.extend((idx + base).tolist())
                 buf = buf[~drop]
         return buf.tobytes()
 
     def send(self, data: bytes) -> int:
-        """Put device bytes on the line; returns how many reached the pty buffer.
-
-        Bytes sent while unplugged, stalled or slow-starting are discarded and counted.
-        """
+        """Put device bytes on the line; returns how many reached the pty buffer (none while
+        unplugged, stalled or slow-starting)."""
         if not data:
             return 0
         with self._lock:
-            if self._master is None:
-                self.stats.bytes_discarded_unplugged += len(data)
-                return 0
-            if self.silent:
+            if self._master is None or self.silent:
                 return 0
             out = self._apply_faults(data)
             self.stats.bytes_offered += len(data)
@@ -260,12 +244,9 @@ class PtyPort:
         return written
 
     def recv(self, timeout_s: float) -> bytes:
-        """Bytes the host wrote, waiting at most ``timeout_s`` (s); b"" if none.
-
-        Requests that arrive while the device is silent are swallowed. Safe against
-        a concurrent unplug/replug: the read happens under the lock and only if the
-        pty is still the one that was polled (fd numbers are reused on replug).
-        """
+        """Bytes the host wrote, waiting at most ``timeout_s`` (s); b"" if none or while the
+        device is silent. A read happens under the lock and only if the pty is still the
+        one polled: fd numbers are reused on replug."""
         deadline = time.monotonic() + timeout_s
         while True:
             with self._lock:

@@ -38,10 +38,6 @@ def _fail(key: str, msg: str) -> SimError:
     return SimError(f"{key}: {msg}")
 
 
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 @dataclass
 class F(_Spec):
     """A finite float in [lo, hi] (or [lo, hi) with ``hi_open``); ints are accepted."""
@@ -53,7 +49,8 @@ class F(_Spec):
     lo_open: bool = False
 
     def check(self, value: Any, key: str) -> float:
-        if not _is_num(value) or not math.isfinite(value):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not math.isfinite(value):
             raise _fail(key, f"must be a number (finite), got {value!r}")
         v = float(value)
         lo_bad = self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo)
@@ -133,7 +130,7 @@ class FL(_Spec):
 
 @dataclass
 class FLL(_Spec):
-    """A list of lists of ``inner`` floats (e.g. points ``[[x, y], ...]``), ``n`` rows if given."""
+    """A list of ``n`` (if given) rows of ``inner`` floats (e.g. points ``[[x, y], ...]``)."""
 
     default: list
     inner: int
@@ -232,116 +229,102 @@ DEFAULT_OBSTACLES: list[dict[str, Any]] = [
 ]
 """The lab's furniture when a scenario lists no ``[[world.obstacles]]``."""
 
-WORLD = Table(
-    {
-        "size_m": FL([8.0, 6.0], n=2, lo=0.5),
-        "mocap_volume_m": FL([-3.0, -2.2, 3.0, 2.2], n=4),
-        "obstacles": Tables(_check_obstacle, DEFAULT_OBSTACLES),
-    }
-)
+WORLD = Table({
+    "size_m": FL([8.0, 6.0], n=2, lo=0.5),
+    "mocap_volume_m": FL([-3.0, -2.2, 3.0, 2.2], n=4),
+    "obstacles": Tables(_check_obstacle, DEFAULT_OBSTACLES),
+})  # fmt: skip
 
-ROBOT = Table(
-    {
-        "start_xy_m": FL([-1.0, -1.0], n=2),
-        "start_yaw_deg": F(0.0),
-        "footprint_m": FLL(
-            [[-0.225, -0.225], [0.225, -0.225], [0.225, 0.225], [-0.225, 0.225]], inner=2
-        ),
-        "occluders": Tables(_check_obstacle),
-    }
-)
+ROBOT = Table({
+    "start_xy_m": FL([-1.0, -1.0], n=2),
+    "start_yaw_deg": F(0.0),
+    "footprint_m": FLL(
+        [[-0.225, -0.225], [0.225, -0.225], [0.225, 0.225], [-0.225, 0.225]], inner=2
+    ),
+    "occluders": Tables(_check_obstacle),
+})  # fmt: skip
 
 TRAJECTORY_KINDS = ("forward", "sideways", "spin", "square", "figure8", "hold", "waypoints")
-TRAJECTORY = Table(
-    {
-        "kind": S("hold", TRAJECTORY_KINDS),
-        "lead_in_s": F(1.0, lo=0.0),
-        "lead_out_s": F(1.0, lo=0.0),
-        "max_speed_m_s": F(0.5, lo=0.0, lo_open=True),
-        "max_accel_m_s2": F(0.5, lo=0.0, lo_open=True),
-        "max_yaw_rate_deg_s": F(90.0, lo=0.0, lo_open=True),
-        "max_yaw_accel_deg_s2": F(180.0, lo=0.0, lo_open=True),
-        "pause_s": F(0.5, lo=0.0),
-        "repeats": I(1, lo=1, hi=1000),
-        "distance_m": F(2.0),
-        "return": B(True),
-        "angle_deg": F(360.0),
-        "side_m": F(2.0, lo=0.0, lo_open=True),
-        "turn_at_corners": B(False),
-        "size_m": F(3.0, lo=0.0, lo_open=True),
-        "heading": S("tangent", ("tangent", "fixed")),
-        "hold_s": F(30.0, lo=0.0),
-        "waypoints": FLL([], inner=3),
-    }
-)
+TRAJECTORY = Table({
+    "kind": S("hold", TRAJECTORY_KINDS),
+    "lead_in_s": F(1.0, lo=0.0),
+    "lead_out_s": F(1.0, lo=0.0),
+    "max_speed_m_s": F(0.5, lo=0.0, lo_open=True),
+    "max_accel_m_s2": F(0.5, lo=0.0, lo_open=True),
+    "max_yaw_rate_deg_s": F(90.0, lo=0.0, lo_open=True),
+    "max_yaw_accel_deg_s2": F(180.0, lo=0.0, lo_open=True),
+    "pause_s": F(0.5, lo=0.0),
+    "repeats": I(1, lo=1, hi=1000),
+    "distance_m": F(2.0),
+    "return": B(True),
+    "angle_deg": F(360.0),
+    "side_m": F(2.0, lo=0.0, lo_open=True),
+    "turn_at_corners": B(False),
+    "size_m": F(3.0, lo=0.0, lo_open=True),
+    "heading": S("tangent", ("tangent", "fixed")),
+    "hold_s": F(30.0, lo=0.0),
+    "waypoints": FLL([], inner=3),
+})  # fmt: skip
 
-PODS = Table(
-    {
-        "enabled": B(True),
-        "rate_hz": F(200.0, lo=1.0, hi=5000.0),
-        "substeps": I(5, lo=1, hi=100),
-        "counter_bits": I(16, choices=(16, 32)),
-        "positions_m": FLL([[0.0, 0.16], [0.0, -0.16], [-0.12, 0.0]], inner=2, n=3),
-        "rolling_angles_deg": FL([0.0, 0.0, 90.0], n=3),
-        "wheel_radius_m": FL([0.024, 0.024, 0.024], n=3, lo=0.001),
-        "counts_per_rev": FL([2000.0, 2000.0, 2000.0], n=3, lo=1.0),
-        "initial_counts": FL([0.0, 0.0, 0.0], n=3),
-        "slip_sigma_m_per_sqrt_m": F(0.0005, lo=0.0),
-        "scrub_sigma_m_per_sqrt_m": F(0.001, lo=0.0),
-        "bounce_rate_hz": F(0.05, lo=0.0),
-        "bounce_duration_s": F(0.02, lo=0.0),
-        "lift_windows": FLL([], inner=3),
-        "slip_windows": FLL([], inner=4),
-        "mcu_clock_drift_ppm": F(40.0, lo=-1000.0, hi=1000.0),
-        "mcu_clock_offset_us": I(1_000_000, lo=0),
-    }
-)
+PODS = Table({
+    "enabled": B(True),
+    "rate_hz": F(200.0, lo=1.0, hi=5000.0),
+    "substeps": I(5, lo=1, hi=100),
+    "counter_bits": I(16, choices=(16, 32)),
+    "positions_m": FLL([[0.0, 0.16], [0.0, -0.16], [-0.12, 0.0]], inner=2, n=3),
+    "rolling_angles_deg": FL([0.0, 0.0, 90.0], n=3),
+    "wheel_radius_m": FL([0.024, 0.024, 0.024], n=3, lo=0.001),
+    "counts_per_rev": FL([2000.0, 2000.0, 2000.0], n=3, lo=1.0),
+    "initial_counts": FL([0.0, 0.0, 0.0], n=3),
+    "slip_sigma_m_per_sqrt_m": F(0.0005, lo=0.0),
+    "scrub_sigma_m_per_sqrt_m": F(0.001, lo=0.0),
+    "bounce_rate_hz": F(0.05, lo=0.0),
+    "bounce_duration_s": F(0.02, lo=0.0),
+    "lift_windows": FLL([], inner=3),
+    "slip_windows": FLL([], inner=4),
+    "mcu_clock_drift_ppm": F(40.0, lo=-1000.0, hi=1000.0),
+    "mcu_clock_offset_us": I(1_000_000, lo=0),
+})  # fmt: skip
 
-IMU = Table(
-    {
-        "enabled": B(True),
-        "bias_rad_s": F(0.002),
-        "bias_walk_rad_s_sqrt_s": F(0.0001, lo=0.0),
-        "rate_noise_rad_s": F(0.003, lo=0.0),
-        "yaw_noise_rad": F(0.0, lo=0.0),
-    }
-)
+IMU = Table({
+    "enabled": B(True),
+    "bias_rad_s": F(0.002),
+    "bias_walk_rad_s_sqrt_s": F(0.0001, lo=0.0),
+    "rate_noise_rad_s": F(0.003, lo=0.0),
+    "yaw_noise_rad": F(0.0, lo=0.0),
+})  # fmt: skip
 
-MOCAP = Table(
-    {
-        "enabled": B(True),
-        "rate_hz": F(120.0, lo=1.0, hi=1000.0),
-        "noise_m": F(0.0005, lo=0.0),
-        "noise_rad": F(0.002, lo=0.0),
-        "latency_s": F(0.004, lo=0.0),
-        "occlusion_rate_hz": F(0.05, lo=0.0),
-        "occlusion_mean_s": F(0.3, lo=0.0),
-        "marker_height_m": F(0.30),
-    }
-)
+MOCAP = Table({
+    "enabled": B(True),
+    "rate_hz": F(120.0, lo=1.0, hi=1000.0),
+    "noise_m": F(0.0005, lo=0.0),
+    "noise_rad": F(0.002, lo=0.0),
+    "latency_s": F(0.004, lo=0.0),
+    "occlusion_rate_hz": F(0.05, lo=0.0),
+    "occlusion_mean_s": F(0.3, lo=0.0),
+    "marker_height_m": F(0.30),
+})  # fmt: skip
 
-POSE_SENSOR = Table(
-    {
-        "enabled": B(True),
-        "rate_hz": F(30.0, lo=0.1, hi=1000.0),
-        "rate_jitter_s": F(0.002, lo=0.0),
-        "latency_s": F(0.03, lo=0.0),
-        "height_m": F(0.25),
-        "mount_xy_m": FL([0.0, 0.0], n=2),
-        "mount_yaw_deg": F(0.0),
-        "map_xy_m": FL([0.0, 0.0], n=2),
-        "map_yaw_deg": F(0.0),
-        "reloc_times_s": FL([], lo=0.0),
-        "reloc_sigma": FL([0.05, 0.05, 0.02, 0.005, 0.005, 0.02], n=6, lo=0.0),
-        "gm_sigma": FL([0.02, 0.02, 0.01, 0.003, 0.003, 0.005], n=6, lo=0.0),
-        "gm_tau_s": FL([5.0, 5.0, 10.0, 20.0, 20.0, 8.0], n=6, lo=1e-6),
-        "white_sigma": FL([0.002, 0.002, 0.002, 0.0005, 0.0005, 0.0005], n=6, lo=0.0),
-        "covered_s": FLL([], inner=2, lo=0.0),
-        "reloc_after_cover": B(True),
-        "wrong_reloc_prob": F(0.02, lo=0.0, hi=1.0),
-        "wrong_reloc_sigma": FL([0.8, 0.8, 0.05, 0.02, 0.02, 0.5], n=6, lo=0.0),
-    }
-)
+POSE_SENSOR = Table({
+    "enabled": B(True),
+    "rate_hz": F(30.0, lo=0.1, hi=1000.0),
+    "rate_jitter_s": F(0.002, lo=0.0),
+    "latency_s": F(0.03, lo=0.0),
+    "height_m": F(0.25),
+    "mount_xy_m": FL([0.0, 0.0], n=2),
+    "mount_yaw_deg": F(0.0),
+    "map_xy_m": FL([0.0, 0.0], n=2),
+    "map_yaw_deg": F(0.0),
+    "reloc_times_s": FL([], lo=0.0),
+    "reloc_sigma": FL([0.05, 0.05, 0.02, 0.005, 0.005, 0.02], n=6, lo=0.0),
+    "gm_sigma": FL([0.02, 0.02, 0.01, 0.003, 0.003, 0.005], n=6, lo=0.0),
+    "gm_tau_s": FL([5.0, 5.0, 10.0, 20.0, 20.0, 8.0], n=6, lo=1e-6),
+    "white_sigma": FL([0.002, 0.002, 0.002, 0.0005, 0.0005, 0.0005], n=6, lo=0.0),
+    "covered_s": FLL([], inner=2, lo=0.0),
+    "reloc_after_cover": B(True),
+    "wrong_reloc_prob": F(0.02, lo=0.0, hi=1.0),
+    "wrong_reloc_sigma": FL([0.8, 0.8, 0.05, 0.02, 0.02, 0.5], n=6, lo=0.0),
+})  # fmt: skip
 
 # rate, sample rate and range limits: the device kind's emulator defaults (one source)
 LIDAR_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -428,21 +411,19 @@ def _check_lidar(value: Any, key: str) -> dict:
     return out
 
 
-FAULTS = Table(
-    {
-        "corrupt_rate": F(0.0, lo=0.0, hi=1.0, hi_open=True),
-        "drop_rate": F(0.0, lo=0.0, hi=1.0, hi_open=True),
-        "slow_start_s": F(0.0, lo=0.0),
-        "stall_at_s": FL([], lo=0.0),
-        "stall_s": F(0.0, lo=0.0),
-        "unplug_at_s": FL([], lo=0.0),
-        "replug_after_s": F(1.0, lo=0.0),
-        "health": S("good", ("good", "warning", "error")),
-        "health_error_code": I(0, lo=0, hi=65535),
-        "brownout": B(False),
-        "brownout_window_s": F(2.0, lo=0.0),
-    }
-)
+FAULTS = Table({
+    "corrupt_rate": F(0.0, lo=0.0, hi=1.0, hi_open=True),
+    "drop_rate": F(0.0, lo=0.0, hi=1.0, hi_open=True),
+    "slow_start_s": F(0.0, lo=0.0),
+    "stall_at_s": FL([], lo=0.0),
+    "stall_s": F(0.0, lo=0.0),
+    "unplug_at_s": FL([], lo=0.0),
+    "replug_after_s": F(1.0, lo=0.0),
+    "health": S("good", ("good", "warning", "error")),
+    "health_error_code": I(0, lo=0, hi=65535),
+    "brownout": B(False),
+    "brownout_window_s": F(2.0, lo=0.0),
+})  # fmt: skip
 
 
 DEFAULT_LIDARS = {
@@ -451,7 +432,7 @@ DEFAULT_LIDARS = {
     "lidar_rear": {"model": "a1", "mount_xy_m": [-0.20, 0.0], "mount_yaw_deg": 180.0},
 }
 
-_TOP_FIELDS: dict[str, _Spec] = {
+_TOP = Table({
     "name": S(""),
     "description": S(""),
     "duration_s": F(0.0, lo=0.0),
@@ -464,8 +445,7 @@ _TOP_FIELDS: dict[str, _Spec] = {
     "pose_sensor": POSE_SENSOR,
     "lidars": Tables(_check_lidar, {}, named=True),
     "faults": Tables(FAULTS.check, {}, named=True),
-}
-_TOP = Table(_TOP_FIELDS)
+})  # fmt: skip
 
 
 def _resolve(raw: dict, source: str) -> dict:
@@ -510,14 +490,9 @@ def _table(key: str) -> Any:
 
 @dataclass
 class Scenario:
-    """A validated scenario.
-
-    Attributes:
-        name: the file stem unless the file sets ``name``.
-        text, raw, params: the file's TOML text, parsed, and with every default filled in.
-        session: campaign session index it is resolved for (None if no campaign).
-        n_sessions: number of campaign sessions (0 if no campaign).
-    """
+    """A validated scenario: ``name`` (the file stem unless the file sets one), the file's
+    TOML ``text``, ``raw`` (parsed) and ``params`` (every default filled in), the campaign
+    ``session`` it is resolved for and the campaign's ``n_sessions`` (None, 0: none)."""
 
     name: str
     source: str
@@ -586,14 +561,11 @@ def _from_raw(raw: dict, text: str, source: str, name: str) -> Scenario:
         if not isinstance(campaign, dict) or set(campaign) - {"sessions"}:
             raise SimError(f"{source}: campaign: only [[campaign.sessions]] tables are allowed")
         sessions = campaign.get("sessions")
-        if (
-            not isinstance(sessions, list)
-            or not sessions
-            or not all(isinstance(s, dict) for s in sessions)
+        if not sessions or not isinstance(sessions, list) or not all(
+            isinstance(s, dict) for s in sessions
         ):
             raise SimError(
-                f"{source}: campaign.sessions: must be one or more [[campaign.sessions]]"
-            )
+                f"{source}: campaign.sessions: must be one or more [[campaign.sessions]]")
         n_sessions = len(sessions)
     params = _resolve(raw, source)
     name = params["name"] or name
@@ -604,11 +576,8 @@ def _from_raw(raw: dict, text: str, source: str, name: str) -> Scenario:
 
 
 def load_scenario(name_or_path: str | Path) -> Scenario:
-    """Load a shipped scenario by name (``"square"``) or any scenario file by path.
-
-    Raises:
-        SimError: unknown name (lists the shipped ones), unreadable or invalid file.
-    """
+    """Load a shipped scenario by name (``"square"``) or any scenario file by path;
+    SimError for an unknown name (listing the shipped ones), an unreadable or invalid file."""
     p = Path(name_or_path)
     if p.suffix != ".toml" and not p.exists():
         candidate = SCENARIO_DIR / f"{name_or_path}.toml"
@@ -629,7 +598,6 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     return parse_scenario(text, str(p), p.stem)
 
 
-
 def pose_model_overrides(path: str | Path) -> dict:
     """``[pose_sensor]`` overrides from a fitted pose-error model file (``fit pose-error -o``).
 
@@ -645,12 +613,8 @@ def pose_model_overrides(path: str | Path) -> dict:
         raise ModelFileError(f"{p}: unknown key {bad!r} in a pose-error model file")
     if wrong := wrong_value(doc, POSE_ERROR_KEYS):
         raise ModelFileError(f"{p}: {wrong}")
-    keys = {
-        "sigma_b": "reloc_sigma",
-        "sigma": "gm_sigma",
-        "tau_s": "gm_tau_s",
-        "sigma_v": "white_sigma",
-    }
+    keys = {"sigma_b": "reloc_sigma", "sigma": "gm_sigma", "tau_s": "gm_tau_s",
+            "sigma_v": "white_sigma"}  # fmt: skip
     out: dict[str, list[float]] = {v: [] for v in keys.values()}
     for axis in POSE_AXES:
         table = doc.get("axes", {}).get(axis)

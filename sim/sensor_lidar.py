@@ -17,21 +17,14 @@ KIND_FALSE = 2
 
 @dataclass
 class LidarSamples:
-    """Device-native samples of one lidar over the whole run (``docs/SIMULATION.md``).
+    """Device-native samples of one lidar (``model`` ld19 or a1) over the whole run.
 
-    Attributes:
-        model: ``"ld19"`` or ``"a1"``.
-        t_s: emission time of each sample (s since the start of the run).
-        angle_deg_cw: native bearing, degrees clockwise, [0, 360).
-        range_m: measured range (m), quantized; 0.0 = no return (what devices send).
-        intensity: LD19 intensity 0..255 or A1 quality 0..63; 0 without a return.
-        speed_deg_s: rotation speed of the turn (per packet for the LD19), deg/s.
-        turn: turn index of each sample.
-        kind: 0 normal or no return, 1 edge (mixed-pixel) outlier, 2 isolated false point.
-        true_range_m: noise-free ray-cast range (m); inf = no hit.
-        samples_per_packet: 12 for the LD19, 1 for the A1.
-        turn_t_start_s, turn_period_s, turn_skipped: the turn schedule (T turns).
-        params: the scenario's parameters of this lidar.
+    Per sample: emission time ``t_s`` (s), bearing ``angle_deg_cw`` (deg clockwise, [0,
+    360)), quantized ``range_m`` (m; 0: no return), ``intensity`` (LD19 0..255, A1 quality
+    0..63; 0 without a return), turn speed ``speed_deg_s`` (per packet for the LD19),
+    ``turn`` index, point ``kind`` (:data:`KIND_NORMAL` or no return, :data:`KIND_EDGE`
+    mixed pixel, :data:`KIND_FALSE`), noise-free ``true_range_m`` (m; inf: no hit). Per
+    turn: ``turn_t_start_s``, ``turn_period_s``, ``turn_skipped``.
     """
 
     model: str
@@ -77,13 +70,9 @@ def band_sigma(p: dict, r: np.ndarray) -> np.ndarray:
 
 
 def simulate_lidar(
-    p: dict,
-    traj: Trajectory,
-    world: World,
-    duration_s: float,
-    rng: np.random.Generator,
+    p: dict, traj: Trajectory, world: World, duration_s: float, rng: np.random.Generator,
     body: World | None = None,
-) -> LidarSamples:
+) -> LidarSamples:  # fmt: skip
     """All samples of one lidar (validated ``[lidars.<name>]`` table ``p``) over the run;
     with ``sees_robot`` also returns from ``body``, the robot's occluders (body frame)."""
     model = p["model"]
@@ -92,32 +81,14 @@ def simulate_lidar(
     t, turn, angle_cw, speed = _sample_angles(p, spp, duration_s, starts, periods, skipped)
     true_r = _true_ranges(p, traj, world, body, t, angle_cw)
     range_m, intensity, kind = _measure(p, true_r, turn, rng)
-    return LidarSamples(
-        model=model,
-        t_s=t,
-        angle_deg_cw=angle_cw,
-        range_m=range_m,
-        intensity=intensity,
-        speed_deg_s=speed,
-        turn=turn,
-        kind=kind,
-        true_range_m=true_r,
-        samples_per_packet=spp,
-        turn_t_start_s=starts,
-        turn_period_s=periods,
-        turn_skipped=skipped,
-        params=dict(p),
-    )
+    return LidarSamples(model, t, angle_cw, range_m, intensity, speed, turn, kind, true_r, spp,
+        starts, periods, skipped, dict(p))
 
 
 def _sample_angles(
-    p: dict,
-    spp: int,
-    duration_s: float,
-    starts: np.ndarray,
-    periods: np.ndarray,
+    p: dict, spp: int, duration_s: float, starts: np.ndarray, periods: np.ndarray,
     skipped: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """Every sample's time (s), turn, clockwise angle (deg) and turn speed (deg/s) on the
     turn schedule; packets of ``spp`` samples in skipped turns are left out."""
     fs = p["samples_per_s"]
@@ -134,9 +105,7 @@ def _sample_angles(
         phase = ph_first[:, None]
     turn = np.floor(phase).astype(np.int64)
     keep_pk = ~(skipped[np.clip(turn, 0, starts.size - 1)].any(axis=1))
-    t = t[keep_pk].ravel()
-    phase = phase[keep_pk].ravel()
-    turn = turn[keep_pk].ravel()
+    t, phase, turn = t[keep_pk].ravel(), phase[keep_pk].ravel(), turn[keep_pk].ravel()
     speed = np.repeat(360.0 / periods[k_first[keep_pk]], spp)
     angle_cw = (phase - turn) * 360.0
     angle_cw[angle_cw >= 360.0] = 0.0
@@ -166,12 +135,8 @@ def _measure(
     """Measured range (m, 0: no return), intensity and point kind of each sample: range
     noise, mixed edge points, false points, resolution and the range limits."""
     n = true_r.size
-    z_noise = rng.standard_normal(n)
-    u_edge = rng.random(n)
-    u_mix = rng.random(n)
-    u_false = rng.random(n)
-    u_false_r = rng.random(n)
-    z_int = rng.standard_normal(n)
+    z_noise, u_edge, u_mix = rng.standard_normal(n), rng.random(n), rng.random(n)
+    u_false, u_false_r, z_int = rng.random(n), rng.random(n), rng.standard_normal(n)
 
     finite = np.isfinite(true_r)
     meas = np.where(finite, true_r + band_sigma(p, np.where(finite, true_r, 0.0)) * z_noise, np.inf)
@@ -194,10 +159,9 @@ def _measure(
     kind[edge] = KIND_EDGE
 
     false = u_false < p["false_point_prob"]
-    hi = np.where(finite, np.minimum(true_r, p["range_max_m"]), p["range_max_m"])
-    meas = np.where(
-        false, p["range_min_m"] + u_false_r * np.maximum(hi - p["range_min_m"], 0), meas
-    )
+    lo, top = p["range_min_m"], p["range_max_m"]
+    hi = np.where(finite, np.minimum(true_r, top), top)
+    meas = np.where(false, lo + u_false_r * np.maximum(hi - lo, 0), meas)
     kind[false] = KIND_FALSE
 
     res = p["range_resolution_m"]

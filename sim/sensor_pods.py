@@ -45,35 +45,19 @@ class PodGeometry:
 
     def as_array(self) -> np.ndarray:
         """(3, 6) rows x_m, y_m, angle_rad, radius_m, counts_per_rev, m_per_count."""
-        return np.column_stack(
-            [
-                self.position_m,
-                self.angle_rad,
-                self.radius_m,
-                self.counts_per_rev,
-                self.m_per_count,
-            ]
-        )
+        cols = (self.angle_rad, self.radius_m, self.counts_per_rev, self.m_per_count)
+        return np.column_stack([self.position_m, *cols])
 
 
 @dataclass
 class PodSamples:
-    """What the pod MCU reads, one row per frame.
-
-    Attributes:
-        t_s: true time of each frame (s since the start of the run).
-        mcu_time_us: MCU clock (drift and offset), µs, unwrapped.
-        counts: cumulative encoder counts (n, 3), unwrapped (emulators wrap to ``counter_bits``).
-        counter_bits: the MCU's counter width.
-        yaw_rad: IMU yaw (rad, wrapped to (−π, π], 0 at power-on); nan without an IMU.
-        yaw_rate_rad_s: IMU yaw rate (rad/s); nan without an IMU.
-        params: the ``[pods]`` parameters (flat), the ``[imu]`` table under ``"imu"``, and the
-            derived ``m_per_count``, ``rolling_angles_rad`` and ``lever_arms_m``.
-        true_distance_m: noise-free rolled distance of each wheel (n, 3), m.
-        measured_distance_m: rolled distance with slip, scrub and bounce (n, 3), m.
-        true_gyro_bias_rad_s: the IMU bias at each frame (rad/s); nan without an IMU.
-        geometry: the pods' :class:`PodGeometry`.
-    """
+    """What the pod MCU reads, one row per frame: true time ``t_s`` (s), the MCU clock
+    ``mcu_time_us`` (drift and offset, µs, unwrapped), cumulative ``counts`` (n, 3;
+    unwrapped: emulators wrap them to ``counter_bits``), IMU ``yaw_rad`` (wrapped to (−π,
+    π], 0 at power-on), ``yaw_rate_rad_s`` and ``true_gyro_bias_rad_s`` (nan without an
+    IMU), each wheel's rolled distance (n, 3; m) noise-free and with slip, scrub and
+    bounce. ``params``: the ``[pods]`` table, ``[imu]`` under ``"imu"``, and the derived
+    ``m_per_count``, ``rolling_angles_rad`` and ``lever_arms_m``."""
 
     t_s: np.ndarray
     mcu_time_us: np.ndarray
@@ -92,15 +76,12 @@ def frame_times(p: dict, duration_s: float) -> tuple[np.ndarray, np.ndarray]:
     """True frame times (s) and MCU times (µs, int64) of the pod MCU over ``duration_s``."""
     scale = 1.0 + p["mcu_clock_drift_ppm"] * 1e-6
     period_us = 1e6 / p["rate_hz"]
-    n = int(np.floor(duration_s * scale * 1e6 / period_us)) + 1
-    k = np.arange(n)
-    mcu_elapsed = k * period_us
+    mcu_elapsed = np.arange(int(np.floor(duration_s * scale * 1e6 / period_us)) + 1) * period_us
     t = mcu_elapsed * 1e-6 / scale
     return t, p["mcu_clock_offset_us"] + np.floor(mcu_elapsed).astype(np.int64)
 
 
-def _bounce_mask(
-    t_edges: np.ndarray, rate: float, dur: float, rng: np.random.Generator
+def _bounce_mask(t_edges: np.ndarray, rate: float, dur: float, rng: np.random.Generator
 ) -> np.ndarray:
     """True for sub-steps (between consecutive ``t_edges``) inside a bounce of one pod."""
     span = t_edges[-1] - t_edges[0]
@@ -114,13 +95,9 @@ def _bounce_mask(
 
 
 def simulate_pods(
-    p: dict,
-    imu: dict,
-    traj: Trajectory,
-    duration_s: float,
-    rng: np.random.Generator,
+    p: dict, imu: dict, traj: Trajectory, duration_s: float, rng: np.random.Generator,
     rng_imu: np.random.Generator,
-) -> PodSamples:
+) -> PodSamples:  # fmt: skip
     """Simulate the pod MCU's frames over ``duration_s`` (s) along ``traj``; ``rng`` draws
     the pods' noise, ``rng_imu`` the IMU's, so either can change without the other."""
     geo = PodGeometry.from_params(p)
@@ -167,13 +144,9 @@ def simulate_pods(
         cum_meas / geo.m_per_count[None, :] + 1e-9
     ).astype(np.int64)
     yaw, rate, bias = _imu(imu, traj, t, rng_imu)
-    params = {
-        **p,
-        "imu": dict(imu),
-        "m_per_count": geo.m_per_count.tolist(),
-        "rolling_angles_rad": geo.angle_rad.tolist(),
-        "lever_arms_m": geo.lever_m.tolist(),
-    }
+    derived = {"m_per_count": geo.m_per_count, "rolling_angles_rad": geo.angle_rad,
+        "lever_arms_m": geo.lever_m}  # fmt: skip
+    params = {**p, "imu": dict(imu), **{k: v.tolist() for k, v in derived.items()}}
     return PodSamples(
         t, mcu_us, counts, int(p["counter_bits"]), yaw, rate, params, cum_true, cum_meas, bias, geo
     )

@@ -17,22 +17,13 @@ PAUSED = 2
 
 @dataclass
 class PoseSamples:
-    """A pose stream of the whole run.
-
-    Attributes:
-        t_s: host arrival time of each sample (s since the start of the run).
-        position: (n, 3) reported position (m); nan where invalid (mocap occlusion).
-        quat_xyzw: (n, 4) reported orientation; nan where invalid (mocap occlusion).
-        valid: False during occlusion gaps (mocap) or pauses (pose sensor).
-        params: the scenario's parameters of this sensor.
-        flags: uint8 per sample: 1 = relocalized here, 2 = paused.
-        error: (n, 6) true error x, y, z (m), roll, pitch, yaw (rad) = reported − truth;
-            nan where the sensor reports no fresh pose (paused). Pose sensor only.
-        reloc_t_s: relocalization times (s), the first at the first sample. Pose sensor only.
-        reloc_offset: (S, 6) offset drawn at each relocalization. Pose sensor only.
-        reloc_wrong: (S,) True where that relocalization was a gross (wrong) one.
-        gm: (n, 6) the Gauss-Markov component alone (all samples, paused included).
-    """
+    """A pose stream of the whole run: host arrival times ``t_s`` (s), (n, 3) ``position``
+    (m) and (n, 4) ``quat_xyzw`` (nan where not ``valid``: occlusion or outside the mocap
+    volume), ``flags`` (:data:`RELOCALIZED`, :data:`PAUSED`). Pose sensor only: (n, 6)
+    ``error`` x, y, z (m), roll, pitch, yaw (rad) = reported − truth (nan while paused),
+    its Gauss-Markov part ``gm`` (paused samples included), and per relocalization (the
+    first at the first sample) ``reloc_t_s`` (s), (S, 6) ``reloc_offset``, ``reloc_wrong``
+    (a gross one)."""
 
     t_s: np.ndarray
     position: np.ndarray
@@ -54,11 +45,9 @@ def _quat(roll: np.ndarray, pitch: np.ndarray, yaw: np.ndarray) -> np.ndarray:
 def gauss_markov(
     t_s: np.ndarray, sigma: np.ndarray, tau_s: np.ndarray, rng: np.random.Generator
 ) -> np.ndarray:
-    """First-order Gauss-Markov samples (n, A) at times ``t_s`` (s), stationary from the start.
-
-    Exact discretization for any Δt: ``g_{k+1} = φ g_k + w``, ``φ = exp(−Δt/τ)``,
-    ``Var w = σ² (1 − φ²)``.
-    """
+    """First-order Gauss-Markov samples (n, A) at times ``t_s`` (s), stationary from the
+    start, exact for any Δt: ``g_{k+1} = φ g_k + w``, ``φ = exp(−Δt/τ)``,
+    ``Var w = σ² (1 − φ²)``."""
     sigma = np.asarray(sigma, float)
     tau = np.asarray(tau_s, float)
     n = t_s.size
@@ -96,10 +85,8 @@ def simulate_mocap(
     pos = np.column_stack([x, y, np.full(n, p["marker_height_m"])]) + pos_noise
     rot = Rotation.from_euler("z", yaw[:, None]) * Rotation.from_rotvec(rot_noise)
     quat = rot.as_quat()
-    pos[~valid] = np.nan
-    quat[~valid] = np.nan
-    params = dict(p)
-    params["occlusion_intervals_s"] = np.column_stack([starts, starts + lengths]).tolist()
+    pos[~valid], quat[~valid] = np.nan, np.nan
+    params = {**p, "occlusion_intervals_s": np.column_stack([starts, starts + lengths]).tolist()}
     return PoseSamples(t, pos, quat, valid, params, flags=np.zeros(n, np.uint8))
 
 
@@ -162,20 +149,6 @@ def simulate_pose_sensor(
         hold_from = np.where(fresh, held, 0)
         pos = np.where((covered & fresh)[:, None], pos[hold_from], pos)
         quat = np.where((covered & fresh)[:, None], quat[hold_from], quat)
-        pos[covered & ~fresh] = np.nan
-        quat[covered & ~fresh] = np.nan
-        err = err.copy()
-        err[covered] = np.nan
-    return PoseSamples(
-        t,
-        pos,
-        quat,
-        ~covered,
-        dict(p),
-        flags=flags,
-        error=err,
-        reloc_t_s=reloc,
-        reloc_offset=offset,
-        reloc_wrong=wrong,
-        gm=g,
-    )
+        pos[covered & ~fresh], quat[covered & ~fresh] = np.nan, np.nan
+        err = np.where(covered[:, None], np.nan, err)
+    return PoseSamples(t, pos, quat, ~covered, dict(p), flags, err, reloc, offset, wrong, g)

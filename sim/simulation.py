@@ -33,27 +33,11 @@ TRUTH_RATE_HZ = 500.0
 SENSOR_STREAMS = ("pods", "imu", "mocap", "pose_sensor")
 
 
-def sensor_rng(
-    seed: int, scenario: str, name: str, session: int | None = None
-) -> np.random.Generator:
-    """The independent random stream of sensor ``name`` in ``scenario`` (and campaign
-    ``session``) at ``seed``: scenarios simulated at one seed do not share their noise."""
-    key = [int(seed), zlib.crc32(scenario.encode("utf-8")), zlib.crc32(name.encode("utf-8"))]
-    return np.random.default_rng(key if session is None else [*key, int(session)])
-
-
 class Simulation:
-    """One simulated run of a scenario.
-
-    Args:
-        scenario: a :class:`Scenario`, a shipped scenario name or a path.
-        seed: non-negative integer; same scenario and seed give identical streams.
-        session: campaign session index; default ``seed % n_sessions`` for campaigns.
-
-    Raises:
-        SimError: bad seed or session, or a trajectory that drives the footprint into
-            an obstacle or through a wall.
-    """
+    """One simulated run of a scenario (a :class:`Scenario`, a shipped name or a path) at
+    ``seed`` (same scenario and seed: identical streams) and campaign ``session`` (default
+    ``seed % n_sessions``). SimError: a bad seed or session, or a trajectory that drives
+    the footprint into an obstacle or through a wall."""
 
     def __init__(
         self, scenario: Scenario | str | Path, seed: int = 0, session: int | None = None
@@ -107,8 +91,11 @@ class Simulation:
             )
 
     def rng(self, name: str) -> np.random.Generator:
-        """A fresh copy of sensor ``name``'s random stream."""
-        return sensor_rng(self.seed, self.scenario.name, name, self.scenario.session)
+        """A fresh copy of sensor ``name``'s own random stream (seed, scenario, campaign
+        session): scenarios simulated at one seed do not share their noise."""
+        sc = self.scenario
+        key = [self.seed, zlib.crc32(sc.name.encode("utf-8")), zlib.crc32(name.encode("utf-8"))]
+        return np.random.default_rng(key if sc.session is None else [*key, int(sc.session)])
 
     def lidar_names(self) -> list[str]:
         """Names of the enabled lidars, in scenario order."""
@@ -231,55 +218,28 @@ def lidar_turns(samples: LidarSamples, mask: np.ndarray | None = None) -> LidarT
     k = turn[starts]
     near_skip = skipped[np.maximum(k - 1, 0)] | skipped[np.minimum(k + 1, skipped.size - 1)]
     flags = np.where(near_skip, int(TurnFlag.PACKET_LOSS), 0).astype(np.uint16)
-    return LidarTurns(
-        t_first_ns=t_ns[starts],
-        device_ns=device,
-        speed_hz=speed,
-        count=count,
-        flags=flags,
-        angle=angle,
-        range=rng_m,
-        intensity=samples.intensity[sel].astype(np.uint16),
-        t_ns=t_ns,
-    )
+    return LidarTurns(t_first_ns=t_ns[starts], device_ns=device, speed_hz=speed, count=count,
+        flags=flags, angle=angle, range=rng_m, intensity=samples.intensity[sel].astype(np.uint16),
+        t_ns=t_ns)  # fmt: skip
 
 
 def robot_config_toml(sc: Scenario) -> str:
     """A ``robot.toml`` (the format of ``examples/robot.toml``) describing the simulated robot."""
-    devices = []
-    for name, p in sc.lidars.items():
-        if not p["enabled"]:
-            continue
-        devices.append(
-            {
-                "name": name,
-                "kind": p["model"],
-                "port": f"sim:{name}",
-                "baud": 230400 if p["model"] == "ld19" else 115200,
-                "mount": {
-                    "x_m": p["mount_xy_m"][0],
-                    "y_m": p["mount_xy_m"][1],
-                    "yaw_deg": p["mount_yaw_deg"],
-                },
-            }
-        )
+    devices = [
+        {"name": name, "kind": p["model"], "port": f"sim:{name}",
+         "baud": 230400 if p["model"] == "ld19" else 115200,
+         "mount": {"x_m": p["mount_xy_m"][0], "y_m": p["mount_xy_m"][1],
+                   "yaw_deg": p["mount_yaw_deg"]}}
+        for name, p in sc.lidars.items()
+        if p["enabled"]
+    ]  # fmt: skip
     pods = sc.pods
     doc: dict = {"robot": {"name": f"sim-{sc.name}", "footprint_m": sc.robot["footprint_m"]}}
-    if pods["enabled"]:
-        devices.append(
-            {
-                "name": "pods",
-                "kind": "pods",
-                "port": "sim:pods",
-                "baud": 115200,
-                "protocol": "binary",
-                "counter_bits": pods["counter_bits"],
-                "n_pods": 3,
-                "imu": bool(sc.imu["enabled"]),
-            }
-        )
     doc["devices"] = devices
     if pods["enabled"]:
+        devices.append({"name": "pods", "kind": "pods", "port": "sim:pods", "baud": 115200,
+            "protocol": "binary", "counter_bits": pods["counter_bits"], "n_pods": 3,
+            "imu": bool(sc.imu["enabled"])})  # fmt: skip
         doc["pods"] = {
             "wheel_radius_m": pods["wheel_radius_m"][0],
             "counts_per_rev": int(pods["counts_per_rev"][0]),
@@ -296,20 +256,12 @@ def robot_config_toml(sc: Scenario) -> str:
 
 
 def simulate_to_session(
-    sc: Scenario | str | Path,
-    seed: int,
-    path: str | Path,
-    *,
-    session: int | None = None,
+    sc: Scenario | str | Path, seed: int, path: str | Path, *, session: int | None = None,
     overwrite: bool = False,
-) -> Path:
-    """Simulate ``sc`` at ``seed`` and write every enabled stream plus ``/truth`` to ``path``.
-
-    Host times are ``SIM_T0_NS + t_s·1e9`` ns. Returns the path written.
-
-    Raises:
-        SimError: invalid scenario or seed; SessionError if the file cannot be written.
-    """
+) -> Path:  # fmt: skip
+    """Simulate ``sc`` at ``seed`` and write every enabled stream plus ``/truth`` to ``path``
+    (host times ``SIM_T0_NS + t_s·1e9`` ns); returns ``path``. SimError: invalid scenario
+    or seed; SessionError: the file cannot be written."""
     from sensorbench.logs import SessionWriter
 
     path = Path(path)
@@ -317,26 +269,17 @@ def simulate_to_session(
         raise SessionError(f"{path} exists; choose another name or remove it first")
     sim = Simulation(sc, seed, session)
     scn = sim.scenario
-    attrs = {
-        "simulated": True,
-        "scenario": scn.name,
-        "seed": sim.seed,
-        "sim_t0_ns": SIM_T0_NS,
-        "duration_s": sim.duration_s,
-    }
+    attrs = {"simulated": True, "scenario": scn.name, "seed": sim.seed, "sim_t0_ns": SIM_T0_NS,
+        "duration_s": sim.duration_s}  # fmt: skip
     if scn.session is not None:
         attrs["campaign_session"] = scn.session
     streams: dict[str, object] = {name: sim.lidar(name) for name in sim.lidar_names()}
     for name in ("pods", "mocap", "pose_sensor"):
         if sim.enabled(name):
             streams[name] = getattr(sim, name)()
+    config = robot_config_toml(scn)
     with SessionWriter(
-        path,
-        label=scn.name,
-        config_text=robot_config_toml(scn),
-        swmr=False,
-        attrs=attrs,
-        overwrite=overwrite,
+        path, label=scn.name, config_text=config, swmr=False, attrs=attrs, overwrite=overwrite
     ) as w:
         _write_truth(w, sim, streams)
         _declare_streams(w, sim, streams)  # all before the first append starts the writer
@@ -350,28 +293,13 @@ def _declare_streams(w: SessionWriter, sim: Simulation, streams: dict[str, objec
     """Declare the simulated lidar, pod, mocap and pose-sensor streams with their attributes."""
     scn = sim.scenario
     for name in sim.lidar_names():
-        w.add_lidar(
-            name,
-            attrs={
-                "model": "LD19" if scn.lidars[name]["model"] == "ld19" else "A1",
-                "port_path": f"sim:{name}",
-                "serial": "",
-                "frame": name,
-                "mount_xy_yaw": list(sim.lidar_mount(name)),
-                "simulated": True,
-            },
-        )
+        model = "LD19" if scn.lidars[name]["model"] == "ld19" else "A1"
+        w.add_lidar(name, attrs={"model": model, "port_path": f"sim:{name}", "serial": "",
+            "frame": name, "mount_xy_yaw": list(sim.lidar_mount(name)), "simulated": True})
     if "pods" in streams:
-        w.add_encoder(
-            "pods",
-            n_counts=3,
-            attrs={
-                "counter_bits": scn.pods["counter_bits"],
-                "imu": bool(scn.imu["enabled"]),
-                "device_clock": "MCU microseconds (ns in device_ns)",
-                "simulated": True,
-            },
-        )
+        w.add_encoder("pods", n_counts=3, attrs={"counter_bits": scn.pods["counter_bits"],
+            "imu": bool(scn.imu["enabled"]), "device_clock": "MCU microseconds (ns in device_ns)",
+            "simulated": True})  # fmt: skip
     frames = {"mocap": "world", "pose_sensor": "sensor map"}
     for name, frame in frames.items():
         if name in streams:
@@ -390,17 +318,10 @@ def _append_streams(w: SessionWriter, sim: Simulation, streams: dict[str, object
         w.append_turns(name, lidar_turns(ls, keep))  # type: ignore[arg-type]
     if "pods" in streams:
         pods: PodSamples = streams["pods"]  # type: ignore[assignment]
-        w.append_encoder(
-            "pods",
-            EncoderBatch(
-                host_ns=_ns(pods.t_s),
-                device_ns=pods.mcu_time_us * 1000,
-                seq=np.arange(pods.t_s.size, dtype=np.int64),
-                counts=pods.counts,
-                yaw=pods.yaw_rad,
-                yaw_rate=pods.yaw_rate_rad_s,
-            ),
-        )
+        seq = np.arange(pods.t_s.size, dtype=np.int64)
+        w.append_encoder("pods", EncoderBatch(host_ns=_ns(pods.t_s),
+            device_ns=pods.mcu_time_us * 1000, seq=seq, counts=pods.counts, yaw=pods.yaw_rad,
+            yaw_rate=pods.yaw_rate_rad_s))  # fmt: skip
     for name in ("mocap", "pose_sensor"):
         if name in streams:
             ps: PoseSamples = streams[name]  # type: ignore[assignment]
@@ -415,50 +336,34 @@ def _append_streams(w: SessionWriter, sim: Simulation, streams: dict[str, object
 
 
 def write_common_truth(
-    w: SessionWriter,
-    sim: Simulation,
-    to_ns: Callable[[np.ndarray], np.ndarray],
-    t0_ns: int,
+    w: SessionWriter, sim: Simulation, to_ns: Callable[[np.ndarray], np.ndarray], t0_ns: int,
     attrs: dict[str, Any],
-) -> None:
+) -> None:  # fmt: skip
     """The truth every simulated session carries (docs/SIMULATION.md): its attributes
     plus ``attrs``, the body pose, the pods' geometry and gyro bias, the relocalizations;
     ``to_ns`` maps simulated seconds to the session's int64 ns."""
     scn = sim.scenario
-    w.set_truth_attrs(
-        {
-            "scenario_name": scn.name,
-            "scenario_toml": scn.to_toml(),
-            "seed": sim.seed,
-            "campaign_session": -1 if scn.session is None else scn.session,
-            "duration_s": sim.duration_s,
-            "t0_ns": int(t0_ns),
-            "software_version": __version__,
-            **attrs,
-        }
-    )
+    w.set_truth_attrs({
+        "scenario_name": scn.name, "scenario_toml": scn.to_toml(), "seed": sim.seed,
+        "campaign_session": -1 if scn.session is None else scn.session,
+        "duration_s": sim.duration_s, "t0_ns": int(t0_ns), "software_version": __version__,
+        **attrs,
+    })  # fmt: skip
     t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
     x, y, yaw = sim.trajectory.pose(t)
     w.set_truth("pose/t_ns", to_ns(t))
-    w.set_truth(
-        "pose/x_y_yaw",
-        np.column_stack([x, y, yaw]),
-        {"units": "m, m, rad (yaw unwrapped)", "frame": "world"},
-    )
+    w.set_truth("pose/x_y_yaw", np.column_stack([x, y, yaw]),
+        {"units": "m, m, rad (yaw unwrapped)", "frame": "world"})  # fmt: skip
     if sim.enabled("pods"):
         pods = sim.pods()
-        w.set_truth(
-            "pods/geometry",
-            pods.geometry.as_array(),
-            {"columns": "x_m y_m angle_rad radius_m counts_per_rev m_per_count"},
-        )
+        w.set_truth("pods/geometry", pods.geometry.as_array(),
+            {"columns": "x_m y_m angle_rad radius_m counts_per_rev m_per_count"})  # fmt: skip
         w.set_truth("pods/gyro_bias_rad_s", pods.true_gyro_bias_rad_s)
     if sim.enabled("pose_sensor"):
         ps = sim.pose_sensor()
         w.set_truth("pose_sensor/reloc_t_ns", to_ns(ps.reloc_t_s))
-        w.set_truth(
-            "pose_sensor/reloc_offset", ps.reloc_offset, {"columns": "x y z roll pitch yaw"}
-        )
+        axes = {"columns": "x y z roll pitch yaw"}
+        w.set_truth("pose_sensor/reloc_offset", ps.reloc_offset, axes)
         w.set_truth("pose_sensor/reloc_wrong", ps.reloc_wrong)
 
 
@@ -482,11 +387,8 @@ def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) 
         _write_lidar_truth(w, sim, name, streams[name])  # type: ignore[arg-type]
     if "pods" in streams:
         pods: PodSamples = streams["pods"]  # type: ignore[assignment]
-        w.set_truth(
-            "pods/kinematic_matrix",
-            pods.geometry.kinematic_matrix(),
-            {"meaning": "dn = W (dx, dy, dtheta), counts per m / per rad"},
-        )
+        w.set_truth("pods/kinematic_matrix", pods.geometry.kinematic_matrix(),
+            {"meaning": "dn = W (dx, dy, dtheta), counts per m / per rad"})  # fmt: skip
         w.set_truth("pods/true_distance_m", pods.true_distance_m)
         w.set_truth("pods/measured_distance_m", pods.measured_distance_m)
         w.set_truth_attrs({"params_toml": dumps_toml(pods.params)}, "pods")
@@ -496,15 +398,8 @@ def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) 
         w.set_truth("mocap/occlusion_ns", _ns(occ) if occ.size else np.zeros((0, 2), np.int64))
     if "pose_sensor" in streams:
         ps: PoseSamples = streams["pose_sensor"]  # type: ignore[assignment]
-        w.set_truth(
-            "pose_sensor/error",
-            ps.error,
-            {
-                "columns": "x y z roll pitch yaw",
-                "units": "m m m rad rad rad",
-                "meaning": "reported minus truth; nan while paused",
-            },
-        )
+        w.set_truth("pose_sensor/error", ps.error, {"columns": "x y z roll pitch yaw",
+            "units": "m m m rad rad rad", "meaning": "reported minus truth; nan while paused"})
         w.set_truth("pose_sensor/gm", ps.gm, {"columns": "x y z roll pitch yaw"})
 
 
@@ -516,11 +411,8 @@ def _write_lidar_truth(w: SessionWriter, sim: Simulation, name: str, ls: LidarSa
     w.set_truth(f"{g}/turn_period_s", ls.turn_period_s)
     w.set_truth(f"{g}/turn_skipped", ls.turn_skipped)
     keep = complete_turns_mask(ls, sim.duration_s)
-    w.set_truth(
-        f"{g}/turn_index",
-        np.unique(ls.turn[keep]),
-        {"meaning": "turn index of each stored turn (into turn_* arrays)"},
-    )
+    w.set_truth(f"{g}/turn_index", np.unique(ls.turn[keep]),
+        {"meaning": "turn index of each stored turn (into turn_* arrays)"})  # fmt: skip
     w.set_truth(f"{g}/kind", ls.kind[keep], {"meaning": "0 normal/no return, 1 edge, 2 false"})
     w.set_truth(f"{g}/true_range_m", ls.true_range_m[keep].astype(np.float32))
     w.set_truth_attrs(

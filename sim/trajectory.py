@@ -111,14 +111,7 @@ class _Move(_Segment):
     def world(self, tau: np.ndarray) -> tuple[np.ndarray, ...]:
         s, sd, _ = self.scale.eval(tau)
         d = self.b - self.a
-        return (
-            self.a[0] + s * d[0],
-            self.a[1] + s * d[1],
-            self.a[2] + s * d[2],
-            sd * d[0],
-            sd * d[1],
-            sd * d[2],
-        )
+        return (*(self.a + s[:, None] * d).T, *(sd[:, None] * d).T)
 
 
 class _Hold(_Segment):
@@ -130,7 +123,7 @@ class _Hold(_Segment):
 
     def world(self, tau: np.ndarray) -> tuple[np.ndarray, ...]:
         z = np.zeros_like(tau)
-        return (z + self.pose[0], z + self.pose[1], z + self.pose[2], z, z, z)
+        return (*(z[:, None] + self.pose).T, z, z, z)
 
 
 class _Figure8(_Segment):
@@ -142,15 +135,9 @@ class _Figure8(_Segment):
     """
 
     def __init__(
-        self,
-        center: np.ndarray,
-        a: float,
-        rot: float,
-        laps: int,
-        tangent: bool,
-        yaw_offset: float,
-        lim: Limits,
-    ) -> None:
+        self, center: np.ndarray, a: float, rot: float, laps: int, tangent: bool,
+        yaw_offset: float, lim: Limits,
+    ) -> None:  # fmt: skip
         self.center = np.asarray(center, float)
         self.a = float(a)
         self.rot = float(rot)
@@ -194,10 +181,8 @@ class _Figure8(_Segment):
         lx, ly = self.a * np.sin(u), self.a * np.sin(u) * np.cos(u)
         xd, yd = self._dp(u)
         vx, vy = xd * ud, yd * ud
-        x = self.center[0] + c * lx - s * ly
-        y = self.center[1] + s * lx + c * ly
-        vxw = c * vx - s * vy
-        vyw = s * vx + c * vy
+        x, y = self.center[0] + c * lx - s * ly, self.center[1] + s * lx + c * ly
+        vxw, vyw = c * vx - s * vy, s * vx + c * vy
         if self.tangent:
             yaw = self.rot + self.yaw_offset + _tangent_angle(u)
             wz = self._dpsi(u) * ud
@@ -208,13 +193,9 @@ class _Figure8(_Segment):
 
 
 def _tangent_angle(u: np.ndarray) -> np.ndarray:
-    """Continuous tangent angle (rad) of the Gerono lemniscate at any ``u``.
-
-    The tangent ``(cos u, cos 2u)`` never vanishes and its continuous angle stays in
-    [−5π/4, π/4] (the figure-8 has turning number 0); ``atan2`` values above π/2 never
-    occur on that branch except as its images shifted by 2π, so they are folded back.
-    This gives the same branch at scattered evaluation times, with no ``unwrap``.
-    """
+    """Continuous tangent angle (rad) of the Gerono lemniscate at any ``u``, with no
+    ``unwrap``: the tangent ``(cos u, cos 2u)`` never vanishes and its angle stays in
+    [−5π/4, π/4] (turning number 0), so ``atan2`` values above π/2 are folded back by 2π."""
     ang = np.arctan2(np.cos(2 * u), np.cos(u))
     return np.where(ang > np.pi / 2, ang - 2 * np.pi, ang)
 
@@ -264,15 +245,6 @@ class Trajectory:
         return c * vx + s * vy, -s * vx + c * vy, wz
 
 
-def _limits(spec: dict) -> Limits:
-    return Limits(
-        speed=spec["max_speed_m_s"],
-        accel=spec["max_accel_m_s2"],
-        yaw_rate=np.deg2rad(spec["max_yaw_rate_deg_s"]),
-        yaw_accel=np.deg2rad(spec["max_yaw_accel_deg_s2"]),
-    )
-
-
 def _through(poses: list[np.ndarray], lim: Limits, pause_s: float) -> list[_Segment]:
     segs: list[_Segment] = []
     for a, b in itertools.pairwise(poses):
@@ -288,41 +260,31 @@ def build_trajectory(spec: dict, start: tuple[float, float, float]) -> Trajector
     ``start`` is the robot's initial world pose (m, m, rad). Relative kinds (forward,
     sideways, spin, square, figure8) are laid out in the start pose's frame.
     """
-    lim = _limits(spec)
+    lim = Limits(spec["max_speed_m_s"], spec["max_accel_m_s2"],
+        np.deg2rad(spec["max_yaw_rate_deg_s"]), np.deg2rad(spec["max_yaw_accel_deg_s2"]))
     p0 = np.asarray(start, float)
     c, s = np.cos(p0[2]), np.sin(p0[2])
 
     def rel(dx: float, dy: float, dyaw: float = 0.0) -> np.ndarray:
         return p0 + np.array([c * dx - s * dy, s * dx + c * dy, dyaw])
 
-    kind = spec["kind"]
-    pause = spec["pause_s"]
-    reps = spec["repeats"]
-    segs: list[_Segment] = []
-    if spec["lead_in_s"] > 0:
-        segs.append(_Hold(p0, spec["lead_in_s"]))
-    last = p0
+    kind, reps = spec["kind"], spec["repeats"]
+    segs: list[_Segment] = [_Hold(p0, spec["lead_in_s"])] if spec["lead_in_s"] > 0 else []
+    poses, last = [p0], None  # poses driven through (rest to rest); last: where it ends
     if kind in ("forward", "sideways", "spin"):
         d, ang = spec["distance_m"], np.deg2rad(spec["angle_deg"])
         far = {"forward": rel(d, 0.0), "sideways": rel(0.0, d), "spin": rel(0, 0, ang)}[kind]
         step = np.array([0, 0, ang]) if kind == "spin" else far - p0
-        poses = [p0]
         for _ in range(reps):
             poses += [far, p0] if spec["return"] else [poses[-1] + step]
-        segs += _through(poses, lim, pause)
-        last = poses[-1]
     elif kind == "square":
         side = spec["side_m"]
-        corners = [(side, 0.0), (side, side), (0.0, side), (0.0, 0.0)]
-        poses = [p0]
         for _ in range(reps):
-            for dx, dy in corners:
+            for dx, dy in [(side, 0.0), (side, side), (0.0, side), (0.0, 0.0)]:
                 corner = rel(dx, dy)
                 poses.append(np.array([corner[0], corner[1], poses[-1][2]]))
                 if spec["turn_at_corners"]:
                     poses.append(poses[-1] + np.array([0.0, 0.0, np.pi / 2]))
-        segs += _through(poses, lim, pause)
-        last = poses[-1]
     elif kind == "figure8":
         a = spec["size_m"] / 2.0
         tangent = spec["heading"] == "tangent"
@@ -333,19 +295,14 @@ def build_trajectory(spec: dict, start: tuple[float, float, float]) -> Trajector
         elif not tangent:
             fig = _Figure8(p0[:2], a, p0[2], reps, False, p0[2], lim)
         segs.append(fig)
-        end = fig.world(np.array([fig.T]))
-        last = np.array([end[0][0], end[1][0], end[2][0]])
+        last = np.array([v[0] for v in fig.world(np.array([fig.T]))[:3]])
     elif kind == "hold":
         segs.append(_Hold(p0, spec["hold_s"]))
     elif kind == "waypoints":
-        pts = [np.array([w[0], w[1], np.deg2rad(w[2])]) for w in spec["waypoints"]]
-        poses = [p0]
-        for _ in range(reps):
-            poses += pts
-        segs += _through(poses, lim, pause)
-        last = poses[-1]
+        poses += [np.array([w[0], w[1], np.deg2rad(w[2])]) for w in spec["waypoints"]] * reps
     else:
         raise SimError(f"trajectory.kind: unknown kind {kind!r}")
+    segs += _through(poses, lim, spec["pause_s"])
     if spec["lead_out_s"] > 0:
-        segs.append(_Hold(last, spec["lead_out_s"]))
+        segs.append(_Hold(poses[-1] if last is None else last, spec["lead_out_s"]))
     return Trajectory(segs)

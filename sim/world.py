@@ -14,15 +14,8 @@ _CHUNK = 8192
 
 @dataclass(frozen=True)
 class Obstacle:
-    """One named obstacle: a closed polygon (``vertices``) or a circle.
-
-    Attributes:
-        name: label used in errors and in the session's truth.
-        kind: ``"wall"``, ``"box"``, ``"polygon"`` or ``"pillar"``.
-        vertices: (V, 2) polygon corners in order (m); empty for circles.
-        center: circle centre (m), pillars only.
-        radius: circle radius (m), pillars only.
-    """
+    """One named obstacle (``kind`` wall, box, polygon or pillar): a closed polygon of
+    (V, 2) ``vertices`` (m), or for a pillar a circle of ``center`` and ``radius`` (m)."""
 
     name: str
     kind: str
@@ -32,7 +25,7 @@ class Obstacle:
 
     @property
     def is_circle(self) -> bool:
-        """True for pillars (circles)."""
+        """True for pillars."""
         return self.radius > 0.0
 
 
@@ -46,13 +39,8 @@ def box_vertices(center: tuple[float, float], size: tuple[float, float], yaw: fl
 
 
 class World:
-    """Walls, boxes and pillars of a 2D scene, plus the motion-capture volume.
-
-    Args:
-        obstacles: the obstacles; walls are polygons whose edges face inwards or outwards alike
-            (ray casting does not care about orientation).
-        mocap_volume: ``(xmin, ymin, xmax, ymax)`` of the floor area the mocap cameras cover (m).
-    """
+    """Walls, boxes and pillars of a 2D scene (edge orientation does not matter), plus the
+    floor area the mocap cameras cover, ``mocap_volume`` = ``(xmin, ymin, xmax, ymax)`` (m)."""
 
     def __init__(
         self,
@@ -86,14 +74,10 @@ class World:
     def raycast(
         self, origin_xy: np.ndarray, angles_world_rad: np.ndarray, max_range_m: float = np.inf
     ) -> np.ndarray:
-        """Ranges (K,) of rays from one origin (2,) at world angles (K,) rad; ``inf`` = no hit.
-
-        Hits farther than ``max_range_m`` are reported as ``inf``.
-        """
+        """Ranges (K,) of rays from one origin (2,) at world angles (K,) rad, as
+        :meth:`raycast_many`."""
         angles = np.asarray(angles_world_rad, dtype=float).ravel()
-        origins = np.broadcast_to(
-            np.asarray(origin_xy, dtype=float).reshape(1, 2), (len(angles), 2)
-        )
+        origins = np.broadcast_to(np.asarray(origin_xy, float).reshape(1, 2), (angles.size, 2))
         return self.raycast_many(origins, angles, max_range_m)
 
     def raycast_many(
@@ -116,17 +100,13 @@ class World:
         return out
 
     def _cast_chunk(self, o: np.ndarray, ang: np.ndarray) -> np.ndarray:
-        ux = np.cos(ang)[:, None]
-        uy = np.sin(ang)[:, None]
-        ox = o[:, 0:1]
-        oy = o[:, 1:2]
+        ux, uy = np.cos(ang)[:, None], np.sin(ang)[:, None]
+        ox, oy = o[:, 0:1], o[:, 1:2]
         best = np.full(len(ang), np.inf)
         if len(self.segments):
             px, py, qx, qy = (self.segments[:, k][None, :] for k in range(4))
-            dx = qx - px
-            dy = qy - py
-            wx = px - ox
-            wy = py - oy
+            dx, dy = qx - px, qy - py
+            wx, wy = px - ox, py - oy
             denom = ux * dy - uy * dx
             with np.errstate(divide="ignore", invalid="ignore"):
                 t = (wx * dy - wy * dx) / denom
@@ -135,16 +115,13 @@ class World:
             best = np.minimum(best, np.where(hit, t, np.inf).min(axis=1))
         if len(self.circles):
             cx, cy, r = (self.circles[:, k][None, :] for k in range(3))
-            fx = ox - cx
-            fy = oy - cy
+            fx, fy = ox - cx, oy - cy
             b = fx * ux + fy * uy
             c = fx * fx + fy * fy - r * r
             disc = b * b - c
             with np.errstate(invalid="ignore"):
                 sq = np.sqrt(disc)
-            t1 = -b - sq
-            t2 = -b + sq
-            t = np.where(t1 > 1e-12, t1, t2)
+            t = np.where(-b - sq > 1e-12, -b - sq, -b + sq)
             hit = (disc >= 0) & (t > 1e-12)
             best = np.minimum(best, np.where(hit, t, np.inf).min(axis=1))
         return best
@@ -180,14 +157,11 @@ def build_obstacles(specs: list[dict]) -> list[Obstacle]:
     for i, ob in enumerate(specs):
         name = ob.get("name") or f"{ob['kind']}{i}"
         if ob["kind"] == "box":
-            verts = box_vertices(
-                tuple(ob["center_m"]), tuple(ob["size_m"]), np.deg2rad(ob["yaw_deg"])
-            )
+            verts = box_vertices(ob["center_m"], ob["size_m"], np.deg2rad(ob["yaw_deg"]))
             out.append(Obstacle(name, "box", vertices=verts))
         elif ob["kind"] == "pillar":
-            out.append(
-                Obstacle(name, "pillar", center=tuple(ob["center_m"]), radius=float(ob["radius_m"]))
-            )
+            centre = (ob["center_m"][0], ob["center_m"][1])
+            out.append(Obstacle(name, "pillar", center=centre, radius=float(ob["radius_m"])))
         else:
             out.append(Obstacle(name, "polygon", vertices=np.asarray(ob["vertices_m"], float)))
     return out
@@ -197,13 +171,6 @@ def build_world(spec: dict) -> World:
     """Build a :class:`World` from a validated ``[world]`` scenario table: the lab's
     inner walls, a ``size_m`` rectangle centred at the origin, plus its obstacles."""
     w, d = spec["size_m"]
-    walls = Obstacle(
-        "walls",
-        "wall",
-        vertices=np.array([[-w / 2, -d / 2], [w / 2, -d / 2], [w / 2, d / 2], [-w / 2, d / 2]]),
-    )
-    vol = spec["mocap_volume_m"]
-    return World(
-        [walls, *build_obstacles(spec.get("obstacles", []))],
-        mocap_volume=(vol[0], vol[1], vol[2], vol[3]),
-    )
+    walls = Obstacle("walls", "wall", vertices=box_vertices((0.0, 0.0), (w, d), 0.0))
+    x0, y0, x1, y1 = spec["mocap_volume_m"]
+    return World([walls, *build_obstacles(spec.get("obstacles", []))], (x0, y0, x1, y1))

@@ -114,7 +114,7 @@ def fake_machine(tmp_path, monkeypatch):
 
 
 def test_devices_probe_reports_brltty_with_the_fix(fake_machine, monkeypatch):
-    import sensorbench.commands.devices as devices_cmd
+    import sensorbench.commands.udev as devices_cmd
 
     monkeypatch.setattr(devices_cmd, "list_serial_devices", lambda usb_only=True: [])
     res = CliRunner().invoke(cli, ["devices", "--probe", "--json"])
