@@ -105,8 +105,5 @@ def probe(
         info = check_info(data + read_for(port, min(0.05, timeout_s), enough=want))
     if info is None:
         return None
-    return (
-        f"RPLIDAR A1: model {info['model']:#04x}, firmware {info['firmware']}, "
-        f"hardware {info['hardware']}, serial {info['serial']}",
-        info,
-    )
+    return (f"RPLIDAR A1: model {info['model']:#04x}, firmware {info['firmware']}, "
+        f"hardware {info['hardware']}, serial {info['serial']}", info)

@@ -309,10 +309,8 @@ class A1Lidar:
             raise DeviceUnplugged(str(err)) from err
         reached = self._io(lambda s: s.modem_lines, "reading the modem lines") is not None
         if not reached and self.has_modem_lines is not False:
-            msg = (
-                f"{self.port} has no modem lines (a pty without an emulator's modem-line "
-                "channel, or an adapter without DTR): the A1 motor cannot be switched here"
-            )
+            msg = (f"{self.port} has no modem lines (a pty without an emulator's modem-line "
+                "channel, or an adapter without DTR): the A1 motor cannot be switched here")
             self.logger.info(msg)
             self._emit("note", msg)
         self.has_modem_lines = reached
@@ -668,11 +666,9 @@ class A1Scanner(DeviceProtocol):
         info = self.info
         if info is None:
             return None
-        return (
-            f"A1 model {info.model} firmware {info.firmware[0]}.{info.firmware[1]:02d} "
+        return (f"A1 model {info.model} firmware {info.firmware[0]}.{info.firmware[1]:02d} "
             f"hardware {info.hardware} serial {info.serial} on {self.link.port}"
-            + (f"; scan mode {self.mode.describe()}" if self.mode is not None else "")
-        )
+            + (f"; scan mode {self.mode.describe()}" if self.mode is not None else ""))
 
     def reopen_note(self) -> str:
         """The serial of the unit that answered, for the ``reconnect`` event."""
@@ -681,10 +677,8 @@ class A1Scanner(DeviceProtocol):
 
     def diagnose(self) -> str:
         """Bytes and nodes since opening, with the likely cause."""
-        return (
-            f"{self.link.bytes_since_open} bytes, {self.nodes_total} nodes: is the motor "
-            "spinning (DTR) and the supply strong enough?"
-        )
+        return (f"{self.link.bytes_since_open} bytes, {self.nodes_total} nodes: is the motor "
+            "spinning (DTR) and the supply strong enough?")
 
     def counters(self) -> tuple[int, int, int, int]:
         """(turns with skipped bytes, nodes lost re-aligning, points, turns) since start."""
@@ -694,12 +688,10 @@ class A1Scanner(DeviceProtocol):
     def final_note(self) -> str:
         """Nodes decoded and what was skipped, recorded at stop."""
         asm = self.assembler
-        return (
-            f"decoded {self.nodes_total} nodes ({self.scan_mode_used} scan); skipped: "
+        return (f"decoded {self.nodes_total} nodes ({self.scan_mode_used} scan); skipped: "
             f"bytes_skipped={self.bytes_skipped} "
             f"nodes_dropped={asm.nodes_dropped} (angle >= 360 deg); "
-            f"ranges_beyond_limit={asm.ranges_beyond_limit} (stored as nan)"
-        )
+            f"ranges_beyond_limit={asm.ranges_beyond_limit} (stored as nan)")
 
     def declare_streams(self, writer: SessionWriter) -> None:
         """Add ``lidar/<name>``: the unit's identity where known, and how it is timed."""

@@ -55,11 +55,7 @@ class A1Turns:
             max_node_ns: int = 1_000_000, nominal_us: float = 0.0) -> None:
         self._check(mode)
         self.mode = mode
-        self._cfg = (
-            round((sample_us or 0) * 1000),
-            int(max_node_ns),
-            round(nominal_us * 1000),
-        )
+        self._cfg = (round((sample_us or 0) * 1000), int(max_node_ns), round(nominal_us * 1000))
         self.offset = 0
         """Stream offset of the next byte fed (the offline decoder sets it per scan)."""
         self.dropped_offsets: list[int] = []
@@ -115,17 +111,11 @@ class A1Turns:
     def feed(self, t_ns: int, data: bytes) -> LidarTurns:
         """Decode ``data`` (the scan's bytes read at host ``t_ns``, ns) after the kept
         tail; returns the turns it completed."""
-        buf = (
-            np.frombuffer(self._tail + data, dtype=np.uint8)
-            if self._tail
-            else (np.frombuffer(data, dtype=np.uint8))
-        )
+        buf = (np.frombuffer(self._tail + data, dtype=np.uint8) if self._tail
+            else (np.frombuffer(data, dtype=np.uint8)))
         n = buf.size
-        most = (
-            n // NODE_LEN + 2
-            if self.mode == "standard"
-            else (n // CAPSULE_LEN + 1) * NODES_PER_CAPSULE + 2
-        )
+        most = (n // NODE_LEN + 2 if self.mode == "standard"
+            else (n // CAPSULE_LEN + 1) * NODES_PER_CAPSULE + 2)
         self._reserve(int(self._st[k.FILL]) + most, most)
         base = self.offset - len(self._tail)
         if self.mode == "standard":
@@ -291,23 +281,16 @@ def _time_bases(
     modes = sorted(set(result.modes))
     rate = result.sample_rate
     if received:
-        return (
-            "host monotonic_ns at receive (raw chunks), spread over each read's nodes",
-            "; ".join(describe_clock(rate, m) for m in modes),
-        )
+        return ("host monotonic_ns at receive (raw chunks), spread over each read's nodes",
+            "; ".join(describe_clock(rate, m) for m in modes))
     if rate is not None and all(rate.sample_us(m) > 0 for m in result.modes):
         durations = ", ".join(f"{m} {rate.sample_us(m)} us" for m in modes)
-        base = (
-            "device: sample index x the unit's sample duration (GET_SAMPLERATE: "
-            f"{durations}) from 0; no host receive times"
-        )
+        base = ("device: sample index x the unit's sample duration (GET_SAMPLERATE: "
+            f"{durations}) from 0; no host receive times")
         return base, base
     hz = ", ".join(f"{m} {sample_rate_hz or _NOMINAL_HZ[m]:g} Hz" for m in modes)
-    return (
-        f"nominal: sample index at {hz} from 0 (no receive times, no GET_SAMPLERATE "
-        "answer): invented times",
-        "none: no GET_SAMPLERATE answer in the capture",
-    )
+    return (f"nominal: sample index at {hz} from 0 (no receive times, no GET_SAMPLERATE "
+        "answer): invented times", "none: no GET_SAMPLERATE answer in the capture")
 
 
 def sample_rate_in(data: bytes) -> A1SampleRate | None:

@@ -174,11 +174,8 @@ class CaptureResult:
     def ok(self) -> bool:
         """True when every device came up, no reader lost data (a reader thread that
         failed) and the file was closed without error."""
-        return (
-            self.stopped_by in ("duration", "stop")
-            and all(b.ok for b in self.bringup)
-            and not any(d.data_lost for d in self.devices)
-        )
+        return (self.stopped_by in ("duration", "stop") and all(b.ok for b in self.bringup)
+            and not any(d.data_lost for d in self.devices))
 
     @property
     def exit_code(self) -> int:
@@ -187,13 +184,8 @@ class CaptureResult:
         return 0 if self.ok else 2 if self.stopped_by == "disk" else 1
 
 
-def make_reader(
-    dev: DeviceConfig,
-    speed: float = 1.0,
-    handle: Any = None,
-    pods: PodGeometry | None = None,
-    read_s: float = STREAM_READ_S,
-) -> DeviceReader:
+def make_reader(dev: DeviceConfig, speed: float = 1.0, handle: Any = None,
+        pods: PodGeometry | None = None, read_s: float = STREAM_READ_S) -> DeviceReader:
     """The reader for one configured device (not started), from its registered kind;
     the arguments are :class:`~sensorbench.drivers.device_kind.ReaderContext`'s
     (``read_s``: its ``read_timeout_s``, s)."""
@@ -209,10 +201,8 @@ def make_reader(
 def device_specs(config: RobotConfig) -> list[DeviceSpec]:
     """Power-up specs of the configured devices, in power-up order."""
     return [
-        DeviceSpec(
-            dev.name, kind=dev.kind, port=dev.port, delay_after_s=dev.gap_s,
-            ready_timeout_s=dev.timeout_s, options={"config": dev}, power=dev.power,
-        )
+        DeviceSpec(dev.name, kind=dev.kind, port=dev.port, delay_after_s=dev.gap_s,
+            ready_timeout_s=dev.timeout_s, options={"config": dev}, power=dev.power)
         for dev in config.ordered_devices()
     ]  # fmt: skip
 
@@ -236,10 +226,8 @@ def bring_up(
             message = f"{kind.model} serial {row.serial}"
             if dev.serial and row.serial.upper() != dev.serial.upper():
                 ok = False
-                message = (
-                    f"reports serial {row.serial}, the configuration expects "
-                    f"{dev.serial.upper()}: are front and rear swapped? Check the udev names"
-                )
+                message = (f"reports serial {row.serial}, the configuration expects "
+                    f"{dev.serial.upper()}: are front and rear swapped? Check the udev names")
         elif ok:
             message = f"valid data on {row.tty or dev.port}"
         if row.attempts > 1:
@@ -318,18 +306,11 @@ class CaptureOptions:
     stream_read_s: float = STREAM_READ_S
 
 
-def run_capture(
-    config: RobotConfig,
-    output: str | os.PathLike[str],
-    duration_s: float,
-    options: CaptureOptions | None = None,
-    *,
-    on_status: StatusCallback | None = None,
-    on_bringup: Callable[[BringupResult], None] | None = None,
-    stop: threading.Event | None = None,
-    extra_readers: Sequence[DeviceReader] = (),
-    consumer: CaptureConsumer | None = None,
-) -> CaptureResult:
+def run_capture(config: RobotConfig, output: str | os.PathLike[str], duration_s: float,
+        options: CaptureOptions | None = None, *, on_status: StatusCallback | None = None,
+        on_bringup: Callable[[BringupResult], None] | None = None,
+        stop: threading.Event | None = None, extra_readers: Sequence[DeviceReader] = (),
+        consumer: CaptureConsumer | None = None) -> CaptureResult:
     """Record every configured device into ``output`` for ``duration_s`` seconds.
 
     Args:
@@ -433,14 +414,8 @@ class _Loop:
     opts: CaptureOptions
 
 
-def _record_readers(
-    writer: SessionWriter,
-    readers: list[DeviceReader],
-    result: CaptureResult,
-    consumer: CaptureConsumer | None,
-    duration_s: float,
-    loop: _Loop,
-) -> float:
+def _record_readers(writer: SessionWriter, readers: list[DeviceReader], result: CaptureResult,
+        consumer: CaptureConsumer | None, duration_s: float, loop: _Loop) -> float:
     """Start the consumer and the readers, record until the end, stop them; sets
     ``result``'s stop reason and error and marks readers that failed to start as failed
     in its bring-up. Returns the monotonic time (s) the recording started."""
@@ -464,24 +439,14 @@ def _record_readers(
     return t0
 
 
-def _new_writer(
-    consumer: CaptureConsumer | None,
-    output: str | os.PathLike[str],
-    config_text: str,
-    opts: CaptureOptions,
-    attrs: dict[str, Any],
-) -> SessionWriter:
+def _new_writer(consumer: CaptureConsumer | None, output: str | os.PathLike[str], config_text: str,
+        opts: CaptureOptions, attrs: dict[str, Any]) -> SessionWriter:
     """The capture's session writer; with a consumer, one that hands it every item."""
     make: Callable[..., SessionWriter] = (
         SessionWriter if consumer is None else functools.partial(_TappedWriter, consumer)
     )
-    return make(
-        output,
-        label=opts.label,
-        config_text=config_text,
-        flush_interval_s=opts.flush_interval_s,
-        attrs=attrs,
-    )
+    return make(output, label=opts.label, config_text=config_text,
+        flush_interval_s=opts.flush_interval_s, attrs=attrs)
 
 
 def _writer_stop(writer: SessionWriter, exc: BaseException) -> tuple[str, str]:
@@ -530,21 +495,13 @@ class _DiskGuard:
         reserve = max(self.min_free_bytes, 4.0 * rate)
         if free >= reserve:
             return None
-        return (
-            f"the disk is nearly full ({free / 2**20:.1f} MiB free on the file system of "
+        return (f"the disk is nearly full ({free / 2**20:.1f} MiB free on the file system of "
             f"{self.path}, the file grows {rate / 2**20:.2f} MiB/s): capture stopped and the "
-            "file closed intact; free space before the next capture"
-        )
+            "file closed intact; free space before the next capture")
 
 
-def _record(
-    writer: SessionWriter,
-    readers: list[DeviceReader],
-    t0: float,
-    duration_s: float,
-    loop: _Loop,
-    guard: _DiskGuard,
-) -> tuple[str, str | None]:
+def _record(writer: SessionWriter, readers: list[DeviceReader], t0: float, duration_s: float,
+        loop: _Loop, guard: _DiskGuard) -> tuple[str, str | None]:
     """The status loop; returns (stopped_by, error).
 
     When a reader that was disconnected is connected again, a ``note`` event states

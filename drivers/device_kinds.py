@@ -65,10 +65,8 @@ LD19 = register(DeviceKind(
 # are its real captures'); its own name and datasheet figures
 # (LDROBOT LD06 development manual v1.0: 230400 baud, 4500 samples/s, 5-13 Hz scan,
 # 10 Hz by default, 0.02-12 m; docs/LD19.md, section LD06).
-register(replace(
-    LD19, name="ld06", model="LD06",
-    datasheet="docs/LD19.md, section LD06 (LDROBOT LD06 development manual v1.0)",
-))  # fmt: skip
+register(replace(LD19, name="ld06", model="LD06",
+    datasheet="docs/LD19.md, section LD06 (LDROBOT LD06 development manual v1.0)"))  # fmt: skip
 register(DeviceKind(
     name="a1", model="A1", protocol="rplidar", baud=115200, mounted=True,
     emulator="sensorbench.sim.kind_emulators:a1_family",

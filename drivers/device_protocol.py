@@ -77,10 +77,8 @@ class DeviceProtocol:
 
     def diagnose(self) -> str:
         """What was seen since the port was (re)opened, for the no-valid-data error."""
-        return (
-            f"{self.link.bytes_since_open} bytes, 0 {self.valid_item}s: "
-            "wrong baud rate or wrong device?"
-        )
+        return (f"{self.link.bytes_since_open} bytes, 0 {self.valid_item}s: "
+            "wrong baud rate or wrong device?")
 
     def counters(self) -> tuple[int, int, int, int]:
         """(check failures, items known lost, decoded items, complete turns) since start."""

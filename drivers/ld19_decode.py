@@ -118,13 +118,8 @@ def _write(src: Path, output: str | os.PathLike[str], chunks: list[tuple[int, by
             "partial_turns_dropped": assembler.partial_dropped,
             "time_base": time_base,
         }
-        w.event(
-            0,
-            name,
-            "note",
-            "decoded: "
-            + ", ".join(f"{k}={v}" for k, v in summary.items() if k != "impossible_offsets"),
-        )
+        w.event(0, name, "note", "decoded: "
+            + ", ".join(f"{k}={v}" for k, v in summary.items() if k != "impossible_offsets"))
     return summary
 
 

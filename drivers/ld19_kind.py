@@ -59,7 +59,5 @@ def probe(
     same = [k.name for k in all_kinds() if k.protocol == kind.protocol]
     info["kinds"] = same
     models = " or ".join(k.model for k in all_kinds() if k.protocol == kind.protocol)
-    return (
-        f"{models} (same protocol): {info['packets']} CRC-valid packets at {kind.baud} baud",
-        info,
-    )
+    return (f"{models} (same protocol): {info['packets']} CRC-valid packets at {kind.baud} baud",
+        info)

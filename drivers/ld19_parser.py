@@ -121,13 +121,10 @@ def possible_packets(pk: LD19Packets) -> np.ndarray:
     :data:`MAX_SPEED_DEG_S` (the parser's rules, for packets from elsewhere)."""
     start = pk.start_cdeg.astype(np.int64)
     end = pk.end_cdeg.astype(np.int64)
-    return (
-        (start < ANGLE_MODULUS_CDEG)
-        & (end < ANGLE_MODULUS_CDEG)
+    return ((start < ANGLE_MODULUS_CDEG) & (end < ANGLE_MODULUS_CDEG)
         & (np.mod(end // 100 - start // 100, 360) * SPAN_PER_SPEED <= pk.speed_deg_s)
         & (pk.timestamp_ms.astype(np.int64) < TIMESTAMP_MODULUS_MS)
-        & (pk.speed_deg_s.astype(np.int64) <= MAX_SPEED_DEG_S)
-    )
+        & (pk.speed_deg_s.astype(np.int64) <= MAX_SPEED_DEG_S))
 
 
 # the kernel's state vector (int64, carried between reads)
@@ -541,10 +538,8 @@ class LD19Parser:
         fields = np.empty((_ROWS, cap), np.int64)  # fresh: the packets returned are views
         distance = np.empty(cap * POINTS_PER_PACKET, np.uint16)
         intensity = np.empty(cap * POINTS_PER_PACKET, np.uint8)
-        k, n_rej = _scan_entry()(
-            new, int(host_ns), self.max_speed_deg_s, self._state,
-            self._tail, fields, distance, intensity, self._rejected,
-        )  # fmt: skip
+        k, n_rej = _scan_entry()(new, int(host_ns), self.max_speed_deg_s, self._state,
+            self._tail, fields, distance, intensity, self._rejected)  # fmt: skip
         if n_rej:
             keep = min(n_rej, REJECTED_KEPT - len(self.rejected))
             self.rejected.extend(

@@ -27,13 +27,8 @@ class LinkWatch:
         restart_after_s: silence before the protocol should be restarted (s), or None.
     """
 
-    def __init__(
-        self,
-        stale_after_s: float = 0.5,
-        backoff_s: float = 0.05,
-        backoff_max_s: float = 1.0,
-        restart_after_s: float | None = None,
-    ) -> None:
+    def __init__(self, stale_after_s: float = 0.5, backoff_s: float = 0.05,
+            backoff_max_s: float = 1.0, restart_after_s: float | None = None) -> None:
         self.stale_after_s = stale_after_s
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s

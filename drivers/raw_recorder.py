@@ -26,28 +26,10 @@ _POLL_S = 0.05  # longest single read (s); the duration is checked between reads
 _FLUSH_S = 1.0  # longest time between flushes of both files (s)
 _OPEN_DTR = {"a1": False}  # kinds whose DTR must be low to stream: an A1's motor stops on high
 
-_IFLAG_OFF = (
-    termios.IGNBRK
-    | termios.BRKINT
-    | termios.PARMRK
-    | termios.ISTRIP
-    | termios.INLCR
-    | termios.IGNCR
-    | termios.ICRNL
-    | termios.IXON
-    | termios.IXOFF
-    | termios.IXANY
-    | termios.INPCK
-)
-_LFLAG_OFF = (
-    termios.ICANON
-    | termios.ECHO
-    | termios.ECHOE
-    | termios.ECHOK
-    | termios.ECHONL
-    | termios.ISIG
-    | termios.IEXTEN
-)
+_IFLAG_OFF = (termios.IGNBRK | termios.BRKINT | termios.PARMRK | termios.ISTRIP | termios.INLCR
+    | termios.IGNCR | termios.ICRNL | termios.IXON | termios.IXOFF | termios.IXANY | termios.INPCK)
+_LFLAG_OFF = (termios.ICANON | termios.ECHO | termios.ECHOE | termios.ECHOK | termios.ECHONL
+    | termios.ISIG | termios.IEXTEN)
 
 
 @dataclass(frozen=True)

@@ -152,13 +152,11 @@ class PodGeometry:
         rate = self.top_speed_m_s / (2 * math.pi * self.wheel_radius_m) * self.counts_per_rev
         if rate <= limit:
             return None
-        return (
-            f"[pods] top_speed_m_s = {self.top_speed_m_s:g} is {rate:,.0f} counts/s per pod "
+        return (f"[pods] top_speed_m_s = {self.top_speed_m_s:g} is {rate:,.0f} counts/s per pod "
             f"({self.counts_per_rev} counts/rev, {self.wheel_radius_m:g} m wheels), above the "
             f"{self.board}'s measured {limit:,.0f} counts/s with every count kept "
             "(firmware/README.md): it will lose counts at speed (each loss is reported); "
-            "use fewer counts/rev or a board that counts in hardware (stm32f4)"
-        )
+            "use fewer counts/rev or a board that counts in hardware (stm32f4)")
 
 
 @dataclass(frozen=True)
@@ -386,12 +384,10 @@ class _Validator:
         port = self.port(table["port"], (*path, "port"), what)
         baud = table.get("baud", kind.baud)
         if isinstance(baud, bool) or not isinstance(baud, int) or baud not in STANDARD_BAUDS:
-            raise self.fail(
-                (*path, "baud"),
+            raise self.fail((*path, "baud"),
                 f"{what}: 'baud' = {baud!r} is not a standard line rate ("
                 + ", ".join(str(b) for b in STANDARD_BAUDS if b >= 9600)
-                + f"; {kind.name}'s default is {kind.baud})",
-            )
+                + f"; {kind.name}'s default is {kind.baud})")
         if not kind.mounted:
             mount = None
             if "mount" in table:
@@ -460,11 +456,8 @@ class _Validator:
             raise self.fail((*path, "board"),
                 f"[pods] board must be one of {', '.join(map(repr, pods_kind.BOARDS))}, "
                 f"got {board!r}")
-        top = (
-            self.number(table, "top_speed_m_s", path, minimum=1e-3, maximum=100.0)
-            if "top_speed_m_s" in table
-            else None
-        )
+        top = (self.number(table, "top_speed_m_s", path, minimum=1e-3, maximum=100.0)
+            if "top_speed_m_s" in table else None)
         return PodGeometry(radius, cpr, tuple(out), board, top)
 
     def footprint(self, robot: dict) -> np.ndarray:

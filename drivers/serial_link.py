@@ -139,18 +139,10 @@ class SerialLink:
         on_event: optional ``sink(t_ns, kind, message)`` called with every event.
     """
 
-    def __init__(
-        self,
-        name: str,
-        port: str | os.PathLike[str],
-        protocol: DeviceProtocol,
-        writer: SessionWriter | None = None,
-        *,
-        baud: int | None = None,
-        kind: str | None = None,
-        config: LinkConfig | None = None,
-        on_event: EventSink | None = None,
-    ) -> None:
+    def __init__(self, name: str, port: str | os.PathLike[str], protocol: DeviceProtocol,
+            writer: SessionWriter | None = None, *, baud: int | None = None,
+            kind: str | None = None, config: LinkConfig | None = None,
+            on_event: EventSink | None = None) -> None:
         config = config or LinkConfig()
         self.name = name
         self.port = os.fspath(port)
@@ -195,12 +187,8 @@ class SerialLink:
         Raises:
             DeviceUnavailable: the port cannot be opened (the message says why).
         """
-        ser = open_serial(
-            self.port,
-            self.baud,
-            timeout_s=self.config.read_timeout_s,
-            exclusive=self.config.exclusive,
-        )
+        ser = open_serial(self.port, self.baud, timeout_s=self.config.read_timeout_s,
+            exclusive=self.config.exclusive)
         return SerialPort(ser, self.port)
 
     def event(self, t_ns: int, kind: str, message: str) -> None:
@@ -315,10 +303,8 @@ class SerialLink:
 
     def no_valid_error(self, elapsed_s: float) -> str:
         """The message when nothing valid arrived within ``elapsed_s`` (s) of opening."""
-        return (
-            f"{self.name}: no {self.protocol.valid_item} on {self.port} within "
-            f"{elapsed_s:.1f} s of opening at {self.baud} baud: {self.protocol.diagnose()}"
-        )
+        return (f"{self.name}: no {self.protocol.valid_item} on {self.port} within "
+            f"{elapsed_s:.1f} s of opening at {self.baud} baud: {self.protocol.diagnose()}")
 
     def status(self) -> ReaderStatus:
         """Current health snapshot; rates are over the time since the previous call."""
@@ -326,23 +312,12 @@ class SerialLink:
         with self._lock:
             n_bytes, last = self.bytes_total, self._last_data_ns
         rates = self._rates.rates(n_bytes, items, turns)
-        return ReaderStatus(
-            name=self.name,
-            kind=self.kind,
-            port=self.port,
-            connected=self.connected,
-            bytes_per_s=rates[0],
-            items_per_s=rates[1],
-            turns_per_s=rates[2],
-            crc_errors=crc,
-            drops=drops,
-            since_last_data_s=seconds_since(last),
-            reconnects=self.reconnects,
-            last_error=self.last_error,
-            reader_failures=self.reader_failures,
-            reader_down=self.reader_down,
-            mode=self.protocol.mode_label,
-        )
+        return ReaderStatus(name=self.name, kind=self.kind, port=self.port,
+            connected=self.connected, bytes_per_s=rates[0], items_per_s=rates[1],
+            turns_per_s=rates[2], crc_errors=crc, drops=drops,
+            since_last_data_s=seconds_since(last), reconnects=self.reconnects,
+            last_error=self.last_error, reader_failures=self.reader_failures,
+            reader_down=self.reader_down, mode=self.protocol.mode_label)
 
     @property
     def overruns(self) -> int:
@@ -377,11 +352,8 @@ class SerialLink:
             return
         waiting = port.waiting()
         if self.backlog.check(waiting):
-            self.event(
-                time.monotonic_ns(),
-                "overrun",
-                f"host fell behind: {waiting} bytes waiting on {self.port} (kept, not flushed)",
-            )
+            self.event(time.monotonic_ns(), "overrun",
+                f"host fell behind: {waiting} bytes waiting on {self.port} (kept, not flushed)")
 
     def _check_first_valid(self, t_ns: int) -> None:
         """After a reconnect: report (once) a device that sends nothing valid in time."""
@@ -389,12 +361,9 @@ class SerialLink:
         if limit is None or self._no_valid_reported or (t_ns - self.opened_ns) / 1e9 < limit:
             return
         self._no_valid_reported = True
-        self.event(
-            t_ns,
-            "error",
+        self.event(t_ns, "error",
             f"{self.name}: no {self.protocol.valid_item} on {self.port} within {limit:.1f} s "
-            f"of reopening at {self.baud} baud: {self.protocol.diagnose()}",
-        )
+            f"of reopening at {self.baud} baud: {self.protocol.diagnose()}")
 
     def _silent(self, t_ns: int) -> None:
         silent_s = self.watch.silent_s(t_ns)

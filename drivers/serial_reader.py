@@ -114,11 +114,8 @@ class SerialReader:
                 link.reader_failures += 1
                 writer_failed = link.writer is not None and link.writer.error is not None
                 then = "stopped: the session writer failed" if writer_failed else "restarting"
-                link.event(
-                    time.monotonic_ns(),
-                    "error",
-                    f"{link.name}: reader thread failed: {exc!r}; {then}",
-                )
+                link.event(time.monotonic_ns(), "error",
+                    f"{link.name}: reader thread failed: {exc!r}; {then}")
                 if writer_failed:
                     self._end_early()
                     return

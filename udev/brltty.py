@@ -9,25 +9,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 PROC = Path("/proc")
-RULES_DIRS = (
-    Path("/etc/udev/rules.d"),
-    Path("/run/udev/rules.d"),
-    Path("/usr/lib/udev/rules.d"),
-    Path("/lib/udev/rules.d"),
-)
+RULES_DIRS = (Path("/etc/udev/rules.d"), Path("/run/udev/rules.d"), Path("/usr/lib/udev/rules.d"),
+    Path("/lib/udev/rules.d"))
 KERNEL_PATTERN = re.compile(
     r"usbfs: interface \d+ claimed by (?P<driver>\S+) while 'brltty' sets config")
 _CP2102 = re.compile(r"10c4/ea60", re.IGNORECASE)  # ENV{PRODUCT}=="10c4/ea60/*"
 _LOG_TIMEOUT_S = 3.0
 
-FIX = (
-    "brltty (a Braille display daemon) claims CP2102 adapters (10c4:ea60) and their "
+FIX = ("brltty (a Braille display daemon) claims CP2102 adapters (10c4:ea60) and their "
     "/dev/ttyUSB* node disappears. Fix: `sudo systemctl stop brltty-udev.service "
     "brltty.service && sudo systemctl mask brltty-udev.service brltty.service`, mask its "
     "udev rule (`sudo ln -s /dev/null /etc/udev/rules.d/85-brltty.rules && sudo udevadm "
     "control --reload-rules`) or remove the package (`sudo apt remove brltty`), then "
-    "unplug and replug the adapters (docs/UDEV.md)"
-)
+    "unplug and replug the adapters (docs/UDEV.md)")
 
 
 @dataclass

@@ -15,10 +15,8 @@ from sensorbench.errors import UdevError
 from sensorbench.udev.rules import DEFAULT_FILENAME, check_rules_text
 
 RULES_DIR = Path("/etc/udev/rules.d")
-RELOAD_COMMANDS: tuple[tuple[str, ...], ...] = (
-    ("udevadm", "control", "--reload-rules"),
-    ("udevadm", "trigger", "--action=add", "--subsystem-match=tty", "--settle"),
-)
+RELOAD_COMMANDS: tuple[tuple[str, ...], ...] = (("udevadm", "control", "--reload-rules"),
+    ("udevadm", "trigger", "--action=add", "--subsystem-match=tty", "--settle"))
 COMMAND_TIMEOUT_S = 30.0
 # udev reads rules files in lexical order; ours must come after 60-serial.rules
 # (which sets ID_PATH).

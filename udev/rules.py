@@ -233,10 +233,8 @@ def _note(name: str, device: SerialDevice | None, where: str) -> str:
     if device is None:
         return f"{name}: {where} (device not present when generated)"
     ident = device.usb_id or "not USB"
-    return (
-        f"{name}: port {device.port_path or '?'}, {ident} serial "
-        f"{_comment_safe(device.serial)} ({_comment_safe(device.model)})"
-    )
+    return (f"{name}: port {device.port_path or '?'}, {ident} serial "
+        f"{_comment_safe(device.serial)} ({_comment_safe(device.model)})")
 
 
 def build_rules(
