@@ -78,12 +78,8 @@ def check_info(data: bytes) -> dict | None:
     if len(payload) != a1_protocol.INFO_LEN:
         return None
     info = a1_protocol.A1Info.from_payload(payload)
-    return {
-        "model": info.model,
-        "firmware": f"{info.firmware[0]}.{info.firmware[1]:02d}",
-        "hardware": info.hardware,
-        "serial": info.serial,
-    }
+    return {"model": info.model, "firmware": f"{info.firmware[0]}.{info.firmware[1]:02d}",
+        "hardware": info.hardware, "serial": info.serial}
 
 
 def probe(

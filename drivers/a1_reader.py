@@ -409,11 +409,9 @@ class A1Lidar:
             self.start(self.express_mode)
 
 
-_ANSWERS = {
-    proto.CMD_GET_INFO: (proto.INFO_LEN, proto.TYPE_INFO, "GET_INFO"),
+_ANSWERS = {proto.CMD_GET_INFO: (proto.INFO_LEN, proto.TYPE_INFO, "GET_INFO"),
     proto.CMD_GET_HEALTH: (proto.HEALTH_LEN, proto.TYPE_HEALTH, "GET_HEALTH"),
-    proto.CMD_GET_SAMPLERATE: (proto.SAMPLERATE_LEN, proto.TYPE_SAMPLE_RATE, "GET_SAMPLERATE"),
-}
+    proto.CMD_GET_SAMPLERATE: (proto.SAMPLERATE_LEN, proto.TYPE_SAMPLE_RATE, "GET_SAMPLERATE")}
 """Request → its single answer's length, type and name."""
 
 
@@ -706,22 +704,17 @@ class A1Scanner(DeviceProtocol):
         express = " (express: 47 for a return, 0 for none; capsules carry no quality)"
         writer.add_lidar(
             self.link.name,
-            attrs={
-                "model": "A1",
-                "port_path": self.link.port,
+            attrs={"model": "A1", "port_path": self.link.port,
                 "intensity": "quality 0..63" + (express if mode == "express" else ""),
                 "scan_mode": used.name if used is not None else mode,
                 "scan_mode_id": used.id if used is not None else -1,
-                "scan_modes": "; ".join(m.describe() for m in self.modes),
-                "scan_format": mode,
+                "scan_modes": "; ".join(m.describe() for m in self.modes), "scan_format": mode,
                 "scan_mode_note": self.mode_note,
                 "device_time": f"sample index x {mode} sample duration (GET_SAMPLERATE) where "
                 "the unit reports it (turns with device_ns), else none",
                 "time_base": "host monotonic_ns at receive, spread over each read's nodes",
                 "native_units": "angle q6 degrees clockwise, distance q2 mm (converted once)",
-                **device,
-                **self.attrs,
-            },
+                **device, **self.attrs},
         )
 
     # -- internals ------------------------------------------------------------------

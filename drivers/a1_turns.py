@@ -393,20 +393,9 @@ def decode_a1(raw: str | os.PathLike[str], output: str | os.PathLike[str], *, na
         if res.bytes_skipped:
             msg = f"{res.bytes_skipped} bytes skipped while re-aligning nodes"
             w.event(t0, name, "crc_burst", msg)
-    return {
-        "output": str(output),
-        "stream": name,
-        "scans": res.scans,
-        "scan_modes": res.modes,
-        "turns": turns.n_turns,
-        "points": turns.n_points,
-        "nodes": res.nodes,
-        "bytes": len(data),
-        "bytes_skipped": res.bytes_skipped,
-        "bytes_outside_scans": res.bytes_outside_scans,
-        "leading_nodes_without_turn": res.leading_nodes,
-        "nodes_dropped": len(res.dropped_offsets),
+    return {"output": str(output), "stream": name, "scans": res.scans, "scan_modes": res.modes,
+        "turns": turns.n_turns, "points": turns.n_points, "nodes": res.nodes, "bytes": len(data),
+        "bytes_skipped": res.bytes_skipped, "bytes_outside_scans": res.bytes_outside_scans,
+        "leading_nodes_without_turn": res.leading_nodes, "nodes_dropped": len(res.dropped_offsets),
         "nodes_dropped_offsets": res.dropped_offsets,
-        "ranges_beyond_limit": res.ranges_beyond_limit,
-        "time_base": time_base,
-    }
+        "ranges_beyond_limit": res.ranges_beyond_limit, "time_base": time_base}

@@ -393,16 +393,10 @@ def _session_attrs(
 ) -> dict[str, Any]:
     """The session's root attributes: the note, the robot, its devices and the bring-up."""
     devices = [{"name": d.name, "kind": d.kind, "port": d.port} for d in config.devices]
-    return {
-        "note": note,
-        "robot": config.name,
-        "recorded_by": "sensorbench capture",
+    return {"note": note, "robot": config.name, "recorded_by": "sensorbench capture",
         "requested_duration_s": duration_s if math.isfinite(duration_s) else -1.0,
-        "devices_json": json.dumps(devices),
-        "powerup_order": list(config.powerup_order),
-        "footprint_m": config.footprint_m,
-        "bringup_json": json.dumps([vars(b) for b in bringup]),
-    }
+        "devices_json": json.dumps(devices), "powerup_order": list(config.powerup_order),
+        "footprint_m": config.footprint_m, "bringup_json": json.dumps([vars(b) for b in bringup])}
 
 
 @dataclass(frozen=True)

@@ -57,16 +57,10 @@ class LD19Protocol(DeviceProtocol):
 
     def declare_streams(self, writer: SessionWriter) -> None:
         """Add the lidar stream (angles rad CCW, ranges m, times ns)."""
-        attrs = {
-            "model": "LD19",
-            "port_path": self.link.port,
-            "baud": BAUD,
-            "near_filter": self.near_filter,
-            "clock_slope": self.clock_slope,
+        attrs = {"model": "LD19", "port_path": self.link.port, "baud": BAUD,
+            "near_filter": self.near_filter, "clock_slope": self.clock_slope,
             "time_base": "host monotonic_ns via device clock (lower envelope of receive times)",
-            "native": "clockwise 0.01 deg, mm, ms timestamps wrapping at 30000",
-            **self.attrs,
-        }
+            "native": "clockwise 0.01 deg, mm, ms timestamps wrapping at 30000", **self.attrs}
         writer.add_lidar(self.link.name, attrs=attrs)
 
     def consume(self, t_ns: int, data: bytes) -> int:

@@ -31,12 +31,10 @@ STANDARD_BAUDS = (1200, 2400, 4800, 9600, 19200, 38400, 57600, 115200, 230400, 2
 
 _COMMON_KEYS = frozenset({"name", "kind", "port", "baud", "mount", "gap_s", "timeout_s", "power"})
 POWER_BACKENDS = ("none", *POWER_METHODS)
-_TABLE_KEYS = {
-    "robot": {"name", "footprint_m"},
+_TABLE_KEYS = {"robot": {"name", "footprint_m"},
     "powerup": {"order", "gap_s", "timeout_s", "backend"},
     "pods": {"wheel_radius_m", "counts_per_rev", "wheels", "board", "top_speed_m_s"},
-    "emulation": {"scenario", "seed"},
-}
+    "emulation": {"scenario", "seed"}}
 """Keys each single table accepts (``[[devices]]`` entries: the kind registry's)."""
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 MAX_NAME_LEN = 32
@@ -589,10 +587,8 @@ class _Validator:
             pods=pods,
             text=self.text,
             source=self.source,
-            extra={
-                "emulation": emulation,
-                "emulation_lines": {k: self.where.find("emulation", k) for k in emulation},
-            },
+            extra={"emulation": emulation,
+                "emulation_lines": {k: self.where.find("emulation", k) for k in emulation}},
         )
 
 

@@ -16,12 +16,8 @@ _INTERFACE_NAME = re.compile(r"^(?P<port>\d+-\d+(?:\.\d+)*):(?P<cfg>\d+)\.(?P<if
 _DEVICE_NAME = re.compile(r"^\d+-\d+(?:\.\d+)*$")
 
 # Bridges whose device is only known after probing; used to guess a kind.
-KNOWN_BRIDGES: dict[tuple[int, int], str] = {
-    (0x10C4, 0xEA60): "cp210x",
-    (0x1A86, 0x7523): "ch340",
-    (0x0403, 0x6001): "ft232r",
-    (0x0403, 0x6015): "ft-x",
-}
+KNOWN_BRIDGES: dict[tuple[int, int], str] = {(0x10C4, 0xEA60): "cp210x", (0x1A86, 0x7523): "ch340",
+    (0x0403, 0x6001): "ft232r", (0x0403, 0x6015): "ft-x"}
 
 
 @dataclass(frozen=True)

@@ -29,15 +29,13 @@ _FIXED = ('GROUP="dialout"', 'MODE="0660"', 'ENV{ID_MM_DEVICE_IGNORE}="1"')
 # Names that already exist in /dev or that the kernel and udev create there;
 # a symlink over one of them would hide or break a system device.
 RESERVED_NAMES = frozenset(
-    {
-        "autofs", "block", "bsg", "btrfs-control", "bus", "char", "console", "core", "cpu",
+    {"autofs", "block", "bsg", "btrfs-control", "bus", "char", "console", "core", "cpu",
         "cpu_dma_latency", "cuse", "disk", "dma_heap", "dri", "fb0", "fd", "full", "fuse",
         "gpiochip0", "hidraw0", "hpet", "hugepages", "hwrng", "i2c-0", "initctl", "input", "kmsg",
         "kvm", "log", "loop-control", "mapper", "mem", "mqueue", "net", "null", "nvram", "port",
         "ppp", "ptmx", "pts", "random", "rfkill", "rtc", "rtc0", "serial", "sg0", "shm", "snd",
         "stderr", "stdin", "stdout", "tty", "uhid", "uinput", "urandom", "usb", "userfaultfd",
-        "vcs", "vfio", "vga_arbiter", "vhost-net", "vhost-vsock", "watchdog", "zero", "zfs"
-    }
+        "vcs", "vfio", "vga_arbiter", "vhost-net", "vhost-vsock", "watchdog", "zero", "zfs"}
 )  # fmt: skip
 # Kernel node names (ttyUSB0, sda1, video2, ...): a name shaped like one could
 # collide with a node the kernel creates later.
@@ -355,20 +353,11 @@ def check_rules_text(text: str) -> list[str]:
 
 
 def _split_keys(line: str, where: str) -> list[str]:
-    """Split a rule on commas outside quotes; refuse unbalanced quotes."""
-    keys, current, quoted = [], [], False
-    for char in line:
-        if char == '"':
-            quoted = not quoted
-        if char == "," and not quoted:
-            keys.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    if quoted:
+    """Split a rule on commas outside quotes (those followed by an even number of quotes);
+    refuse unbalanced quotes."""
+    if line.count('"') % 2:
         raise UdevError(f"{where}: unbalanced quote")
-    keys.append("".join(current))
-    return keys
+    return re.split(r',(?=(?:[^"]*"[^"]*")*[^"]*$)', line)
 
 
 _MATCH_KEY = re.compile(
