@@ -818,8 +818,7 @@ class A1Scanner(DeviceProtocol):
         if chosen is None or chosen.format is None:
             offered = "; ".join(m.describe() for m in self.modes)
             why = "is not offered" if chosen is None else "answers a format not decoded here"
-            raise DriverError(
-                f"A1 {self.link.port}: scan mode {self.scan_mode!r} {why} (firmware "
+            raise DriverError(f"A1 {self.link.port}: scan mode {self.scan_mode!r} {why} (firmware "
                 f"{firmware[0]}.{firmware[1]:02d}; modes: {offered}); set scan_mode to "
                 "'typical' or to a Standard or Express mode's name")
         return chosen

@@ -248,8 +248,7 @@ def decode_capture(data: bytes, chunk_times_ns: tuple[np.ndarray, np.ndarray] | 
     outside = segments[0][0] - proto.DESCRIPTOR_LEN if segments else 0
     if not segments:
         if require_descriptor:
-            raise DriverError(
-                f"no A1 scan descriptor ({proto.SCAN_DESCRIPTOR.hex(' ')} standard, "
+            raise DriverError(f"no A1 scan descriptor ({proto.SCAN_DESCRIPTOR.hex(' ')} standard, "
                 f"{proto.EXPRESS_DESCRIPTOR.hex(' ')} express) in {len(data)} bytes: not an "
                 "A1 scan capture (for a bare node stream, decode without descriptor)")
         segments = [(0, len(data), mode)]

@@ -55,8 +55,7 @@ class BrlttyFinding:
         if self.rules:
             seen.append(f"its udev rule matches 10c4:ea60 ({', '.join(map(str, self.rules))})")
         if self.kernel_lines:
-            seen.append(
-                f"the kernel log shows it took {len(self.kernel_lines)} interface(s): "
+            seen.append(f"the kernel log shows it took {len(self.kernel_lines)} interface(s): "
                 f"{self.kernel_lines[-1].strip()!r}")
         return "; ".join(seen) + ". " + FIX
 

@@ -73,8 +73,7 @@ def validate_filename(filename: str) -> str:
         UdevError: otherwise.
     """
     if not _FILENAME.fullmatch(filename) or filename <= _MUST_SORT_AFTER:
-        raise UdevError(
-            f"rules file name {filename!r} must look like NN-name.rules and sort after "
+        raise UdevError(f"rules file name {filename!r} must look like NN-name.rules and sort after "
             f"{_MUST_SORT_AFTER} (which sets ID_PATH), e.g. {DEFAULT_FILENAME}")
     return filename
 
@@ -127,8 +126,7 @@ def install_rules(source: str | os.PathLike, rules_dir: str | os.PathLike = RULE
         result.commands.append(" ".join(argv))
         if code != 0:
             rest = " && ".join(" ".join(cmd) for cmd in RELOAD_COMMANDS)
-            raise UdevError(
-                f"installed {target}, but `{' '.join(argv)}` failed (exit {code}: "
+            raise UdevError(f"installed {target}, but `{' '.join(argv)}` failed (exit {code}: "
                 f"{output or 'no output'}); run `{rest}` as root, or replug the devices")
     return result
 
