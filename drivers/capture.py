@@ -18,7 +18,6 @@ from typing import Any, Protocol
 
 from sensorbench.drivers.device_kind import ReaderContext
 from sensorbench.drivers.device_kinds import get_kind
-from sensorbench.drivers.kernels import warm_up as warm_up_kernels
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.reader_base import DeviceReader, ReaderStatus
 from sensorbench.drivers.robot_config import DeviceConfig, PodGeometry, RobotConfig
@@ -198,23 +197,16 @@ def make_reader(dev: DeviceConfig, speed: float = 1.0, handle: Any = None,
     return kind.reader(dev, ctx)
 
 
-def device_specs(config: RobotConfig) -> list[DeviceSpec]:
-    """Power-up specs of the configured devices, in power-up order."""
-    return [
-        DeviceSpec(dev.name, kind=dev.kind, port=dev.port, delay_after_s=dev.gap_s,
-            ready_timeout_s=dev.timeout_s, options={"config": dev}, power=dev.power)
-        for dev in config.ordered_devices()
-    ]  # fmt: skip
-
-
 def bring_up(
     config: RobotConfig, keep: bool = False, retries: int = 1
 ) -> tuple[list[BringupResult], dict[str, Any]]:
     """Staggered power-up of every configured device, ``retries`` extra attempts each;
     returns one result per device in power-up order and, with ``keep``, the handles of
     the ready devices whose kind keeps them (the A1 scanners, spinning) by name."""
-    warm_up_kernels()  # compile or load numba kernels now, never on a device's first read
-    seq = PowerUpSequencer(device_specs(config), retries=retries)
+    specs = [DeviceSpec(dev.name, kind=dev.kind, port=dev.port, delay_after_s=dev.gap_s,
+        ready_timeout_s=dev.timeout_s, options={"config": dev}, power=dev.power)
+        for dev in config.ordered_devices()]  # fmt: skip
+    seq = PowerUpSequencer(specs, retries=retries)  # its run compiles the kernels first
     rows = seq.run(keep=keep)
     handles = dict(seq.handles) if keep else {}
     results = []
