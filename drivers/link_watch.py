@@ -35,7 +35,6 @@ class LinkWatch:
         self.restart_after_s = restart_after_s
         self.stale = False
         self.silent_from_ns = 0
-        self.last_data_ns: int | None = None
         self.delay_s = backoff_s
         self.next_attempt_ns = 0
 
@@ -50,7 +49,6 @@ class LinkWatch:
 
     def data(self, t_ns: int) -> bool:
         """Bytes arrived at ``t_ns``; True if the link was stale until now (resumed)."""
-        self.last_data_ns = t_ns
         self.silent_from_ns = t_ns
         was, self.stale = self.stale, False
         return was

@@ -161,7 +161,6 @@ class SerialLink:
 
         self.events: collections.deque[tuple[int, str, str]] = collections.deque(maxlen=1000)
         self.bytes_total = 0
-        self.valid_total = 0
         self.reconnects = 0
         self.unplugs = 0
         self.restarts = 0
@@ -293,7 +292,6 @@ class SerialLink:
             self.writer.append_raw(self.name, t_ns, data)
         n_valid = self.protocol.consume(t_ns, data)
         if n_valid:
-            self.valid_total += n_valid
             self._valid_since_open = True
             self.first_valid.set()
 
