@@ -409,12 +409,8 @@ def _record_readers(writer: SessionWriter, readers: list[DeviceReader], result: 
         consumer.start(writer)
     for name, message in _on_each(readers, lambda r: r.start(), 60.0).items():
         writer.event(time.monotonic_ns(), name, "error", f"reader failed to start: {message}")
-        result.bringup = [
-            BringupResult(b.name, b.kind, b.port, False, b.seconds, message)
-            if b.name == name
-            else b
-            for b in result.bringup
-        ]
+        result.bringup = [BringupResult(b.name, b.kind, b.port, False, b.seconds, message)
+            if b.name == name else b for b in result.bringup]
     writer.event(time.monotonic_ns(), "capture", "start", f"recording {len(readers)} devices")
     t0 = time.monotonic()
     guard = _DiskGuard(writer.path, loop.opts.min_free_bytes, loop.opts.status_interval_s)
