@@ -74,12 +74,10 @@ class A1Turns:
     bytes_skipped = _counter(k.SKIPPED, "Bytes discarded re-aligning (corruption or link loss).")
     nodes_dropped = _counter(k.DROPPED, "Nodes dropped for an impossible angle (q6 ≥ 23040).")
     ranges_beyond_limit = _counter(k.BEYOND, "Distances beyond 12 m (stored as ``nan``).")
-    leading_nodes_skipped = _counter(
-        k.LEADING, "Nodes before the first start flag of each scan (no turn)."
-    )
-    samples_estimated_lost = _counter(
-        k.LOST, "Samples estimated lost from the bytes skipped (and undecodable express capsules)."
-    )
+    leading_nodes_skipped = _counter(k.LEADING,
+        "Nodes before the first start flag of each scan (no turn).")
+    samples_estimated_lost = _counter(k.LOST,
+        "Samples estimated lost from the bytes skipped (and undecodable express capsules).")
     capsules = _counter(k.CAPSULES, "Express capsules accepted.")
 
     # -- the stream -------------------------------------------------------------------
@@ -168,9 +166,8 @@ class A1Turns:
     def _turns(self, ends: np.ndarray, flags: np.ndarray) -> LidarTurns:
         """The turns ``[0, ends[0])``, ``[ends[0], ends[1])``... of the turn buffer."""
         t_first, dev, count, angle, rng, quality, t = k.turn_arrays(self._tb, ends)
-        return LidarTurns(
-            t_first, dev, np.full(ends.size, np.nan), count, flags, angle, rng, quality, t
-        )
+        return LidarTurns(t_first, dev, np.full(ends.size, np.nan), count, flags, angle, rng,
+            quality, t)
 
 
 def _frozen_empty() -> LidarTurns:
@@ -338,9 +335,8 @@ def as_captured(turns: LidarTurns, live_first_ns: np.ndarray | None) -> LidarTur
     b = int(np.searchsorted(t, live_first_ns[-1], side="right"))
     if b <= a:
         return LidarTurns.empty()
-    return turns.select(
-        slice(a, b), int(turns.offset[a]), int(turns.offset[b - 1] + turns.count[b - 1])
-    )
+    return turns.select(slice(a, b), int(turns.offset[a]),
+        int(turns.offset[b - 1] + turns.count[b - 1]))
 
 
 def decode_a1(raw: str | os.PathLike[str], output: str | os.PathLike[str], *, name: str = "a1",

@@ -548,10 +548,8 @@ def summarize(
     except (SessionError, OSError, RuntimeError):  # h5py: a file whose writer hit ENOSPC
         pass
     return [
-        DeviceSummary(
-            name, config.device(name).kind, config.device(name).port, *counts.get(name, (0, 0, 0)),
-            st.crc_errors, st.drops, st.reconnects, unplugs.get(name, 0), st.last_error,
-            st.reader_failures, st.reader_down,
-        )
+        DeviceSummary(name, config.device(name).kind, config.device(name).port,
+            *counts.get(name, (0, 0, 0)), st.crc_errors, st.drops, st.reconnects,
+            unplugs.get(name, 0), st.last_error, st.reader_failures, st.reader_down)
         for name, st in statuses.items()
     ]  # fmt: skip

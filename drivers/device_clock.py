@@ -95,9 +95,8 @@ _NO_STEPS = np.empty(0)
 
 
 @numba.njit(cache=True)
-def _unwrap(
-    raw: np.ndarray, m: int, max_backstep: int, last_raw: int | None, last: int, e: np.ndarray
-) -> np.ndarray:  # pragma: no cover - compiled
+def _unwrap(raw: np.ndarray, m: int, max_backstep: int, last_raw: int | None, last: int,
+        e: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """:meth:`CounterUnwrapper.unwrap` of ``raw`` (int64) for modulus ``m`` after
     (``last_raw``, ``last``), ``e`` the expected steps (empty: none); empty if a value
     lies outside [0, m). Compiled: an LD19 read holds a few packets."""

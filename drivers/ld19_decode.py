@@ -93,9 +93,8 @@ def _write(src: Path, output: str | os.PathLike[str], chunks: list[tuple[int, by
             attrs={"model": "LD19", "time_base": time_base, "near_filter": near_filter,
                 "native": "clockwise 0.01 deg, mm, ms timestamps wrapping at 30000"},
         )
-        turns_out, points_out, candidates = _decode(
-            w, name, chunks, reconnects, (parser, assembler), near_filter
-        )
+        turns_out, points_out, candidates = _decode(w, name, chunks, reconnects,
+            (parser, assembler), near_filter)
         c = parser.counters
         if c.packets == 0:
             raise DriverError(

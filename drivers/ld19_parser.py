@@ -363,9 +363,8 @@ class LD19Packets:
     failures_before = _row(_FAILURES,
         "Candidate packets rejected (CRC or an impossible field) since the previous "
         "accepted packet.")
-    lost_before = _row(
-        _LOST_BEFORE, "Packets missing before this one, from the device-timestamp gap."
-    )
+    lost_before = _row(_LOST_BEFORE,
+        "Packets missing before this one, from the device-timestamp gap.")
 
     def __len__(self) -> int:
         return int(self.distance_mm.shape[0])

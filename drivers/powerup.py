@@ -176,9 +176,8 @@ class StreamSteps:
     """Bring-up of a device that only streams (LD19, pod MCU): open at ``baud``, wait
     for ``min_packets`` valid packets (``count_valid(chunk)``: those in each new chunk)."""
 
-    def __init__(
-        self, spec: DeviceSpec, baud: int, count_valid: Callable[[bytes], int], min_packets: int = 5
-    ) -> None:
+    def __init__(self, spec: DeviceSpec, baud: int, count_valid: Callable[[bytes], int],
+            min_packets: int = 5) -> None:
         self.spec = spec
         self.baud = baud
         self.count_valid = count_valid
@@ -419,9 +418,8 @@ class PowerUpSequencer:
             raise
         return time.monotonic()
 
-    def _result(
-        self, spec: DeviceSpec, serial_no: str, ready: bool, why: str, ttf: float, attempts: int
-    ) -> PowerUpResult:
+    def _result(self, spec: DeviceSpec, serial_no: str, ready: bool, why: str, ttf: float,
+            attempts: int) -> PowerUpResult:
         tty = os.path.realpath(spec.port) if os.path.exists(spec.port) else ""
         return PowerUpResult(spec.name, spec.kind, spec.port, tty, serial_no, ready, why, ttf,
             attempts, self._warnings.get(spec.name, ""))

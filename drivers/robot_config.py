@@ -308,9 +308,8 @@ class _Validator:
             return real, None
         if not stat.S_ISCHR(st.st_mode):
             what = "a directory" if stat.S_ISDIR(st.st_mode) else "a regular file"
-            raise self.fail(
-                path, f"device {dev.name!r}: port {dev.port} is {what}, not a serial port"
-            )
+            raise self.fail(path,
+                f"device {dev.name!r}: port {dev.port} is {what}, not a serial port")
         if not is_serial_tty(st.st_rdev):
             raise self.fail(path,
                 f"device {dev.name!r}: port {dev.port} is a character device "
@@ -410,9 +409,8 @@ class _Validator:
             baud=baud,
             mount=mount,
             gap_s=self.number(table, "gap_s", path, minimum=0, maximum=MAX_WAIT_S, default=gap_s),
-            timeout_s=self.number(
-                table, "timeout_s", path, minimum=0.1, maximum=MAX_TIMEOUT_S, default=timeout_s
-            ),
+            timeout_s=self.number(table, "timeout_s", path, minimum=0.1, maximum=MAX_TIMEOUT_S,
+                default=timeout_s),
             line=line,
             **extra,
         )
@@ -424,9 +422,8 @@ class _Validator:
         radius = self.number(table, "wheel_radius_m", path, minimum=1e-4, maximum=1.0)
         cpr = table.get("counts_per_rev")
         if isinstance(cpr, bool) or not isinstance(cpr, int) or cpr <= 0:
-            raise self.fail(
-                (*path, "counts_per_rev"), "[pods] counts_per_rev must be a positive integer"
-            )
+            raise self.fail((*path, "counts_per_rev"),
+                "[pods] counts_per_rev must be a positive integer")
         wheels = table.get("wheels")
         if not isinstance(wheels, list) or not wheels:
             raise self.fail((*path, "wheels"),
@@ -511,12 +508,10 @@ class _Validator:
     def devices(self, devices_raw: Any, powerup: dict) -> list[DeviceConfig]:
         """The ``[[devices]]`` tables, with the ``[powerup]`` defaults; names and ports
         (also through links and device numbers) unique."""
-        gap_s = self.number(
-            powerup, "gap_s", ("powerup",), minimum=0, maximum=MAX_WAIT_S, default=3.0
-        )
-        timeout_s = self.number(
-            powerup, "timeout_s", ("powerup",), minimum=0.1, maximum=MAX_TIMEOUT_S, default=10.0
-        )
+        gap_s = self.number(powerup, "gap_s", ("powerup",), minimum=0, maximum=MAX_WAIT_S,
+            default=3.0)
+        timeout_s = self.number(powerup, "timeout_s", ("powerup",), minimum=0.1,
+            maximum=MAX_TIMEOUT_S, default=10.0)
         backend = powerup.get("backend", "none")
         if backend not in POWER_BACKENDS:
             raise self.fail(("powerup", "backend"),
@@ -592,9 +587,8 @@ class _Validator:
         )
 
 
-def parse_robot_config(
-    text: str, source: str = "robot.toml", run_dir: str | os.PathLike[str] | None = None
-) -> RobotConfig:
+def parse_robot_config(text: str, source: str = "robot.toml",
+        run_dir: str | os.PathLike[str] | None = None) -> RobotConfig:
     """Validate robot.toml ``text``; ``source`` names it in errors.
 
     Args:

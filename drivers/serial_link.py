@@ -154,9 +154,8 @@ class SerialLink:
         self.config = config
         self.first_valid_timeout_s = config.first_valid_timeout_s
         self.on_event = on_event
-        self.watch = LinkWatch(
-            config.stale_after_s, config.backoff_s, config.backoff_max_s, config.restart_after_s
-        )
+        self.watch = LinkWatch(config.stale_after_s, config.backoff_s, config.backoff_max_s,
+            config.restart_after_s)
         self.backlog = Backlog(protocol.backlog_limit)
 
         self.events: collections.deque[tuple[int, str, str]] = collections.deque(maxlen=1000)

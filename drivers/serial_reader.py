@@ -122,9 +122,8 @@ class SerialReader:
             try:
                 link.protocol.reset()  # the state of the failed read cannot be trusted
             except Exception as exc:
-                link.event(
-                    time.monotonic_ns(), "error", f"{link.name}: reader cannot restart: {exc!r}"
-                )
+                link.event(time.monotonic_ns(), "error",
+                    f"{link.name}: reader cannot restart: {exc!r}")
                 self._end_early()
                 return
             if self._stop.wait(delay):

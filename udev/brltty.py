@@ -128,9 +128,8 @@ def read_kernel_log() -> tuple[str | None, str]:
     why = []
     for cmd in (["dmesg"], ["journalctl", "-k", "-q", "--no-pager", "-o", "cat", "-n", "5000"]):
         try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=_LOG_TIMEOUT_S, check=False
-            )
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_LOG_TIMEOUT_S,
+                check=False)
         except (OSError, subprocess.TimeoutExpired) as err:
             why.append(f"{cmd[0]}: {err}")
             continue

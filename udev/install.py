@@ -56,9 +56,8 @@ class InstallResult:
 def subprocess_runner(argv: Sequence[str], timeout_s: float) -> tuple[int, str]:
     """Run ``argv`` for real (no shell), with a deadline; returns (code, output)."""
     try:
-        done = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout_s, check=False
-        )
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
+            check=False)
     except FileNotFoundError:
         return 127, f"{argv[0]}: command not found"
     except subprocess.TimeoutExpired:
