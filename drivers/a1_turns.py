@@ -170,15 +170,9 @@ class A1Turns:
             quality, t)
 
 
-def _frozen_empty() -> LidarTurns:
-    empty = LidarTurns.empty()
-    for name in LidarTurns.__dataclass_fields__:
-        getattr(empty, name).flags.writeable = False
-    return empty
-
-
-_EMPTY = _frozen_empty()
-"""What a read that completes no turn returns (most reads): shared, read-only."""
+_EMPTY = LidarTurns.empty()
+for _a in vars(_EMPTY).values():
+    _a.flags.writeable = False  # shared by every read that completes no turn (most reads)
 
 
 # -- captures: offline decoding (``sensorbench decode a1``) -------------------------
