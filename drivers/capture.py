@@ -4,6 +4,8 @@ file (docs/CAPTURE.md). Times in seconds.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
 import json
 import math
@@ -529,24 +531,20 @@ def summarize(
     Counts are 0 where the file cannot be read (e.g. the disk filled before a flush).
     """
     counts: dict[str, tuple[int, int, int]] = {}
-    unplugs: dict[str, int] = {}
-    try:
-        with Session(path) as ses:
-            for ev in ses.events():
-                if ev.kind == "unplug":
-                    unplugs[ev.source] = unplugs.get(ev.source, 0) + 1
-            for name in statuses:
-                n_bytes = ses.raw(name).n_bytes if name in ses.raw_names() else 0
-                counts[name] = (n_bytes, 0, 0)
-                if name in ses.encoder_names():
-                    counts[name] = (n_bytes, len(ses.encoder(name)), 0)
-                elif name in ses.lidar_names():
-                    lidar = ses.lidar(name)
-                    counts[name] = (n_bytes, lidar.n_points, lidar.n_turns)
-                elif name in ses.pose_names():
-                    counts[name] = (n_bytes, len(ses.pose(name)), 0)
-    except (SessionError, OSError, RuntimeError):  # h5py: a file whose writer hit ENOSPC
-        pass
+    unplugs: collections.Counter[str] = collections.Counter()
+    # h5py raises RuntimeError on a file whose writer hit ENOSPC
+    with contextlib.suppress(SessionError, OSError, RuntimeError), Session(path) as ses:
+        unplugs.update(ev.source for ev in ses.events() if ev.kind == "unplug")
+        for name in statuses:
+            n_bytes = ses.raw(name).n_bytes if name in ses.raw_names() else 0
+            counts[name] = (n_bytes, 0, 0)
+            if name in ses.encoder_names():
+                counts[name] = (n_bytes, len(ses.encoder(name)), 0)
+            elif name in ses.lidar_names():
+                lidar = ses.lidar(name)
+                counts[name] = (n_bytes, lidar.n_points, lidar.n_turns)
+            elif name in ses.pose_names():
+                counts[name] = (n_bytes, len(ses.pose(name)), 0)
     return [
         DeviceSummary(name, config.device(name).kind, config.device(name).port,
             *counts.get(name, (0, 0, 0)), st.crc_errors, st.drops, st.reconnects,

@@ -360,12 +360,10 @@ class PowerUpSequencer:
 
     def _hold_or_close(self, spec: DeviceSpec, steps: DeviceSteps) -> None:
         """After a failure: keep a device that holds a motor parked, close the others."""
-        try:
+        with contextlib.suppress(DriverError):
             if steps.park():
                 self._parked[spec.name] = steps
                 return
-        except DriverError:
-            pass
         steps.close()
 
     def _release(self, parked: dict[str, DeviceSteps]) -> None:
