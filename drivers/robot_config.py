@@ -249,11 +249,8 @@ class _Validator:
                 raise self.fail(path, f"missing '{key}'")
             return default
         value = table[key]
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
+        if (isinstance(value, bool) or not isinstance(value, int | float)
+                or not math.isfinite(value)):
             raise self.fail((*path, key), f"'{key}' must be a finite number, got {value!r}")
         if minimum is not None and value < minimum:
             raise self.fail((*path, key), f"'{key}' must be >= {minimum:g}, got {value}")
@@ -322,13 +319,9 @@ class _Validator:
             raise self.fail(path,
                 f"{what}: 'power' needs a switching backend: "
                 '[powerup] backend = "uhubctl" (or "sysfs")')
-        if (
-            not isinstance(value, dict)
-            or set(value) - {"hub", "port", "settle_s"}
-            or not isinstance(value.get("hub"), str)
-            or isinstance(value.get("port"), bool)
-            or not isinstance(value.get("port"), int)
-        ):
+        if (not isinstance(value, dict) or set(value) - {"hub", "port", "settle_s"}
+                or not isinstance(value.get("hub"), str) or isinstance(value.get("port"), bool)
+                or not isinstance(value.get("port"), int)):
             raise self.fail(path,
                 f"{what}: 'power' must be a table like {{hub = \"1-1.4\", port = 2}} "
                 "(the hub's USB name as uhubctl -l takes it, the port number; optional "
@@ -431,11 +424,8 @@ class _Validator:
         out = []
         for k, w in enumerate(wheels):
             wpath = (*path, "wheels")
-            if (
-                not isinstance(w, dict)
-                or set(w) - {"x_m", "y_m", "angle_deg", "angle_rad"}
-                or (("angle_deg" in w) == ("angle_rad" in w))
-            ):
+            if (not isinstance(w, dict) or set(w) - {"x_m", "y_m", "angle_deg", "angle_rad"}
+                    or (("angle_deg" in w) == ("angle_rad" in w))):
                 raise self.fail(wpath,
                     f"[pods] wheel {k}: keys must carry units: x_m, y_m and "
                     "exactly one of angle_deg or angle_rad")
@@ -464,12 +454,8 @@ class _Validator:
             arr = np.asarray(pts, dtype=np.float64)
         except (TypeError, ValueError):
             arr = np.zeros((0,))
-        if (
-            arr.ndim != 2
-            or arr.shape[1] != 2
-            or arr.shape[0] < 3
-            or not (np.abs(arr) <= MAX_MOUNT_M).all()
-        ):
+        if (arr.ndim != 2 or arr.shape[1] != 2 or arr.shape[0] < 3
+                or not (np.abs(arr) <= MAX_MOUNT_M).all()):
             raise self.fail(path,
                 f"footprint_m must be a list of at least 3 [x, y] points within "
                 f"{MAX_MOUNT_M:g} m of the body origin")
@@ -554,11 +540,8 @@ class _Validator:
         devices = self.devices(doc.get("devices"), powerup)
         names = [d.name for d in devices]
         order = powerup.get("order", names)
-        if (
-            not isinstance(order, list)
-            or sorted(order) != sorted(names)
-            or len(set(order)) != len(order)
-        ):
+        if (not isinstance(order, list) or sorted(order) != sorted(names)
+                or len(set(order)) != len(order)):
             raise self.fail(("powerup", "order"),
                 "powerup.order must list every device exactly "
                 f"once; devices are {sorted(names)}, got {order!r}")
