@@ -201,9 +201,8 @@ class A1Lidar:
                         "(A5 5A ...): stale scan bytes, a boot banner, or not an RPLIDAR at "
                         "this baud rate; recover() stops, clears and reconnects") from err
                 got_single = mode == proto.MODE_SINGLE
-                if (got_single, got_type) != (single, dtype) or not (
-                    got_len == length or (length is None and got_len <= MAX_ANSWER_LEN)
-                ):
+                if (got_single, got_type) != (single, dtype) or not (got_len == length
+                        or (length is None and got_len <= MAX_ANSWER_LEN)):
                     raise DeviceProtocolError(
                         f"A1 {self.port} answered {what} with length {got_len}, "
                         f"{'single' if got_single else 'multi'} mode, type 0x{got_type:02x} "

@@ -336,9 +336,8 @@ class PowerUpSequencer:
                 f"{spec.port} was still there {power.settle_s:.1f} s after switching it off: "
                 "the hub keeps the port powered (no per-port switching, or ganged)")
         for spec in self.specs:
-            if (spec.power is not None and spec.name not in self._warnings) or (
-                spec.name in self._parked
-            ):
+            if ((spec.power is not None and spec.name not in self._warnings)
+                    or spec.name in self._parked):
                 continue
             steps = self._factory(spec)(spec)
             try:
