@@ -480,15 +480,10 @@ class A1Scanner(DeviceProtocol):
         self._scanning = False
         self._count_lock = threading.Lock()
         self._port = _LidarPort(self)
-        SerialLink(
-            name,
-            port,
-            self,
-            config=LinkConfig(read_timeout_s=POLL_S, first_valid_timeout_s=5.0,
-                stale_after_s=stale_after_s, backoff_s=reconnect_backoff_s, backoff_max_s=1.0,
-                restart_after_s=restart_after_s),
-            on_event=on_event,
-        )
+        config = LinkConfig(read_timeout_s=POLL_S, first_valid_timeout_s=5.0,
+            stale_after_s=stale_after_s, backoff_s=reconnect_backoff_s, backoff_max_s=1.0,
+            restart_after_s=restart_after_s)
+        SerialLink(name, port, self, config=config, on_event=on_event)
 
     # -- the synchronous API (bring-up, tests) ---------------------------------------
 
@@ -693,16 +688,11 @@ class A1Scanner(DeviceProtocol):
     def declare_streams(self, writer: SessionWriter) -> None:
         """Add ``lidar/<name>``: the unit's identity where known, and how it is timed."""
         info, mode, used = self.info, self.scan_mode_used, self.mode
-        device = {} if info is None else {
-            "serial": info.serial,
-            "firmware": f"{info.firmware[0]}.{info.firmware[1]:02d}",
-            "hardware": info.hardware,
-            "model_id": info.model,
-            "device_time": describe_clock(self.sample_rate, mode),
-        }  # fmt: skip
+        device = {} if info is None else {"serial": info.serial,
+            "firmware": f"{info.firmware[0]}.{info.firmware[1]:02d}", "hardware": info.hardware,
+            "model_id": info.model, "device_time": describe_clock(self.sample_rate, mode)}
         express = " (express: 47 for a return, 0 for none; capsules carry no quality)"
-        writer.add_lidar(
-            self.link.name,
+        writer.add_lidar(self.link.name,
             attrs={"model": "A1", "port_path": self.link.port,
                 "intensity": "quality 0..63" + (express if mode == "express" else ""),
                 "scan_mode": used.name if used is not None else mode,
@@ -713,8 +703,7 @@ class A1Scanner(DeviceProtocol):
                 "the unit reports it (turns with device_ns), else none",
                 "time_base": "host monotonic_ns at receive, spread over each read's nodes",
                 "native_units": "angle q6 degrees clockwise, distance q2 mm (converted once)",
-                **device, **self.attrs},
-        )
+                **device, **self.attrs})
 
     # -- internals ------------------------------------------------------------------
 

@@ -213,8 +213,7 @@ def scan_segments(data: bytes) -> list[tuple[int, int, str]]:
     found.sort()
     ends = [at for at, _ in found[1:]] + [len(data)] if found else []
     return [
-        (at + proto.DESCRIPTOR_LEN, end, mode) for (at, mode), end in zip(found, ends, strict=True)
-    ]
+        (at + proto.DESCRIPTOR_LEN, end, mode) for (at, mode), end in zip(found, ends, strict=True)]
 
 
 def decode_capture(data: bytes, chunk_times_ns: tuple[np.ndarray, np.ndarray] | None = None,

@@ -229,8 +229,7 @@ def bring_up(
         if row.warning:
             message += f"; warning: {row.warning}"
         results.append(
-            BringupResult(dev.name, dev.kind, dev.port, ok, row.time_to_first_turn_s, message)
-        )
+            BringupResult(dev.name, dev.kind, dev.port, ok, row.time_to_first_turn_s, message))
         handle = handles.get(dev.name)
         if handle is not None and not (kind.keeps_bringup_handle and ok):
             handle.close()  # stream devices: the reader reopens; a wrong unit: not used
@@ -339,8 +338,7 @@ def run_capture(config: RobotConfig, output: str | os.PathLike[str], duration_s:
     readers = {
         d.name: make_reader(d, opts.speed, handles.get(d.name), config.pods, opts.stream_read_s)
         for d in config.devices
-        if d.name in up
-    }
+        if d.name in up}
     readers.update({r.name: r for r in extra_readers})
     for reader in readers.values():
         reader.declare(writer)
@@ -427,8 +425,7 @@ def _new_writer(consumer: CaptureConsumer | None, output: str | os.PathLike[str]
         opts: CaptureOptions, attrs: dict[str, Any]) -> SessionWriter:
     """The capture's session writer; with a consumer, one that hands it every item."""
     make: Callable[..., SessionWriter] = (
-        SessionWriter if consumer is None else functools.partial(_TappedWriter, consumer)
-    )
+        SessionWriter if consumer is None else functools.partial(_TappedWriter, consumer))
     return make(output, label=opts.label, config_text=config_text,
         flush_interval_s=opts.flush_interval_s, attrs=attrs)
 
@@ -441,15 +438,13 @@ def _writer_stop(writer: SessionWriter, exc: BaseException) -> tuple[str, str]:
     if isinstance(cause, NoRoomError):  # the writer stopped before HDF5 wrote any of a flush
         return "disk", (
             f"the disk is full ({cause.strerror}): capture stopped and {writer.path} closed "
-            "intact with everything up to the last flush; free space before the next capture"
-        )
+            "intact with everything up to the last flush; free space before the next capture")
     full = (isinstance(cause, OSError) and cause.errno == 28) or "No space" in str(cause)
     what = "the disk is full" if full else f"writing failed ({cause})"
     return "disk" if full else "error", (
         f"{what}: capture stopped. {writer.path} holds everything up to the last flush "
         f"(≤ {writer.flush_interval_s:g} s before the failure); free space, then run "
-        f"`sensorbench check --recover {writer.path}`"
-    )
+        f"`sensorbench check --recover {writer.path}`")
 
 
 class _DiskGuard:
@@ -545,8 +540,7 @@ def summarize(
                 counts[name] = (n_bytes, lidar.n_points, lidar.n_turns)
             elif name in ses.pose_names():
                 counts[name] = (n_bytes, len(ses.pose(name)), 0)
-    return [
-        DeviceSummary(name, config.device(name).kind, config.device(name).port,
+    return [DeviceSummary(name, config.device(name).kind, config.device(name).port,
             *counts.get(name, (0, 0, 0)), st.crc_errors, st.drops, st.reconnects,
             unplugs.get(name, 0), st.last_error, st.reader_failures, st.reader_down)
         for name, st in statuses.items()

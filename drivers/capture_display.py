@@ -36,8 +36,7 @@ def format_status_parts(
             f"{st.name}{' ' + st.mode if st.mode else ''} {st.items_per_s:.0f}{unit}{turns} "
             f"{st.bytes_per_s / 1000:.1f}kB/s "
             f"crc {st.crc_errors} drop {st.drops} {since}"
-            + (f" READER FAILED {st.reader_failures}" if st.reader_failures else "")
-        )
+            + (f" READER FAILED {st.reader_failures}" if st.reader_failures else ""))
     return parts
 
 
@@ -46,16 +45,14 @@ def format_bringup(results: list[BringupResult]) -> str:
     rows = [("device", "kind", "port", "result", "time", "detail")]
     for r in results:
         rows.append(
-            (r.name, r.kind, r.port, "ok" if r.ok else "FAILED", f"{r.seconds:.1f} s", r.message)
-        )
+            (r.name, r.kind, r.port, "ok" if r.ok else "FAILED", f"{r.seconds:.1f} s", r.message))
     return table(rows)
 
 
 def format_summary(result: CaptureResult) -> str:
     """The end-of-capture table: what the file holds per device."""
     rows: list[tuple[str, ...]] = [
-        ("device", "kind", "bytes", "points/frames", "turns", "crc", "drops", "unplugs")
-    ]
+        ("device", "kind", "bytes", "points/frames", "turns", "crc", "drops", "unplugs")]
     for d in result.devices:
         numbers = (d.bytes, d.items, d.turns, d.crc_errors, d.drops, d.unplugs)
         rows.append((d.name, d.kind, *map(str, numbers)))

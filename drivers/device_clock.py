@@ -293,8 +293,7 @@ class DeviceClock:
                 self._fit()
             self._open_id, self._open_pt = w, pt
         elif self._open_pt is None or pt[1] - self._slope * pt[0] < (
-            self._open_pt[1] - self._slope * self._open_pt[0]
-        ):
+            self._open_pt[1] - self._slope * self._open_pt[0]):
             self._open_pt = pt
 
     def _fit(self) -> None:

@@ -35,8 +35,7 @@ def pick_raw_stream(session: Session, name: str | None, wire: str, option: str) 
     if len(names) == 1:
         return names[0]
     raise SessionError(
-        f"{session.path} has raw streams {names}: say which one is the {wire} with {option}"
-    )
+        f"{session.path} has raw streams {names}: say which one is the {wire} with {option}")
 
 
 class DeviceProtocol:

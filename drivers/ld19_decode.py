@@ -52,8 +52,7 @@ def decode_ld19(source: str | os.PathLike[str], output: str | os.PathLike[str],
             chunks = list(s.raw(device).iter_chunks())
             raw_attrs = dict(s.raw(device).attrs)
             reconnects = sorted(
-                e.t_ns for e in s.events() if e.source == device and e.kind == "reconnect"
-            )
+                e.t_ns for e in s.events() if e.source == device and e.kind == "reconnect")
             # the live reader records the clock slope it assumed (1/N for an N× emulator)
             slope = s.lidar(device).attrs.get("clock_slope") if device in s.lidar_names() else None
     else:
@@ -88,11 +87,9 @@ def _write(src: Path, output: str | os.PathLike[str], chunks: list[tuple[int, by
     with SessionWriter(output, label=f"decoded {src.name}", swmr=False, overwrite=overwrite,
         attrs={"decoded_from": str(src)}) as w:
         w.add_raw(name, attrs={**raw_attrs, "protocol": "ld19", "baud": BAUD})
-        w.add_lidar(
-            name,
+        w.add_lidar(name,
             attrs={"model": "LD19", "time_base": time_base, "near_filter": near_filter,
-                "native": "clockwise 0.01 deg, mm, ms timestamps wrapping at 30000"},
-        )
+                "native": "clockwise 0.01 deg, mm, ms timestamps wrapping at 30000"})
         turns_out, points_out, candidates = _decode(w, name, chunks, reconnects,
             (parser, assembler), near_filter)
         c = parser.counters

@@ -508,8 +508,7 @@ class LD19Parser:
         if n_rej:
             keep = min(n_rej, REJECTED_KEPT - len(self.rejected))
             self.rejected.extend(
-                (off, REJECT_REASONS[code]) for off, code in self._rejected[:, :keep].T.tolist()
-            )
+                (off, REJECT_REASONS[code]) for off, code in self._rejected[:, :keep].T.tolist())
         if k == 0:
             return _EMPTY
         m = POINTS_PER_PACKET * k

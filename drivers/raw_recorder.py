@@ -134,8 +134,7 @@ def record_raw(port: str, baud: int, duration_s: float, output: str | os.PathLik
             atomic_output(out, force=force) as tmp_bin,
             atomic_output(side, force=force) as tmp_side,
             open(tmp_bin, "wb") as fb,
-            open(tmp_side, "w", encoding="utf-8") as fs,
-        ):
+            open(tmp_side, "w", encoding="utf-8") as fs):
             fs.write(format_sidecar_header(port, baud))
             if send:
                 ser.write(send)

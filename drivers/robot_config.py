@@ -395,18 +395,10 @@ class _Validator:
         extra = kind.parse_options(self, table, path, what) if kind.parse_options else {}
         if "power" in table:
             extra["power"] = self.power(table["power"], (*path, "power"), what, backend)
-        return DeviceConfig(
-            name=name,
-            kind=kind_name,
-            port=port,
-            baud=baud,
-            mount=mount,
+        return DeviceConfig(name=name, kind=kind_name, port=port, baud=baud, mount=mount,
             gap_s=self.number(table, "gap_s", path, minimum=0, maximum=MAX_WAIT_S, default=gap_s),
             timeout_s=self.number(table, "timeout_s", path, minimum=0.1, maximum=MAX_TIMEOUT_S,
-                default=timeout_s),
-            line=line,
-            **extra,
-        )
+                default=timeout_s), line=line, **extra)
 
     def pods(self, table: Any) -> PodGeometry:
         path = ("pods",)
@@ -434,8 +426,7 @@ class _Validator:
             out.append(
                 PodWheel(self.number(w, "x_m", wpath, minimum=-MAX_MOUNT_M, maximum=MAX_MOUNT_M),
                     self.number(w, "y_m", wpath, minimum=-MAX_MOUNT_M, maximum=MAX_MOUNT_M),
-                    math.radians(angle) if angle_key == "angle_deg" else angle)
-            )
+                    math.radians(angle) if angle_key == "angle_deg" else angle))
         board = table.get("board", "other")
         if board not in pods_kind.BOARDS:
             raise self.fail((*path, "board"),
@@ -557,17 +548,10 @@ class _Validator:
                 f"characters, got {name!r}")
         emulation = doc.get("emulation", {})
         self.emulation(emulation)
-        return RobotConfig(
-            name=name,
-            devices=tuple(devices),
-            powerup_order=tuple(order),
-            footprint_m=self.footprint(robot),
-            pods=pods,
-            text=self.text,
-            source=self.source,
+        return RobotConfig(name=name, devices=tuple(devices), powerup_order=tuple(order),
+            footprint_m=self.footprint(robot), pods=pods, text=self.text, source=self.source,
             extra={"emulation": emulation,
-                "emulation_lines": {k: self.where.find("emulation", k) for k in emulation}},
-        )
+                "emulation_lines": {k: self.where.find("emulation", k) for k in emulation}})
 
 
 def parse_robot_config(text: str, source: str = "robot.toml",

@@ -87,9 +87,8 @@ def brltty_pids(proc: Path) -> list[int]:
 def _masked(path: Path) -> bool:
     """A rule file that is a link to /dev/null or empty masks the same name further down."""
     try:
-        return (path.is_symlink() and os.readlink(path) == "/dev/null") or (
-            path.stat().st_size == 0
-        )
+        return ((path.is_symlink() and os.readlink(path) == "/dev/null")
+                or path.stat().st_size == 0)
     except OSError:
         return False
 

@@ -220,5 +220,4 @@ def find_by_port(devices: Iterable[SerialDevice], port_path: str) -> list[Serial
     """
     port, _, interface = port_path.partition(":")
     return [
-        d for d in devices if d.port_path == port and (not interface or d.interface == interface)
-    ]
+        d for d in devices if d.port_path == port and (not interface or d.interface == interface)]

@@ -43,8 +43,7 @@ def devices_lines(
     if not devices:
         return ["no serial devices found" + ("" if show_all else " on USB (try --all)")]
     header = ("NODE", "PORT", "VID:PID", "SERIAL", "KIND", "ID_PATH", "MODEL")
-    rows = [
-        (d.node, d.port_path or "-", d.usb_id or "-", d.serial or "-",
+    rows = [(d.node, d.port_path or "-", d.usb_id or "-", d.serial or "-",
          device_kind(d, probes.get(d.node)), d.id_path or "-", d.model or "-")
         for d in devices
     ]  # fmt: skip
