@@ -333,9 +333,9 @@ class SerialLink:
                 now = time.monotonic_ns()
                 self.watch.attempt_failed(now)
                 if time.monotonic() + self.watch.wait_s(now) > deadline:
-                    raise DeviceUnavailable(f"{self.name}: within {timeout_s:.1f} s, {exc}. "
-                        "Check the cable, the udev name and that no other program holds the port."
-                    ) from exc
+                    msg = (f"{self.name}: within {timeout_s:.1f} s, {exc}. Check the cable, the "
+                        "udev name and that no other program holds the port.")
+                    raise DeviceUnavailable(msg) from exc
                 time.sleep(self.watch.wait_s(now))
 
     def _drop_port(self) -> None:
