@@ -30,9 +30,8 @@ def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
     ``scan_mode``: ``typical`` (default) or a scan mode's name as the unit reports it
     (``Standard``, ``Express``), checked against the unit at bring-up."""
     serial_no = table.get("serial")
-    if serial_no is not None and (
-        not isinstance(serial_no, str) or not re.fullmatch(r"[0-9A-Fa-f]{32}", serial_no)
-    ):
+    if serial_no is not None and not (
+            isinstance(serial_no, str) and re.fullmatch(r"[0-9A-Fa-f]{32}", serial_no)):
         raise v.fail((*path, "serial"),
             f"{what}: 'serial' applies to a1 devices only and is 32 hex digits "
             "(the 16-byte serial GET_INFO reports)")
@@ -46,9 +45,8 @@ def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
 
 def scan_mode(dev: DeviceConfig | None) -> str:
     """The configured scan mode of an A1 (the default without a configuration)."""
-    return (
-        DEFAULT_SCAN_MODE if dev is None else str(dev.options.get("scan_mode", DEFAULT_SCAN_MODE))
-    )
+    mode = DEFAULT_SCAN_MODE if dev is None else dev.options.get("scan_mode", DEFAULT_SCAN_MODE)
+    return str(mode)
 
 
 def make_reader(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> SerialReader:
@@ -78,12 +76,8 @@ def check_info(data: bytes) -> dict | None:
     if len(payload) != a1_protocol.INFO_LEN:
         return None
     info = a1_protocol.A1Info.from_payload(payload)
-    return {
-        "model": info.model,
-        "firmware": f"{info.firmware[0]}.{info.firmware[1]:02d}",
-        "hardware": info.hardware,
-        "serial": info.serial,
-    }
+    return {"model": info.model, "firmware": f"{info.firmware[0]}.{info.firmware[1]:02d}",
+        "hardware": info.hardware, "serial": info.serial}
 
 
 def probe(
@@ -105,8 +99,5 @@ def probe(
         info = check_info(data + read_for(port, min(0.05, timeout_s), enough=want))
     if info is None:
         return None
-    return (
-        f"RPLIDAR A1: model {info['model']:#04x}, firmware {info['firmware']}, "
-        f"hardware {info['hardware']}, serial {info['serial']}",
-        info,
-    )
+    return (f"RPLIDAR A1: model {info['model']:#04x}, firmware {info['firmware']}, "
+        f"hardware {info['hardware']}, serial {info['serial']}", info)

@@ -141,10 +141,8 @@ class ScanMode:
 
     def describe(self) -> str:
         """``Name (id N, U us, D m)``."""
-        return (
-            f"{self.name} (id {self.id}, {self.us_per_sample:g} us, {self.max_distance_m:g} m, "
-            f"answer 0x{self.answer_type:02x})"
-        )
+        return (f"{self.name} (id {self.id}, {self.us_per_sample:g} us, {self.max_distance_m:g} m, "
+            f"answer 0x{self.answer_type:02x})")
 
 
 def legacy_modes(rate: A1SampleRate | None, firmware: tuple[int, int]) -> list[ScanMode]:
@@ -241,11 +239,7 @@ def describe_clock(rate: A1SampleRate | None, mode: str = "standard") -> str:
     (None: the unit reported none)."""
     us = 0 if rate is None else rate.sample_us(mode)
     if us <= 0:
-        return (
-            f"none: the unit did not report its {mode} sample duration (GET_SAMPLERATE, "
-            "firmware >= 1.17); turn times are host receive times"
-        )
-    return (
-        f"sample index x {mode} sample duration {us} us (GET_SAMPLERATE), anchored at the "
-        "host receive time of each scan's first " + ("node" if mode == "standard" else "capsule")
-    )
+        return (f"none: the unit did not report its {mode} sample duration (GET_SAMPLERATE, "
+            "firmware >= 1.17); turn times are host receive times")
+    return (f"sample index x {mode} sample duration {us} us (GET_SAMPLERATE), anchored at the "
+        "host receive time of each scan's first " + ("node" if mode == "standard" else "capsule"))

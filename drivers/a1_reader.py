@@ -201,9 +201,8 @@ class A1Lidar:
                         "(A5 5A ...): stale scan bytes, a boot banner, or not an RPLIDAR at "
                         "this baud rate; recover() stops, clears and reconnects") from err
                 got_single = mode == proto.MODE_SINGLE
-                if (got_single, got_type) != (single, dtype) or not (
-                    got_len == length or (length is None and got_len <= MAX_ANSWER_LEN)
-                ):
+                if (got_single, got_type) != (single, dtype) or not (got_len == length
+                        or (length is None and got_len <= MAX_ANSWER_LEN)):
                     raise DeviceProtocolError(
                         f"A1 {self.port} answered {what} with length {got_len}, "
                         f"{'single' if got_single else 'multi'} mode, type 0x{got_type:02x} "
@@ -309,10 +308,8 @@ class A1Lidar:
             raise DeviceUnplugged(str(err)) from err
         reached = self._io(lambda s: s.modem_lines, "reading the modem lines") is not None
         if not reached and self.has_modem_lines is not False:
-            msg = (
-                f"{self.port} has no modem lines (a pty without an emulator's modem-line "
-                "channel, or an adapter without DTR): the A1 motor cannot be switched here"
-            )
+            msg = (f"{self.port} has no modem lines (a pty without an emulator's modem-line "
+                "channel, or an adapter without DTR): the A1 motor cannot be switched here")
             self.logger.info(msg)
             self._emit("note", msg)
         self.has_modem_lines = reached
@@ -411,11 +408,9 @@ class A1Lidar:
             self.start(self.express_mode)
 
 
-_ANSWERS = {
-    proto.CMD_GET_INFO: (proto.INFO_LEN, proto.TYPE_INFO, "GET_INFO"),
+_ANSWERS = {proto.CMD_GET_INFO: (proto.INFO_LEN, proto.TYPE_INFO, "GET_INFO"),
     proto.CMD_GET_HEALTH: (proto.HEALTH_LEN, proto.TYPE_HEALTH, "GET_HEALTH"),
-    proto.CMD_GET_SAMPLERATE: (proto.SAMPLERATE_LEN, proto.TYPE_SAMPLE_RATE, "GET_SAMPLERATE"),
-}
+    proto.CMD_GET_SAMPLERATE: (proto.SAMPLERATE_LEN, proto.TYPE_SAMPLE_RATE, "GET_SAMPLERATE")}
 """Request → its single answer's length, type and name."""
 
 
@@ -485,15 +480,10 @@ class A1Scanner(DeviceProtocol):
         self._scanning = False
         self._count_lock = threading.Lock()
         self._port = _LidarPort(self)
-        SerialLink(
-            name,
-            port,
-            self,
-            config=LinkConfig(read_timeout_s=POLL_S, first_valid_timeout_s=5.0,
-                stale_after_s=stale_after_s, backoff_s=reconnect_backoff_s, backoff_max_s=1.0,
-                restart_after_s=restart_after_s),
-            on_event=on_event,
-        )
+        config = LinkConfig(read_timeout_s=POLL_S, first_valid_timeout_s=5.0,
+            stale_after_s=stale_after_s, backoff_s=reconnect_backoff_s, backoff_max_s=1.0,
+            restart_after_s=restart_after_s)
+        SerialLink(name, port, self, config=config, on_event=on_event)
 
     # -- the synchronous API (bring-up, tests) ---------------------------------------
 
@@ -668,11 +658,9 @@ class A1Scanner(DeviceProtocol):
         info = self.info
         if info is None:
             return None
-        return (
-            f"A1 model {info.model} firmware {info.firmware[0]}.{info.firmware[1]:02d} "
+        return (f"A1 model {info.model} firmware {info.firmware[0]}.{info.firmware[1]:02d} "
             f"hardware {info.hardware} serial {info.serial} on {self.link.port}"
-            + (f"; scan mode {self.mode.describe()}" if self.mode is not None else "")
-        )
+            + (f"; scan mode {self.mode.describe()}" if self.mode is not None else ""))
 
     def reopen_note(self) -> str:
         """The serial of the unit that answered, for the ``reconnect`` event."""
@@ -681,10 +669,8 @@ class A1Scanner(DeviceProtocol):
 
     def diagnose(self) -> str:
         """Bytes and nodes since opening, with the likely cause."""
-        return (
-            f"{self.link.bytes_since_open} bytes, {self.nodes_total} nodes: is the motor "
-            "spinning (DTR) and the supply strong enough?"
-        )
+        return (f"{self.link.bytes_since_open} bytes, {self.nodes_total} nodes: is the motor "
+            "spinning (DTR) and the supply strong enough?")
 
     def counters(self) -> tuple[int, int, int, int]:
         """(turns with skipped bytes, nodes lost re-aligning, points, turns) since start."""
@@ -694,43 +680,30 @@ class A1Scanner(DeviceProtocol):
     def final_note(self) -> str:
         """Nodes decoded and what was skipped, recorded at stop."""
         asm = self.assembler
-        return (
-            f"decoded {self.nodes_total} nodes ({self.scan_mode_used} scan); skipped: "
+        return (f"decoded {self.nodes_total} nodes ({self.scan_mode_used} scan); skipped: "
             f"bytes_skipped={self.bytes_skipped} "
             f"nodes_dropped={asm.nodes_dropped} (angle >= 360 deg); "
-            f"ranges_beyond_limit={asm.ranges_beyond_limit} (stored as nan)"
-        )
+            f"ranges_beyond_limit={asm.ranges_beyond_limit} (stored as nan)")
 
     def declare_streams(self, writer: SessionWriter) -> None:
         """Add ``lidar/<name>``: the unit's identity where known, and how it is timed."""
         info, mode, used = self.info, self.scan_mode_used, self.mode
-        device = {} if info is None else {
-            "serial": info.serial,
-            "firmware": f"{info.firmware[0]}.{info.firmware[1]:02d}",
-            "hardware": info.hardware,
-            "model_id": info.model,
-            "device_time": describe_clock(self.sample_rate, mode),
-        }  # fmt: skip
+        device = {} if info is None else {"serial": info.serial,
+            "firmware": f"{info.firmware[0]}.{info.firmware[1]:02d}", "hardware": info.hardware,
+            "model_id": info.model, "device_time": describe_clock(self.sample_rate, mode)}
         express = " (express: 47 for a return, 0 for none; capsules carry no quality)"
-        writer.add_lidar(
-            self.link.name,
-            attrs={
-                "model": "A1",
-                "port_path": self.link.port,
+        writer.add_lidar(self.link.name,
+            attrs={"model": "A1", "port_path": self.link.port,
                 "intensity": "quality 0..63" + (express if mode == "express" else ""),
                 "scan_mode": used.name if used is not None else mode,
                 "scan_mode_id": used.id if used is not None else -1,
-                "scan_modes": "; ".join(m.describe() for m in self.modes),
-                "scan_format": mode,
+                "scan_modes": "; ".join(m.describe() for m in self.modes), "scan_format": mode,
                 "scan_mode_note": self.mode_note,
                 "device_time": f"sample index x {mode} sample duration (GET_SAMPLERATE) where "
                 "the unit reports it (turns with device_ns), else none",
                 "time_base": "host monotonic_ns at receive, spread over each read's nodes",
                 "native_units": "angle q6 degrees clockwise, distance q2 mm (converted once)",
-                **device,
-                **self.attrs,
-            },
-        )
+                **device, **self.attrs})
 
     # -- internals ------------------------------------------------------------------
 
@@ -833,8 +806,7 @@ class A1Scanner(DeviceProtocol):
         if chosen is None or chosen.format is None:
             offered = "; ".join(m.describe() for m in self.modes)
             why = "is not offered" if chosen is None else "answers a format not decoded here"
-            raise DriverError(
-                f"A1 {self.link.port}: scan mode {self.scan_mode!r} {why} (firmware "
+            raise DriverError(f"A1 {self.link.port}: scan mode {self.scan_mode!r} {why} (firmware "
                 f"{firmware[0]}.{firmware[1]:02d}; modes: {offered}); set scan_mode to "
                 "'typical' or to a Standard or Express mode's name")
         return chosen

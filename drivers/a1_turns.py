@@ -55,11 +55,7 @@ class A1Turns:
             max_node_ns: int = 1_000_000, nominal_us: float = 0.0) -> None:
         self._check(mode)
         self.mode = mode
-        self._cfg = (
-            round((sample_us or 0) * 1000),
-            int(max_node_ns),
-            round(nominal_us * 1000),
-        )
+        self._cfg = (round((sample_us or 0) * 1000), int(max_node_ns), round(nominal_us * 1000))
         self.offset = 0
         """Stream offset of the next byte fed (the offline decoder sets it per scan)."""
         self.dropped_offsets: list[int] = []
@@ -78,12 +74,10 @@ class A1Turns:
     bytes_skipped = _counter(k.SKIPPED, "Bytes discarded re-aligning (corruption or link loss).")
     nodes_dropped = _counter(k.DROPPED, "Nodes dropped for an impossible angle (q6 ≥ 23040).")
     ranges_beyond_limit = _counter(k.BEYOND, "Distances beyond 12 m (stored as ``nan``).")
-    leading_nodes_skipped = _counter(
-        k.LEADING, "Nodes before the first start flag of each scan (no turn)."
-    )
-    samples_estimated_lost = _counter(
-        k.LOST, "Samples estimated lost from the bytes skipped (and undecodable express capsules)."
-    )
+    leading_nodes_skipped = _counter(k.LEADING,
+        "Nodes before the first start flag of each scan (no turn).")
+    samples_estimated_lost = _counter(k.LOST,
+        "Samples estimated lost from the bytes skipped (and undecodable express capsules).")
     capsules = _counter(k.CAPSULES, "Express capsules accepted.")
 
     # -- the stream -------------------------------------------------------------------
@@ -115,17 +109,11 @@ class A1Turns:
     def feed(self, t_ns: int, data: bytes) -> LidarTurns:
         """Decode ``data`` (the scan's bytes read at host ``t_ns``, ns) after the kept
         tail; returns the turns it completed."""
-        buf = (
-            np.frombuffer(self._tail + data, dtype=np.uint8)
-            if self._tail
-            else (np.frombuffer(data, dtype=np.uint8))
-        )
+        buf = (np.frombuffer(self._tail + data, dtype=np.uint8) if self._tail
+            else (np.frombuffer(data, dtype=np.uint8)))
         n = buf.size
-        most = (
-            n // NODE_LEN + 2
-            if self.mode == "standard"
-            else (n // CAPSULE_LEN + 1) * NODES_PER_CAPSULE + 2
-        )
+        most = (n // NODE_LEN + 2 if self.mode == "standard"
+            else (n // CAPSULE_LEN + 1) * NODES_PER_CAPSULE + 2)
         self._reserve(int(self._st[k.FILL]) + most, most)
         base = self.offset - len(self._tail)
         if self.mode == "standard":
@@ -178,20 +166,13 @@ class A1Turns:
     def _turns(self, ends: np.ndarray, flags: np.ndarray) -> LidarTurns:
         """The turns ``[0, ends[0])``, ``[ends[0], ends[1])``... of the turn buffer."""
         t_first, dev, count, angle, rng, quality, t = k.turn_arrays(self._tb, ends)
-        return LidarTurns(
-            t_first, dev, np.full(ends.size, np.nan), count, flags, angle, rng, quality, t
-        )
+        return LidarTurns(t_first, dev, np.full(ends.size, np.nan), count, flags, angle, rng,
+            quality, t)
 
 
-def _frozen_empty() -> LidarTurns:
-    empty = LidarTurns.empty()
-    for name in LidarTurns.__dataclass_fields__:
-        getattr(empty, name).flags.writeable = False
-    return empty
-
-
-_EMPTY = _frozen_empty()
-"""What a read that completes no turn returns (most reads): shared, read-only."""
+_EMPTY = LidarTurns.empty()
+for _a in vars(_EMPTY).values():
+    _a.flags.writeable = False  # shared by every read that completes no turn (most reads)
 
 
 # -- captures: offline decoding (``sensorbench decode a1``) -------------------------
@@ -232,8 +213,7 @@ def scan_segments(data: bytes) -> list[tuple[int, int, str]]:
     found.sort()
     ends = [at for at, _ in found[1:]] + [len(data)] if found else []
     return [
-        (at + proto.DESCRIPTOR_LEN, end, mode) for (at, mode), end in zip(found, ends, strict=True)
-    ]
+        (at + proto.DESCRIPTOR_LEN, end, mode) for (at, mode), end in zip(found, ends, strict=True)]
 
 
 def decode_capture(data: bytes, chunk_times_ns: tuple[np.ndarray, np.ndarray] | None = None,
@@ -258,8 +238,7 @@ def decode_capture(data: bytes, chunk_times_ns: tuple[np.ndarray, np.ndarray] | 
     outside = segments[0][0] - proto.DESCRIPTOR_LEN if segments else 0
     if not segments:
         if require_descriptor:
-            raise DriverError(
-                f"no A1 scan descriptor ({proto.SCAN_DESCRIPTOR.hex(' ')} standard, "
+            raise DriverError(f"no A1 scan descriptor ({proto.SCAN_DESCRIPTOR.hex(' ')} standard, "
                 f"{proto.EXPRESS_DESCRIPTOR.hex(' ')} express) in {len(data)} bytes: not an "
                 "A1 scan capture (for a bare node stream, decode without descriptor)")
         segments = [(0, len(data), mode)]
@@ -291,23 +270,16 @@ def _time_bases(
     modes = sorted(set(result.modes))
     rate = result.sample_rate
     if received:
-        return (
-            "host monotonic_ns at receive (raw chunks), spread over each read's nodes",
-            "; ".join(describe_clock(rate, m) for m in modes),
-        )
+        return ("host monotonic_ns at receive (raw chunks), spread over each read's nodes",
+            "; ".join(describe_clock(rate, m) for m in modes))
     if rate is not None and all(rate.sample_us(m) > 0 for m in result.modes):
         durations = ", ".join(f"{m} {rate.sample_us(m)} us" for m in modes)
-        base = (
-            "device: sample index x the unit's sample duration (GET_SAMPLERATE: "
-            f"{durations}) from 0; no host receive times"
-        )
+        base = ("device: sample index x the unit's sample duration (GET_SAMPLERATE: "
+            f"{durations}) from 0; no host receive times")
         return base, base
     hz = ", ".join(f"{m} {sample_rate_hz or _NOMINAL_HZ[m]:g} Hz" for m in modes)
-    return (
-        f"nominal: sample index at {hz} from 0 (no receive times, no GET_SAMPLERATE "
-        "answer): invented times",
-        "none: no GET_SAMPLERATE answer in the capture",
-    )
+    return (f"nominal: sample index at {hz} from 0 (no receive times, no GET_SAMPLERATE "
+        "answer): invented times", "none: no GET_SAMPLERATE answer in the capture")
 
 
 def sample_rate_in(data: bytes) -> A1SampleRate | None:
@@ -356,9 +328,8 @@ def as_captured(turns: LidarTurns, live_first_ns: np.ndarray | None) -> LidarTur
     b = int(np.searchsorted(t, live_first_ns[-1], side="right"))
     if b <= a:
         return LidarTurns.empty()
-    return turns.select(
-        slice(a, b), int(turns.offset[a]), int(turns.offset[b - 1] + turns.count[b - 1])
-    )
+    return turns.select(slice(a, b), int(turns.offset[a]),
+        int(turns.offset[b - 1] + turns.count[b - 1]))
 
 
 def decode_a1(raw: str | os.PathLike[str], output: str | os.PathLike[str], *, name: str = "a1",
@@ -410,20 +381,9 @@ def decode_a1(raw: str | os.PathLike[str], output: str | os.PathLike[str], *, na
         if res.bytes_skipped:
             msg = f"{res.bytes_skipped} bytes skipped while re-aligning nodes"
             w.event(t0, name, "crc_burst", msg)
-    return {
-        "output": str(output),
-        "stream": name,
-        "scans": res.scans,
-        "scan_modes": res.modes,
-        "turns": turns.n_turns,
-        "points": turns.n_points,
-        "nodes": res.nodes,
-        "bytes": len(data),
-        "bytes_skipped": res.bytes_skipped,
-        "bytes_outside_scans": res.bytes_outside_scans,
-        "leading_nodes_without_turn": res.leading_nodes,
-        "nodes_dropped": len(res.dropped_offsets),
+    return {"output": str(output), "stream": name, "scans": res.scans, "scan_modes": res.modes,
+        "turns": turns.n_turns, "points": turns.n_points, "nodes": res.nodes, "bytes": len(data),
+        "bytes_skipped": res.bytes_skipped, "bytes_outside_scans": res.bytes_outside_scans,
+        "leading_nodes_without_turn": res.leading_nodes, "nodes_dropped": len(res.dropped_offsets),
         "nodes_dropped_offsets": res.dropped_offsets,
-        "ranges_beyond_limit": res.ranges_beyond_limit,
-        "time_base": time_base,
-    }
+        "ranges_beyond_limit": res.ranges_beyond_limit, "time_base": time_base}

@@ -4,6 +4,8 @@ file (docs/CAPTURE.md). Times in seconds.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
 import json
 import math
@@ -18,7 +20,6 @@ from typing import Any, Protocol
 
 from sensorbench.drivers.device_kind import ReaderContext
 from sensorbench.drivers.device_kinds import get_kind
-from sensorbench.drivers.kernels import warm_up as warm_up_kernels
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.reader_base import DeviceReader, ReaderStatus
 from sensorbench.drivers.robot_config import DeviceConfig, PodGeometry, RobotConfig
@@ -174,11 +175,8 @@ class CaptureResult:
     def ok(self) -> bool:
         """True when every device came up, no reader lost data (a reader thread that
         failed) and the file was closed without error."""
-        return (
-            self.stopped_by in ("duration", "stop")
-            and all(b.ok for b in self.bringup)
-            and not any(d.data_lost for d in self.devices)
-        )
+        return (self.stopped_by in ("duration", "stop") and all(b.ok for b in self.bringup)
+            and not any(d.data_lost for d in self.devices))
 
     @property
     def exit_code(self) -> int:
@@ -187,13 +185,8 @@ class CaptureResult:
         return 0 if self.ok else 2 if self.stopped_by == "disk" else 1
 
 
-def make_reader(
-    dev: DeviceConfig,
-    speed: float = 1.0,
-    handle: Any = None,
-    pods: PodGeometry | None = None,
-    read_s: float = STREAM_READ_S,
-) -> DeviceReader:
+def make_reader(dev: DeviceConfig, speed: float = 1.0, handle: Any = None,
+        pods: PodGeometry | None = None, read_s: float = STREAM_READ_S) -> DeviceReader:
     """The reader for one configured device (not started), from its registered kind;
     the arguments are :class:`~sensorbench.drivers.device_kind.ReaderContext`'s
     (``read_s``: its ``read_timeout_s``, s)."""
@@ -206,25 +199,16 @@ def make_reader(
     return kind.reader(dev, ctx)
 
 
-def device_specs(config: RobotConfig) -> list[DeviceSpec]:
-    """Power-up specs of the configured devices, in power-up order."""
-    return [
-        DeviceSpec(
-            dev.name, kind=dev.kind, port=dev.port, delay_after_s=dev.gap_s,
-            ready_timeout_s=dev.timeout_s, options={"config": dev}, power=dev.power,
-        )
-        for dev in config.ordered_devices()
-    ]  # fmt: skip
-
-
 def bring_up(
     config: RobotConfig, keep: bool = False, retries: int = 1
 ) -> tuple[list[BringupResult], dict[str, Any]]:
     """Staggered power-up of every configured device, ``retries`` extra attempts each;
     returns one result per device in power-up order and, with ``keep``, the handles of
     the ready devices whose kind keeps them (the A1 scanners, spinning) by name."""
-    warm_up_kernels()  # compile or load numba kernels now, never on a device's first read
-    seq = PowerUpSequencer(device_specs(config), retries=retries)
+    specs = [DeviceSpec(dev.name, kind=dev.kind, port=dev.port, delay_after_s=dev.gap_s,
+        ready_timeout_s=dev.timeout_s, options={"config": dev}, power=dev.power)
+        for dev in config.ordered_devices()]  # fmt: skip
+    seq = PowerUpSequencer(specs, retries=retries)  # its run compiles the kernels first
     rows = seq.run(keep=keep)
     handles = dict(seq.handles) if keep else {}
     results = []
@@ -236,10 +220,8 @@ def bring_up(
             message = f"{kind.model} serial {row.serial}"
             if dev.serial and row.serial.upper() != dev.serial.upper():
                 ok = False
-                message = (
-                    f"reports serial {row.serial}, the configuration expects "
-                    f"{dev.serial.upper()}: are front and rear swapped? Check the udev names"
-                )
+                message = (f"reports serial {row.serial}, the configuration expects "
+                    f"{dev.serial.upper()}: are front and rear swapped? Check the udev names")
         elif ok:
             message = f"valid data on {row.tty or dev.port}"
         if row.attempts > 1:
@@ -247,8 +229,7 @@ def bring_up(
         if row.warning:
             message += f"; warning: {row.warning}"
         results.append(
-            BringupResult(dev.name, dev.kind, dev.port, ok, row.time_to_first_turn_s, message)
-        )
+            BringupResult(dev.name, dev.kind, dev.port, ok, row.time_to_first_turn_s, message))
         handle = handles.get(dev.name)
         if handle is not None and not (kind.keeps_bringup_handle and ok):
             handle.close()  # stream devices: the reader reopens; a wrong unit: not used
@@ -318,18 +299,11 @@ class CaptureOptions:
     stream_read_s: float = STREAM_READ_S
 
 
-def run_capture(
-    config: RobotConfig,
-    output: str | os.PathLike[str],
-    duration_s: float,
-    options: CaptureOptions | None = None,
-    *,
-    on_status: StatusCallback | None = None,
-    on_bringup: Callable[[BringupResult], None] | None = None,
-    stop: threading.Event | None = None,
-    extra_readers: Sequence[DeviceReader] = (),
-    consumer: CaptureConsumer | None = None,
-) -> CaptureResult:
+def run_capture(config: RobotConfig, output: str | os.PathLike[str], duration_s: float,
+        options: CaptureOptions | None = None, *, on_status: StatusCallback | None = None,
+        on_bringup: Callable[[BringupResult], None] | None = None,
+        stop: threading.Event | None = None, extra_readers: Sequence[DeviceReader] = (),
+        consumer: CaptureConsumer | None = None) -> CaptureResult:
     """Record every configured device into ``output`` for ``duration_s`` seconds.
 
     Args:
@@ -364,8 +338,7 @@ def run_capture(
     readers = {
         d.name: make_reader(d, opts.speed, handles.get(d.name), config.pods, opts.stream_read_s)
         for d in config.devices
-        if d.name in up
-    }
+        if d.name in up}
     readers.update({r.name: r for r in extra_readers})
     for reader in readers.values():
         reader.declare(writer)
@@ -412,16 +385,10 @@ def _session_attrs(
 ) -> dict[str, Any]:
     """The session's root attributes: the note, the robot, its devices and the bring-up."""
     devices = [{"name": d.name, "kind": d.kind, "port": d.port} for d in config.devices]
-    return {
-        "note": note,
-        "robot": config.name,
-        "recorded_by": "sensorbench capture",
+    return {"note": note, "robot": config.name, "recorded_by": "sensorbench capture",
         "requested_duration_s": duration_s if math.isfinite(duration_s) else -1.0,
-        "devices_json": json.dumps(devices),
-        "powerup_order": list(config.powerup_order),
-        "footprint_m": config.footprint_m,
-        "bringup_json": json.dumps([vars(b) for b in bringup]),
-    }
+        "devices_json": json.dumps(devices), "powerup_order": list(config.powerup_order),
+        "footprint_m": config.footprint_m, "bringup_json": json.dumps([vars(b) for b in bringup])}
 
 
 @dataclass(frozen=True)
@@ -433,14 +400,8 @@ class _Loop:
     opts: CaptureOptions
 
 
-def _record_readers(
-    writer: SessionWriter,
-    readers: list[DeviceReader],
-    result: CaptureResult,
-    consumer: CaptureConsumer | None,
-    duration_s: float,
-    loop: _Loop,
-) -> float:
+def _record_readers(writer: SessionWriter, readers: list[DeviceReader], result: CaptureResult,
+        consumer: CaptureConsumer | None, duration_s: float, loop: _Loop) -> float:
     """Start the consumer and the readers, record until the end, stop them; sets
     ``result``'s stop reason and error and marks readers that failed to start as failed
     in its bring-up. Returns the monotonic time (s) the recording started."""
@@ -448,12 +409,8 @@ def _record_readers(
         consumer.start(writer)
     for name, message in _on_each(readers, lambda r: r.start(), 60.0).items():
         writer.event(time.monotonic_ns(), name, "error", f"reader failed to start: {message}")
-        result.bringup = [
-            BringupResult(b.name, b.kind, b.port, False, b.seconds, message)
-            if b.name == name
-            else b
-            for b in result.bringup
-        ]
+        result.bringup = [BringupResult(b.name, b.kind, b.port, False, b.seconds, message)
+            if b.name == name else b for b in result.bringup]
     writer.event(time.monotonic_ns(), "capture", "start", f"recording {len(readers)} devices")
     t0 = time.monotonic()
     guard = _DiskGuard(writer.path, loop.opts.min_free_bytes, loop.opts.status_interval_s)
@@ -464,24 +421,13 @@ def _record_readers(
     return t0
 
 
-def _new_writer(
-    consumer: CaptureConsumer | None,
-    output: str | os.PathLike[str],
-    config_text: str,
-    opts: CaptureOptions,
-    attrs: dict[str, Any],
-) -> SessionWriter:
+def _new_writer(consumer: CaptureConsumer | None, output: str | os.PathLike[str], config_text: str,
+        opts: CaptureOptions, attrs: dict[str, Any]) -> SessionWriter:
     """The capture's session writer; with a consumer, one that hands it every item."""
     make: Callable[..., SessionWriter] = (
-        SessionWriter if consumer is None else functools.partial(_TappedWriter, consumer)
-    )
-    return make(
-        output,
-        label=opts.label,
-        config_text=config_text,
-        flush_interval_s=opts.flush_interval_s,
-        attrs=attrs,
-    )
+        SessionWriter if consumer is None else functools.partial(_TappedWriter, consumer))
+    return make(output, label=opts.label, config_text=config_text,
+        flush_interval_s=opts.flush_interval_s, attrs=attrs)
 
 
 def _writer_stop(writer: SessionWriter, exc: BaseException) -> tuple[str, str]:
@@ -492,15 +438,13 @@ def _writer_stop(writer: SessionWriter, exc: BaseException) -> tuple[str, str]:
     if isinstance(cause, NoRoomError):  # the writer stopped before HDF5 wrote any of a flush
         return "disk", (
             f"the disk is full ({cause.strerror}): capture stopped and {writer.path} closed "
-            "intact with everything up to the last flush; free space before the next capture"
-        )
+            "intact with everything up to the last flush; free space before the next capture")
     full = (isinstance(cause, OSError) and cause.errno == 28) or "No space" in str(cause)
     what = "the disk is full" if full else f"writing failed ({cause})"
     return "disk" if full else "error", (
         f"{what}: capture stopped. {writer.path} holds everything up to the last flush "
         f"(≤ {writer.flush_interval_s:g} s before the failure); free space, then run "
-        f"`sensorbench check --recover {writer.path}`"
-    )
+        f"`sensorbench check --recover {writer.path}`")
 
 
 class _DiskGuard:
@@ -530,21 +474,13 @@ class _DiskGuard:
         reserve = max(self.min_free_bytes, 4.0 * rate)
         if free >= reserve:
             return None
-        return (
-            f"the disk is nearly full ({free / 2**20:.1f} MiB free on the file system of "
+        return (f"the disk is nearly full ({free / 2**20:.1f} MiB free on the file system of "
             f"{self.path}, the file grows {rate / 2**20:.2f} MiB/s): capture stopped and the "
-            "file closed intact; free space before the next capture"
-        )
+            "file closed intact; free space before the next capture")
 
 
-def _record(
-    writer: SessionWriter,
-    readers: list[DeviceReader],
-    t0: float,
-    duration_s: float,
-    loop: _Loop,
-    guard: _DiskGuard,
-) -> tuple[str, str | None]:
+def _record(writer: SessionWriter, readers: list[DeviceReader], t0: float, duration_s: float,
+        loop: _Loop, guard: _DiskGuard) -> tuple[str, str | None]:
     """The status loop; returns (stopped_by, error).
 
     When a reader that was disconnected is connected again, a ``note`` event states
@@ -590,29 +526,22 @@ def summarize(
     Counts are 0 where the file cannot be read (e.g. the disk filled before a flush).
     """
     counts: dict[str, tuple[int, int, int]] = {}
-    unplugs: dict[str, int] = {}
-    try:
-        with Session(path) as ses:
-            for ev in ses.events():
-                if ev.kind == "unplug":
-                    unplugs[ev.source] = unplugs.get(ev.source, 0) + 1
-            for name in statuses:
-                n_bytes = ses.raw(name).n_bytes if name in ses.raw_names() else 0
-                counts[name] = (n_bytes, 0, 0)
-                if name in ses.encoder_names():
-                    counts[name] = (n_bytes, len(ses.encoder(name)), 0)
-                elif name in ses.lidar_names():
-                    lidar = ses.lidar(name)
-                    counts[name] = (n_bytes, lidar.n_points, lidar.n_turns)
-                elif name in ses.pose_names():
-                    counts[name] = (n_bytes, len(ses.pose(name)), 0)
-    except (SessionError, OSError, RuntimeError):  # h5py: a file whose writer hit ENOSPC
-        pass
-    return [
-        DeviceSummary(
-            name, config.device(name).kind, config.device(name).port, *counts.get(name, (0, 0, 0)),
-            st.crc_errors, st.drops, st.reconnects, unplugs.get(name, 0), st.last_error,
-            st.reader_failures, st.reader_down,
-        )
+    unplugs: collections.Counter[str] = collections.Counter()
+    # h5py raises RuntimeError on a file whose writer hit ENOSPC
+    with contextlib.suppress(SessionError, OSError, RuntimeError), Session(path) as ses:
+        unplugs.update(ev.source for ev in ses.events() if ev.kind == "unplug")
+        for name in statuses:
+            n_bytes = ses.raw(name).n_bytes if name in ses.raw_names() else 0
+            counts[name] = (n_bytes, 0, 0)
+            if name in ses.encoder_names():
+                counts[name] = (n_bytes, len(ses.encoder(name)), 0)
+            elif name in ses.lidar_names():
+                lidar = ses.lidar(name)
+                counts[name] = (n_bytes, lidar.n_points, lidar.n_turns)
+            elif name in ses.pose_names():
+                counts[name] = (n_bytes, len(ses.pose(name)), 0)
+    return [DeviceSummary(name, config.device(name).kind, config.device(name).port,
+            *counts.get(name, (0, 0, 0)), st.crc_errors, st.drops, st.reconnects,
+            unplugs.get(name, 0), st.last_error, st.reader_failures, st.reader_down)
         for name, st in statuses.items()
     ]  # fmt: skip

@@ -1,39 +1,18 @@
 """Device clocks on the host timeline: unwrap a wrapping counter, fit offset and drift.
 
-Many devices stamp their data with a free-running counter that wraps (the LD19's
-millisecond timestamp wraps at 30000; a pod MCU's microsecond counter at 2**32).
-:class:`CounterUnwrapper` turns such a counter into a monotone int64 count, and
-:class:`DeviceClock` maps device time onto the host clock (``time.monotonic_ns``).
+:class:`CounterUnwrapper` turns a wrapping counter (the LD19's ms stamp wraps at 30000,
+a pod MCU's µs counter at 2**32) into a monotone int64 count; :class:`DeviceClock` maps
+device time onto ``time.monotonic_ns``. Model: ``host_receive = a + b * device + latency``
+with ``latency >= 0``, so ``a`` and ``b`` lie in the *lower envelope*: per window of
+``window_s`` device seconds the least delayed point, a least-squares line through the last
+``max_windows`` minima (``b``: drift, or an N× emulator's 1/N). The constant part of the
+latency ends up in the offset; callers that know part of it (wire time) subtract it.
 
-The model: ``host_receive = a + b * device_time + latency``, where ``latency >= 0``
-(transmission, USB polling, OS scheduling) varies from packet to packet. Host
-receive times only ever lag, so the best information about ``a`` and ``b`` lies in
-the *lower envelope* of the points (device_time, host_time). The estimator keeps,
-for each window of ``window_s`` seconds of device time, the point with the smallest
-``host - b * device`` (the least delayed), and fits a line through the last
-``max_windows`` window minima by least squares. ``b`` is the drift (``b - 1`` in
-ppm, or the speed-up of an accelerated emulator, any positive slope works), ``a``
-the offset. What the fit cannot see is the *constant* part of the latency (the
-smallest delay ever seen): it ends up in the offset. Callers that know part of it
-(e.g. the time a packet takes on the wire) subtract it themselves.
-
-The stated uncertainty of a mapped time is ``sqrt(s**2 + se**2)``: ``s`` is the
-residual standard deviation of the window minima about the line (how far the
-least-delayed packet of a window wanders) and ``se`` the standard error of the
-fitted line at that device time. Until the window minima span two windows of
-device time the slope is the nominal one (1 for hardware, 1/N for an N× emulator)
-or, when the caller does not know it, a least-squares fit through the least-delayed
-point of each arrival; the offset puts the line under the lowest point, and the
-uncertainty is the spread of the points about that line. (The minima of two adjacent
-windows can lie a few packets apart: a line through them can have any slope; one
-was seen at 3× the true slope, putting turns half a second off.)
-
-Usage (any counter)::
-
-    clock = DeviceClock(modulus=30000, tick_ns=1_000_000)    # LD19 ms stamps
-    dev_ns = clock.update(host_ns_array, raw_counter_array)  # unwrapped device ns
-    host_est_ns = clock.to_host(dev_ns)                      # on the host clock
-    clock.estimate()                                         # offset, drift, uncertainty
+A mapped time's 1-sigma uncertainty is ``sqrt(s**2 + se**2)``: ``s`` the residual spread
+of the minima about the line, ``se`` the line's standard error there. Until the minima
+span two windows the slope is the nominal one (or, unknown, a least-squares fit through
+the least-delayed point of each arrival) under the lowest point: two adjacent windows'
+minima can lie packets apart and give any slope (3× the true one was seen).
 """
 
 from __future__ import annotations
@@ -116,9 +95,8 @@ _NO_STEPS = np.empty(0)
 
 
 @numba.njit(cache=True)
-def _unwrap(
-    raw: np.ndarray, m: int, max_backstep: int, last_raw: int | None, last: int, e: np.ndarray
-) -> np.ndarray:  # pragma: no cover - compiled
+def _unwrap(raw: np.ndarray, m: int, max_backstep: int, last_raw: int | None, last: int,
+        e: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """:meth:`CounterUnwrapper.unwrap` of ``raw`` (int64) for modulus ``m`` after
     (``last_raw``, ``last``), ``e`` the expected steps (empty: none); empty if a value
     lies outside [0, m). Compiled: an LD19 read holds a few packets."""
@@ -315,8 +293,7 @@ class DeviceClock:
                 self._fit()
             self._open_id, self._open_pt = w, pt
         elif self._open_pt is None or pt[1] - self._slope * pt[0] < (
-            self._open_pt[1] - self._slope * self._open_pt[0]
-        ):
+            self._open_pt[1] - self._slope * self._open_pt[0]):
             self._open_pt = pt
 
     def _fit(self) -> None:

@@ -28,9 +28,8 @@ def get_kind(name: str) -> DeviceKind:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise ConfigError(
-            f"unknown device kind {name!r}; known: {', '.join(kind_names())}"
-        ) from None
+        known = ", ".join(kind_names())
+        raise ConfigError(f"unknown device kind {name!r}; known: {known}") from None
 
 
 def kind_names() -> tuple[str, ...]:
@@ -52,8 +51,7 @@ def option_keys() -> frozenset[str]:
 # The family modules import their parsers, protocols and the sequencer only when a
 # factory runs, so this module stays cheap to import.
 
-LD19 = register(DeviceKind(
-    name="ld19", model="LD19", protocol="ld19", baud=230400, mounted=True,
+LD19 = register(DeviceKind(name="ld19", model="LD19", protocol="ld19", baud=230400, mounted=True,
     emulator="sensorbench.sim.kind_emulators:ld19_family",
     make_protocol=ld19_kind.make_protocol, probe=ld19_kind.probe,
     # samples_per_s: real LD06 captures (docs/LD19.md); datasheet 4500
@@ -65,12 +63,9 @@ LD19 = register(DeviceKind(
 # are its real captures'); its own name and datasheet figures
 # (LDROBOT LD06 development manual v1.0: 230400 baud, 4500 samples/s, 5-13 Hz scan,
 # 10 Hz by default, 0.02-12 m; docs/LD19.md, section LD06).
-register(replace(
-    LD19, name="ld06", model="LD06",
-    datasheet="docs/LD19.md, section LD06 (LDROBOT LD06 development manual v1.0)",
-))  # fmt: skip
-register(DeviceKind(
-    name="a1", model="A1", protocol="rplidar", baud=115200, mounted=True,
+register(replace(LD19, name="ld06", model="LD06",
+    datasheet="docs/LD19.md, section LD06 (LDROBOT LD06 development manual v1.0)"))  # fmt: skip
+register(DeviceKind(name="a1", model="A1", protocol="rplidar", baud=115200, mounted=True,
     emulator="sensorbench.sim.kind_emulators:a1_family",
     make_reader=a1_kind.make_reader, make_steps=a1_kind.make_steps, probe=a1_kind.probe,
     option_keys=frozenset({"serial", "scan_mode"}), parse_options=a1_kind.parse_options,
@@ -79,8 +74,7 @@ register(DeviceKind(
                   "range_max_m": 12.0},
     datasheet="docs/A1.md",
 ))  # fmt: skip
-register(DeviceKind(
-    name="pods", model="pods", protocol="pods", baud=115200, mounted=False,
+register(DeviceKind(name="pods", model="pods", protocol="pods", baud=115200, mounted=False,
     emulator="sensorbench.sim.kind_emulators:pods_family",
     make_protocol=pods_kind.make_protocol, probe=pods_kind.probe,
     option_keys=frozenset({"protocol", "counter_bits", "n_pods", "imu"}),

@@ -35,8 +35,7 @@ def pick_raw_stream(session: Session, name: str | None, wire: str, option: str) 
     if len(names) == 1:
         return names[0]
     raise SessionError(
-        f"{session.path} has raw streams {names}: say which one is the {wire} with {option}"
-    )
+        f"{session.path} has raw streams {names}: say which one is the {wire} with {option}")
 
 
 class DeviceProtocol:
@@ -77,10 +76,8 @@ class DeviceProtocol:
 
     def diagnose(self) -> str:
         """What was seen since the port was (re)opened, for the no-valid-data error."""
-        return (
-            f"{self.link.bytes_since_open} bytes, 0 {self.valid_item}s: "
-            "wrong baud rate or wrong device?"
-        )
+        return (f"{self.link.bytes_since_open} bytes, 0 {self.valid_item}s: "
+            "wrong baud rate or wrong device?")
 
     def counters(self) -> tuple[int, int, int, int]:
         """(check failures, items known lost, decoded items, complete turns) since start."""

@@ -22,8 +22,7 @@ _LD19_PACKET = bytes.fromhex(
 # two standard turns (node bytes as in docs/A1.md: S, !S, quality; C, angle; distance)
 _A1_NODES = b"".join(
     bytes([0x3D if i % 8 == 0 else 0x3E, 0x01 | ((i * 8) & 0x7F) << 1, (i * 8) >> 7, 0xA0, 0x0F])
-    for i in range(17)
-)
+    for i in range(17))
 _lock = threading.Lock()
 _done_s: float | None = None
 

@@ -52,8 +52,7 @@ def decode_ld19(source: str | os.PathLike[str], output: str | os.PathLike[str],
             chunks = list(s.raw(device).iter_chunks())
             raw_attrs = dict(s.raw(device).attrs)
             reconnects = sorted(
-                e.t_ns for e in s.events() if e.source == device and e.kind == "reconnect"
-            )
+                e.t_ns for e in s.events() if e.source == device and e.kind == "reconnect")
             # the live reader records the clock slope it assumed (1/N for an N× emulator)
             slope = s.lidar(device).attrs.get("clock_slope") if device in s.lidar_names() else None
     else:
@@ -88,43 +87,24 @@ def _write(src: Path, output: str | os.PathLike[str], chunks: list[tuple[int, by
     with SessionWriter(output, label=f"decoded {src.name}", swmr=False, overwrite=overwrite,
         attrs={"decoded_from": str(src)}) as w:
         w.add_raw(name, attrs={**raw_attrs, "protocol": "ld19", "baud": BAUD})
-        w.add_lidar(
-            name,
-            attrs={
-                "model": "LD19",
-                "time_base": time_base,
-                "near_filter": near_filter,
-                "native": "clockwise 0.01 deg, mm, ms timestamps wrapping at 30000",
-            },
-        )
-        turns_out, points_out, candidates = _decode(
-            w, name, chunks, reconnects, (parser, assembler), near_filter
-        )
+        w.add_lidar(name,
+            attrs={"model": "LD19", "time_base": time_base, "near_filter": near_filter,
+                "native": "clockwise 0.01 deg, mm, ms timestamps wrapping at 30000"})
+        turns_out, points_out, candidates = _decode(w, name, chunks, reconnects,
+            (parser, assembler), near_filter)
         c = parser.counters
         if c.packets == 0:
             raise DriverError(
                 f"no valid LD19 packet in {src}: {c.bytes} bytes, {candidates} candidate "
                 f"headers, 0 valid: not an LD19 capture, or captured at the wrong baud rate?")
-        summary = {
-            "source": str(src),
-            "output": str(output),
-            "device": name,
-            **asdict(c),
+        summary = {"source": str(src), "output": str(output), "device": name, **asdict(c),
             "impossible_packets": c.impossible_packets,
             "impossible_offsets": [{"offset": o, "reason": r} for o, r in parser.rejected],
-            "ranges_beyond_limit": assembler.ranges_beyond_limit,
-            "turns": turns_out,
-            "points": points_out,
-            "partial_turns_dropped": assembler.partial_dropped,
-            "time_base": time_base,
-        }
-        w.event(
-            0,
-            name,
-            "note",
-            "decoded: "
-            + ", ".join(f"{k}={v}" for k, v in summary.items() if k != "impossible_offsets"),
-        )
+            "ranges_beyond_limit": assembler.ranges_beyond_limit, "turns": turns_out,
+            "points": points_out, "partial_turns_dropped": assembler.partial_dropped,
+            "time_base": time_base}
+        w.event(0, name, "note", "decoded: "
+            + ", ".join(f"{k}={v}" for k, v in summary.items() if k != "impossible_offsets"))
     return summary
 
 

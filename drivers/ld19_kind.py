@@ -34,11 +34,8 @@ def check_packets(data: bytes) -> dict | None:
     count = parser.counters.packets
     if count < MIN_PACKETS:
         return None
-    return {
-        "packets": int(count),
-        "crc_failures": int(parser.counters.crc_failures),
-        "speed_hz": round(float(packets.speed_deg_s[-1]) / 360.0, 3),
-    }
+    return {"packets": int(count), "crc_failures": int(parser.counters.crc_failures),
+        "speed_hz": round(float(packets.speed_deg_s[-1]) / 360.0, 3)}
 
 
 def probe(
@@ -59,7 +56,5 @@ def probe(
     same = [k.name for k in all_kinds() if k.protocol == kind.protocol]
     info["kinds"] = same
     models = " or ".join(k.model for k in all_kinds() if k.protocol == kind.protocol)
-    return (
-        f"{models} (same protocol): {info['packets']} CRC-valid packets at {kind.baud} baud",
-        info,
-    )
+    return (f"{models} (same protocol): {info['packets']} CRC-valid packets at {kind.baud} baud",
+        info)

@@ -54,9 +54,8 @@ def vendor_mask(angle_deg_cw: np.ndarray, distance_mm: np.ndarray, intensity: np
     return drop
 
 
-def near_filter_mask(
-    angle_rad: np.ndarray, range_m: np.ndarray, intensity: np.ndarray, speed_hz: float
-) -> np.ndarray:
+def near_filter_mask(angle_rad: np.ndarray, range_m: np.ndarray, intensity: np.ndarray,
+        speed_hz: float) -> np.ndarray:
     """Points of one stored turn the SDK's near filter drops (bool mask).
 
     Args:
@@ -85,9 +84,8 @@ def near_filter_turns(turns: LidarTurns) -> LidarTurns:
     rng = turns.range.copy()
     for i, start in enumerate(turns.offset.tolist()):
         sl = slice(start, start + int(turns.count[i]))
-        bad = near_filter_mask(
-            turns.angle[sl], turns.range[sl], turns.intensity[sl], float(turns.speed_hz[i])
-        )
+        bad = near_filter_mask(turns.angle[sl], turns.range[sl], turns.intensity[sl],
+            float(turns.speed_hz[i]))
         rng[sl][bad & np.isfinite(rng[sl])] = np.nan
     return LidarTurns(turns.t_first_ns, turns.device_ns, turns.speed_hz, turns.count, turns.flags,
         turns.angle, rng, turns.intensity, turns.t_ns)

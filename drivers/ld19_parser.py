@@ -32,18 +32,9 @@ a packet is kept when its span in whole degrees, ``(end // 100 - start // 100) m
 14° at 10 Hz (12 points at 4500/s span 9.6° there)."""
 REJECTED_KEPT = 10000  # offsets of rejected packets kept per parser (the count is exact)
 
-PACKET_DTYPE = np.dtype(
-    [
-        ("header", "u1"),
-        ("ver_len", "u1"),
-        ("speed", "<u2"),
-        ("start", "<u2"),
-        ("points", [("distance", "<u2"), ("intensity", "u1")], (POINTS_PER_PACKET,)),
-        ("end", "<u2"),
-        ("timestamp", "<u2"),
-        ("crc", "u1"),
-    ]
-)
+PACKET_DTYPE = np.dtype([("header", "u1"), ("ver_len", "u1"), ("speed", "<u2"), ("start", "<u2"),
+    ("points", [("distance", "<u2"), ("intensity", "u1")], (POINTS_PER_PACKET,)),
+    ("end", "<u2"), ("timestamp", "<u2"), ("crc", "u1")])  # fmt: skip
 assert PACKET_DTYPE.itemsize == PACKET_SIZE
 
 
@@ -73,33 +64,18 @@ def _position_tables(table: np.ndarray, max_len: int) -> np.ndarray:
 
 
 _CRC_AFTER = _position_tables(CRC8_TABLE, PACKET_SIZE)
-# flat per-position tables, plus one zero entry that padding columns point at
-_CRC_POS = np.concatenate((_CRC_AFTER.ravel(), [0])).astype(np.uint8)
-_CRC_ZERO = np.uint16(PACKET_SIZE * 256)
 # [j, v]: the CRC contribution of byte v at offset j of a 47-byte packet (the kernel's)
 _CRC_AT = _CRC_AFTER[::-1].copy()
 
 
 def crc8_rows(block: np.ndarray) -> np.ndarray:
-    """CRC-8 of every row of a ``(k, m)`` uint8 array at once (``m <= 47``), as uint8[k].
-
-    One gather of per-position table entries (padded to a multiple of 8 bytes), then
-    the XOR of each row, 8 bytes at a time through a uint64 view.
-    """
-    k, m = block.shape
+    """CRC-8 of every row of a ``(k, m)`` uint8 array at once (``m <= 47``), as uint8[k]:
+    the XOR of each byte's entry in the per-position tables."""
+    m = block.shape[1]
     if m > PACKET_SIZE:
         raise ValueError(f"rows of at most {PACKET_SIZE} bytes, got {m}")
-    width = max(8, -(-m // 8) * 8)
-    idx = np.full((k, width), _CRC_ZERO, dtype=np.uint16)
-    np.add(block, np.arange(m - 1, -1, -1, dtype=np.uint16) * 256, out=idx[:, :m])
-    words = np.take(_CRC_POS, idx).view(np.uint64)
-    x = words[:, 0].copy()
-    for j in range(1, words.shape[1]):
-        x ^= words[:, j]
-    x ^= x >> 32
-    x ^= x >> 16
-    x ^= x >> 8
-    return (x & 0xFF).astype(np.uint8)
+    return np.bitwise_xor.reduce(_CRC_AFTER[np.arange(m - 1, -1, -1), block], axis=1,
+        initial=np.uint8(0))
 
 
 def point_angles_cdeg(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -121,13 +97,10 @@ def possible_packets(pk: LD19Packets) -> np.ndarray:
     :data:`MAX_SPEED_DEG_S` (the parser's rules, for packets from elsewhere)."""
     start = pk.start_cdeg.astype(np.int64)
     end = pk.end_cdeg.astype(np.int64)
-    return (
-        (start < ANGLE_MODULUS_CDEG)
-        & (end < ANGLE_MODULUS_CDEG)
+    return ((start < ANGLE_MODULUS_CDEG) & (end < ANGLE_MODULUS_CDEG)
         & (np.mod(end // 100 - start // 100, 360) * SPAN_PER_SPEED <= pk.speed_deg_s)
         & (pk.timestamp_ms.astype(np.int64) < TIMESTAMP_MODULUS_MS)
-        & (pk.speed_deg_s.astype(np.int64) <= MAX_SPEED_DEG_S)
-    )
+        & (pk.speed_deg_s.astype(np.int64) <= MAX_SPEED_DEG_S))
 
 
 # the kernel's state vector (int64, carried between reads)
@@ -140,18 +113,8 @@ _TAIL_LEN = 5  # bytes kept in the tail buffer (< 47)
 _TAIL_AT = 6  # stream offset of the tail's first byte
 _HISTORY = 7  # slots above are the history resync() forgets; counters follow
 # counters (int64, since construction or reset), in ParserCounters' order
-(
-    _BYTES,
-    _PACKETS,
-    _CRC_FAIL,
-    _BYTES_SKIPPED,
-    _UNKNOWN,
-    _SPAN_FAIL,
-    _STAMP_FAIL,
-    _SPEED_FAIL,
-    _GAPS,
-    _LOST,
-) = range(_HISTORY, _HISTORY + 10)
+(_BYTES, _PACKETS, _CRC_FAIL, _BYTES_SKIPPED, _UNKNOWN, _SPAN_FAIL, _STAMP_FAIL, _SPEED_FAIL,
+    _GAPS, _LOST) = range(_HISTORY, _HISTORY + 10)  # fmt: skip
 _STATE_SIZE = _HISTORY + 10
 # why a packet with a good CRC was rejected (codes in the kernel's rejection rows)
 REJECT_REASONS = {1: "angle", 2: "timestamp", 3: "speed"}
@@ -400,9 +363,8 @@ class LD19Packets:
     failures_before = _row(_FAILURES,
         "Candidate packets rejected (CRC or an impossible field) since the previous "
         "accepted packet.")
-    lost_before = _row(
-        _LOST_BEFORE, "Packets missing before this one, from the device-timestamp gap."
-    )
+    lost_before = _row(_LOST_BEFORE,
+        "Packets missing before this one, from the device-timestamp gap.")
 
     def __len__(self) -> int:
         return int(self.distance_mm.shape[0])
@@ -541,15 +503,12 @@ class LD19Parser:
         fields = np.empty((_ROWS, cap), np.int64)  # fresh: the packets returned are views
         distance = np.empty(cap * POINTS_PER_PACKET, np.uint16)
         intensity = np.empty(cap * POINTS_PER_PACKET, np.uint8)
-        k, n_rej = _scan_entry()(
-            new, int(host_ns), self.max_speed_deg_s, self._state,
-            self._tail, fields, distance, intensity, self._rejected,
-        )  # fmt: skip
+        k, n_rej = _scan_entry()(new, int(host_ns), self.max_speed_deg_s, self._state,
+            self._tail, fields, distance, intensity, self._rejected)  # fmt: skip
         if n_rej:
             keep = min(n_rej, REJECTED_KEPT - len(self.rejected))
             self.rejected.extend(
-                (off, REJECT_REASONS[code]) for off, code in self._rejected[:, :keep].T.tolist()
-            )
+                (off, REJECT_REASONS[code]) for off, code in self._rejected[:, :keep].T.tolist())
         if k == 0:
             return _EMPTY
         m = POINTS_PER_PACKET * k

@@ -57,16 +57,10 @@ class LD19Protocol(DeviceProtocol):
 
     def declare_streams(self, writer: SessionWriter) -> None:
         """Add the lidar stream (angles rad CCW, ranges m, times ns)."""
-        attrs = {
-            "model": "LD19",
-            "port_path": self.link.port,
-            "baud": BAUD,
-            "near_filter": self.near_filter,
-            "clock_slope": self.clock_slope,
+        attrs = {"model": "LD19", "port_path": self.link.port, "baud": BAUD,
+            "near_filter": self.near_filter, "clock_slope": self.clock_slope,
             "time_base": "host monotonic_ns via device clock (lower envelope of receive times)",
-            "native": "clockwise 0.01 deg, mm, ms timestamps wrapping at 30000",
-            **self.attrs,
-        }
+            "native": "clockwise 0.01 deg, mm, ms timestamps wrapping at 30000", **self.attrs}
         writer.add_lidar(self.link.name, attrs=attrs)
 
     def consume(self, t_ns: int, data: bytes) -> int:
@@ -110,10 +104,8 @@ class LD19Protocol(DeviceProtocol):
         crc = c.crc_failures - crc0
         impossible = c.impossible_packets - impossible0
         elapsed_s = (time.monotonic_ns() - self.link.opened_ns) / 1e9
-        late = (
-            f"the line carries {self.link.baud // 10} B/s and {elapsed_s:.1f} s passed, so the "
-            "device is still starting or this machine was too busy to read it in time"
-        )
+        late = (f"the line carries {self.link.baud // 10} B/s and {elapsed_s:.1f} s passed, so the "
+            "device is still starting or this machine was too busy to read it in time")
         if n_bytes == 0:
             cause = "the device sends nothing: is it powered, and is this its port?"
         elif n_bytes < MIN_BYTES_TO_JUDGE and c.packets == packets0:
@@ -123,16 +115,12 @@ class LD19Protocol(DeviceProtocol):
         elif cand == 0:
             cause = "no 54 2C header at all: wrong baud rate or not an LD19?"
         elif not crc:
-            cause = (
-                f"{impossible} packets with a valid CRC but impossible angles, timestamp "
-                "or speed: not an LD19, or firmware this parser does not know"
-            )
+            cause = (f"{impossible} packets with a valid CRC but impossible angles, timestamp "
+                "or speed: not an LD19, or firmware this parser does not know")
         else:
             cause = "headers but no valid CRC: wrong baud rate or not an LD19?"
-        return (
-            f"{n_bytes} bytes, {cand} candidate headers, {c.packets - packets0} valid "
-            f"({crc} CRC failures): {cause}"
-        )
+        return (f"{n_bytes} bytes, {cand} candidate headers, {c.packets - packets0} valid "
+            f"({crc} CRC failures): {cause}")
 
     def counters(self) -> tuple[int, int, int, int]:
         """(packets failing their CRC or with an impossible field, packets lost, points
@@ -145,13 +133,11 @@ class LD19Protocol(DeviceProtocol):
         """Packets decoded and what was skipped: CRC failures, impossible packets by
         field, ranges beyond 12 m (stored as nan)."""
         c = self.parser.counters
-        return (
-            f"decoded {c.packets} packets; skipped: crc_failures={c.crc_failures} "
+        return (f"decoded {c.packets} packets; skipped: crc_failures={c.crc_failures} "
             f"span_failures={c.span_failures} timestamp_failures={c.timestamp_failures} "
             f"speed_failures={c.speed_failures} "
             f"packets_rejected={self.assembler.packets_rejected}; "
-            f"ranges_beyond_limit={self.assembler.ranges_beyond_limit} (stored as nan)"
-        )
+            f"ranges_beyond_limit={self.assembler.ranges_beyond_limit} (stored as nan)")
 
     # -- helpers -----------------------------------------------------------------------
 

@@ -139,15 +139,9 @@ class TurnAssembler:
         t_pt, dev_pt = self._point_times(pk, span, speed)
         cw = pk.angles_cdeg()
         pflag = self._point_flags(pk, cw, span)
-        new = {
-            "cw": cw.ravel(),
-            "range": pk.distance_mm.ravel(),
-            "intensity": pk.intensity.ravel(),
-            "t": t_pt.ravel(),
-            "dev": dev_pt.ravel(),
-            "speed": np.repeat(speed, POINTS_PER_PACKET),
-            "flag": pflag.ravel(),
-        }
+        new = {"cw": cw.ravel(), "range": pk.distance_mm.ravel(), "intensity": pk.intensity.ravel(),
+            "t": t_pt.ravel(), "dev": dev_pt.ravel(), "speed": np.repeat(speed, POINTS_PER_PACKET),
+            "flag": pflag.ravel()}
         if self._pending is not None:
             new = {key: np.concatenate((self._pending[key], v)) for key, v in new.items()}
         starts = np.flatnonzero(np.diff(new["cw"]) < -self.wrap_drop_cdeg) + 1

@@ -27,20 +27,14 @@ class LinkWatch:
         restart_after_s: silence before the protocol should be restarted (s), or None.
     """
 
-    def __init__(
-        self,
-        stale_after_s: float = 0.5,
-        backoff_s: float = 0.05,
-        backoff_max_s: float = 1.0,
-        restart_after_s: float | None = None,
-    ) -> None:
+    def __init__(self, stale_after_s: float = 0.5, backoff_s: float = 0.05,
+            backoff_max_s: float = 1.0, restart_after_s: float | None = None) -> None:
         self.stale_after_s = stale_after_s
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
         self.restart_after_s = restart_after_s
         self.stale = False
         self.silent_from_ns = 0
-        self.last_data_ns: int | None = None
         self.delay_s = backoff_s
         self.next_attempt_ns = 0
 
@@ -55,7 +49,6 @@ class LinkWatch:
 
     def data(self, t_ns: int) -> bool:
         """Bytes arrived at ``t_ns``; True if the link was stale until now (resumed)."""
-        self.last_data_ns = t_ns
         self.silent_from_ns = t_ns
         was, self.stale = self.stale, False
         return was

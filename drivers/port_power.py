@@ -52,14 +52,8 @@ class PortPower:
         root_hub = "-" not in self.hub
         device = f"usb{self.hub}" if root_hub else self.hub
         interface = f"{self.hub}-0:1.0" if root_hub else f"{self.hub}:1.0"
-        return (
-            Path(sysfs_root)
-            / "bus/usb/devices"
-            / device
-            / interface
-            / f"{device}-port{self.port}"
-            / "disable"
-        )
+        return (Path(sysfs_root) / "bus/usb/devices" / device / interface
+            / f"{device}-port{self.port}" / "disable")
 
     def switch(self, on: bool, runner: Callable[..., Any] = subprocess.run,
             sysfs_root: str | os.PathLike[str] = "/sys") -> None:

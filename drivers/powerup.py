@@ -152,8 +152,7 @@ class A1Steps:
                 state = f"; health now {health.status} (code 0x{health.error_code:04x})"
             except DriverError as err:
                 state = f"; no health answer ({err})"
-        raise DriverError(
-            f"no complete valid turn within {timeout_s:.1f} s of the scan start "
+        raise DriverError(f"no complete valid turn within {timeout_s:.1f} s of the scan start "
             f"({sc.link.bytes_total} bytes, {sc.nodes_total} nodes, "
             f"{sc.link.unplugs} unplugs{state}): "
             "motor not spinning, or the supply browned out (start the lidars further apart)")
@@ -177,9 +176,8 @@ class StreamSteps:
     """Bring-up of a device that only streams (LD19, pod MCU): open at ``baud``, wait
     for ``min_packets`` valid packets (``count_valid(chunk)``: those in each new chunk)."""
 
-    def __init__(
-        self, spec: DeviceSpec, baud: int, count_valid: Callable[[bytes], int], min_packets: int = 5
-    ) -> None:
+    def __init__(self, spec: DeviceSpec, baud: int, count_valid: Callable[[bytes], int],
+            min_packets: int = 5) -> None:
         self.spec = spec
         self.baud = baud
         self.count_valid = count_valid
@@ -338,9 +336,8 @@ class PowerUpSequencer:
                 f"{spec.port} was still there {power.settle_s:.1f} s after switching it off: "
                 "the hub keeps the port powered (no per-port switching, or ganged)")
         for spec in self.specs:
-            if (spec.power is not None and spec.name not in self._warnings) or (
-                spec.name in self._parked
-            ):
+            if ((spec.power is not None and spec.name not in self._warnings)
+                    or spec.name in self._parked):
                 continue
             steps = self._factory(spec)(spec)
             try:
@@ -362,12 +359,10 @@ class PowerUpSequencer:
 
     def _hold_or_close(self, spec: DeviceSpec, steps: DeviceSteps) -> None:
         """After a failure: keep a device that holds a motor parked, close the others."""
-        try:
+        with contextlib.suppress(DriverError):
             if steps.park():
                 self._parked[spec.name] = steps
                 return
-        except DriverError:
-            pass
         steps.close()
 
     def _release(self, parked: dict[str, DeviceSteps]) -> None:
@@ -420,9 +415,8 @@ class PowerUpSequencer:
             raise
         return time.monotonic()
 
-    def _result(
-        self, spec: DeviceSpec, serial_no: str, ready: bool, why: str, ttf: float, attempts: int
-    ) -> PowerUpResult:
+    def _result(self, spec: DeviceSpec, serial_no: str, ready: bool, why: str, ttf: float,
+            attempts: int) -> PowerUpResult:
         tty = os.path.realpath(spec.port) if os.path.exists(spec.port) else ""
         return PowerUpResult(spec.name, spec.kind, spec.port, tty, serial_no, ready, why, ttf,
             attempts, self._warnings.get(spec.name, ""))

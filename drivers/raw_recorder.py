@@ -26,28 +26,10 @@ _POLL_S = 0.05  # longest single read (s); the duration is checked between reads
 _FLUSH_S = 1.0  # longest time between flushes of both files (s)
 _OPEN_DTR = {"a1": False}  # kinds whose DTR must be low to stream: an A1's motor stops on high
 
-_IFLAG_OFF = (
-    termios.IGNBRK
-    | termios.BRKINT
-    | termios.PARMRK
-    | termios.ISTRIP
-    | termios.INLCR
-    | termios.IGNCR
-    | termios.ICRNL
-    | termios.IXON
-    | termios.IXOFF
-    | termios.IXANY
-    | termios.INPCK
-)
-_LFLAG_OFF = (
-    termios.ICANON
-    | termios.ECHO
-    | termios.ECHOE
-    | termios.ECHOK
-    | termios.ECHONL
-    | termios.ISIG
-    | termios.IEXTEN
-)
+_IFLAG_OFF = (termios.IGNBRK | termios.BRKINT | termios.PARMRK | termios.ISTRIP | termios.INLCR
+    | termios.IGNCR | termios.ICRNL | termios.IXON | termios.IXOFF | termios.IXANY | termios.INPCK)
+_LFLAG_OFF = (termios.ICANON | termios.ECHO | termios.ECHOE | termios.ECHOK | termios.ECHONL
+    | termios.ISIG | termios.IEXTEN)
 
 
 @dataclass(frozen=True)
@@ -152,8 +134,7 @@ def record_raw(port: str, baud: int, duration_s: float, output: str | os.PathLik
             atomic_output(out, force=force) as tmp_bin,
             atomic_output(side, force=force) as tmp_side,
             open(tmp_bin, "wb") as fb,
-            open(tmp_side, "w", encoding="utf-8") as fs,
-        ):
+            open(tmp_side, "w", encoding="utf-8") as fs):
             fs.write(format_sidecar_header(port, baud))
             if send:
                 ser.write(send)

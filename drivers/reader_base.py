@@ -113,14 +113,8 @@ def seconds_since(t_ns: int | None) -> float:
     return float("inf") if t_ns is None else (time.monotonic_ns() - t_ns) / 1e9
 
 
-def record_event(
-    events: collections.deque[tuple[int, str, str]],
-    writer: SessionWriter | None,
-    source: str,
-    t_ns: int,
-    kind: str,
-    message: str,
-) -> SensorbenchError | None:
+def record_event(events: collections.deque[tuple[int, str, str]], writer: SessionWriter | None,
+        source: str, t_ns: int, kind: str, message: str) -> SensorbenchError | None:
     """Keep an event in ``events`` and write it to the session unless the writer failed.
 
     Returns the error if writing it failed (e.g. disk full) instead of raising, so a

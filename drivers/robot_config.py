@@ -31,12 +31,10 @@ STANDARD_BAUDS = (1200, 2400, 4800, 9600, 19200, 38400, 57600, 115200, 230400, 2
 
 _COMMON_KEYS = frozenset({"name", "kind", "port", "baud", "mount", "gap_s", "timeout_s", "power"})
 POWER_BACKENDS = ("none", *POWER_METHODS)
-_TABLE_KEYS = {
-    "robot": {"name", "footprint_m"},
+_TABLE_KEYS = {"robot": {"name", "footprint_m"},
     "powerup": {"order", "gap_s", "timeout_s", "backend"},
     "pods": {"wheel_radius_m", "counts_per_rev", "wheels", "board", "top_speed_m_s"},
-    "emulation": {"scenario", "seed"},
-}
+    "emulation": {"scenario", "seed"}}
 """Keys each single table accepts (``[[devices]]`` entries: the kind registry's)."""
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 MAX_NAME_LEN = 32
@@ -152,13 +150,11 @@ class PodGeometry:
         rate = self.top_speed_m_s / (2 * math.pi * self.wheel_radius_m) * self.counts_per_rev
         if rate <= limit:
             return None
-        return (
-            f"[pods] top_speed_m_s = {self.top_speed_m_s:g} is {rate:,.0f} counts/s per pod "
+        return (f"[pods] top_speed_m_s = {self.top_speed_m_s:g} is {rate:,.0f} counts/s per pod "
             f"({self.counts_per_rev} counts/rev, {self.wheel_radius_m:g} m wheels), above the "
             f"{self.board}'s measured {limit:,.0f} counts/s with every count kept "
             "(firmware/README.md): it will lose counts at speed (each loss is reported); "
-            "use fewer counts/rev or a board that counts in hardware (stm32f4)"
-        )
+            "use fewer counts/rev or a board that counts in hardware (stm32f4)")
 
 
 @dataclass(frozen=True)
@@ -253,11 +249,8 @@ class _Validator:
                 raise self.fail(path, f"missing '{key}'")
             return default
         value = table[key]
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
+        if (isinstance(value, bool) or not isinstance(value, int | float)
+                or not math.isfinite(value)):
             raise self.fail((*path, key), f"'{key}' must be a finite number, got {value!r}")
         if minimum is not None and value < minimum:
             raise self.fail((*path, key), f"'{key}' must be >= {minimum:g}, got {value}")
@@ -312,9 +305,8 @@ class _Validator:
             return real, None
         if not stat.S_ISCHR(st.st_mode):
             what = "a directory" if stat.S_ISDIR(st.st_mode) else "a regular file"
-            raise self.fail(
-                path, f"device {dev.name!r}: port {dev.port} is {what}, not a serial port"
-            )
+            raise self.fail(path,
+                f"device {dev.name!r}: port {dev.port} is {what}, not a serial port")
         if not is_serial_tty(st.st_rdev):
             raise self.fail(path,
                 f"device {dev.name!r}: port {dev.port} is a character device "
@@ -327,13 +319,9 @@ class _Validator:
             raise self.fail(path,
                 f"{what}: 'power' needs a switching backend: "
                 '[powerup] backend = "uhubctl" (or "sysfs")')
-        if (
-            not isinstance(value, dict)
-            or set(value) - {"hub", "port", "settle_s"}
-            or not isinstance(value.get("hub"), str)
-            or isinstance(value.get("port"), bool)
-            or not isinstance(value.get("port"), int)
-        ):
+        if (not isinstance(value, dict) or set(value) - {"hub", "port", "settle_s"}
+                or not isinstance(value.get("hub"), str) or isinstance(value.get("port"), bool)
+                or not isinstance(value.get("port"), int)):
             raise self.fail(path,
                 f"{what}: 'power' must be a table like {{hub = \"1-1.4\", port = 2}} "
                 "(the hub's USB name as uhubctl -l takes it, the port number; optional "
@@ -386,12 +374,10 @@ class _Validator:
         port = self.port(table["port"], (*path, "port"), what)
         baud = table.get("baud", kind.baud)
         if isinstance(baud, bool) or not isinstance(baud, int) or baud not in STANDARD_BAUDS:
-            raise self.fail(
-                (*path, "baud"),
+            raise self.fail((*path, "baud"),
                 f"{what}: 'baud' = {baud!r} is not a standard line rate ("
                 + ", ".join(str(b) for b in STANDARD_BAUDS if b >= 9600)
-                + f"; {kind.name}'s default is {kind.baud})",
-            )
+                + f"; {kind.name}'s default is {kind.baud})")
         if not kind.mounted:
             mount = None
             if "mount" in table:
@@ -409,19 +395,10 @@ class _Validator:
         extra = kind.parse_options(self, table, path, what) if kind.parse_options else {}
         if "power" in table:
             extra["power"] = self.power(table["power"], (*path, "power"), what, backend)
-        return DeviceConfig(
-            name=name,
-            kind=kind_name,
-            port=port,
-            baud=baud,
-            mount=mount,
+        return DeviceConfig(name=name, kind=kind_name, port=port, baud=baud, mount=mount,
             gap_s=self.number(table, "gap_s", path, minimum=0, maximum=MAX_WAIT_S, default=gap_s),
-            timeout_s=self.number(
-                table, "timeout_s", path, minimum=0.1, maximum=MAX_TIMEOUT_S, default=timeout_s
-            ),
-            line=line,
-            **extra,
-        )
+            timeout_s=self.number(table, "timeout_s", path, minimum=0.1, maximum=MAX_TIMEOUT_S,
+                default=timeout_s), line=line, **extra)
 
     def pods(self, table: Any) -> PodGeometry:
         path = ("pods",)
@@ -430,9 +407,8 @@ class _Validator:
         radius = self.number(table, "wheel_radius_m", path, minimum=1e-4, maximum=1.0)
         cpr = table.get("counts_per_rev")
         if isinstance(cpr, bool) or not isinstance(cpr, int) or cpr <= 0:
-            raise self.fail(
-                (*path, "counts_per_rev"), "[pods] counts_per_rev must be a positive integer"
-            )
+            raise self.fail((*path, "counts_per_rev"),
+                "[pods] counts_per_rev must be a positive integer")
         wheels = table.get("wheels")
         if not isinstance(wheels, list) or not wheels:
             raise self.fail((*path, "wheels"),
@@ -440,11 +416,8 @@ class _Validator:
         out = []
         for k, w in enumerate(wheels):
             wpath = (*path, "wheels")
-            if (
-                not isinstance(w, dict)
-                or set(w) - {"x_m", "y_m", "angle_deg", "angle_rad"}
-                or (("angle_deg" in w) == ("angle_rad" in w))
-            ):
+            if (not isinstance(w, dict) or set(w) - {"x_m", "y_m", "angle_deg", "angle_rad"}
+                    or (("angle_deg" in w) == ("angle_rad" in w))):
                 raise self.fail(wpath,
                     f"[pods] wheel {k}: keys must carry units: x_m, y_m and "
                     "exactly one of angle_deg or angle_rad")
@@ -453,18 +426,14 @@ class _Validator:
             out.append(
                 PodWheel(self.number(w, "x_m", wpath, minimum=-MAX_MOUNT_M, maximum=MAX_MOUNT_M),
                     self.number(w, "y_m", wpath, minimum=-MAX_MOUNT_M, maximum=MAX_MOUNT_M),
-                    math.radians(angle) if angle_key == "angle_deg" else angle)
-            )
+                    math.radians(angle) if angle_key == "angle_deg" else angle))
         board = table.get("board", "other")
         if board not in pods_kind.BOARDS:
             raise self.fail((*path, "board"),
                 f"[pods] board must be one of {', '.join(map(repr, pods_kind.BOARDS))}, "
                 f"got {board!r}")
-        top = (
-            self.number(table, "top_speed_m_s", path, minimum=1e-3, maximum=100.0)
-            if "top_speed_m_s" in table
-            else None
-        )
+        top = (self.number(table, "top_speed_m_s", path, minimum=1e-3, maximum=100.0)
+            if "top_speed_m_s" in table else None)
         return PodGeometry(radius, cpr, tuple(out), board, top)
 
     def footprint(self, robot: dict) -> np.ndarray:
@@ -476,12 +445,8 @@ class _Validator:
             arr = np.asarray(pts, dtype=np.float64)
         except (TypeError, ValueError):
             arr = np.zeros((0,))
-        if (
-            arr.ndim != 2
-            or arr.shape[1] != 2
-            or arr.shape[0] < 3
-            or not (np.abs(arr) <= MAX_MOUNT_M).all()
-        ):
+        if (arr.ndim != 2 or arr.shape[1] != 2 or arr.shape[0] < 3
+                or not (np.abs(arr) <= MAX_MOUNT_M).all()):
             raise self.fail(path,
                 f"footprint_m must be a list of at least 3 [x, y] points within "
                 f"{MAX_MOUNT_M:g} m of the body origin")
@@ -520,12 +485,10 @@ class _Validator:
     def devices(self, devices_raw: Any, powerup: dict) -> list[DeviceConfig]:
         """The ``[[devices]]`` tables, with the ``[powerup]`` defaults; names and ports
         (also through links and device numbers) unique."""
-        gap_s = self.number(
-            powerup, "gap_s", ("powerup",), minimum=0, maximum=MAX_WAIT_S, default=3.0
-        )
-        timeout_s = self.number(
-            powerup, "timeout_s", ("powerup",), minimum=0.1, maximum=MAX_TIMEOUT_S, default=10.0
-        )
+        gap_s = self.number(powerup, "gap_s", ("powerup",), minimum=0, maximum=MAX_WAIT_S,
+            default=3.0)
+        timeout_s = self.number(powerup, "timeout_s", ("powerup",), minimum=0.1,
+            maximum=MAX_TIMEOUT_S, default=10.0)
         backend = powerup.get("backend", "none")
         if backend not in POWER_BACKENDS:
             raise self.fail(("powerup", "backend"),
@@ -568,11 +531,8 @@ class _Validator:
         devices = self.devices(doc.get("devices"), powerup)
         names = [d.name for d in devices]
         order = powerup.get("order", names)
-        if (
-            not isinstance(order, list)
-            or sorted(order) != sorted(names)
-            or len(set(order)) != len(order)
-        ):
+        if (not isinstance(order, list) or sorted(order) != sorted(names)
+                or len(set(order)) != len(order)):
             raise self.fail(("powerup", "order"),
                 "powerup.order must list every device exactly "
                 f"once; devices are {sorted(names)}, got {order!r}")
@@ -588,24 +548,14 @@ class _Validator:
                 f"characters, got {name!r}")
         emulation = doc.get("emulation", {})
         self.emulation(emulation)
-        return RobotConfig(
-            name=name,
-            devices=tuple(devices),
-            powerup_order=tuple(order),
-            footprint_m=self.footprint(robot),
-            pods=pods,
-            text=self.text,
-            source=self.source,
-            extra={
-                "emulation": emulation,
-                "emulation_lines": {k: self.where.find("emulation", k) for k in emulation},
-            },
-        )
+        return RobotConfig(name=name, devices=tuple(devices), powerup_order=tuple(order),
+            footprint_m=self.footprint(robot), pods=pods, text=self.text, source=self.source,
+            extra={"emulation": emulation,
+                "emulation_lines": {k: self.where.find("emulation", k) for k in emulation}})
 
 
-def parse_robot_config(
-    text: str, source: str = "robot.toml", run_dir: str | os.PathLike[str] | None = None
-) -> RobotConfig:
+def parse_robot_config(text: str, source: str = "robot.toml",
+        run_dir: str | os.PathLike[str] | None = None) -> RobotConfig:
     """Validate robot.toml ``text``; ``source`` names it in errors.
 
     Args:

@@ -139,18 +139,10 @@ class SerialLink:
         on_event: optional ``sink(t_ns, kind, message)`` called with every event.
     """
 
-    def __init__(
-        self,
-        name: str,
-        port: str | os.PathLike[str],
-        protocol: DeviceProtocol,
-        writer: SessionWriter | None = None,
-        *,
-        baud: int | None = None,
-        kind: str | None = None,
-        config: LinkConfig | None = None,
-        on_event: EventSink | None = None,
-    ) -> None:
+    def __init__(self, name: str, port: str | os.PathLike[str], protocol: DeviceProtocol,
+            writer: SessionWriter | None = None, *, baud: int | None = None,
+            kind: str | None = None, config: LinkConfig | None = None,
+            on_event: EventSink | None = None) -> None:
         config = config or LinkConfig()
         self.name = name
         self.port = os.fspath(port)
@@ -162,14 +154,12 @@ class SerialLink:
         self.config = config
         self.first_valid_timeout_s = config.first_valid_timeout_s
         self.on_event = on_event
-        self.watch = LinkWatch(
-            config.stale_after_s, config.backoff_s, config.backoff_max_s, config.restart_after_s
-        )
+        self.watch = LinkWatch(config.stale_after_s, config.backoff_s, config.backoff_max_s,
+            config.restart_after_s)
         self.backlog = Backlog(protocol.backlog_limit)
 
         self.events: collections.deque[tuple[int, str, str]] = collections.deque(maxlen=1000)
         self.bytes_total = 0
-        self.valid_total = 0
         self.reconnects = 0
         self.unplugs = 0
         self.restarts = 0
@@ -195,12 +185,8 @@ class SerialLink:
         Raises:
             DeviceUnavailable: the port cannot be opened (the message says why).
         """
-        ser = open_serial(
-            self.port,
-            self.baud,
-            timeout_s=self.config.read_timeout_s,
-            exclusive=self.config.exclusive,
-        )
+        ser = open_serial(self.port, self.baud, timeout_s=self.config.read_timeout_s,
+            exclusive=self.config.exclusive)
         return SerialPort(ser, self.port)
 
     def event(self, t_ns: int, kind: str, message: str) -> None:
@@ -305,7 +291,6 @@ class SerialLink:
             self.writer.append_raw(self.name, t_ns, data)
         n_valid = self.protocol.consume(t_ns, data)
         if n_valid:
-            self.valid_total += n_valid
             self._valid_since_open = True
             self.first_valid.set()
 
@@ -315,10 +300,8 @@ class SerialLink:
 
     def no_valid_error(self, elapsed_s: float) -> str:
         """The message when nothing valid arrived within ``elapsed_s`` (s) of opening."""
-        return (
-            f"{self.name}: no {self.protocol.valid_item} on {self.port} within "
-            f"{elapsed_s:.1f} s of opening at {self.baud} baud: {self.protocol.diagnose()}"
-        )
+        return (f"{self.name}: no {self.protocol.valid_item} on {self.port} within "
+            f"{elapsed_s:.1f} s of opening at {self.baud} baud: {self.protocol.diagnose()}")
 
     def status(self) -> ReaderStatus:
         """Current health snapshot; rates are over the time since the previous call."""
@@ -326,23 +309,12 @@ class SerialLink:
         with self._lock:
             n_bytes, last = self.bytes_total, self._last_data_ns
         rates = self._rates.rates(n_bytes, items, turns)
-        return ReaderStatus(
-            name=self.name,
-            kind=self.kind,
-            port=self.port,
-            connected=self.connected,
-            bytes_per_s=rates[0],
-            items_per_s=rates[1],
-            turns_per_s=rates[2],
-            crc_errors=crc,
-            drops=drops,
-            since_last_data_s=seconds_since(last),
-            reconnects=self.reconnects,
-            last_error=self.last_error,
-            reader_failures=self.reader_failures,
-            reader_down=self.reader_down,
-            mode=self.protocol.mode_label,
-        )
+        return ReaderStatus(name=self.name, kind=self.kind, port=self.port,
+            connected=self.connected, bytes_per_s=rates[0], items_per_s=rates[1],
+            turns_per_s=rates[2], crc_errors=crc, drops=drops,
+            since_last_data_s=seconds_since(last), reconnects=self.reconnects,
+            last_error=self.last_error, reader_failures=self.reader_failures,
+            reader_down=self.reader_down, mode=self.protocol.mode_label)
 
     @property
     def overruns(self) -> int:
@@ -361,10 +333,9 @@ class SerialLink:
                 now = time.monotonic_ns()
                 self.watch.attempt_failed(now)
                 if time.monotonic() + self.watch.wait_s(now) > deadline:
-                    raise DeviceUnavailable(
-                        f"{self.name}: within {timeout_s:.1f} s, {exc}. "
-                        "Check the cable, the udev name and that no other program holds the port."
-                    ) from exc
+                    msg = (f"{self.name}: within {timeout_s:.1f} s, {exc}. Check the cable, the "
+                        "udev name and that no other program holds the port.")
+                    raise DeviceUnavailable(msg) from exc
                 time.sleep(self.watch.wait_s(now))
 
     def _drop_port(self) -> None:
@@ -377,11 +348,8 @@ class SerialLink:
             return
         waiting = port.waiting()
         if self.backlog.check(waiting):
-            self.event(
-                time.monotonic_ns(),
-                "overrun",
-                f"host fell behind: {waiting} bytes waiting on {self.port} (kept, not flushed)",
-            )
+            self.event(time.monotonic_ns(), "overrun",
+                f"host fell behind: {waiting} bytes waiting on {self.port} (kept, not flushed)")
 
     def _check_first_valid(self, t_ns: int) -> None:
         """After a reconnect: report (once) a device that sends nothing valid in time."""
@@ -389,12 +357,9 @@ class SerialLink:
         if limit is None or self._no_valid_reported or (t_ns - self.opened_ns) / 1e9 < limit:
             return
         self._no_valid_reported = True
-        self.event(
-            t_ns,
-            "error",
+        self.event(t_ns, "error",
             f"{self.name}: no {self.protocol.valid_item} on {self.port} within {limit:.1f} s "
-            f"of reopening at {self.baud} baud: {self.protocol.diagnose()}",
-        )
+            f"of reopening at {self.baud} baud: {self.protocol.diagnose()}")
 
     def _silent(self, t_ns: int) -> None:
         silent_s = self.watch.silent_s(t_ns)

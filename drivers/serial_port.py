@@ -98,16 +98,12 @@ class ModemSerial(serial.Serial):
 def open_hint(port: str, err: BaseException) -> str:
     """Why ``port`` could not be opened and what to do, from the open error."""
     if not os.path.exists(port):
-        return (
-            f"{port} does not exist. Is the device plugged in? If it is a udev name, "
-            "check the rules with `sensorbench devices`."
-        )
+        return (f"{port} does not exist. Is the device plugged in? If it is a udev name, "
+            "check the rules with `sensorbench devices`.")
     text = str(err)
     if isinstance(err, PermissionError) or "Permission denied" in text:
-        return (
-            f"{port}: permission denied. Add your user to the 'dialout' group (then log "
-            "in again) or install the udev rules."
-        )
+        return (f"{port}: permission denied. Add your user to the 'dialout' group (then log "
+            "in again) or install the udev rules.")
     if "exclusively" in text or "Resource temporarily unavailable" in text:
         return f"{port} is held by another program (a capture, a probe, a terminal?)"
     mode = os.stat(port).st_mode
@@ -117,16 +113,9 @@ def open_hint(port: str, err: BaseException) -> str:
     return f"{port}: {err}. Is another program using it?"
 
 
-def open_serial(
-    port: str | os.PathLike[str],
-    baud: int,
-    *,
-    timeout_s: float,
-    write_timeout_s: float | None = None,
-    exclusive: bool = True,
-    dtr: bool = True,
-    flush_input: bool = True,
-) -> ModemSerial:
+def open_serial(port: str | os.PathLike[str], baud: int, *, timeout_s: float,
+        write_timeout_s: float | None = None, exclusive: bool = True, dtr: bool = True,
+        flush_input: bool = True) -> ModemSerial:
     """Open ``port`` raw at ``baud``, 8N1, no flow control; the only port-opening function.
 
     Args:

@@ -114,20 +114,16 @@ class SerialReader:
                 link.reader_failures += 1
                 writer_failed = link.writer is not None and link.writer.error is not None
                 then = "stopped: the session writer failed" if writer_failed else "restarting"
-                link.event(
-                    time.monotonic_ns(),
-                    "error",
-                    f"{link.name}: reader thread failed: {exc!r}; {then}",
-                )
+                link.event(time.monotonic_ns(), "error",
+                    f"{link.name}: reader thread failed: {exc!r}; {then}")
                 if writer_failed:
                     self._end_early()
                     return
             try:
                 link.protocol.reset()  # the state of the failed read cannot be trusted
             except Exception as exc:
-                link.event(
-                    time.monotonic_ns(), "error", f"{link.name}: reader cannot restart: {exc!r}"
-                )
+                link.event(time.monotonic_ns(), "error",
+                    f"{link.name}: reader cannot restart: {exc!r}")
                 self._end_early()
                 return
             if self._stop.wait(delay):

@@ -9,25 +9,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 PROC = Path("/proc")
-RULES_DIRS = (
-    Path("/etc/udev/rules.d"),
-    Path("/run/udev/rules.d"),
-    Path("/usr/lib/udev/rules.d"),
-    Path("/lib/udev/rules.d"),
-)
+RULES_DIRS = (Path("/etc/udev/rules.d"), Path("/run/udev/rules.d"), Path("/usr/lib/udev/rules.d"),
+    Path("/lib/udev/rules.d"))
 KERNEL_PATTERN = re.compile(
     r"usbfs: interface \d+ claimed by (?P<driver>\S+) while 'brltty' sets config")
 _CP2102 = re.compile(r"10c4/ea60", re.IGNORECASE)  # ENV{PRODUCT}=="10c4/ea60/*"
 _LOG_TIMEOUT_S = 3.0
 
-FIX = (
-    "brltty (a Braille display daemon) claims CP2102 adapters (10c4:ea60) and their "
+FIX = ("brltty (a Braille display daemon) claims CP2102 adapters (10c4:ea60) and their "
     "/dev/ttyUSB* node disappears. Fix: `sudo systemctl stop brltty-udev.service "
     "brltty.service && sudo systemctl mask brltty-udev.service brltty.service`, mask its "
     "udev rule (`sudo ln -s /dev/null /etc/udev/rules.d/85-brltty.rules && sudo udevadm "
     "control --reload-rules`) or remove the package (`sudo apt remove brltty`), then "
-    "unplug and replug the adapters (docs/UDEV.md)"
-)
+    "unplug and replug the adapters (docs/UDEV.md)")
 
 
 @dataclass
@@ -61,8 +55,7 @@ class BrlttyFinding:
         if self.rules:
             seen.append(f"its udev rule matches 10c4:ea60 ({', '.join(map(str, self.rules))})")
         if self.kernel_lines:
-            seen.append(
-                f"the kernel log shows it took {len(self.kernel_lines)} interface(s): "
+            seen.append(f"the kernel log shows it took {len(self.kernel_lines)} interface(s): "
                 f"{self.kernel_lines[-1].strip()!r}")
         return "; ".join(seen) + ". " + FIX
 
@@ -94,9 +87,8 @@ def brltty_pids(proc: Path) -> list[int]:
 def _masked(path: Path) -> bool:
     """A rule file that is a link to /dev/null or empty masks the same name further down."""
     try:
-        return (path.is_symlink() and os.readlink(path) == "/dev/null") or (
-            path.stat().st_size == 0
-        )
+        return ((path.is_symlink() and os.readlink(path) == "/dev/null")
+                or path.stat().st_size == 0)
     except OSError:
         return False
 
@@ -135,9 +127,8 @@ def read_kernel_log() -> tuple[str | None, str]:
     why = []
     for cmd in (["dmesg"], ["journalctl", "-k", "-q", "--no-pager", "-o", "cat", "-n", "5000"]):
         try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=_LOG_TIMEOUT_S, check=False
-            )
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_LOG_TIMEOUT_S,
+                check=False)
         except (OSError, subprocess.TimeoutExpired) as err:
             why.append(f"{cmd[0]}: {err}")
             continue

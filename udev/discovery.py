@@ -16,12 +16,8 @@ _INTERFACE_NAME = re.compile(r"^(?P<port>\d+-\d+(?:\.\d+)*):(?P<cfg>\d+)\.(?P<if
 _DEVICE_NAME = re.compile(r"^\d+-\d+(?:\.\d+)*$")
 
 # Bridges whose device is only known after probing; used to guess a kind.
-KNOWN_BRIDGES: dict[tuple[int, int], str] = {
-    (0x10C4, 0xEA60): "cp210x",
-    (0x1A86, 0x7523): "ch340",
-    (0x0403, 0x6001): "ft232r",
-    (0x0403, 0x6015): "ft-x",
-}
+KNOWN_BRIDGES: dict[tuple[int, int], str] = {(0x10C4, 0xEA60): "cp210x", (0x1A86, 0x7523): "ch340",
+    (0x0403, 0x6001): "ft232r", (0x0403, 0x6015): "ft-x"}
 
 
 @dataclass(frozen=True)
@@ -224,5 +220,4 @@ def find_by_port(devices: Iterable[SerialDevice], port_path: str) -> list[Serial
     """
     port, _, interface = port_path.partition(":")
     return [
-        d for d in devices if d.port_path == port and (not interface or d.interface == interface)
-    ]
+        d for d in devices if d.port_path == port and (not interface or d.interface == interface)]

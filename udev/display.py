@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sensorbench.drivers.capture_display import table
 from sensorbench.udev.discovery import SerialDevice
 
 
@@ -42,16 +43,11 @@ def devices_lines(
     if not devices:
         return ["no serial devices found" + ("" if show_all else " on USB (try --all)")]
     header = ("NODE", "PORT", "VID:PID", "SERIAL", "KIND", "ID_PATH", "MODEL")
-    rows = [
-        (d.node, d.port_path or "-", d.usb_id or "-", d.serial or "-",
+    rows = [(d.node, d.port_path or "-", d.usb_id or "-", d.serial or "-",
          device_kind(d, probes.get(d.node)), d.id_path or "-", d.model or "-")
         for d in devices
     ]  # fmt: skip
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    out = [
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-        for r in [header, *rows]
-    ]
+    out = table([header, *rows]).split("\n")
     for device in devices:
         result = probes.get(device.node)
         if result is not None:

@@ -15,10 +15,8 @@ from sensorbench.errors import UdevError
 from sensorbench.udev.rules import DEFAULT_FILENAME, check_rules_text
 
 RULES_DIR = Path("/etc/udev/rules.d")
-RELOAD_COMMANDS: tuple[tuple[str, ...], ...] = (
-    ("udevadm", "control", "--reload-rules"),
-    ("udevadm", "trigger", "--action=add", "--subsystem-match=tty", "--settle"),
-)
+RELOAD_COMMANDS: tuple[tuple[str, ...], ...] = (("udevadm", "control", "--reload-rules"),
+    ("udevadm", "trigger", "--action=add", "--subsystem-match=tty", "--settle"))
 COMMAND_TIMEOUT_S = 30.0
 # udev reads rules files in lexical order; ours must come after 60-serial.rules
 # (which sets ID_PATH).
@@ -58,9 +56,8 @@ class InstallResult:
 def subprocess_runner(argv: Sequence[str], timeout_s: float) -> tuple[int, str]:
     """Run ``argv`` for real (no shell), with a deadline; returns (code, output)."""
     try:
-        done = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout_s, check=False
-        )
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
+            check=False)
     except FileNotFoundError:
         return 127, f"{argv[0]}: command not found"
     except subprocess.TimeoutExpired:
@@ -75,8 +72,7 @@ def validate_filename(filename: str) -> str:
         UdevError: otherwise.
     """
     if not _FILENAME.fullmatch(filename) or filename <= _MUST_SORT_AFTER:
-        raise UdevError(
-            f"rules file name {filename!r} must look like NN-name.rules and sort after "
+        raise UdevError(f"rules file name {filename!r} must look like NN-name.rules and sort after "
             f"{_MUST_SORT_AFTER} (which sets ID_PATH), e.g. {DEFAULT_FILENAME}")
     return filename
 
@@ -129,8 +125,7 @@ def install_rules(source: str | os.PathLike, rules_dir: str | os.PathLike = RULE
         result.commands.append(" ".join(argv))
         if code != 0:
             rest = " && ".join(" ".join(cmd) for cmd in RELOAD_COMMANDS)
-            raise UdevError(
-                f"installed {target}, but `{' '.join(argv)}` failed (exit {code}: "
+            raise UdevError(f"installed {target}, but `{' '.join(argv)}` failed (exit {code}: "
                 f"{output or 'no output'}); run `{rest}` as root, or replug the devices")
     return result
 

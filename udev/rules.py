@@ -17,8 +17,7 @@ MAX_NAME_LEN = 32
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 # "<bus>-<port>[.<port>...]" with an optional ":<config>.<interface>".
-_PORT_PATH = re.compile(
-    r"^(?P<bus>\d{1,3})-(?P<ports>\d{1,3}(?:\.\d{1,3}){0,6})"
+_PORT_PATH = re.compile(r"^(?P<bus>\d{1,3})-(?P<ports>\d{1,3}(?:\.\d{1,3}){0,6})"
     r"(?::(?P<cfg>\d{1,2})\.(?P<iface>\d{1,2}))?$")
 # What path_id produces for a USB device: "<controller>-usb-0:<ports>:<cfg>.<iface>".
 _ID_PATH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._+-]*-usb(?:v\d)?-\d+:\d+(?:\.\d+)*:\d+\.\d+$")
@@ -29,20 +28,17 @@ _FIXED = ('GROUP="dialout"', 'MODE="0660"', 'ENV{ID_MM_DEVICE_IGNORE}="1"')
 # Names that already exist in /dev or that the kernel and udev create there;
 # a symlink over one of them would hide or break a system device.
 RESERVED_NAMES = frozenset(
-    {
-        "autofs", "block", "bsg", "btrfs-control", "bus", "char", "console", "core", "cpu",
+    {"autofs", "block", "bsg", "btrfs-control", "bus", "char", "console", "core", "cpu",
         "cpu_dma_latency", "cuse", "disk", "dma_heap", "dri", "fb0", "fd", "full", "fuse",
         "gpiochip0", "hidraw0", "hpet", "hugepages", "hwrng", "i2c-0", "initctl", "input", "kmsg",
         "kvm", "log", "loop-control", "mapper", "mem", "mqueue", "net", "null", "nvram", "port",
         "ppp", "ptmx", "pts", "random", "rfkill", "rtc", "rtc0", "serial", "sg0", "shm", "snd",
         "stderr", "stdin", "stdout", "tty", "uhid", "uinput", "urandom", "usb", "userfaultfd",
-        "vcs", "vfio", "vga_arbiter", "vhost-net", "vhost-vsock", "watchdog", "zero", "zfs"
-    }
+        "vcs", "vfio", "vga_arbiter", "vhost-net", "vhost-vsock", "watchdog", "zero", "zfs"}
 )  # fmt: skip
 # Kernel node names (ttyUSB0, sda1, video2, ...): a name shaped like one could
 # collide with a node the kernel creates later.
-_RESERVED_PATTERN = re.compile(
-    r"^(?:tty.*"
+_RESERVED_PATTERN = re.compile(r"^(?:tty.*"
     r"|(?:pts|sr|nvme|mmcblk|loop|ram|md|dm-|nbd|zram|sg|st|nst|video|media|dvb|fb|card"
     r"|hidraw|event|js|mouse|i2c-|spidev|gpiochip|rtc|watchdog|vcs|vcsa|vcsu|lp|parport"
     r"|usbmon|rfcomm|ircomm|cu)\d.*"
@@ -140,8 +136,7 @@ def validate_id_path(text: str) -> str:
         UdevError: it is not, e.g., ``pci-0000:00:14.0-usb-0:1.2:1.0``.
     """
     if not isinstance(text, str) or len(text) > 200 or not _ID_PATH.fullmatch(text):
-        raise UdevError(
-            f"invalid ID_PATH {text!r}: expected e.g. pci-0000:00:14.0-usb-0:1.2:1.0 "
+        raise UdevError(f"invalid ID_PATH {text!r}: expected e.g. pci-0000:00:14.0-usb-0:1.2:1.0 "
             "(see `sensorbench devices`)")
     return text
 
@@ -219,8 +214,7 @@ def build_rule(spec: NameSpec, devices: Sequence[SerialDevice] = (), by: str = "
                 f"{name}: no serial device is plugged into {port}; plug it in, give its "
                 "ID_PATH instead, or use --by kernels")
         if device.id_path is None:
-            raise UdevError(
-                f"{name}: udev set no ID_PATH on {device.node} (is 60-serial.rules "
+            raise UdevError(f"{name}: udev set no ID_PATH on {device.node} (is 60-serial.rules "
                 "installed?); use --by kernels")
         id_path = validate_id_path(device.id_path)
         return Rule(name, by, id_path, port, interface, None, None, _note(name, device, port))
@@ -233,10 +227,8 @@ def _note(name: str, device: SerialDevice | None, where: str) -> str:
     if device is None:
         return f"{name}: {where} (device not present when generated)"
     ident = device.usb_id or "not USB"
-    return (
-        f"{name}: port {device.port_path or '?'}, {ident} serial "
-        f"{_comment_safe(device.serial)} ({_comment_safe(device.model)})"
-    )
+    return (f"{name}: port {device.port_path or '?'}, {ident} serial "
+        f"{_comment_safe(device.serial)} ({_comment_safe(device.model)})")
 
 
 def build_rules(
@@ -256,8 +248,7 @@ def build_rules(
             raise UdevError(f"device name {rule.name!r} is given twice; names must be unique")
         where = rule.id_path if by == "id-path" else f"{rule.port_path}:{rule.interface or ''}"
         if where in seen_where:
-            raise UdevError(
-                f"{rule.name} and {seen_where[where]} name the same device ({where}); "
+            raise UdevError(f"{rule.name} and {seen_where[where]} name the same device ({where}); "
                 "give each port one name")
         seen_names.add(rule.name)
         seen_where[where] = rule.name
@@ -344,8 +335,7 @@ def check_rules_text(text: str) -> list[str]:
         names.append(symlinks[0])
         allowed_fixed = {f'SYMLINK+="{symlinks[0]}"', *_FIXED}
         if not allowed_fixed.issubset(keys):
-            raise UdevError(
-                f'{where}: rule must set GROUP="dialout", MODE="0660" and '
+            raise UdevError(f'{where}: rule must set GROUP="dialout", MODE="0660" and '
                 'ENV{ID_MM_DEVICE_IGNORE}="1"')
         for key in (k for k in keys[1:] if k not in allowed_fixed):
             _check_match_key(key, where)
@@ -357,20 +347,11 @@ def check_rules_text(text: str) -> list[str]:
 
 
 def _split_keys(line: str, where: str) -> list[str]:
-    """Split a rule on commas outside quotes; refuse unbalanced quotes."""
-    keys, current, quoted = [], [], False
-    for char in line:
-        if char == '"':
-            quoted = not quoted
-        if char == "," and not quoted:
-            keys.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    if quoted:
+    """Split a rule on commas outside quotes (those followed by an even number of quotes);
+    refuse unbalanced quotes."""
+    if line.count('"') % 2:
         raise UdevError(f"{where}: unbalanced quote")
-    keys.append("".join(current))
-    return keys
+    return re.split(r',(?=(?:[^"]*"[^"]*")*[^"]*$)', line)
 
 
 _MATCH_KEY = re.compile(
@@ -380,8 +361,7 @@ _MATCH_KEY = re.compile(
 def _check_match_key(key: str, where: str) -> None:
     match = _MATCH_KEY.fullmatch(key)
     if match is None:
-        raise UdevError(
-            f"{where}: {key!r} is not allowed (only ENV{{ID_PATH}}, KERNELS, "
+        raise UdevError(f"{where}: {key!r} is not allowed (only ENV{{ID_PATH}}, KERNELS, "
             "ATTRS{idVendor}/{idProduct} matches and the fixed assignments)")
     value = match["value"]
     if match["key"] == "ENV{ID_PATH}":
