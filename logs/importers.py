@@ -545,6 +545,21 @@ def _is_pod_column(name: str) -> bool:
     return named or re.fullmatch(r"c\d+", name) is not None
 
 
+def _csv_header(path: Path) -> tuple[int, list[str], str | None, Iterator[tuple[int, str]]]:
+    """A CSV's header row (its line, cells and separator) and the rows after it."""
+    rows = content_lines(path)
+    head_line, head = next(rows, (1, None))
+    if head is None:
+        raise ImportFormatError(f"{path}:1: empty file (no header row, no samples)")
+    sep = sep_of(head)
+    return head_line, splitter(sep)(head), sep, rows
+
+
+def _column_map(mapping: dict[str, str]) -> dict[str, str]:
+    """The ``column_map`` attribute of a CSV read with ``--columns`` (none without)."""
+    return {"column_map": ",".join(f"{k}={v}" for k, v in mapping.items())} if mapping else {}
+
+
 def _resolve_columns(
     path: Path, head_line: int, header: list[str], mapping: dict[str, str], names: list[str]
 ) -> dict[str, int]:
@@ -692,12 +707,7 @@ def stream_pod_csv(
     """
     path = Path(path)
     mapping = dict(columns or {})  # names checked by parse_column_map
-    rows = content_lines(path)
-    head_line, head = next(rows, (1, None))
-    if head is None:
-        raise ImportFormatError(f"{path}:1: empty file")
-    sep = sep_of(head)
-    header = splitter(sep)(head)
+    head_line, header, sep, rows = _csv_header(path)
     counter_names = {n for n in [*header, *mapping] if re.fullmatch(r"c\d+", n)}
     mapped_time = any(n in POD_TIME_COLUMNS for n in mapping)  # the one to use
     col = _resolve_columns(
@@ -738,28 +748,15 @@ def stream_pod_csv(
     attrs = {
         "source_format": "csv",
         "time_base": f"file timestamps ({time_name}: {POD_TIME_COLUMNS[time_name]})",
+        **_column_map(mapping),
     }
-    if mapping:
-        attrs["column_map"] = ",".join(f"{k}={v}" for k, v in mapping.items())
     dropped: list[int] = []
     batches = _pod_batches(path, table, chunks, duplicates, dropped)
     return ImportStream(attrs, batches, duplicates, dropped, [], len(counters))
 
 
-POSE_CSV_COLUMNS = (
-    "t_s",
-    "host_ns",
-    "x",
-    "y",
-    "z",
-    "qx",
-    "qy",
-    "qz",
-    "qw",
-    "yaw",
-    "relocalized",
-    "paused",
-)
+POSE_CSV_COLUMNS = ("t_s", "host_ns", "x", "y", "z", "qx", "qy", "qz", "qw", "yaw", "relocalized",
+                    "paused")  # fmt: skip
 """Column names the generic pose CSV reader knows (``--columns NAME=HEADER`` maps others)."""
 
 
@@ -798,12 +795,7 @@ def stream_pose_csv(
     """
     path = Path(path)
     mapping = dict(columns or {})
-    rows = content_lines(path)
-    head_line, head = next(rows, (1, None))
-    if head is None:
-        raise ImportFormatError(f"{path}: no header row (and no samples)")
-    sep = sep_of(head)
-    header = splitter(sep)(head)
+    head_line, header, sep, rows = _csv_header(path)
     col = _pose_csv_columns(path, head_line, header, mapping)
     has_quat = all(q in col for q in ("qx", "qy", "qz", "qw"))
     xyz = [k for k, c in enumerate("xyz") if c in col]
@@ -838,9 +830,8 @@ def stream_pose_csv(
         "source_format": "csv",
         "time_base": "file timestamps (" + ("ns" if "host_ns" in col else "s") + ")",
         "orientation": "quaternion" if has_quat else "planar yaw",
+        **_column_map(mapping),
     }
-    if mapping:
-        attrs["column_map"] = ",".join(f"{k}={v}" for k, v in mapping.items())
     chunks = (convert(t) for t in tables(path, rows, sep, len(header), what))
     return _pose_stream(path, chunks, attrs, duplicates)
 
