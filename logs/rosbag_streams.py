@@ -16,13 +16,7 @@ from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
 from sensorbench.logs.import_times import order_times
 from sensorbench.logs.importers import Imported, _check_positions, _pose_imported
 from sensorbench.logs.rosbag_read import Extract
-from sensorbench.logs.rosbag_specs import (
-    DIAGNOSTICS_TYPE,
-    SEQ_JOINT,
-    YAW_JOINT,
-    TfSpec,
-    TopicSpec,
-)
+from sensorbench.logs.rosbag_specs import DIAGNOSTICS_TYPE, SEQ_JOINT, YAW_JOINT, TfSpec, TopicSpec
 from sensorbench.logs.schema import NO_DEVICE_TIME
 from sensorbench.logs.tf_tree import TfTree
 

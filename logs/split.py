@@ -124,11 +124,8 @@ def _truth(
         elif parent.startswith("lidar/"):
             stream = parent.split("/", 1)[1]
             keep = masks.get(f"lidar/{stream}/{'turns' if leaf == 'turn_index' else 'points'}")
-        elif parent == "pods" and leaf in (
-            "true_distance_m",
-            "measured_distance_m",
-            "gyro_bias_rad_s",
-        ):
+        elif parent == "pods" and leaf in ("true_distance_m", "measured_distance_m",
+                                           "gyro_bias_rad_s"):  # fmt: skip
             keep = masks.get("encoders/pods")
         elif parent == "pose_sensor" and leaf in ("error", "gm"):
             keep = masks.get("pose_sensor")
@@ -196,16 +193,9 @@ def _split(
             temps.append(temp_name(dst_path))
             with guarded_h5(temps[-1], shown=dst_path) as g:
                 g.attrs.update(f.attrs)
-                g.attrs.update(
-                    {
-                        "split_source": src_path.name,
-                        "split_source_sha256": digest,
-                        "split_piece": k + 1,
-                        "split_pieces": len(bounds),
-                        "split_t_start_ns": b0,
-                        "split_t_end_ns": b1,
-                    }
-                )
+                g.attrs.update(split_source=src_path.name, split_source_sha256=digest,
+                               split_piece=k + 1, split_pieces=len(bounds), split_t_start_ns=b0,
+                               split_t_end_ns=b1)  # fmt: skip
                 g.create_dataset("_status", data=np.array([FileStatus.CLOSED], "u1"))
                 ev = f["events"][:]
                 _dataset(g, "events", f["events"], ev[(ev["t_ns"] >= t0) & (ev["t_ns"] < t1)])
