@@ -320,18 +320,6 @@ class PendingUpdate(PendingOutput):
 
 
 @contextlib.contextmanager
-def atomic_update(path: PathLike) -> Iterator[Path]:
-    """Yield a copy of ``path`` to modify; it replaces ``path`` only if the block succeeds."""
-    pending = PendingUpdate(path)
-    try:
-        yield pending.tmp
-        pending.commit()
-    except BaseException as exc:
-        pending.discard()
-        raise disk_error(exc, pending.path, "it is unchanged") from exc
-
-
-@contextlib.contextmanager
 def atomic_figures(
     directory: PathLike, *, force: bool = False, inputs: Iterable[PathLike] = ()
 ) -> Iterator[Path]:

@@ -375,16 +375,19 @@ def export_mcap(
         b = _Builder(store, offset, str(session), skip_invalid)
         lidars = [n for n in chosen if n in s.lidar_names()]
         poses = [n for n in chosen if n in s.pose_names()]
+        encoders = [n for n in chosen if n in s.encoder_names()]
         children = _estimate_children(s, poses, odometry is not None)
         start = first or 0
         sources: list[Iterator[Item]] = [_mount_items(b, s, lidars, start)]
         sources += [_lidar_items(b, s, n, result) for n in lidars]
         sources += [_pose_items(b, s, n, children.get(n), _odometry_columns(s, n))
                     for n in poses]  # fmt: skip
-        sources += [_encoder_items(b, s, n) for n in chosen if n in s.encoder_names()]
+        sources += [_encoder_items(b, s, n) for n in encoders]
+        streams: list[Any] = [*map(s.lidar, lidars), *map(s.pose, poses), *map(s.encoder, encoders)]
+        total = max(1, sum(map(len, streams)))  # messages, about: for progress only
         if names is None:
             sources.append(_event_items(b, s))
-        total = _count_messages(s, chosen, names is None)
+            total += len(s.events())
         if odometry is not None:
             sources.append(_odometry_items(b, odometry))
             total += 2 * odometry.t_ns.size
@@ -398,19 +401,6 @@ def export_mcap(
         shutil.move(mcap, out)
     result.skipped = b.skipped
     return result
-
-
-def _count_messages(s: Session, names: list[str], events: bool) -> int:
-    """About how many messages the export writes (for progress only)."""
-    n = len(s.events()) if events else 0
-    for name in names:
-        if name in s.lidar_names():
-            n += s.lidar(name).n_turns
-        elif name in s.pose_names():
-            n += len(s.pose(name))
-        elif name in s.encoder_names():
-            n += len(s.encoder(name))
-    return max(n, 1)
 
 
 def _write_all(

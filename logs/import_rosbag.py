@@ -59,15 +59,8 @@ from sensorbench.logs.rosbag_streams import (
 from sensorbench.logs.schema import PoseFlag
 from sensorbench.logs.tf_tree import TfCollector, TfTree
 
-__all__ = [
-    "BagImport",
-    "BagStream",
-    "TfSpec",
-    "TopicSpec",
-    "bag_info",
-    "import_rosbag",
-    "read_rosbag",
-]
+__all__ = ["BagImport", "BagStream", "TfSpec", "TopicSpec", "bag_info", "import_rosbag",
+           "read_rosbag"]  # fmt: skip
 
 
 @dataclass

@@ -306,18 +306,9 @@ def _scan_points(
 ) -> tuple[np.ndarray, ...]:
     """Each of the ``n`` rays' angle (rad, [0, 2π)) and time (ns) in ray order, and its
     scan's range_min and range_max (m), from the scans' parameters, ray counts and stamps."""
-    varying = [0, 1, 2, 4, 5]  # the parameters that place points: all but scan_time
-    alike = count.size and (count == count[0]).all()
-    if alike and (params[:, varying] == params[0, varying]).all():
-        # every scan alike (the usual case): one scan's angles and time offsets for all
-        i = np.arange(count[0])
-        a_min, a_inc, t_inc, r_min, r_max = params[0, varying]
-        angle = np.tile(np.mod(a_min + a_inc * i, _TWO_PI), count.size)
-        offsets = np.rint(t_inc * 1e9 * i).astype(np.int64)
-        return angle, (stamps[:, None] + offsets[None, :]).ravel(), r_min, r_max
-    # per point: its index in its scan, and its scan's parameters
+    # per point: its index in its scan, and its scan's parameters but scan_time
     i = np.arange(n) - np.repeat(np.cumsum(count) - count, count)
-    a_min, a_inc, t_inc, r_min, r_max = (np.repeat(params[:, j], count) for j in varying)
+    a_min, a_inc, t_inc, r_min, r_max = (np.repeat(params[:, j], count) for j in (0, 1, 2, 4, 5))
     t_pt = np.repeat(stamps, count) + np.rint(t_inc * 1e9 * i).astype(np.int64)
     return np.mod(a_min + a_inc * i, _TWO_PI), t_pt, r_min, r_max
 
