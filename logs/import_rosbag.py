@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from sensorbench.errors import ImportFormatError
+from sensorbench.logs import rosbag_streams as rs
 from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
 from sensorbench.logs.importers import (
     MAX_ABS_POSITION_M,
@@ -40,22 +41,7 @@ from sensorbench.logs.rosbag_specs import (
     TfSpec,
     TopicSpec,
 )
-from sensorbench.logs.rosbag_streams import (
-    BagStream,
-    apply_flags,
-    apply_time_reference,
-    count_extract,
-    count_stream,
-    events_extract,
-    flags_extract,
-    pose_extract,
-    pose_stream,
-    reloc_extract,
-    scan_extract,
-    scan_stream,
-    tf_stream,
-    time_reference_extract,
-)
+from sensorbench.logs.rosbag_streams import BagStream
 from sensorbench.logs.schema import PoseFlag
 from sensorbench.logs.tf_tree import TfCollector, TfTree
 
@@ -189,9 +175,9 @@ def read_rosbag(
             }
             for s in topics
         ]
-        reloc = use(reloc_topic, reloc_extract) if reloc_topic else None
+        reloc = use(reloc_topic, rs.reloc_extract) if reloc_topic else None
         events = (
-            use(events_topic, events_extract(events_topic, types[events_topic]))
+            use(events_topic, rs.events_extract(events_topic, types[events_topic]))
             if events_topic
             else None
         )
@@ -209,12 +195,12 @@ def read_rosbag(
         stream = _topic_stream(bag, s, types[s.topic], rows[k], tree, max_position_m, duplicates)
         if stream.kind != "pose" and "time_reference" in extra:
             topic = uses[extra["time_reference"]][0]
-            apply_time_reference(bag, topic, rows[extra["time_reference"]], stream)
+            rs.apply_time_reference(bag, topic, rows[extra["time_reference"]], stream)
         if stream.kind != "encoder" and "flags" in extra:
-            apply_flags(bag, uses[extra["flags"]][0], rows[extra["flags"]], stream)
+            rs.apply_flags(bag, uses[extra["flags"]][0], rows[extra["flags"]], stream)
         out.streams.append(stream)
     for spec in tfs:
-        out.streams.append(tf_stream(bag, spec, tree, max_position_m))
+        out.streams.append(rs.tf_stream(bag, spec, tree, max_position_m))
     if events is not None:
         out.events = [e for message in rows[events] for e in message]
     if reloc_topic and reloc is not None:
@@ -235,26 +221,26 @@ def _topic_stream(
     if not rows:
         raise ImportFormatError(f"{bag}: topic {spec.topic!r} has no messages")
     if msgtype == SCAN_TYPE:
-        stream = scan_stream(bag, spec, rows, duplicates)
+        stream = rs.scan_stream(bag, spec, rows, duplicates)
         _mount_from_tf(tree, stream)
         return stream
     if msgtype == COUNTS_TYPE:
-        return count_stream(bag, spec, rows, duplicates)
-    return pose_stream(bag, spec, rows, max_position_m, duplicates)
+        return rs.count_stream(bag, spec, rows, duplicates)
+    return rs.pose_stream(bag, spec, rows, max_position_m, duplicates)
 
 
 _COMPANION_EXTRACT: dict[str, Extract] = {
-    "time_reference": time_reference_extract,
-    "flags": flags_extract,
+    "time_reference": rs.time_reference_extract,
+    "flags": rs.flags_extract,
 }
 
 
 def _extract_for(msgtype: str, spec: TopicSpec) -> Extract:
     if msgtype == SCAN_TYPE:
-        return scan_extract
+        return rs.scan_extract
     if msgtype == COUNTS_TYPE:
-        return count_extract
-    return pose_extract(msgtype, spec.child_frame)
+        return rs.count_extract
+    return rs.pose_extract(msgtype, spec.child_frame)
 
 
 def _flag_relocalizations(bag: Path, topic: str, out: BagImport) -> None:
