@@ -27,14 +27,13 @@ from sensorbench.logs.reader import (
     superblock_flags,
 )
 from sensorbench.logs.schema import GROUPS, LIDAR_POINT_FIELDS, FileStatus
-from sensorbench.logs.update_lock import UpdateLock, locked_by_writer, writer_of
+from sensorbench.logs.update_lock import UpdateLock, locked_by_writer, writer_alive, writer_of
 from sensorbench.logs.values import (
     batch_problems,
     order_problems,
     stamp_problems,
     structure_problems,
 )
-from sensorbench.logs.writer_record import writer_alive
 
 _REQUIRED_ROOT_ATTRS = ("format", "schema_version", "software_version", "wall_clock_anchor_ns",
                         "monotonic_anchor_ns", "label", "config_text")  # fmt: skip

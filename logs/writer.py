@@ -49,8 +49,7 @@ from sensorbench.logs.schema import (
     FileStatus,
     name_conflict,
 )
-from sensorbench.logs.update_lock import UpdateLock
-from sensorbench.logs.writer_record import writer_record
+from sensorbench.logs.update_lock import UpdateLock, writer_record
 
 _POINT_CHUNK = 32768
 _ROW_CHUNK = 4096
