@@ -117,15 +117,14 @@ def _frame(attrs: dict[str, Any], key: str, default: str) -> str:
     return value or default
 
 
-Item = tuple[int, int, str, str, Any]
-"""(log time ns, tie-breaker, topic, message type, message or its CDR bytes)."""
+Item = tuple[int, int, str, str, bytes]
+"""(log time ns, tie-breaker, topic, message type, the message's CDR bytes)."""
 
 
 class _Builder:
     """ROS 2 messages from session arrays, stamped ``t + offset``."""
 
-    def __init__(self, store: Any, offset: int, where: str, skip_invalid: bool) -> None:
-        self.T = store.types
+    def __init__(self, offset: int, where: str, skip_invalid: bool) -> None:
         self.offset = offset
         self.where = where
         self.skip_invalid = skip_invalid
@@ -148,25 +147,8 @@ class _Builder:
             )
         return t_ns + self.offset
 
-    def header(self, t_ns: int, frame: str) -> Any:
-        ns = self.stamp(t_ns)
-        stamp = self.T["builtin_interfaces/msg/Time"](sec=int(ns // 10**9), nanosec=int(ns % 10**9))
-        return self.T["std_msgs/msg/Header"](stamp=stamp, frame_id=frame)
-
-    def diagnostics(self, t_ns: int, level: int, name: str, message: str, values: dict) -> Any:
-        T = self.T
-        status = T["diagnostic_msgs/msg/DiagnosticStatus"](
-            level=level,
-            name=name,
-            message=message,
-            hardware_id=name,
-            values=[
-                T["diagnostic_msgs/msg/KeyValue"](key=k, value=str(v)) for k, v in values.items()
-            ],
-        )
-        return T["diagnostic_msgs/msg/DiagnosticArray"](
-            header=self.header(t_ns, ""), status=[status]
-        )
+    def diagnostics(self, t_ns: int, level: int, name: str, message: str, values: dict) -> bytes:
+        return ros2_cdr.diagnostics(self.stamp(t_ns), level, name, message, values)
 
     def time_reference(self, t_ns: int, device_ns: int, source: str) -> bytes:
         if device_ns < 0:
@@ -372,7 +354,7 @@ def export_mcap(
         first = _first_time(s)
         offset = wall_clock_offset_ns(s, first)
         result.time_offset_ns = offset
-        b = _Builder(store, offset, str(session), skip_invalid)
+        b = _Builder(offset, str(session), skip_invalid)
         lidars = [n for n in chosen if n in s.lidar_names()]
         poses = [n for n in chosen if n in s.pose_names()]
         encoders = [n for n in chosen if n in s.encoder_names()]
@@ -419,8 +401,7 @@ def _write_all(
             conns[topic] = w.add_connection(
                 topic, msgtype, typestore=store, offered_qos_profiles=qos
             )
-        data = msg if isinstance(msg, bytes) else store.serialize_cdr(msg, msgtype)
-        w.write(conns[topic], t + offset, data)
+        w.write(conns[topic], t + offset, msg)
         result.messages[topic] = result.messages.get(topic, 0) + 1
         if progress is not None and not done % 4096:
             progress(min(done, total), total)

@@ -65,6 +65,22 @@ def path(t_ns: int, frame: str, stamps: np.ndarray, poses: np.ndarray) -> bytes:
     return r.rows()[0] + b"".join(m[4:] for m in rest)
 
 
+def diagnostics(t_ns: int, level: int, name: str, message: str, values: dict) -> bytes:
+    """``diagnostic_msgs/DiagnosticArray`` of one status (``hardware_id`` = ``name``) whose
+    key-value pairs are ``values`` (as text), stamped ``t_ns`` with no frame."""
+    r = CdrRows(1)
+    r.header(np.array([t_ns]), "")
+    r.u32(1)
+    r.const(bytes([level]))
+    for text in (name, message, name):
+        r.string(text)
+    r.u32(len(values))
+    for key, value in values.items():
+        r.string(key)
+        r.string(str(value))
+    return r.rows()[0]
+
+
 def time_reference(t_ns: int, device_ns: int, source: str) -> bytes:
     """``sensor_msgs/TimeReference``: header stamp ``t_ns`` (no frame), ``time_ref``."""
     return time_reference_rows(np.array([t_ns]), np.array([device_ns]), source)[0]
