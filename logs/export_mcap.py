@@ -23,7 +23,7 @@ from sensorbench.logs.rosbag_read import Progress
 from sensorbench.logs.rosbag_specs import BODY_FRAME, SEQ_JOINT, YAW_JOINT
 from sensorbench.logs.scan_bins import ScanGrid, bin_turn
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag, TurnFlag
-from sensorbench.logs.values import Batch, exportable, invalid_rows
+from sensorbench.logs.values import Batch, exportable
 
 UNIX_TIME_FROM_NS = 10**18
 """Session times at or beyond this (2001-09-09) are already Unix time (imports of
@@ -35,19 +35,12 @@ def _latched_qos() -> Any:
     """rosbag2's QoS of a latched topic (transient local, reliable, keep last 1):
     ``ros2 bag play`` re-sends ``/tf_static`` to late subscribers, as tf2's static
     broadcaster does."""
-    from rosbags.interfaces import (
-        Qos,
-        QosDurability,
-        QosHistory,
-        QosLiveliness,
-        QosReliability,
-        QosTime,
-    )
+    from rosbags import interfaces as q
 
-    forever = QosTime(2147483647, 4294967295)
-    return Qos(
-        QosHistory.KEEP_LAST, 1, QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL,
-        forever, forever, QosLiveliness.AUTOMATIC, forever, False,
+    forever = q.QosTime(2147483647, 4294967295)
+    return q.Qos(
+        q.QosHistory.KEEP_LAST, 1, q.QosReliability.RELIABLE, q.QosDurability.TRANSIENT_LOCAL,
+        forever, forever, q.QosLiveliness.AUTOMATIC, forever, False,
     )  # fmt: skip
 
 
@@ -133,11 +126,11 @@ class _Builder:
     def checked(self, key: str, batch: Batch) -> tuple[Batch, np.ndarray | None]:
         """``batch`` without its impossible samples (refused unless ``skip_invalid``)
         and the mask of the rows kept (None: all of them)."""
-        kept, n = exportable(self.where, key, batch, skip_invalid=self.skip_invalid)
-        if not n:
+        kept, dropped = exportable(self.where, key, batch, skip_invalid=self.skip_invalid)
+        if not dropped.any():
             return batch, None
-        self.skipped[key] = n
-        return kept, ~invalid_rows(key, batch)
+        self.skipped[key] = int(dropped.sum())
+        return kept, ~dropped
 
     def stamp(self, t_ns: int) -> int:
         """A session time's stamp (ns since 1970)."""

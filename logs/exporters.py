@@ -62,9 +62,10 @@ def export_stream(
             raise SessionError(f"stream {name!r} exports to csv only (tum is for pose streams)")
         stream: Any = {"pose": s.pose, "encoder": s.encoder, "lidar": s.lidar}[kind](name)
         group = "encoders" if kind == "encoder" else kind
-        batch, skipped = exportable(
+        batch, dropped = exportable(
             str(session), f"{group}/{name}", stream.read(validate=False), skip_invalid=skip_invalid
         )
+        skipped = int(dropped.sum())
         if fmt == "tum":
             return Exported(_write_tum(out, f"{Path(session).name}:{name}", batch), skipped)
         cols, rows = _TABLES[kind](batch)

@@ -710,13 +710,8 @@ def stream_pod_csv(
     head_line, header, sep, rows = _csv_header(path)
     counter_names = {n for n in [*header, *mapping] if re.fullmatch(r"c\d+", n)}
     mapped_time = any(n in POD_TIME_COLUMNS for n in mapping)  # the one to use
-    col = _resolve_columns(
-        path,
-        head_line,
-        header,
-        mapping,
-        [*POD_TIME_COLUMNS, *sorted(counter_names), *POD_OPTIONAL_COLUMNS],
-    )
+    names = [*POD_TIME_COLUMNS, *sorted(counter_names), *POD_OPTIONAL_COLUMNS]
+    col = _resolve_columns(path, head_line, header, mapping, names)
     repeated = sorted({h for h in header if header.count(h) > 1})
     if repeated:
         raise ImportFormatError(

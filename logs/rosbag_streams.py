@@ -249,34 +249,19 @@ def scan_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagS
         [r[10] if len(r[10]) == len(r[9]) else np.zeros(len(r[9]), "f4") for r in kept]
     )[perm] if kept else np.zeros(0, "f4")  # fmt: skip
     speed = np.where(params[:, 3] > 0, 1.0 / np.where(params[:, 3] > 0, params[:, 3], 1.0), np.nan)
-    turns = LidarTurns(
-        t_first,
-        np.full(len(kept), NO_DEVICE_TIME, np.int64),
-        speed,
-        count,
-        np.zeros(len(kept)),
-        angle,
-        ranges,
-        np.clip(np.rint(intensity), 0, 65535),
-        t_pt,
-    )
+    no_time = np.full(len(kept), NO_DEVICE_TIME, np.int64)
+    turns = LidarTurns(t_first, no_time, speed, count, np.zeros(len(kept)), angle, ranges,
+                       np.clip(np.rint(intensity), 0, 65535), t_pt)  # fmt: skip
     first = rows[0]
     attrs = _attrs(
-        spec.topic,
-        model="ROS LaserScan",
-        frame=first[2],
+        spec.topic, model="ROS LaserScan", frame=first[2],
         ros_frame_id=_frames_attr([r[2] for r in rows]),
         units="angle rad CCW from sensor forward in [0, 2pi), range m, time ns",
-        ros_range_min_m=float(first[7]),
-        ros_range_max_m=float(first[8]),
-    )
-    differ = bool(np.any(recv[keep] != stamps[keep]))
-    return BagStream(
-        spec,
-        Imported(turns, attrs, order.dropped_lines),
-        recv[keep] if differ else None,
-        stamps_ns=stamps[keep] if back.any() else None,
-    )
+        ros_range_min_m=float(first[7]), ros_range_max_m=float(first[8]),
+    )  # fmt: skip
+    receive = recv[keep] if np.any(recv[keep] != stamps[keep]) else None
+    stamped = stamps[keep] if back.any() else None
+    return BagStream(spec, Imported(turns, attrs, order.dropped_lines), receive, stamps_ns=stamped)
 
 
 def _scan_params(where: Path, kept: list, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

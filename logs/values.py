@@ -255,12 +255,6 @@ def _problems(
     return lidar_problems(key, batch)
 
 
-def invalid_rows(key: str, batch: PoseBatch | EncoderBatch | LidarTurns) -> np.ndarray:
-    """True for each row (pose sample, encoder frame, lidar turn) with an impossible value:
-    the rows :func:`exportable` leaves out."""
-    return _problems(key, batch)[1]
-
-
 def batch_problems(key: str, batch: PoseBatch | EncoderBatch | LidarTurns) -> list[Problem]:
     """The problems of any batch (:func:`pose_problems`, :func:`encoder_problems`,
     :func:`lidar_problems`)."""
@@ -504,19 +498,20 @@ def _keep(batch: Batch, keep: np.ndarray) -> Batch:
 
 def exportable(
     source: str, key: str, batch: Batch, *, skip_invalid: bool = False
-) -> tuple[Batch, int]:
+) -> tuple[Batch, np.ndarray]:
     """``batch`` if all its samples are possible; else refused (SessionError naming
     ``source``, the datasets and the first bad indices), or with ``skip_invalid`` without
-    the impossible rows (lidar: whole turns) and how many were dropped."""
+    the impossible rows (lidar: whole turns); and the mask of the rows (pose samples,
+    encoder frames, lidar turns) left out."""
     from sensorbench.errors import SessionError
 
     problems, bad = _problems(key, batch)
     if not problems:
-        return batch, 0
+        return batch, bad
     if not skip_invalid:
         shown = "; ".join(str(p) for p in problems[:3])
         raise SessionError(
             f"{source}: {shown}; nothing exported (--skip-invalid leaves the invalid samples "
             "out and counts them)"
         )
-    return _keep(batch, ~bad), int(bad.sum())
+    return _keep(batch, ~bad), bad
