@@ -287,7 +287,7 @@ def stream_tum(
 def _header_then_rows(path: Path, is_header: Any) -> tuple[str | None, Iterator[tuple[int, str]]]:
     """The first non-blank line (when ``is_header(text)``) and the remaining non-blank,
     non-``#`` lines."""
-    lines = ((i, t) for i, t in text_lines(path) if t.strip(" \t\r\n\f\v"))
+    lines = content_lines(path, comments=True)
     first = next(lines, None)
     if first is None:
         return None, iter(())

@@ -151,7 +151,7 @@ def test_an_input_reached_by_another_name_is_still_refused(tmp_path) -> None:
     assert data.read_text() == "x\n"
 
 
-def test_atomic_update_refuses_when_the_original_changed_meanwhile(tmp_path) -> None:
+def test_an_update_refuses_when_the_original_changed_meanwhile(tmp_path) -> None:
     f = tmp_path / "s.bin"
     f.write_bytes(b"v1")
     pending = PendingUpdate(f)
