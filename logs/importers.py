@@ -622,21 +622,13 @@ def _pod_columns(p: PodTable, t: Table, first_row: int) -> dict[str, np.ndarray]
                 "a 64-bit integer count of ns)"
             )
         dev = us * 1000
-    out = {
-        "lines": t.lines,
-        "host": host,
-        "dev": dev,
-        "counts": np.stack(counts, axis=1),
-    }
+    out = {"lines": t.lines, "host": host, "dev": dev, "counts": np.stack(counts, axis=1)}
     out["seq"] = (
         integers(t, col["seq"], p.label("seq")) if "seq" in col else first_row + np.arange(n)
     )
     for name in ("yaw", "yaw_rate"):  # nan = no IMU value, as in the session (docs/FORMAT.md)
-        out[name] = (
-            floats(t, col[name], p.label(name), missing="nan")
-            if name in col
-            else (np.full(n, np.nan))
-        )
+        missing = np.full(n, np.nan)
+        out[name] = floats(t, col[name], p.label(name), missing="nan") if name in col else missing
     return out
 
 

@@ -121,19 +121,12 @@ def order_problems(
     if back.any():
         k = int(idx[1:][back][0])
         largest = float(np.max(latest[back] - tk[1:][back])) / 1e9
-        problems.append(
-            Problem(
-                dataset,
-                f"time goes backwards {int(back.sum())} times (largest {largest:.6f} s)",
-                k,
-                1,
-            )
-        )
+        text = f"time goes backwards {int(back.sum())} times (largest {largest:.6f} s)"
+        problems.append(Problem(dataset, text, k))
     same = tk[1:] == latest
     if strict and same.any():
-        problems.append(
-            Problem(dataset, "time repeats a stamp", int(idx[1:][same][0]), int(same.sum()))
-        )
+        first = int(idx[1:][same][0])
+        problems.append(Problem(dataset, "time repeats a stamp", first, int(same.sum())))
     return problems, bad
 
 
@@ -309,14 +302,9 @@ def structure_problems(f: h5py.File) -> list[Problem]:
         problems.append(Problem("events", "missing"))
     elif not isinstance(f["events"], h5py.Dataset):
         problems.append(Problem("events", "not a dataset"))
-    elif f["events"].dtype != EVENT_DTYPE or f["events"].ndim != 1:
-        problems.append(
-            Problem(
-                "events",
-                f"dtype {f['events'].dtype} shape {f['events'].shape}, expected "
-                f"one row of {EVENT_DTYPE} per event",
-            )
-        )
+    elif (e := f["events"]).dtype != EVENT_DTYPE or e.ndim != 1:
+        text = f"dtype {e.dtype} shape {e.shape}, expected one row of {EVENT_DTYPE} per event"
+        problems.append(Problem("events", text))
     if "_status" in root:
         status = f["_status"]
         if not isinstance(status, h5py.Dataset) or status.shape != (1,) or status.dtype != "u1":
