@@ -351,10 +351,5 @@ def atomic_figures(
 
 def force_option(what: str = "the output") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The ``--force`` flag (alias ``--overwrite``) every writing command takes."""
-    return click.option(
-        "--force",
-        "--overwrite",
-        "force",
-        is_flag=True,
-        help=f"Replace {what} if it exists (never one of the command's inputs).",
-    )
+    help_text = f"Replace {what} if it exists (never one of the command's inputs)."
+    return click.option("--force", "--overwrite", "force", is_flag=True, help=help_text)

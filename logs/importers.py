@@ -495,13 +495,8 @@ def _motive_header(path: Path, lines: Iterator[tuple[int, str]]) -> _MotiveHeade
 def _motive_body(path: Path, head: _MotiveHeader, body: str | None) -> tuple[str, list[int]]:
     """The rigid body to read and its columns: the time's, then :data:`_MOTIVE_VALUES`'."""
     width = head.width
-    bodies = sorted(
-        {
-            head.cell("Name", j)
-            for j in range(width)
-            if head.cell("Type", j) == "Rigid Body" and head.cell("Name", j)
-        }
-    )
+    rigid = [j for j in range(width) if head.cell("Type", j) == "Rigid Body"]
+    bodies = sorted({head.cell("Name", j) for j in rigid if head.cell("Name", j)})
     if body is None:
         if len(bodies) != 1:
             raise ImportFormatError(

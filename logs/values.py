@@ -141,11 +141,8 @@ def pose_problems(key: str, b: PoseBatch) -> tuple[list[Problem], np.ndarray]:
     problems += order
     v = b.valid
     pos_bad = v[:, None] & ~(np.abs(b.position) <= MAX_ABS_POSITION_M)
-    problems += _first(
-        f"{key}/position",
-        pos_bad,
-        f"a valid sample's position is not finite or beyond {MAX_ABS_POSITION_M:g} m",
-    )
+    text = f"a valid sample's position is not finite or beyond {MAX_ABS_POSITION_M:g} m"
+    problems += _first(f"{key}/position", pos_bad, text)
     norm = np.linalg.norm(b.quat_xyzw, axis=1)
     q_bad = v & ~(np.abs(norm - 1.0) <= QUAT_NORM_TOLERANCE)
     problems += _first(f"{key}/quat_xyzw", q_bad, "a valid sample's quaternion is not unit")
@@ -199,12 +196,9 @@ def count_steps(
         jump = int(c[r, k]) - int(c[r - 1, k])
         bits = [b for b in (16, 32) if abs(abs(jump) - 2**b) < 2**b // 16]
         wrap = f" (a {bits[0]}-bit counter wrapping?)" if bits else ""
-        problems += _first(
-            f"{key}/counts",
-            fast,
-            f"counter c{k} jumps by {jump} in {dt[r - 1]:.3g} s, faster than "
-            f"{MAX_COUNTS_PER_S:g} counts/s{wrap}; counts must be cumulative and unwrapped",
-        )
+        text = (f"counter c{k} jumps by {jump} in {dt[r - 1]:.3g} s, faster than "
+                f"{MAX_COUNTS_PER_S:g} counts/s{wrap}; counts must be cumulative and unwrapped")
+        problems += _first(f"{key}/counts", fast, text)
     return problems, huge | fast
 
 

@@ -330,11 +330,8 @@ class SessionWriter:
         x, y, z, rotation about x, y, z)."""
         if kind not in POSE_KINDS:
             raise SessionError(f"pose stream kind must be one of {POSE_KINDS}, got {kind!r}")
-        group = self._declare(
-            "pose",
-            name,
-            {"kind": kind, "units": "position m, quaternion xyzw, time ns", **(attrs or {})},
-        )
+        units = "position m, quaternion xyzw, time ns"
+        group = self._declare("pose", name, {"kind": kind, "units": units, **(attrs or {})})
         for col, dtype in POSE_FIELDS.items():
             self._column(group, col, dtype, _ROW_CHUNK)
         self._column(group, "position", "<f8", _ROW_CHUNK, 3)
