@@ -94,9 +94,8 @@ def check_session(path: str | os.PathLike[str]) -> CheckReport:
         report = CheckReport(path, status)
         if status == FileStatus.WRITING and sound_status:
             _judge_writer(report, f["_status"].attrs)
-        for key in _REQUIRED_ROOT_ATTRS:
-            if key not in f.attrs:
-                report.errors.append(f"root attribute {key!r} missing")
+        missing = [key for key in _REQUIRED_ROOT_ATTRS if key not in f.attrs]
+        report.errors += [f"root attribute {key!r} missing" for key in missing]
         if "_status" not in f:
             report.errors.append("_status: missing")
         report.errors += [str(p) for p in layout]

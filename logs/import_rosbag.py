@@ -195,8 +195,7 @@ def read_rosbag(
             if stream.kind != skipped_kind:
                 apply(bag, topic, rows[j], stream)
         out.streams.append(stream)
-    for spec in tfs:
-        out.streams.append(rs.tf_stream(bag, spec, tree, max_position_m))
+    out.streams += [rs.tf_stream(bag, spec, tree, max_position_m) for spec in tfs]
     if events is not None:
         out.events = [e for message in rows[events] for e in message]
     if reloc_topic and reloc is not None:
