@@ -114,13 +114,11 @@ def _truth(
             return
         data = obj[()]
         parent, _, leaf = name.rpartition("/")
-        keep = None
+        keep, clock = None, None  # clock: the times (ns) of its rows
         if parent == "pose":
-            t = src["pose/t_ns"][()]
-            keep = (t >= t0) & (t < t1)
+            clock = "pose/t_ns"
         elif parent.startswith("lidar/") and leaf.startswith("turn_") and leaf != "turn_index":
-            t = src[f"{parent}/turn_t_start_ns"][()]
-            keep = (t >= t0) & (t < t1)
+            clock = f"{parent}/turn_t_start_ns"
         elif parent.startswith("lidar/"):
             stream = parent.split("/", 1)[1]
             keep = masks.get(f"lidar/{stream}/{'turns' if leaf == 'turn_index' else 'points'}")
@@ -130,10 +128,12 @@ def _truth(
         elif parent == "pose_sensor" and leaf in ("error", "gm"):
             keep = masks.get("pose_sensor")
         elif parent == "pose_sensor":
-            t = src["pose_sensor/reloc_t_ns"][()]
-            keep = (t >= t0) & (t < t1)
+            clock = "pose_sensor/reloc_t_ns"
         elif name == "mocap/occlusion_ns":
             keep = (data[:, 1] > t0) & (data[:, 0] < t1) if data.size else np.zeros(0, bool)
+        if clock is not None:
+            t = src[clock][()]
+            keep = (t >= t0) & (t < t1)
         if keep is not None and (np.ndim(data) == 0 or len(keep) != len(data)):
             raise SessionError(f"truth {name!r}: {np.shape(data)} does not match its stream")
         out = dst.require_group(parent) if parent else dst
