@@ -25,32 +25,15 @@ if TYPE_CHECKING:
     from sensorbench.logs.writer import SessionWriter
 
 _HOME = {
-    "EncoderBatch": "batches",
-    "Event": "batches",
-    "LidarTurns": "batches",
-    "PoseBatch": "batches",
+    **dict.fromkeys(("EncoderBatch", "Event", "LidarTurns", "PoseBatch"), "batches"),
+    **dict.fromkeys(("NO_DEVICE_TIME", "SCHEMA_VERSION", "FileStatus", "PoseFlag", "TurnFlag"),
+                    "schema"),
     "Session": "reader",
-    "NO_DEVICE_TIME": "schema",
-    "SCHEMA_VERSION": "schema",
-    "FileStatus": "schema",
-    "PoseFlag": "schema",
-    "TurnFlag": "schema",
     "SessionWriter": "writer",
-}
+}  # fmt: skip
 
-__all__ = [
-    "NO_DEVICE_TIME",
-    "SCHEMA_VERSION",
-    "EncoderBatch",
-    "Event",
-    "FileStatus",
-    "LidarTurns",
-    "PoseBatch",
-    "PoseFlag",
-    "Session",
-    "SessionWriter",
-    "TurnFlag",
-]
+__all__ = ["NO_DEVICE_TIME", "SCHEMA_VERSION", "EncoderBatch", "Event", "FileStatus", "LidarTurns",
+           "PoseBatch", "PoseFlag", "Session", "SessionWriter", "TurnFlag"]  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:

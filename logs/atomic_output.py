@@ -320,18 +320,6 @@ class PendingUpdate(PendingOutput):
 
 
 @contextlib.contextmanager
-def atomic_update(path: PathLike) -> Iterator[Path]:
-    """Yield a copy of ``path`` to modify; it replaces ``path`` only if the block succeeds."""
-    pending = PendingUpdate(path)
-    try:
-        yield pending.tmp
-        pending.commit()
-    except BaseException as exc:
-        pending.discard()
-        raise disk_error(exc, pending.path, "it is unchanged") from exc
-
-
-@contextlib.contextmanager
 def atomic_figures(
     directory: PathLike, *, force: bool = False, inputs: Iterable[PathLike] = ()
 ) -> Iterator[Path]:
@@ -363,10 +351,5 @@ def atomic_figures(
 
 def force_option(what: str = "the output") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The ``--force`` flag (alias ``--overwrite``) every writing command takes."""
-    return click.option(
-        "--force",
-        "--overwrite",
-        "force",
-        is_flag=True,
-        help=f"Replace {what} if it exists (never one of the command's inputs).",
-    )
+    help_text = f"Replace {what} if it exists (never one of the command's inputs)."
+    return click.option("--force", "--overwrite", "force", is_flag=True, help=help_text)

@@ -193,13 +193,9 @@ class PoseBatch:
     ) -> PoseBatch:
         """Build a batch; ``valid`` defaults to all True and ``flags`` to 0."""
         n = np.asarray(t_ns).size
-        return cls(
-            t_ns,
-            position,
-            quat_xyzw,
-            np.ones(n, dtype=bool) if valid is None else valid,
-            np.zeros(n, dtype=np.uint8) if flags is None else flags,
-        )
+        valid = np.ones(n, dtype=bool) if valid is None else valid
+        flags = np.zeros(n, dtype=np.uint8) if flags is None else flags
+        return cls(t_ns, position, quat_xyzw, valid, flags)
 
 
 @dataclass(frozen=True)

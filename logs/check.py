@@ -26,29 +26,17 @@ from sensorbench.logs.reader import (
     stream_rows,
     superblock_flags,
 )
-from sensorbench.logs.schema import (
-    GROUPS,
-    LIDAR_POINT_FIELDS,
-    FileStatus,
-)
-from sensorbench.logs.update_lock import UpdateLock, locked_by_writer, writer_of
+from sensorbench.logs.schema import GROUPS, LIDAR_POINT_FIELDS, FileStatus
+from sensorbench.logs.update_lock import UpdateLock, locked_by_writer, writer_alive, writer_of
 from sensorbench.logs.values import (
     batch_problems,
     order_problems,
     stamp_problems,
     structure_problems,
 )
-from sensorbench.logs.writer_record import writer_alive
 
-_REQUIRED_ROOT_ATTRS = (
-    "format",
-    "schema_version",
-    "software_version",
-    "wall_clock_anchor_ns",
-    "monotonic_anchor_ns",
-    "label",
-    "config_text",
-)
+_REQUIRED_ROOT_ATTRS = ("format", "schema_version", "software_version", "wall_clock_anchor_ns",
+                        "monotonic_anchor_ns", "label", "config_text")  # fmt: skip
 
 
 @dataclass
@@ -106,9 +94,8 @@ def check_session(path: str | os.PathLike[str]) -> CheckReport:
         report = CheckReport(path, status)
         if status == FileStatus.WRITING and sound_status:
             _judge_writer(report, f["_status"].attrs)
-        for key in _REQUIRED_ROOT_ATTRS:
-            if key not in f.attrs:
-                report.errors.append(f"root attribute {key!r} missing")
+        missing = [key for key in _REQUIRED_ROOT_ATTRS if key not in f.attrs]
+        report.errors += [f"root attribute {key!r} missing" for key in missing]
         if "_status" not in f:
             report.errors.append("_status: missing")
         report.errors += [str(p) for p in layout]

@@ -23,7 +23,7 @@ from sensorbench.logs.rosbag_read import Progress
 from sensorbench.logs.rosbag_specs import BODY_FRAME, SEQ_JOINT, YAW_JOINT
 from sensorbench.logs.scan_bins import ScanGrid, bin_turn
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag, TurnFlag
-from sensorbench.logs.values import Batch, exportable, invalid_rows
+from sensorbench.logs.values import Batch, exportable
 
 UNIX_TIME_FROM_NS = 10**18
 """Session times at or beyond this (2001-09-09) are already Unix time (imports of
@@ -35,19 +35,12 @@ def _latched_qos() -> Any:
     """rosbag2's QoS of a latched topic (transient local, reliable, keep last 1):
     ``ros2 bag play`` re-sends ``/tf_static`` to late subscribers, as tf2's static
     broadcaster does."""
-    from rosbags.interfaces import (
-        Qos,
-        QosDurability,
-        QosHistory,
-        QosLiveliness,
-        QosReliability,
-        QosTime,
-    )
+    from rosbags import interfaces as q
 
-    forever = QosTime(2147483647, 4294967295)
-    return Qos(
-        QosHistory.KEEP_LAST, 1, QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL,
-        forever, forever, QosLiveliness.AUTOMATIC, forever, False,
+    forever = q.QosTime(2147483647, 4294967295)
+    return q.Qos(
+        q.QosHistory.KEEP_LAST, 1, q.QosReliability.RELIABLE, q.QosDurability.TRANSIENT_LOCAL,
+        forever, forever, q.QosLiveliness.AUTOMATIC, forever, False,
     )  # fmt: skip
 
 
@@ -117,15 +110,14 @@ def _frame(attrs: dict[str, Any], key: str, default: str) -> str:
     return value or default
 
 
-Item = tuple[int, int, str, str, Any]
-"""(log time ns, tie-breaker, topic, message type, message or its CDR bytes)."""
+Item = tuple[int, int, str, str, bytes]
+"""(log time ns, tie-breaker, topic, message type, the message's CDR bytes)."""
 
 
 class _Builder:
     """ROS 2 messages from session arrays, stamped ``t + offset``."""
 
-    def __init__(self, store: Any, offset: int, where: str, skip_invalid: bool) -> None:
-        self.T = store.types
+    def __init__(self, offset: int, where: str, skip_invalid: bool) -> None:
         self.offset = offset
         self.where = where
         self.skip_invalid = skip_invalid
@@ -134,11 +126,11 @@ class _Builder:
     def checked(self, key: str, batch: Batch) -> tuple[Batch, np.ndarray | None]:
         """``batch`` without its impossible samples (refused unless ``skip_invalid``)
         and the mask of the rows kept (None: all of them)."""
-        kept, n = exportable(self.where, key, batch, skip_invalid=self.skip_invalid)
-        if not n:
+        kept, dropped = exportable(self.where, key, batch, skip_invalid=self.skip_invalid)
+        if not dropped.any():
             return batch, None
-        self.skipped[key] = n
-        return kept, ~invalid_rows(key, batch)
+        self.skipped[key] = int(dropped.sum())
+        return kept, ~dropped
 
     def stamp(self, t_ns: int) -> int:
         """A session time's stamp (ns since 1970)."""
@@ -148,25 +140,8 @@ class _Builder:
             )
         return t_ns + self.offset
 
-    def header(self, t_ns: int, frame: str) -> Any:
-        ns = self.stamp(t_ns)
-        stamp = self.T["builtin_interfaces/msg/Time"](sec=int(ns // 10**9), nanosec=int(ns % 10**9))
-        return self.T["std_msgs/msg/Header"](stamp=stamp, frame_id=frame)
-
-    def diagnostics(self, t_ns: int, level: int, name: str, message: str, values: dict) -> Any:
-        T = self.T
-        status = T["diagnostic_msgs/msg/DiagnosticStatus"](
-            level=level,
-            name=name,
-            message=message,
-            hardware_id=name,
-            values=[
-                T["diagnostic_msgs/msg/KeyValue"](key=k, value=str(v)) for k, v in values.items()
-            ],
-        )
-        return T["diagnostic_msgs/msg/DiagnosticArray"](
-            header=self.header(t_ns, ""), status=[status]
-        )
+    def diagnostics(self, t_ns: int, level: int, name: str, message: str, values: dict) -> bytes:
+        return ros2_cdr.diagnostics(self.stamp(t_ns), level, name, message, values)
 
     def time_reference(self, t_ns: int, device_ns: int, source: str) -> bytes:
         if device_ns < 0:
@@ -372,19 +347,22 @@ def export_mcap(
         first = _first_time(s)
         offset = wall_clock_offset_ns(s, first)
         result.time_offset_ns = offset
-        b = _Builder(store, offset, str(session), skip_invalid)
+        b = _Builder(offset, str(session), skip_invalid)
         lidars = [n for n in chosen if n in s.lidar_names()]
         poses = [n for n in chosen if n in s.pose_names()]
+        encoders = [n for n in chosen if n in s.encoder_names()]
         children = _estimate_children(s, poses, odometry is not None)
         start = first or 0
         sources: list[Iterator[Item]] = [_mount_items(b, s, lidars, start)]
         sources += [_lidar_items(b, s, n, result) for n in lidars]
         sources += [_pose_items(b, s, n, children.get(n), _odometry_columns(s, n))
                     for n in poses]  # fmt: skip
-        sources += [_encoder_items(b, s, n) for n in chosen if n in s.encoder_names()]
+        sources += [_encoder_items(b, s, n) for n in encoders]
+        streams: list[Any] = [*map(s.lidar, lidars), *map(s.pose, poses), *map(s.encoder, encoders)]
+        total = max(1, sum(map(len, streams)))  # messages, about: for progress only
         if names is None:
             sources.append(_event_items(b, s))
-        total = _count_messages(s, chosen, names is None)
+            total += len(s.events())
         if odometry is not None:
             sources.append(_odometry_items(b, odometry))
             total += 2 * odometry.t_ns.size
@@ -398,19 +376,6 @@ def export_mcap(
         shutil.move(mcap, out)
     result.skipped = b.skipped
     return result
-
-
-def _count_messages(s: Session, names: list[str], events: bool) -> int:
-    """About how many messages the export writes (for progress only)."""
-    n = len(s.events()) if events else 0
-    for name in names:
-        if name in s.lidar_names():
-            n += s.lidar(name).n_turns
-        elif name in s.pose_names():
-            n += len(s.pose(name))
-        elif name in s.encoder_names():
-            n += len(s.encoder(name))
-    return max(n, 1)
 
 
 def _write_all(
@@ -429,8 +394,7 @@ def _write_all(
             conns[topic] = w.add_connection(
                 topic, msgtype, typestore=store, offered_qos_profiles=qos
             )
-        data = msg if isinstance(msg, bytes) else store.serialize_cdr(msg, msgtype)
-        w.write(conns[topic], t + offset, data)
+        w.write(conns[topic], t + offset, msg)
         result.messages[topic] = result.messages.get(topic, 0) + 1
         if progress is not None and not done % 4096:
             progress(min(done, total), total)

@@ -62,9 +62,10 @@ def export_stream(
             raise SessionError(f"stream {name!r} exports to csv only (tum is for pose streams)")
         stream: Any = {"pose": s.pose, "encoder": s.encoder, "lidar": s.lidar}[kind](name)
         group = "encoders" if kind == "encoder" else kind
-        batch, skipped = exportable(
+        batch, dropped = exportable(
             str(session), f"{group}/{name}", stream.read(validate=False), skip_invalid=skip_invalid
         )
+        skipped = int(dropped.sum())
         if fmt == "tum":
             return Exported(_write_tum(out, f"{Path(session).name}:{name}", batch), skipped)
         cols, rows = _TABLES[kind](batch)
@@ -104,28 +105,15 @@ def _write_tum(out: Path, source: str, batch: PoseBatch) -> int:
 
 def _pose_table(b: PoseBatch) -> tuple[list[str], Iterable[Sequence[object]]]:
     cols = ["t_ns", "x", "y", "z", "qx", "qy", "qz", "qw", "valid", "flags"]
-    return cols, zip(
-        b.t_ns.tolist(),
-        *b.position.T.tolist(),
-        *b.quat_xyzw.T.tolist(),
-        b.valid.astype(int).tolist(),
-        b.flags.tolist(),
-        strict=True,
-    )
+    return cols, zip(b.t_ns.tolist(), *b.position.T.tolist(), *b.quat_xyzw.T.tolist(),
+                     b.valid.astype(int).tolist(), b.flags.tolist(), strict=True)  # fmt: skip
 
 
 def _encoder_table(b: EncoderBatch) -> tuple[list[str], Iterable[Sequence[object]]]:
     counters = [f"c{k}" for k in range(b.counts.shape[1])]
     cols = ["host_ns", "device_ns", "seq", *counters, "yaw", "yaw_rate"]
-    return cols, zip(
-        b.host_ns.tolist(),
-        b.device_ns.tolist(),
-        b.seq.tolist(),
-        *b.counts.T.tolist(),
-        b.yaw.tolist(),
-        b.yaw_rate.tolist(),
-        strict=True,
-    )
+    return cols, zip(b.host_ns.tolist(), b.device_ns.tolist(), b.seq.tolist(), *b.counts.T.tolist(),
+                     b.yaw.tolist(), b.yaw_rate.tolist(), strict=True)  # fmt: skip
 
 
 def _lidar_table(t: LidarTurns) -> tuple[list[str], Iterable[Sequence[object]]]:

@@ -20,17 +20,12 @@ from sensorbench.logs.importers import (
     _pose_stream,
     file_sha256,
 )
-from sensorbench.logs.text_table import Table, floats, tables, text_lines, times_ns
+from sensorbench.logs.text_table import Table, content_lines, floats, tables, times_ns
 
 ROTATION_TOLERANCE = 0.01
 """Largest accepted |RᵀR − I| entry and |det R − 1| before R is projected to a rotation."""
 
 _NAMES = ("r11", "r12", "r13", "tx", "r21", "r22", "r23", "ty", "r31", "r32", "r33", "tz")
-
-
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text) of every non-blank line."""
-    return ((i, t) for i, t in text_lines(path) if t.strip(" \t\r\n\f\v"))
 
 
 def stream_kitti(
@@ -51,9 +46,10 @@ def stream_kitti(
     if times is None:
         raise ImportFormatError(f"{path}: KITTI poses carry no times; give --times FILE")
     times = Path(times)
-    stamps = tables(times, _lines(times), None, 1, "expected one time (s), got {n} cells")
+    stamps = tables(times, content_lines(times, comments=True), None, 1,
+                    "expected one time (s), got {n} cells")  # fmt: skip
     what = "expected 12 numbers (a 3x4 matrix [R|t], row-major), got {n}"
-    poses = tables(path, _lines(path), None, 12, what)
+    poses = tables(path, content_lines(path, comments=True), None, 12, what)
 
     def chunks() -> Iterator[dict[str, np.ndarray]]:
         counts = [0, 0]  # poses, times

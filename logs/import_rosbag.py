@@ -5,12 +5,14 @@ each ``--topic`` one stream, each ``--tf`` a pose stream composed from ``/tf`` a
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from sensorbench.errors import ImportFormatError
+from sensorbench.logs import rosbag_streams as rs
 from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
 from sensorbench.logs.importers import (
     MAX_ABS_POSITION_M,
@@ -40,34 +42,12 @@ from sensorbench.logs.rosbag_specs import (
     TfSpec,
     TopicSpec,
 )
-from sensorbench.logs.rosbag_streams import (
-    BagStream,
-    apply_flags,
-    apply_time_reference,
-    count_extract,
-    count_stream,
-    events_extract,
-    flags_extract,
-    pose_extract,
-    pose_stream,
-    reloc_extract,
-    scan_extract,
-    scan_stream,
-    tf_stream,
-    time_reference_extract,
-)
+from sensorbench.logs.rosbag_streams import BagStream
 from sensorbench.logs.schema import PoseFlag
 from sensorbench.logs.tf_tree import TfCollector, TfTree
 
-__all__ = [
-    "BagImport",
-    "BagStream",
-    "TfSpec",
-    "TopicSpec",
-    "bag_info",
-    "import_rosbag",
-    "read_rosbag",
-]
+__all__ = ["BagImport", "BagStream", "TfSpec", "TopicSpec", "bag_info", "import_rosbag",
+           "read_rosbag"]  # fmt: skip
 
 
 @dataclass
@@ -79,18 +59,21 @@ class BagImport:
     events: list[Event] = field(default_factory=list)
 
 
-def _companions(types: dict[str, str], spec: TopicSpec) -> dict[str, str]:
-    """``/PREFIX/time_reference`` and ``/PREFIX/flags`` beside ``/PREFIX/LEAF`` if present."""
-    topic = spec.topic
-    prefix = topic.rsplit("/", 1)[0]
-    if not prefix:
-        return {}
-    out = {}
-    for leaf, msgtype in (("time_reference", TIME_REFERENCE_TYPE), ("flags", DIAGNOSTICS_TYPE)):
-        name = f"{prefix}/{leaf}"
-        if name != topic and types.get(name) == msgtype:
-            out[leaf] = name
-    return out
+_Companion = tuple[str, str, Extract, Callable[[Path, str, list, BagStream], None], str]
+_COMPANIONS: tuple[_Companion, ...] = (
+    ("time_reference", TIME_REFERENCE_TYPE, rs.time_reference_extract, rs.apply_time_reference,
+     "pose"),
+    ("flags", DIAGNOSTICS_TYPE, rs.flags_extract, rs.apply_flags, "encoder"),
+)  # fmt: skip
+"""Topics ``/PREFIX/LEAF`` read beside a ``--topic /PREFIX/...``: leaf, message type,
+extract, how it applies to the stream, and the kind of stream it does not apply to."""
+
+
+def _companions(types: dict[str, str], spec: TopicSpec) -> list[tuple[str, _Companion]]:
+    """The :data:`_COMPANIONS` the bag has beside ``spec``'s topic, each with its topic."""
+    prefix = spec.topic.rsplit("/", 1)[0]
+    found = [(f"{prefix}/{c[0]}", c) for c in _COMPANIONS if prefix]
+    return [(t, c) for t, c in found if t != spec.topic and types.get(t) == c[1]]
 
 
 def _check_request(
@@ -189,16 +172,10 @@ def read_rosbag(
         types = topic_types(bag, reader)
         _check_request(bag, types, topics, tfs, reloc_topic, events_topic)
         main = [use(s.topic, _extract_for(types[s.topic], s)) for s in topics]
-        beside = [
-            {
-                leaf: use(topic, _COMPANION_EXTRACT[leaf])
-                for leaf, topic in _companions(types, s).items()
-            }
-            for s in topics
-        ]
-        reloc = use(reloc_topic, reloc_extract) if reloc_topic else None
+        beside = [[(t, c, use(t, c[2])) for t, c in _companions(types, s)] for s in topics]
+        reloc = use(reloc_topic, rs.reloc_extract) if reloc_topic else None
         events = (
-            use(events_topic, events_extract(events_topic, types[events_topic]))
+            use(events_topic, rs.events_extract(events_topic, types[events_topic]))
             if events_topic
             else None
         )
@@ -214,14 +191,11 @@ def read_rosbag(
     out = BagImport()
     for s, k, extra in zip(topics, main, beside, strict=True):
         stream = _topic_stream(bag, s, types[s.topic], rows[k], tree, max_position_m, duplicates)
-        if stream.kind != "pose" and "time_reference" in extra:
-            topic = uses[extra["time_reference"]][0]
-            apply_time_reference(bag, topic, rows[extra["time_reference"]], stream)
-        if stream.kind != "encoder" and "flags" in extra:
-            apply_flags(bag, uses[extra["flags"]][0], rows[extra["flags"]], stream)
+        for topic, (*_, apply, skipped_kind), j in extra:
+            if stream.kind != skipped_kind:
+                apply(bag, topic, rows[j], stream)
         out.streams.append(stream)
-    for spec in tfs:
-        out.streams.append(tf_stream(bag, spec, tree, max_position_m))
+    out.streams += [rs.tf_stream(bag, spec, tree, max_position_m) for spec in tfs]
     if events is not None:
         out.events = [e for message in rows[events] for e in message]
     if reloc_topic and reloc is not None:
@@ -242,26 +216,20 @@ def _topic_stream(
     if not rows:
         raise ImportFormatError(f"{bag}: topic {spec.topic!r} has no messages")
     if msgtype == SCAN_TYPE:
-        stream = scan_stream(bag, spec, rows, duplicates)
+        stream = rs.scan_stream(bag, spec, rows, duplicates)
         _mount_from_tf(tree, stream)
         return stream
     if msgtype == COUNTS_TYPE:
-        return count_stream(bag, spec, rows, duplicates)
-    return pose_stream(bag, spec, rows, max_position_m, duplicates)
-
-
-_COMPANION_EXTRACT: dict[str, Extract] = {
-    "time_reference": time_reference_extract,
-    "flags": flags_extract,
-}
+        return rs.count_stream(bag, spec, rows, duplicates)
+    return rs.pose_stream(bag, spec, rows, max_position_m, duplicates)
 
 
 def _extract_for(msgtype: str, spec: TopicSpec) -> Extract:
     if msgtype == SCAN_TYPE:
-        return scan_extract
+        return rs.scan_extract
     if msgtype == COUNTS_TYPE:
-        return count_extract
-    return pose_extract(msgtype, spec.child_frame)
+        return rs.count_extract
+    return rs.pose_extract(msgtype, spec.child_frame)
 
 
 def _flag_relocalizations(bag: Path, topic: str, out: BagImport) -> None:

@@ -287,7 +287,7 @@ def stream_tum(
 def _header_then_rows(path: Path, is_header: Any) -> tuple[str | None, Iterator[tuple[int, str]]]:
     """The first non-blank line (when ``is_header(text)``) and the remaining non-blank,
     non-``#`` lines."""
-    lines = ((i, t) for i, t in text_lines(path) if t.strip(" \t\r\n\f\v"))
+    lines = content_lines(path, comments=True)
     first = next(lines, None)
     if first is None:
         return None, iter(())
@@ -495,13 +495,8 @@ def _motive_header(path: Path, lines: Iterator[tuple[int, str]]) -> _MotiveHeade
 def _motive_body(path: Path, head: _MotiveHeader, body: str | None) -> tuple[str, list[int]]:
     """The rigid body to read and its columns: the time's, then :data:`_MOTIVE_VALUES`'."""
     width = head.width
-    bodies = sorted(
-        {
-            head.cell("Name", j)
-            for j in range(width)
-            if head.cell("Type", j) == "Rigid Body" and head.cell("Name", j)
-        }
-    )
+    rigid = [j for j in range(width) if head.cell("Type", j) == "Rigid Body"]
+    bodies = sorted({head.cell("Name", j) for j in rigid if head.cell("Name", j)})
     if body is None:
         if len(bodies) != 1:
             raise ImportFormatError(
@@ -543,6 +538,21 @@ POD_CSV_COLUMNS = (*POD_TIME_COLUMNS, "c0", "c1", "...", *POD_OPTIONAL_COLUMNS)
 def _is_pod_column(name: str) -> bool:
     named = name in POD_TIME_COLUMNS or name in POD_OPTIONAL_COLUMNS
     return named or re.fullmatch(r"c\d+", name) is not None
+
+
+def _csv_header(path: Path) -> tuple[int, list[str], str | None, Iterator[tuple[int, str]]]:
+    """A CSV's header row (its line, cells and separator) and the rows after it."""
+    rows = content_lines(path)
+    head_line, head = next(rows, (1, None))
+    if head is None:
+        raise ImportFormatError(f"{path}:1: empty file (no header row, no samples)")
+    sep = sep_of(head)
+    return head_line, splitter(sep)(head), sep, rows
+
+
+def _column_map(mapping: dict[str, str]) -> dict[str, str]:
+    """The ``column_map`` attribute of a CSV read with ``--columns`` (none without)."""
+    return {"column_map": ",".join(f"{k}={v}" for k, v in mapping.items())} if mapping else {}
 
 
 def _resolve_columns(
@@ -607,21 +617,13 @@ def _pod_columns(p: PodTable, t: Table, first_row: int) -> dict[str, np.ndarray]
                 "a 64-bit integer count of ns)"
             )
         dev = us * 1000
-    out = {
-        "lines": t.lines,
-        "host": host,
-        "dev": dev,
-        "counts": np.stack(counts, axis=1),
-    }
+    out = {"lines": t.lines, "host": host, "dev": dev, "counts": np.stack(counts, axis=1)}
     out["seq"] = (
         integers(t, col["seq"], p.label("seq")) if "seq" in col else first_row + np.arange(n)
     )
     for name in ("yaw", "yaw_rate"):  # nan = no IMU value, as in the session (docs/FORMAT.md)
-        out[name] = (
-            floats(t, col[name], p.label(name), missing="nan")
-            if name in col
-            else (np.full(n, np.nan))
-        )
+        missing = np.full(n, np.nan)
+        out[name] = floats(t, col[name], p.label(name), missing="nan") if name in col else missing
     return out
 
 
@@ -692,21 +694,11 @@ def stream_pod_csv(
     """
     path = Path(path)
     mapping = dict(columns or {})  # names checked by parse_column_map
-    rows = content_lines(path)
-    head_line, head = next(rows, (1, None))
-    if head is None:
-        raise ImportFormatError(f"{path}:1: empty file")
-    sep = sep_of(head)
-    header = splitter(sep)(head)
+    head_line, header, sep, rows = _csv_header(path)
     counter_names = {n for n in [*header, *mapping] if re.fullmatch(r"c\d+", n)}
     mapped_time = any(n in POD_TIME_COLUMNS for n in mapping)  # the one to use
-    col = _resolve_columns(
-        path,
-        head_line,
-        header,
-        mapping,
-        [*POD_TIME_COLUMNS, *sorted(counter_names), *POD_OPTIONAL_COLUMNS],
-    )
+    names = [*POD_TIME_COLUMNS, *sorted(counter_names), *POD_OPTIONAL_COLUMNS]
+    col = _resolve_columns(path, head_line, header, mapping, names)
     repeated = sorted({h for h in header if header.count(h) > 1})
     if repeated:
         raise ImportFormatError(
@@ -738,28 +730,15 @@ def stream_pod_csv(
     attrs = {
         "source_format": "csv",
         "time_base": f"file timestamps ({time_name}: {POD_TIME_COLUMNS[time_name]})",
+        **_column_map(mapping),
     }
-    if mapping:
-        attrs["column_map"] = ",".join(f"{k}={v}" for k, v in mapping.items())
     dropped: list[int] = []
     batches = _pod_batches(path, table, chunks, duplicates, dropped)
     return ImportStream(attrs, batches, duplicates, dropped, [], len(counters))
 
 
-POSE_CSV_COLUMNS = (
-    "t_s",
-    "host_ns",
-    "x",
-    "y",
-    "z",
-    "qx",
-    "qy",
-    "qz",
-    "qw",
-    "yaw",
-    "relocalized",
-    "paused",
-)
+POSE_CSV_COLUMNS = ("t_s", "host_ns", "x", "y", "z", "qx", "qy", "qz", "qw", "yaw", "relocalized",
+                    "paused")  # fmt: skip
 """Column names the generic pose CSV reader knows (``--columns NAME=HEADER`` maps others)."""
 
 
@@ -798,12 +777,7 @@ def stream_pose_csv(
     """
     path = Path(path)
     mapping = dict(columns or {})
-    rows = content_lines(path)
-    head_line, head = next(rows, (1, None))
-    if head is None:
-        raise ImportFormatError(f"{path}: no header row (and no samples)")
-    sep = sep_of(head)
-    header = splitter(sep)(head)
+    head_line, header, sep, rows = _csv_header(path)
     col = _pose_csv_columns(path, head_line, header, mapping)
     has_quat = all(q in col for q in ("qx", "qy", "qz", "qw"))
     xyz = [k for k, c in enumerate("xyz") if c in col]
@@ -838,9 +812,8 @@ def stream_pose_csv(
         "source_format": "csv",
         "time_base": "file timestamps (" + ("ns" if "host_ns" in col else "s") + ")",
         "orientation": "quaternion" if has_quat else "planar yaw",
+        **_column_map(mapping),
     }
-    if mapping:
-        attrs["column_map"] = ",".join(f"{k}={v}" for k, v in mapping.items())
     chunks = (convert(t) for t in tables(path, rows, sep, len(header), what))
     return _pose_stream(path, chunks, attrs, duplicates)
 

@@ -77,12 +77,8 @@ def _key(key: str) -> str:
 
 
 def _is_table_list(value: Any) -> bool:
-    return (
-        isinstance(value, Sequence)
-        and not isinstance(value, str)
-        and len(value) > 0
-        and all(isinstance(v, Mapping) for v in value)
-    )
+    listed = isinstance(value, Sequence) and not isinstance(value, str) and len(value) > 0
+    return listed and all(isinstance(v, Mapping) for v in value)
 
 
 def dumps_toml(

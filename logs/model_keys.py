@@ -375,21 +375,18 @@ def in_report(schema: Mapping[str, Any], path: str) -> bool:
 def unknown_key(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "") -> str | None:
     """The dotted name of the first key of ``doc`` that ``schema`` does not know, or None."""
     for key, value in doc.items():
-        name = f"{prefix}{key}"
-        sub = _entry(schema, key)
+        name, sub = f"{prefix}{key}", _entry(schema, key)
         if sub is None:
             return name
-        found = None
+        tables: list[tuple[Any, Any, str]] = []
         if isinstance(sub, Mapping) and isinstance(value, Mapping):
-            found = unknown_key(value, sub, f"{name}.")
+            tables = [(value, sub, f"{name}.")]
         elif isinstance(sub, list) and isinstance(value, list):
-            for i, item in enumerate(value):
-                if isinstance(item, Mapping):
-                    found = unknown_key(item, sub[0], f"{name}[{i}].")
-                    if found:
-                        break
-        if found:
-            return found
+            tables = [(v, sub[0], f"{name}[{i}].") for i, v in enumerate(value)
+                      if isinstance(v, Mapping)]  # fmt: skip
+        for table, rules, where in tables:
+            if found := unknown_key(table, rules, where):
+                return found
     return None
 
 

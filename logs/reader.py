@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -20,12 +19,10 @@ from sensorbench.errors import SessionError
 from sensorbench.logs.atomic_output import regular_input
 from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
 from sensorbench.logs.schema import (
-    ENCODER_FIELDS,
     FORMAT_NAME,
     GROUPS,
     LIDAR_POINT_FIELDS,
     OPTIONAL_COLUMNS,
-    POSE_FIELDS,
     SCHEMA_VERSION,
     STREAM_COLUMNS,
     FileStatus,
@@ -80,19 +77,16 @@ class _Stream:
         """The stream's attributes (units, frame, device metadata)."""
         return attrs_dict(self._g)
 
-    def _n(self, columns: list[str]) -> int:
-        return min(self._g[c].shape[0] for c in columns)
+    def __len__(self) -> int:
+        """Rows (lidar: turns, raw: chunks) of the stream's consistent data."""
+        return stream_rows(self.kind, self._g)[0]
 
 
-class _Rows(_Stream, ABC, Generic[B]):
+class _Rows(_Stream, Generic[B]):
     """A stream read by time window into a batch of type ``B``."""
 
     _time = ""  # the column a window selects on (ns)
     _batch: type[B]
-
-    @abstractmethod
-    def _columns(self) -> list[str]:
-        """The columns of a batch."""
 
     def read(
         self, t0_ns: int | None = None, t1_ns: int | None = None, *, validate: bool = True
@@ -111,8 +105,8 @@ class _Rows(_Stream, ABC, Generic[B]):
         return batch
 
     def _read(self, t0_ns: int | None, t1_ns: int | None) -> B:
-        sel = _window(self._g[self._time], self._n(self._columns()), t0_ns, t1_ns)
-        return self._batch(**{c: self._g[c][sel] for c in self._columns()})
+        sel = _window(self._g[self._time], len(self), t0_ns, t1_ns)
+        return self._batch(**{c: self._g[c][sel] for c in columns_of(self.kind, self._g)})
 
 
 class LidarStream(_Rows[LidarTurns]):
@@ -120,13 +114,10 @@ class LidarStream(_Rows[LidarTurns]):
 
     kind = "lidar"
 
-    def _columns(self) -> list[str]:
-        return list(LIDAR_POINT_FIELDS)
-
     @property
     def n_turns(self) -> int:
         """Number of complete turns stored."""
-        return stream_rows("lidar", self._g)[0]
+        return len(self)
 
     @property
     def n_points(self) -> int:
@@ -147,7 +138,7 @@ class LidarStream(_Rows[LidarTurns]):
         start = int(index["offset"][0])
         stop = int(index["offset"][-1] + index["count"][-1])
         turns = {c: index[c] for c in ("t_first_ns", "device_ns", "speed_hz", "count", "flags")}
-        return LidarTurns(**turns, **{c: self._g[c][start:stop] for c in self._columns()})
+        return LidarTurns(**turns, **{c: self._g[c][start:stop] for c in LIDAR_POINT_FIELDS})
 
 
 class RawStream(_Stream):
@@ -156,7 +147,7 @@ class RawStream(_Stream):
     kind = "raw"
 
     def _chunks(self) -> np.ndarray:
-        return self._g["chunks"][: stream_rows("raw", self._g)[0]]
+        return self._g["chunks"][: len(self)]
 
     @property
     def chunk_times_ns(self) -> np.ndarray:
@@ -188,17 +179,10 @@ class EncoderStream(_Rows[EncoderBatch]):
     _time = "host_ns"
     _batch = EncoderBatch
 
-    def _columns(self) -> list[str]:
-        return [*ENCODER_FIELDS, "counts"]
-
-    def __len__(self) -> int:
-        return self._n(self._columns())
-
     @property
     def n_counts(self) -> int:
         """Counters per frame."""
         return int(self._g["counts"].shape[1])
-
 
 
 class PoseStream(_Rows[PoseBatch]):
@@ -207,13 +191,6 @@ class PoseStream(_Rows[PoseBatch]):
     kind = "pose"
     _time = "t_ns"
     _batch = PoseBatch
-
-    def _columns(self) -> list[str]:
-        cols = [*POSE_FIELDS, "position", "quat_xyzw"]
-        return [*cols, "covariance"] if "covariance" in self._g else cols
-
-    def __len__(self) -> int:
-        return self._n(self._columns())
 
     @property
     def has_covariance(self) -> bool:

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 import numpy as np
 
 _ENCAPSULATION = b"\x00\x01\x00\x00"
-_TIME = struct.Struct("<iI")
 _U32 = struct.Struct("<I")
 
 
@@ -25,54 +24,6 @@ def _string(text: str) -> bytes:
     """A string's CDR bytes from its length on (frame ids repeat: computed once)."""
     b = text.encode()
     return _U32.pack(len(b) + 1) + b + b"\0"
-
-
-class CdrBuffer:
-    """A CDR message being written (alignment from after the encapsulation header)."""
-
-    __slots__ = ("buf",)
-
-    def __init__(self) -> None:
-        self.buf = bytearray(_ENCAPSULATION)
-
-    def align(self, n: int) -> None:
-        """Pad to a multiple of ``n`` bytes."""
-        pad = -(len(self.buf) - 4) % n
-        if pad:
-            self.buf += bytes(pad)
-
-    def u32(self, value: int) -> None:
-        """An ``uint32`` (also a sequence length)."""
-        self.align(4)
-        self.buf += _U32.pack(value)
-
-    def string(self, text: str) -> None:
-        """A ``string``."""
-        self.align(4)
-        self.buf += _string(text)
-
-    def header(self, t_ns: int, frame: str) -> None:
-        """A ``std_msgs/Header``."""
-        self.align(4)
-        self.buf += _TIME.pack(*divmod(int(t_ns), 1_000_000_000))
-        self.buf += _string(frame)
-
-    def f64(self, values: np.ndarray | Sequence[float]) -> None:
-        """Consecutive ``float64`` fields or a fixed ``float64[N]`` array."""
-        self.align(8)
-        self.buf += np.asarray(values, dtype="<f8").tobytes()
-
-    def seq(self, values: np.ndarray | Sequence[float], dtype: str) -> None:
-        """A sequence of one primitive type (``<f4``, ``<f8``...)."""
-        a = np.asarray(values, dtype=dtype)
-        self.u32(a.size)
-        if a.size:
-            self.align(a.dtype.itemsize)
-            self.buf += a.tobytes()
-
-    def data(self) -> bytes:
-        """The message's bytes."""
-        return bytes(self.buf)
 
 
 def odometry(
@@ -90,33 +41,44 @@ def odometry(
     return odometry_rows(np.array([t_ns]), (frame, child), values[None, :])[0]
 
 
-def transform(b: CdrBuffer, t_ns: int, parent: str, child: str, xyz_quat: np.ndarray) -> None:
-    """A ``geometry_msgs/TransformStamped`` into ``b``: translation then rotation (xyzw)."""
-    b.header(t_ns, parent)
-    b.string(child)
-    b.f64(xyz_quat)
-
-
 def tf_message(transforms: Sequence[tuple[int, str, str, np.ndarray]]) -> bytes:
     """``tf2_msgs/TFMessage`` of (stamp ns, parent, child, translation + quaternion)."""
-    b = CdrBuffer()
-    b.u32(len(transforms))
+    r = CdrRows(1)
+    r.u32(len(transforms))
     for t_ns, parent, child, tq in transforms:
-        transform(b, t_ns, parent, child, tq)
-    return b.data()
+        r.header(np.array([t_ns]), parent)
+        r.string(child)
+        r.column(tq, "<f8")
+    return r.rows()[0]
 
 
 def path(t_ns: int, frame: str, stamps: np.ndarray, poses: np.ndarray) -> bytes:
     """``nav_msgs/Path`` in ``frame``: one PoseStamped per stamp (ns) and (7,) pose row."""
-    b = CdrBuffer()
-    b.header(t_ns, frame)
-    b.u32(len(stamps))
-    rows = np.asarray(poses, dtype="<f8")
-    for k in range(len(stamps)):
-        b.header(int(stamps[k]), frame)
-        b.align(8)
-        b.buf += rows[k].tobytes()
-    return b.data()
+    r = CdrRows(1)
+    r.header(np.array([t_ns]), frame)
+    r.u32(len(stamps))
+    if len(stamps):
+        r.header(stamps[:1], frame)
+        r.column(poses[:1], "<f8")
+    # the first pose ends 8-aligned: the others lie as lone PoseStamped messages do
+    rest = pose_stamped_rows(stamps[1:], frame, poses[1:]) if len(stamps) > 1 else []
+    return r.rows()[0] + b"".join(m[4:] for m in rest)
+
+
+def diagnostics(t_ns: int, level: int, name: str, message: str, values: dict) -> bytes:
+    """``diagnostic_msgs/DiagnosticArray`` of one status (``hardware_id`` = ``name``) whose
+    key-value pairs are ``values`` (as text), stamped ``t_ns`` with no frame."""
+    r = CdrRows(1)
+    r.header(np.array([t_ns]), "")
+    r.u32(1)
+    r.const(bytes([level]))
+    for text in (name, message, name):
+        r.string(text)
+    r.u32(len(values))
+    for key, value in values.items():
+        r.string(key)
+        r.string(str(value))
+    return r.rows()[0]
 
 
 def time_reference(t_ns: int, device_ns: int, source: str) -> bytes:
@@ -133,13 +95,12 @@ def laser_scan(
 ) -> bytes:
     """``sensor_msgs/LaserScan``; ``params``: angle_min, angle_max, angle_increment,
     time_increment, scan_time, range_min, range_max (float32 in the message)."""
-    b = CdrBuffer()
-    b.header(t_ns, frame)
-    b.align(4)
-    b.buf += np.asarray(params, dtype="<f4").tobytes()
-    b.seq(ranges, "<f4")
-    b.seq(intensities, "<f4")
-    return b.data()
+    r = CdrRows(1)
+    r.header(np.array([t_ns]), frame)
+    r.column(params, "<f4")
+    r.seq(ranges, "<f4")
+    r.seq(intensities, "<f4")
+    return r.rows()[0]
 
 
 def yaw_quat(yaw: float) -> tuple[float, float, float, float]:
@@ -192,8 +153,8 @@ def planar_odometry(
 
 
 class CdrRows:
-    """Many messages of one fixed layout at once (frames constant, numbers per row): an
-    (n, size) byte table built column by column, one ``bytes`` per row."""
+    """Messages of one layout (frames constant, numbers per row; n = 1 for a single
+    message): an (n, size) byte table built column by column, one ``bytes`` per row."""
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -210,7 +171,7 @@ class CdrRows:
         if -self.size % k:
             self.const(bytes(-self.size % k))
 
-    def column(self, values: np.ndarray, dtype: str) -> None:
+    def column(self, values: np.ndarray | Sequence[float], dtype: str) -> None:
         """One value per row or (n, m) values: aligned to the type's size."""
         a = np.ascontiguousarray(np.asarray(values, dtype=dtype).reshape(self.n, -1))
         self.align(a.dtype.itemsize)
@@ -236,6 +197,18 @@ class CdrRows:
         """The same ``string`` in every row."""
         self.align(4)
         self.const(_string(text))
+
+    def u32(self, value: int) -> None:
+        """The same ``uint32`` (a sequence's length) in every row."""
+        self.align(4)
+        self.const(_U32.pack(value))
+
+    def seq(self, values: np.ndarray | Sequence[float], dtype: str) -> None:
+        """A sequence of one primitive type (``<f4``, ``<f8``), as long in every row."""
+        a = np.asarray(values, dtype=dtype).reshape(self.n, -1)
+        self.u32(a.shape[1])
+        if a.shape[1]:
+            self.column(a, dtype)
 
     def rows(self) -> list[bytes]:
         """Each row's message."""
@@ -267,7 +240,7 @@ def tf_rows(t_ns: np.ndarray, frames: tuple[str, str], poses: np.ndarray) -> lis
     """:func:`tf_message` of one transform per row: (n,) stamps, (n, 7) translation and
     rotation, ``frames`` (parent, child)."""
     r = CdrRows(len(t_ns))
-    r.const(_U32.pack(1))
+    r.u32(1)
     r.header(t_ns, frames[0])
     r.string(frames[1])
     r.column(poses, "<f8")
@@ -282,15 +255,11 @@ def joint_state_rows(
     (no effort)."""
     r = CdrRows(len(t_ns))
     r.header(t_ns, frame)
-    r.align(4)
-    r.const(_U32.pack(len(names)))
+    r.u32(len(names))
     for name in names:
         r.string(name)
     for values in (position, velocity, np.zeros((len(t_ns), 0))):
-        r.align(4)
-        r.const(_U32.pack(values.shape[1]))
-        if values.shape[1]:
-            r.column(values, "<f8")
+        r.seq(values, "<f8")
     return r.rows()
 
 

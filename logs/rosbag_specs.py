@@ -12,13 +12,9 @@ from dataclasses import dataclass
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.schema import POSE_KINDS
 
-POSE_TYPES = (
-    "nav_msgs/msg/Odometry",
-    "geometry_msgs/msg/PoseStamped",
-    "geometry_msgs/msg/PoseWithCovarianceStamped",
-    "geometry_msgs/msg/TransformStamped",
-    "tf2_msgs/msg/TFMessage",
-)
+POSE_TYPES = ("nav_msgs/msg/Odometry", "geometry_msgs/msg/PoseStamped",
+              "geometry_msgs/msg/PoseWithCovarianceStamped", "geometry_msgs/msg/TransformStamped",
+              "tf2_msgs/msg/TFMessage")  # fmt: skip
 SCAN_TYPE = "sensor_msgs/msg/LaserScan"
 COUNTS_TYPE = "sensor_msgs/msg/JointState"
 TIME_REFERENCE_TYPE = "sensor_msgs/msg/TimeReference"

@@ -16,13 +16,7 @@ from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
 from sensorbench.logs.import_times import order_times
 from sensorbench.logs.importers import Imported, _check_positions, _pose_imported
 from sensorbench.logs.rosbag_read import Extract
-from sensorbench.logs.rosbag_specs import (
-    DIAGNOSTICS_TYPE,
-    SEQ_JOINT,
-    YAW_JOINT,
-    TfSpec,
-    TopicSpec,
-)
+from sensorbench.logs.rosbag_specs import DIAGNOSTICS_TYPE, SEQ_JOINT, YAW_JOINT, TfSpec, TopicSpec
 from sensorbench.logs.schema import NO_DEVICE_TIME
 from sensorbench.logs.tf_tree import TfTree
 
@@ -255,34 +249,19 @@ def scan_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagS
         [r[10] if len(r[10]) == len(r[9]) else np.zeros(len(r[9]), "f4") for r in kept]
     )[perm] if kept else np.zeros(0, "f4")  # fmt: skip
     speed = np.where(params[:, 3] > 0, 1.0 / np.where(params[:, 3] > 0, params[:, 3], 1.0), np.nan)
-    turns = LidarTurns(
-        t_first,
-        np.full(len(kept), NO_DEVICE_TIME, np.int64),
-        speed,
-        count,
-        np.zeros(len(kept)),
-        angle,
-        ranges,
-        np.clip(np.rint(intensity), 0, 65535),
-        t_pt,
-    )
+    no_time = np.full(len(kept), NO_DEVICE_TIME, np.int64)
+    turns = LidarTurns(t_first, no_time, speed, count, np.zeros(len(kept)), angle, ranges,
+                       np.clip(np.rint(intensity), 0, 65535), t_pt)  # fmt: skip
     first = rows[0]
     attrs = _attrs(
-        spec.topic,
-        model="ROS LaserScan",
-        frame=first[2],
+        spec.topic, model="ROS LaserScan", frame=first[2],
         ros_frame_id=_frames_attr([r[2] for r in rows]),
         units="angle rad CCW from sensor forward in [0, 2pi), range m, time ns",
-        ros_range_min_m=float(first[7]),
-        ros_range_max_m=float(first[8]),
-    )
-    differ = bool(np.any(recv[keep] != stamps[keep]))
-    return BagStream(
-        spec,
-        Imported(turns, attrs, order.dropped_lines),
-        recv[keep] if differ else None,
-        stamps_ns=stamps[keep] if back.any() else None,
-    )
+        ros_range_min_m=float(first[7]), ros_range_max_m=float(first[8]),
+    )  # fmt: skip
+    receive = recv[keep] if np.any(recv[keep] != stamps[keep]) else None
+    stamped = stamps[keep] if back.any() else None
+    return BagStream(spec, Imported(turns, attrs, order.dropped_lines), receive, stamps_ns=stamped)
 
 
 def _scan_params(where: Path, kept: list, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -312,18 +291,9 @@ def _scan_points(
 ) -> tuple[np.ndarray, ...]:
     """Each of the ``n`` rays' angle (rad, [0, 2π)) and time (ns) in ray order, and its
     scan's range_min and range_max (m), from the scans' parameters, ray counts and stamps."""
-    varying = [0, 1, 2, 4, 5]  # the parameters that place points: all but scan_time
-    alike = count.size and (count == count[0]).all()
-    if alike and (params[:, varying] == params[0, varying]).all():
-        # every scan alike (the usual case): one scan's angles and time offsets for all
-        i = np.arange(count[0])
-        a_min, a_inc, t_inc, r_min, r_max = params[0, varying]
-        angle = np.tile(np.mod(a_min + a_inc * i, _TWO_PI), count.size)
-        offsets = np.rint(t_inc * 1e9 * i).astype(np.int64)
-        return angle, (stamps[:, None] + offsets[None, :]).ravel(), r_min, r_max
-    # per point: its index in its scan, and its scan's parameters
+    # per point: its index in its scan, and its scan's parameters but scan_time
     i = np.arange(n) - np.repeat(np.cumsum(count) - count, count)
-    a_min, a_inc, t_inc, r_min, r_max = (np.repeat(params[:, j], count) for j in varying)
+    a_min, a_inc, t_inc, r_min, r_max = (np.repeat(params[:, j], count) for j in (0, 1, 2, 4, 5))
     t_pt = np.repeat(stamps, count) + np.rint(t_inc * 1e9 * i).astype(np.int64)
     return np.mod(a_min + a_inc * i, _TWO_PI), t_pt, r_min, r_max
 

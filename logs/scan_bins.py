@@ -140,12 +140,8 @@ def binned_turns(
 def angle_bins(angle_rad: np.ndarray, n_bins: int) -> np.ndarray:
     """Bin index in ``[0, n_bins)`` of each angle; bin ``b`` is centred on ``b·2π/n_bins``."""
     width = TWO_PI / n_bins
-    return (
-        np.floor(
-            np.mod(np.asarray(angle_rad, dtype=np.float64) + 0.5 * width, TWO_PI) / width
-        ).astype(np.int64)
-        % n_bins
-    )
+    shifted = np.mod(np.asarray(angle_rad, dtype=np.float64) + 0.5 * width, TWO_PI)
+    return np.floor(shifted / width).astype(np.int64) % n_bins
 
 
 def grouped_median(

@@ -59,27 +59,14 @@ class FileStatus(IntEnum):
     """``sensorbench check`` rebuilt the file after its writer died."""
 
 
-TURN_DTYPE = np.dtype(
-    [
-        ("offset", "<i8"),
-        ("count", "<i4"),
-        ("t_first_ns", "<i8"),
-        ("device_ns", "<i8"),
-        ("speed_hz", "<f4"),
-        ("flags", "<u2"),
-    ]
-)
+TURN_DTYPE = np.dtype([("offset", "<i8"), ("count", "<i4"), ("t_first_ns", "<i8"),
+                       ("device_ns", "<i8"), ("speed_hz", "<f4"), ("flags", "<u2")])  # fmt: skip
 RAW_CHUNK_DTYPE = np.dtype([("t_ns", "<i8"), ("offset", "<i8"), ("length", "<i4")])
 EVENT_DTYPE = np.dtype([("t_ns", "<i8"), ("source", "S32"), ("kind", "S24"), ("message", "S232")])
 
 LIDAR_POINT_FIELDS = {"angle": "<f4", "range": "<f4", "intensity": "<u2", "t_ns": "<i8"}
-ENCODER_FIELDS = {
-    "host_ns": "<i8",
-    "device_ns": "<i8",
-    "seq": "<i8",
-    "yaw": "<f8",
-    "yaw_rate": "<f8",
-}
+ENCODER_FIELDS = {"host_ns": "<i8", "device_ns": "<i8", "seq": "<i8", "yaw": "<f8",
+                  "yaw_rate": "<f8"}  # fmt: skip
 POSE_FIELDS = {"t_ns": "<i8", "valid": "u1", "flags": "u1"}
 
 POSE_KINDS = ("mocap", "pose_sensor", "estimate")
@@ -103,14 +90,8 @@ RESERVED_NAMES = ("events", "truth", "_status")
 """Names no stream may take: the file's root entries; ``events`` also names the event
 table wherever a command takes a stream name (``export --stream events``, replay)."""
 
-KIND_NAMES = {
-    "pods": "encoder",
-    "ld19": "lidar",
-    "a1": "lidar",
-    "mocap": "pose",
-    "pose_sensor": "pose",
-    "estimate": "pose",
-}
+KIND_NAMES = {"pods": "encoder", "ld19": "lidar", "a1": "lidar", "mocap": "pose",
+              "pose_sensor": "pose", "estimate": "pose"}  # fmt: skip
 """Default stream names that belong to one kind of stream; no other kind may take them."""
 
 

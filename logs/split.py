@@ -114,29 +114,26 @@ def _truth(
             return
         data = obj[()]
         parent, _, leaf = name.rpartition("/")
-        keep = None
+        keep, clock = None, None  # clock: the times (ns) of its rows
         if parent == "pose":
-            t = src["pose/t_ns"][()]
-            keep = (t >= t0) & (t < t1)
+            clock = "pose/t_ns"
         elif parent.startswith("lidar/") and leaf.startswith("turn_") and leaf != "turn_index":
-            t = src[f"{parent}/turn_t_start_ns"][()]
-            keep = (t >= t0) & (t < t1)
+            clock = f"{parent}/turn_t_start_ns"
         elif parent.startswith("lidar/"):
             stream = parent.split("/", 1)[1]
             keep = masks.get(f"lidar/{stream}/{'turns' if leaf == 'turn_index' else 'points'}")
-        elif parent == "pods" and leaf in (
-            "true_distance_m",
-            "measured_distance_m",
-            "gyro_bias_rad_s",
-        ):
+        elif parent == "pods" and leaf in ("true_distance_m", "measured_distance_m",
+                                           "gyro_bias_rad_s"):  # fmt: skip
             keep = masks.get("encoders/pods")
         elif parent == "pose_sensor" and leaf in ("error", "gm"):
             keep = masks.get("pose_sensor")
         elif parent == "pose_sensor":
-            t = src["pose_sensor/reloc_t_ns"][()]
-            keep = (t >= t0) & (t < t1)
+            clock = "pose_sensor/reloc_t_ns"
         elif name == "mocap/occlusion_ns":
             keep = (data[:, 1] > t0) & (data[:, 0] < t1) if data.size else np.zeros(0, bool)
+        if clock is not None:
+            t = src[clock][()]
+            keep = (t >= t0) & (t < t1)
         if keep is not None and (np.ndim(data) == 0 or len(keep) != len(data)):
             raise SessionError(f"truth {name!r}: {np.shape(data)} does not match its stream")
         out = dst.require_group(parent) if parent else dst
@@ -196,16 +193,9 @@ def _split(
             temps.append(temp_name(dst_path))
             with guarded_h5(temps[-1], shown=dst_path) as g:
                 g.attrs.update(f.attrs)
-                g.attrs.update(
-                    {
-                        "split_source": src_path.name,
-                        "split_source_sha256": digest,
-                        "split_piece": k + 1,
-                        "split_pieces": len(bounds),
-                        "split_t_start_ns": b0,
-                        "split_t_end_ns": b1,
-                    }
-                )
+                g.attrs.update(split_source=src_path.name, split_source_sha256=digest,
+                               split_piece=k + 1, split_pieces=len(bounds), split_t_start_ns=b0,
+                               split_t_end_ns=b1)  # fmt: skip
                 g.create_dataset("_status", data=np.array([FileStatus.CLOSED], "u1"))
                 ev = f["events"][:]
                 _dataset(g, "events", f["events"], ev[(ev["t_ns"] >= t0) & (ev["t_ns"] < t1)])

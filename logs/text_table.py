@@ -85,11 +85,12 @@ def _decode(path: Path, before: int, raw: bytes) -> str:
     raise ImportFormatError(f"{path}:{line}:{col}: {why}")
 
 
-def content_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """The lines of :func:`text_lines` that are neither blank nor ``#`` comments."""
+def content_lines(path: Path, *, comments: bool = False) -> Iterator[tuple[int, str]]:
+    """The lines of :func:`text_lines` that are not blank, nor ``#`` comments unless
+    ``comments``."""
     for i, text in text_lines(path):
         stripped = text.strip(ASCII_SPACE)
-        if stripped and not stripped.startswith("#"):
+        if stripped and (comments or not stripped.startswith("#")):
             yield i, text
 
 
@@ -123,10 +124,6 @@ class Table(NamedTuple):
     """The file line of each row (int64, 1-based)."""
     cells: np.ndarray
     """(rows, width) str cells."""
-
-    def column(self, j: int) -> np.ndarray:
-        """The cells of column ``j`` (0-based)."""
-        return self.cells[:, j]
 
 
 def tables(
@@ -237,7 +234,7 @@ def floats(t: Table, j: int, name: str, *, missing: str = "") -> np.ndarray:
     Raises:
         ImportFormatError: the first cell that is not such a number, named.
     """
-    cells = t.column(j)
+    cells = t.cells[:, j]
     pattern = _NUMBERS_OR_BLANK if missing == "blank" else _NUMBERS
     k = _first_mismatch(cells, pattern)
     if k is not None:
@@ -264,7 +261,7 @@ def integers(t: Table, j: int, name: str) -> np.ndarray:
     Raises:
         ImportFormatError: the first cell that is not such an integer, named.
     """
-    cells = t.column(j)
+    cells = t.cells[:, j]
     plain = _first_mismatch(cells, _INTS) is None
     whole = (
         np.ones(len(cells), bool)
@@ -296,7 +293,7 @@ def integers(t: Table, j: int, name: str) -> np.ndarray:
 
 def flags01(t: Table, j: int, name: str) -> np.ndarray:
     """bool values of a 0/1 column (ImportFormatError naming the first other cell)."""
-    cells = t.column(j)
+    cells = t.cells[:, j]
     k = _first_mismatch(cells, _FLAGS)
     if k is not None:
         return _fail(t, j, name, k, "must be 0 or 1")
@@ -312,7 +309,7 @@ def times_ns(t: Table, j: int, name: str, unit: str) -> np.ndarray:
         ImportFormatError: the first cell that is not a number, or whose time does not
             fit int64 ns, named.
     """
-    cells = t.column(j)
+    cells = t.cells[:, j]
     k = _first_mismatch(cells, _DECIMALS)
     if k is not None:
         return _fail(t, j, name, k, "is not a number (ASCII decimal digits)")

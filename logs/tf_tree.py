@@ -156,14 +156,8 @@ class TfTree:
             return None
         if any(not link.static for link, _ in links):
             return None
-        pos, rot = np.zeros(3), np.eye(3)
-        for link, inverted in links:
-            p, r = link.translation[-1], link.matrix[-1]
-            if inverted:  # T⁻¹ = (Rᵀ, −Rᵀ p)
-                r = r.T
-                p = -r @ p
-            pos, rot = pos + rot @ p, rot @ r
-        return pos, np.asarray(Rotation.from_matrix(rot).as_quat())
+        pos, rot, _ = _chain_at(links, np.zeros(1, np.int64))
+        return pos[0], np.asarray(Rotation.from_matrix(rot[0]).as_quat())
 
     def compose(self, parent: str, child: str) -> Composed:
         """Pose of ``child`` in ``parent`` at the stamps of the chain's fastest dynamic link (most
@@ -198,19 +192,29 @@ class TfTree:
             )
         fastest = dynamic[int(np.argmax(inside))]
         t = fastest.t_ns
-        ok = np.ones(t.size, bool)
-        pos = np.zeros((t.size, 3))
-        rot = np.broadcast_to(np.eye(3), (t.size, 3, 3))
-        for link, inverted in links:
-            p, r, valid = link.at(t)
-            ok &= valid
-            if inverted:  # T⁻¹ = (Rᵀ, −Rᵀ p)
-                r = np.transpose(r, (0, 2, 1))
-                p = -np.einsum("nij,nj->ni", r, p)
-            pos = pos + np.einsum("nij,nj->ni", rot, p)
-            rot = rot @ r
+        pos, rot, ok = _chain_at(links, t)
         quat = np.asarray(Rotation.from_matrix(rot[ok]).as_quat()).reshape(-1, 4)
         return Composed(t[ok], pos[ok], quat, links, fastest, int(np.count_nonzero(~ok)))
+
+
+def _chain_at(
+    links: list[tuple[TfLink, bool]], t_ns: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(translation (k, 3), rotation matrices (k, 3, 3), mask (k,)) of a chain's child in its
+    parent at ``t_ns``, the links (link, inverted) composed parent side first; mask False:
+    a link would extrapolate."""
+    ok = np.ones(t_ns.size, bool)
+    pos = np.zeros((t_ns.size, 3))
+    rot = np.broadcast_to(np.eye(3), (t_ns.size, 3, 3))
+    for link, inverted in links:
+        p, r, valid = link.at(t_ns)
+        ok &= valid
+        if inverted:  # T⁻¹ = (Rᵀ, −Rᵀ p)
+            r = np.transpose(r, (0, 2, 1))
+            p = -np.einsum("nij,nj->ni", r, p)
+        pos = pos + np.einsum("nij,nj->ni", rot, p)
+        rot = rot @ r
+    return pos, rot, ok
 
 
 class TfCollector:

@@ -15,29 +15,22 @@ from sensorbench.logs.values import stamp_problems
 
 def span_of(f: h5py.File) -> tuple[int, int]:
     """(first, last) sample time (ns) over every stream of an open session file."""
-    lo, hi = [], []
     times = [g["t_ns"] for g in f["lidar"].values()]
     times += [g["host_ns"] for g in f["encoders"].values()]
     times += [g["t_ns"] for g in f["pose"].values()]
+    every = [g["chunks"][:]["t_ns"] for g in f["raw"].values()]
     for ds in times:
-        t = ds[:]
-        problems = stamp_problems(ds.name.lstrip("/"), t)[0]
+        every.append(ds[:])
+        problems = stamp_problems(ds.name.lstrip("/"), every[-1])[0]
         if problems:
             raise SessionError(
                 f"{f.filename}: {problems[0]}; the session has no usable time span "
                 f"(`sensorbench check {f.filename}` lists every problem)"
             )
-        if t.size:
-            lo.append(int(t.min()))
-            hi.append(int(t.max()))
-    for g in f["raw"].values():
-        t = g["chunks"][:]["t_ns"]
-        if t.size:
-            lo.append(int(t.min()))
-            hi.append(int(t.max()))
-    if not lo:
+    ends = np.array([(t.min(), t.max()) for t in every if t.size], np.int64).reshape(-1, 2)
+    if not ends.size:
         raise SessionError(f"{f.filename}: no samples in any stream")
-    return min(lo), max(hi)
+    return int(ends[:, 0].min()), int(ends[:, 1].max())
 
 
 def session_span_ns(path: str | os.PathLike[str]) -> tuple[int, int]:

@@ -121,19 +121,12 @@ def order_problems(
     if back.any():
         k = int(idx[1:][back][0])
         largest = float(np.max(latest[back] - tk[1:][back])) / 1e9
-        problems.append(
-            Problem(
-                dataset,
-                f"time goes backwards {int(back.sum())} times (largest {largest:.6f} s)",
-                k,
-                1,
-            )
-        )
+        text = f"time goes backwards {int(back.sum())} times (largest {largest:.6f} s)"
+        problems.append(Problem(dataset, text, k))
     same = tk[1:] == latest
     if strict and same.any():
-        problems.append(
-            Problem(dataset, "time repeats a stamp", int(idx[1:][same][0]), int(same.sum()))
-        )
+        first = int(idx[1:][same][0])
+        problems.append(Problem(dataset, "time repeats a stamp", first, int(same.sum())))
     return problems, bad
 
 
@@ -148,11 +141,8 @@ def pose_problems(key: str, b: PoseBatch) -> tuple[list[Problem], np.ndarray]:
     problems += order
     v = b.valid
     pos_bad = v[:, None] & ~(np.abs(b.position) <= MAX_ABS_POSITION_M)
-    problems += _first(
-        f"{key}/position",
-        pos_bad,
-        f"a valid sample's position is not finite or beyond {MAX_ABS_POSITION_M:g} m",
-    )
+    text = f"a valid sample's position is not finite or beyond {MAX_ABS_POSITION_M:g} m"
+    problems += _first(f"{key}/position", pos_bad, text)
     norm = np.linalg.norm(b.quat_xyzw, axis=1)
     q_bad = v & ~(np.abs(norm - 1.0) <= QUAT_NORM_TOLERANCE)
     problems += _first(f"{key}/quat_xyzw", q_bad, "a valid sample's quaternion is not unit")
@@ -206,12 +196,9 @@ def count_steps(
         jump = int(c[r, k]) - int(c[r - 1, k])
         bits = [b for b in (16, 32) if abs(abs(jump) - 2**b) < 2**b // 16]
         wrap = f" (a {bits[0]}-bit counter wrapping?)" if bits else ""
-        problems += _first(
-            f"{key}/counts",
-            fast,
-            f"counter c{k} jumps by {jump} in {dt[r - 1]:.3g} s, faster than "
-            f"{MAX_COUNTS_PER_S:g} counts/s{wrap}; counts must be cumulative and unwrapped",
-        )
+        text = (f"counter c{k} jumps by {jump} in {dt[r - 1]:.3g} s, faster than "
+                f"{MAX_COUNTS_PER_S:g} counts/s{wrap}; counts must be cumulative and unwrapped")
+        problems += _first(f"{key}/counts", fast, text)
     return problems, huge | fast
 
 
@@ -253,12 +240,6 @@ def _problems(
     if isinstance(batch, EncoderBatch):
         return encoder_problems(key, batch)
     return lidar_problems(key, batch)
-
-
-def invalid_rows(key: str, batch: PoseBatch | EncoderBatch | LidarTurns) -> np.ndarray:
-    """True for each row (pose sample, encoder frame, lidar turn) with an impossible value:
-    the rows :func:`exportable` leaves out."""
-    return _problems(key, batch)[1]
 
 
 def batch_problems(key: str, batch: PoseBatch | EncoderBatch | LidarTurns) -> list[Problem]:
@@ -315,14 +296,9 @@ def structure_problems(f: h5py.File) -> list[Problem]:
         problems.append(Problem("events", "missing"))
     elif not isinstance(f["events"], h5py.Dataset):
         problems.append(Problem("events", "not a dataset"))
-    elif f["events"].dtype != EVENT_DTYPE or f["events"].ndim != 1:
-        problems.append(
-            Problem(
-                "events",
-                f"dtype {f['events'].dtype} shape {f['events'].shape}, expected "
-                f"one row of {EVENT_DTYPE} per event",
-            )
-        )
+    elif (e := f["events"]).dtype != EVENT_DTYPE or e.ndim != 1:
+        text = f"dtype {e.dtype} shape {e.shape}, expected one row of {EVENT_DTYPE} per event"
+        problems.append(Problem("events", text))
     if "_status" in root:
         status = f["_status"]
         if not isinstance(status, h5py.Dataset) or status.shape != (1,) or status.dtype != "u1":
@@ -504,19 +480,20 @@ def _keep(batch: Batch, keep: np.ndarray) -> Batch:
 
 def exportable(
     source: str, key: str, batch: Batch, *, skip_invalid: bool = False
-) -> tuple[Batch, int]:
+) -> tuple[Batch, np.ndarray]:
     """``batch`` if all its samples are possible; else refused (SessionError naming
     ``source``, the datasets and the first bad indices), or with ``skip_invalid`` without
-    the impossible rows (lidar: whole turns) and how many were dropped."""
+    the impossible rows (lidar: whole turns); and the mask of the rows (pose samples,
+    encoder frames, lidar turns) left out."""
     from sensorbench.errors import SessionError
 
     problems, bad = _problems(key, batch)
     if not problems:
-        return batch, 0
+        return batch, bad
     if not skip_invalid:
         shown = "; ".join(str(p) for p in problems[:3])
         raise SessionError(
             f"{source}: {shown}; nothing exported (--skip-invalid leaves the invalid samples "
             "out and counts them)"
         )
-    return _keep(batch, ~bad), int(bad.sum())
+    return _keep(batch, ~bad), bad

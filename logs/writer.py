@@ -49,8 +49,7 @@ from sensorbench.logs.schema import (
     FileStatus,
     name_conflict,
 )
-from sensorbench.logs.update_lock import UpdateLock
-from sensorbench.logs.writer_record import writer_record
+from sensorbench.logs.update_lock import UpdateLock, writer_record
 
 _POINT_CHUNK = 32768
 _ROW_CHUNK = 4096
@@ -157,12 +156,8 @@ class SessionWriter:
         except OutputError as exc:
             raise SessionError(str(exc)) from exc
         target = self.path if self._pending is None else self._pending.tmp
-        self.swmr = swmr
-        self.flush_interval_s = flush_interval_s
-        self.error: BaseException | None = None
-        self._final_status = FileStatus.CLOSED
+        self._idle(swmr, flush_interval_s, FileStatus.CLOSED)
         self._guard: GuardedFile | None = None
-        self._reserved_end = 0
         try:
             if swmr:
                 self._file = h5py.File(target, "w-", libver=LIBVER)
@@ -173,17 +168,21 @@ class SessionWriter:
                 self._pending.discard()
             self._let_go()
             raise SessionError(f"cannot create {self.path}: {disk_error_text(exc)}") from exc
-        self._streams: dict[tuple[str, str], _Stream] = {}
-        self._geometry: dict[int, tuple[int, int]] = {}
-        self._idle()
         try:
             self._lay_out(label, config_text, attrs)
         except BaseException:
             self.abort()
             raise
 
-    def _idle(self) -> None:
-        """The writer thread's state before :meth:`start`."""
+    def _idle(self, swmr: bool, flush_interval_s: float, final_status: FileStatus) -> None:
+        """The writer's state before :meth:`start`, no stream declared."""
+        self.swmr = swmr
+        self.flush_interval_s = flush_interval_s
+        self.error: BaseException | None = None
+        self._final_status = final_status
+        self._reserved_end = 0
+        self._streams: dict[tuple[str, str], _Stream] = {}
+        self._geometry: dict[int, tuple[int, int]] = {}
         self._pending_events: list[tuple[int, str, str, str]] = []
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stopping = threading.Event()  # wakes the writer thread before its flush time
@@ -236,10 +235,7 @@ class SessionWriter:
         self = cls.__new__(cls)
         self.path = path
         self._writing = None
-        self.swmr = False
-        self.flush_interval_s = 0.5
-        self.error = None
-        self._final_status = status
+        self._idle(False, 0.5, status)
         try:
             self._pending = PendingUpdate(path)
         except OutputError as exc:
@@ -254,8 +250,6 @@ class SessionWriter:
         self._status = self._file["_status"]
         self._status[0] = FileStatus.WRITING
         self._events = self._file["events"]
-        self._streams = {}
-        self._geometry = {}
         for kind, group_name in GROUPS.items():
             for name, group in self._file.require_group(group_name).items():
                 stream = _Stream(kind, name, group, n_counts=int(group.attrs.get("n_counts", 0)))
@@ -266,7 +260,6 @@ class SessionWriter:
                     stream.written_bytes = group["data"].shape[0]
                 self._streams[(kind, name)] = stream
         self._file.require_group("truth")
-        self._idle()
         return self
 
     # -- declaration -------------------------------------------------------------
@@ -337,11 +330,8 @@ class SessionWriter:
         x, y, z, rotation about x, y, z)."""
         if kind not in POSE_KINDS:
             raise SessionError(f"pose stream kind must be one of {POSE_KINDS}, got {kind!r}")
-        group = self._declare(
-            "pose",
-            name,
-            {"kind": kind, "units": "position m, quaternion xyzw, time ns", **(attrs or {})},
-        )
+        units = "position m, quaternion xyzw, time ns"
+        group = self._declare("pose", name, {"kind": kind, "units": units, **(attrs or {})})
         for col, dtype in POSE_FIELDS.items():
             self._column(group, col, dtype, _ROW_CHUNK)
         self._column(group, "position", "<f8", _ROW_CHUNK, 3)

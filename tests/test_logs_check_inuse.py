@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from sensorbench.cli import cli
 from sensorbench.logs import FileStatus, Session
-from sensorbench.logs.writer_record import writer_alive, writer_record
+from sensorbench.logs.update_lock import writer_alive, writer_record
 
 HERE = Path(__file__).parent
 LIVE = HERE / "logs_live_writer.py"

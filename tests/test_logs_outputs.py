@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from sensorbench.cli import cli
 from sensorbench.errors import OutputError
 from sensorbench.logs import Session, SessionWriter
-from sensorbench.logs.atomic_output import atomic_output, atomic_update
+from sensorbench.logs.atomic_output import PendingUpdate, atomic_output
 
 ID_PATH = "pci-0000:00:14.0-usb-0:1.2:1.0"
 
@@ -151,13 +151,16 @@ def test_an_input_reached_by_another_name_is_still_refused(tmp_path) -> None:
     assert data.read_text() == "x\n"
 
 
-def test_atomic_update_refuses_when_the_original_changed_meanwhile(tmp_path) -> None:
+def test_an_update_refuses_when_the_original_changed_meanwhile(tmp_path) -> None:
     f = tmp_path / "s.bin"
     f.write_bytes(b"v1")
-    with pytest.raises(OutputError, match="changed while"), atomic_update(f) as tmp:
-        tmp.write_bytes(b"v1 + mine")
-        f.write_bytes(b"v1 + someone else's")
+    pending = PendingUpdate(f)
+    pending.tmp.write_bytes(b"v1 + mine")
+    f.write_bytes(b"v1 + someone else's")
+    with pytest.raises(OutputError, match="changed while"):
+        pending.commit()
     assert f.read_bytes() == b"v1 + someone else's"
+    assert not pending.tmp.exists()
 
 
 def test_figures_are_not_replaced_without_force(files, tmp_path) -> None:

@@ -170,6 +170,7 @@ def test_a_lidar_batch_keeps_its_points_with_its_turns() -> None:
 
     t = su.lidar_turns(3, 5)
     t.angle[7] = np.nan
-    kept, n = exportable("s.h5", "lidar/l", t, skip_invalid=True)
-    assert n == 1 and isinstance(kept, LidarTurns) and kept.count.tolist() == [5, 5]
+    kept, dropped = exportable("s.h5", "lidar/l", t, skip_invalid=True)
+    assert dropped.tolist() == [False, True, False]
+    assert isinstance(kept, LidarTurns) and kept.count.tolist() == [5, 5]
     assert np.array_equal(kept.t_ns, np.concatenate([t.t_ns[:5], t.t_ns[10:]]))

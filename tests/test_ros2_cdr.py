@@ -114,3 +114,17 @@ def test_time_references_and_scans() -> None:
     )  # fmt: skip
     got = ros2_cdr.laser_scan(int(STAMPS[0]), "lidar_front", params, ranges, ranges * 2)
     assert got == _cdr(scan, "sensor_msgs/msg/LaserScan")
+
+
+@pytest.mark.parametrize("values", [{}, {"flags": 5}, {"kind": "crc_burst", "n": "12"}])
+def test_diagnostics(values: dict) -> None:
+    for level, name, message in ((0, "ld19", "PACKET_LOSS"), (2, "", "a note"), (1, "pods", "")):
+        status = T["diagnostic_msgs/msg/DiagnosticStatus"](
+            level=level, name=name, message=message, hardware_id=name,
+            values=[T["diagnostic_msgs/msg/KeyValue"](key=k, value=str(v))
+                    for k, v in values.items()],
+        )  # fmt: skip
+        want = T["diagnostic_msgs/msg/DiagnosticArray"](header=_header(int(STAMPS[1]), ""),
+                                                        status=[status])  # fmt: skip
+        got = ros2_cdr.diagnostics(int(STAMPS[1]), level, name, message, values)
+        assert got == _cdr(want, "diagnostic_msgs/msg/DiagnosticArray")
