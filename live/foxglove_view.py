@@ -15,8 +15,7 @@ import math
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from foxglove.websocket import ServerListener
@@ -46,8 +45,7 @@ STATUS_SCHEMA = {
 }
 
 
-@dataclass(frozen=True)
-class PoseSample:
+class PoseSample(NamedTuple):
     """One pose for the view: host time (ns), x, y (m), yaw (rad), their variances (m²,
     rad²) and the pose flags."""
 

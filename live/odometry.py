@@ -402,15 +402,15 @@ class OdometryWorker:
         m², rad², velocity variances m²/s², rad²/s²; ``frames`` filtered per row), the
         last row to the view: one call."""
         wall = time.time_ns() - time.monotonic_ns()
-        rows = zip(t_ns, pose.tolist(), velocity.tolist(), var.tolist(), flags, strict=True)
+        poses, variances = pose.tolist(), var.tolist()
+        rows = zip(t_ns, poses, velocity.tolist(), variances, flags, strict=True)
         datagrams = [
             PoseDatagram(f, frames, 0, t, wall + t, (x, y, wrap_yaw(yaw)), (vx, vy, wz),
                          (sx, 0.0, 0.0, sy, 0.0, syaw))
             for t, (x, y, yaw), (vx, vy, wz), (sx, sy, syaw), f in rows
         ]
         last = datagrams[-1]
-        sample = PoseSample(last.stamp_ns, tuple(pose[-1].tolist()), tuple(var[-1].tolist()),
-                            last.flags)  # fmt: skip
+        sample = PoseSample(last.stamp_ns, tuple(poses[-1]), tuple(variances[-1]), last.flags)
         self.publish(datagrams, velocity_var, sample, arrivals)
 
     def _coast(self) -> None:
