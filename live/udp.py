@@ -58,18 +58,9 @@ class PoseDatagram(NamedTuple):
 
     def pack(self, seq: int | None = None) -> bytes:
         """The datagram's bytes, with sequence number ``seq`` in place of ``self.seq``."""
-        return _STRUCT.pack(
-            MAGIC,
-            VERSION,
-            self.flags,
-            self.frames,
-            (self.seq if seq is None else seq) & 0xFFFFFFFF,
-            self.stamp_ns,
-            self.wall_ns,
-            *self.pose,
-            *self.velocity,
-            *self.covariance,
-        )
+        return _STRUCT.pack(MAGIC, VERSION, self.flags, self.frames,
+                            (self.seq if seq is None else seq) & 0xFFFFFFFF, self.stamp_ns,
+                            self.wall_ns, *self.pose, *self.velocity, *self.covariance)  # fmt: skip
 
 
 def unpack(data: bytes) -> PoseDatagram:
