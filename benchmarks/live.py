@@ -410,17 +410,16 @@ def run(quick: bool) -> list[BenchResult]:
                     f"{robot.latency_ms.size} frames (LD19, two A1s, this feed as the pods)"),
         BenchResult("live", "whole emulated robot: live CPU, steady", robot.cpu_pct,
                     "% of one core", 15.0, False,
-                    "the live process, user + system, over the latencies' window; threads: "
-                    + ", ".join(f"{k} {v:.1f}" for k, v in sorted(robot.threads_pct.items(),
-                                key=lambda kv: -kv[1]) if v >= 0.05)),
+                    "the live process, user + system, over the latencies' window"),
         BenchResult("live", "whole emulated robot: live start-up CPU", robot.startup_cpu_s,
                     "s", None, False, "spawn → the counted window: imports, numba cache, "
                     f"bring-up, {WARMUP_S:g} s of datagrams after the first"),
-        *(BenchResult("live", f"pod reader CPU per frame, {n} frame(s) a read (in process)",
-                      cpu["all"], "µs", None, False, ", ".join(
-                          f"{k} {v:.1f}" for k, v in cpu.items() if k != "all")
-                      + "; the rest: the batch and the live worker around the step")
-          for n, cpu in ((n, _pod_frame_cpu(n, 2000 if quick else 5000)) for n in (1, 2))),
+        *(BenchResult("live", f"whole emulated robot: thread {k}", v, "% of one core")
+          for k, v in sorted(robot.threads_pct.items(), key=lambda kv: -kv[1]) if v >= 0.05),
+        *(BenchResult("live", f"pod reader CPU per frame, {n} a read (in process): {k}", v,
+                      "µs", None, False, "all: the decode, host times, the batch, the live "
+                      "worker with the step, UDP" if k == "all" else "")
+          for n in (1, 2) for k, v in _pod_frame_cpu(n, 2000 if quick else 5000).items()),
     ]  # fmt: skip
 
 
