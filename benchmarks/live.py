@@ -416,9 +416,9 @@ def run(quick: bool) -> list[BenchResult]:
                     f"bring-up, {WARMUP_S:g} s of datagrams after the first"),
         *(BenchResult("live", f"whole emulated robot: thread {k}", v, "% of one core")
           for k, v in sorted(robot.threads_pct.items(), key=lambda kv: -kv[1]) if v >= 0.05),
-        *(BenchResult("live", f"pod reader CPU per frame, {n} a read (in process): {k}", v,
-                      "µs", None, False, "all: the decode, host times, the batch, the live "
-                      "worker with the step, UDP" if k == "all" else "")
+        *(BenchResult("live", f"pod reader per frame, {n} a read: {k}", v, "µs CPU", None,
+                      False, "in process; all: the decode, host times, the batch, the live "
+                      "worker with the step, UDP" if k == "all" else "in process")
           for n in (1, 2) for k, v in _pod_frame_cpu(n, 2000 if quick else 5000).items()),
     ]  # fmt: skip
 
