@@ -37,6 +37,9 @@ PERIOD_NS = 5_000_000
 WARMUP_S = 2.0
 """Datagrams of the first seconds are not counted (the frame clock's one-second warm-up
 goes out at once)."""
+START_S = 300.0
+"""Longest start-up of a ``live`` run the feed waits through (s): the first run after an
+install compiles the kernels before bring-up (~75 s on a loaded machine, more at load 15)."""
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 _REFERENCE = r"""
@@ -204,7 +207,7 @@ def _live(config: Path, run_dir: Path | None, seconds: float, tmp: Path, pty: Pt
     proc = subprocess.Popen([*cli, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
     try:
-        writes, got, cpu = _feed(proc, pty, rx, seconds + 60)
+        writes, got, cpu = _feed(proc, pty, rx, seconds + START_S)
         _, err = proc.communicate(timeout=30)
     finally:
         rx.close()
