@@ -431,7 +431,7 @@ def _robot_run(config: Path, tmp: Path, pty: PtyPort, seconds: float) -> Run:
     run_dir = tmp / "run"
     emu = subprocess.Popen([sys.executable, "-c", "from sensorbench.cli import main; main()",
                             "emulate", "robot", "--run-dir", str(run_dir), "--duration",
-                            str(seconds + 120)], stdout=subprocess.PIPE,
+                            str(seconds + START_S + 60)], stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL, text=True)  # fmt: skip
     try:
         assert emu.stdout is not None
