@@ -166,15 +166,9 @@ class OdometryWorker:
         aid_wait_s: longest wait for the pose stream before frames are filtered (s).
     """
 
-    def __init__(
-        self,
-        models: OdometryModels,
-        stream_attrs: dict[str, Any],
-        publish: Publisher,
-        aid_period_s: float | None = None,
-        coast_s: float = 0.1,
-        aid_wait_s: float = 0.25,
-    ) -> None:
+    def __init__(self, models: OdometryModels, stream_attrs: dict[str, Any], publish: Publisher,
+                 aid_period_s: float | None = None, coast_s: float = 0.1,
+                 aid_wait_s: float = 0.25) -> None:  # fmt: skip
         self.models = models
         self.publish = publish
         self.aid_period_s = aid_period_s
@@ -186,9 +180,8 @@ class OdometryWorker:
         self.filter = SplitFilter(models.noise, gate=models.gate, aid_model=models.aid_model)
         channels = len(AXES) + (1 if models.imu else 0)
         level = models.monitor_level ** (1.0 / channels)
-        self.monitors = {
-            a: NisMonitorStream(models.gate, models.monitor_window, level) for a in AXES
-        }
+        self.monitors = {a: NisMonitorStream(models.gate, models.monitor_window, level)
+                         for a in AXES}  # fmt: skip
         self.counters = OdometryCounters()
         self.writer: SessionWriter | None = None
         self._lock = threading.Lock()
@@ -387,17 +380,9 @@ class OdometryWorker:
         batch = estimate_batch(t_ns.astype(np.int64), pose, var, flags.astype(np.uint8))
         self.writer.append_pose(ESTIMATE_STREAM, batch)
 
-    def _publish(
-        self,
-        t_ns: list[int],
-        pose: np.ndarray,
-        velocity: np.ndarray,
-        var: np.ndarray,
-        flags: list[int],
-        arrivals: tuple[int, ...],
-        velocity_var: list[tuple[float, ...]],
-        frames: int = 1,
-    ) -> None:
+    def _publish(self, t_ns: list[int], pose: np.ndarray, velocity: np.ndarray,
+                 var: np.ndarray, flags: list[int], arrivals: tuple[int, ...],
+                 velocity_var: list[tuple[float, ...]], frames: int = 1) -> None:  # fmt: skip
         """One datagram per row (times ns; poses m, rad; velocities m/s, rad/s; variances
         m², rad², velocity variances m²/s², rad²/s²; ``frames`` filtered per row), the
         last row to the view: one call."""

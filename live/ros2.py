@@ -96,15 +96,9 @@ class Ros2Publisher:
         last_error: the last write that failed, or None.
     """
 
-    def __init__(
-        self,
-        options: Ros2Options,
-        mounts: Mapping[str, Mount],
-        anchor_ns: tuple[int, int],
-        filters: bool,
-        merged: bool,
-        queue_size: int = 64,
-    ) -> None:
+    def __init__(self, options: Ros2Options, mounts: Mapping[str, Mount],
+                 anchor_ns: tuple[int, int], filters: bool, merged: bool,
+                 queue_size: int = 64) -> None:  # fmt: skip
         self.options = options
         self.mounts = dict(mounts)
         self.anchor_ns = anchor_ns
