@@ -417,7 +417,8 @@ def run(quick: bool) -> list[BenchResult]:
         BenchResult("live", "whole emulated robot: live start-up CPU", robot.startup_cpu_s,
                     "s", None, False, "spawn → the counted window: imports, numba cache, "
                     f"bring-up, {WARMUP_S:g} s of datagrams after the first"),
-        *(BenchResult("live", f"whole emulated robot: thread {k}", v, "% of one core")
+        *(BenchResult("live", f"whole emulated robot: thread {k}", v, "% of one core", None,
+                      False)
           for k, v in sorted(robot.threads_pct.items(), key=lambda kv: -kv[1]) if v >= 0.05),
         *(BenchResult("live", f"pod reader per frame, {n} a read: {k}", v, "µs CPU", None,
                       False, "in process; all: the decode, host times, the batch, the live "
