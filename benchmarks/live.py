@@ -17,8 +17,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +37,9 @@ PERIOD_NS = 5_000_000
 WARMUP_S = 2.0
 """Datagrams of the first seconds are not counted (the frame clock's one-second warm-up
 goes out at once)."""
+START_S = 300.0
+"""Longest start-up of a ``live`` run the feed waits through (s): the first run after an
+install compiles the kernels before bring-up (~75 s on a loaded machine, more at load 15)."""
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 _REFERENCE = r"""
@@ -202,7 +207,7 @@ def _live(config: Path, run_dir: Path | None, seconds: float, tmp: Path, pty: Pt
     proc = subprocess.Popen([*cli, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
     try:
-        writes, got, cpu = _feed(proc, pty, rx, seconds + 60)
+        writes, got, cpu = _feed(proc, pty, rx, seconds + START_S)
         _, err = proc.communicate(timeout=30)
     finally:
         rx.close()
@@ -289,6 +294,59 @@ def _configs(tmp: Path, feed: str) -> tuple[Path, Path]:
     return only, whole
 
 
+def _pod_frame_cpu(per_read: int, reads: int) -> dict[str, float]:
+    """The pod reader's CPU per frame (µs of thread time; medians over ``reads`` reads of
+    ``per_read`` of the bench's frames), in this process: the pod protocol's decode and
+    host times, the encoder batch to the live worker (the filters' step counted apart)
+    and one UDP datagram per frame to a loopback socket; no select, read or writer."""
+    from types import SimpleNamespace
+
+    from sensorbench.drivers.pods_reader import PodProtocol
+    from sensorbench.live.odometry import OdometryModels, OdometryWorker
+    from sensorbench.live.udp import PoseDatagram, UdpPublisher
+
+    models = OdometryModels.from_files(PODS, NOISE)
+    models.warm_up()
+    rx = _receiver()
+    udp = UdpPublisher(*rx.getsockname())
+    spent = dict.fromkeys(("decode", "host times", "SplitFilter.step", "UDP"), 0)
+
+    def timed(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            c = time.thread_time_ns()
+            try:
+                return f(*args)
+            finally:
+                spent[name] += time.thread_time_ns() - c
+        return call
+
+    def publish(datagrams: list[PoseDatagram], *_: Any) -> None:
+        for d in datagrams:
+            udp.send(d)
+
+    worker = OdometryWorker(models, {"clock_nominal_slope": 1.0}, publish)
+    worker.filter.step = timed("SplitFilter.step", worker.filter.step)  # type: ignore[method-assign]
+    udp.send = timed("UDP", udp.send)  # type: ignore[method-assign]
+    proto = PodProtocol(n_pods=3)
+    proto.parser.feed = timed("decode", proto.parser.feed)  # type: ignore[method-assign]
+    proto._host_times = timed("host times", proto._host_times)  # type: ignore[method-assign]
+    writer = SimpleNamespace(append_encoder=lambda _, batch: worker.frames(batch))
+    proto.link = SimpleNamespace(writer=writer, name="pods", event=lambda *_: None)  # type: ignore[assignment]
+    rows: list[dict[str, float]] = []
+    for k in range(0, 400 + reads * per_read, per_read):  # the clocks' warm-up first
+        data = b"".join(_frame(j) for j in range(k, k + per_read))
+        spent.update(dict.fromkeys(spent, 0))
+        c = time.thread_time_ns()
+        proto.consume(10**12 + (k + per_read) * PERIOD_NS, data)
+        rows.append({"all": time.thread_time_ns() - c, **spent})
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                rx.recv(256)
+    rx.close()
+    return {key: float(np.median([r[key] for r in rows[400 // per_read :]])) / per_read / 1e3
+            for key in rows[0]}  # fmt: skip
+
+
 def _stats(runs: list[Run], q: float) -> list[float]:
     return [float(np.percentile(r.latency_ms, q)) for r in runs]
 
@@ -355,12 +413,17 @@ def run(quick: bool) -> list[BenchResult]:
                     f"{robot.latency_ms.size} frames (LD19, two A1s, this feed as the pods)"),
         BenchResult("live", "whole emulated robot: live CPU, steady", robot.cpu_pct,
                     "% of one core", 15.0, False,
-                    "the live process, user + system, over the latencies' window; threads: "
-                    + ", ".join(f"{k} {v:.1f}" for k, v in sorted(robot.threads_pct.items(),
-                                key=lambda kv: -kv[1]) if v >= 0.05)),
+                    "the live process, user + system, over the latencies' window"),
         BenchResult("live", "whole emulated robot: live start-up CPU", robot.startup_cpu_s,
                     "s", None, False, "spawn → the counted window: imports, numba cache, "
                     f"bring-up, {WARMUP_S:g} s of datagrams after the first"),
+        *(BenchResult("live", f"whole emulated robot: thread {k}", v, "% of one core", None,
+                      False)
+          for k, v in sorted(robot.threads_pct.items(), key=lambda kv: -kv[1]) if v >= 0.05),
+        *(BenchResult("live", f"pod reader per frame, {n} a read: {k}", v, "µs CPU", None,
+                      False, "in process; all: the decode, host times, the batch, the live "
+                      "worker with the step, UDP" if k == "all" else "in process")
+          for n in (1, 2) for k, v in _pod_frame_cpu(n, 2000 if quick else 5000).items()),
     ]  # fmt: skip
 
 
@@ -369,7 +432,7 @@ def _robot_run(config: Path, tmp: Path, pty: PtyPort, seconds: float) -> Run:
     run_dir = tmp / "run"
     emu = subprocess.Popen([sys.executable, "-c", "from sensorbench.cli import main; main()",
                             "emulate", "robot", "--run-dir", str(run_dir), "--duration",
-                            str(seconds + 120)], stdout=subprocess.PIPE,
+                            str(seconds + START_S + 60)], stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL, text=True)  # fmt: skip
     try:
         assert emu.stdout is not None

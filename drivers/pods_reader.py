@@ -165,17 +165,18 @@ class PodProtocol(DeviceProtocol):
 
     def _host_times(self, t_ns: int, frames: PodFrames) -> np.ndarray:
         """Device-clock host times, capped at the receive time, non-decreasing."""
-        host = []
+        host, last = [], self._last_host_ns
         dev = frames.device_ns.tolist()
-        bounds = [0, *np.flatnonzero(frames.new_epoch).tolist(), len(dev)]
-        for a, b in itertools.pairwise(bounds):
+        new = frames.new_epoch.tolist()
+        for a, b in itertools.pairwise([0, *(i for i, r in enumerate(new) if r), len(dev)]):
             if a == b:
                 continue
-            if frames.new_epoch[a]:
+            if new[a]:
                 self.clock.reset()
             for h in self.clock.update_few(t_ns, dev[a:b]):
-                self._last_host_ns = max(min(h, t_ns), self._last_host_ns)
-                host.append(self._last_host_ns)
+                last = max(min(h, t_ns), last)
+                host.append(last)
+        self._last_host_ns = last
         return np.array(host, np.int64)
 
     def collected(self) -> EncoderBatch:

@@ -15,8 +15,7 @@ import math
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from foxglove.websocket import ServerListener
@@ -46,8 +45,7 @@ STATUS_SCHEMA = {
 }
 
 
-@dataclass(frozen=True)
-class PoseSample:
+class PoseSample(NamedTuple):
     """One pose for the view: host time (ns), x, y (m), yaw (rad), their variances (m²,
     rad²) and the pose flags."""
 
@@ -68,14 +66,8 @@ class FoxgloveView:
         queue_size: items waiting for the view thread at most.
     """
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        lidars: Mapping[str, Mount],
-        anchor_ns: tuple[int, int],
-        queue_size: int = 256,
-    ) -> None:
+    def __init__(self, host: str, port: int, lidars: Mapping[str, Mount],
+                 anchor_ns: tuple[int, int], queue_size: int = 256) -> None:  # fmt: skip
         self.host = host
         self.requested_port = int(port)
         self.mounts = dict(lidars)
@@ -124,13 +116,9 @@ class FoxgloveView:
 
         ctx = self._ctx = foxglove.Context()  # dropping the context closes its channels
         try:  # on loopback: the gate serves it where asked, under both protocol names
-            self._server = foxglove.start_server(
-                name="sensorbench live",
-                host="127.0.0.1",
-                port=0,
-                context=ctx,
-                server_listener=_Listener(self.queue),
-            )
+            self._server = foxglove.start_server(name="sensorbench live", host="127.0.0.1",
+                                                 port=0, context=ctx,
+                                                 server_listener=_Listener(self.queue))  # fmt: skip
         except Exception as exc:  # the SDK raises its own error types
             raise LiveError(f"cannot start the Foxglove server: {exc}") from exc
         try:
@@ -257,12 +245,11 @@ class FoxgloveView:
         stamp = self._stamp(sample.t_ns)
         frames = [(ODOM, BASE, sample.pose)]
         frames += [(BASE, name, (m.x, m.y, m.yaw)) for name, m in self.mounts.items()]
-        transforms = []
-        for parent, child, xy_yaw in frames:
-            t, r = _planar(*xy_yaw)
-            tf = FrameTransform(timestamp=stamp, parent_frame_id=parent, child_frame_id=child,
-                                translation=t, rotation=r)  # fmt: skip
-            transforms.append(tf)
+        transforms = [
+            FrameTransform(timestamp=stamp, parent_frame_id=parent, child_frame_id=child,
+                           translation=t, rotation=r)
+            for parent, child, xy_yaw in frames for t, r in (_planar(*xy_yaw),)
+        ]  # fmt: skip
         self._ch["/tf"].log(FrameTransforms(transforms=transforms))
         position, orientation = _planar(*sample.pose)
         pose = Pose(position=position, orientation=orientation)
@@ -276,10 +263,8 @@ class FoxgloveView:
             del self._path[:-PATH_POSES]
             self._last_path_ns = sample.t_ns
             if len(self._path) % 5 == 1:
-                poses = []
-                for p in self._path:
-                    position, orientation = _planar(*p.pose)
-                    poses.append(Pose(position=position, orientation=orientation))
+                poses = [Pose(position=t, orientation=r)
+                         for t, r in (_planar(*p.pose) for p in self._path)]  # fmt: skip
                 self._ch["/path"].log(PosesInFrame(timestamp=stamp, frame_id=ODOM, poses=poses))
                 self._count("/path")
 
@@ -296,16 +281,10 @@ class FoxgloveView:
         from foxglove.messages import Log, LogLevel
 
         t_ns, kind, message = ev
-        level = {
-            "error": LogLevel.Error,
-            "unplug": LogLevel.Warning,
-            "stale": LogLevel.Warning,
-            "overrun": LogLevel.Warning,
-            "degraded": LogLevel.Warning,
-        }.get(kind, LogLevel.Info)
-        self._ch["/events"].log(
-            Log(timestamp=self._stamp(t_ns), level=level, message=f"{kind}: {message}", name=source)
-        )
+        warn = kind in ("unplug", "stale", "overrun", "degraded")
+        level = LogLevel.Error if kind == "error" else LogLevel.Warning if warn else LogLevel.Info
+        self._ch["/events"].log(Log(timestamp=self._stamp(t_ns), level=level,
+                                    message=f"{kind}: {message}", name=source))  # fmt: skip
         self._count("/events")
 
     def _status(self, _: str, doc: dict[str, Any], __: Any) -> None:

@@ -50,13 +50,8 @@ class MergeWorker:
         publish: called with each batch of merged turns; must not block.
     """
 
-    def __init__(
-        self,
-        front: str,
-        rear: str,
-        setup: MergeSetup,
-        publish: Callable[[LidarTurns], None],
-    ) -> None:
+    def __init__(self, front: str, rear: str, setup: MergeSetup,
+                 publish: Callable[[LidarTurns], None]) -> None:  # fmt: skip
         self.sides = {front: "front", rear: "rear"}
         self.front, self.rear = front, rear
         self.setup = setup
@@ -111,7 +106,5 @@ class MergeWorker:
 
 def unpaired(worker: MergeWorker) -> dict[str, int]:
     """Turns of each lidar left without a partner so far."""
-    return {
-        worker.front: worker.merger.unpaired["front"],
-        worker.rear: worker.merger.unpaired["rear"],
-    }
+    return {worker.front: worker.merger.unpaired["front"],
+            worker.rear: worker.merger.unpaired["rear"]}  # fmt: skip

@@ -166,15 +166,9 @@ class OdometryWorker:
         aid_wait_s: longest wait for the pose stream before frames are filtered (s).
     """
 
-    def __init__(
-        self,
-        models: OdometryModels,
-        stream_attrs: dict[str, Any],
-        publish: Publisher,
-        aid_period_s: float | None = None,
-        coast_s: float = 0.1,
-        aid_wait_s: float = 0.25,
-    ) -> None:
+    def __init__(self, models: OdometryModels, stream_attrs: dict[str, Any], publish: Publisher,
+                 aid_period_s: float | None = None, coast_s: float = 0.1,
+                 aid_wait_s: float = 0.25) -> None:  # fmt: skip
         self.models = models
         self.publish = publish
         self.aid_period_s = aid_period_s
@@ -186,9 +180,8 @@ class OdometryWorker:
         self.filter = SplitFilter(models.noise, gate=models.gate, aid_model=models.aid_model)
         channels = len(AXES) + (1 if models.imu else 0)
         level = models.monitor_level ** (1.0 / channels)
-        self.monitors = {
-            a: NisMonitorStream(models.gate, models.monitor_window, level) for a in AXES
-        }
+        self.monitors = {a: NisMonitorStream(models.gate, models.monitor_window, level)
+                         for a in AXES}  # fmt: skip
         self.counters = OdometryCounters()
         self.writer: SessionWriter | None = None
         self._lock = threading.Lock()
@@ -387,30 +380,22 @@ class OdometryWorker:
         batch = estimate_batch(t_ns.astype(np.int64), pose, var, flags.astype(np.uint8))
         self.writer.append_pose(ESTIMATE_STREAM, batch)
 
-    def _publish(
-        self,
-        t_ns: list[int],
-        pose: np.ndarray,
-        velocity: np.ndarray,
-        var: np.ndarray,
-        flags: list[int],
-        arrivals: tuple[int, ...],
-        velocity_var: list[tuple[float, ...]],
-        frames: int = 1,
-    ) -> None:
+    def _publish(self, t_ns: list[int], pose: np.ndarray, velocity: np.ndarray,
+                 var: np.ndarray, flags: list[int], arrivals: tuple[int, ...],
+                 velocity_var: list[tuple[float, ...]], frames: int = 1) -> None:  # fmt: skip
         """One datagram per row (times ns; poses m, rad; velocities m/s, rad/s; variances
         m², rad², velocity variances m²/s², rad²/s²; ``frames`` filtered per row), the
         last row to the view: one call."""
         wall = time.time_ns() - time.monotonic_ns()
-        rows = zip(t_ns, pose.tolist(), velocity.tolist(), var.tolist(), flags, strict=True)
+        poses, variances = pose.tolist(), var.tolist()
+        rows = zip(t_ns, poses, velocity.tolist(), variances, flags, strict=True)
         datagrams = [
             PoseDatagram(f, frames, 0, t, wall + t, (x, y, wrap_yaw(yaw)), (vx, vy, wz),
                          (sx, 0.0, 0.0, sy, 0.0, syaw))
             for t, (x, y, yaw), (vx, vy, wz), (sx, sy, syaw), f in rows
         ]
         last = datagrams[-1]
-        sample = PoseSample(last.stamp_ns, tuple(pose[-1].tolist()), tuple(var[-1].tolist()),
-                            last.flags)  # fmt: skip
+        sample = PoseSample(last.stamp_ns, tuple(poses[-1]), tuple(variances[-1]), last.flags)
         self.publish(datagrams, velocity_var, sample, arrivals)
 
     def _coast(self) -> None:

@@ -96,15 +96,9 @@ class Ros2Publisher:
         last_error: the last write that failed, or None.
     """
 
-    def __init__(
-        self,
-        options: Ros2Options,
-        mounts: Mapping[str, Mount],
-        anchor_ns: tuple[int, int],
-        filters: bool,
-        merged: bool,
-        queue_size: int = 64,
-    ) -> None:
+    def __init__(self, options: Ros2Options, mounts: Mapping[str, Mount],
+                 anchor_ns: tuple[int, int], filters: bool, merged: bool,
+                 queue_size: int = 64) -> None:  # fmt: skip
         self.options = options
         self.mounts = dict(mounts)
         self.anchor_ns = anchor_ns
@@ -316,18 +310,11 @@ class Ros2Publisher:
             r = turns.range[lo : lo + n]
             finite = r[np.isfinite(r)]
             inc = float(turns.angle[lo + 1] - turns.angle[lo])
-            msg = m.LaserScan(
-                m.Header(self._stamp(int(turns.t_first_ns[k])), frame),
-                float(turns.angle[lo]),
-                float(turns.angle[lo + n - 1]),
-                inc,
-                0.0,
-                0.0,
-                0.0,
-                float(finite.max()) if finite.size else 0.0,
-                r,
-                turns.intensity[lo : lo + n],
-            )
+            # angles min, max, increment; time increment, scan time, range min, range max
+            msg = m.LaserScan(m.Header(self._stamp(int(turns.t_first_ns[k])), frame),
+                              float(turns.angle[lo]), float(turns.angle[lo + n - 1]), inc,
+                              0.0, 0.0, 0.0, float(finite.max()) if finite.size else 0.0,
+                              r, turns.intensity[lo : lo + n])  # fmt: skip
             self._write("/scan", msg)
 
     # -- health ------------------------------------------------------------------------
@@ -374,9 +361,8 @@ class Ros2Publisher:
         values = {"steps": self._steps, "since_last_step_s": round(quiet, 3),
                   "flags": " ".join(n or "" for n in names) or "none"}  # fmt: skip
         if quiet > self.options.stale_s:
-            level, msg = STALE, f"no filter step for {quiet:.1f} s" + (
-                ": publishing predictions" if self._predicting else ""
-            )
+            coasting = ": publishing predictions" if self._predicting else ""
+            level, msg = STALE, f"no filter step for {quiet:.1f} s{coasting}"
         elif names:
             level, msg = WARN, " ".join(n or "" for n in dict.fromkeys(names))
         else:

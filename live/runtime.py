@@ -323,17 +323,9 @@ class LiveRuntime:
             t0, s0 = self._rate
             now = time.monotonic()
             self._rate = (now, steps)
-        errors = [
-            e
-            for e in (
-                self.setup_error,
-                odo.last_error if odo is not None else None,
-                self.merge.last_error if self.merge is not None else None,
-                self.udp.last_error if self.udp is not None else None,
-                self.ros2.last_error if self.ros2 is not None else None,
-            )
-            if e
-        ]
+        workers = (odo, self.merge, self.udp, self.ros2)
+        errors = [e for e in (self.setup_error, *(getattr(w, "last_error", None) for w in workers))
+                  if e]  # fmt: skip
         return LiveStatus(
             steps=steps,
             frames=odo.frames if odo is not None else 0,
@@ -355,28 +347,16 @@ class LiveRuntime:
         if self.ros2 is not None:
             self.ros2.status(statuses)
         if self.view is not None:
-            self.view.status(
-                {
-                    "elapsed_s": elapsed_s,
-                    "devices": [
-                        {
-                            "name": s.name,
-                            "kind": s.kind,
-                            "connected": s.connected,
-                            "items_per_s": s.items_per_s,
-                            "turns_per_s": s.turns_per_s,
-                            "kB_per_s": s.bytes_per_s / 1000,
-                            "since_last_data_s": s.since_last_data_s
-                            if math.isfinite(s.since_last_data_s)
-                            else None,
-                            "crc_errors": s.crc_errors,
-                            "drops": s.drops,
-                        }
-                        for s in statuses
-                    ],
-                    "live": st.as_dict(),
-                }
-            )
+            devices = [
+                {"name": s.name, "kind": s.kind, "connected": s.connected,
+                 "items_per_s": s.items_per_s, "turns_per_s": s.turns_per_s,
+                 "kB_per_s": s.bytes_per_s / 1000,
+                 "since_last_data_s": s.since_last_data_s
+                 if math.isfinite(s.since_last_data_s) else None,
+                 "crc_errors": s.crc_errors, "drops": s.drops}
+                for s in statuses
+            ]  # fmt: skip
+            self.view.status({"elapsed_s": elapsed_s, "devices": devices, "live": st.as_dict()})
         return st
 
     # -- internals -----------------------------------------------------------------------
@@ -448,53 +428,36 @@ def latency_ms(samples_ns: Sequence[int]) -> dict[str, float | int]:
 def live_summary(runtime: LiveRuntime) -> dict[str, Any]:
     """What the live run did, JSON-ready: filter steps and frames, merged scans, messages
     published per topic and dropped, datagrams, frame-to-publish latencies."""
-    st = runtime.status()
-    odo = runtime.odometry
-    view = runtime.view
-    doc: dict[str, Any] = {
+    st, odo, view, ros2 = runtime.status(), runtime.odometry, runtime.view, runtime.ros2
+    counters = odo.counters if odo is not None else None
+    return {
         "filter_steps": st.steps,
         "frames_filtered": st.frames,
-        "predictions": odo.counters.predictions if odo is not None else 0,
-        "aiding_late": odo.counters.aid_late if odo is not None else 0,
+        "predictions": counters.predictions if counters is not None else 0,
+        "aiding_late": counters.aid_late if counters is not None else 0,
         "merged_scans": st.merged,
         "unpaired_turns": st.unpaired,
-        "view": None
-        if view is None
+        "view": None if view is None
         else {"port": st.port, "published": dict(view.published), "dropped": view.dropped},
-        "udp": None
-        if runtime.udp is None
-        else {
-            "sent": st.udp_sent,
-            "dropped": st.udp_dropped,
-            "address": list(runtime.options.udp or ()),
-        },
-        "ros2": None
-        if runtime.ros2 is None
-        else {
-            "domain": runtime.ros2.options.domain,
-            "published": dict(runtime.ros2.published),
-            "dropped": runtime.ros2.dropped,
-        },
+        "udp": None if runtime.udp is None
+        else {"sent": st.udp_sent, "dropped": st.udp_dropped,
+              "address": list(runtime.options.udp or ())},
+        "ros2": None if ros2 is None
+        else {"domain": ros2.options.domain, "published": dict(ros2.published),
+              "dropped": ros2.dropped},
         "latency": {
-            "udp": latency_ms(odo.counters.latencies_ns if odo is not None else []),
+            "udp": latency_ms(counters.latencies_ns if counters is not None else []),
             "view": latency_ms(view.latencies_ns if view is not None else []),
         },
         "errors": st.errors,
-    }
-    return doc
+    }  # fmt: skip
 
 
 def format_live_summary(doc: Mapping[str, Any]) -> str:
     """:func:`live_summary` as lines for the terminal."""
-    lines = [
-        f"live: {doc['filter_steps']} filter steps over {doc['frames_filtered']} frames, "
-        f"{doc['merged_scans']} merged scans"
-        + (
-            ", unpaired " + ", ".join(f"{k} {v}" for k, v in doc["unpaired_turns"].items())
-            if doc["unpaired_turns"]
-            else ""
-        )
-    ]
+    unpaired = ", ".join(f"{k} {v}" for k, v in doc["unpaired_turns"].items())
+    lines = [f"live: {doc['filter_steps']} filter steps over {doc['frames_filtered']} frames, "
+             f"{doc['merged_scans']} merged scans" + (f", unpaired {unpaired}" if unpaired else "")]
     view = doc["view"]
     if view is not None:
         pub = ", ".join(f"{k} {v}" for k, v in sorted(view["published"].items()))
@@ -507,12 +470,9 @@ def format_live_summary(doc: Mapping[str, Any]) -> str:
         r2 = doc["ros2"]
         pub = ", ".join(f"{k} {v}" for k, v in sorted(r2["published"].items()))
         lines.append(f"ros2 domain {r2['domain']}: {pub or 'nothing'}; dropped {r2['dropped']}")
-    for where, lat in doc["latency"].items():
-        if lat["n"]:
-            lines.append(
-                f"frame arrival → {where} publish: p50 {lat['p50_ms']:.2f} ms, "
-                f"p99 {lat['p99_ms']:.2f} ms ({lat['n']} batches)"
-            )
+    lines += [f"frame arrival → {where} publish: p50 {lat['p50_ms']:.2f} ms, "
+              f"p99 {lat['p99_ms']:.2f} ms ({lat['n']} batches)"
+              for where, lat in doc["latency"].items() if lat["n"]]  # fmt: skip
     lines += [f"LIVE ERROR: {e}" for e in doc["errors"]]
     return "\n".join(lines)
 

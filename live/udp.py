@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import socket
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from sensorbench.errors import LiveError
 
@@ -43,9 +43,9 @@ PREDICTED = 16
 """Flag of a datagram sent while no frame arrives: the pose is the filters' prediction."""
 
 
-@dataclass(frozen=True)
-class PoseDatagram:
-    """One decoded datagram (fields as in the module docstring)."""
+class PoseDatagram(NamedTuple):
+    """One decoded datagram (fields as in the module docstring); a tuple: one is built
+    per pod frame."""
 
     flags: int
     frames: int
@@ -58,18 +58,9 @@ class PoseDatagram:
 
     def pack(self, seq: int | None = None) -> bytes:
         """The datagram's bytes, with sequence number ``seq`` in place of ``self.seq``."""
-        return _STRUCT.pack(
-            MAGIC,
-            VERSION,
-            self.flags,
-            self.frames,
-            (self.seq if seq is None else seq) & 0xFFFFFFFF,
-            self.stamp_ns,
-            self.wall_ns,
-            *self.pose,
-            *self.velocity,
-            *self.covariance,
-        )
+        return _STRUCT.pack(MAGIC, VERSION, self.flags, self.frames,
+                            (self.seq if seq is None else seq) & 0xFFFFFFFF, self.stamp_ns,
+                            self.wall_ns, *self.pose, *self.velocity, *self.covariance)  # fmt: skip
 
 
 def unpack(data: bytes) -> PoseDatagram:
