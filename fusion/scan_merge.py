@@ -372,15 +372,8 @@ def merge_pairs(
         if setup.footprint is not None and x.size:
             out = ~points_in_polygon(x, y, setup.footprint)
             x, y, pts, pair = x[out], y[out], pts[out], pair[out]
-        r, i = _resample(
-            np.mod(np.arctan2(y, x), TWO_PI),
-            np.hypot(x, y),
-            turns.intensity[pts],
-            pair,
-            n_pairs,
-            n_bins,
-            own,
-        )
+        bearing = np.mod(np.arctan2(y, x), TWO_PI)
+        r, i = _resample(bearing, np.hypot(x, y), turns.intensity[pts], pair, n_pairs, n_bins, own)
         nearer = r < merged_r
         merged_r = np.where(nearer, r, merged_r)
         merged_i = np.where(nearer, i, merged_i)
