@@ -585,16 +585,9 @@ def _due(
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Indices of the looped times ``t`` (period ``period`` s) that fall in ``[t0, t1)``,
     in order, and the start of the loop each falls in (s); None if none."""
-    loops = np.floor(np.array([t0, t1]) / period)
-    idx_parts = []
-    base_parts = []
-    for loop in range(int(loops[0]), int(loops[1]) + 1):
-        base = loop * period
-        lo = np.searchsorted(t, t0 - base, side="left")
-        hi = np.searchsorted(t, t1 - base, side="left")
-        if hi > lo:
-            idx_parts.append(np.arange(lo, hi))
-            base_parts.append(np.full(hi - lo, base))
-    if not idx_parts:
+    base = np.arange(np.floor(t0 / period), np.floor(t1 / period) + 1) * period
+    lo = np.searchsorted(t, t0 - base, side="left")
+    n = np.maximum(np.searchsorted(t, t1 - base, side="left") - lo, 0)
+    if not n.any():
         return None
-    return np.concatenate(idx_parts), np.concatenate(base_parts)
+    return np.repeat(lo - np.cumsum(n) + n, n) + np.arange(n.sum()), np.repeat(base, n)
