@@ -50,7 +50,7 @@ def _express_stream(n_capsules: int) -> bytes:
         samples_per_s=1e6 / REAL_EXPRESS_US,
         seed=1,
     )
-    caps = express_stream(s.t_s, s.angle_deg_cw, s.range_m).packets[:n_capsules]
+    caps = express_stream(s).packets[:n_capsules]
     if caps.shape[0] < n_capsules:
         raise RuntimeError(f"A1 benchmark: {caps.shape[0]} capsules made, {n_capsules} needed")
     return caps.tobytes()

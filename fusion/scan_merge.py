@@ -61,15 +61,9 @@ class Mount:
 
 @dataclass
 class MergeResult:
-    """Merged turns plus the bookkeeping of the pairing.
-
-    Attributes:
-        turns: one merged turn per pair.
-        front_index, rear_index: the turn of each input that formed each pair.
-        unpaired_front, unpaired_rear: turns without a partner within ``max_dt_s``.
-        outside_pose: pairs dropped because the pose source does not cover them.
-        step_rad: the grid step (rad).
-    """
+    """One merged turn per pair, the input turns that formed each pair (``front_index``,
+    ``rear_index``), the turns left without a partner within ``max_dt_s``, the pairs the
+    pose source does not cover (``outside_pose``) and the grid step (rad)."""
 
     turns: LidarTurns
     front_index: np.ndarray
@@ -80,17 +74,18 @@ class MergeResult:
     step_rad: float
 
 
-def turn_centres_ns(turns: LidarTurns) -> np.ndarray:
-    """Centre time (ns) of each turn: midway between its first and last point.
+def _mid_ns(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Midpoint of int64 ns times, without overflow."""
+    return a // 2 + b // 2 + (a % 2 + b % 2) // 2
 
-    A turn without points is dated by its ``t_first_ns``.
-    """
+
+def turn_centres_ns(turns: LidarTurns) -> np.ndarray:
+    """Centre time (ns) of each turn: midway between its first and last point (a turn
+    without points: its ``t_first_ns``)."""
     out = turns.t_first_ns.copy()
     has = turns.count > 0
     first = turns.offset[has]
-    last = first + turns.count[has].astype(np.int64) - 1
-    t = turns.t_ns
-    out[has] = t[first] // 2 + t[last] // 2 + (t[first] % 2 + t[last] % 2) // 2
+    out[has] = _mid_ns(turns.t_ns[first], turns.t_ns[first + turns.count[has] - 1])
     return out
 
 
@@ -248,10 +243,8 @@ def _resample(
 ) -> tuple[np.ndarray, np.ndarray]:
     """One scan onto the grid: (n_pairs, n_bins) ranges (inf = nothing) and intensities."""
     width = TWO_PI / n_bins
-    out_r = np.full((n_pairs, n_bins), np.inf)
-    out_i = np.zeros((n_pairs, n_bins), dtype=np.uint16)
     if ang.size == 0:
-        return out_r, out_i
+        return np.full((n_pairs, n_bins), np.inf), np.zeros((n_pairs, n_bins), dtype=np.uint16)
     span = 2.0 * TWO_PI  # pairs sit 4π apart on one sorted axis, with wrap copies
     key = pair * span + ang
     order = np.argsort(key, kind="stable")
@@ -283,9 +276,8 @@ def _resample(
     r_near = np.where(near_lo, r_lo, r_hi)
     i_near = np.where(near_lo, i_e[lo], i_e[hi])
     res = np.where(continuous, interp, np.where(adjacent | (d_near <= 0.5 * width), r_near, np.inf))
-    out_r[:] = res.reshape(n_pairs, n_bins)
-    out_i[:] = np.where(np.isfinite(res), i_near, 0).reshape(n_pairs, n_bins)
-    return out_r, out_i
+    inten_out = np.where(np.isfinite(res), i_near, 0).astype(np.uint16)
+    return res.reshape(n_pairs, n_bins), inten_out.reshape(n_pairs, n_bins)
 
 
 @dataclass(frozen=True)
@@ -354,7 +346,7 @@ def merge_pairs(
     """
     n_bins = max(8, round(TWO_PI / steps[0]))
     tc_f, tc_r = turn_centres_ns(front)[i_f], turn_centres_ns(rear)[i_r]
-    stamp = tc_f // 2 + tc_r // 2 + (tc_f % 2 + tc_r % 2) // 2
+    stamp = _mid_ns(tc_f, tc_r)
     kept = np.ones(stamp.size, dtype=bool)
     ref_pose = None
     pose_at = setup.pose_at
@@ -380,15 +372,8 @@ def merge_pairs(
         if setup.footprint is not None and x.size:
             out = ~points_in_polygon(x, y, setup.footprint)
             x, y, pts, pair = x[out], y[out], pts[out], pair[out]
-        r, i = _resample(
-            np.mod(np.arctan2(y, x), TWO_PI),
-            np.hypot(x, y),
-            turns.intensity[pts],
-            pair,
-            n_pairs,
-            n_bins,
-            own,
-        )
+        bearing = np.mod(np.arctan2(y, x), TWO_PI)
+        r, i = _resample(bearing, np.hypot(x, y), turns.intensity[pts], pair, n_pairs, n_bins, own)
         nearer = r < merged_r
         merged_r = np.where(nearer, r, merged_r)
         merged_i = np.where(nearer, i, merged_i)
@@ -421,16 +406,9 @@ def merge_scans(front: LidarTurns, rear: LidarTurns, setup: MergeSetup) -> Merge
     ]
     merged = LidarTurns.concat([p[0] for p in parts])
     kept = np.concatenate([p[1] for p in parts])
-    outside = int(np.sum(~kept))
-    return MergeResult(
-        turns=merged,
-        front_index=i_f[kept],
-        rear_index=i_r[kept],
-        unpaired_front=int(front.n_turns - i_f.size),
-        unpaired_rear=int(rear.n_turns - i_r.size),
-        outside_pose=outside,
-        step_rad=TWO_PI / max(8, round(TWO_PI / steps[0])),
-    )
+    unpaired = int(front.n_turns - i_f.size), int(rear.n_turns - i_r.size)
+    step = TWO_PI / max(8, round(TWO_PI / steps[0]))
+    return MergeResult(merged, i_f[kept], i_r[kept], *unpaired, int(np.sum(~kept)), step)
 
 
 class StreamingMerger:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 from sensorbench.errors import SimError
@@ -29,12 +30,9 @@ class SimClock:
         host_s = (time.monotonic_ns() - self.t0_ns) * 1e-9
         return min(served_s, self.now()) / host_s if host_s > 0 else self.speed
 
-    def sleep_until(self, sim_t: float, stop: object | None = None) -> None:
+    def sleep_until(self, sim_t: float, stop: threading.Event | None = None) -> None:
         """Sleep until simulated time ``sim_t`` (s); returns early if ``stop.is_set()``."""
-        while True:
-            remaining = (sim_t - self.now()) / self.speed
-            if remaining <= 0:
-                return
-            if stop is not None and stop.is_set():  # type: ignore[attr-defined]
+        while (remaining := (sim_t - self.now()) / self.speed) > 0:
+            if stop is not None and stop.is_set():
                 return
             time.sleep(min(remaining, 0.05))

@@ -69,27 +69,25 @@ class EmulatedRobot:
         self._thread: threading.Thread | None = None
         lidars = set(self.sim.lidar_names())
         shared: dict[str, Any] = {}
-        for i, dev in enumerate(self.config.devices):
-            kind = get_kind(dev.kind)
-            knobs = self.sim.scenario.faults(dev.name) if faults else {}
-            if kind.mounted and dev.name not in lidars:
-                self.stop()
-                raise SimError(f"{self.config_path}: device {dev.name!r} is not a lidar of "
-                    f"scenario {self.sim.scenario.name!r} (it has {sorted(lidars)})")
-            model = self.sim.scenario.lidars[dev.name]["model"] if kind.mounted else kind.name
-            if get_kind(model).protocol != kind.protocol:
-                self.stop()
-                raise SimError(f"{self.config_path}: device {dev.name!r} is a {kind.name} but "
-                    f"scenario {self.sim.scenario.name!r} simulates it as a {model}")
-            firmware = None if pods_firmware is None else os.fspath(pods_firmware)
-            request = EmulatorRequest(self.sim, self.clock, knobs, self.sim.seed * 100 + i, i,
-                ld19_startup_s, shared, firmware)  # fmt: skip
-            try:
+        firmware = None if pods_firmware is None else os.fspath(pods_firmware)
+        try:
+            for i, dev in enumerate(self.config.devices):
+                kind = get_kind(dev.kind)
+                knobs = self.sim.scenario.faults(dev.name) if faults else {}
+                if kind.mounted and dev.name not in lidars:
+                    raise SimError(f"{self.config_path}: device {dev.name!r} is not a lidar of "
+                        f"scenario {self.sim.scenario.name!r} (it has {sorted(lidars)})")
+                model = self.sim.scenario.lidars[dev.name]["model"] if kind.mounted else kind.name
+                if get_kind(model).protocol != kind.protocol:
+                    raise SimError(f"{self.config_path}: device {dev.name!r} is a {kind.name} "
+                        f"but scenario {self.sim.scenario.name!r} simulates it as a {model}")
+                request = EmulatorRequest(self.sim, self.clock, knobs, self.sim.seed * 100 + i,
+                    i, ld19_startup_s, shared, firmware)  # fmt: skip
                 self.devices[dev.name] = kind.emulator_factory()(kind, dev, request)
-            except SimError:
-                self.stop()
-                raise
-            self._schedule += [(t, dev.name, a, arg) for t, a, arg in fault_schedule(knobs)]
+                self._schedule += [(t, dev.name, a, arg) for t, a, arg in fault_schedule(knobs)]
+        except SimError:
+            self.stop()  # the emulators already built
+            raise
         self._schedule.sort()
 
     # -- lifecycle -------------------------------------------------------------------

@@ -118,20 +118,20 @@ def node_stream(src: LidarSampleSource) -> PacketStream:
     return PacketStream(nodes, t, period, round(dt * 1e6), *col, express=False)
 
 
-def express_stream(t_s: np.ndarray, angle_deg_cw: np.ndarray, range_m: np.ndarray) -> PacketStream:
-    """Express capsules of the samples (times s, angles ° clockwise, ranges m with 0 for
-    no return), truncated to whole capsules; the stream loops. Each start angle is a line
+def express_stream(src: LidarSamples) -> PacketStream:
+    """Express capsules of ``src``'s samples (0 m: no return), truncated to whole
+    capsules; the stream loops. Each start angle is a line
     fit through the capsule's readings, each offset the nearest representable one; what
     they decode to is computed with the SDK's fixed point in numpy, independently of the
     driver's compiled decoder (docs/A1.md, Protocol).
     """
     n_per = proto.NODES_PER_CAPSULE
-    m = t_s.size // n_per
+    m = len(src.t_s) // n_per
     if m < 2:
-        raise ValueError(f"an express stream needs at least 64 samples, got {t_s.size}")
+        raise ValueError(f"an express stream needs at least 64 samples, got {len(src.t_s)}")
     n = m * n_per
-    t = np.asarray(t_s[:n], dtype=np.float64).reshape(m, n_per)
-    a = np.degrees(np.unwrap(np.radians(np.asarray(angle_deg_cw[:n], dtype=np.float64))))
+    t = np.asarray(src.t_s[:n], dtype=np.float64).reshape(m, n_per)
+    a = np.degrees(np.unwrap(np.radians(np.asarray(src.angle_deg_cw[:n], dtype=np.float64))))
     a = a.reshape(m, n_per)
     j = np.arange(n_per, dtype=np.float64)
     jc = j - j.mean()
@@ -147,7 +147,7 @@ def express_stream(t_s: np.ndarray, angle_deg_cw: np.ndarray, range_m: np.ndarra
     offset = np.clip(np.round(want * 8), 0, 63).astype(np.int64)
     angle = np.mod((nominal - (offset << 13)) >> 10, _FULL_Q6)
     sync = np.mod(nominal + inc[:, None], _FULL_Q16) < inc[:, None]
-    metres = np.asarray(range_m[:n], dtype=np.float64).reshape(m, n_per)
+    metres = np.asarray(src.range_m[:n], dtype=np.float64).reshape(m, n_per)
     mm = np.clip(np.round(metres * 1000.0), 0, _MAX_MM).astype(np.int64)
     words = (mm << 2) | (offset >> 4)
     caps = np.zeros((m, proto.CAPSULE_LEN), np.uint8)
@@ -238,9 +238,7 @@ class A1Emulator(PtyEmulator):
         else:
             self.standard = node_stream(samples)
         if express_samples is not None:
-            es = express_samples
-            self.express = express_stream(
-                np.asarray(es.t_s), np.asarray(es.angle_deg_cw), np.asarray(es.range_m))
+            self.express = express_stream(express_samples)
         self.sample_us = self.standard.sample_us if u.sample_us is None else int(u.sample_us)
         if not 0 < self.sample_us <= 0xFFFF:
             raise SimError(f"sample duration must be 1..65535 us, got {self.sample_us}")
@@ -579,9 +577,7 @@ class A1Emulator(PtyEmulator):
 def _default_room() -> tuple[PacketStream, PacketStream]:
     """The built-in room at both scan rates (one unit, seed 0), made once per process."""
     express = RoomSamples.generate(samples_per_s=1e6 / REAL_EXPRESS_US)
-    return node_stream(RoomSamples.generate()), express_stream(
-        express.t_s, express.angle_deg_cw, express.range_m
-    )
+    return node_stream(RoomSamples.generate()), express_stream(express)
 
 
 def _due(
@@ -589,16 +585,9 @@ def _due(
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Indices of the looped times ``t`` (period ``period`` s) that fall in ``[t0, t1)``,
     in order, and the start of the loop each falls in (s); None if none."""
-    loops = np.floor(np.array([t0, t1]) / period)
-    idx_parts = []
-    base_parts = []
-    for loop in range(int(loops[0]), int(loops[1]) + 1):
-        base = loop * period
-        lo = np.searchsorted(t, t0 - base, side="left")
-        hi = np.searchsorted(t, t1 - base, side="left")
-        if hi > lo:
-            idx_parts.append(np.arange(lo, hi))
-            base_parts.append(np.full(hi - lo, base))
-    if not idx_parts:
+    base = np.arange(np.floor(t0 / period), np.floor(t1 / period) + 1) * period
+    lo = np.searchsorted(t, t0 - base, side="left")
+    n = np.maximum(np.searchsorted(t, t1 - base, side="left") - lo, 0)
+    if not n.any():
         return None
-    return np.concatenate(idx_parts), np.concatenate(base_parts)
+    return np.repeat(lo - np.cumsum(n) + n, n) + np.arange(n.sum()), np.repeat(base, n)

@@ -19,7 +19,6 @@ from sensorbench.drivers.ld19_parser import (
     POINTS_PER_PACKET,
     TIMESTAMP_MODULUS_MS,
     crc8_rows,
-    point_angles_cdeg,
 )
 from sensorbench.errors import SimError
 from sensorbench.sim.clock import SimClock
@@ -166,23 +165,6 @@ class LD19Truth(Records):
     DTYPES = (float, float, np.int64, *[np.uint16] * 5, np.uint8, np.int64, bool, np.int64,
               float, np.uint8)  # fmt: skip
     WIDE = frozenset({"distance_mm", "intensity", "point_t_s"})
-
-    def angles_cdeg(self) -> np.ndarray:
-        """``(k, 12)`` point angles the packets encode (0.01 deg, clockwise)."""
-        return point_angles_cdeg(self.start, self.end)
-
-    def points(self) -> dict[str, np.ndarray]:
-        """Every encoded point, flat: ``t_s`` (simulated s), ``angle_cdeg`` (0.01 deg,
-        clockwise, as the packet encodes it), ``distance_mm``, ``intensity`` and
-        ``packet`` (index of its packet in this truth)."""
-        k = len(self)
-        return {
-            "t_s": self.point_t_s.ravel(),
-            "angle_cdeg": self.angles_cdeg().ravel(),
-            "distance_mm": self.distance_mm.ravel(),
-            "intensity": self.intensity.ravel(),
-            "packet": np.repeat(np.arange(k), POINTS_PER_PACKET),
-        }
 
 
 def encode_packets(

@@ -98,11 +98,8 @@ def _sample_angles(
     k_last = np.searchsorted(starts, t[:, -1], side="right") - 1
     ph_first = k_first + (t[:, 0] - starts[k_first]) / periods[k_first]
     ph_last = k_last + (t[:, -1] - starts[k_last]) / periods[k_last]
-    if spp > 1:
-        frac = np.arange(spp) / (spp - 1)
-        phase = ph_first[:, None] + (ph_last - ph_first)[:, None] * frac[None, :]
-    else:
-        phase = ph_first[:, None]
+    frac = np.arange(spp) / max(spp - 1, 1)  # evenly spread over each packet
+    phase = ph_first[:, None] + (ph_last - ph_first)[:, None] * frac[None, :]
     turn = np.floor(phase).astype(np.int64)
     keep_pk = ~(skipped[np.clip(turn, 0, starts.size - 1)].any(axis=1))
     t, phase, turn = t[keep_pk].ravel(), phase[keep_pk].ravel(), turn[keep_pk].ravel()
@@ -142,12 +139,9 @@ def _measure(
     meas = np.where(finite, true_r + band_sigma(p, np.where(finite, true_r, 0.0)) * z_noise, np.inf)
     kind = np.zeros(n, np.uint8)
 
-    same_prev = np.zeros(n, bool)
-    same_prev[1:] = turn[1:] == turn[:-1]
-    prev_r = np.full(n, np.nan)
-    prev_r[1:] = np.where(same_prev[1:], true_r[:-1], np.nan)
-    next_r = np.full(n, np.nan)
-    next_r[:-1] = np.where(same_prev[1:], true_r[1:], np.nan)
+    same_turn = turn[1:] == turn[:-1]  # neighbours within one turn
+    prev_r = np.r_[np.nan, np.where(same_turn, true_r[:-1], np.nan)]
+    next_r = np.r_[np.where(same_turn, true_r[1:], np.nan), np.nan]
     with np.errstate(invalid="ignore"):
         jp = np.where(np.isfinite(prev_r) & finite, np.abs(prev_r - true_r), 0.0)
         jn = np.where(np.isfinite(next_r) & finite, np.abs(next_r - true_r), 0.0)

@@ -107,18 +107,10 @@ def simulate_pods(
     sub = (t[:-1, None] + dt_frame[:, None] * (np.arange(m) / m)[None, :]).ravel()
     tg = np.append(sub, t[-1])
     vx, vy, wz = traj.twist_body(tg)
-    phi = geo.angle_rad
-    along = (
-        np.cos(phi)[None, :] * vx[:, None]
-        + np.sin(phi)[None, :] * vy[:, None]
-        + geo.lever_m[None, :] * wz[:, None]
-    )
-    perp_arm = geo.position_m[:, 0] * np.cos(phi) + geo.position_m[:, 1] * np.sin(phi)
-    perp = (
-        -np.sin(phi)[None, :] * vx[:, None]
-        + np.cos(phi)[None, :] * vy[:, None]
-        + perp_arm[None, :] * wz[:, None]
-    )
+    c, s = np.cos(geo.angle_rad), np.sin(geo.angle_rad)
+    along = np.outer(vx, c) + np.outer(vy, s) + np.outer(wz, geo.lever_m)
+    perp_arm = geo.position_m[:, 0] * c + geo.position_m[:, 1] * s
+    perp = np.outer(vx, -s) + np.outer(vy, c) + np.outer(wz, perp_arm)
     h = np.diff(tg)[:, None]
     d_true = 0.5 * (along[1:] + along[:-1]) * h
     d_perp = 0.5 * (perp[1:] + perp[:-1]) * h
@@ -130,9 +122,8 @@ def simulate_pods(
         lost = _bounce_mask(tg, p["bounce_rate_hz"], p["bounce_duration_s"], rng)
         d_meas[lost, i] = 0.0
     mid = 0.5 * (tg[:-1] + tg[1:])
-    for pod, start, dur, fraction in [(*w, 0.0) for w in p["lift_windows"]] + [
-        tuple(w) for w in p["slip_windows"]
-    ]:
+    windows = [(*w, 0.0) for w in p["lift_windows"]] + [tuple(w) for w in p["slip_windows"]]
+    for pod, start, dur, fraction in windows:
         if pod not in (0, 1, 2):
             raise SimError(f"pods lift/slip window names pod {pod:g}; pods are 0, 1, 2")
         inside = (mid >= start) & (mid < start + dur)

@@ -273,63 +273,63 @@ def simulate_to_session(
         "duration_s": sim.duration_s}  # fmt: skip
     if scn.session is not None:
         attrs["campaign_session"] = scn.session
-    streams: dict[str, object] = {name: sim.lidar(name) for name in sim.lidar_names()}
+    for name in sim.lidar_names():  # every model runs (and is cached) before the file exists
+        sim.lidar(name)
     for name in ("pods", "mocap", "pose_sensor"):
         if sim.enabled(name):
-            streams[name] = getattr(sim, name)()
+            getattr(sim, name)()
     config = robot_config_toml(scn)
     with SessionWriter(
         path, label=scn.name, config_text=config, swmr=False, attrs=attrs, overwrite=overwrite
     ) as w:
-        _write_truth(w, sim, streams)
-        _declare_streams(w, sim, streams)  # all before the first append starts the writer
+        _write_truth(w, sim)
+        _declare_streams(w, sim)  # all before the first append starts the writer
         w.event(SIM_T0_NS, "simulate", "start", f"scenario {scn.name} seed {sim.seed}")
-        _append_streams(w, sim, streams)
+        _append_streams(w, sim)
         w.event(int(_ns(sim.duration_s)), "simulate", "stop", "end of scenario")
     return path
 
 
-def _declare_streams(w: SessionWriter, sim: Simulation, streams: dict[str, object]) -> None:
+def _declare_streams(w: SessionWriter, sim: Simulation) -> None:
     """Declare the simulated lidar, pod, mocap and pose-sensor streams with their attributes."""
     scn = sim.scenario
     for name in sim.lidar_names():
         model = "LD19" if scn.lidars[name]["model"] == "ld19" else "A1"
         w.add_lidar(name, attrs={"model": model, "port_path": f"sim:{name}", "serial": "",
             "frame": name, "mount_xy_yaw": list(sim.lidar_mount(name)), "simulated": True})
-    if "pods" in streams:
+    if sim.enabled("pods"):
         w.add_encoder("pods", n_counts=3, attrs={"counter_bits": scn.pods["counter_bits"],
             "imu": bool(scn.imu["enabled"]), "device_clock": "MCU microseconds (ns in device_ns)",
             "simulated": True})  # fmt: skip
     frames = {"mocap": "world", "pose_sensor": "sensor map"}
     for name, frame in frames.items():
-        if name in streams:
+        if sim.enabled(name):
             rate = getattr(scn, name)["rate_hz"]
             w.add_pose(name, kind=name, attrs={"rate_hz": rate, "frame": frame, "simulated": True})
 
 
-def _append_streams(w: SessionWriter, sim: Simulation, streams: dict[str, object]) -> None:
+def _append_streams(w: SessionWriter, sim: Simulation) -> None:
     """Write the simulated samples: complete lidar turns, pod frames, poses, and the pose
     sensor's relocalizations as events."""
     from sensorbench.logs import EncoderBatch, PoseBatch
 
     for name in sim.lidar_names():
-        ls = streams[name]
-        keep = complete_turns_mask(ls, sim.duration_s)  # type: ignore[arg-type]
-        w.append_turns(name, lidar_turns(ls, keep))  # type: ignore[arg-type]
-    if "pods" in streams:
-        pods: PodSamples = streams["pods"]  # type: ignore[assignment]
+        ls = sim.lidar(name)
+        w.append_turns(name, lidar_turns(ls, complete_turns_mask(ls, sim.duration_s)))
+    if sim.enabled("pods"):
+        pods = sim.pods()
         seq = np.arange(pods.t_s.size, dtype=np.int64)
         w.append_encoder("pods", EncoderBatch(host_ns=_ns(pods.t_s),
             device_ns=pods.mcu_time_us * 1000, seq=seq, counts=pods.counts, yaw=pods.yaw_rad,
             yaw_rate=pods.yaw_rate_rad_s))  # fmt: skip
     for name in ("mocap", "pose_sensor"):
-        if name in streams:
-            ps: PoseSamples = streams[name]  # type: ignore[assignment]
+        if sim.enabled(name):
+            ps = getattr(sim, name)()
             w.append_pose(
                 name, PoseBatch(_ns(ps.t_s), ps.position, ps.quat_xyzw, ps.valid, ps.flags)
             )
-    if "pose_sensor" in streams:
-        ps = streams["pose_sensor"]  # type: ignore[assignment]
+    if sim.enabled("pose_sensor"):
+        ps = sim.pose_sensor()
         for t, wrong in zip(ps.reloc_t_s, ps.reloc_wrong, strict=False):
             what = "wrong relocalization (gross offset)" if wrong else "relocalized"
             w.event(int(_ns(t)), "pose_sensor", "relocalization", what)
@@ -367,7 +367,7 @@ def write_common_truth(
         w.set_truth("pose_sensor/reloc_wrong", ps.reloc_wrong)
 
 
-def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) -> None:
+def _write_truth(w: SessionWriter, sim: Simulation) -> None:
     scn = sim.scenario
     write_common_truth(w, sim, _ns, SIM_T0_NS, {"scenario_source_text": scn.text})
     t = np.arange(0.0, sim.duration_s, 1.0 / TRUTH_RATE_HZ)
@@ -384,20 +384,19 @@ def _write_truth(w: SessionWriter, sim: Simulation, streams: dict[str, object]) 
         w.set_truth(key, value, attrs)
     w.set_truth_attrs({"mocap_volume_m": list(sim.world.mocap_volume)}, "world")
     for name in sim.lidar_names():
-        _write_lidar_truth(w, sim, name, streams[name])  # type: ignore[arg-type]
-    if "pods" in streams:
-        pods: PodSamples = streams["pods"]  # type: ignore[assignment]
+        _write_lidar_truth(w, sim, name, sim.lidar(name))
+    if sim.enabled("pods"):
+        pods = sim.pods()
         w.set_truth("pods/kinematic_matrix", pods.geometry.kinematic_matrix(),
             {"meaning": "dn = W (dx, dy, dtheta), counts per m / per rad"})  # fmt: skip
         w.set_truth("pods/true_distance_m", pods.true_distance_m)
         w.set_truth("pods/measured_distance_m", pods.measured_distance_m)
         w.set_truth_attrs({"params_toml": dumps_toml(pods.params)}, "pods")
-    if "mocap" in streams:
-        mo: PoseSamples = streams["mocap"]  # type: ignore[assignment]
-        occ = np.asarray(mo.params["occlusion_intervals_s"], float).reshape(-1, 2)
+    if sim.enabled("mocap"):
+        occ = np.asarray(sim.mocap().params["occlusion_intervals_s"], float).reshape(-1, 2)
         w.set_truth("mocap/occlusion_ns", _ns(occ) if occ.size else np.zeros((0, 2), np.int64))
-    if "pose_sensor" in streams:
-        ps: PoseSamples = streams["pose_sensor"]  # type: ignore[assignment]
+    if sim.enabled("pose_sensor"):
+        ps = sim.pose_sensor()
         w.set_truth("pose_sensor/error", ps.error, {"columns": "x y z roll pitch yaw",
             "units": "m m m rad rad rad", "meaning": "reported minus truth; nan while paused"})
         w.set_truth("pose_sensor/gm", ps.gm, {"columns": "x y z roll pitch yaw"})

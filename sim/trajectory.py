@@ -56,15 +56,9 @@ class _Scaling:
 
         su, vu, au = ramp(tau)
         sd, vd, ad = ramp(T - tau)
-        up = tau < tr
-        down = tau > T - tr
-        s = np.where(up, su, 0.5 * vpk * tr + vpk * (tau - tr))
-        s = np.where(down, L - sd, s)
-        v = np.where(up, vu, vpk)
-        v = np.where(down, vd, v)
-        acc = np.where(up, au, 0.0)
-        acc = np.where(down, -ad, acc)
-        return s, v, acc
+        phase = [tau > T - tr, tau < tr]  # ramping down wins over up (a short move)
+        s = np.select(phase, [L - sd, su], 0.5 * vpk * tr + vpk * (tau - tr))
+        return s, np.select(phase, [vd, vu], vpk), np.select(phase, [-ad, au], 0.0)
 
 
 def _scaling_for(lengths_limits: list[tuple[float, float, float]]) -> tuple[float, float]:
@@ -227,10 +221,8 @@ class Trajectory:
             vals = seg.world(np.clip(t[m] - seg.t0, 0.0, seg.T))
             for o, v in zip(out, vals, strict=False):
                 o[m] = v
-        end = t > self.duration_s
-        if end.any():
-            for o in out[3:]:
-                o[end] = 0.0
+        for o in out[3:]:  # at rest after the end
+            o[t > self.duration_s] = 0.0
         return tuple(out)
 
     def pose(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

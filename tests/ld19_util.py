@@ -19,6 +19,8 @@ from fractions import Fraction
 import numpy as np
 import serial
 
+from sensorbench.drivers.ld19_parser import POINTS_PER_PACKET, point_angles_cdeg
+
 MANUAL_PACKET = bytes.fromhex(
     "54 2C 68 08 AB 7E E0 00 E4 DC 00 E2 D9 00 E5 D5 00 E3 D3 00 E4 D0 00 E9 CD 00 E4"
     " CA 00 E2 C7 00 E9 C5 00 E5 C2 00 E5 C0 00 E5 BE 82 3A 1A 50"
@@ -162,6 +164,19 @@ def packet_rows(pk) -> np.ndarray:
     return np.concatenate(
         (head, np.asarray(pk.distance_mm, np.int64), np.asarray(pk.intensity, np.int64)), axis=1
     )
+
+
+def truth_points(truth) -> dict[str, np.ndarray]:
+    """Every point an ``LD19Truth`` encodes, flat: ``t_s`` (simulated s), ``angle_cdeg``
+    (0.01 deg, clockwise, as the packet encodes it), ``distance_mm``, ``intensity`` and
+    ``packet`` (index of its packet in the truth)."""
+    return {
+        "t_s": truth.point_t_s.ravel(),
+        "angle_cdeg": point_angles_cdeg(truth.start, truth.end).ravel(),
+        "distance_mm": truth.distance_mm.ravel(),
+        "intensity": truth.intensity.ravel(),
+        "packet": np.repeat(np.arange(len(truth)), POINTS_PER_PACKET),
+    }
 
 
 def ref_rows(packets: list[RefPacket]) -> np.ndarray:

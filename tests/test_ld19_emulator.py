@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 import serial
 from capture_util import damaged as damaged_frames
-from ld19_util import MANUAL_PACKET, capture, packet_rows, ref_decode, ref_rows
+from ld19_util import (
+    MANUAL_PACKET,
+    capture,
+    packet_rows,
+    ref_decode,
+    ref_rows,
+    truth_points,
+)
 
 from sensorbench.drivers.ld19_parser import PACKET_SIZE, LD19Parser
 from sensorbench.errors import SimError
@@ -70,7 +77,7 @@ def test_clean_stream_matches_the_reference_decoder_and_truth():
     # the encoded values are the samples, rounded to the protocol's units
     assert np.array_equal(truth.distance_mm.ravel(), np.round(samples.range_m * 1000))
     assert np.array_equal(truth.start, np.round(samples.angle_deg_cw[::12] * 100) % 36000)
-    pts = truth.points()
+    pts = truth_points(truth)
     assert np.array_equal(pts["t_s"], samples.t_s)  # per point: emission time, as encoded
     assert np.abs(pts["angle_cdeg"] - samples.angle_deg_cw * 100).max() < 0.51
     assert np.array_equal(pts["intensity"], samples.intensity)

@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from ld19_util import truth_points
 from timing_util import SLACK_S, wait_until
 
 from sensorbench.drivers.kernels import warm_up as warm_up_kernels
@@ -46,7 +47,7 @@ def _truth_turns(truth: LD19Truth, t0_ns: float) -> list[dict]:
 
     ``t0_ns``: host time of simulated t = 0 on the emulator's clock.
     """
-    pts = truth.select(truth.offered).points()
+    pts = truth_points(truth.select(truth.offered))
     cw = pts["angle_cdeg"]
     starts = np.flatnonzero(np.diff(cw) < -18000) + 1
     bounds = np.concatenate(([0], starts, [cw.size]))
