@@ -79,7 +79,7 @@ def _valid(buf: np.ndarray, o: int, angle_check: bool) -> bool:
     return not angle_check or ((b1 >> 1) | (int(buf[o + 2]) << 7)) < ANGLE_Q6_FULL
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def frame_nodes(buf: np.ndarray, offs: np.ndarray) -> tuple[int, int, int]:
     """Frame standard-scan nodes from the start of ``buf`` into ``offs`` (size >= n/5).
 
@@ -242,7 +242,7 @@ def standard_pass(buf, base, t_ns, st, offs, tb, ob):  # type: ignore[no-untyped
     return used
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _capsule_ok(buf: np.ndarray, p: int) -> bool:
     """True if a capsule starts at ``p`` (sync nibbles and checksum right)."""
     b0 = np.int64(buf[p])
@@ -255,7 +255,7 @@ def _capsule_ok(buf: np.ndarray, p: int) -> bool:
     return bool(check == ((b0 & 0xF) | ((b1 & 0xF) << 4)))
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _express_nodes(st, tb, ob, prev, cur_start_q6, i0, idx0):  # type: ignore[no-untyped-def]
     """The 32 samples of the cached capsule ``prev``, given the next capsule's start
     angle (the SDK's fixed-point arithmetic), into the turn buffer."""

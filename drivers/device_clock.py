@@ -83,7 +83,8 @@ class CounterUnwrapper:
             e = _NO_STEPS
             if expected_step is not None:
                 e = np.ascontiguousarray(expected_step, np.float64)
-            out = _unwrap(raw, m, self.max_backstep, self._last_raw, self._last, e)
+            last_raw = -1 if self._last_raw is None else self._last_raw
+            out = _unwrap(raw, m, self.max_backstep, last_raw, self._last, e)
             if out.size == 0:
                 raise DriverError(f"counter values must lie in [0, {m})")
         self._last_raw = int(raw[-1])
@@ -95,11 +96,12 @@ _NO_STEPS = np.empty(0)
 
 
 @numba.njit(cache=True)
-def _unwrap(raw: np.ndarray, m: int, max_backstep: int, last_raw: int | None, last: int,
+def _unwrap(raw: np.ndarray, m: int, max_backstep: int, last_raw: int, last: int,
         e: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """:meth:`CounterUnwrapper.unwrap` of ``raw`` (int64) for modulus ``m`` after
-    (``last_raw``, ``last``), ``e`` the expected steps (empty: none); empty if a value
-    lies outside [0, m). Compiled: an LD19 read holds a few packets."""
+    (``last_raw``, ``last``; ``last_raw`` -1: none, one int signature compiled), ``e`` the
+    expected steps (empty: none); empty if a value lies outside [0, m). Compiled: an LD19
+    read holds a few packets."""
     out = np.empty(raw.size, np.int64)
     acc = 0
     for k in range(raw.size):
@@ -108,7 +110,7 @@ def _unwrap(raw: np.ndarray, m: int, max_backstep: int, last_raw: int | None, la
             return np.empty(0, np.int64)
         if k > 0:
             prev = raw[k - 1]
-        elif last_raw is None:
+        elif last_raw < 0:
             prev = r
         else:
             prev = last_raw
@@ -118,7 +120,7 @@ def _unwrap(raw: np.ndarray, m: int, max_backstep: int, last_raw: int | None, la
         if e.size and e[k] > m / 2:
             step += np.int64(max(np.rint((e[k] - step) / m), 0.0)) * m
         if k == 0:
-            acc = r if last_raw is None else last + step
+            acc = r if last_raw < 0 else last + step
         else:
             acc += step
         out[k] = acc

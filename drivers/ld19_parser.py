@@ -202,17 +202,15 @@ def _gap(state, ts: int, span: int, sp: int, last_ts: int) -> int:
 def _with_tail(new: np.ndarray, state: np.ndarray, tail: np.ndarray) -> np.ndarray:
     """The kept tail followed by ``new``; counts the new bytes."""
     tl = state[_TAIL_LEN]
-    buf = np.empty(tl + new.size, np.uint8)
-    buf[:tl] = tail[:tl]
-    buf[tl:] = new
     state[_BYTES] += new.size
-    return buf
+    return np.concatenate((tail[:tl], new))  # a slice store compiles a shape-error message
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _keep_tail(buf: np.ndarray, pos: int, state: np.ndarray, tail: np.ndarray) -> None:
     """Keep ``buf[pos:]``, the bytes not consumed, for the next read."""
-    tail[: buf.size - pos] = buf[pos:]
+    for i in range(pos, buf.size):  # under 47 bytes; not a slice store: see _with_tail
+        tail[i - pos] = buf[i]
     state[_TAIL_LEN] = buf.size - pos
     state[_TAIL_AT] += pos
 
