@@ -92,13 +92,8 @@ class PodProtocol(DeviceProtocol):
         if n == 0:
             return 0
         host = self._host_times(t_ns, frames)
-        batch = EncoderBatch(
-            host_ns=host,
-            device_ns=frames.device_ns,
-            seq=frames.seq,
-            counts=frames.counts,
-            yaw=frames.yaw,
-            yaw_rate=frames.yaw_rate,
+        batch = EncoderBatch.decoded(
+            host, frames.device_ns, frames.seq, frames.counts, frames.yaw, frames.yaw_rate
         )
         self._report_losses(frames, host)
         writer = self.link.writer

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import time
+import types
 
 import numpy as np
 import pods_util
@@ -13,8 +15,8 @@ from sensorbench.drivers.pods_reader import PodProtocol
 from sensorbench.drivers.serial_link import LinkConfig, SerialLink
 from sensorbench.drivers.serial_reader import SerialReader
 from sensorbench.errors import DriverError
-from sensorbench.logs import Session, SessionWriter
-from sensorbench.sim.emulator_pods import PodEmulator, encode_binary
+from sensorbench.logs import EncoderBatch, Session, SessionWriter
+from sensorbench.sim.emulator_pods import PodEmulator, encode_binary, encode_csv
 
 
 def _record(tmp_path, variant: str, unplug: bool = False):
@@ -197,3 +199,27 @@ def test_scenario_fault_schedule_through_capture(tmp_path) -> None:
     summary = result.devices[0]
     assert summary.drops == int(np.sum(np.diff(b.seq) - 1))
     assert summary.crc_errors > 0
+
+
+@pytest.mark.parametrize("variant", ["binary", "csv"])
+def test_the_readers_unchecked_batches_pass_the_batch_check_unchanged(variant: str) -> None:
+    """``EncoderBatch.decoded`` skips the constructor's check: every batch the reader
+    builds so, over reads of 1 to 9 frames and reads that cut frames (the scalar and the
+    vectorised decode), is one the check would keep as it is (the same arrays)."""
+    s = pods_util.make_samples(n=300, seed=4)
+    seq, t_us = np.arange(300) % (1 << 16), s.mcu_time_us % (1 << 32)
+    raw = s.counts % (1 << 16)
+    if variant == "binary":
+        data, _ = encode_binary(seq, t_us, raw, 16, s.yaw_rate_rad_s, s.yaw_rad)
+    else:
+        data = b"".join(encode_csv(seq, t_us, raw, 16, s.yaw_rate_rad_s, s.yaw_rad))
+    protocol = PodProtocol(protocol=variant, keep_frames=True)
+    writer = types.SimpleNamespace(append_encoder=lambda *_: None)
+    protocol.link = types.SimpleNamespace(writer=writer, name="pods", event=lambda *_: None)
+    cuts = np.cumsum(np.random.default_rng(5).integers(1, 9 * len(data) // 300, 200))
+    for k, (a, b) in enumerate(itertools.pairwise([0, *cuts[cuts < len(data)], len(data)])):
+        protocol.consume(10**12 + k * 5_000_000, data[a:b])
+    assert sum(len(b) for b in protocol.batches) == 300
+    for batch in protocol.batches:
+        checked = EncoderBatch(**vars(batch))
+        assert all(getattr(checked, f) is v for f, v in vars(batch).items())
