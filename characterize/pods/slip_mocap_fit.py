@@ -167,19 +167,13 @@ def _gls(
     Newey–West sandwich over the intervals' scores with the geometry fit's lags within
     each ``drive`` (M,): the weights are the law's, which need not be the intervals'
     own covariance (docs/PODS.md, Creep)."""
-    from sensorbench.characterize.pods.geometry_fit import default_hac_lags  # imports this
+    from sensorbench.characterize.pods.geometry_fit import hac_meat  # imports this module
 
     xtw = np.einsum("mjp,mjl->mpl", design, weight)
     bread = np.linalg.pinv(np.einsum("mpl,mlq->pq", xtw, design))
     coef = bread @ np.einsum("mpl,ml->p", xtw, y)
     score = np.einsum("mpl,ml->mp", xtw, y - np.einsum("mjp,p->mj", design, coef))
-    meat = score.T @ score
-    lags = default_hac_lags(drive)
-    for lag in range(1, lags + 1):
-        same = drive[lag:] == drive[:-lag]
-        g = score[lag:][same].T @ score[:-lag][same]
-        meat += (1.0 - lag / (lags + 1)) * (g + g.T)
-    return coef, bread @ meat @ bread
+    return coef, bread @ hac_meat(score, drive) @ bread
 
 
 def _trimmed_fit(
