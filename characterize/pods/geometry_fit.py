@@ -109,16 +109,22 @@ def joint_sandwich(
         G = np.linalg.pinv(xi.T @ (xi * weights[p][:, None]), rcond=1e-12, hermitian=True)
         lev = np.clip(np.einsum("ij,jk,ik->i", xi, G, xi) * weights[p], 0.0, 0.99)
         score += J * (weights[p] * resid[p] / (1.0 - lev))[:, None]
-    B = score.T @ score
-    lags = default_hac_lags(session) if hac_lags is None else hac_lags
-    for lag in range(1, lags + 1):
-        same = session[lag:] == session[:-lag]
-        g = score[lag:][same].T @ score[:-lag][same]
-        B += (1.0 - lag / (lags + 1)) * (g + g.T)
-    evals, evecs = np.linalg.eigh(B)
+    evals, evecs = np.linalg.eigh(hac_meat(score, session, hac_lags))
     B = (evecs * np.maximum(evals, 0.0)) @ evecs.T
     A_inv = np.linalg.pinv(A, rcond=1e-12, hermitian=True)
     return A_inv @ B @ A_inv
+
+
+def hac_meat(score: np.ndarray, session: np.ndarray, lags: int | None = None) -> np.ndarray:
+    """Σ of the score products (M, P) with up to ``lags`` neighbours within a session (M,)
+    at Newey–West's Bartlett weights ``1 − l/(L + 1)`` (None: :func:`default_hac_lags`)."""
+    meat = score.T @ score
+    lags = default_hac_lags(session) if lags is None else lags
+    for lag in range(1, lags + 1):
+        same = session[lag:] == session[:-lag]
+        g = score[lag:][same].T @ score[:-lag][same]
+        meat += (1.0 - lag / (lags + 1)) * (g + g.T)
+    return meat
 
 
 def default_hac_lags(session: np.ndarray) -> int:

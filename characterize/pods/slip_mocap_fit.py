@@ -41,10 +41,11 @@ def _intervals(
     distance weighted by the wheel's lateral acceleration (M, N, m²·rad/s²), the rolled
     distance by its speed (M, N, m²/s) and the signed travel weighted by its speed and by
     its lateral acceleration (M, N each, ticks·m/s, ticks·m·rad/s²: the creep's
-    regressors); a wheel's speed is its contact's over the floor, rolled and dragged."""
+    regressors) and the drive each interval is of (M,); a wheel's speed is its contact's
+    over the floor, rolled and dragged."""
     w_inv = np.linalg.pinv(w)
     parts: list[tuple[np.ndarray, ...]] = []
-    for d, offset in zip(drives, offsets, strict=True):
+    for k, (d, offset) in enumerate(zip(drives, offsets, strict=True)):
         dn, xi, bounds = drive_interval_frames(d, offset, interval_s)
         if dn.shape[0] == 0:
             continue
@@ -63,10 +64,11 @@ def _intervals(
         lo, hi = bounds[:, 0], bounds[:, 1]
         v = speeds(d.counts.astype(float) @ w_inv.T, d.t_enc)
         sums = [c[hi] - c[lo] for c in cum]
-        parts.append((dn @ w_inv.T - xi, xi, *sums[:3], v[lo] ** 2 + v[hi] ** 2, *sums[3:]))
+        ends = v[lo] ** 2 + v[hi] ** 2
+        parts.append((dn @ w_inv.T - xi, xi, *sums[:3], ends, *sums[3:], np.full(lo.size, k)))
     if not parts:
-        return tuple(np.empty((0, 3)) for _ in range(10))
-    return tuple(np.concatenate([p[k] for p in parts]) for k in range(10))
+        return tuple(np.empty((0, 3)) for _ in range(11))
+    return tuple(np.concatenate([p[k] for p in parts]) for k in range(11))
 
 
 def fit_pod_slip_mocap(
@@ -89,8 +91,8 @@ def fit_pod_slip_mocap(
     w = geometry.W
     w_inv = np.linalg.pinv(w)
     c = 1.0 / np.hypot(w[:, 0], w[:, 1])
-    delta, signed, rolled, dragged, travel, ends, by_turn, by_speed, *creep = _intervals(
-        drives, offsets, w, interval_s
+    delta, signed, rolled, dragged, travel, ends, by_turn, by_speed, *creep, drive = (
+        _intervals(drives, offsets, w, interval_s)
     )
     if delta.shape[0] < MIN_INTERVALS:
         raise FitError(f"only {delta.shape[0]} intervals to fit the slip law from")
@@ -125,10 +127,10 @@ def fit_pod_slip_mocap(
     cov = np.einsum("p,pmjl->mjl", theta, full[:, keep]) + rounding[keep]
     # the creep against the fitted geometry: the body error of the counts' share
     # −κ·Δn·(v − v̄) (about the drives' mean: a constant scale is the geometry's), under
-    # the law's covariance
+    # the law's covariance, its covariance from the intervals' scores
     ref = [float(x.sum() / rolled.sum()) for x in (by_speed, by_turn)]
     design = np.stack([-((x - r * travel) @ w_inv.T) for x, r in zip(creep, ref, strict=True)], 2)
-    coef, coef_cov = _gls(design[keep], delta[keep], np.linalg.inv(cov))
+    coef, coef_cov = _gls(design[keep], delta[keep], np.linalg.inv(cov), drive[keep])
     kappa, kappa_se = coef[-2:], np.sqrt(np.diag(coef_cov)[-2:])
     n_law = 2 if drag_ok else 1
     return SlipFit(
@@ -157,13 +159,21 @@ def fit_pod_slip_mocap(
     )
 
 
-def _gls(design: np.ndarray, y: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _gls(
+    design: np.ndarray, y: np.ndarray, weight: np.ndarray, drive: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Generalised least squares of ``y`` (M, 3) on ``design`` (M, 3, P) with per-row
-    weights (M, 3, 3) = the inverse covariance: the coefficients and their covariance."""
+    weights (M, 3, 3) = the inverse covariance: the coefficients and their covariance, a
+    Newey–West sandwich over the intervals' scores with the geometry fit's lags within
+    each ``drive`` (M,): the weights are the law's, which need not be the intervals'
+    own covariance (docs/PODS.md, Creep)."""
+    from sensorbench.characterize.pods.geometry_fit import hac_meat  # imports this module
+
     xtw = np.einsum("mjp,mjl->mpl", design, weight)
-    info = np.einsum("mpl,mlq->pq", xtw, design)
-    cov = np.linalg.pinv(info)
-    return cov @ np.einsum("mpl,ml->p", xtw, y), cov
+    bread = np.linalg.pinv(np.einsum("mpl,mlq->pq", xtw, design))
+    coef = bread @ np.einsum("mpl,ml->p", xtw, y)
+    score = np.einsum("mpl,ml->mp", xtw, y - np.einsum("mjp,p->mj", design, coef))
+    return coef, bread @ hac_meat(score, drive) @ bread
 
 
 def _trimmed_fit(
