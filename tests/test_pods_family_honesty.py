@@ -33,7 +33,7 @@ from foreign.pods_family import FIT_DRIVES, TEST_DRIVES, draw_robot, write_drive
 from pods_cli_util import AXES, fit, import_drive, replay
 
 SEEDS = tuple(range(12))
-CHUNKS = (SEEDS[:4], SEEDS[4:8], SEEDS[8:])
+CHUNKS = tuple(SEEDS[i : i + 2] for i in range(0, len(SEEDS), 2))  # 6 chunks of 2 seeds
 # a pooled test scheduled before the chunk tests computes (or waits for) every seed: up to
 # the chunks' time together; each chunk test keeps the suite's 300 s bound (marked below)
 pytestmark = pytest.mark.timeout(1800)
