@@ -44,9 +44,7 @@ from sensorbench.report.html import (
 __all__ = ["SECTIONS", "Report", "ReportOptions", "build_report"]
 
 SECTIONS: tuple[tuple[Callable[[ReportInputs], Section | None], Callable[[Any], str]], ...] = (
-    (compute_lidar, render_lidar),
-    (compute_pods, render_pods),
-    (compute_pose, render_pose),
+    (compute_lidar, render_lidar), (compute_pods, render_pods), (compute_pose, render_pose),
     (compute_provenance, render_provenance),
 )
 """(compute, render) per section in page order. ``compute(inputs)`` returns the
@@ -75,13 +73,9 @@ class Report:
 
 
 def build_report(
-    sessions: Sequence[str | os.PathLike[str]],
-    out_dir: str | os.PathLike[str],
-    models_dir: str | os.PathLike[str] | None = None,
-    options: ReportOptions | None = None,
-    progress: ProgressFn | None = None,
-    force: bool = False,
-    steps: StepFn | None = None,
+    sessions: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str],
+    models_dir: str | os.PathLike[str] | None = None, options: ReportOptions | None = None,
+    progress: ProgressFn | None = None, force: bool = False, steps: StepFn | None = None,
 ) -> Report:
     """Analyse ``sessions`` (with the models in ``models_dir``) and write ``report.html``.
 

@@ -687,8 +687,7 @@ def _pose_params(model: Any, truth: np.ndarray | None) -> list[PoseParam]:
             out.append(PoseParam(
                 a, p, param_unit(a, p), float(params[i, j]),
                 ci95=(float(ci[j, 0]), float(ci[j, 1])),
-                ci999=(float(ci999[j, 0]), float(ci999[j, 1])),
-                identified=bool(f.identified[j]),
+                ci999=(float(ci999[j, 0]), float(ci999[j, 1])), identified=bool(f.identified[j]),
                 truth=None if truth is None else float(truth[i, j]),
             ))  # fmt: skip
     return out

@@ -156,8 +156,7 @@ def _lidar_rows(st: LidarStream) -> list[tuple]:
     suspect = "" if t["clock"] == "device" or t["host_timing_reliable"] else " (!)"
     rows = [
         (
-            disp.RATE.heading(),
-            f"{num(t['rate_hz'])} ± {num(st.rate_se_hz, '{:.2g}')}{suspect}",
+            disp.RATE.heading(), f"{num(t['rate_hz'])} ± {num(st.rate_se_hz, '{:.2g}')}{suspect}",
             _rate_cell(st.rate_truth_hz, st.speed, t["clock"]),
         ),
     ]
@@ -199,18 +198,14 @@ def _band_table(st: LidarStream, n: dict) -> str:
 
     brows = [
         (
-            disp.band_label(b["lo_m"], b["hi_m"]),
-            sigma_cell(b["sigma_m"]),
-            sigma_cell(b["se_m"]),
-            b["n_points"],
-            sigma_cell(ts),
+            disp.band_label(b["lo_m"], b["hi_m"]), sigma_cell(b["sigma_m"]), sigma_cell(b["se_m"]),
+            b["n_points"], sigma_cell(ts),
         )
         for b, ts in zip(n["bands"], st.band_truth_sigma_m, strict=True)
     ]
     head = ["range band", sig.heading(), f"±1{sig.heading()}", "points"]
     return table(
-        [*head, f"simulated {sig.heading()}"],
-        brows,
+        [*head, f"simulated {sig.heading()}"], brows,
         f"{st.name} range noise by band (static stretches)",
     )
 
@@ -254,8 +249,7 @@ def render_pods(section: PodsSection) -> str:
     parts = [
         "<h2>Pods</h2>",
         table(
-            ["pod", "parameter", "fitted", "±1σ", "simulated truth", "z"],
-            rows,
+            ["pod", "parameter", "fitted", "±1σ", "simulated truth", "z"], rows,
             "pod geometry (pods.toml); z = (fitted − truth)/σ",
         ),
     ]
@@ -309,8 +303,7 @@ def _render_honesty(replay: list[ReplayRow]) -> str:
             lo, hi = c["nees_band95"]
             n = nis.get(axis)
             rows.append((
-                r.label, axis, _in_band(c["mean_nees"], [lo, hi]),
-                *(num(v, "{:.1f}") for v in cov),
+                r.label, axis, _in_band(c["mean_nees"], [lo, hi]), *(num(v, "{:.1f}") for v in cov),
                 "–" if n is None else _in_band(n["mean"], n["band95"]),
                 num(rates["actual"].get(axis, math.nan) * 100, "{:.2f}"),
                 num(monitor[axis]["degraded_fraction"] * 100, "{:.1f}"),
@@ -435,8 +428,7 @@ def render_pose(section: PoseSection) -> str:
         f"{esc(section.source)}; "
         "error = offset per relocalization (σ_b) + Gauss-Markov (σ, τ) + white (σ_v).</p>",
         table(
-            ["axis", "parameter", "fitted", "95 % interval", "unit", "simulated truth"],
-            rows,
+            ["axis", "parameter", "fitted", "95 % interval", "unit", "simulated truth"], rows,
             "pose-error model",
         ),
         note,
@@ -498,8 +490,7 @@ def render_validation(v: ValidationSection) -> str:
         ]
         parts.append(
             table(
-                ["axis", *STAT_NAMES],
-                prow,
+                ["axis", *STAT_NAMES], prow,
                 f"{chk.name}: percentile of the real statistic (%), * failed",
             )
         )

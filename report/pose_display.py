@@ -149,11 +149,8 @@ class FitSummary:
                 "cannot hold a session's offset out"
             )
         return cls(
-            campaign,
-            model,
-            stationarity(model, series),
-            allan_cross_check(series, model.params_array()),
-            warnings,
+            campaign, model, stationarity(model, series),
+            allan_cross_check(series, model.params_array()), warnings,
         )
 
     def to_dict(self, figures: list[str], model_file: str | None) -> dict[str, Any]:

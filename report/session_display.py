@@ -68,8 +68,7 @@ def bag_lines(info: dict[str, Any], session: Path) -> list[str]:
     the bag, is named by ``info["path"]``)."""
     head = f"{info['path']}  {info['format']}  {info['messages']} messages over "
     return [
-        head + f"{info['duration_s']:.3f} s",
-        f"{'topic':<32} {'type':<44} {'count':>8}",
+        head + f"{info['duration_s']:.3f} s", f"{'topic':<32} {'type':<44} {'count':>8}",
         *(f"{topic:<32} {t['type']:<44} {t['count']:>8}" for topic, t in info["topics"].items()),
     ]
 

@@ -79,13 +79,8 @@ def _noise_vs_range(result: LidarCharacterization, path: Path) -> Path:
         mid = [0.5 * (x["lo_m"] + x["hi_m"]) for x in b]
         half = [0.5 * (x["hi_m"] - x["lo_m"]) for x in b]
         ax.errorbar(
-            mid,
-            [sig.value(x["sigma_m"]) for x in b],
-            xerr=half,
-            yerr=[2 * sig.value(x["se_m"]) for x in b],
-            fmt="o",
-            color="k",
-            label="band (±2 SE)",
+            mid, [sig.value(x["sigma_m"]) for x in b], xerr=half,
+            yerr=[2 * sig.value(x["se_m"]) for x in b], fmt="o", color="k", label="band (±2 SE)",
         )
     ax.set_xlabel("range (m)")
     ax.set_ylabel(f"{sig.label} range ({sig.unit}, 1.4826·MAD)")

@@ -62,12 +62,8 @@ def _change(grid: np.ndarray, lag: int) -> np.ndarray:
 
 
 def detect_static(
-    turns: LidarTurns,
-    period_s: float,
-    lag_s: float = 1.0,
-    bin_deg: float = 2.0,
-    factor: float = 2.5,
-    min_static_s: float = 3.0,
+    turns: LidarTurns, period_s: float, lag_s: float = 1.0, bin_deg: float = 2.0,
+    factor: float = 2.5, min_static_s: float = 3.0,
 ) -> StaticDetection:
     """Label the static stretches of ``turns``: a turn whose upper-quartile per-bearing
     (``bin_deg`` bins) range change to the turns ``lag_s`` (s) before and after stays under

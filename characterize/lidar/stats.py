@@ -94,16 +94,9 @@ class LidarCharacterization:
 
 
 def characterize_turns(
-    turns: LidarTurns,
-    events: Iterable[Event] = (),
-    sources: Iterable[str] = (),
-    device: str = "lidar",
-    model: str = "",
-    source: str = "",
-    timing_only: bool = False,
-    options: StaticOptions | None = None,
-    clock_source: str = "",
-    time_base: str = "",
+    turns: LidarTurns, events: Iterable[Event] = (), sources: Iterable[str] = (),
+    device: str = "lidar", model: str = "", source: str = "", timing_only: bool = False,
+    options: StaticOptions | None = None, clock_source: str = "", time_base: str = "",
 ) -> LidarCharacterization:
     """Characterize a lidar stream held in memory.
 
@@ -141,11 +134,7 @@ def characterize_turns(
             "static stretch, or ask for the timing figures alone (--timing-only)."
         )
     noise = range_noise(
-        turns,
-        det.stretch,
-        angular_step_rad(turns),
-        timing.nominal_period_s,
-        bands_m=opt.bands_m,
+        turns, det.stretch, angular_step_rad(turns), timing.nominal_period_s, bands_m=opt.bands_m,
         outlier_k=opt.outlier_k,
     )
     near = _near_filter_check(turns, noise) if model.upper() == "LD19" else None
@@ -176,11 +165,8 @@ def _inside(t_ns: int, window_ns: tuple[int | None, int | None]) -> bool:
 
 
 def characterize_session(
-    path: str | os.PathLike[str],
-    device: str,
-    timing_only: bool = False,
-    options: StaticOptions | None = None,
-    window_ns: tuple[int | None, int | None] = (None, None),
+    path: str | os.PathLike[str], device: str, timing_only: bool = False,
+    options: StaticOptions | None = None, window_ns: tuple[int | None, int | None] = (None, None),
 ) -> LidarCharacterization:
     """Characterize lidar stream ``device`` of the session file at ``path``.
 

@@ -148,11 +148,8 @@ def host_reliability(
 
 
 def timing_stats(
-    turns: LidarTurns,
-    events: Iterable[Event] = (),
-    sources: Iterable[str] = (),
-    clock_source: str = "",
-    time_base: str = "",
+    turns: LidarTurns, events: Iterable[Event] = (), sources: Iterable[str] = (),
+    clock_source: str = "", time_base: str = "",
 ) -> TimingStats:
     """Compute :class:`TimingStats` of a stream.
 

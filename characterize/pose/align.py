@@ -83,12 +83,8 @@ class PoseTrack:
         if order.size < 3:
             raise FitError(f"{self.name or 'track'}: fewer than 3 valid poses")
         out = PoseTrack(
-            self.t_s[order],
-            self.position[order],
-            self.quat_xyzw[order],
-            None,
-            None if self.flags is None else self.flags[order],
-            self.name,
+            self.t_s[order], self.position[order], self.quat_xyzw[order], None,
+            None if self.flags is None else self.flags[order], self.name,
         )
         out._memo("_only_valid", lambda: out)
         return out
@@ -324,12 +320,8 @@ def offset_at_limit(offset_s: float, max_offset_s: float) -> bool:
 
 
 def estimate_time_offset(
-    sensor: PoseTrack,
-    ref: PoseTrack,
-    max_offset_s: float = 0.5,
-    window_s: float | None = None,
-    coarse_step_s: float = COARSE_STEP_S,
-    fine_step_s: float = 0.001,
+    sensor: PoseTrack, ref: PoseTrack, max_offset_s: float = 0.5, window_s: float | None = None,
+    coarse_step_s: float = COARSE_STEP_S, fine_step_s: float = 0.001,
     max_gap_s: float | None = None,
 ) -> tuple[float, float]:
     """(offset_s, peak normalised correlation) from angular-rate magnitudes.
@@ -395,10 +387,8 @@ def estimate_time_offset(
 
 
 def align_sessions(
-    pairs: list[tuple[PoseTrack, PoseTrack]],
-    mode: str = "se3",
-    offset_s: float | Sequence[float | None] | None = None,
-    max_offset_s: float = 0.5,
+    pairs: list[tuple[PoseTrack, PoseTrack]], mode: str = "se3",
+    offset_s: float | Sequence[float | None] | None = None, max_offset_s: float = 0.5,
     max_gap_s: float | None = None,
 ) -> list[Alignment]:
     """Align several sessions of one sensor: a time offset each, one frame transform
@@ -447,19 +437,10 @@ def align_sessions(
         d = sensor.position[inside] @ rot.T + t - pos[inside]
         out.append(
             Alignment(
-                offset,
-                rot,
-                t,
-                body,
-                mode,
-                method,
-                corr,
-                float(np.sqrt(np.mean(np.sum(d * d, axis=1)))),
-                int(inside.sum()),
-                int((~inside).sum()),
-                max_offset_s if searched else math.nan,
-                searched and offset_at_limit(offset, max_offset_s),
-                gap_limit_s(ref, max_gap_s),
+                offset, rot, t, body, mode, method, corr,
+                float(np.sqrt(np.mean(np.sum(d * d, axis=1)))), int(inside.sum()),
+                int((~inside).sum()), max_offset_s if searched else math.nan,
+                searched and offset_at_limit(offset, max_offset_s), gap_limit_s(ref, max_gap_s),
                 window,
             )
         )
@@ -475,24 +456,15 @@ def pose_errors(
     pos, quat, inside = interpolate(ref, sensor.t_s + alignment.offset_s, max_gap_s)
     idx = np.flatnonzero(inside)
     e = frame_errors(
-        sensor.position[idx],
-        sensor.quat_xyzw[idx],
-        pos[idx],
-        quat[idx],
-        alignment.rotation,
-        alignment.translation,
-        alignment.body_rotation,
+        sensor.position[idx], sensor.quat_xyzw[idx], pos[idx], quat[idx], alignment.rotation,
+        alignment.translation, alignment.body_rotation,
     )
     return sensor.t_s[idx], e, idx
 
 
 def frame_errors(
-    position: np.ndarray,
-    quat_xyzw: np.ndarray,
-    ref_position: np.ndarray,
-    ref_quat_xyzw: np.ndarray,
-    rotation: np.ndarray,
-    translation: np.ndarray,
+    position: np.ndarray, quat_xyzw: np.ndarray, ref_position: np.ndarray,
+    ref_quat_xyzw: np.ndarray, rotation: np.ndarray, translation: np.ndarray,
     body_rotation: np.ndarray,
 ) -> np.ndarray:
     """``(N, 6)`` error (m, rad; module docstring) of sensor against reference poses at

@@ -99,11 +99,7 @@ def stationarity(
         f = model.axes[a]
         ci = f.ci()[2]
         out[a] = AxisStationarity(
-            a,
-            float(f.tau_s),
-            (float(ci[0]), float(ci[1])),
-            bool(f.identified[2]),
-            med,
+            a, float(f.tau_s), (float(ci[0]), float(ci[1])), bool(f.identified[2]), med,
             fraction * med,
         )
     return out

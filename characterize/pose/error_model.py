@@ -109,16 +109,8 @@ def _nll_columns(p: _Packed, col: np.ndarray, params: np.ndarray, n_used: int) -
 
 @numba.njit(cache=True)
 def _nll_kernel(
-    y: np.ndarray,
-    dt: np.ndarray,
-    reset: np.ndarray,
-    diffuse: np.ndarray,
-    w: np.ndarray,
-    col: np.ndarray,
-    params: np.ndarray,
-    n_used: int,
-    source: np.ndarray,
-    first: np.ndarray,
+    y: np.ndarray, dt: np.ndarray, reset: np.ndarray, diffuse: np.ndarray, w: np.ndarray,
+    col: np.ndarray, params: np.ndarray, n_used: int, source: np.ndarray, first: np.ndarray,
 ) -> np.ndarray:
     """Negative log-likelihood ``(C,)`` of data columns ``col`` of the :class:`_Packed` arrays.
 
@@ -175,12 +167,7 @@ def _nll_kernel(
 
 @numba.njit(cache=True)
 def _offset_normal_equations(
-    y: np.ndarray,
-    dt: np.ndarray,
-    seg: np.ndarray,
-    n_seg: int,
-    sigma: float,
-    tau: float,
+    y: np.ndarray, dt: np.ndarray, seg: np.ndarray, n_seg: int, sigma: float, tau: float,
     sigma_v: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``A = BᵀV⁻¹B`` (k, k) and ``r = BᵀV⁻¹y`` (k,) for one session of one axis.
@@ -383,10 +370,7 @@ class WrongRelocs:
     def none(cls, series: list[ErrorSeries]) -> WrongRelocs:
         """Nothing named among ``series``."""
         return cls(
-            sum(s.n_segments for s in series),
-            [],
-            np.zeros(0),
-            np.zeros((0, len(POSE_AXES))),
+            sum(s.n_segments for s in series), [], np.zeros(0), np.zeros((0, len(POSE_AXES))),
             [np.zeros(s.n, bool) for s in series],
         )
 
@@ -432,11 +416,8 @@ class WrongRelocs:
 
 
 def name_wrong(
-    series: list[ErrorSeries],
-    fits: dict[str, AxisFit],
-    sigma_b2: np.ndarray | None = None,
-    dof: int = 0,
-    n_family: int = 0,
+    series: list[ErrorSeries], fits: dict[str, AxisFit], sigma_b2: np.ndarray | None = None,
+    dof: int = 0, n_family: int = 0,
 ) -> WrongRelocs:
     """Name the wrong relocalizations among ``series`` under ``fits``' sigma, tau, sigma_v.
 
@@ -554,13 +535,8 @@ _AT_BOUND = 1e-9
 
 
 def minimize_batched(
-    fun: Callable[[np.ndarray, np.ndarray], np.ndarray],
-    theta0: np.ndarray,
-    lower: np.ndarray,
-    upper: np.ndarray,
-    max_iter: int = 60,
-    h: float = 3e-3,
-    tol: float = 1e-5,
+    fun: Callable[[np.ndarray, np.ndarray], np.ndarray], theta0: np.ndarray, lower: np.ndarray,
+    upper: np.ndarray, max_iter: int = 60, h: float = 3e-3, tol: float = 1e-5,
     progress: Progress | None = None,
 ) -> _OptResult:
     """Minimise P independent smooth functions of d bounded parameters at once.
@@ -918,11 +894,8 @@ class _Problem:
 
 
 def _fit_problems(
-    series: list[ErrorSeries],
-    problems: list[_Problem],
-    options: FitOptions,
-    theta_start: np.ndarray | None = None,
-    progress: Progress | None = None,
+    series: list[ErrorSeries], problems: list[_Problem], options: FitOptions,
+    theta_start: np.ndarray | None = None, progress: Progress | None = None,
 ) -> _OptResult:
     """Maximise the likelihood of every problem in one batched optimisation."""
     axes_used = sorted({p.axis for p in problems})
@@ -990,9 +963,7 @@ class GroupFits(dict[str, AxisFit]):
 
 
 def fit_groups(
-    series: list[ErrorSeries],
-    groups: list[list[int]],
-    options: FitOptions | None = None,
+    series: list[ErrorSeries], groups: list[list[int]], options: FitOptions | None = None,
     progress: Progress | None = None,
 ) -> list[GroupFits]:
     """Fit every axis on each group of session indices, all groups in one batch.
@@ -1024,9 +995,7 @@ def fit_groups(
 
 
 def _fit_groups(
-    series: list[ErrorSeries],
-    groups: list[list[int]],
-    options: FitOptions,
+    series: list[ErrorSeries], groups: list[list[int]], options: FitOptions,
     progress: Progress | None = None,
 ) -> list[dict[str, AxisFit]]:
     """One batched fit of every axis of every group (the series' wrong marks as given)."""
@@ -1051,17 +1020,13 @@ def _fit_groups(
         # group's optimum and a much better start than the moments
         union = sorted({s for g in groups for s in g})
         full = _fit_problems(
-            series,
-            [_Problem(a, union) for a in range(len(POSE_AXES))],
-            options,
+            series, [_Problem(a, union) for a in range(len(POSE_AXES))], options,
             progress=_stage(progress, 0, stages),
         )
         theta_start = np.tile(full.theta, (len(groups), 1))
     parts = [
         _fit_problems(
-            series,
-            [problems[i] for i in b],
-            options,
+            series, [problems[i] for i in b], options,
             None if theta_start is None else theta_start[b],
             _stage(progress, k + int(overlapping), stages),
         )
@@ -1084,26 +1049,17 @@ def _fit_groups(
             values = np.exp(theta[a])
             qp = offset_qprofile([series[s] for s in g], a, *values[1:])
             fits[name] = AxisFit(
-                name,
-                *map(float, values),
-                cov,
-                int(sum(series[s].n for s in g)),
-                int(sum(series[s].n_segments for s in g)),
-                float(res.nll[pi]),
-                bool(res.converged[pi]),
-                qp,
+                name, *map(float, values), cov, int(sum(series[s].n for s in g)),
+                int(sum(series[s].n_segments for s in g)), float(res.nll[pi]),
+                bool(res.converged[pi]), qp,
             )
         out.append(fits)
     return out
 
 
 def _restricted_step(
-    series: list[ErrorSeries],
-    group: list[int],
-    theta: np.ndarray,
-    hess: np.ndarray,
-    at_bound: np.ndarray,
-    h: float,
+    series: list[ErrorSeries], group: list[int], theta: np.ndarray, hess: np.ndarray,
+    at_bound: np.ndarray, h: float,
 ) -> np.ndarray:
     """θ ``(6, 4)`` (log) moved one Newton step towards the restricted (REML) likelihood.
 
@@ -1162,14 +1118,9 @@ def _whitening_blocks(s: ErrorSeries) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def fit_pose_error(
-    series: list[ErrorSeries],
-    options: FitOptions | None = None,
-    sensor: str = "",
-    reference: str = "mocap",
-    frame: str = "",
-    inputs: list[dict[str, Any]] | None = None,
-    extra_provenance: dict[str, Any] | None = None,
-    progress: Progress | None = None,
+    series: list[ErrorSeries], options: FitOptions | None = None, sensor: str = "",
+    reference: str = "mocap", frame: str = "", inputs: list[dict[str, Any]] | None = None,
+    extra_provenance: dict[str, Any] | None = None, progress: Progress | None = None,
 ) -> PoseErrorModel:
     """Joint ML fit of (sigma_b, sigma, tau, sigma_v) per axis over all sessions."""
     options = options or FitOptions()

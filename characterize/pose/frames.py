@@ -133,9 +133,7 @@ def mean_variance(series: ErrorSeries, params: np.ndarray) -> np.ndarray:
 
 
 def loo_frame_statistics(
-    held_out: list[ErrorSeries],
-    allowed_var: np.ndarray,
-    alpha: float = FRAME_ALPHA,
+    held_out: list[ErrorSeries], allowed_var: np.ndarray, alpha: float = FRAME_ALPHA,
     n_total: int | None = None,
 ) -> FrameCheck:
     """Leave-one-out frame check (docs/POSE_ERROR.md, FRAME).

@@ -125,8 +125,7 @@ def _skew_rows(d: np.ndarray) -> np.ndarray:
     z = np.zeros(d.shape[0])
     return np.stack(
         [
-            np.stack([z, d[:, 2], -d[:, 1]], axis=1),
-            np.stack([-d[:, 2], z, d[:, 0]], axis=1),
+            np.stack([z, d[:, 2], -d[:, 1]], axis=1), np.stack([-d[:, 2], z, d[:, 0]], axis=1),
             np.stack([d[:, 1], -d[:, 0], z], axis=1),
         ],
         axis=1,
@@ -143,11 +142,7 @@ def _frame_columns(mode: str) -> tuple[list[int], int, list[int]]:
 
 
 def _design(
-    s: _Session,
-    offset: float,
-    frame: Frame,
-    centre: np.ndarray,
-    max_gap_s: float | None,
+    s: _Session, offset: float, frame: Frame, centre: np.ndarray, max_gap_s: float | None,
     fit_delta: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(times (M,), error (M, 6), Jacobian (M, 6, 1 + frame params)) at kept samples."""
@@ -196,15 +191,8 @@ def _apply(frame: Frame, step: np.ndarray, centre: np.ndarray) -> Frame:
 
 
 def _normal_equations(
-    sessions: list[_Session],
-    offsets: np.ndarray,
-    frame: Frame,
-    centre: np.ndarray,
-    params: np.ndarray,
-    col: np.ndarray,
-    n_delta: int,
-    n_frame: int,
-    max_gap_s: float | None,
+    sessions: list[_Session], offsets: np.ndarray, frame: Frame, centre: np.ndarray,
+    params: np.ndarray, col: np.ndarray, n_delta: int, n_frame: int, max_gap_s: float | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Whitened Gauss-Newton information ``(P, P)`` and gradient ``(P,)`` at the estimate.
 
@@ -234,16 +222,9 @@ def _normal_equations(
 
 
 def refine(
-    pairs: list[tuple[PoseTrack, PoseTrack]],
-    offsets_s: list[float],
-    frame: Frame,
-    starts: list[np.ndarray],
-    params: np.ndarray,
-    estimate_offset: bool = True,
-    pooled: bool = True,
-    max_gap_s: float | None = None,
-    max_iter: int = 12,
-    fit_frame: bool = True,
+    pairs: list[tuple[PoseTrack, PoseTrack]], offsets_s: list[float], frame: Frame,
+    starts: list[np.ndarray], params: np.ndarray, estimate_offset: bool = True, pooled: bool = True,
+    max_gap_s: float | None = None, max_iter: int = 12, fit_frame: bool = True,
     wrong: list[np.ndarray] | None = None,
 ) -> GroupFit:
     """Gauss-Newton GLS of the time offsets and the shared frame of a group of sessions.
@@ -348,12 +329,8 @@ class OffsetDrift:
 
 
 def offset_pieces(
-    pair: tuple[PoseTrack, PoseTrack],
-    offset_s: float,
-    frame: Frame,
-    starts: np.ndarray,
-    params: np.ndarray,
-    max_gap_s: float | None = None,
+    pair: tuple[PoseTrack, PoseTrack], offset_s: float, frame: Frame, starts: np.ndarray,
+    params: np.ndarray, max_gap_s: float | None = None,
 ) -> OffsetDrift | None:
     """The offset of each of :data:`PIECES` equal-time pieces (frame fixed), and their agreement.
 
@@ -373,12 +350,7 @@ def offset_pieces(
         st = np.asarray(starts)[(np.asarray(starts) > a) & (np.asarray(starts) < b)]
         try:
             g = refine(
-                [(piece, ref)],
-                [offset_s],
-                frame,
-                [st],
-                params,
-                max_gap_s=max_gap_s,
+                [(piece, ref)], [offset_s], frame, [st], params, max_gap_s=max_gap_s,
                 fit_frame=False,
             )
         except FitError:

@@ -19,15 +19,7 @@ BLOCK_LANES = 128  # lanes per block: ~16 state arrays × 128 × 8 B stay in L1
 N_ACC = 10
 # accumulator rows of the (N_ACC, lanes) statistics array
 (
-    ACC_SUM,
-    ACC_SUMSQ,
-    ACC_MAXABS,
-    ACC_LAG,
-    ACC_FIRST,
-    ACC_LAST,
-    ACC_EARLY,
-    ACC_LATE,
-    ACC_Z2,
+    ACC_SUM, ACC_SUMSQ, ACC_MAXABS, ACC_LAG, ACC_FIRST, ACC_LAST, ACC_EARLY, ACC_LATE, ACC_Z2,
     ACC_Z4,
 ) = range(N_ACC)
 
@@ -108,11 +100,7 @@ def _sin_cos_quarter(x: np.float32) -> tuple[np.float32, np.float32]:
 
 @numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _normal_pairs(
-    state: np.ndarray,
-    word: np.ndarray,
-    uf: np.ndarray,
-    ui: np.ndarray,
-    z1: np.ndarray,
+    state: np.ndarray, word: np.ndarray, uf: np.ndarray, ui: np.ndarray, z1: np.ndarray,
     z2: np.ndarray,
 ) -> None:
     """One pair of independent standard normals per lane into ``z1``, ``z2`` (float32).
@@ -182,14 +170,8 @@ def accumulate_series(
 
 @numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _whiten_step(
-    acc: np.ndarray,
-    e: np.ndarray,
-    k: int,
-    reset: bool,
-    gains: np.ndarray,
-    lane_axis: np.ndarray,
-    mb: np.ndarray,
-    mg: np.ndarray,
+    acc: np.ndarray, e: np.ndarray, k: int, reset: bool, gains: np.ndarray, lane_axis: np.ndarray,
+    mb: np.ndarray, mg: np.ndarray,
 ) -> None:
     """One step of the whitening filter of every lane (:mod:`whiten`); adds z², z⁴."""
     z2 = acc[ACC_Z2]
@@ -221,18 +203,9 @@ def accumulate_innovations(
 
 @numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
 def simulate_block(
-    params: np.ndarray,
-    dt: np.ndarray,
-    reloc: np.ndarray,
-    early: np.ndarray,
-    late: np.ndarray,
-    state: np.ndarray,
-    acc: np.ndarray,
-    series: np.ndarray,
-    gains: np.ndarray,
-    lane_axis: np.ndarray,
-    given: np.ndarray,
-    shift: np.ndarray,
+    params: np.ndarray, dt: np.ndarray, reloc: np.ndarray, early: np.ndarray, late: np.ndarray,
+    state: np.ndarray, acc: np.ndarray, series: np.ndarray, gains: np.ndarray,
+    lane_axis: np.ndarray, given: np.ndarray, shift: np.ndarray,
 ) -> None:
     """Simulate ``e = c + b + g + v + d`` for a block of lanes along all N samples.
 

@@ -24,10 +24,7 @@ _MIN_SEGMENT_SAMPLES = 8
 
 
 def draw_params(
-    params: np.ndarray,
-    cov_log: np.ndarray,
-    n_draws: int,
-    rng: np.random.Generator,
+    params: np.ndarray, cov_log: np.ndarray, n_draws: int, rng: np.random.Generator,
     sigma_b_quantile: Sequence[Callable[[np.ndarray], np.ndarray]] | None = None,
 ) -> np.ndarray:
     """``(B, A, 4)`` parameters drawn from ``exp(N(ln params, cov_log))``.
@@ -56,10 +53,7 @@ def draw_params(
 
 
 def _prepare(
-    params: np.ndarray,
-    t_s: np.ndarray,
-    reloc: np.ndarray,
-    n_draws: int,
+    params: np.ndarray, t_s: np.ndarray, reloc: np.ndarray, n_draws: int,
     session_sd: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Lane parameters ``(5, B·A)`` (lane = draw·A + axis), spacings, flags, axes."""
@@ -81,10 +75,7 @@ def _prepare(
 
 
 def _gains(
-    dt: np.ndarray,
-    flags: np.ndarray,
-    whiten: np.ndarray | None,
-    a: int,
+    dt: np.ndarray, flags: np.ndarray, whiten: np.ndarray | None, a: int,
     wrong: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(4, N, A)`` whitening gains of the model ``whiten`` (A, 4), or ``(4, 0, A)``.
@@ -106,17 +97,10 @@ def _given(n: int, a: int, wrong: np.ndarray | None, shift: np.ndarray | None) -
 
 
 def _simulate(
-    params: np.ndarray,
-    t_s: np.ndarray,
-    reloc: np.ndarray,
-    n_draws: int,
-    seed: int | np.random.Generator,
-    store: bool,
-    whiten: np.ndarray | None = None,
-    session_sd: np.ndarray | None = None,
-    streams: np.ndarray | None = None,
-    wrong: np.ndarray | None = None,
-    shift: np.ndarray | None = None,
+    params: np.ndarray, t_s: np.ndarray, reloc: np.ndarray, n_draws: int,
+    seed: int | np.random.Generator, store: bool, whiten: np.ndarray | None = None,
+    session_sd: np.ndarray | None = None, streams: np.ndarray | None = None,
+    wrong: np.ndarray | None = None, shift: np.ndarray | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray | None, int]:
     """Run the kernel block by block: statistics ``{stat: (B·A,)}``, series, axes."""
     lanes, dt, flags, a = _prepare(params, t_s, reloc, n_draws, session_sd)
@@ -138,18 +122,8 @@ def _simulate(
         block_acc = np.zeros((gm_kernel.N_ACC, j1 - j0))
         block_series = np.empty((series.shape[0], j1 - j0))
         gm_kernel.simulate_block(
-            np.ascontiguousarray(lanes[:, j0:j1]),
-            dt,
-            flags,
-            early,
-            late,
-            state[j0:j1],
-            block_acc,
-            block_series,
-            gains,
-            lane_axis[j0:j1],
-            given,
-            d,
+            np.ascontiguousarray(lanes[:, j0:j1]), dt, flags, early, late, state[j0:j1], block_acc,
+            block_series, gains, lane_axis[j0:j1], given, d,
         )
         acc[:, j0:j1] = block_acc
         series[:, j0:j1] = block_series
@@ -157,12 +131,8 @@ def _simulate(
 
 
 def simulate_errors(
-    params: np.ndarray,
-    t_s: np.ndarray,
-    reloc: np.ndarray,
-    n_draws: int,
-    seed: int | np.random.Generator,
-    session_sd: np.ndarray | None = None,
+    params: np.ndarray, t_s: np.ndarray, reloc: np.ndarray, n_draws: int,
+    seed: int | np.random.Generator, session_sd: np.ndarray | None = None,
     streams: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(B, N, A)`` simulated error series (materialised; use for small B·N).
@@ -222,10 +192,7 @@ def _finish(acc: np.ndarray, n: int, early: np.ndarray, late: np.ndarray, white:
 
 
 def error_statistics(
-    t_s: np.ndarray,
-    reloc: np.ndarray,
-    error: np.ndarray,
-    whiten: np.ndarray | None = None,
+    t_s: np.ndarray, reloc: np.ndarray, error: np.ndarray, whiten: np.ndarray | None = None,
     wrong: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Statistics of error series ``(N, L)`` (e.g. one real error, L = axes) -> ``{stat: (L,)}``.
@@ -247,14 +214,9 @@ def error_statistics(
 
 
 def simulate_statistics(
-    params: np.ndarray,
-    t_s: np.ndarray,
-    reloc: np.ndarray,
-    n_draws: int,
-    seed: int | np.random.Generator,
-    whiten: np.ndarray | None = None,
-    session_sd: np.ndarray | None = None,
-    wrong: np.ndarray | None = None,
+    params: np.ndarray, t_s: np.ndarray, reloc: np.ndarray, n_draws: int,
+    seed: int | np.random.Generator, whiten: np.ndarray | None = None,
+    session_sd: np.ndarray | None = None, wrong: np.ndarray | None = None,
     shift: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """``{stat: (B, A)}`` of B simulated draws (:func:`simulate_errors`), unstored;

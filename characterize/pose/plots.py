@@ -26,11 +26,7 @@ def _scale(axis: str) -> tuple[float, str]:
 
 
 def plot_error_bands(
-    series: ErrorSeries,
-    params: np.ndarray,
-    path: str | Path,
-    n_draws: int = 400,
-    seed: int = 0,
+    series: ErrorSeries, params: np.ndarray, path: str | Path, n_draws: int = 400, seed: int = 0,
     title: str = "",
 ) -> Path:
     """Error over time with the model's pointwise bands; returns the PNG path."""

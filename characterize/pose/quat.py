@@ -19,10 +19,8 @@ def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     bx, by, bz, bw = np.moveaxis(np.asarray(b, dtype=float), -1, 0)
     return np.stack(
         [
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz,
         ],
         axis=-1,
     )

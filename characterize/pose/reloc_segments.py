@@ -56,12 +56,8 @@ class Segmentation:
 
 
 def detect_jumps(
-    t_s: np.ndarray,
-    error: np.ndarray,
-    alpha: float = JUMP_ALPHA,
-    min_separation: int = 5,
-    revert_s: float = REVERT_S,
-    window_s: float = WINDOW_S,
+    t_s: np.ndarray, error: np.ndarray, alpha: float = JUMP_ALPHA, min_separation: int = 5,
+    revert_s: float = REVERT_S, window_s: float = WINDOW_S,
 ) -> np.ndarray:
     """Bool mask (N,): True at the first sample after each detected step.
 

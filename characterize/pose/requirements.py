@@ -256,13 +256,8 @@ def _statistic(e: np.ndarray, column: int, stat: str) -> np.ndarray:
 
 
 def _quantile_per_set(
-    h: _Horizons,
-    sets: np.ndarray,
-    columns: list[tuple[int, str]],
-    level: float,
-    n_horizons: int,
-    rng: np.random.Generator,
-    session_sd: np.ndarray | None,
+    h: _Horizons, sets: np.ndarray, columns: list[tuple[int, str]], level: float, n_horizons: int,
+    rng: np.random.Generator, session_sd: np.ndarray | None,
 ) -> np.ndarray:
     """``(B, R)`` the ``level`` quantile of every required statistic under each parameter set.
 
@@ -292,9 +287,7 @@ def _quantile_per_set(
 
 
 def predict_requirements(
-    requirements: list[Requirement],
-    model: PoseErrorModel,
-    series: list[ErrorSeries],
+    requirements: list[Requirement], model: PoseErrorModel, series: list[ErrorSeries],
     how: Projection = Projection(),
 ) -> list[RequirementPrediction]:
     """Predicted distribution of every required statistic over a horizon (docs/POSE_ERROR.md)."""
@@ -328,9 +321,7 @@ def predict_requirements(
 
 
 def judge_requirements(
-    requirements: list[Requirement],
-    model: PoseErrorModel,
-    series: list[ErrorSeries],
+    requirements: list[Requirement], model: PoseErrorModel, series: list[ErrorSeries],
     how: Projection = Projection(),
 ) -> list[RequirementResult]:
     """:func:`predict_requirements` and the verdict of every requirement (docs/POSE_ERROR.md).
@@ -361,10 +352,8 @@ def judge_requirements(
         lo, hi = np.quantile(per_set, [1.0 - verdict_confidence, verdict_confidence])
         out.append(
             RequirementResult(
-                **vars(p),
-                verdict_confidence=verdict_confidence,
-                quantile_estimate=float(centre[n]),
-                quantile_bounds=(float(lo), float(hi)),
+                **vars(p), verdict_confidence=verdict_confidence,
+                quantile_estimate=float(centre[n]), quantile_bounds=(float(lo), float(hi)),
                 met_confidence=float(np.mean(per_set <= p.requirement.threshold)),
             )
         )
@@ -372,9 +361,7 @@ def judge_requirements(
 
 
 def _setup(
-    requirements: list[Requirement],
-    model: PoseErrorModel,
-    series: list[ErrorSeries],
+    requirements: list[Requirement], model: PoseErrorModel, series: list[ErrorSeries],
     how: Projection,
 ) -> tuple[_Horizons, np.ndarray, np.ndarray, list, np.ndarray | None]:
     """The horizons; point estimates ``(A, 4)``, log covariances ``(A, 4, 4)``, sigma_b

@@ -118,10 +118,8 @@ def _residual(src: np.ndarray, dst: np.ndarray, s: float, rot: np.ndarray, t: np
 
 
 def scale_check(
-    sessions: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]],
-    planar: bool = False,
-    per_session: bool = False,
-    tolerance: float = SCALE_TOLERANCE,
+    sessions: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]], planar: bool = False,
+    per_session: bool = False, tolerance: float = SCALE_TOLERANCE,
 ) -> ScaleCheck:
     """Scale of the sensor's positions against the reference, with its 95 % interval.
 
@@ -172,22 +170,13 @@ def scale_check(
     else:
         se = half = float("nan")
     return ScaleCheck(
-        scale,
-        (scale - half, scale + half),
-        se,
-        k,
-        block,
-        tolerance,
-        planar,
-        rig,
-        float(np.sqrt(sim / n_all)),
-        session_scales,
+        scale, (scale - half, scale + half), se, k, block, tolerance, planar, rig,
+        float(np.sqrt(sim / n_all)), session_scales,
     )
 
 
 def _rigid_residual(
-    sessions: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]],
-    groups: list[list[int]],
+    sessions: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]], groups: list[list[int]],
     planar: bool,
 ) -> float:
     """RMS position residual (m) of the rigid (scale 1) alignment of every group."""

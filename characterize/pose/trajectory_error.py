@@ -41,13 +41,8 @@ class ErrorStats:
             nan = float("nan")
             return cls(nan, nan, nan, nan, nan, nan, 0)
         return cls(
-            float(np.sqrt(np.mean(v * v))),
-            float(np.mean(v)),
-            float(np.median(v)),
-            float(np.std(v)),
-            float(np.min(v)),
-            float(np.max(v)),
-            int(v.size),
+            float(np.sqrt(np.mean(v * v))), float(np.mean(v)), float(np.median(v)),
+            float(np.std(v)), float(np.min(v)), float(np.max(v)), int(v.size),
         )
 
     def scaled(self, factor: float) -> dict[str, float]:
@@ -81,10 +76,7 @@ class TrajectoryError:
 
 
 def trajectory_error(
-    sensor: PoseTrack,
-    reference: PoseTrack,
-    alignment: Alignment,
-    max_gap_s: float | None = None,
+    sensor: PoseTrack, reference: PoseTrack, alignment: Alignment, max_gap_s: float | None = None,
     rpe_delta_s: float = RPE_DELTA_S,
 ) -> TrajectoryError:
     """ATE and RPE of ``sensor`` against ``reference`` under ``alignment``.
@@ -117,9 +109,6 @@ def trajectory_error(
     rpe_t = np.linalg.norm(t_est - t_ref, axis=1)  # |R_ref,relᵀ (t_est − t_ref)|
     rpe_r = np.degrees(Rotation.from_matrix(np.transpose(q_ref, (0, 2, 1)) @ q_est).magnitude())
     return TrajectoryError(
-        ErrorStats.of(ate),
-        ErrorStats.of(rpe_t),
-        ErrorStats.of(rpe_r),
-        k,
+        ErrorStats.of(ate), ErrorStats.of(rpe_t), ErrorStats.of(rpe_r), k,
         float(np.median(t[j] - t[i])),
     )

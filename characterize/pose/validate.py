@@ -210,15 +210,10 @@ def _f(x: float) -> float | None:
 
 
 def check_session(
-    series: ErrorSeries,
-    params: np.ndarray,
-    cov_log: np.ndarray | None,
-    n_draws: int,
-    rng: np.random.Generator,
-    alpha_session: float,
+    series: ErrorSeries, params: np.ndarray, cov_log: np.ndarray | None, n_draws: int,
+    rng: np.random.Generator, alpha_session: float,
     sigma_b_quantile: list[Callable[[np.ndarray], np.ndarray]] | None = None,
-    inherited_variance: np.ndarray | None = None,
-    shift: np.ndarray | None = None,
+    inherited_variance: np.ndarray | None = None, shift: np.ndarray | None = None,
 ) -> SessionCheck:
     """Place one session's real statistics among ``n_draws`` simulations of the model.
 
@@ -232,15 +227,8 @@ def check_session(
     )
     sd = None if inherited_variance is None else np.sqrt(np.asarray(inherited_variance, float))
     sims = simulate_statistics(
-        sim_params,
-        series.t_s,
-        series.reloc,
-        n_draws,
-        rng,
-        whiten=params,
-        session_sd=sd,
-        wrong=series.wrong,
-        shift=shift,
+        sim_params, series.t_s, series.reloc, n_draws, rng, whiten=params, session_sd=sd,
+        wrong=series.wrong, shift=shift,
     )
     obs = error_statistics(series.t_s, series.reloc, series.error, params, series.wrong)
     a, s = len(POSE_AXES), len(STAT_NAMES)
@@ -268,17 +256,8 @@ def check_session(
     p_joint = float((1.0 + np.sum(max_draws >= max_obs)) / (n_draws + 1.0))
     q = np.quantile(sim, [SIDAK_BAND[0], 0.5, SIDAK_BAND[1]], axis=0)
     return SessionCheck(
-        series.name,
-        observed,
-        percentile,
-        z,
-        q[1],
-        q[0],
-        q[2],
-        crit,
-        p_joint,
-        valid & (np.abs(z) > crit),
-        np.asarray(params, dtype=float),
+        series.name, observed, percentile, z, q[1], q[0], q[2], crit, p_joint,
+        valid & (np.abs(z) > crit), np.asarray(params, dtype=float),
     )
 
 
@@ -303,14 +282,9 @@ def _sidak(alpha: float, m: int) -> float:
 
 
 def validate_sessions(
-    series: list[ErrorSeries],
-    n_draws: int = 1000,
-    seed: int = 0,
-    model: PoseErrorModel | None = None,
-    alpha: float = 0.05,
-    parameter_uncertainty: bool = True,
-    options: FitOptions | None = None,
-    folds: FoldSource | None = None,
+    series: list[ErrorSeries], n_draws: int = 1000, seed: int = 0,
+    model: PoseErrorModel | None = None, alpha: float = 0.05, parameter_uncertainty: bool = True,
+    options: FitOptions | None = None, folds: FoldSource | None = None,
     progress: Progress | None = None,
 ) -> ValidationReport:
     """Validate the model on every session (leave-one-session-out unless ``model``).
@@ -346,13 +320,8 @@ def validate_sessions(
         rng = np.random.default_rng(seed if step == 0 else [seed, step])
         streams = rng.spawn(n)
         got = _round(
-            source(remaining, excluded),
-            options,
-            n_draws,
-            [streams[i] for i in remaining],
-            alpha_s,
-            parameter_uncertainty,
-            progress if step == 0 else None,
+            source(remaining, excluded), options, n_draws, [streams[i] for i in remaining], alpha_s,
+            parameter_uncertainty, progress if step == 0 else None,
         )
         checks.update(zip(remaining, got, strict=True))
         failing = [i for i in remaining if not checks[i].passed]
@@ -366,25 +335,14 @@ def validate_sessions(
             named += [checks[i].name for i in remaining if not checks[i].passed]
             break
     return ValidationReport(
-        [checks[i] for i in range(n)],
-        n_draws,
-        seed,
-        alpha,
-        _sidak(alpha, n),
-        "leave-one-session-out",
-        parameter_uncertainty,
-        named=named,
+        [checks[i] for i in range(n)], n_draws, seed, alpha, _sidak(alpha, n),
+        "leave-one-session-out", parameter_uncertainty, named=named,
     )
 
 
 def _given_model(
-    series: list[ErrorSeries],
-    model: PoseErrorModel,
-    n_draws: int,
-    seed: int,
-    alpha: float,
-    parameter_uncertainty: bool,
-    progress: Progress | None,
+    series: list[ErrorSeries], model: PoseErrorModel, n_draws: int, seed: int, alpha: float,
+    parameter_uncertainty: bool, progress: Progress | None,
 ) -> ValidationReport:
     """Every session checked against ``model`` (no refit); every failing one named."""
     n = len(series)
@@ -398,14 +356,9 @@ def _given_model(
         marked, shift = held_out_wrong(s, model.axes, n_usual, n_relocs)
         given.append(
             check_session(
-                marked,
-                model.params_array(),
-                model.cov_log_array() if parameter_uncertainty else None,
-                n_draws,
-                streams[i],
-                alpha_s,
-                model.sigma_b_quantiles(),
-                shift=shift,
+                marked, model.params_array(),
+                model.cov_log_array() if parameter_uncertainty else None, n_draws, streams[i],
+                alpha_s, model.sigma_b_quantiles(), shift=shift,
             )
         )
         if progress is not None:
@@ -417,13 +370,8 @@ def _given_model(
 
 
 def _round(
-    folds: list[Fold],
-    options: FitOptions | None,
-    n_draws: int,
-    streams: list[np.random.Generator],
-    alpha_s: float,
-    parameter_uncertainty: bool,
-    progress: Progress | None = None,
+    folds: list[Fold], options: FitOptions | None, n_draws: int, streams: list[np.random.Generator],
+    alpha_s: float, parameter_uncertainty: bool, progress: Progress | None = None,
 ) -> list[SessionCheck]:
     """Fit every fold's training sessions (one batch) and check its held-out session."""
     train = [s for _, tr, _ in folds for s in tr]
@@ -446,15 +394,8 @@ def _round(
         marked, shift = held_out_wrong(held, f, n_relocs - len(f.wrong.sessions), n_relocs)
         out.append(
             check_session(
-                marked,
-                params,
-                cov,
-                n_draws,
-                rng,
-                alpha_s,
-                [f[a].sigma_b_quantile for a in POSE_AXES],
-                inherited,
-                shift,
+                marked, params, cov, n_draws, rng, alpha_s,
+                [f[a].sigma_b_quantile for a in POSE_AXES], inherited, shift,
             )
         )
     if progress is not None:

@@ -295,14 +295,9 @@ def scale_inputs(prepared: list) -> list[tuple[str, np.ndarray, np.ndarray, np.n
 
 
 def assess(
-    prepared: list,
-    model: PoseErrorModel,
-    validation: ValidationReport | None,
-    frames: FrameCheck | None = None,
-    align: str = "campaign",
-    planar: bool = False,
-    scale_tolerance: float = SCALE_TOLERANCE,
-    requirements: list[RequirementResult] | None = None,
+    prepared: list, model: PoseErrorModel, validation: ValidationReport | None,
+    frames: FrameCheck | None = None, align: str = "campaign", planar: bool = False,
+    scale_tolerance: float = SCALE_TOLERANCE, requirements: list[RequirementResult] | None = None,
 ) -> Verdict:
     """Run the model-independent checks on prepared sessions and build the verdict.
 
@@ -317,13 +312,6 @@ def assess(
         else None
     )
     return Verdict(
-        align,
-        stationarity(model, series),
-        trend_test(series),
-        scale,
-        frames,
-        validation,
-        list(requirements or []),
-        variance_growth(series, model),
-        model.wrong_relocalizations,
+        align, stationarity(model, series), trend_test(series), scale, frames, validation,
+        list(requirements or []), variance_growth(series, model), model.wrong_relocalizations,
     )

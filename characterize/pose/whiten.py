@@ -80,11 +80,7 @@ def _filter_gains(
 
 @numba.njit(cache=True)
 def whiten_columns(
-    y: np.ndarray,
-    reset: np.ndarray,
-    phi: np.ndarray,
-    kb: np.ndarray,
-    kg: np.ndarray,
+    y: np.ndarray, reset: np.ndarray, phi: np.ndarray, kb: np.ndarray, kg: np.ndarray,
     isq: np.ndarray,
 ) -> np.ndarray:
     """Standardized innovations ``(N, m)`` of the columns of ``y`` ``(N, m)`` of one axis.
