@@ -18,11 +18,13 @@ from sensorbench.characterize.pose.align import (
     ERROR_FRAME,
     Alignment,
     PoseTrack,
+    TrajectoryError,
     align_sessions,
     estimate_time_offset,
     offset_at_limit,
     pose_errors,
     rate_window_s,
+    trajectory_error,
 )
 from sensorbench.characterize.pose.error_model import (
     FitOptions,
@@ -55,7 +57,6 @@ from sensorbench.characterize.pose.reloc_segments import (
     unstable_detections,
 )
 from sensorbench.characterize.pose.series import POSE_AXES, ErrorSeries
-from sensorbench.characterize.pose.trajectory_error import TrajectoryError, trajectory_error
 from sensorbench.characterize.pose.validate import Fold
 from sensorbench.errors import FitError, SessionError
 from sensorbench.logs.model_file import file_sha256
@@ -77,7 +78,7 @@ class PreparedSession:
     source: str
     sensor_position: np.ndarray | None = None  # (N, 3) m, sensor frame, at the series' samples
     trajectory: TrajectoryError | None = None
-    """ATE and RPE as evo computes them (:mod:`trajectory_error`)."""
+    """ATE and RPE as evo computes them (:func:`align.trajectory_error`)."""
     alignment_scope: str = "session"
     """``session`` (its own transform), ``campaign`` (one for all sessions) or ``none``."""
     campaign_sessions: int = 1
