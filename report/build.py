@@ -4,8 +4,7 @@
 writes ``report.html``, figures embedded as base64 PNG. :data:`SECTIONS` lists the
 (compute, render) pairs in page order: a new section is one compute function in
 :mod:`~sensorbench.report.data`, one render function in :mod:`~sensorbench.report.html`
-and one line there. The sections and the simulated truth beside them: docs/DEMO.md.
-"""
+and one line there. The sections and the simulated truth beside them: docs/DEMO.md."""
 
 from __future__ import annotations
 
@@ -64,8 +63,7 @@ def _within(steps: StepFn, k: int, n: int) -> Callable[[float], None]:
 @dataclass
 class Report:
     """The written page (``path``), its computed sections (``content``) and their plain-dict
-    form (``data``, SI units, :meth:`ReportContent.as_dict`).
-    """
+    form (``data``, SI units, :meth:`ReportContent.as_dict`)."""
 
     path: Path
     data: dict[str, Any] = field(default_factory=dict)
@@ -84,8 +82,7 @@ def build_report(
 
     Raises:
         SensorbenchError: an unreadable session or model, or an analysis that failed.
-        OutputError: ``report.html`` exists and ``force`` is False.
-    """
+        OutputError: ``report.html`` exists and ``force`` is False."""
     opts = options or ReportOptions()
     say = progress or (lambda _m: None)
     paths = [Path(p) for p in sessions]

@@ -3,8 +3,7 @@
 ``compute_x(inputs) -> XSection | None`` (None: nothing for it in the inputs); each
 section's :meth:`as_dict` gives its keys of ``Report.data`` (plain values, SI units).
 Figures are kept as PNG bytes, so rendering reads no file. Simulated truth sits beside
-each recovered value, on the file's time base (τ ÷ emulation speed, rate × speed).
-"""
+each recovered value, on the file's time base (τ ÷ emulation speed, rate × speed)."""
 
 from __future__ import annotations
 
@@ -94,8 +93,7 @@ def truth_doc(path: Path) -> tuple[dict | None, float]:
 
     Raises:
         SessionError: the recorded scenario is not TOML tables, or the emulation speed is
-            not a finite number > 0 (a damaged file: the truth cannot be trusted).
-    """
+            not a finite number > 0 (a damaged file: the truth cannot be trusted)."""
     with Session(path) as s:
         if not s.truth_names():
             return None, 1.0
@@ -170,8 +168,7 @@ def validation_document(report: ValidationReport, wrong: Sequence[int | None]) -
 def _rate_truth(tp: dict | None, speed: float, clock: str) -> float | None:
     """The simulated scan rate on the time base of the stream's turn times (Hz).
 
-    Device clocks count simulated time; host stamps run ``speed`` times faster.
-    """
+    Device clocks count simulated time; host stamps run ``speed`` times faster."""
     if tp is None:
         return None
     return float(tp["rate_hz"]) * (speed if clock == "host" else 1.0)
@@ -505,8 +502,7 @@ class PoseSection:
     """The pose-error model of the sessions with both pose streams, and its validation.
 
     ``truth_speed``: the emulation speed of simulated sessions, else None; ``figures``:
-    the Allan plot, then each session's band plots; ``validation`` None under two sessions.
-    """
+    the Allan plot, then each session's band plots; ``validation`` None under two sessions."""
 
     sensor: str
     reference: str
@@ -660,8 +656,7 @@ def compute_pose_verdict(
 
     Sessions aligned each on its own get no frame check (every session's mean error is
     absorbed); under one transform, the campaign's check at :data:`FRAME_ALPHA` (the
-    report keeps every session, so it judges them here).
-    """
+    report keeps every session, so it judges them here)."""
     from sensorbench.characterize.pose.frames import FRAME_ALPHA, frame_statistics
     from sensorbench.characterize.pose.verdict import assess
 

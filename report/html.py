@@ -3,8 +3,7 @@
 Every function here turns a dataclass of :mod:`~sensorbench.report.data`
 into HTML and computes nothing. Figures are embedded as base64 PNG; the page needs no
 external asset. Headings ``<h2>`` start sections (the page's contents list is built
-from them), ``<h3>`` sub-sections.
-"""
+from them), ``<h3>`` sub-sections."""
 
 from __future__ import annotations
 
@@ -43,8 +42,7 @@ caption{text-align:left;font-weight:bold;padding:.3em 0}
 figure{display:inline-block;vertical-align:top;margin:.5em}
 img{max-width:520px;border:1px solid #ddd}.figures{display:block}
 figure.wide{display:block}figure.wide img{max-width:100%}
-.pass{color:#060;font-weight:bold}.fail{color:#b00;font-weight:bold}.note{color:#555}
-"""
+.pass{color:#060;font-weight:bold}.fail{color:#b00;font-weight:bold}.note{color:#555}"""
 
 
 # ------------------------------------------------------------------ small helpers

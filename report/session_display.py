@@ -2,8 +2,7 @@
 ``export``): text lines and JSON documents built from the library's results; the commands
 print them.
 
-Units: spans, rates' periods and gaps in s, rates in Hz; counts as they are.
-"""
+Units: spans, rates' periods and gaps in s, rates in Hz; counts as they are."""
 
 from __future__ import annotations
 

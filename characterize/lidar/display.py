@@ -5,8 +5,7 @@ the report's lidar section (:mod:`sensorbench.report.html`) and the figures
 (:mod:`~sensorbench.characterize.lidar.plots`) name, scale and format a statistic
 through its :class:`Stat` here: a new statistic shown in more than one of them gets
 one entry. Values enter in SI units (s, Hz, m) or as stored (%, °, counts); the
-report keeps its page-wide number style and takes the label, unit and scale.
-"""
+report keeps its page-wide number style and takes the label, unit and scale."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ class Stat:
         label: its name ("Scan rate").
         unit: the display unit ("" for a count).
         scale: display value = stored value × scale (1e3 for s → ms).
-        fmt: format of the display value.
-    """
+        fmt: format of the display value."""
 
     label: str
     unit: str

@@ -6,8 +6,7 @@ the bin centres) gives every point's residual against the *other* half of the tu
 own noise. Every finite return is then labelled (``LABEL_*``): on a surface, edge
 outlier (mixed pixel, Horvitz-Thompson weighted), isolated false point or transient.
 Key invariant: a point never enters its own reference. Method and formulas:
-docs/LIDAR.md ("Noise and the outlier classifier").
-"""
+docs/LIDAR.md ("Noise and the outlier classifier")."""
 
 from __future__ import annotations
 
@@ -44,8 +43,7 @@ class NoiseReport:
     their Horvitz-Thompson total (docs/LIDAR.md).
     ``bands``: one dict per band with ``lo_m``, ``hi_m``, ``sigma_m`` (nan when
     fewer than 30 points), ``se_m``, ``n_points``, ``n_bins``. Fractions are of
-    all non-invalid samples (returns and no-returns) in the static stretches.
-    """
+    all non-invalid samples (returns and no-returns) in the static stretches."""
 
     n_stretches: int
     static_s: float
@@ -124,8 +122,7 @@ def range_noise(
     ``step_rad``: the angular step (rad); ``period_s``: nominal turn period (s), for the
     reported static time; ``bands_m``: band edges (m); ``jump_abs_m`` (m) and ``jump_rel``
     (fraction of range): the discontinuity threshold; ``edge_bins``: half-width of an edge
-    zone (bins); ``outlier_k``: outlier threshold (σ).
-    """
+    zone (bins); ``outlier_k``: outlier threshold (σ)."""
     n_str = int(stretch.max()) + 1
     n_bins = int(np.floor(TWO_PI / step_rad))
     tid_all = turn_index(turns.count)

@@ -4,8 +4,7 @@ Timing, returns (no-return fraction, intensity levels) and point sequence come f
 every turn (:mod:`.timing`, :mod:`.sequence`); range noise and outliers from the static
 stretches (:func:`detect_static`, :mod:`.noise`). Without a static stretch the
 characterization refuses (``FitError``) unless only timing is asked for. For an LD19 it
-also says what the vendor SDK's near filter would zero. Units: SI (s, Hz, m), fractions in %.
-"""
+also says what the vendor SDK's near filter would zero. Units: SI (s, Hz, m), fractions in %."""
 
 from __future__ import annotations
 
@@ -47,8 +46,7 @@ class ReturnStats:
             of the no-returns (nan when there are none).
         intensity_pct: % of the points with a return per intensity value (key
             ``"15"``) or, above :data:`MAX_LEVELS` distinct values, per bin of 16
-            (key ``"0-15"``).
-    """
+            (key ``"0-15"``)."""
 
     n_points: int
     no_return_pct: float
@@ -100,8 +98,7 @@ class StaticDetection:
         change_m: per turn, change (m) to the turn ``lag_turns`` before (nan: too few bins).
         floor_m: noise floor of the change metric (m).
         threshold_m: static threshold (m).
-        lag_turns: the lag ``L`` in turns.
-    """
+        lag_turns: the lag ``L`` in turns."""
 
     stretch: np.ndarray
     change_m: np.ndarray
@@ -144,8 +141,7 @@ def detect_static(
     """Label the static stretches of ``turns``: a turn whose upper-quartile per-bearing
     (``bin_deg`` bins) range change to the turns ``lag_s`` (s) before and after stays under
     ``factor`` × the lag-1 noise floor, in runs of at least ``min_static_s`` (s)
-    (docs/LIDAR.md, "Static stretches").
-    """
+    (docs/LIDAR.md, "Static stretches")."""
     n_bins = max(8, round(360.0 / bin_deg))
     grid = binned_turns(turns, n_bins)
     lag = max(1, round(lag_s / period_s))
@@ -186,8 +182,7 @@ class StaticOptions:
         factor: static threshold as a multiple of the lag-1 noise floor.
         min_static_s: shortest static stretch (s).
         bands_m: range band edges (m).
-        outlier_k: outlier threshold (σ).
-    """
+        outlier_k: outlier threshold (σ)."""
 
     lag_s: float = 1.0
     factor: float = 2.5
@@ -248,8 +243,7 @@ def characterize_turns(
     (its ``time_base`` attribute).
 
     Raises:
-        FitError: too few turns, or no static stretch (unless ``timing_only``).
-    """
+        FitError: too few turns, or no static stretch (unless ``timing_only``)."""
     opt = options or StaticOptions()
     timing = timing_stats(turns, events, sources, clock_source, time_base)
     t_s, _ = turn_start_s(turns)
@@ -317,8 +311,7 @@ def characterize_session(
 
     Raises:
         SessionError: unreadable file or no such lidar stream (the message lists them).
-        FitError: see :func:`characterize_turns`.
-    """
+        FitError: see :func:`characterize_turns`."""
     with Session(path) as s:
         names = s.lidar_names()
         if device not in names:

@@ -13,8 +13,7 @@ alignment's pairs: ATE = |R·p_sensor + t − p_ref| per pair (m); RPE (delta in
 pairs (0, Δ), (Δ, 2Δ), …) = the error of the sensor's relative pose, translation (m)
 and angle (deg), in the sensor's own body frame (B not applied), Δ the frames closest
 to :data:`RPE_DELTA_S`. Each with RMSE, mean, median, sd, min and max
-(docs/POSE_ERROR.md, "ATE and RPE").
-"""
+(docs/POSE_ERROR.md, "ATE and RPE")."""
 
 from __future__ import annotations
 
@@ -106,8 +105,7 @@ class Interpolator:
 
     Rotations are interpolated spherically between neighbouring samples, as
     :class:`scipy.spatial.transform.Slerp` does (``q_k ⊗ exp(α log(q_k⁻¹ q_{k+1}))``),
-    in the vectorised quaternion forms of :mod:`quat`.
-    """
+    in the vectorised quaternion forms of :mod:`quat`."""
 
     def __init__(self, ref: PoseTrack) -> None:
         self.ref = ref.only_valid()
@@ -146,8 +144,7 @@ class Interpolator:
         """Reference pose at ``t_s``: (position (M,3), quat_xyzw (M,4), inside (M,)).
 
         ``inside`` is False outside the reference and in its gaps longer than
-        :func:`gap_limit_s` (``max_gap_s`` when given).
-        """
+        :func:`gap_limit_s` (``max_gap_s`` when given)."""
         ref = self.ref
         limit = gap_limit_s(ref, max_gap_s)
         t_s = np.asarray(t_s, dtype=np.float64)
@@ -265,8 +262,7 @@ def windowed_rate(
 ) -> np.ndarray:
     """|ω| (rad/s) at ``grid`` times from the rotation across ``window_s`` (s), which does
     not amplify orientation noise by the sample rate as differencing samples does; ``nan``
-    where the window leaves the track or an end falls in a gap (:func:`gap_limit_s`).
-    """
+    where the window leaves the track or an end falls in a gap (:func:`gap_limit_s`)."""
     interp = track.interpolator()
     t = interp.ref.t_s
     limit = gap_limit_s(track, max_gap_s)
@@ -340,8 +336,7 @@ def estimate_time_offset(
 
     Raises:
         FitError: naming the cause: no overlap, rates that cannot be taken (samples too
-            sparse for the gap limit), or tracks that never turn.
-    """
+            sparse for the gap limit), or tracks that never turn."""
     sensor, ref = sensor.only_valid(), ref.only_valid()
     window_s = rate_window_s(sensor, ref) if window_s is None else window_s
     lo = max(sensor.t_s[0], ref.t_s[0] - max_offset_s)
@@ -399,8 +394,7 @@ def align_sessions(
     max_gap_s: float | None = None,
 ) -> list[Alignment]:
     """Align several sessions of one sensor: a time offset each, one frame transform
-    fitted to all together. ``offset_s``: None (estimate each), one for all, or one each.
-    """
+    fitted to all together. ``offset_s``: None (estimate each), one for all, or one each."""
     if not pairs:
         raise FitError("no sessions to align")
     prepared = []
@@ -547,8 +541,7 @@ def trajectory_error(
     """ATE and RPE of ``sensor`` against ``reference`` under ``alignment``.
 
     Raises:
-        FitError: fewer than two pairs.
-    """
+        FitError: fewer than two pairs."""
     sensor = sensor.only_valid()
     pos, quat, inside = interpolate(reference, sensor.t_s + alignment.offset_s, max_gap_s)
     idx = np.flatnonzero(inside)

@@ -4,8 +4,7 @@ Three checks a Gauss-Markov fit cannot pass by absorbing drift (verdict ``DRIFT`
 :func:`stationarity` (τ against :data:`TAU_SEGMENT_FRACTION` × the median segment),
 :func:`trend_test` (per-segment slopes, m/s or rad/s) and :func:`variance_growth`
 (segment variance against length). Times in s; errors in :data:`series.AXIS_UNITS`.
-Method: docs/POSE_ERROR.md ("The verdict").
-"""
+Method: docs/POSE_ERROR.md ("The verdict")."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ _MIN_TREND_SAMPLES = 8
 def segment_lengths(series: list[ErrorSeries]) -> np.ndarray:
     """Duration (s) of every relocalization segment: from its first sample to the next start.
 
-    The last segment of a session ends at the session's last sample.
-    """
+    The last segment of a session ends at the session's last sample."""
     out = []
     for s in series:
         starts = s.t_s[s.reloc]

@@ -2,8 +2,7 @@
 
 Per axis (x, y, z in m; roll, pitch, yaw in rad) ``e(t) = b_s + g(t) + v(t)`` with
 parameters sigma_b, sigma, tau_s (s), sigma_v, fitted by the exact 2-state Kalman
-likelihood (docs/POSE_ERROR.md, "The fit", "Model file").
-"""
+likelihood (docs/POSE_ERROR.md, "The fit", "Model file")."""
 
 from __future__ import annotations
 
@@ -116,8 +115,7 @@ def _nll_kernel(
 
     Column c runs on data column ``col[c]`` with ``params[c]`` (:data:`PARAMS` order,
     linear units) over the first ``n_used`` rows, with the transition factor of column
-    ``first[source[c]]``. A diffuse reset's first-sample constant term is removed.
-    """
+    ``first[source[c]]``. A diffuse reset's first-sample constant term is removed."""
     n_c = col.size
     phis = np.empty(first.size)
     out = np.zeros(n_c)
@@ -175,8 +173,7 @@ def _offset_normal_equations(
     V is the covariance of g + v (g stationary at sample 0, ``dt`` in s with inf at 0),
     B the indicator of segment ``seg[i]`` (0..k-1, non-decreasing). The scalar Kalman
     filter of g whitens y and every column of B with the same gains; a past segment's
-    column is dropped once its filtered state has decayed below 1e-12.
-    """
+    column is dropped once its filtered state has decayed below 1e-12."""
     a = np.zeros((n_seg, n_seg))
     r = np.zeros(n_seg)
     m = np.zeros(n_seg)
@@ -218,8 +215,7 @@ def offset_qprofile(
 
     One entry per usual segment, each session's block of C decomposed on its own; a
     session whose mean an alignment absorbed on this axis (``meta["mean_group"]``,
-    ``meta["mean_axes"]``) puts its segments in that group.
-    """
+    ``meta["mean_axes"]``) puts its segments in that group."""
     lam, z, ones, group = [], [], [], []
     labels: dict[str, int] = {}
     for s in series:
@@ -242,8 +238,7 @@ class QProfile:
     """sigma_b's Q-profile: per segment j, λ_j and z_j (docs/POSE_ERROR.md, "The fit").
 
     χ² with k − groups dof at the true sigma_b (``ones`` = Uᵀ1, ``group``: the absorbed
-    means); without them (z² only) k dof.
-    """
+    means); without them (z² only) k dof."""
 
     lam: np.ndarray  # (k,) unit²
     z2: np.ndarray  # (k,) unit²
@@ -423,8 +418,7 @@ def name_wrong(
 
     Without ``sigma_b2``: one at a time at ``WRONG_ALPHA / K`` (docs/POSE_ERROR.md). With
     ``sigma_b2`` ``(6,)`` (a model fitted elsewhere, from ``dof`` offsets), each segment
-    is tested against it at ``WRONG_ALPHA / n_family`` (default K).
-    """
+    is tested against it at ``WRONG_ALPHA / n_family`` (default K)."""
     params = np.stack([fits[a].values for a in POSE_AXES])
     est = [[_gls_offsets(s, a, *params[a, 1:]) for a in range(len(POSE_AXES))] for s in series]
     b = np.concatenate([np.stack([o for o, _ in e], 1) for e in est])  # (K, 6) unit
@@ -543,8 +537,7 @@ def minimize_batched(
 
     ``fun(theta (P_active, n_sets, d), active indices) -> (P_active, n_sets)``. Damped
     saddle-free Newton on a central-difference stencil of step ``h``; a problem stops at
-    a Newton decrement below ``tol`` (or a rejected step below ``100 tol``).
-    """
+    a Newton decrement below ``tol`` (or a rejected step below ``100 tol``)."""
     p, d = theta0.shape
     offsets, pairs = _stencil(d, h)
 
@@ -667,8 +660,7 @@ class AxisFit:
 
     def sigma_b_quantile(self, u: np.ndarray) -> np.ndarray:
         """sigma_b (axis unit) at probabilities ``u``: its Q-profile, else the log-normal
-        ``exp(N(ln σ̂_b, se²))`` (the point estimate if se_log is not usable).
-        """
+        ``exp(N(ln σ̂_b, se²))`` (the point estimate if se_log is not usable)."""
         u = np.asarray(u, dtype=float)
         if self.has_qprofile:
             return self.qprofile.quantile(u)  # type: ignore[union-attr]
@@ -969,8 +961,7 @@ def fit_groups(
     """Fit every axis on each group of session indices, all groups in one batch.
 
     Each group is refitted with its named wrong relocalizations' offsets unknown until
-    the names settle (:data:`NAMING_ROUNDS` at most); ``progress`` follows the first fit.
-    """
+    the names settle (:data:`NAMING_ROUNDS` at most); ``progress`` follows the first fit."""
     options = options or FitOptions()
     if not series:
         raise FitError("no sessions to fit")
@@ -1065,8 +1056,7 @@ def _restricted_step(
 
     REML adds ``½ log det(JᵀV(θ)⁻¹J)``, J = ``meta["nuisance_jacobian"]`` ``(N, 6, P)``
     shared within ``meta["nuisance_group"]``; the step is capped at
-    :data:`MAX_RESTRICTED_STEP` standard errors; sigma_b is left as fitted.
-    """
+    :data:`MAX_RESTRICTED_STEP` standard errors; sigma_b is left as fitted."""
     members: dict[str, list[int]] = {}
     for i in group:
         m = series[i].meta

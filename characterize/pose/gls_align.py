@@ -5,8 +5,7 @@ is fitted by Gauss-Newton GLS, every column whitened by the model's Kalman filte
 (:mod:`whiten`); ``planar`` keeps ε and β about z, ``none`` fits δ alone; a group
 shares the frame and one δ (``pooled``) or one each. The regressors come from the
 reference, so a rough θ costs efficiency, not consistency. docs/POSE_ERROR.md
-("Time offset and frame").
-"""
+("Time offset and frame")."""
 
 from __future__ import annotations
 
@@ -74,8 +73,7 @@ class GroupFit:
         """``(6,)`` variance (m² or rad²) this estimate's own error causes in another session.
 
         A session aligned with this offset (column 0 when pooled) and frame carries ``J Δφ``,
-        Δφ ~ N(0, cov): ``diag(J cov Jᵀ)`` per axis, averaged over its samples.
-        """
+        Δφ ~ N(0, cov): ``diag(J cov Jᵀ)`` per axis, averaged over its samples."""
         _, jac, n_frame, n_delta = self._design_at(pair, offset_s, max_gap_s)
         jac_cols, cov_idx = list(range(1, 1 + n_frame)), list(range(n_delta, n_delta + n_frame))
         if n_delta == 1 and np.all(self.offset_column == 0):  # the pooled offset
@@ -197,8 +195,7 @@ def _normal_equations(
     """Whitened Gauss-Newton information ``(P, P)`` and gradient ``(P,)`` at the estimate.
 
     ``col``: each session's offset column (−1: offsets kept); ``n_delta`` offset and
-    ``n_frame`` frame columns (P = their sum); ``params``: the weighting model (6, 4).
-    """
+    ``n_frame`` frame columns (P = their sum); ``params``: the weighting model (6, 4)."""
     n_par = n_delta + n_frame
     estimate_offset = n_delta > 0
     info = np.zeros((n_par, n_par))
@@ -235,8 +232,7 @@ def refine(
     (6, 4) error-model parameters weighting the fit; ``pooled``: one offset for all
     (starting equal); ``wrong``: per session, the first-sample times of its wrong
     relocalizations' segments, whose offsets stay free. Returns the estimate and its
-    covariance.
-    """
+    covariance."""
     wrong = wrong or [np.zeros(0)] * len(pairs)
     sessions = [
         _Session(sen.only_valid(), ref.interpolator(), st, w)
@@ -337,8 +333,7 @@ def offset_pieces(
     None when a piece has too few poses. A clock that runs at another rate than the
     reference's (the offset drifts during the recording) shows as pieces that
     disagree; the session's offset is then their mean over the recording, and its
-    standard error is inflated by the Birge ratio (:attr:`OffsetDrift.inflation`).
-    """
+    standard error is inflated by the Birge ratio (:attr:`OffsetDrift.inflation`)."""
     sensor, ref = pair[0].only_valid(), pair[1]
     edges = np.linspace(sensor.t_s[0], sensor.t_s[-1] + 1e-9, PIECES + 1)
     offs, ses, mids = [], [], []

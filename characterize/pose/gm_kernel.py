@@ -5,8 +5,7 @@ The kernels draw, simulate and reduce in one pass, vectorised over *lanes* (one 
 series. Each lane runs its own SplitMix64 stream; normals by Box–Muller in float32
 with series ``ln`` and ``sin``/``cos`` written here (vectorisable, unlike libm); the
 recursion and the statistics run in float64. Why and the accuracy of each part:
-docs/POSE_ERROR.md ("Monte Carlo").
-"""
+docs/POSE_ERROR.md ("Monte Carlo")."""
 
 from __future__ import annotations
 
@@ -106,8 +105,7 @@ def _normal_pairs(
     """One pair of independent standard normals per lane into ``z1``, ``z2`` (float32).
 
     ``uf`` (float32) and ``ui`` (int32) are views of the same scratch buffer: the
-    float's exponent and mantissa are read through the integer view.
-    """
+    float's exponent and mantissa are read through the integer view."""
     _splitmix(state, word)
     for j in range(state.size):
         w = word[j]
@@ -136,8 +134,7 @@ def _accumulate(acc: np.ndarray, e: np.ndarray, k: int, early: bool, late: bool)
     """Add sample ``k`` of every lane, values ``e`` ``(lanes,)``, to ``acc``.
 
     Written as short loops over few arrays each: the compiler vectorises a loop only
-    when it can check at run time that its arrays do not overlap, for a few arrays.
-    """
+    when it can check at run time that its arrays do not overlap, for a few arrays."""
     s1 = acc[ACC_SUM]
     s2 = acc[ACC_SUMSQ]
     for j in range(e.size):
@@ -225,8 +222,7 @@ def simulate_block(
         lane_axis: ``(lanes,)`` the axis (column of ``gains``) of every lane.
         given: ``(N,)`` bool, relocalizations whose offset is given in ``shift`` (a
             named wrong relocalization's jump): b is 0 over their segments.
-        shift: ``(N, A)`` d, the given offsets over their segments (0 elsewhere).
-    """
+        shift: ``(N, A)`` d, the given offsets over their segments (0 elsewhere)."""
     lanes = state.size
     word = np.empty(lanes, dtype=np.uint64)
     uf = np.empty(lanes, dtype=np.float32)

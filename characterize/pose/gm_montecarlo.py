@@ -5,8 +5,7 @@ times ``t_s`` (s, any spacing; spacings taken to 1 ns) and relocalization flags,
 the exact discretization of g (stationary start), reduced by :mod:`gm_kernel` to the
 statistics :data:`STAT_NAMES` (the same kernel computes them on the real error).
 The same seed, times and parameters give the same draws whichever function is asked.
-Statistics: docs/POSE_ERROR.md ("Monte Carlo").
-"""
+Statistics: docs/POSE_ERROR.md ("Monte Carlo")."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ def draw_params(
     sigma_b's log-normal marginal (e.g. by its Q-profile, which may give 0): sigma_b is
     the quantile at ``Φ`` of its standardised log-normal deviate (a Gaussian copula, so
     its correlation with the other parameters is kept), or at an independent uniform
-    when its variance in ``cov_log`` is 0.
-    """
+    when its variance in ``cov_log`` is 0."""
     a = params.shape[0]
     out = np.empty((n_draws, a, 4))
     z = rng.standard_normal((n_draws, a, 4))
@@ -81,8 +79,7 @@ def _gains(
     """``(4, N, A)`` whitening gains of the model ``whiten`` (A, 4), or ``(4, 0, A)``.
 
     ``wrong`` (N,) bool: resets of named wrong relocalizations (their offset unknown
-    to the filter, :func:`whiten.filter_gains`).
-    """
+    to the filter, :func:`whiten.filter_gains`)."""
     if whiten is None:
         return np.zeros((4, 0, a))
     w = np.asarray(whiten, float)
@@ -140,8 +137,7 @@ def simulate_errors(
     ``params``: ``(A, 4)`` or ``(B, A, 4)`` (one set per draw), columns sigma_b, sigma,
     tau_s, sigma_v (m or rad, s); ``session_sd`` ``(A,)``: sd of an offset constant over
     the series; ``streams`` ``(B, A)`` uint64: each lane's random stream instead of
-    ``seed``'s (equal streams, equal normals).
-    """
+    ``seed``'s (equal streams, equal normals)."""
     _, series, a = _simulate(
         params, t_s, reloc, n_draws, seed, True, session_sd=session_sd, streams=streams
     )
@@ -199,8 +195,7 @@ def error_statistics(
 
     ``whiten``: ``(A, 4)`` model whose standardized innovations give ``nis`` and
     ``kurtosis`` (column l is whitened by axis ``l % A``), else those are nan;
-    ``wrong`` (N,) bool: named wrong relocalizations, whose offsets it does not know.
-    """
+    ``wrong`` (N,) bool: named wrong relocalizations, whose offsets it does not know."""
     e = np.ascontiguousarray(error, dtype=np.float64)
     early, late = growth_masks(t_s, reloc)
     acc = np.zeros((gm_kernel.N_ACC, e.shape[1]))
@@ -220,8 +215,7 @@ def simulate_statistics(
     shift: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """``{stat: (B, A)}`` of B simulated draws (:func:`simulate_errors`), unstored;
-    ``wrong`` (N,) and ``shift`` (N, A): named wrong relocalizations' jumps, given, not drawn.
-    """
+    ``wrong`` (N,) and ``shift`` (N, A): named wrong relocalizations' jumps, given, not drawn."""
     stats, _, a = _simulate(
         params, t_s, reloc, n_draws, seed, False, whiten, session_sd, None, wrong, shift
     )

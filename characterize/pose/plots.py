@@ -1,8 +1,7 @@
 """Figures of the pose-error fit and validation (matplotlib, Agg backend, PNG files).
 
 Error inside the model's Monte Carlo bands, rank histogram, Allan deviation against
-the model's, and the evo-style trajectory overlay.
-"""
+the model's, and the evo-style trajectory overlay."""
 
 from __future__ import annotations
 
@@ -98,8 +97,7 @@ def plot_trajectory_overlay(
     :data:`sensorbench.fusion.figures.MIN_SPAN_M` wide.
 
     ``reference_xy`` and ``error_xy`` are ``(N, 2)`` in the reference frame (m); the
-    estimate is their sum. Returns the PNG path.
-    """
+    estimate is their sum. Returns the PNG path."""
     est = reference_xy + error_xy
     err_mm = 1000.0 * np.hypot(error_xy[:, 0], error_xy[:, 1])
     fig, ax = plt.subplots(figsize=(6.5, 5.5))

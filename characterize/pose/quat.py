@@ -5,8 +5,7 @@
 and interpolate thousands of poses dozens of times per campaign; these vectorised
 forms take ~30 ns. Conventions are scipy's (``tests/test_pose_quat.py`` checks them
 against it): ``mul(a, b)`` is the rotation ``a * b`` (b first), rotation vectors are
-axis × angle in rad with angles in [0, π].
-"""
+axis × angle in rad with angles in [0, π]."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ A requirement asks that the ``confidence`` quantile of a statistic of ``|e|`` ov
 horizon (s) be within a threshold (SI, or with a unit; a length on an angle axis is
 refused). :func:`predict_requirements` simulates a new horizon with the parameter
 uncertainty; :func:`judge_requirements` bounds the quantile (holds, fails, cannot
-tell). docs/POSE_ERROR.md ("The verdict").
-"""
+tell). docs/POSE_ERROR.md ("The verdict")."""
 
 from __future__ import annotations
 
@@ -334,8 +333,7 @@ def _quantile_per_set(
     """``(B, R)`` the ``level`` quantile of every required statistic under each parameter set.
 
     ``sets`` ``(B, A, 4)``; ``n_horizons`` horizons per set, every set under the same
-    relocalization patterns and the same normals (common random numbers).
-    """
+    relocalization patterns and the same normals (common random numbers)."""
     b, a = sets.shape[:2]
     per_call = int(np.clip(_SAMPLE_BUDGET // (b * h.t.size * a), 1, n_horizons))
     batch = max(1, _BATCH_SAMPLES // (h.t.size * a))
@@ -398,8 +396,7 @@ def judge_requirements(
 ) -> list[RequirementResult]:
     """:func:`predict_requirements` and the verdict of every requirement (docs/POSE_ERROR.md).
 
-    ``how.parameter_uncertainty=False``: both bounds are the point estimate's quantile.
-    """
+    ``how.parameter_uncertainty=False``: both bounds are the point estimate's quantile."""
     verdict_confidence = how.verdict_confidence
     if not 0.5 < verdict_confidence < 1.0:
         raise FitError(f"--verdict-confidence must be in (0.5, 1), got {verdict_confidence}")

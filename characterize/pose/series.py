@@ -2,8 +2,7 @@
 
 :class:`ErrorSeries`: one session's error against its reference, time-associated and
 frame-aligned (:mod:`align`), with its relocalization segments (:mod:`reloc_segments`).
-Axes in :data:`POSE_AXES` order: x, y, z in m, roll, pitch, yaw in rad; times in s.
-"""
+Axes in :data:`POSE_AXES` order: x, y, z in m, roll, pitch, yaw in rad; times in s."""
 
 from __future__ import annotations
 
@@ -47,8 +46,7 @@ class ErrorSeries:
         reloc: (N,) True at the first sample of every relocalization segment (always at
             sample 0): a new offset b is drawn there.
         wrong: (N,) True at the first sample of every segment named a wrong relocalization
-            (:func:`error_model.name_wrong`): its offset is unknown to every fit.
-    """
+            (:func:`error_model.name_wrong`): its offset is unknown to every fit."""
 
     t_s: np.ndarray
     error: np.ndarray

@@ -1,6 +1,5 @@
 """From session files (or two pose tracks) to aligned, segmented pose-error series
-(docs/POSE_ERROR.md, "Time offset and frame").
-"""
+(docs/POSE_ERROR.md, "Time offset and frame")."""
 
 from __future__ import annotations
 
@@ -130,8 +129,7 @@ def _segmented(
     ``seg`` with ``starts`` (segment start times, s): carried over to the samples kept;
     ``seg`` alone: reused when the samples are the same; else segmented anew.
     ``mean_group``: the sessions sharing ``al``; ``nuisance``: (offset-and-frame fit, this
-    session's index in it, its label); ``trajectory``: also ATE and RPE under it.
-    """
+    session's index in it, its label); ``trajectory``: also ATE and RPE under it."""
     t, e, idx = pose_errors(sensor, reference, al, max_gap_s)
     if t.size < 10:
         raise FitError(f"{name}: only {t.size} sensor poses overlap the reference")
@@ -202,8 +200,7 @@ def prepare_sessions(
     """Prepare the campaign of session files (:func:`prepare_campaign`), every session kept.
 
     ``align="campaign"`` leaves no session out (the caller's frame check names those in
-    another map); ``mode="none"``: no alignment. Names: :func:`session_names`.
-    """
+    another map); ``mode="none"``: no alignment. Names: :func:`session_names`."""
     tracks = [load_tracks(p, sensor, reference, t_start_s, t_end_s) for p in paths]
     return prepare_campaign(
         tracks, session_names(paths), [str(p) for p in paths], "none" if mode == "none" else align,
@@ -280,8 +277,7 @@ class PreparedCampaign:
     """A campaign aligned and segmented, and what its leave-one-out folds need.
 
     ``prepared``: the sessions in the campaign's map (input order) under its offset and
-    frame; ``frames``: the frame check (None unless ``align="campaign"`` with ≥ 2 sessions).
-    """
+    frame; ``frames``: the frame check (None unless ``align="campaign"`` with ≥ 2 sessions)."""
 
     prepared: list[PreparedSession]
     frames: FrameCheck | None
@@ -466,8 +462,7 @@ def prepare_campaign(
 ) -> PreparedCampaign:
     """Align, compute and segment the error of every session; check their frames.
 
-    ``align``: :data:`ALIGN_MODES` (docs/POSE_ERROR.md, "Time offset and frame").
-    """
+    ``align``: :data:`ALIGN_MODES` (docs/POSE_ERROR.md, "Time offset and frame")."""
     if align not in ALIGN_MODES:
         raise FitError(f"unknown --align {align!r} (auto, campaign, session or none)")
     if align == "auto":
@@ -539,8 +534,7 @@ def _own_alignment(
     """Session ``index``'s own offset and frame by GLS, weighted by its own model ``fit``.
 
     ``search``: ``(max_offset_s, max_gap_s)`` when the offset is estimated, None when
-    given. Returns the alignment (se inflated by drift), that drift and the GLS fit.
-    """
+    given. Returns the alignment (se inflated by drift), that drift and the GLS fit."""
     al = ps.alignment
     params = np.stack([fit[a].values for a in POSE_AXES])
     starts = ps.series.reloc_times_s()

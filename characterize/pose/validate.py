@@ -4,8 +4,7 @@ Per held-out session: refit on the others (or use a given model), draw B error
 realizations along its timestamps and relocalizations, and place the real statistics
 (:data:`STAT_NAMES`) among the simulated ones (percentile, max-|z| per session,
 Šidák over sessions); failing sessions are named by step-down. Invariant: the held-out
-session informs nothing that judges it. docs/POSE_ERROR.md ("Validation").
-"""
+session informs nothing that judges it. docs/POSE_ERROR.md ("Validation")."""
 
 from __future__ import annotations
 
@@ -139,8 +138,7 @@ class ValidationReport:
         """Counts of percentiles in ``bins`` equal bins, per statistic, over sessions × axes.
 
         A correct model gives a flat histogram; U-shape = spread too small, dome = too
-        large, slope = bias.
-        """
+        large, slope = bias."""
         edges = np.linspace(0.0, 1.0, bins + 1)
         out = {}
         for j, stat in enumerate(STAT_NAMES):
@@ -220,8 +218,7 @@ def check_session(
     With ``cov_log`` every draw has its own parameters (:func:`draw_params`, sigma_b from
     ``sigma_b_quantile`` per axis); ``inherited_variance`` (6,) units²: an offset constant
     over the session added to every draw; ``shift`` (N, 6): the named wrong
-    relocalizations' jumps, given to every draw. Innovations are whitened by ``params``.
-    """
+    relocalizations' jumps, given to every draw. Innovations are whitened by ``params``."""
     sim_params = (
         params if cov_log is None else draw_params(params, cov_log, n_draws, rng, sigma_b_quantile)
     )
@@ -266,8 +263,7 @@ def held_out_wrong(
 ) -> tuple[ErrorSeries, np.ndarray]:
     """``held`` with its wrong relocalizations named under ``fits`` (sigma_b from ``n_usual``
     of ``n_relocs`` offsets; Bonferroni over ``n_relocs`` and ``held``'s), and ``(N, 6)``
-    the named jumps over their segments (m, rad).
-    """
+    the named jumps over their segments (m, rad)."""
     sb2 = np.array([fits[a].sigma_b for a in POSE_AXES]) ** 2
     found = name_wrong([held], fits, sb2, max(n_usual - 1, 1), n_relocs + held.n_segments)
     marked = replace(held, wrong=found.masks[0])
@@ -291,8 +287,7 @@ def validate_sessions(
 
     Without ``model`` each session is checked against a model refitted on the others
     (≥ 2 sessions), failures named by step-down; ``folds`` gives each held-out session's
-    error and its training errors (default: ``series`` as they are).
-    """
+    error and its training errors (default: ``series`` as they are)."""
     if not series:
         raise FitError("no sessions to validate")
     if n_draws < 100:

@@ -3,8 +3,7 @@
 Part 1 fails with a named reason: ``DRIFT`` (:mod:`drift`), ``SCALE`` (:mod:`scale`),
 ``FRAME`` (:mod:`frames`), ``MISFIT`` (:mod:`validate`). Part 2: each ``--require``
 holds, fails or cannot tell (:mod:`requirements`), shown even when part 1 fails.
-``passed`` (exit 0) = the model holds and every requirement holds. docs/POSE_ERROR.md.
-"""
+``passed`` (exit 0) = the model holds and every requirement holds. docs/POSE_ERROR.md."""
 
 from __future__ import annotations
 
@@ -302,8 +301,7 @@ def assess(
     """Run the model-independent checks on prepared sessions and build the verdict.
 
     ``model``: the model fitted on all the (kept) sessions, or the given model file,
-    whose τ is compared with the segment lengths.
-    """
+    whose τ is compared with the segment lengths."""
     series = [ps.series for ps in prepared]
     inputs = scale_inputs(prepared)
     scale = (
