@@ -13,10 +13,6 @@ _META = ("model", "serial", "port_path", "firmware")
 """Stream attributes ``info`` shows beside each stream."""
 
 
-def _fmt_s(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
 def _details(st: dict[str, Any]) -> str:
     """What ``info`` says of a stream beyond the shared columns, and its device metadata."""
     kind = st["kind"]
@@ -46,7 +42,8 @@ def info_lines(info: dict[str, Any], session: Path) -> list[str]:
     ]
     for st in info["streams"]:
         count = {"lidar": "turns", "raw": "chunks"}.get(st["kind"], "count")
-        spans = (_fmt_s(st.get(k)) for k in ("span_s", "rate_hz", "max_gap_s"))
+        keys = ("span_s", "rate_hz", "max_gap_s")
+        spans = ("-" if st.get(k) is None else f"{st[k]:.3f}" for k in keys)
         out.append(
             f"{st['kind']:<8} {st['name']:<16} {st.get(count, 0):>10} "
             + " ".join(f"{v:>9}" for v in spans)

@@ -25,18 +25,12 @@ V = TypeVar("V", float, np.ndarray)
 
 @dataclass(frozen=True)
 class Stat:
-    """One statistic as shown.
+    """One statistic as shown: display value = stored value × ``scale`` (1e3 for s → ms)."""
 
-    Attributes:
-        label: its name ("Scan rate").
-        unit: the display unit ("" for a count).
-        scale: display value = stored value × scale (1e3 for s → ms).
-        fmt: format of the display value."""
-
-    label: str
-    unit: str
+    label: str  # its name ("Scan rate")
+    unit: str  # the display unit ("" for a count)
     scale: float = 1.0
-    fmt: str = "{:.3f}"
+    fmt: str = "{:.3f}"  # format of the display value
 
     def value(self, v: V) -> V:
         """``v`` (stored unit; a number or an array) in the display unit."""

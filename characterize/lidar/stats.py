@@ -37,20 +37,13 @@ more (LD19 0..255) are grouped in bins of 16."""
 
 @dataclass(frozen=True)
 class ReturnStats:
-    """No-return fraction and intensity histogram of one stream.
+    """No-return fraction and intensity histogram of one stream; ``intensity_pct``: % of the
+    points with a return per intensity value (key ``"15"``) or, above :data:`MAX_LEVELS`
+    distinct values, per bin of 16 (key ``"0-15"``)."""
 
-    Attributes:
-        n_points: points (no returns included, invalid ``nan`` excluded).
-        no_return_pct: points without a return (``inf``), % of points.
-        no_return_with_intensity_pct: no-return points whose intensity is not 0, %
-            of the no-returns (nan when there are none).
-        intensity_pct: % of the points with a return per intensity value (key
-            ``"15"``) or, above :data:`MAX_LEVELS` distinct values, per bin of 16
-            (key ``"0-15"``)."""
-
-    n_points: int
-    no_return_pct: float
-    no_return_with_intensity_pct: float
+    n_points: int  # no returns included, invalid (nan) excluded
+    no_return_pct: float  # points without a return (inf), % of points
+    no_return_with_intensity_pct: float  # of the no-returns, intensity not 0, % (nan: none)
     intensity_pct: dict[str, float]
 
     def top_levels(self, k: int = 6) -> str:
@@ -91,19 +84,12 @@ QUANTILE = 0.75
 
 @dataclass(frozen=True)
 class StaticDetection:
-    """Result of :func:`detect_static`.
+    """Result of :func:`detect_static`."""
 
-    Attributes:
-        stretch: per turn, the static-stretch number (0, 1, ...) or -1 if not used.
-        change_m: per turn, change (m) to the turn ``lag_turns`` before (nan: too few bins).
-        floor_m: noise floor of the change metric (m).
-        threshold_m: static threshold (m).
-        lag_turns: the lag ``L`` in turns."""
-
-    stretch: np.ndarray
-    change_m: np.ndarray
-    floor_m: float
-    threshold_m: float
+    stretch: np.ndarray  # per turn, the static-stretch number (0, 1, ...) or -1 if not used
+    change_m: np.ndarray  # per turn, change (m) to the turn lag_turns before (nan: few bins)
+    floor_m: float  # noise floor of the change metric (m)
+    threshold_m: float  # static threshold (m)
     lag_turns: int
 
     @property
@@ -175,20 +161,13 @@ def detect_static(
 
 @dataclass(frozen=True)
 class StaticOptions:
-    """Knobs of the static-stretch detector and the noise/outlier measurement.
+    """Knobs of the static-stretch detector and the noise/outlier measurement."""
 
-    Attributes:
-        lag_s: lag (s) over which motion must show.
-        factor: static threshold as a multiple of the lag-1 noise floor.
-        min_static_s: shortest static stretch (s).
-        bands_m: range band edges (m).
-        outlier_k: outlier threshold (σ)."""
-
-    lag_s: float = 1.0
-    factor: float = 2.5
-    min_static_s: float = 3.0
-    bands_m: tuple[float, ...] = DEFAULT_BANDS_M
-    outlier_k: float = 5.0
+    lag_s: float = 1.0  # lag (s) over which motion must show
+    factor: float = 2.5  # static threshold, × the lag-1 noise floor
+    min_static_s: float = 3.0  # shortest static stretch (s)
+    bands_m: tuple[float, ...] = DEFAULT_BANDS_M  # range band edges (m)
+    outlier_k: float = 5.0  # outlier threshold (σ)
 
 
 @dataclass
