@@ -303,25 +303,23 @@ def compute_lidar(inputs: ReportInputs) -> LidarSection:
             n_per = max(int(t.get("n_single_periods") or 0), 1)
             noise = doc.get("noise")
             bands = [] if noise is None else noise["bands"]
-            streams.append(
-                LidarStream(
-                    name=name,
-                    model=r.model,
-                    timing=t,
-                    noise=noise,
-                    timing_only_because=why,
-                    truth=tp,
-                    speed=speed,
-                    rate_se_hz=t["rate_hz"] ** 2 * t["jitter_std_s"] / math.sqrt(n_per),
-                    rate_truth_hz=_rate_truth(tp, speed, t["clock"]),
-                    host_rate_truth_hz=_rate_truth(tp, speed, "host"),
-                    band_truth_sigma_m=[_band_truth(tp, b["lo_m"], b["hi_m"]) for b in bands],
-                    figures=[
-                        Figure.read(p, f"{label} {name}: {Path(p).stem.replace('_', ' ')}")
-                        for p in write_plots(r, inputs.figdir / f"{path.stem}_{name}")
-                    ],
-                )
-            )
+            streams.append(LidarStream(
+                name=name,
+                model=r.model,
+                timing=t,
+                noise=noise,
+                timing_only_because=why,
+                truth=tp,
+                speed=speed,
+                rate_se_hz=t["rate_hz"] ** 2 * t["jitter_std_s"] / math.sqrt(n_per),
+                rate_truth_hz=_rate_truth(tp, speed, t["clock"]),
+                host_rate_truth_hz=_rate_truth(tp, speed, "host"),
+                band_truth_sigma_m=[_band_truth(tp, b["lo_m"], b["hi_m"]) for b in bands],
+                figures=[
+                    Figure.read(p, f"{label} {name}: {Path(p).stem.replace('_', ' ')}")
+                    for p in write_plots(r, inputs.figdir / f"{path.stem}_{name}")
+                ],
+            ))
         sessions.append(LidarSession(label, path.name, streams))
     return LidarSection(sessions)
 
@@ -490,11 +488,9 @@ class ValidationSection:
 
     def as_dict(self) -> dict[str, Any]:
         """``data["validation"]``: :func:`validation_document`."""
-        return {
-            "validation": validation_document(
-                self.report, [s.wrong_relocalizations for s in self.sessions]
-            )
-        }
+        return {"validation": validation_document(
+            self.report, [s.wrong_relocalizations for s in self.sessions]
+        )}
 
 
 @dataclass
@@ -559,16 +555,14 @@ class PoseSection:
 
     def as_dict(self) -> dict[str, Any]:
         """``{"pose_error": {...}}``, ``"pose_verdict"`` and, when validated, ``"validation"``."""
-        out: dict[str, Any] = {
-            "pose_error": {
-                "source": self.source,
-                "params": [p.as_dict() for p in self.params],
-                "sessions": self.trajectories,
-                "alignment": self.alignment,
-                "wrong_relocalizations": self.wrong,
-                "simulated_wrong_relocalizations": self.simulated_wrong,
-            }
-        }
+        out: dict[str, Any] = {"pose_error": {
+            "source": self.source,
+            "params": [p.as_dict() for p in self.params],
+            "sessions": self.trajectories,
+            "alignment": self.alignment,
+            "wrong_relocalizations": self.wrong,
+            "simulated_wrong_relocalizations": self.simulated_wrong,
+        }}
         if self.validation is not None:
             out.update(self.validation.as_dict())
         if self.verdict is not None:
@@ -703,21 +697,17 @@ def _pose_figures(prepared: list, params: np.ndarray, figdir: Path) -> list[Figu
         Figure.read(plot_allan(allan, figdir / "allan.png"), "Allan deviation: data vs model")
     ]
     for ps in prepared:
-        figures.append(
-            Figure.read(
-                plot_error_bands(ps.series, params, figdir / f"{ps.series.name}_error.png"),
-                f"{ps.series.name}: error with the model's bands",
-            )
-        )
+        figures.append(Figure.read(
+            plot_error_bands(ps.series, params, figdir / f"{ps.series.name}_error.png"),
+            f"{ps.series.name}: error with the model's bands",
+        ))
         for name, _, _, ref in scale_inputs([ps]):
-            figures.append(
-                Figure.read(
-                    plot_trajectory_overlay(
-                        name, ref[:, :2], ps.series.error[:, :2], figdir / f"{name}_path.png"
-                    ),
-                    f"{name}: reference and aligned estimate, |error| colour-mapped",
-                )
-            )
+            figures.append(Figure.read(
+                plot_trajectory_overlay(
+                    name, ref[:, :2], ps.series.error[:, :2], figdir / f"{name}_path.png"
+                ),
+                f"{name}: reference and aligned estimate, |error| colour-mapped",
+            ))
     return figures
 
 
@@ -789,12 +779,10 @@ class ProvenanceSection:
 
     def as_dict(self) -> dict[str, Any]:
         """``{"provenance": [{path, sha256, label}]}``."""
-        return {
-            "provenance": [
-                {"path": str(s.path), "sha256": s.sha256, "label": s.info.get("label")}
-                for s in self.sessions
-            ]
-        }
+        return {"provenance": [
+            {"path": str(s.path), "sha256": s.sha256, "label": s.info.get("label")}
+            for s in self.sessions
+        ]}
 
 
 def _model_files(models: Path | None, hashes: set[str]) -> list[ModelFileRow]:

@@ -113,14 +113,11 @@ def _rate_cell(truth: float | None, speed: float, clock: str) -> str:
 
 def _lidar_stream(st: LidarStream) -> str:
     t = st.timing
-    parts = [
-        table(
-            ["figure", "measured", "simulated truth"],
-            _lidar_rows(st),
-            f"{st.name} ({st.model}) datasheet; timing on the {t['clock']} clock "
-            f"({t['clock_source']})",
-        )
-    ]
+    parts = [table(
+        ["figure", "measured", "simulated truth"], _lidar_rows(st),
+        f"{st.name} ({st.model}) datasheet; timing on the {t['clock']} clock "
+        f"({t['clock_source']})",
+    )]
     if st.timing_only_because:
         parts.append(
             f"<p class='note'>{esc(st.name)}: timing only: {esc(st.timing_only_because)}</p>"
@@ -152,21 +149,17 @@ def _lidar_rows(st: LidarStream) -> list[tuple]:
     t, n, tp = st.timing, st.noise, st.truth
     # figures on a host clock that fell behind say so where they are shown
     suspect = "" if t["clock"] == "device" or t["host_timing_reliable"] else " (!)"
-    rows = [
-        (
-            disp.RATE.heading(), f"{num(t['rate_hz'])} ± {num(st.rate_se_hz, '{:.2g}')}{suspect}",
-            _rate_cell(st.rate_truth_hz, st.speed, t["clock"]),
-        ),
-    ]
+    rows = [(
+        disp.RATE.heading(), f"{num(t['rate_hz'])} ± {num(st.rate_se_hz, '{:.2g}')}{suspect}",
+        _rate_cell(st.rate_truth_hz, st.speed, t["clock"]),
+    )]
     if t["clock"] == "device" or suspect:
-        rows.append(
-            (
-                disp.RATE.heading(", host clock"),
-                num(t["host_rate_hz"])
-                + ("" if t["host_timing_reliable"] else f" (UNRELIABLE: {_host_meaning(t)})"),
-                _rate_cell(st.host_rate_truth_hz, st.speed, "host"),
-            )
-        )
+        rows.append((
+            disp.RATE.heading(", host clock"),
+            num(t["host_rate_hz"])
+            + ("" if t["host_timing_reliable"] else f" (UNRELIABLE: {_host_meaning(t)})"),
+            _rate_cell(st.host_rate_truth_hz, st.speed, "host"),
+        ))
     rows += [
         (disp.PERIOD.heading(" p50"), num(disp.PERIOD.value(t["period_percentiles_s"]["p50"])), ""),
         (disp.JITTER.heading(" σ"), num(disp.JITTER.value(t.get("jitter_std_s", 0))), ""),
@@ -254,11 +247,9 @@ def render_pods(section: PodsSection) -> str:
     if section.noise is not None:
         noise = section.noise
         nrows = [(a, num(noise.axis(a).q), num(noise.axis(a).r)) for a in AXES]
-        parts.append(
-            table(
-                ["axis", "q (m²/s³, rad²/s³)", "r (m², rad²)"], nrows, "filter noise (noise.toml)"
-            )
-        )
+        parts.append(table(
+            ["axis", "q (m²/s³, rad²/s³)", "r (m², rad²)"], nrows, "filter noise (noise.toml)"
+        ))
     parts.append(_render_replay(section.replay))
     return "".join(parts)
 
@@ -358,14 +349,12 @@ def _trajectory_table(sessions: list[dict[str, Any]]) -> str:
             rows.append((s["name"], offset, s["alignment_used"], *(["–"] * 7)))
             continue
         ate, rpe_t, rpe_r = te["ate_translation_m"], te["rpe_translation_m"], te["rpe_rotation_deg"]
-        rows.append(
-            (
-                s["name"], offset, s["alignment_used"], ate["n"],
-                *(num(1000 * ate[k], "{:.2f}") for k in ("rmse", "mean", "median", "max")),
-                f"{te['rpe_delta_frames']} ({te['rpe_delta_s']:.2f} s)",
-                num(1000 * rpe_t["rmse"], "{:.2f}"), num(rpe_r["rmse"], "{:.3f}"),
-            )
-        )  # fmt: skip
+        rows.append((
+            s["name"], offset, s["alignment_used"], ate["n"],
+            *(num(1000 * ate[k], "{:.2f}") for k in ("rmse", "mean", "median", "max")),
+            f"{te['rpe_delta_frames']} ({te['rpe_delta_s']:.2f} s)",
+            num(1000 * rpe_t["rmse"], "{:.2f}"), num(rpe_r["rmse"], "{:.3f}"),
+        ))  # fmt: skip
     return table(
         ["session", "time offset (ms)", "alignment", "pairs", "ATE RMSE (mm)", "mean (mm)",
          "median (mm)", "max (mm)", "RPE Δ (frames)", "RPE RMSE (mm)", "RPE RMSE (deg)"],
@@ -486,12 +475,10 @@ def render_validation(v: ValidationSection) -> str:
             ]
             for i, a in enumerate(POSE_AXES)
         ]
-        parts.append(
-            table(
-                ["axis", *STAT_NAMES], prow,
-                f"{chk.name}: percentile of the real statistic (%), * failed",
-            )
-        )
+        parts.append(table(
+            ["axis", *STAT_NAMES], prow,
+            f"{chk.name}: percentile of the real statistic (%), * failed",
+        ))
     parts.extend(img(f) for f in v.figures)
     return "".join(parts)
 

@@ -345,16 +345,14 @@ def _band_sigmas(
             mad = float(np.median(np.abs(rj - np.median(rj))))
             sigma = MAD_TO_SIGMA * mad / np.sqrt(1.0 + np.pi / (3.0 * n_eff))
             se = MAD_SE_FACTOR * sigma / np.sqrt(rj.size)
-        out.append(
-            {
-                "lo_m": float(bands_m[j]),
-                "hi_m": float(bands_m[j + 1]),
-                "sigma_m": sigma,
-                "se_m": se,
-                "n_points": int(rj.size),
-                "n_bins": int(np.unique(keys[in_band]).size),
-            }
-        )
+        out.append({
+            "lo_m": float(bands_m[j]),
+            "hi_m": float(bands_m[j + 1]),
+            "sigma_m": sigma,
+            "se_m": se,
+            "n_points": int(rj.size),
+            "n_bins": int(np.unique(keys[in_band]).size),
+        })
     return out
 
 

@@ -436,15 +436,12 @@ def align_sessions(
     searched = offset_s is None
     for sensor, offset, corr, method, pos, _, inside, window, ref in prepared:
         d = sensor.position[inside] @ rot.T + t - pos[inside]
-        out.append(
-            Alignment(
-                offset, rot, t, body, mode, method, corr,
-                float(np.sqrt(np.mean(np.sum(d * d, axis=1)))), int(inside.sum()),
-                int((~inside).sum()), max_offset_s if searched else math.nan,
-                searched and offset_at_limit(offset, max_offset_s), gap_limit_s(ref, max_gap_s),
-                window,
-            )
-        )
+        out.append(Alignment(
+            offset, rot, t, body, mode, method, corr,
+            float(np.sqrt(np.mean(np.sum(d * d, axis=1)))), int(inside.sum()),
+            int((~inside).sum()), max_offset_s if searched else math.nan,
+            searched and offset_at_limit(offset, max_offset_s), gap_limit_s(ref, max_gap_s), window,
+        ))
     return out
 
 

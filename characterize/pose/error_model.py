@@ -728,12 +728,10 @@ class PoseErrorModel:
 
     def aid_model(self) -> PoseAidModel:
         """The model as the split filter's aiding model (its x, y and yaw axes)."""
-        return PoseAidModel.from_dict(
-            {
-                a: {p: getattr(self.axes[src], p) for p in ("sigma_b", "sigma", "tau_s", "sigma_v")}
-                for a, src in (("x", "x"), ("y", "y"), ("theta", "yaw"))
-            }
-        )
+        return PoseAidModel.from_dict({
+            a: {p: getattr(self.axes[src], p) for p in ("sigma_b", "sigma", "tau_s", "sigma_v")}
+            for a, src in (("x", "x"), ("y", "y"), ("theta", "yaw"))
+        })
 
     # ---------------------------------------------------------------- file I/O
 
@@ -768,14 +766,8 @@ class PoseErrorModel:
         if self.wrong_relocalizations:
             body["wrong_relocalizations"] = self.wrong_relocalizations
         return model_document(
-            MODEL_KIND,
-            FORMAT_VERSION,
-            MODEL_UNITS,
-            self.provenance,
-            body,
-            sensor=self.sensor,
-            reference=self.reference,
-            frame=self.frame,
+            MODEL_KIND, FORMAT_VERSION, MODEL_UNITS, self.provenance, body, sensor=self.sensor,
+            reference=self.reference, frame=self.frame,
             description="error = b (offset, N(0, sigma_b^2), new at each "
             "relocalization) + g (first-order Gauss-Markov, stationary std sigma, "
             "correlation time tau_s) + v (white, std sigma_v)",

@@ -419,13 +419,11 @@ def judge_requirements(
     for n, p in enumerate(preds):
         per_set = centre[n] * ratio[:, n]
         lo, hi = np.quantile(per_set, [1.0 - verdict_confidence, verdict_confidence])
-        out.append(
-            RequirementResult(
-                **vars(p), verdict_confidence=verdict_confidence,
-                quantile_estimate=float(centre[n]), quantile_bounds=(float(lo), float(hi)),
-                met_confidence=float(np.mean(per_set <= p.requirement.threshold)),
-            )
-        )
+        out.append(RequirementResult(
+            **vars(p), verdict_confidence=verdict_confidence,
+            quantile_estimate=float(centre[n]), quantile_bounds=(float(lo), float(hi)),
+            met_confidence=float(np.mean(per_set <= p.requirement.threshold)),
+        ))
     return out
 
 

@@ -88,17 +88,15 @@ class SessionCheck:
         """The failed checks: axis, statistic, observed, simulated band, percentile, z."""
         out = []
         for i, j in zip(*np.nonzero(self.failed), strict=True):
-            out.append(
-                {
-                    "session": self.name,
-                    "axis": POSE_AXES[i],
-                    "statistic": STAT_NAMES[j],
-                    "observed": float(self.observed[i, j]),
-                    "sim_band": [float(self.sim_low[i, j]), float(self.sim_high[i, j])],
-                    "percentile": float(self.percentile[i, j]),
-                    "z": float(self.z[i, j]),
-                }
-            )
+            out.append({
+                "session": self.name,
+                "axis": POSE_AXES[i],
+                "statistic": STAT_NAMES[j],
+                "observed": float(self.observed[i, j]),
+                "sim_band": [float(self.sim_low[i, j]), float(self.sim_high[i, j])],
+                "percentile": float(self.percentile[i, j]),
+                "z": float(self.z[i, j]),
+            })
         return out
 
 
@@ -170,19 +168,17 @@ class ValidationReport:
                         for j, st in enumerate(STAT_NAMES)
                     },
                 }
-            sessions.append(
-                {
-                    "name": s.name,
-                    "passed": s.passed,
-                    "critical_z": s.critical_z,
-                    "p_joint": s.p_joint,
-                    "model_params": {
-                        a: dict(zip(PARAMS, map(_f, s.params[i]), strict=True))
-                        for i, a in enumerate(POSE_AXES)
-                    },
-                    "axes": per_axis,
-                }
-            )
+            sessions.append({
+                "name": s.name,
+                "passed": s.passed,
+                "critical_z": s.critical_z,
+                "p_joint": s.p_joint,
+                "model_params": {
+                    a: dict(zip(PARAMS, map(_f, s.params[i]), strict=True))
+                    for i, a in enumerate(POSE_AXES)
+                },
+                "axes": per_axis,
+            })
         return {
             "passed": self.passed,
             "mode": self.mode,
@@ -349,13 +345,11 @@ def _given_model(
     n_usual = n_relocs - int(wr.get("n_wrong", 0))
     for i, s in enumerate(series):
         marked, shift = held_out_wrong(s, model.axes, n_usual, n_relocs)
-        given.append(
-            check_session(
-                marked, model.params_array(),
-                model.cov_log_array() if parameter_uncertainty else None, n_draws, streams[i],
-                alpha_s, model.sigma_b_quantiles(), shift=shift,
-            )
-        )
+        given.append(check_session(
+            marked, model.params_array(),
+            model.cov_log_array() if parameter_uncertainty else None, n_draws, streams[i],
+            alpha_s, model.sigma_b_quantiles(), shift=shift,
+        ))
         if progress is not None:
             progress(i + 1, n)
     named = [c.name for c in given if not c.passed]
@@ -387,12 +381,10 @@ def _round(
         )
         n_relocs = f.wrong.n_relocalizations
         marked, shift = held_out_wrong(held, f, n_relocs - len(f.wrong.sessions), n_relocs)
-        out.append(
-            check_session(
-                marked, params, cov, n_draws, rng, alpha_s,
-                [f[a].sigma_b_quantile for a in POSE_AXES], inherited, shift,
-            )
-        )
+        out.append(check_session(
+            marked, params, cov, n_draws, rng, alpha_s,
+            [f[a].sigma_b_quantile for a in POSE_AXES], inherited, shift,
+        ))
     if progress is not None:
         progress(1000 * (n + 1), 1000 * (n + 1))
     return out

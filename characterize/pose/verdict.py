@@ -77,26 +77,18 @@ class Verdict:
             tr = self.trend[a]
             if tr.failed:
                 u = AXIS_UNITS[a]
-                out.append(
-                    Reason(
-                        "DRIFT",
-                        a,
-                        f"the error trends within relocalization segments: mean slope "
-                        f"{tr.slope:.3g} {u}/s (se {tr.se:.2g}, p = {tr.p_value:.2g} over "
-                        f"{tr.n_segments} segments)",
-                    )
-                )
+                out.append(Reason(
+                    "DRIFT", a, f"the error trends within relocalization segments: mean slope "
+                    f"{tr.slope:.3g} {u}/s (se {tr.se:.2g}, p = {tr.p_value:.2g} over "
+                    f"{tr.n_segments} segments)",
+                ))
         for a, g in self.growth.items():
             if g.failed:
-                out.append(
-                    Reason(
-                        "DRIFT",
-                        a,
-                        f"the error's variance grows with the segment length beyond the "
-                        f"model's (slope {g.slope:.3g} per ln s of the observed/expected "
-                        f"ratio, p = {g.p_value:.2g} over {g.n_segments} segments)",
-                    )
-                )
+                out.append(Reason(
+                    "DRIFT", a, f"the error's variance grows with the segment length beyond the "
+                    f"model's (slope {g.slope:.3g} per ln s of the observed/expected "
+                    f"ratio, p = {g.p_value:.2g} over {g.n_segments} segments)",
+                ))
         if self.scale is not None and self.scale.failed:
             out.append(Reason("SCALE", "campaign", self.scale.reason()))
         if self.frames is not None:
@@ -104,15 +96,12 @@ class Verdict:
                 out.append(Reason("FRAME", s, self.frames.reason(s)))
         if self.validation is not None:
             for f in self.validation.failures():
-                out.append(
-                    Reason(
-                        "MISFIT",
-                        f"{f['session']}/{f['axis']}",
-                        f"{f['statistic']} {f['observed']:.4g} outside the simulated band "
-                        f"[{f['sim_band'][0]:.4g}, {f['sim_band'][1]:.4g}] "
-                        f"(percentile {100 * f['percentile']:.2f} %)",
-                    )
-                )
+                out.append(Reason(
+                    "MISFIT", f"{f['session']}/{f['axis']}",
+                    f"{f['statistic']} {f['observed']:.4g} outside the simulated band "
+                    f"[{f['sim_band'][0]:.4g}, {f['sim_band'][1]:.4g}] "
+                    f"(percentile {100 * f['percentile']:.2f} %)",
+                ))
         return out
 
     def codes(self) -> set[str]:
