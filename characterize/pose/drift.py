@@ -148,7 +148,6 @@ class AxisTrend(SlopeTest):
     """Weighted mean per-segment slope of one axis (unit/s) and its two-sided test
     against 0 at the per-axis level (TREND_ALPHA / 6); testable from 3 segments."""
 
-    MIN_SEGMENTS = 3
     KEYS = ("slope_per_s", "se_per_s")
 
 
@@ -230,11 +229,9 @@ def variance_growth(
     v, length = np.concatenate(var), np.concatenate(lengths)
     k = length.size
     level = alpha / len(POSE_AXES)
-    out = {}
+    nan = float("nan")
     if k < 5:
-        for a in POSE_AXES:
-            out[a] = AxisVarianceGrowth(a, float("nan"), float("nan"), 0.0, float("nan"), k, level)
-        return out
+        return {a: AxisVarianceGrowth(a, nan, nan, 0.0, nan, k, level) for a in POSE_AXES}
     ratio = v / expected_segment_variance(length, model.params_array())
     w = length / length.sum()
     x = np.log(length)
@@ -242,10 +239,11 @@ def variance_growth(
     sxx = float(np.sum(w * xc * xc))
     k_eff = float(1.0 / np.sum(w * w))
     dof = max(k_eff - 2.0, 1.0)
+    out = {}
     for i, a in enumerate(POSE_AXES):
         r = ratio[:, i]
         if sxx <= 0 or not np.all(np.isfinite(r)):
-            out[a] = AxisVarianceGrowth(a, float("nan"), float("nan"), 0.0, float("nan"), k, level)
+            out[a] = AxisVarianceGrowth(a, nan, nan, 0.0, nan, k, level)
             continue
         b = float(np.sum(w * xc * r) / sxx)
         resid = r - np.sum(w * r) - b * xc

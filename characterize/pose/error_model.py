@@ -729,7 +729,7 @@ class PoseErrorModel:
     def aid_model(self) -> PoseAidModel:
         """The model as the split filter's aiding model (its x, y and yaw axes)."""
         return PoseAidModel.from_dict({
-            a: {p: getattr(self.axes[src], p) for p in ("sigma_b", "sigma", "tau_s", "sigma_v")}
+            a: {p: getattr(self.axes[src], p) for p in PARAMS}
             for a, src in (("x", "x"), ("y", "y"), ("theta", "yaw"))
         })
 
@@ -743,10 +743,7 @@ class PoseErrorModel:
             ci = f.ci()
             axes[a] = {
                 "unit": f.unit,
-                "sigma_b": f.sigma_b,
-                "sigma": f.sigma,
-                "tau_s": f.tau_s,
-                "sigma_v": f.sigma_v,
+                **{k: getattr(f, k) for k in PARAMS},
                 "n_samples": int(f.n_samples),
                 "n_segments": int(f.n_segments),
                 "neg_log_likelihood": float(f.neg_log_likelihood),
