@@ -373,32 +373,17 @@ class WrongRelocs:
         """True when both name the same segments."""
         return all(np.array_equal(a, b) for a, b in zip(self.masks, other.masks, strict=True))
 
-    @property
-    def rate(self) -> float:
-        """Share of relocalizations named wrong."""
-        return len(self.sessions) / max(self.n_relocalizations, 1)
-
-    def rate_ci(self, level: float = 0.95) -> tuple[float, float]:
-        """Clopper-Pearson interval of the wrong-relocalization probability."""
-        k, n, a = len(self.sessions), max(self.n_relocalizations, 1), 1.0 - level
+    def to_dict(self) -> dict[str, Any]:
+        """JSON/TOML-ready summary (the model file's ``[wrong_relocalizations]``): the share
+        of relocalizations named wrong with its Clopper-Pearson 95 % interval, each named
+        jump and, when there are some, their median horizontal size |(x, y)| (m)."""
+        k, n, a = len(self.sessions), max(self.n_relocalizations, 1), 1.0 - 0.95
         lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
         hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
-        return lo, hi
-
-    @property
-    def median_jump_m(self) -> float:
-        """Median horizontal size |(x, y)| of the named jumps (m; nan if none)."""
-        if not self.sessions:
-            return float("nan")
-        return float(np.median(np.hypot(self.jump[:, 0], self.jump[:, 1])))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON/TOML-ready summary (the model file's ``[wrong_relocalizations]``)."""
-        lo, hi = self.rate_ci()
         out: dict[str, Any] = {
             "n_relocalizations": int(self.n_relocalizations),
-            "n_wrong": len(self.sessions),
-            "rate": self.rate,
+            "n_wrong": k,
+            "rate": k / n,
             "rate_ci95": [lo, hi],
             "named": [
                 {"session": s, "t_s": float(t), "jump": [float(x) for x in j]}
@@ -406,7 +391,7 @@ class WrongRelocs:
             ],
         }
         if self.sessions:
-            out["median_jump_m"] = self.median_jump_m
+            out["median_jump_m"] = float(np.median(np.hypot(self.jump[:, 0], self.jump[:, 1])))
         return out
 
 
