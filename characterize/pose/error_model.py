@@ -253,20 +253,17 @@ class QProfile:
         return [self.group == g for g in np.unique(self.group[self.group >= 0])]
 
     @property
-    def _indicator(self) -> np.ndarray:
-        """``(k, groups)`` one-hot membership of every segment in its absorbed group."""
-        return np.stack(self._groups, axis=1).astype(float)
-
-    @property
     def dof(self) -> int:
         """k − the number of absorbed means."""
         return int(self.lam.size - len(self._groups))
 
     def _residuals(self, w: np.ndarray) -> np.ndarray:
         """``z`` minus each group's weighted mean along ``ones`` (weights ``w`` (..., k))."""
-        if not self._groups:
+        groups = self._groups
+        if not groups:
             return np.broadcast_to(np.sqrt(self.z2), w.shape)
-        g, u, z = self._indicator, self.ones, self.z
+        g = np.stack(groups, axis=1).astype(float)  # (k, groups) one-hot membership
+        u, z = self.ones, self.z
         beta = ((w * u * z) @ g) / ((w * u * u) @ g)
         return z - (beta @ g.T) * u
 

@@ -75,11 +75,6 @@ class SessionCheck:
     params: np.ndarray  # (6, 4) model used for this session
 
     @property
-    def max_z(self) -> float:
-        """The largest |z| of the session's checks (how far the worst one is out)."""
-        return float(np.abs(self.z).max())
-
-    @property
     def passed(self) -> bool:
         """True when no check of this session failed."""
         return not bool(self.failed.any())
@@ -318,7 +313,7 @@ def validate_sessions(
         failing = [i for i in remaining if not checks[i].passed]
         if not failing:
             break
-        worst = max(failing, key=lambda i: checks[i].max_z)
+        worst = max(failing, key=lambda i: float(np.abs(checks[i].z).max()))  # farthest out
         named.append(checks[worst].name)
         excluded = excluded | {worst}
         remaining = [i for i in remaining if i != worst]
