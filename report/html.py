@@ -382,19 +382,13 @@ def render_pose(section: PoseSection) -> str:
     """The pose-error model's parameters, Allan and band plots, then the validation."""
     from sensorbench.characterize.pose.series import DISPLAY_UNITS
 
-    rows = [
-        (
-            p.axis,
-            p.param,
-            _shown(p.value, p.unit),
-            f"[{_shown(p.ci95[0], p.unit)}, {_shown(p.ci95[1], p.unit)}]"
-            if p.identified
-            else "not identified",
-            DISPLAY_UNITS[p.unit][1],
-            _shown(p.truth, p.unit),
-        )
-        for p in section.params
-    ]
+    rows = []
+    for p in section.params:
+        ci = f"[{_shown(p.ci95[0], p.unit)}, {_shown(p.ci95[1], p.unit)}]"
+        rows.append((
+            p.axis, p.param, _shown(p.value, p.unit), ci if p.identified else "not identified",
+            DISPLAY_UNITS[p.unit][1], _shown(p.truth, p.unit),
+        ))
     note = ""
     if section.truth_speed is not None:
         speed = section.truth_speed
@@ -446,16 +440,10 @@ def render_validation(v: ValidationSection) -> str:
     for s in v.sessions:
         chk, w = s.check, s.wrong_relocalizations
         failed = ", ".join(f"{f['axis']} {f['statistic']}" for f in chk.failures()) or "–"
-        row = (
-            chk.name,
-            verdict_span(chk.passed, "PASS", "FAIL"),
-            num(chk.p_joint),
-            s.n_samples,
-            f"{s.n_relocalizations} detected breaks"
-            if s.segmentation == "detected"
-            else s.n_relocalizations,
-        )
-        vrows.append((*row, *(["–" if w is None else w] if simulated else []), failed))
+        detected = s.segmentation == "detected"
+        relocs = f"{s.n_relocalizations} detected breaks" if detected else s.n_relocalizations
+        row = (chk.name, verdict_span(chk.passed, "PASS", "FAIL"), num(chk.p_joint), s.n_samples)
+        vrows.append((*row, relocs, *(["–" if w is None else w] if simulated else []), failed))
     overall = verdict_span(v.report.passed, "PASSED", "FAILED")
     parts = [
         f"<h2>Leave-one-session-out validation</h2><p>{esc(v.report.mode)}, {v.draws} draws, "
