@@ -23,12 +23,8 @@ from sensorbench.errors import FitError
 
 REQUIRE_STATS = ("rms", "p50", "p95", "p99", "max")
 _UNITS = {
-    "m": ("m", 1.0),
-    "cm": ("m", 0.01),
-    "mm": ("m", 0.001),
-    "rad": ("rad", 1.0),
-    "mrad": ("rad", 0.001),
-    "deg": ("rad", np.pi / 180.0),
+    "m": ("m", 1.0), "cm": ("m", 0.01), "mm": ("m", 0.001),
+    "rad": ("rad", 1.0), "mrad": ("rad", 0.001), "deg": ("rad", np.pi / 180.0),
 }
 _PATTERN = re.compile(
     r"^\s*(?P<axis>[a-z]+)\.(?P<stat>[a-z0-9]+)\s*<=\s*"

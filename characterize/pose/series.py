@@ -15,12 +15,7 @@ from sensorbench.errors import FitError
 from sensorbench.logs.model_keys import POSE_AXES
 
 AXIS_UNITS: dict[str, str] = {
-    "x": "m",
-    "y": "m",
-    "z": "m",
-    "roll": "rad",
-    "pitch": "rad",
-    "yaw": "rad",
+    "x": "m", "y": "m", "z": "m", "roll": "rad", "pitch": "rad", "yaw": "rad"
 }
 
 DISPLAY_UNITS: dict[str, tuple[float, str, str]] = {
