@@ -4,8 +4,7 @@
 writes ``report.html``, figures embedded as base64 PNG. :data:`SECTIONS` lists the
 (compute, render) pairs in page order: a new section is one compute function in
 :mod:`~sensorbench.report.data`, one render function in :mod:`~sensorbench.report.html`
-and one line there. The sections and the simulated truth beside them: docs/DEMO.md.
-"""
+and one line there. The sections and the simulated truth beside them: docs/DEMO.md."""
 
 from __future__ import annotations
 
@@ -44,9 +43,7 @@ from sensorbench.report.html import (
 __all__ = ["SECTIONS", "Report", "ReportOptions", "build_report"]
 
 SECTIONS: tuple[tuple[Callable[[ReportInputs], Section | None], Callable[[Any], str]], ...] = (
-    (compute_lidar, render_lidar),
-    (compute_pods, render_pods),
-    (compute_pose, render_pose),
+    (compute_lidar, render_lidar), (compute_pods, render_pods), (compute_pose, render_pose),
     (compute_provenance, render_provenance),
 )
 """(compute, render) per section in page order. ``compute(inputs)`` returns the
@@ -66,8 +63,7 @@ def _within(steps: StepFn, k: int, n: int) -> Callable[[float], None]:
 @dataclass
 class Report:
     """The written page (``path``), its computed sections (``content``) and their plain-dict
-    form (``data``, SI units, :meth:`ReportContent.as_dict`).
-    """
+    form (``data``, SI units, :meth:`ReportContent.as_dict`)."""
 
     path: Path
     data: dict[str, Any] = field(default_factory=dict)
@@ -75,13 +71,9 @@ class Report:
 
 
 def build_report(
-    sessions: Sequence[str | os.PathLike[str]],
-    out_dir: str | os.PathLike[str],
-    models_dir: str | os.PathLike[str] | None = None,
-    options: ReportOptions | None = None,
-    progress: ProgressFn | None = None,
-    force: bool = False,
-    steps: StepFn | None = None,
+    sessions: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str],
+    models_dir: str | os.PathLike[str] | None = None, options: ReportOptions | None = None,
+    progress: ProgressFn | None = None, force: bool = False, steps: StepFn | None = None,
 ) -> Report:
     """Analyse ``sessions`` (with the models in ``models_dir``) and write ``report.html``.
 
@@ -90,8 +82,7 @@ def build_report(
 
     Raises:
         SensorbenchError: an unreadable session or model, or an analysis that failed.
-        OutputError: ``report.html`` exists and ``force`` is False.
-    """
+        OutputError: ``report.html`` exists and ``force`` is False."""
     opts = options or ReportOptions()
     say = progress or (lambda _m: None)
     paths = [Path(p) for p in sessions]

@@ -3,8 +3,7 @@
 ``compute_x(inputs) -> XSection | None`` (None: nothing for it in the inputs); each
 section's :meth:`as_dict` gives its keys of ``Report.data`` (plain values, SI units).
 Figures are kept as PNG bytes, so rendering reads no file. Simulated truth sits beside
-each recovered value, on the file's time base (τ ÷ emulation speed, rate × speed).
-"""
+each recovered value, on the file's time base (τ ÷ emulation speed, rate × speed)."""
 
 from __future__ import annotations
 
@@ -94,8 +93,7 @@ def truth_doc(path: Path) -> tuple[dict | None, float]:
 
     Raises:
         SessionError: the recorded scenario is not TOML tables, or the emulation speed is
-            not a finite number > 0 (a damaged file: the truth cannot be trusted).
-    """
+            not a finite number > 0 (a damaged file: the truth cannot be trusted)."""
     with Session(path) as s:
         if not s.truth_names():
             return None, 1.0
@@ -170,8 +168,7 @@ def validation_document(report: ValidationReport, wrong: Sequence[int | None]) -
 def _rate_truth(tp: dict | None, speed: float, clock: str) -> float | None:
     """The simulated scan rate on the time base of the stream's turn times (Hz).
 
-    Device clocks count simulated time; host stamps run ``speed`` times faster.
-    """
+    Device clocks count simulated time; host stamps run ``speed`` times faster."""
     if tp is None:
         return None
     return float(tp["rate_hz"]) * (speed if clock == "host" else 1.0)
@@ -306,25 +303,23 @@ def compute_lidar(inputs: ReportInputs) -> LidarSection:
             n_per = max(int(t.get("n_single_periods") or 0), 1)
             noise = doc.get("noise")
             bands = [] if noise is None else noise["bands"]
-            streams.append(
-                LidarStream(
-                    name=name,
-                    model=r.model,
-                    timing=t,
-                    noise=noise,
-                    timing_only_because=why,
-                    truth=tp,
-                    speed=speed,
-                    rate_se_hz=t["rate_hz"] ** 2 * t["jitter_std_s"] / math.sqrt(n_per),
-                    rate_truth_hz=_rate_truth(tp, speed, t["clock"]),
-                    host_rate_truth_hz=_rate_truth(tp, speed, "host"),
-                    band_truth_sigma_m=[_band_truth(tp, b["lo_m"], b["hi_m"]) for b in bands],
-                    figures=[
-                        Figure.read(p, f"{label} {name}: {Path(p).stem.replace('_', ' ')}")
-                        for p in write_plots(r, inputs.figdir / f"{path.stem}_{name}")
-                    ],
-                )
-            )
+            streams.append(LidarStream(
+                name=name,
+                model=r.model,
+                timing=t,
+                noise=noise,
+                timing_only_because=why,
+                truth=tp,
+                speed=speed,
+                rate_se_hz=t["rate_hz"] ** 2 * t["jitter_std_s"] / math.sqrt(n_per),
+                rate_truth_hz=_rate_truth(tp, speed, t["clock"]),
+                host_rate_truth_hz=_rate_truth(tp, speed, "host"),
+                band_truth_sigma_m=[_band_truth(tp, b["lo_m"], b["hi_m"]) for b in bands],
+                figures=[
+                    Figure.read(p, f"{label} {name}: {Path(p).stem.replace('_', ' ')}")
+                    for p in write_plots(r, inputs.figdir / f"{path.stem}_{name}")
+                ],
+            ))
         sessions.append(LidarSession(label, path.name, streams))
     return LidarSection(sessions)
 
@@ -493,11 +488,9 @@ class ValidationSection:
 
     def as_dict(self) -> dict[str, Any]:
         """``data["validation"]``: :func:`validation_document`."""
-        return {
-            "validation": validation_document(
-                self.report, [s.wrong_relocalizations for s in self.sessions]
-            )
-        }
+        return {"validation": validation_document(
+            self.report, [s.wrong_relocalizations for s in self.sessions]
+        )}
 
 
 @dataclass
@@ -505,8 +498,7 @@ class PoseSection:
     """The pose-error model of the sessions with both pose streams, and its validation.
 
     ``truth_speed``: the emulation speed of simulated sessions, else None; ``figures``:
-    the Allan plot, then each session's band plots; ``validation`` None under two sessions.
-    """
+    the Allan plot, then each session's band plots; ``validation`` None under two sessions."""
 
     sensor: str
     reference: str
@@ -563,16 +555,14 @@ class PoseSection:
 
     def as_dict(self) -> dict[str, Any]:
         """``{"pose_error": {...}}``, ``"pose_verdict"`` and, when validated, ``"validation"``."""
-        out: dict[str, Any] = {
-            "pose_error": {
-                "source": self.source,
-                "params": [p.as_dict() for p in self.params],
-                "sessions": self.trajectories,
-                "alignment": self.alignment,
-                "wrong_relocalizations": self.wrong,
-                "simulated_wrong_relocalizations": self.simulated_wrong,
-            }
-        }
+        out: dict[str, Any] = {"pose_error": {
+            "source": self.source,
+            "params": [p.as_dict() for p in self.params],
+            "sessions": self.trajectories,
+            "alignment": self.alignment,
+            "wrong_relocalizations": self.wrong,
+            "simulated_wrong_relocalizations": self.simulated_wrong,
+        }}
         if self.validation is not None:
             out.update(self.validation.as_dict())
         if self.verdict is not None:
@@ -660,8 +650,7 @@ def compute_pose_verdict(
 
     Sessions aligned each on its own get no frame check (every session's mean error is
     absorbed); under one transform, the campaign's check at :data:`FRAME_ALPHA` (the
-    report keeps every session, so it judges them here).
-    """
+    report keeps every session, so it judges them here)."""
     from sensorbench.characterize.pose.frames import FRAME_ALPHA, frame_statistics
     from sensorbench.characterize.pose.verdict import assess
 
@@ -687,8 +676,7 @@ def _pose_params(model: Any, truth: np.ndarray | None) -> list[PoseParam]:
             out.append(PoseParam(
                 a, p, param_unit(a, p), float(params[i, j]),
                 ci95=(float(ci[j, 0]), float(ci[j, 1])),
-                ci999=(float(ci999[j, 0]), float(ci999[j, 1])),
-                identified=bool(f.identified[j]),
+                ci999=(float(ci999[j, 0]), float(ci999[j, 1])), identified=bool(f.identified[j]),
                 truth=None if truth is None else float(truth[i, j]),
             ))  # fmt: skip
     return out
@@ -709,21 +697,17 @@ def _pose_figures(prepared: list, params: np.ndarray, figdir: Path) -> list[Figu
         Figure.read(plot_allan(allan, figdir / "allan.png"), "Allan deviation: data vs model")
     ]
     for ps in prepared:
-        figures.append(
-            Figure.read(
-                plot_error_bands(ps.series, params, figdir / f"{ps.series.name}_error.png"),
-                f"{ps.series.name}: error with the model's bands",
-            )
-        )
+        figures.append(Figure.read(
+            plot_error_bands(ps.series, params, figdir / f"{ps.series.name}_error.png"),
+            f"{ps.series.name}: error with the model's bands",
+        ))
         for name, _, _, ref in scale_inputs([ps]):
-            figures.append(
-                Figure.read(
-                    plot_trajectory_overlay(
-                        name, ref[:, :2], ps.series.error[:, :2], figdir / f"{name}_path.png"
-                    ),
-                    f"{name}: reference and aligned estimate, |error| colour-mapped",
-                )
-            )
+            figures.append(Figure.read(
+                plot_trajectory_overlay(
+                    name, ref[:, :2], ps.series.error[:, :2], figdir / f"{name}_path.png"
+                ),
+                f"{name}: reference and aligned estimate, |error| colour-mapped",
+            ))
     return figures
 
 
@@ -795,12 +779,10 @@ class ProvenanceSection:
 
     def as_dict(self) -> dict[str, Any]:
         """``{"provenance": [{path, sha256, label}]}``."""
-        return {
-            "provenance": [
-                {"path": str(s.path), "sha256": s.sha256, "label": s.info.get("label")}
-                for s in self.sessions
-            ]
-        }
+        return {"provenance": [
+            {"path": str(s.path), "sha256": s.sha256, "label": s.info.get("label")}
+            for s in self.sessions
+        ]}
 
 
 def _model_files(models: Path | None, hashes: set[str]) -> list[ModelFileRow]:

@@ -3,8 +3,7 @@
 Every function here turns a dataclass of :mod:`~sensorbench.report.data`
 into HTML and computes nothing. Figures are embedded as base64 PNG; the page needs no
 external asset. Headings ``<h2>`` start sections (the page's contents list is built
-from them), ``<h3>`` sub-sections.
-"""
+from them), ``<h3>`` sub-sections."""
 
 from __future__ import annotations
 
@@ -43,8 +42,7 @@ caption{text-align:left;font-weight:bold;padding:.3em 0}
 figure{display:inline-block;vertical-align:top;margin:.5em}
 img{max-width:520px;border:1px solid #ddd}.figures{display:block}
 figure.wide{display:block}figure.wide img{max-width:100%}
-.pass{color:#060;font-weight:bold}.fail{color:#b00;font-weight:bold}.note{color:#555}
-"""
+.pass{color:#060;font-weight:bold}.fail{color:#b00;font-weight:bold}.note{color:#555}"""
 
 
 # ------------------------------------------------------------------ small helpers
@@ -115,14 +113,11 @@ def _rate_cell(truth: float | None, speed: float, clock: str) -> str:
 
 def _lidar_stream(st: LidarStream) -> str:
     t = st.timing
-    parts = [
-        table(
-            ["figure", "measured", "simulated truth"],
-            _lidar_rows(st),
-            f"{st.name} ({st.model}) datasheet; timing on the {t['clock']} clock "
-            f"({t['clock_source']})",
-        )
-    ]
+    parts = [table(
+        ["figure", "measured", "simulated truth"], _lidar_rows(st),
+        f"{st.name} ({st.model}) datasheet; timing on the {t['clock']} clock "
+        f"({t['clock_source']})",
+    )]
     if st.timing_only_because:
         parts.append(
             f"<p class='note'>{esc(st.name)}: timing only: {esc(st.timing_only_because)}</p>"
@@ -154,22 +149,17 @@ def _lidar_rows(st: LidarStream) -> list[tuple]:
     t, n, tp = st.timing, st.noise, st.truth
     # figures on a host clock that fell behind say so where they are shown
     suspect = "" if t["clock"] == "device" or t["host_timing_reliable"] else " (!)"
-    rows = [
-        (
-            disp.RATE.heading(),
-            f"{num(t['rate_hz'])} ± {num(st.rate_se_hz, '{:.2g}')}{suspect}",
-            _rate_cell(st.rate_truth_hz, st.speed, t["clock"]),
-        ),
-    ]
+    rows = [(
+        disp.RATE.heading(), f"{num(t['rate_hz'])} ± {num(st.rate_se_hz, '{:.2g}')}{suspect}",
+        _rate_cell(st.rate_truth_hz, st.speed, t["clock"]),
+    )]
     if t["clock"] == "device" or suspect:
-        rows.append(
-            (
-                disp.RATE.heading(", host clock"),
-                num(t["host_rate_hz"])
-                + ("" if t["host_timing_reliable"] else f" (UNRELIABLE: {_host_meaning(t)})"),
-                _rate_cell(st.host_rate_truth_hz, st.speed, "host"),
-            )
-        )
+        rows.append((
+            disp.RATE.heading(", host clock"),
+            num(t["host_rate_hz"])
+            + ("" if t["host_timing_reliable"] else f" (UNRELIABLE: {_host_meaning(t)})"),
+            _rate_cell(st.host_rate_truth_hz, st.speed, "host"),
+        ))
     rows += [
         (disp.PERIOD.heading(" p50"), num(disp.PERIOD.value(t["period_percentiles_s"]["p50"])), ""),
         (disp.JITTER.heading(" σ"), num(disp.JITTER.value(t.get("jitter_std_s", 0))), ""),
@@ -199,18 +189,14 @@ def _band_table(st: LidarStream, n: dict) -> str:
 
     brows = [
         (
-            disp.band_label(b["lo_m"], b["hi_m"]),
-            sigma_cell(b["sigma_m"]),
-            sigma_cell(b["se_m"]),
-            b["n_points"],
-            sigma_cell(ts),
+            disp.band_label(b["lo_m"], b["hi_m"]), sigma_cell(b["sigma_m"]), sigma_cell(b["se_m"]),
+            b["n_points"], sigma_cell(ts),
         )
         for b, ts in zip(n["bands"], st.band_truth_sigma_m, strict=True)
     ]
     head = ["range band", sig.heading(), f"±1{sig.heading()}", "points"]
     return table(
-        [*head, f"simulated {sig.heading()}"],
-        brows,
+        [*head, f"simulated {sig.heading()}"], brows,
         f"{st.name} range noise by band (static stretches)",
     )
 
@@ -254,19 +240,16 @@ def render_pods(section: PodsSection) -> str:
     parts = [
         "<h2>Pods</h2>",
         table(
-            ["pod", "parameter", "fitted", "±1σ", "simulated truth", "z"],
-            rows,
+            ["pod", "parameter", "fitted", "±1σ", "simulated truth", "z"], rows,
             "pod geometry (pods.toml); z = (fitted − truth)/σ",
         ),
     ]
     if section.noise is not None:
         noise = section.noise
         nrows = [(a, num(noise.axis(a).q), num(noise.axis(a).r)) for a in AXES]
-        parts.append(
-            table(
-                ["axis", "q (m²/s³, rad²/s³)", "r (m², rad²)"], nrows, "filter noise (noise.toml)"
-            )
-        )
+        parts.append(table(
+            ["axis", "q (m²/s³, rad²/s³)", "r (m², rad²)"], nrows, "filter noise (noise.toml)"
+        ))
     parts.append(_render_replay(section.replay))
     return "".join(parts)
 
@@ -309,8 +292,7 @@ def _render_honesty(replay: list[ReplayRow]) -> str:
             lo, hi = c["nees_band95"]
             n = nis.get(axis)
             rows.append((
-                r.label, axis, _in_band(c["mean_nees"], [lo, hi]),
-                *(num(v, "{:.1f}") for v in cov),
+                r.label, axis, _in_band(c["mean_nees"], [lo, hi]), *(num(v, "{:.1f}") for v in cov),
                 "–" if n is None else _in_band(n["mean"], n["band95"]),
                 num(rates["actual"].get(axis, math.nan) * 100, "{:.2f}"),
                 num(monitor[axis]["degraded_fraction"] * 100, "{:.1f}"),
@@ -367,14 +349,12 @@ def _trajectory_table(sessions: list[dict[str, Any]]) -> str:
             rows.append((s["name"], offset, s["alignment_used"], *(["–"] * 7)))
             continue
         ate, rpe_t, rpe_r = te["ate_translation_m"], te["rpe_translation_m"], te["rpe_rotation_deg"]
-        rows.append(
-            (
-                s["name"], offset, s["alignment_used"], ate["n"],
-                *(num(1000 * ate[k], "{:.2f}") for k in ("rmse", "mean", "median", "max")),
-                f"{te['rpe_delta_frames']} ({te['rpe_delta_s']:.2f} s)",
-                num(1000 * rpe_t["rmse"], "{:.2f}"), num(rpe_r["rmse"], "{:.3f}"),
-            )
-        )  # fmt: skip
+        rows.append((
+            s["name"], offset, s["alignment_used"], ate["n"],
+            *(num(1000 * ate[k], "{:.2f}") for k in ("rmse", "mean", "median", "max")),
+            f"{te['rpe_delta_frames']} ({te['rpe_delta_s']:.2f} s)",
+            num(1000 * rpe_t["rmse"], "{:.2f}"), num(rpe_r["rmse"], "{:.3f}"),
+        ))  # fmt: skip
     return table(
         ["session", "time offset (ms)", "alignment", "pairs", "ATE RMSE (mm)", "mean (mm)",
          "median (mm)", "max (mm)", "RPE Δ (frames)", "RPE RMSE (mm)", "RPE RMSE (deg)"],
@@ -402,19 +382,13 @@ def render_pose(section: PoseSection) -> str:
     """The pose-error model's parameters, Allan and band plots, then the validation."""
     from sensorbench.characterize.pose.series import DISPLAY_UNITS
 
-    rows = [
-        (
-            p.axis,
-            p.param,
-            _shown(p.value, p.unit),
-            f"[{_shown(p.ci95[0], p.unit)}, {_shown(p.ci95[1], p.unit)}]"
-            if p.identified
-            else "not identified",
-            DISPLAY_UNITS[p.unit][1],
-            _shown(p.truth, p.unit),
-        )
-        for p in section.params
-    ]
+    rows = []
+    for p in section.params:
+        ci = f"[{_shown(p.ci95[0], p.unit)}, {_shown(p.ci95[1], p.unit)}]"
+        rows.append((
+            p.axis, p.param, _shown(p.value, p.unit), ci if p.identified else "not identified",
+            DISPLAY_UNITS[p.unit][1], _shown(p.truth, p.unit),
+        ))
     note = ""
     if section.truth_speed is not None:
         speed = section.truth_speed
@@ -435,8 +409,7 @@ def render_pose(section: PoseSection) -> str:
         f"{esc(section.source)}; "
         "error = offset per relocalization (σ_b) + Gauss-Markov (σ, τ) + white (σ_v).</p>",
         table(
-            ["axis", "parameter", "fitted", "95 % interval", "unit", "simulated truth"],
-            rows,
+            ["axis", "parameter", "fitted", "95 % interval", "unit", "simulated truth"], rows,
             "pose-error model",
         ),
         note,
@@ -467,16 +440,10 @@ def render_validation(v: ValidationSection) -> str:
     for s in v.sessions:
         chk, w = s.check, s.wrong_relocalizations
         failed = ", ".join(f"{f['axis']} {f['statistic']}" for f in chk.failures()) or "–"
-        row = (
-            chk.name,
-            verdict_span(chk.passed, "PASS", "FAIL"),
-            num(chk.p_joint),
-            s.n_samples,
-            f"{s.n_relocalizations} detected breaks"
-            if s.segmentation == "detected"
-            else s.n_relocalizations,
-        )
-        vrows.append((*row, *(["–" if w is None else w] if simulated else []), failed))
+        detected = s.segmentation == "detected"
+        relocs = f"{s.n_relocalizations} detected breaks" if detected else s.n_relocalizations
+        row = (chk.name, verdict_span(chk.passed, "PASS", "FAIL"), num(chk.p_joint), s.n_samples)
+        vrows.append((*row, relocs, *(["–" if w is None else w] if simulated else []), failed))
     overall = verdict_span(v.report.passed, "PASSED", "FAILED")
     parts = [
         f"<h2>Leave-one-session-out validation</h2><p>{esc(v.report.mode)}, {v.draws} draws, "
@@ -496,13 +463,10 @@ def render_validation(v: ValidationSection) -> str:
             ]
             for i, a in enumerate(POSE_AXES)
         ]
-        parts.append(
-            table(
-                ["axis", *STAT_NAMES],
-                prow,
-                f"{chk.name}: percentile of the real statistic (%), * failed",
-            )
-        )
+        parts.append(table(
+            ["axis", *STAT_NAMES], prow,
+            f"{chk.name}: percentile of the real statistic (%), * failed",
+        ))
     parts.extend(img(f) for f in v.figures)
     return "".join(parts)
 

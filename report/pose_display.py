@@ -3,8 +3,7 @@
 The commands stay thin: they run the fit or the validation, then print what
 :class:`FitSummary` and :func:`validation_lines` return. Lengths are shown in mm,
 angles in degrees, times in s or ms (:data:`series.DISPLAY_UNITS`); the JSON keeps
-SI units (m, rad, s).
-"""
+SI units (m, rad, s)."""
 
 from __future__ import annotations
 
@@ -121,8 +120,7 @@ def session_line(ps: Any) -> str:
 @dataclass
 class FitSummary:
     """What ``fit pose-error`` states about a fitted campaign: τ against the segment lengths
-    and the Allan cross-check per axis, and the warnings a user must not overlook.
-    """
+    and the Allan cross-check per axis, and the warnings a user must not overlook."""
 
     campaign: Any
     model: PoseErrorModel
@@ -149,11 +147,8 @@ class FitSummary:
                 "cannot hold a session's offset out"
             )
         return cls(
-            campaign,
-            model,
-            stationarity(model, series),
-            allan_cross_check(series, model.params_array()),
-            warnings,
+            campaign, model, stationarity(model, series),
+            allan_cross_check(series, model.params_array()), warnings,
         )
 
     def to_dict(self, figures: list[str], model_file: str | None) -> dict[str, Any]:

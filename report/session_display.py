@@ -2,8 +2,7 @@
 ``export``): text lines and JSON documents built from the library's results; the commands
 print them.
 
-Units: spans, rates' periods and gaps in s, rates in Hz; counts as they are.
-"""
+Units: spans, rates' periods and gaps in s, rates in Hz; counts as they are."""
 
 from __future__ import annotations
 
@@ -12,10 +11,6 @@ from typing import Any
 
 _META = ("model", "serial", "port_path", "firmware")
 """Stream attributes ``info`` shows beside each stream."""
-
-
-def _fmt_s(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
 
 
 def _details(st: dict[str, Any]) -> str:
@@ -47,7 +42,8 @@ def info_lines(info: dict[str, Any], session: Path) -> list[str]:
     ]
     for st in info["streams"]:
         count = {"lidar": "turns", "raw": "chunks"}.get(st["kind"], "count")
-        spans = (_fmt_s(st.get(k)) for k in ("span_s", "rate_hz", "max_gap_s"))
+        keys = ("span_s", "rate_hz", "max_gap_s")
+        spans = ("-" if st.get(k) is None else f"{st[k]:.3f}" for k in keys)
         out.append(
             f"{st['kind']:<8} {st['name']:<16} {st.get(count, 0):>10} "
             + " ".join(f"{v:>9}" for v in spans)
@@ -68,8 +64,7 @@ def bag_lines(info: dict[str, Any], session: Path) -> list[str]:
     the bag, is named by ``info["path"]``)."""
     head = f"{info['path']}  {info['format']}  {info['messages']} messages over "
     return [
-        head + f"{info['duration_s']:.3f} s",
-        f"{'topic':<32} {'type':<44} {'count':>8}",
+        head + f"{info['duration_s']:.3f} s", f"{'topic':<32} {'type':<44} {'count':>8}",
         *(f"{topic:<32} {t['type']:<44} {t['count']:>8}" for topic, t in info["topics"].items()),
     ]
 

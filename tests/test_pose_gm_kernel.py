@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from sensorbench.characterize.pose import gm_kernel
+from sensorbench.characterize.pose import gm_montecarlo
 
 EPS32 = float(np.finfo(np.float32).eps)
 
@@ -25,7 +25,7 @@ def _draw_pairs(lanes: int, rounds: int, seed: int) -> tuple[np.ndarray, np.ndar
     z1 = np.empty((rounds, lanes), np.float32)
     z2 = np.empty((rounds, lanes), np.float32)
     for i in range(rounds):
-        gm_kernel._normal_pairs(state, word, uf, uf.view(np.int32), z1[i], z2[i])
+        gm_montecarlo._normal_pairs(state, word, uf, uf.view(np.int32), z1[i], z2[i])
     return z1.astype(np.float64), z2.astype(np.float64)
 
 
@@ -35,7 +35,7 @@ def test_ln_series_matches_numpy_over_the_uniforms_range():
     m, e = np.frexp(x)
     got = np.array(
         [
-            gm_kernel._ln_series(np.float32(2 * mi), np.float32(ei - 1))
+            gm_montecarlo._ln_series(np.float32(2 * mi), np.float32(ei - 1))
             for mi, ei in zip(m, e, strict=True)
         ]
     )
@@ -47,7 +47,7 @@ def test_ln_series_matches_numpy_over_the_uniforms_range():
 
 def test_sin_cos_series_match_numpy_on_a_quarter_turn():
     x = np.linspace(0, np.pi / 2, 2001, dtype=np.float32)[:-1]
-    got = np.array([gm_kernel._sin_cos_quarter(v) for v in x])
+    got = np.array([gm_montecarlo._sin_cos_quarter(v) for v in x])
     xd = x.astype(np.float64)
     # series truncation < 4e-9, float32 rounding of Horner steps: 4 ulp at magnitude 1
     np.testing.assert_allclose(got[:, 0], np.sin(xd), rtol=0, atol=4 * EPS32)

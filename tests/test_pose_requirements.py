@@ -53,7 +53,7 @@ def test_parse_with_units_and_refusals():
 def test_abs_quantile_is_numpys_quantile_exactly():
     """The compiled quantile of the verdict's horizons returns numpy's numbers bit for bit
     (linear method, ties, one sample, q at 0 and 1, a nan)."""
-    from sensorbench.characterize.pose.order_stats import abs_quantile
+    from sensorbench.characterize.pose.requirements import abs_quantile
 
     rng = np.random.default_rng(1)
     for trial in range(60):

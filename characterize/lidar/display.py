@@ -5,8 +5,7 @@ the report's lidar section (:mod:`sensorbench.report.html`) and the figures
 (:mod:`~sensorbench.characterize.lidar.plots`) name, scale and format a statistic
 through its :class:`Stat` here: a new statistic shown in more than one of them gets
 one entry. Values enter in SI units (s, Hz, m) or as stored (%, °, counts); the
-report keeps its page-wide number style and takes the label, unit and scale.
-"""
+report keeps its page-wide number style and takes the label, unit and scale."""
 
 from __future__ import annotations
 
@@ -26,19 +25,12 @@ V = TypeVar("V", float, np.ndarray)
 
 @dataclass(frozen=True)
 class Stat:
-    """One statistic as shown.
+    """One statistic as shown: display value = stored value × ``scale`` (1e3 for s → ms)."""
 
-    Attributes:
-        label: its name ("Scan rate").
-        unit: the display unit ("" for a count).
-        scale: display value = stored value × scale (1e3 for s → ms).
-        fmt: format of the display value.
-    """
-
-    label: str
-    unit: str
+    label: str  # its name ("Scan rate")
+    unit: str  # the display unit ("" for a count)
     scale: float = 1.0
-    fmt: str = "{:.3f}"
+    fmt: str = "{:.3f}"  # format of the display value
 
     def value(self, v: V) -> V:
         """``v`` (stored unit; a number or an array) in the display unit."""
@@ -95,15 +87,12 @@ def datasheet(ch: LidarCharacterization) -> str:
         rows += _noise_rows(ch.noise)
     nf = ch.near_filter
     if nf is not None:
-        rows.append(
-            (
-                "SDK near filter",
-                f"zeroes {nf['rejected_pct']:.2f} % of samples: "
-                f"{nf['edge_outliers_rejected_pct']:.0f} % of the edge outliers, "
-                f"{nf['false_points_rejected_pct']:.0f} % of the false points, "
-                f"{nf['normal_rejected_pct']:.2f} % of the normal returns",
-            )
-        )
+        rows.append((
+            "SDK near filter", f"zeroes {nf['rejected_pct']:.2f} % of samples: "
+            f"{nf['edge_outliers_rejected_pct']:.0f} % of the edge outliers, "
+            f"{nf['false_points_rejected_pct']:.0f} % of the false points, "
+            f"{nf['normal_rejected_pct']:.2f} % of the normal returns",
+        ))
     width = max(len(r[0]) for r in rows)
     head = (
         f"{ch.model or 'lidar'} {ch.device!r} from {ch.source}: {t.n_turns} turns, "
@@ -125,8 +114,7 @@ def _timing_rows(t: TimingStats) -> list[tuple[str, str]]:
     return [
         (RATE.label, f"{RATE.with_unit(t.rate_hz)} ({t.clock} clock){reported}"),
         (
-            PERIOD.label,
-            f"p50 {PERIOD.with_unit(pp['p50'])}, "
+            PERIOD.label, f"p50 {PERIOD.with_unit(pp['p50'])}, "
             f"p5–p95 {PERIOD.text(pp['p5'])}–{PERIOD.with_unit(pp['p95'])}, "
             f"p1–p99 {PERIOD.text(pp['p1'])}–{PERIOD.with_unit(pp['p99'])}",
         ),
@@ -136,8 +124,7 @@ def _timing_rows(t: TimingStats) -> list[tuple[str, str]]:
             f"p95 {JITTER.text(ja['p95'])}, p99 {JITTER.with_unit(ja['p99'])}",
         ),
         (
-            POINTS.label,
-            f"{POINTS.text(ppt['median'])} "
+            POINTS.label, f"{POINTS.text(ppt['median'])} "
             f"(p5–p95 {POINTS.text(ppt['p5'])}–{POINTS.text(ppt['p95'])}, "
             f"min {POINTS.text(ppt['min'])}, max {POINTS.text(ppt['max'])})",
         ),

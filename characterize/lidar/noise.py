@@ -6,8 +6,7 @@ the bin centres) gives every point's residual against the *other* half of the tu
 own noise. Every finite return is then labelled (``LABEL_*``): on a surface, edge
 outlier (mixed pixel, Horvitz-Thompson weighted), isolated false point or transient.
 Key invariant: a point never enters its own reference. Method and formulas:
-docs/LIDAR.md ("Noise and the outlier classifier").
-"""
+docs/LIDAR.md ("Noise and the outlier classifier")."""
 
 from __future__ import annotations
 
@@ -44,8 +43,7 @@ class NoiseReport:
     their Horvitz-Thompson total (docs/LIDAR.md).
     ``bands``: one dict per band with ``lo_m``, ``hi_m``, ``sigma_m`` (nan when
     fewer than 30 points), ``se_m``, ``n_points``, ``n_bins``. Fractions are of
-    all non-invalid samples (returns and no-returns) in the static stretches.
-    """
+    all non-invalid samples (returns and no-returns) in the static stretches."""
 
     n_stretches: int
     static_s: float
@@ -114,15 +112,9 @@ def _dilate(mask: np.ndarray, w: int) -> np.ndarray:
 
 
 def range_noise(
-    turns: LidarTurns,
-    stretch: np.ndarray,
-    step_rad: float,
-    period_s: float,
-    bands_m: tuple[float, ...] = DEFAULT_BANDS_M,
-    jump_abs_m: float = 0.05,
-    jump_rel: float = 0.03,
-    edge_bins: int = 2,
-    outlier_k: float = 5.0,
+    turns: LidarTurns, stretch: np.ndarray, step_rad: float, period_s: float,
+    bands_m: tuple[float, ...] = DEFAULT_BANDS_M, jump_abs_m: float = 0.05, jump_rel: float = 0.03,
+    edge_bins: int = 2, outlier_k: float = 5.0,
 ) -> NoiseReport:
     """Range noise per band and outlier counts over the static stretches.
 
@@ -130,8 +122,7 @@ def range_noise(
     ``step_rad``: the angular step (rad); ``period_s``: nominal turn period (s), for the
     reported static time; ``bands_m``: band edges (m); ``jump_abs_m`` (m) and ``jump_rel``
     (fraction of range): the discontinuity threshold; ``edge_bins``: half-width of an edge
-    zone (bins); ``outlier_k``: outlier threshold (σ).
-    """
+    zone (bins); ``outlier_k``: outlier threshold (σ)."""
     n_str = int(stretch.max()) + 1
     n_bins = int(np.floor(TWO_PI / step_rad))
     tid_all = turn_index(turns.count)
@@ -173,21 +164,14 @@ def range_noise(
         "false_xy": _xy(r, ang, false_pt & (sid == 0)),
     }
     return NoiseReport(
-        n_stretches=n_str,
-        static_s=n_turns * period_s,
-        n_turns=n_turns,
-        n_samples=int(r.size),
-        bands=bands,
-        edge_outliers=int(edge_out.sum()),
+        n_stretches=n_str, static_s=n_turns * period_s, n_turns=n_turns, n_samples=int(r.size),
+        bands=bands, edge_outliers=int(edge_out.sum()),
         edge_outliers_est=float(np.sum(1.0 / p_detect[edge_out])),
         edge_outliers_var=float(np.sum(1.0 / p_detect[edge_out] ** 2)),
-        false_points=int(false_pt.sum()),
-        transient_points=int((cand & clustered).sum()),
-        missing_returns=int(missing.sum()),
-        outlier_k=outlier_k,
+        false_points=int(false_pt.sum()), transient_points=int((cand & clustered).sum()),
+        missing_returns=int(missing.sum()), outlier_k=outlier_k,
         labels=_labels(turns.n_points, idx, (missing, cand & clustered, false_pt, edge_out)),
-        noise_band=noise_band,
-        plot=plot,
+        noise_band=noise_band, plot=plot,
     )
 
 
@@ -218,13 +202,8 @@ def _grid(ang: np.ndarray, sid: np.ndarray, n_str: int, n_bins: int) -> _Grid:
 
 
 def _noise_bands(
-    r: np.ndarray,
-    r_c: np.ndarray,
-    g: _Grid,
-    halves: tuple[np.ndarray, np.ndarray],
-    refs: tuple[np.ndarray, np.ndarray],
-    excluded: np.ndarray,
-    bands_m: tuple[float, ...],
+    r: np.ndarray, r_c: np.ndarray, g: _Grid, halves: tuple[np.ndarray, np.ndarray],
+    refs: tuple[np.ndarray, np.ndarray], excluded: np.ndarray, bands_m: tuple[float, ...],
 ) -> tuple[list[dict], Callable[[np.ndarray], np.ndarray], np.ndarray, np.ndarray]:
     """Range noise per band from the residuals of the quiet points (not ``excluded``, away
     from kinks) against the reference of the other half of the turns (``halves``: each
@@ -292,11 +271,7 @@ def _clustered(
 
 
 def _to_bin_centres(
-    r: np.ndarray,
-    ang: np.ndarray,
-    key: np.ndarray,
-    shape: tuple[int, int],
-    jump_abs_m: float,
+    r: np.ndarray, ang: np.ndarray, key: np.ndarray, shape: tuple[int, int], jump_abs_m: float,
     jump_rel: float,
 ) -> np.ndarray:
     """Ranges (m) moved along their bin's slope to the bin centre, so the medians do
@@ -315,11 +290,7 @@ def _to_bin_centres(
 
 
 def _interpolate(
-    table: np.ndarray,
-    row: np.ndarray,
-    b0: np.ndarray,
-    b1: np.ndarray,
-    f: np.ndarray,
+    table: np.ndarray, row: np.ndarray, b0: np.ndarray, b1: np.ndarray, f: np.ndarray,
     fallback: np.ndarray | float,
 ) -> np.ndarray:
     """``table[row]`` interpolated linearly between bins ``b0`` and ``b1`` at fraction
@@ -351,19 +322,14 @@ def _slopes(ref: np.ndarray, jump: np.ndarray, width: float) -> np.ndarray:
     left_ok, right_ok = ~np.roll(jump, 1, axis=1), ~jump
     with np.errstate(invalid="ignore"):
         out = np.where(
-            left_ok & right_ok,
-            (nxt - prv) / (2 * width),
+            left_ok & right_ok, (nxt - prv) / (2 * width),
             np.where(right_ok, (nxt - ref) / width, np.where(left_ok, (ref - prv) / width, 0.0)),
         )
     return np.where(np.isfinite(out), out, 0.0)
 
 
 def _band_sigmas(
-    res: np.ndarray,
-    ref_i: np.ndarray,
-    use: np.ndarray,
-    keys: np.ndarray,
-    n_turns: np.ndarray,
+    res: np.ndarray, ref_i: np.ndarray, use: np.ndarray, keys: np.ndarray, n_turns: np.ndarray,
     bands_m: tuple[float, ...],
 ) -> list[dict]:
     """Robust σ (m) of the residuals ``res[use]`` per band of reference range."""
@@ -379,16 +345,14 @@ def _band_sigmas(
             mad = float(np.median(np.abs(rj - np.median(rj))))
             sigma = MAD_TO_SIGMA * mad / np.sqrt(1.0 + np.pi / (3.0 * n_eff))
             se = MAD_SE_FACTOR * sigma / np.sqrt(rj.size)
-        out.append(
-            {
-                "lo_m": float(bands_m[j]),
-                "hi_m": float(bands_m[j + 1]),
-                "sigma_m": sigma,
-                "se_m": se,
-                "n_points": int(rj.size),
-                "n_bins": int(np.unique(keys[in_band]).size),
-            }
-        )
+        out.append({
+            "lo_m": float(bands_m[j]),
+            "hi_m": float(bands_m[j + 1]),
+            "sigma_m": sigma,
+            "se_m": se,
+            "n_points": int(rj.size),
+            "n_bins": int(np.unique(keys[in_band]).size),
+        })
     return out
 
 
@@ -414,16 +378,8 @@ def _sigma_lookup(
 
 
 def _classify(
-    r: np.ndarray,
-    f: np.ndarray,
-    sid: np.ndarray,
-    b0: np.ndarray,
-    edge: np.ndarray,
-    ref: np.ndarray,
-    ref_i: np.ndarray,
-    jump: np.ndarray,
-    edge_bins: int,
-    outlier_k: float,
+    r: np.ndarray, f: np.ndarray, sid: np.ndarray, b0: np.ndarray, edge: np.ndarray,
+    ref: np.ndarray, ref_i: np.ndarray, jump: np.ndarray, edge_bins: int, outlier_k: float,
     sigma_at: Callable[[np.ndarray], np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """False-point candidates, edge outliers and each edge outlier's detection probability."""

@@ -1,8 +1,7 @@
 """Figures of a lidar characterization (matplotlib, Agg backend, PNG files).
 
 A polar plot of one turn, range noise against distance, the turn-period
-histogram and the locations of the classified outliers.
-"""
+histogram and the locations of the classified outliers."""
 
 from __future__ import annotations
 
@@ -54,9 +53,7 @@ def _period_hist(result: LidarCharacterization, path: Path) -> Path:
     per = disp.PERIOD
     ax.hist(per.value(result.periods_s), bins=80, color="tab:blue")
     ax.axvline(per.value(t.nominal_period_s), color="k", ls="--", lw=1)
-    ax.set_yscale("log")
-    ax.set_xlabel(per.heading().lower())
-    ax.set_ylabel("turns")
+    ax.set(yscale="log", xlabel=per.heading().lower(), ylabel="turns")
     ax.set_title(
         f"{result.device}: {disp.RATE.with_unit(t.rate_hz)}, "
         f"σ {disp.JITTER.with_unit(t.jitter_std_s)}, "
@@ -79,16 +76,10 @@ def _noise_vs_range(result: LidarCharacterization, path: Path) -> Path:
         mid = [0.5 * (x["lo_m"] + x["hi_m"]) for x in b]
         half = [0.5 * (x["hi_m"] - x["lo_m"]) for x in b]
         ax.errorbar(
-            mid,
-            [sig.value(x["sigma_m"]) for x in b],
-            xerr=half,
-            yerr=[2 * sig.value(x["se_m"]) for x in b],
-            fmt="o",
-            color="k",
-            label="band (±2 SE)",
+            mid, [sig.value(x["sigma_m"]) for x in b], xerr=half,
+            yerr=[2 * sig.value(x["se_m"]) for x in b], fmt="o", color="k", label="band (±2 SE)",
         )
-    ax.set_xlabel("range (m)")
-    ax.set_ylabel(f"{sig.label} range ({sig.unit}, 1.4826·MAD)")
+    ax.set(xlabel="range (m)", ylabel=f"{sig.label} range ({sig.unit}, 1.4826·MAD)")
     ax.set_title(f"{result.device}: range noise, {noise.static_s:.0f} s static")
     ax.legend()
     return save_png(fig, path, 110)
@@ -103,9 +94,7 @@ def _outliers(result: LidarCharacterization, path: Path) -> Path:
     ax.plot(*p["edge_xy"].T, "x", ms=4, color="tab:orange", label="edge outliers")
     ax.plot(*p["false_xy"].T, "+", ms=5, color="tab:red", label="isolated false points")
     ax.plot([0], [0], "k^")
-    ax.set_aspect("equal")
-    ax.set_xlabel("x, sensor frame (m)")
-    ax.set_ylabel("y, sensor frame (m)")
+    ax.set(aspect="equal", xlabel="x, sensor frame (m)", ylabel="y, sensor frame (m)")
     ax.set_title(f"{result.device}: outliers of the first static stretch")
     ax.legend(loc="upper right", fontsize=8)
     return save_png(fig, path, 110)

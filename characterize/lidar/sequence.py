@@ -3,8 +3,7 @@
 The statistics an emulator is easy on and a real A1 is not (docs/A1.md). Computed on
 stored turns (angles rad CCW) in the device's native sense (degrees clockwise); the
 definitions (no-return run, step, backward step, turn span) are in docs/LIDAR.md,
-"Point sequence".
-"""
+"Point sequence"."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ class SequenceStats:
     ``n_turns`` counts complete turns (no ``PACKET_LOSS`` or ``CRC_ERRORS`` flag);
     ``resume_step_back_deg``: mean size (positive) of the backward steps where returns
     resume; ``first_point_deg``: (smallest, largest) clockwise reading of a turn's first
-    point.
-    """
+    point."""
 
     n_points: int
     no_return_run_mean: float

@@ -1,11 +1,10 @@
 """Characterize one lidar stream of a session: a datasheet from measured data.
 
-Timing, returns and point sequence come from every turn (:mod:`.timing`,
-:mod:`.returns`, :mod:`.sequence`); range noise and outliers from the static stretches
-(:mod:`.static`, :mod:`.noise`). Without a static stretch the characterization refuses
-(``FitError``) unless only timing is asked for. For an LD19 it also says what the
-vendor SDK's near filter would zero. Units: SI (s, Hz, m), fractions in %.
-"""
+Timing, returns (no-return fraction, intensity levels) and point sequence come from
+every turn (:mod:`.timing`, :mod:`.sequence`); range noise and outliers from the static
+stretches (:func:`detect_static`, :mod:`.noise`). Without a static stretch the
+characterization refuses (``FitError``) unless only timing is asked for. For an LD19 it
+also says what the vendor SDK's near filter would zero. Units: SI (s, Hz, m), fractions in %."""
 
 from __future__ import annotations
 
@@ -23,34 +22,152 @@ from sensorbench.characterize.lidar.noise import (
     NoiseReport,
     range_noise,
 )
-from sensorbench.characterize.lidar.returns import ReturnStats, return_stats
 from sensorbench.characterize.lidar.sequence import SequenceStats, sequence_stats
-from sensorbench.characterize.lidar.static import StaticDetection, detect_static
 from sensorbench.characterize.lidar.timing import TimingStats, timing_stats, turn_start_s
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
 from sensorbench.errors import FitError, SessionError
 from sensorbench.json_doc import json_ready
 from sensorbench.logs import Event, LidarTurns, Session
-from sensorbench.logs.scan_bins import angular_step_rad
+from sensorbench.logs.scan_bins import angle_bins, angular_step_rad, grouped_median, turn_index
+
+MAX_LEVELS = 64
+"""Up to this many distinct intensity values are listed one by one (A1 quality 0..63);
+more (LD19 0..255) are grouped in bins of 16."""
+
+
+@dataclass(frozen=True)
+class ReturnStats:
+    """No-return fraction and intensity histogram of one stream; ``intensity_pct``: % of the
+    points with a return per intensity value (key ``"15"``) or, above :data:`MAX_LEVELS`
+    distinct values, per bin of 16 (key ``"0-15"``)."""
+
+    n_points: int  # no returns included, invalid (nan) excluded
+    no_return_pct: float  # points without a return (inf), % of points
+    no_return_with_intensity_pct: float  # of the no-returns, intensity not 0, % (nan: none)
+    intensity_pct: dict[str, float]
+
+    def top_levels(self, k: int = 6) -> str:
+        """The ``k`` most frequent intensity levels, e.g. ``"15: 97.0 %, 6: 1.5 %"``."""
+        top = sorted(self.intensity_pct.items(), key=lambda kv: -kv[1])[:k]
+        return ", ".join(f"{key}: {pct:.1f} %" for key, pct in top)
+
+
+def return_stats(turns: LidarTurns) -> ReturnStats:
+    """:class:`ReturnStats` of every point of ``turns``."""
+    rng = turns.range.astype(np.float64)
+    valid = ~np.isnan(rng)
+    none = valid & np.isinf(rng)
+    ret = valid & np.isfinite(rng)
+    inten = turns.intensity.astype(np.int64)
+    n = int(valid.sum())
+    values, counts = np.unique(inten[ret], return_counts=True)
+    n_ret = int(ret.sum())
+    if values.size <= MAX_LEVELS:
+        hist = {str(int(v)): 100.0 * int(c) / n_ret for v, c in zip(values, counts, strict=True)}
+    else:
+        b = np.bincount(inten[ret] // 16)
+        hist = {f"{16 * i}-{16 * i + 15}": 100.0 * int(c) / n_ret for i, c in enumerate(b) if c}
+    n_none = int(none.sum())
+    return ReturnStats(
+        n_points=n,
+        no_return_pct=100.0 * n_none / n if n else float("nan"),
+        no_return_with_intensity_pct=(
+            100.0 * float(np.count_nonzero(inten[none])) / n_none if n_none else float("nan")
+        ),
+        intensity_pct=hist,
+    )
+
+
+MIN_COMMON_BINS = 20
+QUANTILE = 0.75
+
+
+@dataclass(frozen=True)
+class StaticDetection:
+    """Result of :func:`detect_static`."""
+
+    stretch: np.ndarray  # per turn, the static-stretch number (0, 1, ...) or -1 if not used
+    change_m: np.ndarray  # per turn, change (m) to the turn lag_turns before (nan: few bins)
+    floor_m: float  # noise floor of the change metric (m)
+    threshold_m: float  # static threshold (m)
+    lag_turns: int
+
+    @property
+    def n_stretches(self) -> int:
+        """Number of static stretches."""
+        return int(self.stretch.max()) + 1 if self.stretch.size else 0
+
+
+def binned_turns(turns: LidarTurns, n_bins: int) -> np.ndarray:
+    """Per-turn median of finite ranges in ``n_bins`` angle bins: (turns, bins), nan if empty."""
+    tid = turn_index(turns.count)
+    ok = np.isfinite(turns.range)
+    keys = tid[ok] * n_bins + angle_bins(turns.angle[ok], n_bins)
+    med, _ = grouped_median(keys, turns.range[ok], turns.n_turns * n_bins)
+    return med.reshape(turns.n_turns, n_bins)
+
+
+def _change(grid: np.ndarray, lag: int) -> np.ndarray:
+    out = np.full(grid.shape[0], np.nan)
+    if lag >= grid.shape[0]:
+        return out
+    d = np.abs(grid[lag:] - grid[:-lag])
+    n = np.sum(np.isfinite(d), axis=1)
+    d[~np.isfinite(d)] = np.inf
+    d.sort(axis=1)
+    rows = np.flatnonzero(n >= MIN_COMMON_BINS)
+    out[lag + rows] = d[rows, (QUANTILE * (n[rows] - 1)).astype(np.int64)]
+    return out
+
+
+def detect_static(
+    turns: LidarTurns, period_s: float, lag_s: float = 1.0, bin_deg: float = 2.0,
+    factor: float = 2.5, min_static_s: float = 3.0,
+) -> StaticDetection:
+    """Label the static stretches of ``turns``: a turn whose upper-quartile per-bearing
+    (``bin_deg`` bins) range change to the turns ``lag_s`` (s) before and after stays under
+    ``factor`` × the lag-1 noise floor, in runs of at least ``min_static_s`` (s)
+    (docs/LIDAR.md, "Static stretches")."""
+    n_bins = max(8, round(360.0 / bin_deg))
+    grid = binned_turns(turns, n_bins)
+    lag = max(1, round(lag_s / period_s))
+    c1 = _change(grid, 1)
+    cl = _change(grid, lag)
+    floor = float(np.nanpercentile(c1, 25)) if np.any(np.isfinite(c1)) else float("nan")
+    threshold = max(factor * floor, 1e-3) if np.isfinite(floor) else float("nan")
+    with np.errstate(invalid="ignore"):
+        back_ok = cl <= threshold
+        ahead = np.full_like(cl, np.nan)
+        ahead[:-lag] = cl[lag:]
+        ahead_ok = ahead <= threshold
+    has_back = np.isfinite(cl)
+    has_ahead = np.isfinite(ahead)
+    static = (has_back | has_ahead) & (back_ok | ~has_back) & (ahead_ok | ~has_ahead)
+    # turns whose neighbours exist but lacked common bins are not trusted
+    n = static.size
+    idx = np.arange(n)
+    static &= ~((idx >= lag) & ~has_back) & ~((idx < n - lag) & ~has_ahead)
+
+    stretch = np.full(n, -1, dtype=np.int64)
+    min_turns = max(2, int(np.ceil(min_static_s / period_s)))
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], static.astype(np.int8), [0]])))
+    sid = 0
+    for start, stop in zip(edges[::2], edges[1::2], strict=False):
+        if stop - start >= min_turns:
+            stretch[start:stop] = sid
+            sid += 1
+    return StaticDetection(stretch, cl, floor, threshold, lag)
 
 
 @dataclass(frozen=True)
 class StaticOptions:
-    """Knobs of the static-stretch detector and the noise/outlier measurement.
+    """Knobs of the static-stretch detector and the noise/outlier measurement."""
 
-    Attributes:
-        lag_s: lag (s) over which motion must show.
-        factor: static threshold as a multiple of the lag-1 noise floor.
-        min_static_s: shortest static stretch (s).
-        bands_m: range band edges (m).
-        outlier_k: outlier threshold (σ).
-    """
-
-    lag_s: float = 1.0
-    factor: float = 2.5
-    min_static_s: float = 3.0
-    bands_m: tuple[float, ...] = DEFAULT_BANDS_M
-    outlier_k: float = 5.0
+    lag_s: float = 1.0  # lag (s) over which motion must show
+    factor: float = 2.5  # static threshold, × the lag-1 noise floor
+    min_static_s: float = 3.0  # shortest static stretch (s)
+    bands_m: tuple[float, ...] = DEFAULT_BANDS_M  # range band edges (m)
+    outlier_k: float = 5.0  # outlier threshold (σ)
 
 
 @dataclass
@@ -94,16 +211,9 @@ class LidarCharacterization:
 
 
 def characterize_turns(
-    turns: LidarTurns,
-    events: Iterable[Event] = (),
-    sources: Iterable[str] = (),
-    device: str = "lidar",
-    model: str = "",
-    source: str = "",
-    timing_only: bool = False,
-    options: StaticOptions | None = None,
-    clock_source: str = "",
-    time_base: str = "",
+    turns: LidarTurns, events: Iterable[Event] = (), sources: Iterable[str] = (),
+    device: str = "lidar", model: str = "", source: str = "", timing_only: bool = False,
+    options: StaticOptions | None = None, clock_source: str = "", time_base: str = "",
 ) -> LidarCharacterization:
     """Characterize a lidar stream held in memory.
 
@@ -112,8 +222,7 @@ def characterize_turns(
     (its ``time_base`` attribute).
 
     Raises:
-        FitError: too few turns, or no static stretch (unless ``timing_only``).
-    """
+        FitError: too few turns, or no static stretch (unless ``timing_only``)."""
     opt = options or StaticOptions()
     timing = timing_stats(turns, events, sources, clock_source, time_base)
     t_s, _ = turn_start_s(turns)
@@ -141,11 +250,7 @@ def characterize_turns(
             "static stretch, or ask for the timing figures alone (--timing-only)."
         )
     noise = range_noise(
-        turns,
-        det.stretch,
-        angular_step_rad(turns),
-        timing.nominal_period_s,
-        bands_m=opt.bands_m,
+        turns, det.stretch, angular_step_rad(turns), timing.nominal_period_s, bands_m=opt.bands_m,
         outlier_k=opt.outlier_k,
     )
     near = _near_filter_check(turns, noise) if model.upper() == "LD19" else None
@@ -176,11 +281,8 @@ def _inside(t_ns: int, window_ns: tuple[int | None, int | None]) -> bool:
 
 
 def characterize_session(
-    path: str | os.PathLike[str],
-    device: str,
-    timing_only: bool = False,
-    options: StaticOptions | None = None,
-    window_ns: tuple[int | None, int | None] = (None, None),
+    path: str | os.PathLike[str], device: str, timing_only: bool = False,
+    options: StaticOptions | None = None, window_ns: tuple[int | None, int | None] = (None, None),
 ) -> LidarCharacterization:
     """Characterize lidar stream ``device`` of the session file at ``path``.
 
@@ -188,8 +290,7 @@ def characterize_session(
 
     Raises:
         SessionError: unreadable file or no such lidar stream (the message lists them).
-        FitError: see :func:`characterize_turns`.
-    """
+        FitError: see :func:`characterize_turns`."""
     with Session(path) as s:
         names = s.lidar_names()
         if device not in names:

@@ -3,8 +3,7 @@
 Periods (s) are differences of turn starts on the device clock when every turn has
 one, else on the stream's own times (``clock``); a period of ≈ k ≥ 2 nominal periods
 is k − 1 skipped turns unless a device event makes it a USB drop-off. The figures,
-their definitions and when the host clock is judged unreliable: docs/LIDAR.md.
-"""
+their definitions and when the host clock is judged unreliable: docs/LIDAR.md."""
 
 from __future__ import annotations
 
@@ -148,11 +147,8 @@ def host_reliability(
 
 
 def timing_stats(
-    turns: LidarTurns,
-    events: Iterable[Event] = (),
-    sources: Iterable[str] = (),
-    clock_source: str = "",
-    time_base: str = "",
+    turns: LidarTurns, events: Iterable[Event] = (), sources: Iterable[str] = (),
+    clock_source: str = "", time_base: str = "",
 ) -> TimingStats:
     """Compute :class:`TimingStats` of a stream.
 
@@ -160,8 +156,7 @@ def timing_stats(
     stream name, port) and whose kind is unplug/reconnect/stale count as USB drop-offs,
     ``overrun`` marks the host clock unreliable. ``clock_source``: how the device time
     was made (its ``device_time`` attribute); ``time_base``: what the turn times are (its
-    ``time_base`` attribute; empty: host receive times).
-    """
+    ``time_base`` attribute; empty: host receive times)."""
     if turns.n_turns < 3:
         raise FitError(
             f"only {turns.n_turns} lidar turns in the stream; record at least a few seconds"

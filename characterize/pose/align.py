@@ -7,7 +7,13 @@ angular-rate magnitudes); the frame maps the sensor's world into the reference's
 ``R p_sensor + t − p_ref`` (m, reference world frame); roll, pitch, yaw = the rotation
 vector of ``R_ref⁻¹ · R · R_sensor · B`` (rad, about the reference body's axes).
 Conventions and why: docs/POSE_ERROR.md ("Time offset and frame").
-"""
+
+ATE and RPE (:func:`trajectory_error`) are computed as evo computes them, on the
+alignment's pairs: ATE = |R·p_sensor + t − p_ref| per pair (m); RPE (delta in frames,
+pairs (0, Δ), (Δ, 2Δ), …) = the error of the sensor's relative pose, translation (m)
+and angle (deg), in the sensor's own body frame (B not applied), Δ the frames closest
+to :data:`RPE_DELTA_S`. Each with RMSE, mean, median, sd, min and max
+(docs/POSE_ERROR.md, "ATE and RPE")."""
 
 from __future__ import annotations
 
@@ -83,12 +89,8 @@ class PoseTrack:
         if order.size < 3:
             raise FitError(f"{self.name or 'track'}: fewer than 3 valid poses")
         out = PoseTrack(
-            self.t_s[order],
-            self.position[order],
-            self.quat_xyzw[order],
-            None,
-            None if self.flags is None else self.flags[order],
-            self.name,
+            self.t_s[order], self.position[order], self.quat_xyzw[order], None,
+            None if self.flags is None else self.flags[order], self.name,
         )
         out._memo("_only_valid", lambda: out)
         return out
@@ -103,8 +105,7 @@ class Interpolator:
 
     Rotations are interpolated spherically between neighbouring samples, as
     :class:`scipy.spatial.transform.Slerp` does (``q_k ⊗ exp(α log(q_k⁻¹ q_{k+1}))``),
-    in the vectorised quaternion forms of :mod:`quat`.
-    """
+    in the vectorised quaternion forms of :mod:`quat`."""
 
     def __init__(self, ref: PoseTrack) -> None:
         self.ref = ref.only_valid()
@@ -143,8 +144,7 @@ class Interpolator:
         """Reference pose at ``t_s``: (position (M,3), quat_xyzw (M,4), inside (M,)).
 
         ``inside`` is False outside the reference and in its gaps longer than
-        :func:`gap_limit_s` (``max_gap_s`` when given).
-        """
+        :func:`gap_limit_s` (``max_gap_s`` when given)."""
         ref = self.ref
         limit = gap_limit_s(ref, max_gap_s)
         t_s = np.asarray(t_s, dtype=np.float64)
@@ -262,8 +262,7 @@ def windowed_rate(
 ) -> np.ndarray:
     """|ω| (rad/s) at ``grid`` times from the rotation across ``window_s`` (s), which does
     not amplify orientation noise by the sample rate as differencing samples does; ``nan``
-    where the window leaves the track or an end falls in a gap (:func:`gap_limit_s`).
-    """
+    where the window leaves the track or an end falls in a gap (:func:`gap_limit_s`)."""
     interp = track.interpolator()
     t = interp.ref.t_s
     limit = gap_limit_s(track, max_gap_s)
@@ -324,12 +323,8 @@ def offset_at_limit(offset_s: float, max_offset_s: float) -> bool:
 
 
 def estimate_time_offset(
-    sensor: PoseTrack,
-    ref: PoseTrack,
-    max_offset_s: float = 0.5,
-    window_s: float | None = None,
-    coarse_step_s: float = COARSE_STEP_S,
-    fine_step_s: float = 0.001,
+    sensor: PoseTrack, ref: PoseTrack, max_offset_s: float = 0.5, window_s: float | None = None,
+    coarse_step_s: float = COARSE_STEP_S, fine_step_s: float = 0.001,
     max_gap_s: float | None = None,
 ) -> tuple[float, float]:
     """(offset_s, peak normalised correlation) from angular-rate magnitudes.
@@ -341,8 +336,7 @@ def estimate_time_offset(
 
     Raises:
         FitError: naming the cause: no overlap, rates that cannot be taken (samples too
-            sparse for the gap limit), or tracks that never turn.
-    """
+            sparse for the gap limit), or tracks that never turn."""
     sensor, ref = sensor.only_valid(), ref.only_valid()
     window_s = rate_window_s(sensor, ref) if window_s is None else window_s
     lo = max(sensor.t_s[0], ref.t_s[0] - max_offset_s)
@@ -395,15 +389,12 @@ def estimate_time_offset(
 
 
 def align_sessions(
-    pairs: list[tuple[PoseTrack, PoseTrack]],
-    mode: str = "se3",
-    offset_s: float | Sequence[float | None] | None = None,
-    max_offset_s: float = 0.5,
+    pairs: list[tuple[PoseTrack, PoseTrack]], mode: str = "se3",
+    offset_s: float | Sequence[float | None] | None = None, max_offset_s: float = 0.5,
     max_gap_s: float | None = None,
 ) -> list[Alignment]:
     """Align several sessions of one sensor: a time offset each, one frame transform
-    fitted to all together. ``offset_s``: None (estimate each), one for all, or one each.
-    """
+    fitted to all together. ``offset_s``: None (estimate each), one for all, or one each."""
     if not pairs:
         raise FitError("no sessions to align")
     prepared = []
@@ -445,24 +436,12 @@ def align_sessions(
     searched = offset_s is None
     for sensor, offset, corr, method, pos, _, inside, window, ref in prepared:
         d = sensor.position[inside] @ rot.T + t - pos[inside]
-        out.append(
-            Alignment(
-                offset,
-                rot,
-                t,
-                body,
-                mode,
-                method,
-                corr,
-                float(np.sqrt(np.mean(np.sum(d * d, axis=1)))),
-                int(inside.sum()),
-                int((~inside).sum()),
-                max_offset_s if searched else math.nan,
-                searched and offset_at_limit(offset, max_offset_s),
-                gap_limit_s(ref, max_gap_s),
-                window,
-            )
-        )
+        out.append(Alignment(
+            offset, rot, t, body, mode, method, corr,
+            float(np.sqrt(np.mean(np.sum(d * d, axis=1)))), int(inside.sum()),
+            int((~inside).sum()), max_offset_s if searched else math.nan,
+            searched and offset_at_limit(offset, max_offset_s), gap_limit_s(ref, max_gap_s), window,
+        ))
     return out
 
 
@@ -475,24 +454,15 @@ def pose_errors(
     pos, quat, inside = interpolate(ref, sensor.t_s + alignment.offset_s, max_gap_s)
     idx = np.flatnonzero(inside)
     e = frame_errors(
-        sensor.position[idx],
-        sensor.quat_xyzw[idx],
-        pos[idx],
-        quat[idx],
-        alignment.rotation,
-        alignment.translation,
-        alignment.body_rotation,
+        sensor.position[idx], sensor.quat_xyzw[idx], pos[idx], quat[idx], alignment.rotation,
+        alignment.translation, alignment.body_rotation,
     )
     return sensor.t_s[idx], e, idx
 
 
 def frame_errors(
-    position: np.ndarray,
-    quat_xyzw: np.ndarray,
-    ref_position: np.ndarray,
-    ref_quat_xyzw: np.ndarray,
-    rotation: np.ndarray,
-    translation: np.ndarray,
+    position: np.ndarray, quat_xyzw: np.ndarray, ref_position: np.ndarray,
+    ref_quat_xyzw: np.ndarray, rotation: np.ndarray, translation: np.ndarray,
     body_rotation: np.ndarray,
 ) -> np.ndarray:
     """``(N, 6)`` error (m, rad; module docstring) of sensor against reference poses at
@@ -501,3 +471,99 @@ def frame_errors(
     r_s = quat.mul(quat.mul(quat.from_matrix(rotation), quat_xyzw), quat.from_matrix(body_rotation))
     e_rot = quat.as_rotvec(quat.mul(quat.inv(ref_quat_xyzw), quat.normalize(r_s)))
     return np.concatenate([e_pos, e_rot], axis=1)
+
+
+RPE_DELTA_S = 1.0
+"""The RPE's delta, s: rounded to whole frames of the sensor."""
+
+
+@dataclass(frozen=True)
+class ErrorStats:
+    """evo's statistics of one error (its unit stated where it is used)."""
+
+    rmse: float
+    mean: float
+    median: float
+    std: float
+    min: float
+    max: float
+    n: int
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> ErrorStats:
+        """The statistics of ``values`` (all nan when there are none)."""
+        v = np.asarray(values, dtype=np.float64)
+        if v.size == 0:
+            nan = float("nan")
+            return cls(nan, nan, nan, nan, nan, nan, 0)
+        return cls(
+            float(np.sqrt(np.mean(v * v))), float(np.mean(v)), float(np.median(v)),
+            float(np.std(v)), float(np.min(v)), float(np.max(v)), int(v.size),
+        )
+
+    def scaled(self, factor: float) -> dict[str, float]:
+        """The statistics times ``factor`` (e.g. 1000 for mm), without ``n``."""
+        return {k: v * factor for k, v in asdict(self).items() if k != "n"}
+
+
+@dataclass(frozen=True)
+class TrajectoryError:
+    """ATE and RPE of one session (docs/POSE_ERROR.md)."""
+
+    ate_m: ErrorStats
+    rpe_m: ErrorStats
+    rpe_deg: ErrorStats
+    rpe_delta_frames: int
+    rpe_delta_s: float
+    """Median time between the two poses of an RPE pair (s)."""
+
+    def to_dict(self) -> dict:
+        """JSON-ready: ATE (m), RPE (m, deg) and the delta, with units in the keys."""
+        return {
+            "ate_translation_m": asdict(self.ate_m),
+            "rpe_translation_m": asdict(self.rpe_m),
+            "rpe_rotation_deg": asdict(self.rpe_deg),
+            "rpe_delta_frames": self.rpe_delta_frames,
+            "rpe_delta_s": self.rpe_delta_s,
+            "definition": "evo_ape (translation part, after the alignment) and evo_rpe "
+            "(delta in frames, pairs every delta frames; translation part and rotation "
+            "angle)",
+        }
+
+
+def trajectory_error(
+    sensor: PoseTrack, reference: PoseTrack, alignment: Alignment, max_gap_s: float | None = None,
+    rpe_delta_s: float = RPE_DELTA_S,
+) -> TrajectoryError:
+    """ATE and RPE of ``sensor`` against ``reference`` under ``alignment``.
+
+    Raises:
+        FitError: fewer than two pairs."""
+    sensor = sensor.only_valid()
+    pos, quat, inside = interpolate(reference, sensor.t_s + alignment.offset_s, max_gap_s)
+    idx = np.flatnonzero(inside)
+    if idx.size < 2:
+        raise FitError(f"{sensor.name or 'sensor'}: fewer than 2 poses pair with the reference")
+    p_est = sensor.position[idx] @ alignment.rotation.T + alignment.translation
+    r_est = Rotation.from_matrix(alignment.rotation) * Rotation.from_quat(sensor.quat_xyzw[idx])
+    r_est = r_est.as_matrix()
+    p_ref, r_ref = pos[idx], Rotation.from_quat(quat[idx]).as_matrix()
+    ate = np.linalg.norm(p_est - p_ref, axis=1)
+    t = sensor.t_s[idx]
+    k = max(1, round(rpe_delta_s / float(np.median(np.diff(t)))))
+    k = min(k, idx.size - 1)
+    i = np.arange(0, idx.size - k, k)  # evo_rpe's pairs: (0, Δ), (Δ, 2Δ), ...
+    j = i + k
+
+    def relative(p: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rt = np.transpose(r[i], (0, 2, 1))
+        return np.einsum("nab,nb->na", rt, p[j] - p[i]), rt @ r[j]
+
+    t_ref, q_ref = relative(p_ref, r_ref)
+    t_est, q_est = relative(p_est, r_est)
+    rpe_t = np.linalg.norm(t_est - t_ref, axis=1)  # |R_ref,relᵀ (t_est − t_ref)|
+    rpe_r = np.degrees(Rotation.from_matrix(np.transpose(q_ref, (0, 2, 1)) @ q_est).magnitude())
+    return TrajectoryError(
+        ErrorStats.of(ate), ErrorStats.of(rpe_t), ErrorStats.of(rpe_r), k,
+        float(np.median(t[j] - t[i])),
+    )

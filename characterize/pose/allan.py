@@ -4,8 +4,7 @@ Overlapping ADEV (allantools' ``oadev`` of the error taken as frequency data) in
 each relocalization segment, pooled over gap-free, uniformly resampled pieces, against
 the model's AVAR; 95 % intervals from the non-overlapping terms' dof (conservative).
 T in s, ADEV in the error's unit (m or rad). Formula and peak rule: docs/POSE_ERROR.md
-("The fit").
-"""
+("The fit")."""
 
 from __future__ import annotations
 
@@ -105,8 +104,7 @@ def model_allan_deviation(
     nearly equal numbers (it falls as x²/3: at x = 10⁻⁸ the direct form loses every
     digit and can go negative). Below x = 0.1 its Taylor series is summed instead,
     Σₙ₌₃ ((−1)ⁿ⁺¹ 2ⁿ + 4(−1)ⁿ) xⁿ⁻¹ / (2·n!), to n = 14, where its next term is below
-    10⁻¹³ of it; above, the direct form keeps 13 digits.
-    """
+    10⁻¹³ of it; above, the direct form keeps 13 digits."""
     t = np.asarray(t, dtype=float)
     x = t / tau
     small = x < _SERIES_BELOW
@@ -132,8 +130,7 @@ def allan_cross_check(series: list[ErrorSeries], params: np.ndarray) -> dict:
     and its 95 % interval (``adev_ci95`` as [low, high] lists), the empirical peak
     (T, ADEV) — only at an interior maximum (``peak_found``; else nan) — and the τ
     and σ it implies (T/1.89, ADEV/0.62), the fitted τ and σ, and the range of the
-    ratio empirical/model; only averaging times with at least 30 terms count.
-    """
+    ratio empirical/model; only averaging times with at least 30 terms count."""
     t, adev, n_terms, edf = allan_deviation(series)
     dt0 = float(np.median(np.concatenate([np.diff(s.t_s) for s in series])))
     ci = adev_interval(adev, edf)

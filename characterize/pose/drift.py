@@ -4,8 +4,7 @@ Three checks a Gauss-Markov fit cannot pass by absorbing drift (verdict ``DRIFT`
 :func:`stationarity` (τ against :data:`TAU_SEGMENT_FRACTION` × the median segment),
 :func:`trend_test` (per-segment slopes, m/s or rad/s) and :func:`variance_growth`
 (segment variance against length). Times in s; errors in :data:`series.AXIS_UNITS`.
-Method: docs/POSE_ERROR.md ("The verdict").
-"""
+Method: docs/POSE_ERROR.md ("The verdict")."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ _MIN_TREND_SAMPLES = 8
 def segment_lengths(series: list[ErrorSeries]) -> np.ndarray:
     """Duration (s) of every relocalization segment: from its first sample to the next start.
 
-    The last segment of a session ends at the session's last sample.
-    """
+    The last segment of a session ends at the session's last sample."""
     out = []
     for s in series:
         starts = s.t_s[s.reloc]
@@ -99,11 +97,7 @@ def stationarity(
         f = model.axes[a]
         ci = f.ci()[2]
         out[a] = AxisStationarity(
-            a,
-            float(f.tau_s),
-            (float(ci[0]), float(ci[1])),
-            bool(f.identified[2]),
-            med,
+            a, float(f.tau_s), (float(ci[0]), float(ci[1])), bool(f.identified[2]), med,
             fraction * med,
         )
     return out
@@ -154,7 +148,6 @@ class AxisTrend(SlopeTest):
     """Weighted mean per-segment slope of one axis (unit/s) and its two-sided test
     against 0 at the per-axis level (TREND_ALPHA / 6); testable from 3 segments."""
 
-    MIN_SEGMENTS = 3
     KEYS = ("slope_per_s", "se_per_s")
 
 
@@ -236,11 +229,9 @@ def variance_growth(
     v, length = np.concatenate(var), np.concatenate(lengths)
     k = length.size
     level = alpha / len(POSE_AXES)
-    out = {}
+    nan = float("nan")
     if k < 5:
-        for a in POSE_AXES:
-            out[a] = AxisVarianceGrowth(a, float("nan"), float("nan"), 0.0, float("nan"), k, level)
-        return out
+        return {a: AxisVarianceGrowth(a, nan, nan, 0.0, nan, k, level) for a in POSE_AXES}
     ratio = v / expected_segment_variance(length, model.params_array())
     w = length / length.sum()
     x = np.log(length)
@@ -248,10 +239,11 @@ def variance_growth(
     sxx = float(np.sum(w * xc * xc))
     k_eff = float(1.0 / np.sum(w * w))
     dof = max(k_eff - 2.0, 1.0)
+    out = {}
     for i, a in enumerate(POSE_AXES):
         r = ratio[:, i]
         if sxx <= 0 or not np.all(np.isfinite(r)):
-            out[a] = AxisVarianceGrowth(a, float("nan"), float("nan"), 0.0, float("nan"), k, level)
+            out[a] = AxisVarianceGrowth(a, nan, nan, 0.0, nan, k, level)
             continue
         b = float(np.sum(w * xc * r) / sxx)
         resid = r - np.sum(w * r) - b * xc

@@ -2,8 +2,7 @@
 
 Per axis (x, y, z in m; roll, pitch, yaw in rad) ``e(t) = b_s + g(t) + v(t)`` with
 parameters sigma_b, sigma, tau_s (s), sigma_v, fitted by the exact 2-state Kalman
-likelihood (docs/POSE_ERROR.md, "The fit", "Model file").
-"""
+likelihood (docs/POSE_ERROR.md, "The fit", "Model file")."""
 
 from __future__ import annotations
 
@@ -109,23 +108,14 @@ def _nll_columns(p: _Packed, col: np.ndarray, params: np.ndarray, n_used: int) -
 
 @numba.njit(cache=True)
 def _nll_kernel(
-    y: np.ndarray,
-    dt: np.ndarray,
-    reset: np.ndarray,
-    diffuse: np.ndarray,
-    w: np.ndarray,
-    col: np.ndarray,
-    params: np.ndarray,
-    n_used: int,
-    source: np.ndarray,
-    first: np.ndarray,
+    y: np.ndarray, dt: np.ndarray, reset: np.ndarray, diffuse: np.ndarray, w: np.ndarray,
+    col: np.ndarray, params: np.ndarray, n_used: int, source: np.ndarray, first: np.ndarray,
 ) -> np.ndarray:
     """Negative log-likelihood ``(C,)`` of data columns ``col`` of the :class:`_Packed` arrays.
 
     Column c runs on data column ``col[c]`` with ``params[c]`` (:data:`PARAMS` order,
     linear units) over the first ``n_used`` rows, with the transition factor of column
-    ``first[source[c]]``. A diffuse reset's first-sample constant term is removed.
-    """
+    ``first[source[c]]``. A diffuse reset's first-sample constant term is removed."""
     n_c = col.size
     phis = np.empty(first.size)
     out = np.zeros(n_c)
@@ -175,12 +165,7 @@ def _nll_kernel(
 
 @numba.njit(cache=True)
 def _offset_normal_equations(
-    y: np.ndarray,
-    dt: np.ndarray,
-    seg: np.ndarray,
-    n_seg: int,
-    sigma: float,
-    tau: float,
+    y: np.ndarray, dt: np.ndarray, seg: np.ndarray, n_seg: int, sigma: float, tau: float,
     sigma_v: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``A = BᵀV⁻¹B`` (k, k) and ``r = BᵀV⁻¹y`` (k,) for one session of one axis.
@@ -188,8 +173,7 @@ def _offset_normal_equations(
     V is the covariance of g + v (g stationary at sample 0, ``dt`` in s with inf at 0),
     B the indicator of segment ``seg[i]`` (0..k-1, non-decreasing). The scalar Kalman
     filter of g whitens y and every column of B with the same gains; a past segment's
-    column is dropped once its filtered state has decayed below 1e-12.
-    """
+    column is dropped once its filtered state has decayed below 1e-12."""
     a = np.zeros((n_seg, n_seg))
     r = np.zeros(n_seg)
     m = np.zeros(n_seg)
@@ -231,8 +215,7 @@ def offset_qprofile(
 
     One entry per usual segment, each session's block of C decomposed on its own; a
     session whose mean an alignment absorbed on this axis (``meta["mean_group"]``,
-    ``meta["mean_axes"]``) puts its segments in that group.
-    """
+    ``meta["mean_axes"]``) puts its segments in that group."""
     lam, z, ones, group = [], [], [], []
     labels: dict[str, int] = {}
     for s in series:
@@ -255,8 +238,7 @@ class QProfile:
     """sigma_b's Q-profile: per segment j, λ_j and z_j (docs/POSE_ERROR.md, "The fit").
 
     χ² with k − groups dof at the true sigma_b (``ones`` = Uᵀ1, ``group``: the absorbed
-    means); without them (z² only) k dof.
-    """
+    means); without them (z² only) k dof."""
 
     lam: np.ndarray  # (k,) unit²
     z2: np.ndarray  # (k,) unit²
@@ -271,20 +253,17 @@ class QProfile:
         return [self.group == g for g in np.unique(self.group[self.group >= 0])]
 
     @property
-    def _indicator(self) -> np.ndarray:
-        """``(k, groups)`` one-hot membership of every segment in its absorbed group."""
-        return np.stack(self._groups, axis=1).astype(float)
-
-    @property
     def dof(self) -> int:
         """k − the number of absorbed means."""
         return int(self.lam.size - len(self._groups))
 
     def _residuals(self, w: np.ndarray) -> np.ndarray:
         """``z`` minus each group's weighted mean along ``ones`` (weights ``w`` (..., k))."""
-        if not self._groups:
+        groups = self._groups
+        if not groups:
             return np.broadcast_to(np.sqrt(self.z2), w.shape)
-        g, u, z = self._indicator, self.ones, self.z
+        g = np.stack(groups, axis=1).astype(float)  # (k, groups) one-hot membership
+        u, z = self.ones, self.z
         beta = ((w * u * z) @ g) / ((w * u * u) @ g)
         return z - (beta @ g.T) * u
 
@@ -383,10 +362,7 @@ class WrongRelocs:
     def none(cls, series: list[ErrorSeries]) -> WrongRelocs:
         """Nothing named among ``series``."""
         return cls(
-            sum(s.n_segments for s in series),
-            [],
-            np.zeros(0),
-            np.zeros((0, len(POSE_AXES))),
+            sum(s.n_segments for s in series), [], np.zeros(0), np.zeros((0, len(POSE_AXES))),
             [np.zeros(s.n, bool) for s in series],
         )
 
@@ -394,32 +370,17 @@ class WrongRelocs:
         """True when both name the same segments."""
         return all(np.array_equal(a, b) for a, b in zip(self.masks, other.masks, strict=True))
 
-    @property
-    def rate(self) -> float:
-        """Share of relocalizations named wrong."""
-        return len(self.sessions) / max(self.n_relocalizations, 1)
-
-    def rate_ci(self, level: float = 0.95) -> tuple[float, float]:
-        """Clopper-Pearson interval of the wrong-relocalization probability."""
-        k, n, a = len(self.sessions), max(self.n_relocalizations, 1), 1.0 - level
+    def to_dict(self) -> dict[str, Any]:
+        """JSON/TOML-ready summary (the model file's ``[wrong_relocalizations]``): the share
+        of relocalizations named wrong with its Clopper-Pearson 95 % interval, each named
+        jump and, when there are some, their median horizontal size |(x, y)| (m)."""
+        k, n, a = len(self.sessions), max(self.n_relocalizations, 1), 1.0 - 0.95
         lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
         hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
-        return lo, hi
-
-    @property
-    def median_jump_m(self) -> float:
-        """Median horizontal size |(x, y)| of the named jumps (m; nan if none)."""
-        if not self.sessions:
-            return float("nan")
-        return float(np.median(np.hypot(self.jump[:, 0], self.jump[:, 1])))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON/TOML-ready summary (the model file's ``[wrong_relocalizations]``)."""
-        lo, hi = self.rate_ci()
         out: dict[str, Any] = {
             "n_relocalizations": int(self.n_relocalizations),
-            "n_wrong": len(self.sessions),
-            "rate": self.rate,
+            "n_wrong": k,
+            "rate": k / n,
             "rate_ci95": [lo, hi],
             "named": [
                 {"session": s, "t_s": float(t), "jump": [float(x) for x in j]}
@@ -427,23 +388,19 @@ class WrongRelocs:
             ],
         }
         if self.sessions:
-            out["median_jump_m"] = self.median_jump_m
+            out["median_jump_m"] = float(np.median(np.hypot(self.jump[:, 0], self.jump[:, 1])))
         return out
 
 
 def name_wrong(
-    series: list[ErrorSeries],
-    fits: dict[str, AxisFit],
-    sigma_b2: np.ndarray | None = None,
-    dof: int = 0,
-    n_family: int = 0,
+    series: list[ErrorSeries], fits: dict[str, AxisFit], sigma_b2: np.ndarray | None = None,
+    dof: int = 0, n_family: int = 0,
 ) -> WrongRelocs:
     """Name the wrong relocalizations among ``series`` under ``fits``' sigma, tau, sigma_v.
 
     Without ``sigma_b2``: one at a time at ``WRONG_ALPHA / K`` (docs/POSE_ERROR.md). With
     ``sigma_b2`` ``(6,)`` (a model fitted elsewhere, from ``dof`` offsets), each segment
-    is tested against it at ``WRONG_ALPHA / n_family`` (default K).
-    """
+    is tested against it at ``WRONG_ALPHA / n_family`` (default K)."""
     params = np.stack([fits[a].values for a in POSE_AXES])
     est = [[_gls_offsets(s, a, *params[a, 1:]) for a in range(len(POSE_AXES))] for s in series]
     b = np.concatenate([np.stack([o for o, _ in e], 1) for e in est])  # (K, 6) unit
@@ -554,21 +511,15 @@ _AT_BOUND = 1e-9
 
 
 def minimize_batched(
-    fun: Callable[[np.ndarray, np.ndarray], np.ndarray],
-    theta0: np.ndarray,
-    lower: np.ndarray,
-    upper: np.ndarray,
-    max_iter: int = 60,
-    h: float = 3e-3,
-    tol: float = 1e-5,
+    fun: Callable[[np.ndarray, np.ndarray], np.ndarray], theta0: np.ndarray, lower: np.ndarray,
+    upper: np.ndarray, max_iter: int = 60, h: float = 3e-3, tol: float = 1e-5,
     progress: Progress | None = None,
 ) -> _OptResult:
     """Minimise P independent smooth functions of d bounded parameters at once.
 
     ``fun(theta (P_active, n_sets, d), active indices) -> (P_active, n_sets)``. Damped
     saddle-free Newton on a central-difference stencil of step ``h``; a problem stops at
-    a Newton decrement below ``tol`` (or a rejected step below ``100 tol``).
-    """
+    a Newton decrement below ``tol`` (or a rejected step below ``100 tol``)."""
     p, d = theta0.shape
     offsets, pairs = _stencil(d, h)
 
@@ -691,8 +642,7 @@ class AxisFit:
 
     def sigma_b_quantile(self, u: np.ndarray) -> np.ndarray:
         """sigma_b (axis unit) at probabilities ``u``: its Q-profile, else the log-normal
-        ``exp(N(ln σ̂_b, se²))`` (the point estimate if se_log is not usable).
-        """
+        ``exp(N(ln σ̂_b, se²))`` (the point estimate if se_log is not usable)."""
         u = np.asarray(u, dtype=float)
         if self.has_qprofile:
             return self.qprofile.quantile(u)  # type: ignore[union-attr]
@@ -760,12 +710,10 @@ class PoseErrorModel:
 
     def aid_model(self) -> PoseAidModel:
         """The model as the split filter's aiding model (its x, y and yaw axes)."""
-        return PoseAidModel.from_dict(
-            {
-                a: {p: getattr(self.axes[src], p) for p in ("sigma_b", "sigma", "tau_s", "sigma_v")}
-                for a, src in (("x", "x"), ("y", "y"), ("theta", "yaw"))
-            }
-        )
+        return PoseAidModel.from_dict({
+            a: {p: getattr(self.axes[src], p) for p in PARAMS}
+            for a, src in (("x", "x"), ("y", "y"), ("theta", "yaw"))
+        })
 
     # ---------------------------------------------------------------- file I/O
 
@@ -777,10 +725,7 @@ class PoseErrorModel:
             ci = f.ci()
             axes[a] = {
                 "unit": f.unit,
-                "sigma_b": f.sigma_b,
-                "sigma": f.sigma,
-                "tau_s": f.tau_s,
-                "sigma_v": f.sigma_v,
+                **{k: getattr(f, k) for k in PARAMS},
                 "n_samples": int(f.n_samples),
                 "n_segments": int(f.n_segments),
                 "neg_log_likelihood": float(f.neg_log_likelihood),
@@ -800,14 +745,8 @@ class PoseErrorModel:
         if self.wrong_relocalizations:
             body["wrong_relocalizations"] = self.wrong_relocalizations
         return model_document(
-            MODEL_KIND,
-            FORMAT_VERSION,
-            MODEL_UNITS,
-            self.provenance,
-            body,
-            sensor=self.sensor,
-            reference=self.reference,
-            frame=self.frame,
+            MODEL_KIND, FORMAT_VERSION, MODEL_UNITS, self.provenance, body, sensor=self.sensor,
+            reference=self.reference, frame=self.frame,
             description="error = b (offset, N(0, sigma_b^2), new at each "
             "relocalization) + g (first-order Gauss-Markov, stationary std sigma, "
             "correlation time tau_s) + v (white, std sigma_v)",
@@ -918,11 +857,8 @@ class _Problem:
 
 
 def _fit_problems(
-    series: list[ErrorSeries],
-    problems: list[_Problem],
-    options: FitOptions,
-    theta_start: np.ndarray | None = None,
-    progress: Progress | None = None,
+    series: list[ErrorSeries], problems: list[_Problem], options: FitOptions,
+    theta_start: np.ndarray | None = None, progress: Progress | None = None,
 ) -> _OptResult:
     """Maximise the likelihood of every problem in one batched optimisation."""
     axes_used = sorted({p.axis for p in problems})
@@ -990,16 +926,13 @@ class GroupFits(dict[str, AxisFit]):
 
 
 def fit_groups(
-    series: list[ErrorSeries],
-    groups: list[list[int]],
-    options: FitOptions | None = None,
+    series: list[ErrorSeries], groups: list[list[int]], options: FitOptions | None = None,
     progress: Progress | None = None,
 ) -> list[GroupFits]:
     """Fit every axis on each group of session indices, all groups in one batch.
 
     Each group is refitted with its named wrong relocalizations' offsets unknown until
-    the names settle (:data:`NAMING_ROUNDS` at most); ``progress`` follows the first fit.
-    """
+    the names settle (:data:`NAMING_ROUNDS` at most); ``progress`` follows the first fit."""
     options = options or FitOptions()
     if not series:
         raise FitError("no sessions to fit")
@@ -1024,9 +957,7 @@ def fit_groups(
 
 
 def _fit_groups(
-    series: list[ErrorSeries],
-    groups: list[list[int]],
-    options: FitOptions,
+    series: list[ErrorSeries], groups: list[list[int]], options: FitOptions,
     progress: Progress | None = None,
 ) -> list[dict[str, AxisFit]]:
     """One batched fit of every axis of every group (the series' wrong marks as given)."""
@@ -1051,17 +982,13 @@ def _fit_groups(
         # group's optimum and a much better start than the moments
         union = sorted({s for g in groups for s in g})
         full = _fit_problems(
-            series,
-            [_Problem(a, union) for a in range(len(POSE_AXES))],
-            options,
+            series, [_Problem(a, union) for a in range(len(POSE_AXES))], options,
             progress=_stage(progress, 0, stages),
         )
         theta_start = np.tile(full.theta, (len(groups), 1))
     parts = [
         _fit_problems(
-            series,
-            [problems[i] for i in b],
-            options,
+            series, [problems[i] for i in b], options,
             None if theta_start is None else theta_start[b],
             _stage(progress, k + int(overlapping), stages),
         )
@@ -1084,33 +1011,23 @@ def _fit_groups(
             values = np.exp(theta[a])
             qp = offset_qprofile([series[s] for s in g], a, *values[1:])
             fits[name] = AxisFit(
-                name,
-                *map(float, values),
-                cov,
-                int(sum(series[s].n for s in g)),
-                int(sum(series[s].n_segments for s in g)),
-                float(res.nll[pi]),
-                bool(res.converged[pi]),
-                qp,
+                name, *map(float, values), cov, int(sum(series[s].n for s in g)),
+                int(sum(series[s].n_segments for s in g)), float(res.nll[pi]),
+                bool(res.converged[pi]), qp,
             )
         out.append(fits)
     return out
 
 
 def _restricted_step(
-    series: list[ErrorSeries],
-    group: list[int],
-    theta: np.ndarray,
-    hess: np.ndarray,
-    at_bound: np.ndarray,
-    h: float,
+    series: list[ErrorSeries], group: list[int], theta: np.ndarray, hess: np.ndarray,
+    at_bound: np.ndarray, h: float,
 ) -> np.ndarray:
     """θ ``(6, 4)`` (log) moved one Newton step towards the restricted (REML) likelihood.
 
     REML adds ``½ log det(JᵀV(θ)⁻¹J)``, J = ``meta["nuisance_jacobian"]`` ``(N, 6, P)``
     shared within ``meta["nuisance_group"]``; the step is capped at
-    :data:`MAX_RESTRICTED_STEP` standard errors; sigma_b is left as fitted.
-    """
+    :data:`MAX_RESTRICTED_STEP` standard errors; sigma_b is left as fitted."""
     members: dict[str, list[int]] = {}
     for i in group:
         m = series[i].meta
@@ -1162,14 +1079,9 @@ def _whitening_blocks(s: ErrorSeries) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def fit_pose_error(
-    series: list[ErrorSeries],
-    options: FitOptions | None = None,
-    sensor: str = "",
-    reference: str = "mocap",
-    frame: str = "",
-    inputs: list[dict[str, Any]] | None = None,
-    extra_provenance: dict[str, Any] | None = None,
-    progress: Progress | None = None,
+    series: list[ErrorSeries], options: FitOptions | None = None, sensor: str = "",
+    reference: str = "mocap", frame: str = "", inputs: list[dict[str, Any]] | None = None,
+    extra_provenance: dict[str, Any] | None = None, progress: Progress | None = None,
 ) -> PoseErrorModel:
     """Joint ML fit of (sigma_b, sigma, tau, sigma_v) per axis over all sessions."""
     options = options or FitOptions()

@@ -4,8 +4,7 @@ A session's mean error is tested against the spread of segment means *within* se
 (F(6, ν), level :data:`FRAME_ALPHA` / S) without a fitted noise model; with too few
 dof (ν < :data:`MIN_DOF`) and ≥ 3 sessions, :func:`loo_frame_statistics` tests each
 session under the others' alignment and the noise model (χ²₆). Errors in
-:data:`series.AXIS_UNITS`. docs/POSE_ERROR.md ("The verdict").
-"""
+:data:`series.AXIS_UNITS`. docs/POSE_ERROR.md ("The verdict")."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ class FrameCheck:
     """Per session: its mean error against what the offsets may explain.
 
     ``method``: the within-session segment-mean spread (F test, ``dof`` = ν), or the
-    leave-one-out form against the noise model (χ² test, ``dof`` = 6).
-    """
+    leave-one-out form against the noise model (χ² test, ``dof`` = 6)."""
 
     sessions: list[str]
     statistic: np.ndarray  # (S,) X_i
@@ -91,8 +89,7 @@ def frame_statistics(
     """Frame check of sessions aligned with one shared transform (docs/POSE_ERROR.md, FRAME).
 
     ``n_total``: number of sessions in the campaign for the Bonferroni level (default:
-    ``len(series)``; sessions already excluded still count).
-    """
+    ``len(series)``; sessions already excluded still count)."""
     sess_means, c, dev2, dof = [], [], np.zeros(6), 0
     for s in series:
         starts = np.flatnonzero(s.reloc)
@@ -118,8 +115,7 @@ def mean_variance(series: ErrorSeries, params: np.ndarray) -> np.ndarray:
     """``(6,)`` variance of a session's mean error under the model ``params`` (6, 4).
 
     ``σ_b² Σ_s w_s² + (σ²/n²)(n + 2 Σ_{j<k} e^{−(t_k − t_j)/τ}) + σ_v²/n``; the double
-    sum by the recursion ``S_k = e^{−Δt_k/τ}(S_{k−1} + 1)`` (O(n)).
-    """
+    sum by the recursion ``S_k = e^{−Δt_k/τ}(S_{k−1} + 1)`` (O(n))."""
     n = series.n
     w = np.bincount(series.segment_id) / n
     phi = np.exp(-np.diff(series.t_s)[:, None] / params[None, :, 2])
@@ -133,17 +129,14 @@ def mean_variance(series: ErrorSeries, params: np.ndarray) -> np.ndarray:
 
 
 def loo_frame_statistics(
-    held_out: list[ErrorSeries],
-    allowed_var: np.ndarray,
-    alpha: float = FRAME_ALPHA,
+    held_out: list[ErrorSeries], allowed_var: np.ndarray, alpha: float = FRAME_ALPHA,
     n_total: int | None = None,
 ) -> FrameCheck:
     """Leave-one-out frame check (docs/POSE_ERROR.md, FRAME).
 
     ``held_out[i]``: session i under the alignment fitted to the others;
     ``allowed_var``: ``(S, 6)`` the variance its mean may have (:func:`mean_variance`
-    inflated for the others' alignment error).
-    """
+    inflated for the others' alignment error)."""
     n = len(held_out)
     m = np.array([s.error.mean(axis=0) for s in held_out])  # (S, 6) session means
     with np.errstate(divide="ignore", invalid="ignore"):

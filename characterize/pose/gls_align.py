@@ -5,8 +5,7 @@ is fitted by Gauss-Newton GLS, every column whitened by the model's Kalman filte
 (:mod:`whiten`); ``planar`` keeps ε and β about z, ``none`` fits δ alone; a group
 shares the frame and one δ (``pooled``) or one each. The regressors come from the
 reference, so a rough θ costs efficiency, not consistency. docs/POSE_ERROR.md
-("Time offset and frame").
-"""
+("Time offset and frame")."""
 
 from __future__ import annotations
 
@@ -74,8 +73,7 @@ class GroupFit:
         """``(6,)`` variance (m² or rad²) this estimate's own error causes in another session.
 
         A session aligned with this offset (column 0 when pooled) and frame carries ``J Δφ``,
-        Δφ ~ N(0, cov): ``diag(J cov Jᵀ)`` per axis, averaged over its samples.
-        """
+        Δφ ~ N(0, cov): ``diag(J cov Jᵀ)`` per axis, averaged over its samples."""
         _, jac, n_frame, n_delta = self._design_at(pair, offset_s, max_gap_s)
         jac_cols, cov_idx = list(range(1, 1 + n_frame)), list(range(n_delta, n_delta + n_frame))
         if n_delta == 1 and np.all(self.offset_column == 0):  # the pooled offset
@@ -125,8 +123,7 @@ def _skew_rows(d: np.ndarray) -> np.ndarray:
     z = np.zeros(d.shape[0])
     return np.stack(
         [
-            np.stack([z, d[:, 2], -d[:, 1]], axis=1),
-            np.stack([-d[:, 2], z, d[:, 0]], axis=1),
+            np.stack([z, d[:, 2], -d[:, 1]], axis=1), np.stack([-d[:, 2], z, d[:, 0]], axis=1),
             np.stack([d[:, 1], -d[:, 0], z], axis=1),
         ],
         axis=1,
@@ -143,11 +140,7 @@ def _frame_columns(mode: str) -> tuple[list[int], int, list[int]]:
 
 
 def _design(
-    s: _Session,
-    offset: float,
-    frame: Frame,
-    centre: np.ndarray,
-    max_gap_s: float | None,
+    s: _Session, offset: float, frame: Frame, centre: np.ndarray, max_gap_s: float | None,
     fit_delta: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(times (M,), error (M, 6), Jacobian (M, 6, 1 + frame params)) at kept samples."""
@@ -196,21 +189,13 @@ def _apply(frame: Frame, step: np.ndarray, centre: np.ndarray) -> Frame:
 
 
 def _normal_equations(
-    sessions: list[_Session],
-    offsets: np.ndarray,
-    frame: Frame,
-    centre: np.ndarray,
-    params: np.ndarray,
-    col: np.ndarray,
-    n_delta: int,
-    n_frame: int,
-    max_gap_s: float | None,
+    sessions: list[_Session], offsets: np.ndarray, frame: Frame, centre: np.ndarray,
+    params: np.ndarray, col: np.ndarray, n_delta: int, n_frame: int, max_gap_s: float | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Whitened Gauss-Newton information ``(P, P)`` and gradient ``(P,)`` at the estimate.
 
     ``col``: each session's offset column (−1: offsets kept); ``n_delta`` offset and
-    ``n_frame`` frame columns (P = their sum); ``params``: the weighting model (6, 4).
-    """
+    ``n_frame`` frame columns (P = their sum); ``params``: the weighting model (6, 4)."""
     n_par = n_delta + n_frame
     estimate_offset = n_delta > 0
     info = np.zeros((n_par, n_par))
@@ -234,16 +219,9 @@ def _normal_equations(
 
 
 def refine(
-    pairs: list[tuple[PoseTrack, PoseTrack]],
-    offsets_s: list[float],
-    frame: Frame,
-    starts: list[np.ndarray],
-    params: np.ndarray,
-    estimate_offset: bool = True,
-    pooled: bool = True,
-    max_gap_s: float | None = None,
-    max_iter: int = 12,
-    fit_frame: bool = True,
+    pairs: list[tuple[PoseTrack, PoseTrack]], offsets_s: list[float], frame: Frame,
+    starts: list[np.ndarray], params: np.ndarray, estimate_offset: bool = True, pooled: bool = True,
+    max_gap_s: float | None = None, max_iter: int = 12, fit_frame: bool = True,
     wrong: list[np.ndarray] | None = None,
 ) -> GroupFit:
     """Gauss-Newton GLS of the time offsets and the shared frame of a group of sessions.
@@ -254,8 +232,7 @@ def refine(
     (6, 4) error-model parameters weighting the fit; ``pooled``: one offset for all
     (starting equal); ``wrong``: per session, the first-sample times of its wrong
     relocalizations' segments, whose offsets stay free. Returns the estimate and its
-    covariance.
-    """
+    covariance."""
     wrong = wrong or [np.zeros(0)] * len(pairs)
     sessions = [
         _Session(sen.only_valid(), ref.interpolator(), st, w)
@@ -348,20 +325,15 @@ class OffsetDrift:
 
 
 def offset_pieces(
-    pair: tuple[PoseTrack, PoseTrack],
-    offset_s: float,
-    frame: Frame,
-    starts: np.ndarray,
-    params: np.ndarray,
-    max_gap_s: float | None = None,
+    pair: tuple[PoseTrack, PoseTrack], offset_s: float, frame: Frame, starts: np.ndarray,
+    params: np.ndarray, max_gap_s: float | None = None,
 ) -> OffsetDrift | None:
     """The offset of each of :data:`PIECES` equal-time pieces (frame fixed), and their agreement.
 
     None when a piece has too few poses. A clock that runs at another rate than the
     reference's (the offset drifts during the recording) shows as pieces that
     disagree; the session's offset is then their mean over the recording, and its
-    standard error is inflated by the Birge ratio (:attr:`OffsetDrift.inflation`).
-    """
+    standard error is inflated by the Birge ratio (:attr:`OffsetDrift.inflation`)."""
     sensor, ref = pair[0].only_valid(), pair[1]
     edges = np.linspace(sensor.t_s[0], sensor.t_s[-1] + 1e-9, PIECES + 1)
     offs, ses, mids = [], [], []
@@ -373,12 +345,7 @@ def offset_pieces(
         st = np.asarray(starts)[(np.asarray(starts) > a) & (np.asarray(starts) < b)]
         try:
             g = refine(
-                [(piece, ref)],
-                [offset_s],
-                frame,
-                [st],
-                params,
-                max_gap_s=max_gap_s,
+                [(piece, ref)], [offset_s], frame, [st], params, max_gap_s=max_gap_s,
                 fit_frame=False,
             )
         except FitError:

@@ -1,8 +1,7 @@
 """Figures of the pose-error fit and validation (matplotlib, Agg backend, PNG files).
 
 Error inside the model's Monte Carlo bands, rank histogram, Allan deviation against
-the model's, and the evo-style trajectory overlay.
-"""
+the model's, and the evo-style trajectory overlay."""
 
 from __future__ import annotations
 
@@ -26,11 +25,7 @@ def _scale(axis: str) -> tuple[float, str]:
 
 
 def plot_error_bands(
-    series: ErrorSeries,
-    params: np.ndarray,
-    path: str | Path,
-    n_draws: int = 400,
-    seed: int = 0,
+    series: ErrorSeries, params: np.ndarray, path: str | Path, n_draws: int = 400, seed: int = 0,
     title: str = "",
 ) -> Path:
     """Error over time with the model's pointwise bands; returns the PNG path."""
@@ -65,8 +60,7 @@ def plot_rank_histogram(report: ValidationReport, path: str | Path, bins: int = 
         ax.bar(edges[:-1], counts, width=1.0 / bins, align="edge", edgecolor="k")
         if counts.sum():
             ax.axhline(counts.sum() / bins, color="C3", lw=1)
-        ax.set_title(st)
-        ax.set_xlabel("percentile")
+        ax.set(title=st, xlabel="percentile")
     axs[0].set_ylabel("sessions × axes")
     fig.suptitle("percentile of the real statistic among the draws (flat = calibrated)")
     return save_png(fig, path, 90)
@@ -87,9 +81,7 @@ def plot_allan(check: dict, path: str | Path) -> Path:
             ax.plot([c["peak_T_s"]], [k * c["peak_adev"]], "v", color="C3", label="interior peak")
         ax.loglog(t, k * np.array(c["model_adev"]), "-", label="fitted model")
         ax.axvline(1.89 * c["tau_fit_s"], color="C3", lw=0.8, ls="--", label="1.89 τ")
-        ax.set_title(a)
-        ax.set_xlabel("averaging time T [s]")
-        ax.set_ylabel(f"ADEV [{unit}]")
+        ax.set(title=a, xlabel="averaging time T [s]", ylabel=f"ADEV [{unit}]")
     axs[0, 0].legend(fontsize=8)
     return save_png(fig, path, 90)
 
@@ -102,8 +94,7 @@ def plot_trajectory_overlay(
     :data:`sensorbench.fusion.figures.MIN_SPAN_M` wide.
 
     ``reference_xy`` and ``error_xy`` are ``(N, 2)`` in the reference frame (m); the
-    estimate is their sum. Returns the PNG path.
-    """
+    estimate is their sum. Returns the PNG path."""
     est = reference_xy + error_xy
     err_mm = 1000.0 * np.hypot(error_xy[:, 0], error_xy[:, 1])
     fig, ax = plt.subplots(figsize=(6.5, 5.5))
@@ -111,9 +102,7 @@ def plot_trajectory_overlay(
     pts = ax.scatter(est[:, 0], est[:, 1], c=err_mm, s=4, cmap="viridis", label="aligned estimate")
     fig.colorbar(pts, ax=ax, label="|error| x-y [mm]")
     square_limits(ax, np.concatenate([reference_xy, est]))
-    ax.set_aspect("equal")
-    ax.set_xlabel("x [m]")
-    ax.set_ylabel("y [m]")
+    ax.set(aspect="equal", xlabel="x [m]", ylabel="y [m]")
     ax.set_title(f"{name}: reference and aligned estimate")
     ax.legend(loc="upper right", fontsize=8)
     return save_png(fig, path, 90)

@@ -5,8 +5,7 @@
 and interpolate thousands of poses dozens of times per campaign; these vectorised
 forms take ~30 ns. Conventions are scipy's (``tests/test_pose_quat.py`` checks them
 against it): ``mul(a, b)`` is the rotation ``a * b`` (b first), rotation vectors are
-axis × angle in rad with angles in [0, π].
-"""
+axis × angle in rad with angles in [0, π]."""
 
 from __future__ import annotations
 
@@ -19,10 +18,8 @@ def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     bx, by, bz, bw = np.moveaxis(np.asarray(b, dtype=float), -1, 0)
     return np.stack(
         [
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz,
         ],
         axis=-1,
     )

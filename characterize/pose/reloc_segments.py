@@ -4,8 +4,7 @@ A relocalization starts a new offset b. ``PoseFlag.RELOCALIZED`` flags are used 
 the stream has them; otherwise jumps are detected in the error's robustly scaled first
 differences (χ²₆ at a Bonferroni level) and kept only when the level persists (a step,
 not a spike or a ramp; :func:`detect_jumps`). :class:`Segmentation` says which method
-was used. docs/POSE_ERROR.md ("Relocalization segments").
-"""
+was used. docs/POSE_ERROR.md ("Relocalization segments")."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ JUMP_ALPHA = 0.05
 Looser than a detector that stops at the jump itself: the persistence test rejects
 the noise a looser level lets through (a jump of white noise does not persist, one of
 slow noise is small against its level change), and steps of 3 σ_step on every axis
-are found ≥ 95 % of the time (1e-3 found 79-92 %).
-"""
+are found ≥ 95 % of the time (1e-3 found 79-92 %)."""
 REVERT_S = 0.5
 """Excursions that revert within this time (s) are not steps."""
 WINDOW_S = 0.5
@@ -56,20 +54,15 @@ class Segmentation:
 
 
 def detect_jumps(
-    t_s: np.ndarray,
-    error: np.ndarray,
-    alpha: float = JUMP_ALPHA,
-    min_separation: int = 5,
-    revert_s: float = REVERT_S,
-    window_s: float = WINDOW_S,
+    t_s: np.ndarray, error: np.ndarray, alpha: float = JUMP_ALPHA, min_separation: int = 5,
+    revert_s: float = REVERT_S, window_s: float = WINDOW_S,
 ) -> np.ndarray:
     """Bool mask (N,): True at the first sample after each detected step.
 
     A one-sample change J beyond the χ²₆ quantile at ``alpha / N`` is a step when the
     level change L across ``revert_s``/``window_s`` (s) has ``0.5 ≤ <L, J> / <J, J> ≤ 2``
     and is beyond the χ²₆ quantile at :data:`LEVEL_ALPHA` (docs/POSE_ERROR.md).
-    Near either end, where a window is empty, L is the jump itself.
-    """
+    Near either end, where a window is empty, L is the jump itself."""
     t_s = np.asarray(t_s, dtype=np.float64)
     e = np.asarray(error, dtype=np.float64)
     d = np.diff(e, axis=0)
@@ -109,8 +102,7 @@ def _level_changes(t_s: np.ndarray, e: np.ndarray, revert_s: float, window_s: fl
     """``(N-1, A)``: mean over the window after each step minus the window before (nan if empty).
 
     Step i is between samples i and i+1; the windows are ``[t_i − revert_s − window_s,
-    t_i − revert_s]`` and ``[t_{i+1} + revert_s, t_{i+1} + revert_s + window_s]``.
-    """
+    t_i − revert_s]`` and ``[t_{i+1} + revert_s, t_{i+1} + revert_s + window_s]``."""
     c = np.vstack([np.zeros((1, e.shape[1])), np.cumsum(e, axis=0)])
     b0 = np.searchsorted(t_s, t_s[:-1] - revert_s - window_s)
     b1 = np.searchsorted(t_s, t_s[:-1] - revert_s, side="right")
@@ -156,8 +148,7 @@ def unstable_detections(
     ``base_s``: detections at the estimated offset; ``shifted_s``: detections with the
     offset moved (e.g. by ±2σ). Returned, sorted: every base detection missing (no
     detection within ``tolerance_s``) from any shifted run, and every shifted
-    detection with no base detection within ``tolerance_s``.
-    """
+    detection with no base detection within ``tolerance_s``."""
     out = []
     for x in base_s:
         if any(sh.size == 0 or np.min(np.abs(sh - x)) > tolerance_s for sh in shifted_s):

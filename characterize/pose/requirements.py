@@ -4,31 +4,27 @@ A requirement asks that the ``confidence`` quantile of a statistic of ``|e|`` ov
 horizon (s) be within a threshold (SI, or with a unit; a length on an angle axis is
 refused). :func:`predict_requirements` simulates a new horizon with the parameter
 uncertainty; :func:`judge_requirements` bounds the quantile (holds, fails, cannot
-tell). docs/POSE_ERROR.md ("The verdict").
-"""
+tell). docs/POSE_ERROR.md ("The verdict")."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from sensorbench.characterize.pose.drift import segment_lengths
 from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.characterize.pose.gm_montecarlo import draw_params, simulate_errors
-from sensorbench.characterize.pose.order_stats import abs_quantile
 from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES, ErrorSeries
 from sensorbench.errors import FitError
 
 REQUIRE_STATS = ("rms", "p50", "p95", "p99", "max")
 _UNITS = {
-    "m": ("m", 1.0),
-    "cm": ("m", 0.01),
-    "mm": ("m", 0.001),
-    "rad": ("rad", 1.0),
-    "mrad": ("rad", 0.001),
-    "deg": ("rad", np.pi / 180.0),
+    "m": ("m", 1.0), "cm": ("m", 0.01), "mm": ("m", 0.001),
+    "rad": ("rad", 1.0), "mrad": ("rad", 0.001), "deg": ("rad", np.pi / 180.0),
 }
 _PATTERN = re.compile(
     r"^\s*(?P<axis>[a-z]+)\.(?P<stat>[a-z0-9]+)\s*<=\s*"
@@ -255,20 +251,85 @@ def _statistic(e: np.ndarray, column: int, stat: str) -> np.ndarray:
     return x.max(axis=1)
 
 
+@numba.njit(cache=True)
+def _select(buf: np.ndarray, k: int) -> None:
+    """Reorder ``buf`` so that ``buf[k]`` is its k-th smallest, nothing larger before it
+    and nothing smaller after it (Hoare quickselect, median-of-three pivot)."""
+    lo, hi = 0, buf.size - 1
+    while hi > lo:
+        mid = (lo + hi) >> 1
+        a, b, c = buf[lo], buf[mid], buf[hi]
+        if a > b:
+            a, b = b, a
+        if b > c:
+            b = c
+        pivot = max(a, b)
+        i, j = lo, hi
+        while i <= j:
+            while buf[i] < pivot:
+                i += 1
+            while buf[j] > pivot:
+                j -= 1
+            if i <= j:
+                buf[i], buf[j] = buf[j], buf[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            return
+
+
+@numba.njit(cache=True)
+def _abs_quantile(e: np.ndarray, column: int, q: float) -> np.ndarray:
+    b, n = e.shape[0], e.shape[1]
+    out = np.empty(b)
+    virtual = (n - 1) * q
+    prev = min(max(math.floor(virtual), 0), n - 1)
+    nxt = min(prev + 1, n - 1)
+    gamma = virtual - prev
+    buf = np.empty(n)
+    for r in range(b):
+        has_nan = False
+        for j in range(n):
+            v = abs(e[r, j, column])
+            has_nan |= v != v
+            buf[j] = v
+        if has_nan:
+            out[r] = np.nan
+            continue
+        _select(buf, prev)
+        lo = buf[prev]
+        hi = lo
+        if nxt > prev:
+            hi = buf[prev + 1]
+            for j in range(prev + 2, n):
+                hi = min(hi, buf[j])
+        diff = hi - lo
+        out[r] = hi - diff * (1.0 - gamma) if gamma >= 0.5 else lo + diff * gamma
+    return out
+
+
+def abs_quantile(e: np.ndarray, column: int, q: float) -> np.ndarray:
+    """``(B,)`` the ``q`` quantile of ``|e[b, :, column]|`` for every series b of ``(B, N, A)``:
+    exactly ``np.quantile(np.abs(e[:, :, column]), q, axis=1)`` (numpy's "linear" method; nan
+    for a series holding a nan), compiled, without the copies numpy makes of a strided column:
+    each series gathered into a small buffer, the order statistic found by quickselect."""
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile level must be in [0, 1], got {q}")
+    return _abs_quantile(np.asarray(e, dtype=np.float64), int(column), float(q))
+
+
 def _quantile_per_set(
-    h: _Horizons,
-    sets: np.ndarray,
-    columns: list[tuple[int, str]],
-    level: float,
-    n_horizons: int,
-    rng: np.random.Generator,
-    session_sd: np.ndarray | None,
+    h: _Horizons, sets: np.ndarray, columns: list[tuple[int, str]], level: float, n_horizons: int,
+    rng: np.random.Generator, session_sd: np.ndarray | None,
 ) -> np.ndarray:
     """``(B, R)`` the ``level`` quantile of every required statistic under each parameter set.
 
     ``sets`` ``(B, A, 4)``; ``n_horizons`` horizons per set, every set under the same
-    relocalization patterns and the same normals (common random numbers).
-    """
+    relocalization patterns and the same normals (common random numbers)."""
     b, a = sets.shape[:2]
     per_call = int(np.clip(_SAMPLE_BUDGET // (b * h.t.size * a), 1, n_horizons))
     batch = max(1, _BATCH_SAMPLES // (h.t.size * a))
@@ -292,9 +353,7 @@ def _quantile_per_set(
 
 
 def predict_requirements(
-    requirements: list[Requirement],
-    model: PoseErrorModel,
-    series: list[ErrorSeries],
+    requirements: list[Requirement], model: PoseErrorModel, series: list[ErrorSeries],
     how: Projection = Projection(),
 ) -> list[RequirementPrediction]:
     """Predicted distribution of every required statistic over a horizon (docs/POSE_ERROR.md)."""
@@ -328,15 +387,12 @@ def predict_requirements(
 
 
 def judge_requirements(
-    requirements: list[Requirement],
-    model: PoseErrorModel,
-    series: list[ErrorSeries],
+    requirements: list[Requirement], model: PoseErrorModel, series: list[ErrorSeries],
     how: Projection = Projection(),
 ) -> list[RequirementResult]:
     """:func:`predict_requirements` and the verdict of every requirement (docs/POSE_ERROR.md).
 
-    ``how.parameter_uncertainty=False``: both bounds are the point estimate's quantile.
-    """
+    ``how.parameter_uncertainty=False``: both bounds are the point estimate's quantile."""
     verdict_confidence = how.verdict_confidence
     if not 0.5 < verdict_confidence < 1.0:
         raise FitError(f"--verdict-confidence must be in (0.5, 1), got {verdict_confidence}")
@@ -359,22 +415,16 @@ def judge_requirements(
     for n, p in enumerate(preds):
         per_set = centre[n] * ratio[:, n]
         lo, hi = np.quantile(per_set, [1.0 - verdict_confidence, verdict_confidence])
-        out.append(
-            RequirementResult(
-                **vars(p),
-                verdict_confidence=verdict_confidence,
-                quantile_estimate=float(centre[n]),
-                quantile_bounds=(float(lo), float(hi)),
-                met_confidence=float(np.mean(per_set <= p.requirement.threshold)),
-            )
-        )
+        out.append(RequirementResult(
+            **vars(p), verdict_confidence=verdict_confidence,
+            quantile_estimate=float(centre[n]), quantile_bounds=(float(lo), float(hi)),
+            met_confidence=float(np.mean(per_set <= p.requirement.threshold)),
+        ))
     return out
 
 
 def _setup(
-    requirements: list[Requirement],
-    model: PoseErrorModel,
-    series: list[ErrorSeries],
+    requirements: list[Requirement], model: PoseErrorModel, series: list[ErrorSeries],
     how: Projection,
 ) -> tuple[_Horizons, np.ndarray, np.ndarray, list, np.ndarray | None]:
     """The horizons; point estimates ``(A, 4)``, log covariances ``(A, 4, 4)``, sigma_b

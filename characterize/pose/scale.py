@@ -4,8 +4,7 @@ A similarity transform ``p_ref ≈ s R p + t`` (Sim(3); planar: Sim(2)) is fitte
 the SE(3) one on the same associated positions (m); s regresses the reference's
 positions on the sensor's (mocap is nearly noise-free), and its 95 % interval comes
 from batch means over blocks of ≥ :data:`MIN_BLOCK_S`. Verdict ``SCALE`` when the
-interval excludes 1 by more than the tolerance. docs/POSE_ERROR.md ("The verdict").
-"""
+interval excludes 1 by more than the tolerance. docs/POSE_ERROR.md ("The verdict")."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ def similarity_fit(
 
     R is Umeyama's (the SVD of the cross-covariance; yaw only when planar); s is the
     regression of ``src`` on ``dst`` (``Σ|b|² / Σ<R a, b>``, centred, x-y only when
-    planar; docs/POSE_ERROR.md, SCALE); ``t = μ_dst − s R μ_src``.
-    """
+    planar; docs/POSE_ERROR.md, SCALE); ``t = μ_dst − s R μ_src``."""
     mu_s, mu_d = src.mean(axis=0), dst.mean(axis=0)
     a, b = src - mu_s, dst - mu_d
     if planar:
@@ -118,18 +116,15 @@ def _residual(src: np.ndarray, dst: np.ndarray, s: float, rot: np.ndarray, t: np
 
 
 def scale_check(
-    sessions: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]],
-    planar: bool = False,
-    per_session: bool = False,
-    tolerance: float = SCALE_TOLERANCE,
+    sessions: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]], planar: bool = False,
+    per_session: bool = False, tolerance: float = SCALE_TOLERANCE,
 ) -> ScaleCheck:
     """Scale of the sensor's positions against the reference, with its 95 % interval.
 
     ``sessions``: ``(name, t_s (N,), sensor positions (N, 3) in the sensor's frame,
     reference positions (N, 3))`` of associated samples. One similarity transform for
     all sessions (``per_session`` False: they share the sensor's map), or one rotation
-    and translation per session with a common scale.
-    """
+    and translation per session with a common scale."""
     if not sessions:
         raise FitError("no sessions for the scale check")
     groups = [[i] for i in range(len(sessions))] if per_session else [list(range(len(sessions)))]
@@ -172,22 +167,13 @@ def scale_check(
     else:
         se = half = float("nan")
     return ScaleCheck(
-        scale,
-        (scale - half, scale + half),
-        se,
-        k,
-        block,
-        tolerance,
-        planar,
-        rig,
-        float(np.sqrt(sim / n_all)),
-        session_scales,
+        scale, (scale - half, scale + half), se, k, block, tolerance, planar, rig,
+        float(np.sqrt(sim / n_all)), session_scales,
     )
 
 
 def _rigid_residual(
-    sessions: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]],
-    groups: list[list[int]],
+    sessions: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]], groups: list[list[int]],
     planar: bool,
 ) -> float:
     """RMS position residual (m) of the rigid (scale 1) alignment of every group."""

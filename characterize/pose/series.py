@@ -2,8 +2,7 @@
 
 :class:`ErrorSeries`: one session's error against its reference, time-associated and
 frame-aligned (:mod:`align`), with its relocalization segments (:mod:`reloc_segments`).
-Axes in :data:`POSE_AXES` order: x, y, z in m, roll, pitch, yaw in rad; times in s.
-"""
+Axes in :data:`POSE_AXES` order: x, y, z in m, roll, pitch, yaw in rad; times in s."""
 
 from __future__ import annotations
 
@@ -16,12 +15,7 @@ from sensorbench.errors import FitError
 from sensorbench.logs.model_keys import POSE_AXES
 
 AXIS_UNITS: dict[str, str] = {
-    "x": "m",
-    "y": "m",
-    "z": "m",
-    "roll": "rad",
-    "pitch": "rad",
-    "yaw": "rad",
+    "x": "m", "y": "m", "z": "m", "roll": "rad", "pitch": "rad", "yaw": "rad"
 }
 
 DISPLAY_UNITS: dict[str, tuple[float, str, str]] = {
@@ -39,19 +33,13 @@ def param_unit(axis: str, param: str) -> str:
 
 @dataclass
 class ErrorSeries:
-    """One session's aligned pose error.
+    """One session's aligned pose error. ``reloc`` (N,): True at the first sample of every
+    relocalization segment (always at sample 0), where a new offset b is drawn; ``wrong``
+    (N,): True at the first sample of every segment named a wrong relocalization
+    (:func:`error_model.name_wrong`), whose offset is unknown to every fit."""
 
-    Attributes:
-        t_s: sample times (s), strictly increasing (any origin).
-        error: (N, 6) error per axis in :data:`POSE_AXES` order (m, rad).
-        reloc: (N,) True at the first sample of every relocalization segment (always at
-            sample 0): a new offset b is drawn there.
-        wrong: (N,) True at the first sample of every segment named a wrong relocalization
-            (:func:`error_model.name_wrong`): its offset is unknown to every fit.
-    """
-
-    t_s: np.ndarray
-    error: np.ndarray
+    t_s: np.ndarray  # (N,) s, strictly increasing (any origin)
+    error: np.ndarray  # (N, 6) per axis in POSE_AXES order (m, rad)
     reloc: np.ndarray
     name: str = "session"
     meta: dict = field(default_factory=dict)

@@ -1,6 +1,5 @@
 """From session files (or two pose tracks) to aligned, segmented pose-error series
-(docs/POSE_ERROR.md, "Time offset and frame").
-"""
+(docs/POSE_ERROR.md, "Time offset and frame")."""
 
 from __future__ import annotations
 
@@ -18,11 +17,13 @@ from sensorbench.characterize.pose.align import (
     ERROR_FRAME,
     Alignment,
     PoseTrack,
+    TrajectoryError,
     align_sessions,
     estimate_time_offset,
     offset_at_limit,
     pose_errors,
     rate_window_s,
+    trajectory_error,
 )
 from sensorbench.characterize.pose.error_model import (
     FitOptions,
@@ -55,7 +56,6 @@ from sensorbench.characterize.pose.reloc_segments import (
     unstable_detections,
 )
 from sensorbench.characterize.pose.series import POSE_AXES, ErrorSeries
-from sensorbench.characterize.pose.trajectory_error import TrajectoryError, trajectory_error
 from sensorbench.characterize.pose.validate import Fold
 from sensorbench.errors import FitError, SessionError
 from sensorbench.logs.model_file import file_sha256
@@ -77,7 +77,7 @@ class PreparedSession:
     source: str
     sensor_position: np.ndarray | None = None  # (N, 3) m, sensor frame, at the series' samples
     trajectory: TrajectoryError | None = None
-    """ATE and RPE as evo computes them (:mod:`trajectory_error`)."""
+    """ATE and RPE as evo computes them (:func:`align.trajectory_error`)."""
     alignment_scope: str = "session"
     """``session`` (its own transform), ``campaign`` (one for all sessions) or ``none``."""
     campaign_sessions: int = 1
@@ -119,16 +119,9 @@ class PreparedSession:
 
 
 def _segmented(
-    sensor: PoseTrack,
-    reference: PoseTrack,
-    al: Alignment,
-    name: str,
-    max_gap_s: float | None,
-    source: str,
-    seg: Segmentation | None = None,
-    starts: np.ndarray | None = None,
-    mean_group: str | None = None,
-    nuisance: tuple[GroupFit, int, str] | None = None,
+    sensor: PoseTrack, reference: PoseTrack, al: Alignment, name: str, max_gap_s: float | None,
+    source: str, seg: Segmentation | None = None, starts: np.ndarray | None = None,
+    mean_group: str | None = None, nuisance: tuple[GroupFit, int, str] | None = None,
     trajectory: Alignment | None = None,
 ) -> PreparedSession:
     """The session's error under ``al``, segmented.
@@ -136,8 +129,7 @@ def _segmented(
     ``seg`` with ``starts`` (segment start times, s): carried over to the samples kept;
     ``seg`` alone: reused when the samples are the same; else segmented anew.
     ``mean_group``: the sessions sharing ``al``; ``nuisance``: (offset-and-frame fit, this
-    session's index in it, its label); ``trajectory``: also ATE and RPE under it.
-    """
+    session's index in it, its label); ``trajectory``: also ATE and RPE under it."""
     t, e, idx = pose_errors(sensor, reference, al, max_gap_s)
     if t.size < 10:
         raise FitError(f"{name}: only {t.size} sensor poses overlap the reference")
@@ -161,20 +153,15 @@ def _segmented(
             meta |= {"nuisance_jacobian": jac, "nuisance_group": nuisance[2]}
     series = ErrorSeries(t, e, seg.reloc, name=name, meta=meta)
     al = replace(
-        al,
-        residual_rms_m=float(np.sqrt(np.mean(np.sum(e[:, :3] ** 2, axis=1)))),
-        n_pairs=int(t.size),
-        n_dropped=int(valid.t_s.size - t.size),
+        al, residual_rms_m=float(np.sqrt(np.mean(np.sum(e[:, :3] ** 2, axis=1)))),
+        n_pairs=int(t.size), n_dropped=int(valid.t_s.size - t.size),
     )
     te = None if trajectory is None else trajectory_error(sensor, reference, trajectory, max_gap_s)
     return PreparedSession(series, al, seg, source, valid.position[idx], te)
 
 
 def load_tracks(
-    path: str | Path,
-    sensor: str,
-    reference: str = "mocap",
-    t_start_s: float | None = None,
+    path: str | Path, sensor: str, reference: str = "mocap", t_start_s: float | None = None,
     t_end_s: float | None = None,
 ) -> tuple[PoseTrack, PoseTrack]:
     """Read the sensor and reference pose streams of a session file, times in s from the
@@ -206,32 +193,18 @@ def load_tracks(
 
 
 def prepare_sessions(
-    paths: list[str | Path],
-    sensor: str,
-    reference: str = "mocap",
-    mode: str = "se3",
-    max_offset_s: float = 0.5,
-    offset_s: float | None = None,
-    align: str = "auto",
-    max_gap_s: float | None = None,
-    t_start_s: float | None = None,
-    t_end_s: float | None = None,
+    paths: list[str | Path], sensor: str, reference: str = "mocap", mode: str = "se3",
+    max_offset_s: float = 0.5, offset_s: float | None = None, align: str = "auto",
+    max_gap_s: float | None = None, t_start_s: float | None = None, t_end_s: float | None = None,
 ) -> PreparedCampaign:
     """Prepare the campaign of session files (:func:`prepare_campaign`), every session kept.
 
     ``align="campaign"`` leaves no session out (the caller's frame check names those in
-    another map); ``mode="none"``: no alignment. Names: :func:`session_names`.
-    """
+    another map); ``mode="none"``: no alignment. Names: :func:`session_names`."""
     tracks = [load_tracks(p, sensor, reference, t_start_s, t_end_s) for p in paths]
     return prepare_campaign(
-        tracks,
-        session_names(paths),
-        [str(p) for p in paths],
-        "none" if mode == "none" else align,
-        mode == "planar",
-        offset_s,
-        max_offset_s,
-        max_gap_s,
+        tracks, session_names(paths), [str(p) for p in paths], "none" if mode == "none" else align,
+        mode == "planar", offset_s, max_offset_s, max_gap_s,
         frame_alpha=FRAME_ALPHA if align == "auto" else 0.0,
     )
 
@@ -243,12 +216,8 @@ def session_names(paths: list[str | Path]) -> list[str]:
 
 
 def fit_prepared(
-    prepared: list[PreparedSession],
-    sensor: str,
-    reference: str,
-    options: FitOptions | None = None,
-    time_offset: TimeOffset | None = None,
-    progress: Progress | None = None,
+    prepared: list[PreparedSession], sensor: str, reference: str, options: FitOptions | None = None,
+    time_offset: TimeOffset | None = None, progress: Progress | None = None,
 ) -> PoseErrorModel:
     """Fit the pose-error model over prepared sessions (:func:`fit_pose_error`), recording
     every input file, alignment, segmentation and ``time_offset`` in its provenance."""
@@ -308,8 +277,7 @@ class PreparedCampaign:
     """A campaign aligned and segmented, and what its leave-one-out folds need.
 
     ``prepared``: the sessions in the campaign's map (input order) under its offset and
-    frame; ``frames``: the frame check (None unless ``align="campaign"`` with ≥ 2 sessions).
-    """
+    frame; ``frames``: the frame check (None unless ``align="campaign"`` with ≥ 2 sessions)."""
 
     prepared: list[PreparedSession]
     frames: FrameCheck | None
@@ -397,12 +365,8 @@ class PreparedCampaign:
         start = align_sessions(pairs, self.mode, offsets, max_gap_s=self.max_gap_s)
         series = [self.alone[j].series for j in members]
         return refine(
-            pairs,
-            offsets,
-            _frame_of(start[0], self.mode),
-            [s.reloc_times_s() for s in series],
-            np.stack([weights[a].values for a in POSE_AXES]),
-            estimate_offset=estimate_offset,
+            pairs, offsets, _frame_of(start[0], self.mode), [s.reloc_times_s() for s in series],
+            np.stack([weights[a].values for a in POSE_AXES]), estimate_offset=estimate_offset,
             max_gap_s=self.max_gap_s,
             wrong=[s.t_s[m] for s, m in zip(series, weights.wrong.masks, strict=True)],
         )
@@ -429,12 +393,8 @@ class PreparedCampaign:
 
 
 def _carried(
-    tr: tuple[PoseTrack, PoseTrack],
-    ps: PreparedSession,
-    al: Alignment,
-    max_gap_s: float | None,
-    mean_group: str | None = None,
-    nuisance: tuple[GroupFit, int, str] | None = None,
+    tr: tuple[PoseTrack, PoseTrack], ps: PreparedSession, al: Alignment, max_gap_s: float | None,
+    mean_group: str | None = None, nuisance: tuple[GroupFit, int, str] | None = None,
     trajectory: Alignment | None = None,
 ) -> PreparedSession:
     """Session ``ps`` under alignment ``al``, its segmentation carried over (:func:`_segmented`)."""
@@ -470,14 +430,8 @@ def _auto_alignment(prepare: Callable[[str], PreparedCampaign], n: int) -> Prepa
 def _offset_only(al: Alignment) -> GroupFit:
     """The estimate of a pooled offset alone (frame not from the others), for its variance."""
     return GroupFit(
-        np.array([al.offset_s]),
-        _frame_of(al, "none"),
-        np.array([[al.offset_se_s**2]]),
-        np.array([0]),
-        0,
-        True,
-        np.zeros(3),
-        fit_frame=False,
+        np.array([al.offset_s]), _frame_of(al, "none"), np.array([[al.offset_se_s**2]]),
+        np.array([0]), 0, True, np.zeros(3), fit_frame=False,
     )
 
 
@@ -496,30 +450,19 @@ def _frame_of(al: Alignment, mode: str) -> Frame:
 
 def _with_frame(al: Alignment, offset_s: float, frame: Frame, se_s: float) -> Alignment:
     return replace(
-        al,
-        offset_s=float(offset_s),
-        rotation=frame.rotation,
-        translation=frame.translation,
-        body_rotation=frame.body_rotation,
-        offset_se_s=float(se_s),
+        al, offset_s=float(offset_s), rotation=frame.rotation, translation=frame.translation,
+        body_rotation=frame.body_rotation, offset_se_s=float(se_s),
     )
 
 
 def prepare_campaign(
-    tracks: list[tuple[PoseTrack, PoseTrack]],
-    names: list[str],
-    sources: list[str] | None = None,
-    align: str = "campaign",
-    planar: bool = False,
-    offset_s: float | None = None,
-    max_offset_s: float = 0.5,
-    max_gap_s: float | None = None,
-    frame_alpha: float = FRAME_ALPHA,
+    tracks: list[tuple[PoseTrack, PoseTrack]], names: list[str], sources: list[str] | None = None,
+    align: str = "campaign", planar: bool = False, offset_s: float | None = None,
+    max_offset_s: float = 0.5, max_gap_s: float | None = None, frame_alpha: float = FRAME_ALPHA,
 ) -> PreparedCampaign:
     """Align, compute and segment the error of every session; check their frames.
 
-    ``align``: :data:`ALIGN_MODES` (docs/POSE_ERROR.md, "Time offset and frame").
-    """
+    ``align``: :data:`ALIGN_MODES` (docs/POSE_ERROR.md, "Time offset and frame")."""
     if align not in ALIGN_MODES:
         raise FitError(f"unknown --align {align!r} (auto, campaign, session or none)")
     if align == "auto":
@@ -584,31 +527,20 @@ def prepare_campaign(
 
 
 def _own_alignment(
-    tr: tuple[PoseTrack, PoseTrack],
-    ps: PreparedSession,
-    fit: GroupFits,
-    mode: str,
-    xcorr: tuple[float, float],
-    search: tuple[float, float | None] | None,
-    max_gap_s: float | None,
+    tr: tuple[PoseTrack, PoseTrack], ps: PreparedSession, fit: GroupFits, mode: str,
+    xcorr: tuple[float, float], search: tuple[float, float | None] | None, max_gap_s: float | None,
     index: int,
 ) -> tuple[Alignment, OffsetDrift | None, GroupFit]:
     """Session ``index``'s own offset and frame by GLS, weighted by its own model ``fit``.
 
     ``search``: ``(max_offset_s, max_gap_s)`` when the offset is estimated, None when
-    given. Returns the alignment (se inflated by drift), that drift and the GLS fit.
-    """
+    given. Returns the alignment (se inflated by drift), that drift and the GLS fit."""
     al = ps.alignment
     params = np.stack([fit[a].values for a in POSE_AXES])
     starts = ps.series.reloc_times_s()
     g = refine(
-        [tr],
-        [al.offset_s],
-        _frame_of(al, mode),
-        [starts],
-        params,
-        estimate_offset=search is not None,
-        max_gap_s=max_gap_s,
+        [tr], [al.offset_s], _frame_of(al, mode), [starts], params,
+        estimate_offset=search is not None, max_gap_s=max_gap_s,
         wrong=[ps.series.t_s[fit.wrong.masks[0]]],
     )
     se = g.offset_se_s(0)
@@ -619,13 +551,10 @@ def _own_alignment(
     drift = offset_pieces(tr, float(g.offsets_s[0]), g.frame, starts, params, max_gap_s)
     se *= 1.0 if drift is None else drift.inflation
     own = replace(
-        own,
-        offset_se_s=float(se),
+        own, offset_se_s=float(se),
         time_offset_method="GLS under the error model, from an angular-rate xcorr",
-        rate_correlation=xcorr[1],
-        offset_at_search_limit=offset_at_limit(xcorr[0], max_offset_s),
-        max_offset_s=max_offset_s,
-        rate_window_s=rate_window_s(*tr),
+        rate_correlation=xcorr[1], offset_at_search_limit=offset_at_limit(xcorr[0], max_offset_s),
+        max_offset_s=max_offset_s, rate_window_s=rate_window_s(*tr),
     )
     _mark_unstable(*tr, ps, se, max_gap_s)
     return own, drift, g
@@ -664,12 +593,8 @@ def _kept_alignments(camp: PreparedCampaign, estimate: bool) -> dict[int, Alignm
 
 
 def _evo_alignments(
-    tracks: list[tuple[PoseTrack, PoseTrack]],
-    kept: list[int],
-    alignments: dict[int, Alignment],
-    mode: str,
-    align: str,
-    max_gap_s: float | None,
+    tracks: list[tuple[PoseTrack, PoseTrack]], kept: list[int], alignments: dict[int, Alignment],
+    mode: str, align: str, max_gap_s: float | None,
 ) -> dict[int, Alignment]:
     """The position-only (Umeyama) fits at the offsets used: what evo aligns the ATE with
     (one for the campaign, else one per session)."""
@@ -683,10 +608,8 @@ def _evo_alignments(
 
 
 def _campaign_offset(
-    alone: list[PreparedSession],
-    xcorr: list[tuple[float, float]],
-    drifts: list[OffsetDrift | None],
-    estimate: bool,
+    alone: list[PreparedSession], xcorr: list[tuple[float, float]],
+    drifts: list[OffsetDrift | None], estimate: bool,
 ) -> TimeOffset:
     """The sessions' own offsets, pooled by inverse variance when they agree."""
     own = [a.alignment for a in alone]
@@ -714,13 +637,8 @@ def _campaign_offset(
 
 
 def _frame_loop(
-    tracks: list[tuple[PoseTrack, PoseTrack]],
-    names: list[str],
-    offsets: list[float],
-    alone: list[PreparedSession],
-    mode: str,
-    max_gap_s: float | None,
-    frame_alpha: float,
+    tracks: list[tuple[PoseTrack, PoseTrack]], names: list[str], offsets: list[float],
+    alone: list[PreparedSession], mode: str, max_gap_s: float | None, frame_alpha: float,
 ) -> tuple[list[int], FrameCheck]:
     """Sessions in the campaign's map, and the frame check that left the others out."""
     keep = list(range(len(tracks)))
@@ -748,11 +666,8 @@ def _frame_loop(
 
 
 def _own_alignment_shift(
-    check: FrameCheck,
-    tracks: list[tuple[PoseTrack, PoseTrack]],
-    names: list[str],
-    alone: list[PreparedSession],
-    campaign: Alignment,
+    check: FrameCheck, tracks: list[tuple[PoseTrack, PoseTrack]], names: list[str],
+    alone: list[PreparedSession], campaign: Alignment,
 ) -> None:
     """How far each session's own alignment is from the campaign's (at its centre)."""
     for i, ps in enumerate(alone):
@@ -769,13 +684,8 @@ def _own_alignment_shift(
 
 
 def _loo_check(
-    tracks: list[tuple[PoseTrack, PoseTrack]],
-    keep: list[int],
-    offsets: list[float],
-    alone: list[PreparedSession],
-    mode: str,
-    max_gap_s: float | None,
-    frame_alpha: float,
+    tracks: list[tuple[PoseTrack, PoseTrack]], keep: list[int], offsets: list[float],
+    alone: list[PreparedSession], mode: str, max_gap_s: float | None, frame_alpha: float,
 ) -> FrameCheck:
     """Frame check with each kept session held out of the alignment (``loo_frame_statistics``)."""
     params = fit_pose_error([alone[i].series for i in keep]).params_array()
@@ -792,10 +702,7 @@ def _loo_check(
 
 
 def _mark_unstable(
-    sensor: PoseTrack,
-    reference: PoseTrack,
-    ps: PreparedSession,
-    sigma: float,
+    sensor: PoseTrack, reference: PoseTrack, ps: PreparedSession, sigma: float,
     max_gap_s: float | None,
 ) -> None:
     """Record in ``ps.segmentation`` the detections that move when the offset (standard

@@ -4,8 +4,7 @@ Per held-out session: refit on the others (or use a given model), draw B error
 realizations along its timestamps and relocalizations, and place the real statistics
 (:data:`STAT_NAMES`) among the simulated ones (percentile, max-|z| per session,
 Šidák over sessions); failing sessions are named by step-down. Invariant: the held-out
-session informs nothing that judges it. docs/POSE_ERROR.md ("Validation").
-"""
+session informs nothing that judges it. docs/POSE_ERROR.md ("Validation")."""
 
 from __future__ import annotations
 
@@ -76,11 +75,6 @@ class SessionCheck:
     params: np.ndarray  # (6, 4) model used for this session
 
     @property
-    def max_z(self) -> float:
-        """The largest |z| of the session's checks (how far the worst one is out)."""
-        return float(np.abs(self.z).max())
-
-    @property
     def passed(self) -> bool:
         """True when no check of this session failed."""
         return not bool(self.failed.any())
@@ -89,17 +83,15 @@ class SessionCheck:
         """The failed checks: axis, statistic, observed, simulated band, percentile, z."""
         out = []
         for i, j in zip(*np.nonzero(self.failed), strict=True):
-            out.append(
-                {
-                    "session": self.name,
-                    "axis": POSE_AXES[i],
-                    "statistic": STAT_NAMES[j],
-                    "observed": float(self.observed[i, j]),
-                    "sim_band": [float(self.sim_low[i, j]), float(self.sim_high[i, j])],
-                    "percentile": float(self.percentile[i, j]),
-                    "z": float(self.z[i, j]),
-                }
-            )
+            out.append({
+                "session": self.name,
+                "axis": POSE_AXES[i],
+                "statistic": STAT_NAMES[j],
+                "observed": float(self.observed[i, j]),
+                "sim_band": [float(self.sim_low[i, j]), float(self.sim_high[i, j])],
+                "percentile": float(self.percentile[i, j]),
+                "z": float(self.z[i, j]),
+            })
         return out
 
 
@@ -139,8 +131,7 @@ class ValidationReport:
         """Counts of percentiles in ``bins`` equal bins, per statistic, over sessions × axes.
 
         A correct model gives a flat histogram; U-shape = spread too small, dome = too
-        large, slope = bias.
-        """
+        large, slope = bias."""
         edges = np.linspace(0.0, 1.0, bins + 1)
         out = {}
         for j, stat in enumerate(STAT_NAMES):
@@ -172,19 +163,17 @@ class ValidationReport:
                         for j, st in enumerate(STAT_NAMES)
                     },
                 }
-            sessions.append(
-                {
-                    "name": s.name,
-                    "passed": s.passed,
-                    "critical_z": s.critical_z,
-                    "p_joint": s.p_joint,
-                    "model_params": {
-                        a: dict(zip(PARAMS, map(_f, s.params[i]), strict=True))
-                        for i, a in enumerate(POSE_AXES)
-                    },
-                    "axes": per_axis,
-                }
-            )
+            sessions.append({
+                "name": s.name,
+                "passed": s.passed,
+                "critical_z": s.critical_z,
+                "p_joint": s.p_joint,
+                "model_params": {
+                    a: dict(zip(PARAMS, map(_f, s.params[i]), strict=True))
+                    for i, a in enumerate(POSE_AXES)
+                },
+                "axes": per_axis,
+            })
         return {
             "passed": self.passed,
             "mode": self.mode,
@@ -210,37 +199,24 @@ def _f(x: float) -> float | None:
 
 
 def check_session(
-    series: ErrorSeries,
-    params: np.ndarray,
-    cov_log: np.ndarray | None,
-    n_draws: int,
-    rng: np.random.Generator,
-    alpha_session: float,
+    series: ErrorSeries, params: np.ndarray, cov_log: np.ndarray | None, n_draws: int,
+    rng: np.random.Generator, alpha_session: float,
     sigma_b_quantile: list[Callable[[np.ndarray], np.ndarray]] | None = None,
-    inherited_variance: np.ndarray | None = None,
-    shift: np.ndarray | None = None,
+    inherited_variance: np.ndarray | None = None, shift: np.ndarray | None = None,
 ) -> SessionCheck:
     """Place one session's real statistics among ``n_draws`` simulations of the model.
 
     With ``cov_log`` every draw has its own parameters (:func:`draw_params`, sigma_b from
     ``sigma_b_quantile`` per axis); ``inherited_variance`` (6,) units²: an offset constant
     over the session added to every draw; ``shift`` (N, 6): the named wrong
-    relocalizations' jumps, given to every draw. Innovations are whitened by ``params``.
-    """
+    relocalizations' jumps, given to every draw. Innovations are whitened by ``params``."""
     sim_params = (
         params if cov_log is None else draw_params(params, cov_log, n_draws, rng, sigma_b_quantile)
     )
     sd = None if inherited_variance is None else np.sqrt(np.asarray(inherited_variance, float))
     sims = simulate_statistics(
-        sim_params,
-        series.t_s,
-        series.reloc,
-        n_draws,
-        rng,
-        whiten=params,
-        session_sd=sd,
-        wrong=series.wrong,
-        shift=shift,
+        sim_params, series.t_s, series.reloc, n_draws, rng, whiten=params, session_sd=sd,
+        wrong=series.wrong, shift=shift,
     )
     obs = error_statistics(series.t_s, series.reloc, series.error, params, series.wrong)
     a, s = len(POSE_AXES), len(STAT_NAMES)
@@ -268,17 +244,8 @@ def check_session(
     p_joint = float((1.0 + np.sum(max_draws >= max_obs)) / (n_draws + 1.0))
     q = np.quantile(sim, [SIDAK_BAND[0], 0.5, SIDAK_BAND[1]], axis=0)
     return SessionCheck(
-        series.name,
-        observed,
-        percentile,
-        z,
-        q[1],
-        q[0],
-        q[2],
-        crit,
-        p_joint,
-        valid & (np.abs(z) > crit),
-        np.asarray(params, dtype=float),
+        series.name, observed, percentile, z, q[1], q[0], q[2], crit, p_joint,
+        valid & (np.abs(z) > crit), np.asarray(params, dtype=float),
     )
 
 
@@ -287,8 +254,7 @@ def held_out_wrong(
 ) -> tuple[ErrorSeries, np.ndarray]:
     """``held`` with its wrong relocalizations named under ``fits`` (sigma_b from ``n_usual``
     of ``n_relocs`` offsets; Bonferroni over ``n_relocs`` and ``held``'s), and ``(N, 6)``
-    the named jumps over their segments (m, rad).
-    """
+    the named jumps over their segments (m, rad)."""
     sb2 = np.array([fits[a].sigma_b for a in POSE_AXES]) ** 2
     found = name_wrong([held], fits, sb2, max(n_usual - 1, 1), n_relocs + held.n_segments)
     marked = replace(held, wrong=found.masks[0])
@@ -303,22 +269,16 @@ def _sidak(alpha: float, m: int) -> float:
 
 
 def validate_sessions(
-    series: list[ErrorSeries],
-    n_draws: int = 1000,
-    seed: int = 0,
-    model: PoseErrorModel | None = None,
-    alpha: float = 0.05,
-    parameter_uncertainty: bool = True,
-    options: FitOptions | None = None,
-    folds: FoldSource | None = None,
+    series: list[ErrorSeries], n_draws: int = 1000, seed: int = 0,
+    model: PoseErrorModel | None = None, alpha: float = 0.05, parameter_uncertainty: bool = True,
+    options: FitOptions | None = None, folds: FoldSource | None = None,
     progress: Progress | None = None,
 ) -> ValidationReport:
     """Validate the model on every session (leave-one-session-out unless ``model``).
 
     Without ``model`` each session is checked against a model refitted on the others
     (≥ 2 sessions), failures named by step-down; ``folds`` gives each held-out session's
-    error and its training errors (default: ``series`` as they are).
-    """
+    error and its training errors (default: ``series`` as they are)."""
     if not series:
         raise FitError("no sessions to validate")
     if n_draws < 100:
@@ -346,19 +306,14 @@ def validate_sessions(
         rng = np.random.default_rng(seed if step == 0 else [seed, step])
         streams = rng.spawn(n)
         got = _round(
-            source(remaining, excluded),
-            options,
-            n_draws,
-            [streams[i] for i in remaining],
-            alpha_s,
-            parameter_uncertainty,
-            progress if step == 0 else None,
+            source(remaining, excluded), options, n_draws, [streams[i] for i in remaining], alpha_s,
+            parameter_uncertainty, progress if step == 0 else None,
         )
         checks.update(zip(remaining, got, strict=True))
         failing = [i for i in remaining if not checks[i].passed]
         if not failing:
             break
-        worst = max(failing, key=lambda i: checks[i].max_z)
+        worst = max(failing, key=lambda i: float(np.abs(checks[i].z).max()))  # farthest out
         named.append(checks[worst].name)
         excluded = excluded | {worst}
         remaining = [i for i in remaining if i != worst]
@@ -366,25 +321,14 @@ def validate_sessions(
             named += [checks[i].name for i in remaining if not checks[i].passed]
             break
     return ValidationReport(
-        [checks[i] for i in range(n)],
-        n_draws,
-        seed,
-        alpha,
-        _sidak(alpha, n),
-        "leave-one-session-out",
-        parameter_uncertainty,
-        named=named,
+        [checks[i] for i in range(n)], n_draws, seed, alpha, _sidak(alpha, n),
+        "leave-one-session-out", parameter_uncertainty, named=named,
     )
 
 
 def _given_model(
-    series: list[ErrorSeries],
-    model: PoseErrorModel,
-    n_draws: int,
-    seed: int,
-    alpha: float,
-    parameter_uncertainty: bool,
-    progress: Progress | None,
+    series: list[ErrorSeries], model: PoseErrorModel, n_draws: int, seed: int, alpha: float,
+    parameter_uncertainty: bool, progress: Progress | None,
 ) -> ValidationReport:
     """Every session checked against ``model`` (no refit); every failing one named."""
     n = len(series)
@@ -396,18 +340,11 @@ def _given_model(
     n_usual = n_relocs - int(wr.get("n_wrong", 0))
     for i, s in enumerate(series):
         marked, shift = held_out_wrong(s, model.axes, n_usual, n_relocs)
-        given.append(
-            check_session(
-                marked,
-                model.params_array(),
-                model.cov_log_array() if parameter_uncertainty else None,
-                n_draws,
-                streams[i],
-                alpha_s,
-                model.sigma_b_quantiles(),
-                shift=shift,
-            )
-        )
+        given.append(check_session(
+            marked, model.params_array(),
+            model.cov_log_array() if parameter_uncertainty else None, n_draws, streams[i],
+            alpha_s, model.sigma_b_quantiles(), shift=shift,
+        ))
         if progress is not None:
             progress(i + 1, n)
     named = [c.name for c in given if not c.passed]
@@ -417,13 +354,8 @@ def _given_model(
 
 
 def _round(
-    folds: list[Fold],
-    options: FitOptions | None,
-    n_draws: int,
-    streams: list[np.random.Generator],
-    alpha_s: float,
-    parameter_uncertainty: bool,
-    progress: Progress | None = None,
+    folds: list[Fold], options: FitOptions | None, n_draws: int, streams: list[np.random.Generator],
+    alpha_s: float, parameter_uncertainty: bool, progress: Progress | None = None,
 ) -> list[SessionCheck]:
     """Fit every fold's training sessions (one batch) and check its held-out session."""
     train = [s for _, tr, _ in folds for s in tr]
@@ -444,19 +376,10 @@ def _round(
         )
         n_relocs = f.wrong.n_relocalizations
         marked, shift = held_out_wrong(held, f, n_relocs - len(f.wrong.sessions), n_relocs)
-        out.append(
-            check_session(
-                marked,
-                params,
-                cov,
-                n_draws,
-                rng,
-                alpha_s,
-                [f[a].sigma_b_quantile for a in POSE_AXES],
-                inherited,
-                shift,
-            )
-        )
+        out.append(check_session(
+            marked, params, cov, n_draws, rng, alpha_s,
+            [f[a].sigma_b_quantile for a in POSE_AXES], inherited, shift,
+        ))
     if progress is not None:
         progress(1000 * (n + 1), 1000 * (n + 1))
     return out

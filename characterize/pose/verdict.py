@@ -3,8 +3,7 @@
 Part 1 fails with a named reason: ``DRIFT`` (:mod:`drift`), ``SCALE`` (:mod:`scale`),
 ``FRAME`` (:mod:`frames`), ``MISFIT`` (:mod:`validate`). Part 2: each ``--require``
 holds, fails or cannot tell (:mod:`requirements`), shown even when part 1 fails.
-``passed`` (exit 0) = the model holds and every requirement holds. docs/POSE_ERROR.md.
-"""
+``passed`` (exit 0) = the model holds and every requirement holds. docs/POSE_ERROR.md."""
 
 from __future__ import annotations
 
@@ -78,26 +77,18 @@ class Verdict:
             tr = self.trend[a]
             if tr.failed:
                 u = AXIS_UNITS[a]
-                out.append(
-                    Reason(
-                        "DRIFT",
-                        a,
-                        f"the error trends within relocalization segments: mean slope "
-                        f"{tr.slope:.3g} {u}/s (se {tr.se:.2g}, p = {tr.p_value:.2g} over "
-                        f"{tr.n_segments} segments)",
-                    )
-                )
+                out.append(Reason(
+                    "DRIFT", a, f"the error trends within relocalization segments: mean slope "
+                    f"{tr.slope:.3g} {u}/s (se {tr.se:.2g}, p = {tr.p_value:.2g} over "
+                    f"{tr.n_segments} segments)",
+                ))
         for a, g in self.growth.items():
             if g.failed:
-                out.append(
-                    Reason(
-                        "DRIFT",
-                        a,
-                        f"the error's variance grows with the segment length beyond the "
-                        f"model's (slope {g.slope:.3g} per ln s of the observed/expected "
-                        f"ratio, p = {g.p_value:.2g} over {g.n_segments} segments)",
-                    )
-                )
+                out.append(Reason(
+                    "DRIFT", a, f"the error's variance grows with the segment length beyond the "
+                    f"model's (slope {g.slope:.3g} per ln s of the observed/expected "
+                    f"ratio, p = {g.p_value:.2g} over {g.n_segments} segments)",
+                ))
         if self.scale is not None and self.scale.failed:
             out.append(Reason("SCALE", "campaign", self.scale.reason()))
         if self.frames is not None:
@@ -105,15 +96,12 @@ class Verdict:
                 out.append(Reason("FRAME", s, self.frames.reason(s)))
         if self.validation is not None:
             for f in self.validation.failures():
-                out.append(
-                    Reason(
-                        "MISFIT",
-                        f"{f['session']}/{f['axis']}",
-                        f"{f['statistic']} {f['observed']:.4g} outside the simulated band "
-                        f"[{f['sim_band'][0]:.4g}, {f['sim_band'][1]:.4g}] "
-                        f"(percentile {100 * f['percentile']:.2f} %)",
-                    )
-                )
+                out.append(Reason(
+                    "MISFIT", f"{f['session']}/{f['axis']}",
+                    f"{f['statistic']} {f['observed']:.4g} outside the simulated band "
+                    f"[{f['sim_band'][0]:.4g}, {f['sim_band'][1]:.4g}] "
+                    f"(percentile {100 * f['percentile']:.2f} %)",
+                ))
         return out
 
     def codes(self) -> set[str]:
@@ -295,20 +283,14 @@ def scale_inputs(prepared: list) -> list[tuple[str, np.ndarray, np.ndarray, np.n
 
 
 def assess(
-    prepared: list,
-    model: PoseErrorModel,
-    validation: ValidationReport | None,
-    frames: FrameCheck | None = None,
-    align: str = "campaign",
-    planar: bool = False,
-    scale_tolerance: float = SCALE_TOLERANCE,
-    requirements: list[RequirementResult] | None = None,
+    prepared: list, model: PoseErrorModel, validation: ValidationReport | None,
+    frames: FrameCheck | None = None, align: str = "campaign", planar: bool = False,
+    scale_tolerance: float = SCALE_TOLERANCE, requirements: list[RequirementResult] | None = None,
 ) -> Verdict:
     """Run the model-independent checks on prepared sessions and build the verdict.
 
     ``model``: the model fitted on all the (kept) sessions, or the given model file,
-    whose τ is compared with the segment lengths.
-    """
+    whose τ is compared with the segment lengths."""
     series = [ps.series for ps in prepared]
     inputs = scale_inputs(prepared)
     scale = (
@@ -317,13 +299,6 @@ def assess(
         else None
     )
     return Verdict(
-        align,
-        stationarity(model, series),
-        trend_test(series),
-        scale,
-        frames,
-        validation,
-        list(requirements or []),
-        variance_growth(series, model),
-        model.wrong_relocalizations,
+        align, stationarity(model, series), trend_test(series), scale, frames, validation,
+        list(requirements or []), variance_growth(series, model), model.wrong_relocalizations,
     )

@@ -4,8 +4,7 @@ The model's 2-state Kalman filter of one axis turns a series into innovations
 ``nu_k`` with variances ``S_k``; ``nu_k / sqrt(S_k)`` are independent N(0, 1) under
 the model. The gains depend only on the parameters and the times, so one pass whitens
 any number of columns (GLS regressors, :mod:`gls_align`) and, precomputed once, the
-Monte Carlo's draws (:func:`filter_gains`).
-"""
+Monte Carlo's draws (:func:`filter_gains`)."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ def filter_gains(
     :data:`DIFFUSE_SCALE` times the error's, so its first innovation is ~0 and the
     offset is learnt from the data). The mean recursion of a column
     y is then: ``m_g *= phi``; at a reset ``m_b = 0``; ``nu = y - m_b - m_g``;
-    ``z = nu / sqrt(S)``; ``m_b += k_b nu``; ``m_g += k_g nu``.
-    """
+    ``z = nu / sqrt(S)``; ``m_b += k_b nu``; ``m_g += k_g nu``."""
     d = np.zeros(dt.size, bool) if diffuse is None else np.asarray(diffuse, dtype=bool)
     return _filter_gains(dt, np.asarray(reset, dtype=bool), d, params)
 
@@ -80,18 +78,13 @@ def _filter_gains(
 
 @numba.njit(cache=True)
 def whiten_columns(
-    y: np.ndarray,
-    reset: np.ndarray,
-    phi: np.ndarray,
-    kb: np.ndarray,
-    kg: np.ndarray,
+    y: np.ndarray, reset: np.ndarray, phi: np.ndarray, kb: np.ndarray, kg: np.ndarray,
     isq: np.ndarray,
 ) -> np.ndarray:
     """Standardized innovations ``(N, m)`` of the columns of ``y`` ``(N, m)`` of one axis.
 
     ``phi``, ``kb``, ``kg``, ``isq``: ``(N,)`` gains of that axis (one column of
-    :func:`filter_gains`).
-    """
+    :func:`filter_gains`)."""
     n, m = y.shape
     out = np.empty((n, m))
     mb = np.zeros(m)
