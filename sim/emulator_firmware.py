@@ -1,13 +1,5 @@
-"""The pod MCU running the real firmware image under simavr, served on a pty.
-
-The harness (``firmware/sim/pods_harness.c``) drives the encoder pins from a
-:class:`~sensorbench.sim.pod_trajectory.PodTrajectory` and copies the simulated UART
-to the pty. Simulated time (the firmware's ``t_us``, µs) is paced to the wall clock and
-waits rather than skips when the host falls behind, so no count is lost. Key invariant:
-every reset restarts on the first boot's latch grid, so the firmware's counters at a
-frame are the trajectory's counts at its latch minus the boot's base
-(:meth:`FirmwarePodEmulator.expected_counts`).
-"""
+"""The pod MCU running the real firmware image under simavr, its UART on a pty (pacing,
+resets, the latch grid: firmware/README.md, "Running the image without a board")."""
 
 from __future__ import annotations
 
@@ -244,15 +236,11 @@ class FirmwarePodEmulator(PtyEmulator):
         super().stop(timeout_s)
         self._dir.cleanup()
 
-    def stall(self, seconds: float) -> None:
-        """Refused (as :meth:`unplug` and :meth:`replug`): the firmware's link has no faults."""
-        raise SimError("the firmware emulator has no link faults (stall)")
+    def stall(self, *_: object) -> None:
+        """Refused, as are :meth:`unplug` and :meth:`replug`: the firmware's link has no faults."""
+        raise SimError("the firmware emulator has no link faults")
 
-    def unplug(self) -> None:
-        raise SimError("the firmware emulator has no link faults (unplug)")
-
-    def replug(self) -> None:
-        raise SimError("the firmware emulator has no link faults (replug)")
+    unplug = replug = stall
 
     @property
     def name(self) -> str:

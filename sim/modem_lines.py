@@ -1,11 +1,5 @@
-"""The emulator's end of a pty's modem-line channel: the DTR level the host set.
-
-A pty carries no modem lines, so the host's transport sends each DTR change over a
-Unix socket (:func:`~sensorbench.drivers.serial_port.modem_channel_path`; docs/A1.md).
-:class:`ModemLineChannel` serves it on its own thread. Key invariant: a change is
-applied (``on_change``) before its one-byte acknowledgement ``b"A"``, and DTR reads
-released whenever no host holds the port, as the kernel drops it on the last close.
-"""
+"""The emulator's end of a pty's modem-line channel, the DTR level the host set
+(protocol and invariants: docs/A1.md, "The motor follows DTR")."""
 
 from __future__ import annotations
 

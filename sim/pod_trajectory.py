@@ -1,17 +1,6 @@
-"""Encoder counts vs time that the simavr harness drives onto the firmware's pins.
-
-A :class:`PodTrajectory` is a list of rows ``(t_us, c0[, c1[, c2]])``: trajectory
-time (µs, strictly increasing) and each pod's cumulative count (ticks) at that time.
-The harness (``firmware/sim/pods_harness.c``) turns it into quadrature edges with one
-rule, which :meth:`PodTrajectory.counts_at` reproduces exactly: between two rows a pod
-moving ``n`` counts makes ``n`` edges, edge ``j`` (1..n) at
-``T0 + floor((2j - 1)(T1 - T0) / 2n)`` cycles (``T`` = t_us × cycles per µs), so edges
-are evenly spaced and none falls on a row's time. Looped, repetition ``r`` adds ``r``
-× the span to the times and ``r`` × the net change to the counts.
-
-The text file the harness reads has one row per line, integers separated by spaces
-(``#`` starts a comment): ``t_us c0 c1 c2``.
-"""
+"""Encoder counts vs time that the simavr harness drives onto the firmware's pins: rows
+``t_us c0 [c1 [c2]]``, turned into quadrature edges by the rule firmware/README.md
+("Trajectory") states, which :meth:`PodTrajectory.counts_at` reproduces exactly."""
 
 from __future__ import annotations
 
@@ -96,7 +85,8 @@ class PodTrajectory:
     ) -> np.ndarray:
         """The counts the pins show at trajectory times ``traj_us`` (µs, relative to the
         first row; int64[k] -> int64[k, N]): the edges strictly before that cycle; the
-        first row's counts before it, the last row's after it (not looped)."""
+        first row's counts before it, the last row's after it; ``loop``: repetition r adds
+        r × the span to the times and r × the net change to the counts."""
         q = np.asarray(traj_us, dtype=np.int64) * cycles_per_us
         times = (self.t_us - self.t_us[0]) * cycles_per_us
         span = int(times[-1])
