@@ -1,8 +1,5 @@
-"""The exception hierarchy: one base, one type per package layer.
-
-The CLI turns any :class:`SensorbenchError` into a message and exit code 2
-(bad input or a device that cannot be used); library code raises, never exits.
-"""
+"""The exception hierarchy: one base, one type per package layer; library code raises, the
+CLI turns any :class:`SensorbenchError` into a message and exit code 2."""
 
 
 class SensorbenchError(Exception):
@@ -14,10 +11,8 @@ class SessionError(SensorbenchError):
 
 
 class ImportFormatError(SessionError):
-    """A foreign file (mocap CSV, TUM, EuRoC, pod CSV) cannot be imported.
-
-    The message starts with ``file:line:`` so the user can find the cell.
-    """
+    """A foreign file (mocap CSV, TUM, EuRoC, pod CSV) cannot be imported; the message
+    starts with ``file:line:``."""
 
 
 class DriverError(SensorbenchError):
@@ -61,13 +56,10 @@ class FusionError(SensorbenchError):
 
 
 class ModelFileError(FitError, FusionError):
-    """A model file (pod geometry, filter noise, pose error) cannot be used: missing,
-    not TOML, another kind, a newer format version, other units, or a malformed table.
-
-    One type for every model file; it is both a :class:`FitError` (the fits and the
-    validation read models) and a :class:`FusionError` (the filters read them), so
-    callers that catch either keep catching it.
-    """
+    """A model file (pod geometry, filter noise, pose error) cannot be used: missing, not
+    TOML, another kind, a newer format version, other units, or a malformed table. Both a
+    :class:`FitError` and a :class:`FusionError`: fits and filters read models, and callers
+    catching either catch it."""
 
 
 class OutputError(SensorbenchError):

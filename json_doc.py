@@ -1,11 +1,5 @@
-"""Results as JSON: the one conversion every ``--json`` output, the demo and the report use.
-
-:func:`json_ready` turns a result document (nested dicts, lists, tuples, numpy arrays
-and scalars, paths) into plain JSON values; non-finite floats become ``null``, so
-the text is standard JSON that any parser reads. :func:`to_json` is the text the
-commands print (2-space indent). Numpy values are recognised by their ``tolist``
-method, so importing this module does not import numpy (the CLI starts fast).
-"""
+"""Results as JSON: the one conversion every ``--json`` output, the demo and the report use;
+the text is standard JSON (non-finite floats become ``null``)."""
 
 from __future__ import annotations
 
@@ -15,11 +9,8 @@ from typing import Any
 
 
 def json_ready(obj: Any) -> Any:
-    """``obj`` with numpy values as Python ones, nan/inf as None and other objects as text.
-
-    Dict keys become strings; tuples become lists; anything that is not a number,
-    string, bool or None (e.g. a :class:`~pathlib.Path`) becomes ``str(obj)``.
-    """
+    """``obj`` with numpy values as Python ones, nan/inf as None, dict keys as strings,
+    tuples as lists and any other object (e.g. a :class:`~pathlib.Path`) as ``str(obj)``."""
     if isinstance(obj, dict):
         return {str(k): json_ready(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -28,7 +19,7 @@ def json_ready(obj: Any) -> Any:
         return float(obj) if math.isfinite(obj) else None
     if isinstance(obj, (str, int)) or obj is None:  # bool is an int
         return obj
-    if hasattr(obj, "tolist"):  # numpy arrays and scalars, without importing numpy
+    if hasattr(obj, "tolist"):  # numpy arrays and scalars: the CLI starts without numpy
         return json_ready(obj.tolist())
     return str(obj)
 

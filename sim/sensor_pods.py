@@ -1,10 +1,5 @@
-"""Dead-wheel odometry pods read by a microcontroller, with an optional IMU on the same MCU.
-
-Pod i at (x_i, y_i) rolling along φ_i rolls its contact point's motion along φ_i
-(integrated on sub-steps of the true path) and counts ``initial + floor(d_i / c_i)``,
-``c_i = 2π r_i / cpr_i`` (m per count); slip, scrub, bounces, scripted lift and slip
-windows, the MCU clock and the IMU are as docs/SIMULATION.md ("Sensor models") states.
-"""
+"""Dead-wheel odometry pods read by a microcontroller, with an optional IMU on the same MCU
+(the model: docs/SIMULATION.md, "Sensor models")."""
 
 from __future__ import annotations
 
