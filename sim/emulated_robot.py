@@ -11,8 +11,7 @@ from typing import Any
 from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.robot_config import RobotConfig, load_robot_config
 from sensorbench.errors import ConfigError, SimError
-from sensorbench.sim.clock import SimClock
-from sensorbench.sim.emulator_base import apply_fault, fault_schedule
+from sensorbench.sim.emulator_base import SimClock, apply_fault, fault_schedule
 from sensorbench.sim.kind_emulators import EmulatorRequest
 from sensorbench.sim.scenario import Scenario
 from sensorbench.sim.simulation import Simulation

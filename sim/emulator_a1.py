@@ -16,8 +16,7 @@ import numpy as np
 from sensorbench.drivers import a1_protocol as proto
 from sensorbench.errors import SimError
 from sensorbench.sim.a1_samples import REAL_EXPRESS_US, RoomSamples
-from sensorbench.sim.clock import SimClock
-from sensorbench.sim.emulator_base import LidarSamples, PtyEmulator, Records
+from sensorbench.sim.emulator_base import LidarSamples, PtyEmulator, Records, SimClock
 from sensorbench.sim.modem_lines import ModemLineChannel
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults, PtyPort
@@ -168,24 +167,6 @@ def express_stream(src: LidarSamples) -> PacketStream:
         caps, t[:, -1].copy(), period, round(dt * 1e6), t, sync, quality,
         angle.astype(np.uint16), (mm * 4).astype(np.uint16), express=True,
     )  # fmt: skip
-
-
-def with_new_scan_flag(capsule: np.ndarray) -> np.ndarray:
-    """A copy of a capsule with its S flag set (the first capsule of a scan); the
-    checksum follows (bit 7 of byte 3 is bit 7 of the checksum, in byte 1)."""
-    out = capsule.copy()
-    out[3] |= 0x80
-    out[1] ^= 0x08
-    return out
-
-
-def banner(model: int, firmware: tuple[int, int], hardware: int) -> bytes:
-    """The text an A1 prints when it boots (the host must discard it)."""
-    major, minor = firmware
-    return (
-        f"RP LIDAR System.\r\nFirmware Ver {major}.{minor:02d} - rtm, HW Ver {hardware}\r\n"
-        f"Model: {model}\r\n"
-    ).encode("ascii")
 
 
 @dataclass(frozen=True)
@@ -392,10 +373,12 @@ class A1Emulator(PtyEmulator):
             with self._lock:
                 if now < self._quiet_until:
                     data = b""
-                elif self._banner_due:
+                elif self._banner_due:  # the boot text (the host must discard it)
                     self._banner_due = False
                     self.health_status, self.health_code = 0, 0
-                    self.port.send(banner(self.model, self.firmware, self.hardware))
+                    (major, minor), hw = self.firmware, self.hardware
+                    self.port.send(f"RP LIDAR System.\r\nFirmware Ver {major}.{minor:02d} - rtm, "
+                        f"HW Ver {hw}\r\nModel: {self.model}\r\n".encode("ascii"))
                 if data:
                     self._rx += data
                     self._handle_requests(now)
@@ -541,8 +524,9 @@ class A1Emulator(PtyEmulator):
         idx, base = found  # packet indices and the start of the loop each belongs to (s)
         packets = st.packets[idx]
         if st.express and self._last_sent is None:
-            packets = packets.copy()
-            packets[0] = with_new_scan_flag(packets[0])
+            packets = packets.copy()  # a scan's first capsule: S flag set, checksum follows
+            packets[0, 3] |= 0x80  # (byte 3's bit 7 is the checksum's bit 7, in byte 1)
+            packets[0, 1] ^= 0x08
         host_ns = time.monotonic_ns()
         written = self.port.send(packets.tobytes())
         sent = (np.arange(idx.size) + 1) * st.packets.shape[1] <= written

@@ -1,11 +1,13 @@
-"""What the pty emulators (LD19, A1, pod MCU) share: the lidar sample fields, the
-synthetic room, one device served on one pty by one thread (:class:`PtyEmulator`), truth
-records, and a scenario's ``[faults.<device>]`` knobs as link faults and timed faults."""
+"""What the pty emulators (LD19, A1, pod MCU) share: emulation time (:class:`SimClock`), the
+lidar sample fields, the synthetic room, one device served on one pty by one thread
+(:class:`PtyEmulator`), truth records, and a scenario's ``[faults.<device>]`` knobs as link
+faults and timed faults."""
 
 from __future__ import annotations
 
 import abc
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -17,6 +19,36 @@ from sensorbench.sim.pty import Faults, PtyPort
 
 _E = TypeVar("_E", bound="PtyEmulator")
 _R = TypeVar("_R", bound="Records")
+
+
+class SimClock:
+    """Maps host monotonic time to simulated time at ``speed`` simulated seconds per host
+    second (1.0: real time)."""
+
+    def __init__(self, speed: float = 1.0) -> None:
+        if not speed > 0:
+            raise SimError(f"speed must be > 0, got {speed}")
+        self.speed = float(speed)
+        # host monotonic ns of simulated 0: one reading, which does not move with
+        # scheduling as ``monotonic_ns() - now() / speed`` does
+        self.t0_ns = time.monotonic_ns()
+
+    def now(self) -> float:
+        """Simulated seconds since the clock was created (s)."""
+        return (time.monotonic_ns() - self.t0_ns) * 1e-9 * self.speed
+
+    def achieved_speed(self, served_s: float) -> float:
+        """Simulated seconds served (up to ``served_s``, s) per host second since the
+        clock started: ``speed`` when the server kept up, less when it fell behind."""
+        host_s = (time.monotonic_ns() - self.t0_ns) * 1e-9
+        return min(served_s, self.now()) / host_s if host_s > 0 else self.speed
+
+    def sleep_until(self, sim_t: float, stop: threading.Event | None = None) -> None:
+        """Sleep until simulated time ``sim_t`` (s); returns early if ``stop.is_set()``."""
+        while (remaining := (sim_t - self.now()) / self.speed) > 0:
+            if stop is not None and stop.is_set():
+                return
+            time.sleep(min(remaining, 0.05))
 
 
 class LidarSamples(Protocol):

@@ -21,11 +21,11 @@ from sensorbench.drivers.ld19_parser import (
     crc8_rows,
 )
 from sensorbench.errors import SimError
-from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulator_base import (
     LidarSamples,
     PtyEmulator,
     Records,
+    SimClock,
     check_sweep,
     room_ranges,
 )

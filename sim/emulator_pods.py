@@ -12,8 +12,7 @@ import numpy as np
 
 from sensorbench.drivers import pods_protocol as proto
 from sensorbench.errors import SimError
-from sensorbench.sim.clock import SimClock
-from sensorbench.sim.emulator_base import PtyEmulator, Records
+from sensorbench.sim.emulator_base import PtyEmulator, Records, SimClock
 from sensorbench.sim.pty import Faults, PtyPort
 
 MAX_FRAMES_PER_WRITE = 512

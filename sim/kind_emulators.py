@@ -19,7 +19,7 @@ from sensorbench.sim.pty import Faults
 if TYPE_CHECKING:
     from sensorbench.drivers.device_kind import DeviceKind
     from sensorbench.drivers.robot_config import DeviceConfig
-    from sensorbench.sim.clock import SimClock
+    from sensorbench.sim.emulator_base import SimClock
     from sensorbench.sim.simulation import Simulation
 
 _HEALTH = {"good": 0, "warning": 1, "error": 2}

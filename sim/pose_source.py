@@ -16,7 +16,7 @@ from sensorbench.logs import PoseBatch
 
 if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
-    from sensorbench.sim.clock import SimClock
+    from sensorbench.sim.emulator_base import SimClock
     from sensorbench.sim.sensor_pose import PoseSamples
 
 POSE_KINDS = ("mocap", "pose_sensor")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sensorbench.errors import SimError
-from sensorbench.sim.clock import SimClock
+from sensorbench.sim.emulator_base import SimClock
 
 BROWNOUT_MODES = ("error", "silent")
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from sensorbench.errors import SimError
 
 if TYPE_CHECKING:
-    from sensorbench.sim.clock import SimClock
+    from sensorbench.sim.emulator_base import SimClock
 
 POLL_S = 0.05  # host seconds between checks of the stop event, deadline and schedule
 

@@ -14,9 +14,9 @@ import pytest
 from sensorbench.drivers.capture import CaptureOptions, run_capture
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.robot_config import parse_robot_config
-from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulated_robot import EmulatedRobot
 from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
+from sensorbench.sim.emulator_base import SimClock
 from sensorbench.sim.power import PowerBus
 
 SPEED = 10.0

@@ -12,8 +12,8 @@ from sensorbench.drivers.capture import run_bringup
 from sensorbench.drivers.port_power import PortPower
 from sensorbench.drivers.powerup import DeviceSpec, PowerUpSequencer
 from sensorbench.drivers.robot_config import parse_robot_config
-from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
+from sensorbench.sim.emulator_base import SimClock
 
 SPEED = 10.0
 GAP_S = 0.3

@@ -22,8 +22,8 @@ from sensorbench.drivers.powerup import (
     StreamSteps,
 )
 from sensorbench.errors import ConfigError, DriverError
-from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
+from sensorbench.sim.emulator_base import SimClock
 from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults, PtyPort
 

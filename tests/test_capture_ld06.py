@@ -16,7 +16,7 @@ from sensorbench.drivers.capture import CaptureOptions, run_capture
 from sensorbench.drivers.device_kinds import get_kind, kind_names
 from sensorbench.drivers.robot_config import parse_robot_config
 from sensorbench.logs import Session
-from sensorbench.sim.clock import SimClock
+from sensorbench.sim.emulator_base import SimClock
 from sensorbench.sim.kind_emulators import EmulatorRequest
 from sensorbench.udev.probe import probe_port
 

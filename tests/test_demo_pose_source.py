@@ -16,8 +16,8 @@ from sensorbench.demo.capture import capture_scenario, subset_config_text
 from sensorbench.drivers.reader_base import DeviceReader
 from sensorbench.errors import DriverError, SimError
 from sensorbench.logs import PoseFlag, Session, SessionWriter
-from sensorbench.sim.clock import SimClock
 from sensorbench.sim.emulated_robot import DEFAULT_CONFIG
+from sensorbench.sim.emulator_base import SimClock
 from sensorbench.sim.pose_source import SimPoseSource
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.simulation import Simulation
