@@ -214,10 +214,7 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
     if config.pods is not None and (warning := config.pods.count_rate_warning()):
         click.echo(f"warning: {warning}", err=True)
     results = run_bringup(config)
-    if as_json:
-        click.echo(to_json([vars(r) for r in results]))
-    else:
-        click.echo(format_bringup(results))
+    click.echo(to_json([vars(r) for r in results]) if as_json else format_bringup(results))
     if not all(r.ok for r in results):
         ctx.exit(1)
 

@@ -108,10 +108,8 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, live: b
     finally:
         logger.removeHandler(handler)
     total = time.monotonic() - t0
-    if as_json:
-        click.echo(to_json(demo_doc(res, warnings, total)))
-    else:
-        click.echo("\n".join(demo_lines(res, total)))
+    click.echo(to_json(demo_doc(res, warnings, total)) if as_json
+        else "\n".join(demo_lines(res, total)))
 
 
 def _live_demo(out_dir: Path, foxglove_addr: str, duration_s: float | None,

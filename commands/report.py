@@ -60,7 +60,4 @@ def report_cmd(sessions: tuple[Path, ...], out_dir: Path, models_dir: Path | Non
             list(sessions), out_dir, models_dir=models_dir, options=options,
             progress=None if bar is None else bar.say, force=force, steps=bar,
         )  # fmt: skip
-    if as_json:
-        click.echo(to_json({"report": rep.path, **rep.data}))
-    else:
-        click.echo(f"report: {rep.path}")
+    click.echo(to_json({"report": rep.path, **rep.data}) if as_json else f"report: {rep.path}")

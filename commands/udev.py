@@ -134,7 +134,5 @@ def devices_cmd(probe: bool, listen_s: float, show_all: bool, as_json: bool) -> 
             probes[device.node] = probe_port(device.node, KINDS, listen_s=listen_s)
     if brltty is not None and brltty.found and not as_json:
         click.echo(f"warning: {brltty.message()}", err=True)
-    if as_json:
-        click.echo(to_json(devices_doc(devices, probes, brltty)))
-    else:
-        click.echo("\n".join(devices_lines(devices, probes, show_all)))
+    click.echo(to_json(devices_doc(devices, probes, brltty)) if as_json
+        else "\n".join(devices_lines(devices, probes, show_all)))
