@@ -119,7 +119,7 @@ def _true_ranges(
     c, s = np.cos(yaw), np.sin(yaw)
     origin = np.column_stack([x + c * mx - s * my, y + s * mx + c * my])
     bearing = yaw + np.deg2rad(p["mount_yaw_deg"]) - np.deg2rad(angle)
-    true_r = world.raycast_many(origin, bearing)
+    true_r = world.raycast(origin, bearing)
     if body is not None and p["sees_robot"] and (len(body.segments) or len(body.circles)):
         own = np.deg2rad(p["mount_yaw_deg"]) - np.deg2rad(angle)
         true_r = np.minimum(true_r, body.raycast(np.asarray(p["mount_xy_m"], float), own))

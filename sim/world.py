@@ -72,26 +72,16 @@ class World:
         return (x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)
 
     def raycast(
-        self, origin_xy: np.ndarray, angles_world_rad: np.ndarray, max_range_m: float = np.inf
-    ) -> np.ndarray:
-        """Ranges (K,) of rays from one origin (2,) at world angles (K,) rad, as
-        :meth:`raycast_many`."""
-        angles = np.asarray(angles_world_rad, dtype=float).ravel()
-        origins = np.broadcast_to(np.asarray(origin_xy, float).reshape(1, 2), (angles.size, 2))
-        return self.raycast_many(origins, angles, max_range_m)
-
-    def raycast_many(
         self, origins_xy: np.ndarray, angles_world_rad: np.ndarray, max_range_m: float = np.inf
     ) -> np.ndarray:
-        """Ranges (K,) of K rays, each with its own origin (K, 2) m and world angle (K,) rad.
-
-        ``inf`` marks no hit (or a hit beyond ``max_range_m``). A ray starting exactly on a
-        surface does not hit it (strictly positive distance).
-        """
-        origins = np.asarray(origins_xy, dtype=float).reshape(-1, 2)
+        """Ranges (K,) of K rays at world angles (K,) rad from one origin (2,) m or each from
+        its own (K, 2); ``inf`` marks no hit (or one beyond ``max_range_m``). A ray starting
+        exactly on a surface does not hit it (strictly positive distance)."""
         angles = np.asarray(angles_world_rad, dtype=float).ravel()
-        if len(origins) != len(angles):
-            raise SimError(f"raycast_many: {len(origins)} origins but {len(angles)} angles")
+        origins = np.asarray(origins_xy, dtype=float).reshape(-1, 2)
+        if len(origins) not in (1, len(angles)):
+            raise SimError(f"raycast: {len(origins)} origins but {len(angles)} angles")
+        origins = np.broadcast_to(origins, (angles.size, 2))
         out = np.full(len(angles), np.inf)
         for lo in range(0, len(angles), _CHUNK):
             hi = min(lo + _CHUNK, len(angles))

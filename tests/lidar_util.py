@@ -129,7 +129,7 @@ def synth_scan(
         oy = y + s * mount[0] + c * mount[1]
         wang = yaw + mount[2] + stored
         origins = np.column_stack([ox, oy])
-        true_r = world.raycast_many(origins, wang, max_range_m)
+        true_r = world.raycast(origins, wang, max_range_m)
         r = true_r.copy()
         sig = sigma_m(true_r) if callable(sigma_m) else np.full(n, sigma_m)
         fin = np.isfinite(r)
@@ -137,8 +137,8 @@ def synth_scan(
         kind = np.zeros(n, dtype=np.uint8)
         if edge_prob > 0:
             half = np.radians(0.25)
-            ra = world.raycast_many(origins, wang - half, max_range_m)
-            rb = world.raycast_many(origins, wang + half, max_range_m)
+            ra = world.raycast(origins, wang - half, max_range_m)
+            rb = world.raycast(origins, wang + half, max_range_m)
             both = np.isfinite(ra) & np.isfinite(rb) & (np.abs(ra - rb) > 0.1)
             pick = both & (rng.random(n) < edge_prob)
             w = rng.uniform(0.2, 0.8, n)

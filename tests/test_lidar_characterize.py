@@ -159,7 +159,7 @@ def _fan(sim, name, turns, idx, step_rad, n=21):
         + np.linspace(-step_rad, step_rad, n)
     )
     origins = np.broadcast_to(origin, (ang.size, 2))
-    return sim.world.raycast_many(origins, ang.ravel()).reshape(ang.shape)
+    return sim.world.raycast(origins, ang.ravel()).reshape(ang.shape)
 
 
 @pytest.mark.parametrize("name", ["ld19", "lidar_rear"])

@@ -193,7 +193,7 @@ def test_rays_start_at_the_mount_and_follow_the_robot() -> None:
     oy = y + np.sin(yaw) * mx + np.cos(yaw) * my
     bearing = yaw + myaw - np.deg2rad(ls.angle_deg_cw)
     k = np.arange(0, len(ls), 97)
-    expect = sim.world.raycast_many(np.column_stack([ox[k], oy[k]]), bearing[k])
+    expect = sim.world.raycast(np.column_stack([ox[k], oy[k]]), bearing[k])
     np.testing.assert_allclose(ls.true_range_m[k], expect, rtol=0, atol=1e-12)
 
 

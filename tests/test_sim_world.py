@@ -41,9 +41,9 @@ def test_each_ray_uses_its_own_origin_and_max_range() -> None:
     w = _room()
     origins = np.array([[0.0, 0.0], [-1.0, 0.5], [1.8, 0.0], [-1.0, 0.0]])
     angles = np.array([np.pi / 2, np.pi, 0.0, np.pi])
-    r = w.raycast_many(origins, angles)
+    r = w.raycast(origins, angles)
     np.testing.assert_allclose(r, [1.0, 1.0, 0.2, 1.0], atol=1e-12)
-    capped = w.raycast_many(origins, angles, max_range_m=0.5)
+    capped = w.raycast(origins, angles, max_range_m=0.5)
     assert np.isinf(capped[[0, 1, 3]]).all() and capped[2] == pytest.approx(0.2)
 
 
@@ -130,7 +130,7 @@ def test_random_scenes_match_a_per_ray_reference(seed: int) -> None:
     w = World(obstacles)
     origins = rng.uniform(-4, 4, (200, 2))
     angles = rng.uniform(-np.pi, np.pi, 200)
-    got = w.raycast_many(origins, angles)
+    got = w.raycast(origins, angles)
     ref = np.array(
         [
             _reference_range(o, a, w.segments, w.circles)
