@@ -83,11 +83,11 @@ def decode_a1_cmd(raw: Path, output: Path, name: str, stream: str | None,
     "room seen from inside, no scenario needed.")
 @click.option("--device", help="Which A1 of the scenario (default: its first A1).")
 @opt.seed_option()
-@opt.speed_option()
-@opt.link_option()
+@opt.SPEED
+@opt.LINK
 @click.option("--serial", "serial_hex", default="000102030405060708090a0b0c0d0e0f",
     show_default=True, help="The unit's 16-byte serial number, 32 hex digits (GET_INFO).")
-@opt.duration_option()
+@opt.DURATION
 def emulate_a1_cmd(scenario: str | None, device: str | None, seed: int, speed: float,
         link: str | None, serial_hex: str, duration_s: float | None) -> None:
     """Serve an emulated RPLIDAR A1 (115200 baud) on a pty and print its path.

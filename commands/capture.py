@@ -223,11 +223,11 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
 @click.option("--scenario", default="square", show_default=True,
     help="Scenario name or TOML path whose pod samples are served.")
 @opt.seed_option()
-@opt.speed_option()
+@opt.SPEED
 @click.option("--protocol", type=click.Choice(["binary", "csv"]), default="binary",
     show_default=True, help="Frame format (docs/PROTOCOLS.md).")
-@opt.link_option()
-@opt.duration_option()
+@opt.LINK
+@opt.DURATION
 @click.option("--firmware", "elf", type=click.Path(dir_okay=False, exists=True),
     help="Run this ATmega328P image (make -C firmware: firmware/build/avr/"
     "pods-atmega328p.elf) under simavr instead of emulating the frames.")
@@ -304,8 +304,8 @@ def emulate_pods_cmd(scenario: str, seed: int, speed: float, protocol: str, link
 @opt.config_option("Emulated robot config (default: the shipped robot-emulated.toml).", False)
 @click.option("--scenario", default=None, help="Scenario (default: the config's [emulation]).")
 @opt.seed_option(default=None)
-@opt.speed_option()
-@opt.duration_option()
+@opt.SPEED
+@opt.DURATION
 @click.option("--pods-firmware", type=click.Path(dir_okay=False, exists=True),
     help="Run this ATmega328P image under simavr as the pod MCU (see emulate pods --firmware); "
     "its config entry must be binary, 3 pods, imu = false (the image sends no IMU fields).")

@@ -72,8 +72,8 @@ def emulate_command(kind_name: str, model: str) -> click.Command:
         f"{model}'s datasheet rates).")
     @click.option("--lidar", help="Lidar of the scenario (default: its first LD19-protocol one).")
     @opt.seed_option()
-    @opt.speed_option()
-    @opt.link_option()
+    @opt.SPEED
+    @opt.LINK
     @opt.number_option(
         "--startup", None, opt.FiniteFloat(min=0.0), 3.0,
         "Seconds (simulated) from power-on to the first packet; real units take ~3 s.",
@@ -81,7 +81,7 @@ def emulate_command(kind_name: str, model: str) -> click.Command:
     @click.option("--faults/--no-faults", default=True, show_default=True,
         help="Apply the scenario's [faults.<lidar>] table: corruption, drops, slow start, "
         "stalls and unplug/replug at the given simulated times (s).")
-    @opt.duration_option()
+    @opt.DURATION
     def emulate_cmd(**options: Any) -> None:
         """Serve an emulated lidar on a pseudo-terminal until Ctrl-C.
 

@@ -111,29 +111,13 @@ def seed_option(default: int | None = 0, help: str = "Simulation seed.") -> Deco
     return number_option("--seed", None, SEED, default, help)
 
 
-def speed_option() -> Decorator:
-    """``--speed``: simulated seconds per real second (default 1, at least 0.01)."""
-    return number_option(
-        "--speed", None, FiniteFloat(min=0.01), 1.0,
-        "Simulated seconds per real second (1 = real time).",
-    )  # fmt: skip
-
-
-def link_option() -> Decorator:
-    """``--link``: a stable symlink the emulator keeps pointing at its pty."""
-    return click.option(
-        "--link", type=click.Path(dir_okay=False), default=None,
-        help="Stable symlink to maintain to the pty (like a udev name).",
-    )  # fmt: skip
-
-
-def duration_option() -> Decorator:
-    """``--duration`` (parameter ``duration_s``): serve for this long (s, > 0), else until
-    Ctrl-C."""
-    return number_option(
-        "--duration", "duration_s", FiniteFloat(min=0.0, min_open=True), None,
-        "Serve for this many wall seconds; default until Ctrl-C.",
-    )  # fmt: skip
+# the emulate commands' options (the help says each one's unit)
+SPEED = number_option("--speed", None, FiniteFloat(min=0.01), 1.0,
+    "Simulated seconds per real second (1 = real time).")
+LINK = click.option("--link", type=click.Path(dir_okay=False), default=None,
+    help="Stable symlink to maintain to the pty (like a udev name).")
+DURATION = number_option("--duration", "duration_s", FiniteFloat(min=0.0, min_open=True), None,
+    "Serve for this many wall seconds; default until Ctrl-C.")
 
 
 def run_dir_option(help: str, required: bool = False) -> Decorator:
