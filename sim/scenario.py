@@ -363,32 +363,29 @@ LIDAR_DEFAULTS: dict[str, dict[str, Any]] = {
 
 def _lidar_table(model: str) -> Table:
     d = LIDAR_DEFAULTS[model]
-    return Table(
-        {
-            "model": S(model, tuple(LIDAR_DEFAULTS)),
-            "enabled": B(True),
-            "mount_xy_m": FL([0.0, 0.0], n=2),
-            "mount_yaw_deg": F(0.0),
-            "sees_robot": B(True),
-            "rate_hz": F(d["rate_hz"], lo=0.5, hi=50.0),
-            "samples_per_s": F(d["samples_per_s"], lo=10.0, hi=100000.0),
-            "period_jitter_s": F(d["period_jitter_s"], lo=0.0),
-            "skip_prob": F(d["skip_prob"], lo=0.0, hi=1.0, hi_open=True),
-            "range_min_m": F(d["range_min_m"], lo=0.0),
-            "range_max_m": F(d["range_max_m"], lo=0.0, lo_open=True),
-            "range_resolution_m": F(d["range_resolution_m"], lo=0.0),
-            "noise_band_edges_m": FL(d["noise_band_edges_m"], lo=0.0),
-            "noise_band_sigma_m": FL(d["noise_band_sigma_m"], lo=0.0),
-            "edge_outlier_prob": F(d["edge_outlier_prob"], lo=0.0, hi=1.0),
-            "edge_min_jump_m": F(d["edge_min_jump_m"], lo=0.0),
-            "false_point_prob": F(d["false_point_prob"], lo=0.0, hi=1.0, hi_open=True),
-            "intensity_at_1m": F(d["intensity_at_1m"], lo=0.0),
-            "intensity_falloff_per_m": F(d["intensity_falloff_per_m"]),
-            "intensity_noise": F(d["intensity_noise"], lo=0.0),
-            "intensity_max": I(d["intensity_max"], lo=1, hi=255),
-        },
-        required=("model",),
-    )
+    return Table({
+        "model": S(model, tuple(LIDAR_DEFAULTS)),
+        "enabled": B(True),
+        "mount_xy_m": FL([0.0, 0.0], n=2),
+        "mount_yaw_deg": F(0.0),
+        "sees_robot": B(True),
+        "rate_hz": F(d["rate_hz"], lo=0.5, hi=50.0),
+        "samples_per_s": F(d["samples_per_s"], lo=10.0, hi=100000.0),
+        "period_jitter_s": F(d["period_jitter_s"], lo=0.0),
+        "skip_prob": F(d["skip_prob"], lo=0.0, hi=1.0, hi_open=True),
+        "range_min_m": F(d["range_min_m"], lo=0.0),
+        "range_max_m": F(d["range_max_m"], lo=0.0, lo_open=True),
+        "range_resolution_m": F(d["range_resolution_m"], lo=0.0),
+        "noise_band_edges_m": FL(d["noise_band_edges_m"], lo=0.0),
+        "noise_band_sigma_m": FL(d["noise_band_sigma_m"], lo=0.0),
+        "edge_outlier_prob": F(d["edge_outlier_prob"], lo=0.0, hi=1.0),
+        "edge_min_jump_m": F(d["edge_min_jump_m"], lo=0.0),
+        "false_point_prob": F(d["false_point_prob"], lo=0.0, hi=1.0, hi_open=True),
+        "intensity_at_1m": F(d["intensity_at_1m"], lo=0.0),
+        "intensity_falloff_per_m": F(d["intensity_falloff_per_m"]),
+        "intensity_noise": F(d["intensity_noise"], lo=0.0),
+        "intensity_max": I(d["intensity_max"], lo=1, hi=255),
+    })  # fmt: skip
 
 
 def _check_lidar(value: Any, key: str) -> dict:
