@@ -18,13 +18,9 @@ def __getattr__(name: str) -> str:
 
 
 def _numba_cache_dir() -> Path:
-    """Where numba's ``cache=True`` kernels go: the user's cache, never the package.
-
-    numba caches next to the source by default, i.e. inside ``site-packages/sensorbench``;
-    those files survive ``pip uninstall`` and the leftover folder then shadows a later
-    editable install as a namespace package. ``$XDG_CACHE_HOME`` (default ``~/.cache``)
-    keeps them out of the package; an explicit ``NUMBA_CACHE_DIR`` still wins.
-    """
+    """Where numba's ``cache=True`` kernels go: ``$XDG_CACHE_HOME`` (default ``~/.cache``),
+    never beside the source, where they survive ``pip uninstall`` and the leftover folder
+    shadows a later editable install; an explicit ``NUMBA_CACHE_DIR`` still wins."""
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "sensorbench" / "numba"
 

@@ -1,4 +1,2 @@
-"""A 2D world, trajectories and sensor models with known truth.
-
-Also byte-exact device emulators served on pseudo-terminals.
-"""
+"""A 2D world, trajectories and sensor models with known truth; byte-exact device emulators
+served on pseudo-terminals."""
