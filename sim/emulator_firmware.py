@@ -16,7 +16,7 @@ import numpy as np
 from sensorbench.errors import SimError
 from sensorbench.sim.emulator_base import PtyEmulator
 from sensorbench.sim.modem_lines import ModemLineChannel
-from sensorbench.sim.pod_trajectory import CYCLES_PER_US, PodTrajectory
+from sensorbench.sim.pod_trajectory import PodTrajectory
 from sensorbench.sim.pty import PtyPort
 
 FIRMWARE_DIR = Path(__file__).resolve().parent.parent / "firmware"
@@ -246,12 +246,3 @@ class FirmwarePodEmulator(PtyEmulator):
     def name(self) -> str:
         """The stable link, or the tty node."""
         return self.link
-
-    # -- truth -------------------------------------------------------------------
-
-    def expected_counts(self, boot: int, t_us: np.ndarray) -> np.ndarray:
-        """The firmware's counters at its frames ``t_us`` (µs since that boot's start,
-        unwrapped) of boot ``boot``: int64[k, N], before their wrap to the counter width."""
-        b = self.boots[boot]
-        traj = b.traj_us + np.asarray(t_us, dtype=np.int64)
-        return self.trajectory.counts_at(traj, self.loop, CYCLES_PER_US) - b.base

@@ -14,8 +14,12 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
+
+from sensorbench.sim.pod_trajectory import CYCLES_PER_US
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRMWARE = ROOT / "firmware"
@@ -64,3 +68,12 @@ def product(target: str) -> Path:
     if os.environ.get("CI"):
         pytest.fail(f"CI must build every firmware target: {reason}")
     pytest.skip(reason)
+
+
+def expected_counts(em: Any, boot: int, t_us: np.ndarray) -> np.ndarray:
+    """What a :class:`FirmwarePodEmulator`'s counters show at its frames ``t_us`` (µs since
+    boot ``boot`` started, unwrapped): int64[k, N], before their wrap to the counter width
+    (the trajectory's counts at the latch minus the boot's base)."""
+    b = em.boots[boot]
+    traj = b.traj_us + np.asarray(t_us, dtype=np.int64)
+    return em.trajectory.counts_at(traj, em.loop, CYCLES_PER_US) - b.base

@@ -78,7 +78,8 @@ def test_the_robot_s_pod_mcu_is_the_firmware_driven_by_the_scenario(elf, tmp_pat
     assert len(frames.seq) >= 400 and protocol.parser.stats.crc_errors == 0
     np.testing.assert_array_equal(np.diff(frames.seq), 1)
     t_us = frames.device_ns // 1000
-    expected = em.expected_counts(0, t_us)  # no reset: the port was open before power-on
+    # no reset: the port was open before power-on
+    expected = firmware_util.expected_counts(em, 0, t_us)
     np.testing.assert_array_equal(frames.counts - frames.counts[0], expected - expected[0])
     assert np.abs(np.diff(expected, axis=0)).max() > 0  # the square drive moves from 1 s
     assert not (tmp_path / "run" / "pods").exists()

@@ -124,7 +124,8 @@ def test_every_frame_exact_through_wraps_and_a_reset(elf) -> None:
     assert firmware[:, 0].max() > 2**15  # past the signed 16-bit range: the wire wrapped
     # the emulator's own truth (the harness's edge rule) agrees with the rows
     for k in (0, 1):
-        np.testing.assert_array_equal(em.expected_counts(k, t_us[boot == k]), firmware[boot == k])
+        expected = firmware_util.expected_counts(em, k, t_us[boot == k])
+        np.testing.assert_array_equal(expected, firmware[boot == k])
     assert np.isnan(frames.yaw).all()  # the AVR image has no IMU
 
 
@@ -200,7 +201,7 @@ def test_dtr_resets_the_uno_on_every_open(elf, tmp_path) -> None:
         np.testing.assert_array_equal(seq_raw, np.arange(t_us.size))
         boot = em.boots[k]
         counts = f.counts[after:] - (f.counts[after - 1] if after else 0)
-        np.testing.assert_array_equal(counts, em.expected_counts(k, t_us))
+        np.testing.assert_array_equal(counts, firmware_util.expected_counts(em, k, t_us))
         assert boot.traj_us - em.resets[k - 1] == pytest.approx(200_000, abs=100)
 
 
