@@ -19,6 +19,7 @@ from sensorbench.errors import SimError
 from sensorbench.logs import SessionWriter
 from sensorbench.logs.model_file import dumps_toml
 from sensorbench.sim.emulated_robot import DEFAULT_CONFIG, EmulatedRobot
+from sensorbench.sim.emulator_base import SimClock
 from sensorbench.sim.pose_source import SimPoseSource
 from sensorbench.sim.scenario import Scenario
 from sensorbench.sim.simulation import Simulation, write_common_truth
@@ -92,7 +93,7 @@ def capture_scenario(
         raise SimError(
             f"capture of {label} failed (stopped by {result.stopped_by}): {result.error or failed}"
         )
-    _add_truth(Path(output), robot.sim, speed, robot.clock.t0_ns)
+    _add_truth(Path(output), robot.sim, robot.clock)
     host_s = time.monotonic() - t_start
     return CapturedSession(Path(output), label, result, bringup_at, lead_in, host_s)
 
@@ -120,8 +121,7 @@ def _record(
     try:
         robot.start()
         attrs = {"scenario": sim.scenario.name}
-        t0_ns = robot.clock.t0_ns  # host time of simulated 0
-        source = [SimPoseSource(streams, robot.clock, attrs=attrs, t0_ns=t0_ns)] if streams else []
+        source = [SimPoseSource(streams, robot.clock, attrs=attrs)] if streams else []
         threading.Thread(target=stop_at_end, name="demo-end", daemon=True).start()
         note = f"sensorbench demo: scenario {sim.scenario.name}, emulated at {speed:g}x"
         options = CaptureOptions(label=label, note=note, speed=speed)
@@ -133,18 +133,15 @@ def _record(
     return result, bringup_at[0] if bringup_at else math.nan
 
 
-def _add_truth(path: Path, sim: Simulation, speed: float, t0_ns: int) -> None:
-    """Add the simulation's truth (docs/SIMULATION.md) to a closed session."""
+def _add_truth(path: Path, sim: Simulation, clock: SimClock) -> None:
+    """Add the simulation's truth (docs/SIMULATION.md) on ``clock``'s host time base to a
+    closed session."""
     scn = sim.scenario
-
-    def host_ns(t_s: np.ndarray) -> np.ndarray:
-        return t0_ns + np.round(np.asarray(t_s, float) / speed * 1e9).astype(np.int64)
-
     with SessionWriter.add_to(path) as w:
         time_base = ("host monotonic ns; simulated seconds run emulation_speed times faster "
             "than host seconds (host_ns = t0_ns + t_sim / emulation_speed * 1e9)")
-        attrs = {"emulation_speed": float(speed), "time_base": time_base}
-        write_common_truth(w, sim, host_ns, t0_ns, attrs)
+        attrs = {"emulation_speed": clock.speed, "time_base": time_base}
+        write_common_truth(w, sim, clock.host_ns, clock.t0_ns, attrs)
         for name in sim.lidar_names():
             g = f"lidar/{name}"
             w.set_truth(f"{g}/mount_xy_yaw", np.asarray(sim.lidar_mount(name), float))

@@ -43,6 +43,10 @@ class SimClock:
         host_s = (time.monotonic_ns() - self.t0_ns) * 1e-9
         return min(served_s, self.now()) / host_s if host_s > 0 else self.speed
 
+    def host_ns(self, t_s: np.ndarray) -> np.ndarray:
+        """Host monotonic time (int64 ns) of simulated times ``t_s`` (s)."""
+        return self.t0_ns + np.round(np.asarray(t_s, float) / self.speed * 1e9).astype(np.int64)
+
     def sleep_until(self, sim_t: float, stop: threading.Event | None = None) -> None:
         """Sleep until simulated time ``sim_t`` (s); returns early if ``stop.is_set()``."""
         while (remaining := (sim_t - self.now()) / self.speed) > 0:

@@ -25,8 +25,8 @@ POSE_KINDS = ("mocap", "pose_sensor")
 class SimPoseSource:
     """Streams pose samples of a simulation (``streams``: name → (kind ``mocap`` or
     ``pose_sensor``, samples)) into a session on the emulation ``clock``, every
-    ``period_s`` host s, each stamped ``t0_ns`` (host monotonic ns of simulated 0; default
-    the clock's) plus its simulated time; ``attrs`` go on every pose stream."""
+    ``period_s`` host s, each stamped with the clock's host time of its simulated time;
+    ``attrs`` go on every pose stream."""
 
     kind = "pose"
 
@@ -37,7 +37,6 @@ class SimPoseSource:
         name: str = "pose_source",
         attrs: Mapping[str, Any] | None = None,
         period_s: float = 0.02,
-        t0_ns: int | None = None,
     ) -> None:
         for stream, (kind, _) in streams.items():
             if kind not in POSE_KINDS:
@@ -49,7 +48,6 @@ class SimPoseSource:
         self.clock = clock
         self.attrs = dict(attrs or {})
         self.period_s = float(period_s)
-        self.t0_ns = int(clock.t0_ns if t0_ns is None else t0_ns)
         self._next = dict.fromkeys(self.streams, 0)
         self._reloc_next = dict.fromkeys(self.streams, 0)
         self._writer: SessionWriter | None = None
@@ -61,11 +59,6 @@ class SimPoseSource:
         self._last_status_t = time.monotonic()
         self._last_data_t: float | None = None
         self._error: str | None = None
-
-    def host_ns(self, t_s: np.ndarray) -> np.ndarray:
-        """Host monotonic time (int64 ns) of simulated times ``t_s`` (s)."""
-        host_s = np.asarray(t_s, float) / self.clock.speed
-        return self.t0_ns + np.round(host_s * 1e9).astype(np.int64)
 
     def declare(self, writer: SessionWriter) -> None:
         """Add one pose stream per configured stream."""
@@ -125,7 +118,7 @@ class SimPoseSource:
             if j <= i:
                 continue
             flags = s.flags[i:j] if s.flags.size else np.zeros(j - i, np.uint8)
-            batch = PoseBatch(self.host_ns(s.t_s[i:j]), s.position[i:j], s.quat_xyzw[i:j],
+            batch = PoseBatch(self.clock.host_ns(s.t_s[i:j]), s.position[i:j], s.quat_xyzw[i:j],
                 s.valid[i:j], flags)  # fmt: skip
             self._writer.append_pose(stream, batch)
             self._next[stream] = j
@@ -139,5 +132,5 @@ class SimPoseSource:
             m = int(np.searchsorted(s.reloc_t_s, now_s, side="right"))
             for t, wrong in zip(s.reloc_t_s[k:m], s.reloc_wrong[k:m], strict=False):
                 message = "wrong relocalization (gross offset)" if wrong else "relocalized"
-                self._writer.event(int(self.host_ns(t)), stream, "relocalization", message)
+                self._writer.event(int(self.clock.host_ns(t)), stream, "relocalization", message)
             self._reloc_next[stream] = m

@@ -54,17 +54,15 @@ def test_pose_source_streams_every_sample_on_the_host_clock(tmp_path: Path) -> N
         got_m, got_p = s.pose("mocap").read(), s.pose("pose_sensor").read()
         relocs = [e for e in s.events() if e.kind == "relocalization"]
     # every sample, in order, bit-exact, stamped t0 + t_sim / speed (rounded to 1 ns)
+    assert clock.host_ns(np.array([0.0, SPEED])).tolist() == [clock.t0_ns, clock.t0_ns + 10**9]
     assert len(got_m) == mocap.t_s.size and len(got_p) == pose.t_s.size
-    np.testing.assert_array_equal(got_m.t_ns, src.host_ns(mocap.t_s))
-    np.testing.assert_array_equal(got_p.t_ns, src.host_ns(pose.t_s))
+    np.testing.assert_array_equal(got_m.t_ns, clock.host_ns(mocap.t_s))
+    np.testing.assert_array_equal(got_p.t_ns, clock.host_ns(pose.t_s))
     np.testing.assert_array_equal(got_p.position, pose.position)
     np.testing.assert_array_equal(got_m.valid, mocap.valid)
     np.testing.assert_array_equal(got_p.flags, pose.flags)
     assert np.count_nonzero(got_p.flags & PoseFlag.RELOCALIZED) == pose.reloc_t_s.size
-    assert [e.t_ns for e in relocs] == src.host_ns(pose.reloc_t_s).tolist()
-    # t0 is the host time of simulated 0, the clock's own origin (one reading: two
-    # calls a preemption separates under load put it milliseconds off)
-    assert src.t0_ns == clock.t0_ns
+    assert [e.t_ns for e in relocs] == clock.host_ns(pose.reloc_t_s).tolist()
 
 
 def test_pose_source_refuses_bad_streams_and_start_before_declare() -> None:

@@ -40,10 +40,8 @@ def test_live_aiding_gives_the_replayed_estimate(tmp_path, warm_kernels) -> None
     # compiled before the robot's clock starts: the scenario's pose samples last ~54 s
     models.warm_up()
     with EmulatedRobot(tmp_path / "run", speed=1.0, ld19_startup_s=0.2, faults=False) as robot:
-        source = SimPoseSource(
-            {"pose_sensor": ("pose_sensor", robot.sim.pose_sensor())}, robot.clock,
-            t0_ns=robot.clock.t0_ns,
-        )  # fmt: skip
+        streams = {"pose_sensor": ("pose_sensor", robot.sim.pose_sensor())}
+        source = SimPoseSource(streams, robot.clock)
         runtime = LiveRuntime(robot.config, models, LiveOptions())
         result = run_capture(robot.config, out, 8.0, CaptureOptions(label="aided"),
                              extra_readers=[source], consumer=runtime)  # fmt: skip
