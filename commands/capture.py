@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import math
-import shutil
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ import click
 
 from sensorbench.cli import cli, subgroup
 from sensorbench.commands import options as opt
+from sensorbench.commands.progress import StatusPrinter
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.errors import SimError
 from sensorbench.json_doc import to_json
@@ -26,67 +25,6 @@ _CONFIG_HELP = (
     "mounts (x_m, y_m, yaw_deg), power-up order and gaps (s). See examples/robot.toml."
 )
 _RUN_DIR_HELP = "Directory substituted for {run_dir} in ports (emulated robots)."
-
-
-class _StatusPrinter:
-    """Live status on stderr: on a terminal one line (or one per device when it does not
-    fit) redrawn in place, otherwise a line every 5 s."""
-
-    def __init__(
-        self, duration_s: float, extra: Callable[[float, list], list[str]] | None = None
-    ) -> None:
-        from sensorbench.drivers.capture_display import format_status_parts
-
-        self.parts = format_status_parts
-        self.extra = extra
-        self.duration_s = duration_s
-        self.tty = sys.stderr.isatty()
-        self._last_line = -math.inf
-        self._drawn = 0  # lines of the block currently on screen (tty)
-        self._connected: dict[str, bool] = {}
-
-    def __call__(self, elapsed_s: float, statuses: list) -> None:
-        for st in statuses:
-            was = self._connected.get(st.name, True)
-            if was != st.connected:
-                self._connected[st.name] = st.connected
-                what = (
-                    f"{st.name} reconnected ({st.reconnects} so far)"
-                    if st.connected
-                    else f"{st.name} UNPLUGGED: {st.last_error or 'no data'}; waiting for it"
-                )
-                self._message(f"{elapsed_s:6.1f} s: {what}")
-        parts = self.parts(elapsed_s, self.duration_s, statuses)
-        if self.extra is not None:
-            parts += self.extra(elapsed_s, statuses)
-        line = " | ".join(parts)
-        if not self.tty:
-            if time.monotonic() - self._last_line >= 5.0:
-                self._last_line = time.monotonic()
-                click.echo(line, err=True)
-            return
-        width = shutil.get_terminal_size((200, 20)).columns - 1
-        block = [line] if len(line) <= width else [parts[0], *("  " + p for p in parts[1:])]
-        self._erase()
-        click.echo("\n".join(b[:width] for b in block), err=True, nl=False)
-        self._drawn = len(block)
-
-    def _erase(self) -> None:
-        """Move to the start of the drawn block and clear it (tty)."""
-        if self._drawn:
-            up = f"\x1b[{self._drawn - 1}F" if self._drawn > 1 else "\r"
-            click.echo(up + "\x1b[J", err=True, nl=False)
-            self._drawn = 0
-
-    def _message(self, text: str) -> None:
-        """A line that stays (unplug, reconnect), above the live block."""
-        self._erase()
-        click.echo(text, err=True)
-
-    def done(self) -> None:
-        """Leave the last status on screen and end its line."""
-        if self.tty and self._drawn:
-            click.echo("", err=True)
 
 
 def recording_options(verb: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -110,7 +48,7 @@ def recording_options(verb: str) -> Callable[[Callable[..., Any]], Callable[...,
     )  # fmt: skip
 
 
-def record(config: Any, output: str, options: Any, printer: _StatusPrinter, as_json: bool,
+def record(config: Any, output: str, options: Any, printer: StatusPrinter, as_json: bool,
         consumer: Any = None) -> Any:
     """``run_capture`` as ``capture`` and ``live`` run it: until ``printer.duration_s`` or
     Ctrl-C/SIGTERM, bring-up rows on stderr (not with ``as_json``), the status line from
@@ -178,7 +116,7 @@ def capture_cmd(ctx: click.Context, config_path: str, duration_s: float | None, 
     config = load_robot_config(config_path, run_dir=run_dir)
     duration = math.inf if duration_s is None else duration_s
     options = CaptureOptions(label=label, note=note, allow_missing=allow_missing)
-    result = record(config, output, options, _StatusPrinter(duration), as_json)
+    result = record(config, output, options, StatusPrinter(duration), as_json)
     if as_json:
         click.echo(to_json(capture_doc(result)))
     else:

@@ -116,7 +116,7 @@ def _live_demo(out_dir: Path, foxglove_addr: str, duration_s: float | None,
         pods_firmware: str | None, as_json: bool) -> None:
     """``demo --live``: the emulated robot live, the view on ``foxglove_addr``; the pod MCU
     the ``pods_firmware`` image under simavr when given."""
-    from sensorbench.commands.capture import _StatusPrinter
+    from sensorbench.commands.progress import StatusPrinter
     from sensorbench.demo.live import MODELS, run_live_demo
     from sensorbench.drivers.capture_display import format_summary
     from sensorbench.live.runtime import (
@@ -130,7 +130,7 @@ def _live_demo(out_dir: Path, foxglove_addr: str, duration_s: float | None,
 
     address = parse_address(foxglove_addr)
     duration = math.inf if duration_s is None else duration_s
-    printers: list[_StatusPrinter] = []
+    printers: list[StatusPrinter] = []
 
     def status(elapsed_s: float, statuses: list, runtime: Any) -> None:
         if not printers:
@@ -138,7 +138,7 @@ def _live_demo(out_dir: Path, foxglove_addr: str, duration_s: float | None,
             def parts(t: float, st: list) -> list[str]:
                 return format_live_status(runtime.on_status(t, st))
 
-            printers.append(_StatusPrinter(duration, extra=parts))
+            printers.append(StatusPrinter(duration, extra=parts))
         printers[0](elapsed_s, statuses)
 
     if not as_json:

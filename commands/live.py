@@ -13,6 +13,7 @@ import click
 from sensorbench.cli import cli
 from sensorbench.commands import capture as cap
 from sensorbench.commands import options as opt
+from sensorbench.commands.progress import StatusPrinter
 from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.json_doc import to_json
 
@@ -109,7 +110,7 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
         return format_live_status(st)
 
     recording = CaptureOptions(label=label, note=note, allow_missing=allow_missing)
-    printer = cap._StatusPrinter(duration, extra=live_parts)
+    printer = StatusPrinter(duration, extra=live_parts)
     try:  # closed on every path: it may have joined a ROS 2 domain, a socket may be open
         preflight(config, output, allow_missing)
         runtime.open()  # the UDP host resolves, the Foxglove port is free: before any power
