@@ -112,38 +112,24 @@ class S(_Spec):
 
 @dataclass
 class FL(_Spec):
-    """A list of floats (each in [lo, hi] if given), of length ``n`` if given."""
+    """A list of ``n`` (if given) floats, or with ``inner`` of rows of ``inner`` floats
+    (e.g. points ``[[x, y], ...]``); each float in [lo, hi] if given."""
 
     default: list
     n: int | None = None
     lo: float | None = None
     hi: float | None = None
+    inner: int | None = None
 
-    def check(self, value: Any, key: str) -> list[float]:
+    def check(self, value: Any, key: str) -> list:
+        rows = self.inner is not None
         if not isinstance(value, list):
-            raise _fail(key, f"must be a list of numbers, got {value!r}")
+            what = f"[{self.inner} numbers] rows" if rows else "numbers"
+            raise _fail(key, f"must be a list of {what}, got {value!r}")
         if self.n is not None and len(value) != self.n:
-            raise _fail(key, f"must have {self.n} values, got {len(value)}")
-        item = F(0.0, self.lo, self.hi)
+            raise _fail(key, f"must have {self.n} {'rows' if rows else 'values'}, got {len(value)}")
+        item = FL([], self.inner, self.lo, self.hi) if rows else F(0.0, self.lo, self.hi)
         return [item.check(v, f"{key}[{i}]") for i, v in enumerate(value)]
-
-
-@dataclass
-class FLL(_Spec):
-    """A list of ``n`` (if given) rows of ``inner`` floats (e.g. points ``[[x, y], ...]``)."""
-
-    default: list
-    inner: int
-    n: int | None = None
-    lo: float | None = None
-
-    def check(self, value: Any, key: str) -> list[list[float]]:
-        if not isinstance(value, list):
-            raise _fail(key, f"must be a list of [{self.inner} numbers] rows, got {value!r}")
-        if self.n is not None and len(value) != self.n:
-            raise _fail(key, f"must have {self.n} rows, got {len(value)}")
-        row = FL([], self.inner, self.lo)
-        return [row.check(v, f"{key}[{i}]") for i, v in enumerate(value)]
 
 
 class Table(_Spec):
@@ -197,7 +183,7 @@ _OBSTACLE_FIELDS = {
     "size_m": FL([0.5, 0.5], n=2, lo=0.0),
     "yaw_deg": F(0.0),
     "radius_m": F(0.1, lo=0.0, lo_open=True),
-    "vertices_m": FLL([], inner=2),
+    "vertices_m": FL([], inner=2),
 }
 _OBSTACLE_KEYS = {
     "box": {"name", "kind", "center_m", "size_m", "yaw_deg"},
@@ -238,7 +224,7 @@ WORLD = Table({
 ROBOT = Table({
     "start_xy_m": FL([-1.0, -1.0], n=2),
     "start_yaw_deg": F(0.0),
-    "footprint_m": FLL(
+    "footprint_m": FL(
         [[-0.225, -0.225], [0.225, -0.225], [0.225, 0.225], [-0.225, 0.225]], inner=2
     ),
     "occluders": Tables(_check_obstacle),
@@ -263,7 +249,7 @@ TRAJECTORY = Table({
     "size_m": F(3.0, lo=0.0, lo_open=True),
     "heading": S("tangent", ("tangent", "fixed")),
     "hold_s": F(30.0, lo=0.0),
-    "waypoints": FLL([], inner=3),
+    "waypoints": FL([], inner=3),
 })  # fmt: skip
 
 PODS = Table({
@@ -271,7 +257,7 @@ PODS = Table({
     "rate_hz": F(200.0, lo=1.0, hi=5000.0),
     "substeps": I(5, lo=1, hi=100),
     "counter_bits": I(16, choices=(16, 32)),
-    "positions_m": FLL([[0.0, 0.16], [0.0, -0.16], [-0.12, 0.0]], inner=2, n=3),
+    "positions_m": FL([[0.0, 0.16], [0.0, -0.16], [-0.12, 0.0]], inner=2, n=3),
     "rolling_angles_deg": FL([0.0, 0.0, 90.0], n=3),
     "wheel_radius_m": FL([0.024, 0.024, 0.024], n=3, lo=0.001),
     "counts_per_rev": FL([2000.0, 2000.0, 2000.0], n=3, lo=1.0),
@@ -280,8 +266,8 @@ PODS = Table({
     "scrub_sigma_m_per_sqrt_m": F(0.001, lo=0.0),
     "bounce_rate_hz": F(0.05, lo=0.0),
     "bounce_duration_s": F(0.02, lo=0.0),
-    "lift_windows": FLL([], inner=3),
-    "slip_windows": FLL([], inner=4),
+    "lift_windows": FL([], inner=3),
+    "slip_windows": FL([], inner=4),
     "mcu_clock_drift_ppm": F(40.0, lo=-1000.0, hi=1000.0),
     "mcu_clock_offset_us": I(1_000_000, lo=0),
 })  # fmt: skip
@@ -320,7 +306,7 @@ POSE_SENSOR = Table({
     "gm_sigma": FL([0.02, 0.02, 0.01, 0.003, 0.003, 0.005], n=6, lo=0.0),
     "gm_tau_s": FL([5.0, 5.0, 10.0, 20.0, 20.0, 8.0], n=6, lo=1e-6),
     "white_sigma": FL([0.002, 0.002, 0.002, 0.0005, 0.0005, 0.0005], n=6, lo=0.0),
-    "covered_s": FLL([], inner=2, lo=0.0),
+    "covered_s": FL([], inner=2, lo=0.0),
     "reloc_after_cover": B(True),
     "wrong_reloc_prob": F(0.02, lo=0.0, hi=1.0),
     "wrong_reloc_sigma": FL([0.8, 0.8, 0.05, 0.02, 0.02, 0.5], n=6, lo=0.0),
