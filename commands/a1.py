@@ -41,16 +41,11 @@ def decode_a1_cmd(raw: Path, output: Path, name: str, stream: str | None,
         as_json: bool) -> None:
     """Decode an RPLIDAR A1 raw capture (standard nodes or express capsules) into a session.
 
-    RAW is a file of received bytes (with host read times when `record-raw` wrote
-    its RAW.chunks sidecar) or a session whose raw stream is re-decoded, as the live
-    scanner read it. Each scan descriptor starts a scan in its mode; turns are cut at
-    the start flags (express: where the vendor SDK sets its sync bit); angles become
-    rad CCW (from q6 degrees CW), ranges m with inf for no return (from q2 mm),
-    quality 0..63 the intensity (express: 47 for a return). The turn cut by a scan
-    restart or the end of the capture is kept, flagged PACKET_LOSS. A bare file has
-    no read times: its samples are spaced by the unit's sample duration when the
-    capture holds its GET_SAMPLERATE answer, else at --sample-rate (invented times,
-    said in the stream's time_base).
+    RAW is a file of received bytes (host read times from its RAW.chunks sidecar) or a
+    session whose raw stream is decoded again. Turns: angles rad CCW, ranges m (inf: no
+    return), quality 0..63 as intensity; a turn cut short is flagged PACKET_LOSS. Without
+    read times samples are spaced by the unit's sample duration, else --sample-rate (said
+    in the stream's time_base). See docs/A1.md.
     """
     from sensorbench.drivers.a1_turns import decode_a1
 
@@ -92,11 +87,9 @@ def emulate_a1_cmd(scenario: str | None, device: str | None, seed: int, speed: f
         link: str | None, serial_hex: str, duration_s: float | None) -> None:
     """Serve an emulated RPLIDAR A1 (115200 baud) on a pty and print its path.
 
-    It answers the requests a real A1M8 answers (standard and express scans); its motor
-    follows DTR as on the real adapter (docs/A1.md, Emulator). Without --scenario it is a
-    6 x 8 m room with the real-capture defaults; with --scenario the nodes are the
-    scenario's A1 samples, looped, under its [faults.<device>] link knobs. Runs until
-    Ctrl-C (or --duration).
+    Without --scenario it scans a 6 x 8 m room with the real-capture defaults; with
+    --scenario the scenario's A1 samples, looped, under its [faults.<device>] link knobs.
+    Runs until Ctrl-C (or --duration). See docs/A1.md, "Emulator".
     """
     from sensorbench.errors import SimError
     from sensorbench.sim.emulator_a1 import A1Emulator

@@ -101,15 +101,11 @@ def capture_cmd(ctx: click.Context, config_path: str, duration_s: float | None, 
         label: str, note: str, run_dir: str | None, allow_missing: bool, as_json: bool) -> None:
     """Record every configured device into one session file.
 
-    Validates the configuration before opening any device, brings the devices up
-    one after another (power-up order and gaps from the config), then records raw
-    bytes and decoded data of all of them at once. A status line (per device:
-    points or frames per second, turns per second, kB/s, CRC errors, drops, seconds
-    since the last data) is shown on stderr. Ctrl-C or SIGTERM stops cleanly. An
-    unplugged device is reopened when it returns; the gap is an event in the file.
-    Exit 0 when recorded, 1 when a device failed to come up, a reader thread failed
-    (it is restarted, but data were lost) or writing failed, 2 on bad input or a full
-    disk (the file is closed intact with everything up to the last flush).
+    Brings the devices up in the config's power-up order, then records raw bytes and
+    decoded data of all of them, with a status line on stderr, until --duration, Ctrl-C
+    or SIGTERM. An unplugged device is reopened when it returns. Exit 0 when recorded, 1
+    when a device failed to come up, a reader thread failed or writing failed, 2 on bad
+    input or a full disk (the file closed intact). See docs/CAPTURE.md.
     """
     from sensorbench.drivers.capture import CaptureOptions
 
@@ -135,11 +131,10 @@ def capture_cmd(ctx: click.Context, config_path: str, duration_s: float | None, 
 def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_json: bool) -> None:
     """Staggered power-up check of every configured device, then close them.
 
-    Each device is opened in power-up order, checked (A1: identity, health, serial
-    against the config), started and must deliver valid data within its timeout
-    (s); the next starts after the configured gap (s). Prints one row per device.
-    Exit 1 if any device failed, 2 on a bad configuration. brltty, which takes
-    CP2102 adapters away on Ubuntu, is looked for first (warning with the fix).
+    Each device is opened in power-up order, checked, started and must deliver valid data
+    within its timeout; prints one row per device. brltty, which takes CP2102 adapters
+    away, is looked for first. Exit 1 if any device failed, 2 on a bad configuration. See
+    docs/CAPTURE.md.
     """
     from sensorbench.drivers.capture import run_bringup
     from sensorbench.drivers.capture_display import format_bringup
@@ -185,12 +180,9 @@ def emulate_pods_cmd(scenario: str, seed: int, speed: float, protocol: str, link
         boot_s: float, events: str | None) -> None:
     """Serve the pod MCU (115200 baud) on a pty; print its path.
 
-    Emulated frames (3 counters + IMU) loop over the scenario, with time, sequence
-    and counts continuing. With --firmware the real AVR image runs under simavr: its
-    encoder pins follow the scenario's pod counts (or --trajectory, looped), its UART
-    is the pty (binary frames, no IMU), simulated time is paced to the wall clock
-    (it waits, never skips, when the machine or the reader falls behind). Stops
-    cleanly on Ctrl-C, SIGTERM or --duration.
+    Emulated frames (3 counters + IMU) loop over the scenario; with --firmware the real
+    AVR image runs under simavr, its encoder pins driven by the scenario's pod counts (or
+    --trajectory). Stops on Ctrl-C, SIGTERM or --duration. See firmware/README.md.
     """
     from sensorbench.sim.simulation import Simulation
 

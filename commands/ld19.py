@@ -29,14 +29,11 @@ def decode_ld19_cmd(source: Path, output: Path, device: str | None, name: str | 
         near_filter: bool, force: bool, as_json: bool) -> None:
     """Decode LD19 bytes from SOURCE into a session of complete turns.
 
-    SOURCE is a bare byte capture (``sensorbench record-raw PORT --baud 230400
-    --duration S -o RAW.bin``; its RAW.bin.chunks sidecar gives host read times)
-    or a session whose raw stream of an LD19 is decoded again. Stored turns:
-    angles in rad CCW (0 = sensor forward), ranges in m (inf = no return),
-    intensity 0..255. Times are int64 ns: for a session, the host receive times of
-    its (or the sidecar's) chunks mapped through the device clock; for a bare capture, which has
-    no receive times, the unwrapped device time (ms stamps), said so in the
-    stream's ``time_base`` attribute. The raw bytes are copied into OUTPUT.
+    SOURCE is a bare byte capture (`record-raw`; its RAW.bin.chunks sidecar gives host
+    read times) or a session whose raw stream of an LD19 is decoded again. Turns: angles
+    rad CCW, ranges m (inf: no return), intensity 0..255, int64 ns times (without read
+    times: the unwrapped device time, said in the stream's time_base). The raw bytes are
+    copied into OUTPUT. See docs/LD19.md.
     """
     from sensorbench.drivers.ld19_decode import decode_ld19
 
@@ -85,9 +82,8 @@ def emulate_command(kind_name: str, model: str) -> click.Command:
     def emulate_cmd(**options: Any) -> None:
         """Serve an emulated lidar on a pseudo-terminal until Ctrl-C.
 
-        Prints the tty path (and the link). Open it at 230400 baud, 8N1: the device
-        streams 47-byte packets (12 points each, CRC-8) and ignores anything sent to it.
-        The scenario's samples are replayed in a loop.
+        Prints the tty path (and the link); 230400 baud, 8N1, the scenario's samples looped.
+        See docs/LD19.md, "Emulator".
         """
         _serve_ld19_protocol(kind_name, **options)
 

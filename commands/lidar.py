@@ -41,13 +41,9 @@ def lidar_cmd(session: Path, device: str, as_json: bool, plots_dir: Path | None,
         t_end: float | None) -> None:
     """Datasheet of one lidar from a session (captured, decoded or simulated).
 
-    Timing from every turn: scan rate (Hz), turn-period percentiles and jitter
-    (ms), points per turn, angular step (°), skipped turns (count, %), longest
-    gap (ms), USB drop-offs from the session events. Range noise σ per distance
-    band (mm; 1.4826 × MAD of per-bearing temporal residuals) and the fractions
-    of edge outliers and isolated false points (% of samples) come from static
-    stretches only; the command finds them from the scans and refuses (exit 2)
-    when there are none, unless --timing-only.
+    Timing from every turn (rate Hz, period and jitter ms, points per turn, skipped turns,
+    gaps); range noise σ per distance band (mm) and outlier fractions (%) from static
+    stretches only: exit 2 when there are none, unless --timing-only. See docs/LIDAR.md.
     """
     from sensorbench.characterize.lidar.display import datasheet
     from sensorbench.characterize.lidar.stats import StaticOptions, characterize_session
@@ -111,11 +107,8 @@ def merge_cmd(session: Path, front: str, rear: str, output: Path | None, max_dt_
 ) -> None:
     """Merge a front and a rear lidar into one 360° scan per turn pair.
 
-    Turns whose centre times are within --max-dt (s) of each other are paired;
-    each is moved into the robot frame at its own time (mount pose, plus the
-    --pose motion), both are resampled onto the finer angular step, the nearer
-    return wins in each direction (m), returns on the footprint are dropped and
-    directions nobody saw are inf. Stamped halfway between the two turns.
+    Turns within --max-dt (s) are paired, moved into the robot frame and resampled; the
+    nearer return (m) wins, footprint returns are dropped. See docs/LIDAR.md.
     """
     from sensorbench.fusion.scan_merge_session import merge_session
     from sensorbench.logs.check import refuse_unclosed

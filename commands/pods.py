@@ -52,17 +52,10 @@ def fit_pods_cmd(sessions: tuple[Path, ...], output: Path | None, force: bool, a
 ) -> None:
     """Fit each pod's distance per tick (so wheel radius), rolling angle and lever arm.
 
-    SESSIONS are fixed drives (forward, sideways, spins, a square) with the pods'
-    encoder stream and a mocap pose stream. Per pod the row (cos φ, sin φ, L)/c is
-    fitted by robust least squares against reference body increments (mocap
-    translation; rotation from the IMU yaw when the sessions carry one, see
-    --heading), with the encoder/mocap time offset found per session and bounce
-    frames dropped; uncertainties are 1σ. Motion
-    directions the drives do not excite are reported and the parameters that
-    need them refused (no spin: no lever arm; no sideways drive: no scale for a
-    sideways pod, no angles). A pod's position along its own rolling axis is
-    never observable. Units: m, rad (degrees in the table). Exit 1 when any
-    parameter was refused (the model file is still written, marked incomplete).
+    SESSIONS are fixed drives with the pods' encoder stream and a mocap pose stream.
+    Parameters the drives do not excite are refused. Units: m, rad (degrees in the table);
+    uncertainties 1σ. Exit 1 when any parameter was refused (the model file is still
+    written, marked incomplete). See docs/PODS.md, "Geometry fit".
     """
     from sensorbench.characterize.pods.geometry_fit import fit_pods
     from sensorbench.fusion.pod_drive import load_drive
@@ -115,15 +108,10 @@ def fit_noise_cmd(sessions: tuple[Path, ...], pods_path: Path, output: Path | No
         holdout: bool) -> None:
     """Fit the split filters' noise per axis from replayed sessions.
 
-    Per axis (x, y in m; heading in rad): q, the velocity random walk (m²/s³, rad²/s³),
-    q_jerk, its growth with the odometry's observed squared jerk (s³), r, the tick rounding
-    (m², rad²), and the shares of the wheels' slip law the odometry takes per step; when
-    every session has mocap, also the odometry's slip model (variance gained per m driven
-    along x and y and per rad turned). Reports the mean NIS clipped to the gate with its
-    95 % band, the gate's rejection rate and the innovation autocorrelation ρ_1..ρ_10
-    (docs/PODS.md explains the fit) on the fitted sessions (`replay` on others is the test).
-    Exit 1 when the filters are not consistent on some axis; the model is still written:
-    the check is a diagnosis, not a refusal.
+    Per axis (x, y in m; heading in rad) the noise densities, and with mocap the
+    odometry's slip model, with the filters' consistency on the fitted sessions. Exit 1
+    when the filters are not consistent on some axis (the model is still written). See
+    docs/PODS.md, "Noise fit".
     """
     from sensorbench.characterize.pods.noise_fit import fit_noise, leave_one_out
     from sensorbench.fusion.filter_noise import save_noise_model
@@ -198,12 +186,9 @@ def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
         as_json: bool) -> None:
     """Replay a session's pods through the split x/y/heading filters.
 
-    Prints the error against the reference (RMS, max and final position error in m,
-    heading error in rad, degrees in the table), the encoder/mocap time offset and the
-    gate's rejections; per axis the mean NEES with its 95 % band and the fraction of
-    samples with the truth inside the stated 1σ/2σ/3σ (expected 68.3/95.4/99.7 %); a
-    sliding-window NIS monitor's degraded spans are flagged (PoseFlag.DEGRADED) in the
-    estimate and written as events (docs/PODS.md).
+    Prints the error against the reference (m, rad; degrees in the table), the time
+    offset, the gate's rejections and per axis the filters' consistency; degraded spans
+    are flagged in the estimate and written as events. See docs/PODS.md.
     """
     from sensorbench.characterize.pose.error_model import PoseErrorModel
     from sensorbench.fusion.filter_noise import FilterNoise, load_noise_model

@@ -130,13 +130,9 @@ def fit_pose_error_cmd(ctx: click.Context, selection: _Selection, as_json: bool,
         output: str | None, force: bool) -> None:
     """Fit the pose-error model of SENSOR against REFERENCE over SESSIONS (HDF5).
 
-    Per axis (x, y, z in m in the reference world frame; roll, pitch, yaw in rad about
-    the reference body axes) the error is an offset drawn at every relocalization
-    (std sigma_b) + first-order Gauss-Markov noise (std sigma, correlation time
-    tau_s in s) + white noise (std sigma_v), fitted jointly by maximum likelihood.
-    Prints the parameters with 95 % intervals, the time offset (s) and alignment,
-    and an Allan-deviation cross-check; -o writes the model file that filters and the
-    simulator load.
+    Per axis (x, y, z in m; roll, pitch, yaw in rad) a relocalization offset (sigma_b),
+    Gauss-Markov noise (sigma, tau_s in s) and white noise (sigma_v), with 95 % intervals,
+    the time offset (s) and alignment; -o writes the model file. See docs/POSE_ERROR.md.
     """
     from sensorbench.characterize.pose.sessions import fit_prepared
     from sensorbench.logs.check import refuse_unclosed
@@ -228,13 +224,10 @@ def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots
 ) -> None:
     """Leave-one-session-out Monte Carlo validation of the pose-error model.
 
-    For every session: refit on the others (or use --model), simulate error series along
-    its real timestamps and relocalizations, and place the real RMS, mean, max |e|, lag-1
-    autocorrelation and growth of every axis among them, at family-wise level ALPHA. Then
-    the verdict: the model (DRIFT, SCALE, FRAME or MISFIT) and each --require over
-    --horizon (holds, fails or cannot be told from these sessions); docs/POSE_ERROR.md
-    explains both. Exit 0 when the model and every requirement hold, 1 naming what failed
-    or could not be told, and why.
+    Places each session's real error statistics among simulated ones at family-wise level
+    ALPHA, then the verdict on the model and each --require over --horizon. Exit 0 when
+    the model and every requirement hold, 1 naming what failed or could not be told. See
+    docs/POSE_ERROR.md, "Validation".
     """
     from sensorbench.characterize.pose.error_model import PoseErrorModel, fit_pose_error
     from sensorbench.characterize.pose.requirements import (

@@ -46,13 +46,10 @@ def record_raw_cmd(port: str, baud: int | None, config_path: str | None, run_dir
         as_json: bool) -> None:
     """Record PORT's bytes for --duration seconds into OUTPUT, exactly as received.
 
-    The port is set raw (no canonical mode, no echo, no CR/LF translation, no
-    XON/XOFF or RTS/CTS flow control, 8N1 at --baud), which `cat` does not do.
-    OUTPUT holds the bytes; OUTPUT.chunks (text) the byte offset and host
-    monotonic time (ns) of every read (docs/CAPTURE.md). `sensorbench decode
-    ld19|a1 OUTPUT` uses those times. Both files appear when the recording ends
-    (duration, Ctrl-C, or the device going away); an existing OUTPUT is refused
-    unless --force.
+    The port is set raw, 8N1 at --baud. OUTPUT holds the bytes, OUTPUT.chunks the byte
+    offset and host monotonic time (ns) of every read; both appear when the recording ends
+    (duration, Ctrl-C, or the device going away); an existing OUTPUT is refused unless
+    --force. See docs/CAPTURE.md.
     """
     from sensorbench.drivers.raw_recorder import configured_device, open_dtr, record_raw
     from sensorbench.drivers.robot_config import load_robot_config

@@ -38,12 +38,9 @@ def report_cmd(sessions: tuple[Path, ...], out_dir: Path, models_dir: Path | Non
         seed: int, sensor: str, reference: str, align: str, force: bool, as_json: bool) -> None:
     """Write DIR/report.html: every table and figure for SESSIONS (HDF5).
 
-    Lidar datasheets (rate Hz, period and jitter ms, range noise σ by band mm, outlier
-    %), pod geometry with 1σ (needs --models), replay errors (cm, °), the pose-error
-    model (m, rad, s) with its Allan plot, the leave-one-session-out validation
-    (verdicts, error-in-band plots, rank histogram) and each session's provenance.
-    Simulated sessions show the simulated truth beside the recovered values. Figures
-    are embedded; the page needs nothing else.
+    Lidar datasheets, pod geometry (needs --models), replay errors, the pose-error model
+    and its validation, each session's provenance; simulated sessions show their truth
+    beside. The page is self-contained. See docs/ARCHITECTURE.md.
     """
     from sensorbench.logs.check import refuse_unclosed
     from sensorbench.report.build import ReportOptions, build_report

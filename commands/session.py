@@ -221,11 +221,8 @@ def import_rosbag_cmd(bag: Path, topics: tuple[str, ...], tfs: tuple[str, ...], 
 ) -> None:
     """Import topics of a ROS bag (rosbag2 sqlite3 or MCAP, ROS 1 .bag) into a session.
 
-    Odometry, PoseStamped, PoseWithCovarianceStamped, TransformStamped and TF
-    (one child frame) become pose streams, with their frame ids and covariances;
-    --tf composes a frame's pose along the transform tree; LaserScan becomes a lidar
-    stream (angles CCW from the sensor's forward, in [0, 2pi)); JointState of
-    integer positions an encoder stream. Header stamps are the sample times.
+    Pose messages and TF become pose streams, LaserScan a lidar stream, JointState an
+    encoder stream; header stamps are the sample times. See docs/FORMAT.md.
     """
     from sensorbench.logs.import_rosbag import TfSpec, TopicSpec, import_rosbag, read_rosbag
 

@@ -33,11 +33,7 @@ def simulate_cmd(scenario: str | None, seed: int, session: int | None, output: P
 ) -> None:
     """Simulate a scenario and write a session with every sensor stream and its truth.
 
-    Streams: each enabled lidar (angles rad CCW, ranges m, inf = no return), the pod
-    MCU's counts with IMU yaw (rad) and yaw rate (rad/s), mocap and the pose sensor
-    (positions m, unit quaternions), relocalization events, and the /truth group
-    (true pose at 500 Hz, pod geometry, lidar turn schedule, pose-sensor error,
-    every scenario parameter as TOML). Host times start at 1000 s (int64 ns).
+    Streams in SI units with int64 ns host times from 1000 s, and the /truth group.
     Scenarios: forward, sideways, spin, square, figure8, hold, lidar_static,
     reloc_campaign (5 sessions), ld19_faults, a1_brownout, pods_faults; see --list
     and docs/SIMULATION.md.

@@ -111,14 +111,10 @@ def install_cmd(file: Path, rules_dir: Path, filename: str, no_reload: bool) -> 
 def devices_cmd(probe: bool, listen_s: float, show_all: bool, as_json: bool) -> None:
     """List serial devices: node, USB port path, ID_PATH, VID:PID, serial, kind.
 
-    Identical adapters (two A1s and an LD19 behind CP2102s, all 10c4:ea60 with
-    serial 0001) differ only in their USB port path (e.g. 1-1.2 = bus 1, root
-    port 1, hub port 2): name them with `sensorbench udev rules --name
-    NAME=PORTPATH`. Without --probe the kind is only the bridge guessed from
-    VID:PID (e.g. "cp210x?"). With --probe it is ld19, a1, pods, unknown, busy
-    or error. With --probe, or when nothing is found, brltty (which takes CP2102
-    adapters away on Ubuntu) is looked for: its process, its udev rule and its
-    kernel log line; a warning gives the fix (JSON: "brltty").
+    Identical adapters differ only in their USB port path: name them with `sensorbench
+    udev rules --name NAME=PORTPATH`. The kind is the bridge guessed from VID:PID, or with
+    --probe ld19, a1, pods, unknown, busy or error; with --probe or when nothing is found
+    brltty is looked for (JSON: "brltty"). See docs/UDEV.md.
     """
     devices = list_serial_devices(usb_only=not show_all)
     probes: dict[str, Any] = {}
