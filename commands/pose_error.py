@@ -25,21 +25,14 @@ _SESSION_OPTS = [
         "--reference", default="mocap", show_default=True, help="Pose stream of the reference."
     ),
     opt.flag_option("--planar",
-        "Align frames by yaw + translation only (planar robot) instead of SE(3). "
-        "One transform is fitted to all SESSIONS together (the sensor's map is the same "
-        "in each), so only the campaign's mean error is absorbed, not each session's."),
+        "Align frames by yaw + translation only (planar robot) instead of SE(3)."),
     opt.flag_option("--no-align",
         "The sensor already reports in the reference frame: no spatial alignment "
         "(the same as --align none)."),
     click.option("--align", type=click.Choice(["auto", "campaign", "session", "none"]),
         default="auto", show_default=True,
-        help="auto: campaign when the FRAME check finds all SESSIONS in one map, else "
-        "session (separate SLAM runs, each in its own map; evo_ape -a aligns each run so); "
-        "the output says which. campaign: one frame transform for all SESSIONS (a sensor "
-        "relocalizing into one map); a session whose mean error the within-session offsets "
-        "cannot explain is "
-        "named (FRAME: not in the same map) and left out. session: one transform each "
-        "(absorbs each session's mean error). none: the sensor reports in the reference frame."),
+        help="Frame transforms: one for all SESSIONS (campaign), one each (session), none, "
+        "or auto: campaign when all SESSIONS are in one map, else session (docs/POSE_ERROR.md)."),
     opt.number_option(
         "--max-offset", None, opt.FiniteFloat(), 0.5,
         "Largest time offset between sensor and reference clocks searched, s.",
@@ -103,11 +96,8 @@ class _Selection:
 
 
 def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Add the options shared by ``fit pose-error`` and ``validate``.
-
-    The command receives the values of :class:`_Selection`'s fields as one
-    ``selection`` argument; ``as_json``, ``plots`` and its own options as they are.
-    """
+    """Add the options shared by ``fit pose-error`` and ``validate``; the command gets
+    :class:`_Selection`'s fields as one ``selection`` argument."""
     names = [fld.name for fld in fields(_Selection)]
 
     @functools.wraps(f)
@@ -196,11 +186,8 @@ def fit_pose_error_cmd(ctx: click.Context, selection: _Selection, as_json: bool,
 @click.option("--require", "require", multiple=True, metavar="AXIS.STAT<=VALUE[UNIT]",
     help="Accuracy requirement: STAT of |error| over --horizon within VALUE in a fraction "
     "--confidence of horizons, e.g. x.p95<=5cm or yaw.p99<=1deg; STAT in rms, p50, p95, "
-    "p99, max; VALUE in m or rad unless a unit (mm, cm, m, rad, mrad, deg) is given. "
-    "Verdict per requirement at --verdict-confidence: holds (the upper bound of that "
-    "quantile is within VALUE), fails (its lower bound is above VALUE) or cannot tell "
-    "(the bounds straddle VALUE; more sessions narrow them). Exit 0 only when every "
-    "requirement holds. Repeatable.")
+    "p99, max; VALUE in m or rad unless a unit (mm, cm, m, rad, mrad, deg) is given; "
+    "verdict: holds, fails or cannot tell. Repeatable.")
 @opt.number_option(
     "--horizon", None, opt.FiniteFloat(min=0.0, min_open=True), 60.0,
     "Horizon of the required statistics, s.",
@@ -212,9 +199,7 @@ def fit_pose_error_cmd(ctx: click.Context, selection: _Selection, as_json: bool,
 )
 @opt.number_option(
     "--verdict-confidence", None, opt.FiniteFloat(0.5, 1.0, min_open=True, max_open=True), 0.95,
-    "Confidence of each bound of a requirement's verdict: a verdict 'holds' or "
-    "'fails' is wrong with probability at most about 1 - this when the truth sits at "
-    "VALUE (less when it is farther).",
+    "Confidence of each bound of a requirement's verdict.",
 )
 @click.pass_context
 def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots: str | None,
