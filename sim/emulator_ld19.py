@@ -272,8 +272,7 @@ class LD19Emulator(PtyEmulator):
         metres = np.nan_to_num(rng_m, posinf=0.0)
         self._dist = np.clip(np.round(metres * 1000), 0, 65535).astype(np.uint16)
         self._inten = np.clip(np.asarray(src.intensity).reshape(shape), 0, 255).astype(np.uint8)
-        dt = float(np.median(np.diff(t))) if n > 1 else 1.0 / REAL_SAMPLES_PER_S
-        self._period = float(t[-1] - t[0]) + dt
+        self._period = float(t[-1] - t[0] + np.median(np.diff(t)))  # n >= 12: one loop (s)
 
         self.speed = float(speed)
         self.clock = SimClock(speed)
