@@ -34,17 +34,15 @@ udev = subgroup("udev")
     "lidar_front=1-1.2, or 1-1.2:1.0 for one interface); repeatable. PORTPATH may also be "
     "a full ID_PATH. NAME: lowercase letters, digits, '_' and '-'.")
 @click.option("--by", type=click.Choice(BY_CHOICES), default="id-path", show_default=True,
-    help="Match on udev's ID_PATH (stable across bus renumbering; the device must be "
-    "plugged in, or give its ID_PATH) or on KERNELS (port path plus the adapter's "
-    "vendor/product; works for absent devices but bakes in the bus number).")
+    help="Match on udev's ID_PATH (the device plugged in, or its ID_PATH given) or on "
+    "KERNELS (absent devices too; bakes in the bus number). See docs/UDEV.md.")
 @opt.output_option(
     f"Write the rules here (e.g. {DEFAULT_FILENAME}) instead of stdout.", force="OUTPUT"
 )
 def rules_cmd(names: tuple[str, ...], by: str, output: Path | None, force: bool) -> None:
     """Generate udev rules naming each device by the USB port it is plugged into.
 
-    Every rule sets GROUP="dialout", MODE="0660" and tells ModemManager to leave
-    the device alone. Install the file with `sensorbench udev install FILE`.
+    Install the file with `sensorbench udev install FILE`. See docs/UDEV.md.
     """
     if output is not None:
         check_output(output, force=force)
@@ -98,10 +96,8 @@ def install_cmd(file: Path, rules_dir: Path, filename: str, no_reload: bool) -> 
 
 @cli.command("devices")
 @opt.flag_option("--probe",
-    "Open each listed device and find out what answers: listen for an LD19-protocol "
-    "lidar (LD19 or LD06, 230400 baud) and the pod MCU (115200), then ask for an A1's "
-    "GET_INFO. Opening a port stops an A1's motor and closing it starts it again; do not "
-    "probe during a capture.")
+    "Open each listed device and find out what answers (LD19/LD06, pod MCU, A1). "
+    "Opening a port stops an A1's motor: do not probe during a capture.")
 @opt.number_option(
     "--listen", "listen_s", opt.FiniteFloat(0.05, 5.0), 0.35,
     "Seconds each listen-only probe listens per device (s).",
