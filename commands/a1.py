@@ -23,14 +23,12 @@ emulate = subgroup("emulate")
     help="When RAW is a session: which raw stream to decode (default: its only rplidar one).")
 @opt.number_option(
     "--sample-rate", "sample_rate_hz", opt.FiniteFloat(min=1.0), None,
-    "Samples per second that time a bare byte file without the unit's GET_SAMPLERATE answer "
-    "(Hz) [default: the nominal 2000 standard, 4000 express]; a bare file with that answer is "
-    "timed by the unit's own sample duration, and a session's raw stream or a record-raw file "
-    "with its .chunks by host read times.",
+    "Samples per second (Hz) that time a bare byte file without read times nor the unit's "
+    "GET_SAMPLERATE answer [default: the nominal 2000 standard, 4000 express].",
 )  # fmt: skip
 @opt.flag_option("--no-descriptor",
     "RAW is a bare stream starting on a node (or capsule) boundary, without scan "
-    "descriptor (A5 5A 05 00 00 40 81 standard, A5 5A 54 00 00 40 82 express).")
+    "descriptor.")
 @click.option("--scan-mode", type=click.Choice(["standard", "express"]), default="standard",
     show_default=True,
     help="With --no-descriptor: the stream's scan mode (5-byte nodes or 84-byte capsules).")
