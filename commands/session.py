@@ -76,8 +76,7 @@ def info_cmd(session: Path, as_json: bool) -> None:
 @cli.command("check")
 @click.argument("session", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--recover/--no-recover", default=True, show_default=True,
-    help="Rebuild a file whose writer was killed (the original is kept as NAME.orig.h5, "
-    "or NAME.orig-2.h5… if that exists).")
+    help="Rebuild a file whose writer was killed (the original is kept as NAME.orig.h5).")
 @opt.flag_option("--force",
     "Recover a file whose writer ran on another host (check cannot see whether it "
     "still runs) once you know it has stopped.")
@@ -203,12 +202,11 @@ _DEFAULT_NAMES = {"mocap": "mocap", "pose": "pose_sensor", "pods": "pods"}
 @import_group.command("rosbag")
 @click.argument("bag", type=click.Path(exists=True, path_type=Path))
 @click.option("--topic", "topics", multiple=True, metavar="TOPIC=NAME[:KIND]",
-    help="A topic and the stream it becomes (repeat). Pose kinds: mocap, pose_sensor, "
-    "estimate (default: mocap or estimate for names starting so, else pose_sensor). TF "
-    "topics name their child frame: '/tf[base_link]=mocap'.")
+    help="A topic and the stream it becomes (repeat), e.g. '/tf[base_link]=mocap'; pose "
+    "kinds: mocap, pose_sensor, estimate (default: from the name, docs/FORMAT.md).")
 @click.option("--tf", "tfs", multiple=True, metavar="PARENT:CHILD=NAME[:KIND]",
-    help="The pose of frame CHILD in frame PARENT, composed from /tf and /tf_static as tf2 "
-    "does, at every stamp of the chain's fastest link (repeat), e.g. map:camera_link=cam.")
+    help="The pose of frame CHILD in frame PARENT composed along /tf and /tf_static "
+    "(repeat), e.g. map:camera_link=cam.")
 @_into_option("Session file to add the streams to.")
 @click.option("--reloc-topic", default=None,
     help="Every message on this topic is a relocalization of the pose sensor at its stamp.")
