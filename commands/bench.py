@@ -1,10 +1,5 @@
-"""``sensorbench bench``: run the benchmarks and print measured ratios.
-
-The benchmarks live in the source checkout's ``benchmarks/``, outside the installed
-package: they compile C references, time peers (filterpy, mcap) that are test
-dependencies, and no robot needs them to run. ``./dev bench`` installs the checkout
-(editable) and runs this command; an installed wheel says where to get them.
-"""
+"""``sensorbench bench``: run the checkout's ``benchmarks/`` (not installed with the
+package: docs/ARCHITECTURE.md, layer 10) and print measured ratios."""
 
 from __future__ import annotations
 
@@ -42,11 +37,8 @@ def _benchmarks() -> ModuleType:
 def bench_cmd(as_json: bool, quick: bool, only: tuple[str, ...]) -> None:
     """Measure throughput and cost as ratios and rates, each from several rounds.
 
-    A ratio against a reference times ours and the reference alternately, round after
-    round, after the same warm-up; each figure is the median round, shown with the
-    smallest and largest round (--json lists every round). Targets come from the
-    project's issues; a missed target is shown, not hidden. Each module's figures are
-    printed as soon as it has finished.
+    Each figure is the median round, shown with the smallest and largest (--json lists
+    every round); a missed target is shown, not hidden. See docs/ARCHITECTURE.md.
     """
 
     bench = _benchmarks()
