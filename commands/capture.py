@@ -162,8 +162,7 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
 @opt.LINK
 @opt.DURATION
 @click.option("--firmware", "elf", type=click.Path(dir_okay=False, exists=True),
-    help="Run this ATmega328P image (make -C firmware: firmware/build/avr/"
-    "pods-atmega328p.elf) under simavr instead of emulating the frames.")
+    help="Run this ATmega328P image (make -C firmware) under simavr instead.")
 @click.option("--trajectory", type=click.Path(dir_okay=False, exists=True),
     help="--firmware: the counts to drive onto the encoder pins, rows 't_us c0 c1 c2' "
     "(default: the scenario's pods).")
@@ -237,8 +236,8 @@ def emulate_pods_cmd(scenario: str, seed: int, speed: float, protocol: str, link
 @opt.SPEED
 @opt.DURATION
 @click.option("--pods-firmware", type=click.Path(dir_okay=False, exists=True),
-    help="Run this ATmega328P image under simavr as the pod MCU (see emulate pods --firmware); "
-    "its config entry must be binary, 3 pods, imu = false (the image sends no IMU fields).")
+    help="Run this ATmega328P image under simavr as the pod MCU (config entry: binary, "
+    "3 pods, imu = false).")
 def emulate_robot_cmd(run_dir: str, config_path: str | None, scenario: str | None,
         seed: int | None, speed: float, duration_s: float | None, pods_firmware: str | None
 ) -> None:
