@@ -127,15 +127,6 @@ class SyntheticLD19Samples:
         inten[lost] = np.where(lit[lost], rng.integers(150, 256, n)[lost], 0).astype(np.uint8)
         return cls(t, angle_cw, r, inten, speed)
 
-    @classmethod
-    def ideal(
-        cls, duration_s: float = 10.0, seed: int = 0, p_no_return: float = 0.01
-    ) -> SyntheticLD19Samples:
-        """An idealised sweep of the same room: the datasheet's 4500 samples/s at a
-        constant 10 Hz (exactly 450 points per turn)."""
-        return cls.generate(duration_s, seed=seed, p_no_return=p_no_return, samples_per_s=4500.0,
-            realism=LD19Realism(speed_sd_deg_s=0.0))
-
 
 @dataclass
 class LD19Truth(Records):

@@ -20,6 +20,7 @@ import numpy as np
 import serial
 
 from sensorbench.drivers.ld19_parser import POINTS_PER_PACKET, point_angles_cdeg
+from sensorbench.sim.emulator_ld19 import LD19Realism, SyntheticLD19Samples
 
 MANUAL_PACKET = bytes.fromhex(
     "54 2C 68 08 AB 7E E0 00 E4 DC 00 E2 D9 00 E5 D5 00 E3 D3 00 E4 D0 00 E9 CD 00 E4"
@@ -204,3 +205,12 @@ def capture(ser: serial.Serial, done, quiet_s: float = 0.3, deadline_s: float = 
 
 
 MANUAL_PACKET_10HZ += bytes([ref_crc8(MANUAL_PACKET_10HZ)])
+
+
+def ideal_samples(
+    duration_s: float = 10.0, seed: int = 0, p_no_return: float = 0.01
+) -> SyntheticLD19Samples:
+    """An idealised sweep of the emulator's room: the datasheet's 4500 samples/s at a
+    constant 10 Hz (exactly 450 points per turn)."""
+    return SyntheticLD19Samples.generate(duration_s, seed=seed, p_no_return=p_no_return,
+        samples_per_s=4500.0, realism=LD19Realism(speed_sd_deg_s=0.0))

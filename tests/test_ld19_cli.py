@@ -12,6 +12,7 @@ import lidar_util
 import numpy as np
 import serial
 from click.testing import CliRunner
+from ld19_util import ideal_samples
 
 from sensorbench.cli import cli
 from sensorbench.drivers.device_protocol import pick_raw_stream
@@ -23,7 +24,7 @@ from sensorbench.sim.emulator_ld19 import SyntheticLD19Samples
 def _capture_bytes(
     duration_s: float, seed: int = 0, ts0: int = 0
 ) -> tuple[bytes, SyntheticLD19Samples]:
-    s = SyntheticLD19Samples.ideal(duration_s=duration_s, p_no_return=0.02, seed=seed)
+    s = ideal_samples(duration_s=duration_s, p_no_return=0.02, seed=seed)
     return lidar_util.ld19_bytes(s, ts0), s
 
 

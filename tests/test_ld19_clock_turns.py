@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+from ld19_util import ideal_samples
 
 from sensorbench.drivers import ld19_turns
 from sensorbench.drivers.device_clock import CounterUnwrapper, DeviceClock
@@ -15,7 +16,7 @@ from sensorbench.drivers.ld19_parser import LD19Parser
 from sensorbench.drivers.ld19_turns import TurnAssembler, cw_cdeg_to_ccw_rad
 from sensorbench.errors import DriverError
 from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, TurnFlag
-from sensorbench.sim.emulator_ld19 import SyntheticLD19Samples, encode_packets
+from sensorbench.sim.emulator_ld19 import encode_packets
 
 # -- counter unwrapping ----------------------------------------------------------------
 
@@ -166,7 +167,7 @@ def test_clock_before_any_data_and_reset():
 
 
 def _stream(duration_s: float, seed: int = 0):
-    s = SyntheticLD19Samples.ideal(duration_s=duration_s, p_no_return=0.0, seed=seed)
+    s = ideal_samples(duration_s=duration_s, p_no_return=0.0, seed=seed)
     k = s.t_s.size // 12
     fields = {
         "speed": np.full(k, 3600),

@@ -13,6 +13,7 @@ from capture_util import damaged as damaged_frames
 from ld19_util import (
     MANUAL_PACKET,
     capture,
+    ideal_samples,
     packet_rows,
     ref_decode,
     ref_rows,
@@ -170,7 +171,7 @@ def test_crc_failures_equal_damaged_packets_with_an_intact_header():
 
 
 def test_startup_delay_and_power_cycle_restart_the_timestamp():
-    samples = SyntheticLD19Samples.ideal(duration_s=5.0, seed=7)  # packets on whole ms at 3 s
+    samples = ideal_samples(duration_s=5.0, seed=7)  # packets on whole ms at 3 s
     emu = LD19Emulator(samples, speed=SPEED, startup_s=3.0, loop=False, autostart=False)
     try:
         with serial.Serial(emu.path, 230400, timeout=0.05) as ser:

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from ld19_util import truth_points
+from ld19_util import ideal_samples, truth_points
 from timing_util import SLACK_S, wait_until
 
 from sensorbench.drivers.kernels import warm_up as warm_up_kernels
@@ -115,7 +115,7 @@ def _least_excess_delay_ms(chunks, truth: LD19Truth, t0_ns: float, split_ns: int
 
 def test_capture_through_unplug_and_replug(tmp_path):
     link = tmp_path / "ld19"
-    samples = SyntheticLD19Samples.ideal(duration_s=60.0, seed=1)
+    samples = ideal_samples(duration_s=60.0, seed=1)
     session = tmp_path / "cap.h5"
     with LD19Emulator(samples, link=str(link), speed=SPEED, startup_s=0.5, seed=1) as emu:
         # A reader starved by a loaded machine must get every byte late, not lose some:

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import serial
 from click.testing import CliRunner
-from ld19_util import RefPacket, ref_crc8, ref_unpack
+from ld19_util import RefPacket, ideal_samples, ref_crc8, ref_unpack
 from real_data import LD06_EXAMPLE2, LD06_EXAMPLE3, need
 
 from sensorbench.cli import cli
@@ -220,7 +220,7 @@ def test_real_ld06_range_resolution_and_the_knobs_that_leave_it():
         duration_s=1.0, seed=5, realism=LD19Realism(range_step_m=0.008)
     )
     assert _share_divisible(np.round(q.range_m[q.range_m > 0] * 1000).astype(np.int64), 8) == 1
-    assert np.all(SyntheticLD19Samples.ideal(duration_s=1.0).speed_deg_s == 3600.0)
+    assert np.all(ideal_samples(duration_s=1.0).speed_deg_s == 3600.0)
     # this room returned every beam: no no-return to measure an intensity on
     assert real["zero_fraction"] == 0.0
 
