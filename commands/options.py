@@ -40,6 +40,11 @@ class FiniteFloat(click.FloatRange):
             self.fail(f"{value!r}: must be finite (not nan or inf).", param, ctx)
         return rv
 
+    def _describe_range(self) -> str:
+        if self.min is None and self.max is None:
+            return "finite"
+        return super()._describe_range()
+
 
 def stack(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
     """The decorators applied as if written one above the other, first on top."""

@@ -61,3 +61,19 @@ def test_a_group_shared_by_modules_is_whole_after_another_command_loaded_one() -
     result = CliRunner().invoke(cli, ["emulate", "--help"])
     assert result.exit_code == 0, result.output
     assert {"a1", "ld19", "pods", "robot"} <= set(cli.commands["emulate"].commands)  # type: ignore[attr-defined]
+
+
+def test_every_help_page_states_its_ranges() -> None:
+    """No option's range reads ``x<=None`` (a bound-less range printed as if it had one)."""
+    from sensorbench.cli import cli
+
+    _attached()
+    pages = []
+    for name, cmd in cli.commands.items():
+        leaves = cmd.commands.items() if isinstance(cmd, click.Group) else [(name, cmd)]
+        for leaf, command in leaves:
+            ctx = click.Context(command, info_name=leaf)
+            pages.append((leaf, command.get_help(ctx)))
+    assert len(pages) > 30
+    bad = [leaf for leaf, text in pages if "None]" in text or "=None" in text]
+    assert not bad, bad
