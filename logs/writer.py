@@ -45,6 +45,7 @@ from sensorbench.logs.schema import (
     POSE_KINDS,
     RAW_CHUNK_DTYPE,
     SCHEMA_VERSION,
+    STREAM_COLUMNS,
     TURN_DTYPE,
     FileStatus,
     name_conflict,
@@ -564,17 +565,15 @@ class SessionWriter:
         return [(stream.ds("data"), data), (stream.ds("chunks"), chunks)]
 
     def _rows_encoder(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
-        cols = (*ENCODER_FIELDS, "counts")
-        return [(stream.ds(c), np.concatenate([getattr(b, c) for b in stream.pending]))
-                for c in cols]  # fmt: skip
-
-    def _rows_pose(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
-        cols = (*POSE_FIELDS, "position", "quat_xyzw")
+        """An encoder or pose stream's columns, each joined over the batches."""
+        cols = [*STREAM_COLUMNS[stream.kind], *(["covariance"] if stream.covariance else [])]
         return [
-            (d, np.concatenate([getattr(b, c) for b in stream.pending]).astype(d.dtype))
-            for c in ((*cols, "covariance") if stream.covariance else cols)
+            (d, np.concatenate([getattr(b, c) for b in stream.pending]).astype(d.dtype, copy=False))
+            for c in cols
             for d in (stream.ds(c),)
         ]
+
+    _rows_pose = _rows_encoder
 
     # -- closing -----------------------------------------------------------------
 
