@@ -221,11 +221,6 @@ def parse_float(text: str) -> float | None:
     return float(text.strip(" \t")) if _NUMBERS.cell.fullmatch(text) else None
 
 
-def parse_int(text: str) -> int | None:
-    """An integer written in ASCII decimal digits (optional sign); None otherwise."""
-    return int(text.strip(" \t")) if _INTS.cell.fullmatch(text) else None
-
-
 def floats(t: Table, j: int, name: str, *, missing: str = "") -> np.ndarray:
     """float64 values of column ``j``: finite ASCII decimals; ``missing`` = ``nan``
     lets ``nan`` stand for no value (``inf`` stays refused), ``blank`` lets a blank
