@@ -28,7 +28,7 @@ from sensorbench.logs.schema import (
     FileStatus,
 )
 from sensorbench.logs.update_lock import locked_by_writer
-from sensorbench.logs.values import Problem, batch_problems, structure_problems
+from sensorbench.logs.values import batch_problems, structure_problems
 
 B = TypeVar("B", LidarTurns, EncoderBatch, PoseBatch)
 
@@ -100,8 +100,13 @@ class _Rows(_Stream, Generic[B]):
                 (:func:`~sensorbench.logs.values.batch_problems`).
         """
         batch = self._read(t0_ns, t1_ns)
-        if validate:
-            _refuse(self._g, batch_problems(self._g.name.lstrip("/"), batch))
+        problems = batch_problems(self._g.name.lstrip("/"), batch) if validate else []
+        if problems:
+            path = self._g.file.filename
+            raise SessionError(
+                f"{path}: {'; '.join(str(p) for p in problems[:3])}; the data cannot be used "
+                f"as stored (`sensorbench check {path}` lists every problem)"
+            )
         return batch
 
     def _read(self, t0_ns: int | None, t1_ns: int | None) -> B:
@@ -289,17 +294,6 @@ def layout_error(path: Path, f: h5py.File) -> SessionError | None:
     )
 
 
-def _refuse(group: h5py.Group, problems: list[Problem]) -> None:
-    """Raise for impossible samples read from ``group`` (the first problems named)."""
-    if problems:
-        shown = "; ".join(str(p) for p in problems[:3])
-        path = group.file.filename
-        raise SessionError(
-            f"{path}: {shown}; the data cannot be used as stored (`sensorbench check {path}` "
-            "lists every problem)"
-        )
-
-
 def _refuse_dangling(path: Path, f: h5py.File) -> None:
     """Refuse a file marked closed with rows past its consistent data (a damaged index
     or a write that failed): a reader would take the prefix without a word."""
@@ -382,7 +376,6 @@ class Session:
         self._f = open_h5(self.path)
 
     def close(self) -> None:
-        """Close the file."""
         self._f.close()
 
     def __enter__(self) -> Session:
@@ -398,7 +391,6 @@ class Session:
 
     @property
     def attrs(self) -> dict[str, Any]:
-        """Root attributes."""
         return attrs_dict(self._f)
 
     @property
@@ -413,7 +405,6 @@ class Session:
 
     @property
     def schema_version(self) -> int:
-        """Schema version the file was written with."""
         return int(self._f.attrs["schema_version"])
 
     @property
@@ -428,15 +419,12 @@ class Session:
         return sorted(group.keys()) if group is not None else []
 
     def lidar_names(self) -> list[str]:
-        """Names of the lidar streams."""
         return self._names("lidar")
 
     def raw_names(self) -> list[str]:
-        """Names of the raw byte streams."""
         return self._names("raw")
 
     def encoder_names(self) -> list[str]:
-        """Names of the encoder streams."""
         return self._names("encoder")
 
     def pose_names(self, kind: str | None = None) -> list[str]:
@@ -454,15 +442,12 @@ class Session:
         return cls(group)
 
     def lidar(self, name: str) -> LidarStream:
-        """The lidar stream ``name``."""
         return self._get("lidar", name, LidarStream)
 
     def raw(self, name: str) -> RawStream:
-        """The raw byte stream ``name``."""
         return self._get("raw", name, RawStream)
 
     def encoder(self, name: str) -> EncoderStream:
-        """The encoder stream ``name``."""
         return self._get("encoder", name, EncoderStream)
 
     def encoder_or_only(self, name: str | None = None) -> EncoderStream:
@@ -479,7 +464,6 @@ class Session:
         return self.encoder(names[0])
 
     def pose(self, name: str) -> PoseStream:
-        """The pose stream ``name``."""
         return self._get("pose", name, PoseStream)
 
     def events(self) -> list[Event]:

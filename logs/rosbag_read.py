@@ -79,7 +79,7 @@ def bag_info(path: str | os.PathLike[str]) -> dict[str, Any]:
         for c in reader.connections:
             counts[c.topic] = counts.get(c.topic, 0) + int(c.msgcount)
         types = topic_types(bag, reader)
-        read_topics(bag, reader, [(t, _discard) for t in types])
+        read_topics(bag, reader, [(t, lambda _recv, _msg: None) for t in types])
         return {
             "path": str(bag),
             "format": "rosbag2" if reader.is2 else "rosbag1",
@@ -90,10 +90,6 @@ def bag_info(path: str | os.PathLike[str]) -> dict[str, Any]:
         }
     finally:
         reader.close()
-
-
-def _discard(_recv_ns: int, _msg: Any) -> None:
-    return None
 
 
 @contextmanager
@@ -131,7 +127,7 @@ def read_topics(
     with collector_paused():
         for conn in conns:
             fns = [uses[k][1] for k in by_topic[conn.topic]]
-            tick = None if progress is None else _ticker(progress, done, total)
+            tick = None if progress is None else (lambda n, at=done: progress(at + n, total))
             recv, rows = _read_connection(bag, reader, conn, fns, tick)
             parts[conn.topic].append((recv, rows))
             done += len(recv)
@@ -153,10 +149,6 @@ def read_topics(
 
 _TICK = 4096
 """Messages between two progress reports."""
-
-
-def _ticker(progress: Progress, before: int, total: int) -> Callable[[int], None]:
-    return lambda n: progress(before + n, total)
 
 
 def _deserializer(reader: Any, msgtype: str) -> Callable[[Any], Any]:

@@ -122,11 +122,6 @@ def pose_extract(msgtype: str, child: str | None) -> Extract:
     return transforms
 
 
-def tf_children(rows: list) -> list[str]:
-    """Child frames of the rows a TF topic gave (for the error naming a missing one)."""
-    return sorted({r[10] for message in rows for r in message if r[10]})
-
-
 def pose_stream(
     bag: Path,
     spec: TopicSpec,
@@ -138,9 +133,10 @@ def pose_stream(
     where = Path(f"{bag}:{spec.topic}")
     rows = [r for message in messages for r in message]
     if not rows:
+        children = sorted({r[10] for message in messages for r in message if r[10]})
         raise ImportFormatError(
             f"{bag}: topic {spec.topic!r} has no poses with child frame {spec.child_frame!r} "
-            f"(child frames: {', '.join(tf_children(messages)) or 'none'})"
+            f"(child frames: {', '.join(children) or 'none'})"
         )
     t_ns = np.array([r[0] for r in rows], dtype=np.int64)
     recv = np.array([r[1] for r in rows], dtype=np.int64)

@@ -82,14 +82,6 @@ def _new_chunk_bytes(ds: h5py.Dataset, rows: int, geometry: dict[int, tuple[int,
     return new * chunk_bytes
 
 
-def _extend(ds: h5py.Dataset, data: np.ndarray) -> None:
-    if len(data) == 0:
-        return
-    n = ds.shape[0]
-    ds.resize(n + len(data), axis=0)
-    ds[n:] = data
-
-
 @dataclass
 class _Stream:
     kind: str
@@ -106,7 +98,6 @@ class _Stream:
     """The group's datasets by name, looked up once (h5py builds a new object each time)."""
 
     def ds(self, name: str) -> h5py.Dataset:
-        """The group's dataset ``name``."""
         got = self.datasets.get(name)
         if got is None:
             got = self.datasets[name] = self.group[name]
@@ -542,7 +533,10 @@ class SessionWriter:
             fd = self._file.id.get_vfd_handle()
             self._reserved_end = reserve_room(fd, self.path, growth)
         for ds, data in plan:
-            _extend(ds, data)
+            if len(data):
+                n = ds.shape[0]
+                ds.resize(n + len(data), axis=0)
+                ds[n:] = data
 
     def _rows_lidar(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
         batch = LidarTurns.concat(stream.pending)
