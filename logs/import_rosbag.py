@@ -29,7 +29,7 @@ from sensorbench.logs.rosbag_read import (
     read_topics,
     topic_types,
 )
-from sensorbench.logs.rosbag_specs import (
+from sensorbench.logs.rosbag_streams import (
     BODY_FRAME,
     COUNTS_TYPE,
     DIAGNOSTICS_TYPE,
@@ -39,10 +39,10 @@ from sensorbench.logs.rosbag_specs import (
     TF_TOPICS,
     TF_TYPES,
     TIME_REFERENCE_TYPE,
+    BagStream,
     TfSpec,
     TopicSpec,
 )
-from sensorbench.logs.rosbag_streams import BagStream
 from sensorbench.logs.schema import PoseFlag
 from sensorbench.logs.tf_tree import TfCollector, TfTree
 
