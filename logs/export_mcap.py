@@ -19,8 +19,7 @@ import numpy as np
 from sensorbench.errors import SessionError
 from sensorbench.logs import ros2_cdr
 from sensorbench.logs.reader import Session
-from sensorbench.logs.rosbag_read import Progress
-from sensorbench.logs.rosbag_streams import BODY_FRAME, SEQ_JOINT, YAW_JOINT
+from sensorbench.logs.rosbag_streams import BODY_FRAME, SEQ_JOINT, YAW_JOINT, Progress
 from sensorbench.logs.scan_bins import ScanGrid, bin_turn
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag, TurnFlag
 from sensorbench.logs.values import Batch, exportable

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,6 @@ from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
 from sensorbench.logs.import_times import order_times
 from sensorbench.logs.importers import Imported, _check_positions, _pose_imported
-from sensorbench.logs.rosbag_read import Extract
 from sensorbench.logs.schema import NO_DEVICE_TIME, POSE_KINDS
 from sensorbench.logs.tf_tree import TfTree
 
@@ -25,6 +25,11 @@ _COUNTER = re.compile(r"c(\d+)")
 _TWO_PI = 2.0 * math.pi
 TIME_BASE = "ROS header stamps (ns since the Unix epoch)"
 _POSITION_COLUMNS = [(1, "position.x"), (2, "position.y"), (3, "position.z")]
+Extract = Callable[[int, Any], Any]
+"""``extract(receive ns, message)``: the plain values kept of one message."""
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: messages read so far of ``total``."""
 POSE_TYPES = ("nav_msgs/msg/Odometry", "geometry_msgs/msg/PoseStamped",
               "geometry_msgs/msg/PoseWithCovarianceStamped", "geometry_msgs/msg/TransformStamped",
               "tf2_msgs/msg/TFMessage")  # fmt: skip
