@@ -59,14 +59,13 @@ def _y_up_to_z_up(v: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Imported:
-    """A parsed file: its samples and the attributes to store with the stream."""
+    """A parsed file: its samples, the attributes to store with the stream, and the lines
+    dropped or flagged as :class:`ImportStream` lists them."""
 
     batch: PoseBatch | EncoderBatch | LidarTurns
     attrs: dict[str, Any] = field(default_factory=dict)
     dropped_lines: list[int] = field(default_factory=list)
-    """File lines dropped because their stamp repeats (``--duplicates``)."""
     relocalized_lines: list[int] = field(default_factory=list)
-    """File lines of kept poses flagged RELOCALIZED because they corrected a repeat."""
 
 
 class ImportStream(NamedTuple):
@@ -936,16 +935,13 @@ def refuse_impossible(
 
 
 class ImportResult(NamedTuple):
-    """What :func:`import_file` added, and what it dropped or flagged on the way."""
+    """What :func:`import_file` added (``samples`` to stream ``name``), and the lines it
+    dropped or flagged as :class:`ImportStream` lists them."""
 
     name: str
-    """Stream name."""
     samples: int
-    """Samples written."""
     dropped_lines: list[int]
-    """File lines dropped because their stamp repeats."""
     relocalized_lines: list[int]
-    """File lines of kept poses flagged RELOCALIZED (they corrected a repeated stamp)."""
 
 
 def import_file(
