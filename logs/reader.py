@@ -215,16 +215,12 @@ def _spans(offset: np.ndarray, length: np.ndarray, available: int) -> tuple[int,
 
 def stream_rows(kind: str, g: h5py.Group) -> tuple[int, int]:
     """(consistent rows, rows present in the longest column) of one stream."""
-    if kind == "lidar":
-        idx = g["turns"][:]
-        n_pts = min(g[c].shape[0] for c in LIDAR_POINT_FIELDS)
-        n, used = _spans(idx["offset"], idx["count"], n_pts)
-        longest = max(g[c].shape[0] for c in LIDAR_POINT_FIELDS)
-        return n, len(idx) - n + (longest - used)
-    if kind == "raw":
-        chunks = g["chunks"][:]
-        n, used = _spans(chunks["offset"], chunks["length"], g["data"].shape[0])
-        return n, len(chunks) - n + (g["data"].shape[0] - used)
+    if kind in ("lidar", "raw"):  # an index of spans over flat items (points, bytes)
+        lidar = kind == "lidar"
+        idx = g["turns" if lidar else "chunks"][:]
+        items = [g[c].shape[0] for c in (LIDAR_POINT_FIELDS if lidar else ("data",))]
+        n, used = _spans(idx["offset"], idx["count" if lidar else "length"], min(items))
+        return n, len(idx) - n + (max(items) - used)
     lengths = [g[c].shape[0] for c in columns_of(kind, g)]
     return min(lengths), max(lengths) - min(lengths)
 
