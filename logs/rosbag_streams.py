@@ -73,8 +73,7 @@ class TopicSpec:
     topic: str
     name: str
     kind: str | None = None
-    """Pose stream kind; None: ``mocap``/``estimate`` if the name starts so, else
-    ``pose_sensor``."""
+    """Pose stream kind; None: by name (:meth:`pose_kind`)."""
     child_frame: str | None = None
     """For TF topics: the child frame whose transforms are the poses."""
 
